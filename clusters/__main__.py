@@ -1,0 +1,74 @@
+"""Command line of the bed: `python -m clusters build|up|down|status|env`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from clusters import builds
+from clusters.bed import Bed
+from clusters.config import load_config
+from clusters.errors import BedError
+
+
+def _print_status(bed: Bed) -> bool:
+    rows = bed.status()
+    print(
+        f"{'CLUSTER':<10} {'COMPONENT':<24} {'PID':>7} {'PORTS':<18} {'HEALTH':<8} {'RSS':>8}  LOG"
+    )
+    total = 0
+    for s in rows:
+        health = "ok" if s.healthy else ("DOWN" if s.pid is None else "UNHEALTHY")
+        total += s.rss_kib
+        print(
+            f"{s.cluster:<10} {s.name:<24} {s.pid or '-':>7} "
+            f"{','.join(map(str, s.ports)):<18} {health:<8} {s.rss_kib / 1024:>6.0f}Mi  "
+            f"{s.log if not s.healthy else ''}"
+        )
+    print(f"total resident memory: {total / 1024 / 1024:.2f} GiB")
+    return all(s.healthy for s in rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m clusters", description=__doc__)
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help="bed config YAML (default: built-in "
+        "topology manager, worker1, worker2; or $TJ_BED_CONFIG)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("build", help="build (or find cached) etcd, Kubernetes, kwok and Kueue")
+    sub.add_parser("up", help="bring the bed up (idempotent) and show its status")
+    down = sub.add_parser("down", help="stop every process the bed started, remove its state")
+    down.add_argument("--keep-state", action="store_true", help="keep etcd data and certs")
+    sub.add_parser("status", help="every component with PID, ports, health and memory")
+    sub.add_parser("env", help="print shell exports of the kubeconfig paths")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "build":
+            builds.build_all()
+            return 0
+        bed = Bed(load_config(args.config))
+        if args.command == "up":
+            bed.up()
+            return 0 if _print_status(bed) else 1
+        if args.command == "down":
+            bed.down(keep_state=args.keep_state)
+            return 0
+        if args.command == "status":
+            return 0 if _print_status(bed) else 1
+        if args.command == "env":
+            print("\n".join(bed.env_lines()))
+            return 0
+    except BedError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,588 @@
+"""Bring the multi-cluster bed up, report on it, and take it down."""
+
+from __future__ import annotations
+
+import shutil
+import ssl
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+
+from clusters import builds, processes
+from clusters.config import REPO_ROOT, BedConfig, ClusterSpec, Port, load_config
+from clusters.errors import BedError
+from clusters.kube import Applier, api_client, build_kubeconfig, load_manifests, write_kubeconfig
+from clusters.kueue import build_config, build_crds, build_webhook_configurations
+from clusters.pki import CertPair, ensure_ca, ensure_cert, ensure_service_account_keys
+from clusters.processes import Component
+
+CRDS_DIR = REPO_ROOT / "crds"
+STAGES_FILE = Path(__file__).resolve().parent / "kwok" / "stages.yaml"
+KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")  # fixed path in Kueue v0.19
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+SERVICE_CIDR = "10.96.0.0/16"
+MULTIKUEUE_ROLE = "trainjob-bed:multikueue"
+
+
+def _say(msg: str) -> None:
+    print(f"[bed {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class ComponentStatus:
+    cluster: str
+    name: str
+    pid: int | None
+    ports: list[int]
+    healthy: bool
+    rss_kib: int
+    log: Path
+
+
+class Bed:
+    """The local multi-cluster bed described by a `BedConfig` (see `clusters/config.py`)."""
+
+    def __init__(self, config: BedConfig | None = None) -> None:
+        self.config = config or load_config()
+        self.state = self.config.state_dir
+        self._lock = threading.Lock()
+
+    # ---- paths and credentials -------------------------------------------------------------
+
+    @property
+    def pki_dir(self) -> Path:
+        return self.state / "pki"
+
+    def cluster_dir(self, cluster: str) -> Path:
+        return self.state / cluster
+
+    def kubeconfig(self, cluster: str) -> Path:
+        """Admin kubeconfig of `cluster` (credentials inline)."""
+        return self.cluster_dir(cluster) / "kubeconfig"
+
+    def server(self, cluster: str) -> str:
+        return f"https://127.0.0.1:{self.config.port(cluster, Port.APISERVER)}"
+
+    def ca(self) -> CertPair:
+        return ensure_ca(self.pki_dir)
+
+    def _cert(self, cluster: str, name: str, cn: str, **kw: Any) -> CertPair:
+        with self._lock:
+            return ensure_cert(self.ca(), self.pki_dir / cluster, name, cn, **kw)
+
+    def admin_cert(self, cluster: str) -> CertPair:
+        return self._cert(
+            cluster, "admin", "bed-admin", organizations=("system:masters",), client=True
+        )
+
+    def multikueue_kubeconfig(self, worker: str) -> dict[str, Any]:
+        """Kubeconfig the manager uses to reach `worker`: CA and client cert inline, no files."""
+        manager = self.config.managers[0].name if self.config.managers else "manager"
+        cert = self._cert(worker, "multikueue", f"multikueue-{manager}", client=True)
+        return build_kubeconfig(
+            worker,
+            self.server(worker),
+            self.ca().cert_pem(),
+            f"multikueue-{manager}",
+            cert.cert_pem(),
+            cert.key_pem(),
+        )
+
+    def api(self, cluster: str) -> client.ApiClient:
+        return api_client(self.kubeconfig(cluster))
+
+    # ---- components ---------------------------------------------------------------------------
+
+    def components(self, spec: ClusterSpec) -> list[Component]:
+        """The processes of one cluster, in start order."""
+        c, cfg, d = spec.name, self.config, self.cluster_dir(spec.name)
+
+        def port(which: Port) -> int:
+            return cfg.port(c, which)
+
+        pki = self.pki_dir / c
+        ca = self.pki_dir / "ca.crt"
+        kubeconfig = str(self.kubeconfig(c))
+        admin = CertPair(pki / "admin.crt", pki / "admin.key")
+
+        def api_ctx() -> ssl.SSLContext:
+            return processes.client_context(ca, admin.cert, admin.key)
+
+        insecure = processes.insecure_context()
+        etcd_client, etcd_peer = port(Port.ETCD_CLIENT), port(Port.ETCD_PEER)
+        comps = [
+            Component(
+                c,
+                "etcd",
+                [
+                    str(builds.binary("etcd")),
+                    f"--name={c}",
+                    f"--data-dir={d / 'etcd'}",
+                    f"--listen-client-urls=http://127.0.0.1:{etcd_client}",
+                    f"--advertise-client-urls=http://127.0.0.1:{etcd_client}",
+                    f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
+                    f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
+                    f"--initial-cluster={c}=http://127.0.0.1:{etcd_peer}",
+                    # A test bed: fsync buys nothing but latency here.
+                    "--unsafe-no-fsync",
+                    "--quota-backend-bytes=4294967296",
+                    "--log-level=warn",
+                ],
+                [etcd_client, etcd_peer],
+                lambda: processes.http_ok(
+                    f"http://127.0.0.1:{etcd_client}/health", expect='"health":"true"'
+                ),
+                d,
+            ),
+            Component(
+                c,
+                "kube-apiserver",
+                [
+                    str(builds.binary("kube-apiserver")),
+                    f"--etcd-servers=http://127.0.0.1:{etcd_client}",
+                    "--bind-address=127.0.0.1",
+                    "--advertise-address=127.0.0.1",
+                    f"--secure-port={port(Port.APISERVER)}",
+                    f"--tls-cert-file={pki / 'apiserver.crt'}",
+                    f"--tls-private-key-file={pki / 'apiserver.key'}",
+                    f"--client-ca-file={ca}",
+                    f"--service-account-key-file={pki / 'sa.pub'}",
+                    f"--service-account-signing-key-file={pki / 'sa.key'}",
+                    "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                    f"--service-cluster-ip-range={SERVICE_CIDR}",
+                    "--authorization-mode=RBAC",
+                    "--allow-privileged=true",
+                    # The `kubernetes` Service cannot point at a loopback address.
+                    "--endpoint-reconciler-type=none",
+                    f"--cert-dir={d / 'apiserver-certs'}",
+                    "--v=1",
+                ],
+                [port(Port.APISERVER)],
+                lambda: processes.http_ok(f"{self.server(c)}/readyz", context=api_ctx()),
+                d,
+            ),
+            Component(
+                c,
+                "kube-controller-manager",
+                [
+                    str(builds.binary("kube-controller-manager")),
+                    f"--kubeconfig={kubeconfig}",
+                    f"--authentication-kubeconfig={kubeconfig}",
+                    f"--authorization-kubeconfig={kubeconfig}",
+                    "--bind-address=127.0.0.1",
+                    f"--secure-port={port(Port.CONTROLLER_MANAGER)}",
+                    "--leader-elect=false",
+                    "--controllers=*",
+                    f"--service-account-private-key-file={pki / 'sa.key'}",
+                    f"--root-ca-file={ca}",
+                    "--use-service-account-credentials=false",
+                    f"--cert-dir={d / 'kcm-certs'}",
+                    "--v=1",
+                ],
+                [port(Port.CONTROLLER_MANAGER)],
+                lambda: processes.http_ok(
+                    f"https://127.0.0.1:{port(Port.CONTROLLER_MANAGER)}/healthz", context=insecure
+                ),
+                d,
+            ),
+        ]
+        if spec.role == "worker":
+            comps += [
+                Component(
+                    c,
+                    "kube-scheduler",
+                    [
+                        str(builds.binary("kube-scheduler")),
+                        f"--kubeconfig={kubeconfig}",
+                        f"--authentication-kubeconfig={kubeconfig}",
+                        f"--authorization-kubeconfig={kubeconfig}",
+                        "--bind-address=127.0.0.1",
+                        f"--secure-port={port(Port.SCHEDULER)}",
+                        "--leader-elect=false",
+                        f"--cert-dir={d / 'scheduler-certs'}",
+                        "--v=1",
+                    ],
+                    [port(Port.SCHEDULER)],
+                    lambda: processes.http_ok(
+                        f"https://127.0.0.1:{port(Port.SCHEDULER)}/healthz", context=insecure
+                    ),
+                    d,
+                ),
+                Component(
+                    c,
+                    "kwok",
+                    [
+                        str(builds.binary("kwok")),
+                        f"--kubeconfig={kubeconfig}",
+                        f"--config={d / 'kwok.yaml'}",
+                        "--manage-all-nodes=false",
+                        f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+                        f"--server-address=127.0.0.1:{port(Port.KWOK)}",
+                        "--node-lease-duration-seconds=40",
+                        "--cidr=10.0.0.1/16",
+                        "--node-ip=10.0.0.1",
+                    ],
+                    [port(Port.KWOK)],
+                    lambda: processes.http_ok(f"http://127.0.0.1:{port(Port.KWOK)}/healthz"),
+                    d,
+                ),
+            ]
+        comps.append(
+            Component(
+                c,
+                "kueue",
+                [
+                    str(builds.binary("kueue")),
+                    f"--config={d / 'kueue-config.yaml'}",
+                    "--zap-log-level=2",
+                ],
+                [port(Port.KUEUE_WEBHOOK), port(Port.KUEUE_METRICS), port(Port.KUEUE_HEALTH)],
+                lambda: processes.http_ok(f"http://127.0.0.1:{port(Port.KUEUE_HEALTH)}/readyz"),
+                d,
+                env={"KUBECONFIG": kubeconfig},
+            )
+        )
+        return comps
+
+    def component(self, cluster: str, name: str) -> Component:
+        for comp in self.components(self.config.cluster(cluster)):
+            if comp.name == name:
+                return comp
+        raise BedError(f"cluster {cluster!r} has no component {name!r}")
+
+    # ---- up -----------------------------------------------------------------------------------
+
+    def up(self) -> float:
+        """Bring every cluster up (idempotent: running parts are kept, missing ones started)."""
+        start = time.monotonic()
+        builds.build_all()
+        self.state.mkdir(parents=True, exist_ok=True)
+        self._prepare_pki()
+        with ThreadPoolExecutor(max_workers=len(self.config.clusters)) as pool:
+            futures = [pool.submit(self._up_cluster, spec) for spec in self.config.clusters]
+            errors = [f.exception() for f in futures]
+        failed = [e for e in errors if e is not None]
+        if failed:
+            if len(failed) == 1:
+                raise failed[0]
+            raise BedError("\n\n".join(str(e) for e in failed))
+        took = time.monotonic() - start
+        _say(
+            f"bed is up in {took:.1f}s: "
+            + ", ".join(f"{c.name} ({c.role}) {self.server(c.name)}" for c in self.config.clusters)
+        )
+        return took
+
+    def _prepare_pki(self) -> None:
+        self.ca()
+        KUEUE_METRICS_CERT_DIR.mkdir(parents=True, exist_ok=True)
+        metrics = ensure_cert(
+            self.ca(),
+            self.pki_dir,
+            "kueue-metrics",
+            "kueue-metrics",
+            hosts=("127.0.0.1", "localhost"),
+            server=True,
+        )
+        for src, dst in ((metrics.cert, "tls.crt"), (metrics.key, "tls.key")):
+            target = KUEUE_METRICS_CERT_DIR / dst
+            if not target.exists():
+                shutil.copyfile(src, target)
+        for spec in self.config.clusters:
+            c = spec.name
+            self._cert(
+                c,
+                "apiserver",
+                "kube-apiserver",
+                server=True,
+                hosts=(
+                    "127.0.0.1",
+                    "localhost",
+                    "kubernetes",
+                    "kubernetes.default",
+                    "kubernetes.default.svc",
+                    "10.96.0.1",
+                ),
+            )
+            self._cert(
+                c, "kueue-webhook", "kueue-webhook", server=True, hosts=("127.0.0.1", "localhost")
+            )
+            ensure_service_account_keys(self.pki_dir / c)
+            admin = self.admin_cert(c)
+            write_kubeconfig(
+                self.kubeconfig(c),
+                build_kubeconfig(
+                    c,
+                    self.server(c),
+                    self.ca().cert_pem(),
+                    "bed-admin",
+                    admin.cert_pem(),
+                    admin.key_pem(),
+                ),
+            )
+
+    def _start(self, comp: Component, timeout: float = 90.0) -> None:
+        if processes.start(comp):
+            _say(f"{comp.label}: started (pid {comp.pid()}, port {comp.ports[0]})")
+        processes.wait_healthy(comp, timeout)
+
+    def _up_cluster(self, spec: ClusterSpec) -> None:
+        c = spec.name
+        d = self.cluster_dir(c)
+        d.mkdir(parents=True, exist_ok=True)
+        comps = {comp.name: comp for comp in self.components(spec)}
+        self._start(comps["etcd"])
+        self._start(comps["kube-apiserver"])
+        applier = Applier(self.api(c))
+        self._apply_crds(applier, spec)
+        self._start(comps["kube-controller-manager"])
+        if spec.role == "worker":
+            self._start(comps["kube-scheduler"])
+            self._write_kwok_config(d)
+            self._apply_nodes(applier, spec)
+            self._start(comps["kwok"])
+            self._apply_multikueue_access(applier)
+            self._wait_nodes_ready(c, sum(p.count for p in spec.nodes))
+        else:
+            self._apply_worker_secrets(applier)
+        self._write_kueue_config(spec)
+        self._start(comps["kueue"], timeout=120)
+        _say(f"{c}: ready")
+
+    def _apply_crds(self, applier: Applier, spec: ClusterSpec) -> None:
+        """Our CRDs, then Kueue's CRDs and webhooks, all pointed at this cluster's Kueue."""
+        ours = [
+            doc
+            for path in sorted(CRDS_DIR.glob("*.yaml"))
+            for doc in load_manifests(path.read_text())
+        ]
+        kueue_dir = builds.module_source_dir("kueue", f"sigs.k8s.io/kueue@{builds.KUEUE_VERSION}")
+        url = f"https://127.0.0.1:{self.config.port(spec.name, Port.KUEUE_WEBHOOK)}"
+        ca_pem = self.ca().cert_pem()
+        kueue_crds = build_crds(kueue_dir, url, ca_pem)
+        namespace = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": self.config.kueue_namespace},
+        }
+        applier.apply_all(
+            [
+                *ours,
+                *kueue_crds,
+                namespace,
+                *build_webhook_configurations(kueue_dir, url, ca_pem, self.config.kueue_namespace),
+            ]
+        )
+        applier.wait_crds_established(
+            [
+                crd["metadata"]["name"]
+                for crd in [*ours, *kueue_crds]
+                if crd.get("kind") == "CustomResourceDefinition"
+            ]
+        )
+
+    def _write_kwok_config(self, d: Path) -> None:
+        run_ms = int(self.config.pod_run_seconds * 1000)
+        stages = STAGES_FILE.read_text().replace("DEFAULT_RUN_MS", str(run_ms))
+        (d / "kwok.yaml").write_text(stages)
+
+    def _apply_nodes(self, applier: Applier, spec: ClusterSpec) -> None:
+        for pool in spec.nodes:
+            for i in range(pool.count):
+                name = f"{spec.name}-{pool.name}-{i}"
+                capacity = {"cpu": pool.cpu, "memory": pool.memory, "pods": str(pool.pods)}
+                if pool.gpu:
+                    capacity["nvidia.com/gpu"] = str(pool.gpu)
+                applier.apply(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Node",
+                        "metadata": {
+                            "name": name,
+                            "annotations": {KWOK_NODE_ANNOTATION: "fake"},
+                            "labels": {
+                                "kubernetes.io/hostname": name,
+                                "kubernetes.io/os": "linux",
+                                "kubernetes.io/arch": "amd64",
+                                "type": "kwok",
+                                "bed.trainjob.dev/pool": pool.name,
+                                **pool.labels,
+                            },
+                        },
+                        "status": {"capacity": capacity, "allocatable": capacity},
+                    }
+                )
+
+    def _wait_nodes_ready(self, cluster: str, count: int, timeout: float = 60.0) -> None:
+        core = client.CoreV1Api(self.api(cluster))
+        deadline = time.monotonic() + timeout
+        while True:
+            nodes = core.list_node(label_selector="type=kwok").items
+            ready = [
+                n
+                for n in nodes
+                if any(
+                    cond.type == "Ready" and cond.status == "True"
+                    for cond in (n.status.conditions or [])
+                )
+            ]
+            if len(ready) >= count:
+                return
+            if time.monotonic() > deadline:
+                raise BedError(
+                    f"{cluster}: only {len(ready)}/{count} kwok nodes Ready after "
+                    f"{timeout:.0f}s; kwok log: {self.cluster_dir(cluster) / 'kwok.log'}"
+                )
+            time.sleep(0.3)
+
+    def _apply_multikueue_access(self, applier: Applier) -> None:
+        """RBAC on a worker for the identity the manager's kubeconfig Secret carries."""
+        manager = self.config.managers[0].name if self.config.managers else "manager"
+        rules = [
+            {
+                "apiGroups": ["kueue.x-k8s.io"],
+                "resources": ["workloads", "workloads/status"],
+                "verbs": ["*"],
+            },
+            {
+                "apiGroups": ["trainer.kubeflow.org"],
+                "resources": ["trainjobs", "trainjobs/status"],
+                "verbs": ["*"],
+            },
+            {"apiGroups": ["batch"], "resources": ["jobs", "jobs/status"], "verbs": ["*"]},
+            {
+                "apiGroups": [""],
+                "resources": ["pods", "events", "namespaces"],
+                "verbs": ["get", "list", "watch"],
+            },
+        ]
+        applier.apply_all(
+            [
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRole",
+                    "metadata": {"name": MULTIKUEUE_ROLE},
+                    "rules": rules,
+                },
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRoleBinding",
+                    "metadata": {"name": MULTIKUEUE_ROLE},
+                    "roleRef": {
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "ClusterRole",
+                        "name": MULTIKUEUE_ROLE,
+                    },
+                    "subjects": [
+                        {
+                            "apiGroup": "rbac.authorization.k8s.io",
+                            "kind": "User",
+                            "name": f"multikueue-{manager}",
+                        }
+                    ],
+                },
+            ]
+        )
+
+    def _apply_worker_secrets(self, applier: Applier) -> None:
+        """One Secret per worker on the manager, holding a kubeconfig MultiKueue accepts."""
+        for worker in self.config.workers:
+            kubeconfig = yaml.safe_dump(self.multikueue_kubeconfig(worker.name), sort_keys=False)
+            applier.apply(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {
+                        "name": f"{worker.name}-secret",
+                        "namespace": self.config.kueue_namespace,
+                    },
+                    "stringData": {"kubeconfig": kubeconfig},
+                }
+            )
+
+    def _write_kueue_config(self, spec: ClusterSpec) -> None:
+        c = spec.name
+        cert_dir = self.cluster_dir(c) / "kueue-certs"
+        cert_dir.mkdir(parents=True, exist_ok=True)
+        webhook = self.pki_dir / c
+        shutil.copyfile(webhook / "kueue-webhook.crt", cert_dir / "tls.crt")
+        shutil.copyfile(webhook / "kueue-webhook.key", cert_dir / "tls.key")
+        cfg = build_config(
+            namespace=self.config.kueue_namespace,
+            webhook_port=self.config.port(c, Port.KUEUE_WEBHOOK),
+            metrics_port=self.config.port(c, Port.KUEUE_METRICS),
+            health_port=self.config.port(c, Port.KUEUE_HEALTH),
+            cert_dir=cert_dir,
+            manager=spec.role == "manager",
+        )
+        (self.cluster_dir(c) / "kueue-config.yaml").write_text(yaml.safe_dump(cfg))
+
+    # ---- status, restart, down ----------------------------------------------------------------
+
+    def status(self) -> list[ComponentStatus]:
+        out = []
+        for spec in self.config.clusters:
+            for comp in self.components(spec):
+                pid = comp.pid()
+                out.append(
+                    ComponentStatus(
+                        spec.name,
+                        comp.name,
+                        pid,
+                        comp.ports,
+                        healthy=pid is not None and comp.health(),
+                        rss_kib=processes.resident_kib(pid) if pid else 0,
+                        log=comp.log_file,
+                    )
+                )
+        return out
+
+    def is_up(self) -> bool:
+        return all(s.healthy for s in self.status())
+
+    def stop_component(self, cluster: str, name: str) -> None:
+        processes.stop(self.component(cluster, name))
+
+    def start_component(self, cluster: str, name: str, timeout: float = 90.0) -> None:
+        self._start(self.component(cluster, name), timeout)
+
+    def down(self, keep_state: bool = False) -> float:
+        """Stop every process the bed started (by PID), newest first, then remove its state."""
+        start = time.monotonic()
+        if self.state.exists():
+
+            def stop_cluster(spec: ClusterSpec) -> None:
+                for comp in reversed(self.components(spec)):
+                    if processes.stop(comp):
+                        _say(f"{comp.label}: stopped")
+
+            _parallel(stop_cluster, self.config.clusters)
+            if not keep_state:
+                shutil.rmtree(self.state, ignore_errors=True)
+        took = time.monotonic() - start
+        _say(f"bed is down in {took:.1f}s")
+        return took
+
+    def env_lines(self) -> list[str]:
+        lines = [
+            f"export KUBECONFIG_{c.name.upper().replace('-', '_')}={self.kubeconfig(c.name)}"
+            for c in self.config.clusters
+        ]
+        if self.config.managers:
+            lines.append(f"export KUBECONFIG={self.kubeconfig(self.config.managers[0].name)}")
+        lines.append(f"export TJ_BED_STATE_DIR={self.state}")
+        return lines
+
+
+def _parallel(fn: Callable[[ClusterSpec], None], specs: list[ClusterSpec]) -> None:
+    with ThreadPoolExecutor(max_workers=max(1, len(specs))) as pool:
+        for future in [pool.submit(fn, s) for s in specs]:
+            future.result()

@@ -1,0 +1,223 @@
+"""Pinned Go builds of the bed's binaries, cached outside the repo and keyed by version."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clusters.errors import BedError
+
+GOMOD_DIR = Path(__file__).resolve().parent / "gomod"
+MIN_GO = (1, 26)
+
+K8S_VERSION = "v1.36.3"
+ETCD_VERSION = "v3.6.16"
+KWOK_VERSION = "v0.8.0"
+KUEUE_VERSION = "v0.19.2"
+
+
+def _k8s_version_ldflags(version: str) -> list[str]:
+    """Without these the servers report v0.0.0-master and Kueue refuses to start."""
+    major, minor = version.lstrip("v").split(".")[:2]
+    flags = []
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [
+            f"-X {pkg}.gitVersion={version}",
+            f"-X {pkg}.gitMajor={major}",
+            f"-X {pkg}.gitMinor={minor}",
+            f"-X {pkg}.gitTreeState=clean",
+            # Fixed so the link step is reproducible and Go's cache serves warm rebuilds.
+            f"-X {pkg}.buildDate=2026-01-01T00:00:00Z",
+        ]
+    return flags
+
+
+@dataclass(frozen=True)
+class Build:
+    """One `go build` of one wrapper module, producing one or more commands."""
+
+    name: str
+    version: str
+    packages: dict[str, str]  # output binary name -> Go package path
+    ldflags: list[str] = field(default_factory=list)
+
+    @property
+    def module_dir(self) -> Path:
+        return GOMOD_DIR / self.name
+
+    def key(self) -> str:
+        """Cache key: name, version and a hash of everything that pins the build."""
+        digest = hashlib.sha256()
+        for fname in ("go.mod", "go.sum"):
+            digest.update((self.module_dir / fname).read_bytes())
+        digest.update(json.dumps([self.packages, self.ldflags]).encode())
+        return f"{self.name}-{self.version}-{digest.hexdigest()[:10]}"
+
+
+BUILDS: dict[str, Build] = {
+    b.name: b
+    for b in (
+        Build("etcd", ETCD_VERSION, {"etcd": "."}),
+        Build("kwok", KWOK_VERSION, {"kwok": "sigs.k8s.io/kwok/cmd/kwok"}),
+        Build(
+            "kueue",
+            KUEUE_VERSION,
+            {"kueue": "sigs.k8s.io/kueue/cmd/kueue"},
+            [f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE_VERSION}"],
+        ),
+        Build(
+            "kubernetes",
+            K8S_VERSION,
+            {
+                "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+                "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+                "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+            },
+            _k8s_version_ldflags(K8S_VERSION),
+        ),
+    )
+}
+
+
+def cache_root() -> Path:
+    env = os.environ.get("TJ_BED_CACHE")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "trainjob-bed"
+
+
+def go_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["GOTOOLCHAIN"] = "local"  # never let go download a toolchain behind our back
+    env.setdefault("GOFLAGS", "-buildvcs=false")
+    return env
+
+
+def check_go() -> str:
+    """Return `go version` output, or raise a clear error if go is missing or too old."""
+    go = shutil.which("go")
+    if go is None:
+        raise BedError(
+            f"the `go` command is not on PATH; install Go >= {MIN_GO[0]}.{MIN_GO[1]} "
+            "(the bed builds etcd, Kubernetes, kwok and Kueue from their Go modules)"
+        )
+    out = subprocess.run([go, "version"], capture_output=True, text=True, env=go_env()).stdout
+    match = re.search(r"go(\d+)\.(\d+)", out)
+    if not match or (int(match[1]), int(match[2])) < MIN_GO:
+        raise BedError(
+            f"Go >= {MIN_GO[0]}.{MIN_GO[1]} is needed (Kubernetes {K8S_VERSION} and "
+            f"Kueue {KUEUE_VERSION} require it); found: {out.strip() or 'no version'}"
+        )
+    return out.strip()
+
+
+def binary_dir(build: Build) -> Path:
+    return cache_root() / "bin" / build.key()
+
+
+def is_built(build: Build) -> bool:
+    d = binary_dir(build)
+    return all((d / name).is_file() for name in build.packages)
+
+
+def binary(name: str) -> Path:
+    """Path of a command (e.g. `kube-apiserver`) in the build cache (built or not)."""
+    for build in BUILDS.values():
+        if name in build.packages:
+            return binary_dir(build) / name
+    raise KeyError(name)
+
+
+def _say(msg: str) -> None:
+    print(f"[build] {msg}", file=sys.stderr, flush=True)
+
+
+def build_one(build: Build) -> float:
+    """Build `build` into the cache unless it is there; return seconds spent (0 if cached)."""
+    if is_built(build):
+        return 0.0
+    out_dir = binary_dir(build)
+    tmp_dir = out_dir.with_name(out_dir.name + ".tmp")
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    tmp_dir.mkdir(parents=True)
+    log_path = cache_root() / "logs" / f"{build.key()}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        "go",
+        "build",
+        "-ldflags",
+        " ".join(["-s", "-w", *build.ldflags]),
+        "-o",
+        str(tmp_dir) + "/",
+        *build.packages.values(),
+    ]
+    if len(build.packages) == 1:  # `-o dir/` with one package names the binary after the dir
+        cmd[cmd.index("-o") + 1] = str(tmp_dir / next(iter(build.packages)))
+    _say(f"building {build.name} {build.version} (log: {log_path})")
+    start = time.monotonic()
+    with log_path.open("w") as log:
+        log.write("$ " + " ".join(cmd) + "\n")
+        log.flush()
+        proc = subprocess.Popen(
+            cmd, cwd=build.module_dir, stdout=log, stderr=subprocess.STDOUT, env=go_env()
+        )
+        done = threading.Event()
+
+        def heartbeat() -> None:
+            while not done.wait(30):
+                _say(f"  still building {build.name}: {time.monotonic() - start:.0f}s")
+
+        threading.Thread(target=heartbeat, daemon=True).start()
+        code = proc.wait()
+        done.set()
+    took = time.monotonic() - start
+    if code != 0:
+        tail = "\n".join(log_path.read_text().splitlines()[-25:])
+        raise BedError(
+            f"building {build.name} failed (exit {code}) after {took:.0f}s; "
+            f"log: {log_path}\n--- last lines ---\n{tail}"
+        )
+    shutil.rmtree(out_dir, ignore_errors=True)
+    tmp_dir.rename(out_dir)
+    _say(f"built {build.name} in {took:.1f}s -> {out_dir}")
+    return took
+
+
+def build_all() -> dict[str, float]:
+    """Build every binary the bed needs; return seconds per build (0 for cached ones)."""
+    check_go()
+    times = {}
+    for build in BUILDS.values():
+        times[build.name] = build_one(build)
+    total = sum(times.values())
+    if total:
+        _say(
+            "build times: "
+            + ", ".join(f"{k} {v:.0f}s" for k, v in times.items())
+            + f"; total {total:.0f}s"
+        )
+    return times
+
+
+def module_source_dir(build_name: str, module: str) -> Path:
+    """Directory of a downloaded Go module (e.g. Kueue's, for its manifests)."""
+    res = subprocess.run(
+        ["go", "mod", "download", "-json", module],
+        cwd=GOMOD_DIR / build_name,
+        capture_output=True,
+        text=True,
+        env=go_env(),
+    )
+    if res.returncode != 0:
+        raise BedError(f"cannot download Go module {module}: {res.stderr.strip() or res.stdout}")
+    return Path(json.loads(res.stdout)["Dir"])

@@ -1,0 +1,146 @@
+"""The bed's topology and settings: a small pydantic model, loadable from YAML."""
+
+from __future__ import annotations
+
+import os
+from enum import IntEnum
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from clusters.errors import BedError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class Port(IntEnum):
+    """Offsets of each listening port from a cluster's first port."""
+
+    ETCD_CLIENT = 0
+    ETCD_PEER = 1
+    APISERVER = 2
+    CONTROLLER_MANAGER = 3
+    SCHEDULER = 4
+    KWOK = 5
+    KUEUE_WEBHOOK = 6
+    KUEUE_METRICS = 7
+    KUEUE_HEALTH = 8
+    # 10..19 are left for our own controllers (webhooks, health endpoints).
+    CONTROLLER_BASE = 10
+
+
+class NodePool(BaseModel):
+    """A group of identical kwok fake nodes on a worker."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="node", pattern=DNS_LABEL)
+    count: int = Field(default=2, ge=0, le=500)
+    cpu: str = "8"
+    memory: str = "32Gi"
+    gpu: int = Field(default=0, ge=0, description="nvidia.com/gpu capacity per node")
+    pods: int = Field(default=110, ge=1)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class ClusterSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=DNS_LABEL, max_length=30)
+    role: Literal["manager", "worker"]
+    nodes: list[NodePool] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _workers_get_nodes(self) -> ClusterSpec:
+        if self.role == "worker" and not self.nodes:
+            self.nodes = [NodePool()]
+        if self.role == "manager" and self.nodes:
+            raise ValueError(f"cluster {self.name!r}: a manager runs no pods, remove its `nodes`")
+        return self
+
+
+def _default_clusters() -> list[ClusterSpec]:
+    return [
+        ClusterSpec(name="manager", role="manager"),
+        ClusterSpec(name="worker1", role="worker"),
+        ClusterSpec(name="worker2", role="worker"),
+    ]
+
+
+class BedConfig(BaseModel):
+    """Everything `python -m clusters up` needs to know."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    clusters: list[ClusterSpec] = Field(default_factory=_default_clusters)
+    base_port: int = Field(default=21000, ge=1024, le=60000)
+    port_stride: int = Field(default=20, ge=20)
+    state_dir: Path = Field(default_factory=lambda: REPO_ROOT / ".bed")
+    pod_run_seconds: float = Field(
+        default=3.0, ge=0, description="how long a pod that asks nothing stays Running"
+    )
+    kueue_namespace: str = "kueue-system"
+
+    @field_validator("clusters")
+    @classmethod
+    def _unique_names(cls, clusters: list[ClusterSpec]) -> list[ClusterSpec]:
+        names = [c.name for c in clusters]
+        dupes = {n for n in names if names.count(n) > 1}
+        if dupes:
+            raise ValueError(f"cluster names must be unique; repeated: {sorted(dupes)}")
+        if not clusters:
+            raise ValueError("at least one cluster is needed")
+        return clusters
+
+    def cluster(self, name: str) -> ClusterSpec:
+        for c in self.clusters:
+            if c.name == name:
+                return c
+        raise BedError(
+            f"no cluster named {name!r} in the bed; known: "
+            f"{', '.join(c.name for c in self.clusters)}"
+        )
+
+    def port(self, cluster: str, which: Port | int) -> int:
+        index = [c.name for c in self.clusters].index(self.cluster(cluster).name)
+        return self.base_port + index * self.port_stride + int(which)
+
+    @property
+    def managers(self) -> list[ClusterSpec]:
+        return [c for c in self.clusters if c.role == "manager"]
+
+    @property
+    def workers(self) -> list[ClusterSpec]:
+        return [c for c in self.clusters if c.role == "worker"]
+
+
+def load_config(path: Path | None = None) -> BedConfig:
+    """Load the bed config from `path` (or $TJ_BED_CONFIG), else the defaults.
+
+    $TJ_BED_STATE_DIR overrides `state_dir` so tests can point at an existing bed.
+    """
+    path = path or (Path(os.environ["TJ_BED_CONFIG"]) if os.environ.get("TJ_BED_CONFIG") else None)
+    data: dict[str, object] = {}
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(path.read_text()) or {}
+        except OSError as exc:
+            raise BedError(f"cannot read bed config {path}: {exc.strerror}") from exc
+        except yaml.YAMLError as exc:
+            raise BedError(f"bed config {path} is not valid YAML: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise BedError(f"bed config {path} must be a mapping at the top level")
+        data = loaded
+    if os.environ.get("TJ_BED_STATE_DIR"):
+        data["state_dir"] = os.environ["TJ_BED_STATE_DIR"]
+    try:
+        return BedConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise BedError(f"invalid bed config{f' {path}' if path else ''}: {problems}") from exc

@@ -1,0 +1,114 @@
+"""Kubeconfigs and the few API calls the bed makes (apply manifests, wait for CRDs)."""
+
+from __future__ import annotations
+
+import base64
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client, config
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
+from clusters.errors import BedError
+
+FIELD_MANAGER = "trainjob-bed"
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def build_kubeconfig(
+    name: str, server: str, ca_pem: bytes, user: str, cert_pem: bytes, key_pem: bytes
+) -> dict[str, Any]:
+    """A self-contained kubeconfig: CA and client credentials inline, no file references."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": name,
+                "cluster": {"server": server, "certificate-authority-data": _b64(ca_pem)},
+            }
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {
+                    "client-certificate-data": _b64(cert_pem),
+                    "client-key-data": _b64(key_pem),
+                },
+            }
+        ],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": user}}],
+        "current-context": name,
+    }
+
+
+def write_kubeconfig(path: Path, kubeconfig: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(kubeconfig, sort_keys=False))
+    path.chmod(0o600)
+    return path
+
+
+def api_client(kubeconfig: Path) -> client.ApiClient:
+    """A client for one cluster, built from its own kubeconfig (never the global config)."""
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
+    return client.ApiClient(configuration=cfg)
+
+
+def load_manifests(text: str) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+class Applier:
+    """Server-side apply of arbitrary manifests to one cluster."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self._dyn = DynamicClient(api)
+
+    def apply(self, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        try:
+            resource = self._dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        except ResourceNotFoundError:
+            self._dyn.resources.invalidate_cache()
+            resource = self._dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        self._dyn.server_side_apply(
+            resource,
+            body=obj,
+            name=meta["name"],
+            namespace=meta.get("namespace"),
+            field_manager=FIELD_MANAGER,
+            force_conflicts=True,
+        )
+
+    def apply_all(self, objs: list[dict[str, Any]]) -> None:
+        for obj in objs:
+            self.apply(obj)
+
+    def wait_crds_established(self, names: list[str], timeout: float = 60.0) -> None:
+        crds = self._dyn.resources.get(
+            api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition"
+        )
+        deadline = time.monotonic() + timeout
+        pending = set(names)
+        while pending:
+            for name in sorted(pending):
+                try:
+                    crd = crds.get(name=name).to_dict()
+                except NotFoundError:
+                    continue
+                conds = crd.get("status", {}).get("conditions") or []
+                if any(c["type"] == "Established" and c["status"] == "True" for c in conds):
+                    pending.discard(name)
+            if pending and time.monotonic() > deadline:
+                raise BedError(f"CRDs not established within {timeout:.0f}s: {sorted(pending)}")
+            if pending:
+                time.sleep(0.2)
+        self._dyn.resources.invalidate_cache()

@@ -1,0 +1,140 @@
+"""Kueue's own manifests and config, rendered for a Kueue process serving webhooks on loopback."""
+
+from __future__ import annotations
+
+import base64
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clusters.kube import load_manifests
+
+# Built-in Kueue integrations the bed enables, with the (group, resource) their webhooks watch.
+# TrainJob is deliberately absent: our own code is the TrainJob integration.
+FRAMEWORKS: dict[str, tuple[str, str]] = {"batch/job": ("batch", "jobs")}
+EXTERNAL_FRAMEWORKS = ["TrainJob.v1alpha1.trainer.kubeflow.org"]
+KUEUE_GROUP = "kueue.x-k8s.io"
+CONVERSION_PATCH_PREFIX = "patches/webhook_in_"
+
+
+def _uncommented_patch_paths(kustomization: dict[str, Any]) -> list[str]:
+    return [p["path"] for p in kustomization.get("patches") or [] if "path" in p]
+
+
+def build_crds(kueue_dir: Path, webhook_base_url: str, ca_pem: bytes) -> list[dict[str, Any]]:
+    """Kueue's CRDs; those Kueue's kustomization wires to the conversion webhook point at us."""
+    crd_dir = kueue_dir / "config" / "components" / "crd"
+    kustomization = yaml.safe_load((crd_dir / "kustomization.yaml").read_text())
+    converted = set()
+    for rel in _uncommented_patch_paths(kustomization):
+        if rel.startswith(CONVERSION_PATCH_PREFIX):
+            patch = yaml.safe_load((crd_dir / rel).read_text())
+            converted.add(patch["metadata"]["name"])
+    crds = []
+    for rel in kustomization["resources"]:
+        crd = yaml.safe_load((crd_dir / rel).read_text())
+        if crd["metadata"]["name"] in converted:
+            crd["spec"]["conversion"] = {
+                "strategy": "Webhook",
+                "webhook": {
+                    "clientConfig": {
+                        "url": f"{webhook_base_url}/convert",
+                        "caBundle": base64.b64encode(ca_pem).decode(),
+                    },
+                    "conversionReviewVersions": ["v1"],
+                },
+            }
+        crds.append(crd)
+    return crds
+
+
+def _is_kept(webhook: dict[str, Any]) -> bool:
+    enabled = set(FRAMEWORKS.values())
+    for rule in webhook.get("rules") or []:
+        for group in rule["apiGroups"]:
+            if group == KUEUE_GROUP:
+                continue
+            if not all((group, res) in enabled for res in rule["resources"]):
+                return False
+    return True
+
+
+def _is_framework(webhook: dict[str, Any]) -> bool:
+    return any(g != KUEUE_GROUP for r in webhook.get("rules") or [] for g in r["apiGroups"])
+
+
+def build_webhook_configurations(
+    kueue_dir: Path, webhook_base_url: str, ca_pem: bytes, namespace: str
+) -> list[dict[str, Any]]:
+    """Kueue's admission webhooks pointed at `webhook_base_url`, for the enabled integrations.
+
+    Webhooks of integrations we do not enable are dropped (Kueue would only answer them
+    with a no-op); job webhooks skip kube-system and Kueue's namespace, as Kueue's own
+    kustomization does.
+    """
+    path = kueue_dir / "config" / "components" / "webhook" / "manifests.yaml"
+    ca = base64.b64encode(ca_pem).decode()
+    out = []
+    for doc in load_manifests(path.read_text()):
+        cfg = copy.deepcopy(doc)
+        cfg["metadata"] = {"name": f"kueue-{doc['metadata']['name']}"}
+        hooks = []
+        for hook in cfg["webhooks"]:
+            if not _is_kept(hook):
+                continue
+            service_path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": f"{webhook_base_url}{service_path}", "caBundle": ca}
+            if _is_framework(hook):
+                hook["namespaceSelector"] = {
+                    "matchExpressions": [
+                        {
+                            "key": "kubernetes.io/metadata.name",
+                            "operator": "NotIn",
+                            "values": ["kube-system", namespace],
+                        }
+                    ]
+                }
+            hooks.append(hook)
+        cfg["webhooks"] = hooks
+        out.append(cfg)
+    return out
+
+
+def build_config(
+    *,
+    namespace: str,
+    webhook_port: int,
+    metrics_port: int,
+    health_port: int,
+    cert_dir: Path,
+    manager: bool,
+) -> dict[str, Any]:
+    """Kueue's Configuration for one bed cluster (compare Kueue's controller_manager_config)."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "namespace": namespace,
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+        "metrics": {"bindAddress": f"127.0.0.1:{metrics_port}"},
+        "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(cert_dir)},
+        # One Kueue per cluster, started and stopped by the bed: nothing to elect.
+        "leaderElection": {"leaderElect": False},
+        # Its rotator expects in-cluster Service names; the bed issues the certificates.
+        "internalCertManagement": {"enable": False},
+        "manageJobsWithoutQueueName": False,
+        "clientConnection": {"qps": 300, "burst": 500},
+        "integrations": {
+            "frameworks": list(FRAMEWORKS),
+            "externalFrameworks": list(EXTERNAL_FRAMEWORKS),
+        },
+        "featureGates": {
+            # The dispatcher is the kueue.x-k8s.io/multikueue controller on the manager.
+            "MultiKueue": False,
+            # Its aggregated API server would need an APIService and a fixed port per host.
+            "VisibilityOnDemand": False,
+        }
+        if manager
+        else {"VisibilityOnDemand": False},
+    }

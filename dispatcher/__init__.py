@@ -1,0 +1,1 @@
+"""Manager side: the MultiKueue admission-check controller for TrainJobs."""

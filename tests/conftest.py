@@ -1,0 +1,55 @@
+"""Session fixtures: the local multi-cluster bed, per-test namespaces, API clients."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+
+from clusters.bed import Bed
+from clusters.config import load_config
+
+
+@pytest.fixture(scope="session")
+def bed() -> Iterator[Bed]:
+    """The bed, brought up once per session, or the running one $TJ_BED_STATE_DIR names.
+
+    A bed this session started is taken down at the end (set TJ_BED_KEEP=1 to keep it).
+    """
+    the_bed = Bed(load_config())
+    reuse = bool(os.environ.get("TJ_BED_STATE_DIR")) and the_bed.is_up()
+    if not reuse:
+        the_bed.up()
+    yield the_bed
+    if not reuse and not os.environ.get("TJ_BED_KEEP"):
+        the_bed.down()
+
+
+@pytest.fixture(scope="session")
+def worker_names(bed: Bed) -> list[str]:
+    return [c.name for c in bed.config.workers]
+
+
+@pytest.fixture
+def namespace_factory(bed: Bed) -> Iterator[object]:
+    """Creates fresh namespaces on any cluster and deletes them after the test."""
+    created: list[tuple[str, str]] = []
+
+    def make(cluster: str, prefix: str = "t") -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        client.CoreV1Api(bed.api(cluster)).create_namespace(
+            client.V1Namespace(metadata=client.V1ObjectMeta(name=name))
+        )
+        created.append((cluster, name))
+        return name
+
+    yield make
+    for cluster, name in created:
+        try:
+            client.CoreV1Api(bed.api(cluster)).delete_namespace(name)
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise

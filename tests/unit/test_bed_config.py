@@ -1,0 +1,151 @@
+"""Pure parts of the bed: config validation, ports, kubeconfigs, Kueue manifest rendering."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+import yaml
+
+from clusters import builds
+from clusters.config import BedConfig, Port, load_config
+from clusters.errors import BedError
+from clusters.kube import build_kubeconfig
+from clusters.kueue import build_config, build_crds, build_webhook_configurations
+
+
+def test_default_topology_is_manager_and_two_workers() -> None:
+    cfg = BedConfig()
+    assert [(c.name, c.role) for c in cfg.clusters] == [
+        ("manager", "manager"),
+        ("worker1", "worker"),
+        ("worker2", "worker"),
+    ]
+    assert all(c.nodes for c in cfg.workers)
+    assert cfg.port("manager", Port.APISERVER) == 21002
+    assert cfg.port("worker2", Port.KUEUE_WEBHOOK) == 21046
+
+
+def test_ports_never_overlap_between_clusters() -> None:
+    cfg = BedConfig()
+    ports = [cfg.port(c.name, p) for c in cfg.clusters for p in Port]
+    assert len(ports) == len(set(ports))
+
+
+def test_bad_config_names_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "bed.yaml"
+    path.write_text(yaml.safe_dump({"clusters": [{"name": "Worker_1", "role": "worker"}]}))
+    with pytest.raises(BedError, match=r"clusters\.0\.name"):
+        load_config(path)
+    path.write_text(
+        yaml.safe_dump(
+            {"clusters": [{"name": "a", "role": "worker"}, {"name": "a", "role": "worker"}]}
+        )
+    )
+    with pytest.raises(BedError, match="repeated"):
+        load_config(path)
+    path.write_text(yaml.safe_dump({"base_port": 80}))
+    with pytest.raises(BedError, match="base_port"):
+        load_config(path)
+    path.write_text("clusters: [")
+    with pytest.raises(BedError, match="not valid YAML"):
+        load_config(path)
+
+
+def test_manager_with_nodes_is_refused() -> None:
+    with pytest.raises(ValueError, match="a manager runs no pods"):
+        BedConfig.model_validate(
+            {"clusters": [{"name": "m", "role": "manager", "nodes": [{"count": 1}]}]}
+        )
+
+
+def test_kubeconfig_is_self_contained() -> None:
+    kc = build_kubeconfig("w1", "https://127.0.0.1:1", b"CA", "u", b"CERT", b"KEY")
+    assert kc["clusters"][0]["cluster"] == {
+        "server": "https://127.0.0.1:1",
+        "certificate-authority-data": base64.b64encode(b"CA").decode(),
+    }
+    assert kc["users"][0]["user"] == {
+        "client-certificate-data": base64.b64encode(b"CERT").decode(),
+        "client-key-data": base64.b64encode(b"KEY").decode(),
+    }
+    text = yaml.safe_dump(kc)
+    for forbidden in (
+        "insecure-skip-tls-verify",
+        "tokenFile",
+        "exec",
+        "auth-provider",
+        "certificate-authority:",
+        "client-certificate:",
+    ):
+        assert forbidden not in text
+
+
+def test_build_keys_change_with_pins() -> None:
+    etcd = builds.BUILDS["etcd"]
+    other = builds.Build("etcd", "v9.9.9", etcd.packages, ["-X a.b=c"])
+    assert etcd.key().startswith(f"etcd-{builds.ETCD_VERSION}-")
+    assert etcd.key() != other.key()
+
+
+def test_kubernetes_build_sets_real_version() -> None:
+    flags = " ".join(builds.BUILDS["kubernetes"].ldflags)
+    assert "k8s.io/component-base/version.gitVersion=v1.36." in flags
+    assert "k8s.io/client-go/pkg/version.gitVersion=v1.36." in flags
+
+
+@pytest.fixture(scope="module")
+def kueue_dir() -> Path:
+    return builds.module_source_dir("kueue", f"sigs.k8s.io/kueue@{builds.KUEUE_VERSION}")
+
+
+def test_kueue_crds_use_our_conversion_webhook(kueue_dir: Path) -> None:
+    crds = {c["metadata"]["name"]: c for c in build_crds(kueue_dir, "https://127.0.0.1:9", b"X")}
+    assert "multikueueclusters.kueue.x-k8s.io" in crds
+    converted = {n for n, c in crds.items() if c["spec"].get("conversion")}
+    assert converted == {
+        "localqueues.kueue.x-k8s.io",
+        "clusterqueues.kueue.x-k8s.io",
+        "cohorts.kueue.x-k8s.io",
+        "workloads.kueue.x-k8s.io",
+        "multikueueclusters.kueue.x-k8s.io",
+    }
+    client_cfg = crds["workloads.kueue.x-k8s.io"]["spec"]["conversion"]["webhook"]["clientConfig"]
+    assert client_cfg == {"url": "https://127.0.0.1:9/convert", "caBundle": "WA=="}
+
+
+def test_kueue_webhooks_point_at_loopback_and_skip_trainjob(kueue_dir: Path) -> None:
+    cfgs = build_webhook_configurations(kueue_dir, "https://127.0.0.1:9", b"X", "kueue-system")
+    hooks = {h["name"]: h for cfg in cfgs for h in cfg["webhooks"]}
+    assert {"mjob.kb.io", "vjob.kb.io", "vclusterqueue.kb.io", "mworkload.kb.io"} <= set(hooks)
+    assert not {"mtrainjob.kb.io", "vtrainjob.kb.io", "mpod.kb.io"} & set(hooks)
+    assert hooks["vjob.kb.io"]["clientConfig"] == {
+        "url": "https://127.0.0.1:9/validate-batch-v1-job",
+        "caBundle": "WA==",
+    }
+    assert hooks["vjob.kb.io"]["namespaceSelector"]["matchExpressions"][0]["values"] == [
+        "kube-system",
+        "kueue-system",
+    ]
+    assert "namespaceSelector" not in hooks["vclusterqueue.kb.io"]
+
+
+def test_kueue_config_treats_trainjob_as_external_and_gates_multikueue_on_manager() -> None:
+    args = {
+        "namespace": "kueue-system",
+        "webhook_port": 1,
+        "metrics_port": 2,
+        "health_port": 3,
+        "cert_dir": Path("/c"),
+    }
+    manager = build_config(**args, manager=True)  # type: ignore[arg-type]
+    worker = build_config(**args, manager=False)  # type: ignore[arg-type]
+    assert manager["integrations"] == {
+        "frameworks": ["batch/job"],
+        "externalFrameworks": ["TrainJob.v1alpha1.trainer.kubeflow.org"],
+    }
+    assert manager["featureGates"]["MultiKueue"] is False
+    assert "MultiKueue" not in worker["featureGates"]
+    assert manager["webhook"] == {"host": "127.0.0.1", "port": 1, "certDir": "/c"}
+    assert manager["health"]["healthProbeBindAddress"] == "127.0.0.1:3"

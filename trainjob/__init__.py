@@ -1,0 +1,1 @@
+"""Shared core: TrainJob models, the runtime framework and the Kueue integration."""

@@ -1,0 +1,1 @@
+"""Worker side: the TrainJob controller (PodSets -> Indexed Jobs, headless Service)."""
