@@ -1,0 +1,57 @@
+"""metav1.Condition helpers: find, set (keeping lastTransitionTime when unchanged), remove."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+Dict = dict[str, Any]
+
+
+def now_rfc3339(now: dt.datetime) -> str:
+    return now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def find(conditions: list[Dict], ctype: str) -> Dict | None:
+    return next((cond for cond in conditions if cond.get("type") == ctype), None)
+
+
+def is_true(conditions: list[Dict], ctype: str) -> bool:
+    cond = find(conditions, ctype)
+    return cond is not None and cond.get("status") == "True"
+
+
+def set_condition(
+    conditions: list[Dict],
+    ctype: str,
+    status: bool,
+    reason: str,
+    message: str,
+    now: dt.datetime,
+    generation: int | None = None,
+) -> list[Dict]:
+    """A new list with `ctype` set; lastTransitionTime moves only when the status flips."""
+    new_status = "True" if status else "False"
+    old = find(conditions, ctype)
+    cond: Dict = {
+        "type": ctype,
+        "status": new_status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": now_rfc3339(now),
+    }
+    if generation is not None:
+        cond["observedGeneration"] = generation
+    if old is not None and old.get("status") == new_status:
+        cond["lastTransitionTime"] = old.get("lastTransitionTime", cond["lastTransitionTime"])
+    out = [dict(x) for x in conditions if x.get("type") != ctype]
+    out.append(cond)
+    return out
+
+
+def remove_condition(conditions: list[Dict], ctype: str) -> list[Dict]:
+    return [dict(x) for x in conditions if x.get("type") != ctype]

@@ -1,0 +1,74 @@
+"""Every API group, label, annotation, condition and reason the product uses, in one place."""
+
+from __future__ import annotations
+
+# Our own domain: keys we invent live under it and nowhere else.
+DOMAIN = "trainjob.dev"
+
+# --- Trainer API -----------------------------------------------------------------------------
+TRAINER_GROUP = "trainer.kubeflow.org"
+TRAINER_VERSION = "v1alpha1"
+TRAINJOB_PLURAL = "trainjobs"
+TRAINING_RUNTIME_KIND = "TrainingRuntime"
+CLUSTER_TRAINING_RUNTIME_KIND = "ClusterTrainingRuntime"
+
+MANAGED_BY_BUILTIN = "trainer.kubeflow.org/trainjob-controller"
+MANAGED_BY_MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+
+# Label on a runtime's replicatedJob template saying which TrainJob step it implements.
+ANCESTOR_STEP_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
+STEP_DATASET_INITIALIZER = "dataset-initializer"
+STEP_MODEL_INITIALIZER = "model-initializer"
+STEP_TRAINER = "trainer"
+# Container names the TrainJob's trainer / initializer settings are merged into.
+NODE_CONTAINER = "node"
+LAUNCHER_REPLICATED_JOB = "launcher"
+NODE_REPLICATED_JOB = "node"
+
+# --- labels clients use to find pods (kept exactly as JobSet sets them) ----------------------
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_NAME_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+# --- our labels ------------------------------------------------------------------------------
+TRAINJOB_NAME_LABEL = f"{DOMAIN}/trainjob-name"
+PODSET_LABEL = f"{DOMAIN}/podset"
+MANAGED_LABEL = f"{DOMAIN}/managed-by"
+MANAGED_LABEL_VALUE = "worker-controller"
+FIELD_MANAGER = "trainjob-worker-controller"
+
+# --- Kueue -----------------------------------------------------------------------------------
+KUEUE_QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+KUEUE_PREBUILT_WORKLOAD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
+KUEUE_MULTIKUEUE_ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
+KUEUE_RUNTIME_PATCH_MANAGER = "kueue.x-k8s.io/manager"
+
+# --- conditions and reasons (Trainer's names where Trainer has one) -------------------------
+COND_SUSPENDED = "Suspended"
+COND_COMPLETE = "Complete"
+COND_FAILED = "Failed"
+COND_SERVICE_CONFLICT = "ServiceConflict"
+
+REASON_SUSPENDED = "Suspended"
+REASON_RESUMED = "Resumed"
+REASON_COMPLETED = "Completed"
+REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"
+REASON_RUNTIME_NOT_FOUND = "RuntimeNotFound"
+REASON_RUNTIME_INVALID = "RuntimeInvalid"
+REASON_PODSET_FAILED = "PodSetFailed"
+REASON_SERVICE_CONFLICT = "MultipleServices"
+REASON_SERVICE_NAME_TAKEN = "ServiceNameTaken"
+REASON_SERVICE_OK = "ServiceReady"
+
+# Failed reasons that are about configuration: the controller keeps checking and clears the
+# condition once the runtime exists / is valid. Every other Failed reason is final.
+RECOVERABLE_FAILURE_REASONS = frozenset({REASON_RUNTIME_NOT_FOUND, REASON_RUNTIME_INVALID})
+
+# --- ML policy defaults ---------------------------------------------------------------------
+TORCH_MASTER_PORT = 29500
+MPI_HOSTFILE_DIR = "/etc/mpi"
+MPI_HOSTFILE_NAME = "hostfile"
+MPI_DEFAULT_SSH_PATH = "/root/.ssh"
+MPI_SSH_PORT = 22

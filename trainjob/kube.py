@@ -1,0 +1,260 @@
+"""Kubernetes I/O shared by both controllers: one client per cluster, apply, status, retries.
+
+Every call goes through `Cluster`, built from that cluster's own kubeconfig (never the
+process-global config). Transient failures (429, 5xx, timeouts, connection errors) are retried
+with exponential backoff; 4xx answers are returned to the caller as `ApiException` at once.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import urllib3
+import yaml
+from kubernetes import client, config
+from tenacity import (
+    retry,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+Dict = dict[str, Any]
+log = logging.getLogger(__name__)
+
+ApiException = client.ApiException
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, client.ApiException):
+        return exc.status in (429, 500, 502, 503, 504) or exc.status == 0
+    return isinstance(exc, urllib3.exceptions.HTTPError | ConnectionError | TimeoutError)
+
+
+# Transient failures only; "not found", "invalid" and conflicts are decisions for the caller.
+io_retry = retry(
+    retry=retry_if_exception(_transient),
+    wait=wait_exponential_jitter(initial=0.2, max=5),
+    stop=stop_after_attempt(5),
+    reraise=True,
+)
+
+
+def _path_for(api_version: str, plural: str, namespace: str | None, name: str | None) -> str:
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    if namespace:
+        base += f"/namespaces/{namespace}"
+    base += f"/{plural}"
+    return f"{base}/{name}" if name else base
+
+
+_PLURALS = {
+    "Job": "jobs",
+    "Service": "services",
+    "ConfigMap": "configmaps",
+    "Secret": "secrets",
+    "TrainJob": "trainjobs",
+    "Workload": "workloads",
+    "Event": "events",
+}
+
+
+def plural_of(kind: str) -> str:
+    return _PLURALS.get(kind) or kind.lower() + "s"
+
+
+class Cluster:
+    """A connection to one cluster: its own ApiClient, its own name for the logs."""
+
+    def __init__(self, name: str, api: client.ApiClient, field_manager: str) -> None:
+        self.name = name
+        self.api = api
+        self.field_manager = field_manager
+
+    @classmethod
+    def from_kubeconfig(
+        cls, name: str, kubeconfig: Path | str | Dict, field_manager: str, timeout: float = 15.0
+    ) -> Cluster:
+        cfg = client.Configuration()
+        if isinstance(kubeconfig, dict):
+            config.load_kube_config_from_dict(kubeconfig, client_configuration=cfg)
+        else:
+            config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
+        cfg.retries = False  # tenacity decides; urllib3's own retries would hide failures
+        api = client.ApiClient(configuration=cfg)
+        cluster = cls(name, api, field_manager)
+        cluster.timeout = timeout
+        return cluster
+
+    timeout: float = 15.0
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: Dict | None = None,
+        content_type: str = "application/json",
+    ) -> Any:
+        resp = self.api.call_api(
+            path,
+            method,
+            body=body,
+            query_params=list((query or {}).items()),
+            header_params={"Content-Type": content_type, "Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=self.timeout,
+            _return_http_data_only=True,
+        )
+        data = resp.data
+        return json.loads(data) if data else None
+
+    @io_retry
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Dict:
+        result: Dict = self._call("GET", _path_for(api_version, plural_of(kind), namespace, name))
+        return result
+
+    def get_or_none(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> Dict | None:
+        try:
+            return self.get(api_version, kind, name, namespace)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    @io_retry
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> list[Dict]:
+        query = {"labelSelector": label_selector} if label_selector else None
+        result = self._call(
+            "GET", _path_for(api_version, plural_of(kind), namespace, None), query=query
+        )
+        items: list[Dict] = result.get("items") or []
+        for item in items:  # list items carry no apiVersion/kind
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
+        return items
+
+    @io_retry
+    def apply(self, obj: Dict, *, force: bool = True) -> Dict:
+        """Server-side apply with our field manager (creates when missing)."""
+        meta = obj["metadata"]
+        path = _path_for(
+            obj["apiVersion"], plural_of(obj["kind"]), meta.get("namespace"), meta["name"]
+        )
+        result: Dict = self._call(
+            "PATCH",
+            path,
+            body=obj,
+            content_type="application/apply-patch+yaml",
+            query={"fieldManager": self.field_manager, "force": "true" if force else "false"},
+        )
+        return result
+
+    @io_retry
+    def create(self, obj: Dict) -> Dict:
+        meta = obj["metadata"]
+        path = _path_for(obj["apiVersion"], plural_of(obj["kind"]), meta.get("namespace"), None)
+        result: Dict = self._call(
+            "POST", path, body=obj, query={"fieldManager": self.field_manager}
+        )
+        return result
+
+    @io_retry
+    def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        propagation: str = "Background",
+    ) -> None:
+        try:
+            self._call(
+                "DELETE",
+                _path_for(api_version, plural_of(kind), namespace, name),
+                body={"propagationPolicy": propagation},
+            )
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    @io_retry
+    def patch(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        patch: Dict,
+        *,
+        subresource: str | None = None,
+    ) -> Dict:
+        path = _path_for(api_version, plural_of(kind), namespace, name)
+        if subresource:
+            path += f"/{subresource}"
+        result: Dict = self._call(
+            "PATCH",
+            path,
+            body=patch,
+            content_type="application/merge-patch+json",
+            query={"fieldManager": self.field_manager},
+        )
+        return result
+
+    def patch_status(self, obj: Dict, status: Dict) -> Dict:
+        """Merge-patch `status` via the status subresource, guarded by resourceVersion."""
+        meta = obj["metadata"]
+        return self.patch(
+            obj["apiVersion"],
+            obj["kind"],
+            meta["name"],
+            meta.get("namespace"),
+            {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": status},
+            subresource="status",
+        )
+
+
+def read_kubeconfig(path: Path) -> Dict:
+    data: Dict = yaml.safe_load(path.read_text())
+    return data
+
+
+def connection_from_kubeconfig(kubeconfig: Dict) -> Dict:
+    """The server, CA and client credentials of a kubeconfig's current context (for kopf)."""
+    ctx_name = kubeconfig.get("current-context")
+    ctx = next(x["context"] for x in kubeconfig["contexts"] if x["name"] == ctx_name)
+    cluster = next(x["cluster"] for x in kubeconfig["clusters"] if x["name"] == ctx["cluster"])
+    user: Dict = next(
+        (x["user"] for x in kubeconfig.get("users", []) if x["name"] == ctx.get("user")), {}
+    )
+
+    def data(key: str) -> bytes | None:
+        value = cluster.get(key) if key.startswith("certificate-authority") else user.get(key)
+        return base64.b64decode(value) if value else None
+
+    return {
+        "server": cluster["server"],
+        "ca_data": data("certificate-authority-data"),
+        "ca_path": cluster.get("certificate-authority"),
+        "insecure": cluster.get("insecure-skip-tls-verify"),
+        "certificate_data": data("client-certificate-data"),
+        "certificate_path": user.get("client-certificate"),
+        "private_key_data": data("client-key-data"),
+        "private_key_path": user.get("client-key"),
+        "token": user.get("token"),
+        "default_namespace": ctx.get("namespace"),
+    }

@@ -1,0 +1,186 @@
+"""Typed views of TrainJob and (Cluster)TrainingRuntime: the fields we read, parsed at the boundary.
+
+We keep our own lean models rather than the generated `kubeflow-trainer-api` ones for the
+objects we rebuild manifests from: those coerce resource quantities to floats (`2` -> `2.0`)
+and drop pod-template fields they do not know, so they cannot round-trip a manifest
+faithfully. Tests check that our example manifests also parse as the official models.
+Kubernetes sub-objects we only copy (env entries, resources, pod templates) stay plain dicts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from trainjob import constants as c
+
+Dict = dict[str, Any]
+
+
+class _Model(BaseModel):
+    # Unknown fields are ignored: newer API fields must not break parsing.
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
+
+
+class ObjectMeta(_Model):
+    name: str
+    namespace: str | None = None
+    uid: str | None = None
+    generation: int | None = None
+    resource_version: str | None = Field(default=None, alias="resourceVersion")
+    creation_timestamp: str | None = Field(default=None, alias="creationTimestamp")
+    deletion_timestamp: str | None = Field(default=None, alias="deletionTimestamp")
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class RuntimeRef(_Model):
+    name: str = Field(min_length=1)
+    api_group: str = Field(default=c.TRAINER_GROUP, alias="apiGroup")
+    kind: Literal["TrainingRuntime", "ClusterTrainingRuntime"] = "ClusterTrainingRuntime"
+
+
+class InitializerStep(_Model):
+    storage_uri: str | None = Field(default=None, alias="storageUri")
+    env: list[Dict] = Field(default_factory=list)
+    secret_ref: Dict | None = Field(default=None, alias="secretRef")
+
+
+class Initializer(_Model):
+    dataset: InitializerStep | None = None
+    model: InitializerStep | None = None
+
+
+class Trainer(_Model):
+    image: str | None = None
+    command: list[str] | None = None
+    args: list[str] | None = None
+    env: list[Dict] = Field(default_factory=list)
+    num_nodes: int | None = Field(default=None, alias="numNodes", ge=1)
+    num_proc_per_node: int | str | None = Field(default=None, alias="numProcPerNode")
+    resources_per_node: Dict | None = Field(default=None, alias="resourcesPerNode")
+
+
+class RuntimePatch(_Model):
+    manager: str = Field(min_length=1)
+    time: str | None = None
+    training_runtime_spec: Dict | None = Field(default=None, alias="trainingRuntimeSpec")
+
+
+class TrainJobSpec(_Model):
+    runtime_ref: RuntimeRef = Field(alias="runtimeRef")
+    initializer: Initializer | None = None
+    trainer: Trainer | None = None
+    runtime_patches: list[RuntimePatch] = Field(default_factory=list, alias="runtimePatches")
+    suspend: bool = False
+    active_deadline_seconds: int | None = Field(default=None, alias="activeDeadlineSeconds")
+    managed_by: str | None = Field(default=None, alias="managedBy")
+
+
+class TrainJob(_Model):
+    metadata: ObjectMeta
+    spec: TrainJobSpec
+    status: Dict = Field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or "default"
+
+    def conditions(self) -> list[Dict]:
+        return list(self.status.get("conditions") or [])
+
+
+class TorchPolicy(_Model):
+    num_proc_per_node: int | str | None = Field(default=None, alias="numProcPerNode")
+
+
+class MPIPolicy(_Model):
+    num_proc_per_node: int = Field(default=1, alias="numProcPerNode", ge=1)
+    mpi_implementation: Literal["OpenMPI", "Intel", "MPICH"] = Field(
+        default="OpenMPI", alias="mpiImplementation"
+    )
+    ssh_auth_mount_path: str = Field(default=c.MPI_DEFAULT_SSH_PATH, alias="sshAuthMountPath")
+    run_launcher_as_node: bool = Field(default=False, alias="runLauncherAsNode")
+
+
+class MLPolicy(_Model):
+    num_nodes: int = Field(default=1, alias="numNodes", ge=1)
+    torch: TorchPolicy | None = None
+    mpi: MPIPolicy | None = None
+
+
+class Coscheduling(_Model):
+    schedule_timeout_seconds: int | None = Field(default=None, alias="scheduleTimeoutSeconds")
+
+
+class PodGroupPolicy(_Model):
+    coscheduling: Coscheduling | None = None
+    volcano: Dict | None = None
+
+
+class DependsOn(_Model):
+    name: str
+    status: Literal["Ready", "Complete"]
+
+
+class ReplicatedJob(_Model):
+    name: str
+    replicas: int = Field(default=1, ge=1)
+    depends_on: list[DependsOn] = Field(default_factory=list, alias="dependsOn")
+    template: Dict  # a batch/v1 JobTemplateSpec, kept as the user wrote it
+
+
+class JobSetSpec(_Model):
+    replicated_jobs: list[ReplicatedJob] = Field(alias="replicatedJobs", min_length=1)
+
+
+class JobSetTemplate(_Model):
+    metadata: Dict = Field(default_factory=dict)
+    spec: JobSetSpec
+
+
+class TrainingRuntimeSpec(_Model):
+    ml_policy: MLPolicy = Field(default_factory=MLPolicy, alias="mlPolicy")
+    pod_group_policy: PodGroupPolicy | None = Field(default=None, alias="podGroupPolicy")
+    template: JobSetTemplate
+
+
+class TrainingRuntime(_Model):
+    """A TrainingRuntime or ClusterTrainingRuntime (same spec)."""
+
+    kind: str = c.CLUSTER_TRAINING_RUNTIME_KIND
+    metadata: ObjectMeta
+    spec: TrainingRuntimeSpec
+
+
+class InvalidObject(ValueError):
+    """A manifest that does not parse; the message names the field and what is wrong."""
+
+
+def _explain(kind: str, exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        parts.append(f"{loc}: {err['msg']}")
+    return f"invalid {kind}: " + "; ".join(parts)
+
+
+def parse_trainjob(body: Dict) -> TrainJob:
+    try:
+        return TrainJob.model_validate(body)
+    except ValidationError as exc:
+        raise InvalidObject(_explain("TrainJob", exc)) from exc
+
+
+def parse_runtime(body: Dict) -> TrainingRuntime:
+    kind = str(body.get("kind") or "TrainingRuntime")
+    try:
+        return TrainingRuntime.model_validate(body)
+    except ValidationError as exc:
+        name = (body.get("metadata") or {}).get("name", "?")
+        raise InvalidObject(_explain(f"{kind} {name}", exc)) from exc

@@ -1,0 +1,76 @@
+"""The typed result of the runtime framework: PodSets and the RuntimePolicy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainjob.models import DependsOn, MLPolicy, PodGroupPolicy
+
+Dict = dict[str, Any]
+
+
+class RuntimeSpecError(ValueError):
+    """The runtime (or a runtimePatch) cannot be applied to this TrainJob; says why."""
+
+
+@dataclass
+class PodSet:
+    """One role of a TrainJob: `replicas` Indexed Jobs of `parallelism` pods each."""
+
+    name: str  # the runtime's replicatedJob name
+    role: str | None  # trainer.kubeflow.org/trainjob-ancestor-step, if the runtime labels it
+    replicas: int
+    parallelism: int
+    job_template: Dict  # batch/v1 JobTemplateSpec with all merges applied
+    depends_on: list[DependsOn] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        """Pods in this PodSet (what Kueue reserves quota for)."""
+        return self.replicas * self.parallelism
+
+    @property
+    def pod_template(self) -> Dict:
+        template: Dict = self.job_template["spec"]["template"]
+        return template
+
+    def container(self, name: str) -> Dict | None:
+        for ctr in self.pod_template.get("spec", {}).get("containers", []):
+            if ctr.get("name") == name:
+                found: Dict = ctr
+                return found
+        return None
+
+
+@dataclass
+class RuntimePolicy:
+    """What the runtime asks for beyond pods: the ML policy and the pod-group policy."""
+
+    ml_policy: str  # name of the ML policy plugin that applied: torch, mpi or plain
+    num_nodes: int
+    ml: MLPolicy
+    pod_group: PodGroupPolicy | None = None
+    # The success policy of the runtime's JobSet template: which PodSets must complete.
+    success_operator: str = "All"
+    success_targets: list[str] = field(default_factory=list)
+    # Objects besides Jobs and the Service the pods need (e.g. the MPI hostfile ConfigMap).
+    extra_objects: list[Dict] = field(default_factory=list)
+    # A Secret with a freshly generated SSH key pair the pods need (MPI), created once.
+    ssh_secret_name: str | None = None
+
+
+@dataclass
+class RuntimeInfo:
+    trainjob: str
+    namespace: str
+    pod_sets: list[PodSet]
+    policy: RuntimePolicy
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+    def pod_set(self, name: str) -> PodSet:
+        for ps in self.pod_sets:
+            if ps.name == name:
+                return ps
+        raise KeyError(name)

@@ -1,0 +1,124 @@
+"""Pure builders: the Indexed Jobs and the headless Service a TrainJob's RuntimeInfo asks for."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from trainjob import constants as c
+from trainjob.runtime import PodSet, RuntimeInfo
+
+Dict = dict[str, Any]
+
+# Pod-template fields the API server lets us change on a suspended Job (and Kueue relies on).
+SCHEDULING_FIELDS = ("nodeSelector", "tolerations", "schedulingGates", "affinity")
+
+
+def job_name(trainjob: str, replicated_job: str, index: int) -> str:
+    return f"{trainjob}-{replicated_job}-{index}"
+
+
+def owner_reference(trainjob: Dict) -> Dict:
+    meta = trainjob["metadata"]
+    return {
+        "apiVersion": f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}",
+        "kind": "TrainJob",
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def trainjob_labels(trainjob: str) -> dict[str, str]:
+    """Labels on everything we create for a TrainJob (JobSet's, so clients find the pods)."""
+    return {
+        c.JOBSET_NAME_LABEL: trainjob,
+        c.TRAINJOB_NAME_LABEL: trainjob,
+        c.MANAGED_LABEL: c.MANAGED_LABEL_VALUE,
+    }
+
+
+def build_job(info: RuntimeInfo, ps: PodSet, index: int, owner: Dict, *, suspend: bool) -> Dict:
+    """One Indexed Job of a PodSet: `parallelism = completions` pods with stable hostnames."""
+    template = copy.deepcopy(ps.job_template)
+    meta = template.get("metadata") or {}
+    spec = template.get("spec") or {}
+    pod_template = spec.pop("template", {}) or {}
+    labels = {
+        **info.labels,
+        **(meta.get("labels") or {}),
+        **trainjob_labels(info.trainjob),
+        c.REPLICATED_JOB_NAME_LABEL: ps.name,
+        c.JOB_INDEX_LABEL: str(index),
+        c.PODSET_LABEL: ps.name,
+    }
+    pod_meta = pod_template.get("metadata") or {}
+    pod_spec = pod_template.get("spec") or {}
+    pod_spec["subdomain"] = info.trainjob
+    pod_spec.setdefault("restartPolicy", "OnFailure")  # as JobSet defaults it
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name(info.trainjob, ps.name, index),
+            "namespace": info.namespace,
+            "labels": labels,
+            "annotations": {**info.annotations, **(meta.get("annotations") or {})},
+            "ownerReferences": [owner],
+        },
+        "spec": {
+            **spec,
+            "completionMode": "Indexed",
+            "parallelism": ps.parallelism,
+            "completions": ps.parallelism,
+            "suspend": suspend,
+            "template": {
+                "metadata": {
+                    "labels": {**(pod_meta.get("labels") or {}), **labels},
+                    "annotations": dict(pod_meta.get("annotations") or {}),
+                },
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def build_jobs(info: RuntimeInfo, ps: PodSet, owner: Dict, *, suspend: bool) -> list[Dict]:
+    return [build_job(info, ps, i, owner, suspend=suspend) for i in range(ps.replicas)]
+
+
+def build_service(info: RuntimeInfo, owner: Dict) -> Dict:
+    """The headless Service that gives every pod `<tj>-<rj>-<job>-<pod>.<tj>` in DNS."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": info.trainjob,
+            "namespace": info.namespace,
+            "labels": trainjob_labels(info.trainjob),
+            "ownerReferences": [owner],
+        },
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {c.JOBSET_NAME_LABEL: info.trainjob},
+        },
+    }
+
+
+def build_extra_object(obj: Dict, owner: Dict, trainjob: str) -> Dict:
+    out = copy.deepcopy(obj)
+    meta = out.setdefault("metadata", {})
+    meta["labels"] = {**(meta.get("labels") or {}), **trainjob_labels(trainjob)}
+    meta["ownerReferences"] = [owner]
+    return out
+
+
+def job_needs_update(desired: Dict, actual: Dict) -> bool:
+    """True when `actual` differs from `desired` in what we may change on a live Job."""
+    if bool(desired["spec"].get("suspend")) != bool(actual.get("spec", {}).get("suspend")):
+        return True
+    want = desired["spec"]["template"]
+    have = actual.get("spec", {}).get("template", {})
+    return any(want["spec"].get(f) != have.get("spec", {}).get(f) for f in SCHEDULING_FIELDS)
