@@ -1,0 +1,91 @@
+"""Fixture factories for TrainJobs and runtimes (plain manifests, as a user would write them)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+Dict = dict[str, Any]
+
+
+def _merge(base: Dict, overrides: Dict) -> Dict:
+    out = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def make_trainjob(name: str = "tj", namespace: str = "ns", **spec: Any) -> Dict:
+    """A TrainJob on `torch-distributed`; keyword arguments override spec fields."""
+    body: Dict = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}",
+                     "generation": 1, "resourceVersion": "1"},
+        "spec": {"runtimeRef": {"name": "torch-distributed", "kind": "ClusterTrainingRuntime"}},
+    }
+    body["spec"] = _merge(body["spec"], spec)
+    return body
+
+
+def container(name: str = "node", image: str = "trainer:latest", **extra: Any) -> Dict:
+    return {"name": name, "image": image, **extra}
+
+
+def replicated_job(name: str, step: str | None, containers: list[Dict], **extra: Any) -> Dict:
+    labels = {"trainer.kubeflow.org/trainjob-ancestor-step": step} if step else {}
+    rj: Dict = {"name": name, "template": {
+        "metadata": {"labels": labels},
+        "spec": {"template": {"spec": {"containers": containers}}}}}
+    rj.update(extra)
+    return rj
+
+
+def make_runtime(name: str = "torch-distributed", *, kind: str = "ClusterTrainingRuntime",
+                 ml_policy: Dict | None = None, replicated_jobs: list[Dict] | None = None,
+                 namespace: str | None = None, **spec: Any) -> Dict:
+    meta: Dict = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": kind,
+        "metadata": meta,
+        "spec": {
+            "mlPolicy": ml_policy if ml_policy is not None else {"numNodes": 1, "torch": {}},
+            "template": {"spec": {"replicatedJobs": replicated_jobs or [
+                replicated_job("node", "trainer", [container()])]}},
+            **spec,
+        },
+    }
+
+
+def initializer_runtime(**spec: Any) -> Dict:
+    """Trainer's usual shape: dataset and model initializers, then the trainer nodes."""
+    return make_runtime(
+        "torch-with-init",
+        replicated_jobs=[
+            replicated_job("dataset-initializer", "dataset-initializer",
+                           [container("dataset-initializer", "dataset-init:1")]),
+            replicated_job("model-initializer", "model-initializer",
+                           [container("model-initializer", "model-init:1")],
+                           dependsOn=[{"name": "dataset-initializer", "status": "Complete"}]),
+            replicated_job("node", "trainer", [container()],
+                           dependsOn=[{"name": "model-initializer", "status": "Complete"}]),
+        ],
+        **spec,
+    )
+
+
+def mpi_runtime(**mpi: Any) -> Dict:
+    return make_runtime(
+        "mpi-runtime",
+        ml_policy={"numNodes": 2, "mpi": {"numProcPerNode": 4, **mpi}},
+        replicated_jobs=[
+            replicated_job("launcher", None, [container(image="mpi:1")]),
+            replicated_job("node", "trainer", [container(image="mpi:1")]),
+        ],
+    )
