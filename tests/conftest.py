@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -10,7 +13,8 @@ import pytest
 from kubernetes import client
 
 from clusters.bed import Bed
-from clusters.config import load_config
+from clusters.config import Port, load_config
+from clusters.processes import http_ok, log_tail
 
 
 @pytest.fixture(scope="session")
@@ -53,3 +57,47 @@ def namespace_factory(bed: Bed) -> Iterator[object]:
         except client.ApiException as exc:
             if exc.status != 404:
                 raise
+
+
+@pytest.fixture(scope="session")
+def worker_controllers(bed: Bed) -> Iterator[dict[str, int]]:
+    """`python -m worker_controller` on every worker, as a user would run it; PIDs by cluster."""
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    for spec in bed.config.workers:
+        port = bed.config.port(spec.name, Port.CONTROLLER_BASE)
+        log = (bed.cluster_dir(spec.name) / "worker-controller.log").open("ab")
+        procs[spec.name] = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "worker_controller",
+                "--kubeconfig",
+                str(bed.kubeconfig(spec.name)),
+                "--cluster-name",
+                spec.name,
+                "--health-port",
+                str(port),
+                "--resync-seconds",
+                "2",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    for name, proc in procs.items():
+        port = bed.config.port(name, Port.CONTROLLER_BASE)
+        deadline = time.monotonic() + 60
+        while not http_ok(f"http://127.0.0.1:{port}/healthz"):
+            log_path = bed.cluster_dir(name) / "worker-controller.log"
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"worker controller on {name} did not start:\n{log_tail(log_path)}"
+                )
+            time.sleep(0.2)
+    yield {name: proc.pid for name, proc in procs.items()}
+    for proc in procs.values():
+        proc.terminate()
+    for proc in procs.values():
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()

@@ -23,8 +23,13 @@ def make_trainjob(name: str = "tj", namespace: str = "ns", **spec: Any) -> Dict:
     body: Dict = {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainJob",
-        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}",
-                     "generation": 1, "resourceVersion": "1"},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{name}",
+            "generation": 1,
+            "resourceVersion": "1",
+        },
         "spec": {"runtimeRef": {"name": "torch-distributed", "kind": "ClusterTrainingRuntime"}},
     }
     body["spec"] = _merge(body["spec"], spec)
@@ -37,16 +42,26 @@ def container(name: str = "node", image: str = "trainer:latest", **extra: Any) -
 
 def replicated_job(name: str, step: str | None, containers: list[Dict], **extra: Any) -> Dict:
     labels = {"trainer.kubeflow.org/trainjob-ancestor-step": step} if step else {}
-    rj: Dict = {"name": name, "template": {
-        "metadata": {"labels": labels},
-        "spec": {"template": {"spec": {"containers": containers}}}}}
+    rj: Dict = {
+        "name": name,
+        "template": {
+            "metadata": {"labels": labels},
+            "spec": {"template": {"spec": {"containers": containers}}},
+        },
+    }
     rj.update(extra)
     return rj
 
 
-def make_runtime(name: str = "torch-distributed", *, kind: str = "ClusterTrainingRuntime",
-                 ml_policy: Dict | None = None, replicated_jobs: list[Dict] | None = None,
-                 namespace: str | None = None, **spec: Any) -> Dict:
+def make_runtime(
+    name: str = "torch-distributed",
+    *,
+    kind: str = "ClusterTrainingRuntime",
+    ml_policy: Dict | None = None,
+    replicated_jobs: list[Dict] | None = None,
+    namespace: str | None = None,
+    **spec: Any,
+) -> Dict:
     meta: Dict = {"name": name}
     if namespace:
         meta["namespace"] = namespace
@@ -56,8 +71,12 @@ def make_runtime(name: str = "torch-distributed", *, kind: str = "ClusterTrainin
         "metadata": meta,
         "spec": {
             "mlPolicy": ml_policy if ml_policy is not None else {"numNodes": 1, "torch": {}},
-            "template": {"spec": {"replicatedJobs": replicated_jobs or [
-                replicated_job("node", "trainer", [container()])]}},
+            "template": {
+                "spec": {
+                    "replicatedJobs": replicated_jobs
+                    or [replicated_job("node", "trainer", [container()])]
+                }
+            },
             **spec,
         },
     }
@@ -68,13 +87,23 @@ def initializer_runtime(**spec: Any) -> Dict:
     return make_runtime(
         "torch-with-init",
         replicated_jobs=[
-            replicated_job("dataset-initializer", "dataset-initializer",
-                           [container("dataset-initializer", "dataset-init:1")]),
-            replicated_job("model-initializer", "model-initializer",
-                           [container("model-initializer", "model-init:1")],
-                           dependsOn=[{"name": "dataset-initializer", "status": "Complete"}]),
-            replicated_job("node", "trainer", [container()],
-                           dependsOn=[{"name": "model-initializer", "status": "Complete"}]),
+            replicated_job(
+                "dataset-initializer",
+                "dataset-initializer",
+                [container("dataset-initializer", "dataset-init:1")],
+            ),
+            replicated_job(
+                "model-initializer",
+                "model-initializer",
+                [container("model-initializer", "model-init:1")],
+                dependsOn=[{"name": "dataset-initializer", "status": "Complete"}],
+            ),
+            replicated_job(
+                "node",
+                "trainer",
+                [container()],
+                dependsOn=[{"name": "model-initializer", "status": "Complete"}],
+            ),
         ],
         **spec,
     )

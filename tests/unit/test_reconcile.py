@@ -12,12 +12,24 @@ Dict = dict[str, Any]
 NOW = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.UTC)
 
 
-def observe(tj: Dict, runtime: Dict | None = None, jobs: list[Dict] | None = None,
-            services: list[Dict] | None = None, named: Dict | None = None,
-            now: dt.datetime = NOW) -> Plan:
-    return reconcile_trainjob(Observed(
-        trainjob=tj, runtime=runtime, jobs={j["metadata"]["name"]: j for j in jobs or []},
-        services=services or [], service_named=named, now=now))
+def observe(
+    tj: Dict,
+    runtime: Dict | None = None,
+    jobs: list[Dict] | None = None,
+    services: list[Dict] | None = None,
+    named: Dict | None = None,
+    now: dt.datetime = NOW,
+) -> Plan:
+    return reconcile_trainjob(
+        Observed(
+            trainjob=tj,
+            runtime=runtime,
+            jobs={j["metadata"]["name"]: j for j in jobs or []},
+            services=services or [],
+            service_named=named,
+            now=now,
+        )
+    )
 
 
 def conditions(plan: Plan) -> dict[str, tuple[str, str]]:
@@ -29,19 +41,34 @@ def kinds(plan: Plan) -> list[tuple[str, str]]:
     return [(o["kind"], o["metadata"]["name"]) for o in plan.apply]
 
 
-def job(name: str, *, complete: bool = False, failed: str | None = None, active: int = 0,
-        suspend: bool = False, parallelism: int = 1, ready: int = 0,
-        created: str = "2026-11-22T11:59:00Z") -> Dict:
+def job(
+    name: str,
+    *,
+    complete: bool = False,
+    failed: str | None = None,
+    active: int = 0,
+    suspend: bool = False,
+    parallelism: int = 1,
+    ready: int = 0,
+    created: str = "2026-11-22T11:59:00Z",
+) -> Dict:
     conds = []
     if complete:
         conds.append({"type": "Complete", "status": "True"})
     if failed:
-        conds.append({"type": "Failed", "status": "True", "reason": failed,
-                      "message": "Job has reached the specified backoff limit"})
-    return {"metadata": {"name": name, "creationTimestamp": created},
-            "spec": {"suspend": suspend, "parallelism": parallelism,
-                     "template": {"spec": {}}},
-            "status": {"conditions": conds, "active": active, "ready": ready}}
+        conds.append(
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": failed,
+                "message": "Job has reached the specified backoff limit",
+            }
+        )
+    return {
+        "metadata": {"name": name, "creationTimestamp": created},
+        "spec": {"suspend": suspend, "parallelism": parallelism, "template": {"spec": {}}},
+        "status": {"conditions": conds, "active": active, "ready": ready},
+    }
 
 
 OUR_SERVICE = {"metadata": {"name": "tj", "labels": {"trainjob.dev/trainjob-name": "tj"}}}
@@ -57,8 +84,10 @@ def test_missing_runtime_fails_with_its_name_and_recovers() -> None:
     tj = make_trainjob()
     plan = observe(tj)
     assert conditions(plan) == {"Failed": ("True", "RuntimeNotFound")}
-    assert "ClusterTrainingRuntime 'torch-distributed' not found" in \
-        plan.status["conditions"][0]["message"]  # type: ignore[index]
+    assert (
+        "ClusterTrainingRuntime 'torch-distributed' not found"
+        in plan.status["conditions"][0]["message"]
+    )  # type: ignore[index]
     assert plan.apply == []
 
     tj["status"] = plan.status
@@ -72,61 +101,97 @@ def test_running_again_with_nothing_changed_writes_nothing() -> None:
     tj = make_trainjob()
     first = observe(tj, make_runtime())
     tj["status"] = first.status
-    again = observe(tj, make_runtime(), jobs=[job("tj-node-0", active=1, ready=1)],
-                    services=[OUR_SERVICE], named=OUR_SERVICE)
+    again = observe(
+        tj,
+        make_runtime(),
+        jobs=[job("tj-node-0", active=1, ready=1)],
+        services=[OUR_SERVICE],
+        named=OUR_SERVICE,
+    )
     tj["status"] = again.status
-    third = observe(tj, make_runtime(), jobs=[job("tj-node-0", active=1, ready=1)],
-                    services=[OUR_SERVICE], named=OUR_SERVICE)
+    third = observe(
+        tj,
+        make_runtime(),
+        jobs=[job("tj-node-0", active=1, ready=1)],
+        services=[OUR_SERVICE],
+        named=OUR_SERVICE,
+    )
     assert third.apply == [] and third.status is None and third.events == []
 
 
 def test_suspend_and_resume() -> None:
     tj = make_trainjob(suspend=True)
-    plan = observe(tj, make_runtime(), jobs=[job("tj-node-0", active=1)],
-                   services=[OUR_SERVICE])
+    plan = observe(tj, make_runtime(), jobs=[job("tj-node-0", active=1)], services=[OUR_SERVICE])
     assert conditions(plan) == {"Suspended": ("True", "Suspended")}
     assert [(o["metadata"]["name"], o["spec"]["suspend"]) for o in plan.apply] == [
-        ("tj-node-0", True)]
+        ("tj-node-0", True)
+    ]
 
     tj["status"] = plan.status
     tj["spec"]["suspend"] = False
-    resumed = observe(tj, make_runtime(), jobs=[job("tj-node-0", suspend=True)],
-                      services=[OUR_SERVICE])
+    resumed = observe(
+        tj, make_runtime(), jobs=[job("tj-node-0", suspend=True)], services=[OUR_SERVICE]
+    )
     assert conditions(resumed) == {"Suspended": ("False", "Resumed")}
     assert [(o["metadata"]["name"], o["spec"]["suspend"]) for o in resumed.apply] == [
-        ("tj-node-0", False)]
+        ("tj-node-0", False)
+    ]
 
 
 def test_deadline_counts_from_the_last_resume() -> None:
     tj = make_trainjob(activeDeadlineSeconds=30)
-    tj["status"] = {"conditions": [{"type": "Suspended", "status": "False", "reason": "Resumed",
-                                    "message": "", "lastTransitionTime": "2026-11-22T11:59:50Z"}]}
+    tj["status"] = {
+        "conditions": [
+            {
+                "type": "Suspended",
+                "status": "False",
+                "reason": "Resumed",
+                "message": "",
+                "lastTransitionTime": "2026-11-22T11:59:50Z",
+            }
+        ]
+    }
     running = [job("tj-node-0", active=1, created="2026-11-22T11:00:00Z")]
     plan = observe(tj, make_runtime(), jobs=running, services=[OUR_SERVICE])
     assert "Failed" not in conditions(plan) and plan.requeue_after == 20.0
 
-    late = observe(tj, make_runtime(), jobs=running, services=[OUR_SERVICE],
-                   now=NOW + dt.timedelta(seconds=25))
+    late = observe(
+        tj, make_runtime(), jobs=running, services=[OUR_SERVICE], now=NOW + dt.timedelta(seconds=25)
+    )
     assert conditions(late)["Failed"] == ("True", "DeadlineExceeded")
     assert [(o["metadata"]["name"], o["spec"]["suspend"]) for o in late.apply] == [
-        ("tj-node-0", True)]
+        ("tj-node-0", True)
+    ]
 
 
 def test_failed_pod_set_fails_the_trainjob_naming_it() -> None:
-    plan = observe(make_trainjob(), make_runtime(),
-                   jobs=[job("tj-node-0", failed="BackoffLimitExceeded")], services=[OUR_SERVICE])
+    plan = observe(
+        make_trainjob(),
+        make_runtime(),
+        jobs=[job("tj-node-0", failed="BackoffLimitExceeded")],
+        services=[OUR_SERVICE],
+    )
     assert conditions(plan) == {"Failed": ("True", "PodSetFailed")}
     message = plan.status["conditions"][0]["message"]  # type: ignore[index]
     assert message.startswith("PodSet 'node' failed: Job tj-node-0 BackoffLimitExceeded")
     assert plan.status["jobsStatus"] == [  # type: ignore[index]
-        {"name": "node", "ready": 0, "succeeded": 0, "failed": 1, "active": 0, "suspended": 0}]
+        {"name": "node", "ready": 0, "succeeded": 0, "failed": 1, "active": 0, "suspended": 0}
+    ]
 
 
 def test_finished_trainjob_is_final() -> None:
     tj = make_trainjob()
-    tj["status"] = {"conditions": [{"type": "Failed", "status": "True",
-                                    "reason": "DeadlineExceeded", "message": "",
-                                    "lastTransitionTime": "2026-11-22T11:00:00Z"}]}
+    tj["status"] = {
+        "conditions": [
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "DeadlineExceeded",
+                "message": "",
+                "lastTransitionTime": "2026-11-22T11:00:00Z",
+            }
+        ]
+    }
     # Even if the runtime disappears later, the final reason stays.
     assert observe(tj, None) == Plan()
 
@@ -136,12 +201,19 @@ def test_initializers_run_before_the_trainer() -> None:
     runtime = initializer_runtime()
     plan = observe(tj, runtime, services=[OUR_SERVICE])
     assert kinds(plan) == [("Job", "tj-dataset-initializer-0")]
-    plan = observe(tj, runtime, services=[OUR_SERVICE],
-                   jobs=[job("tj-dataset-initializer-0", complete=True)])
+    plan = observe(
+        tj, runtime, services=[OUR_SERVICE], jobs=[job("tj-dataset-initializer-0", complete=True)]
+    )
     assert kinds(plan) == [("Job", "tj-model-initializer-0")]
-    plan = observe(tj, runtime, services=[OUR_SERVICE],
-                   jobs=[job("tj-dataset-initializer-0", complete=True),
-                         job("tj-model-initializer-0", complete=True)])
+    plan = observe(
+        tj,
+        runtime,
+        services=[OUR_SERVICE],
+        jobs=[
+            job("tj-dataset-initializer-0", complete=True),
+            job("tj-model-initializer-0", complete=True),
+        ],
+    )
     assert kinds(plan) == [("Job", "tj-node-0")]
 
 
@@ -161,7 +233,11 @@ def test_foreign_service_with_our_name_is_not_touched() -> None:
 
 
 def test_complete_when_all_pod_sets_complete() -> None:
-    plan = observe(make_trainjob(), make_runtime(), jobs=[job("tj-node-0", complete=True)],
-                   services=[OUR_SERVICE])
+    plan = observe(
+        make_trainjob(),
+        make_runtime(),
+        jobs=[job("tj-node-0", complete=True)],
+        services=[OUR_SERVICE],
+    )
     assert conditions(plan) == {"Complete": ("True", "Completed")}
     assert plan.apply == []

@@ -30,8 +30,14 @@ def info_for(trainjob: Dict, runtime: Dict) -> Any:
     return build_runtime_info(parse_trainjob(trainjob), parse_runtime(runtime), spec)
 
 
-OWNER = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "tj",
-         "uid": "uid-tj", "controller": True, "blockOwnerDeletion": True}
+OWNER = {
+    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+    "kind": "TrainJob",
+    "name": "tj",
+    "uid": "uid-tj",
+    "controller": True,
+    "blockOwnerDeletion": True,
+}
 POD_LABELS = {
     "jobset.sigs.k8s.io/jobset-name": "tj",
     "trainjob.dev/trainjob-name": "tj",
@@ -43,10 +49,15 @@ POD_LABELS = {
 
 
 def test_torch_three_nodes_builds_one_indexed_job_with_pet_env() -> None:
-    tj = make_trainjob(trainer={
-        "numNodes": 3, "image": "pytorch:2", "command": ["torchrun", "train.py"],
-        "env": [{"name": "EPOCHS", "value": "2"}],
-        "resourcesPerNode": {"requests": {"cpu": "2", "memory": "4Gi"}}})
+    tj = make_trainjob(
+        trainer={
+            "numNodes": 3,
+            "image": "pytorch:2",
+            "command": ["torchrun", "train.py"],
+            "env": [{"name": "EPOCHS", "value": "2"}],
+            "resourcesPerNode": {"requests": {"cpu": "2", "memory": "4Gi"}},
+        }
+    )
     info = info_for(tj, make_runtime())
     assert [(p.name, p.role, p.count) for p in info.pod_sets] == [("node", "trainer", 3)]
     assert info.policy.ml_policy == "torch"
@@ -69,26 +80,38 @@ def test_torch_three_nodes_builds_one_indexed_job_with_pet_env() -> None:
             "completions": 3,
             "suspend": False,
             "template": {
-                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer",
-                                        **POD_LABELS}, "annotations": {}},
+                "metadata": {
+                    "labels": {
+                        "trainer.kubeflow.org/trainjob-ancestor-step": "trainer",
+                        **POD_LABELS,
+                    },
+                    "annotations": {},
+                },
                 "spec": {
-                    "containers": [{
-                        "name": "node",
-                        "image": "pytorch:2",
-                        "command": ["torchrun", "train.py"],
-                        "env": [
-                            {"name": "EPOCHS", "value": "2"},
-                            {"name": "PET_NNODES", "value": "3"},
-                            {"name": "PET_NPROC_PER_NODE", "value": "auto"},
-                            {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {
-                                "fieldPath":
-                                    "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}},
-                            {"name": "PET_MASTER_ADDR", "value": "tj-node-0-0.tj"},
-                            {"name": "PET_MASTER_PORT", "value": "29500"},
-                        ],
-                        "resources": {"requests": {"cpu": "2", "memory": "4Gi"}},
-                        "ports": [{"containerPort": 29500, "protocol": "TCP"}],
-                    }],
+                    "containers": [
+                        {
+                            "name": "node",
+                            "image": "pytorch:2",
+                            "command": ["torchrun", "train.py"],
+                            "env": [
+                                {"name": "EPOCHS", "value": "2"},
+                                {"name": "PET_NNODES", "value": "3"},
+                                {"name": "PET_NPROC_PER_NODE", "value": "auto"},
+                                {
+                                    "name": "PET_NODE_RANK",
+                                    "valueFrom": {
+                                        "fieldRef": {
+                                            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+                                        }
+                                    },
+                                },
+                                {"name": "PET_MASTER_ADDR", "value": "tj-node-0-0.tj"},
+                                {"name": "PET_MASTER_PORT", "value": "29500"},
+                            ],
+                            "resources": {"requests": {"cpu": "2", "memory": "4Gi"}},
+                            "ports": [{"containerPort": 29500, "protocol": "TCP"}],
+                        }
+                    ],
                     "subdomain": "tj",
                     "restartPolicy": "OnFailure",
                 },
@@ -96,12 +119,23 @@ def test_torch_three_nodes_builds_one_indexed_job_with_pet_env() -> None:
         },
     }
     assert build_service(info, OWNER) == {
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "tj", "namespace": "ns", "labels": {
-            "jobset.sigs.k8s.io/jobset-name": "tj", "trainjob.dev/trainjob-name": "tj",
-            "trainjob.dev/managed-by": "worker-controller"}, "ownerReferences": [OWNER]},
-        "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
-                 "selector": {"jobset.sigs.k8s.io/jobset-name": "tj"}},
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": "tj",
+            "namespace": "ns",
+            "labels": {
+                "jobset.sigs.k8s.io/jobset-name": "tj",
+                "trainjob.dev/trainjob-name": "tj",
+                "trainjob.dev/managed-by": "worker-controller",
+            },
+            "ownerReferences": [OWNER],
+        },
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {"jobset.sigs.k8s.io/jobset-name": "tj"},
+        },
     }
 
 
@@ -124,35 +158,50 @@ def test_mpi_launcher_nodes_hostfile_and_ssh() -> None:
     info = info_for(make_trainjob(runtimeRef={"name": "mpi-runtime"}), mpi_runtime())
     assert info.policy.ml_policy == "mpi"
     assert [(p.name, p.count) for p in info.pod_sets] == [("launcher", 1), ("node", 2)]
-    assert info.policy.extra_objects == [{
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "tj-mpi-hostfile", "namespace": "ns"},
-        "data": {"hostfile": "tj-node-0-0.tj slots=4\ntj-node-0-1.tj slots=4\n"},
-    }]
+    assert info.policy.extra_objects == [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "tj-mpi-hostfile", "namespace": "ns"},
+            "data": {"hostfile": "tj-node-0-0.tj slots=4\ntj-node-0-1.tj slots=4\n"},
+        }
+    ]
     assert info.policy.ssh_secret_name == "tj-mpi-ssh-auth"
     launcher = info.pod_set("launcher").container("node")
-    assert {"name": "OMPI_MCA_orte_default_hostfile", "value": "/etc/mpi/hostfile"} in \
-        launcher["env"]
-    assert launcher["volumeMounts"] == [{"name": "mpi-ssh-auth", "mountPath": "/root/.ssh"},
-                                        {"name": "mpi-hostfile", "mountPath": "/etc/mpi"}]
+    assert {"name": "OMPI_MCA_orte_default_hostfile", "value": "/etc/mpi/hostfile"} in launcher[
+        "env"
+    ]
+    assert launcher["volumeMounts"] == [
+        {"name": "mpi-ssh-auth", "mountPath": "/root/.ssh"},
+        {"name": "mpi-hostfile", "mountPath": "/etc/mpi"},
+    ]
     node = info.pod_set("node").container("node")
     assert node["volumeMounts"] == [{"name": "mpi-ssh-auth", "mountPath": "/root/.ssh"}]
     assert "env" not in node
 
 
 def test_mpi_launcher_as_node_lists_launcher_first() -> None:
-    info = info_for(make_trainjob(runtimeRef={"name": "mpi-runtime"}, trainer={"numNodes": 3}),
-                    mpi_runtime(runLauncherAsNode=True, mpiImplementation="Intel"))
+    info = info_for(
+        make_trainjob(runtimeRef={"name": "mpi-runtime"}, trainer={"numNodes": 3}),
+        mpi_runtime(runLauncherAsNode=True, mpiImplementation="Intel"),
+    )
     assert [(p.name, p.count) for p in info.pod_sets] == [("launcher", 1), ("node", 2)]
     assert info.policy.extra_objects[0]["data"]["hostfile"] == (
-        "tj-launcher-0-0.tj:4\ntj-node-0-0.tj:4\ntj-node-0-1.tj:4\n")
+        "tj-launcher-0-0.tj:4\ntj-node-0-0.tj:4\ntj-node-0-1.tj:4\n"
+    )
 
 
 def test_initializers_get_storage_uri_env_and_secret_and_keep_depends_on() -> None:
-    tj = make_trainjob(initializer={
-        "dataset": {"storageUri": "hf://tatsu-lab/alpaca", "env": [{"name": "A", "value": "1"}],
-                    "secretRef": {"name": "hf-token"}},
-        "model": {"storageUri": "hf://meta/llama"}})
+    tj = make_trainjob(
+        initializer={
+            "dataset": {
+                "storageUri": "hf://tatsu-lab/alpaca",
+                "env": [{"name": "A", "value": "1"}],
+                "secretRef": {"name": "hf-token"},
+            },
+            "model": {"storageUri": "hf://meta/llama"},
+        }
+    )
     info = info_for(tj, initializer_runtime())
     assert [(p.name, p.role, [d.name for d in p.depends_on]) for p in info.pod_sets] == [
         ("dataset-initializer", "dataset-initializer", []),
@@ -160,49 +209,98 @@ def test_initializers_get_storage_uri_env_and_secret_and_keep_depends_on() -> No
         ("node", "trainer", ["model-initializer"]),
     ]
     dataset = info.pod_set("dataset-initializer").container("dataset-initializer")
-    assert dataset == {"name": "dataset-initializer", "image": "dataset-init:1",
-                       "env": [{"name": "STORAGE_URI", "value": "hf://tatsu-lab/alpaca"},
-                               {"name": "A", "value": "1"}],
-                       "envFrom": [{"secretRef": {"name": "hf-token"}}]}
+    assert dataset == {
+        "name": "dataset-initializer",
+        "image": "dataset-init:1",
+        "env": [
+            {"name": "STORAGE_URI", "value": "hf://tatsu-lab/alpaca"},
+            {"name": "A", "value": "1"},
+        ],
+        "envFrom": [{"secretRef": {"name": "hf-token"}}],
+    }
     model = info.pod_set("model-initializer").container("model-initializer")
     assert model["env"] == [{"name": "STORAGE_URI", "value": "hf://meta/llama"}]
 
 
 def _patch(manager: str, pod_spec: Dict, meta: Dict | None = None) -> Dict:
-    return {"manager": manager, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
-        {"name": "node", "template": {"spec": {"template": {
-            "metadata": meta or {}, "spec": pod_spec}}}}]}}}}
+    return {
+        "manager": manager,
+        "trainingRuntimeSpec": {
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {
+                                "spec": {"template": {"metadata": meta or {}, "spec": pod_spec}}
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
 
 
 def test_runtime_patches_merge_in_manager_order() -> None:
-    runtime = make_runtime(replicated_jobs=[replicated_job("node", "trainer", [
-        container(env=[{"name": "X", "value": "runtime"}])])])
-    tj = make_trainjob(runtimePatches=[
-        _patch("user.example/first", {
-            "nodeSelector": {"pool": "a", "zone": "1"},
-            "tolerations": [{"key": "t1", "operator": "Exists"}],
-            "containers": [{"name": "node", "env": [{"name": "X", "value": "first"},
-                                                    {"name": "Y", "value": "first"}]}],
-        }, {"labels": {"team": "a"}}),
-        _patch("kueue.x-k8s.io/manager", {
-            "nodeSelector": {"pool": "b"},
-            "tolerations": [{"key": "t2", "operator": "Exists"}],
-            "containers": [{"name": "node", "env": [{"name": "Y", "value": "second"}]}],
-        }, {"labels": {"kueue": "yes"}}),
-    ])
+    runtime = make_runtime(
+        replicated_jobs=[
+            replicated_job("node", "trainer", [container(env=[{"name": "X", "value": "runtime"}])])
+        ]
+    )
+    tj = make_trainjob(
+        runtimePatches=[
+            _patch(
+                "user.example/first",
+                {
+                    "nodeSelector": {"pool": "a", "zone": "1"},
+                    "tolerations": [{"key": "t1", "operator": "Exists"}],
+                    "containers": [
+                        {
+                            "name": "node",
+                            "env": [
+                                {"name": "X", "value": "first"},
+                                {"name": "Y", "value": "first"},
+                            ],
+                        }
+                    ],
+                },
+                {"labels": {"team": "a"}},
+            ),
+            _patch(
+                "kueue.x-k8s.io/manager",
+                {
+                    "nodeSelector": {"pool": "b"},
+                    "tolerations": [{"key": "t2", "operator": "Exists"}],
+                    "containers": [{"name": "node", "env": [{"name": "Y", "value": "second"}]}],
+                },
+                {"labels": {"kueue": "yes"}},
+            ),
+        ]
+    )
     ps = info_for(tj, runtime).pod_sets[0]
     spec = ps.pod_template["spec"]
     assert spec["nodeSelector"] == {"pool": "b", "zone": "1"}
-    assert spec["tolerations"] == [{"key": "t1", "operator": "Exists"},
-                                   {"key": "t2", "operator": "Exists"}]
+    assert spec["tolerations"] == [
+        {"key": "t1", "operator": "Exists"},
+        {"key": "t2", "operator": "Exists"},
+    ]
     assert ps.pod_template["metadata"]["labels"] == {"team": "a", "kueue": "yes"}
     env = ps.container("node")["env"]
     assert env[:2] == [{"name": "X", "value": "first"}, {"name": "Y", "value": "second"}]
 
 
 def test_patch_for_unknown_replicated_job_or_container_is_refused() -> None:
-    bad_rj = make_trainjob(runtimePatches=[{"manager": "m", "trainingRuntimeSpec": {
-        "template": {"spec": {"replicatedJobs": [{"name": "nope"}]}}}}])
+    bad_rj = make_trainjob(
+        runtimePatches=[
+            {
+                "manager": "m",
+                "trainingRuntimeSpec": {
+                    "template": {"spec": {"replicatedJobs": [{"name": "nope"}]}}
+                },
+            }
+        ]
+    )
     with pytest.raises(RuntimeSpecError, match="no replicatedJob 'nope'"):
         info_for(bad_rj, make_runtime())
     bad_ctr = make_trainjob(runtimePatches=[_patch("m", {"containers": [{"name": "sidecar"}]})])
@@ -217,8 +315,12 @@ def test_runtime_without_trainer_step_is_refused_for_torch() -> None:
 
 
 def test_plain_runtime_runs_what_it_describes() -> None:
-    runtime = make_runtime(ml_policy={"numNodes": 2}, replicated_jobs=[
-        replicated_job("node", "trainer", [container(resources={"limits": {"cpu": "500m"}})])])
+    runtime = make_runtime(
+        ml_policy={"numNodes": 2},
+        replicated_jobs=[
+            replicated_job("node", "trainer", [container(resources={"limits": {"cpu": "500m"}})])
+        ],
+    )
     info = info_for(make_trainjob(), runtime)
     assert info.policy.ml_policy == "plain"
     assert total_requests(info) == {"cpu": "1"}

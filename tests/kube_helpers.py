@@ -1,0 +1,127 @@
+"""Small helpers for tests that talk to the bed's API servers (no mocks)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kubernetes import client
+
+from tests.factories import make_runtime, replicated_job
+from tests.helpers import wait_for
+
+Dict = dict[str, Any]
+TRAINER = ("trainer.kubeflow.org", "v1alpha1")
+
+
+class TrainJobs:
+    """TrainJobs, runtimes and their children in one namespace of one cluster."""
+
+    def __init__(self, api: client.ApiClient, namespace: str) -> None:
+        self.api, self.ns = api, namespace
+        self.custom = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
+        self.batch = client.BatchV1Api(api)
+
+    def create(self, body: Dict) -> Dict:
+        body = {**body, "metadata": {**body["metadata"], "namespace": self.ns}}
+        body["metadata"].pop("uid", None)
+        body["metadata"].pop("resourceVersion", None)
+        body["metadata"].pop("generation", None)
+        result: Dict = self.custom.create_namespaced_custom_object(
+            *TRAINER, self.ns, "trainjobs", body
+        )
+        return result
+
+    def create_runtime(self, body: Dict) -> None:
+        body = {
+            **body,
+            "kind": "TrainingRuntime",
+            "metadata": {**body["metadata"], "namespace": self.ns},
+        }
+        self.custom.create_namespaced_custom_object(*TRAINER, self.ns, "trainingruntimes", body)
+
+    def get(self, name: str) -> Dict:
+        result: Dict = self.custom.get_namespaced_custom_object(
+            *TRAINER, self.ns, "trainjobs", name
+        )
+        return result
+
+    def patch(self, name: str, patch: Dict) -> Dict:
+        result: Dict = self.custom.patch_namespaced_custom_object(
+            *TRAINER, self.ns, "trainjobs", name, patch
+        )
+        return result
+
+    def delete(self, name: str) -> None:
+        self.custom.delete_namespaced_custom_object(
+            *TRAINER, self.ns, "trainjobs", name, propagation_policy="Foreground"
+        )
+
+    def condition(self, name: str, ctype: str) -> Dict | None:
+        for cond in self.get(name).get("status", {}).get("conditions") or []:
+            if cond["type"] == ctype:
+                return dict(cond)
+        return None
+
+    def wait_condition(
+        self, name: str, ctype: str, status: str = "True", timeout: float = 60
+    ) -> Dict:
+        def check() -> Dict | None:
+            cond = self.condition(name, ctype)
+            return cond if cond and cond["status"] == status else None
+
+        return wait_for(check, timeout, what=f"TrainJob {name} {ctype}={status}")
+
+    def pods(self, name: str, phase: str | None = None) -> list[client.V1Pod]:
+        pods = self.core.list_namespaced_pod(
+            self.ns, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}"
+        ).items
+        return [p for p in pods if phase is None or p.status.phase == phase]
+
+    def jobs(self, name: str) -> list[client.V1Job]:
+        return list(
+            self.batch.list_namespaced_job(
+                self.ns, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}"
+            ).items
+        )
+
+
+def torch_runtime(
+    name: str = "torch",
+    *,
+    run: str = "3s",
+    num_nodes: int = 1,
+    exit_code: int | None = None,
+    extra_rjs: list[Dict] | None = None,
+) -> Dict:
+    """A namespaced torch runtime whose pods run `run` on kwok (and fail if asked)."""
+    annotations = {"bed.trainjob.dev/run-duration": run}
+    if exit_code is not None:
+        annotations["bed.trainjob.dev/exit-code"] = str(exit_code)
+    node = replicated_job(
+        "node",
+        "trainer",
+        [
+            {
+                "name": "node",
+                "image": "pytorch/pytorch:2.7.1",
+                "resources": {"requests": {"cpu": "100m"}},
+            }
+        ],
+    )
+    node["template"]["spec"]["backoffLimit"] = 0
+    node["template"]["spec"]["template"]["metadata"] = {"annotations": annotations}
+    if extra_rjs:
+        node["dependsOn"] = [{"name": rj["name"], "status": "Complete"} for rj in extra_rjs]
+    runtime = make_runtime(
+        name,
+        kind="TrainingRuntime",
+        ml_policy={"numNodes": num_nodes, "torch": {}},
+        replicated_jobs=[*(extra_rjs or []), node],
+    )
+    return runtime
+
+
+def api_error(exc: client.ApiException) -> str:
+    return str(json.loads(exc.body).get("message", exc.body))

@@ -1,0 +1,239 @@
+"""The worker controller on a real worker cluster of the bed: TrainJob -> Jobs, Service, status."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from kubernetes import client
+
+from clusters.bed import Bed
+from tests.factories import make_trainjob, replicated_job
+from tests.helpers import wait_for
+from tests.kube_helpers import TrainJobs, api_error, torch_runtime
+
+pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("worker_controllers")]
+
+
+@pytest.fixture
+def tjs(
+    bed: Bed, worker_names: list[str], namespace_factory: Callable[..., str]
+) -> Iterator[TrainJobs]:
+    worker = worker_names[0]
+    yield TrainJobs(bed.api(worker), namespace_factory(worker, "wc"))
+
+
+def trainjob(name: str, runtime: str = "torch", **spec: object) -> dict[str, object]:
+    return make_trainjob(name, runtimeRef={"name": runtime, "kind": "TrainingRuntime"}, **spec)
+
+
+def test_torch_three_nodes_run_and_complete(tjs: TrainJobs) -> None:
+    tjs.create_runtime(torch_runtime(run="4s"))
+    tjs.create(trainjob("mnist", trainer={"numNodes": 3}))
+
+    running = wait_for(
+        lambda: len(tjs.pods("mnist", "Running")) == 3 and tjs.pods("mnist", "Running"),
+        30,
+        what="3 pods Running",
+    )
+    by_host = {p.spec.hostname: p for p in running}
+    assert sorted(by_host) == ["mnist-node-0-0", "mnist-node-0-1", "mnist-node-0-2"]
+    for host, pod in by_host.items():
+        assert pod.spec.subdomain == "mnist"
+        assert pod.metadata.labels["jobset.sigs.k8s.io/replicatedjob-name"] == "node"
+        assert pod.metadata.annotations["batch.kubernetes.io/job-completion-index"] == host[-1]
+        env = {e.name: e.value for e in pod.spec.containers[0].env}
+        assert env["PET_NNODES"] == "3"
+        assert env["PET_MASTER_ADDR"] == "mnist-node-0-0.mnist"
+        assert env["PET_MASTER_PORT"] == "29500"
+    svc = tjs.core.read_namespaced_service("mnist", tjs.ns)
+    assert svc.spec.cluster_ip == "None" and svc.spec.publish_not_ready_addresses is True
+
+    done = tjs.wait_condition("mnist", "Complete", timeout=60)
+    assert done["reason"] == "Completed"
+    assert tjs.get("mnist")["status"]["jobsStatus"] == [
+        {"name": "node", "ready": 0, "succeeded": 1, "failed": 0, "active": 0, "suspended": 0}
+    ]
+    events = tjs.core.list_namespaced_event(
+        tjs.ns, field_selector="involvedObject.name=mnist,involvedObject.kind=TrainJob"
+    ).items
+    assert "Completed" in {e.reason for e in events}
+
+
+def test_suspend_removes_pods_and_resume_starts_them(tjs: TrainJobs) -> None:
+    tjs.create_runtime(torch_runtime(run="600s"))
+    tjs.create(trainjob("pause", trainer={"numNodes": 2}))
+    wait_for(lambda: len(tjs.pods("pause", "Running")) == 2, 30, what="2 pods Running")
+
+    tjs.patch("pause", {"spec": {"suspend": True}})
+    assert tjs.wait_condition("pause", "Suspended")["reason"] == "Suspended"
+    wait_for(lambda: not tjs.pods("pause"), 60, what="pods to go away while suspended")
+    assert all(j.spec.suspend for j in tjs.jobs("pause"))
+
+    tjs.patch("pause", {"spec": {"suspend": False}})
+    resumed = tjs.wait_condition("pause", "Suspended", status="False")
+    assert resumed["reason"] == "Resumed"
+    wait_for(lambda: len(tjs.pods("pause", "Running")) == 2, 60, what="pods back after resume")
+
+
+def test_deadline_fails_the_trainjob_and_stops_its_pods(tjs: TrainJobs) -> None:
+    tjs.create_runtime(torch_runtime(run="600s"))
+    tjs.create(trainjob("late", activeDeadlineSeconds=3))
+    failed = tjs.wait_condition("late", "Failed", timeout=60)
+    assert failed["reason"] == "DeadlineExceeded"
+    wait_for(lambda: not tjs.pods("late"), 60, what="pods to be stopped after the deadline")
+
+
+def test_failing_pod_fails_the_trainjob_naming_the_pod_set(tjs: TrainJobs) -> None:
+    tjs.create_runtime(torch_runtime(run="1s", exit_code=7))
+    tjs.create(trainjob("crash"))
+    failed = tjs.wait_condition("crash", "Failed", timeout=60)
+    assert failed["reason"] == "PodSetFailed"
+    assert "PodSet 'node' failed" in failed["message"]
+    assert tjs.get("crash")["status"]["jobsStatus"][0]["failed"] == 1
+
+
+def test_initializer_completes_before_the_nodes_start(tjs: TrainJobs) -> None:
+    init = replicated_job(
+        "dataset-initializer",
+        "dataset-initializer",
+        [{"name": "dataset-initializer", "image": "kubeflow/dataset-initializer"}],
+    )
+    init["template"]["spec"]["template"]["metadata"] = {
+        "annotations": {"bed.trainjob.dev/run-duration": "2s"}
+    }
+    tjs.create_runtime(torch_runtime(run="1s", extra_rjs=[init]))
+    tjs.create(trainjob("withinit", initializer={"dataset": {"storageUri": "hf://x/y"}}))
+    tjs.wait_condition("withinit", "Complete", timeout=90)
+    jobs = {j.metadata.name: j for j in tjs.jobs("withinit")}
+    init_job, node_job = jobs["withinit-dataset-initializer-0"], jobs["withinit-node-0"]
+    assert node_job.metadata.creation_timestamp >= init_job.status.completion_time
+    env = {e.name: e.value for e in init_job.spec.template.spec.containers[0].env}
+    assert env["STORAGE_URI"] == "hf://x/y"
+
+
+def test_missing_runtime_fails_then_recovers_when_it_appears(tjs: TrainJobs) -> None:
+    tjs.create(trainjob("early", runtime="later"))
+    failed = tjs.wait_condition("early", "Failed", timeout=30)
+    assert failed["reason"] == "RuntimeNotFound"
+    assert "'later'" in failed["message"]
+    assert not tjs.jobs("early")
+
+    tjs.create_runtime(torch_runtime("later", run="1s"))
+    tjs.wait_condition("early", "Complete", timeout=60)
+    assert tjs.condition("early", "Failed") is None
+
+
+def test_multikueue_trainjob_gets_nothing_not_even_status(tjs: TrainJobs) -> None:
+    tjs.create_runtime(torch_runtime(run="600s"))
+    tjs.create(trainjob("remote", managedBy="kueue.x-k8s.io/multikueue"))
+    tjs.create(trainjob("local"))
+    # The local one proves the controller has seen this namespace since.
+    wait_for(lambda: tjs.jobs("local"), 30, what="the built-in TrainJob's Job")
+    time.sleep(1)  # one more resync period of the controller (it runs every 2 s here)
+    remote = tjs.get("remote")
+    assert "status" not in remote or not remote["status"]
+    assert not tjs.jobs("remote")
+    assert not tjs.core.list_namespaced_service(
+        tjs.ns, label_selector="trainjob.dev/trainjob-name=remote"
+    ).items
+
+
+def test_service_rules(tjs: TrainJobs) -> None:
+    tjs.create_runtime(torch_runtime(run="600s"))
+    # A user's Service with its own labels, named like a TrainJob: never touched, blocks it.
+    tjs.core.create_namespaced_service(
+        tjs.ns,
+        client.V1Service(
+            metadata=client.V1ObjectMeta(name="taken", labels={"app": "mine"}),
+            spec=client.V1ServiceSpec(
+                selector={"app": "mine"}, ports=[client.V1ServicePort(port=80)]
+            ),
+        ),
+    )
+    tjs.create(trainjob("taken"))
+    cond = tjs.wait_condition("taken", "ServiceConflict", timeout=30)
+    assert cond["reason"] == "ServiceNameTaken"
+    assert not tjs.jobs("taken")
+    user_svc = tjs.core.read_namespaced_service("taken", tjs.ns)
+    assert user_svc.metadata.labels == {"app": "mine"} and not user_svc.metadata.owner_references
+
+    # A second Service carrying our label: the TrainJob stops creating anything.
+    tjs.create(trainjob("dup"))
+    wait_for(lambda: tjs.jobs("dup"), 30, what="dup's Job")
+    tjs.core.create_namespaced_service(
+        tjs.ns,
+        client.V1Service(
+            metadata=client.V1ObjectMeta(
+                name="dup-extra", labels={"trainjob.dev/trainjob-name": "dup"}
+            ),
+            spec=client.V1ServiceSpec(cluster_ip="None"),
+        ),
+    )
+    cond = tjs.wait_condition("dup", "ServiceConflict", timeout=30)
+    assert cond["reason"] == "MultipleServices" and "dup-extra" in cond["message"]
+    events = tjs.core.list_namespaced_event(tjs.ns, field_selector="involvedObject.name=dup").items
+    assert any(e.reason == "MultipleServices" and e.type == "Warning" for e in events)
+
+
+def test_deleting_the_trainjob_removes_everything(tjs: TrainJobs) -> None:
+    tjs.create_runtime(torch_runtime(run="600s"))
+    tjs.create(trainjob("bye", trainer={"numNodes": 2}))
+    wait_for(lambda: len(tjs.pods("bye", "Running")) == 2, 30, what="pods Running")
+    tjs.delete("bye")
+    wait_for(
+        lambda: (
+            not tjs.jobs("bye")
+            and not tjs.pods("bye")
+            and not tjs.core.list_namespaced_service(
+                tjs.ns, label_selector="trainjob.dev/trainjob-name=bye"
+            ).items
+        ),
+        60,
+        what="Jobs, pods and Service to be garbage-collected",
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "fragment"),
+    [
+        ({"trainer": {"numNodes": 0}}, "spec.trainer.numNodes", "greater than or equal to 1"),
+        ({"managedBy": "someone/else"}, "spec.managedBy", "must be trainer.kubeflow.org"),
+        (
+            {"trainer": {"env": [{"name": "PET_NNODES", "value": "9"}]}},
+            "spec.trainer.env",
+            "must not set PET_*",
+        ),
+        (
+            {"runtimeRef": {"name": "torch", "kind": "Runtime"}},
+            "spec.runtimeRef.kind",
+            "Unsupported value",
+        ),
+    ],
+)
+def test_invalid_specs_are_rejected_naming_the_field(
+    tjs: TrainJobs, spec: dict[str, object], field: str, fragment: str
+) -> None:
+    body = trainjob("bad")
+    body["spec"] = {**body["spec"], **spec}  # type: ignore[dict-item]
+    with pytest.raises(client.ApiException) as err:
+        tjs.create(body)
+    message = api_error(err.value)
+    assert field in message and fragment in message, message
+
+
+def test_immutable_fields_and_long_names_are_rejected(tjs: TrainJobs) -> None:
+    tjs.create_runtime(torch_runtime(run="600s"))
+    tjs.create(trainjob("fixed", suspend=True, trainer={"numNodes": 1}))
+    for patch, field in [
+        ({"spec": {"managedBy": "kueue.x-k8s.io/multikueue"}}, "managedBy"),
+        ({"spec": {"runtimeRef": {"name": "other"}}}, "runtimeRef"),
+        ({"spec": {"trainer": {"numNodes": 5}}}, "trainer"),
+    ]:
+        with pytest.raises(client.ApiException) as err:
+            tjs.patch("fixed", patch)
+        assert f"spec.{field} is immutable" in api_error(err.value)
+    with pytest.raises(client.ApiException) as err:
+        tjs.create(trainjob("x" * 64))
+    assert "no more than 63 characters" in api_error(err.value)
