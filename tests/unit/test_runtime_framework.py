@@ -1,4 +1,4 @@
-"""The pure runtime framework: TrainJob + runtime -> PodSets, policies and the Jobs built from them."""
+"""The pure runtime framework: TrainJob + runtime -> PodSets, policies, and the Jobs built."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ def info_for(trainjob: Dict, runtime: Dict) -> Any:
     return build_runtime_info(parse_trainjob(trainjob), parse_runtime(runtime), spec)
 
 
+RANK_PATH = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 OWNER = {
     "apiVersion": "trainer.kubeflow.org/v1alpha1",
     "kind": "TrainJob",
@@ -99,11 +100,7 @@ def test_torch_three_nodes_builds_one_indexed_job_with_pet_env() -> None:
                                 {"name": "PET_NPROC_PER_NODE", "value": "auto"},
                                 {
                                     "name": "PET_NODE_RANK",
-                                    "valueFrom": {
-                                        "fieldRef": {
-                                            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
-                                        }
-                                    },
+                                    "valueFrom": {"fieldRef": {"fieldPath": RANK_PATH}},
                                 },
                                 {"name": "PET_MASTER_ADDR", "value": "tj-node-0-0.tj"},
                                 {"name": "PET_MASTER_PORT", "value": "29500"},
