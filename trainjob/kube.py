@@ -90,6 +90,13 @@ class Cluster:
         cluster.timeout = timeout
         return cluster
 
+    @classmethod
+    def in_cluster(cls, name: str, field_manager: str) -> Cluster:
+        cfg = client.Configuration()
+        config.load_incluster_config(client_configuration=cfg)
+        cfg.retries = False
+        return cls(name, client.ApiClient(configuration=cfg), field_manager)
+
     timeout: float = 15.0
 
     def _call(

@@ -52,14 +52,26 @@ def main(argv: list[str] | None = None) -> int:
     if settings.kubeconfig is not None and not settings.kubeconfig.is_file():
         print(f"error: --kubeconfig {settings.kubeconfig} does not exist", file=sys.stderr)
         return 2
-    cluster = (
-        Cluster.from_kubeconfig(settings.cluster_name, settings.kubeconfig, c.FIELD_MANAGER)
-        if settings.kubeconfig
-        else None
+    try:
+        cluster = (
+            Cluster.from_kubeconfig(settings.cluster_name, settings.kubeconfig, c.FIELD_MANAGER)
+            if settings.kubeconfig
+            else Cluster.in_cluster(settings.cluster_name, c.FIELD_MANAGER)
+        )
+    except Exception as exc:  # a broken kubeconfig or no in-cluster service account
+        print(f"error: cannot load cluster credentials: {exc}", file=sys.stderr)
+        return 2
+    memo = Memo(
+        settings=settings,
+        cluster=cluster,
+        locks={},
+        locks_guard=threading.Lock(),
+        wakeups={},
+        stop=threading.Event(),
+        indexes={},
     )
-    memo = Memo(settings=settings, cluster=cluster, locks={}, locks_guard=threading.Lock())
     kopf.run(
-        registry=register(settings),
+        registry=register(),
         clusterwide=True,
         standalone=True,
         memo=memo,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+import time
 from typing import Any
 
 import kopf
@@ -29,6 +30,12 @@ class Memo(kopf.Memo):
     cluster: Cluster
     locks: dict[tuple[str, str], threading.Lock]
     locks_guard: threading.Lock
+    # Filled by the first handler call: kopf hands indexes to handlers only. A dict shared by
+    # reference, because kopf gives every object a shallow copy of the memo.
+    indexes: dict[str, kopf.Index]
+    # When a TrainJob wants its next pass (deadlines), by (namespace, name).
+    wakeups: dict[tuple[str, str], float]
+    stop: threading.Event
 
 
 # ---- start-up ---------------------------------------------------------------------------------
@@ -49,6 +56,38 @@ def on_startup(settings: kopf.OperatorSettings, memo: Memo, **_: Any) -> None:
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 30
+    threading.Thread(target=_resync_loop, args=(memo,), name="resync", daemon=True).start()
+
+
+def on_cleanup(memo: Memo, **_: Any) -> None:
+    memo.stop.set()
+
+
+def _resync_loop(memo: Memo) -> None:
+    """Periodic level-based passes: every TrainJob each resync period, sooner when one asked.
+
+    A thread of ours rather than kopf timers: kopf puts a finalizer on every object that has
+    a timer, and a TrainJob must stay deletable while this controller is down.
+    """
+    log = logging.getLogger("worker_controller.resync")
+    period = memo.settings.resync_seconds
+    last_full = time.monotonic()
+    while not memo.stop.wait(0.5):
+        indexes = memo.indexes
+        if not indexes:
+            continue
+        now = time.monotonic()
+        if now - last_full >= period:
+            keys = [k for k in indexes["trainjob_index"] if isinstance(k, tuple)]
+            last_full = now
+        else:
+            keys = [k for k, at in list(memo.wakeups.items()) if at <= now]
+        for key in keys:
+            memo.wakeups.pop(key, None)
+            try:
+                _reconcile(memo, key[0], key[1], log, **indexes)
+            except Exception:  # one bad TrainJob must not stop the loop
+                log.exception("[%s] %s/%s: resync failed", memo.settings.cluster_name, *key)
 
 
 def on_login(memo: Memo, **kwargs: Any) -> kopf.ConnectionInfo:
@@ -131,6 +170,8 @@ def _reconcile(
         )
         plan = reconcile_trainjob(observed)
         service.execute(memo.cluster, trainjob, plan)
+        if plan.requeue_after is not None:
+            memo.wakeups[key] = time.monotonic() + plan.requeue_after
 
 
 def on_trainjob_event(
@@ -139,14 +180,7 @@ def on_trainjob_event(
     if type == "DELETED":
         memo.locks.pop((namespace, name), None)
         return
-    _reconcile(memo, namespace, name, logger, **_indexes(kwargs))
-
-
-def on_trainjob_timer(
-    namespace: str, name: str, memo: Memo, logger: logging.Logger, **kwargs: Any
-) -> None:
-    # Drift, deadlines and runtimes that appeared: a periodic level-based pass.
-    _reconcile(memo, namespace, name, logger, **_indexes(kwargs))
+    _reconcile(memo, namespace, name, logger, **_indexes(kwargs, memo))
 
 
 def on_job_event(
@@ -157,22 +191,27 @@ def on_job_event(
     logger: logging.Logger,
     **kwargs: Any,
 ) -> None:
-    _reconcile(memo, namespace, labels[c.TRAINJOB_NAME_LABEL], logger, **_indexes(kwargs))
+    _reconcile(memo, namespace, labels[c.TRAINJOB_NAME_LABEL], logger, **_indexes(kwargs, memo))
 
 
-def _indexes(kwargs: dict[str, Any]) -> dict[str, kopf.Index]:
-    names = (
-        "trainjob_index",
-        "job_index",
-        "service_index",
-        "runtime_index",
-        "cluster_runtime_index",
-    )
-    return {n: kwargs[n] for n in names}
+INDEX_NAMES = (
+    "trainjob_index",
+    "job_index",
+    "service_index",
+    "runtime_index",
+    "cluster_runtime_index",
+)
 
 
-def register(settings: WorkerSettings) -> kopf.OperatorRegistry:
-    """A registry with every handler, tuned by `settings` (no import-time globals)."""
+def _indexes(kwargs: dict[str, Any], memo: Memo) -> dict[str, kopf.Index]:
+    indexes = {n: kwargs[n] for n in INDEX_NAMES}
+    if not memo.indexes:  # kopf hands indexes to handlers only; keep them for the resync
+        memo.indexes.update(indexes)
+    return indexes
+
+
+def register() -> kopf.OperatorRegistry:
+    """A registry with every handler (built at start-up, no import-time registration)."""
     registry = kopf.OperatorRegistry()
     kopf.on.startup(registry=registry)(on_startup)
     kopf.on.login(registry=registry)(on_login)
@@ -187,5 +226,5 @@ def register(settings: WorkerSettings) -> kopf.OperatorRegistry:
     )
     kopf.on.event(*TRAINJOBS, registry=registry)(on_trainjob_event)
     kopf.on.event("batch", "v1", "jobs", labels=OURS, registry=registry)(on_job_event)
-    kopf.timer(*TRAINJOBS, interval=settings.resync_seconds, registry=registry)(on_trainjob_timer)
+    kopf.on.cleanup(registry=registry)(on_cleanup)
     return registry
