@@ -184,6 +184,9 @@ class Bed:
                     f"--service-account-private-key-file={pki / 'sa.key'}",
                     f"--root-ca-file={ca}",
                     "--use-service-account-credentials=false",
+                    # The default 20 QPS makes the Job controller the bottleneck of any load test.
+                    "--kube-api-qps=200",
+                    "--kube-api-burst=400",
                     f"--cert-dir={d / 'kcm-certs'}",
                     "--v=1",
                 ],
@@ -207,6 +210,8 @@ class Bed:
                         "--bind-address=127.0.0.1",
                         f"--secure-port={port(Port.SCHEDULER)}",
                         "--leader-elect=false",
+                        "--kube-api-qps=200",
+                        "--kube-api-burst=400",
                         f"--cert-dir={d / 'scheduler-certs'}",
                         "--v=1",
                     ],

@@ -64,7 +64,11 @@ _PLURALS = {
 
 
 def plural_of(kind: str) -> str:
-    return _PLURALS.get(kind) or kind.lower() + "s"
+    """Resource name of a kind (Kubernetes' regular plural rules cover the kinds we use)."""
+    if kind in _PLURALS:
+        return _PLURALS[kind]
+    lower = kind.lower()
+    return lower + "es" if lower.endswith(("s", "x", "ch", "sh")) else lower + "s"
 
 
 class Cluster:

@@ -14,14 +14,20 @@ from typing import Any
 
 import kopf
 
+from trainjob import conditions as cond
 from trainjob import constants as c
+from trainjob import queueing
 from trainjob.kube import Cluster, connection_from_kubeconfig, read_kubeconfig
+from trainjob.models import InvalidObject, parse_runtime, parse_trainjob
+from trainjob.runtime import RuntimeSpecError, build_runtime_info
+from trainjob.workload import workload_name
 from worker_controller import service
 from worker_controller.reconcile import Observed, is_finished, reconcile_trainjob
 from worker_controller.settings import WorkerSettings
 
 Dict = dict[str, Any]
 TRAINJOBS = (c.TRAINER_GROUP, c.TRAINER_VERSION, c.TRAINJOB_PLURAL)
+WORKLOADS = ("kueue.x-k8s.io", "v1beta2", "workloads")
 OURS = {c.TRAINJOB_NAME_LABEL: kopf.PRESENT}
 
 
@@ -124,6 +130,20 @@ def cluster_runtime_index(name: str, body: kopf.Body, **_: Any) -> Dict:
     return {name: dict(body)}
 
 
+def workload_index(namespace: str, name: str, body: kopf.Body, **_: Any) -> Dict:
+    return {(namespace, name): dict(body)}
+
+
+def flavor_index(name: str, body: kopf.Body, **_: Any) -> Dict:
+    return {name: dict(body)}
+
+
+def owner_index(namespace: str, name: str, labels: kopf.Labels, uid: str, **_: Any) -> Dict:
+    """Which TrainJob a Workload belongs to: by its deterministic or its prebuilt name."""
+    prebuilt = labels.get(c.KUEUE_PREBUILT_WORKLOAD_LABEL)
+    return {(namespace, prebuilt or workload_name(name, uid)): name}
+
+
 # ---- handlers -----------------------------------------------------------------------------------
 
 
@@ -151,6 +171,11 @@ def _reconcile(
         else:
             runtime = _first(indexes["cluster_runtime_index"], ref.get("name"))
         jobs = {j["metadata"]["name"]: j for j in indexes["job_index"].get(key, [])}
+        if queueing.is_queued_body(trainjob):
+            qplan = _queue_plan(memo, trainjob, runtime, jobs, indexes)
+            service.execute_queueing(memo.cluster, trainjob, qplan)
+            if qplan.changes_trainjob:
+                return  # the TrainJob's own update event continues from the new spec
         services = list(indexes["service_index"].get(key, []))
         named = None
         if (
@@ -200,7 +225,62 @@ INDEX_NAMES = (
     "service_index",
     "runtime_index",
     "cluster_runtime_index",
+    "workload_index",
+    "flavor_index",
+    "owner_index",
 )
+
+
+def _queue_plan(
+    memo: Memo,
+    trainjob: Dict,
+    runtime: Dict | None,
+    jobs: dict[str, Dict],
+    indexes: dict[str, kopf.Index],
+) -> queueing.QueuePlan:
+    tj = parse_trainjob(trainjob)
+    info = None
+    if runtime is not None:
+        try:
+            spec = (runtime.get("spec", {}).get("template") or {}).get("spec") or {}
+            info = build_runtime_info(tj, parse_runtime(runtime), spec)
+        except (InvalidObject, RuntimeSpecError):
+            info = None
+    wl = _first(indexes["workload_index"], (tj.namespace, queueing.expected_workload_name(tj)))
+    priority = None
+    pc_name = tj.metadata.labels.get(c.KUEUE_PRIORITY_CLASS_LABEL)
+    if wl is None and pc_name:
+        pc = memo.cluster.get_or_none("kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass", pc_name)
+        if pc is not None:
+            priority = (pc_name, int(pc.get("value", 0)))
+    conds = tj.conditions()
+    finished = None
+    if is_finished(conds):
+        done = cond.find(conds, c.COND_COMPLETE)
+        final = done if done and done.get("status") == "True" else cond.find(conds, c.COND_FAILED)
+        assert final is not None
+        finished = (final is done, str(final.get("reason")), str(final.get("message", "")))
+    flavors = {k: v for k in indexes["flavor_index"] for v in indexes["flavor_index"][k]}
+    observed = queueing.QueueObserved(
+        trainjob=tj,
+        info=info,
+        workload=wl,
+        flavors=flavors,
+        priority=priority,
+        jobs_active=any(int(j.get("status", {}).get("active") or 0) > 0 for j in jobs.values()),
+        finished=finished,
+        now=dt.datetime.now(dt.UTC),
+    )
+    return queueing.reconcile_queueing(observed)
+
+
+def on_workload_event(
+    namespace: str, name: str, memo: Memo, logger: logging.Logger, **kwargs: Any
+) -> None:
+    indexes = _indexes(kwargs, memo)
+    owner = _first(indexes["owner_index"], (namespace, name))
+    if owner is not None:
+        _reconcile(memo, namespace, str(owner), logger, **indexes)
 
 
 def _indexes(kwargs: dict[str, Any], memo: Memo) -> dict[str, kopf.Index]:
@@ -224,7 +304,11 @@ def register() -> kopf.OperatorRegistry:
     kopf.index(c.TRAINER_GROUP, c.TRAINER_VERSION, "clustertrainingruntimes", registry=registry)(
         cluster_runtime_index
     )
+    kopf.index(*WORKLOADS, registry=registry)(workload_index)
+    kopf.index("kueue.x-k8s.io", "v1beta2", "resourceflavors", registry=registry)(flavor_index)
+    kopf.index(*TRAINJOBS, registry=registry)(owner_index)
     kopf.on.event(*TRAINJOBS, registry=registry)(on_trainjob_event)
+    kopf.on.event(*WORKLOADS, registry=registry)(on_workload_event)
     kopf.on.event("batch", "v1", "jobs", labels=OURS, registry=registry)(on_job_event)
     kopf.on.cleanup(registry=registry)(on_cleanup)
     return registry

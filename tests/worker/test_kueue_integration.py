@@ -1,0 +1,274 @@
+"""The TrainJob <-> Kueue integration on a real worker with real Kueue (external framework)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from clusters.bed import Bed
+from tests.factories import make_trainjob
+from tests.helpers import wait_for
+from tests.kube_helpers import TrainJobs, torch_runtime
+
+pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("worker_controllers")]
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+Dict = dict[str, Any]
+
+
+class Queue:
+    """A ResourceFlavor + ClusterQueue + LocalQueue `q` in the test namespace."""
+
+    def __init__(
+        self,
+        tjs: TrainJobs,
+        cpu: str,
+        *,
+        node_labels: dict[str, str] | None = None,
+        preemption: Dict | None = None,
+    ) -> None:
+        self.custom, self.ns = tjs.custom, tjs.ns
+        suffix = uuid.uuid4().hex[:6]
+        self.flavor, self.cq = f"rf-{suffix}", f"cq-{suffix}"
+        flavor: Dict = {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": self.flavor},
+            "spec": {},
+        }
+        if node_labels:
+            flavor["spec"]["nodeLabels"] = node_labels
+        self.custom.create_cluster_custom_object(*KUEUE, "resourceflavors", flavor)
+        spec: Dict = {"namespaceSelector": {}, "resourceGroups": [self._group(cpu)]}
+        if preemption:
+            spec["preemption"] = preemption
+        self.custom.create_cluster_custom_object(
+            *KUEUE,
+            "clusterqueues",
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": {"name": self.cq},
+                "spec": spec,
+            },
+        )
+        self.custom.create_namespaced_custom_object(
+            *KUEUE,
+            self.ns,
+            "localqueues",
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": {"name": "q", "namespace": self.ns},
+                "spec": {"clusterQueue": self.cq},
+            },
+        )
+
+    def _group(self, cpu: str) -> Dict:
+        return {
+            "coveredResources": ["cpu"],
+            "flavors": [{"name": self.flavor, "resources": [{"name": "cpu", "nominalQuota": cpu}]}],
+        }
+
+    def set_quota(self, cpu: str) -> None:
+        self.custom.patch_cluster_custom_object(
+            *KUEUE, "clusterqueues", self.cq, {"spec": {"resourceGroups": [self._group(cpu)]}}
+        )
+
+    def workloads(self) -> list[Dict]:
+        items: list[Dict] = self.custom.list_namespaced_custom_object(*KUEUE, self.ns, "workloads")[
+            "items"
+        ]
+        return items
+
+    def workload_of(self, trainjob_uid: str) -> Dict | None:
+        for wl in self.workloads():
+            if any(r["uid"] == trainjob_uid for r in wl["metadata"].get("ownerReferences", [])):
+                return wl
+        return None
+
+
+def wl_condition(wl: Dict | None, ctype: str) -> bool:
+    return bool(wl) and any(
+        c["type"] == ctype and c["status"] == "True"
+        for c in (wl or {}).get("status", {}).get("conditions", [])
+    )
+
+
+@pytest.fixture
+def tjs(
+    bed: Bed, worker_names: list[str], namespace_factory: Callable[..., str]
+) -> Iterator[TrainJobs]:
+    worker = worker_names[0]
+    yield TrainJobs(bed.api(worker), namespace_factory(worker, "kq"))
+
+
+def queued(
+    name: str, *, cpu: str = "1", nodes: int = 1, priority: str | None = None, **spec: Any
+) -> Dict:
+    body = make_trainjob(
+        name,
+        runtimeRef={"name": "torch", "kind": "TrainingRuntime"},
+        trainer={"numNodes": nodes, "resourcesPerNode": {"requests": {"cpu": cpu}}},
+        **spec,
+    )
+    body["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "q"}
+    if priority:
+        body["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = priority
+    return body
+
+
+def test_queued_trainjob_waits_for_quota_then_runs_and_finishes(tjs: TrainJobs) -> None:
+    queue = Queue(tjs, cpu="0")
+    tjs.create_runtime(torch_runtime(run="2s"))
+    uid = tjs.create(queued("waiter", nodes=2))["metadata"]["uid"]
+    wl = wait_for(lambda: queue.workload_of(uid), 30, what="the Workload")
+    assert wl["spec"]["queueName"] == "q"
+    assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [("node", 2)]
+    wait_for(lambda: tjs.get("waiter")["spec"]["suspend"] is True, 30, what="suspended")
+    assert not tjs.pods("waiter")
+
+    queue.set_quota("4")
+    tjs.wait_condition("waiter", "Complete", timeout=90)
+    wait_for(
+        lambda: wl_condition(queue.workload_of(uid), "Finished"),
+        30,
+        what="the Workload to be Finished",
+    )
+
+
+def test_two_trainjobs_over_quota_run_one_after_the_other(tjs: TrainJobs) -> None:
+    Queue(tjs, cpu="1")
+    tjs.create_runtime(torch_runtime(run="4s"))
+    tjs.create(queued("first"))
+    wait_for(lambda: tjs.pods("first", "Running"), 30, what="first running")
+    tjs.create(queued("second"))
+    wait_for(lambda: tjs.get("second")["spec"].get("suspend") is True, 30, what="second held")
+    assert not tjs.pods("second")
+    first_done = tjs.wait_condition("first", "Complete", timeout=60)
+    tjs.wait_condition("second", "Complete", timeout=90)
+    second_jobs = tjs.jobs("second")
+    assert second_jobs[0].status.start_time.isoformat() >= first_done["lastTransitionTime"][:19]
+
+
+def test_flavor_node_labels_reach_the_pods(
+    tjs: TrainJobs, bed: Bed, worker_names: list[str]
+) -> None:
+    Queue(tjs, cpu="4", node_labels={"bed.trainjob.dev/pool": "node"})
+    tjs.create_runtime(torch_runtime(run="30s"))
+    tjs.create(queued("placed"))
+    pods = wait_for(lambda: tjs.pods("placed", "Running"), 30, what="pod running")
+    assert pods[0].spec.node_selector == {"bed.trainjob.dev/pool": "node"}
+    patches = tjs.get("placed")["spec"]["runtimePatches"]
+    assert [p["manager"] for p in patches] == ["kueue.x-k8s.io/manager"]
+
+
+def test_deleted_workload_is_rebuilt(tjs: TrainJobs) -> None:
+    queue = Queue(tjs, cpu="0")
+    tjs.create_runtime(torch_runtime())
+    uid = tjs.create(queued("again"))["metadata"]["uid"]
+    first = wait_for(lambda: queue.workload_of(uid), 30, what="the Workload")
+    tjs.custom.delete_namespaced_custom_object(
+        *KUEUE, tjs.ns, "workloads", first["metadata"]["name"]
+    )
+    rebuilt = wait_for(
+        lambda: (
+            (wl := queue.workload_of(uid))
+            and wl["metadata"]["uid"] != first["metadata"]["uid"]
+            and wl
+        ),
+        30,
+        what="a new Workload",
+    )
+    assert rebuilt["metadata"]["name"] == first["metadata"]["name"]
+
+
+def test_prebuilt_workload_is_adopted_and_used(tjs: TrainJobs) -> None:
+    queue = Queue(tjs, cpu="4")
+    tjs.create_runtime(torch_runtime(run="2s"))
+    tjs.custom.create_namespaced_custom_object(
+        *KUEUE,
+        tjs.ns,
+        "workloads",
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            "metadata": {"name": "prebuilt-wl", "namespace": tjs.ns},
+            "spec": {
+                "queueName": "q",
+                "podSets": [
+                    {
+                        "name": "node",
+                        "count": 1,
+                        "template": {
+                            "spec": {
+                                "containers": [
+                                    {
+                                        "name": "node",
+                                        "image": "x",
+                                        "resources": {"requests": {"cpu": "1"}},
+                                    }
+                                ],
+                                "restartPolicy": "Never",
+                            }
+                        },
+                    }
+                ],
+            },
+        },
+    )
+    body = queued("adopter", suspend=True)
+    body["metadata"]["labels"]["kueue.x-k8s.io/prebuilt-workload-name"] = "prebuilt-wl"
+    uid = tjs.create(body)["metadata"]["uid"]
+    tjs.wait_condition("adopter", "Complete", timeout=90)
+    wl = tjs.custom.get_namespaced_custom_object(*KUEUE, tjs.ns, "workloads", "prebuilt-wl")
+    assert uid in [r["uid"] for r in wl["metadata"]["ownerReferences"]]
+    assert wl_condition(wl, "Finished")
+    assert len(queue.workloads()) == 1  # no second Workload was made
+
+
+def test_higher_priority_preempts_lower_which_resumes_later(tjs: TrainJobs) -> None:
+    for name, value in (("low", 10), ("high", 1000)):
+        pc = f"{name}-{tjs.ns}"
+        tjs.custom.create_cluster_custom_object(
+            *KUEUE,
+            "workloadpriorityclasses",
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": pc},
+                "value": value,
+            },
+        )
+    Queue(tjs, cpu="1", preemption={"withinClusterQueue": "LowerPriority"})
+    tjs.create_runtime(torch_runtime(run="12s"))
+    tjs.create(queued("victim", priority=f"low-{tjs.ns}"))
+    wait_for(lambda: tjs.pods("victim", "Running"), 30, what="victim running")
+    tjs.create(queued("boss", priority=f"high-{tjs.ns}"))
+
+    wait_for(
+        lambda: tjs.get("victim")["spec"]["suspend"] is True,
+        30,
+        what="the low-priority TrainJob to be suspended",
+    )
+    wait_for(lambda: not tjs.pods("victim", "Running"), 60, what="victim's pods to go away")
+    tjs.wait_condition("boss", "Complete", timeout=90)
+    tjs.wait_condition("victim", "Complete", timeout=120)
+    events = tjs.core.list_namespaced_event(
+        tjs.ns, field_selector="involvedObject.name=victim"
+    ).items
+    assert any(e.reason == "Stopped" and "Preempted" in e.message for e in events), [
+        (e.reason, e.message) for e in events
+    ]
+
+
+def test_queued_trainjob_created_unsuspended_never_starts_early(tjs: TrainJobs) -> None:
+    Queue(tjs, cpu="0")
+    tjs.create_runtime(torch_runtime())
+    body = queued("eager")
+    body["spec"]["suspend"] = False
+    tjs.create(body)
+    wait_for(lambda: tjs.get("eager")["spec"]["suspend"] is True, 30, what="suspended")
+    assert not tjs.jobs("eager") and not tjs.pods("eager")

@@ -1,0 +1,216 @@
+"""The Kueue job integration for TrainJob: decisions from TrainJob + Workload to a QueuePlan.
+
+Kueue runs with TrainJob as an external framework, so this is the code that plays Kueue's
+job reconciler for TrainJobs: one Workload per queued TrainJob, start on admission (the
+placement travels as a runtimePatch of manager kueue.x-k8s.io/manager, applied together with
+`suspend: false` in one write), stop on eviction and hand the quota back once nothing runs,
+and mark the Workload Finished when the TrainJob ends. Pure: `worker_controller` executes it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainjob import conditions as cond
+from trainjob import constants as c
+from trainjob import workload as wlmod
+from trainjob.models import TrainJob
+from trainjob.runtime import RuntimeInfo
+
+Dict = dict[str, Any]
+
+
+@dataclass
+class QueueObserved:
+    trainjob: TrainJob
+    info: RuntimeInfo | None  # None while the runtime is missing or invalid
+    workload: Dict | None  # the TrainJob's Workload (deterministic or prebuilt name)
+    flavors: dict[str, Dict]  # ResourceFlavors by name
+    priority: tuple[str, int] | None  # WorkloadPriorityClass (name, value) from the label
+    jobs_active: bool  # any child Job still has pods
+    finished: tuple[bool, str, str] | None  # (succeeded, reason, message) once final
+    now: dt.datetime
+
+
+@dataclass
+class QueuePlan:
+    create_workload: Dict | None = None
+    delete_workload: str | None = None
+    workload_patch: Dict | None = None  # merge patch of the Workload (spec/metadata)
+    workload_status: Dict | None = None  # merge patch of the Workload's status
+    trainjob_patch: Dict | None = None  # merge patch of the TrainJob spec (one write)
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+
+    @property
+    def changes_trainjob(self) -> bool:
+        return self.trainjob_patch is not None
+
+
+def queue_name(tj: TrainJob) -> str | None:
+    return tj.metadata.labels.get(c.KUEUE_QUEUE_NAME_LABEL) or None
+
+
+def prebuilt_name(tj: TrainJob) -> str | None:
+    return tj.metadata.labels.get(c.KUEUE_PREBUILT_WORKLOAD_LABEL) or None
+
+
+def is_queued(tj: TrainJob) -> bool:
+    return bool(queue_name(tj) or prebuilt_name(tj))
+
+
+def is_queued_body(body: Dict) -> bool:
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    return bool(labels.get(c.KUEUE_QUEUE_NAME_LABEL) or labels.get(c.KUEUE_PREBUILT_WORKLOAD_LABEL))
+
+
+def expected_workload_name(tj: TrainJob) -> str:
+    return prebuilt_name(tj) or wlmod.workload_name(tj.name, tj.metadata.uid or "")
+
+
+def _kueue_patch(tj: TrainJob) -> Dict | None:
+    return next(
+        (
+            p.model_dump(by_alias=True, exclude_none=True)
+            for p in tj.spec.runtime_patches
+            if p.manager == c.KUEUE_RUNTIME_PATCH_MANAGER
+        ),
+        None,
+    )
+
+
+def _patches(tj: TrainJob) -> list[Dict]:
+    return [p.model_dump(by_alias=True, exclude_none=True) for p in tj.spec.runtime_patches]
+
+
+def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
+    plan = QueuePlan()
+    tj, wl = obs.trainjob, obs.workload
+    # 1. Only queued TrainJobs (queue-name label, or a prebuilt Workload) are Kueue's.
+    if not is_queued(tj) or tj.metadata.deletion_timestamp:
+        return plan
+    # 2. Finished: report it on the Workload so Kueue releases the quota; nothing else.
+    if obs.finished is not None:
+        if wl is not None and not wlmod.is_finished(wl):
+            ok, reason, message = obs.finished
+            conds = cond.set_condition(
+                wlmod.conditions_of(wl),
+                "Finished",
+                True,
+                "Succeeded" if ok else "Failed",
+                message or reason,
+                obs.now,
+            )
+            plan.workload_status = {"conditions": conds}
+            plan.events.append(
+                (
+                    "Normal",
+                    "FinishedWorkload",
+                    f"Workload {wl['metadata']['name']} finished: {reason}",
+                )
+            )
+        return plan
+    # 3. No Workload yet: build one (prebuilt ones are made by someone else: wait).
+    if wl is None:
+        if prebuilt_name(tj) is None and obs.info is not None:
+            queue = queue_name(tj) or ""
+            plan.create_workload = wlmod.build_workload(tj, obs.info, queue, obs.priority)
+            plan.events.append(
+                (
+                    "Normal",
+                    "CreatedWorkload",
+                    f"Created Workload {plan.create_workload['metadata']['name']} in queue {queue}",
+                )
+            )
+        if not tj.spec.suspend:  # never run before admission
+            plan.trainjob_patch = {"spec": {"suspend": True}}
+        return plan
+    uid = tj.metadata.uid or ""
+    # 4. A prebuilt Workload is adopted: the TrainJob becomes its owner.
+    if not wlmod.owned_by(wl, uid):
+        refs = list(wl.get("metadata", {}).get("ownerReferences") or [])
+        refs.append(
+            {
+                "apiVersion": f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}",
+                "kind": "TrainJob",
+                "name": tj.name,
+                "uid": uid,
+                "controller": prebuilt_name(tj) is None,
+                "blockOwnerDeletion": True,
+            }
+        )
+        plan.workload_patch = {"metadata": {"ownerReferences": refs}}
+    admitted = wlmod.is_admitted(wl)
+    # 5. While suspended and not admitted, keep the Workload in step with the TrainJob.
+    if tj.spec.suspend and not wlmod.has_quota(wl) and prebuilt_name(tj) is None:
+        if obs.info is not None and not wlmod.pod_sets_match(wl, obs.info):
+            plan.delete_workload = wl["metadata"]["name"]
+            plan.events.append(
+                (
+                    "Normal",
+                    "DeletedWorkload",
+                    "Workload is out of date with the TrainJob; rebuilding it",
+                )
+            )
+            return plan
+        if queue_name(tj) and wl.get("spec", {}).get("queueName") != queue_name(tj):
+            patch = plan.workload_patch or {}
+            patch["spec"] = {"queueName": queue_name(tj)}
+            plan.workload_patch = patch
+            plan.events.append(
+                ("Normal", "UpdatedWorkload", f"Moved Workload to queue {queue_name(tj)}")
+            )
+    # 6. Admitted and suspended: start, with Kueue's placement, in one write.
+    if admitted and tj.spec.suspend:
+        kueue_patch = wlmod.build_admission_patch(wl, obs.flavors)
+        plan.trainjob_patch = {
+            "spec": {
+                "suspend": False,
+                "runtimePatches": wlmod.with_runtime_patch(
+                    _patches(tj), kueue_patch, c.KUEUE_RUNTIME_PATCH_MANAGER
+                ),
+            }
+        }
+        cq = (wl.get("status", {}).get("admission") or {}).get("clusterQueue", "?")
+        plan.events.append(("Normal", "Started", f"Admitted by clusterQueue {cq}"))
+        return plan
+    # 7. Running without admission (evicted, preempted, or never admitted): stop.
+    if not admitted and not tj.spec.suspend:
+        plan.trainjob_patch = {"spec": {"suspend": True}}
+        plan.events.append(("Normal", "Stopped", wlmod.eviction_message(wl)))
+        return plan
+    # 8. Stopped and quiet: drop Kueue's placement and hand the quota back.
+    if tj.spec.suspend and not obs.jobs_active:
+        if _kueue_patch(tj) is not None and not admitted:
+            plan.trainjob_patch = {
+                "spec": {
+                    "runtimePatches": wlmod.with_runtime_patch(
+                        _patches(tj), None, c.KUEUE_RUNTIME_PATCH_MANAGER
+                    )
+                }
+            }
+        if wlmod.is_evicted(wl) and wlmod.has_quota(wl):
+            evicted = cond.find(wlmod.conditions_of(wl), "Evicted") or {}
+            conds = wlmod.conditions_of(wl)
+            conds = cond.set_condition(
+                conds, "QuotaReserved", False, "Pending", str(evicted.get("message", "")), obs.now
+            )
+            conds = cond.set_condition(
+                conds,
+                "Admitted",
+                False,
+                "NoReservation",
+                "The workload has no reservation",
+                obs.now,
+            )
+            conds = cond.set_condition(
+                conds,
+                "Requeued",
+                evicted.get("reason") == "Preempted",
+                str(evicted.get("reason", "Evicted")),
+                str(evicted.get("message", "")),
+                obs.now,
+            )
+            plan.workload_status = {"admission": None, "conditions": conds}
+    return plan

@@ -1,0 +1,164 @@
+"""Pure builders and readers of Kueue Workloads (kueue.x-k8s.io/v1beta2) for TrainJobs."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from typing import Any
+
+from trainjob import conditions as cond
+from trainjob import constants as c
+from trainjob.models import TrainJob
+from trainjob.runtime import RuntimeInfo
+
+Dict = dict[str, Any]
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+MAX_NAME = 253
+HASH_LENGTH = 5
+
+
+def workload_name(trainjob: str, uid: str) -> str:
+    """Kueue's naming for a job's Workload: `trainjob-<name>-<hash of kind, group, name, uid>`."""
+    digest = hashlib.sha1(f"TrainJob\n{c.TRAINER_GROUP}\n{trainjob}\n{uid}".encode()).hexdigest()
+    prefix = f"trainjob-{trainjob}"[: MAX_NAME - 1 - HASH_LENGTH]
+    return f"{prefix}-{digest[:HASH_LENGTH]}"
+
+
+def _pod_template_for_kueue(template: Dict) -> Dict:
+    """The pod template Kueue sees: what decides quota and placement, without our env noise."""
+    spec = copy.deepcopy(template.get("spec") or {})
+    meta = template.get("metadata") or {}
+    return {
+        "metadata": {k: dict(meta[k]) for k in ("labels", "annotations") if meta.get(k)},
+        "spec": spec,
+    }
+
+
+def build_pod_sets(info: RuntimeInfo) -> list[Dict]:
+    return [
+        {"name": ps.name, "count": ps.count, "template": _pod_template_for_kueue(ps.pod_template)}
+        for ps in info.pod_sets
+    ]
+
+
+def build_workload(
+    tj: TrainJob, info: RuntimeInfo, queue: str, priority: tuple[str, int] | None = None
+) -> Dict:
+    """The Workload Kueue admits for `tj`: owned by it, one PodSet per replicatedJob."""
+    uid = tj.metadata.uid or ""
+    spec: Dict = {"queueName": queue, "podSets": build_pod_sets(info)}
+    if priority is not None:
+        spec["priorityClassRef"] = {
+            "group": "kueue.x-k8s.io",
+            "kind": "WorkloadPriorityClass",
+            "name": priority[0],
+        }
+        spec["priority"] = priority[1]
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "Workload",
+        "metadata": {
+            "name": workload_name(tj.name, uid),
+            "namespace": tj.namespace,
+            "labels": {JOB_UID_LABEL: uid},
+            "ownerReferences": [
+                {
+                    "apiVersion": f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}",
+                    "kind": "TrainJob",
+                    "name": tj.name,
+                    "uid": uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": spec,
+    }
+
+
+def conditions_of(wl: Dict) -> list[Dict]:
+    return list((wl.get("status") or {}).get("conditions") or [])
+
+
+def is_admitted(wl: Dict) -> bool:
+    return cond.is_true(conditions_of(wl), "Admitted") and not is_evicted(wl)
+
+
+def has_quota(wl: Dict) -> bool:
+    return cond.is_true(conditions_of(wl), "QuotaReserved")
+
+
+def is_evicted(wl: Dict) -> bool:
+    return cond.is_true(conditions_of(wl), "Evicted")
+
+
+def is_finished(wl: Dict) -> bool:
+    return cond.is_true(conditions_of(wl), "Finished")
+
+
+def eviction_message(wl: Dict) -> str:
+    evicted = cond.find(conditions_of(wl), "Evicted")
+    if evicted and evicted.get("status") == "True":
+        return f"{evicted.get('reason', 'Evicted')}: {evicted.get('message', '')}".strip()
+    return "the Workload is no longer admitted"
+
+
+def pod_sets_match(wl: Dict, info: RuntimeInfo) -> bool:
+    """Whether the Workload still describes the TrainJob (names and counts of its PodSets)."""
+    have = [(p.get("name"), p.get("count")) for p in wl.get("spec", {}).get("podSets") or []]
+    return have == [(ps.name, ps.count) for ps in info.pod_sets]
+
+
+def owned_by(wl: Dict, uid: str) -> bool:
+    return any(ref.get("uid") == uid for ref in wl.get("metadata", {}).get("ownerReferences") or [])
+
+
+def build_admission_patch(wl: Dict, flavors: dict[str, Dict]) -> Dict:
+    """The runtimePatch (manager kueue.x-k8s.io/manager) carrying where Kueue admitted each
+    PodSet: flavour node labels and tolerations, plus admission checks' podSetUpdates."""
+    admission = (wl.get("status") or {}).get("admission") or {}
+    updates: dict[str, Dict] = {}
+    for check in (wl.get("status") or {}).get("admissionChecks") or []:
+        for upd in check.get("podSetUpdates") or []:
+            updates[upd["name"]] = upd
+    rjs = []
+    for psa in admission.get("podSetAssignments") or []:
+        node_selector: dict[str, str] = {}
+        tolerations: list[Dict] = []
+        for flavor_name in sorted(set((psa.get("flavors") or {}).values())):
+            flavor = flavors.get(flavor_name, {}).get("spec", {})
+            node_selector.update(flavor.get("nodeLabels") or {})
+            tolerations += [t for t in flavor.get("tolerations") or [] if t not in tolerations]
+        meta: Dict = {}
+        update = updates.get(psa["name"]) or {}
+        node_selector.update(update.get("nodeSelector") or {})
+        tolerations += [t for t in update.get("tolerations") or [] if t not in tolerations]
+        if update.get("labels"):
+            meta["labels"] = dict(update["labels"])
+        if update.get("annotations"):
+            meta["annotations"] = dict(update["annotations"])
+        pod_spec: Dict = {}
+        if node_selector:
+            pod_spec["nodeSelector"] = node_selector
+        if tolerations:
+            pod_spec["tolerations"] = tolerations
+        template: Dict = {}
+        if meta:
+            template["metadata"] = meta
+        if pod_spec:
+            template["spec"] = pod_spec
+        rjs.append({"name": psa["name"], "template": {"spec": {"template": template}}})
+    return {
+        "manager": c.KUEUE_RUNTIME_PATCH_MANAGER,
+        "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": rjs}}},
+    }
+
+
+def with_runtime_patch(patches: list[Dict], patch: Dict | None, manager: str) -> list[Dict]:
+    """`patches` with `manager`'s entry replaced by `patch` (or removed when None)."""
+    out = [copy.deepcopy(p) for p in patches if p.get("manager") != manager]
+    if patch is not None:
+        out.append(copy.deepcopy(patch))
+    return out
