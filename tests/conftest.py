@@ -14,7 +14,23 @@ from kubernetes import client
 
 from clusters.bed import Bed
 from clusters.config import Port, load_config
-from clusters.processes import http_ok, log_tail
+from clusters.pki import ensure_cert
+from clusters.processes import http_ok, log_tail, port_in_use
+from tests.helpers import wait_for
+
+WEBHOOK_CONFIG = "worker-controller.trainjob.dev"
+
+
+def wait_webhooks(bed: Bed, cluster: str) -> None:
+    """kopf registers its webhook configurations shortly after start; wait for both."""
+    admission = client.AdmissionregistrationV1Api(bed.api(cluster))
+
+    def registered() -> bool:
+        names = {w.metadata.name for w in admission.list_mutating_webhook_configuration().items}
+        names &= {w.metadata.name for w in admission.list_validating_webhook_configuration().items}
+        return WEBHOOK_CONFIG in names
+
+    wait_for(registered, 30, what=f"webhook configurations on {cluster}")
 
 
 @pytest.fixture(scope="session")
@@ -65,6 +81,20 @@ def worker_controllers(bed: Bed) -> Iterator[dict[str, int]]:
     procs: dict[str, subprocess.Popen[bytes]] = {}
     for spec in bed.config.workers:
         port = bed.config.port(spec.name, Port.CONTROLLER_BASE)
+        for taken in (port, port + 1):
+            if port_in_use(taken):
+                raise RuntimeError(
+                    f"port {taken} for the worker controller on {spec.name} is "
+                    "in use; is an earlier controller still running?"
+                )
+        cert = ensure_cert(
+            bed.ca(),
+            bed.pki_dir / spec.name,
+            "worker-controller-webhook",
+            "worker-controller",
+            hosts=("127.0.0.1",),
+            server=True,
+        )
         log = (bed.cluster_dir(spec.name) / "worker-controller.log").open("ab")
         procs[spec.name] = subprocess.Popen(
             [
@@ -79,6 +109,14 @@ def worker_controllers(bed: Bed) -> Iterator[dict[str, int]]:
                 str(port),
                 "--resync-seconds",
                 "2",
+                "--webhook-port",
+                str(port + 1),
+                "--webhook-cert",
+                str(cert.cert),
+                "--webhook-key",
+                str(cert.key),
+                "--webhook-ca",
+                str(bed.ca().cert),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -93,9 +131,21 @@ def worker_controllers(bed: Bed) -> Iterator[dict[str, int]]:
                     f"worker controller on {name} did not start:\n{log_tail(log_path)}"
                 )
             time.sleep(0.2)
+        wait_webhooks(bed, name)
     yield {name: proc.pid for name, proc in procs.items()}
     for proc in procs.values():
         proc.terminate()
+    for name in procs:  # a webhook whose server is gone would block every TrainJob create
+        admission = client.AdmissionregistrationV1Api(bed.api(name))
+        for delete in (
+            admission.delete_mutating_webhook_configuration,
+            admission.delete_validating_webhook_configuration,
+        ):
+            try:
+                delete(WEBHOOK_CONFIG)
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    raise
     for proc in procs.values():
         try:
             proc.wait(timeout=15)

@@ -8,6 +8,7 @@ with exponential backoff; 4xx answers are returned to the caller as `ApiExceptio
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import logging
 from pathlib import Path
@@ -226,6 +227,20 @@ class Cluster:
         )
         return result
 
+    def post_event(self, obj: Dict, etype: str, reason: str, message: str) -> None:
+        """Record an Event on `obj`; losing one is logged, never fatal."""
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            self.create(build_event(obj, etype, reason, message, self.field_manager, now))
+        except client.ApiException as exc:
+            log.warning(
+                "[%s] cannot record Event %s on %s: %s",
+                self.name,
+                reason,
+                obj["metadata"].get("name"),
+                exc.reason,
+            )
+
     def patch_status(self, obj: Dict, status: Dict) -> Dict:
         """Merge-patch `status` via the status subresource, guarded by resourceVersion."""
         meta = obj["metadata"]
@@ -237,6 +252,33 @@ class Cluster:
             {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": status},
             subresource="status",
         )
+
+
+def build_event(obj: Dict, etype: str, reason: str, message: str, component: str, now: str) -> Dict:
+    """A core/v1 Event about `obj` (what `kubectl describe` shows)."""
+    meta = obj["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace")},
+        "involvedObject": {
+            "apiVersion": obj["apiVersion"],
+            "kind": obj["kind"],
+            "name": meta["name"],
+            "namespace": meta.get("namespace"),
+            "uid": meta.get("uid"),
+            "resourceVersion": meta.get("resourceVersion"),
+        },
+        "type": etype,
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": component},
+        "reportingComponent": component,
+        "reportingInstance": component,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
 
 
 def read_kubeconfig(path: Path) -> Dict:

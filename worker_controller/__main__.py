@@ -33,6 +33,15 @@ def main(argv: list[str] | None = None) -> int:
         default=10.0,
         help="periodic reconcile of every TrainJob (drift, deadlines)",
     )
+    parser.add_argument(
+        "--webhook-port",
+        type=int,
+        help="serve the TrainJob admission webhooks "
+        "on https://127.0.0.1:PORT (needs --webhook-cert/--webhook-key)",
+    )
+    parser.add_argument("--webhook-cert", type=Path, help="serving certificate (PEM)")
+    parser.add_argument("--webhook-key", type=Path, help="its private key (PEM)")
+    parser.add_argument("--webhook-ca", type=Path, help="CA that signed it (for caBundle)")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -45,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
             cluster_name=args.cluster_name,
             health_port=args.health_port,
             resync_seconds=args.resync_seconds,
+            webhook_port=args.webhook_port,
+            webhook_cert=args.webhook_cert,
+            webhook_key=args.webhook_key,
+            webhook_ca=args.webhook_ca,
         )
     except ValidationError as exc:
         print(f"error: invalid settings: {exc}", file=sys.stderr)
@@ -71,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         indexes={},
     )
     kopf.run(
-        registry=register(),
+        registry=register(settings),
         clusterwide=True,
         standalone=True,
         memo=memo,

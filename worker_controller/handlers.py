@@ -14,9 +14,9 @@ from typing import Any
 
 import kopf
 
+from trainjob import admission, queueing
 from trainjob import conditions as cond
 from trainjob import constants as c
-from trainjob import queueing
 from trainjob.kube import Cluster, connection_from_kubeconfig, read_kubeconfig
 from trainjob.models import InvalidObject, parse_runtime, parse_trainjob
 from trainjob.runtime import RuntimeSpecError, build_runtime_info
@@ -62,6 +62,18 @@ def on_startup(settings: kopf.OperatorSettings, memo: Memo, **_: Any) -> None:
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 30
+    if memo.settings.webhook_port:
+        # Served on loopback with our certificate; kopf keeps the webhook configurations
+        # (named after our domain) pointing at it, caBundle included.
+        settings.admission.server = kopf.WebhookServer(
+            addr="127.0.0.1",
+            host="127.0.0.1",
+            port=memo.settings.webhook_port,
+            certfile=memo.settings.webhook_cert,
+            pkeyfile=memo.settings.webhook_key,
+            cafile=memo.settings.webhook_ca,
+        )
+        settings.admission.managed = f"worker-controller.{c.DOMAIN}"
     threading.Thread(target=_resync_loop, args=(memo,), name="resync", daemon=True).start()
 
 
@@ -274,6 +286,22 @@ def _queue_plan(
     return queueing.reconcile_queueing(observed)
 
 
+def on_trainjob_mutate(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+    changes = admission.mutate_on_create(dict(body))
+    for key, value in changes.items():
+        patch.spec[key] = value
+
+
+def on_trainjob_validate(body: kopf.Body, namespace: str, memo: Memo, **_: Any) -> None:
+    queue = admission.queue_of(dict(body))
+    if queue is None:
+        return
+    local_queue = memo.cluster.get_or_none("kueue.x-k8s.io/v1beta2", "LocalQueue", queue, namespace)
+    error = admission.validate_queue(dict(body), local_queue)
+    if error:
+        raise kopf.AdmissionError(error, code=422)
+
+
 def on_workload_event(
     namespace: str, name: str, memo: Memo, logger: logging.Logger, **kwargs: Any
 ) -> None:
@@ -290,7 +318,7 @@ def _indexes(kwargs: dict[str, Any], memo: Memo) -> dict[str, kopf.Index]:
     return indexes
 
 
-def register() -> kopf.OperatorRegistry:
+def register(settings: WorkerSettings) -> kopf.OperatorRegistry:
     """A registry with every handler (built at start-up, no import-time registration)."""
     registry = kopf.OperatorRegistry()
     kopf.on.startup(registry=registry)(on_startup)
@@ -311,4 +339,11 @@ def register() -> kopf.OperatorRegistry:
     kopf.on.event(*WORKLOADS, registry=registry)(on_workload_event)
     kopf.on.event("batch", "v1", "jobs", labels=OURS, registry=registry)(on_job_event)
     kopf.on.cleanup(registry=registry)(on_cleanup)
+    if settings.webhook_port:
+        kopf.on.mutate(*TRAINJOBS, operation="CREATE", id="suspend-queued", registry=registry)(
+            on_trainjob_mutate
+        )
+        kopf.on.validate(*TRAINJOBS, operation="CREATE", id="queue-exists", registry=registry)(
+            on_trainjob_validate
+        )
     return registry

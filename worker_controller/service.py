@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import kopf
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -89,12 +88,7 @@ def execute(cluster: Cluster, trainjob: Dict, plan: Plan) -> None:
                 return
             raise
     for event in plan.events:
-        kopf.event(
-            kopf.Body(trainjob),  # type: ignore[arg-type]
-            type=event.type,
-            reason=event.reason,
-            message=event.message,
-        )
+        cluster.post_event(trainjob, event.type, event.reason, event.message)
         say = log.warning if event.type == "Warning" else log.info
         say("%s: %s: %s", where, event.reason, event.message)
 
@@ -136,6 +130,5 @@ def execute_queueing(cluster: Cluster, trainjob: Dict, plan: QueuePlan) -> None:
             return
         raise
     for etype, reason, message in plan.events:
-        body = kopf.Body(trainjob)  # type: ignore[arg-type]
-        kopf.event(body, type=etype, reason=reason, message=message)
+        cluster.post_event(trainjob, etype, reason, message)
         log.info("%s: %s: %s", where, reason, message)

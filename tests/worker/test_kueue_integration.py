@@ -7,11 +7,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from clusters.bed import Bed
 from tests.factories import make_trainjob
 from tests.helpers import wait_for
-from tests.kube_helpers import TrainJobs, torch_runtime
+from tests.kube_helpers import TrainJobs, api_error, torch_runtime
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("worker_controllers")]
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
@@ -264,11 +265,33 @@ def test_higher_priority_preempts_lower_which_resumes_later(tjs: TrainJobs) -> N
     ]
 
 
-def test_queued_trainjob_created_unsuspended_never_starts_early(tjs: TrainJobs) -> None:
+def test_webhook_suspends_queued_trainjob_on_create(tjs: TrainJobs) -> None:
     Queue(tjs, cpu="0")
     tjs.create_runtime(torch_runtime())
     body = queued("eager")
     body["spec"]["suspend"] = False
-    tjs.create(body)
-    wait_for(lambda: tjs.get("eager")["spec"]["suspend"] is True, 30, what="suspended")
-    assert not tjs.jobs("eager") and not tjs.pods("eager")
+    created = tjs.create(body)
+    assert created["spec"]["suspend"] is True  # set by the mutating webhook, before any pod
+
+
+def test_queued_trainjob_resumed_by_hand_is_stopped_again(tjs: TrainJobs) -> None:
+    Queue(tjs, cpu="0")
+    tjs.create_runtime(torch_runtime())
+    tjs.create(queued("sneaky"))
+    tjs.patch("sneaky", {"spec": {"suspend": False}})
+    wait_for(
+        lambda: tjs.get("sneaky")["spec"]["suspend"] is True,
+        30,
+        what="the controller to suspend it again",
+    )
+    assert not tjs.jobs("sneaky") and not tjs.pods("sneaky")
+
+
+def test_webhook_refuses_a_queue_that_does_not_exist(tjs: TrainJobs) -> None:
+    body = queued("lost")
+    body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "nope"
+    with pytest.raises(client.ApiException) as err:
+        tjs.create(body)
+    message = api_error(err.value)
+    assert "LocalQueue 'nope' does not exist" in message, message
+    assert "kueue.x-k8s.io/queue-name" in message

@@ -1,0 +1,38 @@
+"""Admission decisions for TrainJobs (pure): what the mutating and validating webhooks do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainjob import constants as c
+
+Dict = dict[str, Any]
+
+
+def queue_of(body: Dict) -> str | None:
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    return labels.get(c.KUEUE_QUEUE_NAME_LABEL) or None
+
+
+def mutate_on_create(body: Dict, *, multikueue_queue: bool = False) -> Dict:
+    """The spec fields to set on a new TrainJob: queued ones start suspended, and on a manager
+    whose queue leads to a MultiKueue check an unset managedBy becomes MultiKueue."""
+    spec = body.get("spec") or {}
+    changes: Dict = {}
+    if queue_of(body) and not spec.get("suspend"):
+        changes["suspend"] = True
+    if multikueue_queue and queue_of(body) and not spec.get("managedBy"):
+        changes["managedBy"] = c.MANAGED_BY_MULTIKUEUE
+    return changes
+
+
+def validate_queue(body: Dict, local_queue: Dict | None) -> str | None:
+    """An error message when the queue-name label names no LocalQueue in the namespace."""
+    queue = queue_of(body)
+    if queue is None or local_queue is not None:
+        return None
+    namespace = (body.get("metadata") or {}).get("namespace", "")
+    return (
+        f"metadata.labels[{c.KUEUE_QUEUE_NAME_LABEL}]: LocalQueue {queue!r} does not exist "
+        f"in namespace {namespace!r}; create it or use an existing queue"
+    )
