@@ -2,14 +2,19 @@
 
 Prints: time until all are Complete, the controller's CPU seconds and peak resident memory,
 and API requests per TrainJob (from kube-apiserver's own request counters, by verb/resource).
-Needs a running bed (`python -m clusters up`); starts its own worker controller.
+With --queue-fits N the TrainJobs go through a Kueue ClusterQueue that fits N at a time, and
+the time from admission to the first Running pod is reported (p50/p99; the API's timestamps
+have one-second resolution). Needs a running bed (`python -m clusters up`); starts its own
+worker controller.
 
     .venv/bin/python benchmarks/worker_trainjobs.py --count 200
+    .venv/bin/python benchmarks/worker_trainjobs.py --count 200 --queue-fits 20
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import re
 import subprocess
@@ -62,6 +67,89 @@ def peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
+def make_queue(custom: client.CustomObjectsApi, ns: str, cpu_millis: int) -> None:
+    kueue = ("kueue.x-k8s.io", "v1beta2")
+    custom.create_cluster_custom_object(
+        *kueue,
+        "resourceflavors",
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": ns},
+        },
+    )
+    custom.create_cluster_custom_object(
+        *kueue,
+        "clusterqueues",
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": ns},
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu"],
+                        "flavors": [
+                            {
+                                "name": ns,
+                                "resources": [{"name": "cpu", "nominalQuota": f"{cpu_millis}m"}],
+                            }
+                        ],
+                    }
+                ],
+            },
+        },
+    )
+    custom.create_namespaced_custom_object(
+        *kueue,
+        ns,
+        "localqueues",
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": "q", "namespace": ns},
+            "spec": {"clusterQueue": ns},
+        },
+    )
+
+
+def _ts(value: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def report_admission_latency(
+    custom: client.CustomObjectsApi, core: client.CoreV1Api, ns: str
+) -> None:
+    admitted = {}
+    for wl in custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", ns, "workloads")[
+        "items"
+    ]:
+        owner = wl["metadata"]["ownerReferences"][0]["name"]
+        for cond in wl.get("status", {}).get("conditions", []):
+            if cond["type"] == "Admitted":
+                admitted[owner] = _ts(cond["lastTransitionTime"])
+    first_start: dict[str, dt.datetime] = {}
+    for pod in core.list_namespaced_pod(ns).items:
+        tj = (pod.metadata.labels or {}).get("jobset.sigs.k8s.io/jobset-name")
+        if tj and pod.status.start_time:
+            first_start[tj] = min(first_start.get(tj, pod.status.start_time), pod.status.start_time)
+    delays = sorted(
+        (first_start[t] - admitted[t]).total_seconds() for t in admitted if t in first_start
+    )
+    if not delays:
+        print("no admission data")
+        return
+
+    def pct(p: float) -> float:
+        return delays[min(len(delays) - 1, int(p * len(delays)))]
+
+    print(
+        f"admission -> first pod Running: p50 {pct(0.5):.0f}s, p99 {pct(0.99):.0f}s "
+        f"(n={len(delays)}, 1 s resolution)"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -71,6 +159,12 @@ def main() -> int:
     parser.add_argument("--run", default="2s", help="how long each pod runs")
     parser.add_argument("--worker", default=None, help="worker cluster (default: the first)")
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument(
+        "--queue-fits",
+        type=int,
+        default=0,
+        help="submit through a Kueue queue that fits this many at a time",
+    )
     args = parser.parse_args()
 
     bed = Bed(load_config())
@@ -129,7 +223,11 @@ def main() -> int:
             },
         },
     )
-    port = bed.config.port(worker, Port.CONTROLLER_BASE) + 1
+    labels = {}
+    if args.queue_fits:
+        labels = {"kueue.x-k8s.io/queue-name": "q"}
+        make_queue(custom, ns, cpu_millis=10 * args.nodes * args.queue_fits)
+    port = bed.config.port(worker, Port.CONTROLLER_BASE) + 5
     log = (bed.cluster_dir(worker) / "bench-worker-controller.log").open("w")
     ctrl = subprocess.Popen(
         [
@@ -162,7 +260,7 @@ def main() -> int:
                 {
                     "apiVersion": "trainer.kubeflow.org/v1alpha1",
                     "kind": "TrainJob",
-                    "metadata": {"name": f"tj-{i:04d}"},
+                    "metadata": {"name": f"tj-{i:04d}", "labels": labels},
                     "spec": {"runtimeRef": {"name": "torch", "kind": "TrainingRuntime"}},
                 },
             )
@@ -192,6 +290,8 @@ def main() -> int:
         print(f"all Complete after      {total:.1f}s (creation took {created:.1f}s)")
         print(f"controller CPU          {cpu:.1f}s ({cpu / args.count * 1000:.0f} ms per TrainJob)")
         print(f"controller peak RSS     {peak_rss_mib(ctrl.pid):.0f} MiB")
+        if args.queue_fits:
+            report_admission_latency(custom, core, ns)
         print("API requests per TrainJob on the worker (all clients, by verb/resource):")
         for (verb, res), n in sorted(delta.items(), key=lambda kv: -kv[1]):
             if n / args.count >= 0.05:
@@ -201,6 +301,9 @@ def main() -> int:
         ctrl.terminate()
         ctrl.wait(timeout=30)
         core.delete_namespace(ns)
+        if args.queue_fits:
+            for plural in ("clusterqueues", "resourceflavors"):
+                custom.delete_cluster_custom_object("kueue.x-k8s.io", "v1beta2", plural, ns)
     return 0
 
 
