@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from trainjob import constants as c
+
 Dict = dict[str, Any]
 
 
@@ -55,3 +57,26 @@ def set_condition(
 
 def remove_condition(conditions: list[Dict], ctype: str) -> list[Dict]:
     return [dict(x) for x in conditions if x.get("type") != ctype]
+
+
+def trainjob_finished(conditions: list[Dict]) -> bool:
+    """Complete, or Failed for a reason that is final (not a missing or invalid runtime)."""
+    if is_true(conditions, c.COND_COMPLETE):
+        return True
+    failed = find(conditions, c.COND_FAILED)
+    return bool(
+        failed
+        and failed.get("status") == "True"
+        and failed.get("reason") not in c.RECOVERABLE_FAILURE_REASONS
+    )
+
+
+def final_outcome(conditions: list[Dict]) -> tuple[bool, str, str] | None:
+    """(succeeded, reason, message) of a finished TrainJob, else None."""
+    if not trainjob_finished(conditions):
+        return None
+    done = find(conditions, c.COND_COMPLETE)
+    if done and done.get("status") == "True":
+        return True, str(done.get("reason")), str(done.get("message", ""))
+    failed = find(conditions, c.COND_FAILED) or {}
+    return False, str(failed.get("reason")), str(failed.get("message", ""))

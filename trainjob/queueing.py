@@ -16,8 +16,8 @@ from typing import Any
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob import workload as wlmod
-from trainjob.models import TrainJob
-from trainjob.runtime import RuntimeInfo
+from trainjob.models import InvalidObject, TrainJob, parse_runtime
+from trainjob.runtime import RuntimeInfo, RuntimeSpecError, build_runtime_info
 
 Dict = dict[str, Any]
 
@@ -82,6 +82,37 @@ def _kueue_patch(tj: TrainJob) -> Dict | None:
 
 def _patches(tj: TrainJob) -> list[Dict]:
     return [p.model_dump(by_alias=True, exclude_none=True) for p in tj.spec.runtime_patches]
+
+
+def runtime_info_or_none(tj: TrainJob, runtime: Dict | None) -> RuntimeInfo | None:
+    if runtime is None:
+        return None
+    try:
+        spec = (runtime.get("spec", {}).get("template") or {}).get("spec") or {}
+        return build_runtime_info(tj, parse_runtime(runtime), spec)
+    except (InvalidObject, RuntimeSpecError):
+        return None
+
+
+def observe(
+    tj: TrainJob,
+    runtime: Dict | None,
+    workload: Dict | None,
+    flavors: dict[str, Dict],
+    priority: tuple[str, int] | None,
+    jobs_active: bool,
+    now: dt.datetime,
+) -> QueueObserved:
+    return QueueObserved(
+        trainjob=tj,
+        info=runtime_info_or_none(tj, runtime),
+        workload=workload,
+        flavors=flavors,
+        priority=priority,
+        jobs_active=jobs_active,
+        finished=cond.final_outcome(tj.conditions()),
+        now=now,
+    )
 
 
 def reconcile_queueing(obs: QueueObserved) -> QueuePlan:

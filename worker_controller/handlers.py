@@ -15,11 +15,10 @@ from typing import Any
 import kopf
 
 from trainjob import admission, queueing
-from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.kube import Cluster, connection_from_kubeconfig, read_kubeconfig
-from trainjob.models import InvalidObject, parse_runtime, parse_trainjob
-from trainjob.runtime import RuntimeSpecError, build_runtime_info
+from trainjob.models import parse_trainjob
+from trainjob.queueing_io import execute_queue_plan, priority_of
 from trainjob.workload import workload_name
 from worker_controller import service
 from worker_controller.reconcile import Observed, is_finished, reconcile_trainjob
@@ -185,7 +184,7 @@ def _reconcile(
         jobs = {j["metadata"]["name"]: j for j in indexes["job_index"].get(key, [])}
         if queueing.is_queued_body(trainjob):
             qplan = _queue_plan(memo, trainjob, runtime, jobs, indexes)
-            service.execute_queueing(memo.cluster, trainjob, qplan)
+            execute_queue_plan(memo.cluster, trainjob, qplan)
             if qplan.changes_trainjob:
                 return  # the TrainJob's own update event continues from the new spec
         services = list(indexes["service_index"].get(key, []))
@@ -251,38 +250,14 @@ def _queue_plan(
     indexes: dict[str, kopf.Index],
 ) -> queueing.QueuePlan:
     tj = parse_trainjob(trainjob)
-    info = None
-    if runtime is not None:
-        try:
-            spec = (runtime.get("spec", {}).get("template") or {}).get("spec") or {}
-            info = build_runtime_info(tj, parse_runtime(runtime), spec)
-        except (InvalidObject, RuntimeSpecError):
-            info = None
     wl = _first(indexes["workload_index"], (tj.namespace, queueing.expected_workload_name(tj)))
     priority = None
     pc_name = tj.metadata.labels.get(c.KUEUE_PRIORITY_CLASS_LABEL)
     if wl is None and pc_name:
-        pc = memo.cluster.get_or_none("kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass", pc_name)
-        if pc is not None:
-            priority = (pc_name, int(pc.get("value", 0)))
-    conds = tj.conditions()
-    finished = None
-    if is_finished(conds):
-        done = cond.find(conds, c.COND_COMPLETE)
-        final = done if done and done.get("status") == "True" else cond.find(conds, c.COND_FAILED)
-        assert final is not None
-        finished = (final is done, str(final.get("reason")), str(final.get("message", "")))
+        priority = priority_of(memo.cluster, pc_name)
     flavors = {k: v for k in indexes["flavor_index"] for v in indexes["flavor_index"][k]}
-    observed = queueing.QueueObserved(
-        trainjob=tj,
-        info=info,
-        workload=wl,
-        flavors=flavors,
-        priority=priority,
-        jobs_active=any(int(j.get("status", {}).get("active") or 0) > 0 for j in jobs.values()),
-        finished=finished,
-        now=dt.datetime.now(dt.UTC),
-    )
+    active = any(int(j.get("status", {}).get("active") or 0) > 0 for j in jobs.values())
+    observed = queueing.observe(tj, runtime, wl, flavors, priority, active, dt.datetime.now(dt.UTC))
     return queueing.reconcile_queueing(observed)
 
 

@@ -53,14 +53,7 @@ def is_ours(tj: TrainJob) -> bool:
 
 
 def is_finished(conditions: list[Dict]) -> bool:
-    if cond.is_true(conditions, c.COND_COMPLETE):
-        return True
-    failed = cond.find(conditions, c.COND_FAILED)
-    return bool(
-        failed
-        and failed.get("status") == "True"
-        and failed.get("reason") not in c.RECOVERABLE_FAILURE_REASONS
-    )
+    return cond.trainjob_finished(conditions)
 
 
 class _Status:

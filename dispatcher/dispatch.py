@@ -1,0 +1,255 @@
+"""MultiKueue dispatch decisions for one manager Workload (pure): copy, pick, run, sync, retry.
+
+Numbered guarded steps, in the spirit of Kueue's MultiKueue workload controller:
+copies go to every nominated worker (strategy: AllAtOnce, or Incremental a few at a time),
+the first copy a worker admits wins, the others are deleted, the TrainJob is created on the
+winner with the prebuilt-workload label, status flows back, and a lost or evicting worker
+turns the check to Retry so Kueue dispatches again.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from trainjob import conditions as cond
+from trainjob import constants as c
+from trainjob import workload as wlmod
+
+Dict = dict[str, Any]
+DOMAIN_CLUSTER_ANNOTATION = f"{c.DOMAIN}/cluster"
+
+
+@dataclass
+class RemoteView:
+    """What the manager knows of one nominated worker right now."""
+
+    name: str
+    connected: bool
+    disconnected_for: float
+    workload: Dict | None  # our copy of the Workload there
+    trainjob: Dict | None  # our TrainJob there
+
+
+@dataclass
+class DispatchObserved:
+    workload: Dict  # the manager Workload
+    trainjob: Dict | None  # the manager TrainJob owning it
+    check: str  # name of our AdmissionCheck on this Workload
+    remotes: list[RemoteView]  # nominated clusters, in MultiKueueConfig order
+    origin: str
+    worker_lost_timeout: float
+    now: dt.datetime
+
+
+@dataclass
+class RemoteAction:
+    cluster: str
+    verb: str  # create | delete
+    obj: Dict
+
+
+@dataclass
+class DispatchPlan:
+    remote: list[RemoteAction] = field(default_factory=list)
+    check_state: tuple[str, str] | None = None  # (state, message) when it must change
+    cluster_name: str | None = None  # set status.clusterName on the manager Workload
+    trainjob_status: Dict | None = None  # new manager TrainJob status, when it changed
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+class Strategy(Protocol):
+    """Which nominated clusters get a copy now."""
+
+    name: str
+
+    def targets(self, remotes: list[RemoteView], attempts: int) -> list[RemoteView]: ...
+
+
+class AllAtOnce:
+    name = "AllAtOnce"
+
+    def targets(self, remotes: list[RemoteView], attempts: int) -> list[RemoteView]:
+        return remotes
+
+
+class Incremental:
+    """A few clusters at a time, in MultiKueueConfig order; widened on each round."""
+
+    name = "Incremental"
+
+    def __init__(self, batch: int = 1) -> None:
+        self.batch = batch
+
+    def targets(self, remotes: list[RemoteView], attempts: int) -> list[RemoteView]:
+        return remotes[: self.batch * max(1, attempts)]
+
+
+STRATEGIES: dict[str, Strategy] = {"AllAtOnce": AllAtOnce(), "Incremental": Incremental()}
+
+
+def check_state(wl: Dict, check: str) -> Dict | None:
+    for state in (wl.get("status") or {}).get("admissionChecks") or []:
+        if state.get("name") == check:
+            return dict(state)
+    return None
+
+
+def remote_workload(wl: Dict, origin: str) -> Dict:
+    """The copy of a manager Workload sent to a worker: same name, origin label, no owner."""
+    meta = wl["metadata"]
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != wlmod.JOB_UID_LABEL}
+    labels[c.KUEUE_MULTIKUEUE_ORIGIN_LABEL] = origin
+    return {
+        "apiVersion": wlmod.KUEUE_API,
+        "kind": "Workload",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "labels": labels,
+            "annotations": dict(meta.get("annotations") or {}),
+        },
+        "spec": copy.deepcopy(wl["spec"]),
+    }
+
+
+def remote_trainjob(tj: Dict, wl_name: str, origin: str) -> Dict:
+    """The TrainJob for the winning worker: built-in controller, suspended, prebuilt Workload."""
+    meta = tj["metadata"]
+    spec = copy.deepcopy(tj["spec"])
+    spec.pop("managedBy", None)
+    spec["suspend"] = True
+    spec["runtimePatches"] = [
+        p
+        for p in spec.get("runtimePatches") or []
+        if p.get("manager") != c.KUEUE_RUNTIME_PATCH_MANAGER
+    ]
+    if not spec["runtimePatches"]:
+        spec.pop("runtimePatches")
+    labels = dict(meta.get("labels") or {})
+    labels[c.KUEUE_PREBUILT_WORKLOAD_LABEL] = wl_name
+    labels[c.KUEUE_MULTIKUEUE_ORIGIN_LABEL] = origin
+    return {
+        "apiVersion": f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}",
+        "kind": "TrainJob",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "labels": labels,
+            "annotations": {
+                k: v
+                for k, v in (meta.get("annotations") or {}).items()
+                if not k.startswith("kubectl.kubernetes.io/")
+            },
+        },
+        "spec": spec,
+    }
+
+
+def _admitted_at(wl: Dict) -> str | None:
+    found = cond.find(wlmod.conditions_of(wl), "Admitted")
+    if found and found.get("status") == "True":
+        return str(found.get("lastTransitionTime", ""))
+    return None
+
+
+def _delete(plan: DispatchPlan, remote: RemoteView) -> None:
+    for obj in (remote.trainjob, remote.workload):
+        if obj is not None and remote.connected:
+            plan.remote.append(RemoteAction(remote.name, "delete", obj))
+
+
+def _sync_status(obs: DispatchObserved, plan: DispatchPlan, winner: RemoteView) -> None:
+    if obs.trainjob is None or winner.trainjob is None:
+        return
+    remote_status = dict(winner.trainjob.get("status") or {})
+    want = {**remote_status, "clusterName": winner.name}
+    have = dict(obs.trainjob.get("status") or {})
+    if have != want:
+        plan.trainjob_status = want
+
+
+def reconcile_dispatch(obs: DispatchObserved, strategy: Strategy | None = None) -> DispatchPlan:
+    plan = DispatchPlan()
+    wl, strategy = obs.workload, strategy or AllAtOnce()
+    state = check_state(wl, obs.check) or {}
+    by_name = {r.name: r for r in obs.remotes}
+    winner_name = (wl.get("status") or {}).get("clusterName")
+    winner = by_name.get(winner_name) if winner_name else None
+    # 1. Finished on the manager: the work is done; clean up the copies everywhere.
+    if wlmod.is_finished(wl):
+        for remote in obs.remotes:
+            _delete(plan, remote)
+        return plan
+    # 2. No quota on the manager (waiting, or evicted): nothing may exist remotely.
+    if not wlmod.has_quota(wl) or wlmod.is_evicted(wl):
+        for remote in obs.remotes:
+            _delete(plan, remote)
+        return plan
+    # 3. Dispatched already: watch the winner.
+    if winner is not None:
+        for remote in obs.remotes:
+            if remote is not winner and (remote.workload or remote.trainjob):
+                _delete(plan, remote)
+        if not winner.connected:
+            if winner.disconnected_for >= obs.worker_lost_timeout:
+                plan.check_state = (
+                    "Retry",
+                    f"cluster {winner.name} lost for "
+                    f"{winner.disconnected_for:.0f}s; dispatching again",
+                )
+                plan.events.append(("Warning", "ClusterLost", plan.check_state[1]))
+            return plan  # a brief disconnect changes nothing
+        if winner.workload is None:
+            plan.check_state = ("Retry", f"the Workload copy on {winner.name} is gone")
+            plan.events.append(("Warning", "RemoteWorkloadGone", plan.check_state[1]))
+            return plan
+        if (
+            wlmod.is_evicted(winner.workload)
+            and winner.trainjob is not None
+            and not wlmod.is_finished(winner.workload)
+        ):
+            plan.check_state = (
+                "Retry",
+                f"evicted on {winner.name}: {wlmod.eviction_message(winner.workload)}",
+            )
+            plan.events.append(("Warning", "RemoteEvicted", plan.check_state[1]))
+            return plan
+        if winner.trainjob is None and obs.trainjob is not None:
+            tj = remote_trainjob(obs.trainjob, wl["metadata"]["name"], obs.origin)
+            plan.remote.append(RemoteAction(winner.name, "create", tj))
+            plan.events.append(
+                ("Normal", "CreatedRemote", f"created TrainJob on cluster {winner.name}")
+            )
+        if state.get("state") != "Ready":
+            plan.check_state = ("Ready", f'The workload got reservation on "{winner.name}"')
+        _sync_status(obs, plan, winner)
+        return plan
+    # 4. Not dispatched yet: the first copy admitted by a worker wins.
+    admitted = sorted(
+        (t, r.name)
+        for r in obs.remotes
+        if r.connected and r.workload and (t := _admitted_at(r.workload))
+    )
+    if admitted:
+        name = admitted[0][1]
+        plan.cluster_name = name
+        plan.events.append(("Normal", "Dispatched", f"admitted by cluster {name}; running there"))
+        for remote in obs.remotes:
+            if remote.name != name:
+                _delete(plan, remote)
+        return plan
+    # 5. Copies to the clusters the strategy picks (reachable ones only).
+    targets = strategy.targets(
+        [r for r in obs.remotes if r.connected], int(state.get("retryCount") or 0) + 1
+    )
+    for remote in targets:
+        if remote.workload is None:
+            plan.remote.append(RemoteAction(remote.name, "create", remote_workload(wl, obs.origin)))
+    names = ", ".join(r.name for r in targets) or "no reachable cluster"
+    message = f"dispatched to {names}; waiting for a cluster to admit it"
+    if state.get("state") != "Pending" or state.get("message") != message:
+        plan.check_state = ("Pending", message)
+    return plan

@@ -1,0 +1,61 @@
+"""Carrying out a QueuePlan against one cluster (shared by the worker controller and dispatcher)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from trainjob.kube import ApiException, Cluster
+from trainjob.models import parse_trainjob
+from trainjob.queueing import QueuePlan, expected_workload_name
+from trainjob.workload import KUEUE_API
+
+Dict = dict[str, Any]
+log = logging.getLogger("trainjob.queueing")
+
+
+def priority_of(cluster: Cluster, name: str) -> tuple[str, int] | None:
+    """(name, value) of a WorkloadPriorityClass, or None when it does not exist."""
+    pc = cluster.get_or_none(KUEUE_API, "WorkloadPriorityClass", name)
+    return (name, int(pc.get("value", 0))) if pc is not None else None
+
+
+def execute_queue_plan(cluster: Cluster, trainjob: Dict, plan: QueuePlan) -> None:
+    """Carry out the Kueue integration's plan; conflicts wait for the next watch event."""
+    meta = trainjob["metadata"]
+    ns, where = meta["namespace"], f"[{cluster.name}] {meta['namespace']}/{meta['name']}"
+    try:
+        if plan.create_workload is not None:
+            try:
+                cluster.create(plan.create_workload)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+        if plan.delete_workload is not None:
+            cluster.delete(KUEUE_API, "Workload", plan.delete_workload, ns)
+        name = expected_workload_name(parse_trainjob(trainjob))
+        if plan.workload_patch is not None and name:
+            cluster.patch(KUEUE_API, "Workload", name, ns, plan.workload_patch)
+        if plan.workload_status is not None and name:
+            cluster.patch(
+                KUEUE_API,
+                "Workload",
+                name,
+                ns,
+                {"status": plan.workload_status},
+                subresource="status",
+            )
+        if plan.trainjob_patch is not None:
+            patch = {
+                **plan.trainjob_patch,
+                "metadata": {"resourceVersion": meta["resourceVersion"]},
+            }
+            cluster.patch(trainjob["apiVersion"], "TrainJob", meta["name"], ns, patch)
+    except ApiException as exc:
+        if exc.status in (404, 409):
+            log.debug("%s: %s, retrying on the next event", where, exc.reason)
+            return
+        raise
+    for etype, reason, message in plan.events:
+        cluster.post_event(trainjob, etype, reason, message)
+        log.info("%s: %s: %s", where, reason, message)
