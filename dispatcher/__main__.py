@@ -1,0 +1,93 @@
+"""`python -m dispatcher`: the MultiKueue admission-check controller for TrainJobs (manager)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import threading
+from pathlib import Path
+
+import kopf
+from pydantic import ValidationError
+
+from dispatcher.clusters import FIELD_MANAGER, Registry
+from dispatcher.handlers import Memo, on_remote_change, register
+from dispatcher.settings import DispatcherSettings
+from trainjob.kube import Cluster
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dispatcher", description=__doc__)
+    parser.add_argument("--kubeconfig", type=Path, help="manager cluster (default: in-cluster)")
+    parser.add_argument(
+        "--namespace",
+        default="kueue-system",
+        help="namespace of the MultiKueueCluster kubeconfig Secrets",
+    )
+    parser.add_argument("--controller-name", default="kueue.x-k8s.io/multikueue")
+    parser.add_argument("--origin", default="multikueue")
+    parser.add_argument("--strategy", choices=["AllAtOnce", "Incremental"], default="AllAtOnce")
+    parser.add_argument("--worker-lost-timeout", type=float, default=900.0)
+    parser.add_argument("--resync-seconds", type=float, default=5.0)
+    parser.add_argument("--gc-interval", type=float, default=60.0)
+    parser.add_argument("--health-port", type=int, default=8081)
+    parser.add_argument("--webhook-port", type=int)
+    parser.add_argument("--webhook-cert", type=Path)
+    parser.add_argument("--webhook-key", type=Path)
+    parser.add_argument("--webhook-ca", type=Path)
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("kopf.objects").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
+    try:
+        settings = DispatcherSettings(
+            kubeconfig=args.kubeconfig,
+            namespace=args.namespace,
+            controller_name=args.controller_name,
+            origin=args.origin,
+            strategy=args.strategy,
+            worker_lost_timeout=args.worker_lost_timeout,
+            resync_seconds=args.resync_seconds,
+            gc_interval=args.gc_interval,
+            health_port=args.health_port,
+            webhook_port=args.webhook_port,
+            webhook_cert=args.webhook_cert,
+            webhook_key=args.webhook_key,
+            webhook_ca=args.webhook_ca,
+        )
+        manager = (
+            Cluster.from_kubeconfig("manager", settings.kubeconfig, FIELD_MANAGER)
+            if settings.kubeconfig
+            else Cluster.in_cluster("manager", FIELD_MANAGER)
+        )
+    except ValidationError as exc:
+        print(f"error: invalid settings: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        print(f"error: cannot load the manager's credentials: {exc}", file=sys.stderr)
+        return 2
+    memo = Memo(
+        settings=settings,
+        manager=manager,
+        locks={},
+        locks_guard=threading.Lock(),
+        indexes={},
+        stop=threading.Event(),
+    )
+    memo.registry = Registry(settings, manager, lambda ns, name: on_remote_change(memo, ns, name))
+    kopf.run(
+        registry=register(settings),
+        clusterwide=True,
+        standalone=True,
+        memo=memo,
+        liveness_endpoint=f"http://127.0.0.1:{settings.health_port}/healthz",
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""The cluster registry: MultiKueueClusters -> one RemoteCluster each, and their conditions."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from dispatcher.kubeconfigs import check_kubeconfig
+from dispatcher.remote import RemoteCluster
+from dispatcher.settings import DispatcherSettings
+from trainjob import conditions as cond
+from trainjob.kube import ApiException, Cluster
+from trainjob.workload import KUEUE_API
+
+Dict = dict[str, Any]
+log = logging.getLogger("dispatcher.clusters")
+FIELD_MANAGER = "trainjob-dispatcher"
+
+
+class Registry:
+    """Live RemoteClusters by MultiKueueCluster name; replaced when their kubeconfig changes."""
+
+    def __init__(
+        self, settings: DispatcherSettings, manager: Cluster, on_change: Callable[[str, str], None]
+    ) -> None:
+        self.settings, self.manager, self._on_change = settings, manager, on_change
+        self.remotes: dict[str, RemoteCluster] = {}
+        self._fingerprints: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> RemoteCluster | None:
+        with self._lock:
+            return self.remotes.get(name)
+
+    def reconcile_cluster(self, mkc: Dict) -> None:
+        """Connect to a MultiKueueCluster's worker and report its Active condition."""
+        name = mkc["metadata"]["name"]
+        source = (mkc.get("spec") or {}).get("clusterSource") or {}
+        ref = source.get("kubeConfig") or {}
+        problem_reason, message = "", ""
+        kubeconfig = None
+        if ref.get("locationType", "Secret") != "Secret" or not ref.get("location"):
+            problem_reason = "BadConfig"
+            message = (
+                "spec.clusterSource.kubeConfig must name a Secret (locationType: Secret) "
+                f"in namespace {self.settings.namespace}"
+            )
+        else:
+            secret = self.manager.get_or_none(
+                "v1", "Secret", ref["location"], self.settings.namespace
+            )
+            raw = base64.b64decode(((secret or {}).get("data") or {}).get("kubeconfig", ""))
+            if secret is None:
+                problem_reason = "BadConfig"
+                message = f"Secret {ref['location']!r} not found in {self.settings.namespace}"
+            else:
+                kubeconfig, problem = check_kubeconfig(raw, ref["location"])
+                if problem:
+                    problem_reason, message = problem.reason, problem.message
+        if kubeconfig is not None:
+            fingerprint = hashlib.sha256(repr(kubeconfig).encode()).hexdigest()
+            self._connect(name, kubeconfig, fingerprint)
+            remote = self.get(name)
+            assert remote is not None
+            if remote.connected:
+                active, reason, message = True, "Active", "Connected"
+            else:
+                active, reason = False, "ClientConnectionFailed"
+                message = f"cannot reach the worker: {remote.last_error}"
+        else:
+            self._disconnect(name)
+            active, reason = False, problem_reason
+        self._set_active(mkc, active, reason, message)
+
+    def _connect(self, name: str, kubeconfig: Dict, fingerprint: str) -> None:
+        with self._lock:
+            if self._fingerprints.get(name) == fingerprint and name in self.remotes:
+                return
+            old = self.remotes.pop(name, None)
+            remote = RemoteCluster(
+                name, kubeconfig, self.settings.origin, self._on_change, FIELD_MANAGER
+            )
+            self.remotes[name] = remote
+            self._fingerprints[name] = fingerprint
+        if old is not None:
+            old.stop()
+            log.info("[%s] kubeconfig changed: reconnecting", name)
+        remote.start()
+
+    def _disconnect(self, name: str) -> None:
+        with self._lock:
+            old = self.remotes.pop(name, None)
+            self._fingerprints.pop(name, None)
+        if old is not None:
+            old.stop()
+
+    def forget(self, name: str) -> None:
+        self._disconnect(name)
+
+    def _set_active(self, obj: Dict, active: bool, reason: str, message: str) -> None:
+        set_active_condition(self.manager, obj, active, reason, message)
+
+
+def set_active_condition(
+    manager: Cluster, obj: Dict, active: bool, reason: str, message: str
+) -> None:
+    """Write the `Active` condition of a Kueue object only when it changed."""
+    conditions = list((obj.get("status") or {}).get("conditions") or [])
+    old = cond.find(conditions, "Active")
+    want = "True" if active else "False"
+    if (
+        old
+        and old.get("status") == want
+        and old.get("reason") == reason
+        and old.get("message") == message
+    ):
+        return
+    conditions = cond.set_condition(
+        conditions,
+        "Active",
+        active,
+        reason,
+        message,
+        dt.datetime.now(dt.UTC),
+        obj["metadata"].get("generation"),
+    )
+    try:
+        manager.patch(
+            KUEUE_API,
+            obj["kind"],
+            obj["metadata"]["name"],
+            None,
+            {"status": {"conditions": conditions}},
+            subresource="status",
+        )
+    except ApiException as exc:
+        if exc.status not in (404, 409):
+            raise
