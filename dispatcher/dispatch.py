@@ -56,6 +56,7 @@ class DispatchPlan:
     remote: list[RemoteAction] = field(default_factory=list)
     check_state: tuple[str, str] | None = None  # (state, message) when it must change
     cluster_name: str | None = None  # set status.clusterName on the manager Workload
+    nominated: list[str] | None = None  # set status.nominatedClusterNames (copies sent)
     trainjob_status: Dict | None = None  # new manager TrainJob status, when it changed
     events: list[tuple[str, str, str]] = field(default_factory=list)
 
@@ -235,6 +236,10 @@ def reconcile_dispatch(obs: DispatchObserved, strategy: Strategy | None = None) 
     )
     if admitted:
         name = admitted[0][1]
+        nominated = (wl.get("status") or {}).get("nominatedClusterNames") or []
+        if name not in nominated:  # Kueue takes clusterName only from the nominated ones
+            plan.nominated = sorted({*nominated, name})
+            return plan
         plan.cluster_name = name
         plan.events.append(("Normal", "Dispatched", f"admitted by cluster {name}; running there"))
         for remote in obs.remotes:
@@ -248,6 +253,9 @@ def reconcile_dispatch(obs: DispatchObserved, strategy: Strategy | None = None) 
     for remote in targets:
         if remote.workload is None:
             plan.remote.append(RemoteAction(remote.name, "create", remote_workload(wl, obs.origin)))
+    nominated = sorted({r.name for r in targets} | {r.name for r in obs.remotes if r.workload})
+    if nominated != sorted((wl.get("status") or {}).get("nominatedClusterNames") or []):
+        plan.nominated = nominated
     names = ", ".join(r.name for r in targets) or "no reachable cluster"
     message = f"dispatched to {names}; waiting for a cluster to admit it"
     if state.get("state") != "Pending" or state.get("message") != message:

@@ -62,7 +62,11 @@ def execute_dispatch(
     name, ns = wl["metadata"]["name"], wl["metadata"]["namespace"]
     status_patch: Dict = {}
     if plan.cluster_name is not None:
+        # Kueue accepts clusterName only from the nominated ones, and never both at once.
         status_patch["clusterName"] = plan.cluster_name
+        status_patch["nominatedClusterNames"] = None
+    elif plan.nominated is not None:
+        status_patch["nominatedClusterNames"] = plan.nominated or None
     if plan.check_state is not None:
         state, message = plan.check_state
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
