@@ -97,21 +97,31 @@ def multikueue_objects(bed: Bed) -> list[Dict]:
     ]
 
 
-def install(bed: Bed, namespace: str, *, worker_cpu: str = "16",
-            cpu_by_worker: dict[str, str] | None = None,
-            runtime: Path = REPO / "examples" / "torch-distributed.yaml") -> None:
+def install(
+    bed: Bed,
+    namespace: str,
+    *,
+    worker_cpu: str = "16",
+    cpu_by_worker: dict[str, str] | None = None,
+    runtime: Path = REPO / "examples" / "torch-distributed.yaml",
+) -> None:
     """Runtime everywhere; a MultiKueue-checked queue `q` in `namespace` on the manager; a plain
     queue `q` there on every worker (quota per worker from `cpu_by_worker`)."""
     runtime_docs = load_manifests(runtime.read_text())
     manager = bed.config.managers[0].name
     suffix = f"-{namespace}"
-    Applier(bed.api(manager)).apply_all([
-        *runtime_docs, *queue_objects(namespace, "1000", checks=["multikueue"], suffix=suffix),
-        *multikueue_objects(bed)])
+    Applier(bed.api(manager)).apply_all(
+        [
+            *runtime_docs,
+            *queue_objects(namespace, "1000", checks=["multikueue"], suffix=suffix),
+            *multikueue_objects(bed),
+        ]
+    )
     for worker in bed.config.workers:
         cpu = (cpu_by_worker or {}).get(worker.name, worker_cpu)
         Applier(bed.api(worker.name)).apply_all(
-            [*runtime_docs, *queue_objects(namespace, cpu, suffix=suffix)])
+            [*runtime_docs, *queue_objects(namespace, cpu, suffix=suffix)]
+        )
 
 
 @dataclass

@@ -1,0 +1,138 @@
+"""`python -m demo`: bring up the bed and controllers, push a TrainJob manager -> worker -> back.
+
+Every step is printed as it happens. The bed stays up afterwards (`python -m clusters down`
+removes it); the controllers this demo started are stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from clusters.bed import Bed
+from clusters.config import load_config
+from clusters.errors import BedError
+from clusters.kube import load_manifests
+from demo import setup
+
+TRAINER = ("trainer.kubeflow.org", "v1alpha1")
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+Dict = dict[str, Any]
+
+
+def say(msg: str) -> None:
+    print(f"[demo {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def _conditions(obj: Dict) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def run(bed: Bed, namespace: str, timeout: float) -> int:
+    manager = bed.config.managers[0].name
+    say(f"installing the TrainJob runtime, Kueue queues and MultiKueue objects ({namespace})")
+    setup.install(bed, namespace)
+    say("starting the worker controllers and the dispatcher")
+    ctrls = setup.start_controllers(bed)
+    try:
+        for ctrl in ctrls:
+            say(f"  {ctrl.name} on {ctrl.cluster}: pid {ctrl.proc.pid}, log {ctrl.log}")
+        custom = client.CustomObjectsApi(bed.api(manager))
+        tj = load_manifests((setup.REPO / "examples" / "trainjob-torch.yaml").read_text())[0]
+        name = f"{tj['metadata']['name']}-{uuid.uuid4().hex[:4]}"
+        tj["metadata"] = {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "q"}}
+        created = custom.create_namespaced_custom_object(*TRAINER, namespace, "trainjobs", tj)
+        say(
+            f"created TrainJob {namespace}/{name} on {manager} (webhook set managedBy="
+            f"{created['spec'].get('managedBy')}, suspend={created['spec'].get('suspend')})"
+        )
+        seen: set[str] = set()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            obj = custom.get_namespaced_custom_object(*TRAINER, namespace, "trainjobs", name)
+            wls = custom.list_namespaced_custom_object(*KUEUE, namespace, "workloads")["items"]
+            wl = next(
+                (
+                    w
+                    for w in wls
+                    if any(
+                        r.get("name") == name for r in w["metadata"].get("ownerReferences") or []
+                    )
+                ),
+                None,
+            )
+            steps = []
+            if wl is not None:
+                steps.append(f"Workload {wl['metadata']['name']} created on {manager}")
+                wl_conds = _conditions(wl)
+                if wl_conds.get("QuotaReserved") == "True":
+                    steps.append(f"Kueue on {manager} reserved quota")
+                for check in (wl.get("status") or {}).get("admissionChecks") or []:
+                    steps.append(f"MultiKueue check {check['state']}: {check.get('message')}")
+                if wl_conds.get("Finished") == "True":
+                    steps.append(f"Workload Finished on {manager}: quota released")
+            cluster = (obj.get("status") or {}).get("clusterName")
+            if cluster:
+                steps.append(f"running on {cluster}")
+                remote = (
+                    client.CoreV1Api(bed.api(cluster))
+                    .list_namespaced_pod(
+                        namespace, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}"
+                    )
+                    .items
+                )
+                phases = sorted(p.status.phase for p in remote)
+                if phases:
+                    steps.append(f"pods on {cluster}: {', '.join(phases)}")
+            conds = _conditions(obj)
+            for ctype in ("Complete", "Failed"):
+                if conds.get(ctype) == "True":
+                    steps.append(
+                        f"TrainJob {ctype} on {manager}; jobsStatus "
+                        f"{(obj.get('status') or {}).get('jobsStatus')}"
+                    )
+            for step in steps:
+                if step not in seen:
+                    seen.add(step)
+                    say(step)
+            if conds.get("Complete") == "True" and wl and _conditions(wl).get("Finished"):
+                say(f"done: {namespace}/{name} ran on {cluster} and reported back to {manager}")
+                return 0
+            if conds.get("Failed") == "True":
+                say("the TrainJob failed; see the Events: kubectl describe trainjob")
+                return 1
+            time.sleep(0.5)
+        say(
+            f"timed out after {timeout:.0f}s; controller logs: "
+            + ", ".join(str(c.log) for c in ctrls)
+        )
+        return 1
+    finally:
+        say("stopping the controllers (the bed stays up: `python -m clusters down` removes it)")
+        setup.stop_controllers(bed, ctrls)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__)
+    parser.add_argument("--config", type=Path, help="bed config (default: manager + 2 workers)")
+    parser.add_argument("--namespace", help="namespace to use (default: a fresh demo-xxxx)")
+    parser.add_argument("--timeout", type=float, default=180)
+    args = parser.parse_args(argv)
+    try:
+        bed = Bed(load_config(args.config))
+        say("bringing up the local clusters (first run builds the binaries)")
+        bed.up()
+        return run(bed, args.namespace or f"demo-{uuid.uuid4().hex[:4]}", args.timeout)
+    except BedError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
