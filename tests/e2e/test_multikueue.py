@@ -1,0 +1,314 @@
+"""MultiKueue end to end: manager + 2 workers of the bed, real Kueue everywhere, our dispatcher."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from clusters.bed import Bed
+from clusters.kube import Applier, load_manifests
+from demo import setup
+from tests.conftest import LOST_TIMEOUT
+from tests.helpers import wait_for
+
+pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
+TRAINER = ("trainer.kubeflow.org", "v1alpha1")
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+Dict = dict[str, Any]
+
+
+class MultiKueue:
+    """One test namespace across the manager and the workers."""
+
+    def __init__(self, bed: Bed, **install: Any) -> None:
+        self.bed = bed
+        self.ns = f"mk-{uuid.uuid4().hex[:6]}"
+        self.manager = bed.config.managers[0].name
+        self.workers = [w.name for w in bed.config.workers]
+        setup.install(bed, self.ns, **install)
+
+    def custom(self, cluster: str | None = None) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.bed.api(cluster or self.manager))
+
+    def submit(
+        self,
+        name: str,
+        *,
+        nodes: int = 1,
+        run: str = "3s",
+        exit_code: int | None = None,
+        runtime: str = "torch-distributed",
+    ) -> Dict:
+        annotations = {"bed.trainjob.dev/run-duration": run}
+        if exit_code is not None:
+            annotations["bed.trainjob.dev/exit-code"] = str(exit_code)
+        body = {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+            "spec": {
+                "runtimeRef": {"name": runtime},
+                "trainer": {"numNodes": nodes, "resourcesPerNode": {"requests": {"cpu": "1"}}},
+                "runtimePatches": [
+                    {
+                        "manager": "tests.trainjob.dev",
+                        "trainingRuntimeSpec": {
+                            "template": {
+                                "spec": {
+                                    "replicatedJobs": [
+                                        {
+                                            "name": "node",
+                                            "template": {
+                                                "spec": {
+                                                    "template": {
+                                                        "metadata": {"annotations": annotations}
+                                                    }
+                                                }
+                                            },
+                                        }
+                                    ]
+                                }
+                            }
+                        },
+                    }
+                ],
+            },
+        }
+        result: Dict = self.custom().create_namespaced_custom_object(
+            *TRAINER, self.ns, "trainjobs", body
+        )
+        return result
+
+    def get(self, name: str, cluster: str | None = None) -> Dict | None:
+        try:
+            result: Dict = self.custom(cluster).get_namespaced_custom_object(
+                *TRAINER, self.ns, "trainjobs", name
+            )
+            return result
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def condition(self, name: str, ctype: str) -> Dict | None:
+        obj = self.get(name) or {}
+        return next(
+            (
+                c
+                for c in (obj.get("status") or {}).get("conditions") or []
+                if c["type"] == ctype and c["status"] == "True"
+            ),
+            None,
+        )
+
+    def wait(self, name: str, ctype: str, timeout: float = 90) -> Dict:
+        return wait_for(
+            lambda: self.condition(name, ctype), timeout, what=f"{name} {ctype} on the manager"
+        )
+
+    def running_on(self, name: str) -> list[str]:
+        return [w for w in self.workers if self.get(name, w) is not None]
+
+    def remote_workloads(self, worker: str) -> list[Dict]:
+        items: list[Dict] = self.custom(worker).list_namespaced_custom_object(
+            *KUEUE, self.ns, "workloads"
+        )["items"]
+        return items
+
+    def pods(self, worker: str, name: str, phase: str = "Running") -> list[Any]:
+        pods = (
+            client.CoreV1Api(self.bed.api(worker))
+            .list_namespaced_pod(self.ns, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}")
+            .items
+        )
+        return [p for p in pods if p.status.phase == phase]
+
+
+def test_trainjob_runs_on_exactly_one_worker_and_completes_on_the_manager(bed: Bed) -> None:
+    mk = MultiKueue(bed)
+    created = mk.submit("one", nodes=3)
+    assert created["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+    assert created["spec"]["suspend"] is True
+    mk.wait("one", "Complete")
+    status = (mk.get("one") or {})["status"]
+    winner = status["clusterName"]
+    assert winner in mk.workers
+    assert status["jobsStatus"] == [
+        {"name": "node", "ready": 0, "succeeded": 1, "failed": 0, "active": 0, "suspended": 0}
+    ]
+    others = [w for w in mk.workers if w != winner]
+    assert all(mk.get("one", w) is None and not mk.remote_workloads(w) for w in others)
+    wl = mk.custom().list_namespaced_custom_object(*KUEUE, mk.ns, "workloads")["items"][0]
+    assert any(
+        c["type"] == "Finished" and c["status"] == "True" for c in wl["status"]["conditions"]
+    )
+    # Finished remote objects are cleaned up.
+    wait_for(
+        lambda: mk.get("one", winner) is None and not mk.remote_workloads(winner),
+        60,
+        what=f"remote objects on {winner} to be removed after completion",
+    )
+
+
+def test_worker_without_quota_sends_the_trainjob_to_the_other(bed: Bed) -> None:
+    workers = [w.name for w in bed.config.workers]
+    mk = MultiKueue(bed, cpu_by_worker={workers[0]: "0"})
+    mk.submit("elsewhere")
+    mk.wait("elsewhere", "Complete")
+    assert (mk.get("elsewhere") or {})["status"]["clusterName"] == workers[1]
+
+
+def test_no_quota_anywhere_waits_and_runs_once_freed(bed: Bed) -> None:
+    mk = MultiKueue(bed, worker_cpu="0")
+    mk.submit("patient")
+    wait_for(
+        lambda: all(mk.remote_workloads(w) for w in mk.workers),
+        30,
+        what="copies of the Workload on every worker",
+    )
+    assert mk.condition("patient", "Complete") is None and mk.running_on("patient") == []
+    last = mk.workers[-1]
+    mk.custom(last).patch_cluster_custom_object(
+        *KUEUE,
+        "clusterqueues",
+        f"cq-{mk.ns}",
+        {
+            "spec": {
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory"],
+                        "flavors": [
+                            {
+                                "name": "default",
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": "8"},
+                                    {"name": "memory", "nominalQuota": "1Ti"},
+                                ],
+                            }
+                        ],
+                    }
+                ]
+            }
+        },
+    )
+    mk.wait("patient", "Complete")
+    assert (mk.get("patient") or {})["status"]["clusterName"] == last
+
+
+def test_delete_on_the_manager_removes_the_remote_objects(bed: Bed) -> None:
+    mk = MultiKueue(bed)
+    mk.submit("doomed", run="600s")
+    where = wait_for(lambda: mk.running_on("doomed"), 60, what="the remote TrainJob")[0]
+    wait_for(lambda: mk.pods(where, "doomed"), 30, what="remote pods running")
+    mk.custom().delete_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", "doomed")
+    wait_for(
+        lambda: (
+            mk.get("doomed") is None
+            and mk.get("doomed", where) is None
+            and not mk.remote_workloads(where)
+        ),
+        60,
+        what="manager and remote objects to be gone",
+    )
+
+
+def test_failed_remote_trainjob_fails_on_the_manager_with_the_reason(bed: Bed) -> None:
+    mk = MultiKueue(bed)
+    # Like torch-distributed, but a failed pod fails its Job at once (backoffLimit 0).
+    example = setup.REPO / "examples" / "torch-distributed.yaml"
+    runtime = load_manifests(example.read_text())[0]
+    runtime["metadata"]["name"] = "torch-fail-fast"
+    node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
+    node["template"]["spec"]["backoffLimit"] = 0
+    for cluster in [mk.manager, *mk.workers]:
+        Applier(bed.api(cluster)).apply(runtime)
+    mk.submit("broken", run="1s", exit_code=3, runtime="torch-fail-fast")
+    failed = mk.wait("broken", "Failed")
+    assert failed["reason"] == "PodSetFailed"
+    assert "PodSet 'node' failed" in failed["message"]
+
+
+def test_bad_kubeconfig_secret_is_reported_on_the_cluster(bed: Bed) -> None:
+    mk_name = f"bad-{uuid.uuid4().hex[:4]}"
+    manager = bed.config.managers[0].name
+    kubeconfig = bed.multikueue_kubeconfig(bed.config.workers[0].name)
+    kubeconfig["clusters"][0]["cluster"]["insecure-skip-tls-verify"] = True
+    core = client.CoreV1Api(bed.api(manager))
+    custom = client.CustomObjectsApi(bed.api(manager))
+    core.create_namespaced_secret(
+        "kueue-system",
+        client.V1Secret(
+            metadata=client.V1ObjectMeta(name=mk_name),
+            data={"kubeconfig": base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()},
+        ),
+    )
+    custom.create_cluster_custom_object(
+        *KUEUE,
+        "multikueueclusters",
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "MultiKueueCluster",
+            "metadata": {"name": mk_name},
+            "spec": {
+                "clusterSource": {"kubeConfig": {"locationType": "Secret", "location": mk_name}}
+            },
+        },
+    )
+    try:
+
+        def active() -> Dict | None:
+            obj = custom.get_cluster_custom_object(*KUEUE, "multikueueclusters", mk_name)
+            return next(
+                (
+                    c
+                    for c in (obj.get("status") or {}).get("conditions") or []
+                    if c["type"] == "Active"
+                ),
+                None,
+            )
+
+        cond = wait_for(active, 30, what="the Active condition")
+        assert cond["status"] == "False" and cond["reason"] == "InsecureKubeConfig"
+        assert "insecure-skip-tls-verify" in cond["message"]
+    finally:
+        custom.delete_cluster_custom_object(*KUEUE, "multikueueclusters", mk_name)
+        core.delete_namespaced_secret(mk_name, "kueue-system")
+
+
+def test_lost_worker_moves_the_trainjob_to_the_other(bed: Bed, worker_names: list[str]) -> None:
+    mk = MultiKueue(bed)
+    mk.submit("mover", run="20s")
+    lost = wait_for(lambda: mk.running_on("mover"), 60, what="the remote TrainJob")[0]
+    wait_for(lambda: mk.pods(lost, "mover"), 30, what="pods running on the first worker")
+    bed.stop_component(lost, "kube-apiserver")
+    try:
+        custom = mk.custom()
+
+        def inactive() -> bool:
+            obj = custom.get_cluster_custom_object(*KUEUE, "multikueueclusters", lost)
+            return any(
+                c["type"] == "Active" and c["status"] == "False"
+                for c in (obj.get("status") or {}).get("conditions") or []
+            )
+
+        wait_for(inactive, 60, what=f"MultiKueueCluster {lost} to turn inactive")
+        other = next(w for w in worker_names if w != lost)
+        wait_for(
+            lambda: (mk.get("mover") or {}).get("status", {}).get("clusterName") == other,
+            LOST_TIMEOUT + 90,
+            what=f"the TrainJob to move to {other}",
+        )
+        mk.wait("mover", "Complete", timeout=120)
+    finally:
+        bed.start_component(lost, "kube-apiserver")
+    # Once the lost worker is back, our stale copy there is removed: never two runs.
+    wait_for(
+        lambda: mk.get("mover", lost) is None,
+        90,
+        what=f"the stale TrainJob on {lost} to be garbage-collected",
+    )
