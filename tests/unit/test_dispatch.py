@@ -1,0 +1,277 @@
+"""Pure parts of the dispatcher: kubeconfig vetting and dispatch decisions."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+import yaml
+
+from dispatcher.dispatch import (
+    DispatchObserved,
+    Incremental,
+    RemoteView,
+    reconcile_dispatch,
+    remote_trainjob,
+    remote_workload,
+)
+from dispatcher.kubeconfigs import check_kubeconfig
+from tests.factories import make_trainjob
+
+Dict = dict[str, Any]
+NOW = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.UTC)
+
+
+def kubeconfig(cluster: Dict | None = None, user: Dict | None = None) -> bytes:
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "w",
+            "clusters": [
+                {
+                    "name": "w",
+                    "cluster": cluster
+                    or {"server": "https://127.0.0.1:6443", "certificate-authority-data": "Q0E="},
+                }
+            ],
+            "users": [{"name": "u", "user": user or {"token": "abc"}}],
+            "contexts": [{"name": "w", "context": {"cluster": "w", "user": "u"}}],
+        }
+    ).encode()
+
+
+def test_a_good_kubeconfig_passes() -> None:
+    cfg, problem = check_kubeconfig(kubeconfig(), "s")
+    assert problem is None and cfg is not None
+
+
+@pytest.mark.parametrize(
+    ("cluster", "user", "reason", "fragment"),
+    [
+        (
+            {"server": "https://1.2.3.4", "insecure-skip-tls-verify": True},
+            None,
+            "InsecureKubeConfig",
+            "insecure-skip-tls-verify",
+        ),
+        (
+            {"server": "https://1.2.3.4", "certificate-authority": "/ca.crt"},
+            None,
+            "InsecureKubeConfig",
+            "certificate-authority-data",
+        ),
+        ({"server": ""}, None, "BadKubeConfig", "no server URL"),
+        ({"server": "https://bad_host!"}, None, "InsecureKubeConfig", "not a valid https URL"),
+        (None, {"tokenFile": "/t"}, "InsecureKubeConfig", "tokenFile"),
+        (None, {"exec": {"command": "x"}}, "InsecureKubeConfig", "exec"),
+        (None, {"auth-provider": {"name": "gcp"}}, "InsecureKubeConfig", "auth-provider"),
+        (None, {"username": "a", "password": "b"}, "InsecureKubeConfig", "basic auth"),
+    ],
+)
+def test_kubeconfigs_kueue_refuses_are_refused_with_the_reason(
+    cluster: Dict | None, user: Dict | None, reason: str, fragment: str
+) -> None:
+    cfg, problem = check_kubeconfig(kubeconfig(cluster, user), "worker1-secret")
+    assert cfg is None and problem is not None
+    assert problem.reason == reason and fragment in problem.message
+    assert "worker1-secret" in problem.message
+
+
+def test_garbage_and_missing_kubeconfigs_are_bad() -> None:
+    for raw in (b"", b"clusters: [", b"just a string"):
+        _, problem = check_kubeconfig(raw, "s")
+        assert problem is not None and problem.reason == "BadKubeConfig"
+
+
+def manager_workload(
+    *conds: str,
+    cluster: str | None = None,
+    nominated: list[str] | None = None,
+    check: str = "Pending",
+) -> Dict:
+    status: Dict = {
+        "conditions": [
+            {"type": t, "status": "True", "lastTransitionTime": "2026-11-22T11:00:00Z"}
+            for t in conds
+        ],
+        "admissionChecks": [{"name": "mk", "state": check, "message": ""}],
+    }
+    if cluster:
+        status["clusterName"] = cluster
+    if nominated:
+        status["nominatedClusterNames"] = nominated
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": "trainjob-tj-abcde",
+            "namespace": "ns",
+            "resourceVersion": "1",
+            "labels": {"kueue.x-k8s.io/job-uid": "uid-tj"},
+        },
+        "spec": {"queueName": "q", "podSets": [{"name": "node", "count": 2}]},
+        "status": status,
+    }
+
+
+def remote(
+    name: str,
+    *,
+    connected: bool = True,
+    lost: float = 0.0,
+    admitted_at: str | None = None,
+    workload: bool = True,
+    trainjob: bool = False,
+) -> RemoteView:
+    wl = None
+    if workload:
+        conds = (
+            [{"type": "Admitted", "status": "True", "lastTransitionTime": admitted_at}]
+            if admitted_at
+            else []
+        )
+        wl = {
+            "kind": "Workload",
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "metadata": {"name": "trainjob-tj-abcde", "namespace": "ns"},
+            "status": {"conditions": conds},
+        }
+    tj = (
+        {
+            "kind": "TrainJob",
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "metadata": {"name": "tj", "namespace": "ns"},
+            "status": {"conditions": [{"type": "Complete", "status": "True"}]},
+        }
+        if trainjob
+        else None
+    )
+    return RemoteView(name, connected, lost, wl, tj)
+
+
+def decide(wl: Dict, remotes: list[RemoteView], **kw: Any) -> Any:
+    tj = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
+    return reconcile_dispatch(
+        DispatchObserved(
+            workload=wl,
+            trainjob=tj,
+            check="mk",
+            remotes=remotes,
+            origin="multikueue",
+            worker_lost_timeout=60,
+            now=NOW,
+        ),
+        **kw,
+    )
+
+
+def test_copies_go_to_every_reachable_cluster_and_are_nominated() -> None:
+    plan = decide(
+        manager_workload("QuotaReserved"),
+        [
+            remote("w1", workload=False),
+            remote("w2", workload=False),
+            remote("w3", connected=False, lost=5, workload=False),
+        ],
+    )
+    assert [(a.cluster, a.verb) for a in plan.remote] == [("w1", "create"), ("w2", "create")]
+    assert plan.nominated == ["w1", "w2"]
+    assert plan.check_state == (
+        "Pending",
+        "dispatched to w1, w2; waiting for a cluster to admit it",
+    )
+
+
+def test_incremental_strategy_starts_with_one_cluster() -> None:
+    plan = decide(
+        manager_workload("QuotaReserved"),
+        [remote("w1", workload=False), remote("w2", workload=False)],
+        strategy=Incremental(),
+    )
+    assert [a.cluster for a in plan.remote] == ["w1"]
+
+
+def test_first_admitted_copy_wins_and_the_others_go() -> None:
+    wl = manager_workload("QuotaReserved", nominated=["w1", "w2"])
+    plan = decide(
+        wl,
+        [
+            remote("w1", admitted_at="2026-11-22T11:00:05Z"),
+            remote("w2", admitted_at="2026-11-22T11:00:02Z"),
+        ],
+    )
+    assert plan.cluster_name == "w2"
+    assert [(a.cluster, a.verb, a.obj["kind"]) for a in plan.remote] == [
+        ("w1", "delete", "Workload")
+    ]
+
+
+def test_winner_must_be_nominated_before_it_is_named() -> None:
+    plan = decide(
+        manager_workload("QuotaReserved", nominated=["w1"]),
+        [remote("w1"), remote("w2", admitted_at="2026-11-22T11:00:02Z")],
+    )
+    assert plan.cluster_name is None and plan.nominated == ["w1", "w2"]
+
+
+def test_winner_gets_the_trainjob_and_the_check_turns_ready() -> None:
+    plan = decide(
+        manager_workload("QuotaReserved", cluster="w1"),
+        [remote("w1", admitted_at="2026-11-22T11:00:02Z"), remote("w2", workload=False)],
+    )
+    created = [a.obj for a in plan.remote if a.verb == "create"]
+    assert len(created) == 1 and created[0]["kind"] == "TrainJob"
+    assert (
+        created[0]["metadata"]["labels"]["kueue.x-k8s.io/prebuilt-workload-name"]
+        == "trainjob-tj-abcde"
+    )
+    assert "managedBy" not in created[0]["spec"] and created[0]["spec"]["suspend"] is True
+    assert plan.check_state == ("Ready", 'The workload got reservation on "w1"')
+
+
+def test_status_flows_back_with_the_cluster_name() -> None:
+    plan = decide(
+        manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready"),
+        [remote("w1", admitted_at="2026-11-22T11:00:02Z", trainjob=True)],
+    )
+    assert plan.trainjob_status == {
+        "conditions": [{"type": "Complete", "status": "True"}],
+        "clusterName": "w1",
+    }
+
+
+def test_brief_disconnect_changes_nothing_but_a_lost_worker_retries() -> None:
+    wl = manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready")
+    brief = decide(wl, [remote("w1", connected=False, lost=10)])
+    assert brief.check_state is None and brief.remote == []
+    lost = decide(wl, [remote("w1", connected=False, lost=61)])
+    assert lost.check_state is not None and lost.check_state[0] == "Retry"
+
+
+def test_remote_workload_gone_while_reachable_retries_at_once() -> None:
+    plan = decide(
+        manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready"),
+        [remote("w1", workload=False, trainjob=True)],
+    )
+    assert plan.check_state is not None and plan.check_state[0] == "Retry"
+
+
+def test_finished_or_unreserved_workloads_leave_nothing_behind() -> None:
+    for wl in (manager_workload("QuotaReserved", "Finished", cluster="w1"), manager_workload()):
+        plan = decide(wl, [remote("w1", trainjob=True)])
+        assert sorted(a.obj["kind"] for a in plan.remote) == ["TrainJob", "Workload"]
+        assert all(a.verb == "delete" for a in plan.remote)
+
+
+def test_remote_copies_drop_what_belongs_to_the_manager() -> None:
+    wl = remote_workload(manager_workload("QuotaReserved"), "multikueue")
+    assert wl["metadata"]["labels"] == {"kueue.x-k8s.io/multikueue-origin": "multikueue"}
+    assert "ownerReferences" not in wl["metadata"] and "status" not in wl
+    tj = make_trainjob(
+        managedBy="kueue.x-k8s.io/multikueue",
+        runtimePatches=[{"manager": "kueue.x-k8s.io/manager"}, {"manager": "user"}],
+    )
+    out = remote_trainjob(tj, "wl", "multikueue")
+    assert out["spec"]["runtimePatches"] == [{"manager": "user"}]
