@@ -31,6 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker-lost-timeout", type=float, default=900.0)
     parser.add_argument("--resync-seconds", type=float, default=5.0)
     parser.add_argument("--gc-interval", type=float, default=60.0)
+    parser.add_argument(
+        "--retention-seconds",
+        type=float,
+        default=0.0,
+        help="keep finished remote objects this long on the worker",
+    )
     parser.add_argument("--health-port", type=int, default=8081)
     parser.add_argument("--webhook-port", type=int)
     parser.add_argument("--webhook-cert", type=Path)
@@ -53,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             worker_lost_timeout=args.worker_lost_timeout,
             resync_seconds=args.resync_seconds,
             gc_interval=args.gc_interval,
+            retention_seconds=args.retention_seconds,
             health_port=args.health_port,
             webhook_port=args.webhook_port,
             webhook_cert=args.webhook_cert,

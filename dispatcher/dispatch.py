@@ -42,6 +42,7 @@ class DispatchObserved:
     origin: str
     worker_lost_timeout: float
     now: dt.datetime
+    retention: float = 0.0  # seconds finished remote objects are kept
 
 
 @dataclass
@@ -179,10 +180,14 @@ def reconcile_dispatch(obs: DispatchObserved, strategy: Strategy | None = None) 
     by_name = {r.name: r for r in obs.remotes}
     winner_name = (wl.get("status") or {}).get("clusterName")
     winner = by_name.get(winner_name) if winner_name else None
-    # 1. Finished on the manager: the work is done; clean up the copies everywhere.
+    # 1. Finished on the manager: the work is done; clean up the copies after the retention.
     if wlmod.is_finished(wl):
-        for remote in obs.remotes:
-            _delete(plan, remote)
+        finished = cond.find(wlmod.conditions_of(wl), "Finished") or {}
+        since = finished.get("lastTransitionTime")
+        age = (obs.now - cond.parse_time(since)).total_seconds() if since else obs.retention
+        if age >= obs.retention:
+            for remote in obs.remotes:
+                _delete(plan, remote)
         return plan
     # 2. No quota on the manager (waiting, or evicted): nothing may exist remotely.
     if not wlmod.has_quota(wl) or wlmod.is_evicted(wl):

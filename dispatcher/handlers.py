@@ -251,6 +251,7 @@ def reconcile_workload(
         origin=memo.settings.origin,
         worker_lost_timeout=memo.settings.worker_lost_timeout,
         now=dt.datetime.now(dt.UTC),
+        retention=memo.settings.retention_seconds,
     )
     plan = reconcile_dispatch(observed, STRATEGIES[memo.settings.strategy])
     service.execute_dispatch(memo.manager, memo.registry, wl, trainjob, check, plan)

@@ -37,6 +37,11 @@ class DispatcherSettings(BaseModel):
     )
     resync_seconds: float = Field(default=5.0, gt=0)
     gc_interval: float = Field(default=60.0, gt=0, description="orphan sweep on workers")
+    retention_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        description="how long finished remote TrainJobs and Workloads are kept on the worker",
+    )
     health_port: int = Field(default=8081, ge=1, le=65535)
     webhook_port: int | None = Field(default=None, ge=1, le=65535)
     webhook_cert: Path | None = None

@@ -275,3 +275,22 @@ def test_remote_copies_drop_what_belongs_to_the_manager() -> None:
     )
     out = remote_trainjob(tj, "wl", "multikueue")
     assert out["spec"]["runtimePatches"] == [{"manager": "user"}]
+
+
+def test_finished_remote_objects_are_kept_for_the_retention() -> None:
+    wl = manager_workload("QuotaReserved", "Finished", cluster="w1")  # finished 11:00:00
+    tj = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
+    for retention, deletes in ((7200.0, 0), (60.0, 2)):
+        plan = reconcile_dispatch(
+            DispatchObserved(
+                workload=wl,
+                trainjob=tj,
+                check="mk",
+                remotes=[remote("w1", trainjob=True)],
+                origin="multikueue",
+                worker_lost_timeout=60,
+                now=NOW,
+                retention=retention,
+            )
+        )
+        assert len(plan.remote) == deletes
