@@ -131,6 +131,22 @@ class Controller:
     proc: subprocess.Popen[bytes]
     log: Path
     health: int
+    argv: list[str]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def start(self) -> None:
+        """Start the same command again (after `stop`), and wait until it is healthy."""
+        self.proc = subprocess.Popen(
+            self.argv, stdout=self.log.open("ab"), stderr=subprocess.STDOUT, cwd=REPO
+        )
+        wait_healthy(self)
 
 
 def _spawn(bed: Bed, module: str, cluster: str, offset: int, extra: list[str]) -> Controller:
@@ -150,30 +166,26 @@ def _spawn(bed: Bed, module: str, cluster: str, offset: int, extra: list[str]) -
         server=True,
     )
     log = bed.cluster_dir(cluster) / f"{module.replace('_', '-')}.log"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            module,
-            "--kubeconfig",
-            str(bed.kubeconfig(cluster)),
-            "--health-port",
-            str(base),
-            "--webhook-port",
-            str(base + 1),
-            "--webhook-cert",
-            str(cert.cert),
-            "--webhook-key",
-            str(cert.key),
-            "--webhook-ca",
-            str(bed.ca().cert),
-            *extra,
-        ],
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        cwd=REPO,
-    )
-    return Controller(module, cluster, proc, log, base)
+    argv = [
+        sys.executable,
+        "-m",
+        module,
+        "--kubeconfig",
+        str(bed.kubeconfig(cluster)),
+        "--health-port",
+        str(base),
+        "--webhook-port",
+        str(base + 1),
+        "--webhook-cert",
+        str(cert.cert),
+        "--webhook-key",
+        str(cert.key),
+        "--webhook-ca",
+        str(bed.ca().cert),
+        *extra,
+    ]
+    proc = subprocess.Popen(argv, stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=REPO)
+    return Controller(module, cluster, proc, log, base, argv)
 
 
 def start_controllers(

@@ -312,3 +312,68 @@ def test_lost_worker_moves_the_trainjob_to_the_other(bed: Bed, worker_names: lis
         90,
         what=f"the stale TrainJob on {lost} to be garbage-collected",
     )
+
+
+def test_dispatcher_restart_mid_dispatch_runs_the_trainjob_once(
+    bed: Bed, controllers: list[setup.Controller]
+) -> None:
+    mk = MultiKueue(bed, worker_cpu="0")
+    mk.submit("survivor")
+    wait_for(
+        lambda: all(mk.remote_workloads(w) for w in mk.workers),
+        30,
+        what="copies of the Workload on every worker",
+    )
+    dispatcher = next(c for c in controllers if c.name == "dispatcher")
+    dispatcher.stop()
+    try:
+        # While the dispatcher is down, every worker admits its copy.
+        for worker in mk.workers:
+            mk.custom(worker).patch_cluster_custom_object(
+                *KUEUE,
+                "clusterqueues",
+                f"cq-{mk.ns}",
+                {
+                    "spec": {
+                        "resourceGroups": [
+                            {
+                                "coveredResources": ["cpu", "memory"],
+                                "flavors": [
+                                    {
+                                        "name": "default",
+                                        "resources": [
+                                            {"name": "cpu", "nominalQuota": "8"},
+                                            {"name": "memory", "nominalQuota": "1Ti"},
+                                        ],
+                                    }
+                                ],
+                            }
+                        ]
+                    }
+                },
+            )
+        wait_for(
+            lambda: all(
+                any(
+                    c["type"] == "Admitted" and c["status"] == "True"
+                    for wl in mk.remote_workloads(w)
+                    for c in wl.get("status", {}).get("conditions", [])
+                )
+                for w in mk.workers
+            ),
+            30,
+            what="every copy admitted",
+        )
+    finally:
+        dispatcher.start()
+    ran_on: set[str] = set()
+
+    def complete_while_watching() -> Dict | None:
+        for worker in mk.workers:  # remember every worker that ever ran a pod of it
+            if client.CoreV1Api(bed.api(worker)).list_namespaced_pod(mk.ns).items:
+                ran_on.add(worker)
+        return mk.condition("survivor", "Complete")
+
+    wait_for(complete_while_watching, 90, what="survivor Complete on the manager", interval=0.1)
+    winner = (mk.get("survivor") or {})["status"]["clusterName"]
+    assert ran_on == {winner}
