@@ -81,6 +81,24 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
+RUN_ONE_SECOND = {"annotations": {"bed.trainjob.dev/run-duration": "1s"}}
+PATCH = {
+    "manager": "bench.trainjob.dev",
+    "trainingRuntimeSpec": {
+        "template": {
+            "spec": {
+                "replicatedJobs": [
+                    {
+                        "name": "node",
+                        "template": {"spec": {"template": {"metadata": RUN_ONE_SECOND}}},
+                    }
+                ]
+            }
+        }
+    },
+}
+
+
 def submit(custom: client.CustomObjectsApi, ns: str, name: str, clock: Clock) -> None:
     clock.mark(clock.created, name)
     custom.create_namespaced_custom_object(
@@ -94,33 +112,7 @@ def submit(custom: client.CustomObjectsApi, ns: str, name: str, clock: Clock) ->
             "spec": {
                 "runtimeRef": {"name": "torch-distributed"},
                 "trainer": {"numNodes": 1, "resourcesPerNode": {"requests": {"cpu": "10m"}}},
-                "runtimePatches": [
-                    {
-                        "manager": "bench.trainjob.dev",
-                        "trainingRuntimeSpec": {
-                            "template": {
-                                "spec": {
-                                    "replicatedJobs": [
-                                        {
-                                            "name": "node",
-                                            "template": {
-                                                "spec": {
-                                                    "template": {
-                                                        "metadata": {
-                                                            "annotations": {
-                                                                "bed.trainjob.dev/run-duration": "1s"
-                                                            }
-                                                        }
-                                                    }
-                                                }
-                                            },
-                                        }
-                                    ]
-                                }
-                            }
-                        },
-                    }
-                ],
+                "runtimePatches": [PATCH],
             },
         },
     )

@@ -14,9 +14,9 @@ from dispatcher import service
 from dispatcher.clusters import Registry, set_active_condition
 from dispatcher.dispatch import STRATEGIES, DispatchObserved, RemoteView, reconcile_dispatch
 from dispatcher.settings import DispatcherSettings
-from trainjob import admission, queueing
+from trainjob import admission, operator, queueing
 from trainjob import constants as c
-from trainjob.kube import Cluster, connection_from_kubeconfig, read_kubeconfig
+from trainjob.kube import Cluster
 from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.queueing_io import execute_queue_plan, priority_of
 from trainjob.workload import KUEUE_API
@@ -45,26 +45,17 @@ def _is_multikueue(body: Dict) -> bool:
 
 
 def on_startup(settings: kopf.OperatorSettings, memo: Memo, **_: Any) -> None:
-    settings.persistence.finalizer = f"{c.DOMAIN}/dispatcher-cleanup"
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=c.DOMAIN)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=c.DOMAIN, key="last-handled-configuration"
+    s = memo.settings
+    webhook = (
+        (s.webhook_port, s.webhook_cert, s.webhook_key, s.webhook_ca) if s.webhook_port else None
     )
-    settings.posting.level = logging.WARNING  # we record our own Events per step
-    settings.execution.max_workers = 16  # threads for the sync handlers
-    settings.watching.server_timeout = 300  # re-list regularly: dead watches get noticed
-    settings.watching.client_timeout = 330
-    settings.networking.request_timeout = 30
-    if memo.settings.webhook_port:
-        settings.admission.server = kopf.WebhookServer(
-            addr="127.0.0.1",
-            host="127.0.0.1",
-            port=memo.settings.webhook_port,
-            certfile=memo.settings.webhook_cert,
-            pkeyfile=memo.settings.webhook_key,
-            cafile=memo.settings.webhook_ca,
-        )
-        settings.admission.managed = f"dispatcher.{c.DOMAIN}"
+    operator.configure(
+        settings,
+        finalizer="dispatcher-cleanup",
+        workers=16,
+        webhook=webhook,
+        webhook_name="dispatcher",
+    )
     threading.Thread(target=_resync_loop, args=(memo,), name="resync", daemon=True).start()
 
 
@@ -75,14 +66,7 @@ def on_cleanup(memo: Memo, **_: Any) -> None:
 
 
 def on_login(memo: Memo, **kwargs: Any) -> kopf.ConnectionInfo:
-    if memo.settings.kubeconfig is None:
-        info = kopf.login_with_service_account(**kwargs)
-        if info is None:
-            raise kopf.LoginError("no --kubeconfig given and not running in a cluster")
-        return info
-    return kopf.ConnectionInfo(
-        **connection_from_kubeconfig(read_kubeconfig(memo.settings.kubeconfig))
-    )
+    return operator.login(memo.settings.kubeconfig, **kwargs)
 
 
 # ---- indexes ------------------------------------------------------------------------------------
@@ -297,14 +281,7 @@ def reconcile_trainjob(
 def on_workload_event(namespace: str, name: str, memo: Memo, **kwargs: Any) -> None:
     indexes = _indexes(kwargs, memo)
     wl = _first(indexes["workload_index"], (namespace, name))
-    owner = next(
-        (
-            r["name"]
-            for r in (wl or {}).get("metadata", {}).get("ownerReferences") or []
-            if r.get("kind") == "TrainJob"
-        ),
-        None,
-    )
+    owner = operator.owner_name(wl)
     if owner:
         reconcile_trainjob(memo, namespace, owner, indexes)
 
@@ -373,14 +350,7 @@ def on_remote_change(memo: Memo, namespace: str, name: str) -> None:
         reconcile_trainjob(memo, namespace, name, indexes)
         return
     wl = _first(indexes["workload_index"], (namespace, name))
-    owner = next(
-        (
-            r["name"]
-            for r in (wl or {}).get("metadata", {}).get("ownerReferences") or []
-            if r.get("kind") == "TrainJob"
-        ),
-        None,
-    )
+    owner = operator.owner_name(wl)
     if owner:
         reconcile_trainjob(memo, namespace, owner, indexes)
 

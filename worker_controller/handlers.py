@@ -14,9 +14,9 @@ from typing import Any
 
 import kopf
 
-from trainjob import admission, queueing
+from trainjob import admission, operator, queueing
 from trainjob import constants as c
-from trainjob.kube import Cluster, connection_from_kubeconfig, read_kubeconfig
+from trainjob.kube import Cluster
 from trainjob.models import parse_trainjob
 from trainjob.queueing_io import execute_queue_plan, priority_of
 from trainjob.workload import workload_name
@@ -47,32 +47,17 @@ class Memo(kopf.Memo):
 
 
 def on_startup(settings: kopf.OperatorSettings, memo: Memo, **_: Any) -> None:
-    # Our own domain for kopf's bookkeeping, so nothing on user objects says "zalando".
-    settings.persistence.finalizer = f"{c.DOMAIN}/finalizer"
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=c.DOMAIN)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=c.DOMAIN, key="last-handled-configuration"
+    s = memo.settings
+    webhook = (
+        (s.webhook_port, s.webhook_cert, s.webhook_key, s.webhook_ca) if s.webhook_port else None
     )
-    # We post our own Events for each transition; kopf's per-log-line Events would flood.
-    settings.posting.level = logging.WARNING
-    # Threads for the sync handlers (each reconcile is short and mostly in memory).
-    settings.execution.max_workers = memo.settings.workers
-    # Re-establish watches regularly so a silently dead connection is noticed.
-    settings.watching.server_timeout = 300
-    settings.watching.client_timeout = 330
-    settings.networking.request_timeout = 30
-    if memo.settings.webhook_port:
-        # Served on loopback with our certificate; kopf keeps the webhook configurations
-        # (named after our domain) pointing at it, caBundle included.
-        settings.admission.server = kopf.WebhookServer(
-            addr="127.0.0.1",
-            host="127.0.0.1",
-            port=memo.settings.webhook_port,
-            certfile=memo.settings.webhook_cert,
-            pkeyfile=memo.settings.webhook_key,
-            cafile=memo.settings.webhook_ca,
-        )
-        settings.admission.managed = f"worker-controller.{c.DOMAIN}"
+    operator.configure(
+        settings,
+        finalizer="finalizer",
+        workers=memo.settings.workers,
+        webhook=webhook,
+        webhook_name="worker-controller",
+    )
     threading.Thread(target=_resync_loop, args=(memo,), name="resync", daemon=True).start()
 
 
@@ -108,14 +93,7 @@ def _resync_loop(memo: Memo) -> None:
 
 
 def on_login(memo: Memo, **kwargs: Any) -> kopf.ConnectionInfo:
-    if memo.settings.kubeconfig is None:
-        info = kopf.login_with_service_account(**kwargs)
-        if info is None:
-            raise kopf.LoginError("no --kubeconfig given and not running in a cluster")
-        return info
-    return kopf.ConnectionInfo(
-        **connection_from_kubeconfig(read_kubeconfig(memo.settings.kubeconfig))
-    )
+    return operator.login(memo.settings.kubeconfig, **kwargs)
 
 
 # ---- indexes: kopf keeps them current from its watches -------------------------------------------

@@ -32,6 +32,13 @@ class MultiKueue:
         self.workers = [w.name for w in bed.config.workers]
         setup.install(bed, self.ns, **install)
 
+    def set_quota(self, worker: str, cpu: str) -> None:
+        """Change the CPU quota of this namespace's ClusterQueue on `worker`."""
+        queue = setup.queue_objects(self.ns, cpu, suffix=f"-{self.ns}")[1]
+        self.custom(worker).patch_cluster_custom_object(
+            *KUEUE, "clusterqueues", queue["metadata"]["name"], {"spec": queue["spec"]}
+        )
+
     def custom(self, cluster: str | None = None) -> client.CustomObjectsApi:
         return client.CustomObjectsApi(self.bed.api(cluster or self.manager))
 
@@ -173,29 +180,7 @@ def test_no_quota_anywhere_waits_and_runs_once_freed(bed: Bed) -> None:
     )
     assert mk.condition("patient", "Complete") is None and mk.running_on("patient") == []
     last = mk.workers[-1]
-    mk.custom(last).patch_cluster_custom_object(
-        *KUEUE,
-        "clusterqueues",
-        f"cq-{mk.ns}",
-        {
-            "spec": {
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu", "memory"],
-                        "flavors": [
-                            {
-                                "name": "default",
-                                "resources": [
-                                    {"name": "cpu", "nominalQuota": "8"},
-                                    {"name": "memory", "nominalQuota": "1Ti"},
-                                ],
-                            }
-                        ],
-                    }
-                ]
-            }
-        },
-    )
+    mk.set_quota(last, "8")
     mk.wait("patient", "Complete")
     assert (mk.get("patient") or {})["status"]["clusterName"] == last
 
@@ -329,29 +314,7 @@ def test_dispatcher_restart_mid_dispatch_runs_the_trainjob_once(
     try:
         # While the dispatcher is down, every worker admits its copy.
         for worker in mk.workers:
-            mk.custom(worker).patch_cluster_custom_object(
-                *KUEUE,
-                "clusterqueues",
-                f"cq-{mk.ns}",
-                {
-                    "spec": {
-                        "resourceGroups": [
-                            {
-                                "coveredResources": ["cpu", "memory"],
-                                "flavors": [
-                                    {
-                                        "name": "default",
-                                        "resources": [
-                                            {"name": "cpu", "nominalQuota": "8"},
-                                            {"name": "memory", "nominalQuota": "1Ti"},
-                                        ],
-                                    }
-                                ],
-                            }
-                        ]
-                    }
-                },
-            )
+            mk.set_quota(worker, "8")
         wait_for(
             lambda: all(
                 any(

@@ -1,0 +1,61 @@
+"""kopf set-up both controllers share: our domain for kopf's bookkeeping, tuning, login."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import kopf
+
+from trainjob import constants as c
+from trainjob.kube import connection_from_kubeconfig, read_kubeconfig
+
+
+def configure(
+    settings: kopf.OperatorSettings,
+    *,
+    finalizer: str,
+    workers: int,
+    webhook: tuple[int, Path | None, Path | None, Path | None] | None,
+    webhook_name: str,
+) -> None:
+    """Tune kopf; `webhook` is (port, cert, key, ca) to serve admission on 127.0.0.1."""
+    # Our own domain for kopf's bookkeeping, so nothing on user objects says "zalando".
+    settings.persistence.finalizer = f"{c.DOMAIN}/{finalizer}"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=c.DOMAIN)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=c.DOMAIN, key="last-handled-configuration"
+    )
+    # We record our own Events for each transition; kopf's per-log-line Events would flood.
+    settings.posting.level = logging.WARNING
+    # Threads for the sync handlers (each reconcile is short and mostly in memory).
+    settings.execution.max_workers = workers
+    # Re-establish watches regularly so a silently dead connection is noticed.
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.networking.request_timeout = 30
+    if webhook is not None:
+        port, cert, key, ca = webhook
+        # Served on loopback with our certificate; kopf keeps the webhook configurations
+        # (named after our domain) pointing at it, caBundle included.
+        settings.admission.server = kopf.WebhookServer(
+            addr="127.0.0.1", host="127.0.0.1", port=port, certfile=cert, pkeyfile=key, cafile=ca
+        )
+        settings.admission.managed = f"{webhook_name}.{c.DOMAIN}"
+
+
+def login(kubeconfig: Path | None, **kwargs: Any) -> kopf.ConnectionInfo:
+    """Credentials from our own kubeconfig (never the process-global one), else in-cluster."""
+    if kubeconfig is None:
+        info = kopf.login_with_service_account(**kwargs)
+        if info is None:
+            raise kopf.LoginError("no --kubeconfig given and not running in a cluster")
+        return info
+    return kopf.ConnectionInfo(**connection_from_kubeconfig(read_kubeconfig(kubeconfig)))
+
+
+def owner_name(obj: dict[str, Any] | None, kind: str = "TrainJob") -> str | None:
+    """Name of the first owner of `kind` in an object's ownerReferences."""
+    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
+    return next((str(r["name"]) for r in refs if r.get("kind") == kind), None)
