@@ -7,6 +7,7 @@ import datetime as dt
 import hashlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,8 +31,22 @@ class Registry:
     ) -> None:
         self.settings, self.manager, self._on_change = settings, manager, on_change
         self.remotes: dict[str, RemoteCluster] = {}
+        # Remote writes recently sent, so passes that run before the watch catches up do not
+        # repeat them: (cluster, verb, kind, namespace, name) -> monotonic time.
+        self._recent: dict[tuple[str, ...], float] = {}
         self._fingerprints: dict[str, str] = {}
         self._lock = threading.Lock()
+
+    def first_time(self, key: tuple[str, ...], window: float = 5.0) -> bool:
+        """True unless the same remote write was sent less than `window` seconds ago."""
+        now = time.monotonic()
+        with self._lock:
+            if now - self._recent.get(key, -window) < window:
+                return False
+            self._recent[key] = now
+            if len(self._recent) > 10000:  # forget old entries
+                self._recent = {k: t for k, t in self._recent.items() if now - t < window}
+            return True
 
     def get(self, name: str) -> RemoteCluster | None:
         with self._lock:

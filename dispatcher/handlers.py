@@ -96,6 +96,14 @@ def flavor_index(name: str, body: kopf.Body, **_: Any) -> Dict:
     return {name: dict(body)}
 
 
+def runtime_index(namespace: str, name: str, body: kopf.Body, **_: Any) -> Dict:
+    return {(namespace, name): dict(body)}
+
+
+def cluster_runtime_index(name: str, body: kopf.Body, **_: Any) -> Dict:
+    return {name: dict(body)}
+
+
 INDEX_NAMES = (
     "workload_index",
     "trainjob_index",
@@ -103,6 +111,8 @@ INDEX_NAMES = (
     "config_index",
     "cluster_index",
     "flavor_index",
+    "runtime_index",
+    "cluster_runtime_index",
 )
 
 
@@ -257,15 +267,10 @@ def reconcile_trainjob(
             log.warning("[%s] %s/%s: %s", memo.settings.cluster_name, namespace, name, exc)
             return
         ref = tj.spec.runtime_ref
-        kind = (
-            "TrainingRuntime" if ref.kind == c.TRAINING_RUNTIME_KIND else "ClusterTrainingRuntime"
-        )
-        runtime = memo.manager.get_or_none(
-            f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}",
-            kind,
-            ref.name,
-            namespace if kind == "TrainingRuntime" else None,
-        )
+        if ref.kind == c.TRAINING_RUNTIME_KIND:
+            runtime = _first(indexes["runtime_index"], (namespace, ref.name))
+        else:
+            runtime = _first(indexes["cluster_runtime_index"], ref.name)
         wl_name = queueing.expected_workload_name(tj)
         wl = _first(indexes["workload_index"], (namespace, wl_name))
         pc = tj.metadata.labels.get(c.KUEUE_PRIORITY_CLASS_LABEL)
@@ -388,6 +393,12 @@ def register(settings: DispatcherSettings) -> kopf.OperatorRegistry:
     kopf.index("kueue.x-k8s.io", "v1beta2", "multikueueconfigs", registry=registry)(config_index)
     kopf.index("kueue.x-k8s.io", "v1beta2", "multikueueclusters", registry=registry)(cluster_index)
     kopf.index("kueue.x-k8s.io", "v1beta2", "resourceflavors", registry=registry)(flavor_index)
+    kopf.index(c.TRAINER_GROUP, c.TRAINER_VERSION, "trainingruntimes", registry=registry)(
+        runtime_index
+    )
+    kopf.index(c.TRAINER_GROUP, c.TRAINER_VERSION, "clustertrainingruntimes", registry=registry)(
+        cluster_runtime_index
+    )
     kopf.on.event("kueue.x-k8s.io", "v1beta2", "multikueueclusters", registry=registry)(
         on_cluster_event
     )

@@ -138,4 +138,4 @@ class RemoteCluster:
             except Exception as exc:  # any failure: mark down, back off, relist
                 self._set_ok(kind, False, f"{type(exc).__name__}: {str(exc)[:200]}")
                 self._stop.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
+                backoff = min(backoff * 2, 10.0)

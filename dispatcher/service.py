@@ -32,6 +32,15 @@ def execute_dispatch(
         if remote is None:
             continue
         meta = action.obj["metadata"]
+        key = (
+            action.cluster,
+            action.verb,
+            action.obj["kind"],
+            meta.get("namespace", ""),
+            meta["name"],
+        )
+        if not registry.first_time(key):
+            continue
         try:
             if action.verb == "create":
                 remote.cluster.create(action.obj)

