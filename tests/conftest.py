@@ -16,6 +16,20 @@ from demo import setup
 LOST_TIMEOUT = 15.0  # seconds a worker may be unreachable before its jobs move elsewhere
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that stop parts of the bed run last, so a slow recovery cannot spill over."""
+    items.sort(key=lambda item: item.get_closest_marker("disruptive") is not None)
+
+
+def restore_api_server(bed: Bed, cluster: str) -> None:
+    """Start a stopped kube-apiserver again, then Kueue: Kueue v0.19's caches were seen to stay
+    stale for minutes after a long API-server outage (Workloads Pending with "namespace does
+    not exist" for new namespaces), as an operator would restart it."""
+    bed.start_component(cluster, "kube-apiserver")
+    bed.stop_component(cluster, "kueue")
+    bed.start_component(cluster, "kueue", timeout=120)
+
+
 @pytest.fixture(scope="session")
 def bed() -> Iterator[Bed]:
     """The bed, brought up once per session, or the running one $TJ_BED_STATE_DIR names.

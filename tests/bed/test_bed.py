@@ -268,6 +268,7 @@ def test_deleting_a_namespace_removes_its_objects(bed: Bed, worker_names: list[s
     assert not core.list_pod_for_all_namespaces(field_selector=f"metadata.namespace={ns}").items
 
 
+@pytest.mark.disruptive
 def test_worker_api_server_restart_keeps_objects(
     bed: Bed, worker_names: list[str], namespace_factory: Callable[..., str]
 ) -> None:

@@ -14,7 +14,7 @@ from kubernetes import client
 from clusters.bed import Bed
 from clusters.kube import Applier, load_manifests
 from demo import setup
-from tests.conftest import LOST_TIMEOUT
+from tests.conftest import LOST_TIMEOUT, restore_api_server
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
@@ -328,6 +328,7 @@ def test_dispatcher_restart_mid_dispatch_runs_the_trainjob_once(
     assert ran_on == {winner}
 
 
+@pytest.mark.disruptive
 def test_delete_while_the_worker_is_down_finishes_after_it_returns(bed: Bed) -> None:
     mk = MultiKueue(bed)
     mk.submit("orphan", run="600s")
@@ -344,7 +345,7 @@ def test_delete_while_the_worker_is_down_finishes_after_it_returns(bed: Bed) -> 
         )
         assert mk.get("orphan") is not None
     finally:
-        bed.start_component(where, "kube-apiserver")
+        restore_api_server(bed, where)
     wait_for(
         lambda: mk.get("orphan") is None and mk.get("orphan", where) is None,
         90,
@@ -352,6 +353,7 @@ def test_delete_while_the_worker_is_down_finishes_after_it_returns(bed: Bed) -> 
     )
 
 
+@pytest.mark.disruptive
 def test_lost_worker_moves_the_trainjob_to_the_other(bed: Bed, worker_names: list[str]) -> None:
     mk = MultiKueue(bed)
     mk.submit("mover", run="20s")
@@ -377,7 +379,7 @@ def test_lost_worker_moves_the_trainjob_to_the_other(bed: Bed, worker_names: lis
         )
         mk.wait("mover", "Complete", timeout=120)
     finally:
-        bed.start_component(lost, "kube-apiserver")
+        restore_api_server(bed, lost)
     # Once the lost worker is back, our stale copy there is removed: never two runs.
     wait_for(
         lambda: mk.get("mover", lost) is None,
