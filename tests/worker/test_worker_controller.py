@@ -55,10 +55,19 @@ def test_torch_three_nodes_run_and_complete(tjs: TrainJobs) -> None:
     assert tjs.get("mnist")["status"]["jobsStatus"] == [
         {"name": "node", "ready": 0, "succeeded": 1, "failed": 0, "active": 0, "suspended": 0}
     ]
-    events = tjs.core.list_namespaced_event(
-        tjs.ns, field_selector="involvedObject.name=mnist,involvedObject.kind=TrainJob"
-    ).items
-    assert "Completed" in {e.reason for e in events}
+    wait_for(
+        lambda: (
+            "Completed"
+            in {
+                e.reason
+                for e in tjs.core.list_namespaced_event(
+                    tjs.ns, field_selector="involvedObject.name=mnist,involvedObject.kind=TrainJob"
+                ).items
+            }
+        ),
+        15,
+        what="the Completed Event (it follows the status write)",
+    )
 
 
 def test_suspend_removes_pods_and_resume_starts_them(tjs: TrainJobs) -> None:
@@ -173,8 +182,17 @@ def test_service_rules(tjs: TrainJobs) -> None:
     )
     cond = tjs.wait_condition("dup", "ServiceConflict", timeout=30)
     assert cond["reason"] == "MultipleServices" and "dup-extra" in cond["message"]
-    events = tjs.core.list_namespaced_event(tjs.ns, field_selector="involvedObject.name=dup").items
-    assert any(e.reason == "MultipleServices" and e.type == "Warning" for e in events)
+    # The Event follows the status write; give it a moment.
+    wait_for(
+        lambda: any(
+            e.reason == "MultipleServices" and e.type == "Warning"
+            for e in tjs.core.list_namespaced_event(
+                tjs.ns, field_selector="involvedObject.name=dup"
+            ).items
+        ),
+        15,
+        what="a Warning Event MultipleServices on dup",
+    )
 
 
 def test_deleting_the_trainjob_removes_everything(tjs: TrainJobs) -> None:
