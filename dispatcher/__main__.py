@@ -8,12 +8,12 @@ import sys
 import threading
 from pathlib import Path
 
-import kopf
 from pydantic import ValidationError
 
 from dispatcher.clusters import FIELD_MANAGER, Registry
 from dispatcher.handlers import Memo, on_remote_change, register
 from dispatcher.settings import DispatcherSettings
+from trainjob import operator
 from trainjob.kube import Cluster
 
 
@@ -86,13 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         stop=threading.Event(),
     )
     memo.registry = Registry(settings, manager, lambda ns, name: on_remote_change(memo, ns, name))
-    kopf.run(
-        registry=register(settings),
-        clusterwide=True,
-        standalone=True,
-        memo=memo,
-        liveness_endpoint=f"http://127.0.0.1:{settings.health_port}/healthz",
-    )
+    operator.run(register(settings), memo, settings.health_port)
     return 0
 
 

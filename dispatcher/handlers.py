@@ -72,38 +72,6 @@ def on_login(memo: Memo, **kwargs: Any) -> kopf.ConnectionInfo:
 # ---- indexes ------------------------------------------------------------------------------------
 
 
-def workload_index(namespace: str, name: str, body: kopf.Body, **_: Any) -> Dict:
-    return {(namespace, name): dict(body)}
-
-
-def trainjob_index(namespace: str, name: str, body: kopf.Body, **_: Any) -> Dict:
-    return {(namespace, name): dict(body)}
-
-
-def check_index(name: str, body: kopf.Body, **_: Any) -> Dict:
-    return {name: dict(body)}
-
-
-def config_index(name: str, body: kopf.Body, **_: Any) -> Dict:
-    return {name: dict(body)}
-
-
-def cluster_index(name: str, body: kopf.Body, **_: Any) -> Dict:
-    return {name: dict(body)}
-
-
-def flavor_index(name: str, body: kopf.Body, **_: Any) -> Dict:
-    return {name: dict(body)}
-
-
-def runtime_index(namespace: str, name: str, body: kopf.Body, **_: Any) -> Dict:
-    return {(namespace, name): dict(body)}
-
-
-def cluster_runtime_index(name: str, body: kopf.Body, **_: Any) -> Dict:
-    return {name: dict(body)}
-
-
 INDEX_NAMES = (
     "workload_index",
     "trainjob_index",
@@ -387,18 +355,38 @@ def register(settings: DispatcherSettings) -> kopf.OperatorRegistry:
     kopf.on.startup(registry=registry)(on_startup)
     kopf.on.cleanup(registry=registry)(on_cleanup)
     kopf.on.login(registry=registry)(on_login)
-    kopf.index(*WORKLOADS, registry=registry)(workload_index)
-    kopf.index(*TRAINJOBS, registry=registry)(trainjob_index)
-    kopf.index("kueue.x-k8s.io", "v1beta2", "admissionchecks", registry=registry)(check_index)
-    kopf.index("kueue.x-k8s.io", "v1beta2", "multikueueconfigs", registry=registry)(config_index)
-    kopf.index("kueue.x-k8s.io", "v1beta2", "multikueueclusters", registry=registry)(cluster_index)
-    kopf.index("kueue.x-k8s.io", "v1beta2", "resourceflavors", registry=registry)(flavor_index)
-    kopf.index(c.TRAINER_GROUP, c.TRAINER_VERSION, "trainingruntimes", registry=registry)(
-        runtime_index
+    kopf.index(*WORKLOADS, registry=registry, id="workload_index")(
+        operator.index_by_namespaced_name
     )
-    kopf.index(c.TRAINER_GROUP, c.TRAINER_VERSION, "clustertrainingruntimes", registry=registry)(
-        cluster_runtime_index
+    kopf.index(*TRAINJOBS, registry=registry, id="trainjob_index")(
+        operator.index_by_namespaced_name
     )
+    kopf.index("kueue.x-k8s.io", "v1beta2", "admissionchecks", registry=registry, id="check_index")(
+        operator.index_by_name
+    )
+    kopf.index(
+        "kueue.x-k8s.io", "v1beta2", "multikueueconfigs", registry=registry, id="config_index"
+    )(operator.index_by_name)
+    kopf.index(
+        "kueue.x-k8s.io", "v1beta2", "multikueueclusters", registry=registry, id="cluster_index"
+    )(operator.index_by_name)
+    kopf.index(
+        "kueue.x-k8s.io", "v1beta2", "resourceflavors", registry=registry, id="flavor_index"
+    )(operator.index_by_name)
+    kopf.index(
+        c.TRAINER_GROUP,
+        c.TRAINER_VERSION,
+        "trainingruntimes",
+        registry=registry,
+        id="runtime_index",
+    )(operator.index_by_namespaced_name)
+    kopf.index(
+        c.TRAINER_GROUP,
+        c.TRAINER_VERSION,
+        "clustertrainingruntimes",
+        registry=registry,
+        id="cluster_runtime_index",
+    )(operator.index_by_name)
     kopf.on.event("kueue.x-k8s.io", "v1beta2", "multikueueclusters", registry=registry)(
         on_cluster_event
     )

@@ -59,3 +59,26 @@ def owner_name(obj: dict[str, Any] | None, kind: str = "TrainJob") -> str | None
     """Name of the first owner of `kind` in an object's ownerReferences."""
     refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
     return next((str(r["name"]) for r in refs if r.get("kind") == kind), None)
+
+
+def index_by_name(name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    """A kopf index of cluster-scoped objects: name -> body."""
+    return {name: dict(body)}
+
+
+def index_by_namespaced_name(
+    namespace: str, name: str, body: kopf.Body, **_: Any
+) -> dict[Any, Any]:
+    """A kopf index of namespaced objects: (namespace, name) -> body."""
+    return {(namespace, name): dict(body)}
+
+
+def run(registry: kopf.OperatorRegistry, memo: kopf.Memo, health_port: int) -> None:
+    """Run the operator cluster-wide, alone (no peering), with a loopback liveness endpoint."""
+    kopf.run(
+        registry=registry,
+        clusterwide=True,
+        standalone=True,
+        memo=memo,
+        liveness_endpoint=f"http://127.0.0.1:{health_port}/healthz",
+    )

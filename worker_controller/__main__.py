@@ -8,10 +8,10 @@ import sys
 import threading
 from pathlib import Path
 
-import kopf
 from pydantic import ValidationError
 
 from trainjob import constants as c
+from trainjob import operator
 from trainjob.kube import Cluster
 from worker_controller.handlers import Memo, register
 from worker_controller.settings import WorkerSettings
@@ -83,13 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         stop=threading.Event(),
         indexes={},
     )
-    kopf.run(
-        registry=register(settings),
-        clusterwide=True,
-        standalone=True,
-        memo=memo,
-        liveness_endpoint=f"http://127.0.0.1:{settings.health_port}/healthz",
-    )
+    operator.run(register(settings), memo, settings.health_port)
     return 0
 
 

@@ -99,32 +99,12 @@ def on_login(memo: Memo, **kwargs: Any) -> kopf.ConnectionInfo:
 # ---- indexes: kopf keeps them current from its watches -------------------------------------------
 
 
-def trainjob_index(namespace: str, name: str, body: kopf.Body, **_: Any) -> Dict:
-    return {(namespace, name): dict(body)}
-
-
 def job_index(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Dict:
     return {(namespace, labels[c.TRAINJOB_NAME_LABEL]): dict(body)}
 
 
 def service_index(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Dict:
     return {(namespace, labels[c.TRAINJOB_NAME_LABEL]): dict(body)}
-
-
-def runtime_index(namespace: str, name: str, body: kopf.Body, **_: Any) -> Dict:
-    return {(namespace, name): dict(body)}
-
-
-def cluster_runtime_index(name: str, body: kopf.Body, **_: Any) -> Dict:
-    return {name: dict(body)}
-
-
-def workload_index(namespace: str, name: str, body: kopf.Body, **_: Any) -> Dict:
-    return {(namespace, name): dict(body)}
-
-
-def flavor_index(name: str, body: kopf.Body, **_: Any) -> Dict:
-    return {name: dict(body)}
 
 
 def owner_index(namespace: str, name: str, labels: kopf.Labels, uid: str, **_: Any) -> Dict:
@@ -276,17 +256,31 @@ def register(settings: WorkerSettings) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     kopf.on.startup(registry=registry)(on_startup)
     kopf.on.login(registry=registry)(on_login)
-    kopf.index(*TRAINJOBS, registry=registry)(trainjob_index)
+    kopf.index(*TRAINJOBS, registry=registry, id="trainjob_index")(
+        operator.index_by_namespaced_name
+    )
     kopf.index("batch", "v1", "jobs", labels=OURS, registry=registry)(job_index)
     kopf.index("v1", "services", labels=OURS, registry=registry)(service_index)
-    kopf.index(c.TRAINER_GROUP, c.TRAINER_VERSION, "trainingruntimes", registry=registry)(
-        runtime_index
+    kopf.index(
+        c.TRAINER_GROUP,
+        c.TRAINER_VERSION,
+        "trainingruntimes",
+        registry=registry,
+        id="runtime_index",
+    )(operator.index_by_namespaced_name)
+    kopf.index(
+        c.TRAINER_GROUP,
+        c.TRAINER_VERSION,
+        "clustertrainingruntimes",
+        registry=registry,
+        id="cluster_runtime_index",
+    )(operator.index_by_name)
+    kopf.index(*WORKLOADS, registry=registry, id="workload_index")(
+        operator.index_by_namespaced_name
     )
-    kopf.index(c.TRAINER_GROUP, c.TRAINER_VERSION, "clustertrainingruntimes", registry=registry)(
-        cluster_runtime_index
-    )
-    kopf.index(*WORKLOADS, registry=registry)(workload_index)
-    kopf.index("kueue.x-k8s.io", "v1beta2", "resourceflavors", registry=registry)(flavor_index)
+    kopf.index(
+        "kueue.x-k8s.io", "v1beta2", "resourceflavors", registry=registry, id="flavor_index"
+    )(operator.index_by_name)
     kopf.index(*TRAINJOBS, registry=registry)(owner_index)
     kopf.on.event(*TRAINJOBS, registry=registry)(on_trainjob_event)
     kopf.on.event(*WORKLOADS, registry=registry)(on_workload_event)
