@@ -19,7 +19,6 @@ from trainjob import constants as c
 from trainjob import workload as wlmod
 
 Dict = dict[str, Any]
-DOMAIN_CLUSTER_ANNOTATION = f"{c.DOMAIN}/cluster"
 
 
 @dataclass

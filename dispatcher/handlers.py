@@ -355,38 +355,7 @@ def register(settings: DispatcherSettings) -> kopf.OperatorRegistry:
     kopf.on.startup(registry=registry)(on_startup)
     kopf.on.cleanup(registry=registry)(on_cleanup)
     kopf.on.login(registry=registry)(on_login)
-    kopf.index(*WORKLOADS, registry=registry, id="workload_index")(
-        operator.index_by_namespaced_name
-    )
-    kopf.index(*TRAINJOBS, registry=registry, id="trainjob_index")(
-        operator.index_by_namespaced_name
-    )
-    kopf.index("kueue.x-k8s.io", "v1beta2", "admissionchecks", registry=registry, id="check_index")(
-        operator.index_by_name
-    )
-    kopf.index(
-        "kueue.x-k8s.io", "v1beta2", "multikueueconfigs", registry=registry, id="config_index"
-    )(operator.index_by_name)
-    kopf.index(
-        "kueue.x-k8s.io", "v1beta2", "multikueueclusters", registry=registry, id="cluster_index"
-    )(operator.index_by_name)
-    kopf.index(
-        "kueue.x-k8s.io", "v1beta2", "resourceflavors", registry=registry, id="flavor_index"
-    )(operator.index_by_name)
-    kopf.index(
-        c.TRAINER_GROUP,
-        c.TRAINER_VERSION,
-        "trainingruntimes",
-        registry=registry,
-        id="runtime_index",
-    )(operator.index_by_namespaced_name)
-    kopf.index(
-        c.TRAINER_GROUP,
-        c.TRAINER_VERSION,
-        "clustertrainingruntimes",
-        registry=registry,
-        id="cluster_runtime_index",
-    )(operator.index_by_name)
+    operator.add_indexes(registry, *INDEX_NAMES)
     kopf.on.event("kueue.x-k8s.io", "v1beta2", "multikueueclusters", registry=registry)(
         on_cluster_event
     )

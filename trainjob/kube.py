@@ -53,21 +53,8 @@ def _path_for(api_version: str, plural: str, namespace: str | None, name: str | 
     return f"{base}/{name}" if name else base
 
 
-_PLURALS = {
-    "Job": "jobs",
-    "Service": "services",
-    "ConfigMap": "configmaps",
-    "Secret": "secrets",
-    "TrainJob": "trainjobs",
-    "Workload": "workloads",
-    "Event": "events",
-}
-
-
 def plural_of(kind: str) -> str:
     """Resource name of a kind (Kubernetes' regular plural rules cover the kinds we use)."""
-    if kind in _PLURALS:
-        return _PLURALS[kind]
     lower = kind.lower()
     return lower + "es" if lower.endswith(("s", "x", "ch", "sh")) else lower + "s"
 

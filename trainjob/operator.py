@@ -73,6 +73,27 @@ def index_by_namespaced_name(
     return {(namespace, name): dict(body)}
 
 
+# Watch caches both controllers keep: index id -> (group, version, plural, namespaced).
+INDEXES: dict[str, tuple[str, str, str, bool]] = {
+    "trainjob_index": (c.TRAINER_GROUP, c.TRAINER_VERSION, "trainjobs", True),
+    "runtime_index": (c.TRAINER_GROUP, c.TRAINER_VERSION, "trainingruntimes", True),
+    "cluster_runtime_index": (c.TRAINER_GROUP, c.TRAINER_VERSION, "clustertrainingruntimes", False),
+    "workload_index": ("kueue.x-k8s.io", "v1beta2", "workloads", True),
+    "flavor_index": ("kueue.x-k8s.io", "v1beta2", "resourceflavors", False),
+    "check_index": ("kueue.x-k8s.io", "v1beta2", "admissionchecks", False),
+    "config_index": ("kueue.x-k8s.io", "v1beta2", "multikueueconfigs", False),
+    "cluster_index": ("kueue.x-k8s.io", "v1beta2", "multikueueclusters", False),
+}
+
+
+def add_indexes(registry: kopf.OperatorRegistry, *names: str) -> None:
+    """Register the named watch caches (by name, or by (namespace, name) when namespaced)."""
+    for name in names:
+        group, version, plural, namespaced = INDEXES[name]
+        fn: Any = index_by_namespaced_name if namespaced else index_by_name
+        kopf.index(group, version, plural, registry=registry, id=name)(fn)
+
+
 def run(registry: kopf.OperatorRegistry, memo: kopf.Memo, health_port: int) -> None:
     """Run the operator cluster-wide, alone (no peering), with a loopback liveness endpoint."""
     kopf.run(

@@ -16,12 +16,13 @@ import kopf
 
 from trainjob import admission, operator, queueing
 from trainjob import constants as c
+from trainjob.conditions import trainjob_finished
 from trainjob.kube import Cluster
 from trainjob.models import parse_trainjob
 from trainjob.queueing_io import execute_queue_plan, priority_of
 from trainjob.workload import workload_name
 from worker_controller import service
-from worker_controller.reconcile import Observed, is_finished, reconcile_trainjob
+from worker_controller.reconcile import Observed, reconcile_trainjob
 from worker_controller.settings import WorkerSettings
 
 Dict = dict[str, Any]
@@ -150,7 +151,7 @@ def _reconcile(
         if (
             not services
             and runtime is not None
-            and not is_finished((trainjob.get("status") or {}).get("conditions") or [])
+            and not trainjob_finished((trainjob.get("status") or {}).get("conditions") or [])
         ):
             # Only then can a foreign Service block ours: ask the API.
             named = memo.cluster.get_or_none("v1", "Service", name, namespace)
@@ -256,31 +257,16 @@ def register(settings: WorkerSettings) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     kopf.on.startup(registry=registry)(on_startup)
     kopf.on.login(registry=registry)(on_login)
-    kopf.index(*TRAINJOBS, registry=registry, id="trainjob_index")(
-        operator.index_by_namespaced_name
+    operator.add_indexes(
+        registry,
+        "trainjob_index",
+        "runtime_index",
+        "cluster_runtime_index",
+        "workload_index",
+        "flavor_index",
     )
     kopf.index("batch", "v1", "jobs", labels=OURS, registry=registry)(job_index)
     kopf.index("v1", "services", labels=OURS, registry=registry)(service_index)
-    kopf.index(
-        c.TRAINER_GROUP,
-        c.TRAINER_VERSION,
-        "trainingruntimes",
-        registry=registry,
-        id="runtime_index",
-    )(operator.index_by_namespaced_name)
-    kopf.index(
-        c.TRAINER_GROUP,
-        c.TRAINER_VERSION,
-        "clustertrainingruntimes",
-        registry=registry,
-        id="cluster_runtime_index",
-    )(operator.index_by_name)
-    kopf.index(*WORKLOADS, registry=registry, id="workload_index")(
-        operator.index_by_namespaced_name
-    )
-    kopf.index(
-        "kueue.x-k8s.io", "v1beta2", "resourceflavors", registry=registry, id="flavor_index"
-    )(operator.index_by_name)
     kopf.index(*TRAINJOBS, registry=registry)(owner_index)
     kopf.on.event(*TRAINJOBS, registry=registry)(on_trainjob_event)
     kopf.on.event(*WORKLOADS, registry=registry)(on_workload_event)

@@ -52,10 +52,6 @@ def is_ours(tj: TrainJob) -> bool:
     return tj.spec.managed_by in (None, "", c.MANAGED_BY_BUILTIN)
 
 
-def is_finished(conditions: list[Dict]) -> bool:
-    return cond.trainjob_finished(conditions)
-
-
 class _Status:
     """Accumulates condition changes and the Events that announce them."""
 
@@ -127,7 +123,7 @@ def reconcile_trainjob(obs: Observed) -> Plan:
         return plan
     st = _Status(tj, obs.now, plan)
     # 3. Finished is final: only make sure nothing of it still runs.
-    if is_finished(tj.conditions()):
+    if cond.trainjob_finished(tj.conditions()):
         info = _try_runtime_info(tj, obs.runtime) if obs.runtime else None
         if info is not None:
             _suspend_active(info, obs.trainjob, obs.jobs, plan)
