@@ -11,10 +11,11 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from dispatcher.clusters import FIELD_MANAGER, Registry
-from dispatcher.handlers import Memo, on_remote_change, register
+from dispatcher.handlers import Memo, on_remote_change, on_remote_state, register, sync_trainjob
 from dispatcher.settings import DispatcherSettings
 from trainjob import operator
 from trainjob.kube import Cluster
+from trainjob.workqueue import WorkQueue, WriteMemory
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,7 +30,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--origin", default="multikueue")
     parser.add_argument("--strategy", choices=["AllAtOnce", "Incremental"], default="AllAtOnce")
     parser.add_argument("--worker-lost-timeout", type=float, default=900.0)
-    parser.add_argument("--resync-seconds", type=float, default=5.0)
+    parser.add_argument(
+        "--resync-seconds",
+        type=float,
+        default=30.0,
+        help="safety-net pass over TrainJobs in flight (changes are handled as they happen)",
+    )
+    parser.add_argument("--workers", type=int, default=8, help="threads reconciling TrainJobs")
     parser.add_argument("--gc-interval", type=float, default=60.0)
     parser.add_argument(
         "--retention-seconds",
@@ -58,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             strategy=args.strategy,
             worker_lost_timeout=args.worker_lost_timeout,
             resync_seconds=args.resync_seconds,
+            workers=args.workers,
             gc_interval=args.gc_interval,
             retention_seconds=args.retention_seconds,
             health_port=args.health_port,
@@ -80,12 +88,20 @@ def main(argv: list[str] | None = None) -> int:
     memo = Memo(
         settings=settings,
         manager=manager,
-        locks={},
-        locks_guard=threading.Lock(),
         indexes={},
+        memory=WriteMemory(),
         stop=threading.Event(),
+        resync_now=threading.Event(),
     )
-    memo.registry = Registry(settings, manager, lambda ns, name: on_remote_change(memo, ns, name))
+    memo.queue = WorkQueue(
+        lambda key: sync_trainjob(memo, key), workers=settings.workers, name="dispatch"
+    )
+    memo.registry = Registry(
+        settings,
+        manager,
+        lambda ns, name: on_remote_change(memo, ns, name),
+        lambda cluster: on_remote_state(memo, cluster),
+    )
     operator.run(register(settings), memo, settings.health_port)
     return 0
 

@@ -27,9 +27,14 @@ class Registry:
     """Live RemoteClusters by MultiKueueCluster name; replaced when their kubeconfig changes."""
 
     def __init__(
-        self, settings: DispatcherSettings, manager: Cluster, on_change: Callable[[str, str], None]
+        self,
+        settings: DispatcherSettings,
+        manager: Cluster,
+        on_change: Callable[[str, str], None],
+        on_state: Callable[[str], None] = lambda name: None,
     ) -> None:
-        self.settings, self.manager, self._on_change = settings, manager, on_change
+        self.settings, self.manager = settings, manager
+        self._on_change, self._on_state = on_change, on_state
         self.remotes: dict[str, RemoteCluster] = {}
         # Remote writes recently sent, so passes that run before the watch catches up do not
         # repeat them: (cluster, verb, kind, namespace, name) -> monotonic time.
@@ -47,6 +52,11 @@ class Registry:
             if len(self._recent) > 10000:  # forget old entries
                 self._recent = {k: t for k, t in self._recent.items() if now - t < window}
             return True
+
+    def forget_write(self, key: tuple[str, ...]) -> None:
+        """A remote write that failed: the next pass may send it again at once."""
+        with self._lock:
+            self._recent.pop(key, None)
 
     def get(self, name: str) -> RemoteCluster | None:
         with self._lock:
@@ -98,7 +108,12 @@ class Registry:
                 return
             old = self.remotes.pop(name, None)
             remote = RemoteCluster(
-                name, kubeconfig, self.settings.origin, self._on_change, FIELD_MANAGER
+                name,
+                kubeconfig,
+                self.settings.origin,
+                self._on_change,
+                FIELD_MANAGER,
+                on_state=self._on_state,
             )
             self.remotes[name] = remote
             self._fingerprints[name] = fingerprint

@@ -49,6 +49,7 @@ class RemoteAction:
     cluster: str
     verb: str  # create | delete
     obj: Dict
+    event: tuple[str, str, str] | None = None  # posted on the manager TrainJob once done
 
 
 @dataclass
@@ -58,7 +59,16 @@ class DispatchPlan:
     cluster_name: str | None = None  # set status.clusterName on the manager Workload
     nominated: list[str] | None = None  # set status.nominatedClusterNames (copies sent)
     trainjob_status: Dict | None = None  # new manager TrainJob status, when it changed
-    events: list[tuple[str, str, str]] = field(default_factory=list)
+    events: list[tuple[str, str, str]] = field(default_factory=list)  # once the writes are done
+    requeue_after: float | None = None  # seconds until time alone changes the decision
+
+    @property
+    def writes_workload(self) -> bool:
+        return (
+            self.check_state is not None
+            or self.cluster_name is not None
+            or self.nominated is not None
+        )
 
 
 class Strategy(Protocol):
@@ -165,11 +175,10 @@ def _delete(plan: DispatchPlan, remote: RemoteView) -> None:
 def _sync_status(obs: DispatchObserved, plan: DispatchPlan, winner: RemoteView) -> None:
     if obs.trainjob is None or winner.trainjob is None:
         return
-    remote_status = dict(winner.trainjob.get("status") or {})
-    want = {**remote_status, "clusterName": winner.name}
+    want = {**(winner.trainjob.get("status") or {}), "clusterName": winner.name}
     have = dict(obs.trainjob.get("status") or {})
-    if have != want:
-        plan.trainjob_status = want
+    if have != want:  # a merge patch: what the worker no longer has is removed with None
+        plan.trainjob_status = {**{k: None for k in have if k not in want}, **want}
 
 
 def reconcile_dispatch(obs: DispatchObserved, strategy: Strategy | None = None) -> DispatchPlan:
@@ -187,6 +196,8 @@ def reconcile_dispatch(obs: DispatchObserved, strategy: Strategy | None = None) 
         if age >= obs.retention:
             for remote in obs.remotes:
                 _delete(plan, remote)
+        elif any(r.workload or r.trainjob for r in obs.remotes):
+            plan.requeue_after = obs.retention - age
         return plan
     # 2. No quota on the manager (waiting, or evicted): nothing may exist remotely.
     if not wlmod.has_quota(wl) or wlmod.is_evicted(wl):
@@ -206,7 +217,9 @@ def reconcile_dispatch(obs: DispatchObserved, strategy: Strategy | None = None) 
                     f"{winner.disconnected_for:.0f}s; dispatching again",
                 )
                 plan.events.append(("Warning", "ClusterLost", plan.check_state[1]))
-            return plan  # a brief disconnect changes nothing
+            else:  # a brief disconnect changes nothing, unless it lasts
+                plan.requeue_after = obs.worker_lost_timeout - winner.disconnected_for
+            return plan
         if winner.workload is None:
             plan.check_state = ("Retry", f"the Workload copy on {winner.name} is gone")
             plan.events.append(("Warning", "RemoteWorkloadGone", plan.check_state[1]))
@@ -224,10 +237,8 @@ def reconcile_dispatch(obs: DispatchObserved, strategy: Strategy | None = None) 
             return plan
         if winner.trainjob is None and obs.trainjob is not None:
             tj = remote_trainjob(obs.trainjob, wl["metadata"]["name"], obs.origin)
-            plan.remote.append(RemoteAction(winner.name, "create", tj))
-            plan.events.append(
-                ("Normal", "CreatedRemote", f"created TrainJob on cluster {winner.name}")
-            )
+            event = ("Normal", "CreatedRemote", f"created TrainJob on cluster {winner.name}")
+            plan.remote.append(RemoteAction(winner.name, "create", tj, event))
         if state.get("state") != "Ready":
             plan.check_state = ("Ready", f'The workload got reservation on "{winner.name}"')
         _sync_status(obs, plan, winner)

@@ -16,10 +16,13 @@ from dispatcher.dispatch import STRATEGIES, DispatchObserved, RemoteView, reconc
 from dispatcher.settings import DispatcherSettings
 from trainjob import admission, operator, queueing
 from trainjob import constants as c
-from trainjob.kube import Cluster
+from trainjob import workload as wlmod
+from trainjob.conditions import trainjob_finished
+from trainjob.kube import ApiException, Cluster
 from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.queueing_io import execute_queue_plan, priority_of
 from trainjob.workload import KUEUE_API
+from trainjob.workqueue import WorkQueue, WriteMemory
 
 Dict = dict[str, Any]
 TRAINJOBS = (c.TRAINER_GROUP, c.TRAINER_VERSION, c.TRAINJOB_PLURAL)
@@ -31,10 +34,11 @@ class Memo(kopf.Memo):
     settings: DispatcherSettings
     manager: Cluster
     registry: Registry
-    locks: dict[tuple[str, str], threading.Lock]
-    locks_guard: threading.Lock
     indexes: dict[str, kopf.Index]  # shared by reference: kopf copies the memo per object
+    queue: WorkQueue[tuple[str, str]]  # manager TrainJobs (namespace, name) to reconcile
+    memory: WriteMemory
     stop: threading.Event
+    resync_now: threading.Event
 
 
 def _is_multikueue(body: Dict) -> bool:
@@ -51,16 +55,21 @@ def on_startup(settings: kopf.OperatorSettings, memo: Memo, **_: Any) -> None:
     )
     operator.configure(
         settings,
-        finalizer="dispatcher-cleanup",
-        workers=16,
+        # Unused: no kopf handler here needs a finalizer; ours is managed by hand so that
+        # kopf keeps no per-object state (annotations) on the users' TrainJobs.
+        finalizer="dispatcher",
+        workers=4,  # kopf's handlers only index and queue; our WorkQueue does the work
         webhook=webhook,
         webhook_name="dispatcher",
     )
+    memo.queue.start()
     threading.Thread(target=_resync_loop, args=(memo,), name="resync", daemon=True).start()
 
 
 def on_cleanup(memo: Memo, **_: Any) -> None:
     memo.stop.set()
+    memo.resync_now.set()
+    memo.queue.stop()
     for remote in list(memo.registry.remotes.values()):
         remote.stop()
 
@@ -81,6 +90,8 @@ INDEX_NAMES = (
     "flavor_index",
     "runtime_index",
     "cluster_runtime_index",
+    "localqueue_index",
+    "clusterqueue_index",
 )
 
 
@@ -152,28 +163,19 @@ def _checks_status(memo: Memo, indexes: dict[str, kopf.Index]) -> None:
 
 
 # ---- workloads and TrainJobs ---------------------------------------------------------------------
+#
+# Watch events (kopf's on the manager, ours on the workers) only put the TrainJob's key on the
+# work queue; its workers reconcile from the caches. See trainjob/workqueue.py.
 
 
-def _lock(memo: Memo, key: tuple[str, str]) -> threading.Lock:
-    with memo.locks_guard:
-        return memo.locks.setdefault(key, threading.Lock())
-
-
-def reconcile_workload(
-    memo: Memo, namespace: str, name: str, indexes: dict[str, kopf.Index]
-) -> None:
-    wl = _first(indexes["workload_index"], (namespace, name))
-    if wl is None:
-        return
-    owner = next(
-        (r for r in wl["metadata"].get("ownerReferences") or [] if r.get("kind") == "TrainJob"),
-        None,
-    )
-    if owner is None:
-        return  # not a TrainJob's Workload: not ours
-    trainjob = _first(indexes["trainjob_index"], (namespace, owner["name"]))
-    if trainjob is None or not _is_multikueue(trainjob):
-        return
+def _dispatch(
+    memo: Memo, trainjob: Dict, wl_name: str, indexes: dict[str, kopf.Index]
+) -> float | None:
+    """The MultiKueue check of a TrainJob's Workload: dispatch, watch, sync back, retry."""
+    namespace = trainjob["metadata"]["namespace"]
+    wl = _first(indexes["workload_index"], (namespace, wl_name))
+    if wl is None or operator.owner_name(wl) != trainjob["metadata"]["name"]:
+        return None
     checks = _our_checks(memo, indexes)
     check = next(
         (
@@ -184,10 +186,9 @@ def reconcile_workload(
         None,
     )
     if check is None:
-        return
-    clusters = _config_clusters(checks[check], indexes) or []
+        return None
     remotes = []
-    for cname in clusters:
+    for cname in _config_clusters(checks[check], indexes) or []:
         remote = memo.registry.get(cname)
         if remote is None:
             remotes.append(RemoteView(cname, False, float("inf"), None, None))
@@ -197,14 +198,12 @@ def reconcile_workload(
                 cname,
                 remote.connected,
                 remote.disconnected_for(),
-                remote.get("Workload", namespace, name),
-                remote.get("TrainJob", namespace, owner["name"]),
+                remote.get("Workload", namespace, wl_name),
+                remote.get("TrainJob", namespace, trainjob["metadata"]["name"]),
             )
         )
     wl.setdefault("apiVersion", KUEUE_API)
     wl.setdefault("kind", "Workload")
-    trainjob.setdefault("apiVersion", f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}")
-    trainjob.setdefault("kind", "TrainJob")
     observed = DispatchObserved(
         workload=wl,
         trainjob=trainjob,
@@ -216,87 +215,152 @@ def reconcile_workload(
         retention=memo.settings.retention_seconds,
     )
     plan = reconcile_dispatch(observed, STRATEGIES[memo.settings.strategy])
-    service.execute_dispatch(memo.manager, memo.registry, wl, trainjob, check, plan)
+    retry = service.execute_dispatch(
+        memo.manager, memo.registry, memo.memory, wl, trainjob, check, plan
+    )
+    return REMOTE_RETRY_SECONDS if retry else plan.requeue_after
 
 
-def reconcile_trainjob(
-    memo: Memo, namespace: str, name: str, indexes: dict[str, kopf.Index]
-) -> None:
-    """The shared Kueue integration for a MultiKueue TrainJob, then its Workload's dispatch."""
-    with _lock(memo, (namespace, name)):
-        body = _first(indexes["trainjob_index"], (namespace, name))
-        if body is None or not _is_multikueue(body) or not queueing.is_queued_body(body):
-            return
-        body.setdefault("apiVersion", f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}")
-        body.setdefault("kind", "TrainJob")
-        try:
-            tj = parse_trainjob(body)
-        except InvalidObject as exc:
-            log.warning("[%s] %s/%s: %s", memo.settings.cluster_name, namespace, name, exc)
-            return
-        ref = tj.spec.runtime_ref
-        if ref.kind == c.TRAINING_RUNTIME_KIND:
-            runtime = _first(indexes["runtime_index"], (namespace, ref.name))
-        else:
-            runtime = _first(indexes["cluster_runtime_index"], ref.name)
-        wl_name = queueing.expected_workload_name(tj)
-        wl = _first(indexes["workload_index"], (namespace, wl_name))
-        pc = tj.metadata.labels.get(c.KUEUE_PRIORITY_CLASS_LABEL)
-        priority = priority_of(memo.manager, pc) if wl is None and pc else None
-        flavors = {f["metadata"]["name"]: f for f in _all(indexes["flavor_index"])}
-        observed = queueing.observe(
-            tj, runtime, wl, flavors, priority, False, dt.datetime.now(dt.UTC)
+REMOTE_RETRY_SECONDS = 5.0  # a remote write failed: try again after the dedupe window
+
+
+def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
+    """One pass for a manager TrainJob: finalizer, Kueue integration, dispatch. Returns the
+    seconds after which it wants another pass, if time alone can change something."""
+    indexes = memo.indexes
+    body = _first(indexes["trainjob_index"], key)
+    if body is None or not _is_multikueue(body):
+        memo.memory.forget(("TrainJob", *key))
+        return None
+    body.setdefault("apiVersion", f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}")
+    body.setdefault("kind", "TrainJob")
+    if body["metadata"].get("deletionTimestamp"):
+        return _finalize(memo, body)
+    if not queueing.is_queued_body(body):
+        return None
+    if c.DISPATCHER_FINALIZER not in body["metadata"].get("finalizers") or []:
+        _set_finalizer(memo.manager, body, add=True)
+    try:
+        tj = parse_trainjob(body)
+    except InvalidObject as exc:
+        log.warning("[%s] %s/%s: %s", memo.settings.cluster_name, *key, exc)
+        return None
+    ref = tj.spec.runtime_ref
+    if ref.kind == c.TRAINING_RUNTIME_KIND:
+        runtime = _first(indexes["runtime_index"], (tj.namespace, ref.name))
+    else:
+        runtime = _first(indexes["cluster_runtime_index"], ref.name)
+    wl_name = queueing.expected_workload_name(tj)
+    wl = _first(indexes["workload_index"], (tj.namespace, wl_name))
+    pc = tj.metadata.labels.get(c.KUEUE_PRIORITY_CLASS_LABEL)
+    priority = priority_of(memo.manager, pc) if wl is None and pc else None
+    flavors = {f["metadata"]["name"]: f for f in _all(indexes["flavor_index"])}
+    observed = queueing.observe(tj, runtime, wl, flavors, priority, False, dt.datetime.now(dt.UTC))
+    plan = queueing.reconcile_queueing(observed)
+    execute_queue_plan(memo.manager, body, plan)
+    return _dispatch(memo, body, wl_name, indexes)
+
+
+def _set_finalizer(manager: Cluster, body: Dict, *, add: bool) -> None:
+    """Add or drop our finalizer, keeping everyone else's (guarded by resourceVersion)."""
+    meta = body["metadata"]
+    finalizers = [f for f in meta.get("finalizers") or [] if f != c.DISPATCHER_FINALIZER]
+    if add:
+        finalizers.append(c.DISPATCHER_FINALIZER)
+    try:
+        manager.patch(
+            body["apiVersion"],
+            "TrainJob",
+            meta["name"],
+            meta["namespace"],
+            {"metadata": {"resourceVersion": meta["resourceVersion"], "finalizers": finalizers}},
         )
-        execute_queue_plan(memo.manager, body, queueing.reconcile_queueing(observed))
-        reconcile_workload(memo, namespace, wl_name, indexes)
+    except ApiException as exc:
+        if exc.status not in (404, 409):
+            raise
+
+
+def _finalize(memo: Memo, body: Dict) -> float | None:
+    """A deleted manager TrainJob: remove its remote objects, then let it go. A worker that is
+    down is waited for: the TrainJob stays until its objects there are gone too."""
+    if c.DISPATCHER_FINALIZER not in body["metadata"].get("finalizers") or []:
+        return None
+    pending = service.delete_remotes(memo.registry, body, memo.settings.origin)
+    if pending:
+        log.info(
+            "[%s] %s/%s: workers %s unreachable; its remote objects go once they are back",
+            memo.settings.cluster_name,
+            body["metadata"]["namespace"],
+            body["metadata"]["name"],
+            pending,
+        )
+        return DELETE_RETRY_SECONDS
+    _set_finalizer(memo.manager, body, add=False)
+    return None
+
+
+DELETE_RETRY_SECONDS = 10.0
+
+
+def _enqueue_owner(memo: Memo, namespace: str, wl_name: str) -> None:
+    owner = operator.owner_name(_first(memo.indexes["workload_index"], (namespace, wl_name)))
+    if owner:
+        memo.queue.add((namespace, owner))
 
 
 def on_workload_event(namespace: str, name: str, memo: Memo, **kwargs: Any) -> None:
-    indexes = _indexes(kwargs, memo)
-    wl = _first(indexes["workload_index"], (namespace, name))
-    owner = operator.owner_name(wl)
-    if owner:
-        reconcile_trainjob(memo, namespace, owner, indexes)
+    _indexes(kwargs, memo)
+    _enqueue_owner(memo, namespace, name)
 
 
 def on_trainjob_event(type: str, namespace: str, name: str, memo: Memo, **kwargs: Any) -> None:
-    if type != "DELETED":
-        reconcile_trainjob(memo, namespace, name, _indexes(kwargs, memo))
+    _indexes(kwargs, memo)
+    memo.queue.add((namespace, name))
 
 
-def on_trainjob_delete(namespace: str, name: str, body: kopf.Body, memo: Memo, **_: Any) -> None:
-    """Remote objects go with the manager TrainJob; a worker that is down is waited for."""
-    pending = service.delete_remotes(memo.registry, dict(body), memo.settings.origin)
-    if pending:
-        raise kopf.TemporaryError(
-            f"workers {pending} unreachable; remote objects of "
-            f"{namespace}/{name} are deleted once they are back",
-            delay=10,
-        )
-
-
-def on_mutate(body: kopf.Body, namespace: str, patch: kopf.Patch, memo: Memo, **_: Any) -> None:
+def on_mutate(
+    body: kopf.Body, namespace: str, patch: kopf.Patch, memo: Memo, **kwargs: Any
+) -> None:
+    indexes = _indexes(kwargs, memo)
     queue = admission.queue_of(dict(body))
-    multikueue = bool(queue) and _queue_has_multikueue(memo, namespace, str(queue))
+    multikueue = bool(queue) and _queue_has_multikueue(memo, namespace, str(queue), indexes)
     for key, value in admission.mutate_on_create(dict(body), multikueue_queue=multikueue).items():
         patch.spec[key] = value
+    if multikueue or _is_multikueue(dict(body)):
+        # Ours from the start: no extra write, and no window in which a delete could skip us.
+        finalizers = list(body.get("metadata", {}).get("finalizers") or [])
+        if c.DISPATCHER_FINALIZER not in finalizers:
+            patch.metadata["finalizers"] = [*finalizers, c.DISPATCHER_FINALIZER]
 
 
-def on_validate(body: kopf.Body, namespace: str, memo: Memo, **_: Any) -> None:
+def on_validate(body: kopf.Body, namespace: str, memo: Memo, **kwargs: Any) -> None:
     queue = admission.queue_of(dict(body))
     if queue is None:
         return
-    lq = memo.manager.get_or_none(KUEUE_API, "LocalQueue", queue, namespace)
+    lq = _local_queue(memo, namespace, queue, _indexes(kwargs, memo))
     error = admission.validate_queue(dict(body), lq)
     if error:
         raise kopf.AdmissionError(error, code=422)
 
 
-def _queue_has_multikueue(memo: Memo, namespace: str, queue: str) -> bool:
-    lq = memo.manager.get_or_none(KUEUE_API, "LocalQueue", queue, namespace)
+def _local_queue(
+    memo: Memo, namespace: str, name: str, indexes: dict[str, kopf.Index]
+) -> Dict | None:
+    """From the watch cache; a queue made moments ago may not be there yet, so ask then."""
+    found = _first(indexes["localqueue_index"], (namespace, name))
+    return found or memo.manager.get_or_none(KUEUE_API, "LocalQueue", name, namespace)
+
+
+def _queue_has_multikueue(
+    memo: Memo, namespace: str, queue: str, indexes: dict[str, kopf.Index]
+) -> bool:
+    lq = _local_queue(memo, namespace, queue, indexes)
     if lq is None:
         return False
-    cq = memo.manager.get_or_none(KUEUE_API, "ClusterQueue", lq["spec"]["clusterQueue"])
+    cq_name = lq["spec"]["clusterQueue"]
+    cq = _first(indexes["clusterqueue_index"], cq_name) or memo.manager.get_or_none(
+        KUEUE_API, "ClusterQueue", cq_name
+    )
     if cq is None:
         return False
     spec = cq.get("spec") or {}
@@ -304,42 +368,72 @@ def _queue_has_multikueue(memo: Memo, namespace: str, queue: str) -> bool:
     names |= {
         a["name"] for a in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []
     }
-    for name in names:
-        ac = memo.manager.get_or_none(KUEUE_API, "AdmissionCheck", name)
-        if ac and (ac.get("spec") or {}).get("controllerName") == memo.settings.controller_name:
-            return True
-    return False
+    ours = _our_checks(memo, indexes)
+    return any(
+        name in ours
+        or (
+            (ac := memo.manager.get_or_none(KUEUE_API, "AdmissionCheck", name)) is not None
+            and (ac.get("spec") or {}).get("controllerName") == memo.settings.controller_name
+        )
+        for name in names
+    )
 
 
-# ---- resync and garbage collection ------------------------------------------------------------
+# ---- remote changes, resync and garbage collection ----------------------------------------------
 
 
 def on_remote_change(memo: Memo, namespace: str, name: str) -> None:
-    """A worker's Workload or TrainJob changed: reconcile the manager TrainJob it belongs to."""
-    indexes = memo.indexes
-    if not indexes:
+    """A worker's Workload or TrainJob changed: queue the manager TrainJob it belongs to."""
+    if not memo.indexes:
         return
-    if _first(indexes["trainjob_index"], (namespace, name)) is not None:
-        reconcile_trainjob(memo, namespace, name, indexes)
-        return
-    wl = _first(indexes["workload_index"], (namespace, name))
-    owner = operator.owner_name(wl)
-    if owner:
-        reconcile_trainjob(memo, namespace, owner, indexes)
+    if _first(memo.indexes["trainjob_index"], (namespace, name)) is not None:
+        memo.queue.add((namespace, name))
+    else:
+        _enqueue_owner(memo, namespace, name)
+
+
+def on_remote_state(memo: Memo, cluster: str) -> None:
+    """A worker connected or went away: every TrainJob still in flight takes another look."""
+    memo.resync_now.set()
+
+
+def _settled(memo: Memo, body: Dict) -> bool:
+    """Finished, its Workload finished, and nothing of it left on any worker: no pass can
+    change anything, so periodic resyncs skip it (its own events still queue it)."""
+    meta = body["metadata"]
+    if meta.get("deletionTimestamp") or not trainjob_finished(
+        (body.get("status") or {}).get("conditions") or []
+    ):
+        return False
+    ns = meta["namespace"]
+    wl_name = queueing.expected_workload_name_of(body)
+    wl = _first(memo.indexes["workload_index"], (ns, wl_name))
+    if wl is not None and not wlmod.is_finished(wl):
+        return False
+    return not any(
+        remote.get("TrainJob", ns, meta["name"]) or remote.get("Workload", ns, wl_name)
+        for remote in list(memo.registry.remotes.values())
+    )
 
 
 def _resync_loop(memo: Memo) -> None:
+    """Level-based safety net: every TrainJob in flight each resync period (sooner when a
+    worker's connection changed), plus the orphan sweep on the workers."""
     last_gc = time.monotonic()
-    while not memo.stop.wait(memo.settings.resync_seconds):
+    while not memo.stop.is_set():
+        memo.resync_now.wait(memo.settings.resync_seconds)
+        memo.resync_now.clear()
         indexes = memo.indexes
-        if not indexes:
+        if not indexes or memo.stop.is_set():
             continue
         try:
             for mkc in _all(indexes["cluster_index"]):
                 memo.registry.reconcile_cluster(mkc)
             _checks_status(memo, indexes)
             for key in [k for k in indexes["trainjob_index"] if isinstance(k, tuple)]:
-                reconcile_trainjob(memo, key[0], key[1], indexes)
+                body = _first(indexes["trainjob_index"], key)
+                if body is not None and _is_multikueue(body) and not _settled(memo, body):
+                    memo.queue.add(key)
             if time.monotonic() - last_gc >= memo.settings.gc_interval:
                 last_gc = time.monotonic()
                 service.collect_garbage(
@@ -371,9 +465,6 @@ def register(settings: DispatcherSettings) -> kopf.OperatorRegistry:
     )
     kopf.on.event(*WORKLOADS, registry=registry)(on_workload_event)
     kopf.on.event(*TRAINJOBS, registry=registry)(on_trainjob_event)
-    kopf.on.delete(
-        *TRAINJOBS, registry=registry, when=lambda body, **_: _is_multikueue(dict(body))
-    )(on_trainjob_delete)
     if settings.webhook_port:
         kopf.on.mutate(*TRAINJOBS, operation="CREATE", id="suspend-and-route", registry=registry)(
             on_mutate

@@ -2,7 +2,8 @@
 
 Each RemoteCluster runs one thread per watched kind (Workloads and TrainJobs carrying our
 origin label). A failing watch marks the cluster disconnected and retries with exponential
-backoff; it never blocks other clusters. Every change calls `on_change(namespace, name)`.
+backoff; it never blocks other clusters. Every change calls `on_change(namespace, name)` and
+every change of the connection state `on_state(cluster)`; both must return quickly.
 """
 
 from __future__ import annotations
@@ -35,11 +36,12 @@ class RemoteCluster:
         origin: str,
         on_change: Callable[[str, str], None],
         field_manager: str,
+        on_state: Callable[[str], None] = lambda name: None,
     ) -> None:
         self.name = name
         self.origin = origin
         self.cluster = Cluster.from_kubeconfig(name, kubeconfig, field_manager, timeout=10)
-        self._on_change = on_change
+        self._on_change, self._on_state = on_change, on_state
         self._cache: dict[str, dict[tuple[str, str], Dict]] = {k: {} for k in KINDS}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -81,6 +83,7 @@ class RemoteCluster:
                 self.name,
                 "connected" if self.connected else f"disconnected: {self.last_error}",
             )
+            self._on_state(self.name)
 
     # ---- cache -------------------------------------------------------------------------------
 

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import kopf
 
 from dispatcher.clusters import Registry
-from dispatcher.dispatch import DispatchPlan
+from dispatcher.dispatch import DispatchPlan, RemoteAction
 from trainjob import constants as c
 from trainjob.kube import ApiException, Cluster
 from trainjob.models import parse_trainjob
 from trainjob.queueing import expected_workload_name
 from trainjob.workload import KUEUE_API
+from trainjob.workqueue import WriteMemory
 
 Dict = dict[str, Any]
 log = logging.getLogger("dispatcher")
@@ -25,57 +27,86 @@ def _where(obj: Dict) -> str:
 
 
 def execute_dispatch(
-    manager: Cluster, registry: Registry, wl: Dict, trainjob: Dict, check: str, plan: DispatchPlan
-) -> None:
-    for action in plan.remote:
-        remote = registry.get(action.cluster)
-        if remote is None:
-            continue
-        meta = action.obj["metadata"]
-        key = (
-            action.cluster,
-            action.verb,
-            action.obj["kind"],
-            meta.get("namespace", ""),
-            meta["name"],
-        )
-        if not registry.first_time(key):
-            continue
-        try:
-            if action.verb == "create":
-                remote.cluster.create(action.obj)
-            else:
-                remote.cluster.delete(
-                    action.obj["apiVersion"],
-                    action.obj["kind"],
-                    meta["name"],
-                    meta.get("namespace"),
-                )
-            log.info(
-                "[%s] %s %s %s", action.cluster, action.verb, action.obj["kind"], _where(action.obj)
-            )
-        except ApiException as exc:
-            if exc.status not in (404, 409):
-                log.warning(
-                    "[%s] cannot %s %s %s: %s",
-                    action.cluster,
-                    action.verb,
-                    action.obj["kind"],
-                    _where(action.obj),
-                    exc.reason,
-                )
-        except Exception as exc:  # an unreachable worker must not stop the others
-            log.warning(
-                "[%s] cannot %s %s: %s", action.cluster, action.verb, _where(action.obj), exc
-            )
+    manager: Cluster,
+    registry: Registry,
+    memory: WriteMemory,
+    wl: Dict,
+    trainjob: Dict,
+    check: str,
+    plan: DispatchPlan,
+) -> bool:
+    """Carry out a plan: the manager Workload first, then the workers, then the TrainJob.
+
+    The Workload write is guarded by its resourceVersion and goes first, so a plan made from
+    a stale view (a conflict, or a version we already wrote from) stops before it deletes or
+    creates anything on a worker. Returns True when a remote write failed and the key should
+    come back soon.
+    """
     name, ns = wl["metadata"]["name"], wl["metadata"]["namespace"]
-    status_patch: Dict = {}
+    version = wl["metadata"]["resourceVersion"]
+    if plan.writes_workload:
+        patch = {
+            "metadata": {"resourceVersion": version},
+            "status": _workload_status(wl, check, plan),
+        }
+        if not _guarded_write(
+            memory,
+            ("Workload", ns, name),
+            version,
+            lambda: manager.patch(KUEUE_API, "Workload", name, ns, patch, subresource="status"),
+        ):
+            return False  # planned from an old version: the watch brings the new one
+    failed = False
+    events = list(plan.events)
+    for action in plan.remote:
+        done = _remote_write(registry, action)
+        failed |= done is None
+        if done and action.event is not None:
+            events.append(action.event)
+    if plan.trainjob_status is not None:
+        meta = trainjob["metadata"]
+        status = plan.trainjob_status
+        _guarded_write(
+            memory,
+            ("TrainJob", meta["namespace"], meta["name"]),
+            meta["resourceVersion"],
+            lambda: manager.patch_status(trainjob, status),
+        )
+    for etype, reason, message in events:
+        manager.post_event(trainjob, etype, reason, message)
+        log.info("[%s] %s: %s: %s", manager.name, _where(trainjob), reason, message)
+    return failed
+
+
+def _guarded_write(
+    memory: WriteMemory, key: tuple[str, ...], version: str, write: Callable[[], Dict]
+) -> bool:
+    """A write planned from `version` of an object (and guarded by it): False when that
+    version is known to be old (we changed the object since, or the server said conflict) or
+    the object is gone."""
+    if memory.stale(key, version):
+        return False
+    try:
+        result = write()
+    except ApiException as exc:
+        if exc.status == 409:
+            memory.wrote(key, version)
+        if exc.status in (404, 409):
+            return False
+        raise
+    if result.get("metadata", {}).get("resourceVersion") != version:  # not a no-op
+        memory.wrote(key, version)
+    return True
+
+
+def _workload_status(wl: Dict, check: str, plan: DispatchPlan) -> Dict:
+    patch: Dict = {}
     if plan.cluster_name is not None:
         # Kueue accepts clusterName only from the nominated ones, and never both at once.
-        status_patch["clusterName"] = plan.cluster_name
-        status_patch["nominatedClusterNames"] = None
+        patch["clusterName"] = plan.cluster_name
+        patch["nominatedClusterNames"] = None
     elif plan.nominated is not None:
-        status_patch["nominatedClusterNames"] = plan.nominated or None
+        patch["nominatedClusterNames"] = plan.nominated or None
     if plan.check_state is not None:
         state, message = plan.check_state
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -87,34 +118,42 @@ def execute_dispatch(
                 if changed or not entry.get("lastTransitionTime"):
                     entry["lastTransitionTime"] = now
             checks.append(entry)
-        status_patch["admissionChecks"] = checks
+        patch["admissionChecks"] = checks
         if state == "Retry":
-            status_patch["clusterName"] = None
-    if status_patch:
-        try:
-            manager.patch(
-                KUEUE_API,
-                "Workload",
-                name,
-                ns,
-                {
-                    "metadata": {"resourceVersion": wl["metadata"]["resourceVersion"]},
-                    "status": status_patch,
-                },
-                subresource="status",
+            patch["clusterName"] = None
+    return patch
+
+
+def _remote_write(registry: Registry, action: RemoteAction) -> bool | None:
+    """True when done, False when skipped (sent moments ago, or the worker is gone), None when
+    it failed and should be tried again."""
+    remote = registry.get(action.cluster)
+    if remote is None:
+        return False
+    meta = action.obj["metadata"]
+    what = f"{action.obj['kind']} {_where(action.obj)}"
+    key = (action.cluster, action.verb, action.obj["kind"], meta.get("namespace", ""), meta["name"])
+    if not registry.first_time(key):
+        return False  # the watch has not shown the last write of this yet
+    try:
+        if action.verb == "create":
+            remote.cluster.create(action.obj)
+        else:
+            remote.cluster.delete(
+                action.obj["apiVersion"], action.obj["kind"], meta["name"], meta.get("namespace")
             )
-        except ApiException as exc:
-            if exc.status not in (404, 409):
-                raise
-    if plan.trainjob_status is not None:
-        try:
-            manager.patch_status(trainjob, plan.trainjob_status)
-        except ApiException as exc:
-            if exc.status not in (404, 409):
-                raise
-    for etype, reason, message in plan.events:
-        manager.post_event(trainjob, etype, reason, message)
-        log.info("[%s] %s: %s: %s", manager.name, _where(trainjob), reason, message)
+    except ApiException as exc:
+        if exc.status in (404, 409):
+            return False  # already gone, or already there
+        log.warning("[%s] cannot %s %s: %s", action.cluster, action.verb, what, exc.reason)
+        registry.forget_write(key)
+        return None
+    except Exception as exc:  # an unreachable worker must not stop the others
+        log.warning("[%s] cannot %s %s: %s", action.cluster, action.verb, what, exc)
+        registry.forget_write(key)
+        return None
+    log.info("[%s] %s %s", action.cluster, action.verb, what)
+    return True
 
 
 def delete_remotes(registry: Registry, trainjob: Dict, origin: str) -> list[str]:

@@ -35,7 +35,10 @@ class DispatcherSettings(BaseModel):
         description="seconds a worker may be unreachable "
         "before its TrainJobs are dispatched elsewhere",
     )
-    resync_seconds: float = Field(default=5.0, gt=0)
+    resync_seconds: float = Field(
+        default=30.0, gt=0, description="safety-net pass over the TrainJobs in flight"
+    )
+    workers: int = Field(default=8, ge=1, le=64, description="threads reconciling TrainJobs")
     gc_interval: float = Field(default=60.0, gt=0, description="orphan sweep on workers")
     retention_seconds: float = Field(
         default=0.0,

@@ -42,6 +42,8 @@ FIELD_MANAGER = "trainjob-worker-controller"
 KUEUE_QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 KUEUE_PREBUILT_WORKLOAD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
+# Held by manager TrainJobs dispatched by MultiKueue until their remote objects are gone.
+DISPATCHER_FINALIZER = f"{DOMAIN}/dispatcher-cleanup"
 KUEUE_MULTIKUEUE_ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
 KUEUE_RUNTIME_PATCH_MANAGER = "kueue.x-k8s.io/manager"
 

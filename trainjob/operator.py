@@ -83,6 +83,8 @@ INDEXES: dict[str, tuple[str, str, str, bool]] = {
     "check_index": ("kueue.x-k8s.io", "v1beta2", "admissionchecks", False),
     "config_index": ("kueue.x-k8s.io", "v1beta2", "multikueueconfigs", False),
     "cluster_index": ("kueue.x-k8s.io", "v1beta2", "multikueueclusters", False),
+    "localqueue_index": ("kueue.x-k8s.io", "v1beta2", "localqueues", True),
+    "clusterqueue_index": ("kueue.x-k8s.io", "v1beta2", "clusterqueues", False),
 }
 
 

@@ -69,6 +69,13 @@ def expected_workload_name(tj: TrainJob) -> str:
     return prebuilt_name(tj) or wlmod.workload_name(tj.name, tj.metadata.uid or "")
 
 
+def expected_workload_name_of(body: Dict) -> str:
+    """`expected_workload_name` from a raw TrainJob body, without parsing it."""
+    meta = body.get("metadata") or {}
+    prebuilt = (meta.get("labels") or {}).get(c.KUEUE_PREBUILT_WORKLOAD_LABEL)
+    return prebuilt or wlmod.workload_name(meta.get("name", ""), meta.get("uid") or "")
+
+
 def _kueue_patch(tj: TrainJob) -> Dict | None:
     return next(
         (

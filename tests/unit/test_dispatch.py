@@ -167,6 +167,11 @@ def decide(wl: Dict, remotes: list[RemoteView], **kw: Any) -> Any:
     )
 
 
+def created_event(plan: Any) -> str | None:
+    """The Event posted once the TrainJob is created on the winner (only if that succeeds)."""
+    return next((a.event[2] for a in plan.remote if a.event), None)
+
+
 def test_copies_go_to_every_reachable_cluster_and_are_nominated() -> None:
     plan = decide(
         manager_workload("QuotaReserved"),
@@ -246,6 +251,7 @@ def test_brief_disconnect_changes_nothing_but_a_lost_worker_retries() -> None:
     wl = manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready")
     brief = decide(wl, [remote("w1", connected=False, lost=10)])
     assert brief.check_state is None and brief.remote == []
+    assert brief.requeue_after == 50  # looked at again when the timeout runs out
     lost = decide(wl, [remote("w1", connected=False, lost=61)])
     assert lost.check_state is not None and lost.check_state[0] == "Retry"
 
@@ -280,7 +286,7 @@ def test_remote_copies_drop_what_belongs_to_the_manager() -> None:
 def test_finished_remote_objects_are_kept_for_the_retention() -> None:
     wl = manager_workload("QuotaReserved", "Finished", cluster="w1")  # finished 11:00:00
     tj = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
-    for retention, deletes in ((7200.0, 0), (60.0, 2)):
+    for retention, deletes, requeue in ((7200.0, 0, 3600.0), (60.0, 2, None)):
         plan = reconcile_dispatch(
             DispatchObserved(
                 workload=wl,
@@ -293,4 +299,4 @@ def test_finished_remote_objects_are_kept_for_the_retention() -> None:
                 retention=retention,
             )
         )
-        assert len(plan.remote) == deletes
+        assert len(plan.remote) == deletes and plan.requeue_after == requeue

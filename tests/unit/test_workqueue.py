@@ -1,0 +1,130 @@
+"""The keyed work queue and the write memory (pure: threads, no Kubernetes)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from trainjob.workqueue import WorkQueue, WriteMemory
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def test_events_for_a_waiting_key_coalesce_into_one_pass() -> None:
+    gate = threading.Event()
+    seen: list[str] = []
+
+    def handle(key: str) -> None:
+        if key == "block":
+            gate.wait(5)
+        seen.append(key)
+
+    queue: WorkQueue[str] = WorkQueue(handle, workers=1)
+    queue.start()
+    queue.add("block")
+    assert wait_for(lambda: queue.pending() == 1 and not queue._queue)  # "block" taken
+    for _ in range(50):
+        queue.add("a")
+    gate.set()
+    assert wait_for(lambda: queue.pending() == 0)
+    queue.stop()
+    assert seen == ["block", "a"]
+
+
+def test_a_key_is_never_handled_twice_at_once_and_an_event_during_a_pass_runs_it_again() -> None:
+    running: set[str] = set()
+    overlaps: list[str] = []
+    passes: list[str] = []
+    release = threading.Event()
+    lock = threading.Lock()
+
+    def handle(key: str) -> None:
+        with lock:
+            if key in running:
+                overlaps.append(key)
+            running.add(key)
+        if not passes:
+            release.wait(5)
+        passes.append(key)
+        with lock:
+            running.discard(key)
+
+    queue: WorkQueue[str] = WorkQueue(handle, workers=4)
+    queue.start()
+    queue.add("k")
+    assert wait_for(lambda: "k" in running)
+    queue.add("k")  # arrives during the pass: must wait for it, then run once more
+    queue.add("k")
+    time.sleep(0.05)
+    assert overlaps == []
+    release.set()
+    assert wait_for(lambda: len(passes) == 2 and queue.pending() == 0)
+    time.sleep(0.05)
+    queue.stop()
+    assert passes == ["k", "k"] and overlaps == []
+
+
+def test_timers_bring_keys_back_and_the_earliest_timer_wins() -> None:
+    seen: list[tuple[str, float]] = []
+    queue: WorkQueue[str] = WorkQueue(lambda k: seen.append((k, time.monotonic())), workers=2)
+    queue.start()
+    start = time.monotonic()
+    queue.add("late", after=5)
+    queue.add("late", after=0.2)  # earlier: replaces the later timer
+    queue.add("late", after=3)  # later than a pending one: ignored
+    queue.add("now")
+    assert wait_for(lambda: len(seen) == 2, timeout=2)
+    time.sleep(0.3)
+    queue.stop()
+    assert [k for k, _ in seen] == ["now", "late"]
+    assert 0.15 <= seen[1][1] - start < 2
+
+
+def test_a_handler_asking_for_another_pass_gets_one() -> None:
+    calls: list[str] = []
+
+    def handle(key: str) -> float | None:
+        calls.append(key)
+        return 0.05 if len(calls) < 3 else None
+
+    queue: WorkQueue[str] = WorkQueue(handle, workers=1)
+    queue.start()
+    queue.add("k")
+    assert wait_for(lambda: len(calls) == 3)
+    time.sleep(0.2)
+    queue.stop()
+    assert calls == ["k", "k", "k"]
+
+
+def test_a_failing_handler_is_retried_with_backoff_and_other_keys_go_on() -> None:
+    calls: list[str] = []
+
+    def handle(key: str) -> None:
+        calls.append(key)
+        if key == "bad" and calls.count("bad") < 2:
+            raise RuntimeError("boom")
+
+    queue: WorkQueue[str] = WorkQueue(handle, workers=1)
+    queue.start()
+    queue.add("bad")
+    queue.add("good")
+    assert wait_for(lambda: calls.count("bad") == 2, timeout=5)
+    queue.stop()
+    assert calls.index("good") < len(calls) - 1  # "good" ran while "bad" waited to retry
+
+
+def test_write_memory_tells_stale_plans_apart() -> None:
+    memory = WriteMemory()
+    assert not memory.stale("wl", "10")
+    memory.wrote("wl", "10")
+    assert memory.stale("wl", "10") and not memory.stale("wl", "11")
+    memory.forget("wl")
+    assert not memory.stale("wl", "10")

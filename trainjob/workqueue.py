@@ -1,0 +1,164 @@
+"""A keyed work queue for controllers, in the manner of client-go's workqueue.
+
+Watch events only name a key (say, a TrainJob's namespace and name) and return at once; a few
+worker threads take keys off the queue and reconcile them from the caches. This gives:
+
+- coalescing: a key is queued at most once, however many events arrive while it waits, so a
+  burst of changes to one object costs one pass, not one pass per event;
+- exclusivity: a key is handled by one worker at a time; events that arrive meanwhile queue
+  it once more, to run after the current pass;
+- timers: `add(key, after=s)` brings a key back later (lost-worker timeouts, retention), and
+  a handler may return the seconds after which it wants its key again;
+- retries: a handler that raises gets its key back after an exponential backoff.
+
+`WriteMemory` complements it: caches lag behind our own writes, so a pass may plan from a
+version of an object it has written from before; such a plan is stale and is dropped.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+log = logging.getLogger("trainjob.workqueue")
+
+
+class WorkQueue(Generic[K]):
+    def __init__(
+        self,
+        handle: Callable[[K], float | None],
+        *,
+        workers: int = 4,
+        name: str = "work",
+        max_backoff: float = 60.0,
+    ) -> None:
+        self._handle = handle
+        self._name = name
+        self._workers = workers
+        self._max_backoff = max_backoff
+        self._cond = threading.Condition()
+        self._queue: deque[K] = deque()
+        self._dirty: set[K] = set()  # queued and not yet taken
+        self._processing: set[K] = set()
+        self._due: dict[K, float] = {}  # earliest pending timer per key
+        self._timers: list[tuple[float, int, K]] = []
+        self._seq = itertools.count()
+        self._failures: dict[K, int] = {}
+        self._stopped = False
+        self._threads: list[threading.Thread] = []
+
+    # ---- producers ---------------------------------------------------------------------------
+
+    def add(self, key: K, after: float = 0.0) -> None:
+        with self._cond:
+            if after <= 0:
+                self._enqueue(key)
+                return
+            due = time.monotonic() + after
+            if self._due.get(key, float("inf")) <= due:
+                return  # an earlier timer already brings it back
+            self._due[key] = due
+            heapq.heappush(self._timers, (due, next(self._seq), key))
+            self._cond.notify()
+
+    def _enqueue(self, key: K) -> None:
+        if key in self._dirty:
+            return
+        self._dirty.add(key)
+        if key not in self._processing:
+            self._queue.append(key)
+            self._cond.notify()
+
+    def pending(self) -> int:
+        with self._cond:
+            return len(self._dirty) + len(self._processing)
+
+    # ---- consumers ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        for i in range(self._workers):
+            thread = threading.Thread(target=self._work, name=f"{self._name}-{i}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+
+    def _get(self) -> K | None:
+        with self._cond:
+            while not self._stopped:
+                now = time.monotonic()
+                while self._timers and self._timers[0][0] <= now:
+                    due, _, key = heapq.heappop(self._timers)
+                    if self._due.get(key) == due:
+                        del self._due[key]
+                        self._enqueue(key)
+                if self._queue:
+                    key = self._queue.popleft()
+                    self._dirty.discard(key)
+                    self._processing.add(key)
+                    return key
+                self._cond.wait(self._timers[0][0] - now if self._timers else None)
+            return None
+
+    def _done(self, key: K) -> None:
+        with self._cond:
+            self._processing.discard(key)
+            if key in self._dirty:
+                self._queue.append(key)
+                self._cond.notify()
+
+    def _work(self) -> None:
+        while (key := self._get()) is not None:
+            try:
+                again = self._handle(key)
+                self._failures.pop(key, None)
+            except Exception:  # one bad key must not stop the worker
+                failures = self._failures.get(key, 0) + 1
+                self._failures[key] = failures
+                again = min(self._max_backoff, 0.5 * 2**failures)
+                log.exception(
+                    "[%s] %s failed (%d in a row); again in %.1fs", self._name, key, failures, again
+                )
+            finally:
+                self._done(key)
+            if again is not None:
+                self.add(key, after=again)
+
+
+class WriteMemory:
+    """Which version of an object each of our writes was planned from.
+
+    After a write the cache still holds the old version until the watch delivers the new one;
+    a pass in between would plan the same write again from the same version. `stale` tells
+    such passes apart, so they can be dropped: the watch event of the write brings the key
+    back with the new version.
+    """
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._seen: dict[Hashable, Hashable] = {}
+        self._lock = threading.Lock()
+        self._limit = limit
+
+    def stale(self, key: Hashable, version: Hashable) -> bool:
+        with self._lock:
+            return self._seen.get(key) == version
+
+    def wrote(self, key: Hashable, version: Hashable) -> None:
+        with self._lock:
+            if len(self._seen) >= self._limit:
+                self._seen.clear()  # only an optimisation: forgetting costs a repeated write
+            self._seen[key] = version
+
+    def forget(self, key: Hashable) -> None:
+        with self._lock:
+            self._seen.pop(key, None)
