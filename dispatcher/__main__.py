@@ -29,6 +29,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--controller-name", default="kueue.x-k8s.io/multikueue")
     parser.add_argument("--origin", default="multikueue")
     parser.add_argument("--strategy", choices=["AllAtOnce", "Incremental"], default="AllAtOnce")
+    parser.add_argument(
+        "--incremental-batch", type=int, default=3, help="Incremental: clusters per round"
+    )
+    parser.add_argument(
+        "--incremental-round-seconds",
+        type=float,
+        default=300.0,
+        help="Incremental: how long a round waits for an admission before adding clusters",
+    )
     parser.add_argument("--worker-lost-timeout", type=float, default=900.0)
     parser.add_argument(
         "--resync-seconds",
@@ -63,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
             controller_name=args.controller_name,
             origin=args.origin,
             strategy=args.strategy,
+            incremental_batch=args.incremental_batch,
+            incremental_round_seconds=args.incremental_round_seconds,
             worker_lost_timeout=args.worker_lost_timeout,
             resync_seconds=args.resync_seconds,
             workers=args.workers,

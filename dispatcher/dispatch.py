@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -72,33 +73,44 @@ class DispatchPlan:
 
 
 class Strategy(Protocol):
-    """Which nominated clusters get a copy now."""
+    """Which nominated clusters hold a copy while no cluster has admitted the Workload."""
 
     name: str
 
-    def targets(self, remotes: list[RemoteView], attempts: int) -> list[RemoteView]: ...
+    def targets(
+        self, remotes: list[RemoteView], elapsed: float
+    ) -> tuple[list[RemoteView], float | None]:
+        """The clusters for `elapsed` seconds into this dispatch (since the manager reserved
+        quota), and the seconds until that set grows (None: it never does)."""
+        ...
 
 
 class AllAtOnce:
     name = "AllAtOnce"
 
-    def targets(self, remotes: list[RemoteView], attempts: int) -> list[RemoteView]:
-        return remotes
+    def targets(
+        self, remotes: list[RemoteView], elapsed: float
+    ) -> tuple[list[RemoteView], float | None]:
+        return remotes, None
 
 
 class Incremental:
-    """A few clusters at a time, in MultiKueueConfig order; widened on each round."""
+    """`batch` clusters at a time in MultiKueueConfig order; `batch` more each round that
+    passes without an admission (Kueue's own: 3 clusters, 5-minute rounds)."""
 
     name = "Incremental"
 
-    def __init__(self, batch: int = 1) -> None:
-        self.batch = batch
+    def __init__(self, batch: int = 3, round_seconds: float = 300.0) -> None:
+        self.batch, self.round_seconds = batch, round_seconds
 
-    def targets(self, remotes: list[RemoteView], attempts: int) -> list[RemoteView]:
-        return remotes[: self.batch * max(1, attempts)]
-
-
-STRATEGIES: dict[str, Strategy] = {"AllAtOnce": AllAtOnce(), "Incremental": Incremental()}
+    def targets(
+        self, remotes: list[RemoteView], elapsed: float
+    ) -> tuple[list[RemoteView], float | None]:
+        rounds = 1 + int(elapsed // self.round_seconds)
+        chosen = remotes[: self.batch * rounds]
+        if len(chosen) == len(remotes):
+            return chosen, None
+        return chosen, rounds * self.round_seconds - elapsed
 
 
 def check_state(wl: Dict, check: str) -> Dict | None:
@@ -164,6 +176,14 @@ def _admitted_at(wl: Dict) -> str | None:
     if found and found.get("status") == "True":
         return str(found.get("lastTransitionTime", ""))
     return None
+
+
+def _tie_break(workload: str, cluster: str) -> str:
+    return hashlib.sha1(f"{workload}/{cluster}".encode()).hexdigest()
+
+
+def _admissible(wl: Dict) -> bool:
+    return (wl.get("spec") or {}).get("active", True) is not False and not wlmod.is_finished(wl)
 
 
 def _delete(plan: DispatchPlan, remote: RemoteView) -> None:
@@ -243,14 +263,16 @@ def reconcile_dispatch(obs: DispatchObserved, strategy: Strategy | None = None) 
             plan.check_state = ("Ready", f'The workload got reservation on "{winner.name}"')
         _sync_status(obs, plan, winner)
         return plan
-    # 4. Not dispatched yet: the first copy admitted by a worker wins.
+    # 4. Not dispatched yet: the first copy admitted by a worker wins. Admission times have
+    #    one-second resolution, so ties are common under load; they go to a cluster picked by
+    #    a hash of the Workload's name: the same answer on every pass, spread across workers.
     admitted = sorted(
-        (t, r.name)
+        (t, _tie_break(wl["metadata"]["name"], r.name), r.name)
         for r in obs.remotes
         if r.connected and r.workload and (t := _admitted_at(r.workload))
     )
     if admitted:
-        name = admitted[0][1]
+        name = admitted[0][2]
         nominated = (wl.get("status") or {}).get("nominatedClusterNames") or []
         if name not in nominated:  # Kueue takes clusterName only from the nominated ones
             plan.nominated = sorted({*nominated, name})
@@ -261,10 +283,21 @@ def reconcile_dispatch(obs: DispatchObserved, strategy: Strategy | None = None) 
             if remote.name != name:
                 _delete(plan, remote)
         return plan
-    # 5. Copies to the clusters the strategy picks (reachable ones only).
-    targets = strategy.targets(
-        [r for r in obs.remotes if r.connected], int(state.get("retryCount") or 0) + 1
-    )
+    # 5. Leftovers of an earlier round go: a TrainJob (its run was given up), and copies a
+    #    worker deactivated or finished, which can never be admitted again (made anew later).
+    reachable = []
+    for remote in obs.remotes:
+        if not remote.connected:
+            continue
+        if remote.trainjob is not None or (remote.workload and not _admissible(remote.workload)):
+            _delete(plan, remote)
+        else:
+            reachable.append(remote)
+    # 6. Copies to the clusters the strategy picks (reachable ones only).
+    reserved = cond.find(wlmod.conditions_of(wl), "QuotaReserved") or {}
+    since = reserved.get("lastTransitionTime")
+    elapsed = (obs.now - cond.parse_time(since)).total_seconds() if since else 0.0
+    targets, plan.requeue_after = strategy.targets(reachable, max(0.0, elapsed))
     for remote in targets:
         if remote.workload is None:
             plan.remote.append(RemoteAction(remote.name, "create", remote_workload(wl, obs.origin)))

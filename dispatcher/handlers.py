@@ -12,7 +12,14 @@ import kopf
 
 from dispatcher import service
 from dispatcher.clusters import Registry, set_active_condition
-from dispatcher.dispatch import STRATEGIES, DispatchObserved, RemoteView, reconcile_dispatch
+from dispatcher.dispatch import (
+    AllAtOnce,
+    DispatchObserved,
+    Incremental,
+    RemoteView,
+    Strategy,
+    reconcile_dispatch,
+)
 from dispatcher.settings import DispatcherSettings
 from trainjob import admission, operator, queueing
 from trainjob import constants as c
@@ -214,11 +221,17 @@ def _dispatch(
         now=dt.datetime.now(dt.UTC),
         retention=memo.settings.retention_seconds,
     )
-    plan = reconcile_dispatch(observed, STRATEGIES[memo.settings.strategy])
+    plan = reconcile_dispatch(observed, strategy(memo.settings))
     retry = service.execute_dispatch(
         memo.manager, memo.registry, memo.memory, wl, trainjob, check, plan
     )
     return REMOTE_RETRY_SECONDS if retry else plan.requeue_after
+
+
+def strategy(settings: DispatcherSettings) -> Strategy:
+    if settings.strategy == "Incremental":
+        return Incremental(settings.incremental_batch, settings.incremental_round_seconds)
+    return AllAtOnce()
 
 
 REMOTE_RETRY_SECONDS = 5.0  # a remote write failed: try again after the dedupe window

@@ -29,6 +29,12 @@ class DispatcherSettings(BaseModel):
         description="value of the multikueue-origin label on everything we create on workers",
     )
     strategy: Literal["AllAtOnce", "Incremental"] = "AllAtOnce"
+    incremental_batch: int = Field(
+        default=3, ge=1, description="Incremental: clusters added to the dispatch each round"
+    )
+    incremental_round_seconds: float = Field(
+        default=300.0, gt=0, description="Incremental: seconds a round waits for an admission"
+    )
     worker_lost_timeout: float = Field(
         default=900.0,
         gt=0,

@@ -22,12 +22,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def restore_api_server(bed: Bed, cluster: str) -> None:
-    """Start a stopped kube-apiserver again, then Kueue: Kueue v0.19's caches were seen to stay
-    stale for minutes after a long API-server outage (Workloads Pending with "namespace does
-    not exist" for new namespaces), as an operator would restart it."""
+    """Start a stopped kube-apiserver again, then what caches its objects, as an operator
+    would after a long outage. Seen on this bed: Kueue v0.19's caches stayed stale for minutes
+    (Workloads Pending with "namespace does not exist" for new namespaces), and v1.36's Job
+    controller stopped syncing Jobs for good ("read version ... is not as new as written
+    version")."""
     bed.start_component(cluster, "kube-apiserver")
-    bed.stop_component(cluster, "kueue")
-    bed.start_component(cluster, "kueue", timeout=120)
+    for component in ("kube-controller-manager", "kueue"):
+        bed.stop_component(cluster, component)
+        bed.start_component(cluster, component, timeout=120)
 
 
 @pytest.fixture(scope="session")

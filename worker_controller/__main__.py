@@ -13,7 +13,8 @@ from pydantic import ValidationError
 from trainjob import constants as c
 from trainjob import operator
 from trainjob.kube import Cluster
-from worker_controller.handlers import Memo, register
+from trainjob.workqueue import WorkQueue
+from worker_controller.handlers import Memo, register, sync_trainjob
 from worker_controller.settings import WorkerSettings
 
 
@@ -77,11 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     memo = Memo(
         settings=settings,
         cluster=cluster,
-        locks={},
-        locks_guard=threading.Lock(),
-        wakeups={},
         stop=threading.Event(),
         indexes={},
+    )
+    memo.queue = WorkQueue(
+        lambda key: sync_trainjob(memo, key), workers=settings.workers, name="reconcile"
     )
     operator.run(register(settings), memo, settings.health_port)
     return 0

@@ -1,15 +1,14 @@
 """kopf wiring of the worker controller: indexes (caches), thin handlers, start-up settings.
 
-Every handler does the same three things: gather the observation from kopf's in-memory
-indexes, call the pure `reconcile_trainjob`, and hand the Plan to `service.execute`.
+Watch events only put the TrainJob's key on a work queue (trainjob/workqueue.py). A pass
+for a key does the same three things: gather the observation from kopf's in-memory indexes,
+call the pure `reconcile_trainjob`, and hand the Plan to `service.execute`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import threading
-import time
 from typing import Any
 
 import kopf
@@ -21,6 +20,7 @@ from trainjob.kube import Cluster
 from trainjob.models import parse_trainjob
 from trainjob.queueing_io import execute_queue_plan, priority_of
 from trainjob.workload import workload_name
+from trainjob.workqueue import WorkQueue
 from worker_controller import service
 from worker_controller.reconcile import Observed, reconcile_trainjob
 from worker_controller.settings import WorkerSettings
@@ -34,13 +34,10 @@ OURS = {c.TRAINJOB_NAME_LABEL: kopf.PRESENT}
 class Memo(kopf.Memo):
     settings: WorkerSettings
     cluster: Cluster
-    locks: dict[tuple[str, str], threading.Lock]
-    locks_guard: threading.Lock
     # Filled by the first handler call: kopf hands indexes to handlers only. A dict shared by
     # reference, because kopf gives every object a shallow copy of the memo.
     indexes: dict[str, kopf.Index]
-    # When a TrainJob wants its next pass (deadlines), by (namespace, name).
-    wakeups: dict[tuple[str, str], float]
+    queue: WorkQueue[tuple[str, str]]  # TrainJobs (namespace, name) to reconcile
     stop: threading.Event
 
 
@@ -55,42 +52,49 @@ def on_startup(settings: kopf.OperatorSettings, memo: Memo, **_: Any) -> None:
     operator.configure(
         settings,
         finalizer="finalizer",
-        workers=memo.settings.workers,
+        workers=4,  # kopf's handlers only index and queue; our WorkQueue does the work
         webhook=webhook,
         webhook_name="worker-controller",
     )
+    memo.queue.start()
     threading.Thread(target=_resync_loop, args=(memo,), name="resync", daemon=True).start()
 
 
 def on_cleanup(memo: Memo, **_: Any) -> None:
     memo.stop.set()
+    memo.queue.stop()
 
 
 def _resync_loop(memo: Memo) -> None:
-    """Periodic level-based passes: every TrainJob each resync period, sooner when one asked.
+    """Level-based safety net: every TrainJob not yet settled, each resync period.
 
     A thread of ours rather than kopf timers: kopf puts a finalizer on every object that has
     a timer, and a TrainJob must stay deletable while this controller is down.
     """
-    log = logging.getLogger("worker_controller.resync")
-    period = memo.settings.resync_seconds
-    last_full = time.monotonic()
-    while not memo.stop.wait(0.5):
+    while not memo.stop.wait(memo.settings.resync_seconds):
         indexes = memo.indexes
-        if not indexes:
-            continue
-        now = time.monotonic()
-        if now - last_full >= period:
-            keys = [k for k in indexes["trainjob_index"] if isinstance(k, tuple)]
-            last_full = now
-        else:
-            keys = [k for k, at in list(memo.wakeups.items()) if at <= now]
-        for key in keys:
-            memo.wakeups.pop(key, None)
-            try:
-                _reconcile(memo, key[0], key[1], log, **indexes)
-            except Exception:  # one bad TrainJob must not stop the loop
-                log.exception("[%s] %s/%s: resync failed", memo.settings.cluster_name, *key)
+        for key in [k for k in indexes.get("trainjob_index", ()) if isinstance(k, tuple)]:
+            body = _first(indexes["trainjob_index"], key)
+            if body is not None and not _settled(body, indexes["job_index"].get(key, [])):
+                memo.queue.add(key)
+
+
+def _settled(trainjob: Dict, jobs: Any) -> bool:
+    """Finished, and none of its Jobs still running: no pass can change anything."""
+    if not trainjob_finished((trainjob.get("status") or {}).get("conditions") or []):
+        return False
+    return not any(
+        int((j.get("status") or {}).get("active") or 0) > 0
+        or not ((j.get("spec") or {}).get("suspend") or _job_done(j))
+        for j in jobs
+    )
+
+
+def _job_done(job: Dict) -> bool:
+    return any(
+        cnd.get("type") in ("Complete", "Failed") and cnd.get("status") == "True"
+        for cnd in (job.get("status") or {}).get("conditions") or []
+    )
 
 
 def on_login(memo: Memo, **kwargs: Any) -> kopf.ConnectionInfo:
@@ -122,71 +126,57 @@ def _first(index: kopf.Index, key: Any) -> Dict | None:
     return next(iter(store), None) if store else None
 
 
-def _reconcile(
-    memo: Memo, namespace: str, name: str, logger: logging.Logger, **indexes: kopf.Index
-) -> None:
-    key = (namespace, name)
-    with memo.locks_guard:
-        lock = memo.locks.setdefault(key, threading.Lock())
-    with lock:
-        trainjob = _first(indexes["trainjob_index"], key)
-        if trainjob is None:
-            memo.locks.pop(key, None)
-            return
-        trainjob.setdefault("apiVersion", f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}")
-        trainjob.setdefault("kind", "TrainJob")
-        ref = trainjob.get("spec", {}).get("runtimeRef") or {}
-        if ref.get("kind") == c.TRAINING_RUNTIME_KIND:
-            runtime = _first(indexes["runtime_index"], (namespace, ref.get("name")))
-        else:
-            runtime = _first(indexes["cluster_runtime_index"], ref.get("name"))
-        jobs = {j["metadata"]["name"]: j for j in indexes["job_index"].get(key, [])}
-        if queueing.is_queued_body(trainjob):
-            qplan = _queue_plan(memo, trainjob, runtime, jobs, indexes)
-            execute_queue_plan(memo.cluster, trainjob, qplan)
-            if qplan.changes_trainjob:
-                return  # the TrainJob's own update event continues from the new spec
-        services = list(indexes["service_index"].get(key, []))
-        named = None
-        if (
-            not services
-            and runtime is not None
-            and not trainjob_finished((trainjob.get("status") or {}).get("conditions") or [])
-        ):
-            # Only then can a foreign Service block ours: ask the API.
-            named = memo.cluster.get_or_none("v1", "Service", name, namespace)
-        observed = Observed(
-            trainjob=trainjob,
-            runtime=runtime,
-            jobs=jobs,
-            services=services,
-            service_named=named,
-            now=dt.datetime.now(dt.UTC),
-        )
-        plan = reconcile_trainjob(observed)
-        service.execute(memo.cluster, trainjob, plan)
-        if plan.requeue_after is not None:
-            memo.wakeups[key] = time.monotonic() + plan.requeue_after
+def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
+    """One pass for a TrainJob; returns the seconds after which it wants another (deadlines)."""
+    indexes = memo.indexes
+    namespace, name = key
+    trainjob = _first(indexes["trainjob_index"], key)
+    if trainjob is None:
+        return None
+    trainjob.setdefault("apiVersion", f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}")
+    trainjob.setdefault("kind", "TrainJob")
+    ref = trainjob.get("spec", {}).get("runtimeRef") or {}
+    if ref.get("kind") == c.TRAINING_RUNTIME_KIND:
+        runtime = _first(indexes["runtime_index"], (namespace, ref.get("name")))
+    else:
+        runtime = _first(indexes["cluster_runtime_index"], ref.get("name"))
+    jobs = {j["metadata"]["name"]: j for j in indexes["job_index"].get(key, [])}
+    if queueing.is_queued_body(trainjob):
+        qplan = _queue_plan(memo, trainjob, runtime, jobs, indexes)
+        execute_queue_plan(memo.cluster, trainjob, qplan)
+        if qplan.changes_trainjob:
+            return None  # the TrainJob's own update event continues from the new spec
+    services = list(indexes["service_index"].get(key, []))
+    named = None
+    if (
+        not services
+        and runtime is not None
+        and not trainjob_finished((trainjob.get("status") or {}).get("conditions") or [])
+    ):
+        # Only then can a foreign Service block ours: ask the API.
+        named = memo.cluster.get_or_none("v1", "Service", name, namespace)
+    observed = Observed(
+        trainjob=trainjob,
+        runtime=runtime,
+        jobs=jobs,
+        services=services,
+        service_named=named,
+        now=dt.datetime.now(dt.UTC),
+    )
+    plan = reconcile_trainjob(observed)
+    service.execute(memo.cluster, trainjob, plan)
+    return plan.requeue_after
 
 
-def on_trainjob_event(
-    type: str, namespace: str, name: str, memo: Memo, logger: logging.Logger, **kwargs: Any
-) -> None:
-    if type == "DELETED":
-        memo.locks.pop((namespace, name), None)
-        return
-    _reconcile(memo, namespace, name, logger, **_indexes(kwargs, memo))
+def on_trainjob_event(type: str, namespace: str, name: str, memo: Memo, **kwargs: Any) -> None:
+    _indexes(kwargs, memo)
+    if type != "DELETED":
+        memo.queue.add((namespace, name))
 
 
-def on_job_event(
-    type: str,
-    namespace: str,
-    labels: kopf.Labels,
-    memo: Memo,
-    logger: logging.Logger,
-    **kwargs: Any,
-) -> None:
-    _reconcile(memo, namespace, labels[c.TRAINJOB_NAME_LABEL], logger, **_indexes(kwargs, memo))
+def on_job_event(namespace: str, labels: kopf.Labels, memo: Memo, **kwargs: Any) -> None:
+    _indexes(kwargs, memo)
+    memo.queue.add((namespace, labels[c.TRAINJOB_NAME_LABEL]))
 
 
 INDEX_NAMES = (
@@ -236,13 +226,11 @@ def on_trainjob_validate(body: kopf.Body, namespace: str, memo: Memo, **_: Any) 
         raise kopf.AdmissionError(error, code=422)
 
 
-def on_workload_event(
-    namespace: str, name: str, memo: Memo, logger: logging.Logger, **kwargs: Any
-) -> None:
+def on_workload_event(namespace: str, name: str, memo: Memo, **kwargs: Any) -> None:
     indexes = _indexes(kwargs, memo)
     owner = _first(indexes["owner_index"], (namespace, name))
     if owner is not None:
-        _reconcile(memo, namespace, str(owner), logger, **indexes)
+        memo.queue.add((namespace, str(owner)))
 
 
 def _indexes(kwargs: dict[str, Any], memo: Memo) -> dict[str, kopf.Index]:

@@ -22,7 +22,7 @@ class WorkerSettings(BaseModel):
         gt=0,
         description="how often every TrainJob is reconciled anyway (drift, deadlines)",
     )
-    workers: int = Field(default=16, ge=1, description="threads running reconciles")
+    workers: int = Field(default=8, ge=1, le=64, description="threads running reconciles")
     # Admission webhooks (mutating + validating TrainJobs), served on 127.0.0.1 when set.
     webhook_port: int | None = Field(default=None, ge=1, le=65535)
     webhook_cert: Path | None = None

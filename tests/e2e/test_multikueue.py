@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -326,6 +327,119 @@ def test_dispatcher_restart_mid_dispatch_runs_the_trainjob_once(
     wait_for(complete_while_watching, 90, what="survivor Complete on the manager", interval=0.1)
     winner = (mk.get("survivor") or {})["status"]["clusterName"]
     assert ran_on == {winner}
+
+
+@contextlib.contextmanager
+def dispatcher_with(controllers: list[setup.Controller], *flags: str) -> Iterator[None]:
+    """The session's dispatcher, restarted with extra flags for the block, then as before."""
+    dispatcher = next(c for c in controllers if c.name == "dispatcher")
+    usual = dispatcher.argv
+    dispatcher.stop()
+    dispatcher.argv = [*usual, *flags]
+    dispatcher.start()
+    try:
+        yield
+    finally:
+        dispatcher.stop()
+        dispatcher.argv = usual
+        dispatcher.start()
+
+
+def test_incremental_strategy_tries_clusters_in_order_and_widens(
+    bed: Bed, controllers: list[setup.Controller]
+) -> None:
+    first, second = bed.config.workers[0].name, bed.config.workers[1].name
+    mk = MultiKueue(bed, cpu_by_worker={first: "0"})  # the first in config order cannot run it
+    flags = ("--strategy", "Incremental", "--incremental-batch", "1")
+    with dispatcher_with(controllers, *flags, "--incremental-round-seconds", "15"):
+        mk.submit("stepper")
+        wait_for(lambda: mk.remote_workloads(first), 30, what=f"a copy on {first}")
+        assert mk.remote_workloads(second) == [], "the first round holds one cluster only"
+        wait_for(lambda: mk.remote_workloads(second), 40, what=f"a copy on {second}, next round")
+        mk.wait("stepper", "Complete", timeout=90)
+    assert (mk.get("stepper") or {})["status"]["clusterName"] == second
+
+
+def events_of(mk: MultiKueue, name: str) -> list[str]:
+    """Reasons of the Events recorded on a manager TrainJob."""
+    items = (
+        client.CoreV1Api(mk.bed.api(mk.manager))
+        .list_namespaced_event(mk.ns, field_selector=f"involvedObject.name={name}")
+        .items
+    )
+    return [e.reason for e in items]
+
+
+def test_remote_eviction_sends_the_trainjob_back_to_be_dispatched_again(bed: Bed) -> None:
+    mk = MultiKueue(bed)
+    mk.submit("evictee", run="8s")
+    first = wait_for(lambda: mk.running_on("evictee"), 60, what="the remote TrainJob")[0]
+    wait_for(lambda: mk.pods(first, "evictee"), 30, what=f"pods running on {first}")
+    # The worker's Kueue evicts it: an operator there deactivates its Workload.
+    (remote_wl,) = mk.remote_workloads(first)
+    mk.custom(first).patch_namespaced_custom_object(
+        *KUEUE, mk.ns, "workloads", remote_wl["metadata"]["name"], {"spec": {"active": False}}
+    )
+    wait_for(
+        lambda: "RemoteEvicted" in events_of(mk, "evictee"),
+        60,
+        what="the check turned Retry (RemoteEvicted Event) on the manager",
+    )
+    mk.wait("evictee", "Complete", timeout=120)
+    assert events_of(mk, "evictee").count("Dispatched") >= 2, "dispatched a second time"
+    # Afterwards nothing of it is left anywhere (retention 0), deactivated copy included.
+    wait_for(
+        lambda: (
+            not mk.running_on("evictee") and not any(mk.remote_workloads(w) for w in mk.workers)
+        ),
+        60,
+        what="the remote objects to be removed",
+    )
+
+
+def test_orphans_on_workers_are_garbage_collected_and_nothing_else(bed: Bed) -> None:
+    mk = MultiKueue(bed)
+    worker = mk.workers[0]
+    origin = {"kueue.x-k8s.io/multikueue-origin": "multikueue"}
+    spec = {"runtimeRef": {"name": "torch-distributed"}, "suspend": True}
+    custom = mk.custom(worker)
+    for name, labels in (("ghost", origin), ("bystander", {})):
+        custom.create_namespaced_custom_object(
+            *TRAINER,
+            mk.ns,
+            "trainjobs",
+            {
+                "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                "kind": "TrainJob",
+                "metadata": {"name": name, "labels": labels},
+                "spec": spec,
+            },
+        )
+    pod = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}],
+    }
+    custom.create_namespaced_custom_object(
+        *KUEUE,
+        mk.ns,
+        "workloads",
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            "metadata": {"name": "trainjob-ghost-00000", "labels": origin},
+            "spec": {
+                "queueName": "q",
+                "podSets": [{"name": "node", "count": 1, "template": {"spec": pod}}],
+            },
+        },
+    )
+    # The sweep runs every --gc-interval (10 s in the tests).
+    wait_for(
+        lambda: mk.get("ghost", worker) is None and not mk.remote_workloads(worker),
+        60,
+        what="the orphan TrainJob and Workload to be collected",
+    )
+    assert mk.get("bystander", worker) is not None, "objects without our origin are not ours"
 
 
 @pytest.mark.disruptive

@@ -189,13 +189,29 @@ def test_copies_go_to_every_reachable_cluster_and_are_nominated() -> None:
     )
 
 
-def test_incremental_strategy_starts_with_one_cluster() -> None:
-    plan = decide(
-        manager_workload("QuotaReserved"),
-        [remote("w1", workload=False), remote("w2", workload=False)],
-        strategy=Incremental(),
-    )
-    assert [a.cluster for a in plan.remote] == ["w1"]
+def test_incremental_strategy_adds_clusters_round_by_round_in_config_order() -> None:
+    wl = manager_workload("QuotaReserved")  # quota reserved at 11:00:00, an hour before NOW
+    remotes = [remote(f"w{i}", workload=False) for i in range(1, 6)]
+    for round_seconds, created, requeue in (
+        (7200.0, ["w1", "w2"], 3600.0),  # still the first round
+        (2500.0, ["w1", "w2", "w3", "w4"], 1400.0),  # the second: two more
+        (1000.0, ["w1", "w2", "w3", "w4", "w5"], None),  # all of them: no more rounds
+    ):
+        plan = decide(wl, remotes, strategy=Incremental(batch=2, round_seconds=round_seconds))
+        assert [a.cluster for a in plan.remote] == created
+        assert plan.requeue_after == requeue
+
+
+def test_leftovers_of_an_earlier_round_are_removed_before_dispatching_again() -> None:
+    deactivated = remote("w1")
+    assert deactivated.workload is not None
+    deactivated.workload["spec"] = {"active": False}
+    plan = decide(manager_workload("QuotaReserved"), [deactivated, remote("w2", trainjob=True)])
+    assert sorted((a.cluster, a.verb, a.obj["kind"]) for a in plan.remote) == [
+        ("w1", "delete", "Workload"),
+        ("w2", "delete", "TrainJob"),
+        ("w2", "delete", "Workload"),
+    ]
 
 
 def test_first_admitted_copy_wins_and_the_others_go() -> None:
@@ -211,6 +227,19 @@ def test_first_admitted_copy_wins_and_the_others_go() -> None:
     assert [(a.cluster, a.verb, a.obj["kind"]) for a in plan.remote] == [
         ("w1", "delete", "Workload")
     ]
+
+
+def test_admissions_in_the_same_second_are_shared_out_but_always_decided_alike() -> None:
+    winners = set()
+    for i in range(20):
+        wl = manager_workload("QuotaReserved", nominated=["w1", "w2"])
+        wl["metadata"]["name"] = f"trainjob-tj{i}-abcde"
+        same = "2026-11-22T11:00:02Z"
+        remotes = [remote("w1", admitted_at=same), remote("w2", admitted_at=same)]
+        first = decide(wl, remotes).cluster_name
+        assert decide(wl, list(reversed(remotes))).cluster_name == first
+        winners.add(first)
+    assert winners == {"w1", "w2"}
 
 
 def test_winner_must_be_nominated_before_it_is_named() -> None:
