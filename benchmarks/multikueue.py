@@ -41,6 +41,7 @@ class Clock:
         self.running: dict[str, float] = {}
         self.remote_done: dict[str, float] = {}
         self.manager_done: dict[str, float] = {}
+        self.ran_on: dict[str, set[str]] = {}  # TrainJob -> workers where a pod of it ran
         self.lock = threading.Lock()
         self.stop = threading.Event()
 
@@ -56,7 +57,7 @@ def _complete(obj: dict[str, Any]) -> bool:
     )
 
 
-def watch_pods(api: client.ApiClient, ns: str, clock: Clock) -> None:
+def watch_pods(api: client.ApiClient, ns: str, clock: Clock, worker: str) -> None:
     core = client.CoreV1Api(api)
     while not clock.stop.is_set():
         for ev in watch.Watch().stream(core.list_namespaced_pod, ns, timeout_seconds=30):
@@ -64,6 +65,8 @@ def watch_pods(api: client.ApiClient, ns: str, clock: Clock) -> None:
             tj = (pod.metadata.labels or {}).get("jobset.sigs.k8s.io/jobset-name")
             if tj and pod.status.phase == "Running":
                 clock.mark(clock.running, tj)
+                with clock.lock:
+                    clock.ran_on.setdefault(tj, set()).add(worker)
 
 
 def watch_trainjobs(api: client.ApiClient, ns: str, clock: Clock, table: dict[str, float]) -> None:
@@ -145,6 +148,7 @@ def main() -> int:
     parser.add_argument("--sequential", type=int, default=100)
     parser.add_argument("--burst", type=int, default=500)
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--keep", action="store_true", help="leave the namespace behind")
     args = parser.parse_args()
     bed = Bed(load_config())
     if not bed.is_up():
@@ -166,7 +170,9 @@ def main() -> int:
     ]
     for worker in bed.config.workers:
         threads.append(
-            threading.Thread(target=watch_pods, args=(bed.api(worker.name), ns, clock), daemon=True)
+            threading.Thread(
+                target=watch_pods, args=(bed.api(worker.name), ns, clock, worker.name), daemon=True
+            )
         )
         threads.append(
             threading.Thread(
@@ -202,6 +208,8 @@ def main() -> int:
         total = time.monotonic() - start
         report(f"burst (all Complete on the manager after {total:.1f}s)", burst, clock)
         n = args.sequential + args.burst
+        twice = sorted(tj for tj, workers in clock.ran_on.items() if len(workers) > 1)
+        print(f"TrainJobs whose pods ran on more than one worker: {len(twice)} {twice[:5]}")
         cpu = cpu_seconds(dispatcher.proc.pid) - cpu0
         print(
             f"dispatcher CPU {cpu:.1f}s ({cpu / n * 1000:.0f} ms per TrainJob), peak RSS "
@@ -216,8 +224,31 @@ def main() -> int:
             )
     finally:
         clock.stop.set()
-        setup.stop_controllers(bed, ctrls)
+        try:
+            if not args.keep:
+                clean_up(bed, ns, clusters)
+        finally:
+            setup.stop_controllers(bed, ctrls)
     return 0
+
+
+def clean_up(bed: Bed, ns: str, clusters: list[str]) -> None:
+    """Delete the namespace everywhere while the dispatcher still runs (its finalizer removes
+    the remote objects first), so the next run does not start behind a backlog."""
+    start = time.monotonic()
+    for cluster in clusters:
+        client.CoreV1Api(bed.api(cluster)).delete_namespace(ns)
+    core = client.CoreV1Api(bed.api(clusters[0]))
+    while time.monotonic() - start < 600:
+        try:
+            core.read_namespace(ns)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                print(f"namespace {ns} deleted everywhere after {time.monotonic() - start:.1f}s")
+                return
+            raise
+        time.sleep(1)
+    print(f"namespace {ns} still there after 600s", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -439,6 +439,9 @@ def _resync_loop(memo: Memo) -> None:
         indexes = memo.indexes
         if not indexes or memo.stop.is_set():
             continue
+        stats = memo.queue.stats()
+        if stats.passes or stats.pending:
+            log.info("[%s] work queue: %s", memo.settings.cluster_name, stats)
         try:
             for mkc in _all(indexes["cluster_index"]):
                 memo.registry.reconcile_cluster(mkc)

@@ -11,6 +11,8 @@ import base64
 import datetime as dt
 import json
 import logging
+import queue
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,12 @@ from tenacity import (
 
 Dict = dict[str, Any]
 log = logging.getLogger(__name__)
+_EVENTS_GUARD = threading.Lock()
+
+
+def _name(obj: Dict) -> str:
+    return str(obj["metadata"].get("name"))
+
 
 ApiException = client.ApiException
 
@@ -215,18 +223,38 @@ class Cluster:
         return result
 
     def post_event(self, obj: Dict, etype: str, reason: str, message: str) -> None:
-        """Record an Event on `obj`; losing one is logged, never fatal."""
+        """Record an Event on `obj` in the background, in order. Events are best effort (as
+        with client-go's recorder): a busy API server never holds up a reconcile, and an Event
+        that cannot be written is logged and dropped."""
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = build_event(obj, etype, reason, message, self.field_manager, now)
+        with _EVENTS_GUARD:
+            if self._events is None:
+                self._events = queue.Queue(maxsize=10_000)
+                threading.Thread(
+                    target=self._post_events, name=f"events-{self.name}", daemon=True
+                ).start()
         try:
-            self.create(build_event(obj, etype, reason, message, self.field_manager, now))
-        except client.ApiException as exc:
-            log.warning(
-                "[%s] cannot record Event %s on %s: %s",
-                self.name,
-                reason,
-                obj["metadata"].get("name"),
-                exc.reason,
-            )
+            self._events.put_nowait(event)
+        except queue.Full:
+            log.warning("[%s] Event backlog full; dropped %s on %s", self.name, reason, _name(obj))
+
+    _events: queue.Queue[Dict] | None = None
+
+    def _post_events(self) -> None:
+        assert self._events is not None
+        while True:
+            event = self._events.get()
+            try:
+                self.create(event)
+            except Exception as exc:
+                log.warning(
+                    "[%s] cannot record Event %s on %s: %s",
+                    self.name,
+                    event["reason"],
+                    event["involvedObject"].get("name"),
+                    getattr(exc, "reason", exc),
+                )
 
     def patch_status(self, obj: Dict, status: Dict) -> Dict:
         """Merge-patch `status` via the status subresource, guarded by resourceVersion."""

@@ -26,11 +26,7 @@ def execute_queue_plan(cluster: Cluster, trainjob: Dict, plan: QueuePlan) -> Non
     ns, where = meta["namespace"], f"[{cluster.name}] {meta['namespace']}/{meta['name']}"
     try:
         if plan.create_workload is not None:
-            try:
-                cluster.create(plan.create_workload)
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
+            cluster.create(plan.create_workload)  # 409: planned from a cache that lags
         if plan.delete_workload is not None:
             cluster.delete(KUEUE_API, "Workload", plan.delete_workload, ns)
         name = expected_workload_name(parse_trainjob(trainjob))

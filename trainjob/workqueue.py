@@ -24,6 +24,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -53,6 +54,8 @@ class WorkQueue(Generic[K]):
         self._failures: dict[K, int] = {}
         self._stopped = False
         self._threads: list[threading.Thread] = []
+        self._queued_at: dict[K, float] = {}
+        self._stats = QueueStats()
 
     # ---- producers ---------------------------------------------------------------------------
 
@@ -72,6 +75,7 @@ class WorkQueue(Generic[K]):
         if key in self._dirty:
             return
         self._dirty.add(key)
+        self._queued_at.setdefault(key, time.monotonic())
         if key not in self._processing:
             self._queue.append(key)
             self._cond.notify()
@@ -106,19 +110,30 @@ class WorkQueue(Generic[K]):
                     key = self._queue.popleft()
                     self._dirty.discard(key)
                     self._processing.add(key)
+                    self._stats.waited(time.monotonic() - self._queued_at.pop(key, now))
                     return key
                 self._cond.wait(self._timers[0][0] - now if self._timers else None)
             return None
 
-    def _done(self, key: K) -> None:
+    def _done(self, key: K, took: float) -> None:
         with self._cond:
+            self._stats.passes += 1
+            self._stats.busy += took
             self._processing.discard(key)
             if key in self._dirty:
                 self._queue.append(key)
                 self._cond.notify()
 
+    def stats(self) -> QueueStats:
+        """Figures since the last call (then reset): for logs and benchmarks."""
+        with self._cond:
+            stats, self._stats = self._stats, QueueStats()
+            stats.pending = len(self._dirty) + len(self._processing)
+            return stats
+
     def _work(self) -> None:
         while (key := self._get()) is not None:
+            started = time.monotonic()
             try:
                 again = self._handle(key)
                 self._failures.pop(key, None)
@@ -130,9 +145,30 @@ class WorkQueue(Generic[K]):
                     "[%s] %s failed (%d in a row); again in %.1fs", self._name, key, failures, again
                 )
             finally:
-                self._done(key)
+                self._done(key, time.monotonic() - started)
             if again is not None:
                 self.add(key, after=again)
+
+
+@dataclass
+class QueueStats:
+    passes: int = 0
+    busy: float = 0.0  # seconds spent in handlers, summed over workers
+    wait_total: float = 0.0  # seconds keys waited between being queued and taken
+    wait_max: float = 0.0
+    pending: int = 0
+
+    def waited(self, seconds: float) -> None:
+        self.wait_total += seconds
+        self.wait_max = max(self.wait_max, seconds)
+
+    def __str__(self) -> str:
+        mean = self.wait_total / self.passes if self.passes else 0.0
+        per_pass = self.busy / self.passes if self.passes else 0.0
+        return (
+            f"{self.passes} passes ({per_pass * 1000:.0f} ms each), waited {mean:.2f}s mean / "
+            f"{self.wait_max:.2f}s max, {self.pending} pending"
+        )
 
 
 class WriteMemory:

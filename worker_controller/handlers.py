@@ -8,6 +8,7 @@ call the pure `reconcile_trainjob`, and hand the Plan to `service.execute`.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 from typing import Any
 
@@ -29,6 +30,7 @@ Dict = dict[str, Any]
 TRAINJOBS = (c.TRAINER_GROUP, c.TRAINER_VERSION, c.TRAINJOB_PLURAL)
 WORKLOADS = ("kueue.x-k8s.io", "v1beta2", "workloads")
 OURS = {c.TRAINJOB_NAME_LABEL: kopf.PRESENT}
+log = logging.getLogger("worker_controller")
 
 
 class Memo(kopf.Memo):
@@ -72,6 +74,9 @@ def _resync_loop(memo: Memo) -> None:
     a timer, and a TrainJob must stay deletable while this controller is down.
     """
     while not memo.stop.wait(memo.settings.resync_seconds):
+        stats = memo.queue.stats()
+        if stats.passes or stats.pending:
+            log.info("[%s] work queue: %s", memo.settings.cluster_name, stats)
         indexes = memo.indexes
         for key in [k for k in indexes.get("trainjob_index", ()) if isinstance(k, tuple)]:
             body = _first(indexes["trainjob_index"], key)

@@ -37,6 +37,9 @@ def test_events_for_a_waiting_key_coalesce_into_one_pass() -> None:
     assert wait_for(lambda: queue.pending() == 0)
     queue.stop()
     assert seen == ["block", "a"]
+    stats = queue.stats()
+    assert stats.passes == 2 and stats.pending == 0 and stats.wait_max > 0
+    assert queue.stats().passes == 0  # reset by reading
 
 
 def test_a_key_is_never_handled_twice_at_once_and_an_event_during_a_pass_runs_it_again() -> None:
