@@ -226,8 +226,9 @@ def start_controllers(
 
 
 def wait_healthy(ctrl: Controller, timeout: float = 60) -> None:
+    """Liveness answers and the webhook server listens (its registration may outlive it)."""
     deadline = time.monotonic() + timeout
-    while not http_ok(f"http://127.0.0.1:{ctrl.health}/healthz"):
+    while not (http_ok(f"http://127.0.0.1:{ctrl.health}/healthz") and port_in_use(ctrl.health + 1)):
         if ctrl.proc.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(
                 f"{ctrl.name} on {ctrl.cluster} did not start; log "

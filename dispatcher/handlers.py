@@ -396,11 +396,13 @@ def _queue_has_multikueue(
 
 
 def on_remote_change(memo: Memo, namespace: str, name: str) -> None:
-    """A worker's Workload or TrainJob changed: queue the manager TrainJob it belongs to."""
+    """A worker's Workload or TrainJob changed: queue the manager TrainJob it belongs to. A
+    remote TrainJob's change (status to bring back; on completion, manager quota to free)
+    takes the fast lane."""
     if not memo.indexes:
         return
     if _first(memo.indexes["trainjob_index"], (namespace, name)) is not None:
-        memo.queue.add((namespace, name))
+        memo.queue.add((namespace, name), urgent=True)
     else:
         _enqueue_owner(memo, namespace, name)
 
@@ -482,10 +484,10 @@ def register(settings: DispatcherSettings) -> kopf.OperatorRegistry:
     kopf.on.event(*WORKLOADS, registry=registry)(on_workload_event)
     kopf.on.event(*TRAINJOBS, registry=registry)(on_trainjob_event)
     if settings.webhook_port:
-        kopf.on.mutate(*TRAINJOBS, operation="CREATE", id="suspend-and-route", registry=registry)(
-            on_mutate
-        )
-        kopf.on.validate(*TRAINJOBS, operation="CREATE", id="queue-exists", registry=registry)(
-            on_validate
-        )
+        # Persistent (kept registered while we are down, failurePolicy Fail), as Kueue's are:
+        # a TrainJob created meanwhile is refused, not accepted without managedBy, which is
+        # immutable and would leave it on the manager with nobody to run it.
+        webhook = {"operation": "CREATE", "persistent": True, "registry": registry}
+        kopf.on.mutate(*TRAINJOBS, id="suspend-and-route", **webhook)(on_mutate)
+        kopf.on.validate(*TRAINJOBS, id="queue-exists", **webhook)(on_validate)
     return registry

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kopf
@@ -20,6 +21,10 @@ from trainjob.workqueue import WriteMemory
 
 Dict = dict[str, Any]
 log = logging.getLogger("dispatcher")
+
+
+# Shared by every reconcile: remote writes of one plan run side by side, one thread a worker.
+_REMOTE_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="remote-write")
 
 
 def _where(obj: Dict) -> str:
@@ -56,13 +61,28 @@ def execute_dispatch(
             lambda: manager.patch(KUEUE_API, "Workload", name, ns, patch, subresource="status"),
         ):
             return False  # planned from an old version: the watch brings the new one
+    # Each worker's writes in order (its TrainJob before its Workload), the workers at once:
+    # a slow worker does not hold up the others, and no worker gets its copy first every time.
+    by_cluster: dict[str, list[RemoteAction]] = {}
+    for action in plan.remote:
+        by_cluster.setdefault(action.cluster, []).append(action)
+    results = dict(
+        zip(
+            by_cluster,
+            _REMOTE_POOL.map(
+                lambda actions: [_remote_write(registry, a) for a in actions],
+                by_cluster.values(),
+            ),
+            strict=True,
+        )
+    )
     failed = False
     events = list(plan.events)
-    for action in plan.remote:
-        done = _remote_write(registry, action)
-        failed |= done is None
-        if done and action.event is not None:
-            events.append(action.event)
+    for cluster, actions in by_cluster.items():
+        for action, done in zip(actions, results[cluster], strict=True):
+            failed |= done is None
+            if done and action.event is not None:
+                events.append(action.event)
     if plan.trainjob_status is not None:
         meta = trainjob["metadata"]
         status = plan.trainjob_status

@@ -9,7 +9,9 @@ worker threads take keys off the queue and reconcile them from the caches. This 
   it once more, to run after the current pass;
 - timers: `add(key, after=s)` brings a key back later (lost-worker timeouts, retention), and
   a handler may return the seconds after which it wants its key again;
-- retries: a handler that raises gets its key back after an exponential backoff.
+- retries: a handler that raises gets its key back after an exponential backoff;
+- a fast lane: `add(key, urgent=True)` puts a key ahead of the others (say, a job that just
+  finished elsewhere, whose completion frees quota), without running it twice.
 
 `WriteMemory` complements it: caches lag behind our own writes, so a pass may plan from a
 version of an object it has written from before; such a plan is stale and is dropped.
@@ -46,6 +48,8 @@ class WorkQueue(Generic[K]):
         self._max_backoff = max_backoff
         self._cond = threading.Condition()
         self._queue: deque[K] = deque()
+        self._urgent: deque[K] = deque()  # the fast lane; a key may sit in both deques
+        self._urgent_keys: set[K] = set()
         self._dirty: set[K] = set()  # queued and not yet taken
         self._processing: set[K] = set()
         self._due: dict[K, float] = {}  # earliest pending timer per key
@@ -59,10 +63,10 @@ class WorkQueue(Generic[K]):
 
     # ---- producers ---------------------------------------------------------------------------
 
-    def add(self, key: K, after: float = 0.0) -> None:
+    def add(self, key: K, after: float = 0.0, *, urgent: bool = False) -> None:
         with self._cond:
             if after <= 0:
-                self._enqueue(key)
+                self._enqueue(key, urgent)
                 return
             due = time.monotonic() + after
             if self._due.get(key, float("inf")) <= due:
@@ -71,14 +75,22 @@ class WorkQueue(Generic[K]):
             heapq.heappush(self._timers, (due, next(self._seq), key))
             self._cond.notify()
 
-    def _enqueue(self, key: K) -> None:
+    def _enqueue(self, key: K, urgent: bool = False) -> None:
+        if urgent and key not in self._urgent_keys:
+            self._urgent_keys.add(key)
+            if key in self._dirty and key not in self._processing:
+                self._urgent.append(key)  # already waiting in the slow lane: overtake
+                self._cond.notify()
         if key in self._dirty:
             return
         self._dirty.add(key)
         self._queued_at.setdefault(key, time.monotonic())
         if key not in self._processing:
-            self._queue.append(key)
+            self._lane(key).append(key)
             self._cond.notify()
+
+    def _lane(self, key: K) -> deque[K]:
+        return self._urgent if key in self._urgent_keys else self._queue
 
     def pending(self) -> int:
         with self._cond:
@@ -106,9 +118,12 @@ class WorkQueue(Generic[K]):
                     if self._due.get(key) == due:
                         del self._due[key]
                         self._enqueue(key)
-                if self._queue:
-                    key = self._queue.popleft()
+                while self._urgent or self._queue:
+                    key = (self._urgent or self._queue).popleft()
+                    if key not in self._dirty or key in self._processing:
+                        continue  # taken from the other lane already
                     self._dirty.discard(key)
+                    self._urgent_keys.discard(key)
                     self._processing.add(key)
                     self._stats.waited(time.monotonic() - self._queued_at.pop(key, now))
                     return key
@@ -121,7 +136,7 @@ class WorkQueue(Generic[K]):
             self._stats.busy += took
             self._processing.discard(key)
             if key in self._dirty:
-                self._queue.append(key)
+                self._lane(key).append(key)
                 self._cond.notify()
 
     def stats(self) -> QueueStats:

@@ -360,6 +360,23 @@ def test_incremental_strategy_tries_clusters_in_order_and_widens(
     assert (mk.get("stepper") or {})["status"]["clusterName"] == second
 
 
+def test_a_trainjob_created_while_the_dispatcher_is_down_is_refused_not_stranded(
+    bed: Bed, controllers: list[setup.Controller]
+) -> None:
+    mk = MultiKueue(bed)
+    dispatcher = next(c for c in controllers if c.name == "dispatcher")
+    dispatcher.stop()
+    try:
+        # Accepted without managedBy (immutable), it would sit on the manager for good.
+        with pytest.raises(client.ApiException) as refused:
+            mk.submit("early")
+        assert "dispatcher.trainjob.dev" in str(refused.value.body)
+    finally:
+        dispatcher.start()
+    mk.submit("early")
+    mk.wait("early", "Complete", timeout=90)
+
+
 def events_of(mk: MultiKueue, name: str) -> list[str]:
     """Reasons of the Events recorded on a manager TrainJob."""
     items = (

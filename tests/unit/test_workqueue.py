@@ -131,3 +131,27 @@ def test_write_memory_tells_stale_plans_apart() -> None:
     assert memory.stale("wl", "10") and not memory.stale("wl", "11")
     memory.forget("wl")
     assert not memory.stale("wl", "10")
+
+
+def test_an_urgent_key_overtakes_the_waiting_ones_and_still_runs_once() -> None:
+    gate = threading.Event()
+    seen: list[str] = []
+
+    def handle(key: str) -> None:
+        if key == "block":
+            gate.wait(5)
+        seen.append(key)
+
+    queue: WorkQueue[str] = WorkQueue(handle, workers=1)
+    queue.start()
+    queue.add("block")
+    assert wait_for(lambda: queue.pending() == 1 and not queue._queue)
+    for key in ("a", "b", "c"):
+        queue.add(key)
+    queue.add("c", urgent=True)  # waiting already: moves to the front
+    queue.add("d", urgent=True)
+    gate.set()
+    assert wait_for(lambda: queue.pending() == 0)
+    time.sleep(0.05)
+    queue.stop()
+    assert seen == ["block", "c", "d", "a", "b"]
