@@ -18,9 +18,9 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
     return True
 
 
-def test_events_for_a_waiting_key_coalesce_into_one_pass() -> None:
+def blocked_queue(seen: list[str]) -> tuple[WorkQueue[str], threading.Event]:
+    """A queue whose one worker is busy with key "block" until the returned gate is set."""
     gate = threading.Event()
-    seen: list[str] = []
 
     def handle(key: str) -> None:
         if key == "block":
@@ -31,6 +31,12 @@ def test_events_for_a_waiting_key_coalesce_into_one_pass() -> None:
     queue.start()
     queue.add("block")
     assert wait_for(lambda: queue.pending() == 1 and not queue._queue)  # "block" taken
+    return queue, gate
+
+
+def test_events_for_a_waiting_key_coalesce_into_one_pass() -> None:
+    seen: list[str] = []
+    queue, gate = blocked_queue(seen)
     for _ in range(50):
         queue.add("a")
     gate.set()
@@ -134,18 +140,8 @@ def test_write_memory_tells_stale_plans_apart() -> None:
 
 
 def test_an_urgent_key_overtakes_the_waiting_ones_and_still_runs_once() -> None:
-    gate = threading.Event()
     seen: list[str] = []
-
-    def handle(key: str) -> None:
-        if key == "block":
-            gate.wait(5)
-        seen.append(key)
-
-    queue: WorkQueue[str] = WorkQueue(handle, workers=1)
-    queue.start()
-    queue.add("block")
-    assert wait_for(lambda: queue.pending() == 1 and not queue._queue)
+    queue, gate = blocked_queue(seen)
     for key in ("a", "b", "c"):
         queue.add(key)
     queue.add("c", urgent=True)  # waiting already: moves to the front
