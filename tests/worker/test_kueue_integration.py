@@ -224,9 +224,14 @@ def test_prebuilt_workload_is_adopted_and_used(tjs: TrainJobs) -> None:
     body["metadata"]["labels"]["kueue.x-k8s.io/prebuilt-workload-name"] = "prebuilt-wl"
     uid = tjs.create(body)["metadata"]["uid"]
     tjs.wait_condition("adopter", "Complete", timeout=90)
-    wl = tjs.custom.get_namespaced_custom_object(*KUEUE, tjs.ns, "workloads", "prebuilt-wl")
+
+    def finished_prebuilt() -> Any:
+        wl = tjs.custom.get_namespaced_custom_object(*KUEUE, tjs.ns, "workloads", "prebuilt-wl")
+        return wl if wl_condition(wl, "Finished") else None
+
+    # Finished follows Complete (the pass after the TrainJob's status write).
+    wl = wait_for(finished_prebuilt, 30, what="the prebuilt Workload Finished")
     assert uid in [r["uid"] for r in wl["metadata"]["ownerReferences"]]
-    assert wl_condition(wl, "Finished")
     assert len(queue.workloads()) == 1  # no second Workload was made
 
 
