@@ -25,7 +25,7 @@ from kubernetes import client, watch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.worker_trainjobs import cpu_seconds, peak_rss_mib, request_counts
+from benchmarks.worker_trainjobs import cpu_seconds, pct, peak_rss_mib, request_counts
 from clusters.bed import Bed
 from clusters.config import load_config
 from demo import setup
@@ -77,11 +77,6 @@ def watch_trainjobs(api: client.ApiClient, ns: str, clock: Clock, table: dict[st
         ):
             if _complete(ev["object"]):
                 clock.mark(table, ev["object"]["metadata"]["name"])
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
 RUN_ONE_SECOND = {"annotations": {"bed.trainjob.dev/run-duration": "1s"}}

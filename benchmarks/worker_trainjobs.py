@@ -55,6 +55,12 @@ def request_counts(api: client.ApiClient) -> Counter[tuple[str, str]]:
     return counts
 
 
+def pct(values: list[float], p: float) -> float:
+    """The p-quantile (0..1) of `values`, nearest rank."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -134,18 +140,13 @@ def report_admission_latency(
         tj = (pod.metadata.labels or {}).get("jobset.sigs.k8s.io/jobset-name")
         if tj and pod.status.start_time:
             first_start[tj] = min(first_start.get(tj, pod.status.start_time), pod.status.start_time)
-    delays = sorted(
-        (first_start[t] - admitted[t]).total_seconds() for t in admitted if t in first_start
-    )
+    delays = [(first_start[t] - admitted[t]).total_seconds() for t in admitted if t in first_start]
     if not delays:
         print("no admission data")
         return
-
-    def pct(p: float) -> float:
-        return delays[min(len(delays) - 1, int(p * len(delays)))]
-
     print(
-        f"admission -> first pod Running: p50 {pct(0.5):.0f}s, p99 {pct(0.99):.0f}s "
+        f"admission -> first pod Running: p50 {pct(delays, 0.5):.0f}s, "
+        f"p99 {pct(delays, 0.99):.0f}s "
         f"(n={len(delays)}, 1 s resolution)"
     )
 

@@ -75,8 +75,6 @@ class DispatchPlan:
 class Strategy(Protocol):
     """Which nominated clusters hold a copy while no cluster has admitted the Workload."""
 
-    name: str
-
     def targets(
         self, remotes: list[RemoteView], elapsed: float
     ) -> tuple[list[RemoteView], float | None]:
@@ -86,8 +84,6 @@ class Strategy(Protocol):
 
 
 class AllAtOnce:
-    name = "AllAtOnce"
-
     def targets(
         self, remotes: list[RemoteView], elapsed: float
     ) -> tuple[list[RemoteView], float | None]:
@@ -97,8 +93,6 @@ class AllAtOnce:
 class Incremental:
     """`batch` clusters at a time in MultiKueueConfig order; `batch` more each round that
     passes without an admission (Kueue's own: 3 clusters, 5-minute rounds)."""
-
-    name = "Incremental"
 
     def __init__(self, batch: int = 3, round_seconds: float = 300.0) -> None:
         self.batch, self.round_seconds = batch, round_seconds

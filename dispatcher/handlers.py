@@ -56,19 +56,7 @@ def _is_multikueue(body: Dict) -> bool:
 
 
 def on_startup(settings: kopf.OperatorSettings, memo: Memo, **_: Any) -> None:
-    s = memo.settings
-    webhook = (
-        (s.webhook_port, s.webhook_cert, s.webhook_key, s.webhook_ca) if s.webhook_port else None
-    )
-    operator.configure(
-        settings,
-        # Unused: no kopf handler here needs a finalizer; ours is managed by hand so that
-        # kopf keeps no per-object state (annotations) on the users' TrainJobs.
-        finalizer="dispatcher",
-        workers=4,  # kopf's handlers only index and queue; our WorkQueue does the work
-        webhook=webhook,
-        webhook_name="dispatcher",
-    )
+    operator.configure(settings, memo.settings, "dispatcher")
     memo.queue.start()
     threading.Thread(target=_resync_loop, args=(memo,), name="resync", daemon=True).start()
 
@@ -381,15 +369,16 @@ def _queue_has_multikueue(
     names |= {
         a["name"] for a in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []
     }
-    ours = _our_checks(memo, indexes)
-    return any(
-        name in ours
-        or (
-            (ac := memo.manager.get_or_none(KUEUE_API, "AdmissionCheck", name)) is not None
-            and (ac.get("spec") or {}).get("controllerName") == memo.settings.controller_name
-        )
-        for name in names
-    )
+    for name in names:
+        check = _first(indexes["check_index"], name) or memo.manager.get_or_none(
+            KUEUE_API, "AdmissionCheck", name
+        )  # asked only for a check made moments ago, not cached yet
+        if (
+            check
+            and (check.get("spec") or {}).get("controllerName") == memo.settings.controller_name
+        ):
+            return True
+    return False
 
 
 # ---- remote changes, resync and garbage collection ----------------------------------------------
@@ -441,9 +430,7 @@ def _resync_loop(memo: Memo) -> None:
         indexes = memo.indexes
         if not indexes or memo.stop.is_set():
             continue
-        stats = memo.queue.stats()
-        if stats.passes or stats.pending:
-            log.info("[%s] work queue: %s", memo.settings.cluster_name, stats)
+        memo.queue.log_stats(memo.settings.cluster_name)
         try:
             for mkc in _all(indexes["cluster_index"]):
                 memo.registry.reconcile_cluster(mkc)

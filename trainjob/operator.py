@@ -3,46 +3,64 @@
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
 import kopf
 
 from trainjob import constants as c
-from trainjob.kube import connection_from_kubeconfig, read_kubeconfig
+from trainjob.kube import Cluster, connection_from_kubeconfig, read_kubeconfig
+from trainjob.settings import ControllerSettings
 
 
-def configure(
-    settings: kopf.OperatorSettings,
-    *,
-    finalizer: str,
-    workers: int,
-    webhook: tuple[int, Path | None, Path | None, Path | None] | None,
-    webhook_name: str,
-) -> None:
-    """Tune kopf; `webhook` is (port, cert, key, ca) to serve admission on 127.0.0.1."""
-    # Our own domain for kopf's bookkeeping, so nothing on user objects says "zalando".
-    settings.persistence.finalizer = f"{c.DOMAIN}/{finalizer}"
+def configure(settings: kopf.OperatorSettings, ours: ControllerSettings, name: str) -> None:
+    """Tune kopf for the controller `name`: our domain for its bookkeeping, and the admission
+    webhooks `<name>.trainjob.dev` served on 127.0.0.1 when `ours` sets a webhook port."""
+    # Our own domain for kopf's bookkeeping, so nothing on user objects says "zalando". Our
+    # handlers are all event handlers, so kopf never actually puts this finalizer anywhere.
+    settings.persistence.finalizer = f"{c.DOMAIN}/{name}"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=c.DOMAIN)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=c.DOMAIN, key="last-handled-configuration"
     )
     # We record our own Events for each transition; kopf's per-log-line Events would flood.
     settings.posting.level = logging.WARNING
-    # Threads for the sync handlers (each reconcile is short and mostly in memory).
-    settings.execution.max_workers = workers
+    # kopf's handlers only update indexes and queue keys; our WorkQueue does the work.
+    settings.execution.max_workers = 4
     # Re-establish watches regularly so a silently dead connection is noticed.
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 30
-    if webhook is not None:
-        port, cert, key, ca = webhook
+    if ours.webhook is not None:
+        port, cert, key, ca = ours.webhook
         # Served on loopback with our certificate; kopf keeps the webhook configurations
         # (named after our domain) pointing at it, caBundle included.
         settings.admission.server = kopf.WebhookServer(
             addr="127.0.0.1", host="127.0.0.1", port=port, certfile=cert, pkeyfile=key, cafile=ca
         )
-        settings.admission.managed = f"{webhook_name}.{c.DOMAIN}"
+        settings.admission.managed = f"{name}.{c.DOMAIN}"
+
+
+def setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # kopf logs every handler call of every object at INFO: kept for --verbose.
+    logging.getLogger("kopf.objects").setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+
+def connect(ours: ControllerSettings, field_manager: str) -> Cluster:
+    """The client for our own cluster; exits 2 with the reason when its credentials are bad."""
+    try:
+        if ours.kubeconfig is not None:
+            return Cluster.from_kubeconfig(ours.cluster_name, ours.kubeconfig, field_manager)
+        return Cluster.in_cluster(ours.cluster_name, field_manager)
+    except Exception as exc:  # a broken kubeconfig, or no in-cluster service account
+        where = f"--kubeconfig {ours.kubeconfig}" if ours.kubeconfig else "in-cluster config"
+        print(f"error: cannot load credentials from {where}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def login(kubeconfig: Path | None, **kwargs: Any) -> kopf.ConnectionInfo:

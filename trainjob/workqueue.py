@@ -146,6 +146,12 @@ class WorkQueue(Generic[K]):
             stats.pending = len(self._dirty) + len(self._processing)
             return stats
 
+    def log_stats(self, cluster: str) -> None:
+        """Log the figures since the last call, when there was anything to see."""
+        stats = self.stats()
+        if stats.passes or stats.pending:
+            log.info("[%s] %s queue: %s", cluster, self._name, stats)
+
     def _work(self) -> None:
         while (key := self._get()) is not None:
             started = time.monotonic()

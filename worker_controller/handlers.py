@@ -8,7 +8,6 @@ call the pure `reconcile_trainjob`, and hand the Plan to `service.execute`.
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import threading
 from typing import Any
 
@@ -30,7 +29,6 @@ Dict = dict[str, Any]
 TRAINJOBS = (c.TRAINER_GROUP, c.TRAINER_VERSION, c.TRAINJOB_PLURAL)
 WORKLOADS = ("kueue.x-k8s.io", "v1beta2", "workloads")
 OURS = {c.TRAINJOB_NAME_LABEL: kopf.PRESENT}
-log = logging.getLogger("worker_controller")
 
 
 class Memo(kopf.Memo):
@@ -47,17 +45,7 @@ class Memo(kopf.Memo):
 
 
 def on_startup(settings: kopf.OperatorSettings, memo: Memo, **_: Any) -> None:
-    s = memo.settings
-    webhook = (
-        (s.webhook_port, s.webhook_cert, s.webhook_key, s.webhook_ca) if s.webhook_port else None
-    )
-    operator.configure(
-        settings,
-        finalizer="finalizer",
-        workers=4,  # kopf's handlers only index and queue; our WorkQueue does the work
-        webhook=webhook,
-        webhook_name="worker-controller",
-    )
+    operator.configure(settings, memo.settings, "worker-controller")
     memo.queue.start()
     threading.Thread(target=_resync_loop, args=(memo,), name="resync", daemon=True).start()
 
@@ -74,9 +62,7 @@ def _resync_loop(memo: Memo) -> None:
     a timer, and a TrainJob must stay deletable while this controller is down.
     """
     while not memo.stop.wait(memo.settings.resync_seconds):
-        stats = memo.queue.stats()
-        if stats.passes or stats.pending:
-            log.info("[%s] work queue: %s", memo.settings.cluster_name, stats)
+        memo.queue.log_stats(memo.settings.cluster_name)
         indexes = memo.indexes
         for key in [k for k in indexes.get("trainjob_index", ()) if isinstance(k, tuple)]:
             body = _first(indexes["trainjob_index"], key)

@@ -145,6 +145,19 @@ class MultiKueue:
         )["items"]
         return items
 
+    def started_on(self, name: str) -> str:
+        """The worker the TrainJob was sent to, once its pods run there."""
+        worker = wait_for(lambda: self.running_on(name), 60, what=f"{name} on a worker")[0]
+        wait_for(lambda: self.pods(worker, name), 30, what=f"pods of {name} running on {worker}")
+        return worker
+
+    def wait_copies_everywhere(self) -> None:
+        wait_for(
+            lambda: all(self.remote_workloads(w) for w in self.workers),
+            30,
+            what="copies of the Workload on every worker",
+        )
+
     def pods(self, worker: str, name: str, phase: str = "Running") -> list[Any]:
         pods = (
             client.CoreV1Api(self.bed.api(worker))
@@ -191,11 +204,7 @@ def test_worker_without_quota_sends_the_trainjob_to_the_other(bed: Bed) -> None:
 def test_no_quota_anywhere_waits_and_runs_once_freed(bed: Bed) -> None:
     mk = MultiKueue(bed, worker_cpu="0")
     mk.submit("patient")
-    wait_for(
-        lambda: all(mk.remote_workloads(w) for w in mk.workers),
-        30,
-        what="copies of the Workload on every worker",
-    )
+    mk.wait_copies_everywhere()
     assert mk.condition("patient", "Complete") is None and mk.running_on("patient") == []
     last = mk.workers[-1]
     mk.set_quota(last, "8")
@@ -288,12 +297,8 @@ def test_dispatcher_restart_mid_dispatch_runs_the_trainjob_once(
 ) -> None:
     mk = MultiKueue(bed, worker_cpu="0")
     mk.submit("survivor")
-    wait_for(
-        lambda: all(mk.remote_workloads(w) for w in mk.workers),
-        30,
-        what="copies of the Workload on every worker",
-    )
-    dispatcher = next(c for c in controllers if c.name == "dispatcher")
+    mk.wait_copies_everywhere()
+    dispatcher = the_dispatcher(controllers)
     dispatcher.stop()
     try:
         # While the dispatcher is down, every worker admits its copy.
@@ -329,10 +334,14 @@ def test_dispatcher_restart_mid_dispatch_runs_the_trainjob_once(
     assert ran_on == {winner}
 
 
+def the_dispatcher(controllers: list[setup.Controller]) -> setup.Controller:
+    return next(c for c in controllers if c.name == "dispatcher")
+
+
 @contextlib.contextmanager
 def dispatcher_with(controllers: list[setup.Controller], *flags: str) -> Iterator[None]:
     """The session's dispatcher, restarted with extra flags for the block, then as before."""
-    dispatcher = next(c for c in controllers if c.name == "dispatcher")
+    dispatcher = the_dispatcher(controllers)
     usual = dispatcher.argv
     dispatcher.stop()
     dispatcher.argv = [*usual, *flags]
@@ -364,7 +373,7 @@ def test_a_trainjob_created_while_the_dispatcher_is_down_is_refused_not_stranded
     bed: Bed, controllers: list[setup.Controller]
 ) -> None:
     mk = MultiKueue(bed)
-    dispatcher = next(c for c in controllers if c.name == "dispatcher")
+    dispatcher = the_dispatcher(controllers)
     dispatcher.stop()
     try:
         # Accepted without managedBy (immutable), it would sit on the manager for good.
@@ -390,8 +399,7 @@ def events_of(mk: MultiKueue, name: str) -> list[str]:
 def test_remote_eviction_sends_the_trainjob_back_to_be_dispatched_again(bed: Bed) -> None:
     mk = MultiKueue(bed)
     mk.submit("evictee", run="8s")
-    first = wait_for(lambda: mk.running_on("evictee"), 60, what="the remote TrainJob")[0]
-    wait_for(lambda: mk.pods(first, "evictee"), 30, what=f"pods running on {first}")
+    first = mk.started_on("evictee")
     # The worker's Kueue evicts it: an operator there deactivates its Workload.
     (remote_wl,) = mk.remote_workloads(first)
     mk.custom(first).patch_namespaced_custom_object(
@@ -463,8 +471,7 @@ def test_orphans_on_workers_are_garbage_collected_and_nothing_else(bed: Bed) -> 
 def test_delete_while_the_worker_is_down_finishes_after_it_returns(bed: Bed) -> None:
     mk = MultiKueue(bed)
     mk.submit("orphan", run="600s")
-    where = wait_for(lambda: mk.running_on("orphan"), 60, what="the remote TrainJob")[0]
-    wait_for(lambda: mk.pods(where, "orphan"), 30, what="remote pods running")
+    where = mk.started_on("orphan")
     bed.stop_component(where, "kube-apiserver")
     try:
         mk.custom().delete_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", "orphan")
@@ -488,8 +495,7 @@ def test_delete_while_the_worker_is_down_finishes_after_it_returns(bed: Bed) -> 
 def test_lost_worker_moves_the_trainjob_to_the_other(bed: Bed, worker_names: list[str]) -> None:
     mk = MultiKueue(bed)
     mk.submit("mover", run="20s")
-    lost = wait_for(lambda: mk.running_on("mover"), 60, what="the remote TrainJob")[0]
-    wait_for(lambda: mk.pods(lost, "mover"), 30, what="pods running on the first worker")
+    lost = mk.started_on("mover")
     bed.stop_component(lost, "kube-apiserver")
     try:
         custom = mk.custom()
