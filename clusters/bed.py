@@ -527,6 +527,8 @@ class Bed:
             health_port=self.config.port(c, Port.KUEUE_HEALTH),
             cert_dir=cert_dir,
             manager=spec.role == "manager",
+            pods_ready_timeout=self.config.wait_for_pods_ready.timeout_seconds,
+            requeue_backoff_base=self.config.wait_for_pods_ready.backoff_base_seconds,
         )
         (self.cluster_dir(c) / "kueue-config.yaml").write_text(yaml.safe_dump(cfg))
 
@@ -558,6 +560,21 @@ class Bed:
 
     def start_component(self, cluster: str, name: str, timeout: float = 90.0) -> None:
         self._start(self.component(cluster, name), timeout)
+
+    def restore_api_server(self, cluster: str) -> None:
+        """Start a stopped kube-apiserver again, then what caches its objects, as an operator
+        would after a long outage. Seen on this bed: Kueue v0.19's caches stayed stale for
+        minutes (Workloads Pending with "namespace does not exist" for new namespaces),
+        v1.36's Job controller stopped syncing Jobs for good ("read version ... is not as new
+        as written version"), and new pods went unscheduled or unstarted."""
+        self.start_component(cluster, "kube-apiserver")
+        present = {comp.name for comp in self.components(self.config.cluster(cluster))}
+        # kube-scheduler and kwok too: after a long outage pods were seen left unbound or not
+        # started for a minute and more.
+        for component in ("kube-controller-manager", "kube-scheduler", "kwok", "kueue"):
+            if component in present:
+                self.stop_component(cluster, component)
+                self.start_component(cluster, component, timeout=120)
 
     def down(self, keep_state: bool = False) -> float:
         """Stop every process the bed started (by PID), newest first, then remove its state."""

@@ -62,6 +62,21 @@ class ClusterSpec(BaseModel):
         return self
 
 
+class WaitForPodsReady(BaseModel):
+    """Kueue's `waitForPodsReady` on every cluster of the bed. Kueue turns it on by default
+    (timeout 30 min, backoff from 60 s); the bed keeps it on with times short enough that tests
+    run jobs longer than the timeout."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timeout_seconds: int = Field(
+        default=20, ge=1, description="admitted -> PodsReady=True deadline (and recovery)"
+    )
+    backoff_base_seconds: int = Field(
+        default=5, ge=1, description="requeue delay after a PodsReady timeout, doubled each time"
+    )
+
+
 def _default_clusters() -> list[ClusterSpec]:
     return [
         ClusterSpec(name="manager", role="manager"),
@@ -83,6 +98,7 @@ class BedConfig(BaseModel):
         default=3.0, ge=0, description="how long a pod that asks nothing stays Running"
     )
     kueue_namespace: str = "kueue-system"
+    wait_for_pods_ready: WaitForPodsReady = Field(default_factory=WaitForPodsReady)
 
     @field_validator("clusters")
     @classmethod

@@ -110,6 +110,8 @@ def build_config(
     health_port: int,
     cert_dir: Path,
     manager: bool,
+    pods_ready_timeout: int = 1800,
+    requeue_backoff_base: int = 60,
 ) -> dict[str, Any]:
     """Kueue's Configuration for one bed cluster (compare Kueue's controller_manager_config)."""
     return {
@@ -124,6 +126,12 @@ def build_config(
         # Its rotator expects in-cluster Service names; the bed issues the certificates.
         "internalCertManagement": {"enable": False},
         "manageJobsWithoutQueueName": False,
+        # On by default in Kueue v0.19; only its times are shortened (recoveryTimeout follows
+        # timeout, as in Kueue; blockAdmission stays off).
+        "waitForPodsReady": {
+            "timeout": f"{pods_ready_timeout}s",
+            "requeuingStrategy": {"backoffBaseSeconds": requeue_backoff_base},
+        },
         "clientConnection": {"qps": 300, "burst": 500},
         "integrations": {
             "frameworks": list(FRAMEWORKS),

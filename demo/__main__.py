@@ -75,6 +75,11 @@ def run(bed: Bed, namespace: str, timeout: float) -> int:
                     steps.append(f"Kueue on {manager} reserved quota")
                 for check in (wl.get("status") or {}).get("admissionChecks") or []:
                     steps.append(f"MultiKueue check {check['state']}: {check.get('message')}")
+                if wl_conds.get("PodsReady") == "True":
+                    steps.append(
+                        f"Workload PodsReady on {manager}: all pods ready (Kueue's "
+                        "waitForPodsReady keeps it admitted)"
+                    )
                 if wl_conds.get("Finished") == "True":
                     steps.append(f"Workload Finished on {manager}: quota released")
             cluster = (obj.get("status") or {}).get("clusterName")

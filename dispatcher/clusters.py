@@ -70,7 +70,7 @@ class Registry:
         problem_reason, message = "", ""
         kubeconfig = None
         if ref.get("locationType", "Secret") != "Secret" or not ref.get("location"):
-            problem_reason = "BadConfig"
+            problem_reason = "BadKubeConfig"
             message = (
                 "spec.clusterSource.kubeConfig must name a Secret (locationType: Secret) "
                 f"in namespace {self.settings.namespace}"
@@ -81,7 +81,7 @@ class Registry:
             )
             raw = base64.b64decode(((secret or {}).get("data") or {}).get("kubeconfig", ""))
             if secret is None:
-                problem_reason = "BadConfig"
+                problem_reason = "BadKubeConfig"
                 message = f"Secret {ref['location']!r} not found in {self.settings.namespace}"
             else:
                 kubeconfig, problem = check_kubeconfig(raw, ref["location"])
@@ -89,9 +89,11 @@ class Registry:
                     problem_reason, message = problem.reason, problem.message
         if kubeconfig is not None:
             fingerprint = hashlib.sha256(repr(kubeconfig).encode()).hexdigest()
-            self._connect(name, kubeconfig, fingerprint)
+            self._connect(name, kubeconfig, fingerprint, down_since(mkc))
             remote = self.get(name)
             assert remote is not None
+            if remote.connecting:
+                return  # its first attempt ends with on_state, and a resync reports it then
             if remote.connected:
                 active, reason, message = True, "Active", "Connected"
             else:
@@ -102,7 +104,9 @@ class Registry:
             active, reason = False, problem_reason
         self._set_active(mkc, active, reason, message)
 
-    def _connect(self, name: str, kubeconfig: Dict, fingerprint: str) -> None:
+    def _connect(
+        self, name: str, kubeconfig: Dict, fingerprint: str, down: float | None = None
+    ) -> None:
         with self._lock:
             if self._fingerprints.get(name) == fingerprint and name in self.remotes:
                 return
@@ -114,6 +118,7 @@ class Registry:
                 self._on_change,
                 FIELD_MANAGER,
                 on_state=self._on_state,
+                down_since=down,
             )
             self.remotes[name] = remote
             self._fingerprints[name] = fingerprint
@@ -134,6 +139,50 @@ class Registry:
 
     def _set_active(self, obj: Dict, active: bool, reason: str, message: str) -> None:
         set_active_condition(self.manager, obj, active, reason, message)
+
+
+def parameters_problem(params: Dict) -> str | None:
+    """What is wrong with an AdmissionCheck's `spec.parameters` for MultiKueue, if anything."""
+    if not params.get("name"):
+        return "spec.parameters must name a MultiKueueConfig"
+    if params.get("apiGroup") != "kueue.x-k8s.io" or params.get("kind") != "MultiKueueConfig":
+        return (
+            "spec.parameters must reference a kueue.x-k8s.io MultiKueueConfig, not "
+            f"{params.get('apiGroup')!r}/{params.get('kind')!r}"
+        )
+    return None
+
+
+def check_active(problem: str | None, clusters: dict[str, bool | None]) -> tuple[bool, str, str]:
+    """(active, reason, message) of a MultiKueue AdmissionCheck, Kueue's way: the parameters'
+    problem, else the config's clusters by name -> usable (None: no such MultiKueueCluster).
+    Partly usable keeps it active (SomeActiveClusters) and names the others."""
+    if problem is not None:
+        return False, "BadConfig", f"Cannot load the AdmissionChecks parameters: {problem}"
+    missing = [name for name, ok in clusters.items() if ok is None]
+    inactive = [name for name, ok in clusters.items() if ok is False]
+    if not missing and not inactive and clusters:
+        return True, "Active", "The admission check is active"
+    parts = []
+    if missing:
+        parts.append(f"Missing clusters: {missing}")
+    if inactive:
+        parts.append(f"Inactive clusters: {inactive}")
+    if not clusters:
+        parts.append("the MultiKueueConfig names no clusters")
+    if len(missing) + len(inactive) < len(clusters):
+        return True, "SomeActiveClusters", ", ".join(parts)
+    return False, "NoUsableClusters", ", ".join(parts)
+
+
+def down_since(mkc: Dict) -> float | None:
+    """Since when (epoch seconds) a MultiKueueCluster has been recorded as not Active: the
+    worker-lost clock as it stood before this process started. None when it was Active (or
+    never reported)."""
+    active = cond.find(list((mkc.get("status") or {}).get("conditions") or []), "Active")
+    if active is None or active.get("status") != "False" or not active.get("lastTransitionTime"):
+        return None
+    return cond.parse_time(str(active["lastTransitionTime"])).timestamp()
 
 
 def set_active_condition(

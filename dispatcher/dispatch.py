@@ -225,11 +225,12 @@ def reconcile_dispatch(obs: DispatchObserved, strategy: Strategy | None = None) 
                 _delete(plan, remote)
         if not winner.connected:
             if winner.disconnected_for >= obs.worker_lost_timeout:
-                plan.check_state = (
-                    "Retry",
-                    f"cluster {winner.name} lost for "
-                    f"{winner.disconnected_for:.0f}s; dispatching again",
+                why = (
+                    f"lost for {winner.disconnected_for:.0f}s"
+                    if winner.disconnected_for != float("inf")
+                    else "no longer configured (no MultiKueueCluster)"
                 )
+                plan.check_state = ("Retry", f"cluster {winner.name} {why}; dispatching again")
                 plan.events.append(("Warning", "ClusterLost", plan.check_state[1]))
             else:  # a brief disconnect changes nothing, unless it lasts
                 plan.requeue_after = obs.worker_lost_timeout - winner.disconnected_for

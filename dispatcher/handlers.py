@@ -11,7 +11,13 @@ from typing import Any
 import kopf
 
 from dispatcher import service
-from dispatcher.clusters import Registry, set_active_condition
+from dispatcher.clusters import (
+    Registry,
+    check_active,
+    down_since,
+    parameters_problem,
+    set_active_condition,
+)
 from dispatcher.dispatch import (
     AllAtOnce,
     DispatchObserved,
@@ -20,6 +26,7 @@ from dispatcher.dispatch import (
     Strategy,
     reconcile_dispatch,
 )
+from dispatcher.intake import reconcile_intake
 from dispatcher.settings import DispatcherSettings
 from trainjob import admission, operator, queueing
 from trainjob import constants as c
@@ -28,6 +35,7 @@ from trainjob.conditions import trainjob_finished
 from trainjob.kube import ApiException, Cluster
 from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.queueing_io import execute_queue_plan, priority_of
+from trainjob.runtime import RuntimeProblem
 from trainjob.workload import KUEUE_API
 from trainjob.workqueue import WorkQueue, WriteMemory
 
@@ -137,24 +145,48 @@ def _our_checks(memo: Memo, indexes: dict[str, kopf.Index]) -> dict[str, Dict]:
     }
 
 
-def _config_clusters(check: Dict, indexes: dict[str, kopf.Index]) -> list[str] | None:
+def _config_of(check: Dict, indexes: dict[str, kopf.Index]) -> tuple[Dict | None, str | None]:
+    """The MultiKueueConfig an AdmissionCheck's parameters name, or why there is none."""
     params = (check.get("spec") or {}).get("parameters") or {}
+    problem = parameters_problem(params)
+    if problem:
+        return None, problem
     config = _first(indexes["config_index"], params.get("name"))
+    if config is None:
+        return None, f"MultiKueueConfig {params.get('name')!r} not found"
+    return config, None
+
+
+def _config_clusters(check: Dict, indexes: dict[str, kopf.Index]) -> list[str] | None:
+    config = _config_of(check, indexes)[0]
     return list((config.get("spec") or {}).get("clusters") or []) if config else None
 
 
 def _checks_status(memo: Memo, indexes: dict[str, kopf.Index]) -> None:
-    """AdmissionCheck Active: its MultiKueueConfig exists and names a connected cluster."""
+    """AdmissionCheck Active, with Kueue's reasons: BadConfig, NoUsableClusters or
+    SomeActiveClusters (naming the missing and the inactive clusters), Active."""
     for check in _our_checks(memo, indexes).values():
-        clusters = _config_clusters(check, indexes)
-        params = (check.get("spec") or {}).get("parameters") or {}
-        if clusters is None:
-            args = (False, "BadConfig", f"MultiKueueConfig {params.get('name')!r} not found")
-        elif not any((r := memo.registry.get(n)) is not None and r.connected for n in clusters):
-            args = (False, "NoUsableClusters", f"none of the clusters {clusters} is connected")
-        else:
-            args = (True, "Active", "The admission check is active")
-        set_active_condition(memo.manager, check, *args)
+        config, problem = _config_of(check, indexes)
+        states: dict[str, bool | None] = {}
+        for name in (config or {}).get("spec", {}).get("clusters") or []:
+            exists = _first(indexes["cluster_index"], name) is not None
+            states[name] = _usable(memo, indexes, name) if exists else None
+        set_active_condition(memo.manager, check, *check_active(problem, states))
+
+
+def _usable(memo: Memo, indexes: dict[str, kopf.Index], cluster: str) -> bool:
+    """Connected, or not known to be down: a cluster still being connected after start-up
+    counts as it was, so a restart does not turn the check (and its ClusterQueues) inactive."""
+    remote = memo.registry.get(cluster)
+    if remote is not None and (remote.connected or remote.connecting):
+        return True
+    mkc = _first(indexes["cluster_index"], cluster)
+    return remote is None and mkc is not None and _was_active(mkc)
+
+
+def _was_active(mkc: Dict) -> bool:
+    conditions = (mkc.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Active" and c.get("status") == "True" for c in conditions)
 
 
 # ---- workloads and TrainJobs ---------------------------------------------------------------------
@@ -186,7 +218,7 @@ def _dispatch(
     for cname in _config_clusters(checks[check], indexes) or []:
         remote = memo.registry.get(cname)
         if remote is None:
-            remotes.append(RemoteView(cname, False, float("inf"), None, None))
+            remotes.append(RemoteView(cname, False, _lost_for(indexes, cname), None, None))
             continue
         remotes.append(
             RemoteView(
@@ -214,6 +246,17 @@ def _dispatch(
         memo.manager, memo.registry, memo.memory, wl, trainjob, check, plan
     )
     return REMOTE_RETRY_SECONDS if retry else plan.requeue_after
+
+
+def _lost_for(indexes: dict[str, kopf.Index], cluster: str) -> float:
+    """How long a cluster the registry holds no connection for has been lost: since its
+    MultiKueueCluster turned Active=False (the clock survives restarts), 0 while it was Active
+    and is still being connected, forever when no such MultiKueueCluster exists."""
+    mkc = _first(indexes["cluster_index"], cluster)
+    if mkc is None:
+        return float("inf")
+    since = down_since(mkc)
+    return 0.0 if since is None else max(0.0, time.time() - since)
 
 
 def strategy(settings: DispatcherSettings) -> Strategy:
@@ -257,9 +300,48 @@ def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
     priority = priority_of(memo.manager, pc) if wl is None and pc else None
     flavors = {f["metadata"]["name"]: f for f in _all(indexes["flavor_index"])}
     observed = queueing.observe(tj, runtime, wl, flavors, priority, False, dt.datetime.now(dt.UTC))
+    observed.start_blocked = _admitted_without_our_check(memo, wl, indexes)
     plan = queueing.reconcile_queueing(observed)
     execute_queue_plan(memo.manager, body, plan)
+    problem = observed.problem
+    if observed.start_blocked is not None:
+        problem = RuntimeProblem(NOT_DISPATCHABLE, observed.start_blocked)
+    intake = reconcile_intake(body, problem, observed.now)
+    if intake.status is not None or intake.events:
+        service.execute_intake(memo.manager, memo.memory, body, intake)
     return _dispatch(memo, body, wl_name, indexes)
+
+
+NOT_DISPATCHABLE = "NotDispatchable"
+
+
+def _admitted_without_our_check(
+    memo: Memo, wl: Dict | None, indexes: dict[str, kopf.Index]
+) -> str | None:
+    """Why a MultiKueue TrainJob's Workload, admitted by the manager's Kueue without our check,
+    can never reach a worker; None otherwise. Kueue adds a ClusterQueue's checks for the flavours
+    a Workload is assigned, and a Workload whose pods request nothing the ClusterQueue covers
+    gets none: admitted at once, it would sit on the manager with nobody to run it."""
+    if wl is None or not wlmod.is_admitted(wl) or wlmod.is_finished(wl):
+        return None
+    ours = _our_checks(memo, indexes)
+    states = (wl.get("status") or {}).get("admissionChecks") or []
+    if any(state.get("name") in ours for state in states):
+        return None
+    cq = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "?")
+    if not _cq_has_our_check(memo, cq, indexes):
+        return (
+            f"ClusterQueue {cq} has no admission check with controllerName "
+            f"{memo.settings.controller_name}: a TrainJob with spec.managedBy "
+            f"{c.MANAGED_BY_MULTIKUEUE} must be queued where MultiKueue dispatches it"
+        )
+    return (
+        f"Workload {wl['metadata']['name']} was admitted by ClusterQueue {cq} without the "
+        "MultiKueue admission check, so it cannot be sent to a worker: Kueue adds the check "
+        "only for the flavours a Workload is assigned, and its pods request no resource the "
+        "ClusterQueue covers; resubmit with resource requests (e.g. "
+        "spec.trainer.resourcesPerNode)"
+    )
 
 
 def _set_finalizer(manager: Cluster, body: Dict, *, add: bool) -> None:
@@ -286,7 +368,7 @@ def _finalize(memo: Memo, body: Dict) -> float | None:
     down is waited for: the TrainJob stays until its objects there are gone too."""
     if c.DISPATCHER_FINALIZER not in body["metadata"].get("finalizers") or []:
         return None
-    pending = service.delete_remotes(memo.registry, body, memo.settings.origin)
+    pending = service.delete_remotes(memo.registry, body, _holders(memo, body))
     if pending:
         log.info(
             "[%s] %s/%s: workers %s unreachable; its remote objects go once they are back",
@@ -301,6 +383,19 @@ def _finalize(memo: Memo, body: Dict) -> float | None:
 
 
 DELETE_RETRY_SECONDS = 10.0
+
+
+def _holders(memo: Memo, body: Dict) -> set[str]:
+    """Clusters that may hold a copy of a manager TrainJob's objects: those its Workload was
+    sent to (nominated) or runs on. Deletion waits for these only; a cluster that held a copy
+    once and is gone from the Workload's status is swept by the garbage collector instead."""
+    wl_name = queueing.expected_workload_name_of(body)
+    wl = _first(memo.indexes["workload_index"], (body["metadata"]["namespace"], wl_name))
+    status = (wl or {}).get("status") or {}
+    holders = set(status.get("nominatedClusterNames") or [])
+    if status.get("clusterName"):
+        holders.add(str(status["clusterName"]))
+    return holders
 
 
 def _enqueue_owner(memo: Memo, namespace: str, wl_name: str) -> None:
@@ -325,9 +420,11 @@ def on_mutate(
     indexes = _indexes(kwargs, memo)
     queue = admission.queue_of(dict(body))
     multikueue = bool(queue) and _queue_has_multikueue(memo, namespace, str(queue), indexes)
-    for key, value in admission.mutate_on_create(dict(body), multikueue_queue=multikueue).items():
+    changes = admission.mutate_on_create(dict(body), multikueue_queue=multikueue)
+    for key, value in changes.items():
         patch.spec[key] = value
-    if multikueue or _is_multikueue(dict(body)):
+    managed_by = changes.get("managedBy", (body.get("spec") or {}).get("managedBy"))
+    if managed_by == c.MANAGED_BY_MULTIKUEUE:
         # Ours from the start: no extra write, and no window in which a delete could skip us.
         finalizers = list(body.get("metadata", {}).get("finalizers") or [])
         if c.DISPATCHER_FINALIZER not in finalizers:
@@ -358,7 +455,10 @@ def _queue_has_multikueue(
     lq = _local_queue(memo, namespace, queue, indexes)
     if lq is None:
         return False
-    cq_name = lq["spec"]["clusterQueue"]
+    return _cq_has_our_check(memo, lq["spec"]["clusterQueue"], indexes)
+
+
+def _cq_has_our_check(memo: Memo, cq_name: str, indexes: dict[str, kopf.Index]) -> bool:
     cq = _first(indexes["clusterqueue_index"], cq_name) or memo.manager.get_or_none(
         KUEUE_API, "ClusterQueue", cq_name
     )
@@ -433,12 +533,19 @@ def _resync_loop(memo: Memo) -> None:
         memo.queue.log_stats(memo.settings.cluster_name)
         try:
             for mkc in _all(indexes["cluster_index"]):
-                memo.registry.reconcile_cluster(mkc)
+                try:  # one broken MultiKueueCluster must not hold up the others, or the pass
+                    memo.registry.reconcile_cluster(mkc)
+                except Exception:
+                    log.exception(
+                        "[%s] MultiKueueCluster %s: cannot reconcile",
+                        memo.settings.cluster_name,
+                        mkc["metadata"]["name"],
+                    )
             _checks_status(memo, indexes)
             for key in [k for k in indexes["trainjob_index"] if isinstance(k, tuple)]:
                 body = _first(indexes["trainjob_index"], key)
                 if body is not None and _is_multikueue(body) and not _settled(memo, body):
-                    memo.queue.add(key)
+                    memo.queue.resync(key)
             if time.monotonic() - last_gc >= memo.settings.gc_interval:
                 last_gc = time.monotonic()
                 service.collect_garbage(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
 import re
 import urllib.parse
@@ -9,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from kubernetes import client, config
 
 Dict = dict[str, Any]
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -50,6 +53,9 @@ def check_kubeconfig(
         return None, KubeconfigProblem(
             "BadKubeConfig", f"{where} is not a kubeconfig (needs clusters and contexts)"
         )
+    shape = _shape_problem(cfg)
+    if shape:
+        return None, KubeconfigProblem("BadKubeConfig", f"{where}: {shape}")
     insecure = "InsecureKubeConfig"
     for entry in cfg.get("clusters") or []:
         name, cluster = entry.get("name", "?"), entry.get("cluster") or {}
@@ -91,4 +97,65 @@ def check_kubeconfig(
                 return None, KubeconfigProblem(
                     insecure, f"{where}: user {name!r} uses {key}; {fix}"
                 )
+    loads = _load_problem(cfg)
+    if loads:
+        return None, KubeconfigProblem("BadKubeConfig", f"{where}: {loads}")
     return cfg, None
+
+
+_SECTIONS = (("clusters", "cluster"), ("contexts", "context"), ("users", "user"))
+_BASE64_FIELDS = {
+    "cluster": ("certificate-authority-data",),
+    "user": ("client-certificate-data", "client-key-data"),
+}
+
+
+def _shape_problem(cfg: Dict) -> str | None:
+    """What makes `cfg` unusable as a kubeconfig (entries that are not named mappings, a
+    current-context or reference to nothing, data that is not base64), else None. Messages
+    name the entry and field, never their values."""
+    named: dict[str, set[str]] = {}
+    for section, field in _SECTIONS:
+        entries = cfg.get(section) or []
+        if not isinstance(entries, list):
+            return f"{section} must be a list"
+        names = set()
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                return f"{section}[{i}] must be a mapping with a name"
+            if not isinstance(entry.get(field), dict):
+                return f"{section}[{i}] ({entry['name']!r}) must have a `{field}` mapping"
+            for key in _BASE64_FIELDS.get(field, ()):
+                value = entry[field].get(key)
+                if value is not None and not _is_base64(value):
+                    return f"{section}[{i}] ({entry['name']!r}) {key} is not base64"
+            names.add(entry["name"])
+        named[field] = names
+    current = cfg.get("current-context")
+    if not current:
+        return "current-context is not set"
+    if current not in named["context"]:
+        return f"current-context {current!r} names no context"
+    context = next(e["context"] for e in cfg["contexts"] if e["name"] == current)
+    if context.get("cluster") not in named["cluster"]:
+        return f"context {current!r} names cluster {context.get('cluster')!r}, which is not listed"
+    if context.get("user") and context["user"] not in named["user"]:
+        return f"context {current!r} names user {context['user']!r}, which is not listed"
+    return None
+
+
+def _is_base64(value: Any) -> bool:
+    try:
+        base64.b64decode(str(value), validate=True)
+        return True
+    except (binascii.Error, ValueError):
+        return False
+
+
+def _load_problem(cfg: Dict) -> str | None:
+    """Whether the kubernetes client can build a connection from it (the last word)."""
+    try:
+        config.load_kube_config_from_dict(cfg, client_configuration=client.Configuration())
+    except Exception as exc:  # the loader raises many kinds; their text names no secret
+        return f"the kubernetes client cannot use it ({type(exc).__name__})"
+    return None

@@ -37,7 +37,11 @@ class RemoteCluster:
         on_change: Callable[[str, str], None],
         field_manager: str,
         on_state: Callable[[str], None] = lambda name: None,
+        down_since: float | None = None,
     ) -> None:
+        """`down_since` (epoch seconds): since when the worker has been unreachable, as
+        recorded before this process started (the MultiKueueCluster's Active=False transition);
+        None when it was not known to be down."""
         self.name = name
         self.origin = origin
         self.cluster = Cluster.from_kubeconfig(name, kubeconfig, field_manager, timeout=10)
@@ -46,8 +50,12 @@ class RemoteCluster:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ok = {k: False for k in KINDS}
+        self._tried = {k: False for k in KINDS}
         self.last_error = "connecting"
-        self.state_since = time.monotonic()
+        # The worker-lost clock, in wall-clock time so that it can come from the cluster's
+        # condition and survive restarts. None while connected, or while connecting after
+        # start-up with no outage on record: a cluster we have not tried yet is never "lost".
+        self.down_since = down_since
         self._threads = [
             threading.Thread(
                 target=self._run, args=(kind,), daemon=True, name=f"watch-{name}-{kind}"
@@ -68,16 +76,30 @@ class RemoteCluster:
     def connected(self) -> bool:
         return all(self._ok.values())
 
+    @property
+    def connecting(self) -> bool:
+        """Started, and no attempt to list from the worker has finished yet."""
+        return not all(self._tried.values())
+
     def disconnected_for(self) -> float:
-        return 0.0 if self.connected else time.monotonic() - self.state_since
+        """Seconds the worker has been unreachable: 0 while connected or still connecting."""
+        if self.connected or self.down_since is None:
+            return 0.0
+        return max(0.0, time.time() - self.down_since)
 
     def _set_ok(self, kind: str, ok: bool, error: str = "") -> None:
-        before = self.connected
+        before, was_connecting = self.connected, self.connecting
         self._ok[kind] = ok
+        self._tried[kind] = True
         if error:
             self.last_error = error
-        if before != self.connected:
-            self.state_since = time.monotonic()
+        if self.connected:
+            self.down_since = None
+        elif self.down_since is None and (before or (was_connecting and not ok)):
+            # Lost now: it went down, or the first attempt after start-up failed with no
+            # earlier outage on record (an unknown lost time counts as lost now).
+            self.down_since = time.time()
+        if before != self.connected or (was_connecting and not self.connecting):
             log.info(
                 "[%s] %s",
                 self.name,

@@ -12,6 +12,7 @@ import kopf
 
 from dispatcher.clusters import Registry
 from dispatcher.dispatch import DispatchPlan, RemoteAction
+from dispatcher.intake import IntakePlan
 from trainjob import constants as c
 from trainjob.kube import ApiException, Cluster
 from trainjob.models import parse_trainjob
@@ -98,6 +99,23 @@ def execute_dispatch(
     return failed
 
 
+def execute_intake(manager: Cluster, memory: WriteMemory, trainjob: Dict, plan: IntakePlan) -> None:
+    """Write the manager TrainJob's own status (before a worker's takes over) and its Events."""
+    meta = trainjob["metadata"]
+    status = plan.status
+    if status is not None and not _guarded_write(
+        memory,
+        ("TrainJob", meta["namespace"], meta["name"]),
+        meta["resourceVersion"],
+        lambda: manager.patch_status(trainjob, status),
+    ):
+        return  # planned from an old version: the watch brings the new one
+    for etype, reason, message in plan.events:
+        manager.post_event(trainjob, etype, reason, message)
+        say = log.warning if etype == "Warning" else log.info
+        say("[%s] %s: %s: %s", manager.name, _where(trainjob), reason, message)
+
+
 def _guarded_write(
     memory: WriteMemory, key: tuple[str, ...], version: str, write: Callable[[], Dict]
 ) -> bool:
@@ -176,9 +194,10 @@ def _remote_write(registry: Registry, action: RemoteAction) -> bool | None:
     return True
 
 
-def delete_remotes(registry: Registry, trainjob: Dict, origin: str) -> list[str]:
-    """Delete a manager TrainJob's remote TrainJob and Workload everywhere; the clusters that
-    could not be reached are returned (the caller retries)."""
+def delete_remotes(registry: Registry, trainjob: Dict, holders: set[str]) -> list[str]:
+    """Delete a manager TrainJob's remote TrainJob and Workload on every reachable worker; the
+    `holders` (clusters that may hold a copy) that could not be reached are returned, for the
+    caller to retry. Other unreachable workers are left to the garbage collector."""
     meta = trainjob["metadata"]
     try:
         wl_name = expected_workload_name(parse_trainjob(trainjob))
@@ -187,7 +206,8 @@ def delete_remotes(registry: Registry, trainjob: Dict, origin: str) -> list[str]
     pending = []
     for name, remote in list(registry.remotes.items()):
         if not remote.connected:
-            pending.append(name)
+            if name in holders:
+                pending.append(name)
             continue
         try:
             remote.cluster.delete(
@@ -200,7 +220,8 @@ def delete_remotes(registry: Registry, trainjob: Dict, origin: str) -> list[str]
                 remote.cluster.delete(KUEUE_API, "Workload", wl_name, meta["namespace"])
         except Exception as exc:  # treat as unreachable: retried later
             log.warning("[%s] cannot delete remote objects of %s: %s", name, _where(trainjob), exc)
-            pending.append(name)
+            if name in holders:
+                pending.append(name)
     return pending
 
 

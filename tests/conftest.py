@@ -17,20 +17,14 @@ LOST_TIMEOUT = 15.0  # seconds a worker may be unreachable before its jobs move 
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that stop parts of the bed run last, so a slow recovery cannot spill over."""
-    items.sort(key=lambda item: item.get_closest_marker("disruptive") is not None)
-
-
-def restore_api_server(bed: Bed, cluster: str) -> None:
-    """Start a stopped kube-apiserver again, then what caches its objects, as an operator
-    would after a long outage. Seen on this bed: Kueue v0.19's caches stayed stale for minutes
-    (Workloads Pending with "namespace does not exist" for new namespaces), and v1.36's Job
-    controller stopped syncing Jobs for good ("read version ... is not as new as written
-    version")."""
-    bed.start_component(cluster, "kube-apiserver")
-    for component in ("kube-controller-manager", "kueue"):
-        bed.stop_component(cluster, component)
-        bed.start_component(cluster, component, timeout=120)
+    """Tests that stop parts of the bed run last, so a slow recovery cannot spill over; those
+    marked `last` (they look back over the whole run) after them."""
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("last") is not None,
+            item.get_closest_marker("disruptive") is not None,
+        )
+    )
 
 
 @pytest.fixture(scope="session")

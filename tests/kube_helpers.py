@@ -94,6 +94,7 @@ def torch_runtime(
     num_nodes: int = 1,
     exit_code: int | None = None,
     extra_rjs: list[Dict] | None = None,
+    backoff_limit: int = 0,
 ) -> Dict:
     """A namespaced torch runtime whose pods run `run` on kwok (and fail if asked)."""
     annotations = {"bed.trainjob.dev/run-duration": run}
@@ -110,7 +111,7 @@ def torch_runtime(
             }
         ],
     )
-    node["template"]["spec"]["backoffLimit"] = 0
+    node["template"]["spec"]["backoffLimit"] = backoff_limit
     node["template"]["spec"]["template"]["metadata"] = {"annotations": annotations}
     if extra_rjs:
         node["dependsOn"] = [{"name": rj["name"], "status": "Complete"} for rj in extra_rjs]

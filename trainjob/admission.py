@@ -21,7 +21,8 @@ def mutate_on_create(body: Dict, *, multikueue_queue: bool = False) -> Dict:
     changes: Dict = {}
     if queue_of(body) and not spec.get("suspend"):
         changes["suspend"] = True
-    if multikueue_queue and queue_of(body) and not spec.get("managedBy"):
+    # Only when absent: an explicit value, "" included, is the user's and the API judges it.
+    if multikueue_queue and queue_of(body) and "managedBy" not in spec:
         changes["managedBy"] = c.MANAGED_BY_MULTIKUEUE
     return changes
 

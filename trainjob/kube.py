@@ -156,12 +156,15 @@ class Cluster:
         return items
 
     @io_retry
-    def apply(self, obj: Dict, *, force: bool = True) -> Dict:
-        """Server-side apply with our field manager (creates when missing)."""
+    def apply(self, obj: Dict, *, force: bool = True, subresource: str | None = None) -> Dict:
+        """Server-side apply with our field manager (creates when missing, unless applied to a
+        subresource such as `status`: then a missing object is a 404)."""
         meta = obj["metadata"]
         path = _path_for(
             obj["apiVersion"], plural_of(obj["kind"]), meta.get("namespace"), meta["name"]
         )
+        if subresource:
+            path += f"/{subresource}"
         result: Dict = self._call(
             "PATCH",
             path,

@@ -15,9 +15,10 @@ from typing import Any
 
 from trainjob import conditions as cond
 from trainjob import constants as c
+from trainjob import readiness
 from trainjob import workload as wlmod
-from trainjob.models import InvalidObject, TrainJob, parse_runtime
-from trainjob.runtime import RuntimeInfo, RuntimeSpecError, build_runtime_info
+from trainjob.models import TrainJob
+from trainjob.runtime import RuntimeInfo, RuntimeProblem, resolve_runtime_info
 
 Dict = dict[str, Any]
 
@@ -26,12 +27,15 @@ Dict = dict[str, Any]
 class QueueObserved:
     trainjob: TrainJob
     info: RuntimeInfo | None  # None while the runtime is missing or invalid
+    problem: RuntimeProblem | None  # why `info` is None
     workload: Dict | None  # the TrainJob's Workload (deterministic or prebuilt name)
     flavors: dict[str, Dict]  # ResourceFlavors by name
     priority: tuple[str, int] | None  # WorkloadPriorityClass (name, value) from the label
     jobs_active: bool  # any child Job still has pods
     finished: tuple[bool, str, str] | None  # (succeeded, reason, message) once final
     now: dt.datetime
+    # Set by a controller that must not start the TrainJob although Kueue admitted it (why).
+    start_blocked: str | None = None
 
 
 @dataclass
@@ -40,6 +44,9 @@ class QueuePlan:
     delete_workload: str | None = None
     workload_patch: Dict | None = None  # merge patch of the Workload (spec/metadata)
     workload_status: Dict | None = None  # merge patch of the Workload's status
+    # PodsReady + reclaimablePods, server-side applied to the Workload's status (the fields we
+    # own there; Kueue writes the other conditions at the same time)
+    workload_readiness: Dict | None = None
     trainjob_patch: Dict | None = None  # merge patch of the TrainJob spec (one write)
     events: list[tuple[str, str, str]] = field(default_factory=list)
 
@@ -91,16 +98,6 @@ def _patches(tj: TrainJob) -> list[Dict]:
     return [p.model_dump(by_alias=True, exclude_none=True) for p in tj.spec.runtime_patches]
 
 
-def runtime_info_or_none(tj: TrainJob, runtime: Dict | None) -> RuntimeInfo | None:
-    if runtime is None:
-        return None
-    try:
-        spec = (runtime.get("spec", {}).get("template") or {}).get("spec") or {}
-        return build_runtime_info(tj, parse_runtime(runtime), spec)
-    except (InvalidObject, RuntimeSpecError):
-        return None
-
-
 def observe(
     tj: TrainJob,
     runtime: Dict | None,
@@ -110,9 +107,11 @@ def observe(
     jobs_active: bool,
     now: dt.datetime,
 ) -> QueueObserved:
+    info, problem = resolve_runtime_info(tj, runtime)
     return QueueObserved(
         trainjob=tj,
-        info=runtime_info_or_none(tj, runtime),
+        info=info,
+        problem=problem,
         workload=workload,
         flavors=flavors,
         priority=priority,
@@ -165,7 +164,9 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
             plan.trainjob_patch = {"spec": {"suspend": True}}
         return plan
     uid = tj.metadata.uid or ""
-    # 4. A prebuilt Workload is adopted: the TrainJob becomes its owner.
+    # 4. PodsReady and reclaimable pods, which Kueue's waitForPodsReady and quota rely on.
+    plan.workload_readiness = desired_readiness(obs, wl)
+    # 5. A prebuilt Workload is adopted: the TrainJob becomes its owner.
     if not wlmod.owned_by(wl, uid):
         refs = list(wl.get("metadata", {}).get("ownerReferences") or [])
         refs.append(
@@ -180,10 +181,11 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
         )
         plan.workload_patch = {"metadata": {"ownerReferences": refs}}
     admitted = wlmod.is_admitted(wl)
-    # 5. While suspended and not admitted, keep the Workload in step with the TrainJob.
+    # 6. While suspended and not admitted, keep the Workload in step with the TrainJob.
     if tj.spec.suspend and not wlmod.has_quota(wl) and prebuilt_name(tj) is None:
         if obs.info is not None and not wlmod.pod_sets_match(wl, obs.info):
             plan.delete_workload = wl["metadata"]["name"]
+            plan.workload_readiness = None
             plan.events.append(
                 (
                     "Normal",
@@ -199,8 +201,8 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
             plan.events.append(
                 ("Normal", "UpdatedWorkload", f"Moved Workload to queue {queue_name(tj)}")
             )
-    # 6. Admitted and suspended: start, with Kueue's placement, in one write.
-    if admitted and tj.spec.suspend:
+    # 7. Admitted and suspended: start, with Kueue's placement, in one write.
+    if admitted and tj.spec.suspend and obs.start_blocked is None:
         kueue_patch = wlmod.build_admission_patch(wl, obs.flavors)
         plan.trainjob_patch = {
             "spec": {
@@ -213,12 +215,12 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
         cq = (wl.get("status", {}).get("admission") or {}).get("clusterQueue", "?")
         plan.events.append(("Normal", "Started", f"Admitted by clusterQueue {cq}"))
         return plan
-    # 7. Running without admission (evicted, preempted, or never admitted): stop.
+    # 8. Running without admission (evicted, preempted, or never admitted): stop.
     if not admitted and not tj.spec.suspend:
         plan.trainjob_patch = {"spec": {"suspend": True}}
         plan.events.append(("Normal", "Stopped", wlmod.eviction_message(wl)))
         return plan
-    # 8. Stopped and quiet: drop Kueue's placement and hand the quota back.
+    # 9. Stopped and quiet: drop Kueue's placement and hand the quota back.
     if tj.spec.suspend and not obs.jobs_active:
         if _kueue_patch(tj) is not None and not admitted:
             plan.trainjob_patch = {
@@ -245,10 +247,63 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
             conds = cond.set_condition(
                 conds,
                 "Requeued",
-                evicted.get("reason") == "Preempted",
+                evicted.get("reason") in REQUEUED_AT_ONCE,
                 str(evicted.get("reason", "Evicted")),
                 str(evicted.get("message", "")),
                 obs.now,
             )
+            # No longer admitted: PodsReady goes back to WaitForStart in this same write.
+            conds = cond.set_condition(
+                conds,
+                readiness.PODS_READY,
+                False,
+                readiness.WAIT_FOR_START,
+                readiness.NOT_READY_MESSAGE,
+                obs.now,
+                wl.get("metadata", {}).get("generation"),
+            )
             plan.workload_status = {"admission": None, "conditions": conds}
+            plan.workload_readiness = None
     return plan
+
+
+# Eviction reasons after which Kueue requeues at once (Requeued=True); after the others (e.g.
+# PodsReadyTimeout) its workload controller sets Requeued=True once the backoff is over.
+REQUEUED_AT_ONCE = frozenset({"Preempted", "NodeFailures"})
+
+
+def _jobs_status(tj: TrainJob, wl: Dict) -> list[Dict] | None:
+    """The TrainJob's jobsStatus, if it describes the run of this Workload's admission. On the
+    manager it is the status synced back from a worker: it counts only when it comes from the
+    cluster the Workload now runs on (`status.clusterName` of both), never from an earlier one."""
+    if tj.status.get("clusterName") != (wl.get("status") or {}).get("clusterName"):
+        return None
+    found = tj.status.get("jobsStatus")
+    return found if isinstance(found, list) else None
+
+
+def desired_readiness(obs: QueueObserved, wl: Dict) -> Dict | None:
+    """The PodsReady condition and reclaimablePods the Workload should carry, when either
+    differs from what it has (None: no write). Both travel together: they are the fields of
+    the Workload's status our server-side apply owns."""
+    if obs.info is None:  # runtime gone or invalid: keep what the Workload says
+        return None
+    if wlmod.is_evicted(wl) and wlmod.has_quota(wl):  # step 9 resets it with the quota
+        return None
+    jobs_status = _jobs_status(obs.trainjob, wl)
+    ready = jobs_status is not None and readiness.all_pods_ready(obs.info, jobs_status)
+    status, reason, message = readiness.compute_pods_ready(wl, ready)
+    reclaimable = readiness.compute_reclaimable_pods(obs.info, jobs_status or [], wl)
+    pods_ready_changed = readiness.pods_ready_changed(wl, status, reason)
+    if not pods_ready_changed and not readiness.reclaimable_changed(wl, reclaimable):
+        return None
+    conds = wlmod.conditions_of(wl)
+    if pods_ready_changed:
+        generation = wl.get("metadata", {}).get("generation")
+        conds = cond.set_condition(
+            conds, readiness.PODS_READY, status, reason, message, obs.now, generation
+        )
+    out: Dict = {"conditions": [cond.find(conds, readiness.PODS_READY)]}
+    if reclaimable:
+        out["reclaimablePods"] = reclaimable
+    return out

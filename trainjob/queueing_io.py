@@ -41,6 +41,8 @@ def execute_queue_plan(cluster: Cluster, trainjob: Dict, plan: QueuePlan) -> Non
                 {"status": plan.workload_status},
                 subresource="status",
             )
+        if plan.workload_readiness is not None and name:
+            _apply_readiness(cluster, name, ns, plan.workload_readiness, where)
         if plan.trainjob_patch is not None:
             patch = {
                 **plan.trainjob_patch,
@@ -55,3 +57,29 @@ def execute_queue_plan(cluster: Cluster, trainjob: Dict, plan: QueuePlan) -> Non
     for etype, reason, message in plan.events:
         cluster.post_event(trainjob, etype, reason, message)
         log.info("%s: %s: %s", where, reason, message)
+
+
+def _apply_readiness(cluster: Cluster, name: str, namespace: str, status: Dict, where: str) -> None:
+    """Server-side apply of the Workload status fields we own (PodsReady, reclaimablePods):
+    Kueue writes the other conditions of the same list meanwhile, and an apply touches only
+    our entries, so neither write can undo the other's."""
+    body = {
+        "apiVersion": KUEUE_API,
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace},
+        "status": status,
+    }
+    try:
+        cluster.apply(body, subresource="status")
+    except ApiException as exc:
+        if exc.status != 422:
+            raise
+        # Refused by Kueue's validation: the same write again cannot help, wait for a change.
+        log.warning(
+            "%s: Workload %s refused PodsReady/reclaimablePods: %s", where, name, exc.reason
+        )
+        return
+    pods_ready = status["conditions"][0]
+    log.info(
+        "%s: Workload %s PodsReady=%s (%s)", where, name, pods_ready["status"], pods_ready["reason"]
+    )

@@ -75,6 +75,15 @@ class WorkQueue(Generic[K]):
             heapq.heappush(self._timers, (due, next(self._seq), key))
             self._cond.notify()
 
+    def resync(self, key: K) -> None:
+        """Queue a key for the periodic resync, unless it is backing off after failures: its
+        retry timer brings it back, and a resync must not turn the backoff into a busy loop.
+        (A watch event still queues it at once with `add`: the object changed.)"""
+        with self._cond:
+            if key in self._failures:
+                return
+            self._enqueue(key)
+
     def _enqueue(self, key: K, urgent: bool = False) -> None:
         if urgent and key not in self._urgent_keys:
             self._urgent_keys.add(key)

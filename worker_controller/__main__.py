@@ -20,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster=operator.connect(settings, c.FIELD_MANAGER),
         stop=threading.Event(),
         indexes={},
+        gone=set(),
     )
     memo.queue = WorkQueue(
         lambda key: sync_trainjob(memo, key), workers=settings.workers, name="reconcile"

@@ -8,6 +8,7 @@ call the pure `reconcile_trainjob`, and hand the Plan to `service.execute`.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 from typing import Any
 
@@ -16,7 +17,7 @@ import kopf
 from trainjob import admission, operator, queueing
 from trainjob import constants as c
 from trainjob.conditions import trainjob_finished
-from trainjob.kube import Cluster
+from trainjob.kube import ApiException, Cluster
 from trainjob.models import parse_trainjob
 from trainjob.queueing_io import execute_queue_plan, priority_of
 from trainjob.workload import workload_name
@@ -29,6 +30,7 @@ Dict = dict[str, Any]
 TRAINJOBS = (c.TRAINER_GROUP, c.TRAINER_VERSION, c.TRAINJOB_PLURAL)
 WORKLOADS = ("kueue.x-k8s.io", "v1beta2", "workloads")
 OURS = {c.TRAINJOB_NAME_LABEL: kopf.PRESENT}
+log = logging.getLogger("worker_controller")
 
 
 class Memo(kopf.Memo):
@@ -39,6 +41,9 @@ class Memo(kopf.Memo):
     indexes: dict[str, kopf.Index]
     queue: WorkQueue[tuple[str, str]]  # TrainJobs (namespace, name) to reconcile
     stop: threading.Event
+    # UIDs of TrainJobs the API says are gone while the watch cache still holds them (a watch
+    # resumed after an API-server outage may never deliver their deletion).
+    gone: set[str]
 
 
 # ---- start-up ---------------------------------------------------------------------------------
@@ -66,8 +71,12 @@ def _resync_loop(memo: Memo) -> None:
         indexes = memo.indexes
         for key in [k for k in indexes.get("trainjob_index", ()) if isinstance(k, tuple)]:
             body = _first(indexes["trainjob_index"], key)
-            if body is not None and not _settled(body, indexes["job_index"].get(key, [])):
-                memo.queue.add(key)
+            if (
+                body is not None
+                and body["metadata"].get("uid") not in memo.gone
+                and not _settled(body, indexes["job_index"].get(key, []))
+            ):
+                memo.queue.resync(key)
 
 
 def _settled(trainjob: Dict, jobs: Any) -> bool:
@@ -119,11 +128,35 @@ def _first(index: kopf.Index, key: Any) -> Dict | None:
 
 def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
     """One pass for a TrainJob; returns the seconds after which it wants another (deadlines)."""
+    trainjob = _first(memo.indexes["trainjob_index"], key)
+    if trainjob is None or trainjob["metadata"].get("uid") in memo.gone:
+        return None
+    try:
+        return _sync(memo, key, trainjob)
+    except ApiException as exc:
+        if exc.status in (400, 403, 404, 422) and _gone(memo.cluster, trainjob):
+            memo.gone.add(trainjob["metadata"]["uid"])
+            log.warning(
+                "[%s] %s/%s: gone from the API but still in the watch cache; forgotten",
+                memo.settings.cluster_name,
+                *key,
+            )
+            return None
+        raise
+
+
+def _gone(cluster: Cluster, trainjob: Dict) -> bool:
+    """Whether this very TrainJob (same UID) no longer exists, asked of the API itself."""
+    meta = trainjob["metadata"]
+    found = cluster.get_or_none(
+        f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}", "TrainJob", meta["name"], meta["namespace"]
+    )
+    return found is None or found["metadata"].get("uid") != meta.get("uid")
+
+
+def _sync(memo: Memo, key: tuple[str, str], trainjob: Dict) -> float | None:
     indexes = memo.indexes
     namespace, name = key
-    trainjob = _first(indexes["trainjob_index"], key)
-    if trainjob is None:
-        return None
     trainjob.setdefault("apiVersion", f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}")
     trainjob.setdefault("kind", "TrainJob")
     ref = trainjob.get("spec", {}).get("runtimeRef") or {}

@@ -12,8 +12,8 @@ from typing import Any
 
 from trainjob import conditions as cond
 from trainjob import constants as c
-from trainjob.models import InvalidObject, TrainJob, parse_runtime, parse_trainjob
-from trainjob.runtime import RuntimeInfo, RuntimeSpecError, build_runtime_info
+from trainjob.models import InvalidObject, TrainJob, parse_trainjob
+from trainjob.runtime import RuntimeInfo, resolve_runtime_info
 from worker_controller import builders, status
 
 Dict = dict[str, Any]
@@ -124,35 +124,16 @@ def reconcile_trainjob(obs: Observed) -> Plan:
     st = _Status(tj, obs.now, plan)
     # 3. Finished is final: only make sure nothing of it still runs.
     if cond.trainjob_finished(tj.conditions()):
-        info = _try_runtime_info(tj, obs.runtime) if obs.runtime else None
-        if info is not None:
-            _suspend_active(info, obs.trainjob, obs.jobs, plan)
+        finished_info = resolve_runtime_info(tj, obs.runtime)[0]
+        if finished_info is not None:
+            _suspend_active(finished_info, obs.trainjob, obs.jobs, plan)
         return plan
     # 4. The runtime must exist and fit; both failures recover once fixed.
     ref = tj.spec.runtime_ref
-    if obs.runtime is None:
-        where = "" if ref.kind == c.CLUSTER_TRAINING_RUNTIME_KIND else f" in {tj.namespace}"
-        st.set(
-            c.COND_FAILED,
-            True,
-            c.REASON_RUNTIME_NOT_FOUND,
-            f"{ref.kind} {ref.name!r}{where} not found; the TrainJob starts once it exists",
-            "Warning",
-        )
-        st.finish()
-        return plan
-    try:
-        runtime = parse_runtime(obs.runtime)
-        raw_template_spec = (obs.runtime.get("spec", {}).get("template") or {}).get("spec") or {}
-        info = build_runtime_info(tj, runtime, raw_template_spec)
-    except (InvalidObject, RuntimeSpecError) as exc:
-        st.set(
-            c.COND_FAILED,
-            True,
-            c.REASON_RUNTIME_INVALID,
-            f"{ref.kind} {ref.name!r} cannot run this TrainJob: {exc}",
-            "Warning",
-        )
+    info, problem = resolve_runtime_info(tj, obs.runtime)
+    if info is None:
+        assert problem is not None
+        st.set(c.COND_FAILED, True, problem.reason, problem.message, "Warning")
         st.finish()
         return plan
     failed = cond.find(st.conditions, c.COND_FAILED)
@@ -214,14 +195,6 @@ def reconcile_trainjob(obs: Observed) -> Plan:
     st.jobs_status = status.compute_jobs_status(info, obs.jobs)
     st.finish()
     return plan
-
-
-def _try_runtime_info(tj: TrainJob, runtime: Dict) -> RuntimeInfo | None:
-    try:
-        spec = (runtime.get("spec", {}).get("template") or {}).get("spec") or {}
-        return build_runtime_info(tj, parse_runtime(runtime), spec)
-    except (InvalidObject, RuntimeSpecError):
-        return None
 
 
 def _apply_jobs(

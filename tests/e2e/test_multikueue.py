@@ -15,7 +15,7 @@ from kubernetes import client
 from clusters.bed import Bed
 from clusters.kube import Applier, load_manifests
 from demo import setup
-from tests.conftest import LOST_TIMEOUT, restore_api_server
+from tests.conftest import LOST_TIMEOUT
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
@@ -68,6 +68,7 @@ class MultiKueue:
         run: str = "3s",
         exit_code: int | None = None,
         runtime: str = "torch-distributed",
+        cpu: str | None = "1",
     ) -> Dict:
         annotations = {"bed.trainjob.dev/run-duration": run}
         if exit_code is not None:
@@ -78,7 +79,7 @@ class MultiKueue:
             "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "q"}},
             "spec": {
                 "runtimeRef": {"name": runtime},
-                "trainer": {"numNodes": nodes, "resourcesPerNode": {"requests": {"cpu": "1"}}},
+                "trainer": {"numNodes": nodes},
                 "runtimePatches": [
                     {
                         "manager": "tests.trainjob.dev",
@@ -104,6 +105,8 @@ class MultiKueue:
                 ],
             },
         }
+        if cpu is not None:
+            body["spec"]["trainer"]["resourcesPerNode"] = {"requests": {"cpu": cpu}}
         result: Dict = self.custom().create_namespaced_custom_object(
             *TRAINER, self.ns, "trainjobs", body
         )
@@ -245,20 +248,49 @@ def test_failed_remote_trainjob_fails_on_the_manager_with_the_reason(bed: Bed) -
     assert "PodSet 'node' failed" in failed["message"]
 
 
-def test_bad_kubeconfig_secret_is_reported_on_the_cluster(bed: Bed) -> None:
+def _no_ca(k: Dict) -> None:
+    k["clusters"][0]["cluster"]["certificate-authority-data"] = "%%%"
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason", "fragment"),
+    [
+        (
+            lambda k: k["clusters"][0]["cluster"].update({"insecure-skip-tls-verify": True}),
+            "InsecureKubeConfig",
+            "insecure-skip-tls-verify",
+        ),
+        (
+            lambda k: k.update({"current-context": "nowhere"}),
+            "BadKubeConfig",
+            "current-context 'nowhere' names no context",
+        ),
+        (_no_ca, "BadKubeConfig", "certificate-authority-data is not base64"),
+        (
+            lambda k: k.update({"clusters": ["plain-string"]}),
+            "BadKubeConfig",
+            "clusters[0] must be a mapping with a name",
+        ),
+        (None, "BadKubeConfig", "not found in kueue-system"),
+    ],
+)
+def test_bad_kubeconfig_secret_is_reported_on_the_cluster(
+    bed: Bed, edit: Any, reason: str, fragment: str
+) -> None:
     mk_name = f"bad-{uuid.uuid4().hex[:4]}"
     manager = bed.config.managers[0].name
     kubeconfig = bed.multikueue_kubeconfig(bed.config.workers[0].name)
-    kubeconfig["clusters"][0]["cluster"]["insecure-skip-tls-verify"] = True
     core = client.CoreV1Api(bed.api(manager))
     custom = client.CustomObjectsApi(bed.api(manager))
-    core.create_namespaced_secret(
-        "kueue-system",
-        client.V1Secret(
-            metadata=client.V1ObjectMeta(name=mk_name),
-            data={"kubeconfig": base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()},
-        ),
-    )
+    if edit is not None:
+        edit(kubeconfig)
+        core.create_namespaced_secret(
+            "kueue-system",
+            client.V1Secret(
+                metadata=client.V1ObjectMeta(name=mk_name),
+                data={"kubeconfig": base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()},
+            ),
+        )
     custom.create_cluster_custom_object(
         *KUEUE,
         "multikueueclusters",
@@ -285,11 +317,68 @@ def test_bad_kubeconfig_secret_is_reported_on_the_cluster(bed: Bed) -> None:
             )
 
         cond = wait_for(active, 30, what="the Active condition")
-        assert cond["status"] == "False" and cond["reason"] == "InsecureKubeConfig"
-        assert "insecure-skip-tls-verify" in cond["message"]
+        assert cond["status"] == "False" and cond["reason"] == reason, cond
+        assert fragment in cond["message"], cond["message"]
+        secret_data = kubeconfig["users"][0]["user"].get("client-key-data", "")
+        assert not secret_data or secret_data[:20] not in cond["message"]
+        # One broken cluster holds up no other: the bed's workers stay Active.
+        for worker in bed.config.workers:
+            obj = custom.get_cluster_custom_object(*KUEUE, "multikueueclusters", worker.name)
+            conds = {c["type"]: c["status"] for c in obj["status"]["conditions"]}
+            assert conds["Active"] == "True", (worker.name, obj["status"])
     finally:
         custom.delete_cluster_custom_object(*KUEUE, "multikueueclusters", mk_name)
-        core.delete_namespaced_secret(mk_name, "kueue-system")
+        with contextlib.suppress(client.ApiException):
+            core.delete_namespaced_secret(mk_name, "kueue-system")
+
+
+def test_trainjob_requesting_nothing_fails_loudly_instead_of_sitting_on_the_manager(
+    bed: Bed,
+) -> None:
+    mk = MultiKueue(bed)
+    mk.submit("weightless", cpu=None)  # the example runtime requests nothing either
+    failed = mk.wait("weightless", "Failed", timeout=30)
+    assert failed["reason"] == "NotDispatchable", failed
+    assert "without the MultiKueue admission check" in failed["message"]
+    assert "spec.trainer.resourcesPerNode" in failed["message"]
+    assert (mk.get("weightless") or {})["spec"]["suspend"] is True  # never started here
+    wait_for(
+        lambda: all(
+            any(
+                c["type"] == "Finished" and c["status"] == "True"
+                for c in wl["status"]["conditions"]
+            )
+            for wl in mk.custom().list_namespaced_custom_object(*KUEUE, mk.ns, "workloads")["items"]
+        ),
+        30,
+        what="the manager Workload Finished (its quota released)",
+    )
+    assert mk.running_on("weightless") == []
+    assert "NotDispatchable" in events_of(mk, "weightless")
+
+
+def test_missing_runtime_is_said_on_the_manager_and_clears_once_it_exists(bed: Bed) -> None:
+    mk = MultiKueue(bed)
+    runtime_name = f"late-{mk.ns}"
+    mk.submit("early-bird", runtime=runtime_name)
+    failed = wait_for(
+        lambda: mk.condition("early-bird", "Failed"), 30, what="Failed on the manager TrainJob"
+    )
+    assert failed["reason"] == "RuntimeNotFound", failed
+    assert f"ClusterTrainingRuntime {runtime_name!r} not found" in failed["message"]
+    wait_for(lambda: "RuntimeNotFound" in events_of(mk, "early-bird"), 30, what="a Warning Event")
+    (runtime,) = load_manifests((setup.REPO / "examples" / "torch-distributed.yaml").read_text())
+    runtime["metadata"]["name"] = runtime_name
+    try:
+        for cluster in [mk.manager, *mk.workers]:
+            Applier(bed.api(cluster)).apply_all([runtime])
+        mk.wait("early-bird", "Complete", timeout=90)
+        assert "RuntimeResolved" in events_of(mk, "early-bird")
+    finally:
+        for cluster in [mk.manager, *mk.workers]:
+            mk.custom(cluster).delete_cluster_custom_object(
+                *TRAINER, "clustertrainingruntimes", runtime_name
+            )
 
 
 def test_dispatcher_restart_mid_dispatch_runs_the_trainjob_once(
@@ -332,6 +421,43 @@ def test_dispatcher_restart_mid_dispatch_runs_the_trainjob_once(
     wait_for(complete_while_watching, 90, what="survivor Complete on the manager", interval=0.1)
     winner = (mk.get("survivor") or {})["status"]["clusterName"]
     assert ran_on == {winner}
+
+
+def watch_until_complete(mk: MultiKueue, names: list[str], timeout: float) -> dict[str, set[str]]:
+    """Wait until every TrainJob is Complete on the manager; meanwhile note every worker that
+    ever ran a pod of each (a TrainJob run twice shows up as two workers)."""
+    ran_on: dict[str, set[str]] = {n: set() for n in names}
+
+    def all_complete() -> bool:
+        for worker in mk.workers:
+            pods = client.CoreV1Api(mk.bed.api(worker)).list_namespaced_pod(mk.ns).items
+            for pod in pods:
+                owner = (pod.metadata.labels or {}).get("jobset.sigs.k8s.io/jobset-name")
+                if owner in ran_on:
+                    ran_on[owner].add(worker)
+        return all(mk.condition(n, "Complete") for n in names)
+
+    wait_for(all_complete, timeout, what=f"{names} Complete on the manager", interval=0.2)
+    return ran_on
+
+
+def test_dispatcher_restarted_with_trainjobs_running_dispatches_none_again(
+    bed: Bed, controllers: list[setup.Controller]
+) -> None:
+    mk = MultiKueue(bed)
+    names = ["steady-0", "steady-1", "steady-2"]
+    for name in names:
+        mk.submit(name, run="30s")
+    started = {name: mk.started_on(name) for name in names}
+    dispatcher = the_dispatcher(controllers)
+    dispatcher.stop()  # SIGTERM, no outage anywhere
+    dispatcher.start()
+    ran_on = watch_until_complete(mk, names, 90)
+    for name in names:
+        assert ran_on[name] == {started[name]}, (name, ran_on[name])
+        reasons = events_of(mk, name)
+        assert reasons.count("Dispatched") == 1, (name, reasons)
+        assert "ClusterLost" not in reasons, (name, reasons)
 
 
 def the_dispatcher(controllers: list[setup.Controller]) -> setup.Controller:
@@ -394,6 +520,53 @@ def events_of(mk: MultiKueue, name: str) -> list[str]:
         .items
     )
     return [e.reason for e in items]
+
+
+def pods_ready(workloads: list[Dict]) -> tuple[str, str] | None:
+    """PodsReady (status, reason) of the only Workload in the list."""
+    for wl in workloads[:1]:
+        for cond in (wl.get("status") or {}).get("conditions") or []:
+            if cond["type"] == "PodsReady":
+                return cond["status"], cond["reason"]
+    return None
+
+
+def test_trainjob_longer_than_the_pods_ready_timeout_is_ready_on_both_sides_never_evicted(
+    bed: Bed,
+) -> None:
+    timeout = bed.config.wait_for_pods_ready.timeout_seconds
+    mk = MultiKueue(bed)
+    mk.submit("long", nodes=2, run=f"{timeout + 15}s")
+    worker = mk.started_on("long")
+    started = ("True", "Started")
+    wait_for(
+        lambda: pods_ready(mk.remote_workloads(worker)) == started,
+        30,
+        what=f"PodsReady=True on the Workload on {worker}",
+    )
+
+    def manager_wls() -> list[Dict]:
+        items: list[Dict] = mk.custom().list_namespaced_custom_object(*KUEUE, mk.ns, "workloads")[
+            "items"
+        ]
+        return items
+
+    wait_for(
+        lambda: pods_ready(manager_wls()) == started,
+        30,
+        what="PodsReady=True on the manager Workload (from the status synced back)",
+    )
+    mk.wait("long", "Complete", timeout=timeout + 60)
+    (wl,) = manager_wls()
+    assert not any(
+        c["type"] == "Evicted" and c["status"] == "True" for c in wl["status"]["conditions"]
+    ), wl["status"]["conditions"]
+    assert "requeueState" not in wl["status"]
+    reasons = events_of(mk, "long")
+    assert reasons.count("Dispatched") == 1, reasons
+    assert not {"RemoteEvicted", "ClusterLost", "RemoteWorkloadGone"} & set(reasons), reasons
+    others = [w for w in mk.workers if w != worker]
+    assert all(not mk.pods(w, "long", phase="Succeeded") for w in others)
 
 
 def test_remote_eviction_sends_the_trainjob_back_to_be_dispatched_again(bed: Bed) -> None:
@@ -483,7 +656,7 @@ def test_delete_while_the_worker_is_down_finishes_after_it_returns(bed: Bed) -> 
         )
         assert mk.get("orphan") is not None
     finally:
-        restore_api_server(bed, where)
+        bed.restore_api_server(where)
     wait_for(
         lambda: mk.get("orphan") is None and mk.get("orphan", where) is None,
         90,
@@ -516,10 +689,43 @@ def test_lost_worker_moves_the_trainjob_to_the_other(bed: Bed, worker_names: lis
         )
         mk.wait("mover", "Complete", timeout=120)
     finally:
-        restore_api_server(bed, lost)
+        bed.restore_api_server(lost)
     # Once the lost worker is back, our stale copy there is removed: never two runs.
     wait_for(
         lambda: mk.get("mover", lost) is None,
         90,
         what=f"the stale TrainJob on {lost} to be garbage-collected",
     )
+
+
+def mkc_active(mk: MultiKueue, worker: str) -> str | None:
+    obj = mk.custom().get_cluster_custom_object(*KUEUE, "multikueueclusters", worker)
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond["type"] == "Active":
+            return str(cond["status"])
+    return None
+
+
+@pytest.mark.disruptive
+def test_dispatcher_killed_while_a_worker_is_down_dispatches_nothing_twice(
+    bed: Bed, controllers: list[setup.Controller]
+) -> None:
+    mk = MultiKueue(bed)
+    # A lost timeout the outage stays well inside, however slow the restarts are.
+    with dispatcher_with(controllers, "--worker-lost-timeout", "90"):
+        mk.submit("patient", run="40s")
+        where = mk.started_on("patient")
+        dispatcher = the_dispatcher(controllers)
+        bed.stop_component(where, "kube-apiserver")
+        try:
+            dispatcher.proc.kill()  # kill -9: no chance to record anything on the way out
+            dispatcher.proc.wait()
+            dispatcher.start()
+            # The new process found the worker unreachable and said so on its cluster.
+            wait_for(lambda: mkc_active(mk, where) == "False", 60, what=f"{where} Active=False")
+        finally:
+            bed.restore_api_server(where)
+        ran_on = watch_until_complete(mk, ["patient"], 150)
+    assert ran_on["patient"] == {where}, ran_on
+    reasons = events_of(mk, "patient")
+    assert reasons.count("Dispatched") == 1 and "ClusterLost" not in reasons, reasons

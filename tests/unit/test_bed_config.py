@@ -149,3 +149,23 @@ def test_kueue_config_treats_trainjob_as_external_and_gates_multikueue_on_manage
     assert "MultiKueue" not in worker["featureGates"]
     assert manager["webhook"] == {"host": "127.0.0.1", "port": 1, "certDir": "/c"}
     assert manager["health"]["healthProbeBindAddress"] == "127.0.0.1:3"
+
+
+def test_kueue_keeps_wait_for_pods_ready_on_with_the_beds_short_times() -> None:
+    config = BedConfig()
+    assert config.wait_for_pods_ready.timeout_seconds == 20
+    kueue = build_config(
+        namespace="kueue-system",
+        webhook_port=1,
+        metrics_port=2,
+        health_port=3,
+        cert_dir=Path("/c"),
+        manager=False,
+        pods_ready_timeout=config.wait_for_pods_ready.timeout_seconds,
+        requeue_backoff_base=config.wait_for_pods_ready.backoff_base_seconds,
+    )
+    assert kueue["waitForPodsReady"] == {
+        "timeout": "20s",
+        "requeuingStrategy": {"backoffBaseSeconds": 5},
+    }
+    assert "DisableWaitForPodsReady" not in kueue["featureGates"]

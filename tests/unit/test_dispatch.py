@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import time
 from typing import Any
 
 import pytest
 import yaml
 
+from dispatcher.clusters import check_active, down_since, parameters_problem
 from dispatcher.dispatch import (
     DispatchObserved,
     Incremental,
@@ -16,8 +18,11 @@ from dispatcher.dispatch import (
     remote_trainjob,
     remote_workload,
 )
+from dispatcher.intake import reconcile_intake
 from dispatcher.kubeconfigs import check_kubeconfig
+from dispatcher.remote import RemoteCluster
 from tests.factories import make_trainjob
+from trainjob.runtime import RuntimeProblem
 
 Dict = dict[str, Any]
 NOW = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.UTC)
@@ -83,6 +88,43 @@ def test_garbage_and_missing_kubeconfigs_are_bad() -> None:
     for raw in (b"", b"clusters: [", b"just a string"):
         _, problem = check_kubeconfig(raw, "s")
         assert problem is not None and problem.reason == "BadKubeConfig"
+
+
+def _edited(edit: Any) -> bytes:
+    cfg = yaml.safe_load(kubeconfig())
+    edit(cfg)
+    return yaml.safe_dump(cfg).encode()
+
+
+@pytest.mark.parametrize(
+    ("edit", "fragment"),
+    [
+        (lambda k: k.update({"current-context": "elsewhere"}), "'elsewhere' names no context"),
+        (lambda k: k.pop("current-context"), "current-context is not set"),
+        (
+            lambda k: k["clusters"][0]["cluster"].update({"certificate-authority-data": "%%"}),
+            "certificate-authority-data is not base64",
+        ),
+        (lambda k: k.update({"clusters": ["w"]}), "clusters[0] must be a mapping with a name"),
+        (lambda k: k["contexts"][0].update({"context": "w"}), "must have a `context` mapping"),
+        (
+            lambda k: k["contexts"][0]["context"].update({"cluster": "nope"}),
+            "names cluster 'nope', which is not listed",
+        ),
+        (
+            lambda k: k["users"][0]["user"].update({"client-key-data": "not base64!"}),
+            "client-key-data is not base64",
+        ),
+    ],
+)
+def test_malformed_kubeconfigs_are_bad_naming_the_field_never_the_data(
+    edit: Any, fragment: str
+) -> None:
+    raw = _edited(edit)
+    cfg, problem = check_kubeconfig(raw, "worker1-secret")
+    assert cfg is None and problem is not None
+    assert problem.reason == "BadKubeConfig" and fragment in problem.message, problem.message
+    assert "Q0E=" not in problem.message and "abc" not in problem.message
 
 
 def manager_workload(
@@ -329,3 +371,129 @@ def test_finished_remote_objects_are_kept_for_the_retention() -> None:
             )
         )
         assert len(plan.remote) == deletes and plan.requeue_after == requeue
+
+
+# ---- the worker-lost clock (no threads started: only the connection bookkeeping) --------------
+
+
+def remote_cluster(down: float | None = None) -> RemoteCluster:
+    return RemoteCluster(
+        "w1",
+        yaml.safe_load(kubeconfig()),
+        "origin",
+        lambda ns, name: None,
+        "test",
+        down_since=down,
+    )
+
+
+def test_a_cluster_still_connecting_after_start_up_is_never_lost() -> None:
+    rc = remote_cluster()
+    assert rc.connecting and not rc.connected and rc.disconnected_for() == 0.0
+    rc._set_ok("Workload", True)
+    assert rc.connecting and rc.disconnected_for() == 0.0  # the TrainJob watch has not listed yet
+    rc._set_ok("TrainJob", True)
+    assert rc.connected and not rc.connecting and rc.down_since is None
+
+
+def test_first_failure_after_start_up_starts_the_clock_now_unless_an_outage_is_on_record() -> None:
+    fresh = remote_cluster()
+    fresh._set_ok("Workload", False, "ConnectionRefused")
+    assert fresh.down_since is not None and 0.0 <= fresh.disconnected_for() < 5
+    on_record = remote_cluster(down=time.time() - 100)
+    on_record._set_ok("Workload", False, "ConnectionRefused")
+    on_record._set_ok("TrainJob", False, "ConnectionRefused")
+    assert 100 <= on_record.disconnected_for() < 105  # the clock survived the restart
+
+
+def test_the_clock_stops_on_reconnect_and_restarts_on_the_next_outage() -> None:
+    rc = remote_cluster(down=time.time() - 500)
+    rc._set_ok("Workload", True)
+    rc._set_ok("TrainJob", True)
+    assert rc.disconnected_for() == 0.0 and rc.down_since is None
+    rc._set_ok("TrainJob", False, "timeout")
+    assert 0.0 <= rc.disconnected_for() < 5
+
+
+def test_down_since_comes_from_the_active_condition() -> None:
+    def mkc(status: str) -> Dict:
+        cond = {"type": "Active", "status": status, "lastTransitionTime": "2026-11-22T12:00:00Z"}
+        return {"metadata": {"name": "w1"}, "status": {"conditions": [cond]}}
+
+    assert down_since(mkc("False")) == NOW.timestamp()
+    assert down_since(mkc("True")) is None
+    assert down_since({"metadata": {"name": "w1"}}) is None
+
+
+# ---- the manager TrainJob's own word before dispatch -------------------------------------------
+
+
+def test_runtime_problem_on_the_manager_becomes_a_condition_and_an_event_once() -> None:
+    body = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
+    problem = RuntimeProblem("RuntimeNotFound", "ClusterTrainingRuntime 'x' not found")
+    plan = reconcile_intake(body, problem, NOW)
+    assert plan.status == {
+        "conditions": [
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "RuntimeNotFound",
+                "message": "ClusterTrainingRuntime 'x' not found",
+                "lastTransitionTime": "2026-11-22T12:00:00Z",
+                "observedGeneration": 1,
+            }
+        ]
+    }
+    assert plan.events == [("Warning", "RuntimeNotFound", "ClusterTrainingRuntime 'x' not found")]
+    body["status"] = plan.status
+    again = reconcile_intake(body, problem, NOW)
+    assert again.status is None and again.events == []
+    fixed = reconcile_intake(body, None, NOW)
+    assert fixed.status == {"conditions": []}
+    assert [e[1] for e in fixed.events] == ["RuntimeResolved"]
+
+
+def test_intake_leaves_a_dispatched_trainjob_and_final_failures_alone() -> None:
+    problem = RuntimeProblem("RuntimeInvalid", "bad")
+    dispatched = make_trainjob()
+    dispatched["status"] = {"clusterName": "worker1"}
+    assert reconcile_intake(dispatched, problem, NOW).status is None
+    final = make_trainjob()
+    final["status"] = {
+        "conditions": [{"type": "Failed", "status": "True", "reason": "PodSetFailed"}]
+    }
+    assert reconcile_intake(final, None, NOW).status is None
+
+
+# ---- the AdmissionCheck's Active condition, Kueue's reasons ------------------------------------
+
+
+def test_check_active_names_missing_and_inactive_clusters_as_kueue_does() -> None:
+    assert check_active(None, {"w1": True, "w2": True}) == (
+        True,
+        "Active",
+        "The admission check is active",
+    )
+    assert check_active(None, {"w1": True, "ghost": None}) == (
+        True,
+        "SomeActiveClusters",
+        "Missing clusters: ['ghost']",
+    )
+    assert check_active(None, {"w1": False, "ghost": None}) == (
+        False,
+        "NoUsableClusters",
+        "Missing clusters: ['ghost'], Inactive clusters: ['w1']",
+    )
+    active, reason, message = check_active("spec.parameters must name a MultiKueueConfig", {})
+    assert (active, reason) == (False, "BadConfig")
+    assert message == (
+        "Cannot load the AdmissionChecks parameters: spec.parameters must name a MultiKueueConfig"
+    )
+
+
+def test_admission_check_parameters_must_reference_a_multikueue_config() -> None:
+    good = {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "c"}
+    assert parameters_problem(good) is None
+    wrong = parameters_problem({**good, "kind": "ProvisioningRequestConfig"})
+    assert wrong is not None and "'kueue.x-k8s.io'/'ProvisioningRequestConfig'" in wrong
+    assert parameters_problem({}) == "spec.parameters must name a MultiKueueConfig"

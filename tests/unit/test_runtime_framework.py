@@ -19,7 +19,13 @@ from tests.factories import (
     replicated_job,
 )
 from trainjob.models import parse_runtime, parse_trainjob
-from trainjob.runtime import RuntimeSpecError, build_runtime_info, total_requests
+from trainjob.runtime import (
+    RuntimeProblem,
+    RuntimeSpecError,
+    build_runtime_info,
+    resolve_runtime_info,
+    total_requests,
+)
 from worker_controller.builders import build_job, build_service, owner_reference
 
 Dict = dict[str, Any]
@@ -328,3 +334,59 @@ def test_examples_parse_with_the_official_trainer_models() -> None:
     """Our factories write manifests the upstream Python models accept too."""
     TrainerV1alpha1TrainJob.from_dict(make_trainjob(trainer={"numNodes": 2}))
     TrainerV1alpha1ClusterTrainingRuntime.from_dict(make_runtime())
+
+
+@pytest.mark.parametrize("bad", ["lots", "-1Gi", "abc", "1.2.3", ""])
+def test_bad_quantities_in_resources_per_node_name_the_field(bad: str) -> None:
+    tj = make_trainjob(trainer={"resourcesPerNode": {"requests": {"cpu": bad}}})
+    with pytest.raises(RuntimeSpecError) as err:
+        info_for(tj, make_runtime())
+    assert f"spec.trainer.resourcesPerNode.requests[cpu]: {bad!r} is not a valid quantity" in str(
+        err.value
+    )
+
+
+def test_bad_quantity_in_the_runtime_names_the_replicated_job_and_container() -> None:
+    runtime = make_runtime(
+        replicated_jobs=[
+            replicated_job("node", "trainer", [container(resources={"limits": {"memory": "much"}})])
+        ]
+    )
+    with pytest.raises(RuntimeSpecError, match=r"replicatedJob 'node' container 'node' "):
+        info_for(make_trainjob(), runtime)
+
+
+def test_depends_on_cycles_are_refused_naming_the_cycle() -> None:
+    runtime = make_runtime(
+        replicated_jobs=[
+            replicated_job(
+                "a", None, [container("a")], dependsOn=[{"name": "b", "status": "Complete"}]
+            ),
+            replicated_job(
+                "b", None, [container("b")], dependsOn=[{"name": "a", "status": "Complete"}]
+            ),
+            replicated_job(
+                "node", "trainer", [container()], dependsOn=[{"name": "b", "status": "Complete"}]
+            ),
+        ]
+    )
+    with pytest.raises(RuntimeSpecError, match="dependsOn form a cycle: a -> b -> a"):
+        info_for(make_trainjob(), runtime)
+
+
+def test_resolve_runtime_info_says_why_in_the_words_both_controllers_report() -> None:
+    tj = parse_trainjob(make_trainjob())
+    assert resolve_runtime_info(tj, None) == (
+        None,
+        RuntimeProblem(
+            "RuntimeNotFound",
+            "ClusterTrainingRuntime 'torch-distributed' not found; the TrainJob starts once it "
+            "exists",
+        ),
+    )
+    bad = make_runtime(replicated_jobs=[replicated_job("work", None, [container()])])
+    info, problem = resolve_runtime_info(tj, bad)
+    assert info is None and problem is not None and problem.reason == "RuntimeInvalid"
+    assert problem.message.startswith("ClusterTrainingRuntime 'torch-distributed' cannot run")
+    info, problem = resolve_runtime_info(tj, make_runtime())
+    assert info is not None and problem is None

@@ -300,3 +300,122 @@ def test_webhook_refuses_a_queue_that_does_not_exist(tjs: TrainJobs) -> None:
     message = api_error(err.value)
     assert "LocalQueue 'nope' does not exist" in message, message
     assert "kueue.x-k8s.io/queue-name" in message
+
+
+# ---- Kueue's waitForPodsReady (on by default; the bed's timeout is 20 s) ------------------------
+
+
+def pods_ready(wl: Dict | None) -> tuple[str, str] | None:
+    for cond in (wl or {}).get("status", {}).get("conditions") or []:
+        if cond["type"] == "PodsReady":
+            return cond["status"], cond["reason"]
+    return None
+
+
+def evictions(wl: Dict | None) -> list[str]:
+    return [
+        f"{c['reason']}: {c.get('message', '')}"
+        for c in (wl or {}).get("status", {}).get("conditions") or []
+        if c["type"] == "Evicted" and c["status"] == "True"
+    ]
+
+
+def test_trainjob_running_longer_than_the_pods_ready_timeout_is_not_evicted(
+    tjs: TrainJobs, bed: Bed
+) -> None:
+    timeout = bed.config.wait_for_pods_ready.timeout_seconds
+    queue = Queue(tjs, cpu="4")
+    tjs.create_runtime(torch_runtime(run=f"{timeout + 15}s"))
+    uid = tjs.create(queued("marathon", nodes=2))["metadata"]["uid"]
+    wait_for(
+        lambda: pods_ready(queue.workload_of(uid)) == ("True", "Started"),
+        30,
+        what="PodsReady=True (Started) on the Workload",
+    )
+    wl = queue.workload_of(uid)
+    assert wl is not None
+    assert wl["status"].get("reclaimablePods") is None  # one PodSet, still running
+    tjs.wait_condition("marathon", "Complete", timeout=timeout + 60)
+    wl = wait_for(
+        lambda: (w := queue.workload_of(uid)) and wl_condition(w, "Finished") and w,
+        30,
+        what="the Workload Finished",
+    )
+    assert evictions(wl) == [] and "requeueState" not in wl["status"], wl["status"]
+    reasons = [
+        e.reason
+        for e in tjs.core.list_namespaced_event(
+            tjs.ns, field_selector="involvedObject.name=marathon"
+        ).items
+    ]
+    assert "Stopped" not in reasons, reasons
+
+
+def test_pod_lost_after_the_job_was_ready_waits_for_recovery_then_recovers(
+    tjs: TrainJobs,
+) -> None:
+    queue = Queue(tjs, cpu="4")
+    # Each pod fails after 6 s; the Job replaces it once (Job backoff ~10 s, under the bed's
+    # 20 s recovery timeout), the replacement is Ready, then fails too and the Job gives up.
+    tjs.create_runtime(torch_runtime(run="6s", exit_code=3, backoff_limit=1))
+    uid = tjs.create(queued("phoenix"))["metadata"]["uid"]
+    seen: list[tuple[str, str]] = []
+    wanted = [("True", "Started"), ("False", "WaitForRecovery"), ("True", "Recovered")]
+
+    def recovered() -> bool:
+        state = pods_ready(queue.workload_of(uid))
+        if state and (not seen or seen[-1] != state):
+            seen.append(state)
+        walk = iter(seen)
+        return all(step in walk for step in wanted)  # in this order, gaps allowed
+
+    wait_for(recovered, 90, what=f"PodsReady {wanted} in order", interval=0.1)
+    assert seen[0] in (("False", "WaitForStart"), ("True", "Started")), seen
+    failed = tjs.wait_condition("phoenix", "Failed", timeout=60)
+    assert "BackoffLimitExceeded" in failed["message"], failed
+
+
+def test_trainjob_that_never_schedules_is_evicted_by_pods_ready_timeout_and_requeued(
+    tjs: TrainJobs, bed: Bed
+) -> None:
+    timeout = bed.config.wait_for_pods_ready.timeout_seconds
+    queue = Queue(tjs, cpu="100")  # the quota fits; no node has 10 CPUs
+    tjs.create_runtime(torch_runtime(run="5s"))
+    uid = tjs.create(queued("unplaceable", cpu="10"))["metadata"]["uid"]
+    wait_for(lambda: tjs.pods("unplaceable"), 30, what="its pod, Pending")
+    assert pods_ready(queue.workload_of(uid)) == ("False", "WaitForStart")
+    wl = wait_for(
+        lambda: (w := queue.workload_of(uid)) and evictions(w) and w,
+        timeout + 40,
+        what="Kueue to evict the Workload",
+    )
+    assert evictions(wl)[0].startswith("PodsReadyTimeout: Exceeded the PodsReady timeout"), wl
+    wait_for(
+        lambda: tjs.get("unplaceable")["spec"]["suspend"] is True and not tjs.pods("unplaceable"),
+        30,
+        what="the TrainJob suspended and its pods gone",
+    )
+    # Requeued with Kueue's backoff, admitted again, and started again.
+    wl = wait_for(
+        lambda: (
+            (w := queue.workload_of(uid))
+            and (w["status"].get("requeueState") or {}).get("count", 0) >= 1
+            and wl_condition(w, "Admitted")
+            and w
+        ),
+        60,
+        what="the Workload requeued and admitted again",
+    )
+    assert pods_ready(wl) == ("False", "WaitForStart"), wl["status"]["conditions"]
+    wait_for(
+        lambda: tjs.get("unplaceable")["spec"]["suspend"] is False,
+        30,
+        what="the TrainJob resumed for its second try",
+    )
+    reasons = {
+        (e.reason, e.message.split(":")[0])
+        for e in tjs.core.list_namespaced_event(
+            tjs.ns, field_selector="involvedObject.name=unplaceable"
+        ).items
+    }
+    assert ("Stopped", "PodsReadyTimeout") in reasons, reasons

@@ -228,6 +228,23 @@ def test_deleting_the_trainjob_removes_everything(tjs: TrainJobs) -> None:
             "spec.runtimeRef.kind",
             "Unsupported value",
         ),
+        ({"managedBy": ""}, "spec.managedBy", "must be trainer.kubeflow.org"),
+        ({"trainer": {"image": ""}}, "spec.trainer.image", "at least 1 chars long"),
+        (
+            {"runtimeRef": {"name": "torch", "apiGroup": "jobset.x-k8s.io"}},
+            "spec.runtimeRef.apiGroup",
+            "Unsupported value",
+        ),
+        (
+            {"trainer": {"resourcesPerNode": {"requests": {"cpu": "lots"}}}},
+            "spec.trainer.resourcesPerNode.requests.cpu",
+            "should match",
+        ),
+        (
+            {"trainer": {"resourcesPerNode": {"limits": {"memory": "-1Gi"}}}},
+            "spec.trainer.resourcesPerNode.limits.memory",
+            "should match",
+        ),
     ],
 )
 def test_invalid_specs_are_rejected_naming_the_field(
@@ -248,6 +265,8 @@ def test_immutable_fields_and_long_names_are_rejected(tjs: TrainJobs) -> None:
         ({"spec": {"managedBy": "kueue.x-k8s.io/multikueue"}}, "managedBy"),
         ({"spec": {"runtimeRef": {"name": "other"}}}, "runtimeRef"),
         ({"spec": {"trainer": {"numNodes": 5}}}, "trainer"),
+        ({"spec": {"trainer": None}}, "trainer"),
+        ({"spec": {"initializer": {"dataset": {"storageUri": "hf://x"}}}}, "initializer"),
     ]:
         with pytest.raises(client.ApiException) as err:
             tjs.patch("fixed", patch)

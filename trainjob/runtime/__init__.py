@@ -1,13 +1,20 @@
 """Runtime framework: TrainJob + runtime + runtimePatches -> RuntimeInfo (PodSets + policy)."""
 
-from trainjob.runtime.framework import build_runtime_info, total_requests
+from trainjob.runtime.framework import (
+    RuntimeProblem,
+    build_runtime_info,
+    resolve_runtime_info,
+    total_requests,
+)
 from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimePolicy, RuntimeSpecError
 
 __all__ = [
     "PodSet",
     "RuntimeInfo",
     "RuntimePolicy",
+    "RuntimeProblem",
     "RuntimeSpecError",
     "build_runtime_info",
+    "resolve_runtime_info",
     "total_requests",
 ]

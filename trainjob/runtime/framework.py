@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import copy
 from collections import defaultdict
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from trainjob import constants as c
-from trainjob.models import InitializerStep, TrainingRuntime, TrainJob
+from trainjob.models import (
+    InitializerStep,
+    InvalidObject,
+    TrainingRuntime,
+    TrainJob,
+    parse_runtime,
+)
 from trainjob.quantity import format_quantity, parse_quantity
 from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimePolicy, RuntimeSpecError
 from trainjob.runtime.patches import apply_runtime_patch, merge_by_key
@@ -144,6 +151,9 @@ def build_runtime_info(
         labels=dict(jobset_meta.get("labels") or {}),
         annotations=dict(jobset_meta.get("annotations") or {}),
     )
+    _check_dependencies(spec.template.spec.replicated_jobs)
+    for ps in pod_sets:
+        _check_quantities(ps, trainjob)
     plugin = select_plugin(spec.ml_policy)
     policy.ml_policy = plugin.name
     plugin.enforce(info, trainjob)
@@ -153,6 +163,89 @@ def build_runtime_info(
                 f"successPolicy targets replicatedJob {target!r}, which the runtime does not have"
             )
     return info
+
+
+@dataclass(frozen=True)
+class RuntimeProblem:
+    """Why a TrainJob cannot run on its runtime (yet): a condition reason and a message."""
+
+    reason: str  # RuntimeNotFound | RuntimeInvalid: both clear once the runtime is fixed
+    message: str
+
+
+def resolve_runtime_info(
+    trainjob: TrainJob, runtime: Dict | None
+) -> tuple[RuntimeInfo | None, RuntimeProblem | None]:
+    """`build_runtime_info` from the runtime's raw body, or the problem, in the words both
+    controllers report (the TrainJob's Failed condition and a Warning Event)."""
+    ref = trainjob.spec.runtime_ref
+    if runtime is None:
+        where = "" if ref.kind == c.CLUSTER_TRAINING_RUNTIME_KIND else f" in {trainjob.namespace}"
+        return None, RuntimeProblem(
+            c.REASON_RUNTIME_NOT_FOUND,
+            f"{ref.kind} {ref.name!r}{where} not found; the TrainJob starts once it exists",
+        )
+    try:
+        raw_template_spec = (runtime.get("spec", {}).get("template") or {}).get("spec") or {}
+        return build_runtime_info(trainjob, parse_runtime(runtime), raw_template_spec), None
+    except (InvalidObject, RuntimeSpecError) as exc:
+        return None, RuntimeProblem(
+            c.REASON_RUNTIME_INVALID, f"{ref.kind} {ref.name!r} cannot run this TrainJob: {exc}"
+        )
+
+
+def _check_dependencies(replicated_jobs: list[Any]) -> None:
+    """dependsOn must not loop (a -> b -> a): such a TrainJob could never start."""
+    edges = {rj.name: [d.name for d in rj.depends_on] for rj in replicated_jobs}
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> None:
+        if name in path:
+            cycle = " -> ".join([*path[path.index(name) :], name])
+            raise RuntimeSpecError(f"the replicatedJobs' dependsOn form a cycle: {cycle}")
+        if name in done:
+            return
+        for dep in edges.get(name, []):
+            visit(dep, [*path, name])
+        done.add(name)
+
+    for name in edges:
+        visit(name, [])
+
+
+def _check_quantities(ps: PodSet, trainjob: TrainJob) -> None:
+    """Every resource quantity of the PodSet's pods parses and is not negative; the message
+    names the field the user wrote (spec.trainer.resourcesPerNode, or the runtime's)."""
+    trainer = trainjob.spec.trainer
+    from_trainer = ps.role == c.STEP_TRAINER and bool(trainer and trainer.resources_per_node)
+    pod_spec = ps.pod_template.get("spec") or {}
+    for field in ("initContainers", "containers"):
+        for ctr in pod_spec.get(field) or []:
+            resources = ctr.get("resources") or {}
+            for kind in ("requests", "limits"):
+                quantities = resources.get(kind) or {} if isinstance(resources, dict) else None
+                if not isinstance(quantities, dict):
+                    raise RuntimeSpecError(
+                        f"replicatedJob {ps.name!r} container {ctr.get('name')!r}: "
+                        f"resources.{kind} must be a map of quantities"
+                    )
+                for res, qty in quantities.items():
+                    try:
+                        ok = parse_quantity(qty) >= 0
+                    except (ValueError, TypeError, AttributeError):
+                        ok = False
+                    if ok:
+                        continue
+                    where = (
+                        f"spec.trainer.resourcesPerNode.{kind}[{res}]"
+                        if from_trainer and ctr.get("name") == c.NODE_CONTAINER
+                        else f"replicatedJob {ps.name!r} container {ctr.get('name')!r} "
+                        f"resources.{kind}[{res}]"
+                    )
+                    raise RuntimeSpecError(
+                        f"{where}: {qty!r} is not a valid quantity (e.g. 500m, 2, 4Gi; "
+                        "never negative)"
+                    )
 
 
 def pod_requests(pod_spec: Dict) -> dict[str, Decimal]:

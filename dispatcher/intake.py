@@ -1,0 +1,58 @@
+"""Why a manager TrainJob cannot be queued yet, said on the TrainJob itself (pure).
+
+Before a MultiKueue TrainJob reaches a worker, its status on the manager is ours to write: a
+missing or invalid runtime (so no Workload can be built) becomes a `Failed` condition with a
+recoverable reason (RuntimeNotFound / RuntimeInvalid, as the worker controller reports them)
+and a Warning Event; the condition goes again once the runtime is fixed. Once a worker runs
+the TrainJob, its status (synced back) is the word.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainjob import conditions as cond
+from trainjob import constants as c
+from trainjob.runtime import RuntimeProblem
+
+Dict = dict[str, Any]
+
+
+@dataclass
+class IntakePlan:
+    status: Dict | None = None  # merge patch of the manager TrainJob's status, when it changes
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+def reconcile_intake(
+    trainjob: Dict, problem: RuntimeProblem | None, now: dt.datetime
+) -> IntakePlan:
+    plan = IntakePlan()
+    status = trainjob.get("status") or {}
+    # 1. A worker runs it: its status is synced back and says what happens.
+    if status.get("clusterName"):
+        return plan
+    conditions = list(status.get("conditions") or [])
+    failed = cond.find(conditions, c.COND_FAILED)
+    generation = (trainjob.get("metadata") or {}).get("generation")
+    # 2. A problem: say it once (again only when it changes).
+    if problem is not None:
+        if (
+            failed is None
+            or failed.get("status") != "True"
+            or failed.get("reason") != problem.reason
+            or failed.get("message") != problem.message
+        ):
+            conditions = cond.set_condition(
+                conditions, c.COND_FAILED, True, problem.reason, problem.message, now, generation
+            )
+            plan.status = {"conditions": conditions}
+            plan.events.append(("Warning", problem.reason, problem.message))
+        return plan
+    # 3. Fixed: drop our condition (a final Failed is not ours to touch).
+    if failed is not None and failed.get("reason") in c.RECOVERABLE_FAILURE_REASONS:
+        plan.status = {"conditions": cond.remove_condition(conditions, c.COND_FAILED)}
+        plan.events.append(("Normal", "RuntimeResolved", "the runtime is usable; queueing"))
+    return plan

@@ -1,0 +1,114 @@
+"""PodsReady and reclaimablePods of a TrainJob's Workload, derived as Kueue's job framework does.
+
+Kueue's `waitForPodsReady` (on by default since v0.19) evicts an admitted Workload whose
+`PodsReady` condition is not True within its timeout, and one that stays False after a pod was
+lost for longer than its recovery timeout. Kueue's job reconciler writes that condition for the
+integrations it runs; TrainJob is an external framework here, so we write it ourselves, with
+Kueue's rules (its `generatePodsReadyCondition` and the TrainJob adapter's `PodsReady` and
+`ReclaimablePods`):
+
+- the input is the TrainJob's `status.jobsStatus`: per replicatedJob, how many of its child
+  Jobs are ready (all their pods Ready) or succeeded. The worker controller writes it from the
+  Jobs; on the manager it is the winner's status, synced back.
+- all pods ready: every child Job of every PodSet is ready or succeeded.
+- reclaimable pods: the pods of the child Jobs that succeeded (an initializer done while the
+  trainer nodes run), so Kueue can release their quota.
+
+Pure: `queueing.reconcile_queueing` folds the result into its plan.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainjob import conditions as cond
+from trainjob.runtime import RuntimeInfo
+
+Dict = dict[str, Any]
+
+PODS_READY = "PodsReady"
+# Kueue's reasons (kueue.x-k8s.io/v1beta2 Workload condition PodsReady).
+WAIT_FOR_START = "WaitForStart"
+WAIT_FOR_RECOVERY = "WaitForRecovery"
+STARTED = "Started"
+RECOVERED = "Recovered"
+
+NOT_READY_MESSAGE = "Not all pods are ready or succeeded"
+RECOVERY_MESSAGE = "At least one pod has failed, waiting for recovery"
+READY_MESSAGE = "All pods reached readiness and the workload is running"
+
+
+def _by_name(jobs_status: list[Dict] | None) -> dict[str, Dict]:
+    return {str(js.get("name")): js for js in jobs_status or [] if isinstance(js, dict)}
+
+
+def _count(entry: Dict, key: str) -> int:
+    try:
+        return max(0, int(entry.get(key) or 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def all_pods_ready(info: RuntimeInfo, jobs_status: list[Dict] | None) -> bool:
+    """Every child Job of every PodSet is ready or has succeeded."""
+    statuses = _by_name(jobs_status)
+    for ps in info.pod_sets:
+        entry = statuses.get(ps.name) or {}
+        if _count(entry, "ready") + _count(entry, "succeeded") < ps.replicas:
+            return False
+    return True
+
+
+def compute_pods_ready(wl: Dict, ready: bool) -> tuple[bool, str, str]:
+    """(status, reason, message) of the Workload's PodsReady condition, Kueue's state machine:
+    not admitted -> WaitForStart; all pods ready -> Started (Recovered after a recovery); a
+    pod lost once the Workload was ready -> WaitForRecovery until all are ready again."""
+    conditions = list((wl.get("status") or {}).get("conditions") or [])
+    if not cond.is_true(conditions, "Admitted"):
+        return False, WAIT_FOR_START, NOT_READY_MESSAGE
+    current = cond.find(conditions, PODS_READY)
+    if ready:
+        recovering = current is not None and current.get("reason") in (WAIT_FOR_RECOVERY, RECOVERED)
+        return True, RECOVERED if recovering else STARTED, READY_MESSAGE
+    if current is not None and (
+        current.get("status") == "True" or current.get("reason") == WAIT_FOR_RECOVERY
+    ):
+        return False, WAIT_FOR_RECOVERY, RECOVERY_MESSAGE
+    return False, WAIT_FOR_START, NOT_READY_MESSAGE
+
+
+def pods_ready_changed(wl: Dict, status: bool, reason: str) -> bool:
+    """Kueue rewrites the condition only when its status or reason changes."""
+    current = cond.find(list((wl.get("status") or {}).get("conditions") or []), PODS_READY)
+    return (
+        current is None
+        or current.get("status") != ("True" if status else "False")
+        or current.get("reason") != reason
+    )
+
+
+def compute_reclaimable_pods(
+    info: RuntimeInfo, jobs_status: list[Dict] | None, wl: Dict
+) -> list[Dict]:
+    """Pods whose quota is no longer needed: those of succeeded child Jobs, per PodSet, never
+    more than the Workload's PodSet holds (Kueue's webhook refuses more)."""
+    statuses = _by_name(jobs_status)
+    sizes = {
+        str(ps.get("name")): int(ps.get("count") or 0)
+        for ps in (wl.get("spec") or {}).get("podSets") or []
+    }
+    out = []
+    for ps in info.pod_sets:
+        succeeded = _count(statuses.get(ps.name) or {}, "succeeded")
+        if 0 < succeeded <= ps.replicas and ps.name in sizes:
+            out.append({"name": ps.name, "count": min(succeeded * ps.parallelism, sizes[ps.name])})
+    return out
+
+
+def reclaimable_changed(wl: Dict, want: list[Dict]) -> bool:
+    have = (wl.get("status") or {}).get("reclaimablePods") or []
+    return _pairs(have) != _pairs(want)
+
+
+def _pairs(items: list[Dict]) -> set[tuple[str, int]]:
+    return {(str(i.get("name")), _count(i, "count")) for i in items}
