@@ -58,15 +58,19 @@ def _complete(obj: dict[str, Any]) -> bool:
 
 
 def watch_pods(api: client.ApiClient, ns: str, clock: Clock, worker: str) -> None:
+    """Note where pods run; survives API-server outages (the watch is simply opened again)."""
     core = client.CoreV1Api(api)
     while not clock.stop.is_set():
-        for ev in watch.Watch().stream(core.list_namespaced_pod, ns, timeout_seconds=30):
-            pod = ev["object"]
-            tj = (pod.metadata.labels or {}).get("jobset.sigs.k8s.io/jobset-name")
-            if tj and pod.status.phase == "Running":
-                clock.mark(clock.running, tj)
-                with clock.lock:
-                    clock.ran_on.setdefault(tj, set()).add(worker)
+        try:
+            for ev in watch.Watch().stream(core.list_namespaced_pod, ns, timeout_seconds=30):
+                pod = ev["object"]
+                tj = (pod.metadata.labels or {}).get("jobset.sigs.k8s.io/jobset-name")
+                if tj and pod.status.phase == "Running":
+                    clock.mark(clock.running, tj)
+                    with clock.lock:
+                        clock.ran_on.setdefault(tj, set()).add(worker)
+        except Exception:  # the worker's API server is down: try again shortly
+            clock.stop.wait(1.0)
 
 
 def watch_trainjobs(api: client.ApiClient, ns: str, clock: Clock, table: dict[str, float]) -> None:
