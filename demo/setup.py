@@ -104,9 +104,11 @@ def install(
     worker_cpu: str = "16",
     cpu_by_worker: dict[str, str] | None = None,
     runtime: Path = REPO / "examples" / "torch-distributed.yaml",
+    on_workers: bool = True,
 ) -> None:
     """Runtime everywhere; a MultiKueue-checked queue `q` in `namespace` on the manager; a plain
-    queue `q` there on every worker (quota per worker from `cpu_by_worker`)."""
+    queue `q` there on every worker (quota per worker from `cpu_by_worker`), unless
+    `on_workers` is False (then the workers have neither the namespace nor the queue)."""
     runtime_docs = load_manifests(runtime.read_text())
     manager = bed.config.managers[0].name
     suffix = f"-{namespace}"
@@ -117,7 +119,7 @@ def install(
             *multikueue_objects(bed),
         ]
     )
-    for worker in bed.config.workers:
+    for worker in bed.config.workers if on_workers else []:
         cpu = (cpu_by_worker or {}).get(worker.name, worker_cpu)
         Applier(bed.api(worker.name)).apply_all(
             [*runtime_docs, *queue_objects(namespace, cpu, suffix=suffix)]

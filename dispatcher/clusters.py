@@ -40,6 +40,7 @@ class Registry:
         # repeat them: (cluster, verb, kind, namespace, name) -> monotonic time.
         self._recent: dict[tuple[str, ...], float] = {}
         self._fingerprints: dict[str, str] = {}
+        self._namespace_problems: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
 
     def first_time(self, key: tuple[str, ...], window: float = 5.0) -> bool:
@@ -52,6 +53,18 @@ class Registry:
             if len(self._recent) > 10000:  # forget old entries
                 self._recent = {k: t for k, t in self._recent.items() if now - t < window}
             return True
+
+    def note_namespace_problem(self, cluster: str, namespace: str, problem: str | None) -> None:
+        """Remember (or, with None, forget) why copies cannot be made in a worker's namespace."""
+        with self._lock:
+            if problem is None:
+                self._namespace_problems.pop((cluster, namespace), None)
+            else:
+                self._namespace_problems[(cluster, namespace)] = problem
+
+    def namespace_problem(self, cluster: str, namespace: str) -> str | None:
+        with self._lock:
+            return self._namespace_problems.get((cluster, namespace))
 
     def forget_write(self, key: tuple[str, ...]) -> None:
         """A remote write that failed: the next pass may send it again at once."""

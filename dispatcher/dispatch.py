@@ -31,6 +31,7 @@ class RemoteView:
     disconnected_for: float
     workload: Dict | None  # our copy of the Workload there
     trainjob: Dict | None  # our TrainJob there
+    problem: str | None = None  # why a copy could not be made there (say, no such namespace)
 
 
 @dataclass
@@ -195,7 +196,35 @@ def _sync_status(obs: DispatchObserved, plan: DispatchPlan, winner: RemoteView) 
         plan.trainjob_status = {**{k: None for k in have if k not in want}, **want}
 
 
+# Reasons a worker's Kueue gives a copy that it cannot admit whatever the quota (a missing
+# LocalQueue or ClusterQueue, an inactive one); "Pending" (waiting for quota) is not among them.
+STRUCTURAL_REASONS = frozenset({"Misconfigured", "Inadmissible"})
+
+
+def _why_not_admitted(remote: RemoteView) -> str | None:
+    """A note for the check's message when a worker cannot admit its copy as things stand."""
+    if remote.problem:
+        return f"{remote.name}: {remote.problem}"
+    reserved = cond.find(wlmod.conditions_of(remote.workload or {}), "QuotaReserved")
+    if (
+        reserved
+        and reserved.get("status") == "False"
+        and reserved.get("reason") in STRUCTURAL_REASONS
+    ):
+        return f"{remote.name}: {reserved.get('message', reserved.get('reason'))}"
+    return None
+
+
 def reconcile_dispatch(obs: DispatchObserved, strategy: Strategy | None = None) -> DispatchPlan:
+    plan = _decide(obs, strategy)
+    if check_state(obs.workload, obs.check) is None:
+        # Kueue dropped our check from the Workload (no flavour assigned): there is no state
+        # to write, only the work (status back, clean-up) to do.
+        plan.check_state = None
+    return plan
+
+
+def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
     plan = DispatchPlan()
     wl, strategy = obs.workload, strategy or AllAtOnce()
     state = check_state(wl, obs.check) or {}
@@ -301,6 +330,9 @@ def reconcile_dispatch(obs: DispatchObserved, strategy: Strategy | None = None) 
         plan.nominated = nominated
     names = ", ".join(r.name for r in targets) or "no reachable cluster"
     message = f"dispatched to {names}; waiting for a cluster to admit it"
+    notes = [note for r in targets if (note := _why_not_admitted(r))]
+    if notes:
+        message += f" ({'; '.join(notes)})"
     if state.get("state") != "Pending" or state.get("message") != message:
         plan.check_state = ("Pending", message)
     return plan

@@ -212,7 +212,14 @@ def _dispatch(
         ),
         None,
     )
-    if check is None:
+    status = wl.get("status") or {}
+    if check is None and status.get("clusterName"):
+        # Dispatched, then Kueue dropped our check from the Workload (it keeps only checks for
+        # the flavours assigned, and a Workload that requests nothing is assigned none): keep
+        # watching the worker that runs it through the check its ClusterQueue names.
+        cq = (status.get("admission") or {}).get("clusterQueue", "")
+        check = _our_check_on_cq(memo, cq, indexes)
+    if check is None or check not in checks:
         return None
     remotes = []
     for cname in _config_clusters(checks[check], indexes) or []:
@@ -227,6 +234,7 @@ def _dispatch(
                 remote.disconnected_for(),
                 remote.get("Workload", namespace, wl_name),
                 remote.get("TrainJob", namespace, trainjob["metadata"]["name"]),
+                memo.registry.namespace_problem(cname, namespace),
             )
         )
     wl.setdefault("apiVersion", KUEUE_API)
@@ -324,9 +332,13 @@ def _admitted_without_our_check(
     gets none: admitted at once, it would sit on the manager with nobody to run it."""
     if wl is None or not wlmod.is_admitted(wl) or wlmod.is_finished(wl):
         return None
+    if (wl.get("status") or {}).get("clusterName"):
+        return None  # it was dispatched before Kueue dropped the check: a worker runs it
     ours = _our_checks(memo, indexes)
     states = (wl.get("status") or {}).get("admissionChecks") or []
-    if any(state.get("name") in ours for state in states):
+    # Admitted with our check not Ready means Kueue no longer counts it (it may still be
+    # listed for a moment before Kueue drops it).
+    if any(state.get("name") in ours and state.get("state") == "Ready" for state in states):
         return None
     cq = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "?")
     if not _cq_has_our_check(memo, cq, indexes):
@@ -459,17 +471,22 @@ def _queue_has_multikueue(
 
 
 def _cq_has_our_check(memo: Memo, cq_name: str, indexes: dict[str, kopf.Index]) -> bool:
+    return _our_check_on_cq(memo, cq_name, indexes) is not None
+
+
+def _our_check_on_cq(memo: Memo, cq_name: str, indexes: dict[str, kopf.Index]) -> str | None:
+    """The name of an admission check of ours a ClusterQueue uses, if any."""
     cq = _first(indexes["clusterqueue_index"], cq_name) or memo.manager.get_or_none(
         KUEUE_API, "ClusterQueue", cq_name
     )
     if cq is None:
-        return False
+        return None
     spec = cq.get("spec") or {}
     names = set(spec.get("admissionChecks") or [])
     names |= {
         a["name"] for a in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []
     }
-    for name in names:
+    for name in sorted(names):
         check = _first(indexes["check_index"], name) or memo.manager.get_or_none(
             KUEUE_API, "AdmissionCheck", name
         )  # asked only for a check made moments ago, not cached yet
@@ -477,8 +494,8 @@ def _cq_has_our_check(memo: Memo, cq_name: str, indexes: dict[str, kopf.Index]) 
             check
             and (check.get("spec") or {}).get("controllerName") == memo.settings.controller_name
         ):
-            return True
-    return False
+            return str(name)
+    return None
 
 
 # ---- remote changes, resync and garbage collection ----------------------------------------------

@@ -173,14 +173,23 @@ def _remote_write(registry: Registry, action: RemoteAction) -> bool | None:
     key = (action.cluster, action.verb, action.obj["kind"], meta.get("namespace", ""), meta["name"])
     if not registry.first_time(key):
         return False  # the watch has not shown the last write of this yet
+    namespace = meta.get("namespace", "")
     try:
         if action.verb == "create":
             remote.cluster.create(action.obj)
+            registry.note_namespace_problem(action.cluster, namespace, None)
         else:
             remote.cluster.delete(
                 action.obj["apiVersion"], action.obj["kind"], meta["name"], meta.get("namespace")
             )
     except ApiException as exc:
+        if exc.status == 404 and action.verb == "create":
+            # The namespace does not exist there: say so in the check's message; the resync
+            # tries again (and finds it once someone creates it).
+            registry.note_namespace_problem(
+                action.cluster, namespace, f"namespace {namespace!r} not found"
+            )
+            return False
         if exc.status in (404, 409):
             return False  # already gone, or already there
         log.warning("[%s] cannot %s %s: %s", action.cluster, action.verb, what, exc.reason)

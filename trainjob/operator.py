@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,9 @@ def configure(settings: kopf.OperatorSettings, ours: ControllerSettings, name: s
     settings.posting.level = logging.WARNING
     # kopf's handlers only update indexes and queue keys; our WorkQueue does the work.
     settings.execution.max_workers = 4
+    # kopf gives up a watch after its last error backoff (about a minute of failures), and a
+    # watch given up is never restarted: its cache stays stale for good. Ours never give up.
+    settings.networking.error_backoffs = RetryForever()
     # Re-establish watches regularly so a silently dead connection is noticed.
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
@@ -40,6 +45,14 @@ def configure(settings: kopf.OperatorSettings, ours: ControllerSettings, name: s
             addr="127.0.0.1", host="127.0.0.1", port=port, certfile=cert, pkeyfile=key, cafile=ca
         )
         settings.admission.managed = f"{name}.{c.DOMAIN}"
+
+
+class RetryForever:
+    """kopf's error backoffs that never run out: 1, 1, 2, 3, 5, then 10 s for as long as it
+    takes (re-iterable: kopf starts from the top for every request)."""
+
+    def __iter__(self) -> Iterator[float]:
+        return itertools.chain((1.0, 1.0, 2.0, 3.0, 5.0), itertools.repeat(10.0))
 
 
 def setup_logging(verbose: bool) -> None:

@@ -231,6 +231,32 @@ def test_copies_go_to_every_reachable_cluster_and_are_nominated() -> None:
     )
 
 
+def test_the_pending_message_says_why_a_worker_cannot_admit_its_copy() -> None:
+    no_namespace = remote("w1", workload=False)
+    no_namespace.problem = "namespace 'ns' not found"
+    no_queue = remote("w2")
+    assert no_queue.workload is not None
+    no_queue.workload["status"]["conditions"] = [
+        {
+            "type": "QuotaReserved",
+            "status": "False",
+            "reason": "Misconfigured",
+            "message": "LocalQueue q doesn't exist",
+        }
+    ]
+    waiting = remote("w3")
+    assert waiting.workload is not None
+    waiting.workload["status"]["conditions"] = [
+        {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "no quota"}
+    ]
+    plan = decide(manager_workload("QuotaReserved"), [no_namespace, no_queue, waiting])
+    assert plan.check_state == (
+        "Pending",
+        "dispatched to w1, w2, w3; waiting for a cluster to admit it "
+        "(w1: namespace 'ns' not found; w2: LocalQueue q doesn't exist)",
+    )
+
+
 def test_incremental_strategy_adds_clusters_round_by_round_in_config_order() -> None:
     wl = manager_workload("QuotaReserved")  # quota reserved at 11:00:00, an hour before NOW
     remotes = [remote(f"w{i}", workload=False) for i in range(1, 6)]

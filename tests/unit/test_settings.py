@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from itertools import islice
+
 import pytest
 
 from dispatcher.settings import DispatcherSettings
+from trainjob.operator import RetryForever
 from worker_controller.settings import WorkerSettings
 
 
@@ -40,3 +43,10 @@ def test_a_strategy_outside_the_choices_is_refused(capsys: pytest.CaptureFixture
     with pytest.raises(SystemExit):
         DispatcherSettings.from_argv(["--strategy", "Random"], "d", None)
     assert "invalid choice: 'Random'" in capsys.readouterr().err
+
+
+def test_kopf_retries_a_failing_watch_forever() -> None:
+    backoffs = RetryForever()
+    first = list(islice(iter(backoffs), 100))
+    assert first[:6] == [1.0, 1.0, 2.0, 3.0, 5.0, 10.0] and first[-1] == 10.0
+    assert list(islice(iter(backoffs), 3)) == [1.0, 1.0, 2.0]  # every request starts afresh
