@@ -26,7 +26,7 @@ from dispatcher.dispatch import (
     Strategy,
     reconcile_dispatch,
 )
-from dispatcher.intake import reconcile_intake
+from dispatcher.intake import not_dispatchable, reconcile_intake
 from dispatcher.settings import DispatcherSettings
 from trainjob import admission, operator, queueing
 from trainjob import constants as c
@@ -326,33 +326,12 @@ NOT_DISPATCHABLE = "NotDispatchable"
 def _admitted_without_our_check(
     memo: Memo, wl: Dict | None, indexes: dict[str, kopf.Index]
 ) -> str | None:
-    """Why a MultiKueue TrainJob's Workload, admitted by the manager's Kueue without our check,
-    can never reach a worker; None otherwise. Kueue adds a ClusterQueue's checks for the flavours
-    a Workload is assigned, and a Workload whose pods request nothing the ClusterQueue covers
-    gets none: admitted at once, it would sit on the manager with nobody to run it."""
-    if wl is None or not wlmod.is_admitted(wl) or wlmod.is_finished(wl):
-        return None
-    if (wl.get("status") or {}).get("clusterName"):
-        return None  # it was dispatched before Kueue dropped the check: a worker runs it
-    ours = _our_checks(memo, indexes)
-    states = (wl.get("status") or {}).get("admissionChecks") or []
-    # Admitted with our check not Ready means Kueue no longer counts it (it may still be
-    # listed for a moment before Kueue drops it).
-    if any(state.get("name") in ours and state.get("state") == "Ready" for state in states):
-        return None
-    cq = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "?")
-    if not _cq_has_our_check(memo, cq, indexes):
-        return (
-            f"ClusterQueue {cq} has no admission check with controllerName "
-            f"{memo.settings.controller_name}: a TrainJob with spec.managedBy "
-            f"{c.MANAGED_BY_MULTIKUEUE} must be queued where MultiKueue dispatches it"
-        )
-    return (
-        f"Workload {wl['metadata']['name']} was admitted by ClusterQueue {cq} without the "
-        "MultiKueue admission check, so it cannot be sent to a worker: Kueue adds the check "
-        "only for the flavours a Workload is assigned, and its pods request no resource the "
-        "ClusterQueue covers; resubmit with resource requests (e.g. "
-        "spec.trainer.resourcesPerNode)"
+    """`intake.not_dispatchable` from the caches."""
+    return not_dispatchable(
+        wl,
+        set(_our_checks(memo, indexes)),
+        lambda cq: _cq_has_our_check(memo, cq, indexes),
+        memo.settings.controller_name,
     )
 
 

@@ -10,11 +10,13 @@ the TrainJob, its status (synced back) is the word.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from trainjob import conditions as cond
 from trainjob import constants as c
+from trainjob import workload as wlmod
 from trainjob.runtime import RuntimeProblem
 
 Dict = dict[str, Any]
@@ -56,3 +58,40 @@ def reconcile_intake(
         plan.status = {"conditions": cond.remove_condition(conditions, c.COND_FAILED)}
         plan.events.append(("Normal", "RuntimeResolved", "the runtime is usable; queueing"))
     return plan
+
+
+def not_dispatchable(
+    wl: Dict | None,
+    our_checks: set[str],
+    queue_has_ours: Callable[[str], bool],
+    controller_name: str,
+) -> str | None:
+    """Why a MultiKueue TrainJob's Workload, admitted by the manager's Kueue without our check,
+    can never reach a worker; None otherwise. Kueue adds a ClusterQueue's checks for the
+    flavours a Workload is assigned, and a Workload whose pods request nothing the ClusterQueue
+    covers gets none: admitted at once, it would sit on the manager with nobody to run it."""
+    if wl is None or not wlmod.is_admitted(wl) or wlmod.is_finished(wl):
+        return None
+    status = wl.get("status") or {}
+    if status.get("clusterName"):
+        return None  # it was dispatched before Kueue dropped the check: a worker runs it
+    # Kueue admits only once every check it counts is Ready, so admitted with ours absent, or
+    # still Pending (listed for a moment before Kueue drops it), means it does not count ours.
+    # Ready, or Retry (we just asked for a new dispatch; Kueue evicts next), are normal.
+    states = status.get("admissionChecks") or []
+    if any(s.get("name") in our_checks and s.get("state") != "Pending" for s in states):
+        return None
+    cq = (status.get("admission") or {}).get("clusterQueue", "?")
+    if not queue_has_ours(cq):
+        return (
+            f"ClusterQueue {cq} has no admission check with controllerName {controller_name}: "
+            f"a TrainJob with spec.managedBy {c.MANAGED_BY_MULTIKUEUE} must be queued where "
+            "MultiKueue dispatches it"
+        )
+    return (
+        f"Workload {wl['metadata']['name']} was admitted by ClusterQueue {cq} without the "
+        "MultiKueue admission check, so it cannot be sent to a worker: Kueue adds the check "
+        "only for the flavours a Workload is assigned, and its pods request no resource the "
+        "ClusterQueue covers; resubmit with resource requests (e.g. "
+        "spec.trainer.resourcesPerNode)"
+    )

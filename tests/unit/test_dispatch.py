@@ -18,7 +18,7 @@ from dispatcher.dispatch import (
     remote_trainjob,
     remote_workload,
 )
-from dispatcher.intake import reconcile_intake
+from dispatcher.intake import not_dispatchable, reconcile_intake
 from dispatcher.kubeconfigs import check_kubeconfig
 from dispatcher.remote import RemoteCluster
 from tests.factories import make_trainjob
@@ -523,3 +523,34 @@ def test_admission_check_parameters_must_reference_a_multikueue_config() -> None
     wrong = parameters_problem({**good, "kind": "ProvisioningRequestConfig"})
     assert wrong is not None and "'kueue.x-k8s.io'/'ProvisioningRequestConfig'" in wrong
     assert parameters_problem({}) == "spec.parameters must name a MultiKueueConfig"
+
+
+def _admitted(*checks: tuple[str, str], cluster: str | None = None) -> Dict:
+    status: Dict = {
+        "conditions": [
+            {"type": "QuotaReserved", "status": "True"},
+            {"type": "Admitted", "status": "True"},
+        ],
+        "admission": {"clusterQueue": "cq"},
+        "admissionChecks": [{"name": n, "state": s} for n, s in checks],
+    }
+    if cluster:
+        status["clusterName"] = cluster
+    return {"metadata": {"name": "wl"}, "status": status}
+
+
+def test_not_dispatchable_only_when_kueue_admitted_without_counting_our_check() -> None:
+    def decide_nd(wl: Dict, cq_has: bool = True) -> str | None:
+        return not_dispatchable(wl, {"mk"}, lambda cq: cq_has, "kueue.x-k8s.io/multikueue")
+
+    # Kueue dropped our check (no flavour assigned), or has not dropped it yet (still Pending).
+    assert "without the MultiKueue admission check" in (decide_nd(_admitted()) or "")
+    assert decide_nd(_admitted(("mk", "Pending"))) is not None
+    # A queue without our check at all says so.
+    assert "has no admission check" in (decide_nd(_admitted(), cq_has=False) or "")
+    # Normal flows: Ready; Retry just written (Kueue evicts next; found by the chaos soak);
+    # dispatched before Kueue dropped the check; not admitted.
+    assert decide_nd(_admitted(("mk", "Ready"))) is None
+    assert decide_nd(_admitted(("mk", "Retry"))) is None
+    assert decide_nd(_admitted(cluster="worker1")) is None
+    assert decide_nd({"metadata": {"name": "wl"}, "status": {}}) is None
