@@ -573,6 +573,33 @@ class Bed:
         for component in ("kube-controller-manager", "kueue"):
             self.stop_component(cluster, component)
             self.start_component(cluster, component, timeout=120)
+        if self.config.cluster(cluster).role == "worker":
+            self.wait_runs_jobs(cluster)
+
+    def wait_runs_jobs(self, cluster: str, timeout: float = 180.0) -> float:
+        """Wait until a worker runs a Job to the end again (controller-manager, scheduler and
+        kwok have caught up after an outage); returns the seconds it took. Seen on this bed:
+        up to a minute after the API server is back, new pods are neither bound nor started."""
+        start = time.monotonic()
+        batch = client.BatchV1Api(self.api(cluster))
+        name = f"bed-probe-{int(time.time() * 1000) % 10**8}"
+        pod = {
+            "metadata": {"annotations": {"bed.trainjob.dev/run-duration": "1s"}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "probe", "image": "x"}]},
+        }
+        job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}}
+        job["spec"] = {"template": pod, "backoffLimit": 0}
+        batch.create_namespaced_job("default", job)
+        try:
+            while time.monotonic() - start < timeout:
+                status = batch.read_namespaced_job_status(name, "default").status
+                if status and status.succeeded:
+                    _say(f"{cluster}: runs Jobs again ({time.monotonic() - start:.0f}s)")
+                    return time.monotonic() - start
+                time.sleep(0.5)
+            raise BedError(f"{cluster} runs no Job {timeout:.0f}s after its API server came back")
+        finally:
+            batch.delete_namespaced_job(name, "default", propagation_policy="Background")
 
     def down(self, keep_state: bool = False) -> float:
         """Stop every process the bed started (by PID), newest first, then remove its state."""
