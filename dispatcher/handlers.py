@@ -29,6 +29,7 @@ from dispatcher.dispatch import (
 from dispatcher.intake import not_dispatchable, reconcile_intake
 from dispatcher.settings import DispatcherSettings
 from trainjob import admission, operator, queueing
+from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob import workload as wlmod
 from trainjob.conditions import trainjob_finished
@@ -181,12 +182,8 @@ def _usable(memo: Memo, indexes: dict[str, kopf.Index], cluster: str) -> bool:
     if remote is not None and (remote.connected or remote.connecting):
         return True
     mkc = _first(indexes["cluster_index"], cluster)
-    return remote is None and mkc is not None and _was_active(mkc)
-
-
-def _was_active(mkc: Dict) -> bool:
-    conditions = (mkc.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Active" and c.get("status") == "True" for c in conditions)
+    conditions = ((mkc or {}).get("status") or {}).get("conditions") or []
+    return remote is None and mkc is not None and cond.is_true(conditions, "Active")
 
 
 # ---- workloads and TrainJobs ---------------------------------------------------------------------
