@@ -307,7 +307,7 @@ def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
     observed = queueing.observe(tj, runtime, wl, flavors, priority, False, dt.datetime.now(dt.UTC))
     observed.start_blocked = _admitted_without_our_check(memo, wl, indexes)
     plan = queueing.reconcile_queueing(observed)
-    execute_queue_plan(memo.manager, body, plan)
+    execute_queue_plan(memo.manager, body, plan, memo.memory)
     problem = observed.problem
     if observed.start_blocked is not None:
         problem = RuntimeProblem(NOT_DISPATCHABLE, observed.start_blocked)

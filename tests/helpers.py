@@ -30,3 +30,15 @@ def wait_for(
             detail = f" (last error: {last_error})" if last_error else ""
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
         time.sleep(interval)
+
+
+def stays_false(
+    predicate: Callable[[], object], seconds: float, *, what: str, interval: float = 0.25
+) -> None:
+    """Poll `predicate` for `seconds`; fail as soon as it returns something truthy. For what
+    must not happen, given time to happen (e.g. a few resync periods of a controller)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            raise AssertionError(f"{what} happened within {seconds:.0f}s")
+        time.sleep(interval)

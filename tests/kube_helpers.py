@@ -73,6 +73,13 @@ class TrainJobs:
 
         return wait_for(check, timeout, what=f"TrainJob {name} {ctype}={status}")
 
+    def events(self, name: str) -> list[tuple[str, str]]:
+        """(reason, message) of the Events recorded on TrainJob `name`."""
+        found = self.core.list_namespaced_event(
+            self.ns, field_selector=f"involvedObject.name={name},involvedObject.kind=TrainJob"
+        ).items
+        return [(e.reason, e.message) for e in found]
+
     def pods(self, name: str, phase: str | None = None) -> list[client.V1Pod]:
         pods = self.core.list_namespaced_pod(
             self.ns, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}"

@@ -94,6 +94,14 @@ class TrainJob(_Model):
     def conditions(self) -> list[Dict]:
         return list(self.status.get("conditions") or [])
 
+    @property
+    def queued(self) -> bool:
+        """Kueue's: a queue-name label, or a prebuilt Workload (a MultiKueue copy)."""
+        labels = self.metadata.labels
+        return bool(
+            labels.get(c.KUEUE_QUEUE_NAME_LABEL) or labels.get(c.KUEUE_PREBUILT_WORKLOAD_LABEL)
+        )
+
 
 class TorchPolicy(_Model):
     num_proc_per_node: int | str | None = Field(default=None, alias="numProcPerNode")

@@ -63,10 +63,6 @@ def prebuilt_name(tj: TrainJob) -> str | None:
     return tj.metadata.labels.get(c.KUEUE_PREBUILT_WORKLOAD_LABEL) or None
 
 
-def is_queued(tj: TrainJob) -> bool:
-    return bool(queue_name(tj) or prebuilt_name(tj))
-
-
 def is_queued_body(body: Dict) -> bool:
     labels = (body.get("metadata") or {}).get("labels") or {}
     return bool(labels.get(c.KUEUE_QUEUE_NAME_LABEL) or labels.get(c.KUEUE_PREBUILT_WORKLOAD_LABEL))
@@ -125,7 +121,7 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
     plan = QueuePlan()
     tj, wl = obs.trainjob, obs.workload
     # 1. Only queued TrainJobs (queue-name label, or a prebuilt Workload) are Kueue's.
-    if not is_queued(tj) or tj.metadata.deletion_timestamp:
+    if not tj.queued or tj.metadata.deletion_timestamp:
         return plan
     # 2. Finished: report it on the Workload so Kueue releases the quota; nothing else.
     if obs.finished is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from typing import Any
 
@@ -9,6 +11,7 @@ from trainjob.kube import ApiException, Cluster
 from trainjob.models import parse_trainjob
 from trainjob.queueing import QueuePlan, expected_workload_name
 from trainjob.workload import KUEUE_API
+from trainjob.workqueue import WriteMemory
 
 Dict = dict[str, Any]
 log = logging.getLogger("trainjob.queueing")
@@ -20,13 +23,20 @@ def priority_of(cluster: Cluster, name: str) -> tuple[str, int] | None:
     return (name, int(pc.get("value", 0))) if pc is not None else None
 
 
-def execute_queue_plan(cluster: Cluster, trainjob: Dict, plan: QueuePlan) -> None:
-    """Carry out the Kueue integration's plan; conflicts wait for the next watch event."""
+def execute_queue_plan(
+    cluster: Cluster, trainjob: Dict, plan: QueuePlan, refusals: WriteMemory
+) -> None:
+    """Carry out the Kueue integration's plan; conflicts wait for the next watch event.
+    `refusals` remembers Workloads refused as invalid, so the same one is not sent again
+    until the TrainJob or its runtime changes what we would build."""
     meta = trainjob["metadata"]
     ns, where = meta["namespace"], f"[{cluster.name}] {meta['namespace']}/{meta['name']}"
+    events = plan.events
     try:
-        if plan.create_workload is not None:
-            cluster.create(plan.create_workload)  # 409: planned from a cache that lags
+        if plan.create_workload is not None and not _create_workload(
+            cluster, trainjob, plan.create_workload, refusals, where
+        ):
+            events = [e for e in events if e[1] != "CreatedWorkload"]
         if plan.delete_workload is not None:
             cluster.delete(KUEUE_API, "Workload", plan.delete_workload, ns)
         name = expected_workload_name(parse_trainjob(trainjob))
@@ -54,9 +64,53 @@ def execute_queue_plan(cluster: Cluster, trainjob: Dict, plan: QueuePlan) -> Non
             log.debug("%s: %s, retrying on the next event", where, exc.reason)
             return
         raise
-    for etype, reason, message in plan.events:
+    for etype, reason, message in events:
         cluster.post_event(trainjob, etype, reason, message)
         log.info("%s: %s: %s", where, reason, message)
+
+
+def _create_workload(
+    cluster: Cluster, trainjob: Dict, workload: Dict, refusals: WriteMemory, where: str
+) -> bool:
+    """Create the Workload (409: planned from a cache that lags). False when the API or
+    Kueue's webhook refused it as invalid: a Warning Event on the TrainJob gives the API's
+    reason, once per distinct Workload, and nothing retries it until what we would build
+    changes."""
+    key = ("WorkloadRefused", trainjob["metadata"].get("uid"))
+    digest = hashlib.sha256(json.dumps(workload.get("spec"), sort_keys=True).encode()).hexdigest()
+    if refusals.stale(key, digest):
+        return False
+    try:
+        cluster.create(workload)
+    except ApiException as exc:
+        if not _refused(exc):
+            raise
+        refusals.wrote(key, digest)
+        message = (
+            f"Kueue refused Workload {workload['metadata']['name']}: "
+            f"{_api_message(exc)}; it is created again once the TrainJob or its runtime changes"
+        )
+        cluster.post_event(trainjob, "Warning", "WorkloadRefused", message)
+        log.warning("%s: %s", where, message)
+        return False
+    refusals.forget(key)
+    return True
+
+
+def _refused(exc: ApiException) -> bool:
+    """The API or an admission webhook judged the object itself invalid: 422, or the 403 with
+    which a validating webhook denies (an RBAC 403 is not about the object: retried)."""
+    return exc.status == 422 or (
+        exc.status == 403 and _api_message(exc).startswith("admission webhook")
+    )
+
+
+def _api_message(exc: ApiException) -> str:
+    """The `message` of the API's Status body (it names the field), else the HTTP reason."""
+    try:
+        return str(json.loads(exc.body or "")["message"])
+    except (ValueError, KeyError, TypeError):
+        return str(exc.reason)
 
 
 def _apply_readiness(cluster: Cluster, name: str, namespace: str, status: Dict, where: str) -> None:

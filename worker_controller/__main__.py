@@ -7,7 +7,7 @@ import threading
 
 from trainjob import constants as c
 from trainjob import operator
-from trainjob.workqueue import WorkQueue
+from trainjob.workqueue import WorkQueue, WriteMemory
 from worker_controller.handlers import Memo, register, sync_trainjob
 from worker_controller.settings import WorkerSettings
 
@@ -21,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
         stop=threading.Event(),
         indexes={},
         gone=set(),
+        memory=WriteMemory(),
     )
     memo.queue = WorkQueue(
         lambda key: sync_trainjob(memo, key), workers=settings.workers, name="reconcile"

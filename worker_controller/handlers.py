@@ -21,7 +21,7 @@ from trainjob.kube import ApiException, Cluster
 from trainjob.models import parse_trainjob
 from trainjob.queueing_io import execute_queue_plan, priority_of
 from trainjob.workload import workload_name
-from trainjob.workqueue import WorkQueue
+from trainjob.workqueue import WorkQueue, WriteMemory
 from worker_controller import service
 from worker_controller.reconcile import Observed, reconcile_trainjob
 from worker_controller.settings import WorkerSettings
@@ -44,6 +44,7 @@ class Memo(kopf.Memo):
     # UIDs of TrainJobs the API says are gone while the watch cache still holds them (a watch
     # resumed after an API-server outage may never deliver their deletion).
     gone: set[str]
+    memory: WriteMemory  # Workloads the API refused, so the same one is not sent again
 
 
 # ---- start-up ---------------------------------------------------------------------------------
@@ -167,7 +168,7 @@ def _sync(memo: Memo, key: tuple[str, str], trainjob: Dict) -> float | None:
     jobs = {j["metadata"]["name"]: j for j in indexes["job_index"].get(key, [])}
     if queueing.is_queued_body(trainjob):
         qplan = _queue_plan(memo, trainjob, runtime, jobs, indexes)
-        execute_queue_plan(memo.cluster, trainjob, qplan)
+        execute_queue_plan(memo.cluster, trainjob, qplan, memo.memory)
         if qplan.changes_trainjob:
             return None  # the TrainJob's own update event continues from the new spec
     services = list(indexes["service_index"].get(key, []))

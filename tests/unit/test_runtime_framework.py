@@ -390,3 +390,20 @@ def test_resolve_runtime_info_says_why_in_the_words_both_controllers_report() ->
     assert problem.message.startswith("ClusterTrainingRuntime 'torch-distributed' cannot run")
     info, problem = resolve_runtime_info(tj, make_runtime())
     assert info is not None and problem is None
+
+
+def test_a_queued_trainjob_refuses_more_pod_sets_than_a_kueue_workload_holds() -> None:
+    many = make_runtime(
+        replicated_jobs=[replicated_job("node", "trainer", [container()])]
+        + [replicated_job(f"aux-{i}", None, [container("aux")]) for i in range(18)]
+    )
+    unqueued = parse_trainjob(make_trainjob())
+    info, problem = resolve_runtime_info(unqueued, many)
+    assert info is not None and len(info.pod_sets) == 19 and problem is None
+    body = make_trainjob()
+    body["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "q"}
+    queued = parse_trainjob(body)
+    info, problem = resolve_runtime_info(queued, many)
+    assert info is None and problem is not None and problem.reason == "RuntimeInvalid"
+    assert "spec.template.spec.replicatedJobs has 19 entries" in problem.message
+    assert "at most 18 PodSets" in problem.message

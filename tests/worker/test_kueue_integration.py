@@ -11,7 +11,7 @@ from kubernetes import client
 
 from clusters.bed import Bed
 from tests.factories import make_trainjob
-from tests.helpers import wait_for
+from tests.helpers import stays_false, wait_for
 from tests.kube_helpers import TrainJobs, api_error, torch_runtime
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("worker_controllers")]
@@ -318,6 +318,46 @@ def evictions(wl: Dict | None) -> list[str]:
         for c in (wl or {}).get("status", {}).get("conditions") or []
         if c["type"] == "Evicted" and c["status"] == "True"
     ]
+
+
+def test_workload_refused_by_kueue_is_an_event_naming_the_field_and_is_not_resent(
+    tjs: TrainJobs,
+) -> None:
+    """Kueue's webhook refuses a Workload whose pods request the reserved `pods` resource
+    (here from the runtime): the TrainJob gets one Warning Event in Kueue's words, and once
+    the runtime is fixed the Workload is created and the TrainJob runs."""
+    queue = Queue(tjs, cpu="4")
+    runtime = torch_runtime(run="1s")
+    node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
+    node_ctr = node["template"]["spec"]["template"]["spec"]["containers"][0]
+    node_ctr["resources"]["requests"]["pods"] = "1"
+    tjs.create_runtime(runtime)
+    body = queued("podsreq")
+    del body["spec"]["trainer"]["resourcesPerNode"]
+    uid = tjs.create(body)["metadata"]["uid"]
+
+    def refused() -> list[str]:
+        return [m for r, m in tjs.events("podsreq") if r == "WorkloadRefused"]
+
+    messages = wait_for(refused, 30, what="the WorkloadRefused Event")
+    assert "resources.requests[pods]" in messages[0], messages
+    assert "reserved for internal kueue use" in messages[0], messages
+    assert queue.workload_of(uid) is None
+    assert tjs.get("podsreq")["spec"]["suspend"] is True
+    # Not sent again while nothing changed: the controller resyncs every 2 s in the bed.
+    stays_false(lambda: len(refused()) > 1, 5, what="a second WorkloadRefused Event")
+
+    del node_ctr["resources"]["requests"]["pods"]
+    tjs.custom.patch_namespaced_custom_object(
+        "trainer.kubeflow.org",
+        "v1alpha1",
+        tjs.ns,
+        "trainingruntimes",
+        "torch",
+        {"spec": {"template": runtime["spec"]["template"]}},
+    )
+    tjs.wait_condition("podsreq", "Complete", timeout=60)
+    assert len(refused()) == 1, refused()
 
 
 def test_trainjob_running_longer_than_the_pods_ready_timeout_is_not_evicted(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -10,7 +9,7 @@ from kubernetes import client
 
 from clusters.bed import Bed
 from tests.factories import make_trainjob, replicated_job
-from tests.helpers import wait_for
+from tests.helpers import stays_false, wait_for
 from tests.kube_helpers import TrainJobs, api_error, torch_runtime
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("worker_controllers")]
@@ -140,10 +139,12 @@ def test_multikueue_trainjob_gets_nothing_not_even_status(tjs: TrainJobs) -> Non
     tjs.create(trainjob("local"))
     # The local one proves the controller has seen this namespace since.
     wait_for(lambda: tjs.jobs("local"), 30, what="the built-in TrainJob's Job")
-    time.sleep(1)  # one more resync period of the controller (it runs every 2 s here)
-    remote = tjs.get("remote")
-    assert "status" not in remote or not remote["status"]
-    assert not tjs.jobs("remote")
+    # Nothing for two and a half resync periods of the controller (every 2 s here).
+    stays_false(
+        lambda: tjs.get("remote").get("status") or tjs.jobs("remote"),
+        5,
+        what="status or a Job on the MultiKueue TrainJob",
+    )
     assert not tjs.core.list_namespaced_service(
         tjs.ns, label_selector="trainjob.dev/trainjob-name=remote"
     ).items

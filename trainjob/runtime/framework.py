@@ -187,11 +187,22 @@ def resolve_runtime_info(
         )
     try:
         raw_template_spec = (runtime.get("spec", {}).get("template") or {}).get("spec") or {}
-        return build_runtime_info(trainjob, parse_runtime(runtime), raw_template_spec), None
+        info = build_runtime_info(trainjob, parse_runtime(runtime), raw_template_spec)
+        if trainjob.queued and len(info.pod_sets) > KUEUE_MAX_POD_SETS:
+            raise RuntimeSpecError(
+                f"spec.template.spec.replicatedJobs has {len(info.pod_sets)} entries; a queued "
+                f"TrainJob becomes a Kueue Workload, which holds at most {KUEUE_MAX_POD_SETS} "
+                "PodSets"
+            )
+        return info, None
     except (InvalidObject, RuntimeSpecError) as exc:
         return None, RuntimeProblem(
             c.REASON_RUNTIME_INVALID, f"{ref.kind} {ref.name!r} cannot run this TrainJob: {exc}"
         )
+
+
+# Kueue v1beta2 Workload: spec.podSets has at most 18 items (one PodSet per replicatedJob).
+KUEUE_MAX_POD_SETS = 18
 
 
 def _check_dependencies(replicated_jobs: list[Any]) -> None:
