@@ -241,6 +241,8 @@ def main() -> int:
             worker,
             "--health-port",
             str(port),
+            "--bind-address",
+            "127.0.0.1",
         ],
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -134,6 +135,7 @@ class Controller:
     log: Path
     health: int
     argv: list[str]
+    env: dict[str, str]
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -146,12 +148,19 @@ class Controller:
     def start(self) -> None:
         """Start the same command again (after `stop`), and wait until it is healthy."""
         self.proc = subprocess.Popen(
-            self.argv, stdout=self.log.open("ab"), stderr=subprocess.STDOUT, cwd=REPO
+            self.argv, stdout=self.log.open("ab"), stderr=subprocess.STDOUT, cwd=REPO, env=self.env
         )
         wait_healthy(self)
 
 
-def _spawn(bed: Bed, module: str, cluster: str, offset: int, extra: list[str]) -> Controller:
+# The Lease both controllers elect their leader on lives in Kueue's namespace, which every
+# cluster of the bed has.
+LEASE_NAMESPACE = "kueue-system"
+
+
+def _spawn(
+    bed: Bed, module: str, cluster: str, offset: int, extra: list[str], replica: int = 0
+) -> Controller:
     base = bed.config.port(cluster, Port.CONTROLLER_BASE) + offset
     for port in (base, base + 1):
         if port_in_use(port):
@@ -174,8 +183,13 @@ def _spawn(bed: Bed, module: str, cluster: str, offset: int, extra: list[str]) -
         module,
         "--kubeconfig",
         str(bed.kubeconfig(cluster)),
+        "--bind-address",
+        "127.0.0.1",
         "--health-port",
         str(base),
+        "--leader-elect",
+        "--leader-election-namespace",
+        LEASE_NAMESPACE,
         "--webhook-port",
         str(base + 1),
         "--webhook-cert",
@@ -186,8 +200,38 @@ def _spawn(bed: Bed, module: str, cluster: str, offset: int, extra: list[str]) -
         str(bed.ca().cert),
         *extra,
     ]
-    proc = subprocess.Popen(argv, stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=REPO)
-    return Controller(module, cluster, proc, log, base, argv)
+    # As a kubelet would: the pod's name, through the downward API (the replica's identity).
+    env = {**os.environ, "POD_NAME": f"{module.replace('_', '-')}-{cluster}-{replica}"}
+    proc = subprocess.Popen(
+        argv, stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=REPO, env=env
+    )
+    return Controller(module, cluster, proc, log, base, argv, env)
+
+
+def spawn_replica(ctrl: Controller, replica: int) -> Controller:
+    """Another replica of a running controller: the same command and identity scheme (its
+    own POD_NAME), its own health port, and no webhook server (the webhook configuration
+    keeps pointing at the first replica's). Waits until it is healthy."""
+    argv, skip = [], 0
+    for arg in ctrl.argv:
+        if skip:
+            skip -= 1
+        elif arg in ("--webhook-port", "--webhook-cert", "--webhook-key", "--webhook-ca"):
+            skip = 1
+        else:
+            argv.append(arg)
+    health = ctrl.health + 2 * replica
+    argv[argv.index("--health-port") + 1] = str(health)
+    if port_in_use(health):
+        raise RuntimeError(f"port {health} for replica {replica} of {ctrl.name} is in use")
+    env = {**ctrl.env, "POD_NAME": f"{ctrl.name.replace('_', '-')}-{ctrl.cluster}-{replica}"}
+    log = ctrl.log.with_name(f"{ctrl.log.stem}-{replica}.log")
+    proc = subprocess.Popen(
+        argv, stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=REPO, env=env
+    )
+    other = Controller(ctrl.name, ctrl.cluster, proc, log, health, argv, env)
+    wait_healthy(other)
+    return other
 
 
 def start_controllers(
@@ -230,7 +274,11 @@ def start_controllers(
 def wait_healthy(ctrl: Controller, timeout: float = 60) -> None:
     """Liveness answers and the webhook server listens (its registration may outlive it)."""
     deadline = time.monotonic() + timeout
-    while not (http_ok(f"http://127.0.0.1:{ctrl.health}/healthz") and port_in_use(ctrl.health + 1)):
+    webhooks = "--webhook-port" in ctrl.argv
+    while not (
+        http_ok(f"http://127.0.0.1:{ctrl.health}/healthz")
+        and (not webhooks or port_in_use(ctrl.health + 1))
+    ):
         if ctrl.proc.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(
                 f"{ctrl.name} on {ctrl.cluster} did not start; log "

@@ -6,7 +6,14 @@ import sys
 import threading
 
 from dispatcher.clusters import FIELD_MANAGER, Registry
-from dispatcher.handlers import Memo, on_remote_change, on_remote_state, register, sync_trainjob
+from dispatcher.handlers import (
+    Memo,
+    on_leading,
+    on_remote_change,
+    on_remote_state,
+    register,
+    sync_trainjob,
+)
 from dispatcher.settings import DispatcherSettings
 from trainjob import operator
 from trainjob.workqueue import WorkQueue, WriteMemory
@@ -23,7 +30,10 @@ def main(argv: list[str] | None = None) -> int:
         memory=WriteMemory(),
         stop=threading.Event(),
         resync_now=threading.Event(),
+        synced=threading.Event(),
+        elector=None,
     )
+    manager.may_write = memo.leads
     memo.queue = WorkQueue(
         lambda key: sync_trainjob(memo, key), workers=settings.workers, name="dispatch"
     )
@@ -33,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         lambda ns, name: on_remote_change(memo, ns, name),
         lambda cluster: on_remote_state(memo, cluster),
     )
-    operator.run(register(settings), memo, settings.health_port)
+    operator.elect(memo, manager, lambda: on_leading(memo))
+    operator.run(register(settings), memo)
     return 0
 
 

@@ -132,6 +132,7 @@ class Registry:
                 FIELD_MANAGER,
                 on_state=self._on_state,
                 down_since=down,
+                may_write=self.manager.may_write,
             )
             self.remotes[name] = remote
             self._fingerprints[name] = fingerprint
@@ -201,7 +202,10 @@ def down_since(mkc: Dict) -> float | None:
 def set_active_condition(
     manager: Cluster, obj: Dict, active: bool, reason: str, message: str
 ) -> None:
-    """Write the `Active` condition of a Kueue object only when it changed."""
+    """Write the `Active` condition of a Kueue object only when it changed (and only as the
+    leader: a standby's view is the leader's to write)."""
+    if not manager.writable():
+        return
     conditions = list((obj.get("status") or {}).get("conditions") or [])
     old = cond.find(conditions, "Active")
     want = "True" if active else "False"

@@ -38,7 +38,7 @@ from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.queueing_io import execute_queue_plan, priority_of
 from trainjob.runtime import RuntimeProblem
 from trainjob.workload import KUEUE_API
-from trainjob.workqueue import WorkQueue, WriteMemory
+from trainjob.workqueue import WriteMemory
 
 Dict = dict[str, Any]
 TRAINJOBS = (c.TRAINER_GROUP, c.TRAINER_VERSION, c.TRAINJOB_PLURAL)
@@ -46,14 +46,11 @@ WORKLOADS = ("kueue.x-k8s.io", "v1beta2", "workloads")
 log = logging.getLogger("dispatcher")
 
 
-class Memo(kopf.Memo):
+class Memo(operator.ControllerMemo):
     settings: DispatcherSettings
     manager: Cluster
     registry: Registry
-    indexes: dict[str, kopf.Index]  # shared by reference: kopf copies the memo per object
-    queue: WorkQueue[tuple[str, str]]  # manager TrainJobs (namespace, name) to reconcile
     memory: WriteMemory
-    stop: threading.Event
     resync_now: threading.Event
 
 
@@ -71,15 +68,19 @@ def on_startup(settings: kopf.OperatorSettings, memo: Memo, **_: Any) -> None:
 
 
 def on_cleanup(memo: Memo, **_: Any) -> None:
-    memo.stop.set()
     memo.resync_now.set()
-    memo.queue.stop()
+    memo.shut_down()
     for remote in list(memo.registry.remotes.values()):
         remote.stop()
 
 
 def on_login(memo: Memo, **kwargs: Any) -> kopf.ConnectionInfo:
-    return operator.login(memo.settings.kubeconfig, **kwargs)
+    return operator.login(memo.settings, **kwargs)
+
+
+def on_leading(memo: Memo) -> None:
+    """A new leader looks at everything at once: the last one may have stopped mid-pass."""
+    memo.resync_now.set()
 
 
 # ---- indexes ------------------------------------------------------------------------------------
@@ -99,11 +100,8 @@ INDEX_NAMES = (
 )
 
 
-def _indexes(kwargs: dict[str, Any], memo: Memo) -> dict[str, kopf.Index]:
-    indexes = {n: kwargs[n] for n in INDEX_NAMES}
-    if not memo.indexes:
-        memo.indexes.update(indexes)
-    return indexes
+def _indexes(kwargs: dict[str, Any]) -> dict[str, kopf.Index]:
+    return {n: kwargs[n] for n in INDEX_NAMES}
 
 
 def _first(index: kopf.Index, key: Any) -> Dict | None:
@@ -123,11 +121,11 @@ def on_cluster_event(type: str, body: kopf.Body, name: str, memo: Memo, **kwargs
         memo.registry.forget(name)
         return
     memo.registry.reconcile_cluster(dict(body))
-    _checks_status(memo, _indexes(kwargs, memo))
+    _checks_status(memo, _indexes(kwargs))
 
 
 def on_secret_event(name: str, memo: Memo, **kwargs: Any) -> None:
-    indexes = _indexes(kwargs, memo)
+    indexes = _indexes(kwargs)
     for mkc in _all(indexes["cluster_index"]):
         ref = ((mkc.get("spec") or {}).get("clusterSource") or {}).get("kubeConfig") or {}
         if ref.get("location") == name:
@@ -135,7 +133,7 @@ def on_secret_event(name: str, memo: Memo, **kwargs: Any) -> None:
 
 
 def on_check_event(memo: Memo, **kwargs: Any) -> None:
-    _checks_status(memo, _indexes(kwargs, memo))
+    _checks_status(memo, _indexes(kwargs))
 
 
 def _our_checks(memo: Memo, indexes: dict[str, kopf.Index]) -> dict[str, Dict]:
@@ -386,26 +384,24 @@ def _holders(memo: Memo, body: Dict) -> set[str]:
     return holders
 
 
-def _enqueue_owner(memo: Memo, namespace: str, wl_name: str) -> None:
-    owner = operator.owner_name(_first(memo.indexes["workload_index"], (namespace, wl_name)))
+def _enqueue_owner(memo: Memo, workloads: kopf.Index, namespace: str, wl_name: str) -> None:
+    owner = operator.owner_name(_first(workloads, (namespace, wl_name)))
     if owner:
         memo.queue.add((namespace, owner))
 
 
 def on_workload_event(namespace: str, name: str, memo: Memo, **kwargs: Any) -> None:
-    _indexes(kwargs, memo)
-    _enqueue_owner(memo, namespace, name)
+    _enqueue_owner(memo, kwargs["workload_index"], namespace, name)
 
 
-def on_trainjob_event(type: str, namespace: str, name: str, memo: Memo, **kwargs: Any) -> None:
-    _indexes(kwargs, memo)
+def on_trainjob_event(type: str, namespace: str, name: str, memo: Memo, **_: Any) -> None:
     memo.queue.add((namespace, name))
 
 
 def on_mutate(
     body: kopf.Body, namespace: str, patch: kopf.Patch, memo: Memo, **kwargs: Any
 ) -> None:
-    indexes = _indexes(kwargs, memo)
+    indexes = _indexes(kwargs)
     queue = admission.queue_of(dict(body))
     multikueue = bool(queue) and _queue_has_multikueue(memo, namespace, str(queue), indexes)
     changes = admission.mutate_on_create(dict(body), multikueue_queue=multikueue)
@@ -423,7 +419,7 @@ def on_validate(body: kopf.Body, namespace: str, memo: Memo, **kwargs: Any) -> N
     queue = admission.queue_of(dict(body))
     if queue is None:
         return
-    lq = _local_queue(memo, namespace, queue, _indexes(kwargs, memo))
+    lq = _local_queue(memo, namespace, queue, _indexes(kwargs))
     error = admission.validate_queue(dict(body), lq)
     if error:
         raise kopf.AdmissionError(error, code=422)
@@ -481,12 +477,12 @@ def on_remote_change(memo: Memo, namespace: str, name: str) -> None:
     """A worker's Workload or TrainJob changed: queue the manager TrainJob it belongs to. A
     remote TrainJob's change (status to bring back; on completion, manager quota to free)
     takes the fast lane."""
-    if not memo.indexes:
+    if not memo.synced.is_set():
         return
     if _first(memo.indexes["trainjob_index"], (namespace, name)) is not None:
         memo.queue.add((namespace, name), urgent=True)
     else:
-        _enqueue_owner(memo, namespace, name)
+        _enqueue_owner(memo, memo.indexes["workload_index"], namespace, name)
 
 
 def on_remote_state(memo: Memo, cluster: str) -> None:
@@ -521,7 +517,7 @@ def _resync_loop(memo: Memo) -> None:
         memo.resync_now.wait(memo.settings.resync_seconds)
         memo.resync_now.clear()
         indexes = memo.indexes
-        if not indexes or memo.stop.is_set():
+        if not memo.synced.is_set() or memo.stop.is_set() or not memo.leads():
             continue
         memo.queue.log_stats(memo.settings.cluster_name)
         try:
@@ -570,6 +566,7 @@ def register(settings: DispatcherSettings) -> kopf.OperatorRegistry:
     )
     kopf.on.event(*WORKLOADS, registry=registry)(on_workload_event)
     kopf.on.event(*TRAINJOBS, registry=registry)(on_trainjob_event)
+    operator.watch_synced(registry, INDEX_NAMES)
     if settings.webhook_port:
         # Persistent (kept registered while we are down, failurePolicy Fail), as Kueue's are:
         # a TrainJob created meanwhile is refused, not accepted without managedBy, which is

@@ -38,6 +38,7 @@ class RemoteCluster:
         field_manager: str,
         on_state: Callable[[str], None] = lambda name: None,
         down_since: float | None = None,
+        may_write: Callable[[], bool] | None = None,
     ) -> None:
         """`down_since` (epoch seconds): since when the worker has been unreachable, as
         recorded before this process started (the MultiKueueCluster's Active=False transition);
@@ -45,6 +46,7 @@ class RemoteCluster:
         self.name = name
         self.origin = origin
         self.cluster = Cluster.from_kubeconfig(name, kubeconfig, field_manager, timeout=10)
+        self.cluster.may_write = may_write  # the manager's leader election gates ours too
         self._on_change, self._on_state = on_change, on_state
         self._cache: dict[str, dict[tuple[str, str], Dict]] = {k: {} for k in KINDS}
         self._lock = threading.Lock()

@@ -13,7 +13,9 @@ from trainjob.settings import ControllerSettings
 
 class DispatcherSettings(ControllerSettings):
     kubeconfig: Path | None = Field(
-        default=None, description="kubeconfig of the manager cluster (default: in-cluster)"
+        default=None,
+        description="kubeconfig of the manager cluster (default: $KUBECONFIG, then "
+        "in-cluster, then ~/.kube/config)",
     )
     cluster_name: str = Field(default="manager", description="name used in every log line")
     namespace: str = Field(
@@ -52,5 +54,11 @@ class DispatcherSettings(ControllerSettings):
         description="how long finished remote TrainJobs and Workloads are kept on the worker",
     )
     health_port: int = Field(
-        default=8081, ge=1, le=65535, description="liveness endpoint http://127.0.0.1:PORT/healthz"
+        default=8081,
+        ge=1,
+        le=65535,
+        description="/healthz, /readyz and Prometheus /metrics on http://ADDRESS:PORT",
+    )
+    leader_election_id: str = Field(
+        default="trainjob-dispatcher", min_length=1, description="name of the Lease"
     )

@@ -13,6 +13,7 @@ import json
 import logging
 import queue
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,8 @@ from tenacity import (
     stop_after_attempt,
     wait_exponential_jitter,
 )
+
+from trainjob import metrics
 
 Dict = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -47,7 +50,7 @@ def _transient(exc: BaseException) -> bool:
 # Transient failures only; "not found", "invalid" and conflicts are decisions for the caller.
 io_retry = retry(
     retry=retry_if_exception(_transient),
-    wait=wait_exponential_jitter(initial=0.2, max=5),
+    wait=wait_exponential_jitter(multiplier=0.2, max=5),
     stop=stop_after_attempt(5),
     reraise=True,
 )
@@ -67,13 +70,36 @@ def plural_of(kind: str) -> str:
     return lower + "es" if lower.endswith(("s", "x", "ch", "sh")) else lower + "s"
 
 
-class Cluster:
-    """A connection to one cluster: its own ApiClient, its own name for the logs."""
+class NotLeader(RuntimeError):
+    """A write refused because this replica does not lead (leader election)."""
 
-    def __init__(self, name: str, api: client.ApiClient, field_manager: str) -> None:
+
+class Cluster:
+    """A connection to one cluster: its own ApiClient, its own name for the logs.
+
+    `may_write`, when set, is asked before every write (create, patch, apply, replace, delete,
+    Events): a replica that does not hold the leader Lease reads but never writes."""
+
+    def __init__(
+        self,
+        name: str,
+        api: client.ApiClient,
+        field_manager: str,
+        may_write: Callable[[], bool] | None = None,
+    ) -> None:
         self.name = name
         self.api = api
         self.field_manager = field_manager
+        self.may_write = may_write
+
+    def writable(self) -> bool:
+        return self.may_write is None or self.may_write()
+
+    def ungated(self) -> Cluster:
+        """The same connection without the write gate (for the Lease itself)."""
+        other = Cluster(self.name, self.api, self.field_manager)
+        other.timeout = self.timeout
+        return other
 
     @classmethod
     def from_kubeconfig(
@@ -108,17 +134,27 @@ class Cluster:
         query: Dict | None = None,
         content_type: str = "application/json",
     ) -> Any:
-        resp = self.api.call_api(
-            path,
-            method,
-            body=body,
-            query_params=list((query or {}).items()),
-            header_params={"Content-Type": content_type, "Accept": "application/json"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=self.timeout,
-            _return_http_data_only=True,
-        )
+        if method != "GET" and not self.writable():
+            raise NotLeader(f"[{self.name}] not the leader: {method} {path} refused")
+        metrics.API_REQUESTS.labels(self.name, method).inc()
+        try:
+            resp = self.api.call_api(
+                path,
+                method,
+                body=body,
+                query_params=list((query or {}).items()),
+                header_params={"Content-Type": content_type, "Accept": "application/json"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=self.timeout,
+                _return_http_data_only=True,
+            )
+        except client.ApiException as exc:
+            metrics.API_ERRORS.labels(self.name, str(exc.status)).inc()
+            raise
+        except (urllib3.exceptions.HTTPError, OSError):
+            metrics.API_ERRORS.labels(self.name, "0").inc()
+            raise
         data = resp.data
         return json.loads(data) if data else None
 
@@ -181,6 +217,16 @@ class Cluster:
         result: Dict = self._call(
             "POST", path, body=obj, query={"fieldManager": self.field_manager}
         )
+        return result
+
+    @io_retry
+    def replace(self, obj: Dict) -> Dict:
+        """PUT the whole object; its metadata.resourceVersion makes it a guarded write."""
+        meta = obj["metadata"]
+        path = _path_for(
+            obj["apiVersion"], plural_of(obj["kind"]), meta.get("namespace"), meta["name"]
+        )
+        result: Dict = self._call("PUT", path, body=obj, query={"fieldManager": self.field_manager})
         return result
 
     @io_retry

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
+import socket
 import sys
-from collections.abc import Iterator
+import threading
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import kopf
 
 from trainjob import constants as c
+from trainjob import metrics
 from trainjob.kube import Cluster, connection_from_kubeconfig, read_kubeconfig
+from trainjob.leader import LeaderElector, LeaseTimings
+from trainjob.serving import serve_probes
 from trainjob.settings import ControllerSettings
+from trainjob.workqueue import WorkQueue
 
 
 def configure(settings: kopf.OperatorSettings, ours: ControllerSettings, name: str) -> None:
@@ -42,7 +50,12 @@ def configure(settings: kopf.OperatorSettings, ours: ControllerSettings, name: s
         # Served on loopback with our certificate; kopf keeps the webhook configurations
         # (named after our domain) pointing at it, caBundle included.
         settings.admission.server = kopf.WebhookServer(
-            addr="127.0.0.1", host="127.0.0.1", port=port, certfile=cert, pkeyfile=key, cafile=ca
+            addr=ours.bind_address,
+            host="127.0.0.1",
+            port=port,
+            certfile=cert,
+            pkeyfile=key,
+            cafile=ca,
         )
         settings.admission.managed = f"{name}.{c.DOMAIN}"
 
@@ -64,26 +77,144 @@ def setup_logging(verbose: bool) -> None:
     logging.getLogger("kopf.objects").setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 
+IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def credentials(ours: ControllerSettings) -> Path | None:
+    """Where our credentials come from, in controller-runtime's order: --kubeconfig, then
+    $KUBECONFIG, then the pod's service account (None), then ~/.kube/config."""
+    if ours.kubeconfig is not None:
+        return ours.kubeconfig
+    if os.environ.get("KUBECONFIG"):
+        return Path(os.environ["KUBECONFIG"].split(os.pathsep)[0])
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return None
+    home = Path.home() / ".kube" / "config"
+    if home.is_file():
+        return home
+    return None
+
+
 def connect(ours: ControllerSettings, field_manager: str) -> Cluster:
     """The client for our own cluster; exits 2 with the reason when its credentials are bad."""
+    source = credentials(ours)
     try:
-        if ours.kubeconfig is not None:
-            return Cluster.from_kubeconfig(ours.cluster_name, ours.kubeconfig, field_manager)
+        if source is not None:
+            return Cluster.from_kubeconfig(ours.cluster_name, source, field_manager)
         return Cluster.in_cluster(ours.cluster_name, field_manager)
     except Exception as exc:  # a broken kubeconfig, or no in-cluster service account
-        where = f"--kubeconfig {ours.kubeconfig}" if ours.kubeconfig else "in-cluster config"
-        print(f"error: cannot load credentials from {where}: {exc}", file=sys.stderr)
+        where = f"kubeconfig {source}" if source else "in-cluster config"
+        print(
+            f"error: cannot load credentials from {where} (tried --kubeconfig, $KUBECONFIG, "
+            f"in-cluster, ~/.kube/config): {exc}",
+            file=sys.stderr,
+        )
         raise SystemExit(2) from None
 
 
-def login(kubeconfig: Path | None, **kwargs: Any) -> kopf.ConnectionInfo:
-    """Credentials from our own kubeconfig (never the process-global one), else in-cluster."""
-    if kubeconfig is None:
+def login(ours: ControllerSettings, **kwargs: Any) -> kopf.ConnectionInfo:
+    """kopf's credentials from the same source as `connect` (never the process-global one)."""
+    source = credentials(ours)
+    if source is None:
         info = kopf.login_with_service_account(**kwargs)
         if info is None:
-            raise kopf.LoginError("no --kubeconfig given and not running in a cluster")
+            raise kopf.LoginError("no kubeconfig found and not running in a cluster")
         return info
-    return kopf.ConnectionInfo(**connection_from_kubeconfig(read_kubeconfig(kubeconfig)))
+    return kopf.ConnectionInfo(**connection_from_kubeconfig(read_kubeconfig(source)))
+
+
+class ControllerMemo(kopf.Memo):
+    """What every handler of a controller shares (kopf gives each object a shallow copy, so
+    the mutable parts are shared by reference)."""
+
+    settings: ControllerSettings
+    queue: WorkQueue[tuple[str, str]]  # TrainJobs (namespace, name) to reconcile
+    stop: threading.Event
+    # The watch caches, kept once kopf has listed everything (kopf hands indexes to handlers
+    # only, and calls none before every index is filled).
+    indexes: dict[str, kopf.Index[Any, Any]]
+    synced: threading.Event
+    elector: LeaderElector | None
+
+    def leads(self) -> bool:
+        """May this replica write? Always without leader election."""
+        return self.elector is None or self.elector.leading()
+
+    def shut_down(self) -> None:
+        """Stop the loops and the queue, then stop writing and hand the Lease back."""
+        self.stop.set()
+        self.queue.stop()
+        if self.elector is not None:
+            self.elector.stop()
+
+    def gate_queue(self) -> None:
+        """The work queue runs only once the caches are synced, and only while we lead."""
+        if self.synced.is_set() and self.leads():
+            self.queue.resume()
+        else:
+            self.queue.pause()
+
+    def not_ready(self) -> str | None:
+        """Why /readyz fails, if it does: caches not synced yet (a synced standby is ready
+        to take over)."""
+        return None if self.synced.is_set() else "caches not synced yet"
+
+
+def elect(memo: ControllerMemo, cluster: Cluster, on_started: Callable[[], None]) -> None:
+    """With --leader-elect, campaign for the Lease: the work queue runs only while we lead,
+    and `memo.leads` gates every write. Without it, this replica leads alone. Either way the
+    queue waits for the caches (`watch_synced`)."""
+    ours = memo.settings
+    memo.queue.pause()
+    if not ours.leader_elect:
+        memo.elector = None
+        return
+    namespace = ours.leader_election_namespace or _own_namespace()
+    lease = f"{namespace}/{ours.leader_election_id}"
+    identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}_{uuid.uuid4()}"
+
+    def started() -> None:
+        metrics.LEADER.labels(lease).set(1)
+        memo.gate_queue()
+        on_started()
+
+    def stopped() -> None:
+        metrics.LEADER.labels(lease).set(0)
+        memo.gate_queue()
+
+    memo.elector = LeaderElector(
+        cluster.ungated(),
+        namespace,
+        ours.leader_election_id,
+        identity,
+        LeaseTimings(
+            ours.lease_duration_seconds, ours.renew_deadline_seconds, ours.retry_period_seconds
+        ),
+        on_started=started,
+        on_stopped=stopped,
+    )
+    metrics.LEADER.labels(lease).set(0)
+    memo.elector.start()
+
+
+def _own_namespace() -> str:
+    try:
+        return IN_CLUSTER_NAMESPACE.read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
+def watch_synced(registry: kopf.OperatorRegistry, index_names: tuple[str, ...]) -> None:
+    """Learn when the caches are filled: kopf calls no handler before every index is, and
+    there is always a namespace to call this one for."""
+
+    def on_namespace_event(memo: ControllerMemo, **kwargs: Any) -> None:
+        if not memo.synced.is_set():
+            memo.indexes.update({n: kwargs[n] for n in index_names})
+            memo.synced.set()
+            memo.gate_queue()
+
+    kopf.on.event("v1", "namespaces", registry=registry)(on_namespace_event)
 
 
 def owner_name(obj: dict[str, Any] | None, kind: str = "TrainJob") -> str | None:
@@ -127,12 +258,13 @@ def add_indexes(registry: kopf.OperatorRegistry, *names: str) -> None:
         kopf.index(group, version, plural, registry=registry, id=name)(fn)
 
 
-def run(registry: kopf.OperatorRegistry, memo: kopf.Memo, health_port: int) -> None:
-    """Run the operator cluster-wide, alone (no peering), with a loopback liveness endpoint."""
-    kopf.run(
-        registry=registry,
-        clusterwide=True,
-        standalone=True,
-        memo=memo,
-        liveness_endpoint=f"http://127.0.0.1:{health_port}/healthz",
-    )
+def run(registry: kopf.OperatorRegistry, memo: ControllerMemo) -> None:
+    """Serve probes and metrics, then run the operator cluster-wide (kopf's own peering off:
+    leader election is ours, on a Lease)."""
+    ours = memo.settings
+    try:
+        serve_probes(ours.bind_address, ours.health_port, memo.not_ready)
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    kopf.run(registry=registry, clusterwide=True, standalone=True, memo=memo)

@@ -9,12 +9,14 @@ is written in one place only. Bad values are refused with the flag's name and py
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Self
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
@@ -22,11 +24,40 @@ class ControllerSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kubeconfig: Path | None = Field(
-        default=None, description="kubeconfig of the cluster to run on (default: in-cluster)"
+        default=None,
+        description="kubeconfig of the cluster to run on (default: $KUBECONFIG, then "
+        "in-cluster, then ~/.kube/config)",
     )
     cluster_name: str = Field(default="cluster", description="name used in every log line")
+    bind_address: str = Field(
+        default="0.0.0.0",
+        description="address the probes, metrics and webhook servers listen on",
+    )
     health_port: int = Field(
-        default=8080, ge=1, le=65535, description="liveness endpoint http://127.0.0.1:PORT/healthz"
+        default=8080,
+        ge=1,
+        le=65535,
+        description="/healthz, /readyz and Prometheus /metrics on http://ADDRESS:PORT",
+    )
+    leader_elect: bool = Field(
+        default=False,
+        description="elect a leader on a Lease: only the leader writes (replicas > 1)",
+    )
+    leader_election_id: str = Field(
+        default="trainjob-controller", min_length=1, description="name of the Lease"
+    )
+    leader_election_namespace: str | None = Field(
+        default=None,
+        description="namespace of the Lease (default: the pod's namespace, else 'default')",
+    )
+    lease_duration_seconds: float = Field(
+        default=15.0, gt=0, description="a standby takes over after this long without renewal"
+    )
+    renew_deadline_seconds: float = Field(
+        default=10.0, gt=0, description="the leader stops writing when it could not renew"
+    )
+    retry_period_seconds: float = Field(
+        default=2.0, gt=0, description="how often the leader renews and a standby looks"
     )
     resync_seconds: float = Field(
         default=10.0, gt=0, description="safety-net pass over the TrainJobs not yet settled"
@@ -36,12 +67,23 @@ class ControllerSettings(BaseModel):
         default=None,
         ge=1,
         le=65535,
-        description="serve the admission webhooks on https://127.0.0.1:PORT "
+        description="serve the admission webhooks on https://ADDRESS:PORT "
         "(needs --webhook-cert and --webhook-key)",
     )
     webhook_cert: Path | None = Field(default=None, description="serving certificate (PEM)")
     webhook_key: Path | None = Field(default=None, description="its private key (PEM)")
     webhook_ca: Path | None = Field(default=None, description="CA that signed it (caBundle)")
+
+    @model_validator(mode="after")
+    def _lease_timings(self) -> Self:
+        if not (
+            self.lease_duration_seconds > self.renew_deadline_seconds > self.retry_period_seconds
+        ):
+            raise ValueError(
+                "--lease-duration-seconds must be greater than --renew-deadline-seconds, and "
+                "that greater than --retry-period-seconds"
+            )
+        return self
 
     @model_validator(mode="after")
     def _files_exist(self) -> Self:
@@ -70,30 +112,70 @@ class ControllerSettings(BaseModel):
     def from_argv(
         cls, argv: Sequence[str] | None, prog: str, description: str | None
     ) -> tuple[Self, bool]:
-        """(settings, --verbose) from the command line; exits 2 with the reason when invalid."""
+        """(settings, --verbose) from `--config FILE` (a YAML mapping of the same settings,
+        say a mounted ConfigMap) overridden by the command line; exits 2 with the reason when
+        a value, the file or one of its keys is bad."""
         parser = argparse.ArgumentParser(prog=prog, description=description)
+        parser.add_argument(
+            "--config",
+            type=Path,
+            help="YAML file of these settings (keys as the flags, camelCase or snake_case); "
+            "flags win",
+        )
         for name, field in cls.model_fields.items():
             choices = None
             if typing.get_origin(field.annotation) is typing.Literal:
                 choices = list(typing.get_args(field.annotation))
             default = "" if field.default is None else f" (default: {field.default})"
+            flag_only = {"nargs": "?", "const": "true"} if field.annotation is bool else {}
             parser.add_argument(
                 _flag(name),
                 dest=name,
-                default=argparse.SUPPRESS,  # unset flags take the model's default
+                default=argparse.SUPPRESS,  # unset flags take the file's value or the default
                 choices=choices,
                 help=f"{field.description or ''}{default}".strip(),
+                **flag_only,  # type: ignore[arg-type]
             )
         parser.add_argument("--verbose", action="store_true", help="debug logging")
         values = vars(parser.parse_args(argv))
         verbose = bool(values.pop("verbose"))
+        config = values.pop("config", None)
         try:
-            return cls(**values), verbose
+            merged = {**(_read_config(config, cls) if config else {}), **values}
+            return cls(**merged), verbose
+        except ConfigFileError as exc:
+            print(f"error: --config {config}: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
         except ValidationError as exc:
             for error in exc.errors():
                 where = " ".join(_flag(str(part)) for part in error["loc"]) or "settings"
                 print(f"error: {where}: {error['msg']}", file=sys.stderr)
             raise SystemExit(2) from None
+
+
+class ConfigFileError(ValueError):
+    pass
+
+
+def _read_config(path: Path, model: type[BaseModel]) -> dict[str, object]:
+    """The settings in a YAML config file, keys turned into field names."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ConfigFileError(f"cannot read it: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigFileError(f"not YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigFileError("must be a mapping of settings")
+    out: dict[str, object] = {}
+    for key, value in data.items():
+        name = re.sub(r"(?<!^)(?=[A-Z])", "_", str(key)).replace("-", "_").lower()
+        if name not in model.model_fields:
+            raise ConfigFileError(f"unknown setting {key!r}")
+        out[name] = value
+    return out
 
 
 def _flag(name: str) -> str:

@@ -29,6 +29,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from trainjob import metrics
+
 K = TypeVar("K", bound=Hashable)
 log = logging.getLogger("trainjob.workqueue")
 
@@ -60,6 +62,12 @@ class WorkQueue(Generic[K]):
         self._threads: list[threading.Thread] = []
         self._queued_at: dict[K, float] = {}
         self._stats = QueueStats()
+        self._paused = False
+        self._depth = metrics.WORKQUEUE_DEPTH.labels(name)
+        self._adds = metrics.WORKQUEUE_ADDS.labels(name)
+        self._retries = metrics.WORKQUEUE_RETRIES.labels(name)
+        self._queue_duration = metrics.WORKQUEUE_QUEUE_DURATION.labels(name)
+        self._work_duration = metrics.WORKQUEUE_WORK_DURATION.labels(name)
 
     # ---- producers ---------------------------------------------------------------------------
 
@@ -93,6 +101,8 @@ class WorkQueue(Generic[K]):
         if key in self._dirty:
             return
         self._dirty.add(key)
+        self._adds.inc()
+        self._depth.set(len(self._dirty))
         self._queued_at.setdefault(key, time.monotonic())
         if key not in self._processing:
             self._lane(key).append(key)
@@ -118,9 +128,22 @@ class WorkQueue(Generic[K]):
             self._stopped = True
             self._cond.notify_all()
 
+    def pause(self) -> None:
+        """Hand out no more keys (a replica that stopped leading); keys keep queueing."""
+        with self._cond:
+            self._paused = True
+
+    def resume(self) -> None:
+        with self._cond:
+            self._paused = False
+            self._cond.notify_all()
+
     def _get(self) -> K | None:
         with self._cond:
             while not self._stopped:
+                if self._paused:
+                    self._cond.wait()
+                    continue
                 now = time.monotonic()
                 while self._timers and self._timers[0][0] <= now:
                     due, _, key = heapq.heappop(self._timers)
@@ -134,7 +157,10 @@ class WorkQueue(Generic[K]):
                     self._dirty.discard(key)
                     self._urgent_keys.discard(key)
                     self._processing.add(key)
-                    self._stats.waited(time.monotonic() - self._queued_at.pop(key, now))
+                    self._depth.set(len(self._dirty))
+                    waited = time.monotonic() - self._queued_at.pop(key, now)
+                    self._stats.waited(waited)
+                    self._queue_duration.observe(waited)
                     return key
                 self._cond.wait(self._timers[0][0] - now if self._timers else None)
             return None
@@ -143,6 +169,7 @@ class WorkQueue(Generic[K]):
         with self._cond:
             self._stats.passes += 1
             self._stats.busy += took
+            self._work_duration.observe(took)
             self._processing.discard(key)
             if key in self._dirty:
                 self._lane(key).append(key)
@@ -170,6 +197,7 @@ class WorkQueue(Generic[K]):
             except Exception:  # one bad key must not stop the worker
                 failures = self._failures.get(key, 0) + 1
                 self._failures[key] = failures
+                self._retries.inc()
                 again = min(self._max_backoff, 0.5 * 2**failures)
                 log.exception(
                     "[%s] %s failed (%d in a row); again in %.1fs", self._name, key, failures, again

@@ -8,7 +8,7 @@ import threading
 from trainjob import constants as c
 from trainjob import operator
 from trainjob.workqueue import WorkQueue, WriteMemory
-from worker_controller.handlers import Memo, register, sync_trainjob
+from worker_controller.handlers import Memo, on_leading, register, sync_trainjob
 from worker_controller.settings import WorkerSettings
 
 
@@ -20,13 +20,17 @@ def main(argv: list[str] | None = None) -> int:
         cluster=operator.connect(settings, c.FIELD_MANAGER),
         stop=threading.Event(),
         indexes={},
+        synced=threading.Event(),
+        elector=None,
         gone=set(),
         memory=WriteMemory(),
     )
+    memo.cluster.may_write = memo.leads
     memo.queue = WorkQueue(
         lambda key: sync_trainjob(memo, key), workers=settings.workers, name="reconcile"
     )
-    operator.run(register(settings), memo, settings.health_port)
+    operator.elect(memo, memo.cluster, lambda: on_leading(memo))
+    operator.run(register(settings), memo)
     return 0
 
 

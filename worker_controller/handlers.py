@@ -21,7 +21,7 @@ from trainjob.kube import ApiException, Cluster
 from trainjob.models import parse_trainjob
 from trainjob.queueing_io import execute_queue_plan, priority_of
 from trainjob.workload import workload_name
-from trainjob.workqueue import WorkQueue, WriteMemory
+from trainjob.workqueue import WriteMemory
 from worker_controller import service
 from worker_controller.reconcile import Observed, reconcile_trainjob
 from worker_controller.settings import WorkerSettings
@@ -33,14 +33,9 @@ OURS = {c.TRAINJOB_NAME_LABEL: kopf.PRESENT}
 log = logging.getLogger("worker_controller")
 
 
-class Memo(kopf.Memo):
+class Memo(operator.ControllerMemo):
     settings: WorkerSettings
     cluster: Cluster
-    # Filled by the first handler call: kopf hands indexes to handlers only. A dict shared by
-    # reference, because kopf gives every object a shallow copy of the memo.
-    indexes: dict[str, kopf.Index]
-    queue: WorkQueue[tuple[str, str]]  # TrainJobs (namespace, name) to reconcile
-    stop: threading.Event
     # UIDs of TrainJobs the API says are gone while the watch cache still holds them (a watch
     # resumed after an API-server outage may never deliver their deletion).
     gone: set[str]
@@ -57,8 +52,7 @@ def on_startup(settings: kopf.OperatorSettings, memo: Memo, **_: Any) -> None:
 
 
 def on_cleanup(memo: Memo, **_: Any) -> None:
-    memo.stop.set()
-    memo.queue.stop()
+    memo.shut_down()
 
 
 def _resync_loop(memo: Memo) -> None:
@@ -69,15 +63,28 @@ def _resync_loop(memo: Memo) -> None:
     """
     while not memo.stop.wait(memo.settings.resync_seconds):
         memo.queue.log_stats(memo.settings.cluster_name)
-        indexes = memo.indexes
-        for key in [k for k in indexes.get("trainjob_index", ()) if isinstance(k, tuple)]:
-            body = _first(indexes["trainjob_index"], key)
-            if (
-                body is not None
-                and body["metadata"].get("uid") not in memo.gone
-                and not _settled(body, indexes["job_index"].get(key, []))
-            ):
-                memo.queue.resync(key)
+        if memo.leads():
+            _resync(memo)
+
+
+def on_leading(memo: Memo) -> None:
+    """A new leader looks at every TrainJob once: the last one may have stopped mid-pass."""
+    _resync(memo, everything=True)
+
+
+def _resync(memo: Memo, everything: bool = False) -> None:
+    """Queue the TrainJobs not yet settled (`everything`: all of them, as a new leader does)."""
+    if not memo.synced.is_set():
+        return
+    indexes = memo.indexes
+    for key in [k for k in indexes["trainjob_index"] if isinstance(k, tuple)]:
+        body = _first(indexes["trainjob_index"], key)
+        if (
+            body is not None
+            and body["metadata"].get("uid") not in memo.gone
+            and (everything or not _settled(body, indexes["job_index"].get(key, [])))
+        ):
+            memo.queue.resync(key)
 
 
 def _settled(trainjob: Dict, jobs: Any) -> bool:
@@ -99,7 +106,7 @@ def _job_done(job: Dict) -> bool:
 
 
 def on_login(memo: Memo, **kwargs: Any) -> kopf.ConnectionInfo:
-    return operator.login(memo.settings.kubeconfig, **kwargs)
+    return operator.login(memo.settings, **kwargs)
 
 
 # ---- indexes: kopf keeps them current from its watches -------------------------------------------
@@ -193,14 +200,12 @@ def _sync(memo: Memo, key: tuple[str, str], trainjob: Dict) -> float | None:
     return plan.requeue_after
 
 
-def on_trainjob_event(type: str, namespace: str, name: str, memo: Memo, **kwargs: Any) -> None:
-    _indexes(kwargs, memo)
+def on_trainjob_event(type: str, namespace: str, name: str, memo: Memo, **_: Any) -> None:
     if type != "DELETED":
         memo.queue.add((namespace, name))
 
 
-def on_job_event(namespace: str, labels: kopf.Labels, memo: Memo, **kwargs: Any) -> None:
-    _indexes(kwargs, memo)
+def on_job_event(namespace: str, labels: kopf.Labels, memo: Memo, **_: Any) -> None:
     memo.queue.add((namespace, labels[c.TRAINJOB_NAME_LABEL]))
 
 
@@ -252,17 +257,9 @@ def on_trainjob_validate(body: kopf.Body, namespace: str, memo: Memo, **_: Any) 
 
 
 def on_workload_event(namespace: str, name: str, memo: Memo, **kwargs: Any) -> None:
-    indexes = _indexes(kwargs, memo)
-    owner = _first(indexes["owner_index"], (namespace, name))
+    owner = _first(kwargs["owner_index"], (namespace, name))
     if owner is not None:
         memo.queue.add((namespace, str(owner)))
-
-
-def _indexes(kwargs: dict[str, Any], memo: Memo) -> dict[str, kopf.Index]:
-    indexes = {n: kwargs[n] for n in INDEX_NAMES}
-    if not memo.indexes:  # kopf hands indexes to handlers only; keep them for the resync
-        memo.indexes.update(indexes)
-    return indexes
 
 
 def register(settings: WorkerSettings) -> kopf.OperatorRegistry:
@@ -285,6 +282,7 @@ def register(settings: WorkerSettings) -> kopf.OperatorRegistry:
     kopf.on.event(*WORKLOADS, registry=registry)(on_workload_event)
     kopf.on.event("batch", "v1", "jobs", labels=OURS, registry=registry)(on_job_event)
     kopf.on.cleanup(registry=registry)(on_cleanup)
+    operator.watch_synced(registry, INDEX_NAMES)
     if settings.webhook_port:
         kopf.on.mutate(*TRAINJOBS, operation="CREATE", id="suspend-queued", registry=registry)(
             on_trainjob_mutate

@@ -9,3 +9,6 @@ from trainjob.settings import ControllerSettings
 
 class WorkerSettings(ControllerSettings):
     cluster_name: str = Field(default="worker", description="name used in every log line")
+    leader_election_id: str = Field(
+        default="trainjob-worker-controller", min_length=1, description="name of the Lease"
+    )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -11,9 +13,11 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
 
 from clusters.bed import Bed
 from clusters.kube import Applier, load_manifests
+from clusters.processes import http_ok
 from demo import setup
 from tests.conftest import LOST_TIMEOUT
 from tests.helpers import wait_for
@@ -492,6 +496,73 @@ def test_dispatcher_restarted_with_trainjobs_running_dispatches_none_again(
         reasons = events_of(mk, name)
         assert reasons.count("Dispatched") == 1, (name, reasons)
         assert "ClusterLost" not in reasons, (name, reasons)
+
+
+def scrape(ctrl: setup.Controller) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """A controller's /metrics: (series name, sorted labels) -> value."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{ctrl.health}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def writes_of(ctrl: setup.Controller) -> float:
+    """API writes (any verb but GET) the controller's clients sent."""
+    return sum(
+        value
+        for (name, labels), value in scrape(ctrl).items()
+        if name == "trainjob_api_requests_total" and dict(labels)["verb"] != "GET"
+    )
+
+
+def leads(ctrl: setup.Controller) -> bool:
+    return any(value == 1 for (name, _), value in scrape(ctrl).items() if name == "trainjob_leader")
+
+
+@pytest.mark.disruptive  # the webhook is down with the killed replica
+def test_standby_takes_over_when_the_leader_is_killed_and_nothing_runs_twice(
+    bed: Bed, controllers: list[setup.Controller]
+) -> None:
+    """Two dispatcher replicas on one Lease: the standby writes nothing; `kill -9` of the
+    leader mid-burst, the standby leads within the lease duration (15 s) plus a retry
+    period, and every TrainJob completes on exactly one worker."""
+    mk = MultiKueue(bed)
+    leader = the_dispatcher(controllers)
+    wait_for(lambda: leads(leader), 30, what="the first replica to lead")
+    standby = setup.spawn_replica(leader, 1)
+    try:
+        wait_for(
+            lambda: http_ok(f"http://127.0.0.1:{standby.health}/readyz"),
+            30,
+            what="the standby ready (caches synced)",
+        )
+        names = [f"burst-{i}" for i in range(12)]
+        for name in names:
+            mk.submit(name, run="6s")
+        wait_for(
+            lambda: sum(bool(mk.running_on(n)) for n in names) >= 3,
+            60,
+            what="the burst under way on the workers",
+        )
+        assert not leads(standby) and writes_of(standby) == 0
+        leader.proc.kill()  # kill -9: the Lease stays held until it expires
+        killed = time.monotonic()
+        wait_for(lambda: leads(standby), 30, what="the standby to take the Lease", interval=0.1)
+        took_over = time.monotonic() - killed
+        ran_on = watch_until_complete(mk, names, 180)
+        for name in names:
+            assert len(ran_on[name]) == 1, (name, ran_on[name])
+        print(f"standby led {took_over:.1f}s after the leader was killed")
+        assert took_over < 15 + 2 + 3, took_over
+        assert writes_of(standby) > 0
+    finally:
+        standby.stop()  # SIGTERM: it hands the Lease back
+        leader.proc.wait()
+        leader.start()
+        wait_for(lambda: leads(leader), 30, what="the first replica to lead again")
 
 
 def the_dispatcher(controllers: list[setup.Controller]) -> setup.Controller:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from itertools import islice
+from pathlib import Path
 
 import pytest
 
 from dispatcher.settings import DispatcherSettings
-from trainjob.operator import RetryForever
+from trainjob.operator import RetryForever, credentials
 from worker_controller.settings import WorkerSettings
 
 
@@ -50,3 +51,65 @@ def test_kopf_retries_a_failing_watch_forever() -> None:
     first = list(islice(iter(backoffs), 100))
     assert first[:6] == [1.0, 1.0, 2.0, 3.0, 5.0, 10.0] and first[-1] == 10.0
     assert list(islice(iter(backoffs), 3)) == [1.0, 1.0, 2.0]  # every request starts afresh
+
+
+def test_a_config_file_sets_what_the_flags_do_not(tmp_path: Path) -> None:
+    config = tmp_path / "dispatcher.yaml"
+    config.write_text("workerLostTimeout: 120\nleader-elect: true\nresync_seconds: 5\n")
+    settings, _ = DispatcherSettings.from_argv(
+        ["--config", str(config), "--resync-seconds", "7"], "d", None
+    )
+    assert settings.worker_lost_timeout == 120.0 and settings.leader_elect is True
+    assert settings.resync_seconds == 7.0  # the flag wins over the file
+    assert DispatcherSettings.from_argv(["--leader-elect"], "d", None)[0].leader_elect is True
+    off = DispatcherSettings.from_argv(["--leader-elect=false"], "d", None)[0]
+    assert off.leader_elect is False
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "cannot read it: No such file or directory"),
+        ("[1, 2]\n", "must be a mapping of settings"),
+        ("workerLostTimout: 3\n", "unknown setting 'workerLostTimout'"),
+        ("a: [\n", "not YAML"),
+        ("workerLostTimeout: soon\n", "--worker-lost-timeout: Input should be a valid number"),
+    ],
+)
+def test_a_bad_config_file_is_refused_naming_the_file_or_the_setting(
+    tmp_path: Path, content: str | None, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "dispatcher.yaml"
+    if content is not None:
+        config.write_text(content)
+    with pytest.raises(SystemExit) as exited:
+        DispatcherSettings.from_argv(["--config", str(config)], "d", None)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_lease_timings_must_leave_room_to_renew(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        WorkerSettings.from_argv(["--renew-deadline-seconds", "20"], "w", None)
+    assert "--lease-duration-seconds must be greater than --renew-deadline-seconds" in (
+        capsys.readouterr().err
+    )
+
+
+def test_credentials_are_found_in_controller_runtimes_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    flag, env, home = (tmp_path / n for n in ("flag", "env", "home"))
+    flag.write_text("{}")
+    (home / ".kube").mkdir(parents=True)
+    (home / ".kube" / "config").write_text("{}")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("KUBECONFIG", str(env))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    with_flag = WorkerSettings(kubeconfig=flag)
+    assert credentials(with_flag) == flag
+    assert credentials(WorkerSettings()) == env
+    monkeypatch.delenv("KUBECONFIG")
+    assert credentials(WorkerSettings()) is None  # in-cluster
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
+    assert credentials(WorkerSettings()) == home / ".kube" / "config"
