@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.multikueue import Clock, clean_up, watch_pods
 from clusters.bed import Bed
 from clusters.config import load_config
+from clusters.install import DISPATCHER, leads
 from demo import setup
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
@@ -79,7 +80,7 @@ def body(name: str, run: str) -> Dict:
 class Chaos:
     def __init__(self, bed: Bed, ns: str, ctrls: list[setup.Controller], lost: float) -> None:
         self.bed, self.ns, self.lost = bed, ns, lost
-        self.dispatcher = next(c for c in ctrls if c.name == "dispatcher")
+        self.dispatchers = [c for c in ctrls if c.name == DISPATCHER]
         self.manager = bed.config.managers[0].name
         self.workers = [w.name for w in bed.config.workers]
         self.deleted: set[str] = set()
@@ -98,10 +99,15 @@ class Chaos:
         return [i["metadata"]["name"] for i in items]
 
     def kill(self, rng: random.Random) -> str:
-        self.dispatcher.proc.kill()
-        self.dispatcher.proc.wait()
-        self.dispatcher.start()
-        return "dispatcher killed (SIGKILL) and restarted"
+        """SIGKILL the replica that leads (any, when none answers), restart it at once (a
+        container restart: same identity, so it may take its Lease straight back)."""
+        victim = next((d for d in self.dispatchers if leads(d.health)), None) or rng.choice(
+            self.dispatchers
+        )
+        victim.proc.kill()
+        victim.proc.wait()
+        victim.start()
+        return f"dispatcher {victim.identity} killed (SIGKILL) and restarted"
 
     def outage(self, rng: random.Random, seconds: float) -> str:
         worker = rng.choice(self.workers)

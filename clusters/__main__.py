@@ -6,10 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from clusters import builds
+from clusters import builds, install
 from clusters.bed import Bed
 from clusters.config import load_config
 from clusters.errors import BedError
+from clusters.processes import http_ok, resident_kib
 
 
 def _print_status(bed: Bed) -> bool:
@@ -26,8 +27,22 @@ def _print_status(bed: Bed) -> bool:
             f"{','.join(map(str, s.ports)):<18} {health:<8} {s.rss_kib / 1024:>6.0f}Mi  "
             f"{s.log if not s.healthy else ''}"
         )
+    replicas = install.recorded(bed)
+    healthy = True
+    if replicas:
+        print(f"\n{'CLUSTER':<10} {'REPLICA':<32} {'PID':>7} {'HEALTH':<8} {'LEADS':<6} {'RSS':>8}")
+    for r in replicas:
+        ok = http_ok(f"http://127.0.0.1:{r['health']}/readyz")
+        healthy = healthy and ok
+        leads = {None: "-", True: "yes", False: "no"}[install.leads(r["health"])]
+        rss = resident_kib(r["pid"]) if ok else 0
+        total += rss
+        print(
+            f"{r['cluster']:<10} {r['identity']:<32} {r['pid']:>7} "
+            f"{'ready' if ok else 'DOWN':<8} {leads:<6} {rss / 1024:>6.0f}Mi"
+        )
     print(f"total resident memory: {total / 1024 / 1024:.2f} GiB")
-    return all(s.healthy for s in rows)
+    return healthy and all(s.healthy for s in rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("build", help="build (or find cached) etcd, Kubernetes, kwok and Kueue")
-    sub.add_parser("up", help="bring the bed up (idempotent) and show its status")
+    up = sub.add_parser("up", help="bring the bed up (idempotent) and show its status")
+    up.add_argument(
+        "--install",
+        action="store_true",
+        help="then install the product from deploy/ (our controllers run as processes)",
+    )
     down = sub.add_parser("down", help="stop every process the bed started, remove its state")
     down.add_argument("--keep-state", action="store_true", help="keep etcd data and certs")
     sub.add_parser("status", help="every component with PID, ports, health and memory")
@@ -53,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         bed = Bed(load_config(args.config))
         if args.command == "up":
             bed.up()
+            if args.install and not install.recorded(bed):
+                install.install_product(bed)
             return 0 if _print_status(bed) else 1
         if args.command == "down":
             bed.down(keep_state=args.keep_state)

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from clusters import builds, processes
+from clusters import builds, install, processes
 from clusters.config import REPO_ROOT, BedConfig, ClusterSpec, Port, load_config
 from clusters.errors import BedError
 from clusters.kube import Applier, api_client, build_kubeconfig, load_manifests, write_kubeconfig
@@ -366,7 +366,7 @@ class Bed:
         """Our CRDs, then Kueue's CRDs and webhooks, all pointed at this cluster's Kueue."""
         ours = [
             doc
-            for path in sorted(CRDS_DIR.glob("*.yaml"))
+            for path in sorted(CRDS_DIR.glob("trainer.kubeflow.org_*.yaml"))
             for doc in load_manifests(path.read_text())
         ]
         kueue_dir = builds.module_source_dir("kueue", f"sigs.k8s.io/kueue@{builds.KUEUE_VERSION}")
@@ -605,6 +605,8 @@ class Bed:
         """Stop every process the bed started (by PID), newest first, then remove its state."""
         start = time.monotonic()
         if self.state.exists():
+            if install.stop_recorded(self):
+                _say("our controllers: stopped")
 
             def stop_cluster(spec: ClusterSpec) -> None:
                 for comp in reversed(self.components(spec)):

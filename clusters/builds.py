@@ -49,10 +49,11 @@ class Build:
     version: str
     packages: dict[str, str]  # output binary name -> Go package path
     ldflags: list[str] = field(default_factory=list)
+    module: str = ""  # wrapper module directory, when not the build's name
 
     @property
     def module_dir(self) -> Path:
-        return GOMOD_DIR / self.name
+        return GOMOD_DIR / (self.module or self.name)
 
     def key(self) -> str:
         """Cache key: name, version and a hash of everything that pins the build."""
@@ -83,6 +84,16 @@ BUILDS: dict[str, Build] = {
                 "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
             },
             _k8s_version_ldflags(K8S_VERSION),
+        ),
+        # kubectl from the same pinned module, so `kubectl apply -k deploy/...` and `kubectl
+        # kustomize` work on machines without one (a build of its own: adding it to the one
+        # above would rebuild the control plane).
+        Build(
+            "kubectl",
+            K8S_VERSION,
+            {"kubectl": "k8s.io/kubernetes/cmd/kubectl"},
+            _k8s_version_ldflags(K8S_VERSION),
+            module="kubernetes",
         ),
     )
 }

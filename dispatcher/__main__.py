@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         lambda cluster: on_remote_state(memo, cluster),
     )
     operator.elect(memo, manager, lambda: on_leading(memo))
-    operator.run(register(settings), memo)
+    operator.run(register(settings), memo, manager)
     return 0
 
 

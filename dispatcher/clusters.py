@@ -11,10 +11,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kubernetes import client, watch
+
 from dispatcher.kubeconfigs import check_kubeconfig
 from dispatcher.remote import RemoteCluster
 from dispatcher.settings import DispatcherSettings
 from trainjob import conditions as cond
+from trainjob import metrics
 from trainjob.kube import ApiException, Cluster
 from trainjob.workload import KUEUE_API
 
@@ -42,6 +45,43 @@ class Registry:
         self._fingerprints: dict[str, str] = {}
         self._namespace_problems: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
+
+    def watch_secrets(self, on_change: Callable[[str], None], stop: threading.Event) -> None:
+        """Watch the Secrets of our namespace only (the kubeconfigs of MultiKueueClusters),
+        in a thread: `on_change(name)` for each change. Namespaced on purpose: the dispatcher
+        may read Secrets of its own namespace and of no other."""
+        core = client.CoreV1Api(self.manager.api)
+        namespace = self.settings.namespace
+
+        def run() -> None:
+            backoff = 1.0
+            while not stop.is_set():
+                try:
+                    listed = core.list_namespaced_secret(namespace, _request_timeout=15)
+                    for secret in listed.items:
+                        on_change(secret.metadata.name)
+                    backoff = 1.0
+                    for event in watch.Watch().stream(
+                        core.list_namespaced_secret,
+                        namespace,
+                        resource_version=listed.metadata.resource_version,
+                        timeout_seconds=60,
+                        _request_timeout=75,
+                    ):
+                        if stop.is_set():
+                            return
+                        on_change(event["object"].metadata.name)
+                except Exception as exc:  # API down, RBAC, expired version: relist later
+                    log.warning(
+                        "[%s] watching Secrets in %s: %s",
+                        self.manager.name,
+                        namespace,
+                        getattr(exc, "reason", exc),
+                    )
+                    stop.wait(backoff)
+                    backoff = min(backoff * 2, 30.0)
+
+        threading.Thread(target=run, name="watch-secrets", daemon=True).start()
 
     def first_time(self, key: tuple[str, ...], window: float = 5.0) -> bool:
         """True unless the same remote write was sent less than `window` seconds ago."""
@@ -152,6 +192,7 @@ class Registry:
         self._disconnect(name)
 
     def _set_active(self, obj: Dict, active: bool, reason: str, message: str) -> None:
+        metrics.REMOTE_CLUSTER_ACTIVE.labels(obj["metadata"]["name"]).set(1 if active else 0)
         set_active_condition(self.manager, obj, active, reason, message)
 
 

@@ -63,8 +63,10 @@ def _is_multikueue(body: Dict) -> bool:
 
 def on_startup(settings: kopf.OperatorSettings, memo: Memo, **_: Any) -> None:
     operator.configure(settings, memo.settings, "dispatcher")
+    memo.registry.watch_secrets(lambda name: on_secret_change(memo, name), memo.stop)
     memo.queue.start()
     threading.Thread(target=_resync_loop, args=(memo,), name="resync", daemon=True).start()
+    operator.start_watchdog(memo, memo.manager)
 
 
 def on_cleanup(memo: Memo, **_: Any) -> None:
@@ -124,9 +126,11 @@ def on_cluster_event(type: str, body: kopf.Body, name: str, memo: Memo, **kwargs
     _checks_status(memo, _indexes(kwargs))
 
 
-def on_secret_event(name: str, memo: Memo, **kwargs: Any) -> None:
-    indexes = _indexes(kwargs)
-    for mkc in _all(indexes["cluster_index"]):
+def on_secret_change(memo: Memo, name: str) -> None:
+    """A Secret of our namespace changed: reconnect the clusters whose kubeconfig it holds."""
+    if not memo.synced.is_set():
+        return  # the first resync pass reads every cluster's Secret anyway
+    for mkc in _all(memo.indexes["cluster_index"]):
         ref = ((mkc.get("spec") or {}).get("clusterSource") or {}).get("kubeConfig") or {}
         if ref.get("location") == name:
             memo.registry.reconcile_cluster(mkc)
@@ -554,12 +558,6 @@ def register(settings: DispatcherSettings) -> kopf.OperatorRegistry:
     kopf.on.event("kueue.x-k8s.io", "v1beta2", "multikueueclusters", registry=registry)(
         on_cluster_event
     )
-    kopf.on.event(
-        "v1",
-        "secrets",
-        registry=registry,
-        when=lambda namespace, **_: namespace == settings.namespace,
-    )(on_secret_event)
     kopf.on.event("kueue.x-k8s.io", "v1beta2", "admissionchecks", registry=registry)(on_check_event)
     kopf.on.event("kueue.x-k8s.io", "v1beta2", "multikueueconfigs", registry=registry)(
         on_check_event

@@ -72,6 +72,8 @@ def not_dispatchable(
     covers gets none: admitted at once, it would sit on the manager with nobody to run it."""
     if wl is None or not wlmod.is_admitted(wl) or wlmod.is_finished(wl):
         return None
+    if wlmod.is_evicted(wl):
+        return None  # on its way back to the queue: Kueue reset our check to Pending for that
     status = wl.get("status") or {}
     if status.get("clusterName"):
         return None  # it was dispatched before Kueue dropped the check: a worker runs it

@@ -14,6 +14,7 @@ from dispatcher.clusters import Registry
 from dispatcher.dispatch import DispatchPlan, RemoteAction
 from dispatcher.intake import IntakePlan
 from trainjob import constants as c
+from trainjob import metrics
 from trainjob.kube import ApiException, Cluster
 from trainjob.models import parse_trainjob
 from trainjob.queueing import expected_workload_name
@@ -79,11 +80,16 @@ def execute_dispatch(
     )
     failed = False
     events = list(plan.events)
+    cq = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
     for cluster, actions in by_cluster.items():
         for action, done in zip(actions, results[cluster], strict=True):
             failed |= done is None
             if done and action.event is not None:
                 events.append(action.event)
+            if done and action.verb == "create" and action.obj["kind"] == "Workload":
+                metrics.MULTIKUEUE_DISPATCHED.labels(cq, cluster).inc()
+    if plan.cluster_name is not None:
+        _admitted(wl, cq, plan.cluster_name)
     if plan.trainjob_status is not None:
         meta = trainjob["metadata"]
         status = plan.trainjob_status
@@ -97,6 +103,24 @@ def execute_dispatch(
         manager.post_event(trainjob, etype, reason, message)
         log.info("[%s] %s: %s: %s", manager.name, _where(trainjob), reason, message)
     return failed
+
+
+def _admitted(wl: Dict, cq: str, cluster: str) -> None:
+    """Count a worker's admission that won, and the dispatch latency: from quota reserved on
+    the manager to now (the winner is written as soon as its admission is seen)."""
+    metrics.MULTIKUEUE_ADMITTED.labels(cq, cluster).inc()
+    reserved = next(
+        (
+            c.get("lastTransitionTime")
+            for c in (wl.get("status") or {}).get("conditions") or []
+            if c.get("type") == "QuotaReserved" and c.get("status") == "True"
+        ),
+        None,
+    )
+    if reserved:
+        since = dt.datetime.fromisoformat(str(reserved).replace("Z", "+00:00"))
+        seconds = (dt.datetime.now(dt.UTC) - since).total_seconds()
+        metrics.DISPATCH_LATENCY.observe(max(0.0, seconds))
 
 
 def execute_intake(manager: Cluster, memory: WriteMemory, trainjob: Dict, plan: IntakePlan) -> None:

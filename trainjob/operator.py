@@ -9,7 +9,7 @@ import socket
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +17,18 @@ import kopf
 
 from trainjob import constants as c
 from trainjob import metrics
+from trainjob.certs import CertKeeper, service_names
 from trainjob.kube import Cluster, connection_from_kubeconfig, read_kubeconfig
 from trainjob.leader import LeaderElector, LeaseTimings
 from trainjob.serving import serve_probes
 from trainjob.settings import ControllerSettings
+from trainjob.watchdog import WatchDog
 from trainjob.workqueue import WorkQueue
 
 
 def configure(settings: kopf.OperatorSettings, ours: ControllerSettings, name: str) -> None:
     """Tune kopf for the controller `name`: our domain for its bookkeeping, and the admission
-    webhooks `<name>.trainjob.dev` served on 127.0.0.1 when `ours` sets a webhook port."""
+    webhook server when `ours` sets a webhook port."""
     # Our own domain for kopf's bookkeeping, so nothing on user objects says "zalando". Our
     # handlers are all event handlers, so kopf never actually puts this finalizer anywhere.
     settings.persistence.finalizer = f"{c.DOMAIN}/{name}"
@@ -42,22 +44,22 @@ def configure(settings: kopf.OperatorSettings, ours: ControllerSettings, name: s
     # watch given up is never restarted: its cache stays stale for good. Ours never give up.
     settings.networking.error_backoffs = RetryForever()
     # Re-establish watches regularly so a silently dead connection is noticed.
+    # Resources are named by our handlers; kopf need not list CRDs to find them (and may not).
+    settings.scanning.disabled = True
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 30
-    if ours.webhook is not None:
-        port, cert, key, ca = ours.webhook
-        # Served on loopback with our certificate; kopf keeps the webhook configurations
-        # (named after our domain) pointing at it, caBundle included.
+    files = ours.webhook_files
+    if files is not None:
+        # Every replica serves the webhooks (a Service spreads the calls); the webhook
+        # configurations are the install's (deploy/), kopf does not manage them. kopf's server
+        # reloads the certificate when its files change (our CertKeeper rewrites them).
         settings.admission.server = kopf.WebhookServer(
             addr=ours.bind_address,
-            host="127.0.0.1",
-            port=port,
-            certfile=cert,
-            pkeyfile=key,
-            cafile=ca,
+            port=ours.webhook_port,
+            certfile=str(files[0]),
+            pkeyfile=str(files[1]),
         )
-        settings.admission.managed = f"{name}.{c.DOMAIN}"
 
 
 class RetryForever:
@@ -169,7 +171,7 @@ def elect(memo: ControllerMemo, cluster: Cluster, on_started: Callable[[], None]
     if not ours.leader_elect:
         memo.elector = None
         return
-    namespace = ours.leader_election_namespace or _own_namespace()
+    namespace = ours.leader_election_namespace or own_namespace()
     lease = f"{namespace}/{ours.leader_election_id}"
     identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}_{uuid.uuid4()}"
 
@@ -197,11 +199,44 @@ def elect(memo: ControllerMemo, cluster: Cluster, on_started: Callable[[], None]
     memo.elector.start()
 
 
-def _own_namespace() -> str:
+def own_namespace() -> str:
+    """The namespace we run in: the downward API's POD_NAMESPACE, else the service account's,
+    else `default`."""
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
     try:
         return IN_CLUSTER_NAMESPACE.read_text().strip() or "default"
     except OSError:
         return "default"
+
+
+# Watch caches the watchdog compares with the API: index name -> (apiVersion, kind).
+WATCHED = {
+    "trainjob_index": (f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}", "TrainJob"),
+    "workload_index": ("kueue.x-k8s.io/v1beta2", "Workload"),
+}
+
+
+def start_watchdog(memo: ControllerMemo, cluster: Cluster) -> None:
+    """Compare the TrainJob and Workload caches with the API every --watch-check-seconds
+    (trainjob/watchdog.py); a frozen watch restarts the process."""
+
+    def cached(index: str) -> Callable[[], Iterable[tuple[Hashable, str]]]:
+        def versions() -> list[tuple[Hashable, str]]:
+            store = memo.indexes[index]
+            return [
+                (key, str(body["metadata"]["resourceVersion"]))
+                for key in list(store)
+                if isinstance(key, tuple)
+                for body in list(store.get(key, []))[:1]
+            ]
+
+        return versions
+
+    checks = [(api, kind, cached(index)) for index, (api, kind) in WATCHED.items()]
+    WatchDog(cluster.ungated(), checks, memo.settings.watch_check_seconds).start(
+        memo.stop, memo.synced
+    )
 
 
 def watch_synced(registry: kopf.OperatorRegistry, index_names: tuple[str, ...]) -> None:
@@ -258,7 +293,29 @@ def add_indexes(registry: kopf.OperatorRegistry, *names: str) -> None:
         kopf.index(group, version, plural, registry=registry, id=name)(fn)
 
 
-def run(registry: kopf.OperatorRegistry, memo: ControllerMemo) -> None:
+def _keep_certificate(memo: ControllerMemo, cluster: Cluster) -> None:
+    """Start keeping our webhook certificate; wait until its files exist (a standby waits
+    for the leader to create the Secret) so the webhook server can start."""
+    ours = memo.settings
+    namespace = own_namespace()
+    hosts = [
+        *(service_names(ours.webhook_service, namespace) if ours.webhook_service else []),
+        *ours.webhook_cert_hosts,
+    ]
+    keeper = CertKeeper(
+        cluster.ungated(),
+        namespace,
+        str(ours.webhook_cert_secret),
+        hosts,
+        ours.webhook_configurations,
+        ours.webhook_cert_dir,
+        memo.leads,
+    )
+    keeper.start(memo.stop)
+    keeper.ready.wait()
+
+
+def run(registry: kopf.OperatorRegistry, memo: ControllerMemo, cluster: Cluster) -> None:
     """Serve probes and metrics, then run the operator cluster-wide (kopf's own peering off:
     leader election is ours, on a Lease)."""
     ours = memo.settings
@@ -267,4 +324,6 @@ def run(registry: kopf.OperatorRegistry, memo: ControllerMemo) -> None:
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    if ours.webhook_port and ours.webhook_cert_secret:
+        _keep_certificate(memo, cluster)
     kopf.run(registry=registry, clusterwide=True, standalone=True, memo=memo)

@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Self
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 
 class ControllerSettings(BaseModel):
@@ -63,16 +70,46 @@ class ControllerSettings(BaseModel):
         default=10.0, gt=0, description="safety-net pass over the TrainJobs not yet settled"
     )
     workers: int = Field(default=8, ge=1, le=64, description="threads reconciling TrainJobs")
+    watch_check_seconds: float = Field(
+        default=60.0,
+        ge=5,
+        description="how often the watch caches are compared with the API (a frozen watch "
+        "restarts the process)",
+    )
     webhook_port: int | None = Field(
         default=None,
         ge=1,
         le=65535,
-        description="serve the admission webhooks on https://ADDRESS:PORT "
-        "(needs --webhook-cert and --webhook-key)",
+        description="serve the admission webhooks on https://ADDRESS:PORT, with the certificate "
+        "kept in --webhook-cert-secret, or with --webhook-cert and --webhook-key",
     )
-    webhook_cert: Path | None = Field(default=None, description="serving certificate (PEM)")
+    webhook_cert: Path | None = Field(
+        default=None, description="serving certificate (PEM) managed by someone else"
+    )
     webhook_key: Path | None = Field(default=None, description="its private key (PEM)")
-    webhook_ca: Path | None = Field(default=None, description="CA that signed it (caBundle)")
+    webhook_cert_secret: str | None = Field(
+        default=None,
+        description="Secret (in our namespace) where we keep our own serving certificate",
+    )
+    webhook_service: str | None = Field(
+        default=None, description="Service in front of the webhooks (the certificate's names)"
+    )
+    webhook_cert_hosts: list[str] = Field(
+        default_factory=list, description="more names or IPs the certificate covers (a,b,...)"
+    )
+    webhook_configurations: list[str] = Field(
+        default_factory=list,
+        description="our webhook configurations, whose caBundle we keep (a,b,...)",
+    )
+    webhook_cert_dir: Path = Field(
+        default=Path("/tmp/trainjob-webhook-certs"),
+        description="where our own serving certificate is written for the webhook server",
+    )
+
+    @field_validator("webhook_cert_hosts", "webhook_configurations", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        return [v for v in value.split(",") if v] if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _lease_timings(self) -> Self:
@@ -87,26 +124,35 @@ class ControllerSettings(BaseModel):
 
     @model_validator(mode="after")
     def _files_exist(self) -> Self:
-        if self.webhook_port and not (self.webhook_cert and self.webhook_key):
+        own = bool(self.webhook_cert_secret)
+        if self.webhook_port and not (own or (self.webhook_cert and self.webhook_key)):
             raise ValueError(
-                "--webhook-port needs --webhook-cert and --webhook-key "
-                "(a serving certificate for 127.0.0.1 and its key)"
+                "--webhook-port needs --webhook-cert-secret (we keep our own certificate) or "
+                "--webhook-cert and --webhook-key (someone else does)"
+            )
+        if own and not (self.webhook_service or self.webhook_cert_hosts):
+            raise ValueError(
+                "--webhook-cert-secret needs --webhook-service or --webhook-cert-hosts "
+                "(the names the certificate is for)"
             )
         for flag, path in (
             ("--kubeconfig", self.kubeconfig),
             ("--webhook-cert", self.webhook_cert),
             ("--webhook-key", self.webhook_key),
-            ("--webhook-ca", self.webhook_ca),
         ):
             if path is not None and not path.is_file():
                 raise ValueError(f"{flag} {path} does not exist")
         return self
 
     @property
-    def webhook(self) -> tuple[int, Path | None, Path | None, Path | None] | None:
+    def webhook_files(self) -> tuple[Path, Path] | None:
+        """(certificate, key) the webhook server reads, when it serves."""
         if not self.webhook_port:
             return None
-        return (self.webhook_port, self.webhook_cert, self.webhook_key, self.webhook_ca)
+        if self.webhook_cert_secret:
+            return (self.webhook_cert_dir / "tls.crt", self.webhook_cert_dir / "tls.key")
+        assert self.webhook_cert is not None and self.webhook_key is not None
+        return (self.webhook_cert, self.webhook_key)
 
     @classmethod
     def from_argv(

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         lambda key: sync_trainjob(memo, key), workers=settings.workers, name="reconcile"
     )
     operator.elect(memo, memo.cluster, lambda: on_leading(memo))
-    operator.run(register(settings), memo)
+    operator.run(register(settings), memo, memo.cluster)
     return 0
 
 

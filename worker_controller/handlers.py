@@ -49,6 +49,7 @@ def on_startup(settings: kopf.OperatorSettings, memo: Memo, **_: Any) -> None:
     operator.configure(settings, memo.settings, "worker-controller")
     memo.queue.start()
     threading.Thread(target=_resync_loop, args=(memo,), name="resync", daemon=True).start()
+    operator.start_watchdog(memo, memo.cluster)
 
 
 def on_cleanup(memo: Memo, **_: Any) -> None:

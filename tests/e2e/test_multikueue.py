@@ -16,6 +16,7 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from clusters.bed import Bed
+from clusters.install import DISPATCHER
 from clusters.kube import Applier, load_manifests
 from clusters.processes import http_ok
 from demo import setup
@@ -425,9 +426,7 @@ def test_dispatcher_restart_mid_dispatch_runs_the_trainjob_once(
     mk = MultiKueue(bed, worker_cpu="0")
     mk.submit("survivor")
     mk.wait_copies_everywhere()
-    dispatcher = the_dispatcher(controllers)
-    dispatcher.stop()
-    try:
+    with dispatcher_down(controllers):
         # While the dispatcher is down, every worker admits its copy.
         for worker in mk.workers:
             mk.set_quota(worker, "8")
@@ -446,8 +445,6 @@ def test_dispatcher_restart_mid_dispatch_runs_the_trainjob_once(
         # copy still checks that nothing runs twice.
         with contextlib.suppress(AssertionError):
             wait_for(lambda: admitted_on() == set(mk.workers), 20, what="all admitted")
-    finally:
-        dispatcher.start()
     ran_on: set[str] = set()
 
     def complete_while_watching() -> Dict | None:
@@ -487,9 +484,8 @@ def test_dispatcher_restarted_with_trainjobs_running_dispatches_none_again(
     for name in names:
         mk.submit(name, run="30s")
     started = {name: mk.started_on(name) for name in names}
-    dispatcher = the_dispatcher(controllers)
-    dispatcher.stop()  # SIGTERM, no outage anywhere
-    dispatcher.start()
+    with dispatcher_down(controllers):  # SIGTERM to every replica, no outage anywhere
+        pass
     ran_on = watch_until_complete(mk, names, 90)
     for name in names:
         assert ran_on[name] == {started[name]}, (name, ran_on[name])
@@ -522,67 +518,89 @@ def leads(ctrl: setup.Controller) -> bool:
     return any(value == 1 for (name, _), value in scrape(ctrl).items() if name == "trainjob_leader")
 
 
-@pytest.mark.disruptive  # the webhook is down with the killed replica
+@pytest.mark.disruptive  # the webhook is down while its replica is
 def test_standby_takes_over_when_the_leader_is_killed_and_nothing_runs_twice(
     bed: Bed, controllers: list[setup.Controller]
 ) -> None:
-    """Two dispatcher replicas on one Lease: the standby writes nothing; `kill -9` of the
-    leader mid-burst, the standby leads within the lease duration (15 s) plus a retry
-    period, and every TrainJob completes on exactly one worker."""
+    """deploy/manager's 2 dispatcher replicas on one Lease: the standby writes nothing; after
+    `kill -9` of the leader mid-burst the standby leads within the lease duration (15 s) and
+    a retry period, and every TrainJob completes on exactly one worker."""
     mk = MultiKueue(bed)
-    leader = the_dispatcher(controllers)
-    wait_for(lambda: leads(leader), 30, what="the first replica to lead")
-    standby = setup.spawn_replica(leader, 1)
+    leader = the_leader(controllers)
+    (standby,) = [c for c in dispatchers(controllers) if c is not leader]
+    assert http_ok(f"http://127.0.0.1:{standby.health}/readyz"), "standby not ready"
+    names = [f"burst-{i}" for i in range(12)]
+    for name in names:
+        mk.submit(name, run="6s")
+    wait_for(
+        lambda: sum(bool(mk.running_on(n)) for n in names) >= 3,
+        60,
+        what="the burst under way on the workers",
+    )
+    assert not leads(standby) and writes_of(standby) == 0
+    leader.proc.kill()  # kill -9: the Lease stays held until it expires
+    killed = time.monotonic()
     try:
-        wait_for(
-            lambda: http_ok(f"http://127.0.0.1:{standby.health}/readyz"),
-            30,
-            what="the standby ready (caches synced)",
-        )
-        names = [f"burst-{i}" for i in range(12)]
-        for name in names:
-            mk.submit(name, run="6s")
-        wait_for(
-            lambda: sum(bool(mk.running_on(n)) for n in names) >= 3,
-            60,
-            what="the burst under way on the workers",
-        )
-        assert not leads(standby) and writes_of(standby) == 0
-        leader.proc.kill()  # kill -9: the Lease stays held until it expires
-        killed = time.monotonic()
         wait_for(lambda: leads(standby), 30, what="the standby to take the Lease", interval=0.1)
         took_over = time.monotonic() - killed
         ran_on = watch_until_complete(mk, names, 180)
-        for name in names:
-            assert len(ran_on[name]) == 1, (name, ran_on[name])
-        print(f"standby led {took_over:.1f}s after the leader was killed")
-        assert took_over < 15 + 2 + 3, took_over
-        assert writes_of(standby) > 0
     finally:
-        standby.stop()  # SIGTERM: it hands the Lease back
         leader.proc.wait()
-        leader.start()
-        wait_for(lambda: leads(leader), 30, what="the first replica to lead again")
+        leader.start()  # a container restart: it stands by now
+    for name in names:
+        assert len(ran_on[name]) == 1, (name, ran_on[name])
+    print(f"standby led {took_over:.1f}s after the leader was killed")
+    assert took_over < 15 + 2 + 3, took_over
+    assert writes_of(standby) > 0
+    assert not leads(leader)
 
 
-def the_dispatcher(controllers: list[setup.Controller]) -> setup.Controller:
-    return next(c for c in controllers if c.name == "dispatcher")
+def dispatchers(controllers: list[setup.Controller]) -> list[setup.Controller]:
+    """The dispatcher's replicas (deploy/manager runs 2: one leads, one stands by)."""
+    return [c for c in controllers if c.name == DISPATCHER]
+
+
+def the_leader(controllers: list[setup.Controller]) -> setup.Controller:
+    return wait_for(
+        lambda: next((c for c in dispatchers(controllers) if leads(c)), None),
+        30,
+        what="a dispatcher replica to lead",
+    )
+
+
+@contextlib.contextmanager
+def dispatcher_down(controllers: list[setup.Controller], *, kill: bool = False) -> Iterator[None]:
+    """Every dispatcher replica stopped (SIGTERM, or SIGKILL) for the block, then started."""
+    replicas = dispatchers(controllers)
+    for replica in replicas:
+        if kill:
+            replica.proc.kill()
+            replica.proc.wait()
+        else:
+            replica.stop()
+    try:
+        yield
+    finally:
+        for replica in replicas:
+            replica.start()
 
 
 @contextlib.contextmanager
 def dispatcher_with(controllers: list[setup.Controller], *flags: str) -> Iterator[None]:
-    """The session's dispatcher, restarted with extra flags for the block, then as before."""
-    dispatcher = the_dispatcher(controllers)
-    usual = dispatcher.argv
-    dispatcher.stop()
-    dispatcher.argv = [*usual, *flags]
-    dispatcher.start()
+    """The dispatcher's replicas, restarted with extra flags for the block, then as before."""
+    replicas = dispatchers(controllers)
+    usual = {id(r): r.argv for r in replicas}
+    with dispatcher_down(controllers):
+        for replica in replicas:
+            replica.argv = [*replica.argv, *flags]
+    the_leader(controllers)
     try:
         yield
     finally:
-        dispatcher.stop()
-        dispatcher.argv = usual
-        dispatcher.start()
+        with dispatcher_down(controllers):
+            for replica in replicas:
+                replica.argv = usual[id(replica)]
+        the_leader(controllers)
 
 
 def test_incremental_strategy_tries_clusters_in_order_and_widens(
@@ -604,15 +622,11 @@ def test_a_trainjob_created_while_the_dispatcher_is_down_is_refused_not_stranded
     bed: Bed, controllers: list[setup.Controller]
 ) -> None:
     mk = MultiKueue(bed)
-    dispatcher = the_dispatcher(controllers)
-    dispatcher.stop()
-    try:
+    with dispatcher_down(controllers):
         # Accepted without managedBy (immutable), it would sit on the manager for good.
         with pytest.raises(client.ApiException) as refused:
             mk.submit("early")
         assert "dispatcher.trainjob.dev" in str(refused.value.body)
-    finally:
-        dispatcher.start()
     mk.submit("early")
     mk.wait("early", "Complete", timeout=90)
 
@@ -820,13 +834,12 @@ def test_dispatcher_killed_while_a_worker_is_down_dispatches_nothing_twice(
     with dispatcher_with(controllers, "--worker-lost-timeout", "90"):
         mk.submit("patient", run="40s")
         where = mk.started_on("patient")
-        dispatcher = the_dispatcher(controllers)
         bed.stop_component(where, "kube-apiserver")
         try:
-            dispatcher.proc.kill()  # kill -9: no chance to record anything on the way out
-            dispatcher.proc.wait()
-            dispatcher.start()
-            # The new process found the worker unreachable and said so on its cluster.
+            # kill -9 of every replica: no chance to record anything on the way out.
+            with dispatcher_down(controllers, kill=True):
+                pass
+            # The new processes found the worker unreachable and said so on its cluster.
             wait_for(lambda: mkc_active(mk, where) == "False", 60, what=f"{where} Active=False")
         finally:
             bed.restore_api_server(where)

@@ -554,3 +554,10 @@ def test_not_dispatchable_only_when_kueue_admitted_without_counting_our_check() 
     assert decide_nd(_admitted(("mk", "Retry"))) is None
     assert decide_nd(_admitted(cluster="worker1")) is None
     assert decide_nd({"metadata": {"name": "wl"}, "status": {}}) is None
+    # Evicted while admitted (PodsReadyTimeout, a lost worker): Kueue resets our check to
+    # Pending and clears clusterName before the quota goes (found by the chaos soak, seed 2).
+    evicted = _admitted(("mk", "Pending"))
+    evicted["status"]["conditions"].append(
+        {"type": "Evicted", "status": "True", "reason": "PodsReadyTimeout"}
+    )
+    assert decide_nd(evicted) is None

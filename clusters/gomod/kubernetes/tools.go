@@ -1,10 +1,11 @@
 //go:build tools
 
-// Package tools pins the Kubernetes control-plane commands this bed builds.
+// Package tools pins the Kubernetes control-plane commands and kubectl this bed builds.
 package tools
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 )

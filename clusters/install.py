@@ -1,0 +1,515 @@
+"""The product installed on the bed from deploy/, as a platform team installs it.
+
+`kubectl kustomize deploy/<manager|worker>` renders the manifests; everything but the
+Deployments is applied as it is, except one translation: a webhook's
+`clientConfig.service` becomes `url: https://127.0.0.1:<port>/<path>` (the bed has no Service
+network). Then the bed plays the kubelet for our Deployments: each replica runs the
+container's command as a local process with what a pod would get:
+
+- the ServiceAccount's token (TokenRequest API) in a kubeconfig, in place of the in-cluster
+  credentials (never the bed's admin identity);
+- the ConfigMap and Secret volumes written to files, emptyDirs as empty directories, and the
+  container's mount paths mapped to those directories in its command and its config files;
+- POD_NAME and POD_NAMESPACE from the downward API (the replica's identity, as a kubelet
+  would give it: `<deployment>-<index>`), the other env values as written;
+- its own ports on 127.0.0.1 (the pod network's stand-in) and 127.0.0.1 among the names of
+  its serving certificate (so the URL above verifies);
+- the manifest's replica count.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from kubernetes import client
+
+from clusters.builds import binary
+from clusters.config import Port
+from clusters.errors import BedError
+from clusters.kube import Applier, load_manifests
+from clusters.processes import http_ok, log_tail, port_in_use
+
+if TYPE_CHECKING:
+    from clusters.bed import Bed
+
+Dict = dict[str, Any]
+REPO = Path(__file__).resolve().parent.parent
+DEPLOY = REPO / "deploy"
+TOKEN_SECONDS = 48 * 3600  # a bed lives for hours; a kubelet would refresh it
+
+
+@dataclass
+class Replica:
+    """One replica of one of our Deployments, run as a local process."""
+
+    name: str  # the Deployment's name
+    cluster: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+    health: int  # /healthz, /readyz, /metrics
+    webhook: int | None
+    argv: list[str]
+    env: dict[str, str]
+
+    @property
+    def identity(self) -> str:
+        return self.env["POD_NAME"]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def start(self) -> None:
+        """Start the same command again (a container restart: same pod, same identity)."""
+        self.proc = _spawn(self.argv, self.log, self.env)
+        self.wait_healthy()
+
+    def wait_healthy(self, timeout: float = 90) -> None:
+        """Liveness answers, and the webhook server listens (a standby waits for the leader's
+        certificate first)."""
+        deadline = time.monotonic() + timeout
+        while not (
+            http_ok(f"http://127.0.0.1:{self.health}/healthz")
+            and (self.webhook is None or port_in_use(self.webhook))
+        ):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise BedError(
+                    f"{self.identity} on {self.cluster} did not start; log {self.log}:\n"
+                    f"{log_tail(self.log)}"
+                )
+            time.sleep(0.2)
+
+    def state(self) -> Dict:
+        return {
+            "deployment": self.name,
+            "identity": self.identity,
+            "pid": self.proc.pid,
+            "health": self.health,
+            "webhook": self.webhook,
+            "log": str(self.log),
+            "program": self.argv[0],
+        }
+
+
+def render(overlay: Path) -> list[Dict]:
+    """`kubectl kustomize <overlay>` with the bed's kubectl."""
+    kubectl = binary("kubectl")
+    if not kubectl.is_file():
+        raise BedError(f"kubectl is not built yet ({kubectl}); run `python -m clusters build`")
+    out = subprocess.run(
+        [str(kubectl), "kustomize", str(overlay)], capture_output=True, text=True, check=False
+    )
+    if out.returncode != 0:
+        raise BedError(f"kubectl kustomize {overlay} failed:\n{out.stderr}")
+    return load_manifests(out.stdout)
+
+
+def webhook_url(hook: Dict, port: int) -> None:
+    """The bed's one translation: a webhook's Service becomes our loopback address."""
+    cfg = hook["clientConfig"]
+    service = cfg.pop("service", None)
+    if service is not None:
+        cfg["url"] = f"https://127.0.0.1:{port}{service.get('path') or '/'}"
+
+
+def install_overlay(
+    api: client.ApiClient,
+    kubeconfig: Path,
+    cluster: str,
+    overlay: Path,
+    workdir: Path,
+    first_port: int,
+    extra_args: list[str] | None = None,
+) -> list[Replica]:
+    """Apply `overlay` to the cluster and start every replica of its Deployments. Ports are
+    taken two per replica from `first_port` (health, webhook)."""
+    docs = render(overlay)
+    deployments = [d for d in docs if d["kind"] == "Deployment"]
+    ports = iter(range(first_port, first_port + 100))
+    plans = []
+    for dep in deployments:
+        for index in range(int(dep["spec"].get("replicas", 1))):
+            plans.append((dep, index, next(ports), next(ports)))
+    # One Deployment per overlay serves its webhooks: every configuration points at replica 0
+    # (a Service would spread the calls over the ready replicas; the bed has no Service network).
+    webhook_port = plans[0][3] if plans else None
+    applier = Applier(api)
+    for doc in docs:
+        if doc["kind"] == "Deployment":
+            continue
+        if doc["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            assert webhook_port is not None
+            for hook in doc.get("webhooks") or []:
+                webhook_url(hook, webhook_port)
+        applier.apply(doc)
+    replicas = []
+    for dep, index, health, webhook in plans:
+        replica = _start(
+            api, kubeconfig, cluster, dep, index, health, webhook, docs, workdir, extra_args or []
+        )
+        replicas.append(replica)
+    for replica in replicas:
+        replica.wait_healthy()
+    hooks = [d for d in docs if d["kind"].endswith("WebhookConfiguration")]
+    _wait_ca_bundles(api, hooks, replicas)
+    return replicas
+
+
+def _wait_ca_bundles(api: client.ApiClient, hooks: list[Dict], replicas: list[Replica]) -> None:
+    """Until the leader has injected its CA into every webhook configuration (the API server
+    refuses to call a webhook it cannot verify)."""
+    admission = client.AdmissionregistrationV1Api(api)
+    read = {
+        "MutatingWebhookConfiguration": admission.read_mutating_webhook_configuration,
+        "ValidatingWebhookConfiguration": admission.read_validating_webhook_configuration,
+    }
+    deadline = time.monotonic() + 90
+    for doc in hooks:
+        while not all(
+            (w.client_config.ca_bundle or "")
+            for w in read[doc["kind"]](doc["metadata"]["name"]).webhooks or []
+        ):
+            if time.monotonic() > deadline:
+                logs = "\n".join(f"{r.log}:\n{log_tail(r.log)}" for r in replicas)
+                raise BedError(f"no caBundle in {doc['kind']} {doc['metadata']['name']}:\n{logs}")
+            time.sleep(0.2)
+
+
+def _start(
+    api: client.ApiClient,
+    admin_kubeconfig: Path,
+    cluster: str,
+    dep: Dict,
+    index: int,
+    health: int,
+    webhook: int,
+    docs: list[Dict],
+    workdir: Path,
+    extra_args: list[str],
+) -> Replica:
+    for port in (health, webhook):
+        if port_in_use(port):
+            raise BedError(f"port {port} for {dep['metadata']['name']} is in use")
+    namespace = dep["metadata"].get("namespace", "default")
+    pod = dep["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    identity = f"{dep['metadata']['name']}-{index}"
+    pod_dir = workdir / identity
+    shutil.rmtree(pod_dir, ignore_errors=True)
+    pod_dir.mkdir(parents=True)
+    token = _token(api, namespace, pod.get("serviceAccountName") or "default")
+    kubeconfig = pod_dir / "kubeconfig"
+    _write_token_kubeconfig(admin_kubeconfig, token, kubeconfig)
+    mounts = _materialise_volumes(api, namespace, pod, container, docs, pod_dir)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
+    env.update(_env(container, identity, namespace))
+    env["KUBECONFIG"] = str(kubeconfig)  # the token stands in for the in-cluster credentials
+    command = [*container.get("command", []), *container.get("args", [])]
+    program = Path(sys.executable).parent / command[0]
+    if not program.is_file():
+        raise BedError(f"{command[0]} is not installed in {program.parent} (pip install -e .)")
+    argv = [str(program), *(_map_path(arg, mounts) for arg in command[1:])]
+    argv += [
+        "--bind-address",
+        "127.0.0.1",
+        "--health-port",
+        str(health),
+        "--webhook-port",
+        str(webhook),
+        "--webhook-cert-hosts",
+        "127.0.0.1",
+        *extra_args,
+    ]
+    log = workdir / f"{identity}.log"
+    proc = _spawn(argv, log, env)
+    return Replica(dep["metadata"]["name"], cluster, proc, log, health, webhook, argv, env)
+
+
+def _spawn(argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Its own session, as the bed's other processes: it outlives the command that started it
+    (`python -m clusters up --install`), and `down` stops it by PID."""
+    return subprocess.Popen(
+        argv,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        cwd=REPO,
+        env=env,
+        start_new_session=True,
+    )
+
+
+def _token(api: client.ApiClient, namespace: str, service_account: str) -> str:
+    request = client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=TOKEN_SECONDS)
+    )
+    result = client.CoreV1Api(api).create_namespaced_service_account_token(
+        service_account, namespace, request
+    )
+    return str(result.status.token)
+
+
+def _write_token_kubeconfig(admin: Path, token: str, out: Path) -> None:
+    """The admin kubeconfig's cluster entry (server, CA), with the token as the only user."""
+    cfg = yaml.safe_load(admin.read_text())
+    current = next(c for c in cfg["contexts"] if c["name"] == cfg["current-context"])
+    cluster = next(c for c in cfg["clusters"] if c["name"] == current["context"]["cluster"])
+    out.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [cluster],
+                "users": [{"name": "serviceaccount", "user": {"token": token}}],
+                "contexts": [
+                    {
+                        "name": "pod",
+                        "context": {"cluster": cluster["name"], "user": "serviceaccount"},
+                    }
+                ],
+                "current-context": "pod",
+            }
+        )
+    )
+    out.chmod(0o600)
+
+
+def _materialise_volumes(
+    api: client.ApiClient,
+    namespace: str,
+    pod: Dict,
+    container: Dict,
+    docs: list[Dict],
+    pod_dir: Path,
+) -> dict[str, Path]:
+    """Write the container's volumes under pod_dir; return mountPath -> local directory."""
+    volumes = {v["name"]: v for v in pod.get("volumes") or []}
+    mounts = {
+        m["mountPath"]: pod_dir / "volumes" / m["name"] for m in container.get("volumeMounts") or []
+    }
+    for mount in container.get("volumeMounts") or []:
+        local = pod_dir / "volumes" / mount["name"]
+        local.mkdir(parents=True, exist_ok=True)
+        volume = volumes[mount["name"]]
+        files: dict[str, bytes] = {}
+        if "configMap" in volume:
+            name = volume["configMap"]["name"]
+            cm = (
+                next(
+                    (d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == name),
+                    None,
+                )
+                or client.CoreV1Api(api).read_namespaced_config_map(name, namespace).to_dict()
+            )
+            # Config files name other mount paths: map them as the command's arguments are.
+            files = {k: _map_text(v, mounts).encode() for k, v in (cm.get("data") or {}).items()}
+        elif "secret" in volume:
+            secret = client.CoreV1Api(api).read_namespaced_secret(
+                volume["secret"]["secretName"], namespace
+            )
+            files = {k: base64.b64decode(v) for k, v in (secret.data or {}).items()}
+        for key, data in files.items():
+            (local / key).write_bytes(data)
+    return mounts
+
+
+def _map_path(value: str, mounts: dict[str, Path]) -> str:
+    for mount_path, local in sorted(mounts.items(), key=lambda m: -len(m[0])):
+        if value == mount_path or value.startswith(mount_path.rstrip("/") + "/"):
+            return str(local) + value[len(mount_path.rstrip("/")) :]
+    return value
+
+
+def _map_text(text: str, mounts: dict[str, Path]) -> str:
+    for mount_path, local in sorted(mounts.items(), key=lambda m: -len(m[0])):
+        text = text.replace(mount_path, str(local))
+    return text
+
+
+def _env(container: Dict, identity: str, namespace: str) -> dict[str, str]:
+    out = {}
+    for item in container.get("env") or []:
+        if "value" in item:
+            out[item["name"]] = str(item["value"])
+            continue
+        field = ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+        if field == "metadata.name":
+            out[item["name"]] = identity
+        elif field == "metadata.namespace":
+            out[item["name"]] = namespace
+        else:
+            raise BedError(f"env {item['name']}: the bed cannot provide {item.get('valueFrom')}")
+    return out
+
+
+# ---- the whole product on the whole bed ---------------------------------------------------------
+
+DISPATCHER = "trainjob-dispatcher"
+WORKER_CONTROLLER = "trainjob-worker-controller"
+# Each Deployment's webhook configurations carry its name (deploy/*/webhooks.yaml).
+WEBHOOK_CONFIGURATIONS = {DISPATCHER: DISPATCHER, WORKER_CONTROLLER: WORKER_CONTROLLER}
+
+
+def install_product(
+    bed: Bed, *, worker_args: list[str] | None = None, manager_args: list[str] | None = None
+) -> list[Replica]:
+    """deploy/worker on every worker, the manager's kubeconfig Secret for each worker made
+    with `trainjob-worker-secret` (as the README tells users), then deploy/manager. Flags in
+    `*_args` go on top of each replica's command (the tests shorten timers with them)."""
+    replicas: list[Replica] = []
+    try:
+        for w in bed.config.workers:
+            replicas += _install_on(
+                bed, w.name, "worker", ["--cluster-name", w.name, *(worker_args or [])]
+            )
+        manager = bed.config.managers[0].name
+        applier = Applier(bed.api(manager))
+        for w in bed.config.workers:
+            applier.apply_all(load_manifests(worker_secret(bed, w.name)))
+        replicas += _install_on(bed, manager, "manager", list(manager_args or []))
+    except BaseException:
+        stop_product(bed, replicas)
+        raise
+    write_state(bed, replicas)
+    return replicas
+
+
+def _install_on(bed: Bed, cluster: str, overlay: str, extra: list[str]) -> list[Replica]:
+    return install_overlay(
+        bed.api(cluster),
+        bed.kubeconfig(cluster),
+        cluster,
+        DEPLOY / overlay,
+        bed.cluster_dir(cluster) / "pods",
+        bed.config.port(cluster, Port.CONTROLLER_BASE),
+        extra,
+    )
+
+
+def worker_secret(bed: Bed, worker: str) -> str:
+    """The manager's kubeconfig Secret for `worker`, from a token of deploy/worker's identity."""
+    out = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "trainjob-worker-secret"),
+            "--worker-kubeconfig",
+            str(bed.kubeconfig(worker)),
+            "--name",
+            worker,
+            "--namespace",
+            bed.config.kueue_namespace,
+            "--duration-seconds",
+            str(TOKEN_SECONDS),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise BedError(f"trainjob-worker-secret for {worker} failed: {out.stderr.strip()}")
+    return out.stdout
+
+
+def stop_product(bed: Bed, replicas: list[Replica]) -> None:
+    """Stop every replica, then remove our webhook configurations: with failurePolicy Fail,
+    ones left behind would refuse every TrainJob on a bed that runs no controller."""
+    for replica in replicas:
+        replica.proc.terminate()
+    for replica in replicas:
+        try:
+            replica.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            replica.proc.kill()
+            replica.proc.wait()
+    for cluster, name in {(r.cluster, WEBHOOK_CONFIGURATIONS[r.name]) for r in replicas}:
+        api = client.AdmissionregistrationV1Api(bed.api(cluster))
+        for delete in (
+            api.delete_mutating_webhook_configuration,
+            api.delete_validating_webhook_configuration,
+        ):
+            try:
+                delete(name)
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    raise
+    state_file(bed).unlink(missing_ok=True)
+
+
+def state_file(bed: Bed) -> Path:
+    return bed.state / "replicas.json"
+
+
+def write_state(bed: Bed, replicas: list[Replica]) -> None:
+    state_file(bed).write_text(
+        json.dumps([{"cluster": r.cluster, **r.state()} for r in replicas], indent=2)
+    )
+
+
+def recorded(bed: Bed) -> list[Dict]:
+    """The replicas an install left running (for `status` and `down`)."""
+    try:
+        return list(json.loads(state_file(bed).read_text()))
+    except (OSError, ValueError):
+        return []
+
+
+def stop_recorded(bed: Bed) -> int:
+    """Stop the replicas an install left running (SIGTERM, then SIGKILL after 20 s), each only
+    if its PID still runs the program we started; returns how many were running."""
+    stopped = 0
+    for record in recorded(bed):
+        pid = int(record["pid"])
+        if not _runs(pid, record["program"]):
+            continue
+        stopped += 1
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        while _runs(pid, record["program"]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _runs(pid, record["program"]):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    state_file(bed).unlink(missing_ok=True)
+    return stopped
+
+
+def _runs(pid: int, program: str) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    if stat.rsplit(")", 1)[-1].split()[0] == "Z":
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        return False
+    return program.encode() in cmdline
+
+
+def leads(health_port: int) -> bool | None:
+    """Whether the replica holds its Lease, from its /metrics (None: it does not answer)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/metrics", timeout=3) as r:
+            text = r.read().decode()
+    except OSError:
+        return None
+    return any(
+        line.startswith("trainjob_leader{") and line.rstrip().endswith(" 1.0")
+        for line in text.splitlines()
+    )

@@ -1,0 +1,289 @@
+"""The webhook serving certificate, kept by the controller itself (like Kueue's internal cert
+management): a CA and a serving certificate in one Secret, written to files for the webhook
+server, and the CA injected as `caBundle` into our webhook configurations.
+
+Only the leader creates, renews or restores the Secret and injects the CA; every replica
+reads the Secret and serves with it. The leader keeps the last good material in memory, so a
+deleted Secret is written back unchanged (the API server's caBundle stays right) rather than
+replaced by a new CA. A certificate is renewed when a third of its life is left or when it
+does not cover the names it must.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import ipaddress
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from trainjob.kube import ApiException, Cluster
+
+log = logging.getLogger("trainjob.certs")
+CA_LIFE = dt.timedelta(days=3650)
+CERT_LIFE = dt.timedelta(days=365)
+WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+ADMISSION_API = "admissionregistration.k8s.io/v1"
+
+
+@dataclass(frozen=True)
+class Material:
+    """PEM bytes of the CA and the serving certificate with their keys."""
+
+    ca_crt: bytes
+    ca_key: bytes
+    tls_crt: bytes
+    tls_key: bytes
+
+    def secret_data(self) -> dict[str, str]:
+        return {
+            k: base64.b64encode(v).decode()
+            for k, v in (
+                ("ca.crt", self.ca_crt),
+                ("ca.key", self.ca_key),
+                ("tls.crt", self.tls_crt),
+                ("tls.key", self.tls_key),
+            )
+        }
+
+    @classmethod
+    def from_secret(cls, secret: dict[str, Any] | None) -> Material | None:
+        data = (secret or {}).get("data") or {}
+        try:
+            return cls(
+                *(base64.b64decode(data[k]) for k in ("ca.crt", "ca.key", "tls.crt", "tls.key"))
+            )
+        except (KeyError, ValueError):
+            return None
+
+
+def service_names(service: str, namespace: str) -> list[str]:
+    return [service, f"{service}.{namespace}", f"{service}.{namespace}.svc",
+            f"{service}.{namespace}.svc.cluster.local"]  # fmt: skip
+
+
+def needs_renewal(material: Material | None, hosts: list[str], now: dt.datetime) -> str | None:
+    """Why `material` cannot serve `hosts` (None when it can): missing, unreadable, expiring
+    (a third of its life left), or not covering every host."""
+    if material is None:
+        return "missing"
+    try:
+        ca = x509.load_pem_x509_certificate(material.ca_crt)
+        cert = x509.load_pem_x509_certificate(material.tls_crt)
+        serialization.load_pem_private_key(material.tls_key, None)
+        serialization.load_pem_private_key(material.ca_key, None)
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except (ValueError, x509.ExtensionNotFound):
+        return "unreadable"
+    if cert.issuer != ca.subject:
+        return "not signed by its CA"
+    for c in (ca, cert):
+        life = c.not_valid_after_utc - c.not_valid_before_utc
+        if c.not_valid_after_utc - now < life / 3:
+            return f"expires on {c.not_valid_after_utc:%Y-%m-%d}"
+    have = {str(n) for n in names.get_values_for_type(x509.DNSName)} | {
+        str(n) for n in names.get_values_for_type(x509.IPAddress)
+    }
+    missing = [h for h in hosts if h not in have]
+    return f"does not cover {missing}" if missing else None
+
+
+def issue(hosts: list[str], now: dt.datetime, ca: Material | None = None) -> Material:
+    """A serving certificate for `hosts` (DNS names or IP addresses), signed by the CA of
+    `ca` when it is still good for longer than the new certificate, else by a new CA."""
+    ca_key: Any
+    if ca is not None and _ca_outlives(ca, now + CERT_LIFE):
+        ca_cert = x509.load_pem_x509_certificate(ca.ca_crt)
+        ca_key = serialization.load_pem_private_key(ca.ca_key, None)
+        ca_crt_pem, ca_key_pem = ca.ca_crt, ca.ca_key
+    else:
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "trainjob-webhook-ca")])
+        ca_cert = (
+            _builder(name, name, ca_key.public_key(), now, CA_LIFE)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .sign(ca_key, hashes.SHA256())
+        )
+        ca_crt_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
+        ca_key_pem = _pem_key(ca_key)
+    key = ec.generate_private_key(ec.SECP256R1())
+    sans: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            sans.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            sans.append(x509.DNSName(host))
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])])
+    cert = (
+        _builder(subject, ca_cert.subject, key.public_key(), now, CERT_LIFE)
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return Material(
+        ca_crt_pem, ca_key_pem, cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
+    )
+
+
+def _ca_outlives(ca: Material, when: dt.datetime) -> bool:
+    try:
+        return x509.load_pem_x509_certificate(ca.ca_crt).not_valid_after_utc > when
+    except ValueError:
+        return False
+
+
+def _builder(
+    subject: x509.Name, issuer: x509.Name, public_key: Any, now: dt.datetime, life: dt.timedelta
+) -> x509.CertificateBuilder:
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + life)
+    )
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+class CertKeeper:
+    """Keeps the Secret, the files and the caBundles in step, in a thread of its own."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        namespace: str,
+        secret: str,
+        hosts: list[str],
+        configurations: list[str],
+        cert_dir: Path,
+        leads: Callable[[], bool],
+    ) -> None:
+        self._cluster, self._ns, self._secret = cluster, namespace, secret
+        self._hosts, self._configs, self._dir, self._leads = hosts, configurations, cert_dir, leads
+        self._material: Material | None = None  # the last good one (the leader restores it)
+        self.ready = threading.Event()  # the files are there: the webhook server can start
+
+    @property
+    def cert_file(self) -> Path:
+        return self._dir / "tls.crt"
+
+    @property
+    def key_file(self) -> Path:
+        return self._dir / "tls.key"
+
+    def start(self, stop: threading.Event, period: float = 10.0) -> None:
+        def run() -> None:
+            waited = 0
+            while not stop.is_set():
+                try:
+                    self.sync()
+                except Exception as exc:  # the API may be away; the files in place still serve
+                    log.warning(
+                        "webhook certificate (Secret %s/%s): %s",
+                        self._ns,
+                        self._secret,
+                        getattr(exc, "reason", exc),
+                    )
+                if not self.ready.is_set():
+                    waited += 1
+                    if waited % 3 == 0:
+                        log.info(
+                            "waiting for the webhook certificate Secret %s/%s (the leader "
+                            "creates it)",
+                            self._ns,
+                            self._secret,
+                        )
+                stop.wait(period if self.ready.is_set() else 1.0)
+
+        threading.Thread(target=run, name="webhook-certs", daemon=True).start()
+
+    def sync(self) -> None:
+        now = dt.datetime.now(dt.UTC)
+        secret = self._cluster.get_or_none("v1", "Secret", self._secret, self._ns)
+        found = Material.from_secret(secret)
+        problem = needs_renewal(found, self._hosts, now)
+        material = found if problem is None else None
+        if material is None and self._leads():
+            kept = (
+                self._material if needs_renewal(self._material, self._hosts, now) is None else None
+            )
+            material = kept or issue(self._hosts, now, found or self._material)
+            self._write_secret(secret, material)
+            log.info(
+                "webhook certificate: Secret %s/%s %s (%s)",
+                self._ns,
+                self._secret,
+                "restored" if kept else "issued",
+                problem,
+            )
+        if material is None:
+            return  # a standby waits for the leader's Secret
+        self._material = material
+        self._write_files(material)
+        self.ready.set()
+        if self._leads():
+            self._inject(material.ca_crt)
+
+    def _write_secret(self, secret: dict[str, Any] | None, material: Material) -> None:
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "kubernetes.io/tls",
+            "metadata": {"name": self._secret, "namespace": self._ns},
+            "data": material.secret_data(),
+        }
+        if secret is None:
+            self._cluster.create(body)
+        else:
+            body["metadata"]["resourceVersion"] = secret["metadata"]["resourceVersion"]
+            self._cluster.replace(body)
+
+    def _write_files(self, material: Material) -> None:
+        self._dir.mkdir(parents=True, exist_ok=True)
+        for name, data in (
+            ("ca.crt", material.ca_crt),
+            ("tls.key", material.tls_key),
+            ("tls.crt", material.tls_crt),
+        ):
+            path = self._dir / name
+            if path.is_file() and path.read_bytes() == data:
+                continue
+            tmp = path.with_name(f".{name}.tmp")
+            tmp.write_bytes(data)
+            os.chmod(tmp, 0o600)
+            tmp.replace(path)  # atomic: the webhook server never reads half a file
+
+    def _inject(self, ca_pem: bytes) -> None:
+        bundle = base64.b64encode(ca_pem).decode()
+        for kind in WEBHOOK_KINDS:
+            for name in self._configs:
+                try:
+                    config = self._cluster.get(ADMISSION_API, kind, name)
+                except ApiException as exc:
+                    if exc.status == 404:
+                        continue  # this install has none of that kind
+                    raise
+                hooks = config.get("webhooks") or []
+                if all((h.get("clientConfig") or {}).get("caBundle") == bundle for h in hooks):
+                    continue
+                for hook in hooks:
+                    hook.setdefault("clientConfig", {})["caBundle"] = bundle
+                self._cluster.replace(config)
+                log.info("webhook certificate: caBundle injected into %s %s", kind, name)

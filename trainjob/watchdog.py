@@ -1,0 +1,95 @@
+"""A watchdog for the watch caches: a frozen watch is noticed, and the process starts afresh.
+
+kopf's watch streams can stop delivering events for good after API-server trouble, with no
+error and no reconnect (seen on the bed after a worker's API server restarted: every stream
+of the process in CLOSE-WAIT, new TrainJobs never reconciled; upstream kopf#996, #1276). A
+level-based controller with a frozen cache is silently blind. So, every period, the watchdog
+lists the watched objects and compares their resourceVersions with the cache: an object that
+the API has held unchanged for a whole period while the cache still shows another version (or
+none, or one the API no longer has) means a frozen watch. The process then replaces itself
+with a fresh copy (exec: same PID, same identity, new watches and caches), as a kubelet
+would restart a container whose liveness probe failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable, Hashable, Iterable, Sequence
+
+from trainjob.kube import Cluster
+
+log = logging.getLogger("trainjob.watchdog")
+Versions = dict[Hashable, str]
+
+
+def stale_keys(
+    cached: Versions, listed: Versions, suspects: Versions
+) -> tuple[set[Hashable], Versions]:
+    """(keys the cache has been wrong about for a whole period, this period's suspects).
+
+    A suspect is a key whose cached version differs from the listed one ("" when absent on
+    either side); it is stale when it was a suspect with the same listed version last period
+    too, i.e. the API did not change it meanwhile and the cache still did not catch up."""
+    now: Versions = {}
+    for key in set(cached) | set(listed):
+        want, have = listed.get(key, ""), cached.get(key, "")
+        if want != have:
+            now[key] = want
+    return {k for k, v in now.items() if suspects.get(k) == v}, now
+
+
+class WatchDog:
+    def __init__(
+        self,
+        cluster: Cluster,
+        checks: Sequence[tuple[str, str, Callable[[], Iterable[tuple[Hashable, str]]]]],
+        period: float,
+    ) -> None:
+        """`checks`: (api_version, kind, cached versions by (namespace, name))."""
+        self._cluster, self._checks, self._period = cluster, checks, period
+        self._suspects: dict[str, Versions] = {}
+
+    def start(self, stop: threading.Event, ready: threading.Event) -> None:
+        def run() -> None:
+            ready.wait()
+            while not stop.wait(self._period):
+                try:
+                    self.check()
+                except Exception as exc:  # the API may be away: nothing to compare with
+                    log.debug("[%s] watch check skipped: %s", self._cluster.name, exc)
+
+        threading.Thread(target=run, name="watchdog", daemon=True).start()
+
+    def check(self) -> None:
+        for api_version, kind, cached_fn in self._checks:
+            listed: Versions = {
+                (o["metadata"].get("namespace"), o["metadata"]["name"]): str(
+                    o["metadata"]["resourceVersion"]
+                )
+                for o in self._cluster.list(api_version, kind)
+            }
+            cached: Versions = dict(cached_fn())
+            stale, self._suspects[kind] = stale_keys(cached, listed, self._suspects.get(kind, {}))
+            if stale:
+                sample = ", ".join(str(k) for k in sorted(stale, key=str)[:5])
+                log.error(
+                    "[%s] the %s watch cache is frozen (%d out of date for over %.0fs: %s); "
+                    "starting afresh",
+                    self._cluster.name,
+                    kind,
+                    len(stale),
+                    self._period,
+                    sample,
+                )
+                restart()
+
+
+def restart() -> None:
+    """Replace this process with a fresh copy of itself (same PID, same command line)."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
