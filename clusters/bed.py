@@ -29,7 +29,6 @@ STAGES_FILE = Path(__file__).resolve().parent / "kwok" / "stages.yaml"
 KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")  # fixed path in Kueue v0.19
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 SERVICE_CIDR = "10.96.0.0/16"
-MULTIKUEUE_ROLE = "trainjob-bed:multikueue"
 
 
 def _say(msg: str) -> None:
@@ -81,19 +80,6 @@ class Bed:
     def admin_cert(self, cluster: str) -> CertPair:
         return self._cert(
             cluster, "admin", "bed-admin", organizations=("system:masters",), client=True
-        )
-
-    def multikueue_kubeconfig(self, worker: str) -> dict[str, Any]:
-        """Kubeconfig the manager uses to reach `worker`: CA and client cert inline, no files."""
-        manager = self.config.managers[0].name if self.config.managers else "manager"
-        cert = self._cert(worker, "multikueue", f"multikueue-{manager}", client=True)
-        return build_kubeconfig(
-            worker,
-            self.server(worker),
-            self.ca().cert_pem(),
-            f"multikueue-{manager}",
-            cert.cert_pem(),
-            cert.key_pem(),
         )
 
     def api(self, cluster: str) -> client.ApiClient:
@@ -354,10 +340,7 @@ class Bed:
             self._write_kwok_config(d)
             self._apply_nodes(applier, spec)
             self._start(comps["kwok"])
-            self._apply_multikueue_access(applier)
             self._wait_nodes_ready(c, sum(p.count for p in spec.nodes))
-        else:
-            self._apply_worker_secrets(applier)
         self._write_kueue_config(spec)
         self._start(comps["kueue"], timeout=120)
         _say(f"{c}: ready")
@@ -447,71 +430,6 @@ class Bed:
                     f"{timeout:.0f}s; kwok log: {self.cluster_dir(cluster) / 'kwok.log'}"
                 )
             time.sleep(0.3)
-
-    def _apply_multikueue_access(self, applier: Applier) -> None:
-        """RBAC on a worker for the identity the manager's kubeconfig Secret carries."""
-        manager = self.config.managers[0].name if self.config.managers else "manager"
-        rules = [
-            {
-                "apiGroups": ["kueue.x-k8s.io"],
-                "resources": ["workloads", "workloads/status"],
-                "verbs": ["*"],
-            },
-            {
-                "apiGroups": ["trainer.kubeflow.org"],
-                "resources": ["trainjobs", "trainjobs/status"],
-                "verbs": ["*"],
-            },
-            {"apiGroups": ["batch"], "resources": ["jobs", "jobs/status"], "verbs": ["*"]},
-            {
-                "apiGroups": [""],
-                "resources": ["pods", "events", "namespaces"],
-                "verbs": ["get", "list", "watch"],
-            },
-        ]
-        applier.apply_all(
-            [
-                {
-                    "apiVersion": "rbac.authorization.k8s.io/v1",
-                    "kind": "ClusterRole",
-                    "metadata": {"name": MULTIKUEUE_ROLE},
-                    "rules": rules,
-                },
-                {
-                    "apiVersion": "rbac.authorization.k8s.io/v1",
-                    "kind": "ClusterRoleBinding",
-                    "metadata": {"name": MULTIKUEUE_ROLE},
-                    "roleRef": {
-                        "apiGroup": "rbac.authorization.k8s.io",
-                        "kind": "ClusterRole",
-                        "name": MULTIKUEUE_ROLE,
-                    },
-                    "subjects": [
-                        {
-                            "apiGroup": "rbac.authorization.k8s.io",
-                            "kind": "User",
-                            "name": f"multikueue-{manager}",
-                        }
-                    ],
-                },
-            ]
-        )
-
-    def _apply_worker_secrets(self, applier: Applier) -> None:
-        """One Secret per worker on the manager, holding a kubeconfig MultiKueue accepts."""
-        for worker in self.config.workers:
-            kubeconfig = yaml.safe_dump(self.multikueue_kubeconfig(worker.name), sort_keys=False)
-            applier.apply(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Secret",
-                    "metadata": {
-                        "name": f"{worker.name}-secret",
-                        "namespace": self.config.kueue_namespace,
-                    },
-                    "stringData": {"kubeconfig": kubeconfig},
-                }
-            )
 
     def _write_kueue_config(self, spec: ClusterSpec) -> None:
         c = spec.name

@@ -38,11 +38,14 @@ def run(bed: Bed, namespace: str, timeout: float) -> int:
     manager = bed.config.managers[0].name
     say(f"installing the TrainJob runtime, Kueue queues and MultiKueue objects ({namespace})")
     setup.install(bed, namespace)
-    say("starting the worker controllers and the dispatcher")
+    say("installing the product from deploy/ (worker controllers, then 2 dispatcher replicas)")
     ctrls = setup.start_controllers(bed)
     try:
         for ctrl in ctrls:
-            say(f"  {ctrl.name} on {ctrl.cluster}: pid {ctrl.proc.pid}, log {ctrl.log}")
+            say(
+                f"  {ctrl.identity} on {ctrl.cluster}: pid {ctrl.proc.pid}, ServiceAccount "
+                f"token, log {ctrl.log}"
+            )
         custom = client.CustomObjectsApi(bed.api(manager))
         tj = load_manifests((setup.REPO / "examples" / "trainjob-torch.yaml").read_text())[0]
         name = f"{tj['metadata']['name']}-{uuid.uuid4().hex[:4]}"

@@ -284,8 +284,10 @@ def test_bad_kubeconfig_secret_is_reported_on_the_cluster(
 ) -> None:
     mk_name = f"bad-{uuid.uuid4().hex[:4]}"
     manager = bed.config.managers[0].name
-    kubeconfig = bed.multikueue_kubeconfig(bed.config.workers[0].name)
     core = client.CoreV1Api(bed.api(manager))
+    # A good one to spoil: the kubeconfig the install made for the first worker.
+    good = core.read_namespaced_secret(f"{bed.config.workers[0].name}-secret", "kueue-system")
+    kubeconfig = yaml.safe_load(base64.b64decode(good.data["kubeconfig"]))
     custom = client.CustomObjectsApi(bed.api(manager))
     if edit is not None:
         edit(kubeconfig)
@@ -844,6 +846,8 @@ def test_dispatcher_killed_while_a_worker_is_down_dispatches_nothing_twice(
         finally:
             bed.restore_api_server(where)
         ran_on = watch_until_complete(mk, ["patient"], 150)
-    assert ran_on["patient"] == {where}, ran_on
+    # Its pods may be done and gone before the worker's API server is back: no other worker
+    # may have run any.
+    assert ran_on["patient"] <= {where}, ran_on
     reasons = events_of(mk, "patient")
     assert reasons.count("Dispatched") == 1 and "ClusterLost" not in reasons, reasons

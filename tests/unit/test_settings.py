@@ -27,7 +27,10 @@ def test_unset_flags_take_the_models_defaults_and_set_ones_are_typed() -> None:
     [
         (["--resync-seconds", "0"], "--resync-seconds: Input should be greater than 0"),
         (["--workers", "many"], "--workers: Input should be a valid integer"),
-        (["--webhook-port", "9443"], "--webhook-port needs --webhook-cert-secret (we keep our own certificate) or"),
+        (
+            ["--webhook-port", "9443"],
+            "--webhook-port needs --webhook-cert-secret (we keep our own certificate) or",
+        ),
         (["--kubeconfig", "/no/such/file"], "--kubeconfig /no/such/file does not exist"),
     ],
 )

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Build the product's OCI image without Docker or a registry, from Debian's packages:
+# mmdebstrap makes a minimal Debian 12 root filesystem with its python3 (3.11), pip installs the
+# project's wheel and its dependencies (built or fetched once, listed in
+# dist/image-requirements.txt) into it, the build tools are removed again, a non-root user is
+# added, and umoci packs it as an OCI image layout, archived as dist/trainjob-multicluster.oci.tar.
+# Needs root (chroot), mmdebstrap and umoci (apt-get install mmdebstrap umoci), and the network
+# to Debian's mirror and PyPI.   Usage: deploy/image/build.sh [tag]
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+TAG=${1:-0.1.0}
+NAME=trainjob-multicluster
+MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+PYTHON=${PYTHON:-$REPO/.venv/bin/python}
+DIST=$REPO/dist
+WORK=$(mktemp -d /tmp/trainjob-image.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+say() { printf '[image %s] %s\n' "$(date +%T)" "$*" >&2; }
+for tool in mmdebstrap umoci; do
+  command -v "$tool" >/dev/null || { echo "error: $tool is not installed (apt-get install $tool)" >&2; exit 1; }
+done
+[[ $(id -u) == 0 ]] || { echo "error: run as root (the build chroots into the image)" >&2; exit 1; }
+mkdir -p "$DIST"
+start=$(date +%s)
+
+say "wheels of the project and its dependencies"
+"$PYTHON" -m pip wheel --quiet --wheel-dir "$WORK/wheels" "$REPO"
+(cd "$WORK/wheels" && ls *.whl) | sed -E 's/^([^-]+)-([^-]+)-.*/\1==\2/' | sort > "$DIST/image-requirements.txt"
+
+say "Debian 12 root filesystem with python3 (mmdebstrap)"
+mmdebstrap --quiet --variant=minbase --include=python3,python3-pip,ca-certificates \
+  --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+  --dpkgopt='path-exclude=/usr/share/locale/*' \
+  bookworm "$WORK/rootfs" "$MIRROR"
+
+say "install the wheels, drop pip and apt's caches, add the non-root user"
+cp -r "$WORK/wheels" "$WORK/rootfs/tmp/wheels"
+chroot "$WORK/rootfs" python3 -m pip install --quiet --no-index --no-compile \
+  --break-system-packages --root-user-action=ignore --find-links /tmp/wheels trainjob-dispatcher
+chroot "$WORK/rootfs" sh -c 'apt-get purge -y -qq python3-pip python3-wheel python3-setuptools >/dev/null \
+  && apt-get autoremove -y -qq >/dev/null && rm -rf /tmp/wheels /var/lib/apt/lists/* /var/cache/apt/*'
+echo "trainjob:x:65532:65532:trainjob:/nonexistent:/usr/sbin/nologin" >> "$WORK/rootfs/etc/passwd"
+echo "trainjob:x:65532:" >> "$WORK/rootfs/etc/group"
+for cmd in trainjob-dispatcher trainjob-worker-controller trainjob-worker-secret; do
+  [[ -x $WORK/rootfs/usr/local/bin/$cmd ]] || { echo "error: $cmd missing from the image" >&2; exit 1; }
+done
+
+say "OCI image (umoci)"
+umoci init --layout "$WORK/oci"
+umoci new --image "$WORK/oci:$TAG"
+umoci unpack --image "$WORK/oci:$TAG" "$WORK/bundle"
+rm -rf "$WORK/bundle/rootfs"
+mv "$WORK/rootfs" "$WORK/bundle/rootfs"
+umoci repack --image "$WORK/oci:$TAG" "$WORK/bundle"
+umoci config --image "$WORK/oci:$TAG" --config.user 65532:65532 \
+  --config.env PATH=/usr/local/bin:/usr/bin:/bin --config.env PYTHONDONTWRITEBYTECODE=1 \
+  --config.cmd trainjob-dispatcher --config.cmd --help \
+  --config.label org.opencontainers.image.title=$NAME \
+  --config.label org.opencontainers.image.version="$TAG"
+umoci gc --layout "$WORK/oci"
+tar -C "$WORK/oci" -cf "$DIST/$NAME.oci.tar" .
+took=$(( $(date +%s) - start ))
+size=$(du -m "$DIST/$NAME.oci.tar" | cut -f1)
+say "built $DIST/$NAME.oci.tar ($NAME:$TAG, ${size} MiB archive, ${took}s)"
