@@ -35,9 +35,9 @@ mmdebstrap --quiet --variant=minbase --include=python3,python3-pip,ca-certificat
 
 say "install the wheels, drop pip and apt's caches, add the non-root user"
 cp -r "$WORK/wheels" "$WORK/rootfs/tmp/wheels"
-chroot "$WORK/rootfs" python3 -m pip install --quiet --no-index --no-compile \
+chroot "$WORK/rootfs" env -i PATH=/usr/local/bin:/usr/bin:/bin python3 -m pip install --quiet --no-index --no-compile \
   --break-system-packages --root-user-action=ignore --find-links /tmp/wheels trainjob-dispatcher
-chroot "$WORK/rootfs" sh -c 'apt-get purge -y -qq python3-pip python3-wheel python3-setuptools >/dev/null \
+chroot "$WORK/rootfs" env -i PATH=/usr/bin:/bin sh -c 'apt-get purge -y -qq python3-pip python3-wheel python3-setuptools >/dev/null \
   && apt-get autoremove -y -qq >/dev/null && rm -rf /tmp/wheels /var/lib/apt/lists/* /var/cache/apt/*'
 echo "trainjob:x:65532:65532:trainjob:/nonexistent:/usr/sbin/nologin" >> "$WORK/rootfs/etc/passwd"
 echo "trainjob:x:65532:" >> "$WORK/rootfs/etc/group"
@@ -58,6 +58,16 @@ umoci config --image "$WORK/oci:$TAG" --config.user 65532:65532 \
   --config.label org.opencontainers.image.title=$NAME \
   --config.label org.opencontainers.image.version="$TAG"
 umoci gc --layout "$WORK/oci"
+# The image's full name for importers (containerd, as `kind load image-archive` uses it;
+# podman reads the same annotation): docker.io/library/<name>:<tag>.
+python3 - "$WORK/oci/index.json" "docker.io/library/$NAME:$TAG" <<'PY'
+import json, sys
+path, name = sys.argv[1:]
+index = json.load(open(path))
+for manifest in index["manifests"]:
+    manifest.setdefault("annotations", {})["io.containerd.image.name"] = name
+json.dump(index, open(path, "w"))
+PY
 tar -C "$WORK/oci" -cf "$DIST/$NAME.oci.tar" .
 took=$(( $(date +%s) - start ))
 size=$(du -m "$DIST/$NAME.oci.tar" | cut -f1)
