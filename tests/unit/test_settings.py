@@ -116,3 +116,16 @@ def test_credentials_are_found_in_controller_runtimes_order(
     assert credentials(WorkerSettings()) is None  # in-cluster
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
     assert credentials(WorkerSettings()) == home / ".kube" / "config"
+
+
+def test_a_taken_probe_port_is_refused_naming_the_settings() -> None:
+    import socket
+
+    from trainjob.serving import serve_probes
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(OSError, match=r"--bind-address, --health-port\): Address already"):
+            serve_probes("127.0.0.1", port, lambda: None)

@@ -1,0 +1,133 @@
+"""The product as installed from deploy/: least privilege, its own certificates, metrics."""
+
+from __future__ import annotations
+
+import base64
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client, config
+
+from clusters.bed import Bed
+from clusters.install import DISPATCHER, WORKER_CONTROLLER
+from clusters.kube import api_client
+from demo import setup
+from tests.e2e.test_multikueue import MultiKueue
+from tests.helpers import wait_for
+
+pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
+
+
+def _as(kubeconfig: Path | dict[str, object]) -> client.ApiClient:
+    """A client with an identity of the install (a replica's token, or a worker Secret's)."""
+    if isinstance(kubeconfig, dict):
+        cfg = client.Configuration()
+        config.load_kube_config_from_dict(kubeconfig, client_configuration=cfg)
+        return client.ApiClient(cfg)
+    return api_client(kubeconfig)
+
+
+def _status(call: object) -> int:
+    try:
+        call()  # type: ignore[operator]
+    except client.ApiException as exc:
+        return int(exc.status)
+    return 200
+
+
+def test_each_identity_can_do_what_its_code_needs_and_no_more(
+    bed: Bed, controllers: list[setup.Controller]
+) -> None:
+    manager = bed.config.managers[0].name
+    dispatcher = next(c for c in controllers if c.name == DISPATCHER)
+    worker_ctrl = next(c for c in controllers if c.name == WORKER_CONTROLLER)
+    as_dispatcher = client.CoreV1Api(_as(Path(dispatcher.env["KUBECONFIG"])))
+    # Secrets: the kubeconfigs in Kueue's namespace, nothing elsewhere.
+    assert _status(lambda: as_dispatcher.list_namespaced_secret("kueue-system")) == 200
+    assert _status(lambda: as_dispatcher.list_namespaced_secret("default")) == 403
+    assert _status(lambda: as_dispatcher.list_secret_for_all_namespaces()) == 403
+    # It runs nothing on the manager itself.
+    pod = client.V1Pod(
+        metadata=client.V1ObjectMeta(name="nope"),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="x")]),
+    )
+    assert _status(lambda: as_dispatcher.create_namespaced_pod("default", pod)) == 403
+    # The worker controller creates MPI key Secrets but never reads Secrets back.
+    as_worker_ctrl = client.CoreV1Api(_as(Path(worker_ctrl.env["KUBECONFIG"])))
+    assert _status(lambda: as_worker_ctrl.list_namespaced_secret("default")) == 403
+    # The identity the manager holds for a worker: TrainJobs and Workloads, no Secrets.
+    worker = bed.config.workers[0].name
+    secret = client.CoreV1Api(bed.api(manager)).read_namespaced_secret(
+        f"{worker}-secret", bed.config.kueue_namespace
+    )
+    remote = _as(yaml.safe_load(base64.b64decode(secret.data["kubeconfig"])))
+    assert _status(lambda: client.CoreV1Api(remote).list_secret_for_all_namespaces()) == 403
+    assert _status(lambda: client.CoreV1Api(remote).list_pod_for_all_namespaces()) == 403
+    trainjobs = client.CustomObjectsApi(remote)
+    assert (
+        _status(
+            lambda: trainjobs.list_cluster_custom_object(
+                "trainer.kubeflow.org", "v1alpha1", "trainjobs"
+            )
+        )
+        == 200
+    )
+
+
+def test_a_deleted_certificate_secret_is_restored_and_the_webhooks_keep_working(
+    bed: Bed,
+) -> None:
+    manager = bed.config.managers[0].name
+    core = client.CoreV1Api(bed.api(manager))
+    name = "trainjob-dispatcher-webhook-cert"
+    before = core.read_namespaced_secret(name, "trainjob-system").data["tls.crt"]
+    core.delete_namespaced_secret(name, "trainjob-system")
+    restored = wait_for(
+        lambda: _read_or_none(core, name), 30, what="the certificate Secret written back"
+    )
+    assert restored.data["tls.crt"] == before  # the same certificate: caBundle stays right
+    mk = MultiKueue(bed)
+    created = mk.submit("after-cert")  # through the dispatcher's mutating webhook
+    assert created["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+    mk.wait("after-cert", "Complete", timeout=90)
+
+
+def _read_or_none(core: client.CoreV1Api, name: str) -> client.V1Secret | None:
+    try:
+        return core.read_namespaced_secret(name, "trainjob-system")
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def test_metrics_name_the_work_done(bed: Bed, controllers: list[setup.Controller]) -> None:
+    mk = MultiKueue(bed)
+    mk.submit("measured")
+    mk.wait("measured", "Complete", timeout=90)
+
+    def scraped() -> str:
+        texts = []
+        for ctrl in controllers:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{ctrl.health}/metrics", timeout=5
+            ) as resp:
+                texts.append(resp.read().decode())
+        return "\n".join(texts)
+
+    text = scraped()
+    for series in (
+        'workqueue_depth{name="dispatch"}',
+        'workqueue_adds_total{name="reconcile"}',
+        "workqueue_work_duration_seconds_bucket",
+        "workqueue_queue_duration_seconds_count",
+        "multikueue_workloads_dispatched_total{cluster=",
+        "multikueue_workloads_admitted_total{cluster=",
+        "trainjob_dispatch_latency_seconds_count",
+        'trainjob_remote_cluster_active{cluster="worker1"} 1.0',
+        'trainjob_api_requests_total{cluster="manager",verb="PATCH"}',
+        'trainjob_leader{lease="trainjob-system/trainjob-dispatcher"} 1.0',
+    ):
+        assert series in text, series
