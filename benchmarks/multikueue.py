@@ -16,12 +16,14 @@ import statistics
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client, watch
+from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -100,6 +102,18 @@ PATCH = {
         }
     },
 }
+
+
+def our_requests(replica: setup.Controller) -> Counter[str]:
+    """Requests a replica's clients sent, by HTTP verb (its own trainjob_api_requests_total)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{replica.health}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    out: Counter[str] = Counter()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "trainjob_api_requests_total":
+                out[sample.labels["verb"]] += int(sample.value)
+    return out
 
 
 def submit(custom: client.CustomObjectsApi, ns: str, name: str, clock: Clock) -> None:
@@ -189,6 +203,7 @@ def main() -> int:
     try:
         cpu0 = cpu_seconds(dispatcher.proc.pid)
         req0 = {c: request_counts(bed.api(c)) for c in clusters}
+        ours0 = {r.identity: our_requests(r) for r in ctrls}
         seq = [f"seq-{i:04d}" for i in range(args.sequential)]
         for name in seq:
             submit(custom, ns, name, clock)
@@ -216,6 +231,16 @@ def main() -> int:
             f"dispatcher CPU {cpu:.1f}s ({cpu / n * 1000:.0f} ms per TrainJob), peak RSS "
             f"{peak_rss_mib(dispatcher.proc.pid):.0f} MiB"
         )
+        standby = [c for c in ctrls if c.name == DISPATCHER and c is not dispatcher]
+        rss = [f"{r.identity} {peak_rss_mib(r.proc.pid):.0f} MiB" for r in [dispatcher, *standby]]
+        print("dispatcher replicas' peak RSS (leader first): " + ", ".join(rss))
+        for r in ctrls:
+            mine = our_requests(r) - ours0[r.identity]
+            by_verb = ", ".join(f"{v} {k / n:.1f}" for v, k in sorted(mine.items()))
+            print(
+                f"API requests per TrainJob sent by {r.identity} ({r.cluster}'s token, to any "
+                f"cluster): {sum(mine.values()) / n:.1f} ({by_verb})"
+            )
         for cluster in clusters:
             delta: Counter[tuple[str, str]] = request_counts(bed.api(cluster)) - req0[cluster]
             top = ", ".join(f"{v} {r} {k / n:.1f}" for (v, r), k in delta.most_common(6))

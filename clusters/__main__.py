@@ -35,10 +35,11 @@ def _print_status(bed: Bed) -> bool:
         ok = http_ok(f"http://127.0.0.1:{r['health']}/readyz")
         healthy = healthy and ok
         leads = {None: "-", True: "yes", False: "no"}[install.leads(r["health"])]
-        rss = resident_kib(r["pid"]) if ok else 0
+        pid = install.current_pid(r)
+        rss = resident_kib(pid) if ok else 0
         total += rss
         print(
-            f"{r['cluster']:<10} {r['identity']:<32} {r['pid']:>7} "
+            f"{r['cluster']:<10} {r['identity']:<32} {pid:>7} "
             f"{'ready' if ok else 'DOWN':<8} {leads:<6} {rss / 1024:>6.0f}Mi"
         )
     print(f"total resident memory: {total / 1024 / 1024:.2f} GiB")

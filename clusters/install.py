@@ -104,6 +104,7 @@ class Replica:
             "health": self.health,
             "webhook": self.webhook,
             "log": str(self.log),
+            "pid_file": str(self.log.with_suffix(".pid")),
             "program": self.argv[0],
         }
 
@@ -244,8 +245,9 @@ def _start(
 
 def _spawn(argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """Its own session, as the bed's other processes: it outlives the command that started it
-    (`python -m clusters up --install`), and `down` stops it by PID."""
-    return subprocess.Popen(
+    (`python -m clusters up --install`), and `down` stops it by the PID in `<log>.pid`
+    (rewritten at every restart)."""
+    proc = subprocess.Popen(
         argv,
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,
@@ -253,6 +255,8 @@ def _spawn(argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[
         env=env,
         start_new_session=True,
     )
+    log.with_suffix(".pid").write_text(str(proc.pid))
+    return proc
 
 
 def _token(api: client.ApiClient, namespace: str, service_account: str) -> str:
@@ -473,7 +477,7 @@ def stop_recorded(bed: Bed) -> int:
     if its PID still runs the program we started; returns how many were running."""
     stopped = 0
     for record in recorded(bed):
-        pid = int(record["pid"])
+        pid = current_pid(record)
         if not _runs(pid, record["program"]):
             continue
         stopped += 1
@@ -487,6 +491,14 @@ def stop_recorded(bed: Bed) -> int:
                 os.kill(pid, signal.SIGKILL)
     state_file(bed).unlink(missing_ok=True)
     return stopped
+
+
+def current_pid(record: Dict) -> int:
+    """A recorded replica's PID now (a restart writes a new one to its pid file)."""
+    try:
+        return int(Path(record["pid_file"]).read_text())
+    except (KeyError, OSError, ValueError):
+        return int(record["pid"])
 
 
 def _runs(pid: int, program: str) -> bool:

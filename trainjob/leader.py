@@ -140,7 +140,8 @@ class LeaderElector:
             lease,
             acquire_time=spec.get("acquireTime") if ours else now,
             renew_time=now,
-            transitions=self.transitions if ours or not holder else self.transitions + 1,
+            # client-go counts every change of holder, from a released Lease too
+            transitions=self.transitions if ours else self.transitions + 1,
         )
         try:
             self._cluster.replace(body)
