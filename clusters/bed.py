@@ -25,6 +25,17 @@ from clusters.pki import CertPair, ensure_ca, ensure_cert, ensure_service_accoun
 from clusters.processes import Component
 
 CRDS_DIR = REPO_ROOT / "crds"
+# Audit every request of the identities in the product's namespace (our controllers, and the
+# manager's identity on the workers), nothing else: the tests read it per user and per token.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "Metadata", "userGroups": ["system:serviceaccounts:trainjob-system"]},
+        {"level": "None"},
+    ],
+}
 STAGES_FILE = Path(__file__).resolve().parent / "kwok" / "stages.yaml"
 KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")  # fixed path in Kueue v0.19
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -149,6 +160,13 @@ class Bed:
                     # The `kubernetes` Service cannot point at a loopback address.
                     "--endpoint-reconciler-type=none",
                     f"--cert-dir={d / 'apiserver-certs'}",
+                    # Who did what, for our controllers' identities only (AUDIT_POLICY): the
+                    # tests count requests per identity and per token from it.
+                    f"--audit-policy-file={d / 'audit-policy.yaml'}",
+                    f"--audit-log-path={d / 'audit.log'}",
+                    "--audit-log-format=json",
+                    "--audit-log-maxsize=200",
+                    "--audit-log-maxbackup=1",
                     "--v=1",
                 ],
                 [port(Port.APISERVER)],
@@ -330,6 +348,7 @@ class Bed:
         d = self.cluster_dir(c)
         d.mkdir(parents=True, exist_ok=True)
         comps = {comp.name: comp for comp in self.components(spec)}
+        (d / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
         self._start(comps["etcd"])
         self._start(comps["kube-apiserver"])
         applier = Applier(self.api(c))

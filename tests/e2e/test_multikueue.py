@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -516,6 +518,31 @@ def writes_of(ctrl: setup.Controller) -> float:
     )
 
 
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+
+
+def token_id(ctrl: setup.Controller) -> str:
+    """The credential id the API server records for a replica's token (its JWT's jti)."""
+    token = yaml.safe_load(Path(ctrl.env["KUBECONFIG"]).read_text())["users"][0]["user"]["token"]
+    payload = token.split(".")[1]
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    return f"JTI={claims['jti']}"
+
+
+def audited_writes(bed: Bed, cluster: str, credential: str) -> int:
+    """Writes the API server of `cluster` recorded for one token (the bed audits the
+    product's identities): the server's own count, not the client's. Writes to Leases do not
+    count: campaigning for the leader Lease is a standby's job."""
+    count = 0
+    for line in (bed.cluster_dir(cluster) / "audit.log").read_text().splitlines():
+        event = json.loads(line)
+        extra = (event.get("user") or {}).get("extra") or {}
+        if credential in extra.get("authentication.kubernetes.io/credential-id", []):
+            resource = (event.get("objectRef") or {}).get("resource")
+            count += event.get("verb") in WRITE_VERBS and resource != "leases"
+    return count
+
+
 def leads(ctrl: setup.Controller) -> bool:
     return any(value == 1 for (name, _), value in scrape(ctrl).items() if name == "trainjob_leader")
 
@@ -524,9 +551,10 @@ def leads(ctrl: setup.Controller) -> bool:
 def test_standby_takes_over_when_the_leader_is_killed_and_nothing_runs_twice(
     bed: Bed, controllers: list[setup.Controller]
 ) -> None:
-    """deploy/manager's 2 dispatcher replicas on one Lease: the standby writes nothing; after
-    `kill -9` of the leader mid-burst the standby leads within the lease duration (15 s) and
-    a retry period, and every TrainJob completes on exactly one worker."""
+    """deploy/manager's 2 dispatcher replicas on one Lease: the standby writes nothing but its
+    Lease (counted by the API server's audit log, per token); after `kill -9` of the leader
+    mid-burst the standby leads within the lease duration (15 s) and a retry period, and every
+    TrainJob completes on exactly one worker."""
     mk = MultiKueue(bed)
     leader = the_leader(controllers)
     (standby,) = [c for c in dispatchers(controllers) if c is not leader]
@@ -539,7 +567,10 @@ def test_standby_takes_over_when_the_leader_is_killed_and_nothing_runs_twice(
         60,
         what="the burst under way on the workers",
     )
-    assert not leads(standby) and writes_of(standby) == 0
+    assert not leads(standby)
+    standby_token = token_id(standby)
+    assert audited_writes(bed, mk.manager, standby_token) == 0
+    assert audited_writes(bed, mk.manager, token_id(leader)) > 0
     leader.proc.kill()  # kill -9: the Lease stays held until it expires
     killed = time.monotonic()
     try:
@@ -554,6 +585,7 @@ def test_standby_takes_over_when_the_leader_is_killed_and_nothing_runs_twice(
     print(f"standby led {took_over:.1f}s after the leader was killed")
     assert took_over < 15 + 2 + 3, took_over
     assert writes_of(standby) > 0
+    assert audited_writes(bed, mk.manager, standby_token) > 0  # the count can see its writes
     assert not leads(leader)
 
 
