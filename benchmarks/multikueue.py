@@ -16,21 +16,19 @@ import statistics
 import sys
 import threading
 import time
-import urllib.request
 import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client, watch
-from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.worker_trainjobs import cpu_seconds, pct, peak_rss_mib, request_counts
 from clusters.bed import Bed
 from clusters.config import load_config
-from clusters.install import DISPATCHER, leads
+from clusters.install import DISPATCHER, leads, scrape
 from demo import setup
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
@@ -106,13 +104,10 @@ PATCH = {
 
 def our_requests(replica: setup.Controller) -> Counter[str]:
     """Requests a replica's clients sent, by HTTP verb (its own trainjob_api_requests_total)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{replica.health}/metrics", timeout=5) as r:
-        text = r.read().decode()
     out: Counter[str] = Counter()
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == "trainjob_api_requests_total":
-                out[sample.labels["verb"]] += int(sample.value)
+    for (name, labels), value in scrape(replica.health).items():
+        if name == "trainjob_api_requests_total":
+            out[dict(labels)["verb"]] += int(value)
     return out
 
 

@@ -35,12 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
 
 from clusters.builds import binary
 from clusters.config import Port
 from clusters.errors import BedError
 from clusters.kube import Applier, load_manifests
-from clusters.processes import http_ok, log_tail, port_in_use
+from clusters.processes import http_ok, log_tail, port_in_use, runs
 
 if TYPE_CHECKING:
     from clusters.bed import Bed
@@ -100,7 +101,6 @@ class Replica:
         return {
             "deployment": self.name,
             "identity": self.identity,
-            "pid": self.proc.pid,
             "health": self.health,
             "webhook": self.webhook,
             "log": str(self.log),
@@ -308,7 +308,7 @@ def _materialise_volumes(
         m["mountPath"]: pod_dir / "volumes" / m["name"] for m in container.get("volumeMounts") or []
     }
     for mount in container.get("volumeMounts") or []:
-        local = pod_dir / "volumes" / mount["name"]
+        local = mounts[mount["mountPath"]]
         local.mkdir(parents=True, exist_ok=True)
         volume = volumes[mount["name"]]
         files: dict[str, bytes] = {}
@@ -478,15 +478,15 @@ def stop_recorded(bed: Bed) -> int:
     stopped = 0
     for record in recorded(bed):
         pid = current_pid(record)
-        if not _runs(pid, record["program"]):
+        if not runs(pid, record["program"]):
             continue
         stopped += 1
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 20
-        while _runs(pid, record["program"]) and time.monotonic() < deadline:
+        while runs(pid, record["program"]) and time.monotonic() < deadline:
             time.sleep(0.1)
-        if _runs(pid, record["program"]):
+        if runs(pid, record["program"]):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     state_file(bed).unlink(missing_ok=True)
@@ -494,34 +494,33 @@ def stop_recorded(bed: Bed) -> int:
 
 
 def current_pid(record: Dict) -> int:
-    """A recorded replica's PID now (a restart writes a new one to its pid file)."""
+    """A recorded replica's PID now (every start writes it to the replica's pid file); 0 when
+    the file is gone."""
     try:
         return int(Path(record["pid_file"]).read_text())
-    except (KeyError, OSError, ValueError):
-        return int(record["pid"])
+    except (OSError, ValueError):
+        return 0
 
 
-def _runs(pid: int, program: str) -> bool:
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    if stat.rsplit(")", 1)[-1].split()[0] == "Z":
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-        return False
-    return program.encode() in cmdline
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(health_port: int) -> Samples:
+    """A replica's /metrics: (series name, sorted labels) -> value. OSError if it does not
+    answer."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
 
 
 def leads(health_port: int) -> bool | None:
     """Whether the replica holds its Lease, from its /metrics (None: it does not answer)."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/metrics", timeout=3) as r:
-            text = r.read().decode()
+        samples = scrape(health_port)
     except OSError:
         return None
-    return any(
-        line.startswith("trainjob_leader{") and line.rstrip().endswith(" 1.0")
-        for line in text.splitlines()
-    )
+    return any(v == 1 for (name, _), v in samples.items() if name == "trainjob_leader")

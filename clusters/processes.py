@@ -52,11 +52,12 @@ class Component:
         except (OSError, ValueError):
             return None
         pid = int(record["pid"])
-        return pid if _is_our_process(pid, record["exe"]) else None
+        return pid if runs(pid, record["exe"]) else None
 
 
-def _is_our_process(pid: int, exe: str) -> bool:
-    """True when `pid` is alive and still runs `exe` (guards against recycled PIDs)."""
+def runs(pid: int, program: str) -> bool:
+    """True when `pid` is alive and still runs `program` (guards against recycled PIDs): the
+    executable itself, or the script a Python interpreter runs (a console script)."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -66,7 +67,7 @@ def _is_our_process(pid: int, exe: str) -> bool:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
         return False
-    return bool(cmdline) and cmdline[0].decode(errors="replace") == exe
+    return program in (arg.decode(errors="replace") for arg in cmdline[:2])
 
 
 def port_in_use(port: int) -> bool:

@@ -318,10 +318,8 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
         else:
             reachable.append(remote)
     # 6. Copies to the clusters the strategy picks (reachable ones only).
-    reserved = cond.find(wlmod.conditions_of(wl), "QuotaReserved") or {}
-    since = reserved.get("lastTransitionTime")
-    elapsed = (obs.now - cond.parse_time(since)).total_seconds() if since else 0.0
-    targets, plan.requeue_after = strategy.targets(reachable, max(0.0, elapsed))
+    elapsed = wlmod.reserved_for(wl, obs.now) or 0.0
+    targets, plan.requeue_after = strategy.targets(reachable, elapsed)
     for remote in targets:
         if remote.workload is None:
             plan.remote.append(RemoteAction(remote.name, "create", remote_workload(wl, obs.origin)))

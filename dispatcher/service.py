@@ -15,6 +15,7 @@ from dispatcher.dispatch import DispatchPlan, RemoteAction
 from dispatcher.intake import IntakePlan
 from trainjob import constants as c
 from trainjob import metrics
+from trainjob import workload as wlmod
 from trainjob.kube import ApiException, Cluster
 from trainjob.models import parse_trainjob
 from trainjob.queueing import expected_workload_name
@@ -109,18 +110,9 @@ def _admitted(wl: Dict, cq: str, cluster: str) -> None:
     """Count a worker's admission that won, and the dispatch latency: from quota reserved on
     the manager to now (the winner is written as soon as its admission is seen)."""
     metrics.MULTIKUEUE_ADMITTED.labels(cq, cluster).inc()
-    reserved = next(
-        (
-            c.get("lastTransitionTime")
-            for c in (wl.get("status") or {}).get("conditions") or []
-            if c.get("type") == "QuotaReserved" and c.get("status") == "True"
-        ),
-        None,
-    )
-    if reserved:
-        since = dt.datetime.fromisoformat(str(reserved).replace("Z", "+00:00"))
-        seconds = (dt.datetime.now(dt.UTC) - since).total_seconds()
-        metrics.DISPATCH_LATENCY.observe(max(0.0, seconds))
+    seconds = wlmod.reserved_for(wl, dt.datetime.now(dt.UTC))
+    if seconds is not None:
+        metrics.DISPATCH_LATENCY.observe(seconds)
 
 
 def execute_intake(manager: Cluster, memory: WriteMemory, trainjob: Dict, plan: IntakePlan) -> None:

@@ -148,14 +148,8 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
     if wl is None:
         if prebuilt_name(tj) is None and obs.info is not None:
             queue = queue_name(tj) or ""
+            # Its CreatedWorkload Event is recorded once the API has taken it (queueing_io).
             plan.create_workload = wlmod.build_workload(tj, obs.info, queue, obs.priority)
-            plan.events.append(
-                (
-                    "Normal",
-                    "CreatedWorkload",
-                    f"Created Workload {plan.create_workload['metadata']['name']} in queue {queue}",
-                )
-            )
         if not tj.spec.suspend:  # never run before admission
             plan.trainjob_patch = {"spec": {"suspend": True}}
         return plan

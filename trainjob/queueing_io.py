@@ -31,12 +31,9 @@ def execute_queue_plan(
     until the TrainJob or its runtime changes what we would build."""
     meta = trainjob["metadata"]
     ns, where = meta["namespace"], f"[{cluster.name}] {meta['namespace']}/{meta['name']}"
-    events = plan.events
     try:
-        if plan.create_workload is not None and not _create_workload(
-            cluster, trainjob, plan.create_workload, refusals, where
-        ):
-            events = [e for e in events if e[1] != "CreatedWorkload"]
+        if plan.create_workload is not None:
+            _create_workload(cluster, trainjob, plan.create_workload, refusals, where)
         if plan.delete_workload is not None:
             cluster.delete(KUEUE_API, "Workload", plan.delete_workload, ns)
         name = expected_workload_name(parse_trainjob(trainjob))
@@ -64,22 +61,22 @@ def execute_queue_plan(
             log.debug("%s: %s, retrying on the next event", where, exc.reason)
             return
         raise
-    for etype, reason, message in events:
+    for etype, reason, message in plan.events:
         cluster.post_event(trainjob, etype, reason, message)
         log.info("%s: %s: %s", where, reason, message)
 
 
 def _create_workload(
     cluster: Cluster, trainjob: Dict, workload: Dict, refusals: WriteMemory, where: str
-) -> bool:
-    """Create the Workload (409: planned from a cache that lags). False when the API or
-    Kueue's webhook refused it as invalid: a Warning Event on the TrainJob gives the API's
-    reason, once per distinct Workload, and nothing retries it until what we would build
-    changes."""
+) -> None:
+    """Create the Workload and record it on the TrainJob (a 409, planned from a cache that
+    lags, goes to the caller). When the API or Kueue's webhook refuses it as invalid, a
+    Warning Event gives the API's reason, once per distinct Workload, and nothing sends it
+    again until what we would build changes."""
     key = ("WorkloadRefused", trainjob["metadata"].get("uid"))
     digest = hashlib.sha256(json.dumps(workload.get("spec"), sort_keys=True).encode()).hexdigest()
     if refusals.stale(key, digest):
-        return False
+        return
     try:
         cluster.create(workload)
     except ApiException as exc:
@@ -92,9 +89,13 @@ def _create_workload(
         )
         cluster.post_event(trainjob, "Warning", "WorkloadRefused", message)
         log.warning("%s: %s", where, message)
-        return False
+        return
     refusals.forget(key)
-    return True
+    message = (
+        f"Created Workload {workload['metadata']['name']} in queue {workload['spec']['queueName']}"
+    )
+    cluster.post_event(trainjob, "Normal", "CreatedWorkload", message)
+    log.info("%s: CreatedWorkload: %s", where, message)
 
 
 def _refused(exc: ApiException) -> bool:

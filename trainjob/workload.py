@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import hashlib
 from typing import Any
 
@@ -88,6 +89,12 @@ def is_admitted(wl: Dict) -> bool:
 
 def has_quota(wl: Dict) -> bool:
     return cond.is_true(conditions_of(wl), "QuotaReserved")
+
+
+def reserved_for(wl: Dict, now: dt.datetime) -> float | None:
+    """Seconds since the Workload's QuotaReserved condition last changed (None: it has none)."""
+    since = (cond.find(conditions_of(wl), "QuotaReserved") or {}).get("lastTransitionTime")
+    return max(0.0, (now - cond.parse_time(str(since))).total_seconds()) if since else None
 
 
 def is_evicted(wl: Dict) -> bool:

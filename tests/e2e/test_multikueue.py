@@ -7,7 +7,6 @@ import contextlib
 import datetime as dt
 import json
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,10 +15,10 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
-from prometheus_client.parser import text_string_to_metric_families
 
 from clusters.bed import Bed
-from clusters.install import DISPATCHER
+from clusters.install import DISPATCHER, scrape
+from clusters.install import leads as install_leads
 from clusters.kube import Applier, load_manifests
 from clusters.processes import http_ok
 from demo import setup
@@ -499,22 +498,11 @@ def test_dispatcher_restarted_with_trainjobs_running_dispatches_none_again(
         assert "ClusterLost" not in reasons, (name, reasons)
 
 
-def scrape(ctrl: setup.Controller) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """A controller's /metrics: (series name, sorted labels) -> value."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{ctrl.health}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
 def writes_of(ctrl: setup.Controller) -> float:
     """API writes (any verb but GET) the controller's clients sent."""
     return sum(
         value
-        for (name, labels), value in scrape(ctrl).items()
+        for (name, labels), value in scrape(ctrl.health).items()
         if name == "trainjob_api_requests_total" and dict(labels)["verb"] != "GET"
     )
 
@@ -550,7 +538,7 @@ def audited_writes(
 
 
 def leads(ctrl: setup.Controller) -> bool:
-    return any(value == 1 for (name, _), value in scrape(ctrl).items() if name == "trainjob_leader")
+    return bool(install_leads(ctrl.health))
 
 
 @pytest.mark.disruptive  # the webhook is down while its replica is
