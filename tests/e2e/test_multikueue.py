@@ -155,10 +155,34 @@ class MultiKueue:
         )["items"]
         return items
 
+    def manager_workload(self, name: str) -> Dict | None:
+        """The manager Workload of the TrainJob `name`."""
+        items: list[Dict] = self.custom().list_namespaced_custom_object(
+            *KUEUE, self.ns, "workloads"
+        )["items"]
+        return next(
+            (
+                wl
+                for wl in items
+                if any(o.get("name") == name for o in wl["metadata"].get("ownerReferences") or [])
+            ),
+            None,
+        )
+
     def started_on(self, name: str) -> str:
-        """The worker the TrainJob was sent to, once its pods run there."""
+        """The worker the TrainJob was sent to, once its pods run there and the manager knows
+        it (PodsReady=True on the manager Workload, about a second after the pods run).
+
+        Tests that stop a worker or the dispatcher start from here: before that point an outage
+        that outlasts the bed's waitForPodsReady timeout has the manager's Kueue evict the job
+        and dispatch it again, as upstream MultiKueue does."""
         worker = wait_for(lambda: self.running_on(name), 60, what=f"{name} on a worker")[0]
         wait_for(lambda: self.pods(worker, name), 30, what=f"pods of {name} running on {worker}")
+        wait_for(
+            lambda: pods_ready([self.manager_workload(name) or {}]) == ("True", "Started"),
+            30,
+            what=f"PodsReady=True on the manager Workload of {name}",
+        )
         return worker
 
     def wait_copies_everywhere(self) -> None:
