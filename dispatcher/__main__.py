@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 
-from dispatcher.clusters import FIELD_MANAGER, Registry
+from dispatcher.clusters import Registry
 from dispatcher.handlers import (
     Memo,
     on_leading,
@@ -15,6 +15,7 @@ from dispatcher.handlers import (
     sync_trainjob,
 )
 from dispatcher.settings import DispatcherSettings
+from trainjob import constants as c
 from trainjob import operator
 from trainjob.workqueue import WorkQueue, WriteMemory
 
@@ -22,7 +23,7 @@ from trainjob.workqueue import WorkQueue, WriteMemory
 def main(argv: list[str] | None = None) -> int:
     settings, verbose = DispatcherSettings.from_argv(argv, "python -m dispatcher", __doc__)
     operator.setup_logging(verbose)
-    manager = operator.connect(settings, FIELD_MANAGER)
+    manager = operator.connect(settings, c.DISPATCHER_FIELD_MANAGER)
     memo = Memo(
         settings=settings,
         manager=manager,

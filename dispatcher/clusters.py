@@ -17,13 +17,12 @@ from dispatcher.kubeconfigs import check_kubeconfig
 from dispatcher.remote import RemoteCluster
 from dispatcher.settings import DispatcherSettings
 from trainjob import conditions as cond
+from trainjob import constants as c
 from trainjob import metrics
 from trainjob.kube import ApiException, Cluster
-from trainjob.workload import KUEUE_API
 
 Dict = dict[str, Any]
 log = logging.getLogger("dispatcher.clusters")
-FIELD_MANAGER = "trainjob-dispatcher"
 
 
 class Registry:
@@ -169,7 +168,7 @@ class Registry:
                 kubeconfig,
                 self.settings.origin,
                 self._on_change,
-                FIELD_MANAGER,
+                c.DISPATCHER_FIELD_MANAGER,
                 on_state=self._on_state,
                 down_since=down,
                 may_write=self.manager.may_write,
@@ -200,7 +199,7 @@ def parameters_problem(params: Dict) -> str | None:
     """What is wrong with an AdmissionCheck's `spec.parameters` for MultiKueue, if anything."""
     if not params.get("name"):
         return "spec.parameters must name a MultiKueueConfig"
-    if params.get("apiGroup") != "kueue.x-k8s.io" or params.get("kind") != "MultiKueueConfig":
+    if params.get("apiGroup") != c.KUEUE_GROUP or params.get("kind") != c.MULTIKUEUE_CONFIG_KIND:
         return (
             "spec.parameters must reference a kueue.x-k8s.io MultiKueueConfig, not "
             f"{params.get('apiGroup')!r}/{params.get('kind')!r}"
@@ -268,7 +267,7 @@ def set_active_condition(
     )
     try:
         manager.patch(
-            KUEUE_API,
+            c.KUEUE_API,
             obj["kind"],
             obj["metadata"]["name"],
             None,

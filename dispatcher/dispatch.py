@@ -121,7 +121,7 @@ def remote_workload(wl: Dict, origin: str) -> Dict:
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != wlmod.JOB_UID_LABEL}
     labels[c.KUEUE_MULTIKUEUE_ORIGIN_LABEL] = origin
     return {
-        "apiVersion": wlmod.KUEUE_API,
+        "apiVersion": c.KUEUE_API,
         "kind": "Workload",
         "metadata": {
             "name": meta["name"],
@@ -150,7 +150,7 @@ def remote_trainjob(tj: Dict, wl_name: str, origin: str) -> Dict:
     labels[c.KUEUE_PREBUILT_WORKLOAD_LABEL] = wl_name
     labels[c.KUEUE_MULTIKUEUE_ORIGIN_LABEL] = origin
     return {
-        "apiVersion": f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}",
+        "apiVersion": c.TRAINER_API,
         "kind": "TrainJob",
         "metadata": {
             "name": meta["name"],

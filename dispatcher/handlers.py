@@ -37,12 +37,9 @@ from trainjob.kube import ApiException, Cluster
 from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.queueing_io import execute_queue_plan, priority_of
 from trainjob.runtime import RuntimeProblem
-from trainjob.workload import KUEUE_API
 from trainjob.workqueue import WriteMemory
 
 Dict = dict[str, Any]
-TRAINJOBS = (c.TRAINER_GROUP, c.TRAINER_VERSION, c.TRAINJOB_PLURAL)
-WORKLOADS = ("kueue.x-k8s.io", "v1beta2", "workloads")
 log = logging.getLogger("dispatcher")
 
 
@@ -236,7 +233,7 @@ def _dispatch(
                 memo.registry.namespace_problem(cname, namespace),
             )
         )
-    wl.setdefault("apiVersion", KUEUE_API)
+    wl.setdefault("apiVersion", c.KUEUE_API)
     wl.setdefault("kind", "Workload")
     observed = DispatchObserved(
         workload=wl,
@@ -283,7 +280,7 @@ def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
     if body is None or not _is_multikueue(body):
         memo.memory.forget(("TrainJob", *key))
         return None
-    body.setdefault("apiVersion", f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}")
+    body.setdefault("apiVersion", c.TRAINER_API)
     body.setdefault("kind", "TrainJob")
     if body["metadata"].get("deletionTimestamp"):
         return _finalize(memo, body)
@@ -434,7 +431,7 @@ def _local_queue(
 ) -> Dict | None:
     """From the watch cache; a queue made moments ago may not be there yet, so ask then."""
     found = _first(indexes["localqueue_index"], (namespace, name))
-    return found or memo.manager.get_or_none(KUEUE_API, "LocalQueue", name, namespace)
+    return found or memo.manager.get_or_none(c.KUEUE_API, "LocalQueue", name, namespace)
 
 
 def _queue_has_multikueue(
@@ -453,7 +450,7 @@ def _cq_has_our_check(memo: Memo, cq_name: str, indexes: dict[str, kopf.Index]) 
 def _our_check_on_cq(memo: Memo, cq_name: str, indexes: dict[str, kopf.Index]) -> str | None:
     """The name of an admission check of ours a ClusterQueue uses, if any."""
     cq = _first(indexes["clusterqueue_index"], cq_name) or memo.manager.get_or_none(
-        KUEUE_API, "ClusterQueue", cq_name
+        c.KUEUE_API, "ClusterQueue", cq_name
     )
     if cq is None:
         return None
@@ -464,7 +461,7 @@ def _our_check_on_cq(memo: Memo, cq_name: str, indexes: dict[str, kopf.Index]) -
     }
     for name in sorted(names):
         check = _first(indexes["check_index"], name) or memo.manager.get_or_none(
-            KUEUE_API, "AdmissionCheck", name
+            c.KUEUE_API, "AdmissionCheck", name
         )  # asked only for a check made moments ago, not cached yet
         if (
             check
@@ -555,21 +552,17 @@ def register(settings: DispatcherSettings) -> kopf.OperatorRegistry:
     kopf.on.cleanup(registry=registry)(on_cleanup)
     kopf.on.login(registry=registry)(on_login)
     operator.add_indexes(registry, *INDEX_NAMES)
-    kopf.on.event("kueue.x-k8s.io", "v1beta2", "multikueueclusters", registry=registry)(
-        on_cluster_event
-    )
-    kopf.on.event("kueue.x-k8s.io", "v1beta2", "admissionchecks", registry=registry)(on_check_event)
-    kopf.on.event("kueue.x-k8s.io", "v1beta2", "multikueueconfigs", registry=registry)(
-        on_check_event
-    )
-    kopf.on.event(*WORKLOADS, registry=registry)(on_workload_event)
-    kopf.on.event(*TRAINJOBS, registry=registry)(on_trainjob_event)
+    kopf.on.event(*c.MULTIKUEUE_CLUSTER.gvr, registry=registry)(on_cluster_event)
+    kopf.on.event(*c.ADMISSION_CHECK.gvr, registry=registry)(on_check_event)
+    kopf.on.event(*c.MULTIKUEUE_CONFIG.gvr, registry=registry)(on_check_event)
+    kopf.on.event(*c.WORKLOAD.gvr, registry=registry)(on_workload_event)
+    kopf.on.event(*c.TRAINJOB.gvr, registry=registry)(on_trainjob_event)
     operator.watch_synced(registry, INDEX_NAMES)
     if settings.webhook_port:
         # Persistent (kept registered while we are down, failurePolicy Fail), as Kueue's are:
         # a TrainJob created meanwhile is refused, not accepted without managedBy, which is
         # immutable and would leave it on the manager with nobody to run it.
         webhook = {"operation": "CREATE", "persistent": True, "registry": registry}
-        kopf.on.mutate(*TRAINJOBS, id="suspend-and-route", **webhook)(on_mutate)
-        kopf.on.validate(*TRAINJOBS, id="queue-exists", **webhook)(on_validate)
+        kopf.on.mutate(*c.TRAINJOB.gvr, id="suspend-and-route", **webhook)(on_mutate)
+        kopf.on.validate(*c.TRAINJOB.gvr, id="queue-exists", **webhook)(on_validate)
     return registry

@@ -22,10 +22,8 @@ from trainjob.kube import Cluster
 Dict = dict[str, Any]
 log = logging.getLogger("dispatcher.remote")
 
-KINDS = {
-    "Workload": ("kueue.x-k8s.io", "v1beta2", "workloads"),
-    "TrainJob": (c.TRAINER_GROUP, c.TRAINER_VERSION, "trainjobs"),
-}
+# What we keep of each worker (our copies only, by origin label), by kind name.
+KINDS = {k.kind: k for k in (c.WORKLOAD, c.TRAINJOB)}
 
 
 class RemoteCluster:
@@ -120,7 +118,7 @@ class RemoteCluster:
             return list(self._cache[kind].values())
 
     def _run(self, kind: str) -> None:
-        group, version, plural = KINDS[kind]
+        group, version, plural = KINDS[kind].gvr
         api = client.CustomObjectsApi(self.cluster.api)
         selector = f"{c.KUEUE_MULTIKUEUE_ORIGIN_LABEL}={self.origin}"
         backoff = 1.0

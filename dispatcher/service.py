@@ -19,7 +19,6 @@ from trainjob import workload as wlmod
 from trainjob.kube import ApiException, Cluster
 from trainjob.models import parse_trainjob
 from trainjob.queueing import expected_workload_name
-from trainjob.workload import KUEUE_API
 from trainjob.workqueue import WriteMemory
 
 Dict = dict[str, Any]
@@ -61,7 +60,7 @@ def execute_dispatch(
             memory,
             ("Workload", ns, name),
             version,
-            lambda: manager.patch(KUEUE_API, "Workload", name, ns, patch, subresource="status"),
+            lambda: manager.patch(c.KUEUE_API, "Workload", name, ns, patch, subresource="status"),
         ):
             return False  # planned from an old version: the watch brings the new one
     # Each worker's writes in order (its TrainJob before its Workload), the workers at once:
@@ -236,13 +235,13 @@ def delete_remotes(registry: Registry, trainjob: Dict, holders: set[str]) -> lis
             continue
         try:
             remote.cluster.delete(
-                f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}",
+                c.TRAINER_API,
                 "TrainJob",
                 meta["name"],
                 meta["namespace"],
             )
             if wl_name:
-                remote.cluster.delete(KUEUE_API, "Workload", wl_name, meta["namespace"])
+                remote.cluster.delete(c.KUEUE_API, "Workload", wl_name, meta["namespace"])
         except Exception as exc:  # treat as unreachable: retried later
             log.warning("[%s] cannot delete remote objects of %s: %s", name, _where(trainjob), exc)
             if name in holders:
@@ -265,11 +264,7 @@ def collect_garbage(
                 try:
                     remote.cluster.delete(
                         obj.get("apiVersion")
-                        or (
-                            KUEUE_API
-                            if kind == "Workload"
-                            else f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}"
-                        ),
+                        or (c.KUEUE_API if kind == "Workload" else c.TRAINER_API),
                         kind,
                         key[1],
                         key[0],

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 # Our own domain: keys we invent live under it and nowhere else.
 DOMAIN = "trainjob.dev"
 
 # --- Trainer API -----------------------------------------------------------------------------
 TRAINER_GROUP = "trainer.kubeflow.org"
 TRAINER_VERSION = "v1alpha1"
+TRAINER_API = f"{TRAINER_GROUP}/{TRAINER_VERSION}"
 TRAINJOB_PLURAL = "trainjobs"
 TRAINING_RUNTIME_KIND = "TrainingRuntime"
 CLUSTER_TRAINING_RUNTIME_KIND = "ClusterTrainingRuntime"
@@ -36,9 +39,15 @@ TRAINJOB_NAME_LABEL = f"{DOMAIN}/trainjob-name"
 PODSET_LABEL = f"{DOMAIN}/podset"
 MANAGED_LABEL = f"{DOMAIN}/managed-by"
 MANAGED_LABEL_VALUE = "worker-controller"
-FIELD_MANAGER = "trainjob-worker-controller"
+# Server-side apply field managers, one per controller.
+WORKER_FIELD_MANAGER = "trainjob-worker-controller"
+DISPATCHER_FIELD_MANAGER = "trainjob-dispatcher"
 
 # --- Kueue -----------------------------------------------------------------------------------
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSION = "v1beta2"
+KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
+MULTIKUEUE_CONFIG_KIND = "MultiKueueConfig"
 KUEUE_QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 KUEUE_PREBUILT_WORKLOAD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
@@ -74,3 +83,46 @@ MPI_HOSTFILE_DIR = "/etc/mpi"
 MPI_HOSTFILE_NAME = "hostfile"
 MPI_DEFAULT_SSH_PATH = "/root/.ssh"
 MPI_SSH_PORT = 22
+
+
+# --- the kinds we read and write: one coordinate each ----------------------------------------
+class Kind(NamedTuple):
+    group: str  # "" for the core API
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def gvr(self) -> tuple[str, str, str]:
+        """(group, version, plural), as kopf's handler decorators take them."""
+        return self.group, self.version, self.plural
+
+
+TRAINJOB = Kind(TRAINER_GROUP, TRAINER_VERSION, TRAINJOB_PLURAL, "TrainJob", True)
+TRAINING_RUNTIME = Kind(
+    TRAINER_GROUP, TRAINER_VERSION, "trainingruntimes", TRAINING_RUNTIME_KIND, True
+)
+CLUSTER_TRAINING_RUNTIME = Kind(
+    TRAINER_GROUP, TRAINER_VERSION, "clustertrainingruntimes", CLUSTER_TRAINING_RUNTIME_KIND, False
+)
+WORKLOAD = Kind(KUEUE_GROUP, KUEUE_VERSION, "workloads", "Workload", True)
+RESOURCE_FLAVOR = Kind(KUEUE_GROUP, KUEUE_VERSION, "resourceflavors", "ResourceFlavor", False)
+ADMISSION_CHECK = Kind(KUEUE_GROUP, KUEUE_VERSION, "admissionchecks", "AdmissionCheck", False)
+MULTIKUEUE_CONFIG = Kind(
+    KUEUE_GROUP, KUEUE_VERSION, "multikueueconfigs", MULTIKUEUE_CONFIG_KIND, False
+)
+MULTIKUEUE_CLUSTER = Kind(
+    KUEUE_GROUP, KUEUE_VERSION, "multikueueclusters", "MultiKueueCluster", False
+)
+LOCAL_QUEUE = Kind(KUEUE_GROUP, KUEUE_VERSION, "localqueues", "LocalQueue", True)
+CLUSTER_QUEUE = Kind(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", "ClusterQueue", False)
+WORKLOAD_PRIORITY_CLASS = Kind(
+    KUEUE_GROUP, KUEUE_VERSION, "workloadpriorityclasses", "WorkloadPriorityClass", False
+)
+JOB = Kind("batch", "v1", "jobs", "Job", True)
+SERVICE = Kind("", "v1", "services", "Service", True)

@@ -210,11 +210,8 @@ def own_namespace() -> str:
         return "default"
 
 
-# Watch caches the watchdog compares with the API: index name -> (apiVersion, kind).
-WATCHED = {
-    "trainjob_index": (f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}", "TrainJob"),
-    "workload_index": ("kueue.x-k8s.io/v1beta2", "Workload"),
-}
+# Watch caches the watchdog compares with the API: index name -> kind.
+WATCHED = {"trainjob_index": c.TRAINJOB, "workload_index": c.WORKLOAD}
 
 
 def start_watchdog(memo: ControllerMemo, cluster: Cluster) -> None:
@@ -233,7 +230,7 @@ def start_watchdog(memo: ControllerMemo, cluster: Cluster) -> None:
 
         return versions
 
-    checks = [(api, kind, cached(index)) for index, (api, kind) in WATCHED.items()]
+    checks = [(k.api_version, k.kind, cached(index)) for index, k in WATCHED.items()]
     WatchDog(cluster.ungated(), checks, memo.settings.watch_check_seconds).start(
         memo.stop, memo.synced
     )
@@ -270,27 +267,27 @@ def index_by_namespaced_name(
     return {(namespace, name): dict(body)}
 
 
-# Watch caches both controllers keep: index id -> (group, version, plural, namespaced).
-INDEXES: dict[str, tuple[str, str, str, bool]] = {
-    "trainjob_index": (c.TRAINER_GROUP, c.TRAINER_VERSION, "trainjobs", True),
-    "runtime_index": (c.TRAINER_GROUP, c.TRAINER_VERSION, "trainingruntimes", True),
-    "cluster_runtime_index": (c.TRAINER_GROUP, c.TRAINER_VERSION, "clustertrainingruntimes", False),
-    "workload_index": ("kueue.x-k8s.io", "v1beta2", "workloads", True),
-    "flavor_index": ("kueue.x-k8s.io", "v1beta2", "resourceflavors", False),
-    "check_index": ("kueue.x-k8s.io", "v1beta2", "admissionchecks", False),
-    "config_index": ("kueue.x-k8s.io", "v1beta2", "multikueueconfigs", False),
-    "cluster_index": ("kueue.x-k8s.io", "v1beta2", "multikueueclusters", False),
-    "localqueue_index": ("kueue.x-k8s.io", "v1beta2", "localqueues", True),
-    "clusterqueue_index": ("kueue.x-k8s.io", "v1beta2", "clusterqueues", False),
+# Watch caches, by index id: what each controller keeps is the list it registers.
+INDEXES: dict[str, c.Kind] = {
+    "trainjob_index": c.TRAINJOB,
+    "runtime_index": c.TRAINING_RUNTIME,
+    "cluster_runtime_index": c.CLUSTER_TRAINING_RUNTIME,
+    "workload_index": c.WORKLOAD,
+    "flavor_index": c.RESOURCE_FLAVOR,
+    "check_index": c.ADMISSION_CHECK,
+    "config_index": c.MULTIKUEUE_CONFIG,
+    "cluster_index": c.MULTIKUEUE_CLUSTER,
+    "localqueue_index": c.LOCAL_QUEUE,
+    "clusterqueue_index": c.CLUSTER_QUEUE,
 }
 
 
 def add_indexes(registry: kopf.OperatorRegistry, *names: str) -> None:
     """Register the named watch caches (by name, or by (namespace, name) when namespaced)."""
     for name in names:
-        group, version, plural, namespaced = INDEXES[name]
-        fn: Any = index_by_namespaced_name if namespaced else index_by_name
-        kopf.index(group, version, plural, registry=registry, id=name)(fn)
+        kind = INDEXES[name]
+        fn: Any = index_by_namespaced_name if kind.namespaced else index_by_name
+        kopf.index(*kind.gvr, registry=registry, id=name)(fn)
 
 
 def _keep_certificate(memo: ControllerMemo, cluster: Cluster) -> None:

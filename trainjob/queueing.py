@@ -161,7 +161,7 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
         refs = list(wl.get("metadata", {}).get("ownerReferences") or [])
         refs.append(
             {
-                "apiVersion": f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}",
+                "apiVersion": c.TRAINER_API,
                 "kind": "TrainJob",
                 "name": tj.name,
                 "uid": uid,

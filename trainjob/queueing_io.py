@@ -7,10 +7,10 @@ import json
 import logging
 from typing import Any
 
+from trainjob import constants as c
 from trainjob.kube import ApiException, Cluster
 from trainjob.models import parse_trainjob
 from trainjob.queueing import QueuePlan, expected_workload_name
-from trainjob.workload import KUEUE_API
 from trainjob.workqueue import WriteMemory
 
 Dict = dict[str, Any]
@@ -19,7 +19,7 @@ log = logging.getLogger("trainjob.queueing")
 
 def priority_of(cluster: Cluster, name: str) -> tuple[str, int] | None:
     """(name, value) of a WorkloadPriorityClass, or None when it does not exist."""
-    pc = cluster.get_or_none(KUEUE_API, "WorkloadPriorityClass", name)
+    pc = cluster.get_or_none(c.KUEUE_API, "WorkloadPriorityClass", name)
     return (name, int(pc.get("value", 0))) if pc is not None else None
 
 
@@ -35,13 +35,13 @@ def execute_queue_plan(
         if plan.create_workload is not None:
             _create_workload(cluster, trainjob, plan.create_workload, refusals, where)
         if plan.delete_workload is not None:
-            cluster.delete(KUEUE_API, "Workload", plan.delete_workload, ns)
+            cluster.delete(c.KUEUE_API, "Workload", plan.delete_workload, ns)
         name = expected_workload_name(parse_trainjob(trainjob))
         if plan.workload_patch is not None and name:
-            cluster.patch(KUEUE_API, "Workload", name, ns, plan.workload_patch)
+            cluster.patch(c.KUEUE_API, "Workload", name, ns, plan.workload_patch)
         if plan.workload_status is not None and name:
             cluster.patch(
-                KUEUE_API,
+                c.KUEUE_API,
                 "Workload",
                 name,
                 ns,
@@ -119,7 +119,7 @@ def _apply_readiness(cluster: Cluster, name: str, namespace: str, status: Dict, 
     Kueue writes the other conditions of the same list meanwhile, and an apply touches only
     our entries, so neither write can undo the other's."""
     body = {
-        "apiVersion": KUEUE_API,
+        "apiVersion": c.KUEUE_API,
         "kind": "Workload",
         "metadata": {"name": name, "namespace": namespace},
         "status": status,

@@ -14,7 +14,6 @@ from trainjob.runtime import RuntimeInfo
 
 Dict = dict[str, Any]
 
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 MAX_NAME = 253
 HASH_LENGTH = 5
@@ -52,13 +51,13 @@ def build_workload(
     spec: Dict = {"queueName": queue, "podSets": build_pod_sets(info)}
     if priority is not None:
         spec["priorityClassRef"] = {
-            "group": "kueue.x-k8s.io",
+            "group": c.KUEUE_GROUP,
             "kind": "WorkloadPriorityClass",
             "name": priority[0],
         }
         spec["priority"] = priority[1]
     return {
-        "apiVersion": KUEUE_API,
+        "apiVersion": c.KUEUE_API,
         "kind": "Workload",
         "metadata": {
             "name": workload_name(tj.name, uid),
@@ -66,7 +65,7 @@ def build_workload(
             "labels": {JOB_UID_LABEL: uid},
             "ownerReferences": [
                 {
-                    "apiVersion": f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}",
+                    "apiVersion": c.TRAINER_API,
                     "kind": "TrainJob",
                     "name": tj.name,
                     "uid": uid,

@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     operator.setup_logging(verbose)
     memo = Memo(
         settings=settings,
-        cluster=operator.connect(settings, c.FIELD_MANAGER),
+        cluster=operator.connect(settings, c.WORKER_FIELD_MANAGER),
         stop=threading.Event(),
         indexes={},
         synced=threading.Event(),

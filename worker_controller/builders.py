@@ -21,7 +21,7 @@ def job_name(trainjob: str, replicated_job: str, index: int) -> str:
 def owner_reference(trainjob: Dict) -> Dict:
     meta = trainjob["metadata"]
     return {
-        "apiVersion": f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}",
+        "apiVersion": c.TRAINER_API,
         "kind": "TrainJob",
         "name": meta["name"],
         "uid": meta["uid"],

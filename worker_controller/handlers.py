@@ -27,8 +27,6 @@ from worker_controller.reconcile import Observed, reconcile_trainjob
 from worker_controller.settings import WorkerSettings
 
 Dict = dict[str, Any]
-TRAINJOBS = (c.TRAINER_GROUP, c.TRAINER_VERSION, c.TRAINJOB_PLURAL)
-WORKLOADS = ("kueue.x-k8s.io", "v1beta2", "workloads")
 OURS = {c.TRAINJOB_NAME_LABEL: kopf.PRESENT}
 log = logging.getLogger("worker_controller")
 
@@ -157,16 +155,14 @@ def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
 def _gone(cluster: Cluster, trainjob: Dict) -> bool:
     """Whether this very TrainJob (same UID) no longer exists, asked of the API itself."""
     meta = trainjob["metadata"]
-    found = cluster.get_or_none(
-        f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}", "TrainJob", meta["name"], meta["namespace"]
-    )
+    found = cluster.get_or_none(c.TRAINER_API, "TrainJob", meta["name"], meta["namespace"])
     return found is None or found["metadata"].get("uid") != meta.get("uid")
 
 
 def _sync(memo: Memo, key: tuple[str, str], trainjob: Dict) -> float | None:
     indexes = memo.indexes
     namespace, name = key
-    trainjob.setdefault("apiVersion", f"{c.TRAINER_GROUP}/{c.TRAINER_VERSION}")
+    trainjob.setdefault("apiVersion", c.TRAINER_API)
     trainjob.setdefault("kind", "TrainJob")
     ref = trainjob.get("spec", {}).get("runtimeRef") or {}
     if ref.get("kind") == c.TRAINING_RUNTIME_KIND:
@@ -251,7 +247,7 @@ def on_trainjob_validate(body: kopf.Body, namespace: str, memo: Memo, **_: Any) 
     queue = admission.queue_of(dict(body))
     if queue is None:
         return
-    local_queue = memo.cluster.get_or_none("kueue.x-k8s.io/v1beta2", "LocalQueue", queue, namespace)
+    local_queue = memo.cluster.get_or_none(c.KUEUE_API, "LocalQueue", queue, namespace)
     error = admission.validate_queue(dict(body), local_queue)
     if error:
         raise kopf.AdmissionError(error, code=422)
@@ -276,19 +272,19 @@ def register(settings: WorkerSettings) -> kopf.OperatorRegistry:
         "workload_index",
         "flavor_index",
     )
-    kopf.index("batch", "v1", "jobs", labels=OURS, registry=registry)(job_index)
-    kopf.index("v1", "services", labels=OURS, registry=registry)(service_index)
-    kopf.index(*TRAINJOBS, registry=registry)(owner_index)
-    kopf.on.event(*TRAINJOBS, registry=registry)(on_trainjob_event)
-    kopf.on.event(*WORKLOADS, registry=registry)(on_workload_event)
-    kopf.on.event("batch", "v1", "jobs", labels=OURS, registry=registry)(on_job_event)
+    kopf.index(*c.JOB.gvr, labels=OURS, registry=registry)(job_index)
+    kopf.index(c.SERVICE.version, c.SERVICE.plural, labels=OURS, registry=registry)(service_index)
+    kopf.index(*c.TRAINJOB.gvr, registry=registry)(owner_index)
+    kopf.on.event(*c.TRAINJOB.gvr, registry=registry)(on_trainjob_event)
+    kopf.on.event(*c.WORKLOAD.gvr, registry=registry)(on_workload_event)
+    kopf.on.event(*c.JOB.gvr, labels=OURS, registry=registry)(on_job_event)
     kopf.on.cleanup(registry=registry)(on_cleanup)
     operator.watch_synced(registry, INDEX_NAMES)
     if settings.webhook_port:
-        kopf.on.mutate(*TRAINJOBS, operation="CREATE", id="suspend-queued", registry=registry)(
+        kopf.on.mutate(*c.TRAINJOB.gvr, operation="CREATE", id="suspend-queued", registry=registry)(
             on_trainjob_mutate
         )
-        kopf.on.validate(*TRAINJOBS, operation="CREATE", id="queue-exists", registry=registry)(
+        kopf.on.validate(*c.TRAINJOB.gvr, operation="CREATE", id="queue-exists", registry=registry)(
             on_trainjob_validate
         )
     return registry
