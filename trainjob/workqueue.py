@@ -112,7 +112,8 @@ class WorkQueue(Generic[K]):
         return self._urgent if key in self._urgent_keys else self._queue
 
     def pending(self) -> int:
-        with self._cond:
+        """Keys waiting or being worked on (the figure `stats` reports)."""
+        with self._cond:  # re-entrant: `stats` calls it holding the lock
             return len(self._dirty) + len(self._processing)
 
     # ---- consumers ---------------------------------------------------------------------------
@@ -179,7 +180,7 @@ class WorkQueue(Generic[K]):
         """Figures since the last call (then reset): for logs and benchmarks."""
         with self._cond:
             stats, self._stats = self._stats, QueueStats()
-            stats.pending = len(self._dirty) + len(self._processing)
+            stats.pending = self.pending()
             return stats
 
     def log_stats(self, cluster: str) -> None:

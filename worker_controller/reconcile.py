@@ -47,6 +47,13 @@ class Plan:
     requeue_after: float | None = None
 
 
+POD_GROUP_IGNORED = "PodGroupPolicyIgnored"
+POD_GROUP_MESSAGE = (
+    "the runtime's podGroupPolicy (coscheduling / Volcano gang scheduling) is not supported: "
+    "the pods are scheduled without a pod group (Kueue still admits the TrainJob as a whole)"
+)
+
+
 def is_ours(tj: TrainJob) -> bool:
     """The built-in controller owns TrainJobs without managedBy or with the built-in value."""
     return tj.spec.managed_by in (None, "", c.MANAGED_BY_BUILTIN)
@@ -191,6 +198,8 @@ def reconcile_trainjob(obs: Observed) -> Plan:
         plan.requeue_after = None
     else:
         # 9. Run: Jobs for every PodSet whose dependencies are met.
+        if not obs.jobs and info.policy.pod_group is not None:
+            plan.events.append(Event("Warning", POD_GROUP_IGNORED, POD_GROUP_MESSAGE))
         _apply_jobs(info, owner, obs.jobs, plan, suspend=False, create_missing=True)
     st.jobs_status = status.compute_jobs_status(info, obs.jobs)
     st.finish()

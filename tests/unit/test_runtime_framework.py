@@ -24,7 +24,6 @@ from trainjob.runtime import (
     RuntimeSpecError,
     build_runtime_info,
     resolve_runtime_info,
-    total_requests,
 )
 from worker_controller.builders import build_job, build_service, owner_reference
 
@@ -68,7 +67,8 @@ def test_torch_three_nodes_builds_one_indexed_job_with_pet_env() -> None:
     info = info_for(tj, make_runtime())
     assert [(p.name, p.role, p.count) for p in info.pod_sets] == [("node", "trainer", 3)]
     assert info.policy.ml_policy == "torch"
-    assert total_requests(info) == {"cpu": "6", "memory": str(12 * 2**30)}
+    node = info.pod_sets[0].container("node")
+    assert node["resources"] == {"requests": {"cpu": "2", "memory": "4Gi"}}
 
     job = build_job(info, info.pod_sets[0], 0, owner_reference(tj), suspend=False)
     assert job == {
@@ -326,7 +326,8 @@ def test_plain_runtime_runs_what_it_describes() -> None:
     )
     info = info_for(make_trainjob(), runtime)
     assert info.policy.ml_policy == "plain"
-    assert total_requests(info) == {"cpu": "1"}
+    assert info.pod_sets[0].count == 2
+    assert info.pod_sets[0].container("node")["resources"] == {"limits": {"cpu": "500m"}}
     assert "env" not in info.pod_sets[0].container("node")
 
 

@@ -4,7 +4,6 @@ from trainjob.runtime.framework import (
     RuntimeProblem,
     build_runtime_info,
     resolve_runtime_info,
-    total_requests,
 )
 from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimePolicy, RuntimeSpecError
 
@@ -16,5 +15,4 @@ __all__ = [
     "RuntimeSpecError",
     "build_runtime_info",
     "resolve_runtime_info",
-    "total_requests",
 ]

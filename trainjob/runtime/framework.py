@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import copy
-from collections import defaultdict
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
+
+from kubernetes.utils import parse_quantity  # a pure helper of the client: no API access
 
 from trainjob import constants as c
 from trainjob.models import (
@@ -16,7 +16,6 @@ from trainjob.models import (
     TrainJob,
     parse_runtime,
 )
-from trainjob.quantity import format_quantity, parse_quantity
 from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimePolicy, RuntimeSpecError
 from trainjob.runtime.patches import apply_runtime_patch, merge_by_key
 from trainjob.runtime.policies import select_plugin
@@ -257,31 +256,3 @@ def _check_quantities(ps: PodSet, trainjob: TrainJob) -> None:
                         f"{where}: {qty!r} is not a valid quantity (e.g. 500m, 2, 4Gi; "
                         "never negative)"
                     )
-
-
-def pod_requests(pod_spec: Dict) -> dict[str, Decimal]:
-    """Effective requests of one pod: sum of containers, at least each init container."""
-    total: dict[str, Decimal] = defaultdict(Decimal)
-    for ctr in pod_spec.get("containers") or []:
-        for res, qty in _requests(ctr).items():
-            total[res] += qty
-    for ctr in pod_spec.get("initContainers") or []:
-        for res, qty in _requests(ctr).items():
-            total[res] = max(total[res], qty)
-    return dict(total)
-
-
-def _requests(ctr: Dict) -> dict[str, Decimal]:
-    resources = ctr.get("resources") or {}
-    # A limit without a request means request == limit (as the API server defaults it).
-    merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    return {res: parse_quantity(qty) for res, qty in merged.items()}
-
-
-def total_requests(info: RuntimeInfo) -> dict[str, str]:
-    """Resource totals of the whole TrainJob, derived from its PodSets."""
-    total: dict[str, Decimal] = defaultdict(Decimal)
-    for ps in info.pod_sets:
-        for res, qty in pod_requests(ps.pod_template.get("spec") or {}).items():
-            total[res] += qty * ps.count
-    return {res: format_quantity(qty) for res, qty in sorted(total.items())}
