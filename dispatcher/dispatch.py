@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob import workload as wlmod
+from trainjob.events import Event
 
 Dict = dict[str, Any]
 
@@ -51,7 +52,7 @@ class RemoteAction:
     cluster: str
     verb: str  # create | delete
     obj: Dict
-    event: tuple[str, str, str] | None = None  # posted on the manager TrainJob once done
+    event: Event | None = None  # posted on the manager TrainJob once done
 
 
 @dataclass
@@ -61,7 +62,7 @@ class DispatchPlan:
     cluster_name: str | None = None  # set status.clusterName on the manager Workload
     nominated: list[str] | None = None  # set status.nominatedClusterNames (copies sent)
     trainjob_status: Dict | None = None  # new manager TrainJob status, when it changed
-    events: list[tuple[str, str, str]] = field(default_factory=list)  # once the writes are done
+    events: list[Event] = field(default_factory=list)  # once the writes are done
     requeue_after: float | None = None  # seconds until time alone changes the decision
 
     @property
@@ -260,13 +261,13 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
                     else "no longer configured (no MultiKueueCluster)"
                 )
                 plan.check_state = ("Retry", f"cluster {winner.name} {why}; dispatching again")
-                plan.events.append(("Warning", "ClusterLost", plan.check_state[1]))
+                plan.events.append(Event("Warning", "ClusterLost", plan.check_state[1]))
             else:  # a brief disconnect changes nothing, unless it lasts
                 plan.requeue_after = obs.worker_lost_timeout - winner.disconnected_for
             return plan
         if winner.workload is None:
             plan.check_state = ("Retry", f"the Workload copy on {winner.name} is gone")
-            plan.events.append(("Warning", "RemoteWorkloadGone", plan.check_state[1]))
+            plan.events.append(Event("Warning", "RemoteWorkloadGone", plan.check_state[1]))
             return plan
         if (
             wlmod.is_evicted(winner.workload)
@@ -277,11 +278,11 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
                 "Retry",
                 f"evicted on {winner.name}: {wlmod.eviction_message(winner.workload)}",
             )
-            plan.events.append(("Warning", "RemoteEvicted", plan.check_state[1]))
+            plan.events.append(Event("Warning", "RemoteEvicted", plan.check_state[1]))
             return plan
         if winner.trainjob is None and obs.trainjob is not None:
             tj = remote_trainjob(obs.trainjob, wl["metadata"]["name"], obs.origin)
-            event = ("Normal", "CreatedRemote", f"created TrainJob on cluster {winner.name}")
+            event = Event("Normal", "CreatedRemote", f"created TrainJob on cluster {winner.name}")
             plan.remote.append(RemoteAction(winner.name, "create", tj, event))
         if state.get("state") != "Ready":
             plan.check_state = ("Ready", f'The workload got reservation on "{winner.name}"')
@@ -302,7 +303,9 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
             plan.nominated = sorted({*nominated, name})
             return plan
         plan.cluster_name = name
-        plan.events.append(("Normal", "Dispatched", f"admitted by cluster {name}; running there"))
+        plan.events.append(
+            Event("Normal", "Dispatched", f"admitted by cluster {name}; running there")
+        )
         for remote in obs.remotes:
             if remote.name != name:
                 _delete(plan, remote)

@@ -17,6 +17,7 @@ from typing import Any
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob import workload as wlmod
+from trainjob.events import Event
 from trainjob.runtime import RuntimeProblem
 
 Dict = dict[str, Any]
@@ -25,7 +26,7 @@ Dict = dict[str, Any]
 @dataclass
 class IntakePlan:
     status: Dict | None = None  # merge patch of the manager TrainJob's status, when it changes
-    events: list[tuple[str, str, str]] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
 
 
 def reconcile_intake(
@@ -51,12 +52,12 @@ def reconcile_intake(
                 conditions, c.COND_FAILED, True, problem.reason, problem.message, now, generation
             )
             plan.status = {"conditions": conditions}
-            plan.events.append(("Warning", problem.reason, problem.message))
+            plan.events.append(Event("Warning", problem.reason, problem.message))
         return plan
     # 3. Fixed: drop our condition (a final Failed is not ours to touch).
     if failed is not None and failed.get("reason") in c.RECOVERABLE_FAILURE_REASONS:
         plan.status = {"conditions": cond.remove_condition(conditions, c.COND_FAILED)}
-        plan.events.append(("Normal", "RuntimeResolved", "the runtime is usable; queueing"))
+        plan.events.append(Event("Normal", "RuntimeResolved", "the runtime is usable; queueing"))
     return plan
 
 

@@ -28,10 +28,10 @@ from tenacity import (
 )
 
 from trainjob import metrics
+from trainjob.events import build_event
 
 Dict = dict[str, Any]
 log = logging.getLogger(__name__)
-_EVENTS_GUARD = threading.Lock()
 
 
 def _name(obj: Dict) -> str:
@@ -91,6 +91,9 @@ class Cluster:
         self.api = api
         self.field_manager = field_manager
         self.may_write = may_write
+        # Events go out from one thread per connection, started with the first Event.
+        self._events: queue.Queue[Dict] | None = None
+        self._events_lock = threading.Lock()
 
     def writable(self) -> bool:
         return self.may_write is None or self.may_write()
@@ -277,7 +280,7 @@ class Cluster:
         that cannot be written is logged and dropped."""
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         event = build_event(obj, etype, reason, message, self.field_manager, now)
-        with _EVENTS_GUARD:
+        with self._events_lock:
             if self._events is None:
                 self._events = queue.Queue(maxsize=10_000)
                 threading.Thread(
@@ -287,8 +290,6 @@ class Cluster:
             self._events.put_nowait(event)
         except queue.Full:
             log.warning("[%s] Event backlog full; dropped %s on %s", self.name, reason, _name(obj))
-
-    _events: queue.Queue[Dict] | None = None
 
     def _post_events(self) -> None:
         assert self._events is not None
@@ -316,33 +317,6 @@ class Cluster:
             {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": status},
             subresource="status",
         )
-
-
-def build_event(obj: Dict, etype: str, reason: str, message: str, component: str, now: str) -> Dict:
-    """A core/v1 Event about `obj` (what `kubectl describe` shows)."""
-    meta = obj["metadata"]
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace")},
-        "involvedObject": {
-            "apiVersion": obj["apiVersion"],
-            "kind": obj["kind"],
-            "name": meta["name"],
-            "namespace": meta.get("namespace"),
-            "uid": meta.get("uid"),
-            "resourceVersion": meta.get("resourceVersion"),
-        },
-        "type": etype,
-        "reason": reason,
-        "message": message[:1024],
-        "source": {"component": component},
-        "reportingComponent": component,
-        "reportingInstance": component,
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "count": 1,
-    }
 
 
 def read_kubeconfig(path: Path) -> Dict:

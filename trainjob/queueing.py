@@ -17,7 +17,9 @@ from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob import readiness
 from trainjob import workload as wlmod
+from trainjob.events import Event
 from trainjob.models import TrainJob
+from trainjob.naming import owner_reference
 from trainjob.runtime import RuntimeInfo, RuntimeProblem, resolve_runtime_info
 
 Dict = dict[str, Any]
@@ -48,7 +50,7 @@ class QueuePlan:
     # own there; Kueue writes the other conditions at the same time)
     workload_readiness: Dict | None = None
     trainjob_patch: Dict | None = None  # merge patch of the TrainJob spec (one write)
-    events: list[tuple[str, str, str]] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
 
     @property
     def changes_trainjob(self) -> bool:
@@ -137,7 +139,7 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
             )
             plan.workload_status = {"conditions": conds}
             plan.events.append(
-                (
+                Event(
                     "Normal",
                     "FinishedWorkload",
                     f"Workload {wl['metadata']['name']} finished: {reason}",
@@ -159,16 +161,7 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
     # 5. A prebuilt Workload is adopted: the TrainJob becomes its owner.
     if not wlmod.owned_by(wl, uid):
         refs = list(wl.get("metadata", {}).get("ownerReferences") or [])
-        refs.append(
-            {
-                "apiVersion": c.TRAINER_API,
-                "kind": "TrainJob",
-                "name": tj.name,
-                "uid": uid,
-                "controller": prebuilt_name(tj) is None,
-                "blockOwnerDeletion": True,
-            }
-        )
+        refs.append(owner_reference(tj.name, uid, controller=prebuilt_name(tj) is None))
         plan.workload_patch = {"metadata": {"ownerReferences": refs}}
     admitted = wlmod.is_admitted(wl)
     # 6. While suspended and not admitted, keep the Workload in step with the TrainJob.
@@ -177,7 +170,7 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
             plan.delete_workload = wl["metadata"]["name"]
             plan.workload_readiness = None
             plan.events.append(
-                (
+                Event(
                     "Normal",
                     "DeletedWorkload",
                     "Workload is out of date with the TrainJob; rebuilding it",
@@ -189,7 +182,7 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
             patch["spec"] = {"queueName": queue_name(tj)}
             plan.workload_patch = patch
             plan.events.append(
-                ("Normal", "UpdatedWorkload", f"Moved Workload to queue {queue_name(tj)}")
+                Event("Normal", "UpdatedWorkload", f"Moved Workload to queue {queue_name(tj)}")
             )
     # 7. Admitted and suspended: start, with Kueue's placement, in one write.
     if admitted and tj.spec.suspend and obs.start_blocked is None:
@@ -203,12 +196,12 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
             }
         }
         cq = (wl.get("status", {}).get("admission") or {}).get("clusterQueue", "?")
-        plan.events.append(("Normal", "Started", f"Admitted by clusterQueue {cq}"))
+        plan.events.append(Event("Normal", "Started", f"Admitted by clusterQueue {cq}"))
         return plan
     # 8. Running without admission (evicted, preempted, or never admitted): stop.
     if not admitted and not tj.spec.suspend:
         plan.trainjob_patch = {"spec": {"suspend": True}}
-        plan.events.append(("Normal", "Stopped", wlmod.eviction_message(wl)))
+        plan.events.append(Event("Normal", "Stopped", wlmod.eviction_message(wl)))
         return plan
     # 9. Stopped and quiet: drop Kueue's placement and hand the quota back.
     if tj.spec.suspend and not obs.jobs_active:

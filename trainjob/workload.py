@@ -10,6 +10,7 @@ from typing import Any
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.models import TrainJob
+from trainjob.naming import owner_reference
 from trainjob.runtime import RuntimeInfo
 
 Dict = dict[str, Any]
@@ -63,16 +64,7 @@ def build_workload(
             "name": workload_name(tj.name, uid),
             "namespace": tj.namespace,
             "labels": {JOB_UID_LABEL: uid},
-            "ownerReferences": [
-                {
-                    "apiVersion": c.TRAINER_API,
-                    "kind": "TrainJob",
-                    "name": tj.name,
-                    "uid": uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [owner_reference(tj.name, uid)],
         },
         "spec": spec,
     }

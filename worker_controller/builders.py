@@ -6,28 +6,13 @@ import copy
 from typing import Any
 
 from trainjob import constants as c
+from trainjob.naming import job_name
 from trainjob.runtime import PodSet, RuntimeInfo
 
 Dict = dict[str, Any]
 
 # Pod-template fields the API server lets us change on a suspended Job (and Kueue relies on).
 SCHEDULING_FIELDS = ("nodeSelector", "tolerations", "schedulingGates", "affinity")
-
-
-def job_name(trainjob: str, replicated_job: str, index: int) -> str:
-    return f"{trainjob}-{replicated_job}-{index}"
-
-
-def owner_reference(trainjob: Dict) -> Dict:
-    meta = trainjob["metadata"]
-    return {
-        "apiVersion": c.TRAINER_API,
-        "kind": "TrainJob",
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
 
 
 def trainjob_labels(trainjob: str) -> dict[str, str]:

@@ -22,7 +22,7 @@ from trainjob.models import parse_trainjob
 from trainjob.queueing_io import execute_queue_plan, priority_of
 from trainjob.workload import workload_name
 from trainjob.workqueue import WriteMemory
-from worker_controller import service
+from worker_controller import service, status
 from worker_controller.reconcile import Observed, reconcile_trainjob
 from worker_controller.settings import WorkerSettings
 
@@ -92,15 +92,8 @@ def _settled(trainjob: Dict, jobs: Any) -> bool:
         return False
     return not any(
         int((j.get("status") or {}).get("active") or 0) > 0
-        or not ((j.get("spec") or {}).get("suspend") or _job_done(j))
+        or not ((j.get("spec") or {}).get("suspend") or status.job_finished(j))
         for j in jobs
-    )
-
-
-def _job_done(job: Dict) -> bool:
-    return any(
-        cnd.get("type") in ("Complete", "Failed") and cnd.get("status") == "True"
-        for cnd in (job.get("status") or {}).get("conditions") or []
     )
 
 

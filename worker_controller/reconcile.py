@@ -12,7 +12,9 @@ from typing import Any
 
 from trainjob import conditions as cond
 from trainjob import constants as c
+from trainjob.events import Event
 from trainjob.models import InvalidObject, TrainJob, parse_trainjob
+from trainjob.naming import owner_of
 from trainjob.runtime import RuntimeInfo, resolve_runtime_info
 from worker_controller import builders, status
 
@@ -29,13 +31,6 @@ class Observed:
     services: list[Dict]  # Services carrying this TrainJob's label
     service_named: Dict | None  # the Service called like the TrainJob, whoever made it
     now: dt.datetime
-
-
-@dataclass
-class Event:
-    type: str  # Normal | Warning
-    reason: str
-    message: str
 
 
 @dataclass
@@ -96,7 +91,7 @@ class _Status:
 
 def _suspend_active(info: RuntimeInfo, tj_body: Dict, jobs: dict[str, Dict], plan: Plan) -> None:
     """Suspend every unfinished Job (its pods are deleted); used when the TrainJob ends."""
-    owner = builders.owner_reference(tj_body)
+    owner = owner_of(tj_body)
     for ps in info.pod_sets:
         for desired in builders.build_jobs(info, ps, owner, suspend=True):
             actual = jobs.get(desired["metadata"]["name"])
@@ -149,7 +144,7 @@ def reconcile_trainjob(obs: Observed) -> Plan:
         plan.events.append(
             Event("Normal", "RuntimeResolved", f"{ref.kind} {ref.name!r} found; starting")
         )
-    owner = builders.owner_reference(obs.trainjob)
+    owner = owner_of(obs.trainjob)
     # 5. The headless Service: exactly one, ours, found by label; otherwise create nothing.
     if not _ensure_service(obs, info, owner, st, plan):
         st.jobs_status = status.compute_jobs_status(info, obs.jobs)

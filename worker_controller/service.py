@@ -9,6 +9,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from trainjob.kube import ApiException, Cluster
+from trainjob.naming import owner_of
 from worker_controller import builders
 from worker_controller.reconcile import Plan
 
@@ -67,7 +68,7 @@ def execute(cluster: Cluster, trainjob: Dict, plan: Plan) -> None:
                 _ssh_secret(
                     plan.ssh_secret,
                     meta["namespace"],
-                    builders.owner_reference(trainjob),
+                    owner_of(trainjob),
                     meta["name"],
                 )
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainjob.naming import job_name
 from trainjob.runtime import PodSet, RuntimeInfo
 
 Dict = dict[str, Any]
@@ -42,7 +43,9 @@ def job_finished(job: Dict) -> bool:
 
 
 def podset_jobs(ps: PodSet, jobs: dict[str, Dict], trainjob: str) -> list[Dict]:
-    return [jobs[n] for n in (f"{trainjob}-{ps.name}-{i}" for i in range(ps.replicas)) if n in jobs]
+    return [
+        jobs[n] for n in (job_name(trainjob, ps.name, i) for i in range(ps.replicas)) if n in jobs
+    ]
 
 
 def podset_complete(ps: PodSet, jobs: dict[str, Dict], trainjob: str) -> bool:

@@ -19,13 +19,14 @@ from tests.factories import (
     replicated_job,
 )
 from trainjob.models import parse_runtime, parse_trainjob
+from trainjob.naming import owner_of
 from trainjob.runtime import (
     RuntimeProblem,
     RuntimeSpecError,
     build_runtime_info,
     resolve_runtime_info,
 )
-from worker_controller.builders import build_job, build_service, owner_reference
+from worker_controller.builders import build_job, build_service
 
 Dict = dict[str, Any]
 
@@ -70,7 +71,7 @@ def test_torch_three_nodes_builds_one_indexed_job_with_pet_env() -> None:
     node = info.pod_sets[0].container("node")
     assert node["resources"] == {"requests": {"cpu": "2", "memory": "4Gi"}}
 
-    job = build_job(info, info.pod_sets[0], 0, owner_reference(tj), suspend=False)
+    job = build_job(info, info.pod_sets[0], 0, owner_of(tj), suspend=False)
     assert job == {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -6,6 +6,7 @@ from typing import Any, Protocol
 
 from trainjob import constants as c
 from trainjob.models import MLPolicy, TrainJob
+from trainjob.naming import pod_dns_name
 from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimeSpecError
 from trainjob.runtime.patches import merge_by_key
 
@@ -20,11 +21,6 @@ class MLPolicyPlugin(Protocol):
     def applies(self, ml: MLPolicy) -> bool: ...
 
     def enforce(self, info: RuntimeInfo, trainjob: TrainJob) -> None: ...
-
-
-def pod_dns_name(trainjob: str, replicated_job: str, job_index: int, pod_index: int) -> str:
-    """Stable DNS name of a pod: hostname `<job>-<index>` under the TrainJob's subdomain."""
-    return f"{trainjob}-{replicated_job}-{job_index}-{pod_index}.{trainjob}"
 
 
 def _node_container(ps: PodSet) -> Dict:

@@ -1,0 +1,42 @@
+"""Events: what a plan asks to record, and the core/v1 Event object for it. Pure."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+Dict = dict[str, Any]
+
+
+class Event(NamedTuple):
+    """An Event a plan records on its object once its writes are done."""
+
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+def build_event(obj: Dict, etype: str, reason: str, message: str, component: str, now: str) -> Dict:
+    """A core/v1 Event about `obj` (what `kubectl describe` shows)."""
+    meta = obj["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace")},
+        "involvedObject": {
+            "apiVersion": obj["apiVersion"],
+            "kind": obj["kind"],
+            "name": meta["name"],
+            "namespace": meta.get("namespace"),
+            "uid": meta.get("uid"),
+            "resourceVersion": meta.get("resourceVersion"),
+        },
+        "type": etype,
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": component},
+        "reportingComponent": component,
+        "reportingInstance": component,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }

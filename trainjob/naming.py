@@ -1,0 +1,37 @@
+"""How a TrainJob's objects are named and owned: one rule each, used by the builders, the
+status readers, the pods' DNS names and the Kueue integration. Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainjob import constants as c
+
+
+def job_name(trainjob: str, replicated_job: str, index: int) -> str:
+    """The Job for `index` of a replicatedJob: `<trainjob>-<replicatedJob>-<index>` (JobSet's)."""
+    return f"{trainjob}-{replicated_job}-{index}"
+
+
+def pod_dns_name(trainjob: str, replicated_job: str, job_index: int, pod_index: int) -> str:
+    """Stable DNS name of a pod: hostname `<job>-<pod index>` under the TrainJob's subdomain
+    (its headless Service)."""
+    return f"{job_name(trainjob, replicated_job, job_index)}-{pod_index}.{trainjob}"
+
+
+def owner_reference(trainjob: str, uid: str, *, controller: bool = True) -> dict[str, Any]:
+    """An ownerReference to the TrainJob `trainjob` (uid `uid`)."""
+    return {
+        "apiVersion": c.TRAINER_API,
+        "kind": c.TRAINJOB.kind,
+        "name": trainjob,
+        "uid": uid,
+        "controller": controller,
+        "blockOwnerDeletion": True,
+    }
+
+
+def owner_of(trainjob_body: dict[str, Any]) -> dict[str, Any]:
+    """The controller ownerReference to a TrainJob given as an API object."""
+    meta = trainjob_body["metadata"]
+    return owner_reference(meta["name"], meta["uid"])
