@@ -6,14 +6,9 @@ import sys
 import threading
 
 from dispatcher.clusters import Registry
-from dispatcher.handlers import (
-    Memo,
-    on_leading,
-    on_remote_change,
-    on_remote_state,
-    register,
-    sync_trainjob,
-)
+from dispatcher.handlers import on_leading, on_remote_change, on_remote_state, register
+from dispatcher.memo import Memo
+from dispatcher.reconcile import sync_trainjob
 from dispatcher.settings import DispatcherSettings
 from trainjob import constants as c
 from trainjob import operator

@@ -3,23 +3,23 @@
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import hashlib
 import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kubernetes import client, watch
 
+from dispatcher.admissionchecks import down_since, set_active_condition
 from dispatcher.kubeconfigs import check_kubeconfig
 from dispatcher.remote import RemoteCluster
 from dispatcher.settings import DispatcherSettings
-from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob import metrics
-from trainjob.kube import ApiException, Cluster
+from trainjob.kube import Cluster
 
 Dict = dict[str, Any]
 log = logging.getLogger("dispatcher.clusters")
@@ -44,6 +44,14 @@ class Registry:
         self._fingerprints: dict[str, str] = {}
         self._namespace_problems: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
+        # Remote writes of one plan run side by side, one thread a worker (execute.py).
+        self.pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="remote-write")
+
+    def stop(self) -> None:
+        """Stop every worker's watches and the remote-write threads (at shut-down)."""
+        for remote in list(self.remotes.values()):
+            remote.stop()
+        self.pool.shutdown(wait=False, cancel_futures=True)
 
     def watch_secrets(self, on_change: Callable[[str], None], stop: threading.Event) -> None:
         """Watch the Secrets of our namespace only (the kubeconfigs of MultiKueueClusters),
@@ -193,87 +201,3 @@ class Registry:
     def _set_active(self, obj: Dict, active: bool, reason: str, message: str) -> None:
         metrics.REMOTE_CLUSTER_ACTIVE.labels(obj["metadata"]["name"]).set(1 if active else 0)
         set_active_condition(self.manager, obj, active, reason, message)
-
-
-def parameters_problem(params: Dict) -> str | None:
-    """What is wrong with an AdmissionCheck's `spec.parameters` for MultiKueue, if anything."""
-    if not params.get("name"):
-        return "spec.parameters must name a MultiKueueConfig"
-    if params.get("apiGroup") != c.KUEUE_GROUP or params.get("kind") != c.MULTIKUEUE_CONFIG_KIND:
-        return (
-            "spec.parameters must reference a kueue.x-k8s.io MultiKueueConfig, not "
-            f"{params.get('apiGroup')!r}/{params.get('kind')!r}"
-        )
-    return None
-
-
-def check_active(problem: str | None, clusters: dict[str, bool | None]) -> tuple[bool, str, str]:
-    """(active, reason, message) of a MultiKueue AdmissionCheck, Kueue's way: the parameters'
-    problem, else the config's clusters by name -> usable (None: no such MultiKueueCluster).
-    Partly usable keeps it active (SomeActiveClusters) and names the others."""
-    if problem is not None:
-        return False, "BadConfig", f"Cannot load the AdmissionChecks parameters: {problem}"
-    missing = [name for name, ok in clusters.items() if ok is None]
-    inactive = [name for name, ok in clusters.items() if ok is False]
-    if not missing and not inactive and clusters:
-        return True, "Active", "The admission check is active"
-    parts = []
-    if missing:
-        parts.append(f"Missing clusters: {missing}")
-    if inactive:
-        parts.append(f"Inactive clusters: {inactive}")
-    if not clusters:
-        parts.append("the MultiKueueConfig names no clusters")
-    if len(missing) + len(inactive) < len(clusters):
-        return True, "SomeActiveClusters", ", ".join(parts)
-    return False, "NoUsableClusters", ", ".join(parts)
-
-
-def down_since(mkc: Dict) -> float | None:
-    """Since when (epoch seconds) a MultiKueueCluster has been recorded as not Active: the
-    worker-lost clock as it stood before this process started. None when it was Active (or
-    never reported)."""
-    active = cond.find(list((mkc.get("status") or {}).get("conditions") or []), "Active")
-    if active is None or active.get("status") != "False" or not active.get("lastTransitionTime"):
-        return None
-    return cond.parse_time(str(active["lastTransitionTime"])).timestamp()
-
-
-def set_active_condition(
-    manager: Cluster, obj: Dict, active: bool, reason: str, message: str
-) -> None:
-    """Write the `Active` condition of a Kueue object only when it changed (and only as the
-    leader: a standby's view is the leader's to write)."""
-    if not manager.writable():
-        return
-    conditions = list((obj.get("status") or {}).get("conditions") or [])
-    old = cond.find(conditions, "Active")
-    want = "True" if active else "False"
-    if (
-        old
-        and old.get("status") == want
-        and old.get("reason") == reason
-        and old.get("message") == message
-    ):
-        return
-    conditions = cond.set_condition(
-        conditions,
-        "Active",
-        active,
-        reason,
-        message,
-        dt.datetime.now(dt.UTC),
-        obj["metadata"].get("generation"),
-    )
-    try:
-        manager.patch(
-            c.KUEUE_API,
-            obj["kind"],
-            obj["metadata"]["name"],
-            None,
-            {"status": {"conditions": conditions}},
-            subresource="status",
-        )
-    except ApiException as exc:
-        if exc.status not in (404, 409):
-            raise

@@ -15,6 +15,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from dispatcher.status_sync import status_back
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob import workload as wlmod
@@ -188,15 +189,6 @@ def _delete(plan: DispatchPlan, remote: RemoteView) -> None:
             plan.remote.append(RemoteAction(remote.name, "delete", obj))
 
 
-def _sync_status(obs: DispatchObserved, plan: DispatchPlan, winner: RemoteView) -> None:
-    if obs.trainjob is None or winner.trainjob is None:
-        return
-    want = {**(winner.trainjob.get("status") or {}), "clusterName": winner.name}
-    have = dict(obs.trainjob.get("status") or {})
-    if have != want:  # a merge patch: what the worker no longer has is removed with None
-        plan.trainjob_status = {**{k: None for k in have if k not in want}, **want}
-
-
 # Reasons a worker's Kueue gives a copy that it cannot admit whatever the quota (a missing
 # LocalQueue or ClusterQueue, an inactive one); "Pending" (waiting for quota) is not among them.
 STRUCTURAL_REASONS = frozenset({"Misconfigured", "Inadmissible"})
@@ -286,7 +278,8 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
             plan.remote.append(RemoteAction(winner.name, "create", tj, event))
         if state.get("state") != "Ready":
             plan.check_state = ("Ready", f'The workload got reservation on "{winner.name}"')
-        _sync_status(obs, plan, winner)
+        if obs.trainjob is not None and winner.trainjob is not None:
+            plan.trainjob_status = status_back(obs.trainjob, winner.trainjob, winner.name)
         return plan
     # 4. Not dispatched yet: the first copy admitted by a worker wins. Admission times have
     #    one-second resolution, so ties are common under load; they go to a cluster picked by

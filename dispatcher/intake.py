@@ -23,6 +23,11 @@ from trainjob.runtime import RuntimeProblem
 Dict = dict[str, Any]
 
 
+def is_multikueue(body: Dict) -> bool:
+    """A manager TrainJob the dispatcher handles: spec.managedBy names MultiKueue."""
+    return (body.get("spec") or {}).get("managedBy") == c.MANAGED_BY_MULTIKUEUE
+
+
 @dataclass
 class IntakePlan:
     status: Dict | None = None  # merge patch of the manager TrainJob's status, when it changes

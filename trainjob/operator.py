@@ -17,6 +17,7 @@ import kopf
 
 from trainjob import constants as c
 from trainjob import metrics
+from trainjob.caches import Caches
 from trainjob.certs import CertKeeper, service_names
 from trainjob.kube import Cluster, connection_from_kubeconfig, read_kubeconfig
 from trainjob.leader import LeaderElector, LeaseTimings
@@ -137,6 +138,11 @@ class ControllerMemo(kopf.Memo):
     indexes: dict[str, kopf.Index[Any, Any]]
     synced: threading.Event
     elector: LeaderElector | None
+
+    @property
+    def caches(self) -> Caches:
+        """Typed reads of `indexes` (for the controller's own threads, once synced)."""
+        return Caches(self.indexes)
 
     def leads(self) -> bool:
         """May this replica write? Always without leader election."""

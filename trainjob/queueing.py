@@ -44,8 +44,12 @@ class QueueObserved:
 class QueuePlan:
     create_workload: Dict | None = None
     delete_workload: str | None = None
-    workload_patch: Dict | None = None  # merge patch of the Workload (spec/metadata)
-    workload_status: Dict | None = None  # merge patch of the Workload's status
+    # Merge patches of the Workload (spec/metadata) and of its status: both replace whole lists
+    # (ownerReferences, conditions) that Kueue writes too, so both are guarded by the
+    # resourceVersion they were planned from (a conflict waits for the next watch event).
+    workload_patch: Dict | None = None
+    workload_status: Dict | None = None
+    workload_version: str | None = None
     # PodsReady + reclaimablePods, server-side applied to the Workload's status (the fields we
     # own there; Kueue writes the other conditions at the same time)
     workload_readiness: Dict | None = None
@@ -138,6 +142,7 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
                 obs.now,
             )
             plan.workload_status = {"conditions": conds}
+            plan.workload_version = _version(wl)
             plan.events.append(
                 Event(
                     "Normal",
@@ -156,6 +161,7 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
             plan.trainjob_patch = {"spec": {"suspend": True}}
         return plan
     uid = tj.metadata.uid or ""
+    plan.workload_version = _version(wl)
     # 4. PodsReady and reclaimable pods, which Kueue's waitForPodsReady and quota rely on.
     plan.workload_readiness = desired_readiness(obs, wl)
     # 5. A prebuilt Workload is adopted: the TrainJob becomes its owner.
@@ -263,6 +269,11 @@ def _jobs_status(tj: TrainJob, wl: Dict) -> list[Dict] | None:
         return None
     found = tj.status.get("jobsStatus")
     return found if isinstance(found, list) else None
+
+
+def _version(wl: Dict) -> str | None:
+    found = (wl.get("metadata") or {}).get("resourceVersion")
+    return str(found) if found else None
 
 
 def desired_readiness(obs: QueueObserved, wl: Dict) -> Dict | None:

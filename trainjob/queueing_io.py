@@ -1,23 +1,39 @@
-"""Carrying out a QueuePlan against one cluster (shared by the worker controller and dispatcher)."""
+"""The Kueue integration's I/O, shared by the worker controller and the dispatcher: gather
+what `queueing.reconcile_queueing` looks at, and carry out the QueuePlan it returns."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import logging
 from typing import Any
 
 from trainjob import constants as c
+from trainjob.caches import Caches
 from trainjob.kube import ApiException, Cluster
-from trainjob.models import parse_trainjob
-from trainjob.queueing import QueuePlan, expected_workload_name
+from trainjob.models import TrainJob, parse_trainjob
+from trainjob.queueing import QueueObserved, QueuePlan, expected_workload_name, observe
 from trainjob.workqueue import WriteMemory
 
 Dict = dict[str, Any]
 log = logging.getLogger("trainjob.queueing")
 
 
-def priority_of(cluster: Cluster, name: str) -> tuple[str, int] | None:
+def observe_queueing(
+    cluster: Cluster, caches: Caches, tj: TrainJob, runtime: Dict | None, jobs_active: bool
+) -> QueueObserved:
+    """What the Kueue integration looks at for one TrainJob, from the caches: its Workload,
+    the ResourceFlavors, and (only while there is no Workload yet to build) the priority its
+    WorkloadPriorityClass label names, asked of the API."""
+    wl = caches.workload(tj.namespace, expected_workload_name(tj))
+    pc = tj.metadata.labels.get(c.KUEUE_PRIORITY_CLASS_LABEL)
+    priority = _priority_of(cluster, pc) if wl is None and pc else None
+    now = dt.datetime.now(dt.UTC)
+    return observe(tj, runtime, wl, caches.flavors(), priority, jobs_active, now)
+
+
+def _priority_of(cluster: Cluster, name: str) -> tuple[str, int] | None:
     """(name, value) of a WorkloadPriorityClass, or None when it does not exist."""
     pc = cluster.get_or_none(c.KUEUE_API, "WorkloadPriorityClass", name)
     return (name, int(pc.get("value", 0))) if pc is not None else None
@@ -37,17 +53,14 @@ def execute_queue_plan(
         if plan.delete_workload is not None:
             cluster.delete(c.KUEUE_API, "Workload", plan.delete_workload, ns)
         name = expected_workload_name(parse_trainjob(trainjob))
+        guard = {"resourceVersion": plan.workload_version} if plan.workload_version else {}
         if plan.workload_patch is not None and name:
-            cluster.patch(c.KUEUE_API, "Workload", name, ns, plan.workload_patch)
+            patch = {**plan.workload_patch}
+            patch["metadata"] = {**(patch.get("metadata") or {}), **guard}
+            cluster.patch(c.KUEUE_API, "Workload", name, ns, patch)
         if plan.workload_status is not None and name:
-            cluster.patch(
-                c.KUEUE_API,
-                "Workload",
-                name,
-                ns,
-                {"status": plan.workload_status},
-                subresource="status",
-            )
+            status = {"metadata": guard, "status": plan.workload_status}
+            cluster.patch(c.KUEUE_API, "Workload", name, ns, status, subresource="status")
         if plan.workload_readiness is not None and name:
             _apply_readiness(cluster, name, ns, plan.workload_readiness, where)
         if plan.trainjob_patch is not None:

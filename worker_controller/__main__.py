@@ -8,7 +8,9 @@ import threading
 from trainjob import constants as c
 from trainjob import operator
 from trainjob.workqueue import WorkQueue, WriteMemory
-from worker_controller.handlers import Memo, on_leading, register, sync_trainjob
+from worker_controller.handlers import on_leading, register
+from worker_controller.memo import Memo
+from worker_controller.reconcile import sync_trainjob
 from worker_controller.settings import WorkerSettings
 
 

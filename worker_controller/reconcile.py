@@ -1,252 +1,92 @@
-"""The TrainJob reconcile: from what is observed to a Plan of writes, in numbered guarded steps.
+"""One pass for a TrainJob on a worker: observe (from the caches), decide (pure), execute.
 
-Pure: no API calls here. `handlers.py` gathers the observation and `kube.py` carries out the
-plan, so every decision is unit-testable and the loop is level-based and idempotent.
+First the Kueue integration when the TrainJob is queued (its Workload, PodsReady, start on
+admission, stop on eviction: trainjob/queueing.py, shared with the dispatcher), then the
+TrainJob itself: runtime -> PodSets -> Indexed Jobs, the headless Service, status
+(worker_controller/decide.py), carried out by worker_controller/execute.py.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+import logging
 from typing import Any
 
-from trainjob import conditions as cond
 from trainjob import constants as c
-from trainjob.events import Event
-from trainjob.models import InvalidObject, TrainJob, parse_trainjob
-from trainjob.naming import owner_of
-from trainjob.runtime import RuntimeInfo, resolve_runtime_info
-from worker_controller import builders, status
+from trainjob import queueing
+from trainjob.caches import Caches
+from trainjob.conditions import trainjob_finished
+from trainjob.kube import ApiException, Cluster
+from trainjob.models import parse_trainjob
+from trainjob.queueing_io import execute_queue_plan, observe_queueing
+from worker_controller import execute
+from worker_controller.decide import Observed, reconcile_trainjob
+from worker_controller.memo import Memo
 
 Dict = dict[str, Any]
+log = logging.getLogger("worker_controller")
 
 
-@dataclass
-class Observed:
-    """Everything the reconcile looks at, read by the caller (from caches or the API)."""
-
-    trainjob: Dict
-    runtime: Dict | None  # the (Cluster)TrainingRuntime spec.runtimeRef names, if it exists
-    jobs: dict[str, Dict]  # our Jobs of this TrainJob, by name
-    services: list[Dict]  # Services carrying this TrainJob's label
-    service_named: Dict | None  # the Service called like the TrainJob, whoever made it
-    now: dt.datetime
-
-
-@dataclass
-class Plan:
-    apply: list[Dict] = field(default_factory=list)  # server-side apply, in order
-    ssh_secret: str | None = None  # create once (MPI) if missing
-    status: Dict | None = None  # the new status, only when it changed
-    events: list[Event] = field(default_factory=list)
-    requeue_after: float | None = None
-
-
-POD_GROUP_IGNORED = "PodGroupPolicyIgnored"
-POD_GROUP_MESSAGE = (
-    "the runtime's podGroupPolicy (coscheduling / Volcano gang scheduling) is not supported: "
-    "the pods are scheduled without a pod group (Kueue still admits the TrainJob as a whole)"
-)
-
-
-def is_ours(tj: TrainJob) -> bool:
-    """The built-in controller owns TrainJobs without managedBy or with the built-in value."""
-    return tj.spec.managed_by in (None, "", c.MANAGED_BY_BUILTIN)
-
-
-class _Status:
-    """Accumulates condition changes and the Events that announce them."""
-
-    def __init__(self, tj: TrainJob, now: dt.datetime, plan: Plan) -> None:
-        self.old = {k: v for k, v in tj.status.items()}
-        self.conditions = tj.conditions()
-        self.jobs_status = self.old.get("jobsStatus")
-        self.now, self.plan, self.generation = now, plan, tj.metadata.generation
-
-    def set(
-        self, ctype: str, value: bool, reason: str, message: str, event_type: str = "Normal"
-    ) -> None:
-        before = cond.find(self.conditions, ctype)
-        self.conditions = cond.set_condition(
-            self.conditions, ctype, value, reason, message, self.now, self.generation
-        )
-        if (
-            before is None
-            or before.get("status") != ("True" if value else "False")
-            or before.get("reason") != reason
-        ) and (value or before is not None):
-            self.plan.events.append(Event(event_type, reason, message))
-
-    def remove(self, ctype: str) -> None:
-        self.conditions = cond.remove_condition(self.conditions, ctype)
-
-    def finish(self) -> None:
-        new = dict(self.old)
-        new["conditions"] = self.conditions
-        if self.jobs_status is not None:
-            new["jobsStatus"] = self.jobs_status
-        if new != self.old:
-            self.plan.status = new
-
-
-def _suspend_active(info: RuntimeInfo, tj_body: Dict, jobs: dict[str, Dict], plan: Plan) -> None:
-    """Suspend every unfinished Job (its pods are deleted); used when the TrainJob ends."""
-    owner = owner_of(tj_body)
-    for ps in info.pod_sets:
-        for desired in builders.build_jobs(info, ps, owner, suspend=True):
-            actual = jobs.get(desired["metadata"]["name"])
-            if actual and not status.job_finished(actual) and not actual["spec"].get("suspend"):
-                plan.apply.append(desired)
-
-
-def _start_time(conditions: list[Dict], jobs: dict[str, Dict], now: dt.datetime) -> dt.datetime:
-    """When the current run started: the last resume, else the first Job's creation."""
-    suspended = cond.find(conditions, c.COND_SUSPENDED)
-    if suspended and suspended.get("status") == "False":
-        return cond.parse_time(suspended["lastTransitionTime"])
-    created = [
-        cond.parse_time(j["metadata"]["creationTimestamp"])
-        for j in jobs.values()
-        if j.get("metadata", {}).get("creationTimestamp")
-    ]
-    return min(created) if created else now
-
-
-def reconcile_trainjob(obs: Observed) -> Plan:
-    plan = Plan()
-    # 1. Parse at the boundary; a TrainJob the API server accepted should always parse.
+def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
+    """One pass for a TrainJob; returns the seconds after which it wants another (deadlines)."""
+    cached = memo.caches.trainjob(*key)
+    if cached is None or cached["metadata"].get("uid") in memo.gone:
+        return None
+    trainjob = {"apiVersion": c.TRAINER_API, "kind": c.TRAINJOB.kind, **cached}  # the cache's own
     try:
-        tj = parse_trainjob(obs.trainjob)
-    except InvalidObject as exc:
-        plan.events.append(Event("Warning", "InvalidTrainJob", str(exc)))
-        return plan
-    # 2. Not ours (e.g. managedBy MultiKueue): hands off entirely, not even status.
-    if not is_ours(tj) or tj.metadata.deletion_timestamp:
-        return plan
-    st = _Status(tj, obs.now, plan)
-    # 3. Finished is final: only make sure nothing of it still runs.
-    if cond.trainjob_finished(tj.conditions()):
-        finished_info = resolve_runtime_info(tj, obs.runtime)[0]
-        if finished_info is not None:
-            _suspend_active(finished_info, obs.trainjob, obs.jobs, plan)
-        return plan
-    # 4. The runtime must exist and fit; both failures recover once fixed.
-    ref = tj.spec.runtime_ref
-    info, problem = resolve_runtime_info(tj, obs.runtime)
-    if info is None:
-        assert problem is not None
-        st.set(c.COND_FAILED, True, problem.reason, problem.message, "Warning")
-        st.finish()
-        return plan
-    failed = cond.find(st.conditions, c.COND_FAILED)
-    if failed and failed.get("reason") in c.RECOVERABLE_FAILURE_REASONS:
-        st.remove(c.COND_FAILED)
-        plan.events.append(
-            Event("Normal", "RuntimeResolved", f"{ref.kind} {ref.name!r} found; starting")
-        )
-    owner = owner_of(obs.trainjob)
-    # 5. The headless Service: exactly one, ours, found by label; otherwise create nothing.
-    if not _ensure_service(obs, info, owner, st, plan):
-        st.jobs_status = status.compute_jobs_status(info, obs.jobs)
-        st.finish()
-        return plan
-    if len(obs.jobs) < sum(ps.replicas for ps in info.pod_sets):
-        # Objects the pods need, written while Jobs are still to be created (not every pass).
-        for extra in info.policy.extra_objects:
-            plan.apply.append(builders.build_extra_object(extra, owner, tj.name))
-        plan.ssh_secret = info.policy.ssh_secret_name
-    # 6. Suspended: suspend whatever runs, start nothing.
-    if tj.spec.suspend:
-        _apply_jobs(info, owner, obs.jobs, plan, suspend=True, create_missing=False)
-        st.set(c.COND_SUSPENDED, True, c.REASON_SUSPENDED, "TrainJob is suspended")
-        st.jobs_status = status.compute_jobs_status(info, obs.jobs)
-        st.finish()
-        return plan
-    if cond.is_true(st.conditions, c.COND_SUSPENDED):
-        st.set(c.COND_SUSPENDED, False, c.REASON_RESUMED, "TrainJob is resumed")
-    # 7. Deadline, counted from the start of this run (a resume starts a new run).
-    deadline = tj.spec.active_deadline_seconds
-    if deadline:
-        started = _start_time(st.conditions, obs.jobs, obs.now)
-        left = deadline - (obs.now - started).total_seconds()
-        if left <= 0:
-            st.set(
-                c.COND_FAILED,
-                True,
-                c.REASON_DEADLINE_EXCEEDED,
-                f"TrainJob was active longer than activeDeadlineSeconds={deadline}",
-                "Warning",
+        return _sync(memo, memo.caches, key, trainjob)
+    except ApiException as exc:
+        if exc.status in (400, 403, 404, 422) and _gone(memo.cluster, trainjob):
+            memo.gone.add(trainjob["metadata"]["uid"])
+            log.warning(
+                "[%s] %s/%s: gone from the API but still in the watch cache; forgotten",
+                memo.settings.cluster_name,
+                *key,
             )
-            _suspend_active(info, obs.trainjob, obs.jobs, plan)
-            st.jobs_status = status.compute_jobs_status(info, obs.jobs)
-            st.finish()
-            return plan
-        plan.requeue_after = left
-    # 8. Failure of any PodSet fails the TrainJob; success follows the runtime's policy.
-    failure = status.first_failure(info, obs.jobs)
-    if failure:
-        st.set(c.COND_FAILED, True, c.REASON_PODSET_FAILED, failure, "Warning")
-        _suspend_active(info, obs.trainjob, obs.jobs, plan)
-    elif status.succeeded(info, obs.jobs):
-        st.set(c.COND_COMPLETE, True, c.REASON_COMPLETED, "TrainJob completed successfully")
-        _suspend_active(info, obs.trainjob, obs.jobs, plan)
-        plan.requeue_after = None
-    else:
-        # 9. Run: Jobs for every PodSet whose dependencies are met.
-        if not obs.jobs and info.policy.pod_group is not None:
-            plan.events.append(Event("Warning", POD_GROUP_IGNORED, POD_GROUP_MESSAGE))
-        _apply_jobs(info, owner, obs.jobs, plan, suspend=False, create_missing=True)
-    st.jobs_status = status.compute_jobs_status(info, obs.jobs)
-    st.finish()
-    return plan
+            return None
+        raise
 
 
-def _apply_jobs(
-    info: RuntimeInfo,
-    owner: Dict,
-    jobs: dict[str, Dict],
-    plan: Plan,
-    *,
-    suspend: bool,
-    create_missing: bool,
-) -> None:
-    for ps in info.pod_sets:
-        ready = suspend or status.dependencies_met(ps, info, jobs)
-        for desired in builders.build_jobs(info, ps, owner, suspend=suspend):
-            actual = jobs.get(desired["metadata"]["name"])
-            if actual is None:
-                if create_missing and ready:
-                    plan.apply.append(desired)
-            elif not status.job_finished(actual) and builders.job_needs_update(desired, actual):
-                plan.apply.append(desired)
+def _gone(cluster: Cluster, trainjob: Dict) -> bool:
+    """Whether this very TrainJob (same UID) no longer exists, asked of the API itself."""
+    meta = trainjob["metadata"]
+    found = cluster.get_or_none(c.TRAINER_API, "TrainJob", meta["name"], meta["namespace"])
+    return found is None or found["metadata"].get("uid") != meta.get("uid")
 
 
-def _ensure_service(obs: Observed, info: RuntimeInfo, owner: Dict, st: _Status, plan: Plan) -> bool:
-    """Plan the Service; False (with a condition and an Event) when we must not go on."""
-    if len(obs.services) > 1:
-        names = ", ".join(sorted(s["metadata"]["name"] for s in obs.services))
-        st.set(
-            c.COND_SERVICE_CONFLICT,
-            True,
-            c.REASON_SERVICE_CONFLICT,
-            f"{len(obs.services)} Services carry label {c.TRAINJOB_NAME_LABEL}="
-            f"{info.trainjob} ({names}); remove all but one",
-            "Warning",
-        )
-        return False
-    named = obs.service_named
-    if not obs.services and named is not None:
-        st.set(
-            c.COND_SERVICE_CONFLICT,
-            True,
-            c.REASON_SERVICE_NAME_TAKEN,
-            f"Service {info.trainjob!r} exists and is not this TrainJob's (it lacks label "
-            f"{c.TRAINJOB_NAME_LABEL}={info.trainjob}); rename or delete it",
-            "Warning",
-        )
-        return False
-    if cond.find(st.conditions, c.COND_SERVICE_CONFLICT):
-        st.set(c.COND_SERVICE_CONFLICT, False, c.REASON_SERVICE_OK, "exactly one headless Service")
-    if not obs.services:
-        plan.apply.append(builders.build_service(info, owner))
-    return True
+def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> float | None:
+    namespace, name = key
+    runtime = caches.runtime_of(trainjob)
+    jobs = {j["metadata"]["name"]: j for j in caches.every("job_index", key)}
+    if queueing.is_queued_body(trainjob):
+        active = any(_has_active_pods(j) for j in jobs.values())
+        observed = observe_queueing(memo.cluster, caches, parse_trainjob(trainjob), runtime, active)
+        qplan = queueing.reconcile_queueing(observed)
+        execute_queue_plan(memo.cluster, trainjob, qplan, memo.memory)
+        if qplan.changes_trainjob:
+            return None  # the TrainJob's own update event continues from the new spec
+    services = caches.every("service_index", key)
+    named = None
+    if (
+        not services
+        and runtime is not None
+        and not trainjob_finished((trainjob.get("status") or {}).get("conditions") or [])
+    ):
+        # Only then can a foreign Service block ours: ask the API.
+        named = memo.cluster.get_or_none(c.SERVICE.api_version, "Service", name, namespace)
+    observed_tj = Observed(
+        trainjob=trainjob,
+        runtime=runtime,
+        jobs=jobs,
+        services=services,
+        service_named=named,
+        now=dt.datetime.now(dt.UTC),
+    )
+    plan = reconcile_trainjob(observed_tj)
+    execute.execute(memo.cluster, trainjob, plan)
+    return plan.requeue_after
+
+
+def _has_active_pods(job: Dict) -> bool:
+    """Any pod of the Job still running (what Kueue waits for before it frees the quota)."""
+    return int((job.get("status") or {}).get("active") or 0) > 0

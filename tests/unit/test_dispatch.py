@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dispatcher.clusters import check_active, down_since, parameters_problem
+from dispatcher.admissionchecks import check_active, down_since, parameters_problem
 from dispatcher.dispatch import (
     DispatchObserved,
     Incremental,

@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Any
 
 from tests.factories import initializer_runtime, make_runtime, make_trainjob
-from worker_controller.reconcile import Observed, Plan, reconcile_trainjob
+from worker_controller.decide import Observed, Plan, reconcile_trainjob
 
 Dict = dict[str, Any]
 NOW = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.UTC)

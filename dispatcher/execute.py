@@ -1,14 +1,12 @@
-"""Carrying out dispatch plans: remote creates/deletes, check states, status back, GC."""
+"""Carrying out the dispatcher's plans: the manager Workload's check state, remote creates
+and deletes, the manager TrainJob's status (intake, or synced back) and Events."""
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-
-import kopf
 
 from dispatcher.clusters import Registry
 from dispatcher.dispatch import DispatchPlan, RemoteAction
@@ -17,16 +15,10 @@ from trainjob import constants as c
 from trainjob import metrics
 from trainjob import workload as wlmod
 from trainjob.kube import ApiException, Cluster
-from trainjob.models import parse_trainjob
-from trainjob.queueing import expected_workload_name
 from trainjob.workqueue import WriteMemory
 
 Dict = dict[str, Any]
 log = logging.getLogger("dispatcher")
-
-
-# Shared by every reconcile: remote writes of one plan run side by side, one thread a worker.
-_REMOTE_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="remote-write")
 
 
 def _where(obj: Dict) -> str:
@@ -71,7 +63,7 @@ def execute_dispatch(
     results = dict(
         zip(
             by_cluster,
-            _REMOTE_POOL.map(
+            registry.pool.map(
                 lambda actions: [_remote_write(registry, a) for a in actions],
                 by_cluster.values(),
             ),
@@ -216,59 +208,3 @@ def _remote_write(registry: Registry, action: RemoteAction) -> bool | None:
         return None
     log.info("[%s] %s %s", action.cluster, action.verb, what)
     return True
-
-
-def delete_remotes(registry: Registry, trainjob: Dict, holders: set[str]) -> list[str]:
-    """Delete a manager TrainJob's remote TrainJob and Workload on every reachable worker; the
-    `holders` (clusters that may hold a copy) that could not be reached are returned, for the
-    caller to retry. Other unreachable workers are left to the garbage collector."""
-    meta = trainjob["metadata"]
-    try:
-        wl_name = expected_workload_name(parse_trainjob(trainjob))
-    except Exception:
-        wl_name = None
-    pending = []
-    for name, remote in list(registry.remotes.items()):
-        if not remote.connected:
-            if name in holders:
-                pending.append(name)
-            continue
-        try:
-            remote.cluster.delete(
-                c.TRAINER_API,
-                "TrainJob",
-                meta["name"],
-                meta["namespace"],
-            )
-            if wl_name:
-                remote.cluster.delete(c.KUEUE_API, "Workload", wl_name, meta["namespace"])
-        except Exception as exc:  # treat as unreachable: retried later
-            log.warning("[%s] cannot delete remote objects of %s: %s", name, _where(trainjob), exc)
-            if name in holders:
-                pending.append(name)
-    return pending
-
-
-def collect_garbage(
-    registry: Registry, trainjobs: kopf.Index[Any, Dict], workloads: kopf.Index[Any, Dict]
-) -> None:
-    """Remote Workloads and TrainJobs with our origin whose manager object is gone."""
-    for name, remote in list(registry.remotes.items()):
-        if not remote.connected:
-            continue
-        for kind, index in (("TrainJob", trainjobs), ("Workload", workloads)):
-            for obj in remote.items(kind):
-                key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
-                if index.get(key):
-                    continue
-                try:
-                    remote.cluster.delete(
-                        obj.get("apiVersion")
-                        or (c.KUEUE_API if kind == "Workload" else c.TRAINER_API),
-                        kind,
-                        key[1],
-                        key[0],
-                    )
-                    log.info("[%s] garbage-collected orphan %s %s/%s", name, kind, *key)
-                except Exception as exc:
-                    log.warning("[%s] cannot collect %s %s/%s: %s", name, kind, *key, exc)

@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from trainjob.kube import ApiException, Cluster
 from trainjob.naming import owner_of
 from worker_controller import builders
-from worker_controller.reconcile import Plan
+from worker_controller.decide import Plan
 
 Dict = dict[str, Any]
 

@@ -1,0 +1,182 @@
+"""Our AdmissionChecks and MultiKueueClusters: which checks are ours, the MultiKueueConfig
+each names, and the `Active` conditions of both, with Kueue's reasons."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from dispatcher.memo import Memo
+from trainjob import conditions as cond
+from trainjob import constants as c
+from trainjob.caches import Caches
+from trainjob.kube import ApiException, Cluster
+
+Dict = dict[str, Any]
+
+
+def our_checks(memo: Memo, caches: Caches) -> dict[str, Dict]:
+    return {
+        ac["metadata"]["name"]: ac
+        for ac in caches.all("check_index")
+        if (ac.get("spec") or {}).get("controllerName") == memo.settings.controller_name
+    }
+
+
+def config_of(check: Dict, caches: Caches) -> tuple[Dict | None, str | None]:
+    """The MultiKueueConfig an AdmissionCheck's parameters name, or why there is none."""
+    params = (check.get("spec") or {}).get("parameters") or {}
+    problem = parameters_problem(params)
+    if problem:
+        return None, problem
+    config = caches.first("config_index", params.get("name"))
+    if config is None:
+        return None, f"MultiKueueConfig {params.get('name')!r} not found"
+    return config, None
+
+
+def config_clusters(check: Dict, caches: Caches) -> list[str] | None:
+    config = config_of(check, caches)[0]
+    return list((config.get("spec") or {}).get("clusters") or []) if config else None
+
+
+def update_checks(memo: Memo, caches: Caches) -> None:
+    """AdmissionCheck Active, with Kueue's reasons: BadConfig, NoUsableClusters or
+    SomeActiveClusters (naming the missing and the inactive clusters), Active."""
+    for check in our_checks(memo, caches).values():
+        config, problem = config_of(check, caches)
+        states: dict[str, bool | None] = {}
+        for name in (config or {}).get("spec", {}).get("clusters") or []:
+            exists = caches.first("cluster_index", name) is not None
+            states[name] = _usable(memo, caches, name) if exists else None
+        set_active_condition(memo.manager, check, *check_active(problem, states))
+
+
+def _usable(memo: Memo, caches: Caches, cluster: str) -> bool:
+    """Connected, or not known to be down: a cluster still being connected after start-up
+    counts as it was, so a restart does not turn the check (and its ClusterQueues) inactive."""
+    remote = memo.registry.get(cluster)
+    if remote is not None and (remote.connected or remote.connecting):
+        return True
+    mkc = caches.first("cluster_index", cluster)
+    conditions = ((mkc or {}).get("status") or {}).get("conditions") or []
+    return remote is None and mkc is not None and cond.is_true(conditions, "Active")
+
+
+def cq_has_our_check(memo: Memo, cq_name: str, caches: Caches) -> bool:
+    return our_check_on_cq(memo, cq_name, caches) is not None
+
+
+def our_check_on_cq(memo: Memo, cq_name: str, caches: Caches) -> str | None:
+    """The name of an admission check of ours a ClusterQueue uses, if any."""
+    cq = caches.first("clusterqueue_index", cq_name) or memo.manager.get_or_none(
+        c.KUEUE_API, "ClusterQueue", cq_name
+    )
+    if cq is None:
+        return None
+    spec = cq.get("spec") or {}
+    names = set(spec.get("admissionChecks") or [])
+    names |= {
+        a["name"] for a in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []
+    }
+    for name in sorted(names):
+        check = caches.first("check_index", name) or memo.manager.get_or_none(
+            c.KUEUE_API, "AdmissionCheck", name
+        )  # asked only for a check made moments ago, not cached yet
+        if (
+            check
+            and (check.get("spec") or {}).get("controllerName") == memo.settings.controller_name
+        ):
+            return str(name)
+    return None
+
+
+def parameters_problem(params: Dict) -> str | None:
+    """What is wrong with an AdmissionCheck's `spec.parameters` for MultiKueue, if anything."""
+    if not params.get("name"):
+        return "spec.parameters must name a MultiKueueConfig"
+    if params.get("apiGroup") != c.KUEUE_GROUP or params.get("kind") != c.MULTIKUEUE_CONFIG_KIND:
+        return (
+            "spec.parameters must reference a kueue.x-k8s.io MultiKueueConfig, not "
+            f"{params.get('apiGroup')!r}/{params.get('kind')!r}"
+        )
+    return None
+
+
+def check_active(problem: str | None, clusters: dict[str, bool | None]) -> tuple[bool, str, str]:
+    """(active, reason, message) of a MultiKueue AdmissionCheck, Kueue's way: the parameters'
+    problem, else the config's clusters by name -> usable (None: no such MultiKueueCluster).
+    Partly usable keeps it active (SomeActiveClusters) and names the others."""
+    if problem is not None:
+        return False, "BadConfig", f"Cannot load the AdmissionChecks parameters: {problem}"
+    missing = [name for name, ok in clusters.items() if ok is None]
+    inactive = [name for name, ok in clusters.items() if ok is False]
+    if not missing and not inactive and clusters:
+        return True, "Active", "The admission check is active"
+    parts = []
+    if missing:
+        parts.append(f"Missing clusters: {missing}")
+    if inactive:
+        parts.append(f"Inactive clusters: {inactive}")
+    if not clusters:
+        parts.append("the MultiKueueConfig names no clusters")
+    if len(missing) + len(inactive) < len(clusters):
+        return True, "SomeActiveClusters", ", ".join(parts)
+    return False, "NoUsableClusters", ", ".join(parts)
+
+
+def down_since(mkc: Dict) -> float | None:
+    """Since when (epoch seconds) a MultiKueueCluster has been recorded as not Active: the
+    worker-lost clock as it stood before this process started. None when it was Active (or
+    never reported)."""
+    active = cond.find(list((mkc.get("status") or {}).get("conditions") or []), "Active")
+    if active is None or active.get("status") != "False" or not active.get("lastTransitionTime"):
+        return None
+    return cond.parse_time(str(active["lastTransitionTime"])).timestamp()
+
+
+def _guard(obj: Dict) -> Dict:
+    """The resourceVersion precondition of a write planned from `obj` (the conditions list is
+    replaced whole: a write planned from an old version must not undo a newer one)."""
+    version = obj["metadata"].get("resourceVersion")
+    return {"resourceVersion": version} if version else {}
+
+
+def set_active_condition(
+    manager: Cluster, obj: Dict, active: bool, reason: str, message: str
+) -> None:
+    """Write the `Active` condition of a Kueue object only when it changed (and only as the
+    leader: a standby's view is the leader's to write)."""
+    if not manager.writable():
+        return
+    conditions = list((obj.get("status") or {}).get("conditions") or [])
+    old = cond.find(conditions, "Active")
+    want = "True" if active else "False"
+    if (
+        old
+        and old.get("status") == want
+        and old.get("reason") == reason
+        and old.get("message") == message
+    ):
+        return
+    conditions = cond.set_condition(
+        conditions,
+        "Active",
+        active,
+        reason,
+        message,
+        dt.datetime.now(dt.UTC),
+        obj["metadata"].get("generation"),
+    )
+    try:
+        manager.patch(
+            c.KUEUE_API,
+            obj["kind"],
+            obj["metadata"]["name"],
+            None,
+            {"metadata": _guard(obj), "status": {"conditions": conditions}},
+            subresource="status",
+        )
+    except ApiException as exc:
+        if exc.status not in (404, 409):
+            raise

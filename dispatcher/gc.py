@@ -1,0 +1,115 @@
+"""Clean-up and the safety net: the periodic resync of every TrainJob in flight, the sweep
+of orphans on the workers (our copies whose manager object is gone), and the removal of a
+deleted TrainJob's remote objects."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from dispatcher.admissionchecks import update_checks
+from dispatcher.clusters import Registry
+from dispatcher.intake import is_multikueue
+from dispatcher.memo import Memo
+from dispatcher.remote import KINDS
+from trainjob import constants as c
+from trainjob import queueing
+from trainjob import workload as wlmod
+from trainjob.caches import Caches
+from trainjob.conditions import trainjob_finished
+
+Dict = dict[str, Any]
+log = logging.getLogger("dispatcher")
+
+
+def _settled(memo: Memo, body: Dict) -> bool:
+    """Finished, its Workload finished, and nothing of it left on any worker: no pass can
+    change anything, so periodic resyncs skip it (its own events still queue it)."""
+    meta = body["metadata"]
+    if meta.get("deletionTimestamp") or not trainjob_finished(
+        (body.get("status") or {}).get("conditions") or []
+    ):
+        return False
+    ns = meta["namespace"]
+    wl_name = queueing.expected_workload_name_of(body)
+    wl = memo.caches.workload(ns, wl_name)
+    if wl is not None and not wlmod.is_finished(wl):
+        return False
+    return not any(
+        remote.get("TrainJob", ns, meta["name"]) or remote.get("Workload", ns, wl_name)
+        for remote in list(memo.registry.remotes.values())
+    )
+
+
+def resync_loop(memo: Memo) -> None:
+    """Level-based safety net: every TrainJob in flight each resync period (sooner when a
+    worker's connection changed), plus the orphan sweep on the workers."""
+    last_gc = time.monotonic()
+    while not memo.stop.is_set():
+        memo.resync_now.wait(memo.settings.resync_seconds)
+        memo.resync_now.clear()
+        if not memo.synced.is_set() or memo.stop.is_set() or not memo.leads():
+            continue
+        memo.queue.log_stats(memo.settings.cluster_name)
+        caches = memo.caches
+        try:
+            for mkc in caches.all("cluster_index"):
+                try:  # one broken MultiKueueCluster must not hold up the others, or the pass
+                    memo.registry.reconcile_cluster(mkc)
+                except Exception:
+                    log.exception(
+                        "[%s] MultiKueueCluster %s: cannot reconcile",
+                        memo.settings.cluster_name,
+                        mkc["metadata"]["name"],
+                    )
+            update_checks(memo, caches)
+            for key in caches.keys("trainjob_index"):
+                body = caches.trainjob(*key)
+                if body is not None and is_multikueue(body) and not _settled(memo, body):
+                    memo.queue.resync(key)
+            if time.monotonic() - last_gc >= memo.settings.gc_interval:
+                last_gc = time.monotonic()
+                collect_garbage(memo.registry, caches)
+        except Exception:  # keep resyncing whatever one pass hit
+            log.exception("[%s] resync pass failed", memo.settings.cluster_name)
+
+
+def collect_garbage(registry: Registry, caches: Caches) -> None:
+    """Remote Workloads and TrainJobs with our origin whose manager object is gone."""
+    for name, remote in list(registry.remotes.items()):
+        if not remote.connected:
+            continue
+        for kind, index in (("TrainJob", "trainjob_index"), ("Workload", "workload_index")):
+            for obj in remote.items(kind):
+                key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+                if caches.first(index, key) is not None:
+                    continue
+                try:
+                    remote.cluster.delete(KINDS[kind].api_version, kind, key[1], key[0])
+                    log.info("[%s] garbage-collected orphan %s %s/%s", name, kind, *key)
+                except Exception as exc:
+                    log.warning("[%s] cannot collect %s %s/%s: %s", name, kind, *key, exc)
+
+
+def delete_remotes(registry: Registry, trainjob: Dict, holders: set[str]) -> list[str]:
+    """Delete a manager TrainJob's remote TrainJob and Workload on every reachable worker; the
+    `holders` (clusters that may hold a copy) that could not be reached are returned, for the
+    caller to retry. Other unreachable workers are left to the garbage collector."""
+    meta = trainjob["metadata"]
+    wl_name = queueing.expected_workload_name_of(trainjob)
+    pending = []
+    for name, remote in list(registry.remotes.items()):
+        if not remote.connected:
+            if name in holders:
+                pending.append(name)
+            continue
+        try:
+            remote.cluster.delete(c.TRAINER_API, "TrainJob", meta["name"], meta["namespace"])
+            remote.cluster.delete(c.KUEUE_API, "Workload", wl_name, meta["namespace"])
+        except Exception as exc:  # treat as unreachable: retried later
+            where = f"{meta['namespace']}/{meta['name']}"
+            log.warning("[%s] cannot delete remote objects of %s: %s", name, where, exc)
+            if name in holders:
+                pending.append(name)
+    return pending

@@ -1,0 +1,214 @@
+"""One pass for a manager TrainJob: observe (from the caches), decide (pure), execute.
+
+In order: our finalizer; the Kueue integration (its Workload, PodsReady, start and stop, the
+same code the worker controller runs: trainjob/queueing.py); the intake (why it cannot be
+queued, on the TrainJob: dispatcher/intake.py); then the MultiKueue check of its Workload
+(copies, the first worker to admit wins, status back, retry: dispatcher/dispatch.py). A
+deleted TrainJob's remote objects go before its finalizer does (dispatcher/gc.py).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from typing import Any
+
+from dispatcher import admissionchecks, execute, gc
+from dispatcher.dispatch import (
+    AllAtOnce,
+    DispatchObserved,
+    Incremental,
+    RemoteView,
+    Strategy,
+    reconcile_dispatch,
+)
+from dispatcher.intake import is_multikueue, not_dispatchable, reconcile_intake
+from dispatcher.memo import Memo
+from dispatcher.settings import DispatcherSettings
+from trainjob import constants as c
+from trainjob import operator, queueing
+from trainjob.caches import Caches
+from trainjob.kube import ApiException, Cluster
+from trainjob.models import InvalidObject, parse_trainjob
+from trainjob.queueing_io import execute_queue_plan, observe_queueing
+from trainjob.runtime import RuntimeProblem
+
+Dict = dict[str, Any]
+log = logging.getLogger("dispatcher")
+
+REMOTE_RETRY_SECONDS = 5.0  # a remote write failed: try again after the dedupe window
+DELETE_RETRY_SECONDS = 10.0  # a worker holding a deleted TrainJob's copy is unreachable
+NOT_DISPATCHABLE = "NotDispatchable"
+
+
+def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
+    """One pass for a manager TrainJob: finalizer, Kueue integration, dispatch. Returns the
+    seconds after which it wants another pass, if time alone can change something."""
+    caches = memo.caches
+    cached = caches.trainjob(*key)
+    if cached is None or not is_multikueue(cached):
+        memo.memory.forget(("TrainJob", *key))
+        return None
+    body = {"apiVersion": c.TRAINER_API, "kind": c.TRAINJOB.kind, **cached}  # the cache's own
+    if body["metadata"].get("deletionTimestamp"):
+        return _finalize(memo, caches, body)
+    if not queueing.is_queued_body(body):
+        return None
+    if c.DISPATCHER_FINALIZER not in body["metadata"].get("finalizers") or []:
+        _set_finalizer(memo.manager, body, add=True)
+    try:
+        tj = parse_trainjob(body)
+    except InvalidObject as exc:
+        log.warning("[%s] %s/%s: %s", memo.settings.cluster_name, *key, exc)
+        return None
+    observed = observe_queueing(memo.manager, caches, tj, caches.runtime_of(body), False)
+    observed.start_blocked = _admitted_without_our_check(memo, observed.workload, caches)
+    plan = queueing.reconcile_queueing(observed)
+    execute_queue_plan(memo.manager, body, plan, memo.memory)
+    problem = observed.problem
+    if observed.start_blocked is not None:
+        problem = RuntimeProblem(NOT_DISPATCHABLE, observed.start_blocked)
+    intake = reconcile_intake(body, problem, observed.now)
+    if intake.status is not None or intake.events:
+        execute.execute_intake(memo.manager, memo.memory, body, intake)
+    return _dispatch(memo, caches, body, queueing.expected_workload_name(tj))
+
+
+def _admitted_without_our_check(memo: Memo, wl: Dict | None, caches: Caches) -> str | None:
+    """`intake.not_dispatchable` from the caches."""
+    return not_dispatchable(
+        wl,
+        set(admissionchecks.our_checks(memo, caches)),
+        lambda cq: admissionchecks.cq_has_our_check(memo, cq, caches),
+        memo.settings.controller_name,
+    )
+
+
+def _dispatch(memo: Memo, caches: Caches, trainjob: Dict, wl_name: str) -> float | None:
+    """The MultiKueue check of a TrainJob's Workload: dispatch, watch, sync back, retry."""
+    namespace = trainjob["metadata"]["namespace"]
+    cached = caches.workload(namespace, wl_name)
+    if cached is None or operator.owner_name(cached) != trainjob["metadata"]["name"]:
+        return None
+    wl = {"apiVersion": c.KUEUE_API, "kind": c.WORKLOAD.kind, **cached}
+    checks = admissionchecks.our_checks(memo, caches)
+    check = next(
+        (
+            s["name"]
+            for s in (wl.get("status") or {}).get("admissionChecks") or []
+            if s.get("name") in checks
+        ),
+        None,
+    )
+    status = wl.get("status") or {}
+    if check is None and status.get("clusterName"):
+        # Dispatched, then Kueue dropped our check from the Workload (it keeps only checks for
+        # the flavours assigned, and a Workload that requests nothing is assigned none): keep
+        # watching the worker that runs it through the check its ClusterQueue names.
+        cq = (status.get("admission") or {}).get("clusterQueue", "")
+        check = admissionchecks.our_check_on_cq(memo, cq, caches)
+    if check is None or check not in checks:
+        return None
+    remotes = []
+    for cname in admissionchecks.config_clusters(checks[check], caches) or []:
+        remote = memo.registry.get(cname)
+        if remote is None:
+            remotes.append(RemoteView(cname, False, _lost_for(caches, cname), None, None))
+            continue
+        remotes.append(
+            RemoteView(
+                cname,
+                remote.connected,
+                remote.disconnected_for(),
+                remote.get("Workload", namespace, wl_name),
+                remote.get("TrainJob", namespace, trainjob["metadata"]["name"]),
+                memo.registry.namespace_problem(cname, namespace),
+            )
+        )
+    observed = DispatchObserved(
+        workload=wl,
+        trainjob=trainjob,
+        check=check,
+        remotes=remotes,
+        origin=memo.settings.origin,
+        worker_lost_timeout=memo.settings.worker_lost_timeout,
+        now=dt.datetime.now(dt.UTC),
+        retention=memo.settings.retention_seconds,
+    )
+    plan = reconcile_dispatch(observed, strategy(memo.settings))
+    retry = execute.execute_dispatch(
+        memo.manager, memo.registry, memo.memory, wl, trainjob, check, plan
+    )
+    return REMOTE_RETRY_SECONDS if retry else plan.requeue_after
+
+
+def _lost_for(caches: Caches, cluster: str) -> float:
+    """How long a cluster the registry holds no connection for has been lost: since its
+    MultiKueueCluster turned Active=False (the clock survives restarts), 0 while it was Active
+    and is still being connected, forever when no such MultiKueueCluster exists."""
+    mkc = caches.first("cluster_index", cluster)
+    if mkc is None:
+        return float("inf")
+    since = admissionchecks.down_since(mkc)
+    return 0.0 if since is None else max(0.0, time.time() - since)
+
+
+def strategy(settings: DispatcherSettings) -> Strategy:
+    if settings.strategy == "Incremental":
+        return Incremental(settings.incremental_batch, settings.incremental_round_seconds)
+    return AllAtOnce()
+
+
+# ---- deletion: our finalizer -----------------------------------------------------------------
+
+
+def _set_finalizer(manager: Cluster, body: Dict, *, add: bool) -> None:
+    """Add or drop our finalizer, keeping everyone else's (guarded by resourceVersion)."""
+    meta = body["metadata"]
+    finalizers = [f for f in meta.get("finalizers") or [] if f != c.DISPATCHER_FINALIZER]
+    if add:
+        finalizers.append(c.DISPATCHER_FINALIZER)
+    try:
+        manager.patch(
+            body["apiVersion"],
+            "TrainJob",
+            meta["name"],
+            meta["namespace"],
+            {"metadata": {"resourceVersion": meta["resourceVersion"], "finalizers": finalizers}},
+        )
+    except ApiException as exc:
+        if exc.status not in (404, 409):
+            raise
+
+
+def _finalize(memo: Memo, caches: Caches, body: Dict) -> float | None:
+    """A deleted manager TrainJob: remove its remote objects, then let it go. A worker that is
+    down is waited for: the TrainJob stays until its objects there are gone too."""
+    if c.DISPATCHER_FINALIZER not in body["metadata"].get("finalizers") or []:
+        return None
+    pending = gc.delete_remotes(memo.registry, body, _holders(caches, body))
+    if pending:
+        log.info(
+            "[%s] %s/%s: workers %s unreachable; its remote objects go once they are back",
+            memo.settings.cluster_name,
+            body["metadata"]["namespace"],
+            body["metadata"]["name"],
+            pending,
+        )
+        return DELETE_RETRY_SECONDS
+    _set_finalizer(memo.manager, body, add=False)
+    return None
+
+
+def _holders(caches: Caches, body: Dict) -> set[str]:
+    """Clusters that may hold a copy of a manager TrainJob's objects: those its Workload was
+    sent to (nominated) or runs on. Deletion waits for these only; a cluster that held a copy
+    once and is gone from the Workload's status is swept by the garbage collector instead."""
+    wl_name = queueing.expected_workload_name_of(body)
+    wl = caches.workload(body["metadata"]["namespace"], wl_name)
+    status = (wl or {}).get("status") or {}
+    holders = set(status.get("nominatedClusterNames") or [])
+    if status.get("clusterName"):
+        holders.add(str(status["clusterName"]))
+    return holders
