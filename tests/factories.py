@@ -36,6 +36,17 @@ def make_trainjob(name: str = "tj", namespace: str = "ns", **spec: Any) -> Dict:
     return body
 
 
+# The controller ownerReference to make_trainjob()'s TrainJob.
+OWNER = {
+    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+    "kind": "TrainJob",
+    "name": "tj",
+    "uid": "uid-tj",
+    "controller": True,
+    "blockOwnerDeletion": True,
+}
+
+
 def container(name: str = "node", image: str = "trainer:latest", **extra: Any) -> Dict:
     return {"name": name, "image": image, **extra}
 

@@ -28,7 +28,9 @@ def workload_name(trainjob: str, uid: str) -> str:
 
 
 def _pod_template_for_kueue(template: Dict) -> Dict:
-    """The pod template Kueue sees: what decides quota and placement, without our env noise."""
+    """The pod template Kueue sees: the pods' spec as the Jobs will run it (requests decide
+    quota, nodeSelector and tolerations placement), with only labels and annotations kept
+    from the template's metadata."""
     spec = copy.deepcopy(template.get("spec") or {})
     meta = template.get("metadata") or {}
     return {

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubeflow_trainer_api.models.trainer_v1alpha1_cluster_training_runtime import (
     TrainerV1alpha1ClusterTrainingRuntime,
 )
 from kubeflow_trainer_api.models.trainer_v1alpha1_train_job import TrainerV1alpha1TrainJob
 
 from tests.factories import (
+    OWNER,
     container,
     initializer_runtime,
     make_runtime,
@@ -37,14 +41,6 @@ def info_for(trainjob: Dict, runtime: Dict) -> Any:
 
 
 RANK_PATH = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
-OWNER = {
-    "apiVersion": "trainer.kubeflow.org/v1alpha1",
-    "kind": "TrainJob",
-    "name": "tj",
-    "uid": "uid-tj",
-    "controller": True,
-    "blockOwnerDeletion": True,
-}
 POD_LABELS = {
     "jobset.sigs.k8s.io/jobset-name": "tj",
     "trainjob.dev/trainjob-name": "tj",
@@ -332,10 +328,56 @@ def test_plain_runtime_runs_what_it_describes() -> None:
     assert "env" not in info.pod_sets[0].container("node")
 
 
-def test_examples_parse_with_the_official_trainer_models() -> None:
-    """Our factories write manifests the upstream Python models accept too."""
-    TrainerV1alpha1TrainJob.from_dict(make_trainjob(trainer={"numNodes": 2}))
-    TrainerV1alpha1ClusterTrainingRuntime.from_dict(make_runtime())
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+OFFICIAL = {
+    "TrainJob": TrainerV1alpha1TrainJob,
+    "ClusterTrainingRuntime": TrainerV1alpha1ClusterTrainingRuntime,
+}
+
+
+# Trainer v2.3 moved numProcPerNode from a runtime's torch policy to the TrainJob
+# (trainer.numProcPerNode): its models drop the runtime field. Our example, CRD and runtime
+# framework still carry it (open: issue 13, Trainer v2.3 field semantics).
+V23_DROPPED = [("spec", "mlPolicy", "torch", "numProcPerNode")]
+
+
+def without(doc: Dict, paths: list[tuple[str, ...]]) -> Dict:
+    out = copy.deepcopy(doc)
+    for path in paths:
+        parent = out
+        for key in path[:-1]:
+            parent = parent.get(key) or {}
+        parent.pop(path[-1], None)
+    return out
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
+def test_examples_round_trip_through_the_official_trainer_models(path: Path) -> None:
+    """What examples/ shows users is what the upstream Python models (the Kubeflow SDK's)
+    read and write back, field for field, and what our own models accept."""
+    for doc in yaml.safe_load_all(path.read_text()):
+        official = OFFICIAL[doc["kind"]].from_dict(doc)
+        assert official is not None
+        assert official.to_dict() == without(doc, V23_DROPPED)
+        parse = parse_trainjob if doc["kind"] == "TrainJob" else parse_runtime
+        assert parse(doc).metadata.name == doc["metadata"]["name"]
+
+
+def test_our_factories_write_what_the_official_models_read() -> None:
+    for doc in (make_trainjob(trainer={"numNodes": 2}), make_runtime()):
+        official = OFFICIAL[doc["kind"]].from_dict(doc)
+        assert official is not None and official.to_dict() == doc
+
+
+def test_the_example_trainjob_runs_on_the_example_runtime() -> None:
+    tj = yaml.safe_load((EXAMPLES / "trainjob-torch.yaml").read_text())
+    tj["metadata"].update(namespace="ns", uid="u")
+    runtime = yaml.safe_load((EXAMPLES / "torch-distributed.yaml").read_text())
+    info = info_for(tj, runtime)
+    assert [(p.name, p.count) for p in info.pod_sets] == [("node", 3)]
+    node = info.pod_sets[0].container("node")
+    assert node["resources"] == {"requests": {"cpu": "1", "memory": "2Gi"}}
+    assert node["command"] == ["torchrun", "train.py"]
 
 
 @pytest.mark.parametrize("bad", ["lots", "-1Gi", "abc", "1.2.3", ""])

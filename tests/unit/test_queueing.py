@@ -1,0 +1,315 @@
+"""The Kueue integration both controllers run for a queued TrainJob (trainjob/queueing.py):
+its decision step by step, the Workload it builds, the placement it starts with, and the
+admission webhook's changes (trainjob/admission.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from tests.factories import OWNER, make_runtime, make_trainjob
+from trainjob import admission, queueing
+from trainjob import workload as wlmod
+from trainjob.models import parse_runtime, parse_trainjob
+from trainjob.queueing import QueuePlan
+from trainjob.runtime import RuntimeInfo, build_runtime_info
+
+Dict = dict[str, Any]
+NOW = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.UTC)
+EARLIER = "2026-11-23T11:00:00Z"
+RUNTIME = make_runtime()
+WL_NAME = "trainjob-tj-daaa5"  # Kueue's name for TrainJob tj with uid uid-tj
+
+
+def trainjob(*, queue: str | None = "q", suspend: bool = True, **spec: Any) -> Dict:
+    body = make_trainjob(suspend=suspend, **spec)
+    if queue is not None:
+        body["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": queue}
+    return body
+
+
+def info_of(body: Dict, runtime: Dict = RUNTIME) -> RuntimeInfo:
+    spec = runtime["spec"]["template"]["spec"]
+    return build_runtime_info(parse_trainjob(body), parse_runtime(runtime), spec)
+
+
+def cond(ctype: str, status: bool, reason: str, message: str = "") -> Dict:
+    return {
+        "type": ctype,
+        "status": "True" if status else "False",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": EARLIER,
+    }
+
+
+def workload_for(body: Dict, *conditions: Dict, **status: Any) -> Dict:
+    """The Workload the integration built for `body`, as the API returns it."""
+    wl = wlmod.build_workload(parse_trainjob(body), info_of(body), "q")
+    wl["metadata"].update(resourceVersion="7", generation=1)
+    wl["status"] = {"conditions": list(conditions), **status}
+    return wl
+
+
+RESERVED = cond("QuotaReserved", True, "QuotaReserved")
+ADMITTED = cond("Admitted", True, "Admitted")
+EVICTED = cond("Evicted", True, "Preempted", "Preempted to accommodate a higher priority")
+ASSIGNED = {
+    "admission": {
+        "clusterQueue": "cq",
+        "podSetAssignments": [{"name": "node", "flavors": {"cpu": "fast"}, "count": 1}],
+    }
+}
+
+
+def plan(
+    body: Dict,
+    wl: Dict | None,
+    *,
+    runtime: Dict | None = RUNTIME,
+    jobs_active: bool = False,
+    priority: tuple[str, int] | None = None,
+    flavors: dict[str, Dict] | None = None,
+) -> QueuePlan:
+    obs = queueing.observe(
+        parse_trainjob(body), runtime, wl, flavors or {}, priority, jobs_active, NOW
+    )
+    return queueing.reconcile_queueing(obs)
+
+
+def reasons(p: QueuePlan) -> list[str]:
+    return [e.reason for e in p.events]
+
+
+# ---- the decision, step by step --------------------------------------------------------------
+
+
+def test_1_a_trainjob_without_a_queue_is_not_kueues() -> None:
+    assert plan(trainjob(queue=None, suspend=False), None) == QueuePlan()
+
+
+def test_2_finished_marks_the_workload_finished_once_guarded_by_its_version() -> None:
+    body = trainjob(suspend=False)
+    body["status"] = {"conditions": [cond("Complete", True, "Completed", "all done")]}
+    wl = workload_for(body, RESERVED, ADMITTED, **ASSIGNED)
+    p = plan(body, wl)
+    assert p.workload_version == "7"
+    finished = next(c for c in p.workload_status["conditions"] if c["type"] == "Finished")
+    assert (finished["status"], finished["reason"], finished["message"]) == (
+        "True",
+        "Succeeded",
+        "all done",
+    )
+    assert reasons(p) == ["FinishedWorkload"] and p.trainjob_patch is None
+    wl["status"]["conditions"].append(finished)
+    assert plan(body, wl) == QueuePlan()  # already Finished: nothing more
+
+
+def test_3_no_workload_yet_builds_one_and_keeps_the_trainjob_suspended() -> None:
+    body = trainjob(suspend=False)
+    p = plan(body, None, priority=("high", 100))
+    assert p.create_workload == wlmod.build_workload(
+        parse_trainjob(body), info_of(body), "q", ("high", 100)
+    )
+    assert p.trainjob_patch == {"spec": {"suspend": True}}
+    missing = plan(trainjob(), None, runtime=None)  # no runtime: nothing to build yet
+    assert missing.create_workload is None and missing.trainjob_patch is None
+    prebuilt = trainjob()
+    prebuilt["metadata"]["labels"] = {"kueue.x-k8s.io/prebuilt-workload-name": "given"}
+    assert plan(prebuilt, None).create_workload is None  # someone else makes it
+
+
+def test_4_pods_ready_waits_for_start_once_admitted() -> None:
+    body = trainjob(suspend=False)
+    p = plan(body, workload_for(body, RESERVED, ADMITTED, **ASSIGNED), jobs_active=True)
+    assert p.workload_readiness is not None
+    (pods_ready,) = p.workload_readiness["conditions"]
+    assert (pods_ready["type"], pods_ready["status"], pods_ready["reason"]) == (
+        "PodsReady",
+        "False",
+        "WaitForStart",
+    )
+
+
+def test_5_a_prebuilt_workload_is_adopted_without_taking_control() -> None:
+    body = trainjob()
+    body["metadata"]["labels"] = {"kueue.x-k8s.io/prebuilt-workload-name": WL_NAME}
+    wl = workload_for(body)
+    wl["metadata"]["ownerReferences"] = []
+    p = plan(body, wl)
+    assert p.workload_patch == {"metadata": {"ownerReferences": [{**OWNER, "controller": False}]}}
+    assert p.workload_version == "7"
+
+
+def test_6_a_pending_workload_follows_the_trainjob_queue_and_pod_sets() -> None:
+    body = trainjob()
+    wl = workload_for(body)
+    moved = trainjob(queue="other")
+    p = plan(moved, wl)
+    assert p.workload_patch == {"spec": {"queueName": "other"}}
+    assert reasons(p) == ["UpdatedWorkload"]
+    bigger = trainjob(trainer={"numNodes": 4})
+    p = plan(bigger, wl)
+    assert p.delete_workload == WL_NAME and reasons(p) == ["DeletedWorkload"]
+    assert p.workload_readiness is None
+
+
+def test_7_admitted_starts_with_kueues_placement_in_one_write() -> None:
+    body = trainjob()
+    wl = workload_for(body, RESERVED, ADMITTED, **ASSIGNED)
+    fast = {"metadata": {"name": "fast"}, "spec": {"nodeLabels": {"tier": "fast"}}}
+    p = plan(body, wl, flavors={"fast": fast})
+    assert p.trainjob_patch == {
+        "spec": {
+            "suspend": False,
+            "runtimePatches": [wlmod.build_admission_patch(wl, {"fast": fast})],
+        }
+    }
+    assert reasons(p) == ["Started"] and "cq" in p.events[0].message
+    obs = queueing.observe(parse_trainjob(body), RUNTIME, wl, {}, None, False, NOW)
+    obs.start_blocked = "not dispatchable"
+    assert queueing.reconcile_queueing(obs).trainjob_patch is None  # a controller said no
+
+
+def test_8_running_without_admission_stops() -> None:
+    body = trainjob(suspend=False)
+    wl = workload_for(body, RESERVED, ADMITTED, EVICTED, **ASSIGNED)
+    p = plan(body, wl, jobs_active=True)
+    assert p.trainjob_patch == {"spec": {"suspend": True}}
+    assert reasons(p) == ["Stopped"] and "Preempted" in p.events[0].message
+
+
+def test_9_stopped_and_quiet_drops_the_placement_and_hands_the_quota_back() -> None:
+    body = trainjob(runtimePatches=[{"manager": "kueue.x-k8s.io/manager"}])
+    wl = workload_for(body, RESERVED, ADMITTED, EVICTED, **ASSIGNED)
+    assert plan(body, wl, jobs_active=True).workload_status is None  # pods still running
+    p = plan(body, wl)
+    assert p.trainjob_patch == {"spec": {"runtimePatches": []}}
+    assert p.workload_status is not None and p.workload_status["admission"] is None
+    by_type = {c["type"]: (c["status"], c["reason"]) for c in p.workload_status["conditions"]}
+    assert by_type["QuotaReserved"] == ("False", "Pending")
+    assert by_type["Admitted"] == ("False", "NoReservation")
+    assert by_type["Requeued"] == ("True", "Preempted")  # Kueue requeues a preemption at once
+    assert by_type["PodsReady"] == ("False", "WaitForStart")
+    assert p.workload_version == "7" and p.workload_readiness is None
+
+
+# ---- what it builds ---------------------------------------------------------------------------
+
+
+def test_the_workload_is_kueues_for_a_trainjob_in_full() -> None:
+    body = trainjob(trainer={"numNodes": 2, "resourcesPerNode": {"requests": {"cpu": "2"}}})
+    info = info_of(body)
+    template = info.pod_sets[0].pod_template
+    assert wlmod.build_workload(parse_trainjob(body), info, "q", ("high", 100)) == {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": WL_NAME,
+            "namespace": "ns",
+            "labels": {"kueue.x-k8s.io/job-uid": "uid-tj"},
+            "ownerReferences": [OWNER],
+        },
+        "spec": {
+            "queueName": "q",
+            "podSets": [
+                {"name": "node", "count": 2, "template": {"metadata": {}, "spec": template["spec"]}}
+            ],
+            "priorityClassRef": {
+                "group": "kueue.x-k8s.io",
+                "kind": "WorkloadPriorityClass",
+                "name": "high",
+            },
+            "priority": 100,
+        },
+    }
+    assert template["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "2"}}
+
+
+def test_the_admission_patch_carries_flavours_and_check_updates_per_pod_set() -> None:
+    toleration = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
+    flavors = {
+        "a100": {"spec": {"nodeLabels": {"gpu": "a100"}, "tolerations": [toleration]}},
+        "cpu": {"spec": {"nodeLabels": {"pool": "cpu"}}},
+    }
+    wl = {
+        "status": {
+            "admission": {
+                "clusterQueue": "cq",
+                "podSetAssignments": [
+                    {"name": "node", "flavors": {"nvidia.com/gpu": "a100", "cpu": "cpu"}},
+                    {"name": "init", "flavors": {}},
+                ],
+            },
+            "admissionChecks": [
+                {
+                    "name": "prov",
+                    "podSetUpdates": [
+                        {
+                            "name": "node",
+                            "nodeSelector": {"zone": "z1"},
+                            "labels": {"l": "1"},
+                            "annotations": {"a": "2"},
+                            "tolerations": [toleration],
+                        }
+                    ],
+                }
+            ],
+        }
+    }
+    assert wlmod.build_admission_patch(wl, flavors) == {
+        "manager": "kueue.x-k8s.io/manager",
+        "trainingRuntimeSpec": {
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {
+                                "spec": {
+                                    "template": {
+                                        "metadata": {
+                                            "labels": {"l": "1"},
+                                            "annotations": {"a": "2"},
+                                        },
+                                        "spec": {
+                                            "nodeSelector": {
+                                                "gpu": "a100",
+                                                "pool": "cpu",
+                                                "zone": "z1",
+                                            },
+                                            "tolerations": [toleration],
+                                        },
+                                    }
+                                }
+                            },
+                        },
+                        {"name": "init", "template": {"spec": {"template": {}}}},
+                    ]
+                }
+            }
+        },
+    }
+
+
+# ---- the admission webhook's changes --------------------------------------------------------
+
+
+def test_mutate_suspends_queued_trainjobs_and_routes_them_to_multikueue_when_asked() -> None:
+    assert admission.mutate_on_create(trainjob(suspend=False)) == {"suspend": True}
+    assert admission.mutate_on_create(trainjob(suspend=True)) == {}
+    assert admission.mutate_on_create(trainjob(queue=None, suspend=False)) == {}
+    routed = admission.mutate_on_create(trainjob(suspend=False), multikueue_queue=True)
+    assert routed == {"suspend": True, "managedBy": "kueue.x-k8s.io/multikueue"}
+    # An explicit managedBy, even "", is the user's: the API judges it, we do not change it.
+    mine = trainjob(managedBy="")
+    assert admission.mutate_on_create(mine, multikueue_queue=True) == {}
+    assert admission.mutate_on_create(trainjob(queue=None), multikueue_queue=True) == {}
+
+
+def test_validate_names_the_label_and_the_missing_queue() -> None:
+    error = admission.validate_queue(trainjob(queue="nope"), None)
+    assert error is not None
+    assert "kueue.x-k8s.io/queue-name" in error and "'nope'" in error and "'ns'" in error
+    assert admission.validate_queue(trainjob(queue="q"), {"metadata": {"name": "q"}}) is None
+    assert admission.validate_queue(trainjob(queue=None), None) is None
