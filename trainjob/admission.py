@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from trainjob import constants as c
+from trainjob.models import queue_label
 
 Dict = dict[str, Any]
 
 
 def queue_of(body: Dict) -> str | None:
-    labels = (body.get("metadata") or {}).get("labels") or {}
-    return labels.get(c.KUEUE_QUEUE_NAME_LABEL) or None
+    """The queue a TrainJob under admission names (not parsed yet: the API judges it)."""
+    return queue_label((body.get("metadata") or {}).get("labels"))
 
 
 def mutate_on_create(body: Dict, *, multikueue_queue: bool = False) -> Dict:

@@ -95,12 +95,19 @@ class TrainJob(_Model):
         return list(self.status.get("conditions") or [])
 
     @property
+    def queue_name(self) -> str | None:
+        """The LocalQueue its Kueue queue-name label names, if any."""
+        return queue_label(self.metadata.labels)
+
+    @property
+    def prebuilt_workload(self) -> str | None:
+        """The Workload made for it by someone else (a MultiKueue copy's), by Kueue's label."""
+        return prebuilt_label(self.metadata.labels)
+
+    @property
     def queued(self) -> bool:
         """Kueue's: a queue-name label, or a prebuilt Workload (a MultiKueue copy)."""
-        labels = self.metadata.labels
-        return bool(
-            labels.get(c.KUEUE_QUEUE_NAME_LABEL) or labels.get(c.KUEUE_PREBUILT_WORKLOAD_LABEL)
-        )
+        return bool(self.queue_name or self.prebuilt_workload)
 
 
 class TorchPolicy(_Model):
@@ -176,6 +183,16 @@ def _explain(kind: str, exc: ValidationError) -> str:
         loc = ".".join(str(p) for p in err["loc"])
         parts.append(f"{loc}: {err['msg']}")
     return f"invalid {kind}: " + "; ".join(parts)
+
+
+def queue_label(labels: dict[str, str] | None) -> str | None:
+    """The queue a TrainJob's labels name (Kueue's queue-name label), for raw bodies too."""
+    return (labels or {}).get(c.KUEUE_QUEUE_NAME_LABEL) or None
+
+
+def prebuilt_label(labels: dict[str, str] | None) -> str | None:
+    """The prebuilt Workload a TrainJob's labels name (Kueue's label), for raw bodies too."""
+    return (labels or {}).get(c.KUEUE_PREBUILT_WORKLOAD_LABEL) or None
 
 
 def parse_trainjob(body: Dict) -> TrainJob:

@@ -18,7 +18,7 @@ from trainjob import constants as c
 from trainjob import readiness
 from trainjob import workload as wlmod
 from trainjob.events import Event
-from trainjob.models import TrainJob
+from trainjob.models import TrainJob, prebuilt_label, queue_label
 from trainjob.naming import owner_reference
 from trainjob.runtime import RuntimeInfo, RuntimeProblem, resolve_runtime_info
 
@@ -61,27 +61,20 @@ class QueuePlan:
         return self.trainjob_patch is not None
 
 
-def queue_name(tj: TrainJob) -> str | None:
-    return tj.metadata.labels.get(c.KUEUE_QUEUE_NAME_LABEL) or None
-
-
-def prebuilt_name(tj: TrainJob) -> str | None:
-    return tj.metadata.labels.get(c.KUEUE_PREBUILT_WORKLOAD_LABEL) or None
-
-
 def is_queued_body(body: Dict) -> bool:
+    """`TrainJob.queued` of a raw body, without parsing it."""
     labels = (body.get("metadata") or {}).get("labels") or {}
-    return bool(labels.get(c.KUEUE_QUEUE_NAME_LABEL) or labels.get(c.KUEUE_PREBUILT_WORKLOAD_LABEL))
+    return bool(queue_label(labels) or prebuilt_label(labels))
 
 
 def expected_workload_name(tj: TrainJob) -> str:
-    return prebuilt_name(tj) or wlmod.workload_name(tj.name, tj.metadata.uid or "")
+    return tj.prebuilt_workload or wlmod.workload_name(tj.name, tj.metadata.uid or "")
 
 
 def expected_workload_name_of(body: Dict) -> str:
     """`expected_workload_name` from a raw TrainJob body, without parsing it."""
     meta = body.get("metadata") or {}
-    prebuilt = (meta.get("labels") or {}).get(c.KUEUE_PREBUILT_WORKLOAD_LABEL)
+    prebuilt = prebuilt_label(meta.get("labels"))
     return prebuilt or wlmod.workload_name(meta.get("name", ""), meta.get("uid") or "")
 
 
@@ -153,8 +146,8 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
         return plan
     # 3. No Workload yet: build one (prebuilt ones are made by someone else: wait).
     if wl is None:
-        if prebuilt_name(tj) is None and obs.info is not None:
-            queue = queue_name(tj) or ""
+        if tj.prebuilt_workload is None and obs.info is not None:
+            queue = tj.queue_name or ""
             # Its CreatedWorkload Event is recorded once the API has taken it (queueing_io).
             plan.create_workload = wlmod.build_workload(tj, obs.info, queue, obs.priority)
         if not tj.spec.suspend:  # never run before admission
@@ -167,11 +160,11 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
     # 5. A prebuilt Workload is adopted: the TrainJob becomes its owner.
     if not wlmod.owned_by(wl, uid):
         refs = list(wl.get("metadata", {}).get("ownerReferences") or [])
-        refs.append(owner_reference(tj.name, uid, controller=prebuilt_name(tj) is None))
+        refs.append(owner_reference(tj.name, uid, controller=tj.prebuilt_workload is None))
         plan.workload_patch = {"metadata": {"ownerReferences": refs}}
     admitted = wlmod.is_admitted(wl)
     # 6. While suspended and not admitted, keep the Workload in step with the TrainJob.
-    if tj.spec.suspend and not wlmod.has_quota(wl) and prebuilt_name(tj) is None:
+    if tj.spec.suspend and not wlmod.has_quota(wl) and tj.prebuilt_workload is None:
         if obs.info is not None and not wlmod.pod_sets_match(wl, obs.info):
             plan.delete_workload = wl["metadata"]["name"]
             plan.workload_readiness = None
@@ -183,12 +176,12 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
                 )
             )
             return plan
-        if queue_name(tj) and wl.get("spec", {}).get("queueName") != queue_name(tj):
+        if tj.queue_name and wl.get("spec", {}).get("queueName") != tj.queue_name:
             patch = plan.workload_patch or {}
-            patch["spec"] = {"queueName": queue_name(tj)}
+            patch["spec"] = {"queueName": tj.queue_name}
             plan.workload_patch = patch
             plan.events.append(
-                Event("Normal", "UpdatedWorkload", f"Moved Workload to queue {queue_name(tj)}")
+                Event("Normal", "UpdatedWorkload", f"Moved Workload to queue {tj.queue_name}")
             )
     # 7. Admitted and suspended: start, with Kueue's placement, in one write.
     if admitted and tj.spec.suspend and obs.start_blocked is None:

@@ -14,6 +14,7 @@ from trainjob import constants as c
 from trainjob import operator
 from trainjob.caches import Caches
 from trainjob.conditions import trainjob_finished
+from trainjob.models import prebuilt_label
 from trainjob.workload import workload_name
 from worker_controller import status, webhooks
 from worker_controller.memo import Memo
@@ -108,7 +109,7 @@ def service_index(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any
 
 def owner_index(namespace: str, name: str, labels: kopf.Labels, uid: str, **_: Any) -> Dict:
     """Which TrainJob a Workload belongs to: by its deterministic or its prebuilt name."""
-    prebuilt = labels.get(c.KUEUE_PREBUILT_WORKLOAD_LABEL)
+    prebuilt = prebuilt_label(labels)
     return {(namespace, prebuilt or workload_name(name, uid)): name}
 
 
