@@ -14,7 +14,7 @@ from typing import Any
 from kubernetes import client, watch
 
 from dispatcher.admissionchecks import down_since, set_active_condition
-from dispatcher.kubeconfigs import check_kubeconfig
+from dispatcher.kubeconfigs import check_kubeconfig, kubeconfig_path_problem
 from dispatcher.remote import RemoteCluster
 from dispatcher.settings import DispatcherSettings
 from trainjob import constants as c
@@ -125,28 +125,7 @@ class Registry:
     def reconcile_cluster(self, mkc: Dict) -> None:
         """Connect to a MultiKueueCluster's worker and report its Active condition."""
         name = mkc["metadata"]["name"]
-        source = (mkc.get("spec") or {}).get("clusterSource") or {}
-        ref = source.get("kubeConfig") or {}
-        problem_reason, message = "", ""
-        kubeconfig = None
-        if ref.get("locationType", "Secret") != "Secret" or not ref.get("location"):
-            problem_reason = "BadKubeConfig"
-            message = (
-                "spec.clusterSource.kubeConfig must name a Secret (locationType: Secret) "
-                f"in namespace {self.settings.namespace}"
-            )
-        else:
-            secret = self.manager.get_or_none(
-                "v1", "Secret", ref["location"], self.settings.namespace
-            )
-            raw = base64.b64decode(((secret or {}).get("data") or {}).get("kubeconfig", ""))
-            if secret is None:
-                problem_reason = "BadKubeConfig"
-                message = f"Secret {ref['location']!r} not found in {self.settings.namespace}"
-            else:
-                kubeconfig, problem = check_kubeconfig(raw, ref["location"])
-                if problem:
-                    problem_reason, message = problem.reason, problem.message
+        kubeconfig, problem_reason, message = self._kubeconfig_of(mkc)
         if kubeconfig is not None:
             fingerprint = hashlib.sha256(repr(kubeconfig).encode()).hexdigest()
             self._connect(name, kubeconfig, fingerprint, down_since(mkc))
@@ -163,6 +142,56 @@ class Registry:
             self._disconnect(name)
             active, reason = False, problem_reason
         self._set_active(mkc, active, reason, message)
+
+    def _kubeconfig_of(self, mkc: Dict) -> tuple[Dict | None, str, str]:
+        """A MultiKueueCluster's worker kubeconfig, vetted: (kubeconfig, "", "") or (None,
+        reason, message) for its Active=False condition."""
+        source = (mkc.get("spec") or {}).get("clusterSource") or {}
+        if source.get("clusterProfileRef"):
+            # Kueue's reason when its MultiKueueClusterProfile gate is off: so is ours, always.
+            return (
+                None,
+                "MultiKueueClusterProfileFeatureDisabled",
+                (
+                    "spec.clusterSource.clusterProfileRef: ClusterProfile is not supported by this "
+                    "dispatcher; use kubeConfig (locationType Secret or Path)"
+                ),
+            )
+        ref = source.get("kubeConfig") or {}
+        location, kind = ref.get("location"), ref.get("locationType", "Secret")
+        if kind == "Path":
+            prefix = str(self.settings.kubeconfig_path_prefix)
+            path, why = kubeconfig_path_problem(str(location or ""), prefix)
+            if path is None:
+                return None, "BadKubeConfig", f"spec.clusterSource.kubeConfig.location: {why}"
+            try:
+                with open(path, "rb") as f:
+                    raw = f.read()
+            except OSError as exc:
+                return None, "BadKubeConfig", f"cannot read {path!r}: {exc.strerror}"
+            kubeconfig, problem = check_kubeconfig(raw, "", where=f"file {path!r}")
+        elif kind != "Secret" or not location:
+            return (
+                None,
+                "BadKubeConfig",
+                (
+                    "spec.clusterSource.kubeConfig must name a Secret (locationType: Secret) in "
+                    f"namespace {self.settings.namespace}, or a file (locationType: Path)"
+                ),
+            )
+        else:
+            secret = self.manager.get_or_none("v1", "Secret", location, self.settings.namespace)
+            if secret is None:
+                return (
+                    None,
+                    "BadKubeConfig",
+                    (f"Secret {location!r} not found in {self.settings.namespace}"),
+                )
+            raw = base64.b64decode((secret.get("data") or {}).get("kubeconfig", ""))
+            kubeconfig, problem = check_kubeconfig(raw, location)
+        if problem is not None:
+            return None, problem.reason, problem.message
+        return kubeconfig, "", ""
 
     def _connect(
         self, name: str, kubeconfig: Dict, fingerprint: str, down: float | None = None

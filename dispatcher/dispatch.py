@@ -122,6 +122,9 @@ def remote_workload(wl: Dict, origin: str) -> Dict:
     meta = wl["metadata"]
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != wlmod.JOB_UID_LABEL}
     labels[c.KUEUE_MULTIKUEUE_ORIGIN_LABEL] = origin
+    annotations = dict(meta.get("annotations") or {})
+    if meta.get("uid"):
+        annotations[c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION] = meta["uid"]
     return {
         "apiVersion": c.KUEUE_API,
         "kind": "Workload",
@@ -129,7 +132,7 @@ def remote_workload(wl: Dict, origin: str) -> Dict:
             "name": meta["name"],
             "namespace": meta["namespace"],
             "labels": labels,
-            "annotations": dict(meta.get("annotations") or {}),
+            "annotations": annotations,
         },
         "spec": copy.deepcopy(wl["spec"]),
     }
@@ -151,6 +154,13 @@ def remote_trainjob(tj: Dict, wl_name: str, origin: str) -> Dict:
     labels = dict(meta.get("labels") or {})
     labels[c.KUEUE_PREBUILT_WORKLOAD_LABEL] = wl_name
     labels[c.KUEUE_MULTIKUEUE_ORIGIN_LABEL] = origin
+    annotations = {
+        k: v
+        for k, v in (meta.get("annotations") or {}).items()
+        if not k.startswith("kubectl.kubernetes.io/")
+    }
+    if meta.get("uid"):
+        annotations[c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION] = meta["uid"]
     return {
         "apiVersion": c.TRAINER_API,
         "kind": "TrainJob",
@@ -158,14 +168,28 @@ def remote_trainjob(tj: Dict, wl_name: str, origin: str) -> Dict:
             "name": meta["name"],
             "namespace": meta["namespace"],
             "labels": labels,
-            "annotations": {
-                k: v
-                for k, v in (meta.get("annotations") or {}).items()
-                if not k.startswith("kubectl.kubernetes.io/")
-            },
+            "annotations": annotations,
         },
         "spec": spec,
     }
+
+
+def _finished_out_of_sync(wl: Dict) -> bool:
+    finished = cond.find(wlmod.conditions_of(wl), "Finished")
+    return bool(
+        finished and finished.get("status") == "True" and finished.get("reason") == OUT_OF_SYNC
+    )
+
+
+OUT_OF_SYNC = c.KUEUE_FINISHED_OUT_OF_SYNC
+
+
+def _finished_on(trainjob: Dict | None, cluster: str) -> bool:
+    """The manager TrainJob's status (brought back from `cluster`) says its run there ended."""
+    status = (trainjob or {}).get("status") or {}
+    return status.get("clusterName") == cluster and cond.trainjob_finished(
+        list(status.get("conditions") or [])
+    )
 
 
 def _admitted_at(wl: Dict) -> str | None:
@@ -245,6 +269,13 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
         for remote in obs.remotes:
             if remote is not winner and (remote.workload or remote.trainjob):
                 _delete(plan, remote)
+        if _finished_on(obs.trainjob, winner.name):
+            # Its run there ended and the manager has the outcome (status back): the manager
+            # Workload finishes from it (the Kueue integration). Whatever happens to the copies
+            # now (removed by a person or a TTL, the worker lost), it never runs again.
+            if winner.trainjob is not None and obs.trainjob is not None:
+                plan.trainjob_status = status_back(obs.trainjob, winner.trainjob, winner.name)
+            return plan
         if not winner.connected:
             if winner.disconnected_for >= obs.worker_lost_timeout:
                 why = (
@@ -260,6 +291,17 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
         if winner.workload is None:
             plan.check_state = ("Retry", f"the Workload copy on {winner.name} is gone")
             plan.events.append(Event("Warning", "RemoteWorkloadGone", plan.check_state[1]))
+            return plan
+        if _finished_out_of_sync(winner.workload):
+            # The worker's Kueue integration found the TrainJob there no longer matches its
+            # Workload (changed on the worker): as Kueue does, send it again, once.
+            if state.get("state") == "Ready":
+                plan.check_state = (
+                    "Retry",
+                    f"Remote workload on worker cluster {winner.name!r} is out of sync with its "
+                    "user job, resetting for re-dispatch",
+                )
+                plan.events.append(Event("Warning", "RemoteOutOfSync", plan.check_state[1]))
             return plan
         if (
             wlmod.is_evicted(winner.workload)

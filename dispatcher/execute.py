@@ -11,6 +11,7 @@ from typing import Any
 from dispatcher.clusters import Registry
 from dispatcher.dispatch import DispatchPlan, RemoteAction
 from dispatcher.intake import IntakePlan
+from dispatcher.remote import KINDS
 from trainjob import constants as c
 from trainjob import metrics
 from trainjob import workload as wlmod
@@ -186,8 +187,13 @@ def _remote_write(registry: Registry, action: RemoteAction) -> bool | None:
             remote.cluster.create(action.obj)
             registry.note_namespace_problem(action.cluster, namespace, None)
         else:
+            # Only the copy we saw (ours, by origin): never a same-named object made since.
             remote.cluster.delete(
-                action.obj["apiVersion"], action.obj["kind"], meta["name"], meta.get("namespace")
+                action.obj.get("apiVersion") or KINDS[action.obj["kind"]].api_version,
+                action.obj["kind"],
+                meta["name"],
+                meta.get("namespace"),
+                uid=meta.get("uid"),
             )
     except ApiException as exc:
         if exc.status == 404 and action.verb == "create":

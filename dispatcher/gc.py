@@ -13,7 +13,6 @@ from dispatcher.clusters import Registry
 from dispatcher.intake import is_multikueue
 from dispatcher.memo import Memo
 from dispatcher.remote import KINDS
-from trainjob import constants as c
 from trainjob import queueing
 from trainjob import workload as wlmod
 from trainjob.caches import Caches
@@ -68,7 +67,10 @@ def resync_loop(memo: Memo) -> None:
                 body = caches.trainjob(*key)
                 if body is not None and is_multikueue(body) and not _settled(memo, body):
                     memo.queue.resync(key)
-            if time.monotonic() - last_gc >= memo.settings.gc_interval:
+            if (
+                memo.settings.gc_interval
+                and time.monotonic() - last_gc >= memo.settings.gc_interval
+            ):
                 last_gc = time.monotonic()
                 collect_garbage(memo.registry, caches)
         except Exception:  # keep resyncing whatever one pass hit
@@ -86,17 +88,22 @@ def collect_garbage(registry: Registry, caches: Caches) -> None:
                 if caches.first(index, key) is not None:
                     continue
                 try:
-                    remote.cluster.delete(KINDS[kind].api_version, kind, key[1], key[0])
+                    api_version = KINDS[kind].api_version
+                    uid = obj["metadata"].get("uid")
+                    remote.cluster.delete(api_version, kind, key[1], key[0], uid=uid)
                     log.info("[%s] garbage-collected orphan %s %s/%s", name, kind, *key)
                 except Exception as exc:
                     log.warning("[%s] cannot collect %s %s/%s: %s", name, kind, *key, exc)
 
 
 def delete_remotes(registry: Registry, trainjob: Dict, holders: set[str]) -> list[str]:
-    """Delete a manager TrainJob's remote TrainJob and Workload on every reachable worker; the
-    `holders` (clusters that may hold a copy) that could not be reached are returned, for the
-    caller to retry. Other unreachable workers are left to the garbage collector."""
+    """Delete a manager TrainJob's remote TrainJob and Workload on every reachable worker (our
+    copies only: those the worker's watch shows with our origin, each by its UID; a same-named
+    object someone made on the worker stays); the `holders` (clusters that may hold a copy)
+    that could not be reached are returned, for the caller to retry. Other unreachable
+    workers are left to the garbage collector."""
     meta = trainjob["metadata"]
+    ns = meta["namespace"]
     wl_name = queueing.expected_workload_name_of(trainjob)
     pending = []
     for name, remote in list(registry.remotes.items()):
@@ -105,8 +112,11 @@ def delete_remotes(registry: Registry, trainjob: Dict, holders: set[str]) -> lis
                 pending.append(name)
             continue
         try:
-            remote.cluster.delete(c.TRAINER_API, "TrainJob", meta["name"], meta["namespace"])
-            remote.cluster.delete(c.KUEUE_API, "Workload", wl_name, meta["namespace"])
+            for kind, obj_name in (("TrainJob", meta["name"]), ("Workload", wl_name)):
+                ours = remote.get(kind, ns, obj_name)
+                if ours is not None:
+                    uid = ours["metadata"].get("uid")
+                    remote.cluster.delete(KINDS[kind].api_version, kind, obj_name, ns, uid=uid)
         except Exception as exc:  # treat as unreachable: retried later
             where = f"{meta['namespace']}/{meta['name']}"
             log.warning("[%s] cannot delete remote objects of %s: %s", name, where, exc)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
+import os
 import re
 import urllib.parse
 from dataclasses import dataclass
@@ -39,10 +40,11 @@ def _host_ok(server: str) -> bool:
 
 
 def check_kubeconfig(
-    raw: bytes | str | None, secret: str
+    raw: bytes | str | None, secret: str, *, where: str | None = None
 ) -> tuple[Dict | None, KubeconfigProblem | None]:
-    """Parse and vet a worker kubeconfig; returns (kubeconfig, None) or (None, problem)."""
-    where = f"Secret {secret!r} key 'kubeconfig'"
+    """Parse and vet a worker kubeconfig (from a Secret, or from the file `where` names);
+    returns (kubeconfig, None) or (None, problem)."""
+    where = where or f"Secret {secret!r} key 'kubeconfig'"
     if not raw:
         return None, KubeconfigProblem("BadKubeConfig", f"{where} is missing or empty")
     try:
@@ -159,3 +161,25 @@ def _load_problem(cfg: Dict) -> str | None:
     except Exception as exc:  # the loader raises many kinds; their text names no secret
         return f"the kubernetes client cannot use it ({type(exc).__name__})"
     return None
+
+
+def kubeconfig_path_problem(raw_path: str, prefix: str) -> tuple[str | None, str | None]:
+    """Kueue's rules for `kubeConfig.locationType: Path` (its MultiKueueKubeConfigPathValidation,
+    on by default): an absolute path without "..", which, symlinks resolved, lies under
+    `prefix`. Returns (the resolved path, None) or (None, why not)."""
+    if not raw_path:
+        return None, "the kubeconfig path must not be empty"
+    cleaned = os.path.normpath(raw_path)
+    if ".." in cleaned.split(os.sep):
+        return None, f'{raw_path!r} is not allowed: the path contains ".."'
+    if not os.path.isabs(cleaned):
+        return None, f"{raw_path!r} is not allowed: the path must be absolute"
+    if not os.path.isdir(prefix):
+        return None, f"{cleaned!r} is not under {os.path.normpath(prefix)!r} (no such directory)"
+    allowed = os.path.realpath(prefix)
+    if not os.path.exists(cleaned):
+        return None, f"{cleaned!r} does not exist"
+    resolved = os.path.realpath(cleaned)
+    if not (resolved + os.sep).startswith(allowed + os.sep):
+        return None, f"{resolved!r} is not under {allowed!r}"
+    return resolved, None

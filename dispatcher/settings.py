@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
 from trainjob import constants as c
-from trainjob.settings import ControllerSettings
+from trainjob.settings import ConfigFileError, ControllerSettings, read_yaml_mapping
 
 
 class DispatcherSettings(ControllerSettings):
@@ -24,6 +25,11 @@ class DispatcherSettings(ControllerSettings):
     )
     controller_name: str = Field(
         default=c.MANAGED_BY_MULTIKUEUE, description="AdmissionCheck controllerName we serve"
+    )
+    kubeconfig_path_prefix: Path = Field(
+        default=Path("/etc/multikueue/kubeconfigs"),
+        description="MultiKueueClusters with kubeConfig.locationType Path may only name files "
+        "under this directory (Kueue's rule)",
     )
     origin: str = Field(
         default="multikueue",
@@ -47,7 +53,16 @@ class DispatcherSettings(ControllerSettings):
     resync_seconds: float = Field(
         default=30.0, gt=0, description="safety-net pass over the TrainJobs in flight"
     )
-    gc_interval: float = Field(default=60.0, gt=0, description="orphan sweep on workers")
+    gc_interval: float = Field(
+        default=60.0, ge=0, description="seconds between orphan sweeps on workers (0: none)"
+    )
+    kueue_config: Path | None = Field(
+        default=None,
+        description="Kueue's Configuration file (its controller_manager_config.yaml): its "
+        "namespace and multiKueue settings (origin, gcInterval, workerLostTimeout, "
+        "dispatcherName, incrementalDispatcherConfig) become our defaults; our flags and "
+        "--config still win",
+    )
     retention_seconds: float = Field(
         default=0.0,
         ge=0,
@@ -62,3 +77,72 @@ class DispatcherSettings(ControllerSettings):
     leader_election_id: str = Field(
         default="trainjob-dispatcher", min_length=1, description="name of the Lease"
     )
+
+    @classmethod
+    def layers_below(cls, chosen: dict[str, object]) -> dict[str, object]:
+        """Kueue's own MultiKueue settings, when --kueue-config names its Configuration."""
+        path = chosen.get("kueue_config")
+        if not path:
+            return {}
+        try:
+            return kueue_multikueue_settings(read_yaml_mapping(Path(str(path))))
+        except ConfigFileError as exc:
+            raise ConfigFileError(f"--kueue-config {path}: {exc}") from None
+
+
+# Kueue's dispatcher names (its Configuration's multiKueue.dispatcherName) -> our strategies.
+KUEUE_DISPATCHERS = {
+    "kueue.x-k8s.io/multikueue-dispatcher-all-at-once": "AllAtOnce",
+    "kueue.x-k8s.io/multikueue-dispatcher-incremental": "Incremental",
+}
+
+
+def kueue_multikueue_settings(cfg: dict[str, Any]) -> dict[str, object]:
+    """Our settings from a Kueue v1beta2 Configuration (only what it sets; Kueue's defaults
+    are ours too). Raises ConfigFileError naming the field it cannot use."""
+    out: dict[str, object] = {}
+    if cfg.get("namespace"):
+        out["namespace"] = str(cfg["namespace"])
+    mk = cfg.get("multiKueue") or {}
+    if not isinstance(mk, dict):
+        raise ConfigFileError("multiKueue must be a mapping")
+    if mk.get("origin"):
+        out["origin"] = str(mk["origin"])
+    for key, name in (("gcInterval", "gc_interval"), ("workerLostTimeout", "worker_lost_timeout")):
+        if mk.get(key) is not None:
+            out[name] = go_duration_seconds(mk[key], f"multiKueue.{key}")
+    dispatcher = mk.get("dispatcherName")
+    if dispatcher:
+        if dispatcher not in KUEUE_DISPATCHERS:
+            raise ConfigFileError(
+                f"multiKueue.dispatcherName {dispatcher!r}: an external dispatcher is not "
+                f"supported; use one of {sorted(KUEUE_DISPATCHERS)}"
+            )
+        out["strategy"] = KUEUE_DISPATCHERS[dispatcher]
+    step = (mk.get("incrementalDispatcherConfig") or {}).get("stepSize")
+    if step is not None:
+        out["incremental_batch"] = step
+    return out
+
+
+_GO_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def go_duration_seconds(value: object, field: str) -> float:
+    """Seconds in a Go duration string as Kubernetes configs write them ("1m30s", "15m0s",
+    "0s", "250ms"); a plain number is seconds. Raises ConfigFileError naming the field."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    text = str(value).strip()
+    if text in ("0", ""):
+        return 0.0
+    pos, total = 0, 0.0
+    for match in _GO_DURATION.finditer(text):
+        if match.start() != pos:
+            break
+        total += float(match[1]) * _GO_UNITS[match[2]]
+        pos = match.end()
+    if pos != len(text) or not text:
+        raise ConfigFileError(f"{field}: {value!r} is not a duration (e.g. 30s, 15m, 1h30m)")
+    return total

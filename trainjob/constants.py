@@ -54,7 +54,11 @@ KUEUE_PREBUILT_WORKLOAD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
 # Held by manager TrainJobs dispatched by MultiKueue until their remote objects are gone.
 DISPATCHER_FINALIZER = f"{DOMAIN}/dispatcher-cleanup"
 KUEUE_MULTIKUEUE_ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
+# On remote copies: the UID of the manager object they copy (Kueue's, for tracing).
+KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION = "kueue.x-k8s.io/multikueue-origin-uid"
 KUEUE_RUNTIME_PATCH_MANAGER = "kueue.x-k8s.io/manager"
+# Kueue's Finished reason for a prebuilt Workload that no longer matches its job.
+KUEUE_FINISHED_OUT_OF_SYNC = "OutOfSync"
 
 # --- conditions and reasons (Trainer's names where Trainer has one) -------------------------
 COND_SUSPENDED = "Suspended"

@@ -240,14 +240,20 @@ class Cluster:
         name: str,
         namespace: str | None = None,
         propagation: str = "Background",
+        uid: str | None = None,
     ) -> None:
+        """Delete, and do not mind that it is gone. With `uid`, only that very object: one of
+        the same name made since (someone else's) is left alone (409, taken as gone)."""
+        body: Dict = {"propagationPolicy": propagation}
+        if uid:
+            body["preconditions"] = {"uid": uid}
         try:
             self._call(
-                "DELETE",
-                _path_for(api_version, plural_of(kind), namespace, name),
-                body={"propagationPolicy": propagation},
+                "DELETE", _path_for(api_version, plural_of(kind), namespace, name), body=body
             )
         except client.ApiException as exc:
+            if exc.status == 409 and uid:
+                return
             if exc.status != 404:
                 raise
 

@@ -162,7 +162,24 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
         refs = list(wl.get("metadata", {}).get("ownerReferences") or [])
         refs.append(owner_reference(tj.name, uid, controller=tj.prebuilt_workload is None))
         plan.workload_patch = {"metadata": {"ownerReferences": refs}}
-    admitted = wlmod.is_admitted(wl)
+    # 5b. A prebuilt Workload (made by someone else: a MultiKueue copy) that no longer
+    #     describes its TrainJob (changed since) is finished as out of sync, as Kueue does; its
+    #     sender decides what comes next. The TrainJob does not run on it.
+    if (
+        tj.prebuilt_workload
+        and obs.info is not None
+        and not wlmod.is_finished(wl)
+        and not wlmod.pod_sets_match(wl, obs.info)
+    ):
+        conds = cond.set_condition(
+            wlmod.conditions_of(wl), "Finished", True, OUT_OF_SYNC, OUT_OF_SYNC_MESSAGE, obs.now
+        )
+        plan.workload_status = {"conditions": conds}
+        plan.workload_readiness = None
+        plan.events.append(Event("Warning", "WorkloadOutOfSync", OUT_OF_SYNC_MESSAGE))
+        return plan
+    # A finished Workload admits nothing any more (only an out-of-sync one gets here).
+    admitted = wlmod.is_admitted(wl) and not wlmod.is_finished(wl)
     # 6. While suspended and not admitted, keep the Workload in step with the TrainJob.
     if tj.spec.suspend and not wlmod.has_quota(wl) and tj.prebuilt_workload is None:
         if obs.info is not None and not wlmod.pod_sets_match(wl, obs.info):
@@ -248,6 +265,9 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
             plan.workload_readiness = None
     return plan
 
+
+OUT_OF_SYNC = c.KUEUE_FINISHED_OUT_OF_SYNC
+OUT_OF_SYNC_MESSAGE = "The prebuilt workload is out of sync with its user job"
 
 # Eviction reasons after which Kueue requeues at once (Requeued=True); after the others (e.g.
 # PodsReadyTimeout) its workload controller sets Requeued=True once the backoff is over.

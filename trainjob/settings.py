@@ -14,7 +14,7 @@ import sys
 import typing
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 import yaml
 from pydantic import (
@@ -144,6 +144,12 @@ class ControllerSettings(BaseModel):
                 raise ValueError(f"{flag} {path} does not exist")
         return self
 
+    @classmethod
+    def layers_below(cls, chosen: dict[str, object]) -> dict[str, object]:
+        """Settings from other sources that `--config` and the flags (`chosen`) override;
+        ConfigFileError names what is wrong with them. None for the shared settings."""
+        return {}
+
     @property
     def webhook_files(self) -> tuple[Path, Path] | None:
         """(certificate, key) the webhook server reads, when it serves."""
@@ -187,11 +193,17 @@ class ControllerSettings(BaseModel):
         verbose = bool(values.pop("verbose"))
         config = values.pop("config", None)
         try:
-            merged = {**(_read_config(config, cls) if config else {}), **values}
-            return cls(**merged), verbose
+            chosen = {**(_read_config(config, cls) if config else {}), **values}
         except ConfigFileError as exc:
             print(f"error: --config {config}: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
+        try:
+            below = cls.layers_below(chosen)
+        except ConfigFileError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+        try:
+            return cls(**{**below, **chosen}), verbose
         except ValidationError as exc:
             for error in exc.errors():
                 where = " ".join(_flag(str(part)) for part in error["loc"]) or "settings"
@@ -203,8 +215,8 @@ class ConfigFileError(ValueError):
     pass
 
 
-def _read_config(path: Path, model: type[BaseModel]) -> dict[str, object]:
-    """The settings in a YAML config file, keys turned into field names."""
+def read_yaml_mapping(path: Path) -> dict[str, Any]:
+    """A YAML file holding one mapping (empty: {}); ConfigFileError says what is wrong."""
     try:
         data = yaml.safe_load(path.read_text())
     except OSError as exc:
@@ -215,6 +227,12 @@ def _read_config(path: Path, model: type[BaseModel]) -> dict[str, object]:
         return {}
     if not isinstance(data, dict):
         raise ConfigFileError("must be a mapping of settings")
+    return data
+
+
+def _read_config(path: Path, model: type[BaseModel]) -> dict[str, object]:
+    """The settings in a YAML config file, keys turned into field names."""
+    data = read_yaml_mapping(path)
     out: dict[str, object] = {}
     for key, value in data.items():
         name = re.sub(r"(?<!^)(?=[A-Z])", "_", str(key)).replace("-", "_").lower()

@@ -144,6 +144,9 @@ def reconcile_trainjob(obs: Observed) -> Plan:
         plan.events.append(
             Event("Normal", "RuntimeResolved", f"{ref.kind} {ref.name!r} found; starting")
         )
+    origin = tj.metadata.labels.get(c.KUEUE_MULTIKUEUE_ORIGIN_LABEL)
+    if origin:  # a MultiKueue copy: its Jobs and pods say which manager sent it (as Kueue's)
+        info.labels[c.KUEUE_MULTIKUEUE_ORIGIN_LABEL] = origin
     owner = owner_of(obs.trainjob)
     # 5. The headless Service: exactly one, ours, found by label; otherwise create nothing.
     if not _ensure_service(obs, info, owner, st, plan):

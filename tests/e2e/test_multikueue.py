@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import copy
 import datetime as dt
 import json
 import time
@@ -250,7 +251,10 @@ def test_delete_on_the_manager_removes_the_remote_objects(bed: Bed) -> None:
     mk = MultiKueue(bed)
     mk.submit("doomed", run="600s")
     where = wait_for(lambda: mk.running_on("doomed"), 60, what="the remote TrainJob")[0]
-    wait_for(lambda: mk.pods(where, "doomed"), 30, what="remote pods running")
+    pods = wait_for(lambda: mk.pods(where, "doomed"), 30, what="remote pods running")
+    # The worker's pods say which manager sent them (Kueue's origin label, kueue#10083).
+    origin = (mk.get("doomed", where) or {})["metadata"]["labels"][ORIGIN]
+    assert all(p.metadata.labels.get(ORIGIN) == origin for p in pods), origin
     mk.custom().delete_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", "doomed")
     wait_for(
         lambda: (
@@ -261,6 +265,35 @@ def test_delete_on_the_manager_removes_the_remote_objects(bed: Bed) -> None:
         60,
         what="manager and remote objects to be gone",
     )
+
+
+ORIGIN = "kueue.x-k8s.io/multikueue-origin"
+
+
+def test_a_same_named_trainjob_made_on_a_worker_by_a_user_is_never_ours_to_delete(
+    bed: Bed,
+) -> None:
+    first, second = bed.config.workers[0].name, bed.config.workers[1].name
+    mk = MultiKueue(bed, cpu_by_worker={second: "0"})  # ours can only run on the first
+    theirs = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "twin"},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}, "suspend": True},
+    }
+    made = mk.custom(second).create_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", theirs)
+    mk.submit("twin", run="600s")
+    wait_for(lambda: mk.pods(first, "twin"), 60, what=f"our twin running on {first}")
+    mk.custom().delete_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", "twin")
+    wait_for(
+        lambda: mk.get("twin") is None and mk.get("twin", first) is None,
+        60,
+        what=f"the manager TrainJob and our copy on {first} to be gone",
+    )
+    # Deletion (and the garbage collector after it) went by origin and UID, not by name.
+    kept = mk.get("twin", second)
+    assert kept is not None and kept["metadata"]["uid"] == made["metadata"]["uid"]
+    assert ORIGIN not in (kept["metadata"].get("labels") or {})
 
 
 def test_failed_remote_trainjob_fails_on_the_manager_with_the_reason(bed: Bed) -> None:
@@ -363,6 +396,77 @@ def test_bad_kubeconfig_secret_is_reported_on_the_cluster(
         custom.delete_cluster_custom_object(*KUEUE, "multikueueclusters", mk_name)
         with contextlib.suppress(client.ApiException):
             core.delete_namespaced_secret(mk_name, "kueue-system")
+
+
+def active_condition(custom: client.CustomObjectsApi, name: str) -> Dict | None:
+    obj = custom.get_cluster_custom_object(*KUEUE, "multikueueclusters", name)
+    return next(
+        (c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == "Active"),
+        None,
+    )
+
+
+def test_kubeconfig_files_under_the_path_prefix_connect_and_other_sources_are_named(
+    bed: Bed, controllers: list[setup.Controller], tmp_path: Path
+) -> None:
+    manager = bed.config.managers[0].name
+    core = client.CoreV1Api(bed.api(manager))
+    good = core.read_namespaced_secret(f"{bed.config.workers[0].name}-secret", "kueue-system")
+    prefix = tmp_path / "kubeconfigs"
+    prefix.mkdir()
+    (prefix / "w1.yaml").write_bytes(base64.b64decode(good.data["kubeconfig"]))
+    (tmp_path / "outside.yaml").write_bytes(base64.b64decode(good.data["kubeconfig"]))
+    (prefix / "escape.yaml").symlink_to(tmp_path / "outside.yaml")
+    sources = {
+        "path-good": {"kubeConfig": {"locationType": "Path", "location": str(prefix / "w1.yaml")}},
+        "path-outside": {
+            "kubeConfig": {"locationType": "Path", "location": str(tmp_path / "outside.yaml")}
+        },
+        "path-symlink": {
+            "kubeConfig": {"locationType": "Path", "location": str(prefix / "escape.yaml")}
+        },
+        "path-relative": {"kubeConfig": {"locationType": "Path", "location": "w1.yaml"}},
+        "profile": {"clusterProfileRef": {"name": "somewhere"}},
+    }
+    custom = client.CustomObjectsApi(bed.api(manager))
+    with dispatcher_with(controllers, "--kubeconfig-path-prefix", str(prefix)):
+        for name, source in sources.items():
+            custom.create_cluster_custom_object(
+                *KUEUE,
+                "multikueueclusters",
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "MultiKueueCluster",
+                    "metadata": {"name": name},
+                    "spec": {"clusterSource": source},
+                },
+            )
+        try:
+            conds = {
+                name: wait_for(
+                    lambda n=name: active_condition(custom, n), 30, what=f"{name} Active"
+                )
+                for name in sources
+            }
+        finally:
+            for name in sources:
+                custom.delete_cluster_custom_object(*KUEUE, "multikueueclusters", name)
+    assert (conds["path-good"]["status"], conds["path-good"]["reason"]) == ("True", "Active")
+    for name, fragment in (
+        ("path-outside", "is not under"),
+        ("path-symlink", "is not under"),
+        ("path-relative", "must be absolute"),
+    ):
+        cond = conds[name]
+        assert (cond["status"], cond["reason"]) == ("False", "BadKubeConfig"), cond
+        assert "spec.clusterSource.kubeConfig.location" in cond["message"], cond
+        assert fragment in cond["message"], cond
+    profile = conds["profile"]
+    assert (profile["status"], profile["reason"]) == (
+        "False",
+        "MultiKueueClusterProfileFeatureDisabled",
+    )
+    assert "clusterProfileRef" in profile["message"]
 
 
 def test_trainjob_requesting_nothing_never_sits_silently_on_the_manager(bed: Bed) -> None:
@@ -704,6 +808,47 @@ def events_of(mk: MultiKueue, name: str) -> list[str]:
         .items
     )
     return [e.reason for e in items]
+
+
+def test_a_copy_whose_worker_runtime_differs_is_out_of_sync_and_sent_again(bed: Bed) -> None:
+    mk = MultiKueue(bed)
+    first, second = mk.workers
+    mk.set_quota(second, "0")  # the first worker admits it first
+    example = setup.REPO / "examples" / "torch-distributed.yaml"
+    runtime = load_manifests(example.read_text())[0]
+    runtime["metadata"]["name"] = f"drift-{mk.ns}"
+    for cluster in [mk.manager, second]:
+        Applier(bed.api(cluster)).apply(runtime)
+    # On the first worker the same runtime has one replicatedJob more: the copy's TrainJob
+    # there would not run what its Workload (the manager's) was admitted for.
+    drifted = copy.deepcopy(runtime)
+    extra = copy.deepcopy(drifted["spec"]["template"]["spec"]["replicatedJobs"][0])
+    extra["name"] = "extra"
+    extra["template"]["metadata"]["labels"] = {}
+    drifted["spec"]["template"]["spec"]["replicatedJobs"].append(extra)
+    Applier(bed.api(first)).apply(drifted)
+    try:
+        mk.submit("drift", run="3s", runtime=runtime["metadata"]["name"])
+
+        def remote_out_of_sync() -> bool:
+            return any(
+                c["type"] == "Finished" and c["reason"] == "OutOfSync"
+                for wl in mk.remote_workloads(first)
+                for c in (wl.get("status") or {}).get("conditions") or []
+            )
+
+        wait_for(remote_out_of_sync, 60, what=f"the copy on {first} Finished=OutOfSync")
+        wait_for(lambda: "RemoteOutOfSync" in events_of(mk, "drift"), 60, what="RemoteOutOfSync")
+        assert not mk.pods(first, "drift"), "no pod runs on an out-of-sync copy"
+        mk.set_quota(second, "8")  # now the second can run it as the manager describes it
+        mk.wait("drift", "Complete", timeout=120)
+        assert (mk.get("drift") or {})["status"]["clusterName"] == second
+    finally:
+        for cluster, obj in ((mk.manager, runtime), (second, runtime), (first, drifted)):
+            with contextlib.suppress(client.ApiException):
+                client.CustomObjectsApi(bed.api(cluster)).delete_cluster_custom_object(
+                    *TRAINER, "clustertrainingruntimes", obj["metadata"]["name"]
+                )
 
 
 def pods_ready(workloads: list[Dict]) -> tuple[str, str] | None:

@@ -561,3 +561,67 @@ def test_not_dispatchable_only_when_kueue_admitted_without_counting_our_check() 
         {"type": "Evicted", "status": "True", "reason": "PodsReadyTimeout"}
     )
     assert decide_nd(evicted) is None
+
+
+def test_remote_copies_carry_the_manager_objects_uid_for_tracing() -> None:
+    manager_wl = manager_workload("QuotaReserved")
+    manager_wl["metadata"]["uid"] = "uid-wl"
+    wl = remote_workload(manager_wl, "multikueue")
+    assert wl["metadata"]["annotations"] == {"kueue.x-k8s.io/multikueue-origin-uid": "uid-wl"}
+    tj = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
+    tj["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{}"}
+    out = remote_trainjob(tj, "wl", "multikueue")
+    assert out["metadata"]["annotations"] == {"kueue.x-k8s.io/multikueue-origin-uid": "uid-tj"}
+
+
+def decide_finished(remotes: list[RemoteView], *, there: str = "w1") -> Any:
+    """A pass for a TrainJob whose status, brought back from `there`, says Complete."""
+    tj = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
+    tj["status"] = {
+        "clusterName": there,
+        "conditions": [{"type": "Complete", "status": "True", "reason": "Completed"}],
+    }
+    return reconcile_dispatch(
+        DispatchObserved(
+            workload=manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready"),
+            trainjob=tj,
+            check="mk",
+            remotes=remotes,
+            origin="multikueue",
+            worker_lost_timeout=60,
+            now=NOW,
+        )
+    )
+
+
+def test_a_run_that_ended_on_the_winner_never_runs_again_whatever_happens_to_its_copies() -> None:
+    removed = decide_finished([remote("w1", admitted_at="2026-11-22T11:00:02Z")])  # TrainJob gone
+    both_gone = decide_finished([remote("w1", workload=False)])  # a person, a TTL, its GC
+    lost = decide_finished([remote("w1", connected=False, lost=600)])
+    for plan in (removed, both_gone, lost):
+        assert plan.check_state is None, plan.check_state  # no Retry: no second dispatch
+        assert not [a for a in plan.remote if a.verb == "create"]
+        assert plan.events == []
+    # An outcome from an earlier cluster does not count for this one: there it is still to run.
+    elsewhere = decide_finished([remote("w1", admitted_at="2026-11-22T11:00:02Z")], there="w2")
+    assert [a.obj["kind"] for a in elsewhere.remote if a.verb == "create"] == ["TrainJob"]
+
+
+def test_a_copy_its_worker_found_out_of_sync_is_sent_again_once() -> None:
+    out_of_sync = remote("w1", admitted_at="2026-11-22T11:00:02Z", trainjob=True)
+    assert out_of_sync.workload is not None
+    out_of_sync.workload["status"]["conditions"].append(
+        {"type": "Finished", "status": "True", "reason": "OutOfSync", "message": "changed"}
+    )
+    ready = decide(
+        manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready"), [out_of_sync]
+    )
+    assert ready.check_state is not None and ready.check_state[0] == "Retry"
+    assert "out of sync" in ready.check_state[1] and [e.reason for e in ready.events] == [
+        "RemoteOutOfSync"
+    ]
+    assert ready.trainjob_status is None  # its status there is not the job's outcome
+    already = decide(
+        manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Retry"), [out_of_sync]
+    )
+    assert already.check_state is None and already.events == []

@@ -313,3 +313,19 @@ def test_validate_names_the_label_and_the_missing_queue() -> None:
     assert "kueue.x-k8s.io/queue-name" in error and "'nope'" in error and "'ns'" in error
     assert admission.validate_queue(trainjob(queue="q"), {"metadata": {"name": "q"}}) is None
     assert admission.validate_queue(trainjob(queue=None), None) is None
+
+
+def test_5b_a_prebuilt_workload_its_trainjob_no_longer_matches_finishes_out_of_sync() -> None:
+    body = trainjob(suspend=False, trainer={"numNodes": 3})  # changed after the copy was made
+    body["metadata"]["labels"] = {"kueue.x-k8s.io/prebuilt-workload-name": WL_NAME}
+    wl = workload_for(trainjob())  # one node, as sent
+    wl["status"] = {"conditions": [RESERVED, ADMITTED], **ASSIGNED}
+    p = plan(body, wl, jobs_active=True)
+    finished = next(c for c in p.workload_status["conditions"] if c["type"] == "Finished")
+    assert (finished["status"], finished["reason"]) == ("True", "OutOfSync")
+    assert reasons(p) == ["WorkloadOutOfSync"] and p.workload_version == "7"
+    # From then on it runs on nothing: a running TrainJob stops, a suspended one never starts.
+    wl["status"]["conditions"].append(finished)
+    assert plan(body, wl, jobs_active=True).trainjob_patch == {"spec": {"suspend": True}}
+    body["spec"]["suspend"] = True
+    assert plan(body, wl).trainjob_patch is None

@@ -254,3 +254,16 @@ def test_a_pod_group_policy_is_named_as_not_supported_when_the_jobs_are_first_ma
     assert not [e for e in again.events if e.reason == "PodGroupPolicyIgnored"]
     plain = observe(make_trainjob(), make_runtime(), services=[OUR_SERVICE])
     assert not [e for e in plain.events if e.reason == "PodGroupPolicyIgnored"]
+
+
+def test_a_multikueue_copy_labels_its_jobs_and_pods_with_the_managers_origin() -> None:
+    tj = make_trainjob()
+    tj["metadata"]["labels"] = {"kueue.x-k8s.io/multikueue-origin": "manager-a"}
+    plan = observe(tj, make_runtime(), services=[OUR_SERVICE])
+    (job,) = [o for o in plan.apply if o["kind"] == "Job"]
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/multikueue-origin"] == "manager-a"
+    pod_labels = job["spec"]["template"]["metadata"]["labels"]
+    assert pod_labels["kueue.x-k8s.io/multikueue-origin"] == "manager-a"
+    local = observe(make_trainjob(), make_runtime(), services=[OUR_SERVICE])
+    (job,) = [o for o in local.apply if o["kind"] == "Job"]
+    assert "kueue.x-k8s.io/multikueue-origin" not in job["spec"]["template"]["metadata"]["labels"]

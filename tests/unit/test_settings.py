@@ -129,3 +129,64 @@ def test_a_taken_probe_port_is_refused_naming_the_settings() -> None:
         port = taken.getsockname()[1]
         with pytest.raises(OSError, match=r"--bind-address, --health-port\): Address already"):
             serve_probes("127.0.0.1", port, lambda: None)
+
+
+KUEUE_CONFIG = """\
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: kueue-prod
+multiKueue:
+  gcInterval: 1m30s
+  origin: east-manager
+  workerLostTimeout: 5m
+  dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-incremental
+  incrementalDispatcherConfig:
+    stepSize: 2
+waitForPodsReady:
+  timeout: 10m
+"""
+
+
+def test_kueues_own_multikueue_settings_are_ours_unless_a_flag_says_otherwise(
+    tmp_path: Path,
+) -> None:
+    cfg = tmp_path / "controller_manager_config.yaml"
+    cfg.write_text(KUEUE_CONFIG)
+    settings, _ = DispatcherSettings.from_argv(["--kueue-config", str(cfg)], "d", None)
+    assert settings.namespace == "kueue-prod" and settings.origin == "east-manager"
+    assert settings.gc_interval == 90.0 and settings.worker_lost_timeout == 300.0
+    assert settings.strategy == "Incremental" and settings.incremental_batch == 2
+    ours = tmp_path / "dispatcher.yaml"
+    ours.write_text("origin: from-our-file\n")
+    argv = ["--kueue-config", str(cfg), "--config", str(ours), "--worker-lost-timeout", "60"]
+    settings, _ = DispatcherSettings.from_argv(argv, "d", None)
+    assert settings.origin == "from-our-file" and settings.worker_lost_timeout == 60.0
+    assert settings.gc_interval == 90.0  # what neither of ours sets still comes from Kueue's
+    off = tmp_path / "gc-off.yaml"
+    off.write_text("multiKueue:\n  gcInterval: 0s\n")
+    settings, _ = DispatcherSettings.from_argv(["--kueue-config", str(off)], "d", None)
+    assert settings.gc_interval == 0.0 and settings.origin == "multikueue"  # Kueue's default
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("multiKueue:\n  gcInterval: soon\n", "multiKueue.gcInterval: 'soon' is not a duration"),
+        (
+            "multiKueue:\n  dispatcherName: example.com/my-dispatcher\n",
+            "'example.com/my-dispatcher': an external dispatcher is not supported",
+        ),
+        ("multiKueue: [1]\n", "multiKueue must be a mapping"),
+        ("[]\n", "must be a mapping"),
+    ],
+)
+def test_a_kueue_config_we_cannot_use_is_refused_naming_the_field(
+    tmp_path: Path, text: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "kueue.yaml"
+    cfg.write_text(text)
+    with pytest.raises(SystemExit) as exited:
+        DispatcherSettings.from_argv(["--kueue-config", str(cfg)], "d", None)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--kueue-config {cfg}" in err and message in err, err
