@@ -78,6 +78,9 @@ class DispatchPlan:
 class Strategy(Protocol):
     """Which nominated clusters hold a copy while no cluster has admitted the Workload."""
 
+    # Whether we write status.nominatedClusterNames (False: an external controller does).
+    nominates: bool
+
     def targets(
         self, remotes: list[RemoteView], elapsed: float
     ) -> tuple[list[RemoteView], float | None]:
@@ -87,6 +90,8 @@ class Strategy(Protocol):
 
 
 class AllAtOnce:
+    nominates = True
+
     def targets(
         self, remotes: list[RemoteView], elapsed: float
     ) -> tuple[list[RemoteView], float | None]:
@@ -96,6 +101,8 @@ class AllAtOnce:
 class Incremental:
     """`batch` clusters at a time in MultiKueueConfig order; `batch` more each round that
     passes without an admission (Kueue's own: 3 clusters, 5-minute rounds)."""
+
+    nominates = True
 
     def __init__(self, batch: int = 3, round_seconds: float = 300.0) -> None:
         self.batch, self.round_seconds = batch, round_seconds
@@ -108,6 +115,19 @@ class Incremental:
         if len(chosen) == len(remotes):
             return chosen, None
         return chosen, rounds * self.round_seconds - elapsed
+
+
+class External:
+    """Kueue's external dispatch (its dispatcherName names neither of its own): another
+    controller writes status.nominatedClusterNames on the manager Workload; copies go to the
+    nominated clusters only (the caller passes just those), and leave the others."""
+
+    nominates = False
+
+    def targets(
+        self, remotes: list[RemoteView], elapsed: float
+    ) -> tuple[list[RemoteView], float | None]:
+        return remotes, None
 
 
 def check_state(wl: Dict, check: str) -> Dict | None:
@@ -326,14 +346,18 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
     # 4. Not dispatched yet: the first copy admitted by a worker wins. Admission times have
     #    one-second resolution, so ties are common under load; they go to a cluster picked by
     #    a hash of the Workload's name: the same answer on every pass, spread across workers.
+    nominated = (wl.get("status") or {}).get("nominatedClusterNames") or []
+
+    def eligible(remote: RemoteView) -> bool:
+        return strategy.nominates or remote.name in nominated
+
     admitted = sorted(
         (t, _tie_break(wl["metadata"]["name"], r.name), r.name)
         for r in obs.remotes
-        if r.connected and r.workload and (t := _admitted_at(r.workload))
+        if r.connected and r.workload and eligible(r) and (t := _admitted_at(r.workload))
     )
     if admitted:
         name = admitted[0][2]
-        nominated = (wl.get("status") or {}).get("nominatedClusterNames") or []
         if name not in nominated:  # Kueue takes clusterName only from the nominated ones
             plan.nominated = sorted({*nominated, name})
             return plan
@@ -345,15 +369,20 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
             if remote.name != name:
                 _delete(plan, remote)
         return plan
-    # 5. Leftovers of an earlier round go: a TrainJob (its run was given up), and copies a
-    #    worker deactivated or finished, which can never be admitted again (made anew later).
+    # 5. Leftovers of an earlier round go: a TrainJob (its run was given up), copies a worker
+    #    deactivated or finished, which can never be admitted again (made anew later), and
+    #    with an external dispatcher, copies on clusters it no longer nominates.
     reachable = []
     for remote in obs.remotes:
         if not remote.connected:
             continue
-        if remote.trainjob is not None or (remote.workload and not _admissible(remote.workload)):
+        if (
+            remote.trainjob is not None
+            or (remote.workload and not _admissible(remote.workload))
+            or (remote.workload and not eligible(remote))
+        ):
             _delete(plan, remote)
-        else:
+        elif eligible(remote):
             reachable.append(remote)
     # 6. Copies to the clusters the strategy picks (reachable ones only).
     elapsed = wlmod.reserved_for(wl, obs.now) or 0.0
@@ -361,10 +390,14 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
     for remote in targets:
         if remote.workload is None:
             plan.remote.append(RemoteAction(remote.name, "create", remote_workload(wl, obs.origin)))
-    nominated = sorted({r.name for r in targets} | {r.name for r in obs.remotes if r.workload})
-    if nominated != sorted((wl.get("status") or {}).get("nominatedClusterNames") or []):
-        plan.nominated = nominated
-    names = ", ".join(r.name for r in targets) or "no reachable cluster"
+    if strategy.nominates:
+        now_nominated = {r.name for r in targets} | {r.name for r in obs.remotes if r.workload}
+        if sorted(now_nominated) != sorted(nominated):
+            plan.nominated = sorted(now_nominated)
+    if not strategy.nominates and not nominated:
+        names = "no cluster yet (an external dispatcher nominates them)"
+    else:
+        names = ", ".join(r.name for r in targets) or "no reachable cluster"
     message = f"dispatched to {names}; waiting for a cluster to admit it"
     notes = [note for r in targets if (note := _why_not_admitted(r))]
     if notes:

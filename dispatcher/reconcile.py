@@ -18,6 +18,7 @@ from dispatcher import admissionchecks, execute, gc
 from dispatcher.dispatch import (
     AllAtOnce,
     DispatchObserved,
+    External,
     Incremental,
     RemoteView,
     Strategy,
@@ -157,6 +158,8 @@ def _lost_for(caches: Caches, cluster: str) -> float:
 def strategy(settings: DispatcherSettings) -> Strategy:
     if settings.strategy == "Incremental":
         return Incremental(settings.incremental_batch, settings.incremental_round_seconds)
+    if settings.strategy == "External":
+        return External()
     return AllAtOnce()
 
 

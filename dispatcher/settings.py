@@ -35,8 +35,10 @@ class DispatcherSettings(ControllerSettings):
         default="multikueue",
         description="value of the multikueue-origin label on everything we create on workers",
     )
-    strategy: Literal["AllAtOnce", "Incremental"] = Field(
-        default="AllAtOnce", description="which workers get a copy of a Workload, and when"
+    strategy: Literal["AllAtOnce", "Incremental", "External"] = Field(
+        default="AllAtOnce",
+        description="which workers get a copy of a Workload, and when (External: the ones "
+        "another controller nominates in the manager Workload's status.nominatedClusterNames)",
     )
     incremental_batch: int = Field(
         default=3, ge=1, description="Incremental: clusters added to the dispatch each round"
@@ -112,13 +114,8 @@ def kueue_multikueue_settings(cfg: dict[str, Any]) -> dict[str, object]:
         if mk.get(key) is not None:
             out[name] = go_duration_seconds(mk[key], f"multiKueue.{key}")
     dispatcher = mk.get("dispatcherName")
-    if dispatcher:
-        if dispatcher not in KUEUE_DISPATCHERS:
-            raise ConfigFileError(
-                f"multiKueue.dispatcherName {dispatcher!r}: an external dispatcher is not "
-                f"supported; use one of {sorted(KUEUE_DISPATCHERS)}"
-            )
-        out["strategy"] = KUEUE_DISPATCHERS[dispatcher]
+    if dispatcher:  # any other name is an external dispatcher's, as in Kueue
+        out["strategy"] = KUEUE_DISPATCHERS.get(str(dispatcher), "External")
     step = (mk.get("incrementalDispatcherConfig") or {}).get("stepSize")
     if step is not None:
         out["incremental_batch"] = step

@@ -24,7 +24,7 @@ from clusters.kube import Applier, load_manifests
 from clusters.processes import http_ok
 from demo import setup
 from tests.conftest import LOST_TIMEOUT
-from tests.helpers import wait_for
+from tests.helpers import stays_false, wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
@@ -770,6 +770,37 @@ def dispatcher_with(controllers: list[setup.Controller], *flags: str) -> Iterato
             for replica in replicas:
                 replica.argv = usual[id(replica)]
         the_leader(controllers)
+
+
+def test_an_external_dispatcher_nominates_and_copies_go_there_only(
+    bed: Bed, controllers: list[setup.Controller]
+) -> None:
+    mk = MultiKueue(bed)
+    first, second = mk.workers
+    with dispatcher_with(controllers, "--strategy", "External"):
+        mk.submit("chosen")
+        wl = wait_for(lambda: mk.manager_workload("chosen"), 30, what="the manager Workload")
+        name = wl["metadata"]["name"]
+
+        def check_message() -> str:
+            states = ((mk.manager_workload("chosen") or {}).get("status") or {}).get(
+                "admissionChecks"
+            ) or []
+            return " ".join(str(s.get("message", "")) for s in states)
+
+        wait_for(lambda: "external dispatcher" in check_message(), 30, what="the Pending note")
+        stays_false(
+            lambda: mk.remote_workloads(first) or mk.remote_workloads(second),
+            5,
+            what="a copy made before any nomination",
+        )
+        # The external dispatcher (this test) picks the second worker.
+        mk.custom().patch_namespaced_custom_object_status(
+            *KUEUE, mk.ns, "workloads", name, {"status": {"nominatedClusterNames": [second]}}
+        )
+        mk.wait("chosen", "Complete", timeout=90)
+        assert (mk.get("chosen") or {})["status"]["clusterName"] == second
+        assert mk.remote_workloads(first) == [], "never a copy on a cluster not nominated"
 
 
 def test_incremental_strategy_tries_clusters_in_order_and_widens(

@@ -12,6 +12,7 @@ import yaml
 from dispatcher.admissionchecks import check_active, down_since, parameters_problem
 from dispatcher.dispatch import (
     DispatchObserved,
+    External,
     Incremental,
     RemoteView,
     reconcile_dispatch,
@@ -625,3 +626,28 @@ def test_a_copy_its_worker_found_out_of_sync_is_sent_again_once() -> None:
         manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Retry"), [out_of_sync]
     )
     assert already.check_state is None and already.events == []
+
+
+def test_an_external_dispatcher_decides_where_copies_go_and_we_never_nominate() -> None:
+    ext = External()
+    waiting = decide(
+        manager_workload("QuotaReserved"), [remote("w1", workload=False)], strategy=ext
+    )
+    assert waiting.remote == [] and waiting.nominated is None
+    assert waiting.check_state is not None and "external dispatcher" in waiting.check_state[1]
+    # It nominated w2: a copy goes there only; one left on w1 from before goes.
+    plan = decide(
+        manager_workload("QuotaReserved", nominated=["w2"]),
+        [remote("w1"), remote("w2", workload=False)],
+        strategy=ext,
+    )
+    assert sorted((a.verb, a.cluster) for a in plan.remote) == [("create", "w2"), ("delete", "w1")]
+    assert plan.nominated is None
+    # Only a nominated cluster's admission wins.
+    early = "2026-11-22T11:00:01Z"
+    plan = decide(
+        manager_workload("QuotaReserved", nominated=["w2"]),
+        [remote("w1", admitted_at=early), remote("w2", admitted_at="2026-11-22T11:00:05Z")],
+        strategy=ext,
+    )
+    assert plan.cluster_name == "w2" and plan.nominated is None

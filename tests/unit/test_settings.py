@@ -166,16 +166,16 @@ def test_kueues_own_multikueue_settings_are_ours_unless_a_flag_says_otherwise(
     off.write_text("multiKueue:\n  gcInterval: 0s\n")
     settings, _ = DispatcherSettings.from_argv(["--kueue-config", str(off)], "d", None)
     assert settings.gc_interval == 0.0 and settings.origin == "multikueue"  # Kueue's default
+    external = tmp_path / "external.yaml"
+    external.write_text("multiKueue:\n  dispatcherName: example.com/my-dispatcher\n")
+    settings, _ = DispatcherSettings.from_argv(["--kueue-config", str(external)], "d", None)
+    assert settings.strategy == "External"
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         ("multiKueue:\n  gcInterval: soon\n", "multiKueue.gcInterval: 'soon' is not a duration"),
-        (
-            "multiKueue:\n  dispatcherName: example.com/my-dispatcher\n",
-            "'example.com/my-dispatcher': an external dispatcher is not supported",
-        ),
         ("multiKueue: [1]\n", "multiKueue must be a mapping"),
         ("[]\n", "must be a mapping"),
     ],
