@@ -17,13 +17,16 @@ def queue_of(body: Dict) -> str | None:
 
 def mutate_on_create(body: Dict, *, multikueue_queue: bool = False) -> Dict:
     """The spec fields to set on a new TrainJob: queued ones start suspended, and on a manager
-    whose queue leads to a MultiKueue check an unset managedBy becomes MultiKueue."""
+    whose queue leads to a MultiKueue check a managedBy that is unset, or the built-in value
+    (which Trainer's own CRD stamps as its default), becomes MultiKueue, as Kueue's webhook
+    does."""
     spec = body.get("spec") or {}
     changes: Dict = {}
     if queue_of(body) and not spec.get("suspend"):
         changes["suspend"] = True
-    # Only when absent: an explicit value, "" included, is the user's and the API judges it.
-    if multikueue_queue and queue_of(body) and "managedBy" not in spec:
+    # Any other value ("" included) is the user's, and the API judges it.
+    routable = "managedBy" not in spec or spec["managedBy"] == c.MANAGED_BY_BUILTIN
+    if multikueue_queue and queue_of(body) and routable:
         changes["managedBy"] = c.MANAGED_BY_MULTIKUEUE
     return changes
 

@@ -77,6 +77,7 @@ class MultiKueue:
         exit_code: int | None = None,
         runtime: str = "torch-distributed",
         cpu: str | None = "1",
+        managed_by: str | None = None,
     ) -> Dict:
         annotations = {"bed.trainjob.dev/run-duration": run}
         if exit_code is not None:
@@ -115,6 +116,8 @@ class MultiKueue:
         }
         if cpu is not None:
             body["spec"]["trainer"]["resourcesPerNode"] = {"requests": {"cpu": cpu}}
+        if managed_by is not None:
+            body["spec"]["managedBy"] = managed_by
         result: Dict = self.custom().create_namespaced_custom_object(
             *TRAINER, self.ns, "trainjobs", body
         )
@@ -226,6 +229,31 @@ def test_trainjob_runs_on_exactly_one_worker_and_completes_on_the_manager(bed: B
         60,
         what=f"remote objects on {winner} to be removed after completion",
     )
+
+
+def test_managed_by_edges_are_judged_as_trainers_crd_and_kueues_webhook_do(bed: Bed) -> None:
+    mk = MultiKueue(bed)
+    # The built-in value (Trainer's CRD default) on a MultiKueue queue is routed, as by Kueue.
+    routed = mk.submit("builtin", managed_by="trainer.kubeflow.org/trainjob-controller")
+    assert routed["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+    assert "trainjob.dev/dispatcher-cleanup" in routed["metadata"]["finalizers"]
+    mk.wait("builtin", "Complete")
+
+    def refused(change: Dict, name: str = "builtin") -> str:
+        with pytest.raises(client.ApiException) as exc:
+            mk.custom().patch_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", name, change)
+        assert exc.value.status == 422, exc.value
+        return str(json.loads(exc.value.body)["message"])
+
+    # Immutable: neither changed to another value, nor removed.
+    other = {"spec": {"managedBy": "trainer.kubeflow.org/trainjob-controller"}}
+    assert "spec.managedBy" in refused(other)
+    assert "spec.managedBy" in refused({"spec": {"managedBy": None}})
+    # Only the two values, when set: "" and anything else are refused at create.
+    for bad in ("", "example.com/mine"):
+        with pytest.raises(client.ApiException) as exc:
+            mk.submit("bad", managed_by=bad)
+        assert exc.value.status == 422 and "managedBy" in str(exc.value.body), exc.value.body
 
 
 def test_worker_without_quota_sends_the_trainjob_to_the_other(bed: Bed) -> None:

@@ -304,6 +304,12 @@ def test_mutate_suspends_queued_trainjobs_and_routes_them_to_multikueue_when_ask
     # An explicit managedBy, even "", is the user's: the API judges it, we do not change it.
     mine = trainjob(managedBy="")
     assert admission.mutate_on_create(mine, multikueue_queue=True) == {}
+    # ... except the built-in value, Trainer's CRD default: routed as if unset (as Kueue does).
+    builtin = trainjob(managedBy="trainer.kubeflow.org/trainjob-controller")
+    assert admission.mutate_on_create(builtin, multikueue_queue=True) == {
+        "managedBy": "kueue.x-k8s.io/multikueue"
+    }
+    assert admission.mutate_on_create(builtin) == {}  # on a worker it stays the built-in one
     assert admission.mutate_on_create(trainjob(queue=None), multikueue_queue=True) == {}
 
 
