@@ -451,3 +451,39 @@ def test_a_queued_trainjob_refuses_more_pod_sets_than_a_kueue_workload_holds() -
     assert info is None and problem is not None and problem.reason == "RuntimeInvalid"
     assert "spec.template.spec.replicatedJobs has 19 entries" in problem.message
     assert "at most 18 PodSets" in problem.message
+
+
+def test_resources_per_node_merge_into_the_runtime_containers_as_trainer_does() -> None:
+    base = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "4Gi"}}
+    runtime = make_runtime(
+        replicated_jobs=[replicated_job("node", "trainer", [container(resources=base)])]
+    )
+    tj = make_trainjob(
+        trainer={"resourcesPerNode": {"requests": {"cpu": "4", "nvidia.com/gpu": 1}}}
+    )
+    node = info_for(tj, runtime).pod_sets[0].container("node")
+    assert node["resources"] == {
+        "requests": {"cpu": "4", "memory": "2Gi", "nvidia.com/gpu": 1},
+        "limits": {"memory": "4Gi"},
+    }
+    # A null removes what the runtime set; the runtime object itself is left as it was.
+    tj = make_trainjob(trainer={"resourcesPerNode": {"limits": {"memory": None}}})
+    node = info_for(tj, runtime).pod_sets[0].container("node")
+    assert node["resources"] == {"requests": {"cpu": "1", "memory": "2Gi"}}
+    assert (
+        runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"][
+            "spec"
+        ]["containers"][0]["resources"]
+        == base
+    )
+
+
+def test_a_bad_runtime_quantity_is_named_in_the_runtime_not_in_resources_per_node() -> None:
+    bad = {"requests": {"memory": "lots"}}
+    runtime = make_runtime(
+        replicated_jobs=[replicated_job("node", "trainer", [container(resources=bad)])]
+    )
+    tj = make_trainjob(trainer={"resourcesPerNode": {"requests": {"cpu": "2"}}})
+    with pytest.raises(RuntimeSpecError) as exc:
+        info_for(tj, runtime)
+    assert "replicatedJob 'node' container 'node' resources.requests[memory]" in str(exc.value)

@@ -57,7 +57,33 @@ def _apply_trainer(ps: PodSet, trainjob: TrainJob) -> None:
     if trainer.env:
         ctr["env"] = merge_by_key(ctr.get("env") or [], trainer.env)
     if trainer.resources_per_node is not None:
-        ctr["resources"] = copy.deepcopy(trainer.resources_per_node)
+        ctr["resources"] = merge_resources(ctr.get("resources"), trainer.resources_per_node)
+
+
+def merge_resources(base: object, override: Dict) -> Dict:
+    """Trainer v2.3's merge of resourcesPerNode into the runtime container's resources (a
+    strategic merge): requests and limits key by key (a null removes one), claims by name;
+    what resourcesPerNode does not name stays as the runtime has it."""
+    out: Dict = copy.deepcopy(base) if isinstance(base, dict) else {}
+    for key, value in override.items():
+        if key in ("requests", "limits") and isinstance(value, dict):
+            merged = dict(out.get(key) or {})
+            for res, qty in value.items():
+                if qty is None:
+                    merged.pop(res, None)
+                else:
+                    merged[res] = qty
+            if merged:
+                out[key] = merged
+            else:  # an empty map is left out, as the API would
+                out.pop(key, None)
+        elif key == "claims" and isinstance(value, list):
+            out[key] = merge_by_key(out.get("claims") or [], value)
+        elif value is None:
+            out.pop(key, None)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
 
 
 def _apply_initializer(ps: PodSet, step: InitializerStep | None) -> None:
@@ -246,9 +272,13 @@ def _check_quantities(ps: PodSet, trainjob: TrainJob) -> None:
                         ok = False
                     if ok:
                         continue
+                    named = (trainer.resources_per_node or {}).get(kind) if trainer else None
                     where = (
                         f"spec.trainer.resourcesPerNode.{kind}[{res}]"
-                        if from_trainer and ctr.get("name") == c.NODE_CONTAINER
+                        if from_trainer
+                        and ctr.get("name") == c.NODE_CONTAINER
+                        and isinstance(named, dict)
+                        and res in named
                         else f"replicatedJob {ps.name!r} container {ctr.get('name')!r} "
                         f"resources.{kind}[{res}]"
                     )
