@@ -110,8 +110,19 @@ class TrainJob(_Model):
         return bool(self.queue_name or self.prebuilt_workload)
 
 
+class EnvInjectionTarget(_Model):
+    job_name: str = Field(alias="jobName", min_length=1)
+    container_names: list[str] = Field(alias="containerNames", min_length=1)
+
+
+class EnvInjection(_Model):
+    targets: list[EnvInjectionTarget] = Field(default_factory=list)
+
+
 class TorchPolicy(_Model):
+    # Not in Trainer v2.3 (it moved to the TrainJob's trainer.numProcPerNode); accepted, unused.
     num_proc_per_node: int | str | None = Field(default=None, alias="numProcPerNode")
+    env_injection: EnvInjection | None = Field(default=None, alias="envInjection")
 
 
 class MPIPolicy(_Model):

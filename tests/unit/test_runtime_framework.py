@@ -100,7 +100,7 @@ def test_torch_three_nodes_builds_one_indexed_job_with_pet_env() -> None:
                             "env": [
                                 {"name": "EPOCHS", "value": "2"},
                                 {"name": "PET_NNODES", "value": "3"},
-                                {"name": "PET_NPROC_PER_NODE", "value": "auto"},
+                                {"name": "PET_NPROC_PER_NODE", "value": "2"},
                                 {
                                     "name": "PET_NODE_RANK",
                                     "valueFrom": {"fieldRef": {"fieldPath": RANK_PATH}},
@@ -145,13 +145,25 @@ def test_num_nodes_from_runtime_unless_trainjob_overrides() -> None:
     assert info_for(make_trainjob(trainer={"numNodes": 2}), runtime).pod_sets[0].count == 2
 
 
-def test_torch_nproc_follows_gpus_or_explicit_value() -> None:
-    gpu = make_trainjob(trainer={"resourcesPerNode": {"limits": {"nvidia.com/gpu": 4}}})
-    env = info_for(gpu, make_runtime()).pod_sets[0].container("node")["env"]
-    assert {"name": "PET_NPROC_PER_NODE", "value": "4"} in env
-    explicit = make_trainjob(trainer={"numProcPerNode": 2})
-    env = info_for(explicit, make_runtime()).pod_sets[0].container("node")["env"]
-    assert {"name": "PET_NPROC_PER_NODE", "value": "2"} in env
+def test_torch_nproc_is_explicit_else_auto_with_gpus_else_the_cpus_as_in_trainer_2_3() -> None:
+    def nproc(trainer: Dict, runtime: Dict | None = None) -> str:
+        env = info_for(make_trainjob(trainer=trainer), runtime or make_runtime()).pod_sets[0]
+        return next(
+            e["value"] for e in env.container("node")["env"] if e["name"] == "PET_NPROC_PER_NODE"
+        )
+
+    assert nproc({"numProcPerNode": 2}) == "2"
+    assert nproc({"resourcesPerNode": {"limits": {"nvidia.com/gpu": 4}}}) == "auto"
+    assert nproc({"resourcesPerNode": {"requests": {"cpu": "3"}}}) == "3"
+    assert nproc({"resourcesPerNode": {"limits": {"cpu": "500m"}}}) == "1"  # rounded up
+    assert nproc({}) == "1"  # nothing asked for: one process
+    # Without resourcesPerNode, the runtime's node container decides.
+    rich = make_runtime(
+        replicated_jobs=[
+            replicated_job("node", "trainer", [container(resources={"requests": {"cpu": "8"}})])
+        ]
+    )
+    assert nproc({}, rich) == "8"
 
 
 def test_mpi_launcher_nodes_hostfile_and_ssh() -> None:
@@ -487,3 +499,33 @@ def test_a_bad_runtime_quantity_is_named_in_the_runtime_not_in_resources_per_nod
     with pytest.raises(RuntimeSpecError) as exc:
         info_for(tj, runtime)
     assert "replicatedJob 'node' container 'node' resources.requests[memory]" in str(exc.value)
+
+
+def test_env_injection_gives_the_named_containers_the_pet_variables_too() -> None:
+    node = replicated_job(
+        "node",
+        "trainer",
+        [container(), container("sidecar")],
+    )
+    node["template"]["spec"]["template"]["spec"]["initContainers"] = [container("wait")]
+    targets = [{"jobName": "node", "containerNames": ["wait", "sidecar"]}]
+    runtime = make_runtime(
+        ml_policy={"numNodes": 2, "torch": {"envInjection": {"targets": targets}}},
+        replicated_jobs=[node],
+    )
+    ps = info_for(make_trainjob(), runtime).pod_sets[0]
+    spec = ps.pod_template["spec"]
+    main = {e["name"]: e for e in ps.container("node")["env"]}
+    for ctr in (spec["initContainers"][0], spec["containers"][1]):
+        assert {e["name"]: e for e in ctr["env"]} == main, ctr["name"]
+    assert "ports" not in spec["containers"][1]  # only the node container serves the master port
+    missing = make_runtime(
+        ml_policy={
+            "numNodes": 1,
+            "torch": {"envInjection": {"targets": [{"jobName": "node", "containerNames": ["x"]}]}},
+        }
+    )
+    with pytest.raises(
+        RuntimeSpecError, match="envInjection: target replicatedJob 'node' container 'x'"
+    ):
+        info_for(make_trainjob(), missing)

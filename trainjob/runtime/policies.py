@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+import math
+from collections.abc import Callable
 from typing import Any, Protocol
+
+from kubernetes.utils import parse_quantity  # a pure helper of the client: no API access
 
 from trainjob import constants as c
 from trainjob.models import MLPolicy, TrainJob
@@ -43,6 +48,17 @@ def _add_port(ctr: Dict, port: int) -> None:
         ports.append({"containerPort": port, "protocol": "TCP"})
 
 
+def _any_container(info: RuntimeInfo, pod_set: str, name: str) -> Dict | None:
+    """A container or init container `name` of the PodSet `pod_set`, if both exist."""
+    ps = next((p for p in info.pod_sets if p.name == pod_set), None)
+    spec = (ps.pod_template.get("spec") or {}) if ps else {}
+    for ctr in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        if ctr.get("name") == name:
+            found: Dict = ctr
+            return found
+    return None
+
+
 def _trainer_pod_set(info: RuntimeInfo) -> PodSet:
     for ps in info.pod_sets:
         if ps.role == c.STEP_TRAINER:
@@ -52,12 +68,39 @@ def _trainer_pod_set(info: RuntimeInfo) -> PodSet:
     )
 
 
-def _gpus(ctr: Dict) -> int | None:
-    for section in ("limits", "requests"):
-        value = (ctr.get("resources") or {}).get(section, {}).get("nvidia.com/gpu")
-        if value is not None:
-            return int(str(value))
-    return None
+def _whole(resources: Dict, section: str, pick: Callable[[str], bool]) -> int:
+    """The first quantity in `section` (requests or limits) whose name `pick` accepts, rounded
+    up to a whole number (as Kubernetes' Quantity.Value); 0 when there is none."""
+    for name, qty in ((resources or {}).get(section) or {}).items():
+        if pick(str(name)):
+            try:
+                whole: int = math.ceil(parse_quantity(qty))
+                return max(0, whole)
+            except (ValueError, TypeError):
+                return 0
+    return 0
+
+
+def _per_node(resources: Dict, pick: Callable[[str], bool]) -> int:
+    """Trainer's count per node: from requests, else from limits."""
+    return _whole(resources, "requests", pick) or _whole(resources, "limits", pick)
+
+
+def torch_nproc(trainjob: TrainJob, runtime_resources: Dict) -> str:
+    """PET_NPROC_PER_NODE as Trainer v2.3 sets it: the TrainJob's trainer.numProcPerNode;
+    else `auto` (torchrun: one per GPU) when a node has GPUs; else the node's CPUs (at least
+    1). The node's resources are the TrainJob's resourcesPerNode, else the runtime's."""
+    trainer = trainjob.spec.trainer
+    if trainer is not None and trainer.num_proc_per_node not in (None, "auto"):
+        return str(trainer.num_proc_per_node)
+    resources = (
+        trainer.resources_per_node
+        if trainer is not None and trainer.resources_per_node is not None
+        else runtime_resources
+    )
+    if _per_node(resources, lambda name: "gpu" in name.lower()):
+        return "auto"
+    return str(max(1, _per_node(resources, lambda name: name == "cpu")))
 
 
 class PlainPolicy:
@@ -83,32 +126,34 @@ class TorchPolicy:
     def enforce(self, info: RuntimeInfo, trainjob: TrainJob) -> None:
         ps = _trainer_pod_set(info)
         ctr = _node_container(ps)
-        trainer = trainjob.spec.trainer
-        nproc: int | str | None = trainer.num_proc_per_node if trainer else None
-        if nproc is None and info.policy.ml.torch is not None:
-            nproc = info.policy.ml.torch.num_proc_per_node
-        if nproc in (None, "auto"):
-            # Like torchrun's `auto`: one process per GPU when the node asks for GPUs.
-            nproc = _gpus(ctr) or "auto"
+        nproc = torch_nproc(trainjob, ctr.get("resources") or {})
         master = pod_dns_name(info.trainjob, ps.name, 0, 0)
-        _set_env(
-            ctr,
-            [
-                {"name": "PET_NNODES", "value": str(info.policy.num_nodes)},
-                {"name": "PET_NPROC_PER_NODE", "value": str(nproc)},
-                {
-                    "name": "PET_NODE_RANK",
-                    "valueFrom": {
-                        "fieldRef": {
-                            "fieldPath": f"metadata.annotations['{c.JOB_COMPLETION_INDEX}']"
-                        }
-                    },
+        pet: list[Dict] = [
+            {"name": "PET_NNODES", "value": str(info.policy.num_nodes)},
+            {"name": "PET_NPROC_PER_NODE", "value": str(nproc)},
+            {
+                "name": "PET_NODE_RANK",
+                "valueFrom": {
+                    "fieldRef": {"fieldPath": f"metadata.annotations['{c.JOB_COMPLETION_INDEX}']"}
                 },
-                {"name": "PET_MASTER_ADDR", "value": master},
-                {"name": "PET_MASTER_PORT", "value": str(c.TORCH_MASTER_PORT)},
-            ],
-        )
+            },
+            {"name": "PET_MASTER_ADDR", "value": master},
+            {"name": "PET_MASTER_PORT", "value": str(c.TORCH_MASTER_PORT)},
+        ]
+        _set_env(ctr, pet)
         _add_port(ctr, c.TORCH_MASTER_PORT)
+        # envInjection: the same PET_* (and master) variables in the runtime's other
+        # containers it names, e.g. an init container that waits for the master.
+        torch = info.policy.ml.torch
+        for target in torch.env_injection.targets if torch and torch.env_injection else []:
+            for name in target.container_names:
+                found = _any_container(info, target.job_name, name)
+                if found is None:
+                    raise RuntimeSpecError(
+                        "spec.mlPolicy.torch.envInjection: target replicatedJob "
+                        f"{target.job_name!r} container {name!r} not found in the runtime"
+                    )
+                _set_env(found, copy.deepcopy(pet))
 
 
 class MPIPolicy:
