@@ -141,20 +141,26 @@ def remote_workload(wl: Dict, origin: str) -> Dict:
     """The copy of a manager Workload sent to a worker: same name, origin label, no owner."""
     meta = wl["metadata"]
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != wlmod.JOB_UID_LABEL}
-    labels[c.KUEUE_MULTIKUEUE_ORIGIN_LABEL] = origin
     annotations = dict(meta.get("annotations") or {})
-    if meta.get("uid"):
-        annotations[c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION] = meta["uid"]
     return {
         "apiVersion": c.KUEUE_API,
         "kind": "Workload",
-        "metadata": {
-            "name": meta["name"],
-            "namespace": meta["namespace"],
-            "labels": labels,
-            "annotations": annotations,
-        },
+        "metadata": _remote_metadata(meta, origin, labels, annotations),
         "spec": copy.deepcopy(wl["spec"]),
+    }
+
+
+def _remote_metadata(meta: Dict, origin: str, labels: Dict, annotations: Dict) -> Dict:
+    """A remote copy's metadata: the manager object's name, namespace, the given labels and
+    annotations, plus our origin label and the manager object's UID (Kueue's keys)."""
+    labels = {**labels, c.KUEUE_MULTIKUEUE_ORIGIN_LABEL: origin}
+    if meta.get("uid"):
+        annotations = {**annotations, c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: meta["uid"]}
+    return {
+        "name": meta["name"],
+        "namespace": meta["namespace"],
+        "labels": labels,
+        "annotations": annotations,
     }
 
 
@@ -171,25 +177,16 @@ def remote_trainjob(tj: Dict, wl_name: str, origin: str) -> Dict:
     ]
     if not spec["runtimePatches"]:
         spec.pop("runtimePatches")
-    labels = dict(meta.get("labels") or {})
-    labels[c.KUEUE_PREBUILT_WORKLOAD_LABEL] = wl_name
-    labels[c.KUEUE_MULTIKUEUE_ORIGIN_LABEL] = origin
+    labels = {**(meta.get("labels") or {}), c.KUEUE_PREBUILT_WORKLOAD_LABEL: wl_name}
     annotations = {
         k: v
         for k, v in (meta.get("annotations") or {}).items()
         if not k.startswith("kubectl.kubernetes.io/")
     }
-    if meta.get("uid"):
-        annotations[c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION] = meta["uid"]
     return {
         "apiVersion": c.TRAINER_API,
         "kind": "TrainJob",
-        "metadata": {
-            "name": meta["name"],
-            "namespace": meta["namespace"],
-            "labels": labels,
-            "annotations": annotations,
-        },
+        "metadata": _remote_metadata(meta, origin, labels, annotations),
         "spec": spec,
     }
 
