@@ -18,6 +18,7 @@ from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob import workload as wlmod
 from trainjob.events import Event
+from trainjob.models import queue_label
 from trainjob.runtime import RuntimeProblem
 
 Dict = dict[str, Any]
@@ -64,6 +65,25 @@ def reconcile_intake(
         plan.status = {"conditions": cond.remove_condition(conditions, c.COND_FAILED)}
         plan.events.append(Event("Normal", "RuntimeResolved", "the runtime is usable; queueing"))
     return plan
+
+
+def undispatched_message(trainjob: Dict) -> str:
+    """Why a TrainJob on the manager that MultiKueue does not dispatch will never run: no
+    controller on a manager runs TrainJobs itself, and spec.managedBy cannot change."""
+    meta, spec = trainjob.get("metadata") or {}, trainjob.get("spec") or {}
+    managed = spec.get("managedBy")
+    what = f"spec.managedBy is {managed!r}" if managed else "spec.managedBy is unset"
+    queue = queue_label(meta.get("labels"))
+    why = (
+        f"its queue {queue!r} (label {c.KUEUE_QUEUE_NAME_LABEL}) has no MultiKueue admission check"
+        if queue
+        else f"it names no queue (label {c.KUEUE_QUEUE_NAME_LABEL})"
+    )
+    return (
+        f"not dispatched to a worker: {what} and {why}, and no controller on this manager runs "
+        "TrainJobs itself; create it again with a queue whose ClusterQueue has the MultiKueue "
+        "admission check"
+    )
 
 
 def not_dispatchable(

@@ -24,12 +24,18 @@ from dispatcher.dispatch import (
     Strategy,
     reconcile_dispatch,
 )
-from dispatcher.intake import is_multikueue, not_dispatchable, reconcile_intake
+from dispatcher.intake import (
+    is_multikueue,
+    not_dispatchable,
+    reconcile_intake,
+    undispatched_message,
+)
 from dispatcher.memo import Memo
 from dispatcher.settings import DispatcherSettings
 from trainjob import constants as c
 from trainjob import operator, queueing
 from trainjob.caches import Caches
+from trainjob.conditions import trainjob_finished
 from trainjob.kube import ApiException, Cluster
 from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.queueing_io import execute_queue_plan, observe_queueing
@@ -41,6 +47,7 @@ log = logging.getLogger("dispatcher")
 REMOTE_RETRY_SECONDS = 5.0  # a remote write failed: try again after the dedupe window
 DELETE_RETRY_SECONDS = 10.0  # a worker holding a deleted TrainJob's copy is unreachable
 NOT_DISPATCHABLE = "NotDispatchable"
+NOT_DISPATCHED = "NotDispatched"  # not MultiKueue's, on a manager that runs no TrainJobs
 
 
 def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
@@ -50,6 +57,8 @@ def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
     cached = caches.trainjob(*key)
     if cached is None or not is_multikueue(cached):
         memo.memory.forget(("TrainJob", *key))
+        if cached is not None and not memo.settings.manager_runs_trainjobs:
+            _not_dispatched(memo, cached)
         return None
     body = {"apiVersion": c.TRAINER_API, "kind": c.TRAINJOB.kind, **cached}  # the cache's own
     if body["metadata"].get("deletionTimestamp"):
@@ -74,6 +83,21 @@ def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
     if intake.status is not None or intake.events:
         execute.execute_intake(memo.manager, memo.memory, body, intake)
     return _dispatch(memo, caches, body, queueing.expected_workload_name(tj))
+
+
+def _not_dispatched(memo: Memo, cached: Dict) -> None:
+    """A TrainJob here that MultiKueue does not dispatch: nothing on a manager runs it, and
+    spec.managedBy cannot change, so it says so once, as a final Failed (never our finalizer)."""
+    status = cached.get("status") or {}
+    if cached["metadata"].get("deletionTimestamp") or trainjob_finished(
+        list(status.get("conditions") or [])
+    ):
+        return
+    body = {"apiVersion": c.TRAINER_API, "kind": c.TRAINJOB.kind, **cached}
+    problem = RuntimeProblem(NOT_DISPATCHED, undispatched_message(body))
+    intake = reconcile_intake(body, problem, dt.datetime.now(dt.UTC))
+    if intake.status is not None or intake.events:
+        execute.execute_intake(memo.manager, memo.memory, body, intake)
 
 
 def _admitted_without_our_check(memo: Memo, wl: Dict | None, caches: Caches) -> str | None:

@@ -58,6 +58,11 @@ class DispatcherSettings(ControllerSettings):
     gc_interval: float = Field(
         default=60.0, ge=0, description="seconds between orphan sweeps on workers (0: none)"
     )
+    manager_runs_trainjobs: bool = Field(
+        default=False,
+        description="a worker controller runs on this manager too: TrainJobs that MultiKueue "
+        "does not dispatch are left to it (otherwise they are marked Failed, NotDispatched)",
+    )
     kueue_config: Path | None = Field(
         default=None,
         description="Kueue's Configuration file (its controller_manager_config.yaml): its "

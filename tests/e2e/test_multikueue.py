@@ -231,6 +231,9 @@ def test_trainjob_runs_on_exactly_one_worker_and_completes_on_the_manager(bed: B
     )
 
 
+BUILTIN = "trainer.kubeflow.org/trainjob-controller"
+
+
 def test_managed_by_edges_are_judged_as_trainers_crd_and_kueues_webhook_do(bed: Bed) -> None:
     mk = MultiKueue(bed)
     # The built-in value (Trainer's CRD default) on a MultiKueue queue is routed, as by Kueue.
@@ -254,6 +257,23 @@ def test_managed_by_edges_are_judged_as_trainers_crd_and_kueues_webhook_do(bed: 
         with pytest.raises(client.ApiException) as exc:
             mk.submit("bad", managed_by=bad)
         assert exc.value.status == 422 and "managedBy" in str(exc.value.body), exc.value.body
+    # Not MultiKueue's (no queue), on a manager that runs no TrainJobs: said, never stranded
+    # in silence, and never given our finalizer.
+    for name, managed_by in (("unqueued", None), ("unqueued-builtin", BUILTIN)):
+        body: Dict = {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": name},
+            "spec": {"runtimeRef": {"name": "torch-distributed"}},
+        }
+        if managed_by:
+            body["spec"]["managedBy"] = managed_by
+        made = mk.custom().create_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", body)
+        assert "trainjob.dev/dispatcher-cleanup" not in (made["metadata"].get("finalizers") or [])
+        failed = mk.wait(name, "Failed", timeout=30)
+        assert failed["reason"] == "NotDispatched", failed
+        assert "no queue" in failed["message"] and "spec.managedBy" in failed["message"]
+        assert "NotDispatched" in events_of(mk, name)
 
 
 def test_worker_without_quota_sends_the_trainjob_to_the_other(bed: Bed) -> None:

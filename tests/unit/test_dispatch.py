@@ -19,7 +19,7 @@ from dispatcher.dispatch import (
     remote_trainjob,
     remote_workload,
 )
-from dispatcher.intake import not_dispatchable, reconcile_intake
+from dispatcher.intake import not_dispatchable, reconcile_intake, undispatched_message
 from dispatcher.kubeconfigs import check_kubeconfig
 from dispatcher.remote import RemoteCluster
 from tests.factories import make_trainjob
@@ -651,3 +651,14 @@ def test_an_external_dispatcher_decides_where_copies_go_and_we_never_nominate() 
         strategy=ext,
     )
     assert plan.cluster_name == "w2" and plan.nominated is None
+
+
+def test_a_trainjob_multikueue_does_not_dispatch_is_told_why_naming_the_fields() -> None:
+    plain = make_trainjob()
+    assert "spec.managedBy is unset" in undispatched_message(plain)
+    assert "names no queue (label kueue.x-k8s.io/queue-name)" in undispatched_message(plain)
+    queued = make_trainjob(managedBy="trainer.kubeflow.org/trainjob-controller")
+    queued["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "local"}
+    message = undispatched_message(queued)
+    assert "spec.managedBy is 'trainer.kubeflow.org/trainjob-controller'" in message
+    assert "its queue 'local'" in message and "has no MultiKueue admission check" in message
