@@ -159,6 +159,11 @@ def stop(component: Component, grace: float = 10.0) -> bool:
                 os.kill(pid, signal.SIGKILL)
             while component.pid() is not None:
                 time.sleep(0.05)
+        # A process stops looking like itself (/proc/PID/cmdline empties) before the kernel has
+        # closed its sockets: wait for its ports too, or a start right after finds them taken.
+        deadline = time.monotonic() + grace
+        while any(port_in_use(p) for p in component.ports) and time.monotonic() < deadline:
+            time.sleep(0.05)
     component.pid_file.unlink(missing_ok=True)
     return component_was_running
 
