@@ -451,7 +451,18 @@ def stop_product(bed: Bed, replicas: list[Replica]) -> None:
             except client.ApiException as exc:
                 if exc.status != 404:
                     raise
-    state_file(bed).unlink(missing_ok=True)
+    forget_recorded(bed, replicas)
+
+
+def forget_recorded(bed: Bed, replicas: list[Replica]) -> None:
+    """Drop these replicas from the install's record (the file goes with the last): another
+    install's replicas, still running, stay recorded for `down` to stop."""
+    mine = {str(r.state()["pid_file"]) for r in replicas}
+    left = [r for r in recorded(bed) if str(r.get("pid_file")) not in mine]
+    if left:
+        state_file(bed).write_text(json.dumps(left, indent=2))
+    else:
+        state_file(bed).unlink(missing_ok=True)
 
 
 def state_file(bed: Bed) -> Path:
