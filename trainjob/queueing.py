@@ -44,10 +44,13 @@ class QueueObserved:
 class QueuePlan:
     create_workload: Dict | None = None
     delete_workload: str | None = None
-    # Merge patches of the Workload (spec/metadata) and of its status: both replace whole lists
-    # (ownerReferences, conditions) that Kueue writes too, so both are guarded by the
-    # resourceVersion they were planned from (a conflict waits for the next watch event).
+    # Merge patch of the Workload (ownerReferences on adoption, queueName while pending: fields
+    # only we write, so unguarded: a guard would lose to Kueue's constant status writes and
+    # hold up the start that follows in the same pass).
     workload_patch: Dict | None = None
+    # Merge patch of its status: it replaces the whole conditions list, which Kueue writes
+    # too, so it is guarded by the resourceVersion it was planned from (a conflict waits for
+    # the next watch event).
     workload_status: Dict | None = None
     workload_version: str | None = None
     # PodsReady + reclaimablePods, server-side applied to the Workload's status (the fields we

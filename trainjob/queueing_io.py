@@ -53,12 +53,10 @@ def execute_queue_plan(
         if plan.delete_workload is not None:
             cluster.delete(c.KUEUE_API, "Workload", plan.delete_workload, ns)
         name = expected_workload_name(parse_trainjob(trainjob))
-        guard = {"resourceVersion": plan.workload_version} if plan.workload_version else {}
         if plan.workload_patch is not None and name:
-            patch = {**plan.workload_patch}
-            patch["metadata"] = {**(patch.get("metadata") or {}), **guard}
-            cluster.patch(c.KUEUE_API, "Workload", name, ns, patch)
+            cluster.patch(c.KUEUE_API, "Workload", name, ns, plan.workload_patch)
         if plan.workload_status is not None and name:
+            guard = {"resourceVersion": plan.workload_version} if plan.workload_version else {}
             status = {"metadata": guard, "status": plan.workload_status}
             cluster.patch(c.KUEUE_API, "Workload", name, ns, status, subresource="status")
         if plan.workload_readiness is not None and name:
