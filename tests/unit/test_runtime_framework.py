@@ -529,3 +529,13 @@ def test_env_injection_gives_the_named_containers_the_pet_variables_too() -> Non
         RuntimeSpecError, match="envInjection: target replicatedJob 'node' container 'x'"
     ):
         info_for(make_trainjob(), missing)
+
+
+def test_torchruns_reserved_variables_in_trainer_env_are_refused_naming_them() -> None:
+    tj = make_trainjob(
+        trainer={"env": [{"name": "PET_NNODES", "value": "9"}, {"name": "EPOCHS", "value": "1"}]}
+    )
+    with pytest.raises(RuntimeSpecError, match=r"spec.trainer.env: PET_NNODES are set by"):
+        info_for(tj, make_runtime())
+    plain = make_runtime(ml_policy={"numNodes": 1})  # no torch: nothing reserved
+    assert info_for(tj, plain).pod_sets[0].container("node")["env"][0]["value"] == "9"

@@ -115,6 +115,12 @@ class PlainPolicy:
         return None
 
 
+# The variables torchrun reads, which the torch policy sets (Trainer's reserved names).
+TORCH_RESERVED = frozenset(
+    {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
+)
+
+
 class TorchPolicy:
     """torchrun's PET_* environment on every trainer node, rank from the completion index."""
 
@@ -124,6 +130,15 @@ class TorchPolicy:
         return ml.torch is not None
 
     def enforce(self, info: RuntimeInfo, trainjob: TrainJob) -> None:
+        trainer = trainjob.spec.trainer
+        reserved = sorted(
+            {str(e.get("name")) for e in (trainer.env if trainer else None) or []} & TORCH_RESERVED
+        )
+        if reserved:  # Trainer's webhook refuses these; they would be overwritten silently
+            raise RuntimeSpecError(
+                f"spec.trainer.env: {', '.join(reserved)} are set by the torch runtime for "
+                "torchrun; remove them (numbers of nodes and processes have their own fields)"
+            )
         ps = _trainer_pod_set(info)
         ctr = _node_container(ps)
         nproc = torch_nproc(trainjob, ctr.get("resources") or {})
