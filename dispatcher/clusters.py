@@ -14,7 +14,11 @@ from typing import Any
 from kubernetes import client, watch
 
 from dispatcher.admissionchecks import down_since, set_active_condition
-from dispatcher.kubeconfigs import check_kubeconfig, kubeconfig_path_problem
+from dispatcher.kubeconfigs import (
+    check_kubeconfig,
+    check_kubeconfig_file,
+    kubeconfig_path_problem,
+)
 from dispatcher.remote import RemoteCluster
 from dispatcher.settings import DispatcherSettings
 from trainjob import constants as c
@@ -169,7 +173,7 @@ class Registry:
                     raw = f.read()
             except OSError as exc:
                 return None, "BadKubeConfig", f"cannot read {path!r}: {exc.strerror}"
-            kubeconfig, problem = check_kubeconfig(raw, "", where=f"file {path!r}")
+            kubeconfig, problem = check_kubeconfig_file(raw, path)
         elif kind != "Secret" or not location:
             return (
                 None,

@@ -191,14 +191,9 @@ def remote_trainjob(tj: Dict, wl_name: str, origin: str) -> Dict:
     }
 
 
-def _finished_out_of_sync(wl: Dict) -> bool:
-    finished = cond.find(wlmod.conditions_of(wl), "Finished")
-    return bool(
-        finished and finished.get("status") == "True" and finished.get("reason") == OUT_OF_SYNC
-    )
-
-
-OUT_OF_SYNC = c.KUEUE_FINISHED_OUT_OF_SYNC
+def _sync_status(obs: DispatchObserved, plan: DispatchPlan, winner: RemoteView) -> None:
+    if obs.trainjob is not None and winner.trainjob is not None:
+        plan.trainjob_status = status_back(obs.trainjob, winner.trainjob, winner.name)
 
 
 def _finished_on(trainjob: Dict | None, cluster: str) -> bool:
@@ -290,8 +285,7 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
             # Its run there ended and the manager has the outcome (status back): the manager
             # Workload finishes from it (the Kueue integration). Whatever happens to the copies
             # now (removed by a person or a TTL, the worker lost), it never runs again.
-            if winner.trainjob is not None and obs.trainjob is not None:
-                plan.trainjob_status = status_back(obs.trainjob, winner.trainjob, winner.name)
+            _sync_status(obs, plan, winner)
             return plan
         if not winner.connected:
             if winner.disconnected_for >= obs.worker_lost_timeout:
@@ -309,7 +303,7 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
             plan.check_state = ("Retry", f"the Workload copy on {winner.name} is gone")
             plan.events.append(Event("Warning", "RemoteWorkloadGone", plan.check_state[1]))
             return plan
-        if _finished_out_of_sync(winner.workload):
+        if wlmod.finished_reason(winner.workload) == c.KUEUE_FINISHED_OUT_OF_SYNC:
             # The worker's Kueue integration found the TrainJob there no longer matches its
             # Workload (changed on the worker): as Kueue does, send it again, once.
             if state.get("state") == "Ready":
@@ -337,8 +331,7 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
             plan.remote.append(RemoteAction(winner.name, "create", tj, event))
         if state.get("state") != "Ready":
             plan.check_state = ("Ready", f'The workload got reservation on "{winner.name}"')
-        if obs.trainjob is not None and winner.trainjob is not None:
-            plan.trainjob_status = status_back(obs.trainjob, winner.trainjob, winner.name)
+        _sync_status(obs, plan, winner)
         return plan
     # 4. Not dispatched yet: the first copy admitted by a worker wins. Admission times have
     #    one-second resolution, so ties are common under load; they go to a cluster picked by

@@ -40,11 +40,21 @@ def _host_ok(server: str) -> bool:
 
 
 def check_kubeconfig(
-    raw: bytes | str | None, secret: str, *, where: str | None = None
+    raw: bytes | str | None, secret: str
 ) -> tuple[Dict | None, KubeconfigProblem | None]:
-    """Parse and vet a worker kubeconfig (from a Secret, or from the file `where` names);
-    returns (kubeconfig, None) or (None, problem)."""
-    where = where or f"Secret {secret!r} key 'kubeconfig'"
+    """Parse and vet a worker kubeconfig from the Secret `secret`; returns (kubeconfig, None)
+    or (None, problem)."""
+    return _vet(raw, f"Secret {secret!r} key 'kubeconfig'")
+
+
+def check_kubeconfig_file(
+    raw: bytes | str | None, path: str
+) -> tuple[Dict | None, KubeconfigProblem | None]:
+    """`check_kubeconfig` for a kubeconfig read from the file `path` (locationType Path)."""
+    return _vet(raw, f"file {path!r}")
+
+
+def _vet(raw: bytes | str | None, where: str) -> tuple[Dict | None, KubeconfigProblem | None]:
     if not raw:
         return None, KubeconfigProblem("BadKubeConfig", f"{where} is missing or empty")
     try:

@@ -175,7 +175,12 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
         and not wlmod.pod_sets_match(wl, obs.info)
     ):
         conds = cond.set_condition(
-            wlmod.conditions_of(wl), "Finished", True, OUT_OF_SYNC, OUT_OF_SYNC_MESSAGE, obs.now
+            wlmod.conditions_of(wl),
+            "Finished",
+            True,
+            c.KUEUE_FINISHED_OUT_OF_SYNC,
+            OUT_OF_SYNC_MESSAGE,
+            obs.now,
         )
         plan.workload_status = {"conditions": conds}
         plan.workload_readiness = None
@@ -269,7 +274,6 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
     return plan
 
 
-OUT_OF_SYNC = c.KUEUE_FINISHED_OUT_OF_SYNC
 OUT_OF_SYNC_MESSAGE = "The prebuilt workload is out of sync with its user job"
 
 # Eviction reasons after which Kueue requeues at once (Requeued=True); after the others (e.g.

@@ -12,8 +12,14 @@ from typing import Any
 from trainjob import constants as c
 from trainjob.caches import Caches
 from trainjob.kube import ApiException, Cluster
-from trainjob.models import TrainJob, parse_trainjob
-from trainjob.queueing import QueueObserved, QueuePlan, expected_workload_name, observe
+from trainjob.models import TrainJob
+from trainjob.queueing import (
+    QueueObserved,
+    QueuePlan,
+    expected_workload_name,
+    expected_workload_name_of,
+    observe,
+)
 from trainjob.workqueue import WriteMemory
 
 Dict = dict[str, Any]
@@ -52,7 +58,7 @@ def execute_queue_plan(
             _create_workload(cluster, trainjob, plan.create_workload, refusals, where)
         if plan.delete_workload is not None:
             cluster.delete(c.KUEUE_API, "Workload", plan.delete_workload, ns)
-        name = expected_workload_name(parse_trainjob(trainjob))
+        name = expected_workload_name_of(trainjob)
         if plan.workload_patch is not None and name:
             cluster.patch(c.KUEUE_API, "Workload", name, ns, plan.workload_patch)
         if plan.workload_status is not None and name:

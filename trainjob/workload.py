@@ -98,6 +98,12 @@ def is_finished(wl: Dict) -> bool:
     return cond.is_true(conditions_of(wl), "Finished")
 
 
+def finished_reason(wl: Dict) -> str | None:
+    """The reason of a Finished Workload (Succeeded, Failed, OutOfSync ...); None if not."""
+    found = cond.find(conditions_of(wl), "Finished")
+    return str(found.get("reason")) if found and found.get("status") == "True" else None
+
+
 def eviction_message(wl: Dict) -> str:
     evicted = cond.find(conditions_of(wl), "Evicted")
     if evicted and evicted.get("status") == "True":

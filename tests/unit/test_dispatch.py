@@ -195,7 +195,7 @@ def remote(
 
 
 def decide(wl: Dict, remotes: list[RemoteView], **kw: Any) -> Any:
-    tj = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
+    tj = kw.pop("trainjob", None) or make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
     return reconcile_dispatch(
         DispatchObserved(
             workload=wl,
@@ -582,17 +582,8 @@ def decide_finished(remotes: list[RemoteView], *, there: str = "w1") -> Any:
         "clusterName": there,
         "conditions": [{"type": "Complete", "status": "True", "reason": "Completed"}],
     }
-    return reconcile_dispatch(
-        DispatchObserved(
-            workload=manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready"),
-            trainjob=tj,
-            check="mk",
-            remotes=remotes,
-            origin="multikueue",
-            worker_lost_timeout=60,
-            now=NOW,
-        )
-    )
+    wl = manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready")
+    return decide(wl, remotes, trainjob=tj)
 
 
 def test_a_run_that_ended_on_the_winner_never_runs_again_whatever_happens_to_its_copies() -> None:
