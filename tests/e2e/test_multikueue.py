@@ -720,56 +720,69 @@ def leads(ctrl: setup.Controller) -> bool:
     return bool(install_leads(ctrl.health))
 
 
+# Shorter than deploy's (15 s / 10 s / 2 s), for the takeover test.
+LEASE_FLAGS = (
+    "--lease-duration-seconds",
+    "8",
+    "--renew-deadline-seconds",
+    "6",
+    "--retry-period-seconds",
+    "1",
+)
+
+
 @pytest.mark.disruptive  # the webhook is down while its replica is
 def test_standby_takes_over_when_the_leader_is_killed_and_nothing_runs_twice(
     bed: Bed, controllers: list[setup.Controller]
 ) -> None:
     """deploy/manager's 2 dispatcher replicas on one Lease: the standby writes nothing but its
     Lease (counted by the API server's audit log, per token); after `kill -9` of the leader
-    mid-burst the standby leads within the lease duration (15 s) and a retry period, and every
-    TrainJob completes on exactly one worker."""
-    mk = MultiKueue(bed)
-    leader = the_leader(controllers)
-    (standby,) = [c for c in dispatchers(controllers) if c is not leader]
-    assert http_ok(f"http://127.0.0.1:{standby.health}/readyz"), "standby not ready"
-    # Earlier tests restart both replicas, so this one may have led before: count from now.
-    standing_by = dt.datetime.now(dt.UTC)
-    names = [f"burst-{i}" for i in range(12)]
-    for name in names:
-        mk.submit(name, run="6s")
-    wait_for(
-        lambda: sum(bool(mk.running_on(n)) for n in names) >= 3,
-        60,
-        what="the burst under way on the workers",
-    )
-    assert not leads(standby)
-    standby_token = token_id(standby)
-    assert audited_writes(bed, mk.manager, standby_token, standing_by) == 0
-    assert audited_writes(bed, mk.manager, token_id(leader), standing_by) > 0
-    leader.proc.kill()  # kill -9: the Lease stays held until it expires
-    killed = time.monotonic()
-    try:
-        wait_for(lambda: leads(standby), 30, what="the standby to take the Lease", interval=0.1)
-        took_over = time.monotonic() - killed
-        ran_on = watch_until_complete(mk, names, 180)
-    finally:
-        leader.proc.wait()
-        leader.start()  # a container restart: it stands by now
-    # A job admitted just before the kill may pass the bed's 20 s PodsReady timeout on the
-    # manager while no replica leads (the takeover takes 13-17 s): Kueue then evicts it and it
-    # runs again where Kueue sends it. Such a second run must be explained by that eviction
-    # (or another Event that sends a job back); any other is a job run twice.
-    for name in names:
-        if len(ran_on[name]) > 1:
-            reasons = events_of(mk, name)
-            assert {"Stopped", *SENT_BACK} & set(reasons), (name, ran_on[name], reasons)
-    moved = [n for n in names if len(ran_on[n]) > 1]
-    assert len(moved) <= 2, moved  # one or two at most: the jobs admitted around the kill
-    print(f"standby led {took_over:.1f}s after the leader was killed; moved by Kueue: {moved}")
-    assert took_over < 15 + 2 + 3, took_over
-    assert writes_of(standby) > 0
-    assert audited_writes(bed, mk.manager, standby_token, standing_by) > 0  # it sees writes
-    assert not leads(leader)
+    mid-burst the standby leads within the lease duration and a retry period, and every
+    TrainJob completes on exactly one worker. The Lease is shorter here (8 s) than deploy's
+    default (15 s), so that the takeover fits well inside the bed's 20 s PodsReady timeout."""
+    with dispatcher_with(controllers, *LEASE_FLAGS):
+        mk = MultiKueue(bed)
+        leader = the_leader(controllers)
+        (standby,) = [c for c in dispatchers(controllers) if c is not leader]
+        assert http_ok(f"http://127.0.0.1:{standby.health}/readyz"), "standby not ready"
+        # Earlier tests restart both replicas, so this one may have led before: count from now.
+        standing_by = dt.datetime.now(dt.UTC)
+        names = [f"burst-{i}" for i in range(12)]
+        for name in names:
+            mk.submit(name, run="6s")
+        wait_for(
+            lambda: sum(bool(mk.running_on(n)) for n in names) >= 3,
+            60,
+            what="the burst under way on the workers",
+        )
+        assert not leads(standby)
+        standby_token = token_id(standby)
+        assert audited_writes(bed, mk.manager, standby_token, standing_by) == 0
+        assert audited_writes(bed, mk.manager, token_id(leader), standing_by) > 0
+        leader.proc.kill()  # kill -9: the Lease stays held until it expires
+        killed = time.monotonic()
+        try:
+            wait_for(lambda: leads(standby), 30, what="the standby to take the Lease", interval=0.1)
+            took_over = time.monotonic() - killed
+            ran_on = watch_until_complete(mk, names, 180)
+        finally:
+            leader.proc.wait()
+            leader.start()  # a container restart: it stands by now
+        # A job admitted just before the kill may pass the bed's 20 s PodsReady timeout on the
+        # manager while no replica leads (the takeover takes 8-10 s here): Kueue then evicts it
+        # and it runs again where Kueue sends it. Such a second run must be explained by that
+        # eviction (or another Event that sends a job back); any other is a job run twice.
+        for name in names:
+            if len(ran_on[name]) > 1:
+                reasons = events_of(mk, name)
+                assert {"Stopped", *SENT_BACK} & set(reasons), (name, ran_on[name], reasons)
+        moved = [n for n in names if len(ran_on[n]) > 1]
+        assert len(moved) <= 2, moved  # one or two at most: the jobs admitted around the kill
+        print(f"standby led {took_over:.1f}s after the leader was killed; moved by Kueue: {moved}")
+        assert took_over < 15 + 2 + 3, took_over
+        assert writes_of(standby) > 0
+        assert audited_writes(bed, mk.manager, standby_token, standing_by) > 0  # it sees writes
+        assert not leads(leader)
 
 
 def dispatchers(controllers: list[setup.Controller]) -> list[setup.Controller]:
