@@ -1,9 +1,10 @@
 """The dispatcher's admission webhooks for TrainJobs on the manager: on CREATE, route a
-TrainJob queued to a MultiKueue ClusterQueue to us (managedBy, suspended, our finalizer), and
-refuse one whose queue does not exist, naming it."""
+TrainJob queued to a MultiKueue ClusterQueue to us (managedBy, suspended, our finalizer), stamp
+its runtimePatches' times, and refuse one whose queue does not exist, naming it."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import kopf
@@ -23,7 +24,8 @@ def on_mutate(
     caches = Caches(kwargs)
     queue = admission.queue_of(dict(body))
     multikueue = bool(queue) and _queue_has_multikueue(memo, namespace, str(queue), caches)
-    changes = admission.mutate_on_create(dict(body), multikueue_queue=multikueue)
+    now = dt.datetime.now(dt.UTC)
+    changes = admission.mutate_on_create(dict(body), now, multikueue_queue=multikueue)
     for key, value in changes.items():
         patch.spec[key] = value
     managed_by = changes.get("managedBy", (body.get("spec") or {}).get("managedBy"))

@@ -210,7 +210,11 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
             )
     # 7. Admitted and suspended: start, with Kueue's placement, in one write.
     if admitted and tj.spec.suspend and obs.start_blocked is None:
-        kueue_patch = wlmod.build_admission_patch(wl, obs.flavors)
+        # Stamped by its writer (Trainer's webhook stamps the patches written by others).
+        kueue_patch = {
+            **wlmod.build_admission_patch(wl, obs.flavors),
+            "time": cond.now_rfc3339(obs.now),
+        }
         plan.trainjob_patch = {
             "spec": {
                 "suspend": False,

@@ -1,8 +1,10 @@
 """The worker controller's admission webhooks for TrainJobs: on CREATE, suspend a queued
-TrainJob (Kueue starts it), and refuse one whose queue does not exist, naming it."""
+TrainJob (Kueue starts it) and stamp its runtimePatches' times, and refuse one whose queue
+does not exist, naming it."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import kopf
@@ -13,7 +15,7 @@ from worker_controller.memo import Memo
 
 
 def on_trainjob_mutate(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-    changes = admission.mutate_on_create(dict(body))
+    changes = admission.mutate_on_create(dict(body), dt.datetime.now(dt.UTC))
     for key, value in changes.items():
         patch.spec[key] = value
 

@@ -162,7 +162,9 @@ def test_7_admitted_starts_with_kueues_placement_in_one_write() -> None:
     assert p.trainjob_patch == {
         "spec": {
             "suspend": False,
-            "runtimePatches": [wlmod.build_admission_patch(wl, {"fast": fast})],
+            "runtimePatches": [
+                {**wlmod.build_admission_patch(wl, {"fast": fast}), "time": "2026-11-23T12:00:00Z"}
+            ],
         }
     }
     assert reasons(p) == ["Started"] and "cq" in p.events[0].message
@@ -296,21 +298,21 @@ def test_the_admission_patch_carries_flavours_and_check_updates_per_pod_set() ->
 
 
 def test_mutate_suspends_queued_trainjobs_and_routes_them_to_multikueue_when_asked() -> None:
-    assert admission.mutate_on_create(trainjob(suspend=False)) == {"suspend": True}
-    assert admission.mutate_on_create(trainjob(suspend=True)) == {}
-    assert admission.mutate_on_create(trainjob(queue=None, suspend=False)) == {}
-    routed = admission.mutate_on_create(trainjob(suspend=False), multikueue_queue=True)
+    assert admission.mutate_on_create(trainjob(suspend=False), NOW) == {"suspend": True}
+    assert admission.mutate_on_create(trainjob(suspend=True), NOW) == {}
+    assert admission.mutate_on_create(trainjob(queue=None, suspend=False), NOW) == {}
+    routed = admission.mutate_on_create(trainjob(suspend=False), NOW, multikueue_queue=True)
     assert routed == {"suspend": True, "managedBy": "kueue.x-k8s.io/multikueue"}
     # An explicit managedBy, even "", is the user's: the API judges it, we do not change it.
     mine = trainjob(managedBy="")
-    assert admission.mutate_on_create(mine, multikueue_queue=True) == {}
+    assert admission.mutate_on_create(mine, NOW, multikueue_queue=True) == {}
     # ... except the built-in value, Trainer's CRD default: routed as if unset (as Kueue does).
     builtin = trainjob(managedBy="trainer.kubeflow.org/trainjob-controller")
-    assert admission.mutate_on_create(builtin, multikueue_queue=True) == {
+    assert admission.mutate_on_create(builtin, NOW, multikueue_queue=True) == {
         "managedBy": "kueue.x-k8s.io/multikueue"
     }
-    assert admission.mutate_on_create(builtin) == {}  # on a worker it stays the built-in one
-    assert admission.mutate_on_create(trainjob(queue=None), multikueue_queue=True) == {}
+    assert admission.mutate_on_create(builtin, NOW) == {}  # on a worker it stays the built-in one
+    assert admission.mutate_on_create(trainjob(queue=None), NOW, multikueue_queue=True) == {}
 
 
 def test_validate_names_the_label_and_the_missing_queue() -> None:
@@ -335,3 +337,26 @@ def test_5b_a_prebuilt_workload_its_trainjob_no_longer_matches_finishes_out_of_s
     assert plan(body, wl, jobs_active=True).trainjob_patch == {"spec": {"suspend": True}}
     body["spec"]["suspend"] = True
     assert plan(body, wl).trainjob_patch is None
+
+
+def test_runtime_patch_times_follow_trainers_webhook() -> None:
+    earlier = "2026-11-23T11:00:00Z"
+    user = {"manager": "me", "trainingRuntimeSpec": {"template": {}}}
+    kueue = {"manager": "kueue.x-k8s.io/manager", "time": earlier}
+    # On create: an entry without a time gets now, one with a time keeps it.
+    body = trainjob(runtimePatches=[user, kueue])
+    assert admission.mutate_on_create(body, NOW)["runtimePatches"] == [
+        {**user, "time": "2026-11-23T12:00:00Z"},
+        kueue,
+    ]
+    assert "runtimePatches" not in admission.mutate_on_create(trainjob(runtimePatches=[kueue]), NOW)
+    # On update: unchanged content keeps its time (even if the writer dropped it), a changed
+    # entry gets now, a new entry without a time gets now.
+    old = [{**user, "time": earlier}, kueue]
+    changed = {"manager": "kueue.x-k8s.io/manager", "time": earlier, "trainingRuntimeSpec": {}}
+    added = {"manager": "other"}
+    assert admission.stamp_patch_times([user, changed, added], "T", old) == [
+        {**user, "time": earlier},
+        {**changed, "time": "T"},
+        {**added, "time": "T"},
+    ]
