@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from kubernetes import client
 
 from clusters.bed import Bed
-from tests.factories import make_trainjob, replicated_job
+from tests.factories import make_trainjob, mpi_runtime, replicated_job
 from tests.helpers import stays_false, wait_for
 from tests.kube_helpers import TrainJobs, api_error, torch_runtime
 
@@ -275,3 +276,55 @@ def test_immutable_fields_and_long_names_are_rejected(tjs: TrainJobs) -> None:
     with pytest.raises(client.ApiException) as err:
         tjs.create(trainjob("x" * 64))
     assert "no more than 63 characters" in api_error(err.value)
+
+
+def test_mpi_launcher_and_nodes_run_with_hostfile_and_ssh_keys_and_complete_on_the_launcher(
+    tjs: TrainJobs,
+) -> None:
+    """Trainer's MPI shape on a real worker: a launcher and two nodes, the hostfile in a
+    ConfigMap, SSH keys in a Secret, both owned by the TrainJob; the JobSet success policy
+    targets the launcher, so the TrainJob completes when the launcher does, nodes still up."""
+
+    def with_run(rj: dict[str, Any], run: str) -> dict[str, Any]:
+        pod = rj["template"]["spec"]["template"]
+        pod["metadata"] = {"annotations": {"bed.trainjob.dev/run-duration": run}}
+        pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m"}}
+        return rj
+
+    runtime = mpi_runtime(sshAuthMountPath="/home/mpiuser/.ssh")
+    runtime["metadata"]["name"] = "mpi"
+    runtime_spec = runtime["spec"]["template"]["spec"]
+    launcher, node = runtime_spec["replicatedJobs"]
+    runtime_spec["replicatedJobs"] = [with_run(launcher, "6s"), with_run(node, "120s")]
+    runtime_spec["successPolicy"] = {"operator": "All", "targetReplicatedJobs": ["launcher"]}
+    tjs.create_runtime(runtime)
+    tjs.create(trainjob("allreduce", runtime="mpi"))
+
+    running = wait_for(
+        lambda: len(tjs.pods("allreduce", "Running")) == 3 and tjs.pods("allreduce", "Running"),
+        30,
+        what="the launcher and 2 node pods Running",
+    )
+    assert sorted(p.spec.hostname for p in running) == [
+        "allreduce-launcher-0-0",
+        "allreduce-node-0-0",
+        "allreduce-node-0-1",
+    ]
+    hostfile = tjs.core.read_namespaced_config_map("allreduce-mpi-hostfile", tjs.ns)
+    assert hostfile.data == {
+        "hostfile": "allreduce-node-0-0.allreduce slots=4\nallreduce-node-0-1.allreduce slots=4\n"
+    }
+    secret = tjs.core.read_namespaced_secret("allreduce-mpi-ssh-auth", tjs.ns)
+    assert {"ssh-privatekey", "ssh-publickey"} <= set(secret.data or {})
+    for owned in (hostfile, secret):
+        assert [o.name for o in owned.metadata.owner_references] == ["allreduce"]
+    launcher_pod = next(p for p in running if "launcher" in p.spec.hostname)
+    env = {e.name: e.value for e in launcher_pod.spec.containers[0].env or []}
+    assert env["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
+    mounts = {m.mount_path for m in launcher_pod.spec.containers[0].volume_mounts}
+    assert {"/home/mpiuser/.ssh", "/etc/mpi"} <= mounts
+
+    done = tjs.wait_condition("allreduce", "Complete", timeout=60)
+    assert done["reason"] == "Completed"
+    by_job = {s["name"]: s for s in tjs.get("allreduce")["status"]["jobsStatus"]}
+    assert by_job["launcher"]["succeeded"] == 1
