@@ -11,7 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from kubernetes import client
@@ -466,6 +466,7 @@ class Bed:
             manager=spec.role == "manager",
             pods_ready_timeout=self.config.wait_for_pods_ready.timeout_seconds,
             requeue_backoff_base=self.config.wait_for_pods_ready.backoff_base_seconds,
+            multikueue=self.config.multikueue_mode == "coexist",
         )
         (self.cluster_dir(c) / "kueue-config.yaml").write_text(yaml.safe_dump(cfg))
 
@@ -512,6 +513,15 @@ class Bed:
             self.start_component(cluster, component, timeout=120)
         if self.config.cluster(cluster).role == "worker":
             self.wait_runs_jobs(cluster)
+
+    def set_multikueue_mode(self, mode: Literal["replace", "coexist"]) -> None:
+        """Restart the manager's Kueue with its own MultiKueue off (replace) or on (coexist);
+        reinstalling the product to match is the caller's."""
+        self.config = self.config.model_copy(update={"multikueue_mode": mode})
+        for spec in self.config.managers:
+            self._write_kueue_config(spec)
+            self.stop_component(spec.name, "kueue")
+            self.start_component(spec.name, "kueue", timeout=120)
 
     def wait_runs_jobs(self, cluster: str, timeout: float = 180.0) -> float:
         """Wait until a worker runs a Job to the end again (controller-manager, scheduler and

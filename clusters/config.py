@@ -99,6 +99,12 @@ class BedConfig(BaseModel):
     )
     kueue_namespace: str = "kueue-system"
     wait_for_pods_ready: WaitForPodsReady = Field(default_factory=WaitForPodsReady)
+    multikueue_mode: Literal["replace", "coexist"] = Field(
+        default="replace",
+        description="replace: the manager's Kueue keeps its MultiKueue gate off and the "
+        "dispatcher serves kueue.x-k8s.io/multikueue; coexist: the manager's Kueue runs its own "
+        "MultiKueue too, and the product is installed from deploy/coexist/*",
+    )
 
     @field_validator("clusters")
     @classmethod

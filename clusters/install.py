@@ -370,23 +370,32 @@ WORKER_CONTROLLER = "trainjob-worker-controller"
 WEBHOOK_CONFIGURATIONS = {DISPATCHER: DISPATCHER, WORKER_CONTROLLER: WORKER_CONTROLLER}
 
 
+# The overlay of deploy/ each role is installed from, by the bed's multikueue_mode.
+OVERLAYS = {
+    "replace": {"worker": "worker", "manager": "manager"},
+    "coexist": {"worker": "coexist/worker", "manager": "coexist/manager"},
+}
+
+
 def install_product(
     bed: Bed, *, worker_args: list[str] | None = None, manager_args: list[str] | None = None
 ) -> list[Replica]:
     """deploy/worker on every worker, the manager's kubeconfig Secret for each worker made
-    with `trainjob-worker-secret` (as the README tells users), then deploy/manager. Flags in
+    with `trainjob-worker-secret` (as the README tells users), then deploy/manager (both from
+    deploy/coexist/ when the bed's manager runs Kueue's own MultiKueue too). Flags in
     `*_args` go on top of each replica's command (the tests shorten timers with them)."""
     replicas: list[Replica] = []
+    overlays = OVERLAYS[bed.config.multikueue_mode]
     try:
         for w in bed.config.workers:
             replicas += _install_on(
-                bed, w.name, "worker", ["--cluster-name", w.name, *(worker_args or [])]
+                bed, w.name, overlays["worker"], ["--cluster-name", w.name, *(worker_args or [])]
             )
         manager = bed.config.managers[0].name
         applier = Applier(bed.api(manager))
         for w in bed.config.workers:
             applier.apply_all(load_manifests(worker_secret(bed, w.name)))
-        replicas += _install_on(bed, manager, "manager", list(manager_args or []))
+        replicas += _install_on(bed, manager, overlays["manager"], list(manager_args or []))
     except BaseException:
         stop_product(bed, replicas)
         raise

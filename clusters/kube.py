@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -72,15 +73,17 @@ class Applier:
     def __init__(self, api: client.ApiClient) -> None:
         self._dyn = DynamicClient(api)
 
-    def apply(self, obj: dict[str, Any]) -> None:
-        meta = obj["metadata"]
+    def _resource(self, obj: dict[str, Any]) -> Any:
         try:
-            resource = self._dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+            return self._dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
         except ResourceNotFoundError:
             self._dyn.resources.invalidate_cache()
-            resource = self._dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+            return self._dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+
+    def apply(self, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
         self._dyn.server_side_apply(
-            resource,
+            self._resource(obj),
             body=obj,
             name=meta["name"],
             namespace=meta.get("namespace"),
@@ -91,6 +94,13 @@ class Applier:
     def apply_all(self, objs: list[dict[str, Any]]) -> None:
         for obj in objs:
             self.apply(obj)
+
+    def delete_all(self, objs: list[dict[str, Any]]) -> None:
+        """Delete each object (already gone is fine)."""
+        for obj in objs:
+            meta = obj["metadata"]
+            with contextlib.suppress(NotFoundError):
+                self._resource(obj).delete(name=meta["name"], namespace=meta.get("namespace"))
 
     def wait_crds_established(self, names: list[str], timeout: float = 60.0) -> None:
         crds = self._dyn.resources.get(

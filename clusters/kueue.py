@@ -112,9 +112,12 @@ def build_config(
     manager: bool,
     pods_ready_timeout: int = 1800,
     requeue_backoff_base: int = 60,
+    multikueue: bool = False,
 ) -> dict[str, Any]:
-    """Kueue's Configuration for one bed cluster (compare Kueue's controller_manager_config)."""
-    return {
+    """Kueue's Configuration for one bed cluster (compare Kueue's controller_manager_config).
+    `multikueue`: the manager's Kueue runs its own MultiKueue too (our Coexist mode), with a
+    garbage-collection interval short enough for tests to see it work."""
+    cfg: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "namespace": namespace,
@@ -138,11 +141,14 @@ def build_config(
             "externalFrameworks": list(EXTERNAL_FRAMEWORKS),
         },
         "featureGates": {
-            # The dispatcher is the kueue.x-k8s.io/multikueue controller on the manager.
-            "MultiKueue": False,
+            # Replace mode: the dispatcher is the kueue.x-k8s.io/multikueue controller here.
+            "MultiKueue": multikueue,
             # Its aggregated API server would need an APIService and a fixed port per host.
             "VisibilityOnDemand": False,
         }
         if manager
         else {"VisibilityOnDemand": False},
     }
+    if manager and multikueue:
+        cfg["multiKueue"] = {"gcInterval": "10s", "origin": "multikueue"}
+    return cfg

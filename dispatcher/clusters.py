@@ -47,6 +47,7 @@ class Registry:
         self._recent: dict[tuple[str, ...], float] = {}
         self._fingerprints: dict[str, str] = {}
         self._namespace_problems: dict[tuple[str, str], str] = {}
+        self._reported: dict[str, str] = {}  # Coexist: the problem last logged per cluster
         self._lock = threading.Lock()
         # Remote writes of one plan run side by side, one thread a worker (execute.py).
         self.pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="remote-write")
@@ -232,5 +233,15 @@ class Registry:
         self._disconnect(name)
 
     def _set_active(self, obj: Dict, active: bool, reason: str, message: str) -> None:
-        metrics.REMOTE_CLUSTER_ACTIVE.labels(obj["metadata"]["name"]).set(1 if active else 0)
-        set_active_condition(self.manager, obj, active, reason, message)
+        """Our view of a worker in the metric; in the MultiKueueCluster's Active condition
+        only in Replace mode (in Coexist mode Kueue's own MultiKueue writes it, and a second
+        writer would make it flap)."""
+        name = obj["metadata"]["name"]
+        metrics.REMOTE_CLUSTER_ACTIVE.labels(name).set(1 if active else 0)
+        if self.settings.mode == "Replace":
+            set_active_condition(self.manager, obj, active, reason, message)
+        elif not active and self._reported.get(name) != message:
+            log.warning(
+                "[%s] MultiKueueCluster %s: %s: %s", self.manager.name, name, reason, message
+            )
+        self._reported[name] = message if not active else ""

@@ -219,10 +219,13 @@ def _admissible(wl: Dict) -> bool:
     return (wl.get("spec") or {}).get("active", True) is not False and not wlmod.is_finished(wl)
 
 
-def _delete(plan: DispatchPlan, remote: RemoteView) -> None:
+def _delete(plan: DispatchPlan, remote: RemoteView, why: str | None = None) -> None:
+    """Delete a worker's copies; `why`, when given, is said in an Event once they are gone."""
     for obj in (remote.trainjob, remote.workload):
         if obj is not None and remote.connected:
-            plan.remote.append(RemoteAction(remote.name, "delete", obj))
+            event = Event("Normal", "RemoteRemoved", f"{why}; copy on {remote.name} removed")
+            plan.remote.append(RemoteAction(remote.name, "delete", obj, event if why else None))
+            why = None  # one Event a worker, with its first deletion
 
 
 # Reasons a worker's Kueue gives a copy that it cannot admit whatever the quota (a missing
@@ -271,10 +274,15 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
         elif any(r.workload or r.trainjob for r in obs.remotes):
             plan.requeue_after = obs.retention - age
         return plan
-    # 2. No quota on the manager (waiting, or evicted): nothing may exist remotely.
+    # 2. No quota on the manager (waiting, or evicted: preempted, deactivated by its user,
+    #    ...): nothing may exist remotely. Kueue's MultiKueue does the same, deactivating the
+    #    copy first; deleting it stops its pods as surely, in one step.
     if not wlmod.has_quota(wl) or wlmod.is_evicted(wl):
+        why = None
+        if wlmod.is_evicted(wl):
+            why = f"evicted on the manager ({wlmod.eviction_message(wl)})"
         for remote in obs.remotes:
-            _delete(plan, remote)
+            _delete(plan, remote, why)
         return plan
     # 3. Dispatched already: watch the winner.
     if winner is not None:

@@ -67,22 +67,24 @@ def reconcile_intake(
     return plan
 
 
-def undispatched_message(trainjob: Dict) -> str:
+def undispatched_message(trainjob: Dict, controller_name: str) -> str:
     """Why a TrainJob on the manager that MultiKueue does not dispatch will never run: no
-    controller on a manager runs TrainJobs itself, and spec.managedBy cannot change."""
+    controller on a manager runs TrainJobs itself, and spec.managedBy cannot change.
+    `controller_name` is the AdmissionCheck controllerName we serve."""
     meta, spec = trainjob.get("metadata") or {}, trainjob.get("spec") or {}
     managed = spec.get("managedBy")
     what = f"spec.managedBy is {managed!r}" if managed else "spec.managedBy is unset"
     queue = queue_label(meta.get("labels"))
     why = (
-        f"its queue {queue!r} (label {c.KUEUE_QUEUE_NAME_LABEL}) has no MultiKueue admission check"
+        f"its queue {queue!r} (label {c.KUEUE_QUEUE_NAME_LABEL}) has no admission check with "
+        f"controllerName {controller_name}"
         if queue
         else f"it names no queue (label {c.KUEUE_QUEUE_NAME_LABEL})"
     )
     return (
         f"not dispatched to a worker: {what} and {why}, and no controller on this manager runs "
-        "TrainJobs itself; create it again with a queue whose ClusterQueue has the MultiKueue "
-        "admission check"
+        f"TrainJobs itself; create it again with a queue whose ClusterQueue has an admission "
+        f"check with controllerName {controller_name}"
     )
 
 

@@ -94,7 +94,9 @@ def _not_dispatched(memo: Memo, cached: Dict) -> None:
     ):
         return
     body = {"apiVersion": c.TRAINER_API, "kind": c.TRAINJOB.kind, **cached}
-    problem = RuntimeProblem(NOT_DISPATCHED, undispatched_message(body))
+    problem = RuntimeProblem(
+        NOT_DISPATCHED, undispatched_message(body, memo.settings.controller_name)
+    )
     intake = reconcile_intake(body, problem, dt.datetime.now(dt.UTC))
     if intake.status is not None or intake.events:
         execute.execute_intake(memo.manager, memo.memory, body, intake)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from trainjob import constants as c
 from trainjob.settings import ConfigFileError, ControllerSettings, read_yaml_mapping
@@ -23,8 +23,18 @@ class DispatcherSettings(ControllerSettings):
         default="kueue-system",
         description="where MultiKueueCluster kubeconfig Secrets live (Kueue's config namespace)",
     )
+    mode: Literal["Replace", "Coexist"] = Field(
+        default="Replace",
+        description="Replace: Kueue's own MultiKueue is off (its MultiKueue gate) and we serve "
+        "its kueue.x-k8s.io/multikueue checks and the MultiKueueClusters' Active condition; "
+        "Coexist: Kueue's MultiKueue runs too (for Jobs, JobSets, ...) and keeps those, and we "
+        f"serve our own controllerName ({c.COEXIST_CONTROLLER_NAME}) and origin "
+        f"({c.COEXIST_ORIGIN})",
+    )
     controller_name: str = Field(
-        default=c.MANAGED_BY_MULTIKUEUE, description="AdmissionCheck controllerName we serve"
+        default=c.MANAGED_BY_MULTIKUEUE,
+        description="AdmissionCheck controllerName we serve "
+        f"(Coexist: {c.COEXIST_CONTROLLER_NAME})",
     )
     kubeconfig_path_prefix: Path = Field(
         default=Path("/etc/multikueue/kubeconfigs"),
@@ -32,8 +42,14 @@ class DispatcherSettings(ControllerSettings):
         "under this directory (Kueue's rule)",
     )
     origin: str = Field(
-        default="multikueue",
-        description="value of the multikueue-origin label on everything we create on workers",
+        default=c.KUEUE_DEFAULT_ORIGIN,
+        description="value of the multikueue-origin label on everything we create on workers "
+        f"(Coexist: {c.COEXIST_ORIGIN})",
+    )
+    kueue_origin: str = Field(
+        default=c.KUEUE_DEFAULT_ORIGIN,
+        description="Coexist: the origin label of Kueue's own MultiKueue (from --kueue-config "
+        "when given), which ours must differ from",
     )
     strategy: Literal["AllAtOnce", "Incremental", "External"] = Field(
         default="AllAtOnce",
@@ -85,16 +101,50 @@ class DispatcherSettings(ControllerSettings):
         default="trainjob-dispatcher", min_length=1, description="name of the Lease"
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _coexist_defaults(cls, data: Any) -> Any:
+        """In Coexist mode the controllerName and origin not chosen are our own, not Kueue's."""
+        if isinstance(data, dict) and data.get("mode") == "Coexist":
+            data = {
+                "controller_name": c.COEXIST_CONTROLLER_NAME,
+                "origin": c.COEXIST_ORIGIN,
+                **data,
+            }
+        return data
+
+    @model_validator(mode="after")
+    def _coexist_apart(self) -> Self:
+        if self.mode != "Coexist":
+            return self
+        if self.controller_name == c.MANAGED_BY_MULTIKUEUE:
+            raise ValueError(
+                f"--controller-name: in Coexist mode Kueue's own MultiKueue serves "
+                f"{c.MANAGED_BY_MULTIKUEUE}; ours needs a name of its own (default "
+                f"{c.COEXIST_CONTROLLER_NAME})"
+            )
+        if self.origin == self.kueue_origin:
+            raise ValueError(
+                f"--origin: in Coexist mode ours must differ from Kueue's origin "
+                f"{self.kueue_origin!r} (--kueue-origin), or each controller would take the "
+                f"other's copies on the workers for its own (watches, garbage collection)"
+            )
+        return self
+
     @classmethod
     def layers_below(cls, chosen: dict[str, object]) -> dict[str, object]:
-        """Kueue's own MultiKueue settings, when --kueue-config names its Configuration."""
+        """Kueue's own MultiKueue settings, when --kueue-config names its Configuration. In
+        Coexist mode its origin is Kueue's own: ours must differ from it, so it is not ours."""
         path = chosen.get("kueue_config")
         if not path:
             return {}
         try:
-            return kueue_multikueue_settings(read_yaml_mapping(Path(str(path))))
+            below = kueue_multikueue_settings(read_yaml_mapping(Path(str(path))))
         except ConfigFileError as exc:
             raise ConfigFileError(f"--kueue-config {path}: {exc}") from None
+        if chosen.get("mode") == "Coexist" and "origin" in below:
+            below["kueue_origin"] = below.pop("origin")
+        return below
 
 
 # Kueue's dispatcher names (its Configuration's multiKueue.dispatcherName) -> our strategies.

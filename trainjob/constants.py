@@ -54,6 +54,11 @@ KUEUE_PREBUILT_WORKLOAD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
 # Held by manager TrainJobs dispatched by MultiKueue until their remote objects are gone.
 DISPATCHER_FINALIZER = f"{DOMAIN}/dispatcher-cleanup"
 KUEUE_MULTIKUEUE_ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
+KUEUE_DEFAULT_ORIGIN = "multikueue"
+# Coexist mode (Kueue's own MultiKueue runs beside us): the AdmissionCheck controllerName we
+# serve and the origin label of our copies, both our own.
+COEXIST_CONTROLLER_NAME = f"{DOMAIN}/multikueue"
+COEXIST_ORIGIN = "trainjob-multikueue"
 # On remote copies: the UID of the manager object they copy (Kueue's, for tracing).
 KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION = "kueue.x-k8s.io/multikueue-origin-uid"
 KUEUE_RUNTIME_PATCH_MANAGER = "kueue.x-k8s.io/manager"

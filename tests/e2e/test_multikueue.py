@@ -78,6 +78,7 @@ class MultiKueue:
         runtime: str = "torch-distributed",
         cpu: str | None = "1",
         managed_by: str | None = None,
+        queue: str = "q",
     ) -> Dict:
         annotations = {"bed.trainjob.dev/run-duration": run}
         if exit_code is not None:
@@ -85,7 +86,7 @@ class MultiKueue:
         body = {
             "apiVersion": "trainer.kubeflow.org/v1alpha1",
             "kind": "TrainJob",
-            "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+            "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": queue}},
             "spec": {
                 "runtimeRef": {"name": runtime},
                 "trainer": {"numNodes": nodes},
@@ -210,7 +211,13 @@ def test_trainjob_runs_on_exactly_one_worker_and_completes_on_the_manager(bed: B
     created = mk.submit("one", nodes=3)
     assert created["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
     assert created["spec"]["suspend"] is True
+    # Every runtimePatches entry carries its time, as Trainer's webhook stamps it on create.
+    assert [p["manager"] for p in created["spec"]["runtimePatches"]] == ["tests.trainjob.dev"]
+    assert all(p.get("time") for p in created["spec"]["runtimePatches"])
     mk.wait("one", "Complete")
+    # ... and Kueue's placement patch, written at admission, carries its writer's time.
+    patches = {p["manager"]: p for p in (mk.get("one") or {})["spec"]["runtimePatches"]}
+    assert patches["kueue.x-k8s.io/manager"]["time"] >= patches["tests.trainjob.dev"]["time"]
     status = (mk.get("one") or {})["status"]
     winner = status["clusterName"]
     assert winner in mk.workers
@@ -1014,6 +1021,53 @@ def test_remote_eviction_sends_the_trainjob_back_to_be_dispatched_again(bed: Bed
         60,
         what="the remote objects to be removed",
     )
+
+
+def test_deactivated_on_the_manager_its_copies_go_and_it_runs_again_once_reactivated(
+    bed: Bed,
+) -> None:
+    """Kueue's way to stop a job is its Workload's spec.active=false: the manager's Kueue
+    evicts it, the TrainJob is suspended, and nothing of it may stay on a worker."""
+    mk = MultiKueue(bed)
+    mk.submit("paused", run="10s")
+    first = mk.started_on("paused")
+    wl = mk.manager_workload("paused")
+    assert wl is not None
+    mk.custom().patch_namespaced_custom_object(
+        *KUEUE, mk.ns, "workloads", wl["metadata"]["name"], {"spec": {"active": False}}
+    )
+    wait_for(
+        lambda: not mk.running_on("paused") and not mk.remote_workloads(first),
+        60,
+        what="the copies removed from the worker",
+    )
+    assert (mk.get("paused") or {})["spec"]["suspend"] is True
+    wait_for(lambda: "RemoteRemoved" in events_of(mk, "paused"), 30, what="RemoteRemoved Event")
+    assert mk.condition("paused", "Complete") is None
+    mk.custom().patch_namespaced_custom_object(
+        *KUEUE, mk.ns, "workloads", wl["metadata"]["name"], {"spec": {"active": True}}
+    )
+    mk.wait("paused", "Complete", timeout=120)
+    assert events_of(mk, "paused").count("Dispatched") >= 2, "dispatched again once active"
+
+
+def test_a_user_suspending_an_admitted_trainjob_is_undone_as_kueue_does(bed: Bed) -> None:
+    """Kueue owns spec.suspend of a job it admitted: suspending it by hand is undone (Kueue's
+    job framework starts an admitted, suspended job), and its run goes on where it was."""
+    mk = MultiKueue(bed)
+    mk.submit("stubborn", run="15s")
+    worker = mk.started_on("stubborn")
+    mk.custom().patch_namespaced_custom_object(
+        *TRAINER, mk.ns, "trainjobs", "stubborn", {"spec": {"suspend": True}}
+    )
+    wait_for(
+        lambda: (mk.get("stubborn") or {})["spec"].get("suspend") is False,
+        30,
+        what="spec.suspend set back to false",
+    )
+    mk.wait("stubborn", "Complete", timeout=90)
+    assert events_of(mk, "stubborn").count("Dispatched") == 1, events_of(mk, "stubborn")
+    assert (mk.get("stubborn") or {})["status"].get("clusterName") == worker
 
 
 def test_orphans_on_workers_are_garbage_collected_and_nothing_else(bed: Bed) -> None:

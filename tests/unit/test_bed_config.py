@@ -109,8 +109,14 @@ def test_kueue_config_treats_trainjob_as_external_and_gates_multikueue_on_manage
         "frameworks": ["batch/job"],
         "externalFrameworks": ["TrainJob.v1alpha1.trainer.kubeflow.org"],
     }
-    assert manager["featureGates"]["MultiKueue"] is False
+    assert manager["featureGates"]["MultiKueue"] is False and "multiKueue" not in manager
     assert "MultiKueue" not in worker["featureGates"]
+    # The bed's coexist mode: Kueue's own MultiKueue on the manager, Kueue's default origin.
+    assert BedConfig.model_validate({"multikueue_mode": "coexist"}).multikueue_mode == "coexist"
+    coexist = build_config(**args, manager=True, multikueue=True)  # type: ignore[arg-type]
+    assert coexist["featureGates"]["MultiKueue"] is True
+    assert coexist["multiKueue"]["origin"] == "multikueue"
+    assert "MultiKueue" not in build_config(**args, manager=False, multikueue=True)["featureGates"]  # type: ignore[arg-type]
     assert manager["webhook"] == {"host": "127.0.0.1", "port": 1, "certDir": "/c"}
     assert manager["health"]["healthProbeBindAddress"] == "127.0.0.1:3"
 

@@ -646,10 +646,37 @@ def test_an_external_dispatcher_decides_where_copies_go_and_we_never_nominate() 
 
 def test_a_trainjob_multikueue_does_not_dispatch_is_told_why_naming_the_fields() -> None:
     plain = make_trainjob()
-    assert "spec.managedBy is unset" in undispatched_message(plain)
-    assert "names no queue (label kueue.x-k8s.io/queue-name)" in undispatched_message(plain)
+    assert "spec.managedBy is unset" in undispatched_message(plain, "kueue.x-k8s.io/multikueue")
+    assert "names no queue (label kueue.x-k8s.io/queue-name)" in undispatched_message(
+        plain, "kueue.x-k8s.io/multikueue"
+    )
     queued = make_trainjob(managedBy="trainer.kubeflow.org/trainjob-controller")
     queued["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "local"}
-    message = undispatched_message(queued)
+    message = undispatched_message(queued, "trainjob.dev/multikueue")
     assert "spec.managedBy is 'trainer.kubeflow.org/trainjob-controller'" in message
-    assert "its queue 'local'" in message and "has no MultiKueue admission check" in message
+    assert "its queue 'local'" in message
+    assert "has no admission check with controllerName trainjob.dev/multikueue" in message
+
+
+def test_evicted_on_the_manager_removes_every_copy_and_says_so_once_per_worker() -> None:
+    wl = manager_workload("QuotaReserved", "Admitted", "Evicted", cluster="w1", check="Ready")
+    evicted = next(c for c in wl["status"]["conditions"] if c["type"] == "Evicted")
+    evicted.update(reason="Deactivated", message="The workload is deactivated")
+    plan = decide(
+        wl, [remote("w1", admitted_at="2026-11-22T11:00:01Z", trainjob=True), remote("w2")]
+    )
+    assert [(a.cluster, a.verb, a.obj["kind"]) for a in plan.remote] == [
+        ("w1", "delete", "TrainJob"),
+        ("w1", "delete", "Workload"),
+        ("w2", "delete", "Workload"),
+    ]
+    said = [a.event for a in plan.remote]
+    assert said[1] is None and said[0] is not None and said[2] is not None
+    assert said[0] == (
+        "Normal",
+        "RemoteRemoved",
+        "evicted on the manager (Deactivated: The workload is deactivated); copy on w1 removed",
+    )
+    # Waiting for quota, never dispatched: copies (of an earlier round) go without a word.
+    plan = decide(manager_workload(), [remote("w2")])
+    assert [(a.cluster, a.event) for a in plan.remote] == [("w2", None)]

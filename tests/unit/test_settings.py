@@ -190,3 +190,35 @@ def test_a_kueue_config_we_cannot_use_is_refused_naming_the_field(
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert f"--kueue-config {cfg}" in err and message in err, err
+
+
+def test_coexist_mode_takes_its_own_controller_name_and_origin_and_refuses_kueues(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings, _ = DispatcherSettings.from_argv([], "d", None)
+    assert settings.mode == "Replace"
+    assert (settings.controller_name, settings.origin) == (
+        "kueue.x-k8s.io/multikueue",
+        "multikueue",
+    )
+    settings, _ = DispatcherSettings.from_argv(["--mode", "Coexist"], "d", None)
+    assert (settings.controller_name, settings.origin) == (
+        "trainjob.dev/multikueue",
+        "trainjob-multikueue",
+    )
+    # Kueue's origin in its Configuration is Kueue's own in Coexist mode, never ours.
+    cfg = tmp_path / "controller_manager_config.yaml"
+    cfg.write_text(KUEUE_CONFIG)
+    argv = ["--mode", "Coexist", "--kueue-config", str(cfg)]
+    settings, _ = DispatcherSettings.from_argv(argv, "d", None)
+    assert settings.origin == "trainjob-multikueue" and settings.kueue_origin == "east-manager"
+    assert settings.gc_interval == 90.0 and settings.namespace == "kueue-prod"
+    for extra, message in (
+        (["--controller-name", "kueue.x-k8s.io/multikueue"], "Kueue's own MultiKueue serves"),
+        (["--origin", "east-manager"], "must differ from Kueue's origin 'east-manager'"),
+    ):
+        with pytest.raises(SystemExit) as exited:
+            DispatcherSettings.from_argv([*argv, *extra], "d", None)
+        assert exited.value.code == 2
+        err = capsys.readouterr().err
+        assert message in err, err
