@@ -195,9 +195,12 @@ def reconcile_trainjob(obs: Observed) -> Plan:
         _suspend_active(info, obs.trainjob, obs.jobs, plan)
         plan.requeue_after = None
     else:
-        # 9. Run: Jobs for every PodSet whose dependencies are met.
-        if not obs.jobs and info.policy.pod_group is not None:
-            plan.events.append(Event("Warning", POD_GROUP_IGNORED, POD_GROUP_MESSAGE))
+        # 9. Run: Jobs for every PodSet whose dependencies are met; a pod group the runtime
+        #    asks for is not made, and a condition (with a Warning, once) says so.
+        if info.policy.pod_group is not None:
+            st.set(POD_GROUP_IGNORED, True, POD_GROUP_IGNORED, POD_GROUP_MESSAGE, "Warning")
+        else:
+            st.remove(POD_GROUP_IGNORED)
         _apply_jobs(info, owner, obs.jobs, plan, suspend=False, create_missing=True)
     st.jobs_status = status.compute_jobs_status(info, obs.jobs)
     st.finish()

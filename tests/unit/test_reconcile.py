@@ -243,17 +243,22 @@ def test_complete_when_all_pod_sets_complete() -> None:
     assert plan.apply == []
 
 
-def test_a_pod_group_policy_is_named_as_not_supported_when_the_jobs_are_first_made() -> None:
+def test_a_pod_group_policy_is_named_as_not_supported_in_a_condition_and_one_warning() -> None:
     runtime = make_runtime(podGroupPolicy={"coscheduling": {"scheduleTimeoutSeconds": 60}})
     first = observe(make_trainjob(), runtime, services=[OUR_SERVICE])
     assert [k for k, _ in kinds(first)] == ["Job"]
+    assert conditions(first)["PodGroupPolicyIgnored"] == ("True", "PodGroupPolicyIgnored")
     warnings = [e for e in first.events if e.reason == "PodGroupPolicyIgnored"]
     assert len(warnings) == 1 and "podGroupPolicy" in warnings[0].message
     assert warnings[0].type == "Warning"
-    again = observe(make_trainjob(), runtime, jobs=[job("tj-node-0")], services=[OUR_SERVICE])
+    tj = make_trainjob()
+    tj["status"] = first.status
+    again = observe(tj, runtime, jobs=[job("tj-node-0")], services=[OUR_SERVICE])
     assert not [e for e in again.events if e.reason == "PodGroupPolicyIgnored"]
+    assert again.status is None or "PodGroupPolicyIgnored" in conditions(again)
     plain = observe(make_trainjob(), make_runtime(), services=[OUR_SERVICE])
     assert not [e for e in plain.events if e.reason == "PodGroupPolicyIgnored"]
+    assert "PodGroupPolicyIgnored" not in conditions(plain)
 
 
 def test_a_multikueue_copy_labels_its_jobs_and_pods_with_the_managers_origin() -> None:

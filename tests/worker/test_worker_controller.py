@@ -328,3 +328,15 @@ def test_mpi_launcher_and_nodes_run_with_hostfile_and_ssh_keys_and_complete_on_t
     assert done["reason"] == "Completed"
     by_job = {s["name"]: s for s in tjs.get("allreduce")["status"]["jobsStatus"]}
     assert by_job["launcher"]["succeeded"] == 1
+
+
+def test_a_runtime_pod_group_policy_is_a_condition_and_the_job_still_runs(tjs: TrainJobs) -> None:
+    runtime = torch_runtime("gang", run="3s")
+    runtime["spec"]["podGroupPolicy"] = {"coscheduling": {"scheduleTimeoutSeconds": 60}}
+    tjs.create_runtime(runtime)
+    tjs.create(trainjob("gang", runtime="gang", trainer={"numNodes": 2}))
+    ignored = tjs.wait_condition("gang", "PodGroupPolicyIgnored", timeout=30)
+    assert "podGroupPolicy" in ignored["message"] and "not supported" in ignored["message"]
+    tjs.wait_condition("gang", "Complete", timeout=60)
+    reasons = [reason for reason, _ in tjs.events("gang")]
+    assert reasons.count("PodGroupPolicyIgnored") == 1, reasons
