@@ -69,7 +69,7 @@ def body(name: str, run: str) -> Dict:
             "trainer": {"numNodes": 1, "resourcesPerNode": {"requests": {"cpu": "1"}}},
             "runtimePatches": [
                 {
-                    "manager": "chaos.trainjob.dev",
+                    "manager": "chaos.trainjob.dev/run",
                     "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [node]}}},
                 }
             ],

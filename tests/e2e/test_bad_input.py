@@ -88,7 +88,7 @@ RUNTIME_CASES: dict[str, tuple[list[Dict], Dict | None, Dict, str, str]] = {
         {
             "runtimePatches": [
                 {
-                    "manager": "tests.trainjob.dev",
+                    "manager": "tests.trainjob.dev/e2e",
                     "trainingRuntimeSpec": {
                         "template": {"spec": {"replicatedJobs": [{"name": "ghost"}]}}
                     },
@@ -96,7 +96,7 @@ RUNTIME_CASES: dict[str, tuple[list[Dict], Dict | None, Dict, str, str]] = {
             ]
         },
         "RuntimeInvalid",
-        "runtimePatches[manager=tests.trainjob.dev].replicatedJobs[ghost]: the runtime has no "
+        "runtimePatches[manager=tests.trainjob.dev/e2e].replicatedJobs[ghost]: the runtime has no "
         "replicatedJob 'ghost'",
     ),
     "mpi-without-launcher": (

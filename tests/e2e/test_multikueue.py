@@ -92,7 +92,7 @@ class MultiKueue:
                 "trainer": {"numNodes": nodes},
                 "runtimePatches": [
                     {
-                        "manager": "tests.trainjob.dev",
+                        "manager": "tests.trainjob.dev/e2e",
                         "trainingRuntimeSpec": {
                             "template": {
                                 "spec": {
@@ -212,12 +212,12 @@ def test_trainjob_runs_on_exactly_one_worker_and_completes_on_the_manager(bed: B
     assert created["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
     assert created["spec"]["suspend"] is True
     # Every runtimePatches entry carries its time, as Trainer's webhook stamps it on create.
-    assert [p["manager"] for p in created["spec"]["runtimePatches"]] == ["tests.trainjob.dev"]
+    assert [p["manager"] for p in created["spec"]["runtimePatches"]] == ["tests.trainjob.dev/e2e"]
     assert all(p.get("time") for p in created["spec"]["runtimePatches"])
     mk.wait("one", "Complete")
     # ... and Kueue's placement patch, written at admission, carries its writer's time.
     patches = {p["manager"]: p for p in (mk.get("one") or {})["spec"]["runtimePatches"]}
-    assert patches["kueue.x-k8s.io/manager"]["time"] >= patches["tests.trainjob.dev"]["time"]
+    assert patches["kueue.x-k8s.io/manager"]["time"] >= patches["tests.trainjob.dev/e2e"]["time"]
     status = (mk.get("one") or {})["status"]
     winner = status["clusterName"]
     assert winner in mk.workers

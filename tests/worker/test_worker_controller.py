@@ -247,6 +247,11 @@ def test_deleting_the_trainjob_removes_everything(tjs: TrainJobs) -> None:
             "spec.trainer.resourcesPerNode.limits.memory",
             "should match",
         ),
+        (  # Trainer's webhook rule for a patch's owner
+            {"runtimePatches": [{"manager": "just-a-name"}]},
+            "spec.runtimePatches[0].manager",
+            'must be a domain-prefixed path (such as "acme.io/foo")',
+        ),
     ],
 )
 def test_invalid_specs_are_rejected_naming_the_field(
