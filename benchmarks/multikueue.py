@@ -77,16 +77,19 @@ def watch_pods(api: client.ApiClient, ns: str, clock: Clock, worker: str) -> Non
 def watch_trainjobs(api: client.ApiClient, ns: str, clock: Clock, table: dict[str, float]) -> None:
     custom = client.CustomObjectsApi(api)
     while not clock.stop.is_set():
-        for ev in watch.Watch().stream(
-            custom.list_namespaced_custom_object, *TRAINER, ns, "trainjobs", timeout_seconds=30
-        ):
-            if _complete(ev["object"]):
-                clock.mark(table, ev["object"]["metadata"]["name"])
+        try:
+            for ev in watch.Watch().stream(
+                custom.list_namespaced_custom_object, *TRAINER, ns, "trainjobs", timeout_seconds=30
+            ):
+                if _complete(ev["object"]):
+                    clock.mark(table, ev["object"]["metadata"]["name"])
+        except Exception:  # the API server is down (an outage, or the bed going away)
+            clock.stop.wait(1.0)
 
 
 RUN_ONE_SECOND = {"annotations": {"bed.trainjob.dev/run-duration": "1s"}}
 PATCH = {
-    "manager": "bench.trainjob.dev",
+    "manager": "bench.trainjob.dev/run",
     "trainingRuntimeSpec": {
         "template": {
             "spec": {
@@ -130,7 +133,8 @@ def submit(custom: client.CustomObjectsApi, ns: str, name: str, clock: Clock) ->
     )
 
 
-def report(title: str, names: list[str], clock: Clock) -> None:
+def report(title: str, names: list[str], clock: Clock, key: str) -> dict[str, float]:
+    """Print (a) and (b) for `names`; return their p50 and p99 as figures named after `key`."""
     a = [clock.running[n] - clock.created[n] for n in names if n in clock.running]
     b = [
         clock.manager_done[n] - clock.remote_done[n]
@@ -138,36 +142,35 @@ def report(title: str, names: list[str], clock: Clock) -> None:
         if n in clock.manager_done and n in clock.remote_done
     ]
     print(f"{title}: n={len(names)}")
-    if a:
+    figures: dict[str, float] = {}
+    for label, what, values in (
+        ("a", "create -> first pod Running", a),
+        ("b", "remote Complete -> manager Complete", b),
+    ):
+        if not values:
+            continue
+        p50, p99 = pct(values, 0.5), pct(values, 0.99)
+        figures[f"{key} ({label}) p50 s"], figures[f"{key} ({label}) p99 s"] = p50, p99
         print(
-            f"  (a) create -> first pod Running: p50 {pct(a, 0.5):.2f}s  p99 {pct(a, 0.99):.2f}s"
-            f"  mean {statistics.mean(a):.2f}s"
+            f"  ({label}) {what}: p50 {p50:.2f}s  p99 {p99:.2f}s  "
+            f"mean {statistics.mean(values):.2f}s"
         )
-    if b:
-        print(
-            f"  (b) remote Complete -> manager Complete: p50 {pct(b, 0.5):.2f}s  "
-            f"p99 {pct(b, 0.99):.2f}s  mean {statistics.mean(b):.2f}s"
-        )
+    return figures
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--sequential", type=int, default=100)
-    parser.add_argument("--burst", type=int, default=500)
-    parser.add_argument("--timeout", type=float, default=1800)
-    parser.add_argument("--keep", action="store_true", help="leave the namespace behind")
-    args = parser.parse_args()
-    bed = Bed(load_config())
-    if not bed.is_up():
-        print("the bed is not up; run `python -m clusters up` first", file=sys.stderr)
-        return 1
-    ns = f"bench-{uuid.uuid4().hex[:4]}"
-    setup.install(bed, ns, worker_cpu="1000")
-    ctrls = setup.start_controllers(bed)
-    # The replica that leads does the work (CPU and memory below are its own).
-    dispatcher = next(c for c in ctrls if c.name == DISPATCHER and leads(c.health))
+def measure(
+    bed: Bed,
+    ns: str,
+    *,
+    sequential: int,
+    burst: int,
+    timeout: float,
+    processes: dict[str, list[int]],
+) -> dict[str, float]:
+    """TrainJobs through the manager of `bed` (LocalQueue `q` of namespace `ns`, set up by the
+    caller, whichever pipeline runs them): `sequential` one at a time, then a burst of `burst`.
+    Prints the report and returns its figures by name; `processes` are groups of PIDs whose
+    CPU seconds (per TrainJob) and peak resident memory (summed) are reported."""
     manager = bed.config.managers[0].name
     clusters = [manager, *(w.name for w in bed.config.workers)]
     clock = Clock()
@@ -195,49 +198,46 @@ def main() -> int:
         t.start()
     time.sleep(1)
     custom = client.CustomObjectsApi(bed.api(manager))
+    figures: dict[str, float] = {}
     try:
-        cpu0 = cpu_seconds(dispatcher.proc.pid)
+        cpu0 = {pid: cpu_seconds(pid) for pids in processes.values() for pid in pids}
         req0 = {c: request_counts(bed.api(c)) for c in clusters}
-        ours0 = {r.identity: our_requests(r) for r in ctrls}
-        seq = [f"seq-{i:04d}" for i in range(args.sequential)]
+        seq = [f"seq-{i:04d}" for i in range(sequential)]
         for name in seq:
             submit(custom, ns, name, clock)
             deadline = time.monotonic() + 120
             while name not in clock.manager_done and time.monotonic() < deadline:
                 time.sleep(0.02)
-        report("one at a time", seq, clock)
-        burst = [f"burst-{i:04d}" for i in range(args.burst)]
+        figures.update(report("one at a time", seq, clock, "one"))
+        names = [f"burst-{i:04d}" for i in range(burst)]
         start = time.monotonic()
-        for name in burst:
+        for name in names:
             submit(custom, ns, name, clock)
-        deadline = start + args.timeout
-        while sum(1 for n in burst if n in clock.manager_done) < len(burst):
+        deadline = start + timeout
+        while sum(1 for n in names if n in clock.manager_done) < len(names):
             if time.monotonic() > deadline:
                 print("burst timed out", file=sys.stderr)
                 break
             time.sleep(0.5)
-        total = time.monotonic() - start
-        report(f"burst (all Complete on the manager after {total:.1f}s)", burst, clock)
-        n = args.sequential + args.burst
+        figures["burst total s"] = time.monotonic() - start
+        title = f"burst (all Complete on the manager after {figures['burst total s']:.1f}s)"
+        figures.update(report(title, names, clock, "burst"))
+        n = sequential + burst
         twice = sorted(tj for tj, workers in clock.ran_on.items() if len(workers) > 1)
+        figures["run on two workers"] = len(twice)
         print(f"TrainJobs whose pods ran on more than one worker: {len(twice)} {twice[:5]}")
-        cpu = cpu_seconds(dispatcher.proc.pid) - cpu0
-        print(
-            f"dispatcher CPU {cpu:.1f}s ({cpu / n * 1000:.0f} ms per TrainJob), peak RSS "
-            f"{peak_rss_mib(dispatcher.proc.pid):.0f} MiB"
-        )
-        standby = [c for c in ctrls if c.name == DISPATCHER and c is not dispatcher]
-        rss = [f"{r.identity} {peak_rss_mib(r.proc.pid):.0f} MiB" for r in [dispatcher, *standby]]
-        print("dispatcher replicas' peak RSS (leader first): " + ", ".join(rss))
-        for r in ctrls:
-            mine = our_requests(r) - ours0[r.identity]
-            by_verb = ", ".join(f"{v} {k / n:.1f}" for v, k in sorted(mine.items()))
+        for group, pids in processes.items():
+            cpu = sum(cpu_seconds(pid) - cpu0[pid] for pid in pids)
+            rss = sum(peak_rss_mib(pid) for pid in pids)
+            figures[f"CPU ms per TrainJob: {group}"] = cpu / n * 1000
+            figures[f"peak RSS MiB: {group}"] = rss
             print(
-                f"API requests per TrainJob sent by {r.identity} ({r.cluster}'s token, to any "
-                f"cluster): {sum(mine.values()) / n:.1f} ({by_verb})"
+                f"{group} ({len(pids)} processes): CPU {cpu:.1f}s ({cpu / n * 1000:.0f} ms per "
+                f"TrainJob), peak RSS {rss:.0f} MiB"
             )
         for cluster in clusters:
             delta: Counter[tuple[str, str]] = request_counts(bed.api(cluster)) - req0[cluster]
+            figures[f"API requests per TrainJob: {cluster}"] = sum(delta.values()) / n
             top = ", ".join(f"{v} {r} {k / n:.1f}" for (v, r), k in delta.most_common(6))
             print(
                 f"API requests per TrainJob on {cluster}: {sum(delta.values()) / n:.1f} "
@@ -245,6 +245,53 @@ def main() -> int:
             )
     finally:
         clock.stop.set()
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sequential", type=int, default=100)
+    parser.add_argument("--burst", type=int, default=500)
+    parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--keep", action="store_true", help="leave the namespace behind")
+    args = parser.parse_args()
+    bed = Bed(load_config())
+    if not bed.is_up():
+        print("the bed is not up; run `python -m clusters up` first", file=sys.stderr)
+        return 1
+    ns = f"bench-{uuid.uuid4().hex[:4]}"
+    setup.install(bed, ns, worker_cpu="1000")
+    ctrls = setup.start_controllers(bed)
+    # The replica that leads does the work (CPU and memory below are its own).
+    dispatcher = next(c for c in ctrls if c.name == DISPATCHER and leads(c.health))
+    standby = [c for c in ctrls if c.name == DISPATCHER and c is not dispatcher]
+    clusters = [bed.config.managers[0].name, *(w.name for w in bed.config.workers)]
+    try:
+        ours0 = {r.identity: our_requests(r) for r in ctrls}
+        groups = {
+            "dispatcher (leader)": [dispatcher.proc.pid],
+            **{f"standby {r.identity}": [r.proc.pid] for r in standby},
+            "worker controllers": [c.proc.pid for c in ctrls if c.name != DISPATCHER],
+        }
+        measure(
+            bed,
+            ns,
+            sequential=args.sequential,
+            burst=args.burst,
+            timeout=args.timeout,
+            processes=groups,
+        )
+        n = args.sequential + args.burst
+        for r in ctrls:
+            mine = our_requests(r) - ours0[r.identity]
+            by_verb = ", ".join(f"{v} {k / n:.1f}" for v, k in sorted(mine.items()))
+            print(
+                f"API requests per TrainJob sent by {r.identity} ({r.cluster}'s token, to any "
+                f"cluster): {sum(mine.values()) / n:.1f} ({by_verb})"
+            )
+    finally:
         try:
             if not args.keep:
                 clean_up(bed, ns, clusters)

@@ -55,7 +55,13 @@ def main(argv: list[str] | None = None) -> int:
         "topology manager, worker1, worker2; or $TJ_BED_CONFIG)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("build", help="build (or find cached) etcd, Kubernetes, kwok and Kueue")
+    build = sub.add_parser("build", help="build (or find cached) etcd, Kubernetes, kwok and Kueue")
+    build.add_argument(
+        "--peer",
+        action="store_true",
+        help="also Kubeflow Trainer's and JobSet's controllers (the upstream pipeline that "
+        "benchmarks/compare.py runs; a bed with `pipeline: peer` builds them itself)",
+    )
     up = sub.add_parser("up", help="bring the bed up (idempotent) and show its status")
     up.add_argument(
         "--install",
@@ -69,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
-            builds.build_all()
+            builds.build_all(peer=args.peer)
             return 0
         bed = Bed(load_config(args.config))
         if args.command == "up":

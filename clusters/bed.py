@@ -16,7 +16,7 @@ from typing import Any, Literal
 import yaml
 from kubernetes import client
 
-from clusters import builds, install, processes
+from clusters import builds, install, peer, processes
 from clusters.config import REPO_ROOT, BedConfig, ClusterSpec, Port, load_config
 from clusters.errors import BedError
 from clusters.kube import Applier, api_client, build_kubeconfig, load_manifests, write_kubeconfig
@@ -98,8 +98,9 @@ class Bed:
 
     # ---- components ---------------------------------------------------------------------------
 
-    def components(self, spec: ClusterSpec) -> list[Component]:
-        """The processes of one cluster, in start order."""
+    def components(self, spec: ClusterSpec, every: bool = False) -> list[Component]:
+        """The processes of one cluster, in start order (`every`: the peer pipeline's too,
+        whichever pipeline this bed runs, so that `down` stops what an earlier bed started)."""
         c, cfg, d = spec.name, self.config, self.cluster_dir(spec.name)
 
         def port(which: Port) -> int:
@@ -259,6 +260,8 @@ class Bed:
                 env={"KUBECONFIG": kubeconfig},
             )
         )
+        if every or cfg.pipeline == "peer":
+            comps += peer.components(cfg, spec, d, kubeconfig)
         return comps
 
     def component(self, cluster: str, name: str) -> Component:
@@ -272,7 +275,7 @@ class Bed:
     def up(self) -> float:
         """Bring every cluster up (idempotent: running parts are kept, missing ones started)."""
         start = time.monotonic()
-        builds.build_all()
+        builds.build_all(peer=self.config.pipeline == "peer")
         self.state.mkdir(parents=True, exist_ok=True)
         self._prepare_pki()
         with ThreadPoolExecutor(max_workers=len(self.config.clusters)) as pool:
@@ -321,9 +324,8 @@ class Bed:
                     "10.96.0.1",
                 ),
             )
-            self._cert(
-                c, "kueue-webhook", "kueue-webhook", server=True, hosts=("127.0.0.1", "localhost")
-            )
+            for name in ("kueue-webhook", peer.WEBHOOK_CERT):
+                self._cert(c, name, name, server=True, hosts=("127.0.0.1", "localhost"))
             ensure_service_account_keys(self.pki_dir / c)
             admin = self.admin_cert(c)
             write_kubeconfig(
@@ -362,15 +364,30 @@ class Bed:
             self._wait_nodes_ready(c, sum(p.count for p in spec.nodes))
         self._write_kueue_config(spec)
         self._start(comps["kueue"], timeout=120)
+        if self.config.pipeline == "peer" and spec.role == "worker":
+            pki = self.pki_dir / c
+            cert, key = pki / f"{peer.WEBHOOK_CERT}.crt", pki / f"{peer.WEBHOOK_CERT}.key"
+            peer.write_configs(self.config, spec, d, cert, key)
+            for name in ("jobset", "trainer"):
+                self._start(comps[name], timeout=120)
         _say(f"{c}: ready")
 
     def _apply_crds(self, applier: Applier, spec: ClusterSpec) -> None:
-        """Our CRDs, then Kueue's CRDs and webhooks, all pointed at this cluster's Kueue."""
-        ours = [
-            doc
-            for path in sorted(CRDS_DIR.glob("trainer.kubeflow.org_*.yaml"))
-            for doc in load_manifests(path.read_text())
-        ]
+        """Our CRDs (Trainer's and JobSet's for the peer pipeline, with their webhooks on a
+        worker), then Kueue's CRDs and webhooks, all pointed at this cluster's servers."""
+        is_peer = self.config.pipeline == "peer"
+        if is_peer:
+            ours = peer.crds()
+            if spec.role == "worker":
+                ours += peer.worker_webhooks(
+                    self.config, spec.name, self.ca().cert_pem(), install.render
+                )
+        else:
+            ours = [
+                doc
+                for path in sorted(CRDS_DIR.glob("trainer.kubeflow.org_*.yaml"))
+                for doc in load_manifests(path.read_text())
+            ]
         kueue_dir = builds.module_source_dir("kueue", f"sigs.k8s.io/kueue@{builds.KUEUE_VERSION}")
         url = f"https://127.0.0.1:{self.config.port(spec.name, Port.KUEUE_WEBHOOK)}"
         ca_pem = self.ca().cert_pem()
@@ -385,7 +402,9 @@ class Bed:
                 *ours,
                 *kueue_crds,
                 namespace,
-                *build_webhook_configurations(kueue_dir, url, ca_pem, self.config.kueue_namespace),
+                *build_webhook_configurations(
+                    kueue_dir, url, ca_pem, self.config.kueue_namespace, peer=is_peer
+                ),
             ]
         )
         applier.wait_crds_established(
@@ -467,6 +486,7 @@ class Bed:
             pods_ready_timeout=self.config.wait_for_pods_ready.timeout_seconds,
             requeue_backoff_base=self.config.wait_for_pods_ready.backoff_base_seconds,
             multikueue=self.config.multikueue_mode == "coexist",
+            peer=self.config.pipeline == "peer",
         )
         (self.cluster_dir(c) / "kueue-config.yaml").write_text(yaml.safe_dump(cfg))
 
@@ -556,7 +576,7 @@ class Bed:
                 _say("our controllers: stopped")
 
             def stop_cluster(spec: ClusterSpec) -> None:
-                for comp in reversed(self.components(spec)):
+                for comp in reversed(self.components(spec, every=True)):
                     if processes.stop(comp):
                         _say(f"{comp.label}: stopped")
 

@@ -23,6 +23,11 @@ K8S_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.8.0"
 KUEUE_VERSION = "v0.19.2"
+# The upstream pipeline our benchmark compares against (issue 14): the versions Kueue v0.19.2's
+# go.mod names.
+TRAINER_VERSION = "v2.2.1"
+JOBSET_VERSION = "v0.12.0"
+TRAINER_PACKAGE = "github.com/kubeflow/trainer/v2"
 
 
 def _k8s_version_ldflags(version: str) -> list[str]:
@@ -50,6 +55,7 @@ class Build:
     packages: dict[str, str]  # output binary name -> Go package path
     ldflags: list[str] = field(default_factory=list)
     module: str = ""  # wrapper module directory, when not the build's name
+    peer: bool = False  # only the upstream peer pipeline needs it (built on demand)
 
     @property
     def module_dir(self) -> Path:
@@ -94,6 +100,15 @@ BUILDS: dict[str, Build] = {
             {"kubectl": "k8s.io/kubernetes/cmd/kubectl"},
             _k8s_version_ldflags(K8S_VERSION),
             module="kubernetes",
+        ),
+        Build(
+            "trainer",
+            TRAINER_VERSION,
+            {"trainer-controller-manager": f"{TRAINER_PACKAGE}/cmd/trainer-controller-manager"},
+            peer=True,
+        ),
+        Build(
+            "jobset", JOBSET_VERSION, {"jobset-controller-manager": "sigs.k8s.io/jobset"}, peer=True
         ),
     )
 }
@@ -204,12 +219,14 @@ def build_one(build: Build) -> float:
     return took
 
 
-def build_all() -> dict[str, float]:
-    """Build every binary the bed needs; return seconds per build (0 for cached ones)."""
+def build_all(peer: bool = False) -> dict[str, float]:
+    """Build every binary the bed needs (with `peer`, the upstream pipeline's too); return
+    seconds per build (0 for cached ones)."""
     check_go()
     times = {}
     for build in BUILDS.values():
-        times[build.name] = build_one(build)
+        if peer or not build.peer:
+            times[build.name] = build_one(build)
     total = sum(times.values())
     if total:
         _say(

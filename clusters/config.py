@@ -99,6 +99,12 @@ class BedConfig(BaseModel):
     )
     kueue_namespace: str = "kueue-system"
     wait_for_pods_ready: WaitForPodsReady = Field(default_factory=WaitForPodsReady)
+    pipeline: Literal["ours", "peer"] = Field(
+        default="ours",
+        description="peer: the upstream pipeline instead of ours, for the comparison benchmark "
+        "(clusters/peer.py: Kueue's own MultiKueue and TrainJob integration, Trainer's and "
+        "JobSet's controllers on the workers); the product is not installed on it",
+    )
     multikueue_mode: Literal["replace", "coexist"] = Field(
         default="replace",
         description="replace: the manager's Kueue keeps its MultiKueue gate off and the "

@@ -15,6 +15,11 @@ from clusters.kube import load_manifests
 # TrainJob is deliberately absent: our own code is the TrainJob integration.
 FRAMEWORKS: dict[str, tuple[str, str]] = {"batch/job": ("batch", "jobs")}
 EXTERNAL_FRAMEWORKS = ["TrainJob.v1alpha1.trainer.kubeflow.org"]
+# The upstream peer pipeline (clusters/peer.py): Kueue's own TrainJob integration instead.
+PEER_FRAMEWORKS = {
+    **FRAMEWORKS,
+    "trainer.kubeflow.org/trainjob": ("trainer.kubeflow.org", "trainjobs"),
+}
 KUEUE_GROUP = "kueue.x-k8s.io"
 CONVERSION_PATCH_PREFIX = "patches/webhook_in_"
 
@@ -50,8 +55,8 @@ def build_crds(kueue_dir: Path, webhook_base_url: str, ca_pem: bytes) -> list[di
     return crds
 
 
-def _is_kept(webhook: dict[str, Any]) -> bool:
-    enabled = set(FRAMEWORKS.values())
+def _is_kept(webhook: dict[str, Any], peer: bool) -> bool:
+    enabled = set((PEER_FRAMEWORKS if peer else FRAMEWORKS).values())
     for rule in webhook.get("rules") or []:
         for group in rule["apiGroups"]:
             if group == KUEUE_GROUP:
@@ -66,7 +71,7 @@ def _is_framework(webhook: dict[str, Any]) -> bool:
 
 
 def build_webhook_configurations(
-    kueue_dir: Path, webhook_base_url: str, ca_pem: bytes, namespace: str
+    kueue_dir: Path, webhook_base_url: str, ca_pem: bytes, namespace: str, peer: bool = False
 ) -> list[dict[str, Any]]:
     """Kueue's admission webhooks pointed at `webhook_base_url`, for the enabled integrations.
 
@@ -82,7 +87,7 @@ def build_webhook_configurations(
         cfg["metadata"] = {"name": f"kueue-{doc['metadata']['name']}"}
         hooks = []
         for hook in cfg["webhooks"]:
-            if not _is_kept(hook):
+            if not _is_kept(hook, peer):
                 continue
             service_path = hook["clientConfig"]["service"]["path"]
             hook["clientConfig"] = {"url": f"{webhook_base_url}{service_path}", "caBundle": ca}
@@ -113,10 +118,13 @@ def build_config(
     pods_ready_timeout: int = 1800,
     requeue_backoff_base: int = 60,
     multikueue: bool = False,
+    peer: bool = False,
 ) -> dict[str, Any]:
     """Kueue's Configuration for one bed cluster (compare Kueue's controller_manager_config).
     `multikueue`: the manager's Kueue runs its own MultiKueue too (our Coexist mode), with a
-    garbage-collection interval short enough for tests to see it work."""
+    garbage-collection interval short enough for tests to see it work. `peer`: the upstream
+    pipeline (Kueue's own TrainJob integration and, on the manager, its own MultiKueue)."""
+    multikueue = multikueue or peer
     cfg: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -137,8 +145,8 @@ def build_config(
         },
         "clientConnection": {"qps": 300, "burst": 500},
         "integrations": {
-            "frameworks": list(FRAMEWORKS),
-            "externalFrameworks": list(EXTERNAL_FRAMEWORKS),
+            "frameworks": list(PEER_FRAMEWORKS if peer else FRAMEWORKS),
+            "externalFrameworks": [] if peer else list(EXTERNAL_FRAMEWORKS),
         },
         "featureGates": {
             # Replace mode: the dispatcher is the kueue.x-k8s.io/multikueue controller here.

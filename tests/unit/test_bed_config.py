@@ -139,3 +139,48 @@ def test_kueue_keeps_wait_for_pods_ready_on_with_the_beds_short_times() -> None:
         "requeuingStrategy": {"backoffBaseSeconds": 5},
     }
     assert "DisableWaitForPodsReady" not in kueue["featureGates"]
+
+
+def test_the_peer_pipeline_runs_kueues_own_trainjob_integration_and_multikueue() -> None:
+    args = {
+        "namespace": "kueue-system",
+        "webhook_port": 1,
+        "metrics_port": 2,
+        "health_port": 3,
+        "cert_dir": Path("/c"),
+    }
+    manager = build_config(**args, manager=True, peer=True)  # type: ignore[arg-type]
+    worker = build_config(**args, manager=False, peer=True)  # type: ignore[arg-type]
+    for cfg in (manager, worker):
+        assert cfg["integrations"] == {
+            "frameworks": ["batch/job", "trainer.kubeflow.org/trainjob"],
+            "externalFrameworks": [],
+        }
+    assert manager["featureGates"]["MultiKueue"] is True and "multiKueue" in manager
+    assert "MultiKueue" not in worker["featureGates"]
+
+
+def test_peer_webhooks_are_renamed_per_project_and_served_on_loopback() -> None:
+    from clusters.peer import webhook_configurations
+
+    rendered = [
+        {"kind": "Service", "metadata": {"name": "webhook-service"}},
+        {
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "validating-webhook-configuration"},
+            "webhooks": [
+                {
+                    "name": "vjobset.kb.io",
+                    "clientConfig": {
+                        "service": {"name": "webhook-service", "path": "/validate-jobset"}
+                    },
+                }
+            ],
+        },
+    ]
+    (out,) = webhook_configurations(rendered, "jobset", "https://127.0.0.1:9", b"CA")
+    assert out["metadata"] == {"name": "jobset-validating-webhook-configuration"}
+    assert out["webhooks"][0]["clientConfig"] == {
+        "url": "https://127.0.0.1:9/validate-jobset",
+        "caBundle": "Q0E=",
+    }

@@ -1,0 +1,160 @@
+"""Benchmark: our pipeline against the upstream one, on freshly started beds (issue 14).
+
+Ours: our dispatcher (installed from deploy/, 2 replicas) on the manager, our worker controller
+on each worker, Kueue everywhere with TrainJob as an external framework. The peer: Kueue's own
+MultiKueue and TrainJob integration, with Kubeflow Trainer's and JobSet's controllers on each
+worker (clusters/peer.py). Both run the same workload through the same topology (manager + 2
+workers, same nodes and quotas, Trainer's own `torch-distributed` runtime, pods of 1 s): one
+TrainJob at a time, then a burst (benchmarks/multikueue.py measures both). Each repeat brings
+up a fresh bed for ours, then one for the peer.
+
+Processes are compared in groups present in both: "pipeline controllers" (ours: every replica
+of our two controllers; the peer: Trainer's and JobSet's controllers), "Kueue" (the Kueue of
+every cluster: the peer's does its MultiKueue and TrainJob integration inside it, so its share
+cannot be separated) and "kube-apiservers". The last line is the burst's ratio.
+
+    .venv/bin/python benchmarks/compare.py --sequential 20 --burst 100 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from kubernetes import client
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.multikueue import measure
+from clusters import peer
+from clusters.bed import Bed
+from clusters.config import load_config
+from demo import setup
+from tests.helpers import wait_for
+
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+
+
+def _active(custom: client.CustomObjectsApi, plural: str, name: str) -> bool:
+    obj = custom.get_cluster_custom_object(*KUEUE, plural, name)
+    return any(
+        c["type"] == "Active" and c["status"] == "True"
+        for c in (obj.get("status") or {}).get("conditions") or []
+    )
+
+
+def _peer_secrets(bed: Bed) -> None:
+    """The MultiKueueClusters' Secrets for Kueue's own MultiKueue: each worker's kubeconfig
+    (the bed's admin identity, certificates inline, which Kueue accepts)."""
+    manager = bed.config.managers[0].name
+    core = client.CoreV1Api(bed.api(manager))
+    for worker in bed.config.workers:
+        data = base64.b64encode(bed.kubeconfig(worker.name).read_bytes()).decode()
+        body = {
+            "metadata": {"name": f"{worker.name}-secret", "namespace": bed.config.kueue_namespace},
+            "data": {"kubeconfig": data},
+        }
+        core.create_namespaced_secret(bed.config.kueue_namespace, body)
+
+
+def run(pipeline: str, args: argparse.Namespace) -> dict[str, float]:
+    bed = Bed(load_config().model_copy(update={"pipeline": pipeline}))
+    if bed.is_up():
+        bed.down()
+    print(f"\n=== {pipeline}: a fresh bed ===", flush=True)
+    bed.up()
+    ctrls: list[setup.Controller] = []
+    try:
+        runtime = peer.trainer_dir() / "manifests" / "base" / "runtimes" / "torch_distributed.yaml"
+        ns = f"cmp-{uuid.uuid4().hex[:4]}"
+        setup.install(bed, ns, worker_cpu="1000", runtime=runtime)
+        manager = bed.config.managers[0].name
+        if pipeline == "ours":
+            ctrls = setup.start_controllers(bed)
+            controllers = [c.proc.pid for c in ctrls]
+        else:
+            _peer_secrets(bed)
+            controllers = [
+                bed.component(w.name, name).pid() or 0
+                for w in bed.config.workers
+                for name in ("jobset", "trainer")
+            ]
+        custom = client.CustomObjectsApi(bed.api(manager))
+        for plural, name in [
+            *(("multikueueclusters", w.name) for w in bed.config.workers),
+            ("admissionchecks", "multikueue"),
+        ]:
+            wait_for(lambda p=plural, n=name: _active(custom, p, n), 120, what=f"{name} Active")
+        every = [c.name for c in bed.config.clusters]
+        groups = {
+            "pipeline controllers": controllers,
+            "Kueue": [bed.component(c, "kueue").pid() or 0 for c in every],
+            "kube-apiservers": [bed.component(c, "kube-apiserver").pid() or 0 for c in every],
+        }
+        return measure(
+            bed,
+            ns,
+            sequential=args.sequential,
+            burst=args.burst,
+            timeout=args.timeout,
+            processes=groups,
+        )
+    finally:
+        if ctrls:
+            setup.stop_controllers(bed, ctrls)
+        bed.down()
+
+
+def _spread(values: list[float]) -> str:
+    if not values:
+        return "-"
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sequential", type=int, default=20)
+    parser.add_argument("--burst", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=1800)
+    args = parser.parse_args()
+    results: dict[str, list[dict[str, float]]] = {"ours": [], "peer": []}
+    started = time.monotonic()
+    for i in range(args.repeat):
+        for pipeline in ("ours", "peer"):
+            print(f"\n##### repeat {i + 1}/{args.repeat}: {pipeline}", flush=True)
+            results[pipeline].append(run(pipeline, args))
+    print(f"\nall runs took {time.monotonic() - started:.0f}s\n")
+    keys: list[str] = []
+    for figures in [*results["ours"], *results["peer"]]:
+        keys += [k for k in figures if k not in keys]
+    print(f"{'figure':<52} {'ours: median (min-max)':<26} {'peer':<26} ours/peer")
+    for key in keys:
+        ours = [f[key] for f in results["ours"] if key in f]
+        theirs = [f[key] for f in results["peer"] if key in f]
+        ratios = [
+            o[key] / p[key]
+            for o, p in zip(results["ours"], results["peer"], strict=True)
+            if key in o and p.get(key)
+        ]
+        print(f"{key:<52} {_spread(ours):<26} {_spread(theirs):<26} {_spread(ratios)}")
+    ratios = [
+        o["burst total s"] / p["burst total s"]
+        for o, p in zip(results["ours"], results["peer"], strict=True)
+    ]
+    print(
+        f"burst total ratio ours/peer: {statistics.median(ratios):.2f} "
+        f"({min(ratios):.2f}-{max(ratios):.2f})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

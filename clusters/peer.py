@@ -1,0 +1,160 @@
+"""The upstream pipeline our benchmark compares with (issue 14), on the same bed topology.
+
+Manager: Kueue v0.19.2 with its `MultiKueue` gate on and its own TrainJob integration
+(`trainer.kubeflow.org/trainjob` in `integrations.frameworks`), and the Trainer and JobSet CRDs.
+Each worker: Kueue with the same integration, Kubeflow Trainer's controller and JobSet's, at the
+versions Kueue v0.19.2's go.mod names. All built from their published Go modules (pinned
+wrapper modules in clusters/gomod, cached by version) and run unmodified as processes; their
+webhooks are served on loopback with certificates from the bed's CA, as Kueue's are. The CRDs
+and webhook configurations come from the same modules (`kubectl kustomize` of their own
+manifests), with each webhook's `clientConfig.service` turned into a loopback URL.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clusters import builds
+from clusters.config import BedConfig, ClusterSpec, Port
+from clusters.kube import load_manifests
+from clusters.processes import Component, http_ok
+
+Dict = dict[str, Any]
+TRAINER_MODULE = f"github.com/kubeflow/trainer/v2@{builds.TRAINER_VERSION}"
+JOBSET_MODULE = f"sigs.k8s.io/jobset@{builds.JOBSET_VERSION}"
+# Offsets from a worker's CONTROLLER_BASE port (our own controllers do not run in a peer bed).
+JOBSET_WEBHOOK, JOBSET_HEALTH, TRAINER_WEBHOOK, TRAINER_HEALTH = 0, 1, 2, 3
+WEBHOOK_CERT = "peer-webhook"  # the bed's serving certificate for both (127.0.0.1)
+
+
+def trainer_dir() -> Path:
+    return builds.module_source_dir("trainer", TRAINER_MODULE)
+
+
+def jobset_dir() -> Path:
+    return builds.module_source_dir("jobset", JOBSET_MODULE)
+
+
+def crds() -> list[Dict]:
+    """Trainer's CRDs (TrainJob, TrainingRuntime, ClusterTrainingRuntime) and JobSet's."""
+    paths = sorted((trainer_dir() / "manifests" / "base" / "crds").glob("trainer.kubeflow.org_*"))
+    paths += sorted((jobset_dir() / "config" / "components" / "crd" / "bases").glob("*.yaml"))
+    return [doc for path in paths for doc in load_manifests(path.read_text())]
+
+
+def webhook_configurations(
+    rendered: list[Dict], prefix: str, url: str, ca_pem: bytes
+) -> list[Dict]:
+    """The webhook configurations among `rendered` manifests, renamed with `prefix` (each
+    project calls its own `mutating-webhook-configuration`) and pointed at `url`."""
+    ca = base64.b64encode(ca_pem).decode()
+    out = []
+    for doc in rendered:
+        if doc.get("kind") not in (
+            "MutatingWebhookConfiguration",
+            "ValidatingWebhookConfiguration",
+        ):
+            continue
+        doc = {**doc, "metadata": {"name": f"{prefix}-{doc['metadata']['name']}"}}
+        for hook in doc["webhooks"]:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": f"{url}{path}", "caBundle": ca}
+        out.append(doc)
+    return out
+
+
+def worker_webhooks(config: BedConfig, cluster: str, ca_pem: bytes, render: Any) -> list[Dict]:
+    """JobSet's and Trainer's webhook configurations for a worker's loopback servers;
+    `render` is `kubectl kustomize` (clusters.install.render)."""
+    base = config.port(cluster, Port.CONTROLLER_BASE)
+    return [
+        *webhook_configurations(
+            render(jobset_dir() / "config" / "components" / "webhook"),
+            "jobset",
+            f"https://127.0.0.1:{base + JOBSET_WEBHOOK}",
+            ca_pem,
+        ),
+        *webhook_configurations(
+            render(trainer_dir() / "manifests" / "base" / "webhook"),
+            "trainer",
+            f"https://127.0.0.1:{base + TRAINER_WEBHOOK}",
+            ca_pem,
+        ),
+    ]
+
+
+def write_configs(config: BedConfig, spec: ClusterSpec, d: Path, cert: Path, key: Path) -> None:
+    """Each controller's Configuration file and serving certificate under `d`."""
+    base = config.port(spec.name, Port.CONTROLLER_BASE)
+    jobset_certs = d / "jobset-certs"
+    # Trainer's webhook server reads $TMPDIR/k8s-webhook-server/serving-certs (no setting).
+    trainer_certs = d / "trainer-tmp" / "k8s-webhook-server" / "serving-certs"
+    for where in (jobset_certs, trainer_certs):
+        where.mkdir(parents=True, exist_ok=True)
+        (where / "tls.crt").write_bytes(cert.read_bytes())
+        (where / "tls.key").write_bytes(key.read_bytes())
+    common = {
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{base + JOBSET_HEALTH}"},
+        "metrics": {"bindAddress": "0"},  # the benchmark reads /proc, not their metrics
+        "leaderElection": {"leaderElect": False},
+        "clientConnection": {"qps": 500, "burst": 500},
+    }
+    jobset = {
+        "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+        "kind": "Configuration",
+        **common,
+        "webhook": {
+            "host": "127.0.0.1",
+            "port": base + JOBSET_WEBHOOK,
+            "certDir": str(jobset_certs),
+        },
+        "internalCertManagement": {"enable": False},
+    }
+    trainer = {
+        "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+        "kind": "Configuration",
+        **common,
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{base + TRAINER_HEALTH}"},
+        "webhook": {"host": "127.0.0.1", "port": base + TRAINER_WEBHOOK},
+        "certManagement": {"enable": False},
+    }
+    (d / "jobset-config.yaml").write_text(yaml.safe_dump(jobset))
+    (d / "trainer-config.yaml").write_text(yaml.safe_dump(trainer))
+
+
+def components(config: BedConfig, spec: ClusterSpec, d: Path, kubeconfig: str) -> list[Component]:
+    """JobSet's and Trainer's controllers on a worker, in start order."""
+    if spec.role != "worker":
+        return []
+    base = config.port(spec.name, Port.CONTROLLER_BASE)
+    env = {"KUBECONFIG": kubeconfig}
+    return [
+        Component(
+            spec.name,
+            "jobset",
+            [
+                str(builds.binary("jobset-controller-manager")),
+                f"--config={d / 'jobset-config.yaml'}",
+            ],
+            [base + JOBSET_WEBHOOK, base + JOBSET_HEALTH],
+            lambda: http_ok(f"http://127.0.0.1:{base + JOBSET_HEALTH}/readyz"),
+            d,
+            env=env,
+        ),
+        Component(
+            spec.name,
+            "trainer",
+            [
+                str(builds.binary("trainer-controller-manager")),
+                f"--config={d / 'trainer-config.yaml'}",
+            ],
+            [base + TRAINER_WEBHOOK, base + TRAINER_HEALTH],
+            lambda: http_ok(f"http://127.0.0.1:{base + TRAINER_HEALTH}/readyz"),
+            d,
+            env={**env, "TMPDIR": str(d / "trainer-tmp")},
+        ),
+    ]
