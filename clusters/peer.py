@@ -132,29 +132,25 @@ def components(config: BedConfig, spec: ClusterSpec, d: Path, kubeconfig: str) -
         return []
     base = config.port(spec.name, Port.CONTROLLER_BASE)
     env = {"KUBECONFIG": kubeconfig}
+
+    def controller(name: str, binary: str, webhook: int, health: int, **more: str) -> Component:
+        return Component(
+            spec.name,
+            name,
+            [str(builds.binary(binary)), f"--config={d / f'{name}-config.yaml'}"],
+            [base + webhook, base + health],
+            lambda: http_ok(f"http://127.0.0.1:{base + health}/readyz"),
+            d,
+            env={**env, **more},
+        )
+
     return [
-        Component(
-            spec.name,
-            "jobset",
-            [
-                str(builds.binary("jobset-controller-manager")),
-                f"--config={d / 'jobset-config.yaml'}",
-            ],
-            [base + JOBSET_WEBHOOK, base + JOBSET_HEALTH],
-            lambda: http_ok(f"http://127.0.0.1:{base + JOBSET_HEALTH}/readyz"),
-            d,
-            env=env,
-        ),
-        Component(
-            spec.name,
+        controller("jobset", "jobset-controller-manager", JOBSET_WEBHOOK, JOBSET_HEALTH),
+        controller(
             "trainer",
-            [
-                str(builds.binary("trainer-controller-manager")),
-                f"--config={d / 'trainer-config.yaml'}",
-            ],
-            [base + TRAINER_WEBHOOK, base + TRAINER_HEALTH],
-            lambda: http_ok(f"http://127.0.0.1:{base + TRAINER_HEALTH}/readyz"),
-            d,
-            env={**env, "TMPDIR": str(d / "trainer-tmp")},
+            "trainer-controller-manager",
+            TRAINER_WEBHOOK,
+            TRAINER_HEALTH,
+            TMPDIR=str(d / "trainer-tmp"),
         ),
     ]

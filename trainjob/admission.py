@@ -17,29 +17,11 @@ def queue_of(body: Dict) -> str | None:
     return queue_label((body.get("metadata") or {}).get("labels"))
 
 
-def stamp_patch_times(patches: list[Dict], now: str, old: list[Dict] | None = None) -> list[Dict]:
-    """`patches` with each entry's `time` as Trainer v2.3's webhook sets it: an entry new to
-    the object and without a time gets `now`; with `old` (the entries before an update), an
-    entry whose content (time aside) is unchanged keeps its old time, a changed one gets
-    `now`."""
-    before = {p.get("manager"): p for p in old or []}
-    out = []
-    for patch in patches:
-        patch = dict(patch)
-        prior = before.get(patch.get("manager"))
-        if prior is None:
-            patch.setdefault("time", now)
-        elif _without_time(prior) == _without_time(patch):
-            if prior.get("time"):
-                patch["time"] = prior["time"]
-        else:
-            patch["time"] = now
-        out.append(patch)
-    return out
-
-
-def _without_time(patch: Dict) -> Dict:
-    return {k: v for k, v in patch.items() if k != "time"}
+def stamp_patch_times(patches: list[Dict], now: str) -> list[Dict]:
+    """`patches` as Trainer v2.3's webhook leaves them on create: an entry without a `time`
+    gets `now`. (On update Trainer also re-stamps changed entries; our webhooks run on create
+    only, so that a replica being down never blocks a TrainJob's updates.)"""
+    return [p if p.get("time") else {**p, "time": now} for p in patches]
 
 
 def mutate_on_create(body: Dict, now: dt.datetime, *, multikueue_queue: bool = False) -> Dict:

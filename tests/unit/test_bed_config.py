@@ -95,14 +95,17 @@ def test_kubernetes_build_sets_real_version() -> None:
     assert "k8s.io/client-go/pkg/version.gitVersion=v1.36." in flags
 
 
+KUEUE_ARGS = {
+    "namespace": "kueue-system",
+    "webhook_port": 1,
+    "metrics_port": 2,
+    "health_port": 3,
+    "cert_dir": Path("/c"),
+}
+
+
 def test_kueue_config_treats_trainjob_as_external_and_gates_multikueue_on_manager() -> None:
-    args = {
-        "namespace": "kueue-system",
-        "webhook_port": 1,
-        "metrics_port": 2,
-        "health_port": 3,
-        "cert_dir": Path("/c"),
-    }
+    args = KUEUE_ARGS
     manager = build_config(**args, manager=True)  # type: ignore[arg-type]
     worker = build_config(**args, manager=False)  # type: ignore[arg-type]
     assert manager["integrations"] == {
@@ -142,13 +145,7 @@ def test_kueue_keeps_wait_for_pods_ready_on_with_the_beds_short_times() -> None:
 
 
 def test_the_peer_pipeline_runs_kueues_own_trainjob_integration_and_multikueue() -> None:
-    args = {
-        "namespace": "kueue-system",
-        "webhook_port": 1,
-        "metrics_port": 2,
-        "health_port": 3,
-        "cert_dir": Path("/c"),
-    }
+    args = KUEUE_ARGS
     manager = build_config(**args, manager=True, peer=True)  # type: ignore[arg-type]
     worker = build_config(**args, manager=False, peer=True)  # type: ignore[arg-type]
     for cfg in (manager, worker):

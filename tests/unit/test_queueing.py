@@ -350,13 +350,3 @@ def test_runtime_patch_times_follow_trainers_webhook() -> None:
         kueue,
     ]
     assert "runtimePatches" not in admission.mutate_on_create(trainjob(runtimePatches=[kueue]), NOW)
-    # On update: unchanged content keeps its time (even if the writer dropped it), a changed
-    # entry gets now, a new entry without a time gets now.
-    old = [{**user, "time": earlier}, kueue]
-    changed = {"manager": "kueue.x-k8s.io/manager", "time": earlier, "trainingRuntimeSpec": {}}
-    added = {"manager": "other"}
-    assert admission.stamp_patch_times([user, changed, added], "T", old) == [
-        {**user, "time": earlier},
-        {**changed, "time": "T"},
-        {**added, "time": "T"},
-    ]
