@@ -36,16 +36,7 @@ from clusters.bed import Bed
 from clusters.config import load_config
 from demo import setup
 from tests.helpers import wait_for
-
-KUEUE = ("kueue.x-k8s.io", "v1beta2")
-
-
-def _active(custom: client.CustomObjectsApi, plural: str, name: str) -> bool:
-    obj = custom.get_cluster_custom_object(*KUEUE, plural, name)
-    return any(
-        c["type"] == "Active" and c["status"] == "True"
-        for c in (obj.get("status") or {}).get("conditions") or []
-    )
+from tests.kube_helpers import is_active
 
 
 def _peer_secrets(bed: Bed) -> None:
@@ -89,7 +80,7 @@ def run(pipeline: str, args: argparse.Namespace) -> dict[str, float]:
             *(("multikueueclusters", w.name) for w in bed.config.workers),
             ("admissionchecks", "multikueue"),
         ]:
-            wait_for(lambda p=plural, n=name: _active(custom, p, n), 120, what=f"{name} Active")
+            wait_for(lambda p=plural, n=name: is_active(custom, n, p), 120, what=f"{name} Active")
         every = [c.name for c in bed.config.clusters]
         groups = {
             "pipeline controllers": controllers,

@@ -98,7 +98,6 @@ def write_configs(config: BedConfig, spec: ClusterSpec, d: Path, cert: Path, key
         (where / "tls.crt").write_bytes(cert.read_bytes())
         (where / "tls.key").write_bytes(key.read_bytes())
     common = {
-        "health": {"healthProbeBindAddress": f"127.0.0.1:{base + JOBSET_HEALTH}"},
         "metrics": {"bindAddress": "0"},  # the benchmark reads /proc, not their metrics
         "leaderElection": {"leaderElect": False},
         "clientConnection": {"qps": 500, "burst": 500},
@@ -107,6 +106,7 @@ def write_configs(config: BedConfig, spec: ClusterSpec, d: Path, cert: Path, key
         "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
         "kind": "Configuration",
         **common,
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{base + JOBSET_HEALTH}"},
         "webhook": {
             "host": "127.0.0.1",
             "port": base + JOBSET_WEBHOOK,

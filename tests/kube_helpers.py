@@ -12,6 +12,51 @@ from tests.helpers import wait_for
 
 Dict = dict[str, Any]
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+
+
+def active_condition(
+    custom: client.CustomObjectsApi, name: str, plural: str = "multikueueclusters"
+) -> Dict | None:
+    """The `Active` condition of a cluster-scoped Kueue object (MultiKueueCluster,
+    AdmissionCheck), or None."""
+    obj = custom.get_cluster_custom_object(*KUEUE, plural, name)
+    return next(
+        (c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == "Active"),
+        None,
+    )
+
+
+def is_active(custom: client.CustomObjectsApi, name: str, plural: str) -> bool:
+    return (active_condition(custom, name, plural) or {}).get("status") == "True"
+
+
+def create_workload(
+    custom: client.CustomObjectsApi, ns: str, name: str, labels: Dict, *, active: bool = True
+) -> None:
+    """A Workload of one 1-CPU pod in queue `q` that no job owns (an orphan, to a
+    MultiKueue garbage collector when `labels` carry its origin)."""
+    pod = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}],
+    }
+    spec: Dict = {
+        "queueName": "q",
+        "podSets": [{"name": "node", "count": 1, "template": {"spec": pod}}],
+    }
+    if not active:
+        spec["active"] = False
+    custom.create_namespaced_custom_object(
+        *KUEUE,
+        ns,
+        "workloads",
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            "metadata": {"name": name, "labels": labels},
+            "spec": spec,
+        },
+    )
 
 
 class TrainJobs:

@@ -20,6 +20,7 @@ from clusters.kube import Applier
 from demo import setup
 from tests.e2e.test_multikueue import KUEUE, TRAINER, MultiKueue, dispatcher_with
 from tests.helpers import stays_false, wait_for
+from tests.kube_helpers import active_condition, create_workload, is_active
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 Dict = dict[str, Any]
@@ -134,28 +135,6 @@ def _origins(mk: MultiKueue, worker: str) -> dict[str, str]:
     return found
 
 
-def _orphan(mk: MultiKueue, worker: str, name: str, origin: str) -> None:
-    pod = {
-        "restartPolicy": "Never",
-        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}],
-    }
-    mk.custom(worker).create_namespaced_custom_object(
-        *KUEUE,
-        mk.ns,
-        "workloads",
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "Workload",
-            "metadata": {"name": name, "labels": {ORIGIN: origin}},
-            "spec": {
-                "queueName": "q",
-                "active": False,
-                "podSets": [{"name": "main", "count": 1, "template": {"spec": pod}}],
-            },
-        },
-    )
-
-
 def _job_complete(mk: MultiKueue, name: str) -> bool:
     job = client.BatchV1Api(mk.bed.api(mk.manager)).read_namespaced_job(name, mk.ns)
     return any(c.type == "Complete" and c.status == "True" for c in job.status.conditions or [])
@@ -167,13 +146,7 @@ def test_a_job_by_kueues_multikueue_and_a_trainjob_by_ours_run_side_by_side(bed:
     _our_queue(mk)
     for check in ("multikueue", OURS):  # Kueue's check and ours, each Active by its controller
         wait_for(
-            lambda check=check: any(
-                c["type"] == "Active" and c["status"] == "True"
-                for c in (mk.custom().get_cluster_custom_object(*KUEUE, "admissionchecks", check))
-                .get("status", {})
-                .get("conditions")
-                or []
-            ),
+            lambda check=check: is_active(mk.custom(), check, "admissionchecks"),
             60,
             what=f"AdmissionCheck {check} Active",
         )
@@ -198,8 +171,8 @@ def test_a_job_by_kueues_multikueue_and_a_trainjob_by_ours_run_side_by_side(bed:
     assert ours and kueues and "Job/plain" in kueues, origins
 
     # Each garbage collector sweeps its own orphans (ours and Kueue's run every 10 s here)...
-    _orphan(mk, worker, "orphan-of-ours", OURS)
-    _orphan(mk, worker, "orphan-of-kueue", KUEUES)
+    for name, origin in (("orphan-of-ours", OURS), ("orphan-of-kueue", KUEUES)):
+        create_workload(mk.custom(worker), mk.ns, name, {ORIGIN: origin}, active=False)
     wait_for(
         lambda: (
             not {"Workload/orphan-of-ours", "Workload/orphan-of-kueue"} & set(_origins(mk, worker))
@@ -235,9 +208,7 @@ def test_in_coexist_mode_kueue_alone_writes_the_multikueue_clusters_condition(be
     try:
 
         def message() -> str:
-            obj = custom.get_cluster_custom_object(*KUEUE, "multikueueclusters", name)
-            conditions = (obj.get("status") or {}).get("conditions") or []
-            return next((c["message"] for c in conditions if c["type"] == "Active"), "")
+            return str((active_condition(custom, name) or {}).get("message", ""))
 
         # Kueue's words ("load client config failed: ..."), not ours ("Secret ... not found in
         # ..."); our dispatcher resyncs every 2 s and would write its own within that.

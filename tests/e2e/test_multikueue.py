@@ -25,6 +25,7 @@ from clusters.processes import http_ok
 from demo import setup
 from tests.conftest import LOST_TIMEOUT
 from tests.helpers import stays_false, wait_for
+from tests.kube_helpers import active_condition, create_workload
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
@@ -451,14 +452,6 @@ def test_bad_kubeconfig_secret_is_reported_on_the_cluster(
         custom.delete_cluster_custom_object(*KUEUE, "multikueueclusters", mk_name)
         with contextlib.suppress(client.ApiException):
             core.delete_namespaced_secret(mk_name, "kueue-system")
-
-
-def active_condition(custom: client.CustomObjectsApi, name: str) -> Dict | None:
-    obj = custom.get_cluster_custom_object(*KUEUE, "multikueueclusters", name)
-    return next(
-        (c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == "Active"),
-        None,
-    )
 
 
 def test_kubeconfig_files_under_the_path_prefix_connect_and_other_sources_are_named(
@@ -1088,24 +1081,7 @@ def test_orphans_on_workers_are_garbage_collected_and_nothing_else(bed: Bed) -> 
                 "spec": spec,
             },
         )
-    pod = {
-        "restartPolicy": "Never",
-        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}],
-    }
-    custom.create_namespaced_custom_object(
-        *KUEUE,
-        mk.ns,
-        "workloads",
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "Workload",
-            "metadata": {"name": "trainjob-ghost-00000", "labels": origin},
-            "spec": {
-                "queueName": "q",
-                "podSets": [{"name": "node", "count": 1, "template": {"spec": pod}}],
-            },
-        },
-    )
+    create_workload(custom, mk.ns, "trainjob-ghost-00000", origin)
     # The sweep runs every --gc-interval (10 s in the tests).
     wait_for(
         lambda: mk.get("ghost", worker) is None and not mk.remote_workloads(worker),
