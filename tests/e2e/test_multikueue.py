@@ -744,7 +744,12 @@ def test_standby_takes_over_when_the_leader_is_killed_and_nothing_runs_twice(
         mk = MultiKueue(bed)
         leader = the_leader(controllers)
         (standby,) = [c for c in dispatchers(controllers) if c is not leader]
-        assert http_ok(f"http://127.0.0.1:{standby.health}/readyz"), "standby not ready"
+        # A restarted standby reports ready once its caches are synced: wait, don't race it.
+        wait_for(
+            lambda: http_ok(f"http://127.0.0.1:{standby.health}/readyz"),
+            30,
+            what="the standby to report ready",
+        )
         # Earlier tests restart both replicas, so this one may have led before: count from now.
         standing_by = dt.datetime.now(dt.UTC)
         names = [f"burst-{i}" for i in range(12)]
