@@ -12,6 +12,7 @@ watches opened by this script (monotonic clock at event receipt). Needs a runnin
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import statistics
 import sys
 import threading
@@ -25,7 +26,9 @@ from kubernetes import client, watch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.profile import Profiler
 from benchmarks.worker_trainjobs import cpu_seconds, pct, peak_rss_mib, request_counts
+from clusters import audit
 from clusters.bed import Bed
 from clusters.config import load_config
 from clusters.install import DISPATCHER, leads, scrape
@@ -202,6 +205,7 @@ def measure(
     try:
         cpu0 = {pid: cpu_seconds(pid) for pids in processes.values() for pid in pids}
         req0 = {c: request_counts(bed.api(c)) for c in clusters}
+        since = dt.datetime.now(dt.UTC)
         seq = [f"seq-{i:04d}" for i in range(sequential)]
         for name in seq:
             submit(custom, ns, name, clock)
@@ -243,6 +247,20 @@ def measure(
                 f"API requests per TrainJob on {cluster}: {sum(delta.values()) / n:.1f} "
                 f"(top: {top})"
             )
+        for cluster in clusters:
+            ours = Counter(
+                (r.verb, r.resource) for r in audit.requests(bed.cluster_dir(cluster), since)
+            )
+            if not ours:
+                continue  # the peer's controllers are not audited (they use the admin's identity)
+            figures[f"our controllers' API requests per TrainJob: {cluster}"] = (
+                sum(ours.values()) / n
+            )
+            top = ", ".join(f"{v} {r} {k / n:.1f}" for (v, r), k in ours.most_common(8))
+            print(
+                f"API requests per TrainJob on {cluster} from our controllers' identities "
+                f"(its audit log): {sum(ours.values()) / n:.1f} (top: {top})"
+            )
     finally:
         clock.stop.set()
     return figures
@@ -256,6 +274,13 @@ def main() -> int:
     parser.add_argument("--burst", type=int, default=500)
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--keep", action="store_true", help="leave the namespace behind")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="sample every controller replica with py-spy into DIR/<identity>.txt "
+        "(summarize with benchmarks/profile.py)",
+    )
     args = parser.parse_args()
     bed = Bed(load_config())
     if not bed.is_up():
@@ -275,14 +300,23 @@ def main() -> int:
             **{f"standby {r.identity}": [r.proc.pid] for r in standby},
             "worker controllers": [c.proc.pid for c in ctrls if c.name != DISPATCHER],
         }
-        measure(
-            bed,
-            ns,
-            sequential=args.sequential,
-            burst=args.burst,
-            timeout=args.timeout,
-            processes=groups,
+        profiler = (
+            Profiler(args.profile, {f"{r.cluster}-{r.identity}": r.proc.pid for r in ctrls})
+            if args.profile
+            else None
         )
+        try:
+            measure(
+                bed,
+                ns,
+                sequential=args.sequential,
+                burst=args.burst,
+                timeout=args.timeout,
+                processes=groups,
+            )
+        finally:
+            if profiler is not None:
+                profiler.stop()
         n = args.sequential + args.burst
         for r in ctrls:
             mine = our_requests(r) - ours0[r.identity]

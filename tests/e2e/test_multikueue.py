@@ -17,6 +17,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from clusters import audit
 from clusters.bed import Bed
 from clusters.install import DISPATCHER, scrape
 from clusters.install import leads as install_leads
@@ -683,7 +684,6 @@ def writes_of(ctrl: setup.Controller) -> float:
     )
 
 
-WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 # Events with which the manager sends a TrainJob back to be dispatched again (as the chaos
 # soak counts them).
 SENT_BACK = {"ClusterLost", "RemoteWorkloadGone", "RemoteEvicted"}
@@ -703,17 +703,10 @@ def audited_writes(
     """Writes the API server of `cluster` recorded for one token (the bed audits the
     product's identities) received after `since`: the server's own count, not the client's.
     Writes to Leases do not count: campaigning for the leader Lease is a standby's job."""
-    count = 0
-    for line in (bed.cluster_dir(cluster) / "audit.log").read_text().splitlines():
-        event = json.loads(line)
-        extra = (event.get("user") or {}).get("extra") or {}
-        received = dt.datetime.fromisoformat(event["requestReceivedTimestamp"])
-        if since is not None and received < since:
-            continue
-        if credential in extra.get("authentication.kubernetes.io/credential-id", []):
-            resource = (event.get("objectRef") or {}).get("resource")
-            count += event.get("verb") in WRITE_VERBS and resource != "leases"
-    return count
+    return sum(
+        r.writes and r.resource != "leases" and credential in r.credentials
+        for r in audit.requests(bed.cluster_dir(cluster), since)
+    )
 
 
 def leads(ctrl: setup.Controller) -> bool:
