@@ -48,6 +48,10 @@ class Registry:
         self._fingerprints: dict[str, str] = {}
         self._namespace_problems: dict[tuple[str, str], str] = {}
         self._reported: dict[str, str] = {}  # Coexist: the problem last logged per cluster
+        # The 'kubeconfig' key (base64) of each Secret of our namespace, kept by watch_secrets:
+        # a resync reads kubeconfigs from here rather than GET each Secret every pass.
+        self._secrets: dict[str, str] = {}
+        self._secrets_listed = threading.Event()
         self._lock = threading.Lock()
         # Remote writes of one plan run side by side, one thread a worker (execute.py).
         self.pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="remote-write")
@@ -70,6 +74,9 @@ class Registry:
             while not stop.is_set():
                 try:
                     listed = core.list_namespaced_secret(namespace, _request_timeout=15)
+                    with self._lock:
+                        self._secrets = {s.metadata.name: _kubeconfig_key(s) for s in listed.items}
+                    self._secrets_listed.set()
                     for secret in listed.items:
                         on_change(secret.metadata.name)
                     backoff = 1.0
@@ -82,7 +89,13 @@ class Registry:
                     ):
                         if stop.is_set():
                             return
-                        on_change(event["object"].metadata.name)
+                        secret = event["object"]
+                        with self._lock:
+                            if event["type"] == "DELETED":
+                                self._secrets.pop(secret.metadata.name, None)
+                            else:
+                                self._secrets[secret.metadata.name] = _kubeconfig_key(secret)
+                        on_change(secret.metadata.name)
                 except Exception as exc:  # API down, RBAC, expired version: relist later
                     log.warning(
                         "[%s] watching Secrets in %s: %s",
@@ -185,18 +198,27 @@ class Registry:
                 ),
             )
         else:
-            secret = self.manager.get_or_none("v1", "Secret", location, self.settings.namespace)
-            if secret is None:
+            encoded = self._secret_kubeconfig(location)
+            if encoded is None:
                 return (
                     None,
                     "BadKubeConfig",
                     (f"Secret {location!r} not found in {self.settings.namespace}"),
                 )
-            raw = base64.b64decode((secret.get("data") or {}).get("kubeconfig", ""))
+            raw = base64.b64decode(encoded)
             kubeconfig, problem = check_kubeconfig(raw, location)
         if problem is not None:
             return None, problem.reason, problem.message
         return kubeconfig, "", ""
+
+    def _secret_kubeconfig(self, name: str) -> str | None:
+        """The base64 'kubeconfig' key of a Secret of our namespace ("" without one; None when
+        there is no such Secret): from the watch once it has listed, else read at once."""
+        if self._secrets_listed.is_set():
+            with self._lock:
+                return self._secrets.get(name)
+        secret = self.manager.get_or_none("v1", "Secret", name, self.settings.namespace)
+        return None if secret is None else (secret.get("data") or {}).get("kubeconfig", "")
 
     def _connect(
         self, name: str, kubeconfig: Dict, fingerprint: str, down: float | None = None
@@ -245,3 +267,7 @@ class Registry:
                 "[%s] MultiKueueCluster %s: %s: %s", self.manager.name, name, reason, message
             )
         self._reported[name] = message if not active else ""
+
+
+def _kubeconfig_key(secret: Any) -> str:
+    return str((secret.data or {}).get("kubeconfig", ""))

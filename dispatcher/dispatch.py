@@ -15,7 +15,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dispatcher.status_sync import status_back
+from dispatcher.status_sync import can_wait, status_back
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob import workload as wlmod
@@ -46,6 +46,8 @@ class DispatchObserved:
     worker_lost_timeout: float
     now: dt.datetime
     retention: float = 0.0  # seconds finished remote objects are kept
+    status_coalesce: float = 0.0  # minor status changes go back at most this often (seconds)
+    status_written_ago: float | None = None  # since our last write of the manager TrainJob
 
 
 @dataclass
@@ -191,9 +193,35 @@ def remote_trainjob(tj: Dict, wl_name: str, origin: str) -> Dict:
     }
 
 
+def admitted_message(cluster: str) -> str:
+    """The check's message once a worker admitted the copy (Kueue v0.19's words)."""
+    return f'The workload was admitted on "{cluster}"'
+
+
+def _create_trainjob(
+    plan: DispatchPlan, obs: DispatchObserved, cluster: str, event: Event | None = None
+) -> None:
+    assert obs.trainjob is not None
+    tj = remote_trainjob(obs.trainjob, obs.workload["metadata"]["name"], obs.origin)
+    plan.remote.append(RemoteAction(cluster, "create", tj, event))
+
+
 def _sync_status(obs: DispatchObserved, plan: DispatchPlan, winner: RemoteView) -> None:
-    if obs.trainjob is not None and winner.trainjob is not None:
-        plan.trainjob_status = status_back(obs.trainjob, winner.trainjob, winner.name)
+    """The winner's status onto the manager TrainJob: at once when it changes what anyone
+    acts on (`status_sync.can_wait`), otherwise coalesced with what follows within
+    `status_coalesce` seconds of our last write (pod counts of a job starting up change many
+    times a second, each a write)."""
+    if obs.trainjob is None or winner.trainjob is None:
+        return
+    patch = status_back(obs.trainjob, winner.trainjob, winner.name)
+    if patch is None:
+        return
+    ago = obs.status_written_ago
+    if ago is not None and ago < obs.status_coalesce and can_wait(obs.trainjob, patch):
+        wait = obs.status_coalesce - ago
+        plan.requeue_after = min(plan.requeue_after or wait, wait)
+        return
+    plan.trainjob_status = patch
 
 
 def _finished_on(trainjob: Dict | None, cluster: str) -> bool:
@@ -334,11 +362,11 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
             plan.events.append(Event("Warning", "RemoteEvicted", plan.check_state[1]))
             return plan
         if winner.trainjob is None and obs.trainjob is not None:
-            tj = remote_trainjob(obs.trainjob, wl["metadata"]["name"], obs.origin)
+            # Normally created with the decision (step 4); this is the retry after a failure.
             event = Event("Normal", "CreatedRemote", f"created TrainJob on cluster {winner.name}")
-            plan.remote.append(RemoteAction(winner.name, "create", tj, event))
+            _create_trainjob(plan, obs, winner.name, event)
         if state.get("state") != "Ready":
-            plan.check_state = ("Ready", f'The workload got reservation on "{winner.name}"')
+            plan.check_state = ("Ready", admitted_message(winner.name))
         _sync_status(obs, plan, winner)
         return plan
     # 4. Not dispatched yet: the first copy admitted by a worker wins. Admission times have
@@ -359,13 +387,18 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
         if name not in nominated:  # Kueue takes clusterName only from the nominated ones
             plan.nominated = sorted({*nominated, name})
             return plan
+        # One Workload write says who won and turns the check Ready (as Kueue's MultiKueue
+        # does); the TrainJob goes to the winner right after it, in the same pass.
         plan.cluster_name = name
+        plan.check_state = ("Ready", admitted_message(name))
         plan.events.append(
             Event("Normal", "Dispatched", f"admitted by cluster {name}; running there")
         )
         for remote in obs.remotes:
             if remote.name != name:
                 _delete(plan, remote)
+            elif remote.trainjob is None and obs.trainjob is not None:
+                _create_trainjob(plan, obs, name)
         return plan
     # 5. Leftovers of an earlier round go: a TrainJob (its run was given up), copies a worker
     #    deactivated or finished, which can never be admitted again (made anew later), and

@@ -61,16 +61,13 @@ def execute_dispatch(
     by_cluster: dict[str, list[RemoteAction]] = {}
     for action in plan.remote:
         by_cluster.setdefault(action.cluster, []).append(action)
-    results = dict(
-        zip(
-            by_cluster,
-            registry.pool.map(
-                lambda actions: [_remote_write(registry, a) for a in actions],
-                by_cluster.values(),
-            ),
-            strict=True,
-        )
-    )
+
+    def run(actions: list[RemoteAction]) -> list[bool | None]:
+        return [_remote_write(registry, a) for a in actions]
+
+    # One worker's writes (the usual case) are sent from this thread: no hand-off.
+    mapper = registry.pool.map if len(by_cluster) > 1 else map
+    results = dict(zip(by_cluster, mapper(run, by_cluster.values()), strict=True))
     failed = False
     events = list(plan.events)
     cq = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")

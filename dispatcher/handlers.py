@@ -86,7 +86,8 @@ def on_check_event(memo: Memo, **kwargs: Any) -> None:
 # ---- Workloads and TrainJobs, here and on the workers: queue the TrainJob ------------------
 #
 # Watch events (kopf's on the manager, ours on the workers) only put the TrainJob's key on the
-# work queue; its workers reconcile from the caches. See trainjob/workqueue.py.
+# work queue; its workers reconcile from the caches. See trainjob/workqueue.py. kopf's handlers
+# are coroutines for that reason (see trainjob/operator.py: no thread hop per event).
 
 
 def _enqueue_owner(memo: Memo, caches: Caches, namespace: str, wl_name: str) -> None:
@@ -95,11 +96,11 @@ def _enqueue_owner(memo: Memo, caches: Caches, namespace: str, wl_name: str) -> 
         memo.queue.add((namespace, owner))
 
 
-def on_workload_event(namespace: str, name: str, memo: Memo, **kwargs: Any) -> None:
+async def on_workload_event(namespace: str, name: str, memo: Memo, **kwargs: Any) -> None:
     _enqueue_owner(memo, Caches(kwargs), namespace, name)
 
 
-def on_trainjob_event(type: str, namespace: str, name: str, memo: Memo, **_: Any) -> None:
+async def on_trainjob_event(type: str, namespace: str, name: str, memo: Memo, **_: Any) -> None:
     memo.queue.add((namespace, name))
 
 

@@ -137,6 +137,7 @@ def _dispatch(memo: Memo, caches: Caches, trainjob: Dict, wl_name: str) -> float
         check = admissionchecks.our_check_on_cq(memo, cq, caches)
     if check is None or check not in checks:
         return None
+    tj_name = trainjob["metadata"]["name"]
     remotes = []
     for cname in admissionchecks.config_clusters(checks[check], caches) or []:
         remote = memo.registry.get(cname)
@@ -149,7 +150,7 @@ def _dispatch(memo: Memo, caches: Caches, trainjob: Dict, wl_name: str) -> float
                 remote.connected,
                 remote.disconnected_for(),
                 remote.get("Workload", namespace, wl_name),
-                remote.get("TrainJob", namespace, trainjob["metadata"]["name"]),
+                remote.get("TrainJob", namespace, tj_name),
                 memo.registry.namespace_problem(cname, namespace),
             )
         )
@@ -162,6 +163,8 @@ def _dispatch(memo: Memo, caches: Caches, trainjob: Dict, wl_name: str) -> float
         worker_lost_timeout=memo.settings.worker_lost_timeout,
         now=dt.datetime.now(dt.UTC),
         retention=memo.settings.retention_seconds,
+        status_coalesce=memo.settings.status_coalesce_seconds,
+        status_written_ago=memo.memory.written_ago(("TrainJob", namespace, tj_name)),
     )
     plan = reconcile_dispatch(observed, strategy(memo.settings))
     retry = execute.execute_dispatch(

@@ -91,6 +91,14 @@ class DispatcherSettings(ControllerSettings):
         ge=0,
         description="how long finished remote TrainJobs and Workloads are kept on the worker",
     )
+    status_coalesce_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        description="status brought back from a worker that changes only pod counts which do "
+        "not move PodsReady (active, suspended) or other minor fields is written to the "
+        "manager TrainJob at most once in this many seconds; conditions, ready, succeeded "
+        "and failed counts go at once (0: write every change at once)",
+    )
     health_port: int = Field(
         default=8081,
         ge=1,

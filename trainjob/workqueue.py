@@ -241,6 +241,7 @@ class WriteMemory:
 
     def __init__(self, limit: int = 100_000) -> None:
         self._seen: dict[Hashable, Hashable] = {}
+        self._when: dict[Hashable, float] = {}  # monotonic time of the last write
         self._lock = threading.Lock()
         self._limit = limit
 
@@ -252,8 +253,17 @@ class WriteMemory:
         with self._lock:
             if len(self._seen) >= self._limit:
                 self._seen.clear()  # only an optimisation: forgetting costs a repeated write
+                self._when.clear()
             self._seen[key] = version
+            self._when[key] = time.monotonic()
+
+    def written_ago(self, key: Hashable) -> float | None:
+        """Seconds since the last write of `key` (None: none remembered)."""
+        with self._lock:
+            when = self._when.get(key)
+        return None if when is None else time.monotonic() - when
 
     def forget(self, key: Hashable) -> None:
         with self._lock:
             self._seen.pop(key, None)
+            self._when.pop(key, None)

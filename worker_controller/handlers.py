@@ -99,15 +99,15 @@ def on_login(memo: Memo, **kwargs: Any) -> kopf.ConnectionInfo:
 # ---- indexes: kopf keeps them current from its watches -------------------------------------------
 
 
-def job_index(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Dict:
+async def job_index(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Dict:
     return {(namespace, labels[c.TRAINJOB_NAME_LABEL]): dict(body)}
 
 
-def service_index(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Dict:
+async def service_index(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Dict:
     return {(namespace, labels[c.TRAINJOB_NAME_LABEL]): dict(body)}
 
 
-def owner_index(namespace: str, name: str, labels: kopf.Labels, uid: str, **_: Any) -> Dict:
+async def owner_index(namespace: str, name: str, labels: kopf.Labels, uid: str, **_: Any) -> Dict:
     """Which TrainJob a Workload belongs to: by its deterministic or its prebuilt name."""
     prebuilt = prebuilt_label(labels)
     return {(namespace, prebuilt or workload_name(name, uid)): name}
@@ -116,16 +116,16 @@ def owner_index(namespace: str, name: str, labels: kopf.Labels, uid: str, **_: A
 # ---- events: queue the TrainJob ------------------------------------------------------------
 
 
-def on_trainjob_event(type: str, namespace: str, name: str, memo: Memo, **_: Any) -> None:
+async def on_trainjob_event(type: str, namespace: str, name: str, memo: Memo, **_: Any) -> None:
     if type != "DELETED":
         memo.queue.add((namespace, name))
 
 
-def on_job_event(namespace: str, labels: kopf.Labels, memo: Memo, **_: Any) -> None:
+async def on_job_event(namespace: str, labels: kopf.Labels, memo: Memo, **_: Any) -> None:
     memo.queue.add((namespace, labels[c.TRAINJOB_NAME_LABEL]))
 
 
-def on_workload_event(namespace: str, name: str, memo: Memo, **kwargs: Any) -> None:
+async def on_workload_event(namespace: str, name: str, memo: Memo, **kwargs: Any) -> None:
     owner = Caches(kwargs).first("owner_index", (namespace, name))
     if owner is not None:
         memo.queue.add((namespace, str(owner)))

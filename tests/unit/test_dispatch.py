@@ -292,10 +292,15 @@ def test_first_admitted_copy_wins_and_the_others_go() -> None:
             remote("w2", admitted_at="2026-11-22T11:00:02Z"),
         ],
     )
+    # One pass: the winner named and the check Ready in one Workload write (as Kueue does),
+    # the loser's copy removed and the TrainJob sent to the winner.
     assert plan.cluster_name == "w2"
+    assert plan.check_state == ("Ready", 'The workload was admitted on "w2"')
     assert [(a.cluster, a.verb, a.obj["kind"]) for a in plan.remote] == [
-        ("w1", "delete", "Workload")
+        ("w1", "delete", "Workload"),
+        ("w2", "create", "TrainJob"),
     ]
+    assert [e[1] for e in plan.events] == ["Dispatched"] and created_event(plan) is None
 
 
 def test_admissions_in_the_same_second_are_shared_out_but_always_decided_alike() -> None:
@@ -331,7 +336,7 @@ def test_winner_gets_the_trainjob_and_the_check_turns_ready() -> None:
         == "trainjob-tj-abcde"
     )
     assert "managedBy" not in created[0]["spec"] and created[0]["spec"]["suspend"] is True
-    assert plan.check_state == ("Ready", 'The workload got reservation on "w1"')
+    assert plan.check_state == ("Ready", 'The workload was admitted on "w1"')
 
 
 def test_status_flows_back_with_the_cluster_name() -> None:
@@ -343,6 +348,57 @@ def test_status_flows_back_with_the_cluster_name() -> None:
         "conditions": [{"type": "Complete", "status": "True"}],
         "clusterName": "w1",
     }
+
+
+def running_remote(jobs: list[Dict], conditions: list[Dict] | None = None) -> RemoteView:
+    view = remote("w1", admitted_at="2026-11-22T11:00:02Z", trainjob=True)
+    assert view.trainjob is not None
+    view.trainjob["status"] = {"conditions": conditions or [], "jobsStatus": jobs}
+    return view
+
+
+def job_counts(**counts: int) -> list[Dict]:
+    return [{"name": "node", "active": 0, "ready": 0, "succeeded": 0, "failed": 0, **counts}]
+
+
+def test_pod_counts_that_move_nothing_are_coalesced_but_outcomes_go_at_once() -> None:
+    wl = manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready")
+    manager_tj = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
+    manager_tj["status"] = {"clusterName": "w1", "conditions": [], "jobsStatus": job_counts()}
+
+    def sync(view: RemoteView, ago: float | None) -> Any:
+        return reconcile_dispatch(
+            DispatchObserved(
+                workload=wl,
+                trainjob=manager_tj,
+                check="mk",
+                remotes=[view],
+                origin="multikueue",
+                worker_lost_timeout=60,
+                now=NOW,
+                status_coalesce=2.0,
+                status_written_ago=ago,
+            )
+        )
+
+    # Only `active` moved, 0.5 s after our last write: wait for the rest of the 2 s.
+    held = sync(running_remote(job_counts(active=1)), 0.5)
+    assert held.trainjob_status is None and held.requeue_after == 1.5
+    # So does the first jobsStatus, all zeros, where the manager had none yet.
+    manager_tj["status"] = {"clusterName": "w1"}
+    assert sync(running_remote(job_counts()), 0.5).trainjob_status is None
+    manager_tj["status"] = {"clusterName": "w1", "conditions": [], "jobsStatus": job_counts()}
+    # ... and written once the 2 s are over, or when nothing of ours is remembered.
+    for ago in (2.5, None):
+        assert sync(running_remote(job_counts(active=1)), ago).trainjob_status is not None
+    # What PodsReady, reclaimablePods or the outcome derive from goes at once.
+    for view in (
+        running_remote(job_counts(active=1, ready=1)),
+        running_remote(job_counts(succeeded=1)),
+        running_remote(job_counts(failed=1)),
+        running_remote(job_counts(), [{"type": "Complete", "status": "True"}]),
+    ):
+        assert sync(view, 0.1).trainjob_status is not None, view.trainjob
 
 
 def test_brief_disconnect_changes_nothing_but_a_lost_worker_retries() -> None:
