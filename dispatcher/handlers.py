@@ -139,7 +139,7 @@ def register(settings: DispatcherSettings) -> kopf.OperatorRegistry:
         # Persistent (kept registered while we are down, failurePolicy Fail), as Kueue's are:
         # a TrainJob created meanwhile is refused, not accepted without managedBy, which is
         # immutable and would leave it on the manager with nobody to run it.
-        webhook = {"operation": "CREATE", "persistent": True, "registry": registry}
+        webhook = {"operations": {"CREATE"}, "persistent": True, "registry": registry}
         kopf.on.mutate(*c.TRAINJOB.gvr, id="suspend-and-route", **webhook)(webhooks.on_mutate)
         kopf.on.validate(*c.TRAINJOB.gvr, id="queue-exists", **webhook)(webhooks.on_validate)
     return registry

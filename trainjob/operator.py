@@ -27,6 +27,18 @@ from trainjob.watchdog import WatchDog
 from trainjob.workqueue import WorkQueue
 
 
+class NoDiffBase(kopf.AnnotationsDiffBaseStorage):
+    """kopf builds a diff base (a deep copy of the object, cleaned) on every watch event, for
+    change-detecting handlers (on.create, on.update, ...). We register none, only event
+    handlers and indexes, so nothing reads it: build an empty one, and never read one back."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+
 def configure(settings: kopf.OperatorSettings, ours: ControllerSettings, name: str) -> None:
     """Tune kopf for the controller `name`: our domain for its bookkeeping, and the admission
     webhook server when `ours` sets a webhook port."""
@@ -34,7 +46,7 @@ def configure(settings: kopf.OperatorSettings, ours: ControllerSettings, name: s
     # handlers are all event handlers, so kopf never actually puts this finalizer anywhere.
     settings.persistence.finalizer = f"{c.DOMAIN}/{name}"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=c.DOMAIN)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+    settings.persistence.diffbase_storage = NoDiffBase(
         prefix=c.DOMAIN, key="last-handled-configuration"
     )
     # We record our own Events for each transition; kopf's per-log-line Events would flood.

@@ -153,7 +153,7 @@ def register(settings: WorkerSettings) -> kopf.OperatorRegistry:
     kopf.on.cleanup(registry=registry)(on_cleanup)
     operator.watch_synced(registry, INDEX_NAMES)
     if settings.webhook_port:
-        webhook = {"operation": "CREATE", "registry": registry}
+        webhook = {"operations": {"CREATE"}, "registry": registry}
         kopf.on.mutate(*c.TRAINJOB.gvr, id="suspend-queued", **webhook)(webhooks.on_trainjob_mutate)
         kopf.on.validate(*c.TRAINJOB.gvr, id="queue-exists", **webhook)(
             webhooks.on_trainjob_validate

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from dispatcher.handlers import register as dispatcher_registry
 from dispatcher.settings import DispatcherSettings
 from trainjob.operator import RetryForever, credentials
+from worker_controller.handlers import register as worker_registry
 from worker_controller.settings import WorkerSettings
 
 
@@ -222,3 +225,24 @@ def test_coexist_mode_takes_its_own_controller_name_and_origin_and_refuses_kueue
         assert exited.value.code == 2
         err = capsys.readouterr().err
         assert message in err, err
+
+
+WEBHOOK: dict[str, Any] = {
+    "webhook_port": 9443,
+    "webhook_cert_secret": "s",
+    "webhook_cert_hosts": ["127.0.0.1"],
+}
+
+
+def test_no_handler_needs_the_diff_base_kopf_is_told_not_to_build() -> None:
+    """trainjob.operator.NoDiffBase spares kopf a deep copy of every object on every watch
+    event; that holds only while neither controller registers a change-detecting handler
+    (on.create, on.update, on.resume, on.delete, on.field) or a daemon or timer."""
+
+    for registry in (
+        dispatcher_registry(DispatcherSettings(**WEBHOOK)),
+        worker_registry(WorkerSettings(**WEBHOOK)),
+    ):
+        assert list(registry._changing.get_all_handlers()) == []
+        assert list(registry._spawning.get_all_handlers()) == []
+        assert list(registry._watching.get_all_handlers()) != []  # the handlers we do have
