@@ -30,7 +30,7 @@ from kubernetes import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.multikueue import measure
+from benchmarks.multikueue import INSTALLED_RESYNC, measure
 from clusters import peer
 from clusters.bed import Bed
 from clusters.config import WaitForPodsReady, load_config
@@ -69,7 +69,7 @@ def run(pipeline: str, args: argparse.Namespace) -> dict[str, float]:
         setup.install(bed, ns, worker_cpu="1000", runtime=runtime)
         manager = bed.config.managers[0].name
         if pipeline == "ours":
-            ctrls = setup.start_controllers(bed)
+            ctrls = setup.start_controllers(bed, resync=INSTALLED_RESYNC)
             controllers = [c.proc.pid for c in ctrls]
         else:
             _peer_secrets(bed)
