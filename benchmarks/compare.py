@@ -90,14 +90,7 @@ def run(pipeline: str, args: argparse.Namespace) -> dict[str, float]:
             "Kueue": [bed.component(c, "kueue").pid() or 0 for c in every],
             "kube-apiservers": [bed.component(c, "kube-apiserver").pid() or 0 for c in every],
         }
-        return measure(
-            bed,
-            ns,
-            sequential=args.sequential,
-            burst=args.burst,
-            timeout=args.timeout,
-            processes=groups,
-        )
+        return measure(bed, ns, args, groups)
     finally:
         if ctrls:
             setup.stop_controllers(bed, ctrls)

@@ -188,16 +188,11 @@ def _overlap(clock: Clock, tj: str) -> bool:
 
 
 def measure(
-    bed: Bed,
-    ns: str,
-    *,
-    sequential: int,
-    burst: int,
-    timeout: float,
-    processes: dict[str, list[int]],
+    bed: Bed, ns: str, args: argparse.Namespace, processes: dict[str, list[int]]
 ) -> dict[str, float]:
     """TrainJobs through the manager of `bed` (LocalQueue `q` of namespace `ns`, set up by the
-    caller, whichever pipeline runs them): `sequential` one at a time, then a burst of `burst`.
+    caller, whichever pipeline runs them): `args.sequential` one at a time, then a burst of
+    `args.burst` (given up after `args.timeout` seconds).
     Prints the report and returns its figures by name; `processes` are groups of PIDs whose
     CPU seconds (per TrainJob) and peak resident memory (summed) are reported."""
     manager = bed.config.managers[0].name
@@ -228,6 +223,7 @@ def measure(
     time.sleep(1)
     custom = client.CustomObjectsApi(bed.api(manager))
     figures: dict[str, float] = {}
+    sequential, burst, timeout = args.sequential, args.burst, args.timeout
     try:
         cpu0 = {pid: cpu_seconds(pid) for pids in processes.values() for pid in pids}
         req0 = {c: request_counts(bed.api(c)) for c in clusters}
@@ -340,14 +336,7 @@ def main() -> int:
             else None
         )
         try:
-            measure(
-                bed,
-                ns,
-                sequential=args.sequential,
-                burst=args.burst,
-                timeout=args.timeout,
-                processes=groups,
-            )
+            measure(bed, ns, args, groups)
         finally:
             if profiler is not None:
                 profiler.stop()
