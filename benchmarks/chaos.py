@@ -230,8 +230,9 @@ def main() -> int:
         lost = [n for n in names if n not in chaos.deleted and not complete(state.get(n, {}))]
         stuck = sorted(n for n in chaos.deleted if n in state)
         back = sent_back(bed, chaos.manager, ns)
-        twice = sorted(n for n, ws in clock.ran_on.items() if len(ws) > 1 and n not in back)
-        moved = sorted(n for n, ws in clock.ran_on.items() if len(ws) > 1 and n in back)
+        ran_on = clock.ran_on()
+        twice = sorted(n for n, ws in ran_on.items() if len(ws) > 1 and n not in back)
+        moved = sorted(n for n, ws in ran_on.items() if len(ws) > 1 and n in back)
         leftovers: list[str] = []
         gc_deadline = time.monotonic() + 120  # retention 0, GC every 10 s in start_controllers
         while time.monotonic() < gc_deadline:

@@ -24,13 +24,14 @@ import statistics
 import sys
 import time
 import uuid
+from functools import partial
 from pathlib import Path
 
 from kubernetes import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.multikueue import INSTALLED_RESYNC, measure
+from benchmarks.multikueue import INSTALLED_RESYNC, measure, workload_args
 from clusters import peer
 from clusters.bed import Bed
 from clusters.config import WaitForPodsReady, load_config
@@ -83,7 +84,7 @@ def run(pipeline: str, args: argparse.Namespace) -> dict[str, float]:
             *(("multikueueclusters", w.name) for w in bed.config.workers),
             ("admissionchecks", "multikueue"),
         ]:
-            wait_for(lambda p=plural, n=name: is_active(custom, n, p), 120, what=f"{name} Active")
+            wait_for(partial(is_active, custom, name, plural), 120, what=f"{name} Active")
         every = [c.name for c in bed.config.clusters]
         groups = {
             "pipeline controllers": controllers,
@@ -104,13 +105,8 @@ def _spread(values: list[float]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--sequential", type=int, default=20)
-    parser.add_argument("--burst", type=int, default=100)
+    parser = workload_args(__doc__, sequential=20, burst=100)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument(
         "--pods-ready-timeout",
         type=int,
@@ -131,23 +127,17 @@ def main() -> int:
     for figures in [*results["ours"], *results["peer"]]:
         keys += [k for k in figures if k not in keys]
     print(f"{'figure':<52} {'ours: median (min-max)':<26} {'peer':<26} ours/peer")
+    ratios: dict[str, list[float]] = {}
     for key in keys:
         ours = [f[key] for f in results["ours"] if key in f]
         theirs = [f[key] for f in results["peer"] if key in f]
-        ratios = [
+        ratios[key] = [
             o[key] / p[key]
             for o, p in zip(results["ours"], results["peer"], strict=True)
             if key in o and p.get(key)
         ]
-        print(f"{key:<52} {_spread(ours):<26} {_spread(theirs):<26} {_spread(ratios)}")
-    ratios = [
-        o["burst total s"] / p["burst total s"]
-        for o, p in zip(results["ours"], results["peer"], strict=True)
-    ]
-    print(
-        f"burst total ratio ours/peer: {statistics.median(ratios):.2f} "
-        f"({min(ratios):.2f}-{max(ratios):.2f})"
-    )
+        print(f"{key:<52} {_spread(ours):<26} {_spread(theirs):<26} {_spread(ratios[key])}")
+    print(f"burst total ratio ours/peer: {_spread(ratios['burst total s'])}")
     return 0
 
 

@@ -49,15 +49,29 @@ class Clock:
         self.running: dict[str, float] = {}
         self.remote_done: dict[str, float] = {}
         self.manager_done: dict[str, float] = {}
-        self.ran_on: dict[str, set[str]] = {}  # TrainJob -> workers where a pod of it ran
-        # (TrainJob, worker) -> [first seen Running, first seen ended or deleted (or None)]
-        self.spans: dict[tuple[str, str], list[float | None]] = {}
+        # TrainJob -> worker where a pod of it ran -> [first seen Running, first seen ended
+        # or deleted (None while it runs)]
+        self.spans: dict[str, dict[str, list[float | None]]] = {}
         self.lock = threading.Lock()
         self.stop = threading.Event()
 
     def mark(self, table: dict[str, float], key: str) -> None:
         with self.lock:
             table.setdefault(key, time.monotonic())
+
+    def ran_on(self) -> dict[str, set[str]]:
+        """TrainJob -> the workers where a pod of it ran."""
+        with self.lock:
+            return {tj: set(by_worker) for tj, by_worker in self.spans.items()}
+
+    def ran_at_once(self, tj: str) -> bool:
+        """Pods of `tj` were running on two workers at one moment (as the watches saw it)."""
+        with self.lock:
+            spans = [
+                (s[0] or 0.0, s[1] if s[1] is not None else float("inf"))
+                for s in self.spans.get(tj, {}).values()
+            ]
+        return any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(spans) for b in spans[i + 1 :])
 
 
 def _complete(obj: dict[str, Any]) -> bool:
@@ -79,16 +93,14 @@ def watch_pods(api: client.ApiClient, ns: str, clock: Clock, worker: str) -> Non
                     continue
                 now = time.monotonic()
                 with clock.lock:
-                    span = clock.spans.get((tj, worker))
+                    span = clock.spans.get(tj, {}).get(worker)
                     if pod.status.phase == "Running" and span is None:
-                        clock.spans[(tj, worker)] = [now, None]
+                        clock.spans.setdefault(tj, {})[worker] = [now, None]
                     ended = ev["type"] == "DELETED" or pod.status.phase in ("Succeeded", "Failed")
                     if ended and span is not None and span[1] is None:
                         span[1] = now
                 if pod.status.phase == "Running":
                     clock.mark(clock.running, tj)
-                    with clock.lock:
-                        clock.ran_on.setdefault(tj, set()).add(worker)
         except Exception:  # the worker's API server is down: try again shortly
             clock.stop.wait(1.0)
 
@@ -177,16 +189,6 @@ def report(title: str, names: list[str], clock: Clock, key: str) -> dict[str, fl
     return figures
 
 
-def _overlap(clock: Clock, tj: str) -> bool:
-    """Pods of `tj` were running on two workers at one moment (as the watches saw it)."""
-    spans = [
-        (s[0] or 0.0, s[1] if s[1] is not None else float("inf"))
-        for (name, _), s in clock.spans.items()
-        if name == tj
-    ]
-    return any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(spans) for b in spans[i + 1 :])
-
-
 def measure(
     bed: Bed, ns: str, args: argparse.Namespace, processes: dict[str, list[int]]
 ) -> dict[str, float]:
@@ -249,8 +251,8 @@ def measure(
         title = f"burst (all Complete on the manager after {figures['burst total s']:.1f}s)"
         figures.update(report(title, names, clock, "burst"))
         n = sequential + burst
-        twice = sorted(tj for tj, workers in clock.ran_on.items() if len(workers) > 1)
-        at_once = [tj for tj in twice if _overlap(clock, tj)]
+        twice = sorted(tj for tj, workers in clock.ran_on().items() if len(workers) > 1)
+        at_once = [tj for tj in twice if clock.ran_at_once(tj)]
         figures["run on two workers"] = len(twice)
         figures["run on two workers at the same time"] = len(at_once)
         print(
@@ -296,13 +298,19 @@ def measure(
     return figures
 
 
-def main() -> int:
+def workload_args(doc: str | None, sequential: int, burst: int) -> argparse.ArgumentParser:
+    """A benchmark's parser with the arguments `measure` reads (its workload's size)."""
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sequential", type=int, default=100)
-    parser.add_argument("--burst", type=int, default=500)
-    parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--sequential", type=int, default=sequential, help="one at a time")
+    parser.add_argument("--burst", type=int, default=burst, help="then all at once")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds the burst may take")
+    return parser
+
+
+def main() -> int:
+    parser = workload_args(__doc__, sequential=100, burst=500)
     parser.add_argument("--keep", action="store_true", help="leave the namespace behind")
     parser.add_argument(
         "--profile",

@@ -258,7 +258,8 @@ class WriteMemory:
             self._when[key] = time.monotonic()
 
     def written_ago(self, key: Hashable) -> float | None:
-        """Seconds since the last write of `key` (None: none remembered)."""
+        """Seconds since the last write of `key` we made, or had refused as a conflict (None:
+        none remembered)."""
         with self._lock:
             when = self._when.get(key)
         return None if when is None else time.monotonic() - when
