@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
         resync_now=threading.Event(),
         synced=threading.Event(),
         elector=None,
+        informers=[],
     )
     manager.may_write = memo.leads
     memo.queue = WorkQueue(

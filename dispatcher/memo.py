@@ -6,6 +6,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from trainjob import operator
+from trainjob.informer import Informer
 from trainjob.kube import Cluster
 from trainjob.workqueue import WriteMemory
 
@@ -18,5 +19,6 @@ class Memo(operator.ControllerMemo):
     settings: DispatcherSettings
     manager: Cluster
     registry: Registry
+    informers: list[Informer]  # the manager's TrainJobs and Workloads (handlers.py)
     memory: WriteMemory  # versions we wrote from, and Workloads the API refused
     resync_now: threading.Event  # wakes the resync loop at once (a worker came or went)

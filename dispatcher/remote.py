@@ -1,22 +1,22 @@
 """One worker cluster seen from the manager: its own client, watches, cache and connection state.
 
-Each RemoteCluster runs one thread per watched kind (Workloads and TrainJobs carrying our
-origin label). A failing watch marks the cluster disconnected and retries with exponential
-backoff; it never blocks other clusters. Every change calls `on_change(namespace, name)` and
-every change of the connection state `on_state(cluster)`; both must return quickly.
+Each RemoteCluster runs one informer (trainjob/informer.py) per watched kind (Workloads and
+TrainJobs carrying our origin label). A failing watch marks the cluster disconnected and lists
+again with exponential backoff; it never blocks other clusters. Every change calls
+`on_change(namespace, name)` and every change of the connection state `on_state(cluster)`;
+both must return quickly.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from kubernetes import client, watch
-
 from trainjob import constants as c
+from trainjob.informer import Informer
 from trainjob.kube import Cluster
 
 Dict = dict[str, Any]
@@ -46,9 +46,6 @@ class RemoteCluster:
         self.cluster = Cluster.from_kubeconfig(name, kubeconfig, field_manager, timeout=10)
         self.cluster.may_write = may_write  # the manager's leader election gates ours too
         self._on_change, self._on_state = on_change, on_state
-        self._cache: dict[str, dict[tuple[str, str], Dict]] = {k: {} for k in KINDS}
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
         self._ok = {k: False for k in KINDS}
         self._tried = {k: False for k in KINDS}
         self.last_error = "connecting"
@@ -56,21 +53,30 @@ class RemoteCluster:
         # condition and survive restarts. None while connected, or while connecting after
         # start-up with no outage on record: a cluster we have not tried yet is never "lost".
         self.down_since = down_since
-        self._threads = [
-            threading.Thread(
-                target=self._run, args=(kind,), daemon=True, name=f"watch-{name}-{kind}"
+        selector = f"{c.KUEUE_MULTIKUEUE_ORIGIN_LABEL}={origin}"
+        self._informers = {
+            kind: Informer(
+                self.cluster.api,
+                k,
+                lambda _type, obj: self._on_change(
+                    obj["metadata"]["namespace"], obj["metadata"]["name"]
+                ),
+                label_selector=selector,
+                on_state=functools.partial(self._set_ok, kind),
+                name=f"{name}-{kind}",
             )
-            for kind in KINDS
-        ]
+            for kind, k in KINDS.items()
+        }
 
     # ---- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        for thread in self._threads:
-            thread.start()
+        for informer in self._informers.values():
+            informer.start()
 
     def stop(self) -> None:
-        self._stop.set()
+        for informer in self._informers.values():
+            informer.stop()
 
     @property
     def connected(self) -> bool:
@@ -110,57 +116,7 @@ class RemoteCluster:
     # ---- cache -------------------------------------------------------------------------------
 
     def get(self, kind: str, namespace: str, name: str) -> Dict | None:
-        with self._lock:
-            return self._cache[kind].get((namespace, name))
+        return self._informers[kind].get((namespace, name))
 
     def items(self, kind: str) -> list[Dict]:
-        with self._lock:
-            return list(self._cache[kind].values())
-
-    def _run(self, kind: str) -> None:
-        group, version, plural = KINDS[kind].gvr
-        api = client.CustomObjectsApi(self.cluster.api)
-        selector = f"{c.KUEUE_MULTIKUEUE_ORIGIN_LABEL}={self.origin}"
-        backoff = 1.0
-        while not self._stop.is_set():
-            try:
-                listed = api.list_cluster_custom_object(
-                    group, version, plural, label_selector=selector, _request_timeout=10
-                )
-                fresh = {
-                    (o["metadata"]["namespace"], o["metadata"]["name"]): o for o in listed["items"]
-                }
-                with self._lock:
-                    changed = set(self._cache[kind]) ^ set(fresh) | {
-                        k for k in fresh if self._cache[kind].get(k) != fresh[k]
-                    }
-                    self._cache[kind] = fresh
-                self._set_ok(kind, True)
-                backoff = 1.0
-                for key in changed:
-                    self._on_change(*key)
-                stream = watch.Watch().stream(
-                    api.list_cluster_custom_object,
-                    group,
-                    version,
-                    plural,
-                    label_selector=selector,
-                    resource_version=listed["metadata"]["resourceVersion"],
-                    timeout_seconds=60,
-                    _request_timeout=75,
-                )
-                for event in stream:
-                    if self._stop.is_set():
-                        return
-                    obj = event["object"]
-                    key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
-                    with self._lock:
-                        if event["type"] == "DELETED":
-                            self._cache[kind].pop(key, None)
-                        else:
-                            self._cache[kind][key] = obj
-                    self._on_change(*key)
-            except Exception as exc:  # any failure: mark down, back off, relist
-                self._set_ok(kind, False, f"{type(exc).__name__}: {str(exc)[:200]}")
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 10.0)
+        return self._informers[kind].items()

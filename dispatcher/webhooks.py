@@ -21,7 +21,7 @@ Dict = dict[str, Any]
 def on_mutate(
     body: kopf.Body, namespace: str, patch: kopf.Patch, memo: Memo, **kwargs: Any
 ) -> None:
-    caches = Caches(kwargs)
+    caches = memo.caches_of(kwargs)
     queue = admission.queue_of(dict(body))
     multikueue = bool(queue) and _queue_has_multikueue(memo, namespace, str(queue), caches)
     now = dt.datetime.now(dt.UTC)
@@ -40,7 +40,7 @@ def on_validate(body: kopf.Body, namespace: str, memo: Memo, **kwargs: Any) -> N
     queue = admission.queue_of(dict(body))
     if queue is None:
         return
-    lq = _local_queue(memo, namespace, queue, Caches(kwargs))
+    lq = _local_queue(memo, namespace, queue, memo.caches_of(kwargs))
     error = admission.validate_queue(dict(body), lq)
     if error:
         raise kopf.AdmissionError(error, code=422)

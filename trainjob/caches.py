@@ -1,18 +1,19 @@
-"""Typed reads of the watch caches kopf keeps for a controller (its indexes).
+"""Typed reads of the watch caches a controller keeps: kopf's indexes, and the views of our
+own informers shaped like them (trainjob/informer.py; the dispatcher's TrainJobs and
+Workloads).
 
 kopf fills every index before it calls any handler and hands them to handlers only, so a
 controller's caches come either from a handler's kwargs (`Caches(kwargs)`) or, for its own
 threads (work queue, resync), from the memo once the first handler call recorded them
-(`operator.watch_synced`). Every index maps a key to the objects with that key: a name for
-cluster-scoped kinds, (namespace, name) for namespaced ones (`operator.INDEXES`).
+(`operator.watch_synced`) and the informers added theirs. Every index maps a key to the
+objects with that key: a name for cluster-scoped kinds, (namespace, name) for namespaced ones
+(`operator.INDEXES`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Collection, Hashable, Mapping
 from typing import Any
-
-import kopf
 
 from trainjob import constants as c
 
@@ -23,8 +24,8 @@ class Caches:
     def __init__(self, indexes: Mapping[str, Any]) -> None:
         self._indexes = indexes
 
-    def index(self, name: str) -> kopf.Index[Any, Dict]:
-        found: kopf.Index[Any, Dict] = self._indexes[name]
+    def index(self, name: str) -> Mapping[Any, Collection[Dict]]:
+        found: Mapping[Any, Collection[Dict]] = self._indexes[name]
         return found
 
     def first(self, name: str, key: Hashable) -> Dict | None:

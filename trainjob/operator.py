@@ -9,7 +9,8 @@ import socket
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections import ChainMap
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +148,7 @@ class ControllerMemo(kopf.Memo):
     stop: threading.Event
     # The watch caches, kept once kopf has listed everything (kopf hands indexes to handlers
     # only, and calls none before every index is filled).
-    indexes: dict[str, kopf.Index[Any, Any]]
+    indexes: dict[str, Mapping[Any, Any]]  # kopf's indexes, and informers' views of theirs
     synced: threading.Event
     elector: LeaderElector | None
 
@@ -155,6 +156,11 @@ class ControllerMemo(kopf.Memo):
     def caches(self) -> Caches:
         """Typed reads of `indexes` (for the controller's own threads, once synced)."""
         return Caches(self.indexes)
+
+    def caches_of(self, kwargs: Mapping[str, Any]) -> Caches:
+        """A kopf handler's caches: kopf's indexes from its kwargs, then the informers' views
+        kept in `indexes`."""
+        return Caches(ChainMap(dict(kwargs), self.indexes))
 
     def leads(self) -> bool:
         """May this replica write? Always without leader election."""

@@ -1,0 +1,158 @@
+"""A lean list + watch of one kind into a cache, on a thread of its own (client-go's informer,
+in small): list, remember the list's resourceVersion, watch from there; on any failure (API
+server away, 410 Gone, a broken stream) back off and list again, so the cache is never left
+stale and the watch is never given up.
+
+Each event updates the cache first, then calls `on_event(type, obj)` (`ADDED`, `MODIFIED`,
+`DELETED`; after a re-list, one call per object that changed or went while nobody watched).
+`on_state(ok, error)` reports each list's success and each failure. Both run on the informer's
+thread and must return quickly (queue a key, set a flag).
+
+Used where kopf's per-event machinery costs more than the work an event causes: the manager's
+TrainJobs and Workloads, and the dispatcher's copies on every worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from kubernetes import client, watch
+
+from trainjob import constants as c
+
+Dict = dict[str, Any]
+Key = Any  # (namespace, name) for namespaced kinds, name for cluster-scoped ones
+log = logging.getLogger("trainjob.informer")
+
+
+def key_of(obj: Dict) -> Key:
+    meta = obj["metadata"]
+    return (meta["namespace"], meta["name"]) if meta.get("namespace") else meta["name"]
+
+
+class IndexView(Mapping[Key, tuple[Dict, ...]]):
+    """An informer's cache shaped like a kopf index (key -> the objects under it), so
+    `trainjob.caches.Caches` and the watchdog read both alike."""
+
+    def __init__(self, store: dict[Key, Dict]) -> None:
+        self._store = store
+
+    def __getitem__(self, key: Key) -> tuple[Dict, ...]:
+        return (self._store[key],)
+
+    def __iter__(self) -> Iterator[Key]:
+        return iter(list(self._store))
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+
+class Informer:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        kind: c.Kind,
+        on_event: Callable[[str, Dict], None] = lambda type, obj: None,
+        *,
+        label_selector: str = "",
+        on_state: Callable[[bool, str], None] = lambda ok, error: None,
+        name: str = "",
+    ) -> None:
+        self.kind = kind
+        self._api = client.CustomObjectsApi(api)
+        self._on_event, self._on_state = on_event, on_state
+        self._selector = label_selector
+        self._name = name or kind.kind
+        # Changed key by key (by events and by a re-list alike); readers take a key or a list
+        # of keys at a time (atomic under the GIL), as they do with kopf's indexes.
+        self._store: dict[Key, Dict] = {}
+        self.view = IndexView(self._store)
+        self.synced = threading.Event()  # the first list is in
+        self._stop = threading.Event()
+
+    def get(self, key: Key) -> Dict | None:
+        return self._store.get(key)
+
+    def items(self) -> list[Dict]:
+        return list(self._store.values())
+
+    def start(self) -> None:
+        threading.Thread(target=self._run, daemon=True, name=f"informer-{self._name}").start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _list(self) -> str:
+        """List everything into the cache; report what changed since; return the list's
+        resourceVersion."""
+        group, version, plural = self.kind.gvr
+        listed = self._api.list_cluster_custom_object(
+            group, version, plural, label_selector=self._selector, _request_timeout=30
+        )
+        fresh = {key_of(o): o for o in listed["items"]}
+        gone = [obj for key, obj in list(self._store.items()) if key not in fresh]
+        changed = [o for k, o in fresh.items() if self._store.get(k) != o]
+        # Key by key, never cleared: a reader must not see a cached object vanish for a moment.
+        for obj in gone:
+            self._store.pop(key_of(obj), None)
+        self._store.update(fresh)
+        self.synced.set()
+        self._on_state(True, "")
+        for obj in gone:
+            self._on_event("DELETED", obj)
+        for obj in changed:
+            self._on_event("MODIFIED", obj)
+        return str(listed["metadata"]["resourceVersion"])
+
+    def _run(self) -> None:
+        backoff = 1.0
+        since = ""  # resourceVersion to watch from; empty: list first
+        while not self._stop.is_set():
+            try:
+                if not since:
+                    since = self._list()
+                    backoff = 1.0
+                since = self._watch(since)  # the server ended it (timeout): watch on from there
+            except Exception as exc:  # any failure (410 Gone included): back off, list again
+                since = ""
+                error = f"{type(exc).__name__}: {str(exc)[:200]}"
+                log.debug("[%s] watch failed: %s", self._name, error)
+                self._on_state(False, error)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 10.0)
+
+    def _watch(self, since: str) -> str:
+        """Apply events from `since` until the server ends the watch; return the last
+        resourceVersion seen."""
+        group, version, plural = self.kind.gvr
+        stream = watch.Watch().stream(
+            self._api.list_cluster_custom_object,
+            group,
+            version,
+            plural,
+            label_selector=self._selector,
+            resource_version=since,
+            allow_watch_bookmarks=True,
+            timeout_seconds=60,
+            _request_timeout=75,
+            deserialize=False,  # dicts from one json.loads (the client would dump and load again)
+        )
+        for event in stream:
+            if self._stop.is_set():
+                break
+            etype, obj = event["type"], event["object"]
+            if etype == "ERROR":  # e.g. 410 Gone: the caller lists again
+                raise RuntimeError(f"watch error: {obj.get('message', obj)}")
+            since = str(obj["metadata"]["resourceVersion"])
+            if etype == "BOOKMARK":
+                continue
+            key = key_of(obj)
+            if etype == "DELETED":
+                self._store.pop(key, None)
+            else:
+                self._store[key] = obj
+            self._on_event(etype, obj)
+        return since
