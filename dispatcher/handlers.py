@@ -17,10 +17,8 @@ from trainjob import constants as c
 from trainjob import operator
 from trainjob.informer import Informer
 
-# The watch caches the dispatcher keeps (operator.INDEXES says what each holds).
+# The watch caches the dispatcher keeps with kopf (operator.INDEXES says what each holds) ...
 INDEX_NAMES = (
-    "workload_index",
-    "trainjob_index",
     "check_index",
     "config_index",
     "cluster_index",
@@ -28,6 +26,13 @@ INDEX_NAMES = (
     "runtime_index",
     "cluster_runtime_index",
 )
+# ... and with informers of its own (`_start_informers`), by the index name `Caches` reads.
+INFORMED = {
+    "trainjob_index": c.TRAINJOB,
+    "workload_index": c.WORKLOAD,
+    "localqueue_index": c.LOCAL_QUEUE,
+    "clusterqueue_index": c.CLUSTER_QUEUE,
+}
 
 
 # ---- start-up and shut-down -----------------------------------------------------------------
@@ -104,12 +109,10 @@ def _start_informers(memo: Memo) -> None:
     def on_trainjob(_type: str, obj: dict[str, Any]) -> None:
         memo.queue.add((obj["metadata"]["namespace"], obj["metadata"]["name"]))
 
-    api = memo.manager.api
+    on_event = {"trainjob_index": on_trainjob, "workload_index": on_workload}
     informers = {
-        "trainjob_index": Informer(api, c.TRAINJOB, on_trainjob),
-        "workload_index": Informer(api, c.WORKLOAD, on_workload),
-        "localqueue_index": Informer(api, c.LOCAL_QUEUE),
-        "clusterqueue_index": Informer(api, c.CLUSTER_QUEUE),
+        index: Informer(memo.manager.api, kind, on_event.get(index, _no_action))
+        for index, kind in INFORMED.items()
     }
     for index, informer in informers.items():
         memo.indexes[index] = informer.view
@@ -118,6 +121,10 @@ def _start_informers(memo: Memo) -> None:
     for informer in informers.values():
         while not informer.synced.wait(1.0) and not memo.stop.is_set():
             pass
+
+
+def _no_action(_type: str, _obj: dict[str, Any]) -> None:
+    """Kinds only read from the cache: their changes queue nothing."""
 
 
 def _enqueue_owner(memo: Memo, workload: dict[str, Any] | None) -> None:

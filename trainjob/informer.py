@@ -119,7 +119,7 @@ class Informer:
             except Exception as exc:  # any failure (410 Gone included): back off, list again
                 since = ""
                 error = f"{type(exc).__name__}: {str(exc)[:200]}"
-                log.debug("[%s] watch failed: %s", self._name, error)
+                log.warning("[%s] watch failed (listing again): %s", self._name, error)
                 self._on_state(False, error)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 10.0)

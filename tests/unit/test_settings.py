@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from dispatcher.handlers import INFORMED
 from dispatcher.handlers import register as dispatcher_registry
 from dispatcher.settings import DispatcherSettings
 from trainjob.operator import RetryForever, credentials
@@ -246,3 +247,19 @@ def test_no_handler_needs_the_diff_base_kopf_is_told_not_to_build() -> None:
         assert list(registry._changing.get_all_handlers()) == []
         assert list(registry._spawning.get_all_handlers()) == []
         assert list(registry._watching.get_all_handlers()) != []  # the handlers we do have
+
+
+def test_kopf_watches_none_of_the_kinds_the_dispatchers_informers_keep() -> None:
+    """The manager's TrainJobs, Workloads and queues are kept by the dispatcher's informers
+    (dispatcher.handlers.INFORMED). A kopf index of the same name would replace the informer's
+    cache in the memo once kopf synced, and passes queued by the informer's events would read
+    kopf's cache, which may not have the change yet (seen: a new TrainJob waited for the
+    resync, 8 s)."""
+    registry = dispatcher_registry(DispatcherSettings(**WEBHOOK))
+    handlers = [*registry._indexing.get_all_handlers(), *registry._watching.get_all_handlers()]
+    kopf_keeps = {h.id for h in registry._indexing.get_all_handlers()}
+    watched = {(h.selector.group or "", h.selector.any_name) for h in handlers}
+    informed = {(kind.group, kind.plural) for kind in INFORMED.values()}
+    assert kopf_keeps.isdisjoint(INFORMED)
+    assert watched.isdisjoint(informed)
+    assert ("kueue.x-k8s.io", "admissionchecks") in watched  # what kopf does watch
