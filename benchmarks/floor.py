@@ -1,0 +1,132 @@
+"""Benchmark: the CPU a Python controller spends per API request and per watch event, on the
+client side alone, with the client our controllers use (`trainjob.kube.Cluster` over the
+kubernetes client: tenacity, metrics, JSON) and the kubernetes client's watch.
+
+Multiplied by the requests and watch events a TrainJob costs, it is the floor under the
+dispatcher's CPU per TrainJob before any decision is made. Objects are ConfigMaps the size of
+a manager Workload (`--size` bytes of data), in a namespace of their own on the bed's manager.
+CPU is this thread's own (time.thread_time), so other load on the machine hardly moves it;
+each figure is the median of `--repeat` rounds, with its range. Needs a running bed.
+
+    .venv/bin/python benchmarks/floor.py --count 200 --repeat 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from kubernetes import client, watch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from clusters.bed import Bed
+from clusters.config import load_config
+from trainjob.kube import Cluster
+
+
+def cpu_ms_each(count: int, step: Callable[[int], object]) -> float:
+    start = time.thread_time()
+    for i in range(count):
+        step(i)
+    return (time.thread_time() - start) / count * 1000
+
+
+def watch_cpu_ms(api: client.ApiClient, kube: Cluster, ns: str, count: int) -> float:
+    """CPU of a watching thread per event it receives and decodes (JSON to dicts, as our
+    controllers' watches do), while this thread patches `count` times."""
+    core = client.CoreV1Api(api)
+    seen = threading.Event()
+    result: list[float] = []
+
+    since = core.list_namespaced_config_map(ns, limit=1).metadata.resource_version
+
+    def run() -> None:
+        start = time.thread_time()
+        for n, _ev in enumerate(
+            watch.Watch().stream(  # dicts, as our controllers' watches get them
+                core.list_namespaced_config_map,
+                ns,
+                resource_version=since,
+                timeout_seconds=120,
+                deserialize=False,
+            ),
+            start=1,
+        ):
+            if n == count:
+                result.append((time.thread_time() - start) / n * 1000)
+                seen.set()
+                return
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    time.sleep(1)
+    for i in range(count):
+        kube.patch("v1", "ConfigMap", "cm-0", ns, {"metadata": {"labels": {"round": str(i)}}})
+    seen.wait(120)
+    return result[0] if result else float("nan")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--count", type=int, default=200, help="requests of each kind per round")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--size", type=int, default=4000, help="bytes of data per object")
+    args = parser.parse_args()
+    bed = Bed(load_config())
+    if not bed.is_up():
+        print("the bed is not up; run `python -m clusters up` first", file=sys.stderr)
+        return 1
+    manager = bed.config.managers[0].name
+    kube = Cluster.from_kubeconfig(manager, bed.kubeconfig(manager), "bench.trainjob.dev")
+    ns = f"floor-{uuid.uuid4().hex[:4]}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    data = {"payload": "x" * args.size}
+    rounds: dict[str, list[float]] = {}
+
+    def cm(i: int) -> dict[str, object]:
+        meta = {"name": f"cm-{i}", "namespace": ns}
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+
+    try:
+        for _ in range(args.repeat):
+            n = args.count
+            figures = {
+                "create": cpu_ms_each(n, lambda i: kube.create(cm(i))),
+                "GET": cpu_ms_each(n, lambda i: kube.get("v1", "ConfigMap", f"cm-{i}", ns)),
+                "merge PATCH": cpu_ms_each(
+                    n,
+                    lambda i: kube.patch(
+                        "v1",
+                        "ConfigMap",
+                        f"cm-{i}",
+                        ns,
+                        {"metadata": {"labels": {"r": f"{time.monotonic_ns()}"}}},
+                    ),
+                ),
+                "watch event received and decoded": watch_cpu_ms(bed.api(manager), kube, ns, n),
+                "DELETE": cpu_ms_each(n, lambda i: kube.delete("v1", "ConfigMap", f"cm-{i}", ns)),
+            }
+            for k, v in figures.items():
+                rounds.setdefault(k, []).append(v)
+        print(
+            f"client-side CPU per request, objects of about {args.size} bytes, {args.count} "
+            f"each, {args.repeat} rounds (median, min-max):"
+        )
+        for k, vs in rounds.items():
+            print(f"  {k}: {statistics.median(vs):.2f} ms ({min(vs):.2f}-{max(vs):.2f})")
+    finally:
+        kube.delete("v1", "Namespace", ns)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
