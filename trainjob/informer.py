@@ -28,6 +28,14 @@ Key = Any  # (namespace, name) for namespaced kinds, name for cluster-scoped one
 log = logging.getLogger("trainjob.informer")
 
 
+def slim(obj: Dict) -> Dict:
+    """What the cache keeps of an object: all but `metadata.managedFields`, which nothing of
+    ours reads (server-side apply is judged by the API server) and which is a good part of a
+    Workload's size (client-go's informers are commonly given the same transform)."""
+    (obj.get("metadata") or {}).pop("managedFields", None)
+    return obj
+
+
 def key_of(obj: Dict) -> Key:
     meta = obj["metadata"]
     return (meta["namespace"], meta["name"]) if meta.get("namespace") else meta["name"]
@@ -92,7 +100,7 @@ class Informer:
         listed = self._api.list_cluster_custom_object(
             group, version, plural, label_selector=self._selector, _request_timeout=30
         )
-        fresh = {key_of(o): o for o in listed["items"]}
+        fresh = {key_of(o): slim(o) for o in listed["items"]}
         gone = [obj for key, obj in list(self._store.items()) if key not in fresh]
         changed = [o for k, o in fresh.items() if self._store.get(k) != o]
         # Key by key, never cleared: a reader must not see a cached object vanish for a moment.
@@ -143,7 +151,7 @@ class Informer:
         for event in stream:
             if self._stop.is_set():
                 break
-            etype, obj = event["type"], event["object"]
+            etype, obj = event["type"], slim(event["object"])
             if etype == "ERROR":  # e.g. 410 Gone: the caller lists again
                 raise RuntimeError(f"watch error: {obj.get('message', obj)}")
             since = str(obj["metadata"]["resourceVersion"])
