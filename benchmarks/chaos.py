@@ -37,7 +37,7 @@ from kubernetes import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.multikueue import Clock, clean_up, watch_pods
+from benchmarks.multikueue import Clock, clean_up, run_patch, trainjob_body, watch_pods
 from clusters.bed import Bed
 from clusters.config import load_config
 from clusters.install import DISPATCHER, leads
@@ -55,26 +55,7 @@ def say(msg: str) -> None:
 
 def body(name: str, run: str) -> Dict:
     """A one-node TrainJob (1 CPU) whose pod runs `run` on the bed's kwok nodes."""
-    annotations = {"bed.trainjob.dev/run-duration": run}
-    node = {
-        "name": "node",
-        "template": {"spec": {"template": {"metadata": {"annotations": annotations}}}},
-    }
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "q"}},
-        "spec": {
-            "runtimeRef": {"name": "torch-distributed"},
-            "trainer": {"numNodes": 1, "resourcesPerNode": {"requests": {"cpu": "1"}}},
-            "runtimePatches": [
-                {
-                    "manager": "chaos.trainjob.dev/run",
-                    "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [node]}}},
-                }
-            ],
-        },
-    }
+    return trainjob_body(name, run_patch(run), cpu="1")
 
 
 class Chaos:

@@ -29,13 +29,12 @@ import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from kubernetes import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.multikueue import INSTALLED_RESYNC, PATCH, TRAINER
+from benchmarks.multikueue import INSTALLED_RESYNC, TRAINER, run_patch, trainjob_body
 from benchmarks.worker_trainjobs import peak_rss_mib
 from clusters.bed import Bed
 from clusters.config import Port, WaitForPodsReady, load_config
@@ -43,30 +42,8 @@ from clusters.install import DISPATCHER, leads
 from demo import setup
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
-# The run patch of the other benchmarks with a pod that runs an hour: nothing finishes here.
-RUN_AN_HOUR = {
-    **PATCH,
-    "trainingRuntimeSpec": {
-        "template": {
-            "spec": {
-                "replicatedJobs": [
-                    {
-                        "name": "node",
-                        "template": {
-                            "spec": {
-                                "template": {
-                                    "metadata": {
-                                        "annotations": {"bed.trainjob.dev/run-duration": "1h"}
-                                    }
-                                }
-                            }
-                        },
-                    }
-                ]
-            }
-        }
-    },
-}
+# Pods that run an hour: nothing finishes while memory is measured.
+RUN_AN_HOUR = run_patch("1h")
 
 
 def rss_mib(pid: int) -> float:
@@ -131,16 +108,7 @@ def settle(bed: Bed, ns: str, timeout: float) -> dict[str, int]:
 
 
 def submit(custom: client.CustomObjectsApi, ns: str, name: str) -> None:
-    body: dict[str, Any] = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "q"}},
-        "spec": {
-            "runtimeRef": {"name": "torch-distributed"},
-            "trainer": {"numNodes": 1, "resourcesPerNode": {"requests": {"cpu": "10m"}}},
-            "runtimePatches": [RUN_AN_HOUR],
-        },
-    }
+    body = trainjob_body(name, RUN_AN_HOUR)
     custom.create_namespaced_custom_object(*TRAINER, ns, "trainjobs", body)
 
 

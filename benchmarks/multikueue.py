@@ -118,22 +118,17 @@ def watch_trainjobs(api: client.ApiClient, ns: str, clock: Clock, table: dict[st
             clock.stop.wait(1.0)
 
 
-RUN_ONE_SECOND = {"annotations": {"bed.trainjob.dev/run-duration": "1s"}}
-PATCH = {
-    "manager": "bench.trainjob.dev/run",
-    "trainingRuntimeSpec": {
-        "template": {
-            "spec": {
-                "replicatedJobs": [
-                    {
-                        "name": "node",
-                        "template": {"spec": {"template": {"metadata": RUN_ONE_SECOND}}},
-                    }
-                ]
-            }
-        }
-    },
-}
+def run_patch(duration: str) -> dict[str, Any]:
+    """A runtimePatch that makes the bed's fake pods of the `node` job run for `duration`."""
+    run = {"annotations": {"bed.trainjob.dev/run-duration": duration}}
+    node = {"name": "node", "template": {"spec": {"template": {"metadata": run}}}}
+    return {
+        "manager": "bench.trainjob.dev/run",
+        "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [node]}}},
+    }
+
+
+PATCH = run_patch("1s")
 
 
 def our_requests(replica: setup.Controller) -> Counter[str]:
@@ -145,23 +140,24 @@ def our_requests(replica: setup.Controller) -> Counter[str]:
     return out
 
 
+def trainjob_body(name: str, patch: dict[str, Any] = PATCH, cpu: str = "10m") -> dict[str, Any]:
+    """The benchmarks' TrainJob: one node of Trainer's torch-distributed runtime asking `cpu`,
+    through LocalQueue `q`, its pods run as `patch` says."""
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+        "spec": {
+            "runtimeRef": {"name": "torch-distributed"},
+            "trainer": {"numNodes": 1, "resourcesPerNode": {"requests": {"cpu": cpu}}},
+            "runtimePatches": [patch],
+        },
+    }
+
+
 def submit(custom: client.CustomObjectsApi, ns: str, name: str, clock: Clock) -> None:
     clock.mark(clock.created, name)
-    custom.create_namespaced_custom_object(
-        *TRAINER,
-        ns,
-        "trainjobs",
-        {
-            "apiVersion": "trainer.kubeflow.org/v1alpha1",
-            "kind": "TrainJob",
-            "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "q"}},
-            "spec": {
-                "runtimeRef": {"name": "torch-distributed"},
-                "trainer": {"numNodes": 1, "resourcesPerNode": {"requests": {"cpu": "10m"}}},
-                "runtimePatches": [PATCH],
-            },
-        },
-    )
+    custom.create_namespaced_custom_object(*TRAINER, ns, "trainjobs", trainjob_body(name))
 
 
 def report(title: str, names: list[str], clock: Clock, key: str) -> dict[str, float]:
