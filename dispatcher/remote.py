@@ -64,6 +64,7 @@ class RemoteCluster:
                 label_selector=selector,
                 on_state=functools.partial(self._set_ok, kind),
                 name=f"{name}-{kind}",
+                list_timeout=10,  # an unreachable worker is reported down soon
             )
             for kind, k in KINDS.items()
         }

@@ -68,12 +68,14 @@ class Informer:
         label_selector: str = "",
         on_state: Callable[[bool, str], None] = lambda ok, error: None,
         name: str = "",
+        list_timeout: float = 30.0,
     ) -> None:
         self.kind = kind
         self._api = client.CustomObjectsApi(api)
         self._on_event, self._on_state = on_event, on_state
         self._selector = label_selector
         self._name = name or kind.kind
+        self._list_timeout = list_timeout  # how long a list may take before it counts as failed
         # Changed key by key (by events and by a re-list alike); readers take a key or a list
         # of keys at a time (atomic under the GIL), as they do with kopf's indexes.
         self._store: dict[Key, Dict] = {}
@@ -98,7 +100,11 @@ class Informer:
         resourceVersion."""
         group, version, plural = self.kind.gvr
         listed = self._api.list_cluster_custom_object(
-            group, version, plural, label_selector=self._selector, _request_timeout=30
+            group,
+            version,
+            plural,
+            label_selector=self._selector,
+            _request_timeout=self._list_timeout,
         )
         fresh = {key_of(o): slim(o) for o in listed["items"]}
         gone = [obj for key, obj in list(self._store.items()) if key not in fresh]
@@ -127,7 +133,9 @@ class Informer:
             except Exception as exc:  # any failure (410 Gone included): back off, list again
                 since = ""
                 error = f"{type(exc).__name__}: {str(exc)[:200]}"
-                log.warning("[%s] watch failed (listing again): %s", self._name, error)
+                # The first failure of a streak is a warning; the retries of an outage are not.
+                level = logging.WARNING if backoff == 1.0 else logging.DEBUG
+                log.log(level, "[%s] watch failed (listing again): %s", self._name, error)
                 self._on_state(False, error)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
@@ -148,11 +156,13 @@ class Informer:
             _request_timeout=75,
             deserialize=False,  # dicts from one json.loads (the client would dump and load again)
         )
+        # An ERROR event (410 Gone: `since` is too old) raises in the client or here; either
+        # way the caller lists again.
         for event in stream:
             if self._stop.is_set():
                 break
             etype, obj = event["type"], slim(event["object"])
-            if etype == "ERROR":  # e.g. 410 Gone: the caller lists again
+            if etype == "ERROR":
                 raise RuntimeError(f"watch error: {obj.get('message', obj)}")
             since = str(obj["metadata"]["resourceVersion"])
             if etype == "BOOKMARK":
