@@ -88,11 +88,18 @@ def undispatched_message(trainjob: Dict, controller_name: str) -> str:
     )
 
 
+# Right after our Retry, a cached Workload was seen admitted, not evicted, without clusterName
+# and with our check Pending since a moment (a passing state on the way to the eviction; the
+# chaos soak, seed 3). A Pending state this young is no verdict yet.
+PENDING_RESET_GRACE = dt.timedelta(seconds=10)
+
+
 def not_dispatchable(
     wl: Dict | None,
     our_checks: set[str],
     queue_has_ours: Callable[[str], bool],
     controller_name: str,
+    now: dt.datetime | None = None,
 ) -> str | None:
     """Why a MultiKueue TrainJob's Workload, admitted by the manager's Kueue without our check,
     can never reach a worker; None otherwise. Kueue adds a ClusterQueue's checks for the
@@ -108,8 +115,17 @@ def not_dispatchable(
     # Kueue admits only once every check it counts is Ready, so admitted with ours absent, or
     # still Pending (listed for a moment before Kueue drops it), means it does not count ours.
     # Ready, or Retry (we just asked for a new dispatch; Kueue evicts next), are normal.
-    states = status.get("admissionChecks") or []
-    if any(s.get("name") in our_checks and s.get("state") != "Pending" for s in states):
+    states = [s for s in status.get("admissionChecks") or [] if s.get("name") in our_checks]
+    if any(s.get("state") != "Pending" for s in states):
+        return None
+    # Pending since a moment: possibly the passing state after a Retry (see the grace above).
+    # The resync looks again once it is older.
+    now = now or dt.datetime.now(dt.UTC)
+    if any(
+        s.get("lastTransitionTime")
+        and now - cond.parse_time(s["lastTransitionTime"]) < PENDING_RESET_GRACE
+        for s in states
+    ):
         return None
     cq = (status.get("admission") or {}).get("clusterQueue", "?")
     if not queue_has_ours(cq):

@@ -618,6 +618,15 @@ def test_not_dispatchable_only_when_kueue_admitted_without_counting_our_check() 
         {"type": "Evicted", "status": "True", "reason": "PodsReadyTimeout"}
     )
     assert decide_nd(evicted) is None
+    # Right after a Retry (a remote eviction), seen: admitted, not evicted, no clusterName, our
+    # check Pending since a moment (chaos soak, seed 3). Not a verdict until that Pending state
+    # is older than the grace; a Pending state that old still is one.
+    now = dt.datetime(2026, 11, 23, 18, 0, 28, tzinfo=dt.UTC)
+    reset = _admitted(("mk", "Pending"))
+    reset["status"]["admissionChecks"][0]["lastTransitionTime"] = "2026-11-23T18:00:27Z"
+    assert not_dispatchable(reset, {"mk"}, lambda cq: True, "x", now) is None
+    later = now + dt.timedelta(seconds=11)
+    assert not_dispatchable(reset, {"mk"}, lambda cq: True, "x", later) is not None
 
 
 def test_remote_copies_carry_the_manager_objects_uid_for_tracing() -> None:
