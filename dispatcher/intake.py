@@ -94,17 +94,9 @@ def undispatched_message(trainjob: Dict, controller_name: str) -> str:
 PENDING_RESET_GRACE = dt.timedelta(seconds=10)
 
 
-def not_dispatchable(
-    wl: Dict | None,
-    our_checks: set[str],
-    queue_has_ours: Callable[[str], bool],
-    controller_name: str,
-    now: dt.datetime | None = None,
-) -> str | None:
-    """Why a MultiKueue TrainJob's Workload, admitted by the manager's Kueue without our check,
-    can never reach a worker; None otherwise. Kueue adds a ClusterQueue's checks for the
-    flavours a Workload is assigned, and a Workload whose pods request nothing the ClusterQueue
-    covers gets none: admitted at once, it would sit on the manager with nobody to run it."""
+def _sent_nowhere(wl: Dict | None, our_checks: set[str]) -> list[Dict] | None:
+    """Our check states on a Workload the manager's Kueue admitted (not evicted, not finished)
+    that went to no worker, when none of them is past Pending; None in any other case."""
     if wl is None or not wlmod.is_admitted(wl) or wlmod.is_finished(wl):
         return None
     if wlmod.is_evicted(wl):
@@ -118,15 +110,40 @@ def not_dispatchable(
     states = [s for s in status.get("admissionChecks") or [] if s.get("name") in our_checks]
     if any(s.get("state") != "Pending" for s in states):
         return None
-    # Pending since a moment: possibly the passing state after a Retry (see the grace above).
-    # The resync looks again once it is older.
-    now = now or dt.datetime.now(dt.UTC)
-    if any(
-        s.get("lastTransitionTime")
-        and now - cond.parse_time(s["lastTransitionTime"]) < PENDING_RESET_GRACE
-        for s in states
-    ):
+    return states
+
+
+def undecided_for(wl: Dict | None, our_checks: set[str], now: dt.datetime) -> float | None:
+    """Seconds before an admitted Workload sent nowhere, with our check Pending since a moment,
+    may be judged (`PENDING_RESET_GRACE`); nothing is dispatched for it meanwhile. None when
+    the Workload is not in that state."""
+    states = _sent_nowhere(wl, our_checks) or []
+    since = [
+        cond.parse_time(s["lastTransitionTime"]) for s in states if s.get("lastTransitionTime")
+    ]
+    if not since:
         return None
+    left = (PENDING_RESET_GRACE - (now - max(since))).total_seconds()
+    return left if left > 0 else None
+
+
+def not_dispatchable(
+    wl: Dict | None,
+    our_checks: set[str],
+    queue_has_ours: Callable[[str], bool],
+    controller_name: str,
+    now: dt.datetime | None = None,
+) -> str | None:
+    """Why a MultiKueue TrainJob's Workload, admitted by the manager's Kueue without our check,
+    can never reach a worker; None otherwise. Kueue adds a ClusterQueue's checks for the
+    flavours a Workload is assigned, and a Workload whose pods request nothing the ClusterQueue
+    covers gets none: admitted at once, it would sit on the manager with nobody to run it."""
+    if _sent_nowhere(wl, our_checks) is None:
+        return None
+    if undecided_for(wl, our_checks, now or dt.datetime.now(dt.UTC)) is not None:
+        return None  # the resync looks again once our Pending state is older
+    assert wl is not None
+    status = wl.get("status") or {}
     cq = (status.get("admission") or {}).get("clusterQueue", "?")
     if not queue_has_ours(cq):
         return (

@@ -28,6 +28,7 @@ from dispatcher.intake import (
     is_multikueue,
     not_dispatchable,
     reconcile_intake,
+    undecided_for,
     undispatched_message,
 )
 from dispatcher.memo import Memo
@@ -82,6 +83,10 @@ def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
     intake = reconcile_intake(body, problem, observed.now)
     if intake.status is not None or intake.events:
         execute.execute_intake(memo.manager, memo.memory, body, intake)
+    ours = set(admissionchecks.our_checks(memo, caches))
+    undecided = undecided_for(observed.workload, ours, observed.now)
+    if undecided is not None:
+        return undecided  # admitted, sent nowhere, our check Pending since a moment: wait
     return _dispatch(memo, caches, body, queueing.expected_workload_name(tj))
 
 

@@ -19,7 +19,12 @@ from dispatcher.dispatch import (
     remote_trainjob,
     remote_workload,
 )
-from dispatcher.intake import not_dispatchable, reconcile_intake, undispatched_message
+from dispatcher.intake import (
+    not_dispatchable,
+    reconcile_intake,
+    undecided_for,
+    undispatched_message,
+)
 from dispatcher.kubeconfigs import check_kubeconfig
 from dispatcher.remote import RemoteCluster
 from tests.factories import make_trainjob
@@ -627,6 +632,10 @@ def test_not_dispatchable_only_when_kueue_admitted_without_counting_our_check() 
     assert not_dispatchable(reset, {"mk"}, lambda cq: True, "x", now) is None
     later = now + dt.timedelta(seconds=11)
     assert not_dispatchable(reset, {"mk"}, lambda cq: True, "x", later) is not None
+    # Meanwhile nothing is dispatched for it (the pass waits out the rest of the grace).
+    assert undecided_for(reset, {"mk"}, now) == 9.0
+    assert undecided_for(reset, {"mk"}, later) is None
+    assert undecided_for(_admitted(("mk", "Ready")), {"mk"}, now) is None
 
 
 def test_remote_copies_carry_the_manager_objects_uid_for_tracing() -> None:
