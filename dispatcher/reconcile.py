@@ -74,19 +74,24 @@ def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
         log.warning("[%s] %s/%s: %s", memo.settings.cluster_name, *key, exc)
         return None
     observed = observe_queueing(memo.manager, caches, tj, caches.runtime_of(body), False)
-    observed.start_blocked = _admitted_without_our_check(memo, observed.workload, caches)
+    verdict = _admitted_without_our_check(memo, observed.workload, caches)
+    # Admitted, sent nowhere, our check Pending since a moment: neither started here nor
+    # dispatched, nor judged, until the state is older (intake.PENDING_RESET_GRACE).
+    ours = set(admissionchecks.our_checks(memo, caches))
+    undecided = undecided_for(observed.workload, ours, observed.now)
+    observed.start_blocked = verdict or (
+        "our admission check is settling" if undecided is not None else None
+    )
     plan = queueing.reconcile_queueing(observed)
     execute_queue_plan(memo.manager, body, plan, memo.memory)
     problem = observed.problem
-    if observed.start_blocked is not None:
-        problem = RuntimeProblem(NOT_DISPATCHABLE, observed.start_blocked)
+    if verdict is not None:
+        problem = RuntimeProblem(NOT_DISPATCHABLE, verdict)
     intake = reconcile_intake(body, problem, observed.now)
     if intake.status is not None or intake.events:
         execute.execute_intake(memo.manager, memo.memory, body, intake)
-    ours = set(admissionchecks.our_checks(memo, caches))
-    undecided = undecided_for(observed.workload, ours, observed.now)
     if undecided is not None:
-        return undecided  # admitted, sent nowhere, our check Pending since a moment: wait
+        return undecided
     return _dispatch(memo, caches, body, queueing.expected_workload_name(tj))
 
 
