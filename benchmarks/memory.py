@@ -35,7 +35,7 @@ from kubernetes import client
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.multikueue import INSTALLED_RESYNC, TRAINER, run_patch, trainjob_body
-from benchmarks.worker_trainjobs import peak_rss_mib
+from benchmarks.worker_trainjobs import peak_rss_mib, status_mib
 from clusters.bed import Bed
 from clusters.config import Port, WaitForPodsReady, load_config
 from clusters.install import DISPATCHER, leads
@@ -44,13 +44,6 @@ from demo import setup
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 # Pods that run an hour: nothing finishes while memory is measured.
 RUN_AN_HOUR = run_patch("1h")
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def connections(pid: int, ports: dict[int, str]) -> Counter[str]:
@@ -164,7 +157,7 @@ def measure(bed: Bed, args: argparse.Namespace) -> int:
                 list(pool.map(lambda n: submit(custom, ns, n), names))
             submitted = target
             counts = settle(bed, ns, args.settle_timeout) if target else objects(bed, ns)
-            rss = {(r.cluster, r.identity): rss_mib(r.proc.pid) for r in ctrls}
+            rss = {(r.cluster, r.identity): status_mib(r.proc.pid, "VmRSS") for r in ctrls}
             rows.append((target, counts, rss))
             shown = ", ".join(f"{k} {v}" for k, v in counts.items())
             mem = ", ".join(f"{role[i]} {v:.0f}" for i, v in rss.items())

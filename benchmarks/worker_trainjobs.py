@@ -66,11 +66,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def peak_rss_mib(pid: int) -> float:
+def status_mib(pid: int, field: str) -> float:
+    """A memory figure of /proc/PID/status (VmRSS, VmHWM, ...) in MiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def peak_rss_mib(pid: int) -> float:
+    return status_mib(pid, "VmHWM")
 
 
 def make_queue(custom: client.CustomObjectsApi, ns: str, cpu_millis: int) -> None:

@@ -74,10 +74,10 @@ def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
         log.warning("[%s] %s/%s: %s", memo.settings.cluster_name, *key, exc)
         return None
     observed = observe_queueing(memo.manager, caches, tj, caches.runtime_of(body), False)
-    verdict = _admitted_without_our_check(memo, observed.workload, caches)
+    ours = set(admissionchecks.our_checks(memo, caches))
+    verdict = _admitted_without_our_check(memo, observed.workload, caches, ours, observed.now)
     # Admitted, sent nowhere, our check Pending since a moment: neither started here nor
     # dispatched, nor judged, until the state is older (intake.PENDING_RESET_GRACE).
-    ours = set(admissionchecks.our_checks(memo, caches))
     undecided = undecided_for(observed.workload, ours, observed.now)
     observed.start_blocked = verdict or (
         "our admission check is settling" if undecided is not None else None
@@ -112,13 +112,16 @@ def _not_dispatched(memo: Memo, cached: Dict) -> None:
         execute.execute_intake(memo.manager, memo.memory, body, intake)
 
 
-def _admitted_without_our_check(memo: Memo, wl: Dict | None, caches: Caches) -> str | None:
-    """`intake.not_dispatchable` from the caches."""
+def _admitted_without_our_check(
+    memo: Memo, wl: Dict | None, caches: Caches, ours: set[str], now: dt.datetime
+) -> str | None:
+    """`intake.not_dispatchable` from the caches (`ours`: our AdmissionChecks' names)."""
     return not_dispatchable(
         wl,
-        set(admissionchecks.our_checks(memo, caches)),
+        ours,
         lambda cq: admissionchecks.cq_has_our_check(memo, cq, caches),
         memo.settings.controller_name,
+        now,
     )
 
 
