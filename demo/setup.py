@@ -123,10 +123,15 @@ Controller = Replica
 
 
 def start_controllers(
-    bed: Bed, *, worker_lost_timeout: float = 900.0, resync: float = 2.0
+    bed: Bed,
+    *,
+    worker_lost_timeout: float = 900.0,
+    resync: float = 2.0,
+    manager_flags: tuple[str, ...] = (),
 ) -> list[Controller]:
     """The product installed from deploy/ on every cluster (clusters/install.py), with the
-    controllers' timers shortened by flags for the tests and the demo."""
+    controllers' timers shortened by flags for the tests and the demo (and the dispatcher
+    given `manager_flags` too)."""
     return install_product(
         bed,
         worker_args=["--resync-seconds", str(resync)],
@@ -137,6 +142,7 @@ def start_controllers(
             str(resync),
             "--gc-interval",
             "10",
+            *manager_flags,
         ],
     )
 

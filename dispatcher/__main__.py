@@ -6,7 +6,13 @@ import sys
 import threading
 
 from dispatcher.clusters import Registry
-from dispatcher.handlers import on_leading, on_remote_change, on_remote_state, register
+from dispatcher.handlers import (
+    on_leading,
+    on_remote_change,
+    on_remote_room,
+    on_remote_state,
+    register,
+)
 from dispatcher.memo import Memo
 from dispatcher.reconcile import sync_trainjob
 from dispatcher.settings import DispatcherSettings
@@ -29,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         synced=threading.Event(),
         elector=None,
         informers=[],
+        withheld={},
     )
     manager.may_write = memo.leads
     memo.queue = WorkQueue(
@@ -39,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         manager,
         lambda ns, name: on_remote_change(memo, ns, name),
         lambda cluster: on_remote_state(memo, cluster),
+        lambda cluster: on_remote_room(memo, cluster),
     )
     operator.elect(memo, manager, lambda: on_leading(memo))
     operator.run(register(settings), memo, manager)

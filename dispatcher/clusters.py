@@ -38,9 +38,10 @@ class Registry:
         manager: Cluster,
         on_change: Callable[[str, str], None],
         on_state: Callable[[str], None] = lambda name: None,
+        on_room: Callable[[str], None] = lambda name: None,
     ) -> None:
         self.settings, self.manager = settings, manager
-        self._on_change, self._on_state = on_change, on_state
+        self._on_change, self._on_state, self._on_room = on_change, on_state, on_room
         self.remotes: dict[str, RemoteCluster] = {}
         # Remote writes recently sent, so passes that run before the watch catches up do not
         # repeat them: (cluster, verb, kind, namespace, name) -> monotonic time.
@@ -48,6 +49,7 @@ class Registry:
         self._fingerprints: dict[str, str] = {}
         self._namespace_problems: dict[tuple[str, str], str] = {}
         self._reported: dict[str, str] = {}  # Coexist: the problem last logged per cluster
+        self._labels: dict[str, dict[str, str]] = {}  # each MultiKueueCluster's, last seen
         # The 'kubeconfig' key (base64) of each Secret of our namespace, kept by watch_secrets:
         # a resync reads kubeconfigs from here rather than GET each Secret every pass.
         self._secrets: dict[str, str] = {}
@@ -135,6 +137,13 @@ class Registry:
         """A remote write that failed: the next pass may send it again at once."""
         with self._lock:
             self._recent.pop(key, None)
+
+    def labels_changed(self, name: str, labels: dict[str, str]) -> bool:
+        """Whether a MultiKueueCluster's labels differ from those last seen (not at first
+        sight: the first resync pass looks at everything anyway)."""
+        before = self._labels.get(name)
+        self._labels[name] = labels
+        return before is not None and before != labels
 
     def get(self, name: str) -> RemoteCluster | None:
         with self._lock:
@@ -236,6 +245,7 @@ class Registry:
                 on_state=self._on_state,
                 down_since=down,
                 may_write=self.manager.may_write,
+                on_room=self._on_room,
             )
             self.remotes[name] = remote
             self._fingerprints[name] = fingerprint
@@ -253,6 +263,7 @@ class Registry:
 
     def forget(self, name: str) -> None:
         self._disconnect(name)
+        self._labels.pop(name, None)
 
     def _set_active(self, obj: Dict, active: bool, reason: str, message: str) -> None:
         """Our view of a worker in the metric; in the MultiKueueCluster's Active condition

@@ -1,10 +1,11 @@
 """MultiKueue dispatch decisions for one manager Workload (pure): copy, pick, run, sync, retry.
 
 Numbered guarded steps, in the spirit of Kueue's MultiKueue workload controller:
-copies go to every nominated worker (strategy: AllAtOnce, or Incremental a few at a time),
-the first copy a worker admits wins, the others are deleted, the TrainJob is created on the
-winner with the prebuilt-workload label, status flows back, and a lost or evicting worker
-turns the check to Retry so Kueue dispatches again.
+copies go to every nominated worker (strategy: AllAtOnce, Incremental a few at a time, either
+of them CapacityAware: only where the PodSets fit now), the first copy a worker admits wins,
+the others are deleted, the TrainJob is created on the winner with the prebuilt-workload
+label, status flows back, and a lost or evicting worker turns the check to Retry so Kueue
+dispatches again.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from dispatcher.capacity import Fit
 from dispatcher.status_sync import can_wait, status_back
 from trainjob import conditions as cond
 from trainjob import constants as c
@@ -34,6 +36,8 @@ class RemoteView:
     workload: Dict | None  # our copy of the Workload there
     trainjob: Dict | None  # our TrainJob there
     problem: str | None = None  # why a copy could not be made there (say, no such namespace)
+    fit: Fit | None = None  # whether the PodSets fit its ClusterQueue (None: not known)
+    selected: bool = True  # the TrainJob's own choice of clusters allows it (selection.py)
 
 
 @dataclass
@@ -48,6 +52,11 @@ class DispatchObserved:
     retention: float = 0.0  # seconds finished remote objects are kept
     status_coalesce: float = 0.0  # minor status changes go back at most this often (seconds)
     status_written_ago: float | None = None  # since our last write of the manager TrainJob
+    give_up_never_fits: bool = True  # fail it at once when no worker's quota could ever hold it
+    give_up_after: float = 0.0  # fail it when no worker admitted it this long (0: never)
+    # Why the TrainJob's own choice of clusters leaves none active to send it to (None: it
+    # chose none, or some chosen cluster is active).
+    selection_problem: str | None = None
 
 
 @dataclass
@@ -67,6 +76,7 @@ class DispatchPlan:
     trainjob_status: Dict | None = None  # new manager TrainJob status, when it changed
     events: list[Event] = field(default_factory=list)  # once the writes are done
     requeue_after: float | None = None  # seconds until time alone changes the decision
+    withheld: list[str] = field(default_factory=list)  # sent no copy for want of room now
 
     @property
     def writes_workload(self) -> bool:
@@ -117,6 +127,24 @@ class Incremental:
         if len(chosen) == len(remotes):
             return chosen, None
         return chosen, rounds * self.round_seconds - elapsed
+
+
+class CapacityAware:
+    """Copies only to clusters where the PodSets fit now (capacity.fit: free quota, what the
+    ClusterQueue may borrow, flavours in order), or whose room is not known; the `inner`
+    strategy picks among those. When none fits, the inner strategy picks among all, as it would
+    without this one: the first worker to free room admits the job."""
+
+    nominates = True
+
+    def __init__(self, inner: Strategy | None = None) -> None:
+        self.inner = inner or AllAtOnce()
+
+    def targets(
+        self, remotes: list[RemoteView], elapsed: float
+    ) -> tuple[list[RemoteView], float | None]:
+        room = [r for r in remotes if r.fit is None or r.fit.now]
+        return self.inner.targets(room or remotes, elapsed)
 
 
 class External:
@@ -275,6 +303,87 @@ def _why_not_admitted(remote: RemoteView) -> str | None:
     return None
 
 
+# Reasons of the manager TrainJob's Failed condition when the dispatcher gives up on it.
+REASON_NO_CLUSTER_FITS = "NoClusterFits"
+REASON_NOT_ADMITTED_IN_TIME = "NotAdmittedInTime"
+
+
+def _give_up(obs: DispatchObserved, elapsed: float) -> tuple[str, str] | None:
+    """(reason, message) when this Workload is to be given up on: no nominated worker's quota
+    could ever hold it (known for every one of them), or none admitted it within
+    `give_up_after` seconds of the manager's quota reservation."""
+    remotes = [r for r in obs.remotes if r.selected]
+    if (
+        obs.give_up_never_fits
+        and remotes
+        and all(r.fit is not None and not r.fit.ever for r in remotes)
+    ):
+        whys = "; ".join(f"{r.name}: {r.fit.why if r.fit else ''}" for r in remotes)
+        return REASON_NO_CLUSTER_FITS, f"no worker cluster can ever admit it ({whys})"
+    if obs.give_up_after and elapsed >= obs.give_up_after:
+        notes = [
+            f"{r.name}: {note}"
+            for r in remotes
+            if (note := (r.fit.why if r.fit and not r.fit.now else None) or _why_not_admitted(r))
+        ]
+        unreachable = [f"{r.name}: unreachable" for r in remotes if not r.connected]
+        whys = "; ".join(notes + unreachable) or "each had a copy waiting for quota"
+        return (
+            REASON_NOT_ADMITTED_IN_TIME,
+            f"no worker cluster admitted it within {obs.give_up_after:.0f}s of the manager's "
+            f"quota reservation ({', '.join(r.name for r in remotes) or 'none'} considered; "
+            f"{whys})",
+        )
+    return None
+
+
+def _failed_status(
+    trainjob: Dict | None, reason: str, message: str, now: dt.datetime
+) -> Dict | None:
+    """The manager TrainJob's status with a final Failed condition (None when it says so)."""
+    if trainjob is None:
+        return None
+    conditions = list((trainjob.get("status") or {}).get("conditions") or [])
+    failed = cond.find(conditions, c.COND_FAILED)
+    if failed and failed.get("status") == "True" and failed.get("reason") == reason:
+        return None
+    generation = (trainjob.get("metadata") or {}).get("generation")
+    conditions = cond.set_condition(
+        conditions, c.COND_FAILED, True, reason, message, now, generation
+    )
+    return {"conditions": conditions}
+
+
+CLUSTERS_SELECTED = "ClustersSelected"  # condition: the TrainJob's choice leaves no cluster
+REASON_NO_CLUSTER_SELECTED = "NoClusterSelected"
+
+
+def _selection_status(obs: DispatchObserved) -> Dict | None:
+    """The manager TrainJob's ClustersSelected=False condition while its own choice of
+    clusters leaves none active (selection.py), gone once one is; None when unchanged."""
+    if obs.trainjob is None:
+        return None
+    conditions = list((obs.trainjob.get("status") or {}).get("conditions") or [])
+    found = cond.find(conditions, CLUSTERS_SELECTED)
+    if obs.selection_problem is None:
+        if found is None:
+            return None
+        return {"conditions": cond.remove_condition(conditions, CLUSTERS_SELECTED)}
+    if found is not None and found.get("message") == obs.selection_problem:
+        return None
+    generation = (obs.trainjob.get("metadata") or {}).get("generation")
+    conditions = cond.set_condition(
+        conditions,
+        CLUSTERS_SELECTED,
+        False,
+        REASON_NO_CLUSTER_SELECTED,
+        obs.selection_problem,
+        obs.now,
+        generation,
+    )
+    return {"conditions": conditions}
+
+
 def reconcile_dispatch(obs: DispatchObserved, strategy: Strategy | None = None) -> DispatchPlan:
     plan = _decide(obs, strategy)
     if check_state(obs.workload, obs.check) is None:
@@ -375,7 +484,7 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
     nominated = (wl.get("status") or {}).get("nominatedClusterNames") or []
 
     def eligible(remote: RemoteView) -> bool:
-        return strategy.nominates or remote.name in nominated
+        return remote.selected and (strategy.nominates or remote.name in nominated)
 
     admitted = sorted(
         (t, _tie_break(wl["metadata"]["name"], r.name), r.name)
@@ -415,22 +524,48 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
             _delete(plan, remote)
         elif eligible(remote):
             reachable.append(remote)
-    # 6. Copies to the clusters the strategy picks (reachable ones only).
+    # 6. Given up on: no worker could ever hold it, or none admitted it in time. The check
+    #    turns Rejected (Kueue deactivates the Workload, which frees its quota and removes the
+    #    copies: step 2), and the TrainJob fails, saying why and which clusters were considered.
     elapsed = wlmod.reserved_for(wl, obs.now) or 0.0
+    verdict = _give_up(obs, elapsed)
+    if verdict is not None:
+        reason, message = verdict
+        if state.get("state") != "Rejected":
+            plan.check_state = ("Rejected", message)
+            plan.events.append(Event("Warning", reason, message))
+        plan.trainjob_status = _failed_status(obs.trainjob, reason, message, obs.now)
+        return plan
+    # 7. Copies to the clusters the strategy picks (reachable ones only).
     targets, plan.requeue_after = strategy.targets(reachable, elapsed)
+    plan.withheld = [
+        r.name for r in reachable if r not in targets and r.fit is not None and not r.fit.now
+    ]
     for remote in targets:
         if remote.workload is None:
             plan.remote.append(RemoteAction(remote.name, "create", remote_workload(wl, obs.origin)))
     if strategy.nominates:
-        now_nominated = {r.name for r in targets} | {r.name for r in obs.remotes if r.workload}
+        now_nominated = {r.name for r in targets} | {
+            r.name for r in obs.remotes if r.workload and r.selected
+        }
         if sorted(now_nominated) != sorted(nominated):
             plan.nominated = sorted(now_nominated)
-    if not strategy.nominates and not nominated:
+    plan.trainjob_status = _selection_status(obs)
+    if obs.selection_problem and plan.trainjob_status is not None:
+        plan.events.append(Event("Warning", REASON_NO_CLUSTER_SELECTED, obs.selection_problem))
+    if obs.selection_problem:
+        names = f"no cluster ({obs.selection_problem})"
+    elif not strategy.nominates and not nominated:
         names = "no cluster yet (an external dispatcher nominates them)"
     else:
         names = ", ".join(r.name for r in targets) or "no reachable cluster"
     message = f"dispatched to {names}; waiting for a cluster to admit it"
     notes = [note for r in targets if (note := _why_not_admitted(r))]
+    notes += [
+        f"not sent to {r.name}: {r.fit.why}"
+        for r in reachable
+        if r.name in plan.withheld and r.fit is not None
+    ]
     if notes:
         message += f" ({'; '.join(notes)})"
     if state.get("state") != "Pending" or state.get("message") != message:

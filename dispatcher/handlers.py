@@ -73,6 +73,8 @@ def on_cluster_event(type: str, body: kopf.Body, name: str, memo: Memo, **kwargs
         return
     memo.registry.reconcile_cluster(dict(body))
     admissionchecks.update_checks(memo, memo.caches_of(kwargs))
+    if memo.registry.labels_changed(name, dict(body.get("metadata", {}).get("labels") or {})):
+        memo.resync_now.set()  # TrainJobs choosing clusters by label take another look
 
 
 def on_secret_change(memo: Memo, name: str) -> None:
@@ -144,6 +146,16 @@ def on_remote_change(memo: Memo, namespace: str, name: str) -> None:
         memo.queue.add((namespace, name), urgent=True)
     else:
         _enqueue_owner(memo, caches.workload(namespace, name))
+
+
+def on_remote_room(memo: Memo, cluster: str) -> None:
+    """A worker's ClusterQueue may have more room: TrainJobs that sent it no copy for want of
+    room take another look (reconcile.py keeps `memo.withheld`)."""
+    if not memo.synced.is_set():
+        return
+    for key, clusters in list(memo.withheld.items()):
+        if cluster in clusters:
+            memo.queue.add(key)
 
 
 def on_remote_state(memo: Memo, cluster: str) -> None:

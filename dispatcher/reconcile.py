@@ -17,6 +17,7 @@ from typing import Any
 from dispatcher import admissionchecks, execute, gc
 from dispatcher.dispatch import (
     AllAtOnce,
+    CapacityAware,
     DispatchObserved,
     External,
     Incremental,
@@ -32,9 +33,11 @@ from dispatcher.intake import (
     undispatched_message,
 )
 from dispatcher.memo import Memo
+from dispatcher.selection import SelectionError, selection_of
 from dispatcher.settings import DispatcherSettings
 from trainjob import constants as c
 from trainjob import operator, queueing
+from trainjob import workload as wlmod
 from trainjob.caches import Caches
 from trainjob.conditions import trainjob_finished
 from trainjob.kube import ApiException, Cluster
@@ -58,6 +61,7 @@ def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
     cached = caches.trainjob(*key)
     if cached is None or not is_multikueue(cached):
         memo.memory.forget(("TrainJob", *key))
+        memo.withheld.pop(key, None)
         if cached is not None and not memo.settings.manager_runs_trainjobs:
             _not_dispatched(memo, cached)
         return None
@@ -151,22 +155,32 @@ def _dispatch(memo: Memo, caches: Caches, trainjob: Dict, wl_name: str) -> float
     if check is None or check not in checks:
         return None
     tj_name = trainjob["metadata"]["name"]
+    # Room on the workers matters only while the Workload waits for one (dispatch step 6).
+    placing = (
+        wlmod.has_quota(wl)
+        and not wlmod.is_evicted(wl)
+        and not wlmod.is_finished(wl)
+        and not status.get("clusterName")
+    )
+    clusters = admissionchecks.config_clusters(checks[check], caches) or []
+    chosen, selection_problem = _chosen(trainjob, clusters, memo, caches)
     remotes = []
-    for cname in admissionchecks.config_clusters(checks[check], caches) or []:
+    for cname in clusters:
         remote = memo.registry.get(cname)
         if remote is None:
-            remotes.append(RemoteView(cname, False, _lost_for(caches, cname), None, None))
-            continue
-        remotes.append(
-            RemoteView(
+            view = RemoteView(cname, False, _lost_for(caches, cname), None, None)
+        else:
+            view = RemoteView(
                 cname,
                 remote.connected,
                 remote.disconnected_for(),
                 remote.get("Workload", namespace, wl_name),
                 remote.get("TrainJob", namespace, tj_name),
                 memo.registry.namespace_problem(cname, namespace),
+                remote.fit(wl) if placing and cname in chosen else None,
             )
-        )
+        view.selected = cname in chosen
+        remotes.append(view)
     observed = DispatchObserved(
         workload=wl,
         trainjob=trainjob,
@@ -178,12 +192,50 @@ def _dispatch(memo: Memo, caches: Caches, trainjob: Dict, wl_name: str) -> float
         retention=memo.settings.retention_seconds,
         status_coalesce=memo.settings.status_coalesce_seconds,
         status_written_ago=memo.memory.written_ago(("TrainJob", namespace, tj_name)),
+        give_up_never_fits=memo.settings.give_up_never_fits,
+        give_up_after=memo.settings.give_up_after_seconds,
+        selection_problem=selection_problem,
     )
     plan = reconcile_dispatch(observed, strategy(memo.settings))
     retry = execute.execute_dispatch(
         memo.manager, memo.registry, memo.memory, wl, trainjob, check, plan
     )
+    key = (namespace, tj_name)
+    if plan.withheld:  # another look once one of these has more room (handlers.on_remote_room)
+        memo.withheld[key] = frozenset(plan.withheld)
+    else:
+        memo.withheld.pop(key, None)
     return REMOTE_RETRY_SECONDS if retry else plan.requeue_after
+
+
+def _chosen(
+    trainjob: Dict, clusters: list[str], memo: Memo, caches: Caches
+) -> tuple[set[str], str | None]:
+    """The clusters of the queue's MultiKueueConfig the TrainJob's own choice allows
+    (selection.py), and why none of them is active when that is so."""
+    try:
+        choice = selection_of(trainjob["metadata"].get("annotations"))
+    except SelectionError as exc:
+        return set(), str(exc)
+    if choice is None:
+        return set(clusters), None
+    labels = {
+        name: ((caches.first("cluster_index", name) or {}).get("metadata") or {}).get("labels")
+        or {}
+        for name in clusters
+    }
+    chosen = {name for name in clusters if choice.allows(name, labels[name])}
+    if not chosen:
+        return chosen, (
+            f"{choice.text} matches none of the clusters of its queue's MultiKueueConfig "
+            f"({', '.join(clusters) or 'none'})"
+        )
+    if not any((r := memo.registry.get(name)) is not None and r.connected for name in chosen):
+        return (
+            chosen,
+            f"{choice.text}: none of the chosen clusters ({', '.join(sorted(chosen))}) is active",
+        )
+    return chosen, None
 
 
 def _lost_for(caches: Caches, cluster: str) -> float:
@@ -198,11 +250,12 @@ def _lost_for(caches: Caches, cluster: str) -> float:
 
 
 def strategy(settings: DispatcherSettings) -> Strategy:
-    if settings.strategy == "Incremental":
-        return Incremental(settings.incremental_batch, settings.incremental_round_seconds)
     if settings.strategy == "External":
-        return External()
-    return AllAtOnce()
+        return External()  # the external dispatcher chooses; room is its business
+    inner: Strategy = AllAtOnce()
+    if settings.strategy == "Incremental":
+        inner = Incremental(settings.incremental_batch, settings.incremental_round_seconds)
+    return CapacityAware(inner) if settings.capacity_aware else inner
 
 
 # ---- deletion: our finalizer -----------------------------------------------------------------

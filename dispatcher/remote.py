@@ -5,6 +5,12 @@ TrainJobs carrying our origin label). A failing watch marks the cluster disconne
 again with exponential backoff; it never blocks other clusters. Every change calls
 `on_change(namespace, name)` and every change of the connection state `on_state(cluster)`;
 both must return quickly.
+
+Two more informers keep the worker's LocalQueues and ClusterQueues, for capacity-aware
+placement (dispatcher/capacity.py). They are optional: an identity that may not read them (the
+worker role of Kueue's own MultiKueue grants neither) leaves the capacity unknown and the
+cluster connected. `on_room(cluster)` is called when a ClusterQueue there may have more room
+(its reservation went down, or its spec changed).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from dispatcher.capacity import Fit, Table, cohort_of, fit, reserved
 from trainjob import constants as c
 from trainjob.informer import Informer
 from trainjob.kube import Cluster
@@ -24,6 +31,8 @@ log = logging.getLogger("dispatcher.remote")
 
 # What we keep of each worker (our copies only, by origin label), by kind name.
 KINDS = {k.kind: k for k in (c.WORKLOAD, c.TRAINJOB)}
+# What we read of each worker's queues (all of them), for capacity-aware placement.
+QUEUE_KINDS = {k.kind: k for k in (c.LOCAL_QUEUE, c.CLUSTER_QUEUE)}
 
 
 class RemoteCluster:
@@ -37,6 +46,7 @@ class RemoteCluster:
         on_state: Callable[[str], None] = lambda name: None,
         down_since: float | None = None,
         may_write: Callable[[], bool] | None = None,
+        on_room: Callable[[str], None] = lambda name: None,
     ) -> None:
         """`down_since` (epoch seconds): since when the worker has been unreachable, as
         recorded before this process started (the MultiKueueCluster's Active=False transition);
@@ -68,15 +78,34 @@ class RemoteCluster:
             )
             for kind, k in KINDS.items()
         }
+        self._on_room = on_room
+        # Per ClusterQueue: its reservation and generation when last seen.
+        self._last_seen: dict[str, tuple[Table, object]] = {}
+        self._queues_ok = {k: False for k in QUEUE_KINDS}
+        on_queue = {
+            c.LOCAL_QUEUE.kind: self._local_queue_changed,
+            c.CLUSTER_QUEUE.kind: self._cluster_queue_changed,
+        }
+        self._queues = {
+            kind: Informer(
+                self.cluster.api,
+                k,
+                on_queue[kind],
+                on_state=functools.partial(self._set_queues_ok, kind),
+                name=f"{name}-{kind}",
+                list_timeout=10,
+            )
+            for kind, k in QUEUE_KINDS.items()
+        }
 
     # ---- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        for informer in self._informers.values():
+        for informer in [*self._informers.values(), *self._queues.values()]:
             informer.start()
 
     def stop(self) -> None:
-        for informer in self._informers.values():
+        for informer in [*self._informers.values(), *self._queues.values()]:
             informer.stop()
 
     @property
@@ -121,3 +150,43 @@ class RemoteCluster:
 
     def items(self, kind: str) -> list[Dict]:
         return self._informers[kind].items()
+
+    # ---- capacity --------------------------------------------------------------------------
+
+    def _set_queues_ok(self, kind: str, ok: bool, error: str = "") -> None:
+        self._queues_ok[kind] = ok
+
+    def _local_queue_changed(self, type_: str, obj: Dict) -> None:
+        if type_ == "ADDED":  # a copy waiting for a missing LocalQueue may go now
+            self._on_room(self.name)
+
+    def _cluster_queue_changed(self, type_: str, obj: Dict) -> None:
+        """Room may have grown when a ClusterQueue's reservation went down for some flavour
+        and resource, or its spec (quota, cohort) changed, or it appeared."""
+        name = obj["metadata"]["name"]
+        before = self._last_seen.pop(name, None)
+        if type_ == "DELETED":
+            return
+        now = (reserved(obj), obj["metadata"].get("generation"))
+        self._last_seen[name] = now
+        if (
+            before is None
+            or before[1] != now[1]
+            or any(qty < before[0].get(key, qty) for key, qty in now[0].items())
+            or any(key not in now[0] for key in before[0])
+        ):
+            self._on_room(self.name)
+
+    def fit(self, workload: Dict) -> Fit | None:
+        """Whether a manager Workload's PodSets fit the ClusterQueue its copy would be queued
+        in here (capacity.fit); None while that is unknown (queues not readable or not listed
+        yet, or the cluster unreachable: its cache may be stale)."""
+        if not (self.connected and all(self._queues_ok.values())):
+            return None
+        meta, spec = workload["metadata"], workload.get("spec") or {}
+        queue = str(spec.get("queueName", ""))
+        lq = self._queues[c.LOCAL_QUEUE.kind].get((meta["namespace"], queue))
+        cq_name = ((lq or {}).get("spec") or {}).get("clusterQueue")
+        cqs = self._queues[c.CLUSTER_QUEUE.kind]
+        cq = cqs.get(cq_name) if cq_name else None
+        return fit(workload, cq, cohort_of(cq, cqs.items()) if cq else [], queue)

@@ -56,6 +56,26 @@ class DispatcherSettings(ControllerSettings):
         description="which workers get a copy of a Workload, and when (External: the ones "
         "another controller nominates in the manager Workload's status.nominatedClusterNames)",
     )
+    capacity_aware: bool = Field(
+        default=True,
+        description="send copies only to workers whose ClusterQueue (for the copy's "
+        "LocalQueue) has room for the PodSets now (free quota, borrowing limits, flavours), "
+        "read from watches of their queues; when none has, to all the strategy picks. "
+        "Not with External",
+    )
+    give_up_never_fits: bool = Field(
+        default=True,
+        description="a TrainJob whose PodSets no worker's ClusterQueue could ever hold "
+        "(nominal quota plus borrowing limit, for every worker of its MultiKueueConfig, each "
+        "reachable with its queues readable) fails at once (reason NoClusterFits): its check "
+        "turns Rejected, so Kueue deactivates the Workload and frees the manager's quota",
+    )
+    give_up_after_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        description="a TrainJob that no worker admitted within this many seconds of the "
+        "manager's quota reservation fails (reason NotAdmittedInTime), as above (0: never)",
+    )
     incremental_batch: int = Field(
         default=3, ge=1, description="Incremental: clusters added to the dispatch each round"
     )

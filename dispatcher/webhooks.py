@@ -1,6 +1,7 @@
 """The dispatcher's admission webhooks for TrainJobs on the manager: on CREATE, route a
 TrainJob queued to a MultiKueue ClusterQueue to us (managedBy, suspended, our finalizer), stamp
-its runtimePatches' times, and refuse one whose queue does not exist, naming it."""
+its runtimePatches' times, and refuse one whose queue does not exist, or whose choice of
+clusters (selection.py) cannot be read, naming it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import kopf
 
 from dispatcher.admissionchecks import cq_has_our_check
 from dispatcher.memo import Memo
+from dispatcher.selection import SelectionError, selection_of
 from trainjob import admission
 from trainjob import constants as c
 from trainjob.caches import Caches
@@ -37,6 +39,10 @@ def on_mutate(
 
 
 def on_validate(body: kopf.Body, namespace: str, memo: Memo, **kwargs: Any) -> None:
+    try:
+        selection_of(body.get("metadata", {}).get("annotations"))
+    except SelectionError as exc:
+        raise kopf.AdmissionError(str(exc), code=422) from None
     queue = admission.queue_of(dict(body))
     if queue is None:
         return

@@ -81,7 +81,11 @@ class MultiKueue:
         cpu: str | None = "1",
         managed_by: str | None = None,
         queue: str = "q",
+        cluster: str | None = None,
+        metadata: Dict | None = None,
     ) -> Dict:
+        """A TrainJob on the manager (or on `cluster`: a worker's own, run there by Kueue and
+        the worker controller without MultiKueue)."""
         annotations = {"bed.trainjob.dev/run-duration": run}
         if exit_code is not None:
             annotations["bed.trainjob.dev/exit-code"] = str(exit_code)
@@ -121,7 +125,9 @@ class MultiKueue:
             body["spec"]["trainer"]["resourcesPerNode"] = {"requests": {"cpu": cpu}}
         if managed_by is not None:
             body["spec"]["managedBy"] = managed_by
-        result: Dict = self.custom().create_namespaced_custom_object(
+        for key, value in (metadata or {}).items():
+            body["metadata"].setdefault(key, {}).update(value)
+        result: Dict = self.custom(cluster).create_namespaced_custom_object(
             *TRAINER, self.ns, "trainjobs", body
         )
         return result
@@ -293,13 +299,16 @@ def test_worker_without_quota_sends_the_trainjob_to_the_other(bed: Bed) -> None:
     assert (mk.get("elsewhere") or {})["status"]["clusterName"] == workers[1]
 
 
-def test_no_quota_anywhere_waits_and_runs_once_freed(bed: Bed) -> None:
-    mk = MultiKueue(bed, worker_cpu="0")
+def test_no_room_anywhere_waits_with_copies_everywhere_and_runs_once_freed(bed: Bed) -> None:
+    mk = MultiKueue(bed, worker_cpu="1")
+    for worker in mk.workers:  # each worker busy with a TrainJob of its own
+        mk.submit("local", cluster=worker, run="600s")
+        wait_for(lambda w=worker: mk.pods(w, "local"), 60, what=f"the local job on {worker}")
     mk.submit("patient")
-    mk.wait_copies_everywhere()
+    mk.wait_copies_everywhere()  # room nowhere: every worker gets a copy, as with AllAtOnce
     assert mk.condition("patient", "Complete") is None and mk.running_on("patient") == []
     last = mk.workers[-1]
-    mk.set_quota(last, "8")
+    mk.custom(last).delete_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", "local")
     mk.wait("patient", "Complete")
     assert (mk.get("patient") or {})["status"]["clusterName"] == last
 

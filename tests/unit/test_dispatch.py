@@ -10,7 +10,9 @@ import pytest
 import yaml
 
 from dispatcher.admissionchecks import check_active, down_since, parameters_problem
+from dispatcher.capacity import Fit
 from dispatcher.dispatch import (
+    CapacityAware,
     DispatchObserved,
     External,
     Incremental,
@@ -754,3 +756,165 @@ def test_evicted_on_the_manager_removes_every_copy_and_says_so_once_per_worker()
     # Waiting for quota, never dispatched: copies (of an earlier round) go without a word.
     plan = decide(manager_workload(), [remote("w2")])
     assert [(a.cluster, a.event) for a in plan.remote] == [("w2", None)]
+
+
+# ---- capacity-aware placement ----------------------------------------------------------------
+
+
+def view(name: str, room: bool | None) -> RemoteView:
+    found = None if room is None else Fit(room, True, "" if room else "no room now: cpu")
+    return RemoteView(name, True, 0.0, None, None, fit=found)
+
+
+def test_only_clusters_with_room_or_unknown_room_are_targets() -> None:
+    remotes = [view("w1", False), view("w2", True), view("w3", None)]
+    targets, _ = CapacityAware().targets(remotes, 0.0)
+    assert [r.name for r in targets] == ["w2", "w3"]
+
+
+def test_with_room_nowhere_the_inner_strategy_picks_among_all() -> None:
+    remotes = [view("w1", False), view("w2", False)]
+    assert [r.name for r in CapacityAware().targets(remotes, 0.0)[0]] == ["w1", "w2"]
+    inner = Incremental(batch=1, round_seconds=60)
+    targets, again = CapacityAware(inner).targets(remotes, 0.0)
+    assert ([r.name for r in targets], again) == (["w1"], 60.0)
+
+
+def test_a_full_worker_gets_no_copy_is_named_in_the_message_and_is_withheld() -> None:
+    plan = decide(
+        manager_workload("QuotaReserved"),
+        [view("w1", False), view("w2", True)],
+        strategy=CapacityAware(),
+    )
+    assert [(a.cluster, a.verb) for a in plan.remote] == [("w2", "create")]
+    assert plan.nominated == ["w2"]
+    assert plan.withheld == ["w1"]
+    assert plan.check_state == (
+        "Pending",
+        "dispatched to w2; waiting for a cluster to admit it (not sent to w1: no room now: cpu)",
+    )
+
+
+# ---- giving up -------------------------------------------------------------------------------
+
+
+def never(name: str) -> RemoteView:
+    why = (
+        f"never: PodSet node does not fit ClusterQueue cq-{name} (flavour default: cpu 16 "
+        "wanted, 8 available)"
+    )
+    return RemoteView(name, True, 0.0, None, None, fit=Fit(False, False, why))
+
+
+def test_no_worker_could_ever_hold_it_rejects_the_check_and_fails_the_trainjob() -> None:
+    plan = decide(manager_workload("QuotaReserved"), [never("w1"), never("w2")])
+    message = (
+        "no worker cluster can ever admit it (w1: never: PodSet node does not fit ClusterQueue "
+        "cq-w1 (flavour default: cpu 16 wanted, 8 available); w2: never: PodSet node does not "
+        "fit ClusterQueue cq-w2 (flavour default: cpu 16 wanted, 8 available))"
+    )
+    assert plan.check_state == ("Rejected", message)
+    assert plan.remote == [], "no copy is sent anywhere"
+    failed = plan.trainjob_status["conditions"][-1]
+    assert (failed["type"], failed["status"], failed["reason"], failed["message"]) == (
+        "Failed",
+        "True",
+        "NoClusterFits",
+        message,
+    )
+    assert [(e.type, e.reason) for e in plan.events] == [("Warning", "NoClusterFits")]
+
+
+def test_once_failed_and_rejected_giving_up_again_writes_nothing() -> None:
+    first = decide(manager_workload("QuotaReserved"), [never("w1")])
+    tj = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
+    tj["status"] = first.trainjob_status
+    wl = manager_workload("QuotaReserved", check="Rejected")
+    again = decide(wl, [never("w1")], trainjob=tj)
+    assert (again.check_state, again.trainjob_status, again.events) == (None, None, [])
+
+
+def test_one_worker_that_could_hold_it_or_is_not_known_keeps_it_waiting() -> None:
+    maybe = RemoteView("w2", True, 0.0, None, None, fit=Fit(False, True, "no room now: cpu"))
+    unknown = RemoteView("w2", False, 5.0, None, None)  # unreachable: its room is not known
+    for other in (maybe, unknown):
+        plan = decide(manager_workload("QuotaReserved"), [never("w1"), other])
+        assert plan.check_state is not None and plan.check_state[0] == "Pending"
+        assert plan.trainjob_status is None
+
+
+def test_the_rule_can_be_turned_off() -> None:
+    wl, tj = manager_workload("QuotaReserved"), make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
+    obs = DispatchObserved(wl, tj, "mk", [never("w1")], "multikueue", 60, NOW)
+    obs.give_up_never_fits = False
+    assert reconcile_dispatch(obs).check_state[0] == "Pending"
+
+
+def test_not_admitted_within_the_time_fails_it_naming_the_clusters() -> None:
+    # Quota reserved at 11:00 (manager_workload), now is 12:00: an hour.
+    wl, tj = manager_workload("QuotaReserved"), make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
+    full = RemoteView("w1", True, 0.0, None, None, fit=Fit(False, True, "no room now: cpu"))
+    down = RemoteView("w2", False, 30.0, None, None)
+    obs = DispatchObserved(wl, tj, "mk", [full, down], "multikueue", 60, NOW)
+    obs.give_up_after = 3600
+    plan = reconcile_dispatch(obs)
+    assert plan.check_state == (
+        "Rejected",
+        "no worker cluster admitted it within 3600s of the manager's quota reservation (w1, w2 "
+        "considered; w1: no room now: cpu; w2: unreachable)",
+    )
+    assert plan.trainjob_status["conditions"][-1]["reason"] == "NotAdmittedInTime"
+    obs.give_up_after = 3601
+    assert reconcile_dispatch(obs).check_state[0] == "Pending"
+
+
+# ---- a TrainJob's own choice of clusters -----------------------------------------------------
+
+
+def test_clusters_the_trainjob_did_not_choose_get_no_copy_and_lose_theirs() -> None:
+    chosen = remote("w1", workload=False)
+    other = remote("w2")  # a copy from before the choice changed
+    other.selected = False
+    plan = decide(manager_workload("QuotaReserved"), [chosen, other])
+    assert sorted((a.cluster, a.verb) for a in plan.remote) == [
+        ("w1", "create"),
+        ("w2", "delete"),
+    ]
+    assert plan.nominated == ["w1"]
+
+
+def test_an_admission_on_a_cluster_not_chosen_never_wins() -> None:
+    other = remote("w2", admitted_at="2026-11-22T11:00:05Z")
+    other.selected = False
+    plan = decide(manager_workload("QuotaReserved", nominated=["w2"]), [remote("w1"), other])
+    assert plan.cluster_name is None
+
+
+def test_no_chosen_cluster_active_is_a_condition_an_event_and_the_check_message() -> None:
+    wl, tj = manager_workload("QuotaReserved"), make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
+    unchosen = remote("w1", workload=False)
+    unchosen.selected = False
+    problem = "trainjob.dev/cluster-selector='pool=x' matches none of the clusters (w1)"
+    obs = DispatchObserved(wl, tj, "mk", [unchosen], "multikueue", 60, NOW)
+    obs.selection_problem = problem
+    plan = reconcile_dispatch(obs)
+    assert plan.remote == []
+    assert plan.check_state == (
+        "Pending",
+        f"dispatched to no cluster ({problem}); waiting for a cluster to admit it",
+    )
+    condition = plan.trainjob_status["conditions"][-1]
+    assert (condition["type"], condition["status"], condition["reason"]) == (
+        "ClustersSelected",
+        "False",
+        "NoClusterSelected",
+    )
+    assert [(e.type, e.reason, e.message) for e in plan.events] == [
+        ("Warning", "NoClusterSelected", problem)
+    ]
+    # Once a chosen cluster is there, the condition goes.
+    tj["status"] = plan.trainjob_status
+    chosen = remote("w1", workload=False)
+    plan = reconcile_dispatch(DispatchObserved(wl, tj, "mk", [chosen], "multikueue", 60, NOW))
+    assert plan.trainjob_status == {"conditions": []}
+    assert [a.verb for a in plan.remote] == ["create"]

@@ -1,0 +1,222 @@
+"""Whether a Workload's PodSets fit a worker's ClusterQueue, now and ever (pure).
+
+The dispatcher reads each worker's ClusterQueues and LocalQueues from watches it keeps anyway
+and, before sending a copy, asks the question Kueue's scheduler there will ask: is there a
+flavour, in each resource group, with room for every PodSet? Two answers:
+
+- `now`: in the quota left free (status.flavorsReservation), plus what the ClusterQueue may
+  borrow from the other ClusterQueues of its cohort on that worker;
+- `ever`: in an empty ClusterQueue at its largest (nominal quota plus what it may borrow).
+
+Flavours are tried in order per PodSet and resource group, as Kueue's flavour assigner does.
+Left out on purpose, so the answer can be too generous but never stricter than the nominal
+quota: ResourceFlavors' node labels and taints (the pods' nodeSelector and tolerations), other
+borrowers of the same cohort, and hierarchical cohorts (Cohort objects). Preemption is not
+counted as room either. A resource the ClusterQueue does not cover means no room now, never
+"never": the worker's Kueue may be configured to ignore it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from kubernetes.utils import parse_quantity  # a pure helper of the client: no API access
+
+from trainjob import conditions as cond
+
+Dict = dict[str, Any]
+Amounts = dict[str, Decimal]
+INF = Decimal("Infinity")
+
+
+@dataclass(frozen=True)
+class Fit:
+    now: bool  # fits the room left free now
+    ever: bool  # fits the ClusterQueue at its largest (empty, borrowing all it may)
+    why: str = ""  # when it does not fit now: what is short, in a phrase
+
+
+def _add(into: Amounts, other: Amounts, times: int = 1) -> None:
+    for name, qty in other.items():
+        into[name] = into.get(name, Decimal(0)) + qty * times
+
+
+def _requests(containers: list[Dict]) -> list[Amounts]:
+    return [
+        {k: parse_quantity(v) for k, v in (c.get("resources") or {}).get("requests", {}).items()}
+        for c in containers
+    ]
+
+
+def pod_requests(pod_spec: Dict) -> Amounts:
+    """What one pod asks for, counted as Kueue counts it: the sum over its containers, at least
+    the largest init container, plus the pod overhead."""
+    total: Amounts = {}
+    for amounts in _requests(pod_spec.get("containers") or []):
+        _add(total, amounts)
+    for amounts in _requests(pod_spec.get("initContainers") or []):
+        for name, qty in amounts.items():
+            total[name] = max(total.get(name, Decimal(0)), qty)
+    _add(total, {k: parse_quantity(v) for k, v in (pod_spec.get("overhead") or {}).items()})
+    return total
+
+
+def podset_requests(workload: Dict) -> list[tuple[str, Amounts]]:
+    """(PodSet name, what all its pods ask for together) for each PodSet of a Workload."""
+    out = []
+    for ps in (workload.get("spec") or {}).get("podSets") or []:
+        count = int(ps.get("count", 1))
+        per_pod = pod_requests(((ps.get("template") or {}).get("spec")) or {})
+        per_pod["pods"] = Decimal(1)  # counted only where a ClusterQueue covers "pods"
+        total: Amounts = {}
+        _add(total, per_pod, count)
+        out.append((str(ps.get("name", "")), {k: v for k, v in total.items() if v}))
+    return out
+
+
+# (flavour, resource) -> amount
+Table = dict[tuple[str, str], Decimal]
+
+
+def _quotas(cq: Dict) -> tuple[list[tuple[list[str], list[str]]], Table, Table, Table]:
+    """A ClusterQueue's resource groups as (covered resources, flavours in order), and per
+    (flavour, resource) its nominal quota, borrowing limit and lending limit (absent: none)."""
+    groups, nominal, borrow, lend = [], {}, {}, {}
+    for group in (cq.get("spec") or {}).get("resourceGroups") or []:
+        flavors = []
+        for flavor in group.get("flavors") or []:
+            flavors.append(str(flavor["name"]))
+            for res in flavor.get("resources") or []:
+                key = (str(flavor["name"]), str(res["name"]))
+                nominal[key] = parse_quantity(res.get("nominalQuota", 0))
+                if res.get("borrowingLimit") is not None:
+                    borrow[key] = parse_quantity(res["borrowingLimit"])
+                if res.get("lendingLimit") is not None:
+                    lend[key] = parse_quantity(res["lendingLimit"])
+        groups.append(([str(r) for r in group.get("coveredResources") or []], flavors))
+    return groups, nominal, borrow, lend
+
+
+def reserved(cq: Dict) -> Table:
+    """Per (flavour, resource): what a ClusterQueue has reserved (status.flavorsReservation)."""
+    out: Table = {}
+    for flavor in (cq.get("status") or {}).get("flavorsReservation") or []:
+        for res in flavor.get("resources") or []:
+            out[(str(flavor["name"]), str(res["name"]))] = parse_quantity(res.get("total", 0))
+    return out
+
+
+def _lendable(cq: Dict, *, free_only: bool) -> Table:
+    """What a ClusterQueue can lend its cohort: its lending limit (or all of its nominal
+    quota), less what it uses itself when `free_only`."""
+    _, nominal, _, lend = _quotas(cq)
+    used = reserved(cq) if free_only else {}
+    return {
+        key: max(Decimal(0), min(lend.get(key, qty), qty - used.get(key, Decimal(0))))
+        for key, qty in nominal.items()
+    }
+
+
+def _is_active(cq: Dict) -> bool:
+    found = cond.find(list((cq.get("status") or {}).get("conditions") or []), "Active")
+    return found is None or found.get("status") == "True"
+
+
+def _room(cq: Dict, cohort: list[Dict], *, now: bool) -> Table:
+    """Per (flavour, resource): how much more the ClusterQueue can admit (now: given what is
+    reserved; otherwise: empty), borrowing from `cohort` (the other ClusterQueues of its
+    cohort) up to its borrowing limit."""
+    _, nominal, borrow, _ = _quotas(cq)
+    used = reserved(cq) if now else {}
+    pool: Table = {}
+    if (cq.get("spec") or {}).get("cohortName"):
+        for other in cohort:
+            for key, qty in _lendable(other, free_only=now).items():
+                pool[key] = pool.get(key, Decimal(0)) + qty
+    room: Table = {}
+    for key, qty in nominal.items():
+        in_use = used.get(key, Decimal(0))
+        borrowed = max(Decimal(0), in_use - qty)  # already borrowed; counts against the limit
+        may_borrow = min(borrow.get(key, INF), pool.get(key, Decimal(0)) + borrowed)
+        room[key] = qty + may_borrow - in_use
+    return room
+
+
+def _assign(podsets: list[tuple[str, Amounts]], cq: Dict, room: Table, *, amounts: bool) -> str:
+    """Place each PodSet as Kueue's flavour assigner would (per resource group, the first
+    flavour with room for all of the group's resources), taking the room as it goes. Returns
+    what does not fit ('' when all do), with the amounts when `amounts` (the room now changes
+    at every admission there, and a message that changes with it would be a write each time)."""
+    groups, _, _, _ = _quotas(cq)
+    room = dict(room)
+    name = cq["metadata"]["name"]
+    for podset, needs in podsets:
+        for resources, flavors in groups:
+            wanted = {r: q for r, q in needs.items() if r in resources}
+            if not wanted:
+                continue
+            shortest = ""
+            for flavor in flavors:
+                short = [
+                    f"{r} {_show(q)} wanted, {_show(room.get((flavor, r), Decimal(0)))} available"
+                    if amounts
+                    else r
+                    for r, q in sorted(wanted.items())
+                    if q > room.get((flavor, r), Decimal(0))
+                ]
+                if not short:
+                    for r, q in wanted.items():
+                        room[(flavor, r)] = room.get((flavor, r), Decimal(0)) - q
+                    break
+                shortest = shortest or f"flavour {flavor}: {', '.join(short)}"
+            else:
+                return f"PodSet {podset} does not fit ClusterQueue {name} ({shortest})"
+    return ""
+
+
+def _show(qty: Decimal) -> str:
+    if qty == INF:
+        return "unlimited"
+    if qty == qty.to_integral_value():
+        return str(int(qty))
+    milli = qty * 1000
+    return f"{math.ceil(milli)}m" if milli < 1000 else f"{qty.normalize()}"
+
+
+def fit(workload: Dict, cq: Dict | None, cohort: list[Dict], queue: str = "") -> Fit:
+    """Whether `workload`'s PodSets fit `cq` (None: its LocalQueue `queue` or the ClusterQueue
+    it points at is missing there), given the other ClusterQueues of its cohort."""
+    if cq is None:
+        # Structural, but an administrator may add it any moment: never a reason to give up.
+        return Fit(False, True, f"no LocalQueue {queue} with its ClusterQueue")
+    name = cq["metadata"]["name"]
+    podsets = podset_requests(workload)
+    covered = {r for resources, _ in _quotas(cq)[0] for r in resources}
+    missing = sorted({r for _, needs in podsets for r in needs if r not in covered} - {"pods"})
+    if missing:
+        # Kueue leaves such a Workload pending, but a worker's Kueue may be set to ignore the
+        # resource (its resources.excludeResourcePrefixes): no room, and no reason to give up.
+        return Fit(False, True, f"ClusterQueue {name} has no quota for {', '.join(missing)}")
+    never = _assign(podsets, cq, _room(cq, cohort, now=False), amounts=True)
+    if never:
+        return Fit(False, False, f"never: {never}")
+    if not _is_active(cq):
+        return Fit(False, True, f"ClusterQueue {name} is not active")
+    short = _assign(podsets, cq, _room(cq, cohort, now=True), amounts=False)
+    return Fit(not short, True, f"no room now: {short}" if short else "")
+
+
+def cohort_of(cq: Dict, all_cqs: list[Dict]) -> list[Dict]:
+    """The other ClusterQueues of `cq`'s cohort (same spec.cohortName) among `all_cqs`."""
+    cohort = (cq.get("spec") or {}).get("cohortName")
+    if not cohort:
+        return []
+    return [
+        o
+        for o in all_cqs
+        if (o.get("spec") or {}).get("cohortName") == cohort
+        and o["metadata"]["name"] != cq["metadata"]["name"]
+    ]

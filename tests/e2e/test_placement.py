@@ -1,0 +1,174 @@
+"""Where copies go (manager + 2 workers of the bed): capacity-aware placement and giving up on
+a TrainJob that no worker could ever hold."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client, watch
+
+from clusters.bed import Bed
+from tests.e2e.test_multikueue import KUEUE, MultiKueue, events_of
+from tests.helpers import wait_for
+
+pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
+Dict = dict[str, Any]
+
+
+@contextlib.contextmanager
+def workloads_seen(mk: MultiKueue, worker: str) -> Iterator[set[str]]:
+    """Names of every Workload that appears in the test namespace on `worker` during the
+    block (a copy made and deleted moments later included)."""
+    seen: set[str] = set()
+    stop = threading.Event()
+    started = threading.Event()
+
+    def run() -> None:
+        custom = client.CustomObjectsApi(mk.bed.api(worker))
+        listed = custom.list_namespaced_custom_object(*KUEUE, mk.ns, "workloads")
+        seen.update(o["metadata"]["name"] for o in listed["items"])
+        version = listed["metadata"]["resourceVersion"]
+        started.set()
+        while not stop.is_set():
+            stream = watch.Watch().stream(
+                custom.list_namespaced_custom_object,
+                *KUEUE,
+                mk.ns,
+                "workloads",
+                resource_version=version,
+                timeout_seconds=2,
+            )
+            for event in stream:
+                seen.add(event["object"]["metadata"]["name"])
+                version = event["object"]["metadata"]["resourceVersion"]
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert started.wait(10), f"cannot watch Workloads on {worker}"
+    try:
+        yield seen
+    finally:
+        stop.set()
+        thread.join(5)
+
+
+def test_a_full_worker_gets_no_copy_and_the_trainjob_runs_where_there_is_room(bed: Bed) -> None:
+    mk = MultiKueue(bed, worker_cpu="8")
+    full, free = mk.workers[0], mk.workers[1]
+    mk.submit("local", cluster=full, cpu="8", run="600s")  # the first worker's own: all its quota
+    wait_for(lambda: mk.pods(full, "local"), 60, what=f"the local job running on {full}")
+    with workloads_seen(mk, full) as seen:
+        mk.submit("placed")
+        mk.wait("placed", "Complete")
+    local = {w["metadata"]["name"] for w in mk.remote_workloads(full)}
+    assert seen == local, f"copies were sent to the full worker: {sorted(seen - local)}"
+    assert (mk.get("placed") or {})["status"]["clusterName"] == free
+
+
+def test_a_trainjob_no_worker_could_ever_hold_fails_at_once_and_frees_the_quota(
+    bed: Bed,
+) -> None:
+    mk = MultiKueue(bed, worker_cpu="2")
+    with workloads_seen(mk, mk.workers[0]) as seen0, workloads_seen(mk, mk.workers[1]) as seen1:
+        mk.submit("huge", nodes=3, cpu="1")  # 3 cpu; each worker's ClusterQueue has 2
+        failed = mk.wait("huge", "Failed", timeout=30)
+    assert failed["reason"] == "NoClusterFits", failed
+    for worker in mk.workers:
+        assert f"{worker}: never: PodSet node does not fit ClusterQueue" in failed["message"]
+    assert "cpu 3 wanted, 2 available" in failed["message"], failed["message"]
+    assert seen0 == seen1 == set(), "no copy is sent to a worker that could never admit it"
+    assert "NoClusterFits" in events_of(mk, "huge")
+
+    # The check is Rejected, so Kueue deactivates the Workload and frees the manager's quota.
+    def deactivated_and_freed() -> Dict | None:
+        wl = mk.manager_workload("huge") or {}
+        conditions = (wl.get("status") or {}).get("conditions") or []
+        reserved = any(c["type"] == "QuotaReserved" and c["status"] == "True" for c in conditions)
+        return wl if wl and wl["spec"].get("active") is False and not reserved else None
+
+    wait_for(deactivated_and_freed, 30, what="the manager Workload deactivated, quota freed")
+    assert mk.condition("huge", "Failed") is not None, "the TrainJob stays Failed"
+
+
+# ---- a TrainJob's own choice of clusters -----------------------------------------------------
+
+NAMES = "kueue.x-k8s.io/multikueue-cluster-names"
+SELECTOR = "trainjob.dev/cluster-selector"
+
+
+def test_a_trainjob_runs_only_on_the_cluster_it_names(bed: Bed) -> None:
+    mk = MultiKueue(bed)
+    first, second = mk.workers[0], mk.workers[1]
+    with workloads_seen(mk, first) as seen:
+        mk.submit("pinned", metadata={"annotations": {NAMES: second}})
+        mk.wait("pinned", "Complete")
+    assert seen == set(), "never a copy on a cluster the TrainJob did not name"
+    assert (mk.get("pinned") or {})["status"]["clusterName"] == second
+
+
+@contextlib.contextmanager
+def cluster_label(mk: MultiKueue, cluster: str, key: str, value: str) -> Iterator[None]:
+    """A label on a MultiKueueCluster for the block (the bed's are shared by every test)."""
+    custom = mk.custom()
+    custom.patch_cluster_custom_object(
+        *KUEUE, "multikueueclusters", cluster, {"metadata": {"labels": {key: value}}}
+    )
+    try:
+        yield
+    finally:
+        custom.patch_cluster_custom_object(
+            *KUEUE, "multikueueclusters", cluster, {"metadata": {"labels": {key: None}}}
+        )
+
+
+def test_a_selector_matching_no_cluster_is_a_condition_until_a_cluster_matches(
+    bed: Bed,
+) -> None:
+    mk = MultiKueue(bed)
+    key = f"tests.trainjob.dev/pool-{mk.ns}"
+    mk.submit("choosy", metadata={"annotations": {SELECTOR: f"{key}=gold"}})
+    condition = wait_for(
+        lambda: next(
+            (
+                c
+                for c in ((mk.get("choosy") or {}).get("status") or {}).get("conditions") or []
+                if c["type"] == "ClustersSelected" and c["status"] == "False"
+            ),
+            None,
+        ),
+        30,
+        what="ClustersSelected=False on the TrainJob",
+    )
+    assert condition["reason"] == "NoClusterSelected"
+    assert f"{SELECTOR}='{key}=gold' matches none of the clusters" in condition["message"]
+    assert "NoClusterSelected" in events_of(mk, "choosy")
+    assert all(mk.remote_workloads(w) == [] for w in mk.workers)
+    second = mk.workers[1]
+    with cluster_label(mk, second, key, "gold"):
+        mk.wait("choosy", "Complete")
+    status = (mk.get("choosy") or {})["status"]
+    assert status["clusterName"] == second
+    assert not any(c["type"] == "ClustersSelected" for c in status.get("conditions") or [])
+
+
+@pytest.mark.parametrize(
+    ("annotation", "value", "said"),
+    [
+        (NAMES, "Worker_1", "'Worker_1' is not a MultiKueueCluster name"),
+        (SELECTOR, "tier in (gold", "cannot read 'tier in (gold'"),
+    ],
+)
+def test_an_unreadable_choice_of_clusters_is_refused_naming_the_annotation(
+    bed: Bed, annotation: str, value: str, said: str
+) -> None:
+    mk = MultiKueue(bed)
+    with pytest.raises(client.ApiException) as err:
+        mk.submit("unreadable", metadata={"annotations": {annotation: value}})
+    assert err.value.status == 422
+    message = json.loads(err.value.body)["message"]
+    assert f"metadata.annotations[{annotation}]: " in message and said in message, message

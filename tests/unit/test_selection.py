@@ -1,0 +1,81 @@
+"""A TrainJob's own choice of clusters (dispatcher/selection.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dispatcher.selection import (
+    CLUSTER_NAMES_ANNOTATION,
+    CLUSTER_SELECTOR_ANNOTATION,
+    SelectionError,
+    parse_selector,
+    selection_of,
+)
+
+LABELS = {"region": "eu", "tier": "gold", "gpu": "a100"}
+
+
+@pytest.mark.parametrize(
+    ("selector", "matches"),
+    [
+        ("region=eu", True),
+        ("region==eu", True),
+        ("region=us", False),
+        ("region!=us", True),
+        ("zone!=a", True),  # a missing key is "not equal"
+        ("tier in (gold, silver)", True),
+        ("tier notin (gold,silver)", False),
+        ("gpu", True),
+        ("!gpu", False),
+        ("!spot", True),
+        ("region=eu,tier in (gold),!spot", True),
+        ("region=eu, tier in (silver)", False),
+        ("example.com/pool", False),
+    ],
+)
+def test_kubectl_selector_syntax(selector: str, matches: bool) -> None:
+    assert all(r.matches(LABELS) for r in parse_selector(selector)) is matches
+
+
+@pytest.mark.parametrize(
+    ("selector", "said"),
+    [
+        ("", "empty selector"),
+        ("tier in (gold", "cannot read 'tier in (gold'"),
+        ("!tier in (gold)", "'!' goes with a key alone"),
+        ("Bad Key=x", "cannot read 'Bad Key=x'"),
+        ("-bad=x", "'-bad' is not a label key"),
+        ("k=v v", "cannot read 'k=v v'"),
+        ("k in (-x)", "'-x' is not a label value"),
+    ],
+)
+def test_a_bad_selector_is_refused_naming_the_annotation(selector: str, said: str) -> None:
+    with pytest.raises(SelectionError) as err:
+        selection_of({CLUSTER_SELECTOR_ANNOTATION: selector})
+    assert str(err.value).startswith(f"metadata.annotations[{CLUSTER_SELECTOR_ANNOTATION}]: ")
+    assert said in str(err.value)
+
+
+@pytest.mark.parametrize("names", ["", " , ", "Worker1", "w1,,w2", "w_1"])
+def test_bad_cluster_names_are_refused_naming_the_annotation(names: str) -> None:
+    with pytest.raises(SelectionError, match=rf"annotations\[{CLUSTER_NAMES_ANNOTATION}\]"):
+        selection_of({CLUSTER_NAMES_ANNOTATION: names})
+
+
+def test_names_and_selector_must_both_allow_a_cluster() -> None:
+    choice = selection_of(
+        {CLUSTER_NAMES_ANNOTATION: "w1, w2", CLUSTER_SELECTOR_ANNOTATION: "region=eu"}
+    )
+    assert choice is not None
+    assert choice.allows("w1", {"region": "eu"})
+    assert not choice.allows("w1", {"region": "us"})
+    assert not choice.allows("w3", {"region": "eu"})
+    assert choice.text == (
+        "kueue.x-k8s.io/multikueue-cluster-names='w1, w2', "
+        "trainjob.dev/cluster-selector='region=eu'"
+    )
+
+
+def test_no_annotation_is_no_choice() -> None:
+    assert selection_of({"other": "x"}) is None
+    assert selection_of(None) is None
