@@ -77,6 +77,7 @@ class DispatchPlan:
     events: list[Event] = field(default_factory=list)  # once the writes are done
     requeue_after: float | None = None  # seconds until time alone changes the decision
     withheld: list[str] = field(default_factory=list)  # sent no copy for want of room now
+    deactivate: bool = False  # set spec.active false on the manager Workload (given up on it)
 
     @property
     def writes_workload(self) -> bool:
@@ -525,8 +526,10 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
         elif eligible(remote):
             reachable.append(remote)
     # 6. Given up on: no worker could ever hold it, or none admitted it in time. The check
-    #    turns Rejected (Kueue deactivates the Workload, which frees its quota and removes the
-    #    copies: step 2), and the TrainJob fails, saying why and which clusters were considered.
+    #    turns Rejected and the Workload is deactivated (as Kueue itself does on a Rejected
+    #    check, but at once: the TrainJob's failure finishes the Workload, and Kueue does not
+    #    deactivate a finished one), which frees its quota and removes the copies (step 2);
+    #    the TrainJob fails, saying why and which clusters were considered.
     elapsed = wlmod.reserved_for(wl, obs.now) or 0.0
     verdict = _give_up(obs, elapsed)
     if verdict is not None:
@@ -534,6 +537,7 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
         if state.get("state") != "Rejected":
             plan.check_state = ("Rejected", message)
             plan.events.append(Event("Warning", reason, message))
+        plan.deactivate = (wl.get("spec") or {}).get("active", True) is not False
         plan.trainjob_status = _failed_status(obs.trainjob, reason, message, obs.now)
         return plan
     # 7. Copies to the clusters the strategy picks (reachable ones only).

@@ -56,6 +56,8 @@ def execute_dispatch(
             lambda: manager.patch(c.KUEUE_API, "Workload", name, ns, patch, subresource="status"),
         ):
             return False  # planned from an old version: the watch brings the new one
+    if plan.deactivate:
+        manager.patch(c.KUEUE_API, "Workload", name, ns, {"spec": {"active": False}})
     # Each worker's writes in order (its TrainJob before its Workload), the workers at once:
     # a slow worker does not hold up the others, and no worker gets its copy first every time.
     by_cluster: dict[str, list[RemoteAction]] = {}

@@ -814,6 +814,7 @@ def test_no_worker_could_ever_hold_it_rejects_the_check_and_fails_the_trainjob()
         "fit ClusterQueue cq-w2 (flavour default: cpu 16 wanted, 8 available))"
     )
     assert plan.check_state == ("Rejected", message)
+    assert plan.deactivate
     assert plan.remote == [], "no copy is sent anywhere"
     failed = plan.trainjob_status["conditions"][-1]
     assert (failed["type"], failed["status"], failed["reason"], failed["message"]) == (
@@ -830,8 +831,10 @@ def test_once_failed_and_rejected_giving_up_again_writes_nothing() -> None:
     tj = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
     tj["status"] = first.trainjob_status
     wl = manager_workload("QuotaReserved", check="Rejected")
+    wl["spec"]["active"] = False
     again = decide(wl, [never("w1")], trainjob=tj)
     assert (again.check_state, again.trainjob_status, again.events) == (None, None, [])
+    assert not again.deactivate
 
 
 def test_one_worker_that_could_hold_it_or_is_not_known_keeps_it_waiting() -> None:
