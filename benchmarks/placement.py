@@ -21,9 +21,12 @@ import sys
 import time
 import uuid
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.multikueue import (
     INSTALLED_RESYNC,

@@ -57,14 +57,24 @@ def test_each_identity_can_do_what_its_code_needs_and_no_more(
     # The worker controller creates MPI key Secrets but never reads Secrets back.
     as_worker_ctrl = client.CoreV1Api(_as(Path(worker_ctrl.env["KUBECONFIG"])))
     assert _status(lambda: as_worker_ctrl.list_namespaced_secret("default")) == 403
-    # The identity the manager holds for a worker: TrainJobs and Workloads, no Secrets.
+    # The identity the manager holds for a worker: TrainJobs and Workloads; it reads queues
+    # (capacity-aware placement) and pods, their logs and Events (`kubectl trainjob`), and
+    # neither reads Secrets nor makes pods.
     worker = bed.config.workers[0].name
     secret = client.CoreV1Api(bed.api(manager)).read_namespaced_secret(
         f"{worker}-secret", bed.config.kueue_namespace
     )
     remote = _as(yaml.safe_load(base64.b64decode(secret.data["kubeconfig"])))
     assert _status(lambda: client.CoreV1Api(remote).list_secret_for_all_namespaces()) == 403
-    assert _status(lambda: client.CoreV1Api(remote).list_pod_for_all_namespaces()) == 403
+    assert _status(lambda: client.CoreV1Api(remote).list_pod_for_all_namespaces()) == 200
+    assert _status(lambda: client.CoreV1Api(remote).create_namespaced_pod("default", pod)) == 403
+    queues = client.CustomObjectsApi(remote)
+    assert (
+        _status(
+            lambda: queues.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues")
+        )
+        == 200
+    )
     trainjobs = client.CustomObjectsApi(remote)
     assert (
         _status(

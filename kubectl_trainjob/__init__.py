@@ -1,0 +1,1 @@
+"""`kubectl trainjob`: one view of TrainJobs across a MultiKueue manager and its workers."""

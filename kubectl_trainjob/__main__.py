@@ -1,0 +1,320 @@
+"""`kubectl trainjob`: TrainJobs across a MultiKueue manager and its workers, in one view.
+
+    kubectl trainjob list [-A]
+    kubectl trainjob describe NAME
+    kubectl trainjob logs NAME [-f] [--node N] [--replicated-job node] [-c CONTAINER]
+
+Installed as the console script `kubectl-trainjob`, which kubectl finds on PATH. It talks to
+the manager with your kubeconfig (`--kubeconfig`, `--context`, `-n`), and to the worker that
+runs a TrainJob with, in this order: `--worker-context WORKER=CONTEXT`, a context of your
+kubeconfig named after the worker's MultiKueueCluster, or the kubeconfig Secret that
+MultiKueueCluster names (in Kueue's namespace, `--kueue-namespace`), if you may read it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime as dt
+import sys
+from typing import Any
+
+import yaml
+from kubernetes import client, config
+
+from kubectl_trainjob.view import WorkerView, describe, list_table, state_of
+from trainjob import constants as c
+
+Dict = dict[str, Any]
+TIMEOUT = 10  # seconds for each request; an unreachable worker is said, not waited for
+
+
+class PluginError(Exception):
+    """Said to the user as `error: ...`, exit code 1."""
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, client.ApiException):
+        body = exc.body
+        try:
+            message = yaml.safe_load(body).get("message") if body else None
+        except Exception:  # not the API's JSON: the raw reason will do
+            message = None
+        return f"{exc.status} {message or exc.reason}"
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+class Clusters:
+    """The manager's client, and each worker's once asked for."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        try:
+            self.manager = config.new_client_from_config(
+                config_file=args.kubeconfig, context=args.context
+            )
+            contexts, active = config.list_kube_config_contexts(config_file=args.kubeconfig)
+        except Exception as exc:
+            raise PluginError(f"cannot load your kubeconfig: {exc}") from None
+        self.contexts = {ctx["name"] for ctx in contexts}
+        current = next((x for x in contexts if x["name"] == args.context), active)
+        self.namespace = args.namespace or (current.get("context") or {}).get(
+            "namespace", "default"
+        )
+        self.worker_contexts = dict(
+            item.split("=", 1) for item in args.worker_context if "=" in item
+        )
+
+    def custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.manager)
+
+    def worker(self, name: str) -> client.ApiClient:
+        """A client for worker `name`, or PluginError saying each way tried and why not."""
+        tried = []
+        ctx = self.worker_contexts.get(name) or (name if name in self.contexts else None)
+        if ctx:
+            try:
+                return config.new_client_from_config(config_file=self.args.kubeconfig, context=ctx)
+            except Exception as exc:
+                tried.append(f"context {ctx!r}: {exc}")
+        else:
+            tried.append(f"no context named {name!r} in your kubeconfig (or --worker-context)")
+        try:
+            mkc = self.custom().get_cluster_custom_object(
+                c.KUEUE_GROUP,
+                c.KUEUE_VERSION,
+                "multikueueclusters",
+                name,
+                _request_timeout=TIMEOUT,
+            )
+            ref = ((mkc.get("spec") or {}).get("clusterSource") or {}).get("kubeConfig") or {}
+            if ref.get("locationType", "Secret") != "Secret":
+                raise PluginError(
+                    f"its kubeconfig is a file on the manager ({ref.get('location')})"
+                )
+            where = f"Secret {self.args.kueue_namespace}/{ref.get('location')}"
+            secret = client.CoreV1Api(self.manager).read_namespaced_secret(
+                str(ref.get("location")), self.args.kueue_namespace, _request_timeout=TIMEOUT
+            )
+            raw = (secret.data or {}).get("kubeconfig")
+            if not raw:
+                raise PluginError(f"{where} has no key 'kubeconfig'")
+            return config.new_client_from_config_dict(yaml.safe_load(base64.b64decode(raw)))
+        except PluginError as exc:
+            tried.append(f"MultiKueueCluster {name}: {exc}")
+        except Exception as exc:
+            tried.append(f"MultiKueueCluster {name} and its Secret: {_reason(exc)}")
+        raise PluginError(f"cannot reach worker {name}: " + "; ".join(tried))
+
+
+def _trainjob(clusters: Clusters, name: str) -> Dict:
+    try:
+        found: Dict = clusters.custom().get_namespaced_custom_object(
+            c.TRAINER_GROUP,
+            c.TRAINER_VERSION,
+            clusters.namespace,
+            c.TRAINJOB_PLURAL,
+            name,
+            _request_timeout=TIMEOUT,
+        )
+        return found
+    except client.ApiException as exc:
+        if exc.status == 404:
+            raise PluginError(
+                f'TrainJob "{name}" not found in namespace "{clusters.namespace}"'
+            ) from None
+        raise PluginError(f"cannot read TrainJob {name}: {_reason(exc)}") from None
+
+
+def _workload(clusters: Clusters, tj: Dict) -> Dict | None:
+    items = clusters.custom().list_namespaced_custom_object(
+        c.KUEUE_GROUP, c.KUEUE_VERSION, clusters.namespace, "workloads", _request_timeout=TIMEOUT
+    )["items"]
+    uid = tj["metadata"].get("uid")
+    return next(
+        (
+            wl
+            for wl in items
+            if any(o.get("uid") == uid for o in wl["metadata"].get("ownerReferences") or [])
+        ),
+        None,
+    )
+
+
+def _events(api: client.ApiClient, namespace: str, names: set[str]) -> list[Dict]:
+    items = client.CoreV1Api(api).list_namespaced_event(namespace, _request_timeout=TIMEOUT).items
+    return [
+        api.sanitize_for_serialization(e)
+        for e in items
+        if e.involved_object.name in names
+        and (e.involved_object.kind != "Pod" or e.type == "Warning" or len(names) == 1)
+    ]
+
+
+def _pods(api: client.ApiClient, namespace: str, tj: str, selector: str = "") -> list[Dict]:
+    labels = f"{c.JOBSET_NAME_LABEL}={tj}" + (f",{selector}" if selector else "")
+    items = (
+        client.CoreV1Api(api)
+        .list_namespaced_pod(namespace, label_selector=labels, _request_timeout=TIMEOUT)
+        .items
+    )
+    return [api.sanitize_for_serialization(p) for p in items]
+
+
+def _where_it_runs(clusters: Clusters, tj: Dict) -> tuple[str, client.ApiClient]:
+    """(worker name, client) of the cluster whose pods run the TrainJob: its worker, or the
+    manager itself for a TrainJob MultiKueue does not dispatch."""
+    worker = (tj.get("status") or {}).get("clusterName")
+    if worker:
+        return str(worker), clusters.worker(str(worker))
+    if (tj.get("spec") or {}).get("managedBy") == c.MANAGED_BY_MULTIKUEUE:
+        raise PluginError(
+            f"TrainJob {tj['metadata']['name']} runs on no worker yet ({state_of(tj)}); "
+            "`kubectl trainjob describe` says why"
+        )
+    return "this cluster", clusters.manager
+
+
+def cmd_list(clusters: Clusters, args: argparse.Namespace) -> str:
+    group, version, plural = c.TRAINER_GROUP, c.TRAINER_VERSION, c.TRAINJOB_PLURAL
+    custom = clusters.custom()
+    if args.all_namespaces:
+        items = custom.list_cluster_custom_object(group, version, plural, _request_timeout=TIMEOUT)[
+            "items"
+        ]
+    else:
+        items = custom.list_namespaced_custom_object(
+            group, version, clusters.namespace, plural, _request_timeout=TIMEOUT
+        )["items"]
+    if not items:
+        where = "any namespace" if args.all_namespaces else f"namespace {clusters.namespace}"
+        return f"No TrainJobs found in {where}."
+    return list_table(items, dt.datetime.now(dt.UTC), args.all_namespaces)
+
+
+def cmd_describe(clusters: Clusters, args: argparse.Namespace) -> str:
+    tj = _trainjob(clusters, args.name)
+    ns, name = clusters.namespace, args.name
+    workload = _workload(clusters, tj)
+    names = {name, *([workload["metadata"]["name"]] if workload else [])}
+    events = _events(clusters.manager, ns, names)
+    worker_name = (tj.get("status") or {}).get("clusterName")
+    view = None
+    if worker_name:
+        try:
+            api = clusters.worker(str(worker_name))
+            remote = client.CustomObjectsApi(api).get_namespaced_custom_object(
+                c.TRAINER_GROUP,
+                c.TRAINER_VERSION,
+                ns,
+                c.TRAINJOB_PLURAL,
+                name,
+                _request_timeout=TIMEOUT,
+            )
+            pods = _pods(api, ns, name)
+            wevents = _events(api, ns, {name, *(p["metadata"]["name"] for p in pods)})
+            view = WorkerView(str(worker_name), remote, pods, wevents)
+        except PluginError as exc:
+            view = WorkerView(str(worker_name), error=str(exc))
+        except client.ApiException as exc:
+            if exc.status == 404:
+                view = WorkerView(str(worker_name))
+            else:
+                view = WorkerView(str(worker_name), error=f"unreadable: {_reason(exc)}")
+        except Exception as exc:  # connection refused, timeout: the worker is unreachable
+            view = WorkerView(str(worker_name), error=f"unreachable: {_reason(exc)}")
+    return describe(tj, workload, events, view, dt.datetime.now(dt.UTC))
+
+
+def cmd_logs(clusters: Clusters, args: argparse.Namespace) -> str:
+    tj = _trainjob(clusters, args.name)
+    where, api = _where_it_runs(clusters, tj)
+    selector = (
+        f"{c.REPLICATED_JOB_NAME_LABEL}={args.replicated_job},{c.JOB_COMPLETION_INDEX}={args.node}"
+    )
+    try:
+        pods = _pods(api, clusters.namespace, args.name, selector)
+    except Exception as exc:
+        raise PluginError(f"cannot list pods on {where}: {_reason(exc)}") from None
+    if not pods:
+        raise PluginError(
+            f"no pod of TrainJob {args.name} with {selector} on {where} "
+            f"({state_of(tj)}; pods are removed once a finished job is cleaned up)"
+        )
+    pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "")
+    containers = [x["name"] for x in (pod.get("spec") or {}).get("containers") or []]
+    container = args.container or (c.NODE_CONTAINER if c.NODE_CONTAINER in containers else None)
+    pod_name = pod["metadata"]["name"]
+    try:
+        response = client.CoreV1Api(api).read_namespaced_pod_log(
+            pod_name,
+            clusters.namespace,
+            container=container or containers[0],
+            follow=args.follow,
+            _preload_content=False,
+            _request_timeout=None if args.follow else TIMEOUT,
+        )
+        for chunk in response.stream(4096):
+            sys.stdout.write(chunk.decode(errors="replace"))
+            sys.stdout.flush()
+    except Exception as exc:
+        raise PluginError(
+            f"cannot read the logs of pod {pod_name} on {where}: {_reason(exc)}"
+        ) from None
+    return ""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="kubectl trainjob",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--kubeconfig", help="the manager's kubeconfig (default: $KUBECONFIG, ~/.kube/config)"
+    )
+    p.add_argument("--context", help="the manager's context in it (default: the current one)")
+    p.add_argument("-n", "--namespace", help="default: the context's namespace")
+    p.add_argument(
+        "--worker-context",
+        action="append",
+        default=[],
+        metavar="WORKER=CONTEXT",
+        help="the context of your kubeconfig that reaches a worker (repeatable)",
+    )
+    p.add_argument(
+        "--kueue-namespace",
+        default="kueue-system",
+        help="where MultiKueueClusters' kubeconfig Secrets live (Kueue's namespace)",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    ls = sub.add_parser("list", help="TrainJobs on the manager, with their worker and state")
+    ls.add_argument("-A", "--all-namespaces", action="store_true")
+    ls.set_defaults(run=cmd_list)
+    desc = sub.add_parser("describe", help="a TrainJob on the manager and on its worker")
+    desc.add_argument("name")
+    desc.set_defaults(run=cmd_describe)
+    logs = sub.add_parser("logs", help="a TrainJob's pod logs, from the worker that runs it")
+    logs.add_argument("name")
+    logs.add_argument("-f", "--follow", action="store_true")
+    logs.add_argument("--node", type=int, default=0, help="the node's index (default 0)")
+    logs.add_argument("--replicated-job", default=c.NODE_REPLICATED_JOB)
+    logs.add_argument("-c", "--container", help=f"default: {c.NODE_CONTAINER}, else the first")
+    logs.set_defaults(run=cmd_logs)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        out = args.run(Clusters(args), args)
+    except PluginError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if out:
+        print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""What `kubectl trainjob` prints, from the objects it read (pure): a TrainJob's state in a
+word, the `list` table and the `describe` text."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any
+
+from trainjob import conditions as cond
+from trainjob import constants as c
+
+Dict = dict[str, Any]
+
+
+def state_of(tj: Dict) -> str:
+    """Complete, Failed (reason), Running, Queued (suspended, waiting for quota or a worker) or
+    Created, as a user would say it."""
+    status = tj.get("status") or {}
+    conditions = list(status.get("conditions") or [])
+    if cond.is_true(conditions, c.COND_COMPLETE):
+        return "Complete"
+    failed = cond.find(conditions, c.COND_FAILED)
+    if failed and failed.get("status") == "True":
+        return f"Failed ({failed.get('reason', '')})"
+    if (tj.get("spec") or {}).get("suspend"):
+        return "Queued"
+    if status.get("clusterName") or status.get("jobsStatus"):
+        return "Running"
+    return "Created"
+
+
+def age(timestamp: str | None, now: dt.datetime) -> str:
+    """kubectl's short age: 45s, 12m, 3h, 2d."""
+    if not timestamp:
+        return "-"
+    seconds = max(0, int((now - cond.parse_time(timestamp)).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def table(rows: Iterable[Iterable[str]], header: list[str]) -> str:
+    """Columns padded to their widest cell, as kubectl prints them."""
+    lines = [header, *[list(r) for r in rows]]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join(
+        "   ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    )
+
+
+def list_table(trainjobs: list[Dict], now: dt.datetime, all_namespaces: bool) -> str:
+    header = ["NAME", "STATE", "WORKER", "QUEUE", "AGE"]
+    if all_namespaces:
+        header.insert(0, "NAMESPACE")
+    rows = []
+    for tj in sorted(
+        trainjobs, key=lambda t: (t["metadata"].get("namespace", ""), t["metadata"]["name"])
+    ):
+        meta = tj["metadata"]
+        row = [
+            meta["name"],
+            state_of(tj),
+            (tj.get("status") or {}).get("clusterName") or "-",
+            (meta.get("labels") or {}).get(c.KUEUE_QUEUE_NAME_LABEL, "-"),
+            age(meta.get("creationTimestamp"), now),
+        ]
+        if all_namespaces:
+            row.insert(0, meta.get("namespace", ""))
+        rows.append(row)
+    return table(rows, header)
+
+
+def _conditions(obj: Dict | None, now: dt.datetime) -> list[list[str]]:
+    return [
+        [
+            x.get("type", ""),
+            x.get("status", ""),
+            x.get("reason", ""),
+            age(x.get("lastTransitionTime"), now),
+            x.get("message", ""),
+        ]
+        for x in ((obj or {}).get("status") or {}).get("conditions") or []
+    ]
+
+
+def _indent(text: str, by: str = "  ") -> str:
+    return "\n".join(by + line if line else line for line in text.splitlines())
+
+
+def _section(title: str, rows: list[list[str]], header: list[str]) -> str:
+    if not rows:
+        return f"{title}: none"
+    return f"{title}:\n{_indent(table(rows, header))}"
+
+
+def _events(events: list[Dict], now: dt.datetime) -> list[list[str]]:
+    def when(e: Dict) -> str:
+        return str(e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp") or "")
+
+    return [
+        [
+            e.get("type", ""),
+            e.get("reason", ""),
+            age(when(e) or None, now),
+            (e.get("involvedObject") or {}).get("name", ""),
+            e.get("message", ""),
+        ]
+        for e in sorted(events, key=when)[-15:]
+    ]
+
+
+def describe(
+    tj: Dict,
+    workload: Dict | None,
+    events: list[Dict],
+    worker: WorkerView | None,
+    now: dt.datetime,
+) -> str:
+    """The manager TrainJob with its Workload and Events, then what its worker shows."""
+    meta, spec, status = tj["metadata"], tj.get("spec") or {}, tj.get("status") or {}
+    lines = [
+        f"Name:        {meta['name']}",
+        f"Namespace:   {meta.get('namespace', '')}",
+        f"State:       {state_of(tj)}",
+        f"Worker:      {status.get('clusterName') or '-'}",
+        f"Queue:       {(meta.get('labels') or {}).get(c.KUEUE_QUEUE_NAME_LABEL, '-')}",
+        f"Runtime:     {(spec.get('runtimeRef') or {}).get('name', '-')}",
+        f"Managed by:  {spec.get('managedBy') or c.MANAGED_BY_BUILTIN}",
+        _section(
+            "Conditions", _conditions(tj, now), ["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"]
+        ),
+    ]
+    if workload is not None:
+        wstatus = workload.get("status") or {}
+        checks = [
+            [x.get("name", ""), x.get("state", ""), x.get("message", "")]
+            for x in wstatus.get("admissionChecks") or []
+        ]
+        lines += [
+            f"Workload:    {workload['metadata']['name']} (ClusterQueue "
+            f"{(wstatus.get('admission') or {}).get('clusterQueue', '-')}, active "
+            f"{(workload.get('spec') or {}).get('active', True)})",
+            _indent(_section("Admission checks", checks, ["NAME", "STATE", "MESSAGE"])),
+            _indent(
+                _section(
+                    "Conditions",
+                    _conditions(workload, now),
+                    ["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"],
+                )
+            ),
+        ]
+    else:
+        lines.append("Workload:    none")
+    lines.append(
+        _section("Events", _events(events, now), ["TYPE", "REASON", "AGE", "OBJECT", "MESSAGE"])
+    )
+    if worker is not None:
+        lines.append(worker.render(now))
+    return "\n".join(lines)
+
+
+class WorkerView:
+    """What the worker running a TrainJob shows: its copy, the pods, their Events; or why it
+    could not be read."""
+
+    def __init__(
+        self,
+        name: str,
+        trainjob: Dict | None = None,
+        pods: list[Dict] | None = None,
+        events: list[Dict] | None = None,
+        error: str | None = None,
+    ) -> None:
+        self.name, self.trainjob, self.error = name, trainjob, error
+        self.pods, self.events = pods or [], events or []
+
+    def render(self, now: dt.datetime) -> str:
+        if self.error:
+            return f"On worker {self.name}: {self.error}"
+        if self.trainjob is None:
+            return (
+                f"On worker {self.name}: no TrainJob (not created yet, or removed after it ended)"
+            )
+        pods = [
+            [
+                p["metadata"]["name"],
+                (p.get("status") or {}).get("phase", ""),
+                (p.get("spec") or {}).get("nodeName") or "-",
+                age(p["metadata"].get("creationTimestamp"), now),
+            ]
+            for p in sorted(self.pods, key=lambda p: p["metadata"]["name"])
+        ]
+        jobs = [
+            [
+                j.get("name", ""),
+                *(str(j.get(k, 0)) for k in ("active", "ready", "succeeded", "failed")),
+            ]
+            for j in (self.trainjob.get("status") or {}).get("jobsStatus") or []
+        ]
+        parts = [
+            f"On worker {self.name}:",
+            _indent(
+                _section(
+                    "Conditions",
+                    _conditions(self.trainjob, now),
+                    ["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"],
+                )
+            ),
+            _indent(_section("Jobs", jobs, ["NAME", "ACTIVE", "READY", "SUCCEEDED", "FAILED"])),
+            _indent(_section("Pods", pods, ["NAME", "PHASE", "NODE", "AGE"])),
+            _indent(
+                _section(
+                    "Events",
+                    _events(self.events, now),
+                    ["TYPE", "REASON", "AGE", "OBJECT", "MESSAGE"],
+                )
+            ),
+        ]
+        return "\n".join(parts)

@@ -1,0 +1,129 @@
+"""`kubectl trainjob` (kubectl_trainjob/) against the bed: list, describe and logs of a TrainJob
+running on a worker, reached through the manager's kubeconfig Secret or the user's own context,
+and what it says when the worker cannot be reached."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from clusters.bed import Bed
+from clusters.builds import binary
+from kubectl_trainjob.__main__ import main
+from tests.e2e.test_multikueue import MultiKueue
+
+pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
+
+
+def plugin(
+    capsys: pytest.CaptureFixture[str], kubeconfig: Path, *argv: str
+) -> tuple[int, str, str]:
+    code = main(["--kubeconfig", str(kubeconfig), *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_list_describe_and_logs_of_a_trainjob_running_on_a_worker(
+    bed: Bed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mk = MultiKueue(bed)
+    mk.submit("viewed", nodes=2, run="120s")
+    worker = mk.started_on("viewed")
+    kubeconfig = bed.kubeconfig(mk.manager)  # the admin's: workers through their Secrets
+
+    code, out, _ = plugin(capsys, kubeconfig, "-n", mk.ns, "list")
+    assert code == 0
+    header, row = out.splitlines()[:2]
+    assert header.split() == ["NAME", "STATE", "WORKER", "QUEUE", "AGE"]
+    assert row.split()[:4] == ["viewed", "Running", worker, "q"]
+
+    code, out, _ = plugin(capsys, kubeconfig, "list", "-A")
+    assert code == 0 and any(
+        line.split()[:3] == [mk.ns, "viewed", "Running"] for line in out.splitlines()
+    )
+
+    code, out, _ = plugin(capsys, kubeconfig, "-n", mk.ns, "describe", "viewed")
+    assert code == 0, out
+    assert f"Worker:      {worker}" in out
+    assert f'multikueue   Ready   The workload was admitted on "{worker}"' in out
+    assert "Dispatched" in out  # the manager's Events
+    on_worker = out.split(f"On worker {worker}:", 1)[1]
+    for pod in mk.pods(worker, "viewed"):
+        assert f"{pod.metadata.name}   Running" in on_worker
+    assert "node   2" in on_worker  # jobsStatus: node, 2 active
+
+    # kwok's pods run no containers: the API has no log for them, and the plugin says which
+    # pod on which worker, in the API's words.
+    code, out, err = plugin(capsys, kubeconfig, "-n", mk.ns, "logs", "viewed", "--node", "1")
+    pod = next(
+        p.metadata.name
+        for p in mk.pods(worker, "viewed")
+        if p.metadata.labels.get("batch.kubernetes.io/job-completion-index") == "1"
+    )
+    assert code == 1
+    assert err.startswith(f"error: cannot read the logs of pod {pod} on {worker}: "), err
+
+    code, _, err = plugin(capsys, kubeconfig, "-n", mk.ns, "logs", "viewed", "--node", "7")
+    assert code == 1 and "no pod of TrainJob viewed" in err and "job-completion-index=7" in err
+
+    code, _, err = plugin(capsys, kubeconfig, "-n", mk.ns, "describe", "nothing")
+    assert (code, err) == (1, f'error: TrainJob "nothing" not found in namespace "{mk.ns}"\n')
+
+
+def with_worker_contexts(bed: Bed, tmp_path: Path, servers: dict[str, str]) -> Path:
+    """The admin's manager kubeconfig plus one context per worker, named after it, pointing at
+    `servers[worker]` (or the worker's own API server)."""
+    merged: dict[str, Any] = yaml.safe_load(bed.kubeconfig(bed.config.managers[0].name).read_text())
+    for w in bed.config.workers:
+        own = yaml.safe_load(bed.kubeconfig(w.name).read_text())
+        cluster = dict(own["clusters"][0]["cluster"])
+        cluster["server"] = servers.get(w.name, cluster["server"])
+        merged["clusters"].append({"name": w.name, "cluster": cluster})
+        merged["users"].append({"name": f"{w.name}-user", "user": own["users"][0]["user"]})
+        merged["contexts"].append(
+            {"name": w.name, "context": {"cluster": w.name, "user": f"{w.name}-user"}}
+        )
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(merged))
+    return path
+
+
+def test_a_context_named_after_the_worker_is_used_and_an_unreachable_worker_is_said(
+    bed: Bed, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    mk = MultiKueue(bed)
+    mk.submit("reached", run="120s")
+    worker = mk.started_on("reached")
+    good = with_worker_contexts(bed, tmp_path, {})
+    code, out, _ = plugin(capsys, good, "-n", mk.ns, "describe", "reached")
+    assert code == 0 and f"On worker {worker}:" in out and "Running" in out.split("Pods:")[1]
+
+    (tmp_path / "bad").mkdir()
+    closed = with_worker_contexts(bed, tmp_path / "bad", {worker: "https://127.0.0.1:9"})
+    code, out, _ = plugin(capsys, closed, "-n", mk.ns, "describe", "reached")
+    assert code == 0, "the manager's side is still shown"
+    assert f"On worker {worker}: unreachable: " in out
+    code, _, err = plugin(capsys, closed, "-n", mk.ns, "logs", "reached")
+    assert code == 1 and err.startswith(f"error: cannot list pods on {worker}: "), err
+
+
+def test_kubectl_finds_the_plugin_on_path(bed: Bed) -> None:
+    """Installed as the console script `kubectl-trainjob` beside the interpreter."""
+    script = Path(sys.executable).parent / "kubectl-trainjob"
+    kubectl = binary("kubectl")  # the bed's own, built from k8s.io/kubernetes
+    assert script.exists(), "pip install -e . puts kubectl-trainjob in the venv"
+    env = {"PATH": f"{script.parent}:/usr/bin:/bin"}
+    done = subprocess.run(
+        [str(kubectl), "--kubeconfig", str(bed.kubeconfig("manager")), "trainjob", "list", "-A"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].split()[:2] == ["NAMESPACE", "NAME"]

@@ -1,0 +1,70 @@
+"""What `kubectl trainjob` prints (kubectl_trainjob/view.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from kubectl_trainjob.view import WorkerView, age, describe, list_table, state_of
+
+NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
+Dict = dict[str, Any]
+
+
+def tj(conditions: list[tuple[str, str, str]] = (), **fields: Any) -> Dict:  # type: ignore[assignment]
+    spec = {"runtimeRef": {"name": "torch-distributed"}, **fields.pop("spec", {})}
+    return {
+        "metadata": {
+            "name": fields.pop("name", "a"),
+            "namespace": "ns",
+            "creationTimestamp": "2026-11-23T11:57:00Z",
+            "labels": {"kueue.x-k8s.io/queue-name": "q"},
+        },
+        "spec": spec,
+        "status": {
+            "conditions": [{"type": t, "status": s, "reason": r} for t, s, r in conditions],
+            **fields,
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("job", "state"),
+    [
+        (tj([("Complete", "True", "Completed")]), "Complete"),
+        (tj([("Failed", "True", "NoClusterFits")]), "Failed (NoClusterFits)"),
+        (tj(spec={"suspend": True}), "Queued"),
+        (tj(clusterName="worker1"), "Running"),
+        (tj(), "Created"),
+    ],
+)
+def test_state_in_a_word(job: Dict, state: str) -> None:
+    assert state_of(job) == state
+
+
+def test_age_as_kubectl_says_it() -> None:
+    assert [age(t, NOW) for t in ("2026-11-23T11:59:15Z", "2026-11-23T11:30:00Z", None)] == [
+        "45s",
+        "30m",
+        "-",
+    ]
+    assert age("2026-11-20T12:00:00Z", NOW) == "3d"
+
+
+def test_the_list_table() -> None:
+    jobs = [tj(name="b", clusterName="worker2"), tj(name="a", spec={"suspend": True})]
+    assert list_table(jobs, NOW, all_namespaces=True).splitlines() == [
+        "NAMESPACE   NAME   STATE     WORKER    QUEUE   AGE",
+        "ns          a      Queued    -         q       3m",
+        "ns          b      Running   worker2   q       3m",
+    ]
+
+
+def test_describe_names_the_worker_and_says_when_it_cannot_be_reached() -> None:
+    job = tj(clusterName="worker1")
+    text = describe(job, None, [], WorkerView("worker1", error="unreachable: refused"), NOW)
+    assert "Worker:      worker1" in text
+    assert "Workload:    none" in text
+    assert text.endswith("On worker worker1: unreachable: refused")
