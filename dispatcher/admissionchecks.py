@@ -147,27 +147,36 @@ def set_active_condition(
 ) -> None:
     """Write the `Active` condition of a Kueue object only when it changed (and only as the
     leader: a standby's view is the leader's to write)."""
+    set_conditions(manager, obj, [("Active", active, reason, message)])
+
+
+def set_conditions(manager: Cluster, obj: Dict, updates: list[tuple[str, bool, str, str]]) -> None:
+    """Write conditions (type, status, reason, message) of a Kueue object in one write, only
+    when one changed (and only as the leader)."""
     if not manager.writable():
         return
-    conditions = list((obj.get("status") or {}).get("conditions") or [])
-    old = cond.find(conditions, "Active")
-    want = "True" if active else "False"
-    if (
-        old
-        and old.get("status") == want
-        and old.get("reason") == reason
-        and old.get("message") == message
-    ):
+    before = list((obj.get("status") or {}).get("conditions") or [])
+    conditions = before
+    for ctype, status, reason, message in updates:
+        old = cond.find(conditions, ctype)
+        if (
+            old
+            and old.get("status") == ("True" if status else "False")
+            and old.get("reason") == reason
+            and old.get("message") == message
+        ):
+            continue
+        conditions = cond.set_condition(
+            conditions,
+            ctype,
+            status,
+            reason,
+            message,
+            dt.datetime.now(dt.UTC),
+            obj["metadata"].get("generation"),
+        )
+    if conditions == before:
         return
-    conditions = cond.set_condition(
-        conditions,
-        "Active",
-        active,
-        reason,
-        message,
-        dt.datetime.now(dt.UTC),
-        obj["metadata"].get("generation"),
-    )
     try:
         manager.patch(
             c.KUEUE_API,

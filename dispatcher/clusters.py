@@ -13,7 +13,7 @@ from typing import Any
 
 from kubernetes import client, watch
 
-from dispatcher.admissionchecks import down_since, set_active_condition
+from dispatcher.admissionchecks import down_since, set_conditions
 from dispatcher.kubeconfigs import (
     check_kubeconfig,
     check_kubeconfig_file,
@@ -23,6 +23,7 @@ from dispatcher.remote import RemoteCluster
 from dispatcher.settings import DispatcherSettings
 from trainjob import constants as c
 from trainjob import metrics
+from trainjob.caches import Caches
 from trainjob.kube import Cluster
 
 Dict = dict[str, Any]
@@ -149,9 +150,11 @@ class Registry:
         with self._lock:
             return self.remotes.get(name)
 
-    def reconcile_cluster(self, mkc: Dict) -> None:
-        """Connect to a MultiKueueCluster's worker and report its Active condition."""
+    def reconcile_cluster(self, mkc: Dict, runtimes: list[Dict] | None = None) -> None:
+        """Connect to a MultiKueueCluster's worker and report its Active condition, and, given
+        the manager's `runtimes`, its RuntimesInSync condition (the worker's are the same)."""
         name = mkc["metadata"]["name"]
+        extra: list[tuple[str, bool, str, str]] = []
         kubeconfig, problem_reason, message = self._kubeconfig_of(mkc)
         if kubeconfig is not None:
             fingerprint = hashlib.sha256(repr(kubeconfig).encode()).hexdigest()
@@ -162,13 +165,16 @@ class Registry:
                 return  # its first attempt ends with on_state, and a resync reports it then
             if remote.connected:
                 active, reason, message = True, "Active", "Connected"
+                drift = None if runtimes is None else remote.runtime_drift(runtimes)
+                if drift is not None:
+                    extra.append(_runtimes_condition(drift))
             else:
                 active, reason = False, "ClientConnectionFailed"
                 message = f"cannot reach the worker: {remote.last_error}"
         else:
             self._disconnect(name)
             active, reason = False, problem_reason
-        self._set_active(mkc, active, reason, message)
+        self._set_active(mkc, active, reason, message, extra)
 
     def _kubeconfig_of(self, mkc: Dict) -> tuple[Dict | None, str, str]:
         """A MultiKueueCluster's worker kubeconfig, vetted: (kubeconfig, "", "") or (None,
@@ -265,19 +271,48 @@ class Registry:
         self._disconnect(name)
         self._labels.pop(name, None)
 
-    def _set_active(self, obj: Dict, active: bool, reason: str, message: str) -> None:
+    def _set_active(
+        self,
+        obj: Dict,
+        active: bool,
+        reason: str,
+        message: str,
+        extra: list[tuple[str, bool, str, str]] | None = None,
+    ) -> None:
         """Our view of a worker in the metric; in the MultiKueueCluster's Active condition
-        only in Replace mode (in Coexist mode Kueue's own MultiKueue writes it, and a second
-        writer would make it flap)."""
+        (and the `extra` ones) only in Replace mode (in Coexist mode Kueue's own MultiKueue
+        writes its status, and a second writer would make it flap)."""
         name = obj["metadata"]["name"]
         metrics.REMOTE_CLUSTER_ACTIVE.labels(name).set(1 if active else 0)
         if self.settings.mode == "Replace":
-            set_active_condition(self.manager, obj, active, reason, message)
+            set_conditions(self.manager, obj, [("Active", active, reason, message), *(extra or [])])
         elif not active and self._reported.get(name) != message:
             log.warning(
                 "[%s] MultiKueueCluster %s: %s: %s", self.manager.name, name, reason, message
             )
         self._reported[name] = message if not active else ""
+
+
+RUNTIMES_IN_SYNC = "RuntimesInSync"
+
+
+def _runtimes_condition(drift: list[str]) -> tuple[str, bool, str, str]:
+    """The MultiKueueCluster's RuntimesInSync condition from its runtime drift (remote.py)."""
+    if not drift:
+        return RUNTIMES_IN_SYNC, True, "InSync", "every runtime of the manager is here, the same"
+    shown = "; ".join(drift[:10]) + (f"; and {len(drift) - 10} more" if len(drift) > 10 else "")
+    return RUNTIMES_IN_SYNC, False, "RuntimeDrift", shown
+
+
+def manager_runtimes(caches: Caches) -> list[Dict]:
+    """The manager's ClusterTrainingRuntimes and TrainingRuntimes, each with its kind."""
+    return [
+        *(
+            {"kind": c.CLUSTER_TRAINING_RUNTIME_KIND, **r}
+            for r in caches.all("cluster_runtime_index")
+        ),
+        *({"kind": c.TRAINING_RUNTIME_KIND, **r} for r in caches.all("runtime_index")),
+    ]
 
 
 def _kubeconfig_key(secret: Any) -> str:

@@ -38,6 +38,9 @@ class RemoteView:
     problem: str | None = None  # why a copy could not be made there (say, no such namespace)
     fit: Fit | None = None  # whether the PodSets fit its ClusterQueue (None: not known)
     selected: bool = True  # the TrainJob's own choice of clusters allows it (selection.py)
+    # Why the TrainJob's runtime there is not the manager's (missing, or its spec differs): no
+    # copy goes there. None when it is the same, or not known.
+    runtime_problem: str | None = None
 
 
 @dataclass
@@ -310,29 +313,34 @@ REASON_NOT_ADMITTED_IN_TIME = "NotAdmittedInTime"
 
 
 def _give_up(obs: DispatchObserved, elapsed: float) -> tuple[str, str] | None:
-    """(reason, message) when this Workload is to be given up on: no nominated worker's quota
-    could ever hold it (known for every one of them), or none admitted it within
-    `give_up_after` seconds of the manager's quota reservation."""
-    remotes = [r for r in obs.remotes if r.selected]
+    """(reason, message) when this Workload is to be given up on: no chosen worker's quota
+    could ever hold it (known for every one of them with its runtime), or none admitted it
+    within `give_up_after` seconds of the manager's quota reservation."""
+    chosen = [r for r in obs.remotes if r.selected]
+    usable = [r for r in chosen if not r.runtime_problem]
     if (
         obs.give_up_never_fits
-        and remotes
-        and all(r.fit is not None and not r.fit.ever for r in remotes)
+        and usable
+        and all(r.fit is not None and not r.fit.ever for r in usable)
     ):
-        whys = "; ".join(f"{r.name}: {r.fit.why if r.fit else ''}" for r in remotes)
+        whys = "; ".join(f"{r.name}: {r.fit.why if r.fit else ''}" for r in usable)
         return REASON_NO_CLUSTER_FITS, f"no worker cluster can ever admit it ({whys})"
     if obs.give_up_after and elapsed >= obs.give_up_after:
-        notes = [
-            f"{r.name}: {note}"
-            for r in remotes
-            if (note := (r.fit.why if r.fit and not r.fit.now else None) or _why_not_admitted(r))
-        ]
-        unreachable = [f"{r.name}: unreachable" for r in remotes if not r.connected]
-        whys = "; ".join(notes + unreachable) or "each had a copy waiting for quota"
+        notes = []
+        for r in chosen:
+            note = (
+                r.runtime_problem
+                or (r.fit.why if r.fit and not r.fit.now else None)
+                or _why_not_admitted(r)
+                or (None if r.connected else "unreachable")
+            )
+            if note:
+                notes.append(f"{r.name}: {note}")
+        whys = "; ".join(notes) or "each had a copy waiting for quota"
         return (
             REASON_NOT_ADMITTED_IN_TIME,
             f"no worker cluster admitted it within {obs.give_up_after:.0f}s of the manager's "
-            f"quota reservation ({', '.join(r.name for r in remotes) or 'none'} considered; "
+            f"quota reservation ({', '.join(r.name for r in chosen) or 'none'} considered; "
             f"{whys})",
         )
     return None
@@ -357,32 +365,36 @@ def _failed_status(
 
 CLUSTERS_SELECTED = "ClustersSelected"  # condition: the TrainJob's choice leaves no cluster
 REASON_NO_CLUSTER_SELECTED = "NoClusterSelected"
+RUNTIME_DRIFT = "RuntimeDrift"  # condition: some chosen workers' runtime is not the manager's
 
 
-def _selection_status(obs: DispatchObserved) -> Dict | None:
-    """The manager TrainJob's ClustersSelected=False condition while its own choice of
-    clusters leaves none active (selection.py), gone once one is; None when unchanged."""
+def _waiting_conditions(
+    obs: DispatchObserved, drift: str | None
+) -> tuple[Dict | None, list[Event]]:
+    """The manager TrainJob's conditions while it waits for a worker: ClustersSelected=False
+    while its own choice of clusters leaves none active (selection.py), RuntimeDrift=True
+    while some workers' runtime is missing or differs from the manager's; each gone once that
+    is over. Returns the status patch (None when unchanged) and the Warning Events of
+    conditions that appear or change."""
     if obs.trainjob is None:
-        return None
-    conditions = list((obs.trainjob.get("status") or {}).get("conditions") or [])
-    found = cond.find(conditions, CLUSTERS_SELECTED)
-    if obs.selection_problem is None:
-        if found is None:
-            return None
-        return {"conditions": cond.remove_condition(conditions, CLUSTERS_SELECTED)}
-    if found is not None and found.get("message") == obs.selection_problem:
-        return None
+        return None, []
+    before = list((obs.trainjob.get("status") or {}).get("conditions") or [])
+    conditions, events = before, []
     generation = (obs.trainjob.get("metadata") or {}).get("generation")
-    conditions = cond.set_condition(
-        conditions,
-        CLUSTERS_SELECTED,
-        False,
-        REASON_NO_CLUSTER_SELECTED,
-        obs.selection_problem,
-        obs.now,
-        generation,
-    )
-    return {"conditions": conditions}
+    for ctype, status, reason, problem in (
+        (CLUSTERS_SELECTED, False, REASON_NO_CLUSTER_SELECTED, obs.selection_problem),
+        (RUNTIME_DRIFT, True, RUNTIME_DRIFT, drift),
+    ):
+        found = cond.find(conditions, ctype)
+        if problem is None:
+            if found is not None:
+                conditions = cond.remove_condition(conditions, ctype)
+        elif found is None or found.get("message") != problem:
+            conditions = cond.set_condition(
+                conditions, ctype, status, reason, problem, obs.now, generation
+            )
+            events.append(Event("Warning", reason, problem))
+    return ({"conditions": conditions} if conditions != before else None), events
 
 
 def reconcile_dispatch(obs: DispatchObserved, strategy: Strategy | None = None) -> DispatchPlan:
@@ -485,7 +497,9 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
     nominated = (wl.get("status") or {}).get("nominatedClusterNames") or []
 
     def eligible(remote: RemoteView) -> bool:
-        return remote.selected and (strategy.nominates or remote.name in nominated)
+        if not remote.selected or remote.runtime_problem:
+            return False
+        return strategy.nominates or remote.name in nominated
 
     admitted = sorted(
         (t, _tie_break(wl["metadata"]["name"], r.name), r.name)
@@ -544,19 +558,20 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
     targets, plan.requeue_after = strategy.targets(reachable, elapsed)
     plan.withheld = [
         r.name for r in reachable if r not in targets and r.fit is not None and not r.fit.now
-    ]
+    ] + [r.name for r in obs.remotes if r.connected and r.selected and r.runtime_problem]
     for remote in targets:
         if remote.workload is None:
             plan.remote.append(RemoteAction(remote.name, "create", remote_workload(wl, obs.origin)))
     if strategy.nominates:
         now_nominated = {r.name for r in targets} | {
-            r.name for r in obs.remotes if r.workload and r.selected
+            r.name for r in obs.remotes if r.workload and r.selected and not r.runtime_problem
         }
         if sorted(now_nominated) != sorted(nominated):
             plan.nominated = sorted(now_nominated)
-    plan.trainjob_status = _selection_status(obs)
-    if obs.selection_problem and plan.trainjob_status is not None:
-        plan.events.append(Event("Warning", REASON_NO_CLUSTER_SELECTED, obs.selection_problem))
+    drifted = [r for r in obs.remotes if r.selected and r.runtime_problem]
+    drift = "; ".join(f"{r.name}: {r.runtime_problem}" for r in drifted) or None
+    plan.trainjob_status, events = _waiting_conditions(obs, drift)
+    plan.events += events
     if obs.selection_problem:
         names = f"no cluster ({obs.selection_problem})"
     elif not strategy.nominates and not nominated:
@@ -570,6 +585,7 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
         for r in reachable
         if r.name in plan.withheld and r.fit is not None
     ]
+    notes += [f"not sent to {r.name}: {r.runtime_problem}" for r in drifted if r.connected]
     if notes:
         message += f" ({'; '.join(notes)})"
     if state.get("state") != "Pending" or state.get("message") != message:

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from dispatcher.admissionchecks import update_checks
-from dispatcher.clusters import Registry
+from dispatcher.clusters import Registry, manager_runtimes
 from dispatcher.intake import is_multikueue
 from dispatcher.memo import Memo
 from dispatcher.remote import KINDS
@@ -53,9 +53,10 @@ def resync_loop(memo: Memo) -> None:
         memo.queue.log_stats(memo.settings.cluster_name)
         caches = memo.caches
         try:
+            runtimes = manager_runtimes(caches) if memo.settings.check_runtimes else None
             for mkc in caches.all("cluster_index"):
                 try:  # one broken MultiKueueCluster must not hold up the others, or the pass
-                    memo.registry.reconcile_cluster(mkc)
+                    memo.registry.reconcile_cluster(mkc, runtimes)
                 except Exception:
                     log.exception(
                         "[%s] MultiKueueCluster %s: cannot reconcile",

@@ -11,6 +11,7 @@ from typing import Any
 import kopf
 
 from dispatcher import admissionchecks, gc, webhooks
+from dispatcher.clusters import manager_runtimes
 from dispatcher.memo import Memo
 from dispatcher.settings import DispatcherSettings
 from trainjob import constants as c
@@ -71,8 +72,10 @@ def on_cluster_event(type: str, body: kopf.Body, name: str, memo: Memo, **kwargs
     if type == "DELETED":
         memo.registry.forget(name)
         return
-    memo.registry.reconcile_cluster(dict(body))
-    admissionchecks.update_checks(memo, memo.caches_of(kwargs))
+    caches = memo.caches_of(kwargs)
+    runtimes = manager_runtimes(caches) if memo.settings.check_runtimes else None
+    memo.registry.reconcile_cluster(dict(body), runtimes)
+    admissionchecks.update_checks(memo, caches)
     if memo.registry.labels_changed(name, dict(body.get("metadata", {}).get("labels") or {})):
         memo.resync_now.set()  # TrainJobs choosing clusters by label take another look
 

@@ -164,6 +164,9 @@ def _dispatch(memo: Memo, caches: Caches, trainjob: Dict, wl_name: str) -> float
     )
     clusters = admissionchecks.config_clusters(checks[check], caches) or []
     chosen, selection_problem = _chosen(trainjob, clusters, memo, caches)
+    runtime = caches.runtime_of(trainjob) if placing and memo.settings.check_runtimes else None
+    ref = trainjob["spec"].get("runtimeRef") or {}
+    runtime_kind = ref.get("kind") or c.CLUSTER_TRAINING_RUNTIME_KIND
     remotes = []
     for cname in clusters:
         remote = memo.registry.get(cname)
@@ -179,6 +182,10 @@ def _dispatch(memo: Memo, caches: Caches, trainjob: Dict, wl_name: str) -> float
                 memo.registry.namespace_problem(cname, namespace),
                 remote.fit(wl) if placing and cname in chosen else None,
             )
+            if runtime is not None and cname in chosen:
+                view.runtime_problem = remote.runtime_problem(
+                    runtime_kind, namespace, str(ref.get("name")), runtime.get("spec") or {}
+                )
         view.selected = cname in chosen
         remotes.append(view)
     observed = DispatchObserved(

@@ -6,11 +6,13 @@ again with exponential backoff; it never blocks other clusters. Every change cal
 `on_change(namespace, name)` and every change of the connection state `on_state(cluster)`;
 both must return quickly.
 
-Two more informers keep the worker's LocalQueues and ClusterQueues, for capacity-aware
-placement (dispatcher/capacity.py). They are optional: an identity that may not read them (the
-worker role of Kueue's own MultiKueue grants neither) leaves the capacity unknown and the
-cluster connected. `on_room(cluster)` is called when a ClusterQueue there may have more room
-(its reservation went down, or its spec changed).
+More informers keep the worker's LocalQueues and ClusterQueues, for capacity-aware placement
+(dispatcher/capacity.py), and its (Cluster)TrainingRuntimes, to send copies only where the
+TrainJob's runtime is the manager's. They are optional: an identity that may not read them
+(the worker role of Kueue's own MultiKueue grants none) leaves the room or the runtime unknown
+and the cluster connected. `on_room(cluster)` is called when a copy held back from the worker
+may go now: a ClusterQueue there may have more room (its reservation went down, or its spec
+changed), or a queue or a runtime appeared or changed.
 """
 
 from __future__ import annotations
@@ -31,8 +33,14 @@ log = logging.getLogger("dispatcher.remote")
 
 # What we keep of each worker (our copies only, by origin label), by kind name.
 KINDS = {k.kind: k for k in (c.WORKLOAD, c.TRAINJOB)}
-# What we read of each worker's queues (all of them), for capacity-aware placement.
-QUEUE_KINDS = {k.kind: k for k in (c.LOCAL_QUEUE, c.CLUSTER_QUEUE)}
+# What else we read of each worker (all of them, optional): its queues, for capacity-aware
+# placement, and its runtimes, to check they are the manager's.
+READ_KINDS = {
+    k.kind: k
+    for k in (c.LOCAL_QUEUE, c.CLUSTER_QUEUE, c.TRAINING_RUNTIME, c.CLUSTER_TRAINING_RUNTIME)
+}
+QUEUE_KINDS = (c.LOCAL_QUEUE.kind, c.CLUSTER_QUEUE.kind)
+RUNTIME_KINDS = (c.TRAINING_RUNTIME.kind, c.CLUSTER_TRAINING_RUNTIME.kind)
 
 
 class RemoteCluster:
@@ -81,31 +89,33 @@ class RemoteCluster:
         self._on_room = on_room
         # Per ClusterQueue: its reservation and generation when last seen.
         self._last_seen: dict[str, tuple[Table, object]] = {}
-        self._queues_ok = {k: False for k in QUEUE_KINDS}
-        on_queue = {
-            c.LOCAL_QUEUE.kind: self._local_queue_changed,
+        self._read_ok = {k: False for k in READ_KINDS}
+        on_read = {
+            c.LOCAL_QUEUE.kind: self._appeared,
             c.CLUSTER_QUEUE.kind: self._cluster_queue_changed,
+            c.TRAINING_RUNTIME.kind: self._runtime_changed,
+            c.CLUSTER_TRAINING_RUNTIME.kind: self._runtime_changed,
         }
-        self._queues = {
+        self._read = {
             kind: Informer(
                 self.cluster.api,
                 k,
-                on_queue[kind],
-                on_state=functools.partial(self._set_queues_ok, kind),
+                on_read[kind],
+                on_state=functools.partial(self._set_read_ok, kind),
                 name=f"{name}-{kind}",
                 list_timeout=10,
             )
-            for kind, k in QUEUE_KINDS.items()
+            for kind, k in READ_KINDS.items()
         }
 
     # ---- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        for informer in [*self._informers.values(), *self._queues.values()]:
+        for informer in [*self._informers.values(), *self._read.values()]:
             informer.start()
 
     def stop(self) -> None:
-        for informer in [*self._informers.values(), *self._queues.values()]:
+        for informer in [*self._informers.values(), *self._read.values()]:
             informer.stop()
 
     @property
@@ -153,11 +163,18 @@ class RemoteCluster:
 
     # ---- capacity --------------------------------------------------------------------------
 
-    def _set_queues_ok(self, kind: str, ok: bool, error: str = "") -> None:
-        self._queues_ok[kind] = ok
+    def _set_read_ok(self, kind: str, ok: bool, error: str = "") -> None:
+        self._read_ok[kind] = ok
 
-    def _local_queue_changed(self, type_: str, obj: Dict) -> None:
+    def _readable(self, kinds: tuple[str, ...]) -> bool:
+        return self.connected and all(self._read_ok[k] for k in kinds)
+
+    def _appeared(self, type_: str, obj: Dict) -> None:
         if type_ == "ADDED":  # a copy waiting for a missing LocalQueue may go now
+            self._on_room(self.name)
+
+    def _runtime_changed(self, type_: str, obj: Dict) -> None:
+        if type_ != "DELETED":  # made, or changed: it may be the manager's now
             self._on_room(self.name)
 
     def _cluster_queue_changed(self, type_: str, obj: Dict) -> None:
@@ -181,12 +198,51 @@ class RemoteCluster:
         """Whether a manager Workload's PodSets fit the ClusterQueue its copy would be queued
         in here (capacity.fit); None while that is unknown (queues not readable or not listed
         yet, or the cluster unreachable: its cache may be stale)."""
-        if not (self.connected and all(self._queues_ok.values())):
+        if not self._readable(QUEUE_KINDS):
             return None
         meta, spec = workload["metadata"], workload.get("spec") or {}
         queue = str(spec.get("queueName", ""))
-        lq = self._queues[c.LOCAL_QUEUE.kind].get((meta["namespace"], queue))
+        lq = self._read[c.LOCAL_QUEUE.kind].get((meta["namespace"], queue))
         cq_name = ((lq or {}).get("spec") or {}).get("clusterQueue")
-        cqs = self._queues[c.CLUSTER_QUEUE.kind]
+        cqs = self._read[c.CLUSTER_QUEUE.kind]
         cq = cqs.get(cq_name) if cq_name else None
         return fit(workload, cq, cohort_of(cq, cqs.items()) if cq else [], queue)
+
+    # ---- runtimes --------------------------------------------------------------------------
+
+    def _runtime(self, kind: str, namespace: str | None, name: str) -> Dict | None:
+        key = (namespace, name) if kind == c.TRAINING_RUNTIME.kind else name
+        return self._read[kind].get(key)
+
+    def runtime_problem(
+        self, kind: str, namespace: str | None, name: str, spec: Dict
+    ) -> str | None:
+        """Why the runtime `kind` `name` here is not the manager's (whose spec is `spec`):
+        missing, or its spec differs; None when it is the same, or not known."""
+        if not self._readable(RUNTIME_KINDS):
+            return None
+        found = self._runtime(kind, namespace, name)
+        if found is None:
+            return f"{kind} {name} is missing there"
+        if found.get("spec") != spec:
+            return f"{kind} {name} there differs from the manager's"
+        return None
+
+    def runtime_drift(self, runtimes: list[Dict]) -> list[str] | None:
+        """Problems of the manager's `runtimes` here (runtime_problem, each named); None while
+        the worker's runtimes are not known."""
+        if not self._readable(RUNTIME_KINDS):
+            return None
+        problems = []
+        for rt in runtimes:
+            meta = rt["metadata"]
+            problem = self.runtime_problem(
+                rt.get("kind", c.CLUSTER_TRAINING_RUNTIME.kind),
+                meta.get("namespace"),
+                meta["name"],
+                rt.get("spec") or {},
+            )
+            if problem:
+                where = f"{meta['namespace']}/" if meta.get("namespace") else ""
+                problems.append(problem.replace(f" {meta['name']} ", f" {where}{meta['name']} ", 1))
+        return problems

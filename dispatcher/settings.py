@@ -63,6 +63,13 @@ class DispatcherSettings(ControllerSettings):
         "read from watches of their queues; when none has, to all the strategy picks. "
         "Not with External",
     )
+    check_runtimes: bool = Field(
+        default=True,
+        description="send copies only to workers whose (Cluster)TrainingRuntime named by the "
+        "TrainJob is the manager's (same spec); drift (missing, or different) is the "
+        "TrainJob's RuntimeDrift condition and the MultiKueueCluster's RuntimesInSync "
+        "condition. Needs read access to the workers' runtimes; unknown counts as the same",
+    )
     give_up_never_fits: bool = Field(
         default=True,
         description="a TrainJob whose PodSets no worker's ClusterQueue could ever hold "

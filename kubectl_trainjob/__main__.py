@@ -62,7 +62,7 @@ class Clusters:
             "namespace", "default"
         )
         self.worker_contexts = dict(
-            item.split("=", 1) for item in args.worker_context if "=" in item
+            item.split("=", 1) for item in args.worker_context or [] if "=" in item
         )
 
     def custom(self) -> client.CustomObjectsApi:
@@ -264,37 +264,52 @@ def cmd_logs(clusters: Clusters, args: argparse.Namespace) -> str:
     return ""
 
 
+def _connection_flags(p: argparse.ArgumentParser, default: Any) -> None:
+    """The flags that say how to reach the clusters; `default` is argparse.SUPPRESS where a
+    subcommand takes them too (kubectl users put them anywhere), so it does not undo them."""
+
+    def add(*names: str, **kw: Any) -> None:
+        p.add_argument(
+            *names, **{**kw, "default": kw.get("default") if default is None else default}
+        )
+
+    add("--kubeconfig", help="the manager's kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
+    add("--context", help="the manager's context in it (default: the current one)")
+    add("-n", "--namespace", help="default: the context's namespace")
+    add(
+        "--worker-context",
+        action="append",
+        metavar="WORKER=CONTEXT",
+        help="the context of your kubeconfig that reaches a worker (repeatable)",
+    )
+    add(
+        "--kueue-namespace",
+        default="kueue-system",
+        help="where MultiKueueClusters' kubeconfig Secrets live (Kueue's namespace)",
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="kubectl trainjob",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "--kubeconfig", help="the manager's kubeconfig (default: $KUBECONFIG, ~/.kube/config)"
-    )
-    p.add_argument("--context", help="the manager's context in it (default: the current one)")
-    p.add_argument("-n", "--namespace", help="default: the context's namespace")
-    p.add_argument(
-        "--worker-context",
-        action="append",
-        default=[],
-        metavar="WORKER=CONTEXT",
-        help="the context of your kubeconfig that reaches a worker (repeatable)",
-    )
-    p.add_argument(
-        "--kueue-namespace",
-        default="kueue-system",
-        help="where MultiKueueClusters' kubeconfig Secrets live (Kueue's namespace)",
-    )
+    _connection_flags(p, None)
     sub = p.add_subparsers(dest="command", required=True)
-    ls = sub.add_parser("list", help="TrainJobs on the manager, with their worker and state")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        cmd = sub.add_parser(name, help=help)
+        _connection_flags(cmd, argparse.SUPPRESS)
+        return cmd
+
+    ls = command("list", "TrainJobs on the manager, with their worker and state")
     ls.add_argument("-A", "--all-namespaces", action="store_true")
     ls.set_defaults(run=cmd_list)
-    desc = sub.add_parser("describe", help="a TrainJob on the manager and on its worker")
+    desc = command("describe", "a TrainJob on the manager and on its worker")
     desc.add_argument("name")
     desc.set_defaults(run=cmd_describe)
-    logs = sub.add_parser("logs", help="a TrainJob's pod logs, from the worker that runs it")
+    logs = command("logs", "a TrainJob's pod logs, from the worker that runs it")
     logs.add_argument("name")
     logs.add_argument("-f", "--follow", action="store_true")
     logs.add_argument("--node", type=int, default=0, help="the node's index (default 0)")

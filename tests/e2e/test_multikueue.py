@@ -70,6 +70,43 @@ class MultiKueue:
     def custom(self, cluster: str | None = None) -> client.CustomObjectsApi:
         return client.CustomObjectsApi(self.bed.api(cluster or self.manager))
 
+    def reserved_cpu(self, cluster: str) -> str | None:
+        """The CPU reserved in this namespace's ClusterQueue on `cluster`, as its status says."""
+        cq = self.custom(cluster).get_cluster_custom_object(
+            *KUEUE, "clusterqueues", f"cq-{self.ns}"
+        )
+        return next(
+            (
+                str(r.get("total"))
+                for f in (cq.get("status") or {}).get("flavorsReservation") or []
+                for r in f.get("resources") or []
+                if r["name"] == "cpu"
+            ),
+            None,
+        )
+
+    @contextlib.contextmanager
+    def filled(self, *workers: str, cpu: str) -> Iterator[None]:
+        """Each of `workers` busy with a TrainJob of its own (no MultiKueue) holding `cpu` of
+        its quota, until the block ends or `free` removes it. Kueue writes a ClusterQueue's
+        reservation in its status up to a second after it admits (it batches those writes): the
+        dispatcher sees a worker full once the status says so, and so does this."""
+        try:
+            for worker in workers:
+                self.submit("local", cluster=worker, cpu=cpu, run="600s")
+            for worker in workers:
+                wait_for(lambda w=worker: self.reserved_cpu(w) == cpu, 60, what=f"{worker} full")
+            yield
+        finally:
+            for worker in workers:
+                self.free(worker)
+
+    def free(self, worker: str) -> None:
+        with contextlib.suppress(client.ApiException):
+            self.custom(worker).delete_namespaced_custom_object(
+                *TRAINER, self.ns, "trainjobs", "local"
+            )
+
     def submit(
         self,
         name: str,
@@ -301,23 +338,14 @@ def test_worker_without_quota_sends_the_trainjob_to_the_other(bed: Bed) -> None:
 
 def test_no_room_anywhere_waits_with_copies_everywhere_and_runs_once_freed(bed: Bed) -> None:
     mk = MultiKueue(bed, worker_cpu="1")
-    try:
-        for worker in mk.workers:  # each worker busy with a TrainJob of its own
-            mk.submit("local", cluster=worker, run="600s")
-            wait_for(lambda w=worker: mk.pods(w, "local"), 60, what=f"the local job on {worker}")
+    with mk.filled(*mk.workers, cpu="1"):  # each worker busy with a TrainJob of its own
         mk.submit("patient")
         mk.wait_copies_everywhere()  # room nowhere: every worker gets a copy, as with AllAtOnce
         assert mk.condition("patient", "Complete") is None and mk.running_on("patient") == []
         last = mk.workers[-1]
-        mk.custom(last).delete_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", "local")
+        mk.free(last)
         mk.wait("patient", "Complete")
-        assert (mk.get("patient") or {})["status"]["clusterName"] == last
-    finally:
-        for worker in mk.workers:
-            with contextlib.suppress(client.ApiException):
-                mk.custom(worker).delete_namespaced_custom_object(
-                    *TRAINER, mk.ns, "trainjobs", "local"
-                )
+    assert (mk.get("patient") or {})["status"]["clusterName"] == last
 
 
 def test_delete_on_the_manager_removes_the_remote_objects(bed: Bed) -> None:
@@ -620,28 +648,30 @@ def test_missing_runtime_is_said_on_the_manager_and_clears_once_it_exists(bed: B
 def test_dispatcher_restart_mid_dispatch_runs_the_trainjob_once(
     bed: Bed, controllers: list[setup.Controller]
 ) -> None:
-    mk = MultiKueue(bed, worker_cpu="0")
-    mk.submit("survivor")
-    mk.wait_copies_everywhere()
-    with dispatcher_down(controllers):
-        # While the dispatcher is down, every worker admits its copy.
-        for worker in mk.workers:
-            mk.set_quota(worker, "8")
+    mk = MultiKueue(bed, worker_cpu="1")
+    with mk.filled(*mk.workers, cpu="1"):  # no room anywhere: a copy on every worker
+        mk.submit("survivor")
+        mk.wait_copies_everywhere()
+        with dispatcher_down(controllers):
+            # While the dispatcher is down, the workers' own jobs go and every worker admits
+            # its copy.
+            for worker in mk.workers:
+                mk.free(worker)
 
-        def admitted_on() -> set[str]:
-            return {
-                w
-                for w in mk.workers
-                for wl in mk.remote_workloads(w)
-                for c in wl.get("status", {}).get("conditions", [])
-                if c["type"] == "Admitted" and c["status"] == "True"
-            }
+            def admitted_on() -> set[str]:
+                return {
+                    w
+                    for w in mk.workers
+                    for wl in mk.remote_workloads(w)
+                    for c in wl.get("status", {}).get("conditions", [])
+                    if c["type"] == "Admitted" and c["status"] == "True"
+                }
 
-        wait_for(admitted_on, 90, what="a copy admitted while the dispatcher is down")
-        # The interesting race is every worker admitting (usually within seconds); one admitted
-        # copy still checks that nothing runs twice.
-        with contextlib.suppress(AssertionError):
-            wait_for(lambda: admitted_on() == set(mk.workers), 20, what="all admitted")
+            wait_for(admitted_on, 90, what="a copy admitted while the dispatcher is down")
+            # The interesting race is every worker admitting (usually within seconds); one
+            # admitted copy still checks that nothing runs twice.
+            with contextlib.suppress(AssertionError):
+                wait_for(lambda: admitted_on() == set(mk.workers), 20, what="all admitted")
     ran_on: set[str] = set()
 
     def complete_while_watching() -> Dict | None:
@@ -917,7 +947,11 @@ def events_of(mk: MultiKueue, name: str) -> list[str]:
     return [e.reason for e in items]
 
 
-def test_a_copy_whose_worker_runtime_differs_is_out_of_sync_and_sent_again(bed: Bed) -> None:
+def test_a_copy_whose_worker_runtime_differs_is_out_of_sync_and_sent_again(
+    bed: Bed, controllers: list[setup.Controller]
+) -> None:
+    """Kueue's OutOfSync path: with the runtime check off (`--check-runtimes false`), as a
+    runtime changed on a worker after the copy went there would be."""
     mk = MultiKueue(bed)
     first, second = mk.workers
     mk.set_quota(second, "0")  # the first worker admits it first
@@ -935,27 +969,32 @@ def test_a_copy_whose_worker_runtime_differs_is_out_of_sync_and_sent_again(bed: 
     drifted["spec"]["template"]["spec"]["replicatedJobs"].append(extra)
     Applier(bed.api(first)).apply(drifted)
     try:
-        mk.submit("drift", run="3s", runtime=runtime["metadata"]["name"])
-
-        def remote_out_of_sync() -> bool:
-            return any(
-                c["type"] == "Finished" and c["reason"] == "OutOfSync"
-                for wl in mk.remote_workloads(first)
-                for c in (wl.get("status") or {}).get("conditions") or []
-            )
-
-        wait_for(remote_out_of_sync, 60, what=f"the copy on {first} Finished=OutOfSync")
-        wait_for(lambda: "RemoteOutOfSync" in events_of(mk, "drift"), 60, what="RemoteOutOfSync")
-        assert not mk.pods(first, "drift"), "no pod runs on an out-of-sync copy"
-        mk.set_quota(second, "8")  # now the second can run it as the manager describes it
-        mk.wait("drift", "Complete", timeout=120)
-        assert (mk.get("drift") or {})["status"]["clusterName"] == second
+        with dispatcher_with(controllers, "--check-runtimes", "false"):
+            _out_of_sync_and_sent_again(mk, runtime["metadata"]["name"], first, second)
     finally:
         for cluster, obj in ((mk.manager, runtime), (second, runtime), (first, drifted)):
             with contextlib.suppress(client.ApiException):
                 client.CustomObjectsApi(bed.api(cluster)).delete_cluster_custom_object(
                     *TRAINER, "clustertrainingruntimes", obj["metadata"]["name"]
                 )
+
+
+def _out_of_sync_and_sent_again(mk: MultiKueue, runtime: str, first: str, second: str) -> None:
+    mk.submit("drift", run="3s", runtime=runtime)
+
+    def remote_out_of_sync() -> bool:
+        return any(
+            c["type"] == "Finished" and c["reason"] == "OutOfSync"
+            for wl in mk.remote_workloads(first)
+            for c in (wl.get("status") or {}).get("conditions") or []
+        )
+
+    wait_for(remote_out_of_sync, 60, what=f"the copy on {first} Finished=OutOfSync")
+    wait_for(lambda: "RemoteOutOfSync" in events_of(mk, "drift"), 60, what="RemoteOutOfSync")
+    assert not mk.pods(first, "drift"), "no pod runs on an out-of-sync copy"
+    mk.set_quota(second, "8")  # now the second can run it as the manager describes it
+    mk.wait("drift", "Complete", timeout=120)
+    assert (mk.get("drift") or {})["status"]["clusterName"] == second
 
 
 def pods_ready(workloads: list[Dict]) -> tuple[str, str] | None:

@@ -4,6 +4,7 @@ a TrainJob that no worker could ever hold."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import threading
 from collections.abc import Iterator
@@ -13,6 +14,8 @@ import pytest
 from kubernetes import client, watch
 
 from clusters.bed import Bed
+from clusters.kube import Applier, load_manifests
+from demo import setup
 from tests.e2e.test_multikueue import KUEUE, TRAINER, MultiKueue, events_of
 from tests.helpers import wait_for
 
@@ -57,34 +60,14 @@ def workloads_seen(mk: MultiKueue, worker: str) -> Iterator[set[str]]:
         thread.join(5)
 
 
-def reserved_cpu(mk: MultiKueue, cluster: str) -> str | None:
-    """The CPU reserved in the test namespace's ClusterQueue on `cluster`, as its status says."""
-    cq = mk.custom(cluster).get_cluster_custom_object(*KUEUE, "clusterqueues", f"cq-{mk.ns}")
-    return next(
-        (
-            str(r.get("total"))
-            for f in (cq.get("status") or {}).get("flavorsReservation") or []
-            for r in f.get("resources") or []
-            if r["name"] == "cpu"
-        ),
-        None,
-    )
-
-
 def test_a_full_worker_gets_no_copy_and_the_trainjob_runs_where_there_is_room(bed: Bed) -> None:
     mk = MultiKueue(bed, worker_cpu="2")
     full, free = mk.workers[0], mk.workers[1]
-    mk.submit("local", cluster=full, cpu="2", run="600s")  # the first worker's own: all its quota
-    try:
-        # Kueue writes a ClusterQueue's reservation in its status up to a second after it
-        # admits (it batches those writes): the dispatcher sees the worker full from then on.
-        wait_for(lambda: reserved_cpu(mk, full) == "2", 60, what=f"{full}'s quota reserved")
+    with mk.filled(full, cpu="2"):  # the first worker's own TrainJob holds all its quota
         with workloads_seen(mk, full) as seen:
             mk.submit("placed")
             mk.wait("placed", "Complete")
         local = {w["metadata"]["name"] for w in mk.remote_workloads(full)}
-    finally:
-        mk.custom(full).delete_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", "local")
     assert seen == local, f"copies were sent to the full worker: {sorted(seen - local)}"
     assert (mk.get("placed") or {})["status"]["clusterName"] == free
 
@@ -109,7 +92,7 @@ def test_a_trainjob_no_worker_could_ever_hold_fails_at_once_and_frees_the_quota(
         30,
         what="the manager Workload deactivated",
     )
-    wait_for(lambda: reserved_cpu(mk, mk.manager) == "0", 30, what="the manager's quota freed")
+    wait_for(lambda: mk.reserved_cpu(mk.manager) == "0", 30, what="the manager's quota freed")
     assert mk.condition("huge", "Failed") is not None, "the TrainJob stays Failed"
 
 
@@ -190,3 +173,56 @@ def test_an_unreadable_choice_of_clusters_is_refused_naming_the_annotation(
     assert err.value.status == 422
     message = json.loads(err.value.body)["message"]
     assert f"metadata.annotations[{annotation}]: " in message and said in message, message
+
+
+# ---- runtime drift ---------------------------------------------------------------------------
+
+
+def mkc_condition(mk: MultiKueue, cluster: str, ctype: str) -> Dict | None:
+    mkc = mk.custom().get_cluster_custom_object(*KUEUE, "multikueueclusters", cluster)
+    return next(
+        (x for x in (mkc.get("status") or {}).get("conditions") or [] if x["type"] == ctype),
+        None,
+    )
+
+
+def test_a_worker_whose_runtime_differs_gets_no_copy_and_both_sides_say_so(bed: Bed) -> None:
+    mk = MultiKueue(bed)
+    first, second = mk.workers[0], mk.workers[1]
+    example = setup.REPO / "examples" / "torch-distributed.yaml"
+    runtime = load_manifests(example.read_text())[0]
+    name = f"drift-{mk.ns}"
+    runtime["metadata"]["name"] = name
+    drifted = copy.deepcopy(runtime)
+    drifted["spec"]["mlPolicy"]["numNodes"] = 3  # the same name, another spec
+    Applier(bed.api(mk.manager)).apply(runtime)
+    Applier(bed.api(second)).apply(runtime)
+    Applier(bed.api(first)).apply(drifted)
+    try:
+        with workloads_seen(mk, first) as seen:
+            mk.submit("steady", runtime=name)
+            mk.wait("steady", "Complete")
+        assert seen == set(), "no copy goes where the runtime is not the manager's"
+        assert (mk.get("steady") or {})["status"]["clusterName"] == second
+        assert "RuntimeDrift" in events_of(mk, "steady")
+        # The worker's MultiKueueCluster says which runtime drifted (each resync pass).
+        drift = wait_for(
+            lambda: (
+                (x := mkc_condition(mk, first, "RuntimesInSync"))
+                and x["status"] == "False"
+                and name in x["message"]
+                and x
+            ),
+            30,
+            what=f"RuntimesInSync=False on {first}'s MultiKueueCluster",
+        )
+        assert f"ClusterTrainingRuntime {name} there differs from the manager's" in drift["message"]
+        assert name not in (
+            (mkc_condition(mk, second, "RuntimesInSync") or {}).get("message") or ""
+        )
+    finally:
+        for cluster in (mk.manager, first, second):
+            with contextlib.suppress(client.ApiException):
+                client.CustomObjectsApi(bed.api(cluster)).delete_cluster_custom_object(
+                    *TRAINER, "clustertrainingruntimes", name
+                )

@@ -921,3 +921,33 @@ def test_no_chosen_cluster_active_is_a_condition_an_event_and_the_check_message(
     plan = reconcile_dispatch(DispatchObserved(wl, tj, "mk", [chosen], "multikueue", 60, NOW))
     assert plan.trainjob_status == {"conditions": []}
     assert [a.verb for a in plan.remote] == ["create"]
+
+
+# ---- runtime drift ---------------------------------------------------------------------------
+
+
+def test_a_worker_whose_runtime_differs_gets_no_copy_and_the_drift_is_a_condition() -> None:
+    drifted = remote("w1", workload=False)
+    drifted.runtime_problem = "ClusterTrainingRuntime torch is missing there"
+    plan = decide(manager_workload("QuotaReserved"), [drifted, remote("w2", workload=False)])
+    assert [(a.cluster, a.verb) for a in plan.remote] == [("w2", "create")]
+    assert plan.withheld == ["w1"], "another look once a runtime there changes"
+    assert plan.check_state is not None and plan.check_state[1] == (
+        "dispatched to w2; waiting for a cluster to admit it (not sent to w1: "
+        "ClusterTrainingRuntime torch is missing there)"
+    )
+    condition = plan.trainjob_status["conditions"][-1]
+    assert (condition["type"], condition["status"], condition["reason"], condition["message"]) == (
+        "RuntimeDrift",
+        "True",
+        "RuntimeDrift",
+        "w1: ClusterTrainingRuntime torch is missing there",
+    )
+    assert [(e.type, e.reason) for e in plan.events] == [("Warning", "RuntimeDrift")]
+
+
+def test_a_worker_with_drift_is_no_reason_to_give_up_at_once() -> None:
+    drifted = never("w1")
+    drifted.runtime_problem = "ClusterTrainingRuntime torch there differs from the manager's"
+    plan = decide(manager_workload("QuotaReserved"), [drifted])
+    assert plan.check_state is not None and plan.check_state[0] == "Pending"
