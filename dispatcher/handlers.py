@@ -152,8 +152,9 @@ def on_remote_change(memo: Memo, namespace: str, name: str) -> None:
 
 
 def on_remote_room(memo: Memo, cluster: str) -> None:
-    """A worker's ClusterQueue may have more room: TrainJobs that sent it no copy for want of
-    room take another look (reconcile.py keeps `memo.withheld`)."""
+    """A worker may take a copy held back from it now (a ClusterQueue there has more room, or
+    a queue or a runtime appeared or changed): the TrainJobs that sent it none take another
+    look (reconcile.py keeps `memo.withheld`)."""
     if not memo.synced.is_set():
         return
     for key, clusters in list(memo.withheld.items()):

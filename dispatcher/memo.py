@@ -22,6 +22,6 @@ class Memo(operator.ControllerMemo):
     informers: list[Informer]  # the manager's TrainJobs and Workloads (handlers.py)
     memory: WriteMemory  # versions we wrote from, and Workloads the API refused
     resync_now: threading.Event  # wakes the resync loop at once (a worker came or went)
-    # TrainJobs sent no copy to some workers for want of room there: (namespace, name) ->
-    # those workers, looked at again when one of them has more room (capacity-aware).
+    # TrainJobs sent no copy to some workers for want of room there, or for their runtime:
+    # (namespace, name) -> those workers, looked at again when one of them may take it.
     withheld: dict[tuple[str, str], frozenset[str]]

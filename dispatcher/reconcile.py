@@ -155,7 +155,8 @@ def _dispatch(memo: Memo, caches: Caches, trainjob: Dict, wl_name: str) -> float
     if check is None or check not in checks:
         return None
     tj_name = trainjob["metadata"]["name"]
-    # Room on the workers matters only while the Workload waits for one (dispatch step 6).
+    # Room and runtimes on the workers matter only while the Workload waits for one
+    # (dispatch steps 6 and 7).
     placing = (
         wlmod.has_quota(wl)
         and not wlmod.is_evicted(wl)

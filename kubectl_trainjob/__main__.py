@@ -142,12 +142,13 @@ def _workload(clusters: Clusters, tj: Dict) -> Dict | None:
 
 
 def _events(api: client.ApiClient, namespace: str, names: set[str]) -> list[Dict]:
+    """Events of the objects named `names`; of pods, only the warnings."""
     items = client.CoreV1Api(api).list_namespaced_event(namespace, _request_timeout=TIMEOUT).items
     return [
         api.sanitize_for_serialization(e)
         for e in items
         if e.involved_object.name in names
-        and (e.involved_object.kind != "Pod" or e.type == "Warning" or len(names) == 1)
+        and (e.involved_object.kind != "Pod" or e.type == "Warning")
     ]
 
 
