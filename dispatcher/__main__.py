@@ -9,6 +9,7 @@ from dispatcher.clusters import Registry
 from dispatcher.handlers import (
     on_leading,
     on_remote_change,
+    on_remote_event,
     on_remote_room,
     on_remote_state,
     register,
@@ -47,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         lambda ns, name: on_remote_change(memo, ns, name),
         lambda cluster: on_remote_state(memo, cluster),
         lambda cluster: on_remote_room(memo, cluster),
+        lambda cluster, event: on_remote_event(memo, cluster, event),
     )
     operator.elect(memo, manager, lambda: on_leading(memo))
     operator.run(register(settings), memo, manager)

@@ -40,9 +40,11 @@ class Registry:
         on_change: Callable[[str, str], None],
         on_state: Callable[[str], None] = lambda name: None,
         on_room: Callable[[str], None] = lambda name: None,
+        on_event: Callable[[str, Dict], None] | None = None,
     ) -> None:
         self.settings, self.manager = settings, manager
         self._on_change, self._on_state, self._on_room = on_change, on_state, on_room
+        self._on_event = on_event
         self.remotes: dict[str, RemoteCluster] = {}
         # Remote writes recently sent, so passes that run before the watch catches up do not
         # repeat them: (cluster, verb, kind, namespace, name) -> monotonic time.
@@ -252,6 +254,8 @@ class Registry:
                 down_since=down,
                 may_write=self.manager.may_write,
                 on_room=self._on_room,
+                on_event=self._on_event,
+                events=self.settings.mirror_events,
             )
             self.remotes[name] = remote
             self._fingerprints[name] = fingerprint

@@ -13,9 +13,10 @@ import kopf
 from dispatcher import admissionchecks, gc, webhooks
 from dispatcher.clusters import manager_runtimes
 from dispatcher.memo import Memo
+from dispatcher.mirror import mirror
 from dispatcher.settings import DispatcherSettings
 from trainjob import constants as c
-from trainjob import operator
+from trainjob import operator, queueing
 from trainjob.informer import Informer
 
 # The watch caches the dispatcher keeps with kopf (operator.INDEXES says what each holds) ...
@@ -160,6 +161,41 @@ def on_remote_room(memo: Memo, cluster: str) -> None:
     for key, clusters in list(memo.withheld.items()):
         if cluster in clusters:
             memo.queue.add(key)
+
+
+def on_remote_event(memo: Memo, cluster: str, event: dict[str, Any]) -> None:
+    """A worker's Event about a TrainJob or a pod's warning: recorded again on the manager
+    TrainJob it is about (mirror.py), by the leader, once."""
+    if not memo.synced.is_set() or not memo.leads():
+        return
+    remote = memo.registry.get(cluster)
+    namespace = (event.get("metadata") or {}).get("namespace", "")
+    involved = event.get("involvedObject") or {}
+    if remote is None:
+        return
+    if involved.get("kind") == "TrainJob":
+        ours = [str(involved.get("name"))]  # the manager's TrainJob of that name says if ours
+    else:
+        ours = [
+            t["metadata"]["name"]
+            for t in remote.items("TrainJob")
+            if t["metadata"].get("namespace") == namespace
+        ]
+    found = mirror(event, cluster, ours, memo.settings.mirror_events == "Warning")
+    if found is None:
+        return
+    caches = memo.caches
+    body = caches.trainjob(namespace, found.trainjob)
+    if body is None:
+        return
+    wl = caches.workload(namespace, queueing.expected_workload_name_of(body)) or {}
+    if cluster not in (
+        (body.get("status") or {}).get("clusterName"),
+        (wl.get("status") or {}).get("clusterName"),
+    ):
+        return  # only the worker that runs it speaks for it
+    body = {"apiVersion": c.TRAINER_API, "kind": c.TRAINJOB.kind, **body}
+    memo.manager.post_event(body, found.type, found.reason, found.message, found.name)
 
 
 def on_remote_state(memo: Memo, cluster: str) -> None:

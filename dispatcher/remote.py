@@ -12,7 +12,9 @@ TrainJob's runtime is the manager's. They are optional: an identity that may not
 (the worker role of Kueue's own MultiKueue grants none) leaves the room or the runtime unknown
 and the cluster connected. `on_room(cluster)` is called when a copy held back from the worker
 may go now: a ClusterQueue there may have more room (its reservation went down, or its spec
-changed), or a queue or a runtime appeared or changed.
+changed), or a queue or a runtime appeared or changed. Two more, also optional, bring the
+worker's Events about TrainJobs and its pods' warnings to `on_event(cluster, event)`, to be
+recorded again on the manager TrainJob (dispatcher/mirror.py).
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ class RemoteCluster:
         down_since: float | None = None,
         may_write: Callable[[], bool] | None = None,
         on_room: Callable[[str], None] = lambda name: None,
+        on_event: Callable[[str, Dict], None] | None = None,
+        events: str = "Warning",
     ) -> None:
         """`down_since` (epoch seconds): since when the worker has been unreachable, as
         recorded before this process started (the MultiKueueCluster's Active=False transition);
@@ -108,14 +112,33 @@ class RemoteCluster:
             for kind, k in READ_KINDS.items()
         }
 
+        # The worker's Events about TrainJobs and its pods' warnings (mirror.py), for
+        # `on_event(cluster, event)`; `events` says which: Warning, All, or None.
+        warning = ",type=Warning" if events == "Warning" else ""
+        self._events = [
+            Informer(
+                self.cluster.api,
+                c.EVENT,
+                lambda type_, obj: on_event(self.name, obj) if type_ != "DELETED" else None,
+                field_selector=selector,
+                name=f"{name}-Event-{what}",
+                list_timeout=10,
+            )
+            for what, selector in (
+                ("TrainJob", f"involvedObject.kind=TrainJob{warning}"),
+                ("Pod", "involvedObject.kind=Pod,type=Warning"),
+            )
+            if on_event is not None and events != "None"
+        ]
+
     # ---- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        for informer in [*self._informers.values(), *self._read.values()]:
+        for informer in [*self._informers.values(), *self._read.values(), *self._events]:
             informer.start()
 
     def stop(self) -> None:
-        for informer in [*self._informers.values(), *self._read.values()]:
+        for informer in [*self._informers.values(), *self._read.values(), *self._events]:
             informer.stop()
 
     @property

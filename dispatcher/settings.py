@@ -70,6 +70,13 @@ class DispatcherSettings(ControllerSettings):
         "TrainJob's RuntimeDrift condition and the MultiKueueCluster's RuntimesInSync "
         "condition. Needs read access to the workers' runtimes; unknown counts as the same",
     )
+    mirror_events: Literal["Warning", "All", "None"] = Field(
+        default="Warning",
+        description="which Events of the worker that runs a TrainJob are recorded again on "
+        "the manager TrainJob, prefixed with the worker's name: Warning (those of its "
+        "TrainJob there and its pods), All (its TrainJob's every Event, and its pods' "
+        "warnings), None",
+    )
     give_up_never_fits: bool = Field(
         default=True,
         description="a TrainJob whose PodSets no worker's ClusterQueue could ever hold "

@@ -15,13 +15,23 @@ class Event(NamedTuple):
     message: str
 
 
-def build_event(obj: Dict, etype: str, reason: str, message: str, component: str, now: str) -> Dict:
-    """A core/v1 Event about `obj` (what `kubectl describe` shows)."""
+def build_event(
+    obj: Dict,
+    etype: str,
+    reason: str,
+    message: str,
+    component: str,
+    now: str,
+    name: str | None = None,
+) -> Dict:
+    """A core/v1 Event about `obj` (what `kubectl describe` shows); `name`, when given, makes
+    it once only (a second create of the same name is refused)."""
     meta = obj["metadata"]
+    naming = {"name": name} if name else {"generateName": f"{meta['name']}."}
     return {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace")},
+        "metadata": {**naming, "namespace": meta.get("namespace")},
         "involvedObject": {
             "apiVersion": obj["apiVersion"],
             "kind": obj["kind"],

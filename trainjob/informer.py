@@ -14,6 +14,7 @@ TrainJobs and Workloads, and the dispatcher's copies on every worker.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -25,6 +26,8 @@ from trainjob import constants as c
 
 Dict = dict[str, Any]
 Key = Any  # (namespace, name) for namespaced kinds, name for cluster-scoped ones
+# The core kinds an Informer can keep, and the client's call that lists them everywhere.
+CORE_LISTS = {"events": "list_event_for_all_namespaces"}
 log = logging.getLogger("trainjob.informer")
 
 
@@ -66,14 +69,23 @@ class Informer:
         on_event: Callable[[str, Dict], None] = lambda type, obj: None,
         *,
         label_selector: str = "",
+        field_selector: str = "",
         on_state: Callable[[bool, str], None] = lambda ok, error: None,
         name: str = "",
         list_timeout: float = 30.0,
     ) -> None:
         self.kind = kind
-        self._api = client.CustomObjectsApi(api)
+        if kind.group:  # a custom resource: /apis/<group>/<version>/<plural>
+            self._list_call: Callable[..., Any] = client.CustomObjectsApi(
+                api
+            ).list_cluster_custom_object
+            self._list_args: tuple[str, ...] = kind.gvr
+        else:  # a core kind (the ones we watch): /api/v1/<plural>
+            self._list_call = getattr(client.CoreV1Api(api), CORE_LISTS[kind.plural])
+            self._list_args = ()
         self._on_event, self._on_state = on_event, on_state
         self._selector = label_selector
+        self._fields = field_selector
         self._name = name or kind.kind
         self._list_timeout = list_timeout  # how long a list may take before it counts as failed
         # Changed key by key (by events and by a re-list alike); readers take a key or a list
@@ -98,14 +110,14 @@ class Informer:
     def _list(self) -> str:
         """List everything into the cache; report what changed since; return the list's
         resourceVersion."""
-        group, version, plural = self.kind.gvr
-        listed = self._api.list_cluster_custom_object(
-            group,
-            version,
-            plural,
+        response = self._list_call(
+            *self._list_args,
             label_selector=self._selector,
+            field_selector=self._fields,
             _request_timeout=self._list_timeout,
+            _preload_content=False,  # one json.loads, no models
         )
+        listed = json.loads(response.data)
         fresh = {key_of(o): slim(o) for o in listed["items"]}
         gone = [obj for key, obj in list(self._store.items()) if key not in fresh]
         changed = [o for k, o in fresh.items() if self._store.get(k) != o]
@@ -143,13 +155,11 @@ class Informer:
     def _watch(self, since: str) -> str:
         """Apply events from `since` until the server ends the watch; return the last
         resourceVersion seen."""
-        group, version, plural = self.kind.gvr
         stream = watch.Watch().stream(
-            self._api.list_cluster_custom_object,
-            group,
-            version,
-            plural,
+            self._list_call,
+            *self._list_args,
             label_selector=self._selector,
+            field_selector=self._fields,
             resource_version=since,
             allow_watch_bookmarks=True,
             timeout_seconds=60,

@@ -280,12 +280,14 @@ class Cluster:
         )
         return result
 
-    def post_event(self, obj: Dict, etype: str, reason: str, message: str) -> None:
+    def post_event(
+        self, obj: Dict, etype: str, reason: str, message: str, name: str | None = None
+    ) -> None:
         """Record an Event on `obj` in the background, in order. Events are best effort (as
         with client-go's recorder): a busy API server never holds up a reconcile, and an Event
-        that cannot be written is logged and dropped."""
+        that cannot be written is logged and dropped. One with a `name` is recorded once."""
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        event = build_event(obj, etype, reason, message, self.field_manager, now)
+        event = build_event(obj, etype, reason, message, self.field_manager, now, name)
         with self._events_lock:
             if self._events is None:
                 self._events = queue.Queue(maxsize=10_000)
@@ -304,6 +306,8 @@ class Cluster:
             try:
                 self.create(event)
             except Exception as exc:
+                if isinstance(exc, ApiException) and exc.status == 409:
+                    continue  # an Event of that name is there already: recorded once
                 log.warning(
                     "[%s] cannot record Event %s on %s: %s",
                     self.name,

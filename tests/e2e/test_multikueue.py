@@ -411,6 +411,25 @@ def test_failed_remote_trainjob_fails_on_the_manager_with_the_reason(bed: Bed) -
     failed = mk.wait("broken", "Failed")
     assert failed["reason"] == "PodSetFailed"
     assert "PodSet 'node' failed" in failed["message"]
+    # The worker's warning is on the manager TrainJob too, with the worker's name in front.
+    worker = (mk.get("broken") or {})["status"]["clusterName"]
+
+    def mirrored() -> list[Any]:
+        items = (
+            client.CoreV1Api(bed.api(mk.manager))
+            .list_namespaced_event(mk.ns, field_selector="involvedObject.name=broken")
+            .items
+        )
+        return [
+            e
+            for e in items
+            if e.type == "Warning"
+            and e.reason == "PodSetFailed"
+            and e.message.startswith(f"{worker}: ")
+        ]
+
+    [event] = wait_for(mirrored, 30, what="the worker's PodSetFailed warning on the manager")
+    assert "PodSet 'node' failed" in event.message
 
 
 def _no_ca(k: Dict) -> None:

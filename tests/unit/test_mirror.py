@@ -1,0 +1,58 @@
+"""Which worker Events show on the manager TrainJob (dispatcher/mirror.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dispatcher.mirror import Mirrored, mirror, owning_trainjob
+
+Dict = dict[str, Any]
+
+
+def event(kind: str, name: str, etype: str = "Warning", count: int = 1) -> Dict:
+    return {
+        "metadata": {"name": f"{name}.abc", "namespace": "ns", "uid": "u-1"},
+        "involvedObject": {"kind": kind, "name": name, "namespace": "ns"},
+        "type": etype,
+        "reason": "PodSetFailed",
+        "message": "node failed",
+        "count": count,
+    }
+
+
+def test_a_pod_belongs_to_the_longest_trainjob_name_that_prefixes_it() -> None:
+    names = ["train", "train-big", "other"]
+    assert owning_trainjob("train-big-node-0-0-x7k2p", names) == "train-big"
+    assert owning_trainjob("train-node-0-0-x7k2p", names) == "train"
+    assert owning_trainjob("trainer-node-0-0-x7k2p", names) is None
+
+
+def test_a_trainjob_warning_is_recorded_with_the_worker_in_front_once_per_count() -> None:
+    got = mirror(event("TrainJob", "train"), "worker1", ["train"], warnings_only=True)
+    assert isinstance(got, Mirrored)
+    assert (got.trainjob, got.type, got.reason, got.message) == (
+        "train",
+        "Warning",
+        "PodSetFailed",
+        "worker1: node failed",
+    )
+    again = mirror(event("TrainJob", "train"), "worker1", ["train"], warnings_only=True)
+    assert again is not None and again.name == got.name  # the same Event: recorded once
+    counted = mirror(event("TrainJob", "train", count=2), "worker1", ["train"], True)
+    assert counted is not None and counted.name != got.name
+    assert got.name.startswith("train.worker1.")
+
+
+def test_pod_warnings_name_the_pod_and_normal_events_follow_the_setting() -> None:
+    pod = mirror(event("Pod", "train-node-0-0-abcde"), "w2", ["train"], warnings_only=True)
+    assert pod is not None and pod.message == "w2: pod train-node-0-0-abcde: node failed"
+    normal = event("TrainJob", "train", etype="Normal")
+    assert mirror(normal, "w2", ["train"], warnings_only=True) is None
+    assert mirror(normal, "w2", ["train"], warnings_only=False) is not None
+    assert mirror(event("Pod", "x", etype="Normal"), "w2", ["train"], False) is None
+
+
+def test_events_of_objects_not_ours_are_left_alone() -> None:
+    assert mirror(event("TrainJob", "theirs"), "w1", ["train"], True) is None
+    assert mirror(event("Pod", "unrelated-pod"), "w1", ["train"], True) is None
+    assert mirror(event("Job", "train-node-0"), "w1", ["train"], True) is None
