@@ -31,6 +31,7 @@ from tests.kube_helpers import active_condition, create_workload
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"  # on every pod of a TrainJob
 Dict = dict[str, Any]
 
 
@@ -672,10 +673,9 @@ def test_dispatcher_restart_mid_dispatch_runs_the_trainjob_once(
         mk.submit("survivor")
         mk.wait_copies_everywhere()
         with dispatcher_down(controllers):
-            # While the dispatcher is down, the workers' own jobs go and every worker admits
-            # its copy.
+            # While the dispatcher is down, every worker gets room and admits its copy.
             for worker in mk.workers:
-                mk.free(worker)
+                mk.set_quota(worker, "8")
 
             def admitted_on() -> set[str]:
                 return {
@@ -695,7 +695,11 @@ def test_dispatcher_restart_mid_dispatch_runs_the_trainjob_once(
 
     def complete_while_watching() -> Dict | None:
         for worker in mk.workers:  # remember every worker that ever ran a pod of it
-            if client.CoreV1Api(bed.api(worker)).list_namespaced_pod(mk.ns).items:
+            if (
+                client.CoreV1Api(bed.api(worker))
+                .list_namespaced_pod(mk.ns, label_selector=f"{JOBSET_NAME}=survivor")
+                .items
+            ):
                 ran_on.add(worker)
         return mk.condition("survivor", "Complete")
 
