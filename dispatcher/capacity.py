@@ -81,7 +81,10 @@ def podset_requests(workload: Dict) -> list[tuple[str, Amounts]]:
 Table = dict[tuple[str, str], Decimal]
 
 
-def _quotas(cq: Dict) -> tuple[list[tuple[list[str], list[str]]], Table, Table, Table]:
+Quotas = tuple[list[tuple[list[str], list[str]]], Table, Table, Table]
+
+
+def _quotas(cq: Dict) -> Quotas:
     """A ClusterQueue's resource groups as (covered resources, flavours in order), and per
     (flavour, resource) its nominal quota, borrowing limit and lending limit (absent: none)."""
     groups, nominal, borrow, lend = [], {}, {}, {}
@@ -125,11 +128,11 @@ def _is_active(cq: Dict) -> bool:
     return found is None or found.get("status") == "True"
 
 
-def _room(cq: Dict, cohort: list[Dict], *, now: bool) -> Table:
+def _room(cq: Dict, quotas: Quotas, cohort: list[Dict], *, now: bool) -> Table:
     """Per (flavour, resource): how much more the ClusterQueue can admit (now: given what is
     reserved; otherwise: empty), borrowing from `cohort` (the other ClusterQueues of its
-    cohort) up to its borrowing limit."""
-    _, nominal, borrow, _ = _quotas(cq)
+    cohort) up to its borrowing limit; `quotas` is `_quotas(cq)`, parsed once per question."""
+    _, nominal, borrow, _ = quotas
     used = reserved(cq) if now else {}
     pool: Table = {}
     if (cq.get("spec") or {}).get("cohortName"):
@@ -145,12 +148,14 @@ def _room(cq: Dict, cohort: list[Dict], *, now: bool) -> Table:
     return room
 
 
-def _assign(podsets: list[tuple[str, Amounts]], cq: Dict, room: Table, *, amounts: bool) -> str:
+def _assign(
+    podsets: list[tuple[str, Amounts]], cq: Dict, quotas: Quotas, room: Table, *, amounts: bool
+) -> str:
     """Place each PodSet as Kueue's flavour assigner would (per resource group, the first
     flavour with room for all of the group's resources), taking the room as it goes. Returns
     what does not fit ('' when all do), with the amounts when `amounts` (the room now changes
     at every admission there, and a message that changes with it would be a write each time)."""
-    groups, _, _, _ = _quotas(cq)
+    groups = quotas[0]
     room = dict(room)
     name = cq["metadata"]["name"]
     for podset, needs in podsets:
@@ -194,18 +199,19 @@ def fit(workload: Dict, cq: Dict | None, cohort: list[Dict], queue: str = "") ->
         return Fit(False, True, f"no LocalQueue {queue} with its ClusterQueue")
     name = cq["metadata"]["name"]
     podsets = podset_requests(workload)
-    covered = {r for resources, _ in _quotas(cq)[0] for r in resources}
+    quotas = _quotas(cq)
+    covered = {r for resources, _ in quotas[0] for r in resources}
     missing = sorted({r for _, needs in podsets for r in needs if r not in covered} - {"pods"})
     if missing:
         # Kueue leaves such a Workload pending, but a worker's Kueue may be set to ignore the
         # resource (its resources.excludeResourcePrefixes): no room, and no reason to give up.
         return Fit(False, True, f"ClusterQueue {name} has no quota for {', '.join(missing)}")
-    never = _assign(podsets, cq, _room(cq, cohort, now=False), amounts=True)
+    never = _assign(podsets, cq, quotas, _room(cq, quotas, cohort, now=False), amounts=True)
     if never:
         return Fit(False, False, f"never: {never}")
     if not _is_active(cq):
         return Fit(False, True, f"ClusterQueue {name} is not active")
-    short = _assign(podsets, cq, _room(cq, cohort, now=True), amounts=False)
+    short = _assign(podsets, cq, quotas, _room(cq, quotas, cohort, now=True), amounts=False)
     return Fit(not short, True, f"no room now: {short}" if short else "")
 
 

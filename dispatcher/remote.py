@@ -238,17 +238,18 @@ class RemoteCluster:
         return self._read[kind].get(key)
 
     def runtime_problem(
-        self, kind: str, namespace: str | None, name: str, spec: Dict
+        self, kind: str, namespace: str | None, name: str, spec: Dict, shown: str = ""
     ) -> str | None:
         """Why the runtime `kind` `name` here is not the manager's (whose spec is `spec`):
         missing, or its spec differs; None when it is the same, or not known."""
         if not self._readable(RUNTIME_KINDS):
             return None
         found = self._runtime(kind, namespace, name)
+        shown = shown or name
         if found is None:
-            return f"{kind} {name} is missing there"
+            return f"{kind} {shown} is missing there"
         if found.get("spec") != spec:
-            return f"{kind} {name} there differs from the manager's"
+            return f"{kind} {shown} there differs from the manager's"
         return None
 
     def runtime_drift(self, runtimes: list[Dict]) -> list[str] | None:
@@ -259,13 +260,14 @@ class RemoteCluster:
         problems = []
         for rt in runtimes:
             meta = rt["metadata"]
+            where = f"{meta['namespace']}/" if meta.get("namespace") else ""
             problem = self.runtime_problem(
                 rt.get("kind", c.CLUSTER_TRAINING_RUNTIME.kind),
                 meta.get("namespace"),
                 meta["name"],
                 rt.get("spec") or {},
+                shown=f"{where}{meta['name']}",
             )
             if problem:
-                where = f"{meta['namespace']}/" if meta.get("namespace") else ""
-                problems.append(problem.replace(f" {meta['name']} ", f" {where}{meta['name']} ", 1))
+                problems.append(problem)
         return problems
