@@ -136,3 +136,4 @@ WORKLOAD_PRIORITY_CLASS = Kind(
 JOB = Kind("batch", "v1", "jobs", "Job", True)
 SERVICE = Kind("", "v1", "services", "Service", True)
 EVENT = Kind("", "v1", "events", "Event", True)
+POD = Kind("", "v1", "pods", "Pod", True)

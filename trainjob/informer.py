@@ -8,8 +8,12 @@ Each event updates the cache first, then calls `on_event(type, obj)` (`ADDED`, `
 `on_state(ok, error)` reports each list's success and each failure. Both run on the informer's
 thread and must return quickly (queue a key, set a flag).
 
-Used where kopf's per-event machinery costs more than the work an event causes: the manager's
-TrainJobs and Workloads, and the dispatcher's copies on every worker.
+Used where kopf's per-event machinery costs more than the work an event causes (the manager's
+TrainJobs and Workloads, the dispatcher's copies on every worker), and where a watch must be
+filtered by the API server (kopf filters labels on its side): the worker controller's pods.
+
+`transform` is what the cache keeps of each object (it must keep `metadata.resourceVersion`);
+`group_by` keeps a second index, group key -> the objects in it (client-go's indexers, one).
 """
 
 from __future__ import annotations
@@ -27,7 +31,10 @@ from trainjob import constants as c
 Dict = dict[str, Any]
 Key = Any  # (namespace, name) for namespaced kinds, name for cluster-scoped ones
 # The core kinds an Informer can keep, and the client's call that lists them everywhere.
-CORE_LISTS = {"events": "list_event_for_all_namespaces"}
+CORE_LISTS = {
+    "events": "list_event_for_all_namespaces",
+    "pods": "list_pod_for_all_namespaces",
+}
 log = logging.getLogger("trainjob.informer")
 
 
@@ -73,6 +80,8 @@ class Informer:
         on_state: Callable[[bool, str], None] = lambda ok, error: None,
         name: str = "",
         list_timeout: float = 30.0,
+        transform: Callable[[Dict], Dict] = slim,
+        group_by: Callable[[Dict], Key] | None = None,
     ) -> None:
         self.kind = kind
         if kind.group:  # a custom resource: /apis/<group>/<version>/<plural>
@@ -92,6 +101,9 @@ class Informer:
         # of keys at a time (atomic under the GIL), as they do with kopf's indexes.
         self._store: dict[Key, Dict] = {}
         self.view = IndexView(self._store)
+        self._transform, self._group_by = transform, group_by
+        self._groups: dict[Key, dict[Key, Dict]] = {}  # group key -> object key -> object
+        self._groups_lock = threading.Lock()
         self.synced = threading.Event()  # the first list is in
         self._stop = threading.Event()
 
@@ -100,6 +112,34 @@ class Informer:
 
     def items(self) -> list[Dict]:
         return list(self._store.values())
+
+    def group(self, key: Key) -> list[Dict]:
+        """The objects `group_by` puts under `key` (none without a `group_by`)."""
+        with self._groups_lock:
+            return list(self._groups.get(key, {}).values())
+
+    def _put(self, key: Key, obj: Dict) -> None:
+        old = self._store.get(key)
+        self._store[key] = obj
+        if self._group_by is not None:
+            with self._groups_lock:
+                if old is not None:
+                    self._ungroup(key, old)
+                self._groups.setdefault(self._group_by(obj), {})[key] = obj
+
+    def _drop(self, key: Key) -> None:
+        old = self._store.pop(key, None)
+        if old is not None and self._group_by is not None:
+            with self._groups_lock:
+                self._ungroup(key, old)
+
+    def _ungroup(self, key: Key, obj: Dict) -> None:
+        group = self._group_by(obj) if self._group_by is not None else None
+        members = self._groups.get(group)
+        if members is not None:
+            members.pop(key, None)
+            if not members:
+                del self._groups[group]
 
     def start(self) -> None:
         threading.Thread(target=self._run, daemon=True, name=f"informer-{self._name}").start()
@@ -118,13 +158,14 @@ class Informer:
             _preload_content=False,  # one json.loads, no models
         )
         listed = json.loads(response.data)
-        fresh = {key_of(o): slim(o) for o in listed["items"]}
+        fresh = {key_of(o): self._transform(o) for o in listed["items"]}
         gone = [obj for key, obj in list(self._store.items()) if key not in fresh]
         changed = [o for k, o in fresh.items() if self._store.get(k) != o]
         # Key by key, never cleared: a reader must not see a cached object vanish for a moment.
         for obj in gone:
-            self._store.pop(key_of(obj), None)
-        self._store.update(fresh)
+            self._drop(key_of(obj))
+        for key, obj in fresh.items():
+            self._put(key, obj)
         self.synced.set()
         self._on_state(True, "")
         for obj in gone:
@@ -171,16 +212,17 @@ class Informer:
         for event in stream:
             if self._stop.is_set():
                 break
-            etype, obj = event["type"], slim(event["object"])
+            etype, obj = event["type"], event["object"]
             if etype == "ERROR":
                 raise RuntimeError(f"watch error: {obj.get('message', obj)}")
             since = str(obj["metadata"]["resourceVersion"])
             if etype == "BOOKMARK":
                 continue
+            obj = self._transform(obj)
             key = key_of(obj)
             if etype == "DELETED":
-                self._store.pop(key, None)
+                self._drop(key)
             else:
-                self._store[key] = obj
+                self._put(key, obj)
             self._on_event(etype, obj)
         return since

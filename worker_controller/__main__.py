@@ -8,7 +8,7 @@ import threading
 from trainjob import constants as c
 from trainjob import operator
 from trainjob.workqueue import WorkQueue, WriteMemory
-from worker_controller.handlers import on_leading, register
+from worker_controller.handlers import on_leading, pod_informer, register
 from worker_controller.memo import Memo
 from worker_controller.reconcile import sync_trainjob
 from worker_controller.settings import WorkerSettings
@@ -26,11 +26,14 @@ def main(argv: list[str] | None = None) -> int:
         elector=None,
         gone=set(),
         memory=WriteMemory(),
+        pods=None,
     )
     memo.cluster.may_write = memo.leads
     memo.queue = WorkQueue(
         lambda key: sync_trainjob(memo, key), workers=settings.workers, name="reconcile"
     )
+    if settings.pod_summary:
+        memo.pods = pod_informer(memo)
     operator.elect(memo, memo.cluster, lambda: on_leading(memo))
     operator.run(register(settings), memo, memo.cluster)
     return 0

@@ -31,6 +31,9 @@ class Observed:
     services: list[Dict]  # Services carrying this TrainJob's label
     service_named: Dict | None  # the Service called like the TrainJob, whoever made it
     now: dt.datetime
+    # Its pods (status.pod_digest of each), or None when they are not watched (or the watch
+    # has not listed them yet): then `podsStatus` is left as it is.
+    pods: list[Dict] | None = None
 
 
 @dataclass
@@ -61,6 +64,7 @@ class _Status:
         self.old = {k: v for k, v in tj.status.items()}
         self.conditions = tj.conditions()
         self.jobs_status = self.old.get("jobsStatus")
+        self.pods_status = self.old.get("podsStatus")
         self.now, self.plan, self.generation = now, plan, tj.metadata.generation
 
     def set(
@@ -77,6 +81,12 @@ class _Status:
         ) and (value or before is not None):
             self.plan.events.append(Event(event_type, reason, message))
 
+    def count(self, info: RuntimeInfo, obs: Observed) -> None:
+        """Jobs per state and, when its pods are watched, pods per phase, for each PodSet."""
+        self.jobs_status = status.compute_jobs_status(info, obs.jobs)
+        if obs.pods is not None:
+            self.pods_status = status.compute_pods_status(info, obs.pods)
+
     def remove(self, ctype: str) -> None:
         self.conditions = cond.remove_condition(self.conditions, ctype)
 
@@ -85,6 +95,8 @@ class _Status:
         new["conditions"] = self.conditions
         if self.jobs_status is not None:
             new["jobsStatus"] = self.jobs_status
+        if self.pods_status is not None:
+            new["podsStatus"] = self.pods_status
         if new != self.old:
             self.plan.status = new
 
@@ -150,7 +162,7 @@ def reconcile_trainjob(obs: Observed) -> Plan:
     owner = owner_of(obs.trainjob)
     # 5. The headless Service: exactly one, ours, found by label; otherwise create nothing.
     if not _ensure_service(obs, info, owner, st, plan):
-        st.jobs_status = status.compute_jobs_status(info, obs.jobs)
+        st.count(info, obs)
         st.finish()
         return plan
     if len(obs.jobs) < sum(ps.replicas for ps in info.pod_sets):
@@ -162,7 +174,7 @@ def reconcile_trainjob(obs: Observed) -> Plan:
     if tj.spec.suspend:
         _apply_jobs(info, owner, obs.jobs, plan, suspend=True, create_missing=False)
         st.set(c.COND_SUSPENDED, True, c.REASON_SUSPENDED, "TrainJob is suspended")
-        st.jobs_status = status.compute_jobs_status(info, obs.jobs)
+        st.count(info, obs)
         st.finish()
         return plan
     if cond.is_true(st.conditions, c.COND_SUSPENDED):
@@ -181,7 +193,7 @@ def reconcile_trainjob(obs: Observed) -> Plan:
                 "Warning",
             )
             _suspend_active(info, obs.trainjob, obs.jobs, plan)
-            st.jobs_status = status.compute_jobs_status(info, obs.jobs)
+            st.count(info, obs)
             st.finish()
             return plan
         plan.requeue_after = left
@@ -202,7 +214,7 @@ def reconcile_trainjob(obs: Observed) -> Plan:
         else:
             st.remove(POD_GROUP_IGNORED)
         _apply_jobs(info, owner, obs.jobs, plan, suspend=False, create_missing=True)
-    st.jobs_status = status.compute_jobs_status(info, obs.jobs)
+    st.count(info, obs)
     st.finish()
     return plan
 

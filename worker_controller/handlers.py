@@ -14,6 +14,7 @@ from trainjob import constants as c
 from trainjob import operator
 from trainjob.caches import Caches
 from trainjob.conditions import trainjob_finished
+from trainjob.informer import Informer
 from trainjob.models import prebuilt_label
 from trainjob.workload import workload_name
 from worker_controller import status, webhooks
@@ -41,12 +42,30 @@ INDEX_NAMES = (
 def on_startup(settings: kopf.OperatorSettings, memo: Memo, **_: Any) -> None:
     operator.configure(settings, memo.settings, "worker-controller")
     memo.queue.start()
+    if memo.pods is not None:
+        memo.pods.start()
     threading.Thread(target=_resync_loop, args=(memo,), name="resync", daemon=True).start()
     operator.start_watchdog(memo, memo.cluster)
 
 
 def on_cleanup(memo: Memo, **_: Any) -> None:
+    if memo.pods is not None:
+        memo.pods.stop()
     memo.shut_down()
+
+
+def pod_informer(memo: Memo) -> Informer:
+    """Our pods, filtered by the API server (kopf would watch every pod of the cluster), kept
+    as digests grouped by TrainJob; a change queues its TrainJob (status.podsStatus)."""
+    return Informer(
+        memo.cluster.api,
+        c.POD,
+        lambda _type, pod: memo.queue.add(status.pod_owner(pod)),
+        label_selector=c.TRAINJOB_NAME_LABEL,
+        name=f"{memo.settings.cluster_name}-pods",
+        transform=status.pod_digest,
+        group_by=status.pod_owner,
+    )
 
 
 def _resync_loop(memo: Memo) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from trainjob import operator
+from trainjob.informer import Informer
 from trainjob.kube import Cluster
 from trainjob.workqueue import WriteMemory
 from worker_controller.settings import WorkerSettings
@@ -15,3 +16,4 @@ class Memo(operator.ControllerMemo):
     # resumed after an API-server outage may never deliver their deletion).
     gone: set[str]
     memory: WriteMemory  # Workloads the API refused, so the same one is not sent again
+    pods: Informer | None  # our pods, when settings.pod_summary

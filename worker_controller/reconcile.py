@@ -81,6 +81,7 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
         services=services,
         service_named=named,
         now=dt.datetime.now(dt.UTC),
+        pods=memo.pods.group(key) if memo.pods is not None and memo.pods.synced.is_set() else None,
     )
     plan = reconcile_trainjob(observed_tj)
     execute.execute(memo.cluster, trainjob, plan)

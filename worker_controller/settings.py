@@ -12,3 +12,9 @@ class WorkerSettings(ControllerSettings):
     leader_election_id: str = Field(
         default="trainjob-worker-controller", min_length=1, description="name of the Lease"
     )
+    pod_summary: bool = Field(
+        default=True,
+        description="watch the pods of our TrainJobs (server-side label selector) and write "
+        "their count per phase and PodSet to status.podsStatus (an extension of Trainer's "
+        "status); needs list/watch on pods",
+    )

@@ -1,9 +1,11 @@
-"""Pure status maths: per-PodSet Job counts, dependency readiness, success and failure."""
+"""Pure status maths: per-PodSet Job and pod counts, dependency readiness, success and
+failure."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from trainjob import constants as c
 from trainjob.naming import job_name
 from trainjob.runtime import PodSet, RuntimeInfo
 
@@ -87,6 +89,51 @@ def compute_jobs_status(info: RuntimeInfo, jobs: dict[str, Dict]) -> list[Dict]:
             }
         )
     return out
+
+
+POD_PHASES = ("Pending", "Running", "Succeeded", "Failed")
+
+
+def pod_digest(pod: Dict) -> Dict:
+    """What the worker controller keeps of one of its pods: whose it is, and its phase."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    return {
+        "metadata": {
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+            "resourceVersion": meta.get("resourceVersion"),
+            "labels": {
+                k: labels[k]
+                for k in (c.TRAINJOB_NAME_LABEL, c.REPLICATED_JOB_NAME_LABEL)
+                if k in labels
+            },
+        },
+        "status": {"phase": (pod.get("status") or {}).get("phase") or "Pending"},
+    }
+
+
+def pod_owner(pod: Dict) -> tuple[str, str]:
+    """The TrainJob a pod of ours belongs to, as a work-queue key."""
+    meta = pod["metadata"]
+    return meta["namespace"], meta["labels"].get(c.TRAINJOB_NAME_LABEL, "")
+
+
+def compute_pods_status(info: RuntimeInfo, pods: list[Dict]) -> list[Dict]:
+    """An extension of Trainer's status (`podsStatus`): per PodSet, how many of its pods are
+    in each phase (`unknown` only when some are), in the runtime's order."""
+    counts: dict[str, dict[str, int]] = {
+        ps.name: dict.fromkeys(POD_PHASES, 0) for ps in info.pod_sets
+    }
+    for pod in pods:
+        mine = counts.get(pod["metadata"]["labels"].get(c.REPLICATED_JOB_NAME_LABEL, ""))
+        if mine is not None:
+            phase = pod["status"]["phase"]
+            mine[phase] = mine.get(phase, 0) + 1
+    return [
+        {"name": name, **{phase.lower(): n for phase, n in by_phase.items()}}
+        for name, by_phase in counts.items()
+    ]
 
 
 def first_failure(info: RuntimeInfo, jobs: dict[str, Dict]) -> str | None:

@@ -57,6 +57,10 @@ def test_each_identity_can_do_what_its_code_needs_and_no_more(
     # The worker controller creates MPI key Secrets but never reads Secrets back.
     as_worker_ctrl = client.CoreV1Api(_as(Path(worker_ctrl.env["KUBECONFIG"])))
     assert _status(lambda: as_worker_ctrl.list_namespaced_secret("default")) == 403
+    # It counts its pods (status.podsStatus) and makes none: the Job controller does.
+    ours = "trainjob.dev/trainjob-name"
+    assert _status(lambda: as_worker_ctrl.list_pod_for_all_namespaces(label_selector=ours)) == 200
+    assert _status(lambda: as_worker_ctrl.create_namespaced_pod("default", pod)) == 403
     # The identity the manager holds for a worker: TrainJobs and Workloads; it reads queues
     # (capacity-aware placement) and pods, their logs and Events (`kubectl trainjob`), and
     # neither reads Secrets nor makes pods.

@@ -270,6 +270,8 @@ def test_trainjob_runs_on_exactly_one_worker_and_completes_on_the_manager(bed: B
     assert status["jobsStatus"] == [
         {"name": "node", "ready": 0, "succeeded": 1, "failed": 0, "active": 0, "suspended": 0}
     ]
+    # The pods' count by phase, from the worker controller's pod watch, synced back.
+    assert pod_phases(mk.get("one")) == {"node": (0, 0, 3, 0)}
     others = [w for w in mk.workers if w != winner]
     assert all(mk.get("one", w) is None and not mk.remote_workloads(w) for w in others)
     wl = mk.custom().list_namespaced_custom_object(*KUEUE, mk.ns, "workloads")["items"][0]
@@ -1020,6 +1022,14 @@ def _out_of_sync_and_sent_again(mk: MultiKueue, runtime: str, first: str, second
     assert (mk.get("drift") or {})["status"]["clusterName"] == second
 
 
+def pod_phases(trainjob: Dict | None) -> dict[str, tuple[int, ...]]:
+    """status.podsStatus as {PodSet: (pending, running, succeeded, failed)}."""
+    return {
+        p["name"]: tuple(p[k] for k in ("pending", "running", "succeeded", "failed"))
+        for p in ((trainjob or {}).get("status") or {}).get("podsStatus") or []
+    }
+
+
 def pods_ready(workloads: list[Dict]) -> tuple[str, str] | None:
     """PodsReady (status, reason) of the only Workload in the list."""
     for wl in workloads[:1]:
@@ -1054,6 +1064,12 @@ def test_trainjob_longer_than_the_pods_ready_timeout_is_ready_on_both_sides_neve
         30,
         what="PodsReady=True on the manager Workload (from the status synced back)",
     )
+    for cluster in (worker, None):  # the copy's own count, then the manager's, synced back
+        wait_for(
+            lambda: pod_phases(mk.get("long", cluster)) == {"node": (0, 2, 0, 0)},  # noqa: B023
+            30,
+            what=f"two pods Running in podsStatus on {cluster or 'the manager'}",
+        )
     mk.wait("long", "Complete", timeout=timeout + 60)
     (wl,) = manager_wls()
     assert not any(

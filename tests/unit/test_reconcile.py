@@ -6,6 +6,7 @@ import datetime as dt
 from typing import Any
 
 from tests.factories import initializer_runtime, make_runtime, make_trainjob
+from worker_controller import status
 from worker_controller.decide import Observed, Plan, reconcile_trainjob
 
 Dict = dict[str, Any]
@@ -19,6 +20,7 @@ def observe(
     services: list[Dict] | None = None,
     named: Dict | None = None,
     now: dt.datetime = NOW,
+    pods: list[Dict] | None = None,
 ) -> Plan:
     return reconcile_trainjob(
         Observed(
@@ -28,6 +30,7 @@ def observe(
             services=services or [],
             service_named=named,
             now=now,
+            pods=pods,
         )
     )
 
@@ -272,3 +275,67 @@ def test_a_multikueue_copy_labels_its_jobs_and_pods_with_the_managers_origin() -
     local = observe(make_trainjob(), make_runtime(), services=[OUR_SERVICE])
     (job,) = [o for o in local.apply if o["kind"] == "Job"]
     assert "kueue.x-k8s.io/multikueue-origin" not in job["spec"]["template"]["metadata"]["labels"]
+
+
+def pod(name: str, replicated_job: str, phase: str | None, trainjob: str = "tj") -> Dict:
+    """A pod as the API returns it (status.pod_digest keeps what the count needs)."""
+    return status.pod_digest(
+        {
+            "metadata": {
+                "name": name,
+                "namespace": "default",
+                "resourceVersion": "7",
+                "labels": {
+                    "trainjob.dev/trainjob-name": trainjob,
+                    "jobset.sigs.k8s.io/replicatedjob-name": replicated_job,
+                    "app": "ignored",
+                },
+                "annotations": {"big": "x" * 100},
+            },
+            "spec": {"containers": [{"name": "c", "image": "x"}]},
+            "status": {"phase": phase} if phase else {},
+        }
+    )
+
+
+def test_pods_are_counted_by_phase_per_pod_set_and_left_alone_when_not_watched() -> None:
+    tj = make_trainjob(runtimeRef={"name": "torch-with-init"})
+    runtime = initializer_runtime()
+    jobs = [job("tj-dataset-initializer-0", complete=True), job("tj-model-initializer-0")]
+    pods = [
+        pod("a", "dataset-initializer", "Succeeded"),
+        pod("b", "model-initializer", "Running"),
+        pod("c", "model-initializer", None),  # just created: no phase yet
+        pod("d", "model-initializer", "Unknown"),
+        pod("e", "somebody-elses", "Running"),  # not a PodSet of the runtime: not counted
+    ]
+    plan = observe(tj, runtime, services=[OUR_SERVICE], jobs=jobs, pods=pods)
+    assert plan.status is not None
+    zero = {"pending": 0, "running": 0, "succeeded": 0, "failed": 0}
+    assert plan.status["podsStatus"] == [
+        {"name": "dataset-initializer", **zero, "succeeded": 1},
+        {"name": "model-initializer", **zero, "running": 1, "pending": 1, "unknown": 1},
+        {"name": "node", **zero},
+    ]
+    assert pods[0] == {
+        "metadata": {
+            "name": "a",
+            "namespace": "default",
+            "resourceVersion": "7",
+            "labels": {
+                "trainjob.dev/trainjob-name": "tj",
+                "jobset.sigs.k8s.io/replicatedjob-name": "dataset-initializer",
+            },
+        },
+        "status": {"phase": "Succeeded"},
+    }
+    assert status.pod_owner(pods[0]) == ("default", "tj")
+    # Pods not watched (or not listed yet): what the status says stays.
+    tj["status"] = plan.status
+    again = observe(tj, runtime, services=[OUR_SERVICE], jobs=jobs, pods=None)
+    assert again.status is None
+    # A change of phase alone is a status write.
+    pods[1] = pod("b", "model-initializer", "Succeeded")
+    moved = observe(tj, runtime, services=[OUR_SERVICE], jobs=jobs, pods=pods)
+    assert moved.status is not None
+    assert moved.status["podsStatus"][1]["succeeded"] == 1
