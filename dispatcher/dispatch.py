@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dispatcher.capacity import Fit
-from dispatcher.status_sync import can_wait, status_back
+from dispatcher.status_sync import status_back
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob import workload as wlmod
 from trainjob.events import Event
+from trainjob.status_writes import can_wait
 
 Dict = dict[str, Any]
 
@@ -240,7 +241,7 @@ def _create_trainjob(
 
 def _sync_status(obs: DispatchObserved, plan: DispatchPlan, winner: RemoteView) -> None:
     """The winner's status onto the manager TrainJob: at once when it changes what anyone
-    acts on (`status_sync.can_wait`), otherwise coalesced with what follows within
+    acts on (`status_writes.can_wait`), otherwise coalesced with what follows within
     `status_coalesce` seconds of our last write (pod counts of a job starting up change many
     times a second, each a write)."""
     if obs.trainjob is None or winner.trainjob is None:
@@ -249,7 +250,11 @@ def _sync_status(obs: DispatchObserved, plan: DispatchPlan, winner: RemoteView) 
     if patch is None:
         return
     ago = obs.status_written_ago
-    if ago is not None and ago < obs.status_coalesce and can_wait(obs.trainjob, patch):
+    if (
+        ago is not None
+        and ago < obs.status_coalesce
+        and can_wait(obs.trainjob.get("status") or {}, patch)
+    ):
         wait = obs.status_coalesce - ago
         plan.requeue_after = min(plan.requeue_after or wait, wait)
         return

@@ -51,8 +51,21 @@ def table(rows: Iterable[Iterable[str]], header: list[str]) -> str:
     )
 
 
+PHASES = ("pending", "running", "succeeded", "failed", "unknown")
+
+
+def pods_in_short(tj: Dict) -> str:
+    """status.podsStatus summed over the PodSets, the phases that have pods: `2 running,
+    1 pending`; `-` when the status has no count (no pods yet, or not watched)."""
+    counts = (tj.get("status") or {}).get("podsStatus") or []
+    if not counts:
+        return "-"
+    totals = {ph: sum(int(p.get(ph) or 0) for p in counts) for ph in PHASES}
+    return ", ".join(f"{n} {ph}" for ph, n in totals.items() if n) or "0"
+
+
 def list_table(trainjobs: list[Dict], now: dt.datetime, all_namespaces: bool) -> str:
-    header = ["NAME", "STATE", "WORKER", "QUEUE", "AGE"]
+    header = ["NAME", "STATE", "WORKER", "PODS", "QUEUE", "AGE"]
     if all_namespaces:
         header.insert(0, "NAMESPACE")
     rows = []
@@ -64,6 +77,7 @@ def list_table(trainjobs: list[Dict], now: dt.datetime, all_namespaces: bool) ->
             meta["name"],
             state_of(tj),
             (tj.get("status") or {}).get("clusterName") or "-",
+            pods_in_short(tj),
             (meta.get("labels") or {}).get(c.KUEUE_QUEUE_NAME_LABEL, "-"),
             age(meta.get("creationTimestamp"), now),
         ]
@@ -131,6 +145,14 @@ def describe(
         f"Managed by:  {spec.get('managedBy') or c.MANAGED_BY_BUILTIN}",
         _section(
             "Conditions", _conditions(tj, now), ["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"]
+        ),
+        _section(
+            "Pods by phase",
+            [
+                [p.get("name", ""), *(str(p.get(ph) or 0) for ph in PHASES)]
+                for p in status.get("podsStatus") or []
+            ],
+            ["PODSET", *(ph.upper() for ph in PHASES)],
         ),
     ]
     if workload is not None:

@@ -16,6 +16,7 @@ from trainjob.events import Event
 from trainjob.models import InvalidObject, TrainJob, parse_trainjob
 from trainjob.naming import owner_of
 from trainjob.runtime import RuntimeInfo, resolve_runtime_info
+from trainjob.status_writes import can_wait
 from worker_controller import builders, status
 
 Dict = dict[str, Any]
@@ -34,6 +35,8 @@ class Observed:
     # Its pods (status.pod_digest of each), or None when they are not watched (or the watch
     # has not listed them yet): then `podsStatus` is left as it is.
     pods: list[Dict] | None = None
+    status_written_ago: float | None = None  # since our last status write of this TrainJob
+    status_coalesce: float = 0.0  # how long a change nothing acts on may wait after it
 
 
 @dataclass
@@ -60,12 +63,13 @@ def is_ours(tj: TrainJob) -> bool:
 class _Status:
     """Accumulates condition changes and the Events that announce them."""
 
-    def __init__(self, tj: TrainJob, now: dt.datetime, plan: Plan) -> None:
+    def __init__(self, tj: TrainJob, obs: Observed, plan: Plan) -> None:
         self.old = {k: v for k, v in tj.status.items()}
         self.conditions = tj.conditions()
         self.jobs_status = self.old.get("jobsStatus")
         self.pods_status = self.old.get("podsStatus")
-        self.now, self.plan, self.generation = now, plan, tj.metadata.generation
+        self.now, self.plan, self.generation = obs.now, plan, tj.metadata.generation
+        self.written_ago, self.coalesce = obs.status_written_ago, obs.status_coalesce
 
     def set(
         self, ctype: str, value: bool, reason: str, message: str, event_type: str = "Normal"
@@ -97,8 +101,14 @@ class _Status:
             new["jobsStatus"] = self.jobs_status
         if self.pods_status is not None:
             new["podsStatus"] = self.pods_status
-        if new != self.old:
-            self.plan.status = new
+        if new == self.old:
+            return
+        ago = self.written_ago
+        if ago is not None and ago < self.coalesce and can_wait(self.old, new):
+            wait = self.coalesce - ago  # then written with whatever has changed by then
+            self.plan.requeue_after = min(self.plan.requeue_after or wait, wait)
+            return
+        self.plan.status = new
 
 
 def _suspend_active(info: RuntimeInfo, tj_body: Dict, jobs: dict[str, Dict], plan: Plan) -> None:
@@ -135,7 +145,7 @@ def reconcile_trainjob(obs: Observed) -> Plan:
     # 2. Not ours (e.g. managedBy MultiKueue): hands off entirely, not even status.
     if not is_ours(tj) or tj.metadata.deletion_timestamp:
         return plan
-    st = _Status(tj, obs.now, plan)
+    st = _Status(tj, obs, plan)
     # 3. Finished is final: only make sure nothing of it still runs.
     if cond.trainjob_finished(tj.conditions()):
         finished_info = resolve_runtime_info(tj, obs.runtime)[0]

@@ -82,10 +82,18 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
         service_named=named,
         now=dt.datetime.now(dt.UTC),
         pods=memo.pods.group(key) if memo.pods is not None and memo.pods.synced.is_set() else None,
+        status_written_ago=memo.memory.written_ago(status_key(key)),
+        status_coalesce=memo.settings.status_coalesce_seconds,
     )
     plan = reconcile_trainjob(observed_tj)
-    execute.execute(memo.cluster, trainjob, plan)
+    if execute.execute(memo.cluster, trainjob, plan):
+        memo.memory.wrote(status_key(key), trainjob["metadata"]["resourceVersion"])
     return plan.requeue_after
+
+
+def status_key(key: tuple[str, str]) -> tuple[str, str, str]:
+    """The WriteMemory key of a TrainJob's status writes (their time: coalescing)."""
+    return ("TrainJob", *key)
 
 
 def _has_active_pods(job: Dict) -> bool:

@@ -18,3 +18,10 @@ class WorkerSettings(ControllerSettings):
         "their count per phase and PodSet to status.podsStatus (an extension of Trainer's "
         "status); needs list/watch on pods",
     )
+    status_coalesce_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        description="a TrainJob status change nothing acts on (pod counts, a Job's active "
+        "count) waits this long after our last status write of that TrainJob and goes with "
+        "what follows; conditions and ready/succeeded/failed counts go at once (0: off)",
+    )

@@ -15,7 +15,8 @@ import yaml
 from clusters.bed import Bed
 from clusters.builds import binary
 from kubectl_trainjob.__main__ import main
-from tests.e2e.test_multikueue import MultiKueue
+from tests.e2e.test_multikueue import MultiKueue, pod_phases
+from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 
@@ -36,11 +37,16 @@ def test_list_describe_and_logs_of_a_trainjob_running_on_a_worker(
     worker = mk.started_on("viewed")
     kubeconfig = bed.kubeconfig(mk.manager)  # the admin's: workers through their Secrets
 
+    wait_for(
+        lambda: pod_phases(mk.get("viewed")) == {"node": (0, 2, 0, 0)},
+        30,
+        what="the pods' count on the manager TrainJob",
+    )
     code, out, _ = plugin(capsys, kubeconfig, "-n", mk.ns, "list")
     assert code == 0
     header, row = out.splitlines()[:2]
-    assert header.split() == ["NAME", "STATE", "WORKER", "QUEUE", "AGE"]
-    assert row.split()[:4] == ["viewed", "Running", worker, "q"]
+    assert header.split() == ["NAME", "STATE", "WORKER", "PODS", "QUEUE", "AGE"]
+    assert row.split()[:6] == ["viewed", "Running", worker, "2", "running", "q"]
 
     code, out, _ = plugin(capsys, kubeconfig, "list", "-A")
     assert code == 0 and any(
@@ -52,6 +58,8 @@ def test_list_describe_and_logs_of_a_trainjob_running_on_a_worker(
     assert f"Worker:      {worker}" in out
     assert f'multikueue   Ready   The workload was admitted on "{worker}"' in out
     assert "Dispatched" in out  # the manager's Events
+    by_phase = out.split("Pods by phase:", 1)[1].splitlines()[2]  # status.podsStatus
+    assert by_phase.split() == ["node", "0", "2", "0", "0", "0"]
     on_worker = out.split(f"On worker {worker}:", 1)[1]
     for pod in mk.pods(worker, "viewed"):
         assert f"{pod.metadata.name}   Running" in on_worker

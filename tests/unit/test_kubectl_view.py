@@ -54,12 +54,32 @@ def test_age_as_kubectl_says_it() -> None:
 
 
 def test_the_list_table() -> None:
-    jobs = [tj(name="b", clusterName="worker2"), tj(name="a", spec={"suspend": True})]
-    assert list_table(jobs, NOW, all_namespaces=True).splitlines() == [
-        "NAMESPACE   NAME   STATE     WORKER    QUEUE   AGE",
-        "ns          a      Queued    -         q       3m",
-        "ns          b      Running   worker2   q       3m",
+    pods = [
+        {"name": "launcher", "pending": 0, "running": 1, "succeeded": 0, "failed": 0},
+        {"name": "node", "pending": 1, "running": 2, "succeeded": 0, "failed": 0},
     ]
+    jobs = [
+        tj(name="b", clusterName="worker2", podsStatus=pods),
+        tj(name="a", spec={"suspend": True}),
+    ]
+    assert list_table(jobs, NOW, all_namespaces=True).splitlines() == [
+        "NAMESPACE   NAME   STATE     WORKER    PODS                   QUEUE   AGE",
+        "ns          a      Queued    -         -                      q       3m",
+        "ns          b      Running   worker2   1 pending, 3 running   q       3m",
+    ]
+    text = describe(jobs[0], None, [], None, NOW)
+    assert (
+        "\n".join(
+            [
+                "Pods by phase:",
+                "  PODSET     PENDING   RUNNING   SUCCEEDED   FAILED   UNKNOWN",
+                "  launcher   0         1         0           0        0",
+                "  node       1         2         0           0        0",
+            ]
+        )
+        in text
+    )
+    assert "Pods by phase: none" in describe(jobs[1], None, [], None, NOW)
 
 
 def test_describe_names_the_worker_and_says_when_it_cannot_be_reached() -> None:

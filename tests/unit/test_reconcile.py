@@ -21,6 +21,7 @@ def observe(
     named: Dict | None = None,
     now: dt.datetime = NOW,
     pods: list[Dict] | None = None,
+    written_ago: float | None = None,
 ) -> Plan:
     return reconcile_trainjob(
         Observed(
@@ -31,6 +32,8 @@ def observe(
             service_named=named,
             now=now,
             pods=pods,
+            status_written_ago=written_ago,
+            status_coalesce=2.0,
         )
     )
 
@@ -339,3 +342,31 @@ def test_pods_are_counted_by_phase_per_pod_set_and_left_alone_when_not_watched()
     moved = observe(tj, runtime, services=[OUR_SERVICE], jobs=jobs, pods=pods)
     assert moved.status is not None
     assert moved.status["podsStatus"][1]["succeeded"] == 1
+
+
+def test_a_change_nothing_acts_on_waits_after_a_write_and_the_rest_goes_at_once() -> None:
+    tj = make_trainjob()
+    running = [job("tj-node-0", active=1, ready=1)]
+    first = observe(
+        tj, make_runtime(), jobs=running, services=[OUR_SERVICE], named=OUR_SERVICE, pods=[]
+    )
+    tj["status"] = first.status
+    pods = [pod("a", "node", "Running")]
+    # 0.5 s after our last write, a pod count alone waits the rest of the 2 s ...
+    held = observe(
+        tj, make_runtime(), jobs=running, services=[OUR_SERVICE], pods=pods, written_ago=0.5
+    )
+    assert held.status is None and held.requeue_after == 1.5
+    # ... and goes once they are over.
+    later = observe(
+        tj, make_runtime(), jobs=running, services=[OUR_SERVICE], pods=pods, written_ago=2.5
+    )
+    assert later.status is not None and later.status["podsStatus"][0]["running"] == 1
+    # A Job's ready count, or a condition, goes at once, the pod count with it.
+    done = [job("tj-node-0", complete=True)]
+    finished = observe(
+        tj, make_runtime(), jobs=done, services=[OUR_SERVICE], pods=pods, written_ago=0.5
+    )
+    assert conditions(finished)["Complete"] == ("True", "Completed")
+    assert finished.status is not None and finished.status["podsStatus"][0]["running"] == 1
+    assert finished.requeue_after is None
