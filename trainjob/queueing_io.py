@@ -19,6 +19,7 @@ from trainjob.queueing import (
     expected_workload_name,
     expected_workload_name_of,
     observe,
+    resource_version,
 )
 from trainjob.workqueue import WriteMemory
 
@@ -46,38 +47,60 @@ def _priority_of(cluster: Cluster, name: str) -> tuple[str, int] | None:
 
 
 def execute_queue_plan(
-    cluster: Cluster, trainjob: Dict, plan: QueuePlan, refusals: WriteMemory
+    cluster: Cluster, trainjob: Dict, plan: QueuePlan, memory: WriteMemory
 ) -> None:
     """Carry out the Kueue integration's plan; conflicts wait for the next watch event.
-    `refusals` remembers Workloads refused as invalid, so the same one is not sent again
-    until the TrainJob or its runtime changes what we would build."""
+
+    `memory` remembers, per object, the version each of our writes was planned from: a plan
+    made from a Workload or TrainJob version we have changed since (the cache has not caught
+    up) is dropped, as its write would conflict or repeat ours; the watch brings the new one.
+    It also remembers Workloads refused as invalid, so the same one is not sent again until
+    the TrainJob or its runtime changes what we would build."""
     meta = trainjob["metadata"]
     ns, where = meta["namespace"], f"[{cluster.name}] {meta['namespace']}/{meta['name']}"
+    name = expected_workload_name_of(trainjob)
+    wl_key, tj_key = ("Workload", ns, name), ("TrainJob", ns, meta["name"])
+    planned = plan.workload_version
+    if (planned and memory.stale(wl_key, planned)) or (
+        plan.trainjob_patch is not None and memory.stale(tj_key, meta["resourceVersion"])
+    ):
+        log.debug("%s: planned from a version we have changed since; waiting for it", where)
+        return
+    changed: list[Dict | None] = []  # what our Workload writes returned
     try:
         if plan.create_workload is not None:
-            _create_workload(cluster, trainjob, plan.create_workload, refusals, where)
+            _create_workload(cluster, trainjob, plan.create_workload, memory, where)
         if plan.delete_workload is not None:
             cluster.delete(c.KUEUE_API, "Workload", plan.delete_workload, ns)
-        name = expected_workload_name_of(trainjob)
         if plan.workload_patch is not None and name:
-            cluster.patch(c.KUEUE_API, "Workload", name, ns, plan.workload_patch)
+            changed.append(cluster.patch(c.KUEUE_API, "Workload", name, ns, plan.workload_patch))
         if plan.workload_status is not None and name:
-            guard = {"resourceVersion": plan.workload_version} if plan.workload_version else {}
+            guard = {"resourceVersion": planned} if planned else {}
             status = {"metadata": guard, "status": plan.workload_status}
-            cluster.patch(c.KUEUE_API, "Workload", name, ns, status, subresource="status")
+            changed.append(
+                cluster.patch(c.KUEUE_API, "Workload", name, ns, status, subresource="status")
+            )
         if plan.workload_readiness is not None and name:
-            _apply_readiness(cluster, name, ns, plan.workload_readiness, where)
+            changed.append(
+                _apply_readiness(cluster, name, ns, plan.workload_readiness, memory, where)
+            )
         if plan.trainjob_patch is not None:
             patch = {
                 **plan.trainjob_patch,
                 "metadata": {"resourceVersion": meta["resourceVersion"]},
             }
             cluster.patch(trainjob["apiVersion"], "TrainJob", meta["name"], ns, patch)
+            memory.wrote(tj_key, meta["resourceVersion"])
     except ApiException as exc:
         if exc.status in (404, 409):
             log.debug("%s: %s, retrying on the next event", where, exc.reason)
             return
         raise
+    finally:
+        # Only a write that changed the Workload makes the planned version old (a no-op apply
+        # leaves it current, and no watch event would come to plan again).
+        if planned and any(resource_version(r) not in (None, planned) for r in changed):
+            memory.wrote(wl_key, planned)
     for etype, reason, message in plan.events:
         cluster.post_event(trainjob, etype, reason, message)
         log.info("%s: %s: %s", where, reason, message)
@@ -131,10 +154,32 @@ def _api_message(exc: ApiException) -> str:
         return str(exc.reason)
 
 
-def _apply_readiness(cluster: Cluster, name: str, namespace: str, status: Dict, where: str) -> None:
+# How long the same PodsReady / reclaimablePods apply is not sent again while the cache does
+# not show it yet (Kueue's write of the Workload can land between ours and its watch event).
+READINESS_REPEAT_SECONDS = 5.0
+
+
+def _apply_readiness(
+    cluster: Cluster, name: str, namespace: str, status: Dict, memory: WriteMemory, where: str
+) -> Dict | None:
     """Server-side apply of the Workload status fields we own (PodsReady, reclaimablePods):
     Kueue writes the other conditions of the same list meanwhile, and an apply touches only
-    our entries, so neither write can undo the other's."""
+    our entries, so neither write can undo the other's. The same content (times aside) is
+    sent once within READINESS_REPEAT_SECONDS; None when nothing was sent."""
+    key = ("Readiness", namespace, name)
+    digest = json.dumps(
+        {
+            **status,
+            "conditions": [
+                {k: v for k, v in x.items() if k != "lastTransitionTime"}
+                for x in status.get("conditions") or []
+            ],
+        },
+        sort_keys=True,
+    )
+    ago = memory.written_ago(key)
+    if memory.stale(key, digest) and ago is not None and ago < READINESS_REPEAT_SECONDS:
+        return None
     body = {
         "apiVersion": c.KUEUE_API,
         "kind": "Workload",
@@ -142,7 +187,8 @@ def _apply_readiness(cluster: Cluster, name: str, namespace: str, status: Dict, 
         "status": status,
     }
     try:
-        cluster.apply(body, subresource="status")
+        result = cluster.apply(body, subresource="status")
+        memory.wrote(key, digest)
     except ApiException as exc:
         if exc.status != 422:
             raise
@@ -150,8 +196,9 @@ def _apply_readiness(cluster: Cluster, name: str, namespace: str, status: Dict, 
         log.warning(
             "%s: Workload %s refused PodsReady/reclaimablePods: %s", where, name, exc.reason
         )
-        return
+        return None
     pods_ready = status["conditions"][0]
     log.info(
         "%s: Workload %s PodsReady=%s (%s)", where, name, pods_ready["status"], pods_ready["reason"]
     )
+    return result
