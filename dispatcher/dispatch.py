@@ -22,7 +22,7 @@ from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob import workload as wlmod
 from trainjob.events import Event
-from trainjob.status_writes import can_wait
+from trainjob.status_writes import hold
 
 Dict = dict[str, Any]
 
@@ -54,8 +54,8 @@ class DispatchObserved:
     worker_lost_timeout: float
     now: dt.datetime
     retention: float = 0.0  # seconds finished remote objects are kept
-    status_coalesce: float = 0.0  # minor status changes go back at most this often (seconds)
-    status_written_ago: float | None = None  # since our last write of the manager TrainJob
+    status_coalesce: float = 0.0  # how long a status change nothing acts on is held (seconds)
+    status_held_for: float | None = None  # since such a change was first held (None: none is)
     give_up_never_fits: bool = True  # fail it at once when no worker's quota could ever hold it
     give_up_after: float = 0.0  # fail it when no worker admitted it this long (0: never)
     # Why the TrainJob's own choice of clusters leaves none active to send it to (None: it
@@ -80,6 +80,7 @@ class DispatchPlan:
     trainjob_status: Dict | None = None  # new manager TrainJob status, when it changed
     events: list[Event] = field(default_factory=list)  # once the writes are done
     requeue_after: float | None = None  # seconds until time alone changes the decision
+    status_held: bool = False  # a status change is held back (status_writes.hold)
     withheld: list[str] = field(default_factory=list)  # sent no copy for want of room now
     deactivate: bool = False  # set spec.active false on the manager Workload (given up on it)
 
@@ -241,21 +242,17 @@ def _create_trainjob(
 
 def _sync_status(obs: DispatchObserved, plan: DispatchPlan, winner: RemoteView) -> None:
     """The winner's status onto the manager TrainJob: at once when it changes what anyone
-    acts on (`status_writes.can_wait`), otherwise coalesced with what follows within
-    `status_coalesce` seconds of our last write (pod counts of a job starting up change many
-    times a second, each a write)."""
+    acts on, otherwise held `status_coalesce` seconds and sent with what follows
+    (`status_writes.hold`: pod counts of a job starting or ending change many times a second,
+    each a write)."""
     if obs.trainjob is None or winner.trainjob is None:
         return
     patch = status_back(obs.trainjob, winner.trainjob, winner.name)
     if patch is None:
         return
-    ago = obs.status_written_ago
-    if (
-        ago is not None
-        and ago < obs.status_coalesce
-        and can_wait(obs.trainjob.get("status") or {}, patch)
-    ):
-        wait = obs.status_coalesce - ago
+    wait = hold(obs.trainjob.get("status") or {}, patch, obs.status_coalesce, obs.status_held_for)
+    if wait is not None:
+        plan.status_held = True
         plan.requeue_after = min(plan.requeue_after or wait, wait)
         return
     plan.trainjob_status = patch

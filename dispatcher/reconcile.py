@@ -44,6 +44,7 @@ from trainjob.kube import ApiException, Cluster
 from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.queueing_io import execute_queue_plan, observe_queueing
 from trainjob.runtime import RuntimeProblem
+from trainjob.status_writes import held_key
 
 Dict = dict[str, Any]
 log = logging.getLogger("dispatcher")
@@ -199,7 +200,7 @@ def _dispatch(memo: Memo, caches: Caches, trainjob: Dict, wl_name: str) -> float
         now=dt.datetime.now(dt.UTC),
         retention=memo.settings.retention_seconds,
         status_coalesce=memo.settings.status_coalesce_seconds,
-        status_written_ago=memo.memory.written_ago(("TrainJob", namespace, tj_name)),
+        status_held_for=memo.memory.held_for(held_key(namespace, tj_name)),
         give_up_never_fits=memo.settings.give_up_never_fits,
         give_up_after=memo.settings.give_up_after_seconds,
         selection_problem=selection_problem,
@@ -209,6 +210,7 @@ def _dispatch(memo: Memo, caches: Caches, trainjob: Dict, wl_name: str) -> float
         memo.manager, memo.registry, memo.memory, wl, trainjob, check, plan
     )
     key = (namespace, tj_name)
+    memo.memory.note_held(held_key(*key), plan.status_held)
     if plan.withheld:  # another look once one of these has more room (handlers.on_remote_room)
         memo.withheld[key] = frozenset(plan.withheld)
     else:

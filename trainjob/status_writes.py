@@ -1,7 +1,8 @@
-"""Which TrainJob status changes may wait (pure): both controllers write a TrainJob's status
-as its Jobs and pods change, and pod counts of a job starting up change several times a
-second. A change nothing acts on waits a moment after our last write of that TrainJob and
-goes with whatever follows; everything else is written at once."""
+"""Which TrainJob status changes may wait, and for how long (pure): both controllers write a
+TrainJob's status as its Jobs and pods change, and pod counts change several times a second
+while a job starts and ends. A change nothing acts on is held a moment from when it is first
+seen and goes with whatever follows (the Job's ready count, the Complete condition); everything
+else is written at once."""
 
 from __future__ import annotations
 
@@ -22,6 +23,21 @@ def can_wait(have: Dict, patch: Dict) -> bool:
     if "jobsStatus" not in patch:
         return True
     return _outcome_counts(patch["jobsStatus"]) == _outcome_counts(have.get("jobsStatus"))
+
+
+def held_key(namespace: str, name: str) -> tuple[str, str, str]:
+    """The WriteMemory key under which a TrainJob's held status change is timed."""
+    return ("StatusHeld", namespace, name)
+
+
+def hold(have: Dict, patch: Dict, coalesce: float, held_for: float | None) -> float | None:
+    """Seconds to hold `patch` back, or None to write it now: a change that `can_wait` is held
+    `coalesce` seconds from when a change was first held (`held_for` ago; None: nothing is
+    held yet), then written with whatever has changed by then."""
+    if coalesce <= 0 or not can_wait(have, patch):
+        return None
+    left = coalesce - (held_for or 0.0)
+    return left if left > 0 else None
 
 
 def _outcome_counts(jobs_status: Any) -> dict[str, tuple[int, ...]]:

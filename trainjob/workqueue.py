@@ -264,6 +264,19 @@ class WriteMemory:
             when = self._when.get(key)
         return None if when is None else time.monotonic() - when
 
+    def note_held(self, key: Hashable, held: bool) -> None:
+        """Since when something under `key` is held back (`trainjob.status_writes.hold`): the
+        first pass that holds it starts the clock, a pass that holds nothing stops it."""
+        with self._lock:
+            if not held:
+                self._when.pop(key, None)
+            elif key not in self._when:
+                self._when[key] = time.monotonic()
+
+    def held_for(self, key: Hashable) -> float | None:
+        """Seconds since `note_held` started holding `key` (None: nothing is held)."""
+        return self.written_ago(key)
+
     def forget(self, key: Hashable) -> None:
         with self._lock:
             self._seen.pop(key, None)

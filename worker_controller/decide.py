@@ -16,7 +16,7 @@ from trainjob.events import Event
 from trainjob.models import InvalidObject, TrainJob, parse_trainjob
 from trainjob.naming import owner_of
 from trainjob.runtime import RuntimeInfo, resolve_runtime_info
-from trainjob.status_writes import can_wait
+from trainjob.status_writes import hold
 from worker_controller import builders, status
 
 Dict = dict[str, Any]
@@ -35,8 +35,8 @@ class Observed:
     # Its pods (status.pod_digest of each), or None when they are not watched (or the watch
     # has not listed them yet): then `podsStatus` is left as it is.
     pods: list[Dict] | None = None
-    status_written_ago: float | None = None  # since our last status write of this TrainJob
-    status_coalesce: float = 0.0  # how long a change nothing acts on may wait after it
+    status_coalesce: float = 0.0  # how long a status change nothing acts on is held (seconds)
+    status_held_for: float | None = None  # since such a change was first held (None: none is)
 
 
 @dataclass
@@ -46,6 +46,7 @@ class Plan:
     status: Dict | None = None  # the new status, only when it changed
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
+    status_held: bool = False  # a status change is held back (status_writes.hold)
 
 
 POD_GROUP_IGNORED = "PodGroupPolicyIgnored"
@@ -69,7 +70,7 @@ class _Status:
         self.jobs_status = self.old.get("jobsStatus")
         self.pods_status = self.old.get("podsStatus")
         self.now, self.plan, self.generation = obs.now, plan, tj.metadata.generation
-        self.written_ago, self.coalesce = obs.status_written_ago, obs.status_coalesce
+        self.held_for, self.coalesce = obs.status_held_for, obs.status_coalesce
 
     def set(
         self, ctype: str, value: bool, reason: str, message: str, event_type: str = "Normal"
@@ -103,9 +104,9 @@ class _Status:
             new["podsStatus"] = self.pods_status
         if new == self.old:
             return
-        ago = self.written_ago
-        if ago is not None and ago < self.coalesce and can_wait(self.old, new):
-            wait = self.coalesce - ago  # then written with whatever has changed by then
+        wait = hold(self.old, new, self.coalesce, self.held_for)
+        if wait is not None:  # then written with whatever has changed by then
+            self.plan.status_held = True
             self.plan.requeue_after = min(self.plan.requeue_after or wait, wait)
             return
         self.plan.status = new

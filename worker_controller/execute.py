@@ -44,8 +44,7 @@ def _ssh_secret(name: str, namespace: str, owner: Dict, trainjob: str) -> Dict:
 log = logging.getLogger("worker_controller")
 
 
-def execute(cluster: Cluster, trainjob: Dict, plan: Plan) -> bool:
-    """Carry out `plan`; True when it wrote the TrainJob's status."""
+def execute(cluster: Cluster, trainjob: Dict, plan: Plan) -> None:
     meta = trainjob["metadata"]
     where = f"[{cluster.name}] {meta['namespace']}/{meta['name']}"
     for obj in plan.apply:
@@ -82,12 +81,11 @@ def execute(cluster: Cluster, trainjob: Dict, plan: Plan) -> bool:
         except ApiException as exc:
             if exc.status == 409:  # a newer version exists; its watch event reconciles again
                 log.debug("%s: status conflict, will retry on the next event", where)
-                return False
+                return
             if exc.status == 404:
-                return False
+                return
             raise
     for event in plan.events:
         cluster.post_event(trainjob, event.type, event.reason, event.message)
         say = log.warning if event.type == "Warning" else log.info
         say("%s: %s: %s", where, event.reason, event.message)
-    return plan.status is not None

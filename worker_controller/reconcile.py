@@ -19,6 +19,7 @@ from trainjob.conditions import trainjob_finished
 from trainjob.kube import ApiException, Cluster
 from trainjob.models import parse_trainjob
 from trainjob.queueing_io import execute_queue_plan, observe_queueing
+from trainjob.status_writes import held_key
 from worker_controller import execute
 from worker_controller.decide import Observed, reconcile_trainjob
 from worker_controller.memo import Memo
@@ -82,18 +83,13 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
         service_named=named,
         now=dt.datetime.now(dt.UTC),
         pods=memo.pods.group(key) if memo.pods is not None and memo.pods.synced.is_set() else None,
-        status_written_ago=memo.memory.written_ago(status_key(key)),
         status_coalesce=memo.settings.status_coalesce_seconds,
+        status_held_for=memo.memory.held_for(held_key(*key)),
     )
     plan = reconcile_trainjob(observed_tj)
-    if execute.execute(memo.cluster, trainjob, plan):
-        memo.memory.wrote(status_key(key), trainjob["metadata"]["resourceVersion"])
+    execute.execute(memo.cluster, trainjob, plan)
+    memo.memory.note_held(held_key(*key), plan.status_held)
     return plan.requeue_after
-
-
-def status_key(key: tuple[str, str]) -> tuple[str, str, str]:
-    """The WriteMemory key of a TrainJob's status writes (their time: coalescing)."""
-    return ("TrainJob", *key)
 
 
 def _has_active_pods(job: Dict) -> bool:

@@ -139,6 +139,18 @@ def test_write_memory_tells_stale_plans_apart() -> None:
     assert not memory.stale("wl", "10")
 
 
+def test_a_hold_is_timed_from_its_first_pass_and_ends_with_a_pass_that_holds_nothing() -> None:
+    memory = WriteMemory()
+    assert memory.held_for("k") is None
+    memory.note_held("k", True)
+    time.sleep(0.05)
+    memory.note_held("k", True)  # still held: the clock runs on from the first pass
+    held = memory.held_for("k")
+    assert held is not None and held >= 0.05
+    memory.note_held("k", False)
+    assert memory.held_for("k") is None
+
+
 def test_an_urgent_key_overtakes_the_waiting_ones_and_still_runs_once() -> None:
     seen: list[str] = []
     queue, gate = blocked_queue(seen)

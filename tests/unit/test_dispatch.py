@@ -368,12 +368,12 @@ def job_counts(**counts: int) -> list[Dict]:
     return [{"name": "node", "active": 0, "ready": 0, "succeeded": 0, "failed": 0, **counts}]
 
 
-def test_pod_counts_that_move_nothing_are_coalesced_but_outcomes_go_at_once() -> None:
+def test_pod_counts_that_move_nothing_are_held_but_outcomes_go_at_once() -> None:
     wl = manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready")
     manager_tj = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
     manager_tj["status"] = {"clusterName": "w1", "conditions": [], "jobsStatus": job_counts()}
 
-    def sync(view: RemoteView, ago: float | None) -> Any:
+    def sync(view: RemoteView, held_for: float | None) -> Any:
         return reconcile_dispatch(
             DispatchObserved(
                 workload=wl,
@@ -384,20 +384,22 @@ def test_pod_counts_that_move_nothing_are_coalesced_but_outcomes_go_at_once() ->
                 worker_lost_timeout=60,
                 now=NOW,
                 status_coalesce=2.0,
-                status_written_ago=ago,
+                status_held_for=held_for,
             )
         )
 
-    # Only `active` moved, 0.5 s after our last write: wait for the rest of the 2 s.
+    # Only `active` moved: held 2 s from when it is first seen ...
+    first = sync(running_remote(job_counts(active=1)), None)
+    assert first.trainjob_status is None and first.status_held and first.requeue_after == 2.0
     held = sync(running_remote(job_counts(active=1)), 0.5)
-    assert held.trainjob_status is None and held.requeue_after == 1.5
-    # So does the first jobsStatus, all zeros, where the manager had none yet.
+    assert held.trainjob_status is None and held.status_held and held.requeue_after == 1.5
+    # So is the first jobsStatus, all zeros, where the manager had none yet.
     manager_tj["status"] = {"clusterName": "w1"}
     assert sync(running_remote(job_counts()), 0.5).trainjob_status is None
     manager_tj["status"] = {"clusterName": "w1", "conditions": [], "jobsStatus": job_counts()}
-    # ... and written once the 2 s are over, or when nothing of ours is remembered.
-    for ago in (2.5, None):
-        assert sync(running_remote(job_counts(active=1)), ago).trainjob_status is not None
+    # ... and written once the 2 s are over.
+    done = sync(running_remote(job_counts(active=1)), 2.5)
+    assert done.trainjob_status is not None and not done.status_held
     # What PodsReady, reclaimablePods or the outcome derive from goes at once.
     for view in (
         running_remote(job_counts(active=1, ready=1)),

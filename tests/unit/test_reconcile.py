@@ -21,7 +21,8 @@ def observe(
     named: Dict | None = None,
     now: dt.datetime = NOW,
     pods: list[Dict] | None = None,
-    written_ago: float | None = None,
+    held_for: float | None = None,
+    coalesce: float = 0.0,
 ) -> Plan:
     return reconcile_trainjob(
         Observed(
@@ -32,8 +33,8 @@ def observe(
             service_named=named,
             now=now,
             pods=pods,
-            status_written_ago=written_ago,
-            status_coalesce=2.0,
+            status_coalesce=coalesce,
+            status_held_for=held_for,
         )
     )
 
@@ -344,7 +345,7 @@ def test_pods_are_counted_by_phase_per_pod_set_and_left_alone_when_not_watched()
     assert moved.status["podsStatus"][1]["succeeded"] == 1
 
 
-def test_a_change_nothing_acts_on_waits_after_a_write_and_the_rest_goes_at_once() -> None:
+def test_a_change_nothing_acts_on_is_held_and_the_rest_goes_at_once() -> None:
     tj = make_trainjob()
     running = [job("tj-node-0", active=1, ready=1)]
     first = observe(
@@ -352,21 +353,41 @@ def test_a_change_nothing_acts_on_waits_after_a_write_and_the_rest_goes_at_once(
     )
     tj["status"] = first.status
     pods = [pod("a", "node", "Running")]
-    # 0.5 s after our last write, a pod count alone waits the rest of the 2 s ...
-    held = observe(
-        tj, make_runtime(), jobs=running, services=[OUR_SERVICE], pods=pods, written_ago=0.5
-    )
-    assert held.status is None and held.requeue_after == 1.5
+    # A pod count alone is held 2 s from when it is first seen ...
+    for held_for, wait in ((None, 2.0), (0.5, 1.5)):
+        held = observe(
+            tj,
+            make_runtime(),
+            jobs=running,
+            services=[OUR_SERVICE],
+            pods=pods,
+            held_for=held_for,
+            coalesce=2.0,
+        )
+        assert held.status is None and held.status_held and held.requeue_after == wait
     # ... and goes once they are over.
     later = observe(
-        tj, make_runtime(), jobs=running, services=[OUR_SERVICE], pods=pods, written_ago=2.5
+        tj,
+        make_runtime(),
+        jobs=running,
+        services=[OUR_SERVICE],
+        pods=pods,
+        held_for=2.5,
+        coalesce=2.0,
     )
     assert later.status is not None and later.status["podsStatus"][0]["running"] == 1
+    assert not later.status_held
     # A Job's ready count, or a condition, goes at once, the pod count with it.
     done = [job("tj-node-0", complete=True)]
     finished = observe(
-        tj, make_runtime(), jobs=done, services=[OUR_SERVICE], pods=pods, written_ago=0.5
+        tj,
+        make_runtime(),
+        jobs=done,
+        services=[OUR_SERVICE],
+        pods=pods,
+        held_for=0.5,
+        coalesce=2.0,
     )
     assert conditions(finished)["Complete"] == ("True", "Completed")
     assert finished.status is not None and finished.status["podsStatus"][0]["running"] == 1
-    assert finished.requeue_after is None
+    assert finished.requeue_after is None and not finished.status_held
