@@ -25,6 +25,9 @@ class Request:
     credentials: tuple[str, ...]  # e.g. ("JTI=...",): one token of that user
     verb: str  # the API verb: get, list, watch, create, update, patch, delete, ...
     resource: str  # plural; "trainjobs/status" for a subresource; "" for non-resource URLs
+    namespace: str = ""  # of the object (or collection) asked for
+    name: str = ""  # of the object asked for ("" for a list, a watch or a create)
+    code: int = 0  # the HTTP status of the response
 
     @property
     def writes(self) -> bool:
@@ -55,4 +58,7 @@ def requests(log_dir: Path, since: dt.datetime | None = None) -> Iterator[Reques
                     credentials=tuple((user.get("extra") or {}).get(CREDENTIAL_ID, [])),
                     verb=event.get("verb", ""),
                     resource=resource,
+                    namespace=ref.get("namespace", ""),
+                    name=ref.get("name", ""),
+                    code=int((event.get("responseStatus") or {}).get("code") or 0),
                 )
