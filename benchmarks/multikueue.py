@@ -316,13 +316,10 @@ def main() -> int:
         "(summarize with benchmarks/profile.py)",
     )
     args = parser.parse_args()
-    bed = Bed(load_config())
-    if not bed.is_up():
-        print("the bed is not up; run `python -m clusters up` first", file=sys.stderr)
+    started = with_product("bench")
+    if started is None:
         return 1
-    ns = f"bench-{uuid.uuid4().hex[:4]}"
-    setup.install(bed, ns, worker_cpu="1000")
-    ctrls = setup.start_controllers(bed, resync=INSTALLED_RESYNC)
+    bed, ns, ctrls = started
     # The replica that leads does the work (CPU and memory below are its own).
     dispatcher = next(c for c in ctrls if c.name == DISPATCHER and leads(c.health))
     standby = [c for c in ctrls if c.name == DISPATCHER and c is not dispatcher]
@@ -359,6 +356,18 @@ def main() -> int:
         finally:
             setup.stop_controllers(bed, ctrls)
     return 0
+
+
+def with_product(prefix: str) -> tuple[Bed, str, list[setup.Controller]] | None:
+    """The running bed, a fresh namespace `<prefix>-xxxx` with a queue of 1,000 cpu on every
+    worker, and the product installed as in the tests; None (said why) when the bed is down."""
+    bed = Bed(load_config())
+    if not bed.is_up():
+        print("the bed is not up; run `python -m clusters up` first", file=sys.stderr)
+        return None
+    ns = f"{prefix}-{uuid.uuid4().hex[:4]}"
+    setup.install(bed, ns, worker_cpu="1000")
+    return bed, ns, setup.start_controllers(bed, resync=INSTALLED_RESYNC)
 
 
 def clean_up(bed: Bed, ns: str, clusters: list[str]) -> None:

@@ -16,7 +16,6 @@ import argparse
 import datetime as dt
 import sys
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -24,10 +23,9 @@ from kubernetes import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.multikueue import INSTALLED_RESYNC, TRAINER, clean_up, run_patch, trainjob_body
+from benchmarks.multikueue import TRAINER, clean_up, run_patch, trainjob_body, with_product
 from clusters import audit
 from clusters.bed import Bed
-from clusters.config import load_config
 from demo import setup
 
 
@@ -70,13 +68,10 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=1, help="numNodes of the TrainJob")
     parser.add_argument("--repeat", type=int, default=1, help="TrainJobs, one after another")
     args = parser.parse_args()
-    bed = Bed(load_config())
-    if not bed.is_up():
-        print("the bed is not up; run `python -m clusters up` first", file=sys.stderr)
+    started = with_product("req")
+    if started is None:
         return 1
-    ns = f"req-{uuid.uuid4().hex[:4]}"
-    setup.install(bed, ns, worker_cpu="1000")
-    ctrls = setup.start_controllers(bed, resync=INSTALLED_RESYNC)
+    bed, ns, ctrls = started
     totals: Counter[str] = Counter()
     try:
         time.sleep(3)  # every worker connected

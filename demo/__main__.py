@@ -20,6 +20,7 @@ from clusters.config import load_config
 from clusters.errors import BedError
 from clusters.kube import load_manifests
 from demo import setup
+from kubectl_trainjob.view import pods_in_short
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
@@ -98,6 +99,10 @@ def run(bed: Bed, namespace: str, timeout: float) -> int:
                 phases = sorted(p.status.phase for p in remote)
                 if phases:
                     steps.append(f"pods on {cluster}: {', '.join(phases)}")
+                if (obj.get("status") or {}).get("podsStatus"):
+                    steps.append(
+                        f"pods as the TrainJob on {manager} counts them: {pods_in_short(obj)}"
+                    )
             conds = _conditions(obj)
             for ctype in ("Complete", "Failed"):
                 if conds.get(ctype) == "True":

@@ -353,41 +353,28 @@ def test_a_change_nothing_acts_on_is_held_and_the_rest_goes_at_once() -> None:
     )
     tj["status"] = first.status
     pods = [pod("a", "node", "Running")]
-    # A pod count alone is held 2 s from when it is first seen ...
-    for held_for, wait in ((None, 2.0), (0.5, 1.5)):
-        held = observe(
+
+    def step(jobs: list[Dict], held_for: float | None) -> Plan:
+        return observe(
             tj,
             make_runtime(),
-            jobs=running,
+            jobs=jobs,
             services=[OUR_SERVICE],
             pods=pods,
             held_for=held_for,
             coalesce=2.0,
         )
+
+    # A pod count alone is held 2 s from when it is first seen ...
+    for held_for, wait in ((None, 2.0), (0.5, 1.5)):
+        held = step(running, held_for)
         assert held.status is None and held.status_held and held.requeue_after == wait
     # ... and goes once they are over.
-    later = observe(
-        tj,
-        make_runtime(),
-        jobs=running,
-        services=[OUR_SERVICE],
-        pods=pods,
-        held_for=2.5,
-        coalesce=2.0,
-    )
+    later = step(running, 2.5)
     assert later.status is not None and later.status["podsStatus"][0]["running"] == 1
     assert not later.status_held
     # A Job's ready count, or a condition, goes at once, the pod count with it.
-    done = [job("tj-node-0", complete=True)]
-    finished = observe(
-        tj,
-        make_runtime(),
-        jobs=done,
-        services=[OUR_SERVICE],
-        pods=pods,
-        held_for=0.5,
-        coalesce=2.0,
-    )
+    finished = step([job("tj-node-0", complete=True)], 0.5)
     assert conditions(finished)["Complete"] == ("True", "Completed")
     assert finished.status is not None and finished.status["podsStatus"][0]["running"] == 1
     assert finished.requeue_after is None and not finished.status_held
