@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from dispatcher.clusters import Registry
@@ -15,7 +14,7 @@ from dispatcher.remote import KINDS
 from trainjob import constants as c
 from trainjob import metrics
 from trainjob import workload as wlmod
-from trainjob.kube import ApiException, Cluster
+from trainjob.kube import ApiException, Cluster, guarded_write
 from trainjob.workqueue import WriteMemory
 
 Dict = dict[str, Any]
@@ -49,7 +48,7 @@ def execute_dispatch(
             "metadata": {"resourceVersion": version},
             "status": _workload_status(wl, check, plan),
         }
-        if not _guarded_write(
+        if not guarded_write(
             memory,
             ("Workload", ns, name),
             version,
@@ -85,7 +84,7 @@ def execute_dispatch(
     if plan.trainjob_status is not None:
         meta = trainjob["metadata"]
         status = plan.trainjob_status
-        _guarded_write(
+        guarded_write(
             memory,
             ("TrainJob", meta["namespace"], meta["name"]),
             meta["resourceVersion"],
@@ -110,7 +109,7 @@ def execute_intake(manager: Cluster, memory: WriteMemory, trainjob: Dict, plan: 
     """Write the manager TrainJob's own status (before a worker's takes over) and its Events."""
     meta = trainjob["metadata"]
     status = plan.status
-    if status is not None and not _guarded_write(
+    if status is not None and not guarded_write(
         memory,
         ("TrainJob", meta["namespace"], meta["name"]),
         meta["resourceVersion"],
@@ -121,27 +120,6 @@ def execute_intake(manager: Cluster, memory: WriteMemory, trainjob: Dict, plan: 
         manager.post_event(trainjob, etype, reason, message)
         say = log.warning if etype == "Warning" else log.info
         say("[%s] %s: %s: %s", manager.name, _where(trainjob), reason, message)
-
-
-def _guarded_write(
-    memory: WriteMemory, key: tuple[str, ...], version: str, write: Callable[[], Dict]
-) -> bool:
-    """A write planned from `version` of an object (and guarded by it): False when that
-    version is known to be old (we changed the object since, or the server said conflict) or
-    the object is gone."""
-    if memory.stale(key, version):
-        return False
-    try:
-        result = write()
-    except ApiException as exc:
-        if exc.status == 409:
-            memory.wrote(key, version)
-        if exc.status in (404, 409):
-            return False
-        raise
-    if result.get("metadata", {}).get("resourceVersion") != version:  # not a no-op
-        memory.wrote(key, version)
-    return True
 
 
 def _workload_status(wl: Dict, check: str, plan: DispatchPlan) -> Dict:

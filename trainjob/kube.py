@@ -29,6 +29,7 @@ from tenacity import (
 
 from trainjob import metrics
 from trainjob.events import build_event
+from trainjob.workqueue import WriteMemory
 
 Dict = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -359,3 +360,26 @@ def connection_from_kubeconfig(kubeconfig: Dict) -> Dict:
         "token": user.get("token"),
         "default_namespace": ctx.get("namespace"),
     }
+
+
+def guarded_write(
+    memory: WriteMemory, key: tuple[str, ...], version: str, write: Callable[[], Dict | None]
+) -> bool:
+    """A write (or several) planned from `version` of an object: False, with nothing sent,
+    when that version is known to be old (we changed the object since, or the server said
+    conflict), and False when the write conflicts or the object is gone. A write that changed
+    the object (its result has another resourceVersion; None: nothing sent) makes `version`
+    old: the cache has not caught up, and a plan from it would repeat or undo ours."""
+    if memory.stale(key, version):
+        return False
+    try:
+        result = write()
+    except ApiException as exc:
+        if exc.status == 409:
+            memory.wrote(key, version)
+        if exc.status in (404, 409):
+            return False
+        raise
+    if result is not None and result.get("metadata", {}).get("resourceVersion") != version:
+        memory.wrote(key, version)
+    return True

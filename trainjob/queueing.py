@@ -138,7 +138,7 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
                 obs.now,
             )
             plan.workload_status = {"conditions": conds}
-            plan.workload_version = resource_version(wl)
+            plan.workload_version = _version(wl)
             plan.events.append(
                 Event(
                     "Normal",
@@ -157,7 +157,7 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
             plan.trainjob_patch = {"spec": {"suspend": True}}
         return plan
     uid = tj.metadata.uid or ""
-    plan.workload_version = resource_version(wl)
+    plan.workload_version = _version(wl)
     # 4. PodsReady and reclaimable pods, which Kueue's waitForPodsReady and quota rely on.
     plan.workload_readiness = desired_readiness(obs, wl)
     # 5. A prebuilt Workload is adopted: the TrainJob becomes its owner.
@@ -295,8 +295,8 @@ def _jobs_status(tj: TrainJob, wl: Dict) -> list[Dict] | None:
     return found if isinstance(found, list) else None
 
 
-def resource_version(obj: Dict | None) -> str | None:
-    found = ((obj or {}).get("metadata") or {}).get("resourceVersion")
+def _version(wl: Dict) -> str | None:
+    found = (wl.get("metadata") or {}).get("resourceVersion")
     return str(found) if found else None
 
 

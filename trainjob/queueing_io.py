@@ -11,7 +11,7 @@ from typing import Any
 
 from trainjob import constants as c
 from trainjob.caches import Caches
-from trainjob.kube import ApiException, Cluster
+from trainjob.kube import ApiException, Cluster, guarded_write
 from trainjob.models import TrainJob
 from trainjob.queueing import (
     QueueObserved,
@@ -19,7 +19,6 @@ from trainjob.queueing import (
     expected_workload_name,
     expected_workload_name_of,
     observe,
-    resource_version,
 )
 from trainjob.workqueue import WriteMemory
 
@@ -51,59 +50,73 @@ def execute_queue_plan(
 ) -> None:
     """Carry out the Kueue integration's plan; conflicts wait for the next watch event.
 
-    `memory` remembers, per object, the version each of our writes was planned from: a plan
-    made from a Workload or TrainJob version we have changed since (the cache has not caught
-    up) is dropped, as its write would conflict or repeat ours; the watch brings the new one.
-    It also remembers Workloads refused as invalid, so the same one is not sent again until
-    the TrainJob or its runtime changes what we would build."""
+    The Workload's writes and the TrainJob's are each guarded by the version they were
+    planned from (`guarded_write`): a plan made from a version we have changed since (the
+    cache has not caught up) is dropped, as its write would conflict or repeat ours, and the
+    watch brings the new one. `memory` also remembers Workloads refused as invalid, so the same
+    one is not sent again until the TrainJob or its runtime changes what we would build."""
     meta = trainjob["metadata"]
     ns, where = meta["namespace"], f"[{cluster.name}] {meta['namespace']}/{meta['name']}"
     name = expected_workload_name_of(trainjob)
-    wl_key, tj_key = ("Workload", ns, name), ("TrainJob", ns, meta["name"])
-    planned = plan.workload_version
-    if (planned and memory.stale(wl_key, planned)) or (
-        plan.trainjob_patch is not None and memory.stale(tj_key, meta["resourceVersion"])
+    if plan.trainjob_patch is not None and memory.stale(
+        ("TrainJob", ns, meta["name"]), meta["resourceVersion"]
     ):
-        log.debug("%s: planned from a version we have changed since; waiting for it", where)
-        return
-    changed: list[Dict | None] = []  # what our Workload writes returned
+        return  # everything here was planned from that TrainJob
     try:
         if plan.create_workload is not None:
             _create_workload(cluster, trainjob, plan.create_workload, memory, where)
-        if plan.delete_workload is not None:
-            cluster.delete(c.KUEUE_API, "Workload", plan.delete_workload, ns)
-        if plan.workload_patch is not None and name:
-            changed.append(cluster.patch(c.KUEUE_API, "Workload", name, ns, plan.workload_patch))
-        if plan.workload_status is not None and name:
-            guard = {"resourceVersion": planned} if planned else {}
-            status = {"metadata": guard, "status": plan.workload_status}
-            changed.append(
-                cluster.patch(c.KUEUE_API, "Workload", name, ns, status, subresource="status")
-            )
-        if plan.workload_readiness is not None and name:
-            changed.append(
-                _apply_readiness(cluster, name, ns, plan.workload_readiness, memory, where)
-            )
-        if plan.trainjob_patch is not None:
-            patch = {
-                **plan.trainjob_patch,
-                "metadata": {"resourceVersion": meta["resourceVersion"]},
-            }
-            cluster.patch(trainjob["apiVersion"], "TrainJob", meta["name"], ns, patch)
-            memory.wrote(tj_key, meta["resourceVersion"])
+        if plan.workload_version and not guarded_write(
+            memory,
+            ("Workload", ns, name),
+            plan.workload_version,
+            lambda: _write_workload(cluster, name, ns, plan, memory, where),
+        ):
+            return
+        patch = plan.trainjob_patch
+        if patch is not None and not guarded_write(
+            memory,
+            ("TrainJob", ns, meta["name"]),
+            meta["resourceVersion"],
+            lambda: cluster.patch(
+                trainjob["apiVersion"],
+                "TrainJob",
+                meta["name"],
+                ns,
+                {**patch, "metadata": {"resourceVersion": meta["resourceVersion"]}},
+            ),
+        ):
+            return
     except ApiException as exc:
         if exc.status in (404, 409):
             log.debug("%s: %s, retrying on the next event", where, exc.reason)
             return
         raise
-    finally:
-        # Only a write that changed the Workload makes the planned version old (a no-op apply
-        # leaves it current, and no watch event would come to plan again).
-        if planned and any(resource_version(r) not in (None, planned) for r in changed):
-            memory.wrote(wl_key, planned)
     for etype, reason, message in plan.events:
         cluster.post_event(trainjob, etype, reason, message)
         log.info("%s: %s: %s", where, reason, message)
+
+
+def _write_workload(
+    cluster: Cluster, name: str, ns: str, plan: QueuePlan, memory: WriteMemory, where: str
+) -> Dict | None:
+    """The plan's writes of an existing Workload, in order; the last object one returned (None
+    when none was sent)."""
+    result = None
+    if plan.delete_workload is not None:
+        cluster.delete(c.KUEUE_API, "Workload", plan.delete_workload, ns)
+    if plan.workload_patch is not None and name:
+        result = cluster.patch(c.KUEUE_API, "Workload", name, ns, plan.workload_patch)
+    if plan.workload_status is not None and name:
+        status = {
+            "metadata": {"resourceVersion": plan.workload_version},
+            "status": plan.workload_status,
+        }
+        result = cluster.patch(c.KUEUE_API, "Workload", name, ns, status, subresource="status")
+    if plan.workload_readiness is not None and name:
+        result = (
+            _apply_readiness(cluster, name, ns, plan.workload_readiness, memory, where) or result
+        )
+    return result
 
 
 def _create_workload(
