@@ -558,9 +558,10 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
         return plan
     # 7. Copies to the clusters the strategy picks (reachable ones only).
     targets, plan.requeue_after = strategy.targets(reachable, elapsed)
+    drifted = [r for r in obs.remotes if r.selected and r.runtime_problem]
     plan.withheld = [
         r.name for r in reachable if r not in targets and r.fit is not None and not r.fit.now
-    ] + [r.name for r in obs.remotes if r.connected and r.selected and r.runtime_problem]
+    ] + [r.name for r in drifted if r.connected]
     for remote in targets:
         if remote.workload is None:
             plan.remote.append(RemoteAction(remote.name, "create", remote_workload(wl, obs.origin)))
@@ -570,7 +571,6 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
         }
         if sorted(now_nominated) != sorted(nominated):
             plan.nominated = sorted(now_nominated)
-    drifted = [r for r in obs.remotes if r.selected and r.runtime_problem]
     drift = "; ".join(f"{r.name}: {r.runtime_problem}" for r in drifted) or None
     plan.trainjob_status, events = _waiting_conditions(obs, drift)
     plan.events += events
