@@ -3,56 +3,16 @@
 from __future__ import annotations
 
 import sys
-import threading
 
-from dispatcher.clusters import Registry
-from dispatcher.handlers import (
-    on_leading,
-    on_remote_change,
-    on_remote_event,
-    on_remote_room,
-    on_remote_state,
-    register,
-)
-from dispatcher.memo import Memo
-from dispatcher.reconcile import sync_trainjob
-from dispatcher.settings import DispatcherSettings
-from trainjob import constants as c
-from trainjob import operator
-from trainjob.workqueue import WorkQueue, WriteMemory
+from trainjob.kubeclient import keep_kubernetes_client_out
 
 
 def main(argv: list[str] | None = None) -> int:
-    settings, verbose = DispatcherSettings.from_argv(argv, "python -m dispatcher", __doc__)
-    operator.setup_logging(verbose)
-    manager = operator.connect(settings, c.DISPATCHER_FIELD_MANAGER)
-    memo = Memo(
-        settings=settings,
-        manager=manager,
-        indexes={},
-        memory=WriteMemory(),
-        stop=threading.Event(),
-        resync_now=threading.Event(),
-        synced=threading.Event(),
-        elector=None,
-        informers=[],
-        withheld={},
-    )
-    manager.may_write = memo.leads
-    memo.queue = WorkQueue(
-        lambda key: sync_trainjob(memo, key), workers=settings.workers, name="dispatch"
-    )
-    memo.registry = Registry(
-        settings,
-        manager,
-        lambda ns, name: on_remote_change(memo, ns, name),
-        lambda cluster: on_remote_state(memo, cluster),
-        lambda cluster: on_remote_room(memo, cluster),
-        lambda cluster, event: on_remote_event(memo, cluster, event),
-    )
-    operator.elect(memo, manager, lambda: on_leading(memo))
-    operator.run(register(settings), memo, manager)
-    return 0
+    # Before kopf is imported (by the app): kopf would load the kubernetes client package.
+    keep_kubernetes_client_out()
+    from dispatcher.app import main as run
+
+    return run(argv)
 
 
 if __name__ == "__main__":

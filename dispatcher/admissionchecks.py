@@ -10,7 +10,8 @@ from dispatcher.memo import Memo
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.caches import Caches
-from trainjob.kube import ApiException, Cluster
+from trainjob.kube import Cluster
+from trainjob.kubeclient import ApiException
 
 Dict = dict[str, Any]
 

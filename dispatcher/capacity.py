@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from kubernetes.utils import parse_quantity  # a pure helper of the client: no API access
-
 from trainjob import conditions as cond
+from trainjob.quantity import parse_quantity
 
 Dict = dict[str, Any]
 Amounts = dict[str, Decimal]

@@ -11,8 +11,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from kubernetes import client, watch
-
 from dispatcher.admissionchecks import down_since, set_conditions
 from dispatcher.kubeconfigs import (
     check_kubeconfig,
@@ -24,6 +22,7 @@ from dispatcher.settings import DispatcherSettings
 from trainjob import constants as c
 from trainjob import metrics
 from trainjob.caches import Caches
+from trainjob.informer import Informer
 from trainjob.kube import Cluster
 
 Dict = dict[str, Any]
@@ -53,10 +52,9 @@ class Registry:
         self._namespace_problems: dict[tuple[str, str], str] = {}
         self._reported: dict[str, str] = {}  # Coexist: the problem last logged per cluster
         self._labels: dict[str, dict[str, str]] = {}  # each MultiKueueCluster's, last seen
-        # The 'kubeconfig' key (base64) of each Secret of our namespace, kept by watch_secrets:
-        # a resync reads kubeconfigs from here rather than GET each Secret every pass.
-        self._secrets: dict[str, str] = {}
-        self._secrets_listed = threading.Event()
+        # The Secrets of our namespace, kept by watch_secrets: a resync reads kubeconfigs from
+        # here rather than GET each Secret every pass.
+        self._secrets: Informer | None = None
         self._lock = threading.Lock()
         # Remote writes of one plan run side by side, one thread a worker (execute.py).
         self.pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="remote-write")
@@ -65,53 +63,24 @@ class Registry:
         """Stop every worker's watches and the remote-write threads (at shut-down)."""
         for remote in list(self.remotes.values()):
             remote.stop()
+        if self._secrets is not None:
+            self._secrets.stop()
         self.pool.shutdown(wait=False, cancel_futures=True)
 
-    def watch_secrets(self, on_change: Callable[[str], None], stop: threading.Event) -> None:
-        """Watch the Secrets of our namespace only (the kubeconfigs of MultiKueueClusters),
-        in a thread: `on_change(name)` for each change. Namespaced on purpose: the dispatcher
-        may read Secrets of its own namespace and of no other."""
-        core = client.CoreV1Api(self.manager.api)
-        namespace = self.settings.namespace
-
-        def run() -> None:
-            backoff = 1.0
-            while not stop.is_set():
-                try:
-                    listed = core.list_namespaced_secret(namespace, _request_timeout=15)
-                    with self._lock:
-                        self._secrets = {s.metadata.name: _kubeconfig_key(s) for s in listed.items}
-                    self._secrets_listed.set()
-                    for secret in listed.items:
-                        on_change(secret.metadata.name)
-                    backoff = 1.0
-                    for event in watch.Watch().stream(
-                        core.list_namespaced_secret,
-                        namespace,
-                        resource_version=listed.metadata.resource_version,
-                        timeout_seconds=60,
-                        _request_timeout=75,
-                    ):
-                        if stop.is_set():
-                            return
-                        secret = event["object"]
-                        with self._lock:
-                            if event["type"] == "DELETED":
-                                self._secrets.pop(secret.metadata.name, None)
-                            else:
-                                self._secrets[secret.metadata.name] = _kubeconfig_key(secret)
-                        on_change(secret.metadata.name)
-                except Exception as exc:  # API down, RBAC, expired version: relist later
-                    log.warning(
-                        "[%s] watching Secrets in %s: %s",
-                        self.manager.name,
-                        namespace,
-                        getattr(exc, "reason", exc),
-                    )
-                    stop.wait(backoff)
-                    backoff = min(backoff * 2, 30.0)
-
-        threading.Thread(target=run, name="watch-secrets", daemon=True).start()
+    def watch_secrets(self, on_change: Callable[[str], None]) -> None:
+        """Watch the Secrets of our namespace only (the kubeconfigs of MultiKueueClusters):
+        `on_change(name)` for each change. Namespaced on purpose: the dispatcher may read
+        Secrets of its own namespace and of no other. The cache keeps each Secret's
+        'kubeconfig' key and nothing else of it."""
+        self._secrets = Informer(
+            self.manager.api,
+            c.SECRET,
+            lambda _type, secret: on_change(secret["metadata"]["name"]),
+            namespace=self.settings.namespace,
+            name="Secrets",
+            transform=_kubeconfig_only,
+        )
+        self._secrets.start()
 
     def first_time(self, key: tuple[str, ...], window: float = 5.0) -> bool:
         """True unless the same remote write was sent less than `window` seconds ago."""
@@ -231,11 +200,12 @@ class Registry:
     def _secret_kubeconfig(self, name: str) -> str | None:
         """The base64 'kubeconfig' key of a Secret of our namespace ("" without one; None when
         there is no such Secret): from the watch once it has listed, else read at once."""
-        if self._secrets_listed.is_set():
-            with self._lock:
-                return self._secrets.get(name)
+        secrets = self._secrets
+        if secrets is not None and secrets.synced.is_set():
+            cached = secrets.get((self.settings.namespace, name))
+            return None if cached is None else _kubeconfig_key(cached)
         secret = self.manager.get_or_none("v1", "Secret", name, self.settings.namespace)
-        return None if secret is None else (secret.get("data") or {}).get("kubeconfig", "")
+        return None if secret is None else _kubeconfig_key(secret)
 
     def _connect(
         self, name: str, kubeconfig: Dict, fingerprint: str, down: float | None = None
@@ -319,5 +289,12 @@ def manager_runtimes(caches: Caches) -> list[Dict]:
     ]
 
 
-def _kubeconfig_key(secret: Any) -> str:
-    return str((secret.data or {}).get("kubeconfig", ""))
+def _kubeconfig_key(secret: Dict) -> str:
+    return str((secret.get("data") or {}).get("kubeconfig", ""))
+
+
+def _kubeconfig_only(secret: Dict) -> Dict:
+    """What the Secrets' cache keeps: name, namespace, version and the 'kubeconfig' key."""
+    meta = secret["metadata"]
+    kept = {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta}
+    return {"metadata": kept, "data": {"kubeconfig": _kubeconfig_key(secret)}}

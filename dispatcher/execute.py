@@ -14,7 +14,8 @@ from dispatcher.remote import KINDS
 from trainjob import constants as c
 from trainjob import metrics
 from trainjob import workload as wlmod
-from trainjob.kube import ApiException, Cluster, guarded_write
+from trainjob.kube import Cluster, guarded_write
+from trainjob.kubeclient import ApiException
 from trainjob.workqueue import WriteMemory
 
 Dict = dict[str, Any]

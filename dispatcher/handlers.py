@@ -43,7 +43,7 @@ INFORMED = {
 def on_startup(settings: kopf.OperatorSettings, memo: Memo, **_: Any) -> None:
     operator.configure(settings, memo.settings, "dispatcher")
     _start_informers(memo)
-    memo.registry.watch_secrets(lambda name: on_secret_change(memo, name), memo.stop)
+    memo.registry.watch_secrets(lambda name: on_secret_change(memo, name))
     memo.queue.start()
     threading.Thread(target=gc.resync_loop, args=(memo,), name="resync", daemon=True).start()
     operator.start_watchdog(memo, memo.manager)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from kubernetes import client, config
+
+from trainjob.kubeclient import ApiClient, KubeconfigError, credentials_from_kubeconfig
 
 Dict = dict[str, Any]
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -165,11 +166,13 @@ def _is_base64(value: Any) -> bool:
 
 
 def _load_problem(cfg: Dict) -> str | None:
-    """Whether the kubernetes client can build a connection from it (the last word)."""
+    """Whether our client can build a connection from it, TLS included (the last word)."""
     try:
-        config.load_kube_config_from_dict(cfg, client_configuration=client.Configuration())
-    except Exception as exc:  # the loader raises many kinds; their text names no secret
-        return f"the kubernetes client cannot use it ({type(exc).__name__})"
+        ApiClient(credentials_from_kubeconfig(cfg))
+    except KubeconfigError as exc:  # names the field, never its value
+        return f"cannot connect with it: {exc}"
+    except Exception as exc:  # ssl's errors (a CA, certificate or key that does not load)
+        return f"cannot connect with it ({type(exc).__name__}: {str(exc)[:120]})"
     return None
 
 

@@ -40,7 +40,8 @@ from trainjob import operator, queueing
 from trainjob import workload as wlmod
 from trainjob.caches import Caches
 from trainjob.conditions import trainjob_finished
-from trainjob.kube import ApiException, Cluster
+from trainjob.kube import Cluster
+from trainjob.kubeclient import ApiException
 from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.queueing_io import execute_queue_plan, observe_queueing
 from trainjob.runtime import RuntimeProblem

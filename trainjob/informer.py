@@ -18,23 +18,16 @@ filtered by the API server (kopf filters labels on its side): the worker control
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from kubernetes import client, watch
-
 from trainjob import constants as c
+from trainjob.kubeclient import ApiClient
 
 Dict = dict[str, Any]
 Key = Any  # (namespace, name) for namespaced kinds, name for cluster-scoped ones
-# The core kinds an Informer can keep, and the client's call that lists them everywhere.
-CORE_LISTS = {
-    "events": "list_event_for_all_namespaces",
-    "pods": "list_pod_for_all_namespaces",
-}
 log = logging.getLogger("trainjob.informer")
 
 
@@ -71,10 +64,11 @@ class IndexView(Mapping[Key, tuple[Dict, ...]]):
 class Informer:
     def __init__(
         self,
-        api: client.ApiClient,
+        api: ApiClient,
         kind: c.Kind,
         on_event: Callable[[str, Dict], None] = lambda type, obj: None,
         *,
+        namespace: str = "",
         label_selector: str = "",
         field_selector: str = "",
         on_state: Callable[[bool, str], None] = lambda ok, error: None,
@@ -84,14 +78,11 @@ class Informer:
         group_by: Callable[[Dict], Key] | None = None,
     ) -> None:
         self.kind = kind
-        if kind.group:  # a custom resource: /apis/<group>/<version>/<plural>
-            self._list_call: Callable[..., Any] = client.CustomObjectsApi(
-                api
-            ).list_cluster_custom_object
-            self._list_args: tuple[str, ...] = kind.gvr
-        else:  # a core kind (the ones we watch): /api/v1/<plural>
-            self._list_call = getattr(client.CoreV1Api(api), CORE_LISTS[kind.plural])
-            self._list_args = ()
+        self._api = api
+        # Every namespace, or the one given (where RBAC allows no more).
+        where = f"/namespaces/{namespace}" if namespace else ""
+        root = f"/apis/{kind.group}" if kind.group else "/api"
+        self._path = f"{root}/{kind.version}{where}/{kind.plural}"
         self._on_event, self._on_state = on_event, on_state
         self._selector = label_selector
         self._fields = field_selector
@@ -150,14 +141,7 @@ class Informer:
     def _list(self) -> str:
         """List everything into the cache; report what changed since; return the list's
         resourceVersion."""
-        response = self._list_call(
-            *self._list_args,
-            label_selector=self._selector,
-            field_selector=self._fields,
-            _request_timeout=self._list_timeout,
-            _preload_content=False,  # one json.loads, no models
-        )
-        listed = json.loads(response.data)
+        listed = self._api.get_json(self._path, query=self._selectors(), timeout=self._list_timeout)
         fresh = {key_of(o): self._transform(o) for o in listed["items"]}
         gone = [obj for key, obj in list(self._store.items()) if key not in fresh]
         changed = [o for k, o in fresh.items() if self._store.get(k) != o]
@@ -173,6 +157,9 @@ class Informer:
         for obj in changed:
             self._on_event("MODIFIED", obj)
         return str(listed["metadata"]["resourceVersion"])
+
+    def _selectors(self) -> Dict:
+        return {"labelSelector": self._selector, "fieldSelector": self._fields}
 
     def _run(self) -> None:
         backoff = 1.0
@@ -196,20 +183,14 @@ class Informer:
     def _watch(self, since: str) -> str:
         """Apply events from `since` until the server ends the watch; return the last
         resourceVersion seen."""
-        stream = watch.Watch().stream(
-            self._list_call,
-            *self._list_args,
-            label_selector=self._selector,
-            field_selector=self._fields,
-            resource_version=since,
-            allow_watch_bookmarks=True,
-            timeout_seconds=60,
-            _request_timeout=75,
-            deserialize=False,  # dicts from one json.loads (the client would dump and load again)
-        )
-        # An ERROR event (410 Gone: `since` is too old) raises in the client or here; either
-        # way the caller lists again.
-        for event in stream:
+        query = {
+            **self._selectors(),
+            "resourceVersion": since,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": 60,
+        }
+        # An ERROR event (410 Gone: `since` is too old) raises here; the caller lists again.
+        for event in self._api.watch(self._path, query, timeout=75):
             if self._stop.is_set():
                 break
             etype, obj = event["type"], event["object"]

@@ -1,13 +1,13 @@
 """Kubernetes I/O shared by both controllers: one client per cluster, apply, status, retries.
 
-Every call goes through `Cluster`, built from that cluster's own kubeconfig (never the
-process-global config). Transient failures (429, 5xx, timeouts, connection errors) are retried
-with exponential backoff; 4xx answers are returned to the caller as `ApiException` at once.
+Every call goes through `Cluster`, built from that cluster's own kubeconfig (never a
+process-global config), over `trainjob.kubeclient`. Transient failures (429, 5xx, timeouts,
+connection errors) are retried with exponential backoff; 4xx answers are returned to the caller
+as `ApiException` at once.
 """
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import json
 import logging
@@ -19,7 +19,6 @@ from typing import Any
 
 import urllib3
 import yaml
-from kubernetes import client, config
 from tenacity import (
     retry,
     retry_if_exception,
@@ -29,6 +28,13 @@ from tenacity import (
 
 from trainjob import metrics
 from trainjob.events import build_event
+from trainjob.kubeclient import (
+    ApiClient,
+    ApiException,
+    client_from_kubeconfig,
+    credentials_from_kubeconfig,
+    in_cluster_credentials,
+)
 from trainjob.workqueue import WriteMemory
 
 Dict = dict[str, Any]
@@ -39,11 +45,8 @@ def _name(obj: Dict) -> str:
     return str(obj["metadata"].get("name"))
 
 
-ApiException = client.ApiException
-
-
 def _transient(exc: BaseException) -> bool:
-    if isinstance(exc, client.ApiException):
+    if isinstance(exc, ApiException):
         return exc.status in (429, 500, 502, 503, 504) or exc.status == 0
     return isinstance(exc, urllib3.exceptions.HTTPError | ConnectionError | TimeoutError)
 
@@ -84,7 +87,7 @@ class Cluster:
     def __init__(
         self,
         name: str,
-        api: client.ApiClient,
+        api: ApiClient,
         field_manager: str,
         may_write: Callable[[], bool] | None = None,
     ) -> None:
@@ -109,23 +112,13 @@ class Cluster:
     def from_kubeconfig(
         cls, name: str, kubeconfig: Path | str | Dict, field_manager: str, timeout: float = 15.0
     ) -> Cluster:
-        cfg = client.Configuration()
-        if isinstance(kubeconfig, dict):
-            config.load_kube_config_from_dict(kubeconfig, client_configuration=cfg)
-        else:
-            config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
-        cfg.retries = False  # tenacity decides; urllib3's own retries would hide failures
-        api = client.ApiClient(configuration=cfg)
-        cluster = cls(name, api, field_manager)
+        cluster = cls(name, client_from_kubeconfig(kubeconfig), field_manager)
         cluster.timeout = timeout
         return cluster
 
     @classmethod
     def in_cluster(cls, name: str, field_manager: str) -> Cluster:
-        cfg = client.Configuration()
-        config.load_incluster_config(client_configuration=cfg)
-        cfg.retries = False
-        return cls(name, client.ApiClient(configuration=cfg), field_manager)
+        return cls(name, ApiClient(in_cluster_credentials()), field_manager)
 
     timeout: float = 15.0
 
@@ -142,24 +135,20 @@ class Cluster:
             raise NotLeader(f"[{self.name}] not the leader: {method} {path} refused")
         metrics.API_REQUESTS.labels(self.name, method).inc()
         try:
-            resp = self.api.call_api(
-                path,
+            data = self.api.request(
                 method,
+                path,
                 body=body,
-                query_params=list((query or {}).items()),
-                header_params={"Content-Type": content_type, "Accept": "application/json"},
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=self.timeout,
-                _return_http_data_only=True,
+                query=query,
+                content_type=content_type,
+                timeout=self.timeout,
             )
-        except client.ApiException as exc:
+        except ApiException as exc:
             metrics.API_ERRORS.labels(self.name, str(exc.status)).inc()
             raise
         except (urllib3.exceptions.HTTPError, OSError):
             metrics.API_ERRORS.labels(self.name, "0").inc()
             raise
-        data = resp.data
         return json.loads(data) if data else None
 
     @io_retry
@@ -172,7 +161,7 @@ class Cluster:
     ) -> Dict | None:
         try:
             return self.get(api_version, kind, name, namespace)
-        except client.ApiException as exc:
+        except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
@@ -252,7 +241,7 @@ class Cluster:
             self._call(
                 "DELETE", _path_for(api_version, plural_of(kind), namespace, name), body=body
             )
-        except client.ApiException as exc:
+        except ApiException as exc:
             if exc.status == 409 and uid:
                 return
             if exc.status != 404:
@@ -335,30 +324,24 @@ def read_kubeconfig(path: Path) -> Dict:
     return data
 
 
-def connection_from_kubeconfig(kubeconfig: Dict) -> Dict:
-    """The server, CA and client credentials of a kubeconfig's current context (for kopf)."""
-    ctx_name = kubeconfig.get("current-context")
-    ctx = next(x["context"] for x in kubeconfig["contexts"] if x["name"] == ctx_name)
-    cluster = next(x["cluster"] for x in kubeconfig["clusters"] if x["name"] == ctx["cluster"])
-    user: Dict = next(
-        (x["user"] for x in kubeconfig.get("users", []) if x["name"] == ctx.get("user")), {}
-    )
-
-    def data(key: str) -> bytes | None:
-        value = cluster.get(key) if key.startswith("certificate-authority") else user.get(key)
-        return base64.b64decode(value) if value else None
-
+def connection_from_kubeconfig(kubeconfig: Dict, base_dir: Path | None = None) -> Dict:
+    """The server, CA and client credentials of a kubeconfig's current context (for kopf),
+    read as our own client reads them."""
+    creds = credentials_from_kubeconfig(kubeconfig, base_dir=base_dir)
+    token = creds.token
+    if token is None and creds.token_file:
+        token = Path(creds.token_file).read_text().strip()
     return {
-        "server": cluster["server"],
-        "ca_data": data("certificate-authority-data"),
-        "ca_path": cluster.get("certificate-authority"),
-        "insecure": cluster.get("insecure-skip-tls-verify"),
-        "certificate_data": data("client-certificate-data"),
-        "certificate_path": user.get("client-certificate"),
-        "private_key_data": data("client-key-data"),
-        "private_key_path": user.get("client-key"),
-        "token": user.get("token"),
-        "default_namespace": ctx.get("namespace"),
+        "server": creds.server,
+        "ca_data": creds.ca_pem.encode() if creds.ca_pem else None,
+        "ca_path": creds.ca_file,
+        "insecure": creds.insecure,
+        "certificate_data": creds.cert_pem,
+        "certificate_path": creds.cert_file,
+        "private_key_data": creds.key_pem,
+        "private_key_path": creds.key_file,
+        "token": token,
+        "default_namespace": creds.namespace,
     }
 
 

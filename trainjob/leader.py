@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from trainjob.kube import ApiException, Cluster
+from trainjob.kube import Cluster
+from trainjob.kubeclient import ApiException
 
 log = logging.getLogger("trainjob.leader")
 LEASE_API = "coordination.k8s.io/v1"

@@ -136,7 +136,9 @@ def login(ours: ControllerSettings, **kwargs: Any) -> kopf.ConnectionInfo:
         if info is None:
             raise kopf.LoginError("no kubeconfig found and not running in a cluster")
         return info
-    return kopf.ConnectionInfo(**connection_from_kubeconfig(read_kubeconfig(source)))
+    return kopf.ConnectionInfo(
+        **connection_from_kubeconfig(read_kubeconfig(source), base_dir=source.parent)
+    )
 
 
 class ControllerMemo(kopf.Memo):

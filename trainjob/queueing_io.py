@@ -11,7 +11,8 @@ from typing import Any
 
 from trainjob import constants as c
 from trainjob.caches import Caches
-from trainjob.kube import ApiException, Cluster, guarded_write
+from trainjob.kube import Cluster, guarded_write
+from trainjob.kubeclient import ApiException
 from trainjob.models import TrainJob
 from trainjob.queueing import (
     QueueObserved,

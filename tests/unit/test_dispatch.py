@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import time
 from typing import Any
@@ -30,10 +31,15 @@ from dispatcher.intake import (
 from dispatcher.kubeconfigs import check_kubeconfig
 from dispatcher.remote import RemoteCluster
 from tests.factories import make_trainjob
+from trainjob.certs import issue
 from trainjob.runtime import RuntimeProblem
 
 Dict = dict[str, Any]
 NOW = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.UTC)
+
+
+# A real CA: the check loads it, as the connection would.
+CA_DATA = base64.b64encode(issue(["127.0.0.1"], dt.datetime.now(dt.UTC)).ca_crt).decode()
 
 
 def kubeconfig(cluster: Dict | None = None, user: Dict | None = None) -> bytes:
@@ -46,7 +52,7 @@ def kubeconfig(cluster: Dict | None = None, user: Dict | None = None) -> bytes:
                 {
                     "name": "w",
                     "cluster": cluster
-                    or {"server": "https://127.0.0.1:6443", "certificate-authority-data": "Q0E="},
+                    or {"server": "https://127.0.0.1:6443", "certificate-authority-data": CA_DATA},
                 }
             ],
             "users": [{"name": "u", "user": user or {"token": "abc"}}],
@@ -123,6 +129,10 @@ def _edited(edit: Any) -> bytes:
             lambda k: k["users"][0]["user"].update({"client-key-data": "not base64!"}),
             "client-key-data is not base64",
         ),
+        (  # base64, but not a certificate: no connection could be made with it
+            lambda k: k["clusters"][0]["cluster"].update({"certificate-authority-data": "Q0E="}),
+            "cannot connect with it (SSLError",
+        ),
     ],
 )
 def test_malformed_kubeconfigs_are_bad_naming_the_field_never_the_data(
@@ -132,7 +142,7 @@ def test_malformed_kubeconfigs_are_bad_naming_the_field_never_the_data(
     cfg, problem = check_kubeconfig(raw, "worker1-secret")
     assert cfg is None and problem is not None
     assert problem.reason == "BadKubeConfig" and fragment in problem.message, problem.message
-    assert "Q0E=" not in problem.message and "abc" not in problem.message
+    assert CA_DATA not in problem.message and "abc" not in problem.message
 
 
 def manager_workload(

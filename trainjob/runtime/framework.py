@@ -6,8 +6,6 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes.utils import parse_quantity  # a pure helper of the client: no API access
-
 from trainjob import constants as c
 from trainjob.models import (
     InitializerStep,
@@ -16,6 +14,7 @@ from trainjob.models import (
     TrainJob,
     parse_runtime,
 )
+from trainjob.quantity import parse_quantity
 from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimePolicy, RuntimeSpecError
 from trainjob.runtime.patches import apply_runtime_patch, merge_by_key
 from trainjob.runtime.policies import select_plugin

@@ -7,11 +7,10 @@ import math
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from kubernetes.utils import parse_quantity  # a pure helper of the client: no API access
-
 from trainjob import constants as c
 from trainjob.models import MLPolicy, TrainJob
 from trainjob.naming import pod_dns_name
+from trainjob.quantity import parse_quantity
 from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimeSpecError
 from trainjob.runtime.patches import merge_by_key
 

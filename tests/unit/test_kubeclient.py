@@ -1,0 +1,176 @@
+"""Our API client's pure parts: quantities, credentials from kubeconfigs and from a pod."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import os
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from kubernetes.utils import parse_quantity as client_parse_quantity
+
+from trainjob.certs import issue
+from trainjob.kubeclient import (
+    ApiClient,
+    ApiException,
+    KubeconfigError,
+    credentials_from_kubeconfig,
+    in_cluster_credentials,
+)
+from trainjob.quantity import parse_quantity
+
+VALID = [
+    "0", "1", "-1", "+2", "1.5", ".5", "5.", "100m", "250u", "3n", "2k", "4M", "1G", "2T", "1P",
+    "1E", "1Ki", "512Mi", "4Gi", "1Ti", "1Pi", "1Ei", "1.5Gi", "0.1", "1e3", "1E3", "1e-3",
+    "2.5E+2", "123456789012345678901234567890",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", VALID)
+def test_quantities_read_as_the_kubernetes_client_reads_them(text: str) -> None:
+    assert parse_quantity(text) == client_parse_quantity(text)
+
+
+@pytest.mark.parametrize(
+    "text", ["", "Mi", "1.5ki", "1KiB", "NaN", "Infinity", "1 Gi", "--1", "1e", "0x10", "1.2.3"]
+)
+def test_what_is_not_a_quantity_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="is not a quantity"):
+        parse_quantity(text)
+
+
+def test_numbers_from_json_are_quantities_too() -> None:
+    assert parse_quantity(4) == Decimal(4)
+    assert parse_quantity(0.5) == Decimal("0.5")
+    for bad in (True, float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            parse_quantity(bad)
+
+
+CA = issue(["127.0.0.1"], dt.datetime.now(dt.UTC))
+
+
+def kubeconfig(user: dict[str, object], cluster: dict[str, object] | None = None) -> dict:  # type: ignore[type-arg]
+    return {
+        "current-context": "c",
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u", "namespace": "ns"}}],
+        "clusters": [
+            {
+                "name": "k",
+                "cluster": cluster
+                or {
+                    "server": "https://127.0.0.1:6443/",
+                    "certificate-authority-data": base64.b64encode(CA.ca_crt).decode(),
+                },
+            }
+        ],
+        "users": [{"name": "u", "user": user}],
+    }
+
+
+def test_a_token_kubeconfig_gives_server_ca_token_and_namespace() -> None:
+    creds = credentials_from_kubeconfig(kubeconfig({"token": "t0k"}))
+    assert creds.server == "https://127.0.0.1:6443"
+    assert creds.ca_pem == CA.ca_crt.decode() and creds.token == "t0k"
+    assert creds.namespace == "ns"
+    client = ApiClient(creds)  # builds the TLS context: the CA loads
+    assert client.bearer_token() == "t0k"
+    assert client.url("/api/v1/pods", {"labelSelector": "a=b", "fieldSelector": ""}) == (
+        "https://127.0.0.1:6443/api/v1/pods?labelSelector=a%3Db"
+    )
+
+
+def test_inline_client_certificates_load(tmp_path: Path) -> None:
+    user = {
+        "client-certificate-data": base64.b64encode(CA.tls_crt).decode(),
+        "client-key-data": base64.b64encode(CA.tls_key).decode(),
+    }
+    creds = credentials_from_kubeconfig(kubeconfig(user))
+    assert creds.cert_pem == CA.tls_crt and creds.key_pem == CA.tls_key
+    ApiClient(creds)  # loads the chain from memory (through a private temporary directory)
+
+
+def test_relative_files_are_read_from_the_kubeconfigs_directory(tmp_path: Path) -> None:
+    (tmp_path / "ca.crt").write_bytes(CA.ca_crt)
+    (tmp_path / "token").write_text("from-file\n")
+    cfg = kubeconfig(
+        {"tokenFile": "token"},
+        {"server": "https://127.0.0.1:1", "certificate-authority": "ca.crt"},
+    )
+    creds = credentials_from_kubeconfig(cfg, base_dir=tmp_path)
+    assert creds.ca_file == str(tmp_path / "ca.crt")
+    assert ApiClient(creds).bearer_token() == "from-file"
+
+
+@pytest.mark.parametrize(
+    ("user", "fragment"),
+    [
+        ({"exec": {"command": "aws"}}, "'exec'"),
+        ({"auth-provider": {"name": "oidc"}}, "'auth-provider'"),
+        ({"username": "a", "password": "b"}, "'username'"),
+        ({"client-key-data": "%%"}, "client-key-data is not base64"),
+    ],
+)
+def test_what_the_client_cannot_do_is_refused_naming_the_field(
+    user: dict[str, object], fragment: str
+) -> None:
+    with pytest.raises(KubeconfigError, match=fragment) as err:
+        credentials_from_kubeconfig(kubeconfig(user))
+    assert "aws" not in str(err.value) and "oidc" not in str(err.value)
+
+
+def test_contexts_clusters_and_users_must_be_listed() -> None:
+    cfg = kubeconfig({"token": "t"})
+    cfg["contexts"][0]["context"]["cluster"] = "gone"
+    with pytest.raises(KubeconfigError, match="cluster 'gone' is not listed"):
+        credentials_from_kubeconfig(cfg)
+    with pytest.raises(KubeconfigError, match="context 'other' is not listed"):
+        credentials_from_kubeconfig(kubeconfig({"token": "t"}), context="other")
+
+
+def test_in_cluster_credentials_read_the_service_account(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, text in (("token", "sa-token"), ("ca.crt", CA.ca_crt.decode()), ("namespace", "sys")):
+        (tmp_path / name).write_text(text)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "fd00::1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    creds = in_cluster_credentials(tmp_path)
+    assert creds.server == "https://[fd00::1]:443" and creds.namespace == "sys"
+    client = ApiClient(creds)
+    assert client.bearer_token() == "sa-token"
+    (tmp_path / "token").write_text("rotated")
+    client._token_read -= 61  # a minute on: kubelet may have rotated it
+    assert client.bearer_token() == "rotated"
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
+    with pytest.raises(KubeconfigError, match="not in a cluster"):
+        in_cluster_credentials(tmp_path)
+
+
+def test_api_exception_carries_status_reason_and_body() -> None:
+    exc = ApiException(409, "Conflict", '{"message":"x"}', {"Retry-After": "1"})
+    assert (exc.status, exc.reason, exc.headers["Retry-After"]) == (409, "Conflict", "1")
+    assert "(409) Reason: Conflict" in str(exc) and '"message"' in str(exc)
+
+
+@pytest.mark.parametrize("package", ["dispatcher", "worker_controller"])
+def test_the_controllers_never_load_the_kubernetes_client(package: str) -> None:
+    """The entry point keeps it out, although kopf would import it (it is installed here)."""
+    code = (
+        "import contextlib, sys\n"
+        f"from {package}.__main__ import main\n"
+        "with contextlib.suppress(SystemExit):\n"
+        "    main(['--help'])\n"  # imports the whole controller, kopf included, then exits
+        "assert 'kopf' in sys.modules\n"
+        "loaded = [m for m, mod in sys.modules.items() if m.startswith('kubernetes') and mod]\n"
+        "print('loaded:', loaded)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )  # fmt: skip
+    assert out.stdout.strip().endswith("loaded: []"), out.stdout

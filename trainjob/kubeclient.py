@@ -1,0 +1,331 @@
+"""A small Kubernetes API client: credentials from a kubeconfig or the pod's service account,
+JSON requests and watches over one urllib3 pool per cluster.
+
+Our controllers send JSON to a few dozen paths and read JSON back; they never use API models.
+The kubernetes client's package loads every model when any part of it is imported (about 50
+MiB of each replica's memory, measured in the README), and kopf imports it too when it is
+installed. So the controllers talk through this module instead, and their entry points keep the
+package out (`keep_kubernetes_client_out`). The kubectl plugin and the tests still use the
+kubernetes client: they are short-lived, and users' kubeconfigs may need its exec plugins.
+
+What is supported is what Kueue accepts in a MultiKueue kubeconfig and what a pod has: a
+server, its CA (data or file) or `insecure-skip-tls-verify`, `tls-server-name`, a bearer token
+(or `tokenFile`, re-read every minute as kubelet rotates it), and a client certificate and key
+(data or files). A kubeconfig that needs anything else (exec plugins, auth providers, basic
+auth) is refused with the field named, never half used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import sys
+import tempfile
+import threading
+import time
+from base64 import b64decode
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import urllib3
+import yaml
+
+Dict = dict[str, Any]
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+TOKEN_REREAD_SECONDS = 60.0  # kubelet refreshes a projected token well before it expires
+USER_AGENT = "trainjob-dispatcher/0.1 (python)"
+# Connections kept per cluster; more may open under load, the extra ones are not kept.
+POOL_SIZE = (os.cpu_count() or 2) * 5
+
+
+class ApiException(Exception):
+    """An answer of the API server with a status of 400 or more (`status` 0: none came)."""
+
+    def __init__(
+        self,
+        status: int = 0,
+        reason: str = "",
+        body: str = "",
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(status, reason)
+        self.status, self.reason, self.body = status, reason, body
+        self.headers = dict(headers or {})
+
+    def __str__(self) -> str:
+        text = f"({self.status}) Reason: {self.reason}"
+        return f"{text}\nHTTP response body: {self.body}" if self.body else text
+
+
+class KubeconfigError(ValueError):
+    """A kubeconfig this client cannot use; the message names the field, never a secret."""
+
+
+@dataclass(frozen=True)
+class Credentials:
+    server: str
+    ca_pem: str | None = None
+    ca_file: str | None = None
+    insecure: bool = False
+    tls_server_name: str | None = None
+    token: str | None = None
+    token_file: str | None = None
+    cert_pem: bytes | None = None
+    key_pem: bytes | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    namespace: str | None = None  # the context's default namespace
+
+    def ca_bytes(self) -> bytes | None:
+        if self.ca_pem is not None:
+            return self.ca_pem.encode()
+        return Path(self.ca_file).read_bytes() if self.ca_file else None
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """The TLS settings; raises when a CA, certificate or key cannot be loaded."""
+        context = ssl.create_default_context()
+        if self.insecure:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        elif self.ca_pem is not None:
+            context.load_verify_locations(cadata=self.ca_pem)
+        elif self.ca_file:
+            context.load_verify_locations(cafile=self.ca_file)
+        if self.cert_file and self.key_file:
+            context.load_cert_chain(self.cert_file, self.key_file)
+        elif self.cert_pem and self.key_pem:
+            _load_cert_chain_from_memory(context, self.cert_pem, self.key_pem)
+        return context
+
+
+def _load_cert_chain_from_memory(context: ssl.SSLContext, cert: bytes, key: bytes) -> None:
+    """`ssl` reads a certificate chain from files only: write both to a private directory,
+    load them, remove them."""
+    with tempfile.TemporaryDirectory(prefix="trainjob-tls-") as tmp:
+        paths = []
+        for name, data in (("tls.crt", cert), ("tls.key", key)):
+            path = os.path.join(tmp, name)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            paths.append(path)
+        context.load_cert_chain(paths[0], paths[1])
+
+
+def credentials_from_kubeconfig(
+    kubeconfig: Dict, *, base_dir: Path | None = None, context: str | None = None
+) -> Credentials:
+    """The connection of a kubeconfig's context (its current one by default). Relative file
+    paths are taken from `base_dir`, the kubeconfig file's directory."""
+    if not isinstance(kubeconfig, dict):
+        raise KubeconfigError("the kubeconfig is not a mapping")
+    name = context or kubeconfig.get("current-context")
+    if not name:
+        raise KubeconfigError("current-context is not set")
+    ctx = _named(kubeconfig, "contexts", "context", name)
+    cluster = _named(kubeconfig, "clusters", "cluster", ctx.get("cluster"))
+    user = _named(kubeconfig, "users", "user", ctx["user"]) if ctx.get("user") else {}
+    server = cluster.get("server")
+    if not server or not isinstance(server, str):
+        raise KubeconfigError(f"cluster {ctx.get('cluster')!r} has no server")
+    for field in ("exec", "auth-provider", "username", "password"):
+        if user.get(field):
+            raise KubeconfigError(
+                f"user {ctx.get('user')!r} uses {field!r}, which this client does not support "
+                "(use a token or a client certificate)"
+            )
+
+    def path(value: Any) -> str | None:
+        if not value:
+            return None
+        p = Path(str(value))
+        return str(p if p.is_absolute() or base_dir is None else base_dir / p)
+
+    def data(section: Dict, key: str) -> bytes | None:
+        value = section.get(key)
+        if not value:
+            return None
+        try:
+            return b64decode(str(value), validate=True)
+        except ValueError:
+            raise KubeconfigError(f"{key} is not base64") from None
+
+    ca = data(cluster, "certificate-authority-data")
+    token = user.get("token")
+    return Credentials(
+        server=server.rstrip("/"),
+        ca_pem=ca.decode("ascii", errors="replace") if ca else None,
+        ca_file=path(cluster.get("certificate-authority")),
+        insecure=bool(cluster.get("insecure-skip-tls-verify")),
+        tls_server_name=cluster.get("tls-server-name") or None,
+        token=str(token) if token else None,
+        token_file=path(user.get("tokenFile")),
+        cert_pem=data(user, "client-certificate-data"),
+        key_pem=data(user, "client-key-data"),
+        cert_file=path(user.get("client-certificate")),
+        key_file=path(user.get("client-key")),
+        namespace=ctx.get("namespace") or None,
+    )
+
+
+def _named(kubeconfig: Dict, section: str, field: str, name: Any) -> Dict:
+    for entry in kubeconfig.get(section) or []:
+        if isinstance(entry, dict) and entry.get("name") == name:
+            found = entry.get(field)
+            if isinstance(found, dict):
+                return found
+            raise KubeconfigError(f"{section} entry {name!r} has no {field}")
+    raise KubeconfigError(f"{field} {name!r} is not listed in {section}")
+
+
+def in_cluster_credentials(sa_dir: Path = SERVICE_ACCOUNT_DIR) -> Credentials:
+    """The pod's service account, as client-go's rest.InClusterConfig finds it."""
+    host, port = (
+        os.environ.get("KUBERNETES_SERVICE_HOST"),
+        os.environ.get("KUBERNETES_SERVICE_PORT"),
+    )
+    if not host or not port:
+        raise KubeconfigError("not in a cluster: KUBERNETES_SERVICE_HOST/PORT are not set")
+    if ":" in host:  # IPv6
+        host = f"[{host}]"
+    token = sa_dir / "token"
+    if not token.is_file():
+        raise KubeconfigError(f"not in a cluster: {token} is missing")
+    namespace = sa_dir / "namespace"
+    return Credentials(
+        server=f"https://{host}:{port}",
+        ca_file=str(sa_dir / "ca.crt"),
+        token_file=str(token),
+        namespace=namespace.read_text().strip() if namespace.is_file() else None,
+    )
+
+
+class ApiClient:
+    """One cluster's connection pool. Requests send and return JSON bytes; 4xx and 5xx raise
+    `ApiException`; connection failures raise urllib3's errors (nothing is retried here: the
+    callers decide, with tenacity)."""
+
+    def __init__(self, credentials: Credentials) -> None:
+        self.credentials = credentials
+        parts = urlsplit(credentials.server)
+        if parts.scheme not in ("https", "http") or not parts.hostname:
+            raise KubeconfigError(f"server {credentials.server!r} is not an http(s) URL")
+        self.server = credentials.server
+        options: Dict = {"maxsize": POOL_SIZE, "block": False, "retries": False}
+        if parts.scheme == "https":
+            options["ssl_context"] = credentials.ssl_context()
+            if credentials.insecure:
+                options.update(cert_reqs=ssl.CERT_NONE, assert_hostname=False)
+            if credentials.tls_server_name:
+                options["server_hostname"] = credentials.tls_server_name
+        self.pool = urllib3.PoolManager(num_pools=1, **options)
+        self._token = credentials.token
+        self._token_read = 0.0
+        self._token_lock = threading.Lock()
+
+    def bearer_token(self) -> str | None:
+        creds = self.credentials
+        if creds.token_file is None:
+            return self._token
+        with self._token_lock:
+            if self._token is None or time.monotonic() - self._token_read > TOKEN_REREAD_SECONDS:
+                self._token = Path(creds.token_file).read_text().strip()
+                self._token_read = time.monotonic()
+            return self._token
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        if content_type:
+            headers["Content-Type"] = content_type
+        token = self.bearer_token()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    def url(self, path: str, query: Mapping[str, Any] | None = None) -> str:
+        params = {k: v for k, v in (query or {}).items() if v not in (None, "")}
+        return self.server + path + (f"?{urlencode(params)}" if params else "")
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | None = None,
+    ) -> bytes:
+        """Send one request and return the answer's body."""
+        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        resp = self.pool.request(
+            method,
+            self.url(path, query),
+            body=data,
+            headers=self._headers(content_type if data is not None else None),
+            timeout=urllib3.Timeout(total=timeout),
+        )
+        if resp.status >= 400:
+            raise _error(resp, resp.data)
+        return bytes(resp.data)
+
+    def get_json(self, path: str, **kwargs: Any) -> Any:
+        data = self.request("GET", path, **kwargs)
+        return json.loads(data) if data else None
+
+    def watch(
+        self, path: str, query: Mapping[str, Any], *, timeout: float | None = None
+    ) -> Iterator[Dict]:
+        """The events of a watch, decoded, as they come, until the server ends it."""
+        resp = self.pool.request(
+            "GET",
+            self.url(path, {**query, "watch": "true"}),
+            headers=self._headers(None),
+            timeout=urllib3.Timeout(total=timeout),
+            preload_content=False,
+        )
+        try:
+            if resp.status >= 400:
+                raise _error(resp, resp.read())
+            pending = b""
+            for chunk in resp.stream(64 * 1024):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield json.loads(line)
+            if pending.strip():
+                yield json.loads(pending)
+        finally:
+            resp.close()  # a watch left early must not go back to the pool half read
+            resp.release_conn()
+
+
+def _error(resp: urllib3.BaseHTTPResponse, data: bytes) -> ApiException:
+    return ApiException(
+        resp.status, resp.reason or "", data.decode("utf-8", errors="replace"), resp.headers
+    )
+
+
+def client_from_kubeconfig(kubeconfig: Path | str | Dict, context: str | None = None) -> ApiClient:
+    """A client for a kubeconfig file, or for one already read (a dict)."""
+    if isinstance(kubeconfig, dict):
+        return ApiClient(credentials_from_kubeconfig(kubeconfig, context=context))
+    path = Path(kubeconfig)
+    loaded = yaml.safe_load(path.read_text())
+    creds = credentials_from_kubeconfig(loaded, base_dir=path.parent, context=context)
+    return ApiClient(creds)
+
+
+def keep_kubernetes_client_out() -> None:
+    """Make `import kubernetes` fail in this process (call before importing kopf).
+
+    kopf imports the kubernetes client whenever it is installed, only to recognise its model
+    objects, which we never pass. That costs about 50 MiB per replica. A process that has
+    already imported it is left as it is."""
+    sys.modules.setdefault("kubernetes", None)  # type: ignore[arg-type]
