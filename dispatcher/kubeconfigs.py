@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import ipaddress
+import json
 import os
 import re
 import urllib.parse
@@ -167,8 +169,15 @@ def _is_base64(value: Any) -> bool:
 
 def _load_problem(cfg: Dict) -> str | None:
     """Whether our client can build a connection from it, TLS included (the last word)."""
+    return _connect_problem(json.dumps(cfg, sort_keys=True, default=str))
+
+
+@functools.lru_cache(maxsize=64)
+def _connect_problem(kubeconfig: str) -> str | None:
+    """`_load_problem` of a kubeconfig as JSON text: a resync checks the same few kubeconfigs
+    over and over, and a TLS context costs a millisecond or two to build."""
     try:
-        ApiClient(credentials_from_kubeconfig(cfg))
+        ApiClient(credentials_from_kubeconfig(json.loads(kubeconfig)))
     except KubeconfigError as exc:  # names the field, never its value
         return f"cannot connect with it: {exc}"
     except Exception as exc:  # ssl's errors (a CA, certificate or key that does not load)

@@ -75,7 +75,7 @@ def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
     if c.DISPATCHER_FINALIZER not in body["metadata"].get("finalizers") or []:
         _set_finalizer(memo.manager, body, add=True)
     try:
-        tj = parse_trainjob(body)
+        tj = parse_trainjob(body, stored=True)
     except InvalidObject as exc:
         log.warning("[%s] %s/%s: %s", memo.settings.cluster_name, *key, exc)
         return None

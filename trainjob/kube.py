@@ -9,7 +9,6 @@ as `ApiException` at once.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import queue
 import threading
@@ -17,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import urllib3
 import yaml
 from tenacity import (
@@ -149,7 +149,7 @@ class Cluster:
         except (urllib3.exceptions.HTTPError, OSError):
             metrics.API_ERRORS.labels(self.name, "0").inc()
             raise
-        return json.loads(data) if data else None
+        return orjson.loads(data) if data else None
 
     @io_retry
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Dict:

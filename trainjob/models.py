@@ -9,7 +9,9 @@ Kubernetes sub-objects we only copy (env entries, resources, pod templates) stay
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import threading
+from collections import OrderedDict
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -206,17 +208,47 @@ def prebuilt_label(labels: dict[str, str] | None) -> str | None:
     return (labels or {}).get(c.KUEUE_PREBUILT_WORKLOAD_LABEL) or None
 
 
-def parse_trainjob(body: Dict) -> TrainJob:
-    try:
-        return TrainJob.model_validate(body)
-    except ValidationError as exc:
-        raise InvalidObject(_explain("TrainJob", exc)) from exc
+def parse_trainjob(body: Dict, *, stored: bool = False) -> TrainJob:
+    """`stored`: the body is an object as the API server stores it (from a watch cache), so
+    its uid and resourceVersion name its content and an earlier parse of it can serve. Only
+    for the reconcile passes: an object being admitted may carry an old resourceVersion with
+    new content, and test bodies are edited in place."""
+    return _parsed(TrainJob, body, "TrainJob") if stored else _parse(TrainJob, body, "TrainJob")
 
 
 def parse_runtime(body: Dict) -> TrainingRuntime:
     kind = str(body.get("kind") or "TrainingRuntime")
+    return _parse(TrainingRuntime, body, f"{kind} {(body.get('metadata') or {}).get('name', '?')}")
+
+
+M = TypeVar("M", bound=_Model)
+_PARSED: OrderedDict[tuple[str, str, str], _Model] = OrderedDict()
+_PARSED_MAX = 512  # models are frozen; passes parse the same version again and again
+_PARSED_LOCK = threading.Lock()
+
+
+def _parse(model: type[M], body: Dict, what: str) -> M:
     try:
-        return TrainingRuntime.model_validate(body)
+        return model.model_validate(body)
     except ValidationError as exc:
-        name = (body.get("metadata") or {}).get("name", "?")
-        raise InvalidObject(_explain(f"{kind} {name}", exc)) from exc
+        raise InvalidObject(_explain(what, exc)) from exc
+
+
+def _parsed(model: type[M], body: Dict, what: str) -> M:
+    meta = body.get("metadata") or {}
+    uid, version = meta.get("uid"), meta.get("resourceVersion")
+    if not uid or not version:
+        return _parse(model, body, what)
+    key = (model.__name__, str(uid), str(version))
+    with _PARSED_LOCK:
+        hit = _PARSED.get(key)
+        if hit is not None:
+            _PARSED.move_to_end(key)
+    if isinstance(hit, model):
+        return hit
+    parsed = _parse(model, body, what)  # outside the lock: it is the slow part
+    with _PARSED_LOCK:
+        _PARSED[key] = parsed
+        if len(_PARSED) > _PARSED_MAX:
+            _PARSED.popitem(last=False)
+    return parsed

@@ -62,7 +62,9 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
     jobs = {j["metadata"]["name"]: j for j in caches.every("job_index", key)}
     if queueing.is_queued_body(trainjob):
         active = any(_has_active_pods(j) for j in jobs.values())
-        observed = observe_queueing(memo.cluster, caches, parse_trainjob(trainjob), runtime, active)
+        observed = observe_queueing(
+            memo.cluster, caches, parse_trainjob(trainjob, stored=True), runtime, active
+        )
         qplan = queueing.reconcile_queueing(observed)
         execute_queue_plan(memo.cluster, trainjob, qplan, memo.memory)
         if qplan.changes_trainjob:

@@ -539,3 +539,16 @@ def test_torchruns_reserved_variables_in_trainer_env_are_refused_naming_them() -
         info_for(tj, make_runtime())
     plain = make_runtime(ml_policy={"numNodes": 1})  # no torch: nothing reserved
     assert info_for(tj, plain).pod_sets[0].container("node")["env"][0]["value"] == "9"
+
+
+def test_a_stored_trainjob_is_parsed_once_per_version() -> None:
+    body = make_trainjob()
+    body["metadata"].update(uid="uid-parse-once", resourceVersion="7")
+    first = parse_trainjob(body, stored=True)
+    assert parse_trainjob(copy.deepcopy(body), stored=True) is first
+    changed = copy.deepcopy(body)
+    changed["metadata"]["resourceVersion"] = "8"
+    changed["spec"]["trainer"] = {"numNodes": 5}
+    assert parse_trainjob(changed, stored=True).spec.trainer.num_nodes == 5  # type: ignore[union-attr]
+    # Not stored (an admission review, a test body edited in place): parsed every time.
+    assert parse_trainjob(body) is not first
