@@ -40,8 +40,11 @@ Dict = dict[str, Any]
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_REREAD_SECONDS = 60.0  # kubelet refreshes a projected token well before it expires
 USER_AGENT = "trainjob-dispatcher/0.1 (python)"
-# Connections kept per cluster; more may open under load, the extra ones are not kept.
-POOL_SIZE = (os.cpu_count() or 2) * 5
+# Connections kept open per cluster. Each watch holds one for its life; the reconcile threads
+# (8 by default), the Event thread, the Lease and the dispatcher's remote writes (16 threads)
+# share the rest. More may open under load; those beyond this are closed after use, and the
+# next request pays a TLS handshake again (urllib3 warns "Connection pool is full").
+POOL_SIZE = 32
 
 
 class ApiException(Exception):
