@@ -276,7 +276,7 @@ class ApiClient:
         )
         if resp.status >= 400:
             raise _error(resp, resp.data)
-        return bytes(resp.data)
+        return resp.data
 
     def get_json(self, path: str, **kwargs: Any) -> Any:
         data = self.request("GET", path, **kwargs)
