@@ -10,7 +10,8 @@ thread and must return quickly (queue a key, set a flag).
 
 Used where kopf's per-event machinery costs more than the work an event causes (the manager's
 TrainJobs and Workloads, the dispatcher's copies on every worker), and where a watch must be
-filtered by the API server (kopf filters labels on its side): the worker controller's pods.
+filtered by the API server (kopf filters labels on its side): the worker controller's pods,
+and the Secrets of the dispatcher's own namespace (`namespace`: RBAC allows it no other).
 
 `transform` is what the cache keeps of each object (it must keep `metadata.resourceVersion`);
 `group_by` keeps a second index, group key -> the objects in it (client-go's indexers, one).

@@ -85,11 +85,6 @@ class Credentials:
     key_file: str | None = None
     namespace: str | None = None  # the context's default namespace
 
-    def ca_bytes(self) -> bytes | None:
-        if self.ca_pem is not None:
-            return self.ca_pem.encode()
-        return Path(self.ca_file).read_bytes() if self.ca_file else None
-
     def ssl_context(self) -> ssl.SSLContext:
         """The TLS settings; raises when a CA, certificate or key cannot be loaded."""
         context = ssl.create_default_context()
