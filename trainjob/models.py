@@ -9,13 +9,12 @@ Kubernetes sub-objects we only copy (env entries, resources, pod templates) stay
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trainjob import constants as c
+from trainjob.lru import LRU
 
 Dict = dict[str, Any]
 
@@ -222,9 +221,8 @@ def parse_runtime(body: Dict) -> TrainingRuntime:
 
 
 M = TypeVar("M", bound=_Model)
-_PARSED: OrderedDict[tuple[str, str, str], _Model] = OrderedDict()
-_PARSED_MAX = 512  # models are frozen; passes parse the same version again and again
-_PARSED_LOCK = threading.Lock()
+# Models are frozen; the reconcile passes parse the same version again and again.
+_PARSED: LRU[tuple[str, str, str], _Model] = LRU(512)
 
 
 def _parse(model: type[M], body: Dict, what: str) -> M:
@@ -240,15 +238,6 @@ def _parsed(model: type[M], body: Dict, what: str) -> M:
     if not uid or not version:
         return _parse(model, body, what)
     key = (model.__name__, str(uid), str(version))
-    with _PARSED_LOCK:
-        hit = _PARSED.get(key)
-        if hit is not None:
-            _PARSED.move_to_end(key)
-    if isinstance(hit, model):
-        return hit
-    parsed = _parse(model, body, what)  # outside the lock: it is the slow part
-    with _PARSED_LOCK:
-        _PARSED[key] = parsed
-        if len(_PARSED) > _PARSED_MAX:
-            _PARSED.popitem(last=False)
+    parsed = _PARSED.get_or_make(key, lambda: _parse(model, body, what))
+    assert isinstance(parsed, model)
     return parsed

@@ -13,6 +13,7 @@ from trainjob import constants as c
 from trainjob.caches import Caches
 from trainjob.kube import Cluster, guarded_write
 from trainjob.kubeclient import ApiException
+from trainjob.lru import LRU
 from trainjob.models import TrainJob
 from trainjob.queueing import (
     QueueObserved,
@@ -21,6 +22,7 @@ from trainjob.queueing import (
     expected_workload_name_of,
     observe,
 )
+from trainjob.runtime import RuntimeInfo, RuntimeProblem, resolve_runtime_info
 from trainjob.workqueue import WriteMemory
 
 Dict = dict[str, Any]
@@ -37,7 +39,29 @@ def observe_queueing(
     pc = tj.metadata.labels.get(c.KUEUE_PRIORITY_CLASS_LABEL)
     priority = _priority_of(cluster, pc) if wl is None and pc else None
     now = dt.datetime.now(dt.UTC)
-    return observe(tj, runtime, wl, caches.flavors(), priority, jobs_active, now)
+    resolved = _runtime_info(tj, runtime)
+    return observe(tj, runtime, wl, caches.flavors(), priority, jobs_active, now, resolved)
+
+
+# What a TrainJob version runs as on a runtime version: a pure function of the two, which the
+# passes would otherwise rebuild each time (templates copied and merged, policies applied).
+# The queueing decisions only read it (the Workload is built from copies).
+_RESOLVED: LRU[tuple[str, ...], tuple[RuntimeInfo | None, RuntimeProblem | None]] = LRU(128)
+
+
+def _runtime_info(
+    tj: TrainJob, runtime: Dict | None
+) -> tuple[RuntimeInfo | None, RuntimeProblem | None]:
+    rmeta = (runtime or {}).get("metadata") or {}
+    key = (
+        tj.metadata.uid or "",
+        tj.metadata.resource_version or "",
+        str(rmeta.get("uid") or ""),
+        str(rmeta.get("resourceVersion") or ""),
+    )
+    if not key[0] or not key[1] or (runtime is not None and not (key[2] and key[3])):
+        return resolve_runtime_info(tj, runtime)
+    return _RESOLVED.get_or_make(key, lambda: resolve_runtime_info(tj, runtime))
 
 
 def _priority_of(cluster: Cluster, name: str) -> tuple[str, int] | None:

@@ -552,3 +552,27 @@ def test_a_stored_trainjob_is_parsed_once_per_version() -> None:
     assert parse_trainjob(changed, stored=True).spec.trainer.num_nodes == 5  # type: ignore[union-attr]
     # Not stored (an admission review, a test body edited in place): parsed every time.
     assert parse_trainjob(body) is not first
+
+
+def test_runtime_info_is_built_once_per_trainjob_and_runtime_version() -> None:
+    from trainjob.lru import LRU
+    from trainjob.queueing_io import _runtime_info
+
+    body = make_trainjob()
+    body["metadata"].update(uid="uid-info-once", resourceVersion="3")
+    tj = parse_trainjob(body)
+    runtime = copy.deepcopy(make_runtime())
+    runtime["metadata"].update(uid="uid-rt", resourceVersion="10")
+    first = _runtime_info(tj, runtime)
+    assert first[0] is not None and _runtime_info(tj, copy.deepcopy(runtime)) is first
+    newer = copy.deepcopy(runtime)
+    newer["metadata"]["resourceVersion"] = "11"
+    assert _runtime_info(tj, newer) is not first
+    unstored = copy.deepcopy(runtime)
+    del unstored["metadata"]["resourceVersion"]
+    assert _runtime_info(tj, unstored) is not _runtime_info(tj, unstored)
+    # The cache keeps its size: the oldest goes first.
+    lru: LRU[int, str] = LRU(2)
+    for n in range(3):
+        lru.get_or_make(n, lambda n=n: str(n))  # type: ignore[misc]
+    assert len(lru) == 2 and lru.get_or_make(0, lambda: "again") == "again"
