@@ -45,8 +45,10 @@ def observe_queueing(
 
 # What a TrainJob version runs as on a runtime version: a pure function of the two, which the
 # passes would otherwise rebuild each time (templates copied and merged, policies applied).
-# The queueing decisions only read it (the Workload is built from copies).
-_RESOLVED: LRU[tuple[str, ...], tuple[RuntimeInfo | None, RuntimeProblem | None]] = LRU(128)
+# The queueing decisions only read it (the Workload is built from copies). Small on purpose:
+# the passes of one version come close together, and 128 entries raised the leader's peak
+# memory with 1,000 in flight from 142 to 165 MiB (benchmarks/memory.py, one run each).
+_RESOLVED: LRU[tuple[str, ...], tuple[RuntimeInfo | None, RuntimeProblem | None]] = LRU(32)
 
 
 def _runtime_info(
