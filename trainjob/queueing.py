@@ -104,10 +104,8 @@ def observe(
     priority: tuple[str, int] | None,
     jobs_active: bool,
     now: dt.datetime,
-    resolved: tuple[RuntimeInfo | None, RuntimeProblem | None] | None = None,
 ) -> QueueObserved:
-    """`resolved`: `resolve_runtime_info(tj, runtime)` when the caller has it already."""
-    info, problem = resolved if resolved is not None else resolve_runtime_info(tj, runtime)
+    info, problem = resolve_runtime_info(tj, runtime)
     return QueueObserved(
         trainjob=tj,
         info=info,

@@ -13,7 +13,6 @@ from trainjob import constants as c
 from trainjob.caches import Caches
 from trainjob.kube import Cluster, guarded_write
 from trainjob.kubeclient import ApiException
-from trainjob.lru import LRU
 from trainjob.models import TrainJob
 from trainjob.queueing import (
     QueueObserved,
@@ -22,7 +21,6 @@ from trainjob.queueing import (
     expected_workload_name_of,
     observe,
 )
-from trainjob.runtime import RuntimeInfo, RuntimeProblem, resolve_runtime_info
 from trainjob.workqueue import WriteMemory
 
 Dict = dict[str, Any]
@@ -39,31 +37,7 @@ def observe_queueing(
     pc = tj.metadata.labels.get(c.KUEUE_PRIORITY_CLASS_LABEL)
     priority = _priority_of(cluster, pc) if wl is None and pc else None
     now = dt.datetime.now(dt.UTC)
-    resolved = _runtime_info(tj, runtime)
-    return observe(tj, runtime, wl, caches.flavors(), priority, jobs_active, now, resolved)
-
-
-# What a TrainJob version runs as on a runtime version: a pure function of the two, which the
-# passes would otherwise rebuild each time (templates copied and merged, policies applied).
-# The queueing decisions only read it (the Workload is built from copies). Small on purpose:
-# the passes of one version come close together, and 128 entries raised the leader's peak
-# memory with 1,000 in flight from 142 to 165 MiB (benchmarks/memory.py, one run each).
-_RESOLVED: LRU[tuple[str, ...], tuple[RuntimeInfo | None, RuntimeProblem | None]] = LRU(32)
-
-
-def _runtime_info(
-    tj: TrainJob, runtime: Dict | None
-) -> tuple[RuntimeInfo | None, RuntimeProblem | None]:
-    rmeta = (runtime or {}).get("metadata") or {}
-    key = (
-        tj.metadata.uid or "",
-        tj.metadata.resource_version or "",
-        str(rmeta.get("uid") or ""),
-        str(rmeta.get("resourceVersion") or ""),
-    )
-    if not key[0] or not key[1] or (runtime is not None and not (key[2] and key[3])):
-        return resolve_runtime_info(tj, runtime)
-    return _RESOLVED.get_or_make(key, lambda: resolve_runtime_info(tj, runtime))
+    return observe(tj, runtime, wl, caches.flavors(), priority, jobs_active, now)
 
 
 def _priority_of(cluster: Cluster, name: str) -> tuple[str, int] | None:

@@ -22,6 +22,7 @@ from tests.factories import (
     mpi_runtime,
     replicated_job,
 )
+from trainjob.lru import LRU
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.naming import owner_of
 from trainjob.runtime import (
@@ -554,25 +555,9 @@ def test_a_stored_trainjob_is_parsed_once_per_version() -> None:
     assert parse_trainjob(body) is not first
 
 
-def test_runtime_info_is_built_once_per_trainjob_and_runtime_version() -> None:
-    from trainjob.lru import LRU
-    from trainjob.queueing_io import _runtime_info
-
-    body = make_trainjob()
-    body["metadata"].update(uid="uid-info-once", resourceVersion="3")
-    tj = parse_trainjob(body)
-    runtime = copy.deepcopy(make_runtime())
-    runtime["metadata"].update(uid="uid-rt", resourceVersion="10")
-    first = _runtime_info(tj, runtime)
-    assert first[0] is not None and _runtime_info(tj, copy.deepcopy(runtime)) is first
-    newer = copy.deepcopy(runtime)
-    newer["metadata"]["resourceVersion"] = "11"
-    assert _runtime_info(tj, newer) is not first
-    unstored = copy.deepcopy(runtime)
-    del unstored["metadata"]["resourceVersion"]
-    assert _runtime_info(tj, unstored) is not _runtime_info(tj, unstored)
-    # The cache keeps its size: the oldest goes first.
+def test_the_lru_keeps_its_size_and_drops_the_oldest() -> None:
     lru: LRU[int, str] = LRU(2)
     for n in range(3):
-        lru.get_or_make(n, lambda n=n: str(n))  # type: ignore[misc]
+        assert lru.get_or_make(n, lambda n=n: str(n)) == str(n)  # type: ignore[misc]
+    assert lru.get_or_make(2, lambda: "made again") == "2"
     assert len(lru) == 2 and lru.get_or_make(0, lambda: "again") == "again"
