@@ -9,7 +9,7 @@ Kubernetes sub-objects we only copy (env entries, resources, pod templates) stay
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -212,32 +212,28 @@ def parse_trainjob(body: Dict, *, stored: bool = False) -> TrainJob:
     its uid and resourceVersion name its content and an earlier parse of it can serve. Only
     for the reconcile passes: an object being admitted may carry an old resourceVersion with
     new content, and test bodies are edited in place."""
-    return _parsed(TrainJob, body, "TrainJob") if stored else _parse(TrainJob, body, "TrainJob")
+    meta = body.get("metadata") or {}
+    uid, version = meta.get("uid"), meta.get("resourceVersion")
+    if stored and uid and version:
+        return _PARSED.get_or_make((str(uid), str(version)), lambda: _parse_trainjob(body))
+    return _parse_trainjob(body)
+
+
+# Models are frozen; the reconcile passes parse the same version again and again.
+_PARSED: LRU[tuple[str, str], TrainJob] = LRU(512)
+
+
+def _parse_trainjob(body: Dict) -> TrainJob:
+    try:
+        return TrainJob.model_validate(body)
+    except ValidationError as exc:
+        raise InvalidObject(_explain("TrainJob", exc)) from exc
 
 
 def parse_runtime(body: Dict) -> TrainingRuntime:
     kind = str(body.get("kind") or "TrainingRuntime")
-    return _parse(TrainingRuntime, body, f"{kind} {(body.get('metadata') or {}).get('name', '?')}")
-
-
-M = TypeVar("M", bound=_Model)
-# Models are frozen; the reconcile passes parse the same version again and again.
-_PARSED: LRU[tuple[str, str, str], _Model] = LRU(512)
-
-
-def _parse(model: type[M], body: Dict, what: str) -> M:
     try:
-        return model.model_validate(body)
+        return TrainingRuntime.model_validate(body)
     except ValidationError as exc:
-        raise InvalidObject(_explain(what, exc)) from exc
-
-
-def _parsed(model: type[M], body: Dict, what: str) -> M:
-    meta = body.get("metadata") or {}
-    uid, version = meta.get("uid"), meta.get("resourceVersion")
-    if not uid or not version:
-        return _parse(model, body, what)
-    key = (model.__name__, str(uid), str(version))
-    parsed = _PARSED.get_or_make(key, lambda: _parse(model, body, what))
-    assert isinstance(parsed, model)
-    return parsed
+        name = (body.get("metadata") or {}).get("name", "?")
+        raise InvalidObject(_explain(f"{kind} {name}", exc)) from exc
