@@ -18,7 +18,6 @@ from typing import Any
 
 import orjson
 import urllib3
-import yaml
 from tenacity import (
     retry,
     retry_if_exception,
@@ -31,9 +30,8 @@ from trainjob.events import build_event
 from trainjob.kubeclient import (
     ApiClient,
     ApiException,
-    client_from_kubeconfig,
-    credentials_from_kubeconfig,
     in_cluster_credentials,
+    load_credentials,
 )
 from trainjob.workqueue import WriteMemory
 
@@ -47,7 +45,7 @@ def _name(obj: Dict) -> str:
 
 def _transient(exc: BaseException) -> bool:
     if isinstance(exc, ApiException):
-        return exc.status in (429, 500, 502, 503, 504) or exc.status == 0
+        return exc.status in (429, 500, 502, 503, 504)
     return isinstance(exc, urllib3.exceptions.HTTPError | ConnectionError | TimeoutError)
 
 
@@ -112,7 +110,7 @@ class Cluster:
     def from_kubeconfig(
         cls, name: str, kubeconfig: Path | str | Dict, field_manager: str, timeout: float = 15.0
     ) -> Cluster:
-        cluster = cls(name, client_from_kubeconfig(kubeconfig), field_manager)
+        cluster = cls(name, ApiClient(load_credentials(kubeconfig)), field_manager)
         cluster.timeout = timeout
         return cluster
 
@@ -319,15 +317,10 @@ class Cluster:
         )
 
 
-def read_kubeconfig(path: Path) -> Dict:
-    data: Dict = yaml.safe_load(path.read_text())
-    return data
-
-
-def connection_from_kubeconfig(kubeconfig: Dict, base_dir: Path | None = None) -> Dict:
-    """The server, CA and client credentials of a kubeconfig's current context (for kopf),
-    read as our own client reads them."""
-    creds = credentials_from_kubeconfig(kubeconfig, base_dir=base_dir)
+def connection_from_kubeconfig(kubeconfig: Path) -> Dict:
+    """The server, CA and client credentials of a kubeconfig file's current context (for
+    kopf), read as our own client reads them."""
+    creds = load_credentials(kubeconfig)
     token = creds.token
     if token is None and creds.token_file:
         token = Path(creds.token_file).read_text().strip()

@@ -311,14 +311,13 @@ def _error(resp: urllib3.BaseHTTPResponse, data: bytes) -> ApiException:
     )
 
 
-def client_from_kubeconfig(kubeconfig: Path | str | Dict, context: str | None = None) -> ApiClient:
-    """A client for a kubeconfig file, or for one already read (a dict)."""
+def load_credentials(kubeconfig: Path | str | Dict) -> Credentials:
+    """The credentials of a kubeconfig file (its relative paths taken from its directory), or
+    of one already read (a dict)."""
     if isinstance(kubeconfig, dict):
-        return ApiClient(credentials_from_kubeconfig(kubeconfig, context=context))
+        return credentials_from_kubeconfig(kubeconfig)
     path = Path(kubeconfig)
-    loaded = yaml.safe_load(path.read_text())
-    creds = credentials_from_kubeconfig(loaded, base_dir=path.parent, context=context)
-    return ApiClient(creds)
+    return credentials_from_kubeconfig(yaml.safe_load(path.read_text()), base_dir=path.parent)
 
 
 def keep_kubernetes_client_out() -> None:

@@ -20,7 +20,7 @@ from trainjob import constants as c
 from trainjob import metrics
 from trainjob.caches import Caches
 from trainjob.certs import CertKeeper, service_names
-from trainjob.kube import Cluster, connection_from_kubeconfig, read_kubeconfig
+from trainjob.kube import Cluster, connection_from_kubeconfig
 from trainjob.leader import LeaderElector, LeaseTimings
 from trainjob.serving import serve_probes
 from trainjob.settings import ControllerSettings
@@ -136,9 +136,7 @@ def login(ours: ControllerSettings, **kwargs: Any) -> kopf.ConnectionInfo:
         if info is None:
             raise kopf.LoginError("no kubeconfig found and not running in a cluster")
         return info
-    return kopf.ConnectionInfo(
-        **connection_from_kubeconfig(read_kubeconfig(source), base_dir=source.parent)
-    )
+    return kopf.ConnectionInfo(**connection_from_kubeconfig(source))
 
 
 class ControllerMemo(kopf.Memo):

@@ -11,6 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes.utils import parse_quantity as client_parse_quantity
 
 from trainjob.certs import issue
@@ -20,6 +21,7 @@ from trainjob.kubeclient import (
     KubeconfigError,
     credentials_from_kubeconfig,
     in_cluster_credentials,
+    load_credentials,
 )
 from trainjob.quantity import parse_quantity
 
@@ -104,6 +106,8 @@ def test_relative_files_are_read_from_the_kubeconfigs_directory(tmp_path: Path) 
     creds = credentials_from_kubeconfig(cfg, base_dir=tmp_path)
     assert creds.ca_file == str(tmp_path / "ca.crt")
     assert ApiClient(creds).bearer_token() == "from-file"
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(cfg))  # a file: its own directory
+    assert load_credentials(tmp_path / "kubeconfig") == creds
 
 
 @pytest.mark.parametrize(
