@@ -20,16 +20,20 @@ from trainjob import workload as wlmod
 from trainjob.events import Event
 from trainjob.models import TrainJob, prebuilt_label, queue_label
 from trainjob.naming import owner_reference
-from trainjob.runtime import RuntimeInfo, RuntimeProblem, resolve_runtime_info
+from trainjob.runtime import PodSetShape, RuntimeInfo, RuntimeProblem, resolve_runtime_info
 
 Dict = dict[str, Any]
+
+
+# What a TrainJob makes of its runtime as Kueue counts it, or why it cannot run on it.
+Shape = tuple[tuple[PodSetShape, ...] | None, RuntimeProblem | None]
 
 
 @dataclass
 class QueueObserved:
     trainjob: TrainJob
-    info: RuntimeInfo | None  # None while the runtime is missing or invalid
-    problem: RuntimeProblem | None  # why `info` is None
+    pod_sets: tuple[PodSetShape, ...] | None  # None while the runtime is missing or invalid
+    problem: RuntimeProblem | None  # why `pod_sets` is None
     workload: Dict | None  # the TrainJob's Workload (deterministic or prebuilt name)
     flavors: dict[str, Dict]  # ResourceFlavors by name
     priority: tuple[str, int] | None  # WorkloadPriorityClass (name, value) from the label
@@ -38,6 +42,8 @@ class QueueObserved:
     now: dt.datetime
     # Set by a controller that must not start the TrainJob although Kueue admitted it (why).
     start_blocked: str | None = None
+    # The whole runtime info (templates included), resolved when there is a Workload to build.
+    info: RuntimeInfo | None = None
 
 
 @dataclass
@@ -104,11 +110,20 @@ def observe(
     priority: tuple[str, int] | None,
     jobs_active: bool,
     now: dt.datetime,
+    shape: Shape | None = None,
 ) -> QueueObserved:
-    info, problem = resolve_runtime_info(tj, runtime)
+    """`shape`: `shape_of(tj, runtime)`, when the caller has it already. The whole runtime
+    info is resolved only when it is needed: while there is no Workload yet."""
+    info = None
+    if workload is None or shape is None:
+        info, problem = resolve_runtime_info(tj, runtime)
+        pod_sets = info.shape if info is not None else None
+    else:
+        pod_sets, problem = shape
     return QueueObserved(
         trainjob=tj,
         info=info,
+        pod_sets=pod_sets,
         problem=problem,
         workload=workload,
         flavors=flavors,
@@ -117,6 +132,11 @@ def observe(
         finished=cond.final_outcome(tj.conditions()),
         now=now,
     )
+
+
+def shape_of(tj: TrainJob, runtime: Dict | None) -> Shape:
+    info, problem = resolve_runtime_info(tj, runtime)
+    return (info.shape if info is not None else None), problem
 
 
 def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
@@ -170,9 +190,9 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
     #     sender decides what comes next. The TrainJob does not run on it.
     if (
         tj.prebuilt_workload
-        and obs.info is not None
+        and obs.pod_sets is not None
         and not wlmod.is_finished(wl)
-        and not wlmod.pod_sets_match(wl, obs.info)
+        and not wlmod.pod_sets_match(wl, obs.pod_sets)
     ):
         conds = cond.set_condition(
             wlmod.conditions_of(wl),
@@ -190,7 +210,7 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
     admitted = wlmod.is_admitted(wl) and not wlmod.is_finished(wl)
     # 6. While suspended and not admitted, keep the Workload in step with the TrainJob.
     if tj.spec.suspend and not wlmod.has_quota(wl) and tj.prebuilt_workload is None:
-        if obs.info is not None and not wlmod.pod_sets_match(wl, obs.info):
+        if obs.pod_sets is not None and not wlmod.pod_sets_match(wl, obs.pod_sets):
             plan.delete_workload = wl["metadata"]["name"]
             plan.workload_readiness = None
             plan.events.append(
@@ -304,14 +324,14 @@ def desired_readiness(obs: QueueObserved, wl: Dict) -> Dict | None:
     """The PodsReady condition and reclaimablePods the Workload should carry, when either
     differs from what it has (None: no write). Both travel together: they are the fields of
     the Workload's status our server-side apply owns."""
-    if obs.info is None:  # runtime gone or invalid: keep what the Workload says
+    if obs.pod_sets is None:  # runtime gone or invalid: keep what the Workload says
         return None
     if wlmod.is_evicted(wl) and wlmod.has_quota(wl):  # step 9 resets it with the quota
         return None
     jobs_status = _jobs_status(obs.trainjob, wl)
-    ready = jobs_status is not None and readiness.all_pods_ready(obs.info, jobs_status)
+    ready = jobs_status is not None and readiness.all_pods_ready(obs.pod_sets, jobs_status)
     status, reason, message = readiness.compute_pods_ready(wl, ready)
-    reclaimable = readiness.compute_reclaimable_pods(obs.info, jobs_status or [], wl)
+    reclaimable = readiness.compute_reclaimable_pods(obs.pod_sets, jobs_status or [], wl)
     pods_ready_changed = readiness.pods_ready_changed(wl, status, reason)
     if not pods_ready_changed and not readiness.reclaimable_changed(wl, reclaimable):
         return None

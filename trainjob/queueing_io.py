@@ -13,13 +13,16 @@ from trainjob import constants as c
 from trainjob.caches import Caches
 from trainjob.kube import Cluster, guarded_write
 from trainjob.kubeclient import ApiException
+from trainjob.lru import LRU
 from trainjob.models import TrainJob
 from trainjob.queueing import (
     QueueObserved,
     QueuePlan,
+    Shape,
     expected_workload_name,
     expected_workload_name_of,
     observe,
+    shape_of,
 )
 from trainjob.workqueue import WriteMemory
 
@@ -37,7 +40,25 @@ def observe_queueing(
     pc = tj.metadata.labels.get(c.KUEUE_PRIORITY_CLASS_LABEL)
     priority = _priority_of(cluster, pc) if wl is None and pc else None
     now = dt.datetime.now(dt.UTC)
-    return observe(tj, runtime, wl, caches.flavors(), priority, jobs_active, now)
+    shape = _shape(tj, runtime) if wl is not None else None
+    return observe(tj, runtime, wl, caches.flavors(), priority, jobs_active, now, shape)
+
+
+# A TrainJob's pod sets as Kueue counts them are a pure function of its spec (uid and
+# generation name it), whether it is queued, and the runtime's version. Without this, every
+# pass rebuilt the whole runtime info (templates copied and merged, policies applied) only to
+# read a few counts. The entries are small (no templates), so one per TrainJob in flight fits.
+_SHAPES: LRU[tuple[str, ...], Shape] = LRU(4096)
+
+
+def _shape(tj: TrainJob, runtime: Dict | None) -> Shape | None:
+    rmeta = (runtime or {}).get("metadata") or {}
+    uid, generation = tj.metadata.uid, tj.metadata.generation
+    ruid, rversion = rmeta.get("uid"), rmeta.get("resourceVersion")
+    if not uid or generation is None or (runtime is not None and not (ruid and rversion)):
+        return None  # not a stored version: nothing names its content
+    key = (uid, str(generation), str(tj.queued), str(ruid or ""), str(rversion or ""))
+    return _SHAPES.get_or_make(key, lambda: shape_of(tj, runtime))
 
 
 def _priority_of(cluster: Cluster, name: str) -> tuple[str, int] | None:

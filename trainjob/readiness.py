@@ -19,10 +19,11 @@ Pure: `queueing.reconcile_queueing` folds the result into its plan.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from trainjob import conditions as cond
-from trainjob.runtime import RuntimeInfo
+from trainjob.runtime import PodSetShape
 
 Dict = dict[str, Any]
 
@@ -49,10 +50,10 @@ def _count(entry: Dict, key: str) -> int:
         return 0
 
 
-def all_pods_ready(info: RuntimeInfo, jobs_status: list[Dict] | None) -> bool:
+def all_pods_ready(pod_sets: Sequence[PodSetShape], jobs_status: list[Dict] | None) -> bool:
     """Every child Job of every PodSet is ready or has succeeded."""
     statuses = _by_name(jobs_status)
-    for ps in info.pod_sets:
+    for ps in pod_sets:
         entry = statuses.get(ps.name) or {}
         if _count(entry, "ready") + _count(entry, "succeeded") < ps.replicas:
             return False
@@ -88,7 +89,7 @@ def pods_ready_changed(wl: Dict, status: bool, reason: str) -> bool:
 
 
 def compute_reclaimable_pods(
-    info: RuntimeInfo, jobs_status: list[Dict] | None, wl: Dict
+    pod_sets: Sequence[PodSetShape], jobs_status: list[Dict] | None, wl: Dict
 ) -> list[Dict]:
     """Pods whose quota is no longer needed: those of succeeded child Jobs, per PodSet, never
     more than the Workload's PodSet holds (Kueue's webhook refuses more)."""
@@ -98,7 +99,7 @@ def compute_reclaimable_pods(
         for ps in (wl.get("spec") or {}).get("podSets") or []
     }
     out = []
-    for ps in info.pod_sets:
+    for ps in pod_sets:
         succeeded = _count(statuses.get(ps.name) or {}, "succeeded")
         if 0 < succeeded <= ps.replicas and ps.name in sizes:
             out.append({"name": ps.name, "count": min(succeeded * ps.parallelism, sizes[ps.name])})

@@ -5,13 +5,14 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.models import TrainJob
 from trainjob.naming import owner_reference
-from trainjob.runtime import RuntimeInfo
+from trainjob.runtime import PodSetShape, RuntimeInfo
 
 Dict = dict[str, Any]
 
@@ -111,10 +112,10 @@ def eviction_message(wl: Dict) -> str:
     return "the Workload is no longer admitted"
 
 
-def pod_sets_match(wl: Dict, info: RuntimeInfo) -> bool:
+def pod_sets_match(wl: Dict, pod_sets: Sequence[PodSetShape]) -> bool:
     """Whether the Workload still describes the TrainJob (names and counts of its PodSets)."""
     have = [(p.get("name"), p.get("count")) for p in wl.get("spec", {}).get("podSets") or []]
-    return have == [(ps.name, ps.count) for ps in info.pod_sets]
+    return have == [(ps.name, ps.count) for ps in pod_sets]
 
 
 def owned_by(wl: Dict, uid: str) -> bool:

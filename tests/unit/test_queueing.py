@@ -4,11 +4,12 @@ admission webhook's changes (trainjob/admission.py)."""
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 from typing import Any
 
 from tests.factories import OWNER, make_runtime, make_trainjob
-from trainjob import admission, queueing
+from trainjob import admission, queueing, queueing_io
 from trainjob import workload as wlmod
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.queueing import QueuePlan
@@ -350,3 +351,29 @@ def test_runtime_patch_times_follow_trainers_webhook() -> None:
         kueue,
     ]
     assert "runtimePatches" not in admission.mutate_on_create(trainjob(runtimePatches=[kueue]), NOW)
+
+
+def test_pod_set_shapes_are_resolved_once_per_spec_and_runtime_version() -> None:
+    body = trainjob(trainer={"numNodes": 2})
+    body["metadata"].update(uid="uid-shape", generation=1, resourceVersion="7")
+    runtime = copy.deepcopy(RUNTIME)
+    runtime["metadata"].update(uid="uid-runtime", resourceVersion="3")
+    first = queueing_io._shape(parse_trainjob(body), runtime)
+    assert first is not None and [(ps.name, ps.count) for ps in first[0] or ()] == [("node", 2)]
+    # A status write: a new resourceVersion, the same generation (spec): the same shape.
+    status_only = copy.deepcopy(body)
+    status_only["metadata"]["resourceVersion"] = "8"
+    status_only["status"] = {"conditions": []}
+    assert queueing_io._shape(parse_trainjob(status_only), runtime) is first
+    # A new spec (generation), or a new runtime version, is resolved again.
+    resized = copy.deepcopy(body)
+    resized["metadata"].update(generation=2, resourceVersion="9")
+    resized["spec"]["trainer"] = {"numNodes": 3}
+    again = queueing_io._shape(parse_trainjob(resized), runtime)
+    assert again is not None and [ps.count for ps in again[0] or ()] == [3]
+    gone = queueing_io._shape(parse_trainjob(body), None)
+    assert gone is not None and gone[0] is None and gone[1] is not None
+    assert gone[1].reason == "RuntimeNotFound"
+    # Not a stored version (no generation): nothing names its content, nothing is kept.
+    del body["metadata"]["generation"]
+    assert queueing_io._shape(parse_trainjob(body), runtime) is None

@@ -56,10 +56,10 @@ def test_all_pods_ready_counts_child_jobs_ready_or_succeeded_across_every_podset
     names = [ps.name for ps in info.pod_sets]
     assert names == ["dataset-initializer", "model-initializer", "node"]
     done_inits = [js("dataset-initializer", succeeded=1), js("model-initializer", succeeded=1)]
-    assert readiness.all_pods_ready(info, [*done_inits, js("node", ready=1)])
-    assert not readiness.all_pods_ready(info, done_inits)  # the trainer Job is not there yet
-    assert not readiness.all_pods_ready(info, [*done_inits, js("node")])
-    assert not readiness.all_pods_ready(info, None)
+    assert readiness.all_pods_ready(info.shape, [*done_inits, js("node", ready=1)])
+    assert not readiness.all_pods_ready(info.shape, done_inits)  # the trainer Job is not there yet
+    assert not readiness.all_pods_ready(info.shape, [*done_inits, js("node")])
+    assert not readiness.all_pods_ready(info.shape, None)
 
 
 def test_pods_ready_state_machine_follows_kueue() -> None:
@@ -113,14 +113,18 @@ def test_reclaimable_pods_are_the_pods_of_succeeded_child_jobs_capped_by_the_pod
         ("node", 1, 3),
     ]
     wl = workload(*ADMITTED, podsets=[("init", 4), ("node", 3)])
-    assert readiness.compute_reclaimable_pods(info, [js("init", succeeded=1)], wl) == [
+    assert readiness.compute_reclaimable_pods(info.shape, [js("init", succeeded=1)], wl) == [
         {"name": "init", "count": 2}
     ]
     both = [js("init", succeeded=2), js("node", ready=1)]
-    assert readiness.compute_reclaimable_pods(info, both, wl) == [{"name": "init", "count": 4}]
+    assert readiness.compute_reclaimable_pods(info.shape, both, wl) == [
+        {"name": "init", "count": 4}
+    ]
     smaller = workload(*ADMITTED, podsets=[("init", 3), ("node", 3)])
-    assert readiness.compute_reclaimable_pods(info, both, smaller) == [{"name": "init", "count": 3}]
-    assert readiness.compute_reclaimable_pods(info, [js("node", ready=1)], wl) == []
+    assert readiness.compute_reclaimable_pods(info.shape, both, smaller) == [
+        {"name": "init", "count": 3}
+    ]
+    assert readiness.compute_reclaimable_pods(info.shape, [js("node", ready=1)], wl) == []
 
 
 # ---- in the Kueue integration's plan ----------------------------------------------------------

@@ -5,10 +5,17 @@ from trainjob.runtime.framework import (
     build_runtime_info,
     resolve_runtime_info,
 )
-from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimePolicy, RuntimeSpecError
+from trainjob.runtime.info import (
+    PodSet,
+    PodSetShape,
+    RuntimeInfo,
+    RuntimePolicy,
+    RuntimeSpecError,
+)
 
 __all__ = [
     "PodSet",
+    "PodSetShape",
     "RuntimeInfo",
     "RuntimePolicy",
     "RuntimeProblem",

@@ -14,6 +14,20 @@ class RuntimeSpecError(ValueError):
     """The runtime (or a runtimePatch) cannot be applied to this TrainJob; says why."""
 
 
+@dataclass(frozen=True)
+class PodSetShape:
+    """What Kueue counts of a PodSet: its name, `replicas` Jobs of `parallelism` pods. The
+    lean form the queueing decisions read once the Workload exists (no templates)."""
+
+    name: str
+    replicas: int
+    parallelism: int
+
+    @property
+    def count(self) -> int:
+        return self.replicas * self.parallelism
+
+
 @dataclass
 class PodSet:
     """One role of a TrainJob: `replicas` Indexed Jobs of `parallelism` pods each."""
@@ -68,6 +82,10 @@ class RuntimeInfo:
     policy: RuntimePolicy
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def shape(self) -> tuple[PodSetShape, ...]:
+        return tuple(PodSetShape(ps.name, ps.replicas, ps.parallelism) for ps in self.pod_sets)
 
     def pod_set(self, name: str) -> PodSet:
         for ps in self.pod_sets:
