@@ -514,12 +514,10 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
             plan.nominated = sorted({*nominated, name})
             return plan
         # One Workload write says who won and turns the check Ready (as Kueue's MultiKueue
-        # does); the TrainJob goes to the winner right after it, in the same pass.
+        # does); the TrainJob goes to the winner right after it, in the same pass. No Event of
+        # its own: the Started Event of the admission that follows names the cluster.
         plan.cluster_name = name
         plan.check_state = ("Ready", admitted_message(name))
-        plan.events.append(
-            Event("Normal", "Dispatched", f"admitted by cluster {name}; running there")
-        )
         for remote in obs.remotes:
             if remote.name != name:
                 _delete(plan, remote)

@@ -243,8 +243,7 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
                 ),
             }
         }
-        cq = (wl.get("status", {}).get("admission") or {}).get("clusterQueue", "?")
-        plan.events.append(Event("Normal", "Started", f"Admitted by clusterQueue {cq}"))
+        plan.events.append(Event("Normal", "Started", started_message(wl)))
         return plan
     # 8. Running without admission (evicted, preempted, or never admitted): stop.
     if not admitted and not tj.spec.suspend:
@@ -296,6 +295,17 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
             plan.workload_status = {"admission": None, "conditions": conds}
             plan.workload_readiness = None
     return plan
+
+
+def started_message(wl: Dict) -> str:
+    """Kueue's words for a start, and on a MultiKueue manager where the job went: the
+    Workload's clusterName, set in the write that turned the check Ready, before admission."""
+    status = wl.get("status") or {}
+    cq = (status.get("admission") or {}).get("clusterQueue", "?")
+    cluster = status.get("clusterName")
+    return f"Admitted by clusterQueue {cq}" + (
+        f"; dispatched to cluster {cluster}" if cluster else ""
+    )
 
 
 OUT_OF_SYNC_MESSAGE = "The prebuilt workload is out of sync with its user job"

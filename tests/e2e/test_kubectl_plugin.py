@@ -57,7 +57,7 @@ def test_list_describe_and_logs_of_a_trainjob_running_on_a_worker(
     assert code == 0, out
     assert f"Worker:      {worker}" in out
     assert f'multikueue   Ready   The workload was admitted on "{worker}"' in out
-    assert "Dispatched" in out  # the manager's Events
+    assert f"dispatched to cluster {worker}" in out  # the manager's Started Event
     by_phase = out.split("Pods by phase:", 1)[1].splitlines()[2]  # status.podsStatus
     assert by_phase.split() == ["node", "0", "2", "0", "0", "0"]
     on_worker = out.split(f"On worker {worker}:", 1)[1]

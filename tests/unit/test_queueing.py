@@ -168,7 +168,12 @@ def test_7_admitted_starts_with_kueues_placement_in_one_write() -> None:
             ],
         }
     }
-    assert reasons(p) == ["Started"] and "cq" in p.events[0].message
+    assert [tuple(e) for e in p.events] == [("Normal", "Started", "Admitted by clusterQueue cq")]
+    # On a MultiKueue manager the Workload names the worker that admitted it: so does the Event.
+    dispatched = workload_for(body, RESERVED, ADMITTED, **ASSIGNED, clusterName="worker1")
+    assert plan(body, dispatched).events[0].message == (
+        "Admitted by clusterQueue cq; dispatched to cluster worker1"
+    )
     obs = queueing.observe(parse_trainjob(body), RUNTIME, wl, {}, None, False, NOW)
     obs.start_blocked = "not dispatchable"
     assert queueing.reconcile_queueing(obs).trainjob_patch is None  # a controller said no
