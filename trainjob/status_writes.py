@@ -13,13 +13,18 @@ Dict = dict[str, Any]
 
 def can_wait(have: Dict, patch: Dict) -> bool:
     """Whether `patch` (a merge patch of the status `have`, or the whole new status) may wait:
-    it changes neither the conditions nor `clusterName`, nor any replicatedJob's ready,
-    succeeded or failed count (what Kueue's integration derives PodsReady, reclaimablePods
-    and the outcome from); only counts such as active and suspended, `podsStatus`, or other
-    fields."""
-    for key in ("conditions", "clusterName"):
-        if key in patch and (patch[key] or None) != (have.get(key) or None):
-            return False
+    it changes neither the conditions nor any replicatedJob's ready, succeeded or failed count
+    (what Kueue's integration derives PodsReady, reclaimablePods and the outcome from); only
+    counts such as active and suspended, `podsStatus`, or other fields. A `clusterName` that
+    appears for the first time may wait too (the manager Workload and the Started Event name
+    the worker already, and PodsReady reads no count without it, so it travels with the first
+    count that matters); one that changes, a job sent to another worker, goes at once."""
+    if "conditions" in patch and (patch["conditions"] or None) != (have.get("conditions") or None):
+        return False
+    if have.get("clusterName") and patch.get("clusterName", have["clusterName"]) != have.get(
+        "clusterName"
+    ):
+        return False
     if "jobsStatus" not in patch:
         return True
     return _outcome_counts(patch["jobsStatus"]) == _outcome_counts(have.get("jobsStatus"))

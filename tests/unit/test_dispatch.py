@@ -408,6 +408,18 @@ def test_pod_counts_that_move_nothing_are_held_but_outcomes_go_at_once() -> None
     manager_tj["status"] = {"clusterName": "w1"}
     assert sync(running_remote(job_counts()), 0.5).trainjob_status is None
     manager_tj["status"] = {"clusterName": "w1", "conditions": [], "jobsStatus": job_counts()}
+    # The cluster's name, first seen with nothing else that matters, waits as well; it goes
+    # with the first ready count, or when the 2 s are over. A change of cluster goes at once.
+    manager_tj["status"] = {}
+    fresh = sync(running_remote(job_counts(active=1)), None)
+    assert fresh.trainjob_status is None and fresh.status_held
+    ready = sync(running_remote(job_counts(active=1, ready=1)), 0.5).trainjob_status
+    assert ready is not None and ready["clusterName"] == "w1"
+    assert sync(running_remote(job_counts(active=1)), 2.5).trainjob_status is not None
+    manager_tj["status"] = {"clusterName": "w0", "conditions": [], "jobsStatus": job_counts()}
+    moved = sync(running_remote(job_counts(active=1)), None).trainjob_status
+    assert moved is not None and moved["clusterName"] == "w1"
+    manager_tj["status"] = {"clusterName": "w1", "conditions": [], "jobsStatus": job_counts()}
     # ... and written once the 2 s are over.
     done = sync(running_remote(job_counts(active=1)), 2.5)
     assert done.trainjob_status is not None and not done.status_held
