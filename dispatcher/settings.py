@@ -129,9 +129,10 @@ class DispatcherSettings(ControllerSettings):
         default=2.0,
         ge=0,
         description="status brought back from a worker that changes only pod counts which do "
-        "not move PodsReady (active, suspended) or other minor fields is written to the "
-        "manager TrainJob at most once in this many seconds; conditions, ready, succeeded "
-        "and failed counts go at once (0: write every change at once)",
+        "not move PodsReady (active, suspended), other minor fields or the first clusterName "
+        "is written to the manager TrainJob at most once in this many seconds; conditions, "
+        "ready, succeeded and failed counts and a change of cluster go at once (0: write "
+        "every change at once)",
     )
     health_port: int = Field(
         default=8081,
