@@ -101,6 +101,16 @@ def main() -> int:
                         {"metadata": {"labels": {"r": f"{time.monotonic_ns()}"}}},
                     ),
                 ),
+                # One LIST of the `count` objects, per object listed: whole objects, then
+                # their metadata only (what the watchdog asks for).
+                "LIST, whole objects (per object)": cpu_ms_each(
+                    1, lambda _: kube.api.get_json(f"/api/v1/namespaces/{ns}/configmaps")
+                )
+                / n,
+                "LIST, metadata only (per object)": cpu_ms_each(
+                    1, lambda _: kube.list_metadata("v1", "ConfigMap", ns)
+                )
+                / n,
                 "watch event received and decoded": watch_cpu_ms(kube, ns, n),
                 "DELETE": cpu_ms_each(n, lambda i: kube.delete("v1", "ConfigMap", f"cm-{i}", ns)),
             }

@@ -28,6 +28,8 @@ from tenacity import (
 from trainjob import metrics
 from trainjob.events import build_event
 from trainjob.kubeclient import (
+    JSON,
+    METADATA_LIST,
     ApiClient,
     ApiException,
     in_cluster_credentials,
@@ -128,6 +130,7 @@ class Cluster:
         body: Any = None,
         query: Dict | None = None,
         content_type: str = "application/json",
+        accept: str = JSON,
     ) -> Any:
         if method != "GET" and not self.writable():
             raise NotLeader(f"[{self.name}] not the leader: {method} {path} refused")
@@ -140,6 +143,7 @@ class Cluster:
                 query=query,
                 content_type=content_type,
                 timeout=self.timeout,
+                accept=accept,
             )
         except ApiException as exc:
             metrics.API_ERRORS.labels(self.name, str(exc.status)).inc()
@@ -165,22 +169,22 @@ class Cluster:
             raise
 
     @io_retry
-    def list(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None = None,
-        label_selector: str | None = None,
+    def list_metadata(
+        self, api_version: str, kind: str, namespace: str | None = None, page: int = 500
     ) -> list[Dict]:
-        query = {"labelSelector": label_selector} if label_selector else None
-        result = self._call(
-            "GET", _path_for(api_version, plural_of(kind), namespace, None), query=query
-        )
-        items: list[Dict] = result.get("items") or []
-        for item in items:  # list items carry no apiVersion/kind
-            item.setdefault("apiVersion", api_version)
-            item.setdefault("kind", kind)
-        return items
+        """The metadata of every object of a kind, `page` objects per request: only
+        `metadata` of each (no spec, status or managedFields' worth of decoding), which is all
+        a comparison of resourceVersions needs, at any scale."""
+        path = _path_for(api_version, plural_of(kind), namespace, None)
+        items: list[Dict] = []
+        token = None
+        while True:
+            query = {"limit": page, "continue": token}
+            result = self._call("GET", path, query=query, accept=METADATA_LIST)
+            items += result.get("items") or []
+            token = (result.get("metadata") or {}).get("continue")
+            if not token:
+                return items
 
     @io_retry
     def apply(self, obj: Dict, *, force: bool = True, subresource: str | None = None) -> Dict:

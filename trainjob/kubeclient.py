@@ -40,6 +40,9 @@ Dict = dict[str, Any]
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_REREAD_SECONDS = 60.0  # kubelet refreshes a projected token well before it expires
 USER_AGENT = "trainjob-dispatcher/0.1 (python)"
+JSON = "application/json"
+# Only the objects' metadata, for any kind (what client-go's metadata informers ask for).
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 # Connections kept open per cluster. Each watch holds one for its life; the reconcile threads
 # (8 by default), the Event thread, the Lease and the dispatcher's remote writes (16 threads)
 # share the rest. More may open under load; those beyond this are closed after use, and the
@@ -237,8 +240,8 @@ class ApiClient:
                 self._token_read = time.monotonic()
             return self._token
 
-    def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+    def _headers(self, content_type: str | None, accept: str = JSON) -> dict[str, str]:
+        headers = {"Accept": accept, "User-Agent": USER_AGENT}
         if content_type:
             headers["Content-Type"] = content_type
         token = self.bearer_token()
@@ -259,6 +262,7 @@ class ApiClient:
         body: Any = None,
         content_type: str = "application/json",
         timeout: float | None = None,
+        accept: str = JSON,
     ) -> bytes:
         """Send one request and return the answer's body."""
         data = None if body is None else orjson.dumps(body)
@@ -266,7 +270,7 @@ class ApiClient:
             method,
             self.url(path, query),
             body=data,
-            headers=self._headers(content_type if data is not None else None),
+            headers=self._headers(content_type if data is not None else None, accept),
             timeout=urllib3.Timeout(total=timeout),
         )
         if resp.status >= 400:

@@ -4,11 +4,11 @@ kopf's watch streams can stop delivering events for good after API-server troubl
 error and no reconnect (seen on the bed after a worker's API server restarted: every stream
 of the process in CLOSE-WAIT, new TrainJobs never reconciled; upstream kopf#996, #1276). A
 level-based controller with a frozen cache is silently blind. So, every period, the watchdog
-lists the watched objects and compares their resourceVersions with the cache: an object that
-the API has held unchanged for a whole period while the cache still shows another version (or
-none, or one the API no longer has) means a frozen watch. The process then replaces itself
-with a fresh copy (exec: same PID, same identity, new watches and caches), as a kubelet
-would restart a container whose liveness probe failed.
+lists the watched objects (their metadata only) and compares their resourceVersions with the
+cache: an object that the API has held unchanged for a whole period while the cache still
+shows another version (or none, or one the API no longer has) means a frozen watch. The
+process then replaces itself with a fresh copy (exec: same PID, same identity, new watches and
+caches), as a kubelet would restart a container whose liveness probe failed.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class WatchDog:
                 (o["metadata"].get("namespace"), o["metadata"]["name"]): str(
                     o["metadata"]["resourceVersion"]
                 )
-                for o in self._cluster.list(api_version, kind)
+                for o in self._cluster.list_metadata(api_version, kind)
             }
             cached: Versions = dict(cached_fn())
             stale, self._suspects[kind] = stale_keys(cached, listed, self._suspects.get(kind, {}))

@@ -12,6 +12,7 @@ from kubernetes import client
 
 from clusters.bed import Bed
 from tests.helpers import wait_for
+from trainjob.kube import Cluster
 
 pytestmark = pytest.mark.bed
 
@@ -266,6 +267,25 @@ def test_deleting_a_namespace_removes_its_objects(bed: Bed, worker_names: list[s
 
     wait_for(gone, 90, what=f"namespace {ns} and its objects to be deleted")
     assert not core.list_pod_for_all_namespaces(field_selector=f"metadata.namespace={ns}").items
+
+
+def test_our_client_lists_metadata_only_page_by_page(bed: Bed, namespace_factory: Any) -> None:
+    """The watchdog's listing (trainjob/kube.py `list_metadata`) against the real API server:
+    every object across pages, with names and resourceVersions, and no data."""
+    worker = bed.config.workers[0].name
+    ns = namespace_factory(worker, "meta")
+    core = client.CoreV1Api(bed.api(worker))
+    for i in range(5):
+        core.create_namespaced_config_map(
+            ns,
+            client.V1ConfigMap(metadata=client.V1ObjectMeta(name=f"cm-{i}"), data={"a": "b"}),
+        )
+    ours = Cluster.from_kubeconfig(worker, bed.kubeconfig(worker), "test")
+    listed = ours.list_metadata("v1", "ConfigMap", ns, page=2)  # three pages
+    names = sorted(o["metadata"]["name"] for o in listed)
+    assert [n for n in names if n.startswith("cm-")] == [f"cm-{i}" for i in range(5)]
+    assert all(o["metadata"]["resourceVersion"] for o in listed)
+    assert not any("data" in o for o in listed), listed[0]
 
 
 @pytest.mark.disruptive
