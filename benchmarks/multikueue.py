@@ -140,6 +140,32 @@ def our_requests(replica: setup.Controller) -> Counter[str]:
     return out
 
 
+def queue_waits(replica: setup.Controller) -> Counter[float]:
+    """The dispatch work queue's wait histogram of a replica: cumulative counts by bucket
+    bound (`le`, seconds; inf for all), from its /metrics."""
+    out: Counter[float] = Counter()
+    for (name, labels), value in scrape(replica.health).items():
+        found = dict(labels)
+        if name == "workqueue_queue_duration_seconds_bucket" and found.get("name") == "dispatch":
+            out[float(found["le"])] = int(value)
+    return out
+
+
+def report_waits(before: Counter[float], after: Counter[float]) -> None:
+    """How long keys waited in the leader's queue meanwhile: the share past 0.5 s and 1 s,
+    and the bucket bound under which 99% of them waited."""
+    delta = after - before
+    total = delta.get(float("inf"), 0)
+    if not total:
+        return
+    p99 = next(le for le in sorted(delta) if delta[le] >= 0.99 * total)
+    over = {le: 1 - delta.get(le, 0) / total for le in (0.5, 1.0)}
+    print(
+        f"dispatch queue (leader): {total} keys taken; waited over 0.5 s: {over[0.5]:.1%}, "
+        f"over 1 s: {over[1.0]:.1%}; 99% waited at most {p99:g} s (histogram bucket)"
+    )
+
+
 def trainjob_body(name: str, patch: dict[str, Any] = PATCH, cpu: str = "10m") -> dict[str, Any]:
     """The benchmarks' TrainJob: one node of Trainer's torch-distributed runtime asking `cpu`,
     through LocalQueue `q`, its pods run as `patch` says."""
@@ -336,11 +362,13 @@ def main() -> int:
             if args.profile
             else None
         )
+        waits0 = queue_waits(dispatcher)
         try:
             measure(bed, ns, args, groups)
         finally:
             if profiler is not None:
                 profiler.stop()
+        report_waits(waits0, queue_waits(dispatcher))
         n = args.sequential + args.burst
         for r in ctrls:
             mine = our_requests(r) - ours0[r.identity]

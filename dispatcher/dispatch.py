@@ -514,10 +514,14 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
             plan.nominated = sorted({*nominated, name})
             return plan
         # One Workload write says who won and turns the check Ready (as Kueue's MultiKueue
-        # does); the TrainJob goes to the winner right after it, in the same pass. No Event of
-        # its own: the Started Event of the admission that follows names the cluster.
+        # does); the TrainJob goes to the winner right after it, in the same pass. The Started
+        # Event of the admission that follows names the cluster; only a TrainJob that is not
+        # suspended (sent again while it still counted as running) gets no Started, so an
+        # Event of its own says where it went.
         plan.cluster_name = name
         plan.check_state = ("Ready", admitted_message(name))
+        if obs.trainjob is not None and not (obs.trainjob.get("spec") or {}).get("suspend"):
+            plan.events.append(Event("Normal", "Dispatched", f"dispatched to cluster {name}"))
         for remote in obs.remotes:
             if remote.name != name:
                 _delete(plan, remote)

@@ -972,18 +972,19 @@ def events_of(mk: MultiKueue, name: str) -> list[str]:
 
 
 def dispatched_to(mk: MultiKueue, name: str) -> list[str]:
-    """The clusters named by the Started Events of a manager TrainJob, one per start: a
-    MultiKueue TrainJob's Started Event says where it was dispatched."""
+    """The worker of each dispatch round of a manager TrainJob, from its Events: the Started
+    Event of each admission names it, and a `Dispatched` Event does for a round that started
+    nothing (the TrainJob was still running when it was sent again)."""
     items = (
         client.CoreV1Api(mk.bed.api(mk.manager))
         .list_namespaced_event(mk.ns, field_selector=f"involvedObject.name={name}")
         .items
     )
-    marker = "; dispatched to cluster "
+    marker = "dispatched to cluster "
     return [
-        e.message.split(marker, 1)[1]
-        for e in items
-        if e.reason == "Started" and marker in (e.message or "")
+        e.message.split(marker, 1)[1].split()[0]
+        for e in sorted(items, key=lambda e: e.metadata.creation_timestamp)
+        if e.reason in ("Started", "Dispatched") and marker in (e.message or "")
     ]
 
 
@@ -1113,7 +1114,7 @@ def test_remote_eviction_sends_the_trainjob_back_to_be_dispatched_again(bed: Bed
         what="the check turned Retry (RemoteEvicted Event) on the manager",
     )
     mk.wait("evictee", "Complete", timeout=120)
-    assert len(dispatched_to(mk, "evictee")) >= 2, "dispatched a second time"
+    assert len(dispatched_to(mk, "evictee")) >= 2, events_of(mk, "evictee")
     # Afterwards nothing of it is left anywhere (retention 0), deactivated copy included.
     wait_for(
         lambda: (
@@ -1149,7 +1150,7 @@ def test_deactivated_on_the_manager_its_copies_go_and_it_runs_again_once_reactiv
         *KUEUE, mk.ns, "workloads", wl["metadata"]["name"], {"spec": {"active": True}}
     )
     mk.wait("paused", "Complete", timeout=120)
-    assert len(dispatched_to(mk, "paused")) >= 2, "dispatched again once active"
+    assert len(dispatched_to(mk, "paused")) >= 2, events_of(mk, "paused")
 
 
 def test_a_user_suspending_an_admitted_trainjob_is_undone_as_kueue_does(bed: Bed) -> None:

@@ -308,6 +308,7 @@ def test_first_admitted_copy_wins_and_the_others_go() -> None:
             remote("w1", admitted_at="2026-11-22T11:00:05Z"),
             remote("w2", admitted_at="2026-11-22T11:00:02Z"),
         ],
+        trainjob=make_trainjob(managedBy="kueue.x-k8s.io/multikueue", suspend=True),
     )
     # One pass: the winner named and the check Ready in one Workload write (as Kueue does),
     # the loser's copy removed and the TrainJob sent to the winner.
@@ -317,8 +318,14 @@ def test_first_admitted_copy_wins_and_the_others_go() -> None:
         ("w1", "delete", "Workload"),
         ("w2", "create", "TrainJob"),
     ]
-    # No Event: the Started Event of the admission names the cluster (queueing).
+    # No Event while the TrainJob is suspended: the Started Event of the admission that
+    # follows names the cluster (queueing). One still running (sent again) gets its own.
     assert plan.events == [] and created_event(plan) is None
+    running = make_trainjob(managedBy="kueue.x-k8s.io/multikueue", suspend=False)
+    again = decide(wl, [remote("w2", admitted_at="2026-11-22T11:00:02Z")], trainjob=running)
+    assert [tuple(e) for e in again.events] == [
+        ("Normal", "Dispatched", "dispatched to cluster w2")
+    ]
 
 
 def test_admissions_in_the_same_second_are_shared_out_but_always_decided_alike() -> None:
