@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     memo.registry = Registry(
         settings,
         manager,
-        lambda ns, name: on_remote_change(memo, ns, name),
+        lambda ns, name, urgent: on_remote_change(memo, ns, name, urgent),
         lambda cluster: on_remote_state(memo, cluster),
         lambda cluster: on_remote_room(memo, cluster),
         lambda cluster, event: on_remote_event(memo, cluster, event),

@@ -36,7 +36,7 @@ class Registry:
         self,
         settings: DispatcherSettings,
         manager: Cluster,
-        on_change: Callable[[str, str], None],
+        on_change: Callable[[str, str, bool], None],
         on_state: Callable[[str], None] = lambda name: None,
         on_room: Callable[[str], None] = lambda name: None,
         on_event: Callable[[str, Dict], None] | None = None,

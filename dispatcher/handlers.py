@@ -139,15 +139,15 @@ def _enqueue_owner(memo: Memo, workload: dict[str, Any] | None) -> None:
         memo.queue.add((workload["metadata"]["namespace"], owner))
 
 
-def on_remote_change(memo: Memo, namespace: str, name: str) -> None:
+def on_remote_change(memo: Memo, namespace: str, name: str, urgent: bool = False) -> None:
     """A worker's Workload or TrainJob changed: queue the manager TrainJob it belongs to. A
-    remote TrainJob's change (status to bring back; on completion, manager quota to free)
-    takes the fast lane."""
+    remote TrainJob whose run ended (`urgent`: its end to bring back, manager quota to free)
+    takes the fast lane; other changes queue as usual, so the fast lane stays short."""
     if not memo.synced.is_set():
         return  # the first resync pass looks at everything
     caches = memo.caches
     if caches.trainjob(namespace, name) is not None:
-        memo.queue.add((namespace, name), urgent=True)
+        memo.queue.add((namespace, name), urgent=urgent)
     else:
         _enqueue_owner(memo, caches.workload(namespace, name))
 

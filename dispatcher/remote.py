@@ -3,7 +3,7 @@
 Each RemoteCluster runs one informer (trainjob/informer.py) per watched kind (Workloads and
 TrainJobs carrying our origin label). A failing watch marks the cluster disconnected and lists
 again with exponential backoff; it never blocks other clusters. Every change calls
-`on_change(namespace, name)` and every change of the connection state `on_state(cluster)`;
+`on_change(namespace, name, urgent)` and every change of the connection state `on_state(cluster)`;
 both must return quickly.
 
 More informers keep the worker's LocalQueues and ClusterQueues, for capacity-aware placement
@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dispatcher.capacity import Fit, Table, cohort_of, fit, reserved
+from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.informer import Informer
 from trainjob.kube import Cluster
@@ -51,7 +52,7 @@ class RemoteCluster:
         name: str,
         kubeconfig: Dict,
         origin: str,
-        on_change: Callable[[str, str], None],
+        on_change: Callable[[str, str, bool], None],
         field_manager: str,
         on_state: Callable[[str], None] = lambda name: None,
         down_since: float | None = None,
@@ -80,9 +81,7 @@ class RemoteCluster:
             kind: Informer(
                 self.cluster.api,
                 k,
-                lambda _type, obj: self._on_change(
-                    obj["metadata"]["namespace"], obj["metadata"]["name"]
-                ),
+                functools.partial(self._changed, kind),
                 label_selector=selector,
                 on_state=functools.partial(self._set_ok, kind),
                 name=f"{name}-{kind}",
@@ -130,6 +129,15 @@ class RemoteCluster:
             )
             if on_event is not None and events != "None"
         ]
+
+    def _changed(self, kind: str, _type: str, obj: Dict) -> None:
+        """A copy changed: `on_change(namespace, name, urgent)`, urgent when it is a TrainJob
+        whose run just ended (its end frees quota on the manager: ahead of other work)."""
+        meta = obj["metadata"]
+        ended = kind == c.TRAINJOB.kind and cond.trainjob_finished(
+            list((obj.get("status") or {}).get("conditions") or [])
+        )
+        self._on_change(meta["namespace"], meta["name"], ended)
 
     # ---- lifecycle -------------------------------------------------------------------------
 

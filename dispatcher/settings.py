@@ -19,6 +19,9 @@ class DispatcherSettings(ControllerSettings):
         "in-cluster, then ~/.kube/config)",
     )
     cluster_name: str = Field(default="manager", description="name used in every log line")
+    # A pass mostly waits on API servers (the manager's and the workers'), so more threads
+    # than the worker controller's keep the queue short under a burst.
+    workers: int = Field(default=16, ge=1, le=64, description="threads reconciling TrainJobs")
     namespace: str = Field(
         default="kueue-system",
         description="where MultiKueueCluster kubeconfig Secrets live (Kueue's config namespace)",

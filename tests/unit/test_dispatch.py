@@ -503,7 +503,7 @@ def remote_cluster(down: float | None = None) -> RemoteCluster:
         "w1",
         yaml.safe_load(kubeconfig()),
         "origin",
-        lambda ns, name: None,
+        lambda ns, name, urgent: None,
         "test",
         down_since=down,
     )
