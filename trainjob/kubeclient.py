@@ -44,9 +44,10 @@ JSON = "application/json"
 # Only the objects' metadata, for any kind (what client-go's metadata informers ask for).
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 # Connections kept open per cluster. Each watch holds one for its life; the reconcile threads
-# (8 by default), the Event thread, the Lease and the dispatcher's remote writes (16 threads)
-# share the rest. More may open under load; those beyond this are closed after use, and the
-# next request pays a TLS handshake again (urllib3 warns "Connection pool is full").
+# (the worker controller's 8, the dispatcher's 16 by default), the Event thread, the Lease and
+# the dispatcher's remote writes (16 threads) share the rest. More may open under load; those
+# beyond this are closed after use, and the next request pays a TLS handshake again (urllib3
+# warns "Connection pool is full").
 POOL_SIZE = 32
 
 

@@ -303,9 +303,8 @@ def started_message(wl: Dict) -> str:
     status = wl.get("status") or {}
     cq = (status.get("admission") or {}).get("clusterQueue", "?")
     cluster = status.get("clusterName")
-    return f"Admitted by clusterQueue {cq}" + (
-        f"; dispatched to cluster {cluster}" if cluster else ""
-    )
+    where = f"; dispatched to cluster {cluster}" if cluster else ""
+    return f"Admitted by clusterQueue {cq}{where}"
 
 
 OUT_OF_SYNC_MESSAGE = "The prebuilt workload is out of sync with its user job"
