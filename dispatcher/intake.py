@@ -36,12 +36,14 @@ class IntakePlan:
 
 
 def reconcile_intake(
-    trainjob: Dict, problem: RuntimeProblem | None, now: dt.datetime
+    trainjob: Dict, problem: RuntimeProblem | None, now: dt.datetime, workload: Dict | None = None
 ) -> IntakePlan:
+    """`workload`: the TrainJob's Workload on the manager, when there is one."""
     plan = IntakePlan()
     status = trainjob.get("status") or {}
-    # 1. A worker runs it: its status is synced back and says what happens.
-    if status.get("clusterName"):
+    # 1. A worker runs it: its status is synced back and says what happens. The Workload's
+    #    clusterName says so first (the TrainJob's may wait a moment with other minor fields).
+    if status.get("clusterName") or ((workload or {}).get("status") or {}).get("clusterName"):
         return plan
     conditions = list(status.get("conditions") or [])
     failed = cond.find(conditions, c.COND_FAILED)

@@ -93,7 +93,7 @@ def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
     problem = observed.problem
     if verdict is not None:
         problem = RuntimeProblem(NOT_DISPATCHABLE, verdict)
-    intake = reconcile_intake(body, problem, observed.now)
+    intake = reconcile_intake(body, problem, observed.now, observed.workload)
     if intake.status is not None or intake.events:
         execute.execute_intake(memo.manager, memo.memory, body, intake)
     if undecided is not None:

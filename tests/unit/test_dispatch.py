@@ -580,6 +580,10 @@ def test_intake_leaves_a_dispatched_trainjob_and_final_failures_alone() -> None:
     dispatched = make_trainjob()
     dispatched["status"] = {"clusterName": "worker1"}
     assert reconcile_intake(dispatched, problem, NOW).status is None
+    # Its Workload names the worker while the TrainJob's own clusterName still waits.
+    sent = manager_workload("QuotaReserved", "Admitted", cluster="worker1", check="Ready")
+    assert reconcile_intake(make_trainjob(), problem, NOW, sent).status is None
+    assert reconcile_intake(make_trainjob(), problem, NOW).status is not None
     final = make_trainjob()
     final["status"] = {
         "conditions": [{"type": "Failed", "status": "True", "reason": "PodSetFailed"}]
