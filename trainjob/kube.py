@@ -129,7 +129,7 @@ class Cluster:
         *,
         body: Any = None,
         query: Dict | None = None,
-        content_type: str = "application/json",
+        content_type: str = JSON,
         accept: str = JSON,
     ) -> Any:
         if method != "GET" and not self.writable():

@@ -261,7 +261,7 @@ class ApiClient:
         *,
         query: Mapping[str, Any] | None = None,
         body: Any = None,
-        content_type: str = "application/json",
+        content_type: str = JSON,
         timeout: float | None = None,
         accept: str = JSON,
     ) -> bytes:

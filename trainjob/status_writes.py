@@ -21,9 +21,8 @@ def can_wait(have: Dict, patch: Dict) -> bool:
     count that matters); one that changes, a job sent to another worker, goes at once."""
     if "conditions" in patch and (patch["conditions"] or None) != (have.get("conditions") or None):
         return False
-    if have.get("clusterName") and patch.get("clusterName", have["clusterName"]) != have.get(
-        "clusterName"
-    ):
+    cluster = have.get("clusterName")
+    if cluster and "clusterName" in patch and patch["clusterName"] != cluster:
         return False
     if "jobsStatus" not in patch:
         return True

@@ -961,29 +961,29 @@ def test_a_trainjob_created_while_the_dispatcher_is_down_is_refused_not_stranded
     mk.wait("early", "Complete", timeout=90)
 
 
-def events_of(mk: MultiKueue, name: str) -> list[str]:
-    """Reasons of the Events recorded on a manager TrainJob."""
+def manager_events(mk: MultiKueue, name: str) -> list[Any]:
+    """The Events recorded on a manager TrainJob, oldest first."""
     items = (
         client.CoreV1Api(mk.bed.api(mk.manager))
         .list_namespaced_event(mk.ns, field_selector=f"involvedObject.name={name}")
         .items
     )
-    return [e.reason for e in items]
+    return sorted(items, key=lambda e: e.metadata.creation_timestamp)
+
+
+def events_of(mk: MultiKueue, name: str) -> list[str]:
+    """Reasons of the Events recorded on a manager TrainJob."""
+    return [e.reason for e in manager_events(mk, name)]
 
 
 def dispatched_to(mk: MultiKueue, name: str) -> list[str]:
     """The worker of each dispatch round of a manager TrainJob, from its Events: the Started
     Event of each admission names it, and a `Dispatched` Event does for a round that started
     nothing (the TrainJob was still running when it was sent again)."""
-    items = (
-        client.CoreV1Api(mk.bed.api(mk.manager))
-        .list_namespaced_event(mk.ns, field_selector=f"involvedObject.name={name}")
-        .items
-    )
     marker = "dispatched to cluster "
     return [
         e.message.split(marker, 1)[1].split()[0]
-        for e in sorted(items, key=lambda e: e.metadata.creation_timestamp)
+        for e in manager_events(mk, name)
         if e.reason in ("Started", "Dispatched") and marker in (e.message or "")
     ]
 
