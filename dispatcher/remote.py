@@ -43,6 +43,36 @@ READ_KINDS = {
     for k in (c.LOCAL_QUEUE, c.CLUSTER_QUEUE, c.TRAINING_RUNTIME, c.CLUSTER_TRAINING_RUNTIME)
 }
 QUEUE_KINDS = (c.LOCAL_QUEUE.kind, c.CLUSTER_QUEUE.kind)
+
+# What the dispatcher reads of its copies: who they are, and of a Workload whether it is
+# active and its admission conditions (dispatch.py); of a TrainJob its status (status_sync.py).
+# The caches keep no more, so a copy's other changes (the worker's PodsReady, its owner
+# reference, the unsuspend and its node selectors) cost neither memory nor a pass.
+COPY_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "deletionTimestamp")
+WORKLOAD_CONDITIONS = frozenset({"QuotaReserved", "Admitted", "Evicted", "Finished"})
+
+
+def _copy_seen(kind: c.Kind, obj: Dict) -> Dict:
+    meta = obj["metadata"]
+    seen: Dict = {
+        "apiVersion": kind.api_version,
+        "kind": kind.kind,
+        "metadata": {k: meta[k] for k in COPY_METADATA if k in meta},
+    }
+    status = obj.get("status") or {}
+    if kind == c.TRAINJOB:
+        seen["status"] = status
+        return seen
+    if "active" in (obj.get("spec") or {}):
+        seen["spec"] = {"active": obj["spec"]["active"]}
+    seen["status"] = {
+        "conditions": [
+            cd for cd in status.get("conditions") or [] if cd.get("type") in WORKLOAD_CONDITIONS
+        ]
+    }
+    return seen
+
+
 RUNTIME_KINDS = (c.TRAINING_RUNTIME.kind, c.CLUSTER_TRAINING_RUNTIME.kind)
 
 
@@ -86,6 +116,7 @@ class RemoteCluster:
                 on_state=functools.partial(self._set_ok, kind),
                 name=f"{name}-{kind}",
                 list_timeout=10,  # an unreachable worker is reported down soon
+                transform=functools.partial(_copy_seen, k),
             )
             for kind, k in KINDS.items()
         }

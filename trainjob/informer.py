@@ -13,8 +13,11 @@ TrainJobs and Workloads, the dispatcher's copies on every worker), and where a w
 filtered by the API server (kopf filters labels on its side): the worker controller's pods,
 and the Secrets of the dispatcher's own namespace (`namespace`: RBAC allows it no other).
 
-`transform` is what the cache keeps of each object (it must keep `metadata.resourceVersion`);
-`group_by` keeps a second index, group key -> the objects in it (client-go's indexers, one).
+`transform` is what the cache keeps of each object (it must keep `metadata.resourceVersion`).
+A change that leaves what it keeps as it was (only the resourceVersion moved) updates the cache
+and calls nobody: a transform that keeps only what its readers read also spares them the
+changes they would not act on. `group_by` keeps a second index, group key -> the objects in it
+(client-go's indexers, one).
 """
 
 from __future__ import annotations
@@ -38,6 +41,19 @@ def slim(obj: Dict) -> Dict:
     Workload's size (client-go's informers are commonly given the same transform)."""
     (obj.get("metadata") or {}).pop("managedFields", None)
     return obj
+
+
+def same_apart_from_version(old: Dict | None, new: Dict) -> bool:
+    """Whether two versions of an object (as a cache keeps them) differ in nothing but
+    `metadata.resourceVersion`."""
+    if old is None or old.keys() != new.keys():
+        return False
+    if any(old[k] != new[k] for k in old if k != "metadata"):
+        return False
+    before, after = old["metadata"], new["metadata"]
+    return before.keys() == after.keys() and all(
+        before[k] == after[k] for k in before if k != "resourceVersion"
+    )
 
 
 def key_of(obj: Dict) -> Key:
@@ -145,7 +161,9 @@ class Informer:
         listed = self._api.get_json(self._path, query=self._selectors(), timeout=self._list_timeout)
         fresh = {key_of(o): self._transform(o) for o in listed["items"]}
         gone = [obj for key, obj in list(self._store.items()) if key not in fresh]
-        changed = [o for k, o in fresh.items() if self._store.get(k) != o]
+        changed = [
+            o for k, o in fresh.items() if not same_apart_from_version(self._store.get(k), o)
+        ]
         # Key by key, never cleared: a reader must not see a cached object vanish for a moment.
         for obj in gone:
             self._drop(key_of(obj))
@@ -205,6 +223,11 @@ class Informer:
             if etype == "DELETED":
                 self._drop(key)
             else:
+                unchanged = etype == "MODIFIED" and same_apart_from_version(
+                    self._store.get(key), obj
+                )
                 self._put(key, obj)
+                if unchanged:
+                    continue
             self._on_event(etype, obj)
         return since

@@ -226,7 +226,12 @@ class ApiClient:
                 options.update(cert_reqs=ssl.CERT_NONE, assert_hostname=False)
             if credentials.tls_server_name:
                 options["server_hostname"] = credentials.tls_server_name
-        self.pool = urllib3.PoolManager(num_pools=1, **options)
+        # One server: its connection pool directly (a PoolManager would parse every URL to
+        # find the pool it already has; about 5% of a request's client CPU).
+        https = parts.scheme == "https"
+        pool = urllib3.HTTPSConnectionPool if https else urllib3.HTTPConnectionPool
+        self.pool = pool(parts.hostname, parts.port, **options)
+        self._prefix = parts.path.rstrip("/")  # a server behind a proxy may have a path
         self._token = credentials.token
         self._token_read = 0.0
         self._token_lock = threading.Lock()
@@ -251,8 +256,9 @@ class ApiClient:
         return headers
 
     def url(self, path: str, query: Mapping[str, Any] | None = None) -> str:
+        """A request's target on the server: its own path, the API path, the query."""
         params = {k: v for k, v in (query or {}).items() if v not in (None, "")}
-        return self.server + path + (f"?{urlencode(params)}" if params else "")
+        return self._prefix + path + (f"?{urlencode(params)}" if params else "")
 
     def request(
         self,
@@ -267,12 +273,14 @@ class ApiClient:
     ) -> bytes:
         """Send one request and return the answer's body."""
         data = None if body is None else orjson.dumps(body)
-        resp = self.pool.request(
+        resp = self.pool.urlopen(
             method,
             self.url(path, query),
             body=data,
             headers=self._headers(content_type if data is not None else None, accept),
             timeout=urllib3.Timeout(total=timeout),
+            retries=False,
+            redirect=False,
         )
         if resp.status >= 400:
             raise _error(resp, resp.data)
@@ -286,11 +294,13 @@ class ApiClient:
         self, path: str, query: Mapping[str, Any], *, timeout: float | None = None
     ) -> Iterator[Dict]:
         """The events of a watch, decoded, as they come, until the server ends it."""
-        resp = self.pool.request(
+        resp = self.pool.urlopen(
             "GET",
             self.url(path, {**query, "watch": "true"}),
             headers=self._headers(None),
             timeout=urllib3.Timeout(total=timeout),
+            retries=False,
+            redirect=False,
             preload_content=False,
         )
         try:

@@ -91,6 +91,8 @@ def setup_logging(verbose: bool) -> None:
     )
     # kopf logs every handler call of every object at INFO: kept for --verbose.
     logging.getLogger("kopf.objects").setLevel(logging.DEBUG if verbose else logging.WARNING)
+    # aiohttp logs every admission call it serves (and formats the line first): --verbose only.
+    logging.getLogger("aiohttp.access").setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 
 IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from kubernetes import client
 
 from trainjob import constants as c
-from trainjob.informer import Informer
+from trainjob.informer import Informer, same_apart_from_version
 
 
 def _pod(name: str, owner: str, phase: str = "Running") -> dict:
@@ -37,3 +37,58 @@ def test_without_group_by_there_are_no_groups() -> None:
     informer = Informer(client.ApiClient(), c.POD)
     informer._put(("ns", "a"), _pod("a", "x"))
     assert informer.group("x") == [] and informer.items() == [_pod("a", "x")]
+
+
+class _Events:
+    """Stands in for the API client's watch: hands out the events given, once."""
+
+    def __init__(self, events: list[dict]) -> None:
+        self.events = events
+
+    def watch(self, path: str, query: dict, timeout: float) -> list[dict]:
+        return self.events
+
+
+def _job(version: str, phase: str, node: str) -> dict:
+    meta = {"name": "a", "namespace": "ns", "resourceVersion": version}
+    return {"metadata": meta, "spec": {"nodeName": node}, "status": {"phase": phase}}
+
+
+def test_a_change_the_transform_drops_updates_the_cache_but_calls_nobody() -> None:
+    seen: list[tuple[str, str]] = []
+    watch = _Events(
+        [
+            {"type": "ADDED", "object": _job("1", "Pending", "")},
+            {"type": "MODIFIED", "object": _job("2", "Pending", "n1")},  # only the spec
+        ]
+    )
+    informer = Informer(
+        watch,  # type: ignore[arg-type]
+        c.POD,
+        lambda t, o: seen.append((t, o["metadata"]["resourceVersion"])),
+        transform=lambda o: {"metadata": o["metadata"], "status": o["status"]},
+    )
+    assert informer._watch("0") == "2"
+    assert seen == [("ADDED", "1")]
+    assert informer.get(("ns", "a")) == {
+        "metadata": _job("2", "", "")["metadata"],
+        "status": {"phase": "Pending"},
+    }
+    watch.events = [
+        {"type": "MODIFIED", "object": _job("3", "Running", "n1")},
+        {"type": "MODIFIED", "object": _job("4", "Running", "n2")},
+        {"type": "DELETED", "object": _job("5", "Running", "n2")},
+    ]
+    assert informer._watch("2") == "5"
+    assert seen == [("ADDED", "1"), ("MODIFIED", "3"), ("DELETED", "5")]
+    assert informer.get(("ns", "a")) is None
+
+
+def test_same_apart_from_version() -> None:
+    a = _job("1", "Running", "n1")
+    assert same_apart_from_version(a, _job("2", "Running", "n1"))
+    assert not same_apart_from_version(a, _job("2", "Running", "n2"))
+    assert not same_apart_from_version(None, a)
+    b = _job("2", "Running", "n1")
+    b["metadata"]["labels"] = {"x": "y"}
+    assert not same_apart_from_version(a, b)

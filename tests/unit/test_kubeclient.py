@@ -7,6 +7,7 @@ import datetime as dt
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 
@@ -82,8 +83,10 @@ def test_a_token_kubeconfig_gives_server_ca_token_and_namespace() -> None:
     client = ApiClient(creds)  # builds the TLS context: the CA loads
     assert client.bearer_token() == "t0k"
     assert client.url("/api/v1/pods", {"labelSelector": "a=b", "fieldSelector": ""}) == (
-        "https://127.0.0.1:6443/api/v1/pods?labelSelector=a%3Db"
+        "/api/v1/pods?labelSelector=a%3Db"
     )
+    behind_proxy = ApiClient(replace(creds, server="https://proxy.example/k8s/clusters/c1/"))
+    assert behind_proxy.url("/api/v1/pods") == "/k8s/clusters/c1/api/v1/pods"
 
 
 def test_inline_client_certificates_load(tmp_path: Path) -> None:
