@@ -31,7 +31,7 @@ from kubernetes import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.multikueue import INSTALLED_RESYNC, measure, workload_args
+from benchmarks.multikueue import measure, workload_args
 from clusters import peer
 from clusters.bed import Bed
 from clusters.config import WaitForPodsReady, load_config
@@ -70,7 +70,7 @@ def run(pipeline: str, args: argparse.Namespace) -> dict[str, float]:
         setup.install(bed, ns, worker_cpu="1000", runtime=runtime)
         manager = bed.config.managers[0].name
         if pipeline == "ours":
-            ctrls = setup.start_controllers(bed, resync=INSTALLED_RESYNC)
+            ctrls = setup.start_controllers(bed, resync=None)
             controllers = [c.proc.pid for c in ctrls]
         else:
             _peer_secrets(bed)

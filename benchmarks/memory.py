@@ -34,7 +34,7 @@ from kubernetes import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.multikueue import INSTALLED_RESYNC, TRAINER, run_patch, trainjob_body
+from benchmarks.multikueue import TRAINER, run_patch, trainjob_body
 from benchmarks.worker_trainjobs import peak_rss_mib, status_mib
 from clusters.bed import Bed
 from clusters.config import Port, WaitForPodsReady, load_config
@@ -135,7 +135,7 @@ def measure(bed: Bed, args: argparse.Namespace) -> int:
     clusters = [bed.config.managers[0].name, *(w.name for w in bed.config.workers)]
     ports = {bed.config.port(c, Port.APISERVER): c for c in clusters}
     setup.install(bed, ns, worker_cpu=args.worker_cpu)
-    ctrls = setup.start_controllers(bed, resync=INSTALLED_RESYNC)
+    ctrls = setup.start_controllers(bed, resync=None)
     leader = next(c for c in ctrls if c.name == DISPATCHER and leads(c.health))
     # Replicas by (cluster, identity): the worker controllers of two workers share a name.
     role = {

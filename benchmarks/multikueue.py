@@ -33,12 +33,8 @@ from clusters.bed import Bed
 from clusters.config import load_config
 from clusters.install import DISPATCHER, leads, scrape
 from demo import setup
-from trainjob.settings import ControllerSettings
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
-# The controllers' safety-net pass as installed (deploy/ sets no flag), not the tests' 2 s:
-# at 2 s the pass over every TrainJob in flight is a good part of the dispatcher's CPU.
-INSTALLED_RESYNC = ControllerSettings.model_fields["resync_seconds"].default
 
 
 class Clock:
@@ -395,7 +391,9 @@ def with_product(prefix: str) -> tuple[Bed, str, list[setup.Controller]] | None:
         return None
     ns = f"{prefix}-{uuid.uuid4().hex[:4]}"
     setup.install(bed, ns, worker_cpu="1000")
-    return bed, ns, setup.start_controllers(bed, resync=INSTALLED_RESYNC)
+    # As installed: the controllers' own timers (the tests' 2 s safety net would be a good part
+    # of the dispatcher's CPU).
+    return bed, ns, setup.start_controllers(bed, resync=None)
 
 
 def clean_up(bed: Bed, ns: str, clusters: list[str]) -> None:

@@ -29,7 +29,6 @@ from kubernetes import client
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.multikueue import (
-    INSTALLED_RESYNC,
     TRAINER,
     clean_up,
     measure,
@@ -92,7 +91,7 @@ def run(bed: Bed, args: Any, capacity_aware: bool) -> dict[str, float]:
     # The second worker (and any further one) has room for every TrainJob of the run.
     setup.install(bed, ns, worker_cpu="1000", cpu_by_worker={full: FULL_CPU})
     flag = ("--capacity-aware", "true" if capacity_aware else "false")
-    ctrls = setup.start_controllers(bed, resync=INSTALLED_RESYNC, manager_flags=flag)
+    ctrls = setup.start_controllers(bed, resync=None, manager_flags=flag)
     leader = next(c for c in ctrls if c.name == DISPATCHER and leads(c.health))
     title = "capacity-aware" if capacity_aware else "AllAtOnce"
     print(f"== {title}: {full} full (its own TrainJob holds {FULL_CPU} cpu), {free} free")

@@ -126,22 +126,22 @@ def start_controllers(
     bed: Bed,
     *,
     worker_lost_timeout: float = 900.0,
-    resync: float = 2.0,
+    resync: float | None = 2.0,
     manager_flags: tuple[str, ...] = (),
 ) -> list[Controller]:
     """The product installed from deploy/ on every cluster (clusters/install.py), with the
-    controllers' timers shortened by flags for the tests and the demo (and the dispatcher
-    given `manager_flags` too)."""
+    controllers' safety-net timers shortened by flags for the tests and the demo (`resync`;
+    None keeps the installed ones, as the benchmarks do), and the dispatcher given
+    `manager_flags` too."""
+    shortened = [] if resync is None else ["--resync-seconds", str(resync)]
     return install_product(
         bed,
-        worker_args=["--resync-seconds", str(resync)],
+        worker_args=shortened,
         manager_args=[
             "--worker-lost-timeout",
             str(worker_lost_timeout),
-            "--resync-seconds",
-            str(resync),
-            "--gc-interval",
-            "10",
+            *shortened,
+            *([] if resync is None else ["--gc-interval", "10"]),
             *manager_flags,
         ],
     )
