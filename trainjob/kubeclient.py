@@ -218,9 +218,9 @@ class ApiClient:
         parts = urlsplit(credentials.server)
         if parts.scheme not in ("https", "http") or not parts.hostname:
             raise KubeconfigError(f"server {credentials.server!r} is not an http(s) URL")
-        self.server = credentials.server
+        https = parts.scheme == "https"
         options: Dict = {"maxsize": POOL_SIZE, "block": False, "retries": False}
-        if parts.scheme == "https":
+        if https:
             options["ssl_context"] = credentials.ssl_context()
             if credentials.insecure:
                 options.update(cert_reqs=ssl.CERT_NONE, assert_hostname=False)
@@ -228,7 +228,6 @@ class ApiClient:
                 options["server_hostname"] = credentials.tls_server_name
         # One server: its connection pool directly (a PoolManager would parse every URL to
         # find the pool it already has; about 5% of a request's client CPU).
-        https = parts.scheme == "https"
         pool = urllib3.HTTPSConnectionPool if https else urllib3.HTTPConnectionPool
         self.pool = pool(parts.hostname, parts.port, **options)
         self._prefix = parts.path.rstrip("/")  # a server behind a proxy may have a path
@@ -279,7 +278,6 @@ class ApiClient:
             body=data,
             headers=self._headers(content_type if data is not None else None, accept),
             timeout=urllib3.Timeout(total=timeout),
-            retries=False,
             redirect=False,
         )
         if resp.status >= 400:
@@ -299,7 +297,6 @@ class ApiClient:
             self.url(path, {**query, "watch": "true"}),
             headers=self._headers(None),
             timeout=urllib3.Timeout(total=timeout),
-            retries=False,
             redirect=False,
             preload_content=False,
         )
