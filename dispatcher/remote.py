@@ -43,6 +43,7 @@ READ_KINDS = {
     for k in (c.LOCAL_QUEUE, c.CLUSTER_QUEUE, c.TRAINING_RUNTIME, c.CLUSTER_TRAINING_RUNTIME)
 }
 QUEUE_KINDS = (c.LOCAL_QUEUE.kind, c.CLUSTER_QUEUE.kind)
+RUNTIME_KINDS = (c.TRAINING_RUNTIME.kind, c.CLUSTER_TRAINING_RUNTIME.kind)
 
 # What the dispatcher reads of its copies: who they are, and of a Workload whether it is
 # active and its admission conditions (dispatch.py); of a TrainJob its status (status_sync.py).
@@ -53,6 +54,7 @@ WORKLOAD_CONDITIONS = frozenset({"QuotaReserved", "Admitted", "Evicted", "Finish
 
 
 def _copy_seen(kind: c.Kind, obj: Dict) -> Dict:
+    """What the cache keeps of a copy of `kind` (the informer's transform)."""
     meta = obj["metadata"]
     seen: Dict = {
         "apiVersion": kind.api_version,
@@ -71,9 +73,6 @@ def _copy_seen(kind: c.Kind, obj: Dict) -> Dict:
         ]
     }
     return seen
-
-
-RUNTIME_KINDS = (c.TRAINING_RUNTIME.kind, c.CLUSTER_TRAINING_RUNTIME.kind)
 
 
 class RemoteCluster:
