@@ -133,15 +133,15 @@ def start_controllers(
     controllers' safety-net timers shortened by flags for the tests and the demo (`resync`;
     None keeps the installed ones, as the benchmarks do), and the dispatcher given
     `manager_flags` too."""
-    shortened = [] if resync is None else ["--resync-seconds", str(resync)]
+    worker_timers = [] if resync is None else ["--resync-seconds", str(resync)]
+    manager_timers = [] if resync is None else [*worker_timers, "--gc-interval", "10"]
     return install_product(
         bed,
-        worker_args=shortened,
+        worker_args=worker_timers,
         manager_args=[
             "--worker-lost-timeout",
             str(worker_lost_timeout),
-            *shortened,
-            *([] if resync is None else ["--gc-interval", "10"]),
+            *manager_timers,
             *manager_flags,
         ],
     )

@@ -45,11 +45,12 @@ READ_KINDS = {
 QUEUE_KINDS = (c.LOCAL_QUEUE.kind, c.CLUSTER_QUEUE.kind)
 RUNTIME_KINDS = (c.TRAINING_RUNTIME.kind, c.CLUSTER_TRAINING_RUNTIME.kind)
 
-# What the dispatcher reads of its copies: who they are, and of a Workload whether it is
-# active and its admission conditions (dispatch.py); of a TrainJob its status (status_sync.py).
-# The caches keep no more, so a copy's other changes (the worker's PodsReady, its owner
-# reference, the unsuspend and its node selectors) cost neither memory nor a pass.
-COPY_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "deletionTimestamp")
+# What the dispatcher reads of its copies: who they are and whether they are going, and of a
+# Workload whether it is active and its admission conditions (dispatch.py); of a TrainJob its
+# status (status_sync.py). The caches keep no more, so a copy's other changes (the worker's
+# PodsReady, its owner reference, the unsuspend and its node selectors) cost neither memory
+# nor a pass.
+COPY_METADATA = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
 WORKLOAD_CONDITIONS = frozenset({"QuotaReserved", "Admitted", "Evicted", "Finished"})
 
 

@@ -28,6 +28,7 @@ def test_a_workload_copy_keeps_identity_active_and_admission_conditions() -> Non
     seen = _copy_seen(c.WORKLOAD, copy)
     assert seen["apiVersion"] == c.KUEUE_API and seen["kind"] == "Workload"
     assert "ownerReferences" not in seen["metadata"] and seen["metadata"]["uid"] == "u1"
+    assert "labels" not in seen["metadata"]
     assert seen["spec"] == {"active": False}
     kept = [cd["type"] for cd in seen["status"]["conditions"]]
     assert kept == ["QuotaReserved", "Admitted", "Finished"]
