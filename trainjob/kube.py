@@ -9,17 +9,18 @@ as `ApiException` at once.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import queue
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import orjson
 import urllib3
 from tenacity import (
-    retry,
+    Retrying,
     retry_if_exception,
     stop_after_attempt,
     wait_exponential_jitter,
@@ -38,6 +39,8 @@ from trainjob.kubeclient import (
 from trainjob.workqueue import WriteMemory
 
 Dict = dict[str, Any]
+P = ParamSpec("P")
+R = TypeVar("R")
 log = logging.getLogger(__name__)
 
 
@@ -52,12 +55,38 @@ def _transient(exc: BaseException) -> bool:
 
 
 # Transient failures only; "not found", "invalid" and conflicts are decisions for the caller.
-io_retry = retry(
+_RETRYING = Retrying(
     retry=retry_if_exception(_transient),
     wait=wait_exponential_jitter(multiplier=0.2, max=5),
     stop=stop_after_attempt(5),
     reraise=True,
 )
+
+
+def io_retry(fn: Callable[P, R]) -> Callable[P, R]:
+    """Retry `fn` on transient failures (`_RETRYING`: backoff, 5 attempts in all). The first
+    attempt is a plain call: tenacity's bookkeeping per call (a copy of its settings, a call
+    state, its actions) cost more than a request's own decoding, and nearly every call
+    succeeds at once. Only a transient failure hands over to tenacity, which counts it as
+    its first attempt and carries on from there."""
+
+    @functools.wraps(fn)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            if not _transient(exc):
+                raise
+            failed: list[BaseException] = [exc]
+
+        def attempt() -> R:
+            if failed:
+                raise failed.pop()  # the first attempt, as it went
+            return fn(*args, **kwargs)
+
+        return _RETRYING.copy()(attempt)
+
+    return call
 
 
 def _path_for(api_version: str, plural: str, namespace: str | None, name: str | None) -> str:
