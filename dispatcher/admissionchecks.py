@@ -4,6 +4,7 @@ each names, and the `Active` conditions of both, with Kueue's reasons."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 from dispatcher.memo import Memo
@@ -64,14 +65,22 @@ def _usable(memo: Memo, caches: Caches, cluster: str) -> bool:
     return remote is None and mkc is not None and cond.is_true(conditions, "Active")
 
 
-def cq_has_our_check(memo: Memo, cq_name: str, caches: Caches) -> bool:
-    return our_check_on_cq(memo, cq_name, caches) is not None
+# How an object the caches do not hold yet is read: (apiVersion, kind, name, namespace) ->
+# the object, or None when there is none (`Cluster.get_or_none` by default).
+Getter = Callable[[str, str, str, str | None], Dict | None]
 
 
-def our_check_on_cq(memo: Memo, cq_name: str, caches: Caches) -> str | None:
+def cq_has_our_check(memo: Memo, cq_name: str, caches: Caches, get: Getter | None = None) -> bool:
+    return our_check_on_cq(memo, cq_name, caches, get) is not None
+
+
+def our_check_on_cq(
+    memo: Memo, cq_name: str, caches: Caches, get: Getter | None = None
+) -> str | None:
     """The name of an admission check of ours a ClusterQueue uses, if any."""
-    cq = caches.first("clusterqueue_index", cq_name) or memo.manager.get_or_none(
-        c.KUEUE_API, "ClusterQueue", cq_name
+    get = get or memo.manager.get_or_none
+    cq = caches.first("clusterqueue_index", cq_name) or get(
+        c.KUEUE_API, "ClusterQueue", cq_name, None
     )
     if cq is None:
         return None
@@ -81,8 +90,8 @@ def our_check_on_cq(memo: Memo, cq_name: str, caches: Caches) -> str | None:
         a["name"] for a in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []
     }
     for name in sorted(names):
-        check = caches.first("check_index", name) or memo.manager.get_or_none(
-            c.KUEUE_API, "AdmissionCheck", name
+        check = caches.first("check_index", name) or get(
+            c.KUEUE_API, "AdmissionCheck", name, None
         )  # asked only for a check made moments ago, not cached yet
         if (
             check

@@ -329,6 +329,18 @@ def test_managed_by_edges_are_judged_as_trainers_crd_and_kueues_webhook_do(bed: 
         assert failed["reason"] == "NotDispatched", failed
         assert "no queue" in failed["message"] and "spec.managedBy" in failed["message"]
         assert "NotDispatched" in events_of(mk, name)
+    # A queue label names a LocalQueue of the namespace: one that does not exist is refused,
+    # naming it; one made a moment before (perhaps not in the webhooks' cache yet) is routed.
+    with pytest.raises(client.ApiException) as exc:
+        mk.submit("no-such-queue", queue="nowhere")
+    assert exc.value.status == 422, exc.value
+    assert "LocalQueue 'nowhere' does not exist" in str(exc.value.body), exc.value.body
+    cq = mk.custom().get_namespaced_custom_object(*KUEUE, mk.ns, "localqueues", "q")["spec"]
+    fresh = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue"}
+    fresh |= {"metadata": {"name": "fresh"}, "spec": {"clusterQueue": cq["clusterQueue"]}}
+    mk.custom().create_namespaced_custom_object(*KUEUE, mk.ns, "localqueues", fresh)
+    made = mk.submit("fresh-queue", queue="fresh")
+    assert made["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue", made["spec"]
 
 
 def test_worker_without_quota_sends_the_trainjob_to_the_other(bed: Bed) -> None:

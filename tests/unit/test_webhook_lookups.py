@@ -1,0 +1,57 @@
+"""`webhooks._answer`: admission questions answered from the caches on the event loop, and
+asked again in a thread when they need an object the caches do not hold yet."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from types import SimpleNamespace
+from typing import Any
+
+from dispatcher import webhooks
+
+Dict = dict[str, Any]
+
+
+class Server:
+    """Stands in for `memo.manager`: records on which thread each read came."""
+
+    def __init__(self, objects: dict[str, Dict]) -> None:
+        self.objects, self.threads = objects, []
+
+    def get_or_none(self, api: str, kind: str, name: str, namespace: str | None) -> Dict | None:
+        self.threads.append(threading.get_ident())
+        return self.objects.get(name)
+
+
+def ask(cached: dict[str, Dict], server: Server) -> tuple[Dict | None, int]:
+    """Look `lq` up as the webhooks do; return it and the event loop's thread."""
+
+    def question(get: webhooks.Getter) -> Dict | None:
+        return cached.get("lq") or get("kueue.x-k8s.io/v1beta2", "LocalQueue", "lq", "ns")
+
+    async def main() -> tuple[Dict | None, int]:
+        memo: Any = SimpleNamespace(manager=server)
+        return await webhooks._answer(memo, question), threading.get_ident()
+
+    return asyncio.run(main())
+
+
+def test_a_cached_answer_reads_nothing() -> None:
+    server = Server({"lq": {"from": "server"}})
+    found, _loop = ask({"lq": {"from": "cache"}}, server)
+    assert found == {"from": "cache"}
+    assert server.threads == []
+
+
+def test_an_object_not_cached_yet_is_read_off_the_loop() -> None:
+    server = Server({"lq": {"from": "server"}})
+    found, loop = ask({}, server)
+    assert found == {"from": "server"}
+    assert len(server.threads) == 1 and server.threads[0] != loop
+
+
+def test_an_object_nowhere_is_none() -> None:
+    server = Server({})
+    found, _loop = ask({}, server)
+    assert found is None and len(server.threads) == 1
