@@ -24,6 +24,7 @@ from decimal import Decimal
 from typing import Any
 
 from trainjob import conditions as cond
+from trainjob.lru import LRU
 from trainjob.quantity import parse_quantity
 
 Dict = dict[str, Any]
@@ -190,6 +191,19 @@ def _show(qty: Decimal) -> str:
     return f"{math.ceil(milli)}m" if milli < 1000 else f"{qty.normalize()}"
 
 
+# What a Workload's PodSets ask for is a function of its spec, which its uid and generation
+# name: asked of every worker on every pass while it waits for one, it is worked out once.
+_REQUESTS: LRU[tuple[str, str], list[tuple[str, Amounts]]] = LRU(4096)
+
+
+def _podset_requests_of(workload: Dict) -> list[tuple[str, Amounts]]:
+    meta = workload.get("metadata") or {}
+    uid, generation = meta.get("uid"), meta.get("generation")
+    if not uid or generation is None:
+        return podset_requests(workload)  # not a stored version: nothing names its content
+    return _REQUESTS.get_or_make((str(uid), str(generation)), lambda: podset_requests(workload))
+
+
 def fit(workload: Dict, cq: Dict | None, cohort: list[Dict], queue: str = "") -> Fit:
     """Whether `workload`'s PodSets fit `cq` (None: its LocalQueue `queue` or the ClusterQueue
     it points at is missing there), given the other ClusterQueues of its cohort."""
@@ -197,7 +211,7 @@ def fit(workload: Dict, cq: Dict | None, cohort: list[Dict], queue: str = "") ->
         # Structural, but an administrator may add it any moment: never a reason to give up.
         return Fit(False, True, f"no LocalQueue {queue} with its ClusterQueue")
     name = cq["metadata"]["name"]
-    podsets = podset_requests(workload)
+    podsets = _podset_requests_of(workload)
     quotas = _quotas(cq)
     covered = {r for resources, _ in quotas[0] for r in resources}
     missing = sorted({r for _, needs in podsets for r in needs if r not in covered} - {"pods"})
