@@ -48,7 +48,8 @@ def same_apart_from_version(old: Dict | None, new: Dict) -> bool:
     `metadata.resourceVersion`."""
     if old is None or old.keys() != new.keys():
         return False
-    if any(old[k] != new[k] for k in old if k != "metadata"):
+    # Last key first: `status`, where most changes are, ends an object as the API sends it.
+    if any(old[k] != new[k] for k in reversed(old) if k != "metadata"):
         return False
     before, after = old["metadata"], new["metadata"]
     return before.keys() == after.keys() and all(
