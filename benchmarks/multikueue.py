@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import shlex
 import statistics
 import sys
 import threading
@@ -337,14 +338,24 @@ def main() -> int:
         help="sample every controller replica with py-spy into DIR/<identity>.txt "
         "(summarize with benchmarks/profile.py)",
     )
+    parser.add_argument(
+        "--dispatcher-args",
+        default="",
+        metavar="FLAGS",
+        help="more flags for the dispatcher, e.g. '--workers 4' (a trade-off to measure)",
+    )
     args = parser.parse_args()
-    started = with_product("bench")
+    started = with_product("bench", tuple(shlex.split(args.dispatcher_args)))
     if started is None:
         return 1
     bed, ns, ctrls = started
     # The replica that leads does the work (CPU and memory below are its own).
     dispatcher = next(c for c in ctrls if c.name == DISPATCHER and leads(c.health))
     standby = [c for c in ctrls if c.name == DISPATCHER and c is not dispatcher]
+    # The bed points the admission webhooks at the first replica (no Service to spread them):
+    # it spends a few ms more per TrainJob than the other, which matters when comparing runs.
+    served_by = next(c for c in ctrls if c.name == DISPATCHER).identity
+    print(f"leader: {dispatcher.identity}; admission webhooks served by {served_by}", flush=True)
     clusters = [bed.config.managers[0].name, *(w.name for w in bed.config.workers)]
     try:
         ours0 = {r.identity: our_requests(r) for r in ctrls}
@@ -382,9 +393,12 @@ def main() -> int:
     return 0
 
 
-def with_product(prefix: str) -> tuple[Bed, str, list[setup.Controller]] | None:
+def with_product(
+    prefix: str, dispatcher_flags: tuple[str, ...] = ()
+) -> tuple[Bed, str, list[setup.Controller]] | None:
     """The running bed, a fresh namespace `<prefix>-xxxx` with a queue of 1,000 cpu on every
-    worker, and the product installed as in the tests; None (said why) when the bed is down."""
+    worker, and the product installed as in the tests (the dispatcher given `dispatcher_flags`
+    too); None (said why) when the bed is down."""
     bed = Bed(load_config())
     if not bed.is_up():
         print("the bed is not up; run `python -m clusters up` first", file=sys.stderr)
@@ -393,7 +407,7 @@ def with_product(prefix: str) -> tuple[Bed, str, list[setup.Controller]] | None:
     setup.install(bed, ns, worker_cpu="1000")
     # As installed: the controllers' own timers (the tests' 2 s safety net would be a good part
     # of the dispatcher's CPU).
-    return bed, ns, setup.start_controllers(bed, resync=None)
+    return bed, ns, setup.start_controllers(bed, resync=None, manager_flags=dispatcher_flags)
 
 
 def clean_up(bed: Bed, ns: str, clusters: list[str]) -> None:
