@@ -39,7 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     manager.may_write = memo.leads
     memo.queue = WorkQueue(
-        lambda key: sync_trainjob(memo, key), workers=settings.workers, name="dispatch"
+        lambda key: sync_trainjob(memo, key),
+        workers=settings.workers,
+        urgent_workers=settings.urgent_workers,
+        name="dispatch",
     )
     memo.registry = Registry(
         settings,

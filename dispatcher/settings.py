@@ -22,6 +22,13 @@ class DispatcherSettings(ControllerSettings):
     # A pass mostly waits on API servers (the manager's and the workers'), so more threads
     # than the worker controller's keep the queue short under a burst.
     workers: int = Field(default=16, ge=1, le=64, description="threads reconciling TrainJobs")
+    urgent_workers: int = Field(
+        default=0,
+        ge=0,
+        le=16,
+        description="more threads that take only TrainJobs whose run on a worker just ended "
+        "(their end and the manager quota it frees), so those never wait behind other passes",
+    )
     namespace: str = Field(
         default="kueue-system",
         description="where MultiKueueCluster kubeconfig Secrets live (Kueue's config namespace)",

@@ -11,7 +11,11 @@ worker threads take keys off the queue and reconcile them from the caches. This 
   a handler may return the seconds after which it wants its key again;
 - retries: a handler that raises gets its key back after an exponential backoff;
 - a fast lane: `add(key, urgent=True)` puts a key ahead of the others (say, a job that just
-  finished elsewhere, whose completion frees quota), without running it twice.
+  finished elsewhere, whose completion frees quota), without running it twice; `urgent_workers`
+  threads take only such keys, so one never waits for the passes of other keys to end. A key
+  stays in the fast lane for `URGENT_FOLLOW_UP` seconds after it was taken from it: what its
+  urgent pass leaves to the next (say, a write planned from a version the cache has not caught
+  up with, which the watch event of that write brings back) is urgent too.
 
 `WriteMemory` complements it: caches lag behind our own writes, so a pass may plan from a
 version of an object it has written from before; such a plan is stale and is dropped.
@@ -34,6 +38,8 @@ from trainjob import metrics
 K = TypeVar("K", bound=Hashable)
 log = logging.getLogger("trainjob.workqueue")
 
+URGENT_FOLLOW_UP = 10.0  # seconds a key taken from the fast lane goes on being urgent
+
 
 class WorkQueue(Generic[K]):
     def __init__(
@@ -41,17 +47,24 @@ class WorkQueue(Generic[K]):
         handle: Callable[[K], float | None],
         *,
         workers: int = 4,
+        urgent_workers: int = 0,
         name: str = "work",
         max_backoff: float = 60.0,
     ) -> None:
         self._handle = handle
         self._name = name
         self._workers = workers
+        self._urgent_workers = urgent_workers
         self._max_backoff = max_backoff
-        self._cond = threading.Condition()
+        # One lock, two conditions: the workers wait on `_cond` (any key, and the timers), the
+        # fast lane's own threads on `_fast` (urgent keys only).
+        lock = threading.RLock()
+        self._cond = threading.Condition(lock)
+        self._fast = threading.Condition(lock)
         self._queue: deque[K] = deque()
         self._urgent: deque[K] = deque()  # the fast lane; a key may sit in both deques
         self._urgent_keys: set[K] = set()
+        self._urgent_until: dict[K, float] = {}  # taken from the fast lane: urgent until then
         self._dirty: set[K] = set()  # queued and not yet taken
         self._processing: set[K] = set()
         self._due: dict[K, float] = {}  # earliest pending timer per key
@@ -93,11 +106,16 @@ class WorkQueue(Generic[K]):
             self._enqueue(key)
 
     def _enqueue(self, key: K, urgent: bool = False) -> None:
+        until = self._urgent_until.get(key)
+        if until is not None and not urgent:
+            urgent = until > time.monotonic()
+            if not urgent:
+                del self._urgent_until[key]
         if urgent and key not in self._urgent_keys:
             self._urgent_keys.add(key)
             if key in self._dirty and key not in self._processing:
                 self._urgent.append(key)  # already waiting in the slow lane: overtake
-                self._cond.notify()
+                self._wake(urgent=True)
         if key in self._dirty:
             return
         self._dirty.add(key)
@@ -105,11 +123,23 @@ class WorkQueue(Generic[K]):
         self._depth.set(len(self._dirty))
         self._queued_at.setdefault(key, time.monotonic())
         if key not in self._processing:
-            self._lane(key).append(key)
-            self._cond.notify()
+            self._requeue(key)
 
-    def _lane(self, key: K) -> deque[K]:
-        return self._urgent if key in self._urgent_keys else self._queue
+    def _requeue(self, key: K) -> None:
+        """Put a waiting key in its lane and wake a thread that takes it."""
+        urgent = key in self._urgent_keys
+        (self._urgent if urgent else self._queue).append(key)
+        self._wake(urgent)
+
+    def _wake(self, urgent: bool) -> None:
+        if urgent and self._urgent_workers:
+            self._fast.notify()
+        self._cond.notify()  # the fast lane's threads may all be busy: any worker takes it
+
+    def _follow_up(self, key: K, now: float) -> None:
+        if len(self._urgent_until) >= 4096:  # forget the ones whose time is up
+            self._urgent_until = {k: t for k, t in self._urgent_until.items() if t > now}
+        self._urgent_until[key] = now + URGENT_FOLLOW_UP
 
     def pending(self) -> int:
         """Keys waiting or being worked on (the figure `stats` reports)."""
@@ -119,8 +149,13 @@ class WorkQueue(Generic[K]):
     # ---- consumers ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        for i in range(self._workers):
-            thread = threading.Thread(target=self._work, name=f"{self._name}-{i}", daemon=True)
+        names = [f"{self._name}-{i}" for i in range(self._workers)]
+        names += [f"{self._name}-urgent-{i}" for i in range(self._urgent_workers)]
+        for i, name in enumerate(names):
+            urgent_only = i >= self._workers
+            thread = threading.Thread(
+                target=self._work, args=(urgent_only,), name=name, daemon=True
+            )
             thread.start()
             self._threads.append(thread)
 
@@ -128,6 +163,7 @@ class WorkQueue(Generic[K]):
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
+            self._fast.notify_all()
 
     def pause(self) -> None:
         """Hand out no more keys (a replica that stopped leading); keys keep queueing."""
@@ -138,32 +174,41 @@ class WorkQueue(Generic[K]):
         with self._cond:
             self._paused = False
             self._cond.notify_all()
+            self._fast.notify_all()
 
-    def _get(self) -> K | None:
+    def _get(self, urgent_only: bool = False) -> K | None:
+        """The next key to work on (None once stopped); `urgent_only`: from the fast lane only
+        (the timers are the other workers' business)."""
+        waiting = self._fast if urgent_only else self._cond
         with self._cond:
             while not self._stopped:
                 if self._paused:
-                    self._cond.wait()
+                    waiting.wait()
                     continue
                 now = time.monotonic()
-                while self._timers and self._timers[0][0] <= now:
-                    due, _, key = heapq.heappop(self._timers)
-                    if self._due.get(key) == due:
-                        del self._due[key]
-                        self._enqueue(key)
-                while self._urgent or self._queue:
-                    key = (self._urgent or self._queue).popleft()
-                    if key not in self._dirty or key in self._processing:
-                        continue  # taken from the other lane already
-                    self._dirty.discard(key)
-                    self._urgent_keys.discard(key)
-                    self._processing.add(key)
-                    self._depth.set(len(self._dirty))
-                    waited = time.monotonic() - self._queued_at.pop(key, now)
-                    self._stats.waited(waited)
-                    self._queue_duration.observe(waited)
-                    return key
-                self._cond.wait(self._timers[0][0] - now if self._timers else None)
+                if not urgent_only:
+                    while self._timers and self._timers[0][0] <= now:
+                        due, _, key = heapq.heappop(self._timers)
+                        if self._due.get(key) == due:
+                            del self._due[key]
+                            self._enqueue(key)
+                for lane in (self._urgent,) if urgent_only else (self._urgent, self._queue):
+                    while lane:
+                        key = lane.popleft()
+                        if key not in self._dirty or key in self._processing:
+                            continue  # taken from the other lane already
+                        self._dirty.discard(key)
+                        if key in self._urgent_keys:
+                            self._urgent_keys.discard(key)
+                            self._follow_up(key, now)
+                        self._processing.add(key)
+                        self._depth.set(len(self._dirty))
+                        waited = time.monotonic() - self._queued_at.pop(key, now)
+                        self._stats.waited(waited)
+                        self._queue_duration.observe(waited)
+                        return key
+                timers = self._timers and not urgent_only
+                waiting.wait(self._timers[0][0] - now if timers else None)
             return None
 
     def _done(self, key: K, took: float) -> None:
@@ -173,8 +218,7 @@ class WorkQueue(Generic[K]):
             self._work_duration.observe(took)
             self._processing.discard(key)
             if key in self._dirty:
-                self._lane(key).append(key)
-                self._cond.notify()
+                self._requeue(key)
 
     def stats(self) -> QueueStats:
         """Figures since the last call (then reset): for logs and benchmarks."""
@@ -189,8 +233,8 @@ class WorkQueue(Generic[K]):
         if stats.passes or stats.pending:
             log.info("[%s] %s queue: %s", cluster, self._name, stats)
 
-    def _work(self) -> None:
-        while (key := self._get()) is not None:
+    def _work(self, urgent_only: bool = False) -> None:
+        while (key := self._get(urgent_only)) is not None:
             started = time.monotonic()
             try:
                 again = self._handle(key)

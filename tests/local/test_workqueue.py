@@ -6,6 +6,9 @@ import threading
 import time
 from collections.abc import Callable
 
+import pytest
+
+from trainjob import workqueue
 from trainjob.workqueue import WorkQueue, WriteMemory
 
 
@@ -163,3 +166,77 @@ def test_an_urgent_key_overtakes_the_waiting_ones_and_still_runs_once() -> None:
     time.sleep(0.05)
     queue.stop()
     assert seen == ["block", "c", "d", "a", "b"]
+
+
+def test_the_fast_lane_has_threads_of_its_own_that_take_nothing_else() -> None:
+    gate = threading.Event()
+    seen: list[tuple[str, str]] = []
+
+    def handle(key: str) -> None:
+        if key.startswith("slow"):
+            gate.wait(5)
+        seen.append((key, threading.current_thread().name))
+
+    queue: WorkQueue[str] = WorkQueue(handle, workers=1, urgent_workers=1, name="q")
+    queue.start()
+    queue.add("slow-1")
+    assert wait_for(lambda: not queue._queue and queue.pending() == 1)  # the worker is busy
+    queue.add("slow-2")  # waits for the worker: the fast lane's thread leaves it alone
+    time.sleep(0.05)
+    assert queue.pending() == 2 and seen == []
+    queue.add("end", urgent=True)  # taken at once, while the worker is still busy
+    assert wait_for(lambda: seen == [("end", "q-urgent-0")])
+    gate.set()
+    assert wait_for(lambda: queue.pending() == 0)
+    queue.stop()
+    assert seen[1:] == [("slow-1", "q-0"), ("slow-2", "q-0")]
+
+
+def test_a_second_urgent_key_goes_to_whichever_thread_is_free() -> None:
+    gate = threading.Event()
+    seen: list[str] = []
+
+    def handle(key: str) -> None:
+        if key == "urgent-slow":
+            gate.wait(5)
+        seen.append(key)
+
+    queue: WorkQueue[str] = WorkQueue(handle, workers=1, urgent_workers=1, name="q")
+    queue.start()
+    queue.add("urgent-slow", urgent=True)
+    assert wait_for(lambda: queue.pending() == 1 and not queue._urgent)
+    queue.add("urgent-2", urgent=True)
+    assert wait_for(lambda: seen == ["urgent-2"])  # the other thread took it at once
+    gate.set()
+    assert wait_for(lambda: queue.pending() == 0)
+    queue.stop()
+    assert seen == ["urgent-2", "urgent-slow"]
+
+
+def test_what_an_urgent_pass_leaves_to_the_next_is_urgent_for_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[str] = []
+    queue, gate = blocked_queue(seen)
+    queue.add("end", urgent=True)
+    queue.add("other")
+    gate.set()
+    assert wait_for(lambda: queue.pending() == 0)
+    gate.clear()
+    queue.add("block")  # busy again
+    assert wait_for(lambda: queue.pending() == 1 and not queue._queue)
+    queue.add("other")
+    queue.add("end")  # its follow-up (say, the watch event of its write): ahead of "other"
+    monkeypatch.setattr(workqueue, "URGENT_FOLLOW_UP", 0.0)
+    gate.set()
+    assert wait_for(lambda: queue.pending() == 0)
+    gate.clear()
+    queue.add("block")
+    assert wait_for(lambda: queue.pending() == 1 and not queue._queue)
+    queue.add("other")
+    queue.add("end")  # taken urgent last time, but that follow-up was long ago
+    gate.set()
+    assert wait_for(lambda: queue.pending() == 0)
+    time.sleep(0.05)
+    queue.stop()
+    assert seen == ["block", "end", "other", "block", "end", "other", "block", "other", "end"]
