@@ -23,7 +23,7 @@ class DispatcherSettings(ControllerSettings):
     # than the worker controller's keep the queue short under a burst.
     workers: int = Field(default=16, ge=1, le=64, description="threads reconciling TrainJobs")
     urgent_workers: int = Field(
-        default=0,
+        default=2,
         ge=0,
         le=16,
         description="more threads that take only TrainJobs whose run on a worker just ended "
