@@ -215,7 +215,7 @@ def _start(
     pod_dir = workdir / identity
     shutil.rmtree(pod_dir, ignore_errors=True)
     pod_dir.mkdir(parents=True)
-    token = _token(api, namespace, pod.get("serviceAccountName") or "default")
+    token = service_account_token(api, namespace, pod.get("serviceAccountName") or "default")
     kubeconfig = pod_dir / "kubeconfig"
     _write_token_kubeconfig(admin_kubeconfig, token, kubeconfig)
     mounts = _materialise_volumes(api, namespace, pod, container, docs, pod_dir)
@@ -259,7 +259,8 @@ def _spawn(argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[
     return proc
 
 
-def _token(api: client.ApiClient, namespace: str, service_account: str) -> str:
+def service_account_token(api: client.ApiClient, namespace: str, service_account: str) -> str:
+    """A token of the ServiceAccount from the TokenRequest API, as a kubelet projects one."""
     request = client.AuthenticationV1TokenRequest(
         spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=TOKEN_SECONDS)
     )

@@ -149,10 +149,9 @@ class WorkQueue(Generic[K]):
     # ---- consumers ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        names = [f"{self._name}-{i}" for i in range(self._workers)]
-        names += [f"{self._name}-urgent-{i}" for i in range(self._urgent_workers)]
-        for i, name in enumerate(names):
-            urgent_only = i >= self._workers
+        threads = [(f"{self._name}-{i}", False) for i in range(self._workers)]
+        threads += [(f"{self._name}-urgent-{i}", True) for i in range(self._urgent_workers)]
+        for name, urgent_only in threads:
             thread = threading.Thread(
                 target=self._work, args=(urgent_only,), name=name, daemon=True
             )

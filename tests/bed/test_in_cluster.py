@@ -17,6 +17,7 @@ import urllib3
 from kubernetes import client
 
 from clusters.bed import Bed
+from clusters.install import service_account_token
 from trainjob import kubeclient
 from trainjob.certs import issue
 from trainjob.kube import Cluster
@@ -47,9 +48,7 @@ def test_in_cluster_credentials_act_as_the_service_account_and_follow_its_token(
     core.create_namespaced_config_map(ns, {"metadata": {"name": "hello"}, "data": {"a": "b"}})
 
     def token(account: str) -> str:
-        request = {"spec": {"expirationSeconds": 600}}
-        made = core.create_namespaced_service_account_token(account, ns, request)
-        return str(made.status.token)
+        return service_account_token(bed.api(manager), ns, account)
 
     # What the kubelet mounts at /var/run/secrets/kubernetes.io/serviceaccount, and the env.
     sa_dir = tmp_path / "serviceaccount"
