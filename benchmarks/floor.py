@@ -1,6 +1,6 @@
 """Benchmark: the CPU a Python controller spends per API request and per watch event, on the
 client side alone, with the client our controllers use (`trainjob.kube.Cluster` over
-`trainjob.kubeclient`: tenacity, metrics, JSON, urllib3) and its watch.
+`trainjob.kubeclient`: tenacity, metrics, JSON, libcurl) and its watch (urllib3).
 
 Multiplied by the requests and watch events a TrainJob costs, it is the floor under the
 dispatcher's CPU per TrainJob before any decision is made. Objects are ConfigMaps the size of

@@ -1,6 +1,15 @@
 """A small Kubernetes API client: credentials from a kubeconfig or the pod's service account,
-JSON requests and watches over one urllib3 pool per cluster (orjson: a third of the CPU of
-the standard library's json for the large bodies of Workloads, measured in the README).
+JSON requests over libcurl (pycurl) and watches over one urllib3 pool per cluster (orjson: a
+third of the CPU of the standard library's json for the large bodies of Workloads, measured in
+the README).
+
+Why libcurl for requests: a request through urllib3 and http.client cost the controllers about
+0.36 ms of CPU, most of it in Python (http.client parses every answer's headers with the email
+package); the same request through pycurl costs about 0.17 ms (`benchmarks/floor.py`).
+Requests were about a third of a controller's CPU. A curl handle serves one request at a time
+(libcurl's rule for threads); idle handles wait in a small pool per cluster, each keeping its
+connection open. Watches stay on urllib3: a watch is a stream read event by event, which
+urllib3's responses give as an iterator.
 
 Our controllers send JSON to a few dozen paths and read JSON back; they never use API models.
 The kubernetes client's package loads every model when any part of it is imported (about 50
@@ -10,7 +19,8 @@ package out (`keep_kubernetes_client_out`). The kubectl plugin and the tests sti
 kubernetes client: they are short-lived, and users' kubeconfigs may need its exec plugins.
 
 What is supported is what Kueue accepts in a MultiKueue kubeconfig and what a pod has: a
-server, its CA (data or file) or `insecure-skip-tls-verify`, `tls-server-name`, a bearer token
+server, its CA (data or file) or `insecure-skip-tls-verify`, `tls-server-name` (for requests it
+is also the Host header: libcurl checks the certificate against the URL's host), a bearer token
 (or `tokenFile`, re-read every minute as kubelet rotates it), and a client certificate and key
 (data or files). A kubeconfig that needs anything else (exec plugins, auth providers, basic
 auth) is refused with the field named, never half used.
@@ -32,6 +42,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import orjson
+import pycurl
 import urllib3
 import yaml
 
@@ -43,12 +54,14 @@ USER_AGENT = "trainjob-dispatcher/0.1 (python)"
 JSON = "application/json"
 # Only the objects' metadata, for any kind (what client-go's metadata informers ask for).
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
-# Connections kept open per cluster. Each watch holds one for its life; the reconcile threads
-# (the worker controller's 8, the dispatcher's 16 by default), the Event thread, the Lease and
-# the dispatcher's remote writes (16 threads) share the rest. More may open under load; those
-# beyond this are closed after use, and the next request pays a TLS handshake again (urllib3
-# warns "Connection pool is full").
+# Watch connections kept open per cluster (urllib3): each watch holds one for its life. More
+# may open; those beyond this are closed after use (urllib3 warns "Connection pool is full").
 POOL_SIZE = 32
+# Idle curl handles kept per cluster for requests, each with its connection open: as many as
+# the dispatcher's reconcile threads (16 by default), which may all write to one cluster at
+# once. A busier moment opens more; those beyond this are closed after use. libcurl gives each
+# connection an OpenSSL context of its own: about 0.2 MB per handle.
+IDLE_HANDLES = 16
 
 
 class ApiException(Exception):
@@ -68,6 +81,18 @@ class ApiException(Exception):
     def __str__(self) -> str:
         text = f"({self.status}) Reason: {self.reason}"
         return f"{text}\nHTTP response body: {self.body}" if self.body else text
+
+
+class TransportError(ConnectionError):
+    """No answer came (connection refused or lost, TLS refused, timed out): libcurl's error,
+    with its code (`pycurl.E_*`). A ConnectionError, so callers retry it as they would any."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(code, message)
+        self.code = code
+
+    def __str__(self) -> str:
+        return f"curl error {self.code}: {self.args[1]}"
 
 
 class KubeconfigError(ValueError):
@@ -231,6 +256,8 @@ class ApiClient:
         pool = urllib3.HTTPSConnectionPool if https else urllib3.HTTPConnectionPool
         self.pool = pool(parts.hostname, parts.port, **options)
         self._prefix = parts.path.rstrip("/")  # a server behind a proxy may have a path
+        self._origin, self._curl_options = _curl_setup(credentials)
+        self._idle: list[pycurl.Curl] = []  # curl handles not in use, the last used on top
         self._token = credentials.token
         self._token_read = 0.0
         self._token_lock = threading.Lock()
@@ -244,6 +271,23 @@ class ApiClient:
                 self._token = Path(creds.token_file).read_text().strip()
                 self._token_read = time.monotonic()
             return self._token
+
+    def _borrow(self) -> pycurl.Curl:
+        """An idle curl handle (its connection still open), or a new one. A handle serves
+        one request at a time; list.pop and list.append are atomic, so no lock."""
+        try:
+            return self._idle.pop()
+        except IndexError:
+            curl = pycurl.Curl()
+            for option, value in self._curl_options:
+                curl.setopt(option, value)
+            return curl
+
+    def _give_back(self, curl: pycurl.Curl) -> None:
+        if len(self._idle) < IDLE_HANDLES:
+            self._idle.append(curl)
+        else:
+            curl.close()
 
     def _headers(self, content_type: str | None, accept: str = JSON) -> dict[str, str]:
         headers = {"Accept": accept, "User-Agent": USER_AGENT}
@@ -270,19 +314,51 @@ class ApiClient:
         timeout: float | None = None,
         accept: str = JSON,
     ) -> bytes:
-        """Send one request and return the answer's body."""
-        data = None if body is None else orjson.dumps(body)
-        resp = self.pool.urlopen(
-            method,
-            self.url(path, query),
-            body=data,
-            headers=self._headers(content_type if data is not None else None, accept),
-            timeout=urllib3.Timeout(total=timeout),
-            redirect=False,
-        )
-        if resp.status >= 400:
-            raise _error(resp, resp.data)
-        return resp.data
+        """Send one request and return the answer's body; `TransportError` when none came."""
+        curl = self._borrow()
+        try:
+            return self._perform(curl, method, path, query, body, content_type, timeout, accept)
+        finally:
+            self._give_back(curl)
+
+    def _perform(
+        self,
+        curl: pycurl.Curl,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None,
+        body: Any,
+        content_type: str,
+        timeout: float | None,
+        accept: str,
+    ) -> bytes:
+        if body is None:
+            curl.setopt(pycurl.HTTPGET, 1)
+        else:
+            curl.setopt(pycurl.POSTFIELDS, orjson.dumps(body))
+        curl.setopt(pycurl.CUSTOMREQUEST, method)
+        curl.setopt(pycurl.URL, self._origin + self.url(path, query))
+        headers = self._headers(content_type if body is not None else None, accept)
+        # "Expect:" off: libcurl would wait for a 100 Continue before a large body.
+        curl.setopt(pycurl.HTTPHEADER, [f"{k}: {v}" for k, v in headers.items()] + ["Expect:"])
+        chunks: list[bytes] = []
+        head: list[bytes] = []
+        curl.setopt(pycurl.WRITEFUNCTION, chunks.append)
+        curl.setopt(pycurl.HEADERFUNCTION, head.append)
+        curl.setopt(pycurl.TIMEOUT_MS, round(timeout * 1000) if timeout else 0)
+        try:
+            curl.perform()
+        except pycurl.error as exc:
+            code, message = (*exc.args, 0, "")[:2]  # pycurl gives (code, message)
+            if code == pycurl.E_URL_MALFORMAT:  # our mistake, not the network's: no retry
+                raise ValueError(f"{method} {path}: {message}") from None
+            raise TransportError(int(code), f"{method} {path}: {message}") from None
+        data = b"".join(chunks)
+        chunks.clear()  # the idle handle keeps its write callback, not the answer
+        status = curl.getinfo(pycurl.RESPONSE_CODE)
+        if status >= 400:
+            raise _answer_error(status, head, data)
+        return data
 
     def get_json(self, path: str, **kwargs: Any) -> Any:
         data = self.request("GET", path, **kwargs)
@@ -321,6 +397,64 @@ def _error(resp: urllib3.BaseHTTPResponse, data: bytes) -> ApiException:
     return ApiException(
         resp.status, resp.reason or "", data.decode("utf-8", errors="replace"), resp.headers
     )
+
+
+def _answer_error(status: int, head: list[bytes], data: bytes) -> ApiException:
+    """An error answer from libcurl's pieces: the header lines as they came (the last status
+    line and what follows it; an informational answer may come first) and the body."""
+    reason, headers = "", dict[str, str]()
+    for raw in head:
+        line = raw.decode("latin-1").strip()
+        if line.startswith("HTTP/"):
+            reason, headers = line.split(" ", 2)[2] if line.count(" ") >= 2 else "", {}
+        elif ":" in line:
+            name, _, value = line.partition(":")
+            headers[name.strip()] = value.strip()
+    return ApiException(status, reason, data.decode("utf-8", errors="replace"), headers)
+
+
+def _curl_setup(credentials: Credentials) -> tuple[str, list[tuple[int, Any]]]:
+    """The scheme, host and port requests go to, and the options every curl handle of this
+    cluster is given once: TLS as `Credentials.ssl_context` sets it, HTTP/1.1, no proxy from
+    the environment (the watches' urllib3 pool uses none either), no signals (threads)."""
+    parts = urlsplit(credentials.server)
+    options: list[tuple[int, Any]] = [
+        (pycurl.NOSIGNAL, 1),
+        (pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_1_1),
+        (pycurl.PROXY, ""),
+        (pycurl.FOLLOWLOCATION, 0),
+    ]
+    origin = f"{parts.scheme}://{parts.netloc}"
+    if parts.scheme != "https":
+        return origin, options
+    if credentials.insecure:
+        options += [(pycurl.SSL_VERIFYPEER, 0), (pycurl.SSL_VERIFYHOST, 0)]
+    elif credentials.ca_pem is not None:
+        options.append((pycurl.CAINFO_BLOB, credentials.ca_pem.encode()))
+    elif credentials.ca_file:
+        options.append((pycurl.CAINFO, credentials.ca_file))
+    else:  # the system's CAs, as Python's ssl finds them (not those libcurl was built with)
+        found = ssl.get_default_verify_paths()
+        if found.cafile:
+            options.append((pycurl.CAINFO, found.cafile))
+        if found.capath:
+            options.append((pycurl.CAPATH, found.capath))
+    if credentials.cert_file and credentials.key_file:
+        options += [(pycurl.SSLCERT, credentials.cert_file), (pycurl.SSLKEY, credentials.key_file)]
+    elif credentials.cert_pem and credentials.key_pem:
+        options += [
+            (pycurl.SSLCERT_BLOB, credentials.cert_pem),
+            (pycurl.SSLKEY_BLOB, credentials.key_pem),
+        ]
+    if credentials.tls_server_name:
+        # libcurl checks the certificate against the URL's host: name it there, and connect
+        # to the server's own address.
+        port = parts.port or 443
+        host = f"[{parts.hostname}]" if ":" in str(parts.hostname) else parts.hostname
+        name = credentials.tls_server_name
+        options.append((pycurl.CONNECT_TO, [f"{name}:{port}:{host}:{port}"]))
+        origin = f"https://{name}:{port}"
+    return origin, options
 
 
 def load_credentials(kubeconfig: Path | str | Dict) -> Credentials:

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import pycurl
 import pytest
-import urllib3
 from kubernetes import client
 
 from clusters.bed import Bed
@@ -21,7 +21,7 @@ from clusters.install import service_account_token
 from trainjob import kubeclient
 from trainjob.certs import issue
 from trainjob.kube import Cluster
-from trainjob.kubeclient import ApiClient, ApiException, in_cluster_credentials
+from trainjob.kubeclient import ApiClient, ApiException, TransportError, in_cluster_credentials
 
 pytestmark = pytest.mark.bed
 
@@ -82,5 +82,6 @@ def test_in_cluster_credentials_act_as_the_service_account_and_follow_its_token(
     # The CA file is what the server's certificate is checked against.
     (sa_dir / "ca.crt").write_bytes(issue(["elsewhere"], dt.datetime.now(dt.UTC)).ca_crt)
     stranger = ApiClient(in_cluster_credentials(sa_dir))
-    with pytest.raises(urllib3.exceptions.SSLError):
+    with pytest.raises(TransportError) as refused:
         stranger.request("GET", f"/api/v1/namespaces/{ns}/configmaps/hello")
+    assert refused.value.code == pycurl.E_PEER_FAILED_VERIFICATION, refused.value

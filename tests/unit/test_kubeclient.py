@@ -11,6 +11,7 @@ from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 
+import pycurl
 import pytest
 import yaml
 from kubernetes.utils import parse_quantity as client_parse_quantity
@@ -20,6 +21,8 @@ from trainjob.kubeclient import (
     ApiClient,
     ApiException,
     KubeconfigError,
+    _answer_error,
+    _curl_setup,
     credentials_from_kubeconfig,
     in_cluster_credentials,
     load_credentials,
@@ -162,6 +165,41 @@ def test_api_exception_carries_status_reason_and_body() -> None:
     exc = ApiException(409, "Conflict", '{"message":"x"}', {"Retry-After": "1"})
     assert (exc.status, exc.reason, exc.headers["Retry-After"]) == (409, "Conflict", "1")
     assert "(409) Reason: Conflict" in str(exc) and '"message"' in str(exc)
+
+
+def test_an_error_answer_keeps_the_final_status_lines_reason_and_headers() -> None:
+    head = [
+        b"HTTP/1.1 100 Continue\r\n", b"X-Early: 1\r\n", b"\r\n",
+        b"HTTP/1.1 429 Too Many Requests\r\n", b"Retry-After: 1\r\n",
+        b"Content-Type: application/json\r\n", b"\r\n",
+    ]  # fmt: skip
+    exc = _answer_error(429, head, b'{"code":429}')
+    assert (exc.status, exc.reason, exc.body) == (429, "Too Many Requests", '{"code":429}')
+    assert exc.headers == {"Retry-After": "1", "Content-Type": "application/json"}
+    assert _answer_error(500, [b"HTTP/1.1 500\r\n"], b"").reason == ""
+
+
+def test_curl_is_given_the_kubeconfigs_tls_settings(tmp_path: Path) -> None:
+    creds = credentials_from_kubeconfig(kubeconfig({"token": "t"}))
+    origin, options = _curl_setup(creds)
+    settings = dict(options)
+    assert origin == "https://127.0.0.1:6443"
+    assert settings[pycurl.CAINFO_BLOB] == CA.ca_crt and settings[pycurl.PROXY] == ""
+    assert pycurl.SSL_VERIFYPEER not in settings  # verified, as by default
+
+    insecure = dict(_curl_setup(replace(creds, ca_pem=None, insecure=True))[1])
+    assert insecure[pycurl.SSL_VERIFYPEER] == 0 and insecure[pycurl.SSL_VERIFYHOST] == 0
+
+    files = replace(creds, ca_pem=None, ca_file="/ca", cert_file="/crt", key_file="/key")
+    from_files = dict(_curl_setup(files)[1])
+    assert (from_files[pycurl.CAINFO], from_files[pycurl.SSLCERT]) == ("/ca", "/crt")
+    inline = dict(_curl_setup(replace(creds, cert_pem=b"C", key_pem=b"K"))[1])
+    assert (inline[pycurl.SSLCERT_BLOB], inline[pycurl.SSLKEY_BLOB]) == (b"C", b"K")
+
+    v6 = replace(creds, server="https://[fd00::1]:443", tls_server_name="kube.internal")
+    origin, options = _curl_setup(v6)
+    assert origin == "https://kube.internal:443"
+    assert dict(options)[pycurl.CONNECT_TO] == ["kube.internal:443:[fd00::1]:443"]
 
 
 @pytest.mark.parametrize("package", ["dispatcher", "worker_controller"])

@@ -1,0 +1,78 @@
+"""Our API client's requests (libcurl, through pycurl) against a real API server: each verb
+with and without a body, error answers as ApiException with the server's reason and headers,
+connections kept, TLS by the kubeconfig's rules (tests/local/test_transport.py: no answer)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pycurl
+import pytest
+
+from clusters.bed import Bed
+from trainjob.kube import Cluster
+from trainjob.kubeclient import ApiClient, ApiException, TransportError, load_credentials
+
+pytestmark = pytest.mark.bed
+
+
+@pytest.fixture
+def manager(bed: Bed) -> str:
+    return bed.config.managers[0].name
+
+
+def test_every_verb_round_trips_and_errors_carry_the_servers_answer(
+    bed: Bed, manager: str, namespace_factory: Any
+) -> None:
+    ns = namespace_factory(manager, "client")
+    kube_ = Cluster.from_kubeconfig(manager, bed.kubeconfig(manager), "tests")
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": ns}}
+    created = kube_.create({**cm, "data": {"a": "1"}})
+    assert kube_.get("v1", "ConfigMap", "c", ns)["data"] == {"a": "1"}
+    assert kube_.patch("v1", "ConfigMap", "c", ns, {"data": {"b": "2"}})["data"] == {
+        "a": "1",
+        "b": "2",
+    }
+    # A GET after a request with a body sends none (the handle is reused).
+    latest = kube_.get("v1", "ConfigMap", "c", ns)
+    assert latest["data"]["b"] == "2"
+    replaced = kube_.replace({**latest, "data": {"z": "9"}})
+    assert replaced["data"] == {"z": "9"}
+
+    with pytest.raises(ApiException) as conflict:
+        kube_.create(cm)
+    assert (conflict.value.status, conflict.value.reason) == (409, "Conflict")
+    assert conflict.value.headers["Content-Type"] == "application/json"
+    assert '"reason":"AlreadyExists"' in conflict.value.body
+
+    with pytest.raises(ApiException) as stale:
+        kube_.replace(created)  # its resourceVersion is gone: the server refuses it
+    assert stale.value.status == 409
+
+    # DELETE with a body: a uid precondition naming another object leaves this one alone.
+    kube_.delete("v1", "ConfigMap", "c", ns, uid="00000000-0000-0000-0000-000000000000")
+    assert kube_.get("v1", "ConfigMap", "c", ns)["metadata"]["uid"] == created["metadata"]["uid"]
+    kube_.delete("v1", "ConfigMap", "c", ns, uid=created["metadata"]["uid"])
+    assert kube_.get_or_none("v1", "ConfigMap", "c", ns) is None
+    with pytest.raises(ApiException) as missing:
+        kube_.get("v1", "ConfigMap", "c", ns)
+    assert (missing.value.status, missing.value.reason) == (404, "Not Found")
+
+
+def test_one_connection_serves_request_after_request(bed: Bed, manager: str) -> None:
+    api = ApiClient(load_credentials(bed.kubeconfig(manager)))
+    for _ in range(5):
+        api.request("GET", "/api/v1/namespaces/default")
+    assert len(api._idle) == 1  # one handle served them all, one at a time
+    assert api._idle[0].getinfo(pycurl.NUM_CONNECTS) == 0  # the last reused its connection
+
+
+def test_tls_server_name_is_what_the_certificate_is_checked_against(bed: Bed, manager: str) -> None:
+    creds = load_credentials(bed.kubeconfig(manager))
+    named = ApiClient(replace(creds, tls_server_name="localhost"))  # a name the cert holds
+    assert named.get_json("/api/v1/namespaces/default")["metadata"]["name"] == "default"
+    stranger = ApiClient(replace(creds, tls_server_name="elsewhere.example"))
+    with pytest.raises(TransportError) as refused:
+        stranger.request("GET", "/api/v1/namespaces/default")
+    assert refused.value.code == pycurl.E_PEER_FAILED_VERIFICATION, refused.value
