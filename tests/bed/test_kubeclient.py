@@ -76,3 +76,25 @@ def test_tls_server_name_is_what_the_certificate_is_checked_against(bed: Bed, ma
     with pytest.raises(TransportError) as refused:
         stranger.request("GET", "/api/v1/namespaces/default")
     assert refused.value.code == pycurl.E_PEER_FAILED_VERIFICATION, refused.value
+
+
+def test_a_watch_hands_over_each_event_as_it_comes_and_ends_with_the_server(
+    bed: Bed, manager: str, namespace_factory: Any
+) -> None:
+    ns = namespace_factory(manager, "watch")
+    kube_ = Cluster.from_kubeconfig(manager, bed.kubeconfig(manager), "tests")
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    since = kube_.api.get_json(path)["metadata"]["resourceVersion"]
+    events = kube_.api.watch(path, {"resourceVersion": since, "timeoutSeconds": 5}, timeout=15)
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "w", "namespace": ns}}
+    kube_.create(cm)
+    first = next(events)  # before anything else is written: it came on its own
+    assert (first["type"], first["object"]["metadata"]["name"]) == ("ADDED", "w")
+    kube_.patch("v1", "ConfigMap", "w", ns, {"data": {"k": "v"}})
+    kube_.delete("v1", "ConfigMap", "w", ns)
+    rest = [(e["type"], (e["object"].get("data") or {}).get("k")) for e in events]
+    assert rest == [("MODIFIED", "v"), ("DELETED", "v")]  # then the server ended it (5 s)
+
+    with pytest.raises(ApiException) as missing:
+        list(kube_.api.watch("/apis/example.com/v1/nothings", {"timeoutSeconds": 5}))
+    assert missing.value.status == 404
