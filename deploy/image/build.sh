@@ -44,6 +44,8 @@ echo "trainjob:x:65532:" >> "$WORK/rootfs/etc/group"
 for cmd in trainjob-dispatcher trainjob-worker-controller trainjob-worker-secret; do
   [[ -x $WORK/rootfs/usr/local/bin/$cmd ]] || { echo "error: $cmd missing from the image" >&2; exit 1; }
 done
+# The compiled dependencies (pycurl brings libcurl and OpenSSL of its own) load in the image.
+chroot "$WORK/rootfs" env -i PATH=/usr/bin:/bin python3 -c 'import orjson, pycurl; print(pycurl.version)' >&2
 
 say "OCI image (umoci)"
 umoci init --layout "$WORK/oci"
