@@ -3,10 +3,10 @@ JSON requests over libcurl (pycurl) and watches over one urllib3 pool per cluste
 third of the CPU of the standard library's json for the large bodies of Workloads, measured in
 the README).
 
-Why libcurl for requests: a request through urllib3 and http.client cost the controllers about
-0.36 ms of CPU, most of it in Python (http.client parses every answer's headers with the email
-package); the same request through pycurl costs about 0.17 ms (`benchmarks/floor.py`).
-Requests were about a third of a controller's CPU. A curl handle serves one request at a time
+Why libcurl for requests: through urllib3 and http.client a request cost the client 0.44-0.82
+ms of CPU, most of it in Python (http.client parses every answer's headers with the email
+package); through pycurl it costs 0.20-0.28 ms (`benchmarks/floor.py`, figures in the README).
+Requests were about a third of the dispatcher's CPU. A curl handle serves one request at a time
 (libcurl's rule for threads); idle handles wait in a small pool per cluster, each keeping its
 connection open. Watches stay on urllib3: a watch is a stream read event by event, which
 urllib3's responses give as an iterator.
@@ -60,7 +60,7 @@ POOL_SIZE = 32
 # Idle curl handles kept per cluster for requests, each with its connection open: as many as
 # the dispatcher's reconcile threads (16 by default), which may all write to one cluster at
 # once. A busier moment opens more; those beyond this are closed after use. libcurl gives each
-# connection an OpenSSL context of its own: about 0.2 MB per handle.
+# connection an OpenSSL context of its own: about 115 KiB per handle.
 IDLE_HANDLES = 16
 
 
