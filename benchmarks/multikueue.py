@@ -27,6 +27,7 @@ from kubernetes import client, watch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.probe import MachineProbe
 from benchmarks.profile import Profiler
 from benchmarks.worker_trainjobs import cpu_seconds, pct, peak_rss_mib, request_counts
 from clusters import audit
@@ -245,7 +246,9 @@ def measure(
     custom = client.CustomObjectsApi(bed.api(manager))
     figures: dict[str, float] = {}
     sequential, burst, timeout = args.sequential, args.burst, args.timeout
+    probe = MachineProbe()
     try:
+        probe.start()
         cpu0 = {pid: cpu_seconds(pid) for pids in processes.values() for pid in pids}
         req0 = {c: request_counts(bed.api(c)) for c in clusters}
         since = dt.datetime.now(dt.UTC)
@@ -267,6 +270,7 @@ def measure(
                 break
             time.sleep(0.5)
         figures["burst total s"] = time.monotonic() - start
+        probe.stop()
         title = f"burst (all Complete on the manager after {figures['burst total s']:.1f}s)"
         figures.update(report(title, names, clock, "burst"))
         n = sequential + burst
@@ -279,14 +283,18 @@ def measure(
             f"the same time: {len(at_once)} {at_once[:5]} (the rest ran again after being "
             "sent back: an eviction, e.g. a PodsReady timeout)"
         )
+        print(probe.report())
+        figures["machine probe: us per unit"] = probe.during()
         for group, pids in processes.items():
             cpu = sum(cpu_seconds(pid) - cpu0[pid] for pid in pids)
             rss = sum(peak_rss_mib(pid) for pid in pids)
             figures[f"CPU ms per TrainJob: {group}"] = cpu / n * 1000
+            figures[f"CPU per TrainJob in probe units: {group}"] = probe.in_units(cpu / n * 1000)
             figures[f"peak RSS MiB: {group}"] = rss
             print(
                 f"{group} ({len(pids)} processes): CPU {cpu:.1f}s ({cpu / n * 1000:.0f} ms per "
-                f"TrainJob), peak RSS {rss:.0f} MiB"
+                f"TrainJob, {probe.in_units(cpu / n * 1000):.0f} probe units), peak RSS "
+                f"{rss:.0f} MiB"
             )
         for cluster in clusters:
             delta: Counter[tuple[str, str]] = request_counts(bed.api(cluster)) - req0[cluster]
@@ -314,6 +322,7 @@ def measure(
             )
     finally:
         clock.stop.set()
+        probe.stop()
     return figures
 
 
