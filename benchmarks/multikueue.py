@@ -288,13 +288,13 @@ def measure(
         for group, pids in processes.items():
             cpu = sum(cpu_seconds(pid) - cpu0[pid] for pid in pids)
             rss = sum(peak_rss_mib(pid) for pid in pids)
-            figures[f"CPU ms per TrainJob: {group}"] = cpu / n * 1000
-            figures[f"CPU per TrainJob in probe units: {group}"] = probe.in_units(cpu / n * 1000)
+            per_job = cpu / n * 1000
+            figures[f"CPU ms per TrainJob: {group}"] = per_job
+            figures[f"CPU per TrainJob in probe units: {group}"] = probe.in_units(per_job)
             figures[f"peak RSS MiB: {group}"] = rss
             print(
-                f"{group} ({len(pids)} processes): CPU {cpu:.1f}s ({cpu / n * 1000:.0f} ms per "
-                f"TrainJob, {probe.in_units(cpu / n * 1000):.0f} probe units), peak RSS "
-                f"{rss:.0f} MiB"
+                f"{group} ({len(pids)} processes): CPU {cpu:.1f}s ({per_job:.0f} ms per "
+                f"TrainJob, {probe.in_units(per_job):.0f} probe units), peak RSS {rss:.0f} MiB"
             )
         for cluster in clusters:
             delta: Counter[tuple[str, str]] = request_counts(bed.api(cluster)) - req0[cluster]
