@@ -69,17 +69,19 @@ class MachineProbe:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
+        if not self.samples:  # a run shorter than one period: one sample now
+            self.samples.append(unit_us())
 
     def _run(self) -> None:
         while not self._stop.wait(self._every):
             self.samples.append(unit_us())
 
     def during(self) -> float:
-        """The unit's median cost during the run (measured at once if nothing was sampled)."""
-        return statistics.median(self.samples) if self.samples else unit_us()
+        """The unit's median cost during the run (after `stop`)."""
+        return statistics.median(self.samples)
 
     def report(self) -> str:
-        ranked = sorted(self.samples) or [self.during()]
+        ranked = sorted(self.samples)
         p10, p90 = (ranked[min(len(ranked) - 1, int(len(ranked) * q))] for q in (0.1, 0.9))
         return (
             f"machine probe: a fixed unit of Python work cost {self.during():.0f} us of CPU "

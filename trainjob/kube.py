@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import orjson
-import urllib3
 from tenacity import (
     Retrying,
     retry_if_exception,
@@ -51,7 +50,7 @@ def _name(obj: Dict) -> str:
 def _transient(exc: BaseException) -> bool:
     if isinstance(exc, ApiException):
         return exc.status in (429, 500, 502, 503, 504)
-    return isinstance(exc, urllib3.exceptions.HTTPError | ConnectionError | TimeoutError)
+    return isinstance(exc, ConnectionError | TimeoutError)  # kubeclient.TransportError included
 
 
 # Transient failures only; "not found", "invalid" and conflicts are decisions for the caller.
@@ -177,7 +176,7 @@ class Cluster:
         except ApiException as exc:
             metrics.API_ERRORS.labels(self.name, str(exc.status)).inc()
             raise
-        except (urllib3.exceptions.HTTPError, OSError):
+        except OSError:  # no answer (kubeclient.TransportError)
             metrics.API_ERRORS.labels(self.name, "0").inc()
             raise
         return orjson.loads(data) if data else None

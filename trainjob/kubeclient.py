@@ -317,45 +317,32 @@ class ApiClient:
         """Send one request and return the answer's body; `TransportError` when none came."""
         curl = self._borrow()
         try:
-            return self._perform(curl, method, path, query, body, content_type, timeout, accept)
+            if body is None:
+                curl.setopt(pycurl.HTTPGET, 1)
+            else:
+                curl.setopt(pycurl.POSTFIELDS, orjson.dumps(body))
+            curl.setopt(pycurl.CUSTOMREQUEST, method)
+            curl.setopt(pycurl.URL, self._origin + self.url(path, query))
+            headers = self._headers(content_type if body is not None else None, accept)
+            # "Expect:" off: libcurl would wait for a 100 Continue before a large body.
+            curl.setopt(pycurl.HTTPHEADER, [f"{k}: {v}" for k, v in headers.items()] + ["Expect:"])
+            chunks: list[bytes] = []
+            head: list[bytes] = []
+            curl.setopt(pycurl.WRITEFUNCTION, chunks.append)
+            curl.setopt(pycurl.HEADERFUNCTION, head.append)
+            curl.setopt(pycurl.TIMEOUT_MS, round(timeout * 1000) if timeout else 0)
+            try:
+                curl.perform()
+            except pycurl.error as exc:
+                code, message = (*exc.args, 0, "")[:2]  # pycurl gives (code, message)
+                if code == pycurl.E_URL_MALFORMAT:  # our mistake, not the network's: no retry
+                    raise ValueError(f"{method} {path}: {message}") from None
+                raise TransportError(int(code), f"{method} {path}: {message}") from None
+            data = b"".join(chunks)
+            chunks.clear()  # the idle handle keeps its write callback, not the answer
+            status = curl.getinfo(pycurl.RESPONSE_CODE)
         finally:
             self._give_back(curl)
-
-    def _perform(
-        self,
-        curl: pycurl.Curl,
-        method: str,
-        path: str,
-        query: Mapping[str, Any] | None,
-        body: Any,
-        content_type: str,
-        timeout: float | None,
-        accept: str,
-    ) -> bytes:
-        if body is None:
-            curl.setopt(pycurl.HTTPGET, 1)
-        else:
-            curl.setopt(pycurl.POSTFIELDS, orjson.dumps(body))
-        curl.setopt(pycurl.CUSTOMREQUEST, method)
-        curl.setopt(pycurl.URL, self._origin + self.url(path, query))
-        headers = self._headers(content_type if body is not None else None, accept)
-        # "Expect:" off: libcurl would wait for a 100 Continue before a large body.
-        curl.setopt(pycurl.HTTPHEADER, [f"{k}: {v}" for k, v in headers.items()] + ["Expect:"])
-        chunks: list[bytes] = []
-        head: list[bytes] = []
-        curl.setopt(pycurl.WRITEFUNCTION, chunks.append)
-        curl.setopt(pycurl.HEADERFUNCTION, head.append)
-        curl.setopt(pycurl.TIMEOUT_MS, round(timeout * 1000) if timeout else 0)
-        try:
-            curl.perform()
-        except pycurl.error as exc:
-            code, message = (*exc.args, 0, "")[:2]  # pycurl gives (code, message)
-            if code == pycurl.E_URL_MALFORMAT:  # our mistake, not the network's: no retry
-                raise ValueError(f"{method} {path}: {message}") from None
-            raise TransportError(int(code), f"{method} {path}: {message}") from None
-        data = b"".join(chunks)
-        chunks.clear()  # the idle handle keeps its write callback, not the answer
-        status = curl.getinfo(pycurl.RESPONSE_CODE)
         if status >= 400:
             raise _answer_error(status, head, data)
         return data

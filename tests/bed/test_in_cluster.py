@@ -82,6 +82,6 @@ def test_in_cluster_credentials_act_as_the_service_account_and_follow_its_token(
     # The CA file is what the server's certificate is checked against.
     (sa_dir / "ca.crt").write_bytes(issue(["elsewhere"], dt.datetime.now(dt.UTC)).ca_crt)
     stranger = ApiClient(in_cluster_credentials(sa_dir))
-    with pytest.raises(TransportError) as refused:
+    with pytest.raises(TransportError) as untrusted:
         stranger.request("GET", f"/api/v1/namespaces/{ns}/configmaps/hello")
-    assert refused.value.code == pycurl.E_PEER_FAILED_VERIFICATION, refused.value
+    assert untrusted.value.code == pycurl.E_PEER_FAILED_VERIFICATION, untrusted.value
