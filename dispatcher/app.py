@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+from dispatcher import webhooks
 from dispatcher.clusters import Registry
 from dispatcher.handlers import (
     on_leading,
@@ -53,5 +54,5 @@ def main(argv: list[str] | None = None) -> int:
         lambda cluster, event: on_remote_event(memo, cluster, event),
     )
     operator.elect(memo, manager, lambda: on_leading(memo))
-    operator.run(register(settings), memo, manager)
+    operator.run(register(), memo, manager, webhooks.routes(memo))
     return 0

@@ -10,11 +10,10 @@ from typing import Any
 
 import kopf
 
-from dispatcher import admissionchecks, gc, webhooks
+from dispatcher import admissionchecks, gc
 from dispatcher.clusters import manager_runtimes
 from dispatcher.memo import Memo
 from dispatcher.mirror import mirror
-from dispatcher.settings import DispatcherSettings
 from trainjob import constants as c
 from trainjob import operator, queueing
 from trainjob.informer import Informer
@@ -41,7 +40,7 @@ INFORMED = {
 
 
 def on_startup(settings: kopf.OperatorSettings, memo: Memo, **_: Any) -> None:
-    operator.configure(settings, memo.settings, "dispatcher")
+    operator.configure(settings, "dispatcher")
     _start_informers(memo)
     memo.registry.watch_secrets(lambda name: on_secret_change(memo, name))
     memo.queue.start()
@@ -203,7 +202,7 @@ def on_remote_state(memo: Memo, cluster: str) -> None:
     memo.resync_now.set()
 
 
-def register(settings: DispatcherSettings) -> kopf.OperatorRegistry:
+def register() -> kopf.OperatorRegistry:
     """Every handler of the dispatcher, registered at start-up (no import-time globals)."""
     registry = kopf.OperatorRegistry()
     kopf.on.startup(registry=registry)(on_startup)
@@ -214,11 +213,4 @@ def register(settings: DispatcherSettings) -> kopf.OperatorRegistry:
     kopf.on.event(*c.ADMISSION_CHECK.gvr, registry=registry)(on_check_event)
     kopf.on.event(*c.MULTIKUEUE_CONFIG.gvr, registry=registry)(on_check_event)
     operator.watch_synced(registry, INDEX_NAMES)
-    if settings.webhook_port:
-        # Persistent (kept registered while we are down, failurePolicy Fail), as Kueue's are:
-        # a TrainJob created meanwhile is refused, not accepted without managedBy, which is
-        # immutable and would leave it on the manager with nobody to run it.
-        webhook = {"operations": {"CREATE"}, "persistent": True, "registry": registry}
-        kopf.on.mutate(*c.TRAINJOB.gvr, id="suspend-and-route", **webhook)(webhooks.on_mutate)
-        kopf.on.validate(*c.TRAINJOB.gvr, id="queue-exists", **webhook)(webhooks.on_validate)
     return registry

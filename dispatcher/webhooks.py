@@ -8,60 +8,76 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
-
-import kopf
 
 from dispatcher.admissionchecks import Getter, cq_has_our_check
 from dispatcher.memo import Memo
 from dispatcher.selection import SelectionError, selection_of
-from trainjob import admission
+from trainjob import admission as admission_rules
 from trainjob import constants as c
+from trainjob.admission import Verdict, refuse
 from trainjob.caches import Caches
+from trainjob.webhook_server import Handler
 
 Dict = dict[str, Any]
 T = TypeVar("T")
 
 
-async def on_mutate(
-    body: kopf.Body, namespace: str, patch: kopf.Patch, memo: Memo, **kwargs: Any
-) -> None:
-    caches = memo.caches_of(kwargs)
-    queue = admission.queue_of(dict(body))
+def routes(memo: Memo) -> dict[str, Handler]:
+    """The paths our webhook configurations call (deploy/manager/webhooks.yaml). Kept while
+    we are down, with failurePolicy Fail, as Kueue's are: a TrainJob created meanwhile is
+    refused, not accepted without managedBy, which is immutable and would leave it on the
+    manager with nobody to run it."""
+    return {
+        "/suspend-and-route": partial(on_mutate, memo),
+        "/queue-exists": partial(on_validate, memo),
+    }
+
+
+async def on_mutate(memo: Memo, admission: Dict) -> Verdict:
+    body, namespace = _object(admission)
+    caches = memo.caches
+    queue = admission_rules.queue_of(body)
     multikueue = bool(queue) and await _answer(
         memo, lambda get: _queue_has_multikueue(memo, namespace, str(queue), caches, get)
     )
     now = dt.datetime.now(dt.UTC)
-    changes = admission.mutate_on_create(dict(body), now, multikueue_queue=multikueue)
-    for key, value in changes.items():
-        patch.spec[key] = value
+    changes = admission_rules.mutate_on_create(body, now, multikueue_queue=multikueue)
+    finalizers = None
     managed_by = changes.get("managedBy", (body.get("spec") or {}).get("managedBy"))
     if managed_by == c.MANAGED_BY_MULTIKUEUE:
         # Ours from the start: no extra write, and no window in which a delete could skip us.
-        finalizers = list(body.get("metadata", {}).get("finalizers") or [])
-        if c.DISPATCHER_FINALIZER not in finalizers:
-            patch.metadata["finalizers"] = [*finalizers, c.DISPATCHER_FINALIZER]
+        present = list((body.get("metadata") or {}).get("finalizers") or [])
+        if c.DISPATCHER_FINALIZER not in present:
+            finalizers = [*present, c.DISPATCHER_FINALIZER]
+    return Verdict(patch=admission_rules.trainjob_patch(body, changes, finalizers))
 
 
-async def on_validate(body: kopf.Body, namespace: str, memo: Memo, **kwargs: Any) -> None:
+async def on_validate(memo: Memo, admission: Dict) -> Verdict:
+    body, namespace = _object(admission)
     try:
-        selection_of(body.get("metadata", {}).get("annotations"))
+        selection_of((body.get("metadata") or {}).get("annotations"))
     except SelectionError as exc:
-        raise kopf.AdmissionError(str(exc), code=422) from None
-    queue = admission.queue_of(dict(body))
+        return refuse(str(exc))
+    queue = admission_rules.queue_of(body)
     if queue is None:
-        return
-    caches = memo.caches_of(kwargs)
+        return Verdict()
+    caches = memo.caches
     lq = await _answer(memo, lambda get: _local_queue(namespace, queue, caches, get))
-    error = admission.validate_queue(dict(body), lq)
-    if error:
-        raise kopf.AdmissionError(error, code=422)
+    error = admission_rules.validate_queue(body, lq)
+    return refuse(error) if error else Verdict()
 
 
-# The handlers are coroutines: kopf runs them on its event loop, where a plain function
-# would be handed to a thread and back for every admission call. They answer from the
-# watch caches there; an object made moments ago that the caches do not hold yet is read
-# from the API server in a thread (`_answer`), so the loop never waits on the network.
+def _object(admission: Dict) -> tuple[Dict, str]:
+    """The TrainJob under admission and its namespace."""
+    body: Dict = admission.get("object") or {}
+    return body, str(admission.get("namespace") or (body.get("metadata") or {}).get("namespace"))
+
+
+# The handlers are coroutines: they answer on the webhook server's event loop from the watch
+# caches; an object made moments ago that the caches do not hold yet is read from the API
+# server in a thread (`_answer`), so the loop never waits on the network.
 
 
 class _NotCached(LookupError):

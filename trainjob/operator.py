@@ -6,6 +6,7 @@ import itertools
 import logging
 import os
 import socket
+import ssl
 import sys
 import threading
 import uuid
@@ -25,6 +26,7 @@ from trainjob.leader import LeaderElector, LeaseTimings
 from trainjob.serving import serve_probes
 from trainjob.settings import ControllerSettings
 from trainjob.watchdog import WatchDog
+from trainjob.webhook_server import Handler, WebhookServer
 from trainjob.workqueue import WorkQueue
 
 
@@ -40,9 +42,8 @@ class NoDiffBase(kopf.AnnotationsDiffBaseStorage):
         return None
 
 
-def configure(settings: kopf.OperatorSettings, ours: ControllerSettings, name: str) -> None:
-    """Tune kopf for the controller `name`: our domain for its bookkeeping, and the admission
-    webhook server when `ours` sets a webhook port."""
+def configure(settings: kopf.OperatorSettings, name: str) -> None:
+    """Tune kopf for the controller `name`: our domain for its bookkeeping, our timings."""
     # Our own domain for kopf's bookkeeping, so nothing on user objects says "zalando". Our
     # handlers are all event handlers, so kopf never actually puts this finalizer anywhere.
     settings.persistence.finalizer = f"{c.DOMAIN}/{name}"
@@ -63,17 +64,6 @@ def configure(settings: kopf.OperatorSettings, ours: ControllerSettings, name: s
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 30
-    files = ours.webhook_files
-    if files is not None:
-        # Every replica serves the webhooks (a Service spreads the calls); the webhook
-        # configurations are the install's (deploy/), kopf does not manage them. kopf's server
-        # reloads the certificate when its files change (our CertKeeper rewrites them).
-        settings.admission.server = kopf.WebhookServer(
-            addr=ours.bind_address,
-            port=ours.webhook_port,
-            certfile=str(files[0]),
-            pkeyfile=str(files[1]),
-        )
 
 
 class RetryForever:
@@ -343,15 +333,33 @@ def _keep_certificate(memo: ControllerMemo, cluster: Cluster) -> None:
     keeper.ready.wait()
 
 
-def run(registry: kopf.OperatorRegistry, memo: ControllerMemo, cluster: Cluster) -> None:
-    """Serve probes and metrics, then run the operator cluster-wide (kopf's own peering off:
-    leader election is ours, on a Lease)."""
+def run(
+    registry: kopf.OperatorRegistry,
+    memo: ControllerMemo,
+    cluster: Cluster,
+    webhooks: Mapping[str, Handler] | None = None,
+) -> None:
+    """Serve probes and metrics, and the admission `webhooks` (path -> handler) when a
+    webhook port is set, then run the operator cluster-wide (kopf's own peering off: leader
+    election is ours, on a Lease)."""
     ours = memo.settings
     try:
         serve_probes(ours.bind_address, ours.health_port, memo.not_ready)
-    except OSError as exc:
+        files = ours.webhook_files
+        if files is not None and webhooks:
+            if ours.webhook_cert_secret:
+                _keep_certificate(memo, cluster)
+            # Every replica serves the webhooks (a Service spreads the calls); the webhook
+            # configurations are the install's (deploy/).
+            WebhookServer(
+                ours.bind_address,
+                int(ours.webhook_port or 0),
+                files,
+                webhooks,
+                lambda: None if memo.synced.is_set() else "the controller is starting",
+                resource=(c.TRAINJOB.group, c.TRAINJOB.plural),
+            ).start(memo.stop)
+    except (OSError, ssl.SSLError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    if ours.webhook_port and ours.webhook_cert_secret:
-        _keep_certificate(memo, cluster)
     kopf.run(registry=registry, clusterwide=True, standalone=True, memo=memo)

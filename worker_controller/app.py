@@ -7,6 +7,7 @@ import threading
 from trainjob import constants as c
 from trainjob import operator
 from trainjob.workqueue import WorkQueue, WriteMemory
+from worker_controller import webhooks
 from worker_controller.handlers import on_leading, pod_informer, register
 from worker_controller.memo import Memo
 from worker_controller.reconcile import sync_trainjob
@@ -34,5 +35,5 @@ def main(argv: list[str] | None = None) -> int:
     if settings.pod_summary:
         memo.pods = pod_informer(memo)
     operator.elect(memo, memo.cluster, lambda: on_leading(memo))
-    operator.run(register(settings), memo, memo.cluster)
+    operator.run(register(), memo, memo.cluster, webhooks.routes(memo))
     return 0

@@ -17,9 +17,8 @@ from trainjob.conditions import trainjob_finished
 from trainjob.informer import Informer
 from trainjob.models import prebuilt_label
 from trainjob.workload import workload_name
-from worker_controller import status, webhooks
+from worker_controller import status
 from worker_controller.memo import Memo
-from worker_controller.settings import WorkerSettings
 
 Dict = dict[str, Any]
 OURS = {c.TRAINJOB_NAME_LABEL: kopf.PRESENT}  # Jobs and Services we made
@@ -40,7 +39,7 @@ INDEX_NAMES = (
 
 
 def on_startup(settings: kopf.OperatorSettings, memo: Memo, **_: Any) -> None:
-    operator.configure(settings, memo.settings, "worker-controller")
+    operator.configure(settings, "worker-controller")
     memo.queue.start()
     if memo.pods is not None:
         memo.pods.start()
@@ -150,7 +149,7 @@ async def on_workload_event(namespace: str, name: str, memo: Memo, **kwargs: Any
         memo.queue.add((namespace, str(owner)))
 
 
-def register(settings: WorkerSettings) -> kopf.OperatorRegistry:
+def register() -> kopf.OperatorRegistry:
     """A registry with every handler (built at start-up, no import-time registration)."""
     registry = kopf.OperatorRegistry()
     kopf.on.startup(registry=registry)(on_startup)
@@ -171,10 +170,4 @@ def register(settings: WorkerSettings) -> kopf.OperatorRegistry:
     kopf.on.event(*c.JOB.gvr, labels=OURS, registry=registry)(on_job_event)
     kopf.on.cleanup(registry=registry)(on_cleanup)
     operator.watch_synced(registry, INDEX_NAMES)
-    if settings.webhook_port:
-        webhook = {"operations": {"CREATE"}, "registry": registry}
-        kopf.on.mutate(*c.TRAINJOB.gvr, id="suspend-queued", **webhook)(webhooks.on_trainjob_mutate)
-        kopf.on.validate(*c.TRAINJOB.gvr, id="queue-exists", **webhook)(
-            webhooks.on_trainjob_validate
-        )
     return registry

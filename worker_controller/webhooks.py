@@ -5,26 +5,38 @@ does not exist, naming it."""
 from __future__ import annotations
 
 import datetime as dt
+from functools import partial
 from typing import Any
 
-import kopf
-
-from trainjob import admission
+from trainjob import admission as rules
 from trainjob import constants as c
+from trainjob.admission import Verdict, refuse
+from trainjob.webhook_server import Handler, in_thread
 from worker_controller.memo import Memo
 
-
-def on_trainjob_mutate(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-    changes = admission.mutate_on_create(dict(body), dt.datetime.now(dt.UTC))
-    for key, value in changes.items():
-        patch.spec[key] = value
+Dict = dict[str, Any]
 
 
-def on_trainjob_validate(body: kopf.Body, namespace: str, memo: Memo, **_: Any) -> None:
-    queue = admission.queue_of(dict(body))
+def routes(memo: Memo) -> dict[str, Handler]:
+    """The paths our webhook configurations call (deploy/worker/webhooks.yaml)."""
+    return {
+        "/suspend-queued": on_trainjob_mutate,
+        "/queue-exists": in_thread(partial(on_trainjob_validate, memo)),
+    }
+
+
+async def on_trainjob_mutate(admission: Dict) -> Verdict:
+    body: Dict = admission.get("object") or {}
+    changes = rules.mutate_on_create(body, dt.datetime.now(dt.UTC))
+    return Verdict(patch=rules.trainjob_patch(body, changes))
+
+
+def on_trainjob_validate(memo: Memo, admission: Dict) -> Verdict:
+    body: Dict = admission.get("object") or {}
+    queue = rules.queue_of(body)
     if queue is None:
-        return
+        return Verdict()
+    namespace = admission.get("namespace") or (body.get("metadata") or {}).get("namespace")
     local_queue = memo.cluster.get_or_none(c.KUEUE_API, "LocalQueue", queue, namespace)
-    error = admission.validate_queue(dict(body), local_queue)
-    if error:
-        raise kopf.AdmissionError(error, code=422)
+    error = rules.validate_queue(body, local_queue)
+    return refuse(error) if error else Verdict()

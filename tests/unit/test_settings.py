@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from itertools import islice
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -228,22 +227,12 @@ def test_coexist_mode_takes_its_own_controller_name_and_origin_and_refuses_kueue
         assert message in err, err
 
 
-WEBHOOK: dict[str, Any] = {
-    "webhook_port": 9443,
-    "webhook_cert_secret": "s",
-    "webhook_cert_hosts": ["127.0.0.1"],
-}
-
-
 def test_no_handler_needs_the_diff_base_kopf_is_told_not_to_build() -> None:
     """trainjob.operator.NoDiffBase spares kopf a deep copy of every object on every watch
     event; that holds only while neither controller registers a change-detecting handler
     (on.create, on.update, on.resume, on.delete, on.field) or a daemon or timer."""
 
-    for registry in (
-        dispatcher_registry(DispatcherSettings(**WEBHOOK)),
-        worker_registry(WorkerSettings(**WEBHOOK)),
-    ):
+    for registry in (dispatcher_registry(), worker_registry()):
         assert list(registry._changing.get_all_handlers()) == []
         assert list(registry._spawning.get_all_handlers()) == []
         assert list(registry._watching.get_all_handlers()) != []  # the handlers we do have
@@ -255,7 +244,7 @@ def test_kopf_watches_none_of_the_kinds_the_dispatchers_informers_keep() -> None
     cache in the memo once kopf synced, and passes queued by the informer's events would read
     kopf's cache, which may not have the change yet (seen: a new TrainJob waited for the
     resync, 8 s)."""
-    registry = dispatcher_registry(DispatcherSettings(**WEBHOOK))
+    registry = dispatcher_registry()
     handlers = [*registry._indexing.get_all_handlers(), *registry._watching.get_all_handlers()]
     kopf_keeps = {h.id for h in registry._indexing.get_all_handlers()}
     watched = {(h.selector.group or "", h.selector.any_name) for h in handlers}

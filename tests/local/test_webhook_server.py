@@ -1,0 +1,202 @@
+"""The admission webhook server on a loopback port, over real TLS: what it answers, when it
+refuses, and a renewed certificate taken without a restart."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import http.client
+import json
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainjob.admission import Verdict
+from trainjob.certs import Material, issue
+from trainjob.webhook_server import Handler, WebhookServer, in_thread
+
+Dict = dict[str, Any]
+TRAINJOBS = {"group": "trainer.kubeflow.org", "version": "v1alpha1", "resource": "trainjobs"}
+
+
+def review(uid: str = "u-1", resource: Dict = TRAINJOBS, operation: str = "CREATE") -> Dict:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "resource": resource,
+            "operation": operation,
+            "namespace": "team-a",
+            "object": {"metadata": {"name": "tj"}, "spec": {}},
+        },
+    }
+
+
+def write(directory: Path, material: Material) -> tuple[Path, Path]:
+    (directory / "tls.crt").write_bytes(material.tls_crt)
+    (directory / "tls.key").write_bytes(material.tls_key)
+    return directory / "tls.crt", directory / "tls.key"
+
+
+class Served:
+    def __init__(self, server: WebhookServer, ca: bytes) -> None:
+        self.server, self.ca = server, ca
+
+    def post(
+        self, path: str, body: bytes, host: str = "127.0.0.1", ca: bytes | None = None
+    ) -> tuple[int, bytes]:
+        context = ssl.create_default_context(cadata=(ca or self.ca).decode())
+        conn = http.client.HTTPSConnection(host, self.server.port, context=context, timeout=10)
+        try:
+            conn.request("POST", path, body, {"Content-Type": "application/json"})
+            answer = conn.getresponse()
+            return answer.status, answer.read()
+        finally:
+            conn.close()
+
+    def ask(self, path: str, request: Dict) -> Dict:
+        status, data = self.post(path, json.dumps(request).encode())
+        assert status == 200, data
+        answer: Dict = json.loads(data)
+        return answer
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Any]:
+    stop = threading.Event()
+
+    def start(routes: dict[str, Handler], ready: bool = True, check: float = 5.0) -> Served:
+        material = issue(["127.0.0.1", "localhost"], dt.datetime.now(dt.UTC))
+        server = WebhookServer(
+            "127.0.0.1",
+            0,
+            write(tmp_path, material),
+            routes,
+            lambda: None if ready else "the controller is starting",
+            resource=("trainer.kubeflow.org", "trainjobs"),
+            check_seconds=check,
+        )
+        server.start(stop)
+        return Served(server, material.ca_crt)
+
+    yield start
+    stop.set()
+
+
+async def suspend(admission: Dict) -> Verdict:
+    return Verdict(patch=({"op": "add", "path": "/spec/suspend", "value": True},))
+
+
+def test_a_mutating_answer_carries_the_patch_and_the_uid(serve: Any) -> None:
+    served = serve({"/mutate": suspend})
+    answer = served.ask("/mutate", review(uid="abc"))
+    assert answer["apiVersion"] == "admission.k8s.io/v1" and answer["kind"] == "AdmissionReview"
+    response = answer["response"]
+    assert response["uid"] == "abc" and response["allowed"] is True
+    assert response["patchType"] == "JSONPatch"
+    assert json.loads(base64.b64decode(response["patch"])) == [
+        {"op": "add", "path": "/spec/suspend", "value": True}
+    ]
+
+
+def test_other_resources_and_operations_pass_untouched(serve: Any) -> None:
+    served = serve({"/mutate": suspend})
+    pods = {"group": "", "version": "v1", "resource": "pods"}
+    for request in (review(resource=pods), review(operation="UPDATE")):
+        response = served.ask("/mutate", request)["response"]
+        assert response["allowed"] is True and "patch" not in response
+
+
+def test_a_refusal_names_the_reason_and_code(serve: Any) -> None:
+    async def no_queue(admission: Dict) -> Verdict:
+        return Verdict(allowed=False, message="LocalQueue 'q' does not exist", code=422)
+
+    response = serve({"/validate": no_queue}).ask("/validate", review())["response"]
+    assert response["allowed"] is False
+    assert response["status"] == {"code": 422, "message": "LocalQueue 'q' does not exist"}
+
+
+def test_until_the_caches_are_filled_every_call_is_refused_with_the_reason(serve: Any) -> None:
+    response = serve({"/mutate": suspend}, ready=False).ask("/mutate", review())["response"]
+    assert response["allowed"] is False and response["status"]["code"] == 503
+    assert "the controller is starting" in response["status"]["message"]
+
+
+def test_a_failing_handler_is_a_refusal_that_says_why(serve: Any) -> None:
+    def broken(admission: Dict) -> Verdict:
+        raise ConnectionError("the API server is away")
+
+    response = serve({"/validate": in_thread(broken)}).ask("/validate", review())["response"]
+    assert response["allowed"] is False and response["status"]["code"] == 500
+    assert "ConnectionError: the API server is away" in response["status"]["message"]
+
+
+def test_unknown_paths_and_bodies_that_are_no_review_are_http_errors(serve: Any) -> None:
+    served = serve({"/mutate": suspend})
+    assert served.post("/elsewhere", json.dumps(review()).encode())[0] == 404
+    assert served.post("/mutate", b"{not json")[0] == 400
+    assert served.post("/mutate", b'{"request": {}}')[0] == 400
+
+
+def test_a_blocking_handler_does_not_hold_up_other_calls(serve: Any) -> None:
+    release = threading.Event()
+
+    def slow(admission: Dict) -> Verdict:
+        release.wait(10)
+        return Verdict()
+
+    served = serve({"/slow": in_thread(slow), "/mutate": suspend})
+    waiting = threading.Thread(target=served.ask, args=("/slow", review()))
+    waiting.start()
+    try:
+        time.sleep(0.2)  # the slow call is in its handler now
+        assert served.ask("/mutate", review())["response"]["allowed"] is True
+        assert waiting.is_alive()
+    finally:
+        release.set()
+        waiting.join()
+
+
+def test_a_renewed_certificate_is_served_without_a_restart(serve: Any, tmp_path: Path) -> None:
+    served = serve({"/mutate": suspend}, check=0.2)
+    renewed = issue(["127.0.0.1", "localhost"], dt.datetime.now(dt.UTC))  # a new CA too
+    write(tmp_path, renewed)
+    deadline = time.monotonic() + 10
+    while True:
+        try:  # 127.0.0.1: no SNI in the handshake; localhost: with SNI
+            for host in ("127.0.0.1", "localhost"):
+                assert (
+                    served.post("/mutate", json.dumps(review()).encode(), host, renewed.ca_crt)[0]
+                    == 200
+                )
+            break
+        except ssl.SSLError:
+            assert time.monotonic() < deadline, "the renewed certificate was never served"
+            time.sleep(0.1)
+    with pytest.raises(ssl.SSLError):
+        served.post("/mutate", json.dumps(review()).encode())  # the old CA no longer verifies
+
+
+def test_a_taken_port_is_an_error_naming_the_address(serve: Any, tmp_path: Path) -> None:
+    taken = socket.create_server(("127.0.0.1", 0))
+    try:
+        material = issue(["127.0.0.1"], dt.datetime.now(dt.UTC))
+        server = WebhookServer(
+            "127.0.0.1",
+            taken.getsockname()[1],
+            write(tmp_path, material),
+            {},
+            lambda: None,
+            resource=("trainer.kubeflow.org", "trainjobs"),
+        )
+        with pytest.raises(OSError, match=f"127.0.0.1:{taken.getsockname()[1]}"):
+            server.start(threading.Event())
+    finally:
+        taken.close()

@@ -1,0 +1,66 @@
+"""The AdmissionReview answer and the JSON patch our mutating webhooks send (pure)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from trainjob.admission import Verdict, refuse, review_response, trainjob_patch
+
+Dict = dict[str, Any]
+REVIEW = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u"}}
+
+
+def test_an_allowed_answer_with_a_patch() -> None:
+    ops = ({"op": "add", "path": "/spec/suspend", "value": True},)
+    answer = review_response(REVIEW, Verdict(patch=ops))
+    patch = answer["response"].pop("patch")
+    assert answer == {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": "u", "allowed": True, "patchType": "JSONPatch"},
+    }
+    assert json.loads(base64.b64decode(patch)) == list(ops)
+
+
+def test_an_allowed_answer_without_changes_has_no_patch() -> None:
+    assert review_response(REVIEW, Verdict())["response"] == {"uid": "u", "allowed": True}
+
+
+def test_a_refusal_carries_code_and_message_and_no_patch() -> None:
+    verdict = Verdict(allowed=False, message="no", code=422, patch=({"op": "remove"},))
+    assert review_response(REVIEW, verdict)["response"] == {
+        "uid": "u",
+        "allowed": False,
+        "status": {"code": 422, "message": "no"},
+    }
+    assert refuse("gone") == Verdict(allowed=False, message="gone", code=422)
+
+
+def test_a_refusal_without_a_code_is_an_internal_error() -> None:
+    answer = review_response({"request": {"uid": "u"}}, Verdict(allowed=False, message="m"))
+    assert answer["apiVersion"] == "admission.k8s.io/v1" and answer["kind"] == "AdmissionReview"
+    assert answer["response"]["status"] == {"code": 500, "message": "m"}
+
+
+def test_spec_fields_and_finalizers_become_add_operations() -> None:
+    obj = {"metadata": {"name": "tj"}, "spec": {"suspend": False}}
+    patches = [{"manager": "m", "time": "t"}]
+    assert trainjob_patch(
+        obj, {"suspend": True, "runtimePatches": patches}, ["trainjob.dev/x"]
+    ) == (
+        {"op": "add", "path": "/spec/suspend", "value": True},
+        {"op": "add", "path": "/spec/runtimePatches", "value": patches},
+        {"op": "add", "path": "/metadata/finalizers", "value": ["trainjob.dev/x"]},
+    )
+
+
+def test_a_missing_spec_is_added_whole_and_keys_are_escaped() -> None:
+    assert trainjob_patch({"metadata": {}}, {"suspend": True}) == (
+        {"op": "add", "path": "/spec", "value": {"suspend": True}},
+    )
+    assert trainjob_patch({"spec": {}}, {"a/b~c": 1}) == (
+        {"op": "add", "path": "/spec/a~1b~0c", "value": 1},
+    )
+    assert trainjob_patch({"spec": {}}, {}) == ()
