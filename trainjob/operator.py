@@ -265,6 +265,7 @@ def watch_synced(registry: kopf.OperatorRegistry, index_names: tuple[str, ...]) 
     kopf.on.event("v1", "namespaces", registry=registry)(on_namespace_event)
 
 
+
 def owner_name(obj: dict[str, Any] | None, kind: str = "TrainJob") -> str | None:
     """Name of the first owner of `kind` in an object's ownerReferences."""
     refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
@@ -356,7 +357,7 @@ def run(
                 int(ours.webhook_port or 0),
                 files,
                 webhooks,
-                lambda: None if memo.synced.is_set() else "the controller is starting",
+                memo.synced,
                 resource=(c.TRAINJOB.group, c.TRAINJOB.plural),
             ).start(memo.stop)
     except (OSError, ssl.SSLError) as exc:

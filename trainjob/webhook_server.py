@@ -7,9 +7,12 @@ served them (benchmarks/webhooks.py): a tenth of the leader's CPU per TrainJob w
 serves. Here a handler returns a `Verdict` that names the fields it sets, and the patch is
 those few operations (trainjob/admission.py).
 
-The server runs its own event loop in a thread of its own. A renewed certificate (CertKeeper
-rewrites the files) is picked up without a restart or a gap: the files are checked every few
-seconds, and every TLS handshake takes the newest certificate that loaded whole.
+The server runs its own event loop in a thread of its own. Its port is taken at start-up (a
+port in use is an error then), but it listens only once the caches its handlers read are
+filled: until then connections are refused, as a Service sends nothing to a replica that is
+not ready. A renewed certificate (CertKeeper rewrites the files) is picked up without a
+restart or a gap: the files are checked every few seconds, and every TLS handshake takes the
+newest certificate that loaded whole.
 """
 
 from __future__ import annotations
@@ -52,18 +55,17 @@ class WebhookServer:
         port: int,
         files: tuple[Path, Path],
         routes: Mapping[str, Handler],
-        not_ready: Callable[[], str | None],
+        ready: threading.Event,
         *,
         resource: tuple[str, str],
         operations: frozenset[str] = frozenset({"CREATE"}),
         check_seconds: float = 5.0,
     ) -> None:
         """`routes`: path -> handler of the AdmissionReview's `request`. Requests for another
-        `resource` (group, plural) or operation are allowed unchanged. Until `not_ready()` is
-        None every request is refused with its reason (503), as the caches a handler reads
-        are not filled yet."""
+        `resource` (group, plural) or operation are allowed unchanged. Listens once `ready`
+        is set."""
         self._address, self._port, self._files = address, port, files
-        self._routes, self._not_ready = dict(routes), not_ready
+        self._routes, self._ready = dict(routes), ready
         self._resource, self._operations = resource, operations
         self._check = check_seconds
         self._digest = ""
@@ -71,22 +73,28 @@ class WebhookServer:
         self.port = port  # the one listened on, once started (port 0: the system's choice)
 
     def start(self, stop: threading.Event) -> None:
-        """Load the certificate and listen (OSError or ssl.SSLError here, naming what is
-        wrong), then serve in a thread until `stop` is set."""
+        """Load the certificate and take the port (OSError or ssl.SSLError here, naming what
+        is wrong), then serve in a thread, once ready, until `stop` is set."""
         front = self._reload()
         if front is None:
             raise ssl.SSLError(f"cannot load the webhook certificate {self._files[0]}")
         front.sni_callback = self._pick_context
-        family = socket.AF_INET6 if ":" in self._address else socket.AF_INET
+        sock = socket.socket(socket.AF_INET6 if ":" in self._address else socket.AF_INET)
         try:
-            sock = socket.create_server((self._address, self._port), family=family)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self._address, self._port))  # listen() comes once ready (_serve)
         except OSError as exc:
+            sock.close()
             raise OSError(
                 f"webhooks: cannot listen on {self._address}:{self._port}: {exc}"
             ) from exc
         self.port = sock.getsockname()[1]
 
         def run() -> None:
+            while not self._ready.wait(0.2):
+                if stop.is_set():
+                    sock.close()
+                    return
             asyncio.run(self._serve(sock, front, stop))
 
         threading.Thread(target=run, name="webhooks", daemon=True).start()
@@ -121,7 +129,7 @@ class WebhookServer:
         app.router.add_post("/{path:.*}", self._answer)
         runner = web.AppRunner(app, handle_signals=False)
         await runner.setup()
-        await web.SockSite(runner, sock, ssl_context=context).start()
+        await web.SockSite(runner, sock, ssl_context=context).start()  # listens
         try:
             while not await asyncio.to_thread(stop.wait, self._check):
                 self._reload()
@@ -150,9 +158,6 @@ class WebhookServer:
             "operation"
         ) not in self._operations:
             return Verdict()
-        reason = self._not_ready()
-        if reason is not None:
-            return refuse(f"{reason}; try again in a moment", 503)
         try:
             return await handler(admission)
         except Exception as exc:  # a bug, or the API server away: refused, saying why

@@ -72,22 +72,43 @@ class Served:
 def serve(tmp_path: Path) -> Iterator[Any]:
     stop = threading.Event()
 
-    def start(routes: dict[str, Handler], ready: bool = True, check: float = 5.0) -> Served:
+    def start(
+        routes: dict[str, Handler], ready: threading.Event | None = None, check: float = 5.0
+    ) -> Served:
         material = issue(["127.0.0.1", "localhost"], dt.datetime.now(dt.UTC))
         server = WebhookServer(
             "127.0.0.1",
             0,
             write(tmp_path, material),
             routes,
-            lambda: None if ready else "the controller is starting",
+            ready or ready_now(),
             resource=("trainer.kubeflow.org", "trainjobs"),
             check_seconds=check,
         )
         server.start(stop)
+        if ready is None:
+            wait_listening(server.port)
         return Served(server, material.ca_crt)
 
     yield start
     stop.set()
+
+
+def wait_listening(port: int) -> None:
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except ConnectionRefusedError:
+            assert time.monotonic() < deadline, f"nothing listens on {port}"
+            time.sleep(0.05)
+
+
+def ready_now() -> threading.Event:
+    ready = threading.Event()
+    ready.set()
+    return ready
 
 
 async def suspend(admission: Dict) -> Verdict:
@@ -123,10 +144,18 @@ def test_a_refusal_names_the_reason_and_code(serve: Any) -> None:
     assert response["status"] == {"code": 422, "message": "LocalQueue 'q' does not exist"}
 
 
-def test_until_the_caches_are_filled_every_call_is_refused_with_the_reason(serve: Any) -> None:
-    response = serve({"/mutate": suspend}, ready=False).ask("/mutate", review())["response"]
-    assert response["allowed"] is False and response["status"]["code"] == 503
-    assert "the controller is starting" in response["status"]["message"]
+def test_it_listens_only_once_the_caches_are_filled(serve: Any) -> None:
+    """As a Service sends nothing to a replica that is not ready: refused connections, and
+    the port is ours all along (bound, not listening yet)."""
+    ready = threading.Event()
+    served = serve({"/mutate": suspend}, ready=ready)
+    with pytest.raises(ConnectionRefusedError):
+        served.ask("/mutate", review())
+    with socket.socket() as other, pytest.raises(OSError):
+        other.bind(("127.0.0.1", served.server.port))
+    ready.set()
+    wait_listening(served.server.port)
+    assert served.ask("/mutate", review())["response"]["allowed"] is True
 
 
 def test_a_failing_handler_is_a_refusal_that_says_why(serve: Any) -> None:
@@ -193,7 +222,7 @@ def test_a_taken_port_is_an_error_naming_the_address(serve: Any, tmp_path: Path)
             taken.getsockname()[1],
             write(tmp_path, material),
             {},
-            lambda: None,
+            ready_now(),
             resource=("trainer.kubeflow.org", "trainjobs"),
         )
         with pytest.raises(OSError, match=f"127.0.0.1:{taken.getsockname()[1]}"):
