@@ -10,7 +10,6 @@ dispatches again.
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import hashlib
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob import workload as wlmod
 from trainjob.events import Event
+from trainjob.jsondoc import json_copy
 from trainjob.status_writes import hold
 
 Dict = dict[str, Any]
@@ -182,7 +182,7 @@ def remote_workload(wl: Dict, origin: str) -> Dict:
         "apiVersion": c.KUEUE_API,
         "kind": "Workload",
         "metadata": _remote_metadata(meta, origin, labels, annotations),
-        "spec": copy.deepcopy(wl["spec"]),
+        "spec": json_copy(wl["spec"]),
     }
 
 
@@ -203,7 +203,7 @@ def _remote_metadata(meta: Dict, origin: str, labels: Dict, annotations: Dict) -
 def remote_trainjob(tj: Dict, wl_name: str, origin: str) -> Dict:
     """The TrainJob for the winning worker: built-in controller, suspended, prebuilt Workload."""
     meta = tj["metadata"]
-    spec = copy.deepcopy(tj["spec"])
+    spec = json_copy(tj["spec"])
     spec.pop("managedBy", None)
     spec["suspend"] = True
     spec["runtimePatches"] = [

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import hashlib
 from collections.abc import Sequence
@@ -10,6 +9,7 @@ from typing import Any
 
 from trainjob import conditions as cond
 from trainjob import constants as c
+from trainjob.jsondoc import json_copy
 from trainjob.models import TrainJob
 from trainjob.naming import owner_reference
 from trainjob.runtime import PodSetShape, RuntimeInfo
@@ -32,7 +32,7 @@ def _pod_template_for_kueue(template: Dict) -> Dict:
     """The pod template Kueue sees: the pods' spec as the Jobs will run it (requests decide
     quota, nodeSelector and tolerations placement), with only labels and annotations kept
     from the template's metadata."""
-    spec = copy.deepcopy(template.get("spec") or {})
+    spec = json_copy(template.get("spec") or {})
     meta = template.get("metadata") or {}
     return {
         "metadata": {k: dict(meta[k]) for k in ("labels", "annotations") if meta.get(k)},
@@ -165,7 +165,7 @@ def build_admission_patch(wl: Dict, flavors: dict[str, Dict]) -> Dict:
 
 def with_runtime_patch(patches: list[Dict], patch: Dict | None, manager: str) -> list[Dict]:
     """`patches` with `manager`'s entry replaced by `patch` (or removed when None)."""
-    out = [copy.deepcopy(p) for p in patches if p.get("manager") != manager]
+    out = [json_copy(p) for p in patches if p.get("manager") != manager]
     if patch is not None:
-        out.append(copy.deepcopy(patch))
+        out.append(json_copy(patch))
     return out

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from trainjob import constants as c
+from trainjob.jsondoc import json_copy
 from trainjob.naming import job_name
 from trainjob.runtime import PodSet, RuntimeInfo
 
@@ -26,7 +26,7 @@ def trainjob_labels(trainjob: str) -> dict[str, str]:
 
 def build_job(info: RuntimeInfo, ps: PodSet, index: int, owner: Dict, *, suspend: bool) -> Dict:
     """One Indexed Job of a PodSet: `parallelism = completions` pods with stable hostnames."""
-    template = copy.deepcopy(ps.job_template)
+    template = json_copy(ps.job_template)
     meta = template.get("metadata") or {}
     spec = template.get("spec") or {}
     pod_template = spec.pop("template", {}) or {}
@@ -93,7 +93,7 @@ def build_service(info: RuntimeInfo, owner: Dict) -> Dict:
 
 
 def build_extra_object(obj: Dict, owner: Dict, trainjob: str) -> Dict:
-    out = copy.deepcopy(obj)
+    out = json_copy(obj)
     meta = out.setdefault("metadata", {})
     meta["labels"] = {**(meta.get("labels") or {}), **trainjob_labels(trainjob)}
     meta["ownerReferences"] = [owner]

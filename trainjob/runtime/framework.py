@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Any
 
 from trainjob import constants as c
+from trainjob.jsondoc import json_copy
 from trainjob.models import (
     InitializerStep,
     InvalidObject,
@@ -63,7 +63,7 @@ def merge_resources(base: object, override: Dict) -> Dict:
     """Trainer v2.3's merge of resourcesPerNode into the runtime container's resources (a
     strategic merge): requests and limits key by key (a null removes one), claims by name;
     what resourcesPerNode does not name stays as the runtime has it."""
-    out: Dict = copy.deepcopy(base) if isinstance(base, dict) else {}
+    out: Dict = json_copy(base) if isinstance(base, dict) else {}
     for key, value in override.items():
         if key in ("requests", "limits") and isinstance(value, dict):
             merged = dict(out.get(key) or {})
@@ -81,7 +81,7 @@ def merge_resources(base: object, override: Dict) -> Dict:
         elif value is None:
             out.pop(key, None)
         else:
-            out[key] = copy.deepcopy(value)
+            out[key] = json_copy(value)
     return out
 
 
@@ -115,10 +115,9 @@ def build_runtime_info(
 ) -> RuntimeInfo:
     """Everything needed to run `trainjob` on `runtime`; pure, raises RuntimeSpecError."""
     spec = runtime.spec
-    jobset_meta = copy.deepcopy(spec.template.metadata)
+    jobset_meta = json_copy(spec.template.metadata)
     rjs: dict[str, Dict] = {
-        rj.name: {"template": copy.deepcopy(rj.template)}
-        for rj in spec.template.spec.replicated_jobs
+        rj.name: {"template": json_copy(rj.template)} for rj in spec.template.spec.replicated_jobs
     }
     for patch in trainjob.spec.runtime_patches:
         apply_runtime_patch(jobset_meta, rjs, patch)

@@ -8,9 +8,9 @@ structs (affinity, securityContext, serviceAccountName ...) replace.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
+from trainjob.jsondoc import json_copy
 from trainjob.models import RuntimePatch
 from trainjob.runtime.info import RuntimeSpecError
 
@@ -22,14 +22,14 @@ _REPLACE = ("affinity", "securityContext", "serviceAccountName", "terminationGra
 
 def merge_by_key(base: list[Dict], extra: list[Dict], key: str = "name") -> list[Dict]:
     """Entries of `extra` replace same-key entries of `base` in place; new ones are appended."""
-    out = [copy.deepcopy(e) for e in base]
+    out = [json_copy(e) for e in base]
     index = {e.get(key): i for i, e in enumerate(out)}
     for entry in extra:
         if entry.get(key) in index:
-            out[index[entry[key]]] = copy.deepcopy(entry)
+            out[index[entry[key]]] = json_copy(entry)
         else:
             index[entry.get(key)] = len(out)
-            out.append(copy.deepcopy(entry))
+            out.append(json_copy(entry))
     return out
 
 
@@ -60,7 +60,7 @@ def _patch_containers(pod_spec: Dict, field: str, patches: list[Dict], where: st
                 ctr.get("volumeMounts") or [], cpatch["volumeMounts"]
             )
         if "securityContext" in cpatch:
-            ctr["securityContext"] = copy.deepcopy(cpatch["securityContext"])
+            ctr["securityContext"] = json_copy(cpatch["securityContext"])
 
 
 def _patch_pod_spec(pod_spec: Dict, patch: Dict, where: str) -> None:
@@ -69,14 +69,14 @@ def _patch_pod_spec(pod_spec: Dict, patch: Dict, where: str) -> None:
     if patch.get("tolerations"):
         pod_spec["tolerations"] = [
             *(pod_spec.get("tolerations") or []),
-            *copy.deepcopy(patch["tolerations"]),
+            *json_copy(patch["tolerations"]),
         ]
     for field in _MERGE_BY_NAME:
         if patch.get(field):
             pod_spec[field] = merge_by_key(pod_spec.get(field) or [], patch[field])
     for field in _REPLACE:
         if field in patch:
-            pod_spec[field] = copy.deepcopy(patch[field])
+            pod_spec[field] = json_copy(patch[field])
     for field in ("initContainers", "containers"):
         if patch.get(field):
             _patch_containers(pod_spec, field, patch[field], where)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from trainjob import constants as c
+from trainjob.jsondoc import json_copy
 from trainjob.models import MLPolicy, TrainJob
 from trainjob.naming import pod_dns_name
 from trainjob.quantity import parse_quantity
@@ -167,7 +167,7 @@ class TorchPolicy:
                         "spec.mlPolicy.torch.envInjection: target replicatedJob "
                         f"{target.job_name!r} container {name!r} not found in the runtime"
                     )
-                _set_env(found, copy.deepcopy(pet))
+                _set_env(found, json_copy(pet))
 
 
 class MPIPolicy:
