@@ -36,6 +36,7 @@ Dict = dict[str, Any]
 # Answers on the server's loop, so it must not block: see `in_thread`.
 Handler = Callable[[Dict], Awaitable[Verdict]]
 log = logging.getLogger("trainjob.webhooks")
+MAX_REVIEW_BYTES = 8 * 1024 * 1024
 
 
 def in_thread(fn: Callable[[Dict], Verdict]) -> Handler:
@@ -75,9 +76,11 @@ class WebhookServer:
     def start(self, stop: threading.Event) -> None:
         """Load the certificate and take the port (OSError or ssl.SSLError here, naming what
         is wrong), then serve in a thread, once ready, until `stop` is set."""
-        front = self._reload()
-        if front is None:
-            raise ssl.SSLError(f"cannot load the webhook certificate {self._files[0]}")
+        try:
+            self._digest, front = self._digest_now(), self._load()
+        except (OSError, ssl.SSLError) as exc:
+            raise ssl.SSLError(f"webhooks: cannot load {self._files[0]}: {exc}") from exc
+        self._current = front
         front.sni_callback = self._pick_context
         sock = socket.socket(socket.AF_INET6 if ":" in self._address else socket.AF_INET)
         try:
@@ -104,28 +107,35 @@ class WebhookServer:
         if self._current is not None:
             conn.context = self._current
 
-    def _reload(self) -> ssl.SSLContext | None:
-        """A context with the certificate files as they are now, when they changed since the
-        last load and load whole (a key and certificate that do not match yet, mid-rewrite,
-        wait for the next check); else None."""
+    def _digest_now(self) -> str:
+        return hashlib.sha256(b"".join(p.read_bytes() for p in self._files)).hexdigest()
+
+    def _load(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(*self._files)
+        return context
+
+    def _reload(self) -> None:
+        """Serve the certificate files as they are now, when they changed since the last load
+        and load whole (a key and certificate that do not match yet, mid-rewrite, wait for the
+        next check)."""
         try:
-            digest = hashlib.sha256(b"".join(p.read_bytes() for p in self._files)).hexdigest()
+            digest = self._digest_now()
             if digest == self._digest:
-                return None
-            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            context.load_cert_chain(*self._files)
+                return
+            context = self._load()
         except (OSError, ssl.SSLError) as exc:
             log.debug("webhook certificate not loaded (yet): %s", exc)
-            return None
-        if self._digest:
-            log.info("webhook certificate reloaded from %s", self._files[0])
+            return
+        log.info("webhook certificate reloaded from %s", self._files[0])
         self._digest, self._current = digest, context
-        return context
 
     async def _serve(
         self, sock: socket.socket, context: ssl.SSLContext, stop: threading.Event
     ) -> None:
-        app = web.Application()
+        # A TrainJob may be as large as the API server stores (etcd's 1.5 MiB), more than
+        # aiohttp's default limit of a request body (1 MiB).
+        app = web.Application(client_max_size=MAX_REVIEW_BYTES)
         app.router.add_post("/{path:.*}", self._answer)
         runner = web.AppRunner(app, handle_signals=False)
         await runner.setup()
@@ -152,11 +162,14 @@ class WebhookServer:
             body=orjson.dumps(review_response(review, verdict)), content_type="application/json"
         )
 
-    async def _verdict(self, path: str, handler: Handler, admission: Dict) -> Verdict:
+    def _ours(self, admission: Dict) -> bool:
+        """Is the request about the resource and operations this server judges?"""
         resource = admission.get("resource") or {}
-        if (resource.get("group"), resource.get("resource")) != self._resource or admission.get(
-            "operation"
-        ) not in self._operations:
+        kind = (resource.get("group"), resource.get("resource"))
+        return kind == self._resource and admission.get("operation") in self._operations
+
+    async def _verdict(self, path: str, handler: Handler, admission: Dict) -> Verdict:
+        if not self._ours(admission):
             return Verdict()
         try:
             return await handler(admission)

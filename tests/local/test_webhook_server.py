@@ -229,3 +229,22 @@ def test_a_taken_port_is_an_error_naming_the_address(serve: Any, tmp_path: Path)
             server.start(threading.Event())
     finally:
         taken.close()
+
+
+def test_a_trainjob_as_large_as_the_api_server_stores_is_judged(serve: Any) -> None:
+    """etcd takes objects up to 1.5 MiB; aiohttp's default limit of a body is 1 MiB."""
+    large = review()
+    large["request"]["object"]["metadata"]["annotations"] = {"big": "x" * (1536 * 1024)}
+    assert serve({"/mutate": suspend}).ask("/mutate", large)["response"]["allowed"] is True
+
+
+def test_a_certificate_that_does_not_load_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    mine = issue(["127.0.0.1"], dt.datetime.now(dt.UTC))
+    other = issue(["127.0.0.1"], dt.datetime.now(dt.UTC))
+    cert, key = write(tmp_path, mine)
+    key.write_bytes(other.tls_key)  # not this certificate's key
+    server = WebhookServer(
+        "127.0.0.1", 0, (cert, key), {}, ready_now(), resource=("trainer.kubeflow.org", "trainjobs")
+    )
+    with pytest.raises(ssl.SSLError, match=r"cannot load .*tls\.crt"):
+        server.start(threading.Event())
