@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from dispatcher.admissionchecks import Getter, cq_has_our_check
 from dispatcher.memo import Memo
 from dispatcher.selection import SelectionError, selection_of
-from trainjob import admission as admission_rules
+from trainjob import admission as rules
 from trainjob import constants as c
 from trainjob.admission import Verdict, refuse
 from trainjob.caches import Caches
@@ -38,12 +38,12 @@ def routes(memo: Memo) -> dict[str, Handler]:
 async def on_mutate(memo: Memo, admission: Dict) -> Verdict:
     body, namespace = _object(admission)
     caches = memo.caches
-    queue = admission_rules.queue_of(body)
+    queue = rules.queue_of(body)
     multikueue = bool(queue) and await _answer(
         memo, lambda get: _queue_has_multikueue(memo, namespace, str(queue), caches, get)
     )
     now = dt.datetime.now(dt.UTC)
-    changes = admission_rules.mutate_on_create(body, now, multikueue_queue=multikueue)
+    changes = rules.mutate_on_create(body, now, multikueue_queue=multikueue)
     finalizers = None
     managed_by = changes.get("managedBy", (body.get("spec") or {}).get("managedBy"))
     if managed_by == c.MANAGED_BY_MULTIKUEUE:
@@ -51,7 +51,7 @@ async def on_mutate(memo: Memo, admission: Dict) -> Verdict:
         present = list((body.get("metadata") or {}).get("finalizers") or [])
         if c.DISPATCHER_FINALIZER not in present:
             finalizers = [*present, c.DISPATCHER_FINALIZER]
-    return Verdict(patch=admission_rules.trainjob_patch(body, changes, finalizers))
+    return Verdict(patch=rules.trainjob_patch(body, changes, finalizers))
 
 
 async def on_validate(memo: Memo, admission: Dict) -> Verdict:
@@ -60,12 +60,12 @@ async def on_validate(memo: Memo, admission: Dict) -> Verdict:
         selection_of((body.get("metadata") or {}).get("annotations"))
     except SelectionError as exc:
         return refuse(str(exc))
-    queue = admission_rules.queue_of(body)
+    queue = rules.queue_of(body)
     if queue is None:
         return Verdict()
     caches = memo.caches
     lq = await _answer(memo, lambda get: _local_queue(namespace, queue, caches, get))
-    error = admission_rules.validate_queue(body, lq)
+    error = rules.validate_queue(body, lq)
     return refuse(error) if error else Verdict()
 
 

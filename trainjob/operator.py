@@ -7,7 +7,6 @@ import itertools
 import logging
 import os
 import socket
-import ssl
 import sys
 import threading
 import uuid
@@ -370,7 +369,7 @@ def run(
                 memo.synced,
                 resource=(c.TRAINJOB.group, c.TRAINJOB.plural),
             ).start(memo.stop)
-    except (OSError, ssl.SSLError) as exc:
+    except OSError as exc:  # a port taken, a certificate that does not load (ssl.SSLError)
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     kopf.run(registry=registry, clusterwide=True, standalone=True, memo=memo)
