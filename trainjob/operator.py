@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import itertools
 import logging
 import os
@@ -261,18 +260,9 @@ def watch_synced(registry: kopf.OperatorRegistry, index_names: tuple[str, ...]) 
             memo.indexes.update({n: kwargs[n] for n in index_names})
             memo.synced.set()
             memo.gate_queue()
-            freeze_the_start()
 
     kopf.on.event("v1", "namespaces", registry=registry)(on_namespace_event)
 
-
-def freeze_the_start() -> None:
-    """Once the caches are first filled, most of what the process holds lives as long as it
-    does: modules, classes, the first lists' objects. Collected once more, all of it is left
-    out of the garbage collector's later passes (gc.freeze), which then walk only what came
-    since; objects frozen are still freed when nothing refers to them any more."""
-    gc.collect()
-    gc.freeze()
 
 
 def owner_name(obj: dict[str, Any] | None, kind: str = "TrainJob") -> str | None:
