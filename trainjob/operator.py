@@ -264,7 +264,6 @@ def watch_synced(registry: kopf.OperatorRegistry, index_names: tuple[str, ...]) 
     kopf.on.event("v1", "namespaces", registry=registry)(on_namespace_event)
 
 
-
 def owner_name(obj: dict[str, Any] | None, kind: str = "TrainJob") -> str | None:
     """Name of the first owner of `kind` in an object's ownerReferences."""
     refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
