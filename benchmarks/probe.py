@@ -20,6 +20,8 @@ from typing import Any
 
 import orjson
 
+from benchmarks.worker_trainjobs import pct
+
 # A manager Workload's size and shape, roughly: nested dicts and lists of strings and numbers.
 _BODY = orjson.dumps(
     {
@@ -81,8 +83,7 @@ class MachineProbe:
         return statistics.median(self.samples)
 
     def report(self) -> str:
-        ranked = sorted(self.samples)
-        p10, p90 = (ranked[min(len(ranked) - 1, int(len(ranked) * q))] for q in (0.1, 0.9))
+        p10, p90 = pct(self.samples, 0.1), pct(self.samples, 0.9)
         return (
             f"machine probe: a fixed unit of Python work cost {self.during():.0f} us of CPU "
             f"during the run (median of {len(self.samples)}; p10 {p10:.0f}, p90 {p90:.0f})"

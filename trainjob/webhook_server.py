@@ -65,13 +65,13 @@ class WebhookServer:
         """`routes`: path -> handler of the AdmissionReview's `request`. Requests for another
         `resource` (group, plural) or operation are allowed unchanged. Listens once `ready`
         is set."""
-        self._address, self._port, self._files = address, port, files
+        self._address, self._files = address, files
         self._routes, self._ready = dict(routes), ready
         self._resource, self._operations = resource, operations
         self._check = check_seconds
         self._digest = ""
         self._current: ssl.SSLContext | None = None
-        self.port = port  # the one listened on, once started (port 0: the system's choice)
+        self.port = port  # once started, the one bound (port 0: the system's choice)
 
     def start(self, stop: threading.Event) -> None:
         """Load the certificate and take the port (OSError or ssl.SSLError here, naming what
@@ -85,12 +85,10 @@ class WebhookServer:
         sock = socket.socket(socket.AF_INET6 if ":" in self._address else socket.AF_INET)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self._address, self._port))  # listen() comes once ready (_serve)
+            sock.bind((self._address, self.port))  # listen() comes once ready (_serve)
         except OSError as exc:
             sock.close()
-            raise OSError(
-                f"webhooks: cannot listen on {self._address}:{self._port}: {exc}"
-            ) from exc
+            raise OSError(f"webhooks: cannot listen on {self._address}:{self.port}: {exc}") from exc
         self.port = sock.getsockname()[1]
 
         def run() -> None:
