@@ -1,6 +1,6 @@
 """Benchmark: the CPU a Python controller spends per API request and per watch event, on the
 client side alone, with the client our controllers use (`trainjob.kube.Cluster` over
-`trainjob.kubeclient`: tenacity, metrics, JSON, libcurl) and its watch (urllib3).
+`trainjob.kubeclient`: tenacity, metrics, JSON, libcurl) and its watch (libcurl too).
 
 Multiplied by the requests and watch events a TrainJob costs, it is the floor under the
 dispatcher's CPU per TrainJob before any decision is made. Objects are ConfigMaps the size of
@@ -47,11 +47,18 @@ def watch_cpu_ms(kube: Cluster, ns: str, count: int) -> float:
     def run() -> None:
         start = time.thread_time()
         query = {"resourceVersion": since, "timeoutSeconds": 120}
-        for n, _ev in enumerate(kube.api.watch(path, query, timeout=150), start=1):
-            if n == count:
-                result.append((time.thread_time() - start) / n * 1000)
-                seen.set()
-                return
+        received = 0
+
+        def on_event(_event: dict[str, object]) -> bool:
+            nonlocal received
+            received += 1
+            if received < count:
+                return True
+            result.append((time.thread_time() - start) / received * 1000)
+            seen.set()
+            return False
+
+        kube.api.watch(path, query, on_event, timeout=150)
 
     t = threading.Thread(target=run, daemon=True)
     t.start()

@@ -209,26 +209,31 @@ class Informer:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": 60,
         }
-        # An ERROR event (410 Gone: `since` is too old) raises here; the caller lists again.
-        for event in self._api.watch(self._path, query, timeout=75):
+        last = since
+
+        def on_event(event: Dict) -> bool:
+            nonlocal last
             if self._stop.is_set():
-                break
+                return False
             etype, obj = event["type"], event["object"]
-            if etype == "ERROR":
+            if etype == "ERROR":  # 410 Gone: `since` is too old; the caller lists again
                 raise RuntimeError(f"watch error: {obj.get('message', obj)}")
-            since = str(obj["metadata"]["resourceVersion"])
-            if etype == "BOOKMARK":
-                continue
-            obj = self._transform(obj)
-            key = key_of(obj)
-            if etype == "DELETED":
-                self._drop(key)
-            else:
-                unchanged = etype == "MODIFIED" and same_apart_from_version(
-                    self._store.get(key), obj
-                )
-                self._put(key, obj)
-                if unchanged:
-                    continue
-            self._on_event(etype, obj)
-        return since
+            last = str(obj["metadata"]["resourceVersion"])
+            if etype != "BOOKMARK":
+                self._apply(etype, self._transform(obj))
+            return True
+
+        self._api.watch(self._path, query, on_event, timeout=75)
+        return last
+
+    def _apply(self, etype: str, obj: Dict) -> None:
+        """One watch event into the cache; then `on_event`, unless only the version moved."""
+        key = key_of(obj)
+        if etype == "DELETED":
+            self._drop(key)
+        else:
+            unchanged = etype == "MODIFIED" and same_apart_from_version(self._store.get(key), obj)
+            self._put(key, obj)
+            if unchanged:
+                return
+        self._on_event(etype, obj)

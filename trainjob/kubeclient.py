@@ -1,15 +1,15 @@
 """A small Kubernetes API client: credentials from a kubeconfig or the pod's service account,
-JSON requests over libcurl (pycurl) and watches over one urllib3 pool per cluster (orjson: a
-third of the CPU of the standard library's json for the large bodies of Workloads, measured in
-the README).
+JSON requests and watches over libcurl (pycurl; orjson: a third of the CPU of the standard
+library's json for the large bodies of Workloads, measured in the README).
 
 Why libcurl for requests: through urllib3 and http.client a request cost the client 0.44-0.82
 ms of CPU, most of it in Python (http.client parses every answer's headers with the email
 package); through pycurl it costs 0.20-0.28 ms (`benchmarks/floor.py`, figures in the README).
 Requests were about a third of the dispatcher's CPU. A curl handle serves one request at a time
 (libcurl's rule for threads); idle handles wait in a small pool per cluster, each keeping its
-connection open. Watches stay on urllib3: a watch is a stream read event by event, which
-urllib3's responses give as an iterator.
+connection open. A watch is read on the thread that asked for it: libcurl hands over the
+stream in pieces, and each whole line is decoded and handed on (`ApiClient.watch`); through
+urllib3, whose chunked reads are Python, an event of a few KB cost about half again as much.
 
 Our controllers send JSON to a few dozen paths and read JSON back; they never use API models.
 The kubernetes client's package loads every model when any part of it is imported (about 50
@@ -35,7 +35,7 @@ import tempfile
 import threading
 import time
 from base64 import b64decode
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,6 @@ from urllib.parse import urlencode, urlsplit
 
 import orjson
 import pycurl
-import urllib3
 import yaml
 
 Dict = dict[str, Any]
@@ -54,9 +53,6 @@ USER_AGENT = "trainjob-dispatcher/0.1 (python)"
 JSON = "application/json"
 # Only the objects' metadata, for any kind (what client-go's metadata informers ask for).
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
-# Watch connections kept open per cluster (urllib3): each watch holds one for its life. More
-# may open; those beyond this are closed after use (urllib3 warns "Connection pool is full").
-POOL_SIZE = 32
 # Idle curl handles kept per cluster for requests, each with its connection open: as many as
 # the dispatcher's reconcile threads (16 by default), which may all write to one cluster at
 # once. A busier moment opens more; those beyond this are closed after use. libcurl gives each
@@ -234,27 +230,20 @@ def in_cluster_credentials(sa_dir: Path = SERVICE_ACCOUNT_DIR) -> Credentials:
 
 
 class ApiClient:
-    """One cluster's connection pool. Requests send and return JSON bytes; 4xx and 5xx raise
-    `ApiException`; connection failures raise urllib3's errors (nothing is retried here: the
-    callers decide, with tenacity)."""
+    """One cluster's connections. Requests send and return JSON bytes; 4xx and 5xx raise
+    `ApiException`; a request that gets no answer raises `TransportError` (nothing is retried
+    here: the callers decide, with tenacity)."""
 
     def __init__(self, credentials: Credentials) -> None:
         self.credentials = credentials
         parts = urlsplit(credentials.server)
         if parts.scheme not in ("https", "http") or not parts.hostname:
             raise KubeconfigError(f"server {credentials.server!r} is not an http(s) URL")
-        https = parts.scheme == "https"
-        options: Dict = {"maxsize": POOL_SIZE, "block": False, "retries": False}
-        if https:
-            options["ssl_context"] = credentials.ssl_context()
-            if credentials.insecure:
-                options.update(cert_reqs=ssl.CERT_NONE, assert_hostname=False)
-            if credentials.tls_server_name:
-                options["server_hostname"] = credentials.tls_server_name
-        # One server: its connection pool directly (a PoolManager would parse every URL to
-        # find the pool it already has; about 5% of a request's client CPU).
-        pool = urllib3.HTTPSConnectionPool if https else urllib3.HTTPConnectionPool
-        self.pool = pool(parts.hostname, parts.port, **options)
+        if parts.scheme == "https":
+            # libcurl is given the same settings (`_curl_setup`); building Python's context
+            # here refuses a CA, certificate or key that does not load now, not at the first
+            # request.
+            credentials.ssl_context()
         self._prefix = parts.path.rstrip("/")  # a server behind a proxy may have a path
         self._origin, self._curl_options = _curl_setup(credentials)
         self._idle: list[pycurl.Curl] = []  # curl handles not in use, the last used on top
@@ -316,28 +305,11 @@ class ApiClient:
     ) -> bytes:
         """Send one request and return the answer's body; `TransportError` when none came."""
         curl = self._borrow()
+        chunks: list[bytes] = []
         try:
-            if body is None:
-                curl.setopt(pycurl.HTTPGET, 1)
-            else:
-                curl.setopt(pycurl.POSTFIELDS, orjson.dumps(body))
-            curl.setopt(pycurl.CUSTOMREQUEST, method)
-            curl.setopt(pycurl.URL, self._origin + self.url(path, query))
-            headers = self._headers(content_type if body is not None else None, accept)
-            # "Expect:" off: libcurl would wait for a 100 Continue before a large body.
-            curl.setopt(pycurl.HTTPHEADER, [f"{k}: {v}" for k, v in headers.items()] + ["Expect:"])
-            chunks: list[bytes] = []
-            head: list[bytes] = []
+            head = self._prepare(curl, method, path, query, body, content_type, accept, timeout)
             curl.setopt(pycurl.WRITEFUNCTION, chunks.append)
-            curl.setopt(pycurl.HEADERFUNCTION, head.append)
-            curl.setopt(pycurl.TIMEOUT_MS, round(timeout * 1000) if timeout else 0)
-            try:
-                curl.perform()
-            except pycurl.error as exc:
-                code, message = (*exc.args, 0, "")[:2]  # pycurl gives (code, message)
-                if code == pycurl.E_URL_MALFORMAT:  # our mistake, not the network's: no retry
-                    raise ValueError(f"{method} {path}: {message}") from None
-                raise TransportError(int(code), f"{method} {path}: {message}") from None
+            _perform(curl, method, path)
             data = b"".join(chunks)
             chunks.clear()  # the idle handle keeps its write callback, not the answer
             status = curl.getinfo(pycurl.RESPONSE_CODE)
@@ -347,43 +319,136 @@ class ApiClient:
             raise _answer_error(status, head, data)
         return data
 
+    def _prepare(
+        self,
+        curl: pycurl.Curl,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None,
+        body: Any,
+        content_type: str,
+        accept: str,
+        timeout: float | None,
+    ) -> list[bytes]:
+        """Set a handle for one request (all but where its answer's body goes); returns the
+        list its answer's header lines go to."""
+        if body is None:
+            curl.setopt(pycurl.HTTPGET, 1)
+        else:
+            curl.setopt(pycurl.POSTFIELDS, orjson.dumps(body))
+        curl.setopt(pycurl.CUSTOMREQUEST, method)
+        curl.setopt(pycurl.URL, self._origin + self.url(path, query))
+        headers = self._headers(content_type if body is not None else None, accept)
+        # "Expect:" off: libcurl would wait for a 100 Continue before a large body.
+        curl.setopt(pycurl.HTTPHEADER, [f"{k}: {v}" for k, v in headers.items()] + ["Expect:"])
+        head: list[bytes] = []
+        curl.setopt(pycurl.HEADERFUNCTION, head.append)
+        curl.setopt(pycurl.TIMEOUT_MS, round(timeout * 1000) if timeout else 0)
+        return head
+
     def get_json(self, path: str, **kwargs: Any) -> Any:
         data = self.request("GET", path, **kwargs)
         return orjson.loads(data) if data else None
 
     def watch(
-        self, path: str, query: Mapping[str, Any], *, timeout: float | None = None
-    ) -> Iterator[Dict]:
-        """The events of a watch, decoded, as they come, until the server ends it."""
-        resp = self.pool.urlopen(
-            "GET",
-            self.url(path, {**query, "watch": "true"}),
-            headers=self._headers(None),
-            timeout=urllib3.Timeout(total=timeout),
-            redirect=False,
-            preload_content=False,
-        )
+        self,
+        path: str,
+        query: Mapping[str, Any],
+        on_event: Callable[[Dict], bool],
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """Hand each event of a watch, decoded, to `on_event` as it comes, on this thread,
+        until the server ends the watch (returns) or `on_event` returns False (returns at
+        once). An exception raised by `on_event` ends the watch and is raised here; an error
+        answer raises `ApiException`, a broken stream `TransportError`."""
+        curl = self._borrow()
+        finished = False  # the answer came whole: the handle's connection may serve again
         try:
-            if resp.status >= 400:
-                raise _error(resp, resp.read())
-            pending = b""
-            for chunk in resp.stream(64 * 1024):
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        yield orjson.loads(line)
-            if pending.strip():
-                yield orjson.loads(pending)
+            query = {**query, "watch": "true"}
+            head = self._prepare(curl, "GET", path, query, None, JSON, JSON, timeout)
+            stream = _EventStream(head, on_event)
+            curl.setopt(pycurl.WRITEFUNCTION, stream.write)
+            try:
+                _perform(curl, "GET", path)
+            except TransportError:
+                if stream.failure is not None:
+                    raise stream.failure from None
+                if stream.stopped:
+                    return
+                raise
+            finished = True
+            stream.end()
         finally:
-            resp.close()  # a watch left early must not go back to the pool half read
-            resp.release_conn()
+            if finished:
+                self._give_back(curl)
+            else:
+                curl.close()  # left mid-answer: its connection cannot serve another request
+        if stream.status >= 400:
+            raise _answer_error(stream.status, head, b"".join(stream.error_body))
 
 
-def _error(resp: urllib3.BaseHTTPResponse, data: bytes) -> ApiException:
-    return ApiException(
-        resp.status, resp.reason or "", data.decode("utf-8", errors="replace"), resp.headers
-    )
+class _EventStream:
+    """A watch's answer as libcurl hands it over, in pieces that need not end where events
+    do: each whole line is an event, decoded and handed to `on_event`. Returning 0 from `write`
+    makes libcurl end the transfer. `head`: the answer's header lines, as they come."""
+
+    def __init__(self, head: list[bytes], on_event: Callable[[Dict], bool]) -> None:
+        self._head = head
+        self._on_event = on_event
+        self._pending = b""
+        self.status = 0
+        self.error_body: list[bytes] = []  # an error answer is a Status, not events
+        self.stopped = False
+        self.failure: Exception | None = None
+
+    def write(self, data: bytes) -> int | None:
+        if not self.status:  # the body's first piece: the header lines are all in
+            self.status = _status_of(self._head)
+        if self.status >= 400:
+            self.error_body.append(data)
+            return None
+        *lines, self._pending = (self._pending + data).split(b"\n")
+        return 0 if not self._hand_over(lines) else None
+
+    def end(self) -> None:
+        """The server ended the answer: its last line, if it had no newline."""
+        if self.status < 400 and not self._hand_over([self._pending]) and self.failure:
+            raise self.failure
+
+    def _hand_over(self, lines: list[bytes]) -> bool:
+        """Whether to go on reading."""
+        try:
+            for line in lines:
+                if line.strip() and self._on_event(orjson.loads(line)) is False:
+                    self.stopped = True
+                    return False
+        except Exception as exc:  # raised again by `watch`, once libcurl has let go
+            self.failure = exc
+            return False
+        return True
+
+
+def _perform(curl: pycurl.Curl, method: str, path: str) -> None:
+    """Carry out the request a handle is set for; `TransportError` when no answer came."""
+    try:
+        curl.perform()
+    except pycurl.error as exc:
+        code, message = (*exc.args, 0, "")[:2]  # pycurl gives (code, message)
+        if code == pycurl.E_URL_MALFORMAT:  # our mistake, not the network's: no retry
+            raise ValueError(f"{method} {path}: {message}") from None
+        raise TransportError(int(code), f"{method} {path}: {message}") from None
+
+
+def _status_of(head: list[bytes]) -> int:
+    """The status of an answer from its header lines (the last status line: an informational
+    answer may come first); 0 when there is none. libcurl's own count cannot be asked for
+    during the transfer."""
+    for raw in reversed(head):
+        if raw.startswith(b"HTTP/"):
+            parts = raw.split(None, 2)
+            return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+    return 0
 
 
 def _answer_error(status: int, head: list[bytes], data: bytes) -> ApiException:
@@ -403,7 +468,7 @@ def _answer_error(status: int, head: list[bytes], data: bytes) -> ApiException:
 def _curl_setup(credentials: Credentials) -> tuple[str, list[tuple[int, Any]]]:
     """The scheme, host and port requests go to, and the options every curl handle of this
     cluster is given once: TLS as `Credentials.ssl_context` sets it, HTTP/1.1, no proxy from
-    the environment (the watches' urllib3 pool uses none either), no signals (threads)."""
+    the environment, no signals (threads)."""
     parts = urlsplit(credentials.server)
     options: list[tuple[int, Any]] = [
         (pycurl.NOSIGNAL, 1),

@@ -4,6 +4,9 @@ connections kept, TLS by the kubeconfig's rules (tests/local/test_transport.py: 
 
 from __future__ import annotations
 
+import queue
+import threading
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -85,16 +88,59 @@ def test_a_watch_hands_over_each_event_as_it_comes_and_ends_with_the_server(
     kube_ = Cluster.from_kubeconfig(manager, bed.kubeconfig(manager), "tests")
     path = f"/api/v1/namespaces/{ns}/configmaps"
     since = kube_.api.get_json(path)["metadata"]["resourceVersion"]
-    events = kube_.api.watch(path, {"resourceVersion": since, "timeoutSeconds": 5}, timeout=15)
+    events: queue.Queue[Any] = queue.Queue()
+    large = "x" * 200_000  # an event libcurl hands over in several pieces
+
+    def watch() -> None:
+        query = {"resourceVersion": since, "timeoutSeconds": 5}
+        kube_.api.watch(path, query, lambda event: events.put(event) or True, timeout=15)
+        events.put("ended")
+
+    threading.Thread(target=watch, daemon=True).start()
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "w", "namespace": ns}}
     kube_.create(cm)
-    first = next(events)  # before anything else is written: it came on its own
+    first = events.get(timeout=10)  # before anything else is written: it came on its own
     assert (first["type"], first["object"]["metadata"]["name"]) == ("ADDED", "w")
-    kube_.patch("v1", "ConfigMap", "w", ns, {"data": {"k": "v"}})
+    kube_.patch("v1", "ConfigMap", "w", ns, {"data": {"k": large}})
     kube_.delete("v1", "ConfigMap", "w", ns)
-    rest = [(e["type"], (e["object"].get("data") or {}).get("k")) for e in events]
-    assert rest == [("MODIFIED", "v"), ("DELETED", "v")]  # then the server ended it (5 s)
+    rest = [events.get(timeout=15) for _ in range(3)]
+    assert [(e["type"], e["object"]["data"]["k"] == large) for e in rest[:2]] == [
+        ("MODIFIED", True),
+        ("DELETED", True),
+    ]
+    assert rest[2] == "ended"  # then the server ended it (5 s), and `watch` returned
 
     with pytest.raises(ApiException) as missing:
-        list(kube_.api.watch("/apis/example.com/v1/nothings", {"timeoutSeconds": 5}))
+        kube_.api.watch("/apis/example.com/v1/nothings", {"timeoutSeconds": 5}, lambda e: True)
     assert missing.value.status == 404
+
+
+def test_a_watch_ends_when_its_handler_says_so_or_fails(
+    bed: Bed, manager: str, namespace_factory: Any
+) -> None:
+    ns = namespace_factory(manager, "watch-end")
+    kube_ = Cluster.from_kubeconfig(manager, bed.kubeconfig(manager), "tests")
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    for name in ("a", "b", "c"):
+        meta = {"name": name, "namespace": ns, "labels": {"ours": "yes"}}
+        kube_.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta})
+    # The three as ADDED (not the namespace's own kube-root-ca.crt), then nothing for 30 s.
+    query = {"resourceVersion": "0", "timeoutSeconds": 30, "labelSelector": "ours=yes"}
+    seen: list[str] = []
+
+    def enough(event: Any) -> bool:
+        seen.append(event["object"]["metadata"]["name"])
+        return len(seen) < 2
+
+    started = time.monotonic()
+    kube_.api.watch(path, query, enough, timeout=60)
+    assert len(seen) == 2  # not the third, and at once (not when the server ends it, 30 s)
+    assert time.monotonic() - started < 10
+
+    def broken(_event: Any) -> bool:
+        raise KeyError("the handler's own failure")
+
+    with pytest.raises(KeyError, match="the handler's own failure"):
+        kube_.api.watch(path, query, broken, timeout=60)
+    # The handles those watches left mid-answer were closed, not put back: requests still work.
+    assert len(kube_.api.get_json(path, query={"labelSelector": "ours=yes"})["items"]) == 3

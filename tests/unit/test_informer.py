@@ -3,6 +3,8 @@ No API is reached: the cache is fed as a list or a watch would feed it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kubernetes import client
 
 from trainjob import constants as c
@@ -40,13 +42,17 @@ def test_without_group_by_there_are_no_groups() -> None:
 
 
 class _Events:
-    """Stands in for the API client's watch: hands out the events given, once."""
+    """Stands in for the API client's watch: hands over the events given, once."""
 
     def __init__(self, events: list[dict]) -> None:
         self.events = events
 
-    def watch(self, path: str, query: dict, timeout: float) -> list[dict]:
-        return self.events
+    def watch(
+        self, path: str, query: dict, on_event: Callable[[dict], bool], timeout: float
+    ) -> None:
+        for event in self.events:
+            if not on_event(event):
+                return
 
 
 def _job(version: str, phase: str, node: str) -> dict:
