@@ -436,7 +436,16 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
         for remote in obs.remotes:
             _delete(plan, remote, why)
         return plan
-    # 3. Dispatched already: watch the winner.
+    # 3. Our Retry is written and Kueue has not evicted the Workload yet: it will (resetting our
+    #    check to Pending as it requeues it; step 2 then). Nothing goes out meanwhile: copies
+    #    made now would run beside the eviction, and a Pending written over our Retry would
+    #    cancel it, leaving the Workload admitted and sent nowhere (found by the chaos soak,
+    #    seed 17: the TrainJob was then failed as not dispatchable).
+    if state.get("state") == "Retry":
+        for remote in obs.remotes:
+            _delete(plan, remote)
+        return plan
+    # 4. Dispatched already: watch the winner.
     if winner is not None:
         for remote in obs.remotes:
             if remote is not winner and (remote.workload or remote.trainjob):
@@ -486,14 +495,14 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
             plan.events.append(Event("Warning", "RemoteEvicted", plan.check_state[1]))
             return plan
         if winner.trainjob is None and obs.trainjob is not None:
-            # Normally created with the decision (step 4); this is the retry after a failure.
+            # Normally created with the decision (step 5); this is the retry after a failure.
             event = Event("Normal", "CreatedRemote", f"created TrainJob on cluster {winner.name}")
             _create_trainjob(plan, obs, winner.name, event)
         if state.get("state") != "Ready":
             plan.check_state = ("Ready", admitted_message(winner.name))
         _sync_status(obs, plan, winner)
         return plan
-    # 4. Not dispatched yet: the first copy admitted by a worker wins. Admission times have
+    # 5. Not dispatched yet: the first copy admitted by a worker wins. Admission times have
     #    one-second resolution, so ties are common under load; they go to a cluster picked by
     #    a hash of the Workload's name: the same answer on every pass, spread across workers.
     nominated = (wl.get("status") or {}).get("nominatedClusterNames") or []
@@ -528,7 +537,7 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
             elif remote.trainjob is None and obs.trainjob is not None:
                 _create_trainjob(plan, obs, name)
         return plan
-    # 5. Leftovers of an earlier round go: a TrainJob (its run was given up), copies a worker
+    # 6. Leftovers of an earlier round go: a TrainJob (its run was given up), copies a worker
     #    deactivated or finished, which can never be admitted again (made anew later), and
     #    with an external dispatcher, copies on clusters it no longer nominates.
     reachable = []
@@ -543,7 +552,7 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
             _delete(plan, remote)
         elif eligible(remote):
             reachable.append(remote)
-    # 6. Given up on: no worker could ever hold it, or none admitted it in time. The check
+    # 7. Given up on: no worker could ever hold it, or none admitted it in time. The check
     #    turns Rejected and the Workload is deactivated (as Kueue itself does on a Rejected
     #    check, but at once: the TrainJob's failure finishes the Workload, and Kueue does not
     #    deactivate a finished one), which frees its quota and removes the copies (step 2);
@@ -558,7 +567,7 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
         plan.deactivate = (wl.get("spec") or {}).get("active", True) is not False
         plan.trainjob_status = _failed_status(obs.trainjob, reason, message, obs.now)
         return plan
-    # 7. Copies to the clusters the strategy picks (reachable ones only).
+    # 8. Copies to the clusters the strategy picks (reachable ones only).
     targets, plan.requeue_after = strategy.targets(reachable, elapsed)
     drifted = [r for r in obs.remotes if r.selected and r.runtime_problem]
     plan.withheld = [

@@ -8,8 +8,9 @@ package); through pycurl it costs 0.20-0.28 ms (`benchmarks/floor.py`, figures i
 Requests were about a third of the dispatcher's CPU. A curl handle serves one request at a time
 (libcurl's rule for threads); idle handles wait in a small pool per cluster, each keeping its
 connection open. A watch is read on the thread that asked for it: libcurl hands over the
-stream in pieces, and each whole line is decoded and handed on (`ApiClient.watch`); through
-urllib3, whose chunked reads are Python, an event of a few KB cost about half again as much.
+stream in pieces, and each whole line is decoded and handed on (`ApiClient.watch`). Through
+urllib3, whose chunked reads are Python, an event of 4 KB cost the client 0.13-0.23 ms of CPU;
+through libcurl it costs 0.10-0.11 ms (`benchmarks/floor.py`, figures in the README).
 
 Our controllers send JSON to a few dozen paths and read JSON back; they never use API models.
 The kubernetes client's package loads every model when any part of it is imported (about 50

@@ -81,12 +81,17 @@ def test_tls_server_name_is_what_the_certificate_is_checked_against(bed: Bed, ma
     assert refused.value.code == pycurl.E_PEER_FAILED_VERIFICATION, refused.value
 
 
+def _configmaps(bed: Bed, manager: str, namespace_factory: Any) -> tuple[Cluster, str, str]:
+    """A client of the manager, a fresh namespace, and the path of its ConfigMaps."""
+    ns = namespace_factory(manager, "watch")
+    kube_ = Cluster.from_kubeconfig(manager, bed.kubeconfig(manager), "tests")
+    return kube_, ns, f"/api/v1/namespaces/{ns}/configmaps"
+
+
 def test_a_watch_hands_over_each_event_as_it_comes_and_ends_with_the_server(
     bed: Bed, manager: str, namespace_factory: Any
 ) -> None:
-    ns = namespace_factory(manager, "watch")
-    kube_ = Cluster.from_kubeconfig(manager, bed.kubeconfig(manager), "tests")
-    path = f"/api/v1/namespaces/{ns}/configmaps"
+    kube_, ns, path = _configmaps(bed, manager, namespace_factory)
     since = kube_.api.get_json(path)["metadata"]["resourceVersion"]
     events: queue.Queue[Any] = queue.Queue()
     large = "x" * 200_000  # an event libcurl hands over in several pieces
@@ -118,9 +123,7 @@ def test_a_watch_hands_over_each_event_as_it_comes_and_ends_with_the_server(
 def test_a_watch_ends_when_its_handler_says_so_or_fails(
     bed: Bed, manager: str, namespace_factory: Any
 ) -> None:
-    ns = namespace_factory(manager, "watch-end")
-    kube_ = Cluster.from_kubeconfig(manager, bed.kubeconfig(manager), "tests")
-    path = f"/api/v1/namespaces/{ns}/configmaps"
+    kube_, ns, path = _configmaps(bed, manager, namespace_factory)
     for name in ("a", "b", "c"):
         meta = {"name": name, "namespace": ns, "labels": {"ours": "yes"}}
         kube_.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta})

@@ -457,6 +457,22 @@ def test_remote_workload_gone_while_reachable_retries_at_once() -> None:
     assert plan.check_state is not None and plan.check_state[0] == "Retry"
 
 
+def test_after_our_retry_nothing_goes_out_until_kueue_evicts() -> None:
+    # Our Retry written (clusterName cleared with it), Kueue not yet acted: still admitted, not
+    # evicted. A new round now would write Pending over the Retry and cancel the eviction.
+    waiting = manager_workload("QuotaReserved", "Admitted", check="Retry")
+    plan = decide(waiting, [remote("w1", trainjob=True), remote("w2", workload=False)])
+    assert plan.check_state is None and plan.nominated is None and plan.cluster_name is None
+    assert [(a.cluster, a.verb) for a in plan.remote] == [("w1", "delete"), ("w1", "delete")]
+    # Kueue evicts (our check back to Pending), then reserves quota again: a new round.
+    again = decide(
+        manager_workload("QuotaReserved"),
+        [remote("w1", workload=False), remote("w2", workload=False)],
+    )
+    assert again.check_state is not None and again.check_state[0] == "Pending"
+    assert [(a.cluster, a.verb) for a in again.remote] == [("w1", "create"), ("w2", "create")]
+
+
 def test_finished_or_unreserved_workloads_leave_nothing_behind() -> None:
     for wl in (manager_workload("QuotaReserved", "Finished", cluster="w1"), manager_workload()):
         plan = decide(wl, [remote("w1", trainjob=True)])
