@@ -427,25 +427,20 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
             plan.requeue_after = obs.retention - age
         return plan
     # 2. No quota on the manager (waiting, or evicted: preempted, deactivated by its user,
-    #    ...): nothing may exist remotely. Kueue's MultiKueue does the same, deactivating the
-    #    copy first; deleting it stops its pods as surely, in one step.
-    if not wlmod.has_quota(wl) or wlmod.is_evicted(wl):
+    #    ...), or our Retry written and Kueue's eviction not come yet: nothing may exist
+    #    remotely. Kueue's MultiKueue does the same, deactivating the copy first; deleting it
+    #    stops its pods as surely, in one step. While our Retry waits, nothing else goes out
+    #    either: a Pending written over it would cancel the eviction, leaving the Workload
+    #    admitted and sent nowhere (the chaos soak, seed 17: the TrainJob was then failed as
+    #    not dispatchable).
+    if not wlmod.has_quota(wl) or wlmod.is_evicted(wl) or state.get("state") == "Retry":
         why = None
         if wlmod.is_evicted(wl):
             why = f"evicted on the manager ({wlmod.eviction_message(wl)})"
         for remote in obs.remotes:
             _delete(plan, remote, why)
         return plan
-    # 3. Our Retry is written and Kueue has not evicted the Workload yet: it will (resetting our
-    #    check to Pending as it requeues it; step 2 then). Nothing goes out meanwhile: copies
-    #    made now would run beside the eviction, and a Pending written over our Retry would
-    #    cancel it, leaving the Workload admitted and sent nowhere (found by the chaos soak,
-    #    seed 17: the TrainJob was then failed as not dispatchable).
-    if state.get("state") == "Retry":
-        for remote in obs.remotes:
-            _delete(plan, remote)
-        return plan
-    # 4. Dispatched already: watch the winner.
+    # 3. Dispatched already: watch the winner.
     if winner is not None:
         for remote in obs.remotes:
             if remote is not winner and (remote.workload or remote.trainjob):
@@ -495,14 +490,14 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
             plan.events.append(Event("Warning", "RemoteEvicted", plan.check_state[1]))
             return plan
         if winner.trainjob is None and obs.trainjob is not None:
-            # Normally created with the decision (step 5); this is the retry after a failure.
+            # Normally created with the decision (step 4); this is the retry after a failure.
             event = Event("Normal", "CreatedRemote", f"created TrainJob on cluster {winner.name}")
             _create_trainjob(plan, obs, winner.name, event)
         if state.get("state") != "Ready":
             plan.check_state = ("Ready", admitted_message(winner.name))
         _sync_status(obs, plan, winner)
         return plan
-    # 5. Not dispatched yet: the first copy admitted by a worker wins. Admission times have
+    # 4. Not dispatched yet: the first copy admitted by a worker wins. Admission times have
     #    one-second resolution, so ties are common under load; they go to a cluster picked by
     #    a hash of the Workload's name: the same answer on every pass, spread across workers.
     nominated = (wl.get("status") or {}).get("nominatedClusterNames") or []
@@ -537,7 +532,7 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
             elif remote.trainjob is None and obs.trainjob is not None:
                 _create_trainjob(plan, obs, name)
         return plan
-    # 6. Leftovers of an earlier round go: a TrainJob (its run was given up), copies a worker
+    # 5. Leftovers of an earlier round go: a TrainJob (its run was given up), copies a worker
     #    deactivated or finished, which can never be admitted again (made anew later), and
     #    with an external dispatcher, copies on clusters it no longer nominates.
     reachable = []
@@ -552,7 +547,7 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
             _delete(plan, remote)
         elif eligible(remote):
             reachable.append(remote)
-    # 7. Given up on: no worker could ever hold it, or none admitted it in time. The check
+    # 6. Given up on: no worker could ever hold it, or none admitted it in time. The check
     #    turns Rejected and the Workload is deactivated (as Kueue itself does on a Rejected
     #    check, but at once: the TrainJob's failure finishes the Workload, and Kueue does not
     #    deactivate a finished one), which frees its quota and removes the copies (step 2);
@@ -567,7 +562,7 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
         plan.deactivate = (wl.get("spec") or {}).get("active", True) is not False
         plan.trainjob_status = _failed_status(obs.trainjob, reason, message, obs.now)
         return plan
-    # 8. Copies to the clusters the strategy picks (reachable ones only).
+    # 7. Copies to the clusters the strategy picks (reachable ones only).
     targets, plan.requeue_after = strategy.targets(reachable, elapsed)
     drifted = [r for r in obs.remotes if r.selected and r.runtime_problem]
     plan.withheld = [

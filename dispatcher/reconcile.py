@@ -158,7 +158,7 @@ def _dispatch(memo: Memo, caches: Caches, trainjob: Dict, wl_name: str) -> float
         return None
     tj_name = trainjob["metadata"]["name"]
     # Room and runtimes on the workers matter only while the Workload waits for one
-    # (dispatch steps 7 and 8).
+    # (dispatch steps 6 and 7).
     placing = (
         wlmod.has_quota(wl)
         and not wlmod.is_evicted(wl)

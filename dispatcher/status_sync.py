@@ -1,6 +1,6 @@
 """Status back: the manager TrainJob shows the status of its copy on the worker that runs
 it, plus `clusterName` (as Kueue's MultiKueue does for the jobs it dispatches). Pure; the
-dispatch decision asks for it (dispatch.py, step 4) and execute.py writes it, guarded by the
+dispatch decision asks for it (dispatch.py, step 3) and execute.py writes it, guarded by the
 manager TrainJob's resourceVersion (what may wait is `trainjob.status_writes.can_wait`). From
 this status the manager's Kueue integration derives the manager Workload's PodsReady and, once
 the copy finishes, Finished."""

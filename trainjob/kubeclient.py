@@ -441,14 +441,20 @@ def _perform(curl: pycurl.Curl, method: str, path: str) -> None:
         raise TransportError(int(code), f"{method} {path}: {message}") from None
 
 
+def _status_line(line: str) -> tuple[int, str]:
+    """The code and reason of an answer's status line ("HTTP/1.1 200 OK"); 0 when unreadable."""
+    parts = line.split(" ", 2)
+    code = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+    return code, parts[2] if len(parts) > 2 else ""
+
+
 def _status_of(head: list[bytes]) -> int:
     """The status of an answer from its header lines (the last status line: an informational
     answer may come first); 0 when there is none. libcurl's own count cannot be asked for
     during the transfer."""
     for raw in reversed(head):
         if raw.startswith(b"HTTP/"):
-            parts = raw.split(None, 2)
-            return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+            return _status_line(raw.decode("latin-1").strip())[0]
     return 0
 
 
@@ -459,7 +465,7 @@ def _answer_error(status: int, head: list[bytes], data: bytes) -> ApiException:
     for raw in head:
         line = raw.decode("latin-1").strip()
         if line.startswith("HTTP/"):
-            reason, headers = line.split(" ", 2)[2] if line.count(" ") >= 2 else "", {}
+            reason, headers = _status_line(line)[1], {}
         elif ":" in line:
             name, _, value = line.partition(":")
             headers[name.strip()] = value.strip()
