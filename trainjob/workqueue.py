@@ -8,7 +8,10 @@ worker threads take keys off the queue and reconcile them from the caches. This 
 - exclusivity: a key is handled by one worker at a time; events that arrive meanwhile queue
   it once more, to run after the current pass;
 - timers: `add(key, after=s)` brings a key back later (lost-worker timeouts, retention), and
-  a handler may return the seconds after which it wants its key again;
+  a handler may return the seconds after which it wants its key again. One thread of its own
+  waits for the earliest timer and queues its key, waking one worker; the workers themselves
+  wait without a timeout (were they all to wait for the earliest timer, every idle worker would
+  wake at each timer, one to take the key and the others to go back to sleep);
 - retries: a handler that raises gets its key back after an exponential backoff;
 - a fast lane: `add(key, urgent=True)` puts a key ahead of the others (say, a job that just
   finished elsewhere, whose completion frees quota), without running it twice; `urgent_workers`
@@ -56,11 +59,13 @@ class WorkQueue(Generic[K]):
         self._workers = workers
         self._urgent_workers = urgent_workers
         self._max_backoff = max_backoff
-        # One lock, two conditions: the workers wait on `_cond` (any key, and the timers), the
-        # fast lane's own threads on `_fast` (urgent keys only).
+        # One lock, three conditions: the workers wait on `_cond` (any key), the fast lane's
+        # own threads on `_fast` (urgent keys only), the timer thread on `_tick` (the earliest
+        # timer, or a new one earlier still).
         lock = threading.RLock()
         self._cond = threading.Condition(lock)
         self._fast = threading.Condition(lock)
+        self._tick = threading.Condition(lock)
         self._queue: deque[K] = deque()
         self._urgent: deque[K] = deque()  # the fast lane; a key may sit in both deques
         self._urgent_keys: set[K] = set()
@@ -94,7 +99,8 @@ class WorkQueue(Generic[K]):
                 return  # an earlier timer already brings it back
             self._due[key] = due
             heapq.heappush(self._timers, (due, next(self._seq), key))
-            self._cond.notify()
+            if self._timers[0][0] == due:
+                self._tick.notify()  # the earliest now: the timer thread waits for it instead
 
     def resync(self, key: K) -> None:
         """Queue a key for the periodic resync, unless it is backing off after failures: its
@@ -157,12 +163,16 @@ class WorkQueue(Generic[K]):
             )
             thread.start()
             self._threads.append(thread)
+        timers = threading.Thread(target=self._run_timers, name=f"{self._name}-timers", daemon=True)
+        timers.start()
+        self._threads.append(timers)
 
     def stop(self) -> None:
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
             self._fast.notify_all()
+            self._tick.notify_all()
 
     def pause(self) -> None:
         """Hand out no more keys (a replica that stopped leading); keys keep queueing."""
@@ -176,21 +186,16 @@ class WorkQueue(Generic[K]):
             self._fast.notify_all()
 
     def _get(self, urgent_only: bool = False) -> K | None:
-        """The next key to work on (None once stopped); `urgent_only`: from the fast lane only
-        (the timers are the other workers' business)."""
+        """The next key to work on (None once stopped); `urgent_only`: from the fast lane
+        only."""
         waiting = self._fast if urgent_only else self._cond
+        woken = False
         with self._cond:
             while not self._stopped:
                 if self._paused:
                     waiting.wait()
                     continue
                 now = time.monotonic()
-                if not urgent_only:
-                    while self._timers and self._timers[0][0] <= now:
-                        due, _, key = heapq.heappop(self._timers)
-                        if self._due.get(key) == due:
-                            del self._due[key]
-                            self._enqueue(key)
                 for lane in (self._urgent,) if urgent_only else (self._urgent, self._queue):
                     while lane:
                         key = lane.popleft()
@@ -206,9 +211,24 @@ class WorkQueue(Generic[K]):
                         self._stats.waited(waited)
                         self._queue_duration.observe(waited)
                         return key
-                timers = self._timers and not urgent_only
-                waiting.wait(self._timers[0][0] - now if timers else None)
+                if woken:  # woken, and another thread took the key (or there was none)
+                    self._stats.idle_wakeups += 1
+                waiting.wait()
+                woken = True
             return None
+
+    def _run_timers(self) -> None:
+        """Queue each key whose timer is due (a timer replaced by an earlier one for the same
+        key is skipped), then wait for the next one."""
+        with self._tick:
+            while not self._stopped:
+                now = time.monotonic()
+                while self._timers and self._timers[0][0] <= now:
+                    due, _, key = heapq.heappop(self._timers)
+                    if self._due.get(key) == due:
+                        del self._due[key]
+                        self._enqueue(key)
+                self._tick.wait(self._timers[0][0] - now if self._timers else None)
 
     def _done(self, key: K, took: float) -> None:
         with self._cond:
@@ -259,6 +279,7 @@ class QueueStats:
     wait_total: float = 0.0  # seconds keys waited between being queued and taken
     wait_max: float = 0.0
     pending: int = 0
+    idle_wakeups: int = 0  # a worker woke and found nothing to take
 
     def waited(self, seconds: float) -> None:
         self.wait_total += seconds
@@ -269,7 +290,7 @@ class QueueStats:
         per_pass = self.busy / self.passes if self.passes else 0.0
         return (
             f"{self.passes} passes ({per_pass * 1000:.0f} ms each), waited {mean:.2f}s mean / "
-            f"{self.wait_max:.2f}s max, {self.pending} pending"
+            f"{self.wait_max:.2f}s max, {self.pending} pending, {self.idle_wakeups} idle wake-ups"
         )
 
 

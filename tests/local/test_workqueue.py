@@ -100,6 +100,26 @@ def test_timers_bring_keys_back_and_the_earliest_timer_wins() -> None:
     assert 0.15 <= seen[1][1] - start < 2
 
 
+def test_a_timer_wakes_one_worker_not_every_idle_one() -> None:
+    """Idle workers wait without a timeout: a due timer wakes the one that takes its key (at
+    most, now and then, a second that finds the key taken), not all eight."""
+    seen: list[str] = []
+    queue: WorkQueue[str] = WorkQueue(seen.append, workers=8)
+    queue.start()
+    assert wait_for(lambda: all(t.is_alive() for t in queue._threads))
+    time.sleep(0.05)  # every worker waiting
+    queue.stats()
+    for i in range(20):
+        queue.add(f"k{i}", after=0.02 * (i + 1))
+    assert wait_for(lambda: len(seen) == 20, timeout=5)
+    time.sleep(0.05)
+    stats = queue.stats()
+    queue.stop()
+    assert sorted(seen) == sorted(f"k{i}" for i in range(20))
+    assert stats.passes == 20
+    assert stats.idle_wakeups < 10, stats  # waiting for the timers themselves: about 140
+
+
 def test_a_handler_asking_for_another_pass_gets_one() -> None:
     calls: list[str] = []
 
