@@ -1,0 +1,71 @@
+"""Benchmark: the work queue's own CPU while keys come back by timer, with idle workers.
+
+Controllers ask for many timed passes (a status held back for a moment, a grace period, a
+retry), and most of the queue's workers are idle between bursts. This measures what the queue
+itself costs then: `--keys` keys, each asking once for a pass after a delay spread over
+`--spread` seconds, on a queue of `--workers` idle workers whose handler does nothing. It
+prints the process's CPU per timer (all threads; the handler's own share is nil) and, where
+the queue counts them, the workers' idle wake-ups (woken, and nothing to take). Pure Python,
+no bed; the median and range of `--repeat` rounds.
+
+    .venv/bin/python benchmarks/workqueue.py --workers 16 --keys 2000 --spread 4 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from trainjob.workqueue import WorkQueue
+
+
+def one_round(workers: int, keys: int, spread: float) -> tuple[float, int | None]:
+    """CPU microseconds per timer, and the idle wake-ups (None: not counted by this queue)."""
+    done: list[int] = []
+    queue: WorkQueue[int] = WorkQueue(done.append, workers=workers)
+    queue.start()
+    time.sleep(0.2)  # every worker waiting
+    queue.stats()
+    start = time.process_time()
+    for key in range(keys):
+        queue.add(key, after=spread * (key + 1) / keys)
+    deadline = time.monotonic() + spread + 10
+    while len(done) < keys and time.monotonic() < deadline:
+        time.sleep(0.05)
+    cpu = time.process_time() - start
+    stats = queue.stats()
+    queue.stop()
+    if len(done) < keys:
+        sys.exit(f"only {len(done)} of {keys} timers fired within {spread + 10:.0f}s")
+    return cpu / keys * 1e6, getattr(stats, "idle_wakeups", None)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=16, help="the dispatcher's default")
+    parser.add_argument("--keys", type=int, default=2000)
+    parser.add_argument("--spread", type=float, default=4.0, help="seconds the timers span")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    rounds = [one_round(args.workers, args.keys, args.spread) for _ in range(args.repeat)]
+    cpu = [r[0] for r in rounds]
+    print(
+        f"{args.keys} timers over {args.spread:g}s, {args.workers} idle workers: "
+        f"CPU {statistics.median(cpu):.0f} us per timer ({min(cpu):.0f}-{max(cpu):.0f})"
+    )
+    wakeups = [r[1] for r in rounds if r[1] is not None]
+    if wakeups:
+        print(
+            f"idle wake-ups per timer: {statistics.median(wakeups) / args.keys:.2f} "
+            f"({min(wakeups) / args.keys:.2f}-{max(wakeups) / args.keys:.2f})"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
