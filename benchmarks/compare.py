@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import statistics
 import sys
 import time
 import uuid
@@ -31,6 +30,7 @@ from kubernetes import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.figures import spread
 from benchmarks.multikueue import measure, workload_args
 from clusters import peer
 from clusters.bed import Bed
@@ -98,12 +98,6 @@ def run(pipeline: str, args: argparse.Namespace) -> dict[str, float]:
         bed.down()
 
 
-def _spread(values: list[float]) -> str:
-    if not values:
-        return "-"
-    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
-
-
 def main() -> int:
     parser = workload_args(__doc__, sequential=20, burst=100)
     parser.add_argument("--repeat", type=int, default=3)
@@ -136,8 +130,8 @@ def main() -> int:
             for o, p in zip(results["ours"], results["peer"], strict=True)
             if key in o and p.get(key)
         ]
-        print(f"{key:<52} {_spread(ours):<26} {_spread(theirs):<26} {_spread(ratios[key])}")
-    print(f"burst total ratio ours/peer: {_spread(ratios['burst total s'])}")
+        print(f"{key:<52} {spread(ours):<26} {spread(theirs):<26} {spread(ratios[key])}")
+    print(f"burst total ratio ours/peer: {spread(ratios['burst total s'])}")
     return 0
 
 

@@ -14,7 +14,6 @@ each figure is the median of `--repeat` rounds, with its range. Needs a running 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import threading
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.figures import spread
 from clusters.bed import Bed
 from clusters.config import load_config
 from trainjob.kube import Cluster
@@ -128,7 +128,7 @@ def main() -> int:
             f"each, {args.repeat} rounds (median, min-max):"
         )
         for k, vs in rounds.items():
-            print(f"  {k}: {statistics.median(vs):.2f} ms ({min(vs):.2f}-{max(vs):.2f})")
+            print(f"  {k}: {spread(vs, unit=' ms')}")
     finally:
         kube.delete("v1", "Namespace", ns)
     return 0

@@ -4,9 +4,9 @@ Controllers ask for many timed passes (a status held back for a moment, a grace 
 retry), and most of the queue's workers are idle between bursts. This measures what the queue
 itself costs then: `--keys` keys, each asking once for a pass after a delay spread over
 `--spread` seconds, on a queue of `--workers` idle workers whose handler does nothing. It
-prints the process's CPU per timer (all threads; the handler's own share is nil) and, where
-the queue counts them, the workers' idle wake-ups (woken, and nothing to take). Pure Python,
-no bed; the median and range of `--repeat` rounds.
+prints the process's CPU per timer (all threads; the handler's own share is nil) and the
+workers' idle wake-ups (woken, and nothing to take). Pure Python, no bed; the median and range
+of `--repeat` rounds.
 
     .venv/bin/python benchmarks/workqueue.py --workers 16 --keys 2000 --spread 4 --repeat 3
 """
@@ -14,18 +14,18 @@ no bed; the median and range of `--repeat` rounds.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.figures import spread as spread_of
 from trainjob.workqueue import WorkQueue
 
 
-def one_round(workers: int, keys: int, spread: float) -> tuple[float, int | None]:
-    """CPU microseconds per timer, and the idle wake-ups (None: not counted by this queue)."""
+def one_round(workers: int, keys: int, spread: float) -> tuple[float, int]:
+    """CPU microseconds per timer, and the workers' idle wake-ups."""
     done: list[int] = []
     queue: WorkQueue[int] = WorkQueue(done.append, workers=workers)
     queue.start()
@@ -42,7 +42,7 @@ def one_round(workers: int, keys: int, spread: float) -> tuple[float, int | None
     queue.stop()
     if len(done) < keys:
         sys.exit(f"only {len(done)} of {keys} timers fired within {spread + 10:.0f}s")
-    return cpu / keys * 1e6, getattr(stats, "idle_wakeups", None)
+    return cpu / keys * 1e6, stats.idle_wakeups
 
 
 def main() -> int:
@@ -53,17 +53,13 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     rounds = [one_round(args.workers, args.keys, args.spread) for _ in range(args.repeat)]
-    cpu = [r[0] for r in rounds]
+    cpu = [us for us, _ in rounds]
+    wakeups = [idle / args.keys for _, idle in rounds]
     print(
         f"{args.keys} timers over {args.spread:g}s, {args.workers} idle workers: "
-        f"CPU {statistics.median(cpu):.0f} us per timer ({min(cpu):.0f}-{max(cpu):.0f})"
+        f"CPU {spread_of(cpu, 0, ' us per timer')}"
     )
-    wakeups = [r[1] for r in rounds if r[1] is not None]
-    if wakeups:
-        print(
-            f"idle wake-ups per timer: {statistics.median(wakeups) / args.keys:.2f} "
-            f"({min(wakeups) / args.keys:.2f}-{max(wakeups) / args.keys:.2f})"
-        )
+    print(f"idle wake-ups per timer: {spread_of(wakeups)}")
     return 0
 
 
