@@ -8,7 +8,12 @@ a manager Workload (`--size` bytes of data), in a namespace of their own on the 
 CPU is this thread's own (time.thread_time), so other load on the machine hardly moves it;
 each figure is the median of `--repeat` rounds, with its range. Needs a running bed.
 
+`--busy N` runs the rounds beside N threads of pure Python work, as a controller's request
+shares its interpreter with other threads: every time libcurl hands a piece of the answer to
+Python, the thread waits for the GIL again.
+
     .venv/bin/python benchmarks/floor.py --count 200 --repeat 5
+    .venv/bin/python benchmarks/floor.py --count 100 --repeat 3 --busy 2
 """
 
 from __future__ import annotations
@@ -69,6 +74,13 @@ def watch_cpu_ms(kube: Cluster, ns: str, count: int) -> float:
     return result[0] if result else float("nan")
 
 
+def _busy(stop: threading.Event) -> None:
+    """Pure Python work, holding the GIL but for the interpreter's switches, until `stop`."""
+    n = 0
+    while not stop.is_set():
+        n += 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -76,6 +88,7 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=200, help="requests of each kind per round")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--size", type=int, default=4000, help="bytes of data per object")
+    parser.add_argument("--busy", type=int, default=0, help="threads of Python work beside")
     args = parser.parse_args()
     bed = Bed(load_config())
     if not bed.is_up():
@@ -87,6 +100,9 @@ def main() -> int:
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     data = {"payload": "x" * args.size}
     rounds: dict[str, list[float]] = {}
+    stop = threading.Event()
+    for _ in range(args.busy):
+        threading.Thread(target=_busy, args=(stop,), daemon=True).start()
 
     def cm(i: int) -> dict[str, object]:
         meta = {"name": f"cm-{i}", "namespace": ns}
@@ -123,9 +139,10 @@ def main() -> int:
             }
             for k, v in figures.items():
                 rounds.setdefault(k, []).append(v)
+        stop.set()
         print(
             f"client-side CPU per request, objects of about {args.size} bytes, {args.count} "
-            f"each, {args.repeat} rounds (median, min-max):"
+            f"each, {args.repeat} rounds, {args.busy} busy threads beside (median, min-max):"
         )
         for k, vs in rounds.items():
             print(f"  {k}: {spread(vs, unit=' ms')}")

@@ -38,6 +38,7 @@ import time
 from base64 import b64decode
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -308,16 +309,17 @@ class ApiClient:
         curl = self._borrow()
         chunks: list[bytes] = []
         try:
-            head = self._prepare(curl, method, path, query, body, content_type, accept, timeout)
+            self._prepare(curl, method, path, query, body, content_type, accept, timeout, None)
             curl.setopt(pycurl.WRITEFUNCTION, chunks.append)
             _perform(curl, method, path)
             data = b"".join(chunks)
             chunks.clear()  # the idle handle keeps its write callback, not the answer
             status = curl.getinfo(pycurl.RESPONSE_CODE)
+            error = _request_error(curl, status, data) if status >= 400 else None
         finally:
             self._give_back(curl)
-        if status >= 400:
-            raise _answer_error(status, head, data)
+        if error is not None:
+            raise error
         return data
 
     def _prepare(
@@ -330,9 +332,12 @@ class ApiClient:
         content_type: str,
         accept: str,
         timeout: float | None,
-    ) -> list[bytes]:
-        """Set a handle for one request (all but where its answer's body goes); returns the
-        list its answer's header lines go to."""
+        head: list[bytes] | None,
+    ) -> None:
+        """Set a handle for one request (all but where its answer's body goes). The answer's
+        header lines go to `head`, or nowhere when it is None: libcurl hands each line to
+        Python on its own, and under a busy interpreter every such call waits for the GIL
+        (what a request needs of them, libcurl keeps: `_request_error`)."""
         if body is None:
             curl.setopt(pycurl.HTTPGET, 1)
         else:
@@ -342,10 +347,11 @@ class ApiClient:
         headers = self._headers(content_type if body is not None else None, accept)
         # "Expect:" off: libcurl would wait for a 100 Continue before a large body.
         curl.setopt(pycurl.HTTPHEADER, [f"{k}: {v}" for k, v in headers.items()] + ["Expect:"])
-        head: list[bytes] = []
-        curl.setopt(pycurl.HEADERFUNCTION, head.append)
+        if head is None:
+            curl.unsetopt(pycurl.HEADERFUNCTION)
+        else:
+            curl.setopt(pycurl.HEADERFUNCTION, head.append)
         curl.setopt(pycurl.TIMEOUT_MS, round(timeout * 1000) if timeout else 0)
-        return head
 
     def get_json(self, path: str, **kwargs: Any) -> Any:
         data = self.request("GET", path, **kwargs)
@@ -367,7 +373,8 @@ class ApiClient:
         finished = False  # the answer came whole: the handle's connection may serve again
         try:
             query = {**query, "watch": "true"}
-            head = self._prepare(curl, "GET", path, query, None, JSON, JSON, timeout)
+            head: list[bytes] = []  # a watch's status is read from them (`_EventStream`)
+            self._prepare(curl, "GET", path, query, None, JSON, JSON, timeout, head)
             stream = _EventStream(head, on_event)
             curl.setopt(pycurl.WRITEFUNCTION, stream.write)
             try:
@@ -458,9 +465,27 @@ def _status_of(head: list[bytes]) -> int:
     return 0
 
 
+def _request_error(curl: pycurl.Curl, status: int, data: bytes) -> ApiException:
+    """A request's error answer from what libcurl kept of it: the status; its reason, the
+    standard words for the code (the API server's status lines carry Go's `StatusText`, the
+    same words); the headers a client acts on, `Content-Type` and `Retry-After`; the body."""
+    headers = {}
+    content_type = curl.getinfo(pycurl.CONTENT_TYPE)
+    if content_type:
+        headers["Content-Type"] = str(content_type)
+    retry_after = curl.getinfo(pycurl.RETRY_AFTER)  # seconds; 0 when the header is absent
+    if retry_after and retry_after > 0:
+        headers["Retry-After"] = str(retry_after)
+    try:
+        reason = HTTPStatus(status).phrase
+    except ValueError:
+        reason = ""
+    return ApiException(status, reason, data.decode("utf-8", errors="replace"), headers)
+
+
 def _answer_error(status: int, head: list[bytes], data: bytes) -> ApiException:
-    """An error answer from libcurl's pieces: the header lines as they came (the last status
-    line and what follows it; an informational answer may come first) and the body."""
+    """A watch's error answer from libcurl's pieces: the header lines as they came (the last
+    status line and what follows it; an informational answer may come first) and the body."""
     reason, headers = "", dict[str, str]()
     for raw in head:
         line = raw.decode("latin-1").strip()
