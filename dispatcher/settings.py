@@ -139,8 +139,9 @@ class DispatcherSettings(ControllerSettings):
         default=2.0,
         ge=0,
         description="status brought back from a worker that changes only pod counts which do "
-        "not move PodsReady (active, suspended), other minor fields or the first clusterName "
-        "is written to the manager TrainJob at most once in this many seconds; conditions, "
+        "not move PodsReady (active, suspended) or other minor fields is written to the "
+        "manager TrainJob at most once in this many seconds; the first status from a worker "
+        "(its clusterName) waits for the first count that matters, at most 30 s; conditions, "
         "ready, succeeded and failed counts and a change of cluster go at once (0: write "
         "every change at once)",
     )

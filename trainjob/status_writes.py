@@ -18,7 +18,8 @@ def can_wait(have: Dict, patch: Dict) -> bool:
     counts such as active and suspended, `podsStatus`, or other fields. A `clusterName` that
     appears for the first time may wait too (the manager Workload and the Started Event name
     the worker already, and PodsReady reads no count without it, so it travels with the first
-    count that matters); one that changes, a job sent to another worker, goes at once."""
+    count that matters: `hold`); one that changes, a job sent to another worker, goes at
+    once."""
     if "conditions" in patch and (patch["conditions"] or None) != (have.get("conditions") or None):
         return False
     cluster = have.get("clusterName")
@@ -34,13 +35,25 @@ def held_key(namespace: str, name: str) -> tuple[str, str, str]:
     return ("StatusHeld", namespace, name)
 
 
+# How long the first status brought back from a worker (its `clusterName`, with pod counts
+# that move nothing) may wait for the first count that matters. A burst keeps pods from being
+# ready for longer than `coalesce`, and each first status written alone was a manager request
+# (0.3 per TrainJob in a burst of 60 on the bed); a job whose pods never get ready still shows
+# where it runs after this long.
+FIRST_STATUS_HOLD_SECONDS = 30.0
+
+
 def hold(have: Dict, patch: Dict, coalesce: float, held_for: float | None) -> float | None:
     """Seconds to hold `patch` back, or None to write it now: a change that `can_wait` is held
     `coalesce` seconds from when a change was first held (`held_for` ago; None: nothing is
-    held yet), then written with whatever has changed by then."""
+    held yet), then written with whatever has changed by then. The first `clusterName` (the
+    first status from a worker) is held up to FIRST_STATUS_HOLD_SECONDS instead. Nothing is
+    held when `coalesce` is 0."""
     if coalesce <= 0 or not can_wait(have, patch):
         return None
-    left = coalesce - (held_for or 0.0)
+    first = "clusterName" in patch and not have.get("clusterName")
+    limit = max(coalesce, FIRST_STATUS_HOLD_SECONDS) if first else coalesce
+    left = limit - (held_for or 0.0)
     return left if left > 0 else None
 
 

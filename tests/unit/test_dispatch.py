@@ -33,6 +33,7 @@ from dispatcher.remote import RemoteCluster
 from tests.factories import make_trainjob
 from trainjob.certs import issue
 from trainjob.runtime import RuntimeProblem
+from trainjob.status_writes import FIRST_STATUS_HOLD_SECONDS
 
 Dict = dict[str, Any]
 NOW = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.UTC)
@@ -415,14 +416,20 @@ def test_pod_counts_that_move_nothing_are_held_but_outcomes_go_at_once() -> None
     manager_tj["status"] = {"clusterName": "w1"}
     assert sync(running_remote(job_counts()), 0.5).trainjob_status is None
     manager_tj["status"] = {"clusterName": "w1", "conditions": [], "jobsStatus": job_counts()}
-    # The cluster's name, first seen with nothing else that matters, waits as well; it goes
-    # with the first ready count, or when the 2 s are over. A change of cluster goes at once.
+    # The cluster's name, first seen with nothing else that matters, waits as well, longer
+    # (pods may take a while to get ready): it goes with the first ready count, or after
+    # FIRST_STATUS_HOLD_SECONDS. A change of cluster goes at once.
     manager_tj["status"] = {}
     fresh = sync(running_remote(job_counts(active=1)), None)
     assert fresh.trainjob_status is None and fresh.status_held
+    assert fresh.requeue_after == FIRST_STATUS_HOLD_SECONDS
     ready = sync(running_remote(job_counts(active=1, ready=1)), 0.5).trainjob_status
     assert ready is not None and ready["clusterName"] == "w1"
-    assert sync(running_remote(job_counts(active=1)), 2.5).trainjob_status is not None
+    later = sync(running_remote(job_counts(active=1)), 2.5)
+    assert later.trainjob_status is None and later.status_held
+    assert later.requeue_after == FIRST_STATUS_HOLD_SECONDS - 2.5
+    late = sync(running_remote(job_counts(active=1)), FIRST_STATUS_HOLD_SECONDS + 0.5)
+    assert late.trainjob_status is not None and late.trainjob_status["clusterName"] == "w1"
     manager_tj["status"] = {"clusterName": "w0", "conditions": [], "jobsStatus": job_counts()}
     moved = sync(running_remote(job_counts(active=1)), None).trainjob_status
     assert moved is not None and moved["clusterName"] == "w1"
