@@ -209,6 +209,10 @@ def report(title: str, names: list[str], clock: Clock, key: str) -> dict[str, fl
     return figures
 
 
+# The figure of our identities' requests on a cluster without Leases (compare.py's target).
+WITHOUT_LEASES = "  the same without Leases: "
+
+
 def measure(
     bed: Bed, ns: str, args: argparse.Namespace, processes: dict[str, list[int]]
 ) -> dict[str, float]:
@@ -313,7 +317,7 @@ def measure(
             total = sum(ours.values())
             per_job = total - sum(k for (_, r), k in ours.items() if r == "leases")
             figures[f"our controllers' API requests per TrainJob: {cluster}"] = total / n
-            figures[f"  the same without Leases: {cluster}"] = per_job / n
+            figures[WITHOUT_LEASES + cluster] = per_job / n
             top = ", ".join(f"{v} {r} {k / n:.1f}" for (v, r), k in ours.most_common(8))
             print(
                 f"API requests per TrainJob on {cluster} from our controllers' identities "
