@@ -38,7 +38,7 @@ from benchmarks.multikueue import TRAINER, run_patch, trainjob_body
 from benchmarks.worker_trainjobs import peak_rss_mib, status_mib
 from clusters.bed import Bed
 from clusters.config import Port, WaitForPodsReady, load_config
-from clusters.install import DISPATCHER, leads
+from clusters.install import DISPATCHER, leading_dispatcher
 from demo import setup
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
@@ -136,7 +136,7 @@ def measure(bed: Bed, args: argparse.Namespace) -> int:
     ports = {bed.config.port(c, Port.APISERVER): c for c in clusters}
     setup.install(bed, ns, worker_cpu=args.worker_cpu)
     ctrls = setup.start_controllers(bed, resync=None)
-    leader = next(c for c in ctrls if c.name == DISPATCHER and leads(c.health))
+    leader = leading_dispatcher(ctrls)
     # Replicas by (cluster, identity): the worker controllers of two workers share a name.
     role = {
         (r.cluster, r.identity): ("dispatcher (leader)" if r is leader else "dispatcher (standby)")

@@ -33,7 +33,7 @@ from benchmarks.worker_trainjobs import cpu_seconds, pct, peak_rss_mib, request_
 from clusters import audit
 from clusters.bed import Bed
 from clusters.config import load_config
-from clusters.install import DISPATCHER, leads, scrape
+from clusters.install import DISPATCHER, leading_dispatcher, scrape
 from demo import setup
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
@@ -363,7 +363,7 @@ def main() -> int:
         return 1
     bed, ns, ctrls = started
     # The replica that leads does the work (CPU and memory below are its own).
-    dispatcher = next(c for c in ctrls if c.name == DISPATCHER and leads(c.health))
+    dispatcher = leading_dispatcher(ctrls)
     standby = [c for c in ctrls if c.name == DISPATCHER and c is not dispatcher]
     # The bed points the admission webhooks at the first replica (no Service to spread them):
     # it spends a few ms more per TrainJob than the other, which matters when comparing runs.

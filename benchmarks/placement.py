@@ -39,7 +39,7 @@ from benchmarks.multikueue import (
 from clusters import audit
 from clusters.bed import Bed
 from clusters.config import load_config
-from clusters.install import DISPATCHER, leads
+from clusters.install import leading_dispatcher
 from demo import setup
 
 FULL_CPU = "4"  # the first worker's quota, all of it taken by its own TrainJob
@@ -92,7 +92,7 @@ def run(bed: Bed, args: Any, capacity_aware: bool) -> dict[str, float]:
     setup.install(bed, ns, worker_cpu="1000", cpu_by_worker={full: FULL_CPU})
     flag = ("--capacity-aware", "true" if capacity_aware else "false")
     ctrls = setup.start_controllers(bed, resync=None, manager_flags=flag)
-    leader = next(c for c in ctrls if c.name == DISPATCHER and leads(c.health))
+    leader = leading_dispatcher(ctrls)
     title = "capacity-aware" if capacity_aware else "AllAtOnce"
     print(f"== {title}: {full} full (its own TrainJob holds {FULL_CPU} cpu), {free} free")
     try:

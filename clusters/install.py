@@ -545,3 +545,8 @@ def leads(health_port: int) -> bool | None:
     except OSError:
         return None
     return any(v == 1 for (name, _), v in samples.items() if name == "trainjob_leader")
+
+
+def leading_dispatcher(replicas: list[Replica]) -> Replica:
+    """The dispatcher replica that holds the Lease now (StopIteration: none does)."""
+    return next(r for r in replicas if r.name == DISPATCHER and leads(r.health))
