@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from clusters import builds, install
+from clusters import builds, images, install
 from clusters.bed import Bed
 from clusters.config import load_config
 from clusters.errors import BedError
@@ -62,11 +62,24 @@ def main(argv: list[str] | None = None) -> int:
         help="also Kubeflow Trainer's and JobSet's controllers (the upstream pipeline that "
         "benchmarks/compare.py runs; a bed with `pipeline: peer` builds them itself)",
     )
+    build.add_argument(
+        "--real-nodes",
+        action="store_true",
+        help="also what real nodes need: kubelet, kube-proxy, containerd, CoreDNS, and the "
+        "images (the product's, pause, CoreDNS, the training image)",
+    )
     up = sub.add_parser("up", help="bring the bed up (idempotent) and show its status")
     up.add_argument(
         "--install",
         action="store_true",
-        help="then install the product from deploy/ (our controllers run as processes)",
+        help="then install the product from deploy/ (on kwok nodes our controllers run as "
+        "processes; with --real-nodes as Pods from the product's image)",
+    )
+    up.add_argument(
+        "--real-nodes",
+        action="store_true",
+        help="one real node per cluster (kubelet, containerd, kube-proxy, CoreDNS) instead of "
+        "kwok nodes; needs root; the bed remembers it until `down`",
     )
     down = sub.add_parser("down", help="stop every process the bed started, remove its state")
     down.add_argument("--keep-state", action="store_true", help="keep etcd data and certs")
@@ -75,9 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
-            builds.build_all(peer=args.peer)
+            builds.build_all(peer=args.peer, real=args.real_nodes)
+            if args.real_nodes:
+                images.build_all()
             return 0
-        bed = Bed(load_config(args.config))
+        config = load_config(args.config)
+        if args.command == "up" and args.real_nodes:
+            config = config.model_copy(update={"real_nodes": True})
+        bed = Bed(config)
         if args.command == "up":
             bed.up()
             if args.install and not install.recorded(bed):

@@ -16,8 +16,8 @@ from typing import Any, Literal
 import yaml
 from kubernetes import client
 
-from clusters import builds, install, peer, processes
-from clusters.config import REPO_ROOT, BedConfig, ClusterSpec, Port, load_config
+from clusters import builds, images, install, nodes, peer, processes
+from clusters.config import REAL_NODES_MARKER, REPO_ROOT, BedConfig, ClusterSpec, Port, load_config
 from clusters.errors import BedError
 from clusters.kube import Applier, api_client, build_kubeconfig, load_manifests, write_kubeconfig
 from clusters.kueue import build_config, build_crds, build_webhook_configurations
@@ -39,7 +39,8 @@ AUDIT_POLICY = {
 STAGES_FILE = Path(__file__).resolve().parent / "kwok" / "stages.yaml"
 KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")  # fixed path in Kueue v0.19
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
-SERVICE_CIDR = "10.96.0.0/16"
+SERVICE_CIDR = nodes.SERVICE_CIDR
+COREDNS_MANIFEST = Path(__file__).resolve().parent / "manifests" / "coredns.yaml"
 
 
 def _say(msg: str) -> None:
@@ -156,10 +157,8 @@ class Bed:
                     f"--service-account-signing-key-file={pki / 'sa.key'}",
                     "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                     f"--service-cluster-ip-range={SERVICE_CIDR}",
-                    "--authorization-mode=RBAC",
                     "--allow-privileged=true",
-                    # The `kubernetes` Service cannot point at a loopback address.
-                    "--endpoint-reconciler-type=none",
+                    *self._apiserver_node_flags(c),
                     f"--cert-dir={d / 'apiserver-certs'}",
                     # Who did what, for our controllers' identities only (AUDIT_POLICY): the
                     # tests count requests per identity and per token from it.
@@ -202,8 +201,8 @@ class Bed:
                 d,
             ),
         ]
-        if spec.role == "worker":
-            comps += [
+        if spec.role == "worker" or cfg.real_nodes:
+            comps.append(
                 Component(
                     c,
                     "kube-scheduler",
@@ -225,7 +224,10 @@ class Bed:
                         f"https://127.0.0.1:{port(Port.SCHEDULER)}/healthz", context=insecure
                     ),
                     d,
-                ),
+                )
+            )
+        if spec.role == "worker" and not cfg.real_nodes:
+            comps.append(
                 Component(
                     c,
                     "kwok",
@@ -243,8 +245,8 @@ class Bed:
                     [port(Port.KWOK)],
                     lambda: processes.http_ok(f"http://127.0.0.1:{port(Port.KWOK)}/healthz"),
                     d,
-                ),
-            ]
+                )
+            )
         comps.append(
             Component(
                 c,
@@ -262,7 +264,121 @@ class Bed:
         )
         if every or cfg.pipeline == "peer":
             comps += peer.components(cfg, spec, d, kubeconfig)
+        node = self.node(c)
+        if node is not None:
+            comps += nodes.components(
+                node, self.node_kubeconfig(c, "kubelet"), self.node_kubeconfig(c, "kube-proxy")
+            )
         return comps
+
+    def _apiserver_node_flags(self, cluster: str) -> list[str]:
+        """With real nodes: kubelets authorised as nodes, the `kubernetes` Service at the
+        address pods reach the API server by, webhooks and kubelets called directly."""
+        if not self.config.real_nodes:
+            # The `kubernetes` Service cannot point at a loopback address.
+            return ["--authorization-mode=RBAC", "--endpoint-reconciler-type=none"]
+        pki = self.pki_dir / cluster
+        return [
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
+            f"--advertise-address={nodes.HOST_IP}",
+            f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+            f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+            # The host cannot resolve node names; their InternalIP is routed.
+            "--kubelet-preferred-address-types=InternalIP",
+            # Webhooks and aggregated APIs by their endpoints (pod IPs, routed from the host),
+            # not by ClusterIPs, which only exist inside each node.
+            "--enable-aggregator-routing=true",
+        ]
+
+    # ---- real nodes ---------------------------------------------------------------------------
+
+    def node(self, cluster: str) -> nodes.Node | None:
+        """The cluster's real node (None on a kwok bed)."""
+        return next((n for n in nodes.nodes(self.config) if n.cluster == cluster), None)
+
+    def node_kubeconfig(self, cluster: str, who: str) -> Path:
+        return self.cluster_dir(cluster) / f"{who}.kubeconfig"
+
+    def pod_server(self, cluster: str) -> str:
+        """The API server's address as pods and nodes reach it (the host's on the bridge)."""
+        if not self.config.real_nodes:
+            return self.server(cluster)
+        return f"https://{nodes.HOST_IP}:{self.config.port(cluster, Port.APISERVER)}"
+
+    def _node_pki(self, cluster: str) -> None:
+        node = self.node(cluster)
+        assert node is not None
+        self._cert(
+            cluster,
+            "apiserver-kubelet-client",
+            "kube-apiserver-kubelet-client",
+            organizations=("system:masters",),
+            client=True,
+        )
+        for who, cn, orgs in (
+            ("kubelet", f"system:node:{node.name}", ("system:nodes",)),
+            ("kube-proxy", "system:kube-proxy", ()),
+        ):
+            pair = self._cert(cluster, who, cn, organizations=orgs, client=True)
+            write_kubeconfig(
+                self.node_kubeconfig(cluster, who),
+                build_kubeconfig(
+                    cluster,
+                    self.pod_server(cluster),
+                    self.ca().cert_pem(),
+                    cn,
+                    pair.cert_pem(),
+                    pair.key_pem(),
+                ),
+            )
+
+    def _up_node(self, spec: ClusterSpec, comps: dict[str, Component]) -> None:
+        """The cluster's real node: network, containerd with the bed's images, kubelet,
+        kube-proxy, then CoreDNS as the cluster DNS."""
+        c = spec.name
+        node = self.node(c)
+        assert node is not None
+        nodes.node_network_up(node)
+        nodes.write_configs(
+            node,
+            self.pki_dir / "ca.crt",
+            self.node_kubeconfig(c, "kubelet"),
+            self.node_kubeconfig(c, "kube-proxy"),
+        )
+        self._start(comps["containerd"])
+        nodes.import_images(node)
+        self._start(comps["kubelet"])
+        self._start(comps["kube-proxy"])
+        self._wait_nodes_ready(c, 1, selector="type=real", timeout=120)
+        text = (
+            COREDNS_MANIFEST.read_text()
+            .replace("COREDNS_IMAGE", images.COREDNS.name)
+            .replace("CLUSTER_DNS", nodes.CLUSTER_DNS)
+        )
+        Applier(self.api(c)).apply_all(load_manifests(text))
+        self.wait_deployment_ready(c, "kube-system", "coredns")
+
+    def wait_deployment_ready(
+        self, cluster: str, namespace: str, name: str, timeout: float = 120.0
+    ) -> None:
+        apps = client.AppsV1Api(self.api(cluster))
+        deadline = time.monotonic() + timeout
+        while True:
+            dep = apps.read_namespaced_deployment(name, namespace)
+            want = dep.spec.replicas or 0
+            if (dep.status.ready_replicas or 0) >= want and (
+                dep.status.updated_replicas or 0
+            ) >= want:
+                return
+            if time.monotonic() > deadline:
+                raise BedError(
+                    f"{cluster}: Deployment {namespace}/{name} has "
+                    f"{dep.status.ready_replicas or 0}/{want} ready replicas after "
+                    f"{timeout:.0f}s; see `kubectl -n {namespace} describe pods` and the "
+                    f"kubelet log {self.cluster_dir(cluster) / 'node' / 'kubelet.log'}"
+                )
+            time.sleep(0.5)
 
     def component(self, cluster: str, name: str) -> Component:
         for comp in self.components(self.config.cluster(cluster)):
@@ -275,8 +391,16 @@ class Bed:
     def up(self) -> float:
         """Bring every cluster up (idempotent: running parts are kept, missing ones started)."""
         start = time.monotonic()
-        builds.build_all(peer=self.config.pipeline == "peer")
+        real = self.config.real_nodes
+        if real:
+            nodes.check_host()
+        builds.build_all(peer=self.config.pipeline == "peer", real=real)
+        if real:
+            images.build_all()
         self.state.mkdir(parents=True, exist_ok=True)
+        if real:
+            (self.state / REAL_NODES_MARKER).touch()
+            nodes.host_network_up(self.config)
         self._prepare_pki()
         with ThreadPoolExecutor(max_workers=len(self.config.clusters)) as pool:
             futures = [pool.submit(self._up_cluster, spec) for spec in self.config.clusters]
@@ -322,11 +446,14 @@ class Bed:
                     "kubernetes.default",
                     "kubernetes.default.svc",
                     "10.96.0.1",
+                    nodes.HOST_IP,
                 ),
             )
             for name in ("kueue-webhook", peer.WEBHOOK_CERT):
                 self._cert(c, name, name, server=True, hosts=("127.0.0.1", "localhost"))
             ensure_service_account_keys(self.pki_dir / c)
+            if self.config.real_nodes:
+                self._node_pki(c)
             admin = self.admin_cert(c)
             write_kubeconfig(
                 self.kubeconfig(c),
@@ -342,7 +469,8 @@ class Bed:
 
     def _start(self, comp: Component, timeout: float = 90.0) -> None:
         if processes.start(comp):
-            _say(f"{comp.label}: started (pid {comp.pid()}, port {comp.ports[0]})")
+            where = f"port {comp.ports[0]}" if comp.ports else "no host port"
+            _say(f"{comp.label}: started (pid {comp.pid()}, {where})")
         processes.wait_healthy(comp, timeout)
 
     def _up_cluster(self, spec: ClusterSpec) -> None:
@@ -356,14 +484,17 @@ class Bed:
         applier = Applier(self.api(c))
         self._apply_crds(applier, spec)
         self._start(comps["kube-controller-manager"])
-        if spec.role == "worker":
+        if "kube-scheduler" in comps:
             self._start(comps["kube-scheduler"])
+        if "kwok" in comps:
             self._write_kwok_config(d)
             self._apply_nodes(applier, spec)
             self._start(comps["kwok"])
             self._wait_nodes_ready(c, sum(p.count for p in spec.nodes))
         self._write_kueue_config(spec)
         self._start(comps["kueue"], timeout=120)
+        if self.config.real_nodes:
+            self._up_node(spec, comps)
         if self.config.pipeline == "peer" and spec.role == "worker":
             pki = self.pki_dir / c
             cert, key = pki / f"{peer.WEBHOOK_CERT}.crt", pki / f"{peer.WEBHOOK_CERT}.key"
@@ -447,14 +578,16 @@ class Bed:
                     }
                 )
 
-    def _wait_nodes_ready(self, cluster: str, count: int, timeout: float = 60.0) -> None:
+    def _wait_nodes_ready(
+        self, cluster: str, count: int, selector: str = "type=kwok", timeout: float = 60.0
+    ) -> None:
         core = client.CoreV1Api(self.api(cluster))
         deadline = time.monotonic() + timeout
         while True:
-            nodes = core.list_node(label_selector="type=kwok").items
+            listed = core.list_node(label_selector=selector).items
             ready = [
                 n
-                for n in nodes
+                for n in listed
                 if any(
                     cond.type == "Ready" and cond.status == "True"
                     for cond in (n.status.conditions or [])
@@ -463,9 +596,10 @@ class Bed:
             if len(ready) >= count:
                 return
             if time.monotonic() > deadline:
+                log = "node/kubelet.log" if selector == "type=real" else "kwok.log"
                 raise BedError(
-                    f"{cluster}: only {len(ready)}/{count} kwok nodes Ready after "
-                    f"{timeout:.0f}s; kwok log: {self.cluster_dir(cluster) / 'kwok.log'}"
+                    f"{cluster}: only {len(ready)}/{count} nodes ({selector}) Ready after "
+                    f"{timeout:.0f}s; log: {self.cluster_dir(cluster) / log}"
                 )
             time.sleep(0.3)
 
@@ -581,8 +715,13 @@ class Bed:
                         _say(f"{comp.label}: stopped")
 
             _parallel(stop_cluster, self.config.clusters)
-            if not keep_state:
-                shutil.rmtree(self.state, ignore_errors=True)
+        # Whatever the config says: a real node left behind would keep its containers.
+        for i, spec in enumerate(self.config.clusters):
+            nodes.node_down(nodes.Node(spec.name, i, self.cluster_dir(spec.name) / "node"))
+        if self.state.exists() or self.config.real_nodes:
+            nodes.host_network_down()
+        if self.state.exists() and not keep_state:
+            shutil.rmtree(self.state, ignore_errors=True)
         took = time.monotonic() - start
         _say(f"bed is down in {took:.1f}s")
         return took

@@ -27,6 +27,14 @@ KUEUE_VERSION = "v0.19.2"
 # go.mod names.
 TRAINER_VERSION = "v2.2.1"
 JOBSET_VERSION = "v0.12.0"
+# Real nodes (`python -m clusters up --real-nodes`): kubelet and kube-proxy come from the
+# Kubernetes module above; containerd 2 (kubelet v1.36 needs it) and CoreDNS from theirs.
+CONTAINERD_VERSION = "v2.3.7"
+COREDNS_VERSION = "v1.14.7"
+# Debian 12's runc 1.1 cannot start what containerd 2 asks for ("can't get final child's PID
+# from pipe"), nor can its crun 1.8 ("unknown version specified").
+RUNC_VERSION = "v1.3.6"
+PAUSE_VERSION = "1.0"  # our own (clusters/gomod/pause)
 TRAINER_PACKAGE = "github.com/kubeflow/trainer/v2"
 
 
@@ -56,6 +64,9 @@ class Build:
     ldflags: list[str] = field(default_factory=list)
     module: str = ""  # wrapper module directory, when not the build's name
     peer: bool = False  # only the upstream peer pipeline needs it (built on demand)
+    real: bool = False  # only real nodes need it (built on demand)
+    tags: list[str] = field(default_factory=list)
+    static: bool = False  # CGO_ENABLED=0: the binary goes into an image without a libc
 
     @property
     def module_dir(self) -> Path:
@@ -66,7 +77,7 @@ class Build:
         digest = hashlib.sha256()
         for fname in ("go.mod", "go.sum"):
             digest.update((self.module_dir / fname).read_bytes())
-        digest.update(json.dumps([self.packages, self.ldflags]).encode())
+        digest.update(json.dumps([self.packages, self.ldflags, self.tags, self.static]).encode())
         return f"{self.name}-{self.version}-{digest.hexdigest()[:10]}"
 
 
@@ -101,6 +112,40 @@ BUILDS: dict[str, Build] = {
             _k8s_version_ldflags(K8S_VERSION),
             module="kubernetes",
         ),
+        Build(
+            "kubelet",
+            K8S_VERSION,
+            {
+                "kubelet": "k8s.io/kubernetes/cmd/kubelet",
+                "kube-proxy": "k8s.io/kubernetes/cmd/kube-proxy",
+            },
+            _k8s_version_ldflags(K8S_VERSION),
+            module="kubernetes",
+            real=True,
+        ),
+        Build(
+            "containerd",
+            CONTAINERD_VERSION,
+            {
+                "containerd": "github.com/containerd/containerd/v2/cmd/containerd",
+                "containerd-shim-runc-v2": "github.com/containerd/containerd/v2/cmd/"
+                "containerd-shim-runc-v2",
+                "ctr": "github.com/containerd/containerd/v2/cmd/ctr",
+            },
+            [f"-X github.com/containerd/containerd/v2/version.Version={CONTAINERD_VERSION}"],
+            real=True,
+            tags=["no_btrfs"],  # its cgo snapshotter needs btrfs headers; overlayfs is used
+        ),
+        # libseccomp through cgo: pods ask for the RuntimeDefault seccomp profile.
+        Build(
+            "runc",
+            RUNC_VERSION,
+            {"runc": "github.com/opencontainers/runc"},
+            real=True,
+            tags=["seccomp"],
+        ),
+        Build("coredns", COREDNS_VERSION, {"coredns": "."}, real=True, static=True),
+        Build("pause", PAUSE_VERSION, {"pause": "."}, real=True, static=True),
         Build(
             "trainer",
             TRAINER_VERSION,
@@ -181,6 +226,7 @@ def build_one(build: Build) -> float:
     cmd = [
         "go",
         "build",
+        *([f"-tags={','.join(build.tags)}"] if build.tags else []),
         "-ldflags",
         " ".join(["-s", "-w", *build.ldflags]),
         "-o",
@@ -194,8 +240,11 @@ def build_one(build: Build) -> float:
     with log_path.open("w") as log:
         log.write("$ " + " ".join(cmd) + "\n")
         log.flush()
+        env = go_env()
+        if build.static:
+            env["CGO_ENABLED"] = "0"
         proc = subprocess.Popen(
-            cmd, cwd=build.module_dir, stdout=log, stderr=subprocess.STDOUT, env=go_env()
+            cmd, cwd=build.module_dir, stdout=log, stderr=subprocess.STDOUT, env=env
         )
         done = threading.Event()
 
@@ -219,13 +268,13 @@ def build_one(build: Build) -> float:
     return took
 
 
-def build_all(peer: bool = False) -> dict[str, float]:
-    """Build every binary the bed needs (with `peer`, the upstream pipeline's too); return
-    seconds per build (0 for cached ones)."""
+def build_all(peer: bool = False, real: bool = False) -> dict[str, float]:
+    """Build every binary the bed needs (with `peer`, the upstream pipeline's too; with
+    `real`, the real nodes'); return seconds per build (0 for cached ones)."""
     check_go()
     times = {}
     for build in BUILDS.values():
-        if peer or not build.peer:
+        if (peer or not build.peer) and (real or not build.real):
             times[build.name] = build_one(build)
     total = sum(times.values())
     if total:

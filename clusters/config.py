@@ -14,6 +14,7 @@ from clusters.errors import BedError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+REAL_NODES_MARKER = "real-nodes"  # in the state directory of a bed that runs real nodes
 
 
 class Port(IntEnum):
@@ -105,6 +106,13 @@ class BedConfig(BaseModel):
         "(clusters/peer.py: Kueue's own MultiKueue and TrainJob integration, Trainer's and "
         "JobSet's controllers on the workers); the product is not installed on it",
     )
+    real_nodes: bool = Field(
+        default=False,
+        description="one real node per cluster (kubelet, containerd, kube-proxy, CoreDNS; "
+        "clusters/nodes.py) instead of kwok's: pods run as containers from images, and the "
+        "workers have no kwok nodes. Needs root. `up --real-nodes` sets it and the bed "
+        "remembers it in its state directory",
+    )
     multikueue_mode: Literal["replace", "coexist"] = Field(
         default="replace",
         description="replace: the manager's Kueue keeps its MultiKueue gate off and the "
@@ -145,6 +153,13 @@ class BedConfig(BaseModel):
         return [c for c in self.clusters if c.role == "worker"]
 
 
+def real_bed_config() -> BedConfig:
+    """The bed with real nodes that the tests (tests/real) and `./run demo --real` use: its
+    own ports and state directory, so that a kwok bed can be up beside it."""
+    state = os.environ.get("TJ_REAL_BED_STATE_DIR") or str(REPO_ROOT / ".bed-real")
+    return BedConfig(base_port=23000, state_dir=Path(state), real_nodes=True)
+
+
 def load_config(path: Path | None = None) -> BedConfig:
     """Load the bed config from `path` (or $TJ_BED_CONFIG), else the defaults.
 
@@ -164,6 +179,9 @@ def load_config(path: Path | None = None) -> BedConfig:
         data = loaded
     if os.environ.get("TJ_BED_STATE_DIR"):
         data["state_dir"] = os.environ["TJ_BED_STATE_DIR"]
+    state_dir = Path(str(data.get("state_dir") or REPO_ROOT / ".bed"))
+    if (state_dir / REAL_NODES_MARKER).exists():
+        data["real_nodes"] = True
     try:
         return BedConfig.model_validate(data)
     except ValidationError as exc:

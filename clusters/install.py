@@ -384,7 +384,13 @@ def install_product(
     """deploy/worker on every worker, the manager's kubeconfig Secret for each worker made
     with `trainjob-worker-secret` (as the README tells users), then deploy/manager (both from
     deploy/coexist/ when the bed's manager runs Kueue's own MultiKueue too). Flags in
-    `*_args` go on top of each replica's command (the tests shorten timers with them)."""
+    `*_args` go on top of each replica's command (the tests shorten timers with them).
+
+    On real nodes the Deployments run as Pods from the product's image and nothing is
+    returned: the kubelet, not the bed, runs the replicas."""
+    if bed.config.real_nodes:
+        install_on_nodes(bed, worker_args=worker_args, manager_args=manager_args)
+        return []
     replicas: list[Replica] = []
     overlays = OVERLAYS[bed.config.multikueue_mode]
     try:
@@ -416,13 +422,50 @@ def _install_on(bed: Bed, cluster: str, overlay: str, extra: list[str]) -> list[
     )
 
 
+def install_on_nodes(
+    bed: Bed, *, worker_args: list[str] | None = None, manager_args: list[str] | None = None
+) -> None:
+    """The product applied as it is (`kubectl apply -k`, webhooks through their Services),
+    with `*_args` added to each container's args as a kustomize patch would; then every
+    Deployment Ready and every webhook configuration holding its CA."""
+    overlays = OVERLAYS[bed.config.multikueue_mode]
+    for w in bed.config.workers:
+        _apply_on_nodes(
+            bed, w.name, overlays["worker"], ["--cluster-name", w.name, *(worker_args or [])]
+        )
+    manager = bed.config.managers[0].name
+    applier = Applier(bed.api(manager))
+    for w in bed.config.workers:
+        applier.apply_all(load_manifests(worker_secret(bed, w.name)))
+    _apply_on_nodes(bed, manager, overlays["manager"], list(manager_args or []))
+
+
+def _apply_on_nodes(bed: Bed, cluster: str, overlay: str, extra: list[str]) -> None:
+    docs = render(DEPLOY / overlay)
+    deployments = [d for d in docs if d["kind"] == "Deployment"]
+    for dep in deployments:
+        (container,) = dep["spec"]["template"]["spec"]["containers"]
+        container["args"] = [*container.get("args", []), *extra]
+    api = bed.api(cluster)
+    Applier(api).apply_all(docs)
+    for dep in deployments:
+        meta = dep["metadata"]
+        bed.wait_deployment_ready(cluster, meta.get("namespace", "default"), meta["name"])
+    hooks = [d for d in docs if d["kind"].endswith("WebhookConfiguration")]
+    _wait_ca_bundles(api, hooks, [])
+
+
 def worker_secret(bed: Bed, worker: str) -> str:
-    """The manager's kubeconfig Secret for `worker`, from a token of deploy/worker's identity."""
+    """The manager's kubeconfig Secret for `worker`, from a token of deploy/worker's identity,
+    naming the worker's API server as the dispatcher reaches it (from a Pod on a real node:
+    the host's bridge address)."""
     out = subprocess.run(
         [
             str(Path(sys.executable).parent / "trainjob-worker-secret"),
             "--worker-kubeconfig",
             str(bed.kubeconfig(worker)),
+            "--server",
+            bed.pod_server(worker),
             "--name",
             worker,
             "--namespace",

@@ -32,6 +32,9 @@ class Component:
     health: HealthCheck
     run_dir: Path
     env: dict[str, str] = field(default_factory=dict)
+    # A prefix that sets the process up and execs argv in place (same PID): a real node's
+    # daemons enter the node's network namespace and cgroup this way.
+    wrapper: list[str] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -108,7 +111,7 @@ def start(component: Component) -> bool:
         log.write(f"\n=== start {time.strftime('%H:%M:%S')}: {' '.join(component.argv)}\n".encode())
         log.flush()
         proc = subprocess.Popen(
-            component.argv,
+            [*component.wrapper, *component.argv],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -16,7 +16,7 @@ from typing import Any
 from kubernetes import client
 
 from clusters.bed import Bed
-from clusters.config import load_config
+from clusters.config import load_config, real_bed_config
 from clusters.errors import BedError
 from clusters.kube import load_manifests
 from demo import setup
@@ -37,10 +37,18 @@ def _conditions(obj: Dict) -> dict[str, str]:
 
 def run(bed: Bed, namespace: str, timeout: float) -> int:
     manager = bed.config.managers[0].name
+    real = bed.config.real_nodes
+    example = setup.REPO / "examples" / ("torch-ddp-cpu.yaml" if real else "trainjob-torch.yaml")
     say(f"installing the TrainJob runtime, Kueue queues and MultiKueue objects ({namespace})")
-    setup.install(bed, namespace)
+    if real:
+        setup.install(bed, namespace, worker_cpu="4", runtime=example)
+    else:
+        setup.install(bed, namespace)
     say("installing the product from deploy/ (worker controllers, then 2 dispatcher replicas)")
     ctrls = setup.start_controllers(bed)
+    if real:
+        say("  the product runs as Pods from its image on each cluster's real node")
+    printed_lines = 0
     try:
         for ctrl in ctrls:
             say(
@@ -48,7 +56,7 @@ def run(bed: Bed, namespace: str, timeout: float) -> int:
                 f"token, log {ctrl.log}"
             )
         custom = client.CustomObjectsApi(bed.api(manager))
-        tj = load_manifests((setup.REPO / "examples" / "trainjob-torch.yaml").read_text())[0]
+        tj = next(d for d in load_manifests(example.read_text()) if d["kind"] == "TrainJob")
         name = f"{tj['metadata']['name']}-{uuid.uuid4().hex[:4]}"
         tj["metadata"] = {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "q"}}
         created = custom.create_namespaced_custom_object(*TRAINER, namespace, "trainjobs", tj)
@@ -99,6 +107,8 @@ def run(bed: Bed, namespace: str, timeout: float) -> int:
                 phases = sorted(p.status.phase for p in remote)
                 if phases:
                     steps.append(f"pods on {cluster}: {', '.join(phases)}")
+                if real:
+                    printed_lines = _print_rank0_log(bed, cluster, namespace, remote, printed_lines)
                 if (obj.get("status") or {}).get("podsStatus"):
                     steps.append(
                         f"pods as the TrainJob on {manager} counts them: {pods_in_short(obj)}"
@@ -131,17 +141,48 @@ def run(bed: Bed, namespace: str, timeout: float) -> int:
         setup.stop_controllers(bed, ctrls)
 
 
+def _print_rank0_log(
+    bed: Bed, cluster: str, namespace: str, pods: list[client.V1Pod], printed: int
+) -> int:
+    """Print rank 0's log lines not printed yet; return how many are printed now."""
+    rank0 = [
+        p
+        for p in pods
+        if (p.metadata.annotations or {}).get("batch.kubernetes.io/job-completion-index") == "0"
+        and p.status.phase in ("Running", "Succeeded", "Failed")
+    ]
+    if not rank0:
+        return printed
+    try:
+        log = client.CoreV1Api(bed.api(cluster)).read_namespaced_pod_log(
+            rank0[0].metadata.name, namespace
+        )
+    except client.ApiException:
+        return printed
+    lines = [line for line in log.splitlines() if line.startswith(("step ", "done:", "world "))]
+    for line in lines[printed:]:
+        say(f"  rank 0: {line}")
+    return max(printed, len(lines))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__)
     parser.add_argument("--config", type=Path, help="bed config (default: manager + 2 workers)")
     parser.add_argument("--namespace", help="namespace to use (default: a fresh demo-xxxx)")
-    parser.add_argument("--timeout", type=float, default=180)
+    parser.add_argument("--timeout", type=float, help="seconds (default 180; 600 with --real)")
+    parser.add_argument(
+        "--real",
+        action="store_true",
+        help="on real nodes (root): the product as Pods from its image, and a TrainJob that "
+        "trains a small model with torchrun across 2 pods (examples/torch-ddp-cpu.yaml)",
+    )
     args = parser.parse_args(argv)
     try:
-        bed = Bed(load_config(args.config))
+        bed = Bed(real_bed_config() if args.real else load_config(args.config))
         say("bringing up the local clusters (first run builds the binaries)")
         bed.up()
-        return run(bed, args.namespace or f"demo-{uuid.uuid4().hex[:4]}", args.timeout)
+        timeout = args.timeout or (600.0 if args.real else 180.0)
+        return run(bed, args.namespace or f"demo-{uuid.uuid4().hex[:4]}", timeout)
     except BedError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -101,7 +101,8 @@ def install(
     """Runtime everywhere; a MultiKueue-checked queue `q` in `namespace` on the manager; a plain
     queue `q` there on every worker (quota per worker from `cpu_by_worker`), unless
     `on_workers` is False (then the workers have neither the namespace nor the queue)."""
-    runtime_docs = load_manifests(runtime.read_text())
+    # The runtime's file may carry an example TrainJob too: that is the caller's to submit.
+    runtime_docs = [d for d in load_manifests(runtime.read_text()) if d["kind"] != "TrainJob"]
     manager = bed.config.managers[0].name
     suffix = f"-{namespace}"
     Applier(bed.api(manager)).apply_all(

@@ -13,6 +13,7 @@ NAME=trainjob-multicluster
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 PYTHON=${PYTHON:-$REPO/.venv/bin/python}
 DIST=$REPO/dist
+OUT=${OUT:-$DIST/$NAME.oci.tar}  # the archive; the bed builds into its cache this way
 WORK=$(mktemp -d /tmp/trainjob-image.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 say() { printf '[image %s] %s\n' "$(date +%T)" "$*" >&2; }
@@ -70,7 +71,7 @@ for manifest in index["manifests"]:
     manifest.setdefault("annotations", {})["io.containerd.image.name"] = name
 json.dump(index, open(path, "w"))
 PY
-tar -C "$WORK/oci" -cf "$DIST/$NAME.oci.tar" .
+tar -C "$WORK/oci" -cf "$OUT" .
 took=$(( $(date +%s) - start ))
-size=$(du -m "$DIST/$NAME.oci.tar" | cut -f1)
-say "built $DIST/$NAME.oci.tar ($NAME:$TAG, ${size} MiB archive, ${took}s)"
+size=$(du -m "$OUT" | cut -f1)
+say "built $OUT ($NAME:$TAG, ${size} MiB archive, ${took}s)"

@@ -1,0 +1,216 @@
+"""The container images of the bed's real nodes, their names in one place, built offline
+(no registry is reachable) and cached by a hash of their inputs.
+
+- the product's image, by deploy/image/build.sh (its name is deploy/'s kustomization's);
+- the pause image and CoreDNS's, each one static binary of ours or theirs (clusters/gomod);
+- the training image: Debian 13 with Python 3, PyTorch 2.6 for CPU (Debian's python3-torch,
+  built with gloo; Debian 12's 1.13 has a torchrun that fails on its Python 3.11), Open MPI and
+  OpenSSH, and the example training scripts (examples/train/). Debian builds PyTorch without
+  libuv, which torchrun's TCPStore asks for: the image sets USE_LIBUV=0 and loads
+  clusters/training_image/ so that TCPStore follows it.
+
+Each is an OCI image layout archive whose index names the image (the
+`io.containerd.image.name` annotation), which `ctr images import` reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from clusters import builds
+from clusters.config import REPO_ROOT
+from clusters.errors import BedError
+
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+EXAMPLES_TRAIN = REPO_ROOT / "examples" / "train"
+TRAINING_FIXES = Path(__file__).resolve().parent / "training_image"
+# What the product's image holds: a change to any of these rebuilds it.
+PRODUCT_SOURCES = ("pyproject.toml", "trainjob", "dispatcher", "worker_controller",
+                   "kubectl_trainjob", "deploy/image/build.sh")  # fmt: skip
+
+
+def product_image_name() -> str:
+    """The product's image as deploy/manager's kustomization names it, fully qualified."""
+    kustomization = yaml.safe_load((REPO_ROOT / "deploy/manager/kustomization.yaml").read_text())
+    entry = kustomization["images"][0]
+    name = f"{entry['newName']}:{entry['newTag']}"
+    first = name.split("/")[0]
+    if "/" not in name:
+        return f"docker.io/library/{name}"
+    if "." not in first and ":" not in first and first != "localhost":
+        return f"docker.io/{name}"
+    return name
+
+
+@dataclass(frozen=True)
+class Image:
+    kind: str  # product | binary | debian
+    name: str  # fully qualified, as containerd stores it
+    binary: str = ""  # binary: the command from builds.BUILDS
+    entrypoint: tuple[str, ...] = ()
+    packages: tuple[str, ...] = ()  # debian: what mmdebstrap includes
+    suite: str = ""  # debian: the release
+    files: dict[str, Path] = field(default_factory=dict)  # debian: image path -> source dir
+    env: tuple[str, ...] = ()
+
+    def key(self) -> str:
+        digest = hashlib.sha256(
+            json.dumps([self.kind, self.name, self.packages, self.suite, self.env]).encode()
+        )
+        if self.kind == "binary":
+            build = next(b for b in builds.BUILDS.values() if self.binary in b.packages)
+            digest.update(build.key().encode())
+        for src in self._sources():
+            for path in sorted(p for p in src.rglob("*") if p.is_file()) if src.is_dir() else [src]:
+                if "__pycache__" in path.parts:
+                    continue
+                digest.update(str(path.relative_to(REPO_ROOT)).encode())
+                digest.update(path.read_bytes())
+        return digest.hexdigest()[:12]
+
+    def _sources(self) -> list[Path]:
+        if self.kind == "product":
+            return [REPO_ROOT / s for s in PRODUCT_SOURCES]
+        return list(self.files.values())
+
+
+PAUSE = Image("binary", f"localhost/trainjob-bed/pause:{builds.PAUSE_VERSION}", binary="pause",
+              entrypoint=("/pause",))  # fmt: skip
+COREDNS = Image(
+    "binary",
+    f"localhost/trainjob-bed/coredns:{builds.COREDNS_VERSION}",
+    binary="coredns",
+    entrypoint=("/coredns",),
+)
+TRAINING = Image(
+    "debian",
+    "localhost/trainjob-bed/torch-cpu:2.6.0",
+    packages=("python3", "python3-torch", "openmpi-bin", "openssh-client", "openssh-server"),
+    suite="trixie",
+    files={
+        "/opt/trainjob-examples": EXAMPLES_TRAIN,
+        "/usr/lib/python3/dist-packages": TRAINING_FIXES,
+    },
+    env=("PATH=/usr/local/bin:/usr/bin:/bin", "USE_LIBUV=0", "PYTHONDONTWRITEBYTECODE=1"),
+)
+PRODUCT = Image("product", product_image_name())
+ALL = (PAUSE, COREDNS, TRAINING, PRODUCT)
+
+
+def images_dir() -> Path:
+    return builds.cache_root() / "images"
+
+
+def archive(image: Image) -> Path:
+    slug = image.name.rsplit("/", 1)[-1].replace(":", "-")
+    return images_dir() / f"{slug}-{image.key()}.oci.tar"
+
+
+def _say(msg: str) -> None:
+    print(f"[image {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def build_all() -> dict[str, float]:
+    """Build every image that is not in the cache; return seconds per image (0: cached)."""
+    times = {}
+    for image in ALL:
+        times[image.name] = build(image)
+    return times
+
+
+def build(image: Image) -> float:
+    out = archive(image)
+    if out.is_file():
+        return 0.0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    _say(f"building {image.name} (cache: {out})")
+    for stale in out.parent.glob(out.name.rsplit("-", 1)[0] + "-*.oci.tar"):
+        stale.unlink()  # the same image from older inputs
+    tmp = out.with_suffix(".tmp")
+    if image.kind == "product":
+        _run(["bash", str(REPO_ROOT / "deploy/image/build.sh")], env={"OUT": str(tmp)})
+    else:
+        with tempfile.TemporaryDirectory(prefix="trainjob-image.") as work:
+            rootfs = Path(work) / "rootfs"
+            if image.kind == "binary":
+                rootfs.mkdir()
+                shutil.copy2(builds.binary(image.binary), rootfs / image.binary)
+            else:
+                _debian_rootfs(image, rootfs)
+            pack(rootfs, image, Path(work), tmp)
+    tmp.rename(out)
+    took = time.monotonic() - start
+    _say(f"built {image.name} in {took:.0f}s ({out.stat().st_size / 2**20:.0f} MiB)")
+    return took
+
+
+def _debian_rootfs(image: Image, rootfs: Path) -> None:
+    _run(
+        [
+            "mmdebstrap",
+            "--quiet",
+            "--variant=minbase",
+            f"--include={','.join(image.packages)}",
+            "--dpkgopt=path-exclude=/usr/share/doc/*",
+            "--dpkgopt=path-exclude=/usr/share/man/*",
+            "--dpkgopt=path-exclude=/usr/share/locale/*",
+            "--customize-hook=rm -rf $1/var/lib/apt/lists/* $1/var/cache/apt/*",
+            image.suite,
+            str(rootfs),
+            DEBIAN_MIRROR,
+        ]
+    )
+    for target, source in image.files.items():
+        dest = rootfs / target.lstrip("/")
+        shutil.copytree(
+            source, dest, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True
+        )
+
+
+def pack(rootfs: Path, image: Image, work: Path, out: Path) -> None:
+    """`rootfs` as a one-layer OCI image named `image.name`, archived at `out`."""
+    layout = work / "oci"
+    tag = image.name.rsplit(":", 1)[1]
+    ref = f"{layout}:{tag}"
+    _run(["umoci", "init", "--layout", str(layout)])
+    _run(["umoci", "new", "--image", ref])
+    bundle = work / "bundle"
+    _run(["umoci", "unpack", "--image", ref, str(bundle)])
+    shutil.rmtree(bundle / "rootfs")
+    rootfs.rename(bundle / "rootfs")
+    _run(["umoci", "repack", "--image", ref, str(bundle)])
+    config = ["umoci", "config", "--image", ref]
+    for arg in image.entrypoint:
+        config.append(f"--config.entrypoint={arg}")
+    for env in image.env:
+        config.append(f"--config.env={env}")
+    _run(config)
+    _run(["umoci", "gc", "--layout", str(layout)])
+    index_path = layout / "index.json"
+    index = json.loads(index_path.read_text())
+    for manifest in index["manifests"]:
+        manifest.setdefault("annotations", {})["io.containerd.image.name"] = image.name
+    index_path.write_text(json.dumps(index))
+    _run(["tar", "-C", str(layout), "-cf", str(out), "."])
+
+
+def _run(argv: list[str], env: dict[str, str] | None = None) -> None:
+    import os
+
+    res = subprocess.run(
+        argv, capture_output=True, text=True, check=False, env={**os.environ, **(env or {})}
+    )
+    if res.returncode != 0:
+        tail = "\n".join((res.stdout + res.stderr).splitlines()[-20:])
+        raise BedError(f"`{' '.join(argv[:3])} ...` failed (exit {res.returncode}):\n{tail}")

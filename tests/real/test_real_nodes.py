@@ -1,0 +1,228 @@
+"""On real nodes: the product as Pods from its image, failover of the dispatcher through its
+Service, and TrainJobs that really run (torchrun across two pods, a failing pod)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from clusters import images, nodes
+from clusters.bed import Bed
+from clusters.install import DISPATCHER
+from clusters.kube import load_manifests
+from tests.helpers import wait_for
+from tests.kube_helpers import TrainJobs, api_error
+from tests.real.conftest import RUNTIME_FILE
+
+pytestmark = [pytest.mark.realnodes, pytest.mark.timeout(900)]
+Dict = dict[str, Any]
+NAMESPACE = "trainjob-system"
+LOSS = re.compile(r"^step (\d+)/(\d+) loss ([0-9.]+)$", re.M)
+
+
+def _manager(bed: Bed) -> str:
+    return bed.config.managers[0].name
+
+
+def _trainjob(name: str, **trainer: Any) -> Dict:
+    tj = next(d for d in load_manifests(RUNTIME_FILE.read_text()) if d["kind"] == "TrainJob")
+    tj["metadata"]["name"] = name
+    tj["spec"]["trainer"].update(trainer)
+    return tj
+
+
+def _winner(bed: Bed, namespace: str, name: str) -> str:
+    """The worker that holds the TrainJob's copy (exactly one, or the test fails)."""
+    holders = []
+    for w in bed.config.workers:
+        try:
+            TrainJobs(bed.api(w.name), namespace).get(name)
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+            continue
+        holders.append(w.name)
+    assert len(holders) <= 1, f"{name} runs on {holders}"
+    return holders[0] if holders else ""
+
+
+def _plugin(bed: Bed, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "kubectl-trainjob"), *args],
+        env={"KUBECONFIG": str(bed.kubeconfig(_manager(bed))), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_product_runs_as_pods_from_its_image(installed: Bed) -> None:
+    for c in installed.config.clusters:
+        pods = client.CoreV1Api(installed.api(c.name)).list_namespaced_pod(NAMESPACE).items
+        assert pods, f"no product pods on {c.name}"
+        for pod in pods:
+            (status,) = pod.status.container_statuses
+            assert status.ready, f"{c.name}/{pod.metadata.name} not ready: {status.state}"
+            assert status.image == images.PRODUCT.name
+            assert pod.spec.node_name == f"{c.name}-real"
+    manager = _manager(installed)
+    dispatchers = client.AppsV1Api(installed.api(manager)).read_namespaced_deployment(
+        DISPATCHER, NAMESPACE
+    )
+    assert dispatchers.status.ready_replicas == 2
+
+
+def test_ddp_training_across_clusters(installed: Bed, real_namespace: str) -> None:
+    """examples/torch-ddp-cpu.yaml on the manager: 2 pods on one worker rendezvous over the
+    headless Service's names, train, exit 0; Complete on the worker and the manager; the loss
+    lines reach the manager's side through `kubectl trainjob logs`."""
+    manager = _manager(installed)
+    name = f"ddp-{uuid.uuid4().hex[:6]}"
+    on_manager = TrainJobs(installed.api(manager), real_namespace)
+    created = time.monotonic()
+    on_manager.create(_trainjob(name))
+
+    def loss_lines() -> list[tuple[int, float]]:
+        out = _plugin(installed, "logs", name, "-n", real_namespace)
+        return [(int(m[1]), float(m[3])) for m in LOSS.finditer(out.stdout)]
+
+    wait_for(loss_lines, 300, what=f"loss lines of {name} through kubectl trainjob logs")
+    first_loss = time.monotonic() - created
+    on_manager.wait_condition(name, "Complete", timeout=300)
+    worker = _winner(installed, real_namespace, name)
+    assert worker
+    on_worker = TrainJobs(installed.api(worker), real_namespace)
+    assert on_worker.condition(name, "Complete")["status"] == "True"
+    pods = on_worker.pods(name)
+    assert len(pods) == 2
+    for pod in pods:
+        assert pod.status.phase == "Succeeded", pod.status
+        (status,) = pod.status.container_statuses
+        assert status.state.terminated.exit_code == 0
+        assert status.image == images.TRAINING.name
+    lines = loss_lines()
+    steps = [s for s, _ in lines]
+    assert steps == list(range(1, 41)), steps
+    assert lines[-1][1] < lines[0][1], lines
+    print(f"\n[figure] create -> first loss line on the manager's side: {first_loss:.1f}s")
+
+
+def test_a_failing_pod_fails_the_trainjob_on_the_manager(
+    installed: Bed, real_namespace: str
+) -> None:
+    """With a runtime whose Jobs do not retry (backoffLimit 0), as a user who wants to know
+    at once: Failed on the manager with the reason and message from the worker."""
+    manager = _manager(installed)
+    name = f"fail-{uuid.uuid4().hex[:6]}"
+    on_manager = TrainJobs(installed.api(manager), real_namespace)
+    runtime = next(d for d in load_manifests(RUNTIME_FILE.read_text()) if d["kind"] != "TrainJob")
+    runtime["metadata"]["name"] = "no-retries"
+    job = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    job["backoffLimit"] = 0
+    job["template"]["spec"]["restartPolicy"] = "Never"
+    for c in installed.config.clusters:
+        TrainJobs(installed.api(c.name), real_namespace).create_runtime(runtime)
+    script = "import sys; print('bad input file', flush=True); sys.exit(1)"
+    tj = _trainjob(name, numNodes=1, command=["python3", "-c", script])
+    tj["spec"]["runtimeRef"] = {"name": "no-retries", "kind": "TrainingRuntime"}
+    on_manager.create(tj)
+    failed = on_manager.wait_condition(name, "Failed", timeout=240)
+    print(f"\n[figure] Failed on the manager: {failed['reason']}: {failed['message']}")
+    assert failed["reason"], failed
+    assert failed["message"], failed
+    worker = _winner(installed, real_namespace, name)
+    pods = TrainJobs(installed.api(worker), real_namespace).pods(name)
+    assert pods and all(p.status.phase == "Failed" for p in pods)
+    assert {s.state.terminated.exit_code for p in pods for s in p.status.container_statuses} == {1}
+
+
+def _lease_holder(bed: Bed) -> str:
+    lease = client.CoordinationV1Api(bed.api(_manager(bed))).read_namespaced_lease(
+        DISPATCHER, NAMESPACE
+    )
+    return str(lease.spec.holder_identity or "")
+
+
+def test_dispatcher_failover_keeps_creates_working(installed: Bed, real_namespace: str) -> None:
+    """While TrainJobs are created steadily on the manager: SIGKILL the leading dispatcher's
+    container (the kubelet restarts it; with its pod's name as its identity it leads again at
+    once), then delete the leading pod (the standby takes the Lease). Creates keep working
+    through the webhook Service throughout, and every TrainJob runs once, on one worker."""
+    bed = installed
+    manager = _manager(bed)
+    core = client.CoreV1Api(bed.api(manager))
+    on_manager = TrainJobs(bed.api(manager), real_namespace)
+    names: list[str] = []
+    refused: list[str] = []
+    stop = threading.Event()
+
+    def create_steadily() -> None:
+        i = 0
+        while not stop.is_set():
+            name = f"fo-{i:03d}"
+            deadline = time.monotonic() + 5  # a retry of a few seconds, as a client would
+            while True:
+                try:
+                    on_manager.create(
+                        _trainjob(name, numNodes=1, command=["python3", "-c", "print('ok')"])
+                    )
+                    names.append(name)
+                    break
+                except client.ApiException as exc:
+                    if time.monotonic() > deadline:
+                        refused.append(f"{name}: {api_error(exc)}")
+                        break
+                    time.sleep(0.5)
+            i += 1
+            stop.wait(1.0)
+
+    creator = threading.Thread(target=create_steadily, daemon=True)
+    creator.start()
+    try:
+        time.sleep(3)
+        # 1. The leader's container killed: the kubelet restarts it.
+        leader = wait_for(lambda: _lease_holder(bed), 60, what="a dispatcher leader")
+        status = core.read_namespaced_pod(leader, NAMESPACE).status.container_statuses[0]
+        node = bed.node(manager)
+        assert node is not None
+        nodes.ctr(node, "tasks", "kill", "--signal", "SIGKILL", status.container_id.split("://")[1])
+        killed = time.monotonic()
+
+        def restarted() -> bool:
+            now = core.read_namespaced_pod(leader, NAMESPACE).status.container_statuses[0]
+            return bool(now.restart_count > status.restart_count and now.ready)
+
+        wait_for(restarted, 120, what=f"the kubelet to restart {leader}'s container")
+        back = time.monotonic() - killed
+        wait_for(lambda: _lease_holder(bed), 60, what="a leader after the restart")
+        # 2. The leading pod deleted: the standby takes over.
+        leader = _lease_holder(bed)
+        core.delete_namespaced_pod(leader, NAMESPACE)
+        deleted = time.monotonic()
+        new_leader = wait_for(
+            lambda: (h := _lease_holder(bed)) != leader and h, 60, what="the standby to lead"
+        )
+        took_over = time.monotonic() - deleted
+        time.sleep(5)
+    finally:
+        stop.set()
+        creator.join(timeout=30)
+    print(
+        f"\n[figure] failover: killed container ready again after {back:.1f}s; after the "
+        f"leading pod's deletion {new_leader} leads in {took_over:.1f}s; {len(names)} creates, "
+        f"{len(refused)} refused"
+    )
+    assert not refused, refused
+    for name in names:
+        on_manager.wait_condition(name, "Complete", timeout=300)
+        assert _winner(bed, real_namespace, name)
