@@ -70,6 +70,9 @@ COND_SUSPENDED = "Suspended"
 COND_COMPLETE = "Complete"
 COND_FAILED = "Failed"
 COND_SERVICE_CONFLICT = "ServiceConflict"
+# Ours: some pod of the TrainJob cannot start (image, configuration) or keeps crashing; the
+# reason is the kubelet's, or PodCreateFailed when the API refuses the pods.
+COND_PODS_STUCK = "PodsStuck"
 
 REASON_SUSPENDED = "Suspended"
 REASON_RESUMED = "Resumed"
@@ -81,6 +84,8 @@ REASON_PODSET_FAILED = "PodSetFailed"
 REASON_SERVICE_CONFLICT = "MultipleServices"
 REASON_SERVICE_NAME_TAKEN = "ServiceNameTaken"
 REASON_SERVICE_OK = "ServiceReady"
+REASON_PODS_STARTED = "PodsStarted"
+REASON_POD_CREATE_FAILED = "PodCreateFailed"
 
 # Failed reasons that are about configuration: the controller keeps checking and clears the
 # condition once the runtime exists / is valid. Every other Failed reason is final.

@@ -35,6 +35,9 @@ class Observed:
     # Its pods (status.pod_digest of each), or None when they are not watched (or the watch
     # has not listed them yet): then `podsStatus` is left as it is.
     pods: list[Dict] | None = None
+    # Why the API refused the pods of our Jobs that have none (`status.jobs_without_pods`):
+    # the last FailedCreate Event of each such Job, by Job name.
+    pod_create_failures: dict[str, str] = field(default_factory=dict)
     status_coalesce: float = 0.0  # how long a status change nothing acts on is held (seconds)
     status_held_for: float | None = None  # since such a change was first held (None: none is)
 
@@ -209,7 +212,7 @@ def reconcile_trainjob(obs: Observed) -> Plan:
             return plan
         plan.requeue_after = left
     # 8. Failure of any PodSet fails the TrainJob; success follows the runtime's policy.
-    failure = status.first_failure(info, obs.jobs)
+    failure = status.first_failure(info, obs.jobs, obs.pods)
     if failure:
         st.set(c.COND_FAILED, True, c.REASON_PODSET_FAILED, failure, "Warning")
         _suspend_active(info, obs.trainjob, obs.jobs, plan)
@@ -225,6 +228,7 @@ def reconcile_trainjob(obs: Observed) -> Plan:
         else:
             st.remove(POD_GROUP_IGNORED)
         _apply_jobs(info, owner, obs.jobs, plan, suspend=False, create_missing=True)
+        _pods_stuck(obs, st, plan)
     st.count(info, obs)
     st.finish()
     return plan
@@ -248,6 +252,38 @@ def _apply_jobs(
                     plan.apply.append(desired)
             elif not status.job_finished(actual) and builders.job_needs_update(desired, actual):
                 plan.apply.append(desired)
+
+
+# While a Job of ours has no pod, how often we look again for the reason (a refused pod
+# changes nothing on the Job that would wake us).
+NO_PODS_RECHECK_SECONDS = 10.0
+
+
+def _pods_stuck(obs: Observed, st: _Status, plan: Plan) -> None:
+    """PodsStuck: True (with a Warning) while the API refuses a Job's pods (PodCreateFailed,
+    with the API's message) or some pod cannot start or keeps crashing (the kubelet's reason:
+    ErrImagePull, CrashLoopBackOff, ...), naming the Job or pod; False once none is. Left as
+    it is when pods are not watched."""
+    if obs.pods is None:
+        return
+    refused = sorted(obs.pod_create_failures.items())
+    stuck = status.stuck_pods(obs.pods)
+    if refused:
+        job, message = refused[0]
+        st.set(
+            c.COND_PODS_STUCK,
+            True,
+            c.REASON_POD_CREATE_FAILED,
+            f"Job {job} cannot create its pods: {message}",
+            "Warning",
+        )
+    elif stuck is not None:
+        st.set(c.COND_PODS_STUCK, True, stuck[0], stuck[1], "Warning")
+    elif cond.is_true(st.conditions, c.COND_PODS_STUCK):
+        st.set(c.COND_PODS_STUCK, False, c.REASON_PODS_STARTED, "no pod is stuck")
+    if status.jobs_without_pods(obs.jobs, obs.now):
+        wait = NO_PODS_RECHECK_SECONDS
+        plan.requeue_after = min(plan.requeue_after or wait, wait)
 
 
 def _ensure_service(obs: Observed, info: RuntimeInfo, owner: Dict, st: _Status, plan: Plan) -> bool:

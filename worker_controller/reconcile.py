@@ -21,7 +21,7 @@ from trainjob.kubeclient import ApiException
 from trainjob.models import parse_trainjob
 from trainjob.queueing_io import execute_queue_plan, observe_queueing
 from trainjob.status_writes import held_key
-from worker_controller import execute
+from worker_controller import execute, status
 from worker_controller.decide import Observed, reconcile_trainjob
 from worker_controller.memo import Memo
 
@@ -78,14 +78,19 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
     ):
         # Only then can a foreign Service block ours: ask the API.
         named = memo.cluster.get_or_none(c.SERVICE.api_version, "Service", name, namespace)
+    now = dt.datetime.now(dt.UTC)
+    pods = memo.pods.group(key) if memo.pods is not None and memo.pods.synced.is_set() else None
     observed_tj = Observed(
         trainjob=trainjob,
         runtime=runtime,
         jobs=jobs,
         services=services,
         service_named=named,
-        now=dt.datetime.now(dt.UTC),
-        pods=memo.pods.group(key) if memo.pods is not None and memo.pods.synced.is_set() else None,
+        now=now,
+        pods=pods,
+        pod_create_failures=_pod_create_failures(memo.cluster, namespace, jobs, now)
+        if pods is not None
+        else {},
         status_coalesce=memo.settings.status_coalesce_seconds,
         status_held_for=memo.memory.held_for(held_key(*key)),
     )
@@ -93,6 +98,27 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
     execute.execute(memo.cluster, trainjob, plan)
     memo.memory.note_held(held_key(*key), plan.status_held)
     return plan.requeue_after
+
+
+def _pod_create_failures(
+    cluster: Cluster, namespace: str, jobs: dict[str, Dict], now: dt.datetime
+) -> dict[str, str]:
+    """For each of our Jobs that should have pods and has none: the message of the Job
+    controller's last FailedCreate Event about it (this very Job, by UID), if there is one."""
+    out = {}
+    for name in status.jobs_without_pods(jobs, now):
+        events = cluster.list_selected(
+            c.EVENT.api_version,
+            "Event",
+            namespace,
+            field_selector=f"involvedObject.kind=Job,involvedObject.name={name},reason=FailedCreate",
+        )
+        uid = jobs[name]["metadata"].get("uid")
+        mine = [e for e in events if (e.get("involvedObject") or {}).get("uid") in (None, uid)]
+        if mine:
+            last = max(mine, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+            out[name] = str(last.get("message") or "")
+    return out
 
 
 def _has_active_pods(job: Dict) -> bool:

@@ -1,11 +1,13 @@
 """Pure status maths: per-PodSet Job and pod counts, dependency readiness, success and
-failure."""
+failure, and what keeps a pod from running."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from trainjob import constants as c
+from trainjob.conditions import parse_time
 from trainjob.naming import job_name
 from trainjob.runtime import PodSet, RuntimeInfo
 
@@ -93,12 +95,87 @@ def compute_jobs_status(info: RuntimeInfo, jobs: dict[str, Dict]) -> list[Dict]:
 
 POD_PHASES = ("Pending", "Running", "Succeeded", "Failed")
 
+# The kubelet's waiting reasons for a container that will not start (or keeps stopping) until
+# someone changes something: the image, the pod's configuration, the program.
+STUCK_REASONS = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "ErrImageNeverPull",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+        "CrashLoopBackOff",
+    }
+)
+# A termination message or log tail kept per pod, at most (the kubelet keeps 4096 bytes).
+MESSAGE_LIMIT = 300
+
+
+def _short(text: Any) -> str:
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= MESSAGE_LIMIT else flat[: MESSAGE_LIMIT - 3] + "..."
+
+
+def _exit(terminated: Dict) -> str:
+    """`exited with code 1 (Error): <termination message>`, from a terminated state."""
+    code = terminated.get("exitCode")
+    said = f"exited with code {code}" if code is not None else "terminated"
+    if terminated.get("reason"):
+        said += f" ({terminated['reason']})"
+    message = _short(terminated.get("message"))
+    return f"{said}: {message}" if message else said
+
+
+def pod_problem(pod_status: Dict) -> Dict | None:
+    """What is wrong with a pod, from its status, or None: a container the kubelet cannot
+    start (`stuck`: the reason is one of STUCK_REASONS), else a container that exited non-zero,
+    else the pod's own reason for failing (e.g. Evicted)."""
+    statuses = [
+        *(pod_status.get("initContainerStatuses") or []),
+        *(pod_status.get("containerStatuses") or []),
+    ]
+    for cs in statuses:
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in STUCK_REASONS:
+            message = _short(waiting.get("message"))
+            last = (cs.get("lastState") or {}).get("terminated")
+            if last:  # CrashLoopBackOff: why it stopped the last time
+                message = f"{message}; last run {_exit(last)}" if message else f"last {_exit(last)}"
+            return {
+                "stuck": True,
+                "container": cs.get("name", ""),
+                "reason": waiting["reason"],
+                "message": message,
+            }
+    for cs in statuses:
+        terminated = (cs.get("state") or {}).get("terminated") or {}
+        if terminated and terminated.get("exitCode", 0) != 0:
+            return {
+                "stuck": False,
+                "container": cs.get("name", ""),
+                "reason": terminated.get("reason") or "Error",
+                "message": _exit(terminated),
+                "finishedAt": terminated.get("finishedAt") or "",
+            }
+    if pod_status.get("phase") == "Failed" and pod_status.get("reason"):
+        return {
+            "stuck": False,
+            "container": "",
+            "reason": pod_status["reason"],
+            "message": _short(pod_status.get("message")),
+        }
+    return None
+
 
 def pod_digest(pod: Dict) -> Dict:
-    """What the worker controller keeps of one of its pods: whose it is, and its phase."""
+    """What the worker controller keeps of one of its pods: whose it is, its phase, and what
+    is wrong with it, if anything (`pod_problem`)."""
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
-    return {
+    pod_status = pod.get("status") or {}
+    digest: Dict = {
         "metadata": {
             "name": meta.get("name"),
             "namespace": meta.get("namespace"),
@@ -109,8 +186,12 @@ def pod_digest(pod: Dict) -> Dict:
                 if k in labels
             },
         },
-        "status": {"phase": (pod.get("status") or {}).get("phase") or "Pending"},
+        "status": {"phase": pod_status.get("phase") or "Pending"},
     }
+    problem = pod_problem(pod_status)
+    if problem is not None:
+        digest["status"]["problem"] = problem
+    return digest
 
 
 def pod_owner(pod: Dict) -> tuple[str, str]:
@@ -136,15 +217,87 @@ def compute_pods_status(info: RuntimeInfo, pods: list[Dict]) -> list[Dict]:
     ]
 
 
-def first_failure(info: RuntimeInfo, jobs: dict[str, Dict]) -> str | None:
-    """A message naming the first failed PodSet and why its Job failed, or None."""
+def _pod_says(pod: Dict) -> str:
+    problem = pod["status"]["problem"]
+    where = f"pod {pod['metadata']['name']}"
+    if problem["container"]:
+        where += f" container {problem['container']}"
+    if problem["stuck"] or not problem["container"]:
+        return f"{where}: {problem['reason']}: {problem['message']}".rstrip(": ")
+    return f"{where} {problem['message']}"
+
+
+def _failed_first(podset: str, pods: list[Dict]) -> list[Dict]:
+    """The PodSet's pods that went wrong (not stuck), the first to stop first: the others
+    are often only stopped because of it (the Job controller kills them, exit code 137)."""
+    gone = [
+        p
+        for p in pods
+        if p["metadata"]["labels"].get(c.REPLICATED_JOB_NAME_LABEL) == podset
+        and p["status"].get("problem")
+        and not p["status"]["problem"]["stuck"]
+    ]
+
+    def order(p: Dict) -> tuple[str, str]:
+        return p["status"]["problem"].get("finishedAt") or "~", str(p["metadata"]["name"])
+
+    return sorted(gone, key=order)
+
+
+def first_failure(
+    info: RuntimeInfo, jobs: dict[str, Dict], pods: list[Dict] | None = None
+) -> str | None:
+    """A message naming the first failed PodSet, why its Job failed and, when its pods are
+    watched, what the first of its pods that went wrong said (exit code, termination message
+    or log tail), or None."""
     for ps in info.pod_sets:
         for job in podset_jobs(ps, jobs, info.trainjob):
             cond = job_failed(job)
             if cond is not None:
                 why = ": ".join(x for x in (cond.get("reason"), cond.get("message")) if x)
-                return f"PodSet {ps.name!r} failed: Job {job['metadata']['name']} {why}".strip()
+                message = f"PodSet {ps.name!r} failed: Job {job['metadata']['name']} {why}".strip()
+                culprit = next(iter(_failed_first(ps.name, pods or [])), None)
+                return f"{message}; {_pod_says(culprit)}" if culprit else message
     return None
+
+
+# How long a running Job may have no pod at all before we ask why (the Job controller's
+# FailedCreate Events), and how often we ask again while it has none.
+NO_PODS_GRACE_SECONDS = 5.0
+
+
+def jobs_without_pods(jobs: dict[str, Dict], now: dt.datetime) -> list[str]:
+    """Our Jobs that should have pods and have none, `NO_PODS_GRACE_SECONDS` after they were
+    created or resumed: the Job controller counts no pod in any state (the API refuses them:
+    validation, quota, a policy webhook)."""
+    out = []
+    for name, job in sorted(jobs.items()):
+        st = job.get("status") or {}
+        if job.get("spec", {}).get("suspend") or job_finished(job):
+            continue
+        if any(
+            int(st.get(k) or 0) for k in ("active", "ready", "succeeded", "failed", "terminating")
+        ):
+            continue
+        since = st.get("startTime") or job["metadata"].get("creationTimestamp")
+        if since and (now - parse_time(since)).total_seconds() >= NO_PODS_GRACE_SECONDS:
+            out.append(name)
+    return out
+
+
+def stuck_pods(pods: list[Dict] | None) -> tuple[str, str] | None:
+    """(reason, message) when some of a TrainJob's unfinished pods cannot start: the first
+    one's kubelet reason, and a message naming it and how many more there are."""
+    stuck = sorted(
+        (p for p in pods or [] if (p["status"].get("problem") or {}).get("stuck")),
+        key=lambda p: str(p["metadata"]["name"]),
+    )
+    if not stuck:
+        return None
+    message = _pod_says(stuck[0])
+    if len(stuck) > 1:
+        message += f" (and {len(stuck) - 1} more pods)"
+    return stuck[0]["status"]["problem"]["reason"], message
 
 
 def succeeded(info: RuntimeInfo, jobs: dict[str, Dict]) -> bool:

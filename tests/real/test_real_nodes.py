@@ -138,8 +138,11 @@ def test_a_failing_pod_fails_the_trainjob_on_the_manager(
     on_manager.create(tj)
     failed = on_manager.wait_condition(name, "Failed", timeout=240)
     print(f"\n[figure] Failed on the manager: {failed['reason']}: {failed['message']}")
-    assert failed["reason"], failed
-    assert failed["message"], failed
+    assert failed["reason"] == "PodSetFailed", failed
+    # The Job's reason, then the pod's own words: exit code and its last log lines.
+    assert "BackoffLimitExceeded" in failed["message"], failed
+    assert "container node exited with code 1 (Error): bad input file" in failed["message"]
+    assert any(reason == "PodSetFailed" for reason, _ in on_manager.events(name))
     worker = _winner(installed, real_namespace, name)
     pods = TrainJobs(installed.api(worker), real_namespace).pods(name)
     assert pods and all(p.status.phase == "Failed" for p in pods)
@@ -226,3 +229,82 @@ def test_dispatcher_failover_keeps_creates_working(installed: Bed, real_namespac
     for name in names:
         on_manager.wait_condition(name, "Complete", timeout=300)
         assert _winner(bed, real_namespace, name)
+
+
+def test_an_image_that_cannot_be_pulled_shows_on_the_worker_and_the_manager(
+    installed: Bed, real_namespace: str
+) -> None:
+    """No registry answers for the image: the kubelet's ErrImagePull / ImagePullBackOff is
+    the TrainJob's PodsStuck condition on the worker and, brought back, on the manager, with
+    a Warning Event on each."""
+    manager = _manager(installed)
+    name = f"pull-{uuid.uuid4().hex[:6]}"
+    on_manager = TrainJobs(installed.api(manager), real_namespace)
+    on_manager.create(_trainjob(name, numNodes=1, image="localhost/trainjob-bed/no-such:1"))
+    stuck = on_manager.wait_condition(name, "PodsStuck", timeout=180)
+    print(f"\n[figure] PodsStuck on the manager: {stuck['reason']}: {stuck['message']}")
+    assert stuck["reason"] in ("ErrImagePull", "ImagePullBackOff"), stuck
+    assert f"pod {name}-node-0-0-" in stuck["message"] and "no-such:1" in stuck["message"]
+    # Kueue's waitForPodsReady evicts it after a while (20 s on the bed) and it is sent
+    # again: look on whichever worker holds it.
+
+    def stuck_on_a_worker() -> TrainJobs | None:
+        worker = _winner(installed, real_namespace, name)
+        on_worker = TrainJobs(installed.api(worker), real_namespace) if worker else None
+        if on_worker and (on_worker.condition(name, "PodsStuck") or {}).get("status") == "True":
+            return on_worker
+        return None
+
+    on_worker = wait_for(stuck_on_a_worker, 120, what="PodsStuck on the worker that holds it")
+    for side in (on_worker, on_manager):
+        wait_for(
+            lambda side=side: any(
+                r in ("ErrImagePull", "ImagePullBackOff") for r, _ in side.events(name)
+            ),
+            30,
+            what="the Warning Event of the stuck pod",
+        )
+    on_manager.delete(name)
+
+
+def test_a_product_container_with_a_bad_flag_crash_loops_with_a_clear_log_line(
+    installed: Bed,
+) -> None:
+    """The dispatcher's Deployment as installed, with one unknown flag: the kubelet restarts
+    the container in back-off (CrashLoopBackOff), and its log says which flag is wrong."""
+    manager = _manager(installed)
+    apps = client.AppsV1Api(installed.api(manager))
+    core = client.CoreV1Api(installed.api(manager))
+    installed_one = apps.read_namespaced_deployment(DISPATCHER, NAMESPACE)
+    template = installed.api(manager).sanitize_for_serialization(installed_one.spec.template)
+    labels = {"app.kubernetes.io/name": "trainjob-bad-flag"}
+    template["metadata"] = {"labels": labels}
+    (container,) = template["spec"]["containers"]
+    container["command"] = [*container["command"], "--no-such-flag"]
+    bad = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "trainjob-bad-flag", "namespace": NAMESPACE},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": template},
+    }
+    apps.create_namespaced_deployment(NAMESPACE, bad)
+    try:
+
+        def crash_looping() -> Any:
+            pods = core.list_namespaced_pod(
+                NAMESPACE, label_selector="app.kubernetes.io/name=trainjob-bad-flag"
+            ).items
+            for pod in pods:
+                for status in pod.status.container_statuses or []:
+                    waiting = status.state.waiting
+                    if waiting and waiting.reason == "CrashLoopBackOff":
+                        return pod
+            return None
+
+        pod = wait_for(crash_looping, 120, what="the container with a bad flag in CrashLoopBackOff")
+        log = core.read_namespaced_pod_log(pod.metadata.name, NAMESPACE, previous=True)
+        print(f"\n[figure] a bad flag: {log.strip().splitlines()[-1]}")
+        assert "unrecognized arguments: --no-such-flag" in log, log
+        assert "Traceback" not in log, log
+    finally:
+        apps.delete_namespaced_deployment("trainjob-bad-flag", NAMESPACE)

@@ -378,3 +378,147 @@ def test_a_change_nothing_acts_on_is_held_and_the_rest_goes_at_once() -> None:
     assert conditions(finished)["Complete"] == ("True", "Completed")
     assert finished.status is not None and finished.status["podsStatus"][0]["running"] == 1
     assert finished.requeue_after is None and not finished.status_held
+
+
+def pod_with(name: str, phase: str, **container: Any) -> Dict:
+    """A pod of PodSet `node` whose one container `node` is in the state given."""
+    return status.pod_digest(
+        {
+            "metadata": {
+                "name": name,
+                "namespace": "default",
+                "labels": {
+                    "trainjob.dev/trainjob-name": "tj",
+                    "jobset.sigs.k8s.io/replicatedjob-name": "node",
+                },
+            },
+            "status": {"phase": phase, "containerStatuses": [{"name": "node", **container}]},
+        }
+    )
+
+
+PULL = {"waiting": {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "nope:1"'}}
+EXIT_1 = {
+    "terminated": {
+        "exitCode": 1,
+        "reason": "Error",
+        "message": "bad input file\n",
+        "finishedAt": "2026-11-22T11:59:40Z",
+    }
+}
+KILLED = {"terminated": {"exitCode": 137, "reason": "Error", "finishedAt": "2026-11-22T11:59:41Z"}}
+
+
+def test_what_is_wrong_with_a_pod_is_read_from_its_status() -> None:
+    assert status.pod_problem({"phase": "Running", "containerStatuses": [{"state": {}}]}) is None
+    assert status.pod_problem({"containerStatuses": [{"name": "n", "state": PULL}]}) == {
+        "stuck": True,
+        "container": "n",
+        "reason": "ImagePullBackOff",
+        "message": 'Back-off pulling image "nope:1"',
+    }
+    crashing = {
+        "name": "n",
+        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 10s"}},
+        "lastState": EXIT_1,
+    }
+    assert status.pod_problem({"containerStatuses": [crashing]}) == {
+        "stuck": True,
+        "container": "n",
+        "reason": "CrashLoopBackOff",
+        "message": "back-off 10s; last run exited with code 1 (Error): bad input file",
+    }
+    # An init container that cannot start comes first; a normal ContainerCreating is fine.
+    creating = {"name": "n", "state": {"waiting": {"reason": "ContainerCreating"}}}
+    init = {"name": "i", "state": PULL}
+    found = status.pod_problem({"initContainerStatuses": [init], "containerStatuses": [creating]})
+    assert found is not None and found["container"] == "i"
+    assert status.pod_problem({"containerStatuses": [creating]}) is None
+    assert status.pod_problem({"containerStatuses": [{"name": "n", "state": EXIT_1}]}) == {
+        "stuck": False,
+        "container": "n",
+        "reason": "Error",
+        "message": "exited with code 1 (Error): bad input file",
+        "finishedAt": "2026-11-22T11:59:40Z",
+    }
+    evicted = {"phase": "Failed", "reason": "Evicted", "message": "low on memory"}
+    assert status.pod_problem(evicted) == {
+        "stuck": False,
+        "container": "",
+        "reason": "Evicted",
+        "message": "low on memory",
+    }
+    long = {"name": "n", "state": {"terminated": {"exitCode": 2, "message": "x" * 5000}}}
+    message = status.pod_problem({"containerStatuses": [long]})["message"]  # type: ignore[index]
+    assert len(message) < 400 and message.endswith("...")
+
+
+def test_a_failed_trainjob_says_what_its_first_failed_pod_said() -> None:
+    pods = [
+        pod_with("tj-node-0-0-a", "Failed", state=KILLED),  # killed after the first one failed
+        pod_with("tj-node-0-0-b", "Failed", state=EXIT_1),
+        pod_with("tj-node-0-0-c", "Running"),
+    ]
+    plan = observe(
+        make_trainjob(),
+        make_runtime(),
+        jobs=[job("tj-node-0", failed="BackoffLimitExceeded")],
+        services=[OUR_SERVICE],
+        pods=pods,
+    )
+    assert plan.status is not None
+    (failed,) = [c for c in plan.status["conditions"] if c["type"] == "Failed"]
+    assert failed["reason"] == "PodSetFailed"
+    assert failed["message"] == (
+        "PodSet 'node' failed: Job tj-node-0 BackoffLimitExceeded: Job has reached the "
+        "specified backoff limit; pod tj-node-0-0-b container node exited with code 1 (Error): "
+        "bad input file"
+    )
+
+
+def test_stuck_pods_and_refused_pods_show_as_a_condition_until_they_start() -> None:
+    tj, runtime = make_trainjob(), make_runtime()
+    running = [job("tj-node-0", active=1)]
+    stuck = observe(
+        tj,
+        runtime,
+        jobs=running,
+        services=[OUR_SERVICE],
+        pods=[pod_with("p", "Pending", state=PULL)],
+    )
+    assert conditions(stuck)["PodsStuck"] == ("True", "ImagePullBackOff")
+    (event,) = [e for e in stuck.events if e.reason == "ImagePullBackOff"]
+    assert event.type == "Warning"
+    assert (
+        event.message == 'pod p container node: ImagePullBackOff: Back-off pulling image "nope:1"'
+    )
+    tj["status"] = stuck.status
+    fine = observe(
+        tj, runtime, jobs=running, services=[OUR_SERVICE], pods=[pod_with("p", "Running")]
+    )
+    assert conditions(fine)["PodsStuck"] == ("False", "PodsStarted")
+    assert fine.requeue_after is None
+    # No pod at all a while after the Job was made: the Job controller's reason, and a look
+    # again later (nothing on the Job changes while its pods are refused).
+    no_pods = [job("tj-node-0", created="2026-11-22T11:59:50Z")]
+    obs = Observed(
+        trainjob=make_trainjob(),
+        runtime=runtime,
+        jobs={"tj-node-0": no_pods[0]},
+        services=[OUR_SERVICE],
+        service_named=None,
+        now=NOW,
+        pods=[],
+        pod_create_failures={
+            "tj-node-0": 'Pod "tj-node-0-0-x" is invalid: spec.containers[0].image'
+        },
+    )
+    refused = reconcile_trainjob(obs)
+    assert conditions(refused)["PodsStuck"] == ("True", "PodCreateFailed")
+    assert refused.requeue_after == 10.0
+    assert status.jobs_without_pods(obs.jobs, NOW) == ["tj-node-0"]
+    assert status.jobs_without_pods(obs.jobs, NOW - dt.timedelta(seconds=6)) == []
+    # Not watched: left as it is.
+    tj["status"] = stuck.status
+    unwatched = observe(tj, runtime, jobs=running, services=[OUR_SERVICE], pods=None)
+    assert unwatched.status is None or conditions(unwatched)["PodsStuck"][0] == "True"

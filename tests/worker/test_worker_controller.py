@@ -100,7 +100,31 @@ def test_failing_pod_fails_the_trainjob_naming_the_pod_set(tjs: TrainJobs) -> No
     failed = tjs.wait_condition("crash", "Failed", timeout=60)
     assert failed["reason"] == "PodSetFailed"
     assert "PodSet 'node' failed" in failed["message"]
+    assert "container node exited with code 7 (Error)" in failed["message"]
     assert tjs.get("crash")["status"]["jobsStatus"][0]["failed"] == 1
+
+
+def test_pods_the_api_refuses_are_a_condition_naming_the_job_and_the_apis_reason(
+    tjs: TrainJobs,
+) -> None:
+    """A ResourceQuota that admits no pod: the Job exists, the Job controller cannot create
+    its pods (FailedCreate Events on the Job); the TrainJob says so, with the API's words."""
+    quota = client.V1ResourceQuota(
+        metadata=client.V1ObjectMeta(name="no-pods"),
+        spec=client.V1ResourceQuotaSpec(hard={"pods": "0"}),
+    )
+    tjs.core.create_namespaced_resource_quota(tjs.ns, quota)
+    tjs.create_runtime(torch_runtime(run="600s"))
+    tjs.create(trainjob("refused"))
+    stuck = tjs.wait_condition("refused", "PodsStuck", timeout=60)
+    assert stuck["reason"] == "PodCreateFailed"
+    assert stuck["message"].startswith("Job refused-node-0 cannot create its pods: ")
+    assert "exceeded quota: no-pods" in stuck["message"], stuck["message"]
+    wait_for(
+        lambda: any(reason == "PodCreateFailed" for reason, _ in tjs.events("refused")),
+        15,
+        what="the PodCreateFailed Event (it follows the status write)",
+    )
 
 
 def test_initializer_completes_before_the_nodes_start(tjs: TrainJobs) -> None:
@@ -232,6 +256,11 @@ def test_deleting_the_trainjob_removes_everything(tjs: TrainJobs) -> None:
         ),
         ({"managedBy": ""}, "spec.managedBy", "must be trainer.kubeflow.org"),
         ({"trainer": {"image": ""}}, "spec.trainer.image", "at least 1 chars long"),
+        (
+            {"trainer": {"image": " busybox"}},
+            "spec.trainer.image",
+            "must not have leading or trailing whitespace",
+        ),
         (
             {"runtimeRef": {"name": "torch", "apiGroup": "jobset.x-k8s.io"}},
             "spec.runtimeRef.apiGroup",
