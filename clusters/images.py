@@ -4,10 +4,11 @@
 - the product's image, by deploy/image/build.sh (its name is deploy/'s kustomization's);
 - the pause image and CoreDNS's, each one static binary of ours or theirs (clusters/gomod);
 - the training image: Debian 13 with Python 3, PyTorch 2.6 for CPU (Debian's python3-torch,
-  built with gloo; Debian 12's 1.13 has a torchrun that fails on its Python 3.11), Open MPI and
-  OpenSSH, and the example training scripts (examples/train/). Debian builds PyTorch without
-  libuv, which torchrun's TCPStore asks for: the image sets USE_LIBUV=0 and loads
-  clusters/training_image/ so that TCPStore follows it.
+  built with gloo; Debian 12's 1.13 has a torchrun that fails on its Python 3.11), Open MPI 5
+  with mpi4py and OpenSSH (client and server, configured for MPI between pods by
+  clusters/training_image/ssh/), and the example training scripts (examples/train/). Debian
+  builds PyTorch without libuv, which torchrun's TCPStore asks for: the image sets USE_LIBUV=0
+  and loads clusters/training_image/python/ so that TCPStore follows it.
 
 Each is an OCI image layout archive whose index names the image (the
 `io.containerd.image.name` annotation), which `ctr images import` reads.
@@ -33,7 +34,7 @@ from clusters.errors import BedError
 
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 EXAMPLES_TRAIN = REPO_ROOT / "examples" / "train"
-TRAINING_FIXES = Path(__file__).resolve().parent / "training_image"
+TRAINING_FILES = Path(__file__).resolve().parent / "training_image"
 # What the product's image holds: a change to any of these rebuilds it.
 PRODUCT_SOURCES = ("pyproject.toml", "trainjob", "dispatcher", "worker_controller",
                    "kubectl_trainjob", "deploy/image/build.sh")  # fmt: skip
@@ -62,10 +63,13 @@ class Image:
     suite: str = ""  # debian: the release
     files: dict[str, Path] = field(default_factory=dict)  # debian: image path -> source dir
     env: tuple[str, ...] = ()
+    customize: tuple[str, ...] = ()  # debian: shell commands run on the root ($1) at the end
 
     def key(self) -> str:
         digest = hashlib.sha256(
-            json.dumps([self.kind, self.name, self.packages, self.suite, self.env]).encode()
+            json.dumps(
+                [self.kind, self.name, self.packages, self.suite, self.env, self.customize]
+            ).encode()
         )
         if self.kind == "binary":
             build = next(b for b in builds.BUILDS.values() if self.binary in b.packages)
@@ -95,12 +99,23 @@ COREDNS = Image(
 TRAINING = Image(
     "debian",
     "localhost/trainjob-bed/torch-cpu:2.6.0",
-    packages=("python3", "python3-torch", "openmpi-bin", "openssh-client", "openssh-server"),
+    packages=(
+        "python3",
+        "python3-torch",
+        "openmpi-bin",
+        "python3-mpi4py",
+        "openssh-client",
+        "openssh-server",
+    ),
     suite="trixie",
     files={
         "/opt/trainjob-examples": EXAMPLES_TRAIN,
-        "/usr/lib/python3/dist-packages": TRAINING_FIXES,
+        "/usr/lib/python3/dist-packages": TRAINING_FILES / "python",
+        "/etc/ssh": TRAINING_FILES / "ssh",
     },
+    # sshd wants its privilege separation directory and host keys (one set for every pod of
+    # the image: enough for a test image, whose clients check no host key).
+    customize=("mkdir -p $1/run/sshd", "chroot $1 ssh-keygen -A"),
     env=("PATH=/usr/local/bin:/usr/bin:/bin", "USE_LIBUV=0", "PYTHONDONTWRITEBYTECODE=1"),
 )
 PRODUCT = Image("product", product_image_name())
@@ -166,6 +181,7 @@ def _debian_rootfs(image: Image, rootfs: Path) -> None:
             "--dpkgopt=path-exclude=/usr/share/man/*",
             "--dpkgopt=path-exclude=/usr/share/locale/*",
             "--customize-hook=rm -rf $1/var/lib/apt/lists/* $1/var/cache/apt/*",
+            *(f"--customize-hook={hook}" for hook in image.customize),
             image.suite,
             str(rootfs),
             DEBIAN_MIRROR,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dispatcher.capacity import Fit
-from dispatcher.status_sync import status_back, warnings_back
+from dispatcher.status_sync import status_back
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob import workload as wlmod
@@ -256,8 +256,6 @@ def _sync_status(obs: DispatchObserved, plan: DispatchPlan, winner: RemoteView) 
         plan.requeue_after = min(plan.requeue_after or wait, wait)
         return
     plan.trainjob_status = patch
-    for reason, message in warnings_back(obs.trainjob.get("status") or {}, patch, winner.name):
-        plan.events.append(Event("Warning", reason, message))
 
 
 def _finished_on(trainjob: Dict | None, cluster: str) -> bool:

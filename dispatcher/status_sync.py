@@ -20,29 +20,3 @@ def status_back(manager_trainjob: Dict, remote_trainjob: Dict, cluster: str) -> 
     if have == want:
         return None
     return {**{k: None for k in have if k not in want}, **want}
-
-
-# The remote conditions that are also announced on the manager TrainJob as a Warning Event
-# when they turn True (`kubectl describe` there shows why a job failed or does not start).
-ANNOUNCED = ("Failed", "PodsStuck")
-
-
-def warnings_back(have: Dict, patch: Dict, cluster: str) -> list[tuple[str, str]]:
-    """(reason, message) of each ANNOUNCED condition that `patch` (from `status_back`) turns
-    True, or True with another reason, on the manager TrainJob whose status is `have`."""
-    before = {
-        cond.get("type"): cond
-        for cond in have.get("conditions") or []
-        if isinstance(cond, dict) and cond.get("status") == "True"
-    }
-    out = []
-    for cond in patch.get("conditions") or []:
-        ctype = cond.get("type")
-        if ctype not in ANNOUNCED or cond.get("status") != "True":
-            continue
-        old = before.get(ctype)
-        if old is None or old.get("reason") != cond.get("reason"):
-            out.append(
-                (str(cond.get("reason") or ctype), f"on {cluster}: {cond.get('message', '')}")
-            )
-    return out

@@ -16,6 +16,7 @@ from clusters.install import install_product
 from demo import setup
 
 RUNTIME_FILE = REPO_ROOT / "examples" / "torch-ddp-cpu.yaml"
+MPI_FILE = REPO_ROOT / "examples" / "mpi-cpu.yaml"
 RETAIN = ["--retention-seconds", "600"]
 
 

@@ -21,7 +21,7 @@ from clusters.install import DISPATCHER
 from clusters.kube import load_manifests
 from tests.helpers import wait_for
 from tests.kube_helpers import TrainJobs, api_error
-from tests.real.conftest import RUNTIME_FILE
+from tests.real.conftest import MPI_FILE, RUNTIME_FILE
 
 pytestmark = [pytest.mark.realnodes, pytest.mark.timeout(900)]
 Dict = dict[str, Any]
@@ -33,8 +33,8 @@ def _manager(bed: Bed) -> str:
     return bed.config.managers[0].name
 
 
-def _trainjob(name: str, **trainer: Any) -> Dict:
-    tj = next(d for d in load_manifests(RUNTIME_FILE.read_text()) if d["kind"] == "TrainJob")
+def _trainjob(name: str, example: Path = RUNTIME_FILE, **trainer: Any) -> Dict:
+    tj = next(d for d in load_manifests(example.read_text()) if d["kind"] == "TrainJob")
     tj["metadata"]["name"] = name
     tj["spec"]["trainer"].update(trainer)
     return tj
@@ -115,6 +115,47 @@ def test_ddp_training_across_clusters(installed: Bed, real_namespace: str) -> No
     assert steps == list(range(1, 41)), steps
     assert lines[-1][1] < lines[0][1], lines
     print(f"\n[figure] create -> first loss line on the manager's side: {first_loss:.1f}s")
+
+
+def test_mpi_training_runs_mpirun_across_two_pods(installed: Bed, real_namespace: str) -> None:
+    """examples/mpi-cpu.yaml on the manager: the launcher's mpirun reaches both node pods over
+    SSH with the hostfile and key pair the worker controller made, one rank on each; the ranks
+    train together (Allreduce) and the loss falls; Complete on the worker and the manager."""
+    manager = _manager(installed)
+    runtime = next(d for d in load_manifests(MPI_FILE.read_text()) if d["kind"] != "TrainJob")
+    for c in installed.config.clusters:
+        custom = client.CustomObjectsApi(installed.api(c.name))
+        try:
+            custom.create_cluster_custom_object(
+                "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", runtime
+            )
+        except client.ApiException as exc:
+            if exc.status != 409:
+                raise
+    name = f"mpi-{uuid.uuid4().hex[:6]}"
+    on_manager = TrainJobs(installed.api(manager), real_namespace)
+    on_manager.create(_trainjob(name, MPI_FILE))
+    done = on_manager.wait_condition(name, "Complete", timeout=300)
+    worker = _winner(installed, real_namespace, name)
+    on_worker = TrainJobs(installed.api(worker), real_namespace)
+    core = client.CoreV1Api(installed.api(worker))
+    (launcher,) = [
+        p
+        for p in on_worker.pods(name)
+        if p.metadata.labels["jobset.sigs.k8s.io/replicatedjob-name"] == "launcher"
+    ]
+    assert launcher.status.phase == "Succeeded", launcher.status
+    log = core.read_namespaced_pod_log(launcher.metadata.name, real_namespace)
+    print(f"\n[figure] MPI launcher: {log.splitlines()[0]} ... {log.splitlines()[-1]}")
+    assert f"ranks 2 on {name}-node-0-0" in log and f"{name}-node-0-1" in log, log
+    losses = [float(m[3]) for m in LOSS.finditer(log)]
+    assert len(losses) == 30 and losses[-1] < losses[0], log
+    assert done["reason"] == "Completed"
+    # The hostfile names the node pods by the headless Service; the keys are the TrainJob's.
+    hostfile = core.read_namespaced_config_map(f"{name}-mpi-hostfile", real_namespace)
+    assert hostfile.data["hostfile"] == (
+        f"{name}-node-0-0.{name} slots=1\n{name}-node-0-1.{name} slots=1\n"
+    )
 
 
 def test_a_failing_pod_fails_the_trainjob_on_the_manager(
