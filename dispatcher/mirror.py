@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from trainjob.naming import owning_trainjob
+
 Dict = dict[str, Any]
 
 
@@ -24,14 +26,6 @@ class Mirrored:
     type: str
     reason: str
     message: str
-
-
-def owning_trainjob(pod: str, trainjobs: Iterable[str]) -> str | None:
-    """The TrainJob a pod of the worker controller belongs to, by name: its Jobs are named
-    `<trainjob>-<replicatedJob>-<index>` and their pods after them; the longest TrainJob
-    name that prefixes the pod's wins."""
-    found = [t for t in trainjobs if pod.startswith(f"{t}-")]
-    return max(found, key=len) if found else None
 
 
 def mirror(

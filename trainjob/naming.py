@@ -3,6 +3,7 @@ status readers, the pods' DNS names and the Kueue integration. Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from trainjob import constants as c
@@ -11,6 +12,14 @@ from trainjob import constants as c
 def job_name(trainjob: str, replicated_job: str, index: int) -> str:
     """The Job for `index` of a replicatedJob: `<trainjob>-<replicatedJob>-<index>` (JobSet's)."""
     return f"{trainjob}-{replicated_job}-{index}"
+
+
+def owning_trainjob(child: str, trainjobs: Iterable[str]) -> str | None:
+    """The TrainJob a Job or pod of ours belongs to, by name: Jobs are named
+    `<trainjob>-<replicatedJob>-<index>` and their pods after them; the longest TrainJob name
+    that prefixes the child's wins."""
+    found = [t for t in trainjobs if child.startswith(f"{t}-")]
+    return max(found, key=len) if found else None
 
 
 def pod_dns_name(trainjob: str, replicated_job: str, job_index: int, pod_index: int) -> str:

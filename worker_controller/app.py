@@ -8,7 +8,12 @@ from trainjob import constants as c
 from trainjob import operator
 from trainjob.workqueue import WorkQueue, WriteMemory
 from worker_controller import webhooks
-from worker_controller.handlers import on_leading, pod_informer, register
+from worker_controller.handlers import (
+    failed_create_informer,
+    on_leading,
+    pod_informer,
+    register,
+)
 from worker_controller.memo import Memo
 from worker_controller.reconcile import sync_trainjob
 from worker_controller.settings import WorkerSettings
@@ -27,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         gone=set(),
         memory=WriteMemory(),
         pods=None,
+        failed_creates=None,
     )
     memo.cluster.may_write = memo.leads
     memo.queue = WorkQueue(
@@ -34,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if settings.pod_summary:
         memo.pods = pod_informer(memo)
+        memo.failed_creates = failed_create_informer(memo)
     operator.elect(memo, memo.cluster, lambda: on_leading(memo))
     operator.run(register(), memo, memo.cluster, webhooks.routes(memo))
     return 0

@@ -35,8 +35,9 @@ class Observed:
     # Its pods (status.pod_digest of each), or None when they are not watched (or the watch
     # has not listed them yet): then `podsStatus` is left as it is.
     pods: list[Dict] | None = None
-    # Why the API refused the pods of our Jobs that have none (`status.jobs_without_pods`):
-    # the last FailedCreate Event of each such Job, by Job name.
+    # Why the API refuses pods of our Jobs that have fewer than they want
+    # (`status.jobs_short_of_pods`): the Job controller's last FailedCreate Event of each, by
+    # Job name (`status.create_failure`).
     pod_create_failures: dict[str, str] = field(default_factory=dict)
     status_coalesce: float = 0.0  # how long a status change nothing acts on is held (seconds)
     status_held_for: float | None = None  # since such a change was first held (None: none is)
@@ -228,7 +229,7 @@ def reconcile_trainjob(obs: Observed) -> Plan:
         else:
             st.remove(POD_GROUP_IGNORED)
         _apply_jobs(info, owner, obs.jobs, plan, suspend=False, create_missing=True)
-        _pods_stuck(obs, st, plan)
+        _pods_stuck(obs, st)
     st.count(info, obs)
     st.finish()
     return plan
@@ -254,16 +255,11 @@ def _apply_jobs(
                 plan.apply.append(desired)
 
 
-# While a Job of ours has no pod, how often we look again for the reason (a refused pod
-# changes nothing on the Job that would wake us).
-NO_PODS_RECHECK_SECONDS = 10.0
-
-
-def _pods_stuck(obs: Observed, st: _Status, plan: Plan) -> None:
+def _pods_stuck(obs: Observed, st: _Status) -> None:
     """PodsStuck: True (with a Warning) while the API refuses a Job's pods (PodCreateFailed,
-    with the API's message) or some pod cannot start or keeps crashing (the kubelet's reason:
-    ErrImagePull, CrashLoopBackOff, ...), naming the Job or pod; False once none is. Left as
-    it is when pods are not watched."""
+    with the API's message, from the Job controller's FailedCreate Event) or some pod cannot
+    start or keeps crashing (the kubelet's reason: ErrImagePull, CrashLoopBackOff, ...),
+    naming the Job or pod; False once none is. Left as it is when pods are not watched."""
     if obs.pods is None:
         return
     refused = sorted(obs.pod_create_failures.items())
@@ -281,9 +277,6 @@ def _pods_stuck(obs: Observed, st: _Status, plan: Plan) -> None:
         st.set(c.COND_PODS_STUCK, True, stuck[0], stuck[1], "Warning")
     elif cond.is_true(st.conditions, c.COND_PODS_STUCK):
         st.set(c.COND_PODS_STUCK, False, c.REASON_PODS_STARTED, "no pod is stuck")
-    if status.jobs_without_pods(obs.jobs, obs.now):
-        wait = NO_PODS_RECHECK_SECONDS
-        plan.requeue_after = min(plan.requeue_after or wait, wait)
 
 
 def _ensure_service(obs: Observed, info: RuntimeInfo, owner: Dict, st: _Status, plan: Plan) -> bool:

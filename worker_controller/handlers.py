@@ -16,6 +16,7 @@ from trainjob.caches import Caches
 from trainjob.conditions import trainjob_finished
 from trainjob.informer import Informer
 from trainjob.models import prebuilt_label
+from trainjob.naming import owning_trainjob
 from trainjob.workload import workload_name
 from worker_controller import status
 from worker_controller.memo import Memo
@@ -41,15 +42,17 @@ INDEX_NAMES = (
 def on_startup(settings: kopf.OperatorSettings, memo: Memo, **_: Any) -> None:
     operator.configure(settings, "worker-controller")
     memo.queue.start()
-    if memo.pods is not None:
-        memo.pods.start()
+    for informer in (memo.pods, memo.failed_creates):
+        if informer is not None:
+            informer.start()
     threading.Thread(target=_resync_loop, args=(memo,), name="resync", daemon=True).start()
     operator.start_watchdog(memo, memo.cluster)
 
 
 def on_cleanup(memo: Memo, **_: Any) -> None:
-    if memo.pods is not None:
-        memo.pods.stop()
+    for informer in (memo.pods, memo.failed_creates):
+        if informer is not None:
+            informer.stop()
     memo.shut_down()
 
 
@@ -64,6 +67,36 @@ def pod_informer(memo: Memo) -> Informer:
         name=f"{memo.settings.cluster_name}-pods",
         transform=status.pod_digest,
         group_by=status.pod_owner,
+    )
+
+
+# The Job controller's Events for pods the API refused: only these stream in (the API server
+# filters them), from every namespace; there are none while all is well.
+FAILED_CREATE_EVENTS = "involvedObject.kind=Job,reason=FailedCreate"
+
+
+def failed_create_informer(memo: Memo) -> Informer:
+    """The Job controller's FailedCreate Events, kept as digests grouped by Job; one queues
+    the TrainJob whose Job it is about (status: PodsStuck, PodCreateFailed)."""
+
+    def on_event(_type: str, event: Dict) -> None:
+        namespace, job = status.event_job(event)
+        try:
+            names = [n for ns, n in memo.caches.keys("trainjob_index") if ns == namespace]
+        except KeyError:  # TrainJobs not listed yet: their first passes read the Events
+            return
+        trainjob = owning_trainjob(job, names)
+        if trainjob is not None:
+            memo.queue.add((namespace, trainjob))
+
+    return Informer(
+        memo.cluster.api,
+        c.EVENT,
+        on_event,
+        field_selector=FAILED_CREATE_EVENTS,
+        name=f"{memo.settings.cluster_name}-failed-creates",
+        transform=status.event_digest,
+        group_by=status.event_job,
     )
 
 

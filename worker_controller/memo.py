@@ -17,3 +17,4 @@ class Memo(operator.ControllerMemo):
     gone: set[str]
     memory: WriteMemory  # Workloads the API refused, so the same one is not sent again
     pods: Informer | None  # our pods, when settings.pod_summary
+    failed_creates: Informer | None  # Jobs' FailedCreate Events, when settings.pod_summary

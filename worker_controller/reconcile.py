@@ -88,9 +88,7 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
         service_named=named,
         now=now,
         pods=pods,
-        pod_create_failures=_pod_create_failures(memo.cluster, namespace, jobs, now)
-        if pods is not None
-        else {},
+        pod_create_failures=_pod_create_failures(memo, namespace, jobs) if pods is not None else {},
         status_coalesce=memo.settings.status_coalesce_seconds,
         status_held_for=memo.memory.held_for(held_key(*key)),
     )
@@ -100,24 +98,16 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
     return plan.requeue_after
 
 
-def _pod_create_failures(
-    cluster: Cluster, namespace: str, jobs: dict[str, Dict], now: dt.datetime
-) -> dict[str, str]:
-    """For each of our Jobs that should have pods and has none: the message of the Job
-    controller's last FailedCreate Event about it (this very Job, by UID), if there is one."""
+def _pod_create_failures(memo: Memo, namespace: str, jobs: dict[str, Dict]) -> dict[str, str]:
+    """For each of our Jobs short of pods: why the Job controller could not create them (its
+    last FailedCreate Event about this very Job), when it says so."""
+    if memo.failed_creates is None:
+        return {}
     out = {}
-    for name in status.jobs_without_pods(jobs, now):
-        events = cluster.list_selected(
-            c.EVENT.api_version,
-            "Event",
-            namespace,
-            field_selector=f"involvedObject.kind=Job,involvedObject.name={name},reason=FailedCreate",
-        )
-        uid = jobs[name]["metadata"].get("uid")
-        mine = [e for e in events if (e.get("involvedObject") or {}).get("uid") in (None, uid)]
-        if mine:
-            last = max(mine, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
-            out[name] = str(last.get("message") or "")
+    for name in status.jobs_short_of_pods(jobs):
+        message = status.create_failure(jobs[name], memo.failed_creates.group((namespace, name)))
+        if message is not None:
+            out[name] = message
     return out
 
 

@@ -16,7 +16,8 @@ class WorkerSettings(ControllerSettings):
         default=True,
         description="watch the pods of our TrainJobs (server-side label selector) and write "
         "their count per phase and PodSet to status.podsStatus (an extension of Trainer's "
-        "status); needs list/watch on pods",
+        "status), and what keeps them from running to the PodsStuck condition (with the Job "
+        "controller's FailedCreate Events); needs list/watch on pods and Events",
     )
     status_coalesce_seconds: float = Field(
         default=2.0,

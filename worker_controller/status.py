@@ -261,28 +261,65 @@ def first_failure(
     return None
 
 
-# How long a running Job may have no pod at all before we ask why (the Job controller's
-# FailedCreate Events), and how often we ask again while it has none.
-NO_PODS_GRACE_SECONDS = 5.0
-
-
-def jobs_without_pods(jobs: dict[str, Dict], now: dt.datetime) -> list[str]:
-    """Our Jobs that should have pods and have none, `NO_PODS_GRACE_SECONDS` after they were
-    created or resumed: the Job controller counts no pod in any state (the API refuses them:
-    validation, quota, a policy webhook)."""
+def jobs_short_of_pods(jobs: dict[str, Dict]) -> list[str]:
+    """Our running Jobs that have fewer pods running or done than they want (`parallelism`):
+    where the Job controller may be failing to create them."""
     out = []
     for name, job in sorted(jobs.items()):
         st = job.get("status") or {}
         if job.get("spec", {}).get("suspend") or job_finished(job):
             continue
-        if any(
-            int(st.get(k) or 0) for k in ("active", "ready", "succeeded", "failed", "terminating")
-        ):
-            continue
-        since = st.get("startTime") or job["metadata"].get("creationTimestamp")
-        if since and (now - parse_time(since)).total_seconds() >= NO_PODS_GRACE_SECONDS:
+        want = int(job.get("spec", {}).get("parallelism") or 0)
+        if int(st.get("active") or 0) + int(st.get("succeeded") or 0) < want:
             out.append(name)
     return out
+
+
+def event_digest(event: Dict) -> Dict:
+    """What the worker controller keeps of a Job controller's FailedCreate Event."""
+    meta = event.get("metadata") or {}
+    involved = event.get("involvedObject") or {}
+    series = event.get("series") or {}
+    return {
+        "metadata": {
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+            "resourceVersion": meta.get("resourceVersion"),
+        },
+        "job": {"name": involved.get("name", ""), "uid": involved.get("uid", "")},
+        "message": _short(event.get("message")),
+        "last": event.get("lastTimestamp")
+        or series.get("lastObservedTime")
+        or event.get("eventTime")
+        or meta.get("creationTimestamp")
+        or "",
+    }
+
+
+def event_job(event: Dict) -> tuple[str, str]:
+    """(namespace, Job name) of an Event digest: the group its Job's reconcile looks in."""
+    return event["metadata"]["namespace"], event["job"]["name"]
+
+
+def create_failure(job: Dict, events: list[Dict]) -> str | None:
+    """The message of the last FailedCreate Event about this very Job (its UID) since it was
+    created or last resumed, or None."""
+    st = job.get("status") or {}
+    since = cond_time(st.get("startTime") or job["metadata"].get("creationTimestamp"))
+    uid = job["metadata"].get("uid")
+    mine = [
+        e
+        for e in events
+        if e["job"]["uid"] in ("", uid)
+        and (since is None or (cond_time(e["last"]) or since) >= since)
+    ]
+    if not mine:
+        return None
+    return str(max(mine, key=lambda e: str(e["last"]))["message"])
+
+
+def cond_time(value: Any) -> dt.datetime | None:
+    return parse_time(str(value)) if value else None
 
 
 def stuck_pods(pods: list[Dict] | None) -> tuple[str, str] | None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dispatcher.mirror import Mirrored, mirror, owning_trainjob
+from dispatcher.mirror import Mirrored, mirror
+from trainjob.naming import owning_trainjob
 
 Dict = dict[str, Any]
 

@@ -498,27 +498,63 @@ def test_stuck_pods_and_refused_pods_show_as_a_condition_until_they_start() -> N
     )
     assert conditions(fine)["PodsStuck"] == ("False", "PodsStarted")
     assert fine.requeue_after is None
-    # No pod at all a while after the Job was made: the Job controller's reason, and a look
-    # again later (nothing on the Job changes while its pods are refused).
-    no_pods = [job("tj-node-0", created="2026-11-22T11:59:50Z")]
+    # A Job short of pods whose pods the API refuses: the Job controller's reason.
+    no_pods = job("tj-node-0", created="2026-11-22T11:59:50Z")
     obs = Observed(
         trainjob=make_trainjob(),
         runtime=runtime,
-        jobs={"tj-node-0": no_pods[0]},
+        jobs={"tj-node-0": no_pods},
         services=[OUR_SERVICE],
         service_named=None,
         now=NOW,
         pods=[],
-        pod_create_failures={
-            "tj-node-0": 'Pod "tj-node-0-0-x" is invalid: spec.containers[0].image'
-        },
+        pod_create_failures={"tj-node-0": 'pods "tj-node-0-0-x" is forbidden: exceeded quota'},
     )
     refused = reconcile_trainjob(obs)
     assert conditions(refused)["PodsStuck"] == ("True", "PodCreateFailed")
-    assert refused.requeue_after == 10.0
-    assert status.jobs_without_pods(obs.jobs, NOW) == ["tj-node-0"]
-    assert status.jobs_without_pods(obs.jobs, NOW - dt.timedelta(seconds=6)) == []
+    (event,) = [e for e in refused.events if e.reason == "PodCreateFailed"]
+    assert event.message == (
+        'Job tj-node-0 cannot create its pods: pods "tj-node-0-0-x" is forbidden: exceeded quota'
+    )
     # Not watched: left as it is.
     tj["status"] = stuck.status
     unwatched = observe(tj, runtime, jobs=running, services=[OUR_SERVICE], pods=None)
     assert unwatched.status is None or conditions(unwatched)["PodsStuck"][0] == "True"
+
+
+def failed_create(job_name: str, uid: str, last: str, message: str = "exceeded quota") -> Dict:
+    """A FailedCreate Event of the Job controller, as the worker controller keeps it."""
+    return status.event_digest(
+        {
+            "metadata": {"name": f"{job_name}.1", "namespace": "default", "resourceVersion": "3"},
+            "involvedObject": {"kind": "Job", "name": job_name, "uid": uid},
+            "reason": "FailedCreate",
+            "message": f"Error creating: {message}",
+            "lastTimestamp": last,
+            "count": 4,
+        }
+    )
+
+
+def test_a_refused_pod_is_read_from_the_jobs_own_recent_failed_create_events() -> None:
+    running = job("tj-node-0", active=1, parallelism=2)
+    running["metadata"]["uid"] = "u1"
+    running["status"]["startTime"] = "2026-11-22T11:59:00Z"
+    assert status.jobs_short_of_pods({"tj-node-0": running}) == ["tj-node-0"]
+    assert status.jobs_short_of_pods({"a": job("a", active=1)}) == []
+    assert status.jobs_short_of_pods({"a": job("a", suspend=True)}) == []
+    assert status.jobs_short_of_pods({"a": job("a", failed="BackoffLimitExceeded")}) == []
+    event = failed_create("tj-node-0", "u1", "2026-11-22T11:59:30Z")
+    assert event == {
+        "metadata": {"name": "tj-node-0.1", "namespace": "default", "resourceVersion": "3"},
+        "job": {"name": "tj-node-0", "uid": "u1"},
+        "message": "Error creating: exceeded quota",
+        "last": "2026-11-22T11:59:30Z",
+    }
+    assert status.event_job(event) == ("default", "tj-node-0")
+    older = failed_create("tj-node-0", "u1", "2026-11-22T11:59:20Z", "older")
+    assert status.create_failure(running, [older, event]) == "Error creating: exceeded quota"
+    # Before its last start (resumed since), or about a Job of that name before it: not its.
+    before = failed_create("tj-node-0", "u1", "2026-11-22T11:58:00Z")
+    other = failed_create("tj-node-0", "u0", "2026-11-22T11:59:30Z")
+    assert status.create_failure(running, [before, other]) is None
