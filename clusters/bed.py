@@ -399,6 +399,7 @@ class Bed:
             images.build_all()
         self.state.mkdir(parents=True, exist_ok=True)
         if real:
+            nodes.claim(self.state)
             (self.state / REAL_NODES_MARKER).touch()
             nodes.host_network_up(self.config)
         self._prepare_pki()
@@ -715,11 +716,14 @@ class Bed:
                         _say(f"{comp.label}: stopped")
 
             _parallel(stop_cluster, self.config.clusters)
-        # Whatever the config says: a real node left behind would keep its containers.
-        for i, spec in enumerate(self.config.clusters):
-            nodes.node_down(nodes.Node(spec.name, i, self.cluster_dir(spec.name) / "node"))
-        if self.state.exists() or self.config.real_nodes:
-            nodes.host_network_down()
+        # Whatever the config says, if this bed ran real nodes (its state says so): one left
+        # behind would keep its containers. Another bed's nodes (a kwok bed beside a real
+        # one shares the cluster names) are not this bed's to end.
+        if self.config.real_nodes or (self.state / REAL_NODES_MARKER).exists():
+            for i, spec in enumerate(self.config.clusters):
+                nodes.node_down(nodes.Node(spec.name, i, self.cluster_dir(spec.name) / "node"))
+            if nodes.release(self.state):
+                nodes.host_network_down()
         if self.state.exists() and not keep_state:
             shutil.rmtree(self.state, ignore_errors=True)
         took = time.monotonic() - start

@@ -113,9 +113,10 @@ TRAINING = Image(
         "/usr/lib/python3/dist-packages": TRAINING_FILES / "python",
         "/etc/ssh": TRAINING_FILES / "ssh",
     },
-    # sshd wants its privilege separation directory and host keys (one set for every pod of
-    # the image: enough for a test image, whose clients check no host key).
-    customize=("mkdir -p $1/run/sshd", "chroot $1 ssh-keygen -A"),
+    # sshd wants host keys: one set for every pod of the image, enough for a test image
+    # whose clients check none. (Its /run/sshd must be made when the pod starts: mmdebstrap
+    # leaves /run empty.)
+    customize=("chroot $1 ssh-keygen -A",),
     env=("PATH=/usr/local/bin:/usr/bin:/bin", "USE_LIBUV=0", "PYTHONDONTWRITEBYTECODE=1"),
 )
 PRODUCT = Image("product", product_image_name())

@@ -168,6 +168,38 @@ def nodes(config: BedConfig) -> list[Node]:
     ]
 
 
+# ---- one bed with real nodes at a time ---------------------------------------------------------
+
+# The state directory of the bed whose real nodes are up: their names, addresses and the host
+# bridge are the machine's, so a second bed with real nodes would take them over.
+OWNER_FILE = RUN_DIR / "bed"
+
+
+def claim(state: Path) -> None:
+    """Make the bed at `state` the one with real nodes on this machine; refuse (BedError) while
+    another bed's real nodes are up."""
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    owner = OWNER_FILE.read_text().strip() if OWNER_FILE.is_file() else ""
+    nodes_up = [p for p in RUN_DIR.iterdir() if p != OWNER_FILE]
+    if owner and owner != str(state.resolve()) and nodes_up:
+        raise BedError(
+            f"the bed at {owner} has real nodes up on this machine (one bed with real nodes at "
+            f"a time: they share the host bridge {HOST_BRIDGE} and its addresses); take it down "
+            f"first: TJ_BED_STATE_DIR={owner} python -m clusters down"
+        )
+    OWNER_FILE.write_text(f"{state.resolve()}\n")
+
+
+def release(state: Path) -> bool:
+    """Whether the host side is the bed at `state`'s to take down (it claimed it, or nobody
+    did); forgets the claim."""
+    owner = OWNER_FILE.read_text().strip() if OWNER_FILE.is_file() else ""
+    if owner and owner != str(state.resolve()):
+        return False
+    OWNER_FILE.unlink(missing_ok=True)
+    return True
+
+
 # ---- the host side: bridge, NAT, routes -------------------------------------------------------
 
 
