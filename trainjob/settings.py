@@ -167,6 +167,11 @@ class ControllerSettings(BaseModel):
         """(settings, --verbose) from `--config FILE` (a YAML mapping of the same settings,
         say a mounted ConfigMap) overridden by the command line; exits 2 with the reason when
         a value, the file or one of its keys is bad."""
+        # The name it was started by: its console script in the image (`trainjob-dispatcher`),
+        # else `python -m ...` (argv[0] is then the module's __main__.py).
+        started_as = Path(sys.argv[0]).name
+        if started_as and started_as != "__main__.py" and not started_as.startswith("python"):
+            prog = started_as
         parser = argparse.ArgumentParser(prog=prog, description=description)
         parser.add_argument(
             "--config",
