@@ -1,7 +1,8 @@
 """`python -m demo`: bring up the bed and controllers, push a TrainJob manager -> worker -> back.
 
 Every step is printed as it happens. The bed stays up afterwards (`python -m clusters down`
-removes it); the controllers this demo started are stopped at the end.
+removes it; with --real, `TJ_BED_STATE_DIR=.bed-real python -m clusters down`); the
+controllers this demo started are stopped at the end.
 """
 
 from __future__ import annotations
@@ -137,7 +138,10 @@ def run(bed: Bed, namespace: str, timeout: float) -> int:
         )
         return 1
     finally:
-        say("stopping the controllers (the bed stays up: `python -m clusters down` removes it)")
+        down = "python -m clusters down"
+        if real:
+            down = f"TJ_BED_STATE_DIR={bed.config.state_dir} {down}"
+        say(f"stopping the controllers (the bed stays up: `{down}` removes it)")
         setup.stop_controllers(bed, ctrls)
 
 
