@@ -20,11 +20,13 @@ package out (`keep_kubernetes_client_out`). The kubectl plugin and the tests sti
 kubernetes client: they are short-lived, and users' kubeconfigs may need its exec plugins.
 
 What is supported is what Kueue accepts in a MultiKueue kubeconfig and what a pod has: a
-server, its CA (data or file) or `insecure-skip-tls-verify`, `tls-server-name` (for requests it
-is also the Host header: libcurl checks the certificate against the URL's host), a bearer token
-(or `tokenFile`, re-read every minute as kubelet rotates it), and a client certificate and key
-(data or files). A kubeconfig that needs anything else (exec plugins, auth providers, basic
-auth) is refused with the field named, never half used.
+server, its CA (data or file) or `insecure-skip-tls-verify` (a YAML boolean; a string is
+refused, as client-go refuses it), `tls-server-name` (for requests it is also the Host header:
+libcurl checks the certificate against the URL's host), `proxy-url`, a bearer token (or
+`tokenFile`, re-read every minute as kubelet rotates it, and at once after a 401), a client
+certificate and key (each from data or a file; data wins, as in client-go), and impersonation
+(`as`, `as-uid`, `as-groups`, `as-user-extra`). A kubeconfig that needs anything else (exec
+plugins, auth providers, basic auth) is refused with the field named, never half used.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import orjson
 import pycurl
@@ -111,6 +113,17 @@ class Credentials:
     cert_file: str | None = None
     key_file: str | None = None
     namespace: str | None = None  # the context's default namespace
+    proxy_url: str | None = None  # the cluster's proxy-url (http, https, socks5)
+    # Impersonation (the user's `as`, `as-uid`, `as-groups`, `as-user-extra`): the headers
+    # every request carries, as client-go sends them.
+    impersonate: tuple[tuple[str, str], ...] = ()
+
+    def client_cert(self) -> tuple[bytes | None, bytes | None]:
+        """The client certificate and key, each from its data or else its file (client-go's
+        rule: data wins), so a certificate file may go with inline key data or the reverse."""
+        return _data_or_file(self.cert_pem, self.cert_file), _data_or_file(
+            self.key_pem, self.key_file
+        )
 
     def ssl_context(self) -> ssl.SSLContext:
         """The TLS settings; raises when a CA, certificate or key cannot be loaded."""
@@ -122,11 +135,19 @@ class Credentials:
             context.load_verify_locations(cadata=self.ca_pem)
         elif self.ca_file:
             context.load_verify_locations(cafile=self.ca_file)
-        if self.cert_file and self.key_file:
+        if self.cert_file and self.key_file and not (self.cert_pem or self.key_pem):
             context.load_cert_chain(self.cert_file, self.key_file)
-        elif self.cert_pem and self.key_pem:
-            _load_cert_chain_from_memory(context, self.cert_pem, self.key_pem)
+        else:
+            cert, key = self.client_cert()
+            if cert and key:
+                _load_cert_chain_from_memory(context, cert, key)
         return context
+
+
+def _data_or_file(data: bytes | None, file: str | None) -> bytes | None:
+    if data:
+        return data
+    return Path(file).read_bytes() if file else None
 
 
 def _load_cert_chain_from_memory(context: ssl.SSLContext, cert: bytes, key: bytes) -> None:
@@ -181,22 +202,67 @@ def credentials_from_kubeconfig(
         except ValueError:
             raise KubeconfigError(f"{key} is not base64") from None
 
+    insecure = cluster.get("insecure-skip-tls-verify", False)
+    if not isinstance(insecure, bool):
+        # client-go refuses such a kubeconfig too; bool("false") would turn verification off.
+        raise KubeconfigError(
+            f"cluster {ctx.get('cluster')!r}: insecure-skip-tls-verify must be true or false "
+            f"(unquoted), not {type(insecure).__name__} {insecure!r}"
+        )
+    cert_pem, key_pem = data(user, "client-certificate-data"), data(user, "client-key-data")
+    has_cert = bool(cert_pem or user.get("client-certificate"))
+    has_key = bool(key_pem or user.get("client-key"))
+    if has_cert != has_key:
+        has, missing = ("certificate", "key") if has_cert else ("key", "certificate")
+        raise KubeconfigError(
+            f"user {ctx.get('user')!r} has a client {has} but no client-{missing}(-data)"
+        )
+    proxy = cluster.get("proxy-url")
+    if proxy and (not isinstance(proxy, str) or urlsplit(proxy).scheme not in _PROXY_SCHEMES):
+        raise KubeconfigError(
+            f"cluster {ctx.get('cluster')!r}: proxy-url must be an http, https or socks5 URL"
+        )
     ca = data(cluster, "certificate-authority-data")
     token = user.get("token")
     return Credentials(
         server=server.rstrip("/"),
         ca_pem=ca.decode("ascii", errors="replace") if ca else None,
         ca_file=path(cluster.get("certificate-authority")),
-        insecure=bool(cluster.get("insecure-skip-tls-verify")),
+        insecure=insecure,
         tls_server_name=cluster.get("tls-server-name") or None,
         token=str(token) if token else None,
         token_file=path(user.get("tokenFile")),
-        cert_pem=data(user, "client-certificate-data"),
-        key_pem=data(user, "client-key-data"),
+        cert_pem=cert_pem,
+        key_pem=key_pem,
         cert_file=path(user.get("client-certificate")),
         key_file=path(user.get("client-key")),
         namespace=ctx.get("namespace") or None,
+        proxy_url=proxy or None,
+        impersonate=_impersonation(user, ctx.get("user")),
     )
+
+
+_PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
+
+
+def _impersonation(user: Dict, name: Any) -> tuple[tuple[str, str], ...]:
+    """The Impersonate-* headers of a kubeconfig user's `as` fields (client-go's names)."""
+    headers: list[tuple[str, str]] = []
+    if user.get("as"):
+        headers.append(("Impersonate-User", str(user["as"])))
+    if user.get("as-uid"):
+        headers.append(("Impersonate-Uid", str(user["as-uid"])))
+    groups = user.get("as-groups") or []
+    extra = user.get("as-user-extra") or {}
+    if not isinstance(groups, list) or not isinstance(extra, dict):
+        raise KubeconfigError(f"user {name!r}: as-groups must be a list, as-user-extra a mapping")
+    headers += [("Impersonate-Group", str(g)) for g in groups]
+    for key, values in extra.items():
+        for value in values if isinstance(values, list) else [values]:
+            headers.append((f"Impersonate-Extra-{quote(str(key), safe='')}", str(value)))
+    if (groups or extra or user.get("as-uid")) and not user.get("as"):
+        raise KubeconfigError(f"user {name!r}: as-groups, as-uid and as-user-extra need 'as'")
+    return tuple(headers)
 
 
 def _named(kubeconfig: Dict, section: str, field: str, name: Any) -> Dict:
@@ -294,6 +360,15 @@ class ApiClient:
         params = {k: v for k, v in (query or {}).items() if v not in (None, "")}
         return self._prefix + path + (f"?{urlencode(params)}" if params else "")
 
+    def token_refused(self) -> bool:
+        """After a 401: whether the token comes from a file, which is then read again at the
+        next request (kubelet may have rotated it within the minute; client-go does the same)."""
+        if self.credentials.token_file is None:
+            return False
+        with self._token_lock:
+            self._token_read = float("-inf")
+        return True
+
     def request(
         self,
         method: str,
@@ -305,7 +380,26 @@ class ApiClient:
         timeout: float | None = None,
         accept: str = JSON,
     ) -> bytes:
-        """Send one request and return the answer's body; `TransportError` when none came."""
+        """Send one request and return the answer's body; `TransportError` when none came. A
+        401 with a token from a file is sent once more, with the file read again."""
+        args = (method, path, query, body, content_type, timeout, accept)
+        try:
+            return self._request(*args)
+        except ApiException as exc:
+            if exc.status != 401 or not self.token_refused():
+                raise
+        return self._request(*args)
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None,
+        body: Any,
+        content_type: str,
+        timeout: float | None,
+        accept: str,
+    ) -> bytes:
         curl = self._borrow()
         chunks: list[bytes] = []
         try:
@@ -345,8 +439,10 @@ class ApiClient:
         curl.setopt(pycurl.CUSTOMREQUEST, method)
         curl.setopt(pycurl.URL, self._origin + self.url(path, query))
         headers = self._headers(content_type if body is not None else None, accept)
+        lines = [f"{k}: {v}" for k, v in headers.items()]
+        lines += [f"{k}: {v}" for k, v in self.credentials.impersonate]
         # "Expect:" off: libcurl would wait for a 100 Continue before a large body.
-        curl.setopt(pycurl.HTTPHEADER, [f"{k}: {v}" for k, v in headers.items()] + ["Expect:"])
+        curl.setopt(pycurl.HTTPHEADER, [*lines, "Expect:"])
         if head is None:
             curl.unsetopt(pycurl.HEADERFUNCTION)
         else:
@@ -393,6 +489,8 @@ class ApiClient:
             else:
                 curl.close()  # left mid-answer: its connection cannot serve another request
         if stream.status >= 400:
+            if stream.status == 401:
+                self.token_refused()  # the watch that follows reads the token file again
             raise _answer_error(stream.status, head, b"".join(stream.error_body))
 
 
@@ -505,7 +603,7 @@ def _curl_setup(credentials: Credentials) -> tuple[str, list[tuple[int, Any]]]:
     options: list[tuple[int, Any]] = [
         (pycurl.NOSIGNAL, 1),
         (pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_1_1),
-        (pycurl.PROXY, ""),
+        (pycurl.PROXY, credentials.proxy_url or ""),
         (pycurl.FOLLOWLOCATION, 0),
     ]
     origin = f"{parts.scheme}://{parts.netloc}"
@@ -523,13 +621,16 @@ def _curl_setup(credentials: Credentials) -> tuple[str, list[tuple[int, Any]]]:
             options.append((pycurl.CAINFO, found.cafile))
         if found.capath:
             options.append((pycurl.CAPATH, found.capath))
-    if credentials.cert_file and credentials.key_file:
+    if (
+        credentials.cert_file
+        and credentials.key_file
+        and not (credentials.cert_pem or credentials.key_pem)
+    ):
         options += [(pycurl.SSLCERT, credentials.cert_file), (pycurl.SSLKEY, credentials.key_file)]
-    elif credentials.cert_pem and credentials.key_pem:
-        options += [
-            (pycurl.SSLCERT_BLOB, credentials.cert_pem),
-            (pycurl.SSLKEY_BLOB, credentials.key_pem),
-        ]
+    else:
+        cert, key = credentials.client_cert()
+        if cert and key:
+            options += [(pycurl.SSLCERT_BLOB, cert), (pycurl.SSLKEY_BLOB, key)]
     if credentials.tls_server_name:
         # libcurl checks the certificate against the URL's host: name it there, and connect
         # to the server's own address.

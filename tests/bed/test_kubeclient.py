@@ -12,6 +12,7 @@ from typing import Any
 
 import pycurl
 import pytest
+from kubernetes import client as k8s
 
 from clusters.bed import Bed
 from trainjob.kube import Cluster
@@ -147,3 +148,32 @@ def test_a_watch_ends_when_its_handler_says_so_or_fails(
         kube_.api.watch(path, query, broken, timeout=60)
     # The handles those watches left mid-answer were closed, not put back: requests still work.
     assert len(kube_.api.get_json(path, query={"labelSelector": "ours=yes"})["items"]) == 3
+
+
+def test_a_401_reads_the_token_file_again_and_the_request_goes_through(
+    bed: Bed, manager: str, namespace_factory: Any, tmp_path: Any
+) -> None:
+    """A token that kubelet rotated within the minute: the API server's 401 makes the client
+    read the file again and send the request once more (client-go does the same)."""
+    ns = namespace_factory(manager, "token")
+    core = k8s.CoreV1Api(bed.api(manager))
+    core.create_namespaced_service_account(ns, k8s.V1ServiceAccount(metadata={"name": "sa"}))
+    token = core.create_namespaced_service_account_token(
+        "sa", ns, k8s.AuthenticationV1TokenRequest(spec={"audiences": []})
+    ).status.token
+    token_file = tmp_path / "token"
+    token_file.write_text("a-token-that-was-rotated-away")
+    creds = replace(
+        load_credentials(bed.kubeconfig(manager)), token=None, token_file=str(token_file)
+    )
+    creds = replace(creds, cert_pem=None, key_pem=None, cert_file=None, key_file=None)
+    api = ApiClient(creds)
+    assert api.bearer_token() == "a-token-that-was-rotated-away"  # read and cached
+    token_file.write_text(token)
+    assert b'"kind":"APIVersions"' in api.request("GET", "/api")
+    # A token the server refuses however often it is read: the 401 stands.
+    token_file.write_text("still-wrong")
+    api.token_refused()
+    with pytest.raises(ApiException) as refused:
+        api.request("GET", "/api")
+    assert refused.value.status == 401

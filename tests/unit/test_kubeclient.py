@@ -123,6 +123,9 @@ def test_relative_files_are_read_from_the_kubeconfigs_directory(tmp_path: Path) 
         ({"auth-provider": {"name": "oidc"}}, "'auth-provider'"),
         ({"username": "a", "password": "b"}, "'username'"),
         ({"client-key-data": "%%"}, "client-key-data is not base64"),
+        ({"client-certificate": "/crt"}, "has a client certificate but no client-key"),
+        ({"client-key-data": "S0VZ"}, "has a client key but no client-certificate"),
+        ({"as-groups": ["g"]}, "need 'as'"),
     ],
 )
 def test_what_the_client_cannot_do_is_refused_naming_the_field(
@@ -219,3 +222,69 @@ def test_the_controllers_never_load_the_kubernetes_client(package: str) -> None:
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )  # fmt: skip
     assert out.stdout.strip().endswith("loaded: []"), out.stdout
+
+
+@pytest.mark.parametrize("value", ["false", "true", 0, "no"])
+def test_insecure_skip_tls_verify_must_be_a_boolean(value: object) -> None:
+    """A quoted "false" read as truthy would turn verification off: refused, as client-go
+    refuses it."""
+    cluster = {"server": "https://127.0.0.1:6443", "insecure-skip-tls-verify": value}
+    with pytest.raises(KubeconfigError, match="insecure-skip-tls-verify must be true or false"):
+        credentials_from_kubeconfig(kubeconfig({"token": "t"}, cluster))
+    for flag in (True, False):
+        cluster["insecure-skip-tls-verify"] = flag
+        assert credentials_from_kubeconfig(kubeconfig({"token": "t"}, cluster)).insecure is flag
+
+
+def test_a_certificate_file_goes_with_inline_key_data_and_data_wins(tmp_path: Path) -> None:
+    (tmp_path / "tls.crt").write_bytes(CA.tls_crt)
+    (tmp_path / "old.key").write_bytes(b"not this one")
+    user = {
+        "client-certificate": "tls.crt",
+        "client-key-data": base64.b64encode(CA.tls_key).decode(),
+        "client-key": "old.key",
+    }
+    creds = credentials_from_kubeconfig(kubeconfig(user), base_dir=tmp_path)
+    assert creds.client_cert() == (CA.tls_crt, CA.tls_key)
+    ApiClient(creds)  # the chain loads
+    settings = dict(_curl_setup(creds)[1])
+    assert (settings[pycurl.SSLCERT_BLOB], settings[pycurl.SSLKEY_BLOB]) == (CA.tls_crt, CA.tls_key)
+
+
+def test_impersonation_and_proxy_url_are_used_not_ignored() -> None:
+    user = {
+        "token": "t",
+        "as": "alice",
+        "as-uid": "1234",
+        "as-groups": ["team-a", "system:authenticated"],
+        "as-user-extra": {"scopes/x": ["read", "write"]},
+    }
+    cluster = {"server": "https://127.0.0.1:6443", "proxy-url": "socks5://127.0.0.1:1080"}
+    creds = credentials_from_kubeconfig(kubeconfig(user, cluster))
+    assert creds.impersonate == (
+        ("Impersonate-User", "alice"),
+        ("Impersonate-Uid", "1234"),
+        ("Impersonate-Group", "team-a"),
+        ("Impersonate-Group", "system:authenticated"),
+        ("Impersonate-Extra-scopes%2Fx", "read"),
+        ("Impersonate-Extra-scopes%2Fx", "write"),
+    )
+    assert dict(_curl_setup(creds)[1])[pycurl.PROXY] == "socks5://127.0.0.1:1080"
+    cluster["proxy-url"] = "ftp://proxy"
+    with pytest.raises(KubeconfigError, match="proxy-url must be an http, https or socks5 URL"):
+        credentials_from_kubeconfig(kubeconfig(user, cluster))
+
+
+def test_a_refused_token_from_a_file_is_read_again_at_once(tmp_path: Path) -> None:
+    (tmp_path / "token").write_text("old")
+    creds = credentials_from_kubeconfig(
+        kubeconfig({"tokenFile": str(tmp_path / "token")}), base_dir=tmp_path
+    )
+    client = ApiClient(creds)
+    assert client.bearer_token() == "old"
+    (tmp_path / "token").write_text("rotated")
+    assert client.bearer_token() == "old"  # within the minute: the cached one
+    assert client.token_refused()  # a 401: the file is read at the next request
+    assert client.bearer_token() == "rotated"
+    inline = ApiClient(credentials_from_kubeconfig(kubeconfig({"token": "t"})))
+    assert not inline.token_refused()  # nothing to read again: the 401 stands
