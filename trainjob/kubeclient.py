@@ -202,7 +202,8 @@ def credentials_from_kubeconfig(
         except ValueError:
             raise KubeconfigError(f"{key} is not base64") from None
 
-    insecure = cluster.get("insecure-skip-tls-verify", False)
+    insecure = cluster.get("insecure-skip-tls-verify")
+    insecure = False if insecure is None else insecure  # absent or null: verify
     if not isinstance(insecure, bool):
         # client-go refuses such a kubeconfig too; bool("false") would turn verification off.
         raise KubeconfigError(

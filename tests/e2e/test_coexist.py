@@ -150,13 +150,14 @@ def test_a_job_by_kueues_multikueue_and_a_trainjob_by_ours_run_side_by_side(bed:
             60,
             what=f"AdmissionCheck {check} Active",
         )
-    mk.submit("trainer", run="30s", queue="trainjobs")
-    _submit_job(mk, "plain", run="30s")
-    # A TrainJob on the queue of Kueue's check runs nowhere, and says so.
+    # A TrainJob on the queue of Kueue's check runs nowhere, and says so. (First: the 30 s
+    # jobs below must still run when the test looks at them, however long this takes.)
     mk.submit("misplaced", queue="q")
     failed = mk.wait("misplaced", "Failed", timeout=60)
     assert failed["reason"] == "NotDispatched", failed
     assert "trainjob.dev/multikueue" in failed["message"], failed
+    mk.submit("trainer", run="30s", queue="trainjobs")
+    _submit_job(mk, "plain", run="30s")
     worker = mk.started_on("trainer")
     job_on = wait_for(lambda: _job_pods_running(mk, "plain"), 60, what="the Job's pods running")
     assert mk.pods(worker, "trainer"), "the TrainJob still runs while the Job runs"

@@ -231,9 +231,9 @@ def test_insecure_skip_tls_verify_must_be_a_boolean(value: object) -> None:
     cluster = {"server": "https://127.0.0.1:6443", "insecure-skip-tls-verify": value}
     with pytest.raises(KubeconfigError, match="insecure-skip-tls-verify must be true or false"):
         credentials_from_kubeconfig(kubeconfig({"token": "t"}, cluster))
-    for flag in (True, False):
+    for flag, insecure in ((True, True), (False, False), (None, False)):
         cluster["insecure-skip-tls-verify"] = flag
-        assert credentials_from_kubeconfig(kubeconfig({"token": "t"}, cluster)).insecure is flag
+        assert credentials_from_kubeconfig(kubeconfig({"token": "t"}, cluster)).insecure is insecure
 
 
 def test_a_certificate_file_goes_with_inline_key_data_and_data_wins(tmp_path: Path) -> None:
