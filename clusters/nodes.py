@@ -175,11 +175,15 @@ def nodes(config: BedConfig) -> list[Node]:
 OWNER_FILE = RUN_DIR / "bed"
 
 
+def _owner() -> str:
+    return OWNER_FILE.read_text().strip() if OWNER_FILE.is_file() else ""
+
+
 def claim(state: Path) -> None:
     """Make the bed at `state` the one with real nodes on this machine; refuse (BedError) while
     another bed's real nodes are up."""
     RUN_DIR.mkdir(parents=True, exist_ok=True)
-    owner = OWNER_FILE.read_text().strip() if OWNER_FILE.is_file() else ""
+    owner = _owner()
     nodes_up = [p for p in RUN_DIR.iterdir() if p != OWNER_FILE]
     if owner and owner != str(state.resolve()) and nodes_up:
         raise BedError(
@@ -193,7 +197,7 @@ def claim(state: Path) -> None:
 def release(state: Path) -> bool:
     """Whether the host side is the bed at `state`'s to take down (it claimed it, or nobody
     did); forgets the claim."""
-    owner = OWNER_FILE.read_text().strip() if OWNER_FILE.is_file() else ""
+    owner = _owner()
     if owner and owner != str(state.resolve()):
         return False
     OWNER_FILE.unlink(missing_ok=True)

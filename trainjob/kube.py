@@ -197,22 +197,6 @@ class Cluster:
             raise
 
     @io_retry
-    def list_selected(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None = None,
-        *,
-        field_selector: str | None = None,
-        limit: int = 50,
-    ) -> list[Dict]:
-        """The first `limit` objects of a kind that match `field_selector` (one request: for
-        look-ups that want a few objects, never for a whole kind)."""
-        path = _path_for(api_version, plural_of(kind), namespace, None)
-        result = self._call("GET", path, query={"fieldSelector": field_selector, "limit": limit})
-        return list(result.get("items") or [])
-
-    @io_retry
     def list_metadata(
         self, api_version: str, kind: str, namespace: str | None = None, page: int = 500
     ) -> list[Dict]:

@@ -118,6 +118,13 @@ class Credentials:
     # every request carries, as client-go sends them.
     impersonate: tuple[tuple[str, str], ...] = ()
 
+    def client_cert_files(self) -> tuple[str, str] | None:
+        """The client certificate and key files, when both come from files (TLS then reads
+        them itself); None when either has data (`client_cert`) or there is none."""
+        if self.cert_file and self.key_file and not (self.cert_pem or self.key_pem):
+            return self.cert_file, self.key_file
+        return None
+
     def client_cert(self) -> tuple[bytes | None, bytes | None]:
         """The client certificate and key, each from its data or else its file (client-go's
         rule: data wins), so a certificate file may go with inline key data or the reverse."""
@@ -135,8 +142,9 @@ class Credentials:
             context.load_verify_locations(cadata=self.ca_pem)
         elif self.ca_file:
             context.load_verify_locations(cafile=self.ca_file)
-        if self.cert_file and self.key_file and not (self.cert_pem or self.key_pem):
-            context.load_cert_chain(self.cert_file, self.key_file)
+        files = self.client_cert_files()
+        if files:
+            context.load_cert_chain(*files)
         else:
             cert, key = self.client_cert()
             if cert and key:
@@ -622,12 +630,9 @@ def _curl_setup(credentials: Credentials) -> tuple[str, list[tuple[int, Any]]]:
             options.append((pycurl.CAINFO, found.cafile))
         if found.capath:
             options.append((pycurl.CAPATH, found.capath))
-    if (
-        credentials.cert_file
-        and credentials.key_file
-        and not (credentials.cert_pem or credentials.key_pem)
-    ):
-        options += [(pycurl.SSLCERT, credentials.cert_file), (pycurl.SSLKEY, credentials.key_file)]
+    files = credentials.client_cert_files()
+    if files:
+        options += [(pycurl.SSLCERT, files[0]), (pycurl.SSLKEY, files[1])]
     else:
         cert, key = credentials.client_cert()
         if cert and key:

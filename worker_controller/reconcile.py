@@ -78,7 +78,6 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
     ):
         # Only then can a foreign Service block ours: ask the API.
         named = memo.cluster.get_or_none(c.SERVICE.api_version, "Service", name, namespace)
-    now = dt.datetime.now(dt.UTC)
     pods = memo.pods.group(key) if memo.pods is not None and memo.pods.synced.is_set() else None
     observed_tj = Observed(
         trainjob=trainjob,
@@ -86,7 +85,7 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
         jobs=jobs,
         services=services,
         service_named=named,
-        now=now,
+        now=dt.datetime.now(dt.UTC),
         pods=pods,
         pod_create_failures=_pod_create_failures(memo, namespace, jobs) if pods is not None else {},
         status_coalesce=memo.settings.status_coalesce_seconds,

@@ -305,20 +305,19 @@ def create_failure(job: Dict, events: list[Dict]) -> str | None:
     """The message of the last FailedCreate Event about this very Job (its UID) since it was
     created or last resumed, or None."""
     st = job.get("status") or {}
-    since = cond_time(st.get("startTime") or job["metadata"].get("creationTimestamp"))
+    since = _time(st.get("startTime") or job["metadata"].get("creationTimestamp"))
     uid = job["metadata"].get("uid")
     mine = [
         e
         for e in events
-        if e["job"]["uid"] in ("", uid)
-        and (since is None or (cond_time(e["last"]) or since) >= since)
+        if e["job"]["uid"] in ("", uid) and (since is None or (_time(e["last"]) or since) >= since)
     ]
     if not mine:
         return None
     return str(max(mine, key=lambda e: str(e["last"]))["message"])
 
 
-def cond_time(value: Any) -> dt.datetime | None:
+def _time(value: Any) -> dt.datetime | None:
     return parse_time(str(value)) if value else None
 
 
