@@ -3,8 +3,9 @@
 The controllers' CPU per TrainJob moves with the machine as much as with the code: under a
 burst the bed's API servers, etcd and Kueue share the two cores with them, and the same work
 then costs several times its quiet price (docs/benchmarks.md, the code at `1913019`).
-`MachineProbe` times a fixed piece of work in the benchmark's process (decode a Workload-sized JSON body and walk it in
-Python, as a controller does with a watch event) every half second while the run goes on, in
+`MachineProbe` times a fixed piece of work in the benchmark's process (decode a
+Workload-sized JSON body and walk it in Python, as a controller does with a watch event)
+every half second while the run goes on, in
 CPU time of its own thread. What the unit cost during a run is an exchange rate for the
 controllers' CPU figures of that run: `in_units` turns milliseconds into units of that work.
 
