@@ -8,7 +8,7 @@ from trainjob.kubeclient import keep_kubernetes_client_out
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Before kopf is imported (by the app): kopf would load the kubernetes client package.
+    # Before the app is imported: nothing it loads may bring in the kubernetes client.
     keep_kubernetes_client_out()
     from dispatcher.app import main as run
 

@@ -2,42 +2,30 @@
 
 from __future__ import annotations
 
-import threading
-
 from dispatcher import webhooks
 from dispatcher.clusters import Registry
-from dispatcher.handlers import (
+from dispatcher.memo import Memo
+from dispatcher.reconcile import sync_trainjob
+from dispatcher.settings import DispatcherSettings
+from dispatcher.watches import (
     on_leading,
     on_remote_change,
     on_remote_event,
     on_remote_room,
     on_remote_state,
-    register,
+    on_synced,
+    watches,
 )
-from dispatcher.memo import Memo
-from dispatcher.reconcile import sync_trainjob
-from dispatcher.settings import DispatcherSettings
 from trainjob import constants as c
 from trainjob import operator
-from trainjob.workqueue import WorkQueue, WriteMemory
+from trainjob.workqueue import WorkQueue
 
 
 def main(argv: list[str] | None = None) -> int:
     settings, verbose = DispatcherSettings.from_argv(argv, "python -m dispatcher", __doc__)
     operator.setup_logging(verbose)
     manager = operator.connect(settings, c.DISPATCHER_FIELD_MANAGER)
-    memo = Memo(
-        settings=settings,
-        manager=manager,
-        indexes={},
-        memory=WriteMemory(),
-        stop=threading.Event(),
-        resync_now=threading.Event(),
-        synced=threading.Event(),
-        elector=None,
-        informers=[],
-        withheld={},
-    )
+    memo = Memo(settings=settings, manager=manager)
     manager.may_write = memo.leads
     memo.queue = WorkQueue(
         lambda key: sync_trainjob(memo, key),
@@ -54,5 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         lambda cluster, event: on_remote_event(memo, cluster, event),
     )
     operator.elect(memo, manager, lambda: on_leading(memo))
-    operator.run(register(), memo, manager, webhooks.routes(memo))
+    operator.run(
+        memo, manager, watches(memo), webhooks.routes(memo), on_synced=lambda: on_synced(memo)
+    )
     return 0

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from trainjob import operator
-from trainjob.informer import Informer
 from trainjob.kube import Cluster
 from trainjob.workqueue import WriteMemory
 
@@ -15,13 +15,21 @@ if TYPE_CHECKING:
     from dispatcher.settings import DispatcherSettings
 
 
+@dataclass(kw_only=True, eq=False)
 class Memo(operator.ControllerMemo):
     settings: DispatcherSettings
     manager: Cluster
-    registry: Registry
-    informers: list[Informer]  # the manager's TrainJobs and Workloads (handlers.py)
-    memory: WriteMemory  # versions we wrote from, and Workloads the API refused
-    resync_now: threading.Event  # wakes the resync loop at once (a worker came or went)
+    registry: Registry = field(init=False)  # the workers: connections, watches, caches
+    memory: WriteMemory = field(default_factory=WriteMemory)  # versions we wrote from, refusals
+    # Wakes the resync loop at once (a worker came or went).
+    resync_now: threading.Event = field(default_factory=threading.Event)
     # TrainJobs sent no copy to some workers for want of room there, or for their runtime:
     # (namespace, name) -> those workers, looked at again when one of them may take it.
-    withheld: dict[tuple[str, str], frozenset[str]]
+    withheld: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+
+    def shut_down(self) -> None:
+        """Wake the resync loop to end, stop as every controller does, then let the workers'
+        connections go."""
+        self.resync_now.set()
+        super().shut_down()
+        self.registry.stop()

@@ -1,13 +1,7 @@
-"""Typed reads of the watch caches a controller keeps: kopf's indexes, and the views of our
-own informers shaped like them (trainjob/informer.py; the dispatcher's TrainJobs and
-Workloads).
-
-kopf fills every index before it calls any handler and hands them to handlers only, so a
-controller's caches come either from a handler's kwargs (`Caches(kwargs)`) or, for its own
-threads (work queue, resync), from the memo once the first handler call recorded them
-(`operator.watch_synced`) and the informers added theirs. Every index maps a key to the
-objects with that key: a name for cluster-scoped kinds, (namespace, name) for namespaced ones
-(`operator.INDEXES`).
+"""Typed reads of the watch caches a controller keeps (`ControllerMemo.indexes`, filled by
+the informers of its `Watch` table, trainjob/operator.py). Every cache maps a key to the
+objects under it: a name for cluster-scoped kinds, (namespace, name) for namespaced ones, and
+for a grouped cache (`Watch.groups`) the group's key, e.g. the TrainJob a Job belongs to.
 """
 
 from __future__ import annotations

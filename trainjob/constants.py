@@ -111,11 +111,6 @@ class Kind(NamedTuple):
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
-    @property
-    def gvr(self) -> tuple[str, str, str]:
-        """(group, version, plural), as kopf's handler decorators take them."""
-        return self.group, self.version, self.plural
-
 
 TRAINJOB = Kind(TRAINER_GROUP, TRAINER_VERSION, TRAINJOB_PLURAL, "TrainJob", True)
 TRAINING_RUNTIME = Kind(

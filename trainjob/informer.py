@@ -8,10 +8,10 @@ Each event updates the cache first, then calls `on_event(type, obj)` (`ADDED`, `
 `on_state(ok, error)` reports each list's success and each failure. Both run on the informer's
 thread and must return quickly (queue a key, set a flag).
 
-Used where kopf's per-event machinery costs more than the work an event causes (the manager's
-TrainJobs and Workloads, the dispatcher's copies on every worker), and where a watch must be
-filtered by the API server (kopf filters labels on its side): the worker controller's pods,
-and the Secrets of the dispatcher's own namespace (`namespace`: RBAC allows it no other).
+Every watch of both controllers is one of these: the kinds each keeps are listed in one table
+(`trainjob.operator.Watch`), and the dispatcher's copies on every worker and the Secrets of its
+own namespace (`namespace`: RBAC allows it no other) are watched the same way. Selectors go to
+the API server, so a filtered watch streams only what it keeps.
 
 `transform` is what the cache keeps of each object (it must keep `metadata.resourceVersion`).
 A change that leaves what it keeps as it was (only the resourceVersion moved) updates the cache
@@ -23,12 +23,13 @@ changes they would not act on. `group_by` keeps a second index, group key -> the
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from trainjob import constants as c
-from trainjob.kubeclient import ApiClient
+from trainjob.kubeclient import ApiClient, ApiException
 
 Dict = dict[str, Any]
 Key = Any  # (namespace, name) for namespaced kinds, name for cluster-scoped ones
@@ -63,8 +64,8 @@ def key_of(obj: Dict) -> Key:
 
 
 class IndexView(Mapping[Key, tuple[Dict, ...]]):
-    """An informer's cache shaped like a kopf index (key -> the objects under it), so
-    `trainjob.caches.Caches` and the watchdog read both alike."""
+    """An informer's cache as a mapping key -> the objects under it (one), the shape
+    `trainjob.caches.Caches` and the watchdog read (the same as a `GroupView`'s)."""
 
     def __init__(self, store: dict[Key, Dict]) -> None:
         self._store = store
@@ -77,6 +78,25 @@ class IndexView(Mapping[Key, tuple[Dict, ...]]):
 
     def __len__(self) -> int:
         return len(self._store)
+
+
+class GroupView(Mapping[Key, tuple[Dict, ...]]):
+    """An informer's second index (`group_by`) as a mapping: group key -> the objects in it."""
+
+    def __init__(self, informer: Informer) -> None:
+        self._informer = informer
+
+    def __getitem__(self, key: Key) -> tuple[Dict, ...]:
+        found = tuple(self._informer.group(key))
+        if not found:
+            raise KeyError(key)
+        return found
+
+    def __iter__(self) -> Iterator[Key]:
+        return iter(self._informer.group_keys())
+
+    def __len__(self) -> int:
+        return len(self._informer.group_keys())
 
 
 class Informer:
@@ -92,6 +112,7 @@ class Informer:
         on_state: Callable[[bool, str], None] = lambda ok, error: None,
         name: str = "",
         list_timeout: float = 30.0,
+        page: int = 500,
         transform: Callable[[Dict], Dict] = slim,
         group_by: Callable[[Dict], Key] | None = None,
     ) -> None:
@@ -106,12 +127,17 @@ class Informer:
         self._fields = field_selector
         self._name = name or kind.kind
         self._list_timeout = list_timeout  # how long a list may take before it counts as failed
+        self._page = page  # objects a list asks for at a time (client-go's pager: 500)
+        self._last = ""  # the last resourceVersion a watch delivered
+        self.lists = 0  # lists made (the first, and one after each 410)
+        self._failing = False  # the last request failed (`on_state(False)` said so)
         # Changed key by key (by events and by a re-list alike); readers take a key or a list
-        # of keys at a time (atomic under the GIL), as they do with kopf's indexes.
+        # of keys at a time (atomic under the GIL).
         self._store: dict[Key, Dict] = {}
         self.view = IndexView(self._store)
         self._transform, self._group_by = transform, group_by
         self._groups: dict[Key, dict[Key, Dict]] = {}  # group key -> object key -> object
+        self.groups = GroupView(self)
         self._groups_lock = threading.Lock()
         self.synced = threading.Event()  # the first list is in
         self._stop = threading.Event()
@@ -126,6 +152,10 @@ class Informer:
         """The objects `group_by` puts under `key` (none without a `group_by`)."""
         with self._groups_lock:
             return list(self._groups.get(key, {}).values())
+
+    def group_keys(self) -> list[Key]:
+        with self._groups_lock:
+            return list(self._groups)
 
     def _put(self, key: Key, obj: Dict) -> None:
         old = self._store.get(key)
@@ -157,10 +187,26 @@ class Informer:
         self._stop.set()
 
     def _list(self) -> str:
-        """List everything into the cache; report what changed since; return the list's
-        resourceVersion."""
-        listed = self._api.get_json(self._path, query=self._selectors(), timeout=self._list_timeout)
-        fresh = {key_of(o): self._transform(o) for o in listed["items"]}
+        """List everything into the cache, a page at a time; report what changed since;
+        return the list's resourceVersion."""
+        items: list[Dict] = []
+        query = {**self._selectors(), "limit": self._page}
+        version = ""
+        while True:
+            page = self._api.get_json(self._path, query=query, timeout=self._list_timeout)
+            items += page["items"]
+            meta = page["metadata"]
+            version = version or str(meta["resourceVersion"])  # the first page's snapshot
+            if not meta.get("continue"):
+                break
+            query = {**query, "continue": meta["continue"]}
+        # A list's items carry no apiVersion and kind (a watch event's object does): each
+        # gets them, so every cached object says what it is, however it came in.
+        typed = self.kind.api_version, self.kind.kind
+        fresh = {
+            key_of(o): self._transform({"apiVersion": typed[0], "kind": typed[1], **o})
+            for o in items
+        }
         gone = [obj for key, obj in list(self._store.items()) if key not in fresh]
         changed = [
             o for k, o in fresh.items() if not same_apart_from_version(self._store.get(k), o)
@@ -173,58 +219,79 @@ class Informer:
         self.synced.set()
         self._on_state(True, "")
         for obj in gone:
-            self._on_event("DELETED", obj)
+            self._notify("DELETED", obj)
         for obj in changed:
-            self._on_event("MODIFIED", obj)
-        return str(listed["metadata"]["resourceVersion"])
+            self._notify("MODIFIED", obj)
+        return version
 
     def _selectors(self) -> Dict:
         return {"labelSelector": self._selector, "fieldSelector": self._fields}
 
     def _run(self) -> None:
-        backoff = 1.0
+        """List, then watch from the list's resourceVersion; a watch the server ends, or whose
+        connection breaks, goes on from the last resourceVersion seen. Only a watch the server
+        refuses (410 Gone above all) lists again (`_needs_list`)."""
+        failures = 0
         since = ""  # resourceVersion to watch from; empty: list first
         while not self._stop.is_set():
+            listing = not since
             try:
-                if not since:
+                if listing:
                     since = self._list()
-                    backoff = 1.0
+                    self.lists += 1
+                    self._failing = listing = False
                 since = self._watch(since)  # the server ended it (timeout): watch on from there
-            except Exception as exc:  # any failure (410 Gone included): back off, list again
-                since = ""
+                failures = 0
+            except Exception as exc:
+                relist = _needs_list(exc)
+                since = "" if relist or listing else self._last
                 error = f"{type(exc).__name__}: {str(exc)[:200]}"
+                what = "listing again" if not since else f"watching on from {since}"
+                # 410 Gone is routine (the watch was away longer than the server keeps
+                # history): a list at once. Anything else is a failure, backed off.
+                gone = isinstance(exc, ApiException) and exc.status == 410
                 # The first failure of a streak is a warning; the retries of an outage are not.
-                level = logging.WARNING if backoff == 1.0 else logging.DEBUG
-                log.log(level, "[%s] watch failed (listing again): %s", self._name, error)
-                self._on_state(False, error)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 10.0)
+                level = logging.WARNING if failures == 0 and not gone else logging.DEBUG
+                log.log(level, "[%s] watch failed (%s): %s", self._name, what, error)
+                if not gone:
+                    self._failing = True
+                    self._on_state(False, error)
+                    failures += 1
+                # Jittered, so the informers of many replicas do not come back in step.
+                delay = min(2.0**failures / 2, 10.0) * random.uniform(1.0, 1.5) if failures else 0
+                self._stop.wait(delay or random.random())
 
     def _watch(self, since: str) -> str:
         """Apply events from `since` until the server ends the watch; return the last
-        resourceVersion seen."""
+        resourceVersion seen (kept in `_last` as it goes, for a watch that breaks)."""
         query = {
             **self._selectors(),
             "resourceVersion": since,
             "allowWatchBookmarks": "true",
             "timeoutSeconds": 60,
         }
-        last = since
+        self._last = since
 
         def on_event(event: Dict) -> bool:
-            nonlocal last
             if self._stop.is_set():
                 return False
             etype, obj = event["type"], event["object"]
-            if etype == "ERROR":  # 410 Gone: `since` is too old; the caller lists again
-                raise RuntimeError(f"watch error: {obj.get('message', obj)}")
-            last = str(obj["metadata"]["resourceVersion"])
+            if etype == "ERROR":  # a Status; 410 Gone: `since` is too old to watch from
+                code = int(obj.get("code") or 0)
+                raise ApiException(code, str(obj.get("reason", "")), str(obj.get("message", obj)))
             if etype != "BOOKMARK":
                 self._apply(etype, self._transform(obj))
+            self._last = str(obj["metadata"]["resourceVersion"])
             return True
 
-        self._api.watch(self._path, query, on_event, timeout=75)
-        return last
+        self._api.watch(self._path, query, on_event, timeout=75, on_open=self._opened)
+        return self._last
+
+    def _opened(self) -> None:
+        """A watch was answered: after failures, the API is back (as a list would say)."""
+        if self._failing:
+            self._failing = False
+            self._on_state(True, "")
 
     def _apply(self, etype: str, obj: Dict) -> None:
         """One watch event into the cache; then `on_event`, unless only the version moved."""
@@ -236,4 +303,20 @@ class Informer:
             self._put(key, obj)
             if unchanged:
                 return
-        self._on_event(etype, obj)
+        self._notify(etype, obj)
+
+    def _notify(self, etype: str, obj: Dict) -> None:
+        """`on_event`, whose failure is logged: it is the handler's, not the watch's (taken
+        for the watch's, it would break the watch over and over on the same event)."""
+        try:
+            self._on_event(etype, obj)
+        except Exception:
+            log.exception("[%s] handler of %s %s failed", self._name, etype, key_of(obj))
+
+
+def _needs_list(exc: Exception) -> bool:
+    """Whether only a list helps: the server refused the watch from our resourceVersion (410
+    Gone: too old; 504: too large, as after the server lost its data; any other error answer
+    but 429, Too Many Requests). A stream that broke, or a server that did not answer, is
+    watched again from the last resourceVersion."""
+    return isinstance(exc, ApiException) and exc.status != 429

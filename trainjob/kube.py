@@ -349,27 +349,6 @@ class Cluster:
         )
 
 
-def connection_from_kubeconfig(kubeconfig: Path) -> Dict:
-    """The server, CA and client credentials of a kubeconfig file's current context (for
-    kopf), read as our own client reads them."""
-    creds = load_credentials(kubeconfig)
-    token = creds.token
-    if token is None and creds.token_file:
-        token = Path(creds.token_file).read_text().strip()
-    return {
-        "server": creds.server,
-        "ca_data": creds.ca_pem.encode() if creds.ca_pem else None,
-        "ca_path": creds.ca_file,
-        "insecure": creds.insecure,
-        "certificate_data": creds.cert_pem,
-        "certificate_path": creds.cert_file,
-        "private_key_data": creds.key_pem,
-        "private_key_path": creds.key_file,
-        "token": token,
-        "default_namespace": creds.namespace,
-    }
-
-
 def guarded_write(
     memory: WriteMemory, key: tuple[str, ...], version: str, write: Callable[[], Dict | None]
 ) -> bool:

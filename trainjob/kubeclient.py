@@ -1,22 +1,23 @@
 """A small Kubernetes API client: credentials from a kubeconfig or the pod's service account,
 JSON requests and watches over libcurl (pycurl; orjson: a third of the CPU of the standard
-library's json for the large bodies of Workloads, measured in the README).
+library's json for the large bodies of Workloads, measured in docs/benchmarks.md).
 
 Why libcurl for requests: through urllib3 and http.client a request cost the client 0.44-0.82
 ms of CPU, most of it in Python (http.client parses every answer's headers with the email
-package); through pycurl it costs 0.20-0.28 ms (`benchmarks/floor.py`, figures in the README).
-Requests were about a third of the dispatcher's CPU. A curl handle serves one request at a time
-(libcurl's rule for threads); idle handles wait in a small pool per cluster, each keeping its
-connection open. A watch is read on the thread that asked for it: libcurl hands over the
-stream in pieces, and each whole line is decoded and handed on (`ApiClient.watch`). Through
-urllib3, whose chunked reads are Python, an event of 4 KB cost the client 0.13-0.23 ms of CPU;
-through libcurl it costs 0.10-0.11 ms (`benchmarks/floor.py`, figures in the README).
+package); through pycurl it costs 0.20-0.28 ms (`benchmarks/floor.py`, figures in
+docs/benchmarks.md). Requests were about a third of the dispatcher's CPU. A curl handle serves
+one request at a time (libcurl's rule for threads); idle handles wait in a small pool per
+cluster, each keeping its connection open. A watch is read on the thread that asked for it:
+libcurl hands over the stream in pieces, and each whole line is decoded and handed on
+(`ApiClient.watch`). Through urllib3, whose chunked reads are Python, an event of 4 KB cost the
+client 0.13-0.23 ms of CPU; through libcurl it costs 0.10-0.11 ms (`benchmarks/floor.py`,
+figures in docs/benchmarks.md).
 
 Our controllers send JSON to a few dozen paths and read JSON back; they never use API models.
 The kubernetes client's package loads every model when any part of it is imported (about 50
-MiB of each replica's memory, measured in the README), and kopf imports it too when it is
-installed. So the controllers talk through this module instead, and their entry points keep the
-package out (`keep_kubernetes_client_out`). The kubectl plugin and the tests still use the
+MiB of each replica's memory, measured in docs/benchmarks.md). So the controllers talk through
+this module instead, and their entry points keep the package out (`keep_kubernetes_client_out`),
+should a library they load try to import it. The kubectl plugin and the tests still use the
 kubernetes client: they are short-lived, and users' kubeconfigs may need its exec plugins.
 
 What is supported is what Kueue accepts in a MultiKueue kubeconfig and what a pod has: a
@@ -469,17 +470,28 @@ class ApiClient:
         on_event: Callable[[Dict], bool],
         *,
         timeout: float | None = None,
+        on_open: Callable[[], None] | None = None,
     ) -> None:
         """Hand each event of a watch, decoded, to `on_event` as it comes, on this thread,
         until the server ends the watch (returns) or `on_event` returns False (returns at
         once). An exception raised by `on_event` ends the watch and is raised here; an error
-        answer raises `ApiException`, a broken stream `TransportError`."""
+        answer raises `ApiException`, a broken stream `TransportError`. `on_open()` is called
+        once the server has answered 200, before any event (a quiet watch may send none for a
+        minute)."""
         curl = self._borrow()
         finished = False  # the answer came whole: the handle's connection may serve again
         try:
             query = {**query, "watch": "true"}
             head: list[bytes] = []  # a watch's status is read from them (`_EventStream`)
             self._prepare(curl, "GET", path, query, None, JSON, JSON, timeout, head)
+            if on_open is not None:
+
+                def header(line: bytes) -> None:
+                    head.append(line)
+                    if not line.strip() and _status_of(head) == 200:  # the header block ends
+                        on_open()
+
+                curl.setopt(pycurl.HEADERFUNCTION, header)
             stream = _EventStream(head, on_event)
             curl.setopt(pycurl.WRITEFUNCTION, stream.write)
             try:
@@ -658,9 +670,6 @@ def load_credentials(kubeconfig: Path | str | Dict) -> Credentials:
 
 
 def keep_kubernetes_client_out() -> None:
-    """Make `import kubernetes` fail in this process (call before importing kopf).
-
-    kopf imports the kubernetes client whenever it is installed, only to recognise its model
-    objects, which we never pass. That costs about 50 MiB per replica. A process that has
-    already imported it is left as it is."""
+    """Make `import kubernetes` fail in this process (call first): loaded by any import, it
+    costs about 50 MiB per replica. A process that has already imported it is left as it is."""
     sys.modules.setdefault("kubernetes", None)  # type: ignore[arg-type]

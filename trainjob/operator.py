@@ -1,26 +1,34 @@
-"""kopf set-up both controllers share: our domain for kopf's bookkeeping, tuning, login."""
+"""What both controllers run on: their shared memo, their watches (one table each), leader
+election, probes, webhook serving, and the main loop.
+
+A controller declares what it watches in a list of `Watch`es (kind, selectors, the cache it
+fills, what an event does) and gives its work queue a `reconcile(key)`. `run` starts one
+informer per watch (trainjob/informer.py), holds every event back until all of them have
+listed, then replays each cached object once to its watch's handler, so no handler ever reads
+a cache that is still filling; after that, events flow as they come. The process runs until
+SIGTERM or SIGINT, then stops its loops and hands its Lease back.
+"""
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
+import signal
 import socket
 import sys
 import threading
 import uuid
-from collections import ChainMap
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import kopf
 
 from trainjob import constants as c
 from trainjob import metrics
 from trainjob.caches import Caches
 from trainjob.certs import CertKeeper, service_names
-from trainjob.kube import Cluster, connection_from_kubeconfig
+from trainjob.informer import Informer, slim
+from trainjob.kube import Cluster
 from trainjob.leader import LeaderElector, LeaseTimings
 from trainjob.serving import serve_probes
 from trainjob.settings import ControllerSettings
@@ -28,49 +36,25 @@ from trainjob.watchdog import WatchDog
 from trainjob.webhook_server import Handler, WebhookServer
 from trainjob.workqueue import WorkQueue
 
-
-class NoDiffBase(kopf.AnnotationsDiffBaseStorage):
-    """kopf builds a diff base (a deep copy of the object, cleaned) on every watch event, for
-    change-detecting handlers (on.create, on.update, ...). We register none, only event
-    handlers and indexes, so nothing reads it: build an empty one, and never read one back."""
-
-    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
-        return kopf.BodyEssence()
-
-    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
-        return None
+Dict = dict[str, Any]
+log = logging.getLogger("trainjob.operator")
 
 
-def configure(settings: kopf.OperatorSettings, name: str) -> None:
-    """Tune kopf for the controller `name`: our domain for its bookkeeping, our timings."""
-    # Our own domain for kopf's bookkeeping, so nothing on user objects says "zalando". Our
-    # handlers are all event handlers, so kopf never actually puts this finalizer anywhere.
-    settings.persistence.finalizer = f"{c.DOMAIN}/{name}"
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=c.DOMAIN)
-    settings.persistence.diffbase_storage = NoDiffBase(
-        prefix=c.DOMAIN, key="last-handled-configuration"
-    )
-    # We record our own Events for each transition; kopf's per-log-line Events would flood.
-    settings.posting.level = logging.WARNING
-    # kopf's handlers only update indexes and queue keys; our WorkQueue does the work.
-    settings.execution.max_workers = 4
-    # kopf gives up a watch after its last error backoff (about a minute of failures), and a
-    # watch given up is never restarted: its cache stays stale for good. Ours never give up.
-    settings.networking.error_backoffs = RetryForever()
-    # Re-establish watches regularly so a silently dead connection is noticed.
-    # Resources are named by our handlers; kopf need not list CRDs to find them (and may not).
-    settings.scanning.disabled = True
-    settings.watching.server_timeout = 300
-    settings.watching.client_timeout = 330
-    settings.networking.request_timeout = 30
+@dataclass(frozen=True)
+class Watch:
+    """One kind a controller watches: the cache it fills (`index`: key -> the object; `groups`,
+    when `group_by` is given: group key -> the objects in it), the selectors the API server
+    filters with, and what an event does (`on_event(type, obj)`, on the informer's thread:
+    queue a key, set a flag)."""
 
-
-class RetryForever:
-    """kopf's error backoffs that never run out: 1, 1, 2, 3, 5, then 10 s for as long as it
-    takes (re-iterable: kopf starts from the top for every request)."""
-
-    def __iter__(self) -> Iterator[float]:
-        return itertools.chain((1.0, 1.0, 2.0, 3.0, 5.0), itertools.repeat(10.0))
+    index: str
+    kind: c.Kind
+    on_event: Callable[[str, Dict], None] | None = None
+    label_selector: str = ""
+    field_selector: str = ""
+    transform: Callable[[Dict], Dict] = slim
+    group_by: Callable[[Dict], Hashable] | None = None
+    groups: str = ""
 
 
 def setup_logging(verbose: bool) -> None:
@@ -78,8 +62,6 @@ def setup_logging(verbose: bool) -> None:
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    # kopf logs every handler call of every object at INFO: kept for --verbose.
-    logging.getLogger("kopf.objects").setLevel(logging.DEBUG if verbose else logging.WARNING)
     # aiohttp logs every admission call it serves (and formats the line first): --verbose only.
     logging.getLogger("aiohttp.access").setLevel(logging.DEBUG if verbose else logging.WARNING)
 
@@ -119,47 +101,35 @@ def connect(ours: ControllerSettings, field_manager: str) -> Cluster:
         raise SystemExit(2) from None
 
 
-def login(ours: ControllerSettings, **kwargs: Any) -> kopf.ConnectionInfo:
-    """kopf's credentials from the same source as `connect` (never the process-global one)."""
-    source = credentials(ours)
-    if source is None:
-        info = kopf.login_with_service_account(**kwargs)
-        if info is None:
-            raise kopf.LoginError("no kubeconfig found and not running in a cluster")
-        return info
-    return kopf.ConnectionInfo(**connection_from_kubeconfig(source))
-
-
-class ControllerMemo(kopf.Memo):
-    """What every handler of a controller shares (kopf gives each object a shallow copy, so
-    the mutable parts are shared by reference)."""
+@dataclass(kw_only=True, eq=False)
+class ControllerMemo:
+    """What every part of a controller shares: settings, caches, queue, leadership; each
+    controller's memo adds its own (connections, write memory ...), as explicit fields."""
 
     settings: ControllerSettings
-    queue: WorkQueue[tuple[str, str]]  # TrainJobs (namespace, name) to reconcile
-    stop: threading.Event
-    # The watch caches, kept once kopf has listed everything (kopf hands indexes to handlers
-    # only, and calls none before every index is filled).
-    indexes: dict[str, Mapping[Any, Any]]  # kopf's indexes, and informers' views of theirs
-    synced: threading.Event
-    elector: LeaderElector | None
+    stop: threading.Event = field(default_factory=threading.Event)
+    # The watch caches by name (`Watch.index`, `Watch.groups`), read through `caches`.
+    indexes: dict[str, Mapping[Any, Any]] = field(default_factory=dict)
+    informers: dict[str, Informer] = field(default_factory=dict)  # by `Watch.index`
+    synced: threading.Event = field(default_factory=threading.Event)  # every watch listed
+    elector: LeaderElector | None = None
+    queue: WorkQueue[tuple[str, str]] = field(init=False)  # TrainJobs (namespace, name)
 
     @property
     def caches(self) -> Caches:
-        """Typed reads of `indexes` (for the controller's own threads, once synced)."""
+        """Typed reads of `indexes` (complete once `synced` is set)."""
         return Caches(self.indexes)
-
-    def caches_of(self, kwargs: Mapping[str, Any]) -> Caches:
-        """A kopf handler's caches: kopf's indexes from its kwargs, then the informers' views
-        kept in `indexes`."""
-        return Caches(ChainMap(dict(kwargs), self.indexes))
 
     def leads(self) -> bool:
         """May this replica write? Always without leader election."""
         return self.elector is None or self.elector.leading()
 
     def shut_down(self) -> None:
-        """Stop the loops and the queue, then stop writing and hand the Lease back."""
+        """Stop the loops, the watches and the queue, then stop writing and hand the Lease
+        back."""
         self.stop.set()
+        for informer in self.informers.values():
+            informer.stop()
         self.queue.stop()
         if self.elector is not None:
             self.elector.stop()
@@ -180,7 +150,7 @@ class ControllerMemo(kopf.Memo):
 def elect(memo: ControllerMemo, cluster: Cluster, on_started: Callable[[], None]) -> None:
     """With --leader-elect, campaign for the Lease: the work queue runs only while we lead,
     and `memo.leads` gates every write. Without it, this replica leads alone. Either way the
-    queue waits for the caches (`watch_synced`)."""
+    queue waits for the caches (`run`)."""
     ours = memo.settings
     memo.queue.pause()
     if not ours.leader_elect:
@@ -251,63 +221,10 @@ def start_watchdog(memo: ControllerMemo, cluster: Cluster) -> None:
     )
 
 
-def watch_synced(registry: kopf.OperatorRegistry, index_names: tuple[str, ...]) -> None:
-    """Learn when the caches are filled: kopf calls no handler before every index is, and
-    there is always a namespace to call this one for."""
-
-    async def on_namespace_event(memo: ControllerMemo, **kwargs: Any) -> None:
-        if not memo.synced.is_set():
-            memo.indexes.update({n: kwargs[n] for n in index_names})
-            memo.synced.set()
-            memo.gate_queue()
-
-    kopf.on.event("v1", "namespaces", registry=registry)(on_namespace_event)
-
-
 def owner_name(obj: dict[str, Any] | None, kind: str = "TrainJob") -> str | None:
     """Name of the first owner of `kind` in an object's ownerReferences."""
     refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
     return next((str(r["name"]) for r in refs if r.get("kind") == kind), None)
-
-
-# Index functions and handlers that only read caches and queue a key are coroutines: kopf runs
-# a plain function in a thread pool for every watch event (a thread hop, a future and a task
-# each): 12% of a standby dispatcher's CPU samples went to that hand-off (py-spy, 2026-11-23).
-
-
-async def index_by_name(name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    """A kopf index of cluster-scoped objects: name -> body."""
-    return {name: dict(body)}
-
-
-async def index_by_namespaced_name(
-    namespace: str, name: str, body: kopf.Body, **_: Any
-) -> dict[Any, Any]:
-    """A kopf index of namespaced objects: (namespace, name) -> body."""
-    return {(namespace, name): dict(body)}
-
-
-# Watch caches, by index id: what each controller keeps is the list it registers.
-INDEXES: dict[str, c.Kind] = {
-    "trainjob_index": c.TRAINJOB,
-    "runtime_index": c.TRAINING_RUNTIME,
-    "cluster_runtime_index": c.CLUSTER_TRAINING_RUNTIME,
-    "workload_index": c.WORKLOAD,
-    "flavor_index": c.RESOURCE_FLAVOR,
-    "check_index": c.ADMISSION_CHECK,
-    "config_index": c.MULTIKUEUE_CONFIG,
-    "cluster_index": c.MULTIKUEUE_CLUSTER,
-    "localqueue_index": c.LOCAL_QUEUE,
-    "clusterqueue_index": c.CLUSTER_QUEUE,
-}
-
-
-def add_indexes(registry: kopf.OperatorRegistry, *names: str) -> None:
-    """Register the named watch caches (by name, or by (namespace, name) when namespaced)."""
-    for name in names:
-        kind = INDEXES[name]
-        fn: Any = index_by_namespaced_name if kind.namespaced else index_by_name
-        kopf.index(*kind.gvr, registry=registry, id=name)(fn)
 
 
 def _keep_certificate(memo: ControllerMemo, cluster: Cluster) -> None:
@@ -333,14 +250,16 @@ def _keep_certificate(memo: ControllerMemo, cluster: Cluster) -> None:
 
 
 def run(
-    registry: kopf.OperatorRegistry,
     memo: ControllerMemo,
     cluster: Cluster,
+    watches: Iterable[Watch],
     webhooks: Mapping[str, Handler] | None = None,
+    on_synced: Callable[[], None] = lambda: None,
 ) -> None:
     """Serve probes and metrics, and the admission `webhooks` (path -> handler) when a
-    webhook port is set, then run the operator cluster-wide (kopf's own peering off: leader
-    election is ours, on a Lease)."""
+    webhook port is set; start the watches; once all have listed, call `on_synced` (start
+    the controller's own loops), open the work queue (when leading) and replay the caches to
+    the watches' handlers. Return after SIGTERM or SIGINT, with everything stopped."""
     ours = memo.settings
     try:
         serve_probes(ours.bind_address, ours.health_port, memo.not_ready)
@@ -361,4 +280,92 @@ def run(
     except OSError as exc:  # a port taken, a certificate that does not load (ssl.SSLError)
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    kopf.run(registry=registry, clusterwide=True, standalone=True, memo=memo)
+    _stop_on_signals(memo.stop)
+    handlers = start_watches(memo, cluster, list(watches))
+    try:
+        if _wait_synced(memo):
+            memo.synced.set()
+            on_synced()
+            memo.gate_queue()
+            for name, on_event in handlers:
+                for obj in memo.informers[name].items():
+                    on_event("ADDED", obj)
+            log.info("caches synced: %s", ", ".join(sorted(memo.informers)))
+        memo.stop.wait()
+    finally:
+        memo.shut_down()
+
+
+def start_watches(
+    memo: ControllerMemo, cluster: Cluster, watches: list[Watch]
+) -> list[tuple[str, Callable[[str, Dict], None]]]:
+    """One informer per watch, its caches in `memo.indexes`; events reach the watch's
+    handler only once `memo.synced` is set. Returns (index, handler) of the watches that have
+    one, for `run`'s replay."""
+    handlers = []
+    for watch in watches:
+        deliver = _handler(memo, watch)
+        if watch.on_event is not None:
+            handlers.append((watch.index, deliver))
+        informer = Informer(
+            cluster.api,
+            watch.kind,
+            deliver,
+            label_selector=watch.label_selector,
+            field_selector=watch.field_selector,
+            name=f"{memo.settings.cluster_name}-{watch.index}",
+            transform=watch.transform,
+            group_by=watch.group_by,
+        )
+        memo.informers[watch.index] = informer
+        memo.indexes[watch.index] = informer.view
+        if watch.groups:
+            memo.indexes[watch.groups] = informer.groups
+        informer.start()
+    return handlers
+
+
+def _handler(memo: ControllerMemo, watch: Watch) -> Callable[[str, Dict], None]:
+    """A watch's handler as its informer calls it: nothing before the caches are synced, and
+    a handler's failure is logged, never taken for the watch's (which would list again)."""
+    on_event = watch.on_event
+
+    def deliver(etype: str, obj: Dict) -> None:
+        if on_event is None or not memo.synced.is_set():
+            return
+        try:
+            on_event(etype, obj)
+        except Exception:
+            meta = obj.get("metadata") or {}
+            log.exception(
+                "[%s] %s %s/%s: handler failed",
+                memo.settings.cluster_name,
+                watch.kind.kind,
+                meta.get("namespace", ""),
+                meta.get("name"),
+            )
+
+    return deliver
+
+
+def _wait_synced(memo: ControllerMemo) -> bool:
+    """Wait until every watch has listed (True), or the process is told to stop (False);
+    say every 30 s which are still waiting."""
+    waited = 0.0
+    for informer in memo.informers.values():
+        while not informer.synced.wait(1.0):
+            if memo.stop.is_set():
+                return False
+            waited += 1.0
+            if waited % 30 == 0:
+                pending = [n for n, i in memo.informers.items() if not i.synced.is_set()]
+                log.warning("still listing after %.0fs: %s", waited, ", ".join(pending))
+    return True
+
+
+def _stop_on_signals(stop: threading.Event) -> None:
+    """SIGTERM (the kubelet) and SIGINT (Ctrl-C) set `stop` (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda _signo, _frame: stop.set())

@@ -1,9 +1,10 @@
 """A watchdog for the watch caches: a frozen watch is noticed, and the process starts afresh.
 
-kopf's watch streams can stop delivering events for good after API-server trouble, with no
-error and no reconnect (seen on the bed after a worker's API server restarted: every stream
-of the process in CLOSE-WAIT, new TrainJobs never reconciled; upstream kopf#996, #1276). A
-level-based controller with a frozen cache is silently blind. So, every period, the watchdog
+A watch stream can stop delivering events after API-server trouble with no error and no
+reconnect (seen on the bed with kopf's watches, before the controllers had their own informers,
+after a worker's API server restarted: every stream of the process in CLOSE-WAIT, new TrainJobs
+never reconciled; upstream kopf#996, #1276). A level-based controller with a frozen cache is
+silently blind. So, every period, the watchdog
 lists the watched objects (their metadata only) and compares their resourceVersions with the
 cache: an object that the API has held unchanged for a whole period while the cache still
 shows another version (or none, or one the API no longer has) means a frozen watch. The

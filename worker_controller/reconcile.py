@@ -78,7 +78,7 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
     ):
         # Only then can a foreign Service block ours: ask the API.
         named = memo.cluster.get_or_none(c.SERVICE.api_version, "Service", name, namespace)
-    pods = memo.pods.group(key) if memo.pods is not None and memo.pods.synced.is_set() else None
+    pods = caches.every("pod_index", key) if memo.settings.pod_summary else None
     observed_tj = Observed(
         trainjob=trainjob,
         runtime=runtime,
@@ -87,7 +87,9 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
         service_named=named,
         now=dt.datetime.now(dt.UTC),
         pods=pods,
-        pod_create_failures=_pod_create_failures(memo, namespace, jobs) if pods is not None else {},
+        pod_create_failures=_pod_create_failures(caches, namespace, jobs)
+        if pods is not None
+        else {},
         status_coalesce=memo.settings.status_coalesce_seconds,
         status_held_for=memo.memory.held_for(held_key(*key)),
     )
@@ -97,14 +99,13 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
     return plan.requeue_after
 
 
-def _pod_create_failures(memo: Memo, namespace: str, jobs: dict[str, Dict]) -> dict[str, str]:
+def _pod_create_failures(caches: Caches, namespace: str, jobs: dict[str, Dict]) -> dict[str, str]:
     """For each of our Jobs short of pods: why the Job controller could not create them (its
     last FailedCreate Event about this very Job), when it says so."""
-    if memo.failed_creates is None:
-        return {}
     out = {}
     for name in status.jobs_short_of_pods(jobs):
-        message = status.create_failure(jobs[name], memo.failed_creates.group((namespace, name)))
+        events = caches.every("failed_create_index", (namespace, name))
+        message = status.create_failure(jobs[name], events)
         if message is not None:
             out[name] = message
     return out

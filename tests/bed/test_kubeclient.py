@@ -15,6 +15,9 @@ import pytest
 from kubernetes import client as k8s
 
 from clusters.bed import Bed
+from tests.helpers import wait_for
+from trainjob.constants import Kind
+from trainjob.informer import Informer
 from trainjob.kube import Cluster
 from trainjob.kubeclient import ApiClient, ApiException, TransportError, load_credentials
 
@@ -177,3 +180,92 @@ def test_a_401_reads_the_token_file_again_and_the_request_goes_through(
     with pytest.raises(ApiException) as refused:
         api.request("GET", "/api")
     assert refused.value.status == 401
+
+
+GONE = {
+    "type": "ERROR",
+    "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"},
+}
+
+
+class _Faulty:
+    """The real client, recording the lists and watches an informer asks for, and breaking
+    the next watch on request: its stream cut before the next event (as a reset connection
+    would), or that event replaced by the server's 410 Gone (what a watch from a
+    resourceVersion the server no longer keeps gets: a young bed's server still has them all)."""
+
+    def __init__(self, api: ApiClient) -> None:
+        self.api = api
+        self.pages: list[dict[str, Any]] = []
+        self.watched_from: list[str] = []
+        self.cut = threading.Event()
+        self.gone = threading.Event()
+
+    def get_json(self, path: str, **kwargs: Any) -> Any:
+        self.pages.append(dict(kwargs.get("query") or {}))
+        return self.api.get_json(path, **kwargs)
+
+    def watch(self, path: str, query: dict[str, Any], on_event: Any, **kwargs: Any) -> None:
+        self.watched_from.append(query["resourceVersion"])
+
+        def relay(event: Any) -> Any:
+            if self.cut.is_set():
+                self.cut.clear()
+                raise TransportError(pycurl.E_RECV_ERROR, "connection reset (cut by the test)")
+            if self.gone.is_set():
+                self.gone.clear()
+                return on_event(GONE)
+            return on_event(event)
+
+        self.api.watch(path, query, relay, **kwargs)
+
+
+def test_an_informer_pages_its_list_resumes_a_broken_watch_and_lists_again_only_on_410(
+    bed: Bed, manager: str, namespace_factory: Any
+) -> None:
+    kube_, ns, _path = _configmaps(bed, manager, namespace_factory)
+
+    def make(name: str) -> None:
+        meta = {"name": name, "namespace": ns, "labels": {"ours": "yes"}}
+        kube_.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta})
+
+    for i in range(7):
+        make(f"cm{i}")
+    faulty = _Faulty(kube_.api)
+    states: list[bool] = []
+    informer = Informer(
+        faulty,  # type: ignore[arg-type]
+        Kind("", "v1", "configmaps", "ConfigMap", True),
+        namespace=ns,
+        label_selector="ours=yes",
+        on_state=lambda ok, _error: states.append(ok),
+        page=3,
+    )
+    informer.start()
+    try:
+        assert informer.synced.wait(30)
+        assert len(informer.items()) == 7 and informer.lists == 1
+        # Three pages of at most three, the later ones by the server's continue token.
+        assert [p["limit"] for p in faulty.pages] == [3, 3, 3]
+        assert ["continue" in p for p in faulty.pages] == [False, True, True]
+        assert all(o["kind"] == "ConfigMap" for o in informer.items())  # typed, though listed
+
+        # A cut stream: watched on from the last resourceVersion it delivered, no list.
+        wait_for(lambda: faulty.watched_from, 10, what="the first watch")
+        faulty.cut.set()
+        make("after-cut")
+        wait_for(lambda: informer.get((ns, "after-cut")), 30, what="the ConfigMap after the cut")
+        assert informer.lists == 1 and len(faulty.pages) == 3
+        # From where the cut stream had got to (the list's version, or a bookmark's since).
+        assert len(faulty.watched_from) == 2
+        assert int(faulty.watched_from[1]) >= int(faulty.watched_from[0]) > 0
+        assert states == [True, False, True]  # the failure, then the watch answered again
+
+        # 410 Gone: listed again, at once (and the new ConfigMap comes with the list).
+        faulty.gone.set()
+        make("after-gone")
+        wait_for(lambda: informer.lists == 2, 30, what="the list after 410 Gone")
+        wait_for(lambda: informer.get((ns, "after-gone")), 30, what="the ConfigMap after 410")
+        assert len(informer.items()) == 9 and states[-1] is True
+    finally:
+        informer.stop()

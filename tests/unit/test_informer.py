@@ -47,9 +47,7 @@ class _Events:
     def __init__(self, events: list[dict]) -> None:
         self.events = events
 
-    def watch(
-        self, path: str, query: dict, on_event: Callable[[dict], bool], timeout: float
-    ) -> None:
+    def watch(self, path: str, query: dict, on_event: Callable[[dict], bool], **_: object) -> None:
         for event in self.events:
             if not on_event(event):
                 return

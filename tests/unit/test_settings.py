@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from itertools import islice
+import re
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
-from dispatcher.handlers import INFORMED
-from dispatcher.handlers import register as dispatcher_registry
+from dispatcher import watches as dispatcher_watches
 from dispatcher.settings import DispatcherSettings
-from trainjob.operator import RetryForever, credentials
-from worker_controller.handlers import register as worker_registry
+from trainjob import constants as c
+from trainjob.operator import Watch, credentials
+from worker_controller import watches as worker_watches
 from worker_controller.settings import WorkerSettings
 
 
@@ -50,13 +52,6 @@ def test_a_strategy_outside_the_choices_is_refused(capsys: pytest.CaptureFixture
     with pytest.raises(SystemExit):
         DispatcherSettings.from_argv(["--strategy", "Random"], "d", None)
     assert "invalid choice: 'Random'" in capsys.readouterr().err
-
-
-def test_kopf_retries_a_failing_watch_forever() -> None:
-    backoffs = RetryForever()
-    first = list(islice(iter(backoffs), 100))
-    assert first[:6] == [1.0, 1.0, 2.0, 3.0, 5.0, 10.0] and first[-1] == 10.0
-    assert list(islice(iter(backoffs), 3)) == [1.0, 1.0, 2.0]  # every request starts afresh
 
 
 def test_a_config_file_sets_what_the_flags_do_not(tmp_path: Path) -> None:
@@ -227,28 +222,49 @@ def test_coexist_mode_takes_its_own_controller_name_and_origin_and_refuses_kueue
         assert message in err, err
 
 
-def test_no_handler_needs_the_diff_base_kopf_is_told_not_to_build() -> None:
-    """trainjob.operator.NoDiffBase spares kopf a deep copy of every object on every watch
-    event; that holds only while neither controller registers a change-detecting handler
-    (on.create, on.update, on.resume, on.delete, on.field) or a daemon or timer."""
-
-    for registry in (dispatcher_registry(), worker_registry()):
-        assert list(registry._changing.get_all_handlers()) == []
-        assert list(registry._spawning.get_all_handlers()) == []
-        assert list(registry._watching.get_all_handlers()) != []  # the handlers we do have
+REPO = Path(__file__).resolve().parents[2]
 
 
-def test_kopf_watches_none_of_the_kinds_the_dispatchers_informers_keep() -> None:
-    """The manager's TrainJobs, Workloads and queues are kept by the dispatcher's informers
-    (dispatcher.handlers.INFORMED). A kopf index of the same name would replace the informer's
-    cache in the memo once kopf synced, and passes queued by the informer's events would read
-    kopf's cache, which may not have the change yet (seen: a new TrainJob waited for the
-    resync, 8 s)."""
-    registry = dispatcher_registry()
-    handlers = [*registry._indexing.get_all_handlers(), *registry._watching.get_all_handlers()]
-    kopf_keeps = {h.id for h in registry._indexing.get_all_handlers()}
-    watched = {(h.selector.group or "", h.selector.any_name) for h in handlers}
-    informed = {(kind.group, kind.plural) for kind in INFORMED.values()}
-    assert kopf_keeps.isdisjoint(INFORMED)
-    assert watched.isdisjoint(informed)
-    assert ("kueue.x-k8s.io", "admissionchecks") in watched  # what kopf does watch
+def _table(controller: Any, settings: Any) -> list[Watch]:
+    table: list[Watch] = controller.watches(SimpleNamespace(settings=settings))
+    return table
+
+
+def _caches_named(*packages: str) -> set[str]:
+    """Every cache name ("..._index") the code of these packages reads."""
+    return {
+        name
+        for package in packages
+        for path in (REPO / package).glob("*.py")
+        for name in re.findall(r'"([a-z_]+_index)"', path.read_text())
+    }
+
+
+@pytest.mark.parametrize(
+    ("controller", "settings", "package"),
+    [
+        (dispatcher_watches, DispatcherSettings(), "dispatcher"),
+        (worker_watches, WorkerSettings(), "worker_controller"),
+    ],
+)
+def test_each_controller_watches_every_cache_its_code_reads_once(
+    controller: Any, settings: Any, package: str
+) -> None:
+    table = _table(controller, settings)
+    names = [w.index for w in table] + [w.groups for w in table if w.groups]
+    assert len(names) == len(set(names)), names
+    shared = {"trainjob_index", "workload_index", "runtime_index", "cluster_runtime_index"}
+    assert _caches_named(package) | shared <= set(names)
+    assert len({w.kind for w in table}) == len(table)  # one informer a kind
+
+
+def test_the_worker_streams_only_its_own_jobs_services_and_pods() -> None:
+    """The API server filters them by our label: a cluster's other Jobs, Services and pods
+    never reach the controller."""
+    table = {w.kind: w for w in _table(worker_watches, WorkerSettings())}
+    for kind in (c.JOB, c.SERVICE, c.POD):
+        assert table[kind].label_selector == c.TRAINJOB_NAME_LABEL
+        assert table[kind].group_by is not None
+    assert table[c.EVENT].field_selector == worker_watches.FAILED_CREATE_EVENTS
+    quiet = _table(worker_watches, WorkerSettings(pod_summary=False))
+    assert {w.kind for w in quiet}.isdisjoint({c.POD, c.EVENT})

@@ -1,6 +1,7 @@
-"""kopf wiring of the dispatcher on the manager: what it watches and caches, and what each
-event does. Every handler here is a few lines: it queues a TrainJob's key (the pass itself is
-`reconcile.sync_trainjob`), or hands over to the module that owns the behaviour.
+"""What the dispatcher watches on the manager (`watches`: one table), and what each event
+does. Every handler here is a few lines: it queues a TrainJob's key (the pass itself is
+`reconcile.sync_trainjob`), or hands over to the module that owns the behaviour. The workers'
+objects are watched per cluster (dispatcher/remote.py), their events handed to `on_remote_*`.
 """
 
 from __future__ import annotations
@@ -8,56 +9,51 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import kopf
-
 from dispatcher import admissionchecks, gc
 from dispatcher.clusters import manager_runtimes
 from dispatcher.memo import Memo
 from dispatcher.mirror import mirror
 from trainjob import constants as c
 from trainjob import operator, queueing
-from trainjob.informer import Informer
+from trainjob.operator import Watch
 
-# The watch caches the dispatcher keeps with kopf (operator.INDEXES says what each holds) ...
-INDEX_NAMES = (
-    "check_index",
-    "config_index",
-    "cluster_index",
-    "flavor_index",
-    "runtime_index",
-    "cluster_runtime_index",
-)
-# ... and with informers of its own (`_start_informers`), by the index name `Caches` reads.
-INFORMED = {
-    "trainjob_index": c.TRAINJOB,
-    "workload_index": c.WORKLOAD,
-    "localqueue_index": c.LOCAL_QUEUE,
-    "clusterqueue_index": c.CLUSTER_QUEUE,
-}
+Dict = dict[str, Any]
 
 
-# ---- start-up and shut-down -----------------------------------------------------------------
+def watches(memo: Memo) -> list[Watch]:
+    """Every kind the dispatcher keeps on the manager, and what a change of each does."""
+
+    def trainjob_changed(_type: str, trainjob: Dict) -> None:
+        memo.queue.add((trainjob["metadata"]["namespace"], trainjob["metadata"]["name"]))
+
+    def check_changed(_type: str, _obj: Dict) -> None:
+        admissionchecks.update_checks(memo, memo.caches)
+
+    return [
+        Watch("trainjob_index", c.TRAINJOB, trainjob_changed),
+        Watch("workload_index", c.WORKLOAD, lambda _type, wl: _enqueue_owner(memo, wl)),
+        Watch("cluster_index", c.MULTIKUEUE_CLUSTER, lambda t, mkc: on_cluster_event(memo, t, mkc)),
+        Watch("check_index", c.ADMISSION_CHECK, check_changed),
+        Watch("config_index", c.MULTIKUEUE_CONFIG, check_changed),
+        # Read from the cache only: their changes queue nothing.
+        Watch("localqueue_index", c.LOCAL_QUEUE),
+        Watch("clusterqueue_index", c.CLUSTER_QUEUE),
+        Watch("flavor_index", c.RESOURCE_FLAVOR),
+        Watch("runtime_index", c.TRAINING_RUNTIME),
+        Watch("cluster_runtime_index", c.CLUSTER_TRAINING_RUNTIME),
+    ]
 
 
-def on_startup(settings: kopf.OperatorSettings, memo: Memo, **_: Any) -> None:
-    operator.configure(settings, "dispatcher")
-    _start_informers(memo)
+# ---- start-up ---------------------------------------------------------------------------------
+
+
+def on_synced(memo: Memo) -> None:
+    """Once the caches are in: the workers' Secrets, the work queue, the resync loop and the
+    watchdog."""
     memo.registry.watch_secrets(lambda name: on_secret_change(memo, name))
     memo.queue.start()
     threading.Thread(target=gc.resync_loop, args=(memo,), name="resync", daemon=True).start()
     operator.start_watchdog(memo, memo.manager)
-
-
-def on_cleanup(memo: Memo, **_: Any) -> None:
-    memo.resync_now.set()
-    memo.shut_down()
-    memo.registry.stop()
-    for informer in memo.informers:
-        informer.stop()
-
-
-def on_login(memo: Memo, **kwargs: Any) -> kopf.ConnectionInfo:
-    return operator.login(memo.settings, **kwargs)
 
 
 def on_leading(memo: Memo) -> None:
@@ -68,15 +64,16 @@ def on_leading(memo: Memo) -> None:
 # ---- MultiKueueClusters, their kubeconfig Secrets, AdmissionChecks and configs -------------
 
 
-def on_cluster_event(type: str, body: kopf.Body, name: str, memo: Memo, **kwargs: Any) -> None:
-    if type == "DELETED":
+def on_cluster_event(memo: Memo, etype: str, mkc: Dict) -> None:
+    name = mkc["metadata"]["name"]
+    if etype == "DELETED":
         memo.registry.forget(name)
         return
-    caches = memo.caches_of(kwargs)
+    caches = memo.caches
     runtimes = manager_runtimes(caches) if memo.settings.check_runtimes else None
-    memo.registry.reconcile_cluster(dict(body), runtimes)
+    memo.registry.reconcile_cluster(mkc, runtimes)
     admissionchecks.update_checks(memo, caches)
-    if memo.registry.labels_changed(name, dict(body.get("metadata", {}).get("labels") or {})):
+    if memo.registry.labels_changed(name, dict(mkc["metadata"].get("labels") or {})):
         memo.resync_now.set()  # TrainJobs choosing clusters by label take another look
 
 
@@ -90,46 +87,10 @@ def on_secret_change(memo: Memo, name: str) -> None:
             memo.registry.reconcile_cluster(mkc)
 
 
-def on_check_event(memo: Memo, **kwargs: Any) -> None:
-    admissionchecks.update_checks(memo, memo.caches_of(kwargs))
-
-
 # ---- Workloads and TrainJobs, here and on the workers: queue the TrainJob ------------------
 #
 # Watch events only put the TrainJob's key on the work queue; its workers reconcile from the
-# caches (trainjob/workqueue.py). The busiest kinds on the manager (TrainJobs and Workloads,
-# and the queues whose status Kueue rewrites at every admission) are watched by our own
-# informers, not by kopf: kopf's per-event machinery cost more than the key an event queues
-# (about a third of the dispatcher's CPU in py-spy profiles).
-
-
-def _start_informers(memo: Memo) -> None:
-    """Watch the manager's TrainJobs, Workloads, LocalQueues and ClusterQueues into
-    `memo.indexes` (shaped as kopf's, so `Caches` reads them alike); return once all have
-    listed (kopf starts its own watches, and so calls no handler, only after this returns)."""
-
-    def on_workload(_type: str, obj: dict[str, Any]) -> None:
-        _enqueue_owner(memo, obj)
-
-    def on_trainjob(_type: str, obj: dict[str, Any]) -> None:
-        memo.queue.add((obj["metadata"]["namespace"], obj["metadata"]["name"]))
-
-    on_event = {"trainjob_index": on_trainjob, "workload_index": on_workload}
-    informers = {
-        index: Informer(memo.manager.api, kind, on_event.get(index, _no_action))
-        for index, kind in INFORMED.items()
-    }
-    for index, informer in informers.items():
-        memo.indexes[index] = informer.view
-        memo.informers.append(informer)
-        informer.start()
-    for informer in informers.values():
-        while not informer.synced.wait(1.0) and not memo.stop.is_set():
-            pass
-
-
-def _no_action(_type: str, _obj: dict[str, Any]) -> None:
-    """Kinds only read from the cache: their changes queue nothing."""
+# caches (trainjob/workqueue.py).
 
 
 def _enqueue_owner(memo: Memo, workload: dict[str, Any] | None) -> None:
@@ -200,17 +161,3 @@ def on_remote_event(memo: Memo, cluster: str, event: dict[str, Any]) -> None:
 def on_remote_state(memo: Memo, cluster: str) -> None:
     """A worker connected or went away: every TrainJob still in flight takes another look."""
     memo.resync_now.set()
-
-
-def register() -> kopf.OperatorRegistry:
-    """Every handler of the dispatcher, registered at start-up (no import-time globals)."""
-    registry = kopf.OperatorRegistry()
-    kopf.on.startup(registry=registry)(on_startup)
-    kopf.on.cleanup(registry=registry)(on_cleanup)
-    kopf.on.login(registry=registry)(on_login)
-    operator.add_indexes(registry, *INDEX_NAMES)
-    kopf.on.event(*c.MULTIKUEUE_CLUSTER.gvr, registry=registry)(on_cluster_event)
-    kopf.on.event(*c.ADMISSION_CHECK.gvr, registry=registry)(on_check_event)
-    kopf.on.event(*c.MULTIKUEUE_CONFIG.gvr, registry=registry)(on_check_event)
-    operator.watch_synced(registry, INDEX_NAMES)
-    return registry

@@ -1,0 +1,171 @@
+"""What the worker controller watches (`watches`: one table), and what each event does: it
+only puts a TrainJob's key on the work queue (trainjob/workqueue.py); the pass for a key is
+`reconcile.sync_trainjob` (observe -> pure decision -> execute).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from trainjob import constants as c
+from trainjob.conditions import trainjob_finished
+from trainjob.models import prebuilt_label
+from trainjob.naming import owning_trainjob
+from trainjob.operator import Watch, start_watchdog
+from trainjob.workload import workload_name
+from worker_controller import status
+from worker_controller.memo import Memo
+
+Dict = dict[str, Any]
+
+
+def watches(memo: Memo) -> list[Watch]:
+    """Every kind the worker controller keeps, and what a change of each queues."""
+
+    def trainjob_changed(etype: str, trainjob: Dict) -> None:
+        if etype != "DELETED":
+            memo.queue.add(_key(trainjob))
+
+    def job_changed(_type: str, job: Dict) -> None:
+        memo.queue.add(_trainjob_label(job))
+
+    def workload_changed(_type: str, workload: Dict) -> None:
+        owner = memo.caches.first("owner_index", _key(workload))
+        if owner is not None:
+            memo.queue.add(_key(owner))
+
+    table = [
+        Watch(
+            "trainjob_index",
+            c.TRAINJOB,
+            trainjob_changed,
+            group_by=_workload_key,
+            groups="owner_index",  # (namespace, its Workload's name) -> the TrainJob
+        ),
+        Watch("workload_index", c.WORKLOAD, workload_changed),
+        # Jobs and Services we made (the API server filters them by our label), by TrainJob.
+        *(
+            Watch(
+                index,
+                kind,
+                on_event,
+                label_selector=c.TRAINJOB_NAME_LABEL,
+                group_by=_trainjob_label,
+                groups=groups,
+            )
+            for index, kind, on_event, groups in (
+                ("jobs", c.JOB, job_changed, "job_index"),
+                ("services", c.SERVICE, None, "service_index"),
+            )
+        ),
+        Watch("runtime_index", c.TRAINING_RUNTIME),
+        Watch("cluster_runtime_index", c.CLUSTER_TRAINING_RUNTIME),
+        Watch("flavor_index", c.RESOURCE_FLAVOR),
+    ]
+    if memo.settings.pod_summary:
+        table += [
+            # Our pods, kept as digests grouped by TrainJob (status.podsStatus).
+            Watch(
+                "pods",
+                c.POD,
+                lambda _type, pod: memo.queue.add(status.pod_owner(pod)),
+                label_selector=c.TRAINJOB_NAME_LABEL,
+                transform=status.pod_digest,
+                group_by=status.pod_owner,
+                groups="pod_index",
+            ),
+            # The Job controller's Events for pods the API refused: only these stream in,
+            # from every namespace; there are none while all is well (status: PodsStuck,
+            # PodCreateFailed).
+            Watch(
+                "failed_creates",
+                c.EVENT,
+                lambda _type, event: _failed_create(memo, event),
+                field_selector=FAILED_CREATE_EVENTS,
+                transform=status.event_digest,
+                group_by=status.event_job,
+                groups="failed_create_index",  # by Job
+            ),
+        ]
+    return table
+
+
+FAILED_CREATE_EVENTS = "involvedObject.kind=Job,reason=FailedCreate"
+
+
+def _key(obj: Dict) -> tuple[str, str]:
+    return obj["metadata"]["namespace"], obj["metadata"]["name"]
+
+
+def _trainjob_label(obj: Dict) -> tuple[str, str]:
+    """A Job's or Service's TrainJob, from our label on it."""
+    meta = obj["metadata"]
+    return meta["namespace"], (meta.get("labels") or {}).get(c.TRAINJOB_NAME_LABEL, "")
+
+
+def _workload_key(trainjob: Dict) -> tuple[str, str]:
+    """(namespace, the name of its Workload): the deterministic one, or the prebuilt one a
+    MultiKueue copy names."""
+    meta = trainjob["metadata"]
+    prebuilt = prebuilt_label(meta.get("labels") or {})
+    return meta["namespace"], prebuilt or workload_name(meta["name"], meta.get("uid", ""))
+
+
+def _failed_create(memo: Memo, event: Dict) -> None:
+    """A FailedCreate Event queues the TrainJob whose Job it is about."""
+    namespace, job = status.event_job(event)
+    names = [n for ns, n in memo.caches.keys("trainjob_index") if ns == namespace]
+    trainjob = owning_trainjob(job, names)
+    if trainjob is not None:
+        memo.queue.add((namespace, trainjob))
+
+
+# ---- the controller's own loops ---------------------------------------------------------------
+
+
+def on_synced(memo: Memo) -> None:
+    """Once the caches are in: the work queue's workers, the resync loop, the watchdog."""
+    memo.queue.start()
+    threading.Thread(target=_resync_loop, args=(memo,), name="resync", daemon=True).start()
+    start_watchdog(memo, memo.cluster)
+
+
+def _resync_loop(memo: Memo) -> None:
+    """Level-based safety net: every TrainJob not yet settled, each resync period (a thread,
+    never a finalizer: a TrainJob stays deletable while this controller is down)."""
+    while not memo.stop.wait(memo.settings.resync_seconds):
+        memo.queue.log_stats(memo.settings.cluster_name)
+        if memo.leads():
+            _resync(memo)
+
+
+def on_leading(memo: Memo) -> None:
+    """A new leader looks at every TrainJob once: the last one may have stopped mid-pass."""
+    _resync(memo, everything=True)
+
+
+def _resync(memo: Memo, everything: bool = False) -> None:
+    """Queue the TrainJobs not yet settled (`everything`: all of them, as a new leader does)."""
+    if not memo.synced.is_set():
+        return
+    caches = memo.caches
+    for key in caches.keys("trainjob_index"):
+        body = caches.trainjob(*key)
+        if (
+            body is not None
+            and body["metadata"].get("uid") not in memo.gone
+            and (everything or not _settled(body, caches.every("job_index", key)))
+        ):
+            memo.queue.resync(key)
+
+
+def _settled(trainjob: Dict, jobs: Any) -> bool:
+    """Finished, and none of its Jobs still running: no pass can change anything."""
+    if not trainjob_finished((trainjob.get("status") or {}).get("conditions") or []):
+        return False
+    return not any(
+        int((j.get("status") or {}).get("active") or 0) > 0
+        or not ((j.get("spec") or {}).get("suspend") or status.job_finished(j))
+        for j in jobs
+    )
