@@ -7,6 +7,11 @@ reads the Secret and serves with it. The leader keeps the last good material in 
 deleted Secret is written back unchanged (the API server's caBundle stays right) rather than
 replaced by a new CA. A certificate is renewed when a third of its life is left or when it
 does not cover the names it must.
+
+A new CA does not cut off the replicas still serving a certificate of the old one (each reloads
+the Secret within its period): the old CA stays in the Secret (`ca-previous.crt`) and in the
+caBundle beside the new one until it expires, and the leader injects that bundle before it
+writes the new certificate anywhere, so the API server trusts both for the whole switch.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ CA_LIFE = dt.timedelta(days=3650)
 CERT_LIFE = dt.timedelta(days=365)
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 ADMISSION_API = "admissionregistration.k8s.io/v1"
+PREVIOUS_CA = "ca-previous.crt"
 
 
 @dataclass(frozen=True)
@@ -45,27 +51,41 @@ class Material:
     ca_key: bytes
     tls_crt: bytes
     tls_key: bytes
+    previous_ca: bytes = b""  # the CA this one replaced, trusted beside it until it expires
 
     def secret_data(self) -> dict[str, str]:
-        return {
-            k: base64.b64encode(v).decode()
-            for k, v in (
-                ("ca.crt", self.ca_crt),
-                ("ca.key", self.ca_key),
-                ("tls.crt", self.tls_crt),
-                ("tls.key", self.tls_key),
-            )
-        }
+        pairs = [
+            ("ca.crt", self.ca_crt),
+            ("ca.key", self.ca_key),
+            ("tls.crt", self.tls_crt),
+            ("tls.key", self.tls_key),
+        ]
+        if self.previous_ca:
+            pairs.append((PREVIOUS_CA, self.previous_ca))
+        return {k: base64.b64encode(v).decode() for k, v in pairs}
 
     @classmethod
     def from_secret(cls, secret: dict[str, Any] | None) -> Material | None:
         data = (secret or {}).get("data") or {}
         try:
-            return cls(
-                *(base64.b64decode(data[k]) for k in ("ca.crt", "ca.key", "tls.crt", "tls.key"))
+            ca_crt, ca_key, tls_crt, tls_key, previous = (
+                base64.b64decode(data[k] if k != PREVIOUS_CA else data.get(k, ""))
+                for k in ("ca.crt", "ca.key", "tls.crt", "tls.key", PREVIOUS_CA)
             )
         except (KeyError, ValueError):
             return None
+        return cls(ca_crt, ca_key, tls_crt, tls_key, previous)
+
+    def bundle(self, now: dt.datetime) -> bytes:
+        """The caBundle: the CA, and the one it replaced while that is still valid."""
+        if self.previous_ca and self.previous_ca != self.ca_crt:
+            try:
+                old = x509.load_pem_x509_certificate(self.previous_ca)
+            except ValueError:
+                return self.ca_crt
+            if old.not_valid_after_utc > now:
+                return self.ca_crt.rstrip(b"\n") + b"\n" + self.previous_ca
+        return self.ca_crt
 
 
 def service_names(service: str, namespace: str) -> list[str]:
@@ -101,13 +121,18 @@ def needs_renewal(material: Material | None, hosts: list[str], now: dt.datetime)
 
 def issue(hosts: list[str], now: dt.datetime, ca: Material | None = None) -> Material:
     """A serving certificate for `hosts` (DNS names or IP addresses), signed by the CA of
-    `ca` when it is still good for longer than the new certificate, else by a new CA."""
+    `ca` when it is still good for longer than the new certificate, else by a new CA (which
+    keeps `ca`'s, when it is still valid, as the previous one)."""
     ca_key: Any
+    previous = b""
     if ca is not None and _ca_outlives(ca, now + CERT_LIFE):
         ca_cert = x509.load_pem_x509_certificate(ca.ca_crt)
         ca_key = serialization.load_pem_private_key(ca.ca_key, None)
         ca_crt_pem, ca_key_pem = ca.ca_crt, ca.ca_key
+        previous = ca.previous_ca
     else:
+        if ca is not None and _ca_outlives(ca, now):
+            previous = ca.ca_crt
         ca_key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "trainjob-webhook-ca")])
         ca_cert = (
@@ -132,7 +157,11 @@ def issue(hosts: list[str], now: dt.datetime, ca: Material | None = None) -> Mat
         .sign(ca_key, hashes.SHA256())
     )
     return Material(
-        ca_crt_pem, ca_key_pem, cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
+        ca_crt_pem,
+        ca_key_pem,
+        cert.public_bytes(serialization.Encoding.PEM),
+        _pem_key(key),
+        previous,
     )
 
 
@@ -226,6 +255,8 @@ class CertKeeper:
                 self._material if needs_renewal(self._material, self._hosts, now) is None else None
             )
             material = kept or issue(self._hosts, now, found or self._material)
+            # The API server trusts the new CA before anything serves with it.
+            self._inject(material.bundle(now))
             self._write_secret(secret, material)
             log.info(
                 "webhook certificate: Secret %s/%s %s (%s)",
@@ -240,7 +271,7 @@ class CertKeeper:
         self._write_files(material)
         self.ready.set()
         if self._leads():
-            self._inject(material.ca_crt)
+            self._inject(material.bundle(now))
 
     def _write_secret(self, secret: dict[str, Any] | None, material: Material) -> None:
         body: dict[str, Any] = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 
 from trainjob.certs import Material, issue, needs_renewal, service_names
 
@@ -53,3 +54,32 @@ def test_the_secret_round_trips_and_a_partial_one_reads_as_none() -> None:
     assert Material.from_secret(secret) == material
     del secret["data"]["ca.key"]
     assert Material.from_secret(secret) is None
+
+
+def test_a_new_ca_is_trusted_beside_the_old_one_until_the_old_one_expires() -> None:
+    """Replicas still serving the old CA's certificate are not refused while they reload."""
+    first = issue(HOSTS, NOW)
+    late = NOW + dt.timedelta(days=3500)  # the CA has too little left: a new one
+    second = issue(HOSTS, late, first)
+    assert second.ca_crt != first.ca_crt and second.previous_ca == first.ca_crt
+    bundle = x509.load_pem_x509_certificates(second.bundle(late))
+    old_cert = x509.load_pem_x509_certificate(first.tls_crt)
+    new_cert = x509.load_pem_x509_certificate(second.tls_crt)
+    for cert in (old_cert, new_cert):  # each is signed by a CA of the bundle
+        assert any(cert.issuer == ca.subject and _signed_by(cert, ca) for ca in bundle)
+    assert Material.from_secret({"data": second.secret_data()}) == second
+    # A renewal under the new CA carries the previous one on; once expired, it leaves.
+    third = issue(HOSTS, late + dt.timedelta(days=250), second)
+    assert third.ca_crt == second.ca_crt and third.previous_ca == first.ca_crt
+    after = NOW + dt.timedelta(days=3651)
+    assert third.bundle(after) == third.ca_crt
+    # A CA replaced after it expired is not kept at all.
+    assert issue(HOSTS, after, first).previous_ca == b""
+
+
+def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
