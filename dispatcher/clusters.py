@@ -222,7 +222,7 @@ class Registry:
                 c.DISPATCHER_FIELD_MANAGER,
                 on_state=self._on_state,
                 down_since=down,
-                may_write=self.manager.may_write,
+                gate=self.manager,
                 on_room=self._on_room,
                 on_event=self._on_event,
                 events=self.settings.mirror_events,

@@ -86,7 +86,7 @@ class RemoteCluster:
         field_manager: str,
         on_state: Callable[[str], None] = lambda name: None,
         down_since: float | None = None,
-        may_write: Callable[[], bool] | None = None,
+        gate: Cluster | None = None,
         on_room: Callable[[str], None] = lambda name: None,
         on_event: Callable[[str, Dict], None] | None = None,
         events: str = "Warning",
@@ -97,7 +97,8 @@ class RemoteCluster:
         self.name = name
         self.origin = origin
         self.cluster = Cluster.from_kubeconfig(name, kubeconfig, field_manager, timeout=10)
-        self.cluster.may_write = may_write  # the manager's leader election gates ours too
+        if gate is not None:  # the manager's leader election gates ours too
+            self.cluster.follow_gate(gate)
         self._on_change, self._on_state = on_change, on_state
         self._ok = {k: False for k in KINDS}
         self._tried = {k: False for k in KINDS}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import socket
+import threading
 import uuid
 from collections.abc import Iterator
 
@@ -81,3 +83,28 @@ def controllers(bed: Bed) -> Iterator[list[setup.Controller]]:
 @pytest.fixture(scope="session")
 def worker_controllers(controllers: list[setup.Controller]) -> list[setup.Controller]:
     return controllers
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A loopback port that accepts connections and never answers."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(listener.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1]
+    stop.set()
+    thread.join()
+    for conn in accepted:
+        conn.close()
+    listener.close()

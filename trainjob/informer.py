@@ -141,6 +141,8 @@ class Informer:
         self._groups_lock = threading.Lock()
         self.synced = threading.Event()  # the first list is in
         self._stop = threading.Event()
+        self._abort = threading.Event()  # ends the running watch (stop, relist)
+        self._relist = False  # the next round lists (`relist`)
 
     def get(self, key: Key) -> Dict | None:
         return self._store.get(key)
@@ -185,6 +187,13 @@ class Informer:
 
     def stop(self) -> None:
         self._stop.set()
+        self._abort.set()
+
+    def relist(self) -> None:
+        """End the running watch, whatever state it is in (a frozen one included), and list
+        again: what the watchdog does with a cache it found out of date."""
+        self._relist = True
+        self._abort.set()
 
     def _list(self) -> str:
         """List everything into the cache, a page at a time; report what changed since;
@@ -234,15 +243,20 @@ class Informer:
         failures = 0
         since = ""  # resourceVersion to watch from; empty: list first
         while not self._stop.is_set():
-            listing = not since
+            listing = not since or self._relist
             try:
                 if listing:
+                    self._relist = False
+                    self._abort.clear()
                     since = self._list()
                     self.lists += 1
                     self._failing = listing = False
                 since = self._watch(since)  # the server ended it (timeout): watch on from there
                 failures = 0
             except Exception as exc:
+                if self._relist or self._stop.is_set():  # ended on purpose: list at once
+                    since = ""
+                    continue
                 relist = _needs_list(exc)
                 since = "" if relist or listing else self._last
                 error = f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -284,7 +298,9 @@ class Informer:
             self._last = str(obj["metadata"]["resourceVersion"])
             return True
 
-        self._api.watch(self._path, query, on_event, timeout=75, on_open=self._opened)
+        self._api.watch(
+            self._path, query, on_event, timeout=75, on_open=self._opened, abort=self._abort
+        )
         return self._last
 
     def _opened(self) -> None:

@@ -19,6 +19,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import orjson
 from tenacity import (
+    RetryCallState,
     Retrying,
     retry_if_exception,
     stop_after_attempt,
@@ -53,10 +54,31 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, ConnectionError | TimeoutError)  # kubeclient.TransportError included
 
 
+_BACKOFF = wait_exponential_jitter(multiplier=0.2, max=5)
+MAX_RETRY_AFTER = 10.0  # the longest a server's Retry-After holds a call up, per attempt
+
+
+def retry_after(exc: BaseException | None) -> float:
+    """The seconds an answer's `Retry-After` asks for (429, 503), or 0."""
+    if not isinstance(exc, ApiException):
+        return 0.0
+    try:
+        return max(float(exc.headers.get("Retry-After", 0)), 0.0)
+    except ValueError:  # an HTTP date: the API server sends seconds
+        return 0.0
+
+
+def _wait(state: RetryCallState) -> float:
+    """Exponential backoff with jitter, or longer when the server asks for it (Retry-After,
+    up to MAX_RETRY_AFTER), as client-go's rest client waits."""
+    exc = state.outcome.exception() if state.outcome is not None else None
+    return max(_BACKOFF(state), min(retry_after(exc), MAX_RETRY_AFTER))
+
+
 # Transient failures only; "not found", "invalid" and conflicts are decisions for the caller.
 _RETRYING = Retrying(
     retry=retry_if_exception(_transient),
-    wait=wait_exponential_jitter(multiplier=0.2, max=5),
+    wait=_wait,
     stop=stop_after_attempt(5),
     reraise=True,
 )
@@ -110,7 +132,10 @@ class Cluster:
     """A connection to one cluster: its own ApiClient, its own name for the logs.
 
     `may_write`, when set, is asked before every write (create, patch, apply, replace, delete,
-    Events): a replica that does not hold the leader Lease reads but never writes."""
+    Events): a replica that does not hold the leader Lease reads but never writes. And
+    `write_budget`, when set, says how many seconds a write may still take: a write is sent
+    with no longer a timeout than that (none at all when it is spent), so no write of ours
+    can still be in flight once a standby may have taken the Lease over."""
 
     def __init__(
         self,
@@ -123,12 +148,21 @@ class Cluster:
         self.api = api
         self.field_manager = field_manager
         self.may_write = may_write
+        self.write_budget: Callable[[], float] | None = None
         # Events go out from one thread per connection, started with the first Event.
         self._events: queue.Queue[Dict] | None = None
         self._events_lock = threading.Lock()
 
     def writable(self) -> bool:
         return self.may_write is None or self.may_write()
+
+    def follow_gate(self, other: Cluster) -> None:
+        """Write only when `other` may, within its budget (the manager's leader election
+        gates the dispatcher's writes to every worker too)."""
+        self.may_write = other.writable
+        self.write_budget = lambda: (
+            other.write_budget() if other.write_budget is not None else float("inf")
+        )
 
     def ungated(self) -> Cluster:
         """The same connection without the write gate (for the Lease itself)."""
@@ -160,8 +194,12 @@ class Cluster:
         content_type: str = JSON,
         accept: str = JSON,
     ) -> Any:
-        if method != "GET" and not self.writable():
-            raise NotLeader(f"[{self.name}] not the leader: {method} {path} refused")
+        timeout = self.timeout
+        if method != "GET":
+            budget = self.write_budget() if self.write_budget is not None else timeout
+            if budget <= 0 or not self.writable():
+                raise NotLeader(f"[{self.name}] not the leader: {method} {path} refused")
+            timeout = min(timeout, budget)
         metrics.API_REQUESTS.labels(self.name, method).inc()
         try:
             data = self.api.request(
@@ -170,7 +208,7 @@ class Cluster:
                 body=body,
                 query=query,
                 content_type=content_type,
-                timeout=self.timeout,
+                timeout=timeout,
                 accept=accept,
             )
         except ApiException as exc:

@@ -63,6 +63,15 @@ METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v
 # once. A busier moment opens more; those beyond this are closed after use. libcurl gives each
 # connection an OpenSSL context of its own: about 115 KiB per handle.
 IDLE_HANDLES = 16
+# A connection not made in 10 s fails (client-go dials for 30 s; an API server that answers
+# nothing for 10 s is down for our purposes, and the caller retries).
+CONNECT_TIMEOUT_MS = 10_000
+# Idle connections are probed after 30 s, every 10 s: a peer gone without a word (a node lost,
+# a NAT entry dropped) is noticed by the kernel, not by a request that waits on it.
+KEEPALIVE_IDLE, KEEPALIVE_INTERVAL = 30, 10
+# A request whose answer stops coming for this long fails, whatever its own timeout (a watch,
+# which may be quiet for a minute, is bounded by its timeout instead).
+LOW_SPEED_SECONDS = 30
 
 
 class ApiException(Exception):
@@ -458,6 +467,9 @@ class ApiClient:
         else:
             curl.setopt(pycurl.HEADERFUNCTION, head.append)
         curl.setopt(pycurl.TIMEOUT_MS, round(timeout * 1000) if timeout else 0)
+        curl.setopt(pycurl.LOW_SPEED_LIMIT, 1)  # bytes a second, for LOW_SPEED_TIME seconds
+        curl.setopt(pycurl.NOPROGRESS, 1)  # no progress calls (a watch with `abort` asks them)
+        curl.setopt(pycurl.LOW_SPEED_TIME, LOW_SPEED_SECONDS)
 
     def get_json(self, path: str, **kwargs: Any) -> Any:
         data = self.request("GET", path, **kwargs)
@@ -471,19 +483,25 @@ class ApiClient:
         *,
         timeout: float | None = None,
         on_open: Callable[[], None] | None = None,
+        abort: threading.Event | None = None,
     ) -> None:
         """Hand each event of a watch, decoded, to `on_event` as it comes, on this thread,
         until the server ends the watch (returns) or `on_event` returns False (returns at
         once). An exception raised by `on_event` ends the watch and is raised here; an error
         answer raises `ApiException`, a broken stream `TransportError`. `on_open()` is called
         once the server has answered 200, before any event (a quiet watch may send none for a
-        minute)."""
+        minute). Setting `abort` ends the watch within a second, events or not (a
+        `TransportError`, libcurl's E_ABORTED_BY_CALLBACK)."""
         curl = self._borrow()
         finished = False  # the answer came whole: the handle's connection may serve again
         try:
             query = {**query, "watch": "true"}
             head: list[bytes] = []  # a watch's status is read from them (`_EventStream`)
             self._prepare(curl, "GET", path, query, None, JSON, JSON, timeout, head)
+            curl.setopt(pycurl.LOW_SPEED_LIMIT, 0)  # quiet is normal; `timeout` bounds it
+            if abort is not None:  # libcurl asks about once a second, and at every piece
+                curl.setopt(pycurl.NOPROGRESS, 0)
+                curl.setopt(pycurl.XFERINFOFUNCTION, lambda *_: 1 if abort.is_set() else 0)
             if on_open is not None:
 
                 def header(line: bytes) -> None:
@@ -619,13 +637,17 @@ def _answer_error(status: int, head: list[bytes], data: bytes) -> ApiException:
 def _curl_setup(credentials: Credentials) -> tuple[str, list[tuple[int, Any]]]:
     """The scheme, host and port requests go to, and the options every curl handle of this
     cluster is given once: TLS as `Credentials.ssl_context` sets it, HTTP/1.1, no proxy from
-    the environment, no signals (threads)."""
+    the environment, no signals (threads), a connect timeout and TCP keepalive."""
     parts = urlsplit(credentials.server)
     options: list[tuple[int, Any]] = [
         (pycurl.NOSIGNAL, 1),
         (pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_1_1),
         (pycurl.PROXY, credentials.proxy_url or ""),
         (pycurl.FOLLOWLOCATION, 0),
+        (pycurl.CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS),
+        (pycurl.TCP_KEEPALIVE, 1),
+        (pycurl.TCP_KEEPIDLE, KEEPALIVE_IDLE),
+        (pycurl.TCP_KEEPINTVL, KEEPALIVE_INTERVAL),
     ]
     origin = f"{parts.scheme}://{parts.netloc}"
     if parts.scheme != "https":

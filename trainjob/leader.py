@@ -6,6 +6,15 @@ as timed by this replica's own clock (the renewTime written by another machine i
 compared with ours: clocks may differ). The leader renews every `retry_period`; when it has
 not managed to for `renew_deadline`, it stops leading at once: `leading()` turns False by
 itself, before any thread notices, and the writes it gates are refused from then on.
+
+Three rules keep a write of ours from landing once a standby may lead:
+- every Lease request is one try, bounded by `retry_period` (a request that hangs does not
+  hold the campaign up past its deadlines);
+- a renewal counts from the moment it was sent, not from its answer: the standby's clock starts
+  when it sees the renewal, which is later still;
+- `write_budget()` is the time left before the Lease could be taken over (`lease_duration` from
+  the last renewal sent, less a margin for clocks that run at different rates): a gated write
+  goes out with no longer a timeout than that (trainjob/kube.py).
 """
 
 from __future__ import annotations
@@ -18,11 +27,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from trainjob.kube import Cluster
 from trainjob.kubeclient import ApiException
 
 log = logging.getLogger("trainjob.leader")
 LEASE_API = "coordination.k8s.io/v1"
+# Of the lease duration, the part a write may not use: clocks that run at different rates
+# (client-go's leader election takes the same care with its JitterFactor of 1.2 for standbys).
+CLOCK_MARGIN = 0.1
 
 
 @dataclass(frozen=True)
@@ -74,6 +88,14 @@ class LeaderElector:
         """True while we hold the Lease and renewed it within the renew deadline."""
         return self._leading and time.monotonic() - self._renewed < self._t.renew_deadline
 
+    def write_budget(self) -> float:
+        """Seconds a write sent now may take and still land while no standby can lead: 0 when
+        not leading."""
+        if not self.leading():
+            return 0.0
+        until = self._renewed + self._t.lease_duration * (1 - CLOCK_MARGIN)
+        return max(until - time.monotonic(), 0.0)
+
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self._run, name="leader-election", daemon=True)
         thread.start()
@@ -117,12 +139,27 @@ class LeaderElector:
         self._leading = leading
         (self._on_started if leading else self._on_stopped)()
 
+    def _lease(self, method: str, body: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """One Lease request, one try, bounded by the retry period; None for a 404 GET."""
+        path = f"/apis/{LEASE_API}/namespaces/{self._ns}/leases"
+        if method != "POST":
+            path += f"/{self._name}"
+        try:
+            data = self._cluster.api.request(method, path, body=body, timeout=self._t.retry_period)
+        except ApiException as exc:
+            if method == "GET" and exc.status == 404:
+                return None
+            raise
+        found: dict[str, Any] = orjson.loads(data)
+        return found
+
     def _try_acquire_or_renew(self) -> bool:
-        lease = self._cluster.get_or_none(LEASE_API, "Lease", self._name, self._ns)
+        lease = self._lease("GET")
         now = _now()
+        sent = time.monotonic()  # a renewal counts from here (the rules above)
         if lease is None:
-            self._cluster.create(self._lease_body(None, acquire_time=now, renew_time=now))
-            self._renewed = time.monotonic()
+            self._lease("POST", self._lease_body(None, acquire_time=now, renew_time=now))
+            self._renewed = sent
             self.holder, self.transitions = self.identity, 0
             return True
         spec = lease.get("spec") or {}
@@ -144,13 +181,14 @@ class LeaderElector:
             # client-go counts every change of holder, from a released Lease too
             transitions=self.transitions if ours else self.transitions + 1,
         )
+        sent = time.monotonic()
         try:
-            self._cluster.replace(body)
+            self._lease("PUT", body)
         except ApiException as exc:
             if exc.status == 409:  # someone else wrote it first: look again next round
                 return False
             raise
-        self._renewed = time.monotonic()
+        self._renewed = sent
         self.holder = self.identity
         return True
 
@@ -181,11 +219,11 @@ class LeaderElector:
     def _release(self) -> None:
         """Give the Lease up (client-go's ReleaseOnCancel): an empty holder, a 1 s duration."""
         try:
-            lease = self._cluster.get_or_none(LEASE_API, "Lease", self._name, self._ns)
+            lease = self._lease("GET")
             if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
                 return
             lease["spec"].update(holderIdentity="", leaseDurationSeconds=1)
-            self._cluster.replace(lease)
+            self._lease("PUT", lease)
             log.info("Lease %s/%s: released by %s", self._ns, self._name, self.identity)
         except Exception as exc:  # the standby takes over after the lease duration anyway
             log.warning("Lease %s/%s: not released: %s", self._ns, self._name, exc)

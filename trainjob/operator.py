@@ -149,7 +149,8 @@ class ControllerMemo:
 
 def elect(memo: ControllerMemo, cluster: Cluster, on_started: Callable[[], None]) -> None:
     """With --leader-elect, campaign for the Lease: the work queue runs only while we lead,
-    and `memo.leads` gates every write. Without it, this replica leads alone. Either way the
+    and `memo.leads` gates every write, each sent within the Lease's write budget
+    (trainjob/leader.py). Without it, this replica leads alone. Either way the
     queue waits for the caches (`run`)."""
     ours = memo.settings
     memo.queue.pause()
@@ -180,6 +181,7 @@ def elect(memo: ControllerMemo, cluster: Cluster, on_started: Callable[[], None]
         on_started=started,
         on_stopped=stopped,
     )
+    cluster.write_budget = memo.elector.write_budget
     metrics.LEADER.labels(lease).set(0)
     memo.elector.start()
 
@@ -201,7 +203,7 @@ WATCHED = {"trainjob_index": c.TRAINJOB, "workload_index": c.WORKLOAD}
 
 def start_watchdog(memo: ControllerMemo, cluster: Cluster) -> None:
     """Compare the TrainJob and Workload caches with the API every --watch-check-seconds
-    (trainjob/watchdog.py); a frozen watch restarts the process."""
+    (trainjob/watchdog.py); a frozen watch's informer lists again."""
 
     def cached(index: str) -> Callable[[], Iterable[tuple[Hashable, str]]]:
         def versions() -> list[tuple[Hashable, str]]:
@@ -215,7 +217,10 @@ def start_watchdog(memo: ControllerMemo, cluster: Cluster) -> None:
 
         return versions
 
-    checks = [(k.api_version, k.kind, cached(index)) for index, k in WATCHED.items()]
+    checks = [
+        (k.api_version, k.kind, cached(index), memo.informers[index].relist)
+        for index, k in WATCHED.items()
+    ]
     WatchDog(cluster.ungated(), checks, memo.settings.watch_check_seconds).start(
         memo.stop, memo.synced
     )

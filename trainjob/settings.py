@@ -74,7 +74,7 @@ class ControllerSettings(BaseModel):
         default=60.0,
         ge=5,
         description="how often the watch caches are compared with the API (a frozen watch "
-        "restarts the process)",
+        "lists again)",
     )
     webhook_port: int | None = Field(
         default=None,

@@ -1,22 +1,19 @@
-"""A watchdog for the watch caches: a frozen watch is noticed, and the process starts afresh.
+"""A watchdog for the watch caches: a frozen watch is noticed, and its informer lists again.
 
 A watch stream can stop delivering events after API-server trouble with no error and no
 reconnect (seen on the bed with kopf's watches, before the controllers had their own informers,
 after a worker's API server restarted: every stream of the process in CLOSE-WAIT, new TrainJobs
 never reconciled; upstream kopf#996, #1276). A level-based controller with a frozen cache is
-silently blind. So, every period, the watchdog
-lists the watched objects (their metadata only) and compares their resourceVersions with the
-cache: an object that the API has held unchanged for a whole period while the cache still
-shows another version (or none, or one the API no longer has) means a frozen watch. The
-process then replaces itself with a fresh copy (exec: same PID, same identity, new watches and
-caches), as a kubelet would restart a container whose liveness probe failed.
+silently blind. So, every period, the watchdog lists the watched objects (their metadata only)
+and compares their resourceVersions with the cache: an object that the API has held unchanged
+for a whole period while the cache still shows another version (or none, or one the API no
+longer has) means a frozen watch. Its informer then ends that watch and lists again
+(`Informer.relist`), in the same process: nothing else is lost or restarted.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import sys
 import threading
 from collections.abc import Callable, Hashable, Iterable, Sequence
 
@@ -46,10 +43,13 @@ class WatchDog:
     def __init__(
         self,
         cluster: Cluster,
-        checks: Sequence[tuple[str, str, Callable[[], Iterable[tuple[Hashable, str]]]]],
+        checks: Sequence[
+            tuple[str, str, Callable[[], Iterable[tuple[Hashable, str]]], Callable[[], None]]
+        ],
         period: float,
     ) -> None:
-        """`checks`: (api_version, kind, cached versions by (namespace, name))."""
+        """`checks`: (api_version, kind, cached versions by (namespace, name), what to do
+        when that cache is found frozen)."""
         self._cluster, self._checks, self._period = cluster, checks, period
         self._suspects: dict[str, Versions] = {}
 
@@ -65,7 +65,7 @@ class WatchDog:
         threading.Thread(target=run, name="watchdog", daemon=True).start()
 
     def check(self) -> None:
-        for api_version, kind, cached_fn in self._checks:
+        for api_version, kind, cached_fn, on_stale in self._checks:
             listed: Versions = {
                 (o["metadata"].get("namespace"), o["metadata"]["name"]): str(
                     o["metadata"]["resourceVersion"]
@@ -78,19 +78,12 @@ class WatchDog:
                 sample = ", ".join(str(k) for k in sorted(stale, key=str)[:5])
                 log.error(
                     "[%s] the %s watch cache is frozen (%d out of date for over %.0fs: %s); "
-                    "starting afresh",
+                    "listing again",
                     self._cluster.name,
                     kind,
                     len(stale),
                     self._period,
                     sample,
                 )
-                restart()
-
-
-def restart() -> None:
-    """Replace this process with a fresh copy of itself (same PID, same command line)."""
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+                on_stale()
+                self._suspects[kind] = {}

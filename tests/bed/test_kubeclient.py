@@ -17,9 +17,10 @@ from kubernetes import client as k8s
 from clusters.bed import Bed
 from tests.helpers import wait_for
 from trainjob.constants import Kind
-from trainjob.informer import Informer
+from trainjob.informer import Informer, key_of
 from trainjob.kube import Cluster
 from trainjob.kubeclient import ApiClient, ApiException, TransportError, load_credentials
+from trainjob.watchdog import WatchDog
 
 pytestmark = pytest.mark.bed
 
@@ -191,7 +192,8 @@ GONE = {
 class _Faulty:
     """The real client, recording the lists and watches an informer asks for, and breaking
     the next watch on request: its stream cut before the next event (as a reset connection
-    would), or that event replaced by the server's 410 Gone (what a watch from a
+    would), or frozen (events dropped, the stream left open), or that event replaced by the
+    server's 410 Gone (what a watch from a
     resourceVersion the server no longer keeps gets: a young bed's server still has them all)."""
 
     def __init__(self, api: ApiClient) -> None:
@@ -200,6 +202,7 @@ class _Faulty:
         self.watched_from: list[str] = []
         self.cut = threading.Event()
         self.gone = threading.Event()
+        self.frozen = threading.Event()
 
     def get_json(self, path: str, **kwargs: Any) -> Any:
         self.pages.append(dict(kwargs.get("query") or {}))
@@ -215,6 +218,8 @@ class _Faulty:
             if self.gone.is_set():
                 self.gone.clear()
                 return on_event(GONE)
+            if self.frozen.is_set():
+                return True  # dropped: the stream goes on, the cache learns nothing
             return on_event(event)
 
         self.api.watch(path, query, relay, **kwargs)
@@ -267,5 +272,41 @@ def test_an_informer_pages_its_list_resumes_a_broken_watch_and_lists_again_only_
         wait_for(lambda: informer.lists == 2, 30, what="the list after 410 Gone")
         wait_for(lambda: informer.get((ns, "after-gone")), 30, what="the ConfigMap after 410")
         assert len(informer.items()) == 9 and states[-1] is True
+    finally:
+        informer.stop()
+
+
+def test_a_frozen_watch_is_found_by_the_watchdog_and_listed_again_in_the_same_process(
+    bed: Bed, manager: str, namespace_factory: Any
+) -> None:
+    """A watch that stays open but delivers nothing (what kopf's did after an API-server
+    restart) is ended and replaced by a list, with no process restart."""
+    kube_, ns, _path = _configmaps(bed, manager, namespace_factory)
+    faulty = _Faulty(kube_.api)
+    informer = Informer(faulty, Kind("", "v1", "configmaps", "ConfigMap", True))  # type: ignore[arg-type]
+    informer.start()
+    try:
+        assert informer.synced.wait(30)
+        wait_for(lambda: faulty.watched_from, 10, what="the first watch")
+        faulty.frozen.set()  # from now on the stream hands nothing over, and stays open
+        meta = {"name": "while-frozen", "namespace": ns}
+        kube_.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta})
+        time.sleep(2)
+        assert informer.get((ns, "while-frozen")) is None  # frozen indeed
+
+        def cached() -> list[tuple[Any, str]]:
+            return [(key_of(o), str(o["metadata"]["resourceVersion"])) for o in informer.items()]
+
+        def relist() -> None:
+            faulty.frozen.clear()
+            informer.relist()
+
+        dog = WatchDog(kube_, [("v1", "ConfigMap", cached, relist)], period=60)
+        dog.check()  # a suspect: out of date, for the first time
+        assert informer.lists == 1
+        dog.check()  # still out of date a period later: frozen, listed again
+        wait_for(lambda: informer.lists == 2, 10, what="the list the watchdog asked for")
+        assert informer.get((ns, "while-frozen")) is not None
+        assert len(faulty.watched_from) == 2  # the frozen watch ended, a new one began
     finally:
         informer.stop()

@@ -1,11 +1,14 @@
 """What our API client does when no answer comes: a loopback port that accepts and never
-answers (a timeout), and one that refuses. Both are transient (kube.io_retry retries them).
-And what it keeps of an error answer, from a loopback HTTP server."""
+answers (a timeout, or the low-speed limit without one), and one that refuses. Both are
+transient (kube.io_retry retries them). And what it keeps of an error answer, and how long it
+waits when told to (Retry-After), from a loopback HTTP server."""
 
 from __future__ import annotations
 
+import itertools
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,33 +16,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pycurl
 import pytest
 
-from trainjob import kube
+from trainjob import kube, kubeclient
 from trainjob.kubeclient import ApiClient, ApiException, TransportError, load_credentials
 
 
-@pytest.fixture
-def silent_server() -> Iterator[int]:
-    """A loopback port that accepts connections and never answers."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    accepted: list[socket.socket] = []
-    stop = threading.Event()
-
-    def serve() -> None:
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                accepted.append(listener.accept()[0])
-            except TimeoutError:
-                continue
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield listener.getsockname()[1]
-    stop.set()
-    thread.join()
-    for conn in accepted:
-        conn.close()
-    listener.close()
+def _client(port: int) -> ApiClient:
+    return ApiClient(load_credentials({
+        "current-context": "c",
+        "contexts": [{"name": "c", "context": {"cluster": "k"}}],
+        "clusters": [{"name": "k", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+    }))  # fmt: skip
 
 
 def test_no_answer_is_a_transient_transport_error(silent_server: int) -> None:
@@ -105,3 +91,57 @@ def test_an_error_answer_keeps_status_reason_body_and_the_headers_a_client_acts_
         assert (exc.status, exc.reason) == (429, "Too Many Requests")
         assert exc.headers == {"Content-Type": "application/json", "Retry-After": "3"}
         assert '"too many requests"' in exc.body
+
+
+def test_a_request_without_a_timeout_ends_when_its_answer_stops_coming(
+    silent_server: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The low-speed limit (30 s; 1 s here) ends it; without one it would wait for ever."""
+    monkeypatch.setattr(kubeclient, "LOW_SPEED_SECONDS", 1)
+    outcome: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            _client(silent_server).request("GET", "/api")
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(15)
+    assert not thread.is_alive(), "a request with no timeout waited on a silent server"
+    assert isinstance(outcome[0], TransportError)
+    assert outcome[0].code == pycurl.E_OPERATION_TIMEDOUT and kube._transient(outcome[0])
+
+
+def test_a_retry_waits_as_long_as_retry_after_asks() -> None:
+    """Two 429s with Retry-After: 2, then an answer: each retry came 2 s or more after the
+    refusal (the backoff alone would have sent it after 0.2-1.4 s)."""
+    arrivals: list[float] = []
+
+    class Busy(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            arrivals.append(time.monotonic())
+            refused = len(arrivals) <= 2
+            body = b'{"kind":"Status","code":429}' if refused else b'{"kind":"APIVersions"}'
+            self.send_response(429 if refused else 200)
+            self.send_header("Content-Type", "application/json")
+            if refused:
+                self.send_header("Retry-After", "2")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Busy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = _client(server.server_address[1])
+        answer = kube.io_retry(client.get_json)("/api")
+        assert answer == {"kind": "APIVersions"} and len(arrivals) == 3
+        assert all(later - earlier >= 1.95 for earlier, later in itertools.pairwise(arrivals))
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -189,6 +189,9 @@ def test_curl_is_given_the_kubeconfigs_tls_settings(tmp_path: Path) -> None:
     assert origin == "https://127.0.0.1:6443"
     assert settings[pycurl.CAINFO_BLOB] == CA.ca_crt and settings[pycurl.PROXY] == ""
     assert pycurl.SSL_VERIFYPEER not in settings  # verified, as by default
+    # A connection not made in 10 s fails; idle ones are probed (a peer gone without a word).
+    assert settings[pycurl.CONNECTTIMEOUT_MS] == 10_000 and settings[pycurl.TCP_KEEPALIVE] == 1
+    assert (settings[pycurl.TCP_KEEPIDLE], settings[pycurl.TCP_KEEPINTVL]) == (30, 10)
 
     insecure = dict(_curl_setup(replace(creds, ca_pem=None, insecure=True))[1])
     assert insecure[pycurl.SSL_VERIFYPEER] == 0 and insecure[pycurl.SSL_VERIFYHOST] == 0
