@@ -1,6 +1,6 @@
 """Benchmark: the CPU a Python controller spends per API request and per watch event, on the
-client side alone, with the client our controllers use (`trainjob.kube.Cluster` over
-`trainjob.kubeclient`: tenacity, metrics, JSON, libcurl) and its watch (libcurl too).
+client side alone, with the client our controllers use (`kubecontrol.cluster.Cluster` over
+`kubecontrol.client`: tenacity, metrics, JSON, libcurl) and its watch (libcurl too).
 
 Multiplied by the requests and watch events a TrainJob costs, it is the floor under the
 dispatcher's CPU per TrainJob before any decision is made. Objects are ConfigMaps the size of
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.figures import spread
 from clusters.bed import Bed
 from clusters.config import load_config
-from trainjob.kube import Cluster
+from kubecontrol.cluster import Cluster
 
 
 def cpu_ms_each(count: int, step: Callable[[int], object]) -> float:

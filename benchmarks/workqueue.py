@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.figures import spread as spread_of
-from trainjob.workqueue import WorkQueue
+from kubecontrol.workqueue import WorkQueue
 
 
 def one_round(workers: int, keys: int, spread: float) -> tuple[float, int]:

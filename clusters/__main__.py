@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from clusters import builds, images, install
+from clusters import builds, images, install, replicas
 from clusters.bed import Bed
 from clusters.config import load_config
 from clusters.errors import BedError
@@ -27,15 +27,15 @@ def _print_status(bed: Bed) -> bool:
             f"{','.join(map(str, s.ports)):<18} {health:<8} {s.rss_kib / 1024:>6.0f}Mi  "
             f"{s.log if not s.healthy else ''}"
         )
-    replicas = install.recorded(bed)
+    running = replicas.recorded(bed.state)
     healthy = True
-    if replicas:
+    if running:
         print(f"\n{'CLUSTER':<10} {'REPLICA':<32} {'PID':>7} {'HEALTH':<8} {'LEADS':<6} {'RSS':>8}")
-    for r in replicas:
+    for r in running:
         ok = http_ok(f"http://127.0.0.1:{r['health']}/readyz")
         healthy = healthy and ok
         leads = {None: "-", True: "yes", False: "no"}[install.leads(r["health"])]
-        pid = install.current_pid(r)
+        pid = replicas.current_pid(r)
         rss = resident_kib(pid) if ok else 0
         total += rss
         print(
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         bed = Bed(config)
         if args.command == "up":
             bed.up()
-            if args.install and not install.recorded(bed):
+            if args.install and not replicas.recorded(bed.state):
                 install.install_product(bed)
             return 0 if _print_status(bed) else 1
         if args.command == "down":

@@ -16,10 +16,17 @@ from typing import Any, Literal
 import yaml
 from kubernetes import client
 
-from clusters import builds, images, install, nodes, peer, processes
+from clusters import builds, images, nodes, peer, processes, replicas
 from clusters.config import REAL_NODES_MARKER, REPO_ROOT, BedConfig, ClusterSpec, Port, load_config
 from clusters.errors import BedError
-from clusters.kube import Applier, api_client, build_kubeconfig, load_manifests, write_kubeconfig
+from clusters.kube import (
+    Applier,
+    api_client,
+    build_kubeconfig,
+    load_manifests,
+    render,
+    write_kubeconfig,
+)
 from clusters.kueue import build_config, build_crds, build_webhook_configurations
 from clusters.pki import CertPair, ensure_ca, ensure_cert, ensure_service_account_keys
 from clusters.processes import Component
@@ -511,9 +518,7 @@ class Bed:
         if is_peer:
             ours = peer.crds()
             if spec.role == "worker":
-                ours += peer.worker_webhooks(
-                    self.config, spec.name, self.ca().cert_pem(), install.render
-                )
+                ours += peer.worker_webhooks(self.config, spec.name, self.ca().cert_pem(), render)
         else:
             ours = [
                 doc
@@ -707,7 +712,7 @@ class Bed:
         """Stop every process the bed started (by PID), newest first, then remove its state."""
         start = time.monotonic()
         if self.state.exists():
-            if install.stop_recorded(self):
+            if replicas.stop_recorded(self.state):
                 _say("our controllers: stopped")
 
             def stop_cluster(spec: ClusterSpec) -> None:

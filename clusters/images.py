@@ -36,7 +36,7 @@ DEBIAN_MIRROR = "http://deb.debian.org/debian"
 EXAMPLES_TRAIN = REPO_ROOT / "examples" / "train"
 TRAINING_FILES = Path(__file__).resolve().parent / "training_image"
 # What the product's image holds: a change to any of these rebuilds it.
-PRODUCT_SOURCES = ("pyproject.toml", "trainjob", "dispatcher", "worker_controller",
+PRODUCT_SOURCES = ("pyproject.toml", "kubecontrol", "trainjob", "dispatcher", "worker_controller",
                    "kubectl_trainjob", "deploy/image/build.sh")  # fmt: skip
 
 

@@ -20,11 +20,8 @@ container's command as a local process with what a pod would get:
 from __future__ import annotations
 
 import base64
-import contextlib
-import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -37,11 +34,11 @@ import yaml
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
-from clusters.builds import binary
+from clusters import replicas as replicas_record
 from clusters.config import Port
 from clusters.errors import BedError
-from clusters.kube import Applier, load_manifests
-from clusters.processes import http_ok, log_tail, port_in_use, runs
+from clusters.kube import Applier, load_manifests, render
+from clusters.processes import http_ok, log_tail, port_in_use
 
 if TYPE_CHECKING:
     from clusters.bed import Bed
@@ -107,19 +104,6 @@ class Replica:
             "pid_file": str(self.log.with_suffix(".pid")),
             "program": self.argv[0],
         }
-
-
-def render(overlay: Path) -> list[Dict]:
-    """`kubectl kustomize <overlay>` with the bed's kubectl."""
-    kubectl = binary("kubectl")
-    if not kubectl.is_file():
-        raise BedError(f"kubectl is not built yet ({kubectl}); run `python -m clusters build`")
-    out = subprocess.run(
-        [str(kubectl), "kustomize", str(overlay)], capture_output=True, text=True, check=False
-    )
-    if out.returncode != 0:
-        raise BedError(f"kubectl kustomize {overlay} failed:\n{out.stderr}")
-    return load_manifests(out.stdout)
 
 
 def webhook_url(hook: Dict, port: int) -> None:
@@ -406,7 +390,7 @@ def install_product(
     except BaseException:
         stop_product(bed, replicas)
         raise
-    write_state(bed, replicas)
+    replicas_record.write_state(bed.state, [{"cluster": r.cluster, **r.state()} for r in replicas])
     return replicas
 
 
@@ -504,66 +488,7 @@ def stop_product(bed: Bed, replicas: list[Replica]) -> None:
             except client.ApiException as exc:
                 if exc.status != 404:
                     raise
-    forget_recorded(bed, replicas)
-
-
-def forget_recorded(bed: Bed, replicas: list[Replica]) -> None:
-    """Drop these replicas from the install's record (the file goes with the last): another
-    install's replicas, still running, stay recorded for `down` to stop."""
-    mine = {str(r.state()["pid_file"]) for r in replicas}
-    left = [r for r in recorded(bed) if str(r.get("pid_file")) not in mine]
-    if left:
-        state_file(bed).write_text(json.dumps(left, indent=2))
-    else:
-        state_file(bed).unlink(missing_ok=True)
-
-
-def state_file(bed: Bed) -> Path:
-    return bed.state / "replicas.json"
-
-
-def write_state(bed: Bed, replicas: list[Replica]) -> None:
-    state_file(bed).write_text(
-        json.dumps([{"cluster": r.cluster, **r.state()} for r in replicas], indent=2)
-    )
-
-
-def recorded(bed: Bed) -> list[Dict]:
-    """The replicas an install left running (for `status` and `down`)."""
-    try:
-        return list(json.loads(state_file(bed).read_text()))
-    except (OSError, ValueError):
-        return []
-
-
-def stop_recorded(bed: Bed) -> int:
-    """Stop the replicas an install left running (SIGTERM, then SIGKILL after 20 s), each only
-    if its PID still runs the program we started; returns how many were running."""
-    stopped = 0
-    for record in recorded(bed):
-        pid = current_pid(record)
-        if not runs(pid, record["program"]):
-            continue
-        stopped += 1
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        while runs(pid, record["program"]) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if runs(pid, record["program"]):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-    state_file(bed).unlink(missing_ok=True)
-    return stopped
-
-
-def current_pid(record: Dict) -> int:
-    """A recorded replica's PID now (every start writes it to the replica's pid file); 0 when
-    the file is gone."""
-    try:
-        return int(Path(record["pid_file"]).read_text())
-    except (OSError, ValueError):
-        return 0
+    replicas_record.forget_recorded(bed.state, {str(r.state()["pid_file"]) for r in replicas})
 
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from kubernetes import client, config
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
+from clusters.builds import binary
 from clusters.errors import BedError
 
 FIELD_MANAGER = "trainjob-bed"
@@ -122,3 +124,16 @@ class Applier:
             if pending:
                 time.sleep(0.2)
         self._dyn.resources.invalidate_cache()
+
+
+def render(overlay: Path) -> list[dict[str, Any]]:
+    """`kubectl kustomize <overlay>` with the bed's kubectl."""
+    kubectl = binary("kubectl")
+    if not kubectl.is_file():
+        raise BedError(f"kubectl is not built yet ({kubectl}); run `python -m clusters build`")
+    out = subprocess.run(
+        [str(kubectl), "kustomize", str(overlay)], capture_output=True, text=True, check=False
+    )
+    if out.returncode != 0:
+        raise BedError(f"kubectl kustomize {overlay} failed:\n{out.stderr}")
+    return load_manifests(out.stdout)

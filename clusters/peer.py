@@ -69,7 +69,7 @@ def webhook_configurations(
 
 def worker_webhooks(config: BedConfig, cluster: str, ca_pem: bytes, render: Any) -> list[Dict]:
     """JobSet's and Trainer's webhook configurations for a worker's loopback servers;
-    `render` is `kubectl kustomize` (clusters.install.render)."""
+    `render` is `kubectl kustomize` (clusters.kube.render)."""
     base = config.port(cluster, Port.CONTROLLER_BASE)
     return [
         *webhook_configurations(

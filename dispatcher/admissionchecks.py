@@ -3,16 +3,14 @@ each names, and the `Active` conditions of both, with Kueue's reasons."""
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
+from dispatcher.kueue_status import set_active_condition
 from dispatcher.memo import Memo
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.caches import Caches
-from trainjob.kube import Cluster
-from trainjob.kubeclient import ApiException
 
 Dict = dict[str, Any]
 
@@ -133,69 +131,3 @@ def check_active(problem: str | None, clusters: dict[str, bool | None]) -> tuple
     if len(missing) + len(inactive) < len(clusters):
         return True, "SomeActiveClusters", ", ".join(parts)
     return False, "NoUsableClusters", ", ".join(parts)
-
-
-def down_since(mkc: Dict) -> float | None:
-    """Since when (epoch seconds) a MultiKueueCluster has been recorded as not Active: the
-    worker-lost clock as it stood before this process started. None when it was Active (or
-    never reported)."""
-    active = cond.find(list((mkc.get("status") or {}).get("conditions") or []), "Active")
-    if active is None or active.get("status") != "False" or not active.get("lastTransitionTime"):
-        return None
-    return cond.parse_time(str(active["lastTransitionTime"])).timestamp()
-
-
-def _guard(obj: Dict) -> Dict:
-    """The resourceVersion precondition of a write planned from `obj` (the conditions list is
-    replaced whole: a write planned from an old version must not undo a newer one)."""
-    version = obj["metadata"].get("resourceVersion")
-    return {"resourceVersion": version} if version else {}
-
-
-def set_active_condition(
-    manager: Cluster, obj: Dict, active: bool, reason: str, message: str
-) -> None:
-    """Write the `Active` condition of a Kueue object only when it changed (and only as the
-    leader: a standby's view is the leader's to write)."""
-    set_conditions(manager, obj, [("Active", active, reason, message)])
-
-
-def set_conditions(manager: Cluster, obj: Dict, updates: list[tuple[str, bool, str, str]]) -> None:
-    """Write conditions (type, status, reason, message) of a Kueue object in one write, only
-    when one changed (and only as the leader)."""
-    if not manager.writable():
-        return
-    before = list((obj.get("status") or {}).get("conditions") or [])
-    conditions = before
-    for ctype, status, reason, message in updates:
-        old = cond.find(conditions, ctype)
-        if (
-            old
-            and old.get("status") == ("True" if status else "False")
-            and old.get("reason") == reason
-            and old.get("message") == message
-        ):
-            continue
-        conditions = cond.set_condition(
-            conditions,
-            ctype,
-            status,
-            reason,
-            message,
-            dt.datetime.now(dt.UTC),
-            obj["metadata"].get("generation"),
-        )
-    if conditions == before:
-        return
-    try:
-        manager.patch(
-            c.KUEUE_API,
-            obj["kind"],
-            obj["metadata"]["name"],
-            None,
-            {"metadata": _guard(obj), "status": {"conditions": conditions}},
-            subresource="status",
-        )
-    except ApiException as exc:
-        if exc.status not in (404, 409):
-            raise

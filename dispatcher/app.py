@@ -16,15 +16,15 @@ from dispatcher.watches import (
     on_synced,
     watches,
 )
+from kubecontrol import controller
+from kubecontrol.workqueue import WorkQueue
 from trainjob import constants as c
-from trainjob import operator
-from trainjob.workqueue import WorkQueue
 
 
 def main(argv: list[str] | None = None) -> int:
     settings, verbose = DispatcherSettings.from_argv(argv, "python -m dispatcher", __doc__)
-    operator.setup_logging(verbose)
-    manager = operator.connect(settings, c.DISPATCHER_FIELD_MANAGER)
+    controller.setup_logging(verbose)
+    manager = controller.connect(settings, c.DISPATCHER_FIELD_MANAGER)
     memo = Memo(settings=settings, manager=manager)
     manager.may_write = memo.leads
     memo.queue = WorkQueue(
@@ -41,8 +41,13 @@ def main(argv: list[str] | None = None) -> int:
         lambda cluster: on_remote_room(memo, cluster),
         lambda cluster, event: on_remote_event(memo, cluster, event),
     )
-    operator.elect(memo, manager, lambda: on_leading(memo))
-    operator.run(
-        memo, manager, watches(memo), webhooks.routes(memo), on_synced=lambda: on_synced(memo)
+    controller.elect(memo, manager, lambda: on_leading(memo))
+    controller.run(
+        memo,
+        manager,
+        watches(memo),
+        webhooks.routes(memo),
+        on_synced=lambda: on_synced(memo),
+        webhook_resource=(c.TRAINJOB.group, c.TRAINJOB.plural),
     )
     return 0

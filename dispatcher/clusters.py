@@ -11,19 +11,19 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from dispatcher.admissionchecks import down_since, set_conditions
+from dispatcher import metrics
 from dispatcher.kubeconfigs import (
     check_kubeconfig,
     check_kubeconfig_file,
     kubeconfig_path_problem,
 )
+from dispatcher.kueue_status import down_since, set_conditions
 from dispatcher.remote import RemoteCluster
 from dispatcher.settings import DispatcherSettings
+from kubecontrol.cluster import Cluster
+from kubecontrol.informer import Informer
 from trainjob import constants as c
-from trainjob import metrics
 from trainjob.caches import Caches
-from trainjob.informer import Informer
-from trainjob.kube import Cluster
 
 Dict = dict[str, Any]
 log = logging.getLogger("dispatcher.clusters")

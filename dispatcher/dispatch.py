@@ -17,10 +17,10 @@ from typing import Any, Protocol
 
 from dispatcher.capacity import Fit
 from dispatcher.status_sync import status_back
+from kubecontrol.events import Event
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob import workload as wlmod
-from trainjob.events import Event
 from trainjob.jsondoc import json_copy
 from trainjob.status_writes import hold
 

@@ -7,16 +7,16 @@ import datetime as dt
 import logging
 from typing import Any
 
+from dispatcher import metrics
 from dispatcher.clusters import Registry
 from dispatcher.dispatch import DispatchPlan, RemoteAction
 from dispatcher.intake import IntakePlan
 from dispatcher.remote import KINDS
+from kubecontrol.client import ApiException
+from kubecontrol.cluster import Cluster, guarded_write
+from kubecontrol.workqueue import WriteMemory
 from trainjob import constants as c
-from trainjob import metrics
 from trainjob import workload as wlmod
-from trainjob.kube import Cluster, guarded_write
-from trainjob.kubeclient import ApiException
-from trainjob.workqueue import WriteMemory
 
 Dict = dict[str, Any]
 log = logging.getLogger("dispatcher")

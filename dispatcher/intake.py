@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubecontrol.events import Event
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob import workload as wlmod
-from trainjob.events import Event
 from trainjob.models import queue_label
 from trainjob.runtime import RuntimeProblem
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from trainjob.kubeclient import ApiClient, KubeconfigError, credentials_from_kubeconfig
+from kubecontrol.client import ApiClient, KubeconfigError, credentials_from_kubeconfig
 
 Dict = dict[str, Any]
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

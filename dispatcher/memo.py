@@ -6,9 +6,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from trainjob import operator
-from trainjob.kube import Cluster
-from trainjob.workqueue import WriteMemory
+from kubecontrol import controller
+from kubecontrol.cluster import Cluster
+from kubecontrol.workqueue import WriteMemory
+from trainjob.caches import Caches
 
 if TYPE_CHECKING:
     from dispatcher.clusters import Registry
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(kw_only=True, eq=False)
-class Memo(operator.ControllerMemo):
+class Memo(controller.ControllerMemo):
     settings: DispatcherSettings
     manager: Cluster
     registry: Registry = field(init=False)  # the workers: connections, watches, caches
@@ -33,3 +34,8 @@ class Memo(operator.ControllerMemo):
         self.resync_now.set()
         super().shut_down()
         self.registry.stop()
+
+    @property
+    def caches(self) -> Caches:
+        """Typed reads of the caches (trainjob/caches.py)."""
+        return Caches(self.indexes)

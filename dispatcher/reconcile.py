@@ -32,17 +32,19 @@ from dispatcher.intake import (
     undecided_for,
     undispatched_message,
 )
+from dispatcher.kueue_status import down_since
 from dispatcher.memo import Memo
 from dispatcher.selection import SelectionError, selection_of
 from dispatcher.settings import DispatcherSettings
+from kubecontrol.client import ApiException
+from kubecontrol.cluster import Cluster
 from trainjob import constants as c
-from trainjob import operator, queueing
+from trainjob import queueing
 from trainjob import workload as wlmod
 from trainjob.caches import Caches
 from trainjob.conditions import trainjob_finished
-from trainjob.kube import Cluster
-from trainjob.kubeclient import ApiException
 from trainjob.models import InvalidObject, parse_trainjob
+from trainjob.naming import owner_name
 from trainjob.queueing_io import execute_queue_plan, observe_queueing
 from trainjob.runtime import RuntimeProblem
 from trainjob.status_writes import held_key
@@ -135,7 +137,7 @@ def _dispatch(memo: Memo, caches: Caches, trainjob: Dict, wl_name: str) -> float
     """The MultiKueue check of a TrainJob's Workload: dispatch, watch, sync back, retry."""
     namespace = trainjob["metadata"]["namespace"]
     cached = caches.workload(namespace, wl_name)
-    if cached is None or operator.owner_name(cached) != trainjob["metadata"]["name"]:
+    if cached is None or owner_name(cached) != trainjob["metadata"]["name"]:
         return None
     wl = {"apiVersion": c.KUEUE_API, "kind": c.WORKLOAD.kind, **cached}
     checks = admissionchecks.our_checks(memo, caches)
@@ -256,7 +258,7 @@ def _lost_for(caches: Caches, cluster: str) -> float:
     mkc = caches.first("cluster_index", cluster)
     if mkc is None:
         return float("inf")
-    since = admissionchecks.down_since(mkc)
+    since = down_since(mkc)
     return 0.0 if since is None else max(0.0, time.time() - since)
 
 

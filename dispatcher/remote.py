@@ -1,6 +1,6 @@
 """One worker cluster seen from the manager: its own client, watches, cache and connection state.
 
-Each RemoteCluster runs one informer (trainjob/informer.py) per watched kind (Workloads and
+Each RemoteCluster runs one informer (kubecontrol/informer.py) per watched kind (Workloads and
 TrainJobs carrying our origin label). A failing watch marks the cluster disconnected and lists
 again with exponential backoff; it never blocks other clusters. Every change calls
 `on_change(namespace, name, urgent)` and every change of the connection state `on_state(cluster)`;
@@ -26,10 +26,11 @@ from collections.abc import Callable
 from typing import Any
 
 from dispatcher.capacity import Fit, Table, cohort_of, fit, reserved
+from kubecontrol.cluster import Cluster
+from kubecontrol.informer import Informer
+from kubecontrol.kinds import Kind
 from trainjob import conditions as cond
 from trainjob import constants as c
-from trainjob.informer import Informer
-from trainjob.kube import Cluster
 
 Dict = dict[str, Any]
 log = logging.getLogger("dispatcher.remote")
@@ -54,7 +55,7 @@ COPY_METADATA = ("name", "namespace", "uid", "resourceVersion", "deletionTimesta
 WORKLOAD_CONDITIONS = frozenset({"QuotaReserved", "Admitted", "Evicted", "Finished"})
 
 
-def _copy_seen(kind: c.Kind, obj: Dict) -> Dict:
+def _copy_seen(kind: Kind, obj: Dict) -> Dict:
     """What the cache keeps of a copy of `kind` (the informer's transform)."""
     meta = obj["metadata"]
     seen: Dict = {

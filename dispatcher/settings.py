@@ -8,8 +8,8 @@ from typing import Any, Literal, Self
 
 from pydantic import Field, model_validator
 
+from kubecontrol.settings import ConfigFileError, ControllerSettings, read_yaml_mapping
 from trainjob import constants as c
-from trainjob.settings import ConfigFileError, ControllerSettings, read_yaml_mapping
 
 
 class DispatcherSettings(ControllerSettings):

@@ -13,9 +13,12 @@ from dispatcher import admissionchecks, gc
 from dispatcher.clusters import manager_runtimes
 from dispatcher.memo import Memo
 from dispatcher.mirror import mirror
+from kubecontrol import controller
+from kubecontrol.controller import Watch
 from trainjob import constants as c
-from trainjob import operator, queueing
-from trainjob.operator import Watch
+from trainjob import queueing
+from trainjob.caches import WATCHDOG_CACHES
+from trainjob.naming import owner_name
 
 Dict = dict[str, Any]
 
@@ -53,7 +56,7 @@ def on_synced(memo: Memo) -> None:
     memo.registry.watch_secrets(lambda name: on_secret_change(memo, name))
     memo.queue.start()
     threading.Thread(target=gc.resync_loop, args=(memo,), name="resync", daemon=True).start()
-    operator.start_watchdog(memo, memo.manager)
+    controller.start_watchdog(memo, memo.manager, WATCHDOG_CACHES)
 
 
 def on_leading(memo: Memo) -> None:
@@ -90,11 +93,11 @@ def on_secret_change(memo: Memo, name: str) -> None:
 # ---- Workloads and TrainJobs, here and on the workers: queue the TrainJob ------------------
 #
 # Watch events only put the TrainJob's key on the work queue; its workers reconcile from the
-# caches (trainjob/workqueue.py).
+# caches (kubecontrol/workqueue.py).
 
 
 def _enqueue_owner(memo: Memo, workload: dict[str, Any] | None) -> None:
-    owner = operator.owner_name(workload)
+    owner = owner_name(workload)
     if workload is not None and owner:
         memo.queue.add((workload["metadata"]["namespace"], owner))
 

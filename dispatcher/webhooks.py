@@ -14,11 +14,11 @@ from typing import Any, TypeVar
 from dispatcher.admissionchecks import Getter, cq_has_our_check
 from dispatcher.memo import Memo
 from dispatcher.selection import SelectionError, selection_of
+from kubecontrol.admission import Verdict, refuse
+from kubecontrol.webhook_server import Handler
 from trainjob import admission as rules
 from trainjob import constants as c
-from trainjob.admission import Verdict, refuse
 from trainjob.caches import Caches
-from trainjob.webhook_server import Handler
 
 Dict = dict[str, Any]
 T = TypeVar("T")

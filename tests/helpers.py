@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TypeVar
+
+from kubecontrol.client import ApiClient, load_credentials
 
 T = TypeVar("T")
 
@@ -42,3 +47,24 @@ def stays_false(
         if predicate():
             raise AssertionError(f"{what} happened within {seconds:.0f}s")
         time.sleep(interval)
+
+
+def loopback_client(port: int) -> ApiClient:
+    """Our API client for plain HTTP on a loopback port (a test server of the test's own)."""
+    return ApiClient(load_credentials({
+        "current-context": "c",
+        "contexts": [{"name": "c", "context": {"cluster": "k"}}],
+        "clusters": [{"name": "k", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+    }))  # fmt: skip
+
+
+@contextlib.contextmanager
+def http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
+    """A loopback HTTP server answering with `handler`, in a thread; yields its port."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,14 +1,10 @@
-"""Admission decisions for TrainJobs (pure): what the mutating and validating webhooks do,
-and the AdmissionReview answer that carries them."""
+"""Admission decisions for TrainJobs (pure): what the mutating and validating webhooks do
+(their answer is a `kubecontrol.admission.Verdict`)."""
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-from dataclasses import dataclass
 from typing import Any
-
-import orjson
 
 from trainjob import conditions as cond
 from trainjob import constants as c
@@ -62,22 +58,6 @@ def validate_queue(body: Dict, local_queue: Dict | None) -> str | None:
     )
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """A webhook's answer to one admission request: allowed (with JSON patch operations for
-    a mutating webhook) or refused with a message and an HTTP code, which the API server
-    hands to the user."""
-
-    allowed: bool = True
-    message: str = ""
-    code: int = 0
-    patch: tuple[Dict, ...] = ()
-
-
-def refuse(message: str, code: int = 422) -> Verdict:
-    return Verdict(allowed=False, message=message, code=code)
-
-
 def trainjob_patch(obj: Dict, spec: Dict, finalizers: list[str] | None = None) -> tuple[Dict, ...]:
     """JSON patch operations that set the `spec` fields given (and `metadata.finalizers`).
     "add" on an object member replaces a value already there (RFC 6902), so one operation per
@@ -95,22 +75,3 @@ def trainjob_patch(obj: Dict, spec: Dict, finalizers: list[str] | None = None) -
 def _pointer(key: str) -> str:
     """One JSON pointer token (RFC 6901)."""
     return key.replace("~", "~0").replace("/", "~1")
-
-
-def review_response(review: Dict, verdict: Verdict) -> Dict:
-    """The AdmissionReview sent back for `review` (its request's uid echoed, as the API
-    server requires)."""
-    response: Dict = {
-        "uid": (review.get("request") or {}).get("uid", ""),
-        "allowed": verdict.allowed,
-    }
-    if not verdict.allowed:
-        response["status"] = {"code": verdict.code or 500, "message": verdict.message}
-    elif verdict.patch:
-        response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(orjson.dumps(list(verdict.patch))).decode("ascii")
-    return {
-        "apiVersion": review.get("apiVersion") or "admission.k8s.io/v1",
-        "kind": review.get("kind") or "AdmissionReview",
-        "response": response,
-    }

@@ -1,44 +1,20 @@
-"""Typed reads of the watch caches a controller keeps (`ControllerMemo.indexes`, filled by
-the informers of its `Watch` table, trainjob/operator.py). Every cache maps a key to the
-objects under it: a name for cluster-scoped kinds, (namespace, name) for namespaced ones, and
-for a grouped cache (`Watch.groups`) the group's key, e.g. the TrainJob a Job belongs to.
-"""
+"""Typed reads of the caches both controllers keep, by the names their watch tables give
+them (`trainjob_index`, `workload_index`, ...; kubecontrol/caches.py has the generic reads)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Mapping
 from typing import Any
 
+from kubecontrol import caches
 from trainjob import constants as c
 
 Dict = dict[str, Any]
+# The caches the watchdog compares with the API (kubecontrol/watchdog.py): the busiest, whose
+# freezing would stop every TrainJob.
+WATCHDOG_CACHES = {"trainjob_index": c.TRAINJOB, "workload_index": c.WORKLOAD}
 
 
-class Caches:
-    def __init__(self, indexes: Mapping[str, Any]) -> None:
-        self._indexes = indexes
-
-    def index(self, name: str) -> Mapping[Any, Collection[Dict]]:
-        found: Mapping[Any, Collection[Dict]] = self._indexes[name]
-        return found
-
-    def first(self, name: str, key: Hashable) -> Dict | None:
-        """The object under `key` in the index `name`, if any."""
-        store = self.index(name).get(key)
-        return next(iter(store), None) if store else None
-
-    def every(self, name: str, key: Hashable) -> list[Dict]:
-        """Every object under `key` (indexes keyed by an owner hold several)."""
-        return list(self.index(name).get(key, []))
-
-    def all(self, name: str) -> list[Dict]:
-        index = self.index(name)
-        return [obj for key in list(index) for obj in index.get(key, [])]
-
-    def keys(self, name: str) -> list[tuple[str, str]]:
-        """The (namespace, name) keys of a namespaced index."""
-        return [k for k in list(self.index(name)) if isinstance(k, tuple)]
-
+class Caches(caches.Caches):
     # ---- the kinds both controllers read ----------------------------------------------------
 
     def trainjob(self, namespace: str, name: str) -> Dict | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from kubecontrol.kinds import Kind
 
 # Our own domain: keys we invent live under it and nowhere else.
 DOMAIN = "trainjob.dev"
@@ -100,18 +100,6 @@ MPI_SSH_PORT = 22
 
 
 # --- the kinds we read and write: one coordinate each ----------------------------------------
-class Kind(NamedTuple):
-    group: str  # "" for the core API
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-
 TRAINJOB = Kind(TRAINER_GROUP, TRAINER_VERSION, TRAINJOB_PLURAL, "TrainJob", True)
 TRAINING_RUNTIME = Kind(
     TRAINER_GROUP, TRAINER_VERSION, "trainingruntimes", TRAINING_RUNTIME_KIND, True

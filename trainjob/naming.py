@@ -44,3 +44,9 @@ def owner_of(trainjob_body: dict[str, Any]) -> dict[str, Any]:
     """The controller ownerReference to a TrainJob given as an API object."""
     meta = trainjob_body["metadata"]
     return owner_reference(meta["name"], meta["uid"])
+
+
+def owner_name(obj: dict[str, Any] | None, kind: str = "TrainJob") -> str | None:
+    """Name of the first owner of `kind` in an object's ownerReferences."""
+    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
+    return next((str(r["name"]) for r in refs if r.get("kind") == kind), None)

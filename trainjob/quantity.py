@@ -1,7 +1,7 @@
 """Kubernetes resource quantities ("500m", "4Gi", "1e3") as exact Decimals.
 
 Written out here, from apimachinery's grammar, so that the controllers need not import the
-kubernetes client's package (see `trainjob.kubeclient`):
+kubernetes client's package (see `kubecontrol.client`):
 
     quantity ::= signedNumber suffix
     suffix   ::= binarySI (Ki Mi Gi Ti Pi Ei) | decimalSI (n u m "" k M G T P E)

@@ -13,11 +13,11 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubecontrol.events import Event
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob import readiness
 from trainjob import workload as wlmod
-from trainjob.events import Event
 from trainjob.models import TrainJob, prebuilt_label, queue_label
 from trainjob.naming import owner_reference
 from trainjob.runtime import PodSetShape, RuntimeInfo, RuntimeProblem, resolve_runtime_info

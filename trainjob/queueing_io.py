@@ -9,10 +9,11 @@ import json
 import logging
 from typing import Any
 
+from kubecontrol.client import ApiException
+from kubecontrol.cluster import Cluster, guarded_write
+from kubecontrol.workqueue import WriteMemory
 from trainjob import constants as c
 from trainjob.caches import Caches
-from trainjob.kube import Cluster, guarded_write
-from trainjob.kubeclient import ApiException
 from trainjob.lru import LRU
 from trainjob.models import TrainJob
 from trainjob.queueing import (
@@ -24,7 +25,6 @@ from trainjob.queueing import (
     observe,
     shape_of,
 )
-from trainjob.workqueue import WriteMemory
 
 Dict = dict[str, Any]
 log = logging.getLogger("trainjob.queueing")

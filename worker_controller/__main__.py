@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from trainjob.kubeclient import keep_kubernetes_client_out
+from kubecontrol.client import keep_kubernetes_client_out
 
 
 def main(argv: list[str] | None = None) -> int:

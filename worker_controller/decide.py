@@ -10,9 +10,9 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubecontrol.events import Event
 from trainjob import conditions as cond
 from trainjob import constants as c
-from trainjob.events import Event
 from trainjob.models import InvalidObject, TrainJob, parse_trainjob
 from trainjob.naming import owner_of
 from trainjob.runtime import RuntimeInfo, resolve_runtime_info

@@ -8,8 +8,8 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from trainjob.kube import Cluster
-from trainjob.kubeclient import ApiException
+from kubecontrol.client import ApiException
+from kubecontrol.cluster import Cluster
 from trainjob.naming import owner_of
 from worker_controller import builders
 from worker_controller.decide import Plan

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from trainjob import operator
-from trainjob.kube import Cluster
-from trainjob.workqueue import WriteMemory
+from kubecontrol import controller
+from kubecontrol.cluster import Cluster
+from kubecontrol.workqueue import WriteMemory
+from trainjob.caches import Caches
 from worker_controller.settings import WorkerSettings
 
 
 @dataclass(kw_only=True, eq=False)
-class Memo(operator.ControllerMemo):
+class Memo(controller.ControllerMemo):
     settings: WorkerSettings
     cluster: Cluster
     # UIDs of TrainJobs the API says are gone while the watch cache still holds them (a watch
@@ -19,3 +20,8 @@ class Memo(operator.ControllerMemo):
     gone: set[str] = field(default_factory=set)
     # Workloads the API refused, so the same one is not sent again.
     memory: WriteMemory = field(default_factory=WriteMemory)
+
+    @property
+    def caches(self) -> Caches:
+        """Typed reads of the caches (trainjob/caches.py)."""
+        return Caches(self.indexes)

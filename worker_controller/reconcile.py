@@ -12,12 +12,12 @@ import datetime as dt
 import logging
 from typing import Any
 
+from kubecontrol.client import ApiException
+from kubecontrol.cluster import Cluster
 from trainjob import constants as c
 from trainjob import queueing
 from trainjob.caches import Caches
 from trainjob.conditions import trainjob_finished
-from trainjob.kube import Cluster
-from trainjob.kubeclient import ApiException
 from trainjob.models import parse_trainjob
 from trainjob.queueing_io import execute_queue_plan, observe_queueing
 from trainjob.status_writes import held_key

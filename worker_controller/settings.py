@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from trainjob.settings import ControllerSettings
+from kubecontrol.settings import ControllerSettings
 
 
 class WorkerSettings(ControllerSettings):

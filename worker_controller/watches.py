@@ -1,5 +1,5 @@
 """What the worker controller watches (`watches`: one table), and what each event does: it
-only puts a TrainJob's key on the work queue (trainjob/workqueue.py); the pass for a key is
+only puts a TrainJob's key on the work queue (kubecontrol/workqueue.py); the pass for a key is
 `reconcile.sync_trainjob` (observe -> pure decision -> execute).
 """
 
@@ -8,11 +8,12 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from kubecontrol.controller import Watch, start_watchdog
 from trainjob import constants as c
+from trainjob.caches import WATCHDOG_CACHES
 from trainjob.conditions import trainjob_finished
 from trainjob.models import prebuilt_label
 from trainjob.naming import owning_trainjob
-from trainjob.operator import Watch, start_watchdog
 from trainjob.workload import workload_name
 from worker_controller import status
 from worker_controller.memo import Memo
@@ -128,7 +129,7 @@ def on_synced(memo: Memo) -> None:
     """Once the caches are in: the work queue's workers, the resync loop, the watchdog."""
     memo.queue.start()
     threading.Thread(target=_resync_loop, args=(memo,), name="resync", daemon=True).start()
-    start_watchdog(memo, memo.cluster)
+    start_watchdog(memo, memo.cluster, WATCHDOG_CACHES)
 
 
 def _resync_loop(memo: Memo) -> None:

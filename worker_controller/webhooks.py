@@ -8,10 +8,10 @@ import datetime as dt
 from functools import partial
 from typing import Any
 
+from kubecontrol.admission import Verdict, refuse
+from kubecontrol.webhook_server import Handler, in_thread
 from trainjob import admission as rules
 from trainjob import constants as c
-from trainjob.admission import Verdict, refuse
-from trainjob.webhook_server import Handler, in_thread
 from worker_controller.memo import Memo
 
 Dict = dict[str, Any]

@@ -11,8 +11,8 @@ import pytest
 from kubernetes import client
 
 from clusters.bed import Bed
+from kubecontrol.cluster import Cluster
 from tests.helpers import wait_for
-from trainjob.kube import Cluster
 
 pytestmark = pytest.mark.bed
 
@@ -270,7 +270,7 @@ def test_deleting_a_namespace_removes_its_objects(bed: Bed, worker_names: list[s
 
 
 def test_our_client_lists_metadata_only_page_by_page(bed: Bed, namespace_factory: Any) -> None:
-    """The watchdog's listing (trainjob/kube.py `list_metadata`) against the real API server:
+    """The watchdog's listing (kubecontrol/cluster.py `list_metadata`) against the real API server:
     every object across pages, with names and resourceVersions, and no data."""
     worker = bed.config.workers[0].name
     ns = namespace_factory(worker, "meta")

@@ -18,10 +18,10 @@ from kubernetes import client
 
 from clusters.bed import Bed
 from clusters.install import service_account_token
-from trainjob import kubeclient
-from trainjob.certs import issue
-from trainjob.kube import Cluster
-from trainjob.kubeclient import ApiClient, ApiException, TransportError, in_cluster_credentials
+from kubecontrol import client as kubeclient
+from kubecontrol.certs import issue
+from kubecontrol.client import ApiClient, ApiException, TransportError, in_cluster_credentials
+from kubecontrol.cluster import Cluster
 
 pytestmark = pytest.mark.bed
 

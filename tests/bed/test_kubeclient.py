@@ -15,12 +15,12 @@ import pytest
 from kubernetes import client as k8s
 
 from clusters.bed import Bed
+from kubecontrol.client import ApiClient, ApiException, TransportError, load_credentials
+from kubecontrol.cluster import Cluster
+from kubecontrol.informer import Informer, key_of
+from kubecontrol.kinds import Kind
+from kubecontrol.watchdog import WatchDog
 from tests.helpers import wait_for
-from trainjob.constants import Kind
-from trainjob.informer import Informer, key_of
-from trainjob.kube import Cluster
-from trainjob.kubeclient import ApiClient, ApiException, TransportError, load_credentials
-from trainjob.watchdog import WatchDog
 
 pytestmark = pytest.mark.bed
 

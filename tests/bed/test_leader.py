@@ -12,21 +12,17 @@ from typing import Any
 import pytest
 
 from clusters.bed import Bed
-from trainjob.kube import Cluster, NotLeader
-from trainjob.kubeclient import ApiClient, TransportError, load_credentials
-from trainjob.leader import CLOCK_MARGIN, LeaderElector, LeaseTimings
+from kubecontrol.client import ApiClient, TransportError
+from kubecontrol.cluster import Cluster, NotLeader
+from kubecontrol.leader import CLOCK_MARGIN, LeaderElector, LeaseTimings
+from tests.helpers import loopback_client
 
 pytestmark = pytest.mark.bed
 TIMINGS = LeaseTimings(lease_duration=6, renew_deadline=4, retry_period=1)
 
 
 def _silent_cluster(port: int) -> Cluster:
-    api = ApiClient(load_credentials({
-        "current-context": "c",
-        "contexts": [{"name": "c", "context": {"cluster": "k"}}],
-        "clusters": [{"name": "k", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-    }))  # fmt: skip
-    return Cluster("silent", api, "tests")
+    return Cluster("silent", loopback_client(port), "tests")
 
 
 def _within(seconds: float, call: Any) -> BaseException | None:

@@ -15,8 +15,8 @@ import pytest
 from kubernetes import client
 
 from clusters.bed import Bed
-from clusters.install import DEPLOY, DISPATCHER, render
-from clusters.kube import Applier
+from clusters.install import DEPLOY, DISPATCHER
+from clusters.kube import Applier, render
 from demo import setup
 from tests.e2e.test_multikueue import KUEUE, TRAINER, MultiKueue, dispatcher_with
 from tests.helpers import stays_false, wait_for

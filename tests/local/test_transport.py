@@ -11,29 +11,19 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pycurl
 import pytest
 
-from trainjob import kube, kubeclient
-from trainjob.kubeclient import ApiClient, ApiException, TransportError, load_credentials
-
-
-def _client(port: int) -> ApiClient:
-    return ApiClient(load_credentials({
-        "current-context": "c",
-        "contexts": [{"name": "c", "context": {"cluster": "k"}}],
-        "clusters": [{"name": "k", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-    }))  # fmt: skip
+from kubecontrol import client as kubeclient
+from kubecontrol import cluster as kube
+from kubecontrol.client import ApiClient, ApiException, TransportError
+from tests.helpers import http_server, loopback_client
 
 
 def test_no_answer_is_a_transient_transport_error(silent_server: int) -> None:
-    silent = ApiClient(load_credentials({
-        "current-context": "c",
-        "contexts": [{"name": "c", "context": {"cluster": "k"}}],
-        "clusters": [{"name": "k", "cluster": {"server": f"http://127.0.0.1:{silent_server}"}}],
-    }))  # fmt: skip
+    silent = loopback_client(silent_server)
     with pytest.raises(TransportError) as timed_out:
         silent.request("GET", "/api", timeout=0.5)
     assert timed_out.value.code == pycurl.E_OPERATION_TIMEDOUT
@@ -67,23 +57,15 @@ def refusing_server() -> Iterator[int]:
         def log_message(self, *_: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with http_server(Refuse) as port:
+        yield port
 
 
 def test_an_error_answer_keeps_status_reason_body_and_the_headers_a_client_acts_on(
     refusing_server: int,
 ) -> None:
     # A request's header lines are not handed to Python; what an error needs, libcurl keeps.
-    client = ApiClient(load_credentials({
-        "current-context": "c",
-        "contexts": [{"name": "c", "context": {"cluster": "k"}}],
-        "clusters": [{"name": "k", "cluster": {"server": f"http://127.0.0.1:{refusing_server}"}}],
-    }))  # fmt: skip
+    client = loopback_client(refusing_server)
     for _ in range(2):  # the second on a handle that served before
         with pytest.raises(ApiException) as refused:
             client.request("GET", "/api/v1/namespaces")
@@ -102,7 +84,7 @@ def test_a_request_without_a_timeout_ends_when_its_answer_stops_coming(
 
     def call() -> None:
         try:
-            _client(silent_server).request("GET", "/api")
+            loopback_client(silent_server).request("GET", "/api")
         except BaseException as exc:
             outcome.append(exc)
 
@@ -135,13 +117,7 @@ def test_a_retry_waits_as_long_as_retry_after_asks() -> None:
         def log_message(self, *_: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Busy)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        client = _client(server.server_address[1])
-        answer = kube.io_retry(client.get_json)("/api")
-        assert answer == {"kind": "APIVersions"} and len(arrivals) == 3
-        assert all(later - earlier >= 1.95 for earlier, later in itertools.pairwise(arrivals))
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_server(Busy) as port:
+        answer = kube.io_retry(loopback_client(port).get_json)("/api")
+    assert answer == {"kind": "APIVersions"} and len(arrivals) == 3
+    assert all(later - earlier >= 1.95 for earlier, later in itertools.pairwise(arrivals))

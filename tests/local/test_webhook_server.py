@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from trainjob.admission import Verdict
-from trainjob.certs import Material, issue
-from trainjob.webhook_server import Handler, WebhookServer, in_thread
+from kubecontrol.admission import Verdict
+from kubecontrol.certs import Material, issue
+from kubecontrol.webhook_server import Handler, WebhookServer, in_thread
 
 Dict = dict[str, Any]
 TRAINJOBS = {"group": "trainer.kubeflow.org", "version": "v1alpha1", "resource": "trainjobs"}

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from trainjob import workqueue
-from trainjob.workqueue import WorkQueue, WriteMemory
+from kubecontrol import workqueue
+from kubecontrol.workqueue import WorkQueue, WriteMemory
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:

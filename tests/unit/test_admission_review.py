@@ -6,7 +6,8 @@ import base64
 import json
 from typing import Any
 
-from trainjob.admission import Verdict, refuse, review_response, trainjob_patch
+from kubecontrol.admission import Verdict, refuse, review_response
+from trainjob.admission import trainjob_patch
 
 Dict = dict[str, Any]
 REVIEW = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u"}}

@@ -7,7 +7,7 @@ import datetime as dt
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
-from trainjob.certs import Material, issue, needs_renewal, service_names
+from kubecontrol.certs import Material, issue, needs_renewal, service_names
 
 NOW = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
 HOSTS = [*service_names("tj-webhook", "tj-system"), "127.0.0.1"]

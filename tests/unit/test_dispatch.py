@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dispatcher.admissionchecks import check_active, down_since, parameters_problem
+from dispatcher.admissionchecks import check_active, parameters_problem
 from dispatcher.capacity import Fit
 from dispatcher.dispatch import (
     CapacityAware,
@@ -29,9 +29,10 @@ from dispatcher.intake import (
     undispatched_message,
 )
 from dispatcher.kubeconfigs import check_kubeconfig
+from dispatcher.kueue_status import down_since
 from dispatcher.remote import RemoteCluster
+from kubecontrol.certs import issue
 from tests.factories import make_trainjob
-from trainjob.certs import issue
 from trainjob.runtime import RuntimeProblem
 from trainjob.status_writes import FIRST_STATUS_HOLD_SECONDS
 

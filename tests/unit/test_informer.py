@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 from kubernetes import client
 
+from kubecontrol.informer import Informer, same_apart_from_version
 from trainjob import constants as c
-from trainjob.informer import Informer, same_apart_from_version
 
 
 def _pod(name: str, owner: str, phase: str = "Running") -> dict:

@@ -16,8 +16,8 @@ import pytest
 import yaml
 from kubernetes.utils import parse_quantity as client_parse_quantity
 
-from trainjob.certs import issue
-from trainjob.kubeclient import (
+from kubecontrol.certs import issue
+from kubecontrol.client import (
     ApiClient,
     ApiException,
     KubeconfigError,

@@ -7,8 +7,8 @@ from collections.abc import Callable
 import pytest
 from tenacity import wait_none
 
-from trainjob import kube
-from trainjob.kubeclient import ApiException
+from kubecontrol import cluster as kube
+from kubecontrol.client import ApiException
 
 
 @pytest.fixture(autouse=True)

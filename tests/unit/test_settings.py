@@ -11,8 +11,8 @@ import pytest
 
 from dispatcher import watches as dispatcher_watches
 from dispatcher.settings import DispatcherSettings
+from kubecontrol.controller import Watch, credentials
 from trainjob import constants as c
-from trainjob.operator import Watch, credentials
 from worker_controller import watches as worker_watches
 from worker_controller.settings import WorkerSettings
 
@@ -119,7 +119,7 @@ def test_credentials_are_found_in_controller_runtimes_order(
 def test_a_taken_probe_port_is_refused_naming_the_settings() -> None:
     import socket
 
-    from trainjob.serving import serve_probes
+    from kubecontrol.serving import serve_probes
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainjob.watchdog import stale_keys
+from kubecontrol.watchdog import stale_keys
 
 A, B, C = ("ns", "a"), ("ns", "b"), ("ns", "c")
 

@@ -36,7 +36,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from trainjob import metrics
+from kubecontrol import metrics
 
 K = TypeVar("K", bound=Hashable)
 log = logging.getLogger("trainjob.workqueue")

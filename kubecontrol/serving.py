@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from trainjob.metrics import REGISTRY
+from kubecontrol.metrics import REGISTRY
 
 log = logging.getLogger("trainjob.serving")
 

@@ -1,7 +1,7 @@
 """Kubernetes I/O shared by both controllers: one client per cluster, apply, status, retries.
 
 Every call goes through `Cluster`, built from that cluster's own kubeconfig (never a
-process-global config), over `trainjob.kubeclient`. Transient failures (429, 5xx, timeouts,
+process-global config), over `kubecontrol.client`. Transient failures (429, 5xx, timeouts,
 connection errors) are retried with exponential backoff; 4xx answers are returned to the caller
 as `ApiException` at once.
 """
@@ -26,9 +26,8 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from trainjob import metrics
-from trainjob.events import build_event
-from trainjob.kubeclient import (
+from kubecontrol import metrics
+from kubecontrol.client import (
     JSON,
     METADATA_LIST,
     ApiClient,
@@ -36,7 +35,8 @@ from trainjob.kubeclient import (
     in_cluster_credentials,
     load_credentials,
 )
-from trainjob.workqueue import WriteMemory
+from kubecontrol.events import build_event
+from kubecontrol.workqueue import WriteMemory
 
 Dict = dict[str, Any]
 P = ParamSpec("P")

@@ -14,7 +14,7 @@ Three rules keep a write of ours from landing once a standby may lead:
   when it sees the renewal, which is later still;
 - `write_budget()` is the time left before the Lease could be taken over (`lease_duration` from
   the last renewal sent, less a margin for clocks that run at different rates): a gated write
-  goes out with no longer a timeout than that (trainjob/kube.py).
+  goes out with no longer a timeout than that (kubecontrol/cluster.py).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import Any
 
 import orjson
 
-from trainjob.kube import Cluster
-from trainjob.kubeclient import ApiException
+from kubecontrol.client import ApiException
+from kubecontrol.cluster import Cluster
 
 log = logging.getLogger("trainjob.leader")
 LEASE_API = "coordination.k8s.io/v1"

@@ -32,8 +32,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from trainjob.kube import Cluster
-from trainjob.kubeclient import ApiException
+from kubecontrol.client import ApiException
+from kubecontrol.cluster import Cluster
 
 log = logging.getLogger("trainjob.certs")
 CA_LIFE = dt.timedelta(days=3650)

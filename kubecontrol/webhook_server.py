@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from trainjob.admission import Verdict, refuse, review_response
+from kubecontrol.admission import Verdict, refuse, review_response
 
 Dict = dict[str, Any]
 # Answers on the server's loop, so it must not block: see `in_thread`.

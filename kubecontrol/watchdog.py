@@ -17,7 +17,7 @@ import logging
 import threading
 from collections.abc import Callable, Hashable, Iterable, Sequence
 
-from trainjob.kube import Cluster
+from kubecontrol.cluster import Cluster
 
 log = logging.getLogger("trainjob.watchdog")
 Versions = dict[Hashable, str]

@@ -9,7 +9,7 @@ Each event updates the cache first, then calls `on_event(type, obj)` (`ADDED`, `
 thread and must return quickly (queue a key, set a flag).
 
 Every watch of both controllers is one of these: the kinds each keeps are listed in one table
-(`trainjob.operator.Watch`), and the dispatcher's copies on every worker and the Secrets of its
+(`kubecontrol.controller.Watch`), and the dispatcher's copies on every worker and the Secrets of its
 own namespace (`namespace`: RBAC allows it no other) are watched the same way. Selectors go to
 the API server, so a filtered watch streams only what it keeps.
 
@@ -28,8 +28,8 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from trainjob import constants as c
-from trainjob.kubeclient import ApiClient, ApiException
+from kubecontrol.client import ApiClient, ApiException
+from kubecontrol.kinds import Kind
 
 Dict = dict[str, Any]
 Key = Any  # (namespace, name) for namespaced kinds, name for cluster-scoped ones
@@ -65,7 +65,7 @@ def key_of(obj: Dict) -> Key:
 
 class IndexView(Mapping[Key, tuple[Dict, ...]]):
     """An informer's cache as a mapping key -> the objects under it (one), the shape
-    `trainjob.caches.Caches` and the watchdog read (the same as a `GroupView`'s)."""
+    `kubecontrol.caches.Caches` and the watchdog read (the same as a `GroupView`'s)."""
 
     def __init__(self, store: dict[Key, Dict]) -> None:
         self._store = store
@@ -103,7 +103,7 @@ class Informer:
     def __init__(
         self,
         api: ApiClient,
-        kind: c.Kind,
+        kind: Kind,
         on_event: Callable[[str, Dict], None] = lambda type, obj: None,
         *,
         namespace: str = "",

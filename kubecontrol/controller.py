@@ -3,7 +3,7 @@ election, probes, webhook serving, and the main loop.
 
 A controller declares what it watches in a list of `Watch`es (kind, selectors, the cache it
 fills, what an event does) and gives its work queue a `reconcile(key)`. `run` starts one
-informer per watch (trainjob/informer.py), holds every event back until all of them have
+informer per watch (kubecontrol/informer.py), holds every event back until all of them have
 listed, then replays each cached object once to its watch's handler, so no handler ever reads
 a cache that is still filling; after that, events flow as they come. The process runs until
 SIGTERM or SIGINT, then stops its loops and hands its Lease back.
@@ -23,18 +23,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainjob import constants as c
-from trainjob import metrics
-from trainjob.caches import Caches
-from trainjob.certs import CertKeeper, service_names
-from trainjob.informer import Informer, slim
-from trainjob.kube import Cluster
-from trainjob.leader import LeaderElector, LeaseTimings
-from trainjob.serving import serve_probes
-from trainjob.settings import ControllerSettings
-from trainjob.watchdog import WatchDog
-from trainjob.webhook_server import Handler, WebhookServer
-from trainjob.workqueue import WorkQueue
+from kubecontrol import metrics
+from kubecontrol.caches import Caches
+from kubecontrol.certs import CertKeeper, service_names
+from kubecontrol.cluster import Cluster
+from kubecontrol.informer import Informer, slim
+from kubecontrol.kinds import Kind
+from kubecontrol.leader import LeaderElector, LeaseTimings
+from kubecontrol.serving import serve_probes
+from kubecontrol.settings import ControllerSettings
+from kubecontrol.watchdog import WatchDog
+from kubecontrol.webhook_server import Handler, WebhookServer
+from kubecontrol.workqueue import WorkQueue
 
 Dict = dict[str, Any]
 log = logging.getLogger("trainjob.operator")
@@ -48,7 +48,7 @@ class Watch:
     queue a key, set a flag)."""
 
     index: str
-    kind: c.Kind
+    kind: Kind
     on_event: Callable[[str, Dict], None] | None = None
     label_selector: str = ""
     field_selector: str = ""
@@ -150,7 +150,7 @@ class ControllerMemo:
 def elect(memo: ControllerMemo, cluster: Cluster, on_started: Callable[[], None]) -> None:
     """With --leader-elect, campaign for the Lease: the work queue runs only while we lead,
     and `memo.leads` gates every write, each sent within the Lease's write budget
-    (trainjob/leader.py). Without it, this replica leads alone. Either way the
+    (kubecontrol/leader.py). Without it, this replica leads alone. Either way the
     queue waits for the caches (`run`)."""
     ours = memo.settings
     memo.queue.pause()
@@ -197,13 +197,9 @@ def own_namespace() -> str:
         return "default"
 
 
-# Watch caches the watchdog compares with the API: index name -> kind.
-WATCHED = {"trainjob_index": c.TRAINJOB, "workload_index": c.WORKLOAD}
-
-
-def start_watchdog(memo: ControllerMemo, cluster: Cluster) -> None:
-    """Compare the TrainJob and Workload caches with the API every --watch-check-seconds
-    (trainjob/watchdog.py); a frozen watch's informer lists again."""
+def start_watchdog(memo: ControllerMemo, cluster: Cluster, watched: Mapping[str, Kind]) -> None:
+    """Compare the caches `watched` (index name -> kind) with the API every
+    --watch-check-seconds (kubecontrol/watchdog.py); a frozen watch's informer lists again."""
 
     def cached(index: str) -> Callable[[], Iterable[tuple[Hashable, str]]]:
         def versions() -> list[tuple[Hashable, str]]:
@@ -219,17 +215,11 @@ def start_watchdog(memo: ControllerMemo, cluster: Cluster) -> None:
 
     checks = [
         (k.api_version, k.kind, cached(index), memo.informers[index].relist)
-        for index, k in WATCHED.items()
+        for index, k in watched.items()
     ]
     WatchDog(cluster.ungated(), checks, memo.settings.watch_check_seconds).start(
         memo.stop, memo.synced
     )
-
-
-def owner_name(obj: dict[str, Any] | None, kind: str = "TrainJob") -> str | None:
-    """Name of the first owner of `kind` in an object's ownerReferences."""
-    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
-    return next((str(r["name"]) for r in refs if r.get("kind") == kind), None)
 
 
 def _keep_certificate(memo: ControllerMemo, cluster: Cluster) -> None:
@@ -260,11 +250,13 @@ def run(
     watches: Iterable[Watch],
     webhooks: Mapping[str, Handler] | None = None,
     on_synced: Callable[[], None] = lambda: None,
+    webhook_resource: tuple[str, str] = ("", ""),
 ) -> None:
     """Serve probes and metrics, and the admission `webhooks` (path -> handler) when a
     webhook port is set; start the watches; once all have listed, call `on_synced` (start
     the controller's own loops), open the work queue (when leading) and replay the caches to
-    the watches' handlers. Return after SIGTERM or SIGINT, with everything stopped."""
+    the watches' handlers. Return after SIGTERM or SIGINT, with everything stopped.
+    `webhook_resource` (group, plural): the kind the webhooks judge (others pass unchanged)."""
     ours = memo.settings
     try:
         serve_probes(ours.bind_address, ours.health_port, memo.not_ready)
@@ -280,7 +272,7 @@ def run(
                 files,
                 webhooks,
                 memo.synced,
-                resource=(c.TRAINJOB.group, c.TRAINJOB.plural),
+                resource=webhook_resource,
             ).start(memo.stop)
     except OSError as exc:  # a port taken, a certificate that does not load (ssl.SSLError)
         print(f"error: {exc}", file=sys.stderr)

@@ -1,0 +1,81 @@
+"""The conditions the dispatcher writes on Kueue's objects (AdmissionChecks'
+`Active`, MultiKueueClusters' `Active` and `RuntimesInSync`), and what it reads back from
+them: one guarded status write, only when a condition changed, only by the leader."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from kubecontrol.client import ApiException
+from kubecontrol.cluster import Cluster
+from trainjob import conditions as cond
+from trainjob import constants as c
+
+Dict = dict[str, Any]
+
+
+def down_since(mkc: Dict) -> float | None:
+    """Since when (epoch seconds) a MultiKueueCluster has been recorded as not Active: the
+    worker-lost clock as it stood before this process started. None when it was Active (or
+    never reported)."""
+    active = cond.find(list((mkc.get("status") or {}).get("conditions") or []), "Active")
+    if active is None or active.get("status") != "False" or not active.get("lastTransitionTime"):
+        return None
+    return cond.parse_time(str(active["lastTransitionTime"])).timestamp()
+
+
+def _guard(obj: Dict) -> Dict:
+    """The resourceVersion precondition of a write planned from `obj` (the conditions list is
+    replaced whole: a write planned from an old version must not undo a newer one)."""
+    version = obj["metadata"].get("resourceVersion")
+    return {"resourceVersion": version} if version else {}
+
+
+def set_active_condition(
+    manager: Cluster, obj: Dict, active: bool, reason: str, message: str
+) -> None:
+    """Write the `Active` condition of a Kueue object only when it changed (and only as the
+    leader: a standby's view is the leader's to write)."""
+    set_conditions(manager, obj, [("Active", active, reason, message)])
+
+
+def set_conditions(manager: Cluster, obj: Dict, updates: list[tuple[str, bool, str, str]]) -> None:
+    """Write conditions (type, status, reason, message) of a Kueue object in one write, only
+    when one changed (and only as the leader)."""
+    if not manager.writable():
+        return
+    before = list((obj.get("status") or {}).get("conditions") or [])
+    conditions = before
+    for ctype, status, reason, message in updates:
+        old = cond.find(conditions, ctype)
+        if (
+            old
+            and old.get("status") == ("True" if status else "False")
+            and old.get("reason") == reason
+            and old.get("message") == message
+        ):
+            continue
+        conditions = cond.set_condition(
+            conditions,
+            ctype,
+            status,
+            reason,
+            message,
+            dt.datetime.now(dt.UTC),
+            obj["metadata"].get("generation"),
+        )
+    if conditions == before:
+        return
+    try:
+        manager.patch(
+            c.KUEUE_API,
+            obj["kind"],
+            obj["metadata"]["name"],
+            None,
+            {"metadata": _guard(obj), "status": {"conditions": conditions}},
+            subresource="status",
+        )
+    except ApiException as exc:
+        if exc.status not in (404, 409):
+            raise
