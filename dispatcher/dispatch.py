@@ -23,6 +23,7 @@ from trainjob import constants as c
 from trainjob import workload as wlmod
 from trainjob.jsondoc import json_copy
 from trainjob.status_writes import hold
+from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
 
@@ -167,10 +168,8 @@ class External:
 
 
 def check_state(wl: Dict, check: str) -> Dict | None:
-    for state in (wl.get("status") or {}).get("admissionChecks") or []:
-        if state.get("name") == check:
-            return dict(state)
-    return None
+    found = WorkloadView(wl).check(check)
+    return dict(found) if found is not None else None
 
 
 def remote_workload(wl: Dict, origin: str) -> Dict:
@@ -278,7 +277,7 @@ def _tie_break(workload: str, cluster: str) -> str:
 
 
 def _admissible(wl: Dict) -> bool:
-    return (wl.get("spec") or {}).get("active", True) is not False and not wlmod.is_finished(wl)
+    return WorkloadView(wl).active and not wlmod.is_finished(wl)
 
 
 def _delete(plan: DispatchPlan, remote: RemoteView, why: str | None = None) -> None:
@@ -408,161 +407,221 @@ def reconcile_dispatch(obs: DispatchObserved, strategy: Strategy | None = None) 
     return plan
 
 
-def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
-    plan = DispatchPlan()
-    wl, strategy = obs.workload, strategy or AllAtOnce()
-    state = check_state(wl, obs.check) or {}
-    by_name = {r.name: r for r in obs.remotes}
-    winner_name = (wl.get("status") or {}).get("clusterName")
-    winner = by_name.get(winner_name) if winner_name else None
-    # 1. Finished on the manager: the work is done; clean up the copies after the retention.
-    if wlmod.is_finished(wl):
-        finished = cond.find(wlmod.conditions_of(wl), "Finished") or {}
-        since = finished.get("lastTransitionTime")
-        age = (obs.now - cond.parse_time(since)).total_seconds() if since else obs.retention
-        if age >= obs.retention:
-            for remote in obs.remotes:
-                _delete(plan, remote)
-        elif any(r.workload or r.trainjob for r in obs.remotes):
-            plan.requeue_after = obs.retention - age
-        return plan
-    # 2. No quota on the manager (waiting, or evicted: preempted, deactivated by its user,
-    #    ...), or our Retry written and Kueue's eviction not come yet: nothing may exist
-    #    remotely. Kueue's MultiKueue does the same, deactivating the copy first; deleting it
-    #    stops its pods as surely, in one step. While our Retry waits, nothing else goes out
-    #    either: a Pending written over it would cancel the eviction, leaving the Workload
-    #    admitted and sent nowhere (the chaos soak, seed 17: the TrainJob was then failed as
-    #    not dispatchable).
-    if not wlmod.has_quota(wl) or wlmod.is_evicted(wl) or state.get("state") == "Retry":
-        why = None
-        if wlmod.is_evicted(wl):
-            why = f"evicted on the manager ({wlmod.eviction_message(wl)})"
-        for remote in obs.remotes:
-            _delete(plan, remote, why)
-        return plan
-    # 3. Dispatched already: watch the winner.
-    if winner is not None:
-        for remote in obs.remotes:
-            if remote is not winner and (remote.workload or remote.trainjob):
-                _delete(plan, remote)
-        if _finished_on(obs.trainjob, winner.name):
-            # Its run there ended and the manager has the outcome (status back): the manager
-            # Workload finishes from it (the Kueue integration). Whatever happens to the copies
-            # now (removed by a person or a TTL, the worker lost), it never runs again.
-            _sync_status(obs, plan, winner)
-            return plan
-        if not winner.connected:
-            if winner.disconnected_for >= obs.worker_lost_timeout:
-                why = (
-                    f"lost for {winner.disconnected_for:.0f}s"
-                    if winner.disconnected_for != float("inf")
-                    else "no longer configured (no MultiKueueCluster)"
-                )
-                plan.check_state = ("Retry", f"cluster {winner.name} {why}; dispatching again")
-                plan.events.append(Event("Warning", "ClusterLost", plan.check_state[1]))
-            else:  # a brief disconnect changes nothing, unless it lasts
-                plan.requeue_after = obs.worker_lost_timeout - winner.disconnected_for
-            return plan
-        if winner.workload is None:
-            plan.check_state = ("Retry", f"the Workload copy on {winner.name} is gone")
-            plan.events.append(Event("Warning", "RemoteWorkloadGone", plan.check_state[1]))
-            return plan
-        if wlmod.finished_reason(winner.workload) == c.KUEUE_FINISHED_OUT_OF_SYNC:
-            # The worker's Kueue integration found the TrainJob there no longer matches its
-            # Workload (changed on the worker): as Kueue does, send it again, once.
-            if state.get("state") == "Ready":
-                plan.check_state = (
-                    "Retry",
-                    f"Remote workload on worker cluster {winner.name!r} is out of sync with its "
-                    "user job, resetting for re-dispatch",
-                )
-                plan.events.append(Event("Warning", "RemoteOutOfSync", plan.check_state[1]))
-            return plan
-        if (
-            wlmod.is_evicted(winner.workload)
-            and winner.trainjob is not None
-            and not wlmod.is_finished(winner.workload)
-        ):
-            plan.check_state = (
-                "Retry",
-                f"evicted on {winner.name}: {wlmod.eviction_message(winner.workload)}",
-            )
-            plan.events.append(Event("Warning", "RemoteEvicted", plan.check_state[1]))
-            return plan
-        if winner.trainjob is None and obs.trainjob is not None:
-            # Normally created with the decision (step 4); this is the retry after a failure.
-            event = Event("Normal", "CreatedRemote", f"created TrainJob on cluster {winner.name}")
-            _create_trainjob(plan, obs, winner.name, event)
-        if state.get("state") != "Ready":
-            plan.check_state = ("Ready", admitted_message(winner.name))
-        _sync_status(obs, plan, winner)
-        return plan
-    # 4. Not dispatched yet: the first copy admitted by a worker wins. Admission times have
-    #    one-second resolution, so ties are common under load; they go to a cluster picked by
-    #    a hash of the Workload's name: the same answer on every pass, spread across workers.
-    nominated = (wl.get("status") or {}).get("nominatedClusterNames") or []
+@dataclass
+class _Pass:
+    """What every step of a decision reads, and the plan they write."""
 
-    def eligible(remote: RemoteView) -> bool:
+    obs: DispatchObserved
+    strategy: Strategy
+    plan: DispatchPlan = field(default_factory=DispatchPlan)
+
+    @property
+    def wl(self) -> Dict:
+        return self.obs.workload
+
+    @property
+    def state(self) -> Dict:
+        """Our admission check's state on the manager Workload ({} before the first)."""
+        return check_state(self.wl, self.obs.check) or {}
+
+    @property
+    def nominated(self) -> list[str]:
+        return WorkloadView(self.wl).nominated_clusters
+
+    def winner(self) -> RemoteView | None:
+        """The worker the manager Workload says it was dispatched to, if any."""
+        name = WorkloadView(self.wl).cluster_name
+        return next((r for r in self.obs.remotes if r.name == name), None) if name else None
+
+    def eligible(self, remote: RemoteView) -> bool:
+        """May this worker hold a copy: chosen by the TrainJob, its runtime in step, and
+        nominated (by the strategy itself, or by an external dispatcher)."""
         if not remote.selected or remote.runtime_problem:
             return False
-        return strategy.nominates or remote.name in nominated
+        return self.strategy.nominates or remote.name in self.nominated
 
-    admitted = sorted(
-        (t, _tie_break(wl["metadata"]["name"], r.name), r.name)
-        for r in obs.remotes
-        if r.connected and r.workload and eligible(r) and (t := _admitted_at(r.workload))
-    )
-    if admitted:
-        name = admitted[0][2]
-        if name not in nominated:  # Kueue takes clusterName only from the nominated ones
-            plan.nominated = sorted({*nominated, name})
-            return plan
-        # One Workload write says who won and turns the check Ready (as Kueue's MultiKueue
-        # does); the TrainJob goes to the winner right after it, in the same pass. The Started
-        # Event of the admission that follows names the cluster; only a TrainJob that is not
-        # suspended (sent again while it still counted as running) gets no Started, so an
-        # Event of its own says where it went.
-        plan.cluster_name = name
-        plan.check_state = ("Ready", admitted_message(name))
-        if obs.trainjob is not None and not (obs.trainjob.get("spec") or {}).get("suspend"):
-            plan.events.append(Event("Normal", "Dispatched", f"dispatched to cluster {name}"))
+
+def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
+    """One function per step, in order; the first that settles the pass ends it."""
+    p = _Pass(obs, strategy or AllAtOnce())
+    if wlmod.is_finished(p.wl):
+        _step1_finished_on_the_manager(p)
+    elif _step2_recalled(p):
+        pass
+    elif (winner := p.winner()) is not None:
+        _step3_watch_the_winner(p, winner)
+    elif not _step4_first_admitted_wins(p):
+        reachable = _step5_leftovers_go(p)
+        elapsed = wlmod.reserved_for(p.wl, obs.now) or 0.0
+        if not _step6_given_up(p, elapsed):
+            _step7_copies_out(p, reachable, elapsed)
+    return p.plan
+
+
+def _step1_finished_on_the_manager(p: _Pass) -> None:
+    """Finished on the manager: the work is done; the copies go after the retention."""
+    obs, plan = p.obs, p.plan
+    finished = cond.find(wlmod.conditions_of(p.wl), "Finished") or {}
+    since = finished.get("lastTransitionTime")
+    age = (obs.now - cond.parse_time(since)).total_seconds() if since else obs.retention
+    if age >= obs.retention:
         for remote in obs.remotes:
-            if remote.name != name:
-                _delete(plan, remote)
-            elif remote.trainjob is None and obs.trainjob is not None:
-                _create_trainjob(plan, obs, name)
-        return plan
-    # 5. Leftovers of an earlier round go: a TrainJob (its run was given up), copies a worker
-    #    deactivated or finished, which can never be admitted again (made anew later), and
-    #    with an external dispatcher, copies on clusters it no longer nominates.
-    reachable = []
+            _delete(plan, remote)
+    elif any(r.workload or r.trainjob for r in obs.remotes):
+        plan.requeue_after = obs.retention - age
+
+
+def _step2_recalled(p: _Pass) -> bool:
+    """No quota on the manager (waiting, or evicted: preempted, deactivated by its user,
+    ...), or our Retry written and Kueue's eviction not come yet: nothing may exist remotely.
+    Kueue's MultiKueue does the same, deactivating the copy first; deleting it stops its pods
+    as surely, in one step. While our Retry waits, nothing else goes out either: a Pending
+    written over it would cancel the eviction, leaving the Workload admitted and sent nowhere
+    (the chaos soak, seed 17: the TrainJob was then failed as not dispatchable)."""
+    wl = p.wl
+    if wlmod.has_quota(wl) and not wlmod.is_evicted(wl) and p.state.get("state") != "Retry":
+        return False
+    why = f"evicted on the manager ({wlmod.eviction_message(wl)})" if wlmod.is_evicted(wl) else None
+    for remote in p.obs.remotes:
+        _delete(p.plan, remote, why)
+    return True
+
+
+def _step3_watch_the_winner(p: _Pass, winner: RemoteView) -> None:
+    """Dispatched already: the other copies go; the winner's state decides the rest."""
+    obs, plan = p.obs, p.plan
     for remote in obs.remotes:
+        if remote is not winner and (remote.workload or remote.trainjob):
+            _delete(plan, remote)
+    if _finished_on(obs.trainjob, winner.name):
+        # Its run there ended and the manager has the outcome (status back): the manager
+        # Workload finishes from it (the Kueue integration). Whatever happens to the copies
+        # now (removed by a person or a TTL, the worker lost), it never runs again.
+        _sync_status(obs, plan, winner)
+        return
+    if not winner.connected:
+        if winner.disconnected_for >= obs.worker_lost_timeout:
+            why = (
+                f"lost for {winner.disconnected_for:.0f}s"
+                if winner.disconnected_for != float("inf")
+                else "no longer configured (no MultiKueueCluster)"
+            )
+            plan.check_state = ("Retry", f"cluster {winner.name} {why}; dispatching again")
+            plan.events.append(Event("Warning", "ClusterLost", plan.check_state[1]))
+        else:  # a brief disconnect changes nothing, unless it lasts
+            plan.requeue_after = obs.worker_lost_timeout - winner.disconnected_for
+        return
+    if winner.workload is None:
+        plan.check_state = ("Retry", f"the Workload copy on {winner.name} is gone")
+        plan.events.append(Event("Warning", "RemoteWorkloadGone", plan.check_state[1]))
+        return
+    if wlmod.finished_reason(winner.workload) == c.KUEUE_FINISHED_OUT_OF_SYNC:
+        # The worker's Kueue integration found the TrainJob there no longer matches its
+        # Workload (changed on the worker): as Kueue does, send it again, once.
+        if p.state.get("state") == "Ready":
+            plan.check_state = (
+                "Retry",
+                f"Remote workload on worker cluster {winner.name!r} is out of sync with its "
+                "user job, resetting for re-dispatch",
+            )
+            plan.events.append(Event("Warning", "RemoteOutOfSync", plan.check_state[1]))
+        return
+    if (
+        wlmod.is_evicted(winner.workload)
+        and winner.trainjob is not None
+        and not wlmod.is_finished(winner.workload)
+    ):
+        plan.check_state = (
+            "Retry",
+            f"evicted on {winner.name}: {wlmod.eviction_message(winner.workload)}",
+        )
+        plan.events.append(Event("Warning", "RemoteEvicted", plan.check_state[1]))
+        return
+    if winner.trainjob is None and obs.trainjob is not None:
+        # Normally created with the decision (step 4); this is the retry after a failure.
+        event = Event("Normal", "CreatedRemote", f"created TrainJob on cluster {winner.name}")
+        _create_trainjob(plan, obs, winner.name, event)
+    if p.state.get("state") != "Ready":
+        plan.check_state = ("Ready", admitted_message(winner.name))
+    _sync_status(obs, plan, winner)
+
+
+def _step4_first_admitted_wins(p: _Pass) -> bool:
+    """Not dispatched yet: the first copy admitted by a worker wins. Admission times have
+    one-second resolution, so ties are common under load; they go to a cluster picked by a
+    hash of the Workload's name: the same answer on every pass, spread across workers."""
+    obs, plan, nominated = p.obs, p.plan, p.nominated
+    admitted = sorted(
+        (t, _tie_break(p.wl["metadata"]["name"], r.name), r.name)
+        for r in obs.remotes
+        if r.connected and r.workload and p.eligible(r) and (t := _admitted_at(r.workload))
+    )
+    if not admitted:
+        return False
+    name = admitted[0][2]
+    if name not in nominated:  # Kueue takes clusterName only from the nominated ones
+        plan.nominated = sorted({*nominated, name})
+        return True
+    # One Workload write says who won and turns the check Ready (as Kueue's MultiKueue does);
+    # the TrainJob goes to the winner right after it, in the same pass. The Started Event of
+    # the admission that follows names the cluster; only a TrainJob that is not suspended
+    # (sent again while it still counted as running) gets no Started, so an Event of its own
+    # says where it went.
+    plan.cluster_name = name
+    plan.check_state = ("Ready", admitted_message(name))
+    if obs.trainjob is not None and not (obs.trainjob.get("spec") or {}).get("suspend"):
+        plan.events.append(Event("Normal", "Dispatched", f"dispatched to cluster {name}"))
+    for remote in obs.remotes:
+        if remote.name != name:
+            _delete(plan, remote)
+        elif remote.trainjob is None and obs.trainjob is not None:
+            _create_trainjob(plan, obs, name)
+    return True
+
+
+def _step5_leftovers_go(p: _Pass) -> list[RemoteView]:
+    """Leftovers of an earlier round go: a TrainJob (its run was given up), copies a worker
+    deactivated or finished, which can never be admitted again (made anew later), and with an
+    external dispatcher, copies on clusters it no longer nominates. Returns the reachable
+    workers that may hold a copy."""
+    reachable = []
+    for remote in p.obs.remotes:
         if not remote.connected:
             continue
         if (
             remote.trainjob is not None
             or (remote.workload and not _admissible(remote.workload))
-            or (remote.workload and not eligible(remote))
+            or (remote.workload and not p.eligible(remote))
         ):
-            _delete(plan, remote)
-        elif eligible(remote):
+            _delete(p.plan, remote)
+        elif p.eligible(remote):
             reachable.append(remote)
-    # 6. Given up on: no worker could ever hold it, or none admitted it in time. The check
-    #    turns Rejected and the Workload is deactivated (as Kueue itself does on a Rejected
-    #    check, but at once: the TrainJob's failure finishes the Workload, and Kueue does not
-    #    deactivate a finished one), which frees its quota and removes the copies (step 2);
-    #    the TrainJob fails, saying why and which clusters were considered.
-    elapsed = wlmod.reserved_for(wl, obs.now) or 0.0
-    verdict = _give_up(obs, elapsed)
-    if verdict is not None:
-        reason, message = verdict
-        if state.get("state") != "Rejected":
-            plan.check_state = ("Rejected", message)
-            plan.events.append(Event("Warning", reason, message))
-        plan.deactivate = (wl.get("spec") or {}).get("active", True) is not False
-        plan.trainjob_status = _failed_status(obs.trainjob, reason, message, obs.now)
-        return plan
-    # 7. Copies to the clusters the strategy picks (reachable ones only).
+    return reachable
+
+
+def _step6_given_up(p: _Pass, elapsed: float) -> bool:
+    """Given up on: no worker could ever hold it, or none admitted it in time. The check
+    turns Rejected and the Workload is deactivated (as Kueue itself does on a Rejected check,
+    but at once: the TrainJob's failure finishes the Workload, and Kueue does not deactivate a
+    finished one), which frees its quota and removes the copies (step 2); the TrainJob fails,
+    saying why and which clusters were considered."""
+    verdict = _give_up(p.obs, elapsed)
+    if verdict is None:
+        return False
+    reason, message = verdict
+    plan = p.plan
+    if p.state.get("state") != "Rejected":
+        plan.check_state = ("Rejected", message)
+        plan.events.append(Event("Warning", reason, message))
+    plan.deactivate = WorkloadView(p.wl).active
+    plan.trainjob_status = _failed_status(p.obs.trainjob, reason, message, p.obs.now)
+    return True
+
+
+def _step7_copies_out(p: _Pass, reachable: list[RemoteView], elapsed: float) -> None:
+    """Copies to the clusters the strategy picks (reachable ones only), and the check's
+    Pending message saying where they went and why not elsewhere."""
+    obs, plan, strategy, nominated = p.obs, p.plan, p.strategy, p.nominated
     targets, plan.requeue_after = strategy.targets(reachable, elapsed)
     drifted = [r for r in obs.remotes if r.selected and r.runtime_problem]
     plan.withheld = [
@@ -570,7 +629,8 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
     ] + [r.name for r in drifted if r.connected]
     for remote in targets:
         if remote.workload is None:
-            plan.remote.append(RemoteAction(remote.name, "create", remote_workload(wl, obs.origin)))
+            copy = remote_workload(p.wl, obs.origin)
+            plan.remote.append(RemoteAction(remote.name, "create", copy))
     if strategy.nominates:
         now_nominated = {r.name for r in targets} | {
             r.name for r in obs.remotes if r.workload and r.selected and not r.runtime_problem
@@ -596,6 +656,6 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
     notes += [f"not sent to {r.name}: {r.runtime_problem}" for r in drifted if r.connected]
     if notes:
         message += f" ({'; '.join(notes)})"
+    state = p.state
     if state.get("state") != "Pending" or state.get("message") != message:
         plan.check_state = ("Pending", message)
-    return plan

@@ -17,6 +17,7 @@ from kubecontrol.cluster import Cluster, guarded_write
 from kubecontrol.workqueue import WriteMemory
 from trainjob import constants as c
 from trainjob import workload as wlmod
+from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
 log = logging.getLogger("dispatcher")
@@ -72,7 +73,7 @@ def execute_dispatch(
     results = dict(zip(by_cluster, mapper(run, by_cluster.values()), strict=True))
     failed = False
     events = list(plan.events)
-    cq = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue", "")
+    cq = WorkloadView(wl).cluster_queue
     for cluster, actions in by_cluster.items():
         for action, done in zip(actions, results[cluster], strict=True):
             failed |= done is None
@@ -135,7 +136,7 @@ def _workload_status(wl: Dict, check: str, plan: DispatchPlan) -> Dict:
         state, message = plan.check_state
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         checks = []
-        for entry in (wl.get("status") or {}).get("admissionChecks") or []:
+        for entry in WorkloadView(wl).admission_checks:
             if entry.get("name") == check:
                 changed = entry.get("state") != state
                 entry = {**entry, "state": state, "message": message[:32768]}

@@ -13,7 +13,7 @@ from dispatcher.clusters import Registry, manager_runtimes
 from dispatcher.intake import is_multikueue
 from dispatcher.memo import Memo
 from dispatcher.remote import KINDS
-from trainjob import queueing
+from trainjob import jobframework
 from trainjob import workload as wlmod
 from trainjob.caches import Caches
 from trainjob.conditions import trainjob_finished
@@ -31,7 +31,7 @@ def _settled(memo: Memo, body: Dict) -> bool:
     ):
         return False
     ns = meta["namespace"]
-    wl_name = queueing.expected_workload_name_of(body)
+    wl_name = jobframework.expected_workload_name_of(body)
     wl = memo.caches.workload(ns, wl_name)
     if wl is not None and not wlmod.is_finished(wl):
         return False
@@ -105,7 +105,7 @@ def delete_remotes(registry: Registry, trainjob: Dict, holders: set[str]) -> lis
     workers are left to the garbage collector."""
     meta = trainjob["metadata"]
     ns = meta["namespace"]
-    wl_name = queueing.expected_workload_name_of(trainjob)
+    wl_name = jobframework.expected_workload_name_of(trainjob)
     pending = []
     for name, remote in list(registry.remotes.items()):
         if not remote.connected:

@@ -20,6 +20,7 @@ from trainjob import constants as c
 from trainjob import workload as wlmod
 from trainjob.models import queue_label
 from trainjob.runtime import RuntimeProblem
+from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
 
@@ -103,13 +104,13 @@ def _sent_nowhere(wl: Dict | None, our_checks: set[str]) -> list[Dict] | None:
         return None
     if wlmod.is_evicted(wl):
         return None  # on its way back to the queue: Kueue reset our check to Pending for that
-    status = wl.get("status") or {}
-    if status.get("clusterName"):
+    view = WorkloadView(wl)
+    if view.cluster_name:
         return None  # it was dispatched before Kueue dropped the check: a worker runs it
     # Kueue admits only once every check it counts is Ready, so admitted with ours absent, or
     # still Pending (listed for a moment before Kueue drops it), means it does not count ours.
     # Ready, or Retry (we just asked for a new dispatch; Kueue evicts next), are normal.
-    states = [s for s in status.get("admissionChecks") or [] if s.get("name") in our_checks]
+    states = [s for s in view.admission_checks if s.get("name") in our_checks]
     if any(s.get("state") != "Pending" for s in states):
         return None
     return states
@@ -145,8 +146,7 @@ def not_dispatchable(
     if undecided_for(wl, our_checks, now or dt.datetime.now(dt.UTC)) is not None:
         return None  # the resync looks again once our Pending state is older
     assert wl is not None
-    status = wl.get("status") or {}
-    cq = (status.get("admission") or {}).get("clusterQueue", "?")
+    cq = WorkloadView(wl).cluster_queue or "?"
     if not queue_has_ours(cq):
         return (
             f"ClusterQueue {cq} has no admission check with controllerName {controller_name}: "

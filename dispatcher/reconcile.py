@@ -1,7 +1,7 @@
 """One pass for a manager TrainJob: observe (from the caches), decide (pure), execute.
 
 In order: our finalizer; the Kueue integration (its Workload, PodsReady, start and stop, the
-same code the worker controller runs: trainjob/queueing.py); the intake (why it cannot be
+same code the worker controller runs: trainjob/jobframework.py); the intake (why it cannot be
 queued, on the TrainJob: dispatcher/intake.py); then the MultiKueue check of its Workload
 (copies, the first worker to admit wins, status back, retry: dispatcher/dispatch.py). A
 deleted TrainJob's remote objects go before its finalizer does (dispatcher/gc.py).
@@ -39,15 +39,16 @@ from dispatcher.settings import DispatcherSettings
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
 from trainjob import constants as c
-from trainjob import queueing
+from trainjob import jobframework
 from trainjob import workload as wlmod
 from trainjob.caches import Caches
 from trainjob.conditions import trainjob_finished
+from trainjob.jobframework_io import execute_queue_plan, observe_queueing
 from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.naming import owner_name
-from trainjob.queueing_io import execute_queue_plan, observe_queueing
 from trainjob.runtime import RuntimeProblem
 from trainjob.status_writes import held_key
+from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
 log = logging.getLogger("dispatcher")
@@ -72,7 +73,7 @@ def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
     body = {"apiVersion": c.TRAINER_API, "kind": c.TRAINJOB.kind, **cached}  # the cache's own
     if body["metadata"].get("deletionTimestamp"):
         return _finalize(memo, caches, body)
-    if not queueing.is_queued_body(body):
+    if not jobframework.is_queued_body(body):
         return None
     if c.DISPATCHER_FINALIZER not in body["metadata"].get("finalizers") or []:
         _set_finalizer(memo.manager, body, add=True)
@@ -90,7 +91,7 @@ def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
     observed.start_blocked = verdict or (
         "our admission check is settling" if undecided is not None else None
     )
-    plan = queueing.reconcile_queueing(observed)
+    plan = jobframework.reconcile_queueing(observed)
     execute_queue_plan(memo.manager, body, plan, memo.memory)
     problem = observed.problem
     if verdict is not None:
@@ -100,7 +101,7 @@ def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
         execute.execute_intake(memo.manager, memo.memory, body, intake)
     if undecided is not None:
         return undecided
-    return _dispatch(memo, caches, body, queueing.expected_workload_name(tj))
+    return _dispatch(memo, caches, body, jobframework.expected_workload_name(tj))
 
 
 def _not_dispatched(memo: Memo, cached: Dict) -> None:
@@ -141,20 +142,13 @@ def _dispatch(memo: Memo, caches: Caches, trainjob: Dict, wl_name: str) -> float
         return None
     wl = {"apiVersion": c.KUEUE_API, "kind": c.WORKLOAD.kind, **cached}
     checks = admissionchecks.our_checks(memo, caches)
-    check = next(
-        (
-            s["name"]
-            for s in (wl.get("status") or {}).get("admissionChecks") or []
-            if s.get("name") in checks
-        ),
-        None,
-    )
-    status = wl.get("status") or {}
-    if check is None and status.get("clusterName"):
+    manager_wl = WorkloadView(wl)
+    check = next((s["name"] for s in manager_wl.admission_checks if s.get("name") in checks), None)
+    if check is None and manager_wl.cluster_name:
         # Dispatched, then Kueue dropped our check from the Workload (it keeps only checks for
         # the flavours assigned, and a Workload that requests nothing is assigned none): keep
         # watching the worker that runs it through the check its ClusterQueue names.
-        cq = (status.get("admission") or {}).get("clusterQueue", "")
+        cq = manager_wl.cluster_queue
         check = admissionchecks.our_check_on_cq(memo, cq, caches)
     if check is None or check not in checks:
         return None
@@ -165,7 +159,7 @@ def _dispatch(memo: Memo, caches: Caches, trainjob: Dict, wl_name: str) -> float
         wlmod.has_quota(wl)
         and not wlmod.is_evicted(wl)
         and not wlmod.is_finished(wl)
-        and not status.get("clusterName")
+        and not manager_wl.cluster_name
     )
     clusters = admissionchecks.config_clusters(checks[check], caches) or []
     chosen, selection_problem = _chosen(trainjob, clusters, memo, caches)
@@ -316,7 +310,7 @@ def _holders(caches: Caches, body: Dict) -> set[str]:
     """Clusters that may hold a copy of a manager TrainJob's objects: those its Workload was
     sent to (nominated) or runs on. Deletion waits for these only; a cluster that held a copy
     once and is gone from the Workload's status is swept by the garbage collector instead."""
-    wl_name = queueing.expected_workload_name_of(body)
+    wl_name = jobframework.expected_workload_name_of(body)
     wl = caches.workload(body["metadata"]["namespace"], wl_name)
     status = (wl or {}).get("status") or {}
     holders = set(status.get("nominatedClusterNames") or [])

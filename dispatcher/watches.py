@@ -16,9 +16,10 @@ from dispatcher.mirror import mirror
 from kubecontrol import controller
 from kubecontrol.controller import Watch
 from trainjob import constants as c
-from trainjob import queueing
+from trainjob import jobframework
 from trainjob.caches import WATCHDOG_CACHES
 from trainjob.naming import owner_name
+from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
 
@@ -151,10 +152,10 @@ def on_remote_event(memo: Memo, cluster: str, event: dict[str, Any]) -> None:
     body = caches.trainjob(namespace, found.trainjob)
     if body is None:
         return
-    wl = caches.workload(namespace, queueing.expected_workload_name_of(body)) or {}
+    wl = caches.workload(namespace, jobframework.expected_workload_name_of(body)) or {}
     if cluster not in (
         (body.get("status") or {}).get("clusterName"),
-        (wl.get("status") or {}).get("clusterName"),
+        WorkloadView(wl).cluster_name,
     ):
         return  # only the worker that runs it speaks for it
     body = {"apiVersion": c.TRAINER_API, "kind": c.TRAINJOB.kind, **body}

@@ -175,7 +175,7 @@ class WorkQueue(Generic[K]):
             self._tick.notify_all()
 
     def pause(self) -> None:
-        """Hand out no more keys (a replica that stopped leading); keys keep queueing."""
+        """Hand out no more keys (a replica that stopped leading); keys keep jobframework."""
         with self._cond:
             self._paused = True
 

@@ -14,7 +14,7 @@ Kueue's rules (its `generatePodsReadyCondition` and the TrainJob adapter's `Pods
 - reclaimable pods: the pods of the child Jobs that succeeded (an initializer done while the
   trainer nodes run), so Kueue can release their quota.
 
-Pure: `queueing.reconcile_queueing` folds the result into its plan.
+Pure: `jobframework.reconcile_queueing` folds the result into its plan.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 
 from trainjob import conditions as cond
 from trainjob.runtime import PodSetShape
+from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
 
@@ -64,7 +65,7 @@ def compute_pods_ready(wl: Dict, ready: bool) -> tuple[bool, str, str]:
     """(status, reason, message) of the Workload's PodsReady condition, Kueue's state machine:
     not admitted -> WaitForStart; all pods ready -> Started (Recovered after a recovery); a
     pod lost once the Workload was ready -> WaitForRecovery until all are ready again."""
-    conditions = list((wl.get("status") or {}).get("conditions") or [])
+    conditions = WorkloadView(wl).conditions
     if not cond.is_true(conditions, "Admitted"):
         return False, WAIT_FOR_START, NOT_READY_MESSAGE
     current = cond.find(conditions, PODS_READY)
@@ -80,7 +81,7 @@ def compute_pods_ready(wl: Dict, ready: bool) -> tuple[bool, str, str]:
 
 def pods_ready_changed(wl: Dict, status: bool, reason: str) -> bool:
     """Kueue rewrites the condition only when its status or reason changes."""
-    current = cond.find(list((wl.get("status") or {}).get("conditions") or []), PODS_READY)
+    current = cond.find(WorkloadView(wl).conditions, PODS_READY)
     return (
         current is None
         or current.get("status") != ("True" if status else "False")
@@ -94,10 +95,7 @@ def compute_reclaimable_pods(
     """Pods whose quota is no longer needed: those of succeeded child Jobs, per PodSet, never
     more than the Workload's PodSet holds (Kueue's webhook refuses more)."""
     statuses = _by_name(jobs_status)
-    sizes = {
-        str(ps.get("name")): int(ps.get("count") or 0)
-        for ps in (wl.get("spec") or {}).get("podSets") or []
-    }
+    sizes = {str(ps.get("name")): int(ps.get("count") or 0) for ps in WorkloadView(wl).pod_sets}
     out = []
     for ps in pod_sets:
         succeeded = _count(statuses.get(ps.name) or {}, "succeeded")
@@ -107,7 +105,7 @@ def compute_reclaimable_pods(
 
 
 def reclaimable_changed(wl: Dict, want: list[Dict]) -> bool:
-    have = (wl.get("status") or {}).get("reclaimablePods") or []
+    have = WorkloadView(wl).reclaimable_pods
     return _pairs(have) != _pairs(want)
 
 

@@ -73,8 +73,94 @@ def build_workload(
     }
 
 
+class WorkloadView:
+    """A Kueue Workload read by field name: what the controllers read of one, each a property
+    in place of a `.get(...) or {}` chain (absent fields read as Kueue leaves them: None,
+    empty, or the API's default)."""
+
+    __slots__ = ("body",)
+
+    def __init__(self, body: Dict) -> None:
+        self.body = body
+
+    @property
+    def meta(self) -> Dict:
+        return self.body.get("metadata") or {}
+
+    @property
+    def spec(self) -> Dict:
+        return self.body.get("spec") or {}
+
+    @property
+    def status(self) -> Dict:
+        return self.body.get("status") or {}
+
+    @property
+    def name(self) -> str:
+        return str(self.meta.get("name", ""))
+
+    @property
+    def generation(self) -> int | None:
+        return self.meta.get("generation")
+
+    @property
+    def resource_version(self) -> str | None:
+        return self.meta.get("resourceVersion")
+
+    @property
+    def owner_references(self) -> list[Dict]:
+        return list(self.meta.get("ownerReferences") or [])
+
+    @property
+    def queue_name(self) -> str | None:
+        return self.spec.get("queueName")
+
+    @property
+    def active(self) -> bool:
+        """spec.active (Kueue's default: true); false once deactivated."""
+        return self.spec.get("active", True) is not False
+
+    @property
+    def pod_sets(self) -> list[Dict]:
+        return list(self.spec.get("podSets") or [])
+
+    @property
+    def conditions(self) -> list[Dict]:
+        return list(self.status.get("conditions") or [])
+
+    @property
+    def cluster_name(self) -> str | None:
+        """status.clusterName: the worker a MultiKueue manager Workload was dispatched to."""
+        return self.status.get("clusterName")
+
+    @property
+    def nominated_clusters(self) -> list[str]:
+        return list(self.status.get("nominatedClusterNames") or [])
+
+    @property
+    def admission(self) -> Dict:
+        return self.status.get("admission") or {}
+
+    @property
+    def cluster_queue(self) -> str:
+        """The ClusterQueue it was admitted to ("" before admission)."""
+        return str(self.admission.get("clusterQueue", ""))
+
+    @property
+    def admission_checks(self) -> list[Dict]:
+        return list(self.status.get("admissionChecks") or [])
+
+    def check(self, name: str) -> Dict | None:
+        """The state of the admission check `name`, if the Workload has one."""
+        return next((s for s in self.admission_checks if s.get("name") == name), None)
+
+    @property
+    def reclaimable_pods(self) -> list[Dict]:
+        return list(self.status.get("reclaimablePods") or [])
+
+
 def conditions_of(wl: Dict) -> list[Dict]:
-    return list((wl.get("status") or {}).get("conditions") or [])
+    return WorkloadView(wl).conditions
 
 
 def is_admitted(wl: Dict) -> bool:
@@ -114,20 +200,21 @@ def eviction_message(wl: Dict) -> str:
 
 def pod_sets_match(wl: Dict, pod_sets: Sequence[PodSetShape]) -> bool:
     """Whether the Workload still describes the TrainJob (names and counts of its PodSets)."""
-    have = [(p.get("name"), p.get("count")) for p in wl.get("spec", {}).get("podSets") or []]
+    have = [(p.get("name"), p.get("count")) for p in WorkloadView(wl).pod_sets]
     return have == [(ps.name, ps.count) for ps in pod_sets]
 
 
 def owned_by(wl: Dict, uid: str) -> bool:
-    return any(ref.get("uid") == uid for ref in wl.get("metadata", {}).get("ownerReferences") or [])
+    return any(ref.get("uid") == uid for ref in WorkloadView(wl).owner_references)
 
 
 def build_admission_patch(wl: Dict, flavors: dict[str, Dict]) -> Dict:
     """The runtimePatch (manager kueue.x-k8s.io/manager) carrying where Kueue admitted each
     PodSet: flavour node labels and tolerations, plus admission checks' podSetUpdates."""
-    admission = (wl.get("status") or {}).get("admission") or {}
+    view = WorkloadView(wl)
+    admission = view.admission
     updates: dict[str, Dict] = {}
-    for check in (wl.get("status") or {}).get("admissionChecks") or []:
+    for check in view.admission_checks:
         for upd in check.get("podSetUpdates") or []:
             updates[upd["name"]] = upd
     rjs = []

@@ -1,7 +1,7 @@
 """One pass for a TrainJob on a worker: observe (from the caches), decide (pure), execute.
 
 First the Kueue integration when the TrainJob is queued (its Workload, PodsReady, start on
-admission, stop on eviction: trainjob/queueing.py, shared with the dispatcher), then the
+admission, stop on eviction: trainjob/jobframework.py, shared with the dispatcher), then the
 TrainJob itself: runtime -> PodSets -> Indexed Jobs, the headless Service, status
 (worker_controller/decide.py), carried out by worker_controller/execute.py.
 """
@@ -15,11 +15,11 @@ from typing import Any
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
 from trainjob import constants as c
-from trainjob import queueing
+from trainjob import jobframework
 from trainjob.caches import Caches
 from trainjob.conditions import trainjob_finished
+from trainjob.jobframework_io import execute_queue_plan, observe_queueing
 from trainjob.models import parse_trainjob
-from trainjob.queueing_io import execute_queue_plan, observe_queueing
 from trainjob.status_writes import held_key
 from worker_controller import execute, status
 from worker_controller.decide import Observed, reconcile_trainjob
@@ -60,12 +60,12 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
     namespace, name = key
     runtime = caches.runtime_of(trainjob)
     jobs = {j["metadata"]["name"]: j for j in caches.every("job_index", key)}
-    if queueing.is_queued_body(trainjob):
+    if jobframework.is_queued_body(trainjob):
         active = any(_has_active_pods(j) for j in jobs.values())
         observed = observe_queueing(
             memo.cluster, caches, parse_trainjob(trainjob, stored=True), runtime, active
         )
-        qplan = queueing.reconcile_queueing(observed)
+        qplan = jobframework.reconcile_queueing(observed)
         execute_queue_plan(memo.cluster, trainjob, qplan, memo.memory)
         if qplan.changes_trainjob:
             return None  # the TrainJob's own update event continues from the new spec

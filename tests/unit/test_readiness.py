@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Any
 
 from tests.factories import initializer_runtime, make_runtime, make_trainjob
-from trainjob import queueing, readiness
+from trainjob import jobframework, readiness
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.runtime import RuntimeInfo, build_runtime_info
 
@@ -139,8 +139,8 @@ def plan_for(wl: Dict, status: Dict | None = None, *, suspend: bool = False) -> 
     wl["metadata"]["ownerReferences"] = [{"uid": body["metadata"]["uid"]}]
     body["status"] = status or {}
     tj = parse_trainjob(body)
-    obs = queueing.observe(tj, RUNTIME, wl, {}, None, False, NOW)
-    return queueing.reconcile_queueing(obs)
+    obs = jobframework.observe(tj, RUNTIME, wl, {}, None, False, NOW)
+    return jobframework.reconcile_queueing(obs)
 
 
 def test_new_workload_gets_pods_ready_false_wait_for_start_once() -> None:
@@ -194,8 +194,8 @@ def test_reclaimable_pods_travel_with_pods_ready_in_one_apply() -> None:
     body["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "q"}
     body["status"] = {"jobsStatus": [js("dataset-initializer", succeeded=1)]}
     wl["metadata"]["ownerReferences"] = [{"uid": body["metadata"]["uid"]}]
-    obs = queueing.observe(parse_trainjob(body), runtime, wl, {}, None, False, NOW)
-    plan = queueing.reconcile_queueing(obs)
+    obs = jobframework.observe(parse_trainjob(body), runtime, wl, {}, None, False, NOW)
+    plan = jobframework.reconcile_queueing(obs)
     assert plan.workload_readiness == {
         "conditions": [cond("PodsReady", False, "WaitForStart") | {"message": ""}],
         "reclaimablePods": [{"name": "dataset-initializer", "count": 1}],
@@ -234,7 +234,7 @@ def test_a_blocked_start_keeps_an_admitted_trainjob_suspended() -> None:
     body["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "q"}
     wl = workload(*ADMITTED, cond("PodsReady", False, "WaitForStart"), podsets=[("node", 1)])
     wl["metadata"]["ownerReferences"] = [{"uid": body["metadata"]["uid"]}]
-    obs = queueing.observe(parse_trainjob(body), RUNTIME, wl, {}, None, False, NOW)
-    assert queueing.reconcile_queueing(obs).trainjob_patch is not None  # starts
+    obs = jobframework.observe(parse_trainjob(body), RUNTIME, wl, {}, None, False, NOW)
+    assert jobframework.reconcile_queueing(obs).trainjob_patch is not None  # starts
     obs.start_blocked = "admitted without the MultiKueue check"
-    assert queueing.reconcile_queueing(obs).trainjob_patch is None
+    assert jobframework.reconcile_queueing(obs).trainjob_patch is None

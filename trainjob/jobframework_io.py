@@ -1,5 +1,5 @@
 """The Kueue integration's I/O, shared by the worker controller and the dispatcher: gather
-what `queueing.reconcile_queueing` looks at, and carry out the QueuePlan it returns."""
+what `jobframework.reconcile_queueing` looks at, and carry out the QueuePlan it returns."""
 
 from __future__ import annotations
 
@@ -14,9 +14,7 @@ from kubecontrol.cluster import Cluster, guarded_write
 from kubecontrol.workqueue import WriteMemory
 from trainjob import constants as c
 from trainjob.caches import Caches
-from trainjob.lru import LRU
-from trainjob.models import TrainJob
-from trainjob.queueing import (
+from trainjob.jobframework import (
     QueueObserved,
     QueuePlan,
     Shape,
@@ -25,9 +23,11 @@ from trainjob.queueing import (
     observe,
     shape_of,
 )
+from trainjob.lru import LRU
+from trainjob.models import TrainJob
 
 Dict = dict[str, Any]
-log = logging.getLogger("trainjob.queueing")
+log = logging.getLogger("trainjob.jobframework")
 
 
 def observe_queueing(

@@ -1,4 +1,4 @@
-"""The Kueue integration both controllers run for a queued TrainJob (trainjob/queueing.py):
+"""The Kueue integration both controllers run for a queued TrainJob (trainjob/jobframework.py):
 its decision step by step, the Workload it builds, the placement it starts with, and the
 admission webhook's changes (trainjob/admission.py)."""
 
@@ -9,10 +9,10 @@ import datetime as dt
 from typing import Any
 
 from tests.factories import OWNER, make_runtime, make_trainjob
-from trainjob import admission, queueing, queueing_io
+from trainjob import admission, jobframework, jobframework_io
 from trainjob import workload as wlmod
+from trainjob.jobframework import QueuePlan
 from trainjob.models import parse_runtime, parse_trainjob
-from trainjob.queueing import QueuePlan
 from trainjob.runtime import RuntimeInfo, build_runtime_info
 
 Dict = dict[str, Any]
@@ -72,10 +72,10 @@ def plan(
     priority: tuple[str, int] | None = None,
     flavors: dict[str, Dict] | None = None,
 ) -> QueuePlan:
-    obs = queueing.observe(
+    obs = jobframework.observe(
         parse_trainjob(body), runtime, wl, flavors or {}, priority, jobs_active, NOW
     )
-    return queueing.reconcile_queueing(obs)
+    return jobframework.reconcile_queueing(obs)
 
 
 def reasons(p: QueuePlan) -> list[str]:
@@ -174,9 +174,9 @@ def test_7_admitted_starts_with_kueues_placement_in_one_write() -> None:
     assert plan(body, dispatched).events[0].message == (
         "Admitted by clusterQueue cq; dispatched to cluster worker1"
     )
-    obs = queueing.observe(parse_trainjob(body), RUNTIME, wl, {}, None, False, NOW)
+    obs = jobframework.observe(parse_trainjob(body), RUNTIME, wl, {}, None, False, NOW)
     obs.start_blocked = "not dispatchable"
-    assert queueing.reconcile_queueing(obs).trainjob_patch is None  # a controller said no
+    assert jobframework.reconcile_queueing(obs).trainjob_patch is None  # a controller said no
 
 
 def test_8_running_without_admission_stops() -> None:
@@ -363,22 +363,22 @@ def test_pod_set_shapes_are_resolved_once_per_spec_and_runtime_version() -> None
     body["metadata"].update(uid="uid-shape", generation=1, resourceVersion="7")
     runtime = copy.deepcopy(RUNTIME)
     runtime["metadata"].update(uid="uid-runtime", resourceVersion="3")
-    first = queueing_io._shape(parse_trainjob(body), runtime)
+    first = jobframework_io._shape(parse_trainjob(body), runtime)
     assert first is not None and [(ps.name, ps.count) for ps in first[0] or ()] == [("node", 2)]
     # A status write: a new resourceVersion, the same generation (spec): the same shape.
     status_only = copy.deepcopy(body)
     status_only["metadata"]["resourceVersion"] = "8"
     status_only["status"] = {"conditions": []}
-    assert queueing_io._shape(parse_trainjob(status_only), runtime) is first
+    assert jobframework_io._shape(parse_trainjob(status_only), runtime) is first
     # A new spec (generation), or a new runtime version, is resolved again.
     resized = copy.deepcopy(body)
     resized["metadata"].update(generation=2, resourceVersion="9")
     resized["spec"]["trainer"] = {"numNodes": 3}
-    again = queueing_io._shape(parse_trainjob(resized), runtime)
+    again = jobframework_io._shape(parse_trainjob(resized), runtime)
     assert again is not None and [ps.count for ps in again[0] or ()] == [3]
-    gone = queueing_io._shape(parse_trainjob(body), None)
+    gone = jobframework_io._shape(parse_trainjob(body), None)
     assert gone is not None and gone[0] is None and gone[1] is not None
     assert gone[1].reason == "RuntimeNotFound"
     # Not a stored version (no generation): nothing names its content, nothing is kept.
     del body["metadata"]["generation"]
-    assert queueing_io._shape(parse_trainjob(body), runtime) is None
+    assert jobframework_io._shape(parse_trainjob(body), runtime) is None

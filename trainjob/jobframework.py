@@ -1,4 +1,5 @@
-"""The Kueue job integration for TrainJob: decisions from TrainJob + Workload to a QueuePlan.
+"""The Kueue job integration for TrainJob (what Kueue's own `jobframework` package does for
+the kinds it integrates): decisions from TrainJob + Workload to a QueuePlan.
 
 Kueue runs with TrainJob as an external framework, so this is the code that plays Kueue's
 job reconciler for TrainJobs: one Workload per queued TrainJob, start on admission (the
@@ -21,6 +22,7 @@ from trainjob import workload as wlmod
 from trainjob.models import TrainJob, prebuilt_label, queue_label
 from trainjob.naming import owner_reference
 from trainjob.runtime import PodSetShape, RuntimeInfo, RuntimeProblem, resolve_runtime_info
+from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
 
@@ -140,169 +142,218 @@ def shape_of(tj: TrainJob, runtime: Dict | None) -> Shape:
 
 
 def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
+    """Kueue's job integration for one TrainJob: one function per step, in order; the first
+    that settles the pass ends it."""
     plan = QueuePlan()
     tj, wl = obs.trainjob, obs.workload
     # 1. Only queued TrainJobs (queue-name label, or a prebuilt Workload) are Kueue's.
     if not tj.queued or tj.metadata.deletion_timestamp:
         return plan
-    # 2. Finished: report it on the Workload so Kueue releases the quota; nothing else.
     if obs.finished is not None:
-        if wl is not None and not wlmod.is_finished(wl):
-            ok, reason, message = obs.finished
-            conds = cond.set_condition(
-                wlmod.conditions_of(wl),
-                "Finished",
-                True,
-                "Succeeded" if ok else "Failed",
-                message or reason,
-                obs.now,
-            )
-            plan.workload_status = {"conditions": conds}
-            plan.workload_version = _version(wl)
-            plan.events.append(
-                Event(
-                    "Normal",
-                    "FinishedWorkload",
-                    f"Workload {wl['metadata']['name']} finished: {reason}",
-                )
-            )
+        _step2_finished(obs, plan)
         return plan
-    # 3. No Workload yet: build one (prebuilt ones are made by someone else: wait).
     if wl is None:
-        if tj.prebuilt_workload is None and obs.info is not None:
-            queue = tj.queue_name or ""
-            # Its CreatedWorkload Event is recorded once the API has taken it (queueing_io).
-            plan.create_workload = wlmod.build_workload(tj, obs.info, queue, obs.priority)
-        if not tj.spec.suspend:  # never run before admission
-            plan.trainjob_patch = {"spec": {"suspend": True}}
+        _step3_no_workload(obs, plan)
         return plan
-    uid = tj.metadata.uid or ""
     plan.workload_version = _version(wl)
     # 4. PodsReady and reclaimable pods, which Kueue's waitForPodsReady and quota rely on.
     plan.workload_readiness = desired_readiness(obs, wl)
-    # 5. A prebuilt Workload is adopted: the TrainJob becomes its owner.
+    _step5_adopt(obs, wl, plan)
+    if _step5b_out_of_sync(obs, wl, plan):
+        return plan
+    # A finished Workload admits nothing any more (only an out-of-sync one gets here).
+    admitted = wlmod.is_admitted(wl) and not wlmod.is_finished(wl)
+    if (
+        _step6_in_step_while_suspended(obs, wl, plan)
+        or _step7_start(obs, wl, admitted, plan)
+        or _step8_stop(obs, wl, admitted, plan)
+    ):
+        return plan
+    _step9_release(obs, wl, admitted, plan)
+    return plan
+
+
+def _step2_finished(obs: QueueObserved, plan: QueuePlan) -> None:
+    """Finished: report it on the Workload so Kueue releases the quota; nothing else."""
+    wl = obs.workload
+    if wl is None or wlmod.is_finished(wl) or obs.finished is None:
+        return
+    ok, reason, message = obs.finished
+    conds = cond.set_condition(
+        wlmod.conditions_of(wl),
+        "Finished",
+        True,
+        "Succeeded" if ok else "Failed",
+        message or reason,
+        obs.now,
+    )
+    plan.workload_status = {"conditions": conds}
+    plan.workload_version = _version(wl)
+    plan.events.append(
+        Event("Normal", "FinishedWorkload", f"Workload {wl['metadata']['name']} finished: {reason}")
+    )
+
+
+def _step3_no_workload(obs: QueueObserved, plan: QueuePlan) -> None:
+    """No Workload yet: build one (prebuilt ones are made by someone else: wait), and never
+    run before admission."""
+    tj = obs.trainjob
+    if tj.prebuilt_workload is None and obs.info is not None:
+        queue = tj.queue_name or ""
+        # Its CreatedWorkload Event is recorded once the API has taken it (jobframework_io).
+        plan.create_workload = wlmod.build_workload(tj, obs.info, queue, obs.priority)
+    if not tj.spec.suspend:
+        plan.trainjob_patch = {"spec": {"suspend": True}}
+
+
+def _step5_adopt(obs: QueueObserved, wl: Dict, plan: QueuePlan) -> None:
+    """A prebuilt Workload is adopted: the TrainJob becomes its owner."""
+    tj = obs.trainjob
+    uid = tj.metadata.uid or ""
     if not wlmod.owned_by(wl, uid):
-        refs = list(wl.get("metadata", {}).get("ownerReferences") or [])
+        refs = WorkloadView(wl).owner_references
         refs.append(owner_reference(tj.name, uid, controller=tj.prebuilt_workload is None))
         plan.workload_patch = {"metadata": {"ownerReferences": refs}}
-    # 5b. A prebuilt Workload (made by someone else: a MultiKueue copy) that no longer
-    #     describes its TrainJob (changed since) is finished as out of sync, as Kueue does; its
-    #     sender decides what comes next. The TrainJob does not run on it.
-    if (
-        tj.prebuilt_workload
+
+
+def _step5b_out_of_sync(obs: QueueObserved, wl: Dict, plan: QueuePlan) -> bool:
+    """A prebuilt Workload (made by someone else: a MultiKueue copy) that no longer describes
+    its TrainJob (changed since) is finished as out of sync, as Kueue does; its sender decides
+    what comes next. The TrainJob does not run on it."""
+    if not (
+        obs.trainjob.prebuilt_workload
         and obs.pod_sets is not None
         and not wlmod.is_finished(wl)
         and not wlmod.pod_sets_match(wl, obs.pod_sets)
     ):
-        conds = cond.set_condition(
-            wlmod.conditions_of(wl),
-            "Finished",
-            True,
-            c.KUEUE_FINISHED_OUT_OF_SYNC,
-            OUT_OF_SYNC_MESSAGE,
-            obs.now,
-        )
-        plan.workload_status = {"conditions": conds}
+        return False
+    conds = cond.set_condition(
+        wlmod.conditions_of(wl),
+        "Finished",
+        True,
+        c.KUEUE_FINISHED_OUT_OF_SYNC,
+        OUT_OF_SYNC_MESSAGE,
+        obs.now,
+    )
+    plan.workload_status = {"conditions": conds}
+    plan.workload_readiness = None
+    plan.events.append(Event("Warning", "WorkloadOutOfSync", OUT_OF_SYNC_MESSAGE))
+    return True
+
+
+def _step6_in_step_while_suspended(obs: QueueObserved, wl: Dict, plan: QueuePlan) -> bool:
+    """While suspended and not admitted, keep the Workload in step with the TrainJob: rebuilt
+    when its PodSets changed (that settles the pass), moved when its queue did."""
+    tj = obs.trainjob
+    if not (tj.spec.suspend and not wlmod.has_quota(wl) and tj.prebuilt_workload is None):
+        return False
+    if obs.pod_sets is not None and not wlmod.pod_sets_match(wl, obs.pod_sets):
+        plan.delete_workload = wl["metadata"]["name"]
         plan.workload_readiness = None
-        plan.events.append(Event("Warning", "WorkloadOutOfSync", OUT_OF_SYNC_MESSAGE))
-        return plan
-    # A finished Workload admits nothing any more (only an out-of-sync one gets here).
-    admitted = wlmod.is_admitted(wl) and not wlmod.is_finished(wl)
-    # 6. While suspended and not admitted, keep the Workload in step with the TrainJob.
-    if tj.spec.suspend and not wlmod.has_quota(wl) and tj.prebuilt_workload is None:
-        if obs.pod_sets is not None and not wlmod.pod_sets_match(wl, obs.pod_sets):
-            plan.delete_workload = wl["metadata"]["name"]
-            plan.workload_readiness = None
-            plan.events.append(
-                Event(
-                    "Normal",
-                    "DeletedWorkload",
-                    "Workload is out of date with the TrainJob; rebuilding it",
-                )
+        plan.events.append(
+            Event(
+                "Normal",
+                "DeletedWorkload",
+                "Workload is out of date with the TrainJob; rebuilding it",
             )
-            return plan
-        if tj.queue_name and wl.get("spec", {}).get("queueName") != tj.queue_name:
-            patch = plan.workload_patch or {}
-            patch["spec"] = {"queueName": tj.queue_name}
-            plan.workload_patch = patch
-            plan.events.append(
-                Event("Normal", "UpdatedWorkload", f"Moved Workload to queue {tj.queue_name}")
-            )
-    # 7. Admitted and suspended: start, with Kueue's placement, in one write.
-    if admitted and tj.spec.suspend and obs.start_blocked is None:
-        # Stamped by its writer (Trainer's webhook stamps the patches written by others).
-        kueue_patch = {
-            **wlmod.build_admission_patch(wl, obs.flavors),
-            "time": cond.now_rfc3339(obs.now),
+        )
+        return True
+    if tj.queue_name and WorkloadView(wl).queue_name != tj.queue_name:
+        patch = plan.workload_patch or {}
+        patch["spec"] = {"queueName": tj.queue_name}
+        plan.workload_patch = patch
+        plan.events.append(
+            Event("Normal", "UpdatedWorkload", f"Moved Workload to queue {tj.queue_name}")
+        )
+    return False
+
+
+def _step7_start(obs: QueueObserved, wl: Dict, admitted: bool, plan: QueuePlan) -> bool:
+    """Admitted and suspended: start, with Kueue's placement, in one write."""
+    tj = obs.trainjob
+    if not (admitted and tj.spec.suspend and obs.start_blocked is None):
+        return False
+    # Stamped by its writer (Trainer's webhook stamps the patches written by others).
+    kueue_patch = {
+        **wlmod.build_admission_patch(wl, obs.flavors),
+        "time": cond.now_rfc3339(obs.now),
+    }
+    plan.trainjob_patch = {
+        "spec": {
+            "suspend": False,
+            "runtimePatches": wlmod.with_runtime_patch(
+                _patches(tj), kueue_patch, c.KUEUE_RUNTIME_PATCH_MANAGER
+            ),
         }
+    }
+    plan.events.append(Event("Normal", "Started", started_message(wl)))
+    return True
+
+
+def _step8_stop(obs: QueueObserved, wl: Dict, admitted: bool, plan: QueuePlan) -> bool:
+    """Running without admission (evicted, preempted, or never admitted): stop."""
+    if admitted or obs.trainjob.spec.suspend:
+        return False
+    plan.trainjob_patch = {"spec": {"suspend": True}}
+    plan.events.append(Event("Normal", "Stopped", wlmod.eviction_message(wl)))
+    return True
+
+
+def _step9_release(obs: QueueObserved, wl: Dict, admitted: bool, plan: QueuePlan) -> None:
+    """Stopped and quiet: drop Kueue's placement and hand the quota back."""
+    tj = obs.trainjob
+    if not tj.spec.suspend or obs.jobs_active:
+        return
+    if _kueue_patch(tj) is not None and not admitted:
         plan.trainjob_patch = {
             "spec": {
-                "suspend": False,
                 "runtimePatches": wlmod.with_runtime_patch(
-                    _patches(tj), kueue_patch, c.KUEUE_RUNTIME_PATCH_MANAGER
-                ),
+                    _patches(tj), None, c.KUEUE_RUNTIME_PATCH_MANAGER
+                )
             }
         }
-        plan.events.append(Event("Normal", "Started", started_message(wl)))
-        return plan
-    # 8. Running without admission (evicted, preempted, or never admitted): stop.
-    if not admitted and not tj.spec.suspend:
-        plan.trainjob_patch = {"spec": {"suspend": True}}
-        plan.events.append(Event("Normal", "Stopped", wlmod.eviction_message(wl)))
-        return plan
-    # 9. Stopped and quiet: drop Kueue's placement and hand the quota back.
-    if tj.spec.suspend and not obs.jobs_active:
-        if _kueue_patch(tj) is not None and not admitted:
-            plan.trainjob_patch = {
-                "spec": {
-                    "runtimePatches": wlmod.with_runtime_patch(
-                        _patches(tj), None, c.KUEUE_RUNTIME_PATCH_MANAGER
-                    )
-                }
-            }
-        if wlmod.is_evicted(wl) and wlmod.has_quota(wl):
-            evicted = cond.find(wlmod.conditions_of(wl), "Evicted") or {}
-            conds = wlmod.conditions_of(wl)
-            conds = cond.set_condition(
-                conds, "QuotaReserved", False, "Pending", str(evicted.get("message", "")), obs.now
-            )
-            conds = cond.set_condition(
-                conds,
-                "Admitted",
-                False,
-                "NoReservation",
-                "The workload has no reservation",
-                obs.now,
-            )
-            conds = cond.set_condition(
-                conds,
-                "Requeued",
-                evicted.get("reason") in REQUEUED_AT_ONCE,
-                str(evicted.get("reason", "Evicted")),
-                str(evicted.get("message", "")),
-                obs.now,
-            )
-            # No longer admitted: PodsReady goes back to WaitForStart in this same write.
-            conds = cond.set_condition(
-                conds,
-                readiness.PODS_READY,
-                False,
-                readiness.WAIT_FOR_START,
-                readiness.NOT_READY_MESSAGE,
-                obs.now,
-                wl.get("metadata", {}).get("generation"),
-            )
-            plan.workload_status = {"admission": None, "conditions": conds}
-            plan.workload_readiness = None
-    return plan
+    if wlmod.is_evicted(wl) and wlmod.has_quota(wl):
+        evicted = cond.find(wlmod.conditions_of(wl), "Evicted") or {}
+        conds = wlmod.conditions_of(wl)
+        conds = cond.set_condition(
+            conds, "QuotaReserved", False, "Pending", str(evicted.get("message", "")), obs.now
+        )
+        conds = cond.set_condition(
+            conds,
+            "Admitted",
+            False,
+            "NoReservation",
+            "The workload has no reservation",
+            obs.now,
+        )
+        conds = cond.set_condition(
+            conds,
+            "Requeued",
+            evicted.get("reason") in REQUEUED_AT_ONCE,
+            str(evicted.get("reason", "Evicted")),
+            str(evicted.get("message", "")),
+            obs.now,
+        )
+        # No longer admitted: PodsReady goes back to WaitForStart in this same write.
+        conds = cond.set_condition(
+            conds,
+            readiness.PODS_READY,
+            False,
+            readiness.WAIT_FOR_START,
+            readiness.NOT_READY_MESSAGE,
+            obs.now,
+            WorkloadView(wl).generation,
+        )
+        plan.workload_status = {"admission": None, "conditions": conds}
+        plan.workload_readiness = None
 
 
 def started_message(wl: Dict) -> str:
     """Kueue's words for a start, and on a MultiKueue manager where the job went: the
     Workload's clusterName, set in the write that turned the check Ready, before admission."""
-    status = wl.get("status") or {}
-    cq = (status.get("admission") or {}).get("clusterQueue", "?")
-    cluster = status.get("clusterName")
+    view = WorkloadView(wl)
+    cq = view.cluster_queue or "?"
+    cluster = view.cluster_name
     where = f"; dispatched to cluster {cluster}" if cluster else ""
     return f"Admitted by clusterQueue {cq}{where}"
 
@@ -318,14 +369,14 @@ def _jobs_status(tj: TrainJob, wl: Dict) -> list[Dict] | None:
     """The TrainJob's jobsStatus, if it describes the run of this Workload's admission. On the
     manager it is the status synced back from a worker: it counts only when it comes from the
     cluster the Workload now runs on (`status.clusterName` of both), never from an earlier one."""
-    if tj.status.get("clusterName") != (wl.get("status") or {}).get("clusterName"):
+    if tj.status.get("clusterName") != WorkloadView(wl).cluster_name:
         return None
     found = tj.status.get("jobsStatus")
     return found if isinstance(found, list) else None
 
 
 def _version(wl: Dict) -> str | None:
-    found = (wl.get("metadata") or {}).get("resourceVersion")
+    found = WorkloadView(wl).resource_version
     return str(found) if found else None
 
 
@@ -346,7 +397,7 @@ def desired_readiness(obs: QueueObserved, wl: Dict) -> Dict | None:
         return None
     conds = wlmod.conditions_of(wl)
     if pods_ready_changed:
-        generation = wl.get("metadata", {}).get("generation")
+        generation = WorkloadView(wl).generation
         conds = cond.set_condition(
             conds, readiness.PODS_READY, status, reason, message, obs.now, generation
         )
