@@ -35,7 +35,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
 
-log = logging.getLogger("trainjob.certs")
+log = logging.getLogger(__name__)
 CA_LIFE = dt.timedelta(days=3650)
 CERT_LIFE = dt.timedelta(days=365)
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
@@ -134,7 +134,7 @@ def issue(hosts: list[str], now: dt.datetime, ca: Material | None = None) -> Mat
         if ca is not None and _ca_outlives(ca, now):
             previous = ca.ca_crt
         ca_key = ec.generate_private_key(ec.SECP256R1())
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "trainjob-webhook-ca")])
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "webhook-ca")])
         ca_cert = (
             _builder(name, name, ca_key.public_key(), now, CA_LIFE)
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)

@@ -37,7 +37,7 @@ from kubecontrol.webhook_server import Handler, WebhookServer
 from kubecontrol.workqueue import WorkQueue
 
 Dict = dict[str, Any]
-log = logging.getLogger("trainjob.operator")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ class ControllerMemo:
     informers: dict[str, Informer] = field(default_factory=dict)  # by `Watch.index`
     synced: threading.Event = field(default_factory=threading.Event)  # every watch listed
     elector: LeaderElector | None = None
-    queue: WorkQueue[tuple[str, str]] = field(init=False)  # TrainJobs (namespace, name)
+    queue: WorkQueue[tuple[str, str]] = field(init=False)  # keys (namespace, name) to reconcile
 
     @property
     def caches(self) -> Caches:

@@ -33,7 +33,7 @@ from kubecontrol.kinds import Kind
 
 Dict = dict[str, Any]
 Key = Any  # (namespace, name) for namespaced kinds, name for cluster-scoped ones
-log = logging.getLogger("trainjob.informer")
+log = logging.getLogger(__name__)
 
 
 def slim(obj: Dict) -> Dict:

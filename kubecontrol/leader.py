@@ -32,7 +32,7 @@ import orjson
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
 
-log = logging.getLogger("trainjob.leader")
+log = logging.getLogger(__name__)
 LEASE_API = "coordination.k8s.io/v1"
 # Of the lease duration, the part a write may not use: clocks that run at different rates
 # (client-go's leader election takes the same care with its JitterFactor of 1.2 for standbys).

@@ -11,7 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from kubecontrol.metrics import REGISTRY
 
-log = logging.getLogger("trainjob.serving")
+log = logging.getLogger(__name__)
 
 
 def serve_probes(

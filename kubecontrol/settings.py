@@ -67,9 +67,9 @@ class ControllerSettings(BaseModel):
         default=2.0, gt=0, description="how often the leader renews and a standby looks"
     )
     resync_seconds: float = Field(
-        default=10.0, gt=0, description="safety-net pass over the TrainJobs not yet settled"
+        default=10.0, gt=0, description="safety-net pass over the keys not yet settled"
     )
-    workers: int = Field(default=8, ge=1, le=64, description="threads reconciling TrainJobs")
+    workers: int = Field(default=8, ge=1, le=64, description="threads working the queue's keys")
     watch_check_seconds: float = Field(
         default=60.0,
         ge=5,

@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 
 from kubecontrol.cluster import Cluster
 
-log = logging.getLogger("trainjob.watchdog")
+log = logging.getLogger(__name__)
 Versions = dict[Hashable, str]
 
 

@@ -1,7 +1,7 @@
 """The admission webhook server: AdmissionReview v1 over HTTPS, one handler per path.
 
 A handler returns a `Verdict` that names the fields it sets, and the patch is those few
-operations (trainjob/admission.py), never a copy of the object diffed against the changed copy
+operations (kubecontrol/admission.py), never a copy of the object diffed against the changed copy
 (jsonpatch): kopf's admission server, which did that, cost about 4.7 ms of CPU per TrainJob
 created for our two webhooks (benchmarks/webhooks.py), a tenth of the leader's CPU per TrainJob
 when it also served them.
@@ -34,7 +34,7 @@ from kubecontrol.admission import Verdict, refuse, review_response
 Dict = dict[str, Any]
 # Answers on the server's loop, so it must not block: see `in_thread`.
 Handler = Callable[[Dict], Awaitable[Verdict]]
-log = logging.getLogger("trainjob.webhooks")
+log = logging.getLogger(__name__)
 MAX_REVIEW_BYTES = 8 * 1024 * 1024
 
 
@@ -130,7 +130,7 @@ class WebhookServer:
     async def _serve(
         self, sock: socket.socket, context: ssl.SSLContext, stop: threading.Event
     ) -> None:
-        # A TrainJob may be as large as the API server stores (etcd's 1.5 MiB), more than
+        # An object may be as large as the API server stores (etcd's 1.5 MiB), more than
         # aiohttp's default limit of a request body (1 MiB).
         app = web.Application(client_max_size=MAX_REVIEW_BYTES)
         app.router.add_post("/{path:.*}", self._answer)

@@ -39,7 +39,7 @@ from typing import Generic, TypeVar
 from kubecontrol import metrics
 
 K = TypeVar("K", bound=Hashable)
-log = logging.getLogger("trainjob.workqueue")
+log = logging.getLogger(__name__)
 
 URGENT_FOLLOW_UP = 10.0  # seconds a key taken from the fast lane goes on being urgent
 
@@ -329,7 +329,7 @@ class WriteMemory:
         return None if when is None else time.monotonic() - when
 
     def note_held(self, key: Hashable, held: bool) -> None:
-        """Since when something under `key` is held back (`trainjob.status_writes.hold`): the
+        """Since when something under `key` is held back (a write its caller coalesces): the
         first pass that holds it starts the clock, a pass that holds nothing stops it."""
         with self._lock:
             if not held:
