@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Protocol
 
 from dispatcher.capacity import Fit
@@ -419,12 +420,12 @@ class _Pass:
     def wl(self) -> Dict:
         return self.obs.workload
 
-    @property
+    @cached_property
     def state(self) -> Dict:
         """Our admission check's state on the manager Workload ({} before the first)."""
         return check_state(self.wl, self.obs.check) or {}
 
-    @property
+    @cached_property
     def nominated(self) -> list[str]:
         return WorkloadView(self.wl).nominated_clusters
 

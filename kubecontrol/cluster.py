@@ -110,7 +110,7 @@ def io_retry(fn: Callable[P, R]) -> Callable[P, R]:
     return call
 
 
-def _path_for(api_version: str, plural: str, namespace: str | None, name: str | None) -> str:
+def path_for(api_version: str, plural: str, namespace: str | None, name: str | None) -> str:
     base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
     if namespace:
         base += f"/namespaces/{namespace}"
@@ -184,7 +184,7 @@ class Cluster:
 
     timeout: float = 15.0
 
-    def _call(
+    def send(
         self,
         method: str,
         path: str,
@@ -193,8 +193,12 @@ class Cluster:
         query: Dict | None = None,
         content_type: str = JSON,
         accept: str = JSON,
+        timeout: float | None = None,
     ) -> Any:
-        timeout = self.timeout
+        """One request, one try (no retries: the typed calls below add them), within the write
+        gate and budget, counted in the API metrics; its decoded answer. `timeout`: shorter
+        than the cluster's, for a caller with a deadline of its own (the Lease)."""
+        timeout = min(timeout, self.timeout) if timeout is not None else self.timeout
         if method != "GET":
             budget = self.write_budget() if self.write_budget is not None else timeout
             if budget <= 0 or not self.writable():
@@ -221,7 +225,7 @@ class Cluster:
 
     @io_retry
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Dict:
-        result: Dict = self._call("GET", _path_for(api_version, plural_of(kind), namespace, name))
+        result: Dict = self.send("GET", path_for(api_version, plural_of(kind), namespace, name))
         return result
 
     def get_or_none(
@@ -241,12 +245,12 @@ class Cluster:
         """The metadata of every object of a kind, `page` objects per request: only
         `metadata` of each (no spec, status or managedFields' worth of decoding), which is all
         a comparison of resourceVersions needs, at any scale."""
-        path = _path_for(api_version, plural_of(kind), namespace, None)
+        path = path_for(api_version, plural_of(kind), namespace, None)
         items: list[Dict] = []
         token = None
         while True:
             query = {"limit": page, "continue": token}
-            result = self._call("GET", path, query=query, accept=METADATA_LIST)
+            result = self.send("GET", path, query=query, accept=METADATA_LIST)
             items += result.get("items") or []
             token = (result.get("metadata") or {}).get("continue")
             if not token:
@@ -257,12 +261,12 @@ class Cluster:
         """Server-side apply with our field manager (creates when missing, unless applied to a
         subresource such as `status`: then a missing object is a 404)."""
         meta = obj["metadata"]
-        path = _path_for(
+        path = path_for(
             obj["apiVersion"], plural_of(obj["kind"]), meta.get("namespace"), meta["name"]
         )
         if subresource:
             path += f"/{subresource}"
-        result: Dict = self._call(
+        result: Dict = self.send(
             "PATCH",
             path,
             body=obj,
@@ -274,20 +278,18 @@ class Cluster:
     @io_retry
     def create(self, obj: Dict) -> Dict:
         meta = obj["metadata"]
-        path = _path_for(obj["apiVersion"], plural_of(obj["kind"]), meta.get("namespace"), None)
-        result: Dict = self._call(
-            "POST", path, body=obj, query={"fieldManager": self.field_manager}
-        )
+        path = path_for(obj["apiVersion"], plural_of(obj["kind"]), meta.get("namespace"), None)
+        result: Dict = self.send("POST", path, body=obj, query={"fieldManager": self.field_manager})
         return result
 
     @io_retry
     def replace(self, obj: Dict) -> Dict:
         """PUT the whole object; its metadata.resourceVersion makes it a guarded write."""
         meta = obj["metadata"]
-        path = _path_for(
+        path = path_for(
             obj["apiVersion"], plural_of(obj["kind"]), meta.get("namespace"), meta["name"]
         )
-        result: Dict = self._call("PUT", path, body=obj, query={"fieldManager": self.field_manager})
+        result: Dict = self.send("PUT", path, body=obj, query={"fieldManager": self.field_manager})
         return result
 
     @io_retry
@@ -306,9 +308,7 @@ class Cluster:
         if uid:
             body["preconditions"] = {"uid": uid}
         try:
-            self._call(
-                "DELETE", _path_for(api_version, plural_of(kind), namespace, name), body=body
-            )
+            self.send("DELETE", path_for(api_version, plural_of(kind), namespace, name), body=body)
         except ApiException as exc:
             if exc.status == 409 and uid:
                 return
@@ -326,10 +326,10 @@ class Cluster:
         *,
         subresource: str | None = None,
     ) -> Dict:
-        path = _path_for(api_version, plural_of(kind), namespace, name)
+        path = path_for(api_version, plural_of(kind), namespace, name)
         if subresource:
             path += f"/{subresource}"
-        result: Dict = self._call(
+        result: Dict = self.send(
             "PATCH",
             path,
             body=patch,

@@ -278,36 +278,30 @@ def run(
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     _stop_on_signals(memo.stop)
-    handlers = start_watches(memo, cluster, list(watches))
+    table = list(watches)
+    start_watches(memo, cluster, table)
     try:
         if _wait_synced(memo):
             memo.synced.set()
             on_synced()
             memo.gate_queue()
-            for name, on_event in handlers:
-                for obj in memo.informers[name].items():
-                    on_event("ADDED", obj)
+            for watch in table:
+                if watch.on_event is not None:
+                    memo.informers[watch.index].replay()
             log.info("caches synced: %s", ", ".join(sorted(memo.informers)))
         memo.stop.wait()
     finally:
         memo.shut_down()
 
 
-def start_watches(
-    memo: ControllerMemo, cluster: Cluster, watches: list[Watch]
-) -> list[tuple[str, Callable[[str, Dict], None]]]:
+def start_watches(memo: ControllerMemo, cluster: Cluster, watches: list[Watch]) -> None:
     """One informer per watch, its caches in `memo.indexes`; events reach the watch's
-    handler only once `memo.synced` is set. Returns (index, handler) of the watches that have
-    one, for `run`'s replay."""
-    handlers = []
+    handler only once `memo.synced` is set (a handler's failure is the informer's to log)."""
     for watch in watches:
-        deliver = _handler(memo, watch)
-        if watch.on_event is not None:
-            handlers.append((watch.index, deliver))
         informer = Informer(
             cluster.api,
             watch.kind,
-            deliver,
+            _after_sync(memo.synced, watch.on_event),
             label_selector=watch.label_selector,
             field_selector=watch.field_selector,
             name=f"{memo.settings.cluster_name}-{watch.index}",
@@ -319,28 +313,14 @@ def start_watches(
         if watch.groups:
             memo.indexes[watch.groups] = informer.groups
         informer.start()
-    return handlers
 
 
-def _handler(memo: ControllerMemo, watch: Watch) -> Callable[[str, Dict], None]:
-    """A watch's handler as its informer calls it: nothing before the caches are synced, and
-    a handler's failure is logged, never taken for the watch's (which would list again)."""
-    on_event = watch.on_event
-
+def _after_sync(
+    synced: threading.Event, on_event: Callable[[str, Dict], None] | None
+) -> Callable[[str, Dict], None]:
     def deliver(etype: str, obj: Dict) -> None:
-        if on_event is None or not memo.synced.is_set():
-            return
-        try:
+        if on_event is not None and synced.is_set():
             on_event(etype, obj)
-        except Exception:
-            meta = obj.get("metadata") or {}
-            log.exception(
-                "[%s] %s %s/%s: handler failed",
-                memo.settings.cluster_name,
-                watch.kind.kind,
-                meta.get("namespace", ""),
-                meta.get("name"),
-            )
 
     return deliver
 

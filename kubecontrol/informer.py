@@ -189,6 +189,12 @@ class Informer:
         self._stop.set()
         self._abort.set()
 
+    def replay(self) -> None:
+        """Hand every cached object to `on_event` as ADDED (a controller's first look, once
+        all its caches are in)."""
+        for obj in self.items():
+            self._notify("ADDED", obj)
+
     def relist(self) -> None:
         """End the running watch, whatever state it is in (a frozen one included), and list
         again: what the watchdog does with a cache it found out of date."""
@@ -211,11 +217,9 @@ class Informer:
             query = {**query, "continue": meta["continue"]}
         # A list's items carry no apiVersion and kind (a watch event's object does): each
         # gets them, so every cached object says what it is, however it came in.
-        typed = self.kind.api_version, self.kind.kind
-        fresh = {
-            key_of(o): self._transform({"apiVersion": typed[0], "kind": typed[1], **o})
-            for o in items
-        }
+        for o in items:
+            o["apiVersion"], o["kind"] = self.kind.api_version, self.kind.kind
+        fresh = {key_of(o): self._transform(o) for o in items}
         gone = [obj for key, obj in list(self._store.items()) if key not in fresh]
         changed = [
             o for k, o in fresh.items() if not same_apart_from_version(self._store.get(k), o)

@@ -27,10 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from kubecontrol.client import ApiException
-from kubecontrol.cluster import Cluster
+from kubecontrol.cluster import Cluster, path_for
 
 log = logging.getLogger(__name__)
 LEASE_API = "coordination.k8s.io/v1"
@@ -141,16 +139,16 @@ class LeaderElector:
 
     def _lease(self, method: str, body: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """One Lease request, one try, bounded by the retry period; None for a 404 GET."""
-        path = f"/apis/{LEASE_API}/namespaces/{self._ns}/leases"
-        if method != "POST":
-            path += f"/{self._name}"
+        name = None if method == "POST" else self._name
+        path = path_for(LEASE_API, "leases", self._ns, name)
         try:
-            data = self._cluster.api.request(method, path, body=body, timeout=self._t.retry_period)
+            found: dict[str, Any] | None = self._cluster.send(
+                method, path, body=body, timeout=self._t.retry_period
+            )
         except ApiException as exc:
             if method == "GET" and exc.status == 404:
                 return None
             raise
-        found: dict[str, Any] = orjson.loads(data)
         return found
 
     def _try_acquire_or_renew(self) -> bool:

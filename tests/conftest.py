@@ -1,4 +1,4 @@
-"""Session fixtures: the local multi-cluster bed, per-test namespaces, API clients."""
+"""Fixtures: the local multi-cluster bed (one per test run), per-test namespaces, clients."""
 
 from __future__ import annotations
 
@@ -31,9 +31,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def bed() -> Iterator[Bed]:
-    """The bed, brought up once per session, or the running one $TJ_BED_STATE_DIR names.
+    """The bed, brought up once per test run, or the running one $TJ_BED_STATE_DIR names.
 
-    A bed this session started is taken down at the end (set TJ_BED_KEEP=1 to keep it).
+    A bed this test run started is taken down at the end (set TJ_BED_KEEP=1 to keep it).
     """
     the_bed = Bed(load_config())
     reuse = bool(os.environ.get("TJ_BED_STATE_DIR")) and the_bed.is_up()
