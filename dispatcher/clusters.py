@@ -52,6 +52,7 @@ class Registry:
         self._namespace_problems: dict[tuple[str, str], str] = {}
         self._reported: dict[str, str] = {}  # Coexist: the problem last logged per cluster
         self._labels: dict[str, dict[str, str]] = {}  # each MultiKueueCluster's, last seen
+        self._path_warned: set[str] = set()  # MultiKueueCluster UIDs told DeprecatedPathUsage
         # The Secrets of our namespace, kept by watch_secrets: a resync reads kubeconfigs from
         # here rather than GET each Secret every pass.
         self._secrets: Informer | None = None
@@ -164,10 +165,14 @@ class Registry:
         ref = source.get("kubeConfig") or {}
         location, kind = ref.get("location"), ref.get("locationType", "Secret")
         if kind == "Path":
-            prefix = str(self.settings.kubeconfig_path_prefix)
-            path, why = kubeconfig_path_problem(str(location or ""), prefix)
-            if path is None:
-                return None, "BadKubeConfig", f"spec.clusterSource.kubeConfig.location: {why}"
+            if self.settings.kubeconfig_path_validation:
+                prefix = str(self.settings.kubeconfig_path_prefix)
+                path, why = kubeconfig_path_problem(str(location or ""), prefix)
+                if path is None:
+                    return None, "BadKubeConfig", f"spec.clusterSource.kubeConfig.location: {why}"
+            else:  # Kueue's default: any path, and a Warning that this use is deprecated
+                path = str(location or "")
+                self._warn_path_usage(mkc)
             try:
                 with open(path, "rb") as f:
                     raw = f.read()
@@ -196,6 +201,24 @@ class Registry:
         if problem is not None:
             return None, problem.reason, problem.message
         return kubeconfig, "", ""
+
+    def _warn_path_usage(self, mkc: Dict) -> None:
+        """Kueue's DeprecatedPathUsage Warning on a MultiKueueCluster that names a file while
+        path validation is off; once per cluster (Kueue's own writes it in Coexist mode)."""
+        meta = mkc["metadata"]
+        uid = str(meta.get("uid", ""))
+        if self.settings.mode != "Replace" or uid in self._path_warned:
+            return
+        self._path_warned.add(uid)
+        self.manager.post_event(
+            mkc,
+            "Warning",
+            "DeprecatedPathUsage",
+            "Using locationType=Path without path validation (--kubeconfig-path-validation, "
+            "Kueue's MultiKueueKubeConfigPathValidation gate) is deprecated in Kueue; enable it "
+            f"and place kubeconfig files under {self.settings.kubeconfig_path_prefix}",
+            name=f"{meta['name']}.deprecated-path-usage.{uid[:8]}",
+        )
 
     def _secret_kubeconfig(self, name: str) -> str | None:
         """The base64 'kubeconfig' key of a Secret of our namespace ("" without one; None when

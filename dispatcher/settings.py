@@ -48,8 +48,14 @@ class DispatcherSettings(ControllerSettings):
     )
     kubeconfig_path_prefix: Path = Field(
         default=Path("/etc/multikueue/kubeconfigs"),
-        description="MultiKueueClusters with kubeConfig.locationType Path may only name files "
-        "under this directory (Kueue's rule)",
+        description="with --kubeconfig-path-validation, MultiKueueClusters with "
+        "kubeConfig.locationType Path may only name files under this directory (Kueue's rule)",
+    )
+    kubeconfig_path_validation: bool = Field(
+        default=False,
+        description="Kueue's MultiKueueKubeConfigPathValidation gate (alpha, off in Kueue "
+        "0.19): kubeconfig files must be absolute paths under --kubeconfig-path-prefix. Off, "
+        "any file is read and the MultiKueueCluster gets Kueue's DeprecatedPathUsage Warning",
     )
     origin: str = Field(
         default=c.KUEUE_DEFAULT_ORIGIN,

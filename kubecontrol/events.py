@@ -28,10 +28,12 @@ def build_event(
     it once only (a second create of the same name is refused)."""
     meta = obj["metadata"]
     naming = {"name": name} if name else {"generateName": f"{meta['name']}."}
+    # An Event about a cluster-scoped object lives in "default", as client-go records it.
+    namespace = meta.get("namespace") or "default"
     return {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {**naming, "namespace": meta.get("namespace")},
+        "metadata": {**naming, "namespace": namespace},
         "involvedObject": {
             "apiVersion": obj["apiVersion"],
             "kind": obj["kind"],

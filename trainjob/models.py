@@ -139,6 +139,18 @@ class MLPolicy(_Model):
     num_nodes: int = Field(default=1, alias="numNodes", ge=1)
     torch: TorchPolicy | None = None
     mpi: MPIPolicy | None = None
+    # Trainer v2.3's other policies: jax and xgboost have no fields; flux is not implemented
+    # here (a runtime that names it is RuntimeInvalid, saying so).
+    jax: Dict | None = None
+    xgboost: Dict | None = None
+    flux: Dict | None = None
+
+    @property
+    def named(self) -> list[str]:
+        """The policies the runtime sets (Trainer allows at most one)."""
+        return [
+            n for n in ("torch", "mpi", "jax", "xgboost", "flux") if getattr(self, n) is not None
+        ]
 
 
 class Coscheduling(_Model):

@@ -92,11 +92,14 @@ def build_service(info: RuntimeInfo, owner: Dict) -> Dict:
     }
 
 
-def build_extra_object(obj: Dict, owner: Dict, trainjob: str) -> Dict:
+def build_extra_object(obj: Dict, owner: Dict | None, trainjob: str) -> Dict:
+    """An object the pods need, with our labels; owned by the TrainJob unless `owner` is
+    None (a claim the runtime keeps after the job)."""
     out = json_copy(obj)
     meta = out.setdefault("metadata", {})
     meta["labels"] = {**(meta.get("labels") or {}), **trainjob_labels(trainjob)}
-    meta["ownerReferences"] = [owner]
+    if owner is not None:
+        meta["ownerReferences"] = [owner]
     return out
 
 

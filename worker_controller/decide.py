@@ -184,6 +184,9 @@ def reconcile_trainjob(obs: Observed) -> Plan:
         # Objects the pods need, written while Jobs are still to be created (not every pass).
         for extra in info.policy.extra_objects:
             plan.apply.append(builders.build_extra_object(extra, owner, tj.name))
+        for claim in info.policy.claims:
+            owned = claim["metadata"]["name"] in info.policy.owned_claims
+            plan.apply.append(builders.build_extra_object(claim, owner if owned else None, tj.name))
         plan.ssh_secret = info.policy.ssh_secret_name
     # 6. Suspended: suspend whatever runs, start nothing.
     if tj.spec.suspend:

@@ -556,28 +556,9 @@ def test_kubeconfig_files_under_the_path_prefix_connect_and_other_sources_are_na
         "profile": {"clusterProfileRef": {"name": "somewhere"}},
     }
     custom = client.CustomObjectsApi(bed.api(manager))
-    with dispatcher_with(controllers, "--kubeconfig-path-prefix", str(prefix)):
-        for name, source in sources.items():
-            custom.create_cluster_custom_object(
-                *KUEUE,
-                "multikueueclusters",
-                {
-                    "apiVersion": "kueue.x-k8s.io/v1beta2",
-                    "kind": "MultiKueueCluster",
-                    "metadata": {"name": name},
-                    "spec": {"clusterSource": source},
-                },
-            )
-        try:
-            conds = {
-                name: wait_for(
-                    lambda n=name: active_condition(custom, n), 30, what=f"{name} Active"
-                )
-                for name in sources
-            }
-        finally:
-            for name in sources:
-                custom.delete_cluster_custom_object(*KUEUE, "multikueueclusters", name)
+    flags = ("--kubeconfig-path-prefix", str(prefix), "--kubeconfig-path-validation")
+    with dispatcher_with(controllers, *flags):
+        conds = active_conditions(custom, sources)
     assert (conds["path-good"]["status"], conds["path-good"]["reason"]) == ("True", "Active")
     for name, fragment in (
         ("path-outside", "is not under"),
@@ -594,6 +575,56 @@ def test_kubeconfig_files_under_the_path_prefix_connect_and_other_sources_are_na
         "MultiKueueClusterProfileFeatureDisabled",
     )
     assert "clusterProfileRef" in profile["message"]
+
+
+def active_conditions(custom: client.CustomObjectsApi, sources: dict[str, Dict]) -> Dict:
+    """Make a MultiKueueCluster per source, and return each one's Active condition."""
+    for name, source in sources.items():
+        custom.create_cluster_custom_object(
+            *KUEUE,
+            "multikueueclusters",
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "MultiKueueCluster",
+                "metadata": {"name": name},
+                "spec": {"clusterSource": source},
+            },
+        )
+    try:
+        return {
+            name: wait_for(lambda n=name: active_condition(custom, n), 30, what=f"{name} Active")
+            for name in sources
+        }
+    finally:
+        for name in sources:
+            custom.delete_cluster_custom_object(*KUEUE, "multikueueclusters", name)
+
+
+def test_without_path_validation_any_kubeconfig_file_connects_with_kueues_warning(
+    bed: Bed, tmp_path: Path
+) -> None:
+    """Kueue 0.19's default (its MultiKueueKubeConfigPathValidation gate is alpha, off): a
+    file anywhere is read, and the cluster gets a DeprecatedPathUsage Warning Event."""
+    manager = bed.config.managers[0].name
+    core = client.CoreV1Api(bed.api(manager))
+    good = core.read_namespaced_secret(f"{bed.config.workers[0].name}-secret", "kueue-system")
+    (tmp_path / "anywhere.yaml").write_bytes(base64.b64decode(good.data["kubeconfig"]))
+    custom = client.CustomObjectsApi(bed.api(manager))
+    source = {"kubeConfig": {"locationType": "Path", "location": str(tmp_path / "anywhere.yaml")}}
+    cond = active_conditions(custom, {"path-anywhere": source})["path-anywhere"]
+    assert (cond["status"], cond["reason"]) == ("True", "Active"), cond
+    warned = wait_for(
+        lambda: [
+            e
+            for e in core.list_namespaced_event(
+                "default", field_selector="involvedObject.name=path-anywhere"
+            ).items
+            if e.reason == "DeprecatedPathUsage" and e.type == "Warning"
+        ],
+        30,
+        what="the DeprecatedPathUsage Warning",
+    )
+    assert "--kubeconfig-path-validation" in warned[0].message
 
 
 def test_trainjob_requesting_nothing_never_sits_silently_on_the_manager(bed: Bed) -> None:

@@ -561,3 +561,49 @@ def test_the_lru_keeps_its_size_and_drops_the_oldest() -> None:
         assert lru.get_or_make(n, lambda n=n: str(n)) == str(n)  # type: ignore[misc]
     assert lru.get_or_make(2, lambda: "made again") == "2"
     assert len(lru) == 2 and lru.get_or_make(0, lambda: "again") == "again"
+
+
+@pytest.mark.parametrize(
+    ("ml_policy", "variable", "refused"),
+    [
+        ({"mpi": {}}, "OMPI_MCA_orte_set_default_slots", True),
+        ({"xgboost": {}}, "DMLC_NUM_WORKER", True),
+        # Trainer reserves none for JAX and overwrites them silently; we refuse them
+        ({"jax": {}}, "JAX_NUM_PROCESSES", True),
+        ({"torch": {}}, "RANK", False),  # torchrun's own names only
+        ({"numNodes": 1}, "PET_MASTER_ADDR", False),
+        ({"xgboost": {}}, "PET_NNODES", False),
+    ],
+)
+def test_each_policy_refuses_only_the_variables_trainer_reserves_for_it(
+    ml_policy: Dict, variable: str, refused: bool
+) -> None:
+    tj = make_trainjob(trainer={"env": [{"name": variable, "value": "9"}]})
+    runtime = make_runtime(ml_policy=ml_policy)
+    if "mpi" in ml_policy:
+        runtime = make_runtime(
+            ml_policy=ml_policy,
+            replicated_jobs=[
+                replicated_job("launcher", "trainer", [container()]),
+                replicated_job("node", None, [container()]),
+            ],
+        )
+    if refused:
+        with pytest.raises(RuntimeSpecError, match=rf"spec.trainer.env: {variable} are set by"):
+            info_for(tj, runtime)
+    else:
+        env = info_for(tj, runtime).pod_sets[0].container("node")["env"]
+        assert {"name": variable, "value": "9"} in env
+
+
+def test_a_policy_this_controller_does_not_run_is_refused_never_run_plain() -> None:
+    runtime = make_runtime(ml_policy={"flux": {"numProcPerNode": 1}})
+    info, problem = resolve_runtime_info(parse_trainjob(make_trainjob()), runtime)
+    assert info is None and problem is not None and problem.reason == "RuntimeInvalid"
+    assert "mlPolicy.flux is not supported by this controller" in problem.message
+
+
+def test_torchtunes_tune_run_command_is_refused_not_run_without_its_rewriting() -> None:
+    tj = make_trainjob(trainer={"command": ["tune", "run"]})
+    with pytest.raises(RuntimeSpecError, match=r"spec.trainer.command: \[tune, run\]"):
+        info_for(tj, make_runtime())

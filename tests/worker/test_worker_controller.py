@@ -245,11 +245,6 @@ def test_deleting_the_trainjob_removes_everything(tjs: TrainJobs) -> None:
         ({"trainer": {"numNodes": 0}}, "spec.trainer.numNodes", "greater than or equal to 1"),
         ({"managedBy": "someone/else"}, "spec.managedBy", "must be trainer.kubeflow.org"),
         (
-            {"trainer": {"env": [{"name": "PET_NNODES", "value": "9"}]}},
-            "spec.trainer.env",
-            "must not set PET_*",
-        ),
-        (
             {"runtimeRef": {"name": "torch", "kind": "Runtime"}},
             "spec.runtimeRef.kind",
             "Unsupported value",

@@ -29,13 +29,16 @@ def _container(pod_spec: Dict, name: str) -> Dict | None:
     return None
 
 
-def _apply_trainer(ps: PodSet, trainjob: TrainJob) -> None:
+def _apply_trainer(ps: PodSet, trainjob: TrainJob, *, whole: bool = True) -> None:
+    """spec.trainer on the PodSet's `node` container. `whole` is the trainer step itself
+    (image, command, args, env, resourcesPerNode); otherwise an MPI `node` PodSet whose
+    launcher runs as a node too, which Trainer v2.3 gives the env and resourcesPerNode only."""
     trainer = trainjob.spec.trainer
     if trainer is None:
         return
     ctr = _container(ps.pod_template.get("spec") or {}, c.NODE_CONTAINER)
     if ctr is None:
-        if (
+        if whole and (
             trainer.image
             or trainer.command
             or trainer.args
@@ -47,11 +50,11 @@ def _apply_trainer(ps: PodSet, trainjob: TrainJob) -> None:
                 f"the runtime has no container named {c.NODE_CONTAINER!r}"
             )
         return
-    if trainer.image:
+    if whole and trainer.image:
         ctr["image"] = trainer.image
-    if trainer.command is not None:
+    if whole and trainer.command is not None:
         ctr["command"] = list(trainer.command)
-    if trainer.args is not None:
+    if whole and trainer.args is not None:
         ctr["args"] = list(trainer.args)
     if trainer.env:
         ctr["env"] = merge_by_key(ctr.get("env") or [], trainer.env)
@@ -159,8 +162,11 @@ def build_runtime_info(
             job_template=template,
             depends_on=list(rj.depends_on),
         )
+        mpi = spec.ml_policy.mpi
         if role == c.STEP_TRAINER:
             _apply_trainer(ps, trainjob)
+        elif mpi and mpi.run_launcher_as_node and rj.name == c.NODE_REPLICATED_JOB:
+            _apply_trainer(ps, trainjob, whole=False)
         elif role == c.STEP_DATASET_INITIALIZER and trainjob.spec.initializer:
             _apply_initializer(ps, trainjob.spec.initializer.dataset)
         elif role == c.STEP_MODEL_INITIALIZER and trainjob.spec.initializer:
@@ -175,6 +181,7 @@ def build_runtime_info(
         annotations=dict(jobset_meta.get("annotations") or {}),
     )
     _check_dependencies(spec.template.spec.replicated_jobs)
+    _claim_volumes(info, (raw_template_spec or {}).get("volumeClaimPolicies") or [])
     for ps in pod_sets:
         _check_quantities(ps, trainjob)
     plugin = select_plugin(spec.ml_policy)
@@ -186,6 +193,53 @@ def build_runtime_info(
                 f"successPolicy targets replicatedJob {target!r}, which the runtime does not have"
             )
     return info
+
+
+def _claim_volumes(info: RuntimeInfo, policies: list[Dict]) -> None:
+    """The runtime's volumeClaimPolicies as JobSet v0.12 carries them out: one PVC per
+    template, named `<template>-<trainjob>` and labelled with the JobSet name, owned by the
+    TrainJob only when `retentionPolicy.whenDeleted` is Delete (otherwise it outlives the
+    job, as JobSet's does); every pod template that mounts a volume of the template's name
+    gets that claim as the volume."""
+    for policy in policies:
+        when_deleted = ((policy or {}).get("retentionPolicy") or {}).get("whenDeleted")
+        for template in (policy or {}).get("templates") or []:
+            meta = template.get("metadata") or {}
+            name = meta.get("name")
+            if not name:
+                raise RuntimeSpecError(
+                    "spec.template.spec.volumeClaimPolicies: a template has no name"
+                )
+            claim = f"{name}-{info.trainjob}"
+            info.policy.claims.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "metadata": {
+                        "name": claim,
+                        "namespace": info.namespace,
+                        "labels": {
+                            **(meta.get("labels") or {}),
+                            c.JOBSET_NAME_LABEL: info.trainjob,
+                        },
+                        **({"annotations": meta["annotations"]} if meta.get("annotations") else {}),
+                    },
+                    "spec": json_copy(template.get("spec") or {}),
+                }
+            )
+            if when_deleted == "Delete":
+                info.policy.owned_claims.add(claim)
+            for ps in info.pod_sets:
+                pod_spec = ps.pod_template.setdefault("spec", {})
+                mounts = [
+                    m
+                    for field in ("containers", "initContainers")
+                    for ctr in pod_spec.get(field) or []
+                    for m in ctr.get("volumeMounts") or []
+                ]
+                if any(m.get("name") == name for m in mounts):
+                    volume = {"name": name, "persistentVolumeClaim": {"claimName": claim}}
+                    pod_spec["volumes"] = merge_by_key(pod_spec.get("volumes") or [], [volume])
 
 
 @dataclass(frozen=True)

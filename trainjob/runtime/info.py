@@ -70,6 +70,10 @@ class RuntimePolicy:
     success_targets: list[str] = field(default_factory=list)
     # Objects besides Jobs and the Service the pods need (e.g. the MPI hostfile ConfigMap).
     extra_objects: list[Dict] = field(default_factory=list)
+    # PersistentVolumeClaims from the runtime's volumeClaimPolicies, and the names of those
+    # the TrainJob owns (retentionPolicy Delete); the others outlive it, as JobSet's do.
+    claims: list[Dict] = field(default_factory=list)
+    owned_claims: set[str] = field(default_factory=set)
     # A Secret with a freshly generated SSH key pair the pods need (MPI), created once.
     ssh_secret_name: str | None = None
 

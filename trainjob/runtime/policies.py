@@ -85,6 +85,50 @@ def _per_node(resources: Dict, pick: Callable[[str], bool]) -> int:
     return _whole(resources, "requests", pick) or _whole(resources, "limits", pick)
 
 
+def _is_gpu(name: str) -> bool:
+    return "gpu" in name.lower()
+
+
+def _node_resources(trainjob: TrainJob, runtime_resources: Dict) -> Dict:
+    """What Trainer's plugins count a node's GPUs and CPUs from: the TrainJob's
+    resourcesPerNode when it sets one (in place of the runtime's, not merged), else the
+    runtime's `node` container resources."""
+    trainer = trainjob.spec.trainer
+    if trainer is not None and trainer.resources_per_node is not None:
+        return trainer.resources_per_node
+    return runtime_resources
+
+
+def gpus_per_node(trainjob: TrainJob, runtime_resources: Dict) -> int:
+    """Trainer v2.3's GetNumGPUPerNode: the first resource whose name holds "gpu", from
+    requests, else from limits; 0 when there is none."""
+    return _per_node(_node_resources(trainjob, runtime_resources), _is_gpu)
+
+
+def refuse_reserved_env(trainjob: TrainJob, reserved: frozenset[str], policy: str) -> None:
+    """Trainer's webhook refuses spec.trainer.env entries that the runtime's ML policy sets
+    itself (each policy its own names); they would be overwritten silently."""
+    trainer = trainjob.spec.trainer
+    names = sorted(
+        {str(e.get("name")) for e in (trainer.env if trainer else None) or []} & reserved
+    )
+    if names:
+        raise RuntimeSpecError(
+            f"spec.trainer.env: {', '.join(names)} are set by the {policy} runtime itself; "
+            "remove them (numbers of nodes and processes have their own fields)"
+        )
+
+
+def _completion_index_env(name: str) -> Dict:
+    """An env var holding the pod's completion index: its rank among the PodSet's pods."""
+    return {
+        "name": name,
+        "valueFrom": {
+            "fieldRef": {"fieldPath": f"metadata.annotations['{c.JOB_COMPLETION_INDEX}']"}
+        },
+    }
+
+
 def torch_nproc(trainjob: TrainJob, runtime_resources: Dict) -> str:
     """PET_NPROC_PER_NODE as Trainer v2.3 sets it: the TrainJob's trainer.numProcPerNode;
     else `auto` (torchrun: one per GPU) when a node has GPUs; else the node's CPUs (at least
@@ -92,13 +136,9 @@ def torch_nproc(trainjob: TrainJob, runtime_resources: Dict) -> str:
     trainer = trainjob.spec.trainer
     if trainer is not None and trainer.num_proc_per_node not in (None, "auto"):
         return str(trainer.num_proc_per_node)
-    resources = (
-        trainer.resources_per_node
-        if trainer is not None and trainer.resources_per_node is not None
-        else runtime_resources
-    )
-    if _per_node(resources, lambda name: "gpu" in name.lower()):
+    if gpus_per_node(trainjob, runtime_resources):
         return "auto"
+    resources = _node_resources(trainjob, runtime_resources)
     return str(max(1, _per_node(resources, lambda name: name == "cpu")))
 
 
@@ -108,7 +148,7 @@ class PlainPolicy:
     name = "plain"
 
     def applies(self, ml: MLPolicy) -> bool:
-        return ml.torch is None and ml.mpi is None
+        return not ml.named
 
     def enforce(self, info: RuntimeInfo, trainjob: TrainJob) -> None:
         return None
@@ -129,14 +169,15 @@ class TorchPolicy:
         return ml.torch is not None
 
     def enforce(self, info: RuntimeInfo, trainjob: TrainJob) -> None:
+        refuse_reserved_env(trainjob, TORCH_RESERVED, "torch")
         trainer = trainjob.spec.trainer
-        reserved = sorted(
-            {str(e.get("name")) for e in (trainer.env if trainer else None) or []} & TORCH_RESERVED
-        )
-        if reserved:  # Trainer's webhook refuses these; they would be overwritten silently
+        if trainer is not None and trainer.command == ["tune", "run"]:
+            # Trainer v2.3 rewrites this command (recipe, config, rendezvous) from the model
+            # and the node count; run as written it would start no training.
             raise RuntimeSpecError(
-                f"spec.trainer.env: {', '.join(reserved)} are set by the torch runtime for "
-                "torchrun; remove them (numbers of nodes and processes have their own fields)"
+                "spec.trainer.command: [tune, run] asks for Trainer's torchtune command "
+                "rewriting, which this controller does not do; give the whole command (the "
+                "runtime's own `tune run ...` runs when spec.trainer.command is unset)"
             )
         ps = _trainer_pod_set(info)
         ctr = _node_container(ps)
@@ -145,12 +186,7 @@ class TorchPolicy:
         pet: list[Dict] = [
             {"name": "PET_NNODES", "value": str(info.policy.num_nodes)},
             {"name": "PET_NPROC_PER_NODE", "value": str(nproc)},
-            {
-                "name": "PET_NODE_RANK",
-                "valueFrom": {
-                    "fieldRef": {"fieldPath": f"metadata.annotations['{c.JOB_COMPLETION_INDEX}']"}
-                },
-            },
+            _completion_index_env("PET_NODE_RANK"),
             {"name": "PET_MASTER_ADDR", "value": master},
             {"name": "PET_MASTER_PORT", "value": str(c.TORCH_MASTER_PORT)},
         ]
@@ -168,6 +204,31 @@ class TorchPolicy:
                         f"{target.job_name!r} container {name!r} not found in the runtime"
                     )
                 _set_env(found, json_copy(pet))
+
+
+# The variables the MPI policy sets for OpenMPI (Trainer's reserved names).
+MPI_RESERVED = frozenset(
+    {
+        "OMPI_MCA_orte_default_hostfile",
+        "OMPI_MCA_plm_rsh_args",
+        "OMPI_MCA_orte_keep_fqdn_hostnames",
+        "OMPI_MCA_orte_set_default_slots",
+    }
+)
+
+
+def mpi_slots(trainjob: TrainJob, runtime_slots: int, node_container: Dict) -> int:
+    """Slots per host as Trainer v2.3 sets them: the TrainJob's trainer.numProcPerNode;
+    else the runtime's mpi.numProcPerNode, except that a runtime's 1 becomes the node's GPU
+    count when it has more than one."""
+    trainer = trainjob.spec.trainer
+    if trainer is not None and isinstance(trainer.num_proc_per_node, int):
+        return trainer.num_proc_per_node
+    if runtime_slots == 1:
+        gpus = gpus_per_node(trainjob, node_container.get("resources") or {})
+        if gpus > 1:
+            return gpus
+    return runtime_slots
 
 
 class MPIPolicy:
@@ -193,21 +254,23 @@ class MPIPolicy:
                 "an MPI runtime needs replicatedJobs named "
                 f"{c.LAUNCHER_REPLICATED_JOB!r} and {c.NODE_REPLICATED_JOB!r}"
             )
-        trainer = trainjob.spec.trainer
-        slots = (
-            trainer.num_proc_per_node
-            if trainer and isinstance(trainer.num_proc_per_node, int)
-            else None
-        ) or mpi.num_proc_per_node
-        node_pods = info.policy.num_nodes - (1 if mpi.run_launcher_as_node else 0)
-        if node_pods < 1 and not mpi.run_launcher_as_node:
-            raise RuntimeSpecError("an MPI TrainJob needs at least one node")
-        nodes.parallelism = max(node_pods, 0)
-        launcher.parallelism = 1
-        hosts = []
+        refuse_reserved_env(trainjob, MPI_RESERVED, "MPI")
+        slots = mpi_slots(trainjob, mpi.num_proc_per_node, _node_container(nodes))
         if mpi.run_launcher_as_node:
-            hosts.append(pod_dns_name(tj, launcher.name, 0, 0))
-        hosts += [pod_dns_name(tj, nodes.name, 0, i) for i in range(node_pods)]
+            # Trainer v2.3: the launcher is one of the nodes, and at least one `node` pod runs
+            node_pods = max(info.policy.num_nodes - 1, 1)
+        else:
+            node_pods = info.policy.num_nodes
+        nodes.parallelism = node_pods
+        launcher.parallelism = 1
+        # The hostfile lists the hosts in the runtime's order of replicatedJobs, as Trainer's
+        # does (its first host is MPI rank 0).
+        hosts = []
+        for ps in info.pod_sets:
+            if ps is nodes:
+                hosts += [pod_dns_name(tj, nodes.name, 0, i) for i in range(node_pods)]
+            elif ps is launcher and mpi.run_launcher_as_node:
+                hosts.append(pod_dns_name(tj, launcher.name, 0, 0))
         if mpi.mpi_implementation == "OpenMPI":
             hostfile = "".join(f"{h} slots={slots}\n" for h in hosts)
             env = [
@@ -276,8 +339,92 @@ class MPIPolicy:
             _add_port(ctr, c.MPI_SSH_PORT)
 
 
+JAX_RESERVED = frozenset({"JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS"})
+
+
+class JAXPolicy:
+    """jax.distributed's environment on every trainer node (Trainer v2.3's JAX plugin): the
+    number of processes (one per node), the process id from the completion index, and the
+    coordinator, node 0, on port 29500."""
+
+    name = "jax"
+
+    def applies(self, ml: MLPolicy) -> bool:
+        return ml.jax is not None
+
+    def enforce(self, info: RuntimeInfo, trainjob: TrainJob) -> None:
+        # Trainer reserves none of these and overwrites them without a word; we refuse them.
+        refuse_reserved_env(trainjob, JAX_RESERVED, "JAX")
+        ps = _trainer_pod_set(info)
+        ctr = _node_container(ps)
+        coordinator = pod_dns_name(info.trainjob, ps.name, 0, 0)
+        env: list[Dict] = [
+            {"name": "JAX_NUM_PROCESSES", "value": str(ps.parallelism)},
+            _completion_index_env("JAX_PROCESS_ID"),
+            {"name": "JAX_COORDINATOR_ADDRESS", "value": f"{coordinator}:{c.TORCH_MASTER_PORT}"},
+        ]
+        _set_env(ctr, env)
+        _add_port(ctr, c.TORCH_MASTER_PORT)
+
+
+# The variables the XGBoost policy sets for its collective (Trainer's reserved names).
+XGBOOST_RESERVED = frozenset(
+    {"DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"}
+)
+
+
+class XGBoostPolicy:
+    """XGBoost's collective (Rabit) environment on every trainer node (Trainer v2.3's XGBoost
+    plugin): the tracker on node 0, port 29500; the task id from the completion index; and
+    the number of workers, nodes x GPUs per node (one per node without GPUs)."""
+
+    name = "xgboost"
+
+    def applies(self, ml: MLPolicy) -> bool:
+        return ml.xgboost is not None
+
+    def enforce(self, info: RuntimeInfo, trainjob: TrainJob) -> None:
+        refuse_reserved_env(trainjob, XGBOOST_RESERVED, "XGBoost")
+        ps = _trainer_pod_set(info)
+        ctr = _node_container(ps)
+        # GPUs from resourcesPerNode if the TrainJob sets it, else from the runtime's container
+        per_node = gpus_per_node(trainjob, ctr.get("resources") or {}) or 1
+        env: list[Dict] = [
+            {"name": "DMLC_TRACKER_URI", "value": pod_dns_name(info.trainjob, ps.name, 0, 0)},
+            {"name": "DMLC_TRACKER_PORT", "value": str(c.TORCH_MASTER_PORT)},
+            _completion_index_env("DMLC_TASK_ID"),
+            {"name": "DMLC_NUM_WORKER", "value": str(ps.parallelism * per_node)},
+        ]
+        _set_env(ctr, env)
+        _add_port(ctr, c.TORCH_MASTER_PORT)
+
+
+class UnsupportedPolicy:
+    """A policy Trainer v2.3 has and this controller does not run (flux): never a plain run
+    in its place, a RuntimeInvalid condition naming it."""
+
+    name = "unsupported"
+
+    def applies(self, ml: MLPolicy) -> bool:
+        return ml.flux is not None
+
+    def enforce(self, info: RuntimeInfo, trainjob: TrainJob) -> None:
+        raise RuntimeSpecError(
+            "mlPolicy.flux is not supported by this controller (supported: torch, mpi, jax, "
+            "xgboost, or none); run it with Kubeflow Trainer's controller, or pick another "
+            "runtime"
+        )
+
+
 # Most specific first: the first plugin that applies wins.
-PLUGINS: list[MLPolicyPlugin] = [TorchPolicy(), MPIPolicy(), PlainPolicy()]
+PLUGINS: list[MLPolicyPlugin] = [
+    TorchPolicy(),
+    MPIPolicy(),
+    JAXPolicy(),
+    XGBoostPolicy(),
+    UnsupportedPolicy(),
+    PlainPolicy(),
+]
 
 
 def select_plugin(ml: MLPolicy) -> MLPolicyPlugin:
