@@ -219,6 +219,9 @@ def remote_trainjob(tj: Dict, wl_name: str, origin: str) -> Dict:
         for k, v in (meta.get("annotations") or {}).items()
         if not k.startswith("kubectl.kubernetes.io/")
     }
+    # Kueue 0.19 names the prebuilt Workload in an annotation; the label stays for readers
+    # that know only the label (Kueue before 0.18, ours before this version).
+    annotations[c.KUEUE_PREBUILT_WORKLOAD_ANNOTATION] = wl_name
     return {
         "apiVersion": c.TRAINER_API,
         "kind": "TrainJob",

@@ -13,10 +13,12 @@ from dispatcher.clusters import Registry, manager_runtimes
 from dispatcher.intake import is_multikueue
 from dispatcher.memo import Memo
 from dispatcher.remote import KINDS
+from trainjob import constants as c
 from trainjob import jobframework
 from trainjob import workload as wlmod
 from trainjob.caches import Caches
 from trainjob.conditions import trainjob_finished
+from trainjob.crd import TRAINJOB_CRD, crd_problem
 
 Dict = dict[str, Any]
 log = logging.getLogger("dispatcher")
@@ -41,6 +43,25 @@ def _settled(memo: Memo, body: Dict) -> bool:
     )
 
 
+def check_trainjob_crd(memo: Memo) -> None:
+    """Read the TrainJob CRD and keep what is wrong with it (trainjob/crd.py) in the memo,
+    logged once when it appears and when it is mended."""
+    try:
+        found = memo.manager.get_or_none(
+            "apiextensions.k8s.io/v1", "CustomResourceDefinition", TRAINJOB_CRD
+        )
+    except Exception as exc:  # unreadable (a network blip, RBAC): judge again next pass
+        log.debug("[%s] cannot read the TrainJob CRD: %s", memo.settings.cluster_name, exc)
+        return
+    problem = crd_problem(found)
+    if problem != memo.crd_problem:
+        if problem:
+            log.error("[%s] %s", memo.settings.cluster_name, problem)
+        else:
+            log.info("[%s] the TrainJob CRD carries our status again", memo.settings.cluster_name)
+    memo.crd_problem = problem
+
+
 def resync_loop(memo: Memo) -> None:
     """Level-based safety net: every TrainJob in flight each resync period (sooner when a
     worker's connection changed), plus the orphan sweep on the workers."""
@@ -48,7 +69,10 @@ def resync_loop(memo: Memo) -> None:
     while not memo.stop.is_set():
         memo.resync_now.wait(memo.settings.resync_seconds)
         memo.resync_now.clear()
-        if not memo.synced.is_set() or memo.stop.is_set() or not memo.leads():
+        if memo.stop.is_set():
+            continue
+        check_trainjob_crd(memo)  # every replica: each one answers the webhooks
+        if not memo.synced.is_set() or not memo.leads():
             continue
         memo.queue.log_stats(memo.settings.cluster_name)
         caches = memo.caches
@@ -78,15 +102,27 @@ def resync_loop(memo: Memo) -> None:
             log.exception("[%s] resync pass failed", memo.settings.cluster_name)
 
 
+def _orphan(obj: Dict, manager_obj: Dict | None) -> bool:
+    """A copy whose manager object is gone, or was replaced by a new one of the same name
+    (the copy names the UID of the one it was made for)."""
+    if manager_obj is None:
+        return True
+    made_for = (obj["metadata"].get("annotations") or {}).get(
+        c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION
+    )
+    return bool(made_for) and made_for != manager_obj["metadata"].get("uid")
+
+
 def collect_garbage(registry: Registry, caches: Caches) -> None:
-    """Remote Workloads and TrainJobs with our origin whose manager object is gone."""
+    """Remote Workloads and TrainJobs with our origin whose manager object is gone (or is a
+    new one of the same name)."""
     for name, remote in list(registry.remotes.items()):
         if not remote.connected:
             continue
         for kind, index in (("TrainJob", "trainjob_index"), ("Workload", "workload_index")):
             for obj in remote.items(kind):
                 key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
-                if caches.first(index, key) is not None:
+                if not _orphan(obj, caches.first(index, key)):
                     continue
                 try:
                     api_version = KINDS[kind].api_version
@@ -101,8 +137,8 @@ def delete_remotes(registry: Registry, trainjob: Dict, holders: set[str]) -> lis
     """Delete a manager TrainJob's remote TrainJob and Workload on every reachable worker (our
     copies only: those the worker's watch shows with our origin, each by its UID; a same-named
     object someone made on the worker stays); the `holders` (clusters that may hold a copy)
-    that could not be reached are returned, for the caller to retry. Other unreachable
-    workers are left to the garbage collector."""
+    that could not be reached are returned (their copies are left to the garbage
+    collector)."""
     meta = trainjob["metadata"]
     ns = meta["namespace"]
     wl_name = jobframework.expected_workload_name_of(trainjob)

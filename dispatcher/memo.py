@@ -27,6 +27,9 @@ class Memo(controller.ControllerMemo):
     # TrainJobs sent no copy to some workers for want of room there, or for their runtime:
     # (namespace, name) -> those workers, looked at again when one of them may take it.
     withheld: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    # Why the installed TrainJob CRD cannot carry our status (trainjob/crd.py), if it cannot:
+    # new TrainJobs are refused while it lasts.
+    crd_problem: str | None = None
 
     def shut_down(self) -> None:
         """Wake the resync loop to end, stop as every controller does, then let the workers'

@@ -54,7 +54,6 @@ Dict = dict[str, Any]
 log = logging.getLogger("dispatcher")
 
 REMOTE_RETRY_SECONDS = 5.0  # a remote write failed: try again after the dedupe window
-DELETE_RETRY_SECONDS = 10.0  # a worker holding a deleted TrainJob's copy is unreachable
 NOT_DISPATCHABLE = "NotDispatchable"
 NOT_DISPATCHED = "NotDispatched"  # not MultiKueue's, on a manager that runs no TrainJobs
 
@@ -74,6 +73,7 @@ def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
     if body["metadata"].get("deletionTimestamp"):
         return _finalize(memo, caches, body)
     if not jobframework.is_queued_body(body):
+        _no_queue(memo, body)
         return None
     if c.DISPATCHER_FINALIZER not in body["metadata"].get("finalizers") or []:
         _set_finalizer(memo.manager, body, add=True)
@@ -115,6 +115,24 @@ def _not_dispatched(memo: Memo, cached: Dict) -> None:
     body = {"apiVersion": c.TRAINER_API, "kind": c.TRAINJOB.kind, **cached}
     problem = RuntimeProblem(
         NOT_DISPATCHED, undispatched_message(body, memo.settings.controller_name)
+    )
+    intake = reconcile_intake(body, problem, dt.datetime.now(dt.UTC))
+    if intake.status is not None or intake.events:
+        execute.execute_intake(memo.manager, memo.memory, body, intake)
+
+
+def _no_queue(memo: Memo, body: Dict) -> None:
+    """MultiKueue's by spec.managedBy, but queued nowhere (no queue label, and the namespace
+    had no default LocalQueue when it was made): Kueue never admits it, so nobody runs it.
+    Said on the TrainJob (Failed, NoQueueName, which goes once the label is added)."""
+    if trainjob_finished(list((body.get("status") or {}).get("conditions") or [])):
+        return
+    problem = RuntimeProblem(
+        c.REASON_NO_QUEUE,
+        f"metadata.labels[{c.KUEUE_QUEUE_NAME_LABEL}] is not set: a TrainJob with "
+        f"spec.managedBy {c.MANAGED_BY_MULTIKUEUE} is dispatched only once Kueue admits it "
+        "through a LocalQueue; add the label (the namespace has no LocalQueue named "
+        f"{c.DEFAULT_LOCAL_QUEUE!r} to take it by default)",
     )
     intake = reconcile_intake(body, problem, dt.datetime.now(dt.UTC))
     if intake.status is not None or intake.events:
@@ -288,20 +306,27 @@ def _set_finalizer(manager: Cluster, body: Dict, *, add: bool) -> None:
 
 
 def _finalize(memo: Memo, caches: Caches, body: Dict) -> float | None:
-    """A deleted manager TrainJob: remove its remote objects, then let it go. A worker that is
-    down is waited for: the TrainJob stays until its objects there are gone too."""
+    """A deleted manager TrainJob: remove its remote objects, then let it go. As with Kueue,
+    a worker that is down never holds the deletion up: its copies are orphans then, which the
+    garbage collector removes once the worker is back (by their origin UID)."""
     if c.DISPATCHER_FINALIZER not in body["metadata"].get("finalizers") or []:
         return None
     pending = gc.delete_remotes(memo.registry, body, _holders(caches, body))
     if pending:
-        log.info(
-            "[%s] %s/%s: workers %s unreachable; its remote objects go once they are back",
-            memo.settings.cluster_name,
-            body["metadata"]["namespace"],
-            body["metadata"]["name"],
-            pending,
+        meta = body["metadata"]
+        sweep = (
+            f"the garbage collector removes them once the worker is back (every "
+            f"{memo.settings.gc_interval:g} s)"
+            if memo.settings.gc_interval
+            else "nothing removes them (the garbage collector is off: gcInterval 0)"
         )
-        return DELETE_RETRY_SECONDS
+        message = (
+            f"workers {', '.join(sorted(pending))} unreachable: its copies there stay; {sweep}"
+        )
+        log.warning(
+            "[%s] %s/%s: %s", memo.settings.cluster_name, meta["namespace"], meta["name"], message
+        )
+        memo.manager.post_event(body, "Warning", "RemoteCleanupDeferred", message)
     _set_finalizer(memo.manager, body, add=False)
     return None
 

@@ -54,6 +54,7 @@ def watches(memo: Memo) -> list[Watch]:
 def on_synced(memo: Memo) -> None:
     """Once the caches are in: the workers' Secrets, the work queue, the resync loop and the
     watchdog."""
+    gc.check_trainjob_crd(memo)
     memo.registry.watch_secrets(lambda name: on_secret_change(memo, name))
     memo.queue.start()
     threading.Thread(target=gc.resync_loop, args=(memo,), name="resync", daemon=True).start()

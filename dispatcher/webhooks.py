@@ -1,7 +1,10 @@
-"""The dispatcher's admission webhooks for TrainJobs on the manager: on CREATE, route a
-TrainJob queued to a MultiKueue ClusterQueue to us (managedBy, suspended, our finalizer), stamp
-its runtimePatches' times, and refuse one whose queue does not exist, or whose choice of
-clusters (selection.py) cannot be read, naming it."""
+"""The dispatcher's admission webhooks for TrainJobs on the manager: on CREATE, queue a
+TrainJob without a queue to its namespace's default LocalQueue (Kueue's defaulting), route a
+queued one to us (managedBy, suspended, our finalizer) when its queue leads to a MultiKueue
+ClusterQueue, or when its queue does not exist yet on a manager that runs no TrainJobs (then
+MultiKueue is the only way it can run, and it waits for its queue as Kueue's Workloads do),
+stamp its runtimePatches' times, and refuse one whose choice of clusters (selection.py)
+cannot be read, naming it."""
 
 from __future__ import annotations
 
@@ -36,14 +39,22 @@ def routes(memo: Memo) -> dict[str, Handler]:
 
 
 async def on_mutate(memo: Memo, admission: Dict) -> Verdict:
+    if memo.crd_problem:  # the manager could not keep track of where the job runs
+        return refuse(memo.crd_problem)
     body, namespace = _object(admission)
     caches = memo.caches
-    queue = rules.queue_of(body)
+    defaulted = None
+    if rules.queue_of(body) is None:
+        default_lq = await _answer(
+            memo, lambda get: _local_queue(namespace, c.DEFAULT_LOCAL_QUEUE, caches, get)
+        )
+        defaulted = rules.defaults_to_queue(body, namespace, default_lq is not None)
+    queue = rules.queue_of(body) or defaulted
     multikueue = bool(queue) and await _answer(
-        memo, lambda get: _queue_has_multikueue(memo, namespace, str(queue), caches, get)
+        memo, lambda get: _routes_to_multikueue(memo, namespace, str(queue), caches, get)
     )
     now = dt.datetime.now(dt.UTC)
-    changes = rules.mutate_on_create(body, now, multikueue_queue=multikueue)
+    changes = rules.mutate_on_create(body, now, multikueue_queue=multikueue, queue=defaulted)
     finalizers = None
     managed_by = changes.get("managedBy", (body.get("spec") or {}).get("managedBy"))
     if managed_by == c.MANAGED_BY_MULTIKUEUE:
@@ -51,22 +62,18 @@ async def on_mutate(memo: Memo, admission: Dict) -> Verdict:
         present = list((body.get("metadata") or {}).get("finalizers") or [])
         if c.DISPATCHER_FINALIZER not in present:
             finalizers = [*present, c.DISPATCHER_FINALIZER]
-    return Verdict(patch=rules.trainjob_patch(body, changes, finalizers))
+    return Verdict(patch=rules.trainjob_patch(body, changes, finalizers, defaulted))
 
 
 async def on_validate(memo: Memo, admission: Dict) -> Verdict:
-    body, namespace = _object(admission)
+    """A queue that does not exist (yet) is no reason to refuse: as with Kueue, the Workload
+    waits for it, so manifests apply in any order."""
+    body, _ = _object(admission)
     try:
         selection_of((body.get("metadata") or {}).get("annotations"))
     except SelectionError as exc:
         return refuse(str(exc))
-    queue = rules.queue_of(body)
-    if queue is None:
-        return Verdict()
-    caches = memo.caches
-    lq = await _answer(memo, lambda get: _local_queue(namespace, queue, caches, get))
-    error = rules.validate_queue(body, lq)
-    return refuse(error) if error else Verdict()
+    return Verdict()
 
 
 def _object(admission: Dict) -> tuple[Dict, str]:
@@ -103,10 +110,10 @@ def _local_queue(namespace: str, name: str, caches: Caches, get: Getter) -> Dict
     return found or get(c.KUEUE_API, "LocalQueue", name, namespace)
 
 
-def _queue_has_multikueue(
+def _routes_to_multikueue(
     memo: Memo, namespace: str, queue: str, caches: Caches, get: Getter
 ) -> bool:
     lq = _local_queue(namespace, queue, caches, get)
-    if lq is None:
-        return False
+    if lq is None:  # not there yet: on a manager that runs none, MultiKueue is the only way
+        return not memo.settings.manager_runs_trainjobs
     return cq_has_our_check(memo, lq["spec"]["clusterQueue"], caches, get)

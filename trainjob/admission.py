@@ -8,7 +8,7 @@ from typing import Any
 
 from trainjob import conditions as cond
 from trainjob import constants as c
-from trainjob.models import queue_label
+from trainjob.models import prebuilt_workload_of, queue_label
 
 Dict = dict[str, Any]
 
@@ -25,15 +25,34 @@ def stamp_patch_times(patches: list[Dict], now: str) -> list[Dict]:
     return [p if p.get("time") else {**p, "time": now} for p in patches]
 
 
-def mutate_on_create(body: Dict, now: dt.datetime, *, multikueue_queue: bool = False) -> Dict:
+# Kueue's shipped managedJobsNamespaceSelector leaves these out, so its default LocalQueue
+# is never applied there.
+UNMANAGED_NAMESPACES = frozenset({"kube-system", "kueue-system"})
+
+
+def defaults_to_queue(body: Dict, namespace: str, default_queue_exists: bool) -> str | None:
+    """Kueue's LocalQueue defaulting: a TrainJob without a queue-name label, in a namespace
+    that has a LocalQueue named `default` (and that Kueue's shipped namespace selector
+    manages), is queued to it. The queue to label it with, or None."""
+    if queue_of(body) is not None or not default_queue_exists:
+        return None
+    if prebuilt_workload_of(body.get("metadata")):  # a MultiKueue copy: its Workload is made
+        return None
+    return None if namespace in UNMANAGED_NAMESPACES else c.DEFAULT_LOCAL_QUEUE
+
+
+def mutate_on_create(
+    body: Dict, now: dt.datetime, *, multikueue_queue: bool = False, queue: str | None = None
+) -> Dict:
     """The spec fields to set on a new TrainJob: queued ones start suspended; runtimePatches
     entries without a time get `now` (Trainer's webhook does that on create); and on a manager
     whose queue leads to a MultiKueue check a managedBy that is unset, or the built-in value
     (which Trainer's own CRD stamps as its default), becomes MultiKueue, as Kueue's webhook
     does."""
     spec = body.get("spec") or {}
+    queue = queue or queue_of(body)  # `queue`: one the webhook defaults it to
     changes: Dict = {}
-    if queue_of(body) and not spec.get("suspend"):
+    if queue and not spec.get("suspend"):
         changes["suspend"] = True
     patches = spec.get("runtimePatches") or []
     stamped = stamp_patch_times(patches, cond.now_rfc3339(now))
@@ -41,25 +60,16 @@ def mutate_on_create(body: Dict, now: dt.datetime, *, multikueue_queue: bool = F
         changes["runtimePatches"] = stamped
     # Any other value ("" included) is the user's, and the API judges it.
     routable = "managedBy" not in spec or spec["managedBy"] == c.MANAGED_BY_BUILTIN
-    if multikueue_queue and queue_of(body) and routable:
+    if multikueue_queue and queue and routable:
         changes["managedBy"] = c.MANAGED_BY_MULTIKUEUE
     return changes
 
 
-def validate_queue(body: Dict, local_queue: Dict | None) -> str | None:
-    """An error message when the queue-name label names no LocalQueue in the namespace."""
-    queue = queue_of(body)
-    if queue is None or local_queue is not None:
-        return None
-    namespace = (body.get("metadata") or {}).get("namespace", "")
-    return (
-        f"metadata.labels[{c.KUEUE_QUEUE_NAME_LABEL}]: LocalQueue {queue!r} does not exist "
-        f"in namespace {namespace!r}; create it or use an existing queue"
-    )
-
-
-def trainjob_patch(obj: Dict, spec: Dict, finalizers: list[str] | None = None) -> tuple[Dict, ...]:
-    """JSON patch operations that set the `spec` fields given (and `metadata.finalizers`).
+def trainjob_patch(
+    obj: Dict, spec: Dict, finalizers: list[str] | None = None, queue: str | None = None
+) -> tuple[Dict, ...]:
+    """JSON patch operations that set the `spec` fields given (and `metadata.finalizers`, and
+    the queue-name label to a defaulted `queue`).
     "add" on an object member replaces a value already there (RFC 6902), so one operation per
     field serves both; a missing `spec` is added whole."""
     ops: list[Dict] = []
@@ -69,6 +79,11 @@ def trainjob_patch(obj: Dict, spec: Dict, finalizers: list[str] | None = None) -
         ops += [{"op": "add", "path": f"/spec/{_pointer(k)}", "value": v} for k, v in spec.items()]
     if finalizers is not None:
         ops.append({"op": "add", "path": "/metadata/finalizers", "value": finalizers})
+    if queue is not None:
+        if not isinstance((obj.get("metadata") or {}).get("labels"), dict):
+            ops.append({"op": "add", "path": "/metadata/labels", "value": {}})
+        label = _pointer(c.KUEUE_QUEUE_NAME_LABEL)
+        ops.append({"op": "add", "path": f"/metadata/labels/{label}", "value": queue})
     return tuple(ops)
 
 

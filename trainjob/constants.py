@@ -30,6 +30,8 @@ NODE_REPLICATED_JOB = "node"
 
 # --- labels clients use to find pods (kept exactly as JobSet sets them) ----------------------
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+# Kueue's default LocalQueue: takes jobs without a queue-name label in its namespace.
+DEFAULT_LOCAL_QUEUE = "default"
 REPLICATED_JOB_NAME_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
@@ -51,6 +53,11 @@ MULTIKUEUE_CONFIG_KIND = "MultiKueueConfig"
 KUEUE_QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 KUEUE_PREBUILT_WORKLOAD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
+KUEUE_PREBUILT_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/prebuilt-workload-name"  # Kueue 0.19
+# On the pods of an admitted PodSet, as Kueue's job framework sets them.
+KUEUE_PODSET_LABEL = "kueue.x-k8s.io/podset"
+KUEUE_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
+KUEUE_MULTIKUEUE_WORKER_POD_LABEL = "kueue.x-k8s.io/multikueue-worker-workload-pod"
 # Held by manager TrainJobs dispatched by MultiKueue until their remote objects are gone.
 DISPATCHER_FINALIZER = f"{DOMAIN}/dispatcher-cleanup"
 KUEUE_MULTIKUEUE_ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
@@ -89,7 +96,11 @@ REASON_POD_CREATE_FAILED = "PodCreateFailed"
 
 # Failed reasons that are about configuration: the controller keeps checking and clears the
 # condition once the runtime exists / is valid. Every other Failed reason is final.
-RECOVERABLE_FAILURE_REASONS = frozenset({REASON_RUNTIME_NOT_FOUND, REASON_RUNTIME_INVALID})
+# A MultiKueue TrainJob on the manager with no queue: nobody dispatches it until it has one.
+REASON_NO_QUEUE = "NoQueueName"
+RECOVERABLE_FAILURE_REASONS = frozenset(
+    {REASON_RUNTIME_NOT_FOUND, REASON_RUNTIME_INVALID, REASON_NO_QUEUE}
+)
 
 # --- ML policy defaults ---------------------------------------------------------------------
 TORCH_MASTER_PORT = 29500

@@ -19,7 +19,7 @@ from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob import readiness
 from trainjob import workload as wlmod
-from trainjob.models import TrainJob, prebuilt_label, queue_label
+from trainjob.models import TrainJob, prebuilt_workload_of, queue_label
 from trainjob.naming import owner_reference
 from trainjob.runtime import PodSetShape, RuntimeInfo, RuntimeProblem, resolve_runtime_info
 from trainjob.workload import WorkloadView
@@ -74,8 +74,8 @@ class QueuePlan:
 
 def is_queued_body(body: Dict) -> bool:
     """`TrainJob.queued` of a raw body, without parsing it."""
-    labels = (body.get("metadata") or {}).get("labels") or {}
-    return bool(queue_label(labels) or prebuilt_label(labels))
+    meta = body.get("metadata") or {}
+    return bool(queue_label(meta.get("labels")) or prebuilt_workload_of(meta))
 
 
 def expected_workload_name(tj: TrainJob) -> str:
@@ -85,7 +85,7 @@ def expected_workload_name(tj: TrainJob) -> str:
 def expected_workload_name_of(body: Dict) -> str:
     """`expected_workload_name` from a raw TrainJob body, without parsing it."""
     meta = body.get("metadata") or {}
-    prebuilt = prebuilt_label(meta.get("labels"))
+    prebuilt = prebuilt_workload_of(meta)
     return prebuilt or wlmod.workload_name(meta.get("name", ""), meta.get("uid") or "")
 
 

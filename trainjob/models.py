@@ -102,8 +102,10 @@ class TrainJob(_Model):
 
     @property
     def prebuilt_workload(self) -> str | None:
-        """The Workload made for it by someone else (a MultiKueue copy's), by Kueue's label."""
-        return prebuilt_label(self.metadata.labels)
+        """The Workload made for it by someone else (a MultiKueue copy's), as Kueue names it."""
+        return prebuilt_workload_of(
+            {"labels": self.metadata.labels, "annotations": self.metadata.annotations}
+        )
 
     @property
     def queued(self) -> bool:
@@ -214,9 +216,15 @@ def queue_label(labels: dict[str, str] | None) -> str | None:
     return (labels or {}).get(c.KUEUE_QUEUE_NAME_LABEL) or None
 
 
-def prebuilt_label(labels: dict[str, str] | None) -> str | None:
-    """The prebuilt Workload a TrainJob's labels name (Kueue's label), for raw bodies too."""
-    return (labels or {}).get(c.KUEUE_PREBUILT_WORKLOAD_LABEL) or None
+def prebuilt_workload_of(meta: Dict | None) -> str | None:
+    """The prebuilt Workload a TrainJob's metadata names, for raw bodies too: Kueue 0.19's
+    annotation (its WorkloadIdentifierAnnotations gate, on by default), else its label."""
+    meta = meta or {}
+    return (
+        (meta.get("annotations") or {}).get(c.KUEUE_PREBUILT_WORKLOAD_ANNOTATION)
+        or (meta.get("labels") or {}).get(c.KUEUE_PREBUILT_WORKLOAD_LABEL)
+        or None
+    )
 
 
 def parse_trainjob(body: Dict, *, stored: bool = False) -> TrainJob:

@@ -100,6 +100,10 @@ class WorkloadView:
         return str(self.meta.get("name", ""))
 
     @property
+    def labels(self) -> dict[str, str]:
+        return dict(self.meta.get("labels") or {})
+
+    @property
     def generation(self) -> int | None:
         return self.meta.get("generation")
 
@@ -225,22 +229,28 @@ def build_admission_patch(wl: Dict, flavors: dict[str, Dict]) -> Dict:
             flavor = flavors.get(flavor_name, {}).get("spec", {})
             node_selector.update(flavor.get("nodeLabels") or {})
             tolerations += [t for t in flavor.get("tolerations") or [] if t not in tolerations]
-        meta: Dict = {}
         update = updates.get(psa["name"]) or {}
         node_selector.update(update.get("nodeSelector") or {})
         tolerations += [t for t in update.get("tolerations") or [] if t not in tolerations]
-        if update.get("labels"):
-            meta["labels"] = dict(update["labels"])
-        if update.get("annotations"):
-            meta["annotations"] = dict(update["annotations"])
+        # What Kueue 0.19's job framework puts on the pods of an admitted PodSet besides
+        # placement: the PodSet's name, the Workload's (its TopologyAwareScheduling gate is
+        # on by default) and, on a MultiKueue worker, its worker-pod label.
+        labels = {c.KUEUE_PODSET_LABEL: str(psa["name"])}
+        if c.KUEUE_MULTIKUEUE_ORIGIN_LABEL in view.labels:
+            labels[c.KUEUE_MULTIKUEUE_WORKER_POD_LABEL] = "true"
+        meta: Dict = {
+            "labels": {**labels, **(update.get("labels") or {})},
+            "annotations": {
+                c.KUEUE_WORKLOAD_ANNOTATION: view.name,
+                **(update.get("annotations") or {}),
+            },
+        }
         pod_spec: Dict = {}
         if node_selector:
             pod_spec["nodeSelector"] = node_selector
         if tolerations:
             pod_spec["tolerations"] = tolerations
-        template: Dict = {}
-        if meta:
-            template["metadata"] = meta
+        template: Dict = {"metadata": meta}
         if pod_spec:
             template["spec"] = pod_spec
         rjs.append({"name": psa["name"], "template": {"spec": {"template": template}}})

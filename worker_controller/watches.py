@@ -12,7 +12,7 @@ from kubecontrol.controller import Watch, start_watchdog
 from trainjob import constants as c
 from trainjob.caches import WATCHDOG_CACHES
 from trainjob.conditions import trainjob_finished
-from trainjob.models import prebuilt_label
+from trainjob.models import prebuilt_workload_of
 from trainjob.naming import owning_trainjob
 from trainjob.workload import workload_name
 from worker_controller import status
@@ -109,7 +109,7 @@ def _workload_key(trainjob: Dict) -> tuple[str, str]:
     """(namespace, the name of its Workload): the deterministic one, or the prebuilt one a
     MultiKueue copy names."""
     meta = trainjob["metadata"]
-    prebuilt = prebuilt_label(meta.get("labels") or {})
+    prebuilt = prebuilt_workload_of(meta)
     return meta["namespace"], prebuilt or workload_name(meta["name"], meta.get("uid", ""))
 
 

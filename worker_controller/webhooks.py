@@ -1,6 +1,7 @@
-"""The worker controller's admission webhooks for TrainJobs: on CREATE, suspend a queued
-TrainJob (Kueue starts it) and stamp its runtimePatches' times, and refuse one whose queue
-does not exist, naming it."""
+"""The worker controller's admission webhook for TrainJobs: on CREATE, queue a TrainJob
+without a queue to its namespace's default LocalQueue (Kueue's defaulting), suspend a queued
+TrainJob (Kueue starts it) and stamp its runtimePatches' times. A queue that does not exist
+(yet) is accepted, as Kueue does: the Workload waits for it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import datetime as dt
 from functools import partial
 from typing import Any
 
-from kubecontrol.admission import Verdict, refuse
+from kubecontrol.admission import Verdict
 from kubecontrol.webhook_server import Handler, in_thread
 from trainjob import admission as rules
 from trainjob import constants as c
@@ -20,23 +21,25 @@ Dict = dict[str, Any]
 def routes(memo: Memo) -> dict[str, Handler]:
     """The paths our webhook configurations call (deploy/worker/webhooks.yaml)."""
     return {
-        "/suspend-queued": on_trainjob_mutate,
-        "/queue-exists": in_thread(partial(on_trainjob_validate, memo)),
+        "/suspend-queued": in_thread(partial(on_trainjob_mutate, memo)),
+        # Older versions installed a validating webhook here that refused a missing queue;
+        # one left behind by an upgrade keeps being answered (everything is allowed).
+        "/queue-exists": allow,
     }
 
 
-async def on_trainjob_mutate(admission: Dict) -> Verdict:
+def on_trainjob_mutate(memo: Memo, admission: Dict) -> Verdict:
     body: Dict = admission.get("object") or {}
-    changes = rules.mutate_on_create(body, dt.datetime.now(dt.UTC))
-    return Verdict(patch=rules.trainjob_patch(body, changes))
+    namespace = str(admission.get("namespace") or (body.get("metadata") or {}).get("namespace"))
+    defaulted = None
+    if rules.queue_of(body) is None and namespace not in rules.UNMANAGED_NAMESPACES:
+        default_lq = memo.cluster.get_or_none(
+            c.KUEUE_API, "LocalQueue", c.DEFAULT_LOCAL_QUEUE, namespace
+        )
+        defaulted = rules.defaults_to_queue(body, namespace, default_lq is not None)
+    changes = rules.mutate_on_create(body, dt.datetime.now(dt.UTC), queue=defaulted)
+    return Verdict(patch=rules.trainjob_patch(body, changes, queue=defaulted))
 
 
-def on_trainjob_validate(memo: Memo, admission: Dict) -> Verdict:
-    body: Dict = admission.get("object") or {}
-    queue = rules.queue_of(body)
-    if queue is None:
-        return Verdict()
-    namespace = admission.get("namespace") or (body.get("metadata") or {}).get("namespace")
-    local_queue = memo.cluster.get_or_none(c.KUEUE_API, "LocalQueue", queue, namespace)
-    error = rules.validate_queue(body, local_queue)
-    return refuse(error) if error else Verdict()
+async def allow(admission: Dict) -> Verdict:
+    return Verdict()

@@ -33,6 +33,7 @@ TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"  # on every pod of a TrainJob
 Dict = dict[str, Any]
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 
 
 class MultiKueue:
@@ -329,18 +330,48 @@ def test_managed_by_edges_are_judged_as_trainers_crd_and_kueues_webhook_do(bed: 
         assert failed["reason"] == "NotDispatched", failed
         assert "no queue" in failed["message"] and "spec.managedBy" in failed["message"]
         assert "NotDispatched" in events_of(mk, name)
-    # A queue label names a LocalQueue of the namespace: one that does not exist is refused,
-    # naming it; one made a moment before (perhaps not in the webhooks' cache yet) is routed.
-    with pytest.raises(client.ApiException) as exc:
-        mk.submit("no-such-queue", queue="nowhere")
-    assert exc.value.status == 422, exc.value
-    assert "LocalQueue 'nowhere' does not exist" in str(exc.value.body), exc.value.body
+    # MultiKueue's by managedBy, but queued nowhere: said (NoQueueName), not left in silence.
+    no_queue = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "mk-no-queue"},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}, "managedBy": MULTIKUEUE},
+    }
+    mk.custom().create_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", no_queue)
+    said = mk.wait("mk-no-queue", "Failed", timeout=30)
+    assert said["reason"] == "NoQueueName" and "queue-name" in said["message"], said
+    # A queue that does not exist yet is accepted (manifests apply in any order, as with
+    # Kueue), routed to MultiKueue (the only way a manager that runs none can run it), and
+    # runs once the queue is made.
+    made = mk.submit("queue-later", queue="later")
+    assert made["spec"]["managedBy"] == MULTIKUEUE and made["spec"]["suspend"], made["spec"]
     cq = mk.custom().get_namespaced_custom_object(*KUEUE, mk.ns, "localqueues", "q")["spec"]
-    fresh = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue"}
-    fresh |= {"metadata": {"name": "fresh"}, "spec": {"clusterQueue": cq["clusterQueue"]}}
-    mk.custom().create_namespaced_custom_object(*KUEUE, mk.ns, "localqueues", fresh)
-    made = mk.submit("fresh-queue", queue="fresh")
-    assert made["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue", made["spec"]
+
+    def local_queue(name: str) -> None:
+        """A LocalQueue on every cluster (the copies on the workers name it too)."""
+        body = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue"}
+        body |= {"metadata": {"name": name}, "spec": {"clusterQueue": cq["clusterQueue"]}}
+        for cluster in [*mk.workers, mk.manager]:
+            api = client.CustomObjectsApi(bed.api(cluster))
+            api.create_namespaced_custom_object(*KUEUE, mk.ns, "localqueues", body)
+
+    local_queue("later")
+    mk.wait("queue-later", "Complete")
+    # Kueue's default LocalQueue: a TrainJob without a queue label is queued to `default`.
+    local_queue("default")
+    unlabelled = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "by-default", "annotations": {"bed.trainjob.dev/run-duration": "2s"}},
+        "spec": {
+            "runtimeRef": {"name": "torch-distributed"},
+            "trainer": {"resourcesPerNode": {"requests": {"cpu": "1"}}},
+        },
+    }
+    made = mk.custom().create_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", unlabelled)
+    assert made["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default", made["metadata"]
+    assert made["spec"]["managedBy"] == MULTIKUEUE, made["spec"]
+    mk.wait("by-default", "Complete")
 
 
 def test_worker_without_quota_sends_the_trainjob_to_the_other(bed: Bed) -> None:
@@ -1245,27 +1276,35 @@ def test_orphans_on_workers_are_garbage_collected_and_nothing_else(bed: Bed) -> 
 
 
 @pytest.mark.disruptive
-def test_delete_while_the_worker_is_down_finishes_after_it_returns(bed: Bed) -> None:
+def test_delete_while_the_worker_is_down_is_not_held_up_and_the_copy_is_swept_later(
+    bed: Bed,
+) -> None:
+    """As with Kueue: deleting on the manager never waits for a worker that is down; the
+    copy there is an orphan, which the garbage collector removes once the worker is back,
+    even when a new TrainJob of the same name was made meanwhile (the copy names its UID)."""
     mk = MultiKueue(bed)
     mk.submit("orphan", run="600s")
     where = mk.started_on("orphan")
     bed.stop_component(where, "kube-apiserver")
     try:
         mk.custom().delete_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", "orphan")
-        # The manager keeps the TrainJob (our finalizer) while its remote copy is unreachable.
-        wait_for(
-            lambda: ((mk.get("orphan") or {}).get("metadata") or {}).get("deletionTimestamp"),
-            10,
-            what="the deletion to start",
-        )
-        assert mk.get("orphan") is not None
+        wait_for(lambda: mk.get("orphan") is None, 20, what="the manager's TrainJob to go")
+        assert "RemoteCleanupDeferred" in events_of(mk, "orphan")
+        mk.submit("orphan", run="600s")  # a new one, of the same name
     finally:
         bed.restore_api_server(where)
-    wait_for(
-        lambda: mk.get("orphan") is None and mk.get("orphan", where) is None,
-        90,
-        what="the remote TrainJob and then the manager's to be gone",
-    )
+
+    def old_copy_gone() -> bool:
+        copy_ = mk.get("orphan", where)
+        new_uid = (mk.get("orphan") or {}).get("metadata", {}).get("uid")
+        made_for = (
+            ((copy_ or {}).get("metadata") or {})
+            .get("annotations", {})
+            .get("kueue.x-k8s.io/multikueue-origin-uid")
+        )
+        return copy_ is None or made_for == new_uid
+
+    wait_for(old_copy_gone, 90, what="the old copy on the worker to be swept")
 
 
 @pytest.mark.disruptive

@@ -708,7 +708,13 @@ def test_remote_copies_carry_the_manager_objects_uid_for_tracing() -> None:
     tj = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
     tj["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{}"}
     out = remote_trainjob(tj, "wl", "multikueue")
-    assert out["metadata"]["annotations"] == {"kueue.x-k8s.io/multikueue-origin-uid": "uid-tj"}
+    assert out["metadata"]["annotations"] == {
+        "kueue.x-k8s.io/multikueue-origin-uid": "uid-tj",
+        # Kueue 0.19 names the prebuilt Workload in an annotation (the label stays too)
+        "kueue.x-k8s.io/prebuilt-workload-name": out["metadata"]["labels"][
+            "kueue.x-k8s.io/prebuilt-workload-name"
+        ],
+    }
 
 
 def decide_finished(remotes: list[RemoteView], *, there: str = "w1") -> Any:

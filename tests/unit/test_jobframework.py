@@ -234,6 +234,15 @@ def test_the_workload_is_kueues_for_a_trainjob_in_full() -> None:
     assert template["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "2"}}
 
 
+INIT_META = {
+    "labels": {
+        "kueue.x-k8s.io/podset": "init",
+        "kueue.x-k8s.io/multikueue-worker-workload-pod": "true",
+    },
+    "annotations": {"kueue.x-k8s.io/workload": "wl"},
+}
+
+
 def test_the_admission_patch_carries_flavours_and_check_updates_per_pod_set() -> None:
     toleration = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
     flavors = {
@@ -241,6 +250,7 @@ def test_the_admission_patch_carries_flavours_and_check_updates_per_pod_set() ->
         "cpu": {"spec": {"nodeLabels": {"pool": "cpu"}}},
     }
     wl = {
+        "metadata": {"name": "wl", "labels": {"kueue.x-k8s.io/multikueue-origin": "multikueue"}},
         "status": {
             "admission": {
                 "clusterQueue": "cq",
@@ -263,7 +273,7 @@ def test_the_admission_patch_carries_flavours_and_check_updates_per_pod_set() ->
                     ],
                 }
             ],
-        }
+        },
     }
     assert wlmod.build_admission_patch(wl, flavors) == {
         "manager": "kueue.x-k8s.io/manager",
@@ -277,8 +287,17 @@ def test_the_admission_patch_carries_flavours_and_check_updates_per_pod_set() ->
                                 "spec": {
                                     "template": {
                                         "metadata": {
-                                            "labels": {"l": "1"},
-                                            "annotations": {"a": "2"},
+                                            "labels": {
+                                                "kueue.x-k8s.io/podset": "node",
+                                                "kueue.x-k8s.io/multikueue-worker-workload-pod": (
+                                                    "true"
+                                                ),
+                                                "l": "1",
+                                            },
+                                            "annotations": {
+                                                "kueue.x-k8s.io/workload": "wl",
+                                                "a": "2",
+                                            },
                                         },
                                         "spec": {
                                             "nodeSelector": {
@@ -292,7 +311,10 @@ def test_the_admission_patch_carries_flavours_and_check_updates_per_pod_set() ->
                                 }
                             },
                         },
-                        {"name": "init", "template": {"spec": {"template": {}}}},
+                        {
+                            "name": "init",
+                            "template": {"spec": {"template": {"metadata": INIT_META}}},
+                        },
                     ]
                 }
             }
@@ -321,12 +343,25 @@ def test_mutate_suspends_queued_trainjobs_and_routes_them_to_multikueue_when_ask
     assert admission.mutate_on_create(trainjob(queue=None), NOW, multikueue_queue=True) == {}
 
 
-def test_validate_names_the_label_and_the_missing_queue() -> None:
-    error = admission.validate_queue(trainjob(queue="nope"), None)
-    assert error is not None
-    assert "kueue.x-k8s.io/queue-name" in error and "'nope'" in error and "'ns'" in error
-    assert admission.validate_queue(trainjob(queue="q"), {"metadata": {"name": "q"}}) is None
-    assert admission.validate_queue(trainjob(queue=None), None) is None
+def test_a_trainjob_without_a_queue_defaults_to_the_namespaces_default_local_queue() -> None:
+    unqueued = trainjob(queue=None, suspend=False)
+    assert admission.defaults_to_queue(unqueued, "ns", True) == "default"
+    assert admission.defaults_to_queue(unqueued, "ns", False) is None
+    assert admission.defaults_to_queue(trainjob(queue="q"), "ns", True) is None
+    # Kueue's shipped managedJobsNamespaceSelector leaves these namespaces out
+    assert admission.defaults_to_queue(unqueued, "kube-system", True) is None
+    copy_ = trainjob(queue=None)
+    copy_["metadata"]["annotations"] = {"kueue.x-k8s.io/prebuilt-workload-name": "wl"}
+    assert admission.defaults_to_queue(copy_, "ns", True) is None
+    # Defaulted, it is queued like any other: suspended, and labelled in the same patch
+    changes = admission.mutate_on_create(unqueued, NOW, queue="default")
+    assert changes == {"suspend": True}
+    ops = admission.trainjob_patch(unqueued, changes, queue="default")
+    assert {
+        "op": "add",
+        "path": "/metadata/labels/kueue.x-k8s.io~1queue-name",
+        "value": "default",
+    } in ops
 
 
 def test_5b_a_prebuilt_workload_its_trainjob_no_longer_matches_finishes_out_of_sync() -> None:
@@ -382,3 +417,18 @@ def test_pod_set_shapes_are_resolved_once_per_spec_and_runtime_version() -> None
     # Not a stored version (no generation): nothing names its content, nothing is kept.
     del body["metadata"]["generation"]
     assert jobframework_io._shape(parse_trainjob(body), runtime) is None
+
+
+def test_the_crd_check_names_a_trainjob_crd_that_would_drop_our_status() -> None:
+    from trainjob.crd import crd_problem
+
+    def crd(status: Dict) -> Dict:
+        schema = {"openAPIV3Schema": {"properties": {"status": status}}}
+        return {"spec": {"versions": [{"name": "v1alpha1", "schema": schema}]}}
+
+    ours = crd({"properties": {"clusterName": {"type": "string"}, "conditions": {}}})
+    assert crd_problem(ours) is None
+    assert crd_problem(crd({"x-kubernetes-preserve-unknown-fields": True})) is None
+    theirs = crd_problem(crd({"properties": {"conditions": {}, "jobsStatus": {}}}))
+    assert theirs is not None and "has no status.clusterName" in theirs
+    assert "not installed" in str(crd_problem(None))

@@ -607,3 +607,105 @@ def test_torchtunes_tune_run_command_is_refused_not_run_without_its_rewriting() 
     tj = make_trainjob(trainer={"command": ["tune", "run"]})
     with pytest.raises(RuntimeSpecError, match=r"spec.trainer.command: \[tune, run\]"):
         info_for(tj, make_runtime())
+
+
+def patched_pod_spec(pod_spec: Dict, *patches: tuple[str, Dict]) -> Dict:
+    """The node PodSet's pod spec after `patches` ((manager, pod spec patch) in order)."""
+    runtime = make_runtime(
+        replicated_jobs=[
+            {
+                "name": "node",
+                "template": {
+                    "metadata": {
+                        "labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+                    },
+                    "spec": {"template": {"spec": {"containers": [container()], **pod_spec}}},
+                },
+            }
+        ]
+    )
+    runtime_patches = [
+        {
+            "manager": manager,
+            "trainingRuntimeSpec": {
+                "template": {
+                    "spec": {
+                        "replicatedJobs": [
+                            {"name": "node", "template": {"spec": {"template": {"spec": spec}}}}
+                        ]
+                    }
+                }
+            },
+        }
+        for manager, spec in patches
+    ]
+    info = info_for(make_trainjob(runtimePatches=runtime_patches), runtime)
+    out: Dict = info.pod_sets[0].pod_template["spec"]
+    return out
+
+
+def toleration(key: str, **more: Any) -> Dict:
+    return {"key": key, "operator": "Exists", "effect": "NoSchedule", **more}
+
+
+def test_a_users_tolerations_replace_the_runtimes_as_trainers_atomic_list_does() -> None:
+    spec = patched_pod_spec(
+        {"tolerations": [toleration("a")]}, ("me", {"tolerations": [toleration("b")]})
+    )
+    assert spec["tolerations"] == [toleration("b")]
+
+
+def test_kueues_tolerations_are_added_to_those_there_as_fixed_in_kueue_15161() -> None:
+    runtime = [toleration("a", tolerationSeconds=30)]
+    spec = patched_pod_spec(
+        {"tolerations": runtime},
+        ("kueue.x-k8s.io/manager", {"tolerations": [toleration("a"), toleration("gpu")]}),
+    )
+    assert spec["tolerations"] == [toleration("a", tolerationSeconds=30), toleration("gpu")]
+
+
+def test_affinity_and_security_context_merge_field_by_field_lists_replaced() -> None:
+    zone = {"key": "zone", "operator": "In", "values": ["a"]}
+    required = {"nodeSelectorTerms": [{"matchExpressions": [zone]}]}
+    base = {
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}},
+        "securityContext": {"runAsUser": 1000, "fsGroup": 1000},
+    }
+    anti = {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
+    spec = patched_pod_spec(
+        base,
+        (
+            "me",
+            {
+                "affinity": {"podAntiAffinity": anti},
+                "securityContext": {"runAsUser": 0, "fsGroup": None},
+            },
+        ),
+    )
+    assert spec["affinity"] == {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required},
+        "podAntiAffinity": anti,
+    }
+    assert spec["securityContext"] == {"runAsUser": 0}
+
+
+def test_volume_mounts_merge_by_path_and_node_selector_nulls_remove() -> None:
+    mounted = container(volumeMounts=[{"name": "data", "mountPath": "/data"}])
+    spec = patched_pod_spec(
+        {"containers": [mounted], "nodeSelector": {"pool": "a", "zone": "z"}},
+        (
+            "me",
+            {
+                "nodeSelector": {"zone": None, "disk": "ssd"},
+                "containers": [
+                    {"name": "node", "volumeMounts": [{"name": "scratch", "mountPath": "/data"}]}
+                ],
+            },
+        ),
+    )
+    assert spec["nodeSelector"] == {"pool": "a", "disk": "ssd"}
+    assert spec["containers"][0]["volumeMounts"] == [{"name": "scratch", "mountPath": "/data"}]

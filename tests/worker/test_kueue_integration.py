@@ -7,12 +7,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client
 
 from clusters.bed import Bed
 from tests.factories import make_trainjob
 from tests.helpers import stays_false, wait_for
-from tests.kube_helpers import TrainJobs, api_error, torch_runtime
+from tests.kube_helpers import TrainJobs, torch_runtime
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("worker_controllers")]
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
@@ -292,14 +291,13 @@ def test_queued_trainjob_resumed_by_hand_is_stopped_again(tjs: TrainJobs) -> Non
     assert not tjs.jobs("sneaky") and not tjs.pods("sneaky")
 
 
-def test_webhook_refuses_a_queue_that_does_not_exist(tjs: TrainJobs) -> None:
+def test_a_queue_that_does_not_exist_yet_is_accepted_and_waits_for_it(tjs: TrainJobs) -> None:
+    """As with Kueue: the TrainJob is suspended and its Workload waits for the queue."""
     body = queued("lost")
     body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "nope"
-    with pytest.raises(client.ApiException) as err:
-        tjs.create(body)
-    message = api_error(err.value)
-    assert "LocalQueue 'nope' does not exist" in message, message
-    assert "kueue.x-k8s.io/queue-name" in message
+    made = tjs.create(body)
+    assert made["spec"]["suspend"] is True
+    stays_false(lambda: tjs.jobs("lost"), 5, what="Jobs of a TrainJob whose queue does not exist")
 
 
 # ---- Kueue's waitForPodsReady (on by default; the bed's timeout is 20 s) ------------------------

@@ -1,0 +1,40 @@
+"""What the product needs of the TrainJob CRD installed on a manager (pure).
+
+Our CRD (crds/) extends Trainer's TrainJob status with `clusterName`: the worker whose status
+the manager TrainJob carries. The dispatcher reads it to judge PodsReady and to never send a
+finished job again. Kubeflow Trainer's own CRD has no such field, so the API server prunes it
+from every status write once that CRD is re-applied over ours."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainjob import constants as c
+
+Dict = dict[str, Any]
+TRAINJOB_CRD = f"{c.TRAINJOB_PLURAL}.{c.TRAINER_GROUP}"
+NEEDED_STATUS_FIELDS = ("clusterName",)
+
+
+def crd_problem(crd: Dict | None) -> str | None:
+    """Why the TrainJob CRD `crd` cannot carry what the dispatcher writes, or None."""
+    if crd is None:
+        return f"CustomResourceDefinition {TRAINJOB_CRD} is not installed"
+    versions = (crd.get("spec") or {}).get("versions") or []
+    served = next((v for v in versions if v.get("name") == c.TRAINER_VERSION), None)
+    if served is None:
+        return f"CustomResourceDefinition {TRAINJOB_CRD} does not serve {c.TRAINER_VERSION}"
+    schema = ((served.get("schema") or {}).get("openAPIV3Schema") or {}).get("properties") or {}
+    status = schema.get("status") or {}
+    if status.get("x-kubernetes-preserve-unknown-fields"):
+        return None
+    missing = [f for f in NEEDED_STATUS_FIELDS if f not in (status.get("properties") or {})]
+    if not missing:
+        return None
+    fields = ", ".join(f"status.{f}" for f in missing)
+    return (
+        f"CustomResourceDefinition {TRAINJOB_CRD} has no {fields} (Kubeflow Trainer's own CRD, "
+        "or an old one, was applied over this product's): the API server would drop which worker "
+        "runs each TrainJob, so none is accepted until the product's CRD is applied again "
+        "(kubectl apply -k deploy/manager, or crds/)"
+    )
