@@ -68,7 +68,7 @@ class DispatchObserved:
 @dataclass
 class RemoteAction:
     cluster: str
-    verb: str  # create | delete
+    verb: str  # create | patch | delete
     obj: Dict
     event: Event | None = None  # posted on the manager TrainJob once done
 
@@ -448,6 +448,7 @@ class _Pass:
 def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
     """One function per step, in order; the first that settles the pass ends it."""
     p = _Pass(obs, strategy or AllAtOnce())
+    _priority_follows(p)
     if wlmod.is_finished(p.wl):
         _step1_finished_on_the_manager(p)
     elif _step2_recalled(p):
@@ -460,6 +461,33 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
         if not _step6_given_up(p, elapsed):
             _step7_copies_out(p, reachable, elapsed)
     return p.plan
+
+
+def _priority_follows(p: _Pass) -> None:
+    """The manager Workload's priority changed (its TrainJob's priority-class label did):
+    every copy not finished takes it too, so each worker's Kueue orders it as the manager's
+    does."""
+    spec = WorkloadView(p.wl).spec
+    want = {"priorityClassRef": spec.get("priorityClassRef"), "priority": spec.get("priority")}
+    for remote in p.obs.remotes:
+        copy_ = remote.workload
+        if copy_ is None or wlmod.is_finished(copy_):
+            continue
+        have = WorkloadView(copy_).spec
+        if {k: have.get(k) for k in want} == want:
+            continue
+        meta = copy_["metadata"]
+        patch = {
+            "apiVersion": c.KUEUE_API,
+            "kind": "Workload",
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid"),
+            },
+            "spec": want,
+        }
+        p.plan.remote.append(RemoteAction(remote.name, "patch", patch))
 
 
 def _step1_finished_on_the_manager(p: _Pass) -> None:

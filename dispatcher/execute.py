@@ -165,6 +165,14 @@ def _remote_write(registry: Registry, action: RemoteAction) -> bool | None:
         if action.verb == "create":
             remote.cluster.create(action.obj)
             registry.note_namespace_problem(action.cluster, namespace, None)
+        elif action.verb == "patch":  # a merge patch of our copy (its UID guards it)
+            remote.cluster.patch(
+                action.obj["apiVersion"],
+                action.obj["kind"],
+                meta["name"],
+                namespace,
+                {"metadata": {"uid": meta.get("uid")}, "spec": action.obj["spec"]},
+            )
         else:
             # Only the copy we saw (ours, by origin): never a same-named object made since.
             remote.cluster.delete(

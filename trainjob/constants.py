@@ -54,6 +54,13 @@ KUEUE_QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 KUEUE_PREBUILT_WORKLOAD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
 KUEUE_PREBUILT_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/prebuilt-workload-name"  # Kueue 0.19
+# Kueue's Topology Aware Scheduling requests, as pod template annotations.
+TAS_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+TAS_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+TAS_UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
+TAS_SLICE_REQUIRED = "kueue.x-k8s.io/podset-slice-required-topology"
+TAS_SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+TAS_GROUP_NAME = "kueue.x-k8s.io/podset-group-name"
 # On the pods of an admitted PodSet, as Kueue's job framework sets them.
 KUEUE_PODSET_LABEL = "kueue.x-k8s.io/podset"
 KUEUE_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"

@@ -38,7 +38,9 @@ class QueueObserved:
     problem: RuntimeProblem | None  # why `pod_sets` is None
     workload: Dict | None  # the TrainJob's Workload (deterministic or prebuilt name)
     flavors: dict[str, Dict]  # ResourceFlavors by name
-    priority: tuple[str, int] | None  # WorkloadPriorityClass (name, value) from the label
+    # The priority Kueue would give the Workload now (jobframework_io.extract_priority), when
+    # there is none yet or the TrainJob's priority-class label names another class.
+    priority: wlmod.Priority | None
     jobs_active: bool  # any child Job still has pods
     finished: tuple[bool, str, str] | None  # (succeeded, reason, message) once final
     now: dt.datetime
@@ -109,7 +111,7 @@ def observe(
     runtime: Dict | None,
     workload: Dict | None,
     flavors: dict[str, Dict],
-    priority: tuple[str, int] | None,
+    priority: wlmod.Priority | None,
     jobs_active: bool,
     now: dt.datetime,
     shape: Shape | None = None,
@@ -159,6 +161,7 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
     # 4. PodsReady and reclaimable pods, which Kueue's waitForPodsReady and quota rely on.
     plan.workload_readiness = desired_readiness(obs, wl)
     _step5_adopt(obs, wl, plan)
+    _step5a_priority(obs, wl, plan)
     if _step5b_out_of_sync(obs, wl, plan):
         return plan
     # A finished Workload admits nothing any more (only an out-of-sync one gets here).
@@ -346,6 +349,33 @@ def _step9_release(obs: QueueObserved, wl: Dict, admitted: bool, plan: QueuePlan
         )
         plan.workload_status = {"admission": None, "conditions": conds}
         plan.workload_readiness = None
+
+
+def follows_label(wl: Dict, label: str) -> bool:
+    """Kueue 0.19: a Workload whose priority comes from a WorkloadPriorityClass (or that has
+    none and has reserved no quota, after which none can be added) follows its job's
+    priority-class label. True when the label now names another class than it has."""
+    ref = WorkloadView(wl).spec.get("priorityClassRef")
+    if ref is None and wlmod.has_quota(wl):
+        return False
+    if ref is not None and ref.get("kind") != "WorkloadPriorityClass":
+        return False
+    return str((ref or {}).get("name") or "") != label
+
+
+def _step5a_priority(obs: QueueObserved, wl: Dict, plan: QueuePlan) -> None:
+    """The TrainJob's priority-class label changed: its Workload's priority follows."""
+    new = obs.priority
+    spec = WorkloadView(wl).spec
+    if new is None or (spec.get("priorityClassRef"), spec.get("priority")) == (new.ref, new.value):
+        return
+    patch = plan.workload_patch or {}
+    patch.setdefault("spec", {}).update({"priorityClassRef": new.ref, "priority": new.value})
+    plan.workload_patch = patch
+    name = f"{obs.trainjob.namespace}/{WorkloadView(wl).name}"
+    plan.events.append(
+        Event("Normal", "UpdatedWorkload", f"Updated workload priority class: {name}")
+    )
 
 
 def started_message(wl: Dict) -> str:

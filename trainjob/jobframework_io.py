@@ -7,10 +7,11 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import time
 from typing import Any
 
 from kubecontrol.client import ApiException
-from kubecontrol.cluster import Cluster, guarded_write
+from kubecontrol.cluster import Cluster, guarded_write, path_for
 from kubecontrol.workqueue import WriteMemory
 from trainjob import constants as c
 from trainjob.caches import Caches
@@ -20,11 +21,13 @@ from trainjob.jobframework import (
     Shape,
     expected_workload_name,
     expected_workload_name_of,
+    follows_label,
     observe,
     shape_of,
 )
 from trainjob.lru import LRU
 from trainjob.models import TrainJob
+from trainjob.workload import Priority, WorkloadView
 
 Dict = dict[str, Any]
 log = logging.getLogger("trainjob.jobframework")
@@ -37,11 +40,78 @@ def observe_queueing(
     the ResourceFlavors, and (only while there is no Workload yet to build) the priority its
     WorkloadPriorityClass label names, asked of the API."""
     wl = caches.workload(tj.namespace, expected_workload_name(tj))
-    pc = tj.metadata.labels.get(c.KUEUE_PRIORITY_CLASS_LABEL)
-    priority = _priority_of(cluster, pc) if wl is None and pc else None
     now = dt.datetime.now(dt.UTC)
     shape = _shape(tj, runtime) if wl is not None else None
-    return observe(tj, runtime, wl, caches.flavors(), priority, jobs_active, now, shape)
+    obs = observe(tj, runtime, wl, caches.flavors(), None, jobs_active, now, shape)
+    if not tj.queued:
+        return obs
+    if wl is None and obs.info is not None:
+        templates = [ps.pod_template for ps in obs.info.pod_sets]
+        obs.priority = extract_priority(cluster, _wpc_label(tj), templates)
+    elif wl is not None and not tj.prebuilt_workload and follows_label(wl, _wpc_label(tj)):
+        # (a prebuilt Workload, a MultiKueue copy, takes its priority from the manager's)
+        templates = [ps.get("template") or {} for ps in WorkloadView(wl).spec.get("podSets") or []]
+        obs.priority = extract_priority(cluster, _wpc_label(tj), templates)
+    return obs
+
+
+def _wpc_label(tj: TrainJob) -> str:
+    return tj.metadata.labels.get(c.KUEUE_PRIORITY_CLASS_LABEL) or ""
+
+
+def extract_priority(cluster: Cluster, wpc: str, templates: list[Dict]) -> Priority | None:
+    """A Workload's priority as Kueue 0.19 takes it from its job: the WorkloadPriorityClass
+    its label names; else the PriorityClass the first pod template names; else the cluster's
+    default PriorityClass (globalDefault, the lowest if several); else none (0). None when
+    the class named does not exist (Kueue makes no Workload then either; ours is made
+    without a priority, and the log says so)."""
+    if wpc:
+        found = cluster.get_or_none(c.KUEUE_API, "WorkloadPriorityClass", wpc)
+        if found is None:
+            log.warning("[%s] WorkloadPriorityClass %r does not exist", cluster.name, wpc)
+            return None
+        return Priority(c.KUEUE_GROUP, "WorkloadPriorityClass", wpc, int(found.get("value", 0)))
+    named = next(
+        (
+            t["spec"]["priorityClassName"]
+            for t in templates
+            if (t.get("spec") or {}).get("priorityClassName")
+        ),
+        None,
+    )
+    if named:
+        found = cluster.get_or_none(SCHEDULING_API, "PriorityClass", named)
+        if found is None:
+            log.warning("[%s] PriorityClass %r does not exist", cluster.name, named)
+            return None
+        return Priority(SCHEDULING_GROUP, "PriorityClass", named, int(found.get("value", 0)))
+    default = _default_priority_class(cluster)
+    if default is None:
+        return Priority(None, None, None, 0)
+    return Priority(SCHEDULING_GROUP, "PriorityClass", default[0], default[1])
+
+
+SCHEDULING_GROUP = "scheduling.k8s.io"
+SCHEDULING_API = f"{SCHEDULING_GROUP}/v1"
+# The cluster's default PriorityClass, read at most every DEFAULT_PRIORITY_TTL seconds: one
+# list per Workload made would cost a request per TrainJob for what rarely changes.
+DEFAULT_PRIORITY_TTL = 30.0
+_default_priority: dict[str, tuple[float, tuple[str, int] | None]] = {}
+
+
+def _default_priority_class(cluster: Cluster) -> tuple[str, int] | None:
+    cached = _default_priority.get(cluster.name)
+    if cached is not None and time.monotonic() - cached[0] < DEFAULT_PRIORITY_TTL:
+        return cached[1]
+    listed = cluster.send("GET", path_for(SCHEDULING_API, "priorityclasses", None, None))
+    defaults = [
+        (int(pc.get("value", 0)), pc["metadata"]["name"])
+        for pc in (listed or {}).get("items") or []
+        if pc.get("globalDefault")
+    ]
+    found = (min(defaults)[1], min(defaults)[0]) if defaults else None
+    _default_priority[cluster.name] = (time.monotonic(), found)
+    return found
 
 
 # A TrainJob's pod sets as Kueue counts them are a pure function of its spec (uid and
@@ -59,12 +129,6 @@ def _shape(tj: TrainJob, runtime: Dict | None) -> Shape | None:
         return None  # not a stored version: nothing names its content
     key = (uid, str(generation), str(tj.queued), str(ruid or ""), str(rversion or ""))
     return _SHAPES.get_or_make(key, lambda: shape_of(tj, runtime))
-
-
-def _priority_of(cluster: Cluster, name: str) -> tuple[str, int] | None:
-    """(name, value) of a WorkloadPriorityClass, or None when it does not exist."""
-    pc = cluster.get_or_none(c.KUEUE_API, "WorkloadPriorityClass", name)
-    return (name, int(pc.get("value", 0))) if pc is not None else None
 
 
 def execute_queue_plan(

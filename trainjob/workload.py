@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from trainjob import conditions as cond
@@ -13,6 +14,7 @@ from trainjob.jsondoc import json_copy
 from trainjob.models import TrainJob
 from trainjob.naming import owner_reference
 from trainjob.runtime import PodSetShape, RuntimeInfo
+from trainjob.runtime.topology import topology_request
 
 Dict = dict[str, Any]
 
@@ -42,24 +44,43 @@ def _pod_template_for_kueue(template: Dict) -> Dict:
 
 def build_pod_sets(info: RuntimeInfo) -> list[Dict]:
     return [
-        {"name": ps.name, "count": ps.count, "template": _pod_template_for_kueue(ps.pod_template)}
+        {
+            "name": ps.name,
+            "count": ps.count,
+            "template": _pod_template_for_kueue(ps.pod_template),
+            "topologyRequest": topology_request(ps),
+        }
         for ps in info.pod_sets
     ]
 
 
+@dataclass(frozen=True)
+class Priority:
+    """A Workload's priority as Kueue takes it from its job: the class (group, kind, name),
+    or none, and the value."""
+
+    group: str | None
+    kind: str | None
+    name: str | None
+    value: int
+
+    @property
+    def ref(self) -> Dict | None:
+        if self.name is None:
+            return None
+        return {"group": self.group, "kind": self.kind, "name": self.name}
+
+
 def build_workload(
-    tj: TrainJob, info: RuntimeInfo, queue: str, priority: tuple[str, int] | None = None
+    tj: TrainJob, info: RuntimeInfo, queue: str, priority: Priority | None = None
 ) -> Dict:
     """The Workload Kueue admits for `tj`: owned by it, one PodSet per replicatedJob."""
     uid = tj.metadata.uid or ""
     spec: Dict = {"queueName": queue, "podSets": build_pod_sets(info)}
     if priority is not None:
-        spec["priorityClassRef"] = {
-            "group": c.KUEUE_GROUP,
-            "kind": "WorkloadPriorityClass",
-            "name": priority[0],
-        }
-        spec["priority"] = priority[1]
+        if priority.ref is not None:
+            spec["priorityClassRef"] = priority.ref
+        spec["priority"] = priority.value
     return {
         "apiVersion": c.KUEUE_API,
         "kind": "Workload",

@@ -122,10 +122,11 @@ class MultiKueue:
         queue: str = "q",
         cluster: str | None = None,
         metadata: Dict | None = None,
+        pod_annotations: Dict | None = None,
     ) -> Dict:
         """A TrainJob on the manager (or on `cluster`: a worker's own, run there by Kueue and
         the worker controller without MultiKueue)."""
-        annotations = {"bed.trainjob.dev/run-duration": run}
+        annotations = {"bed.trainjob.dev/run-duration": run, **(pod_annotations or {})}
         if exit_code is not None:
             annotations["bed.trainjob.dev/exit-code"] = str(exit_code)
         body = {
@@ -372,6 +373,58 @@ def test_managed_by_edges_are_judged_as_trainers_crd_and_kueues_webhook_do(bed: 
     assert made["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default", made["metadata"]
     assert made["spec"]["managedBy"] == MULTIKUEUE, made["spec"]
     mk.wait("by-default", "Complete")
+
+
+def test_tas_requests_and_priority_reach_the_workload_and_follow_to_the_copies(bed: Bed) -> None:
+    """Kueue's Topology Aware Scheduling request from the pods' annotations, and the priority
+    from the WorkloadPriorityClass label, which the Workload and its copy on the worker follow
+    when the label changes."""
+    mk = MultiKueue(bed)
+    for cluster in [mk.manager, *mk.workers]:
+        for name, value in (("tj-low", 10), ("tj-high", 100)):
+            wpc = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass"}
+            wpc |= {"metadata": {"name": name}, "value": value}
+            with contextlib.suppress(client.ApiException):  # kept from an earlier run
+                mk.custom(cluster).create_cluster_custom_object(
+                    *KUEUE, "workloadpriorityclasses", wpc
+                )
+    rack = {"kueue.x-k8s.io/podset-preferred-topology": "cloud.example.com/rack"}
+    mk.submit("tas", pod_annotations=rack, run="1s")
+    wl = wait_for(lambda: mk.manager_workload("tas"), 30, what="the Workload of tas")
+    assert wl["spec"]["podSets"][0]["topologyRequest"] == {
+        "preferred": "cloud.example.com/rack",
+        "podIndexLabel": "batch.kubernetes.io/job-completion-index",
+        "subGroupIndexLabel": "jobset.sigs.k8s.io/job-index",
+        "subGroupCount": 1,
+    }
+    labels = {"labels": {"kueue.x-k8s.io/priority-class": "tj-low"}}
+    mk.submit("ranked", run="60s", metadata=labels)
+    where = mk.started_on("ranked")
+    wl = wait_for(lambda: mk.manager_workload("ranked"), 30, what="the Workload of ranked")
+    assert wl["spec"]["priority"] == 10, wl["spec"]
+    assert wl["spec"]["priorityClassRef"]["name"] == "tj-low"
+
+    def copy_priority() -> int | None:
+        copies = [
+            w for w in mk.remote_workloads(where) if w["metadata"]["name"] == wl["metadata"]["name"]
+        ]
+        return copies[0]["spec"].get("priority") if copies else None
+
+    assert copy_priority() == 10
+    mk.custom().patch_namespaced_custom_object(
+        *TRAINER,
+        mk.ns,
+        "trainjobs",
+        "ranked",
+        {"metadata": {"labels": {"kueue.x-k8s.io/priority-class": "tj-high"}}},
+    )
+    wait_for(
+        lambda: (mk.manager_workload("ranked") or {}).get("spec", {}).get("priority") == 100,
+        30,
+        what="the manager Workload to take the new priority",
+    )
+    wait_for(lambda: copy_priority() == 100, 30, what="the copy on the worker to follow")
+    assert "UpdatedWorkload" in events_of(mk, "ranked")
 
 
 def test_worker_without_quota_sends_the_trainjob_to_the_other(bed: Bed) -> None:

@@ -8,12 +8,14 @@ import copy
 import datetime as dt
 from typing import Any
 
+import pytest
+
 from tests.factories import OWNER, make_runtime, make_trainjob
 from trainjob import admission, jobframework, jobframework_io
 from trainjob import workload as wlmod
 from trainjob.jobframework import QueuePlan
 from trainjob.models import parse_runtime, parse_trainjob
-from trainjob.runtime import RuntimeInfo, build_runtime_info
+from trainjob.runtime import RuntimeInfo, RuntimeSpecError, build_runtime_info
 
 Dict = dict[str, Any]
 NOW = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.UTC)
@@ -69,7 +71,7 @@ def plan(
     *,
     runtime: Dict | None = RUNTIME,
     jobs_active: bool = False,
-    priority: tuple[str, int] | None = None,
+    priority: wlmod.Priority | None = None,
     flavors: dict[str, Dict] | None = None,
 ) -> QueuePlan:
     obs = jobframework.observe(
@@ -108,10 +110,8 @@ def test_2_finished_marks_the_workload_finished_once_guarded_by_its_version() ->
 
 def test_3_no_workload_yet_builds_one_and_keeps_the_trainjob_suspended() -> None:
     body = trainjob(suspend=False)
-    p = plan(body, None, priority=("high", 100))
-    assert p.create_workload == wlmod.build_workload(
-        parse_trainjob(body), info_of(body), "q", ("high", 100)
-    )
+    p = plan(body, None, priority=HIGH)
+    assert p.create_workload == wlmod.build_workload(parse_trainjob(body), info_of(body), "q", HIGH)
     assert p.trainjob_patch == {"spec": {"suspend": True}}
     missing = plan(trainjob(), None, runtime=None)  # no runtime: nothing to build yet
     assert missing.create_workload is None and missing.trainjob_patch is None
@@ -204,12 +204,14 @@ def test_9_stopped_and_quiet_drops_the_placement_and_hands_the_quota_back() -> N
 
 # ---- what it builds ---------------------------------------------------------------------------
 
+HIGH = wlmod.Priority("kueue.x-k8s.io", "WorkloadPriorityClass", "high", 100)
+
 
 def test_the_workload_is_kueues_for_a_trainjob_in_full() -> None:
     body = trainjob(trainer={"numNodes": 2, "resourcesPerNode": {"requests": {"cpu": "2"}}})
     info = info_of(body)
     template = info.pod_sets[0].pod_template
-    assert wlmod.build_workload(parse_trainjob(body), info, "q", ("high", 100)) == {
+    assert wlmod.build_workload(parse_trainjob(body), info, "q", HIGH) == {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "Workload",
         "metadata": {
@@ -221,7 +223,17 @@ def test_the_workload_is_kueues_for_a_trainjob_in_full() -> None:
         "spec": {
             "queueName": "q",
             "podSets": [
-                {"name": "node", "count": 2, "template": {"metadata": {}, "spec": template["spec"]}}
+                {
+                    "name": "node",
+                    "count": 2,
+                    "template": {"metadata": {}, "spec": template["spec"]},
+                    # Kueue's for a TrainJob with TAS on (its default): the index labels
+                    "topologyRequest": {
+                        "podIndexLabel": "batch.kubernetes.io/job-completion-index",
+                        "subGroupIndexLabel": "jobset.sigs.k8s.io/job-index",
+                        "subGroupCount": 1,
+                    },
+                }
             ],
             "priorityClassRef": {
                 "group": "kueue.x-k8s.io",
@@ -432,3 +444,41 @@ def test_the_crd_check_names_a_trainjob_crd_that_would_drop_our_status() -> None
     theirs = crd_problem(crd({"properties": {"conditions": {}, "jobsStatus": {}}}))
     assert theirs is not None and "has no status.clusterName" in theirs
     assert "not installed" in str(crd_problem(None))
+
+
+def test_tas_annotations_on_the_pods_become_the_pod_sets_topology_request() -> None:
+    from trainjob.runtime.topology import topology_request
+
+    body = trainjob(trainer={"numNodes": 2})
+    info = info_of(body)
+    ps = info.pod_sets[0]
+    ps.pod_template.setdefault("metadata", {})["annotations"] = {
+        "kueue.x-k8s.io/podset-required-topology": "cloud.com/rack",
+        "kueue.x-k8s.io/podset-group-name": "g",
+        "kueue.x-k8s.io/podset-slice-required-topology": "cloud.com/block",
+        "kueue.x-k8s.io/podset-slice-size": "2",
+    }
+    assert topology_request(ps) == {
+        "required": "cloud.com/rack",
+        "podSetSliceRequiredTopology": "cloud.com/block",
+        "podSetSliceSize": 2,
+        "podIndexLabel": "batch.kubernetes.io/job-completion-index",
+        "subGroupIndexLabel": "jobset.sigs.k8s.io/job-index",
+        "subGroupCount": 1,
+        "podSetGroupName": "g",
+    }
+    ps.pod_template["metadata"]["annotations"] = {
+        "kueue.x-k8s.io/podset-unconstrained-topology": "yes"
+    }
+    with pytest.raises(RuntimeSpecError, match="is not a boolean"):
+        topology_request(ps)
+
+
+def test_a_workload_follows_its_trainjobs_priority_class_label_as_kueue_does() -> None:
+    wl = {"spec": {"priorityClassRef": HIGH.ref, "priority": 100}, "status": {}}
+    assert not jobframework.follows_label(wl, "high")
+    assert jobframework.follows_label(wl, "low")
+    pod_class = {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "p"}
+    assert not jobframework.follows_label({"spec": {"priorityClassRef": pod_class}}, "low")
+    reserved = {"spec": {}, "status": {"conditions": [cond("QuotaReserved", True, "x", "")]}}
+    assert not jobframework.follows_label(reserved, "low")  # no class can be added now

@@ -18,6 +18,7 @@ from trainjob.quantity import parse_quantity
 from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimePolicy, RuntimeSpecError
 from trainjob.runtime.patches import apply_runtime_patch, merge_by_key
 from trainjob.runtime.policies import select_plugin
+from trainjob.runtime.topology import topology_request
 
 Dict = dict[str, Any]
 
@@ -184,6 +185,7 @@ def build_runtime_info(
     _claim_volumes(info, (raw_template_spec or {}).get("volumeClaimPolicies") or [])
     for ps in pod_sets:
         _check_quantities(ps, trainjob)
+        topology_request(ps)  # a bad TAS annotation is said here, not when Kueue sees it
     plugin = select_plugin(spec.ml_policy)
     policy.ml_policy = plugin.name
     plugin.enforce(info, trainjob)
