@@ -41,8 +41,25 @@ def defaults_to_queue(body: Dict, namespace: str, default_queue_exists: bool) ->
     return None if namespace in UNMANAGED_NAMESPACES else c.DEFAULT_LOCAL_QUEUE
 
 
+def held_without_queue(body: Dict, namespace: str, manage_without_queue: bool) -> bool:
+    """Kueue's manageJobsWithoutQueueName: a TrainJob that names no queue (and is no
+    MultiKueue copy) is Kueue's all the same, in the namespaces its shipped selector manages,
+    and waits suspended."""
+    return (
+        manage_without_queue
+        and queue_of(body) is None
+        and not prebuilt_workload_of(body.get("metadata"))
+        and namespace not in UNMANAGED_NAMESPACES
+    )
+
+
 def mutate_on_create(
-    body: Dict, now: dt.datetime, *, multikueue_queue: bool = False, queue: str | None = None
+    body: Dict,
+    now: dt.datetime,
+    *,
+    multikueue_queue: bool = False,
+    queue: str | None = None,
+    hold: bool = False,
 ) -> Dict:
     """The spec fields to set on a new TrainJob: queued ones start suspended; runtimePatches
     entries without a time get `now` (Trainer's webhook does that on create); and on a manager
@@ -52,7 +69,7 @@ def mutate_on_create(
     spec = body.get("spec") or {}
     queue = queue or queue_of(body)  # `queue`: one the webhook defaults it to
     changes: Dict = {}
-    if queue and not spec.get("suspend"):
+    if (queue or hold) and not spec.get("suspend"):  # `hold`: held_without_queue
         changes["suspend"] = True
     patches = spec.get("runtimePatches") or []
     stamped = stamp_patch_times(patches, cond.now_rfc3339(now))

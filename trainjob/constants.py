@@ -63,6 +63,8 @@ TAS_SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 TAS_GROUP_NAME = "kueue.x-k8s.io/podset-group-name"
 # On the pods of an admitted PodSet, as Kueue's job framework sets them.
 KUEUE_PODSET_LABEL = "kueue.x-k8s.io/podset"
+KUEUE_LOCAL_QUEUE_LABEL = "kueue.x-k8s.io/local-queue-name"
+KUEUE_CLUSTER_QUEUE_LABEL = "kueue.x-k8s.io/cluster-queue-name"
 KUEUE_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
 KUEUE_MULTIKUEUE_WORKER_POD_LABEL = "kueue.x-k8s.io/multikueue-worker-workload-pod"
 # Held by manager TrainJobs dispatched by MultiKueue until their remote objects are gone.

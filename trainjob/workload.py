@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ from trainjob.runtime.topology import topology_request
 Dict = dict[str, Any]
 
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 MAX_NAME = 253
 HASH_LENGTH = 5
 
@@ -259,6 +261,10 @@ def build_admission_patch(wl: Dict, flavors: dict[str, Dict]) -> Dict:
         labels = {c.KUEUE_PODSET_LABEL: str(psa["name"])}
         if c.KUEUE_MULTIKUEUE_ORIGIN_LABEL in view.labels:
             labels[c.KUEUE_MULTIKUEUE_WORKER_POD_LABEL] = "true"
+        # Kueue's AssignQueueLabelsForPods (on by default): the queues the pods ran through
+        labels[c.KUEUE_LOCAL_QUEUE_LABEL] = str(view.spec.get("queueName") or "")
+        if _DNS_LABEL.fullmatch(view.cluster_queue or ""):
+            labels[c.KUEUE_CLUSTER_QUEUE_LABEL] = str(view.cluster_queue)
         meta: Dict = {
             "labels": {**labels, **(update.get("labels") or {})},
             "annotations": {

@@ -20,6 +20,8 @@ class Memo(controller.ControllerMemo):
     gone: set[str] = field(default_factory=set)
     # Workloads the API refused, so the same one is not sent again.
     memory: WriteMemory = field(default_factory=WriteMemory)
+    # UIDs of TrainJobs told once why they are held without a queue (manageJobsWithoutQueueName).
+    held_told: set[str] = field(default_factory=set)
 
     @property
     def caches(self) -> Caches:

@@ -14,8 +14,8 @@ from typing import Any
 
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
+from trainjob import admission, jobframework
 from trainjob import constants as c
-from trainjob import jobframework
 from trainjob.caches import Caches
 from trainjob.conditions import trainjob_finished
 from trainjob.jobframework_io import execute_queue_plan, observe_queueing
@@ -69,6 +69,8 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
         execute_queue_plan(memo.cluster, trainjob, qplan, memo.memory)
         if qplan.changes_trainjob:
             return None  # the TrainJob's own update event continues from the new spec
+    elif _held(memo, namespace, trainjob) and _hold_without_queue(memo, trainjob):
+        return None  # suspended now: its update event continues
     services = caches.every("service_index", key)
     named = None
     if (
@@ -97,6 +99,41 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
     execute.execute(memo.cluster, trainjob, plan)
     memo.memory.note_held(held_key(*key), plan.status_held)
     return plan.requeue_after
+
+
+def _held(memo: Memo, namespace: str, trainjob: Dict) -> bool:
+    """No queue, on a cluster whose Kueue manages such jobs all the same, and not finished."""
+    return admission.held_without_queue(
+        trainjob, namespace, memo.settings.manage_jobs_without_queue_name
+    ) and not trainjob_finished((trainjob.get("status") or {}).get("conditions") or [])
+
+
+def _hold_without_queue(memo: Memo, trainjob: Dict) -> bool:
+    """Kueue's manageJobsWithoutQueueName: no queue, so it waits suspended, and says why once.
+    True when it was running and is suspended now (its update event continues)."""
+    meta = trainjob["metadata"]
+    uid = str(meta.get("uid", ""))
+    if uid not in memo.held_told:
+        memo.held_told.add(uid)
+        memo.cluster.post_event(
+            trainjob,
+            "Warning",
+            c.REASON_NO_QUEUE,
+            f"metadata.labels[{c.KUEUE_QUEUE_NAME_LABEL}] is not set, and Kueue's "
+            "manageJobsWithoutQueueName holds such a TrainJob suspended on this cluster until it "
+            "names a LocalQueue",
+            name=f"{meta['name']}.{uid[:8]}.noqueuename",
+        )
+    if (trainjob.get("spec") or {}).get("suspend"):
+        return False
+    memo.cluster.patch(
+        c.TRAINER_API,
+        "TrainJob",
+        meta["name"],
+        meta["namespace"],
+        {"metadata": {"resourceVersion": meta["resourceVersion"]}, "spec": {"suspend": True}},
+    )
+    return True
 
 
 def _pod_create_failures(caches: Caches, namespace: str, jobs: dict[str, Dict]) -> dict[str, str]:

@@ -19,6 +19,13 @@ class WorkerSettings(ControllerSettings):
         "status), and what keeps them from running to the PodsStuck condition (with the Job "
         "controller's FailedCreate Events); needs list/watch on pods and Events",
     )
+    manage_jobs_without_queue_name: bool = Field(
+        default=False,
+        description="Kueue's manageJobsWithoutQueueName (set it as Kueue's configuration on "
+        "this cluster does): a TrainJob without a kueue.x-k8s.io/queue-name label (outside "
+        "kube-system and kueue-system) is held suspended, with a NoQueueName Warning, instead "
+        "of running outside Kueue's quota",
+    )
     status_coalesce_seconds: float = Field(
         default=2.0,
         ge=0,

@@ -37,7 +37,10 @@ def on_trainjob_mutate(memo: Memo, admission: Dict) -> Verdict:
             c.KUEUE_API, "LocalQueue", c.DEFAULT_LOCAL_QUEUE, namespace
         )
         defaulted = rules.defaults_to_queue(body, namespace, default_lq is not None)
-    changes = rules.mutate_on_create(body, dt.datetime.now(dt.UTC), queue=defaulted)
+    hold = defaulted is None and rules.held_without_queue(
+        body, namespace, memo.settings.manage_jobs_without_queue_name
+    )
+    changes = rules.mutate_on_create(body, dt.datetime.now(dt.UTC), queue=defaulted, hold=hold)
     return Verdict(patch=rules.trainjob_patch(body, changes, queue=defaulted))
 
 

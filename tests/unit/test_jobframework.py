@@ -246,10 +246,15 @@ def test_the_workload_is_kueues_for_a_trainjob_in_full() -> None:
     assert template["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "2"}}
 
 
+QUEUE_LABELS = {
+    "kueue.x-k8s.io/local-queue-name": "q",
+    "kueue.x-k8s.io/cluster-queue-name": "cq",
+}
 INIT_META = {
     "labels": {
         "kueue.x-k8s.io/podset": "init",
         "kueue.x-k8s.io/multikueue-worker-workload-pod": "true",
+        **QUEUE_LABELS,
     },
     "annotations": {"kueue.x-k8s.io/workload": "wl"},
 }
@@ -263,6 +268,7 @@ def test_the_admission_patch_carries_flavours_and_check_updates_per_pod_set() ->
     }
     wl = {
         "metadata": {"name": "wl", "labels": {"kueue.x-k8s.io/multikueue-origin": "multikueue"}},
+        "spec": {"queueName": "q"},
         "status": {
             "admission": {
                 "clusterQueue": "cq",
@@ -304,6 +310,7 @@ def test_the_admission_patch_carries_flavours_and_check_updates_per_pod_set() ->
                                                 "kueue.x-k8s.io/multikueue-worker-workload-pod": (
                                                     "true"
                                                 ),
+                                                **QUEUE_LABELS,
                                                 "l": "1",
                                             },
                                             "annotations": {
@@ -482,3 +489,12 @@ def test_a_workload_follows_its_trainjobs_priority_class_label_as_kueue_does() -
     assert not jobframework.follows_label({"spec": {"priorityClassRef": pod_class}}, "low")
     reserved = {"spec": {}, "status": {"conditions": [cond("QuotaReserved", True, "x", "")]}}
     assert not jobframework.follows_label(reserved, "low")  # no class can be added now
+
+
+def test_manage_jobs_without_queue_name_holds_only_unqueued_trainjobs_kueue_manages() -> None:
+    loose = trainjob(queue=None, suspend=False)
+    assert admission.held_without_queue(loose, "ns", True)
+    assert not admission.held_without_queue(loose, "ns", False)
+    assert not admission.held_without_queue(loose, "kube-system", True)
+    assert not admission.held_without_queue(trainjob(queue="q"), "ns", True)
+    assert admission.mutate_on_create(loose, NOW, hold=True) == {"suspend": True}

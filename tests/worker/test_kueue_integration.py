@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -9,6 +10,8 @@ from typing import Any
 import pytest
 
 from clusters.bed import Bed
+from clusters.install import WORKER_CONTROLLER
+from demo import setup
 from tests.factories import make_trainjob
 from tests.helpers import stays_false, wait_for
 from tests.kube_helpers import TrainJobs, torch_runtime
@@ -457,3 +460,49 @@ def test_trainjob_that_never_schedules_is_evicted_by_pods_ready_timeout_and_requ
         ).items
     }
     assert ("Stopped", "PodsReadyTimeout") in reasons, reasons
+
+
+@contextlib.contextmanager
+def worker_controller_with(
+    controllers: list[setup.Controller], cluster: str, *flags: str
+) -> Iterator[None]:
+    """The worker controller's replicas on `cluster`, restarted with extra flags, then as before."""
+    replicas = [c for c in controllers if c.name == WORKER_CONTROLLER and c.cluster == cluster]
+    usual = {id(r): r.argv for r in replicas}
+    for replica in replicas:
+        replica.stop()
+        replica.argv = [*replica.argv, *flags]
+        replica.start()
+    try:
+        yield
+    finally:
+        for replica in replicas:
+            replica.stop()
+            replica.argv = usual[id(replica)]
+            replica.start()
+
+
+def test_manage_jobs_without_queue_name_holds_an_unqueued_trainjob_suspended(
+    tjs: TrainJobs, controllers: list[setup.Controller], worker_names: list[str]
+) -> None:
+    """Kueue's manageJobsWithoutQueueName: a TrainJob that names no queue waits suspended, and
+    a Warning says why, instead of running outside Kueue's quota."""
+    tjs.create_runtime(torch_runtime(run="2s"))
+    with worker_controller_with(controllers, worker_names[0], "--manage-jobs-without-queue-name"):
+        made = tjs.create(
+            make_trainjob("loose", runtimeRef={"name": "torch", "kind": "TrainingRuntime"})
+        )
+        assert made["spec"]["suspend"] is True
+        wait_for(
+            lambda: any(r == "NoQueueName" for r, _ in tjs.events("loose")),
+            30,
+            what="the NoQueueName Warning",
+        )
+        stays_false(
+            lambda: tjs.jobs("loose") and any(not j.spec.suspend for j in tjs.jobs("loose")),
+            5,
+            what="an unsuspended Job",
+        )
+        # Unsuspended by hand: suspended again, as Kueue stops a job it has not admitted.
+        tjs.patch("loose", {"spec": {"suspend": False}})
+        wait_for(lambda: tjs.get("loose")["spec"]["suspend"] is True, 30, what="it to be held")

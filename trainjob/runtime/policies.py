@@ -339,6 +339,23 @@ class MPIPolicy:
             _add_port(ctr, c.MPI_SSH_PORT)
 
 
+def _rank_env_on_trainer(
+    info: RuntimeInfo,
+    trainjob: TrainJob,
+    reserved: frozenset[str],
+    policy: str,
+    make_env: Callable[[PodSet, Dict], list[Dict]],
+) -> None:
+    """What the JAX and XGBoost policies do alike: refuse their variables in spec.trainer.env,
+    then set them (`make_env` of the trainer PodSet and its node container) on every trainer
+    node, which listens on port 29500."""
+    refuse_reserved_env(trainjob, reserved, policy)
+    ps = _trainer_pod_set(info)
+    ctr = _node_container(ps)
+    _set_env(ctr, make_env(ps, ctr))
+    _add_port(ctr, c.TORCH_MASTER_PORT)
+
+
 JAX_RESERVED = frozenset({"JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS"})
 
 
@@ -354,17 +371,18 @@ class JAXPolicy:
 
     def enforce(self, info: RuntimeInfo, trainjob: TrainJob) -> None:
         # Trainer reserves none of these and overwrites them without a word; we refuse them.
-        refuse_reserved_env(trainjob, JAX_RESERVED, "JAX")
-        ps = _trainer_pod_set(info)
-        ctr = _node_container(ps)
-        coordinator = pod_dns_name(info.trainjob, ps.name, 0, 0)
-        env: list[Dict] = [
-            {"name": "JAX_NUM_PROCESSES", "value": str(ps.parallelism)},
-            _completion_index_env("JAX_PROCESS_ID"),
-            {"name": "JAX_COORDINATOR_ADDRESS", "value": f"{coordinator}:{c.TORCH_MASTER_PORT}"},
-        ]
-        _set_env(ctr, env)
-        _add_port(ctr, c.TORCH_MASTER_PORT)
+        def env(ps: PodSet, ctr: Dict) -> list[Dict]:
+            coordinator = pod_dns_name(info.trainjob, ps.name, 0, 0)
+            return [
+                {"name": "JAX_NUM_PROCESSES", "value": str(ps.parallelism)},
+                _completion_index_env("JAX_PROCESS_ID"),
+                {
+                    "name": "JAX_COORDINATOR_ADDRESS",
+                    "value": f"{coordinator}:{c.TORCH_MASTER_PORT}",
+                },
+            ]
+
+        _rank_env_on_trainer(info, trainjob, JAX_RESERVED, "JAX", env)
 
 
 # The variables the XGBoost policy sets for its collective (Trainer's reserved names).
@@ -384,19 +402,17 @@ class XGBoostPolicy:
         return ml.xgboost is not None
 
     def enforce(self, info: RuntimeInfo, trainjob: TrainJob) -> None:
-        refuse_reserved_env(trainjob, XGBOOST_RESERVED, "XGBoost")
-        ps = _trainer_pod_set(info)
-        ctr = _node_container(ps)
-        # GPUs from resourcesPerNode if the TrainJob sets it, else from the runtime's container
-        per_node = gpus_per_node(trainjob, ctr.get("resources") or {}) or 1
-        env: list[Dict] = [
-            {"name": "DMLC_TRACKER_URI", "value": pod_dns_name(info.trainjob, ps.name, 0, 0)},
-            {"name": "DMLC_TRACKER_PORT", "value": str(c.TORCH_MASTER_PORT)},
-            _completion_index_env("DMLC_TASK_ID"),
-            {"name": "DMLC_NUM_WORKER", "value": str(ps.parallelism * per_node)},
-        ]
-        _set_env(ctr, env)
-        _add_port(ctr, c.TORCH_MASTER_PORT)
+        def env(ps: PodSet, ctr: Dict) -> list[Dict]:
+            # GPUs from resourcesPerNode if the TrainJob sets it, else the runtime's container's
+            per_node = gpus_per_node(trainjob, ctr.get("resources") or {}) or 1
+            return [
+                {"name": "DMLC_TRACKER_URI", "value": pod_dns_name(info.trainjob, ps.name, 0, 0)},
+                {"name": "DMLC_TRACKER_PORT", "value": str(c.TORCH_MASTER_PORT)},
+                _completion_index_env("DMLC_TASK_ID"),
+                {"name": "DMLC_NUM_WORKER", "value": str(ps.parallelism * per_node)},
+            ]
+
+        _rank_env_on_trainer(info, trainjob, XGBOOST_RESERVED, "XGBoost", env)
 
 
 class UnsupportedPolicy:
