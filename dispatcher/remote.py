@@ -47,12 +47,13 @@ QUEUE_KINDS = (c.LOCAL_QUEUE.kind, c.CLUSTER_QUEUE.kind)
 RUNTIME_KINDS = (c.TRAINING_RUNTIME.kind, c.CLUSTER_TRAINING_RUNTIME.kind)
 
 # What the dispatcher reads of its copies: who they are and whether they are going, and of a
-# Workload whether it is active and its admission conditions (dispatch.py); of a TrainJob its
-# status (status_sync.py). The caches keep no more, so a copy's other changes (the worker's
-# PodsReady, its owner reference, the unsuspend and its node selectors) cost neither memory
-# nor a pass.
+# Workload whether it is active, its priority and its admission conditions (dispatch.py); of a
+# TrainJob its status (status_sync.py). The caches keep no more, so a copy's other changes
+# (the worker's PodsReady, its owner reference, the unsuspend and its node selectors) cost
+# neither memory nor a pass.
 COPY_METADATA = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
 WORKLOAD_CONDITIONS = frozenset({"QuotaReserved", "Admitted", "Evicted", "Finished"})
+COPY_WORKLOAD_SPEC = ("active", "priority", "priorityClassRef")
 
 
 def _copy_seen(kind: Kind, obj: Dict) -> Dict:
@@ -67,8 +68,11 @@ def _copy_seen(kind: Kind, obj: Dict) -> Dict:
     if kind == c.TRAINJOB:
         seen["status"] = status
         return seen
-    if "active" in (obj.get("spec") or {}):
-        seen["spec"] = {"active": obj["spec"]["active"]}
+    spec = obj.get("spec") or {}
+    # `active`, and the priority the manager's may change (dispatch._priority_follows)
+    kept = {k: spec[k] for k in COPY_WORKLOAD_SPEC if k in spec}
+    if kept:
+        seen["spec"] = kept
     seen["status"] = {
         "conditions": [
             cd for cd in status.get("conditions") or [] if cd.get("type") in WORKLOAD_CONDITIONS

@@ -1017,3 +1017,20 @@ def test_a_worker_with_drift_is_no_reason_to_give_up_at_once() -> None:
     drifted.runtime_problem = "ClusterTrainingRuntime torch there differs from the manager's"
     plan = decide(manager_workload("QuotaReserved"), [drifted])
     assert plan.check_state is not None and plan.check_state[0] == "Pending"
+
+
+def test_copies_take_a_changed_priority_and_are_left_alone_when_they_have_it() -> None:
+    wl = manager_workload(
+        "QuotaReserved", "Admitted", cluster="w1", nominated=["w1"], check="Ready"
+    )
+    high = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"}
+    wl["spec"].update(priorityClassRef=high, priority=100)
+    same, stale = remote("w1", admitted_at="2026-11-22T11:00:01Z", trainjob=True), remote("w2")
+    assert same.workload is not None and stale.workload is not None
+    # What the copies' cache keeps of them (dispatcher/remote.py _copy_seen)
+    same.workload["spec"] = {"priorityClassRef": high, "priority": 100}
+    stale.workload["spec"] = {"priority": 0}
+    patches = [a for a in decide(wl, [same, stale]).remote if a.verb == "patch"]
+    assert [(a.cluster, a.obj["spec"]) for a in patches] == [
+        ("w2", {"priorityClassRef": high, "priority": 100})
+    ]

@@ -22,14 +22,14 @@ def test_a_workload_copy_keeps_identity_active_and_admission_conditions() -> Non
     conditions = [_condition(t) for t in ("QuotaReserved", "Admitted", "PodsReady", "Finished")]
     copy = {
         "metadata": meta,
-        "spec": {"active": False, "podSets": [{"name": "node", "count": 2}]},
+        "spec": {"active": False, "priority": 5, "podSets": [{"name": "node", "count": 2}]},
         "status": {"conditions": conditions, "admission": {"clusterQueue": "cq"}},
     }
     seen = _copy_seen(c.WORKLOAD, copy)
     assert seen["apiVersion"] == c.KUEUE_API and seen["kind"] == "Workload"
     assert "ownerReferences" not in seen["metadata"] and seen["metadata"]["uid"] == "u1"
     assert "labels" not in seen["metadata"]
-    assert seen["spec"] == {"active": False}
+    assert seen["spec"] == {"active": False, "priority": 5}
     kept = [cd["type"] for cd in seen["status"]["conditions"]]
     assert kept == ["QuotaReserved", "Admitted", "Finished"]
     assert "admission" not in seen["status"]
