@@ -32,6 +32,7 @@ plugins, auth providers, basic auth) is refused with the field named, never half
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import ssl
 import sys
@@ -54,7 +55,18 @@ Dict = dict[str, Any]
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_REREAD_SECONDS = 60.0  # kubelet refreshes a projected token well before it expires
-USER_AGENT = "trainjob-dispatcher/0.1 (python)"
+DISTRIBUTION = "trainjob-dispatcher"
+
+
+def _version() -> str:
+    """The installed product's version (pyproject.toml is its one source)."""
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "0+unknown"
+
+
+USER_AGENT = f"{DISTRIBUTION}/{_version()} (python)"
 JSON = "application/json"
 # Only the objects' metadata, for any kind (what client-go's metadata informers ask for).
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
