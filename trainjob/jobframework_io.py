@@ -36,9 +36,10 @@ log = logging.getLogger("trainjob.jobframework")
 def observe_queueing(
     cluster: Cluster, caches: Caches, tj: TrainJob, runtime: Dict | None, jobs_active: bool
 ) -> QueueObserved:
-    """What the Kueue integration looks at for one TrainJob, from the caches: its Workload,
-    the ResourceFlavors, and (only while there is no Workload yet to build) the priority its
-    WorkloadPriorityClass label names, asked of the API."""
+    """What the Kueue integration looks at for one TrainJob, from the caches: its Workload and
+    the ResourceFlavors; and the priority Kueue would give it, asked of the API only while
+    there is no Workload yet, or when its priority-class label names another class than its
+    Workload has."""
     wl = caches.workload(tj.namespace, expected_workload_name(tj))
     now = dt.datetime.now(dt.UTC)
     shape = _shape(tj, runtime) if wl is not None else None
@@ -66,9 +67,8 @@ def extract_priority(cluster: Cluster, wpc: str, templates: list[Dict]) -> Prior
     the class named does not exist (Kueue makes no Workload then either; ours is made
     without a priority, and the log says so)."""
     if wpc:
-        found = cluster.get_or_none(c.KUEUE_API, "WorkloadPriorityClass", wpc)
+        found = _class(cluster, c.KUEUE_API, "WorkloadPriorityClass", wpc)
         if found is None:
-            log.warning("[%s] WorkloadPriorityClass %r does not exist", cluster.name, wpc)
             return None
         return Priority(c.KUEUE_GROUP, "WorkloadPriorityClass", wpc, int(found.get("value", 0)))
     named = next(
@@ -80,15 +80,27 @@ def extract_priority(cluster: Cluster, wpc: str, templates: list[Dict]) -> Prior
         None,
     )
     if named:
-        found = cluster.get_or_none(SCHEDULING_API, "PriorityClass", named)
+        found = _class(cluster, SCHEDULING_API, "PriorityClass", named)
         if found is None:
-            log.warning("[%s] PriorityClass %r does not exist", cluster.name, named)
             return None
         return Priority(SCHEDULING_GROUP, "PriorityClass", named, int(found.get("value", 0)))
     default = _default_priority_class(cluster)
     if default is None:
         return Priority(None, None, None, 0)
     return Priority(SCHEDULING_GROUP, "PriorityClass", default[0], default[1])
+
+
+def _class(cluster: Cluster, api_version: str, kind: str, name: str) -> Dict | None:
+    """A priority class, or None (logged) when it does not exist or cannot be read (an
+    identity without the read, from an older install): never a pass that fails for it."""
+    try:
+        found = cluster.get_or_none(api_version, kind, name)
+    except ApiException as exc:
+        log.warning("[%s] cannot read %s %r: %s", cluster.name, kind, name, exc.reason)
+        return None
+    if found is None:
+        log.warning("[%s] %s %r does not exist", cluster.name, kind, name)
+    return found
 
 
 SCHEDULING_GROUP = "scheduling.k8s.io"
@@ -103,7 +115,11 @@ def _default_priority_class(cluster: Cluster) -> tuple[str, int] | None:
     cached = _default_priority.get(cluster.name)
     if cached is not None and time.monotonic() - cached[0] < DEFAULT_PRIORITY_TTL:
         return cached[1]
-    listed = cluster.send("GET", path_for(SCHEDULING_API, "priorityclasses", None, None))
+    try:
+        listed = cluster.send("GET", path_for(SCHEDULING_API, "priorityclasses", None, None))
+    except (ApiException, OSError) as exc:  # no default then; asked again after the TTL
+        log.warning("[%s] cannot list PriorityClasses: %s", cluster.name, exc)
+        listed = None
     defaults = [
         (int(pc.get("value", 0)), pc["metadata"]["name"])
         for pc in (listed or {}).get("items") or []
