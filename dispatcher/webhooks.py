@@ -43,13 +43,13 @@ async def on_mutate(memo: Memo, admission: Dict) -> Verdict:
         return refuse(memo.crd_problem)
     body, namespace = _object(admission)
     caches = memo.caches
+    queue = rules.queue_of(body)
     defaulted = None
-    if rules.queue_of(body) is None:
+    if queue is None:
         default_lq = await _answer(
             memo, lambda get: _local_queue(namespace, c.DEFAULT_LOCAL_QUEUE, caches, get)
         )
-        defaulted = rules.defaults_to_queue(body, namespace, default_lq is not None)
-    queue = rules.queue_of(body) or defaulted
+        queue = defaulted = rules.defaults_to_queue(body, namespace, default_lq is not None)
     multikueue = bool(queue) and await _answer(
         memo, lambda get: _routes_to_multikueue(memo, namespace, str(queue), caches, get)
     )

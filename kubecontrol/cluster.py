@@ -110,12 +110,29 @@ def io_retry(fn: Callable[P, R]) -> Callable[P, R]:
     return call
 
 
-def path_for(api_version: str, plural: str, namespace: str | None, name: str | None) -> str:
+def path_for(
+    api_version: str,
+    plural: str,
+    namespace: str | None,
+    name: str | None,
+    subresource: str | None = None,
+) -> str:
     base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
     if namespace:
         base += f"/namespaces/{namespace}"
     base += f"/{plural}"
-    return f"{base}/{name}" if name else base
+    path = f"{base}/{name}" if name else base
+    return f"{path}/{subresource}" if subresource else path
+
+
+def object_path(obj: Dict, *, named: bool = True, subresource: str | None = None) -> str:
+    """The API path of the object `obj` describes (of its collection when not `named`), and of
+    one of its subresources."""
+    meta = obj["metadata"]
+    name = meta["name"] if named else None
+    return path_for(
+        obj["apiVersion"], plural_of(obj["kind"]), meta.get("namespace"), name, subresource
+    )
 
 
 def plural_of(kind: str) -> str:
@@ -260,15 +277,9 @@ class Cluster:
     def apply(self, obj: Dict, *, force: bool = True, subresource: str | None = None) -> Dict:
         """Server-side apply with our field manager (creates when missing, unless applied to a
         subresource such as `status`: then a missing object is a 404)."""
-        meta = obj["metadata"]
-        path = path_for(
-            obj["apiVersion"], plural_of(obj["kind"]), meta.get("namespace"), meta["name"]
-        )
-        if subresource:
-            path += f"/{subresource}"
         result: Dict = self.send(
             "PATCH",
-            path,
+            object_path(obj, subresource=subresource),
             body=obj,
             content_type="application/apply-patch+yaml",
             query={"fieldManager": self.field_manager, "force": "true" if force else "false"},
@@ -277,18 +288,14 @@ class Cluster:
 
     @io_retry
     def create(self, obj: Dict) -> Dict:
-        meta = obj["metadata"]
-        path = path_for(obj["apiVersion"], plural_of(obj["kind"]), meta.get("namespace"), None)
+        path = object_path(obj, named=False)
         result: Dict = self.send("POST", path, body=obj, query={"fieldManager": self.field_manager})
         return result
 
     @io_retry
     def replace(self, obj: Dict) -> Dict:
         """PUT the whole object; its metadata.resourceVersion makes it a guarded write."""
-        meta = obj["metadata"]
-        path = path_for(
-            obj["apiVersion"], plural_of(obj["kind"]), meta.get("namespace"), meta["name"]
-        )
+        path = object_path(obj)
         result: Dict = self.send("PUT", path, body=obj, query={"fieldManager": self.field_manager})
         return result
 
@@ -326,12 +333,9 @@ class Cluster:
         *,
         subresource: str | None = None,
     ) -> Dict:
-        path = path_for(api_version, plural_of(kind), namespace, name)
-        if subresource:
-            path += f"/{subresource}"
         result: Dict = self.send(
             "PATCH",
-            path,
+            path_for(api_version, plural_of(kind), namespace, name, subresource),
             body=patch,
             content_type="application/merge-patch+json",
             query={"fieldManager": self.field_manager},

@@ -611,34 +611,10 @@ def test_torchtunes_tune_run_command_is_refused_not_run_without_its_rewriting() 
 
 def patched_pod_spec(pod_spec: Dict, *patches: tuple[str, Dict]) -> Dict:
     """The node PodSet's pod spec after `patches` ((manager, pod spec patch) in order)."""
-    runtime = make_runtime(
-        replicated_jobs=[
-            {
-                "name": "node",
-                "template": {
-                    "metadata": {
-                        "labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
-                    },
-                    "spec": {"template": {"spec": {"containers": [container()], **pod_spec}}},
-                },
-            }
-        ]
-    )
-    runtime_patches = [
-        {
-            "manager": manager,
-            "trainingRuntimeSpec": {
-                "template": {
-                    "spec": {
-                        "replicatedJobs": [
-                            {"name": "node", "template": {"spec": {"template": {"spec": spec}}}}
-                        ]
-                    }
-                }
-            },
-        }
-        for manager, spec in patches
-    ]
+    node = replicated_job("node", "trainer", [container()])
+    node["template"]["spec"]["template"]["spec"].update(pod_spec)
+    runtime = make_runtime(replicated_jobs=[node])
+    runtime_patches = [_patch(manager, spec) for manager, spec in patches]
     info = info_for(make_trainjob(runtimePatches=runtime_patches), runtime)
     out: Dict = info.pod_sets[0].pod_template["spec"]
     return out
