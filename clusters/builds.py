@@ -37,6 +37,8 @@ COREDNS_VERSION = "v1.14.7"
 # Debian 12's runc 1.1 cannot start what containerd 2 asks for ("can't get final child's PID
 # from pipe"), nor can its crun 1.8 ("unknown version specified").
 RUNC_VERSION = "v1.3.6"
+# helm lints and renders the chart (charts/), and installs it on the bed.
+HELM_VERSION = "v3.22.0"
 PAUSE_VERSION = "1.0"  # our own (clusters/gomod/pause)
 TRAINER_PACKAGE = "github.com/kubeflow/trainer/v2"
 
@@ -146,6 +148,12 @@ BUILDS: dict[str, Build] = {
             {"runc": "github.com/opencontainers/runc"},
             real=True,
             tags=["seccomp"],
+        ),
+        Build(
+            "helm",
+            HELM_VERSION,
+            {"helm": "helm.sh/helm/v3/cmd/helm"},
+            [f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}"],
         ),
         Build("coredns", COREDNS_VERSION, {"coredns": "."}, real=True, static=True),
         Build("pause", PAUSE_VERSION, {"pause": "."}, real=True, static=True),

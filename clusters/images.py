@@ -1,7 +1,7 @@
 """The container images of the bed's real nodes, their names in one place, built offline
 (no registry is reachable) and cached by a hash of their inputs.
 
-- the product's image, by deploy/image/build.sh (its name is deploy/'s kustomization's);
+- the product's image, by deploy/image/build.sh (its name is the chart's);
 - the pause image and CoreDNS's, each one static binary of ours or theirs (clusters/gomod);
 - the training image: Debian 13 with Python 3, PyTorch 2.6 for CPU (Debian's python3-torch,
   built with gloo; Debian 12's 1.13 has a torchrun that fails on its Python 3.11), Open MPI 5
@@ -26,9 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
-from clusters import builds
+from clusters import builds, chart
 from clusters.config import REPO_ROOT
 from clusters.errors import BedError
 
@@ -37,14 +35,12 @@ EXAMPLES_TRAIN = REPO_ROOT / "examples" / "train"
 TRAINING_FILES = Path(__file__).resolve().parent / "training_image"
 # What the product's image holds: a change to any of these rebuilds it.
 PRODUCT_SOURCES = ("pyproject.toml", "kubecontrol", "trainjob", "dispatcher", "worker_controller",
-                   "kubectl_trainjob", "deploy/image/build.sh")  # fmt: skip
+                   "kubectl_trainjob", "deploy/image")  # fmt: skip
 
 
 def product_image_name() -> str:
-    """The product's image as deploy/manager's kustomization names it, fully qualified."""
-    kustomization = yaml.safe_load((REPO_ROOT / "deploy/manager/kustomization.yaml").read_text())
-    entry = kustomization["images"][0]
-    name = f"{entry['newName']}:{entry['newTag']}"
+    """The product's image as the chart names it (values.yaml), fully qualified."""
+    name = chart.image_reference()
     first = name.split("/")[0]
     if "/" not in name:
         return f"docker.io/library/{name}"
@@ -155,7 +151,10 @@ def build(image: Image) -> float:
         stale.unlink()  # the same image from older inputs
     tmp = out.with_suffix(".tmp")
     if image.kind == "product":
-        _run(["bash", str(REPO_ROOT / "deploy/image/build.sh")], env={"OUT": str(tmp)})
+        _run(
+            ["bash", str(REPO_ROOT / "deploy/image/build.sh")],
+            env={"OUT": str(tmp), "IMAGE": image.name},
+        )
     else:
         with tempfile.TemporaryDirectory(prefix="trainjob-image.") as work:
             rootfs = Path(work) / "rootfs"

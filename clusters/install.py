@@ -34,6 +34,7 @@ import yaml
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
+from clusters import chart
 from clusters import replicas as replicas_record
 from clusters.config import Port
 from clusters.errors import BedError
@@ -118,14 +119,14 @@ def install_overlay(
     api: client.ApiClient,
     kubeconfig: Path,
     cluster: str,
-    overlay: Path,
+    docs: list[Dict],
     workdir: Path,
     first_port: int,
     extra_args: list[str] | None = None,
 ) -> list[Replica]:
-    """Apply `overlay` to the cluster and start every replica of its Deployments. Ports are
-    taken two per replica from `first_port` (health, webhook)."""
-    docs = render(overlay)
+    """Apply the rendered manifests `docs` (an overlay of deploy/, or the chart) to the
+    cluster and start every replica of their Deployments. Ports are taken two per replica from
+    `first_port` (health, webhook)."""
     deployments = [d for d in docs if d["kind"] == "Deployment"]
     ports = iter(range(first_port, first_port + 100))
     plans = []
@@ -362,13 +363,42 @@ OVERLAYS = {
 }
 
 
+# The bed opts in to the worker's view access (docs/configuration.md): its tests read pods,
+# logs and Events of workers through the manager's kubeconfig Secrets.
+WORKER_OPT_INS = (DEPLOY / "worker" / "view-rbac.yaml",)
+
+
+def manifests(bed: Bed, role: str, chart_values: Dict | None = None) -> list[Dict]:
+    """What `role` installs: deploy/'s overlay for the bed's MultiKueue mode, or, given
+    `chart_values`, the Helm chart rendered with them (the role and mode set for the bed)."""
+    if chart_values is None:
+        docs = render(DEPLOY / OVERLAYS[bed.config.multikueue_mode][role])
+        if role == "worker":
+            docs += [d for path in WORKER_OPT_INS for d in load_manifests(path.read_text())]
+        return docs
+    values: Dict = {**chart_values, "role": role}
+    if role == "manager" and bed.config.multikueue_mode == "coexist":
+        values["manager"] = {**values.get("manager", {}), "mode": "Coexist"}
+    if role == "worker":
+        identity = {"viewAccess": True}
+        if bed.config.multikueue_mode == "coexist":
+            identity["kueueMultiKueueAccess"] = True
+        values["worker"] = {**values.get("worker", {}), "multikueueIdentity": identity}
+    return chart.template(values)
+
+
 def install_product(
-    bed: Bed, *, worker_args: list[str] | None = None, manager_args: list[str] | None = None
+    bed: Bed,
+    *,
+    worker_args: list[str] | None = None,
+    manager_args: list[str] | None = None,
+    chart_values: Dict | None = None,
 ) -> list[Replica]:
     """deploy/worker on every worker, the manager's kubeconfig Secret for each worker made
-    with `trainjob-worker-secret` (as the README tells users), then deploy/manager (both from
-    deploy/coexist/ when the bed's manager runs Kueue's own MultiKueue too). Flags in
-    `*_args` go on top of each replica's command (the tests shorten timers with them).
+    with `trainjob-worker-secret` (as the install runbook tells users), then deploy/manager
+    (both from deploy/coexist/ when the bed's manager runs Kueue's own MultiKueue too), or
+    the chart in their place when `chart_values` are given. Flags in `*_args` go on top of
+    each replica's command (the tests shorten timers with them).
 
     On real nodes the Deployments run as Pods from the product's image and nothing is
     returned: the kubelet, not the bed, runs the replicas."""
@@ -376,17 +406,21 @@ def install_product(
         install_on_nodes(bed, worker_args=worker_args, manager_args=manager_args)
         return []
     replicas: list[Replica] = []
-    overlays = OVERLAYS[bed.config.multikueue_mode]
     try:
         for w in bed.config.workers:
             replicas += _install_on(
-                bed, w.name, overlays["worker"], ["--cluster-name", w.name, *(worker_args or [])]
+                bed,
+                w.name,
+                manifests(bed, "worker", chart_values),
+                ["--cluster-name", w.name, *(worker_args or [])],
             )
         manager = bed.config.managers[0].name
         applier = Applier(bed.api(manager))
         for w in bed.config.workers:
             applier.apply_all(load_manifests(worker_secret(bed, w.name)))
-        replicas += _install_on(bed, manager, overlays["manager"], list(manager_args or []))
+        replicas += _install_on(
+            bed, manager, manifests(bed, "manager", chart_values), list(manager_args or [])
+        )
     except BaseException:
         stop_product(bed, replicas)
         raise
@@ -394,12 +428,12 @@ def install_product(
     return replicas
 
 
-def _install_on(bed: Bed, cluster: str, overlay: str, extra: list[str]) -> list[Replica]:
+def _install_on(bed: Bed, cluster: str, docs: list[Dict], extra: list[str]) -> list[Replica]:
     return install_overlay(
         bed.api(cluster),
         bed.kubeconfig(cluster),
         cluster,
-        DEPLOY / overlay,
+        docs,
         bed.cluster_dir(cluster) / "pods",
         bed.config.port(cluster, Port.CONTROLLER_BASE),
         extra,
@@ -412,20 +446,18 @@ def install_on_nodes(
     """The product applied as it is (`kubectl apply -k`, webhooks through their Services),
     with `*_args` added to each container's args as a kustomize patch would; then every
     Deployment Ready and every webhook configuration holding its CA."""
-    overlays = OVERLAYS[bed.config.multikueue_mode]
     for w in bed.config.workers:
         _apply_on_nodes(
-            bed, w.name, overlays["worker"], ["--cluster-name", w.name, *(worker_args or [])]
+            bed, w.name, manifests(bed, "worker"), ["--cluster-name", w.name, *(worker_args or [])]
         )
     manager = bed.config.managers[0].name
     applier = Applier(bed.api(manager))
     for w in bed.config.workers:
         applier.apply_all(load_manifests(worker_secret(bed, w.name)))
-    _apply_on_nodes(bed, manager, overlays["manager"], list(manager_args or []))
+    _apply_on_nodes(bed, manager, manifests(bed, "manager"), list(manager_args or []))
 
 
-def _apply_on_nodes(bed: Bed, cluster: str, overlay: str, extra: list[str]) -> None:
-    docs = render(DEPLOY / overlay)
+def _apply_on_nodes(bed: Bed, cluster: str, docs: list[Dict], extra: list[str]) -> None:
     deployments = [d for d in docs if d["kind"] == "Deployment"]
     for dep in deployments:
         (container,) = dep["spec"]["template"]["spec"]["containers"]

@@ -1,20 +1,33 @@
-"""Make the manager's kubeconfig Secret for one worker, from a ServiceAccount token of that worker.
+"""Make the manager's kubeconfig Secret for one worker, from a ServiceAccount token of that worker,
+and renew the tokens in those Secrets before they expire.
 
     trainjob-worker-secret --worker-kubeconfig worker1.kubeconfig --name worker1 > secret.yaml
     kubectl --context manager apply -f secret.yaml
+    trainjob-worker-secret renew [--kubeconfig manager.kubeconfig]   # the chart's CronJob
 
-It asks the worker for a token of the identity deploy/worker installs for the manager
-(`trainjob-system/trainjob-multikueue`, TokenRequest API), writes a kubeconfig holding the
-worker's API server address, its CA and that token (no files, no exec plugins), checks it with
-the rules Kueue's MultiKueue applies (and refuses what Kueue would refuse), and prints the
-Secret for the manager's Kueue namespace. The worker kubeconfig given is used only to ask.
+The first form asks the worker for a token of the identity deploy/worker installs for the
+manager (`trainjob-system/trainjob-multikueue`, TokenRequest API), writes a kubeconfig holding
+the worker's API server address, its CA and that token (no files, no exec plugins), checks it
+with the rules Kueue's MultiKueue applies (and refuses what Kueue would refuse), and prints the
+Secret for the manager's Kueue namespace, labelled `trainjob.dev/worker-kubeconfig`. The worker
+kubeconfig given is used only to ask.
+
+`renew` reads those Secrets on the manager; for each whose token has less than
+`--renew-before-seconds` left, it asks the worker for a new token of the same ServiceAccount
+with the token itself (the worker grants that identity `serviceaccounts/token` for itself
+only) and writes it into the Secret. The dispatcher and Kueue read the Secret again on change.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import binascii
+import datetime
+import json
+import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +37,7 @@ from kubernetes import client, config
 from dispatcher.kubeconfigs import check_kubeconfig
 
 Dict = dict[str, Any]
+LABEL = "trainjob.dev/worker-kubeconfig"  # its value: the worker's (MultiKueueCluster's) name
 
 
 def build_worker_kubeconfig(name: str, server: str, ca_pem: bytes, token: str) -> Dict:
@@ -55,15 +69,20 @@ def build_secret(name: str, namespace: str, kubeconfig: Dict) -> Dict:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {"name": f"{name}-secret", "namespace": namespace},
+        "metadata": {"name": f"{name}-secret", "namespace": namespace, "labels": {LABEL: name}},
         "type": "Opaque",
         "stringData": {"kubeconfig": yaml.safe_dump(kubeconfig, sort_keys=False)},
     }
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["renew"]:
+        return renew(argv[1:])
     parser = argparse.ArgumentParser(
-        prog="trainjob-worker-secret", description=__doc__.split("\n\n")[0]
+        prog="trainjob-worker-secret",
+        description=__doc__.split("\n\n")[0],
+        epilog="`trainjob-worker-secret renew --help`: renew the tokens of existing Secrets",
     )
     parser.add_argument("--worker-kubeconfig", type=Path, required=True)
     parser.add_argument("--context", help="context of --worker-kubeconfig (default: current)")
@@ -79,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         "--duration-seconds",
         type=int,
         default=365 * 24 * 3600,
-        help="token lifetime asked for (the API server may grant less; renew before it ends)",
+        help="token lifetime asked for (the API server may grant less: the Secret's token "
+        "ends at the lifetime granted; `renew` renews it)",
     )
     args = parser.parse_args(argv)
     cfg = client.Configuration()
@@ -90,17 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         print(f"error: --worker-kubeconfig {args.worker_kubeconfig}: {exc}", file=sys.stderr)
         return 2
-    api = client.ApiClient(cfg)
-    request = client.AuthenticationV1TokenRequest(
-        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=args.duration_seconds)
-    )
     try:
-        token = (
-            client.CoreV1Api(api)
-            .create_namespaced_service_account_token(
-                args.service_account, args.service_account_namespace, request
-            )
-            .status.token
+        token = request_token(
+            client.ApiClient(cfg),
+            args.service_account_namespace,
+            args.service_account,
+            args.duration_seconds,
         )
     except client.ApiException as exc:
         where = f"{args.service_account_namespace}/{args.service_account}"
@@ -122,6 +137,153 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     sys.stdout.write(yaml.safe_dump(build_secret(args.name, args.namespace, kubeconfig)))
     return 0
+
+
+def request_token(api: client.ApiClient, namespace: str, service_account: str, seconds: int) -> str:
+    """A token of the ServiceAccount (TokenRequest API), `seconds` long at most."""
+    request = client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=seconds)
+    )
+    answer = client.CoreV1Api(api).create_namespaced_service_account_token(
+        service_account, namespace, request
+    )
+    return str(answer.status.token)
+
+
+def token_claims(token: str) -> Dict:
+    """The claims of a ServiceAccount token (a JWT), read without checking its signature:
+    only to learn when it ends and whose it is. ValueError if it is not a JWT."""
+    try:
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (IndexError, ValueError, binascii.Error) as exc:
+        raise ValueError("its token is not a JWT") from exc
+    if not isinstance(claims, dict):
+        raise ValueError("its token is not a JWT")
+    return claims
+
+
+def _service_account(claims: Dict) -> tuple[str, str]:
+    parts = str(claims.get("sub", "")).split(":")
+    if len(parts) != 4 or parts[:2] != ["system", "serviceaccount"]:
+        raise ValueError(f"its token is not a ServiceAccount's (sub {claims.get('sub')!r})")
+    return parts[2], parts[3]
+
+
+def _user(kubeconfig: Dict) -> Dict:
+    context = next(c for c in kubeconfig["contexts"] if c["name"] == kubeconfig["current-context"])
+    user: Dict = next(u for u in kubeconfig["users"] if u["name"] == context["context"]["user"])
+    return user["user"]  # type: ignore[no-any-return]
+
+
+def _when(epoch: float) -> str:
+    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def renew_one(
+    secret: Any, renew_before: float, seconds: int, now: float
+) -> tuple[str, Dict | None]:
+    """What to say about one Secret, and its new kubeconfig if its token is to be renewed.
+    ValueError names what is wrong with it."""
+    try:
+        kubeconfig = yaml.safe_load(base64.b64decode((secret.data or {})["kubeconfig"]))
+        user = _user(kubeconfig)
+    except (KeyError, StopIteration, TypeError, ValueError, yaml.YAMLError) as exc:
+        raise ValueError(f"its key 'kubeconfig' is not a kubeconfig ({exc!r})") from exc
+    if "token" not in user:
+        raise ValueError("its kubeconfig's user has no inline token (made by another tool?)")
+    claims = token_claims(user["token"])
+    if "exp" not in claims:
+        return "kept: its token does not expire", None
+    left = float(claims["exp"]) - now
+    if left <= 0:
+        raise ValueError(
+            f"its token expired at {_when(claims['exp'])}; make the Secret again with "
+            "trainjob-worker-secret --worker-kubeconfig ..."
+        )
+    if left > renew_before:
+        return f"kept: its token is valid until {_when(claims['exp'])}", None
+    namespace, name = _service_account(claims)
+    cfg = client.Configuration()
+    config.load_kube_config_from_dict(kubeconfig, client_configuration=cfg)
+    user["token"] = request_token(client.ApiClient(cfg), namespace, name, seconds)
+    ends = token_claims(user["token"]).get("exp")
+    return f"renewed: the new token is valid until {_when(ends) if ends else 'never'}", kubeconfig
+
+
+def renew(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="trainjob-worker-secret renew",
+        description="Renew the tokens of the worker kubeconfig Secrets (label "
+        f"{LABEL}) on the manager before they expire.",
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="the manager's (default: in a pod, its ServiceAccount; else $KUBECONFIG or "
+        "~/.kube/config)",
+    )
+    parser.add_argument("--context", help="context of --kubeconfig (default: current)")
+    parser.add_argument("--namespace", default="kueue-system", help="the manager's Kueue namespace")
+    parser.add_argument(
+        "--renew-before-seconds",
+        type=int,
+        default=2 * 24 * 3600,
+        help="renew a token with less than this left (default: 2 days)",
+    )
+    parser.add_argument(
+        "--duration-seconds",
+        type=int,
+        default=7 * 24 * 3600,
+        help="lifetime asked for each new token (default: 7 days)",
+    )
+    args = parser.parse_args(argv)
+    cfg = client.Configuration()
+    try:
+        if args.kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config(client_configuration=cfg)
+        else:
+            config.load_kube_config(
+                config_file=str(args.kubeconfig) if args.kubeconfig else None,
+                context=args.context,
+                client_configuration=cfg,
+            )
+    except Exception as exc:
+        print(f"error: the manager's credentials: {exc}", file=sys.stderr)
+        return 2
+    core = client.CoreV1Api(client.ApiClient(cfg))
+    try:
+        secrets = core.list_namespaced_secret(args.namespace, label_selector=LABEL).items
+    except client.ApiException as exc:
+        print(f"error: cannot list Secrets in {args.namespace} ({exc.status} {exc.reason})",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    if not secrets:
+        print(f"no Secret labelled {LABEL} in {args.namespace}", file=sys.stderr)
+    failed = 0
+    for secret in secrets:
+        where = f"{args.namespace}/{secret.metadata.name}"
+        try:
+            said, kubeconfig = renew_one(
+                secret, args.renew_before_seconds, args.duration_seconds, time.time()
+            )
+            if kubeconfig is not None:
+                _, problem = check_kubeconfig(yaml.safe_dump(kubeconfig), secret.metadata.name)
+                if problem is not None:
+                    raise ValueError(f"Kueue would refuse it: {problem.reason}: {problem.message}")
+                data = base64.b64encode(yaml.safe_dump(kubeconfig, sort_keys=False).encode())
+                core.patch_namespaced_secret(
+                    secret.metadata.name,
+                    args.namespace,
+                    {"data": {"kubeconfig": data.decode()}},
+                )
+        except Exception as exc:  # one Secret's trouble (or its worker's) never stops the rest
+            reason = f"{exc.status} {exc.reason}" if isinstance(exc, client.ApiException) else exc
+            print(f"error: {where}: {reason}", file=sys.stderr)
+            failed += 1
+            continue
+        print(f"{where}: {said}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -1,39 +1,79 @@
 #!/usr/bin/env bash
-# Same topology as the local bed, on kind (needs Docker; cannot run on machines without it).
-# Creates manager, worker1, worker2; installs Kueue configured for this product
-# (deploy/kueue/<role>) and the product from deploy/<role>, with the image loaded from an OCI
-# archive (IMAGE_ARCHIVE, default dist/trainjob-multicluster.oci.tar); writes each worker's
-# kubeconfig Secret on the manager with trainjob-worker-secret; kubeconfigs go to .bed-kind/.
+# The install runbook (docs/install.md) on three kind clusters: manager, worker1, worker2.
+# Needs Docker, kind >= v0.33.0, kubectl, and this repository's venv (./run demo or ./run test
+# makes it), plus the product's image archive (`./run image`: root, mmdebstrap, umoci).
+# Kubeconfigs go to .bed-kind/ (git-ignored); `clusters/kind/down.sh` deletes the clusters.
+# This script is kept correct by reading; the machines this project is tested on have no
+# Docker, so it has not been run there (docs/kind.md says what was run where).
+#   IMAGE=<registry>/<repository>:<tag>  the image the archive holds (default: the chart's)
+#   IMAGE_ARCHIVE=<path>                 default dist/trainjob-multicluster.oci.tar
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 OUT=${OUT:-$REPO/.bed-kind}
-IMAGE=${IMAGE:-trainjob-multicluster:0.1.0}
+VENV=$REPO/.venv/bin
+# kind v0.33.0's Kubernetes v1.36 node image, pinned by digest as kind's release notes ask.
+NODE_IMAGE=${NODE_IMAGE:-kindest/node:v1.36.4@sha256:099e049362a1526b2db71494e1947aae99bd16290d7c895f2b7ea312e3cbfaed}
+KUEUE_MANIFESTS=https://github.com/kubernetes-sigs/kueue/releases/download/v0.19.2/manifests.yaml
 IMAGE_ARCHIVE=${IMAGE_ARCHIVE:-$REPO/dist/trainjob-multicluster.oci.tar}
 WORKERS=(worker1 worker2)
-mkdir -p "$OUT"
-[[ -f $IMAGE_ARCHIVE ]] || { echo "no image archive at $IMAGE_ARCHIVE (build it first)" >&2; exit 1; }
 
-install() {  # cluster role
-  local c=$1 role=$2
-  kind get clusters | grep -qx "$c" || kind create cluster --name "$c" --config "$HERE/cluster.yaml"
+fail() { echo "error: $*" >&2; exit 1; }
+say() { printf '[kind %s] %s\n' "$(date +%T)" "$*" >&2; }
+
+# ---- prerequisites ---------------------------------------------------------------------
+command -v docker >/dev/null || fail "docker is not installed (kind runs its nodes as containers)"
+docker info >/dev/null 2>&1 || fail "docker does not answer (is the daemon running, may you use it?)"
+command -v kind >/dev/null || fail "kind is not installed: https://kind.sigs.k8s.io (v0.33.0 or later)"
+kind_version=$(kind version | sed -E 's/^kind v([0-9]+)\.([0-9]+).*/\1 \2/')
+read -r kind_major kind_minor <<<"$kind_version"
+(( kind_major > 0 || kind_minor >= 33 )) || fail "kind $(kind version) is older than v0.33.0 (its node image is pinned)"
+command -v kubectl >/dev/null || fail "kubectl is not installed"
+[[ -x $VENV/trainjob-worker-secret ]] || fail "no venv at $REPO/.venv: run ./run test or ./run demo once"
+IMAGE=${IMAGE:-$(cd "$REPO" && "$VENV/python" -m clusters.chart --image)}
+DEFAULT_IMAGE=$(cd "$REPO" && "$VENV/python" -m clusters.chart --image)
+[[ -f $IMAGE_ARCHIVE ]] || fail "no image archive at $IMAGE_ARCHIVE: build it with IMAGE=$IMAGE ./run image"
+mkdir -p "$OUT"
+export PATH=$VENV:$PATH
+
+# ---- clusters, Kueue, the product (runbook steps 1-2) ---------------------------------------
+cluster() {  # name role
+  local c=$1 role=$2 k=(kubectl --kubeconfig "$OUT/$1")
+  say "$c: cluster, image, Kueue v0.19.2"
+  kind get clusters | grep -qx "$c" || kind create cluster --name "$c" --image "$NODE_IMAGE" --config "$HERE/cluster.yaml"
   kind get kubeconfig --name "$c" > "$OUT/$c"
   kind load image-archive "$IMAGE_ARCHIVE" --name "$c"
-  kubectl --kubeconfig "$OUT/$c" apply --server-side -k "$REPO/deploy/kueue/$role"
-  kubectl --kubeconfig "$OUT/$c" -n kueue-system rollout status deploy/kueue-controller-manager --timeout=5m
-  kubectl --kubeconfig "$OUT/$c" kustomize "$REPO/deploy/$role" \
-    | sed "s#image: trainjob-multicluster:0.1.0#image: $IMAGE#" \
-    | kubectl --kubeconfig "$OUT/$c" apply --server-side -f -
-  kubectl --kubeconfig "$OUT/$c" -n trainjob-system rollout status deploy --timeout=5m
+  "${k[@]}" apply --server-side -f "$KUEUE_MANIFESTS"
+  "${k[@]}" -n kueue-system rollout status deploy/kueue-controller-manager --timeout=5m
+  "${k[@]}" -n kueue-system get configmap kueue-manager-config -o yaml \
+    | trainjob-kueue-config --role "$role" | "${k[@]}" apply -f -
+  "${k[@]}" -n kueue-system rollout restart deploy/kueue-controller-manager
+  "${k[@]}" -n kueue-system rollout status deploy/kueue-controller-manager --timeout=5m
+  say "$c: the product (deploy/$role, image $IMAGE)"
+  "${k[@]}" kustomize "$REPO/deploy/$role" | sed "s#image: $DEFAULT_IMAGE\$#image: $IMAGE#" \
+    | "${k[@]}" apply --server-side -f -
+  "${k[@]}" -n trainjob-system rollout status deploy --timeout=5m
 }
 
-for w in "${WORKERS[@]}"; do install "$w" worker; done
-install manager manager
+for w in "${WORKERS[@]}"; do
+  cluster "$w" worker
+  # Opt-in: the manager may read pods, logs and Events here (`kubectl trainjob logs`).
+  kubectl --kubeconfig "$OUT/$w" apply --server-side -f "$REPO/deploy/worker/view-rbac.yaml"
+  sed "s#image: $DEFAULT_IMAGE\$#image: $IMAGE#" "$REPO/examples/install/runtime.yaml" \
+    | kubectl --kubeconfig "$OUT/$w" apply -f - -f "$REPO/examples/install/worker-queues.yaml"
+done
+cluster manager manager
+
+# ---- the manager's Secrets and MultiKueue objects (runbook steps 3-4) ----------------------
 for w in "${WORKERS[@]}"; do
   # --internal: the address the manager's pods reach the worker's API server on.
-  kind get kubeconfig --internal --name "$w" > "$OUT/$w.internal"
-  trainjob-worker-secret --worker-kubeconfig "$OUT/$w" --name "$w" \
-      --server "$(kubectl --kubeconfig "$OUT/$w.internal" config view --minify -o jsonpath='{.clusters[0].cluster.server}')" \
+  server=$(kind get kubeconfig --internal --name "$w" | kubectl --kubeconfig /dev/stdin config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+  trainjob-worker-secret --worker-kubeconfig "$OUT/$w" --name "$w" --server "$server" \
     | kubectl --kubeconfig "$OUT/manager" apply -f -
 done
+sed "s#image: $DEFAULT_IMAGE\$#image: $IMAGE#" "$REPO/examples/install/runtime.yaml" \
+  | kubectl --kubeconfig "$OUT/manager" apply -f - -f "$REPO/examples/install/manager-queues.yaml"
+kubectl --kubeconfig "$OUT/manager" wait --for=condition=Active --timeout=2m \
+  multikueuecluster/worker1 multikueuecluster/worker2 admissioncheck/multikueue
+say "ready; try: kubectl --kubeconfig $OUT/manager apply -f examples/install/trainjob.yaml"
 echo "kubeconfigs in $OUT: manager ${WORKERS[*]}"

@@ -5,13 +5,19 @@
 # dist/image-requirements.txt) into it, the build tools are removed again, a non-root user is
 # added, and umoci packs it as an OCI image layout, archived as dist/trainjob-multicluster.oci.tar.
 # Needs root (chroot), mmdebstrap and umoci (apt-get install mmdebstrap umoci), and the network
-# to Debian's mirror and PyPI.   Usage: deploy/image/build.sh [tag]
+# to Debian's mirror and PyPI.
+#   Usage: [IMAGE=<registry>/<repository>:<tag>] deploy/image/build.sh
+# IMAGE defaults to the chart's image (charts/trainjob-multicluster/values.yaml, the chart's
+# appVersion as the tag): the one place that names it.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-TAG=${1:-0.1.0}
 NAME=trainjob-multicluster
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 PYTHON=${PYTHON:-$REPO/.venv/bin/python}
+IMAGE=${IMAGE:-$(cd "$REPO" && "$PYTHON" -m clusters.chart --image)}
+TAG=${IMAGE##*:}
+[[ $IMAGE == */* && $TAG != "$IMAGE" && $TAG != */* ]] \
+  || { echo "error: IMAGE=$IMAGE is not <registry>/<repository>:<tag>" >&2; exit 2; }
 DIST=$REPO/dist
 OUT=${OUT:-$DIST/$NAME.oci.tar}  # the archive; the bed builds into its cache this way
 WORK=$(mktemp -d /tmp/trainjob-image.XXXXXX)
@@ -62,8 +68,8 @@ umoci config --image "$WORK/oci:$TAG" --config.user 65532:65532 \
   --config.label org.opencontainers.image.version="$TAG"
 umoci gc --layout "$WORK/oci"
 # The image's full name for importers (containerd, as `kind load image-archive` uses it;
-# podman reads the same annotation): docker.io/library/<name>:<tag>.
-python3 - "$WORK/oci/index.json" "docker.io/library/$NAME:$TAG" <<'PY'
+# podman reads the same annotation).
+python3 - "$WORK/oci/index.json" "$IMAGE" <<'PY'
 import json, sys
 path, name = sys.argv[1:]
 index = json.load(open(path))
@@ -74,4 +80,4 @@ PY
 tar -C "$WORK/oci" -cf "$OUT" .
 took=$(( $(date +%s) - start ))
 size=$(du -m "$OUT" | cut -f1)
-say "built $OUT ($NAME:$TAG, ${size} MiB archive, ${took}s)"
+say "built $OUT ($IMAGE, ${size} MiB archive, ${took}s)"

@@ -53,21 +53,3 @@ def test_the_downward_api_gives_the_replicas_identity_and_namespace() -> None:
             "a",
             "b",
         )
-
-
-def test_every_webhook_leaves_kube_system_and_our_namespace_alone() -> None:
-    """As Kueue's webhooks do: a failurePolicy Fail webhook never judges kube-system, nor the
-    namespace it runs in (so an install that is down can still be mended there)."""
-    import yaml
-
-    repo = Path(__file__).resolve().parents[2]
-    found = 0
-    for path in sorted((repo / "deploy").glob("*/webhooks.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            for hook in (doc or {}).get("webhooks") or []:
-                found += 1
-                (expr,) = hook["namespaceSelector"]["matchExpressions"]
-                assert expr["key"] == "kubernetes.io/metadata.name", (path, hook["name"])
-                assert expr["operator"] == "NotIn"
-                assert {"kube-system", "trainjob-system"} <= set(expr["values"]), hook["name"]
-    assert found == 3  # the dispatcher's two, the worker controller's one

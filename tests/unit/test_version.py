@@ -9,24 +9,26 @@ from pathlib import Path
 
 import yaml
 
+from clusters.chart import image_reference
 from kubecontrol.client import USER_AGENT
 
 REPO = Path(__file__).resolve().parents[2]
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 
 
-def test_the_manifests_image_tag_is_the_products_version() -> None:
-    for role in ("manager", "worker"):
-        kustomization = yaml.safe_load((REPO / "deploy" / role / "kustomization.yaml").read_text())
-        tags = {i["name"]: i["newTag"] for i in kustomization.get("images") or []}
-        assert tags == {"trainjob-multicluster": VERSION}, (role, tags)
+def test_the_chart_is_the_products_version_and_names_the_image_by_it() -> None:
+    chart = yaml.safe_load((REPO / "charts/trainjob-multicluster/Chart.yaml").read_text())
+    assert (chart["version"], chart["appVersion"]) == (VERSION, VERSION)
+    values = yaml.safe_load((REPO / "charts/trainjob-multicluster/values.yaml").read_text())
+    assert values["image"]["tag"] == ""  # the appVersion, so the version is written once
+    assert image_reference().endswith(f"/trainjob-multicluster:{VERSION}")
 
 
-def test_the_image_scripts_default_to_the_products_version() -> None:
+def test_the_image_scripts_take_the_image_from_the_chart() -> None:
     build = (REPO / "deploy" / "image" / "build.sh").read_text()
-    assert re.search(r"^TAG=\$\{1:-(.+)\}$", build, re.M).group(1) == VERSION  # type: ignore[union-attr]
+    assert re.search(r"^IMAGE=\$\{IMAGE:-.*clusters\.chart --image", build, re.M)
     kind = (REPO / "clusters" / "kind" / "up.sh").read_text()
-    assert f"trainjob-multicluster:{VERSION}" in kind
+    assert "clusters.chart --image" in kind
 
 
 def test_the_api_clients_user_agent_names_the_installed_version() -> None:

@@ -1,0 +1,210 @@
+"""The Helm chart: it lints, deploy/ is its rendering, and its values do what they say."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from clusters import chart
+from clusters.errors import BedError
+from dispatcher.settings import DispatcherSettings
+from worker_controller.settings import WorkerSettings
+
+Dict = dict[str, Any]
+
+
+def _by_kind(docs: list[Dict]) -> dict[tuple[str, str], Dict]:
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+
+def _container(docs: list[Dict]) -> Dict:
+    (dep,) = [d for d in docs if d["kind"] == "Deployment"]
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    return container  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"role": "manager"},
+        {"role": "worker"},
+        {
+            "role": "manager",
+            "manager": {"mode": "Coexist"},
+            "certificates": {"mode": "cert-manager"},
+        },
+        {
+            "role": "worker",
+            "metrics": {"serviceMonitor": {"enabled": True}},
+            "worker": {"multikueueIdentity": {"viewAccess": True, "kueueMultiKueueAccess": True}},
+            "image": {"digest": "sha256:" + "a" * 64},
+        },
+    ],
+)
+def test_the_chart_lints_strictly(values: Dict) -> None:
+    out = chart.lint(values)
+    assert "1 chart(s) linted, 0 chart(s) failed" in out
+
+
+def test_deploy_is_the_charts_rendering() -> None:
+    """Every file of deploy/ that the chart renders is what it renders now."""
+    assert chart.main(["--check"]) == 0
+
+
+def test_a_missing_or_unknown_role_is_refused_by_name() -> None:
+    for values in ({}, {"role": "both"}):
+        with pytest.raises(BedError, match=r"/role.*'manager', 'worker'"):
+            chart.template(values)
+
+
+def test_the_webhooks_leave_kube_system_and_the_release_namespace_alone() -> None:
+    for role in ("manager", "worker"):
+        docs = chart.template({"role": role}, namespace="ml-platform")
+        hooks = [
+            hook
+            for d in docs
+            if d["kind"].endswith("WebhookConfiguration")
+            for hook in d["webhooks"]
+        ]
+        assert hooks
+        for hook in hooks:
+            (expr,) = hook["namespaceSelector"]["matchExpressions"]
+            assert expr["operator"] == "NotIn"
+            assert expr["values"] == ["kube-system", "ml-platform"]
+            assert hook["clientConfig"]["service"]["namespace"] == "ml-platform"
+
+
+def test_the_workers_identity_for_the_manager_reads_no_logs_or_events_unless_asked() -> None:
+    def rules(values: Dict) -> list[Dict]:
+        docs = _by_kind(chart.template(values))
+        return [
+            rule
+            for (kind, name), doc in docs.items()
+            if kind == "ClusterRole" and name.startswith("trainjob-multikueue")
+            for rule in doc["rules"]
+        ]
+
+    default = rules({"role": "worker"})
+    assert not [r for r in default if {"pods", "pods/log", "events"} & set(r["resources"])]
+    opted = rules({"role": "worker", "worker": {"multikueueIdentity": {"viewAccess": True}}})
+    assert [r for r in opted if {"pods", "pods/log", "events"} <= set(r["resources"])]
+
+
+def test_two_replicas_a_pdb_and_a_spread_by_default() -> None:
+    for role in ("manager", "worker"):
+        docs = _by_kind(chart.template({"role": role}))
+        name = "trainjob-dispatcher" if role == "manager" else "trainjob-worker-controller"
+        dep = docs[("Deployment", name)]
+        assert dep["spec"]["replicas"] == 2
+        assert docs[("PodDisruptionBudget", name)]["spec"]["maxUnavailable"] == 1
+        (spread,) = dep["spec"]["template"]["spec"]["topologySpreadConstraints"]
+        assert spread["labelSelector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+        assert spread["whenUnsatisfiable"] == "ScheduleAnyway"
+
+
+def test_scheduling_and_image_values_reach_the_pod() -> None:
+    values = {
+        "role": "manager",
+        "image": {"registry": "registry.example.com", "repository": "ml/tj", "tag": "1.2.3"},
+        "priorityClassName": "system-cluster-critical",
+        "nodeSelector": {"pool": "system"},
+        "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+        "podDisruptionBudget": {"enabled": False},
+        "extraArgs": ["--workers=4"],
+        "config": {"strategy": "Incremental", "leaderElect": True},
+    }
+    docs = _by_kind(chart.template(values))
+    pod = docs[("Deployment", "trainjob-dispatcher")]["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert pod["nodeSelector"] == {"pool": "system"}
+    assert pod["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]
+    container = _container(list(docs.values()))
+    assert container["image"] == "registry.example.com/ml/tj:1.2.3"
+    assert container["args"] == ["--workers=4"]
+    assert ("PodDisruptionBudget", "trainjob-dispatcher") not in docs
+    cron = docs[("CronJob", "trainjob-worker-secret-renewal")]
+    (renew,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    assert renew["image"] == "registry.example.com/ml/tj:1.2.3"
+    assert renew["command"][:2] == ["trainjob-worker-secret", "renew"]
+    config = yaml.safe_load(
+        docs[("ConfigMap", "trainjob-dispatcher-config")]["data"]["config.yaml"]
+    )
+    assert config["strategy"] == "Incremental"
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"role": "manager"},
+        {"role": "manager", "manager": {"mode": "Coexist"}, "kueueNamespace": "kueue"},
+        {"role": "worker"},
+        {"role": "worker", "certificates": {"mode": "cert-manager"}},
+    ],
+)
+def test_the_rendered_config_is_one_the_controller_accepts(values: Dict, tmp_path: Path) -> None:
+    """Every key the chart writes is a setting of the controller it configures."""
+    docs = _by_kind(chart.template(values))
+    model = DispatcherSettings if values["role"] == "manager" else WorkerSettings
+    name = "trainjob-dispatcher" if values["role"] == "manager" else "trainjob-worker-controller"
+    path = tmp_path / "config.yaml"
+    path.write_text(docs[("ConfigMap", f"{name}-config")]["data"]["config.yaml"])
+    argv = ["--config", str(path)]
+    if values.get("certificates"):  # the mounted certificate's files must exist: stand-ins
+        for key in ("cert", "key"):
+            (tmp_path / key).write_text("")
+            argv += [f"--webhook-{key}", str(tmp_path / key)]
+    settings, _ = model.from_argv(argv, name, None)
+    assert settings.leader_elect
+    assert settings.leader_election_id == name
+    if values["role"] == "manager":
+        assert isinstance(settings, DispatcherSettings)
+        assert settings.namespace == values.get("kueueNamespace", "kueue-system")
+        assert settings.mode == values.get("manager", {}).get("mode", "Replace")
+
+
+def test_an_image_digest_wins_over_the_tag() -> None:
+    digest = "sha256:" + "0123456789abcdef" * 4
+    docs = chart.template({"role": "worker", "image": {"tag": "9.9.9", "digest": digest}})
+    assert _container(docs)["image"] == f"ghcr.io/trainjob-dev/trainjob-multicluster@{digest}"
+    with pytest.raises(BedError, match="/image/digest"):
+        chart.template({"role": "worker", "image": {"digest": "latest"}})
+
+
+def test_cert_manager_mode_issues_the_certificate_and_the_controller_keeps_none() -> None:
+    docs = _by_kind(chart.template({"role": "worker", "certificates": {"mode": "cert-manager"}}))
+    name = "trainjob-worker-controller"
+    cert = docs[("Certificate", f"{name}-webhook")]
+    assert cert["spec"]["dnsNames"][0] == f"{name}-webhook.trainjob-system.svc"
+    hook = docs[("MutatingWebhookConfiguration", name)]
+    assert hook["metadata"]["annotations"] == {
+        "cert-manager.io/inject-ca-from": f"trainjob-system/{name}-webhook"
+    }
+    config = yaml.safe_load(docs[("ConfigMap", f"{name}-config")]["data"]["config.yaml"])
+    assert config["webhookCertSecret"] == ""
+    assert config["webhookCert"] == "/var/run/trainjob/cert-manager/tls.crt"
+    role_rules = docs[("Role", name)]["rules"]
+    assert not [r for r in role_rules if "secrets" in r["resources"]]
+
+
+def test_a_service_monitor_only_when_asked() -> None:
+    assert not [d for d in chart.template({"role": "manager"}) if d["kind"] == "ServiceMonitor"]
+    docs = chart.template({"role": "manager", "metrics": {"serviceMonitor": {"enabled": True}}})
+    (monitor,) = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    assert monitor["spec"]["endpoints"][0]["port"] == "http"
+
+
+def test_the_crds_come_with_the_chart_and_helm_labels_say_who_manages() -> None:
+    docs = chart.template({"role": "worker"})
+    crds = {d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"}
+    assert crds == {
+        "trainjobs.trainer.kubeflow.org",
+        "trainingruntimes.trainer.kubeflow.org",
+        "clustertrainingruntimes.trainer.kubeflow.org",
+    }
+    dep = _by_kind(docs)[("Deployment", "trainjob-worker-controller")]
+    assert dep["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+    for doc in chart.for_kubectl(docs):
+        assert "app.kubernetes.io/managed-by" not in (doc["metadata"].get("labels") or {})
