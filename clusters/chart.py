@@ -1,21 +1,16 @@
-"""The Helm chart (charts/trainjob-multicluster) is where the product's manifests are written;
-deploy/ holds its renderings for `kubectl apply -k`, made by `./run manifests`.
+"""The Helm chart (charts/trainjob-multicluster) as the bed uses it: rendered and linted by the
+bed's own helm (clusters/gomod/helm), and the image it names.
 
-    python -m clusters.chart          # write deploy/ from the chart
-    python -m clusters.chart --check  # exit 1 if deploy/ differs from the chart's rendering
     python -m clusters.chart --image  # the image reference the chart uses by default
 
-The bed's own helm (clusters/gomod/helm) renders; a rendering for kubectl drops the labels
-that say Helm manages the objects.
+release/manifests.py writes deploy/ from it (`./run manifests`).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +26,6 @@ CHART = REPO / "charts" / "trainjob-multicluster"
 NAMESPACE = "trainjob-system"
 RELEASE = "trainjob"
 HELM_LABELS = ("app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "helm.sh/chart")
-HEADER = (
-    "# Rendered from charts/trainjob-multicluster by `./run manifests` ({values}); do not edit:\n"
-    "# change the chart and render again (tests/unit/test_chart.py checks they agree).\n"
-)
 
 
 def image_reference() -> str:
@@ -116,88 +107,11 @@ def _pod_template_meta(doc: Dict) -> Dict | None:
     return (spec.get("template") or {}).get("metadata")
 
 
-@dataclass(frozen=True)
-class Rendering:
-    """One file of deploy/: the chart with `values`, the objects named in `only` (all: empty)."""
-
-    path: str
-    values: Dict
-    only: tuple[str, ...] = ()
-
-    def text(self) -> str:
-        docs = [
-            d
-            for d in for_kubectl(template(self.values))
-            if not self.only or d["metadata"]["name"] in self.only
-        ]
-        body = "---\n".join(yaml.safe_dump(d, sort_keys=False) for d in docs)
-        return HEADER.format(values=_flags(self.values)) + body
-
-
-def _flags(values: Dict, prefix: str = "") -> str:
-    parts = []
-    for key, value in values.items():
-        if isinstance(value, dict):
-            parts.append(_flags(value, f"{prefix}{key}."))
-        else:
-            parts.append(f"{prefix}{key}={json.dumps(value)}")
-    return ", ".join(parts)
-
-
-VIEW = ("trainjob-multikueue-view",)
-KUEUE_ACCESS = ("trainjob-multikueue-kueue",)
-RENDERINGS = (
-    Rendering("deploy/manager/manifests.yaml", {"role": "manager"}),
-    Rendering("deploy/worker/manifests.yaml", {"role": "worker"}),
-    Rendering(
-        "deploy/worker/view-rbac.yaml",
-        {"role": "worker", "worker": {"multikueueIdentity": {"viewAccess": True}}},
-        only=VIEW,
-    ),
-    Rendering(
-        "deploy/coexist/manager/manifests.yaml", {"role": "manager", "manager": {"mode": "Coexist"}}
-    ),
-    Rendering(
-        "deploy/coexist/worker/kueue-multikueue-rbac.yaml",
-        {"role": "worker", "worker": {"multikueueIdentity": {"kueueMultiKueueAccess": True}}},
-        only=KUEUE_ACCESS,
-    ),
-    Rendering(
-        "deploy/cert-manager/manager/manifests.yaml",
-        {"role": "manager", "certificates": {"mode": "cert-manager"}},
-    ),
-    Rendering(
-        "deploy/cert-manager/worker/manifests.yaml",
-        {"role": "worker", "certificates": {"mode": "cert-manager"}},
-    ),
-)
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m clusters.chart", description=__doc__)
-    parser.add_argument("--check", action="store_true", help="compare, write nothing")
-    parser.add_argument("--image", action="store_true", help="print the image reference")
-    args = parser.parse_args(argv)
-    if args.image:
-        print(image_reference())
-        return 0
-    stale = []
-    for rendering in RENDERINGS:
-        path = REPO / rendering.path
-        text = rendering.text()
-        if args.check:
-            if not path.is_file() or path.read_text() != text:
-                stale.append(rendering.path)
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        print(f"wrote {rendering.path}", file=sys.stderr)
-    if stale:
-        print(
-            "deploy/ differs from the chart's rendering (run ./run manifests): " + ", ".join(stale),
-            file=sys.stderr,
-        )
-        return 1
+    if list(argv if argv is not None else sys.argv[1:]) != ["--image"]:
+        print("usage: python -m clusters.chart --image", file=sys.stderr)
+        return 2
+    print(image_reference())
     return 0
 
 

@@ -202,7 +202,7 @@ def _start(
     pod_dir.mkdir(parents=True)
     token = service_account_token(api, namespace, pod.get("serviceAccountName") or "default")
     kubeconfig = pod_dir / "kubeconfig"
-    _write_token_kubeconfig(admin_kubeconfig, token, kubeconfig)
+    write_token_kubeconfig(admin_kubeconfig, token, kubeconfig)
     mounts = _materialise_volumes(api, namespace, pod, container, docs, pod_dir)
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
     env.update(_env(container, identity, namespace))
@@ -255,7 +255,7 @@ def service_account_token(api: client.ApiClient, namespace: str, service_account
     return str(result.status.token)
 
 
-def _write_token_kubeconfig(admin: Path, token: str, out: Path) -> None:
+def write_token_kubeconfig(admin: Path, token: str, out: Path) -> None:
     """The admin kubeconfig's cluster entry (server, CA), with the token as the only user."""
     cfg = yaml.safe_load(admin.read_text())
     current = next(c for c in cfg["contexts"] if c["name"] == cfg["current-context"])

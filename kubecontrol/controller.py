@@ -114,6 +114,9 @@ class ControllerMemo:
     synced: threading.Event = field(default_factory=threading.Event)  # every watch listed
     elector: LeaderElector | None = None
     queue: WorkQueue[tuple[str, str]] = field(init=False)  # keys (namespace, name) to reconcile
+    # Why this replica must not reconcile now, whether it leads or not (None: nothing holds
+    # it); /readyz says it. Set and cleared through `hold_work`.
+    held: str | None = None
 
     @property
     def caches(self) -> Caches:
@@ -135,15 +138,23 @@ class ControllerMemo:
             self.elector.stop()
 
     def gate_queue(self) -> None:
-        """The work queue runs only once the caches are synced, and only while we lead."""
-        if self.synced.is_set() and self.leads():
+        """The work queue runs only once the caches are synced, while we lead, and while
+        nothing holds the work."""
+        if self.synced.is_set() and self.leads() and self.held is None:
             self.queue.resume()
         else:
             self.queue.pause()
 
+    def hold_work(self, reason: str | None) -> None:
+        """Hold the work queue for `reason` (None: let it go again)."""
+        self.held = reason
+        self.gate_queue()
+
     def not_ready(self) -> str | None:
         """Why /readyz fails, if it does: caches not synced yet (a synced standby is ready
-        to take over)."""
+        to take over), or what holds the work."""
+        if self.held is not None:
+            return self.held
         return None if self.synced.is_set() else "caches not synced yet"
 
 

@@ -19,10 +19,12 @@ LOST_TIMEOUT = 15.0  # seconds a worker may be unreachable before its jobs move 
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that stop parts of the bed run last, so a slow recovery cannot spill over; those
-    marked `last` (they look back over the whole run) after them."""
+    """Tests marked `first` (they need the bed as it comes up) run first; tests that stop
+    parts of the bed run last, so a slow recovery cannot spill over; those marked `last`
+    (they look back over the whole run) after them."""
     items.sort(
         key=lambda item: (
+            item.get_closest_marker("first") is None,
             item.get_closest_marker("last") is not None,
             item.get_closest_marker("disruptive") is not None,
         )

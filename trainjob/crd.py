@@ -1,4 +1,5 @@
-"""What the product needs of the TrainJob CRD installed on a manager (pure).
+"""What the product needs of the TrainJob CRD installed on a manager, and how Kubeflow
+Trainer's controller shows itself on a cluster (pure).
 
 Our CRD (crds/) extends Trainer's TrainJob status with `clusterName`: the worker whose status
 the manager TrainJob carries. The dispatcher reads it to judge PodsReady and to never send a
@@ -37,4 +38,31 @@ def crd_problem(crd: Dict | None) -> str | None:
         "or an old one, was applied over this product's): the API server would drop which worker "
         "runs each TrainJob, so none is accepted until the product's CRD is applied again "
         "(kubectl apply -k deploy/manager, or crds/)"
+    )
+
+
+# Kubeflow Trainer's webhooks (its v2 manifests name them defaulter.trainjob.trainer.kubeflow.org,
+# validator.trainjob.trainer.kubeflow.org, validator.trainingruntime...): they are served by
+# its controller, which runs every TrainJob it sees, as ours does.
+TRAINER_WEBHOOK_SUFFIX = f".{c.TRAINER_GROUP}"
+
+
+def trainer_controller_problem(configurations: list[Dict]) -> str | None:
+    """Why Kubeflow Trainer's controller looks installed, from the cluster's webhook
+    configurations (each with its `kind`), or None."""
+    found = [
+        f"{cfg.get('kind', 'WebhookConfiguration')} {cfg['metadata']['name']} "
+        f"(webhook {hook['name']})"
+        for cfg in configurations
+        for hook in cfg.get("webhooks") or []
+        if str(hook.get("name", "")).endswith(TRAINER_WEBHOOK_SUFFIX)
+    ]
+    if not found:
+        return None
+    return (
+        "Kubeflow Trainer's controller is installed on this cluster ("
+        + "; ".join(found)
+        + "): it and this worker controller would both run every TrainJob, so this one "
+        "reconciles nothing until Trainer's controller and its webhook configurations are "
+        "removed (the TrainJobs and runtimes stay)"
     )

@@ -26,6 +26,13 @@ class WorkerSettings(ControllerSettings):
         "kube-system and kueue-system) is held suspended, with a NoQueueName Warning, instead "
         "of running outside Kueue's quota",
     )
+    trainer_check_seconds: float = Field(
+        default=30.0,
+        ge=1,
+        description="how often to look for Kubeflow Trainer's controller on this cluster (its "
+        "webhook configurations): while it is there, this controller reconciles nothing and "
+        "/readyz says why",
+    )
     status_coalesce_seconds: float = Field(
         default=2.0,
         ge=0,

@@ -5,18 +5,23 @@ only puts a TrainJob's key on the work queue (kubecontrol/workqueue.py); the pas
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
+from kubecontrol.cluster import path_for
 from kubecontrol.controller import Watch, start_watchdog
 from trainjob import constants as c
 from trainjob.caches import WATCHDOG_CACHES
 from trainjob.conditions import trainjob_finished
+from trainjob.crd import trainer_controller_problem
 from trainjob.models import prebuilt_workload_of
 from trainjob.naming import owning_trainjob
 from trainjob.workload import workload_name
 from worker_controller import status
 from worker_controller.memo import Memo
+
+log = logging.getLogger("worker_controller.watches")
 
 Dict = dict[str, Any]
 
@@ -126,10 +131,44 @@ def _failed_create(memo: Memo, event: Dict) -> None:
 
 
 def on_synced(memo: Memo) -> None:
-    """Once the caches are in: the work queue's workers, the resync loop, the watchdog."""
+    """Once the caches are in: the look for Kubeflow Trainer's controller (before the queue
+    opens), the work queue's workers, the resync loop, the watchdog."""
+    check_trainer(memo)
+    threading.Thread(target=_trainer_loop, args=(memo,), name="trainer-check", daemon=True).start()
     memo.queue.start()
     threading.Thread(target=_resync_loop, args=(memo,), name="resync", daemon=True).start()
     start_watchdog(memo, memo.cluster, WATCHDOG_CACHES)
+
+
+WEBHOOK_CONFIGURATIONS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+
+
+def check_trainer(memo: Memo) -> None:
+    """Hold the work while Kubeflow Trainer's controller is installed here (its webhook
+    configurations; trainjob/crd.py), and let it go once it is removed; say so each time."""
+    configurations = []
+    try:
+        for kind in WEBHOOK_CONFIGURATIONS:
+            path = path_for("admissionregistration.k8s.io/v1", f"{kind.lower()}s", None, None)
+            found = memo.cluster.send("GET", path)
+            configurations += [{**item, "kind": kind} for item in found.get("items") or []]
+    except Exception as exc:  # unreadable (a blip, RBAC): keep the last verdict, look again
+        log.warning("[%s] cannot list webhook configurations: %s", memo.settings.cluster_name, exc)
+        return
+    problem = trainer_controller_problem(configurations)
+    if problem is not None:
+        log.error("[%s] %s", memo.settings.cluster_name, problem)
+    elif memo.held is not None:
+        log.info(
+            "[%s] Kubeflow Trainer's controller is gone: reconciling", memo.settings.cluster_name
+        )
+    if problem != memo.held:
+        memo.hold_work(problem)
+
+
+def _trainer_loop(memo: Memo) -> None:
+    while not memo.stop.wait(memo.settings.trainer_check_seconds):
+        check_trainer(memo)
 
 
 def _resync_loop(memo: Memo) -> None:

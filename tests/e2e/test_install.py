@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -11,9 +13,15 @@ import yaml
 from kubernetes import client, config
 
 from clusters.bed import Bed
-from clusters.install import DISPATCHER, WORKER_CONTROLLER
+from clusters.install import (
+    DISPATCHER,
+    WORKER_CONTROLLER,
+    service_account_token,
+    write_token_kubeconfig,
+)
 from clusters.kube import api_client
 from demo import setup
+from dispatcher.worker_secret import token_claims
 from tests.e2e.test_multikueue import MultiKueue
 from tests.helpers import wait_for
 
@@ -145,3 +153,104 @@ def test_metrics_name_the_work_done(bed: Bed, controllers: list[setup.Controller
         'trainjob_leader{lease="trainjob-system/trainjob-dispatcher"} 1.0',
     ):
         assert series in text, series
+
+
+def _renew(kubeconfig: Path, namespace: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            str(Path(sys.executable).parent / "trainjob-worker-secret"),
+            "renew",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--namespace",
+            namespace,
+            *flags,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _token_ends(core: client.CoreV1Api, name: str, namespace: str) -> tuple[str, int]:
+    secret = core.read_namespaced_secret(name, namespace)
+    kubeconfig = yaml.safe_load(base64.b64decode(secret.data["kubeconfig"]))
+    token = kubeconfig["users"][0]["user"]["token"]
+    return token, int(token_claims(token)["exp"])
+
+
+def _reconnects(controllers: list[setup.Controller], worker: str) -> int:
+    line = f"[{worker}] kubeconfig changed: reconnecting"
+    return sum(c.log.read_text().count(line) for c in controllers if c.name == DISPATCHER)
+
+
+def test_worker_secrets_are_renewed_before_expiry_by_the_renewal_identity(
+    bed: Bed, controllers: list[setup.Controller], tmp_path: Path
+) -> None:
+    """`trainjob-worker-secret renew` as the manager's CronJob runs it (its ServiceAccount):
+    tokens far from their end are kept, those near it renewed with the token itself, a Secret
+    it cannot renew is named and fails the run without stopping the others, and the
+    dispatcher goes on with the new tokens."""
+    mk = MultiKueue(bed)  # the MultiKueueClusters naming the Secrets, every worker Active
+    manager = bed.config.managers[0].name
+    namespace = bed.config.kueue_namespace
+    core = client.CoreV1Api(bed.api(manager))
+    kubeconfig = tmp_path / "renewal.kubeconfig"
+    write_token_kubeconfig(
+        bed.kubeconfig(manager),
+        service_account_token(
+            bed.api(manager), "trainjob-system", "trainjob-worker-secret-renewal"
+        ),
+        kubeconfig,
+    )
+    secrets = [f"{w.name}-secret" for w in bed.config.workers]
+    before = {name: _token_ends(core, name, namespace) for name in secrets}
+    reconnects = {w.name: _reconnects(controllers, w.name) for w in bed.config.workers}
+
+    kept = _renew(kubeconfig, namespace, "--renew-before-seconds", "3600")
+    assert kept.returncode == 0, kept.stderr
+    for name in secrets:
+        assert f"{namespace}/{name}: kept" in kept.stdout
+        assert _token_ends(core, name, namespace) == before[name]
+
+    # The bed's tokens last 48 h: ask for renewal below 49 h, for 72 h.
+    broken = "broken-secret"
+    core.create_namespaced_secret(
+        namespace,
+        client.V1Secret(
+            metadata=client.V1ObjectMeta(
+                name=broken, labels={"trainjob.dev/worker-kubeconfig": "broken"}
+            ),
+            string_data={"kubeconfig": "not: [a kubeconfig"},
+        ),
+    )
+    try:
+        renewed = _renew(
+            kubeconfig,
+            namespace,
+            "--renew-before-seconds",
+            str(49 * 3600),
+            "--duration-seconds",
+            str(72 * 3600),
+        )
+    finally:
+        core.delete_namespaced_secret(broken, namespace)
+    assert renewed.returncode == 1, renewed.stdout
+    assert (
+        f"error: {namespace}/{broken}: its key 'kubeconfig' is not a kubeconfig" in renewed.stderr
+    )
+    for name in secrets:
+        assert f"{namespace}/{name}: renewed" in renewed.stdout
+        token, ends = _token_ends(core, name, namespace)
+        assert token != before[name][0]
+        assert ends > before[name][1] + 20 * 3600
+
+    for w in bed.config.workers:  # the dispatcher takes the new kubeconfigs up
+        wait_for(
+            lambda w=w: _reconnects(controllers, w.name) > reconnects[w.name],
+            30,
+            what=f"the dispatcher reconnecting to {w.name}",
+        )
+    mk.submit("after-renewal")
+    mk.wait("after-renewal", "Complete", timeout=90)

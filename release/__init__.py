@@ -1,0 +1,1 @@
+"""Release tooling: what is written from a source, and checked against it."""

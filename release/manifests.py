@@ -1,0 +1,157 @@
+"""deploy/ and the settings tables of docs/configuration.md, written from their sources: the
+Helm chart (charts/trainjob-multicluster) is where the manifests are written, and each
+controller's settings model is where its settings are. `./run manifests` runs this.
+
+    python -m release.manifests          # write them
+    python -m release.manifests --check  # exit 1 if any differs from what its source gives
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from clusters.chart import REPO, for_kubectl, template
+from clusters.errors import BedError
+from dispatcher.settings import DispatcherSettings
+from worker_controller.settings import WorkerSettings
+
+Dict = dict[str, Any]
+HEADER = (
+    "# Rendered from charts/trainjob-multicluster by `./run manifests` ({values}); do not edit:\n"
+    "# change the chart and render again (tests/unit/test_chart.py checks they agree).\n"
+)
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """One file of deploy/: the chart with `values`, the objects named in `only` (all: empty)."""
+
+    path: str
+    values: Dict
+    only: tuple[str, ...] = ()
+
+    def text(self) -> str:
+        docs = [
+            d
+            for d in for_kubectl(template(self.values))
+            if not self.only or d["metadata"]["name"] in self.only
+        ]
+        body = "---\n".join(yaml.safe_dump(d, sort_keys=False) for d in docs)
+        return HEADER.format(values=_flags(self.values)) + body
+
+
+def _flags(values: Dict, prefix: str = "") -> str:
+    parts = []
+    for key, value in values.items():
+        if isinstance(value, dict):
+            parts.append(_flags(value, f"{prefix}{key}."))
+        else:
+            parts.append(f"{prefix}{key}={json.dumps(value)}")
+    return ", ".join(parts)
+
+
+VIEW = ("trainjob-multikueue-view",)
+KUEUE_ACCESS = ("trainjob-multikueue-kueue",)
+RENDERINGS = (
+    Rendering("deploy/manager/manifests.yaml", {"role": "manager"}),
+    Rendering("deploy/worker/manifests.yaml", {"role": "worker"}),
+    Rendering(
+        "deploy/worker/view-rbac.yaml",
+        {"role": "worker", "worker": {"multikueueIdentity": {"viewAccess": True}}},
+        only=VIEW,
+    ),
+    Rendering(
+        "deploy/coexist/manager/manifests.yaml", {"role": "manager", "manager": {"mode": "Coexist"}}
+    ),
+    Rendering(
+        "deploy/coexist/worker/kueue-multikueue-rbac.yaml",
+        {"role": "worker", "worker": {"multikueueIdentity": {"kueueMultiKueueAccess": True}}},
+        only=KUEUE_ACCESS,
+    ),
+    Rendering(
+        "deploy/cert-manager/manager/manifests.yaml",
+        {"role": "manager", "certificates": {"mode": "cert-manager"}},
+    ),
+    Rendering(
+        "deploy/cert-manager/worker/manifests.yaml",
+        {"role": "worker", "certificates": {"mode": "cert-manager"}},
+    ),
+)
+
+
+CONFIGURATION_DOC = REPO / "docs" / "configuration.md"
+TABLE_START = "<!-- settings of {name}: written by ./run manifests -->"
+TABLE_END = "<!-- end of the settings of {name} -->"
+
+
+def settings_table(model: type[BaseModel]) -> str:
+    """A Markdown table of a controller's settings: flag, config key, default, meaning."""
+    rows = ["| flag | config key | default | what it does |", "|---|---|---|---|"]
+    for name, spec in model.model_fields.items():
+        key = re.sub(r"_([a-z])", lambda m: m.group(1).upper(), name)
+        value = spec.get_default(call_default_factory=True)
+        default = "" if value is None else f"`{json.dumps(value, default=str)}`"
+        text = " ".join((spec.description or "").split()).replace("|", "\\|")
+        rows.append(f"| `--{name.replace('_', '-')}` | `{key}` | {default} | {text} |")
+    return "\n".join(rows) + "\n"
+
+
+def configuration_doc(text: str) -> str:
+    """docs/configuration.md with each settings table written again from its model."""
+    for name, model in (
+        ("the dispatcher", DispatcherSettings),
+        ("the worker controller", WorkerSettings),
+    ):
+        start, end = TABLE_START.format(name=name), TABLE_END.format(name=name)
+        head, _, rest = text.partition(start + "\n")
+        _, _, tail = rest.partition(end)
+        if not rest:
+            raise BedError(f"{CONFIGURATION_DOC} has no line {start!r}")
+        text = f"{head}{start}\n{settings_table(model)}{end}{tail}"
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m release.manifests", description=__doc__)
+    parser.add_argument("--check", action="store_true", help="compare, write nothing")
+    args = parser.parse_args(argv)
+    stale = []
+    for rendering in RENDERINGS:
+        path = REPO / rendering.path
+        text = rendering.text()
+        if args.check:
+            if not path.is_file() or path.read_text() != text:
+                stale.append(rendering.path)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print(f"wrote {rendering.path}", file=sys.stderr)
+    doc = CONFIGURATION_DOC.read_text()
+    if configuration_doc(doc) != doc:
+        if args.check:
+            stale.append(str(CONFIGURATION_DOC.relative_to(REPO)))
+        else:
+            CONFIGURATION_DOC.write_text(configuration_doc(doc))
+            print(
+                f"wrote the settings tables of {CONFIGURATION_DOC.relative_to(REPO)}",
+                file=sys.stderr,
+            )
+    if stale:
+        print(
+            "differs from its source (run ./run manifests): " + ", ".join(stale),
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""docs/install.md run as written, from a bed with nothing of ours to a TrainJob Complete on
+the manager; then docs/operations.md's uninstall, which keeps the CRDs and the TrainJobs.
+
+The blocks run in bash with kubectl contexts named manager, worker1 and worker2 (the bed's
+admin kubeconfigs, merged) and this repository's commands on PATH. The only substitution is
+each worker's address as the manager's pods reach it. Blocks fenced as `bash skip-in-test`
+(Kueue's installation: the bed runs Kueue itself) are not run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+
+from clusters import builds
+from clusters.bed import Bed
+from clusters.config import REPO_ROOT
+
+pytestmark = [pytest.mark.realnodes, pytest.mark.first, pytest.mark.timeout(1200)]
+
+DOCS = REPO_ROOT / "docs"
+FENCE = re.compile(r"^```(\S*)([^\n]*)\n(.*?)^```$", re.M | re.S)
+
+
+def shell_blocks(markdown: str, section: str | None = None) -> list[str]:
+    """The page's bash blocks in order (those under the `## <section>` heading only, when
+    given), without those fenced `bash skip-in-test`."""
+    if section is not None:
+        start = markdown.index(f"\n## {section}\n")
+        end = markdown.find("\n## ", start + 1)
+        markdown = markdown[start : end if end != -1 else None]
+    return [
+        body
+        for lang, info, body in FENCE.findall(markdown)
+        if lang == "bash" and "skip-in-test" not in info
+    ]
+
+
+def _merged_kubeconfig(bed: Bed, out: Path) -> Path:
+    """The bed's admin kubeconfigs as one file, a context per cluster named after it."""
+    merged: dict[str, list[dict[str, object]]] = {"clusters": [], "users": [], "contexts": []}
+    for c in bed.config.clusters:
+        cfg = yaml.safe_load(bed.kubeconfig(c.name).read_text())
+        merged["clusters"].append({"name": c.name, "cluster": cfg["clusters"][0]["cluster"]})
+        merged["users"].append({"name": c.name, "user": cfg["users"][0]["user"]})
+        merged["contexts"].append({"name": c.name, "context": {"cluster": c.name, "user": c.name}})
+    out.write_text(
+        yaml.safe_dump(
+            {"apiVersion": "v1", "kind": "Config", "current-context": "manager", **merged}
+        )
+    )
+    out.chmod(0o600)
+    return out
+
+
+def _run_blocks(blocks: list[str], env: dict[str, str], what: str) -> float:
+    start = time.monotonic()
+    for number, block in enumerate(blocks, 1):
+        began = time.monotonic()
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", block],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        print(
+            f"--- {what} block {number}/{len(blocks)} ({time.monotonic() - began:.1f} s)\n"
+            f"{done.stdout}{done.stderr}",
+            file=sys.stderr,
+        )
+        assert done.returncode == 0, (
+            f"{what}, block {number} failed (exit {done.returncode}):\n{block}\n"
+            f"--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+        )
+    return time.monotonic() - start
+
+
+def test_the_install_runbook_then_the_uninstall_keep_what_they_say(
+    real_bed: Bed, tmp_path: Path
+) -> None:
+    managers = {c.name for c in real_bed.config.managers}
+    workers = {w.name for w in real_bed.config.workers}
+    assert (managers, workers) == ({"manager"}, {"worker1", "worker2"}), "the runbook's names"
+    apps = client.AppsV1Api(real_bed.api("manager"))
+    assert not apps.list_namespaced_deployment("trainjob-system").items, "not an empty bed"
+
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(_merged_kubeconfig(real_bed, tmp_path / "kubeconfig")),
+        "PATH": os.pathsep.join(
+            [
+                str(Path(sys.executable).parent),
+                str(builds.binary("kubectl").parent),
+                os.environ["PATH"],
+            ]
+        ),
+    }
+    runbook = (DOCS / "install.md").read_text()
+    for worker in workers:
+        placeholder = f"https://{worker}.example.com:6443"
+        assert placeholder in runbook
+        runbook = runbook.replace(placeholder, real_bed.pod_server(worker))
+    took = _run_blocks(shell_blocks(runbook), env, "docs/install.md")
+    print(
+        f"runbook: empty bed -> TrainJob Complete on the manager in {took:.0f} s", file=sys.stderr
+    )
+
+    custom = client.CustomObjectsApi(real_bed.api("manager"))
+    trainjob = custom.get_namespaced_custom_object(
+        "trainer.kubeflow.org", "v1alpha1", "team-a", "trainjobs", "install-check"
+    )
+    assert trainjob["status"]["clusterName"] in workers
+
+    # Uninstall as docs/operations.md says: the product goes, the CRDs and TrainJobs stay.
+    operations = (DOCS / "operations.md").read_text()
+    _run_blocks(shell_blocks(operations, "Uninstall"), env, "docs/operations.md, Uninstall")
+    for cluster in ("manager", *workers):
+        api = real_bed.api(cluster)
+        assert not client.AppsV1Api(api).list_namespaced_deployment("trainjob-system").items
+        admission = client.AdmissionregistrationV1Api(api)
+        assert not [
+            h
+            for h in admission.list_mutating_webhook_configuration().items
+            if h.metadata.name.startswith("trainjob-")
+        ]
+        client.ApiextensionsV1Api(api).read_custom_resource_definition(
+            "trainjobs.trainer.kubeflow.org"
+        )
+    kept = custom.get_namespaced_custom_object(
+        "trainer.kubeflow.org", "v1alpha1", "team-a", "trainjobs", "install-check"
+    )
+    assert kept["metadata"]["uid"] == trainjob["metadata"]["uid"]
+    _clean_up(real_bed)
+
+
+def _clean_up(bed: Bed) -> None:
+    """What the runbook made, so the other tests install the product their own way."""
+    custom = client.CustomObjectsApi(bed.api("manager"))
+    # The dispatcher is gone: its finalizer on the TrainJob goes by hand (operations.md).
+    custom.patch_namespaced_custom_object(
+        "trainer.kubeflow.org",
+        "v1alpha1",
+        "team-a",
+        "trainjobs",
+        "install-check",
+        {"metadata": {"finalizers": None}},
+    )
+    for cluster in bed.config.clusters:
+        api = bed.api(cluster.name)
+        client.CoreV1Api(api).delete_namespace("team-a")
+        for group, version, plural, name in (
+            ("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "install-check"),
+            ("kueue.x-k8s.io", "v1beta2", "clusterqueues", "cluster-queue"),
+            ("kueue.x-k8s.io", "v1beta2", "admissionchecks", "multikueue"),
+            ("kueue.x-k8s.io", "v1beta2", "multikueueconfigs", "multikueue"),
+            ("kueue.x-k8s.io", "v1beta2", "multikueueclusters", "worker1"),
+            ("kueue.x-k8s.io", "v1beta2", "multikueueclusters", "worker2"),
+        ):
+            try:
+                client.CustomObjectsApi(api).delete_cluster_custom_object(
+                    group, version, plural, name
+                )
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    raise
