@@ -82,7 +82,7 @@ class Chaos:
     def kill(self, rng: random.Random) -> str:
         """SIGKILL the replica that leads (any, when none answers), restart it at once (a
         container restart: same identity, so it may take its Lease straight back)."""
-        victim = next((d for d in self.dispatchers if leads(d.health)), None) or rng.choice(
+        victim = next((d for d in self.dispatchers if leads(d)), None) or rng.choice(
             self.dispatchers
         )
         victim.proc.kill()

@@ -132,7 +132,7 @@ PATCH = run_patch("1s")
 def our_requests(replica: setup.Controller) -> Counter[str]:
     """Requests a replica's clients sent, by HTTP verb (its own trainjob_api_requests_total)."""
     out: Counter[str] = Counter()
-    for (name, labels), value in scrape(replica.health).items():
+    for (name, labels), value in scrape(replica).items():
         if name == "trainjob_api_requests_total":
             out[dict(labels)["verb"]] += int(value)
     return out
@@ -142,7 +142,7 @@ def queue_waits(replica: setup.Controller) -> Counter[float]:
     """The dispatch work queue's wait histogram of a replica: cumulative counts by bucket
     bound (`le`, seconds; inf for all), from its /metrics."""
     out: Counter[float] = Counter()
-    for (name, labels), value in scrape(replica.health).items():
+    for (name, labels), value in scrape(replica).items():
         found = dict(labels)
         if name == "workqueue_queue_duration_seconds_bucket" and found.get("name") == "dispatch":
             out[float(found["le"])] = int(value)

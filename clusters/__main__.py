@@ -34,7 +34,7 @@ def _print_status(bed: Bed) -> bool:
     for r in running:
         ok = http_ok(f"http://127.0.0.1:{r['health']}/readyz")
         healthy = healthy and ok
-        leads = {None: "-", True: "yes", False: "no"}[install.leads(r["health"])]
+        leads = {None: "-", True: "yes", False: "no"}[install.leads(r)]
         pid = replicas.current_pid(r)
         rss = resident_kib(pid) if ok else 0
         total += rss

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import time
@@ -58,10 +59,12 @@ class Replica:
     cluster: str
     proc: subprocess.Popen[bytes]
     log: Path
-    health: int  # /healthz, /readyz, /metrics
+    health: int  # /healthz, /readyz (and /metrics, when served over HTTP)
     webhook: int | None
     argv: list[str]
     env: dict[str, str]
+    metrics: int | None = None  # /metrics over HTTPS, for the bed's reader token
+    metrics_token: str | None = None
 
     @property
     def identity(self) -> str:
@@ -101,6 +104,8 @@ class Replica:
             "identity": self.identity,
             "health": self.health,
             "webhook": self.webhook,
+            "metrics": self.metrics,
+            "metrics_token": self.metrics_token,
             "log": str(self.log),
             "pid_file": str(self.log.with_suffix(".pid")),
             "program": self.argv[0],
@@ -125,14 +130,14 @@ def install_overlay(
     extra_args: list[str] | None = None,
 ) -> list[Replica]:
     """Apply the rendered manifests `docs` (an overlay of deploy/, or the chart) to the
-    cluster and start every replica of their Deployments. Ports are taken two per replica from
-    `first_port` (health, webhook)."""
+    cluster and start every replica of their Deployments. Ports are taken three per replica
+    from `first_port` (health, webhook, metrics)."""
     deployments = [d for d in docs if d["kind"] == "Deployment"]
     ports = iter(range(first_port, first_port + 100))
     plans = []
     for dep in deployments:
         for index in range(int(dep["spec"].get("replicas", 1))):
-            plans.append((dep, index, next(ports), next(ports)))
+            plans.append((dep, index, next(ports), next(ports), next(ports)))
     # One Deployment per overlay serves its webhooks: every configuration points at replica 0
     # (a Service would spread the calls over the ready replicas; the bed has no Service network).
     webhook_port = plans[0][3] if plans else None
@@ -145,17 +150,62 @@ def install_overlay(
             for hook in doc.get("webhooks") or []:
                 webhook_url(hook, webhook_port)
         applier.apply(doc)
+    reader = metrics_reader_token(api) if any(_serves_metrics(d) for d in deployments) else None
     replicas = []
-    for dep, index, health, webhook in plans:
+    for dep, index, health, webhook, metrics in plans:
+        extra = [*(extra_args or [])]
+        if _serves_metrics(dep):
+            extra += ["--metrics-port", str(metrics)]
         replica = _start(
-            api, kubeconfig, cluster, dep, index, health, webhook, docs, workdir, extra_args or []
+            api, kubeconfig, cluster, dep, index, health, webhook, docs, workdir, extra
         )
+        if _serves_metrics(dep):
+            replica.metrics, replica.metrics_token = metrics, reader
         replicas.append(replica)
     for replica in replicas:
         replica.wait_healthy()
     hooks = [d for d in docs if d["kind"].endswith("WebhookConfiguration")]
     _wait_ca_bundles(api, hooks, replicas)
     return replicas
+
+
+def _serves_metrics(dep: Dict) -> bool:
+    """Whether the Deployment's container serves /metrics over HTTPS (a port named
+    `metrics`, as the chart writes it when `metrics.port` is set)."""
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    return any(p.get("name") == "metrics" for p in container.get("ports") or [])
+
+
+METRICS_READER = "trainjob-bed-metrics"  # the bed's scraper, as a Prometheus would be
+
+
+def metrics_reader_token(api: client.ApiClient) -> str:
+    """A token of the bed's scraper identity on this cluster: a ServiceAccount bound to the
+    install's trainjob-metrics-reader ClusterRole, as a platform team binds its Prometheus."""
+    namespace = "kube-system"
+    Applier(api).apply_all(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": METRICS_READER, "namespace": namespace},
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": METRICS_READER},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "trainjob-metrics-reader",
+                },
+                "subjects": [
+                    {"kind": "ServiceAccount", "name": METRICS_READER, "namespace": namespace}
+                ],
+            },
+        ]
+    )
+    return service_account_token(api, namespace, METRICS_READER)
 
 
 def _wait_ca_bundles(api: client.ApiClient, hooks: list[Dict], replicas: list[Replica]) -> None:
@@ -526,22 +576,39 @@ def stop_product(bed: Bed, replicas: list[Replica]) -> None:
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-def scrape(health_port: int) -> Samples:
-    """A replica's /metrics: (series name, sorted labels) -> value. OSError if it does not
-    answer."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/metrics", timeout=5) as r:
-        text = r.read().decode()
+def scrape(replica: Replica | Dict) -> Samples:
+    """A replica's /metrics (a Replica, or its state as `state()` records it): (series name,
+    sorted labels) -> value. Over HTTPS with the bed's reader token when it serves them so,
+    else over HTTP on its health port. OSError if it does not answer."""
     return {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
+        for family in text_string_to_metric_families(metrics_text(replica))
         for sample in family.samples
     }
 
 
-def leads(health_port: int) -> bool | None:
+def metrics_text(replica: Replica | Dict, token: str | None = None) -> str:
+    """The text of a replica's /metrics, read as `scrape` reads it (with `token` in place of
+    the bed's reader token, when given). OSError if it does not answer (urllib's HTTPError,
+    with the status, when it refuses)."""
+    state = replica.state() if isinstance(replica, Replica) else replica
+    if state.get("metrics"):
+        request = urllib.request.Request(
+            f"https://127.0.0.1:{state['metrics']}/metrics",
+            headers={"Authorization": f"Bearer {token or state['metrics_token']}"},
+        )
+        # The controller's certificate is self-signed: scrapers check the caller's token.
+        context = ssl._create_unverified_context()
+        with urllib.request.urlopen(request, timeout=5, context=context) as r:
+            return str(r.read().decode())
+    with urllib.request.urlopen(f"http://127.0.0.1:{state['health']}/metrics", timeout=5) as r:
+        return str(r.read().decode())
+
+
+def leads(replica: Replica | Dict) -> bool | None:
     """Whether the replica holds its Lease, from its /metrics (None: it does not answer)."""
     try:
-        samples = scrape(health_port)
+        samples = scrape(replica)
     except OSError:
         return None
     return any(v == 1 for (name, _), v in samples.items() if name == "trainjob_leader")
@@ -549,4 +616,4 @@ def leads(health_port: int) -> bool | None:
 
 def leading_dispatcher(replicas: list[Replica]) -> Replica:
     """The dispatcher replica that holds the Lease now (StopIteration: none does)."""
-    return next(r for r in replicas if r.name == DISPATCHER and leads(r.health))
+    return next(r for r in replicas if r.name == DISPATCHER and leads(r))

@@ -155,7 +155,8 @@ class DispatcherSettings(ControllerSettings):
         default=8081,
         ge=1,
         le=65535,
-        description="/healthz, /readyz and Prometheus /metrics on http://ADDRESS:PORT",
+        description="/healthz and /readyz on http://ADDRESS:PORT (and /metrics, when "
+        "--metrics-port is 0)",
     )
     leader_election_id: str = Field(
         default="trainjob-dispatcher", min_length=1, description="name of the Lease"

@@ -11,11 +11,13 @@ SIGTERM or SIGINT, then stops its loops and hands its Lease back.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping
@@ -23,14 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubecontrol import metrics
+from kubecontrol import certs, metrics
 from kubecontrol.caches import Caches
 from kubecontrol.certs import CertKeeper, service_names
 from kubecontrol.cluster import Cluster
 from kubecontrol.informer import Informer, slim
 from kubecontrol.kinds import Kind
 from kubecontrol.leader import LeaderElector, LeaseTimings
-from kubecontrol.serving import serve_probes
+from kubecontrol.metrics_auth import MetricsAuth
+from kubecontrol.serving import serve_metrics, serve_probes
 from kubecontrol.settings import ControllerSettings
 from kubecontrol.watchdog import WatchDog
 from kubecontrol.webhook_server import Handler, WebhookServer
@@ -270,7 +273,14 @@ def run(
     `webhook_resource` (group, plural): the kind the webhooks judge (others pass unchanged)."""
     ours = memo.settings
     try:
-        serve_probes(ours.bind_address, ours.health_port, memo.not_ready)
+        serve_probes(
+            ours.bind_address, ours.health_port, memo.not_ready, metrics=not ours.metrics_port
+        )
+        if ours.metrics_port:
+            cert, key = _metrics_certificate()
+            serve_metrics(
+                ours.bind_address, ours.metrics_port, cert, key, MetricsAuth(cluster.ungated())
+            )
         files = ours.webhook_files
         if files is not None and webhooks:
             if ours.webhook_cert_secret:
@@ -303,6 +313,18 @@ def run(
         memo.stop.wait()
     finally:
         memo.shut_down()
+
+
+def _metrics_certificate() -> tuple[Path, Path]:
+    """A self-signed certificate for the metrics server, made at start (as controller-runtime
+    makes one when given none): scrapers check the caller, not this certificate (Kueue's
+    ServiceMonitor skips its verification too)."""
+    material = certs.issue(["localhost", socket.gethostname()], dt.datetime.now(dt.UTC))
+    where = Path(tempfile.mkdtemp(prefix="trainjob-metrics-"))
+    (where / "tls.crt").write_bytes(material.tls_crt + material.ca_crt)
+    (where / "tls.key").write_bytes(material.tls_key)
+    (where / "tls.key").chmod(0o600)
+    return where / "tls.crt", where / "tls.key"
 
 
 def start_watches(memo: ControllerMemo, cluster: Cluster, watches: list[Watch]) -> None:

@@ -1,27 +1,32 @@
-"""The HTTP endpoints a cluster asks a controller for: /healthz, /readyz and /metrics."""
+"""The HTTP endpoints a cluster asks a controller for: /healthz and /readyz over HTTP, and
+/metrics over HTTPS for the callers the API server vouches for (kubecontrol/metrics_auth.py),
+or, with the metrics port 0, over HTTP beside the probes."""
 
 from __future__ import annotations
 
 import logging
+import ssl
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from kubecontrol.metrics import REGISTRY
+from kubecontrol.metrics_auth import MetricsAuth
 
 log = logging.getLogger(__name__)
 
 
 def serve_probes(
-    address: str, port: int, not_ready: Callable[[], str | None]
+    address: str, port: int, not_ready: Callable[[], str | None], *, metrics: bool = True
 ) -> ThreadingHTTPServer:
     """Serve in a thread: /healthz answers while the process runs; /readyz answers 200 when
-    `not_ready()` has nothing to say (else 503 with its reason); /metrics in Prometheus' text
-    format. Raises OSError naming the address when the port is taken."""
+    `not_ready()` has nothing to say (else 503 with its reason); with `metrics`, /metrics in
+    Prometheus' text format. Raises OSError naming the address when the port is taken."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(_Quiet):
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/healthz":
@@ -32,28 +37,70 @@ def serve_probes(
                     self._answer(200, b"ok\n")
                 else:
                     self._answer(503, f"{reason}\n".encode())
-            elif path == "/metrics":
+            elif path == "/metrics" and metrics:
                 self._answer(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
             else:
                 self._answer(404, b"not found\n")
 
-        def _answer(self, code: int, body: bytes, ctype: str = "text/plain") -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    return _serve(address, port, Handler, "probes", "--health-port")
 
-        def log_message(self, format: str, *args: object) -> None:  # probes every few seconds
-            pass
 
+def serve_metrics(
+    address: str, port: int, cert: Path, key: Path, auth: MetricsAuth
+) -> ThreadingHTTPServer:
+    """Serve /metrics over HTTPS (certificate `cert`, key `key`) in a thread, to callers whose
+    bearer token `auth` allows; 401 or 403 with the reason to the others."""
+
+    class Handler(_Quiet):
+        def do_GET(self) -> None:
+            if self.path.split("?", 1)[0] != "/metrics":
+                self._answer(404, b"not found\n")
+                return
+            verdict = auth.check(self.headers.get("Authorization"))
+            if verdict.code != 200:
+                self._answer(verdict.code, f"{verdict.reason}\n".encode())
+                return
+            self._answer(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
+
+    server = _serve(address, port, Handler, "metrics", "--metrics-port", start=False)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert, key)
+    # The handshake happens in each request's thread, so a slow client holds up no other.
+    server.socket = context.wrap_socket(
+        server.socket, server_side=True, do_handshake_on_connect=False
+    )
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    return server
+
+
+class _Quiet(BaseHTTPRequestHandler):
+    def _answer(self, code: int, body: bytes, ctype: str = "text/plain") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:  # probes every few seconds
+        pass
+
+
+def _serve(
+    address: str,
+    port: int,
+    handler: type[BaseHTTPRequestHandler],
+    name: str,
+    flag: str,
+    start: bool = True,
+) -> ThreadingHTTPServer:
     try:
-        server = ThreadingHTTPServer((address, port), Handler)
+        server = ThreadingHTTPServer((address, port), handler)
     except OSError as exc:
         raise OSError(
-            f"cannot serve probes and metrics on {address}:{port} (--bind-address, "
-            f"--health-port): {exc.strerror}"
+            f"cannot serve {name} on {address}:{port} (--bind-address, {flag}): {exc.strerror}"
         ) from None
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="probes", daemon=True).start()
+    if start:
+        threading.Thread(target=server.serve_forever, name=name, daemon=True).start()
     return server

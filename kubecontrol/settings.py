@@ -44,7 +44,17 @@ class ControllerSettings(BaseModel):
         default=8080,
         ge=1,
         le=65535,
-        description="/healthz, /readyz and Prometheus /metrics on http://ADDRESS:PORT",
+        description="/healthz and /readyz on http://ADDRESS:PORT (and /metrics, when "
+        "--metrics-port is 0)",
+    )
+    metrics_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="Prometheus /metrics on https://ADDRESS:PORT, for callers whose bearer "
+        "token the API server authenticates (TokenReview) and authorizes to get the "
+        "non-resource URL /metrics (SubjectAccessReview), as Kueue's; 0: /metrics on the "
+        "health port over plain HTTP, without authentication",
     )
     leader_elect: bool = Field(
         default=False,

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Build the product's OCI image without Docker or a registry, from Debian's packages:
-# mmdebstrap makes a minimal Debian 12 root filesystem with its python3 (3.11), pip installs the
-# project's wheel and its dependencies (built or fetched once, listed in
-# dist/image-requirements.txt) into it, the build tools are removed again, a non-root user is
-# added, and umoci packs it as an OCI image layout, archived as dist/trainjob-multicluster.oci.tar.
+# Build the product's OCI image without Docker or a registry, from pinned inputs:
+# - Debian 12 (bookworm) from its mirror, by mmdebstrap: a minimal root filesystem with its
+#   python3 (3.11); DEBIAN_MIRROR=https://snapshot.debian.org/archive/debian/<date>/ pins the
+#   Debian packages to a day (their versions are listed in dist/image-packages.txt);
+# - the Python packages of deploy/image/requirements.lock (`./run lock` writes it), each
+#   checked against its sha256, and the project's own wheel;
+# - every file's time set to SOURCE_DATE_EPOCH (default: the commit time of HEAD), and the
+#   image's creation time too, so that the same inputs give the same image digest.
+# Then the build tools are removed again, a non-root user is added, and umoci packs it as an
+# OCI image layout, archived as dist/trainjob-multicluster.oci.tar.
 # Needs root (chroot), mmdebstrap and umoci (apt-get install mmdebstrap umoci), and the network
 # to Debian's mirror and PyPI.
 #   Usage: [IMAGE=<registry>/<repository>:<tag>] deploy/image/build.sh
@@ -16,6 +21,11 @@ MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 PYTHON=${PYTHON:-$REPO/.venv/bin/python}
 IMAGE=${IMAGE:-$(cd "$REPO" && "$PYTHON" -m clusters.chart --image)}
 TAG=${IMAGE##*:}
+LOCK=$REPO/deploy/image/requirements.lock
+if [[ -z ${SOURCE_DATE_EPOCH:-} ]]; then
+  SOURCE_DATE_EPOCH=$(git -C "$REPO" log -1 --format=%ct 2>/dev/null || stat -c %Y "$REPO/pyproject.toml")
+fi
+export SOURCE_DATE_EPOCH
 [[ $IMAGE == */* && $TAG != "$IMAGE" && $TAG != */* ]] \
   || { echo "error: IMAGE=$IMAGE is not <registry>/<repository>:<tag>" >&2; exit 2; }
 DIST=$REPO/dist
@@ -30,8 +40,10 @@ done
 mkdir -p "$DIST"
 start=$(date +%s)
 
-say "wheels of the project and its dependencies"
-"$PYTHON" -m pip wheel --quiet --wheel-dir "$WORK/wheels" "$REPO"
+say "wheels: the project's, and its dependencies as locked ($LOCK)"
+"$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$WORK/wheels" "$REPO"
+"$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: --require-hashes \
+  --dest "$WORK/wheels" -r "$LOCK"
 (cd "$WORK/wheels" && ls *.whl) | sed -E 's/^([^-]+)-([^-]+)-.*/\1==\2/' | sort > "$DIST/image-requirements.txt"
 
 say "Debian 12 root filesystem with python3 (mmdebstrap)"
@@ -42,17 +54,22 @@ mmdebstrap --quiet --variant=minbase --include=python3,python3-pip,ca-certificat
 
 say "install the wheels, drop pip and apt's caches, add the non-root user"
 cp -r "$WORK/wheels" "$WORK/rootfs/tmp/wheels"
-chroot "$WORK/rootfs" env -i PATH=/usr/local/bin:/usr/bin:/bin python3 -m pip install --quiet --no-index --no-compile \
-  --break-system-packages --root-user-action=ignore --find-links /tmp/wheels trainjob-dispatcher
+chroot "$WORK/rootfs" env -i PATH=/usr/local/bin:/usr/bin:/bin sh -c 'python3 -m pip install --quiet --no-index --no-deps \
+  --no-compile --break-system-packages --root-user-action=ignore /tmp/wheels/*.whl && python3 -m pip check >&2'
+chroot "$WORK/rootfs" dpkg-query -W -f '${Package}=${Version}\n' | sort > "$DIST/image-packages.txt"
 chroot "$WORK/rootfs" env -i PATH=/usr/bin:/bin sh -c 'apt-get purge -y -qq python3-pip python3-wheel python3-setuptools >/dev/null \
   && apt-get autoremove -y -qq >/dev/null && rm -rf /tmp/wheels /var/lib/apt/lists/* /var/cache/apt/*'
 echo "trainjob:x:65532:65532:trainjob:/nonexistent:/usr/sbin/nologin" >> "$WORK/rootfs/etc/passwd"
 echo "trainjob:x:65532:" >> "$WORK/rootfs/etc/group"
-for cmd in trainjob-dispatcher trainjob-worker-controller trainjob-worker-secret; do
+for cmd in trainjob-dispatcher trainjob-worker-controller trainjob-worker-secret trainjob-kueue-config; do
   [[ -x $WORK/rootfs/usr/local/bin/$cmd ]] || { echo "error: $cmd missing from the image" >&2; exit 1; }
 done
 # The compiled dependencies (pycurl brings libcurl and OpenSSL of its own) load in the image.
 chroot "$WORK/rootfs" env -i PATH=/usr/bin:/bin python3 -c 'import orjson, pycurl; print(pycurl.version)' >&2
+# What differs from one build to the next: logs and caches of the build itself, then times.
+rm -rf "$WORK/rootfs"/var/log/* "$WORK/rootfs"/var/cache/ldconfig/aux-cache \
+  "$WORK/rootfs"/var/lib/dpkg/*-old "$WORK/rootfs"/var/cache/debconf/*-old
+find "$WORK/rootfs" -depth -newermt "@$SOURCE_DATE_EPOCH" -exec touch --no-dereference --date="@$SOURCE_DATE_EPOCH" {} +
 
 say "OCI image (umoci)"
 umoci init --layout "$WORK/oci"
@@ -60,8 +77,9 @@ umoci new --image "$WORK/oci:$TAG"
 umoci unpack --image "$WORK/oci:$TAG" "$WORK/bundle"
 rm -rf "$WORK/bundle/rootfs"
 mv "$WORK/rootfs" "$WORK/bundle/rootfs"
-umoci repack --image "$WORK/oci:$TAG" "$WORK/bundle"
-umoci config --image "$WORK/oci:$TAG" --config.user 65532:65532 \
+umoci repack --no-history --image "$WORK/oci:$TAG" "$WORK/bundle"
+umoci config --no-history --created "$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)" \
+  --image "$WORK/oci:$TAG" --config.user 65532:65532 \
   --config.env PATH=/usr/local/bin:/usr/bin:/bin --config.env PYTHONDONTWRITEBYTECODE=1 \
   --config.cmd trainjob-dispatcher --config.cmd --help \
   --config.label org.opencontainers.image.title=$NAME \
@@ -77,7 +95,8 @@ for manifest in index["manifests"]:
     manifest.setdefault("annotations", {})["io.containerd.image.name"] = name
 json.dump(index, open(path, "w"))
 PY
-tar -C "$WORK/oci" -cf "$OUT" .
+tar -C "$WORK/oci" --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner -cf "$OUT" .
 took=$(( $(date +%s) - start ))
 size=$(du -m "$OUT" | cut -f1)
-say "built $OUT ($IMAGE, ${size} MiB archive, ${took}s)"
+digest=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifests"][0]["digest"])' "$WORK/oci/index.json")
+say "built $OUT ($IMAGE, ${size} MiB archive, ${took}s, manifest $digest)"

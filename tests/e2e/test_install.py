@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from clusters.bed import Bed
 from clusters.install import (
     DISPATCHER,
     WORKER_CONTROLLER,
+    metrics_text,
     service_account_token,
     write_token_kubeconfig,
 )
@@ -131,13 +133,7 @@ def test_metrics_name_the_work_done(bed: Bed, controllers: list[setup.Controller
     mk.wait("measured", "Complete", timeout=90)
 
     def scraped() -> str:
-        texts = []
-        for ctrl in controllers:
-            with urllib.request.urlopen(
-                f"http://127.0.0.1:{ctrl.health}/metrics", timeout=5
-            ) as resp:
-                texts.append(resp.read().decode())
-        return "\n".join(texts)
+        return "\n".join(metrics_text(ctrl) for ctrl in controllers)
 
     text = scraped()
     for series in (
@@ -254,3 +250,26 @@ def test_worker_secrets_are_renewed_before_expiry_by_the_renewal_identity(
         )
     mk.submit("after-renewal")
     mk.wait("after-renewal", "Complete", timeout=90)
+
+
+def test_metrics_are_served_only_to_callers_allowed_to_read_them(
+    bed: Bed, controllers: list[setup.Controller]
+) -> None:
+    """As Kueue's: /metrics over HTTPS, the caller's token reviewed by the API server
+    (TokenReview) and its access to /metrics asked (SubjectAccessReview); nothing on the plain
+    health port but the probes."""
+    for ctrl in controllers:
+        assert ctrl.metrics and ctrl.metrics_token, ctrl.identity
+        assert "trainjob_leader" in metrics_text(ctrl)  # the bed's reader is allowed
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            metrics_text(ctrl, token="not-a-token")
+        assert refused.value.code == 401
+        # A real identity of the cluster that is not bound to trainjob-metrics-reader.
+        own = yaml.safe_load(Path(ctrl.env["KUBECONFIG"]).read_text())["users"][0]["user"]["token"]
+        with pytest.raises(urllib.error.HTTPError) as forbidden:
+            metrics_text(ctrl, token=own)
+        assert forbidden.value.code == 403
+        assert "may not get /metrics" in forbidden.value.read().decode()
+        with pytest.raises(urllib.error.HTTPError) as plain:
+            urllib.request.urlopen(f"http://127.0.0.1:{ctrl.health}/metrics", timeout=5)
+        assert plain.value.code == 404

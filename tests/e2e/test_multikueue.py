@@ -876,7 +876,7 @@ def writes_of(ctrl: setup.Controller) -> float:
     """API writes (any verb but GET) the controller's clients sent."""
     return sum(
         value
-        for (name, labels), value in scrape(ctrl.health).items()
+        for (name, labels), value in scrape(ctrl).items()
         if name == "trainjob_api_requests_total" and dict(labels)["verb"] != "GET"
     )
 
@@ -907,7 +907,7 @@ def audited_writes(
 
 
 def leads(ctrl: setup.Controller) -> bool:
-    return bool(install_leads(ctrl.health))
+    return bool(install_leads(ctrl))
 
 
 # Shorter than deploy's (15 s / 10 s / 2 s), for the takeover test.

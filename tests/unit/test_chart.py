@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from clusters import chart
-from release import manifests
 from clusters.errors import BedError
 from dispatcher.settings import DispatcherSettings
+from release import manifests
 from worker_controller.settings import WorkerSettings
 
 Dict = dict[str, Any]
@@ -194,7 +194,40 @@ def test_a_service_monitor_only_when_asked() -> None:
     assert not [d for d in chart.template({"role": "manager"}) if d["kind"] == "ServiceMonitor"]
     docs = chart.template({"role": "manager", "metrics": {"serviceMonitor": {"enabled": True}}})
     (monitor,) = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert (endpoint["port"], endpoint["scheme"]) == ("metrics", "https")
+    plain = chart.template(
+        {"role": "manager", "metrics": {"port": 0, "serviceMonitor": {"enabled": True}}}
+    )
+    (monitor,) = [d for d in plain if d["kind"] == "ServiceMonitor"]
     assert monitor["spec"]["endpoints"][0]["port"] == "http"
+
+
+def test_metrics_are_served_over_https_to_callers_the_api_server_vouches_for() -> None:
+    for role in ("manager", "worker"):
+        docs = _by_kind(chart.template({"role": role}))
+        name = "trainjob-dispatcher" if role == "manager" else "trainjob-worker-controller"
+        config = yaml.safe_load(docs[("ConfigMap", f"{name}-config")]["data"]["config.yaml"])
+        assert config["metricsPort"] == 8443
+        ports = {p["name"]: p["containerPort"] for p in _container(list(docs.values()))["ports"]}
+        assert ports["metrics"] == 8443
+        service = docs[("Service", f"{name}-webhook")]
+        assert {"name": "metrics", "port": 8443, "targetPort": "metrics"} in service["spec"][
+            "ports"
+        ]
+        rules = docs[("ClusterRole", name)]["rules"]
+        assert {
+            "apiGroups": ["authentication.k8s.io"],
+            "resources": ["tokenreviews"],
+            "verbs": ["create"],
+        } in rules
+        assert {
+            "apiGroups": ["authorization.k8s.io"],
+            "resources": ["subjectaccessreviews"],
+            "verbs": ["create"],
+        } in rules
+        reader = docs[("ClusterRole", "trainjob-metrics-reader")]
+        assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
 
 
 def test_the_crds_come_with_the_chart_and_helm_labels_say_who_manages() -> None:

@@ -8,6 +8,9 @@ import tomllib
 from pathlib import Path
 
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from clusters.chart import image_reference
 from kubecontrol.client import USER_AGENT
@@ -38,3 +41,27 @@ def test_the_api_clients_user_agent_names_the_installed_version() -> None:
 def test_the_changelog_has_an_entry_for_the_version() -> None:
     changelog = (REPO / "CHANGELOG.md").read_text()
     assert re.search(rf"^## {re.escape(VERSION)}\b", changelog, re.M), VERSION
+
+
+def test_the_install_examples_run_the_products_image() -> None:
+    runtime = yaml.safe_load((REPO / "examples/install/runtime.yaml").read_text())
+    jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    images = {
+        c["image"] for rj in jobs for c in rj["template"]["spec"]["template"]["spec"]["containers"]
+    }
+    assert images == {image_reference()}
+
+
+def test_the_image_lock_pins_every_dependency_within_its_range() -> None:
+    """deploy/image/requirements.lock (./run lock) against pyproject.toml: each dependency
+    at one version its range allows, each with the sha256 of its wheel."""
+    lock = (REPO / "deploy/image/requirements.lock").read_text()
+    entry = re.compile(r"^([A-Za-z0-9_.-]+)==(\S+) \\\n\s+--hash=sha256:([0-9a-f]{64})$", re.M)
+    pinned = {canonicalize_name(m[1]): (Version(m[2]), m[3]) for m in entry.finditer(lock)}
+    assert len(pinned) == lock.count("=="), "every entry has one sha256"
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    for spec in project["dependencies"]:
+        requirement = Requirement(spec)
+        name = canonicalize_name(requirement.name)
+        assert name in pinned, f"{name} is not in the lock: run ./run lock"
+        assert requirement.specifier.contains(pinned[name][0]), (name, str(pinned[name][0]))
