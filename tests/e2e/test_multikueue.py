@@ -894,14 +894,18 @@ def token_id(ctrl: setup.Controller) -> str:
     return f"JTI={claims['jti']}"
 
 
+NOT_WRITES = ("leases", "tokenreviews", "subjectaccessreviews")
+
+
 def audited_writes(
     bed: Bed, cluster: str, credential: str, since: dt.datetime | None = None
 ) -> int:
     """Writes the API server of `cluster` recorded for one token (the bed audits the
     product's identities) received after `since`: the server's own count, not the client's.
-    Writes to Leases do not count: campaigning for the leader Lease is a standby's job."""
+    Writes to Leases do not count: campaigning for the leader Lease is a standby's job; nor do
+    token and access reviews, which store nothing (a standby asks them of each /metrics caller)."""
     return sum(
-        r.writes and r.resource != "leases" and credential in r.credentials
+        r.writes and r.resource not in NOT_WRITES and credential in r.credentials
         for r in audit.requests(bed.cluster_dir(cluster), since)
     )
 
