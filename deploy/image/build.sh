@@ -69,6 +69,8 @@ chroot "$WORK/rootfs" env -i PATH=/usr/bin:/bin python3 -c 'import orjson, pycur
 # What differs from one build to the next: logs and caches of the build itself, then times.
 rm -rf "$WORK/rootfs"/var/log/* "$WORK/rootfs"/var/cache/ldconfig/aux-cache \
   "$WORK/rootfs"/var/lib/dpkg/*-old "$WORK/rootfs"/var/cache/debconf/*-old
+# The checks above compiled what they imported (pip installs with --no-compile): no bytecode.
+find "$WORK/rootfs/usr/local" -name __pycache__ -type d -prune -exec rm -rf {} +
 find "$WORK/rootfs" -depth -newermt "@$SOURCE_DATE_EPOCH" -exec touch --no-dereference --date="@$SOURCE_DATE_EPOCH" {} +
 
 say "OCI image (umoci)"
@@ -77,8 +79,10 @@ umoci new --image "$WORK/oci:$TAG"
 umoci unpack --image "$WORK/oci:$TAG" "$WORK/bundle"
 rm -rf "$WORK/bundle/rootfs"
 mv "$WORK/rootfs" "$WORK/bundle/rootfs"
-umoci repack --no-history --image "$WORK/oci:$TAG" "$WORK/bundle"
-umoci config --no-history --created "$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)" \
+created=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
+umoci repack --history.created "$created" --history.created_by "deploy/image/build.sh" \
+  --image "$WORK/oci:$TAG" "$WORK/bundle"
+umoci config --created "$created" --history.created "$created" --history.created_by "deploy/image/build.sh" \
   --image "$WORK/oci:$TAG" --config.user 65532:65532 \
   --config.env PATH=/usr/local/bin:/usr/bin:/bin --config.env PYTHONDONTWRITEBYTECODE=1 \
   --config.cmd trainjob-dispatcher --config.cmd --help \
