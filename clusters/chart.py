@@ -48,41 +48,28 @@ def helm() -> Path:
 
 def template(values: Dict, namespace: str = NAMESPACE, release: str = RELEASE) -> list[Dict]:
     """`helm template` of the chart with `values` (a nested mapping, as a values file)."""
-    out = subprocess.run(
-        [
-            str(helm()),
-            "template",
-            release,
-            str(CHART),
-            "--namespace",
-            namespace,
-            "--kube-version",
-            K8S_VERSION,
-            "--include-crds",
-            "--values",
-            "-",
-        ],
-        input=json.dumps(values),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise BedError(f"helm template ({values}) failed:\n{out.stderr}")
-    return load_manifests(out.stdout)
+    args = ["template", release, str(CHART), "--namespace", namespace]
+    args += ["--kube-version", K8S_VERSION, "--include-crds"]
+    return load_manifests(_helm(args, values))
 
 
 def lint(values: Dict) -> str:
     """`helm lint --strict` of the chart with `values`; its output (BedError if it fails)."""
+    return _helm(["lint", "--strict", str(CHART)], values)
+
+
+def _helm(args: list[str], values: Dict) -> str:
+    """helm `args` with `values` as its values file; its output (BedError, with what it said,
+    if it fails)."""
     out = subprocess.run(
-        [str(helm()), "lint", "--strict", str(CHART), "--values", "-"],
+        [str(helm()), *args, "--values", "-"],
         input=json.dumps(values),
         capture_output=True,
         text=True,
         check=False,
     )
     if out.returncode != 0:
-        raise BedError(f"helm lint ({values}) failed:\n{out.stdout}{out.stderr}")
+        raise BedError(f"helm {args[0]} ({values}) failed:\n{out.stdout}{out.stderr}")
     return out.stdout
 
 

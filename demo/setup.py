@@ -129,11 +129,12 @@ def start_controllers(
     worker_lost_timeout: float = 900.0,
     resync: float | None = 2.0,
     manager_flags: tuple[str, ...] = (),
+    chart_values: dict[str, Any] | None = None,
 ) -> list[Controller]:
-    """The product installed from deploy/ on every cluster (clusters/install.py), with the
-    controllers' safety-net timers shortened by flags for the tests and the demo (`resync`;
-    None keeps the installed ones, as the benchmarks do), and the dispatcher given
-    `manager_flags` too."""
+    """The product installed from deploy/ on every cluster (clusters/install.py), or from the
+    Helm chart with `chart_values`, with the controllers' safety-net timers shortened by flags
+    for the tests and the demo (`resync`; None keeps the installed ones, as the benchmarks
+    do), and the dispatcher given `manager_flags` too."""
     worker_timers = [] if resync is None else ["--resync-seconds", str(resync)]
     manager_timers = [] if resync is None else [*worker_timers, "--gc-interval", "10"]
     return install_product(
@@ -145,6 +146,7 @@ def start_controllers(
             *manager_timers,
             *manager_flags,
         ],
+        chart_values=chart_values,
     )
 
 
