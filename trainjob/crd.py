@@ -21,15 +21,9 @@ def crd_problem(crd: Dict | None) -> str | None:
     """Why the TrainJob CRD `crd` cannot carry what the dispatcher writes, or None."""
     if crd is None:
         return f"CustomResourceDefinition {TRAINJOB_CRD} is not installed"
-    versions = (crd.get("spec") or {}).get("versions") or []
-    served = next((v for v in versions if v.get("name") == c.TRAINER_VERSION), None)
-    if served is None:
+    missing = missing_status_fields(crd)
+    if missing is None:
         return f"CustomResourceDefinition {TRAINJOB_CRD} does not serve {c.TRAINER_VERSION}"
-    schema = ((served.get("schema") or {}).get("openAPIV3Schema") or {}).get("properties") or {}
-    status = schema.get("status") or {}
-    if status.get("x-kubernetes-preserve-unknown-fields"):
-        return None
-    missing = [f for f in NEEDED_STATUS_FIELDS if f not in (status.get("properties") or {})]
     if not missing:
         return None
     fields = ", ".join(f"status.{f}" for f in missing)
@@ -39,6 +33,20 @@ def crd_problem(crd: Dict | None) -> str | None:
         "runs each TrainJob, so none is accepted until the product's CRD is applied again "
         "(kubectl apply -k deploy/manager, or crds/)"
     )
+
+
+def missing_status_fields(crd: Dict) -> list[str] | None:
+    """The status fields of ours the CRD's served version lacks (None: it does not serve
+    ours at all)."""
+    versions = (crd.get("spec") or {}).get("versions") or []
+    served = next((v for v in versions if v.get("name") == c.TRAINER_VERSION), None)
+    if served is None:
+        return None
+    schema = ((served.get("schema") or {}).get("openAPIV3Schema") or {}).get("properties") or {}
+    status = schema.get("status") or {}
+    if status.get("x-kubernetes-preserve-unknown-fields"):
+        return []
+    return [f for f in NEEDED_STATUS_FIELDS if f not in (status.get("properties") or {})]
 
 
 # Kubeflow Trainer's webhooks (its v2 manifests name them defaulter.trainjob.trainer.kubeflow.org,

@@ -14,7 +14,7 @@ from kubecontrol.controller import Watch, start_watchdog
 from trainjob import constants as c
 from trainjob.caches import WATCHDOG_CACHES
 from trainjob.conditions import trainjob_finished
-from trainjob.crd import trainer_controller_problem
+from trainjob.crd import TRAINJOB_CRD, missing_status_fields, trainer_controller_problem
 from trainjob.models import prebuilt_workload_of
 from trainjob.naming import owning_trainjob
 from trainjob.workload import workload_name
@@ -155,6 +155,7 @@ def check_trainer(memo: Memo) -> None:
     except Exception as exc:  # unreadable (a blip, RBAC): keep the last verdict, look again
         log.warning("[%s] cannot list webhook configurations: %s", memo.settings.cluster_name, exc)
         return
+    _warn_of_trainers_crd(memo)
     problem = trainer_controller_problem(configurations)
     if problem is not None:
         log.error("[%s] %s", memo.settings.cluster_name, problem)
@@ -164,6 +165,27 @@ def check_trainer(memo: Memo) -> None:
         )
     if problem != memo.held:
         memo.hold_work(problem)
+
+
+def _warn_of_trainers_crd(memo: Memo) -> None:
+    """Say (as an error, at each check) when the TrainJob CRD is not this product's (Kubeflow
+    Trainer's own, or an old one): TrainJobs still run, but the API server drops the status
+    fields this product adds (status.podsStatus, the worker a job runs on)."""
+    try:
+        crd = memo.cluster.get_or_none(
+            "apiextensions.k8s.io/v1", "CustomResourceDefinition", TRAINJOB_CRD
+        )
+    except Exception as exc:  # unreadable now: look again at the next check
+        log.debug("[%s] cannot read the TrainJob CRD: %s", memo.settings.cluster_name, exc)
+        return
+    if crd is not None and missing_status_fields(crd):
+        log.error(
+            "[%s] CustomResourceDefinition %s is not this product's (Kubeflow Trainer's own, or "
+            "an old one, was applied over it): the API server drops the status this controller "
+            "adds; apply the product's CRDs again (kubectl apply --server-side -k crds/)",
+            memo.settings.cluster_name,
+            TRAINJOB_CRD,
+        )
 
 
 def _trainer_loop(memo: Memo) -> None:

@@ -3,10 +3,14 @@ Trainer v2.3's own manifests name them (read from its module, not copied)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import yaml
 
 from clusters import builds
-from trainjob.crd import trainer_controller_problem
+from trainjob.crd import missing_status_fields, trainer_controller_problem
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _trainer_webhook_configurations() -> list[dict[str, object]]:
@@ -40,3 +44,16 @@ def test_ours_kueues_and_none_are_not_trainers() -> None:
     }
     assert trainer_controller_problem([ours, kueue, {"metadata": {"name": "empty"}}]) is None
     assert trainer_controller_problem([]) is None
+
+
+def test_trainers_own_crd_lacks_our_status_fields_and_ours_has_them() -> None:
+    trainer = builds.module_source_dir(
+        "trainer", f"{builds.TRAINER_PACKAGE}@{builds.TRAINER_API_VERSION}"
+    )
+    theirs = yaml.safe_load(
+        (trainer / "manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml").read_text()
+    )
+    ours = yaml.safe_load((REPO / "crds/trainer.kubeflow.org_trainjobs.yaml").read_text())
+    assert missing_status_fields(theirs) == ["clusterName"]
+    assert missing_status_fields(ours) == []
+    assert missing_status_fields({"spec": {"versions": [{"name": "v2"}]}}) is None
