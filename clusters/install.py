@@ -152,15 +152,13 @@ def install_overlay(
         applier.apply(doc)
     reader = metrics_reader_token(api) if any(_serves_metrics(d) for d in deployments) else None
     replicas = []
-    for dep, index, health, webhook, metrics in plans:
-        extra = [*(extra_args or [])]
-        if _serves_metrics(dep):
-            extra += ["--metrics-port", str(metrics)]
+    for dep, index, health, webhook, port in plans:
+        metrics = port if _serves_metrics(dep) else None
+        extra = [*(extra_args or []), *(["--metrics-port", str(metrics)] if metrics else [])]
         replica = _start(
             api, kubeconfig, cluster, dep, index, health, webhook, docs, workdir, extra
         )
-        if _serves_metrics(dep):
-            replica.metrics, replica.metrics_token = metrics, reader
+        replica.metrics, replica.metrics_token = metrics, reader if metrics else None
         replicas.append(replica)
     for replica in replicas:
         replica.wait_healthy()

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 
 from clusters.bed import Bed
@@ -32,11 +33,11 @@ def _rendered(overlay: str) -> dict[tuple[str, str], Dict]:
     return {(d["kind"], d["metadata"]["name"]): d for d in render(DEPLOY / overlay)}
 
 
-def _dispatcher_command(docs: dict[tuple[str, str], Dict]) -> list[str]:
-    command: list[str] = docs[("Deployment", DISPATCHER)]["spec"]["template"]["spec"]["containers"][
-        0
-    ]["command"]
-    return command
+def _dispatcher_config(docs: dict[tuple[str, str], Dict]) -> Dict:
+    config: Dict = yaml.safe_load(
+        docs[("ConfigMap", f"{DISPATCHER}-config")]["data"]["config.yaml"]
+    )
+    return config
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +46,10 @@ def coexisting(bed: Bed, controllers: list[setup.Controller]) -> Iterator[None]:
         doc for key, doc in _rendered("coexist/worker").items() if key not in _rendered("worker")
     ]
     assert worker_extra, "deploy/coexist/worker adds the rules Kueue's MultiKueue needs"
-    usual, coexist = (_dispatcher_command(_rendered(o)) for o in ("manager", "coexist/manager"))
-    assert coexist[: len(usual)] == usual
-    flags = coexist[len(usual) :]
-    assert flags == ["--mode=Coexist"]
+    usual, coexist = (_dispatcher_config(_rendered(o)) for o in ("manager", "coexist/manager"))
+    changed = {key: value for key, value in coexist.items() if usual.get(key) != value}
+    assert changed == {"mode": "Coexist"}  # the one difference, given as its flag below
+    flags = ["--mode=Coexist"]
     for worker in bed.config.workers:
         Applier(bed.api(worker.name)).apply_all(worker_extra)
     bed.set_multikueue_mode("coexist")
