@@ -27,7 +27,7 @@ from clusters.kube import (
     render,
     write_kubeconfig,
 )
-from clusters.kueue import build_config, build_crds, build_webhook_configurations
+from clusters.kueue import build_config, build_crds, build_webhook_configurations, shipped_config
 from clusters.pki import CertPair, ensure_ca, ensure_cert, ensure_service_account_keys
 from clusters.processes import Component
 
@@ -627,6 +627,9 @@ class Bed:
             requeue_backoff_base=self.config.wait_for_pods_ready.backoff_base_seconds,
             multikueue=self.config.multikueue_mode == "coexist",
             peer=self.config.pipeline == "peer",
+            shipped=shipped_config(
+                builds.module_source_dir("kueue", f"sigs.k8s.io/kueue@{builds.KUEUE_VERSION}")
+            ),
         )
         (self.cluster_dir(c) / "kueue-config.yaml").write_text(yaml.safe_dump(cfg))
 

@@ -119,11 +119,14 @@ def build_config(
     requeue_backoff_base: int = 60,
     multikueue: bool = False,
     peer: bool = False,
+    shipped: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Kueue's Configuration for one bed cluster (compare Kueue's controller_manager_config).
-    `multikueue`: the manager's Kueue runs its own MultiKueue too (our Coexist mode), with a
-    garbage-collection interval short enough for tests to see it work. `peer`: the upstream
-    pipeline (Kueue's own TrainJob integration and, on the manager, its own MultiKueue)."""
+    `shipped`: the Configuration Kueue's release ships (`shipped_config`), whose controller
+    concurrency and API client limits are kept as they are. `multikueue`: the manager's Kueue
+    runs its own MultiKueue too (our Coexist mode), with a garbage-collection interval short
+    enough for tests to see it work. `peer`: the upstream pipeline (Kueue's own TrainJob
+    integration and, on the manager, its own MultiKueue with Kueue's default intervals)."""
     multikueue = multikueue or peer
     cfg: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
@@ -143,7 +146,11 @@ def build_config(
             "timeout": f"{pods_ready_timeout}s",
             "requeuingStrategy": {"backoffBaseSeconds": requeue_backoff_base},
         },
-        "clientConnection": {"qps": 300, "burst": 500},
+        # As shipped: Kueue's per-kind reconciler concurrency and its API client's limits.
+        "controller": dict((shipped or {}).get("controller") or {}),
+        "clientConnection": dict(
+            (shipped or {}).get("clientConnection") or {"qps": 300, "burst": 500}
+        ),
         "integrations": {
             "frameworks": list(PEER_FRAMEWORKS if peer else FRAMEWORKS),
             "externalFrameworks": [] if peer else list(EXTERNAL_FRAMEWORKS),
@@ -157,6 +164,15 @@ def build_config(
         if manager
         else {"VisibilityOnDemand": False},
     }
-    if manager and multikueue:
+    if manager and peer:
+        cfg["multiKueue"] = {"origin": "multikueue"}  # Kueue's default intervals
+    elif manager and multikueue:
         cfg["multiKueue"] = {"gcInterval": "10s", "origin": "multikueue"}
     return cfg
+
+
+def shipped_config(kueue_dir: Path) -> dict[str, Any]:
+    """The Configuration Kueue's release manifests ship (its controller_manager_config.yaml)."""
+    path = kueue_dir / "config" / "components" / "manager" / "controller_manager_config.yaml"
+    config: dict[str, Any] = yaml.safe_load(path.read_text())
+    return config

@@ -87,6 +87,18 @@ def worker_webhooks(config: BedConfig, cluster: str, ca_pem: bytes, render: Any)
     ]
 
 
+# What each project's release sets that bears on its speed, kept as shipped (issue 36):
+# reconciler concurrency per kind and the API client's limits.
+SHIPPED_KEYS = ("controller", "clientConnection")
+
+
+def as_shipped(manager_dir: Path) -> Dict:
+    """The SHIPPED_KEYS of the controller_manager_config.yaml a project's manifests ship (an
+    absent key keeps the binary's default, as in the release)."""
+    shipped = yaml.safe_load((manager_dir / "controller_manager_config.yaml").read_text()) or {}
+    return {key: shipped[key] for key in SHIPPED_KEYS if key in shipped}
+
+
 def write_configs(config: BedConfig, spec: ClusterSpec, d: Path, cert: Path, key: Path) -> None:
     """Each controller's Configuration file and serving certificate under `d`."""
     base = config.port(spec.name, Port.CONTROLLER_BASE)
@@ -100,12 +112,12 @@ def write_configs(config: BedConfig, spec: ClusterSpec, d: Path, cert: Path, key
     common = {
         "metrics": {"bindAddress": "0"},  # the benchmark reads /proc, not their metrics
         "leaderElection": {"leaderElect": False},
-        "clientConnection": {"qps": 500, "burst": 500},
     }
     jobset = {
         "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
         "kind": "Configuration",
         **common,
+        **as_shipped(jobset_dir() / "config" / "components" / "manager"),
         "health": {"healthProbeBindAddress": f"127.0.0.1:{base + JOBSET_HEALTH}"},
         "webhook": {
             "host": "127.0.0.1",
@@ -118,6 +130,7 @@ def write_configs(config: BedConfig, spec: ClusterSpec, d: Path, cert: Path, key
         "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
         "kind": "Configuration",
         **common,
+        **as_shipped(trainer_dir() / "manifests" / "base" / "manager"),
         "health": {"healthProbeBindAddress": f"127.0.0.1:{base + TRAINER_HEALTH}"},
         "webhook": {"host": "127.0.0.1", "port": base + TRAINER_WEBHOOK},
         "certManagement": {"enable": False},

@@ -12,7 +12,7 @@ from clusters import builds
 from clusters.config import BedConfig, Port, load_config
 from clusters.errors import BedError
 from clusters.kube import build_kubeconfig
-from clusters.kueue import build_config
+from clusters.kueue import build_config, shipped_config
 
 
 def test_default_topology_is_manager_and_two_workers() -> None:
@@ -181,3 +181,37 @@ def test_peer_webhooks_are_renamed_per_project_and_served_on_loopback() -> None:
         "url": "https://127.0.0.1:9/validate-jobset",
         "caBundle": "Q0E=",
     }
+
+
+def test_kueue_runs_with_its_shipped_concurrency_and_client_limits_on_every_bed() -> None:
+    """Kueue's release sets per-kind reconciler concurrency (Workload: 10, ...) and its API
+    client's limits; both pipelines of the bed keep them (issue 36)."""
+    shipped = shipped_config(
+        builds.module_source_dir("kueue", f"sigs.k8s.io/kueue@{builds.KUEUE_VERSION}")
+    )
+    assert shipped["controller"]["groupKindConcurrency"]["Workload.kueue.x-k8s.io"] == 10
+    for peer in (False, True):
+        for manager in (False, True):
+            cfg = build_config(**KUEUE_ARGS, manager=manager, peer=peer, shipped=shipped)  # type: ignore[arg-type]
+            assert cfg["controller"] == shipped["controller"]
+            assert cfg["clientConnection"] == shipped["clientConnection"]
+    peer_manager = build_config(**KUEUE_ARGS, manager=True, peer=True, shipped=shipped)  # type: ignore[arg-type]
+    assert peer_manager["multiKueue"] == {"origin": "multikueue"}  # Kueue's 1 min GC interval
+
+
+def test_the_peers_controllers_run_with_their_shipped_concurrency_and_client_limits(
+    tmp_path: Path,
+) -> None:
+    """Trainer's release ships TrainJob concurrency 5 and an API client of 50 qps / 100
+    burst; JobSet's ships neither (its binary's defaults). The peer bed runs them so."""
+    from clusters import peer
+
+    (tmp_path / "c").write_text("cert")
+    (tmp_path / "k").write_text("key")
+    config = BedConfig.model_validate({"pipeline": "peer"})
+    peer.write_configs(config, config.workers[0], tmp_path, tmp_path / "c", tmp_path / "k")
+    trainer = yaml.safe_load((tmp_path / "trainer-config.yaml").read_text())
+    assert trainer["controller"]["groupKindConcurrency"]["TrainJob.trainer.kubeflow.org"] == 5
+    assert trainer["clientConnection"] == {"qps": 50, "burst": 100}
+    jobset = yaml.safe_load((tmp_path / "jobset-config.yaml").read_text())
+    assert "controller" not in jobset and "clientConnection" not in jobset
