@@ -183,7 +183,12 @@ def test_a_failing_pod_fails_the_trainjob_on_the_manager(
     # The Job's reason, then the pod's own words: exit code and its last log lines.
     assert "BackoffLimitExceeded" in failed["message"], failed
     assert "container node exited with code 1 (Error): bad input file" in failed["message"]
-    assert any(reason == "PodSetFailed" for reason, _ in on_manager.events(name))
+    # The worker's Event comes back through its own watch, on its own time.
+    wait_for(
+        lambda: any(reason == "PodSetFailed" for reason, _ in on_manager.events(name)),
+        30,
+        what="the worker's PodSetFailed Event on the manager TrainJob",
+    )
     worker = _winner(installed, real_namespace, name)
     pods = TrainJobs(installed.api(worker), real_namespace).pods(name)
     assert pods and all(p.status.phase == "Failed" for p in pods)
