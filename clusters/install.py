@@ -20,6 +20,7 @@ container's command as a local process with what a pod would get:
 from __future__ import annotations
 
 import base64
+import copy
 import os
 import shutil
 import ssl
@@ -455,11 +456,13 @@ def install_product(
         return []
     replicas: list[Replica] = []
     try:
+        # Rendered once; each worker gets its own copy (the bed rewrites webhook addresses).
+        worker_docs = manifests(bed, "worker", chart_values)
         for w in bed.config.workers:
             replicas += _install_on(
                 bed,
                 w.name,
-                manifests(bed, "worker", chart_values),
+                copy.deepcopy(worker_docs),
                 ["--cluster-name", w.name, *(worker_args or [])],
             )
         manager = bed.config.managers[0].name
@@ -494,9 +497,13 @@ def install_on_nodes(
     """The product applied as it is (`kubectl apply -k`, webhooks through their Services),
     with `*_args` added to each container's args as a kustomize patch would; then every
     Deployment Ready and every webhook configuration holding its CA."""
+    worker_docs = manifests(bed, "worker")
     for w in bed.config.workers:
         _apply_on_nodes(
-            bed, w.name, manifests(bed, "worker"), ["--cluster-name", w.name, *(worker_args or [])]
+            bed,
+            w.name,
+            copy.deepcopy(worker_docs),
+            ["--cluster-name", w.name, *(worker_args or [])],
         )
     manager = bed.config.managers[0].name
     applier = Applier(bed.api(manager))
@@ -596,7 +603,9 @@ def metrics_text(replica: Replica | Dict, token: str | None = None) -> str:
             headers={"Authorization": f"Bearer {token or state['metrics_token']}"},
         )
         # The controller's certificate is self-signed: scrapers check the caller's token.
-        context = ssl._create_unverified_context()
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
         with urllib.request.urlopen(request, timeout=5, context=context) as r:
             return str(r.read().decode())
     with urllib.request.urlopen(f"http://127.0.0.1:{state['health']}/metrics", timeout=5) as r:

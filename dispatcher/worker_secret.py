@@ -131,12 +131,23 @@ def main(argv: list[str] | None = None) -> int:
         print("error: the worker kubeconfig names no certificate authority", file=sys.stderr)
         return 2
     kubeconfig = build_worker_kubeconfig(args.name, args.server or cfg.host, ca_pem, token)
-    _, problem = check_kubeconfig(yaml.safe_dump(kubeconfig), f"{args.name}-secret")
-    if problem is not None:
-        print(f"error: Kueue would refuse it: {problem.reason}: {problem.message}", file=sys.stderr)
+    try:
+        vetted(kubeconfig, f"{args.name}-secret")
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     sys.stdout.write(yaml.safe_dump(build_secret(args.name, args.namespace, kubeconfig)))
     return 0
+
+
+def vetted(kubeconfig: Dict, secret: str) -> str:
+    """The kubeconfig as the Secret's YAML, once it passes Kueue's MultiKueue rules (else
+    ValueError with Kueue's reason)."""
+    text = yaml.safe_dump(kubeconfig, sort_keys=False)
+    _, problem = check_kubeconfig(text, secret)
+    if problem is not None:
+        raise ValueError(f"Kueue would refuse it: {problem.reason}: {problem.message}")
+    return text
 
 
 def request_token(api: client.ApiClient, namespace: str, service_account: str, seconds: int) -> str:
@@ -268,10 +279,7 @@ def renew(argv: list[str]) -> int:
                 secret, args.renew_before_seconds, args.duration_seconds, time.time()
             )
             if kubeconfig is not None:
-                _, problem = check_kubeconfig(yaml.safe_dump(kubeconfig), secret.metadata.name)
-                if problem is not None:
-                    raise ValueError(f"Kueue would refuse it: {problem.reason}: {problem.message}")
-                data = base64.b64encode(yaml.safe_dump(kubeconfig, sort_keys=False).encode())
+                data = base64.b64encode(vetted(kubeconfig, secret.metadata.name).encode())
                 core.patch_namespaced_secret(
                     secret.metadata.name,
                     args.namespace,

@@ -24,7 +24,7 @@ from clusters.install import (
 from clusters.kube import api_client
 from demo import setup
 from dispatcher.worker_secret import token_claims
-from tests.e2e.test_multikueue import MultiKueue
+from tests.e2e.test_multikueue import MultiKueue, replica_token
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
@@ -265,9 +265,8 @@ def test_metrics_are_served_only_to_callers_allowed_to_read_them(
             metrics_text(ctrl, token="not-a-token")
         assert refused.value.code == 401
         # A real identity of the cluster that is not bound to trainjob-metrics-reader.
-        own = yaml.safe_load(Path(ctrl.env["KUBECONFIG"]).read_text())["users"][0]["user"]["token"]
         with pytest.raises(urllib.error.HTTPError) as forbidden:
-            metrics_text(ctrl, token=own)
+            metrics_text(ctrl, token=replica_token(ctrl))
         assert forbidden.value.code == 403
         assert "may not get /metrics" in forbidden.value.read().decode()
         with pytest.raises(urllib.error.HTTPError) as plain:

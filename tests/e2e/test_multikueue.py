@@ -24,6 +24,7 @@ from clusters.install import leads as install_leads
 from clusters.kube import Applier, load_manifests
 from clusters.processes import http_ok
 from demo import setup
+from dispatcher.worker_secret import token_claims
 from tests.conftest import LOST_TIMEOUT
 from tests.helpers import stays_false, wait_for
 from tests.kube_helpers import active_condition, create_workload
@@ -886,12 +887,15 @@ def writes_of(ctrl: setup.Controller) -> float:
 SENT_BACK = {"ClusterLost", "RemoteWorkloadGone", "RemoteEvicted"}
 
 
+def replica_token(ctrl: setup.Controller) -> str:
+    """The ServiceAccount token a replica runs with (the bed's stand-in for its pod's)."""
+    kubeconfig = yaml.safe_load(Path(ctrl.env["KUBECONFIG"]).read_text())
+    return str(kubeconfig["users"][0]["user"]["token"])
+
+
 def token_id(ctrl: setup.Controller) -> str:
     """The credential id the API server records for a replica's token (its JWT's jti)."""
-    token = yaml.safe_load(Path(ctrl.env["KUBECONFIG"]).read_text())["users"][0]["user"]["token"]
-    payload = token.split(".")[1]
-    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    return f"JTI={claims['jti']}"
+    return f"JTI={token_claims(replica_token(ctrl))['jti']}"
 
 
 NOT_WRITES = ("leases", "tokenreviews", "subjectaccessreviews")
