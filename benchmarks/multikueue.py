@@ -213,6 +213,64 @@ def report(title: str, names: list[str], clock: Clock, key: str) -> dict[str, fl
     return figures
 
 
+def sustained_key(rate: float) -> str:
+    return f"rate {rate:g}/s: sustained (1 yes, 0 no)"
+
+
+def sustain(
+    custom: client.CustomObjectsApi, ns: str, clock: Clock, rate: float, seconds: float
+) -> dict[str, float]:
+    """TrainJobs created at a steady `rate` per second for `seconds`, then up to `seconds`
+    more for the backlog to drain. The backlog is the TrainJobs created whose first pod is not
+    yet Running; the rate is sustained when the backlog at the window's end is at most two
+    seconds' arrivals above the backlog at its middle (a pipeline slower than the arrivals
+    falls behind by the difference every second: 10% short at 2/s over the second half of
+    5 minutes is 15 s of arrivals). Returns the figures, named after the rate."""
+    key = f"rate {rate:g}/s"
+    names: list[str] = []
+    backlog: dict[str, int] = {}
+
+    def behind() -> int:
+        return sum(1 for n in names if n not in clock.running)
+
+    start = time.monotonic()
+    i, late = 0, 0.0  # late: how far the submitter fell behind the pace at worst
+    while (due := start + i / rate) < start + seconds:
+        time.sleep(max(0.0, due - time.monotonic()))
+        late = max(late, time.monotonic() - due)
+        name = f"r{rate:g}-{i:05d}".replace(".", "p")
+        names.append(name)
+        submit(custom, ns, name, clock)
+        i += 1
+        if i == int(rate * seconds / 2):
+            backlog["middle"] = behind()
+    backlog["end"] = behind()
+    drain_deadline = time.monotonic() + seconds
+    while behind() and time.monotonic() < drain_deadline:
+        time.sleep(0.5)
+    drained = time.monotonic() - start - seconds
+    a = [clock.running[n] - clock.created[n] for n in names if n in clock.running]
+    growth = backlog["end"] - backlog.get("middle", 0)
+    stable = growth <= 2 * rate and late < 1.0
+    figures = {
+        sustained_key(rate): float(stable),
+        f"{key}: backlog growth over the second half": float(growth),
+        f"{key}: create -> Running p50 s": pct(a, 0.5) if a else float("nan"),
+        f"{key}: create -> Running p99 s": pct(a, 0.99) if a else float("nan"),
+        f"{key}: never Running": float(len(names) - len(a)),
+    }
+    print(
+        f"{key} for {seconds:.0f}s: {len(names)} created (at worst {late:.2f}s behind the "
+        f"pace); backlog at the middle {backlog.get('middle', 0)}, at the end "
+        f"{backlog['end']} (growth {growth}); "
+        f"{'sustained' if stable else 'NOT sustained'}; drained {drained:.0f}s after; "
+        f"create -> Running p50 {figures[f'{key}: create -> Running p50 s']:.2f}s p99 "
+        f"{figures[f'{key}: create -> Running p99 s']:.2f}s; never Running: {len(names) - len(a)}",
+        flush=True,
+    )
+    return figures
+
+
 # The figure of our identities' requests on a cluster without Leases (compare.py's target).
 WITHOUT_LEASES = "  the same without Leases: "
 
@@ -255,9 +313,16 @@ def measure(
     figures: dict[str, float] = {}
     sequential, burst, timeout = args.sequential, args.burst, args.timeout
     probe = MachineProbe()
+    pids = [pid for group in processes.values() for pid in group]
+    # The groups' CPU at rest first, so that a run's fixed costs (resyncs, leader election,
+    # probes) can be taken off: a slower run would otherwise pay more of them per TrainJob.
+    idle0 = {pid: cpu_seconds(pid) for pid in pids}
+    time.sleep(args.idle_seconds)
+    idle_rate = {pid: (cpu_seconds(pid) - idle0[pid]) / args.idle_seconds for pid in pids}
     try:
         probe.start()
-        cpu0 = {pid: cpu_seconds(pid) for pids in processes.values() for pid in pids}
+        began = time.monotonic()
+        cpu0 = {pid: cpu_seconds(pid) for pid in pids}
         req0 = {c: request_counts(bed.api(c)) for c in clusters}
         since = dt.datetime.now(dt.UTC)
         seq = [f"seq-{i:04d}" for i in range(sequential)]
@@ -278,6 +343,7 @@ def measure(
                 break
             time.sleep(0.5)
         figures["burst total s"] = time.monotonic() - start
+        figures["burst TrainJobs per s"] = burst / figures["burst total s"]
         probe.stop()
         title = f"burst (all Complete on the manager after {figures['burst total s']:.1f}s)"
         figures.update(report(title, names, clock, "burst"))
@@ -293,16 +359,22 @@ def measure(
         )
         print(probe.report())
         figures["machine probe: us per unit"] = probe.during()
-        for group, pids in processes.items():
-            cpu = sum(cpu_seconds(pid) - cpu0[pid] for pid in pids)
-            rss = sum(peak_rss_mib(pid) for pid in pids)
+        elapsed = time.monotonic() - began
+        for group, members in processes.items():
+            cpu = sum(cpu_seconds(pid) - cpu0[pid] for pid in members)
+            at_rest = sum(idle_rate[pid] for pid in members) * elapsed
+            rss = sum(peak_rss_mib(pid) for pid in members)
             per_job = cpu / n * 1000
             figures[f"CPU ms per TrainJob: {group}"] = per_job
+            figures[f"CPU ms per TrainJob above idle: {group}"] = (cpu - at_rest) / n * 1000
             figures[f"CPU per TrainJob in probe units: {group}"] = probe.in_units(per_job)
             figures[f"peak RSS MiB: {group}"] = rss
             print(
-                f"{group} ({len(pids)} processes): CPU {cpu:.1f}s ({per_job:.0f} ms per "
-                f"TrainJob, {probe.in_units(per_job):.0f} probe units), peak RSS {rss:.0f} MiB"
+                f"{group} ({len(members)} processes): CPU {cpu:.1f}s in {elapsed:.0f}s "
+                f"({per_job:.0f} ms per TrainJob, {probe.in_units(per_job):.0f} probe units; "
+                f"{(cpu - at_rest) / n * 1000:.0f} ms above its idle "
+                f"{sum(idle_rate[pid] for pid in members) * 1000:.0f} ms/s), "
+                f"peak RSS {rss:.0f} MiB"
             )
         for cluster in clusters:
             delta: Counter[tuple[str, str]] = request_counts(bed.api(cluster)) - req0[cluster]
@@ -317,18 +389,28 @@ def measure(
                 (r.verb, r.resource) for r in audit.requests(bed.cluster_dir(cluster), since)
             )
             if not ours:
-                continue  # the peer's controllers are not audited (they use the admin's identity)
+                continue
             total = sum(ours.values())
             # Leases: leader election; token and access reviews: the bed reading /metrics.
             per_job = total - sum(k for (_, r), k in ours.items() if r in NOT_PER_JOB)
-            figures[f"our controllers' API requests per TrainJob: {cluster}"] = total / n
+            figures[f"pipeline identities' API requests per TrainJob: {cluster}"] = total / n
             figures[WITHOUT_LEASES + cluster] = per_job / n
             top = ", ".join(f"{v} {r} {k / n:.1f}" for (v, r), k in ours.most_common(8))
             print(
-                f"API requests per TrainJob on {cluster} from our controllers' identities "
+                f"API requests per TrainJob on {cluster} from the pipeline's identities "
                 f"(its audit log): {total / n:.1f}; without Leases (leader election, a fixed "
                 f"rate whatever the load): {per_job / n:.1f} (top: {top})"
             )
+        for rate in [float(r) for r in args.rates.split(",") if r.strip()]:
+            found = sustain(custom, ns, clock, rate, args.rate_seconds)
+            figures.update(found)
+            if not found[sustained_key(rate)]:
+                break  # a higher rate cannot be sustained either
+        if args.rates:
+            at_once = [tj for tj, workers in clock.ran_on().items() if len(workers) > 1]
+            at_once = [tj for tj in at_once if clock.ran_at_once(tj)]
+            figures["run on two workers at the same time"] = len(at_once)
+            print(f"with the steady rates too, TrainJobs run on two workers at once: {at_once}")
     finally:
         clock.stop.set()
         probe.stop()
@@ -343,6 +425,22 @@ def workload_args(doc: str | None, sequential: int, burst: int) -> argparse.Argu
     parser.add_argument("--sequential", type=int, default=sequential, help="one at a time")
     parser.add_argument("--burst", type=int, default=burst, help="then all at once")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds the burst may take")
+    parser.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=10,
+        help="how long the processes' CPU at rest is sampled before the workload",
+    )
+    parser.add_argument(
+        "--rates",
+        default="",
+        metavar="R,R,...",
+        help="after the burst, TrainJobs at each steady rate per second in turn (e.g. 2,5,10); "
+        "a rate not sustained ends the series",
+    )
+    parser.add_argument(
+        "--rate-seconds", type=float, default=300, help="how long each rate is kept"
+    )
     return parser
 
 

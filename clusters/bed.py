@@ -25,7 +25,9 @@ from clusters.kube import (
     build_kubeconfig,
     load_manifests,
     render,
+    service_account_token,
     write_kubeconfig,
+    write_token_kubeconfig,
 )
 from clusters.kueue import build_config, build_crds, build_webhook_configurations, shipped_config
 from clusters.pki import CertPair, ensure_ca, ensure_cert, ensure_service_account_keys
@@ -34,15 +36,20 @@ from clusters.processes import Component
 CRDS_DIR = REPO_ROOT / "crds"
 # Audit every request of the identities in the product's namespace (our controllers, and the
 # manager's identity on the workers), nothing else: the tests read it per user and per token.
-AUDIT_POLICY = {
-    "apiVersion": "audit.k8s.io/v1",
-    "kind": "Policy",
-    "omitStages": ["RequestReceived"],
-    "rules": [
-        {"level": "Metadata", "userGroups": ["system:serviceaccounts:trainjob-system"]},
-        {"level": "None"},
-    ],
-}
+# A peer bed audits the upstream pipeline's identities instead (clusters/peer.py).
+AUDITED = ["system:serviceaccounts:trainjob-system"]
+
+
+def audit_policy(config: BedConfig) -> dict[str, Any]:
+    groups = peer.audited_groups() if config.is_peer else AUDITED
+    return {
+        "apiVersion": "audit.k8s.io/v1",
+        "kind": "Policy",
+        "omitStages": ["RequestReceived"],
+        "rules": [{"level": "Metadata", "userGroups": groups}, {"level": "None"}],
+    }
+
+
 STAGES_FILE = Path(__file__).resolve().parent / "kwok" / "stages.yaml"
 KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")  # fixed path in Kueue v0.19
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -167,7 +174,7 @@ class Bed:
                     "--allow-privileged=true",
                     *self._apiserver_node_flags(c),
                     f"--cert-dir={d / 'apiserver-certs'}",
-                    # Who did what, for our controllers' identities only (AUDIT_POLICY): the
+                    # Who did what, for our controllers' identities only (audit_policy): the
                     # tests count requests per identity and per token from it.
                     f"--audit-policy-file={d / 'audit-policy.yaml'}",
                     f"--audit-log-path={d / 'audit.log'}",
@@ -254,12 +261,14 @@ class Bed:
                     d,
                 )
             )
+        # peer-lifted: the manager's Kueue is the build with its worker clients' limit lifted.
+        lifted = cfg.pipeline == "peer-lifted" and spec.role == "manager"
         comps.append(
             Component(
                 c,
                 "kueue",
                 [
-                    str(builds.binary("kueue")),
+                    str(builds.binary("kueue-lifted" if lifted else "kueue")),
                     f"--config={d / 'kueue-config.yaml'}",
                     "--zap-log-level=2",
                 ],
@@ -269,8 +278,8 @@ class Bed:
                 env={"KUBECONFIG": kubeconfig},
             )
         )
-        if every or cfg.pipeline == "peer":
-            comps += peer.components(cfg, spec, d, kubeconfig)
+        if every or cfg.is_peer:
+            comps += peer.components(cfg, spec, d)
         node = self.node(c)
         if node is not None:
             comps += nodes.components(
@@ -401,7 +410,7 @@ class Bed:
         real = self.config.real_nodes
         if real:
             nodes.check_host()
-        builds.build_all(peer=self.config.pipeline == "peer", real=real)
+        builds.build_all(peer=self.config.is_peer, real=real)
         if real:
             images.build_all()
         self.state.mkdir(parents=True, exist_ok=True)
@@ -486,7 +495,8 @@ class Bed:
         d = self.cluster_dir(c)
         d.mkdir(parents=True, exist_ok=True)
         comps = {comp.name: comp for comp in self.components(spec)}
-        (d / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
+        policy = audit_policy(self.config)
+        (d / "audit-policy.yaml").write_text(yaml.safe_dump(policy, sort_keys=False))
         self._start(comps["etcd"])
         self._start(comps["kube-apiserver"])
         applier = Applier(self.api(c))
@@ -503,10 +513,14 @@ class Bed:
         self._start(comps["kueue"], timeout=120)
         if self.config.real_nodes:
             self._up_node(spec, comps)
-        if self.config.pipeline == "peer" and spec.role == "worker":
+        if self.config.is_peer and spec.role == "worker":
             pki = self.pki_dir / c
             cert, key = pki / f"{peer.WEBHOOK_CERT}.crt", pki / f"{peer.WEBHOOK_CERT}.key"
             peer.write_configs(self.config, spec, d, cert, key)
+            applier.apply_all(peer.worker_rbac(render))
+            for name, (namespace, account) in peer.IDENTITIES.items():
+                token = service_account_token(self.api(c), namespace, account)
+                write_token_kubeconfig(self.kubeconfig(c), token, peer.kubeconfig(d, name))
             for name in ("jobset", "trainer"):
                 self._start(comps[name], timeout=120)
         _say(f"{c}: ready")
@@ -514,7 +528,7 @@ class Bed:
     def _apply_crds(self, applier: Applier, spec: ClusterSpec) -> None:
         """Our CRDs (Trainer's and JobSet's for the peer pipeline, with their webhooks on a
         worker), then Kueue's CRDs and webhooks, all pointed at this cluster's servers."""
-        is_peer = self.config.pipeline == "peer"
+        is_peer = self.config.is_peer
         if is_peer:
             ours = peer.crds()
             if spec.role == "worker":
@@ -626,7 +640,7 @@ class Bed:
             pods_ready_timeout=self.config.wait_for_pods_ready.timeout_seconds,
             requeue_backoff_base=self.config.wait_for_pods_ready.backoff_base_seconds,
             multikueue=self.config.multikueue_mode == "coexist",
-            peer=self.config.pipeline == "peer",
+            peer=self.config.is_peer,
             shipped=shipped_config(
                 builds.module_source_dir("kueue", f"sigs.k8s.io/kueue@{builds.KUEUE_VERSION}")
             ),

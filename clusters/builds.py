@@ -72,6 +72,10 @@ class Build:
     real: bool = False  # only real nodes need it (built on demand)
     tags: list[str] = field(default_factory=list)
     static: bool = False  # CGO_ENABLED=0: the binary goes into an image without a libc
+    # Unified diffs (files in the wrapper module) applied to `patched`'s source (a module
+    # path@version) through `go build -overlay`: the module cache is left as downloaded.
+    patches: list[str] = field(default_factory=list)
+    patched: str = ""
 
     @property
     def module_dir(self) -> Path:
@@ -83,6 +87,8 @@ class Build:
         for fname in ("go.mod", "go.sum"):
             digest.update((self.module_dir / fname).read_bytes())
         digest.update(json.dumps([self.packages, self.ldflags, self.tags, self.static]).encode())
+        for patch in self.patches:
+            digest.update((self.module_dir / patch).read_bytes())
         return f"{self.name}-{self.version}-{digest.hexdigest()[:10]}"
 
 
@@ -96,6 +102,19 @@ BUILDS: dict[str, Build] = {
             KUEUE_VERSION,
             {"kueue": "sigs.k8s.io/kueue/cmd/kueue"},
             [f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE_VERSION}"],
+        ),
+        # The peer pipeline's manager Kueue with its MultiKueue worker clients' rate limit lifted
+        # (client-go's default 5 requests/s, burst 10, per resource type): a patched build,
+        # named as such, for benchmarks/compare.py's "peer-lifted" variant only (issue 36).
+        Build(
+            "kueue-lifted",
+            KUEUE_VERSION,
+            {"kueue-lifted": "sigs.k8s.io/kueue/cmd/kueue"},
+            [f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE_VERSION}"],
+            module="kueue",
+            peer=True,
+            patches=["worker-client-limit-lifted.patch"],
+            patched=f"sigs.k8s.io/kueue@{KUEUE_VERSION}",
         ),
         Build(
             "kubernetes",
@@ -246,6 +265,9 @@ def build_one(build: Build) -> float:
     ]
     if len(build.packages) == 1:  # `-o dir/` with one package names the binary after the dir
         cmd[cmd.index("-o") + 1] = str(tmp_dir / next(iter(build.packages)))
+    if build.patches:
+        where = cache_root() / "patched" / build.key()
+        cmd.insert(2, f"-modfile={_patched_modfile(build, where)}")
     _say(f"building {build.name} {build.version} (log: {log_path})")
     start = time.monotonic()
     with log_path.open("w") as log:
@@ -277,6 +299,34 @@ def build_one(build: Build) -> float:
     tmp_dir.rename(out_dir)
     _say(f"built {build.name} in {took:.1f}s -> {out_dir}")
     return took
+
+
+def _patched_modfile(build: Build, where: Path) -> Path:
+    """A copy of `build.patched`'s source under `where` with `build.patches` applied, and a
+    go.mod for `go build -modfile` that replaces the module with it (Go refuses overlays of
+    files in its module cache, and the wrapper module's own go.mod stays as committed)."""
+    source = module_source_dir(build.module or build.name, build.patched)
+    shutil.rmtree(where, ignore_errors=True)
+    src = where / "src"
+    shutil.copytree(source, src)
+    for path in [src, *src.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    for patch in build.patches:
+        out = subprocess.run(
+            ["patch", "-p1", "--forward", "-d", str(src)],
+            input=(build.module_dir / patch).read_text(),
+            capture_output=True,
+            text=True,
+        )
+        if out.returncode != 0:
+            raise BedError(f"{patch} does not apply to {build.patched}: {out.stdout}{out.stderr}")
+    modfile = where / "go.mod"
+    shutil.copyfile(build.module_dir / "go.mod", modfile)
+    shutil.copyfile(build.module_dir / "go.sum", where / "go.sum")
+    module = build.patched.split("@")[0]
+    with modfile.open("a") as f:
+        f.write(f"\nreplace {module} => {src}\n")
+    return modfile
 
 
 def build_all(peer: bool = False, real: bool = False) -> dict[str, float]:

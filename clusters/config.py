@@ -100,11 +100,13 @@ class BedConfig(BaseModel):
     )
     kueue_namespace: str = "kueue-system"
     wait_for_pods_ready: WaitForPodsReady = Field(default_factory=WaitForPodsReady)
-    pipeline: Literal["ours", "peer"] = Field(
+    pipeline: Literal["ours", "peer", "peer-lifted"] = Field(
         default="ours",
         description="peer: the upstream pipeline instead of ours, for the comparison benchmark "
         "(clusters/peer.py: Kueue's own MultiKueue and TrainJob integration, Trainer's and "
-        "JobSet's controllers on the workers); the product is not installed on it",
+        "JobSet's controllers on the workers); the product is not installed on it. "
+        "peer-lifted: the same, with the manager's Kueue a build patched to lift its "
+        "MultiKueue worker clients' rate limit (clusters/gomod/kueue/*.patch)",
     )
     real_nodes: bool = Field(
         default=False,
@@ -143,6 +145,11 @@ class BedConfig(BaseModel):
     def port(self, cluster: str, which: Port | int) -> int:
         index = [c.name for c in self.clusters].index(self.cluster(cluster).name)
         return self.base_port + index * self.port_stride + int(which)
+
+    @property
+    def is_peer(self) -> bool:
+        """The upstream pipeline runs on this bed (either variant), not ours."""
+        return self.pipeline != "ours"
 
     @property
     def managers(self) -> list[ClusterSpec]:

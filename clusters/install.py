@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -40,7 +39,14 @@ from clusters import chart
 from clusters import replicas as replicas_record
 from clusters.config import Port
 from clusters.errors import BedError
-from clusters.kube import Applier, load_manifests, render
+from clusters.kube import (
+    TOKEN_SECONDS,
+    Applier,
+    load_manifests,
+    render,
+    service_account_token,
+    write_token_kubeconfig,
+)
 from clusters.processes import http_ok, log_tail, port_in_use
 
 if TYPE_CHECKING:
@@ -49,7 +55,6 @@ if TYPE_CHECKING:
 Dict = dict[str, Any]
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy"
-TOKEN_SECONDS = 48 * 3600  # a bed lives for hours; a kubelet would refresh it
 
 
 @dataclass
@@ -291,42 +296,6 @@ def _spawn(argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[
     )
     log.with_suffix(".pid").write_text(str(proc.pid))
     return proc
-
-
-def service_account_token(api: client.ApiClient, namespace: str, service_account: str) -> str:
-    """A token of the ServiceAccount from the TokenRequest API, as a kubelet projects one."""
-    request = client.AuthenticationV1TokenRequest(
-        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=TOKEN_SECONDS)
-    )
-    result = client.CoreV1Api(api).create_namespaced_service_account_token(
-        service_account, namespace, request
-    )
-    return str(result.status.token)
-
-
-def write_token_kubeconfig(admin: Path, token: str, out: Path) -> None:
-    """The admin kubeconfig's cluster entry (server, CA), with the token as the only user."""
-    cfg = yaml.safe_load(admin.read_text())
-    current = next(c for c in cfg["contexts"] if c["name"] == cfg["current-context"])
-    cluster = next(c for c in cfg["clusters"] if c["name"] == current["context"]["cluster"])
-    out.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [cluster],
-                "users": [{"name": "serviceaccount", "user": {"token": token}}],
-                "contexts": [
-                    {
-                        "name": "pod",
-                        "context": {"cluster": cluster["name"], "user": "serviceaccount"},
-                    }
-                ],
-                "current-context": "pod",
-            }
-        )
-    )
-    out.chmod(0o600)
 
 
 def _materialise_volumes(

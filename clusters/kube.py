@@ -137,3 +137,42 @@ def render(overlay: Path) -> list[dict[str, Any]]:
     if out.returncode != 0:
         raise BedError(f"kubectl kustomize {overlay} failed:\n{out.stderr}")
     return load_manifests(out.stdout)
+
+
+TOKEN_SECONDS = 48 * 3600  # a bed lives for hours; a kubelet would refresh it
+
+
+def service_account_token(api: client.ApiClient, namespace: str, service_account: str) -> str:
+    """A token of the ServiceAccount from the TokenRequest API, as a kubelet projects one."""
+    request = client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=TOKEN_SECONDS)
+    )
+    result = client.CoreV1Api(api).create_namespaced_service_account_token(
+        service_account, namespace, request
+    )
+    return str(result.status.token)
+
+
+def write_token_kubeconfig(admin: Path, token: str, out: Path) -> None:
+    """The admin kubeconfig's cluster entry (server, CA), with the token as the only user."""
+    cfg = yaml.safe_load(admin.read_text())
+    current = next(c for c in cfg["contexts"] if c["name"] == cfg["current-context"])
+    cluster = next(c for c in cfg["clusters"] if c["name"] == current["context"]["cluster"])
+    out.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [cluster],
+                "users": [{"name": "serviceaccount", "user": {"token": token}}],
+                "contexts": [
+                    {
+                        "name": "pod",
+                        "context": {"cluster": cluster["name"], "user": "serviceaccount"},
+                    }
+                ],
+                "current-context": "pod",
+            }
+        )
+    )
+    out.chmod(0o600)

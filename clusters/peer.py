@@ -29,6 +29,15 @@ JOBSET_MODULE = f"sigs.k8s.io/jobset@{builds.JOBSET_VERSION}"
 # Offsets from a worker's CONTROLLER_BASE port (our own controllers do not run in a peer bed).
 JOBSET_WEBHOOK, JOBSET_HEALTH, TRAINER_WEBHOOK, TRAINER_HEALTH = 0, 1, 2, 3
 WEBHOOK_CERT = "peer-webhook"  # the bed's serving certificate for both (127.0.0.1)
+# Who each controller runs as on a worker: the namespace and ServiceAccount its release's
+# manifests bind its RBAC to (issue 36: the same identity regime as ours, and audited).
+IDENTITIES = {
+    "jobset": ("jobset-system", "jobset-controller-manager"),
+    "trainer": ("kubeflow-system", "kubeflow-trainer-controller-manager"),
+}
+# Kueue's MultiKueue identity on a worker, as Kueue's MultiKueue setup guide names it.
+MULTIKUEUE_IDENTITY = ("kueue-system", "multikueue-sa")
+RBAC_KINDS = ("ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
 
 
 def trainer_dir() -> Path:
@@ -87,6 +96,111 @@ def worker_webhooks(config: BedConfig, cluster: str, ca_pem: bytes, render: Any)
     ]
 
 
+def _namespace(name: str) -> Dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+def _in_namespace(docs: list[Dict], namespace: str) -> list[Dict]:
+    """What kustomize's `namespace:` does to RBAC objects: namespaced ones and ServiceAccount
+    subjects without a namespace get `namespace`."""
+    out = []
+    for doc in docs:
+        doc = {**doc, "metadata": dict(doc["metadata"])}
+        if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
+            doc["metadata"].setdefault("namespace", namespace)
+        if "subjects" in doc:
+            doc["subjects"] = [
+                {**sub, "namespace": sub.get("namespace") or namespace}
+                if sub["kind"] == "ServiceAccount"
+                else sub
+                for sub in doc["subjects"]
+            ]
+        out.append(doc)
+    return out
+
+
+def worker_rbac(render: Any) -> list[Dict]:
+    """JobSet's and Trainer's namespaces, ServiceAccounts and RBAC as their releases install
+    them (JobSet's default kustomization; Trainer's base RBAC in `kubeflow-system`, as its
+    manager overlay puts it), and Kueue's MultiKueue identity (multikueue_rbac)."""
+    jobset = [d for d in render(jobset_dir() / "config" / "default") if d["kind"] in RBAC_KINDS]
+    trainer_ns = IDENTITIES["trainer"][0]
+    trainer = _in_namespace(render(trainer_dir() / "manifests" / "base" / "rbac"), trainer_ns)
+    return [
+        _namespace(IDENTITIES["jobset"][0]),
+        _namespace(trainer_ns),
+        *jobset,
+        *trainer,
+        *multikueue_rbac(),
+    ]
+
+
+def multikueue_rbac() -> list[Dict]:
+    """The ServiceAccount Kueue's manager reaches a worker as, bound to what Kueue's MultiKueue
+    setup guide grants it (create, delete and watch the workloads and the jobs they belong to;
+    their status), with TrainJobs for the TrainJob integration in place of the guide's other
+    job kinds. Its namespace is the bed's Kueue namespace, which the bed creates."""
+    namespace, name = MULTIKUEUE_IDENTITY
+    manage = ["create", "delete", "get", "list", "watch"]
+    rules = [
+        {"apiGroups": [group], "resources": [plural], "verbs": manage}
+        for group, plural in (
+            ("batch", "jobs"),
+            ("jobset.x-k8s.io", "jobsets"),
+            ("trainer.kubeflow.org", "trainjobs"),
+            ("kueue.x-k8s.io", "workloads"),
+        )
+    ]
+    rules += [
+        {"apiGroups": [group], "resources": [f"{plural}/status"], "verbs": ["get"]}
+        for group, plural in (
+            ("batch", "jobs"),
+            ("jobset.x-k8s.io", "jobsets"),
+            ("trainer.kubeflow.org", "trainjobs"),
+        )
+    ]
+    rules.append(
+        {
+            "apiGroups": ["kueue.x-k8s.io"],
+            "resources": ["workloads/status"],
+            "verbs": ["get", "patch", "update"],
+        }
+    )
+    rbac = "rbac.authorization.k8s.io"
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": name, "namespace": namespace},
+        },
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": f"{name}-role"},
+            "rules": rules,
+        },
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"{name}-crb"},
+            "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": f"{name}-role"},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        },
+    ]
+
+
+def audited_groups() -> list[str]:
+    """The ServiceAccount groups of the peer's identities, which the bed's audit policy
+    records as it records ours."""
+    namespaces = sorted({ns for ns, _ in [*IDENTITIES.values(), MULTIKUEUE_IDENTITY]})
+    return [f"system:serviceaccounts:{ns}" for ns in namespaces]
+
+
+def kubeconfig(d: Path, name: str) -> Path:
+    """Where the bed writes the token kubeconfig controller `name` runs with."""
+    return d / f"{name}.kubeconfig"
+
+
 # What each project's release sets that bears on its speed, kept as shipped (issue 36):
 # reconciler concurrency per kind and the API client's limits.
 SHIPPED_KEYS = ("controller", "clientConnection")
@@ -139,12 +253,12 @@ def write_configs(config: BedConfig, spec: ClusterSpec, d: Path, cert: Path, key
     (d / "trainer-config.yaml").write_text(yaml.safe_dump(trainer))
 
 
-def components(config: BedConfig, spec: ClusterSpec, d: Path, kubeconfig: str) -> list[Component]:
-    """JobSet's and Trainer's controllers on a worker, in start order."""
+def components(config: BedConfig, spec: ClusterSpec, d: Path) -> list[Component]:
+    """JobSet's and Trainer's controllers on a worker, in start order, each as its own
+    ServiceAccount (the bed writes their kubeconfigs before it starts them)."""
     if spec.role != "worker":
         return []
     base = config.port(spec.name, Port.CONTROLLER_BASE)
-    env = {"KUBECONFIG": kubeconfig}
 
     def controller(name: str, binary: str, webhook: int, health: int, **more: str) -> Component:
         return Component(
@@ -154,7 +268,7 @@ def components(config: BedConfig, spec: ClusterSpec, d: Path, kubeconfig: str) -
             [base + webhook, base + health],
             lambda: http_ok(f"http://127.0.0.1:{base + health}/readyz"),
             d,
-            env={**env, **more},
+            env={"KUBECONFIG": str(kubeconfig(d, name)), **more},
         )
 
     return [

@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client
 
 from clusters.bed import Bed
-from clusters.install import service_account_token
+from clusters.kube import service_account_token
 from kubecontrol import client as kubeclient
 from kubecontrol.certs import issue
 from kubecontrol.client import ApiClient, ApiException, TransportError, in_cluster_credentials

@@ -14,14 +14,8 @@ import yaml
 from kubernetes import client, config
 
 from clusters.bed import Bed
-from clusters.install import (
-    DISPATCHER,
-    WORKER_CONTROLLER,
-    metrics_text,
-    service_account_token,
-    write_token_kubeconfig,
-)
-from clusters.kube import api_client
+from clusters.install import DISPATCHER, WORKER_CONTROLLER, metrics_text
+from clusters.kube import api_client, service_account_token, write_token_kubeconfig
 from demo import setup
 from dispatcher.worker_secret import token_claims
 from tests.e2e.test_multikueue import MultiKueue, replica_token
