@@ -174,7 +174,7 @@ class Bed:
                     "--allow-privileged=true",
                     *self._apiserver_node_flags(c),
                     f"--cert-dir={d / 'apiserver-certs'}",
-                    # Who did what, for our controllers' identities only (audit_policy): the
+                    # Who did what, for the pipeline's identities only (audit_policy): the
                     # tests count requests per identity and per token from it.
                     f"--audit-policy-file={d / 'audit-policy.yaml'}",
                     f"--audit-log-path={d / 'audit.log'}",

@@ -72,8 +72,8 @@ class Build:
     real: bool = False  # only real nodes need it (built on demand)
     tags: list[str] = field(default_factory=list)
     static: bool = False  # CGO_ENABLED=0: the binary goes into an image without a libc
-    # Unified diffs (files in the wrapper module) applied to `patched`'s source (a module
-    # path@version) through `go build -overlay`: the module cache is left as downloaded.
+    # Unified diffs (files in the wrapper module) applied to a copy of `patched`'s source (a
+    # module path@version) that the build uses instead: the module cache stays as downloaded.
     patches: list[str] = field(default_factory=list)
     patched: str = ""
 

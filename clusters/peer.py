@@ -7,7 +7,9 @@ versions Kueue v0.19.2's go.mod names. All built from their published Go modules
 wrapper modules in clusters/gomod, cached by version) and run unmodified as processes; their
 webhooks are served on loopback with certificates from the bed's CA, as Kueue's are. The CRDs
 and webhook configurations come from the same modules (`kubectl kustomize` of their own
-manifests), with each webhook's `clientConfig.service` turned into a loopback URL.
+manifests), with each webhook's `clientConfig.service` turned into a loopback URL. Trainer and
+JobSet run as their releases' ServiceAccounts, with their RBAC, and Kueue's MultiKueue reaches
+the workers as a ServiceAccount of its own (worker_rbac); the bed audits them as it audits ours.
 """
 
 from __future__ import annotations

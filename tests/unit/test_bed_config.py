@@ -215,3 +215,52 @@ def test_the_peers_controllers_run_with_their_shipped_concurrency_and_client_lim
     assert trainer["clientConnection"] == {"qps": 50, "burst": 100}
     jobset = yaml.safe_load((tmp_path / "jobset-config.yaml").read_text())
     assert "controller" not in jobset and "clientConnection" not in jobset
+
+
+def test_the_peers_controllers_run_as_their_releases_service_accounts_and_are_audited() -> None:
+    """Trainer's and JobSet's RBAC as their manifests ship it, bound to the ServiceAccounts
+    the bed runs them as; Kueue's MultiKueue identity may manage TrainJobs and Workloads; the
+    peer bed's audit policy records all three namespaces' ServiceAccounts, ours records ours."""
+    from clusters import bed, peer
+    from clusters.kube import render
+
+    docs = peer.worker_rbac(render)
+    bound = {
+        (sub["namespace"], sub["name"])
+        for doc in docs
+        if doc["kind"] == "ClusterRoleBinding"
+        for sub in doc["subjects"]
+        if sub["kind"] == "ServiceAccount"
+    }
+    accounts = {
+        (doc["metadata"]["namespace"], doc["metadata"]["name"])
+        for doc in docs
+        if doc["kind"] == "ServiceAccount"
+    }
+    for identity in [*peer.IDENTITIES.values(), peer.MULTIKUEUE_IDENTITY]:
+        assert identity in bound and identity in accounts
+    role = next(d for d in docs if d["metadata"]["name"] == "multikueue-sa-role")
+    assert any(
+        "trainjobs" in rule["resources"] and "create" in rule["verbs"] for rule in role["rules"]
+    )
+    groups = bed.audit_policy(BedConfig(pipeline="peer-lifted"))["rules"][0]["userGroups"]
+    assert groups == [
+        "system:serviceaccounts:jobset-system",
+        "system:serviceaccounts:kubeflow-system",
+        "system:serviceaccounts:kueue-system",
+    ]
+    ours = bed.audit_policy(BedConfig())["rules"][0]["userGroups"]
+    assert ours == ["system:serviceaccounts:trainjob-system"]
+
+
+def test_the_lifted_kueue_build_patches_a_copy_of_kueues_module(tmp_path: Path) -> None:
+    """The patch applies to the pinned Kueue, in a copy that a `replace` points the build at;
+    the module cache is untouched, and the patch is part of the build's cache key."""
+    build = builds.BUILDS["kueue-lifted"]
+    modfile = builds._patched_modfile(build, tmp_path)
+    target = "pkg/controller/admissionchecks/multikueue/multikueuecluster.go"
+    assert "restConfig.QPS = -1" in (tmp_path / "src" / target).read_text()
+    source = builds.module_source_dir("kueue", build.patched)
+    assert "restConfig.QPS = -1" not in (source / target).read_text()
+    assert f"replace sigs.k8s.io/kueue => {tmp_path / 'src'}" in modfile.read_text()
+    assert build.key() != builds.BUILDS["kueue"].key()
