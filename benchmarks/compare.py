@@ -135,6 +135,12 @@ def run(pipeline: str, args: argparse.Namespace, workers: int | None = None) -> 
             # Kueue; the peer's, inside the manager's Kueue.
             MANAGER_SIDE: [*dispatch, kueue[manager]],
             "kube-apiservers": [bed.component(c, "kube-apiserver").pid() or 0 for c in every],
+            # Every process of the bed (etcd, control planes, kwok, Kueue) and the pipeline's:
+            # what the machine's CPUs bound (its CPU per TrainJob sets a ceiling on the rate).
+            BED: [
+                *(comp.pid() or 0 for spec in bed.config.clusters for comp in bed.components(spec)),
+                *controllers,
+            ],
             **alone,
         }
         return measure(bed, ns, args, groups)
@@ -146,6 +152,7 @@ def run(pipeline: str, args: argparse.Namespace, workers: int | None = None) -> 
 
 LEADER = "dispatcher leader (ours alone)"
 WHOLE = "whole pipeline (controllers + every Kueue)"
+BED = "the whole bed (every process)"
 MANAGER_SIDE = "manager side (ours: dispatchers + Kueue; peer: Kueue)"
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.compare import MANAGER_SIDE, PIPELINES, WHOLE, run
+from benchmarks.compare import BED, MANAGER_SIDE, PIPELINES, WHOLE, run
 from benchmarks.multikueue import workload_args
 
 COLUMNS = [
@@ -36,6 +36,7 @@ COLUMNS = [
     ("dispatch peak RSS MiB", f"peak RSS MiB: {MANAGER_SIDE}", "{:.0f}"),
     ("pipeline CPU ms/TJ", f"CPU ms per TrainJob: {WHOLE}", "{:.0f}"),
     ("above idle", f"CPU ms per TrainJob above idle: {WHOLE}", "{:.0f}"),
+    ("bed CPU ms/TJ", f"CPU ms per TrainJob: {BED}", "{:.0f}"),
     ("on two at once", "run on two workers at the same time", "{:.0f}"),
 ]
 
