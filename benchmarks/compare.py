@@ -28,7 +28,8 @@ costs per TrainJob. Then the targets, each against every repeat; the last two li
 burst's ratios to each peer.
 
     .venv/bin/python benchmarks/compare.py --sequential 20 --burst 100 --repeat 3
-    .venv/bin/python benchmarks/compare.py --sequential 10 --burst 60 --repeat 2 --rates 2,5,10
+    .venv/bin/python benchmarks/compare.py --sequential 10 --burst 60 --repeat 2 \
+        --rates 1,2,3,5 --rate-seconds 60
 """
 
 from __future__ import annotations
@@ -137,10 +138,18 @@ def run(pipeline: str, args: argparse.Namespace, workers: int | None = None) -> 
             "kube-apiservers": [bed.component(c, "kube-apiserver").pid() or 0 for c in every],
             # Every process of the bed (etcd, control planes, kwok, Kueue) and the pipeline's:
             # what the machine's CPUs bound (its CPU per TrainJob sets a ceiling on the rate).
-            BED: [
-                *(comp.pid() or 0 for spec in bed.config.clusters for comp in bed.components(spec)),
-                *controllers,
-            ],
+            # (A peer's Trainer and JobSet are bed components too: each process counted once.)
+            BED: sorted(
+                (
+                    {
+                        comp.pid() or 0
+                        for spec in bed.config.clusters
+                        for comp in bed.components(spec)
+                    }
+                    | set(controllers)
+                )
+                - {0}
+            ),
             **alone,
         }
         return measure(bed, ns, args, groups)
