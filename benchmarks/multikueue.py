@@ -68,6 +68,12 @@ class Clock:
         with self.lock:
             return {tj: set(by_worker) for tj, by_worker in self.spans.items()}
 
+    def on_two_workers(self) -> tuple[list[str], list[str]]:
+        """The TrainJobs whose pods ran on more than one worker, and those of them whose pods
+        ran on two at one moment."""
+        twice = sorted(tj for tj, workers in self.ran_on().items() if len(workers) > 1)
+        return twice, [tj for tj in twice if self.ran_at_once(tj)]
+
     def ran_at_once(self, tj: str) -> bool:
         """Pods of `tj` were running on two workers at one moment (as the watches saw it)."""
         with self.lock:
@@ -377,8 +383,7 @@ def measure(
         title = f"burst (all Complete on the manager after {figures['burst total s']:.1f}s)"
         figures.update(report(title, names, clock, "burst"))
         n = sequential + burst
-        twice = sorted(tj for tj, workers in clock.ran_on().items() if len(workers) > 1)
-        at_once = [tj for tj in twice if clock.ran_at_once(tj)]
+        twice, at_once = clock.on_two_workers()
         figures["run on two workers"] = len(twice)
         figures["run on two workers at the same time"] = len(at_once)
         print(
@@ -436,8 +441,7 @@ def measure(
             if not found[sustained_key(rate)]:
                 break  # a higher rate cannot be sustained either
         if args.rates:
-            at_once = [tj for tj, workers in clock.ran_on().items() if len(workers) > 1]
-            at_once = [tj for tj in at_once if clock.ran_at_once(tj)]
+            _, at_once = clock.on_two_workers()
             figures["run on two workers at the same time"] = len(at_once)
             print(f"with the steady rates too, TrainJobs run on two workers at once: {at_once}")
     finally:
