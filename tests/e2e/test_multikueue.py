@@ -7,6 +7,7 @@ import contextlib
 import copy
 import datetime as dt
 import json
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes import client
+from kubernetes import client, watch
 
 from clusters import audit
 from clusters.bed import Bed
@@ -1096,6 +1097,48 @@ def test_a_trainjob_created_while_the_dispatcher_is_down_is_refused_not_stranded
     mk.wait("early", "Complete", timeout=90)
 
 
+@contextlib.contextmanager
+def workloads_seen(mk: MultiKueue, worker: str) -> Iterator[list[Dict]]:
+    """Every version of every Workload in the test namespace on `worker` during the block, as
+    a watch brings them: a copy made and deleted moments later included, and a state that
+    lasted less than a poll's interval."""
+    seen: list[Dict] = []
+    stop = threading.Event()
+    started = threading.Event()
+
+    def run() -> None:
+        custom = client.CustomObjectsApi(mk.bed.api(worker))
+        listed = custom.list_namespaced_custom_object(*KUEUE, mk.ns, "workloads")
+        seen.extend(listed["items"])
+        version = listed["metadata"]["resourceVersion"]
+        started.set()
+        while not stop.is_set():
+            stream = watch.Watch().stream(
+                custom.list_namespaced_custom_object,
+                *KUEUE,
+                mk.ns,
+                "workloads",
+                resource_version=version,
+                timeout_seconds=2,
+            )
+            for event in stream:
+                seen.append(event["object"])
+                version = event["object"]["metadata"]["resourceVersion"]
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert started.wait(10), f"cannot watch Workloads on {worker}"
+    try:
+        yield seen
+    finally:
+        stop.set()
+        thread.join(5)
+
+
+def names(workloads: list[Dict]) -> set[str]:
+    return {wl["metadata"]["name"] for wl in list(workloads)}
+
+
 def manager_events(mk: MultiKueue, name: str) -> list[Any]:
     """The Events recorded on a manager TrainJob, oldest first."""
     items = (
@@ -1156,16 +1199,19 @@ def test_a_copy_whose_worker_runtime_differs_is_out_of_sync_and_sent_again(
 
 
 def _out_of_sync_and_sent_again(mk: MultiKueue, runtime: str, first: str, second: str) -> None:
-    mk.submit("drift", run="3s", runtime=runtime)
+    # The copy is finished as out of sync and deleted within a fraction of a second, and sent
+    # to the same worker again until the second has room: only a watch sees each such state.
+    with workloads_seen(mk, first) as seen:
+        mk.submit("drift", run="3s", runtime=runtime)
 
-    def remote_out_of_sync() -> bool:
-        return any(
-            c["type"] == "Finished" and c["reason"] == "OutOfSync"
-            for wl in mk.remote_workloads(first)
-            for c in (wl.get("status") or {}).get("conditions") or []
-        )
+        def remote_out_of_sync() -> bool:
+            return any(
+                c["type"] == "Finished" and c["reason"] == "OutOfSync"
+                for wl in list(seen)
+                for c in (wl.get("status") or {}).get("conditions") or []
+            )
 
-    wait_for(remote_out_of_sync, 60, what=f"the copy on {first} Finished=OutOfSync")
+        wait_for(remote_out_of_sync, 60, what=f"the copy on {first} Finished=OutOfSync")
     wait_for(lambda: "RemoteOutOfSync" in events_of(mk, "drift"), 60, what="RemoteOutOfSync")
     assert not mk.pods(first, "drift"), "no pod runs on an out-of-sync copy"
     mk.set_quota(second, "8")  # now the second can run it as the manager describes it

@@ -6,58 +6,20 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client, watch
+from kubernetes import client
 
 from clusters.bed import Bed
 from clusters.kube import Applier, load_manifests
 from demo import setup
-from tests.e2e.test_multikueue import KUEUE, TRAINER, MultiKueue, events_of
+from tests.e2e.test_multikueue import KUEUE, TRAINER, MultiKueue, events_of, names, workloads_seen
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 Dict = dict[str, Any]
-
-
-@contextlib.contextmanager
-def workloads_seen(mk: MultiKueue, worker: str) -> Iterator[set[str]]:
-    """Names of every Workload that appears in the test namespace on `worker` during the
-    block (a copy made and deleted moments later included)."""
-    seen: set[str] = set()
-    stop = threading.Event()
-    started = threading.Event()
-
-    def run() -> None:
-        custom = client.CustomObjectsApi(mk.bed.api(worker))
-        listed = custom.list_namespaced_custom_object(*KUEUE, mk.ns, "workloads")
-        seen.update(o["metadata"]["name"] for o in listed["items"])
-        version = listed["metadata"]["resourceVersion"]
-        started.set()
-        while not stop.is_set():
-            stream = watch.Watch().stream(
-                custom.list_namespaced_custom_object,
-                *KUEUE,
-                mk.ns,
-                "workloads",
-                resource_version=version,
-                timeout_seconds=2,
-            )
-            for event in stream:
-                seen.add(event["object"]["metadata"]["name"])
-                version = event["object"]["metadata"]["resourceVersion"]
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert started.wait(10), f"cannot watch Workloads on {worker}"
-    try:
-        yield seen
-    finally:
-        stop.set()
-        thread.join(5)
 
 
 def test_a_full_worker_gets_no_copy_and_the_trainjob_runs_where_there_is_room(bed: Bed) -> None:
@@ -68,7 +30,9 @@ def test_a_full_worker_gets_no_copy_and_the_trainjob_runs_where_there_is_room(be
             mk.submit("placed")
             mk.wait("placed", "Complete")
         local = {w["metadata"]["name"] for w in mk.remote_workloads(full)}
-    assert seen == local, f"copies were sent to the full worker: {sorted(seen - local)}"
+    assert names(seen) == local, (
+        f"copies were sent to the full worker: {sorted(names(seen) - local)}"
+    )
     assert (mk.get("placed") or {})["status"]["clusterName"] == free
 
 
@@ -83,7 +47,9 @@ def test_a_trainjob_no_worker_could_ever_hold_fails_at_once_and_frees_the_quota(
     for worker in mk.workers:
         assert f"{worker}: never: PodSet node does not fit ClusterQueue" in failed["message"]
     assert "cpu 3 wanted, 2 available" in failed["message"], failed["message"]
-    assert seen0 == seen1 == set(), "no copy is sent to a worker that could never admit it"
+    assert names(seen0) == names(seen1) == set(), (
+        "no copy is sent to a worker that could never admit it"
+    )
     assert "NoClusterFits" in events_of(mk, "huge")
 
     # The check is Rejected, so Kueue deactivates the Workload and frees the manager's quota.
@@ -108,7 +74,7 @@ def test_a_trainjob_runs_only_on_the_cluster_it_names(bed: Bed) -> None:
     with workloads_seen(mk, first) as seen:
         mk.submit("pinned", metadata={"annotations": {NAMES: second}})
         mk.wait("pinned", "Complete")
-    assert seen == set(), "never a copy on a cluster the TrainJob did not name"
+    assert names(seen) == set(), "never a copy on a cluster the TrainJob did not name"
     assert (mk.get("pinned") or {})["status"]["clusterName"] == second
 
 
@@ -202,7 +168,7 @@ def test_a_worker_whose_runtime_differs_gets_no_copy_and_both_sides_say_so(bed: 
         with workloads_seen(mk, first) as seen:
             mk.submit("steady", runtime=name)
             mk.wait("steady", "Complete")
-        assert seen == set(), "no copy goes where the runtime is not the manager's"
+        assert names(seen) == set(), "no copy goes where the runtime is not the manager's"
         assert (mk.get("steady") or {})["status"]["clusterName"] == second
         assert "RuntimeDrift" in events_of(mk, "steady")
         # The worker's MultiKueueCluster says which runtime drifted (each resync pass).
