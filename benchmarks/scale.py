@@ -27,6 +27,7 @@ from benchmarks.multikueue import workload_args
 
 COLUMNS = [
     ("TrainJobs/s", "burst TrainJobs per s", "{:.2f}"),
+    ("Complete", "burst Complete", "{:.0f}"),
     ("total s", "burst total s", "{:.0f}"),
     ("(a) p50 s", "burst (a) p50 s", "{:.1f}"),
     ("(a) p99 s", "burst (a) p99 s", "{:.1f}"),
