@@ -390,7 +390,7 @@ def measure(
             "Complete on the manager"
         )
         figures.update(report(title, names, clock, "burst"))
-        n = sequential + burst
+        n = sequential + burst  # every TrainJob sent: a burst given up on divides by all of it
         twice, at_once = clock.on_two_workers()
         figures["run on two workers"] = len(twice)
         figures["run on two workers at the same time"] = len(at_once)

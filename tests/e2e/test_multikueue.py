@@ -1136,6 +1136,7 @@ def workloads_seen(mk: MultiKueue, worker: str) -> Iterator[list[Dict]]:
 
 
 def names(workloads: list[Dict]) -> set[str]:
+    """The names of `workloads` (a `workloads_seen` list, read while it may still grow)."""
     return {wl["metadata"]["name"] for wl in list(workloads)}
 
 
