@@ -66,14 +66,19 @@ async def on_mutate(memo: Memo, admission: Dict) -> Verdict:
 
 
 async def on_validate(memo: Memo, admission: Dict) -> Verdict:
-    """A queue that does not exist (yet) is no reason to refuse: as with Kueue, the Workload
-    waits for it, so manifests apply in any order."""
-    body, _ = _object(admission)
+    """Refuse a TrainJob whose choice of clusters cannot be read, or that cannot run on its
+    runtime (trainjob/admission.py: runtime_refusal). A queue or runtime that does not exist
+    (yet) is no reason to refuse: as with Kueue, the Workload waits for it, so manifests apply
+    in any order."""
+    body, namespace = _object(admission)
     try:
         selection_of((body.get("metadata") or {}).get("annotations"))
     except SelectionError as exc:
         return refuse(str(exc))
-    return Verdict()
+    runtime = memo.caches.runtime_of({**body, "metadata": {"namespace": namespace}})
+    # Bounded work (trainjob/runtime/limits.py), off the loop all the same.
+    why = await asyncio.to_thread(rules.runtime_refusal, body, namespace, runtime)
+    return Verdict() if why is None else refuse(why)
 
 
 def _object(admission: Dict) -> tuple[Dict, str]:

@@ -8,7 +8,8 @@ from typing import Any
 
 from trainjob import conditions as cond
 from trainjob import constants as c
-from trainjob.models import prebuilt_workload_of, queue_label
+from trainjob.models import InvalidObject, parse_trainjob, prebuilt_workload_of, queue_label
+from trainjob.runtime import resolve_runtime_info
 
 Dict = dict[str, Any]
 
@@ -107,3 +108,22 @@ def trainjob_patch(
 def _pointer(key: str) -> str:
     """One JSON pointer token (RFC 6901)."""
     return key.replace("~", "~0").replace("/", "~1")
+
+
+def runtime_refusal(body: Dict, namespace: str, runtime: Dict | None) -> str | None:
+    """Why a TrainJob under admission cannot run on its runtime, as Trainer's webhook refuses
+    it on create (it resolves the runtime there): reserved env names, node counts, names too
+    long for their Jobs and pods, an MPI hostfile no ConfigMap holds. None when it fits, or
+    when the runtime does not exist yet (the TrainJob waits for it, and a runtime made or
+    changed later is judged by the controllers, as a condition)."""
+    if runtime is None:
+        return None
+    meta = {**(body.get("metadata") or {}), "namespace": namespace}
+    if not meta.get("name"):  # generateName: the API server adds 5 characters
+        meta["name"] = f"{meta.get('generateName') or ''}xxxxx"
+    try:
+        trainjob = parse_trainjob({**body, "metadata": meta})
+    except InvalidObject as exc:
+        return str(exc)
+    _, problem = resolve_runtime_info(trainjob, runtime)
+    return None if problem is None else problem.message

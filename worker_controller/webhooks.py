@@ -9,10 +9,11 @@ import datetime as dt
 from functools import partial
 from typing import Any
 
-from kubecontrol.admission import Verdict
+from kubecontrol.admission import Verdict, refuse
 from kubecontrol.webhook_server import Handler, in_thread
 from trainjob import admission as rules
 from trainjob import constants as c
+from trainjob.models import prebuilt_workload_of
 from worker_controller.memo import Memo
 
 Dict = dict[str, Any]
@@ -22,6 +23,7 @@ def routes(memo: Memo) -> dict[str, Handler]:
     """The paths our webhook configurations call (deploy/worker/webhooks.yaml)."""
     return {
         "/suspend-queued": in_thread(partial(on_trainjob_mutate, memo)),
+        "/validate-trainjob": in_thread(partial(on_trainjob_validate, memo)),
         # Older versions installed a validating webhook here that refused a missing queue;
         # one left behind by an upgrade keeps being answered (everything is allowed).
         "/queue-exists": allow,
@@ -42,6 +44,20 @@ def on_trainjob_mutate(memo: Memo, admission: Dict) -> Verdict:
     )
     changes = rules.mutate_on_create(body, dt.datetime.now(dt.UTC), queue=defaulted, hold=hold)
     return Verdict(patch=rules.trainjob_patch(body, changes, queue=defaulted))
+
+
+def on_trainjob_validate(memo: Memo, admission: Dict) -> Verdict:
+    """Refuse a TrainJob that cannot run on its runtime (trainjob/admission.py). A MultiKueue
+    copy was judged on its manager; a runtime that differs here is said as a condition that
+    reaches the manager, never as a refused copy."""
+    body: Dict = admission.get("object") or {}
+    meta = body.get("metadata") or {}
+    if prebuilt_workload_of(meta):
+        return Verdict()
+    namespace = str(admission.get("namespace") or meta.get("namespace"))
+    runtime = memo.caches.runtime_of({**body, "metadata": {"namespace": namespace}})
+    why = rules.runtime_refusal(body, namespace, runtime)
+    return Verdict() if why is None else refuse(why)
 
 
 async def allow(admission: Dict) -> Verdict:

@@ -122,16 +122,20 @@ def test_runtime_that_cannot_run_the_trainjob_is_said_on_the_manager_before_disp
 ) -> None:
     mk = MultiKueue(bed)
     custom = mk.custom()
-    for case, (rjs, ml, spec, _, _) in RUNTIME_CASES.items():
-        runtime = make_runtime(
-            case, kind="TrainingRuntime", replicated_jobs=rjs, ml_policy=ml, namespace=mk.ns
-        )
-        custom.create_namespaced_custom_object(*TRAINER, mk.ns, "trainingruntimes", runtime)
+    # Each TrainJob first, then its runtime: with the runtime there, the webhook would refuse
+    # the TrainJob (test_a_trainjob_its_runtime_cannot_run_is_refused_on_create); made later
+    # (or changed), the runtime is judged by the controllers, as a condition.
+    for case, (_, _, spec, _, _) in RUNTIME_CASES.items():
         body = make_trainjob(
             case, mk.ns, runtimeRef={"name": case, "kind": "TrainingRuntime"}, **spec
         )
         body["metadata"] = {"name": case, "labels": {"kueue.x-k8s.io/queue-name": "q"}}
         custom.create_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", body)
+    for case, (rjs, ml, _, _, _) in RUNTIME_CASES.items():
+        runtime = make_runtime(
+            case, kind="TrainingRuntime", replicated_jobs=rjs, ml_policy=ml, namespace=mk.ns
+        )
+        custom.create_namespaced_custom_object(*TRAINER, mk.ns, "trainingruntimes", runtime)
     # The kind named in runtimeRef is the kind looked up: only a ClusterTrainingRuntime of
     # this name exists.
     body = make_trainjob(
@@ -163,6 +167,28 @@ def test_runtime_that_cannot_run_the_trainjob_is_said_on_the_manager_before_disp
         tj = mk.get(case) or {}
         assert tj["spec"]["suspend"] is True, case
         assert mk.running_on(case) == [], case
+
+
+def test_a_trainjob_its_runtime_cannot_run_is_refused_on_create(bed: Bed) -> None:
+    """As Trainer's webhook: with the runtime there, what it cannot run is refused, naming the
+    field, and nothing is left behind."""
+    mk = MultiKueue(bed)
+    custom = mk.custom()
+    for case in ("no-node-container", "patch-names-missing-job", "mpi-without-launcher"):
+        rjs, ml, spec, _, text = RUNTIME_CASES[case]
+        runtime = make_runtime(
+            case, kind="TrainingRuntime", replicated_jobs=rjs, ml_policy=ml, namespace=mk.ns
+        )
+        custom.create_namespaced_custom_object(*TRAINER, mk.ns, "trainingruntimes", runtime)
+        body = make_trainjob(
+            case, mk.ns, runtimeRef={"name": case, "kind": "TrainingRuntime"}, **spec
+        )
+        body["metadata"] = {"name": case, "labels": {"kueue.x-k8s.io/queue-name": "q"}}
+        with pytest.raises(client.ApiException) as refused:
+            custom.create_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", body)
+        assert refused.value.status == 422, case
+        assert text in str(refused.value.body), case
+        assert mk.get(case) is None, case
 
 
 def _admission_check(name: str, params: Dict) -> Dict:

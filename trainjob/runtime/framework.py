@@ -16,6 +16,7 @@ from trainjob.models import (
 )
 from trainjob.quantity import parse_quantity
 from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimePolicy, RuntimeSpecError
+from trainjob.runtime.limits import check_counts, check_names
 from trainjob.runtime.patches import apply_runtime_patch, merge_by_key
 from trainjob.runtime.policies import select_plugin
 from trainjob.runtime.topology import topology_request
@@ -186,9 +187,11 @@ def build_runtime_info(
     for ps in pod_sets:
         _check_quantities(ps, trainjob)
         topology_request(ps)  # a bad TAS annotation is said here, not when Kueue sees it
+    check_counts(pod_sets, num_nodes)  # before the plugin builds anything per node
     plugin = select_plugin(spec.ml_policy)
     policy.ml_policy = plugin.name
     plugin.enforce(info, trainjob)
+    check_names(info.trainjob, pod_sets)
     for target in policy.success_targets:
         if target not in names:
             raise RuntimeSpecError(

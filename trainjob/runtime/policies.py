@@ -12,6 +12,7 @@ from trainjob.models import MLPolicy, TrainJob
 from trainjob.naming import pod_dns_name
 from trainjob.quantity import parse_quantity
 from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimeSpecError
+from trainjob.runtime.limits import check_hostfile, digits_below
 from trainjob.runtime.patches import merge_by_key
 
 Dict = dict[str, Any]
@@ -231,6 +232,15 @@ def mpi_slots(trainjob: TrainJob, runtime_slots: int, node_container: Dict) -> i
     return runtime_slots
 
 
+def hostfile_size(tj: str, nodes: str, node_pods: int, launcher: str | None, line_end: str) -> int:
+    """The bytes of the hostfile `MPIPolicy` writes, counted without writing it: one line per
+    host `<tj>-<replicatedJob>-0-<index>.<tj>` and `line_end` (the launcher's, index 0, when it
+    runs as a node)."""
+    fixed = 2 * len(tj) + len("--0-.") + len(line_end)
+    size = node_pods * (fixed + len(nodes)) + digits_below(node_pods)
+    return size + (fixed + len(launcher) + 1 if launcher is not None else 0)
+
+
 class MPIPolicy:
     """A launcher and numNodes worker nodes; a hostfile ConfigMap and an SSH key Secret."""
 
@@ -264,15 +274,22 @@ class MPIPolicy:
         nodes.parallelism = node_pods
         launcher.parallelism = 1
         # The hostfile lists the hosts in the runtime's order of replicatedJobs, as Trainer's
-        # does (its first host is MPI rank 0).
-        hosts = []
-        for ps in info.pod_sets:
-            if ps is nodes:
-                hosts += [pod_dns_name(tj, nodes.name, 0, i) for i in range(node_pods)]
-            elif ps is launcher and mpi.run_launcher_as_node:
-                hosts.append(pod_dns_name(tj, launcher.name, 0, 0))
-        if mpi.mpi_implementation == "OpenMPI":
-            hostfile = "".join(f"{h} slots={slots}\n" for h in hosts)
+        # does (its first host is MPI rank 0). Its size is known before it is written: a
+        # hostfile a ConfigMap cannot hold is refused, not built.
+        launcher_first = info.pod_sets.index(launcher) < info.pod_sets.index(nodes)
+        as_node = mpi.run_launcher_as_node
+        # OpenMPI reads `host slots=N` lines; Intel MPI and MPICH `host:N`.
+        openmpi = mpi.mpi_implementation == "OpenMPI"
+        line_end = f" slots={slots}\n" if openmpi else f":{slots}\n"
+        launcher_name = launcher.name if as_node else None
+        size = hostfile_size(tj, nodes.name, node_pods, launcher_name, line_end)
+        check_hostfile(size, node_pods + int(as_node))
+        hosts = [pod_dns_name(tj, nodes.name, 0, i) for i in range(node_pods)]
+        if as_node:
+            launcher_host = pod_dns_name(tj, launcher.name, 0, 0)
+            hosts = [launcher_host, *hosts] if launcher_first else [*hosts, launcher_host]
+        hostfile = "".join(f"{h}{line_end}" for h in hosts)
+        if openmpi:
             env = [
                 {
                     "name": "OMPI_MCA_orte_default_hostfile",
@@ -282,8 +299,7 @@ class MPIPolicy:
                 {"name": "OMPI_MCA_orte_keep_fqdn_hostnames", "value": "true"},
                 {"name": "OMPI_MCA_orte_set_default_slots", "value": str(slots)},
             ]
-        else:  # Intel MPI and MPICH read `host:slots` lines
-            hostfile = "".join(f"{h}:{slots}\n" for h in hosts)
+        else:
             var = (
                 "I_MPI_HYDRA_HOST_FILE" if mpi.mpi_implementation == "Intel" else "HYDRA_HOST_FILE"
             )

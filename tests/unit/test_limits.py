@@ -1,0 +1,142 @@
+"""trainjob/runtime/limits.py and the bounds it puts on the runtime framework, the quantity
+parser's range, and trainjob/admission.py's runtime_refusal (pure)."""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+from typing import Any
+
+import pytest
+
+from tests.factories import make_runtime, make_trainjob, mpi_runtime
+from trainjob.admission import runtime_refusal
+from trainjob.models import parse_trainjob
+from trainjob.quantity import MAX_QUANTITY, parse_quantity
+from trainjob.runtime import resolve_runtime_info
+from trainjob.runtime.limits import CONFIGMAP_MAX_BYTES, MAX_NODES, digits_below
+from trainjob.runtime.policies import hostfile_size
+
+Dict = dict[str, Any]
+
+
+@pytest.mark.parametrize("n", [0, 1, 9, 10, 11, 99, 100, 101, 12345, 100000])
+def test_digits_below_counts_the_digits_of_every_index(n: int) -> None:
+    assert digits_below(n) == sum(len(str(i)) for i in range(n))
+
+
+@pytest.mark.parametrize("implementation", ["OpenMPI", "Intel"])
+@pytest.mark.parametrize("as_node", [False, True])
+@pytest.mark.parametrize("nodes", [1, 2, 10, 11, 123])
+def test_hostfile_size_is_the_size_of_the_hostfile_built(
+    implementation: str, as_node: bool, nodes: int
+) -> None:
+    runtime = mpi_runtime(mpiImplementation=implementation, runLauncherAsNode=as_node)
+    tj = make_trainjob("a-job", runtimeRef={"name": "mpi-runtime"}, trainer={"numNodes": nodes})
+    info, problem = resolve_runtime_info(parse_trainjob(tj), runtime)
+    assert problem is None and info is not None
+    hostfile = info.policy.extra_objects[0]["data"]["hostfile"]
+    node_pods = max(nodes - 1, 1) if as_node else nodes
+    line_end = " slots=4\n" if implementation == "OpenMPI" else ":4\n"
+    launcher = "launcher" if as_node else None
+    assert hostfile_size("a-job", "node", node_pods, launcher, line_end) == len(hostfile)
+
+
+def _problem(trainjob: Dict, runtime: Dict) -> str:
+    info, problem = resolve_runtime_info(parse_trainjob(trainjob), runtime)
+    assert info is None and problem is not None
+    assert problem.reason == "RuntimeInvalid"
+    return problem.message
+
+
+def test_a_million_mpi_nodes_are_refused_without_building_anything_per_node() -> None:
+    tj = make_trainjob(runtimeRef={"name": "mpi-runtime"}, trainer={"numNodes": 1_000_000})
+    tracemalloc.start()
+    started = time.process_time()
+    message = _problem(tj, mpi_runtime())
+    spent = time.process_time() - started
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert f"spec.trainer.numNodes: 1000000 is over {MAX_NODES}" in message
+    # Without the bound, one pass built a 1,000,000-line hostfile (about 220 MiB).
+    assert peak < 5 * 1024 * 1024, peak
+    assert spent < 1.0
+
+
+def test_an_mpi_hostfile_over_the_configmap_limit_is_refused_by_its_size() -> None:
+    tj = make_trainjob(runtimeRef={"name": "mpi-runtime"}, trainer={"numNodes": 90_000})
+    message = _problem(tj, mpi_runtime())
+    assert f"over the {CONFIGMAP_MAX_BYTES} a ConfigMap holds" in message
+    assert "the MPI hostfile for 90000 hosts would be" in message
+
+
+def test_names_too_long_for_their_jobs_and_pods_are_refused_naming_by_how_much() -> None:
+    name = "n" * 55
+    tj = make_trainjob(name, runtimeRef={"name": "torch-distributed"}, trainer={"numNodes": 2})
+    message = _problem(tj, make_runtime())
+    # `<55>-node-0` is 62: the Job fits; its pod `<55>-node-0-1` is 64.
+    assert message.endswith(
+        f"the pod hostname '{name}-node-0-1' of replicatedJob 'node' is 64 characters, over "
+        "63; shorten the TrainJob's name by 1 or more"
+    )
+    ok = make_trainjob("n" * 54, runtimeRef={"name": "torch-distributed"}, trainer={"numNodes": 2})
+    assert resolve_runtime_info(parse_trainjob(ok), make_runtime())[1] is None
+
+
+def test_too_many_jobs_are_refused() -> None:
+    runtime = make_runtime()
+    runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["replicas"] = 1001
+    tj = make_trainjob(runtimeRef={"name": "torch-distributed"})
+    assert "1001 Jobs in all (the sum of replicas) is over 1000" in _problem(tj, runtime)
+
+
+@pytest.mark.parametrize(
+    "quantity", ["1e5000", "1e999999999", "9223372036854775808", "8Ei", "1e-99999999", 2**70]
+)
+def test_quantities_beyond_kubernetes_range_are_refused_not_computed(quantity: object) -> None:
+    with pytest.raises(ValueError, match="out of range"):
+        parse_quantity(quantity)
+
+
+def test_quantities_within_range_keep_their_value() -> None:
+    assert parse_quantity("9223372036854775807") == MAX_QUANTITY
+    assert parse_quantity("500m") * 1000 == 500
+    assert parse_quantity("7Ei") == 7 * 2**60
+
+
+def test_a_huge_quantity_in_resources_per_node_is_a_condition_naming_the_field() -> None:
+    tj = make_trainjob(
+        runtimeRef={"name": "torch-distributed"},
+        trainer={"resourcesPerNode": {"requests": {"cpu": "1e5000"}}},
+    )
+    message = _problem(tj, make_runtime())
+    assert "spec.trainer.resourcesPerNode.requests[cpu]: '1e5000' is not a valid quantity" in (
+        message
+    )
+
+
+@pytest.mark.parametrize(
+    ("policy", "env"),
+    [
+        ({"numNodes": 1, "torch": {}}, "PET_NNODES"),
+        ({"numNodes": 1, "xgboost": {}}, "DMLC_NUM_WORKER"),
+    ],
+)
+def test_admission_refuses_env_the_runtime_sets_itself(policy: Dict, env: str) -> None:
+    tj = make_trainjob(
+        runtimeRef={"name": "torch-distributed"}, trainer={"env": [{"name": env, "value": "9"}]}
+    )
+    why = runtime_refusal(tj, "ns", make_runtime(ml_policy=policy))
+    assert why is not None and f"spec.trainer.env: {env} are set by the" in why
+
+
+def test_admission_accepts_a_trainjob_whose_runtime_is_not_there_yet_or_fits() -> None:
+    tj = make_trainjob(runtimeRef={"name": "torch-distributed"}, trainer={"numNodes": 2})
+    assert runtime_refusal(tj, "ns", None) is None
+    assert runtime_refusal(tj, "ns", make_runtime()) is None
+
+
+def test_admission_judges_a_trainjob_without_a_name_yet() -> None:
+    tj = make_trainjob(runtimeRef={"name": "torch-distributed"})
+    tj["metadata"] = {"generateName": "job-"}
+    assert runtime_refusal(tj, "ns", make_runtime()) is None
