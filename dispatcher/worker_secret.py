@@ -197,10 +197,16 @@ def renew_one(
     """What to say about one Secret, and its new kubeconfig if its token is to be renewed.
     ValueError names what is wrong with it."""
     try:
-        kubeconfig = yaml.safe_load(base64.b64decode((secret.data or {})["kubeconfig"]))
-        user = _user(kubeconfig)
-    except (KeyError, StopIteration, TypeError, ValueError, yaml.YAMLError) as exc:
-        raise ValueError(f"its key 'kubeconfig' is not a kubeconfig ({exc!r})") from exc
+        raw = base64.b64decode((secret.data or {})["kubeconfig"], validate=True)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError("its key 'kubeconfig' is missing or not base64") from exc
+    # Vetted before the client library sees it (which would run an exec or auth-provider
+    # command while loading), and only the fields vetted build the client.
+    kubeconfig, problem = check_kubeconfig(raw, str(secret.metadata.name))
+    if kubeconfig is None:
+        assert problem is not None
+        raise ValueError(f"{problem.reason}: {problem.message}")
+    user = _user(kubeconfig)
     if "token" not in user:
         raise ValueError("its kubeconfig's user has no inline token (made by another tool?)")
     claims = token_claims(user["token"])

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 from kubernetes import client, config
 
+from kubecontrol.kubeconfig import vet_kubeconfig
 from kubectl_trainjob.view import WorkerView, describe, list_table, state_of
 from trainjob import constants as c
 
@@ -99,7 +100,13 @@ class Clusters:
             raw = (secret.data or {}).get("kubeconfig")
             if not raw:
                 raise PluginError(f"{where} has no key 'kubeconfig'")
-            return config.new_client_from_config_dict(yaml.safe_load(base64.b64decode(raw)))
+            # Vetted by our own rules before the client library sees it: a kubeconfig from
+            # the cluster could name an exec or auth-provider command to run here.
+            vetted, problem = vet_kubeconfig(base64.b64decode(raw), where)
+            if vetted is None:
+                assert problem is not None
+                raise PluginError(f"{problem.reason}: {problem.message}")
+            return config.new_client_from_config_dict(vetted)
         except PluginError as exc:
             tried.append(f"MultiKueueCluster {name}: {exc}")
         except Exception as exc:

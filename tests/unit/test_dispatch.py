@@ -84,7 +84,7 @@ def test_a_good_kubeconfig_passes() -> None:
             "certificate-authority-data",
         ),
         ({"server": ""}, None, "BadKubeConfig", "no server URL"),
-        ({"server": "https://bad_host!"}, None, "InsecureKubeConfig", "not a valid https URL"),
+        ({"server": "https://bad_host!"}, None, "InsecureKubeConfig", "is not an https URL"),
         (None, {"tokenFile": "/t"}, "InsecureKubeConfig", "tokenFile"),
         (None, {"exec": {"command": "x"}}, "InsecureKubeConfig", "exec"),
         (None, {"auth-provider": {"name": "gcp"}}, "InsecureKubeConfig", "auth-provider"),
