@@ -68,7 +68,7 @@ def test_renewal_refuses_a_kubeconfig_with_a_command_and_runs_nothing(tmp_path: 
     secret = types.SimpleNamespace(
         data={"kubeconfig": raw}, metadata=types.SimpleNamespace(name="w-secret")
     )
-    with pytest.raises(ValueError, match="InsecureKubeConfig: .* uses auth-provider"):
+    with pytest.raises(ValueError, match=r"InsecureKubeConfig: .* uses auth-provider"):
         renew_one(secret, renew_before=3600, seconds=3600, now=time.time())
     assert not marker.exists()
 
