@@ -29,6 +29,10 @@ Dict = dict[str, Any]
 log = logging.getLogger("dispatcher.clusters")
 
 
+# How long a name found taken on a worker keeps copies away from it before it is tried again.
+TAKEN_SECONDS = 60.0
+
+
 class Registry:
     """Live RemoteClusters by MultiKueueCluster name; replaced when their kubeconfig changes."""
 
@@ -50,6 +54,9 @@ class Registry:
         self._recent: dict[tuple[str, ...], float] = {}
         self._fingerprints: dict[str, str] = {}
         self._namespace_problems: dict[tuple[str, str], str] = {}
+        # Names our copies cannot take on a worker (an object there that is not ours):
+        # (cluster, namespace, name) -> (why, monotonic time noted).
+        self._taken: dict[tuple[str, str, str], tuple[str, float]] = {}
         self._reported: dict[str, str] = {}  # Coexist: the problem last logged per cluster
         self._labels: dict[str, dict[str, str]] = {}  # each MultiKueueCluster's, last seen
         self._path_warned: set[str] = set()  # MultiKueueCluster UIDs told DeprecatedPathUsage
@@ -105,6 +112,27 @@ class Registry:
     def namespace_problem(self, cluster: str, namespace: str) -> str | None:
         with self._lock:
             return self._namespace_problems.get((cluster, namespace))
+
+    def note_taken(self, cluster: str, namespace: str, name: str, why: str | None) -> None:
+        """Remember (or, with None, forget) that a copy's name is taken on a worker by an
+        object that is not ours; remembered for TAKEN_SECONDS, then tried again."""
+        with self._lock:
+            if why is None:
+                self._taken.pop((cluster, namespace, name), None)
+            else:
+                self._taken[(cluster, namespace, name)] = (why, time.monotonic())
+
+    def taken(self, cluster: str, namespace: str, *names: str) -> str | None:
+        """Why a copy of one of `names` cannot be made on the worker, if it was found taken
+        lately."""
+        now = time.monotonic()
+        with self._lock:
+            for name in names:
+                found = self._taken.get((cluster, namespace, name))
+                if found is not None and now - found[1] < TAKEN_SECONDS:
+                    return found[0]
+                self._taken.pop((cluster, namespace, name), None)
+        return None
 
     def forget_write(self, key: tuple[str, ...]) -> None:
         """A remote write that failed: the next pass may send it again at once."""

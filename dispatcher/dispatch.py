@@ -44,6 +44,8 @@ class RemoteView:
     # Why the TrainJob's runtime there is not the manager's (missing, or its spec differs): no
     # copy goes there. None when it is the same, or not known.
     runtime_problem: str | None = None
+    # Why no copy goes there: a copy's name is taken there by an object that is not ours.
+    taken: str | None = None
 
 
 @dataclass
@@ -440,7 +442,7 @@ class _Pass:
     def eligible(self, remote: RemoteView) -> bool:
         """May this worker hold a copy: chosen by the TrainJob, its runtime in step, and
         nominated (by the strategy itself, or by an external dispatcher)."""
-        if not remote.selected or remote.runtime_problem:
+        if not remote.selected or remote.runtime_problem or remote.taken:
             return False
         return self.strategy.nominates or remote.name in self.nominated
 
@@ -569,6 +571,11 @@ def _step3_watch_the_winner(p: _Pass, winner: RemoteView) -> None:
         )
         plan.events.append(Event("Warning", "RemoteEvicted", plan.check_state[1]))
         return
+    if winner.trainjob is None and winner.taken:
+        # Its TrainJob cannot be made there: another worker (the quota there is freed too).
+        plan.check_state = ("Retry", f"{winner.name}: {winner.taken}; dispatching again")
+        plan.events.append(Event("Warning", "RemoteNameTaken", plan.check_state[1]))
+        return
     if winner.trainjob is None and obs.trainjob is not None:
         # Normally created with the decision (step 4); this is the retry after a failure.
         event = Event("Normal", "CreatedRemote", f"created TrainJob on cluster {winner.name}")
@@ -686,6 +693,7 @@ def _step7_copies_out(p: _Pass, reachable: list[RemoteView], elapsed: float) -> 
         if r.name in plan.withheld and r.fit is not None
     ]
     notes += [f"not sent to {r.name}: {r.runtime_problem}" for r in drifted if r.connected]
+    notes += [f"not sent to {r.name}: {r.taken}" for r in obs.remotes if r.taken and r.selected]
     if notes:
         message += f" ({'; '.join(notes)})"
     state = p.state

@@ -157,7 +157,7 @@ def _remote_write(registry: Registry, action: RemoteAction) -> bool | None:
         return False
     meta = action.obj["metadata"]
     what = f"{action.obj['kind']} {_where(action.obj)}"
-    key = (action.cluster, action.verb, action.obj["kind"], meta.get("namespace", ""), meta["name"])
+    key = _write_key(action)
     if not registry.first_time(key):
         return False  # the watch has not shown the last write of this yet
     namespace = meta.get("namespace", "")
@@ -165,6 +165,7 @@ def _remote_write(registry: Registry, action: RemoteAction) -> bool | None:
         if action.verb == "create":
             remote.cluster.create(action.obj)
             registry.note_namespace_problem(action.cluster, namespace, None)
+            registry.note_taken(action.cluster, namespace, meta["name"], None)
         elif action.verb == "patch":  # a merge patch of our copy (its UID guards it)
             remote.cluster.patch(
                 action.obj["apiVersion"],
@@ -190,8 +191,10 @@ def _remote_write(registry: Registry, action: RemoteAction) -> bool | None:
                 action.cluster, namespace, f"namespace {namespace!r} not found"
             )
             return False
+        if exc.status == 409 and action.verb == "create":
+            return _already_there(registry, action)
         if exc.status in (404, 409):
-            return False  # already gone, or already there
+            return False  # already gone, or changed since
         log.warning("[%s] cannot %s %s: %s", action.cluster, action.verb, what, exc.reason)
         registry.forget_write(key)
         return None
@@ -201,3 +204,57 @@ def _remote_write(registry: Registry, action: RemoteAction) -> bool | None:
         return None
     log.info("[%s] %s %s", action.cluster, action.verb, what)
     return True
+
+
+def _already_there(registry: Registry, action: RemoteAction) -> bool | None:
+    """A copy's create answered 409: an object of that name is on the worker. Ours (our origin,
+    made for this very manager object) is "already there"; anyone else's is noted as a name
+    taken there, which keeps copies away from that worker and is said in the check's message,
+    and is never adopted, written over or deleted. False (nothing more to do now), or None
+    when the worker could not be asked."""
+    remote = registry.get(action.cluster)
+    meta = action.obj["metadata"]
+    if remote is None:
+        return False
+    try:
+        found = remote.cluster.get_or_none(
+            action.obj["apiVersion"], action.obj["kind"], meta["name"], meta["namespace"]
+        )
+    except Exception as exc:  # the worker went away meanwhile: the next pass asks again
+        log.warning("[%s] cannot read %s: %s", action.cluster, _where(action.obj), exc)
+        registry.forget_write(_write_key(action))
+        return None
+    if found is None or is_our_copy(found, action.obj):
+        return False
+    why = (
+        f"{action.obj['kind']} {_where(action.obj)} exists there and is not a copy from this "
+        "manager (it is left as it is)"
+    )
+    registry.note_taken(action.cluster, meta["namespace"], meta["name"], why)
+    log.warning("[%s] %s", action.cluster, why)
+    return False
+
+
+def is_our_copy(found: Dict, copy: Dict) -> bool:
+    """Whether an object on a worker is a copy we made of the same manager object: our origin
+    label, and the manager object's UID in its origin-uid annotation."""
+
+    def origin(obj: Dict) -> tuple[str | None, str | None]:
+        meta = obj.get("metadata") or {}
+        return (
+            (meta.get("labels") or {}).get(c.KUEUE_MULTIKUEUE_ORIGIN_LABEL),
+            (meta.get("annotations") or {}).get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION),
+        )
+
+    return origin(found) == origin(copy)
+
+
+def _write_key(action: RemoteAction) -> tuple[str, ...]:
+    meta = action.obj["metadata"]
+    return (
+        action.cluster,
+        action.verb,
+        action.obj["kind"],
+        meta.get("namespace", ""),
+        meta["name"],
+    )

@@ -198,6 +198,7 @@ def _dispatch(memo: Memo, caches: Caches, trainjob: Dict, wl_name: str) -> float
                 remote.get("TrainJob", namespace, tj_name),
                 memo.registry.namespace_problem(cname, namespace),
                 remote.fit(wl) if placing and cname in chosen else None,
+                taken=memo.registry.taken(cname, namespace, tj_name, wl_name),
             )
             if runtime is not None and cname in chosen:
                 view.runtime_problem = remote.runtime_problem(

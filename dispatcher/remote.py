@@ -64,6 +64,10 @@ def _copy_seen(kind: Kind, obj: Dict) -> Dict:
         "kind": kind.kind,
         "metadata": {k: meta[k] for k in COPY_METADATA if k in meta},
     }
+    # The manager object's UID it was made for: a copy of a replaced one is garbage (gc.py).
+    made_for = (meta.get("annotations") or {}).get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION)
+    if made_for:
+        seen["metadata"]["annotations"] = {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: made_for}
     status = obj.get("status") or {}
     if kind == c.TRAINJOB:
         seen["status"] = status

@@ -41,6 +41,10 @@ TRAINJOB_NAME_LABEL = f"{DOMAIN}/trainjob-name"
 PODSET_LABEL = f"{DOMAIN}/podset"
 MANAGED_LABEL = f"{DOMAIN}/managed-by"
 MANAGED_LABEL_VALUE = "worker-controller"
+# On a PersistentVolumeClaim we made that outlives its TrainJob (retentionPolicy Retain): the
+# TrainJob it was made for, `<namespace>/<name>`. A later TrainJob of that name uses it as it
+# is; a claim without it is someone else's, never used or changed.
+CLAIM_MADE_FOR_ANNOTATION = f"{DOMAIN}/claim-made-for"
 # Server-side apply field managers, one per controller.
 WORKER_FIELD_MANAGER = "trainjob-worker-controller"
 DISPATCHER_FIELD_MANAGER = "trainjob-dispatcher"
@@ -89,6 +93,13 @@ COND_SERVICE_CONFLICT = "ServiceConflict"
 # Ours: some pod of the TrainJob cannot start (image, configuration) or keeps crashing; the
 # reason is the kubelet's, or PodCreateFailed when the API refuses the pods.
 COND_PODS_STUCK = "PodsStuck"
+# Ours: an object the TrainJob needs cannot be made: its name is taken by an object this
+# TrainJob did not make (never adopted or overwritten), or the API refuses it. The TrainJob
+# waits, and the condition clears once the object is made.
+COND_OBJECTS_BLOCKED = "ObjectsBlocked"
+REASON_NAME_TAKEN = "NameTaken"
+REASON_REFUSED_BY_API = "RefusedByAPI"
+REASON_OBJECTS_CREATED = "ObjectsCreated"
 
 REASON_SUSPENDED = "Suspended"
 REASON_RESUMED = "Resumed"

@@ -50,3 +50,18 @@ def owner_name(obj: dict[str, Any] | None, kind: str = "TrainJob") -> str | None
     """Name of the first owner of `kind` in an object's ownerReferences."""
     refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
     return next((str(r["name"]) for r in refs if r.get("kind") == kind), None)
+
+
+def controlled_by(obj: dict[str, Any] | None, uid: str) -> bool:
+    """Whether `obj` has a controller ownerReference to the object of UID `uid`: the one
+    sign that we made it for that object (labels can be written by anyone)."""
+    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
+    return any(r.get("controller") and r.get("uid") == uid for r in refs)
+
+
+def controller_name(obj: dict[str, Any] | None, kind: str = "TrainJob") -> str | None:
+    """The name of the controller owner of `kind` in an object's ownerReferences."""
+    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
+    return next(
+        (str(r["name"]) for r in refs if r.get("controller") and r.get("kind") == kind), None
+    )

@@ -6,7 +6,7 @@ from typing import Any
 
 from trainjob import constants as c
 from trainjob.jsondoc import json_copy
-from trainjob.naming import job_name
+from trainjob.naming import controlled_by, job_name
 from trainjob.runtime import PodSet, RuntimeInfo
 
 Dict = dict[str, Any]
@@ -94,13 +94,33 @@ def build_service(info: RuntimeInfo, owner: Dict) -> Dict:
 
 def build_extra_object(obj: Dict, owner: Dict | None, trainjob: str) -> Dict:
     """An object the pods need, with our labels; owned by the TrainJob unless `owner` is
-    None (a claim the runtime keeps after the job)."""
+    None (a claim the runtime keeps after the job, marked with the TrainJob it was made for)."""
     out = json_copy(obj)
     meta = out.setdefault("metadata", {})
     meta["labels"] = {**(meta.get("labels") or {}), **trainjob_labels(trainjob)}
     if owner is not None:
         meta["ownerReferences"] = [owner]
+    else:
+        made_for = f"{meta.get('namespace')}/{trainjob}"
+        meta["annotations"] = {
+            **(meta.get("annotations") or {}),
+            c.CLAIM_MADE_FOR_ANNOTATION: made_for,
+        }
     return out
+
+
+def is_ours(obj: Dict, trainjob: Dict) -> bool:
+    """Whether an object found under a name we want was made by us for this TrainJob: it has
+    the TrainJob (this very UID) as controller owner, or it is a kept claim marked as made
+    for a TrainJob of this name (one that outlives its job is meant for the next)."""
+    meta = trainjob["metadata"]
+    if controlled_by(obj, str(meta.get("uid", ""))):
+        return True
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    made_for = annotations.get(c.CLAIM_MADE_FOR_ANNOTATION)
+    return obj.get("kind") == "PersistentVolumeClaim" and made_for == (
+        f"{meta['namespace']}/{meta['name']}"
+    )
 
 
 def job_needs_update(desired: Dict, actual: Dict) -> bool:

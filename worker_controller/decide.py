@@ -22,6 +22,15 @@ from worker_controller import builders, status
 Dict = dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Blocked:
+    """An object the TrainJob needs that could not be made: its name is taken by an object
+    this TrainJob did not make (NameTaken), or the API refuses it (RefusedByAPI)."""
+
+    reason: str
+    message: str
+
+
 @dataclass
 class Observed:
     """Everything the reconcile looks at, read by the caller (from caches or the API)."""
@@ -41,12 +50,17 @@ class Observed:
     pod_create_failures: dict[str, str] = field(default_factory=dict)
     status_coalesce: float = 0.0  # how long a status change nothing acts on is held (seconds)
     status_held_for: float | None = None  # since such a change was first held (None: none is)
+    # Why the last pass could not make an object the TrainJob needs (execute.Blocked), if so.
+    blocked: Blocked | None = None
 
 
 @dataclass
 class Plan:
-    apply: list[Dict] = field(default_factory=list)  # server-side apply, in order
-    ssh_secret: str | None = None  # create once (MPI) if missing
+    # Objects to make, in order: what the pods need, then Jobs. Each is only ever created:
+    # an object of that name this TrainJob did not make is never adopted or overwritten.
+    create: list[Dict] = field(default_factory=list)
+    apply: list[Dict] = field(default_factory=list)  # server-side apply to our own objects
+    ssh_secret: str | None = None  # create once (MPI) if missing, before any Job
     status: Dict | None = None  # the new status, only when it changed
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
@@ -180,13 +194,16 @@ def reconcile_trainjob(obs: Observed) -> Plan:
         st.count(info, obs)
         st.finish()
         return plan
+    _say_blocked(obs.blocked, st)
     if len(obs.jobs) < sum(ps.replicas for ps in info.pod_sets):
-        # Objects the pods need, written while Jobs are still to be created (not every pass).
+        # Objects the pods need, made while Jobs are still to be created (not every pass).
         for extra in info.policy.extra_objects:
-            plan.apply.append(builders.build_extra_object(extra, owner, tj.name))
+            plan.create.append(builders.build_extra_object(extra, owner, tj.name))
         for claim in info.policy.claims:
             owned = claim["metadata"]["name"] in info.policy.owned_claims
-            plan.apply.append(builders.build_extra_object(claim, owner if owned else None, tj.name))
+            plan.create.append(
+                builders.build_extra_object(claim, owner if owned else None, tj.name)
+            )
         plan.ssh_secret = info.policy.ssh_secret_name
     # 6. Suspended: suspend whatever runs, start nothing.
     if tj.spec.suspend:
@@ -253,9 +270,23 @@ def _apply_jobs(
             actual = jobs.get(desired["metadata"]["name"])
             if actual is None:
                 if create_missing and ready:
-                    plan.apply.append(desired)
+                    plan.create.append(desired)
             elif not status.job_finished(actual) and builders.job_needs_update(desired, actual):
                 plan.apply.append(desired)
+
+
+def _say_blocked(blocked: Blocked | None, st: _Status) -> None:
+    """ObjectsBlocked: True (with a Warning) while an object the TrainJob needs cannot be
+    made, naming it; False once the objects are made."""
+    if blocked is not None:
+        st.set(c.COND_OBJECTS_BLOCKED, True, blocked.reason, blocked.message, "Warning")
+    elif cond.is_true(st.conditions, c.COND_OBJECTS_BLOCKED):
+        st.set(
+            c.COND_OBJECTS_BLOCKED,
+            False,
+            c.REASON_OBJECTS_CREATED,
+            "the objects the TrainJob needs are made",
+        )
 
 
 def _pods_stuck(obs: Observed, st: _Status) -> None:
@@ -309,5 +340,5 @@ def _ensure_service(obs: Observed, info: RuntimeInfo, owner: Dict, st: _Status, 
     if cond.find(st.conditions, c.COND_SERVICE_CONFLICT):
         st.set(c.COND_SERVICE_CONFLICT, False, c.REASON_SERVICE_OK, "exactly one headless Service")
     if not obs.services:
-        plan.apply.append(builders.build_service(info, owner))
+        plan.create.append(builders.build_service(info, owner))
     return True

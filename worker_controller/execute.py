@@ -5,14 +5,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import orjson
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
+from trainjob import constants as c
 from trainjob.naming import owner_of
 from worker_controller import builders
-from worker_controller.decide import Plan
+from worker_controller.decide import Blocked, Plan
 
 Dict = dict[str, Any]
 
@@ -45,48 +47,98 @@ def _ssh_secret(name: str, namespace: str, owner: Dict, trainjob: str) -> Dict:
 log = logging.getLogger("worker_controller")
 
 
-def execute(cluster: Cluster, trainjob: Dict, plan: Plan) -> None:
+BLOCKED_RETRY_SECONDS = 10.0  # a blocked TrainJob tries again after this, and on any event
+
+
+def execute(cluster: Cluster, trainjob: Dict, plan: Plan) -> Blocked | None:
+    """Carry out `plan`; returns why an object the TrainJob needs could not be made (then
+    nothing after it is made in this pass: no Job mounts a claim that is not ours)."""
     meta = trainjob["metadata"]
     where = f"[{cluster.name}] {meta['namespace']}/{meta['name']}"
+    blocked = _make(cluster, trainjob, plan, where)
     for obj in plan.apply:
         try:
             cluster.apply(obj)
             log.debug("%s: applied %s %s", where, obj["kind"], obj["metadata"]["name"])
         except ApiException as exc:
-            if exc.status in (409, 422):
+            if exc.status in (400, 409, 422):
                 log.warning(
                     "%s: cannot apply %s %s: %s",
                     where,
                     obj["kind"],
                     obj["metadata"]["name"],
-                    exc.reason,
+                    api_message(exc),
+                )
+                blocked = blocked or Blocked(
+                    c.REASON_REFUSED_BY_API,
+                    f"the API refuses {obj['kind']} {obj['metadata']['name']}: {api_message(exc)}",
                 )
                 continue
             raise
-    if plan.ssh_secret:
-        try:
-            cluster.create(
-                _ssh_secret(
-                    plan.ssh_secret,
-                    meta["namespace"],
-                    owner_of(trainjob),
-                    meta["name"],
-                )
-            )
-        except ApiException as exc:
-            if exc.status != 409:  # 409: it exists already, keep its keys
-                raise
     if plan.status is not None:
         try:
             cluster.patch_status(trainjob, plan.status)
         except ApiException as exc:
             if exc.status == 409:  # a newer version exists; its watch event reconciles again
                 log.debug("%s: status conflict, will retry on the next event", where)
-                return
+                return blocked
             if exc.status == 404:
-                return
+                return blocked
             raise
     for event in plan.events:
         cluster.post_event(trainjob, event.type, event.reason, event.message)
         say = log.warning if event.type == "Warning" else log.info
         say("%s: %s: %s", where, event.reason, event.message)
+    return blocked
+
+
+def _make(cluster: Cluster, trainjob: Dict, plan: Plan, where: str) -> Blocked | None:
+    """Create what the plan makes, in order, stopping at the first object that cannot be."""
+    meta = trainjob["metadata"]
+    ssh = (
+        _ssh_secret(plan.ssh_secret, meta["namespace"], owner_of(trainjob), meta["name"])
+        if plan.ssh_secret
+        else None
+    )
+    jobs = [o for o in plan.create if o["kind"] == "Job"]
+    first = [o for o in plan.create if o["kind"] != "Job"]
+    for obj in [*first, *([ssh] if ssh else []), *jobs]:
+        blocked = _create(cluster, trainjob, obj)
+        if blocked is not None:
+            log.warning("%s: %s: %s", where, blocked.reason, blocked.message)
+            return blocked
+        log.debug("%s: made %s %s", where, obj["kind"], obj["metadata"]["name"])
+    return None
+
+
+def _create(cluster: Cluster, trainjob: Dict, obj: Dict) -> Blocked | None:
+    """Create `obj`. One of that name already there is fine when we made it for this TrainJob
+    (builders.is_ours); anyone else's is a collision, never adopted or written over."""
+    kind, name = obj["kind"], obj["metadata"]["name"]
+    try:
+        cluster.create(obj)
+        return None
+    except ApiException as exc:
+        if exc.status in (400, 422):
+            return Blocked(
+                c.REASON_REFUSED_BY_API, f"the API refuses {kind} {name}: {api_message(exc)}"
+            )
+        if exc.status != 409:
+            raise
+    found = cluster.get_or_none(obj["apiVersion"], kind, name, obj["metadata"]["namespace"])
+    if found is None or builders.is_ours({"kind": kind, **found}, trainjob):
+        return None  # ours (made by an earlier pass), or gone again: the next pass sees
+    return Blocked(
+        c.REASON_NAME_TAKEN,
+        f"{kind} {name!r} exists and was not made for this TrainJob; it is left as it is, "
+        "and the TrainJob waits until it is renamed or deleted",
+    )
+
+
+def api_message(exc: ApiException) -> str:
+    """The API server's own message of a refusal (its Status), else its reason."""
+    try:
+        message = orjson.loads(exc.body).get("message") if exc.body else None
+    except (orjson.JSONDecodeError, AttributeError):
+        message = None
+    return str(message or exc.reason)[:1000]

@@ -8,6 +8,7 @@ from kubecontrol import controller
 from kubecontrol.cluster import Cluster
 from kubecontrol.workqueue import WriteMemory
 from trainjob.caches import Caches
+from worker_controller.decide import Blocked
 from worker_controller.settings import WorkerSettings
 
 
@@ -22,6 +23,15 @@ class Memo(controller.ControllerMemo):
     memory: WriteMemory = field(default_factory=WriteMemory)
     # UIDs of TrainJobs told once why they are held without a queue (manageJobsWithoutQueueName).
     held_told: set[str] = field(default_factory=set)
+    # By TrainJob UID: why the last pass could not make an object it needs (decide.Blocked).
+    blocked: dict[str, Blocked] = field(default_factory=dict)
+
+    def forget_all_but(self, live: set[str]) -> None:
+        """Drop what is kept by UID for TrainJobs no longer in the cache (none grows for ever)."""
+        self.gone &= live
+        self.held_told &= live
+        for uid in set(self.blocked) - live:
+            self.blocked.pop(uid, None)
 
     @property
     def caches(self) -> Caches:

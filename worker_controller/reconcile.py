@@ -20,6 +20,7 @@ from trainjob.caches import Caches
 from trainjob.conditions import trainjob_finished
 from trainjob.jobframework_io import execute_queue_plan, observe_queueing
 from trainjob.models import parse_trainjob
+from trainjob.naming import controlled_by
 from trainjob.status_writes import held_key
 from worker_controller import execute, status
 from worker_controller.decide import Observed, reconcile_trainjob
@@ -59,7 +60,11 @@ def _gone(cluster: Cluster, trainjob: Dict) -> bool:
 def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> float | None:
     namespace, name = key
     runtime = caches.runtime_of(trainjob)
-    jobs = {j["metadata"]["name"]: j for j in caches.every("job_index", key)}
+    uid = str(trainjob["metadata"].get("uid", ""))
+    # Only the Jobs this very TrainJob controls: a label is no proof (anyone can write one).
+    jobs = {
+        j["metadata"]["name"]: j for j in caches.every("job_index", key) if controlled_by(j, uid)
+    }
     if jobframework.is_queued_body(trainjob):
         active = any(_has_active_pods(j) for j in jobs.values())
         observed = observe_queueing(
@@ -94,10 +99,21 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
         else {},
         status_coalesce=memo.settings.status_coalesce_seconds,
         status_held_for=memo.memory.held_for(held_key(*key)),
+        blocked=memo.blocked.get(uid),
     )
     plan = reconcile_trainjob(observed_tj)
-    execute.execute(memo.cluster, trainjob, plan)
+    blocked = execute.execute(memo.cluster, trainjob, plan)
     memo.memory.note_held(held_key(*key), plan.status_held)
+    if plan.create or plan.apply or plan.ssh_secret:  # what was tried says where it stands
+        if blocked is None:
+            memo.blocked.pop(uid, None)
+        else:
+            memo.blocked[uid] = blocked
+    if blocked is not None or (observed_tj.blocked is not None and uid not in memo.blocked):
+        # Try again (a condition to set or clear, or the object again) after a while.
+        return min(
+            plan.requeue_after or execute.BLOCKED_RETRY_SECONDS, execute.BLOCKED_RETRY_SECONDS
+        )
     return plan.requeue_after
 
 

@@ -16,7 +16,7 @@ from trainjob.caches import WATCHDOG_CACHES
 from trainjob.conditions import trainjob_finished
 from trainjob.crd import TRAINJOB_CRD, missing_status_fields, trainer_controller_problem
 from trainjob.models import prebuilt_workload_of
-from trainjob.naming import owning_trainjob
+from trainjob.naming import controller_name, owning_trainjob
 from trainjob.workload import workload_name
 from worker_controller import status
 from worker_controller.memo import Memo
@@ -34,7 +34,7 @@ def watches(memo: Memo) -> list[Watch]:
             memo.queue.add(_key(trainjob))
 
     def job_changed(_type: str, job: Dict) -> None:
-        memo.queue.add(_trainjob_label(job))
+        memo.queue.add(_controller(job))
 
     def workload_changed(_type: str, workload: Dict) -> None:
         owner = memo.caches.first("owner_index", _key(workload))
@@ -50,19 +50,21 @@ def watches(memo: Memo) -> list[Watch]:
             groups="owner_index",  # (namespace, its Workload's name) -> the TrainJob
         ),
         Watch("workload_index", c.WORKLOAD, workload_changed),
-        # Jobs and Services we made (the API server filters them by our label), by TrainJob.
+        # Jobs and Services we made (the API server filters them by our label), by TrainJob:
+        # Jobs by their controller owner (reconcile keeps those of its very UID), Services by
+        # the label (one that is not ours is a condition, never written).
         *(
             Watch(
                 index,
                 kind,
                 on_event,
                 label_selector=c.TRAINJOB_NAME_LABEL,
-                group_by=_trainjob_label,
+                group_by=group_by,
                 groups=groups,
             )
-            for index, kind, on_event, groups in (
-                ("jobs", c.JOB, job_changed, "job_index"),
-                ("services", c.SERVICE, None, "service_index"),
+            for index, kind, on_event, group_by, groups in (
+                ("jobs", c.JOB, job_changed, _controller, "job_index"),
+                ("services", c.SERVICE, None, _trainjob_label, "service_index"),
             )
         ),
         Watch("runtime_index", c.TRAINING_RUNTIME),
@@ -108,6 +110,12 @@ def _trainjob_label(obj: Dict) -> tuple[str, str]:
     """A Job's or Service's TrainJob, from our label on it."""
     meta = obj["metadata"]
     return meta["namespace"], (meta.get("labels") or {}).get(c.TRAINJOB_NAME_LABEL, "")
+
+
+def _controller(obj: Dict) -> tuple[str, str]:
+    """A Job's TrainJob: its controller owner of that kind ("" when it has none)."""
+    meta = obj["metadata"]
+    return meta["namespace"], controller_name(obj) or ""
 
 
 def _workload_key(trainjob: Dict) -> tuple[str, str]:
@@ -212,14 +220,18 @@ def _resync(memo: Memo, everything: bool = False) -> None:
     if not memo.synced.is_set():
         return
     caches = memo.caches
+    live = set()
     for key in caches.keys("trainjob_index"):
         body = caches.trainjob(*key)
+        if body is not None:
+            live.add(str(body["metadata"].get("uid", "")))
         if (
             body is not None
             and body["metadata"].get("uid") not in memo.gone
             and (everything or not _settled(body, caches.every("job_index", key)))
         ):
             memo.queue.resync(key)
+    memo.forget_all_but(live)
 
 
 def _settled(trainjob: Dict, jobs: Any) -> bool:

@@ -498,6 +498,45 @@ def test_a_same_named_trainjob_made_on_a_worker_by_a_user_is_never_ours_to_delet
     assert ORIGIN not in (kept["metadata"].get("labels") or {})
 
 
+def test_a_same_named_trainjob_on_the_winning_worker_sends_ours_elsewhere_and_says_why(
+    bed: Bed,
+) -> None:
+    """Before: the create answered 409 and counted as done, so the dispatch waited for ever
+    with quota held on both sides. Now the name is noted as taken there: the check goes to
+    Retry (the worker's quota is freed), that worker gets no copy while it is taken, and the
+    check's message and an Event say why; the user's TrainJob is left as it is."""
+    first, second = bed.config.workers[0].name, bed.config.workers[1].name
+    mk = MultiKueue(bed, cpu_by_worker={second: "0"})  # only the first has room
+    theirs = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "squat"},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}, "suspend": True},
+    }
+    made = mk.custom(first).create_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", theirs)
+    mk.submit("squat", run="60s")
+    taken = f"TrainJob {mk.ns}/squat exists there and is not a copy from this manager"
+
+    def check_message() -> str:
+        wl = mk.manager_workload("squat") or {}
+        return " ".join(
+            str(s.get("message", "")) for s in (wl.get("status") or {}).get("admissionChecks") or []
+        )
+
+    wait_for(
+        lambda: f"not sent to {first}: {taken}" in check_message(),
+        90,
+        what=f"the check's message to say the name is taken on {first}",
+    )
+    assert "RemoteNameTaken" in events_of(mk, "squat")
+    kept = mk.get("squat", first)
+    assert kept is not None and kept["metadata"]["uid"] == made["metadata"]["uid"]
+    assert kept["metadata"]["resourceVersion"] == made["metadata"]["resourceVersion"]
+    # Its quota there is not held: the copy on that worker goes (and none comes back while
+    # the name stays taken).
+    wait_for(lambda: mk.remote_workloads(first) == [], 30, what=f"no copy on {first}")
+
+
 def test_failed_remote_trainjob_fails_on_the_manager_with_the_reason(bed: Bed) -> None:
     mk = MultiKueue(bed)
     # Like torch-distributed, but a failed pod fails its Job at once (backoffLimit 0).

@@ -22,6 +22,7 @@ from dispatcher.dispatch import (
     remote_trainjob,
     remote_workload,
 )
+from dispatcher.execute import is_our_copy
 from dispatcher.intake import (
     not_dispatchable,
     reconcile_intake,
@@ -1034,3 +1035,37 @@ def test_copies_take_a_changed_priority_and_are_left_alone_when_they_have_it() -
     assert [(a.cluster, a.obj["spec"]) for a in patches] == [
         ("w2", {"priorityClassRef": high, "priority": 100})
     ]
+
+
+TAKEN = "TrainJob ns/tj exists there and is not a copy from this manager (it is left as it is)"
+
+
+def test_a_winner_whose_trainjob_name_is_taken_is_given_up_for_another_worker() -> None:
+    w1 = remote("w1", admitted_at="2026-11-22T11:00:02Z")
+    w1.taken = TAKEN
+    plan = decide(manager_workload("QuotaReserved", cluster="w1"), [w1, remote("w2")])
+    assert plan.check_state == ("Retry", f"w1: {TAKEN}; dispatching again")
+    assert [(e.type, e.reason) for e in plan.events] == [("Warning", "RemoteNameTaken")]
+    assert [a.obj["kind"] for a in plan.remote if a.verb == "create"] == []
+
+
+def test_a_worker_with_a_name_taken_gets_no_copy_and_the_message_says_why() -> None:
+    w1 = remote("w1", workload=False)
+    w1.taken = TAKEN
+    plan = decide(manager_workload("QuotaReserved"), [w1, remote("w2", workload=False)])
+    assert [(a.cluster, a.verb) for a in plan.remote] == [("w2", "create")]
+    assert plan.check_state == (
+        "Pending",
+        f"dispatched to w2; waiting for a cluster to admit it (not sent to w1: {TAKEN})",
+    )
+
+
+def test_a_copy_of_another_manager_object_or_origin_is_not_ours() -> None:
+    copy = remote_trainjob(make_trainjob("tj"), "wl", "multikueue")
+    assert is_our_copy(copy, copy)
+    foreign = {"metadata": {"name": "tj", "labels": {}}}
+    assert not is_our_copy(foreign, copy)
+    replaced = make_trainjob("tj")
+    replaced["metadata"]["uid"] = "uid-replaced"
+    assert not is_our_copy(remote_trainjob(replaced, "wl", "multikueue"), copy)
+    assert not is_our_copy(remote_trainjob(make_trainjob("tj"), "wl", "other-manager"), copy)

@@ -7,7 +7,7 @@ from typing import Any
 
 from tests.factories import initializer_runtime, make_runtime, make_trainjob
 from worker_controller import status
-from worker_controller.decide import Observed, Plan, reconcile_trainjob
+from worker_controller.decide import Blocked, Observed, Plan, reconcile_trainjob
 
 Dict = dict[str, Any]
 NOW = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.UTC)
@@ -23,6 +23,7 @@ def observe(
     pods: list[Dict] | None = None,
     held_for: float | None = None,
     coalesce: float = 0.0,
+    blocked: Blocked | None = None,
 ) -> Plan:
     return reconcile_trainjob(
         Observed(
@@ -35,6 +36,7 @@ def observe(
             pods=pods,
             status_coalesce=coalesce,
             status_held_for=held_for,
+            blocked=blocked,
         )
     )
 
@@ -45,7 +47,8 @@ def conditions(plan: Plan) -> dict[str, tuple[str, str]]:
 
 
 def kinds(plan: Plan) -> list[tuple[str, str]]:
-    return [(o["kind"], o["metadata"]["name"]) for o in plan.apply]
+    """What the plan writes: the objects it makes, then those it applies."""
+    return [(o["kind"], o["metadata"]["name"]) for o in [*plan.create, *plan.apply]]
 
 
 def job(
@@ -95,7 +98,7 @@ def test_missing_runtime_fails_with_its_name_and_recovers() -> None:
         "ClusterTrainingRuntime 'torch-distributed' not found"
         in plan.status["conditions"][0]["message"]
     )  # type: ignore[index]
-    assert plan.apply == []
+    assert kinds(plan) == []
 
     tj["status"] = plan.status
     plan = observe(tj, make_runtime())
@@ -123,7 +126,7 @@ def test_running_again_with_nothing_changed_writes_nothing() -> None:
         services=[OUR_SERVICE],
         named=OUR_SERVICE,
     )
-    assert third.apply == [] and third.status is None and third.events == []
+    assert kinds(third) == [] and third.status is None and third.events == []
 
 
 def test_suspend_and_resume() -> None:
@@ -227,7 +230,7 @@ def test_initializers_run_before_the_trainer() -> None:
 def test_two_services_with_our_label_stop_everything() -> None:
     other = {"metadata": {"name": "extra", "labels": {"trainjob.dev/trainjob-name": "tj"}}}
     plan = observe(make_trainjob(), make_runtime(), services=[OUR_SERVICE, other])
-    assert plan.apply == []
+    assert kinds(plan) == []
     assert conditions(plan) == {"ServiceConflict": ("True", "MultipleServices")}
     assert plan.events[0].type == "Warning"
 
@@ -235,7 +238,7 @@ def test_two_services_with_our_label_stop_everything() -> None:
 def test_foreign_service_with_our_name_is_not_touched() -> None:
     foreign = {"metadata": {"name": "tj", "labels": {"app": "mine"}}}
     plan = observe(make_trainjob(), make_runtime(), named=foreign)
-    assert plan.apply == []
+    assert kinds(plan) == []
     assert conditions(plan) == {"ServiceConflict": ("True", "ServiceNameTaken")}
 
 
@@ -247,7 +250,7 @@ def test_complete_when_all_pod_sets_complete() -> None:
         services=[OUR_SERVICE],
     )
     assert conditions(plan) == {"Complete": ("True", "Completed")}
-    assert plan.apply == []
+    assert kinds(plan) == []
 
 
 def test_a_pod_group_policy_is_named_as_not_supported_in_a_condition_and_one_warning() -> None:
@@ -272,12 +275,12 @@ def test_a_multikueue_copy_labels_its_jobs_and_pods_with_the_managers_origin() -
     tj = make_trainjob()
     tj["metadata"]["labels"] = {"kueue.x-k8s.io/multikueue-origin": "manager-a"}
     plan = observe(tj, make_runtime(), services=[OUR_SERVICE])
-    (job,) = [o for o in plan.apply if o["kind"] == "Job"]
+    (job,) = [o for o in plan.create if o["kind"] == "Job"]
     assert job["metadata"]["labels"]["kueue.x-k8s.io/multikueue-origin"] == "manager-a"
     pod_labels = job["spec"]["template"]["metadata"]["labels"]
     assert pod_labels["kueue.x-k8s.io/multikueue-origin"] == "manager-a"
     local = observe(make_trainjob(), make_runtime(), services=[OUR_SERVICE])
-    (job,) = [o for o in local.apply if o["kind"] == "Job"]
+    (job,) = [o for o in local.create if o["kind"] == "Job"]
     assert "kueue.x-k8s.io/multikueue-origin" not in job["spec"]["template"]["metadata"]["labels"]
 
 
@@ -558,3 +561,16 @@ def test_a_refused_pod_is_read_from_the_jobs_own_recent_failed_create_events() -
     before = failed_create("tj-node-0", "u1", "2026-11-22T11:58:00Z")
     other = failed_create("tj-node-0", "u0", "2026-11-22T11:59:30Z")
     assert status.create_failure(running, [before, other]) is None
+
+
+def test_a_name_taken_is_a_condition_naming_the_object_and_clears_once_made() -> None:
+    taken = Blocked("NameTaken", "PersistentVolumeClaim 'data-tj' exists and was not made for it")
+    tj = make_trainjob()
+    plan = observe(tj, make_runtime(), services=[OUR_SERVICE], blocked=taken)
+    assert conditions(plan) == {"ObjectsBlocked": ("True", "NameTaken")}
+    assert plan.events[0].type == "Warning" and "data-tj" in plan.events[0].message
+    # Still planned: the executor tries again, and stops at the object it cannot make.
+    assert kinds(plan) == [("Job", "tj-node-0")]
+    tj["status"] = plan.status
+    plan = observe(tj, make_runtime(), services=[OUR_SERVICE])
+    assert conditions(plan) == {"ObjectsBlocked": ("False", "ObjectsCreated")}
