@@ -140,3 +140,31 @@ def test_admission_judges_a_trainjob_without_a_name_yet() -> None:
     tj = make_trainjob(runtimeRef={"name": "torch-distributed"})
     tj["metadata"] = {"generateName": "job-"}
     assert runtime_refusal(tj, "ns", make_runtime()) is None
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda rj: rj["template"]["spec"].update({"template": []}), "spec.template must be"),
+        (lambda rj: rj["template"]["spec"].update({"parallelism": "2"}), "spec.parallelism"),
+        (
+            lambda rj: rj["template"]["spec"]["template"]["spec"].update({"containers": {}}),
+            "spec.template.spec.containers must be a list",
+        ),
+        (
+            lambda rj: rj["template"]["spec"]["template"]["spec"]["containers"][0].update(
+                {"env": [1]}
+            ),
+            "spec.template.spec.containers[0].env[0] must be an object",
+        ),
+    ],
+)
+def test_a_runtime_template_of_the_wrong_shape_is_a_problem_naming_the_field(
+    edit: Any, field: str
+) -> None:
+    """Shapes the fuzzer (test_fuzz_admission.py) found raising in the framework before."""
+    runtime = make_runtime()
+    edit(runtime["spec"]["template"]["spec"]["replicatedJobs"][0])
+    tj = make_trainjob(runtimeRef={"name": "torch-distributed"})
+    message = _problem(tj, runtime)
+    assert f"replicatedJob 'node' template.{field}" in message, message

@@ -19,6 +19,7 @@ from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimePolicy, RuntimeSpe
 from trainjob.runtime.limits import check_counts, check_names
 from trainjob.runtime.patches import apply_runtime_patch, merge_by_key
 from trainjob.runtime.policies import select_plugin
+from trainjob.runtime.shapes import check_job_template, check_template_spec
 from trainjob.runtime.topology import topology_request
 
 Dict = dict[str, Any]
@@ -120,12 +121,17 @@ def build_runtime_info(
 ) -> RuntimeInfo:
     """Everything needed to run `trainjob` on `runtime`; pure, raises RuntimeSpecError."""
     spec = runtime.spec
+    check_template_spec(raw_template_spec)
+    for rj in spec.template.spec.replicated_jobs:
+        check_job_template(rj.name, rj.template)
     jobset_meta = json_copy(spec.template.metadata)
     rjs: dict[str, Dict] = {
         rj.name: {"template": json_copy(rj.template)} for rj in spec.template.spec.replicated_jobs
     }
     for patch in trainjob.spec.runtime_patches:
         apply_runtime_patch(jobset_meta, rjs, patch)
+    for name, patched in rjs.items():  # the patches are typed, but an open part may not be
+        check_job_template(name, patched["template"])
 
     trainer = trainjob.spec.trainer
     num_nodes = (

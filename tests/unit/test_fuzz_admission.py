@@ -1,0 +1,207 @@
+"""A property-based fuzzer over the pure code a tenant's objects reach: TrainJobs and
+TrainingRuntimes generated from our own CRDs' schemas (`strategy`, below) go through the
+webhooks' rules (trainjob/admission.py), the runtime framework, the Kueue Workload build and
+the worker controller's decision. Whatever the input, each answers (a refusal, a problem, a
+plan) and raises nothing else.
+
+The schemas are the CRDs' openAPIV3Schema as the API server applies them before any webhook:
+unknown fields pruned, but the CEL rules (x-kubernetes-validations) left out, so the fuzzer
+also sends what only a CEL rule would refuse. FUZZ_EXAMPLES (default 700 per property) sets
+the depth: `FUZZ_EXAMPLES=5000 pytest tests/unit/test_fuzz_admission.py` for a long run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from trainjob import admission
+from trainjob.models import InvalidObject, parse_trainjob
+from trainjob.runtime import resolve_runtime_info
+from trainjob.workload import build_workload
+from worker_controller.decide import Observed, reconcile_trainjob
+
+Dict = dict[str, Any]
+CRDS = Path(__file__).resolve().parents[2] / "crds"
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "700"))
+NOW = dt.datetime(2026, 11, 26, 12, 0, tzinfo=dt.UTC)
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=os.environ.get("CI") == "true",  # CI runs the same inputs every time
+)
+
+# Words the code under test looks for, so that open objects (pod templates, runtime
+# specs) often hold what it reads, beside random keys and values.
+_WORDS = [
+    "spec", "template", "metadata", "labels", "annotations", "containers", "initContainers",
+    "name", "node", "launcher", "trainer", "image", "command", "env", "value", "resources",
+    "requests", "limits", "cpu", "memory", "nvidia.com/gpu", "volumeMounts", "volumes",
+    "mountPath", "parallelism", "completions", "replicas", "successPolicy", "operator",
+    "targetReplicatedJobs", "nodeSelector", "tolerations", "dataset-initializer",
+    "model-initializer", "trainer.kubeflow.org/trainjob-ancestor-step",
+    "kueue.x-k8s.io/podset-required-topology", "claims", "persistentVolumeClaim",
+    "volumeClaimPolicies", "templates", "retentionPolicy", "whenDeleted", "Delete",
+    "1e5000", "-1", "0", "500m", "4Gi", "auto", "", "x" * 70,
+]  # fmt: skip
+_SCALARS = st.one_of(
+    st.sampled_from(_WORDS),
+    st.text(max_size=12),
+    st.integers(min_value=-(2**63), max_value=2**63),
+    st.booleans(),
+    st.none(),
+    st.floats(allow_nan=True, allow_infinity=True),
+)
+_KEYS = st.one_of(st.sampled_from(_WORDS), st.text(max_size=8))
+_JSON = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_KEYS, inner, max_size=4)),
+    max_leaves=12,
+)
+
+
+def strategy(schema: Dict) -> st.SearchStrategy[Any]:
+    """Values an OpenAPI v3 structural schema admits, as the API server's schema checks them
+    before any webhook: types, enums, bounds, patterns and required fields; objects without
+    x-kubernetes-preserve-unknown-fields hold only their properties (the API server prunes
+    the rest); the CEL rules are left out. Lists and maps are kept short."""
+    if "anyOf" in schema:
+        return st.one_of([strategy(alt) for alt in schema["anyOf"]])
+    kind = schema.get("type")
+    if kind == "object":
+        return _object(schema)
+    if kind == "array":
+        items = strategy(schema.get("items") or {})
+        low = int(schema.get("minItems", 0))
+        return st.lists(
+            items, min_size=low, max_size=max(low, min(int(schema.get("maxItems", 3)), 3))
+        )
+    if "enum" in schema:
+        return st.sampled_from(schema["enum"])
+    if kind == "string":
+        low, high = int(schema.get("minLength", 0)), int(schema.get("maxLength", 80))
+        if "pattern" in schema:
+            text = st.from_regex(schema["pattern"], fullmatch=True)
+        else:
+            text = st.one_of(st.sampled_from(_WORDS), st.text(max_size=min(high, 40)))
+        return text.filter(lambda v: low <= len(v) <= high)
+    if kind == "integer":
+        return st.integers(
+            min_value=schema.get("minimum", -(2**31)), max_value=schema.get("maximum", 2**31)
+        )
+    if kind == "boolean":
+        return st.booleans()
+    if schema.get("x-kubernetes-int-or-string"):
+        return st.one_of(st.integers(), st.sampled_from(_WORDS))
+    return _JSON
+
+
+def _object(schema: Dict) -> st.SearchStrategy[Any]:
+    props = schema.get("properties") or {}
+    extra = schema.get("additionalProperties")
+    if not props:
+        if isinstance(extra, dict):
+            return st.dictionaries(_KEYS, strategy(extra), max_size=3)
+        return st.dictionaries(_KEYS, _JSON, max_size=4)
+    required = set(schema.get("required") or [])
+    fields = {k: strategy(v) for k, v in props.items() if k in required}
+    optional = {k: strategy(v) for k, v in props.items() if k not in required}
+    known = st.fixed_dictionaries(fields, optional=optional)
+    if not schema.get("x-kubernetes-preserve-unknown-fields"):
+        return known
+    return st.tuples(known, st.dictionaries(_KEYS, _JSON, max_size=2)).map(
+        lambda both: {**both[1], **both[0]}
+    )
+
+
+_METADATA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "pattern": r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"},
+        "labels": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 63}},
+        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+    "required": ["name"],
+}
+
+
+def _crd_strategy(file: str) -> st.SearchStrategy[Any]:
+    crd = yaml.safe_load((CRDS / file).read_text())
+    schema = dict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    props = {k: v for k, v in schema["properties"].items() if k in ("spec",)}
+    schema = {**schema, "properties": {**props, "metadata": _METADATA}}
+    schema["required"] = ["metadata", "spec"]
+    return strategy(schema)
+
+
+def _stored(body: Dict, kind: str) -> Dict:
+    """The object as the API server would hand it to a controller."""
+    meta = {**body["metadata"], "namespace": "ns", "uid": "uid-fuzz", "resourceVersion": "1"}
+    return {**body, "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": kind, "metadata": meta}
+
+
+TRAINJOBS = _crd_strategy("trainer.kubeflow.org_trainjobs.yaml").map(
+    lambda b: _stored(b, "TrainJob")
+)
+RUNTIMES = _crd_strategy("trainer.kubeflow.org_trainingruntimes.yaml").map(
+    lambda b: _stored(b, "TrainingRuntime")
+)
+
+
+def _named_by(trainjob: Dict, runtime: Dict) -> Dict:
+    """The runtime under the name and kind the TrainJob's runtimeRef gives."""
+    ref = trainjob["spec"]["runtimeRef"]
+    kind = ref.get("kind", "ClusterTrainingRuntime")
+    return {**runtime, "kind": kind, "metadata": {**runtime["metadata"], "name": ref["name"]}}
+
+
+@FUZZ
+@given(TRAINJOBS, st.one_of(st.none(), RUNTIMES), st.booleans())
+def test_the_webhooks_rules_answer_every_trainjob(
+    trainjob: Dict, runtime: Dict | None, multikueue: bool
+) -> None:
+    runtime = _named_by(trainjob, runtime) if runtime is not None else None
+    why = admission.runtime_refusal(trainjob, "ns", runtime)
+    assert why is None or (isinstance(why, str) and why)
+    changes = admission.mutate_on_create(trainjob, NOW, multikueue_queue=multikueue, queue="q")
+    admission.trainjob_patch(trainjob, changes, queue="q")
+
+
+@FUZZ
+@given(TRAINJOBS, RUNTIMES)
+def test_the_runtime_framework_and_the_workload_build_answer_every_pair(
+    trainjob: Dict, runtime: Dict
+) -> None:
+    try:
+        tj = parse_trainjob(trainjob)
+    except InvalidObject:
+        return  # a refusal naming the field (the API server's schema would refuse it too)
+    info, problem = resolve_runtime_info(tj, _named_by(trainjob, runtime))
+    assert (info is None) != (problem is None)
+    if info is not None:
+        build_workload(tj, info, "q")
+
+
+@FUZZ
+@given(TRAINJOBS, RUNTIMES)
+def test_the_worker_controllers_decision_answers_every_pair(trainjob: Dict, runtime: Dict) -> None:
+    trainjob = {**trainjob, "spec": {**trainjob["spec"], "managedBy": None}}
+    trainjob["spec"].pop("managedBy")
+    observed = Observed(
+        trainjob=trainjob,
+        runtime=_named_by(trainjob, runtime),
+        jobs={},
+        services=[],
+        service_named=None,
+        now=NOW,
+        pods=[],
+    )
+    plan = reconcile_trainjob(observed)
+    assert plan.status is not None or plan.events or plan.create or plan.apply

@@ -1,0 +1,106 @@
+"""The shapes of a runtime's open parts (its Job and pod templates, success and claim
+policies), checked before the framework reads them (pure).
+
+Our TrainingRuntime CRDs leave a replicatedJob's template open, as the API server sees it, so a
+runtime can hold `template: []` or `containers: {}`; each such field is a RuntimeSpecError
+naming it, never an exception in the controllers' passes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainjob.runtime.info import RuntimeSpecError
+
+Dict = dict[str, Any]
+
+# Each pod-spec list the framework reads, and what each of its entries must be.
+_POD_LISTS = ("containers", "initContainers", "volumes", "tolerations")
+_CONTAINER_LISTS = ("env", "envFrom", "volumeMounts", "ports")
+
+
+def _mapping(value: Any, where: str) -> Dict:
+    """`value` when it is a mapping or absent ({}), else the error naming `where`."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RuntimeSpecError(f"{where} must be an object, not {type(value).__name__}")
+    return value
+
+
+def _entries(value: Any, where: str) -> list[Dict]:
+    """`value` when it is a list of objects or absent ([]), else the error naming `where`."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise RuntimeSpecError(f"{where} must be a list, not {type(value).__name__}")
+    for i, entry in enumerate(value):
+        _mapping(entry, f"{where}[{i}]")
+    return value
+
+
+def check_job_template(name: str, template: Any) -> None:
+    """A replicatedJob's template: a Job template whose fields the framework reads have the
+    types the Job and pod APIs give them."""
+    where = f"replicatedJob {name!r} template"
+    template = _mapping(template, where)
+    for part in ("metadata",):
+        meta = _mapping(template.get(part), f"{where}.{part}")
+        for key in ("labels", "annotations"):
+            _strings(meta.get(key), f"{where}.{part}.{key}")
+    spec = _mapping(template.get("spec"), f"{where}.spec")
+    parallelism = spec.get("parallelism")
+    if parallelism is not None and (
+        isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 0
+    ):
+        raise RuntimeSpecError(f"{where}.spec.parallelism must be a whole number of pods")
+    pod = _mapping(spec.get("template"), f"{where}.spec.template")
+    pod_meta = _mapping(pod.get("metadata"), f"{where}.spec.template.metadata")
+    for key in ("labels", "annotations"):
+        _strings(pod_meta.get(key), f"{where}.spec.template.metadata.{key}")
+    pod_spec = _mapping(pod.get("spec"), f"{where}.spec.template.spec")
+    _strings(pod_spec.get("nodeSelector"), f"{where}.spec.template.spec.nodeSelector")
+    for field in _POD_LISTS:
+        entries = _entries(pod_spec.get(field), f"{where}.spec.template.spec.{field}")
+        if field not in ("containers", "initContainers"):
+            continue
+        for i, ctr in enumerate(entries):
+            at = f"{where}.spec.template.spec.{field}[{i}]"
+            if not isinstance(ctr.get("name"), str):
+                raise RuntimeSpecError(f"{at}.name must be a string")
+            for key in _CONTAINER_LISTS:
+                _entries(ctr.get(key), f"{at}.{key}")
+            resources = _mapping(ctr.get("resources"), f"{at}.resources")
+            for key in ("requests", "limits"):
+                _mapping(resources.get(key), f"{at}.resources.{key}")
+            _entries(resources.get("claims"), f"{at}.resources.claims")
+
+
+def check_template_spec(raw: Any) -> None:
+    """The runtime's JobSet template spec: its success and claim policies."""
+    spec = _mapping(raw, "spec.template.spec")
+    policy = _mapping(spec.get("successPolicy"), "spec.template.spec.successPolicy")
+    targets = policy.get("targetReplicatedJobs")
+    if targets is not None and not (
+        isinstance(targets, list) and all(isinstance(t, str) for t in targets)
+    ):
+        raise RuntimeSpecError(
+            "spec.template.spec.successPolicy.targetReplicatedJobs must be a list of names"
+        )
+    where = "spec.template.spec.volumeClaimPolicies"
+    for i, claim in enumerate(_entries(spec.get("volumeClaimPolicies"), where)):
+        _mapping(claim.get("retentionPolicy"), f"{where}[{i}].retentionPolicy")
+        for j, template in enumerate(_entries(claim.get("templates"), f"{where}[{i}].templates")):
+            at = f"{where}[{i}].templates[{j}]"
+            meta = _mapping(template.get("metadata"), f"{at}.metadata")
+            if meta.get("name") is not None and not isinstance(meta.get("name"), str):
+                raise RuntimeSpecError(f"{at}.metadata.name must be a string")
+            for key in ("labels", "annotations"):
+                _strings(meta.get(key), f"{at}.metadata.{key}")
+            _mapping(template.get("spec"), f"{at}.spec")
+
+
+def _strings(value: Any, where: str) -> None:
+    """A map of strings (labels, annotations, a node selector), or absent."""
+    for key, item in _mapping(value, where).items():
+        if not isinstance(item, str):
+            raise RuntimeSpecError(f"{where}[{key}] must be a string")
