@@ -58,9 +58,15 @@ def test_each_identity_can_do_what_its_code_needs_and_no_more(
         spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="x")]),
     )
     assert _status(lambda: as_dispatcher.create_namespaced_pod("default", pod)) == 403
-    # The worker controller creates MPI key Secrets but never reads Secrets back.
+    # The worker controller creates MPI key Secrets and reads one back only by its name (to
+    # see whose it is when the name is taken): it lists none, nor ConfigMaps, which it makes
+    # but never watches; it records Events and never patches one.
     as_worker_ctrl = client.CoreV1Api(_as(Path(worker_ctrl.env["KUBECONFIG"])))
     assert _status(lambda: as_worker_ctrl.list_namespaced_secret("default")) == 403
+    assert _status(lambda: as_worker_ctrl.read_namespaced_secret("none", "default")) == 404
+    assert _status(lambda: as_worker_ctrl.list_config_map_for_all_namespaces()) == 403
+    assert _status(lambda: as_worker_ctrl.patch_namespaced_event("none", "default", {})) == 403
+    assert _status(lambda: as_dispatcher.patch_namespaced_event("none", "default", {})) == 403
     # It counts its pods (status.podsStatus) and makes none: the Job controller does.
     ours = "trainjob.dev/trainjob-name"
     assert _status(lambda: as_worker_ctrl.list_pod_for_all_namespaces(label_selector=ours)) == 200
