@@ -20,6 +20,7 @@ from tests.kube_helpers import TrainJobs, api_error, torch_runtime
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("worker_controllers")]
 Dict = dict[str, Any]
+WORKER = "trainjob-worker-controller"  # the worker controller's field manager
 
 TENANT_RULES = [
     {
@@ -189,8 +190,11 @@ def test_a_job_with_our_label_and_name_is_not_the_trainjobs(tenant: TrainJobs) -
     blocked = _blocked(tenant, "lbl")
     assert "Job 'lbl-node-0' exists and was not made for this TrainJob" in blocked["message"]
     job = tenant.batch.read_namespaced_job("lbl-node-0", tenant.ns)
-    assert job.metadata.resource_version == before.metadata.resource_version
     assert not job.metadata.owner_references
+    assert job.metadata.labels == before.metadata.labels
+    assert job.spec.template.spec == before.spec.template.spec
+    # The Job controller writes its status; we wrote nothing of it.
+    assert WORKER not in {m.manager for m in job.metadata.managed_fields}
     # Its pod runs, and is not counted as the TrainJob's.
     wait_for(lambda: tenant.batch.read_namespaced_job("lbl-node-0", tenant.ns).status.active, 30)
     status = tenant.get("lbl").get("status") or {}
