@@ -2,8 +2,9 @@
 (TokenReview) and authorized for `get` on the non-resource URL /metrics
 (SubjectAccessReview), as controller-runtime's secure metrics server does for Kueue.
 
-Verdicts are kept for a minute per token (a scrape every 15-30 s costs two API requests a
-minute at most), and the cache is bounded.
+Verdicts are kept for a minute per token, refusals too (a scrape every 15-30 s costs two API
+requests a minute at most), and the cache is bounded. Reviews of tokens not in the cache are
+rate-limited (a token bucket): a caller sending new tokens gets 429, not one API request each.
 """
 
 from __future__ import annotations
@@ -25,17 +26,38 @@ PATH = "/metrics"
 
 @dataclass(frozen=True)
 class Verdict:
-    code: int  # 200 allowed, 401 not authenticated, 403 not authorized, 503 cannot tell
+    code: int  # 200 allowed, 401 not authenticated, 403 not authorized, 429 too many, 503
     reason: str
 
 
+TOO_MANY = Verdict(429, "too many tokens to review; try again later")
+
+
 class MetricsAuth:
-    def __init__(self, cluster: Cluster, ttl: float = 60.0, size: int = 1024) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        ttl: float = 60.0,
+        size: int = 1024,
+        reviews_per_second: float = 2.0,
+        burst: int = 10,
+    ) -> None:
         self._cluster = cluster
         self._ttl = ttl
         self._size = size
         self._lock = threading.Lock()
         self._seen: OrderedDict[str, tuple[float, Verdict]] = OrderedDict()
+        self._rate, self._burst = reviews_per_second, float(burst)
+        self._tokens, self._refilled = float(burst), time.monotonic()
+
+    def _may_review(self, now: float) -> bool:
+        """Take one review from the bucket (under the lock)."""
+        self._tokens = min(self._burst, self._tokens + (now - self._refilled) * self._rate)
+        self._refilled = now
+        if self._tokens < 1:
+            return False
+        self._tokens -= 1
+        return True
 
     def check(self, authorization: str | None) -> Verdict:
         """The verdict for an HTTP Authorization header."""
@@ -48,6 +70,8 @@ class MetricsAuth:
             cached = self._seen.get(key)
             if cached is not None and cached[0] > now:
                 return cached[1]
+            if not self._may_review(now):
+                return TOO_MANY
         verdict = self._review(token.strip())
         if verdict.code != 503:  # an API error is not remembered
             with self._lock:

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -74,7 +75,16 @@ def serve_metrics(
     return server
 
 
+# Each connection: this long to send its request (a slow or idle one is closed), and this
+# many served at once per port (more are closed at once): probes and scrapes are small and
+# few, and a flood of connections must not become a flood of threads.
+REQUEST_TIMEOUT = 10.0
+MAX_CONNECTIONS = 16
+
+
 class _Quiet(BaseHTTPRequestHandler):
+    timeout = REQUEST_TIMEOUT
+
     def _answer(self, code: int, body: bytes, ctype: str = "text/plain") -> None:
         self.send_response(code)
         self.send_header("Content-Type", ctype)
@@ -86,6 +96,30 @@ class _Quiet(BaseHTTPRequestHandler):
         pass
 
 
+class _BoundedServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer with at most MAX_CONNECTIONS connections served at once."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)  # all slots busy: closed, not queued
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
 def _serve(
     address: str,
     port: int,
@@ -95,7 +129,7 @@ def _serve(
     start: bool = True,
 ) -> ThreadingHTTPServer:
     try:
-        server = ThreadingHTTPServer((address, port), handler)
+        server = _BoundedServer((address, port), handler)
     except OSError as exc:
         raise OSError(
             f"cannot serve {name} on {address}:{port} (--bind-address, {flag}): {exc.strerror}"

@@ -35,7 +35,16 @@ Dict = dict[str, Any]
 # Answers on the server's loop, so it must not block: see `in_thread`.
 Handler = Callable[[Dict], Awaitable[Verdict]]
 log = logging.getLogger(__name__)
-MAX_REVIEW_BYTES = 8 * 1024 * 1024
+# An AdmissionReview of a CREATE holds one object, at most what etcd stores (1.5 MiB), and
+# its JSON framing.
+MAX_REVIEW_BYTES = 3 * 1024 * 1024
+# The API server keeps its connections to a webhook for a while; idle ones go after this.
+KEEPALIVE_SECONDS = 30.0
+# A review's body must arrive, and its verdict be made, within these; at most this many
+# reviews are judged at once (others wait for a slot, within the API server's own timeout).
+READ_SECONDS = 10.0
+JUDGE_SECONDS = 10.0
+MAX_IN_FLIGHT = 32
 
 
 def in_thread(fn: Callable[[Dict], Verdict]) -> Handler:
@@ -70,6 +79,7 @@ class WebhookServer:
         self._check = check_seconds
         self._digest = ""
         self._current: ssl.SSLContext | None = None
+        self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)  # reviews judged at once
         self.port = port  # once started, the one bound (port 0: the system's choice)
 
     def start(self, stop: threading.Event) -> None:
@@ -134,7 +144,7 @@ class WebhookServer:
         # aiohttp's default limit of a request body (1 MiB).
         app = web.Application(client_max_size=MAX_REVIEW_BYTES)
         app.router.add_post("/{path:.*}", self._answer)
-        runner = web.AppRunner(app, handle_signals=False)
+        runner = web.AppRunner(app, handle_signals=False, keepalive_timeout=KEEPALIVE_SECONDS)
         await runner.setup()
         await web.SockSite(runner, sock, ssl_context=context).start()  # listens
         try:
@@ -148,13 +158,21 @@ class WebhookServer:
         if handler is None:
             raise web.HTTPNotFound(text=f"no webhook at {request.path}\n")
         try:
-            review = orjson.loads(await request.read())
+            review = orjson.loads(await asyncio.wait_for(request.read(), READ_SECONDS))
         except orjson.JSONDecodeError as exc:
             raise web.HTTPBadRequest(text=f"not an AdmissionReview: {exc}\n") from None
+        except TimeoutError:
+            raise web.HTTPRequestTimeout(text="the AdmissionReview came too slowly\n") from None
         admission = review.get("request") if isinstance(review, dict) else None
         if not isinstance(admission, dict) or not admission.get("uid"):
             raise web.HTTPBadRequest(text="not an AdmissionReview: it has no request.uid\n")
-        verdict = await self._verdict(request.path, handler, admission)
+        async with self._slots:
+            try:
+                verdict = await asyncio.wait_for(
+                    self._verdict(request.path, handler, admission), JUDGE_SECONDS
+                )
+            except TimeoutError:
+                verdict = refuse(f"no verdict within {JUDGE_SECONDS:.0f}s; try again", code=503)
         return web.Response(
             body=orjson.dumps(review_response(review, verdict)), content_type="application/json"
         )

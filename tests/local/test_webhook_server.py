@@ -3,6 +3,7 @@ refuses, and a renewed certificate taken without a restart."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime as dt
 import http.client
@@ -248,3 +249,56 @@ def test_a_certificate_that_does_not_load_is_an_error_naming_the_file(tmp_path: 
     )
     with pytest.raises(ssl.SSLError, match=r"cannot load .*tls\.crt"):
         server.start(threading.Event())
+
+
+def _idle_tls(served: Served) -> ssl.SSLSocket:
+    """A TLS connection to the server that sends nothing after the handshake."""
+    context = ssl.create_default_context(cadata=served.ca.decode())
+    raw = socket.create_connection(("127.0.0.1", served.server.port), timeout=30)
+    return context.wrap_socket(raw, server_hostname="127.0.0.1")
+
+
+def test_an_idle_connection_is_closed_after_the_keepalive(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """aiohttp's own default kept an idle connection for 3630 s."""
+    monkeypatch.setattr("kubecontrol.webhook_server.KEEPALIVE_SECONDS", 1.0)
+    served = serve({"/mutate": suspend})
+    conn = _idle_tls(served)
+    conn.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+    assert conn.recv(4096).startswith(b"HTTP/1.1 400")  # answered, connection kept
+    started = time.monotonic()
+    while conn.recv(4096):  # then nothing: the server closes it once idle for 1 s
+        pass
+    assert time.monotonic() - started < 5
+
+
+def test_a_body_that_comes_too_slowly_is_refused_and_a_big_one_unread(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("kubecontrol.webhook_server.READ_SECONDS", 1.0)
+    served = serve({"/mutate": suspend})
+    conn = _idle_tls(served)
+    conn.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+    started = time.monotonic()
+    assert conn.recv(4096).startswith(b"HTTP/1.1 408")
+    assert time.monotonic() - started < 5
+    status, _ = served.post("/mutate", b" " * (3 * 1024 * 1024 + 1))
+    assert status == 413
+
+
+def test_a_handler_that_takes_too_long_is_a_refusal_saying_so(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("kubecontrol.webhook_server.JUDGE_SECONDS", 0.5)
+
+    async def slow(admission: Dict) -> Verdict:
+        await asyncio.sleep(5)
+        return Verdict()
+
+    answer = serve({"/slow": slow}).ask("/slow", review())
+    assert answer["response"]["allowed"] is False
+    assert answer["response"]["status"] == {
+        "code": 503,
+        "message": "no verdict within 0s; try again",
+    } or ("no verdict within" in answer["response"]["status"]["message"])
