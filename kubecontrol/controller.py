@@ -12,6 +12,7 @@ SIGTERM or SIGINT, then stops its loops and hands its Lease back.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import os
 import signal
@@ -120,6 +121,9 @@ class ControllerMemo:
     # Why this replica must not reconcile now, whether it leads or not (None: nothing holds
     # it); /readyz says it. Set and cleared through `hold_work`.
     held: str | None = None
+    # Each watch's last list or watch failure, while it lasts (by `Watch.index`): why the
+    # caches are not synced, said by /readyz and the start-up log.
+    watch_errors: dict[str, str] = field(default_factory=dict)
 
     @property
     def caches(self) -> Caches:
@@ -158,7 +162,25 @@ class ControllerMemo:
         to take over), or what holds the work."""
         if self.held is not None:
             return self.held
-        return None if self.synced.is_set() else "caches not synced yet"
+        if self.synced.is_set():
+            return None
+        return "caches not synced yet" + self.unsynced_errors()
+
+    def unsynced_errors(self) -> str:
+        """What the watches that have not listed yet last failed with, if anything."""
+        failing = [
+            f"{index}: {_hint(error)}"
+            for index, error in sorted(self.watch_errors.items())
+            if index in self.informers and not self.informers[index].synced.is_set()
+        ]
+        return f" ({'; '.join(failing)})" if failing else ""
+
+
+def _hint(error: str) -> str:
+    """A list that answers 404 is a kind the API server does not serve."""
+    if "(404)" in error:
+        return f"{error[:120]} (is its CustomResourceDefinition installed?)"
+    return error[:200]
 
 
 def elect(memo: ControllerMemo, cluster: Cluster, on_started: Callable[[], None]) -> None:
@@ -340,12 +362,20 @@ def start_watches(memo: ControllerMemo, cluster: Cluster, watches: list[Watch]) 
             name=f"{memo.settings.cluster_name}-{watch.index}",
             transform=watch.transform,
             group_by=watch.group_by,
+            on_state=functools.partial(_note_state, memo, watch.index),
         )
         memo.informers[watch.index] = informer
         memo.indexes[watch.index] = informer.view
         if watch.groups:
             memo.indexes[watch.groups] = informer.groups
         informer.start()
+
+
+def _note_state(memo: ControllerMemo, index: str, ok: bool, error: str) -> None:
+    if ok:
+        memo.watch_errors.pop(index, None)
+    else:
+        memo.watch_errors[index] = error
 
 
 def _after_sync(
@@ -369,7 +399,12 @@ def _wait_synced(memo: ControllerMemo) -> bool:
             waited += 1.0
             if waited % 30 == 0:
                 pending = [n for n, i in memo.informers.items() if not i.synced.is_set()]
-                log.warning("still listing after %.0fs: %s", waited, ", ".join(pending))
+                log.warning(
+                    "still listing after %.0fs: %s%s",
+                    waited,
+                    ", ".join(pending),
+                    memo.unsynced_errors(),
+                )
     return True
 
 

@@ -17,8 +17,10 @@ from kubernetes import client as k8s
 from clusters.bed import Bed
 from kubecontrol.client import ApiClient, ApiException, TransportError, load_credentials
 from kubecontrol.cluster import Cluster
+from kubecontrol.controller import ControllerMemo, Watch, start_watches
 from kubecontrol.informer import Informer, key_of
 from kubecontrol.kinds import Kind
+from kubecontrol.settings import ControllerSettings
 from kubecontrol.watchdog import WatchDog
 from tests.helpers import wait_for
 
@@ -311,3 +313,27 @@ def test_a_frozen_watch_is_found_by_the_watchdog_and_listed_again_in_the_same_pr
         assert len(faulty.watched_from) == 2  # the frozen watch ended, a new one began
     finally:
         informer.stop()
+
+
+def test_a_watch_of_a_kind_the_server_does_not_serve_says_why_readiness_fails(
+    bed: Bed, manager: str
+) -> None:
+    """A controller whose CRD is missing never syncs: /readyz fails, naming the watch and
+    the missing CRD, instead of a bare "not synced"."""
+    kube_ = Cluster.from_kubeconfig(manager, bed.kubeconfig(manager), "tests")
+    memo = ControllerMemo(settings=ControllerSettings())
+    start_watches(
+        memo,
+        kube_,
+        [Watch("widgets", Kind("nowhere.example.com", "v1", "widgets", "Widget", True))],
+    )
+    try:
+        reason = wait_for(
+            lambda: "widgets" in (memo.not_ready() or "") and memo.not_ready(),
+            30,
+            what="readiness to name the failing watch",
+        )
+        assert reason.startswith("caches not synced yet (widgets: ApiException: (404)")
+        assert reason.endswith("(is its CustomResourceDefinition installed?))")
+    finally:
+        memo.shut_down()
