@@ -38,11 +38,18 @@ class _NoAliasLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
+def _syntax_only(quoted: re.Match[str]) -> str:
+    text = quoted.group(0)
+    return text if re.fullmatch(r"'(<[a-z ]+>|[^\w\s']{1,2})'", text) else "..."
+
+
 def _at(exc: yaml.YAMLError) -> str:
     """Where a YAML error is, and what, without quoting the text (it may hold a token)."""
     mark = getattr(exc, "problem_mark", None)
     problem = str(getattr(exc, "problem", "") or "")
-    what = re.sub(r"'[^']*'|\"[^\"]*\"", "...", problem)[:80]
+    # PyYAML quotes what it found: a token kind ('<scalar>') or a character of syntax is
+    # kept, any other quoted text (it may be part of a token) is not.
+    what = re.sub(r"'[^']*'|\"[^\"]*\"", _syntax_only, problem)[:80]
     if mark is None:
         return f" ({what})" if what else ""
     return f" (line {mark.line + 1}, column {mark.column + 1}: {what})"

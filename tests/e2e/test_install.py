@@ -234,8 +234,9 @@ def test_worker_secrets_are_renewed_before_expiry_by_the_renewal_identity(
         core.delete_namespaced_secret(broken, namespace)
     assert renewed.returncode == 1, renewed.stdout
     assert (
-        f"error: {namespace}/{broken}: its key 'kubeconfig' is not a kubeconfig" in renewed.stderr
-    )
+        f"error: {namespace}/{broken}: BadKubeConfig: Secret {broken!r} key 'kubeconfig' is not "
+        "valid YAML (line 1" in renewed.stderr
+    ), renewed.stderr
     for name in secrets:
         assert f"{namespace}/{name}: renewed" in renewed.stdout
         token, ends = _token_ends(core, name, namespace)

@@ -529,9 +529,12 @@ def test_a_same_named_trainjob_on_the_winning_worker_sends_ours_elsewhere_and_sa
         what=f"the check's message to say the name is taken on {first}",
     )
     assert "RemoteNameTaken" in events_of(mk, "squat")
+    # The user's TrainJob is theirs still: the same object, its spec as they wrote it, no
+    # origin of ours (the worker controller writes only its status, as for any local job).
     kept = mk.get("squat", first)
     assert kept is not None and kept["metadata"]["uid"] == made["metadata"]["uid"]
-    assert kept["metadata"]["resourceVersion"] == made["metadata"]["resourceVersion"]
+    assert kept["spec"] == made["spec"]
+    assert ORIGIN not in (kept["metadata"].get("labels") or {})
     # Its quota there is not held: the copy on that worker goes (and none comes back while
     # the name stays taken).
     wait_for(lambda: mk.remote_workloads(first) == [], 30, what=f"no copy on {first}")

@@ -242,3 +242,25 @@ def test_the_crds_come_with_the_chart_and_helm_labels_say_who_manages() -> None:
     assert dep["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
     for doc in chart.for_kubectl(docs):
         assert "app.kubernetes.io/managed-by" not in (doc["metadata"].get("labels") or {})
+
+
+def test_a_network_policy_lets_in_only_the_controllers_ports() -> None:
+    for role in ("manager", "worker"):
+        (policy,) = [d for d in chart.template({"role": role}) if d["kind"] == "NetworkPolicy"]
+        spec = policy["spec"]
+        assert spec["policyTypes"] == ["Ingress"]
+        assert spec["podSelector"]["matchLabels"]["app.kubernetes.io/name"].startswith("trainjob-")
+        open_to_all, metrics = spec["ingress"]
+        assert open_to_all == {
+            "ports": [{"port": "webhook", "protocol": "TCP"}, {"port": "http", "protocol": "TCP"}]
+        }
+        assert metrics == {
+            "ports": [{"port": "metrics", "protocol": "TCP"}],
+            "from": [{"namespaceSelector": {}}],
+        }
+    monitoring = [{"namespaceSelector": {"matchLabels": {"team": "monitoring"}}}]
+    docs = chart.template({"role": "manager", "networkPolicy": {"metricsFrom": monitoring}})
+    (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    assert policy["spec"]["ingress"][1]["from"] == monitoring
+    off = chart.template({"role": "manager", "networkPolicy": {"enabled": False}})
+    assert not [d for d in off if d["kind"] == "NetworkPolicy"]
