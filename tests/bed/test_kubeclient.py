@@ -336,4 +336,5 @@ def test_a_watch_of_a_kind_the_server_does_not_serve_says_why_readiness_fails(
         assert reason.startswith("caches not synced yet (widgets: ApiException: (404)")
         assert reason.endswith("(is its CustomResourceDefinition installed?))")
     finally:
-        memo.shut_down()
+        for informer in memo.informers.values():
+            informer.stop()
