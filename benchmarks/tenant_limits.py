@@ -4,8 +4,9 @@ Two figures, each printed with what it measured:
 - memory: the peak Python allocation (tracemalloc) and the time of one runtime resolution of
   an MPI TrainJob with `--nodes` nodes (the pass the dispatcher runs before admission);
 - idle connections: `--connections` TCP connections opened to the webhook server and to the
-  probe server (each in this process, on 127.0.0.1) that send nothing, and how many each
-  server still holds open after `--wait` seconds (a closed one reads as end-of-file).
+  probe server (each in this process, on 127.0.0.1) that send nothing, and as many TLS
+  connections to the webhook server that send no request, and how many each server still
+  holds open after `--wait` seconds (a closed one reads as end-of-file).
 
     .venv/bin/python benchmarks/tenant_limits.py --nodes 1000000 --connections 20 --wait 40
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import socket
+import ssl
 import sys
 import tempfile
 import threading
@@ -96,6 +98,14 @@ def idle_connections(count: int, wait: float) -> dict[str, int]:
             name: [socket.create_connection(("127.0.0.1", port)) for _ in range(count)]
             for name, port in ports.items()
         }
+        # And to the webhook port over TLS: the handshake done, no request sent.
+        tls = ssl.create_default_context(cadata=material.ca_crt.decode())
+        opened["webhook (TLS, no request)"] = [
+            tls.wrap_socket(
+                socket.create_connection(("127.0.0.1", webhook.port)), server_hostname="127.0.0.1"
+            )
+            for _ in range(count)
+        ]
         time.sleep(wait)
         for name, socks in opened.items():
             held[name] = _still_open(socks)

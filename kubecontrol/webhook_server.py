@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 MAX_REVIEW_BYTES = 3 * 1024 * 1024
 # The API server keeps its connections to a webhook for a while; idle ones go after this.
 KEEPALIVE_SECONDS = 30.0
+HANDSHAKE_SECONDS = 10.0  # a TLS handshake, from the connection's start
 # A review's body must arrive, and its verdict be made, within these; at most this many
 # reviews are judged at once (others wait for a slot, within the API server's own timeout).
 READ_SECONDS = 10.0
@@ -146,11 +147,17 @@ class WebhookServer:
         app.router.add_post("/{path:.*}", self._answer)
         runner = web.AppRunner(app, handle_signals=False, keepalive_timeout=KEEPALIVE_SECONDS)
         await runner.setup()
-        await web.SockSite(runner, sock, ssl_context=context).start()  # listens
+        assert runner.server is not None
+        # Served here rather than by aiohttp's SockSite, which leaves a TLS handshake
+        # asyncio's 60 s: a connection that never sends a ClientHello is dropped sooner.
+        server = await asyncio.get_running_loop().create_server(
+            runner.server, sock=sock, ssl=context, ssl_handshake_timeout=HANDSHAKE_SECONDS
+        )  # listens
         try:
             while not await asyncio.to_thread(stop.wait, self._check):
                 self._reload()
         finally:
+            server.close()
             await runner.cleanup()
 
     async def _answer(self, request: web.Request) -> web.Response:
