@@ -60,7 +60,7 @@ def _still_open(socks: list[socket.socket]) -> int:
         sock.setblocking(False)
         try:
             open_ += sock.recv(1) != b""
-        except BlockingIOError:
+        except (BlockingIOError, ssl.SSLWantReadError):
             open_ += 1  # nothing to read: still open
         except OSError:
             pass
