@@ -129,3 +129,20 @@ def mpi_runtime(**mpi: Any) -> Dict:
             replicated_job("node", "trainer", [container(image="mpi:1")]),
         ],
     )
+
+
+def runtime_patch(manager: str, replicated_job: str, pod_template: Dict) -> Dict:
+    """A runtimePatches entry of `manager` setting `pod_template` (metadata and/or spec) on
+    the pods of one replicatedJob."""
+    return {
+        "manager": manager,
+        "trainingRuntimeSpec": {
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {"name": replicated_job, "template": {"spec": {"template": pod_template}}}
+                    ]
+                }
+            }
+        },
+    }

@@ -472,18 +472,26 @@ def test_delete_on_the_manager_removes_the_remote_objects(bed: Bed) -> None:
 ORIGIN = "kueue.x-k8s.io/multikueue-origin"
 
 
+def _users_own_trainjob(mk: MultiKueue, worker: str, name: str) -> Dict:
+    """A suspended TrainJob a user made on `worker` itself (no copy of ours)."""
+    theirs = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}, "suspend": True},
+    }
+    made: Dict = mk.custom(worker).create_namespaced_custom_object(
+        *TRAINER, mk.ns, "trainjobs", theirs
+    )
+    return made
+
+
 def test_a_same_named_trainjob_made_on_a_worker_by_a_user_is_never_ours_to_delete(
     bed: Bed,
 ) -> None:
     first, second = bed.config.workers[0].name, bed.config.workers[1].name
     mk = MultiKueue(bed, cpu_by_worker={second: "0"})  # ours can only run on the first
-    theirs = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "twin"},
-        "spec": {"runtimeRef": {"name": "torch-distributed"}, "suspend": True},
-    }
-    made = mk.custom(second).create_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", theirs)
+    made = _users_own_trainjob(mk, second, "twin")
     mk.submit("twin", run="600s")
     wait_for(lambda: mk.pods(first, "twin"), 60, what=f"our twin running on {first}")
     mk.custom().delete_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", "twin")
@@ -507,13 +515,7 @@ def test_a_same_named_trainjob_on_the_winning_worker_sends_ours_elsewhere_and_sa
     check's message and an Event say why; the user's TrainJob is left as it is."""
     first, second = bed.config.workers[0].name, bed.config.workers[1].name
     mk = MultiKueue(bed, cpu_by_worker={second: "0"})  # only the first has room
-    theirs = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "squat"},
-        "spec": {"runtimeRef": {"name": "torch-distributed"}, "suspend": True},
-    }
-    made = mk.custom(first).create_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", theirs)
+    made = _users_own_trainjob(mk, first, "squat")
     mk.submit("squat", run="60s")
     taken = f"TrainJob {mk.ns}/squat exists there and is not a copy from this manager"
 

@@ -21,6 +21,7 @@ from tests.factories import (
     make_trainjob,
     mpi_runtime,
     replicated_job,
+    runtime_patch,
 )
 from trainjob.lru import LRU
 from trainjob.models import parse_runtime, parse_trainjob
@@ -236,23 +237,7 @@ def test_initializers_get_storage_uri_env_and_secret_and_keep_depends_on() -> No
 
 
 def _patch(manager: str, pod_spec: Dict, meta: Dict | None = None) -> Dict:
-    return {
-        "manager": manager,
-        "trainingRuntimeSpec": {
-            "template": {
-                "spec": {
-                    "replicatedJobs": [
-                        {
-                            "name": "node",
-                            "template": {
-                                "spec": {"template": {"metadata": meta or {}, "spec": pod_spec}}
-                            },
-                        }
-                    ]
-                }
-            }
-        },
-    }
+    return runtime_patch(manager, "node", {"metadata": meta or {}, "spec": pod_spec})
 
 
 def test_runtime_patches_merge_in_manager_order() -> None:

@@ -14,7 +14,7 @@ from kubernetes import client
 
 from clusters.bed import Bed
 from clusters.kube import api_client, service_account_token, write_token_kubeconfig
-from tests.factories import make_trainjob, mpi_runtime
+from tests.factories import make_trainjob, mpi_runtime, runtime_patch
 from tests.helpers import wait_for
 from tests.kube_helpers import TrainJobs, api_error, torch_runtime
 
@@ -245,23 +245,9 @@ def test_runtime_patches_cannot_change_while_the_trainjob_runs(tenant: TrainJobs
     tenant.create_runtime(torch_runtime("torch", run="30s"))
     tenant.create(make_trainjob("patched", runtimeRef={"name": "torch", "kind": "TrainingRuntime"}))
     wait_for(lambda: tenant.pods("patched", "Running"), 30, what="a running pod")
-    patch = {
-        "manager": "tenant.example.com/sneak",
-        "trainingRuntimeSpec": {
-            "template": {
-                "spec": {
-                    "replicatedJobs": [
-                        {
-                            "name": "node",
-                            "template": {
-                                "spec": {"template": {"spec": {"nodeSelector": {"gpu": "big"}}}}
-                            },
-                        }
-                    ]
-                }
-            }
-        },
-    }
+    patch = runtime_patch(
+        "tenant.example.com/sneak", "node", {"spec": {"nodeSelector": {"gpu": "big"}}}
+    )
     with pytest.raises(client.ApiException) as refused:
         tenant.patch("patched", {"spec": {"runtimePatches": [patch]}})
     assert "spec.runtimePatches can change only while the TrainJob is suspended" in api_error(
