@@ -23,7 +23,7 @@ from trainjob.models import parse_trainjob
 from trainjob.naming import controlled_by
 from trainjob.status_writes import held_key
 from worker_controller import execute, status
-from worker_controller.decide import Observed, reconcile_trainjob
+from worker_controller.decide import Blocked, Observed, Plan, reconcile_trainjob
 from worker_controller.memo import Memo
 
 Dict = dict[str, Any]
@@ -104,13 +104,21 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
     plan = reconcile_trainjob(observed_tj)
     blocked = execute.execute(memo.cluster, trainjob, plan)
     memo.memory.note_held(held_key(*key), plan.status_held)
-    if plan.create or plan.apply or plan.ssh_secret:  # what was tried says where it stands
+    return _note_blocked(memo, uid, plan, blocked, was=observed_tj.blocked)
+
+
+def _note_blocked(
+    memo: Memo, uid: str, plan: Plan, blocked: Blocked | None, was: Blocked | None
+) -> float | None:
+    """Keep why the pass could not make an object the TrainJob needs (a pass that tried to
+    make or change something says where it stands), for the next pass's condition; and when
+    in the next pass to be: soon while blocked, or when the condition is to be cleared."""
+    if plan.create or plan.apply or plan.ssh_secret:
         if blocked is None:
             memo.blocked.pop(uid, None)
         else:
             memo.blocked[uid] = blocked
-    if blocked is not None or (observed_tj.blocked is not None and uid not in memo.blocked):
-        # Try again (a condition to set or clear, or the object again) after a while.
+    if blocked is not None or (was is not None and uid not in memo.blocked):
         return min(
             plan.requeue_after or execute.BLOCKED_RETRY_SECONDS, execute.BLOCKED_RETRY_SECONDS
         )
