@@ -85,6 +85,23 @@ def _copy_seen(kind: Kind, obj: Dict) -> Dict:
     return seen
 
 
+def _event_seen(event: Dict) -> Dict:
+    """What the cache keeps of a worker Event: what mirror.py reads, its message cut short
+    (every pod warning of every worker is held while it lasts)."""
+    meta = event.get("metadata") or {}
+    involved = event.get("involvedObject") or {}
+    return {
+        "metadata": {
+            k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta
+        },
+        "involvedObject": {k: involved[k] for k in ("kind", "name") if k in involved},
+        "type": event.get("type"),
+        "reason": event.get("reason"),
+        "message": str(event.get("message") or "")[:1024],
+        "count": event.get("count"),
+    }
+
+
 class RemoteCluster:
     def __init__(
         self,
@@ -163,6 +180,7 @@ class RemoteCluster:
                 field_selector=selector,
                 name=f"{name}-Event-{what}",
                 list_timeout=10,
+                transform=_event_seen,
             )
             for what, selector in (
                 ("TrainJob", f"involvedObject.kind=TrainJob{warning}"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dispatcher.mirror import Mirrored, mirror
+from dispatcher.remote import _event_seen
 from trainjob.naming import owning_trainjob
 
 Dict = dict[str, Any]
@@ -57,3 +58,30 @@ def test_events_of_objects_not_ours_are_left_alone() -> None:
     assert mirror(event("TrainJob", "theirs"), "w1", ["train"], True) is None
     assert mirror(event("Pod", "unrelated-pod"), "w1", ["train"], True) is None
     assert mirror(event("Job", "train-node-0"), "w1", ["train"], True) is None
+
+
+def test_the_cache_keeps_of_a_worker_event_what_mirroring_reads_and_a_short_message() -> None:
+    whole = {
+        **event("Pod", "train-node-0-0-x7k2p"),
+        "message": "x" * 100_000,
+        "source": {"component": "kubelet", "host": "node-1"},
+        "metadata": {
+            "name": "e.abc",
+            "namespace": "ns",
+            "uid": "u-1",
+            "resourceVersion": "9",
+            "managedFields": [{"manager": "kubelet"}] * 10,
+        },
+    }
+    kept = _event_seen(whole)
+    assert set(kept) == {"metadata", "involvedObject", "type", "reason", "message", "count"}
+    assert kept["metadata"] == {
+        "name": "e.abc",
+        "namespace": "ns",
+        "uid": "u-1",
+        "resourceVersion": "9",
+    }
+    assert len(kept["message"]) == 1024
+    assert mirror(kept, "w1", ["train"], True) == mirror(
+        {**whole, "message": "x" * 1024}, "w1", ["train"], True
+    )
