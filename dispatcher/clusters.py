@@ -116,11 +116,15 @@ class Registry:
     def note_taken(self, cluster: str, namespace: str, name: str, why: str | None) -> None:
         """Remember (or, with None, forget) that a copy's name is taken on a worker by an
         object that is not ours; remembered for TAKEN_SECONDS, then tried again."""
+        now = time.monotonic()
         with self._lock:
             if why is None:
                 self._taken.pop((cluster, namespace, name), None)
-            else:
-                self._taken[(cluster, namespace, name)] = (why, time.monotonic())
+                return
+            # Names no pass asked about again (their TrainJob gone) go once they expire.
+            for key in [k for k, (_, noted) in self._taken.items() if now - noted >= TAKEN_SECONDS]:
+                del self._taken[key]
+            self._taken[(cluster, namespace, name)] = (why, now)
 
     def taken(self, cluster: str, namespace: str, *names: str) -> str | None:
         """Why a copy of one of `names` cannot be made on the worker, if it was found taken

@@ -179,7 +179,7 @@ class WebhookServer:
                     self._verdict(request.path, handler, admission), JUDGE_SECONDS
                 )
             except TimeoutError:
-                verdict = refuse(f"no verdict within {JUDGE_SECONDS:.0f}s; try again", code=503)
+                verdict = refuse(f"no verdict within {JUDGE_SECONDS:g}s; try again", code=503)
         return web.Response(
             body=orjson.dumps(review_response(review, verdict)), content_type="application/json"
         )

@@ -46,22 +46,27 @@ def owner_of(trainjob_body: dict[str, Any]) -> dict[str, Any]:
     return owner_reference(meta["name"], meta["uid"])
 
 
-def owner_name(obj: dict[str, Any] | None, kind: str = "TrainJob") -> str | None:
-    """Name of the first owner of `kind` in an object's ownerReferences."""
-    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
-    return next((str(r["name"]) for r in refs if r.get("kind") == kind), None)
+def _owner_refs(obj: dict[str, Any] | None) -> list[dict[str, Any]]:
+    refs: list[dict[str, Any]] = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
+    return refs
+
+
+def owner_name(
+    obj: dict[str, Any] | None, kind: str = "TrainJob", *, controller: bool = False
+) -> str | None:
+    """Name of the first owner of `kind` in an object's ownerReferences (with `controller`,
+    of its controller owner of that kind)."""
+    return next(
+        (
+            str(r["name"])
+            for r in _owner_refs(obj)
+            if r.get("kind") == kind and (r.get("controller") or not controller)
+        ),
+        None,
+    )
 
 
 def controlled_by(obj: dict[str, Any] | None, uid: str) -> bool:
     """Whether `obj` has a controller ownerReference to the object of UID `uid`: the one
     sign that we made it for that object (labels can be written by anyone)."""
-    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
-    return any(r.get("controller") and r.get("uid") == uid for r in refs)
-
-
-def controller_name(obj: dict[str, Any] | None, kind: str = "TrainJob") -> str | None:
-    """The name of the controller owner of `kind` in an object's ownerReferences."""
-    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
-    return next(
-        (str(r["name"]) for r in refs if r.get("controller") and r.get("kind") == kind), None
-    )
+    return any(r.get("controller") and r.get("uid") == uid for r in _owner_refs(obj))

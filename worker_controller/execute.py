@@ -47,15 +47,22 @@ def _ssh_secret(name: str, namespace: str, owner: Dict, trainjob: str) -> Dict:
 log = logging.getLogger("worker_controller")
 
 
+# Kinds the controller watches: whether one is there is the cache's to say, every pass (one
+# deleted is made again); the others are remembered as made.
+WATCHED = frozenset({"Job", "Service"})
 BLOCKED_RETRY_SECONDS = 10.0  # a blocked TrainJob tries again after this, and on any event
 
 
-def execute(cluster: Cluster, trainjob: Dict, plan: Plan) -> Blocked | None:
+def execute(
+    cluster: Cluster, trainjob: Dict, plan: Plan, made: set[tuple[str, str]] | None = None
+) -> Blocked | None:
     """Carry out `plan`; returns why an object the TrainJob needs could not be made (then
-    nothing after it is made in this pass: no Job mounts a claim that is not ours)."""
+    nothing after it is made in this pass: no Job mounts a claim that is not ours). `made`:
+    the (kind, name) of unwatched objects already made (or found ours) for this TrainJob,
+    which are not made again; added to as objects are made."""
     meta = trainjob["metadata"]
     where = f"[{cluster.name}] {meta['namespace']}/{meta['name']}"
-    blocked = _make(cluster, trainjob, plan, where)
+    blocked = _make(cluster, trainjob, plan, where, set() if made is None else made)
     for obj in plan.apply:
         try:
             cluster.apply(obj)
@@ -92,21 +99,27 @@ def execute(cluster: Cluster, trainjob: Dict, plan: Plan) -> Blocked | None:
     return blocked
 
 
-def _make(cluster: Cluster, trainjob: Dict, plan: Plan, where: str) -> Blocked | None:
-    """Create what the plan makes, in order, stopping at the first object that cannot be."""
+def _make(
+    cluster: Cluster, trainjob: Dict, plan: Plan, where: str, made: set[tuple[str, str]]
+) -> Blocked | None:
+    """Create what the plan makes and is not made yet, in order (the Jobs last), stopping at
+    the first object that cannot be."""
     meta = trainjob["metadata"]
-    ssh = (
-        _ssh_secret(plan.ssh_secret, meta["namespace"], owner_of(trainjob), meta["name"])
-        if plan.ssh_secret
-        else None
-    )
+    ssh = None
+    if plan.ssh_secret and ("Secret", plan.ssh_secret) not in made:  # a key pair made once
+        ssh = _ssh_secret(plan.ssh_secret, meta["namespace"], owner_of(trainjob), meta["name"])
     jobs = [o for o in plan.create if o["kind"] == "Job"]
     first = [o for o in plan.create if o["kind"] != "Job"]
     for obj in [*first, *([ssh] if ssh else []), *jobs]:
+        key = (obj["kind"], obj["metadata"]["name"])
+        if key in made:
+            continue
         blocked = _create(cluster, trainjob, obj)
         if blocked is not None:
             log.warning("%s: %s: %s", where, blocked.reason, blocked.message)
             return blocked
+        if obj["kind"] not in WATCHED:
+            made.add(key)
         log.debug("%s: made %s %s", where, obj["kind"], obj["metadata"]["name"])
     return None
 

@@ -25,13 +25,17 @@ class Memo(controller.ControllerMemo):
     held_told: set[str] = field(default_factory=set)
     # By TrainJob UID: why the last pass could not make an object it needs (decide.Blocked).
     blocked: dict[str, Blocked] = field(default_factory=dict)
+    # By TrainJob UID: the (kind, name) of the objects made for it, or found made for it, so
+    # a TrainJob waiting (for quota, for its dependencies) does not ask for them every pass.
+    made: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
 
     def forget_all_but(self, live: set[str]) -> None:
         """Drop what is kept by UID for TrainJobs no longer in the cache (none grows for ever)."""
         self.gone &= live
         self.held_told &= live
-        for uid in set(self.blocked) - live:
-            self.blocked.pop(uid, None)
+        for kept in (self.blocked, self.made):
+            for uid in set(kept) - live:
+                kept.pop(uid, None)
 
     @property
     def caches(self) -> Caches:

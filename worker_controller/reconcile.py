@@ -102,7 +102,7 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
         blocked=memo.blocked.get(uid),
     )
     plan = reconcile_trainjob(observed_tj)
-    blocked = execute.execute(memo.cluster, trainjob, plan)
+    blocked = execute.execute(memo.cluster, trainjob, plan, memo.made.setdefault(uid, set()))
     memo.memory.note_held(held_key(*key), plan.status_held)
     return _note_blocked(memo, uid, plan, blocked, was=observed_tj.blocked)
 

@@ -16,7 +16,7 @@ from trainjob.caches import WATCHDOG_CACHES
 from trainjob.conditions import trainjob_finished
 from trainjob.crd import TRAINJOB_CRD, missing_status_fields, trainer_controller_problem
 from trainjob.models import prebuilt_workload_of
-from trainjob.naming import controller_name, owning_trainjob
+from trainjob.naming import owner_name, owning_trainjob
 from trainjob.workload import workload_name
 from worker_controller import status
 from worker_controller.memo import Memo
@@ -115,7 +115,7 @@ def _trainjob_label(obj: Dict) -> tuple[str, str]:
 def _controller(obj: Dict) -> tuple[str, str]:
     """A Job's TrainJob: its controller owner of that kind ("" when it has none)."""
     meta = obj["metadata"]
-    return meta["namespace"], controller_name(obj) or ""
+    return meta["namespace"], owner_name(obj, controller=True) or ""
 
 
 def _workload_key(trainjob: Dict) -> tuple[str, str]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.factories import make_runtime, make_trainjob, mpi_runtime
+from tests.factories import container, make_runtime, make_trainjob, mpi_runtime, replicated_job
 from trainjob.admission import runtime_refusal
 from trainjob.models import parse_trainjob
 from trainjob.quantity import MAX_QUANTITY, parse_quantity
@@ -168,3 +168,41 @@ def test_a_runtime_template_of_the_wrong_shape_is_a_problem_naming_the_field(
     tj = make_trainjob(runtimeRef={"name": "torch-distributed"})
     message = _problem(tj, runtime)
     assert f"replicatedJob 'node' template.{field}" in message, message
+
+
+def _chain(n: int, *, loop: bool = False) -> Dict:
+    """A runtime whose replicatedJobs r0 .. r{n-1} each depend on the next (the last on r0
+    when `loop`), beside the trainer's node."""
+    rjs = [
+        replicated_job(
+            f"r{i}",
+            None,
+            [container("c")],
+            dependsOn=[{"name": f"r{(i + 1) % n}", "status": "Complete"}]
+            if i < n - 1 or loop
+            else [],
+        )
+        for i in range(n)
+    ]
+    return make_runtime(replicated_jobs=[*rjs, replicated_job("node", "trainer", [container()])])
+
+
+def test_a_chain_of_dependencies_longer_than_pythons_recursion_limit_is_judged() -> None:
+    """A tenant's runtime with a 998-long dependsOn chain raised RecursionError in every pass."""
+    tj = parse_trainjob(make_trainjob(runtimeRef={"name": "torch-distributed"}))
+    info, problem = resolve_runtime_info(tj, _chain(998))
+    assert problem is None and info is not None and len(info.pod_sets) == 999
+    message = _problem(
+        make_trainjob(runtimeRef={"name": "torch-distributed"}), _chain(998, loop=True)
+    )
+    assert message.endswith(
+        "the replicatedJobs' dependsOn form a cycle: "
+        + " -> ".join([*(f"r{i}" for i in range(998)), "r0"])
+    )
+
+
+def test_numnodes_over_the_limit_names_whose_number_it_is() -> None:
+    runtime = mpi_runtime()
+    runtime["spec"]["mlPolicy"]["numNodes"] = 200_000
+    message = _problem(make_trainjob(runtimeRef={"name": "mpi-runtime"}), runtime)
+    assert "the runtime's mlPolicy.numNodes: 200000 is over 100000" in message

@@ -128,10 +128,8 @@ def build_runtime_info(
     rjs: dict[str, Dict] = {
         rj.name: {"template": json_copy(rj.template)} for rj in spec.template.spec.replicated_jobs
     }
-    for patch in trainjob.spec.runtime_patches:
+    for patch in trainjob.spec.runtime_patches:  # typed by the CRD: they keep the shapes
         apply_runtime_patch(jobset_meta, rjs, patch)
-    for name, patched in rjs.items():  # the patches are typed, but an open part may not be
-        check_job_template(name, patched["template"])
 
     trainer = trainjob.spec.trainer
     num_nodes = (
@@ -193,7 +191,9 @@ def build_runtime_info(
     for ps in pod_sets:
         _check_quantities(ps, trainjob)
         topology_request(ps)  # a bad TAS annotation is said here, not when Kueue sees it
-    check_counts(pod_sets, num_nodes)  # before the plugin builds anything per node
+    # Before the plugin builds anything per node.
+    from_trainer = bool(trainer and trainer.num_nodes)
+    check_counts(pod_sets, num_nodes, "spec.trainer" if from_trainer else "the runtime's mlPolicy")
     plugin = select_plugin(spec.ml_policy)
     policy.ml_policy = plugin.name
     plugin.enforce(info, trainjob)
@@ -294,22 +294,26 @@ KUEUE_MAX_POD_SETS = 18
 
 
 def _check_dependencies(replicated_jobs: list[Any]) -> None:
-    """dependsOn must not loop (a -> b -> a): such a TrainJob could never start."""
+    """dependsOn must not loop (a -> b -> a): such a TrainJob could never start. A walk with a
+    stack of its own: a runtime's chain of dependencies may be longer than Python's recursion
+    limit."""
     edges = {rj.name: [d.name for d in rj.depends_on] for rj in replicated_jobs}
     done: set[str] = set()
-
-    def visit(name: str, path: list[str]) -> None:
-        if name in path:
-            cycle = " -> ".join([*path[path.index(name) :], name])
-            raise RuntimeSpecError(f"the replicatedJobs' dependsOn form a cycle: {cycle}")
-        if name in done:
-            return
-        for dep in edges.get(name, []):
-            visit(dep, [*path, name])
-        done.add(name)
-
-    for name in edges:
-        visit(name, [])
+    for root in edges:
+        if root in done:
+            continue
+        path, pending = [root], [iter(edges[root])]
+        while pending:
+            dep = next(pending[-1], None)
+            if dep is None:  # every dependency of path[-1] is done
+                done.add(path.pop())
+                pending.pop()
+            elif dep in path:
+                cycle = " -> ".join([*path[path.index(dep) :], dep])
+                raise RuntimeSpecError(f"the replicatedJobs' dependsOn form a cycle: {cycle}")
+            elif dep not in done:
+                path.append(dep)
+                pending.append(iter(edges.get(dep, [])))
 
 
 def _check_quantities(ps: PodSet, trainjob: TrainJob) -> None:

@@ -21,11 +21,12 @@ MAX_DNS_LABEL = 63
 CONFIGMAP_MAX_BYTES = 1024 * 1024
 
 
-def check_counts(pod_sets: list[PodSet], num_nodes: int) -> None:
-    """numNodes, and every PodSet's pods per Job and Jobs, within Kubernetes' limits."""
+def check_counts(pod_sets: list[PodSet], num_nodes: int, nodes_from: str) -> None:
+    """numNodes (`nodes_from` says whose: spec.trainer, or the runtime's mlPolicy), and every
+    PodSet's pods per Job and Jobs, within Kubernetes' limits."""
     if num_nodes > MAX_NODES:
         raise RuntimeSpecError(
-            f"spec.trainer.numNodes: {num_nodes} is over {MAX_NODES}, the most pods an Indexed "
+            f"{nodes_from}.numNodes: {num_nodes} is over {MAX_NODES}, the most pods an Indexed "
             "Job can have"
         )
     jobs = 0
@@ -72,6 +73,6 @@ def check_hostfile(size: int, hosts: int) -> None:
     """An MPI hostfile of `size` bytes for `hosts` hosts fits in a ConfigMap."""
     if size > CONFIGMAP_MAX_BYTES:
         raise RuntimeSpecError(
-            f"spec.trainer.numNodes: the MPI hostfile for {hosts} hosts would be {size} bytes, "
-            f"over the {CONFIGMAP_MAX_BYTES} a ConfigMap holds; use fewer nodes"
+            f"numNodes: the MPI hostfile for {hosts} hosts would be {size} bytes, over the "
+            f"{CONFIGMAP_MAX_BYTES} a ConfigMap holds; use fewer nodes"
         )
