@@ -32,6 +32,7 @@ from benchmarks.figures import spread
 from clusters.bed import Bed
 from clusters.config import load_config
 from kubecontrol.cluster import Cluster
+from kubecontrol.kinds import CONFIG_MAP, NAMESPACE
 
 
 def cpu_ms_each(count: int, step: Callable[[int], object]) -> float:
@@ -69,7 +70,7 @@ def watch_cpu_ms(kube: Cluster, ns: str, count: int) -> float:
     t.start()
     time.sleep(1)
     for i in range(count):
-        kube.patch("v1", "ConfigMap", "cm-0", ns, {"metadata": {"labels": {"round": str(i)}}})
+        kube.patch(CONFIG_MAP, "cm-0", ns, {"metadata": {"labels": {"round": str(i)}}})
     seen.wait(120)
     return result[0] if result else float("nan")
 
@@ -97,7 +98,7 @@ def main() -> int:
     manager = bed.config.managers[0].name
     kube = Cluster.from_kubeconfig(manager, bed.kubeconfig(manager), "bench.trainjob.dev")
     ns = f"floor-{uuid.uuid4().hex[:4]}"
-    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    kube.create(NAMESPACE, {"metadata": {"name": ns}})
     data = {"payload": "x" * args.size}
     rounds: dict[str, list[float]] = {}
     stop = threading.Event()
@@ -112,13 +113,12 @@ def main() -> int:
         for _ in range(args.repeat):
             n = args.count
             figures = {
-                "create": cpu_ms_each(n, lambda i: kube.create(cm(i))),
-                "GET": cpu_ms_each(n, lambda i: kube.get("v1", "ConfigMap", f"cm-{i}", ns)),
+                "create": cpu_ms_each(n, lambda i: kube.create(CONFIG_MAP, cm(i))),
+                "GET": cpu_ms_each(n, lambda i: kube.get(CONFIG_MAP, f"cm-{i}", ns)),
                 "merge PATCH": cpu_ms_each(
                     n,
                     lambda i: kube.patch(
-                        "v1",
-                        "ConfigMap",
+                        CONFIG_MAP,
                         f"cm-{i}",
                         ns,
                         {"metadata": {"labels": {"r": f"{time.monotonic_ns()}"}}},
@@ -131,11 +131,11 @@ def main() -> int:
                 )
                 / n,
                 "LIST, metadata only (per object)": cpu_ms_each(
-                    1, lambda _: kube.list_metadata("v1", "ConfigMap", ns)
+                    1, lambda _: kube.list_metadata(CONFIG_MAP, ns)
                 )
                 / n,
                 "watch event received and decoded": watch_cpu_ms(kube, ns, n),
-                "DELETE": cpu_ms_each(n, lambda i: kube.delete("v1", "ConfigMap", f"cm-{i}", ns)),
+                "DELETE": cpu_ms_each(n, lambda i: kube.delete(CONFIG_MAP, f"cm-{i}", ns)),
             }
             for k, v in figures.items():
                 rounds.setdefault(k, []).append(v)
@@ -147,7 +147,7 @@ def main() -> int:
         for k, vs in rounds.items():
             print(f"  {k}: {spread(vs, unit=' ms')}")
     finally:
-        kube.delete("v1", "Namespace", ns)
+        kube.delete(NAMESPACE, ns)
     return 0
 
 

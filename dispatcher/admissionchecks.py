@@ -8,6 +8,7 @@ from typing import Any
 
 from dispatcher.kueue_status import set_active_condition
 from dispatcher.memo import Memo
+from kubecontrol.kinds import Kind
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.caches import Caches
@@ -65,7 +66,7 @@ def _usable(memo: Memo, caches: Caches, cluster: str) -> bool:
 
 # How an object the caches do not hold yet is read: (apiVersion, kind, name, namespace) ->
 # the object, or None when there is none (`Cluster.get_or_none` by default).
-Getter = Callable[[str, str, str, str | None], Dict | None]
+Getter = Callable[[Kind, str, str | None], Dict | None]  # Cluster.get_or_none
 
 
 def cq_has_our_check(memo: Memo, cq_name: str, caches: Caches, get: Getter | None = None) -> bool:
@@ -77,9 +78,7 @@ def our_check_on_cq(
 ) -> str | None:
     """The name of an admission check of ours a ClusterQueue uses, if any."""
     get = get or memo.manager.get_or_none
-    cq = caches.first("clusterqueue_index", cq_name) or get(
-        c.KUEUE_API, "ClusterQueue", cq_name, None
-    )
+    cq = caches.first("clusterqueue_index", cq_name) or get(c.CLUSTER_QUEUE, cq_name, None)
     if cq is None:
         return None
     spec = cq.get("spec") or {}
@@ -89,7 +88,7 @@ def our_check_on_cq(
     }
     for name in sorted(names):
         check = caches.first("check_index", name) or get(
-            c.KUEUE_API, "AdmissionCheck", name, None
+            c.ADMISSION_CHECK, name, None
         )  # asked only for a check made moments ago, not cached yet
         if (
             check

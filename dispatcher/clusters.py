@@ -259,7 +259,7 @@ class Registry:
         if secrets is not None and secrets.synced.is_set():
             cached = secrets.get((self.settings.namespace, name))
             return None if cached is None else _kubeconfig_key(cached)
-        secret = self.manager.get_or_none("v1", "Secret", name, self.settings.namespace)
+        secret = self.manager.get_or_none(c.SECRET, name, self.settings.namespace)
         return None if secret is None else _kubeconfig_key(secret)
 
     def _connect(

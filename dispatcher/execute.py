@@ -54,11 +54,11 @@ def execute_dispatch(
             memory,
             ("Workload", ns, name),
             version,
-            lambda: manager.patch(c.KUEUE_API, "Workload", name, ns, patch, subresource="status"),
+            lambda: manager.patch(c.WORKLOAD, name, ns, patch, subresource="status"),
         ):
             return False  # planned from an old version: the watch brings the new one
     if plan.deactivate:
-        manager.patch(c.KUEUE_API, "Workload", name, ns, {"spec": {"active": False}})
+        manager.patch(c.WORKLOAD, name, ns, {"spec": {"active": False}})
     # Each worker's writes in order (its TrainJob before its Workload), the workers at once:
     # a slow worker does not hold up the others, and no worker gets its copy first every time.
     by_cluster: dict[str, list[RemoteAction]] = {}
@@ -90,7 +90,7 @@ def execute_dispatch(
             memory,
             ("TrainJob", meta["namespace"], meta["name"]),
             meta["resourceVersion"],
-            lambda: manager.patch_status(trainjob, status),
+            lambda: manager.patch_status(c.TRAINJOB, trainjob, status),
         )
     for etype, reason, message in events:
         manager.post_event(trainjob, etype, reason, message)
@@ -115,7 +115,7 @@ def execute_intake(manager: Cluster, memory: WriteMemory, trainjob: Dict, plan: 
         memory,
         ("TrainJob", meta["namespace"], meta["name"]),
         meta["resourceVersion"],
-        lambda: manager.patch_status(trainjob, status),
+        lambda: manager.patch_status(c.TRAINJOB, trainjob, status),
     ):
         return  # planned from an old version: the watch brings the new one
     for etype, reason, message in plan.events:
@@ -163,13 +163,12 @@ def _remote_write(registry: Registry, action: RemoteAction) -> bool | None:
     namespace = meta.get("namespace", "")
     try:
         if action.verb == "create":
-            remote.cluster.create(action.obj)
+            remote.cluster.create(KINDS[action.obj["kind"]], action.obj)
             registry.note_namespace_problem(action.cluster, namespace, None)
             registry.note_taken(action.cluster, namespace, meta["name"], None)
         elif action.verb == "patch":  # a merge patch of our copy (its UID guards it)
             remote.cluster.patch(
-                action.obj["apiVersion"],
-                action.obj["kind"],
+                KINDS[action.obj["kind"]],
                 meta["name"],
                 namespace,
                 {"metadata": {"uid": meta.get("uid")}, "spec": action.obj["spec"]},
@@ -177,8 +176,7 @@ def _remote_write(registry: Registry, action: RemoteAction) -> bool | None:
         else:
             # Only the copy we saw (ours, by origin): never a same-named object made since.
             remote.cluster.delete(
-                action.obj.get("apiVersion") or KINDS[action.obj["kind"]].api_version,
-                action.obj["kind"],
+                KINDS[action.obj["kind"]],
                 meta["name"],
                 meta.get("namespace"),
                 uid=meta.get("uid"),
@@ -218,7 +216,7 @@ def _already_there(registry: Registry, action: RemoteAction) -> bool | None:
         return False
     try:
         found = remote.cluster.get_or_none(
-            action.obj["apiVersion"], action.obj["kind"], meta["name"], meta["namespace"]
+            KINDS[action.obj["kind"]], meta["name"], meta["namespace"]
         )
     except Exception as exc:  # the worker went away meanwhile: the next pass asks again
         log.warning("[%s] cannot read %s: %s", action.cluster, _where(action.obj), exc)

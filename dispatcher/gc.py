@@ -47,9 +47,7 @@ def check_trainjob_crd(memo: Memo) -> None:
     """Read the TrainJob CRD and keep what is wrong with it (trainjob/crd.py) in the memo,
     logged once when it appears and when it is mended."""
     try:
-        found = memo.manager.get_or_none(
-            "apiextensions.k8s.io/v1", "CustomResourceDefinition", TRAINJOB_CRD
-        )
+        found = memo.manager.get_or_none(c.CUSTOM_RESOURCE_DEFINITION, TRAINJOB_CRD)
     except Exception as exc:  # unreadable (a network blip, RBAC): judge again next pass
         log.debug("[%s] cannot read the TrainJob CRD: %s", memo.settings.cluster_name, exc)
         return
@@ -125,9 +123,8 @@ def collect_garbage(registry: Registry, caches: Caches) -> None:
                 if not _orphan(obj, caches.first(index, key)):
                     continue
                 try:
-                    api_version = KINDS[kind].api_version
                     uid = obj["metadata"].get("uid")
-                    remote.cluster.delete(api_version, kind, key[1], key[0], uid=uid)
+                    remote.cluster.delete(KINDS[kind], key[1], key[0], uid=uid)
                     log.info("[%s] garbage-collected orphan %s %s/%s", name, kind, *key)
                 except Exception as exc:
                     log.warning("[%s] cannot collect %s %s/%s: %s", name, kind, *key, exc)
@@ -153,7 +150,7 @@ def delete_remotes(registry: Registry, trainjob: Dict, holders: set[str]) -> lis
                 ours = remote.get(kind, ns, obj_name)
                 if ours is not None:
                     uid = ours["metadata"].get("uid")
-                    remote.cluster.delete(KINDS[kind].api_version, kind, obj_name, ns, uid=uid)
+                    remote.cluster.delete(KINDS[kind], obj_name, ns, uid=uid)
         except Exception as exc:  # treat as unreachable: retried later
             where = f"{meta['namespace']}/{meta['name']}"
             log.warning("[%s] cannot delete remote objects of %s: %s", name, where, exc)

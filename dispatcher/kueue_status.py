@@ -69,8 +69,7 @@ def set_conditions(manager: Cluster, obj: Dict, updates: list[tuple[str, bool, s
         return
     try:
         manager.patch(
-            c.KUEUE_API,
-            obj["kind"],
+            c.KINDS[obj["kind"]],
             obj["metadata"]["name"],
             None,
             {"metadata": _guard(obj), "status": {"conditions": conditions}},

@@ -295,8 +295,7 @@ def _set_finalizer(manager: Cluster, body: Dict, *, add: bool) -> None:
         finalizers.append(c.DISPATCHER_FINALIZER)
     try:
         manager.patch(
-            body["apiVersion"],
-            "TrainJob",
+            c.TRAINJOB,
             meta["name"],
             meta["namespace"],
             {"metadata": {"resourceVersion": meta["resourceVersion"], "finalizers": finalizers}},

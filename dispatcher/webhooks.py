@@ -18,6 +18,7 @@ from dispatcher.admissionchecks import Getter, cq_has_our_check
 from dispatcher.memo import Memo
 from dispatcher.selection import SelectionError, selection_of
 from kubecontrol.admission import Verdict, refuse
+from kubecontrol.kinds import Kind
 from kubecontrol.webhook_server import Handler
 from trainjob import admission as rules
 from trainjob import constants as c
@@ -96,8 +97,8 @@ class _NotCached(LookupError):
     pass
 
 
-def _not_cached(api_version: str, kind: str, name: str, namespace: str | None) -> Dict | None:
-    raise _NotCached(kind, name)
+def _not_cached(kind: Kind, name: str, namespace: str | None) -> Dict | None:
+    raise _NotCached(kind.kind, name)
 
 
 async def _answer(memo: Memo, question: Callable[[Getter], T]) -> T:
@@ -112,7 +113,7 @@ async def _answer(memo: Memo, question: Callable[[Getter], T]) -> T:
 def _local_queue(namespace: str, name: str, caches: Caches, get: Getter) -> Dict | None:
     """From the watch cache; a queue made moments ago may not be there yet, so ask then."""
     found = caches.first("localqueue_index", (namespace, name))
-    return found or get(c.KUEUE_API, "LocalQueue", name, namespace)
+    return found or get(c.LOCAL_QUEUE, name, namespace)
 
 
 def _routes_to_multikueue(

@@ -34,12 +34,11 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
+from kubecontrol.kinds import SECRET, WEBHOOK_CONFIGURATIONS
 
 log = logging.getLogger(__name__)
 CA_LIFE = dt.timedelta(days=3650)
 CERT_LIFE = dt.timedelta(days=365)
-WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
-ADMISSION_API = "admissionregistration.k8s.io/v1"
 PREVIOUS_CA = "ca-previous.crt"
 
 
@@ -246,7 +245,7 @@ class CertKeeper:
 
     def sync(self) -> None:
         now = dt.datetime.now(dt.UTC)
-        secret = self._cluster.get_or_none("v1", "Secret", self._secret, self._ns)
+        secret = self._cluster.get_or_none(SECRET, self._secret, self._ns)
         found = Material.from_secret(secret)
         problem = needs_renewal(found, self._hosts, now)
         material = found if problem is None else None
@@ -282,10 +281,10 @@ class CertKeeper:
             "data": material.secret_data(),
         }
         if secret is None:
-            self._cluster.create(body)
+            self._cluster.create(SECRET, body)
         else:
             body["metadata"]["resourceVersion"] = secret["metadata"]["resourceVersion"]
-            self._cluster.replace(body)
+            self._cluster.replace(SECRET, body)
 
     def _write_files(self, material: Material) -> None:
         self._dir.mkdir(parents=True, exist_ok=True)
@@ -304,10 +303,10 @@ class CertKeeper:
 
     def _inject(self, ca_pem: bytes) -> None:
         bundle = base64.b64encode(ca_pem).decode()
-        for kind in WEBHOOK_KINDS:
+        for kind in WEBHOOK_CONFIGURATIONS.values():
             for name in self._configs:
                 try:
-                    config = self._cluster.get(ADMISSION_API, kind, name)
+                    config = self._cluster.get(kind, name)
                 except ApiException as exc:
                     if exc.status == 404:
                         continue  # this install has none of that kind
@@ -317,5 +316,5 @@ class CertKeeper:
                     continue
                 for hook in hooks:
                     hook.setdefault("clientConfig", {})["caBundle"] = bundle
-                self._cluster.replace(config)
-                log.info("webhook certificate: caBundle injected into %s %s", kind, name)
+                self._cluster.replace(kind, config)
+                log.info("webhook certificate: caBundle injected into %s %s", kind.kind, name)

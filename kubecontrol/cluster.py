@@ -36,6 +36,7 @@ from kubecontrol.client import (
     load_credentials,
 )
 from kubecontrol.events import build_event
+from kubecontrol.kinds import EVENT, Kind
 from kubecontrol.workqueue import WriteMemory
 
 Dict = dict[str, Any]
@@ -108,37 +109,6 @@ def io_retry(fn: Callable[P, R]) -> Callable[P, R]:
         return _RETRYING.copy()(attempt)
 
     return call
-
-
-def path_for(
-    api_version: str,
-    plural: str,
-    namespace: str | None,
-    name: str | None,
-    subresource: str | None = None,
-) -> str:
-    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
-    if namespace:
-        base += f"/namespaces/{namespace}"
-    base += f"/{plural}"
-    path = f"{base}/{name}" if name else base
-    return f"{path}/{subresource}" if subresource else path
-
-
-def object_path(obj: Dict, *, named: bool = True, subresource: str | None = None) -> str:
-    """The API path of the object `obj` describes (of its collection when not `named`), and of
-    one of its subresources."""
-    meta = obj["metadata"]
-    name = meta["name"] if named else None
-    return path_for(
-        obj["apiVersion"], plural_of(obj["kind"]), meta.get("namespace"), name, subresource
-    )
-
-
-def plural_of(kind: str) -> str:
-    """Resource name of a kind (Kubernetes' regular plural rules cover the kinds we use)."""
-    lower = kind.lower()
-    return lower + "es" if lower.endswith(("s", "x", "ch", "sh")) else lower + "s"
 
 
 class NotLeader(RuntimeError):
@@ -241,15 +211,13 @@ class Cluster:
         return orjson.loads(data) if data else None
 
     @io_retry
-    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Dict:
-        result: Dict = self.send("GET", path_for(api_version, plural_of(kind), namespace, name))
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> Dict:
+        result: Dict = self.send("GET", kind.path(namespace, name))
         return result
 
-    def get_or_none(
-        self, api_version: str, kind: str, name: str, namespace: str | None = None
-    ) -> Dict | None:
+    def get_or_none(self, kind: Kind, name: str, namespace: str | None = None) -> Dict | None:
         try:
-            return self.get(api_version, kind, name, namespace)
+            return self.get(kind, name, namespace)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -257,12 +225,12 @@ class Cluster:
 
     @io_retry
     def list_metadata(
-        self, api_version: str, kind: str, namespace: str | None = None, page: int = 500
+        self, kind: Kind, namespace: str | None = None, page: int = 500
     ) -> list[Dict]:
         """The metadata of every object of a kind, `page` objects per request: only
         `metadata` of each (no spec, status or managedFields' worth of decoding), which is all
         a comparison of resourceVersions needs, at any scale."""
-        path = path_for(api_version, plural_of(kind), namespace, None)
+        path = kind.path(namespace, None)
         items: list[Dict] = []
         token = None
         while True:
@@ -274,36 +242,43 @@ class Cluster:
                 return items
 
     @io_retry
-    def apply(self, obj: Dict, *, force: bool = True, subresource: str | None = None) -> Dict:
+    def apply(
+        self, kind: Kind, obj: Dict, *, force: bool = True, subresource: str | None = None
+    ) -> Dict:
         """Server-side apply with our field manager (creates when missing, unless applied to a
         subresource such as `status`: then a missing object is a 404)."""
+        meta = obj["metadata"]
         result: Dict = self.send(
             "PATCH",
-            object_path(obj, subresource=subresource),
-            body=obj,
+            kind.path(meta.get("namespace"), meta["name"], subresource),
+            body=kind.stamped(obj),
             content_type="application/apply-patch+yaml",
             query={"fieldManager": self.field_manager, "force": "true" if force else "false"},
         )
         return result
 
     @io_retry
-    def create(self, obj: Dict) -> Dict:
-        path = object_path(obj, named=False)
-        result: Dict = self.send("POST", path, body=obj, query={"fieldManager": self.field_manager})
+    def create(self, kind: Kind, obj: Dict) -> Dict:
+        path = kind.path(obj["metadata"].get("namespace"), None)
+        body = kind.stamped(obj)
+        result: Dict = self.send(
+            "POST", path, body=body, query={"fieldManager": self.field_manager}
+        )
         return result
 
     @io_retry
-    def replace(self, obj: Dict) -> Dict:
+    def replace(self, kind: Kind, obj: Dict) -> Dict:
         """PUT the whole object; its metadata.resourceVersion makes it a guarded write."""
-        path = object_path(obj)
-        result: Dict = self.send("PUT", path, body=obj, query={"fieldManager": self.field_manager})
+        meta = obj["metadata"]
+        path = kind.path(meta.get("namespace"), meta["name"])
+        body = kind.stamped(obj)
+        result: Dict = self.send("PUT", path, body=body, query={"fieldManager": self.field_manager})
         return result
 
     @io_retry
     def delete(
         self,
-        api_version: str,
-        kind: str,
+        kind: Kind,
         name: str,
         namespace: str | None = None,
         propagation: str = "Background",
@@ -315,7 +290,7 @@ class Cluster:
         if uid:
             body["preconditions"] = {"uid": uid}
         try:
-            self.send("DELETE", path_for(api_version, plural_of(kind), namespace, name), body=body)
+            self.send("DELETE", kind.path(namespace, name), body=body)
         except ApiException as exc:
             if exc.status == 409 and uid:
                 return
@@ -325,8 +300,7 @@ class Cluster:
     @io_retry
     def patch(
         self,
-        api_version: str,
-        kind: str,
+        kind: Kind,
         name: str,
         namespace: str | None,
         patch: Dict,
@@ -335,7 +309,7 @@ class Cluster:
     ) -> Dict:
         result: Dict = self.send(
             "PATCH",
-            path_for(api_version, plural_of(kind), namespace, name, subresource),
+            kind.path(namespace, name, subresource),
             body=patch,
             content_type="application/merge-patch+json",
             query={"fieldManager": self.field_manager},
@@ -366,7 +340,7 @@ class Cluster:
         while True:
             event = self._events.get()
             try:
-                self.create(event)
+                self.create(EVENT, event)
             except Exception as exc:
                 if isinstance(exc, ApiException) and exc.status == 409:
                     continue  # an Event of that name is there already: recorded once
@@ -378,12 +352,11 @@ class Cluster:
                     getattr(exc, "reason", exc),
                 )
 
-    def patch_status(self, obj: Dict, status: Dict) -> Dict:
+    def patch_status(self, kind: Kind, obj: Dict, status: Dict) -> Dict:
         """Merge-patch `status` via the status subresource, guarded by resourceVersion."""
         meta = obj["metadata"]
         return self.patch(
-            obj["apiVersion"],
-            obj["kind"],
+            kind,
             meta["name"],
             meta.get("namespace"),
             {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": status},

@@ -249,10 +249,7 @@ def start_watchdog(memo: ControllerMemo, cluster: Cluster, watched: Mapping[str,
 
         return versions
 
-    checks = [
-        (k.api_version, k.kind, cached(index), memo.informers[index].relist)
-        for index, k in watched.items()
-    ]
+    checks = [(k, cached(index), memo.informers[index].relist) for index, k in watched.items()]
     WatchDog(cluster.ungated(), checks, memo.settings.watch_check_seconds).start(
         memo.stop, memo.synced
     )

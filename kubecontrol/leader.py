@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubecontrol.client import ApiException
-from kubecontrol.cluster import Cluster, path_for
+from kubecontrol.cluster import Cluster
+from kubecontrol.kinds import LEASE
 
 log = logging.getLogger(__name__)
-LEASE_API = "coordination.k8s.io/v1"
 # Of the lease duration, the part a write may not use: clocks that run at different rates
 # (client-go's leader election takes the same care with its JitterFactor of 1.2 for standbys).
 CLOCK_MARGIN = 0.1
@@ -140,7 +140,7 @@ class LeaderElector:
     def _lease(self, method: str, body: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """One Lease request, one try, bounded by the retry period; None for a 404 GET."""
         name = None if method == "POST" else self._name
-        path = path_for(LEASE_API, "leases", self._ns, name)
+        path = LEASE.path(self._ns, name)
         try:
             found: dict[str, Any] | None = self._cluster.send(
                 method, path, body=body, timeout=self._t.retry_period
@@ -202,7 +202,7 @@ class LeaderElector:
         if lease is not None:
             meta["resourceVersion"] = lease["metadata"]["resourceVersion"]
         return {
-            "apiVersion": LEASE_API,
+            "apiVersion": LEASE.api_version,
             "kind": "Lease",
             "metadata": meta,
             "spec": {

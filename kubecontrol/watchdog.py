@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Hashable, Iterable, Sequence
 
 from kubecontrol.cluster import Cluster
+from kubecontrol.kinds import Kind
 
 log = logging.getLogger(__name__)
 Versions = dict[Hashable, str]
@@ -44,11 +45,11 @@ class WatchDog:
         self,
         cluster: Cluster,
         checks: Sequence[
-            tuple[str, str, Callable[[], Iterable[tuple[Hashable, str]]], Callable[[], None]]
+            tuple[Kind, Callable[[], Iterable[tuple[Hashable, str]]], Callable[[], None]]
         ],
         period: float,
     ) -> None:
-        """`checks`: (api_version, kind, cached versions by (namespace, name), what to do
+        """`checks`: (kind, cached versions by (namespace, name), what to do
         when that cache is found frozen)."""
         self._cluster, self._checks, self._period = cluster, checks, period
         self._suspects: dict[str, Versions] = {}
@@ -65,25 +66,26 @@ class WatchDog:
         threading.Thread(target=run, name="watchdog", daemon=True).start()
 
     def check(self) -> None:
-        for api_version, kind, cached_fn, on_stale in self._checks:
+        for kind, cached_fn, on_stale in self._checks:
             listed: Versions = {
                 (o["metadata"].get("namespace"), o["metadata"]["name"]): str(
                     o["metadata"]["resourceVersion"]
                 )
-                for o in self._cluster.list_metadata(api_version, kind)
+                for o in self._cluster.list_metadata(kind)
             }
             cached: Versions = dict(cached_fn())
-            stale, self._suspects[kind] = stale_keys(cached, listed, self._suspects.get(kind, {}))
+            suspects = self._suspects.get(kind.kind, {})
+            stale, self._suspects[kind.kind] = stale_keys(cached, listed, suspects)
             if stale:
                 sample = ", ".join(str(k) for k in sorted(stale, key=str)[:5])
                 log.error(
                     "[%s] the %s watch cache is frozen (%d out of date for over %.0fs: %s); "
                     "listing again",
                     self._cluster.name,
-                    kind,
+                    kind.kind,
                     len(stale),
                     self._period,
                     sample,
                 )
                 on_stale()
-                self._suspects[kind] = {}
+                self._suspects[kind.kind] = {}

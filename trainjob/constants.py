@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+from kubecontrol.kinds import CONFIG_MAP as CONFIG_MAP
+from kubecontrol.kinds import CUSTOM_RESOURCE_DEFINITION as CUSTOM_RESOURCE_DEFINITION
+from kubecontrol.kinds import EVENT as EVENT
+from kubecontrol.kinds import LEASE as LEASE
+from kubecontrol.kinds import NAMESPACE as NAMESPACE
+from kubecontrol.kinds import POD as POD
+from kubecontrol.kinds import SECRET as SECRET
 from kubecontrol.kinds import Kind
 
 # Our own domain: keys we invent live under it and nowhere else.
@@ -154,6 +161,39 @@ WORKLOAD_PRIORITY_CLASS = Kind(
 )
 JOB = Kind("batch", "v1", "jobs", "Job", True)
 SERVICE = Kind("", "v1", "services", "Service", True)
-EVENT = Kind("", "v1", "events", "Event", True)
-POD = Kind("", "v1", "pods", "Pod", True)
-SECRET = Kind("", "v1", "secrets", "Secret", True)
+PERSISTENT_VOLUME_CLAIM = Kind("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True)
+PRIORITY_CLASS = Kind("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
+# Every kind above by its `kind` (the objects we build name theirs): their coordinates are
+# looked up here, never guessed from the name.
+KINDS: dict[str, Kind] = {
+    k.kind: k
+    for k in (
+        TRAINJOB,
+        TRAINING_RUNTIME,
+        CLUSTER_TRAINING_RUNTIME,
+        WORKLOAD,
+        RESOURCE_FLAVOR,
+        ADMISSION_CHECK,
+        MULTIKUEUE_CONFIG,
+        MULTIKUEUE_CLUSTER,
+        LOCAL_QUEUE,
+        CLUSTER_QUEUE,
+        WORKLOAD_PRIORITY_CLASS,
+        JOB,
+        SERVICE,
+        PERSISTENT_VOLUME_CLAIM,
+        PRIORITY_CLASS,
+        CONFIG_MAP,
+        CUSTOM_RESOURCE_DEFINITION,
+        EVENT,
+        LEASE,
+        NAMESPACE,
+        POD,
+        SECRET,
+    )
+}
+
+
+def kind_of(obj: dict[str, object]) -> Kind:
+    """The coordinates of an object we built, by its `kind` (KeyError for a kind not above)."""
+    return KINDS[str(obj["kind"])]

@@ -11,7 +11,8 @@ import time
 from typing import Any
 
 from kubecontrol.client import ApiException
-from kubecontrol.cluster import Cluster, guarded_write, path_for
+from kubecontrol.cluster import Cluster, guarded_write
+from kubecontrol.kinds import Kind
 from kubecontrol.workqueue import WriteMemory
 from trainjob import constants as c
 from trainjob.caches import Caches
@@ -67,7 +68,7 @@ def extract_priority(cluster: Cluster, wpc: str, templates: list[Dict]) -> Prior
     the class named does not exist (Kueue makes no Workload then either; ours is made
     without a priority, and the log says so)."""
     if wpc:
-        found = _class(cluster, c.KUEUE_API, "WorkloadPriorityClass", wpc)
+        found = _class(cluster, c.WORKLOAD_PRIORITY_CLASS, wpc)
         if found is None:
             return None
         return Priority(c.KUEUE_GROUP, "WorkloadPriorityClass", wpc, int(found.get("value", 0)))
@@ -80,31 +81,29 @@ def extract_priority(cluster: Cluster, wpc: str, templates: list[Dict]) -> Prior
         None,
     )
     if named:
-        found = _class(cluster, SCHEDULING_API, "PriorityClass", named)
+        found = _class(cluster, c.PRIORITY_CLASS, named)
         if found is None:
             return None
-        return Priority(SCHEDULING_GROUP, "PriorityClass", named, int(found.get("value", 0)))
+        return Priority(c.PRIORITY_CLASS.group, "PriorityClass", named, int(found.get("value", 0)))
     default = _default_priority_class(cluster)
     if default is None:
         return Priority(None, None, None, 0)
-    return Priority(SCHEDULING_GROUP, "PriorityClass", default[0], default[1])
+    return Priority(c.PRIORITY_CLASS.group, "PriorityClass", default[0], default[1])
 
 
-def _class(cluster: Cluster, api_version: str, kind: str, name: str) -> Dict | None:
+def _class(cluster: Cluster, kind: Kind, name: str) -> Dict | None:
     """A priority class, or None (logged) when it does not exist or cannot be read (an
     identity without the read, from an older install): never a pass that fails for it."""
     try:
-        found = cluster.get_or_none(api_version, kind, name)
+        found = cluster.get_or_none(kind, name)
     except ApiException as exc:
-        log.warning("[%s] cannot read %s %r: %s", cluster.name, kind, name, exc.reason)
+        log.warning("[%s] cannot read %s %r: %s", cluster.name, kind.kind, name, exc.reason)
         return None
     if found is None:
-        log.warning("[%s] %s %r does not exist", cluster.name, kind, name)
+        log.warning("[%s] %s %r does not exist", cluster.name, kind.kind, name)
     return found
 
 
-SCHEDULING_GROUP = "scheduling.k8s.io"
-SCHEDULING_API = f"{SCHEDULING_GROUP}/v1"
 # The cluster's default PriorityClass, read at most every DEFAULT_PRIORITY_TTL seconds: one
 # list per Workload made would cost a request per TrainJob for what rarely changes.
 DEFAULT_PRIORITY_TTL = 30.0
@@ -116,7 +115,7 @@ def _default_priority_class(cluster: Cluster) -> tuple[str, int] | None:
     if cached is not None and time.monotonic() - cached[0] < DEFAULT_PRIORITY_TTL:
         return cached[1]
     try:
-        listed = cluster.send("GET", path_for(SCHEDULING_API, "priorityclasses", None, None))
+        listed = cluster.send("GET", c.PRIORITY_CLASS.path(None, None))
     except (ApiException, OSError) as exc:  # no default then; asked again after the TTL
         log.warning("[%s] cannot list PriorityClasses: %s", cluster.name, exc)
         listed = None
@@ -180,8 +179,7 @@ def execute_queue_plan(
             ("TrainJob", ns, meta["name"]),
             meta["resourceVersion"],
             lambda: cluster.patch(
-                trainjob["apiVersion"],
-                "TrainJob",
+                c.TRAINJOB,
                 meta["name"],
                 ns,
                 {**patch, "metadata": {"resourceVersion": meta["resourceVersion"]}},
@@ -205,15 +203,15 @@ def _write_workload(
     when none was sent)."""
     result = None
     if plan.delete_workload is not None:
-        cluster.delete(c.KUEUE_API, "Workload", plan.delete_workload, ns)
+        cluster.delete(c.WORKLOAD, plan.delete_workload, ns)
     if plan.workload_patch is not None and name:
-        result = cluster.patch(c.KUEUE_API, "Workload", name, ns, plan.workload_patch)
+        result = cluster.patch(c.WORKLOAD, name, ns, plan.workload_patch)
     if plan.workload_status is not None and name:
         status = {
             "metadata": {"resourceVersion": plan.workload_version},
             "status": plan.workload_status,
         }
-        result = cluster.patch(c.KUEUE_API, "Workload", name, ns, status, subresource="status")
+        result = cluster.patch(c.WORKLOAD, name, ns, status, subresource="status")
     if plan.workload_readiness is not None and name:
         result = (
             _apply_readiness(cluster, name, ns, plan.workload_readiness, memory, where) or result
@@ -233,7 +231,7 @@ def _create_workload(
     if refusals.stale(key, digest):
         return
     try:
-        cluster.create(workload)
+        cluster.create(c.WORKLOAD, workload)
     except ApiException as exc:
         if not _refused(exc):
             raise
@@ -302,7 +300,7 @@ def _apply_readiness(
         "status": status,
     }
     try:
-        result = cluster.apply(body, subresource="status")
+        result = cluster.apply(c.WORKLOAD, body, subresource="status")
         memory.wrote(key, digest)
     except ApiException as exc:
         if exc.status != 422:

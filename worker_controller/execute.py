@@ -65,7 +65,7 @@ def execute(
     blocked = _make(cluster, trainjob, plan, where, set() if made is None else made)
     for obj in plan.apply:
         try:
-            cluster.apply(obj)
+            cluster.apply(c.kind_of(obj), obj)
             log.debug("%s: applied %s %s", where, obj["kind"], obj["metadata"]["name"])
         except ApiException as exc:
             if exc.status in (400, 409, 422):
@@ -84,7 +84,7 @@ def execute(
             raise
     if plan.status is not None:
         try:
-            cluster.patch_status(trainjob, plan.status)
+            cluster.patch_status(c.TRAINJOB, trainjob, plan.status)
         except ApiException as exc:
             if exc.status == 409:  # a newer version exists; its watch event reconciles again
                 log.debug("%s: status conflict, will retry on the next event", where)
@@ -129,7 +129,7 @@ def _create(cluster: Cluster, trainjob: Dict, obj: Dict) -> Blocked | None:
     (builders.is_ours); anyone else's is a collision, never adopted or written over."""
     kind, name = obj["kind"], obj["metadata"]["name"]
     try:
-        cluster.create(obj)
+        cluster.create(c.kind_of(obj), obj)
         return None
     except ApiException as exc:
         if exc.status in (400, 422):
@@ -138,7 +138,7 @@ def _create(cluster: Cluster, trainjob: Dict, obj: Dict) -> Blocked | None:
             )
         if exc.status != 409:
             raise
-    found = cluster.get_or_none(obj["apiVersion"], kind, name, obj["metadata"]["namespace"])
+    found = cluster.get_or_none(c.kind_of(obj), name, obj["metadata"]["namespace"])
     if found is None or builders.is_ours({"kind": kind, **found}, trainjob):
         return None  # ours (made by an earlier pass), or gone again: the next pass sees
     return Blocked(

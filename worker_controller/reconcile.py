@@ -53,7 +53,7 @@ def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
 def _gone(cluster: Cluster, trainjob: Dict) -> bool:
     """Whether this very TrainJob (same UID) no longer exists, asked of the API itself."""
     meta = trainjob["metadata"]
-    found = cluster.get_or_none(c.TRAINER_API, "TrainJob", meta["name"], meta["namespace"])
+    found = cluster.get_or_none(c.TRAINJOB, meta["name"], meta["namespace"])
     return found is None or found["metadata"].get("uid") != meta.get("uid")
 
 
@@ -84,7 +84,7 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
         and not trainjob_finished((trainjob.get("status") or {}).get("conditions") or [])
     ):
         # Only then can a foreign Service block ours: ask the API.
-        named = memo.cluster.get_or_none(c.SERVICE.api_version, "Service", name, namespace)
+        named = memo.cluster.get_or_none(c.SERVICE, name, namespace)
     pods = caches.every("pod_index", key) if memo.settings.pod_summary else None
     observed_tj = Observed(
         trainjob=trainjob,
@@ -151,8 +151,7 @@ def _hold_without_queue(memo: Memo, trainjob: Dict) -> bool:
     if (trainjob.get("spec") or {}).get("suspend"):
         return False
     memo.cluster.patch(
-        c.TRAINER_API,
-        "TrainJob",
+        c.TRAINJOB,
         meta["name"],
         meta["namespace"],
         {"metadata": {"resourceVersion": meta["resourceVersion"]}, "spec": {"suspend": True}},

@@ -9,8 +9,8 @@ import logging
 import threading
 from typing import Any
 
-from kubecontrol.cluster import path_for
 from kubecontrol.controller import Watch, start_watchdog
+from kubecontrol.kinds import WEBHOOK_CONFIGURATIONS
 from trainjob import constants as c
 from trainjob.caches import WATCHDOG_CACHES
 from trainjob.conditions import trainjob_finished
@@ -148,18 +148,14 @@ def on_synced(memo: Memo) -> None:
     start_watchdog(memo, memo.cluster, WATCHDOG_CACHES)
 
 
-WEBHOOK_CONFIGURATIONS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
-
-
 def check_trainer(memo: Memo) -> None:
     """Hold the work while Kubeflow Trainer's controller is installed here (its webhook
     configurations; trainjob/crd.py), and let it go once it is removed; say so each time."""
     configurations = []
     try:
-        for kind in WEBHOOK_CONFIGURATIONS:
-            path = path_for("admissionregistration.k8s.io/v1", f"{kind.lower()}s", None, None)
-            found = memo.cluster.send("GET", path)
-            configurations += [{**item, "kind": kind} for item in found.get("items") or []]
+        for kind in WEBHOOK_CONFIGURATIONS.values():
+            found = memo.cluster.send("GET", kind.path(None, None))
+            configurations += [{**item, "kind": kind.kind} for item in found.get("items") or []]
     except Exception as exc:  # unreadable (a blip, RBAC): keep the last verdict, look again
         log.warning("[%s] cannot list webhook configurations: %s", memo.settings.cluster_name, exc)
         return
@@ -180,9 +176,7 @@ def _warn_of_trainers_crd(memo: Memo) -> None:
     Trainer's own, or an old one): TrainJobs still run, but the API server drops the status
     fields this product adds (status.podsStatus, the worker a job runs on)."""
     try:
-        crd = memo.cluster.get_or_none(
-            "apiextensions.k8s.io/v1", "CustomResourceDefinition", TRAINJOB_CRD
-        )
+        crd = memo.cluster.get_or_none(c.CUSTOM_RESOURCE_DEFINITION, TRAINJOB_CRD)
     except Exception as exc:  # unreadable now: look again at the next check
         log.debug("[%s] cannot read the TrainJob CRD: %s", memo.settings.cluster_name, exc)
         return

@@ -35,9 +35,7 @@ def on_trainjob_mutate(memo: Memo, admission: Dict) -> Verdict:
     namespace = str(admission.get("namespace") or (body.get("metadata") or {}).get("namespace"))
     defaulted = None
     if rules.queue_of(body) is None and namespace not in rules.UNMANAGED_NAMESPACES:
-        default_lq = memo.cluster.get_or_none(
-            c.KUEUE_API, "LocalQueue", c.DEFAULT_LOCAL_QUEUE, namespace
-        )
+        default_lq = memo.cluster.get_or_none(c.LOCAL_QUEUE, c.DEFAULT_LOCAL_QUEUE, namespace)
         defaulted = rules.defaults_to_queue(body, namespace, default_lq is not None)
     hold = defaulted is None and rules.held_without_queue(
         body, namespace, memo.settings.manage_jobs_without_queue_name

@@ -12,6 +12,7 @@ from kubernetes import client
 
 from clusters.bed import Bed
 from kubecontrol.cluster import Cluster
+from kubecontrol.kinds import CONFIG_MAP
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.bed
@@ -281,7 +282,7 @@ def test_our_client_lists_metadata_only_page_by_page(bed: Bed, namespace_factory
             client.V1ConfigMap(metadata=client.V1ObjectMeta(name=f"cm-{i}"), data={"a": "b"}),
         )
     ours = Cluster.from_kubeconfig(worker, bed.kubeconfig(worker), "test")
-    listed = ours.list_metadata("v1", "ConfigMap", ns, page=2)  # three pages
+    listed = ours.list_metadata(CONFIG_MAP, ns, page=2)  # three pages
     names = sorted(o["metadata"]["name"] for o in listed)
     assert [n for n in names if n.startswith("cm-")] == [f"cm-{i}" for i in range(5)]
     assert all(o["metadata"]["resourceVersion"] for o in listed)

@@ -19,7 +19,7 @@ from kubecontrol.client import ApiClient, ApiException, TransportError, load_cre
 from kubecontrol.cluster import Cluster
 from kubecontrol.controller import ControllerMemo, Watch, start_watches
 from kubecontrol.informer import Informer, key_of
-from kubecontrol.kinds import Kind
+from kubecontrol.kinds import CONFIG_MAP, Kind
 from kubecontrol.settings import ControllerSettings
 from kubecontrol.watchdog import WatchDog
 from tests.helpers import wait_for
@@ -38,35 +38,35 @@ def test_every_verb_round_trips_and_errors_carry_the_servers_answer(
     ns = namespace_factory(manager, "client")
     kube_ = Cluster.from_kubeconfig(manager, bed.kubeconfig(manager), "tests")
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": ns}}
-    created = kube_.create({**cm, "data": {"a": "1"}})
-    assert kube_.get("v1", "ConfigMap", "c", ns)["data"] == {"a": "1"}
-    assert kube_.patch("v1", "ConfigMap", "c", ns, {"data": {"b": "2"}})["data"] == {
+    created = kube_.create(CONFIG_MAP, {**cm, "data": {"a": "1"}})
+    assert kube_.get(CONFIG_MAP, "c", ns)["data"] == {"a": "1"}
+    assert kube_.patch(CONFIG_MAP, "c", ns, {"data": {"b": "2"}})["data"] == {
         "a": "1",
         "b": "2",
     }
     # A GET after a request with a body sends none (the handle is reused).
-    latest = kube_.get("v1", "ConfigMap", "c", ns)
+    latest = kube_.get(CONFIG_MAP, "c", ns)
     assert latest["data"]["b"] == "2"
-    replaced = kube_.replace({**latest, "data": {"z": "9"}})
+    replaced = kube_.replace(CONFIG_MAP, {**latest, "data": {"z": "9"}})
     assert replaced["data"] == {"z": "9"}
 
     with pytest.raises(ApiException) as conflict:
-        kube_.create(cm)
+        kube_.create(CONFIG_MAP, cm)
     assert (conflict.value.status, conflict.value.reason) == (409, "Conflict")
     assert conflict.value.headers["Content-Type"] == "application/json"
     assert '"reason":"AlreadyExists"' in conflict.value.body
 
     with pytest.raises(ApiException) as stale:
-        kube_.replace(created)  # its resourceVersion is gone: the server refuses it
+        kube_.replace(CONFIG_MAP, created)  # its resourceVersion is gone: the server refuses it
     assert stale.value.status == 409
 
     # DELETE with a body: a uid precondition naming another object leaves this one alone.
-    kube_.delete("v1", "ConfigMap", "c", ns, uid="00000000-0000-0000-0000-000000000000")
-    assert kube_.get("v1", "ConfigMap", "c", ns)["metadata"]["uid"] == created["metadata"]["uid"]
-    kube_.delete("v1", "ConfigMap", "c", ns, uid=created["metadata"]["uid"])
-    assert kube_.get_or_none("v1", "ConfigMap", "c", ns) is None
+    kube_.delete(CONFIG_MAP, "c", ns, uid="00000000-0000-0000-0000-000000000000")
+    assert kube_.get(CONFIG_MAP, "c", ns)["metadata"]["uid"] == created["metadata"]["uid"]
+    kube_.delete(CONFIG_MAP, "c", ns, uid=created["metadata"]["uid"])
+    assert kube_.get_or_none(CONFIG_MAP, "c", ns) is None
     with pytest.raises(ApiException) as missing:
-        kube_.get("v1", "ConfigMap", "c", ns)
+        kube_.get(CONFIG_MAP, "c", ns)
     assert (missing.value.status, missing.value.reason) == (404, "Not Found")
 
 
@@ -111,11 +111,11 @@ def test_a_watch_hands_over_each_event_as_it_comes_and_ends_with_the_server(
 
     threading.Thread(target=watch, daemon=True).start()
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "w", "namespace": ns}}
-    kube_.create(cm)
+    kube_.create(CONFIG_MAP, cm)
     first = events.get(timeout=10)  # before anything else is written: it came on its own
     assert (first["type"], first["object"]["metadata"]["name"]) == ("ADDED", "w")
-    kube_.patch("v1", "ConfigMap", "w", ns, {"data": {"k": large}})
-    kube_.delete("v1", "ConfigMap", "w", ns)
+    kube_.patch(CONFIG_MAP, "w", ns, {"data": {"k": large}})
+    kube_.delete(CONFIG_MAP, "w", ns)
     rest = [events.get(timeout=15) for _ in range(3)]
     assert [(e["type"], e["object"]["data"]["k"] == large) for e in rest[:2]] == [
         ("MODIFIED", True),
@@ -134,7 +134,7 @@ def test_a_watch_ends_when_its_handler_says_so_or_fails(
     kube_, ns, path = _configmaps(bed, manager, namespace_factory)
     for name in ("a", "b", "c"):
         meta = {"name": name, "namespace": ns, "labels": {"ours": "yes"}}
-        kube_.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta})
+        kube_.create(CONFIG_MAP, {"metadata": meta})
     # The three as ADDED (not the namespace's own kube-root-ca.crt), then nothing for 30 s.
     query = {"resourceVersion": "0", "timeoutSeconds": 30, "labelSelector": "ours=yes"}
     seen: list[str] = []
@@ -235,7 +235,7 @@ def test_an_informer_pages_its_list_resumes_a_broken_watch_and_lists_again_only_
 
     def make(name: str) -> None:
         meta = {"name": name, "namespace": ns, "labels": {"ours": "yes"}}
-        kube_.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta})
+        kube_.create(CONFIG_MAP, {"metadata": meta})
 
     for i in range(7):
         make(f"cm{i}")
@@ -293,7 +293,7 @@ def test_a_frozen_watch_is_found_by_the_watchdog_and_listed_again_in_the_same_pr
         wait_for(lambda: faulty.watched_from, 10, what="the first watch")
         faulty.frozen.set()  # from now on the stream hands nothing over, and stays open
         meta = {"name": "while-frozen", "namespace": ns}
-        kube_.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta})
+        kube_.create(CONFIG_MAP, {"metadata": meta})
         time.sleep(2)
         assert informer.get((ns, "while-frozen")) is None  # frozen indeed
 
@@ -304,7 +304,7 @@ def test_a_frozen_watch_is_found_by_the_watchdog_and_listed_again_in_the_same_pr
             faulty.frozen.clear()
             informer.relist()
 
-        dog = WatchDog(kube_, [("v1", "ConfigMap", cached, relist)], period=60)
+        dog = WatchDog(kube_, [(CONFIG_MAP, cached, relist)], period=60)
         dog.check()  # a suspect: out of date, for the first time
         assert informer.lists == 1
         dog.check()  # still out of date a period later: frozen, listed again

@@ -14,6 +14,7 @@ import pytest
 from clusters.bed import Bed
 from kubecontrol.client import ApiClient, TransportError
 from kubecontrol.cluster import Cluster, NotLeader
+from kubecontrol.kinds import CONFIG_MAP, LEASE
 from kubecontrol.leader import CLOCK_MARGIN, LeaderElector, LeaseTimings
 from tests.helpers import loopback_client
 
@@ -57,7 +58,7 @@ def test_a_write_never_waits_past_the_write_budget(silent_server: int) -> None:
     deadline = time.monotonic() + 1.0
     cluster.write_budget = lambda: deadline - time.monotonic()
     body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "y"}}
-    raised = _within(4, lambda: cluster.create(body))
+    raised = _within(4, lambda: cluster.create(CONFIG_MAP, body))
     assert isinstance(raised, NotLeader)
 
 
@@ -92,4 +93,4 @@ def test_a_renewal_counts_from_when_it_was_sent(bed: Bed) -> None:
         elector._leading = False
         assert elector.write_budget() == 0.0  # not leading: nothing may be written
     finally:
-        cluster.delete("coordination.k8s.io/v1", "Lease", name, "default")
+        cluster.delete(LEASE, name, "default")

@@ -9,6 +9,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from dispatcher import webhooks
+from kubecontrol.kinds import Kind
+from trainjob import constants as c
 
 Dict = dict[str, Any]
 
@@ -19,7 +21,7 @@ class Server:
     def __init__(self, objects: dict[str, Dict]) -> None:
         self.objects, self.threads = objects, []
 
-    def get_or_none(self, api: str, kind: str, name: str, namespace: str | None) -> Dict | None:
+    def get_or_none(self, kind: Kind, name: str, namespace: str | None) -> Dict | None:
         self.threads.append(threading.get_ident())
         return self.objects.get(name)
 
@@ -28,7 +30,7 @@ def ask(cached: dict[str, Dict], server: Server) -> tuple[Dict | None, int]:
     """Look `lq` up as the webhooks do; return it and the event loop's thread."""
 
     def question(get: webhooks.Getter) -> Dict | None:
-        return cached.get("lq") or get("kueue.x-k8s.io/v1beta2", "LocalQueue", "lq", "ns")
+        return cached.get("lq") or get(c.LOCAL_QUEUE, "lq", "ns")
 
     async def main() -> tuple[Dict | None, int]:
         memo: Any = SimpleNamespace(manager=server)
