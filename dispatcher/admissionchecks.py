@@ -19,7 +19,7 @@ Dict = dict[str, Any]
 def our_checks(memo: Memo, caches: Caches) -> dict[str, Dict]:
     return {
         ac["metadata"]["name"]: ac
-        for ac in caches.all("check_index")
+        for ac in caches.checks()
         if (ac.get("spec") or {}).get("controllerName") == memo.settings.controller_name
     }
 
@@ -30,7 +30,7 @@ def config_of(check: Dict, caches: Caches) -> tuple[Dict | None, str | None]:
     problem = parameters_problem(params)
     if problem:
         return None, problem
-    config = caches.first("config_index", params.get("name"))
+    config = caches.config(str(params.get("name")))
     if config is None:
         return None, f"MultiKueueConfig {params.get('name')!r} not found"
     return config, None
@@ -48,7 +48,7 @@ def update_checks(memo: Memo, caches: Caches) -> None:
         config, problem = config_of(check, caches)
         states: dict[str, bool | None] = {}
         for name in (config or {}).get("spec", {}).get("clusters") or []:
-            exists = caches.first("cluster_index", name) is not None
+            exists = caches.cluster(name) is not None
             states[name] = _usable(memo, caches, name) if exists else None
         set_active_condition(memo.manager, check, *check_active(problem, states))
 
@@ -59,7 +59,7 @@ def _usable(memo: Memo, caches: Caches, cluster: str) -> bool:
     remote = memo.registry.get(cluster)
     if remote is not None and (remote.connected or remote.connecting):
         return True
-    mkc = caches.first("cluster_index", cluster)
+    mkc = caches.cluster(cluster)
     conditions = ((mkc or {}).get("status") or {}).get("conditions") or []
     return remote is None and mkc is not None and cond.is_true(conditions, "Active")
 
@@ -78,7 +78,7 @@ def our_check_on_cq(
 ) -> str | None:
     """The name of an admission check of ours a ClusterQueue uses, if any."""
     get = get or memo.manager.get_or_none
-    cq = caches.first("clusterqueue_index", cq_name) or get(c.CLUSTER_QUEUE, cq_name, None)
+    cq = caches.cluster_queue(cq_name) or get(c.CLUSTER_QUEUE, cq_name, None)
     if cq is None:
         return None
     spec = cq.get("spec") or {}
@@ -87,7 +87,7 @@ def our_check_on_cq(
         a["name"] for a in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []
     }
     for name in sorted(names):
-        check = caches.first("check_index", name) or get(
+        check = caches.check(name) or get(
             c.ADMISSION_CHECK, name, None
         )  # asked only for a check made moments ago, not cached yet
         if (

@@ -335,13 +335,7 @@ def _runtimes_condition(drift: list[str]) -> tuple[str, bool, str, str]:
 
 def manager_runtimes(caches: Caches) -> list[Dict]:
     """The manager's ClusterTrainingRuntimes and TrainingRuntimes, each with its kind."""
-    return [
-        *(
-            {"kind": c.CLUSTER_TRAINING_RUNTIME_KIND, **r}
-            for r in caches.all("cluster_runtime_index")
-        ),
-        *({"kind": c.TRAINING_RUNTIME_KIND, **r} for r in caches.all("runtime_index")),
-    ]
+    return [*caches.cluster_runtimes(), *caches.runtimes()]
 
 
 def _kubeconfig_key(secret: Dict) -> str:

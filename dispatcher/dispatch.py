@@ -14,7 +14,7 @@ import datetime as dt
 import hashlib
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from dispatcher.capacity import Fit
 from dispatcher.status_sync import status_back
@@ -24,7 +24,7 @@ from trainjob import constants as c
 from trainjob import workload as wlmod
 from trainjob.jsondoc import json_copy
 from trainjob.status_writes import hold
-from trainjob.workload import WorkloadView
+from trainjob.workload import CheckState, WorkloadView
 
 Dict = dict[str, Any]
 
@@ -67,10 +67,13 @@ class DispatchObserved:
     selection_problem: str | None = None
 
 
+Verb = Literal["create", "patch", "delete"]  # what a RemoteAction does to its object
+
+
 @dataclass
 class RemoteAction:
     cluster: str
-    verb: str  # create | patch | delete
+    verb: Verb
     obj: Dict
     event: Event | None = None  # posted on the manager TrainJob once done
 
@@ -78,7 +81,7 @@ class RemoteAction:
 @dataclass
 class DispatchPlan:
     remote: list[RemoteAction] = field(default_factory=list)
-    check_state: tuple[str, str] | None = None  # (state, message) when it must change
+    check_state: tuple[CheckState, str] | None = None  # (state, message) when it must change
     cluster_name: str | None = None  # set status.clusterName on the manager Workload
     nominated: list[str] | None = None  # set status.nominatedClusterNames (copies sent)
     trainjob_status: Dict | None = None  # new manager TrainJob status, when it changed
@@ -87,6 +90,12 @@ class DispatchPlan:
     status_held: bool = False  # a status change is held back (status_writes.hold)
     withheld: list[str] = field(default_factory=list)  # sent no copy for want of room now
     deactivate: bool = False  # set spec.active false on the manager Workload (given up on it)
+
+    def retry(self, reason: str, message: str) -> None:
+        """Turn the check to Retry (Kueue dispatches the Workload again), saying why in a
+        Warning Event."""
+        self.check_state = ("Retry", message)
+        self.events.append(Event("Warning", reason, message))
 
     @property
     def writes_workload(self) -> bool:
@@ -540,41 +549,35 @@ def _step3_watch_the_winner(p: _Pass, winner: RemoteView) -> None:
                 if winner.disconnected_for != float("inf")
                 else "no longer configured (no MultiKueueCluster)"
             )
-            plan.check_state = ("Retry", f"cluster {winner.name} {why}; dispatching again")
-            plan.events.append(Event("Warning", "ClusterLost", plan.check_state[1]))
+            plan.retry("ClusterLost", f"cluster {winner.name} {why}; dispatching again")
         else:  # a brief disconnect changes nothing, unless it lasts
             plan.requeue_after = obs.worker_lost_timeout - winner.disconnected_for
         return
     if winner.workload is None:
-        plan.check_state = ("Retry", f"the Workload copy on {winner.name} is gone")
-        plan.events.append(Event("Warning", "RemoteWorkloadGone", plan.check_state[1]))
+        plan.retry("RemoteWorkloadGone", f"the Workload copy on {winner.name} is gone")
         return
     if wlmod.finished_reason(winner.workload) == c.KUEUE_FINISHED_OUT_OF_SYNC:
         # The worker's Kueue integration found the TrainJob there no longer matches its
         # Workload (changed on the worker): as Kueue does, send it again, once.
         if p.state.get("state") == "Ready":
-            plan.check_state = (
-                "Retry",
+            plan.retry(
+                "RemoteOutOfSync",
                 f"Remote workload on worker cluster {winner.name!r} is out of sync with its "
                 "user job, resetting for re-dispatch",
             )
-            plan.events.append(Event("Warning", "RemoteOutOfSync", plan.check_state[1]))
         return
     if (
         wlmod.is_evicted(winner.workload)
         and winner.trainjob is not None
         and not wlmod.is_finished(winner.workload)
     ):
-        plan.check_state = (
-            "Retry",
-            f"evicted on {winner.name}: {wlmod.eviction_message(winner.workload)}",
+        plan.retry(
+            "RemoteEvicted", f"evicted on {winner.name}: {wlmod.eviction_message(winner.workload)}"
         )
-        plan.events.append(Event("Warning", "RemoteEvicted", plan.check_state[1]))
         return
     if winner.trainjob is None and winner.taken:
         # Its TrainJob cannot be made there: another worker (the quota there is freed too).
-        plan.check_state = ("Retry", f"{winner.name}: {winner.taken}; dispatching again")
-        plan.events.append(Event("Warning", "RemoteNameTaken", plan.check_state[1]))
+        plan.retry("RemoteNameTaken", f"{winner.name}: {winner.taken}; dispatching again")
         return
     if winner.trainjob is None and obs.trainjob is not None:
         # Normally created with the decision (step 4); this is the retry after a failure.

@@ -76,7 +76,7 @@ def resync_loop(memo: Memo) -> None:
         caches = memo.caches
         try:
             runtimes = manager_runtimes(caches) if memo.settings.check_runtimes else None
-            for mkc in caches.all("cluster_index"):
+            for mkc in caches.clusters():
                 try:  # one broken MultiKueueCluster must not hold up the others, or the pass
                     memo.registry.reconcile_cluster(mkc, runtimes)
                 except Exception:
@@ -86,7 +86,7 @@ def resync_loop(memo: Memo) -> None:
                         mkc["metadata"]["name"],
                     )
             update_checks(memo, caches)
-            for key in caches.keys("trainjob_index"):
+            for key in caches.trainjob_keys():
                 body = caches.trainjob(*key)
                 if body is not None and is_multikueue(body) and not _settled(memo, body):
                     memo.queue.resync(key)
@@ -117,10 +117,10 @@ def collect_garbage(registry: Registry, caches: Caches) -> None:
     for name, remote in list(registry.remotes.items()):
         if not remote.connected:
             continue
-        for kind, index in (("TrainJob", "trainjob_index"), ("Workload", "workload_index")):
+        for kind, on_manager in (("TrainJob", caches.trainjob), ("Workload", caches.workload)):
             for obj in remote.items(kind):
                 key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
-                if not _orphan(obj, caches.first(index, key)):
+                if not _orphan(obj, on_manager(*key)):
                     continue
                 try:
                     uid = obj["metadata"].get("uid")

@@ -245,11 +245,7 @@ def _chosen(
         return set(), str(exc)
     if choice is None:
         return set(clusters), None
-    labels = {
-        name: ((caches.first("cluster_index", name) or {}).get("metadata") or {}).get("labels")
-        or {}
-        for name in clusters
-    }
+    labels = {name: caches.cluster_labels(name) for name in clusters}
     chosen = {name for name in clusters if choice.allows(name, labels[name])}
     if not chosen:
         return chosen, (
@@ -268,7 +264,7 @@ def _lost_for(caches: Caches, cluster: str) -> float:
     """How long a cluster the registry holds no connection for has been lost: since its
     MultiKueueCluster turned Active=False (the clock survives restarts), 0 while it was Active
     and is still being connected, forever when no such MultiKueueCluster exists."""
-    mkc = caches.first("cluster_index", cluster)
+    mkc = caches.cluster(cluster)
     if mkc is None:
         return float("inf")
     since = down_since(mkc)

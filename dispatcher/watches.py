@@ -17,7 +17,7 @@ from kubecontrol import controller
 from kubecontrol.controller import Watch
 from trainjob import constants as c
 from trainjob import jobframework
-from trainjob.caches import WATCHDOG_CACHES
+from trainjob.caches import WATCHDOG_CACHES, Index
 from trainjob.naming import owner_name
 from trainjob.workload import WorkloadView
 
@@ -34,17 +34,17 @@ def watches(memo: Memo) -> list[Watch]:
         admissionchecks.update_checks(memo, memo.caches)
 
     return [
-        Watch("trainjob_index", c.TRAINJOB, trainjob_changed),
-        Watch("workload_index", c.WORKLOAD, lambda _type, wl: _enqueue_owner(memo, wl)),
-        Watch("cluster_index", c.MULTIKUEUE_CLUSTER, lambda t, mkc: on_cluster_event(memo, t, mkc)),
-        Watch("check_index", c.ADMISSION_CHECK, check_changed),
-        Watch("config_index", c.MULTIKUEUE_CONFIG, check_changed),
+        Watch(Index.TRAINJOBS, c.TRAINJOB, trainjob_changed),
+        Watch(Index.WORKLOADS, c.WORKLOAD, lambda _type, wl: _enqueue_owner(memo, wl)),
+        Watch(Index.CLUSTERS, c.MULTIKUEUE_CLUSTER, lambda t, mkc: on_cluster_event(memo, t, mkc)),
+        Watch(Index.CHECKS, c.ADMISSION_CHECK, check_changed),
+        Watch(Index.CONFIGS, c.MULTIKUEUE_CONFIG, check_changed),
         # Read from the cache only: their changes queue nothing.
-        Watch("localqueue_index", c.LOCAL_QUEUE),
-        Watch("clusterqueue_index", c.CLUSTER_QUEUE),
-        Watch("flavor_index", c.RESOURCE_FLAVOR),
-        Watch("runtime_index", c.TRAINING_RUNTIME),
-        Watch("cluster_runtime_index", c.CLUSTER_TRAINING_RUNTIME),
+        Watch(Index.LOCAL_QUEUES, c.LOCAL_QUEUE),
+        Watch(Index.CLUSTER_QUEUES, c.CLUSTER_QUEUE),
+        Watch(Index.FLAVORS, c.RESOURCE_FLAVOR),
+        Watch(Index.RUNTIMES, c.TRAINING_RUNTIME),
+        Watch(Index.CLUSTER_RUNTIMES, c.CLUSTER_TRAINING_RUNTIME),
     ]
 
 
@@ -86,7 +86,7 @@ def on_secret_change(memo: Memo, name: str) -> None:
     """A Secret of our namespace changed: reconnect the clusters whose kubeconfig it holds."""
     if not memo.synced.is_set():
         return  # the first resync pass reads every cluster's Secret anyway
-    for mkc in memo.caches.all("cluster_index"):
+    for mkc in memo.caches.clusters():
         ref = ((mkc.get("spec") or {}).get("clusterSource") or {}).get("kubeConfig") or {}
         if ref.get("location") == name:
             memo.registry.reconcile_cluster(mkc)

@@ -112,7 +112,7 @@ async def _answer(memo: Memo, question: Callable[[Getter], T]) -> T:
 
 def _local_queue(namespace: str, name: str, caches: Caches, get: Getter) -> Dict | None:
     """From the watch cache; a queue made moments ago may not be there yet, so ask then."""
-    found = caches.first("localqueue_index", (namespace, name))
+    found = caches.local_queue(namespace, name)
     return found or get(c.LOCAL_QUEUE, name, namespace)
 
 

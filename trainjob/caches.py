@@ -1,36 +1,125 @@
-"""Typed reads of the caches both controllers keep, by the names their watch tables give
-them (`trainjob_index`, `workload_index`, ...; kubecontrol/caches.py has the generic reads)."""
+"""Typed reads of the caches both controllers keep: one method per question, the caches named
+once (`Index`, which the watch tables use too; kubecontrol/caches.py has the generic reads)."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 from kubecontrol import caches
 from trainjob import constants as c
 
 Dict = dict[str, Any]
+Key = tuple[str, str]
+
+
+class Index(StrEnum):
+    """The name of each cache a watch table fills."""
+
+    TRAINJOBS = "trainjob_index"
+    WORKLOADS = "workload_index"
+    RUNTIMES = "runtime_index"
+    CLUSTER_RUNTIMES = "cluster_runtime_index"
+    FLAVORS = "flavor_index"
+    # the dispatcher's
+    CLUSTERS = "cluster_index"  # MultiKueueClusters
+    CHECKS = "check_index"  # AdmissionChecks
+    CONFIGS = "config_index"  # MultiKueueConfigs
+    LOCAL_QUEUES = "localqueue_index"
+    CLUSTER_QUEUES = "clusterqueue_index"
+    # the worker controller's, grouped by the TrainJob (or Job) they belong to
+    TRAINJOB_BY_WORKLOAD = "owner_index"  # (namespace, its Workload's name) -> the TrainJob
+    JOBS = "job_index"
+    SERVICES = "service_index"
+    PODS = "pod_index"
+    FAILED_CREATES = "failed_create_index"  # FailedCreate Events, by Job
+
+
 # The caches the watchdog compares with the API (kubecontrol/watchdog.py): the busiest, whose
 # freezing would stop every TrainJob.
-WATCHDOG_CACHES = {"trainjob_index": c.TRAINJOB, "workload_index": c.WORKLOAD}
+WATCHDOG_CACHES = {Index.TRAINJOBS.value: c.TRAINJOB, Index.WORKLOADS.value: c.WORKLOAD}
 
 
 class Caches(caches.Caches):
     # ---- the kinds both controllers read ----------------------------------------------------
 
     def trainjob(self, namespace: str, name: str) -> Dict | None:
-        return self.first("trainjob_index", (namespace, name))
+        return self.first(Index.TRAINJOBS, (namespace, name))
+
+    def trainjob_keys(self) -> list[Key]:
+        return self.keys(Index.TRAINJOBS)
 
     def workload(self, namespace: str, name: str) -> Dict | None:
-        return self.first("workload_index", (namespace, name))
+        return self.first(Index.WORKLOADS, (namespace, name))
 
     def runtime_of(self, trainjob: Dict) -> Dict | None:
         """The (Cluster)TrainingRuntime a TrainJob's spec.runtimeRef names, if it exists."""
         ref = (trainjob.get("spec") or {}).get("runtimeRef") or {}
         if ref.get("kind") == c.TRAINING_RUNTIME_KIND:
             namespace = (trainjob.get("metadata") or {}).get("namespace")
-            return self.first("runtime_index", (namespace, ref.get("name")))
-        return self.first("cluster_runtime_index", ref.get("name"))
+            return self.first(Index.RUNTIMES, (namespace, ref.get("name")))
+        return self.first(Index.CLUSTER_RUNTIMES, ref.get("name"))
+
+    def runtimes(self) -> list[Dict]:
+        """Every TrainingRuntime, each with its kind."""
+        return [{"kind": c.TRAINING_RUNTIME_KIND, **r} for r in self.all(Index.RUNTIMES)]
+
+    def cluster_runtimes(self) -> list[Dict]:
+        """Every ClusterTrainingRuntime, each with its kind."""
+        return [
+            {"kind": c.CLUSTER_TRAINING_RUNTIME_KIND, **r} for r in self.all(Index.CLUSTER_RUNTIMES)
+        ]
 
     def flavors(self) -> dict[str, Dict]:
         """ResourceFlavors by name."""
-        return {f["metadata"]["name"]: f for f in self.all("flavor_index")}
+        return {f["metadata"]["name"]: f for f in self.all(Index.FLAVORS)}
+
+    # ---- the dispatcher's: Kueue's MultiKueue objects and queues on the manager ----------
+
+    def cluster(self, name: str) -> Dict | None:
+        """A MultiKueueCluster."""
+        return self.first(Index.CLUSTERS, name)
+
+    def clusters(self) -> list[Dict]:
+        return self.all(Index.CLUSTERS)
+
+    def cluster_labels(self, name: str) -> dict[str, str]:
+        """A MultiKueueCluster's labels ({} when there is no such cluster)."""
+        return dict(((self.cluster(name) or {}).get("metadata") or {}).get("labels") or {})
+
+    def check(self, name: str) -> Dict | None:
+        """An AdmissionCheck."""
+        return self.first(Index.CHECKS, name)
+
+    def checks(self) -> list[Dict]:
+        return self.all(Index.CHECKS)
+
+    def config(self, name: str) -> Dict | None:
+        """A MultiKueueConfig."""
+        return self.first(Index.CONFIGS, name)
+
+    def local_queue(self, namespace: str, name: str) -> Dict | None:
+        return self.first(Index.LOCAL_QUEUES, (namespace, name))
+
+    def cluster_queue(self, name: str) -> Dict | None:
+        return self.first(Index.CLUSTER_QUEUES, name)
+
+    # ---- the worker controller's: what a TrainJob is made of here ------------------------
+
+    def trainjob_by_workload(self, namespace: str, workload: str) -> Dict | None:
+        """The TrainJob whose Workload has this name."""
+        return self.first(Index.TRAINJOB_BY_WORKLOAD, (namespace, workload))
+
+    def jobs_of(self, key: Key) -> list[Dict]:
+        """The Jobs made for the TrainJob `key` names (by their controller's name)."""
+        return self.every(Index.JOBS, key)
+
+    def services_of(self, key: Key) -> list[Dict]:
+        return self.every(Index.SERVICES, key)
+
+    def pods_of(self, key: Key) -> list[Dict]:
+        return self.every(Index.PODS, key)
+
+    def failed_creates_of(self, namespace: str, job: str) -> list[Dict]:
+        """The FailedCreate Events of a Job."""
+        return self.every(Index.FAILED_CREATES, (namespace, job))

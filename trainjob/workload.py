@@ -7,7 +7,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from trainjob import conditions as cond
 from trainjob import constants as c
@@ -94,6 +94,10 @@ def build_workload(
         },
         "spec": spec,
     }
+
+
+# The states of an AdmissionCheck on a Workload (Kueue's CheckState).
+CheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
 
 
 class WorkloadView:

@@ -62,9 +62,7 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
     runtime = caches.runtime_of(trainjob)
     uid = str(trainjob["metadata"].get("uid", ""))
     # Only the Jobs this very TrainJob controls: a label is no proof (anyone can write one).
-    jobs = {
-        j["metadata"]["name"]: j for j in caches.every("job_index", key) if controlled_by(j, uid)
-    }
+    jobs = {j["metadata"]["name"]: j for j in caches.jobs_of(key) if controlled_by(j, uid)}
     if jobframework.is_queued_body(trainjob):
         active = any(_has_active_pods(j) for j in jobs.values())
         observed = observe_queueing(
@@ -76,7 +74,7 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
             return None  # the TrainJob's own update event continues from the new spec
     elif _held(memo, namespace, trainjob) and _hold_without_queue(memo, trainjob):
         return None  # suspended now: its update event continues
-    services = caches.every("service_index", key)
+    services = caches.services_of(key)
     named = None
     if (
         not services
@@ -85,7 +83,7 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
     ):
         # Only then can a foreign Service block ours: ask the API.
         named = memo.cluster.get_or_none(c.SERVICE, name, namespace)
-    pods = caches.every("pod_index", key) if memo.settings.pod_summary else None
+    pods = caches.pods_of(key) if memo.settings.pod_summary else None
     observed_tj = Observed(
         trainjob=trainjob,
         runtime=runtime,
@@ -164,7 +162,7 @@ def _pod_create_failures(caches: Caches, namespace: str, jobs: dict[str, Dict]) 
     last FailedCreate Event about this very Job), when it says so."""
     out = {}
     for name in status.jobs_short_of_pods(jobs):
-        events = caches.every("failed_create_index", (namespace, name))
+        events = caches.failed_creates_of(namespace, name)
         message = status.create_failure(jobs[name], events)
         if message is not None:
             out[name] = message

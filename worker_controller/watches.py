@@ -12,7 +12,7 @@ from typing import Any
 from kubecontrol.controller import Watch, start_watchdog
 from kubecontrol.kinds import WEBHOOK_CONFIGURATIONS
 from trainjob import constants as c
-from trainjob.caches import WATCHDOG_CACHES
+from trainjob.caches import WATCHDOG_CACHES, Index
 from trainjob.conditions import trainjob_finished
 from trainjob.crd import TRAINJOB_CRD, missing_status_fields, trainer_controller_problem
 from trainjob.models import prebuilt_workload_of
@@ -37,19 +37,19 @@ def watches(memo: Memo) -> list[Watch]:
         memo.queue.add(_controller(job))
 
     def workload_changed(_type: str, workload: Dict) -> None:
-        owner = memo.caches.first("owner_index", _key(workload))
+        owner = memo.caches.trainjob_by_workload(*_key(workload))
         if owner is not None:
             memo.queue.add(_key(owner))
 
     table = [
         Watch(
-            "trainjob_index",
+            Index.TRAINJOBS,
             c.TRAINJOB,
             trainjob_changed,
             group_by=_workload_key,
-            groups="owner_index",  # (namespace, its Workload's name) -> the TrainJob
+            groups=Index.TRAINJOB_BY_WORKLOAD,  # (namespace, its Workload's name) -> the TrainJob
         ),
-        Watch("workload_index", c.WORKLOAD, workload_changed),
+        Watch(Index.WORKLOADS, c.WORKLOAD, workload_changed),
         # Jobs and Services we made (the API server filters them by our label), by TrainJob:
         # Jobs by their controller owner (reconcile keeps those of its very UID), Services by
         # the label (one that is not ours is a condition, never written).
@@ -63,13 +63,13 @@ def watches(memo: Memo) -> list[Watch]:
                 groups=groups,
             )
             for index, kind, on_event, group_by, groups in (
-                ("jobs", c.JOB, job_changed, _controller, "job_index"),
-                ("services", c.SERVICE, None, _trainjob_label, "service_index"),
+                ("jobs", c.JOB, job_changed, _controller, Index.JOBS),
+                ("services", c.SERVICE, None, _trainjob_label, Index.SERVICES),
             )
         ),
-        Watch("runtime_index", c.TRAINING_RUNTIME),
-        Watch("cluster_runtime_index", c.CLUSTER_TRAINING_RUNTIME),
-        Watch("flavor_index", c.RESOURCE_FLAVOR),
+        Watch(Index.RUNTIMES, c.TRAINING_RUNTIME),
+        Watch(Index.CLUSTER_RUNTIMES, c.CLUSTER_TRAINING_RUNTIME),
+        Watch(Index.FLAVORS, c.RESOURCE_FLAVOR),
     ]
     if memo.settings.pod_summary:
         table += [
@@ -81,7 +81,7 @@ def watches(memo: Memo) -> list[Watch]:
                 label_selector=c.TRAINJOB_NAME_LABEL,
                 transform=status.pod_digest,
                 group_by=status.pod_owner,
-                groups="pod_index",
+                groups=Index.PODS,
             ),
             # The Job controller's Events for pods the API refused: only these stream in,
             # from every namespace; there are none while all is well (status: PodsStuck,
@@ -93,7 +93,7 @@ def watches(memo: Memo) -> list[Watch]:
                 field_selector=FAILED_CREATE_EVENTS,
                 transform=status.event_digest,
                 group_by=status.event_job,
-                groups="failed_create_index",  # by Job
+                groups=Index.FAILED_CREATES,  # by Job
             ),
         ]
     return table
@@ -129,7 +129,7 @@ def _workload_key(trainjob: Dict) -> tuple[str, str]:
 def _failed_create(memo: Memo, event: Dict) -> None:
     """A FailedCreate Event queues the TrainJob whose Job it is about."""
     namespace, job = status.event_job(event)
-    names = [n for ns, n in memo.caches.keys("trainjob_index") if ns == namespace]
+    names = [n for ns, n in memo.caches.trainjob_keys() if ns == namespace]
     trainjob = owning_trainjob(job, names)
     if trainjob is not None:
         memo.queue.add((namespace, trainjob))
@@ -215,14 +215,14 @@ def _resync(memo: Memo, everything: bool = False) -> None:
         return
     caches = memo.caches
     live = set()
-    for key in caches.keys("trainjob_index"):
+    for key in caches.trainjob_keys():
         body = caches.trainjob(*key)
         if body is not None:
             live.add(str(body["metadata"].get("uid", "")))
         if (
             body is not None
             and body["metadata"].get("uid") not in memo.gone
-            and (everything or not _settled(body, caches.every("job_index", key)))
+            and (everything or not _settled(body, caches.jobs_of(key)))
         ):
             memo.queue.resync(key)
     memo.forget_all_but(live)

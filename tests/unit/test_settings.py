@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,6 +14,7 @@ from dispatcher import watches as dispatcher_watches
 from dispatcher.settings import DispatcherSettings
 from kubecontrol.controller import Watch, credentials
 from trainjob import constants as c
+from trainjob.caches import Caches, Index
 from worker_controller import watches as worker_watches
 from worker_controller.settings import WorkerSettings
 
@@ -230,14 +232,35 @@ def _table(controller: Any, settings: Any) -> list[Watch]:
     return table
 
 
-def _caches_named(*packages: str) -> set[str]:
-    """Every cache name ("..._index") the code of these packages reads."""
-    return {
-        name
-        for package in packages
-        for path in (REPO / package).glob("*.py")
-        for name in re.findall(r'"([a-z_]+_index)"', path.read_text())
+def _reads() -> dict[str, set[str]]:
+    """Each read of trainjob/caches.py's `Caches` -> the caches it reads (by `Index`)."""
+    methods = inspect.getmembers(Caches, inspect.isfunction)
+    found = {
+        name: {Index[m].value for m in re.findall(r"Index\.([A-Z_]+)", inspect.getsource(fn))}
+        for name, fn in methods
+        if fn.__qualname__.startswith("Caches.")
     }
+    for name, fn in methods:  # reads that go through other reads
+        for other in re.findall(r"self\.([a-z_]+)\(", inspect.getsource(fn)):
+            found.setdefault(name, set()).update(found.get(other, set()))
+    return found
+
+
+def _caches_named(package: str) -> set[str]:
+    """Every cache the code of a package reads, through the typed reads it calls."""
+    reads = _reads()
+    return {
+        index
+        for path in (REPO / package).glob("*.py")
+        for called in re.findall(r"caches\.([a-z_]+)\(", path.read_text())
+        for index in reads.get(called, set())
+    }
+
+
+def test_the_typed_reads_name_their_caches() -> None:
+    reads = _reads()
+    assert reads["trainjob"] == {Index.TRAINJOBS} and reads["jobs_of"] == {Index.JOBS}
+    assert reads["cluster_labels"] == {Index.CLUSTERS}
 
 
 @pytest.mark.parametrize(
@@ -253,8 +276,8 @@ def test_each_controller_watches_every_cache_its_code_reads_once(
     table = _table(controller, settings)
     names = [w.index for w in table] + [w.groups for w in table if w.groups]
     assert len(names) == len(set(names)), names
-    shared = {"trainjob_index", "workload_index", "runtime_index", "cluster_runtime_index"}
-    assert _caches_named(package) | shared <= set(names)
+    assert _caches_named(package) <= set(names), _caches_named(package) - set(names)
+    assert len(_caches_named(package)) >= 5
     assert len({w.kind for w in table}) == len(table)  # one informer a kind
 
 
