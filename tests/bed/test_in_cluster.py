@@ -22,6 +22,7 @@ from kubecontrol import client as kubeclient
 from kubecontrol.certs import issue
 from kubecontrol.client import ApiClient, ApiException, TransportError, in_cluster_credentials
 from kubecontrol.cluster import Cluster
+from kubecontrol.kinds import CONFIG_MAP, SECRET, Kind
 
 pytestmark = pytest.mark.bed
 
@@ -63,21 +64,21 @@ def test_in_cluster_credentials_act_as_the_service_account_and_follow_its_token(
     credentials = in_cluster_credentials(sa_dir)
     assert credentials.namespace == ns
     kube = Cluster(manager, ApiClient(credentials), "tests")
-    assert kube.get("v1", "ConfigMap", "hello", ns)["data"] == {"a": "b"}
+    assert kube.get(CONFIG_MAP, "hello", ns)["data"] == {"a": "b"}
 
-    def refused(kind: str, name: str) -> str:
+    def refused(kind: Kind, name: str) -> str:
         with pytest.raises(ApiException) as denied:
-            kube.get("v1", kind, name, ns)
+            kube.get(kind, name, ns)
         assert denied.value.status == 403, denied.value
         return denied.value.body
 
     # The API server knows it as the ServiceAccount, and gives it only what its Role allows.
-    assert f"system:serviceaccount:{ns}:reader" in refused("Secret", "anything")
+    assert f"system:serviceaccount:{ns}:reader" in refused(SECRET, "anything")
 
     # The kubelet rewrites a projected token before it expires: the new one is read.
     (sa_dir / "token").write_text(token("nobody"))
     monkeypatch.setattr(kubeclient, "TOKEN_REREAD_SECONDS", 0.0)
-    assert f"system:serviceaccount:{ns}:nobody" in refused("ConfigMap", "hello")
+    assert f"system:serviceaccount:{ns}:nobody" in refused(CONFIG_MAP, "hello")
 
     # The CA file is what the server's certificate is checked against.
     (sa_dir / "ca.crt").write_bytes(issue(["elsewhere"], dt.datetime.now(dt.UTC)).ca_crt)
