@@ -368,15 +368,15 @@ def _failed_status(
     """The manager TrainJob's status with a final Failed condition (None when it says so)."""
     if trainjob is None:
         return None
-    conditions = list((trainjob.get("status") or {}).get("conditions") or [])
-    failed = cond.find(conditions, c.COND_FAILED)
-    if failed and failed.get("status") == "True" and failed.get("reason") == reason:
-        return None
-    generation = (trainjob.get("metadata") or {}).get("generation")
-    conditions = cond.set_condition(
-        conditions, c.COND_FAILED, True, reason, message, now, generation
+    conditions = cond.Conditions(
+        list((trainjob.get("status") or {}).get("conditions") or []),
+        now,
+        (trainjob.get("metadata") or {}).get("generation"),
     )
-    return {"conditions": conditions}
+    # Said once: its message (the workers' notes) is not rewritten each pass.
+    if conditions.set(c.COND_FAILED, True, reason, message, keep_message=True) is cond.Change.NONE:
+        return None
+    return {"conditions": conditions.list}
 
 
 CLUSTERS_SELECTED = "ClustersSelected"  # condition: the TrainJob's choice leaves no cluster
@@ -394,23 +394,20 @@ def _waiting_conditions(
     conditions that appear or change."""
     if obs.trainjob is None:
         return None, []
-    before = list((obs.trainjob.get("status") or {}).get("conditions") or [])
-    conditions, events = before, []
-    generation = (obs.trainjob.get("metadata") or {}).get("generation")
+    conditions = cond.Conditions(
+        list((obs.trainjob.get("status") or {}).get("conditions") or []),
+        obs.now,
+        (obs.trainjob.get("metadata") or {}).get("generation"),
+    )
     for ctype, status, reason, problem in (
         (CLUSTERS_SELECTED, False, REASON_NO_CLUSTER_SELECTED, obs.selection_problem),
         (RUNTIME_DRIFT, True, RUNTIME_DRIFT, drift),
     ):
-        found = cond.find(conditions, ctype)
         if problem is None:
-            if found is not None:
-                conditions = cond.remove_condition(conditions, ctype)
-        elif found is None or found.get("message") != problem:
-            conditions = cond.set_condition(
-                conditions, ctype, status, reason, problem, obs.now, generation
-            )
-            events.append(Event("Warning", reason, problem))
-    return ({"conditions": conditions} if conditions != before else None), events
+            conditions.remove(ctype)
+        else:
+            conditions.set(ctype, status, reason, problem, event="Warning")
+    return ({"conditions": conditions.list} if conditions.changed else None), conditions.events
 
 
 def reconcile_dispatch(obs: DispatchObserved, strategy: Strategy | None = None) -> DispatchPlan:

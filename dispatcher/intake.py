@@ -46,27 +46,20 @@ def reconcile_intake(
     #    clusterName says so first (the TrainJob's may wait a moment with other minor fields).
     if status.get("clusterName") or ((workload or {}).get("status") or {}).get("clusterName"):
         return plan
-    conditions = list(status.get("conditions") or [])
-    failed = cond.find(conditions, c.COND_FAILED)
     generation = (trainjob.get("metadata") or {}).get("generation")
+    conditions = cond.Conditions(
+        list(status.get("conditions") or []), now, generation, events=plan.events
+    )
+    failed = conditions.find(c.COND_FAILED)
     # 2. A problem: say it once (again only when it changes).
     if problem is not None:
-        if (
-            failed is None
-            or failed.get("status") != "True"
-            or failed.get("reason") != problem.reason
-            or failed.get("message") != problem.message
-        ):
-            conditions = cond.set_condition(
-                conditions, c.COND_FAILED, True, problem.reason, problem.message, now, generation
-            )
-            plan.status = {"conditions": conditions}
-            plan.events.append(Event("Warning", problem.reason, problem.message))
-        return plan
+        conditions.set(c.COND_FAILED, True, problem.reason, problem.message, event="Warning")
     # 3. Fixed: drop our condition (a final Failed is not ours to touch).
-    if failed is not None and failed.get("reason") in c.RECOVERABLE_FAILURE_REASONS:
-        plan.status = {"conditions": cond.remove_condition(conditions, c.COND_FAILED)}
+    elif failed is not None and failed.get("reason") in c.RECOVERABLE_FAILURE_REASONS:
+        conditions.remove(c.COND_FAILED)
         plan.events.append(Event("Normal", "RuntimeResolved", "the runtime is usable; queueing"))
+    if conditions.changed:
+        plan.status = {"conditions": conditions.list}
     return plan
 
 

@@ -45,34 +45,21 @@ def set_conditions(manager: Cluster, obj: Dict, updates: list[tuple[str, bool, s
     when one changed (and only as the leader)."""
     if not manager.writable():
         return
-    before = list((obj.get("status") or {}).get("conditions") or [])
-    conditions = before
+    conditions = cond.Conditions(
+        list((obj.get("status") or {}).get("conditions") or []),
+        dt.datetime.now(dt.UTC),
+        obj["metadata"].get("generation"),
+    )
     for ctype, status, reason, message in updates:
-        old = cond.find(conditions, ctype)
-        if (
-            old
-            and old.get("status") == ("True" if status else "False")
-            and old.get("reason") == reason
-            and old.get("message") == message
-        ):
-            continue
-        conditions = cond.set_condition(
-            conditions,
-            ctype,
-            status,
-            reason,
-            message,
-            dt.datetime.now(dt.UTC),
-            obj["metadata"].get("generation"),
-        )
-    if conditions == before:
+        conditions.set(ctype, status, reason, message)
+    if not conditions.changed:
         return
     try:
         manager.patch(
             c.KINDS[obj["kind"]],
             obj["metadata"]["name"],
             None,
-            {"metadata": _guard(obj), "status": {"conditions": conditions}},
+            {"metadata": _guard(obj), "status": {"conditions": conditions.list}},
             subresource="status",
         )
     except ApiException as exc:

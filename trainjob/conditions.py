@@ -1,10 +1,13 @@
-"""metav1.Condition helpers: find, set (keeping lastTransitionTime when unchanged), remove."""
+"""metav1.Condition helpers: find, set (keeping lastTransitionTime when unchanged), remove, and
+`Conditions`, the one way both controllers change an object's conditions and announce it."""
 
 from __future__ import annotations
 
 import datetime as dt
+from enum import Enum
 from typing import Any
 
+from kubecontrol.events import Event
 from trainjob import constants as c
 
 Dict = dict[str, Any]
@@ -57,6 +60,88 @@ def set_condition(
 
 def remove_condition(conditions: list[Dict], ctype: str) -> list[Dict]:
     return [dict(x) for x in conditions if x.get("type") != ctype]
+
+
+class Change(Enum):
+    """What setting a condition changed."""
+
+    NONE = "none"  # it said this already
+    NEW = "new"  # there was no condition of that type
+    STATE = "state"  # its status or reason changed
+    MESSAGE = "message"  # only its message changed
+    GENERATION = "generation"  # only the generation it was set for (`track_generation`)
+
+
+class Conditions:
+    """An object's conditions being changed in one pass: each set only when it says something
+    new, the Events that announce the changes, and the list to write (`changed`)."""
+
+    def __init__(
+        self,
+        conditions: list[Dict],
+        now: dt.datetime,
+        generation: int | None = None,
+        *,
+        track_generation: bool = False,
+        events: list[Event] | None = None,
+    ) -> None:
+        """`track_generation`: a condition set again for a newer generation of the object
+        takes that observedGeneration, whatever else changed (the worker's own TrainJob
+        conditions, as Trainer keeps them). `events`: where the Events go (a plan's own list),
+        in the order the changes are made."""
+        self.before = conditions
+        self.list = list(conditions)
+        self.now, self.generation = now, generation
+        self.track_generation = track_generation
+        self.events: list[Event] = [] if events is None else events
+
+    def find(self, ctype: str) -> Dict | None:
+        return find(self.list, ctype)
+
+    def set(
+        self,
+        ctype: str,
+        status: bool,
+        reason: str,
+        message: str,
+        *,
+        event: str | None = None,
+        announce: frozenset[Change] = frozenset({Change.NEW, Change.STATE, Change.MESSAGE}),
+        keep_message: bool = False,
+    ) -> Change:
+        """Set `ctype` unless it says this already. `event` ("Normal", "Warning"): the Event
+        type that announces the changes in `announce`. `keep_message`: a condition whose
+        status and reason are unchanged is left as it is (its message may vary from pass to
+        pass: elapsed times, lists of workers)."""
+        old = self.find(ctype)
+        new_status = "True" if status else "False"
+        if old is None:
+            change = Change.NEW
+        elif old.get("status") != new_status or old.get("reason") != reason:
+            change = Change.STATE
+        elif old.get("message") != message and not keep_message:
+            change = Change.MESSAGE
+        elif self.track_generation and old.get("observedGeneration") != self.generation:
+            change = Change.GENERATION
+        else:
+            return Change.NONE
+        self.list = set_condition(
+            self.list, ctype, status, reason, message, self.now, self.generation
+        )
+        if event is not None and change in announce:
+            self.events.append(Event(event, reason, message))
+        return change
+
+    def remove(self, ctype: str) -> bool:
+        """Drop `ctype`; whether it was there."""
+        if self.find(ctype) is None:
+            return False
+        self.list = remove_condition(self.list, ctype)
+        return True
+
+    @property
+    def changed(self) -> bool:
+        return self.list != self.before
 
 
 def trainjob_finished(conditions: list[Dict]) -> bool:

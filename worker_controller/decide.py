@@ -79,30 +79,32 @@ def is_ours(tj: TrainJob) -> bool:
     return tj.spec.managed_by in (None, "", c.MANAGED_BY_BUILTIN)
 
 
+ANNOUNCED = frozenset({cond.Change.NEW, cond.Change.STATE})
+
+
 class _Status:
     """Accumulates condition changes and the Events that announce them."""
 
     def __init__(self, tj: TrainJob, obs: Observed, plan: Plan) -> None:
         self.old = {k: v for k, v in tj.status.items()}
-        self.conditions = tj.conditions()
+        self.conditions = cond.Conditions(
+            tj.conditions(),
+            obs.now,
+            tj.metadata.generation,
+            track_generation=True,
+            events=plan.events,
+        )
         self.jobs_status = self.old.get("jobsStatus")
         self.pods_status = self.old.get("podsStatus")
-        self.now, self.plan, self.generation = obs.now, plan, tj.metadata.generation
+        self.plan = plan
         self.held_for, self.coalesce = obs.status_held_for, obs.status_coalesce
 
     def set(
         self, ctype: str, value: bool, reason: str, message: str, event_type: str = "Normal"
     ) -> None:
-        before = cond.find(self.conditions, ctype)
-        self.conditions = cond.set_condition(
-            self.conditions, ctype, value, reason, message, self.now, self.generation
-        )
-        if (
-            before is None
-            or before.get("status") != ("True" if value else "False")
-            or before.get("reason") != reason
-        ) and (value or before is not None):
-            self.plan.events.append(Event(event_type, reason, message))
+        # A new state is announced; a condition that appears False is not (nothing happened).
+        announce = ANNOUNCED if value else frozenset({cond.Change.STATE})
+        self.conditions.set(ctype, value, reason, message, event=event_type, announce=announce)
 
     def count(self, info: RuntimeInfo, obs: Observed) -> None:
         """Jobs per state and, when its pods are watched, pods per phase, for each PodSet."""
@@ -111,11 +113,11 @@ class _Status:
             self.pods_status = status.compute_pods_status(info, obs.pods)
 
     def remove(self, ctype: str) -> None:
-        self.conditions = cond.remove_condition(self.conditions, ctype)
+        self.conditions.remove(ctype)
 
     def finish(self) -> None:
         new = dict(self.old)
-        new["conditions"] = self.conditions
+        new["conditions"] = self.conditions.list
         if self.jobs_status is not None:
             new["jobsStatus"] = self.jobs_status
         if self.pods_status is not None:
@@ -179,7 +181,7 @@ def reconcile_trainjob(obs: Observed) -> Plan:
         st.set(c.COND_FAILED, True, problem.reason, problem.message, "Warning")
         st.finish()
         return plan
-    failed = cond.find(st.conditions, c.COND_FAILED)
+    failed = cond.find(st.conditions.list, c.COND_FAILED)
     if failed and failed.get("reason") in c.RECOVERABLE_FAILURE_REASONS:
         st.remove(c.COND_FAILED)
         plan.events.append(
@@ -212,12 +214,12 @@ def reconcile_trainjob(obs: Observed) -> Plan:
         st.count(info, obs)
         st.finish()
         return plan
-    if cond.is_true(st.conditions, c.COND_SUSPENDED):
+    if cond.is_true(st.conditions.list, c.COND_SUSPENDED):
         st.set(c.COND_SUSPENDED, False, c.REASON_RESUMED, "TrainJob is resumed")
     # 7. Deadline, counted from the start of this run (a resume starts a new run).
     deadline = tj.spec.active_deadline_seconds
     if deadline:
-        started = _start_time(st.conditions, obs.jobs, obs.now)
+        started = _start_time(st.conditions.list, obs.jobs, obs.now)
         left = deadline - (obs.now - started).total_seconds()
         if left <= 0:
             st.set(
@@ -280,7 +282,7 @@ def _say_blocked(blocked: Blocked | None, st: _Status) -> None:
     made, naming it; False once the objects are made."""
     if blocked is not None:
         st.set(c.COND_OBJECTS_BLOCKED, True, blocked.reason, blocked.message, "Warning")
-    elif cond.is_true(st.conditions, c.COND_OBJECTS_BLOCKED):
+    elif cond.is_true(st.conditions.list, c.COND_OBJECTS_BLOCKED):
         st.set(
             c.COND_OBJECTS_BLOCKED,
             False,
@@ -309,7 +311,7 @@ def _pods_stuck(obs: Observed, st: _Status) -> None:
         )
     elif stuck is not None:
         st.set(c.COND_PODS_STUCK, True, stuck[0], stuck[1], "Warning")
-    elif cond.is_true(st.conditions, c.COND_PODS_STUCK):
+    elif cond.is_true(st.conditions.list, c.COND_PODS_STUCK):
         st.set(c.COND_PODS_STUCK, False, c.REASON_PODS_STARTED, "no pod is stuck")
 
 
@@ -337,7 +339,7 @@ def _ensure_service(obs: Observed, info: RuntimeInfo, owner: Dict, st: _Status, 
             "Warning",
         )
         return False
-    if cond.find(st.conditions, c.COND_SERVICE_CONFLICT):
+    if cond.find(st.conditions.list, c.COND_SERVICE_CONFLICT):
         st.set(c.COND_SERVICE_CONFLICT, False, c.REASON_SERVICE_OK, "exactly one headless Service")
     if not obs.services:
         plan.create.append(builders.build_service(info, owner))
