@@ -517,7 +517,7 @@ def _step2_recalled(p: _Pass) -> bool:
     Kueue's MultiKueue does the same, deactivating the copy first; deleting it stops its pods
     as surely, in one step. While our Retry waits, nothing else goes out either: a Pending
     written over it would cancel the eviction, leaving the Workload admitted and sent nowhere
-    (the chaos soak, seed 17: the TrainJob was then failed as not dispatchable)."""
+    (and the TrainJob then failed as not dispatchable)."""
     wl = p.wl
     if wlmod.has_quota(wl) and not wlmod.is_evicted(wl) and p.state.get("state") != "Retry":
         return False

@@ -85,8 +85,8 @@ def undispatched_message(trainjob: Dict, controller_name: str) -> str:
 
 
 # Right after our Retry, a cached Workload was seen admitted, not evicted, without clusterName
-# and with our check Pending since a moment (a passing state on the way to the eviction; the
-# chaos soak, seed 3). A Pending state this young is no verdict yet.
+# and with our check Pending since a moment (a passing state on the way to the eviction). A
+# Pending state this young is no verdict yet.
 PENDING_RESET_GRACE = dt.timedelta(seconds=10)
 
 

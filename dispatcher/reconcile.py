@@ -227,7 +227,7 @@ def _dispatch(memo: Memo, caches: Caches, trainjob: Dict, wl_name: str) -> float
     )
     key = (namespace, tj_name)
     memo.memory.note_held(held_key(*key), plan.status_held)
-    if plan.withheld:  # another look once one of these has more room (handlers.on_remote_room)
+    if plan.withheld:  # another look once one of these has more room (watches.on_remote_room)
         memo.withheld[key] = frozenset(plan.withheld)
     else:
         memo.withheld.pop(key, None)

@@ -1,22 +1,14 @@
 """A small Kubernetes API client: credentials from a kubeconfig or the pod's service account,
-JSON requests and watches over libcurl (pycurl; orjson: a third of the CPU of the standard
-library's json for the large bodies of Workloads, measured in docs/benchmarks.md).
+JSON requests and watches over libcurl (pycurl), JSON decoded by orjson. Why not urllib3 or
+the kubernetes client's package: docs/design.md, "Choices measured".
 
-Why libcurl for requests: through urllib3 and http.client a request cost the client 0.44-0.82
-ms of CPU, most of it in Python (http.client parses every answer's headers with the email
-package); through pycurl it costs 0.20-0.28 ms (`benchmarks/floor.py`, figures in
-docs/benchmarks.md). Requests were about a third of the dispatcher's CPU. A curl handle serves
-one request at a time (libcurl's rule for threads); idle handles wait in a small pool per
-cluster, each keeping its connection open. A watch is read on the thread that asked for it:
-libcurl hands over the stream in pieces, and each whole line is decoded and handed on
-(`ApiClient.watch`). Through urllib3, whose chunked reads are Python, an event of 4 KB cost the
-client 0.13-0.23 ms of CPU; through libcurl it costs 0.10-0.11 ms (`benchmarks/floor.py`,
-figures in docs/benchmarks.md).
+A curl handle serves one request at a time (libcurl's rule for threads); idle handles wait in
+a small pool per cluster, each keeping its connection open. A watch is read on the thread that
+asked for it: libcurl hands over the stream in pieces, and each whole line is decoded and
+handed on (`ApiClient.watch`).
 
-Our controllers send JSON to a few dozen paths and read JSON back; they never use API models.
-The kubernetes client's package loads every model when any part of it is imported (about 50
-MiB of each replica's memory, measured in docs/benchmarks.md). So the controllers talk through
-this module instead, and their entry points keep the package out (`keep_kubernetes_client_out`),
+Our controllers send JSON to a few dozen paths and read JSON back; they never use API models,
+and their entry points keep the kubernetes client's package out (`keep_kubernetes_client_out`),
 should a library they load try to import it. The kubectl plugin and the tests still use the
 kubernetes client: they are short-lived, and users' kubeconfigs may need its exec plugins.
 
@@ -704,6 +696,6 @@ def load_credentials(kubeconfig: Path | str | Dict) -> Credentials:
 
 
 def keep_kubernetes_client_out() -> None:
-    """Make `import kubernetes` fail in this process (call first): loaded by any import, it
-    costs about 50 MiB per replica. A process that has already imported it is left as it is."""
+    """Make `import kubernetes` fail in this process (call first): any import of it loads every
+    API model. A process that has already imported it is left as it is."""
     sys.modules.setdefault("kubernetes", None)  # type: ignore[arg-type]

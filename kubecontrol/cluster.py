@@ -52,7 +52,7 @@ def _name(obj: Dict) -> str:
 def _transient(exc: BaseException) -> bool:
     if isinstance(exc, ApiException):
         return exc.status in (429, 500, 502, 503, 504)
-    return isinstance(exc, ConnectionError | TimeoutError)  # kubeclient.TransportError included
+    return isinstance(exc, ConnectionError | TimeoutError)  # client.TransportError included
 
 
 _BACKOFF = wait_exponential_jitter(multiplier=0.2, max=5)
@@ -205,7 +205,7 @@ class Cluster:
         except ApiException as exc:
             metrics.API_ERRORS.labels(self.name, str(exc.status)).inc()
             raise
-        except OSError:  # no answer (kubeclient.TransportError)
+        except OSError:  # no answer (client.TransportError)
             metrics.API_ERRORS.labels(self.name, "0").inc()
             raise
         return orjson.loads(data) if data else None

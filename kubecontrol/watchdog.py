@@ -1,9 +1,7 @@
 """A watchdog for the watch caches: a frozen watch is noticed, and its informer lists again.
 
 A watch stream can stop delivering events after API-server trouble with no error and no
-reconnect (seen on the bed with kopf's watches, before the controllers had their own informers,
-after a worker's API server restarted: every stream of the process in CLOSE-WAIT, new TrainJobs
-never reconciled; upstream kopf#996, #1276). A level-based controller with a frozen cache is
+reconnect (its connection left half-closed). A level-based controller with a frozen cache is
 silently blind. So, every period, the watchdog lists the watched objects (their metadata only)
 and compares their resourceVersions with the cache: an object that the API has held unchanged
 for a whole period while the cache still shows another version (or none, or one the API no

@@ -1,10 +1,8 @@
 """The admission webhook server: AdmissionReview v1 over HTTPS, one handler per path.
 
 A handler returns a `Verdict` that names the fields it sets, and the patch is those few
-operations (kubecontrol/admission.py), never a copy of the object diffed against the changed copy
-(jsonpatch): kopf's admission server, which did that, cost about 4.7 ms of CPU per TrainJob
-created for our two webhooks (benchmarks/webhooks.py), a tenth of the leader's CPU per TrainJob
-when it also served them.
+operations (kubecontrol/admission.py), never a copy of the object diffed against the changed
+copy (docs/design.md, "Choices measured").
 
 The server runs its own event loop in a thread of its own. Its port is taken at start-up (a
 port in use is an error then), but it listens only once the caches its handlers read are

@@ -37,9 +37,9 @@ def held_key(namespace: str, name: str) -> tuple[str, str, str]:
 
 # How long the first status brought back from a worker (its `clusterName`, with pod counts
 # that move nothing) may wait for the first count that matters. A burst keeps pods from being
-# ready for longer than `coalesce`, and each first status written alone was a manager request
-# (29 of a burst of 60 TrainJobs on the bed had one); a job whose pods never get ready still
-# shows where it runs after this long.
+# ready for longer than `coalesce`, and each first status written alone would be a manager
+# request of its own; a job whose pods never get ready still shows where it runs after this
+# long.
 FIRST_STATUS_HOLD_SECONDS = 30.0
 
 
