@@ -17,12 +17,11 @@ from functools import cached_property
 from typing import Any, Literal, Protocol
 
 from dispatcher.capacity import Fit
-from dispatcher.status_sync import status_back
+from dispatcher.copies import remote_trainjob, remote_workload, status_back
 from kubecontrol.events import Event
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob import workload as wlmod
-from trainjob.jsondoc import json_copy
 from trainjob.status_writes import hold
 from trainjob.workload import CheckState, WorkloadView
 
@@ -182,63 +181,6 @@ class External:
 def check_state(wl: Dict, check: str) -> Dict | None:
     found = WorkloadView(wl).check(check)
     return dict(found) if found is not None else None
-
-
-def remote_workload(wl: Dict, origin: str) -> Dict:
-    """The copy of a manager Workload sent to a worker: same name, origin label, no owner."""
-    meta = wl["metadata"]
-    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != wlmod.JOB_UID_LABEL}
-    annotations = dict(meta.get("annotations") or {})
-    return {
-        "apiVersion": c.KUEUE_API,
-        "kind": "Workload",
-        "metadata": _remote_metadata(meta, origin, labels, annotations),
-        "spec": json_copy(wl["spec"]),
-    }
-
-
-def _remote_metadata(meta: Dict, origin: str, labels: Dict, annotations: Dict) -> Dict:
-    """A remote copy's metadata: the manager object's name, namespace, the given labels and
-    annotations, plus our origin label and the manager object's UID (Kueue's keys)."""
-    labels = {**labels, c.KUEUE_MULTIKUEUE_ORIGIN_LABEL: origin}
-    if meta.get("uid"):
-        annotations = {**annotations, c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: meta["uid"]}
-    return {
-        "name": meta["name"],
-        "namespace": meta["namespace"],
-        "labels": labels,
-        "annotations": annotations,
-    }
-
-
-def remote_trainjob(tj: Dict, wl_name: str, origin: str) -> Dict:
-    """The TrainJob for the winning worker: built-in controller, suspended, prebuilt Workload."""
-    meta = tj["metadata"]
-    spec = json_copy(tj["spec"])
-    spec.pop("managedBy", None)
-    spec["suspend"] = True
-    spec["runtimePatches"] = [
-        p
-        for p in spec.get("runtimePatches") or []
-        if p.get("manager") != c.KUEUE_RUNTIME_PATCH_MANAGER
-    ]
-    if not spec["runtimePatches"]:
-        spec.pop("runtimePatches")
-    labels = {**(meta.get("labels") or {}), c.KUEUE_PREBUILT_WORKLOAD_LABEL: wl_name}
-    annotations = {
-        k: v
-        for k, v in (meta.get("annotations") or {}).items()
-        if not k.startswith("kubectl.kubernetes.io/")
-    }
-    # Kueue 0.19 names the prebuilt Workload in an annotation; the label stays for readers
-    # that know only the label (Kueue before 0.18, ours before this version).
-    annotations[c.KUEUE_PREBUILT_WORKLOAD_ANNOTATION] = wl_name
-    return {
-        "apiVersion": c.TRAINER_API,
-        "kind": "TrainJob",
-        "metadata": _remote_metadata(meta, origin, labels, annotations),
-        "spec": spec,
-    }
 
 
 def admitted_message(cluster: str) -> str:

@@ -9,9 +9,9 @@ from typing import Any
 
 from dispatcher import metrics
 from dispatcher.clusters import Registry
+from dispatcher.copies import KINDS, is_our_copy
 from dispatcher.dispatch import DispatchPlan, RemoteAction
 from dispatcher.intake import IntakePlan
-from dispatcher.remote import KINDS
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster, guarded_write
 from kubecontrol.workqueue import WriteMemory
@@ -231,20 +231,6 @@ def _already_there(registry: Registry, action: RemoteAction) -> bool | None:
     registry.note_taken(action.cluster, meta["namespace"], meta["name"], why)
     log.warning("[%s] %s", action.cluster, why)
     return False
-
-
-def is_our_copy(found: Dict, copy: Dict) -> bool:
-    """Whether an object on a worker is a copy we made of the same manager object: our origin
-    label, and the manager object's UID in its origin-uid annotation."""
-
-    def origin(obj: Dict) -> tuple[str | None, str | None]:
-        meta = obj.get("metadata") or {}
-        return (
-            (meta.get("labels") or {}).get(c.KUEUE_MULTIKUEUE_ORIGIN_LABEL),
-            (meta.get("annotations") or {}).get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION),
-        )
-
-    return origin(found) == origin(copy)
 
 
 def _write_key(action: RemoteAction) -> tuple[str, ...]:

@@ -4,7 +4,7 @@ In order: our finalizer; the Kueue integration (its Workload, PodsReady, start a
 same code the worker controller runs: trainjob/jobframework.py); the intake (why it cannot be
 queued, on the TrainJob: dispatcher/intake.py); then the MultiKueue check of its Workload
 (copies, the first worker to admit wins, status back, retry: dispatcher/dispatch.py). A
-deleted TrainJob's remote objects go before its finalizer does (dispatcher/gc.py).
+deleted TrainJob's remote objects go before its finalizer does (dispatcher/copies.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import logging
 import time
 from typing import Any
 
-from dispatcher import admissionchecks, execute, gc
+from dispatcher import admissionchecks, copies, execute
 from dispatcher.dispatch import (
     AllAtOnce,
     CapacityAware,
@@ -307,7 +307,7 @@ def _finalize(memo: Memo, caches: Caches, body: Dict) -> float | None:
     garbage collector removes once the worker is back (by their origin UID)."""
     if c.DISPATCHER_FINALIZER not in body["metadata"].get("finalizers") or []:
         return None
-    pending = gc.delete_remotes(memo.registry, body, _holders(caches, body))
+    pending = copies.delete_remotes(memo.registry.remotes, body, _holders(caches, body))
     if pending:
         meta = body["metadata"]
         sweep = (

@@ -26,17 +26,15 @@ from collections.abc import Callable
 from typing import Any
 
 from dispatcher.capacity import Fit, Table, cohort_of, fit, reserved
+from dispatcher.copies import KINDS, seen
 from kubecontrol.cluster import Cluster
 from kubecontrol.informer import Informer
-from kubecontrol.kinds import Kind
 from trainjob import conditions as cond
 from trainjob import constants as c
 
 Dict = dict[str, Any]
 log = logging.getLogger("dispatcher.remote")
 
-# What we keep of each worker (our copies only, by origin label), by kind name.
-KINDS = {k.kind: k for k in (c.WORKLOAD, c.TRAINJOB)}
 # What else we read of each worker (all of them, optional): its queues, for capacity-aware
 # placement, and its runtimes, to check they are the manager's.
 READ_KINDS = {
@@ -45,44 +43,6 @@ READ_KINDS = {
 }
 QUEUE_KINDS = (c.LOCAL_QUEUE.kind, c.CLUSTER_QUEUE.kind)
 RUNTIME_KINDS = (c.TRAINING_RUNTIME.kind, c.CLUSTER_TRAINING_RUNTIME.kind)
-
-# What the dispatcher reads of its copies: who they are and whether they are going, and of a
-# Workload whether it is active, its priority and its admission conditions (dispatch.py); of a
-# TrainJob its status (status_sync.py). The caches keep no more, so a copy's other changes
-# (the worker's PodsReady, its owner reference, the unsuspend and its node selectors) cost
-# neither memory nor a pass.
-COPY_METADATA = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
-WORKLOAD_CONDITIONS = frozenset({"QuotaReserved", "Admitted", "Evicted", "Finished"})
-COPY_WORKLOAD_SPEC = ("active", "priority", "priorityClassRef")
-
-
-def _copy_seen(kind: Kind, obj: Dict) -> Dict:
-    """What the cache keeps of a copy of `kind` (the informer's transform)."""
-    meta = obj["metadata"]
-    seen: Dict = {
-        "apiVersion": kind.api_version,
-        "kind": kind.kind,
-        "metadata": {k: meta[k] for k in COPY_METADATA if k in meta},
-    }
-    # The manager object's UID it was made for: a copy of a replaced one is garbage (gc.py).
-    made_for = (meta.get("annotations") or {}).get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION)
-    if made_for:
-        seen["metadata"]["annotations"] = {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: made_for}
-    status = obj.get("status") or {}
-    if kind == c.TRAINJOB:
-        seen["status"] = status
-        return seen
-    spec = obj.get("spec") or {}
-    # `active`, and the priority the manager's may change (dispatch._priority_follows)
-    kept = {k: spec[k] for k in COPY_WORKLOAD_SPEC if k in spec}
-    if kept:
-        seen["spec"] = kept
-    seen["status"] = {
-        "conditions": [
-            cd for cd in status.get("conditions") or [] if cd.get("type") in WORKLOAD_CONDITIONS
-        ]
-    }
-    return seen
 
 
 def _event_seen(event: Dict) -> Dict:
@@ -143,7 +103,7 @@ class RemoteCluster:
                 on_state=functools.partial(self._set_ok, kind),
                 name=f"{name}-{kind}",
                 list_timeout=10,  # an unreachable worker is reported down soon
-                transform=functools.partial(_copy_seen, k),
+                transform=functools.partial(seen, k),
             )
             for kind, k in KINDS.items()
         }

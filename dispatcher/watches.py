@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from dispatcher import admissionchecks, gc
+from dispatcher import admissionchecks, resync
 from dispatcher.clusters import manager_runtimes
 from dispatcher.memo import Memo
 from dispatcher.mirror import mirror
@@ -54,10 +54,10 @@ def watches(memo: Memo) -> list[Watch]:
 def on_synced(memo: Memo) -> None:
     """Once the caches are in: the workers' Secrets, the work queue, the resync loop and the
     watchdog."""
-    gc.check_trainjob_crd(memo)
+    resync.check_trainjob_crd(memo)
     memo.registry.watch_secrets(lambda name: on_secret_change(memo, name))
     memo.queue.start()
-    threading.Thread(target=gc.resync_loop, args=(memo,), name="resync", daemon=True).start()
+    threading.Thread(target=resync.resync_loop, args=(memo,), name="resync", daemon=True).start()
     controller.start_watchdog(memo, memo.manager, WATCHDOG_CACHES)
 
 

@@ -12,6 +12,7 @@ import yaml
 
 from dispatcher.admissionchecks import check_active, parameters_problem
 from dispatcher.capacity import Fit
+from dispatcher.copies import is_our_copy, remote_trainjob, remote_workload
 from dispatcher.dispatch import (
     CapacityAware,
     DispatchObserved,
@@ -19,10 +20,7 @@ from dispatcher.dispatch import (
     Incremental,
     RemoteView,
     reconcile_dispatch,
-    remote_trainjob,
-    remote_workload,
 )
-from dispatcher.execute import is_our_copy
 from dispatcher.intake import (
     not_dispatchable,
     reconcile_intake,

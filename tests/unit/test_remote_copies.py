@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dispatcher.remote import _copy_seen
+from dispatcher.copies import seen as copy_seen
 from trainjob import constants as c
 
 
@@ -25,7 +25,7 @@ def test_a_workload_copy_keeps_identity_active_and_admission_conditions() -> Non
         "spec": {"active": False, "priority": 5, "podSets": [{"name": "node", "count": 2}]},
         "status": {"conditions": conditions, "admission": {"clusterQueue": "cq"}},
     }
-    seen = _copy_seen(c.WORKLOAD, copy)
+    seen = copy_seen(c.WORKLOAD, copy)
     assert seen["apiVersion"] == c.KUEUE_API and seen["kind"] == "Workload"
     assert "ownerReferences" not in seen["metadata"] and seen["metadata"]["uid"] == "u1"
     assert "labels" not in seen["metadata"]
@@ -42,5 +42,5 @@ def test_a_trainjob_copy_keeps_its_whole_status_and_no_spec() -> None:
         "spec": {"suspend": False, "runtimeRef": {"name": "torch"}},
         "status": status,
     }
-    seen = _copy_seen(c.TRAINJOB, copy)
+    seen = copy_seen(c.TRAINJOB, copy)
     assert seen["kind"] == "TrainJob" and seen["status"] == status and "spec" not in seen

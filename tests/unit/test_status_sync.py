@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dispatcher.status_sync import status_back
+from dispatcher.copies import status_back
 
 
 def _cond(ctype: str, reason: str, status: str = "True", message: str = "m") -> dict[str, str]:

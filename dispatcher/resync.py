@@ -1,6 +1,7 @@
-"""Clean-up and the safety net: the periodic resync of every TrainJob in flight, the sweep
-of orphans on the workers (our copies whose manager object is gone), and the removal of a
-deleted TrainJob's remote objects."""
+"""The safety net: every resync period (sooner when a worker came or went, or this replica
+began to lead), the TrainJob CRD checked, every TrainJob in flight queued again, our
+MultiKueueClusters and AdmissionChecks looked at, and, every GC interval, the orphan sweep
+(copies.collect_garbage)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,13 @@ import time
 from typing import Any
 
 from dispatcher.admissionchecks import update_checks
-from dispatcher.clusters import Registry, manager_runtimes
+from dispatcher.clusters import manager_runtimes
+from dispatcher.copies import collect_garbage
 from dispatcher.intake import is_multikueue
 from dispatcher.memo import Memo
-from dispatcher.remote import KINDS
 from trainjob import constants as c
 from trainjob import jobframework
 from trainjob import workload as wlmod
-from trainjob.caches import Caches
 from trainjob.conditions import trainjob_finished
 from trainjob.crd import TRAINJOB_CRD, crd_problem
 
@@ -95,65 +95,6 @@ def resync_loop(memo: Memo) -> None:
                 and time.monotonic() - last_gc >= memo.settings.gc_interval
             ):
                 last_gc = time.monotonic()
-                collect_garbage(memo.registry, caches)
+                collect_garbage(memo.registry.remotes, caches)
         except Exception:  # keep resyncing whatever one pass hit
             log.exception("[%s] resync pass failed", memo.settings.cluster_name)
-
-
-def _orphan(obj: Dict, manager_obj: Dict | None) -> bool:
-    """A copy whose manager object is gone, or was replaced by a new one of the same name
-    (the copy names the UID of the one it was made for)."""
-    if manager_obj is None:
-        return True
-    made_for = (obj["metadata"].get("annotations") or {}).get(
-        c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION
-    )
-    return bool(made_for) and made_for != manager_obj["metadata"].get("uid")
-
-
-def collect_garbage(registry: Registry, caches: Caches) -> None:
-    """Remote Workloads and TrainJobs with our origin whose manager object is gone (or is a
-    new one of the same name)."""
-    for name, remote in list(registry.remotes.items()):
-        if not remote.connected:
-            continue
-        for kind, on_manager in (("TrainJob", caches.trainjob), ("Workload", caches.workload)):
-            for obj in remote.items(kind):
-                key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
-                if not _orphan(obj, on_manager(*key)):
-                    continue
-                try:
-                    uid = obj["metadata"].get("uid")
-                    remote.cluster.delete(KINDS[kind], key[1], key[0], uid=uid)
-                    log.info("[%s] garbage-collected orphan %s %s/%s", name, kind, *key)
-                except Exception as exc:
-                    log.warning("[%s] cannot collect %s %s/%s: %s", name, kind, *key, exc)
-
-
-def delete_remotes(registry: Registry, trainjob: Dict, holders: set[str]) -> list[str]:
-    """Delete a manager TrainJob's remote TrainJob and Workload on every reachable worker (our
-    copies only: those the worker's watch shows with our origin, each by its UID; a same-named
-    object someone made on the worker stays); the `holders` (clusters that may hold a copy)
-    that could not be reached are returned (their copies are left to the garbage
-    collector)."""
-    meta = trainjob["metadata"]
-    ns = meta["namespace"]
-    wl_name = jobframework.expected_workload_name_of(trainjob)
-    pending = []
-    for name, remote in list(registry.remotes.items()):
-        if not remote.connected:
-            if name in holders:
-                pending.append(name)
-            continue
-        try:
-            for kind, obj_name in (("TrainJob", meta["name"]), ("Workload", wl_name)):
-                ours = remote.get(kind, ns, obj_name)
-                if ours is not None:
-                    uid = ours["metadata"].get("uid")
-                    remote.cluster.delete(KINDS[kind], obj_name, ns, uid=uid)
-        except Exception as exc:  # treat as unreachable: retried later
-            where = f"{meta['namespace']}/{meta['name']}"
-            log.warning("[%s] cannot delete remote objects of %s: %s", name, where, exc)
-            if name in holders:
-                pending.append(name)
-    return pending

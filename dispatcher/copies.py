@@ -1,0 +1,234 @@
+"""A TrainJob's copies on the workers, in one place: what a copy is (built from the manager's
+Workload and TrainJob, `managedBy` and Kueue's placement patch stripped, our origin label and
+the manager object's UID), which object on a worker is ours, what the workers' watches keep of
+a copy, the status brought back from the one that runs it, and how copies go: with their
+TrainJob (`delete_remotes`), or as orphans whose manager object is gone (`collect_garbage`).
+
+Where each is used: the dispatch decision builds copies (dispatch.py, steps 4 and 5) and
+execute.py sends them (`is_our_copy` on a 409); remote.py watches them (`seen`, `KINDS`);
+reconcile.py deletes them with a deleted TrainJob; the resync loop sweeps orphans (resync.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from kubecontrol.cluster import Cluster
+from kubecontrol.kinds import Kind
+from trainjob import constants as c
+from trainjob import jobframework
+from trainjob import workload as wlmod
+from trainjob.caches import Caches
+from trainjob.jsondoc import json_copy
+
+Dict = dict[str, Any]
+log = logging.getLogger("dispatcher")
+
+# ---- building a copy --------------------------------------------------------------------------
+
+
+def remote_workload(wl: Dict, origin: str) -> Dict:
+    """The copy of a manager Workload sent to a worker: same name, origin label, no owner."""
+    meta = wl["metadata"]
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != wlmod.JOB_UID_LABEL}
+    annotations = dict(meta.get("annotations") or {})
+    return {
+        "apiVersion": c.KUEUE_API,
+        "kind": "Workload",
+        "metadata": _remote_metadata(meta, origin, labels, annotations),
+        "spec": json_copy(wl["spec"]),
+    }
+
+
+def _remote_metadata(meta: Dict, origin: str, labels: Dict, annotations: Dict) -> Dict:
+    """A remote copy's metadata: the manager object's name, namespace, the given labels and
+    annotations, plus our origin label and the manager object's UID (Kueue's keys)."""
+    labels = {**labels, c.KUEUE_MULTIKUEUE_ORIGIN_LABEL: origin}
+    if meta.get("uid"):
+        annotations = {**annotations, c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: meta["uid"]}
+    return {
+        "name": meta["name"],
+        "namespace": meta["namespace"],
+        "labels": labels,
+        "annotations": annotations,
+    }
+
+
+def remote_trainjob(tj: Dict, wl_name: str, origin: str) -> Dict:
+    """The TrainJob for the winning worker: built-in controller, suspended, prebuilt Workload."""
+    meta = tj["metadata"]
+    spec = json_copy(tj["spec"])
+    spec.pop("managedBy", None)
+    spec["suspend"] = True
+    spec["runtimePatches"] = [
+        p
+        for p in spec.get("runtimePatches") or []
+        if p.get("manager") != c.KUEUE_RUNTIME_PATCH_MANAGER
+    ]
+    if not spec["runtimePatches"]:
+        spec.pop("runtimePatches")
+    labels = {**(meta.get("labels") or {}), c.KUEUE_PREBUILT_WORKLOAD_LABEL: wl_name}
+    annotations = {
+        k: v
+        for k, v in (meta.get("annotations") or {}).items()
+        if not k.startswith("kubectl.kubernetes.io/")
+    }
+    # Kueue 0.19 names the prebuilt Workload in an annotation; the label stays for readers
+    # that know only the label (Kueue before 0.18, ours before this version).
+    annotations[c.KUEUE_PREBUILT_WORKLOAD_ANNOTATION] = wl_name
+    return {
+        "apiVersion": c.TRAINER_API,
+        "kind": "TrainJob",
+        "metadata": _remote_metadata(meta, origin, labels, annotations),
+        "spec": spec,
+    }
+
+
+def is_our_copy(found: Dict, copy: Dict) -> bool:
+    """Whether an object on a worker is a copy we made of the same manager object: our origin
+    label, and the manager object's UID in its origin-uid annotation."""
+
+    def origin(obj: Dict) -> tuple[str | None, str | None]:
+        meta = obj.get("metadata") or {}
+        return (
+            (meta.get("labels") or {}).get(c.KUEUE_MULTIKUEUE_ORIGIN_LABEL),
+            (meta.get("annotations") or {}).get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION),
+        )
+
+    return origin(found) == origin(copy)
+
+
+# ---- what the workers' watches keep of a copy ----------------------------------------------
+
+# What we keep of each worker (our copies only, by origin label), by kind name.
+KINDS = {k.kind: k for k in (c.WORKLOAD, c.TRAINJOB)}
+
+
+# What the dispatcher reads of its copies: who they are and whether they are going, and of a
+# Workload whether it is active, its priority and its admission conditions (dispatch.py); of a
+# TrainJob its status (`status_back`). The caches keep no more, so a copy's other changes
+# (the worker's PodsReady, its owner reference, the unsuspend and its node selectors) cost
+# neither memory nor a pass.
+COPY_METADATA = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
+WORKLOAD_CONDITIONS = frozenset({"QuotaReserved", "Admitted", "Evicted", "Finished"})
+COPY_WORKLOAD_SPEC = ("active", "priority", "priorityClassRef")
+
+
+def seen(kind: Kind, obj: Dict) -> Dict:
+    """What the cache keeps of a copy of `kind` (the informer's transform)."""
+    meta = obj["metadata"]
+    seen: Dict = {
+        "apiVersion": kind.api_version,
+        "kind": kind.kind,
+        "metadata": {k: meta[k] for k in COPY_METADATA if k in meta},
+    }
+    # The manager object's UID it was made for: a copy of a replaced one is an orphan.
+    made_for = (meta.get("annotations") or {}).get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION)
+    if made_for:
+        seen["metadata"]["annotations"] = {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: made_for}
+    status = obj.get("status") or {}
+    if kind == c.TRAINJOB:
+        seen["status"] = status
+        return seen
+    spec = obj.get("spec") or {}
+    # `active`, and the priority the manager's may change (dispatch._priority_follows)
+    kept = {k: spec[k] for k in COPY_WORKLOAD_SPEC if k in spec}
+    if kept:
+        seen["spec"] = kept
+    seen["status"] = {
+        "conditions": [
+            cd for cd in status.get("conditions") or [] if cd.get("type") in WORKLOAD_CONDITIONS
+        ]
+    }
+    return seen
+
+
+# ---- status back -------------------------------------------------------------------------------
+
+
+def status_back(manager_trainjob: Dict, remote_trainjob: Dict, cluster: str) -> Dict | None:
+    """The merge patch that makes the manager TrainJob's status the remote one's (fields the
+    remote no longer has are removed with None); None when they already agree."""
+    want = {**(remote_trainjob.get("status") or {}), "clusterName": cluster}
+    have = dict(manager_trainjob.get("status") or {})
+    if have == want:
+        return None
+    return {**{k: None for k in have if k not in want}, **want}
+
+
+# ---- copies going ---------------------------------------------------------------------------
+
+
+class Worker(Protocol):
+    """What the clean-up needs of a worker (remote.RemoteCluster): its connection and its
+    watch caches of our copies."""
+
+    cluster: Cluster
+
+    @property
+    def connected(self) -> bool: ...
+
+    def get(self, kind: str, namespace: str, name: str) -> Dict | None: ...
+
+    def items(self, kind: str) -> list[Dict]: ...
+
+
+def orphan(obj: Dict, manager_obj: Dict | None) -> bool:
+    """A copy whose manager object is gone, or was replaced by a new one of the same name
+    (the copy names the UID of the one it was made for)."""
+    if manager_obj is None:
+        return True
+    made_for = (obj["metadata"].get("annotations") or {}).get(
+        c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION
+    )
+    return bool(made_for) and made_for != manager_obj["metadata"].get("uid")
+
+
+def collect_garbage(workers: Mapping[str, Worker], caches: Caches) -> None:
+    """Remote Workloads and TrainJobs with our origin whose manager object is gone (or is a
+    new one of the same name)."""
+    for name, remote in list(workers.items()):
+        if not remote.connected:
+            continue
+        for kind, on_manager in (("TrainJob", caches.trainjob), ("Workload", caches.workload)):
+            for obj in remote.items(kind):
+                key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+                if not orphan(obj, on_manager(*key)):
+                    continue
+                try:
+                    uid = obj["metadata"].get("uid")
+                    remote.cluster.delete(KINDS[kind], key[1], key[0], uid=uid)
+                    log.info("[%s] garbage-collected orphan %s %s/%s", name, kind, *key)
+                except Exception as exc:
+                    log.warning("[%s] cannot collect %s %s/%s: %s", name, kind, *key, exc)
+
+
+def delete_remotes(workers: Mapping[str, Worker], trainjob: Dict, holders: set[str]) -> list[str]:
+    """Delete a manager TrainJob's remote TrainJob and Workload on every reachable worker (our
+    copies only: those the worker's watch shows with our origin, each by its UID; a same-named
+    object someone made on the worker stays); the `holders` (clusters that may hold a copy)
+    that could not be reached are returned (their copies are left to the garbage
+    collector)."""
+    meta = trainjob["metadata"]
+    ns = meta["namespace"]
+    wl_name = jobframework.expected_workload_name_of(trainjob)
+    pending = []
+    for name, remote in list(workers.items()):
+        if not remote.connected:
+            if name in holders:
+                pending.append(name)
+            continue
+        try:
+            for kind, obj_name in (("TrainJob", meta["name"]), ("Workload", wl_name)):
+                ours = remote.get(kind, ns, obj_name)
+                if ours is not None:
+                    uid = ours["metadata"].get("uid")
+                    remote.cluster.delete(KINDS[kind], obj_name, ns, uid=uid)
+        except Exception as exc:  # treat as unreachable: retried later
+            where = f"{meta['namespace']}/{meta['name']}"
+            log.warning("[%s] cannot delete remote objects of %s: %s", name, where, exc)
+            if name in holders:
+                pending.append(name)
+    return pending
