@@ -1,11 +1,17 @@
 """Our AdmissionChecks and MultiKueueClusters: which checks are ours, the MultiKueueConfig
-each names, and the `Active` conditions of both, with Kueue's reasons."""
+each names, and the `Active` conditions of both, with Kueue's reasons.
+
+Their status is reconciled through the work queue, each under a key of its own
+(`StatusKey`): a watch event, a worker's connection change and the resync loop only queue
+keys, and a failed write is tried again with the queue's backoff."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from dispatcher.clusters import manager_runtimes
+from dispatcher.keys import StatusKey
 from dispatcher.kueue_status import set_active_condition
 from dispatcher.memo import Memo
 from kubecontrol.kinds import Kind
@@ -41,16 +47,41 @@ def config_clusters(check: Dict, caches: Caches) -> list[str] | None:
     return list((config.get("spec") or {}).get("clusters") or []) if config else None
 
 
-def update_checks(memo: Memo, caches: Caches) -> None:
+def queue_checks(memo: Memo) -> None:
+    """Queue the status of each of our AdmissionChecks (a config, a cluster or a worker's
+    connection changed: any of them may be affected)."""
+    for name in our_checks(memo, memo.caches):
+        memo.queue.add(StatusKey("AdmissionCheck", name))
+
+
+def queue_cluster(memo: Memo, name: str) -> None:
+    memo.queue.add(StatusKey("MultiKueueCluster", name))
+
+
+def sync_status(memo: Memo, key: StatusKey) -> None:
+    """One pass for a status key: the object from the cache, its conditions written when they
+    changed (by the leader: the queue runs only there)."""
+    caches = memo.caches
+    if key.kind == "AdmissionCheck":
+        check = our_checks(memo, caches).get(key.name)
+        if check is not None:
+            report_check(memo, caches, check)
+        return
+    mkc = caches.cluster(key.name)
+    if mkc is not None:
+        runtimes = manager_runtimes(caches) if memo.settings.check_runtimes else None
+        memo.registry.report(mkc, runtimes)
+
+
+def report_check(memo: Memo, caches: Caches, check: Dict) -> None:
     """AdmissionCheck Active, with Kueue's reasons: BadConfig, NoUsableClusters or
     SomeActiveClusters (naming the missing and the inactive clusters), Active."""
-    for check in our_checks(memo, caches).values():
-        config, problem = config_of(check, caches)
-        states: dict[str, bool | None] = {}
-        for name in (config or {}).get("spec", {}).get("clusters") or []:
-            exists = caches.cluster(name) is not None
-            states[name] = _usable(memo, caches, name) if exists else None
-        set_active_condition(memo.manager, check, *check_active(problem, states))
+    config, problem = config_of(check, caches)
+    states: dict[str, bool | None] = {}
+    for name in (config or {}).get("spec", {}).get("clusters") or []:
+        exists = caches.cluster(name) is not None
+        states[name] = _usable(memo, caches, name) if exists else None
+    set_active_condition(memo.manager, check, *check_active(problem, states))
 
 
 def _usable(memo: Memo, caches: Caches, cluster: str) -> bool:

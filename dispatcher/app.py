@@ -5,7 +5,7 @@ from __future__ import annotations
 from dispatcher import webhooks
 from dispatcher.clusters import Registry
 from dispatcher.memo import Memo
-from dispatcher.reconcile import sync_trainjob
+from dispatcher.reconcile import sync
 from dispatcher.settings import DispatcherSettings
 from dispatcher.watches import (
     on_leading,
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     memo = Memo(settings=settings, manager=manager)
     manager.may_write = memo.leads
     memo.queue = WorkQueue(
-        lambda key: sync_trainjob(memo, key),
+        lambda key: sync(memo, key),
         workers=settings.workers,
         urgent_workers=settings.urgent_workers,
         name="dispatch",

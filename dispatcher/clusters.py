@@ -58,6 +58,9 @@ class Registry:
         # (cluster, namespace, name) -> (why, monotonic time noted).
         self._taken: dict[tuple[str, str, str], tuple[str, float]] = {}
         self._reported: dict[str, str] = {}  # Coexist: the problem last logged per cluster
+        # Why a MultiKueueCluster has no usable kubeconfig, as its last `connect` found:
+        # name -> (reason, message) of its Active=False condition.
+        self._problems: dict[str, tuple[str, str]] = {}
         self._labels: dict[str, dict[str, str]] = {}  # each MultiKueueCluster's, last seen
         self._path_warned: set[str] = set()  # MultiKueueCluster UIDs told DeprecatedPathUsage
         # The Secrets of our namespace, kept by watch_secrets: a resync reads kubeconfigs from
@@ -154,30 +157,39 @@ class Registry:
         with self._lock:
             return self.remotes.get(name)
 
-    def reconcile_cluster(self, mkc: Dict, runtimes: list[Dict] | None = None) -> None:
-        """Connect to a MultiKueueCluster's worker and report its Active condition, and, given
-        the manager's `runtimes`, its RuntimesInSync condition (the worker's are the same)."""
+    def connect(self, mkc: Dict) -> None:
+        """Connect to a MultiKueueCluster's worker with its vetted kubeconfig (again when that
+        changed), or let the worker go when it has none: what every replica does, leading or
+        not (a standby keeps its caches warm). Why it has none is kept for `report`."""
+        name = mkc["metadata"]["name"]
+        kubeconfig, reason, message = self._kubeconfig_of(mkc)
+        if kubeconfig is None:
+            self._disconnect(name)
+            self._problems[name] = (reason, message)
+            metrics.REMOTE_CLUSTER_ACTIVE.labels(name).set(0)
+            return
+        self._problems.pop(name, None)
+        fingerprint = hashlib.sha256(repr(kubeconfig).encode()).hexdigest()
+        self._connect(name, kubeconfig, fingerprint, down_since(mkc))
+
+    def report(self, mkc: Dict, runtimes: list[Dict] | None = None) -> None:
+        """A MultiKueueCluster's Active condition as its last `connect` left it, and, given the
+        manager's `runtimes`, its RuntimesInSync condition (the worker's are the same)."""
         name = mkc["metadata"]["name"]
         extra: list[tuple[str, bool, str, str]] = []
-        kubeconfig, problem_reason, message = self._kubeconfig_of(mkc)
-        if kubeconfig is not None:
-            fingerprint = hashlib.sha256(repr(kubeconfig).encode()).hexdigest()
-            self._connect(name, kubeconfig, fingerprint, down_since(mkc))
-            remote = self.get(name)
-            assert remote is not None
-            if remote.connecting:
-                return  # its first attempt ends with on_state, and a resync reports it then
-            if remote.connected:
-                active, reason, message = True, "Active", "Connected"
-                drift = None if runtimes is None else remote.runtime_drift(runtimes)
-                if drift is not None:
-                    extra.append(_runtimes_condition(drift))
-            else:
-                active, reason = False, "ClientConnectionFailed"
-                message = f"cannot reach the worker: {remote.last_error}"
+        problem, remote = self._problems.get(name), self.get(name)
+        if problem is not None:
+            active, (reason, message) = False, problem
+        elif remote is None or remote.connecting:
+            return  # its first attempt ends with on_state, which has it reported again
+        elif remote.connected:
+            active, reason, message = True, "Active", "Connected"
+            drift = None if runtimes is None else remote.runtime_drift(runtimes)
+            if drift is not None:
+                extra.append(_runtimes_condition(drift))
         else:
-            self._disconnect(name)
-            active, reason = False, problem_reason
+            active, reason = False, "ClientConnectionFailed"
+            message = f"cannot reach the worker: {remote.last_error}"
         self._set_active(mkc, active, reason, message, extra)
 
     def _kubeconfig_of(self, mkc: Dict) -> tuple[Dict | None, str, str]:
@@ -275,7 +287,7 @@ class Registry:
                 self.settings.origin,
                 self._on_change,
                 c.DISPATCHER_FIELD_MANAGER,
-                on_state=self._on_state,
+                on_state=self._state_changed,
                 down_since=down,
                 gate=self.manager,
                 on_room=self._on_room,
@@ -299,6 +311,15 @@ class Registry:
     def forget(self, name: str) -> None:
         self._disconnect(name)
         self._labels.pop(name, None)
+        self._problems.pop(name, None)
+
+    def _state_changed(self, name: str) -> None:
+        """A worker connected or went away: our view of it in the metric (every replica's
+        own), then `on_state`."""
+        remote = self.get(name)
+        up = remote is not None and remote.connected
+        metrics.REMOTE_CLUSTER_ACTIVE.labels(name).set(1 if up else 0)
+        self._on_state(name)
 
     def _set_active(
         self,
@@ -308,11 +329,10 @@ class Registry:
         message: str,
         extra: list[tuple[str, bool, str, str]] | None = None,
     ) -> None:
-        """Our view of a worker in the metric; in the MultiKueueCluster's Active condition
-        (and the `extra` ones) only in Replace mode (in Coexist mode Kueue's own MultiKueue
-        writes its status, and a second writer would make it flap)."""
+        """The MultiKueueCluster's Active condition (and the `extra` ones), only in Replace mode
+        (in Coexist mode Kueue's own MultiKueue writes its status, and a second writer would
+        make it flap: a problem is logged instead)."""
         name = obj["metadata"]["name"]
-        metrics.REMOTE_CLUSTER_ACTIVE.labels(name).set(1 if active else 0)
         if self.settings.mode == "Replace":
             set_conditions(self.manager, obj, [("Active", active, reason, message), *(extra or [])])
         elif not active and self._reported.get(name) != message:

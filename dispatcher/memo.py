@@ -13,7 +13,9 @@ from trainjob.caches import Caches
 
 if TYPE_CHECKING:
     from dispatcher.clusters import Registry
+    from dispatcher.keys import QueueKey
     from dispatcher.settings import DispatcherSettings
+    from kubecontrol.workqueue import WorkQueue
 
 
 @dataclass(kw_only=True, eq=False)
@@ -21,6 +23,7 @@ class Memo(controller.ControllerMemo):
     settings: DispatcherSettings
     manager: Cluster
     registry: Registry = field(init=False)  # the workers: connections, watches, caches
+    queue: WorkQueue[QueueKey] = field(init=False)
     memory: WriteMemory = field(default_factory=WriteMemory)  # versions we wrote from, refusals
     # Wakes the resync loop at once (a worker came or went).
     resync_now: threading.Event = field(default_factory=threading.Event)

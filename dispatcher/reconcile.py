@@ -32,6 +32,7 @@ from dispatcher.intake import (
     undecided_for,
     undispatched_message,
 )
+from dispatcher.keys import QueueKey, StatusKey
 from dispatcher.kueue_status import down_since
 from dispatcher.memo import Memo
 from dispatcher.selection import SelectionError, selection_of
@@ -56,6 +57,15 @@ log = logging.getLogger("dispatcher")
 REMOTE_RETRY_SECONDS = 5.0  # a remote write failed: try again after the dedupe window
 NOT_DISPATCHABLE = "NotDispatchable"
 NOT_DISPATCHED = "NotDispatched"  # not MultiKueue's, on a manager that runs no TrainJobs
+
+
+def sync(memo: Memo, key: QueueKey) -> float | None:
+    """One pass for a work-queue key: a TrainJob's (namespace, name), or the status of one of
+    our AdmissionChecks or MultiKueueClusters (admissionchecks.StatusKey)."""
+    if isinstance(key, StatusKey):
+        admissionchecks.sync_status(memo, key)
+        return None
+    return sync_trainjob(memo, key)
 
 
 def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:

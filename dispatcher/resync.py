@@ -9,8 +9,7 @@ import logging
 import time
 from typing import Any
 
-from dispatcher.admissionchecks import update_checks
-from dispatcher.clusters import manager_runtimes
+from dispatcher.admissionchecks import queue_checks, queue_cluster
 from dispatcher.copies import collect_garbage
 from dispatcher.intake import is_multikueue
 from dispatcher.memo import Memo
@@ -61,8 +60,10 @@ def check_trainjob_crd(memo: Memo) -> None:
 
 
 def resync_loop(memo: Memo) -> None:
-    """Level-based safety net: every TrainJob in flight each resync period (sooner when a
-    worker's connection changed), plus the orphan sweep on the workers."""
+    """Level-based safety net, each resync period (sooner when a worker's connection changed):
+    every worker connected as its MultiKueueCluster says, and every MultiKueueCluster, our
+    AdmissionChecks and every TrainJob in flight queued; plus the orphan sweep on the
+    workers."""
     last_gc = time.monotonic()
     while not memo.stop.is_set():
         memo.resync_now.wait(memo.settings.resync_seconds)
@@ -75,17 +76,17 @@ def resync_loop(memo: Memo) -> None:
         memo.queue.log_stats(memo.settings.cluster_name)
         caches = memo.caches
         try:
-            runtimes = manager_runtimes(caches) if memo.settings.check_runtimes else None
             for mkc in caches.clusters():
                 try:  # one broken MultiKueueCluster must not hold up the others, or the pass
-                    memo.registry.reconcile_cluster(mkc, runtimes)
+                    memo.registry.connect(mkc)
                 except Exception:
                     log.exception(
-                        "[%s] MultiKueueCluster %s: cannot reconcile",
+                        "[%s] MultiKueueCluster %s: cannot connect",
                         memo.settings.cluster_name,
                         mkc["metadata"]["name"],
                     )
-            update_checks(memo, caches)
+                queue_cluster(memo, mkc["metadata"]["name"])
+            queue_checks(memo)
             for key in caches.trainjob_keys():
                 body = caches.trainjob(*key)
                 if body is not None and is_multikueue(body) and not _settled(memo, body):

@@ -10,7 +10,6 @@ import threading
 from typing import Any
 
 from dispatcher import admissionchecks, resync
-from dispatcher.clusters import manager_runtimes
 from dispatcher.memo import Memo
 from dispatcher.mirror import mirror
 from kubecontrol import controller
@@ -31,7 +30,7 @@ def watches(memo: Memo) -> list[Watch]:
         memo.queue.add((trainjob["metadata"]["namespace"], trainjob["metadata"]["name"]))
 
     def check_changed(_type: str, _obj: Dict) -> None:
-        admissionchecks.update_checks(memo, memo.caches)
+        admissionchecks.queue_checks(memo)
 
     return [
         Watch(Index.TRAINJOBS, c.TRAINJOB, trainjob_changed),
@@ -70,14 +69,16 @@ def on_leading(memo: Memo) -> None:
 
 
 def on_cluster_event(memo: Memo, etype: str, mkc: Dict) -> None:
+    """A MultiKueueCluster changed: every replica connects to its worker (or lets it go); its
+    status and our checks' are queued."""
     name = mkc["metadata"]["name"]
     if etype == "DELETED":
         memo.registry.forget(name)
+        admissionchecks.queue_checks(memo)
         return
-    caches = memo.caches
-    runtimes = manager_runtimes(caches) if memo.settings.check_runtimes else None
-    memo.registry.reconcile_cluster(mkc, runtimes)
-    admissionchecks.update_checks(memo, caches)
+    memo.registry.connect(mkc)
+    admissionchecks.queue_cluster(memo, name)
+    admissionchecks.queue_checks(memo)
     if memo.registry.labels_changed(name, dict(mkc["metadata"].get("labels") or {})):
         memo.resync_now.set()  # TrainJobs choosing clusters by label take another look
 
@@ -89,7 +90,8 @@ def on_secret_change(memo: Memo, name: str) -> None:
     for mkc in memo.caches.clusters():
         ref = ((mkc.get("spec") or {}).get("clusterSource") or {}).get("kubeConfig") or {}
         if ref.get("location") == name:
-            memo.registry.reconcile_cluster(mkc)
+            memo.registry.connect(mkc)
+            admissionchecks.queue_cluster(memo, mkc["metadata"]["name"])
 
 
 # ---- Workloads and TrainJobs, here and on the workers: queue the TrainJob ------------------

@@ -117,7 +117,8 @@ class ControllerMemo:
     informers: dict[str, Informer] = field(default_factory=dict)  # by `Watch.index`
     synced: threading.Event = field(default_factory=threading.Event)  # every watch listed
     elector: LeaderElector | None = None
-    queue: WorkQueue[tuple[str, str]] = field(init=False)  # keys (namespace, name) to reconcile
+    # The keys to reconcile: a TrainJob's (namespace, name), and what else a controller queues.
+    queue: WorkQueue[Any] = field(init=False)
     # Why this replica must not reconcile now, whether it leads or not (None: nothing holds
     # it); /readyz says it. Set and cleared through `hold_work`.
     held: str | None = None

@@ -148,8 +148,10 @@ def build_runtime_info(
     pod_sets = []
     for rj in spec.template.spec.replicated_jobs:
         template = rjs[rj.name]["template"]
-        job_spec = template.setdefault("spec", {})
-        job_spec.setdefault("template", {}).setdefault("spec", {})
+        # Absent and null are one to the API (shapes.py checks both alike).
+        job_spec = template["spec"] = template.get("spec") or {}
+        pod = job_spec["template"] = job_spec.get("template") or {}
+        pod["spec"] = pod.get("spec") or {}
         role = (template.get("metadata") or {}).get("labels", {}).get(c.ANCESTOR_STEP_LABEL)
         for dep in rj.depends_on:
             if dep.name not in names or dep.name == rj.name:
