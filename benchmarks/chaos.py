@@ -41,7 +41,7 @@ from benchmarks.multikueue import Clock, clean_up, run_patch, trainjob_body, wat
 from clusters.bed import Bed
 from clusters.config import load_config
 from clusters.install import DISPATCHER, leads
-from demo import setup
+from clusters import setup
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")

@@ -55,9 +55,9 @@ from clusters.bed import Bed
 from clusters.config import WaitForPodsReady, load_config
 from clusters.install import DISPATCHER, leading_dispatcher
 from clusters.kube import service_account_token, write_token_kubeconfig
-from demo import setup
-from tests.helpers import wait_for
-from tests.kube_helpers import is_active
+from clusters import setup
+from tests.support.waiting import wait_for
+from tests.support.kube import is_active
 
 
 def _peer_secrets(bed: Bed) -> None:

@@ -39,7 +39,7 @@ from benchmarks.worker_trainjobs import peak_rss_mib, status_mib
 from clusters.bed import Bed
 from clusters.config import Port, WaitForPodsReady, load_config
 from clusters.install import DISPATCHER, leading_dispatcher
-from demo import setup
+from clusters import setup
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 # Pods that run an hour: nothing finishes while memory is measured.

@@ -36,7 +36,7 @@ from clusters import audit
 from clusters.bed import Bed
 from clusters.config import load_config
 from clusters.install import DISPATCHER, leading_dispatcher, scrape
-from demo import setup
+from clusters import setup
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 

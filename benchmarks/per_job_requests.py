@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.multikueue import TRAINER, clean_up, run_patch, trainjob_body, with_product
 from clusters import audit
 from clusters.bed import Bed
-from demo import setup
+from clusters import setup
 
 
 def _complete(custom: client.CustomObjectsApi, ns: str, name: str) -> bool:

@@ -40,7 +40,7 @@ from clusters import audit
 from clusters.bed import Bed
 from clusters.config import load_config
 from clusters.install import leading_dispatcher
-from demo import setup
+from clusters import setup
 
 FULL_CPU = "4"  # the first worker's quota, all of it taken by its own TrainJob
 DISPATCHER_USER = "system:serviceaccount:trainjob-system:trainjob-multikueue"

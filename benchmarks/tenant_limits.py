@@ -31,7 +31,7 @@ from kubecontrol.admission import Verdict
 from kubecontrol.certs import issue
 from kubecontrol.serving import serve_probes
 from kubecontrol.webhook_server import WebhookServer
-from tests.factories import make_trainjob, mpi_runtime
+from tests.support.builders import make_trainjob, mpi_runtime
 from trainjob.models import parse_trainjob
 from trainjob.runtime import resolve_runtime_info
 

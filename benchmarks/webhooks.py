@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.multikueue import TRAINER, clean_up, trainjob_body, with_product
 from benchmarks.worker_trainjobs import cpu_seconds
 from clusters.install import DISPATCHER
-from demo import setup
+from clusters import setup
 
 
 def main() -> int:

@@ -27,7 +27,7 @@ KUEUE_VERSION = "v0.19.2"
 # go.mod names.
 TRAINER_VERSION = "v2.2.1"
 # The Trainer release whose API and stock runtimes the product follows: the tests take its
-# ClusterTrainingRuntimes from this module's manifests (tests/stock_runtimes.py).
+# ClusterTrainingRuntimes from this module's manifests (tests/support/stock_runtimes.py).
 TRAINER_API_VERSION = "v2.3.0"
 JOBSET_VERSION = "v0.12.0"
 # Real nodes (`python -m clusters up --real-nodes`): kubelet and kube-proxy come from the

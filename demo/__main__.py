@@ -20,7 +20,7 @@ from clusters.bed import Bed
 from clusters.config import load_config, real_bed_config
 from clusters.errors import BedError
 from clusters.kube import load_manifests
-from demo import setup
+from clusters import setup
 from kubectl_trainjob.view import pods_in_short
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")

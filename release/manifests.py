@@ -26,7 +26,7 @@ from worker_controller.settings import WorkerSettings
 Dict = dict[str, Any]
 HEADER = (
     "# Rendered from charts/trainjob-multicluster by `./run manifests` ({values}); do not edit:\n"
-    "# change the chart and render again (tests/unit/test_chart.py checks they agree).\n"
+    "# change the chart and render again (tests/unit/clusters/test_chart.py checks they agree).\n"
 )
 
 

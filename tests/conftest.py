@@ -11,11 +11,10 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
+from clusters import setup
 from clusters.bed import Bed
 from clusters.config import load_config
-from demo import setup
-
-LOST_TIMEOUT = 15.0  # seconds a worker may be unreachable before its jobs move elsewhere
+from tests.support.multikueue import LOST_TIMEOUT
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

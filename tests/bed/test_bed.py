@@ -13,7 +13,7 @@ from kubernetes import client
 from clusters.bed import Bed
 from kubecontrol.cluster import Cluster
 from kubecontrol.kinds import CONFIG_MAP
-from tests.helpers import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.bed
 

@@ -7,11 +7,10 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
+from clusters import setup
 from clusters.bed import Bed
 from clusters.install import DISPATCHER, WORKER_CONTROLLER
-from demo import setup
-from tests.conftest import LOST_TIMEOUT
-from tests.e2e.test_multikueue import MultiKueue
+from tests.support.multikueue import LOST_TIMEOUT, MultiKueue
 
 pytestmark = [pytest.mark.bed, pytest.mark.disruptive]
 

@@ -15,13 +15,13 @@ import pytest
 import yaml
 from kubernetes import client
 
+from clusters import setup
 from clusters.bed import Bed
 from clusters.install import DEPLOY, DISPATCHER
 from clusters.kube import Applier, render
-from demo import setup
-from tests.e2e.test_multikueue import KUEUE, TRAINER, MultiKueue, dispatcher_with
-from tests.helpers import stays_false, wait_for
-from tests.kube_helpers import active_condition, create_workload, is_active
+from tests.support.kube import active_condition, create_workload, is_active
+from tests.support.multikueue import KUEUE, TRAINER, MultiKueue, dispatcher_with
+from tests.support.waiting import stays_false, wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 Dict = dict[str, Any]

@@ -15,8 +15,8 @@ import yaml
 from clusters.bed import Bed
 from clusters.builds import binary
 from kubectl_trainjob.__main__ import main
-from tests.e2e.test_multikueue import MultiKueue, pod_phases
-from tests.helpers import wait_for
+from tests.support.multikueue import MultiKueue, pod_phases
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 

@@ -7,253 +7,45 @@ import contextlib
 import copy
 import datetime as dt
 import json
-import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from kubernetes import client, watch
+from kubernetes import client
 
-from clusters import audit
+from clusters import audit, setup
 from clusters.bed import Bed
-from clusters.install import DISPATCHER, scrape
-from clusters.install import leads as install_leads
+from clusters.install import scrape
 from clusters.kube import Applier, load_manifests
 from clusters.processes import http_ok
-from demo import setup
-from dispatcher.worker_secret import token_claims
-from tests.conftest import LOST_TIMEOUT
-from tests.helpers import stays_false, wait_for
-from tests.kube_helpers import active_condition, create_workload
+from tests.support.kube import active_condition, create_workload
+from tests.support.multikueue import (
+    JOBSET_NAME,
+    KUEUE,
+    LEASE_FLAGS,
+    LOST_TIMEOUT,
+    MULTIKUEUE,
+    TRAINER,
+    MultiKueue,
+    dispatcher_down,
+    dispatcher_with,
+    dispatchers,
+    events_of,
+    leads,
+    manager_events,
+    pod_phases,
+    pods_ready,
+    the_leader,
+    token_id,
+    workloads_seen,
+)
+from tests.support.waiting import stays_false, wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
-TRAINER = ("trainer.kubeflow.org", "v1alpha1")
-KUEUE = ("kueue.x-k8s.io", "v1beta2")
-JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"  # on every pod of a TrainJob
 Dict = dict[str, Any]
-MULTIKUEUE = "kueue.x-k8s.io/multikueue"
-
-
-class MultiKueue:
-    """One test namespace across the manager and the workers."""
-
-    def __init__(self, bed: Bed, **install: Any) -> None:
-        self.bed = bed
-        self.ns = f"mk-{uuid.uuid4().hex[:6]}"
-        self.manager = bed.config.managers[0].name
-        self.workers = [w.name for w in bed.config.workers]
-        setup.install(bed, self.ns, **install)
-        # Every test starts from all workers connected (an earlier test may have cut one off).
-        custom = self.custom()
-
-        def all_active() -> bool:
-            items = custom.list_cluster_custom_object(*KUEUE, "multikueueclusters")["items"]
-            active = {
-                m["metadata"]["name"]
-                for m in items
-                if any(
-                    c["type"] == "Active" and c["status"] == "True"
-                    for c in (m.get("status") or {}).get("conditions") or []
-                )
-            }
-            return set(self.workers) <= active
-
-        wait_for(all_active, 60, what="every worker's MultiKueueCluster to be Active")
-
-    def set_quota(self, worker: str, cpu: str) -> None:
-        """Change the CPU quota of this namespace's ClusterQueue on `worker`."""
-        queue = setup.queue_objects(self.ns, cpu, suffix=f"-{self.ns}")[1]
-        self.custom(worker).patch_cluster_custom_object(
-            *KUEUE, "clusterqueues", queue["metadata"]["name"], {"spec": queue["spec"]}
-        )
-
-    def custom(self, cluster: str | None = None) -> client.CustomObjectsApi:
-        return client.CustomObjectsApi(self.bed.api(cluster or self.manager))
-
-    def reserved_cpu(self, cluster: str) -> str | None:
-        """The CPU reserved in this namespace's ClusterQueue on `cluster`, as its status says."""
-        cq = self.custom(cluster).get_cluster_custom_object(
-            *KUEUE, "clusterqueues", f"cq-{self.ns}"
-        )
-        return next(
-            (
-                str(r.get("total"))
-                for f in (cq.get("status") or {}).get("flavorsReservation") or []
-                for r in f.get("resources") or []
-                if r["name"] == "cpu"
-            ),
-            None,
-        )
-
-    @contextlib.contextmanager
-    def filled(self, *workers: str, cpu: str) -> Iterator[None]:
-        """Each of `workers` busy with a TrainJob of its own (no MultiKueue) holding `cpu` of
-        its quota, until the block ends or `free` removes it. Kueue writes a ClusterQueue's
-        reservation in its status up to a second after it admits (it batches those writes): the
-        dispatcher sees a worker full once the status says so, and so does this."""
-        try:
-            for worker in workers:
-                self.submit("local", cluster=worker, cpu=cpu, run="600s")
-            for worker in workers:
-                wait_for(lambda w=worker: self.reserved_cpu(w) == cpu, 60, what=f"{worker} full")
-            yield
-        finally:
-            for worker in workers:
-                self.free(worker)
-
-    def free(self, worker: str) -> None:
-        with contextlib.suppress(client.ApiException):
-            self.custom(worker).delete_namespaced_custom_object(
-                *TRAINER, self.ns, "trainjobs", "local"
-            )
-
-    def submit(
-        self,
-        name: str,
-        *,
-        nodes: int = 1,
-        run: str = "3s",
-        exit_code: int | None = None,
-        runtime: str = "torch-distributed",
-        cpu: str | None = "1",
-        managed_by: str | None = None,
-        queue: str = "q",
-        cluster: str | None = None,
-        metadata: Dict | None = None,
-        pod_annotations: Dict | None = None,
-    ) -> Dict:
-        """A TrainJob on the manager (or on `cluster`: a worker's own, run there by Kueue and
-        the worker controller without MultiKueue)."""
-        annotations = {"bed.trainjob.dev/run-duration": run, **(pod_annotations or {})}
-        if exit_code is not None:
-            annotations["bed.trainjob.dev/exit-code"] = str(exit_code)
-        body = {
-            "apiVersion": "trainer.kubeflow.org/v1alpha1",
-            "kind": "TrainJob",
-            "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": queue}},
-            "spec": {
-                "runtimeRef": {"name": runtime},
-                "trainer": {"numNodes": nodes},
-                "runtimePatches": [
-                    {
-                        "manager": "tests.trainjob.dev/e2e",
-                        "trainingRuntimeSpec": {
-                            "template": {
-                                "spec": {
-                                    "replicatedJobs": [
-                                        {
-                                            "name": "node",
-                                            "template": {
-                                                "spec": {
-                                                    "template": {
-                                                        "metadata": {"annotations": annotations}
-                                                    }
-                                                }
-                                            },
-                                        }
-                                    ]
-                                }
-                            }
-                        },
-                    }
-                ],
-            },
-        }
-        if cpu is not None:
-            body["spec"]["trainer"]["resourcesPerNode"] = {"requests": {"cpu": cpu}}
-        if managed_by is not None:
-            body["spec"]["managedBy"] = managed_by
-        for key, value in (metadata or {}).items():
-            body["metadata"].setdefault(key, {}).update(value)
-        result: Dict = self.custom(cluster).create_namespaced_custom_object(
-            *TRAINER, self.ns, "trainjobs", body
-        )
-        return result
-
-    def get(self, name: str, cluster: str | None = None) -> Dict | None:
-        try:
-            result: Dict = self.custom(cluster).get_namespaced_custom_object(
-                *TRAINER, self.ns, "trainjobs", name
-            )
-            return result
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-
-    def condition(self, name: str, ctype: str) -> Dict | None:
-        obj = self.get(name) or {}
-        return next(
-            (
-                c
-                for c in (obj.get("status") or {}).get("conditions") or []
-                if c["type"] == ctype and c["status"] == "True"
-            ),
-            None,
-        )
-
-    def wait(self, name: str, ctype: str, timeout: float = 90) -> Dict:
-        return wait_for(
-            lambda: self.condition(name, ctype), timeout, what=f"{name} {ctype} on the manager"
-        )
-
-    def running_on(self, name: str) -> list[str]:
-        return [w for w in self.workers if self.get(name, w) is not None]
-
-    def remote_workloads(self, worker: str) -> list[Dict]:
-        items: list[Dict] = self.custom(worker).list_namespaced_custom_object(
-            *KUEUE, self.ns, "workloads"
-        )["items"]
-        return items
-
-    def manager_workload(self, name: str) -> Dict | None:
-        """The manager Workload of the TrainJob `name`."""
-        items: list[Dict] = self.custom().list_namespaced_custom_object(
-            *KUEUE, self.ns, "workloads"
-        )["items"]
-        return next(
-            (
-                wl
-                for wl in items
-                if any(o.get("name") == name for o in wl["metadata"].get("ownerReferences") or [])
-            ),
-            None,
-        )
-
-    def started_on(self, name: str) -> str:
-        """The worker the TrainJob was sent to, once its pods run there and the manager knows
-        it (PodsReady=True on the manager Workload, about a second after the pods run).
-
-        Tests that stop a worker or the dispatcher start from here: before that point an outage
-        that outlasts the bed's waitForPodsReady timeout has the manager's Kueue evict the job
-        and dispatch it again, as upstream MultiKueue does."""
-        worker = wait_for(lambda: self.running_on(name), 60, what=f"{name} on a worker")[0]
-        wait_for(lambda: self.pods(worker, name), 30, what=f"pods of {name} running on {worker}")
-        wait_for(
-            lambda: pods_ready([self.manager_workload(name) or {}]) == ("True", "Started"),
-            30,
-            what=f"PodsReady=True on the manager Workload of {name}",
-        )
-        return worker
-
-    def wait_copies_everywhere(self) -> None:
-        wait_for(
-            lambda: all(self.remote_workloads(w) for w in self.workers),
-            30,
-            what="copies of the Workload on every worker",
-        )
-
-    def pods(self, worker: str, name: str, phase: str = "Running") -> list[Any]:
-        pods = (
-            client.CoreV1Api(self.bed.api(worker))
-            .list_namespaced_pod(self.ns, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}")
-            .items
-        )
-        return [p for p in pods if p.status.phase == phase]
 
 
 def test_trainjob_runs_on_exactly_one_worker_and_completes_on_the_manager(bed: Bed) -> None:
@@ -932,17 +724,6 @@ def writes_of(ctrl: setup.Controller) -> float:
 SENT_BACK = {"ClusterLost", "RemoteWorkloadGone", "RemoteEvicted"}
 
 
-def replica_token(ctrl: setup.Controller) -> str:
-    """The ServiceAccount token a replica runs with (the bed's stand-in for its pod's)."""
-    kubeconfig = yaml.safe_load(Path(ctrl.env["KUBECONFIG"]).read_text())
-    return str(kubeconfig["users"][0]["user"]["token"])
-
-
-def token_id(ctrl: setup.Controller) -> str:
-    """The credential id the API server records for a replica's token (its JWT's jti)."""
-    return f"JTI={token_claims(replica_token(ctrl))['jti']}"
-
-
 NOT_WRITES = ("leases", "tokenreviews", "subjectaccessreviews")
 
 
@@ -957,21 +738,6 @@ def audited_writes(
         r.writes and r.resource not in NOT_WRITES and credential in r.credentials
         for r in audit.requests(bed.cluster_dir(cluster), since)
     )
-
-
-def leads(ctrl: setup.Controller) -> bool:
-    return bool(install_leads(ctrl))
-
-
-# Shorter than deploy's (15 s / 10 s / 2 s), for the takeover test.
-LEASE_FLAGS = (
-    "--lease-duration-seconds",
-    "8",
-    "--renew-deadline-seconds",
-    "6",
-    "--retry-period-seconds",
-    "1",
-)
 
 
 @pytest.mark.disruptive  # the webhook is down while its replica is
@@ -1033,54 +799,6 @@ def test_standby_takes_over_when_the_leader_is_killed_and_nothing_runs_twice(
         assert not leads(leader)
 
 
-def dispatchers(controllers: list[setup.Controller]) -> list[setup.Controller]:
-    """The dispatcher's replicas (deploy/manager runs 2: one leads, one stands by)."""
-    return [c for c in controllers if c.name == DISPATCHER]
-
-
-def the_leader(controllers: list[setup.Controller]) -> setup.Controller:
-    return wait_for(
-        lambda: next((c for c in dispatchers(controllers) if leads(c)), None),
-        30,
-        what="a dispatcher replica to lead",
-    )
-
-
-@contextlib.contextmanager
-def dispatcher_down(controllers: list[setup.Controller], *, kill: bool = False) -> Iterator[None]:
-    """Every dispatcher replica stopped (SIGTERM, or SIGKILL) for the block, then started."""
-    replicas = dispatchers(controllers)
-    for replica in replicas:
-        if kill:
-            replica.proc.kill()
-            replica.proc.wait()
-        else:
-            replica.stop()
-    try:
-        yield
-    finally:
-        for replica in replicas:
-            replica.start()
-
-
-@contextlib.contextmanager
-def dispatcher_with(controllers: list[setup.Controller], *flags: str) -> Iterator[None]:
-    """The dispatcher's replicas, restarted with extra flags for the block, then as before."""
-    replicas = dispatchers(controllers)
-    usual = {id(r): r.argv for r in replicas}
-    with dispatcher_down(controllers):
-        for replica in replicas:
-            replica.argv = [*replica.argv, *flags]
-    the_leader(controllers)
-    try:
-        yield
-    finally:
-        with dispatcher_down(controllers):
-            for replica in replicas:
-                replica.argv = usual[id(replica)]
-        the_leader(controllers)
-
-
 def test_an_external_dispatcher_nominates_and_copies_go_there_only(
     bed: Bed, controllers: list[setup.Controller]
 ) -> None:
@@ -1139,64 +857,6 @@ def test_a_trainjob_created_while_the_dispatcher_is_down_is_refused_not_stranded
         assert "dispatcher.trainjob.dev" in str(refused.value.body)
     mk.submit("early")
     mk.wait("early", "Complete", timeout=90)
-
-
-@contextlib.contextmanager
-def workloads_seen(mk: MultiKueue, worker: str) -> Iterator[list[Dict]]:
-    """Every version of every Workload in the test namespace on `worker` during the block, as
-    a watch brings them: a copy made and deleted moments later included, and a state that
-    lasted less than a poll's interval."""
-    seen: list[Dict] = []
-    stop = threading.Event()
-    started = threading.Event()
-
-    def run() -> None:
-        custom = client.CustomObjectsApi(mk.bed.api(worker))
-        listed = custom.list_namespaced_custom_object(*KUEUE, mk.ns, "workloads")
-        seen.extend(listed["items"])
-        version = listed["metadata"]["resourceVersion"]
-        started.set()
-        while not stop.is_set():
-            stream = watch.Watch().stream(
-                custom.list_namespaced_custom_object,
-                *KUEUE,
-                mk.ns,
-                "workloads",
-                resource_version=version,
-                timeout_seconds=2,
-            )
-            for event in stream:
-                seen.append(event["object"])
-                version = event["object"]["metadata"]["resourceVersion"]
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert started.wait(10), f"cannot watch Workloads on {worker}"
-    try:
-        yield seen
-    finally:
-        stop.set()
-        thread.join(5)
-
-
-def names(workloads: list[Dict]) -> set[str]:
-    """The names of `workloads` (a `workloads_seen` list, read while it may still grow)."""
-    return {wl["metadata"]["name"] for wl in list(workloads)}
-
-
-def manager_events(mk: MultiKueue, name: str) -> list[Any]:
-    """The Events recorded on a manager TrainJob, oldest first."""
-    items = (
-        client.CoreV1Api(mk.bed.api(mk.manager))
-        .list_namespaced_event(mk.ns, field_selector=f"involvedObject.name={name}")
-        .items
-    )
-    return sorted(items, key=lambda e: e.metadata.creation_timestamp)
-
-
-def events_of(mk: MultiKueue, name: str) -> list[str]:
-    """Reasons of the Events recorded on a manager TrainJob."""
-    return [e.reason for e in manager_events(mk, name)]
 
 
 def dispatched_to(mk: MultiKueue, name: str) -> list[str]:
@@ -1262,23 +922,6 @@ def _out_of_sync_and_sent_again(mk: MultiKueue, runtime: str, first: str, second
     mk.set_quota(second, "8")  # now the second can run it as the manager describes it
     mk.wait("drift", "Complete", timeout=120)
     assert (mk.get("drift") or {})["status"]["clusterName"] == second
-
-
-def pod_phases(trainjob: Dict | None) -> dict[str, tuple[int, ...]]:
-    """status.podsStatus as {PodSet: (pending, running, succeeded, failed)}."""
-    return {
-        p["name"]: tuple(p[k] for k in ("pending", "running", "succeeded", "failed"))
-        for p in ((trainjob or {}).get("status") or {}).get("podsStatus") or []
-    }
-
-
-def pods_ready(workloads: list[Dict]) -> tuple[str, str] | None:
-    """PodsReady (status, reason) of the only Workload in the list."""
-    for wl in workloads[:1]:
-        for cond in (wl.get("status") or {}).get("conditions") or []:
-            if cond["type"] == "PodsReady":
-                return cond["status"], cond["reason"]
-    return None
 
 
 def test_trainjob_longer_than_the_pods_ready_timeout_is_ready_on_both_sides_never_evicted(

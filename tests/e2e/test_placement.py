@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from clusters import setup
 from clusters.bed import Bed
 from clusters.kube import Applier, load_manifests
-from demo import setup
-from tests.e2e.test_multikueue import KUEUE, TRAINER, MultiKueue, events_of, names, workloads_seen
-from tests.helpers import wait_for
+from tests.support.multikueue import KUEUE, TRAINER, MultiKueue, events_of, names, workloads_seen
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 Dict = dict[str, Any]

@@ -14,8 +14,8 @@ from kubernetes import client
 from clusters import builds
 from clusters.bed import Bed
 from clusters.kube import Applier, load_manifests
-from tests.e2e.test_multikueue import TRAINER, MultiKueue
-from tests.helpers import wait_for
+from tests.support.multikueue import TRAINER, MultiKueue
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 REPO = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from kubernetes import client
 
+from clusters import setup
 from clusters.bed import Bed
-from demo import setup
 
 pytestmark = [pytest.mark.bed, pytest.mark.last]
 

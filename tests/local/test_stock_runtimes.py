@@ -1,7 +1,7 @@
 """Every ClusterTrainingRuntime that Kubeflow Trainer v2.3.0 ships, applied unchanged to a
 2-node TrainJob, gives the pod roles, environment and resources Trainer's own plugins give
 (read in its pkg/runtime/framework/plugins at v2.3.0). The runtimes come from Trainer's
-module at test time (tests/stock_runtimes.py), not from copies."""
+module at test time (tests/support/stock_runtimes.py), not from copies."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.factories import make_trainjob
-from tests.stock_runtimes import stock_runtimes
+from tests.support.builders import make_trainjob
+from tests.support.stock_runtimes import stock_runtimes
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.runtime import RuntimeInfo, build_runtime_info
 

@@ -19,7 +19,7 @@ import pytest
 from kubecontrol import client as kubeclient
 from kubecontrol import cluster as kube
 from kubecontrol.client import ApiClient, ApiException, TransportError
-from tests.helpers import http_server, loopback_client
+from tests.support.waiting import http_server, loopback_client
 
 
 def test_no_answer_is_a_transient_transport_error(silent_server: int) -> None:

@@ -10,13 +10,12 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
+from clusters import setup
 from clusters.bed import Bed
-from clusters.config import REPO_ROOT, real_bed_config
+from clusters.config import real_bed_config
 from clusters.install import install_product
-from demo import setup
+from tests.support.examples import RUNTIME_FILE
 
-RUNTIME_FILE = REPO_ROOT / "examples" / "torch-ddp-cpu.yaml"
-MPI_FILE = REPO_ROOT / "examples" / "mpi-cpu.yaml"
 RETAIN = ["--retention-seconds", "600"]
 
 

@@ -19,9 +19,9 @@ from clusters import images, nodes
 from clusters.bed import Bed
 from clusters.install import DISPATCHER
 from clusters.kube import load_manifests
-from tests.helpers import wait_for
-from tests.kube_helpers import TrainJobs, api_error
-from tests.real.conftest import MPI_FILE, RUNTIME_FILE
+from tests.support.examples import MPI_FILE, RUNTIME_FILE
+from tests.support.kube import TrainJobs, api_error
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.realnodes, pytest.mark.timeout(900)]
 Dict = dict[str, Any]

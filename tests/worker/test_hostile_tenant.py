@@ -14,9 +14,9 @@ from kubernetes import client
 
 from clusters.bed import Bed
 from clusters.kube import api_client, service_account_token, write_token_kubeconfig
-from tests.factories import make_trainjob, mpi_runtime, runtime_patch
-from tests.helpers import wait_for
-from tests.kube_helpers import TrainJobs, api_error, torch_runtime
+from tests.support.builders import make_trainjob, mpi_runtime, runtime_patch
+from tests.support.kube import TrainJobs, api_error, torch_runtime
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("worker_controllers")]
 Dict = dict[str, Any]

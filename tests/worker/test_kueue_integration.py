@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from clusters import setup
 from clusters.bed import Bed
-from clusters.install import WORKER_CONTROLLER
-from demo import setup
-from tests.factories import make_trainjob
-from tests.helpers import stays_false, wait_for
-from tests.kube_helpers import TrainJobs, torch_runtime
+from tests.support.builders import make_trainjob
+from tests.support.kube import TrainJobs, torch_runtime
+from tests.support.waiting import stays_false, wait_for
+from tests.support.worker import worker_controller_with
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("worker_controllers")]
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
@@ -460,26 +459,6 @@ def test_trainjob_that_never_schedules_is_evicted_by_pods_ready_timeout_and_requ
         ).items
     }
     assert ("Stopped", "PodsReadyTimeout") in reasons, reasons
-
-
-@contextlib.contextmanager
-def worker_controller_with(
-    controllers: list[setup.Controller], cluster: str, *flags: str
-) -> Iterator[None]:
-    """The worker controller's replicas on `cluster`, restarted with extra flags, then as before."""
-    replicas = [c for c in controllers if c.name == WORKER_CONTROLLER and c.cluster == cluster]
-    usual = {id(r): r.argv for r in replicas}
-    for replica in replicas:
-        replica.stop()
-        replica.argv = [*replica.argv, *flags]
-        replica.start()
-    try:
-        yield
-    finally:
-        for replica in replicas:
-            replica.stop()
-            replica.argv = usual[id(replica)]
-            replica.start()
 
 
 def test_manage_jobs_without_queue_name_holds_an_unqueued_trainjob_suspended(

@@ -10,16 +10,14 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
+from clusters import setup
 from clusters.bed import Bed
 from clusters.install import WORKER_CONTROLLER
-from demo import setup
-from tests.helpers import stays_false, wait_for
-from tests.kube_helpers import TrainJobs, torch_runtime
-from tests.worker.test_kueue_integration import worker_controller_with
-from tests.worker.test_worker_controller import tjs, trainjob
+from tests.support.kube import TrainJobs, torch_runtime
+from tests.support.waiting import stays_false, wait_for
+from tests.support.worker import trainjob, worker_controller_with
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("worker_controllers")]
-__all__ = ["tjs"]  # the fixture, shared
 
 # As Kubeflow Trainer v2.3's manifests name its webhooks; its rules match nothing here, so the
 # stand-in changes no request.

@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from clusters.bed import Bed
-from tests.factories import make_trainjob, mpi_runtime, replicated_job
-from tests.helpers import stays_false, wait_for
-from tests.kube_helpers import TrainJobs, api_error, torch_runtime
+from tests.support.builders import mpi_runtime, replicated_job
+from tests.support.kube import TrainJobs, api_error, torch_runtime
+from tests.support.waiting import stays_false, wait_for
+from tests.support.worker import trainjob
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("worker_controllers")]
-
-
-@pytest.fixture
-def tjs(
-    bed: Bed, worker_names: list[str], namespace_factory: Callable[..., str]
-) -> Iterator[TrainJobs]:
-    worker = worker_names[0]
-    yield TrainJobs(bed.api(worker), namespace_factory(worker, "wc"))
-
-
-def trainjob(name: str, runtime: str = "torch", **spec: object) -> dict[str, object]:
-    return make_trainjob(name, runtimeRef={"name": runtime, "kind": "TrainingRuntime"}, **spec)
 
 
 def test_torch_three_nodes_run_and_complete(tjs: TrainJobs) -> None:

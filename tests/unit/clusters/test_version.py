@@ -15,7 +15,7 @@ from packaging.version import Version
 from clusters.chart import image_reference
 from kubecontrol.client import USER_AGENT
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 
 

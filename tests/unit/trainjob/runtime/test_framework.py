@@ -13,7 +13,7 @@ from kubeflow_trainer_api.models.trainer_v1alpha1_cluster_training_runtime impor
 )
 from kubeflow_trainer_api.models.trainer_v1alpha1_train_job import TrainerV1alpha1TrainJob
 
-from tests.factories import (
+from tests.support.builders import (
     OWNER,
     container,
     initializer_runtime,
@@ -326,7 +326,7 @@ def test_plain_runtime_runs_what_it_describes() -> None:
     assert "env" not in info.pod_sets[0].container("node")
 
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
 OFFICIAL = {
     "TrainJob": TrainerV1alpha1TrainJob,
     "ClusterTrainingRuntime": TrainerV1alpha1ClusterTrainingRuntime,

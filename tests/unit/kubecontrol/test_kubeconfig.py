@@ -17,7 +17,7 @@ import yaml
 
 from dispatcher.worker_secret import renew_one
 from kubecontrol.kubeconfig import MAX_KUBECONFIG_BYTES, minimal_kubeconfig, vet_kubeconfig
-from tests.unit.test_dispatch import CA_DATA, kubeconfig
+from tests.support.kubeconfigs import CA_DATA, kubeconfig
 
 Dict = dict[str, Any]
 

@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 
-from tests.factories import container, make_runtime, make_trainjob, mpi_runtime, replicated_job
+from tests.support.builders import (
+    container,
+    make_runtime,
+    make_trainjob,
+    mpi_runtime,
+    replicated_job,
+)
 from trainjob.admission import runtime_refusal
 from trainjob.models import parse_trainjob
 from trainjob.quantity import MAX_QUANTITY, parse_quantity

@@ -7,8 +7,8 @@ from typing import Any
 
 from kubernetes import client
 
-from tests.factories import make_runtime, replicated_job
-from tests.helpers import wait_for
+from tests.support.builders import make_runtime, replicated_job
+from tests.support.waiting import wait_for
 
 Dict = dict[str, Any]
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")

@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
-import time
 from typing import Any
 
-import pytest
-import yaml
-
-from dispatcher.admissionchecks import check_active, parameters_problem
 from dispatcher.capacity import Fit
-from dispatcher.copies import is_our_copy, remote_trainjob, remote_workload
 from dispatcher.dispatch import (
     CapacityAware,
     DispatchObserved,
@@ -21,211 +13,11 @@ from dispatcher.dispatch import (
     RemoteView,
     reconcile_dispatch,
 )
-from dispatcher.intake import (
-    not_dispatchable,
-    reconcile_intake,
-    undecided_for,
-    undispatched_message,
-)
-from dispatcher.kubeconfigs import check_kubeconfig
-from dispatcher.kueue_status import down_since
-from dispatcher.remote import RemoteCluster
-from kubecontrol.certs import issue
-from tests.factories import make_trainjob
-from trainjob.runtime import RuntimeProblem
+from tests.support.builders import make_trainjob
+from tests.support.dispatch import NOW, decide, manager_workload, remote
 from trainjob.status_writes import FIRST_STATUS_HOLD_SECONDS
 
 Dict = dict[str, Any]
-NOW = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.UTC)
-
-
-# A real CA: the check loads it, as the connection would.
-CA_DATA = base64.b64encode(issue(["127.0.0.1"], dt.datetime.now(dt.UTC)).ca_crt).decode()
-
-
-def kubeconfig(cluster: Dict | None = None, user: Dict | None = None) -> bytes:
-    return yaml.safe_dump(
-        {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "current-context": "w",
-            "clusters": [
-                {
-                    "name": "w",
-                    "cluster": cluster
-                    or {"server": "https://127.0.0.1:6443", "certificate-authority-data": CA_DATA},
-                }
-            ],
-            "users": [{"name": "u", "user": user or {"token": "abc"}}],
-            "contexts": [{"name": "w", "context": {"cluster": "w", "user": "u"}}],
-        }
-    ).encode()
-
-
-def test_a_good_kubeconfig_passes() -> None:
-    cfg, problem = check_kubeconfig(kubeconfig(), "s")
-    assert problem is None and cfg is not None
-
-
-@pytest.mark.parametrize(
-    ("cluster", "user", "reason", "fragment"),
-    [
-        (
-            {"server": "https://1.2.3.4", "insecure-skip-tls-verify": True},
-            None,
-            "InsecureKubeConfig",
-            "insecure-skip-tls-verify",
-        ),
-        (
-            {"server": "https://1.2.3.4", "certificate-authority": "/ca.crt"},
-            None,
-            "InsecureKubeConfig",
-            "certificate-authority-data",
-        ),
-        ({"server": ""}, None, "BadKubeConfig", "no server URL"),
-        ({"server": "https://bad_host!"}, None, "InsecureKubeConfig", "is not an https URL"),
-        (None, {"tokenFile": "/t"}, "InsecureKubeConfig", "tokenFile"),
-        (None, {"exec": {"command": "x"}}, "InsecureKubeConfig", "exec"),
-        (None, {"auth-provider": {"name": "gcp"}}, "InsecureKubeConfig", "auth-provider"),
-        (None, {"username": "a", "password": "b"}, "InsecureKubeConfig", "basic auth"),
-    ],
-)
-def test_kubeconfigs_kueue_refuses_are_refused_with_the_reason(
-    cluster: Dict | None, user: Dict | None, reason: str, fragment: str
-) -> None:
-    cfg, problem = check_kubeconfig(kubeconfig(cluster, user), "worker1-secret")
-    assert cfg is None and problem is not None
-    assert problem.reason == reason and fragment in problem.message
-    assert "worker1-secret" in problem.message
-
-
-def test_garbage_and_missing_kubeconfigs_are_bad() -> None:
-    for raw in (b"", b"clusters: [", b"just a string"):
-        _, problem = check_kubeconfig(raw, "s")
-        assert problem is not None and problem.reason == "BadKubeConfig"
-
-
-def _edited(edit: Any) -> bytes:
-    cfg = yaml.safe_load(kubeconfig())
-    edit(cfg)
-    return yaml.safe_dump(cfg).encode()
-
-
-@pytest.mark.parametrize(
-    ("edit", "fragment"),
-    [
-        (lambda k: k.update({"current-context": "elsewhere"}), "'elsewhere' names no context"),
-        (lambda k: k.pop("current-context"), "current-context is not set"),
-        (
-            lambda k: k["clusters"][0]["cluster"].update({"certificate-authority-data": "%%"}),
-            "certificate-authority-data is not base64",
-        ),
-        (lambda k: k.update({"clusters": ["w"]}), "clusters[0] must be a mapping with a name"),
-        (lambda k: k["contexts"][0].update({"context": "w"}), "must have a `context` mapping"),
-        (
-            lambda k: k["contexts"][0]["context"].update({"cluster": "nope"}),
-            "names cluster 'nope', which is not listed",
-        ),
-        (
-            lambda k: k["users"][0]["user"].update({"client-key-data": "not base64!"}),
-            "client-key-data is not base64",
-        ),
-        (  # base64, but not a certificate: no connection could be made with it
-            lambda k: k["clusters"][0]["cluster"].update({"certificate-authority-data": "Q0E="}),
-            "cannot connect with it (SSLError",
-        ),
-    ],
-)
-def test_malformed_kubeconfigs_are_bad_naming_the_field_never_the_data(
-    edit: Any, fragment: str
-) -> None:
-    raw = _edited(edit)
-    cfg, problem = check_kubeconfig(raw, "worker1-secret")
-    assert cfg is None and problem is not None
-    assert problem.reason == "BadKubeConfig" and fragment in problem.message, problem.message
-    assert CA_DATA not in problem.message and "abc" not in problem.message
-
-
-def manager_workload(
-    *conds: str,
-    cluster: str | None = None,
-    nominated: list[str] | None = None,
-    check: str = "Pending",
-) -> Dict:
-    status: Dict = {
-        "conditions": [
-            {"type": t, "status": "True", "lastTransitionTime": "2026-11-22T11:00:00Z"}
-            for t in conds
-        ],
-        "admissionChecks": [{"name": "mk", "state": check, "message": ""}],
-    }
-    if cluster:
-        status["clusterName"] = cluster
-    if nominated:
-        status["nominatedClusterNames"] = nominated
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "Workload",
-        "metadata": {
-            "name": "trainjob-tj-abcde",
-            "namespace": "ns",
-            "resourceVersion": "1",
-            "labels": {"kueue.x-k8s.io/job-uid": "uid-tj"},
-        },
-        "spec": {"queueName": "q", "podSets": [{"name": "node", "count": 2}]},
-        "status": status,
-    }
-
-
-def remote(
-    name: str,
-    *,
-    connected: bool = True,
-    lost: float = 0.0,
-    admitted_at: str | None = None,
-    workload: bool = True,
-    trainjob: bool = False,
-) -> RemoteView:
-    wl = None
-    if workload:
-        conds = (
-            [{"type": "Admitted", "status": "True", "lastTransitionTime": admitted_at}]
-            if admitted_at
-            else []
-        )
-        wl = {
-            "kind": "Workload",
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "metadata": {"name": "trainjob-tj-abcde", "namespace": "ns"},
-            "status": {"conditions": conds},
-        }
-    tj = (
-        {
-            "kind": "TrainJob",
-            "apiVersion": "trainer.kubeflow.org/v1alpha1",
-            "metadata": {"name": "tj", "namespace": "ns"},
-            "status": {"conditions": [{"type": "Complete", "status": "True"}]},
-        }
-        if trainjob
-        else None
-    )
-    return RemoteView(name, connected, lost, wl, tj)
-
-
-def decide(wl: Dict, remotes: list[RemoteView], **kw: Any) -> Any:
-    tj = kw.pop("trainjob", None) or make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
-    return reconcile_dispatch(
-        DispatchObserved(
-            workload=wl,
-            trainjob=tj,
-            check="mk",
-            remotes=remotes,
-            origin="multikueue",
-            worker_lost_timeout=60,
-            now=NOW,
-        ),
-        **kw,
-    )
 
 
 def created_event(plan: Any) -> str | None:
@@ -487,18 +279,6 @@ def test_finished_or_unreserved_workloads_leave_nothing_behind() -> None:
         assert all(a.verb == "delete" for a in plan.remote)
 
 
-def test_remote_copies_drop_what_belongs_to_the_manager() -> None:
-    wl = remote_workload(manager_workload("QuotaReserved"), "multikueue")
-    assert wl["metadata"]["labels"] == {"kueue.x-k8s.io/multikueue-origin": "multikueue"}
-    assert "ownerReferences" not in wl["metadata"] and "status" not in wl
-    tj = make_trainjob(
-        managedBy="kueue.x-k8s.io/multikueue",
-        runtimePatches=[{"manager": "kueue.x-k8s.io/manager"}, {"manager": "user"}],
-    )
-    out = remote_trainjob(tj, "wl", "multikueue")
-    assert out["spec"]["runtimePatches"] == [{"manager": "user"}]
-
-
 def test_finished_remote_objects_are_kept_for_the_retention() -> None:
     wl = manager_workload("QuotaReserved", "Finished", cluster="w1")  # finished 11:00:00
     tj = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
@@ -521,199 +301,10 @@ def test_finished_remote_objects_are_kept_for_the_retention() -> None:
 # ---- the worker-lost clock (no threads started: only the connection bookkeeping) --------------
 
 
-def remote_cluster(down: float | None = None) -> RemoteCluster:
-    return RemoteCluster(
-        "w1",
-        yaml.safe_load(kubeconfig()),
-        "origin",
-        lambda ns, name, urgent: None,
-        "test",
-        down_since=down,
-    )
-
-
-def test_a_cluster_still_connecting_after_start_up_is_never_lost() -> None:
-    rc = remote_cluster()
-    assert rc.connecting and not rc.connected and rc.disconnected_for() == 0.0
-    rc._set_ok("Workload", True)
-    assert rc.connecting and rc.disconnected_for() == 0.0  # the TrainJob watch has not listed yet
-    rc._set_ok("TrainJob", True)
-    assert rc.connected and not rc.connecting and rc.down_since is None
-
-
-def test_first_failure_after_start_up_starts_the_clock_now_unless_an_outage_is_on_record() -> None:
-    fresh = remote_cluster()
-    fresh._set_ok("Workload", False, "ConnectionRefused")
-    assert fresh.down_since is not None and 0.0 <= fresh.disconnected_for() < 5
-    on_record = remote_cluster(down=time.time() - 100)
-    on_record._set_ok("Workload", False, "ConnectionRefused")
-    on_record._set_ok("TrainJob", False, "ConnectionRefused")
-    assert 100 <= on_record.disconnected_for() < 105  # the clock survived the restart
-
-
-def test_the_clock_stops_on_reconnect_and_restarts_on_the_next_outage() -> None:
-    rc = remote_cluster(down=time.time() - 500)
-    rc._set_ok("Workload", True)
-    rc._set_ok("TrainJob", True)
-    assert rc.disconnected_for() == 0.0 and rc.down_since is None
-    rc._set_ok("TrainJob", False, "timeout")
-    assert 0.0 <= rc.disconnected_for() < 5
-
-
-def test_down_since_comes_from_the_active_condition() -> None:
-    def mkc(status: str) -> Dict:
-        cond = {"type": "Active", "status": status, "lastTransitionTime": "2026-11-22T12:00:00Z"}
-        return {"metadata": {"name": "w1"}, "status": {"conditions": [cond]}}
-
-    assert down_since(mkc("False")) == NOW.timestamp()
-    assert down_since(mkc("True")) is None
-    assert down_since({"metadata": {"name": "w1"}}) is None
-
-
 # ---- the manager TrainJob's own word before dispatch -------------------------------------------
 
 
-def test_runtime_problem_on_the_manager_becomes_a_condition_and_an_event_once() -> None:
-    body = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
-    problem = RuntimeProblem("RuntimeNotFound", "ClusterTrainingRuntime 'x' not found")
-    plan = reconcile_intake(body, problem, NOW)
-    assert plan.status == {
-        "conditions": [
-            {
-                "type": "Failed",
-                "status": "True",
-                "reason": "RuntimeNotFound",
-                "message": "ClusterTrainingRuntime 'x' not found",
-                "lastTransitionTime": "2026-11-22T12:00:00Z",
-                "observedGeneration": 1,
-            }
-        ]
-    }
-    assert plan.events == [("Warning", "RuntimeNotFound", "ClusterTrainingRuntime 'x' not found")]
-    body["status"] = plan.status
-    again = reconcile_intake(body, problem, NOW)
-    assert again.status is None and again.events == []
-    fixed = reconcile_intake(body, None, NOW)
-    assert fixed.status == {"conditions": []}
-    assert [e[1] for e in fixed.events] == ["RuntimeResolved"]
-
-
-def test_intake_leaves_a_dispatched_trainjob_and_final_failures_alone() -> None:
-    problem = RuntimeProblem("RuntimeInvalid", "bad")
-    dispatched = make_trainjob()
-    dispatched["status"] = {"clusterName": "worker1"}
-    assert reconcile_intake(dispatched, problem, NOW).status is None
-    # Its Workload names the worker while the TrainJob's own clusterName still waits.
-    sent = manager_workload("QuotaReserved", "Admitted", cluster="worker1", check="Ready")
-    assert reconcile_intake(make_trainjob(), problem, NOW, sent).status is None
-    assert reconcile_intake(make_trainjob(), problem, NOW).status is not None
-    final = make_trainjob()
-    final["status"] = {
-        "conditions": [{"type": "Failed", "status": "True", "reason": "PodSetFailed"}]
-    }
-    assert reconcile_intake(final, None, NOW).status is None
-
-
 # ---- the AdmissionCheck's Active condition, Kueue's reasons ------------------------------------
-
-
-def test_check_active_names_missing_and_inactive_clusters_as_kueue_does() -> None:
-    assert check_active(None, {"w1": True, "w2": True}) == (
-        True,
-        "Active",
-        "The admission check is active",
-    )
-    assert check_active(None, {"w1": True, "ghost": None}) == (
-        True,
-        "SomeActiveClusters",
-        "Missing clusters: ['ghost']",
-    )
-    assert check_active(None, {"w1": False, "ghost": None}) == (
-        False,
-        "NoUsableClusters",
-        "Missing clusters: ['ghost'], Inactive clusters: ['w1']",
-    )
-    active, reason, message = check_active("spec.parameters must name a MultiKueueConfig", {})
-    assert (active, reason) == (False, "BadConfig")
-    assert message == (
-        "Cannot load the AdmissionChecks parameters: spec.parameters must name a MultiKueueConfig"
-    )
-
-
-def test_admission_check_parameters_must_reference_a_multikueue_config() -> None:
-    good = {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "c"}
-    assert parameters_problem(good) is None
-    wrong = parameters_problem({**good, "kind": "ProvisioningRequestConfig"})
-    assert wrong is not None and "'kueue.x-k8s.io'/'ProvisioningRequestConfig'" in wrong
-    assert parameters_problem({}) == "spec.parameters must name a MultiKueueConfig"
-
-
-def _admitted(*checks: tuple[str, str], cluster: str | None = None) -> Dict:
-    status: Dict = {
-        "conditions": [
-            {"type": "QuotaReserved", "status": "True"},
-            {"type": "Admitted", "status": "True"},
-        ],
-        "admission": {"clusterQueue": "cq"},
-        "admissionChecks": [{"name": n, "state": s} for n, s in checks],
-    }
-    if cluster:
-        status["clusterName"] = cluster
-    return {"metadata": {"name": "wl"}, "status": status}
-
-
-def test_not_dispatchable_only_when_kueue_admitted_without_counting_our_check() -> None:
-    def decide_nd(wl: Dict, cq_has: bool = True) -> str | None:
-        return not_dispatchable(wl, {"mk"}, lambda cq: cq_has, "kueue.x-k8s.io/multikueue")
-
-    # Kueue dropped our check (no flavour assigned), or has not dropped it yet (still Pending).
-    assert "without the MultiKueue admission check" in (decide_nd(_admitted()) or "")
-    assert decide_nd(_admitted(("mk", "Pending"))) is not None
-    # A queue without our check at all says so.
-    assert "has no admission check" in (decide_nd(_admitted(), cq_has=False) or "")
-    # Normal flows: Ready; Retry just written (Kueue evicts next; found by the chaos soak);
-    # dispatched before Kueue dropped the check; not admitted.
-    assert decide_nd(_admitted(("mk", "Ready"))) is None
-    assert decide_nd(_admitted(("mk", "Retry"))) is None
-    assert decide_nd(_admitted(cluster="worker1")) is None
-    assert decide_nd({"metadata": {"name": "wl"}, "status": {}}) is None
-    # Evicted while admitted (PodsReadyTimeout, a lost worker): Kueue resets our check to
-    # Pending and clears clusterName before the quota goes (found by the chaos soak, seed 2).
-    evicted = _admitted(("mk", "Pending"))
-    evicted["status"]["conditions"].append(
-        {"type": "Evicted", "status": "True", "reason": "PodsReadyTimeout"}
-    )
-    assert decide_nd(evicted) is None
-    # Right after a Retry (a remote eviction), seen: admitted, not evicted, no clusterName, our
-    # check Pending since a moment (chaos soak, seed 3). Not a verdict until that Pending state
-    # is older than the grace; a Pending state that old still is one.
-    now = dt.datetime(2026, 11, 23, 18, 0, 28, tzinfo=dt.UTC)
-    reset = _admitted(("mk", "Pending"))
-    reset["status"]["admissionChecks"][0]["lastTransitionTime"] = "2026-11-23T18:00:27Z"
-    assert not_dispatchable(reset, {"mk"}, lambda cq: True, "x", now) is None
-    later = now + dt.timedelta(seconds=11)
-    assert not_dispatchable(reset, {"mk"}, lambda cq: True, "x", later) is not None
-    # Meanwhile nothing is dispatched for it (the pass waits out the rest of the grace).
-    assert undecided_for(reset, {"mk"}, now) == 9.0
-    assert undecided_for(reset, {"mk"}, later) is None
-    assert undecided_for(_admitted(("mk", "Ready")), {"mk"}, now) is None
-
-
-def test_remote_copies_carry_the_manager_objects_uid_for_tracing() -> None:
-    manager_wl = manager_workload("QuotaReserved")
-    manager_wl["metadata"]["uid"] = "uid-wl"
-    wl = remote_workload(manager_wl, "multikueue")
-    assert wl["metadata"]["annotations"] == {"kueue.x-k8s.io/multikueue-origin-uid": "uid-wl"}
-    tj = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
-    tj["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{}"}
-    out = remote_trainjob(tj, "wl", "multikueue")
-    assert out["metadata"]["annotations"] == {
-        "kueue.x-k8s.io/multikueue-origin-uid": "uid-tj",
-        # Kueue 0.19 names the prebuilt Workload in an annotation (the label stays too)
-        "kueue.x-k8s.io/prebuilt-workload-name": out["metadata"]["labels"][
-            "kueue.x-k8s.io/prebuilt-workload-name"
-        ],
-    }
 
 
 def decide_finished(remotes: list[RemoteView], *, there: str = "w1") -> Any:
@@ -783,20 +374,6 @@ def test_an_external_dispatcher_decides_where_copies_go_and_we_never_nominate() 
         strategy=ext,
     )
     assert plan.cluster_name == "w2" and plan.nominated is None
-
-
-def test_a_trainjob_multikueue_does_not_dispatch_is_told_why_naming_the_fields() -> None:
-    plain = make_trainjob()
-    assert "spec.managedBy is unset" in undispatched_message(plain, "kueue.x-k8s.io/multikueue")
-    assert "names no queue (label kueue.x-k8s.io/queue-name)" in undispatched_message(
-        plain, "kueue.x-k8s.io/multikueue"
-    )
-    queued = make_trainjob(managedBy="trainer.kubeflow.org/trainjob-controller")
-    queued["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "local"}
-    message = undispatched_message(queued, "trainjob.dev/multikueue")
-    assert "spec.managedBy is 'trainer.kubeflow.org/trainjob-controller'" in message
-    assert "its queue 'local'" in message
-    assert "has no admission check with controllerName trainjob.dev/multikueue" in message
 
 
 def test_evicted_on_the_manager_removes_every_copy_and_says_so_once_per_worker() -> None:
@@ -1056,14 +633,3 @@ def test_a_worker_with_a_name_taken_gets_no_copy_and_the_message_says_why() -> N
         "Pending",
         f"dispatched to w2; waiting for a cluster to admit it (not sent to w1: {TAKEN})",
     )
-
-
-def test_a_copy_of_another_manager_object_or_origin_is_not_ours() -> None:
-    copy = remote_trainjob(make_trainjob("tj"), "wl", "multikueue")
-    assert is_our_copy(copy, copy)
-    foreign = {"metadata": {"name": "tj", "labels": {}}}
-    assert not is_our_copy(foreign, copy)
-    replaced = make_trainjob("tj")
-    replaced["metadata"]["uid"] = "uid-replaced"
-    assert not is_our_copy(remote_trainjob(replaced, "wl", "multikueue"), copy)
-    assert not is_our_copy(remote_trainjob(make_trainjob("tj"), "wl", "other-manager"), copy)

@@ -22,7 +22,7 @@ from kubecontrol.informer import Informer, key_of
 from kubecontrol.kinds import CONFIG_MAP, Kind
 from kubecontrol.settings import ControllerSettings
 from kubecontrol.watchdog import WatchDog
-from tests.helpers import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.bed
 

@@ -7,7 +7,7 @@ plan) and raises nothing else.
 The schemas are the CRDs' openAPIV3Schema as the API server applies them before any webhook:
 unknown fields pruned, but the CEL rules (x-kubernetes-validations) left out, so the fuzzer
 also sends what only a CEL rule would refuse. FUZZ_EXAMPLES (default 700 per property) sets
-the depth: `FUZZ_EXAMPLES=5000 pytest tests/unit/test_fuzz_admission.py` for a long run.
+the depth: `FUZZ_EXAMPLES=5000 pytest tests/unit/trainjob/test_admission_fuzz.py` for a long run.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from trainjob.workload import build_workload
 from worker_controller.decide import Observed, reconcile_trainjob
 
 Dict = dict[str, Any]
-CRDS = Path(__file__).resolve().parents[2] / "crds"
+CRDS = Path(__file__).resolve().parents[3] / "crds"
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "700"))
 NOW = dt.datetime(2026, 11, 26, 12, 0, tzinfo=dt.UTC)
 FUZZ = settings(

@@ -222,7 +222,7 @@ def test_the_controllers_never_load_the_kubernetes_client(package: str) -> None:
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
     )  # fmt: skip
     assert out.stdout.strip().endswith("loaded: []"), out.stdout
 

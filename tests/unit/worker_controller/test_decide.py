@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from tests.factories import initializer_runtime, make_runtime, make_trainjob
+from tests.support.builders import initializer_runtime, make_runtime, make_trainjob
 from worker_controller import status
 from worker_controller.decide import Blocked, Observed, Plan, reconcile_trainjob
 

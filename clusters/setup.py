@@ -1,4 +1,5 @@
-"""Installing a MultiKueue set-up on the bed and running our controllers as processes."""
+"""A MultiKueue set-up on the bed (queues, MultiKueueClusters, the product installed from
+deploy/), for the demo, the tests and the benchmarks."""
 
 from __future__ import annotations
 

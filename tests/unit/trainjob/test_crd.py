@@ -10,7 +10,7 @@ import yaml
 from clusters import builds
 from trainjob.crd import missing_status_fields, trainer_controller_problem
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _trainer_webhook_configurations() -> list[dict[str, object]]:

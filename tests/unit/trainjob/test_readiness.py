@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from tests.factories import initializer_runtime, make_runtime, make_trainjob
+from tests.support.builders import initializer_runtime, make_runtime, make_trainjob
 from trainjob import jobframework, readiness
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.runtime import RuntimeInfo, build_runtime_info

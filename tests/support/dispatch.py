@@ -1,0 +1,97 @@
+"""Builders of the dispatch decision's inputs (dispatcher/dispatch.py): a manager Workload, a
+worker as the manager sees it, and one decision over them."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from dispatcher.dispatch import DispatchObserved, RemoteView, reconcile_dispatch
+from tests.support.builders import make_trainjob
+
+Dict = dict[str, Any]
+
+
+NOW = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.UTC)
+
+
+def manager_workload(
+    *conds: str,
+    cluster: str | None = None,
+    nominated: list[str] | None = None,
+    check: str = "Pending",
+) -> Dict:
+    status: Dict = {
+        "conditions": [
+            {"type": t, "status": "True", "lastTransitionTime": "2026-11-22T11:00:00Z"}
+            for t in conds
+        ],
+        "admissionChecks": [{"name": "mk", "state": check, "message": ""}],
+    }
+    if cluster:
+        status["clusterName"] = cluster
+    if nominated:
+        status["nominatedClusterNames"] = nominated
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": "trainjob-tj-abcde",
+            "namespace": "ns",
+            "resourceVersion": "1",
+            "labels": {"kueue.x-k8s.io/job-uid": "uid-tj"},
+        },
+        "spec": {"queueName": "q", "podSets": [{"name": "node", "count": 2}]},
+        "status": status,
+    }
+
+
+def remote(
+    name: str,
+    *,
+    connected: bool = True,
+    lost: float = 0.0,
+    admitted_at: str | None = None,
+    workload: bool = True,
+    trainjob: bool = False,
+) -> RemoteView:
+    wl = None
+    if workload:
+        conds = (
+            [{"type": "Admitted", "status": "True", "lastTransitionTime": admitted_at}]
+            if admitted_at
+            else []
+        )
+        wl = {
+            "kind": "Workload",
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "metadata": {"name": "trainjob-tj-abcde", "namespace": "ns"},
+            "status": {"conditions": conds},
+        }
+    tj = (
+        {
+            "kind": "TrainJob",
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "metadata": {"name": "tj", "namespace": "ns"},
+            "status": {"conditions": [{"type": "Complete", "status": "True"}]},
+        }
+        if trainjob
+        else None
+    )
+    return RemoteView(name, connected, lost, wl, tj)
+
+
+def decide(wl: Dict, remotes: list[RemoteView], **kw: Any) -> Any:
+    tj = kw.pop("trainjob", None) or make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
+    return reconcile_dispatch(
+        DispatchObserved(
+            workload=wl,
+            trainjob=tj,
+            check="mk",
+            remotes=remotes,
+            origin="multikueue",
+            worker_lost_timeout=60,
+            now=NOW,
+        ),
+        **kw,
+    )

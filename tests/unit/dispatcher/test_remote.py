@@ -1,0 +1,53 @@
+"""A worker's connection bookkeeping: the worker-lost clock (dispatcher/remote.py; no threads
+started)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import yaml
+
+from dispatcher.remote import RemoteCluster
+from tests.support.kubeconfigs import kubeconfig
+
+Dict = dict[str, Any]
+
+
+def remote_cluster(down: float | None = None) -> RemoteCluster:
+    return RemoteCluster(
+        "w1",
+        yaml.safe_load(kubeconfig()),
+        "origin",
+        lambda ns, name, urgent: None,
+        "test",
+        down_since=down,
+    )
+
+
+def test_a_cluster_still_connecting_after_start_up_is_never_lost() -> None:
+    rc = remote_cluster()
+    assert rc.connecting and not rc.connected and rc.disconnected_for() == 0.0
+    rc._set_ok("Workload", True)
+    assert rc.connecting and rc.disconnected_for() == 0.0  # the TrainJob watch has not listed yet
+    rc._set_ok("TrainJob", True)
+    assert rc.connected and not rc.connecting and rc.down_since is None
+
+
+def test_first_failure_after_start_up_starts_the_clock_now_unless_an_outage_is_on_record() -> None:
+    fresh = remote_cluster()
+    fresh._set_ok("Workload", False, "ConnectionRefused")
+    assert fresh.down_since is not None and 0.0 <= fresh.disconnected_for() < 5
+    on_record = remote_cluster(down=time.time() - 100)
+    on_record._set_ok("Workload", False, "ConnectionRefused")
+    on_record._set_ok("TrainJob", False, "ConnectionRefused")
+    assert 100 <= on_record.disconnected_for() < 105  # the clock survived the restart
+
+
+def test_the_clock_stops_on_reconnect_and_restarts_on_the_next_outage() -> None:
+    rc = remote_cluster(down=time.time() - 500)
+    rc._set_ok("Workload", True)
+    rc._set_ok("TrainJob", True)
+    assert rc.disconnected_for() == 0.0 and rc.down_since is None
+    rc._set_ok("TrainJob", False, "timeout")
+    assert 0.0 <= rc.disconnected_for() < 5
