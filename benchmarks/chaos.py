@@ -38,10 +38,10 @@ from kubernetes import client
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.multikueue import Clock, clean_up, run_patch, trainjob_body, watch_pods
+from clusters import setup
 from clusters.bed import Bed
 from clusters.config import load_config
 from clusters.install import DISPATCHER, leads
-from clusters import setup
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")

@@ -50,14 +50,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.figures import spread
 from benchmarks.multikueue import WITHOUT_LEASES, measure, sustained_key, workload_args
-from clusters import peer
+from clusters import peer, setup
 from clusters.bed import Bed
 from clusters.config import WaitForPodsReady, load_config
 from clusters.install import DISPATCHER, leading_dispatcher
 from clusters.kube import service_account_token, write_token_kubeconfig
-from clusters import setup
-from tests.support.waiting import wait_for
 from tests.support.kube import is_active
+from tests.support.waiting import wait_for
 
 
 def _peer_secrets(bed: Bed) -> None:

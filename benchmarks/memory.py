@@ -36,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.multikueue import TRAINER, run_patch, trainjob_body
 from benchmarks.worker_trainjobs import peak_rss_mib, status_mib
+from clusters import setup
 from clusters.bed import Bed
 from clusters.config import Port, WaitForPodsReady, load_config
 from clusters.install import DISPATCHER, leading_dispatcher
-from clusters import setup
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 # Pods that run an hour: nothing finishes while memory is measured.

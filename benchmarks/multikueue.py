@@ -32,11 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.probe import MachineProbe
 from benchmarks.profile import Profiler
 from benchmarks.worker_trainjobs import cpu_seconds, pct, peak_rss_mib, request_counts
-from clusters import audit
+from clusters import audit, setup
 from clusters.bed import Bed
 from clusters.config import load_config
 from clusters.install import DISPATCHER, leading_dispatcher, scrape
-from clusters import setup
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 

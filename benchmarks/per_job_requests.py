@@ -24,9 +24,8 @@ from kubernetes import client
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.multikueue import TRAINER, clean_up, run_patch, trainjob_body, with_product
-from clusters import audit
+from clusters import audit, setup
 from clusters.bed import Bed
-from clusters import setup
 
 
 def _complete(custom: client.CustomObjectsApi, ns: str, name: str) -> bool:

@@ -36,11 +36,10 @@ from benchmarks.multikueue import (
     trainjob_body,
     workload_args,
 )
-from clusters import audit
+from clusters import audit, setup
 from clusters.bed import Bed
 from clusters.config import load_config
 from clusters.install import leading_dispatcher
-from clusters import setup
 
 FULL_CPU = "4"  # the first worker's quota, all of it taken by its own TrainJob
 DISPATCHER_USER = "system:serviceaccount:trainjob-system:trainjob-multikueue"

@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.multikueue import TRAINER, clean_up, trainjob_body, with_product
 from benchmarks.worker_trainjobs import cpu_seconds
-from clusters.install import DISPATCHER
 from clusters import setup
+from clusters.install import DISPATCHER
 
 
 def main() -> int:

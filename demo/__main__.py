@@ -16,11 +16,11 @@ from typing import Any
 
 from kubernetes import client
 
+from clusters import setup
 from clusters.bed import Bed
 from clusters.config import load_config, real_bed_config
 from clusters.errors import BedError
 from clusters.kube import load_manifests
-from clusters import setup
 from kubectl_trainjob.view import pods_in_short
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")

@@ -22,6 +22,8 @@ from trainjob import jobframework
 from trainjob import workload as wlmod
 from trainjob.caches import Caches
 from trainjob.jsondoc import json_copy
+from trainjob.views import TrainJobView
+from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
 log = logging.getLogger("dispatcher")
@@ -29,16 +31,14 @@ log = logging.getLogger("dispatcher")
 # ---- building a copy --------------------------------------------------------------------------
 
 
-def remote_workload(wl: Dict, origin: str) -> Dict:
+def remote_workload(wl: WorkloadView, origin: str) -> Dict:
     """The copy of a manager Workload sent to a worker: same name, origin label, no owner."""
-    meta = wl["metadata"]
-    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != wlmod.JOB_UID_LABEL}
-    annotations = dict(meta.get("annotations") or {})
+    labels = {k: v for k, v in wl.labels.items() if k != wlmod.JOB_UID_LABEL}
     return {
         "apiVersion": c.KUEUE_API,
         "kind": "Workload",
-        "metadata": _remote_metadata(meta, origin, labels, annotations),
-        "spec": json_copy(wl["spec"]),
+        "metadata": _remote_metadata(wl.meta, origin, labels, wl.annotations),
+        "spec": json_copy(wl.raw["spec"]),
     }
 
 
@@ -56,10 +56,10 @@ def _remote_metadata(meta: Dict, origin: str, labels: Dict, annotations: Dict) -
     }
 
 
-def remote_trainjob(tj: Dict, wl_name: str, origin: str) -> Dict:
+def remote_trainjob(tj: TrainJobView, wl_name: str, origin: str) -> Dict:
     """The TrainJob for the winning worker: built-in controller, suspended, prebuilt Workload."""
-    meta = tj["metadata"]
-    spec = json_copy(tj["spec"])
+    meta = tj.meta
+    spec = json_copy(tj.raw["spec"])
     spec.pop("managedBy", None)
     spec["suspend"] = True
     spec["runtimePatches"] = [
@@ -148,11 +148,13 @@ def seen(kind: Kind, obj: Dict) -> Dict:
 # ---- status back -------------------------------------------------------------------------------
 
 
-def status_back(manager_trainjob: Dict, remote_trainjob: Dict, cluster: str) -> Dict | None:
+def status_back(
+    manager_trainjob: TrainJobView, remote_trainjob: TrainJobView, cluster: str
+) -> Dict | None:
     """The merge patch that makes the manager TrainJob's status the remote one's (fields the
     remote no longer has are removed with None); None when they already agree."""
-    want = {**(remote_trainjob.get("status") or {}), "clusterName": cluster}
-    have = dict(manager_trainjob.get("status") or {})
+    want = {**remote_trainjob.status, "clusterName": cluster}
+    have = dict(manager_trainjob.status)
     if have == want:
         return None
     return {**{k: None for k in have if k not in want}, **want}
@@ -195,7 +197,8 @@ def collect_garbage(workers: Mapping[str, Worker], caches: Caches) -> None:
         for kind, on_manager in (("TrainJob", caches.trainjob), ("Workload", caches.workload)):
             for obj in remote.items(kind):
                 key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
-                if not orphan(obj, on_manager(*key)):
+                found = on_manager(*key)
+                if not orphan(obj, None if found is None else found.raw):
                     continue
                 try:
                     uid = obj["metadata"].get("uid")

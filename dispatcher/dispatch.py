@@ -21,8 +21,8 @@ from dispatcher.copies import remote_trainjob, remote_workload, status_back
 from kubecontrol.events import Event
 from trainjob import conditions as cond
 from trainjob import constants as c
-from trainjob import workload as wlmod
 from trainjob.status_writes import hold
+from trainjob.views import TrainJobView
 from trainjob.workload import CheckState, WorkloadView
 
 Dict = dict[str, Any]
@@ -35,8 +35,8 @@ class RemoteView:
     name: str
     connected: bool
     disconnected_for: float
-    workload: Dict | None  # our copy of the Workload there
-    trainjob: Dict | None  # our TrainJob there
+    workload: WorkloadView | None  # our copy of the Workload there
+    trainjob: TrainJobView | None  # our TrainJob there
     problem: str | None = None  # why a copy could not be made there (say, no such namespace)
     fit: Fit | None = None  # whether the PodSets fit its ClusterQueue (None: not known)
     selected: bool = True  # the TrainJob's own choice of clusters allows it (selection.py)
@@ -49,8 +49,8 @@ class RemoteView:
 
 @dataclass
 class DispatchObserved:
-    workload: Dict  # the manager Workload
-    trainjob: Dict | None  # the manager TrainJob owning it
+    workload: WorkloadView  # the manager Workload
+    trainjob: TrainJobView | None  # the manager TrainJob owning it
     check: str  # name of our AdmissionCheck on this Workload
     remotes: list[RemoteView]  # nominated clusters, in MultiKueueConfig order
     origin: str
@@ -178,8 +178,8 @@ class External:
         return remotes, None
 
 
-def check_state(wl: Dict, check: str) -> Dict | None:
-    found = WorkloadView(wl).check(check)
+def check_state(wl: WorkloadView, check: str) -> Dict | None:
+    found = wl.check(check)
     return dict(found) if found is not None else None
 
 
@@ -192,7 +192,7 @@ def _create_trainjob(
     plan: DispatchPlan, obs: DispatchObserved, cluster: str, event: Event | None = None
 ) -> None:
     assert obs.trainjob is not None
-    tj = remote_trainjob(obs.trainjob, obs.workload["metadata"]["name"], obs.origin)
+    tj = remote_trainjob(obs.trainjob, obs.workload.name, obs.origin)
     plan.remote.append(RemoteAction(cluster, "create", tj, event))
 
 
@@ -206,7 +206,7 @@ def _sync_status(obs: DispatchObserved, plan: DispatchPlan, winner: RemoteView) 
     patch = status_back(obs.trainjob, winner.trainjob, winner.name)
     if patch is None:
         return
-    wait = hold(obs.trainjob.get("status") or {}, patch, obs.status_coalesce, obs.status_held_for)
+    wait = hold(obs.trainjob.status, patch, obs.status_coalesce, obs.status_held_for)
     if wait is not None:
         plan.status_held = True
         plan.requeue_after = min(plan.requeue_after or wait, wait)
@@ -214,16 +214,13 @@ def _sync_status(obs: DispatchObserved, plan: DispatchPlan, winner: RemoteView) 
     plan.trainjob_status = patch
 
 
-def _finished_on(trainjob: Dict | None, cluster: str) -> bool:
+def _finished_on(trainjob: TrainJobView | None, cluster: str) -> bool:
     """The manager TrainJob's status (brought back from `cluster`) says its run there ended."""
-    status = (trainjob or {}).get("status") or {}
-    return status.get("clusterName") == cluster and cond.trainjob_finished(
-        list(status.get("conditions") or [])
-    )
+    return trainjob is not None and trainjob.cluster_name == cluster and trainjob.finished
 
 
-def _admitted_at(wl: Dict) -> str | None:
-    found = cond.find(wlmod.conditions_of(wl), "Admitted")
+def _admitted_at(wl: WorkloadView) -> str | None:
+    found = wl.condition("Admitted")
     if found and found.get("status") == "True":
         return str(found.get("lastTransitionTime", ""))
     return None
@@ -233,8 +230,8 @@ def _tie_break(workload: str, cluster: str) -> str:
     return hashlib.sha1(f"{workload}/{cluster}".encode()).hexdigest()
 
 
-def _admissible(wl: Dict) -> bool:
-    return WorkloadView(wl).active and not wlmod.is_finished(wl)
+def _admissible(wl: WorkloadView) -> bool:
+    return wl.active and not wl.finished
 
 
 def _delete(plan: DispatchPlan, remote: RemoteView, why: str | None = None) -> None:
@@ -242,7 +239,8 @@ def _delete(plan: DispatchPlan, remote: RemoteView, why: str | None = None) -> N
     for obj in (remote.trainjob, remote.workload):
         if obj is not None and remote.connected:
             event = Event("Normal", "RemoteRemoved", f"{why}; copy on {remote.name} removed")
-            plan.remote.append(RemoteAction(remote.name, "delete", obj, event if why else None))
+            action = RemoteAction(remote.name, "delete", obj.raw, event if why else None)
+            plan.remote.append(action)
             why = None  # one Event a worker, with its first deletion
 
 
@@ -255,7 +253,7 @@ def _why_not_admitted(remote: RemoteView) -> str | None:
     """A note for the check's message when a worker cannot admit its copy as things stand."""
     if remote.problem:
         return f"{remote.name}: {remote.problem}"
-    reserved = cond.find(wlmod.conditions_of(remote.workload or {}), "QuotaReserved")
+    reserved = remote.workload.condition("QuotaReserved") if remote.workload else None
     if (
         reserved
         and reserved.get("status") == "False"
@@ -305,16 +303,12 @@ def _give_up(obs: DispatchObserved, elapsed: float) -> tuple[str, str] | None:
 
 
 def _failed_status(
-    trainjob: Dict | None, reason: str, message: str, now: dt.datetime
+    trainjob: TrainJobView | None, reason: str, message: str, now: dt.datetime
 ) -> Dict | None:
     """The manager TrainJob's status with a final Failed condition (None when it says so)."""
     if trainjob is None:
         return None
-    conditions = cond.Conditions(
-        list((trainjob.get("status") or {}).get("conditions") or []),
-        now,
-        (trainjob.get("metadata") or {}).get("generation"),
-    )
+    conditions = cond.Conditions(trainjob.conditions, now, trainjob.generation)
     # Said once: its message (the workers' notes) is not rewritten each pass.
     if conditions.set(c.COND_FAILED, True, reason, message, keep_message=True) is cond.Change.NONE:
         return None
@@ -336,11 +330,7 @@ def _waiting_conditions(
     conditions that appear or change."""
     if obs.trainjob is None:
         return None, []
-    conditions = cond.Conditions(
-        list((obs.trainjob.get("status") or {}).get("conditions") or []),
-        obs.now,
-        (obs.trainjob.get("metadata") or {}).get("generation"),
-    )
+    conditions = cond.Conditions(obs.trainjob.conditions, obs.now, obs.trainjob.generation)
     for ctype, status, reason, problem in (
         (CLUSTERS_SELECTED, False, REASON_NO_CLUSTER_SELECTED, obs.selection_problem),
         (RUNTIME_DRIFT, True, RUNTIME_DRIFT, drift),
@@ -370,7 +360,7 @@ class _Pass:
     plan: DispatchPlan = field(default_factory=DispatchPlan)
 
     @property
-    def wl(self) -> Dict:
+    def wl(self) -> WorkloadView:
         return self.obs.workload
 
     @cached_property
@@ -380,11 +370,11 @@ class _Pass:
 
     @cached_property
     def nominated(self) -> list[str]:
-        return WorkloadView(self.wl).nominated_clusters
+        return self.wl.nominated_clusters
 
     def winner(self) -> RemoteView | None:
         """The worker the manager Workload says it was dispatched to, if any."""
-        name = WorkloadView(self.wl).cluster_name
+        name = self.wl.cluster_name
         return next((r for r in self.obs.remotes if r.name == name), None) if name else None
 
     def eligible(self, remote: RemoteView) -> bool:
@@ -399,7 +389,7 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
     """One function per step, in order; the first that settles the pass ends it."""
     p = _Pass(obs, strategy or AllAtOnce())
     _priority_follows(p)
-    if wlmod.is_finished(p.wl):
+    if p.wl.finished:
         _step1_finished_on_the_manager(p)
     elif _step2_recalled(p):
         pass
@@ -407,7 +397,7 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
         _step3_watch_the_winner(p, winner)
     elif not _step4_first_admitted_wins(p):
         reachable = _step5_leftovers_go(p)
-        elapsed = wlmod.reserved_for(p.wl, obs.now) or 0.0
+        elapsed = p.wl.reserved_for(obs.now) or 0.0
         if not _step6_given_up(p, elapsed):
             _step7_copies_out(p, reachable, elapsed)
     return p.plan
@@ -417,24 +407,19 @@ def _priority_follows(p: _Pass) -> None:
     """The manager Workload's priority changed (its TrainJob's priority-class label did):
     every copy not finished takes it too, so each worker's Kueue orders it as the manager's
     does."""
-    spec = WorkloadView(p.wl).spec
+    spec = p.wl.spec
     want = {"priorityClassRef": spec.get("priorityClassRef"), "priority": spec.get("priority")}
     for remote in p.obs.remotes:
         copy_ = remote.workload
-        if copy_ is None or wlmod.is_finished(copy_):
+        if copy_ is None or copy_.finished:
             continue
-        have = WorkloadView(copy_).spec
+        have = copy_.spec
         if {k: have.get(k) for k in want} == want:
             continue
-        meta = copy_["metadata"]
         patch = {
             "apiVersion": c.KUEUE_API,
             "kind": "Workload",
-            "metadata": {
-                "name": meta["name"],
-                "namespace": meta["namespace"],
-                "uid": meta.get("uid"),
-            },
+            "metadata": {"name": copy_.name, "namespace": copy_.namespace, "uid": copy_.uid},
             "spec": want,
         }
         p.plan.remote.append(RemoteAction(remote.name, "patch", patch))
@@ -443,7 +428,7 @@ def _priority_follows(p: _Pass) -> None:
 def _step1_finished_on_the_manager(p: _Pass) -> None:
     """Finished on the manager: the work is done; the copies go after the retention."""
     obs, plan = p.obs, p.plan
-    finished = cond.find(wlmod.conditions_of(p.wl), "Finished") or {}
+    finished = p.wl.condition("Finished") or {}
     since = finished.get("lastTransitionTime")
     age = (obs.now - cond.parse_time(since)).total_seconds() if since else obs.retention
     if age >= obs.retention:
@@ -461,9 +446,9 @@ def _step2_recalled(p: _Pass) -> bool:
     written over it would cancel the eviction, leaving the Workload admitted and sent nowhere
     (and the TrainJob then failed as not dispatchable)."""
     wl = p.wl
-    if wlmod.has_quota(wl) and not wlmod.is_evicted(wl) and p.state.get("state") != "Retry":
+    if wl.has_quota and not wl.evicted and p.state.get("state") != "Retry":
         return False
-    why = f"evicted on the manager ({wlmod.eviction_message(wl)})" if wlmod.is_evicted(wl) else None
+    why = f"evicted on the manager ({wl.eviction_message})" if wl.evicted else None
     for remote in p.obs.remotes:
         _delete(p.plan, remote, why)
     return True
@@ -495,7 +480,7 @@ def _step3_watch_the_winner(p: _Pass, winner: RemoteView) -> None:
     if winner.workload is None:
         plan.retry("RemoteWorkloadGone", f"the Workload copy on {winner.name} is gone")
         return
-    if wlmod.finished_reason(winner.workload) == c.KUEUE_FINISHED_OUT_OF_SYNC:
+    if winner.workload.finished_reason == c.KUEUE_FINISHED_OUT_OF_SYNC:
         # The worker's Kueue integration found the TrainJob there no longer matches its
         # Workload (changed on the worker): as Kueue does, send it again, once.
         if p.state.get("state") == "Ready":
@@ -505,14 +490,8 @@ def _step3_watch_the_winner(p: _Pass, winner: RemoteView) -> None:
                 "user job, resetting for re-dispatch",
             )
         return
-    if (
-        wlmod.is_evicted(winner.workload)
-        and winner.trainjob is not None
-        and not wlmod.is_finished(winner.workload)
-    ):
-        plan.retry(
-            "RemoteEvicted", f"evicted on {winner.name}: {wlmod.eviction_message(winner.workload)}"
-        )
+    if winner.workload.evicted and winner.trainjob is not None and not winner.workload.finished:
+        plan.retry("RemoteEvicted", f"evicted on {winner.name}: {winner.workload.eviction_message}")
         return
     if winner.trainjob is None and winner.taken:
         # Its TrainJob cannot be made there: another worker (the quota there is freed too).
@@ -533,7 +512,7 @@ def _step4_first_admitted_wins(p: _Pass) -> bool:
     hash of the Workload's name: the same answer on every pass, spread across workers."""
     obs, plan, nominated = p.obs, p.plan, p.nominated
     admitted = sorted(
-        (t, _tie_break(p.wl["metadata"]["name"], r.name), r.name)
+        (t, _tie_break(p.wl.name, r.name), r.name)
         for r in obs.remotes
         if r.connected and r.workload and p.eligible(r) and (t := _admitted_at(r.workload))
     )
@@ -550,7 +529,7 @@ def _step4_first_admitted_wins(p: _Pass) -> bool:
     # says where it went.
     plan.cluster_name = name
     plan.check_state = ("Ready", admitted_message(name))
-    if obs.trainjob is not None and not (obs.trainjob.get("spec") or {}).get("suspend"):
+    if obs.trainjob is not None and not obs.trainjob.suspended:
         plan.events.append(Event("Normal", "Dispatched", f"dispatched to cluster {name}"))
     for remote in obs.remotes:
         if remote.name != name:
@@ -594,7 +573,7 @@ def _step6_given_up(p: _Pass, elapsed: float) -> bool:
     if p.state.get("state") != "Rejected":
         plan.check_state = ("Rejected", message)
         plan.events.append(Event("Warning", reason, message))
-    plan.deactivate = WorkloadView(p.wl).active
+    plan.deactivate = p.wl.active
     plan.trainjob_status = _failed_status(p.obs.trainjob, reason, message, p.obs.now)
     return True
 

@@ -16,7 +16,7 @@ from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster, guarded_write
 from kubecontrol.workqueue import WriteMemory
 from trainjob import constants as c
-from trainjob import workload as wlmod
+from trainjob.views import TrainJobView
 from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
@@ -31,8 +31,8 @@ def execute_dispatch(
     manager: Cluster,
     registry: Registry,
     memory: WriteMemory,
-    wl: Dict,
-    trainjob: Dict,
+    wl: WorkloadView,
+    trainjob: TrainJobView,
     check: str,
     plan: DispatchPlan,
 ) -> bool:
@@ -43,8 +43,8 @@ def execute_dispatch(
     creates anything on a worker. Returns True when a remote write failed and the key should
     come back soon.
     """
-    name, ns = wl["metadata"]["name"], wl["metadata"]["namespace"]
-    version = wl["metadata"]["resourceVersion"]
+    ns, name = wl.key
+    version = str(wl.resource_version)
     if plan.writes_workload:
         patch = {
             "metadata": {"resourceVersion": version},
@@ -73,7 +73,7 @@ def execute_dispatch(
     results = dict(zip(by_cluster, mapper(run, by_cluster.values()), strict=True))
     failed = False
     events = list(plan.events)
-    cq = WorkloadView(wl).cluster_queue
+    cq = wl.cluster_queue
     for cluster, actions in by_cluster.items():
         for action, done in zip(actions, results[cluster], strict=True):
             failed |= done is None
@@ -84,47 +84,50 @@ def execute_dispatch(
     if plan.cluster_name is not None:
         _admitted(wl, cq, plan.cluster_name)
     if plan.trainjob_status is not None:
-        meta = trainjob["metadata"]
-        status = plan.trainjob_status
-        guarded_write(
-            memory,
-            ("TrainJob", meta["namespace"], meta["name"]),
-            meta["resourceVersion"],
-            lambda: manager.patch_status(c.TRAINJOB, trainjob, status),
-        )
+        _write_status(manager, memory, trainjob, plan.trainjob_status)
+    body = trainjob.with_kind()
     for etype, reason, message in events:
-        manager.post_event(trainjob, etype, reason, message)
-        log.info("[%s] %s: %s: %s", manager.name, _where(trainjob), reason, message)
+        manager.post_event(body, etype, reason, message)
+        log.info("[%s] %s: %s: %s", manager.name, _where(body), reason, message)
     return failed
 
 
-def _admitted(wl: Dict, cq: str, cluster: str) -> None:
+def _write_status(
+    manager: Cluster, memory: WriteMemory, trainjob: TrainJobView, status: Dict
+) -> bool:
+    """The manager TrainJob's status, guarded by the version the plan was made from; False
+    when that version is old (the watch brings the new one)."""
+    return guarded_write(
+        memory,
+        ("TrainJob", *trainjob.key),
+        str(trainjob.resource_version),
+        lambda: manager.patch_status(c.TRAINJOB, trainjob.raw, status),
+    )
+
+
+def _admitted(wl: WorkloadView, cq: str, cluster: str) -> None:
     """Count a worker's admission that won, and the dispatch latency: from quota reserved on
     the manager to now (the winner is written as soon as its admission is seen)."""
     metrics.MULTIKUEUE_ADMITTED.labels(cq, cluster).inc()
-    seconds = wlmod.reserved_for(wl, dt.datetime.now(dt.UTC))
+    seconds = wl.reserved_for(dt.datetime.now(dt.UTC))
     if seconds is not None:
         metrics.DISPATCH_LATENCY.observe(seconds)
 
 
-def execute_intake(manager: Cluster, memory: WriteMemory, trainjob: Dict, plan: IntakePlan) -> None:
+def execute_intake(
+    manager: Cluster, memory: WriteMemory, trainjob: TrainJobView, plan: IntakePlan
+) -> None:
     """Write the manager TrainJob's own status (before a worker's takes over) and its Events."""
-    meta = trainjob["metadata"]
-    status = plan.status
-    if status is not None and not guarded_write(
-        memory,
-        ("TrainJob", meta["namespace"], meta["name"]),
-        meta["resourceVersion"],
-        lambda: manager.patch_status(c.TRAINJOB, trainjob, status),
-    ):
+    if plan.status is not None and not _write_status(manager, memory, trainjob, plan.status):
         return  # planned from an old version: the watch brings the new one
+    body = trainjob.with_kind()
     for etype, reason, message in plan.events:
-        manager.post_event(trainjob, etype, reason, message)
+        manager.post_event(body, etype, reason, message)
         say = log.warning if etype == "Warning" else log.info
-        say("[%s] %s: %s: %s", manager.name, _where(trainjob), reason, message)
+        say("[%s] %s: %s: %s", manager.name, _where(body), reason, message)
 
 
-def _workload_status(wl: Dict, check: str, plan: DispatchPlan) -> Dict:
+def _workload_status(wl: WorkloadView, check: str, plan: DispatchPlan) -> Dict:
     patch: Dict = {}
     if plan.cluster_name is not None:
         # Kueue accepts clusterName only from the nominated ones, and never both at once.
@@ -136,7 +139,7 @@ def _workload_status(wl: Dict, check: str, plan: DispatchPlan) -> Dict:
         state, message = plan.check_state
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         checks = []
-        for entry in WorkloadView(wl).admission_checks:
+        for entry in wl.admission_checks:
             if entry.get("name") == check:
                 changed = entry.get("state") != state
                 entry = {**entry, "state": state, "message": message[:32768]}

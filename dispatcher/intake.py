@@ -20,6 +20,7 @@ from trainjob import constants as c
 from trainjob import workload as wlmod
 from trainjob.models import queue_label
 from trainjob.runtime import RuntimeProblem
+from trainjob.views import TrainJobView
 from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
@@ -37,19 +38,18 @@ class IntakePlan:
 
 
 def reconcile_intake(
-    trainjob: Dict, problem: RuntimeProblem | None, now: dt.datetime, workload: Dict | None = None
+    trainjob: TrainJobView,
+    problem: RuntimeProblem | None,
+    now: dt.datetime,
+    workload: Dict | None = None,
 ) -> IntakePlan:
     """`workload`: the TrainJob's Workload on the manager, when there is one."""
     plan = IntakePlan()
-    status = trainjob.get("status") or {}
     # 1. A worker runs it: its status is synced back and says what happens. The Workload's
     #    clusterName says so first (the TrainJob's may wait a moment with other minor fields).
-    if status.get("clusterName") or ((workload or {}).get("status") or {}).get("clusterName"):
+    if trainjob.cluster_name or (workload is not None and WorkloadView(workload).cluster_name):
         return plan
-    generation = (trainjob.get("metadata") or {}).get("generation")
-    conditions = cond.Conditions(
-        list(status.get("conditions") or []), now, generation, events=plan.events
-    )
+    conditions = cond.Conditions(trainjob.conditions, now, trainjob.generation, events=plan.events)
     failed = conditions.find(c.COND_FAILED)
     # 2. A problem: say it once (again only when it changes).
     if problem is not None:
@@ -63,14 +63,13 @@ def reconcile_intake(
     return plan
 
 
-def undispatched_message(trainjob: Dict, controller_name: str) -> str:
+def undispatched_message(trainjob: TrainJobView, controller_name: str) -> str:
     """Why a TrainJob on the manager that MultiKueue does not dispatch will never run: no
     controller on a manager runs TrainJobs itself, and spec.managedBy cannot change.
     `controller_name` is the AdmissionCheck controllerName we serve."""
-    meta, spec = trainjob.get("metadata") or {}, trainjob.get("spec") or {}
-    managed = spec.get("managedBy")
+    managed = trainjob.managed_by
     what = f"spec.managedBy is {managed!r}" if managed else "spec.managedBy is unset"
-    queue = queue_label(meta.get("labels"))
+    queue = queue_label(trainjob.labels)
     why = (
         f"its queue {queue!r} (label {c.KUEUE_QUEUE_NAME_LABEL}) has no admission check with "
         f"controllerName {controller_name}"

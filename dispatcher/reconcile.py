@@ -26,7 +26,6 @@ from dispatcher.dispatch import (
     reconcile_dispatch,
 )
 from dispatcher.intake import (
-    is_multikueue,
     not_dispatchable,
     reconcile_intake,
     undecided_for,
@@ -41,14 +40,13 @@ from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
 from trainjob import constants as c
 from trainjob import jobframework
-from trainjob import workload as wlmod
 from trainjob.caches import Caches
-from trainjob.conditions import trainjob_finished
 from trainjob.jobframework_io import execute_queue_plan, observe_queueing
 from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.naming import owner_name
 from trainjob.runtime import RuntimeProblem
 from trainjob.status_writes import held_key
+from trainjob.views import TrainJobView
 from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
@@ -72,21 +70,21 @@ def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
     """One pass for a manager TrainJob: finalizer, Kueue integration, dispatch. Returns the
     seconds after which it wants another pass, if time alone can change something."""
     caches = memo.caches
-    cached = caches.trainjob(*key)
-    if cached is None or not is_multikueue(cached):
+    view = caches.trainjob(*key)
+    if view is None or not view.multikueue:
         memo.memory.forget(("TrainJob", *key))
         memo.withheld.pop(key, None)
-        if cached is not None and not memo.settings.manager_runs_trainjobs:
-            _not_dispatched(memo, cached)
+        if view is not None and not memo.settings.manager_runs_trainjobs:
+            _not_dispatched(memo, view)
         return None
-    body = {"apiVersion": c.TRAINER_API, "kind": c.TRAINJOB.kind, **cached}  # the cache's own
-    if body["metadata"].get("deletionTimestamp"):
-        return _finalize(memo, caches, body)
+    body = view.with_kind()  # the cache's own
+    if view.deleting:
+        return _finalize(memo, caches, view)
     if not jobframework.is_queued_body(body):
-        _no_queue(memo, body)
+        _no_queue(memo, view)
         return None
-    if c.DISPATCHER_FINALIZER not in body["metadata"].get("finalizers") or []:
-        _set_finalizer(memo.manager, body, add=True)
+    if c.DISPATCHER_FINALIZER not in view.finalizers:
+        _set_finalizer(memo.manager, view, add=True)
     try:
         tj = parse_trainjob(body, stored=True)
     except InvalidObject as exc:
@@ -106,36 +104,32 @@ def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
     problem = observed.problem
     if verdict is not None:
         problem = RuntimeProblem(NOT_DISPATCHABLE, verdict)
-    intake = reconcile_intake(body, problem, observed.now, observed.workload)
+    intake = reconcile_intake(view, problem, observed.now, observed.workload)
     if intake.status is not None or intake.events:
-        execute.execute_intake(memo.manager, memo.memory, body, intake)
+        execute.execute_intake(memo.manager, memo.memory, view, intake)
     if undecided is not None:
         return undecided
-    return _dispatch(memo, caches, body, jobframework.expected_workload_name(tj))
+    return _dispatch(memo, caches, view, jobframework.expected_workload_name(tj))
 
 
-def _not_dispatched(memo: Memo, cached: Dict) -> None:
+def _not_dispatched(memo: Memo, view: TrainJobView) -> None:
     """A TrainJob here that MultiKueue does not dispatch: nothing on a manager runs it, and
     spec.managedBy cannot change, so it says so once, as a final Failed (never our finalizer)."""
-    status = cached.get("status") or {}
-    if cached["metadata"].get("deletionTimestamp") or trainjob_finished(
-        list(status.get("conditions") or [])
-    ):
+    if view.deleting or view.finished:
         return
-    body = {"apiVersion": c.TRAINER_API, "kind": c.TRAINJOB.kind, **cached}
     problem = RuntimeProblem(
-        NOT_DISPATCHED, undispatched_message(body, memo.settings.controller_name)
+        NOT_DISPATCHED, undispatched_message(view, memo.settings.controller_name)
     )
-    intake = reconcile_intake(body, problem, dt.datetime.now(dt.UTC))
+    intake = reconcile_intake(view, problem, dt.datetime.now(dt.UTC))
     if intake.status is not None or intake.events:
-        execute.execute_intake(memo.manager, memo.memory, body, intake)
+        execute.execute_intake(memo.manager, memo.memory, view, intake)
 
 
-def _no_queue(memo: Memo, body: Dict) -> None:
+def _no_queue(memo: Memo, view: TrainJobView) -> None:
     """MultiKueue's by spec.managedBy, but queued nowhere (no queue label, and the namespace
     had no default LocalQueue when it was made): Kueue never admits it, so nobody runs it.
     Said on the TrainJob (Failed, NoQueueName, which goes once the label is added)."""
-    if trainjob_finished(list((body.get("status") or {}).get("conditions") or [])):
+    if view.finished:
         return
     problem = RuntimeProblem(
         c.REASON_NO_QUEUE,
@@ -144,9 +138,9 @@ def _no_queue(memo: Memo, body: Dict) -> None:
         "through a LocalQueue; add the label (the namespace has no LocalQueue named "
         f"{c.DEFAULT_LOCAL_QUEUE!r} to take it by default)",
     )
-    intake = reconcile_intake(body, problem, dt.datetime.now(dt.UTC))
+    intake = reconcile_intake(view, problem, dt.datetime.now(dt.UTC))
     if intake.status is not None or intake.events:
-        execute.execute_intake(memo.manager, memo.memory, body, intake)
+        execute.execute_intake(memo.manager, memo.memory, view, intake)
 
 
 def _admitted_without_our_check(
@@ -162,38 +156,28 @@ def _admitted_without_our_check(
     )
 
 
-def _dispatch(memo: Memo, caches: Caches, trainjob: Dict, wl_name: str) -> float | None:
+def _dispatch(memo: Memo, caches: Caches, trainjob: TrainJobView, wl_name: str) -> float | None:
     """The MultiKueue check of a TrainJob's Workload: dispatch, watch, sync back, retry."""
-    namespace = trainjob["metadata"]["namespace"]
+    namespace, tj_name = trainjob.key
     cached = caches.workload(namespace, wl_name)
-    if cached is None or owner_name(cached) != trainjob["metadata"]["name"]:
+    if cached is None or owner_name(cached.raw) != tj_name:
         return None
-    wl = {"apiVersion": c.KUEUE_API, "kind": c.WORKLOAD.kind, **cached}
+    wl = WorkloadView(c.WORKLOAD.stamped(cached.raw))
     checks = admissionchecks.our_checks(memo, caches)
-    manager_wl = WorkloadView(wl)
-    check = next((s["name"] for s in manager_wl.admission_checks if s.get("name") in checks), None)
-    if check is None and manager_wl.cluster_name:
+    check = next((s["name"] for s in wl.admission_checks if s.get("name") in checks), None)
+    if check is None and wl.cluster_name:
         # Dispatched, then Kueue dropped our check from the Workload (it keeps only checks for
         # the flavours assigned, and a Workload that requests nothing is assigned none): keep
         # watching the worker that runs it through the check its ClusterQueue names.
-        cq = manager_wl.cluster_queue
-        check = admissionchecks.our_check_on_cq(memo, cq, caches)
+        check = admissionchecks.our_check_on_cq(memo, wl.cluster_queue, caches)
     if check is None or check not in checks:
         return None
-    tj_name = trainjob["metadata"]["name"]
     # Room and runtimes on the workers matter only while the Workload waits for one
     # (dispatch steps 6 and 7).
-    placing = (
-        wlmod.has_quota(wl)
-        and not wlmod.is_evicted(wl)
-        and not wlmod.is_finished(wl)
-        and not manager_wl.cluster_name
-    )
+    placing = wl.has_quota and not wl.evicted and not wl.finished and not wl.cluster_name
     clusters = admissionchecks.config_clusters(checks[check], caches) or []
     chosen, selection_problem = _chosen(trainjob, clusters, memo, caches)
-    runtime = caches.runtime_of(trainjob) if placing and memo.settings.check_runtimes else None
-    ref = trainjob["spec"].get("runtimeRef") or {}
-    runtime_kind = ref.get("kind") or c.CLUSTER_TRAINING_RUNTIME_KIND
+    runtime = caches.runtime_of(trainjob.raw) if placing and memo.settings.check_runtimes else None
     remotes = []
     for cname in clusters:
         remote = memo.registry.get(cname)
@@ -204,15 +188,18 @@ def _dispatch(memo: Memo, caches: Caches, trainjob: Dict, wl_name: str) -> float
                 cname,
                 remote.connected,
                 remote.disconnected_for(),
-                remote.get("Workload", namespace, wl_name),
-                remote.get("TrainJob", namespace, tj_name),
+                remote.workload(namespace, wl_name),
+                remote.trainjob(namespace, tj_name),
                 memo.registry.namespace_problem(cname, namespace),
-                remote.fit(wl) if placing and cname in chosen else None,
+                remote.fit(wl.raw) if placing and cname in chosen else None,
                 taken=memo.registry.taken(cname, namespace, tj_name, wl_name),
             )
             if runtime is not None and cname in chosen:
                 view.runtime_problem = remote.runtime_problem(
-                    runtime_kind, namespace, str(ref.get("name")), runtime.get("spec") or {}
+                    trainjob.runtime_kind,
+                    namespace,
+                    trainjob.runtime_name,
+                    runtime.get("spec") or {},
                 )
         view.selected = cname in chosen
         remotes.append(view)
@@ -245,12 +232,12 @@ def _dispatch(memo: Memo, caches: Caches, trainjob: Dict, wl_name: str) -> float
 
 
 def _chosen(
-    trainjob: Dict, clusters: list[str], memo: Memo, caches: Caches
+    trainjob: TrainJobView, clusters: list[str], memo: Memo, caches: Caches
 ) -> tuple[set[str], str | None]:
     """The clusters of the queue's MultiKueueConfig the TrainJob's own choice allows
     (selection.py), and why none of them is active when that is so."""
     try:
-        choice = selection_of(trainjob["metadata"].get("annotations"))
+        choice = selection_of(trainjob.annotations)
     except SelectionError as exc:
         return set(), str(exc)
     if choice is None:
@@ -293,33 +280,32 @@ def strategy(settings: DispatcherSettings) -> Strategy:
 # ---- deletion: our finalizer -----------------------------------------------------------------
 
 
-def _set_finalizer(manager: Cluster, body: Dict, *, add: bool) -> None:
+def _set_finalizer(manager: Cluster, trainjob: TrainJobView, *, add: bool) -> None:
     """Add or drop our finalizer, keeping everyone else's (guarded by resourceVersion)."""
-    meta = body["metadata"]
-    finalizers = [f for f in meta.get("finalizers") or [] if f != c.DISPATCHER_FINALIZER]
+    finalizers = [f for f in trainjob.finalizers if f != c.DISPATCHER_FINALIZER]
     if add:
         finalizers.append(c.DISPATCHER_FINALIZER)
     try:
         manager.patch(
             c.TRAINJOB,
-            meta["name"],
-            meta["namespace"],
-            {"metadata": {"resourceVersion": meta["resourceVersion"], "finalizers": finalizers}},
+            trainjob.name,
+            trainjob.namespace,
+            {"metadata": {"resourceVersion": trainjob.resource_version, "finalizers": finalizers}},
         )
     except ApiException as exc:
         if exc.status not in (404, 409):
             raise
 
 
-def _finalize(memo: Memo, caches: Caches, body: Dict) -> float | None:
+def _finalize(memo: Memo, caches: Caches, trainjob: TrainJobView) -> float | None:
     """A deleted manager TrainJob: remove its remote objects, then let it go. As with Kueue,
     a worker that is down never holds the deletion up: its copies are orphans then, which the
     garbage collector removes once the worker is back (by their origin UID)."""
-    if c.DISPATCHER_FINALIZER not in body["metadata"].get("finalizers") or []:
+    if c.DISPATCHER_FINALIZER not in trainjob.finalizers:
         return None
-    pending = copies.delete_remotes(memo.registry.remotes, body, _holders(caches, body))
+    holders = _holders(caches, trainjob)
+    pending = copies.delete_remotes(memo.registry.remotes, trainjob.raw, holders)
     if pending:
-        meta = body["metadata"]
         sweep = (
             f"the garbage collector removes them once the worker is back (every "
             f"{memo.settings.gc_interval:g} s)"
@@ -329,22 +315,21 @@ def _finalize(memo: Memo, caches: Caches, body: Dict) -> float | None:
         message = (
             f"workers {', '.join(sorted(pending))} unreachable: its copies there stay; {sweep}"
         )
-        log.warning(
-            "[%s] %s/%s: %s", memo.settings.cluster_name, meta["namespace"], meta["name"], message
-        )
-        memo.manager.post_event(body, "Warning", "RemoteCleanupDeferred", message)
-    _set_finalizer(memo.manager, body, add=False)
+        log.warning("[%s] %s/%s: %s", memo.settings.cluster_name, *trainjob.key, message)
+        memo.manager.post_event(trainjob.with_kind(), "Warning", "RemoteCleanupDeferred", message)
+    _set_finalizer(memo.manager, trainjob, add=False)
     return None
 
 
-def _holders(caches: Caches, body: Dict) -> set[str]:
+def _holders(caches: Caches, trainjob: TrainJobView) -> set[str]:
     """Clusters that may hold a copy of a manager TrainJob's objects: those its Workload was
     sent to (nominated) or runs on. Deletion waits for these only; a cluster that held a copy
     once and is gone from the Workload's status is swept by the garbage collector instead."""
-    wl_name = jobframework.expected_workload_name_of(body)
-    wl = caches.workload(body["metadata"]["namespace"], wl_name)
-    status = (wl or {}).get("status") or {}
-    holders = set(status.get("nominatedClusterNames") or [])
-    if status.get("clusterName"):
-        holders.add(str(status["clusterName"]))
+    wl_name = jobframework.expected_workload_name_of(trainjob.raw)
+    wl = caches.workload(trainjob.namespace, wl_name)
+    if wl is None:
+        return set()
+    holders = set(wl.nominated_clusters)
+    if wl.cluster_name:
+        holders.add(wl.cluster_name)
     return holders

@@ -31,6 +31,8 @@ from kubecontrol.cluster import Cluster
 from kubecontrol.informer import Informer
 from trainjob import conditions as cond
 from trainjob import constants as c
+from trainjob.views import TrainJobView
+from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
 log = logging.getLogger("dispatcher.remote")
@@ -210,6 +212,16 @@ class RemoteCluster:
 
     def items(self, kind: str) -> list[Dict]:
         return self._informers[kind].items()
+
+    def workload(self, namespace: str, name: str) -> WorkloadView | None:
+        """Our copy of a Workload here, as the watch last saw it."""
+        found = self.get(c.WORKLOAD.kind, namespace, name)
+        return None if found is None else WorkloadView(found)
+
+    def trainjob(self, namespace: str, name: str) -> TrainJobView | None:
+        """Our TrainJob here, as the watch last saw it."""
+        found = self.get(c.TRAINJOB.kind, namespace, name)
+        return None if found is None else TrainJobView(found)
 
     # ---- capacity --------------------------------------------------------------------------
 

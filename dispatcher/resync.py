@@ -11,33 +11,28 @@ from typing import Any
 
 from dispatcher.admissionchecks import queue_checks, queue_cluster
 from dispatcher.copies import collect_garbage
-from dispatcher.intake import is_multikueue
 from dispatcher.memo import Memo
 from trainjob import constants as c
 from trainjob import jobframework
-from trainjob import workload as wlmod
-from trainjob.conditions import trainjob_finished
 from trainjob.crd import TRAINJOB_CRD, crd_problem
+from trainjob.views import TrainJobView
 
 Dict = dict[str, Any]
 log = logging.getLogger("dispatcher")
 
 
-def _settled(memo: Memo, body: Dict) -> bool:
+def _settled(memo: Memo, tj: TrainJobView) -> bool:
     """Finished, its Workload finished, and nothing of it left on any worker: no pass can
     change anything, so periodic resyncs skip it (its own events still queue it)."""
-    meta = body["metadata"]
-    if meta.get("deletionTimestamp") or not trainjob_finished(
-        (body.get("status") or {}).get("conditions") or []
-    ):
+    if tj.deleting or not tj.finished:
         return False
-    ns = meta["namespace"]
-    wl_name = jobframework.expected_workload_name_of(body)
+    ns = tj.namespace
+    wl_name = jobframework.expected_workload_name_of(tj.raw)
     wl = memo.caches.workload(ns, wl_name)
-    if wl is not None and not wlmod.is_finished(wl):
+    if wl is not None and not wl.finished:
         return False
     return not any(
-        remote.get("TrainJob", ns, meta["name"]) or remote.get("Workload", ns, wl_name)
+        remote.get("TrainJob", ns, tj.name) or remote.get("Workload", ns, wl_name)
         for remote in list(memo.registry.remotes.values())
     )
 
@@ -88,8 +83,8 @@ def resync_loop(memo: Memo) -> None:
                 queue_cluster(memo, mkc["metadata"]["name"])
             queue_checks(memo)
             for key in caches.trainjob_keys():
-                body = caches.trainjob(*key)
-                if body is not None and is_multikueue(body) and not _settled(memo, body):
+                tj = caches.trainjob(*key)
+                if tj is not None and tj.multikueue and not _settled(memo, tj):
                     memo.queue.resync(key)
             if (
                 memo.settings.gc_interval

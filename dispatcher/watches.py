@@ -18,7 +18,6 @@ from trainjob import constants as c
 from trainjob import jobframework
 from trainjob.caches import WATCHDOG_CACHES, Index
 from trainjob.naming import owner_name
-from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
 
@@ -115,8 +114,8 @@ def on_remote_change(memo: Memo, namespace: str, name: str, urgent: bool = False
     caches = memo.caches
     if caches.trainjob(namespace, name) is not None:
         memo.queue.add((namespace, name), urgent=urgent)
-    else:
-        _enqueue_owner(memo, caches.workload(namespace, name))
+    elif (wl := caches.workload(namespace, name)) is not None:
+        _enqueue_owner(memo, wl.raw)
 
 
 def on_remote_room(memo: Memo, cluster: str) -> None:
@@ -152,17 +151,13 @@ def on_remote_event(memo: Memo, cluster: str, event: dict[str, Any]) -> None:
     if found is None:
         return
     caches = memo.caches
-    body = caches.trainjob(namespace, found.trainjob)
-    if body is None:
+    tj = caches.trainjob(namespace, found.trainjob)
+    if tj is None:
         return
-    wl = caches.workload(namespace, jobframework.expected_workload_name_of(body)) or {}
-    if cluster not in (
-        (body.get("status") or {}).get("clusterName"),
-        WorkloadView(wl).cluster_name,
-    ):
+    wl = caches.workload(namespace, jobframework.expected_workload_name_of(tj.raw))
+    if cluster not in (tj.cluster_name, wl.cluster_name if wl is not None else None):
         return  # only the worker that runs it speaks for it
-    body = {"apiVersion": c.TRAINER_API, "kind": c.TRAINJOB.kind, **body}
-    memo.manager.post_event(body, found.type, found.reason, found.message, found.name)
+    memo.manager.post_event(tj.with_kind(), found.type, found.reason, found.message, found.name)
 
 
 def on_remote_state(memo: Memo, cluster: str) -> None:

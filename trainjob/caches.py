@@ -1,5 +1,6 @@
 """Typed reads of the caches both controllers keep: one method per question, the caches named
-once (`Index`, which the watch tables use too; kubecontrol/caches.py has the generic reads)."""
+once (`Index`, which the watch tables use too; kubecontrol/caches.py has the generic reads).
+TrainJobs and Workloads come out as views (trainjob/views.py) over the cached JSON."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Any
 
 from kubecontrol import caches
 from trainjob import constants as c
+from trainjob.views import TrainJobView
+from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
 Key = tuple[str, str]
@@ -43,14 +46,16 @@ WATCHDOG_CACHES = {Index.TRAINJOBS.value: c.TRAINJOB, Index.WORKLOADS.value: c.W
 class Caches(caches.Caches):
     # ---- the kinds both controllers read ----------------------------------------------------
 
-    def trainjob(self, namespace: str, name: str) -> Dict | None:
-        return self.first(Index.TRAINJOBS, (namespace, name))
+    def trainjob(self, namespace: str, name: str) -> TrainJobView | None:
+        found = self.first(Index.TRAINJOBS, (namespace, name))
+        return None if found is None else TrainJobView(found)
 
     def trainjob_keys(self) -> list[Key]:
         return self.keys(Index.TRAINJOBS)
 
-    def workload(self, namespace: str, name: str) -> Dict | None:
-        return self.first(Index.WORKLOADS, (namespace, name))
+    def workload(self, namespace: str, name: str) -> WorkloadView | None:
+        found = self.first(Index.WORKLOADS, (namespace, name))
+        return None if found is None else WorkloadView(found)
 
     def runtime_of(self, trainjob: Dict) -> Dict | None:
         """The (Cluster)TrainingRuntime a TrainJob's spec.runtimeRef names, if it exists."""
@@ -106,9 +111,10 @@ class Caches(caches.Caches):
 
     # ---- the worker controller's: what a TrainJob is made of here ------------------------
 
-    def trainjob_by_workload(self, namespace: str, workload: str) -> Dict | None:
+    def trainjob_by_workload(self, namespace: str, workload: str) -> TrainJobView | None:
         """The TrainJob whose Workload has this name."""
-        return self.first(Index.TRAINJOB_BY_WORKLOAD, (namespace, workload))
+        found = self.first(Index.TRAINJOB_BY_WORKLOAD, (namespace, workload))
+        return None if found is None else TrainJobView(found)
 
     def jobs_of(self, key: Key) -> list[Dict]:
         """The Jobs made for the TrainJob `key` names (by their controller's name)."""

@@ -28,7 +28,7 @@ from trainjob.jobframework import (
 )
 from trainjob.lru import LRU
 from trainjob.models import TrainJob
-from trainjob.workload import Priority, WorkloadView
+from trainjob.workload import Priority
 
 Dict = dict[str, Any]
 log = logging.getLogger("trainjob.jobframework")
@@ -41,7 +41,8 @@ def observe_queueing(
     the ResourceFlavors; and the priority Kueue would give it, asked of the API only while
     there is no Workload yet, or when its priority-class label names another class than its
     Workload has."""
-    wl = caches.workload(tj.namespace, expected_workload_name(tj))
+    view = caches.workload(tj.namespace, expected_workload_name(tj))
+    wl = None if view is None else view.raw
     now = dt.datetime.now(dt.UTC)
     shape = _shape(tj, runtime) if wl is not None else None
     obs = observe(tj, runtime, wl, caches.flavors(), None, jobs_active, now, shape)
@@ -50,9 +51,9 @@ def observe_queueing(
     if wl is None and obs.info is not None:
         templates = [ps.pod_template for ps in obs.info.pod_sets]
         obs.priority = extract_priority(cluster, _wpc_label(tj), templates)
-    elif wl is not None and not tj.prebuilt_workload and follows_label(wl, _wpc_label(tj)):
+    elif view is not None and not tj.prebuilt_workload and follows_label(view.raw, _wpc_label(tj)):
         # (a prebuilt Workload, a MultiKueue copy, takes its priority from the manager's)
-        templates = [ps.get("template") or {} for ps in WorkloadView(wl).spec.get("podSets") or []]
+        templates = [ps.get("template") or {} for ps in view.pod_sets]
         obs.priority = extract_priority(cluster, _wpc_label(tj), templates)
     return obs
 

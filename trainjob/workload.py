@@ -16,6 +16,7 @@ from trainjob.models import TrainJob
 from trainjob.naming import owner_reference
 from trainjob.runtime import PodSetShape, RuntimeInfo
 from trainjob.runtime.topology import topology_request
+from trainjob.views import ObjectView
 
 Dict = dict[str, Any]
 
@@ -100,47 +101,12 @@ def build_workload(
 CheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
 
 
-class WorkloadView:
+class WorkloadView(ObjectView):
     """A Kueue Workload read by field name: what the controllers read of one, each a property
     in place of a `.get(...) or {}` chain (absent fields read as Kueue leaves them: None,
     empty, or the API's default)."""
 
-    __slots__ = ("body",)
-
-    def __init__(self, body: Dict) -> None:
-        self.body = body
-
-    @property
-    def meta(self) -> Dict:
-        return self.body.get("metadata") or {}
-
-    @property
-    def spec(self) -> Dict:
-        return self.body.get("spec") or {}
-
-    @property
-    def status(self) -> Dict:
-        return self.body.get("status") or {}
-
-    @property
-    def name(self) -> str:
-        return str(self.meta.get("name", ""))
-
-    @property
-    def labels(self) -> dict[str, str]:
-        return dict(self.meta.get("labels") or {})
-
-    @property
-    def generation(self) -> int | None:
-        return self.meta.get("generation")
-
-    @property
-    def resource_version(self) -> str | None:
-        return self.meta.get("resourceVersion")
-
-    @property
-    def owner_references(self) -> list[Dict]:
-        return list(self.meta.get("ownerReferences") or [])
+    __slots__ = ()
 
     @property
     def queue_name(self) -> str | None:
@@ -154,10 +120,6 @@ class WorkloadView:
     @property
     def pod_sets(self) -> list[Dict]:
         return list(self.spec.get("podSets") or [])
-
-    @property
-    def conditions(self) -> list[Dict]:
-        return list(self.status.get("conditions") or [])
 
     @property
     def cluster_name(self) -> str | None:
@@ -188,6 +150,31 @@ class WorkloadView:
     @property
     def reclaimable_pods(self) -> list[Dict]:
         return list(self.status.get("reclaimablePods") or [])
+
+    # ---- its state, from its conditions ----------------------------------------------------
+
+    @property
+    def has_quota(self) -> bool:
+        return has_quota(self.raw)
+
+    @property
+    def evicted(self) -> bool:
+        return is_evicted(self.raw)
+
+    @property
+    def finished(self) -> bool:
+        return is_finished(self.raw)
+
+    @property
+    def finished_reason(self) -> str | None:
+        return finished_reason(self.raw)
+
+    @property
+    def eviction_message(self) -> str:
+        return eviction_message(self.raw)
+
+    def reserved_for(self, now: dt.datetime) -> float | None:
+        return reserved_for(self.raw, now)
 
 
 def conditions_of(wl: Dict) -> list[Dict]:

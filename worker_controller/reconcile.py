@@ -33,9 +33,9 @@ log = logging.getLogger("worker_controller")
 def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
     """One pass for a TrainJob; returns the seconds after which it wants another (deadlines)."""
     cached = memo.caches.trainjob(*key)
-    if cached is None or cached["metadata"].get("uid") in memo.gone:
+    if cached is None or cached.uid in memo.gone:
         return None
-    trainjob = {"apiVersion": c.TRAINER_API, "kind": c.TRAINJOB.kind, **cached}  # the cache's own
+    trainjob = cached.with_kind()  # the cache's own
     try:
         return _sync(memo, memo.caches, key, trainjob)
     except ApiException as exc:

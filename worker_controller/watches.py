@@ -39,7 +39,7 @@ def watches(memo: Memo) -> list[Watch]:
     def workload_changed(_type: str, workload: Dict) -> None:
         owner = memo.caches.trainjob_by_workload(*_key(workload))
         if owner is not None:
-            memo.queue.add(_key(owner))
+            memo.queue.add(owner.key)
 
     table = [
         Watch(
@@ -216,13 +216,13 @@ def _resync(memo: Memo, everything: bool = False) -> None:
     caches = memo.caches
     live = set()
     for key in caches.trainjob_keys():
-        body = caches.trainjob(*key)
-        if body is not None:
-            live.add(str(body["metadata"].get("uid", "")))
+        tj = caches.trainjob(*key)
+        if tj is not None:
+            live.add(str(tj.uid or ""))
         if (
-            body is not None
-            and body["metadata"].get("uid") not in memo.gone
-            and (everything or not _settled(body, caches.jobs_of(key)))
+            tj is not None
+            and tj.uid not in memo.gone
+            and (everything or not _settled(tj.raw, caches.jobs_of(key)))
         ):
             memo.queue.resync(key)
     memo.forget_all_but(live)

@@ -8,6 +8,8 @@ from typing import Any
 
 from dispatcher.dispatch import DispatchObserved, RemoteView, reconcile_dispatch
 from tests.support.builders import make_trainjob
+from trainjob.views import TrainJobView
+from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
 
@@ -78,15 +80,35 @@ def remote(
         if trainjob
         else None
     )
-    return RemoteView(name, connected, lost, wl, tj)
+    return RemoteView(
+        name,
+        connected,
+        lost,
+        None if wl is None else WorkloadView(wl),
+        None if tj is None else TrainJobView(tj),
+    )
+
+
+def observed(wl: Dict, tj: Dict | None, remotes: list[RemoteView], **kw: Any) -> DispatchObserved:
+    """The decision's input over these objects (views of them, as the dispatcher passes)."""
+    return DispatchObserved(
+        workload=WorkloadView(wl),
+        trainjob=None if tj is None else TrainJobView(tj),
+        check="mk",
+        remotes=remotes,
+        origin="multikueue",
+        worker_lost_timeout=60,
+        now=NOW,
+        **kw,
+    )
 
 
 def decide(wl: Dict, remotes: list[RemoteView], **kw: Any) -> Any:
     tj = kw.pop("trainjob", None) or make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
     return reconcile_dispatch(
         DispatchObserved(
-            workload=wl,
-            trainjob=tj,
+            workload=WorkloadView(wl),
+            trainjob=TrainJobView(tj),
             check="mk",
             remotes=remotes,
             origin="multikueue",

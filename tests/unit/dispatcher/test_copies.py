@@ -11,6 +11,8 @@ from dispatcher.copies import seen as copy_seen
 from tests.support.builders import make_trainjob
 from tests.support.dispatch import manager_workload
 from trainjob import constants as c
+from trainjob.views import TrainJobView
+from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
 
@@ -56,25 +58,25 @@ def test_a_trainjob_copy_keeps_its_whole_status_and_no_spec() -> None:
 
 
 def test_remote_copies_drop_what_belongs_to_the_manager() -> None:
-    wl = remote_workload(manager_workload("QuotaReserved"), "multikueue")
+    wl = remote_workload(WorkloadView(manager_workload("QuotaReserved")), "multikueue")
     assert wl["metadata"]["labels"] == {"kueue.x-k8s.io/multikueue-origin": "multikueue"}
     assert "ownerReferences" not in wl["metadata"] and "status" not in wl
     tj = make_trainjob(
         managedBy="kueue.x-k8s.io/multikueue",
         runtimePatches=[{"manager": "kueue.x-k8s.io/manager"}, {"manager": "user"}],
     )
-    out = remote_trainjob(tj, "wl", "multikueue")
+    out = remote_trainjob(TrainJobView(tj), "wl", "multikueue")
     assert out["spec"]["runtimePatches"] == [{"manager": "user"}]
 
 
 def test_remote_copies_carry_the_manager_objects_uid_for_tracing() -> None:
     manager_wl = manager_workload("QuotaReserved")
     manager_wl["metadata"]["uid"] = "uid-wl"
-    wl = remote_workload(manager_wl, "multikueue")
+    wl = remote_workload(WorkloadView(manager_wl), "multikueue")
     assert wl["metadata"]["annotations"] == {"kueue.x-k8s.io/multikueue-origin-uid": "uid-wl"}
     tj = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
     tj["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{}"}
-    out = remote_trainjob(tj, "wl", "multikueue")
+    out = remote_trainjob(TrainJobView(tj), "wl", "multikueue")
     assert out["metadata"]["annotations"] == {
         "kueue.x-k8s.io/multikueue-origin-uid": "uid-tj",
         # Kueue 0.19 names the prebuilt Workload in an annotation (the label stays too)
@@ -85,14 +87,16 @@ def test_remote_copies_carry_the_manager_objects_uid_for_tracing() -> None:
 
 
 def test_a_copy_of_another_manager_object_or_origin_is_not_ours() -> None:
-    copy = remote_trainjob(make_trainjob("tj"), "wl", "multikueue")
+    copy = remote_trainjob(TrainJobView(make_trainjob("tj")), "wl", "multikueue")
     assert is_our_copy(copy, copy)
     foreign = {"metadata": {"name": "tj", "labels": {}}}
     assert not is_our_copy(foreign, copy)
     replaced = make_trainjob("tj")
     replaced["metadata"]["uid"] = "uid-replaced"
-    assert not is_our_copy(remote_trainjob(replaced, "wl", "multikueue"), copy)
-    assert not is_our_copy(remote_trainjob(make_trainjob("tj"), "wl", "other-manager"), copy)
+    assert not is_our_copy(remote_trainjob(TrainJobView(replaced), "wl", "multikueue"), copy)
+    assert not is_our_copy(
+        remote_trainjob(TrainJobView(make_trainjob("tj")), "wl", "other-manager"), copy
+    )
 
 
 def _cond(ctype: str, reason: str, status: str = "True", message: str = "m") -> dict[str, str]:
@@ -102,9 +106,16 @@ def _cond(ctype: str, reason: str, status: str = "True", message: str = "m") -> 
 def test_the_remote_status_replaces_the_managers_with_the_cluster_named() -> None:
     remote = {"status": {"conditions": [_cond("Complete", "Completed")]}}
     manager = {"status": {"clusterName": "w1", "podsStatus": []}}
-    assert status_back(manager, remote, "w1") == {
+    assert status_back(TrainJobView(manager), TrainJobView(remote), "w1") == {
         "podsStatus": None,
         "conditions": [_cond("Complete", "Completed")],
         "clusterName": "w1",
     }
-    assert status_back({"status": {**remote["status"], "clusterName": "w1"}}, remote, "w1") is None
+    assert (
+        status_back(
+            TrainJobView({"status": {**remote["status"], "clusterName": "w1"}}),
+            TrainJobView(remote),
+            "w1",
+        )
+        is None
+    )

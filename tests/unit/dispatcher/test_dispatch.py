@@ -16,6 +16,8 @@ from dispatcher.dispatch import (
 from tests.support.builders import make_trainjob
 from tests.support.dispatch import NOW, decide, manager_workload, remote
 from trainjob.status_writes import FIRST_STATUS_HOLD_SECONDS
+from trainjob.views import TrainJobView
+from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
 
@@ -47,7 +49,7 @@ def test_the_pending_message_says_why_a_worker_cannot_admit_its_copy() -> None:
     no_namespace.problem = "namespace 'ns' not found"
     no_queue = remote("w2")
     assert no_queue.workload is not None
-    no_queue.workload["status"]["conditions"] = [
+    no_queue.workload.raw["status"]["conditions"] = [
         {
             "type": "QuotaReserved",
             "status": "False",
@@ -57,7 +59,7 @@ def test_the_pending_message_says_why_a_worker_cannot_admit_its_copy() -> None:
     ]
     waiting = remote("w3")
     assert waiting.workload is not None
-    waiting.workload["status"]["conditions"] = [
+    waiting.workload.raw["status"]["conditions"] = [
         {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "no quota"}
     ]
     plan = decide(manager_workload("QuotaReserved"), [no_namespace, no_queue, waiting])
@@ -84,7 +86,7 @@ def test_incremental_strategy_adds_clusters_round_by_round_in_config_order() -> 
 def test_leftovers_of_an_earlier_round_are_removed_before_dispatching_again() -> None:
     deactivated = remote("w1")
     assert deactivated.workload is not None
-    deactivated.workload["spec"] = {"active": False}
+    deactivated.workload.raw["spec"] = {"active": False}
     plan = decide(manager_workload("QuotaReserved"), [deactivated, remote("w2", trainjob=True)])
     assert sorted((a.cluster, a.verb, a.obj["kind"]) for a in plan.remote) == [
         ("w1", "delete", "Workload"),
@@ -171,7 +173,7 @@ def test_status_flows_back_with_the_cluster_name() -> None:
 def running_remote(jobs: list[Dict], conditions: list[Dict] | None = None) -> RemoteView:
     view = remote("w1", admitted_at="2026-11-22T11:00:02Z", trainjob=True)
     assert view.trainjob is not None
-    view.trainjob["status"] = {"conditions": conditions or [], "jobsStatus": jobs}
+    view.trainjob.raw["status"] = {"conditions": conditions or [], "jobsStatus": jobs}
     return view
 
 
@@ -187,8 +189,8 @@ def test_pod_counts_that_move_nothing_are_held_but_outcomes_go_at_once() -> None
     def sync(view: RemoteView, held_for: float | None) -> Any:
         return reconcile_dispatch(
             DispatchObserved(
-                workload=wl,
-                trainjob=manager_tj,
+                workload=WorkloadView(wl),
+                trainjob=TrainJobView(manager_tj),
                 check="mk",
                 remotes=[view],
                 origin="multikueue",
@@ -285,8 +287,8 @@ def test_finished_remote_objects_are_kept_for_the_retention() -> None:
     for retention, deletes, requeue in ((7200.0, 0, 3600.0), (60.0, 2, None)):
         plan = reconcile_dispatch(
             DispatchObserved(
-                workload=wl,
-                trainjob=tj,
+                workload=WorkloadView(wl),
+                trainjob=TrainJobView(tj),
                 check="mk",
                 remotes=[remote("w1", trainjob=True)],
                 origin="multikueue",
@@ -334,7 +336,7 @@ def test_a_run_that_ended_on_the_winner_never_runs_again_whatever_happens_to_its
 def test_a_copy_its_worker_found_out_of_sync_is_sent_again_once() -> None:
     out_of_sync = remote("w1", admitted_at="2026-11-22T11:00:02Z", trainjob=True)
     assert out_of_sync.workload is not None
-    out_of_sync.workload["status"]["conditions"].append(
+    out_of_sync.workload.raw["status"]["conditions"].append(
         {"type": "Finished", "status": "True", "reason": "OutOfSync", "message": "changed"}
     )
     ready = decide(
@@ -490,7 +492,9 @@ def test_one_worker_that_could_hold_it_or_is_not_known_keeps_it_waiting() -> Non
 
 def test_the_rule_can_be_turned_off() -> None:
     wl, tj = manager_workload("QuotaReserved"), make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
-    obs = DispatchObserved(wl, tj, "mk", [never("w1")], "multikueue", 60, NOW)
+    obs = DispatchObserved(
+        WorkloadView(wl), TrainJobView(tj), "mk", [never("w1")], "multikueue", 60, NOW
+    )
     obs.give_up_never_fits = False
     assert reconcile_dispatch(obs).check_state[0] == "Pending"
 
@@ -500,7 +504,9 @@ def test_not_admitted_within_the_time_fails_it_naming_the_clusters() -> None:
     wl, tj = manager_workload("QuotaReserved"), make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
     full = RemoteView("w1", True, 0.0, None, None, fit=Fit(False, True, "no room now: cpu"))
     down = RemoteView("w2", False, 30.0, None, None)
-    obs = DispatchObserved(wl, tj, "mk", [full, down], "multikueue", 60, NOW)
+    obs = DispatchObserved(
+        WorkloadView(wl), TrainJobView(tj), "mk", [full, down], "multikueue", 60, NOW
+    )
     obs.give_up_after = 3600
     plan = reconcile_dispatch(obs)
     assert plan.check_state == (
@@ -540,7 +546,9 @@ def test_no_chosen_cluster_active_is_a_condition_an_event_and_the_check_message(
     unchosen = remote("w1", workload=False)
     unchosen.selected = False
     problem = "trainjob.dev/cluster-selector='pool=x' matches none of the clusters (w1)"
-    obs = DispatchObserved(wl, tj, "mk", [unchosen], "multikueue", 60, NOW)
+    obs = DispatchObserved(
+        WorkloadView(wl), TrainJobView(tj), "mk", [unchosen], "multikueue", 60, NOW
+    )
     obs.selection_problem = problem
     plan = reconcile_dispatch(obs)
     assert plan.remote == []
@@ -560,7 +568,9 @@ def test_no_chosen_cluster_active_is_a_condition_an_event_and_the_check_message(
     # Once a chosen cluster is there, the condition goes.
     tj["status"] = plan.trainjob_status
     chosen = remote("w1", workload=False)
-    plan = reconcile_dispatch(DispatchObserved(wl, tj, "mk", [chosen], "multikueue", 60, NOW))
+    plan = reconcile_dispatch(
+        DispatchObserved(WorkloadView(wl), TrainJobView(tj), "mk", [chosen], "multikueue", 60, NOW)
+    )
     assert plan.trainjob_status == {"conditions": []}
     assert [a.verb for a in plan.remote] == ["create"]
 
@@ -604,8 +614,8 @@ def test_copies_take_a_changed_priority_and_are_left_alone_when_they_have_it() -
     same, stale = remote("w1", admitted_at="2026-11-22T11:00:01Z", trainjob=True), remote("w2")
     assert same.workload is not None and stale.workload is not None
     # What the copies' cache keeps of them (dispatcher/remote.py _copy_seen)
-    same.workload["spec"] = {"priorityClassRef": high, "priority": 100}
-    stale.workload["spec"] = {"priority": 0}
+    same.workload.raw["spec"] = {"priorityClassRef": high, "priority": 100}
+    stale.workload.raw["spec"] = {"priority": 0}
     patches = [a for a in decide(wl, [same, stale]).remote if a.verb == "patch"]
     assert [(a.cluster, a.obj["spec"]) for a in patches] == [
         ("w2", {"priorityClassRef": high, "priority": 100})

@@ -14,6 +14,7 @@ from dispatcher.intake import (
 from tests.support.builders import make_trainjob
 from tests.support.dispatch import NOW, manager_workload
 from trainjob.runtime import RuntimeProblem
+from trainjob.views import TrainJobView
 
 Dict = dict[str, Any]
 
@@ -21,7 +22,7 @@ Dict = dict[str, Any]
 def test_runtime_problem_on_the_manager_becomes_a_condition_and_an_event_once() -> None:
     body = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
     problem = RuntimeProblem("RuntimeNotFound", "ClusterTrainingRuntime 'x' not found")
-    plan = reconcile_intake(body, problem, NOW)
+    plan = reconcile_intake(TrainJobView(body), problem, NOW)
     assert plan.status == {
         "conditions": [
             {
@@ -36,9 +37,9 @@ def test_runtime_problem_on_the_manager_becomes_a_condition_and_an_event_once() 
     }
     assert plan.events == [("Warning", "RuntimeNotFound", "ClusterTrainingRuntime 'x' not found")]
     body["status"] = plan.status
-    again = reconcile_intake(body, problem, NOW)
+    again = reconcile_intake(TrainJobView(body), problem, NOW)
     assert again.status is None and again.events == []
-    fixed = reconcile_intake(body, None, NOW)
+    fixed = reconcile_intake(TrainJobView(body), None, NOW)
     assert fixed.status == {"conditions": []}
     assert [e[1] for e in fixed.events] == ["RuntimeResolved"]
 
@@ -47,16 +48,16 @@ def test_intake_leaves_a_dispatched_trainjob_and_final_failures_alone() -> None:
     problem = RuntimeProblem("RuntimeInvalid", "bad")
     dispatched = make_trainjob()
     dispatched["status"] = {"clusterName": "worker1"}
-    assert reconcile_intake(dispatched, problem, NOW).status is None
+    assert reconcile_intake(TrainJobView(dispatched), problem, NOW).status is None
     # Its Workload names the worker while the TrainJob's own clusterName still waits.
     sent = manager_workload("QuotaReserved", "Admitted", cluster="worker1", check="Ready")
-    assert reconcile_intake(make_trainjob(), problem, NOW, sent).status is None
-    assert reconcile_intake(make_trainjob(), problem, NOW).status is not None
+    assert reconcile_intake(TrainJobView(make_trainjob()), problem, NOW, sent).status is None
+    assert reconcile_intake(TrainJobView(make_trainjob()), problem, NOW).status is not None
     final = make_trainjob()
     final["status"] = {
         "conditions": [{"type": "Failed", "status": "True", "reason": "PodSetFailed"}]
     }
-    assert reconcile_intake(final, None, NOW).status is None
+    assert reconcile_intake(TrainJobView(final), None, NOW).status is None
 
 
 def _admitted(*checks: tuple[str, str], cluster: str | None = None) -> Dict:
@@ -112,13 +113,15 @@ def test_not_dispatchable_only_when_kueue_admitted_without_counting_our_check() 
 
 def test_a_trainjob_multikueue_does_not_dispatch_is_told_why_naming_the_fields() -> None:
     plain = make_trainjob()
-    assert "spec.managedBy is unset" in undispatched_message(plain, "kueue.x-k8s.io/multikueue")
+    assert "spec.managedBy is unset" in undispatched_message(
+        TrainJobView(plain), "kueue.x-k8s.io/multikueue"
+    )
     assert "names no queue (label kueue.x-k8s.io/queue-name)" in undispatched_message(
-        plain, "kueue.x-k8s.io/multikueue"
+        TrainJobView(plain), "kueue.x-k8s.io/multikueue"
     )
     queued = make_trainjob(managedBy="trainer.kubeflow.org/trainjob-controller")
     queued["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "local"}
-    message = undispatched_message(queued, "trainjob.dev/multikueue")
+    message = undispatched_message(TrainJobView(queued), "trainjob.dev/multikueue")
     assert "spec.managedBy is 'trainer.kubeflow.org/trainjob-controller'" in message
     assert "its queue 'local'" in message
     assert "has no admission check with controllerName trainjob.dev/multikueue" in message

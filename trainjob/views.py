@@ -1,0 +1,141 @@
+"""Typed views of the objects the controllers read: slotted classes over the JSON as the API
+server sent it (nothing parsed ahead, nothing copied), one property per field read, in place
+of `.get(...) or {}` chains. The typed cache reads (trainjob/caches.py) and the workers'
+caches (dispatcher/remote.py) hand them out; `raw` is the JSON, for writes and for builders
+that copy it. TrainJob specs that are validated (runtime references, the trainer's counts) are
+parsed by trainjob/models.py; a view reads what the dispatcher and the status paths need."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainjob import conditions as cond
+from trainjob import constants as c
+
+Dict = dict[str, Any]
+
+
+class ObjectView:
+    """What every object has: its metadata and its status conditions."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: Dict) -> None:
+        self.raw = raw
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.namespace}/{self.name})"
+
+    @property
+    def meta(self) -> Dict:
+        return self.raw.get("metadata") or {}
+
+    @property
+    def name(self) -> str:
+        return str(self.meta.get("name", ""))
+
+    @property
+    def namespace(self) -> str:
+        return str(self.meta.get("namespace", ""))
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.namespace, self.name
+
+    @property
+    def uid(self) -> str | None:
+        return self.meta.get("uid")
+
+    @property
+    def resource_version(self) -> str | None:
+        return self.meta.get("resourceVersion")
+
+    @property
+    def generation(self) -> int | None:
+        return self.meta.get("generation")
+
+    @property
+    def deleting(self) -> bool:
+        """metadata.deletionTimestamp is set."""
+        return bool(self.meta.get("deletionTimestamp"))
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict(self.meta.get("labels") or {})
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        return dict(self.meta.get("annotations") or {})
+
+    @property
+    def finalizers(self) -> list[str]:
+        return list(self.meta.get("finalizers") or [])
+
+    @property
+    def owner_references(self) -> list[Dict]:
+        return list(self.meta.get("ownerReferences") or [])
+
+    @property
+    def spec(self) -> Dict:
+        return self.raw.get("spec") or {}
+
+    @property
+    def status(self) -> Dict:
+        return self.raw.get("status") or {}
+
+    @property
+    def conditions(self) -> list[Dict]:
+        return list(self.status.get("conditions") or [])
+
+    def condition(self, ctype: str) -> Dict | None:
+        return cond.find(self.conditions, ctype)
+
+    def is_true(self, ctype: str) -> bool:
+        return cond.is_true(self.conditions, ctype)
+
+
+class TrainJobView(ObjectView):
+    """A TrainJob as the dispatcher and the status paths read it."""
+
+    __slots__ = ()
+
+    @property
+    def runtime_ref(self) -> Dict:
+        return self.spec.get("runtimeRef") or {}
+
+    @property
+    def runtime_kind(self) -> str:
+        """The kind its runtimeRef names (the API's default: ClusterTrainingRuntime)."""
+        return str(self.runtime_ref.get("kind") or c.CLUSTER_TRAINING_RUNTIME_KIND)
+
+    @property
+    def runtime_name(self) -> str:
+        return str(self.runtime_ref.get("name", ""))
+
+    @property
+    def managed_by(self) -> str | None:
+        return self.spec.get("managedBy")
+
+    @property
+    def multikueue(self) -> bool:
+        """MultiKueue's to dispatch (spec.managedBy)."""
+        return self.managed_by == c.MANAGED_BY_MULTIKUEUE
+
+    @property
+    def suspended(self) -> bool:
+        return bool(self.spec.get("suspend"))
+
+    @property
+    def cluster_name(self) -> str | None:
+        """status.clusterName: the worker whose status it shows (MultiKueue's)."""
+        return self.status.get("clusterName")
+
+    @property
+    def finished(self) -> bool:
+        """Complete, or Failed for a reason that is final."""
+        return cond.trainjob_finished(self.conditions)
+
+    def with_kind(self) -> Dict:
+        """The JSON with its apiVersion and kind (a cached object's are set by the informer;
+        a built one's may not be)."""
+        return c.TRAINJOB.stamped(self.raw)
