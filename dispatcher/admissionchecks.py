@@ -8,18 +8,16 @@ keys, and a failed write is tried again with the queue's backoff."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from dispatcher.clusters import manager_runtimes
 from dispatcher.keys import StatusKey
 from dispatcher.kueue_status import set_active_condition
 from dispatcher.memo import Memo
 from kubecontrol.kinds import Kind
+from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.caches import Caches
-
-Dict = dict[str, Any]
 
 
 def our_checks(memo: Memo, caches: Caches) -> dict[str, Dict]:

@@ -21,13 +21,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
 
+from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob.lru import LRU
 from trainjob.quantity import parse_quantity
 
-Dict = dict[str, Any]
 Amounts = dict[str, Decimal]
 INF = Decimal("Infinity")
 

@@ -9,7 +9,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from dispatcher import metrics
 from dispatcher.kubeconfigs import (
@@ -22,10 +21,10 @@ from dispatcher.remote import RemoteCluster
 from dispatcher.settings import DispatcherSettings
 from kubecontrol.cluster import Cluster
 from kubecontrol.informer import Informer
+from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.caches import Caches
 
-Dict = dict[str, Any]
 log = logging.getLogger("dispatcher.clusters")
 
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from kubecontrol.cluster import Cluster
 from kubecontrol.kinds import Kind
+from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob import jobframework
 from trainjob import workload as wlmod
@@ -25,7 +26,6 @@ from trainjob.jsondoc import json_copy
 from trainjob.views import TrainJobView
 from trainjob.workload import WorkloadView
 
-Dict = dict[str, Any]
 log = logging.getLogger("dispatcher")
 
 # ---- building a copy --------------------------------------------------------------------------

@@ -14,18 +14,17 @@ import datetime as dt
 import hashlib
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from dispatcher.capacity import Fit
 from dispatcher.copies import remote_trainjob, remote_workload, status_back
 from kubecontrol.events import Event
+from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.status_writes import hold
 from trainjob.views import TrainJobView
 from trainjob.workload import CheckState, WorkloadView
-
-Dict = dict[str, Any]
 
 
 @dataclass

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Any
 
 from dispatcher import metrics
 from dispatcher.clusters import Registry
@@ -14,12 +13,12 @@ from dispatcher.dispatch import DispatchPlan, RemoteAction
 from dispatcher.intake import IntakePlan
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster, guarded_write
+from kubecontrol.objects import Dict
 from kubecontrol.workqueue import WriteMemory
 from trainjob import constants as c
 from trainjob.views import TrainJobView
 from trainjob.workload import WorkloadView
 
-Dict = dict[str, Any]
 log = logging.getLogger("dispatcher")
 
 

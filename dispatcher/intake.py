@@ -12,9 +12,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from kubecontrol.events import Event
+from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob import workload as wlmod
@@ -22,8 +22,6 @@ from trainjob.models import queue_label
 from trainjob.runtime import RuntimeProblem
 from trainjob.views import TrainJobView
 from trainjob.workload import WorkloadView
-
-Dict = dict[str, Any]
 
 
 def is_multikueue(body: Dict) -> bool:

@@ -4,11 +4,9 @@ path prefix, vetted by kubecontrol/kubeconfig.py, with reasons and fixes."""
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from kubecontrol.kubeconfig import KubeconfigProblem, vet_kubeconfig
-
-Dict = dict[str, Any]
+from kubecontrol.objects import Dict
 
 __all__ = ["KubeconfigProblem", "check_kubeconfig", "check_kubeconfig_file"]
 

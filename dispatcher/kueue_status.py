@@ -5,14 +5,12 @@ them: one guarded status write, only when a condition changed, only by the leade
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
+from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
-
-Dict = dict[str, Any]
 
 
 def down_since(mkc: Dict) -> float | None:

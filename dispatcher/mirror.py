@@ -12,11 +12,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
+from kubecontrol.objects import Dict
 from trainjob.naming import owning_trainjob
-
-Dict = dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from typing import Any
 
 from dispatcher import admissionchecks, copies, execute
 from dispatcher.dispatch import (
@@ -38,6 +37,7 @@ from dispatcher.selection import SelectionError, selection_of
 from dispatcher.settings import DispatcherSettings
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
+from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob import jobframework
 from trainjob.caches import Caches
@@ -49,7 +49,6 @@ from trainjob.status_writes import held_key
 from trainjob.views import TrainJobView
 from trainjob.workload import WorkloadView
 
-Dict = dict[str, Any]
 log = logging.getLogger("dispatcher")
 
 REMOTE_RETRY_SECONDS = 5.0  # a remote write failed: try again after the dedupe window

@@ -23,18 +23,17 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 from dispatcher.capacity import Fit, Table, cohort_of, fit, reserved
 from dispatcher.copies import KINDS, seen
 from kubecontrol.cluster import Cluster
 from kubecontrol.informer import Informer
+from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.views import TrainJobView
 from trainjob.workload import WorkloadView
 
-Dict = dict[str, Any]
 log = logging.getLogger("dispatcher.remote")
 
 # What else we read of each worker (all of them, optional): its queues, for capacity-aware

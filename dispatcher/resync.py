@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 from dispatcher.admissionchecks import queue_checks, queue_cluster
 from dispatcher.copies import collect_garbage
@@ -17,7 +16,6 @@ from trainjob import jobframework
 from trainjob.crd import TRAINJOB_CRD, crd_problem
 from trainjob.views import TrainJobView
 
-Dict = dict[str, Any]
 log = logging.getLogger("dispatcher")
 
 

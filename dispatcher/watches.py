@@ -14,12 +14,11 @@ from dispatcher.memo import Memo
 from dispatcher.mirror import mirror
 from kubecontrol import controller
 from kubecontrol.controller import Watch
+from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob import jobframework
 from trainjob.caches import WATCHDOG_CACHES, Index
 from trainjob.naming import owner_name
-
-Dict = dict[str, Any]
 
 
 def watches(memo: Memo) -> list[Watch]:

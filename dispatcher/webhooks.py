@@ -12,19 +12,19 @@ import asyncio
 import datetime as dt
 from collections.abc import Callable
 from functools import partial
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from dispatcher.admissionchecks import Getter, cq_has_our_check
 from dispatcher.memo import Memo
 from dispatcher.selection import SelectionError, selection_of
 from kubecontrol.admission import Verdict, refuse
 from kubecontrol.kinds import Kind
+from kubecontrol.objects import Dict
 from kubecontrol.webhook_server import Handler
 from trainjob import admission as rules
 from trainjob import constants as c
 from trainjob.caches import Caches
 
-Dict = dict[str, Any]
 T = TypeVar("T")
 
 

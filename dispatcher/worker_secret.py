@@ -35,8 +35,8 @@ import yaml
 from kubernetes import client, config
 
 from dispatcher.kubeconfigs import check_kubeconfig
+from kubecontrol.objects import Dict
 
-Dict = dict[str, Any]
 LABEL = "trainjob.dev/worker-kubeconfig"  # its value: the worker's (MultiKueueCluster's) name
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
-Dict = dict[str, Any]
+from kubecontrol.objects import Dict
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ import orjson
 import pycurl
 import yaml
 
-Dict = dict[str, Any]
+from kubecontrol.objects import Dict
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_REREAD_SECONDS = 60.0  # kubelet refreshes a projected token well before it expires

@@ -37,9 +37,9 @@ from kubecontrol.client import (
 )
 from kubecontrol.events import build_event
 from kubecontrol.kinds import EVENT, Kind
+from kubecontrol.objects import Dict
 from kubecontrol.workqueue import WriteMemory
 
-Dict = dict[str, Any]
 P = ParamSpec("P")
 R = TypeVar("R")
 log = logging.getLogger(__name__)

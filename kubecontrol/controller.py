@@ -34,13 +34,13 @@ from kubecontrol.informer import Informer, slim
 from kubecontrol.kinds import Kind
 from kubecontrol.leader import LeaderElector, LeaseTimings
 from kubecontrol.metrics_auth import MetricsAuth
+from kubecontrol.objects import Dict
 from kubecontrol.serving import serve_metrics, serve_probes
 from kubecontrol.settings import ControllerSettings
 from kubecontrol.watchdog import WatchDog
 from kubecontrol.webhook_server import Handler, WebhookServer
 from kubecontrol.workqueue import WorkQueue
 
-Dict = dict[str, Any]
 log = logging.getLogger(__name__)
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-Dict = dict[str, Any]
+from kubecontrol.objects import Dict
 
 
 class Event(NamedTuple):

@@ -30,8 +30,8 @@ from typing import Any
 
 from kubecontrol.client import ApiClient, ApiException
 from kubecontrol.kinds import Kind
+from kubecontrol.objects import Dict
 
-Dict = dict[str, Any]
 Key = Any  # (namespace, name) for namespaced kinds, name for cluster-scoped ones
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 
 from kubecontrol.client import ApiClient, KubeconfigError, credentials_from_kubeconfig
+from kubecontrol.objects import Dict
 
-Dict = dict[str, Any]
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # A kubeconfig with a client certificate and key is a few KiB.
 MAX_KUBECONFIG_BYTES = 64 * 1024

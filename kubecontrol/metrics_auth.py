@@ -15,12 +15,11 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
 
 from kubecontrol.cluster import Cluster
+from kubecontrol.objects import Dict
 
 log = logging.getLogger(__name__)
-Dict = dict[str, Any]
 PATH = "/metrics"
 
 

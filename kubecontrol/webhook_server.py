@@ -28,8 +28,8 @@ import orjson
 from aiohttp import web
 
 from kubecontrol.admission import Verdict, refuse, review_response
+from kubecontrol.objects import Dict
 
-Dict = dict[str, Any]
 # Answers on the server's loop, so it must not block: see `in_thread`.
 Handler = Callable[[Dict], Awaitable[Verdict]]
 log = logging.getLogger(__name__)

@@ -23,10 +23,10 @@ import yaml
 from kubernetes import client, config
 
 from kubecontrol.kubeconfig import vet_kubeconfig
+from kubecontrol.objects import Dict
 from kubectl_trainjob.view import WorkerView, describe, list_table, state_of
 from trainjob import constants as c
 
-Dict = dict[str, Any]
 TIMEOUT = 10  # seconds for each request; an unreachable worker is said, not waited for
 
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
-from typing import Any
 
+from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
-
-Dict = dict[str, Any]
 
 
 def state_of(tj: Dict) -> str:

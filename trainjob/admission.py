@@ -4,14 +4,12 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
+from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.models import InvalidObject, parse_trainjob, prebuilt_workload_of, queue_label
 from trainjob.runtime import resolve_runtime_info
-
-Dict = dict[str, Any]
 
 
 def queue_of(body: Dict) -> str | None:

@@ -5,14 +5,13 @@ TrainJobs and Workloads come out as views (trainjob/views.py) over the cached JS
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
 
 from kubecontrol import caches
+from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.views import TrainJobView
 from trainjob.workload import WorkloadView
 
-Dict = dict[str, Any]
 Key = tuple[str, str]
 
 

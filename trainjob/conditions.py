@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 from enum import Enum
-from typing import Any
 
 from kubecontrol.events import Event
+from kubecontrol.objects import Dict
 from trainjob import constants as c
-
-Dict = dict[str, Any]
 
 
 def now_rfc3339(now: dt.datetime) -> str:

@@ -8,11 +8,9 @@ from every status write once that CRD is re-applied over ours."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from kubecontrol.objects import Dict
 from trainjob import constants as c
 
-Dict = dict[str, Any]
 TRAINJOB_CRD = f"{c.TRAINJOB_PLURAL}.{c.TRAINER_GROUP}"
 NEEDED_STATUS_FIELDS = ("clusterName",)
 

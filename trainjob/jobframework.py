@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any
 
 from kubecontrol.events import Event
+from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob import readiness
@@ -23,9 +23,6 @@ from trainjob.models import TrainJob, prebuilt_workload_of, queue_label
 from trainjob.naming import owner_reference
 from trainjob.runtime import PodSetShape, RuntimeInfo, RuntimeProblem, resolve_runtime_info
 from trainjob.workload import WorkloadView
-
-Dict = dict[str, Any]
-
 
 # What a TrainJob makes of its runtime as Kueue counts it, or why it cannot run on it.
 Shape = tuple[tuple[PodSetShape, ...] | None, RuntimeProblem | None]

@@ -8,11 +8,11 @@ import hashlib
 import json
 import logging
 import time
-from typing import Any
 
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster, guarded_write
 from kubecontrol.kinds import Kind
+from kubecontrol.objects import Dict
 from kubecontrol.workqueue import WriteMemory
 from trainjob import constants as c
 from trainjob.caches import Caches
@@ -30,7 +30,6 @@ from trainjob.lru import LRU
 from trainjob.models import TrainJob
 from trainjob.workload import Priority
 
-Dict = dict[str, Any]
 log = logging.getLogger("trainjob.jobframework")
 
 

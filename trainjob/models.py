@@ -9,14 +9,13 @@ Kubernetes sub-objects we only copy (env entries, resources, pod templates) stay
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.lru import LRU
-
-Dict = dict[str, Any]
 
 
 class _Model(BaseModel):

@@ -20,13 +20,11 @@ Pure: `jobframework.reconcile_queueing` folds the result into its plan.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob.runtime import PodSetShape
 from trainjob.workload import WorkloadView
-
-Dict = dict[str, Any]
 
 PODS_READY = "PodsReady"
 # Kueue's reasons (kueue.x-k8s.io/v1beta2 Workload condition PodsReady).

@@ -7,12 +7,9 @@ parsed by trainjob/models.py; a view reads what the dispatcher and the status pa
 
 from __future__ import annotations
 
-from typing import Any
-
+from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
-
-Dict = dict[str, Any]
 
 
 class ObjectView:

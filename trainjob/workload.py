@@ -7,8 +7,9 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.jsondoc import json_copy
@@ -17,8 +18,6 @@ from trainjob.naming import owner_reference
 from trainjob.runtime import PodSetShape, RuntimeInfo
 from trainjob.runtime.topology import topology_request
 from trainjob.views import ObjectView
-
-Dict = dict[str, Any]
 
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")

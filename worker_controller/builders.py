@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.jsondoc import json_copy
 from trainjob.naming import controlled_by, job_name
 from trainjob.runtime import PodSet, RuntimeInfo
-
-Dict = dict[str, Any]
 
 # Pod-template fields the API server lets us change on a suspended Job (and Kueue relies on).
 SCHEDULING_FIELDS = ("nodeSelector", "tolerations", "schedulingGates", "affinity")

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any
 
 from kubecontrol.events import Event
+from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.models import InvalidObject, TrainJob, parse_trainjob
@@ -18,8 +18,6 @@ from trainjob.naming import owner_of
 from trainjob.runtime import RuntimeInfo, resolve_runtime_info
 from trainjob.status_writes import hold
 from worker_controller import builders, status
-
-Dict = dict[str, Any]
 
 
 @dataclass(frozen=True)

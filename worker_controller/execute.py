@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import orjson
 from cryptography.hazmat.primitives import serialization
@@ -11,12 +10,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
+from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.naming import owner_of
 from worker_controller import builders
 from worker_controller.decide import Blocked, Plan
-
-Dict = dict[str, Any]
 
 
 def _ssh_secret(name: str, namespace: str, owner: Dict, trainjob: str) -> Dict:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Any
 
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
+from kubecontrol.objects import Dict
 from trainjob import admission, jobframework
 from trainjob import constants as c
 from trainjob.caches import Caches
@@ -26,7 +26,6 @@ from worker_controller import execute, status
 from worker_controller.decide import Blocked, Observed, Plan, reconcile_trainjob
 from worker_controller.memo import Memo
 
-Dict = dict[str, Any]
 log = logging.getLogger("worker_controller")
 
 

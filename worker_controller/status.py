@@ -6,12 +6,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.conditions import parse_time
 from trainjob.naming import job_name
 from trainjob.runtime import PodSet, RuntimeInfo
-
-Dict = dict[str, Any]
 
 
 def _job_condition(job: Dict, ctype: str) -> Dict | None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from kubecontrol.controller import Watch, start_watchdog
 from kubecontrol.kinds import WEBHOOK_CONFIGURATIONS
+from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.caches import WATCHDOG_CACHES, Index
 from trainjob.conditions import trainjob_finished
@@ -22,8 +23,6 @@ from worker_controller import status
 from worker_controller.memo import Memo
 
 log = logging.getLogger("worker_controller.watches")
-
-Dict = dict[str, Any]
 
 
 def watches(memo: Memo) -> list[Watch]:

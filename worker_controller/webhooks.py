@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import datetime as dt
 from functools import partial
-from typing import Any
 
 from kubecontrol.admission import Verdict, refuse
+from kubecontrol.objects import Dict
 from kubecontrol.webhook_server import Handler, in_thread
 from trainjob import admission as rules
 from trainjob import constants as c
 from trainjob.models import prebuilt_workload_of
 from worker_controller.memo import Memo
-
-Dict = dict[str, Any]
 
 
 def routes(memo: Memo) -> dict[str, Handler]:

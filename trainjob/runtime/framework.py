@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.jsondoc import json_copy
 from trainjob.models import (
@@ -21,8 +22,6 @@ from trainjob.runtime.patches import apply_runtime_patch, merge_by_key
 from trainjob.runtime.policies import select_plugin
 from trainjob.runtime.shapes import check_job_template, check_template_spec
 from trainjob.runtime.topology import topology_request
-
-Dict = dict[str, Any]
 
 
 def _container(pod_spec: Dict, name: str) -> Dict | None:

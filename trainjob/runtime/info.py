@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from kubecontrol.objects import Dict
 from trainjob.models import DependsOn, MLPolicy, PodGroupPolicy
-
-Dict = dict[str, Any]
 
 
 class RuntimeSpecError(ValueError):

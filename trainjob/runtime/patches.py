@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.jsondoc import json_copy
 from trainjob.models import RuntimePatch
 from trainjob.runtime.info import RuntimeSpecError
-
-Dict = dict[str, Any]
 
 _MERGE_BY_NAME = ("volumes", "imagePullSecrets", "schedulingGates")
 _MERGE_STRUCT = ("affinity", "securityContext")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
+from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.jsondoc import json_copy
 from trainjob.models import MLPolicy, TrainJob
@@ -14,8 +15,6 @@ from trainjob.quantity import parse_quantity
 from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimeSpecError
 from trainjob.runtime.limits import check_hostfile, digits_below
 from trainjob.runtime.patches import merge_by_key
-
-Dict = dict[str, Any]
 
 
 class MLPolicyPlugin(Protocol):

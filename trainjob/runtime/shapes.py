@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubecontrol.objects import Dict
 from trainjob.runtime.info import RuntimeSpecError
-
-Dict = dict[str, Any]
 
 # Each pod-spec list the framework reads, and what each of its entries must be.
 _POD_LISTS = ("containers", "initContainers", "volumes", "tolerations")

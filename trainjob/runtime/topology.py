@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.runtime.info import PodSet, RuntimeSpecError
 
-Dict = dict[str, Any]
 _BOOLEANS = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}
 
 
