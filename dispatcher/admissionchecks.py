@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from dispatcher.clusters import manager_runtimes
+from dispatcher.context import Context
 from dispatcher.keys import StatusKey
 from dispatcher.kueue_status import set_active_condition
-from dispatcher.memo import Memo
 from kubecontrol.kinds import Kind
 from kubecontrol.objects import Dict
 from trainjob import conditions as cond
@@ -20,11 +20,11 @@ from trainjob import constants as c
 from trainjob.caches import Caches
 
 
-def our_checks(memo: Memo, caches: Caches) -> dict[str, Dict]:
+def our_checks(ctx: Context, caches: Caches) -> dict[str, Dict]:
     return {
         ac["metadata"]["name"]: ac
         for ac in caches.checks()
-        if (ac.get("spec") or {}).get("controllerName") == memo.settings.controller_name
+        if (ac.get("spec") or {}).get("controllerName") == ctx.settings.controller_name
     }
 
 
@@ -45,47 +45,47 @@ def config_clusters(check: Dict, caches: Caches) -> list[str] | None:
     return list((config.get("spec") or {}).get("clusters") or []) if config else None
 
 
-def queue_checks(memo: Memo) -> None:
+def queue_checks(ctx: Context) -> None:
     """Queue the status of each of our AdmissionChecks (a config, a cluster or a worker's
     connection changed: any of them may be affected)."""
-    for name in our_checks(memo, memo.caches):
-        memo.queue.add(StatusKey("AdmissionCheck", name))
+    for name in our_checks(ctx, ctx.caches):
+        ctx.queue.add(StatusKey("AdmissionCheck", name))
 
 
-def queue_cluster(memo: Memo, name: str) -> None:
-    memo.queue.add(StatusKey("MultiKueueCluster", name))
+def queue_cluster(ctx: Context, name: str) -> None:
+    ctx.queue.add(StatusKey("MultiKueueCluster", name))
 
 
-def sync_status(memo: Memo, key: StatusKey) -> None:
+def sync_status(ctx: Context, key: StatusKey) -> None:
     """One pass for a status key: the object from the cache, its conditions written when they
     changed (by the leader: the queue runs only there)."""
-    caches = memo.caches
+    caches = ctx.caches
     if key.kind == "AdmissionCheck":
-        check = our_checks(memo, caches).get(key.name)
+        check = our_checks(ctx, caches).get(key.name)
         if check is not None:
-            report_check(memo, caches, check)
+            report_check(ctx, caches, check)
         return
     mkc = caches.cluster(key.name)
     if mkc is not None:
-        runtimes = manager_runtimes(caches) if memo.settings.check_runtimes else None
-        memo.registry.report(mkc, runtimes)
+        runtimes = manager_runtimes(caches) if ctx.settings.check_runtimes else None
+        ctx.registry.report(mkc, runtimes)
 
 
-def report_check(memo: Memo, caches: Caches, check: Dict) -> None:
+def report_check(ctx: Context, caches: Caches, check: Dict) -> None:
     """AdmissionCheck Active, with Kueue's reasons: BadConfig, NoUsableClusters or
     SomeActiveClusters (naming the missing and the inactive clusters), Active."""
     config, problem = config_of(check, caches)
     states: dict[str, bool | None] = {}
     for name in (config or {}).get("spec", {}).get("clusters") or []:
         exists = caches.cluster(name) is not None
-        states[name] = _usable(memo, caches, name) if exists else None
-    set_active_condition(memo.manager, check, *check_active(problem, states))
+        states[name] = _usable(ctx, caches, name) if exists else None
+    set_active_condition(ctx.manager, check, *check_active(problem, states))
 
 
-def _usable(memo: Memo, caches: Caches, cluster: str) -> bool:
+def _usable(ctx: Context, caches: Caches, cluster: str) -> bool:
     """Connected, or not known to be down: a cluster still being connected after start-up
     counts as it was, so a restart does not turn the check (and its ClusterQueues) inactive."""
-    remote = memo.registry.get(cluster)
+    remote = ctx.registry.get(cluster)
     if remote is not None and (remote.connected or remote.connecting):
         return True
     mkc = caches.cluster(cluster)
@@ -98,15 +98,15 @@ def _usable(memo: Memo, caches: Caches, cluster: str) -> bool:
 Getter = Callable[[Kind, str, str | None], Dict | None]  # Cluster.get_or_none
 
 
-def cq_has_our_check(memo: Memo, cq_name: str, caches: Caches, get: Getter | None = None) -> bool:
-    return our_check_on_cq(memo, cq_name, caches, get) is not None
+def cq_has_our_check(ctx: Context, cq_name: str, caches: Caches, get: Getter | None = None) -> bool:
+    return our_check_on_cq(ctx, cq_name, caches, get) is not None
 
 
 def our_check_on_cq(
-    memo: Memo, cq_name: str, caches: Caches, get: Getter | None = None
+    ctx: Context, cq_name: str, caches: Caches, get: Getter | None = None
 ) -> str | None:
     """The name of an admission check of ours a ClusterQueue uses, if any."""
-    get = get or memo.manager.get_or_none
+    get = get or ctx.manager.get_or_none
     cq = caches.cluster_queue(cq_name) or get(c.CLUSTER_QUEUE, cq_name, None)
     if cq is None:
         return None
@@ -121,7 +121,7 @@ def our_check_on_cq(
         )  # asked only for a check made moments ago, not cached yet
         if (
             check
-            and (check.get("spec") or {}).get("controllerName") == memo.settings.controller_name
+            and (check.get("spec") or {}).get("controllerName") == ctx.settings.controller_name
         ):
             return str(name)
     return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dispatcher import webhooks
 from dispatcher.clusters import Registry
-from dispatcher.memo import Memo
+from dispatcher.context import Context
 from dispatcher.reconcile import sync
 from dispatcher.settings import DispatcherSettings
 from dispatcher.watches import (
@@ -25,29 +25,29 @@ def main(argv: list[str] | None = None) -> int:
     settings, verbose = DispatcherSettings.from_argv(argv, "python -m dispatcher", __doc__)
     controller.setup_logging(verbose)
     manager = controller.connect(settings, c.DISPATCHER_FIELD_MANAGER)
-    memo = Memo(settings=settings, manager=manager)
-    manager.may_write = memo.leads
-    memo.queue = WorkQueue(
-        lambda key: sync(memo, key),
+    ctx = Context(settings=settings, manager=manager)
+    manager.may_write = ctx.leads
+    ctx.queue = WorkQueue(
+        lambda key: sync(ctx, key),
         workers=settings.workers,
         urgent_workers=settings.urgent_workers,
         name="dispatch",
     )
-    memo.registry = Registry(
+    ctx.registry = Registry(
         settings,
         manager,
-        lambda ns, name, urgent: on_remote_change(memo, ns, name, urgent),
-        lambda cluster: on_remote_state(memo, cluster),
-        lambda cluster: on_remote_room(memo, cluster),
-        lambda cluster, event: on_remote_event(memo, cluster, event),
+        lambda ns, name, urgent: on_remote_change(ctx, ns, name, urgent),
+        lambda cluster: on_remote_state(ctx, cluster),
+        lambda cluster: on_remote_room(ctx, cluster),
+        lambda cluster, event: on_remote_event(ctx, cluster, event),
     )
-    controller.elect(memo, manager, lambda: on_leading(memo))
+    controller.elect(ctx, manager, lambda: on_leading(ctx))
     controller.run(
-        memo,
+        ctx,
         manager,
-        watches(memo),
-        webhooks.routes(memo),
-        on_synced=lambda: on_synced(memo),
+        watches(ctx),
+        webhooks.routes(ctx),
+        on_synced=lambda: on_synced(ctx),
         webhook_resource=(c.TRAINJOB.group, c.TRAINJOB.plural),
     )
     return 0

@@ -14,6 +14,7 @@ import logging
 import time
 
 from dispatcher import admissionchecks, copies, execute
+from dispatcher.context import Context
 from dispatcher.dispatch import (
     AllAtOnce,
     CapacityAware,
@@ -32,7 +33,6 @@ from dispatcher.intake import (
 )
 from dispatcher.keys import QueueKey, StatusKey
 from dispatcher.kueue_status import down_since
-from dispatcher.memo import Memo
 from dispatcher.selection import SelectionError, selection_of
 from dispatcher.settings import DispatcherSettings
 from kubecontrol.client import ApiException
@@ -56,42 +56,42 @@ NOT_DISPATCHABLE = "NotDispatchable"
 NOT_DISPATCHED = "NotDispatched"  # not MultiKueue's, on a manager that runs no TrainJobs
 
 
-def sync(memo: Memo, key: QueueKey) -> float | None:
+def sync(ctx: Context, key: QueueKey) -> float | None:
     """One pass for a work-queue key: a TrainJob's (namespace, name), or the status of one of
     our AdmissionChecks or MultiKueueClusters (admissionchecks.StatusKey)."""
     if isinstance(key, StatusKey):
-        admissionchecks.sync_status(memo, key)
+        admissionchecks.sync_status(ctx, key)
         return None
-    return sync_trainjob(memo, key)
+    return sync_trainjob(ctx, key)
 
 
-def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
+def sync_trainjob(ctx: Context, key: tuple[str, str]) -> float | None:
     """One pass for a manager TrainJob: finalizer, Kueue integration, dispatch. Returns the
     seconds after which it wants another pass, if time alone can change something."""
-    caches = memo.caches
+    caches = ctx.caches
     view = caches.trainjob(*key)
     if view is None or not view.multikueue:
-        memo.memory.forget(("TrainJob", *key))
-        memo.withheld.pop(key, None)
-        if view is not None and not memo.settings.manager_runs_trainjobs:
-            _not_dispatched(memo, view)
+        ctx.memory.forget(("TrainJob", *key))
+        ctx.withheld.pop(key, None)
+        if view is not None and not ctx.settings.manager_runs_trainjobs:
+            _not_dispatched(ctx, view)
         return None
     body = view.with_kind()  # the cache's own
     if view.deleting:
-        return _finalize(memo, caches, view)
+        return _finalize(ctx, caches, view)
     if not jobframework.is_queued_body(body):
-        _no_queue(memo, view)
+        _no_queue(ctx, view)
         return None
     if c.DISPATCHER_FINALIZER not in view.finalizers:
-        _set_finalizer(memo.manager, view, add=True)
+        _set_finalizer(ctx.manager, view, add=True)
     try:
         tj = parse_trainjob(body, stored=True)
     except InvalidObject as exc:
-        log.warning("[%s] %s/%s: %s", memo.settings.cluster_name, *key, exc)
+        log.warning("[%s] %s/%s: %s", ctx.settings.cluster_name, *key, exc)
         return None
-    observed = observe_queueing(memo.manager, caches, tj, caches.runtime_of(body), False)
-    ours = set(admissionchecks.our_checks(memo, caches))
-    verdict = _admitted_without_our_check(memo, observed.workload, caches, ours, observed.now)
+    observed = observe_queueing(ctx.manager, caches, tj, caches.runtime_of(body), False)
+    ours = set(admissionchecks.our_checks(ctx, caches))
+    verdict = _admitted_without_our_check(ctx, observed.workload, caches, ours, observed.now)
     # Admitted, sent nowhere, our check Pending since a moment: neither started here nor
     # dispatched, nor judged, until the state is older (intake.PENDING_RESET_GRACE).
     undecided = undecided_for(observed.workload, ours, observed.now)
@@ -99,32 +99,32 @@ def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
         "our admission check is settling" if undecided is not None else None
     )
     plan = jobframework.reconcile_queueing(observed)
-    execute_queue_plan(memo.manager, body, plan, memo.memory)
+    execute_queue_plan(ctx.manager, body, plan, ctx.memory)
     problem = observed.problem
     if verdict is not None:
         problem = RuntimeProblem(NOT_DISPATCHABLE, verdict)
     intake = reconcile_intake(view, problem, observed.now, observed.workload)
     if intake.status is not None or intake.events:
-        execute.execute_intake(memo.manager, memo.memory, view, intake)
+        execute.execute_intake(ctx.manager, ctx.memory, view, intake)
     if undecided is not None:
         return undecided
-    return _dispatch(memo, caches, view, jobframework.expected_workload_name(tj))
+    return _dispatch(ctx, caches, view, jobframework.expected_workload_name(tj))
 
 
-def _not_dispatched(memo: Memo, view: TrainJobView) -> None:
+def _not_dispatched(ctx: Context, view: TrainJobView) -> None:
     """A TrainJob here that MultiKueue does not dispatch: nothing on a manager runs it, and
     spec.managedBy cannot change, so it says so once, as a final Failed (never our finalizer)."""
     if view.deleting or view.finished:
         return
     problem = RuntimeProblem(
-        NOT_DISPATCHED, undispatched_message(view, memo.settings.controller_name)
+        NOT_DISPATCHED, undispatched_message(view, ctx.settings.controller_name)
     )
     intake = reconcile_intake(view, problem, dt.datetime.now(dt.UTC))
     if intake.status is not None or intake.events:
-        execute.execute_intake(memo.manager, memo.memory, view, intake)
+        execute.execute_intake(ctx.manager, ctx.memory, view, intake)
 
 
-def _no_queue(memo: Memo, view: TrainJobView) -> None:
+def _no_queue(ctx: Context, view: TrainJobView) -> None:
     """MultiKueue's by spec.managedBy, but queued nowhere (no queue label, and the namespace
     had no default LocalQueue when it was made): Kueue never admits it, so nobody runs it.
     Said on the TrainJob (Failed, NoQueueName, which goes once the label is added)."""
@@ -139,47 +139,47 @@ def _no_queue(memo: Memo, view: TrainJobView) -> None:
     )
     intake = reconcile_intake(view, problem, dt.datetime.now(dt.UTC))
     if intake.status is not None or intake.events:
-        execute.execute_intake(memo.manager, memo.memory, view, intake)
+        execute.execute_intake(ctx.manager, ctx.memory, view, intake)
 
 
 def _admitted_without_our_check(
-    memo: Memo, wl: Dict | None, caches: Caches, ours: set[str], now: dt.datetime
+    ctx: Context, wl: Dict | None, caches: Caches, ours: set[str], now: dt.datetime
 ) -> str | None:
     """`intake.not_dispatchable` from the caches (`ours`: our AdmissionChecks' names)."""
     return not_dispatchable(
         wl,
         ours,
-        lambda cq: admissionchecks.cq_has_our_check(memo, cq, caches),
-        memo.settings.controller_name,
+        lambda cq: admissionchecks.cq_has_our_check(ctx, cq, caches),
+        ctx.settings.controller_name,
         now,
     )
 
 
-def _dispatch(memo: Memo, caches: Caches, trainjob: TrainJobView, wl_name: str) -> float | None:
+def _dispatch(ctx: Context, caches: Caches, trainjob: TrainJobView, wl_name: str) -> float | None:
     """The MultiKueue check of a TrainJob's Workload: dispatch, watch, sync back, retry."""
     namespace, tj_name = trainjob.key
     cached = caches.workload(namespace, wl_name)
     if cached is None or owner_name(cached.raw) != tj_name:
         return None
     wl = WorkloadView(c.WORKLOAD.stamped(cached.raw))
-    checks = admissionchecks.our_checks(memo, caches)
+    checks = admissionchecks.our_checks(ctx, caches)
     check = next((s["name"] for s in wl.admission_checks if s.get("name") in checks), None)
     if check is None and wl.cluster_name:
         # Dispatched, then Kueue dropped our check from the Workload (it keeps only checks for
         # the flavours assigned, and a Workload that requests nothing is assigned none): keep
         # watching the worker that runs it through the check its ClusterQueue names.
-        check = admissionchecks.our_check_on_cq(memo, wl.cluster_queue, caches)
+        check = admissionchecks.our_check_on_cq(ctx, wl.cluster_queue, caches)
     if check is None or check not in checks:
         return None
     # Room and runtimes on the workers matter only while the Workload waits for one
     # (dispatch steps 6 and 7).
     placing = wl.has_quota and not wl.evicted and not wl.finished and not wl.cluster_name
     clusters = admissionchecks.config_clusters(checks[check], caches) or []
-    chosen, selection_problem = _chosen(trainjob, clusters, memo, caches)
-    runtime = caches.runtime_of(trainjob.raw) if placing and memo.settings.check_runtimes else None
+    chosen, selection_problem = _chosen(trainjob, clusters, ctx, caches)
+    runtime = caches.runtime_of(trainjob.raw) if placing and ctx.settings.check_runtimes else None
     remotes = []
     for cname in clusters:
-        remote = memo.registry.get(cname)
+        remote = ctx.registry.get(cname)
         if remote is None:
             view = RemoteView(cname, False, _lost_for(caches, cname), None, None)
         else:
@@ -189,9 +189,9 @@ def _dispatch(memo: Memo, caches: Caches, trainjob: TrainJobView, wl_name: str) 
                 remote.disconnected_for(),
                 remote.workload(namespace, wl_name),
                 remote.trainjob(namespace, tj_name),
-                memo.registry.namespace_problem(cname, namespace),
+                ctx.registry.namespace_problem(cname, namespace),
                 remote.fit(wl.raw) if placing and cname in chosen else None,
-                taken=memo.registry.taken(cname, namespace, tj_name, wl_name),
+                taken=ctx.registry.taken(cname, namespace, tj_name, wl_name),
             )
             if runtime is not None and cname in chosen:
                 view.runtime_problem = remote.runtime_problem(
@@ -207,31 +207,31 @@ def _dispatch(memo: Memo, caches: Caches, trainjob: TrainJobView, wl_name: str) 
         trainjob=trainjob,
         check=check,
         remotes=remotes,
-        origin=memo.settings.origin,
-        worker_lost_timeout=memo.settings.worker_lost_timeout,
+        origin=ctx.settings.origin,
+        worker_lost_timeout=ctx.settings.worker_lost_timeout,
         now=dt.datetime.now(dt.UTC),
-        retention=memo.settings.retention_seconds,
-        status_coalesce=memo.settings.status_coalesce_seconds,
-        status_held_for=memo.memory.held_for(held_key(namespace, tj_name)),
-        give_up_never_fits=memo.settings.give_up_never_fits,
-        give_up_after=memo.settings.give_up_after_seconds,
+        retention=ctx.settings.retention_seconds,
+        status_coalesce=ctx.settings.status_coalesce_seconds,
+        status_held_for=ctx.memory.held_for(held_key(namespace, tj_name)),
+        give_up_never_fits=ctx.settings.give_up_never_fits,
+        give_up_after=ctx.settings.give_up_after_seconds,
         selection_problem=selection_problem,
     )
-    plan = reconcile_dispatch(observed, strategy(memo.settings))
+    plan = reconcile_dispatch(observed, strategy(ctx.settings))
     retry = execute.execute_dispatch(
-        memo.manager, memo.registry, memo.memory, wl, trainjob, check, plan
+        ctx.manager, ctx.registry, ctx.memory, wl, trainjob, check, plan
     )
     key = (namespace, tj_name)
-    memo.memory.note_held(held_key(*key), plan.status_held)
+    ctx.memory.note_held(held_key(*key), plan.status_held)
     if plan.withheld:  # another look once one of these has more room (watches.on_remote_room)
-        memo.withheld[key] = frozenset(plan.withheld)
+        ctx.withheld[key] = frozenset(plan.withheld)
     else:
-        memo.withheld.pop(key, None)
+        ctx.withheld.pop(key, None)
     return REMOTE_RETRY_SECONDS if retry else plan.requeue_after
 
 
 def _chosen(
-    trainjob: TrainJobView, clusters: list[str], memo: Memo, caches: Caches
+    trainjob: TrainJobView, clusters: list[str], ctx: Context, caches: Caches
 ) -> tuple[set[str], str | None]:
     """The clusters of the queue's MultiKueueConfig the TrainJob's own choice allows
     (selection.py), and why none of them is active when that is so."""
@@ -248,7 +248,7 @@ def _chosen(
             f"{choice.text} matches none of the clusters of its queue's MultiKueueConfig "
             f"({', '.join(clusters) or 'none'})"
         )
-    if not any((r := memo.registry.get(name)) is not None and r.connected for name in chosen):
+    if not any((r := ctx.registry.get(name)) is not None and r.connected for name in chosen):
         return (
             chosen,
             f"{choice.text}: none of the chosen clusters ({', '.join(sorted(chosen))}) is active",
@@ -296,27 +296,27 @@ def _set_finalizer(manager: Cluster, trainjob: TrainJobView, *, add: bool) -> No
             raise
 
 
-def _finalize(memo: Memo, caches: Caches, trainjob: TrainJobView) -> float | None:
+def _finalize(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | None:
     """A deleted manager TrainJob: remove its remote objects, then let it go. As with Kueue,
     a worker that is down never holds the deletion up: its copies are orphans then, which the
     garbage collector removes once the worker is back (by their origin UID)."""
     if c.DISPATCHER_FINALIZER not in trainjob.finalizers:
         return None
     holders = _holders(caches, trainjob)
-    pending = copies.delete_remotes(memo.registry.remotes, trainjob.raw, holders)
+    pending = copies.delete_remotes(ctx.registry.remotes, trainjob.raw, holders)
     if pending:
         sweep = (
             f"the garbage collector removes them once the worker is back (every "
-            f"{memo.settings.gc_interval:g} s)"
-            if memo.settings.gc_interval
+            f"{ctx.settings.gc_interval:g} s)"
+            if ctx.settings.gc_interval
             else "nothing removes them (the garbage collector is off: gcInterval 0)"
         )
         message = (
             f"workers {', '.join(sorted(pending))} unreachable: its copies there stay; {sweep}"
         )
-        log.warning("[%s] %s/%s: %s", memo.settings.cluster_name, *trainjob.key, message)
-        memo.manager.post_event(trainjob.with_kind(), "Warning", "RemoteCleanupDeferred", message)
-    _set_finalizer(memo.manager, trainjob, add=False)
+        log.warning("[%s] %s/%s: %s", ctx.settings.cluster_name, *trainjob.key, message)
+        ctx.manager.post_event(trainjob.with_kind(), "Warning", "RemoteCleanupDeferred", message)
+    _set_finalizer(ctx.manager, trainjob, add=False)
     return None
 
 

@@ -9,8 +9,8 @@ import logging
 import time
 
 from dispatcher.admissionchecks import queue_checks, queue_cluster
+from dispatcher.context import Context
 from dispatcher.copies import collect_garbage
-from dispatcher.memo import Memo
 from trainjob import constants as c
 from trainjob import jobframework
 from trainjob.crd import TRAINJOB_CRD, crd_problem
@@ -19,76 +19,73 @@ from trainjob.views import TrainJobView
 log = logging.getLogger("dispatcher")
 
 
-def _settled(memo: Memo, tj: TrainJobView) -> bool:
+def _settled(ctx: Context, tj: TrainJobView) -> bool:
     """Finished, its Workload finished, and nothing of it left on any worker: no pass can
     change anything, so periodic resyncs skip it (its own events still queue it)."""
     if tj.deleting or not tj.finished:
         return False
     ns = tj.namespace
     wl_name = jobframework.expected_workload_name_of(tj.raw)
-    wl = memo.caches.workload(ns, wl_name)
+    wl = ctx.caches.workload(ns, wl_name)
     if wl is not None and not wl.finished:
         return False
     return not any(
         remote.get("TrainJob", ns, tj.name) or remote.get("Workload", ns, wl_name)
-        for remote in list(memo.registry.remotes.values())
+        for remote in list(ctx.registry.remotes.values())
     )
 
 
-def check_trainjob_crd(memo: Memo) -> None:
-    """Read the TrainJob CRD and keep what is wrong with it (trainjob/crd.py) in the memo,
+def check_trainjob_crd(ctx: Context) -> None:
+    """Read the TrainJob CRD and keep what is wrong with it (trainjob/crd.py) in the context,
     logged once when it appears and when it is mended."""
     try:
-        found = memo.manager.get_or_none(c.CUSTOM_RESOURCE_DEFINITION, TRAINJOB_CRD)
+        found = ctx.manager.get_or_none(c.CUSTOM_RESOURCE_DEFINITION, TRAINJOB_CRD)
     except Exception as exc:  # unreadable (a network blip, RBAC): judge again next pass
-        log.debug("[%s] cannot read the TrainJob CRD: %s", memo.settings.cluster_name, exc)
+        log.debug("[%s] cannot read the TrainJob CRD: %s", ctx.settings.cluster_name, exc)
         return
     problem = crd_problem(found)
-    if problem != memo.crd_problem:
+    if problem != ctx.crd_problem:
         if problem:
-            log.error("[%s] %s", memo.settings.cluster_name, problem)
+            log.error("[%s] %s", ctx.settings.cluster_name, problem)
         else:
-            log.info("[%s] the TrainJob CRD carries our status again", memo.settings.cluster_name)
-    memo.crd_problem = problem
+            log.info("[%s] the TrainJob CRD carries our status again", ctx.settings.cluster_name)
+    ctx.crd_problem = problem
 
 
-def resync_loop(memo: Memo) -> None:
+def resync_loop(ctx: Context) -> None:
     """Level-based safety net, each resync period (sooner when a worker's connection changed):
     every worker connected as its MultiKueueCluster says, and every MultiKueueCluster, our
     AdmissionChecks and every TrainJob in flight queued; plus the orphan sweep on the
     workers."""
     last_gc = time.monotonic()
-    while not memo.stop.is_set():
-        memo.resync_now.wait(memo.settings.resync_seconds)
-        memo.resync_now.clear()
-        if memo.stop.is_set():
+    while not ctx.stop.is_set():
+        ctx.resync_now.wait(ctx.settings.resync_seconds)
+        ctx.resync_now.clear()
+        if ctx.stop.is_set():
             continue
-        check_trainjob_crd(memo)  # every replica: each one answers the webhooks
-        if not memo.synced.is_set() or not memo.leads():
+        check_trainjob_crd(ctx)  # every replica: each one answers the webhooks
+        if not ctx.synced.is_set() or not ctx.leads():
             continue
-        memo.queue.log_stats(memo.settings.cluster_name)
-        caches = memo.caches
+        ctx.queue.log_stats(ctx.settings.cluster_name)
+        caches = ctx.caches
         try:
             for mkc in caches.clusters():
                 try:  # one broken MultiKueueCluster must not hold up the others, or the pass
-                    memo.registry.connect(mkc)
+                    ctx.registry.connect(mkc)
                 except Exception:
                     log.exception(
                         "[%s] MultiKueueCluster %s: cannot connect",
-                        memo.settings.cluster_name,
+                        ctx.settings.cluster_name,
                         mkc["metadata"]["name"],
                     )
-                queue_cluster(memo, mkc["metadata"]["name"])
-            queue_checks(memo)
+                queue_cluster(ctx, mkc["metadata"]["name"])
+            queue_checks(ctx)
             for key in caches.trainjob_keys():
                 tj = caches.trainjob(*key)
-                if tj is not None and tj.multikueue and not _settled(memo, tj):
-                    memo.queue.resync(key)
-            if (
-                memo.settings.gc_interval
-                and time.monotonic() - last_gc >= memo.settings.gc_interval
-            ):
+                if tj is not None and tj.multikueue and not _settled(ctx, tj):
+                    ctx.queue.resync(key)
+            if ctx.settings.gc_interval and time.monotonic() - last_gc >= ctx.settings.gc_interval:
                 last_gc = time.monotonic()
-                collect_garbage(memo.registry.remotes, caches)
+                collect_garbage(ctx.registry.remotes, caches)
         except Exception:  # keep resyncing whatever one pass hit
-            log.exception("[%s] resync pass failed", memo.settings.cluster_name)
+            log.exception("[%s] resync pass failed", ctx.settings.cluster_name)

@@ -10,7 +10,7 @@ import threading
 from typing import Any
 
 from dispatcher import admissionchecks, resync
-from dispatcher.memo import Memo
+from dispatcher.context import Context
 from dispatcher.mirror import mirror
 from kubecontrol import controller
 from kubecontrol.controller import Watch
@@ -21,19 +21,19 @@ from trainjob.caches import WATCHDOG_CACHES, Index
 from trainjob.naming import owner_name
 
 
-def watches(memo: Memo) -> list[Watch]:
+def watches(ctx: Context) -> list[Watch]:
     """Every kind the dispatcher keeps on the manager, and what a change of each does."""
 
     def trainjob_changed(_type: str, trainjob: Dict) -> None:
-        memo.queue.add((trainjob["metadata"]["namespace"], trainjob["metadata"]["name"]))
+        ctx.queue.add((trainjob["metadata"]["namespace"], trainjob["metadata"]["name"]))
 
     def check_changed(_type: str, _obj: Dict) -> None:
-        admissionchecks.queue_checks(memo)
+        admissionchecks.queue_checks(ctx)
 
     return [
         Watch(Index.TRAINJOBS, c.TRAINJOB, trainjob_changed),
-        Watch(Index.WORKLOADS, c.WORKLOAD, lambda _type, wl: _enqueue_owner(memo, wl)),
-        Watch(Index.CLUSTERS, c.MULTIKUEUE_CLUSTER, lambda t, mkc: on_cluster_event(memo, t, mkc)),
+        Watch(Index.WORKLOADS, c.WORKLOAD, lambda _type, wl: _enqueue_owner(ctx, wl)),
+        Watch(Index.CLUSTERS, c.MULTIKUEUE_CLUSTER, lambda t, mkc: on_cluster_event(ctx, t, mkc)),
         Watch(Index.CHECKS, c.ADMISSION_CHECK, check_changed),
         Watch(Index.CONFIGS, c.MULTIKUEUE_CONFIG, check_changed),
         # Read from the cache only: their changes queue nothing.
@@ -48,48 +48,48 @@ def watches(memo: Memo) -> list[Watch]:
 # ---- start-up ---------------------------------------------------------------------------------
 
 
-def on_synced(memo: Memo) -> None:
+def on_synced(ctx: Context) -> None:
     """Once the caches are in: the workers' Secrets, the work queue, the resync loop and the
     watchdog."""
-    resync.check_trainjob_crd(memo)
-    memo.registry.watch_secrets(lambda name: on_secret_change(memo, name))
-    memo.queue.start()
-    threading.Thread(target=resync.resync_loop, args=(memo,), name="resync", daemon=True).start()
-    controller.start_watchdog(memo, memo.manager, WATCHDOG_CACHES)
+    resync.check_trainjob_crd(ctx)
+    ctx.registry.watch_secrets(lambda name: on_secret_change(ctx, name))
+    ctx.queue.start()
+    threading.Thread(target=resync.resync_loop, args=(ctx,), name="resync", daemon=True).start()
+    controller.start_watchdog(ctx, ctx.manager, WATCHDOG_CACHES)
 
 
-def on_leading(memo: Memo) -> None:
+def on_leading(ctx: Context) -> None:
     """A new leader looks at everything at once: the last one may have stopped mid-pass."""
-    memo.resync_now.set()
+    ctx.resync_now.set()
 
 
 # ---- MultiKueueClusters, their kubeconfig Secrets, AdmissionChecks and configs -------------
 
 
-def on_cluster_event(memo: Memo, etype: str, mkc: Dict) -> None:
+def on_cluster_event(ctx: Context, etype: str, mkc: Dict) -> None:
     """A MultiKueueCluster changed: every replica connects to its worker (or lets it go); its
     status and our checks' are queued."""
     name = mkc["metadata"]["name"]
     if etype == "DELETED":
-        memo.registry.forget(name)
-        admissionchecks.queue_checks(memo)
+        ctx.registry.forget(name)
+        admissionchecks.queue_checks(ctx)
         return
-    memo.registry.connect(mkc)
-    admissionchecks.queue_cluster(memo, name)
-    admissionchecks.queue_checks(memo)
-    if memo.registry.labels_changed(name, dict(mkc["metadata"].get("labels") or {})):
-        memo.resync_now.set()  # TrainJobs choosing clusters by label take another look
+    ctx.registry.connect(mkc)
+    admissionchecks.queue_cluster(ctx, name)
+    admissionchecks.queue_checks(ctx)
+    if ctx.registry.labels_changed(name, dict(mkc["metadata"].get("labels") or {})):
+        ctx.resync_now.set()  # TrainJobs choosing clusters by label take another look
 
 
-def on_secret_change(memo: Memo, name: str) -> None:
+def on_secret_change(ctx: Context, name: str) -> None:
     """A Secret of our namespace changed: reconnect the clusters whose kubeconfig it holds."""
-    if not memo.synced.is_set():
+    if not ctx.synced.is_set():
         return  # the first resync pass reads every cluster's Secret anyway
-    for mkc in memo.caches.clusters():
+    for mkc in ctx.caches.clusters():
         ref = ((mkc.get("spec") or {}).get("clusterSource") or {}).get("kubeConfig") or {}
         if ref.get("location") == name:
-            memo.registry.connect(mkc)
-            admissionchecks.queue_cluster(memo, mkc["metadata"]["name"])
+            ctx.registry.connect(mkc)
+            admissionchecks.queue_cluster(ctx, mkc["metadata"]["name"])
 
 
 # ---- Workloads and TrainJobs, here and on the workers: queue the TrainJob ------------------
@@ -98,42 +98,42 @@ def on_secret_change(memo: Memo, name: str) -> None:
 # caches (kubecontrol/workqueue.py).
 
 
-def _enqueue_owner(memo: Memo, workload: dict[str, Any] | None) -> None:
+def _enqueue_owner(ctx: Context, workload: dict[str, Any] | None) -> None:
     owner = owner_name(workload)
     if workload is not None and owner:
-        memo.queue.add((workload["metadata"]["namespace"], owner))
+        ctx.queue.add((workload["metadata"]["namespace"], owner))
 
 
-def on_remote_change(memo: Memo, namespace: str, name: str, urgent: bool = False) -> None:
+def on_remote_change(ctx: Context, namespace: str, name: str, urgent: bool = False) -> None:
     """A worker's Workload or TrainJob changed: queue the manager TrainJob it belongs to. A
     remote TrainJob whose run ended (`urgent`: its end to bring back, manager quota to free)
     takes the fast lane; other changes queue as usual, so the fast lane stays short."""
-    if not memo.synced.is_set():
+    if not ctx.synced.is_set():
         return  # the first resync pass looks at everything
-    caches = memo.caches
+    caches = ctx.caches
     if caches.trainjob(namespace, name) is not None:
-        memo.queue.add((namespace, name), urgent=urgent)
+        ctx.queue.add((namespace, name), urgent=urgent)
     elif (wl := caches.workload(namespace, name)) is not None:
-        _enqueue_owner(memo, wl.raw)
+        _enqueue_owner(ctx, wl.raw)
 
 
-def on_remote_room(memo: Memo, cluster: str) -> None:
+def on_remote_room(ctx: Context, cluster: str) -> None:
     """A worker may take a copy held back from it now (a ClusterQueue there has more room, or
     a queue or a runtime appeared or changed): the TrainJobs that sent it none take another
-    look (reconcile.py keeps `memo.withheld`)."""
-    if not memo.synced.is_set():
+    look (reconcile.py keeps `ctx.withheld`)."""
+    if not ctx.synced.is_set():
         return
-    for key, clusters in list(memo.withheld.items()):
+    for key, clusters in list(ctx.withheld.items()):
         if cluster in clusters:
-            memo.queue.add(key)
+            ctx.queue.add(key)
 
 
-def on_remote_event(memo: Memo, cluster: str, event: dict[str, Any]) -> None:
+def on_remote_event(ctx: Context, cluster: str, event: dict[str, Any]) -> None:
     """A worker's Event about a TrainJob or a pod's warning: recorded again on the manager
     TrainJob it is about (mirror.py), by the leader, once."""
-    if not memo.synced.is_set() or not memo.leads():
+    if not ctx.synced.is_set() or not ctx.leads():
         return
-    remote = memo.registry.get(cluster)
+    remote = ctx.registry.get(cluster)
     namespace = (event.get("metadata") or {}).get("namespace", "")
     involved = event.get("involvedObject") or {}
     if remote is None:
@@ -146,19 +146,19 @@ def on_remote_event(memo: Memo, cluster: str, event: dict[str, Any]) -> None:
             for t in remote.items("TrainJob")
             if t["metadata"].get("namespace") == namespace
         ]
-    found = mirror(event, cluster, ours, memo.settings.mirror_events == "Warning")
+    found = mirror(event, cluster, ours, ctx.settings.mirror_events == "Warning")
     if found is None:
         return
-    caches = memo.caches
+    caches = ctx.caches
     tj = caches.trainjob(namespace, found.trainjob)
     if tj is None:
         return
     wl = caches.workload(namespace, jobframework.expected_workload_name_of(tj.raw))
     if cluster not in (tj.cluster_name, wl.cluster_name if wl is not None else None):
         return  # only the worker that runs it speaks for it
-    memo.manager.post_event(tj.with_kind(), found.type, found.reason, found.message, found.name)
+    ctx.manager.post_event(tj.with_kind(), found.type, found.reason, found.message, found.name)
 
 
-def on_remote_state(memo: Memo, cluster: str) -> None:
+def on_remote_state(ctx: Context, cluster: str) -> None:
     """A worker connected or went away: every TrainJob still in flight takes another look."""
-    memo.resync_now.set()
+    ctx.resync_now.set()

@@ -15,7 +15,7 @@ from functools import partial
 from typing import TypeVar
 
 from dispatcher.admissionchecks import Getter, cq_has_our_check
-from dispatcher.memo import Memo
+from dispatcher.context import Context
 from dispatcher.selection import SelectionError, selection_of
 from kubecontrol.admission import Verdict, refuse
 from kubecontrol.kinds import Kind
@@ -28,31 +28,31 @@ from trainjob.caches import Caches
 T = TypeVar("T")
 
 
-def routes(memo: Memo) -> dict[str, Handler]:
+def routes(ctx: Context) -> dict[str, Handler]:
     """The paths our webhook configurations call (deploy/manager/webhooks.yaml). Kept while
     we are down, with failurePolicy Fail, as Kueue's are: a TrainJob created meanwhile is
     refused, not accepted without managedBy, which is immutable and would leave it on the
     manager with nobody to run it."""
     return {
-        "/suspend-and-route": partial(on_mutate, memo),
-        "/queue-exists": partial(on_validate, memo),
+        "/suspend-and-route": partial(on_mutate, ctx),
+        "/queue-exists": partial(on_validate, ctx),
     }
 
 
-async def on_mutate(memo: Memo, admission: Dict) -> Verdict:
-    if memo.crd_problem:  # the manager could not keep track of where the job runs
-        return refuse(memo.crd_problem)
+async def on_mutate(ctx: Context, admission: Dict) -> Verdict:
+    if ctx.crd_problem:  # the manager could not keep track of where the job runs
+        return refuse(ctx.crd_problem)
     body, namespace = _object(admission)
-    caches = memo.caches
+    caches = ctx.caches
     queue = rules.queue_of(body)
     defaulted = None
     if queue is None:
         default_lq = await _answer(
-            memo, lambda get: _local_queue(namespace, c.DEFAULT_LOCAL_QUEUE, caches, get)
+            ctx, lambda get: _local_queue(namespace, c.DEFAULT_LOCAL_QUEUE, caches, get)
         )
         queue = defaulted = rules.defaults_to_queue(body, namespace, default_lq is not None)
     multikueue = bool(queue) and await _answer(
-        memo, lambda get: _routes_to_multikueue(memo, namespace, str(queue), caches, get)
+        ctx, lambda get: _routes_to_multikueue(ctx, namespace, str(queue), caches, get)
     )
     now = dt.datetime.now(dt.UTC)
     changes = rules.mutate_on_create(body, now, multikueue_queue=multikueue, queue=defaulted)
@@ -66,7 +66,7 @@ async def on_mutate(memo: Memo, admission: Dict) -> Verdict:
     return Verdict(patch=rules.trainjob_patch(body, changes, finalizers, defaulted))
 
 
-async def on_validate(memo: Memo, admission: Dict) -> Verdict:
+async def on_validate(ctx: Context, admission: Dict) -> Verdict:
     """Refuse a TrainJob whose choice of clusters cannot be read, or that cannot run on its
     runtime (trainjob/admission.py: runtime_refusal). A queue or runtime that does not exist
     (yet) is no reason to refuse: as with Kueue, the Workload waits for it, so manifests apply
@@ -76,7 +76,7 @@ async def on_validate(memo: Memo, admission: Dict) -> Verdict:
         selection_of((body.get("metadata") or {}).get("annotations"))
     except SelectionError as exc:
         return refuse(str(exc))
-    runtime = memo.caches.runtime_of({**body, "metadata": {"namespace": namespace}})
+    runtime = ctx.caches.runtime_of({**body, "metadata": {"namespace": namespace}})
     # Bounded work (trainjob/runtime/limits.py), off the loop all the same.
     why = await asyncio.to_thread(rules.runtime_refusal, body, namespace, runtime)
     return Verdict() if why is None else refuse(why)
@@ -101,13 +101,13 @@ def _not_cached(kind: Kind, name: str, namespace: str | None) -> Dict | None:
     raise _NotCached(kind.kind, name)
 
 
-async def _answer(memo: Memo, question: Callable[[Getter], T]) -> T:
+async def _answer(ctx: Context, question: Callable[[Getter], T]) -> T:
     """`question(get)` from the caches alone, on the loop; asked again in a thread, where
     `get` reads from the API server, when it needs an object the caches do not hold."""
     try:
         return question(_not_cached)
     except _NotCached:
-        return await asyncio.to_thread(question, memo.manager.get_or_none)
+        return await asyncio.to_thread(question, ctx.manager.get_or_none)
 
 
 def _local_queue(namespace: str, name: str, caches: Caches, get: Getter) -> Dict | None:
@@ -117,9 +117,9 @@ def _local_queue(namespace: str, name: str, caches: Caches, get: Getter) -> Dict
 
 
 def _routes_to_multikueue(
-    memo: Memo, namespace: str, queue: str, caches: Caches, get: Getter
+    ctx: Context, namespace: str, queue: str, caches: Caches, get: Getter
 ) -> bool:
     lq = _local_queue(namespace, queue, caches, get)
     if lq is None:  # not there yet: on a manager that runs none, MultiKueue is the only way
-        return not memo.settings.manager_runs_trainjobs
-    return cq_has_our_check(memo, lq["spec"]["clusterQueue"], caches, get)
+        return not ctx.settings.manager_runs_trainjobs
+    return cq_has_our_check(ctx, lq["spec"]["clusterQueue"], caches, get)

@@ -1,4 +1,4 @@
-"""Reads of the watch caches a controller keeps (`ControllerMemo.indexes`, filled by the
+"""Reads of the watch caches a controller keeps (`ControllerContext.indexes`, filled by the
 informers of its `Watch` table, kubecontrol/controller.py). Every cache maps a key to the
 objects under it: a name for cluster-scoped kinds, (namespace, name) for namespaced ones, and
 for a grouped cache (`Watch.groups`) the group's key, e.g. the owner of a set of objects.

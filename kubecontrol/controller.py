@@ -1,4 +1,4 @@
-"""What both controllers run on: their shared memo, their watches (one table each), leader
+"""What both controllers run on: their shared context, their watches (one table each), leader
 election, probes, webhook serving, and the main loop.
 
 A controller declares what it watches in a list of `Watch`es (kind, selectors, the cache it
@@ -106,9 +106,9 @@ def connect(ours: ControllerSettings, field_manager: str) -> Cluster:
 
 
 @dataclass(kw_only=True, eq=False)
-class ControllerMemo:
+class ControllerContext:
     """What every part of a controller shares: settings, caches, queue, leadership; each
-    controller's memo adds its own (connections, write memory ...), as explicit fields."""
+    controller's context adds its own (connections, write memory ...), as explicit fields."""
 
     settings: ControllerSettings
     stop: threading.Event = field(default_factory=threading.Event)
@@ -184,15 +184,15 @@ def _hint(error: str) -> str:
     return error[:200]
 
 
-def elect(memo: ControllerMemo, cluster: Cluster, on_started: Callable[[], None]) -> None:
+def elect(ctx: ControllerContext, cluster: Cluster, on_started: Callable[[], None]) -> None:
     """With --leader-elect, campaign for the Lease: the work queue runs only while we lead,
-    and `memo.leads` gates every write, each sent within the Lease's write budget
+    and `ctx.leads` gates every write, each sent within the Lease's write budget
     (kubecontrol/leader.py). Without it, this replica leads alone. Either way the
     queue waits for the caches (`run`)."""
-    ours = memo.settings
-    memo.queue.pause()
+    ours = ctx.settings
+    ctx.queue.pause()
     if not ours.leader_elect:
-        memo.elector = None
+        ctx.elector = None
         return
     namespace = ours.leader_election_namespace or own_namespace()
     lease = f"{namespace}/{ours.leader_election_id}"
@@ -200,14 +200,14 @@ def elect(memo: ControllerMemo, cluster: Cluster, on_started: Callable[[], None]
 
     def started() -> None:
         metrics.LEADER.labels(lease).set(1)
-        memo.gate_queue()
+        ctx.gate_queue()
         on_started()
 
     def stopped() -> None:
         metrics.LEADER.labels(lease).set(0)
-        memo.gate_queue()
+        ctx.gate_queue()
 
-    memo.elector = LeaderElector(
+    ctx.elector = LeaderElector(
         cluster.ungated(),
         namespace,
         ours.leader_election_id,
@@ -218,9 +218,9 @@ def elect(memo: ControllerMemo, cluster: Cluster, on_started: Callable[[], None]
         on_started=started,
         on_stopped=stopped,
     )
-    cluster.write_budget = memo.elector.write_budget
+    cluster.write_budget = ctx.elector.write_budget
     metrics.LEADER.labels(lease).set(0)
-    memo.elector.start()
+    ctx.elector.start()
 
 
 def own_namespace() -> str:
@@ -234,13 +234,13 @@ def own_namespace() -> str:
         return "default"
 
 
-def start_watchdog(memo: ControllerMemo, cluster: Cluster, watched: Mapping[str, Kind]) -> None:
+def start_watchdog(ctx: ControllerContext, cluster: Cluster, watched: Mapping[str, Kind]) -> None:
     """Compare the caches `watched` (index name -> kind) with the API every
     --watch-check-seconds (kubecontrol/watchdog.py); a frozen watch's informer lists again."""
 
     def cached(index: str) -> Callable[[], Iterable[tuple[Hashable, str]]]:
         def versions() -> list[tuple[Hashable, str]]:
-            store = memo.indexes[index]
+            store = ctx.indexes[index]
             return [
                 (key, str(body["metadata"]["resourceVersion"]))
                 for key in list(store)
@@ -250,16 +250,16 @@ def start_watchdog(memo: ControllerMemo, cluster: Cluster, watched: Mapping[str,
 
         return versions
 
-    checks = [(k, cached(index), memo.informers[index].relist) for index, k in watched.items()]
-    WatchDog(cluster.ungated(), checks, memo.settings.watch_check_seconds).start(
-        memo.stop, memo.synced
+    checks = [(k, cached(index), ctx.informers[index].relist) for index, k in watched.items()]
+    WatchDog(cluster.ungated(), checks, ctx.settings.watch_check_seconds).start(
+        ctx.stop, ctx.synced
     )
 
 
-def _keep_certificate(memo: ControllerMemo, cluster: Cluster) -> None:
+def _keep_certificate(ctx: ControllerContext, cluster: Cluster) -> None:
     """Start keeping our webhook certificate; wait until its files exist (a standby waits
     for the leader to create the Secret) so the webhook server can start."""
-    ours = memo.settings
+    ours = ctx.settings
     namespace = own_namespace()
     hosts = [
         *(service_names(ours.webhook_service, namespace) if ours.webhook_service else []),
@@ -272,14 +272,14 @@ def _keep_certificate(memo: ControllerMemo, cluster: Cluster) -> None:
         hosts,
         ours.webhook_configurations,
         ours.webhook_cert_dir,
-        memo.leads,
+        ctx.leads,
     )
-    keeper.start(memo.stop)
+    keeper.start(ctx.stop)
     keeper.ready.wait()
 
 
 def run(
-    memo: ControllerMemo,
+    ctx: ControllerContext,
     cluster: Cluster,
     watches: Iterable[Watch],
     webhooks: Mapping[str, Handler] | None = None,
@@ -291,10 +291,10 @@ def run(
     the controller's own loops), open the work queue (when leading) and replay the caches to
     the watches' handlers. Return after SIGTERM or SIGINT, with everything stopped.
     `webhook_resource` (group, plural): the kind the webhooks judge (others pass unchanged)."""
-    ours = memo.settings
+    ours = ctx.settings
     try:
         serve_probes(
-            ours.bind_address, ours.health_port, memo.not_ready, metrics=not ours.metrics_port
+            ours.bind_address, ours.health_port, ctx.not_ready, metrics=not ours.metrics_port
         )
         if ours.metrics_port:
             cert, key = _metrics_certificate()
@@ -304,7 +304,7 @@ def run(
         files = ours.webhook_files
         if files is not None and webhooks:
             if ours.webhook_cert_secret:
-                _keep_certificate(memo, cluster)
+                _keep_certificate(ctx, cluster)
             # Every replica serves the webhooks (a Service spreads the calls); the webhook
             # configurations are the install's (deploy/).
             WebhookServer(
@@ -312,27 +312,27 @@ def run(
                 int(ours.webhook_port or 0),
                 files,
                 webhooks,
-                memo.synced,
+                ctx.synced,
                 resource=webhook_resource,
-            ).start(memo.stop)
+            ).start(ctx.stop)
     except OSError as exc:  # a port taken, a certificate that does not load (ssl.SSLError)
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    _stop_on_signals(memo.stop)
+    _stop_on_signals(ctx.stop)
     table = list(watches)
-    start_watches(memo, cluster, table)
+    start_watches(ctx, cluster, table)
     try:
-        if _wait_synced(memo):
-            memo.synced.set()
+        if _wait_synced(ctx):
+            ctx.synced.set()
             on_synced()
-            memo.gate_queue()
+            ctx.gate_queue()
             for watch in table:
                 if watch.on_event is not None:
-                    memo.informers[watch.index].replay()
-            log.info("caches synced: %s", ", ".join(sorted(memo.informers)))
-        memo.stop.wait()
+                    ctx.informers[watch.index].replay()
+            log.info("caches synced: %s", ", ".join(sorted(ctx.informers)))
+        ctx.stop.wait()
     finally:
-        memo.shut_down()
+        ctx.shut_down()
 
 
 def _metrics_certificate() -> tuple[Path, Path]:
@@ -347,33 +347,33 @@ def _metrics_certificate() -> tuple[Path, Path]:
     return where / "tls.crt", where / "tls.key"
 
 
-def start_watches(memo: ControllerMemo, cluster: Cluster, watches: list[Watch]) -> None:
-    """One informer per watch, its caches in `memo.indexes`; events reach the watch's
-    handler only once `memo.synced` is set (a handler's failure is the informer's to log)."""
+def start_watches(ctx: ControllerContext, cluster: Cluster, watches: list[Watch]) -> None:
+    """One informer per watch, its caches in `ctx.indexes`; events reach the watch's
+    handler only once `ctx.synced` is set (a handler's failure is the informer's to log)."""
     for watch in watches:
         informer = Informer(
             cluster.api,
             watch.kind,
-            _after_sync(memo.synced, watch.on_event),
+            _after_sync(ctx.synced, watch.on_event),
             label_selector=watch.label_selector,
             field_selector=watch.field_selector,
-            name=f"{memo.settings.cluster_name}-{watch.index}",
+            name=f"{ctx.settings.cluster_name}-{watch.index}",
             transform=watch.transform,
             group_by=watch.group_by,
-            on_state=functools.partial(_note_state, memo, watch.index),
+            on_state=functools.partial(_note_state, ctx, watch.index),
         )
-        memo.informers[watch.index] = informer
-        memo.indexes[watch.index] = informer.view
+        ctx.informers[watch.index] = informer
+        ctx.indexes[watch.index] = informer.view
         if watch.groups:
-            memo.indexes[watch.groups] = informer.groups
+            ctx.indexes[watch.groups] = informer.groups
         informer.start()
 
 
-def _note_state(memo: ControllerMemo, index: str, ok: bool, error: str) -> None:
+def _note_state(ctx: ControllerContext, index: str, ok: bool, error: str) -> None:
     if ok:
-        memo.watch_errors.pop(index, None)
+        ctx.watch_errors.pop(index, None)
     else:
-        memo.watch_errors[index] = error
+        ctx.watch_errors[index] = error
 
 
 def _after_sync(
@@ -386,22 +386,22 @@ def _after_sync(
     return deliver
 
 
-def _wait_synced(memo: ControllerMemo) -> bool:
+def _wait_synced(ctx: ControllerContext) -> bool:
     """Wait until every watch has listed (True), or the process is told to stop (False);
     say every 30 s which are still waiting."""
     waited = 0.0
-    for informer in memo.informers.values():
+    for informer in ctx.informers.values():
         while not informer.synced.wait(1.0):
-            if memo.stop.is_set():
+            if ctx.stop.is_set():
                 return False
             waited += 1.0
             if waited % 30 == 0:
-                pending = [n for n, i in memo.informers.items() if not i.synced.is_set()]
+                pending = [n for n, i in ctx.informers.items() if not i.synced.is_set()]
                 log.warning(
                     "still listing after %.0fs: %s%s",
                     waited,
                     ", ".join(pending),
-                    memo.unsynced_errors(),
+                    ctx.unsynced_errors(),
                 )
     return True
 

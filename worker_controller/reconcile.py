@@ -23,26 +23,26 @@ from trainjob.models import parse_trainjob
 from trainjob.naming import controlled_by
 from trainjob.status_writes import held_key
 from worker_controller import execute, status
+from worker_controller.context import Context
 from worker_controller.decide import Blocked, Observed, Plan, reconcile_trainjob
-from worker_controller.memo import Memo
 
 log = logging.getLogger("worker_controller")
 
 
-def sync_trainjob(memo: Memo, key: tuple[str, str]) -> float | None:
+def sync_trainjob(ctx: Context, key: tuple[str, str]) -> float | None:
     """One pass for a TrainJob; returns the seconds after which it wants another (deadlines)."""
-    cached = memo.caches.trainjob(*key)
-    if cached is None or cached.uid in memo.gone:
+    cached = ctx.caches.trainjob(*key)
+    if cached is None or cached.uid in ctx.gone:
         return None
     trainjob = cached.with_kind()  # the cache's own
     try:
-        return _sync(memo, memo.caches, key, trainjob)
+        return _sync(ctx, ctx.caches, key, trainjob)
     except ApiException as exc:
-        if exc.status in (400, 403, 404, 422) and _gone(memo.cluster, trainjob):
-            memo.gone.add(trainjob["metadata"]["uid"])
+        if exc.status in (400, 403, 404, 422) and _gone(ctx.cluster, trainjob):
+            ctx.gone.add(trainjob["metadata"]["uid"])
             log.warning(
                 "[%s] %s/%s: gone from the API but still in the watch cache; forgotten",
-                memo.settings.cluster_name,
+                ctx.settings.cluster_name,
                 *key,
             )
             return None
@@ -56,7 +56,7 @@ def _gone(cluster: Cluster, trainjob: Dict) -> bool:
     return found is None or found["metadata"].get("uid") != meta.get("uid")
 
 
-def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> float | None:
+def _sync(ctx: Context, caches: Caches, key: tuple[str, str], trainjob: Dict) -> float | None:
     namespace, name = key
     runtime = caches.runtime_of(trainjob)
     uid = str(trainjob["metadata"].get("uid", ""))
@@ -65,13 +65,13 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
     if jobframework.is_queued_body(trainjob):
         active = any(_has_active_pods(j) for j in jobs.values())
         observed = observe_queueing(
-            memo.cluster, caches, parse_trainjob(trainjob, stored=True), runtime, active
+            ctx.cluster, caches, parse_trainjob(trainjob, stored=True), runtime, active
         )
         qplan = jobframework.reconcile_queueing(observed)
-        execute_queue_plan(memo.cluster, trainjob, qplan, memo.memory)
+        execute_queue_plan(ctx.cluster, trainjob, qplan, ctx.memory)
         if qplan.changes_trainjob:
             return None  # the TrainJob's own update event continues from the new spec
-    elif _held(memo, namespace, trainjob) and _hold_without_queue(memo, trainjob):
+    elif _held(ctx, namespace, trainjob) and _hold_without_queue(ctx, trainjob):
         return None  # suspended now: its update event continues
     services = caches.services_of(key)
     named = None
@@ -81,8 +81,8 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
         and not trainjob_finished((trainjob.get("status") or {}).get("conditions") or [])
     ):
         # Only then can a foreign Service block ours: ask the API.
-        named = memo.cluster.get_or_none(c.SERVICE, name, namespace)
-    pods = caches.pods_of(key) if memo.settings.pod_summary else None
+        named = ctx.cluster.get_or_none(c.SERVICE, name, namespace)
+    pods = caches.pods_of(key) if ctx.settings.pod_summary else None
     observed_tj = Observed(
         trainjob=trainjob,
         runtime=runtime,
@@ -94,49 +94,49 @@ def _sync(memo: Memo, caches: Caches, key: tuple[str, str], trainjob: Dict) -> f
         pod_create_failures=_pod_create_failures(caches, namespace, jobs)
         if pods is not None
         else {},
-        status_coalesce=memo.settings.status_coalesce_seconds,
-        status_held_for=memo.memory.held_for(held_key(*key)),
-        blocked=memo.blocked.get(uid),
+        status_coalesce=ctx.settings.status_coalesce_seconds,
+        status_held_for=ctx.memory.held_for(held_key(*key)),
+        blocked=ctx.blocked.get(uid),
     )
     plan = reconcile_trainjob(observed_tj)
-    blocked = execute.execute(memo.cluster, trainjob, plan, memo.made.setdefault(uid, set()))
-    memo.memory.note_held(held_key(*key), plan.status_held)
-    return _note_blocked(memo, uid, plan, blocked, was=observed_tj.blocked)
+    blocked = execute.execute(ctx.cluster, trainjob, plan, ctx.made.setdefault(uid, set()))
+    ctx.memory.note_held(held_key(*key), plan.status_held)
+    return _note_blocked(ctx, uid, plan, blocked, was=observed_tj.blocked)
 
 
 def _note_blocked(
-    memo: Memo, uid: str, plan: Plan, blocked: Blocked | None, was: Blocked | None
+    ctx: Context, uid: str, plan: Plan, blocked: Blocked | None, was: Blocked | None
 ) -> float | None:
     """Keep why the pass could not make an object the TrainJob needs (a pass that tried to
     make or change something says where it stands), for the next pass's condition; and when
     in the next pass to be: soon while blocked, or when the condition is to be cleared."""
     if plan.create or plan.apply or plan.ssh_secret:
         if blocked is None:
-            memo.blocked.pop(uid, None)
+            ctx.blocked.pop(uid, None)
         else:
-            memo.blocked[uid] = blocked
-    if blocked is not None or (was is not None and uid not in memo.blocked):
+            ctx.blocked[uid] = blocked
+    if blocked is not None or (was is not None and uid not in ctx.blocked):
         return min(
             plan.requeue_after or execute.BLOCKED_RETRY_SECONDS, execute.BLOCKED_RETRY_SECONDS
         )
     return plan.requeue_after
 
 
-def _held(memo: Memo, namespace: str, trainjob: Dict) -> bool:
+def _held(ctx: Context, namespace: str, trainjob: Dict) -> bool:
     """No queue, on a cluster whose Kueue manages such jobs all the same, and not finished."""
     return admission.held_without_queue(
-        trainjob, namespace, memo.settings.manage_jobs_without_queue_name
+        trainjob, namespace, ctx.settings.manage_jobs_without_queue_name
     ) and not trainjob_finished((trainjob.get("status") or {}).get("conditions") or [])
 
 
-def _hold_without_queue(memo: Memo, trainjob: Dict) -> bool:
+def _hold_without_queue(ctx: Context, trainjob: Dict) -> bool:
     """Kueue's manageJobsWithoutQueueName: no queue, so it waits suspended, and says why once.
     True when it was running and is suspended now (its update event continues)."""
     meta = trainjob["metadata"]
     uid = str(meta.get("uid", ""))
-    if uid not in memo.held_told:
-        memo.held_told.add(uid)
-        memo.cluster.post_event(
+    if uid not in ctx.held_told:
+        ctx.held_told.add(uid)
+        ctx.cluster.post_event(
             trainjob,
             "Warning",
             c.REASON_NO_QUEUE,
@@ -147,7 +147,7 @@ def _hold_without_queue(memo: Memo, trainjob: Dict) -> bool:
         )
     if (trainjob.get("spec") or {}).get("suspend"):
         return False
-    memo.cluster.patch(
+    ctx.cluster.patch(
         c.TRAINJOB,
         meta["name"],
         meta["namespace"],

@@ -20,25 +20,25 @@ from trainjob.models import prebuilt_workload_of
 from trainjob.naming import owner_name, owning_trainjob
 from trainjob.workload import workload_name
 from worker_controller import status
-from worker_controller.memo import Memo
+from worker_controller.context import Context
 
 log = logging.getLogger("worker_controller.watches")
 
 
-def watches(memo: Memo) -> list[Watch]:
+def watches(ctx: Context) -> list[Watch]:
     """Every kind the worker controller keeps, and what a change of each queues."""
 
     def trainjob_changed(etype: str, trainjob: Dict) -> None:
         if etype != "DELETED":
-            memo.queue.add(_key(trainjob))
+            ctx.queue.add(_key(trainjob))
 
     def job_changed(_type: str, job: Dict) -> None:
-        memo.queue.add(_controller(job))
+        ctx.queue.add(_controller(job))
 
     def workload_changed(_type: str, workload: Dict) -> None:
-        owner = memo.caches.trainjob_by_workload(*_key(workload))
+        owner = ctx.caches.trainjob_by_workload(*_key(workload))
         if owner is not None:
-            memo.queue.add(owner.key)
+            ctx.queue.add(owner.key)
 
     table = [
         Watch(
@@ -70,13 +70,13 @@ def watches(memo: Memo) -> list[Watch]:
         Watch(Index.CLUSTER_RUNTIMES, c.CLUSTER_TRAINING_RUNTIME),
         Watch(Index.FLAVORS, c.RESOURCE_FLAVOR),
     ]
-    if memo.settings.pod_summary:
+    if ctx.settings.pod_summary:
         table += [
             # Our pods, kept as digests grouped by TrainJob (status.podsStatus).
             Watch(
                 "pods",
                 c.POD,
-                lambda _type, pod: memo.queue.add(status.pod_owner(pod)),
+                lambda _type, pod: ctx.queue.add(status.pod_owner(pod)),
                 label_selector=c.TRAINJOB_NAME_LABEL,
                 transform=status.pod_digest,
                 group_by=status.pod_owner,
@@ -88,7 +88,7 @@ def watches(memo: Memo) -> list[Watch]:
             Watch(
                 "failed_creates",
                 c.EVENT,
-                lambda _type, event: _failed_create(memo, event),
+                lambda _type, event: _failed_create(ctx, event),
                 field_selector=FAILED_CREATE_EVENTS,
                 transform=status.event_digest,
                 group_by=status.event_job,
@@ -125,94 +125,94 @@ def _workload_key(trainjob: Dict) -> tuple[str, str]:
     return meta["namespace"], prebuilt or workload_name(meta["name"], meta.get("uid", ""))
 
 
-def _failed_create(memo: Memo, event: Dict) -> None:
+def _failed_create(ctx: Context, event: Dict) -> None:
     """A FailedCreate Event queues the TrainJob whose Job it is about."""
     namespace, job = status.event_job(event)
-    names = [n for ns, n in memo.caches.trainjob_keys() if ns == namespace]
+    names = [n for ns, n in ctx.caches.trainjob_keys() if ns == namespace]
     trainjob = owning_trainjob(job, names)
     if trainjob is not None:
-        memo.queue.add((namespace, trainjob))
+        ctx.queue.add((namespace, trainjob))
 
 
 # ---- the controller's own loops ---------------------------------------------------------------
 
 
-def on_synced(memo: Memo) -> None:
+def on_synced(ctx: Context) -> None:
     """Once the caches are in: the look for Kubeflow Trainer's controller (before the queue
     opens), the work queue's workers, the resync loop, the watchdog."""
-    check_trainer(memo)
-    threading.Thread(target=_trainer_loop, args=(memo,), name="trainer-check", daemon=True).start()
-    memo.queue.start()
-    threading.Thread(target=_resync_loop, args=(memo,), name="resync", daemon=True).start()
-    start_watchdog(memo, memo.cluster, WATCHDOG_CACHES)
+    check_trainer(ctx)
+    threading.Thread(target=_trainer_loop, args=(ctx,), name="trainer-check", daemon=True).start()
+    ctx.queue.start()
+    threading.Thread(target=_resync_loop, args=(ctx,), name="resync", daemon=True).start()
+    start_watchdog(ctx, ctx.cluster, WATCHDOG_CACHES)
 
 
-def check_trainer(memo: Memo) -> None:
+def check_trainer(ctx: Context) -> None:
     """Hold the work while Kubeflow Trainer's controller is installed here (its webhook
     configurations; trainjob/crd.py), and let it go once it is removed; say so each time."""
     configurations = []
     try:
         for kind in WEBHOOK_CONFIGURATIONS.values():
-            found = memo.cluster.send("GET", kind.path(None, None))
+            found = ctx.cluster.send("GET", kind.path(None, None))
             configurations += [{**item, "kind": kind.kind} for item in found.get("items") or []]
     except Exception as exc:  # unreadable (a blip, RBAC): keep the last verdict, look again
-        log.warning("[%s] cannot list webhook configurations: %s", memo.settings.cluster_name, exc)
+        log.warning("[%s] cannot list webhook configurations: %s", ctx.settings.cluster_name, exc)
         return
-    _warn_of_trainers_crd(memo)
+    _warn_of_trainers_crd(ctx)
     problem = trainer_controller_problem(configurations)
     if problem is not None:
-        log.error("[%s] %s", memo.settings.cluster_name, problem)
-    elif memo.held is not None:
+        log.error("[%s] %s", ctx.settings.cluster_name, problem)
+    elif ctx.held is not None:
         log.info(
-            "[%s] Kubeflow Trainer's controller is gone: reconciling", memo.settings.cluster_name
+            "[%s] Kubeflow Trainer's controller is gone: reconciling", ctx.settings.cluster_name
         )
-    if problem != memo.held:
-        memo.hold_work(problem)
+    if problem != ctx.held:
+        ctx.hold_work(problem)
 
 
-def _warn_of_trainers_crd(memo: Memo) -> None:
+def _warn_of_trainers_crd(ctx: Context) -> None:
     """Say (as an error, at each check) when the TrainJob CRD is not this product's (Kubeflow
     Trainer's own, or an old one): TrainJobs still run, but the API server drops the status
     fields this product adds (status.podsStatus, the worker a job runs on)."""
     try:
-        crd = memo.cluster.get_or_none(c.CUSTOM_RESOURCE_DEFINITION, TRAINJOB_CRD)
+        crd = ctx.cluster.get_or_none(c.CUSTOM_RESOURCE_DEFINITION, TRAINJOB_CRD)
     except Exception as exc:  # unreadable now: look again at the next check
-        log.debug("[%s] cannot read the TrainJob CRD: %s", memo.settings.cluster_name, exc)
+        log.debug("[%s] cannot read the TrainJob CRD: %s", ctx.settings.cluster_name, exc)
         return
     if crd is not None and missing_status_fields(crd):
         log.error(
             "[%s] CustomResourceDefinition %s is not this product's (Kubeflow Trainer's own, or "
             "an old one, was applied over it): the API server drops the status this controller "
             "adds; apply the product's CRDs again (kubectl apply --server-side -k crds/)",
-            memo.settings.cluster_name,
+            ctx.settings.cluster_name,
             TRAINJOB_CRD,
         )
 
 
-def _trainer_loop(memo: Memo) -> None:
-    while not memo.stop.wait(memo.settings.trainer_check_seconds):
-        check_trainer(memo)
+def _trainer_loop(ctx: Context) -> None:
+    while not ctx.stop.wait(ctx.settings.trainer_check_seconds):
+        check_trainer(ctx)
 
 
-def _resync_loop(memo: Memo) -> None:
+def _resync_loop(ctx: Context) -> None:
     """Level-based safety net: every TrainJob not yet settled, each resync period (a thread,
     never a finalizer: a TrainJob stays deletable while this controller is down)."""
-    while not memo.stop.wait(memo.settings.resync_seconds):
-        memo.queue.log_stats(memo.settings.cluster_name)
-        if memo.leads():
-            _resync(memo)
+    while not ctx.stop.wait(ctx.settings.resync_seconds):
+        ctx.queue.log_stats(ctx.settings.cluster_name)
+        if ctx.leads():
+            _resync(ctx)
 
 
-def on_leading(memo: Memo) -> None:
+def on_leading(ctx: Context) -> None:
     """A new leader looks at every TrainJob once: the last one may have stopped mid-pass."""
-    _resync(memo, everything=True)
+    _resync(ctx, everything=True)
 
 
-def _resync(memo: Memo, everything: bool = False) -> None:
+def _resync(ctx: Context, everything: bool = False) -> None:
     """Queue the TrainJobs not yet settled (`everything`: all of them, as a new leader does)."""
-    if not memo.synced.is_set():
+    if not ctx.synced.is_set():
         return
-    caches = memo.caches
+    caches = ctx.caches
     live = set()
     for key in caches.trainjob_keys():
         tj = caches.trainjob(*key)
@@ -220,11 +220,11 @@ def _resync(memo: Memo, everything: bool = False) -> None:
             live.add(str(tj.uid or ""))
         if (
             tj is not None
-            and tj.uid not in memo.gone
+            and tj.uid not in ctx.gone
             and (everything or not _settled(tj.raw, caches.jobs_of(key)))
         ):
-            memo.queue.resync(key)
-    memo.forget_all_but(live)
+            ctx.queue.resync(key)
+    ctx.forget_all_but(live)
 
 
 def _settled(trainjob: Dict, jobs: Any) -> bool:

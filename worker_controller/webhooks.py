@@ -14,35 +14,35 @@ from kubecontrol.webhook_server import Handler, in_thread
 from trainjob import admission as rules
 from trainjob import constants as c
 from trainjob.models import prebuilt_workload_of
-from worker_controller.memo import Memo
+from worker_controller.context import Context
 
 
-def routes(memo: Memo) -> dict[str, Handler]:
+def routes(ctx: Context) -> dict[str, Handler]:
     """The paths our webhook configurations call (deploy/worker/webhooks.yaml)."""
     return {
-        "/suspend-queued": in_thread(partial(on_trainjob_mutate, memo)),
-        "/validate-trainjob": in_thread(partial(on_trainjob_validate, memo)),
+        "/suspend-queued": in_thread(partial(on_trainjob_mutate, ctx)),
+        "/validate-trainjob": in_thread(partial(on_trainjob_validate, ctx)),
         # Older versions installed a validating webhook here that refused a missing queue;
         # one left behind by an upgrade keeps being answered (everything is allowed).
         "/queue-exists": allow,
     }
 
 
-def on_trainjob_mutate(memo: Memo, admission: Dict) -> Verdict:
+def on_trainjob_mutate(ctx: Context, admission: Dict) -> Verdict:
     body: Dict = admission.get("object") or {}
     namespace = str(admission.get("namespace") or (body.get("metadata") or {}).get("namespace"))
     defaulted = None
     if rules.queue_of(body) is None and namespace not in rules.UNMANAGED_NAMESPACES:
-        default_lq = memo.cluster.get_or_none(c.LOCAL_QUEUE, c.DEFAULT_LOCAL_QUEUE, namespace)
+        default_lq = ctx.cluster.get_or_none(c.LOCAL_QUEUE, c.DEFAULT_LOCAL_QUEUE, namespace)
         defaulted = rules.defaults_to_queue(body, namespace, default_lq is not None)
     hold = defaulted is None and rules.held_without_queue(
-        body, namespace, memo.settings.manage_jobs_without_queue_name
+        body, namespace, ctx.settings.manage_jobs_without_queue_name
     )
     changes = rules.mutate_on_create(body, dt.datetime.now(dt.UTC), queue=defaulted, hold=hold)
     return Verdict(patch=rules.trainjob_patch(body, changes, queue=defaulted))
 
 
-def on_trainjob_validate(memo: Memo, admission: Dict) -> Verdict:
+def on_trainjob_validate(ctx: Context, admission: Dict) -> Verdict:
     """Refuse a TrainJob that cannot run on its runtime (trainjob/admission.py). A MultiKueue
     copy was judged on its manager; a runtime that differs here is said as a condition that
     reaches the manager, never as a refused copy."""
@@ -51,7 +51,7 @@ def on_trainjob_validate(memo: Memo, admission: Dict) -> Verdict:
     if prebuilt_workload_of(meta):
         return Verdict()
     namespace = str(admission.get("namespace") or meta.get("namespace"))
-    runtime = memo.caches.runtime_of({**body, "metadata": {"namespace": namespace}})
+    runtime = ctx.caches.runtime_of({**body, "metadata": {"namespace": namespace}})
     why = rules.runtime_refusal(body, namespace, runtime)
     return Verdict() if why is None else refuse(why)
 

@@ -17,7 +17,7 @@ from kubernetes import client as k8s
 from clusters.bed import Bed
 from kubecontrol.client import ApiClient, ApiException, TransportError, load_credentials
 from kubecontrol.cluster import Cluster
-from kubecontrol.controller import ControllerMemo, Watch, start_watches
+from kubecontrol.controller import ControllerContext, Watch, start_watches
 from kubecontrol.informer import Informer, key_of
 from kubecontrol.kinds import CONFIG_MAP, Kind
 from kubecontrol.settings import ControllerSettings
@@ -321,20 +321,20 @@ def test_a_watch_of_a_kind_the_server_does_not_serve_says_why_readiness_fails(
     """A controller whose CRD is missing never syncs: /readyz fails, naming the watch and
     the missing CRD, instead of a bare "not synced"."""
     kube_ = Cluster.from_kubeconfig(manager, bed.kubeconfig(manager), "tests")
-    memo = ControllerMemo(settings=ControllerSettings())
+    ctx = ControllerContext(settings=ControllerSettings())
     start_watches(
-        memo,
+        ctx,
         kube_,
         [Watch("widgets", Kind("nowhere.example.com", "v1", "widgets", "Widget", True))],
     )
     try:
         reason = wait_for(
-            lambda: "widgets" in (memo.not_ready() or "") and memo.not_ready(),
+            lambda: "widgets" in (ctx.not_ready() or "") and ctx.not_ready(),
             30,
             what="readiness to name the failing watch",
         )
         assert reason.startswith("caches not synced yet (widgets: ApiException: (404)")
         assert reason.endswith("(is its CustomResourceDefinition installed?))")
     finally:
-        for informer in memo.informers.values():
+        for informer in ctx.informers.values():
             informer.stop()

@@ -16,7 +16,7 @@ Dict = dict[str, Any]
 
 
 class Server:
-    """Stands in for `memo.manager`: records on which thread each read came."""
+    """Stands in for `ctx.manager`: records on which thread each read came."""
 
     def __init__(self, objects: dict[str, Dict]) -> None:
         self.objects, self.threads = objects, []
@@ -33,8 +33,8 @@ def ask(cached: dict[str, Dict], server: Server) -> tuple[Dict | None, int]:
         return cached.get("lq") or get(c.LOCAL_QUEUE, "lq", "ns")
 
     async def main() -> tuple[Dict | None, int]:
-        memo: Any = SimpleNamespace(manager=server)
-        return await webhooks._answer(memo, question), threading.get_ident()
+        ctx: Any = SimpleNamespace(manager=server)
+        return await webhooks._answer(ctx, question), threading.get_ident()
 
     return asyncio.run(main())
 

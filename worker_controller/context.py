@@ -13,7 +13,7 @@ from worker_controller.settings import WorkerSettings
 
 
 @dataclass(kw_only=True, eq=False)
-class Memo(controller.ControllerMemo):
+class Context(controller.ControllerContext):
     settings: WorkerSettings
     cluster: Cluster
     # UIDs of TrainJobs the API says are gone while the watch cache still holds them (a watch

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(kw_only=True, eq=False)
-class Memo(controller.ControllerMemo):
+class Context(controller.ControllerContext):
     settings: DispatcherSettings
     manager: Cluster
     registry: Registry = field(init=False)  # the workers: connections, watches, caches
