@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -97,14 +96,6 @@ def wl_condition(wl: Dict | None, ctype: str) -> bool:
         c["type"] == ctype and c["status"] == "True"
         for c in (wl or {}).get("status", {}).get("conditions", [])
     )
-
-
-@pytest.fixture
-def tjs(
-    bed: Bed, worker_names: list[str], namespace_factory: Callable[..., str]
-) -> Iterator[TrainJobs]:
-    worker = worker_names[0]
-    yield TrainJobs(bed.api(worker), namespace_factory(worker, "kq"))
 
 
 def queued(
