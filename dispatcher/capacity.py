@@ -80,13 +80,31 @@ def podset_requests(workload: Dict) -> list[tuple[str, Amounts]]:
 Table = dict[tuple[str, str], Decimal]
 
 
-Quotas = tuple[list[tuple[list[str], list[str]]], Table, Table, Table]
+@dataclass(frozen=True, slots=True)
+class ResourceGroup:
+    """One of a ClusterQueue's resource groups: the resources it covers, its flavours in order."""
+
+    resources: tuple[str, ...]
+    flavors: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Quotas:
+    """A ClusterQueue's quotas, parsed once per question: its resource groups, and per
+    (flavour, resource) its nominal quota, borrowing limit and lending limit (absent: none)."""
+
+    groups: tuple[ResourceGroup, ...]
+    nominal: Table
+    borrow: Table
+    lend: Table
 
 
 def _quotas(cq: Dict) -> Quotas:
-    """A ClusterQueue's resource groups as (covered resources, flavours in order), and per
-    (flavour, resource) its nominal quota, borrowing limit and lending limit (absent: none)."""
-    groups, nominal, borrow, lend = [], {}, {}, {}
+    """A ClusterQueue's `Quotas`, from its spec.resourceGroups."""
+    groups: list[ResourceGroup] = []
+    nominal: Table = {}
+    borrow: Table = {}
+    lend: Table = {}
     for group in (cq.get("spec") or {}).get("resourceGroups") or []:
         flavors = []
         for flavor in group.get("flavors") or []:
@@ -98,8 +116,9 @@ def _quotas(cq: Dict) -> Quotas:
                     borrow[key] = parse_quantity(res["borrowingLimit"])
                 if res.get("lendingLimit") is not None:
                     lend[key] = parse_quantity(res["lendingLimit"])
-        groups.append(([str(r) for r in group.get("coveredResources") or []], flavors))
-    return groups, nominal, borrow, lend
+        covered = tuple(str(r) for r in group.get("coveredResources") or [])
+        groups.append(ResourceGroup(covered, tuple(flavors)))
+    return Quotas(tuple(groups), nominal, borrow, lend)
 
 
 def reserved(cq: Dict) -> Table:
@@ -114,11 +133,11 @@ def reserved(cq: Dict) -> Table:
 def _lendable(cq: Dict, *, free_only: bool) -> Table:
     """What a ClusterQueue can lend its cohort: its lending limit (or all of its nominal
     quota), less what it uses itself when `free_only`."""
-    _, nominal, _, lend = _quotas(cq)
+    quotas = _quotas(cq)
     used = reserved(cq) if free_only else {}
     return {
-        key: max(Decimal(0), min(lend.get(key, qty), qty - used.get(key, Decimal(0))))
-        for key, qty in nominal.items()
+        key: max(Decimal(0), min(quotas.lend.get(key, qty), qty - used.get(key, Decimal(0))))
+        for key, qty in quotas.nominal.items()
     }
 
 
@@ -131,7 +150,6 @@ def _room(cq: Dict, quotas: Quotas, cohort: list[Dict], *, now: bool) -> Table:
     """Per (flavour, resource): how much more the ClusterQueue can admit (now: given what is
     reserved; otherwise: empty), borrowing from `cohort` (the other ClusterQueues of its
     cohort) up to its borrowing limit; `quotas` is `_quotas(cq)`, parsed once per question."""
-    _, nominal, borrow, _ = quotas
     used = reserved(cq) if now else {}
     pool: Table = {}
     if (cq.get("spec") or {}).get("cohortName"):
@@ -139,10 +157,10 @@ def _room(cq: Dict, quotas: Quotas, cohort: list[Dict], *, now: bool) -> Table:
             for key, qty in _lendable(other, free_only=now).items():
                 pool[key] = pool.get(key, Decimal(0)) + qty
     room: Table = {}
-    for key, qty in nominal.items():
+    for key, qty in quotas.nominal.items():
         in_use = used.get(key, Decimal(0))
         borrowed = max(Decimal(0), in_use - qty)  # already borrowed; counts against the limit
-        may_borrow = min(borrow.get(key, INF), pool.get(key, Decimal(0)) + borrowed)
+        may_borrow = min(quotas.borrow.get(key, INF), pool.get(key, Decimal(0)) + borrowed)
         room[key] = qty + may_borrow - in_use
     return room
 
@@ -154,12 +172,12 @@ def _assign(
     flavour with room for all of the group's resources), taking the room as it goes. Returns
     what does not fit ('' when all do), with the amounts when `amounts` (the room now changes
     at every admission there, and a message that changes with it would be a write each time)."""
-    groups = quotas[0]
     room = dict(room)
     name = cq["metadata"]["name"]
     for podset, needs in podsets:
-        for resources, flavors in groups:
-            wanted = {r: q for r, q in needs.items() if r in resources}
+        for group in quotas.groups:
+            flavors = group.flavors
+            wanted = {r: q for r, q in needs.items() if r in group.resources}
             if not wanted:
                 continue
             shortest = ""
@@ -212,7 +230,7 @@ def fit(workload: Dict, cq: Dict | None, cohort: list[Dict], queue: str = "") ->
     name = cq["metadata"]["name"]
     podsets = _podset_requests_of(workload)
     quotas = _quotas(cq)
-    covered = {r for resources, _ in quotas[0] for r in resources}
+    covered = {r for group in quotas.groups for r in group.resources}
     missing = sorted({r for _, needs in podsets for r in needs if r not in covered} - {"pods"})
     if missing:
         # Kueue leaves such a Workload pending, but a worker's Kueue may be set to ignore the
