@@ -146,3 +146,85 @@ def runtime_patch(manager: str, replicated_job: str, pod_template: Dict) -> Dict
             }
         },
     }
+
+
+# ---- chained builders (as Kueue's test wrappers): start from a valid object, say what differs --
+
+
+class TrainJobBuilder:
+    """A TrainJob as `make_trainjob` makes it, changed a step at a time:
+    `TrainJobBuilder("tj").queue("q").multikueue().nodes(2).obj()`."""
+
+    def __init__(self, name: str = "tj", namespace: str = "ns") -> None:
+        self._body = make_trainjob(name, namespace)
+
+    def queue(self, name: str) -> TrainJobBuilder:
+        self._body["metadata"].setdefault("labels", {})["kueue.x-k8s.io/queue-name"] = name
+        return self
+
+    def multikueue(self) -> TrainJobBuilder:
+        self._body["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
+        return self
+
+    def suspended(self, suspend: bool = True) -> TrainJobBuilder:
+        self._body["spec"]["suspend"] = suspend
+        return self
+
+    def nodes(self, count: int) -> TrainJobBuilder:
+        self._body["spec"].setdefault("trainer", {})["numNodes"] = count
+        return self
+
+    def runtime(self, name: str, kind: str = "ClusterTrainingRuntime") -> TrainJobBuilder:
+        self._body["spec"]["runtimeRef"] = {"name": name, "kind": kind}
+        return self
+
+    def status(self, **status: Any) -> TrainJobBuilder:
+        self._body["status"] = status
+        return self
+
+    def obj(self) -> Dict:
+        return copy.deepcopy(self._body)
+
+
+class WorkloadBuilder:
+    """A manager Workload of `make_trainjob()`'s TrainJob, changed a step at a time:
+    `WorkloadBuilder().conditions("QuotaReserved").cluster("w1").check("Ready").obj()`.
+    Conditions are True since 11:00:00 on the tests' day; our check "mk" starts Pending."""
+
+    def __init__(self, name: str = "trainjob-tj-abcde", namespace: str = "ns") -> None:
+        self._body: Dict = {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "resourceVersion": "1",
+                "labels": {"kueue.x-k8s.io/job-uid": "uid-tj"},
+            },
+            "spec": {"queueName": "q", "podSets": [{"name": "node", "count": 2}]},
+            "status": {
+                "conditions": [],
+                "admissionChecks": [{"name": "mk", "state": "Pending", "message": ""}],
+            },
+        }
+
+    def conditions(self, *types: str, since: str = "2026-11-22T11:00:00Z") -> WorkloadBuilder:
+        self._body["status"]["conditions"] += [
+            {"type": t, "status": "True", "lastTransitionTime": since} for t in types
+        ]
+        return self
+
+    def check(self, state: str, name: str = "mk") -> WorkloadBuilder:
+        self._body["status"]["admissionChecks"] = [{"name": name, "state": state, "message": ""}]
+        return self
+
+    def cluster(self, name: str) -> WorkloadBuilder:
+        self._body["status"]["clusterName"] = name
+        return self
+
+    def nominated(self, *names: str) -> WorkloadBuilder:
+        self._body["status"]["nominatedClusterNames"] = list(names)
+        return self
+
+    def obj(self) -> Dict:
+        return copy.deepcopy(self._body)

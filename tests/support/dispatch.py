@@ -7,7 +7,7 @@ import datetime as dt
 from typing import Any
 
 from dispatcher.dispatch import DispatchObserved, RemoteView, reconcile_dispatch
-from tests.support.builders import make_trainjob
+from tests.support.builders import TrainJobBuilder, WorkloadBuilder
 from trainjob.views import TrainJobView
 from trainjob.workload import WorkloadView
 
@@ -23,29 +23,14 @@ def manager_workload(
     nominated: list[str] | None = None,
     check: str = "Pending",
 ) -> Dict:
-    status: Dict = {
-        "conditions": [
-            {"type": t, "status": "True", "lastTransitionTime": "2026-11-22T11:00:00Z"}
-            for t in conds
-        ],
-        "admissionChecks": [{"name": "mk", "state": check, "message": ""}],
-    }
+    """`WorkloadBuilder` in one call: its conditions, clusterName, nominated clusters and the
+    state of our check."""
+    built = WorkloadBuilder().conditions(*conds).check(check)
     if cluster:
-        status["clusterName"] = cluster
+        built.cluster(cluster)
     if nominated:
-        status["nominatedClusterNames"] = nominated
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "Workload",
-        "metadata": {
-            "name": "trainjob-tj-abcde",
-            "namespace": "ns",
-            "resourceVersion": "1",
-            "labels": {"kueue.x-k8s.io/job-uid": "uid-tj"},
-        },
-        "spec": {"queueName": "q", "podSets": [{"name": "node", "count": 2}]},
-        "status": status,
-    }
+        built.nominated(*nominated)
+    return built.obj()
 
 
 def remote(
@@ -104,7 +89,7 @@ def observed(wl: Dict, tj: Dict | None, remotes: list[RemoteView], **kw: Any) ->
 
 
 def decide(wl: Dict, remotes: list[RemoteView], **kw: Any) -> Any:
-    tj = kw.pop("trainjob", None) or make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
+    tj = kw.pop("trainjob", None) or TrainJobBuilder().multikueue().obj()
     return reconcile_dispatch(
         DispatchObserved(
             workload=WorkloadView(wl),

@@ -8,7 +8,7 @@ from typing import Any
 
 from dispatcher.copies import is_our_copy, remote_trainjob, remote_workload, status_back
 from dispatcher.copies import seen as copy_seen
-from tests.support.builders import make_trainjob
+from tests.support.builders import TrainJobBuilder, make_trainjob
 from tests.support.dispatch import manager_workload
 from trainjob import constants as c
 from trainjob.views import TrainJobView
@@ -74,7 +74,7 @@ def test_remote_copies_carry_the_manager_objects_uid_for_tracing() -> None:
     manager_wl["metadata"]["uid"] = "uid-wl"
     wl = remote_workload(WorkloadView(manager_wl), "multikueue")
     assert wl["metadata"]["annotations"] == {"kueue.x-k8s.io/multikueue-origin-uid": "uid-wl"}
-    tj = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
+    tj = TrainJobBuilder().multikueue().obj()
     tj["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{}"}
     out = remote_trainjob(TrainJobView(tj), "wl", "multikueue")
     assert out["metadata"]["annotations"] == {

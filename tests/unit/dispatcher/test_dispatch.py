@@ -13,7 +13,7 @@ from dispatcher.dispatch import (
     RemoteView,
     reconcile_dispatch,
 )
-from tests.support.builders import make_trainjob
+from tests.support.builders import TrainJobBuilder
 from tests.support.dispatch import NOW, decide, manager_workload, remote
 from trainjob.status_writes import FIRST_STATUS_HOLD_SECONDS
 from trainjob.views import TrainJobView
@@ -103,7 +103,7 @@ def test_first_admitted_copy_wins_and_the_others_go() -> None:
             remote("w1", admitted_at="2026-11-22T11:00:05Z"),
             remote("w2", admitted_at="2026-11-22T11:00:02Z"),
         ],
-        trainjob=make_trainjob(managedBy="kueue.x-k8s.io/multikueue", suspend=True),
+        trainjob=TrainJobBuilder().multikueue().suspended().obj(),
     )
     # One pass: the winner named and the check Ready in one Workload write (as Kueue does),
     # the loser's copy removed and the TrainJob sent to the winner.
@@ -116,7 +116,7 @@ def test_first_admitted_copy_wins_and_the_others_go() -> None:
     # No Event while the TrainJob is suspended: the Started Event of the admission that
     # follows names the cluster (queueing). One still running (sent again) gets its own.
     assert plan.events == [] and created_event(plan) is None
-    running = make_trainjob(managedBy="kueue.x-k8s.io/multikueue", suspend=False)
+    running = TrainJobBuilder().multikueue().suspended(False).obj()
     again = decide(wl, [remote("w2", admitted_at="2026-11-22T11:00:02Z")], trainjob=running)
     assert [tuple(e) for e in again.events] == [
         ("Normal", "Dispatched", "dispatched to cluster w2")
@@ -183,7 +183,7 @@ def job_counts(**counts: int) -> list[Dict]:
 
 def test_pod_counts_that_move_nothing_are_held_but_outcomes_go_at_once() -> None:
     wl = manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready")
-    manager_tj = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
+    manager_tj = TrainJobBuilder().multikueue().obj()
     manager_tj["status"] = {"clusterName": "w1", "conditions": [], "jobsStatus": job_counts()}
 
     def sync(view: RemoteView, held_for: float | None) -> Any:
@@ -283,7 +283,7 @@ def test_finished_or_unreserved_workloads_leave_nothing_behind() -> None:
 
 def test_finished_remote_objects_are_kept_for_the_retention() -> None:
     wl = manager_workload("QuotaReserved", "Finished", cluster="w1")  # finished 11:00:00
-    tj = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
+    tj = TrainJobBuilder().multikueue().obj()
     for retention, deletes, requeue in ((7200.0, 0, 3600.0), (60.0, 2, None)):
         plan = reconcile_dispatch(
             DispatchObserved(
@@ -311,7 +311,7 @@ def test_finished_remote_objects_are_kept_for_the_retention() -> None:
 
 def decide_finished(remotes: list[RemoteView], *, there: str = "w1") -> Any:
     """A pass for a TrainJob whose status, brought back from `there`, says Complete."""
-    tj = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
+    tj = TrainJobBuilder().multikueue().obj()
     tj["status"] = {
         "clusterName": there,
         "conditions": [{"type": "Complete", "status": "True", "reason": "Completed"}],
@@ -472,7 +472,7 @@ def test_no_worker_could_ever_hold_it_rejects_the_check_and_fails_the_trainjob()
 
 def test_once_failed_and_rejected_giving_up_again_writes_nothing() -> None:
     first = decide(manager_workload("QuotaReserved"), [never("w1")])
-    tj = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
+    tj = TrainJobBuilder().multikueue().obj()
     tj["status"] = first.trainjob_status
     wl = manager_workload("QuotaReserved", check="Rejected")
     wl["spec"]["active"] = False
@@ -491,7 +491,7 @@ def test_one_worker_that_could_hold_it_or_is_not_known_keeps_it_waiting() -> Non
 
 
 def test_the_rule_can_be_turned_off() -> None:
-    wl, tj = manager_workload("QuotaReserved"), make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
+    wl, tj = manager_workload("QuotaReserved"), TrainJobBuilder().multikueue().obj()
     obs = DispatchObserved(
         WorkloadView(wl), TrainJobView(tj), "mk", [never("w1")], "multikueue", 60, NOW
     )
@@ -501,7 +501,7 @@ def test_the_rule_can_be_turned_off() -> None:
 
 def test_not_admitted_within_the_time_fails_it_naming_the_clusters() -> None:
     # Quota reserved at 11:00 (manager_workload), now is 12:00: an hour.
-    wl, tj = manager_workload("QuotaReserved"), make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
+    wl, tj = manager_workload("QuotaReserved"), TrainJobBuilder().multikueue().obj()
     full = RemoteView("w1", True, 0.0, None, None, fit=Fit(False, True, "no room now: cpu"))
     down = RemoteView("w2", False, 30.0, None, None)
     obs = DispatchObserved(
@@ -542,7 +542,7 @@ def test_an_admission_on_a_cluster_not_chosen_never_wins() -> None:
 
 
 def test_no_chosen_cluster_active_is_a_condition_an_event_and_the_check_message() -> None:
-    wl, tj = manager_workload("QuotaReserved"), make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
+    wl, tj = manager_workload("QuotaReserved"), TrainJobBuilder().multikueue().obj()
     unchosen = remote("w1", workload=False)
     unchosen.selected = False
     problem = "trainjob.dev/cluster-selector='pool=x' matches none of the clusters (w1)"

@@ -11,7 +11,7 @@ from dispatcher.intake import (
     undecided_for,
     undispatched_message,
 )
-from tests.support.builders import make_trainjob
+from tests.support.builders import TrainJobBuilder, make_trainjob
 from tests.support.dispatch import NOW, manager_workload
 from trainjob.runtime import RuntimeProblem
 from trainjob.views import TrainJobView
@@ -20,7 +20,7 @@ Dict = dict[str, Any]
 
 
 def test_runtime_problem_on_the_manager_becomes_a_condition_and_an_event_once() -> None:
-    body = make_trainjob(managedBy="kueue.x-k8s.io/multikueue")
+    body = TrainJobBuilder().multikueue().obj()
     problem = RuntimeProblem("RuntimeNotFound", "ClusterTrainingRuntime 'x' not found")
     plan = reconcile_intake(TrainJobView(body), problem, NOW)
     assert plan.status == {
