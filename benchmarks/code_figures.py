@@ -3,7 +3,7 @@ onto it. Per product package: `.get(` calls, parameters annotated as a raw dict 
 `dict[str, Any]`, `Mapping[str, Any]`) against all parameters, and the modules that define a
 `Dict` alias of their own; then, per product module, the test modules named after it.
 
-    .venv/bin/python benchmarks/code_figures.py
+    .venv/bin/python benchmarks/code_figures.py [CHECKOUT] [--missing]
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+# A checkout to read (another commit's worktree, say), else this one.
+_ARGS = [a for a in sys.argv[1:] if not a.startswith("-")]
+ROOT = Path(_ARGS[0]).resolve() if _ARGS else Path(__file__).resolve().parent.parent
 PACKAGES = ("dispatcher", "worker_controller", "trainjob", "kubecontrol", "kubectl_trainjob")
 RAW = re.compile(r"^(Dict|dict\[str, Any\]|Mapping\[str, Any\])( \| None)?$")
 
