@@ -9,7 +9,7 @@ from enum import StrEnum
 from kubecontrol import caches
 from kubecontrol.objects import Dict
 from trainjob import constants as c
-from trainjob.views import TrainJobView
+from trainjob.views import JobView, TrainJobView
 from trainjob.workload import WorkloadView
 
 Key = tuple[str, str]
@@ -115,9 +115,9 @@ class Caches(caches.Caches):
         found = self.first(Index.TRAINJOB_BY_WORKLOAD, (namespace, workload))
         return None if found is None else TrainJobView(found)
 
-    def jobs_of(self, key: Key) -> list[Dict]:
+    def jobs_of(self, key: Key) -> list[JobView]:
         """The Jobs made for the TrainJob `key` names (by their controller's name)."""
-        return self.every(Index.JOBS, key)
+        return [JobView(j) for j in self.every(Index.JOBS, key)]
 
     def services_of(self, key: Key) -> list[Dict]:
         return self.every(Index.SERVICES, key)

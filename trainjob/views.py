@@ -136,3 +136,53 @@ class TrainJobView(ObjectView):
         """The JSON with its apiVersion and kind (a cached object's are set by the informer;
         a built one's may not be)."""
         return c.TRAINJOB.stamped(self.raw)
+
+
+class JobView(ObjectView):
+    """A batch/v1 Job as the worker controller reads it: its size, its counts, its end."""
+
+    __slots__ = ()
+
+    @property
+    def parallelism(self) -> int:
+        return int(self.spec.get("parallelism") or 0)
+
+    @property
+    def suspended(self) -> bool:
+        return bool(self.spec.get("suspend"))
+
+    def count(self, field: str) -> int:
+        """status.active, ready, succeeded or failed (0 when absent)."""
+        return int(self.status.get(field) or 0)
+
+    def ended(self, ctype: str) -> Dict | None:
+        """Its Complete or Failed condition, when True."""
+        found = self.condition(ctype)
+        return dict(found) if found is not None and found.get("status") == "True" else None
+
+    @property
+    def complete(self) -> bool:
+        return self.ended("Complete") is not None
+
+    @property
+    def failure(self) -> Dict | None:
+        """Its Failed condition, when it failed."""
+        return self.ended("Failed")
+
+    @property
+    def finished(self) -> bool:
+        return self.complete or self.failure is not None
+
+    @property
+    def ready(self) -> bool:
+        """Complete, or as many pods ready or succeeded as it runs at once."""
+        want = self.parallelism
+        return self.complete or self.count("ready") + self.count("succeeded") >= want > 0
+
+    @property
+    def active(self) -> bool:
+        return self.count("active") > 0 and not self.finished
+
+    @property
+    def created(self) -> str | None:
+        return self.meta.get("creationTimestamp")

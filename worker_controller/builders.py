@@ -7,6 +7,7 @@ from trainjob import constants as c
 from trainjob.jsondoc import json_copy
 from trainjob.naming import controlled_by, job_name
 from trainjob.runtime import PodSet, RuntimeInfo
+from trainjob.views import JobView
 
 # Pod-template fields the API server lets us change on a suspended Job (and Kueue relies on).
 SCHEDULING_FIELDS = ("nodeSelector", "tolerations", "schedulingGates", "affinity")
@@ -120,10 +121,10 @@ def is_ours(obj: Dict, trainjob: Dict) -> bool:
     )
 
 
-def job_needs_update(desired: Dict, actual: Dict) -> bool:
+def job_needs_update(desired: Dict, actual: JobView) -> bool:
     """True when `actual` differs from `desired` in what we may change on a live Job."""
-    if bool(desired["spec"].get("suspend")) != bool(actual.get("spec", {}).get("suspend")):
+    if bool(desired["spec"].get("suspend")) != actual.suspended:
         return True
     want = desired["spec"]["template"]
-    have = actual.get("spec", {}).get("template", {})
+    have = actual.spec.get("template") or {}
     return any(want["spec"].get(f) != have.get("spec", {}).get(f) for f in SCHEDULING_FIELDS)

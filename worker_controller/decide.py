@@ -17,6 +17,7 @@ from trainjob.models import InvalidObject, TrainJob, parse_trainjob
 from trainjob.naming import owner_of
 from trainjob.runtime import RuntimeInfo, resolve_runtime_info
 from trainjob.status_writes import hold
+from trainjob.views import JobView
 from worker_controller import builders, status
 
 
@@ -35,7 +36,7 @@ class Observed:
 
     trainjob: Dict
     runtime: Dict | None  # the (Cluster)TrainingRuntime spec.runtimeRef names, if it exists
-    jobs: dict[str, Dict]  # our Jobs of this TrainJob, by name
+    jobs: dict[str, JobView]  # our Jobs of this TrainJob, by name
     services: list[Dict]  # Services carrying this TrainJob's label
     service_named: Dict | None  # the Service called like the TrainJob, whoever made it
     now: dt.datetime
@@ -130,26 +131,22 @@ class _Status:
         self.plan.status = new
 
 
-def _suspend_active(info: RuntimeInfo, tj_body: Dict, jobs: dict[str, Dict], plan: Plan) -> None:
+def _suspend_active(info: RuntimeInfo, tj_body: Dict, jobs: dict[str, JobView], plan: Plan) -> None:
     """Suspend every unfinished Job (its pods are deleted); used when the TrainJob ends."""
     owner = owner_of(tj_body)
     for ps in info.pod_sets:
         for desired in builders.build_jobs(info, ps, owner, suspend=True):
             actual = jobs.get(desired["metadata"]["name"])
-            if actual and not status.job_finished(actual) and not actual["spec"].get("suspend"):
+            if actual and not actual.finished and not actual.suspended:
                 plan.apply.append(desired)
 
 
-def _start_time(conditions: list[Dict], jobs: dict[str, Dict], now: dt.datetime) -> dt.datetime:
+def _start_time(conditions: list[Dict], jobs: dict[str, JobView], now: dt.datetime) -> dt.datetime:
     """When the current run started: the last resume, else the first Job's creation."""
     suspended = cond.find(conditions, c.COND_SUSPENDED)
     if suspended and suspended.get("status") == "False":
         return cond.parse_time(suspended["lastTransitionTime"])
-    created = [
-        cond.parse_time(j["metadata"]["creationTimestamp"])
-        for j in jobs.values()
-        if j.get("metadata", {}).get("creationTimestamp")
-    ]
+    created = [cond.parse_time(j.created) for j in jobs.values() if j.created]
     return min(created) if created else now
 
 
@@ -258,7 +255,7 @@ def reconcile_trainjob(obs: Observed) -> Plan:
 def _apply_jobs(
     info: RuntimeInfo,
     owner: Dict,
-    jobs: dict[str, Dict],
+    jobs: dict[str, JobView],
     plan: Plan,
     *,
     suspend: bool,
@@ -271,7 +268,7 @@ def _apply_jobs(
             if actual is None:
                 if create_missing and ready:
                     plan.create.append(desired)
-            elif not status.job_finished(actual) and builders.job_needs_update(desired, actual):
+            elif not actual.finished and builders.job_needs_update(desired, actual):
                 plan.apply.append(desired)
 
 

@@ -22,6 +22,7 @@ from trainjob.jobframework_io import execute_queue_plan, observe_queueing
 from trainjob.models import parse_trainjob
 from trainjob.naming import controlled_by
 from trainjob.status_writes import held_key
+from trainjob.views import JobView
 from worker_controller import execute, status
 from worker_controller.context import Context
 from worker_controller.decide import Blocked, Observed, Plan, reconcile_trainjob
@@ -61,9 +62,10 @@ def _sync(ctx: Context, caches: Caches, key: tuple[str, str], trainjob: Dict) ->
     runtime = caches.runtime_of(trainjob)
     uid = str(trainjob["metadata"].get("uid", ""))
     # Only the Jobs this very TrainJob controls: a label is no proof (anyone can write one).
-    jobs = {j["metadata"]["name"]: j for j in caches.jobs_of(key) if controlled_by(j, uid)}
+    jobs = {j.name: j for j in caches.jobs_of(key) if controlled_by(j.raw, uid)}
     if jobframework.is_queued_body(trainjob):
-        active = any(_has_active_pods(j) for j in jobs.values())
+        # Any pod of its Jobs still running: what Kueue waits for before it frees the quota.
+        active = any(j.count("active") > 0 for j in jobs.values())
         observed = observe_queueing(
             ctx.cluster, caches, parse_trainjob(trainjob, stored=True), runtime, active
         )
@@ -156,7 +158,9 @@ def _hold_without_queue(ctx: Context, trainjob: Dict) -> bool:
     return True
 
 
-def _pod_create_failures(caches: Caches, namespace: str, jobs: dict[str, Dict]) -> dict[str, str]:
+def _pod_create_failures(
+    caches: Caches, namespace: str, jobs: dict[str, JobView]
+) -> dict[str, str]:
     """For each of our Jobs short of pods: why the Job controller could not create them (its
     last FailedCreate Event about this very Job), when it says so."""
     out = {}
@@ -166,8 +170,3 @@ def _pod_create_failures(caches: Caches, namespace: str, jobs: dict[str, Dict]) 
         if message is not None:
             out[name] = message
     return out
-
-
-def _has_active_pods(job: Dict) -> bool:
-    """Any pod of the Job still running (what Kueue waits for before it frees the quota)."""
-    return int((job.get("status") or {}).get("active") or 0) > 0

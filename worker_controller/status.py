@@ -11,57 +11,46 @@ from trainjob import constants as c
 from trainjob.conditions import parse_time
 from trainjob.naming import job_name
 from trainjob.runtime import PodSet, RuntimeInfo
+from trainjob.views import JobView
 
 
-def _job_condition(job: Dict, ctype: str) -> Dict | None:
-    for cond in job.get("status", {}).get("conditions") or []:
-        if cond.get("type") == ctype and cond.get("status") == "True":
-            return dict(cond)
-    return None
+def job_complete(job: JobView) -> bool:
+    return job.complete
 
 
-def job_complete(job: Dict) -> bool:
-    return _job_condition(job, "Complete") is not None
+def job_failed(job: JobView) -> Dict | None:
+    return job.failure
 
 
-def job_failed(job: Dict) -> Dict | None:
-    return _job_condition(job, "Failed")
+def job_ready(job: JobView) -> bool:
+    return job.ready
 
 
-def job_ready(job: Dict) -> bool:
-    status = job.get("status", {})
-    want = int(job.get("spec", {}).get("parallelism") or 0)
-    return (
-        job_complete(job)
-        or (int(status.get("ready") or 0) + int(status.get("succeeded") or 0)) >= want > 0
-    )
+def job_active(job: JobView) -> bool:
+    return job.active
 
 
-def job_active(job: Dict) -> bool:
-    return int(job.get("status", {}).get("active") or 0) > 0 and not job_finished(job)
+def job_finished(job: JobView) -> bool:
+    return job.finished
 
 
-def job_finished(job: Dict) -> bool:
-    return job_complete(job) or job_failed(job) is not None
-
-
-def podset_jobs(ps: PodSet, jobs: dict[str, Dict], trainjob: str) -> list[Dict]:
+def podset_jobs(ps: PodSet, jobs: dict[str, JobView], trainjob: str) -> list[JobView]:
     return [
         jobs[n] for n in (job_name(trainjob, ps.name, i) for i in range(ps.replicas)) if n in jobs
     ]
 
 
-def podset_complete(ps: PodSet, jobs: dict[str, Dict], trainjob: str) -> bool:
+def podset_complete(ps: PodSet, jobs: dict[str, JobView], trainjob: str) -> bool:
     mine = podset_jobs(ps, jobs, trainjob)
     return len(mine) == ps.replicas and all(job_complete(j) for j in mine)
 
 
-def podset_ready(ps: PodSet, jobs: dict[str, Dict], trainjob: str) -> bool:
+def podset_ready(ps: PodSet, jobs: dict[str, JobView], trainjob: str) -> bool:
     mine = podset_jobs(ps, jobs, trainjob)
     return len(mine) == ps.replicas and all(job_ready(j) for j in mine)
 
 
-def dependencies_met(ps: PodSet, info: RuntimeInfo, jobs: dict[str, Dict]) -> bool:
+def dependencies_met(ps: PodSet, info: RuntimeInfo, jobs: dict[str, JobView]) -> bool:
     for dep in ps.depends_on:
         other = info.pod_set(dep.name)
         done = (
@@ -74,7 +63,7 @@ def dependencies_met(ps: PodSet, info: RuntimeInfo, jobs: dict[str, Dict]) -> bo
     return True
 
 
-def compute_jobs_status(info: RuntimeInfo, jobs: dict[str, Dict]) -> list[Dict]:
+def compute_jobs_status(info: RuntimeInfo, jobs: dict[str, JobView]) -> list[Dict]:
     """Trainer's jobsStatus: per replicatedJob, how many of its child Jobs are in each state."""
     out = []
     for ps in info.pod_sets:
@@ -86,7 +75,7 @@ def compute_jobs_status(info: RuntimeInfo, jobs: dict[str, Dict]) -> list[Dict]:
                 "succeeded": sum(1 for j in mine if job_complete(j)),
                 "failed": sum(1 for j in mine if job_failed(j)),
                 "active": sum(1 for j in mine if job_active(j)),
-                "suspended": sum(1 for j in mine if j.get("spec", {}).get("suspend")),
+                "suspended": sum(1 for j in mine if j.suspended),
             }
         )
     return out
@@ -244,7 +233,7 @@ def _failed_first(podset: str, pods: list[Dict]) -> list[Dict]:
 
 
 def first_failure(
-    info: RuntimeInfo, jobs: dict[str, Dict], pods: list[Dict] | None = None
+    info: RuntimeInfo, jobs: dict[str, JobView], pods: list[Dict] | None = None
 ) -> str | None:
     """A message naming the first failed PodSet, why its Job failed and, when its pods are
     watched, what the first of its pods that went wrong said (exit code, termination message
@@ -254,22 +243,20 @@ def first_failure(
             cond = job_failed(job)
             if cond is not None:
                 why = ": ".join(x for x in (cond.get("reason"), cond.get("message")) if x)
-                message = f"PodSet {ps.name!r} failed: Job {job['metadata']['name']} {why}".strip()
+                message = f"PodSet {ps.name!r} failed: Job {job.name} {why}".strip()
                 culprit = next(iter(_failed_first(ps.name, pods or [])), None)
                 return f"{message}; {_pod_says(culprit)}" if culprit else message
     return None
 
 
-def jobs_short_of_pods(jobs: dict[str, Dict]) -> list[str]:
+def jobs_short_of_pods(jobs: dict[str, JobView]) -> list[str]:
     """Our running Jobs that have fewer pods running or done than they want (`parallelism`):
     where the Job controller may be failing to create them."""
     out = []
     for name, job in sorted(jobs.items()):
-        st = job.get("status") or {}
-        if job.get("spec", {}).get("suspend") or job_finished(job):
+        if job.suspended or job.finished:
             continue
-        want = int(job.get("spec", {}).get("parallelism") or 0)
-        if int(st.get("active") or 0) + int(st.get("succeeded") or 0) < want:
+        if job.count("active") + job.count("succeeded") < job.parallelism:
             out.append(name)
     return out
 
@@ -300,12 +287,11 @@ def event_job(event: Dict) -> tuple[str, str]:
     return event["metadata"]["namespace"], event["job"]["name"]
 
 
-def create_failure(job: Dict, events: list[Dict]) -> str | None:
+def create_failure(job: JobView, events: list[Dict]) -> str | None:
     """The message of the last FailedCreate Event about this very Job (its UID) since it was
     created or last resumed, or None."""
-    st = job.get("status") or {}
-    since = _time(st.get("startTime") or job["metadata"].get("creationTimestamp"))
-    uid = job["metadata"].get("uid")
+    since = _time(job.status.get("startTime") or job.created)
+    uid = job.uid
     mine = [
         e
         for e in events
@@ -335,7 +321,7 @@ def stuck_pods(pods: list[Dict] | None) -> tuple[str, str] | None:
     return stuck[0]["status"]["problem"]["reason"], message
 
 
-def succeeded(info: RuntimeInfo, jobs: dict[str, Dict]) -> bool:
+def succeeded(info: RuntimeInfo, jobs: dict[str, JobView]) -> bool:
     targets = info.policy.success_targets or [ps.name for ps in info.pod_sets]
     done = [podset_complete(info.pod_set(t), jobs, info.trainjob) for t in targets]
     return any(done) if info.policy.success_operator == "Any" else all(done)

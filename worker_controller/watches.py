@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
 
 from kubecontrol.controller import Watch, start_watchdog
 from kubecontrol.kinds import WEBHOOK_CONFIGURATIONS
 from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.caches import WATCHDOG_CACHES, Index
-from trainjob.conditions import trainjob_finished
 from trainjob.crd import TRAINJOB_CRD, missing_status_fields, trainer_controller_problem
 from trainjob.models import prebuilt_workload_of
 from trainjob.naming import owner_name, owning_trainjob
+from trainjob.views import JobView, TrainJobView
 from trainjob.workload import workload_name
 from worker_controller import status
 from worker_controller.context import Context
@@ -221,18 +220,14 @@ def _resync(ctx: Context, everything: bool = False) -> None:
         if (
             tj is not None
             and tj.uid not in ctx.gone
-            and (everything or not _settled(tj.raw, caches.jobs_of(key)))
+            and (everything or not _settled(tj, caches.jobs_of(key)))
         ):
             ctx.queue.resync(key)
     ctx.forget_all_but(live)
 
 
-def _settled(trainjob: Dict, jobs: Any) -> bool:
+def _settled(trainjob: TrainJobView, jobs: list[JobView]) -> bool:
     """Finished, and none of its Jobs still running: no pass can change anything."""
-    if not trainjob_finished((trainjob.get("status") or {}).get("conditions") or []):
+    if not trainjob.finished:
         return False
-    return not any(
-        int((j.get("status") or {}).get("active") or 0) > 0
-        or not ((j.get("spec") or {}).get("suspend") or status.job_finished(j))
-        for j in jobs
-    )
+    return not any(j.count("active") > 0 or not (j.suspended or j.finished) for j in jobs)

@@ -6,6 +6,7 @@ import datetime as dt
 from typing import Any
 
 from tests.support.builders import initializer_runtime, make_runtime, make_trainjob
+from trainjob.views import JobView
 from worker_controller import status
 from worker_controller.decide import Blocked, Observed, Plan, reconcile_trainjob
 
@@ -29,7 +30,7 @@ def observe(
         Observed(
             trainjob=tj,
             runtime=runtime,
-            jobs={j["metadata"]["name"]: j for j in jobs or []},
+            jobs={j["metadata"]["name"]: JobView(j) for j in jobs or []},
             services=services or [],
             service_named=named,
             now=now,
@@ -506,7 +507,7 @@ def test_stuck_pods_and_refused_pods_show_as_a_condition_until_they_start() -> N
     obs = Observed(
         trainjob=make_trainjob(),
         runtime=runtime,
-        jobs={"tj-node-0": no_pods},
+        jobs={"tj-node-0": JobView(no_pods)},
         services=[OUR_SERVICE],
         service_named=None,
         now=NOW,
@@ -543,10 +544,10 @@ def test_a_refused_pod_is_read_from_the_jobs_own_recent_failed_create_events() -
     running = job("tj-node-0", active=1, parallelism=2)
     running["metadata"]["uid"] = "u1"
     running["status"]["startTime"] = "2026-11-22T11:59:00Z"
-    assert status.jobs_short_of_pods({"tj-node-0": running}) == ["tj-node-0"]
-    assert status.jobs_short_of_pods({"a": job("a", active=1)}) == []
-    assert status.jobs_short_of_pods({"a": job("a", suspend=True)}) == []
-    assert status.jobs_short_of_pods({"a": job("a", failed="BackoffLimitExceeded")}) == []
+    assert status.jobs_short_of_pods({"tj-node-0": JobView(running)}) == ["tj-node-0"]
+    assert status.jobs_short_of_pods({"a": JobView(job("a", active=1))}) == []
+    assert status.jobs_short_of_pods({"a": JobView(job("a", suspend=True))}) == []
+    assert status.jobs_short_of_pods({"a": JobView(job("a", failed="BackoffLimitExceeded"))}) == []
     event = failed_create("tj-node-0", "u1", "2026-11-22T11:59:30Z")
     assert event == {
         "metadata": {"name": "tj-node-0.1", "namespace": "default", "resourceVersion": "3"},
@@ -556,11 +557,13 @@ def test_a_refused_pod_is_read_from_the_jobs_own_recent_failed_create_events() -
     }
     assert status.event_job(event) == ("default", "tj-node-0")
     older = failed_create("tj-node-0", "u1", "2026-11-22T11:59:20Z", "older")
-    assert status.create_failure(running, [older, event]) == "Error creating: exceeded quota"
+    assert (
+        status.create_failure(JobView(running), [older, event]) == "Error creating: exceeded quota"
+    )
     # Before its last start (resumed since), or about a Job of that name before it: not its.
     before = failed_create("tj-node-0", "u1", "2026-11-22T11:58:00Z")
     other = failed_create("tj-node-0", "u0", "2026-11-22T11:59:30Z")
-    assert status.create_failure(running, [before, other]) is None
+    assert status.create_failure(JobView(running), [before, other]) is None
 
 
 def test_a_name_taken_is_a_condition_naming_the_object_and_clears_once_made() -> None:
