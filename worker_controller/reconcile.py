@@ -13,16 +13,14 @@ import logging
 
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
-from kubecontrol.objects import Dict
 from trainjob import admission, jobframework
 from trainjob import constants as c
 from trainjob.caches import Caches
-from trainjob.conditions import trainjob_finished
 from trainjob.jobframework_io import execute_queue_plan, observe_queueing
 from trainjob.models import parse_trainjob
 from trainjob.naming import controlled_by
 from trainjob.status_writes import held_key
-from trainjob.views import JobView
+from trainjob.views import JobView, TrainJobView
 from worker_controller import execute, status
 from worker_controller.context import Context
 from worker_controller.decide import Blocked, Observed, Plan, reconcile_trainjob
@@ -35,12 +33,12 @@ def sync_trainjob(ctx: Context, key: tuple[str, str]) -> float | None:
     cached = ctx.caches.trainjob(*key)
     if cached is None or cached.uid in ctx.gone:
         return None
-    trainjob = cached.with_kind()  # the cache's own
+    trainjob = TrainJobView(cached.with_kind())  # the cache's own
     try:
-        return _sync(ctx, ctx.caches, key, trainjob)
+        return _sync(ctx, ctx.caches, trainjob)
     except ApiException as exc:
         if exc.status in (400, 403, 404, 422) and _gone(ctx.cluster, trainjob):
-            ctx.gone.add(trainjob["metadata"]["uid"])
+            ctx.gone.add(str(trainjob.uid))
             log.warning(
                 "[%s] %s/%s: gone from the API but still in the watch cache; forgotten",
                 ctx.settings.cluster_name,
@@ -50,43 +48,39 @@ def sync_trainjob(ctx: Context, key: tuple[str, str]) -> float | None:
         raise
 
 
-def _gone(cluster: Cluster, trainjob: Dict) -> bool:
+def _gone(cluster: Cluster, trainjob: TrainJobView) -> bool:
     """Whether this very TrainJob (same UID) no longer exists, asked of the API itself."""
-    meta = trainjob["metadata"]
-    found = cluster.get_or_none(c.TRAINJOB, meta["name"], meta["namespace"])
-    return found is None or found["metadata"].get("uid") != meta.get("uid")
+    found = cluster.get_or_none(c.TRAINJOB, trainjob.name, trainjob.namespace)
+    return found is None or found["metadata"].get("uid") != trainjob.uid
 
 
-def _sync(ctx: Context, caches: Caches, key: tuple[str, str], trainjob: Dict) -> float | None:
-    namespace, name = key
-    runtime = caches.runtime_of(trainjob)
-    uid = str(trainjob["metadata"].get("uid", ""))
+def _sync(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | None:
+    key = namespace, name = trainjob.key
+    body = trainjob.raw
+    runtime = caches.runtime_of(body)
+    uid = str(trainjob.uid or "")
     # Only the Jobs this very TrainJob controls: a label is no proof (anyone can write one).
     jobs = {j.name: j for j in caches.jobs_of(key) if controlled_by(j.raw, uid)}
-    if jobframework.is_queued_body(trainjob):
+    if jobframework.is_queued_body(body):
         # Any pod of its Jobs still running: what Kueue waits for before it frees the quota.
         active = any(j.count("active") > 0 for j in jobs.values())
         observed = observe_queueing(
-            ctx.cluster, caches, parse_trainjob(trainjob, stored=True), runtime, active
+            ctx.cluster, caches, parse_trainjob(body, stored=True), runtime, active
         )
         qplan = jobframework.reconcile_queueing(observed)
-        execute_queue_plan(ctx.cluster, trainjob, qplan, ctx.memory)
+        execute_queue_plan(ctx.cluster, body, qplan, ctx.memory)
         if qplan.changes_trainjob:
             return None  # the TrainJob's own update event continues from the new spec
     elif _held(ctx, namespace, trainjob) and _hold_without_queue(ctx, trainjob):
         return None  # suspended now: its update event continues
     services = caches.services_of(key)
     named = None
-    if (
-        not services
-        and runtime is not None
-        and not trainjob_finished((trainjob.get("status") or {}).get("conditions") or [])
-    ):
+    if not services and runtime is not None and not trainjob.finished:
         # Only then can a foreign Service block ours: ask the API.
         named = ctx.cluster.get_or_none(c.SERVICE, name, namespace)
     pods = caches.pods_of(key) if ctx.settings.pod_summary else None
     observed_tj = Observed(
-        trainjob=trainjob,
+        trainjob=body,
         runtime=runtime,
         jobs=jobs,
         services=services,
@@ -101,7 +95,7 @@ def _sync(ctx: Context, caches: Caches, key: tuple[str, str], trainjob: Dict) ->
         blocked=ctx.blocked.get(uid),
     )
     plan = reconcile_trainjob(observed_tj)
-    blocked = execute.execute(ctx.cluster, trainjob, plan, ctx.made.setdefault(uid, set()))
+    blocked = execute.execute(ctx.cluster, body, plan, ctx.made.setdefault(uid, set()))
     ctx.memory.note_held(held_key(*key), plan.status_held)
     return _note_blocked(ctx, uid, plan, blocked, was=observed_tj.blocked)
 
@@ -124,36 +118,38 @@ def _note_blocked(
     return plan.requeue_after
 
 
-def _held(ctx: Context, namespace: str, trainjob: Dict) -> bool:
+def _held(ctx: Context, namespace: str, trainjob: TrainJobView) -> bool:
     """No queue, on a cluster whose Kueue manages such jobs all the same, and not finished."""
-    return admission.held_without_queue(
-        trainjob, namespace, ctx.settings.manage_jobs_without_queue_name
-    ) and not trainjob_finished((trainjob.get("status") or {}).get("conditions") or [])
+    return (
+        admission.held_without_queue(
+            trainjob.raw, namespace, ctx.settings.manage_jobs_without_queue_name
+        )
+        and not trainjob.finished
+    )
 
 
-def _hold_without_queue(ctx: Context, trainjob: Dict) -> bool:
+def _hold_without_queue(ctx: Context, trainjob: TrainJobView) -> bool:
     """Kueue's manageJobsWithoutQueueName: no queue, so it waits suspended, and says why once.
     True when it was running and is suspended now (its update event continues)."""
-    meta = trainjob["metadata"]
-    uid = str(meta.get("uid", ""))
+    uid = str(trainjob.uid or "")
     if uid not in ctx.held_told:
         ctx.held_told.add(uid)
         ctx.cluster.post_event(
-            trainjob,
+            trainjob.raw,
             "Warning",
             c.REASON_NO_QUEUE,
             f"metadata.labels[{c.KUEUE_QUEUE_NAME_LABEL}] is not set, and Kueue's "
             "manageJobsWithoutQueueName holds such a TrainJob suspended on this cluster until it "
             "names a LocalQueue",
-            name=f"{meta['name']}.{uid[:8]}.noqueuename",
+            name=f"{trainjob.name}.{uid[:8]}.noqueuename",
         )
-    if (trainjob.get("spec") or {}).get("suspend"):
+    if trainjob.suspended:
         return False
     ctx.cluster.patch(
         c.TRAINJOB,
-        meta["name"],
-        meta["namespace"],
-        {"metadata": {"resourceVersion": meta["resourceVersion"]}, "spec": {"suspend": True}},
+        trainjob.name,
+        trainjob.namespace,
+        {"metadata": {"resourceVersion": trainjob.resource_version}, "spec": {"suspend": True}},
     )
     return True
 
