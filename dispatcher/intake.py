@@ -17,7 +17,6 @@ from kubecontrol.events import Event
 from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
-from trainjob import workload as wlmod
 from trainjob.models import queue_label
 from trainjob.runtime import RuntimeProblem
 from trainjob.views import TrainJobView
@@ -39,13 +38,13 @@ def reconcile_intake(
     trainjob: TrainJobView,
     problem: RuntimeProblem | None,
     now: dt.datetime,
-    workload: Dict | None = None,
+    workload: WorkloadView | None = None,
 ) -> IntakePlan:
     """`workload`: the TrainJob's Workload on the manager, when there is one."""
     plan = IntakePlan()
     # 1. A worker runs it: its status is synced back and says what happens. The Workload's
     #    clusterName says so first (the TrainJob's may wait a moment with other minor fields).
-    if trainjob.cluster_name or (workload is not None and WorkloadView(workload).cluster_name):
+    if trainjob.cluster_name or (workload is not None and workload.cluster_name):
         return plan
     conditions = cond.Conditions(trainjob.conditions, now, trainjob.generation, events=plan.events)
     failed = conditions.find(c.COND_FAILED)
@@ -87,26 +86,25 @@ def undispatched_message(trainjob: TrainJobView, controller_name: str) -> str:
 PENDING_RESET_GRACE = dt.timedelta(seconds=10)
 
 
-def _sent_nowhere(wl: Dict | None, our_checks: set[str]) -> list[Dict] | None:
+def _sent_nowhere(wl: WorkloadView | None, our_checks: set[str]) -> list[Dict] | None:
     """Our check states on a Workload the manager's Kueue admitted (not evicted, not finished)
     that went to no worker, when none of them is past Pending; None in any other case."""
-    if wl is None or not wlmod.is_admitted(wl) or wlmod.is_finished(wl):
+    if wl is None or not wl.admitted or wl.finished:
         return None
-    if wlmod.is_evicted(wl):
+    if wl.evicted:
         return None  # on its way back to the queue: Kueue reset our check to Pending for that
-    view = WorkloadView(wl)
-    if view.cluster_name:
+    if wl.cluster_name:
         return None  # it was dispatched before Kueue dropped the check: a worker runs it
     # Kueue admits only once every check it counts is Ready, so admitted with ours absent, or
     # still Pending (listed for a moment before Kueue drops it), means it does not count ours.
     # Ready, or Retry (we just asked for a new dispatch; Kueue evicts next), are normal.
-    states = [s for s in view.admission_checks if s.get("name") in our_checks]
+    states = [s for s in wl.admission_checks if s.get("name") in our_checks]
     if any(s.get("state") != "Pending" for s in states):
         return None
     return states
 
 
-def undecided_for(wl: Dict | None, our_checks: set[str], now: dt.datetime) -> float | None:
+def undecided_for(wl: WorkloadView | None, our_checks: set[str], now: dt.datetime) -> float | None:
     """Seconds before an admitted Workload sent nowhere, with our check Pending since a moment,
     may be judged (`PENDING_RESET_GRACE`); nothing is dispatched for it meanwhile. None when
     the Workload is not in that state."""
@@ -121,7 +119,7 @@ def undecided_for(wl: Dict | None, our_checks: set[str], now: dt.datetime) -> fl
 
 
 def not_dispatchable(
-    wl: Dict | None,
+    wl: WorkloadView | None,
     our_checks: set[str],
     queue_has_ours: Callable[[str], bool],
     controller_name: str,
@@ -136,7 +134,7 @@ def not_dispatchable(
     if undecided_for(wl, our_checks, now or dt.datetime.now(dt.UTC)) is not None:
         return None  # the resync looks again once our Pending state is older
     assert wl is not None
-    cq = WorkloadView(wl).cluster_queue or "?"
+    cq = wl.cluster_queue or "?"
     if not queue_has_ours(cq):
         return (
             f"ClusterQueue {cq} has no admission check with controllerName {controller_name}: "
@@ -144,7 +142,7 @@ def not_dispatchable(
             "MultiKueue dispatches it"
         )
     return (
-        f"Workload {wl['metadata']['name']} was admitted by ClusterQueue {cq} without the "
+        f"Workload {wl.name} was admitted by ClusterQueue {cq} without the "
         "MultiKueue admission check, so it cannot be sent to a worker: Kueue adds the check "
         "only for the flavours a Workload is assigned, and its pods request no resource the "
         "ClusterQueue covers; resubmit with resource requests (e.g. "

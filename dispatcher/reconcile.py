@@ -37,7 +37,6 @@ from dispatcher.selection import SelectionError, selection_of
 from dispatcher.settings import DispatcherSettings
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
-from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob import jobframework
 from trainjob.caches import Caches
@@ -143,7 +142,7 @@ def _no_queue(ctx: Context, view: TrainJobView) -> None:
 
 
 def _admitted_without_our_check(
-    ctx: Context, wl: Dict | None, caches: Caches, ours: set[str], now: dt.datetime
+    ctx: Context, wl: WorkloadView | None, caches: Caches, ours: set[str], now: dt.datetime
 ) -> str | None:
     """`intake.not_dispatchable` from the caches (`ours`: our AdmissionChecks' names)."""
     return not_dispatchable(

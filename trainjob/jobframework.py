@@ -33,7 +33,7 @@ class QueueObserved:
     trainjob: TrainJob
     pod_sets: tuple[PodSetShape, ...] | None  # None while the runtime is missing or invalid
     problem: RuntimeProblem | None  # why `pod_sets` is None
-    workload: Dict | None  # the TrainJob's Workload (deterministic or prebuilt name)
+    workload: WorkloadView | None  # the TrainJob's Workload (deterministic or prebuilt name)
     flavors: dict[str, Dict]  # ResourceFlavors by name
     # The priority Kueue would give the Workload now (jobframework_io.extract_priority), when
     # there is none yet or the TrainJob's priority-class label names another class.
@@ -115,6 +115,7 @@ def observe(
 ) -> QueueObserved:
     """`shape`: `shape_of(tj, runtime)`, when the caller has it already. The whole runtime
     info is resolved only when it is needed: while there is no Workload yet."""
+    """`workload`: the JSON of its Workload, if there is one (read through a view)."""
     info = None
     if workload is None or shape is None:
         info, problem = resolve_runtime_info(tj, runtime)
@@ -126,7 +127,7 @@ def observe(
         info=info,
         pod_sets=pod_sets,
         problem=problem,
-        workload=workload,
+        workload=None if workload is None else WorkloadView(workload),
         flavors=flavors,
         priority=priority,
         jobs_active=jobs_active,
@@ -162,7 +163,7 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
     if _step5b_out_of_sync(obs, wl, plan):
         return plan
     # A finished Workload admits nothing any more (only an out-of-sync one gets here).
-    admitted = wlmod.is_admitted(wl) and not wlmod.is_finished(wl)
+    admitted = wl.admitted and not wl.finished
     if (
         _step6_in_step_while_suspended(obs, wl, plan)
         or _step7_start(obs, wl, admitted, plan)
@@ -176,11 +177,11 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
 def _step2_finished(obs: QueueObserved, plan: QueuePlan) -> None:
     """Finished: report it on the Workload so Kueue releases the quota; nothing else."""
     wl = obs.workload
-    if wl is None or wlmod.is_finished(wl) or obs.finished is None:
+    if wl is None or wl.finished or obs.finished is None:
         return
     ok, reason, message = obs.finished
     conds = cond.set_condition(
-        wlmod.conditions_of(wl),
+        wl.conditions,
         "Finished",
         True,
         "Succeeded" if ok else "Failed",
@@ -190,7 +191,7 @@ def _step2_finished(obs: QueueObserved, plan: QueuePlan) -> None:
     plan.workload_status = {"conditions": conds}
     plan.workload_version = _version(wl)
     plan.events.append(
-        Event("Normal", "FinishedWorkload", f"Workload {wl['metadata']['name']} finished: {reason}")
+        Event("Normal", "FinishedWorkload", f"Workload {wl.name} finished: {reason}")
     )
 
 
@@ -206,29 +207,29 @@ def _step3_no_workload(obs: QueueObserved, plan: QueuePlan) -> None:
         plan.trainjob_patch = {"spec": {"suspend": True}}
 
 
-def _step5_adopt(obs: QueueObserved, wl: Dict, plan: QueuePlan) -> None:
+def _step5_adopt(obs: QueueObserved, wl: WorkloadView, plan: QueuePlan) -> None:
     """A prebuilt Workload is adopted: the TrainJob becomes its owner."""
     tj = obs.trainjob
     uid = tj.metadata.uid or ""
-    if not wlmod.owned_by(wl, uid):
-        refs = WorkloadView(wl).owner_references
+    if not wlmod.owned_by(wl.raw, uid):
+        refs = wl.owner_references
         refs.append(owner_reference(tj.name, uid, controller=tj.prebuilt_workload is None))
         plan.workload_patch = {"metadata": {"ownerReferences": refs}}
 
 
-def _step5b_out_of_sync(obs: QueueObserved, wl: Dict, plan: QueuePlan) -> bool:
+def _step5b_out_of_sync(obs: QueueObserved, wl: WorkloadView, plan: QueuePlan) -> bool:
     """A prebuilt Workload (made by someone else: a MultiKueue copy) that no longer describes
     its TrainJob (changed since) is finished as out of sync, as Kueue does; its sender decides
     what comes next. The TrainJob does not run on it."""
     if not (
         obs.trainjob.prebuilt_workload
         and obs.pod_sets is not None
-        and not wlmod.is_finished(wl)
-        and not wlmod.pod_sets_match(wl, obs.pod_sets)
+        and not wl.finished
+        and not wlmod.pod_sets_match(wl.raw, obs.pod_sets)
     ):
         return False
     conds = cond.set_condition(
-        wlmod.conditions_of(wl),
+        wl.conditions,
         "Finished",
         True,
         c.KUEUE_FINISHED_OUT_OF_SYNC,
@@ -241,14 +242,14 @@ def _step5b_out_of_sync(obs: QueueObserved, wl: Dict, plan: QueuePlan) -> bool:
     return True
 
 
-def _step6_in_step_while_suspended(obs: QueueObserved, wl: Dict, plan: QueuePlan) -> bool:
+def _step6_in_step_while_suspended(obs: QueueObserved, wl: WorkloadView, plan: QueuePlan) -> bool:
     """While suspended and not admitted, keep the Workload in step with the TrainJob: rebuilt
     when its PodSets changed (that settles the pass), moved when its queue did."""
     tj = obs.trainjob
-    if not (tj.spec.suspend and not wlmod.has_quota(wl) and tj.prebuilt_workload is None):
+    if not (tj.spec.suspend and not wl.has_quota and tj.prebuilt_workload is None):
         return False
-    if obs.pod_sets is not None and not wlmod.pod_sets_match(wl, obs.pod_sets):
-        plan.delete_workload = wl["metadata"]["name"]
+    if obs.pod_sets is not None and not wlmod.pod_sets_match(wl.raw, obs.pod_sets):
+        plan.delete_workload = wl.name
         plan.workload_readiness = None
         plan.events.append(
             Event(
@@ -258,7 +259,7 @@ def _step6_in_step_while_suspended(obs: QueueObserved, wl: Dict, plan: QueuePlan
             )
         )
         return True
-    if tj.queue_name and WorkloadView(wl).queue_name != tj.queue_name:
+    if tj.queue_name and wl.queue_name != tj.queue_name:
         patch = plan.workload_patch or {}
         patch["spec"] = {"queueName": tj.queue_name}
         plan.workload_patch = patch
@@ -268,14 +269,14 @@ def _step6_in_step_while_suspended(obs: QueueObserved, wl: Dict, plan: QueuePlan
     return False
 
 
-def _step7_start(obs: QueueObserved, wl: Dict, admitted: bool, plan: QueuePlan) -> bool:
+def _step7_start(obs: QueueObserved, wl: WorkloadView, admitted: bool, plan: QueuePlan) -> bool:
     """Admitted and suspended: start, with Kueue's placement, in one write."""
     tj = obs.trainjob
     if not (admitted and tj.spec.suspend and obs.start_blocked is None):
         return False
     # Stamped by its writer (Trainer's webhook stamps the patches written by others).
     kueue_patch = {
-        **wlmod.build_admission_patch(wl, obs.flavors),
+        **wlmod.build_admission_patch(wl.raw, obs.flavors),
         "time": cond.now_rfc3339(obs.now),
     }
     plan.trainjob_patch = {
@@ -290,16 +291,16 @@ def _step7_start(obs: QueueObserved, wl: Dict, admitted: bool, plan: QueuePlan) 
     return True
 
 
-def _step8_stop(obs: QueueObserved, wl: Dict, admitted: bool, plan: QueuePlan) -> bool:
+def _step8_stop(obs: QueueObserved, wl: WorkloadView, admitted: bool, plan: QueuePlan) -> bool:
     """Running without admission (evicted, preempted, or never admitted): stop."""
     if admitted or obs.trainjob.spec.suspend:
         return False
     plan.trainjob_patch = {"spec": {"suspend": True}}
-    plan.events.append(Event("Normal", "Stopped", wlmod.eviction_message(wl)))
+    plan.events.append(Event("Normal", "Stopped", wl.eviction_message))
     return True
 
 
-def _step9_release(obs: QueueObserved, wl: Dict, admitted: bool, plan: QueuePlan) -> None:
+def _step9_release(obs: QueueObserved, wl: WorkloadView, admitted: bool, plan: QueuePlan) -> None:
     """Stopped and quiet: drop Kueue's placement and hand the quota back."""
     tj = obs.trainjob
     if not tj.spec.suspend or obs.jobs_active:
@@ -312,9 +313,9 @@ def _step9_release(obs: QueueObserved, wl: Dict, admitted: bool, plan: QueuePlan
                 )
             }
         }
-    if wlmod.is_evicted(wl) and wlmod.has_quota(wl):
-        evicted = cond.find(wlmod.conditions_of(wl), "Evicted") or {}
-        conds = wlmod.conditions_of(wl)
+    if wl.evicted and wl.has_quota:
+        evicted = cond.find(wl.conditions, "Evicted") or {}
+        conds = wl.conditions
         conds = cond.set_condition(
             conds, "QuotaReserved", False, "Pending", str(evicted.get("message", "")), obs.now
         )
@@ -342,45 +343,44 @@ def _step9_release(obs: QueueObserved, wl: Dict, admitted: bool, plan: QueuePlan
             readiness.WAIT_FOR_START,
             readiness.NOT_READY_MESSAGE,
             obs.now,
-            WorkloadView(wl).generation,
+            wl.generation,
         )
         plan.workload_status = {"admission": None, "conditions": conds}
         plan.workload_readiness = None
 
 
-def follows_label(wl: Dict, label: str) -> bool:
+def follows_label(wl: WorkloadView, label: str) -> bool:
     """Kueue 0.19: a Workload whose priority comes from a WorkloadPriorityClass (or that has
     none and has reserved no quota, after which none can be added) follows its job's
     priority-class label. True when the label now names another class than it has."""
-    ref = WorkloadView(wl).spec.get("priorityClassRef")
-    if ref is None and wlmod.has_quota(wl):
+    ref = wl.spec.get("priorityClassRef")
+    if ref is None and wl.has_quota:
         return False
     if ref is not None and ref.get("kind") != "WorkloadPriorityClass":
         return False
     return str((ref or {}).get("name") or "") != label
 
 
-def _step5a_priority(obs: QueueObserved, wl: Dict, plan: QueuePlan) -> None:
+def _step5a_priority(obs: QueueObserved, wl: WorkloadView, plan: QueuePlan) -> None:
     """The TrainJob's priority-class label changed: its Workload's priority follows."""
     new = obs.priority
-    spec = WorkloadView(wl).spec
+    spec = wl.spec
     if new is None or (spec.get("priorityClassRef"), spec.get("priority")) == (new.ref, new.value):
         return
     patch = plan.workload_patch or {}
     patch.setdefault("spec", {}).update({"priorityClassRef": new.ref, "priority": new.value})
     plan.workload_patch = patch
-    name = f"{obs.trainjob.namespace}/{WorkloadView(wl).name}"
+    name = f"{obs.trainjob.namespace}/{wl.name}"
     plan.events.append(
         Event("Normal", "UpdatedWorkload", f"Updated workload priority class: {name}")
     )
 
 
-def started_message(wl: Dict) -> str:
+def started_message(wl: WorkloadView) -> str:
     """Kueue's words for a start, and on a MultiKueue manager where the job went: the
     Workload's clusterName, set in the write that turned the check Ready, before admission."""
-    view = WorkloadView(wl)
-    cq = view.cluster_queue or "?"
-    cluster = view.cluster_name
+    cq = wl.cluster_queue or "?"
+    cluster = wl.cluster_name
     where = f"; dispatched to cluster {cluster}" if cluster else ""
     return f"Admitted by clusterQueue {cq}{where}"
 
@@ -392,39 +392,39 @@ OUT_OF_SYNC_MESSAGE = "The prebuilt workload is out of sync with its user job"
 REQUEUED_AT_ONCE = frozenset({"Preempted", "NodeFailures"})
 
 
-def _jobs_status(tj: TrainJob, wl: Dict) -> list[Dict] | None:
+def _jobs_status(tj: TrainJob, wl: WorkloadView) -> list[Dict] | None:
     """The TrainJob's jobsStatus, if it describes the run of this Workload's admission. On the
     manager it is the status synced back from a worker: it counts only when it comes from the
     cluster the Workload now runs on (`status.clusterName` of both), never from an earlier one."""
-    if tj.status.get("clusterName") != WorkloadView(wl).cluster_name:
+    if tj.status.get("clusterName") != wl.cluster_name:
         return None
     found = tj.status.get("jobsStatus")
     return found if isinstance(found, list) else None
 
 
-def _version(wl: Dict) -> str | None:
-    found = WorkloadView(wl).resource_version
+def _version(wl: WorkloadView) -> str | None:
+    found = wl.resource_version
     return str(found) if found else None
 
 
-def desired_readiness(obs: QueueObserved, wl: Dict) -> Dict | None:
+def desired_readiness(obs: QueueObserved, wl: WorkloadView) -> Dict | None:
     """The PodsReady condition and reclaimablePods the Workload should carry, when either
     differs from what it has (None: no write). Both travel together: they are the fields of
     the Workload's status our server-side apply owns."""
     if obs.pod_sets is None:  # runtime gone or invalid: keep what the Workload says
         return None
-    if wlmod.is_evicted(wl) and wlmod.has_quota(wl):  # step 9 resets it with the quota
+    if wl.evicted and wl.has_quota:  # step 9 resets it with the quota
         return None
     jobs_status = _jobs_status(obs.trainjob, wl)
     ready = jobs_status is not None and readiness.all_pods_ready(obs.pod_sets, jobs_status)
-    status, reason, message = readiness.compute_pods_ready(wl, ready)
-    reclaimable = readiness.compute_reclaimable_pods(obs.pod_sets, jobs_status or [], wl)
-    pods_ready_changed = readiness.pods_ready_changed(wl, status, reason)
-    if not pods_ready_changed and not readiness.reclaimable_changed(wl, reclaimable):
+    status, reason, message = readiness.compute_pods_ready(wl.raw, ready)
+    reclaimable = readiness.compute_reclaimable_pods(obs.pod_sets, jobs_status or [], wl.raw)
+    pods_ready_changed = readiness.pods_ready_changed(wl.raw, status, reason)
+    if not pods_ready_changed and not readiness.reclaimable_changed(wl.raw, reclaimable):
         return None
-    conds = wlmod.conditions_of(wl)
+    conds = wl.conditions
     if pods_ready_changed:
-        generation = WorkloadView(wl).generation
+        generation = wl.generation
         conds = cond.set_condition(
             conds, readiness.PODS_READY, status, reason, message, obs.now, generation
         )

@@ -50,7 +50,7 @@ def observe_queueing(
     if wl is None and obs.info is not None:
         templates = [ps.pod_template for ps in obs.info.pod_sets]
         obs.priority = extract_priority(cluster, _wpc_label(tj), templates)
-    elif view is not None and not tj.prebuilt_workload and follows_label(view.raw, _wpc_label(tj)):
+    elif view is not None and not tj.prebuilt_workload and follows_label(view, _wpc_label(tj)):
         # (a prebuilt Workload, a MultiKueue copy, takes its priority from the manager's)
         templates = [ps.get("template") or {} for ps in view.pod_sets]
         obs.priority = extract_priority(cluster, _wpc_label(tj), templates)

@@ -157,6 +157,11 @@ class WorkloadView(ObjectView):
         return has_quota(self.raw)
 
     @property
+    def admitted(self) -> bool:
+        """Admitted and not evicted."""
+        return is_admitted(self.raw)
+
+    @property
     def evicted(self) -> bool:
         return is_evicted(self.raw)
 

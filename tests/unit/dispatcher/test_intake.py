@@ -15,6 +15,7 @@ from tests.support.builders import TrainJobBuilder, make_trainjob
 from tests.support.dispatch import NOW, manager_workload
 from trainjob.runtime import RuntimeProblem
 from trainjob.views import TrainJobView
+from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
 
@@ -51,7 +52,10 @@ def test_intake_leaves_a_dispatched_trainjob_and_final_failures_alone() -> None:
     assert reconcile_intake(TrainJobView(dispatched), problem, NOW).status is None
     # Its Workload names the worker while the TrainJob's own clusterName still waits.
     sent = manager_workload("QuotaReserved", "Admitted", cluster="worker1", check="Ready")
-    assert reconcile_intake(TrainJobView(make_trainjob()), problem, NOW, sent).status is None
+    assert (
+        reconcile_intake(TrainJobView(make_trainjob()), problem, NOW, WorkloadView(sent)).status
+        is None
+    )
     assert reconcile_intake(TrainJobView(make_trainjob()), problem, NOW).status is not None
     final = make_trainjob()
     final["status"] = {
@@ -76,7 +80,9 @@ def _admitted(*checks: tuple[str, str], cluster: str | None = None) -> Dict:
 
 def test_not_dispatchable_only_when_kueue_admitted_without_counting_our_check() -> None:
     def decide_nd(wl: Dict, cq_has: bool = True) -> str | None:
-        return not_dispatchable(wl, {"mk"}, lambda cq: cq_has, "kueue.x-k8s.io/multikueue")
+        return not_dispatchable(
+            WorkloadView(wl), {"mk"}, lambda cq: cq_has, "kueue.x-k8s.io/multikueue"
+        )
 
     # Kueue dropped our check (no flavour assigned), or has not dropped it yet (still Pending).
     assert "without the MultiKueue admission check" in (decide_nd(_admitted()) or "")
@@ -102,13 +108,13 @@ def test_not_dispatchable_only_when_kueue_admitted_without_counting_our_check() 
     now = dt.datetime(2026, 11, 23, 18, 0, 28, tzinfo=dt.UTC)
     reset = _admitted(("mk", "Pending"))
     reset["status"]["admissionChecks"][0]["lastTransitionTime"] = "2026-11-23T18:00:27Z"
-    assert not_dispatchable(reset, {"mk"}, lambda cq: True, "x", now) is None
+    assert not_dispatchable(WorkloadView(reset), {"mk"}, lambda cq: True, "x", now) is None
     later = now + dt.timedelta(seconds=11)
-    assert not_dispatchable(reset, {"mk"}, lambda cq: True, "x", later) is not None
+    assert not_dispatchable(WorkloadView(reset), {"mk"}, lambda cq: True, "x", later) is not None
     # Meanwhile nothing is dispatched for it (the pass waits out the rest of the grace).
-    assert undecided_for(reset, {"mk"}, now) == 9.0
-    assert undecided_for(reset, {"mk"}, later) is None
-    assert undecided_for(_admitted(("mk", "Ready")), {"mk"}, now) is None
+    assert undecided_for(WorkloadView(reset), {"mk"}, now) == 9.0
+    assert undecided_for(WorkloadView(reset), {"mk"}, later) is None
+    assert undecided_for(WorkloadView(_admitted(("mk", "Ready"))), {"mk"}, now) is None
 
 
 def test_a_trainjob_multikueue_does_not_dispatch_is_told_why_naming_the_fields() -> None:

@@ -16,6 +16,7 @@ from trainjob import workload as wlmod
 from trainjob.jobframework import QueuePlan
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.runtime import RuntimeInfo, RuntimeSpecError, build_runtime_info
+from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
 NOW = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.UTC)
@@ -483,12 +484,16 @@ def test_tas_annotations_on_the_pods_become_the_pod_sets_topology_request() -> N
 
 def test_a_workload_follows_its_trainjobs_priority_class_label_as_kueue_does() -> None:
     wl = {"spec": {"priorityClassRef": HIGH.ref, "priority": 100}, "status": {}}
-    assert not jobframework.follows_label(wl, "high")
-    assert jobframework.follows_label(wl, "low")
+    assert not jobframework.follows_label(WorkloadView(wl), "high")
+    assert jobframework.follows_label(WorkloadView(wl), "low")
     pod_class = {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "p"}
-    assert not jobframework.follows_label({"spec": {"priorityClassRef": pod_class}}, "low")
+    assert not jobframework.follows_label(
+        WorkloadView({"spec": {"priorityClassRef": pod_class}}), "low"
+    )
     reserved = {"spec": {}, "status": {"conditions": [cond("QuotaReserved", True, "x", "")]}}
-    assert not jobframework.follows_label(reserved, "low")  # no class can be added now
+    assert not jobframework.follows_label(
+        WorkloadView(reserved), "low"
+    )  # no class can be added now
 
 
 def test_manage_jobs_without_queue_name_holds_only_unqueued_trainjobs_kueue_manages() -> None:
