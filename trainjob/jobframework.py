@@ -417,10 +417,10 @@ def desired_readiness(obs: QueueObserved, wl: WorkloadView) -> Dict | None:
         return None
     jobs_status = _jobs_status(obs.trainjob, wl)
     ready = jobs_status is not None and readiness.all_pods_ready(obs.pod_sets, jobs_status)
-    status, reason, message = readiness.compute_pods_ready(wl.raw, ready)
-    reclaimable = readiness.compute_reclaimable_pods(obs.pod_sets, jobs_status or [], wl.raw)
-    pods_ready_changed = readiness.pods_ready_changed(wl.raw, status, reason)
-    if not pods_ready_changed and not readiness.reclaimable_changed(wl.raw, reclaimable):
+    status, reason, message = readiness.compute_pods_ready(wl, ready)
+    reclaimable = readiness.compute_reclaimable_pods(obs.pod_sets, jobs_status or [], wl)
+    pods_ready_changed = readiness.pods_ready_changed(wl, status, reason)
+    if not pods_ready_changed and not readiness.reclaimable_changed(wl, reclaimable):
         return None
     conds = wl.conditions
     if pods_ready_changed:

@@ -59,11 +59,11 @@ def all_pods_ready(pod_sets: Sequence[PodSetShape], jobs_status: list[Dict] | No
     return True
 
 
-def compute_pods_ready(wl: Dict, ready: bool) -> tuple[bool, str, str]:
+def compute_pods_ready(wl: WorkloadView, ready: bool) -> tuple[bool, str, str]:
     """(status, reason, message) of the Workload's PodsReady condition, Kueue's state machine:
     not admitted -> WaitForStart; all pods ready -> Started (Recovered after a recovery); a
     pod lost once the Workload was ready -> WaitForRecovery until all are ready again."""
-    conditions = WorkloadView(wl).conditions
+    conditions = wl.conditions
     if not cond.is_true(conditions, "Admitted"):
         return False, WAIT_FOR_START, NOT_READY_MESSAGE
     current = cond.find(conditions, PODS_READY)
@@ -77,9 +77,9 @@ def compute_pods_ready(wl: Dict, ready: bool) -> tuple[bool, str, str]:
     return False, WAIT_FOR_START, NOT_READY_MESSAGE
 
 
-def pods_ready_changed(wl: Dict, status: bool, reason: str) -> bool:
+def pods_ready_changed(wl: WorkloadView, status: bool, reason: str) -> bool:
     """Kueue rewrites the condition only when its status or reason changes."""
-    current = cond.find(WorkloadView(wl).conditions, PODS_READY)
+    current = cond.find(wl.conditions, PODS_READY)
     return (
         current is None
         or current.get("status") != ("True" if status else "False")
@@ -88,12 +88,12 @@ def pods_ready_changed(wl: Dict, status: bool, reason: str) -> bool:
 
 
 def compute_reclaimable_pods(
-    pod_sets: Sequence[PodSetShape], jobs_status: list[Dict] | None, wl: Dict
+    pod_sets: Sequence[PodSetShape], jobs_status: list[Dict] | None, wl: WorkloadView
 ) -> list[Dict]:
     """Pods whose quota is no longer needed: those of succeeded child Jobs, per PodSet, never
     more than the Workload's PodSet holds (Kueue's webhook refuses more)."""
     statuses = _by_name(jobs_status)
-    sizes = {str(ps.get("name")): int(ps.get("count") or 0) for ps in WorkloadView(wl).pod_sets}
+    sizes = {str(ps.get("name")): int(ps.get("count") or 0) for ps in wl.pod_sets}
     out = []
     for ps in pod_sets:
         succeeded = _count(statuses.get(ps.name) or {}, "succeeded")
@@ -102,8 +102,8 @@ def compute_reclaimable_pods(
     return out
 
 
-def reclaimable_changed(wl: Dict, want: list[Dict]) -> bool:
-    have = WorkloadView(wl).reclaimable_pods
+def reclaimable_changed(wl: WorkloadView, want: list[Dict]) -> bool:
+    have = wl.reclaimable_pods
     return _pairs(have) != _pairs(want)
 
 

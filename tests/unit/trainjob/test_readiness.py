@@ -9,6 +9,7 @@ from tests.support.builders import initializer_runtime, make_runtime, make_train
 from trainjob import jobframework, readiness
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.runtime import RuntimeInfo, build_runtime_info
+from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
 NOW = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.UTC)
@@ -47,6 +48,14 @@ def workload(*conditions: Dict, podsets: list[tuple[str, int]], **status: Any) -
 ADMITTED = (cond("QuotaReserved", True, "QuotaReserved"), cond("Admitted", True, "Admitted"))
 
 
+def pods_ready(wl: Dict, ready: bool) -> tuple[bool, str, str]:
+    return readiness.compute_pods_ready(WorkloadView(wl), ready)
+
+
+def reclaimable(shape: Any, jobs_status: list[Dict], wl: Dict) -> list[Dict]:
+    return readiness.compute_reclaimable_pods(shape, jobs_status, WorkloadView(wl))
+
+
 # ---- the pure rules --------------------------------------------------------------------------
 
 
@@ -65,15 +74,18 @@ def test_all_pods_ready_counts_child_jobs_ready_or_succeeded_across_every_podset
 def test_pods_ready_state_machine_follows_kueue() -> None:
     admitted = workload(*ADMITTED, podsets=[("node", 1)])
     waiting = workload(podsets=[("node", 1)])
-    assert readiness.compute_pods_ready(waiting, True) == (
+    assert pods_ready(waiting, True) == (
         False,
         "WaitForStart",
         "Not all pods are ready or succeeded",
     )
-    assert readiness.compute_pods_ready(admitted, False)[:2] == (False, "WaitForStart")
-    assert readiness.compute_pods_ready(admitted, True)[:2] == (True, "Started")
+    assert pods_ready(admitted, False)[:2] == (
+        False,
+        "WaitForStart",
+    )
+    assert pods_ready(admitted, True)[:2] == (True, "Started")
     started = workload(*ADMITTED, cond("PodsReady", True, "Started"), podsets=[("node", 1)])
-    assert readiness.compute_pods_ready(started, False) == (
+    assert pods_ready(started, False) == (
         False,
         "WaitForRecovery",
         "At least one pod has failed, waiting for recovery",
@@ -81,11 +93,17 @@ def test_pods_ready_state_machine_follows_kueue() -> None:
     recovering = workload(
         *ADMITTED, cond("PodsReady", False, "WaitForRecovery"), podsets=[("node", 1)]
     )
-    assert readiness.compute_pods_ready(recovering, False)[:2] == (False, "WaitForRecovery")
-    assert readiness.compute_pods_ready(recovering, True)[:2] == (True, "Recovered")
+    assert pods_ready(recovering, False)[:2] == (
+        False,
+        "WaitForRecovery",
+    )
+    assert pods_ready(recovering, True)[:2] == (True, "Recovered")
     recovered = workload(*ADMITTED, cond("PodsReady", True, "Recovered"), podsets=[("node", 1)])
-    assert readiness.compute_pods_ready(recovered, True)[:2] == (True, "Recovered")
-    assert readiness.compute_pods_ready(recovered, False)[:2] == (False, "WaitForRecovery")
+    assert pods_ready(recovered, True)[:2] == (True, "Recovered")
+    assert pods_ready(recovered, False)[:2] == (
+        False,
+        "WaitForRecovery",
+    )
 
 
 def test_reclaimable_pods_are_the_pods_of_succeeded_child_jobs_capped_by_the_podset() -> None:
@@ -113,18 +131,14 @@ def test_reclaimable_pods_are_the_pods_of_succeeded_child_jobs_capped_by_the_pod
         ("node", 1, 3),
     ]
     wl = workload(*ADMITTED, podsets=[("init", 4), ("node", 3)])
-    assert readiness.compute_reclaimable_pods(info.shape, [js("init", succeeded=1)], wl) == [
-        {"name": "init", "count": 2}
-    ]
+    assert readiness.compute_reclaimable_pods(
+        info.shape, [js("init", succeeded=1)], WorkloadView(wl)
+    ) == [{"name": "init", "count": 2}]
     both = [js("init", succeeded=2), js("node", ready=1)]
-    assert readiness.compute_reclaimable_pods(info.shape, both, wl) == [
-        {"name": "init", "count": 4}
-    ]
+    assert reclaimable(info.shape, both, wl) == [{"name": "init", "count": 4}]
     smaller = workload(*ADMITTED, podsets=[("init", 3), ("node", 3)])
-    assert readiness.compute_reclaimable_pods(info.shape, both, smaller) == [
-        {"name": "init", "count": 3}
-    ]
-    assert readiness.compute_reclaimable_pods(info.shape, [js("node", ready=1)], wl) == []
+    assert reclaimable(info.shape, both, smaller) == [{"name": "init", "count": 3}]
+    assert reclaimable(info.shape, [js("node", ready=1)], wl) == []
 
 
 # ---- in the Kueue integration's plan ----------------------------------------------------------
