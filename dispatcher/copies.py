@@ -4,7 +4,7 @@ the manager object's UID), which object on a worker is ours, what the workers' w
 a copy, the status brought back from the one that runs it, and how copies go: with their
 TrainJob (`delete_remotes`), or as orphans whose manager object is gone (`collect_garbage`).
 
-Where each is used: the dispatch decision builds copies (dispatch.py, steps 4 and 5) and
+Where each is used: the dispatch decision builds copies (decide.py, steps 4 and 5) and
 execute.py sends them (`is_our_copy` on a 409); remote.py watches them (`seen`, `KINDS`);
 reconcile.py deletes them with a deleted TrainJob; the resync loop sweeps orphans (resync.py).
 """
@@ -107,7 +107,7 @@ KINDS = {k.kind: k for k in (c.WORKLOAD, c.TRAINJOB)}
 
 
 # What the dispatcher reads of its copies: who they are and whether they are going, and of a
-# Workload whether it is active, its priority and its admission conditions (dispatch.py); of a
+# Workload whether it is active, its priority and its admission conditions (decide.py); of a
 # TrainJob its status (`status_back`). The caches keep no more, so a copy's other changes
 # (the worker's PodsReady, its owner reference, the unsuspend and its node selectors) cost
 # neither memory nor a pass.

@@ -9,7 +9,7 @@ import logging
 from dispatcher import metrics
 from dispatcher.clusters import Registry
 from dispatcher.copies import KINDS, is_our_copy
-from dispatcher.dispatch import DispatchPlan, RemoteAction
+from dispatcher.decide import DispatchPlan, RemoteAction
 from dispatcher.intake import IntakePlan
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster, guarded_write

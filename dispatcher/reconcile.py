@@ -3,7 +3,7 @@
 In order: our finalizer; the Kueue integration (its Workload, PodsReady, start and stop, the
 same code the worker controller runs: trainjob/jobframework.py); the intake (why it cannot be
 queued, on the TrainJob: dispatcher/intake.py); then the MultiKueue check of its Workload
-(copies, the first worker to admit wins, status back, retry: dispatcher/dispatch.py). A
+(copies, the first worker to admit wins, status back, retry: dispatcher/decide.py). A
 deleted TrainJob's remote objects go before its finalizer does (dispatcher/copies.py).
 """
 
@@ -15,7 +15,7 @@ import time
 
 from dispatcher import admissionchecks, copies, execute
 from dispatcher.context import Context
-from dispatcher.dispatch import (
+from dispatcher.decide import (
     AllAtOnce,
     CapacityAware,
     DispatchObserved,
@@ -23,7 +23,7 @@ from dispatcher.dispatch import (
     Incremental,
     RemoteView,
     Strategy,
-    reconcile_dispatch,
+    decide,
 )
 from dispatcher.intake import (
     not_dispatchable,
@@ -216,7 +216,7 @@ def _dispatch(ctx: Context, caches: Caches, trainjob: TrainJobView, wl_name: str
         give_up_after=ctx.settings.give_up_after_seconds,
         selection_problem=selection_problem,
     )
-    plan = reconcile_dispatch(observed, strategy(ctx.settings))
+    plan = decide(observed, strategy(ctx.settings))
     retry = execute.execute_dispatch(
         ctx.manager, ctx.registry, ctx.memory, wl, trainjob, check, plan
     )

@@ -150,7 +150,7 @@ def _start_time(conditions: list[Dict], jobs: dict[str, JobView], now: dt.dateti
     return min(created) if created else now
 
 
-def reconcile_trainjob(obs: Observed) -> Plan:
+def decide(obs: Observed) -> Plan:
     plan = Plan()
     # 1. Parse at the boundary; a TrainJob the API server accepted should always parse.
     try:

@@ -23,7 +23,7 @@ from trainjob.status_writes import held_key
 from trainjob.views import JobView, TrainJobView
 from worker_controller import execute, status
 from worker_controller.context import Context
-from worker_controller.decide import Blocked, Observed, Plan, reconcile_trainjob
+from worker_controller.decide import Blocked, Observed, Plan, decide
 
 log = logging.getLogger("worker_controller")
 
@@ -94,7 +94,7 @@ def _sync(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | None:
         status_held_for=ctx.memory.held_for(held_key(*key)),
         blocked=ctx.blocked.get(uid),
     )
-    plan = reconcile_trainjob(observed_tj)
+    plan = decide(observed_tj)
     blocked = execute.execute(ctx.cluster, body, plan, ctx.made.setdefault(uid, set()))
     ctx.memory.note_held(held_key(*key), plan.status_held)
     return _note_blocked(ctx, uid, plan, blocked, was=observed_tj.blocked)

@@ -1,4 +1,4 @@
-"""Builders of the dispatch decision's inputs (dispatcher/dispatch.py): a manager Workload, a
+"""Builders of the dispatch decision's inputs (dispatcher/decide.py): a manager Workload, a
 worker as the manager sees it, and one decision over them."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from dispatcher.dispatch import DispatchObserved, RemoteView, reconcile_dispatch
+from dispatcher.decide import DispatchObserved, RemoteView, decide
 from tests.support.builders import TrainJobBuilder, WorkloadBuilder
 from trainjob.views import TrainJobView
 from trainjob.workload import WorkloadView
@@ -88,9 +88,9 @@ def observed(wl: Dict, tj: Dict | None, remotes: list[RemoteView], **kw: Any) ->
     )
 
 
-def decide(wl: Dict, remotes: list[RemoteView], **kw: Any) -> Any:
+def decide_for(wl: Dict, remotes: list[RemoteView], **kw: Any) -> Any:
     tj = kw.pop("trainjob", None) or TrainJobBuilder().multikueue().obj()
-    return reconcile_dispatch(
+    return decide(
         DispatchObserved(
             workload=WorkloadView(wl),
             trainjob=TrainJobView(tj),

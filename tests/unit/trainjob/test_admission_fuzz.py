@@ -25,7 +25,7 @@ from trainjob import admission
 from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.runtime import resolve_runtime_info
 from trainjob.workload import build_workload
-from worker_controller.decide import Observed, reconcile_trainjob
+from worker_controller.decide import Observed, decide
 
 Dict = dict[str, Any]
 CRDS = Path(__file__).resolve().parents[3] / "crds"
@@ -203,5 +203,5 @@ def test_the_worker_controllers_decision_answers_every_pair(trainjob: Dict, runt
         now=NOW,
         pods=[],
     )
-    plan = reconcile_trainjob(observed)
+    plan = decide(observed)
     assert plan.status is not None or plan.events or plan.create or plan.apply

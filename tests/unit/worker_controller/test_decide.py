@@ -8,7 +8,7 @@ from typing import Any
 from tests.support.builders import initializer_runtime, make_runtime, make_trainjob
 from trainjob.views import JobView
 from worker_controller import status
-from worker_controller.decide import Blocked, Observed, Plan, reconcile_trainjob
+from worker_controller.decide import Blocked, Observed, Plan, decide
 
 Dict = dict[str, Any]
 NOW = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.UTC)
@@ -26,7 +26,7 @@ def observe(
     coalesce: float = 0.0,
     blocked: Blocked | None = None,
 ) -> Plan:
-    return reconcile_trainjob(
+    return decide(
         Observed(
             trainjob=tj,
             runtime=runtime,
@@ -506,7 +506,7 @@ def test_stuck_pods_and_refused_pods_show_as_a_condition_until_they_start() -> N
         pods=[],
         pod_create_failures={"tj-node-0": 'pods "tj-node-0-0-x" is forbidden: exceeded quota'},
     )
-    refused = reconcile_trainjob(obs)
+    refused = decide(obs)
     assert conditions(refused)["PodsStuck"] == ("True", "PodCreateFailed")
     (event,) = [e for e in refused.events if e.reason == "PodCreateFailed"]
     assert event.message == (

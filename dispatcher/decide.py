@@ -341,7 +341,7 @@ def _waiting_conditions(
     return ({"conditions": conditions.list} if conditions.changed else None), conditions.events
 
 
-def reconcile_dispatch(obs: DispatchObserved, strategy: Strategy | None = None) -> DispatchPlan:
+def decide(obs: DispatchObserved, strategy: Strategy | None = None) -> DispatchPlan:
     plan = _decide(obs, strategy)
     if check_state(obs.workload, obs.check) is None:
         # Kueue dropped our check from the Workload (no flavour assigned): there is no state

@@ -5,16 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from dispatcher.capacity import Fit
-from dispatcher.dispatch import (
+from dispatcher.decide import (
     CapacityAware,
     DispatchObserved,
     External,
     Incremental,
     RemoteView,
-    reconcile_dispatch,
+    decide,
 )
 from tests.support.builders import TrainJobBuilder
-from tests.support.dispatch import NOW, decide, manager_workload, remote
+from tests.support.dispatch import NOW, decide_for, manager_workload, remote
 from trainjob.status_writes import FIRST_STATUS_HOLD_SECONDS
 from trainjob.views import TrainJobView
 from trainjob.workload import WorkloadView
@@ -28,7 +28,7 @@ def created_event(plan: Any) -> str | None:
 
 
 def test_copies_go_to_every_reachable_cluster_and_are_nominated() -> None:
-    plan = decide(
+    plan = decide_for(
         manager_workload("QuotaReserved"),
         [
             remote("w1", workload=False),
@@ -62,7 +62,7 @@ def test_the_pending_message_says_why_a_worker_cannot_admit_its_copy() -> None:
     waiting.workload.raw["status"]["conditions"] = [
         {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "no quota"}
     ]
-    plan = decide(manager_workload("QuotaReserved"), [no_namespace, no_queue, waiting])
+    plan = decide_for(manager_workload("QuotaReserved"), [no_namespace, no_queue, waiting])
     assert plan.check_state == (
         "Pending",
         "dispatched to w1, w2, w3; waiting for a cluster to admit it "
@@ -78,7 +78,7 @@ def test_incremental_strategy_adds_clusters_round_by_round_in_config_order() -> 
         (2500.0, ["w1", "w2", "w3", "w4"], 1400.0),  # the second: two more
         (1000.0, ["w1", "w2", "w3", "w4", "w5"], None),  # all of them: no more rounds
     ):
-        plan = decide(wl, remotes, strategy=Incremental(batch=2, round_seconds=round_seconds))
+        plan = decide_for(wl, remotes, strategy=Incremental(batch=2, round_seconds=round_seconds))
         assert [a.cluster for a in plan.remote] == created
         assert plan.requeue_after == requeue
 
@@ -87,7 +87,7 @@ def test_leftovers_of_an_earlier_round_are_removed_before_dispatching_again() ->
     deactivated = remote("w1")
     assert deactivated.workload is not None
     deactivated.workload.raw["spec"] = {"active": False}
-    plan = decide(manager_workload("QuotaReserved"), [deactivated, remote("w2", trainjob=True)])
+    plan = decide_for(manager_workload("QuotaReserved"), [deactivated, remote("w2", trainjob=True)])
     assert sorted((a.cluster, a.verb, a.obj["kind"]) for a in plan.remote) == [
         ("w1", "delete", "Workload"),
         ("w2", "delete", "TrainJob"),
@@ -97,7 +97,7 @@ def test_leftovers_of_an_earlier_round_are_removed_before_dispatching_again() ->
 
 def test_first_admitted_copy_wins_and_the_others_go() -> None:
     wl = manager_workload("QuotaReserved", nominated=["w1", "w2"])
-    plan = decide(
+    plan = decide_for(
         wl,
         [
             remote("w1", admitted_at="2026-11-22T11:00:05Z"),
@@ -117,7 +117,7 @@ def test_first_admitted_copy_wins_and_the_others_go() -> None:
     # follows names the cluster (queueing). One still running (sent again) gets its own.
     assert plan.events == [] and created_event(plan) is None
     running = TrainJobBuilder().multikueue().suspended(False).obj()
-    again = decide(wl, [remote("w2", admitted_at="2026-11-22T11:00:02Z")], trainjob=running)
+    again = decide_for(wl, [remote("w2", admitted_at="2026-11-22T11:00:02Z")], trainjob=running)
     assert [tuple(e) for e in again.events] == [
         ("Normal", "Dispatched", "dispatched to cluster w2")
     ]
@@ -130,14 +130,14 @@ def test_admissions_in_the_same_second_are_shared_out_but_always_decided_alike()
         wl["metadata"]["name"] = f"trainjob-tj{i}-abcde"
         same = "2026-11-22T11:00:02Z"
         remotes = [remote("w1", admitted_at=same), remote("w2", admitted_at=same)]
-        first = decide(wl, remotes).cluster_name
-        assert decide(wl, list(reversed(remotes))).cluster_name == first
+        first = decide_for(wl, remotes).cluster_name
+        assert decide_for(wl, list(reversed(remotes))).cluster_name == first
         winners.add(first)
     assert winners == {"w1", "w2"}
 
 
 def test_winner_must_be_nominated_before_it_is_named() -> None:
-    plan = decide(
+    plan = decide_for(
         manager_workload("QuotaReserved", nominated=["w1"]),
         [remote("w1"), remote("w2", admitted_at="2026-11-22T11:00:02Z")],
     )
@@ -145,7 +145,7 @@ def test_winner_must_be_nominated_before_it_is_named() -> None:
 
 
 def test_winner_gets_the_trainjob_and_the_check_turns_ready() -> None:
-    plan = decide(
+    plan = decide_for(
         manager_workload("QuotaReserved", cluster="w1"),
         [remote("w1", admitted_at="2026-11-22T11:00:02Z"), remote("w2", workload=False)],
     )
@@ -160,7 +160,7 @@ def test_winner_gets_the_trainjob_and_the_check_turns_ready() -> None:
 
 
 def test_status_flows_back_with_the_cluster_name() -> None:
-    plan = decide(
+    plan = decide_for(
         manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready"),
         [remote("w1", admitted_at="2026-11-22T11:00:02Z", trainjob=True)],
     )
@@ -187,7 +187,7 @@ def test_pod_counts_that_move_nothing_are_held_but_outcomes_go_at_once() -> None
     manager_tj["status"] = {"clusterName": "w1", "conditions": [], "jobsStatus": job_counts()}
 
     def sync(view: RemoteView, held_for: float | None) -> Any:
-        return reconcile_dispatch(
+        return decide(
             DispatchObserved(
                 workload=WorkloadView(wl),
                 trainjob=TrainJobView(manager_tj),
@@ -243,15 +243,15 @@ def test_pod_counts_that_move_nothing_are_held_but_outcomes_go_at_once() -> None
 
 def test_brief_disconnect_changes_nothing_but_a_lost_worker_retries() -> None:
     wl = manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready")
-    brief = decide(wl, [remote("w1", connected=False, lost=10)])
+    brief = decide_for(wl, [remote("w1", connected=False, lost=10)])
     assert brief.check_state is None and brief.remote == []
     assert brief.requeue_after == 50  # looked at again when the timeout runs out
-    lost = decide(wl, [remote("w1", connected=False, lost=61)])
+    lost = decide_for(wl, [remote("w1", connected=False, lost=61)])
     assert lost.check_state is not None and lost.check_state[0] == "Retry"
 
 
 def test_remote_workload_gone_while_reachable_retries_at_once() -> None:
-    plan = decide(
+    plan = decide_for(
         manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready"),
         [remote("w1", workload=False, trainjob=True)],
     )
@@ -262,11 +262,11 @@ def test_after_our_retry_nothing_goes_out_until_kueue_evicts() -> None:
     # Our Retry written (clusterName cleared with it), Kueue not yet acted: still admitted, not
     # evicted. A new round now would write Pending over the Retry and cancel the eviction.
     waiting = manager_workload("QuotaReserved", "Admitted", check="Retry")
-    plan = decide(waiting, [remote("w1", trainjob=True), remote("w2", workload=False)])
+    plan = decide_for(waiting, [remote("w1", trainjob=True), remote("w2", workload=False)])
     assert plan.check_state is None and plan.nominated is None and plan.cluster_name is None
     assert [(a.cluster, a.verb) for a in plan.remote] == [("w1", "delete"), ("w1", "delete")]
     # Kueue evicts (our check back to Pending), then reserves quota again: a new round.
-    again = decide(
+    again = decide_for(
         manager_workload("QuotaReserved"),
         [remote("w1", workload=False), remote("w2", workload=False)],
     )
@@ -276,7 +276,7 @@ def test_after_our_retry_nothing_goes_out_until_kueue_evicts() -> None:
 
 def test_finished_or_unreserved_workloads_leave_nothing_behind() -> None:
     for wl in (manager_workload("QuotaReserved", "Finished", cluster="w1"), manager_workload()):
-        plan = decide(wl, [remote("w1", trainjob=True)])
+        plan = decide_for(wl, [remote("w1", trainjob=True)])
         assert sorted(a.obj["kind"] for a in plan.remote) == ["TrainJob", "Workload"]
         assert all(a.verb == "delete" for a in plan.remote)
 
@@ -285,7 +285,7 @@ def test_finished_remote_objects_are_kept_for_the_retention() -> None:
     wl = manager_workload("QuotaReserved", "Finished", cluster="w1")  # finished 11:00:00
     tj = TrainJobBuilder().multikueue().obj()
     for retention, deletes, requeue in ((7200.0, 0, 3600.0), (60.0, 2, None)):
-        plan = reconcile_dispatch(
+        plan = decide(
             DispatchObserved(
                 workload=WorkloadView(wl),
                 trainjob=TrainJobView(tj),
@@ -317,7 +317,7 @@ def decide_finished(remotes: list[RemoteView], *, there: str = "w1") -> Any:
         "conditions": [{"type": "Complete", "status": "True", "reason": "Completed"}],
     }
     wl = manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready")
-    return decide(wl, remotes, trainjob=tj)
+    return decide_for(wl, remotes, trainjob=tj)
 
 
 def test_a_run_that_ended_on_the_winner_never_runs_again_whatever_happens_to_its_copies() -> None:
@@ -339,7 +339,7 @@ def test_a_copy_its_worker_found_out_of_sync_is_sent_again_once() -> None:
     out_of_sync.workload.raw["status"]["conditions"].append(
         {"type": "Finished", "status": "True", "reason": "OutOfSync", "message": "changed"}
     )
-    ready = decide(
+    ready = decide_for(
         manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready"), [out_of_sync]
     )
     assert ready.check_state is not None and ready.check_state[0] == "Retry"
@@ -347,7 +347,7 @@ def test_a_copy_its_worker_found_out_of_sync_is_sent_again_once() -> None:
         "RemoteOutOfSync"
     ]
     assert ready.trainjob_status is None  # its status there is not the job's outcome
-    already = decide(
+    already = decide_for(
         manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Retry"), [out_of_sync]
     )
     assert already.check_state is None and already.events == []
@@ -355,13 +355,13 @@ def test_a_copy_its_worker_found_out_of_sync_is_sent_again_once() -> None:
 
 def test_an_external_dispatcher_decides_where_copies_go_and_we_never_nominate() -> None:
     ext = External()
-    waiting = decide(
+    waiting = decide_for(
         manager_workload("QuotaReserved"), [remote("w1", workload=False)], strategy=ext
     )
     assert waiting.remote == [] and waiting.nominated is None
     assert waiting.check_state is not None and "external dispatcher" in waiting.check_state[1]
     # It nominated w2: a copy goes there only; one left on w1 from before goes.
-    plan = decide(
+    plan = decide_for(
         manager_workload("QuotaReserved", nominated=["w2"]),
         [remote("w1"), remote("w2", workload=False)],
         strategy=ext,
@@ -370,7 +370,7 @@ def test_an_external_dispatcher_decides_where_copies_go_and_we_never_nominate() 
     assert plan.nominated is None
     # Only a nominated cluster's admission wins.
     early = "2026-11-22T11:00:01Z"
-    plan = decide(
+    plan = decide_for(
         manager_workload("QuotaReserved", nominated=["w2"]),
         [remote("w1", admitted_at=early), remote("w2", admitted_at="2026-11-22T11:00:05Z")],
         strategy=ext,
@@ -382,7 +382,7 @@ def test_evicted_on_the_manager_removes_every_copy_and_says_so_once_per_worker()
     wl = manager_workload("QuotaReserved", "Admitted", "Evicted", cluster="w1", check="Ready")
     evicted = next(c for c in wl["status"]["conditions"] if c["type"] == "Evicted")
     evicted.update(reason="Deactivated", message="The workload is deactivated")
-    plan = decide(
+    plan = decide_for(
         wl, [remote("w1", admitted_at="2026-11-22T11:00:01Z", trainjob=True), remote("w2")]
     )
     assert [(a.cluster, a.verb, a.obj["kind"]) for a in plan.remote] == [
@@ -398,7 +398,7 @@ def test_evicted_on_the_manager_removes_every_copy_and_says_so_once_per_worker()
         "evicted on the manager (Deactivated: The workload is deactivated); copy on w1 removed",
     )
     # Waiting for quota, never dispatched: copies (of an earlier round) go without a word.
-    plan = decide(manager_workload(), [remote("w2")])
+    plan = decide_for(manager_workload(), [remote("w2")])
     assert [(a.cluster, a.event) for a in plan.remote] == [("w2", None)]
 
 
@@ -425,7 +425,7 @@ def test_with_room_nowhere_the_inner_strategy_picks_among_all() -> None:
 
 
 def test_a_full_worker_gets_no_copy_is_named_in_the_message_and_is_withheld() -> None:
-    plan = decide(
+    plan = decide_for(
         manager_workload("QuotaReserved"),
         [view("w1", False), view("w2", True)],
         strategy=CapacityAware(),
@@ -451,7 +451,7 @@ def never(name: str) -> RemoteView:
 
 
 def test_no_worker_could_ever_hold_it_rejects_the_check_and_fails_the_trainjob() -> None:
-    plan = decide(manager_workload("QuotaReserved"), [never("w1"), never("w2")])
+    plan = decide_for(manager_workload("QuotaReserved"), [never("w1"), never("w2")])
     message = (
         "no worker cluster can ever admit it (w1: never: PodSet node does not fit ClusterQueue "
         "cq-w1 (flavour default: cpu 16 wanted, 8 available); w2: never: PodSet node does not "
@@ -471,12 +471,12 @@ def test_no_worker_could_ever_hold_it_rejects_the_check_and_fails_the_trainjob()
 
 
 def test_once_failed_and_rejected_giving_up_again_writes_nothing() -> None:
-    first = decide(manager_workload("QuotaReserved"), [never("w1")])
+    first = decide_for(manager_workload("QuotaReserved"), [never("w1")])
     tj = TrainJobBuilder().multikueue().obj()
     tj["status"] = first.trainjob_status
     wl = manager_workload("QuotaReserved", check="Rejected")
     wl["spec"]["active"] = False
-    again = decide(wl, [never("w1")], trainjob=tj)
+    again = decide_for(wl, [never("w1")], trainjob=tj)
     assert (again.check_state, again.trainjob_status, again.events) == (None, None, [])
     assert not again.deactivate
 
@@ -485,7 +485,7 @@ def test_one_worker_that_could_hold_it_or_is_not_known_keeps_it_waiting() -> Non
     maybe = RemoteView("w2", True, 0.0, None, None, fit=Fit(False, True, "no room now: cpu"))
     unknown = RemoteView("w2", False, 5.0, None, None)  # unreachable: its room is not known
     for other in (maybe, unknown):
-        plan = decide(manager_workload("QuotaReserved"), [never("w1"), other])
+        plan = decide_for(manager_workload("QuotaReserved"), [never("w1"), other])
         assert plan.check_state is not None and plan.check_state[0] == "Pending"
         assert plan.trainjob_status is None
 
@@ -496,7 +496,7 @@ def test_the_rule_can_be_turned_off() -> None:
         WorkloadView(wl), TrainJobView(tj), "mk", [never("w1")], "multikueue", 60, NOW
     )
     obs.give_up_never_fits = False
-    assert reconcile_dispatch(obs).check_state[0] == "Pending"
+    assert decide(obs).check_state[0] == "Pending"
 
 
 def test_not_admitted_within_the_time_fails_it_naming_the_clusters() -> None:
@@ -508,7 +508,7 @@ def test_not_admitted_within_the_time_fails_it_naming_the_clusters() -> None:
         WorkloadView(wl), TrainJobView(tj), "mk", [full, down], "multikueue", 60, NOW
     )
     obs.give_up_after = 3600
-    plan = reconcile_dispatch(obs)
+    plan = decide(obs)
     assert plan.check_state == (
         "Rejected",
         "no worker cluster admitted it within 3600s of the manager's quota reservation (w1, w2 "
@@ -516,7 +516,7 @@ def test_not_admitted_within_the_time_fails_it_naming_the_clusters() -> None:
     )
     assert plan.trainjob_status["conditions"][-1]["reason"] == "NotAdmittedInTime"
     obs.give_up_after = 3601
-    assert reconcile_dispatch(obs).check_state[0] == "Pending"
+    assert decide(obs).check_state[0] == "Pending"
 
 
 # ---- a TrainJob's own choice of clusters -----------------------------------------------------
@@ -526,7 +526,7 @@ def test_clusters_the_trainjob_did_not_choose_get_no_copy_and_lose_theirs() -> N
     chosen = remote("w1", workload=False)
     other = remote("w2")  # a copy from before the choice changed
     other.selected = False
-    plan = decide(manager_workload("QuotaReserved"), [chosen, other])
+    plan = decide_for(manager_workload("QuotaReserved"), [chosen, other])
     assert sorted((a.cluster, a.verb) for a in plan.remote) == [
         ("w1", "create"),
         ("w2", "delete"),
@@ -537,7 +537,7 @@ def test_clusters_the_trainjob_did_not_choose_get_no_copy_and_lose_theirs() -> N
 def test_an_admission_on_a_cluster_not_chosen_never_wins() -> None:
     other = remote("w2", admitted_at="2026-11-22T11:00:05Z")
     other.selected = False
-    plan = decide(manager_workload("QuotaReserved", nominated=["w2"]), [remote("w1"), other])
+    plan = decide_for(manager_workload("QuotaReserved", nominated=["w2"]), [remote("w1"), other])
     assert plan.cluster_name is None
 
 
@@ -550,7 +550,7 @@ def test_no_chosen_cluster_active_is_a_condition_an_event_and_the_check_message(
         WorkloadView(wl), TrainJobView(tj), "mk", [unchosen], "multikueue", 60, NOW
     )
     obs.selection_problem = problem
-    plan = reconcile_dispatch(obs)
+    plan = decide(obs)
     assert plan.remote == []
     assert plan.check_state == (
         "Pending",
@@ -568,7 +568,7 @@ def test_no_chosen_cluster_active_is_a_condition_an_event_and_the_check_message(
     # Once a chosen cluster is there, the condition goes.
     tj["status"] = plan.trainjob_status
     chosen = remote("w1", workload=False)
-    plan = reconcile_dispatch(
+    plan = decide(
         DispatchObserved(WorkloadView(wl), TrainJobView(tj), "mk", [chosen], "multikueue", 60, NOW)
     )
     assert plan.trainjob_status == {"conditions": []}
@@ -581,7 +581,7 @@ def test_no_chosen_cluster_active_is_a_condition_an_event_and_the_check_message(
 def test_a_worker_whose_runtime_differs_gets_no_copy_and_the_drift_is_a_condition() -> None:
     drifted = remote("w1", workload=False)
     drifted.runtime_problem = "ClusterTrainingRuntime torch is missing there"
-    plan = decide(manager_workload("QuotaReserved"), [drifted, remote("w2", workload=False)])
+    plan = decide_for(manager_workload("QuotaReserved"), [drifted, remote("w2", workload=False)])
     assert [(a.cluster, a.verb) for a in plan.remote] == [("w2", "create")]
     assert plan.withheld == ["w1"], "another look once a runtime there changes"
     assert plan.check_state is not None and plan.check_state[1] == (
@@ -601,7 +601,7 @@ def test_a_worker_whose_runtime_differs_gets_no_copy_and_the_drift_is_a_conditio
 def test_a_worker_with_drift_is_no_reason_to_give_up_at_once() -> None:
     drifted = never("w1")
     drifted.runtime_problem = "ClusterTrainingRuntime torch there differs from the manager's"
-    plan = decide(manager_workload("QuotaReserved"), [drifted])
+    plan = decide_for(manager_workload("QuotaReserved"), [drifted])
     assert plan.check_state is not None and plan.check_state[0] == "Pending"
 
 
@@ -616,7 +616,7 @@ def test_copies_take_a_changed_priority_and_are_left_alone_when_they_have_it() -
     # What the copies' cache keeps of them (dispatcher/remote.py _copy_seen)
     same.workload.raw["spec"] = {"priorityClassRef": high, "priority": 100}
     stale.workload.raw["spec"] = {"priority": 0}
-    patches = [a for a in decide(wl, [same, stale]).remote if a.verb == "patch"]
+    patches = [a for a in decide_for(wl, [same, stale]).remote if a.verb == "patch"]
     assert [(a.cluster, a.obj["spec"]) for a in patches] == [
         ("w2", {"priorityClassRef": high, "priority": 100})
     ]
@@ -628,7 +628,7 @@ TAKEN = "TrainJob ns/tj exists there and is not a copy from this manager (it is 
 def test_a_winner_whose_trainjob_name_is_taken_is_given_up_for_another_worker() -> None:
     w1 = remote("w1", admitted_at="2026-11-22T11:00:02Z")
     w1.taken = TAKEN
-    plan = decide(manager_workload("QuotaReserved", cluster="w1"), [w1, remote("w2")])
+    plan = decide_for(manager_workload("QuotaReserved", cluster="w1"), [w1, remote("w2")])
     assert plan.check_state == ("Retry", f"w1: {TAKEN}; dispatching again")
     assert [(e.type, e.reason) for e in plan.events] == [("Warning", "RemoteNameTaken")]
     assert [a.obj["kind"] for a in plan.remote if a.verb == "create"] == []
@@ -637,7 +637,7 @@ def test_a_winner_whose_trainjob_name_is_taken_is_given_up_for_another_worker() 
 def test_a_worker_with_a_name_taken_gets_no_copy_and_the_message_says_why() -> None:
     w1 = remote("w1", workload=False)
     w1.taken = TAKEN
-    plan = decide(manager_workload("QuotaReserved"), [w1, remote("w2", workload=False)])
+    plan = decide_for(manager_workload("QuotaReserved"), [w1, remote("w2", workload=False)])
     assert [(a.cluster, a.verb) for a in plan.remote] == [("w2", "create")]
     assert plan.check_state == (
         "Pending",
