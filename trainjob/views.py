@@ -85,10 +85,12 @@ class ObjectView:
         return list(self.status.get("conditions") or [])
 
     def condition(self, ctype: str) -> Dict | None:
-        return cond.find(self.conditions, ctype)
+        """Its condition of type `ctype`, if any (read in place: no copy of the list)."""
+        return cond.find(self.status.get("conditions") or [], ctype)
 
     def is_true(self, ctype: str) -> bool:
-        return cond.is_true(self.conditions, ctype)
+        found = self.condition(ctype)
+        return found is not None and found.get("status") == "True"
 
 
 class TrainJobView(ObjectView):

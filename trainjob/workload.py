@@ -154,70 +154,69 @@ class WorkloadView(ObjectView):
 
     @property
     def has_quota(self) -> bool:
-        return has_quota(self.raw)
+        return self.is_true("QuotaReserved")
+
+    @property
+    def evicted(self) -> bool:
+        return self.is_true("Evicted")
 
     @property
     def admitted(self) -> bool:
         """Admitted and not evicted."""
-        return is_admitted(self.raw)
-
-    @property
-    def evicted(self) -> bool:
-        return is_evicted(self.raw)
+        return self.is_true("Admitted") and not self.evicted
 
     @property
     def finished(self) -> bool:
-        return is_finished(self.raw)
+        return self.is_true("Finished")
 
     @property
     def finished_reason(self) -> str | None:
-        return finished_reason(self.raw)
+        """The reason of a Finished Workload (Succeeded, Failed, OutOfSync ...); None if not."""
+        found = self.condition("Finished")
+        return str(found.get("reason")) if found and found.get("status") == "True" else None
 
     @property
     def eviction_message(self) -> str:
-        return eviction_message(self.raw)
+        evicted = self.condition("Evicted")
+        if evicted and evicted.get("status") == "True":
+            return f"{evicted.get('reason', 'Evicted')}: {evicted.get('message', '')}".strip()
+        return "the Workload is no longer admitted"
 
     def reserved_for(self, now: dt.datetime) -> float | None:
-        return reserved_for(self.raw, now)
+        """Seconds since its QuotaReserved condition last changed (None: it has none)."""
+        since = (self.condition("QuotaReserved") or {}).get("lastTransitionTime")
+        return max(0.0, (now - cond.parse_time(str(since))).total_seconds()) if since else None
 
 
-def conditions_of(wl: Dict) -> list[Dict]:
-    return WorkloadView(wl).conditions
+# The same questions of a Workload's JSON, for callers that hold no view.
 
 
 def is_admitted(wl: Dict) -> bool:
-    return cond.is_true(conditions_of(wl), "Admitted") and not is_evicted(wl)
+    return WorkloadView(wl).admitted
 
 
 def has_quota(wl: Dict) -> bool:
-    return cond.is_true(conditions_of(wl), "QuotaReserved")
+    return WorkloadView(wl).has_quota
 
 
 def reserved_for(wl: Dict, now: dt.datetime) -> float | None:
-    """Seconds since the Workload's QuotaReserved condition last changed (None: it has none)."""
-    since = (cond.find(conditions_of(wl), "QuotaReserved") or {}).get("lastTransitionTime")
-    return max(0.0, (now - cond.parse_time(str(since))).total_seconds()) if since else None
+    return WorkloadView(wl).reserved_for(now)
 
 
 def is_evicted(wl: Dict) -> bool:
-    return cond.is_true(conditions_of(wl), "Evicted")
+    return WorkloadView(wl).evicted
 
 
 def is_finished(wl: Dict) -> bool:
-    return cond.is_true(conditions_of(wl), "Finished")
+    return WorkloadView(wl).finished
 
 
 def finished_reason(wl: Dict) -> str | None:
-    """The reason of a Finished Workload (Succeeded, Failed, OutOfSync ...); None if not."""
-    found = cond.find(conditions_of(wl), "Finished")
-    return str(found.get("reason")) if found and found.get("status") == "True" else None
+    return WorkloadView(wl).finished_reason
 
 
 def eviction_message(wl: Dict) -> str:
-    evicted = cond.find(conditions_of(wl), "Evicted")
-    if evicted and evicted.get("status") == "True":
-        return f"{evicted.get('reason', 'Evicted')}: {evicted.get('message', '')}".strip()
-    return "the Workload is no longer admitted"
+    return WorkloadView(wl).eviction_message
 
 
 def pod_sets_match(wl: Dict, pod_sets: Sequence[PodSetShape]) -> bool:
