@@ -93,9 +93,9 @@ def _usable(ctx: Context, caches: Caches, cluster: str) -> bool:
     return remote is None and mkc is not None and cond.is_true(conditions, "Active")
 
 
-# How an object the caches do not hold yet is read: (apiVersion, kind, name, namespace) ->
-# the object, or None when there is none (`Cluster.get_or_none` by default).
-Getter = Callable[[Kind, str, str | None], Dict | None]  # Cluster.get_or_none
+# How an object the caches do not hold yet is read: (kind, name, namespace) -> the object, or
+# None when there is none (`Cluster.get_or_none` by default).
+Getter = Callable[[Kind, str, str | None], Dict | None]
 
 
 def cq_has_our_check(ctx: Context, cq_name: str, caches: Caches, get: Getter | None = None) -> bool:

@@ -103,7 +103,7 @@ def is_our_copy(found: Dict, copy: Dict) -> bool:
 # ---- what the workers' watches keep of a copy ----------------------------------------------
 
 # What we keep of each worker (our copies only, by origin label), by kind name.
-KINDS = {k.kind: k for k in (c.WORKLOAD, c.TRAINJOB)}
+COPY_KINDS = {k.kind: k for k in (c.WORKLOAD, c.TRAINJOB)}
 
 
 # What the dispatcher reads of its copies: who they are and whether they are going, and of a
@@ -202,7 +202,7 @@ def collect_garbage(workers: Mapping[str, Worker], caches: Caches) -> None:
                     continue
                 try:
                     uid = obj["metadata"].get("uid")
-                    remote.cluster.delete(KINDS[kind], key[1], key[0], uid=uid)
+                    remote.cluster.delete(c.KINDS[kind], key[1], key[0], uid=uid)
                     log.info("[%s] garbage-collected orphan %s %s/%s", name, kind, *key)
                 except Exception as exc:
                     log.warning("[%s] cannot collect %s %s/%s: %s", name, kind, *key, exc)
@@ -228,7 +228,7 @@ def delete_remotes(workers: Mapping[str, Worker], trainjob: Dict, holders: set[s
                 ours = remote.get(kind, ns, obj_name)
                 if ours is not None:
                     uid = ours["metadata"].get("uid")
-                    remote.cluster.delete(KINDS[kind], obj_name, ns, uid=uid)
+                    remote.cluster.delete(c.KINDS[kind], obj_name, ns, uid=uid)
         except Exception as exc:  # treat as unreachable: retried later
             where = f"{meta['namespace']}/{meta['name']}"
             log.warning("[%s] cannot delete remote objects of %s: %s", name, where, exc)

@@ -8,7 +8,7 @@ import logging
 
 from dispatcher import metrics
 from dispatcher.clusters import Registry
-from dispatcher.copies import KINDS, is_our_copy
+from dispatcher.copies import is_our_copy
 from dispatcher.decide import DispatchPlan, RemoteAction
 from dispatcher.intake import IntakePlan
 from kubecontrol.client import ApiException
@@ -165,12 +165,12 @@ def _remote_write(registry: Registry, action: RemoteAction) -> bool | None:
     namespace = meta.get("namespace", "")
     try:
         if action.verb == "create":
-            remote.cluster.create(KINDS[action.obj["kind"]], action.obj)
+            remote.cluster.create(c.kind_of(action.obj), action.obj)
             registry.note_namespace_problem(action.cluster, namespace, None)
             registry.note_taken(action.cluster, namespace, meta["name"], None)
         elif action.verb == "patch":  # a merge patch of our copy (its UID guards it)
             remote.cluster.patch(
-                KINDS[action.obj["kind"]],
+                c.kind_of(action.obj),
                 meta["name"],
                 namespace,
                 {"metadata": {"uid": meta.get("uid")}, "spec": action.obj["spec"]},
@@ -178,7 +178,7 @@ def _remote_write(registry: Registry, action: RemoteAction) -> bool | None:
         else:
             # Only the copy we saw (ours, by origin): never a same-named object made since.
             remote.cluster.delete(
-                KINDS[action.obj["kind"]],
+                c.kind_of(action.obj),
                 meta["name"],
                 meta.get("namespace"),
                 uid=meta.get("uid"),
@@ -217,9 +217,7 @@ def _already_there(registry: Registry, action: RemoteAction) -> bool | None:
     if remote is None:
         return False
     try:
-        found = remote.cluster.get_or_none(
-            KINDS[action.obj["kind"]], meta["name"], meta["namespace"]
-        )
+        found = remote.cluster.get_or_none(c.kind_of(action.obj), meta["name"], meta["namespace"])
     except Exception as exc:  # the worker went away meanwhile: the next pass asks again
         log.warning("[%s] cannot read %s: %s", action.cluster, _where(action.obj), exc)
         registry.forget_write(_write_key(action))

@@ -157,10 +157,9 @@ def _admitted_without_our_check(
 def _dispatch(ctx: Context, caches: Caches, trainjob: TrainJobView, wl_name: str) -> float | None:
     """The MultiKueue check of a TrainJob's Workload: dispatch, watch, sync back, retry."""
     namespace, tj_name = trainjob.key
-    cached = caches.workload(namespace, wl_name)
-    if cached is None or owner_name(cached.raw) != tj_name:
+    wl = caches.workload(namespace, wl_name)
+    if wl is None or owner_name(wl.raw) != tj_name:
         return None
-    wl = WorkloadView(c.WORKLOAD.stamped(cached.raw))
     checks = admissionchecks.our_checks(ctx, caches)
     check = next((s["name"] for s in wl.admission_checks if s.get("name") in checks), None)
     if check is None and wl.cluster_name:

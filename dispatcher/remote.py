@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 
 from dispatcher.capacity import Fit, Table, cohort_of, fit, reserved
-from dispatcher.copies import KINDS, seen
+from dispatcher.copies import COPY_KINDS, seen
 from kubecontrol.cluster import Cluster
 from kubecontrol.informer import Informer
 from kubecontrol.objects import Dict
@@ -87,8 +87,8 @@ class RemoteCluster:
         if gate is not None:  # the manager's leader election gates ours too
             self.cluster.follow_gate(gate)
         self._on_change, self._on_state = on_change, on_state
-        self._ok = {k: False for k in KINDS}
-        self._tried = {k: False for k in KINDS}
+        self._ok = {k: False for k in COPY_KINDS}
+        self._tried = {k: False for k in COPY_KINDS}
         self.last_error = "connecting"
         # The worker-lost clock, in wall-clock time so that it can come from the cluster's
         # condition and survive restarts. None while connected, or while connecting after
@@ -106,7 +106,7 @@ class RemoteCluster:
                 list_timeout=10,  # an unreachable worker is reported down soon
                 transform=functools.partial(seen, k),
             )
-            for kind, k in KINDS.items()
+            for kind, k in COPY_KINDS.items()
         }
         self._on_room = on_room
         # Per ClusterQueue: its reservation and generation when last seen.

@@ -303,7 +303,7 @@ class CertKeeper:
 
     def _inject(self, ca_pem: bytes) -> None:
         bundle = base64.b64encode(ca_pem).decode()
-        for kind in WEBHOOK_CONFIGURATIONS.values():
+        for kind in WEBHOOK_CONFIGURATIONS:
             for name in self._configs:
                 try:
                     config = self._cluster.get(kind, name)

@@ -151,7 +151,7 @@ def check_trainer(ctx: Context) -> None:
     configurations; trainjob/crd.py), and let it go once it is removed; say so each time."""
     configurations = []
     try:
-        for kind in WEBHOOK_CONFIGURATIONS.values():
+        for kind in WEBHOOK_CONFIGURATIONS:
             found = ctx.cluster.send("GET", kind.path(None, None))
             configurations += [{**item, "kind": kind.kind} for item in found.get("items") or []]
     except Exception as exc:  # unreadable (a blip, RBAC): keep the last verdict, look again
