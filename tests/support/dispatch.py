@@ -89,16 +89,7 @@ def observed(wl: Dict, tj: Dict | None, remotes: list[RemoteView], **kw: Any) ->
 
 
 def decide_for(wl: Dict, remotes: list[RemoteView], **kw: Any) -> Any:
+    """One decision over these objects (`trainjob`: the manager TrainJob, a MultiKueue one by
+    default; `strategy`: the dispatch strategy)."""
     tj = kw.pop("trainjob", None) or TrainJobBuilder().multikueue().obj()
-    return decide(
-        DispatchObserved(
-            workload=WorkloadView(wl),
-            trainjob=TrainJobView(tj),
-            check="mk",
-            remotes=remotes,
-            origin="multikueue",
-            worker_lost_timeout=60,
-            now=NOW,
-        ),
-        **kw,
-    )
+    return decide(observed(wl, tj, remotes), **kw)

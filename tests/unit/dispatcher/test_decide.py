@@ -7,17 +7,14 @@ from typing import Any
 from dispatcher.capacity import Fit
 from dispatcher.decide import (
     CapacityAware,
-    DispatchObserved,
     External,
     Incremental,
     RemoteView,
     decide,
 )
 from tests.support.builders import TrainJobBuilder
-from tests.support.dispatch import NOW, decide_for, manager_workload, remote
+from tests.support.dispatch import decide_for, manager_workload, observed, remote
 from trainjob.status_writes import FIRST_STATUS_HOLD_SECONDS
-from trainjob.views import TrainJobView
-from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
 
@@ -188,17 +185,7 @@ def test_pod_counts_that_move_nothing_are_held_but_outcomes_go_at_once() -> None
 
     def sync(view: RemoteView, held_for: float | None) -> Any:
         return decide(
-            DispatchObserved(
-                workload=WorkloadView(wl),
-                trainjob=TrainJobView(manager_tj),
-                check="mk",
-                remotes=[view],
-                origin="multikueue",
-                worker_lost_timeout=60,
-                now=NOW,
-                status_coalesce=2.0,
-                status_held_for=held_for,
-            )
+            observed(wl, manager_tj, [view], status_coalesce=2.0, status_held_for=held_for)
         )
 
     # Only `active` moved: held 2 s from when it is first seen ...
@@ -285,18 +272,7 @@ def test_finished_remote_objects_are_kept_for_the_retention() -> None:
     wl = manager_workload("QuotaReserved", "Finished", cluster="w1")  # finished 11:00:00
     tj = TrainJobBuilder().multikueue().obj()
     for retention, deletes, requeue in ((7200.0, 0, 3600.0), (60.0, 2, None)):
-        plan = decide(
-            DispatchObserved(
-                workload=WorkloadView(wl),
-                trainjob=TrainJobView(tj),
-                check="mk",
-                remotes=[remote("w1", trainjob=True)],
-                origin="multikueue",
-                worker_lost_timeout=60,
-                now=NOW,
-                retention=retention,
-            )
-        )
+        plan = decide(observed(wl, tj, [remote("w1", trainjob=True)], retention=retention))
         assert len(plan.remote) == deletes and plan.requeue_after == requeue
 
 
@@ -492,9 +468,7 @@ def test_one_worker_that_could_hold_it_or_is_not_known_keeps_it_waiting() -> Non
 
 def test_the_rule_can_be_turned_off() -> None:
     wl, tj = manager_workload("QuotaReserved"), TrainJobBuilder().multikueue().obj()
-    obs = DispatchObserved(
-        WorkloadView(wl), TrainJobView(tj), "mk", [never("w1")], "multikueue", 60, NOW
-    )
+    obs = observed(wl, tj, [never("w1")])
     obs.give_up_never_fits = False
     assert decide(obs).check_state[0] == "Pending"
 
@@ -504,9 +478,7 @@ def test_not_admitted_within_the_time_fails_it_naming_the_clusters() -> None:
     wl, tj = manager_workload("QuotaReserved"), TrainJobBuilder().multikueue().obj()
     full = RemoteView("w1", True, 0.0, None, None, fit=Fit(False, True, "no room now: cpu"))
     down = RemoteView("w2", False, 30.0, None, None)
-    obs = DispatchObserved(
-        WorkloadView(wl), TrainJobView(tj), "mk", [full, down], "multikueue", 60, NOW
-    )
+    obs = observed(wl, tj, [full, down])
     obs.give_up_after = 3600
     plan = decide(obs)
     assert plan.check_state == (
@@ -546,9 +518,7 @@ def test_no_chosen_cluster_active_is_a_condition_an_event_and_the_check_message(
     unchosen = remote("w1", workload=False)
     unchosen.selected = False
     problem = "trainjob.dev/cluster-selector='pool=x' matches none of the clusters (w1)"
-    obs = DispatchObserved(
-        WorkloadView(wl), TrainJobView(tj), "mk", [unchosen], "multikueue", 60, NOW
-    )
+    obs = observed(wl, tj, [unchosen])
     obs.selection_problem = problem
     plan = decide(obs)
     assert plan.remote == []
@@ -568,9 +538,7 @@ def test_no_chosen_cluster_active_is_a_condition_an_event_and_the_check_message(
     # Once a chosen cluster is there, the condition goes.
     tj["status"] = plan.trainjob_status
     chosen = remote("w1", workload=False)
-    plan = decide(
-        DispatchObserved(WorkloadView(wl), TrainJobView(tj), "mk", [chosen], "multikueue", 60, NOW)
-    )
+    plan = decide(observed(wl, tj, [chosen]))
     assert plan.trainjob_status == {"conditions": []}
     assert [a.verb for a in plan.remote] == ["create"]
 
