@@ -54,6 +54,7 @@ STAGES_FILE = Path(__file__).resolve().parent / "kwok" / "stages.yaml"
 KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")  # fixed path in Kueue v0.19
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 SERVICE_CIDR = nodes.SERVICE_CIDR
+FRONT_PROXY_CLIENT = "front-proxy-client"  # the name kubeadm gives the aggregator's client
 COREDNS_MANIFEST = Path(__file__).resolve().parent / "manifests" / "coredns.yaml"
 
 
@@ -102,6 +103,30 @@ class Bed:
     def _cert(self, cluster: str, name: str, cn: str, **kw: Any) -> CertPair:
         with self._lock:
             return ensure_cert(self.ca(), self.pki_dir / cluster, name, cn, **kw)
+
+    def front_proxy(self) -> tuple[CertPair, CertPair]:
+        """The aggregation layer's CA and the API servers' client certificate under it (a CA
+        of its own, as kubeadm makes: no certificate the cluster CA signs can pose as the
+        front proxy)."""
+        directory = self.pki_dir / "front-proxy"
+        with self._lock:
+            ca = ensure_ca(directory, "trainjob-bed-front-proxy-ca")
+            return ca, ensure_cert(ca, directory, "client", FRONT_PROXY_CLIENT, client=True)
+
+    def _front_proxy_flags(self) -> list[str]:
+        """The aggregation layer: what an aggregated API server (the dispatcher's) checks a
+        proxied request against, as a kubeadm cluster sets it."""
+        ca, client_pair = self.front_proxy()
+        return [
+            f"--requestheader-client-ca-file={ca.cert}",
+            f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-uid-headers=X-Remote-Uid",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={client_pair.cert}",
+            f"--proxy-client-key-file={client_pair.key}",
+        ]
 
     def admin_cert(self, cluster: str) -> CertPair:
         return self._cert(
@@ -173,6 +198,7 @@ class Bed:
                     f"--service-cluster-ip-range={SERVICE_CIDR}",
                     "--allow-privileged=true",
                     *self._apiserver_node_flags(c),
+                    *self._front_proxy_flags(),
                     f"--cert-dir={d / 'apiserver-certs'}",
                     # Who did what, for the pipeline's identities only (audit_policy): the
                     # tests count requests per identity and per token from it.

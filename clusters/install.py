@@ -126,6 +126,25 @@ def webhook_url(hook: Dict, port: int) -> None:
         cfg["url"] = f"https://127.0.0.1:{port}{service.get('path') or '/'}"
 
 
+def api_service_address(api_service: Dict, docs: list[Dict], port: int) -> None:
+    """The bed's other translation, for an aggregated API: the Service the APIService names
+    becomes an ExternalName of our loopback address, and the APIService's port the replica's
+    (the API server dials an ExternalName Service's name at the APIService's port, and checks
+    the certificate for the Service's in-cluster name, as for any Service)."""
+    ref = api_service["spec"]["service"]
+    for doc in docs:
+        meta = doc["metadata"]
+        if doc["kind"] == "Service" and (meta["name"], meta.get("namespace")) == (
+            ref["name"],
+            ref["namespace"],
+        ):
+            spec = doc["spec"]
+            spec.pop("selector", None)
+            spec.pop("clusterIP", None)
+            spec.update(type="ExternalName", externalName="127.0.0.1")
+    ref["port"] = port
+
+
 def install_overlay(
     api: client.ApiClient,
     kubeconfig: Path,
@@ -147,6 +166,10 @@ def install_overlay(
     # One Deployment per overlay serves its webhooks: every configuration points at replica 0
     # (a Service would spread the calls over the ready replicas; the bed has no Service network).
     webhook_port = plans[0][3] if plans else None
+    for doc in docs:
+        if doc["kind"] == "APIService" and (doc.get("spec") or {}).get("service"):
+            assert webhook_port is not None
+            api_service_address(doc, docs, webhook_port)
     applier = Applier(api)
     for doc in docs:
         if doc["kind"] == "Deployment":
@@ -170,6 +193,7 @@ def install_overlay(
         replica.wait_healthy()
     hooks = [d for d in docs if d["kind"].endswith("WebhookConfiguration")]
     _wait_ca_bundles(api, hooks, replicas)
+    _wait_api_services(api, [d for d in docs if d["kind"] == "APIService"], replicas)
     return replicas
 
 
@@ -230,6 +254,25 @@ def _wait_ca_bundles(api: client.ApiClient, hooks: list[Dict], replicas: list[Re
                 logs = "\n".join(f"{r.log}:\n{log_tail(r.log)}" for r in replicas)
                 raise BedError(f"no caBundle in {doc['kind']} {doc['metadata']['name']}:\n{logs}")
             time.sleep(0.2)
+
+
+def _wait_api_services(api: client.ApiClient, docs: list[Dict], replicas: list[Replica]) -> None:
+    """Until each APIService is Available (its caBundle injected, its server answering the
+    API server's discovery call through the front proxy)."""
+    registration = client.ApiregistrationV1Api(api)
+    deadline = time.monotonic() + 90
+    for doc in docs:
+        name = doc["metadata"]["name"]
+        while True:
+            found = registration.read_api_service(name)
+            conditions = (found.status.conditions if found.status else None) or []
+            if any(cd.type == "Available" and cd.status == "True" for cd in conditions):
+                break
+            if time.monotonic() > deadline:
+                logs = "\n".join(f"{r.log}:\n{log_tail(r.log)}" for r in replicas)
+                said = [(cd.reason, cd.message) for cd in conditions]
+                raise BedError(f"APIService {name} not Available {said}:\n{logs}")
+            time.sleep(0.5)
 
 
 def _start(

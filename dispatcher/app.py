@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dispatcher import webhooks
+from dispatcher import job_story, webhooks
 from dispatcher.clusters import Registry
 from dispatcher.context import Context
 from dispatcher.reconcile import sync
@@ -49,5 +49,6 @@ def main(argv: list[str] | None = None) -> int:
         webhooks.routes(ctx),
         on_synced=lambda: on_synced(ctx),
         webhook_resource=(c.TRAINJOB.group, c.TRAINJOB.plural),
+        api=job_story.api(ctx) if settings.job_story_api else None,
     )
     return 0

@@ -93,6 +93,12 @@ class DispatcherSettings(ControllerSettings):
         "TrainJob there and its pods), All (its TrainJob's every Event, and its pods' "
         "warnings), None",
     )
+    job_story_api: bool = Field(
+        default=True,
+        description="serve the view.trainjob.dev API beside the webhooks (a TrainJob's logs "
+        "and story for whoever RBAC lets read them; the chart's APIService routes to it). It "
+        "asks callers for a client certificate, which the front proxy's CA must verify",
+    )
     give_up_never_fits: bool = Field(
         default=True,
         description="a TrainJob whose PodSets no worker's ClusterQueue could ever hold "

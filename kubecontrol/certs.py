@@ -34,7 +34,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
-from kubecontrol.kinds import SECRET, WEBHOOK_CONFIGURATIONS
+from kubecontrol.kinds import API_SERVICE, SECRET, WEBHOOK_CONFIGURATIONS
 
 log = logging.getLogger(__name__)
 CA_LIFE = dt.timedelta(days=3650)
@@ -203,8 +203,10 @@ class CertKeeper:
         configurations: list[str],
         cert_dir: Path,
         leads: Callable[[], bool],
+        api_services: list[str] | None = None,
     ) -> None:
         self._cluster, self._ns, self._secret = cluster, namespace, secret
+        self._api_services = api_services or []
         self._hosts, self._configs, self._dir, self._leads = hosts, configurations, cert_dir, leads
         self._material: Material | None = None  # the last good one (the leader restores it)
         self.ready = threading.Event()  # the files are there: the webhook server can start
@@ -318,3 +320,12 @@ class CertKeeper:
                     hook.setdefault("clientConfig", {})["caBundle"] = bundle
                 self._cluster.replace(kind, config)
                 log.info("webhook certificate: caBundle injected into %s %s", kind.kind, name)
+        for name in self._api_services:
+            service = self._cluster.get_or_none(API_SERVICE, name)
+            spec = (service or {}).get("spec")
+            if not isinstance(spec, dict) or spec.get("caBundle") == bundle:
+                continue  # none in this install, or up to date
+            spec["caBundle"] = bundle
+            assert service is not None
+            self._cluster.replace(API_SERVICE, service)
+            log.info("webhook certificate: caBundle injected into APIService %s", name)

@@ -491,17 +491,42 @@ class ApiClient:
     ) -> None:
         """Hand each event of a watch, decoded, to `on_event` as it comes, on this thread,
         until the server ends the watch (returns) or `on_event` returns False (returns at
-        once). An exception raised by `on_event` ends the watch and is raised here; an error
+        once). An exception raised by `on_event` ends the watch and is raised here; the rest
+        as `stream`."""
+        events = _Events(on_event)
+        self.stream(
+            path,
+            {**query, "watch": "true"},
+            events.write,
+            timeout=timeout,
+            on_open=on_open,
+            abort=abort,
+        )
+        events.end()
+
+    def stream(
+        self,
+        path: str,
+        query: Mapping[str, Any],
+        on_data: Callable[[bytes], bool],
+        *,
+        timeout: float | None = None,
+        on_open: Callable[[], None] | None = None,
+        abort: threading.Event | None = None,
+        accept: str = JSON,
+    ) -> None:
+        """GET `path` and hand the answer's body to `on_data` in pieces as they come, on this
+        thread, until the server ends it (returns) or `on_data` returns False (returns at
+        once). An exception raised by `on_data` ends the stream and is raised here; an error
         answer raises `ApiException`, a broken stream `TransportError`. `on_open()` is called
-        once the server has answered 200, before any event (a quiet watch may send none for a
-        minute). Setting `abort` ends the watch within a second, events or not (a
+        once the server has answered 200, before any piece (a quiet stream may send none for
+        a minute). Setting `abort` ends the stream within a second, pieces or not (a
         `TransportError`, libcurl's E_ABORTED_BY_CALLBACK)."""
         curl = self._borrow()
         finished = False  # the answer came whole: the handle's connection may serve again
         try:
-            query = {**query, "watch": "true"}
-            head: list[bytes] = []  # a watch's status is read from them (`_EventStream`)
-            self._prepare(curl, "GET", path, query, None, JSON, JSON, timeout, head)
+            head: list[bytes] = []  # the stream's status is read from them (`_Body`)
+            self._prepare(curl, "GET", path, query, None, JSON, accept, timeout, head)
             curl.setopt(pycurl.LOW_SPEED_LIMIT, 0)  # quiet is normal; `timeout` bounds it
             if abort is not None:  # libcurl asks about once a second, and at every piece
                 curl.setopt(pycurl.NOPROGRESS, 0)
@@ -514,40 +539,38 @@ class ApiClient:
                         on_open()
 
                 curl.setopt(pycurl.HEADERFUNCTION, header)
-            stream = _EventStream(head, on_event)
-            curl.setopt(pycurl.WRITEFUNCTION, stream.write)
+            body = _Body(head, on_data)
+            curl.setopt(pycurl.WRITEFUNCTION, body.write)
             try:
                 _perform(curl, "GET", path)
             except TransportError:
-                if stream.failure is not None:
-                    raise stream.failure from None
-                if stream.stopped:
+                if body.failure is not None:
+                    raise body.failure from None
+                if body.stopped:
                     return
                 raise
             finished = True
-            stream.end()
         finally:
             if finished:
                 self._give_back(curl)
             else:
                 curl.close()  # left mid-answer: its connection cannot serve another request
-        if stream.status >= 400:
-            if stream.status == 401:
-                self.token_refused()  # the watch that follows reads the token file again
-            raise _answer_error(stream.status, head, b"".join(stream.error_body))
+        if body.status >= 400:
+            if body.status == 401:
+                self.token_refused()  # the stream that follows reads the token file again
+            raise _answer_error(body.status, head, b"".join(body.error_body))
 
 
-class _EventStream:
-    """A watch's answer as libcurl hands it over, in pieces that need not end where events
-    do: each whole line is an event, decoded and handed to `on_event`. Returning 0 from `write`
-    makes libcurl end the transfer. `head`: the answer's header lines, as they come."""
+class _Body:
+    """A streamed answer as libcurl hands it over: an error answer is kept whole (a Status),
+    a good one goes to `on_data` piece by piece. Returning 0 from `write` makes libcurl end
+    the transfer. `head`: the answer's header lines, as they come."""
 
-    def __init__(self, head: list[bytes], on_event: Callable[[Dict], bool]) -> None:
+    def __init__(self, head: list[bytes], on_data: Callable[[bytes], bool]) -> None:
         self._head = head
-        self._on_event = on_event
-        self._pending = b""
+        self._on_data = on_data
         self.status = 0
-        self.error_body: list[bytes] = []  # an error answer is a Status, not events
+        self.error_body: list[bytes] = []
         self.stopped = False
         self.failure: Exception | None = None
 
@@ -557,24 +580,41 @@ class _EventStream:
         if self.status >= 400:
             self.error_body.append(data)
             return None
+        try:
+            if self._on_data(data) is False:
+                self.stopped = True
+                return 0
+        except Exception as exc:  # raised again by `stream`, once libcurl has let go
+            self.failure = exc
+            return 0
+        return None
+
+
+class _Events:
+    """A watch's body, in pieces that need not end where events do: each whole line is an
+    event, decoded and handed to `on_event`."""
+
+    def __init__(self, on_event: Callable[[Dict], bool]) -> None:
+        self._on_event = on_event
+        self._pending = b""
+        self._stopped = False
+
+    def write(self, data: bytes) -> bool:
         *lines, self._pending = (self._pending + data).split(b"\n")
-        return 0 if not self._hand_over(lines) else None
+        return self._hand_over(lines)
 
     def end(self) -> None:
         """The server ended the answer: its last line, if it had no newline."""
-        if self.status < 400 and not self._hand_over([self._pending]) and self.failure:
-            raise self.failure
+        if not self._stopped:
+            self._hand_over([self._pending])
+        self._pending = b""
 
     def _hand_over(self, lines: list[bytes]) -> bool:
         """Whether to go on reading."""
-        try:
-            for line in lines:
-                if line.strip() and self._on_event(orjson.loads(line)) is False:
-                    self.stopped = True
-                    return False
-        except Exception as exc:  # raised again by `watch`, once libcurl has let go
-            self.failure = exc
-            return False
+        for line in lines:
+            if line.strip() and self._on_event(orjson.loads(line)) is False:
+                self._stopped = True
+                return False
         return True
 
 

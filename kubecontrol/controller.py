@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kubecontrol import certs, metrics
+from kubecontrol.aggregated import AggregatedApi, ApiGroup, FrontProxy
 from kubecontrol.caches import Caches
 from kubecontrol.certs import CertKeeper, service_names
 from kubecontrol.cluster import Cluster
@@ -273,6 +274,7 @@ def _keep_certificate(ctx: ControllerContext, cluster: Cluster) -> None:
         ours.webhook_configurations,
         ours.webhook_cert_dir,
         ctx.leads,
+        ours.api_services,
     )
     keeper.start(ctx.stop)
     keeper.ready.wait()
@@ -285,11 +287,13 @@ def run(
     webhooks: Mapping[str, Handler] | None = None,
     on_synced: Callable[[], None] = lambda: None,
     webhook_resource: tuple[str, str] = ("", ""),
+    api: ApiGroup | None = None,
 ) -> None:
-    """Serve probes and metrics, and the admission `webhooks` (path -> handler) when a
-    webhook port is set; start the watches; once all have listed, call `on_synced` (start
-    the controller's own loops), open the work queue (when leading) and replay the caches to
-    the watches' handlers. Return after SIGTERM or SIGINT, with everything stopped.
+    """Serve probes and metrics, and the admission `webhooks` (path -> handler) and the
+    aggregated `api` beside them when a webhook port is set; start the watches; once all
+    have listed, call `on_synced` (start the controller's own loops), open the work queue
+    (when leading) and replay the caches to the watches' handlers. Return after SIGTERM or
+    SIGINT, with everything stopped.
     `webhook_resource` (group, plural): the kind the webhooks judge (others pass unchanged)."""
     ours = ctx.settings
     try:
@@ -314,6 +318,7 @@ def run(
                 webhooks,
                 ctx.synced,
                 resource=webhook_resource,
+                api=AggregatedApi(api, FrontProxy(cluster.ungated())) if api else None,
             ).start(ctx.stop)
     except OSError as exc:  # a port taken, a certificate that does not load (ssl.SSLError)
         print(f"error: {exc}", file=sys.stderr)

@@ -33,6 +33,7 @@ class Kind(NamedTuple):
         return {**obj, "apiVersion": self.api_version, "kind": self.kind}
 
 
+API_SERVICE = Kind("apiregistration.k8s.io", "v1", "apiservices", "APIService", False)
 CONFIG_MAP = Kind("", "v1", "configmaps", "ConfigMap", True)
 CUSTOM_RESOURCE_DEFINITION = Kind(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False

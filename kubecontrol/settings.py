@@ -111,12 +111,17 @@ class ControllerSettings(BaseModel):
         default_factory=list,
         description="our webhook configurations, whose caBundle we keep (a,b,...)",
     )
+    api_services: list[str] = Field(
+        default_factory=list,
+        description="our APIServices (the aggregated API served beside the webhooks), whose "
+        "caBundle we keep (a,b,...)",
+    )
     webhook_cert_dir: Path = Field(
         default=Path("/tmp/trainjob-webhook-certs"),
         description="where our own serving certificate is written for the webhook server",
     )
 
-    @field_validator("webhook_cert_hosts", "webhook_configurations", mode="before")
+    @field_validator("webhook_cert_hosts", "webhook_configurations", "api_services", mode="before")
     @classmethod
     def _comma_separated(cls, value: object) -> object:
         return [v for v in value.split(",") if v] if isinstance(value, str) else value

@@ -1,4 +1,5 @@
-"""The admission webhook server: AdmissionReview v1 over HTTPS, one handler per path.
+"""The admission webhook server: AdmissionReview v1 over HTTPS, one handler per path; and,
+on the same port and certificate, an aggregated API when one is given (kubecontrol/aggregated.py).
 
 A handler returns a `Verdict` that names the fields it sets, and the patch is those few
 operations (kubecontrol/admission.py), never a copy of the object diffed against the changed
@@ -28,6 +29,7 @@ import orjson
 from aiohttp import web
 
 from kubecontrol.admission import Verdict, refuse, review_response
+from kubecontrol.aggregated import AggregatedApi
 from kubecontrol.objects import Dict
 
 # Answers on the server's loop, so it must not block: see `in_thread`.
@@ -44,6 +46,8 @@ HANDSHAKE_SECONDS = 10.0  # a TLS handshake, from the connection's start
 READ_SECONDS = 10.0
 JUDGE_SECONDS = 10.0
 MAX_IN_FLIGHT = 32
+# How often the front proxy's CA is read again (the cluster may rotate it), in file checks.
+TRUST_CHECKS = 12
 
 
 def in_thread(fn: Callable[[Dict], Verdict]) -> Handler:
@@ -68,14 +72,16 @@ class WebhookServer:
         resource: tuple[str, str],
         operations: frozenset[str] = frozenset({"CREATE"}),
         check_seconds: float = 5.0,
+        api: AggregatedApi | None = None,
     ) -> None:
         """`routes`: path -> handler of the AdmissionReview's `request`. Requests for another
-        `resource` (group, plural) or operation are allowed unchanged. Listens once `ready`
-        is set."""
+        `resource` (group, plural) or operation are allowed unchanged. `api`: an aggregated
+        API served under /apis. Listens once `ready` is set."""
         self._address, self._files = address, files
         self._routes, self._ready = dict(routes), ready
         self._resource, self._operations = resource, operations
         self._check = check_seconds
+        self._api = api
         self._digest = ""
         self._current: ssl.SSLContext | None = None
         self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)  # reviews judged at once
@@ -84,6 +90,8 @@ class WebhookServer:
     def start(self, stop: threading.Event) -> None:
         """Load the certificate and take the port (OSError or ssl.SSLError here, naming what
         is wrong), then serve in a thread, once ready, until `stop` is set."""
+        if self._api is not None:
+            self._api.front_proxy.refresh()
         try:
             self._digest, front = self._digest_now(), self._load()
         except OSError as exc:  # ssl.SSLError is one
@@ -119,15 +127,17 @@ class WebhookServer:
     def _load(self) -> ssl.SSLContext:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(*self._files)
+        if self._api is not None:
+            self._api.front_proxy.require_client_certificates(context)
         return context
 
-    def _reload(self) -> None:
+    def _reload(self, trust_changed: bool = False) -> None:
         """Serve the certificate files as they are now, when they changed since the last load
-        and load whole (a key and certificate that do not match yet, mid-rewrite, wait for the
-        next check)."""
+        (or the front proxy's CA did) and load whole (a key and certificate that do not match
+        yet, mid-rewrite, wait for the next check)."""
         try:
             digest = self._digest_now()
-            if digest == self._digest:
+            if digest == self._digest and not trust_changed:
                 return
             context = self._load()
         except OSError as exc:  # ssl.SSLError is one
@@ -143,6 +153,8 @@ class WebhookServer:
         # aiohttp's default limit of a request body (1 MiB).
         app = web.Application(client_max_size=MAX_REVIEW_BYTES)
         app.router.add_post("/{path:.*}", self._answer)
+        if self._api is not None:
+            self._api.add_routes(app)
         runner = web.AppRunner(app, handle_signals=False, keepalive_timeout=KEEPALIVE_SECONDS)
         await runner.setup()
         assert runner.server is not None
@@ -151,9 +163,14 @@ class WebhookServer:
         server = await asyncio.get_running_loop().create_server(
             runner.server, sock=sock, ssl=context, ssl_handshake_timeout=HANDSHAKE_SECONDS
         )  # listens
+        checks = 0
         try:
             while not await asyncio.to_thread(stop.wait, self._check):
-                self._reload()
+                checks += 1
+                trust_changed = False
+                if self._api is not None and checks % TRUST_CHECKS == 0:
+                    trust_changed = await asyncio.to_thread(self._api.front_proxy.refresh)
+                self._reload(trust_changed)
         finally:
             server.close()
             await runner.cleanup()

@@ -54,3 +54,8 @@ annotations:
   cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "tj.name" . }}-webhook
 {{- end }}
 {{- end }}
+
+{{- /* The APIService of the dispatcher's view.trainjob.dev API (manager). */ -}}
+{{- define "tj.jobStoryApiService" -}}
+v1alpha1.view.trainjob.dev
+{{- end }}

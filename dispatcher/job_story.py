@@ -1,0 +1,429 @@
+"""A TrainJob's logs and story, read on the manager through its API (an aggregated API).
+
+`GET /apis/view.trainjob.dev/v1alpha1/namespaces/NS/trainjobs/NAME/log` streams the log of one
+of the TrainJob's pods from the worker that runs it; `.../story` says where it runs, its pods
+there and the Events about it on the manager and on that worker. The API server has already
+authenticated the caller and checked RBAC on `trainjobs/log` or `trainjobs/story` in NS
+(kubecontrol/aggregated.py); the reads on the worker are made with the dispatcher's own
+identity there, and only ever of the objects of our copy of that TrainJob, in NS: the copy the
+dispatcher made (origin label and the manager TrainJob's UID), the Jobs that copy owns, and the
+pods those Jobs own. No credential leaves the dispatcher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from aiohttp import web
+
+from kubecontrol.aggregated import ApiGroup, ApiRequest, Subresource, query_bool, query_int, status
+from kubecontrol.client import ApiException, TransportError
+from kubecontrol.objects import Dict
+from trainjob import constants as c
+from trainjob import jobframework
+
+if TYPE_CHECKING:
+    from dispatcher.context import Context
+    from dispatcher.remote import RemoteCluster
+
+log = logging.getLogger(__name__)
+
+GROUP = f"view.{c.DOMAIN}"
+VERSION = "v1alpha1"
+JOBS = "/apis/batch/v1/namespaces/{namespace}/jobs"
+PODS = "/api/v1/namespaces/{namespace}/pods"
+EVENTS = "/api/v1/namespaces/{namespace}/events"
+READ_SECONDS = 10.0  # each read on a worker: an unreachable one is named, not waited for
+# Log streams served at once by one replica (each holds a thread while it lasts); more are
+# refused with 429 and a Retry-After.
+MAX_STREAMS = 64
+MAX_TAIL_LINES = 100_000
+MAX_EVENTS = 500  # Events read per cluster for one story
+WHOLE_LOG_SECONDS = 300.0  # a log read without follow ends within this
+_streams = threading.BoundedSemaphore(MAX_STREAMS)
+
+
+class Refusal(Exception):
+    """An answer other than the one asked for: its HTTP code and why."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# ---- pure: which pods are the TrainJob's, which one is meant, what to ask for -----------------
+
+
+def controller_uid(obj: Dict) -> str | None:
+    """The UID of the object's controller (its owner with `controller: true`)."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller"):
+            return str(ref.get("uid") or "") or None
+    return None
+
+
+def ours(
+    copy_uid: str, jobs: Iterable[Dict], pods: Iterable[Dict]
+) -> tuple[list[Dict], list[Dict]]:
+    """The Jobs that our copy (UID `copy_uid`) controls, and the pods those Jobs control: a
+    pod or Job someone else made with the same labels is not the TrainJob's."""
+    owned = [j for j in jobs if controller_uid(j) == copy_uid]
+    uids = {(j.get("metadata") or {}).get("uid") for j in owned}
+    return owned, [p for p in pods if controller_uid(p) in uids]
+
+
+def _labels(pod: Dict) -> dict[str, str]:
+    return (pod.get("metadata") or {}).get("labels") or {}
+
+
+def pick_pod(pods: list[Dict], query: Mapping[str, str]) -> Dict:
+    """The pod a log request means: `pod` by name, else the newest of `replicatedJob`
+    (default the trainer nodes, `node`) at completion index `node` (default 0)."""
+    name = query.get("pod")
+    if name:
+        for pod in pods:
+            if pod["metadata"]["name"] == name:
+                return pod
+        raise Refusal(404, f"pod {name!r} is not one of this TrainJob's pods")
+    role = query.get("replicatedJob") or c.NODE_REPLICATED_JOB
+    index = query_int(query, "node", low=0, high=1_000_000) or 0
+    found = [
+        p
+        for p in pods
+        if _labels(p).get(c.REPLICATED_JOB_NAME_LABEL) == role
+        and _labels(p).get(c.JOB_COMPLETION_INDEX, "0") == str(index)
+    ]
+    if not found:
+        raise Refusal(
+            404,
+            f"no pod of replicated job {role!r} with index {index} (pods are removed once a "
+            "finished TrainJob is cleaned up)",
+        )
+    return max(found, key=lambda p: p["metadata"].get("creationTimestamp") or "")
+
+
+def log_query(pod: Dict, query: Mapping[str, str]) -> dict[str, Any]:
+    """What to ask the worker's API server for (`GET pods/NAME/log`); ValueError naming a
+    parameter that is wrong."""
+    containers = [x.get("name") for x in (pod.get("spec") or {}).get("containers") or []]
+    container = query.get("container") or (
+        c.NODE_CONTAINER if c.NODE_CONTAINER in containers else (containers or [None])[0]
+    )
+    if container not in containers:
+        raise ValueError(f"container={container!r} is not one of the pod's {containers}")
+    return {
+        "container": container,
+        "follow": "true" if query_bool(query, "follow") else None,
+        "previous": "true" if query_bool(query, "previous") else None,
+        "timestamps": "true" if query_bool(query, "timestamps") else None,
+        "tailLines": query_int(query, "tailLines", low=0, high=MAX_TAIL_LINES),
+        "sinceSeconds": query_int(query, "sinceSeconds", low=1, high=10 * 365 * 86400),
+        "limitBytes": query_int(query, "limitBytes", low=1, high=1 << 40),
+    }
+
+
+def pod_summary(pod: Dict, worker: str) -> Dict:
+    status_ = pod.get("status") or {}
+    statuses = status_.get("containerStatuses") or []
+    labels = _labels(pod)
+    return {
+        "name": pod["metadata"]["name"],
+        "worker": worker,
+        "replicatedJob": labels.get(c.REPLICATED_JOB_NAME_LABEL),
+        "index": labels.get(c.JOB_COMPLETION_INDEX),
+        "phase": status_.get("phase"),
+        "node": (pod.get("spec") or {}).get("nodeName"),
+        "ready": bool(statuses) and all(s.get("ready") for s in statuses),
+        "restarts": sum(int(s.get("restartCount") or 0) for s in statuses),
+    }
+
+
+def event_summary(event: Dict, source: str) -> Dict:
+    involved = event.get("involvedObject") or {}
+    return {
+        "source": source,
+        "type": event.get("type"),
+        "reason": event.get("reason"),
+        "message": str(event.get("message") or "")[:1024],
+        "object": f"{involved.get('kind')}/{involved.get('name')}",
+        "count": event.get("count") or 1,
+        "firstTimestamp": event.get("firstTimestamp") or event.get("eventTime"),
+        "lastTimestamp": event.get("lastTimestamp")
+        or event.get("eventTime")
+        or event.get("firstTimestamp"),
+    }
+
+
+def about(events: Iterable[Dict], uids: set[str | None]) -> list[Dict]:
+    """The Events about one of the objects `uids`."""
+    return [e for e in events if (e.get("involvedObject") or {}).get("uid") in uids]
+
+
+def by_time(events: list[Dict]) -> list[Dict]:
+    return sorted(events, key=lambda e: str(e.get("lastTimestamp") or ""))
+
+
+# ---- reads --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Running:
+    """Where a TrainJob of the manager runs: the worker, its connection, our copy there."""
+
+    trainjob: Dict
+    worker: str | None
+    remote: RemoteCluster | None
+    copy_uid: str | None
+    problem: str | None  # why its worker cannot be read, when it cannot
+
+
+def running(ctx: Context, namespace: str, name: str) -> Running:
+    """Refusal 404 when the manager has no such TrainJob."""
+    tj = ctx.caches.trainjob(namespace, name)
+    if tj is None:
+        raise Refusal(404, f'trainjobs.{c.TRAINER_GROUP} "{name}" not found in {namespace}')
+    wl = ctx.caches.workload(namespace, jobframework.expected_workload_name_of(tj.raw))
+    worker = tj.cluster_name or (wl.cluster_name if wl is not None else None)
+    if not worker:
+        why = "it is not dispatched to any worker" + (
+            "" if tj.multikueue else " (it is not managed by MultiKueue)"
+        )
+        return Running(tj.raw, None, None, None, why)
+    remote = ctx.registry.get(worker)
+    if remote is None:
+        return Running(tj.raw, worker, None, None, f"worker {worker} is not connected")
+    # The watch keeps only copies with our origin label; ours of this TrainJob, not of one
+    # deleted and made again under its name, carries its UID.
+    copy = remote.trainjob(namespace, name)
+    if copy is None or copy.annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION) != tj.uid:
+        return Running(tj.raw, worker, remote, None, f"worker {worker} has no copy of it (yet)")
+    return Running(tj.raw, worker, remote, copy.uid, None)
+
+
+def _list(remote: RemoteCluster, path: str, **query: Any) -> list[Dict]:
+    found = remote.cluster.api.get_json(path, query=query, timeout=READ_SECONDS) or {}
+    return list(found.get("items") or [])
+
+
+def _worker_error(worker: str, exc: Exception) -> Refusal:
+    if isinstance(exc, ApiException):
+        return Refusal(503 if exc.status >= 500 else 502, f"worker {worker}: {exc}")
+    return Refusal(503, f"worker {worker} is unreachable: {exc}")
+
+
+def pods_of(at: Running, namespace: str, name: str) -> tuple[list[Dict], list[Dict]]:
+    """Our copy's Jobs and pods on its worker (bounded by the TrainJob's own label)."""
+    assert at.remote is not None and at.copy_uid is not None and at.worker is not None
+    selector = f"{c.JOBSET_NAME_LABEL}={name}"
+    try:
+        jobs = _list(at.remote, JOBS.format(namespace=namespace), labelSelector=selector)
+        pods = _list(at.remote, PODS.format(namespace=namespace), labelSelector=selector)
+    except (ApiException, TransportError) as exc:
+        raise _worker_error(at.worker, exc) from None
+    return ours(at.copy_uid, jobs, pods)
+
+
+# ---- the handlers --------------------------------------------------------------------------
+
+
+def story(ctx: Context, namespace: str, name: str) -> Dict:
+    at = running(ctx, namespace, name)
+    meta = at.trainjob["metadata"]
+    workload = ctx.caches.workload(namespace, jobframework.expected_workload_name_of(at.trainjob))
+    events: list[Dict] = []
+    for obj in (meta, workload.meta if workload is not None else None):
+        if obj is None:
+            continue
+        found = ctx.manager.api.get_json(
+            EVENTS.format(namespace=namespace),
+            query={"fieldSelector": f"involvedObject.name={obj['name']}", "limit": MAX_EVENTS},
+            timeout=READ_SECONDS,
+        )
+        events += [
+            event_summary(e, "manager")
+            for e in about((found or {}).get("items") or [], {obj.get("uid")})
+        ]
+    pods: list[Dict] = []
+    problem = at.problem
+    if problem is None:
+        assert at.worker is not None and at.remote is not None
+        try:
+            jobs, found = pods_of(at, namespace, name)
+            uids = {at.copy_uid, *(o["metadata"].get("uid") for o in (*jobs, *found))}
+            worker_events = _list(at.remote, EVENTS.format(namespace=namespace), limit=MAX_EVENTS)
+            events += [event_summary(e, at.worker) for e in about(worker_events, uids)]
+            pods = [pod_summary(p, at.worker) for p in found]
+        except Refusal as exc:
+            problem = str(exc)
+        except (ApiException, TransportError) as exc:
+            problem = str(_worker_error(at.worker, exc))
+    status_ = at.trainjob.get("status") or {}
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "TrainJobStory",
+        "metadata": {"name": name, "namespace": namespace, "uid": meta.get("uid")},
+        "worker": at.worker,
+        "workerProblem": problem,
+        "conditions": status_.get("conditions") or [],
+        "pods": sorted(pods, key=lambda p: (str(p["replicatedJob"]), str(p["index"]))),
+        "events": by_time(events),
+    }
+
+
+async def _story(ctx: Context, call: ApiRequest) -> web.StreamResponse:
+    try:
+        found = await asyncio.to_thread(story, ctx, call.namespace, call.name)
+    except Refusal as exc:
+        return status(exc.code, str(exc))
+    except (ApiException, TransportError) as exc:
+        return status(503, f"the manager's API: {exc}")
+    return web.Response(body=orjson.dumps(found), content_type="application/json")
+
+
+def _prepare_log(ctx: Context, call: ApiRequest) -> tuple[Running, str, dict[str, Any]]:
+    at = running(ctx, call.namespace, call.name)
+    if at.problem is not None:
+        raise Refusal(404 if at.worker is None else 503, f"no logs: {at.problem}")
+    _, pods = pods_of(at, call.namespace, call.name)
+    pod = pick_pod(pods, call.query)
+    try:
+        query = log_query(pod, call.query)
+    except ValueError as exc:
+        raise Refusal(400, str(exc)) from None
+    return at, pod["metadata"]["name"], query
+
+
+async def _log(ctx: Context, call: ApiRequest) -> web.StreamResponse:
+    try:
+        at, pod, query = await asyncio.to_thread(_prepare_log, ctx, call)
+    except Refusal as exc:
+        return status(exc.code, str(exc))
+    except ValueError as exc:
+        return status(400, str(exc))
+    if not _streams.acquire(blocking=False):
+        answer = status(429, f"{MAX_STREAMS} log streams are open on this replica; try again")
+        answer.headers["Retry-After"] = "5"
+        return answer
+    try:
+        return await _relay(at, pod, call, query)
+    finally:
+        _streams.release()
+
+
+async def _relay(
+    at: Running, pod: str, call: ApiRequest, query: dict[str, Any]
+) -> web.StreamResponse:
+    """Hand the worker's answer on as it comes. The worker is read on a thread of its own;
+    the pieces come over a small queue, so a slow reader slows the read (no buffering
+    without bound); a reader that leaves ends the read within a second."""
+    remote, worker = at.remote, at.worker
+    assert remote is not None and worker is not None
+    loop = asyncio.get_running_loop()
+    pieces: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue(maxsize=16)
+    abort = threading.Event()
+    opened = asyncio.Event()
+    path = f"{PODS.format(namespace=call.namespace)}/{pod}/log"
+
+    def put(item: bytes | BaseException | None) -> None:
+        future = asyncio.run_coroutine_threadsafe(pieces.put(item), loop)
+        while not abort.is_set():
+            try:
+                future.result(timeout=1.0)
+                return
+            except TimeoutError:
+                continue
+        future.cancel()
+
+    def hand_on(data: bytes) -> bool:
+        put(data)
+        return not abort.is_set()
+
+    def answered() -> None:  # the worker said 200: the reader gets its headers now
+        loop.call_soon_threadsafe(opened.set)
+
+    def read() -> None:
+        try:
+            remote.cluster.api.stream(
+                path,
+                query,
+                hand_on,
+                timeout=None if query.get("follow") else WHOLE_LOG_SECONDS,
+                on_open=answered,
+                abort=abort,
+                accept="*/*",
+            )
+            put(None)
+        except BaseException as exc:  # handed to the request, which answers with it
+            put(exc)
+
+    thread = threading.Thread(target=read, name=f"log-{call.namespace}/{pod}", daemon=True)
+    thread.start()
+    response: web.StreamResponse | None = None
+    try:
+        while True:
+            try:
+                item = await asyncio.wait_for(pieces.get(), 1.0)
+            except TimeoutError:
+                transport = call.http.transport
+                if transport is None or transport.is_closing():
+                    return response or web.Response()
+                if opened.is_set() and response is None:
+                    response = await _open(call.http)  # headers now, lines when they come
+                continue
+            if isinstance(item, BaseException):
+                if response is not None:  # mid-stream: nothing more to say but the end
+                    log.info("log stream of %s/%s ended: %s", call.namespace, pod, item)
+                    return response
+                if isinstance(item, (ApiException, TransportError)):
+                    return _worker_status(worker, item)
+                raise item
+            if response is None:
+                response = await _open(call.http)
+            if item is None:
+                await response.write_eof()
+                return response
+            await response.write(item)
+    finally:
+        abort.set()
+
+
+def _worker_status(worker: str, exc: Exception) -> web.Response:
+    if isinstance(exc, ApiException) and exc.status < 500:
+        # The worker's own refusal (a container not started yet, a bad parameter): its words.
+        return status(exc.status if exc.status in (400, 404) else 502, f"worker {worker}: {exc}")
+    refusal = _worker_error(worker, exc)
+    return status(refusal.code, str(refusal))
+
+
+async def _open(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-store"}
+    )
+    await response.prepare(request)
+    return response
+
+
+def api(ctx: Context) -> ApiGroup:
+    """The group the dispatcher serves beside its webhooks."""
+
+    async def log_handler(call: ApiRequest) -> web.StreamResponse:
+        return await _log(ctx, call)
+
+    async def story_handler(call: ApiRequest) -> web.StreamResponse:
+        return await _story(ctx, call)
+
+    return ApiGroup(
+        GROUP,
+        VERSION,
+        c.TRAINJOB_PLURAL,
+        (
+            Subresource("log", "TrainJobLog", log_handler),
+            Subresource("story", "TrainJobStory", story_handler),
+        ),
+    )

@@ -1,0 +1,301 @@
+"""An aggregated API, served beside the webhooks (kubecontrol/webhook_server.py).
+
+The API server's aggregation layer authenticates the user and authorises the request
+against RBAC on this API's group and resources, then proxies it here over TLS with its own
+client certificate (the front proxy) and the user in request headers. This side checks that
+certificate against the CA the cluster publishes in the ConfigMap
+`kube-system/extension-apiserver-authentication`, and its name against the allowed names
+there; a request without it is refused (401), whatever its headers say. It trusts the
+headers only after that.
+
+What is served: the discovery documents of one group-version (`/apis`, `/apis/GROUP`,
+`/apis/GROUP/VERSION`) and GET on namespaced subresources,
+`/apis/GROUP/VERSION/namespaces/NS/RESOURCE/NAME/SUBRESOURCE`, each by its handler.
+Errors are `Status` objects, as kubectl shows them.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+
+import orjson
+from aiohttp import web
+
+from kubecontrol.cluster import Cluster
+from kubecontrol.kinds import CONFIG_MAP
+from kubecontrol.objects import Dict
+
+log = logging.getLogger(__name__)
+
+AUTHENTICATION_CONFIG_MAP = ("kube-system", "extension-apiserver-authentication")
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who asked, as the API server vouched for them."""
+
+    user: str
+    groups: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ApiRequest:
+    """One GET on a subresource: where, of what, by whom, with which query."""
+
+    namespace: str
+    name: str
+    subresource: str
+    caller: Caller
+    query: Mapping[str, str]
+    http: web.Request
+
+
+Handler = Callable[[ApiRequest], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class Subresource:
+    """`RESOURCE/NAME` of the group's one resource, with what answers GET on it."""
+
+    name: str
+    kind: str
+    handler: Handler
+
+
+@dataclass(frozen=True)
+class ApiGroup:
+    group: str
+    version: str
+    resource: str  # plural; namespaced
+    subresources: tuple[Subresource, ...] = field(default=())
+
+    @property
+    def group_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    def discovery(self, path: str) -> Dict | None:
+        """The discovery document at `path` (without a trailing slash), or None."""
+        version = {"groupVersion": self.group_version, "version": self.version}
+        group = {
+            "name": self.group,
+            "versions": [version],
+            "preferredVersion": version,
+        }
+        if path == "/apis":
+            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [group]}
+        if path == f"/apis/{self.group}":
+            return {"kind": "APIGroup", "apiVersion": "v1", **group}
+        if path == f"/apis/{self.group_version}":
+            return {
+                "kind": "APIResourceList",
+                "apiVersion": "v1",
+                "groupVersion": self.group_version,
+                "resources": [
+                    {
+                        "name": f"{self.resource}/{sub.name}",
+                        "singularName": "",
+                        "namespaced": True,
+                        "kind": sub.kind,
+                        "verbs": ["get"],
+                    }
+                    for sub in self.subresources
+                ],
+            }
+        return None
+
+
+def status(code: int, message: str, reason: str = "") -> web.Response:
+    """An error as the API server words one: a `Status` kubectl prints the message of."""
+    reasons = {
+        400: "BadRequest",
+        401: "Unauthorized",
+        403: "Forbidden",
+        404: "NotFound",
+        409: "Conflict",
+        413: "RequestEntityTooLarge",
+        429: "TooManyRequests",
+        503: "ServiceUnavailable",
+        504: "Timeout",
+    }
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason or reasons.get(code, "InternalError"),
+        "code": code,
+    }
+    return web.Response(status=code, body=orjson.dumps(body), content_type="application/json")
+
+
+def _json_list(value: str | None) -> tuple[str, ...]:
+    try:
+        items = orjson.loads(value) if value else []
+    except orjson.JSONDecodeError:
+        return ()
+    return tuple(str(i) for i in items) if isinstance(items, list) else ()
+
+
+@dataclass(frozen=True)
+class FrontProxyTrust:
+    """The cluster's word on its front proxy: whose certificates to accept and which request
+    headers carry the user."""
+
+    ca_pem: str
+    allowed_names: tuple[str, ...] = ()
+    user_headers: tuple[str, ...] = ("X-Remote-User",)
+    group_headers: tuple[str, ...] = ("X-Remote-Group",)
+
+    @classmethod
+    def from_config_map(cls, config_map: Dict | None) -> FrontProxyTrust | None:
+        data = (config_map or {}).get("data") or {}
+        ca = data.get("requestheader-client-ca-file")
+        if not ca:
+            return None  # the cluster has no aggregation layer set up
+        return cls(
+            ca_pem=ca,
+            allowed_names=_json_list(data.get("requestheader-allowed-names")),
+            user_headers=_json_list(data.get("requestheader-username-headers"))
+            or ("X-Remote-User",),
+            group_headers=_json_list(data.get("requestheader-group-headers"))
+            or ("X-Remote-Group",),
+        )
+
+    def caller(
+        self, peer_cert: Dict | None, headers: Mapping[str, str], *, anyone: bool = False
+    ) -> Caller | str:
+        """The user the front proxy vouches for, or why the request is not from it. The
+        certificate has been verified against `ca_pem` in the TLS handshake already. With
+        `anyone`, the front proxy's own calls (its availability checks name no user) pass."""
+        if not peer_cert:
+            return "no client certificate: only the API server's front proxy may call this API"
+        names = [
+            value
+            for rdn in peer_cert.get("subject", ())
+            for key, value in rdn
+            if key == "commonName"
+        ]
+        if self.allowed_names and not set(names) & set(self.allowed_names):
+            return f"client certificate {names} is not one of the front proxy's names"
+        user = next((headers[h] for h in self.user_headers if headers.get(h)), "")
+        if not user and not anyone:
+            return "the front proxy named no user"
+        groups: list[str] = []
+        getall = getattr(headers, "getall", None)  # a header may come more than once
+        for header in self.group_headers:
+            groups += getall(header, []) if getall else [headers.get(header, "")]
+        return Caller(user, tuple(g for g in groups if g))
+
+
+class FrontProxy:
+    """Reads the front proxy's trust from the cluster, now and whenever asked again."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self._cluster = cluster
+        self._lock = threading.Lock()
+        self.trust: FrontProxyTrust | None = None
+
+    def refresh(self) -> bool:
+        """Read the ConfigMap again; whether what it says changed. Keeps the last good word
+        when the API server is away."""
+        namespace, name = AUTHENTICATION_CONFIG_MAP
+        try:
+            config_map = self._cluster.get_or_none(CONFIG_MAP, name, namespace)
+        except Exception as exc:  # the API server away: keep serving with what we know
+            log.debug("front proxy trust not read: %s", exc)
+            return False
+        trust = FrontProxyTrust.from_config_map(config_map)
+        with self._lock:
+            changed, self.trust = trust != self.trust, trust
+        if changed and trust is None:
+            log.warning(
+                "the aggregated API refuses every request: %s/%s has no "
+                "requestheader-client-ca-file (the API server's --requestheader-* flags)",
+                namespace,
+                name,
+            )
+        return changed
+
+    def require_client_certificates(self, context: ssl.SSLContext) -> None:
+        """Ask callers for a certificate, and verify one that comes against the front proxy's
+        CA (the webhook callers send none, and are served as before)."""
+        trust = self.trust
+        if trust is None:
+            return
+        context.verify_mode = ssl.CERT_OPTIONAL
+        context.load_verify_locations(cadata=trust.ca_pem)
+
+
+class AggregatedApi:
+    """The routes of one group's API on an aiohttp application."""
+
+    def __init__(self, group: ApiGroup, front_proxy: FrontProxy) -> None:
+        self.group, self.front_proxy = group, front_proxy
+        self._subresources = {s.name: s for s in group.subresources}
+
+    def add_routes(self, app: web.Application) -> None:
+        app.router.add_get("/apis", self._discovery)
+        app.router.add_get("/apis/{path:.*}", self._answer)
+
+    def _caller(self, request: web.Request, *, anyone: bool = False) -> Caller | web.Response:
+        trust = self.front_proxy.trust
+        if trust is None:
+            return status(503, "the aggregated API has no front proxy trust to check calls by")
+        transport = request.transport
+        peer = transport.get_extra_info("peercert") if transport is not None else None
+        caller = trust.caller(peer, request.headers, anyone=anyone)
+        if isinstance(caller, str):
+            return status(401, caller)
+        return caller
+
+    async def _discovery(self, request: web.Request) -> web.StreamResponse:
+        caller = self._caller(request, anyone=True)
+        if isinstance(caller, web.Response):
+            return caller
+        document = self.group.discovery(request.path.rstrip("/"))
+        if document is None:
+            return status(404, f"the path {request.path} is not served here")
+        return web.Response(body=orjson.dumps(document), content_type="application/json")
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
+        parts = request.path.rstrip("/").split("/")[1:]
+        # apis, group, version, namespaces, NS, resource, NAME, subresource
+        if len(parts) != 8:
+            return await self._discovery(request)
+        caller = self._caller(request)
+        if isinstance(caller, web.Response):
+            return caller
+        _, group, version, namespaces, namespace, resource, name, sub = parts
+        handler = self._subresources.get(sub)
+        ours = (self.group.group, self.group.version, "namespaces", self.group.resource)
+        if (group, version, namespaces, resource) != ours or handler is None:
+            return status(404, f"the path {request.path} is not served here")
+        call = ApiRequest(namespace, name, sub, caller, dict(request.query), request)
+        log.debug("%s reads %s/%s/%s", caller.user, namespace, name, sub)
+        return await handler.handler(call)
+
+
+def query_int(query: Mapping[str, str], key: str, *, low: int, high: int) -> int | None:
+    """An optional whole number in the query, within [low, high]; ValueError naming it."""
+    raw = query.get(key)
+    if raw in (None, ""):
+        return None
+    try:
+        value = int(str(raw))
+    except ValueError:
+        raise ValueError(f"{key}={raw!r} is not a whole number") from None
+    if not low <= value <= high:
+        raise ValueError(f"{key}={value} is out of range [{low}, {high}]")
+    return value
+
+
+def query_bool(query: Mapping[str, str], key: str) -> bool:
+    raw = str(query.get(key) or "false").lower()
+    if raw not in ("true", "false", "1", "0"):
+        raise ValueError(f"{key}={raw!r} is not true or false")
+    return raw in ("true", "1")

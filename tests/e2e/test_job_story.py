@@ -1,0 +1,143 @@
+"""A TrainJob's story and logs read on the manager through the dispatcher's aggregated API
+(view.trainjob.dev), as a tenant the platform team gave the built-in `edit` role in one
+namespace: no worker credential, no Secret, RBAC on the manager decides. On kwok nodes the
+pods run no containers, so a log request gets the worker's refusal in words; the log lines
+themselves are read on real nodes (tests/real/test_real_nodes.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from clusters.bed import Bed
+from clusters.kube import api_client, service_account_token, write_token_kubeconfig
+from tests.support.builders import make_trainjob
+from tests.support.multikueue import MultiKueue
+from tests.support.waiting import wait_for
+
+pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
+API = "/apis/view.trainjob.dev/v1alpha1"
+
+
+class Tenant:
+    """A ServiceAccount of namespace `ns` on the manager, bound to a built-in role there (or
+    to nothing), as the people who submit jobs are."""
+
+    def __init__(self, bed: Bed, ns: str, name: str, role: str | None, tmp_path: Path) -> None:
+        manager = bed.config.managers[0].name
+        admin = bed.api(manager)
+        client.CoreV1Api(admin).create_namespaced_service_account(ns, {"metadata": {"name": name}})
+        if role is not None:
+            client.RbacAuthorizationV1Api(admin).create_namespaced_role_binding(
+                ns,
+                {
+                    "metadata": {"name": name},
+                    "roleRef": {
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "ClusterRole",
+                        "name": role,
+                    },
+                    "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}],
+                },
+            )
+        kubeconfig = tmp_path / f"{name}.kubeconfig"
+        token = service_account_token(admin, ns, name)
+        write_token_kubeconfig(bed.kubeconfig(manager), token, kubeconfig)
+        self.api = api_client(kubeconfig)
+
+    def get(self, path: str, **query: str) -> tuple[int, Any]:
+        """GET a path of the API server as this tenant: (status, decoded body or text)."""
+        try:
+            body, code, _ = self.api.call_api(
+                path,
+                "GET",
+                query_params=list(query.items()),
+                response_type="object" if not path.endswith("/log") else "str",
+                auth_settings=["BearerToken"],
+                _return_http_data_only=False,
+                _preload_content=True,
+                _request_timeout=30,
+            )
+            return code, body
+        except client.ApiException as exc:
+            return exc.status, exc.body
+
+
+@pytest.fixture
+def tenant(bed: Bed, tmp_path: Path) -> Callable[..., Tenant]:
+    def make(ns: str, name: str, role: str | None = "edit") -> Tenant:
+        return Tenant(bed, ns, name, role, tmp_path)
+
+    return make
+
+
+def story_path(ns: str, name: str, sub: str = "story") -> str:
+    return f"{API}/namespaces/{ns}/trainjobs/{name}/{sub}"
+
+
+def test_a_tenant_with_edit_submits_and_reads_the_story_of_its_trainjob(
+    bed: Bed, tenant: Callable[..., Tenant]
+) -> None:
+    mk = MultiKueue(bed)
+    alice = tenant(mk.ns, "alice")
+    # `edit` on the namespace is enough to submit (the chart's roles aggregate into it)
+    tj = make_trainjob("told", namespace=mk.ns)
+    tj["metadata"] = {"name": "told", "labels": {"kueue.x-k8s.io/queue-name": "q"}}
+    created = client.CustomObjectsApi(alice.api).create_namespaced_custom_object(
+        "trainer.kubeflow.org", "v1alpha1", mk.ns, "trainjobs", tj
+    )
+    assert created["metadata"]["name"] == "told"
+    mk.submit("followed", nodes=2, run="120s")
+    worker = mk.started_on("followed")
+
+    def two_running_pods() -> dict[str, Any] | None:
+        code, story = alice.get(story_path(mk.ns, "followed"))
+        assert code == 200, story
+        running = [p for p in story["pods"] if p["phase"] == "Running"]
+        return story if len(running) == 2 else None
+
+    story = wait_for(two_running_pods, 60, what="two running pods in the story")
+    assert story["kind"] == "TrainJobStory" and story["worker"] == worker
+    assert story["workerProblem"] is None
+    assert {p["worker"] for p in story["pods"]} == {worker}
+    assert sorted(p["index"] for p in story["pods"]) == ["0", "1"]
+    reasons = {(e["source"], e["reason"]) for e in story["events"]}
+    assert ("manager", "Started") in reasons, reasons  # dispatched to the worker
+
+    # kwok pods run no container: the worker's API server has no log to give, and the answer
+    # says which worker said what, without hanging.
+    code, said = alice.get(story_path(mk.ns, "followed", "log"), node="1", tailLines="5")
+    assert code in (400, 404, 502, 503), (code, said)
+    assert f"worker {worker}" in said, said
+
+    code, said = alice.get(story_path(mk.ns, "followed", "log"), node="9")
+    assert code == 404 and "index 9" in said
+    code, said = alice.get(story_path(mk.ns, "followed", "log"), pod="kube-apiserver")
+    assert code == 404 and "not one of this TrainJob's pods" in said
+    code, said = alice.get(story_path(mk.ns, "followed", "log"), tailLines="lots")
+    assert code == 400 and "tailLines" in said
+    code, said = alice.get(story_path(mk.ns, "nothing"))
+    assert code == 404 and 'nothing\\" not found' in said
+
+
+def test_without_the_rbac_or_in_another_namespace_the_api_server_refuses(
+    bed: Bed, tenant: Callable[..., Tenant]
+) -> None:
+    mk = MultiKueue(bed)
+    mk.submit("private", run="120s")
+    mk.started_on("private")
+    nobody = tenant(mk.ns, "nobody", role=None)
+    for sub in ("story", "log"):
+        code, said = nobody.get(story_path(mk.ns, "private", sub))
+        assert code == 403 and f"trainjobs/{sub}" in said, said
+
+    other_ns = MultiKueue(bed).ns
+    elsewhere = tenant(other_ns, "bob")  # `edit`, but in another namespace
+    code, said = elsewhere.get(story_path(mk.ns, "private"))
+    assert code == 403, said
+    viewer = tenant(mk.ns, "viewer", role="view")  # `view` reads the story too
+    assert viewer.get(story_path(mk.ns, "private"))[0] == 200

@@ -1,0 +1,91 @@
+"""Which pods a log request may read, which one it means, and what it asks the worker for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dispatcher.job_story import Refusal, about, log_query, ours, pick_pod, pod_summary
+from trainjob import constants as c
+
+
+def owned(kind: str, name: str, uid: str, owner: str | None, **labels: str) -> dict[str, Any]:
+    refs = [{"kind": "X", "name": "x", "uid": owner, "controller": True}] if owner else []
+    return {
+        "kind": kind,
+        "metadata": {
+            "name": name,
+            "uid": uid,
+            "ownerReferences": refs,
+            "labels": labels,
+            "creationTimestamp": f"2026-11-26T10:00:{len(name):02d}Z",  # longer: newer
+        },
+        "spec": {"containers": [{"name": "sidecar"}, {"name": c.NODE_CONTAINER}]},
+    }
+
+
+def node_pod(name: str, uid: str, job: str, index: int, role: str = "node") -> dict[str, Any]:
+    labels = {c.REPLICATED_JOB_NAME_LABEL: role, c.JOB_COMPLETION_INDEX: str(index)}
+    return owned("Pod", name, uid, job, **labels)
+
+
+def test_only_the_pods_of_the_jobs_our_copy_controls() -> None:
+    jobs = [owned("Job", "tj-node", "job-1", "copy"), owned("Job", "tj-fake", "job-2", "other")]
+    pods = [
+        node_pod("a", "p1", "job-1", 0),
+        node_pod("b", "p2", "job-2", 0),
+        node_pod("c", "p3", None, 0),
+    ]
+    kept_jobs, kept_pods = ours("copy", jobs, pods)
+    assert [j["metadata"]["name"] for j in kept_jobs] == ["tj-node"]
+    assert [p["metadata"]["name"] for p in kept_pods] == ["a"]
+
+
+def test_a_pod_by_name_must_be_the_trainjobs() -> None:
+    pods = [node_pod("a", "p1", "job-1", 0)]
+    assert pick_pod(pods, {"pod": "a"})["metadata"]["name"] == "a"
+    with pytest.raises(Refusal) as refused:
+        pick_pod(pods, {"pod": "someone-elses"})
+    assert refused.value.code == 404
+
+
+def test_by_role_and_index_the_newest() -> None:
+    pods = [
+        node_pod("n0", "p1", "j", 0),
+        node_pod("n1", "p2", "j", 1),
+        node_pod("n1-retried", "p3", "j", 1),
+        node_pod("l0", "p4", "j", 0, role="launcher"),
+    ]
+    assert pick_pod(pods, {})["metadata"]["name"] == "n0"
+    assert pick_pod(pods, {"node": "1"})["metadata"]["name"] == "n1-retried"
+    assert pick_pod(pods, {"replicatedJob": "launcher"})["metadata"]["name"] == "l0"
+    with pytest.raises(Refusal, match="index 7"):
+        pick_pod(pods, {"node": "7"})
+
+
+def test_the_log_query_defaults_to_the_trainer_container_and_checks_the_rest() -> None:
+    pod = node_pod("a", "p1", "j", 0)
+    asked = log_query(pod, {"follow": "true", "tailLines": "10"})
+    assert asked["container"] == c.NODE_CONTAINER
+    assert asked["follow"] == "true" and asked["tailLines"] == 10
+    assert log_query(pod, {"container": "sidecar"})["container"] == "sidecar"
+    with pytest.raises(ValueError, match="container='nope'"):
+        log_query(pod, {"container": "nope"})
+    with pytest.raises(ValueError, match="sinceSeconds"):
+        log_query(pod, {"sinceSeconds": "0"})
+
+
+def test_pod_summary_counts_restarts() -> None:
+    pod = node_pod("a", "p1", "j", 2)
+    pod["status"] = {
+        "phase": "Running",
+        "containerStatuses": [{"ready": True, "restartCount": 2}, {"ready": True}],
+    }
+    summary = pod_summary(pod, "worker1")
+    assert summary["restarts"] == 2 and summary["ready"] and summary["index"] == "2"
+
+
+def test_events_about_our_objects_only() -> None:
+    events = [{"involvedObject": {"uid": "p1"}}, {"involvedObject": {"uid": "other"}}, {}]
+    assert about(events, {"p1"}) == [events[0]]

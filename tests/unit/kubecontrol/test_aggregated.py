@@ -1,0 +1,92 @@
+"""The aggregated API's pure parts: who the front proxy vouches for, discovery, query values."""
+
+from __future__ import annotations
+
+import pytest
+from multidict import CIMultiDict
+
+from kubecontrol.aggregated import ApiGroup, FrontProxyTrust, query_bool, query_int
+
+PROXY_CERT = {"subject": ((("commonName", "front-proxy-client"),),)}
+
+
+def trust(**kw: object) -> FrontProxyTrust:
+    return FrontProxyTrust.from_config_map(
+        {
+            "data": {
+                "requestheader-client-ca-file": "PEM",
+                "requestheader-allowed-names": '["front-proxy-client"]',
+                "requestheader-username-headers": '["X-Remote-User"]',
+                "requestheader-group-headers": '["X-Remote-Group"]',
+                **kw,
+            }
+        }
+    ) or pytest.fail("no trust read")
+
+
+def test_the_user_and_every_group_the_front_proxy_names() -> None:
+    headers = CIMultiDict([("X-Remote-User", "alice"), ("X-Remote-Group", "team-a")])
+    headers.add("X-Remote-Group", "system:authenticated")
+    caller = trust().caller(PROXY_CERT, headers)
+    assert not isinstance(caller, str)
+    assert caller.user == "alice"
+    assert caller.groups == ("team-a", "system:authenticated")
+
+
+def test_no_certificate_no_call_whatever_the_headers_say() -> None:
+    said = trust().caller(None, {"X-Remote-User": "system:admin"})
+    assert isinstance(said, str) and "front proxy" in said
+
+
+def test_a_certificate_of_another_name_is_refused() -> None:
+    other = {"subject": ((("commonName", "someone-else"),),)}
+    said = trust().caller(other, {"X-Remote-User": "alice"})
+    assert isinstance(said, str) and "someone-else" in said
+
+
+def test_any_name_when_the_cluster_allows_any() -> None:
+    other = {"subject": ((("commonName", "someone-else"),),)}
+    caller = trust(**{"requestheader-allowed-names": "[]"}).caller(other, {"X-Remote-User": "a"})
+    assert not isinstance(caller, str) and caller.user == "a"
+
+
+def test_a_user_is_needed_except_for_discovery() -> None:
+    assert isinstance(trust().caller(PROXY_CERT, {}), str)
+    assert not isinstance(trust().caller(PROXY_CERT, {}, anyone=True), str)
+
+
+def test_no_ca_in_the_config_map_is_no_trust() -> None:
+    assert FrontProxyTrust.from_config_map({"data": {}}) is None
+    assert FrontProxyTrust.from_config_map(None) is None
+
+
+def test_header_names_default_when_the_config_map_has_none() -> None:
+    found = FrontProxyTrust.from_config_map({"data": {"requestheader-client-ca-file": "PEM"}})
+    assert found is not None and found.user_headers == ("X-Remote-User",)
+
+
+def test_discovery_documents() -> None:
+    group = ApiGroup("view.example.dev", "v1alpha1", "things")
+    assert group.discovery("/apis")["groups"][0]["name"] == "view.example.dev"  # type: ignore[index]
+    one = group.discovery("/apis/view.example.dev")
+    assert one is not None and one["preferredVersion"]["version"] == "v1alpha1"
+    listed = group.discovery("/apis/view.example.dev/v1alpha1")
+    assert listed is not None and listed["kind"] == "APIResourceList"
+    assert group.discovery("/apis/other") is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [("x", "not a whole number"), ("-1", "out of range"), ("11", "out of range")],
+)
+def test_query_numbers_are_bounded_and_named(raw: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=f"tailLines.*{problem}"):
+        query_int({"tailLines": raw}, "tailLines", low=0, high=10)
+
+
+def test_query_values() -> None:
+    assert query_int({}, "tailLines", low=0, high=10) is None
+    assert query_int({"tailLines": "3"}, "tailLines", low=0, high=10) == 3
+    assert query_bool({"follow": "true"}, "follow") and not query_bool({}, "follow")
+    with pytest.raises(ValueError, match="follow"):
+        query_bool({"follow": "yes please"}, "follow")
