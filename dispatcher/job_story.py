@@ -27,6 +27,7 @@ from kubecontrol.client import ApiException, TransportError
 from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob import jobframework
+from trainjob.views import TrainJobView
 
 if TYPE_CHECKING:
     from dispatcher.context import Context
@@ -139,6 +140,7 @@ def pod_summary(pod: Dict, worker: str) -> Dict:
         "index": labels.get(c.JOB_COMPLETION_INDEX),
         "phase": status_.get("phase"),
         "node": (pod.get("spec") or {}).get("nodeName"),
+        "creationTimestamp": (pod.get("metadata") or {}).get("creationTimestamp"),
         "ready": bool(statuses) and all(s.get("ready") for s in statuses),
         "restarts": sum(int(s.get("restartCount") or 0) for s in statuses),
     }
@@ -179,8 +181,12 @@ class Running:
     trainjob: Dict
     worker: str | None
     remote: RemoteCluster | None
-    copy_uid: str | None
+    copy: TrainJobView | None  # as the worker's watch last saw it
     problem: str | None  # why its worker cannot be read, when it cannot
+
+    @property
+    def copy_uid(self) -> str | None:
+        return self.copy.uid if self.copy is not None else None
 
 
 def running(ctx: Context, namespace: str, name: str) -> Running:
@@ -202,8 +208,8 @@ def running(ctx: Context, namespace: str, name: str) -> Running:
     # deleted and made again under its name, carries its UID.
     copy = remote.trainjob(namespace, name)
     if copy is None or copy.annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION) != tj.uid:
-        return Running(tj.raw, worker, remote, None, f"worker {worker} has no copy of it (yet)")
-    return Running(tj.raw, worker, remote, copy.uid, None)
+        copy = None  # not made yet, or removed once it ended: nothing to read there
+    return Running(tj.raw, worker, remote, copy, None)
 
 
 def _list(remote: RemoteCluster, path: str, **query: Any) -> list[Dict]:
@@ -251,7 +257,7 @@ def story(ctx: Context, namespace: str, name: str) -> Dict:
         ]
     pods: list[Dict] = []
     problem = at.problem
-    if problem is None:
+    if problem is None and at.copy is not None:
         assert at.worker is not None and at.remote is not None
         try:
             jobs, found = pods_of(at, namespace, name)
@@ -271,6 +277,8 @@ def story(ctx: Context, namespace: str, name: str) -> Dict:
         "worker": at.worker,
         "workerProblem": problem,
         "conditions": status_.get("conditions") or [],
+        # our TrainJob on that worker: its status (conditions, jobsStatus) as last watched
+        "copy": None if at.copy is None else {"status": at.copy.status},
         "pods": sorted(pods, key=lambda p: (str(p["replicatedJob"]), str(p["index"]))),
         "events": by_time(events),
     }
@@ -290,6 +298,12 @@ def _prepare_log(ctx: Context, call: ApiRequest) -> tuple[Running, str, dict[str
     at = running(ctx, call.namespace, call.name)
     if at.problem is not None:
         raise Refusal(404 if at.worker is None else 503, f"no logs: {at.problem}")
+    if at.copy is None:
+        raise Refusal(
+            404,
+            f"no logs: worker {at.worker} has no TrainJob {call.name} (not created yet, or "
+            "removed after it ended)",
+        )
     _, pods = pods_of(at, call.namespace, call.name)
     pod = pick_pod(pods, call.query)
     try:
@@ -381,7 +395,7 @@ async def _relay(
                     log.info("log stream of %s/%s ended: %s", call.namespace, pod, item)
                     return response
                 if isinstance(item, (ApiException, TransportError)):
-                    return _worker_status(worker, item)
+                    return _worker_status(f"{worker}, pod {pod}", item)
                 raise item
             if response is None:
                 response = await _open(call.http)
@@ -393,11 +407,11 @@ async def _relay(
         abort.set()
 
 
-def _worker_status(worker: str, exc: Exception) -> web.Response:
+def _worker_status(where: str, exc: Exception) -> web.Response:
     if isinstance(exc, ApiException) and exc.status < 500:
         # The worker's own refusal (a container not started yet, a bad parameter): its words.
-        return status(exc.status if exc.status in (400, 404) else 502, f"worker {worker}: {exc}")
-    refusal = _worker_error(worker, exc)
+        return status(exc.status if exc.status in (400, 404) else 502, f"worker {where}: {exc}")
+    refusal = _worker_error(where, exc)
     return status(refusal.code, str(refusal))
 
 

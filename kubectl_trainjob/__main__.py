@@ -5,10 +5,13 @@
     kubectl trainjob logs NAME [-f] [--node N] [--replicated-job node] [-c CONTAINER]
 
 Installed as the console script `kubectl-trainjob`, which kubectl finds on PATH. It talks to
-the manager with your kubeconfig (`--kubeconfig`, `--context`, `-n`), and to the worker that
-runs a TrainJob with, in this order: `--worker-context WORKER=CONTEXT`, a context of your
-kubeconfig named after the worker's MultiKueueCluster, or the kubeconfig Secret that
-MultiKueueCluster names (in Kueue's namespace, `--kueue-namespace`), if you may read it.
+the manager with your kubeconfig (`--kubeconfig`, `--context`, `-n`). A TrainJob's logs and
+what its worker shows are read through the manager's view.trainjob.dev API (the dispatcher
+reads the worker; RBAC on the manager decides who may) when the manager serves it. Otherwise,
+or with `--direct`, the worker that runs the TrainJob is reached with, in this order:
+`--worker-context WORKER=CONTEXT`, a context of your kubeconfig named after the worker's
+MultiKueueCluster, or the kubeconfig Secret that MultiKueueCluster names (in Kueue's
+namespace, `--kueue-namespace`), if you may read it.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from kubectl_trainjob.view import WorkerView, describe, list_table, state_of
 from trainjob import constants as c
 
 TIMEOUT = 10  # seconds for each request; an unreachable worker is said, not waited for
+STORY_API = f"/apis/view.{c.DOMAIN}/v1alpha1"
 
 
 class PluginError(Exception):
@@ -68,6 +72,32 @@ class Clusters:
 
     def custom(self) -> client.CustomObjectsApi:
         return client.CustomObjectsApi(self.manager)
+
+    def story_api(self) -> bool:
+        """Whether the manager serves the view.trainjob.dev API (and --direct is not given)."""
+        if self.args.direct:
+            return False
+        try:
+            self.get(STORY_API)
+        except Exception:  # not installed (404), not available (503): the worker directly
+            return False
+        return True
+
+    def get(
+        self, path: str, *, stream: bool = False, timeout: float | None = TIMEOUT, **query: Any
+    ) -> Any:
+        """GET a path of the manager's API with the user's own identity: the decoded JSON, or
+        with `stream` the open answer."""
+        answer = self.manager.call_api(
+            path,
+            "GET",
+            query_params=[(k, v) for k, v in query.items() if v not in (None, "")],
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _return_http_data_only=True,
+            _request_timeout=timeout,
+        )
+        return answer if stream else yaml.safe_load(answer.data)
 
     def worker(self, name: str) -> client.ApiClient:
         """A client for worker `name`, or PluginError saying each way tried and why not."""
@@ -208,7 +238,9 @@ def cmd_describe(clusters: Clusters, args: argparse.Namespace) -> str:
     events = _events(clusters.manager, ns, names)
     worker_name = (tj.get("status") or {}).get("clusterName")
     view = None
-    if worker_name:
+    if worker_name and clusters.story_api():
+        view = _worker_view_of_story(clusters, name, str(worker_name))
+    elif worker_name:
         try:
             api = clusters.worker(str(worker_name))
             remote = client.CustomObjectsApi(api).get_namespaced_custom_object(
@@ -234,8 +266,37 @@ def cmd_describe(clusters: Clusters, args: argparse.Namespace) -> str:
     return describe(tj, workload, events, view, dt.datetime.now(dt.UTC))
 
 
+def _worker_view_of_story(clusters: Clusters, name: str, worker: str) -> WorkerView:
+    """What the worker shows, as the manager's view.trainjob.dev API tells it."""
+    try:
+        story = clusters.get(f"{STORY_API}/namespaces/{clusters.namespace}/trainjobs/{name}/story")
+    except Exception as exc:
+        return WorkerView(worker, error=f"unreadable through the manager: {_reason(exc)}")
+    if story.get("workerProblem"):
+        return WorkerView(worker, error=str(story["workerProblem"]))
+    if story.get("copy") is None:
+        return WorkerView(worker)
+    pods = [
+        {
+            "metadata": {"name": p["name"], "creationTimestamp": p.get("creationTimestamp")},
+            "status": {"phase": p.get("phase")},
+            "spec": {"nodeName": p.get("node")},
+        }
+        for p in story.get("pods") or []
+    ]
+    events = [
+        {**e, "involvedObject": {"name": str(e.get("object") or "").partition("/")[2]}}
+        for e in story.get("events") or []
+        if e.get("source") == worker
+    ]
+    return WorkerView(worker, story["copy"], pods, events)
+
+
 def cmd_logs(clusters: Clusters, args: argparse.Namespace) -> str:
     tj = _trainjob(clusters, args.name)
+    dispatched = (tj.get("spec") or {}).get("managedBy") == c.MANAGED_BY_MULTIKUEUE
+    if dispatched and clusters.story_api():
+        return _logs_through_the_manager(clusters, args)
     where, api = _where_it_runs(clusters, tj)
     selector = (
         f"{c.REPLICATED_JOB_NAME_LABEL}={args.replicated_job},{c.JOB_COMPLETION_INDEX}={args.node}"
@@ -259,6 +320,7 @@ def cmd_logs(clusters: Clusters, args: argparse.Namespace) -> str:
             clusters.namespace,
             container=container or containers[0],
             follow=args.follow,
+            tail_lines=args.tail,
             _preload_content=False,
             _request_timeout=None if args.follow else TIMEOUT,
         )
@@ -269,6 +331,27 @@ def cmd_logs(clusters: Clusters, args: argparse.Namespace) -> str:
         raise PluginError(
             f"cannot read the logs of pod {pod_name} on {where}: {_reason(exc)}"
         ) from None
+    return ""
+
+
+def _logs_through_the_manager(clusters: Clusters, args: argparse.Namespace) -> str:
+    path = f"{STORY_API}/namespaces/{clusters.namespace}/trainjobs/{args.name}/log"
+    try:
+        answer = clusters.get(
+            path,
+            stream=True,
+            timeout=None if args.follow else 6 * TIMEOUT,
+            node=str(args.node),
+            replicatedJob=args.replicated_job,
+            container=args.container,
+            follow="true" if args.follow else None,
+            tailLines=None if args.tail is None else str(args.tail),
+        )
+        for chunk in answer.stream(4096):
+            sys.stdout.write(chunk.decode(errors="replace"))
+            sys.stdout.flush()
+    except Exception as exc:
+        raise PluginError(f"cannot read the logs of TrainJob {args.name}: {_reason(exc)}") from None
     return ""
 
 
@@ -289,6 +372,11 @@ def _connection_flags(p: argparse.ArgumentParser, default: Any) -> None:
         action="append",
         metavar="WORKER=CONTEXT",
         help="the context of your kubeconfig that reaches a worker (repeatable)",
+    )
+    add(
+        "--direct",
+        action="store_true",
+        help="reach the worker yourself, not through the manager's view.trainjob.dev API",
     )
     add(
         "--kueue-namespace",
@@ -323,6 +411,7 @@ def parser() -> argparse.ArgumentParser:
     logs.add_argument("--node", type=int, default=0, help="the node's index (default 0)")
     logs.add_argument("--replicated-job", default=c.NODE_REPLICATED_JOB)
     logs.add_argument("-c", "--container", help=f"default: {c.NODE_CONTAINER}, else the first")
+    logs.add_argument("--tail", type=int, help="the last lines only")
     logs.set_defaults(run=cmd_logs)
     return p
 

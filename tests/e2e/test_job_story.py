@@ -14,57 +14,12 @@ import pytest
 from kubernetes import client
 
 from clusters.bed import Bed
-from clusters.kube import api_client, service_account_token, write_token_kubeconfig
 from tests.support.builders import make_trainjob
 from tests.support.multikueue import MultiKueue
+from tests.support.tenant import Tenant, story_path
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
-API = "/apis/view.trainjob.dev/v1alpha1"
-
-
-class Tenant:
-    """A ServiceAccount of namespace `ns` on the manager, bound to a built-in role there (or
-    to nothing), as the people who submit jobs are."""
-
-    def __init__(self, bed: Bed, ns: str, name: str, role: str | None, tmp_path: Path) -> None:
-        manager = bed.config.managers[0].name
-        admin = bed.api(manager)
-        client.CoreV1Api(admin).create_namespaced_service_account(ns, {"metadata": {"name": name}})
-        if role is not None:
-            client.RbacAuthorizationV1Api(admin).create_namespaced_role_binding(
-                ns,
-                {
-                    "metadata": {"name": name},
-                    "roleRef": {
-                        "apiGroup": "rbac.authorization.k8s.io",
-                        "kind": "ClusterRole",
-                        "name": role,
-                    },
-                    "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}],
-                },
-            )
-        kubeconfig = tmp_path / f"{name}.kubeconfig"
-        token = service_account_token(admin, ns, name)
-        write_token_kubeconfig(bed.kubeconfig(manager), token, kubeconfig)
-        self.api = api_client(kubeconfig)
-
-    def get(self, path: str, **query: str) -> tuple[int, Any]:
-        """GET a path of the API server as this tenant: (status, decoded body or text)."""
-        try:
-            body, code, _ = self.api.call_api(
-                path,
-                "GET",
-                query_params=list(query.items()),
-                response_type="object" if not path.endswith("/log") else "str",
-                auth_settings=["BearerToken"],
-                _return_http_data_only=False,
-                _preload_content=True,
-                _request_timeout=30,
-            )
-            return code, body
-        except client.ApiException as exc:
-            return exc.status, exc.body
 
 
 @pytest.fixture
@@ -73,10 +28,6 @@ def tenant(bed: Bed, tmp_path: Path) -> Callable[..., Tenant]:
         return Tenant(bed, ns, name, role, tmp_path)
 
     return make
-
-
-def story_path(ns: str, name: str, sub: str = "story") -> str:
-    return f"{API}/namespaces/{ns}/trainjobs/{name}/{sub}"
 
 
 def test_a_tenant_with_edit_submits_and_reads_the_story_of_its_trainjob(

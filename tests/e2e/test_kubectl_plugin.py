@@ -53,8 +53,15 @@ def test_list_describe_and_logs_of_a_trainjob_running_on_a_worker(
         line.split()[:3] == [mk.ns, "viewed", "Running"] for line in out.splitlines()
     )
 
+    code, direct, _ = plugin(capsys, kubeconfig, "-n", mk.ns, "describe", "viewed", "--direct")
+    assert code == 0, direct
     code, out, _ = plugin(capsys, kubeconfig, "-n", mk.ns, "describe", "viewed")
     assert code == 0, out
+    # the same worker section, read through the manager or from the worker itself
+    assert (
+        out.split("On worker")[1].split("Events:")[0]
+        == direct.split("On worker")[1].split("Events:")[0]
+    )
     assert f"Worker:      {worker}" in out
     assert f'multikueue   Ready   The workload was admitted on "{worker}"' in out
     assert f"dispatched to cluster {worker}" in out  # the manager's Started Event
@@ -67,17 +74,28 @@ def test_list_describe_and_logs_of_a_trainjob_running_on_a_worker(
     assert any(line.split()[:1] == ["node"] for line in jobs.splitlines())  # jobsStatus
 
     # kwok's pods run no containers: the API has no log for them, and the plugin says which
-    # pod on which worker, in the API's words.
-    code, out, err = plugin(capsys, kubeconfig, "-n", mk.ns, "logs", "viewed", "--node", "1")
+    # pod on which worker, in the API's words: through the manager's view.trainjob.dev API,
+    # or, with --direct, from the worker itself (here through the MultiKueueCluster's Secret).
     pod = next(
         p.metadata.name
         for p in mk.pods(worker, "viewed")
         if p.metadata.labels.get("batch.kubernetes.io/job-completion-index") == "1"
     )
+    code, out, err = plugin(capsys, kubeconfig, "-n", mk.ns, "logs", "viewed", "--node", "1")
+    assert code == 1
+    assert err.startswith("error: cannot read the logs of TrainJob viewed: "), err
+    assert f"worker {worker}, pod {pod}: " in err, err
+    code, out, err = plugin(
+        capsys, kubeconfig, "-n", mk.ns, "logs", "viewed", "--node", "1", "--direct"
+    )
     assert code == 1
     assert err.startswith(f"error: cannot read the logs of pod {pod} on {worker}: "), err
 
     code, _, err = plugin(capsys, kubeconfig, "-n", mk.ns, "logs", "viewed", "--node", "7")
+    assert code == 1 and "no pod of replicated job 'node' with index 7" in err, err
+    code, _, err = plugin(
+        capsys, kubeconfig, "-n", mk.ns, "logs", "viewed", "--node", "7", "--direct"
+    )
     assert code == 1 and "no pod of TrainJob viewed" in err and "job-completion-index=7" in err
 
     code, _, err = plugin(capsys, kubeconfig, "-n", mk.ns, "describe", "nothing")
@@ -109,15 +127,15 @@ def test_a_context_named_after_the_worker_is_used_and_an_unreachable_worker_is_s
     mk.submit("reached", run="120s")
     worker = mk.started_on("reached")
     good = with_worker_contexts(bed, tmp_path, {})
-    code, out, _ = plugin(capsys, good, "-n", mk.ns, "describe", "reached")
+    code, out, _ = plugin(capsys, good, "-n", mk.ns, "describe", "reached", "--direct")
     assert code == 0 and f"On worker {worker}:" in out and "Running" in out.split("Pods:")[1]
 
     (tmp_path / "bad").mkdir()
     closed = with_worker_contexts(bed, tmp_path / "bad", {worker: "https://127.0.0.1:9"})
-    code, out, _ = plugin(capsys, closed, "-n", mk.ns, "describe", "reached")
+    code, out, _ = plugin(capsys, closed, "-n", mk.ns, "describe", "reached", "--direct")
     assert code == 0, "the manager's side is still shown"
     assert f"On worker {worker}: unreachable: " in out
-    code, _, err = plugin(capsys, closed, "-n", mk.ns, "logs", "reached")
+    code, _, err = plugin(capsys, closed, "-n", mk.ns, "logs", "reached", "--direct")
     assert code == 1 and err.startswith(f"error: cannot list pods on {worker}: "), err
 
 

@@ -21,6 +21,7 @@ from clusters.install import DISPATCHER
 from clusters.kube import load_manifests
 from tests.support.examples import MPI_FILE, RUNTIME_FILE
 from tests.support.kube import TrainJobs, api_error
+from tests.support.tenant import Tenant, story_path
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.realnodes, pytest.mark.timeout(900)]
@@ -55,10 +56,14 @@ def _winner(bed: Bed, namespace: str, name: str) -> str:
     return holders[0] if holders else ""
 
 
-def _plugin(bed: Bed, *args: str) -> subprocess.CompletedProcess[str]:
+def _plugin(
+    bed: Bed, *args: str, kubeconfig: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`kubectl trainjob` with the admin's kubeconfig of the manager, or `kubeconfig`."""
+    kubeconfig = kubeconfig or bed.kubeconfig(_manager(bed))
     return subprocess.run(
         [str(Path(sys.executable).parent / "kubectl-trainjob"), *args],
-        env={"KUBECONFIG": str(bed.kubeconfig(_manager(bed))), "PATH": "/usr/bin:/bin"},
+        env={"KUBECONFIG": str(kubeconfig), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
         timeout=60,
@@ -82,22 +87,30 @@ def test_product_runs_as_pods_from_its_image(installed: Bed) -> None:
     assert dispatchers.status.ready_replicas == 2
 
 
-def test_ddp_training_across_clusters(installed: Bed, real_namespace: str) -> None:
-    """examples/torch-ddp-cpu.yaml on the manager: 2 pods on one worker rendezvous over the
-    headless Service's names, train, exit 0; Complete on the worker and the manager; the loss
-    lines reach the manager's side through `kubectl trainjob logs`."""
-    manager = _manager(installed)
+def test_ddp_training_across_clusters(installed: Bed, real_namespace: str, tmp_path: Path) -> None:
+    """examples/torch-ddp-cpu.yaml on the manager, submitted by a tenant with the built-in
+    `edit` role in its namespace there and nothing else: 2 pods on one worker rendezvous over
+    the headless Service's names, train, exit 0; Complete on the worker and the manager; the
+    tenant reads the loss lines with `kubectl trainjob logs` and the pods in the story, through
+    the manager's view.trainjob.dev API (no worker credential, no Secret)."""
     name = f"ddp-{uuid.uuid4().hex[:6]}"
-    on_manager = TrainJobs(installed.api(manager), real_namespace)
+    alice = Tenant(installed, real_namespace, "alice", "edit", tmp_path)
+    on_manager = TrainJobs(alice.api, real_namespace)
     created = time.monotonic()
     on_manager.create(_trainjob(name))
 
     def loss_lines() -> list[tuple[int, float]]:
-        out = _plugin(installed, "logs", name, "-n", real_namespace)
+        out = _plugin(installed, "logs", name, "-n", real_namespace, kubeconfig=alice.kubeconfig)
         return [(int(m[1]), float(m[3])) for m in LOSS.finditer(out.stdout)]
 
     wait_for(loss_lines, 300, what=f"loss lines of {name} through kubectl trainjob logs")
     first_loss = time.monotonic() - created
+    code, story = alice.get(story_path(real_namespace, name))
+    assert code == 200, story
+    assert {p["replicatedJob"] for p in story["pods"]} == {"node"}, story
+    assert len(story["pods"]) == 2 and story["worker"], story
+    code, _ = alice.get(f"/api/v1/namespaces/{NAMESPACE}/secrets")
+    assert code == 403, "the tenant reads no Secret"
     on_manager.wait_condition(name, "Complete", timeout=300)
     worker = _winner(installed, real_namespace, name)
     assert worker
