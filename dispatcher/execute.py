@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-from dispatcher import metrics
+from dispatcher import log_tails, metrics
 from dispatcher.clusters import Registry
 from dispatcher.copies import is_our_copy
 from dispatcher.decide import DispatchPlan, RemoteAction
@@ -176,6 +176,10 @@ def _remote_write(registry: Registry, action: RemoteAction) -> bool | None:
                 {"metadata": {"uid": meta.get("uid")}, "spec": action.obj["spec"]},
             )
         else:
+            if action.obj["kind"] == c.TRAINJOB.kind and registry.settings.log_tails_kept:
+                seen = remote.get(c.TRAINJOB.kind, namespace, meta["name"])
+                if seen is not None and seen["metadata"].get("uid") == meta.get("uid"):
+                    log_tails.keep(registry.manager, remote, seen)  # its pods go with it
             # Only the copy we saw (ours, by origin): never a same-named object made since.
             remote.cluster.delete(
                 c.kind_of(action.obj),

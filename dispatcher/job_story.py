@@ -15,14 +15,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
 
-from kubecontrol.aggregated import ApiGroup, ApiRequest, Subresource, query_bool, query_int, status
+from dispatcher import copy_pods, log_tails
+from dispatcher.copy_pods import (
+    PODS,
+    READ_SECONDS,
+    Refusal,
+    about,
+    by_time,
+    event_summary,
+    log_query,
+    pick_pod,
+    pod_summary,
+)
+from kubecontrol.aggregated import ApiGroup, ApiRequest, Subresource, status
 from kubecontrol.client import ApiException, TransportError
 from kubecontrol.objects import Dict
 from trainjob import constants as c
@@ -37,138 +49,13 @@ log = logging.getLogger(__name__)
 
 GROUP = f"view.{c.DOMAIN}"
 VERSION = "v1alpha1"
-JOBS = "/apis/batch/v1/namespaces/{namespace}/jobs"
-PODS = "/api/v1/namespaces/{namespace}/pods"
 EVENTS = "/api/v1/namespaces/{namespace}/events"
-READ_SECONDS = 10.0  # each read on a worker: an unreachable one is named, not waited for
 # Log streams served at once by one replica (each holds a thread while it lasts); more are
 # refused with 429 and a Retry-After.
 MAX_STREAMS = 64
-MAX_TAIL_LINES = 100_000
 MAX_EVENTS = 500  # Events read per cluster for one story
 WHOLE_LOG_SECONDS = 300.0  # a log read without follow ends within this
 _streams = threading.BoundedSemaphore(MAX_STREAMS)
-
-
-class Refusal(Exception):
-    """An answer other than the one asked for: its HTTP code and why."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-# ---- pure: which pods are the TrainJob's, which one is meant, what to ask for -----------------
-
-
-def controller_uid(obj: Dict) -> str | None:
-    """The UID of the object's controller (its owner with `controller: true`)."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if isinstance(ref, dict) and ref.get("controller"):
-            return str(ref.get("uid") or "") or None
-    return None
-
-
-def ours(
-    copy_uid: str, jobs: Iterable[Dict], pods: Iterable[Dict]
-) -> tuple[list[Dict], list[Dict]]:
-    """The Jobs that our copy (UID `copy_uid`) controls, and the pods those Jobs control: a
-    pod or Job someone else made with the same labels is not the TrainJob's."""
-    owned = [j for j in jobs if controller_uid(j) == copy_uid]
-    uids = {(j.get("metadata") or {}).get("uid") for j in owned}
-    return owned, [p for p in pods if controller_uid(p) in uids]
-
-
-def _labels(pod: Dict) -> dict[str, str]:
-    return (pod.get("metadata") or {}).get("labels") or {}
-
-
-def pick_pod(pods: list[Dict], query: Mapping[str, str]) -> Dict:
-    """The pod a log request means: `pod` by name, else the newest of `replicatedJob`
-    (default the trainer nodes, `node`) at completion index `node` (default 0)."""
-    name = query.get("pod")
-    if name:
-        for pod in pods:
-            if pod["metadata"]["name"] == name:
-                return pod
-        raise Refusal(404, f"pod {name!r} is not one of this TrainJob's pods")
-    role = query.get("replicatedJob") or c.NODE_REPLICATED_JOB
-    index = query_int(query, "node", low=0, high=1_000_000) or 0
-    found = [
-        p
-        for p in pods
-        if _labels(p).get(c.REPLICATED_JOB_NAME_LABEL) == role
-        and _labels(p).get(c.JOB_COMPLETION_INDEX, "0") == str(index)
-    ]
-    if not found:
-        raise Refusal(
-            404,
-            f"no pod of replicated job {role!r} with index {index} (pods are removed once a "
-            "finished TrainJob is cleaned up)",
-        )
-    return max(found, key=lambda p: p["metadata"].get("creationTimestamp") or "")
-
-
-def log_query(pod: Dict, query: Mapping[str, str]) -> dict[str, Any]:
-    """What to ask the worker's API server for (`GET pods/NAME/log`); ValueError naming a
-    parameter that is wrong."""
-    containers = [x.get("name") for x in (pod.get("spec") or {}).get("containers") or []]
-    container = query.get("container") or (
-        c.NODE_CONTAINER if c.NODE_CONTAINER in containers else (containers or [None])[0]
-    )
-    if container not in containers:
-        raise ValueError(f"container={container!r} is not one of the pod's {containers}")
-    return {
-        "container": container,
-        "follow": "true" if query_bool(query, "follow") else None,
-        "previous": "true" if query_bool(query, "previous") else None,
-        "timestamps": "true" if query_bool(query, "timestamps") else None,
-        "tailLines": query_int(query, "tailLines", low=0, high=MAX_TAIL_LINES),
-        "sinceSeconds": query_int(query, "sinceSeconds", low=1, high=10 * 365 * 86400),
-        "limitBytes": query_int(query, "limitBytes", low=1, high=1 << 40),
-    }
-
-
-def pod_summary(pod: Dict, worker: str) -> Dict:
-    status_ = pod.get("status") or {}
-    statuses = status_.get("containerStatuses") or []
-    labels = _labels(pod)
-    return {
-        "name": pod["metadata"]["name"],
-        "worker": worker,
-        "replicatedJob": labels.get(c.REPLICATED_JOB_NAME_LABEL),
-        "index": labels.get(c.JOB_COMPLETION_INDEX),
-        "phase": status_.get("phase"),
-        "node": (pod.get("spec") or {}).get("nodeName"),
-        "creationTimestamp": (pod.get("metadata") or {}).get("creationTimestamp"),
-        "ready": bool(statuses) and all(s.get("ready") for s in statuses),
-        "restarts": sum(int(s.get("restartCount") or 0) for s in statuses),
-    }
-
-
-def event_summary(event: Dict, source: str) -> Dict:
-    involved = event.get("involvedObject") or {}
-    return {
-        "source": source,
-        "type": event.get("type"),
-        "reason": event.get("reason"),
-        "message": str(event.get("message") or "")[:1024],
-        "object": f"{involved.get('kind')}/{involved.get('name')}",
-        "count": event.get("count") or 1,
-        "firstTimestamp": event.get("firstTimestamp") or event.get("eventTime"),
-        "lastTimestamp": event.get("lastTimestamp")
-        or event.get("eventTime")
-        or event.get("firstTimestamp"),
-    }
-
-
-def about(events: Iterable[Dict], uids: set[str | None]) -> list[Dict]:
-    """The Events about one of the objects `uids`."""
-    return [e for e in events if (e.get("involvedObject") or {}).get("uid") in uids]
-
-
-def by_time(events: list[Dict]) -> list[Dict]:
-    return sorted(events, key=lambda e: str(e.get("lastTimestamp") or ""))
 
 
 # ---- reads --------------------------------------------------------------------------------
@@ -212,11 +99,6 @@ def running(ctx: Context, namespace: str, name: str) -> Running:
     return Running(tj.raw, worker, remote, copy, None)
 
 
-def _list(remote: RemoteCluster, path: str, **query: Any) -> list[Dict]:
-    found = remote.cluster.api.get_json(path, query=query, timeout=READ_SECONDS) or {}
-    return list(found.get("items") or [])
-
-
 def _worker_error(worker: str, exc: Exception) -> Refusal:
     if isinstance(exc, ApiException):
         return Refusal(503 if exc.status >= 500 else 502, f"worker {worker}: {exc}")
@@ -224,15 +106,12 @@ def _worker_error(worker: str, exc: Exception) -> Refusal:
 
 
 def pods_of(at: Running, namespace: str, name: str) -> tuple[list[Dict], list[Dict]]:
-    """Our copy's Jobs and pods on its worker (bounded by the TrainJob's own label)."""
+    """Our copy's Jobs and pods on its worker; Refusal naming the worker when unreadable."""
     assert at.remote is not None and at.copy_uid is not None and at.worker is not None
-    selector = f"{c.JOBSET_NAME_LABEL}={name}"
     try:
-        jobs = _list(at.remote, JOBS.format(namespace=namespace), labelSelector=selector)
-        pods = _list(at.remote, PODS.format(namespace=namespace), labelSelector=selector)
+        return copy_pods.read(at.remote, namespace, name, at.copy_uid)
     except (ApiException, TransportError) as exc:
         raise _worker_error(at.worker, exc) from None
-    return ours(at.copy_uid, jobs, pods)
 
 
 # ---- the handlers --------------------------------------------------------------------------
@@ -262,13 +141,20 @@ def story(ctx: Context, namespace: str, name: str) -> Dict:
         try:
             jobs, found = pods_of(at, namespace, name)
             uids = {at.copy_uid, *(o["metadata"].get("uid") for o in (*jobs, *found))}
-            worker_events = _list(at.remote, EVENTS.format(namespace=namespace), limit=MAX_EVENTS)
+            worker_events = copy_pods.list_items(
+                at.remote, EVENTS.format(namespace=namespace), limit=MAX_EVENTS
+            )
             events += [event_summary(e, at.worker) for e in about(worker_events, uids)]
             pods = [pod_summary(p, at.worker) for p in found]
         except Refusal as exc:
             problem = str(exc)
         except (ApiException, TransportError) as exc:
             problem = str(_worker_error(at.worker, exc))
+    if not pods:  # its pods are gone: how they ended, as kept with their log tails
+        kept = log_tails.read(ctx.manager, str(meta.get("uid")))
+        pods = [
+            {**pod_summary(p, str(p.get("worker"))), "kept": True} for p in (kept or ([], {}))[0]
+        ]
     status_ = at.trainjob.get("status") or {}
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
@@ -294,32 +180,48 @@ async def _story(ctx: Context, call: ApiRequest) -> web.StreamResponse:
     return web.Response(body=orjson.dumps(found), content_type="application/json")
 
 
-def _prepare_log(ctx: Context, call: ApiRequest) -> tuple[Running, str, dict[str, Any]]:
+def _prepare_log(ctx: Context, call: ApiRequest) -> tuple[Running, str, dict[str, Any]] | str:
+    """What to stream (where, which pod, what to ask), or the kept tail of a pod that is
+    gone (dispatcher/log_tails.py), or Refusal saying why neither."""
     at = running(ctx, call.namespace, call.name)
+    pods: list[Dict] = []
+    if at.problem is None and at.copy is not None:
+        _, pods = pods_of(at, call.namespace, call.name)
+    if pods:
+        pod = pick_pod(pods, call.query)
+        return at, pod["metadata"]["name"], _checked(log_query, pod, call.query)
+    kept = log_tails.read(ctx.manager, str(at.trainjob["metadata"].get("uid")))
+    if kept is not None:
+        kept_pods, tails = kept
+        pod = pick_pod(kept_pods, call.query)
+        asked = _checked(log_query, pod, call.query)
+        return tails.get(log_tails.key_of(pod["metadata"]["name"], asked["container"]), "")
     if at.problem is not None:
         raise Refusal(404 if at.worker is None else 503, f"no logs: {at.problem}")
-    if at.copy is None:
-        raise Refusal(
-            404,
-            f"no logs: worker {at.worker} has no TrainJob {call.name} (not created yet, or "
-            "removed after it ended)",
-        )
-    _, pods = pods_of(at, call.namespace, call.name)
-    pod = pick_pod(pods, call.query)
+    raise Refusal(
+        404,
+        f"no logs: worker {at.worker} has no pods of TrainJob {call.name} (not made yet, or "
+        "removed after it ended, and no tail of theirs kept)",
+    )
+
+
+def _checked(fn: Callable[[Dict, Mapping[str, str]], dict[str, Any]], *args: Any) -> dict[str, Any]:
     try:
-        query = log_query(pod, call.query)
+        return fn(*args)
     except ValueError as exc:
         raise Refusal(400, str(exc)) from None
-    return at, pod["metadata"]["name"], query
 
 
 async def _log(ctx: Context, call: ApiRequest) -> web.StreamResponse:
     try:
-        at, pod, query = await asyncio.to_thread(_prepare_log, ctx, call)
+        found = await asyncio.to_thread(_prepare_log, ctx, call)
     except Refusal as exc:
         return status(exc.code, str(exc))
     except ValueError as exc:
         return status(400, str(exc))
+    if isinstance(found, str):  # its pods are gone: what was kept of them
+        return web.Response(text=found, content_type="text/plain", charset="utf-8")
+    at, pod, query = found
     if not _streams.acquire(blocking=False):
         answer = status(429, f"{MAX_STREAMS} log streams are open on this replica; try again")
         answer.headers["Retry-After"] = "5"

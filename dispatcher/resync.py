@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 
+from dispatcher import log_tails
 from dispatcher.admissionchecks import queue_checks, queue_cluster
 from dispatcher.context import Context
 from dispatcher.copies import collect_garbage
@@ -87,5 +88,6 @@ def resync_loop(ctx: Context) -> None:
             if ctx.settings.gc_interval and time.monotonic() - last_gc >= ctx.settings.gc_interval:
                 last_gc = time.monotonic()
                 collect_garbage(ctx.registry.remotes, caches)
+                log_tails.sweep(ctx.manager, caches, ctx.settings.log_tails_kept)
         except Exception:  # keep resyncing whatever one pass hit
             log.exception("[%s] resync pass failed", ctx.settings.cluster_name)

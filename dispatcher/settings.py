@@ -99,6 +99,14 @@ class DispatcherSettings(ControllerSettings):
         "and story for whoever RBAC lets read them; the chart's APIService routes to it). It "
         "asks callers for a client certificate, which the front proxy's CA must verify",
     )
+    log_tails_kept: int = Field(
+        default=1000,
+        ge=0,
+        description="keep the last lines of a TrainJob's pods, read just before its copy leaves "
+        "the worker, for this many TrainJobs at most (the oldest go first; a TrainJob's go with "
+        "it): ConfigMaps in our namespace, served by the view.trainjob.dev API once the pods are "
+        "gone. 0: none kept",
+    )
     give_up_never_fits: bool = Field(
         default=True,
         description="a TrainJob whose PodSets no worker's ClusterQueue could ever hold "

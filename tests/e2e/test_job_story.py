@@ -92,3 +92,48 @@ def test_without_the_rbac_or_in_another_namespace_the_api_server_refuses(
     assert code == 403, said
     viewer = tenant(mk.ns, "viewer", role="view")  # `view` reads the story too
     assert viewer.get(story_path(mk.ns, "private"))[0] == 200
+
+
+def test_once_the_pods_are_gone_the_story_and_the_log_give_what_was_kept(
+    bed: Bed, tenant: Callable[..., Tenant]
+) -> None:
+    """The copy leaves the worker as soon as the job ended (retention 0), its pods with it; the
+    dispatcher kept their tails first. kwok pods have no log, so what was kept says why."""
+    mk = MultiKueue(bed)
+    alice = tenant(mk.ns, "alice")
+    mk.submit("ended", nodes=2, run="2s", exit_code=3)
+    worker = mk.started_on("ended")
+    mk.wait("ended", "Failed", timeout=120)
+    wait_for(lambda: mk.get("ended", worker) is None, 60, what="the copy to leave the worker")
+
+    code, story = alice.get(story_path(mk.ns, "ended"))
+    assert code == 200, story
+    assert story["copy"] is None
+    kept = sorted(story["pods"], key=lambda p: p["index"])
+    assert [(p["index"], p["kept"], p["worker"]) for p in kept] == [
+        ("0", True, worker),
+        ("1", True, worker),
+    ], story
+    assert {p["phase"] for p in kept} == {"Failed"}, kept
+
+    code, said = alice.get(story_path(mk.ns, "ended", "log"), node="1")
+    assert code == 200 and said.startswith("(not kept: "), said  # kwok: the worker's refusal
+    code, said = alice.get(story_path(mk.ns, "ended", "log"), node="5")
+    assert code == 404 and "index 5" in said
+
+    # deleted with its TrainJob (the resync's sweep)
+    admin = client.CoreV1Api(bed.api(mk.manager))
+    uid = story["metadata"]["uid"]
+    assert admin.read_namespaced_config_map(f"log-tail-{uid}", "trainjob-system").immutable
+    mk.custom().delete_namespaced_custom_object(
+        "trainer.kubeflow.org", "v1alpha1", mk.ns, "trainjobs", "ended"
+    )
+
+    def swept() -> bool:
+        try:
+            admin.read_namespaced_config_map(f"log-tail-{uid}", "trainjob-system")
+        except client.ApiException as exc:
+            return exc.status == 404
+        return False
+
+    wait_for(swept, 90, what="the kept tails to go with their TrainJob")

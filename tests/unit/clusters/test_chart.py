@@ -264,3 +264,30 @@ def test_a_network_policy_lets_in_only_the_controllers_ports() -> None:
     assert policy["spec"]["ingress"][1]["from"] == monitoring
     off = chart.template({"role": "manager", "networkPolicy": {"enabled": False}})
     assert not [d for d in off if d["kind"] == "NetworkPolicy"]
+
+
+def test_the_job_story_api_and_the_roles_aggregated_to_the_built_in_ones() -> None:
+    manager = _by_kind(chart.template({"role": "manager"}))
+    service = manager[("APIService", "v1alpha1.view.trainjob.dev")]["spec"]["service"]
+    assert (service["name"], service["port"]) == ("trainjob-dispatcher-webhook", 443)
+    binding = manager[("RoleBinding", "trainjob-dispatcher-front-proxy")]
+    assert binding["metadata"]["namespace"] == "kube-system"
+    assert binding["roleRef"]["name"] == "extension-apiserver-authentication-reader"
+    view = manager[("ClusterRole", "trainjob-dispatcher-view")]
+    assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    assert any(
+        r["apiGroups"] == ["view.trainjob.dev"] and "trainjobs/log" in r["resources"]
+        for r in view["rules"]
+    )
+    edit = manager[("ClusterRole", "trainjob-dispatcher-edit")]
+    assert "rbac.authorization.k8s.io/aggregate-to-view" not in edit["metadata"]["labels"]
+    assert "create" in edit["rules"][0]["verbs"]
+    config = yaml.safe_load(
+        manager[("ConfigMap", "trainjob-dispatcher-config")]["data"]["config.yaml"]
+    )
+    assert config["apiServices"] == ["v1alpha1.view.trainjob.dev"]
+
+    worker = _by_kind(chart.template({"role": "worker"}))
+    assert not [k for k in worker if k[0] == "APIService"]
+    worker_view = worker[("ClusterRole", "trainjob-worker-controller-view")]
+    assert all(r["apiGroups"] == ["trainer.kubeflow.org"] for r in worker_view["rules"])

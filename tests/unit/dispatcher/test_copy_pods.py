@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from dispatcher.job_story import Refusal, about, log_query, ours, pick_pod, pod_summary
+from dispatcher.copy_pods import Refusal, about, log_query, ours, pick_pod, pod_summary
 from trainjob import constants as c
 
 

@@ -1,0 +1,160 @@
+"""A copy's Jobs and pods on its worker, and which of them a request means.
+
+Only what our copy of a TrainJob owns is ever read: the Jobs it controls and the pods those
+Jobs control, in its namespace. A pod or Job someone else made with the same labels is not the
+TrainJob's, whatever its name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from kubecontrol.aggregated import query_bool, query_int
+from kubecontrol.objects import Dict
+from trainjob import constants as c
+
+if TYPE_CHECKING:
+    from dispatcher.remote import RemoteCluster
+
+JOBS = "/apis/batch/v1/namespaces/{namespace}/jobs"
+PODS = "/api/v1/namespaces/{namespace}/pods"
+READ_SECONDS = 10.0  # each read on a worker: an unreachable one is named, not waited for
+MAX_TAIL_LINES = 100_000
+
+
+class Refusal(Exception):
+    """An answer other than the one asked for: its HTTP code and why."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# ---- pure: which pods are the TrainJob's, which one is meant, what to ask for -----------------
+
+
+def controller_uid(obj: Dict) -> str | None:
+    """The UID of the object's controller (its owner with `controller: true`)."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller"):
+            return str(ref.get("uid") or "") or None
+    return None
+
+
+def ours(
+    copy_uid: str, jobs: Iterable[Dict], pods: Iterable[Dict]
+) -> tuple[list[Dict], list[Dict]]:
+    """The Jobs that our copy (UID `copy_uid`) controls, and the pods those Jobs control: a
+    pod or Job someone else made with the same labels is not the TrainJob's."""
+    owned = [j for j in jobs if controller_uid(j) == copy_uid]
+    uids = {(j.get("metadata") or {}).get("uid") for j in owned}
+    return owned, [p for p in pods if controller_uid(p) in uids]
+
+
+def _labels(pod: Dict) -> dict[str, str]:
+    return (pod.get("metadata") or {}).get("labels") or {}
+
+
+def pick_pod(pods: list[Dict], query: Mapping[str, str]) -> Dict:
+    """The pod a log request means: `pod` by name, else the newest of `replicatedJob`
+    (default the trainer nodes, `node`) at completion index `node` (default 0)."""
+    name = query.get("pod")
+    if name:
+        for pod in pods:
+            if pod["metadata"]["name"] == name:
+                return pod
+        raise Refusal(404, f"pod {name!r} is not one of this TrainJob's pods")
+    role = query.get("replicatedJob") or c.NODE_REPLICATED_JOB
+    index = query_int(query, "node", low=0, high=1_000_000) or 0
+    found = [
+        p
+        for p in pods
+        if _labels(p).get(c.REPLICATED_JOB_NAME_LABEL) == role
+        and _labels(p).get(c.JOB_COMPLETION_INDEX, "0") == str(index)
+    ]
+    if not found:
+        raise Refusal(
+            404,
+            f"no pod of replicated job {role!r} with index {index} (pods are removed once a "
+            "finished TrainJob is cleaned up)",
+        )
+    return max(found, key=lambda p: p["metadata"].get("creationTimestamp") or "")
+
+
+def log_query(pod: Dict, query: Mapping[str, str]) -> dict[str, Any]:
+    """What to ask the worker's API server for (`GET pods/NAME/log`); ValueError naming a
+    parameter that is wrong."""
+    containers = [x.get("name") for x in (pod.get("spec") or {}).get("containers") or []]
+    container = query.get("container") or (
+        c.NODE_CONTAINER if c.NODE_CONTAINER in containers else (containers or [None])[0]
+    )
+    if container not in containers:
+        raise ValueError(f"container={container!r} is not one of the pod's {containers}")
+    return {
+        "container": container,
+        "follow": "true" if query_bool(query, "follow") else None,
+        "previous": "true" if query_bool(query, "previous") else None,
+        "timestamps": "true" if query_bool(query, "timestamps") else None,
+        "tailLines": query_int(query, "tailLines", low=0, high=MAX_TAIL_LINES),
+        "sinceSeconds": query_int(query, "sinceSeconds", low=1, high=10 * 365 * 86400),
+        "limitBytes": query_int(query, "limitBytes", low=1, high=1 << 40),
+    }
+
+
+def pod_summary(pod: Dict, worker: str) -> Dict:
+    status_ = pod.get("status") or {}
+    statuses = status_.get("containerStatuses") or []
+    labels = _labels(pod)
+    return {
+        "name": pod["metadata"]["name"],
+        "worker": worker,
+        "replicatedJob": labels.get(c.REPLICATED_JOB_NAME_LABEL),
+        "index": labels.get(c.JOB_COMPLETION_INDEX),
+        "phase": status_.get("phase"),
+        "node": (pod.get("spec") or {}).get("nodeName"),
+        "creationTimestamp": (pod.get("metadata") or {}).get("creationTimestamp"),
+        "ready": bool(statuses) and all(s.get("ready") for s in statuses),
+        "restarts": sum(int(s.get("restartCount") or 0) for s in statuses),
+    }
+
+
+def event_summary(event: Dict, source: str) -> Dict:
+    involved = event.get("involvedObject") or {}
+    return {
+        "source": source,
+        "type": event.get("type"),
+        "reason": event.get("reason"),
+        "message": str(event.get("message") or "")[:1024],
+        "object": f"{involved.get('kind')}/{involved.get('name')}",
+        "count": event.get("count") or 1,
+        "firstTimestamp": event.get("firstTimestamp") or event.get("eventTime"),
+        "lastTimestamp": event.get("lastTimestamp")
+        or event.get("eventTime")
+        or event.get("firstTimestamp"),
+    }
+
+
+def about(events: Iterable[Dict], uids: set[str | None]) -> list[Dict]:
+    """The Events about one of the objects `uids`."""
+    return [e for e in events if (e.get("involvedObject") or {}).get("uid") in uids]
+
+
+def by_time(events: list[Dict]) -> list[Dict]:
+    return sorted(events, key=lambda e: str(e.get("lastTimestamp") or ""))
+
+
+def read(
+    remote: RemoteCluster, namespace: str, name: str, copy_uid: str
+) -> tuple[list[Dict], list[Dict]]:
+    """Our copy's Jobs and pods on `remote` (listed by the TrainJob's own label, kept by
+    owner). ApiException or TransportError when the worker cannot say."""
+    selector = f"{c.JOBSET_NAME_LABEL}={name}"
+    jobs = list_items(remote, JOBS.format(namespace=namespace), labelSelector=selector)
+    pods = list_items(remote, PODS.format(namespace=namespace), labelSelector=selector)
+    return ours(copy_uid, jobs, pods)
+
+
+def list_items(remote: RemoteCluster, path: str, **query: Any) -> list[Dict]:
+    found = remote.cluster.api.get_json(path, query=query, timeout=READ_SECONDS) or {}
+    return list(found.get("items") or [])
