@@ -336,15 +336,7 @@ def test_a_same_named_trainjob_on_the_winning_worker_sends_ours_elsewhere_and_sa
 
 def test_failed_remote_trainjob_fails_on_the_manager_with_the_reason(bed: Bed) -> None:
     mk = MultiKueue(bed)
-    # Like torch-distributed, but a failed pod fails its Job at once (backoffLimit 0).
-    example = setup.REPO / "examples" / "torch-distributed.yaml"
-    runtime = load_manifests(example.read_text())[0]
-    runtime["metadata"]["name"] = "torch-fail-fast"
-    node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
-    node["template"]["spec"]["backoffLimit"] = 0
-    for cluster in [mk.manager, *mk.workers]:
-        Applier(bed.api(cluster)).apply(runtime)
-    mk.submit("broken", run="1s", exit_code=3, runtime="torch-fail-fast")
+    mk.submit("broken", run="1s", exit_code=3, runtime=mk.fail_fast_runtime())
     failed = mk.wait("broken", "Failed")
     assert failed["reason"] == "PodSetFailed"
     assert "PodSet 'node' failed" in failed["message"]

@@ -17,6 +17,7 @@ from clusters import setup
 from clusters.bed import Bed
 from clusters.install import DISPATCHER
 from clusters.install import leads as install_leads
+from clusters.kube import Applier, load_manifests
 from dispatcher.worker_secret import token_claims
 from tests.support.waiting import wait_for
 
@@ -101,6 +102,18 @@ class MultiKueue:
         finally:
             for worker in workers:
                 self.free(worker)
+
+    def fail_fast_runtime(self) -> str:
+        """A ClusterTrainingRuntime like torch-distributed on every cluster, but a failed pod
+        fails its Job at once (backoffLimit 0); its name."""
+        example = setup.REPO / "examples" / "torch-distributed.yaml"
+        runtime = load_manifests(example.read_text())[0]
+        runtime["metadata"]["name"] = "torch-fail-fast"
+        node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
+        node["template"]["spec"]["backoffLimit"] = 0
+        for cluster in [self.manager, *self.workers]:
+            Applier(self.bed.api(cluster)).apply(runtime)
+        return "torch-fail-fast"
 
     def free(self, worker: str) -> None:
         with contextlib.suppress(client.ApiException):
