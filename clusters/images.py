@@ -25,6 +25,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from clusters import builds, chart
 from clusters.config import REPO_ROOT
@@ -117,6 +118,25 @@ TRAINING = Image(
 )
 PRODUCT = Image("product", product_image_name())
 ALL = (PAUSE, COREDNS, TRAINING, PRODUCT)
+# Public images the examples name, and the bed's own with the same tools in their place (the
+# bed reaches no registry): PyTorch with torchrun, python3 and bash.
+STAND_INS = {"docker.io/pytorch/pytorch:2.6.0-cuda12.4-cudnn9-runtime": TRAINING.name}
+
+
+def for_the_bed(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`docs` with each container image the bed has a stand-in for replaced by it."""
+
+    def swap(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {
+                k: STAND_INS.get(v, v) if k == "image" and isinstance(v, str) else swap(v)
+                for k, v in node.items()
+            }
+        if isinstance(node, list):
+            return [swap(v) for v in node]
+        return node
+
+    return [swap(d) for d in docs]
 
 
 def images_dir() -> Path:

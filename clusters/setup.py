@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from clusters import images
 from clusters.bed import Bed
 from clusters.install import Replica, install_product, stop_product
 from clusters.kube import Applier, load_manifests
@@ -103,7 +104,9 @@ def install(
     queue `q` there on every worker (quota per worker from `cpu_by_worker`), unless
     `on_workers` is False (then the workers have neither the namespace nor the queue)."""
     # The runtime's file may carry an example TrainJob too: that is the caller's to submit.
-    runtime_docs = [d for d in load_manifests(runtime.read_text()) if d["kind"] != "TrainJob"]
+    runtime_docs = images.for_the_bed(
+        [d for d in load_manifests(runtime.read_text()) if d["kind"] != "TrainJob"]
+    )
     manager = bed.config.managers[0].name
     suffix = f"-{namespace}"
     Applier(bed.api(manager)).apply_all(

@@ -179,7 +179,11 @@ def test_a_failing_pod_fails_the_trainjob_on_the_manager(
     manager = _manager(installed)
     name = f"fail-{uuid.uuid4().hex[:6]}"
     on_manager = TrainJobs(installed.api(manager), real_namespace)
-    runtime = next(d for d in load_manifests(RUNTIME_FILE.read_text()) if d["kind"] != "TrainJob")
+    runtime = next(
+        d
+        for d in images.for_the_bed(load_manifests(RUNTIME_FILE.read_text()))
+        if d["kind"] != "TrainJob"
+    )
     runtime["metadata"]["name"] = "no-retries"
     job = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
     job["backoffLimit"] = 0

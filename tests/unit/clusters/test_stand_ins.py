@@ -1,0 +1,29 @@
+"""The examples name public images; the bed, which reaches no registry, runs its own in their
+place, and nothing else changes."""
+
+from __future__ import annotations
+
+from clusters import images
+from clusters.kube import load_manifests
+from tests.support.examples import RUNTIME_FILE
+
+
+def test_the_ddp_example_names_a_public_image_and_the_bed_swaps_in_its_own() -> None:
+    docs = load_manifests(RUNTIME_FILE.read_text())
+    text = RUNTIME_FILE.read_text()
+    assert "localhost/" not in text, "an example must run on any cluster"
+    swapped = images.for_the_bed(docs)
+    (runtime,) = [d for d in swapped if d["kind"] == "ClusterTrainingRuntime"]
+    job = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    (container,) = job["template"]["spec"]["containers"]
+    assert container["image"] == images.TRAINING.name
+    original = [d for d in docs if d["kind"] == "ClusterTrainingRuntime"][0]
+    assert (
+        original["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"][
+            "spec"
+        ]["containers"][0]["image"]
+        in images.STAND_INS
+    )
+    assert [d for d in swapped if d["kind"] == "TrainJob"] == [
+        d for d in docs if d["kind"] == "TrainJob"
+    ]
