@@ -58,6 +58,9 @@ def test_each_identity_can_do_what_its_code_needs_and_no_more(
         spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="x")]),
     )
     assert _status(lambda: as_dispatcher.create_namespaced_pod("default", pod)) == 403
+    # The kept log tails: ConfigMaps of its own namespace, of no other.
+    assert _status(lambda: as_dispatcher.list_namespaced_config_map("trainjob-system")) == 200
+    assert _status(lambda: as_dispatcher.list_namespaced_config_map("default")) == 403
     # The worker controller creates MPI key Secrets and reads one back only by its name (to
     # see whose it is when the name is taken): it lists none, nor ConfigMaps, which it makes
     # but never watches; it records Events and never patches one.
