@@ -9,7 +9,7 @@ received is stamped on arrival; the figure is arrival minus the time the pod pri
 clock: the pods run on this machine). Also: the CPU the dispatcher replicas spent while the
 stream ran (their processes on this host, from /proc), per second of streaming.
 
-    .venv/bin/python benchmarks/log_latency.py --lines 300 --every 0.1
+    .venv/bin/python benchmarks/log_latency.py --lines 300 --every 0.1 [--streams 20]
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kubernetes import client
 
-from benchmarks.figures import spread
 from clusters import setup
 from clusters.bed import Bed
 from clusters.config import real_bed_config
@@ -90,17 +89,24 @@ def _follow(
                 continue
 
 
-def _dispatcher_cpu() -> float:
-    """CPU seconds of this host's dispatcher processes (the replicas run as its pods)."""
-    total = 0.0
-    tick = os.sysconf("SC_CLK_TCK")
+def _dispatchers() -> list[str]:
+    """The PIDs of this host's dispatcher processes (the replicas run as its pods)."""
+    found = []
     for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
         try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            if b"trainjob-dispatcher" not in cmd or b"/bin/" not in cmd:
-                continue
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes() if pid.isdigit() else b""
+        except OSError:
+            continue
+        if b"trainjob-dispatcher" in cmd and b"/bin/" in cmd:
+            found.append(pid)
+    return found
+
+
+def _dispatcher_cpu() -> float:
+    """CPU seconds of the dispatcher replicas, both together."""
+    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+    for pid in _dispatchers():
+        try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
@@ -108,10 +114,24 @@ def _dispatcher_cpu() -> float:
     return total
 
 
+def _dispatcher_rss() -> float:
+    """Resident MiB of the dispatcher replicas, both together."""
+    total = 0.0
+    for pid in _dispatchers():
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        line = next((x for x in status.splitlines() if x.startswith("VmRSS:")), "VmRSS: 0 kB")
+        total += int(line.split()[1]) / 1024
+    return total
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=300)
     parser.add_argument("--every", type=float, default=0.1)
+    parser.add_argument("--streams", type=int, default=1, help="followers through the manager")
     args = parser.parse_args()
 
     bed = Bed(real_bed_config())
@@ -144,18 +164,22 @@ def main() -> int:
         idle_before = _dispatcher_cpu()
         time.sleep(IDLE_SECONDS)  # the baseline: the same replicas with no stream
         idle = (_dispatcher_cpu() - idle_before) / IDLE_SECONDS
+        rss_idle = _dispatcher_rss()
         through_manager: list[float] = []
         direct: list[float] = []
         cpu_before, started = _dispatcher_cpu(), time.monotonic()
         readers = [
-            threading.Thread(
-                target=_follow,
-                args=(
-                    alice.api,
-                    story_path(ns, name, "log"),
-                    [("follow", "true")],
-                    through_manager,
-                ),
+            *(
+                threading.Thread(
+                    target=_follow,
+                    args=(
+                        alice.api,
+                        story_path(ns, name, "log"),
+                        [("follow", "true")],
+                        through_manager,
+                    ),
+                )
+                for _ in range(args.streams)
             ),
             threading.Thread(
                 target=_follow,
@@ -169,11 +193,16 @@ def main() -> int:
         ]
         for reader in readers:
             reader.start()
+        time.sleep(5 + args.lines * args.every / 2)  # mid-stream
+        rss_streaming = _dispatcher_rss()
         for reader in readers:
             reader.join(timeout=args.lines * args.every + 120)
         spent = time.monotonic() - started
         cpu = _dispatcher_cpu() - cpu_before
-    print(f"lines printed: {args.lines}, one every {args.every}s")
+    print(
+        f"lines printed: {args.lines}, one every {args.every}s; followed by {args.streams} "
+        "reader(s) through the manager and one from the worker"
+    )
     for label, values in (("through the manager", through_manager), ("from the worker", direct)):
         ordered = sorted(values)
         if not ordered:
@@ -183,13 +212,16 @@ def main() -> int:
         p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
         print(
             f"{label}: {len(ordered)} lines; latency p50 {p50 * 1000:.0f} ms, "
-            f"p99 {p99 * 1000:.0f} ms, max {ordered[-1] * 1000:.0f} ms "
-            f"(all: {spread([v * 1000 for v in ordered], 0, ' ms')})"
+            f"p99 {p99 * 1000:.0f} ms, max {ordered[-1] * 1000:.0f} ms"
         )
     print(
         f"dispatcher replicas' CPU while streaming: {cpu:.2f} s over {spent:.0f} s "
         f"({cpu / spent * 1000:.1f} ms/s, both replicas); idle beforehand "
-        f"{idle * 1000:.1f} ms/s; the stream's share {(cpu / spent - idle) * 1000:.1f} ms/s"
+        f"{idle * 1000:.1f} ms/s; the streams' share {(cpu / spent - idle) * 1000:.1f} ms/s"
+    )
+    print(
+        f"dispatcher replicas' resident memory: {rss_idle:.1f} MiB idle, "
+        f"{rss_streaming:.1f} MiB mid-stream ({rss_streaming - rss_idle:+.1f} MiB)"
     )
     return 0
 

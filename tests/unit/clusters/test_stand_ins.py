@@ -17,7 +17,7 @@ def test_the_ddp_example_names_a_public_image_and_the_bed_swaps_in_its_own() -> 
     job = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
     (container,) = job["template"]["spec"]["containers"]
     assert container["image"] == images.TRAINING.name
-    original = [d for d in docs if d["kind"] == "ClusterTrainingRuntime"][0]
+    original = next(d for d in docs if d["kind"] == "ClusterTrainingRuntime")
     assert (
         original["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"][
             "spec"
