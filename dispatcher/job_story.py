@@ -53,7 +53,8 @@ EVENTS = "/api/v1/namespaces/{namespace}/events"
 # Log streams served at once by one replica (each holds a thread while it lasts); more are
 # refused with 429 and a Retry-After.
 MAX_STREAMS = 64
-MAX_EVENTS = 500  # Events read per cluster for one story
+MAX_EVENTS = 500  # Events read per object for one story
+MAX_EVENT_OBJECTS = 34  # objects whose Events one story reads on the worker
 WHOLE_LOG_SECONDS = 300.0  # a log read without follow ends within this
 _streams = threading.BoundedSemaphore(MAX_STREAMS)
 
@@ -127,7 +128,7 @@ def story(ctx: Context, namespace: str, name: str) -> Dict:
             continue
         found = ctx.manager.api.get_json(
             EVENTS.format(namespace=namespace),
-            query={"fieldSelector": f"involvedObject.name={obj['name']}", "limit": MAX_EVENTS},
+            query={"fieldSelector": f"involvedObject.uid={obj.get('uid')}", "limit": MAX_EVENTS},
             timeout=READ_SECONDS,
         )
         events += [
@@ -140,11 +141,17 @@ def story(ctx: Context, namespace: str, name: str) -> Dict:
         assert at.worker is not None and at.remote is not None
         try:
             jobs, found = pods_of(at, namespace, name)
-            uids = {at.copy_uid, *(o["metadata"].get("uid") for o in (*jobs, *found))}
-            worker_events = copy_pods.list_items(
-                at.remote, EVENTS.format(namespace=namespace), limit=MAX_EVENTS
-            )
-            events += [event_summary(e, at.worker) for e in about(worker_events, uids)]
+            # Each object's Events by its UID (the API server filters): a busy namespace's
+            # others never come; the copy and its Jobs first, then at most this many pods.
+            owned = [at.copy_uid, *(o["metadata"].get("uid") for o in (*jobs, *found))]
+            for uid in owned[:MAX_EVENT_OBJECTS]:
+                worker_events = copy_pods.list_items(
+                    at.remote,
+                    EVENTS.format(namespace=namespace),
+                    fieldSelector=f"involvedObject.uid={uid}",
+                    limit=MAX_EVENTS,
+                )
+                events += [event_summary(e, at.worker) for e in about(worker_events, {uid})]
             pods = [pod_summary(p, at.worker) for p in found]
         except Refusal as exc:
             problem = str(exc)
