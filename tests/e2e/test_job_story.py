@@ -58,6 +58,7 @@ def test_a_tenant_with_edit_submits_and_reads_the_story_of_its_trainjob(
     assert sorted(p["index"] for p in story["pods"]) == ["0", "1"]
     reasons = {(e["source"], e["reason"]) for e in story["events"]}
     assert ("manager", "Started") in reasons, reasons  # dispatched to the worker
+    assert (worker, "Scheduled") in reasons, reasons  # its pods' Events there
 
     # kwok pods run no container: the worker's API server has no log to give, and the answer
     # says which worker said what, without hanging.
