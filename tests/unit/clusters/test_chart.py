@@ -291,3 +291,17 @@ def test_the_job_story_api_and_the_roles_aggregated_to_the_built_in_ones() -> No
     assert not [k for k in worker if k[0] == "APIService"]
     worker_view = worker[("ClusterRole", "trainjob-worker-controller-view")]
     assert all(r["apiGroups"] == ["trainer.kubeflow.org"] for r in worker_view["rules"])
+
+
+def test_the_job_story_api_can_be_left_out() -> None:
+    docs = chart.template({"role": "manager", "manager": {"jobStoryApi": {"enabled": False}}})
+    found = _by_kind(docs)
+    assert not [k for k in found if k[0] == "APIService" or k[1].endswith("-front-proxy")]
+    config = yaml.safe_load(
+        found[("ConfigMap", "trainjob-dispatcher-config")]["data"]["config.yaml"]
+    )
+    assert config["jobStoryApi"] is False and "apiServices" not in config
+    rules = [r for (kind, _), d in found.items() if kind == "ClusterRole" for r in d["rules"]]
+    assert not [r for r in rules if "view.trainjob.dev" in r.get("apiGroups", [])]
+    assert not [r for r in rules if "apiservices" in r.get("resources", [])]
+    assert ("ClusterRole", "trainjob-dispatcher-edit") in found  # TrainJobs for `edit` still
