@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,11 @@ MAX_EVENTS = 500  # Events read per object for one story
 MAX_EVENT_OBJECTS = 34  # objects whose Events one story reads on the worker
 WHOLE_LOG_SECONDS = 300.0  # a log read without follow ends within this
 _streams = threading.BoundedSemaphore(MAX_STREAMS)
+# Reads that answer a request (the story, finding a log's pod): on threads of their own, at
+# most this many at once.
+MAX_READS = 8
+_reads = ThreadPoolExecutor(max_workers=MAX_READS, thread_name_prefix="job-story")
+_reads_slots = threading.BoundedSemaphore(MAX_READS)
 
 
 # ---- reads --------------------------------------------------------------------------------
@@ -177,13 +183,31 @@ def story(ctx: Context, namespace: str, name: str) -> Dict:
     }
 
 
-async def _story(ctx: Context, call: ApiRequest) -> web.StreamResponse:
+async def _read(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` on the API's own threads, or the answer to give instead: 429 when
+    `MAX_READS` are under way (a caller who floods the API waits for no one else's slot, and
+    the webhooks' threads are never theirs), the Refusal's code, 400 for a wrong parameter,
+    503 when the manager's API cannot say."""
+    if not _reads_slots.acquire(blocking=False):
+        answer = status(429, f"{MAX_READS} reads are under way on this replica; try again")
+        answer.headers["Retry-After"] = "1"
+        return answer
     try:
-        found = await asyncio.to_thread(story, ctx, call.namespace, call.name)
+        return await asyncio.get_running_loop().run_in_executor(_reads, fn, *args)
     except Refusal as exc:
         return status(exc.code, str(exc))
+    except ValueError as exc:
+        return status(400, str(exc))
     except (ApiException, TransportError) as exc:
         return status(503, f"the manager's API: {exc}")
+    finally:
+        _reads_slots.release()
+
+
+async def _story(ctx: Context, call: ApiRequest) -> web.StreamResponse:
+    found = await _read(story, ctx, call.namespace, call.name)
+    if isinstance(found, web.StreamResponse):
+        return found
     return web.Response(body=orjson.dumps(found), content_type="application/json")
 
 
@@ -196,12 +220,12 @@ def _prepare_log(ctx: Context, call: ApiRequest) -> tuple[Running, str, dict[str
         _, pods = pods_of(at, call.namespace, call.name)
     if pods:
         pod = pick_pod(pods, call.query)
-        return at, pod["metadata"]["name"], _checked(log_query, pod, call.query)
+        return at, pod["metadata"]["name"], log_query(pod, call.query)
     kept = log_tails.read(ctx.manager, str(at.trainjob["metadata"].get("uid")))
     if kept is not None:
         kept_pods, tails = kept
         pod = pick_pod(kept_pods, call.query)
-        asked = _checked(log_query, pod, call.query)
+        asked = log_query(pod, call.query)
         return tails.get(log_tails.key_of(pod["metadata"]["name"], asked["container"]), "")
     if at.problem is not None:
         raise Refusal(404 if at.worker is None else 503, f"no logs: {at.problem}")
@@ -212,20 +236,10 @@ def _prepare_log(ctx: Context, call: ApiRequest) -> tuple[Running, str, dict[str
     )
 
 
-def _checked(fn: Callable[[Dict, Mapping[str, str]], dict[str, Any]], *args: Any) -> dict[str, Any]:
-    try:
-        return fn(*args)
-    except ValueError as exc:
-        raise Refusal(400, str(exc)) from None
-
-
 async def _log(ctx: Context, call: ApiRequest) -> web.StreamResponse:
-    try:
-        found = await asyncio.to_thread(_prepare_log, ctx, call)
-    except Refusal as exc:
-        return status(exc.code, str(exc))
-    except ValueError as exc:
-        return status(400, str(exc))
+    found = await _read(_prepare_log, ctx, call)
+    if isinstance(found, web.StreamResponse):
+        return found
     if isinstance(found, str):  # its pods are gone: what was kept of them
         return web.Response(text=found, content_type="text/plain", charset="utf-8")
     at, pod, query = found

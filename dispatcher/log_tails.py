@@ -38,6 +38,9 @@ PODS_KEY = "pods.json"
 TAIL_LINES = 100
 TAIL_BYTES = 8 * 1024  # kept per container: 32 pods x 2 containers fit a ConfigMap's 1 MiB
 READ_BYTES = 64 * 1024  # read per container (a line may be long; the end is what is kept)
+# All of one TrainJob's tails: below a ConfigMap's 1 MiB whatever the containers per pod (a
+# tenant's runtime chooses how many).
+TOTAL_BYTES = 768 * 1024
 MAX_PODS = 32
 CAPTURE_SECONDS = 15.0
 
@@ -98,13 +101,17 @@ def capture(remote: RemoteCluster, copy: Dict) -> Dict | None:
     pods = sorted(pods, key=lambda p: p["metadata"]["name"])[:MAX_PODS]
     deadline = time.monotonic() + CAPTURE_SECONDS
     data: dict[str, str] = {}
+    kept = 0
     for pod in pods:
         for container in (pod.get("spec") or {}).get("containers") or []:
             key = key_of(pod["metadata"]["name"], container["name"])
             if time.monotonic() > deadline:
                 data[key] = f"(not kept: no time left within {CAPTURE_SECONDS:g}s)\n"
-                continue
-            data[key] = _tail(remote, namespace, pod["metadata"]["name"], container["name"])
+            elif kept >= TOTAL_BYTES:
+                data[key] = f"(not kept: the TrainJob's tails reached {TOTAL_BYTES // 1024} KiB)\n"
+            else:
+                data[key] = _tail(remote, namespace, pod["metadata"]["name"], container["name"])
+                kept += len(data[key].encode())
     data[PODS_KEY] = orjson.dumps([_entry(p, remote.name) for p in pods]).decode()
     return {
         "apiVersion": "v1",
@@ -176,10 +183,8 @@ def read(manager: Cluster, trainjob_uid: str) -> tuple[list[Dict], dict[str, str
 def sweep(manager: Cluster, caches: Caches, kept: int) -> int:
     """Delete the tails of TrainJobs that are gone, then the oldest beyond `kept`; how many
     were deleted."""
-    listed = manager.api.get_json(
-        CONFIG_MAP.path(own_namespace(), None), query={"labelSelector": LABEL}
-    )
-    items: list[Dict] = list((listed or {}).get("items") or [])
+    # Their metadata only: the tails themselves (up to a MiB each) are not read to be deleted.
+    items = manager.list_metadata(CONFIG_MAP, own_namespace(), label_selector=LABEL)
     alive = set()
     for key in caches.trainjob_keys():
         tj = caches.trainjob(*key)

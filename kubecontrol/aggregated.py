@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import ssl
-import threading
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -197,21 +196,18 @@ class FrontProxy:
 
     def __init__(self, cluster: Cluster) -> None:
         self._cluster = cluster
-        self._lock = threading.Lock()
-        self.trust: FrontProxyTrust | None = None
+        self.trust: FrontProxyTrust | None = None  # replaced whole, never changed in place
 
-    def refresh(self) -> bool:
-        """Read the ConfigMap again; whether what it says changed. Keeps the last good word
-        when the API server is away."""
+    def refresh(self) -> None:
+        """Read the ConfigMap again. Keeps the last good word when the API server is away."""
         namespace, name = AUTHENTICATION_CONFIG_MAP
         try:
             config_map = self._cluster.get_or_none(CONFIG_MAP, name, namespace)
         except Exception as exc:  # the API server away: keep serving with what we know
             log.debug("front proxy trust not read: %s", exc)
-            return False
+            return
         trust = FrontProxyTrust.from_config_map(config_map)
-        with self._lock:
-            changed, self.trust = trust != self.trust, trust
+        changed, self.trust = trust != self.trust, trust
         if changed and trust is None:
             log.warning(
                 "the aggregated API refuses every request: %s/%s has no "
@@ -219,7 +215,6 @@ class FrontProxy:
                 namespace,
                 name,
             )
-        return changed
 
     def require_client_certificates(self, context: ssl.SSLContext) -> None:
         """Ask callers for a certificate, and verify one that comes against the front proxy's

@@ -322,10 +322,8 @@ class CertKeeper:
                 log.info("webhook certificate: caBundle injected into %s %s", kind.kind, name)
         for name in self._api_services:
             service = self._cluster.get_or_none(API_SERVICE, name)
-            spec = (service or {}).get("spec")
-            if not isinstance(spec, dict) or spec.get("caBundle") == bundle:
+            if service is None or (service.get("spec") or {}).get("caBundle") == bundle:
                 continue  # none in this install, or up to date
-            spec["caBundle"] = bundle
-            assert service is not None
+            service.setdefault("spec", {})["caBundle"] = bundle
             self._cluster.replace(API_SERVICE, service)
             log.info("webhook certificate: caBundle injected into APIService %s", name)

@@ -225,16 +225,20 @@ class Cluster:
 
     @io_retry
     def list_metadata(
-        self, kind: Kind, namespace: str | None = None, page: int = 500
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        page: int = 500,
+        label_selector: str | None = None,
     ) -> list[Dict]:
-        """The metadata of every object of a kind, `page` objects per request: only
-        `metadata` of each (no spec, status or managedFields' worth of decoding), which is all
-        a comparison of resourceVersions needs, at any scale."""
+        """The metadata of every object of a kind (that `label_selector` selects), `page`
+        objects per request: only `metadata` of each (no spec, status or managedFields' worth
+        of decoding), which is all a comparison of resourceVersions needs, at any scale."""
         path = kind.path(namespace, None)
         items: list[Dict] = []
         token = None
         while True:
-            query = {"limit": page, "continue": token}
+            query = {"limit": page, "continue": token, "labelSelector": label_selector}
             result = self.send("GET", path, query=query, accept=METADATA_LIST)
             items += result.get("items") or []
             token = (result.get("metadata") or {}).get("continue")

@@ -122,7 +122,12 @@ class WebhookServer:
             conn.context = self._current
 
     def _digest_now(self) -> str:
-        return hashlib.sha256(b"".join(p.read_bytes() for p in self._files)).hexdigest()
+        """What the served context is made of: the certificate files, and the front proxy's
+        CA when an aggregated API is served."""
+        parts = [p.read_bytes() for p in self._files]
+        trust = self._api.front_proxy.trust if self._api is not None else None
+        parts.append(trust.ca_pem.encode() if trust is not None else b"")
+        return hashlib.sha256(b"".join(parts)).hexdigest()
 
     def _load(self) -> ssl.SSLContext:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -131,13 +136,13 @@ class WebhookServer:
             self._api.front_proxy.require_client_certificates(context)
         return context
 
-    def _reload(self, trust_changed: bool = False) -> None:
-        """Serve the certificate files as they are now, when they changed since the last load
-        (or the front proxy's CA did) and load whole (a key and certificate that do not match
+    def _reload(self) -> None:
+        """Serve the certificate files as they are now (and the front proxy's CA), when they
+        changed since the last load and load whole (a key and certificate that do not match
         yet, mid-rewrite, wait for the next check)."""
         try:
             digest = self._digest_now()
-            if digest == self._digest and not trust_changed:
+            if digest == self._digest:
                 return
             context = self._load()
         except OSError as exc:  # ssl.SSLError is one
@@ -167,10 +172,9 @@ class WebhookServer:
         try:
             while not await asyncio.to_thread(stop.wait, self._check):
                 checks += 1
-                trust_changed = False
                 if self._api is not None and checks % TRUST_CHECKS == 0:
-                    trust_changed = await asyncio.to_thread(self._api.front_proxy.refresh)
-                self._reload(trust_changed)
+                    await asyncio.to_thread(self._api.front_proxy.refresh)
+                self._reload()
         finally:
             server.close()
             await runner.cleanup()

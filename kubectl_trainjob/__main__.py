@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime as dt
+import json
 import sys
 from typing import Any
 
@@ -97,7 +98,7 @@ class Clusters:
             _return_http_data_only=True,
             _request_timeout=timeout,
         )
-        return answer if stream else yaml.safe_load(answer.data)
+        return answer if stream else json.loads(answer.data)
 
     def worker(self, name: str) -> client.ApiClient:
         """A client for worker `name`, or PluginError saying each way tried and why not."""

@@ -6,6 +6,9 @@ themselves are read on real nodes (tests/real/test_real_nodes.py)."""
 
 from __future__ import annotations
 
+import ssl
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,7 +16,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from clusters import setup
 from clusters.bed import Bed
+from clusters.install import DISPATCHER
 from tests.support.builders import make_trainjob
 from tests.support.multikueue import MultiKueue
 from tests.support.tenant import Tenant, story_path
@@ -138,3 +143,24 @@ def test_once_the_pods_are_gone_the_story_and_the_log_give_what_was_kept(
         return False
 
     wait_for(swept, 90, what="the kept tails to go with their TrainJob")
+
+
+def test_a_call_that_skips_the_api_server_is_refused_whatever_its_headers_say(
+    bed: Bed, controllers: list[setup.Controller]
+) -> None:
+    """Straight to a dispatcher replica's port, naming an admin in the front proxy's headers
+    but with no front-proxy certificate: 401, nothing read."""
+    mk = MultiKueue(bed)
+    mk.submit("guarded", run="120s")
+    mk.started_on("guarded")
+    (replica, *_) = [c for c in controllers if c.name == DISPATCHER]
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    request = urllib.request.Request(
+        f"https://127.0.0.1:{replica.webhook}{story_path(mk.ns, 'guarded')}",
+        headers={"X-Remote-User": "system:admin", "X-Remote-Group": "system:masters"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, context=context, timeout=10)
+    assert refused.value.code == 401
+    assert "front proxy" in refused.value.read().decode()
