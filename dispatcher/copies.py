@@ -152,12 +152,18 @@ def status_back(
     manager_trainjob: TrainJobView, remote_trainjob: TrainJobView, cluster: str
 ) -> Dict | None:
     """The merge patch that makes the manager TrainJob's status the remote one's (fields the
-    remote no longer has are removed with None); None when they already agree."""
+    remote no longer has, and those of an object such as trainerStatus, are removed with
+    None); None when they already agree."""
     want = {**remote_trainjob.status, "clusterName": cluster}
     have = dict(manager_trainjob.status)
     if have == want:
         return None
-    return {**{k: None for k in have if k not in want}, **want}
+    patch = {**{k: None for k in have if k not in want}, **want}
+    for key, value in want.items():  # an object's fields the remote no longer has go too
+        old = have.get(key)
+        if isinstance(value, dict) and isinstance(old, dict):
+            patch[key] = {**{f: None for f in old if f not in value}, **value}
+    return patch
 
 
 # ---- copies going ---------------------------------------------------------------------------

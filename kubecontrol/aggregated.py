@@ -116,6 +116,7 @@ def status(code: int, message: str, reason: str = "") -> web.Response:
         404: "NotFound",
         409: "Conflict",
         413: "RequestEntityTooLarge",
+        422: "Invalid",
         429: "TooManyRequests",
         503: "ServiceUnavailable",
         504: "Timeout",

@@ -21,10 +21,12 @@ import sys
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from aiohttp import web
 
 from kubecontrol import certs, metrics
 from kubecontrol.aggregated import AggregatedApi, ApiGroup, FrontProxy
@@ -288,13 +290,15 @@ def run(
     on_synced: Callable[[], None] = lambda: None,
     webhook_resource: tuple[str, str] = ("", ""),
     api: ApiGroup | None = None,
+    http_routes: Sequence[web.RouteDef] = (),
 ) -> None:
     """Serve probes and metrics, and the admission `webhooks` (path -> handler) and the
     aggregated `api` beside them when a webhook port is set; start the watches; once all
     have listed, call `on_synced` (start the controller's own loops), open the work queue
     (when leading) and replay the caches to the watches' handlers. Return after SIGTERM or
     SIGINT, with everything stopped.
-    `webhook_resource` (group, plural): the kind the webhooks judge (others pass unchanged)."""
+    `webhook_resource` (group, plural): the kind the webhooks judge (others pass unchanged).
+    `http_routes`: more HTTP routes served on the webhook port."""
     ours = ctx.settings
     try:
         serve_probes(
@@ -319,6 +323,7 @@ def run(
                 ctx.synced,
                 resource=webhook_resource,
                 api=AggregatedApi(api, FrontProxy(cluster.ungated())) if api else None,
+                more=http_routes,
             ).start(ctx.stop)
     except OSError as exc:  # a port taken, a certificate that does not load (ssl.SSLError)
         print(f"error: {exc}", file=sys.stderr)

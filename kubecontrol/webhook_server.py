@@ -21,7 +21,7 @@ import logging
 import socket
 import ssl
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,15 +73,18 @@ class WebhookServer:
         operations: frozenset[str] = frozenset({"CREATE"}),
         check_seconds: float = 5.0,
         api: AggregatedApi | None = None,
+        more: Sequence[web.RouteDef] = (),
     ) -> None:
         """`routes`: path -> handler of the AdmissionReview's `request`. Requests for another
         `resource` (group, plural) or operation are allowed unchanged. `api`: an aggregated
-        API served under /apis. Listens once `ready` is set."""
+        API served under /apis. `more`: other HTTP routes, answered before the webhooks. Listens
+        once `ready` is set."""
         self._address, self._files = address, files
         self._routes, self._ready = dict(routes), ready
         self._resource, self._operations = resource, operations
         self._check = check_seconds
         self._api = api
+        self._more = list(more)
         self._digest = ""
         self._current: ssl.SSLContext | None = None
         self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)  # reviews judged at once
@@ -157,6 +160,7 @@ class WebhookServer:
         # An object may be as large as the API server stores (etcd's 1.5 MiB), more than
         # aiohttp's default limit of a request body (1 MiB).
         app = web.Application(client_max_size=MAX_REVIEW_BYTES)
+        app.router.add_routes(self._more)
         app.router.add_post("/{path:.*}", self._answer)
         if self._api is not None:
             self._api.add_routes(app)

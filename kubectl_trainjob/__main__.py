@@ -3,6 +3,7 @@
     kubectl trainjob list [-A]
     kubectl trainjob describe NAME
     kubectl trainjob logs NAME [-f] [--node N] [--replicated-job node] [-c CONTAINER]
+    kubectl trainjob progress NAME [-w]
 
 Installed as the console script `kubectl-trainjob`, which kubectl finds on PATH. It talks to
 the manager with your kubeconfig (`--kubeconfig`, `--context`, `-n`). A TrainJob's logs and
@@ -21,6 +22,7 @@ import base64
 import datetime as dt
 import json
 import sys
+import time
 from typing import Any
 
 import yaml
@@ -28,7 +30,7 @@ from kubernetes import client, config
 
 from kubecontrol.kubeconfig import vet_kubeconfig
 from kubecontrol.objects import Dict
-from kubectl_trainjob.view import WorkerView, describe, list_table, state_of
+from kubectl_trainjob.view import WorkerView, describe, list_table, progress_bar, state_of
 from trainjob import constants as c
 
 TIMEOUT = 10  # seconds for each request; an unreachable worker is said, not waited for
@@ -356,6 +358,29 @@ def _logs_through_the_manager(clusters: Clusters, args: argparse.Namespace) -> s
     return ""
 
 
+PROGRESS_POLL_SECONDS = 2.0
+
+
+def cmd_progress(clusters: Clusters, args: argparse.Namespace) -> str:
+    """The TrainJob's state and the progress its training reported (status.trainerStatus,
+    brought back from its worker); with --watch, a new line at each change until it ends."""
+    shown = None
+    while True:
+        tj = _trainjob(clusters, args.name)
+        now = dt.datetime.now(dt.UTC)
+        bar = progress_bar(tj, now) or "no progress reported (yet)"
+        line = f"{state_of(tj):<9} {bar}"
+        if not args.watch:
+            return line
+        said = (state_of(tj), (tj.get("status") or {}).get("trainerStatus"))
+        if said != shown:
+            print(line, flush=True)
+            shown = said
+        if state_of(tj) in ("Complete",) or state_of(tj).startswith("Failed"):
+            return ""
+        time.sleep(PROGRESS_POLL_SECONDS)
+
+
 def _connection_flags(p: argparse.ArgumentParser, default: Any) -> None:
     """The flags that say how to reach the clusters; `default` is argparse.SUPPRESS where a
     subcommand takes them too (kubectl users put them anywhere), so it does not undo them."""
@@ -414,6 +439,10 @@ def parser() -> argparse.ArgumentParser:
     logs.add_argument("-c", "--container", help=f"default: {c.NODE_CONTAINER}, else the first")
     logs.add_argument("--tail", type=int, help="the last lines only")
     logs.set_defaults(run=cmd_logs)
+    prog = command("progress", "the progress a TrainJob's training reported, as a bar")
+    prog.add_argument("name")
+    prog.add_argument("-w", "--watch", action="store_true", help="a line at each change")
+    prog.set_defaults(run=cmd_progress)
     return p
 
 

@@ -62,8 +62,46 @@ def pods_in_short(tj: Dict) -> str:
     return ", ".join(f"{n} {ph}" for ph, n in totals.items() if n) or "0"
 
 
+def duration(seconds: int) -> str:
+    """1h05m, 4m30s, 12s."""
+    hours, rest = divmod(max(0, seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def progress_in_short(tj: Dict) -> str:
+    """`45% 4m30s left` from status.trainerStatus (what the training reported); `-` when it
+    reported nothing."""
+    ts = (tj.get("status") or {}).get("trainerStatus") or {}
+    percent, left = ts.get("progressPercentage"), ts.get("estimatedRemainingSeconds")
+    parts = [f"{percent}%" if percent is not None else "", f"{duration(left)} left" if left else ""]
+    return " ".join(p for p in parts if p) or "-"
+
+
+def progress_bar(tj: Dict, now: dt.datetime, width: int = 30) -> str | None:
+    """`[#############-----------------]  45%  about 4m30s left  (reported 12s ago)`, then
+    the latest metrics; None when the training reported nothing."""
+    ts = (tj.get("status") or {}).get("trainerStatus") or {}
+    if not ts:
+        return None
+    percent = ts.get("progressPercentage")
+    if percent is None:
+        bar = "[" + "?" * width + "]   ?%"
+    else:
+        done = round(width * min(100, max(0, int(percent))) / 100)
+        bar = f"[{'#' * done}{'-' * (width - done)}] {int(percent):3d}%"
+    left = ts.get("estimatedRemainingSeconds")
+    if left is not None:
+        bar += f"  about {duration(int(left))} left"
+    bar += f"  (reported {age(ts.get('lastUpdatedTime'), now)} ago)"
+    metrics = "  ".join(f"{m.get('name')}={m.get('value')}" for m in ts.get("metrics") or [])
+    return f"{bar}\n{metrics}" if metrics else bar
+
+
 def list_table(trainjobs: list[Dict], now: dt.datetime, all_namespaces: bool) -> str:
-    header = ["NAME", "STATE", "WORKER", "PODS", "QUEUE", "AGE"]
+    header = ["NAME", "STATE", "WORKER", "PODS", "PROGRESS", "QUEUE", "AGE"]
     if all_namespaces:
         header.insert(0, "NAMESPACE")
     rows = []
@@ -76,6 +114,7 @@ def list_table(trainjobs: list[Dict], now: dt.datetime, all_namespaces: bool) ->
             state_of(tj),
             (tj.get("status") or {}).get("clusterName") or "-",
             pods_in_short(tj),
+            progress_in_short(tj),
             (meta.get("labels") or {}).get(c.KUEUE_QUEUE_NAME_LABEL, "-"),
             age(meta.get("creationTimestamp"), now),
         ]
@@ -124,6 +163,14 @@ def _events(events: list[Dict], now: dt.datetime) -> list[list[str]]:
     ]
 
 
+def _progress_lines(tj: Dict, now: dt.datetime) -> list[str]:
+    bar = progress_bar(tj, now)
+    if bar is None:
+        return ["Progress:    none reported"]
+    first, *metrics = bar.splitlines()
+    return [f"Progress:    {first}", *(f"Metrics:     {m}" for m in metrics)]
+
+
 def describe(
     tj: Dict,
     workload: Dict | None,
@@ -144,6 +191,7 @@ def describe(
         _section(
             "Conditions", _conditions(tj, now), ["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"]
         ),
+        *_progress_lines(tj, now),
         _section(
             "Pods by phase",
             [

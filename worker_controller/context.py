@@ -8,6 +8,8 @@ from kubecontrol import controller
 from kubecontrol.cluster import Cluster
 from kubecontrol.workqueue import WriteMemory
 from trainjob.caches import Caches
+from trainjob.progress import Wiring
+from worker_controller.ca_bundle import CaBundle
 from worker_controller.decide import Blocked
 from worker_controller.settings import WorkerSettings
 
@@ -28,6 +30,16 @@ class Context(controller.ControllerContext):
     # By TrainJob UID: the (kind, name) of the objects made for it, or found made for it, so
     # a TrainJob waiting (for quota, for its dependencies) does not ask for them every pass.
     made: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
+    # Where the pods report progress, and the CA they trust (worker_controller/progress.py).
+    progress_url: str | None = None
+    progress_ca: CaBundle | None = None
+
+    def progress_wiring(self) -> Wiring | None:
+        """What the trainer pods are given to report progress, when they are to."""
+        if self.progress_url is None or self.progress_ca is None:
+            return None
+        pem = self.progress_ca.pem()
+        return None if pem is None else Wiring(self.progress_url, pem)
 
     def forget_all_but(self, live: set[str]) -> None:
         """Drop what is kept by UID for TrainJobs no longer in the cache (none grows for ever)."""

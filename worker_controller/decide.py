@@ -15,6 +15,7 @@ from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.models import InvalidObject, TrainJob, parse_trainjob
 from trainjob.naming import owner_of
+from trainjob.progress import Wiring, ca_config_map, wire
 from trainjob.runtime import RuntimeInfo, resolve_runtime_info
 from trainjob.status_writes import hold
 from trainjob.views import JobView
@@ -51,6 +52,8 @@ class Observed:
     status_held_for: float | None = None  # since such a change was first held (None: none is)
     # Why the last pass could not make an object the TrainJob needs (execute.Blocked), if so.
     blocked: Blocked | None = None
+    # Where the trainer pods report their progress (None: they are not told to).
+    progress: Wiring | None = None
 
 
 @dataclass
@@ -185,6 +188,8 @@ def decide(obs: Observed) -> Plan:
     origin = tj.metadata.labels.get(c.KUEUE_MULTIKUEUE_ORIGIN_LABEL)
     if origin:  # a MultiKueue copy: its Jobs and pods say which manager sent it (as Kueue's)
         info.labels[c.KUEUE_MULTIKUEUE_ORIGIN_LABEL] = origin
+    if obs.progress is not None:  # the trainer pods are told where to report progress
+        wire(info.pod_sets, obs.progress.url(tj.namespace, tj.name), tj.namespace, tj.name)
     owner = owner_of(obs.trainjob)
     # 5. The headless Service: exactly one, ours, found by label; otherwise create nothing.
     if not _ensure_service(obs, info, owner, st, plan):
@@ -201,6 +206,9 @@ def decide(obs: Observed) -> Plan:
             plan.create.append(
                 builders.build_extra_object(claim, owner if owned else None, tj.name)
             )
+        if obs.progress is not None:
+            ca = ca_config_map(tj.namespace, tj.name, obs.progress.ca_pem)
+            plan.create.append(builders.build_extra_object(ca, owner, tj.name))
         plan.ssh_secret = info.policy.ssh_secret_name
     # 6. Suspended: suspend whatever runs, start nothing.
     if tj.spec.suspend:

@@ -93,6 +93,7 @@ def _sync(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | None:
         status_coalesce=ctx.settings.status_coalesce_seconds,
         status_held_for=ctx.memory.held_for(held_key(*key)),
         blocked=ctx.blocked.get(uid),
+        progress=ctx.progress_wiring(),
     )
     plan = decide(observed_tj)
     blocked = execute.execute(ctx.cluster, body, plan, ctx.made.setdefault(uid, set()))

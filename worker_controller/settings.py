@@ -40,3 +40,21 @@ class WorkerSettings(ControllerSettings):
         "count) waits this long after our last status write of that TrainJob and goes with "
         "what follows; conditions and ready/succeeded/failed counts go at once (0: off)",
     )
+    progress_reports: bool = Field(
+        default=True,
+        description="serve Kubeflow Trainer's TrainJobStatus endpoint on the webhook port (its "
+        "feature gate TrainJobStatus): the trainer pods get KUBEFLOW_TRAINER_SERVER_URL, "
+        "_CA_CERT and _TOKEN (a token for their TrainJob only, and a ConfigMap "
+        "<trainjob>-tls-config with the CA), and what they POST becomes status.trainerStatus",
+    )
+    progress_url: str | None = Field(
+        default=None,
+        description="the base URL the pods reach the endpoint at (default: "
+        "https://<webhookService>.<namespace>.svc:443)",
+    )
+    progress_interval_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        description="at most one status write per TrainJob this often (per replica); a report "
+        "that comes sooner is written at its turn, replaced by any newer one",
+    )

@@ -45,8 +45,8 @@ def test_list_describe_and_logs_of_a_trainjob_running_on_a_worker(
     code, out, _ = plugin(capsys, kubeconfig, "-n", mk.ns, "list")
     assert code == 0
     header, row = out.splitlines()[:2]
-    assert header.split() == ["NAME", "STATE", "WORKER", "PODS", "QUEUE", "AGE"]
-    assert row.split()[:6] == ["viewed", "Running", worker, "2", "running", "q"]
+    assert header.split() == ["NAME", "STATE", "WORKER", "PODS", "PROGRESS", "QUEUE", "AGE"]
+    assert row.split()[:7] == ["viewed", "Running", worker, "2", "running", "-", "q"]
 
     code, out, _ = plugin(capsys, kubeconfig, "list", "-A")
     assert code == 0 and any(

@@ -92,7 +92,8 @@ def test_ddp_training_across_clusters(installed: Bed, real_namespace: str, tmp_p
     `edit` role in its namespace there and nothing else: 2 pods on one worker rendezvous over
     the headless Service's names, train, exit 0; Complete on the worker and the manager; the
     tenant reads the loss lines with `kubectl trainjob logs` and the pods in the story, through
-    the manager's view.trainjob.dev API (no worker credential, no Secret)."""
+    the manager's view.trainjob.dev API (no worker credential, no Secret), and the progress
+    rank 0 reports on the TrainJob (`kubectl trainjob progress`), midway and at 100%."""
     name = f"ddp-{uuid.uuid4().hex[:6]}"
     alice = Tenant(installed, real_namespace, "alice", "edit", tmp_path)
     on_manager = TrainJobs(alice.api, real_namespace)
@@ -111,6 +112,20 @@ def test_ddp_training_across_clusters(installed: Bed, real_namespace: str, tmp_p
     assert len(story["pods"]) == 2 and story["worker"], story
     code, _ = alice.get(f"/api/v1/namespaces/{NAMESPACE}/secrets")
     assert code == 403, "the tenant reads no Secret"
+
+    def reported() -> Dict:
+        return dict((on_manager.get(name).get("status") or {}).get("trainerStatus") or {})
+
+    # rank 0 reports its progress (Trainer's TrainJobStatus, raw HTTPS) to its worker's
+    # controller; the dispatcher brings it back: seen on the manager while it runs
+    midway = wait_for(
+        lambda: (r := reported()) and 0 < r.get("progressPercentage", 0) < 100 and r,
+        120,
+        what=f"progress of {name} on the manager while it runs",
+    )
+    assert midway["metrics"][0]["name"] == "loss", midway
+    shown = _plugin(installed, "progress", name, "-n", real_namespace, kubeconfig=alice.kubeconfig)
+    assert "%  about" in shown.stdout, shown
     on_manager.wait_condition(name, "Complete", timeout=300)
     worker = _winner(installed, real_namespace, name)
     assert worker
@@ -127,6 +142,11 @@ def test_ddp_training_across_clusters(installed: Bed, real_namespace: str, tmp_p
     steps = [s for s, _ in lines]
     assert steps == list(range(1, 41)), steps
     assert lines[-1][1] < lines[0][1], lines
+    final = wait_for(
+        lambda: (r := reported()).get("progressPercentage") == 100 and r, 30, what="100%"
+    )
+    assert final["estimatedRemainingSeconds"] == 0
+    assert final["metrics"] == [{"name": "loss", "value": f"{lines[-1][1]:.4f}"}], final
     print(f"\n[figure] create -> first loss line on the manager's side: {first_loss:.1f}s")
 
 

@@ -119,3 +119,15 @@ def test_the_remote_status_replaces_the_managers_with_the_cluster_named() -> Non
         )
         is None
     )
+
+
+def test_a_field_the_remote_trainer_status_dropped_is_removed_on_the_manager() -> None:
+    old = {"progressPercentage": 40, "estimatedRemainingSeconds": 60, "lastUpdatedTime": "t1"}
+    new = {"progressPercentage": 50, "lastUpdatedTime": "t2"}
+    manager = {"status": {"clusterName": "w1", "trainerStatus": old}}
+    remote = {"status": {"trainerStatus": new}}
+    patch = status_back(TrainJobView(manager), TrainJobView(remote), "w1")
+    assert patch == {
+        "trainerStatus": {**new, "estimatedRemainingSeconds": None},
+        "clusterName": "w1",
+    }

@@ -58,15 +58,27 @@ def test_the_list_table() -> None:
         {"name": "launcher", "pending": 0, "running": 1, "succeeded": 0, "failed": 0},
         {"name": "node", "pending": 1, "running": 2, "succeeded": 0, "failed": 0},
     ]
+    reported = {
+        "progressPercentage": 45,
+        "estimatedRemainingSeconds": 270,
+        "metrics": [{"name": "loss", "value": "0.25"}, {"name": "acc", "value": "0.9"}],
+        "lastUpdatedTime": "2026-11-23T11:59:48Z",
+    }
     jobs = [
-        tj(name="b", clusterName="worker2", podsStatus=pods),
+        tj(name="b", clusterName="worker2", podsStatus=pods, trainerStatus=reported),
         tj(name="a", spec={"suspend": True}),
     ]
     assert list_table(jobs, NOW, all_namespaces=True).splitlines() == [
-        "NAMESPACE   NAME   STATE     WORKER    PODS                   QUEUE   AGE",
-        "ns          a      Queued    -         -                      q       3m",
-        "ns          b      Running   worker2   1 pending, 3 running   q       3m",
+        "NAMESPACE   NAME   STATE     WORKER    PODS                   PROGRESS         QUEUE"
+        "   AGE",
+        "ns          a      Queued    -         -                      -                q       3m",
+        "ns          b      Running   worker2   1 pending, 3 running   45% 4m30s left   q       3m",
     ]
+    assert (
+        "Progress:    [##############----------------]  45%  about 4m30s left  (reported 12s ago)"
+        "\nMetrics:     loss=0.25  acc=0.9\n"
+    ) in describe(jobs[0], None, [], None, NOW)
+    assert "Progress:    none reported" in describe(jobs[1], None, [], None, NOW)
     text = describe(jobs[0], None, [], None, NOW)
     assert (
         "\n".join(

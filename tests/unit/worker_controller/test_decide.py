@@ -6,6 +6,7 @@ import datetime as dt
 from typing import Any
 
 from tests.support.builders import initializer_runtime, make_runtime, make_trainjob
+from trainjob.progress import Wiring
 from trainjob.views import JobView
 from worker_controller import status
 from worker_controller.decide import Blocked, Observed, Plan, decide
@@ -25,6 +26,7 @@ def observe(
     held_for: float | None = None,
     coalesce: float = 0.0,
     blocked: Blocked | None = None,
+    wiring: Wiring | None = None,
 ) -> Plan:
     return decide(
         Observed(
@@ -38,6 +40,7 @@ def observe(
             status_coalesce=coalesce,
             status_held_for=held_for,
             blocked=blocked,
+            progress=wiring,
         )
     )
 
@@ -569,3 +572,17 @@ def test_a_name_taken_is_a_condition_naming_the_object_and_clears_once_made() ->
     tj["status"] = plan.status
     plan = observe(tj, make_runtime(), services=[OUR_SERVICE])
     assert conditions(plan) == {"ObjectsBlocked": ("False", "ObjectsCreated")}
+
+
+def test_trainer_pods_are_told_where_to_report_progress_with_the_ca_made_first() -> None:
+    tj = make_trainjob()
+    wiring = Wiring("https://srv.ns.svc:443", "PEM")
+    plan = observe(tj, make_runtime(), services=[OUR_SERVICE], wiring=wiring)
+    assert kinds(plan) == [("ConfigMap", "tj-tls-config"), ("Job", "tj-node-0")]
+    config_map, job_made = plan.create
+    assert config_map["data"] == {"ca.crt": "PEM"}
+    assert config_map["metadata"]["ownerReferences"][0]["name"] == "tj"
+    env = job_made["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "KUBEFLOW_TRAINER_SERVER_URL", "value": wiring.url("ns", "tj")} in env
+    plain = observe(tj, make_runtime(), services=[OUR_SERVICE])
+    assert kinds(plain) == [("Job", "tj-node-0")]

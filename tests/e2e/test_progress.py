@@ -1,0 +1,271 @@
+"""Training progress as Kubeflow Trainer defines it, on the kwok bed: the worker controller
+gives a TrainJob's trainer pods Trainer's three variables and a token for that TrainJob only,
+takes their reports on its webhook port and writes status.trainerStatus, and the dispatcher
+brings it back to the manager. kwok pods run no container, so the test reports for a pod
+with a token the API server binds to that pod (what the kubelet would mount); a real pod
+reports on real nodes (tests/real/test_real_nodes.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, watch
+
+from clusters import setup
+from clusters.bed import Bed
+from clusters.install import WORKER_CONTROLLER
+from kubectl_trainjob.__main__ import main as kubectl_trainjob
+from tests.support.multikueue import MultiKueue
+from tests.support.waiting import wait_for
+from trainjob import progress
+
+pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
+Dict = dict[str, Any]
+
+
+def token_for(api: client.ApiClient, ns: str, audience: str, pod: Any | None = None) -> str:
+    """A token of ns's `default` ServiceAccount for `audience`, bound to `pod` if given."""
+    spec: Dict = {"audiences": [audience], "expirationSeconds": 600}
+    if pod is not None:
+        spec["boundObjectRef"] = {
+            "kind": "Pod",
+            "apiVersion": "v1",
+            "name": pod.metadata.name,
+            "uid": pod.metadata.uid,
+        }
+    made = client.CoreV1Api(api).create_namespaced_service_account_token(
+        "default", ns, {"spec": spec}
+    )
+    return str(made.status.token)
+
+
+class Reporter:
+    """POSTs reports to one worker-controller replica as a pod would, trusting only the CA
+    the pods are given."""
+
+    def __init__(self, replica: setup.Controller, ca_pem: str) -> None:
+        self.base = f"https://127.0.0.1:{replica.webhook}"
+        self.context = ssl.create_default_context(cadata=ca_pem)
+
+    def post(self, path: str, body: bytes, token: str | None) -> tuple[int, Dict]:
+        headers = {"Content-Type": "application/json"}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        request = urllib.request.Request(self.base + path, body, headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, context=self.context, timeout=15) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+
+def report(percent: int, **more: Any) -> bytes:
+    now = dt.datetime.now(dt.UTC).isoformat()
+    return json.dumps(
+        {"trainerStatus": {"progressPercentage": percent, "lastUpdatedTime": now, **more}}
+    ).encode()
+
+
+def worker_replica(controllers: list[setup.Controller], worker: str) -> setup.Controller:
+    return next(c for c in controllers if c.name == WORKER_CONTROLLER and c.cluster == worker)
+
+
+def trainer_status(mk: MultiKueue, name: str, cluster: str | None = None) -> Dict:
+    return dict(((mk.get(name, cluster) or {}).get("status") or {}).get("trainerStatus") or {})
+
+
+def test_trainer_pods_report_progress_that_reaches_the_manager(
+    bed: Bed,
+    controllers: list[setup.Controller],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    mk = MultiKueue(bed)
+    mk.submit("reporting", nodes=2, run="300s")
+    worker = mk.started_on("reporting")
+    api = bed.api(worker)
+    pod = wait_for(lambda: (mk.pods(worker, "reporting") or [None])[0], 60, what="a pod")
+
+    # What the pod was given: Trainer's variables, a token for this TrainJob, our CA.
+    (container,) = pod.spec.containers
+    env = {e.name: e.value for e in container.env or []}
+    path = progress.status_path(mk.ns, "reporting")
+    assert env[progress.ENV_URL].endswith(path), env
+    assert env[progress.ENV_TOKEN] == f"{progress.MOUNT_PATH}/token"
+    (volume,) = [v for v in pod.spec.volumes if v.name == progress.VOLUME]
+    projected = volume.projected.sources[0].service_account_token
+    assert projected.audience == progress.audience(mk.ns, "reporting")
+    made = client.CoreV1Api(api).read_namespaced_config_map("reporting-tls-config", mk.ns)
+    assert made.metadata.owner_references[0].name == "reporting"
+    reporter = Reporter(worker_replica(controllers, worker), made.data["ca.crt"])
+
+    token = token_for(api, mk.ns, progress.audience(mk.ns, "reporting"), pod)
+    metrics = [{"name": "loss", "value": "0.25"}]
+    code, said = reporter.post(
+        path, report(45, estimatedRemainingSeconds=90, metrics=metrics), token
+    )
+    assert code == 200, said
+    assert said["trainerStatus"]["progressPercentage"] == 45
+
+    def on_manager() -> Dict | None:
+        found = trainer_status(mk, "reporting")
+        return found if found.get("progressPercentage") == 45 else None
+
+    brought = wait_for(on_manager, 30, what="the progress on the manager's TrainJob")
+    assert brought["estimatedRemainingSeconds"] == 90 and brought["metrics"] == metrics
+    assert brought == trainer_status(mk, "reporting", worker)
+    plugin = ["--kubeconfig", str(bed.kubeconfig(mk.manager)), "-n", mk.ns]
+    assert kubectl_trainjob([*plugin, "progress", "reporting"]) == 0
+    shown = capsys.readouterr().out
+    assert "]  45%  about 1m30s left" in shown and "loss=0.25" in shown, shown
+
+    # The Kubeflow SDK's own reporter (kubeflow 0.5), as a training script calls it, with
+    # the variables the pod has, pointed at this replica; the report replaces the last one.
+    time.sleep(progress_interval() + 0.5)  # its turn: the SDK answers False to anything but 200
+    (tmp_path / "token").write_text(token)
+    (tmp_path / "ca.crt").write_text(made.data["ca.crt"])
+    sdk = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from kubeflow.trainer import update_trainjob_status as u; "
+            "sys.exit(0 if u(progress_percent=60, metrics={'loss': 0.2}) else 1)",
+        ],
+        env={
+            **os.environ,
+            progress.ENV_URL: reporter.base + path,
+            progress.ENV_CA_CERT: str(tmp_path / "ca.crt"),
+            progress.ENV_TOKEN: str(tmp_path / "token"),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert sdk.returncode == 0, sdk.stderr
+    wait_for(
+        lambda: trainer_status(mk, "reporting").get("progressPercentage") == 60,
+        30,
+        what="the SDK's report on the manager",
+    )
+    assert "estimatedRemainingSeconds" not in trainer_status(mk, "reporting")
+    assert trainer_status(mk, "reporting")["metrics"] == [{"name": "loss", "value": "0.2"}]
+
+
+def progress_interval() -> float:
+    from worker_controller.settings import WorkerSettings
+
+    return float(WorkerSettings.model_fields["progress_interval_seconds"].default)
+
+
+def test_a_chatty_pod_costs_one_write_per_interval_and_its_last_report_is_kept(
+    bed: Bed, controllers: list[setup.Controller]
+) -> None:
+    mk = MultiKueue(bed)
+    mk.submit("chatty", run="300s")
+    worker = mk.started_on("chatty")
+    api = bed.api(worker)
+    pod = wait_for(lambda: (mk.pods(worker, "chatty") or [None])[0], 60, what="a pod")
+    ca = client.CoreV1Api(api).read_namespaced_config_map("chatty-tls-config", mk.ns)
+    reporter = Reporter(worker_replica(controllers, worker), ca.data["ca.crt"])
+    token = token_for(api, mk.ns, progress.audience(mk.ns, "chatty"), pod)
+    path = progress.status_path(mk.ns, "chatty")
+
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def watch_worker() -> None:
+        try:
+            follow_worker()
+        except Exception:
+            if not stop.is_set():  # a stopped watch may end mid-response
+                raise
+
+    def follow_worker() -> None:
+        stream = watch.Watch()
+        for event in stream.stream(
+            client.CustomObjectsApi(api).list_namespaced_custom_object,
+            "trainer.kubeflow.org",
+            "v1alpha1",
+            mk.ns,
+            "trainjobs",
+            field_selector="metadata.name=chatty",
+            timeout_seconds=30,
+        ):
+            found = ((event["object"].get("status") or {}).get("trainerStatus") or {}).get(
+                "progressPercentage"
+            )
+            if found is not None and (not seen or seen[-1] != found):
+                seen.append(found)
+            if stop.is_set():
+                stream.stop()
+
+    watcher = threading.Thread(target=watch_worker, daemon=True)
+    watcher.start()
+    time.sleep(1)
+    started = time.monotonic()
+    for percent in range(1, 11):  # ten reports in well under one interval
+        code, said = reporter.post(path, report(percent), token)
+        assert code == 200, said
+    assert time.monotonic() - started < progress_interval(), "the reports took too long"
+    wait_for(lambda: seen and seen[-1] == 10, 30, what="the last report on the worker")
+    stop.set()
+    # the first report at once, the last at its turn: nothing in between was written
+    assert seen == [1, 10], seen
+    wait_for(
+        lambda: trainer_status(mk, "chatty").get("progressPercentage") == 10,
+        30,
+        what="the last report on the manager",
+    )
+
+
+def test_a_report_is_refused_naming_why(bed: Bed, controllers: list[setup.Controller]) -> None:
+    mk = MultiKueue(bed)
+    mk.submit("guarded", run="300s")
+    worker = mk.started_on("guarded")
+    api = bed.api(worker)
+    pod = wait_for(lambda: (mk.pods(worker, "guarded") or [None])[0], 60, what="a pod")
+    ca = client.CoreV1Api(api).read_namespaced_config_map("guarded-tls-config", mk.ns)
+    reporter = Reporter(worker_replica(controllers, worker), ca.data["ca.crt"])
+    path = progress.status_path(mk.ns, "guarded")
+    good = token_for(api, mk.ns, progress.audience(mk.ns, "guarded"), pod)
+
+    code, said = reporter.post(path, report(1), None)
+    assert (code, "bearer token is required" in said["message"]) == (401, True), said
+    code, said = reporter.post(path, report(1), "not-a-token")
+    assert (code, "not a JWT" in said["message"]) == (401, True), said
+    # another TrainJob's token (one a pod of `other` would have)
+    other = token_for(api, mk.ns, progress.audience(mk.ns, "other"))
+    code, said = reporter.post(path, report(1), other)
+    assert code == 403 and f"not for TrainJob {mk.ns}/guarded" in said["message"], said
+    # a token of this TrainJob's audience, of a ServiceAccount of another namespace
+    stranger = token_for(api, "default", progress.audience(mk.ns, "guarded"))
+    code, said = reporter.post(path, report(1), stranger)
+    assert code == 403 and "system:serviceaccount:default:default" in said["message"], said
+    # signed by no one the API server knows: its TokenReview says not authenticated
+    head, claims, _ = good.split(".")
+    code, said = reporter.post(path, report(1), f"{head}.{claims}.forged")
+    assert (code, "not valid" in said["message"]) == (401, True), said
+    # a TrainJob that does not exist, with a token for it
+    ghost = token_for(api, mk.ns, progress.audience(mk.ns, "ghost"))
+    code, said = reporter.post(progress.status_path(mk.ns, "ghost"), report(1), ghost)
+    assert code == 404 and "ghost" in said["message"], said
+    # the payload: not JSON, a field out of Trainer's schema, too big
+    code, said = reporter.post(path, b"{nope", good)
+    assert code == 400, said
+    code, said = reporter.post(path, report(101), good)
+    assert code == 422 and "trainerStatus.progressPercentage" in said["message"], said
+    code, said = reporter.post(path, b" " * (progress.MAX_REPORT_BYTES + 1), good)
+    assert code == 413, said
+    assert trainer_status(mk, "guarded", worker) == {}  # nothing was written
