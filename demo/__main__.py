@@ -21,7 +21,7 @@ from clusters.bed import Bed
 from clusters.config import load_config, real_bed_config
 from clusters.errors import BedError
 from clusters.kube import load_manifests
-from kubectl_trainjob.view import pods_in_short
+from kubectl_trainjob.view import pods_in_short, progress_in_short
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
@@ -39,7 +39,11 @@ def _conditions(obj: Dict) -> dict[str, str]:
 def run(bed: Bed, namespace: str, timeout: float) -> int:
     manager = bed.config.managers[0].name
     real = bed.config.real_nodes
-    example = setup.REPO / "examples" / ("torch-ddp-cpu.yaml" if real else "trainjob-torch.yaml")
+    example = (
+        setup.REPO / "examples" / "torch-ddp-cpu.yaml"
+        if real
+        else setup.REPO / "clusters" / "manifests" / "trainjob-kwok.yaml"
+    )
     say(f"installing the TrainJob runtime, Kueue queues and MultiKueue objects ({namespace})")
     if real:
         setup.install(bed, namespace, worker_cpu="4", runtime=example)
@@ -110,6 +114,11 @@ def run(bed: Bed, namespace: str, timeout: float) -> int:
                     steps.append(f"pods on {cluster}: {', '.join(phases)}")
                 if real:
                     printed_lines = _print_rank0_log(bed, cluster, namespace, remote, printed_lines)
+                reported = progress_in_short(obj)
+                if reported != "-":  # the training's own report (status.trainerStatus)
+                    steps.append(
+                        f"progress reported by the training, seen on {manager}: {reported}"
+                    )
                 if (obj.get("status") or {}).get("podsStatus"):
                     steps.append(
                         f"pods as the TrainJob on {manager} counts them: {pods_in_short(obj)}"

@@ -111,7 +111,14 @@ COPY_KINDS = {k.kind: k for k in (c.WORKLOAD, c.TRAINJOB)}
 # TrainJob its status (`status_back`). The caches keep no more, so a copy's other changes
 # (the worker's PodsReady, its owner reference, the unsuspend and its node selectors) cost
 # neither memory nor a pass.
-COPY_METADATA = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
+COPY_METADATA = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "deletionTimestamp",
+    "creationTimestamp",  # when it was sent there (a run's start in placements.py)
+)
 WORKLOAD_CONDITIONS = frozenset({"QuotaReserved", "Admitted", "Evicted", "Finished"})
 COPY_WORKLOAD_SPEC = ("active", "priority", "priorityClassRef")
 

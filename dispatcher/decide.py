@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal, Protocol
 
+from dispatcher import placements
 from dispatcher.capacity import Fit
 from dispatcher.copies import remote_trainjob, remote_workload, status_back
 from kubecontrol.events import Event
@@ -88,6 +89,8 @@ class DispatchPlan:
     status_held: bool = False  # a status change is held back (status_writes.hold)
     withheld: list[str] = field(default_factory=list)  # sent no copy for want of room now
     deactivate: bool = False  # set spec.active false on the manager Workload (given up on it)
+    # A run on a worker that ended before the job did, to add to its record (placements.py).
+    placement_ended: placements.Ended | None = None
 
     def retry(self, reason: str, message: str) -> None:
         """Turn the check to Retry (Kueue dispatches the Workload again), saying why in a
@@ -219,10 +222,7 @@ def _finished_on(trainjob: TrainJobView | None, cluster: str) -> bool:
 
 
 def _admitted_at(wl: WorkloadView) -> str | None:
-    found = wl.condition("Admitted")
-    if found and found.get("status") == "True":
-        return str(found.get("lastTransitionTime", ""))
-    return None
+    return wl.admitted_at
 
 
 def _tie_break(workload: str, cluster: str) -> str:
@@ -450,11 +450,40 @@ def _step2_recalled(p: _Pass) -> bool:
     why = f"evicted on the manager ({wl.eviction_message})" if wl.evicted else None
     for remote in p.obs.remotes:
         _delete(p.plan, remote, why)
+    tj = p.obs.trainjob
+    evicted = wl.condition("Evicted") or {}
+    ours = evicted.get("reason") == c.KUEUE_EVICTED_BY_ADMISSION_CHECK  # our Retry: recorded
+    copy = next(
+        (r.trainjob for r in p.obs.remotes if tj is not None and r.name == tj.cluster_name), None
+    )
+    if wl.evicted and not ours and tj and tj.cluster_name and copy and not tj.finished:
+        # its run there ends with the eviction (preempted, deactivated, ...): told in the
+        # pass that removes its copy
+        p.plan.placement_ended = placements.ended(
+            tj,
+            tj.cluster_name,
+            str(evicted.get("reason") or "Evicted"),
+            f"evicted on the manager: {evicted.get('message', '')}".strip(),
+            p.obs.now,
+            copy.created,
+        )
     return True
 
 
 def _step3_watch_the_winner(p: _Pass, winner: RemoteView) -> None:
-    """Dispatched already: the other copies go; the winner's state decides the rest."""
+    """Dispatched already: the other copies go; the winner's state decides the rest. A run
+    sent back (the check turned Retry) is recorded as ended there."""
+    _step3_decide(p, winner)
+    plan = p.plan
+    if plan.check_state is not None and plan.check_state[0] == "Retry" and plan.events:
+        reason, message = plan.events[-1].reason, plan.events[-1].message
+        since = p.wl.admitted_at  # the manager Workload: admitted when that worker's was
+        plan.placement_ended = placements.ended(
+            p.obs.trainjob, winner.name, reason, message, p.obs.now, since
+        )
+
+
+def _step3_decide(p: _Pass, winner: RemoteView) -> None:
     obs, plan = p.obs, p.plan
     for remote in obs.remotes:
         if remote is not winner and (remote.workload or remote.trainjob):

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from dispatcher import copy_pods, log_tails
+from dispatcher import copy_pods, log_tails, placements
 from dispatcher.copy_pods import (
     PODS,
     READ_SECONDS,
@@ -169,6 +169,8 @@ def story(ctx: Context, namespace: str, name: str) -> Dict:
             {**pod_summary(p, str(p.get("worker"))), "kept": True} for p in (kept or ([], {}))[0]
         ]
     status_ = at.trainjob.get("status") or {}
+    wl = ctx.caches.workload(namespace, jobframework.expected_workload_name_of(at.trainjob))
+    admitted_at = wl.admitted_at if wl is not None else None
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "TrainJobStory",
@@ -176,6 +178,8 @@ def story(ctx: Context, namespace: str, name: str) -> Dict:
         "worker": at.worker,
         "workerProblem": problem,
         "conditions": status_.get("conditions") or [],
+        # where it ran before and why each run ended, then where it runs (placements.py)
+        "placements": placements.story(ctx.manager, TrainJobView(at.trainjob), admitted_at),
         # our TrainJob on that worker: its status (conditions, jobsStatus) as last watched
         "copy": None if at.copy is None else {"status": at.copy.status},
         "pods": sorted(pods, key=lambda p: (str(p["replicatedJob"]), str(p["index"]))),

@@ -180,26 +180,26 @@ def read(manager: Cluster, trainjob_uid: str) -> tuple[list[Dict], dict[str, str
     return (pods if isinstance(pods, list) else []), data
 
 
-def sweep(manager: Cluster, caches: Caches, kept: int) -> int:
-    """Delete the tails of TrainJobs that are gone, then the oldest beyond `kept`; how many
-    were deleted."""
+def sweep(manager: Cluster, caches: Caches, kept: int, label: str = LABEL) -> int:
+    """Delete the records labelled `label` (their TrainJob's UID; the tails, by default) of
+    TrainJobs that are gone, then the oldest beyond `kept`; how many were deleted."""
     # Their metadata only: the tails themselves (up to a MiB each) are not read to be deleted.
-    items = manager.list_metadata(CONFIG_MAP, own_namespace(), label_selector=LABEL)
+    items = manager.list_metadata(CONFIG_MAP, own_namespace(), label_selector=label)
     alive = set()
     for key in caches.trainjob_keys():
         tj = caches.trainjob(*key)
         if tj is not None and tj.uid:
             alive.add(tj.uid)
-    going = doomed(items, alive, kept)
+    going = doomed(items, alive, kept, label)
     for item in going:
         meta = item["metadata"]
         manager.delete(CONFIG_MAP, meta["name"], meta["namespace"], uid=meta.get("uid"))
     return len(going)
 
 
-def doomed(items: list[Dict], alive: set[str], kept: int) -> list[Dict]:
-    """The tails to delete: those of TrainJobs not `alive`, then the oldest beyond `kept`."""
-    gone = [i for i in items if (i["metadata"].get("labels") or {}).get(LABEL) not in alive]
+def doomed(items: list[Dict], alive: set[str], kept: int, label: str = LABEL) -> list[Dict]:
+    """The records to delete: those of TrainJobs not `alive`, then the oldest beyond `kept`."""
+    gone = [i for i in items if (i["metadata"].get("labels") or {}).get(label) not in alive]
     rest = sorted(
         (i for i in items if i not in gone),
         key=lambda i: str(i["metadata"].get("creationTimestamp") or ""),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import time
 
-from dispatcher import log_tails
+from dispatcher import log_tails, placements
 from dispatcher.admissionchecks import queue_checks, queue_cluster
 from dispatcher.context import Context
 from dispatcher.copies import collect_garbage
@@ -89,5 +89,7 @@ def resync_loop(ctx: Context) -> None:
                 last_gc = time.monotonic()
                 collect_garbage(ctx.registry.remotes, caches)
                 log_tails.sweep(ctx.manager, caches, ctx.settings.log_tails_kept)
+                # a TrainJob's record of its runs goes with it (one per TrainJob sent back)
+                log_tails.sweep(ctx.manager, caches, 1_000_000, placements.LABEL)
         except Exception:  # keep resyncing whatever one pass hit
             log.exception("[%s] resync pass failed", ctx.settings.cluster_name)

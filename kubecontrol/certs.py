@@ -40,6 +40,29 @@ log = logging.getLogger(__name__)
 CA_LIFE = dt.timedelta(days=3650)
 CERT_LIFE = dt.timedelta(days=365)
 PREVIOUS_CA = "ca-previous.crt"
+STRICT_PROBLEM = "not to RFC 5280 (a strict client refuses it)"
+CA_USAGE = x509.KeyUsage(
+    digital_signature=True,
+    content_commitment=False,
+    key_encipherment=False,
+    data_encipherment=False,
+    key_agreement=False,
+    key_cert_sign=True,
+    crl_sign=True,
+    encipher_only=False,
+    decipher_only=False,
+)
+SERVING_USAGE = x509.KeyUsage(
+    digital_signature=True,
+    content_commitment=False,
+    key_encipherment=False,
+    data_encipherment=False,
+    key_agreement=False,
+    key_cert_sign=False,
+    crl_sign=False,
+    encipher_only=False,
+    decipher_only=False,
+)
 
 
 @dataclass(frozen=True)
@@ -107,6 +130,8 @@ def needs_renewal(material: Material | None, hosts: list[str], now: dt.datetime)
         return "unreadable"
     if cert.issuer != ca.subject:
         return "not signed by its CA"
+    if not (_strict(ca) and _strict(cert)):
+        return STRICT_PROBLEM
     for c in (ca, cert):
         life = c.not_valid_after_utc - c.not_valid_before_utc
         if c.not_valid_after_utc - now < life / 3:
@@ -124,7 +149,7 @@ def issue(hosts: list[str], now: dt.datetime, ca: Material | None = None) -> Mat
     keeps `ca`'s, when it is still valid, as the previous one)."""
     ca_key: Any
     previous = b""
-    if ca is not None and _ca_outlives(ca, now + CERT_LIFE):
+    if ca is not None and _ca_outlives(ca, now + CERT_LIFE) and _strict_ca(ca):
         ca_cert = x509.load_pem_x509_certificate(ca.ca_crt)
         ca_key = serialization.load_pem_private_key(ca.ca_key, None)
         ca_crt_pem, ca_key_pem = ca.ca_crt, ca.ca_key
@@ -137,6 +162,10 @@ def issue(hosts: list[str], now: dt.datetime, ca: Material | None = None) -> Mat
         ca_cert = (
             _builder(name, name, ca_key.public_key(), now, CA_LIFE)
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(CA_USAGE, critical=True)
+            .add_extension(
+                x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
+            )
             .sign(ca_key, hashes.SHA256())
         )
         ca_crt_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
@@ -153,6 +182,12 @@ def issue(hosts: list[str], now: dt.datetime, ca: Material | None = None) -> Mat
         _builder(subject, ca_cert.subject, key.public_key(), now, CERT_LIFE)
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(SERVING_USAGE, critical=True)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     return Material(
@@ -162,6 +197,26 @@ def issue(hosts: list[str], now: dt.datetime, ca: Material | None = None) -> Mat
         _pem_key(key),
         previous,
     )
+
+
+def _strict(cert: x509.Certificate) -> bool:
+    """Whether `cert` has what a strict client asks of ours (OpenSSL's X509_STRICT, the
+    default of Python 3.13's `ssl`): a CA its subject key identifier, a serving certificate
+    the identifier of the key that signed it."""
+    is_ca = cert.issuer == cert.subject
+    wanted = x509.SubjectKeyIdentifier if is_ca else x509.AuthorityKeyIdentifier
+    try:
+        cert.extensions.get_extension_for_class(wanted)
+    except x509.ExtensionNotFound:
+        return False
+    return True
+
+
+def _strict_ca(ca: Material) -> bool:
+    try:
+        return _strict(x509.load_pem_x509_certificate(ca.ca_crt))
+    except ValueError:
+        return False
 
 
 def _ca_outlives(ca: Material, when: dt.datetime) -> bool:

@@ -91,6 +91,8 @@ KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION = "kueue.x-k8s.io/multikueue-origin-uid"
 KUEUE_RUNTIME_PATCH_MANAGER = "kueue.x-k8s.io/manager"
 # Kueue's Finished reason for a prebuilt Workload that no longer matches its job.
 KUEUE_FINISHED_OUT_OF_SYNC = "OutOfSync"
+# Why Kueue evicts a Workload whose admission check turned Retry (or Rejected).
+KUEUE_EVICTED_BY_ADMISSION_CHECK = "AdmissionCheck"
 
 # --- conditions and reasons (Trainer's names where Trainer has one) -------------------------
 COND_SUSPENDED = "Suspended"

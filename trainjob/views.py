@@ -40,6 +40,10 @@ class ObjectView:
         return self.namespace, self.name
 
     @property
+    def created(self) -> str | None:
+        return self.meta.get("creationTimestamp")
+
+    @property
     def uid(self) -> str | None:
         return self.meta.get("uid")
 
@@ -184,7 +188,3 @@ class JobView(ObjectView):
     @property
     def active(self) -> bool:
         return self.count("active") > 0 and not self.finished
-
-    @property
-    def created(self) -> str | None:
-        return self.meta.get("creationTimestamp")

@@ -176,6 +176,14 @@ class WorkloadView(ObjectView):
         return str(found.get("reason")) if found and found.get("status") == "True" else None
 
     @property
+    def admitted_at(self) -> str | None:
+        """When it was admitted (its Admitted condition's last change), while it is."""
+        found = self.condition("Admitted")
+        if found and found.get("status") == "True":
+            return str(found.get("lastTransitionTime", ""))
+        return None
+
+    @property
     def eviction_message(self) -> str:
         evicted = self.condition("Evicted")
         if evicted and evicted.get("status") == "True":

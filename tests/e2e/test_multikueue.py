@@ -42,6 +42,7 @@ from tests.support.multikueue import (
     token_id,
     workloads_seen,
 )
+from tests.support.tenant import Tenant, story_path
 from tests.support.waiting import stays_false, wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
@@ -960,7 +961,17 @@ def test_trainjob_longer_than_the_pods_ready_timeout_is_ready_on_both_sides_neve
     assert all(not mk.pods(w, "long", phase="Succeeded") for w in others)
 
 
-def test_remote_eviction_sends_the_trainjob_back_to_be_dispatched_again(bed: Bed) -> None:
+def runs_of(bed: Bed, mk: MultiKueue, name: str, tmp_path: Path) -> list[Dict]:
+    """The TrainJob's runs as its story tells them to a tenant with `view`."""
+    reader = Tenant(bed, mk.ns, f"reader-{uuid.uuid4().hex[:4]}", "view", tmp_path)
+    code, story = reader.get(story_path(mk.ns, name))
+    assert code == 200, story
+    return list(story["placements"])
+
+
+def test_remote_eviction_sends_the_trainjob_back_to_be_dispatched_again(
+    bed: Bed, tmp_path: Path
+) -> None:
     mk = MultiKueue(bed)
     mk.submit("evictee", run="8s")
     first = mk.started_on("evictee")
@@ -976,6 +987,12 @@ def test_remote_eviction_sends_the_trainjob_back_to_be_dispatched_again(bed: Bed
     )
     mk.wait("evictee", "Complete", timeout=120)
     assert len(dispatched_to(mk, "evictee")) >= 2, events_of(mk, "evictee")
+    # its story keeps where it ran first and why that run ended, then where it completed
+    runs = runs_of(bed, mk, "evictee", tmp_path)
+    assert [(r["worker"], r["reason"]) for r in runs[:1]] == [(first, "RemoteEvicted")], runs
+    assert runs[0]["started"] and runs[0]["ended"] and not runs[0].get("current"), runs
+    assert runs[-1]["current"] and runs[-1]["reason"] == "Complete", runs
+    assert len(runs) == 2, runs
     # Afterwards nothing of it is left anywhere (retention 0), deactivated copy included.
     wait_for(
         lambda: (
@@ -987,7 +1004,7 @@ def test_remote_eviction_sends_the_trainjob_back_to_be_dispatched_again(bed: Bed
 
 
 def test_deactivated_on_the_manager_its_copies_go_and_it_runs_again_once_reactivated(
-    bed: Bed,
+    bed: Bed, tmp_path: Path
 ) -> None:
     """Kueue's way to stop a job is its Workload's spec.active=false: the manager's Kueue
     evicts it, the TrainJob is suspended, and nothing of it may stay on a worker."""
@@ -1012,6 +1029,10 @@ def test_deactivated_on_the_manager_its_copies_go_and_it_runs_again_once_reactiv
     )
     mk.wait("paused", "Complete", timeout=120)
     assert len(dispatched_to(mk, "paused")) >= 2, events_of(mk, "paused")
+    runs = runs_of(bed, mk, "paused", tmp_path)
+    assert len(runs) == 2 and runs[0]["worker"] == first, runs
+    assert "evicted on the manager" in runs[0]["message"], runs
+    assert runs[1]["current"] and runs[1]["reason"] == "Complete", runs
 
 
 def test_a_user_suspending_an_admitted_trainjob_is_undone_as_kueue_does(bed: Bed) -> None:

@@ -611,3 +611,39 @@ def test_a_worker_with_a_name_taken_gets_no_copy_and_the_message_says_why() -> N
         "Pending",
         f"dispatched to w2; waiting for a cluster to admit it (not sent to w1: {TAKEN})",
     )
+
+
+def _running_on(worker: str, since: str = "2026-11-22T11:00:00Z") -> Dict:
+    """The manager TrainJob as the status brought back from `worker` leaves it."""
+    tj = TrainJobBuilder().multikueue().obj()
+    tj["status"] = {
+        "clusterName": worker,
+        "conditions": [
+            {"type": "Suspended", "status": "False", "lastTransitionTime": since},
+        ],
+    }
+    return tj
+
+
+def test_a_run_sent_back_is_recorded_with_where_when_and_why() -> None:
+    wl = manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready")
+    plan = decide_for(wl, [remote("w1", connected=False, lost=61)], trainjob=_running_on("w1"))
+    ended = plan.placement_ended
+    assert ended is not None and (ended.worker, ended.started) == ("w1", "2026-11-22T11:00:00Z")
+    assert ended.reason == "ClusterLost" and "lost for 61s" in ended.message
+    assert ended.ended == "2026-11-22T12:00:00Z"
+    # a brief disconnect ends nothing
+    brief = decide_for(wl, [remote("w1", connected=False, lost=10)], trainjob=_running_on("w1"))
+    assert brief.placement_ended is None
+
+
+def test_an_eviction_on_the_manager_ends_the_run_unless_it_was_our_retry() -> None:
+    wl = manager_workload("QuotaReserved", "Admitted", "Evicted", cluster="w1", check="Ready")
+    evicted = next(c for c in wl["status"]["conditions"] if c["type"] == "Evicted")
+    evicted.update(reason="Preempted", message="Preempted to accommodate a workload")
+    plan = decide_for(wl, [remote("w1", trainjob=True)], trainjob=_running_on("w1"))
+    assert plan.placement_ended is not None
+    assert (plan.placement_ended.worker, plan.placement_ended.reason) == ("w1", "Preempted")
+    evicted.update(reason="AdmissionCheck", message="our Retry")
+    plan = decide_for(wl, [remote("w1", trainjob=True)], trainjob=_running_on("w1"))
+    assert plan.placement_ended is None

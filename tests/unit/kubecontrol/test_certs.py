@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import ssl
+from pathlib import Path
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
 
 from kubecontrol.certs import Material, issue, needs_renewal, service_names
 
@@ -83,3 +86,60 @@ def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
     except (ValueError, TypeError, InvalidSignature):
         return False
     return True
+
+
+def _handshake(material: Material, tmp: Path) -> None:
+    """A TLS handshake in memory: our server's certificate, a client that trusts the CA and
+    checks the chain as RFC 5280 asks (OpenSSL's X509_STRICT, Python 3.13's default)."""
+    (tmp / "tls.crt").write_bytes(material.tls_crt)
+    (tmp / "tls.key").write_bytes(material.tls_key)
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(tmp / "tls.crt", tmp / "tls.key")
+    client_ctx = ssl.create_default_context(cadata=material.ca_crt.decode())
+    client_ctx.verify_flags |= ssl.VERIFY_X509_STRICT
+    pipes = [(ssl.MemoryBIO(), ssl.MemoryBIO()) for _ in range(2)]
+    client = client_ctx.wrap_bio(pipes[0][0], pipes[0][1], server_hostname="tj-webhook")
+    server = server_ctx.wrap_bio(pipes[1][0], pipes[1][1], server_side=True)
+    for _ in range(10):  # pass the bytes each way until both are done
+        done = 0
+        for side in (client, server):
+            try:
+                side.do_handshake()
+                done += 1
+            except ssl.SSLWantReadError:
+                pass
+        pipes[1][0].write(pipes[0][1].read())
+        pipes[0][0].write(pipes[1][1].read())
+        if done == 2:
+            return
+    raise AssertionError("no handshake")
+
+
+def test_a_strict_client_trusts_the_certificate(tmp_path: Path) -> None:
+    _handshake(issue(HOSTS, dt.datetime.now(dt.UTC)), tmp_path)
+
+
+def test_a_ca_made_before_strict_checks_is_replaced_and_its_leaf_renewed() -> None:
+    old = issue(HOSTS, NOW)
+    without = Material(_strip_ca(old), old.ca_key, old.tls_crt, old.tls_key)
+    assert needs_renewal(without, HOSTS, NOW) == "not to RFC 5280 (a strict client refuses it)"
+    renewed = issue(HOSTS, NOW, without)
+    assert renewed.ca_crt != without.ca_crt and renewed.previous_ca == without.ca_crt
+
+
+def _strip_ca(material: Material) -> bytes:
+    """The CA of `material` as versions before 0.3 made it: no key identifiers, no usage."""
+    key = serialization.load_pem_private_key(material.ca_key, None)
+    ca = x509.load_pem_x509_certificate(material.ca_crt)
+    bare = (
+        x509.CertificateBuilder()
+        .subject_name(ca.subject)
+        .issuer_name(ca.subject)
+        .public_key(ca.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(ca.not_valid_before_utc)
+        .not_valid_after(ca.not_valid_after_utc)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .sign(key, hashes.SHA256())  # type: ignore[arg-type]
+    )
+    return bare.public_bytes(serialization.Encoding.PEM)

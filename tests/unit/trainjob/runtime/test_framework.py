@@ -361,14 +361,34 @@ def test_examples_round_trip_through_the_official_trainer_models(path: Path) -> 
         assert parse(doc).metadata.name == doc["metadata"]["name"]
 
 
+def _scripts(value: Any) -> list[str]:
+    """The Python scripts an example's commands write with a `<<'SCRIPT'` heredoc."""
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _scripts(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _scripts(v)]
+    if isinstance(value, str) and "<<'SCRIPT'\n" in value:
+        return [value.split("<<'SCRIPT'\n", 1)[1].split("\nSCRIPT", 1)[0]]
+    return []
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
+def test_the_scripts_in_the_examples_are_python(path: Path) -> None:
+    for doc in yaml.safe_load_all(path.read_text()):
+        for script in _scripts(doc):
+            compile(script, f"{path.name} (heredoc)", "exec")
+
+
 def test_our_factories_write_what_the_official_models_read() -> None:
     for doc in (make_trainjob(trainer={"numNodes": 2}), make_runtime()):
         official = OFFICIAL[doc["kind"]].from_dict(doc)
         assert official is not None and official.to_dict() == doc
 
 
-def test_the_example_trainjob_runs_on_the_example_runtime() -> None:
-    tj = yaml.safe_load((EXAMPLES / "trainjob-torch.yaml").read_text())
+def test_the_beds_demo_trainjob_runs_on_the_example_runtime() -> None:
+    tj = yaml.safe_load(
+        (EXAMPLES.parent / "clusters" / "manifests" / "trainjob-kwok.yaml").read_text()
+    )
     tj["metadata"].update(namespace="ns", uid="u")
     runtime = yaml.safe_load((EXAMPLES / "torch-distributed.yaml").read_text())
     info = info_for(tj, runtime)

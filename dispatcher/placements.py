@@ -1,0 +1,166 @@
+"""Where a TrainJob ran before, and why each run there ended: a lasting record on the manager.
+
+A TrainJob's status says where it runs now; Events say what happened for an hour. When a run
+on a worker ends before the job does (the worker lost, the copy evicted or gone, out of sync,
+or the job evicted on the manager: preempted, deactivated, not ready in time), the leader adds
+one entry to the TrainJob's record, a ConfigMap `placements-<manager TrainJob UID>` in its own
+namespace (never the tenant's, who could rewrite it): the worker, when the run started there
+(as the worker's status said), when and why it ended. A job that runs once where it was sent
+costs nothing. The record is bounded (`MAX_ENTRIES`), written again only by the same end's
+second telling (the same worker and start are one entry), and deleted with its TrainJob by
+the resync loop. The view.trainjob.dev story shows it with the current run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+import orjson
+
+from kubecontrol.client import ApiException
+from kubecontrol.controller import own_namespace
+from kubecontrol.kinds import CONFIG_MAP
+from kubecontrol.objects import Dict
+from trainjob import constants as c
+
+if TYPE_CHECKING:
+    from kubecontrol.cluster import Cluster
+    from trainjob.views import TrainJobView
+
+log = logging.getLogger(__name__)
+
+PREFIX = "placements-"
+LABEL = f"{c.DOMAIN}/placements-of"  # the manager TrainJob's UID
+TRAINJOB_ANNOTATION = f"{c.DOMAIN}/placements-trainjob"  # NAMESPACE/NAME, for people
+KEY = "placements.json"
+MAX_ENTRIES = 50  # the latest; a job sent back more often than this keeps its last runs
+
+
+@dataclass(frozen=True)
+class Ended:
+    """One run on a worker that ended before the job did."""
+
+    worker: str
+    started: str | None  # when it started there (the copy's resume), if known
+    ended: str
+    reason: str  # ClusterLost, RemoteEvicted, ..., or the manager's eviction reason
+    message: str
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        """One run: the same worker and start are told once."""
+        return (self.worker, self.started)
+
+
+def started_on(trainjob: TrainJobView | None, worker: str) -> str | None:
+    """When the run on `worker` started, as the status brought back from it says (the copy's
+    `Suspended` condition turned False)."""
+    if trainjob is None or trainjob.cluster_name != worker:
+        return None
+    found = trainjob.condition(c.COND_SUSPENDED)
+    if found and found.get("status") == "False":
+        return str(found.get("lastTransitionTime") or "") or None
+    return None
+
+
+def ended(
+    trainjob: TrainJobView | None,
+    worker: str,
+    reason: str,
+    message: str,
+    now: dt.datetime,
+    since: str | None = None,
+) -> Ended:
+    """The run on `worker` ended now; it started `since` (when its Workload was admitted, or
+    its copy was sent there), else when the worker's status says (None: not known)."""
+    started = since or started_on(trainjob, worker)
+    return Ended(worker, started, now.strftime("%Y-%m-%dT%H:%M:%SZ"), reason, message)
+
+
+def name_of(trainjob_uid: str) -> str:
+    return f"{PREFIX}{trainjob_uid}"
+
+
+def entries_of(config_map: Dict | None) -> list[Dict]:
+    if config_map is None:
+        return []
+    try:
+        found = orjson.loads((config_map.get("data") or {}).get(KEY) or "[]")
+    except orjson.JSONDecodeError:
+        return []
+    return [e for e in found if isinstance(e, dict)] if isinstance(found, list) else []
+
+
+def with_entry(entries: list[Dict], entry: Ended) -> list[Dict] | None:
+    """`entries` with `entry` added (the latest `MAX_ENTRIES`), or None when it is there:
+    the same worker and start already ended."""
+    new = asdict(entry)
+    if any((e.get("worker"), e.get("started")) == entry.key for e in entries):
+        return None
+    return [*entries, new][-MAX_ENTRIES:]
+
+
+def record(manager: Cluster, trainjob: TrainJobView, entry: Ended) -> None:
+    """Add `entry` to the TrainJob's record (best effort: a failure is logged)."""
+    uid = str(trainjob.uid or "")
+    name, namespace = name_of(uid), own_namespace()
+    try:
+        found = manager.get_or_none(CONFIG_MAP, name, namespace)
+        entries = with_entry(entries_of(found), entry)
+        if entries is None:
+            return
+        body: Dict = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {LABEL: uid},
+                "annotations": {TRAINJOB_ANNOTATION: f"{trainjob.namespace}/{trainjob.name}"},
+            },
+            "data": {KEY: orjson.dumps(entries).decode()},
+        }
+        if found is None:
+            manager.create(CONFIG_MAP, body)
+        else:
+            body["metadata"]["resourceVersion"] = found["metadata"]["resourceVersion"]
+            manager.replace(CONFIG_MAP, body)
+        log.info(
+            "%s/%s: its run on %s ended (%s), recorded",
+            trainjob.namespace,
+            trainjob.name,
+            entry.worker,
+            entry.reason,
+        )
+    except ApiException as exc:
+        log.warning("%s/%s: placement not recorded: %s", trainjob.namespace, trainjob.name, exc)
+
+
+def read(manager: Cluster, trainjob_uid: str) -> list[Dict]:
+    return entries_of(manager.get_or_none(CONFIG_MAP, name_of(trainjob_uid), own_namespace()))
+
+
+def story(manager: Cluster, trainjob: TrainJobView, admitted_at: str | None) -> list[Dict]:
+    """The TrainJob's runs, oldest first: those recorded as ended, then, while its Workload is
+    admitted (since `admitted_at`), the run its status names (`current`: running there, or
+    how the job ended there), unless that run is the last recorded (sent back, and Kueue has
+    not evicted it yet)."""
+    entries = read(manager, str(trainjob.uid or ""))
+    worker = trainjob.cluster_name
+    if not worker or not admitted_at:
+        return entries  # waiting: it runs nowhere
+    if entries and (entries[-1].get("worker"), entries[-1].get("started")) == (worker, admitted_at):
+        return entries
+    now: Dict = {"worker": worker, "started": admitted_at, "ended": None, "reason": None}
+    for ctype in (c.COND_COMPLETE, c.COND_FAILED):
+        found = trainjob.condition(ctype)
+        if found and found.get("status") == "True":
+            now.update(
+                ended=found.get("lastTransitionTime"),
+                reason=ctype if ctype == c.COND_COMPLETE else f"{ctype}: {found.get('reason')}",
+                message=found.get("message", ""),
+            )
+    return [*entries, {**now, "current": True}]

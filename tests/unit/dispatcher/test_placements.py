@@ -1,0 +1,78 @@
+"""A TrainJob's record of its runs (dispatcher/placements.py), its pure parts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from dispatcher import placements
+from dispatcher.placements import Ended
+from trainjob.views import TrainJobView
+
+
+def ended(worker: str, started: str | None, reason: str = "RemoteEvicted") -> Ended:
+    return Ended(worker, started, "2026-11-26T12:00:00Z", reason, "m")
+
+
+def test_one_run_is_told_once_and_the_record_is_bounded() -> None:
+    entries = placements.with_entry([], ended("w1", "t1"))
+    assert entries is not None and entries[0]["worker"] == "w1"
+    assert placements.with_entry(entries, ended("w1", "t1", "Preempted")) is None
+    many: list[dict[str, object]] = []
+    for i in range(placements.MAX_ENTRIES + 5):
+        grown = placements.with_entry(many, ended("w1", f"t{i}"))
+        assert grown is not None
+        many = grown
+    assert len(many) == placements.MAX_ENTRIES and many[-1]["started"] == "t54"
+
+
+def test_a_record_that_is_not_ours_to_read_is_empty() -> None:
+    assert placements.entries_of(None) == []
+    assert placements.entries_of({"data": {placements.KEY: "not json"}}) == []
+    assert placements.entries_of({"data": {placements.KEY: '{"a": 1}'}}) == []
+    kept = {"data": {placements.KEY: orjson.dumps([{"worker": "w1"}, 3]).decode()}}
+    assert placements.entries_of(kept) == [{"worker": "w1"}]
+
+
+def test_the_start_is_what_the_worker_said_when_the_status_is_that_workers() -> None:
+    tj = TrainJobView(
+        {
+            "metadata": {"name": "tj", "namespace": "ns"},
+            "status": {
+                "clusterName": "w2",
+                "conditions": [
+                    {"type": "Suspended", "status": "False", "lastTransitionTime": "t0"}
+                ],
+            },
+        }
+    )
+    assert placements.started_on(tj, "w2") == "t0"
+    assert placements.started_on(tj, "w1") is None
+    assert placements.started_on(None, "w1") is None
+
+
+def test_the_story_adds_the_current_run_unless_it_is_the_last_recorded() -> None:
+    class Manager:
+        def __init__(self, entries: list[dict[str, object]]) -> None:
+            self.entries = entries
+
+        def get_or_none(self, *_: object) -> dict[str, object]:
+            return {"data": {placements.KEY: orjson.dumps(self.entries).decode()}}
+
+    ended_w1 = {"worker": "w1", "started": "t1", "ended": "t2"}
+    tj = TrainJobView(
+        {
+            "metadata": {"name": "tj", "namespace": "ns", "uid": "u"},
+            "status": {
+                "clusterName": "w1",
+                "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": "t9"}],
+            },
+        }
+    )
+    manager: Any = Manager([ended_w1])
+    assert placements.story(manager, tj, None) == [ended_w1]  # waiting: runs nowhere
+    assert placements.story(manager, tj, "t1") == [ended_w1]  # sent back, not evicted yet
+    runs = placements.story(manager, tj, "t5")  # admitted on w1 again, and completed there
+    assert runs[0] == ended_w1 and runs[1]["current"] and runs[1]["reason"] == "Complete"
+    assert (runs[1]["started"], runs[1]["ended"]) == ("t5", "t9")
