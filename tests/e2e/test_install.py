@@ -7,6 +7,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,16 @@ def test_each_identity_can_do_what_its_code_needs_and_no_more(
     # The kept log tails: ConfigMaps of its own namespace, of no other.
     assert _status(lambda: as_dispatcher.list_namespaced_config_map("trainjob-system")) == 200
     assert _status(lambda: as_dispatcher.list_namespaced_config_map("default")) == 403
+    # ... and the record of a TrainJob's runs there, made once and then updated
+    record = {"metadata": {"name": f"placements-{uuid.uuid4()}"}, "data": {"k": "1"}}
+    made = as_dispatcher.create_namespaced_config_map("trainjob-system", record)
+    made.data = {"k": "2"}
+    name = made.metadata.name
+    assert (
+        _status(lambda: as_dispatcher.replace_namespaced_config_map(name, "trainjob-system", made))
+        == 200
+    )
+    as_dispatcher.delete_namespaced_config_map(name, "trainjob-system")
     # The worker controller creates MPI key Secrets and reads one back only by its name (to
     # see whose it is when the name is taken): it lists none, nor ConfigMaps, which it makes
     # but never watches; it records Events and never patches one.
