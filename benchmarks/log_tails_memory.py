@@ -22,9 +22,8 @@ from kubernetes import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.multikueue import TRAINER, clean_up, trainjob_body, with_product
+from benchmarks.multikueue import TRAINER, product, trainjob_body
 from benchmarks.worker_trainjobs import status_mib
-from clusters import setup
 from clusters.install import leading_dispatcher
 from dispatcher import log_tails
 
@@ -48,7 +47,7 @@ def _tails(uid: str, trainjob: str, containers: int) -> dict[str, object]:
             "labels": {log_tails.LABEL: uid},
             "annotations": {log_tails.TRAINJOB_ANNOTATION: trainjob},
         },
-        "data": _data(trainjob, containers),
+        "data": _data(trainjob.rsplit("/", 1)[-1], containers),
         "immutable": True,
     }
 
@@ -62,12 +61,8 @@ def main() -> int:
     parser.add_argument("--sweeps", type=int, default=2, help="resync sweeps to wait for")
     args = parser.parse_args()
     # sweeps every 10 s instead of a minute, so that the run is short
-    started = with_product("tails", dispatcher_flags=("--gc-interval", "10"))
-    if started is None:
-        return 1
-    bed, ns, ctrls = started
-    manager = bed.config.managers[0].name
-    try:
+    with product("tails", ("--gc-interval", "10")) as (bed, ns, ctrls):
+        manager = bed.config.managers[0].name
         custom = client.CustomObjectsApi(bed.api(manager))
         core = client.CoreV1Api(bed.api(manager))
         uids = []
@@ -98,9 +93,6 @@ def main() -> int:
         )
         for cm in kept:
             core.delete_namespaced_config_map(cm.metadata.name, NAMESPACE)
-    finally:
-        clean_up(bed, ns, [c.name for c in bed.config.clusters])
-        setup.stop_controllers(bed, ctrls)
     return 0
 
 

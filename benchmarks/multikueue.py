@@ -12,6 +12,7 @@ watches opened by this script (monotonic clock at event receipt). Needs a runnin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import datetime as dt
 import shlex
@@ -21,6 +22,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -563,6 +565,25 @@ def with_product(
     # As installed: the controllers' own timers (the tests' 2 s safety net would be a good part
     # of the dispatcher's CPU).
     return bed, ns, setup.start_controllers(bed, resync=None, manager_flags=dispatcher_flags)
+
+
+@contextlib.contextmanager
+def product(
+    prefix: str, dispatcher_flags: tuple[str, ...] = ()
+) -> Iterator[tuple[Bed, str, list[setup.Controller]]]:
+    """`with_product` for the length of a `with`: the namespace deleted everywhere and the
+    controllers stopped at its end; SystemExit(1) when the bed is down."""
+    started = with_product(prefix, dispatcher_flags)
+    if started is None:
+        raise SystemExit(1)
+    bed, ns, ctrls = started
+    try:
+        yield started
+    finally:
+        try:
+            clean_up(bed, ns, [c.name for c in bed.config.clusters])
+        finally:
+            setup.stop_controllers(bed, ctrls)
 
 
 def clean_up(bed: Bed, ns: str, clusters: list[str]) -> None:

@@ -23,8 +23,8 @@ from kubernetes import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.multikueue import TRAINER, clean_up, run_patch, trainjob_body, with_product
-from clusters import audit, setup
+from benchmarks.multikueue import TRAINER, product, run_patch, trainjob_body
+from clusters import audit
 from clusters.bed import Bed
 
 
@@ -67,12 +67,8 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=1, help="numNodes of the TrainJob")
     parser.add_argument("--repeat", type=int, default=1, help="TrainJobs, one after another")
     args = parser.parse_args()
-    started = with_product("req")
-    if started is None:
-        return 1
-    bed, ns, ctrls = started
-    totals: Counter[str] = Counter()
-    try:
+    with product("req") as (bed, ns, _):
+        totals: Counter[str] = Counter()
         time.sleep(3)  # every worker connected
         for i in range(args.repeat):
             per_cluster = trace(bed, ns, f"traced-{i}", args.nodes)
@@ -88,9 +84,6 @@ def main() -> int:
         print()
         for cluster, n in totals.items():
             print(f"requests per TrainJob on {cluster}: {n / args.repeat:.1f}")
-    finally:
-        clean_up(bed, ns, [c.name for c in bed.config.clusters])
-        setup.stop_controllers(bed, ctrls)
     return 0
 
 

@@ -28,7 +28,7 @@ from kubernetes import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.multikueue import TRAINER, clean_up, run_patch, trainjob_body, with_product
+from benchmarks.multikueue import TRAINER, product, run_patch, trainjob_body
 from clusters import audit, setup
 from clusters.bed import Bed
 from clusters.install import WORKER_CONTROLLER
@@ -142,12 +142,8 @@ def main() -> int:
     parser.add_argument("--every", type=float, default=10.0, help="seconds between reports")
     parser.add_argument("--seconds", type=float, default=120.0, help="how long they report")
     args = parser.parse_args()
-    started = with_product("prog")
-    if started is None:
-        return 1
-    bed, ns, ctrls = started
-    clusters = [c.name for c in bed.config.clusters]
-    try:
+    with product("prog") as (bed, ns, ctrls):
+        clusters = [c.name for c in bed.config.clusters]
         custom = client.CustomObjectsApi(bed.api(bed.config.managers[0].name))
         reporting = [f"rep-{i}" for i in range(args.jobs)]
         silent = [f"quiet-{i}" for i in range(args.jobs)]
@@ -187,9 +183,6 @@ def main() -> int:
                 f"  {what:44} reporting {rep[key]:4}  silent {shown}  "
                 f"added per TrainJob per 10 s: {(rep[key] - base) * per:.2f}"
             )
-    finally:
-        clean_up(bed, ns, clusters)
-        setup.stop_controllers(bed, ctrls)
     return 0
 
 

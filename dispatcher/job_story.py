@@ -41,6 +41,7 @@ from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob import jobframework
 from trainjob.views import TrainJobView
+from trainjob.workload import WorkloadView
 
 if TYPE_CHECKING:
     from dispatcher.context import Context
@@ -169,8 +170,7 @@ def story(ctx: Context, namespace: str, name: str) -> Dict:
             {**pod_summary(p, str(p.get("worker"))), "kept": True} for p in (kept or ([], {}))[0]
         ]
     status_ = at.trainjob.get("status") or {}
-    wl = ctx.caches.workload(namespace, jobframework.expected_workload_name_of(at.trainjob))
-    admitted_at = wl.admitted_at if wl is not None else None
+    admitted_at = workload.admitted_at if workload is not None else None
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "TrainJobStory",
@@ -180,11 +180,33 @@ def story(ctx: Context, namespace: str, name: str) -> Dict:
         "conditions": status_.get("conditions") or [],
         # where it ran before and why each run ended, then where it runs (placements.py)
         "placements": placements.story(ctx.manager, TrainJobView(at.trainjob), admitted_at),
+        # while it waits: the workers it is sent to, and how busy its queue is on each
+        "queues": [] if admitted_at or workload is None else waiting_in(ctx, workload),
         # our TrainJob on that worker: its status (conditions, jobsStatus) as last watched
         "copy": None if at.copy is None else {"status": at.copy.status},
         "pods": sorted(pods, key=lambda p: (str(p["replicatedJob"]), str(p["index"]))),
         "events": by_time(events),
     }
+
+
+def waiting_in(ctx: Context, workload: WorkloadView) -> list[Dict]:
+    """For each worker a waiting Workload is sent to (its nominated clusters): the state of
+    its copy there and the counts of the queue it waits in, as that worker's Kueue keeps them
+    (exact positions are for Kueue's visibility API, which is not asked)."""
+    namespace, name = workload.key
+    out = []
+    for worker in workload.nominated_clusters:
+        remote = ctx.registry.get(worker)
+        if remote is None or not remote.connected:
+            out.append({"worker": worker, "problem": f"worker {worker} is not connected"})
+            continue
+        copy = remote.workload(namespace, name)
+        state = "no copy yet"
+        if copy is not None:
+            state = "admitted" if copy.admitted else "waiting"
+        counts = remote.queue_counts(namespace, str(workload.queue_name or ""))
+        out.append({"worker": worker, "copy": state, **(counts or {})})
+    return out
 
 
 async def _read(fn: Callable[..., Any], *args: Any) -> Any:

@@ -269,6 +269,26 @@ class RemoteCluster:
         cq = cqs.get(cq_name) if cq_name else None
         return fit(workload, cq, cohort_of(cq, cqs.items()) if cq else [], queue)
 
+    def queue_counts(self, namespace: str, queue: str) -> Dict | None:
+        """How busy the queue a copy waits in here is, as Kueue counts it in the queues'
+        status: the LocalQueue `queue` of `namespace` and its ClusterQueue, their pending
+        and admitted Workloads; None while the queues are not known."""
+        if not self._readable(QUEUE_KINDS):
+            return None
+        lq = self._read[c.LOCAL_QUEUE.kind].get((namespace, queue))
+        if lq is None:
+            return {"localQueue": queue, "problem": f"LocalQueue {queue} does not exist"}
+        cq_name = str((lq.get("spec") or {}).get("clusterQueue") or "")
+        cq = self._read[c.CLUSTER_QUEUE.kind].get(cq_name) or {}
+        lq_status, cq_status = lq.get("status") or {}, cq.get("status") or {}
+        return {
+            "localQueue": queue,
+            "pendingInLocalQueue": lq_status.get("pendingWorkloads"),
+            "clusterQueue": cq_name,
+            "pendingInClusterQueue": cq_status.get("pendingWorkloads"),
+            "admittedInClusterQueue": cq_status.get("admittedWorkloads"),
+        }
+
     # ---- runtimes --------------------------------------------------------------------------
 
     def _runtime(self, kind: str, namespace: str | None, name: str) -> Dict | None:

@@ -41,28 +41,28 @@ CA_LIFE = dt.timedelta(days=3650)
 CERT_LIFE = dt.timedelta(days=365)
 PREVIOUS_CA = "ca-previous.crt"
 STRICT_PROBLEM = "not to RFC 5280 (a strict client refuses it)"
-CA_USAGE = x509.KeyUsage(
-    digital_signature=True,
-    content_commitment=False,
-    key_encipherment=False,
-    data_encipherment=False,
-    key_agreement=False,
-    key_cert_sign=True,
-    crl_sign=True,
-    encipher_only=False,
-    decipher_only=False,
+
+
+KEY_USES = (
+    "digital_signature",
+    "content_commitment",
+    "key_encipherment",
+    "data_encipherment",
+    "key_agreement",
+    "key_cert_sign",
+    "crl_sign",
+    "encipher_only",
+    "decipher_only",
 )
-SERVING_USAGE = x509.KeyUsage(
-    digital_signature=True,
-    content_commitment=False,
-    key_encipherment=False,
-    data_encipherment=False,
-    key_agreement=False,
-    key_cert_sign=False,
-    crl_sign=False,
-    encipher_only=False,
-    decipher_only=False,
-)
+
+
+def _usage(*allowed: str) -> x509.KeyUsage:
+    """A KeyUsage of the named uses only."""
+    return x509.KeyUsage(**{use: use in allowed for use in KEY_USES})
+
+
+CA_USAGE = _usage("digital_signature", "key_cert_sign", "crl_sign")
+SERVING_USAGE = _usage("digital_signature")
 
 
 @dataclass(frozen=True)

@@ -230,12 +230,28 @@ def test_worker_without_quota_sends_the_trainjob_to_the_other(bed: Bed) -> None:
     assert (mk.get("elsewhere") or {})["status"]["clusterName"] == workers[1]
 
 
-def test_no_room_anywhere_waits_with_copies_everywhere_and_runs_once_freed(bed: Bed) -> None:
+def test_no_room_anywhere_waits_with_copies_everywhere_and_runs_once_freed(
+    bed: Bed, tmp_path: Path
+) -> None:
     mk = MultiKueue(bed, worker_cpu="1")
     with mk.filled(*mk.workers, cpu="1"):  # each worker busy with a TrainJob of its own
         mk.submit("patient")
         mk.wait_copies_everywhere()  # room nowhere: every worker gets a copy, as with AllAtOnce
         assert mk.condition("patient", "Complete") is None and mk.running_on("patient") == []
+        # its story says where it waits and how busy each queue is there
+        reader = Tenant(bed, mk.ns, "reader", "view", tmp_path)
+
+        def waiting_everywhere() -> list[Dict] | None:
+            code, story = reader.get(story_path(mk.ns, "patient"))
+            assert code == 200, story
+            queues = story["queues"]
+            counted = all((q.get("pendingInClusterQueue") or 0) >= 1 for q in queues)
+            return queues if len(queues) == len(mk.workers) and counted else None
+
+        queues = wait_for(waiting_everywhere, 30, what="the queues it waits in, in its story")
+        assert {q["worker"] for q in queues} == set(mk.workers), queues
+        assert {(q["copy"], q["localQueue"]) for q in queues} == {("waiting", "q")}, queues
+        assert all(q["admittedInClusterQueue"] == 1 for q in queues), queues  # the local one
         last = mk.workers[-1]
         mk.free(last)
         mk.wait("patient", "Complete")

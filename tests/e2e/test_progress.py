@@ -17,6 +17,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,32 @@ def report(percent: int, **more: Any) -> bytes:
     return json.dumps(
         {"trainerStatus": {"progressPercentage": percent, "lastUpdatedTime": now, **more}}
     ).encode()
+
+
+@dataclass
+class Reporting:
+    """A TrainJob running on a worker, and what one of its pods reports with."""
+
+    worker: str
+    api: client.ApiClient
+    pod: Any
+    ca: str  # the CA the pods are given (its <trainjob>-tls-config ConfigMap)
+    reporter: Reporter
+    token: str  # one its pod would hold: for its audience, bound to that pod
+    path: str
+
+
+def reporting(mk: MultiKueue, controllers: list[setup.Controller], name: str) -> Reporting:
+    mk.submit(name, run="300s")
+    worker = mk.started_on(name)
+    api = mk.bed.api(worker)
+    pod = wait_for(lambda: (mk.pods(worker, name) or [None])[0], 60, what="a pod")
+    ca = client.CoreV1Api(api).read_namespaced_config_map(f"{name}-tls-config", mk.ns)
+    reporter = Reporter(worker_replica(controllers, worker), ca.data["ca.crt"])
+    token = token_for(api, mk.ns, progress.audience(mk.ns, name), pod)
+    return Reporting(
+        worker, api, pod, ca.data["ca.crt"], reporter, token, progress.status_path(mk.ns, name)
+    )
 
 
 def worker_replica(controllers: list[setup.Controller], worker: str) -> setup.Controller:
@@ -173,14 +200,8 @@ def test_a_chatty_pod_costs_one_write_per_interval_and_its_last_report_is_kept(
     bed: Bed, controllers: list[setup.Controller]
 ) -> None:
     mk = MultiKueue(bed)
-    mk.submit("chatty", run="300s")
-    worker = mk.started_on("chatty")
-    api = bed.api(worker)
-    pod = wait_for(lambda: (mk.pods(worker, "chatty") or [None])[0], 60, what="a pod")
-    ca = client.CoreV1Api(api).read_namespaced_config_map("chatty-tls-config", mk.ns)
-    reporter = Reporter(worker_replica(controllers, worker), ca.data["ca.crt"])
-    token = token_for(api, mk.ns, progress.audience(mk.ns, "chatty"), pod)
-    path = progress.status_path(mk.ns, "chatty")
+    run = reporting(mk, controllers, "chatty")
+    api, reporter, token, path = run.api, run.reporter, run.token, run.path
 
     seen: list[int] = []
     stop = threading.Event()
@@ -232,14 +253,8 @@ def test_a_chatty_pod_costs_one_write_per_interval_and_its_last_report_is_kept(
 
 def test_a_report_is_refused_naming_why(bed: Bed, controllers: list[setup.Controller]) -> None:
     mk = MultiKueue(bed)
-    mk.submit("guarded", run="300s")
-    worker = mk.started_on("guarded")
-    api = bed.api(worker)
-    pod = wait_for(lambda: (mk.pods(worker, "guarded") or [None])[0], 60, what="a pod")
-    ca = client.CoreV1Api(api).read_namespaced_config_map("guarded-tls-config", mk.ns)
-    reporter = Reporter(worker_replica(controllers, worker), ca.data["ca.crt"])
-    path = progress.status_path(mk.ns, "guarded")
-    good = token_for(api, mk.ns, progress.audience(mk.ns, "guarded"), pod)
+    run = reporting(mk, controllers, "guarded")
+    worker, api, reporter, path, good = run.worker, run.api, run.reporter, run.path, run.token
 
     code, said = reporter.post(path, report(1), None)
     assert (code, "bearer token is required" in said["message"]) == (401, True), said
