@@ -305,3 +305,51 @@ def test_the_job_story_api_can_be_left_out() -> None:
     assert not [r for r in rules if "view.trainjob.dev" in r.get("apiGroups", [])]
     assert not [r for r in rules if "apiservices" in r.get("resources", [])]
     assert ("ClusterRole", "trainjob-dispatcher-edit") in found  # TrainJobs for `edit` still
+
+
+def test_a_misspelt_or_unknown_value_is_refused_by_name() -> None:
+    for values, named in (
+        ({"role": "worker", "replica": 3}, "replica"),
+        ({"role": "worker", "metrics": {"prot": 9000}}, "prot"),
+        ({"role": "worker", "resources": {"worker": {"request": {}}}}, "request"),
+        ({"role": "worker", "podLabels": {"team": 7}}, "team"),
+    ):
+        with pytest.raises(BedError, match=named):
+            chart.template(values)
+
+
+def test_pull_secrets_pod_labels_annotations_and_resources_reach_the_pod() -> None:
+    values = {
+        "role": "worker",
+        "imagePullSecrets": [{"name": "registry-creds"}],
+        "podLabels": {"team": "ml-platform"},
+        "podAnnotations": {"example.com/owner": "ml"},
+        "resources": {"worker": {"requests": {"cpu": "200m"}, "limits": {"memory": "3Gi"}}},
+    }
+    docs = _by_kind(chart.template(values))
+    template = docs[("Deployment", "trainjob-worker-controller")]["spec"]["template"]
+    assert template["spec"]["imagePullSecrets"] == [{"name": "registry-creds"}]
+    assert template["metadata"]["labels"]["team"] == "ml-platform"
+    assert template["metadata"]["annotations"]["example.com/owner"] == "ml"
+    assert _container(list(docs.values()))["resources"] == {  # merged over the defaults
+        "requests": {"cpu": "200m", "memory": "256Mi"},
+        "limits": {"memory": "3Gi"},
+    }
+
+
+def test_the_manager_and_a_worker_as_two_releases_on_one_cluster_share_no_object() -> None:
+    """Both roles render the metrics reader ClusterRole; the second release leaves it out."""
+    manager = chart.template({"role": "manager"}, release="manager")
+    worker = chart.template(
+        {"role": "worker", "metrics": {"readerClusterRole": False}}, release="worker"
+    )
+
+    def names(docs: list[Dict]) -> set[tuple[str, str, str]]:
+        return {
+            (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"])
+            for d in docs
+            if d["kind"] != "CustomResourceDefinition"  # crds/: Helm installs them once
+        }
+
+    assert names(manager) & names(worker) == set()
+    assert ("ClusterRole", "", "trainjob-metrics-reader") in names(manager)
