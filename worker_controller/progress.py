@@ -33,6 +33,7 @@ from kubecontrol.objects import Dict
 from kubecontrol.tokens import Reviews, Verdict, bearer, token_review
 from trainjob import constants as c
 from trainjob import progress
+from worker_controller import metrics
 from worker_controller.context import Context
 from worker_controller.execute import api_message
 from worker_controller.settings import WorkerSettings
@@ -57,10 +58,14 @@ class StatusServer:
         self._cluster = ctx.cluster.ungated()  # every replica writes the reports it takes
         self._throttle = progress.Throttle(ctx.settings.progress_interval_seconds)
         self._reviews = Reviews(ttl=60.0, size=4096, reviews_per_second=20.0, burst=40)
-        self.writes = 0  # status writes made (for the tests' and benchmarks' figures)
 
     def routes(self) -> list[web.RouteDef]:
-        return [web.post(progress.status_path("{namespace}", "{name}"), self._report)]
+        return [web.post(progress.status_path("{namespace}", "{name}"), self._counted)]
+
+    async def _counted(self, request: web.Request) -> web.StreamResponse:
+        answer = await self._report(request)
+        metrics.PROGRESS_REPORTS.labels(str(answer.status)).inc()
+        return answer
 
     async def _report(self, request: web.Request) -> web.StreamResponse:
         namespace, name = request.match_info["namespace"], request.match_info["name"]
@@ -117,7 +122,7 @@ class StatusServer:
             self._cluster.patch(
                 c.TRAINJOB, name, namespace, progress.status_patch(report), subresource="status"
             )
-            self.writes += 1
+            metrics.PROGRESS_WRITES.inc()
             return None
         except ApiException as exc:
             if exc.status in (400, 404, 422):

@@ -3,8 +3,8 @@
 # Needs Docker, kind >= v0.33.0, kubectl, and this repository's venv (./run demo or ./run test
 # makes it), plus the product's image archive (`./run image`: root, mmdebstrap, umoci).
 # Kubeconfigs go to .bed-kind/ (git-ignored); `clusters/kind/down.sh` deletes the clusters.
-# This script is kept correct by reading; the machines this project is tested on have no
-# Docker, so it has not been run there (docs/kind.md says what was run where).
+# This script is kept correct by reading only: it has not been run (docs/bed.md, "What was
+# run where").
 #   IMAGE=<registry>/<repository>:<tag>  the image the archive holds (default: the chart's)
 #   IMAGE_ARCHIVE=<path>                 default dist/trainjob-multicluster.oci.tar
 set -euo pipefail
