@@ -456,7 +456,9 @@ def _step2_recalled(p: _Pass) -> bool:
     copy = next(
         (r.trainjob for r in p.obs.remotes if tj is not None and r.name == tj.cluster_name), None
     )
-    if wl.evicted and not ours and tj and tj.cluster_name and copy and not tj.finished:
+    # the copy that ran there, made before the eviction (not one sent since, once admitted again)
+    ran = copy is not None and str(copy.created or "") <= str(evicted.get("lastTransitionTime"))
+    if wl.evicted and not ours and tj and tj.cluster_name and copy and ran and not tj.finished:
         # its run there ends with the eviction (preempted, deactivated, ...): told in the
         # pass that removes its copy
         p.plan.placement_ended = placements.ended(

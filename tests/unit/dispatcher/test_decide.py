@@ -647,3 +647,12 @@ def test_an_eviction_on_the_manager_ends_the_run_unless_it_was_our_retry() -> No
     evicted.update(reason="AdmissionCheck", message="our Retry")
     plan = decide_for(wl, [remote("w1", trainjob=True)], trainjob=_running_on("w1"))
     assert plan.placement_ended is None
+    # a copy sent since the eviction (admitted again, the condition not cleared yet) is not
+    # the run that ended
+    evicted.update(reason="Deactivated", lastTransitionTime="2026-11-22T11:30:00Z")
+    for created, told in (("2026-11-22T11:00:00Z", True), ("2026-11-22T11:45:00Z", False)):
+        there = remote("w1", trainjob=True)
+        assert there.trainjob is not None
+        there.trainjob.meta["creationTimestamp"] = created
+        plan = decide_for(wl, [there], trainjob=_running_on("w1"))
+        assert (plan.placement_ended is not None) is told, created
