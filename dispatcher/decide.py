@@ -91,6 +91,9 @@ class DispatchPlan:
     deactivate: bool = False  # set spec.active false on the manager Workload (given up on it)
     # A run on a worker that ended before the job did, to add to its record (placements.py).
     placement_ended: placements.Ended | None = None
+    # Clear status.clusterName on the manager Workload: the run it names has ended (evicted,
+    # or its quota given back), and a new round must not take it for the winner.
+    forget_cluster: bool = False
 
     def retry(self, reason: str, message: str) -> None:
         """Turn the check to Retry (Kueue dispatches the Workload again), saying why in a
@@ -104,6 +107,7 @@ class DispatchPlan:
             self.check_state is not None
             or self.cluster_name is not None
             or self.nominated is not None
+            or self.forget_cluster
         )
 
 
@@ -450,6 +454,9 @@ def _step2_recalled(p: _Pass) -> bool:
     why = f"evicted on the manager ({wl.eviction_message})" if wl.evicted else None
     for remote in p.obs.remotes:
         _delete(p.plan, remote, why)
+    # Kueue leaves clusterName on an evicted Workload; once it reserves quota again the old
+    # worker would pass for the winner of the new round, its copy gone (a needless Retry).
+    p.plan.forget_cluster = bool(wl.cluster_name) and (wl.evicted or not wl.has_quota)
     tj = p.obs.trainjob
     evicted = wl.condition("Evicted") or {}
     ours = evicted.get("reason") == c.KUEUE_EVICTED_BY_ADMISSION_CHECK  # our Retry: recorded

@@ -138,6 +138,8 @@ def _workload_status(wl: WorkloadView, check: str, plan: DispatchPlan) -> Dict:
         patch["nominatedClusterNames"] = None
     elif plan.nominated is not None:
         patch["nominatedClusterNames"] = plan.nominated or None
+    if plan.forget_cluster:
+        patch["clusterName"] = None
     if plan.check_state is not None:
         state, message = plan.check_state
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

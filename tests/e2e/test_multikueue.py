@@ -1046,7 +1046,7 @@ def test_deactivated_on_the_manager_its_copies_go_and_it_runs_again_once_reactiv
     mk.wait("paused", "Complete", timeout=120)
     assert len(dispatched_to(mk, "paused")) >= 2, events_of(mk, "paused")
     runs = runs_of(bed, mk, "paused", tmp_path)
-    assert len(runs) == 2 and runs[0]["worker"] == first, runs
+    assert len(runs) == 2 and runs[0]["worker"] == first, json.dumps(runs, indent=1)
     assert "evicted on the manager" in runs[0]["message"], runs
     assert runs[1]["current"] and runs[1]["reason"] == "Complete", runs
 

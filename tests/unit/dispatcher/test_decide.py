@@ -373,9 +373,12 @@ def test_evicted_on_the_manager_removes_every_copy_and_says_so_once_per_worker()
         "RemoteRemoved",
         "evicted on the manager (Deactivated: The workload is deactivated); copy on w1 removed",
     )
+    # the run it names is over: the next round must not take w1 for its winner
+    assert plan.forget_cluster and plan.writes_workload
     # Waiting for quota, never dispatched: copies (of an earlier round) go without a word.
     plan = decide_for(manager_workload(), [remote("w2")])
     assert [(a.cluster, a.event) for a in plan.remote] == [("w2", None)]
+    assert not plan.forget_cluster
 
 
 # ---- capacity-aware placement ----------------------------------------------------------------
