@@ -174,6 +174,10 @@ def _dispatch(ctx: Context, caches: Caches, trainjob: TrainJobView, wl_name: str
     placing = wl.has_quota and not wl.evicted and not wl.finished and not wl.cluster_name
     clusters = admissionchecks.config_clusters(checks[check], caches) or []
     chosen, selection_problem = _chosen(trainjob, clusters, ctx, caches)
+    if wl.cluster_name and wl.cluster_name not in clusters:
+        # Its worker was taken out of the MultiKueueConfig while it ran there: it is still
+        # watched to its end (taking a worker out drains it), never chosen for another run.
+        clusters = [*clusters, wl.cluster_name]
     runtime = caches.runtime_of(trainjob.raw) if placing and ctx.settings.check_runtimes else None
     remotes = []
     for cname in clusters:

@@ -1051,6 +1051,37 @@ def test_deactivated_on_the_manager_its_copies_go_and_it_runs_again_once_reactiv
     assert runs[1]["current"] and runs[1]["reason"] == "Complete", runs
 
 
+def test_a_worker_taken_out_of_the_config_finishes_what_it_runs_and_gets_nothing_new(
+    bed: Bed,
+) -> None:
+    """An operator takes a worker out of the MultiKueueConfig (to drain it): the TrainJob that
+    runs there runs on to its end there, once, and the next one goes elsewhere."""
+    mk = MultiKueue(bed)
+    mk.submit("draining", run="15s")
+    where = mk.started_on("draining")
+    config = mk.custom().get_cluster_custom_object(*KUEUE, "multikueueconfigs", "multikueue")
+    workers = list(config["spec"]["clusters"])
+    try:
+        mk.custom().patch_cluster_custom_object(
+            *KUEUE,
+            "multikueueconfigs",
+            "multikueue",
+            {"spec": {"clusters": [w for w in workers if w != where]}},
+        )
+        mk.submit("after", run="1s")
+        mk.wait("draining", "Complete", timeout=120)
+        assert dispatched_to(mk, "draining") == [where], events_of(mk, "draining")
+        others = [w for w in mk.workers if w != where]
+        assert all(not mk.pods(w, "draining", phase="Running") for w in others)
+        assert all(not mk.pods(w, "draining", phase="Succeeded") for w in others)
+        mk.wait("after", "Complete", timeout=120)
+        assert where not in dispatched_to(mk, "after"), events_of(mk, "after")
+    finally:
+        mk.custom().patch_cluster_custom_object(
+            *KUEUE, "multikueueconfigs", "multikueue", {"spec": {"clusters": workers}}
+        )
+
+
 def test_a_user_suspending_an_admitted_trainjob_is_undone_as_kueue_does(bed: Bed) -> None:
     """Kueue owns spec.suspend of a job it admitted: suspending it by hand is undone (Kueue's
     job framework starts an admitted, suspended job), and its run goes on where it was."""
