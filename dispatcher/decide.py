@@ -225,10 +225,6 @@ def _finished_on(trainjob: TrainJobView | None, cluster: str) -> bool:
     return trainjob is not None and trainjob.cluster_name == cluster and trainjob.finished
 
 
-def _admitted_at(wl: WorkloadView) -> str | None:
-    return wl.admitted_at
-
-
 def _tie_break(workload: str, cluster: str) -> str:
     return hashlib.sha1(f"{workload}/{cluster}".encode()).hexdigest()
 
@@ -551,7 +547,7 @@ def _step4_first_admitted_wins(p: _Pass) -> bool:
     admitted = sorted(
         (t, _tie_break(p.wl.name, r.name), r.name)
         for r in obs.remotes
-        if r.connected and r.workload and p.eligible(r) and (t := _admitted_at(r.workload))
+        if r.connected and r.workload and p.eligible(r) and (t := r.workload.admitted_at)
     )
     if not admitted:
         return False

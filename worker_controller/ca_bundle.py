@@ -4,7 +4,6 @@ given it to trust (worker_controller/progress.py)."""
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 from trainjob import progress
 from worker_controller.settings import WorkerSettings
@@ -20,10 +19,6 @@ class CaBundle:
         self._path = files[0].parent / progress.CA_FILE if files else None
         self._seen: tuple[float, str] | None = None
         self._lock = threading.Lock()
-
-    @property
-    def path(self) -> Path | None:
-        return self._path
 
     def pem(self) -> str | None:
         if self._path is None:
