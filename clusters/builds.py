@@ -40,6 +40,8 @@ RUNC_VERSION = "v1.3.6"
 # helm lints and renders the chart (charts/), and installs it on the bed.
 HELM_VERSION = "v3.22.0"
 PAUSE_VERSION = "1.0"  # our own (clusters/gomod/pause)
+# actionlint checks the release workflow (.github/workflows) in `./run test`.
+ACTIONLINT_VERSION = "v1.7.12"
 TRAINER_PACKAGE = "github.com/kubeflow/trainer/v2"
 
 
@@ -173,6 +175,11 @@ BUILDS: dict[str, Build] = {
             HELM_VERSION,
             {"helm": "helm.sh/helm/v3/cmd/helm"},
             [f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}"],
+        ),
+        Build(
+            "actionlint",
+            ACTIONLINT_VERSION,
+            {"actionlint": "github.com/rhysd/actionlint/cmd/actionlint"},
         ),
         Build("coredns", COREDNS_VERSION, {"coredns": "."}, real=True, static=True),
         Build("pause", PAUSE_VERSION, {"pause": "."}, real=True, static=True),

@@ -1,7 +1,8 @@
 """The container images of the bed's real nodes, their names in one place, built offline
 (no registry is reachable) and cached by a hash of their inputs.
 
-- the product's image, by deploy/image/build.sh (its name is the chart's);
+- the product's image, from the repository's Dockerfile by deploy/image/build.sh (buildah,
+  a Debian base made offline; its name is the chart's);
 - the pause image and CoreDNS's, each one static binary of ours or theirs (clusters/gomod);
 - the training image: Debian 13 with Python 3, PyTorch 2.6 for CPU (Debian's python3-torch,
   built with gloo; Debian 12's 1.13 has a torchrun that fails on its Python 3.11), Open MPI 5
@@ -35,8 +36,9 @@ DEBIAN_MIRROR = "http://deb.debian.org/debian"
 EXAMPLES_TRAIN = REPO_ROOT / "examples" / "train"
 TRAINING_FILES = Path(__file__).resolve().parent / "training_image"
 # What the product's image holds: a change to any of these rebuilds it.
-PRODUCT_SOURCES = ("pyproject.toml", "kubecontrol", "trainjob", "dispatcher", "worker_controller",
-                   "kubectl_trainjob", "deploy/image")  # fmt: skip
+PRODUCT_SOURCES = ("Dockerfile", ".dockerignore", "pyproject.toml", "clusters", "kubecontrol",
+                   "trainjob", "dispatcher", "worker_controller", "kubectl_trainjob", "demo",
+                   "deploy/image")  # fmt: skip
 
 
 def product_image_name() -> str:
@@ -119,8 +121,12 @@ TRAINING = Image(
 PRODUCT = Image("product", product_image_name())
 ALL = (PAUSE, COREDNS, TRAINING, PRODUCT)
 # Public images the examples name, and the bed's own with the same tools in their place (the
-# bed reaches no registry): PyTorch with torchrun, python3 and bash.
-STAND_INS = {"docker.io/pytorch/pytorch:2.6.0-cuda12.4-cudnn9-runtime": TRAINING.name}
+# bed reaches no registry; real nodes also hold them under the public names): PyTorch with
+# torchrun, python3 and bash; Debian 12's Python 3.11.
+STAND_INS = {
+    "docker.io/pytorch/pytorch:2.6.0-cuda12.4-cudnn9-runtime": TRAINING.name,
+    "docker.io/library/python:3.11-slim-bookworm": PRODUCT.name,
+}
 
 
 def for_the_bed(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:

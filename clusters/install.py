@@ -179,7 +179,13 @@ def install_overlay(
             for hook in doc.get("webhooks") or []:
                 webhook_url(hook, webhook_port)
         applier.apply(doc)
-    reader = metrics_reader_token(api) if any(_serves_metrics(d) for d in deployments) else None
+    readers = [
+        d["metadata"]["name"]
+        for d in docs
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith("-metrics-reader")
+    ]
+    serves = any(_serves_metrics(d) for d in deployments)
+    reader = metrics_reader_token(api, readers[0]) if serves and readers else None
     replicas = []
     for dep, index, health, webhook, port in plans:
         metrics = port if _serves_metrics(dep) else None
@@ -207,9 +213,9 @@ def _serves_metrics(dep: Dict) -> bool:
 METRICS_READER = "trainjob-bed-metrics"  # the bed's scraper, as a Prometheus would be
 
 
-def metrics_reader_token(api: client.ApiClient) -> str:
+def metrics_reader_token(api: client.ApiClient, cluster_role: str) -> str:
     """A token of the bed's scraper identity on this cluster: a ServiceAccount bound to the
-    install's trainjob-metrics-reader ClusterRole, as a platform team binds its Prometheus."""
+    install's metrics reader ClusterRole, as a platform team binds its Prometheus."""
     namespace = "kube-system"
     Applier(api).apply_all(
         [
@@ -221,11 +227,11 @@ def metrics_reader_token(api: client.ApiClient) -> str:
             {
                 "apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "ClusterRoleBinding",
-                "metadata": {"name": METRICS_READER},
+                "metadata": {"name": f"{METRICS_READER}-{cluster_role}"},
                 "roleRef": {
                     "apiGroup": "rbac.authorization.k8s.io",
                     "kind": "ClusterRole",
-                    "name": "trainjob-metrics-reader",
+                    "name": cluster_role,
                 },
                 "subjects": [
                     {"kind": "ServiceAccount", "name": METRICS_READER, "namespace": namespace}

@@ -279,7 +279,7 @@ def test_metrics_are_served_only_to_callers_allowed_to_read_them(
         with pytest.raises(urllib.error.HTTPError) as refused:
             metrics_text(ctrl, token="not-a-token")
         assert refused.value.code == 401
-        # A real identity of the cluster that is not bound to trainjob-metrics-reader.
+        # A real identity of the cluster that is not bound to the metrics reader ClusterRole.
         with pytest.raises(urllib.error.HTTPError) as forbidden:
             metrics_text(ctrl, token=replica_token(ctrl))
         assert forbidden.value.code == 403

@@ -34,3 +34,22 @@ def test_two_builds_of_the_image_give_the_same_digest(tmp_path: Path) -> None:
     first, second = _build(tmp_path / "a.tar"), _build(tmp_path / "b.tar")
     assert first == second
     assert (tmp_path / "a.tar").read_bytes() == (tmp_path / "b.tar").read_bytes()
+
+
+def test_the_image_runs_as_its_user_with_valid_bytecode_and_its_version() -> None:
+    """What the Dockerfile promises, read from the image the real nodes run."""
+    from clusters import images
+    from release import image_contents
+
+    archive = images.archive(images.PRODUCT)
+    config = image_contents.config(archive)["config"]
+    assert config["User"] == "65532:65532"
+    assert config["Cmd"] == ["trainjob-dispatcher", "--help"]
+    tag = images.PRODUCT.name.rsplit(":", 1)[1]
+    assert config["Labels"]["org.opencontainers.image.version"] == tag
+    # Debian's bytecode is hash-checked (PEP 552 flags 3): file times the build set do not make
+    # it stale, so a read-only, non-root container does not compile the standard library anew.
+    pyc = image_contents.read(archive, "/usr/lib/python3.11/__pycache__/os.cpython-311.pyc")
+    assert int.from_bytes(pyc[4:8], "little") == 3
+    passwd = image_contents.read(archive, "/etc/passwd").decode()
+    assert "trainjob:x:65532:65532:" in passwd

@@ -18,7 +18,7 @@ def _documented() -> dict[str, tuple[str, tuple[str, ...]]]:
     return {name: (kind, tuple(re.findall(r"`(\w+)`", labels))) for name, kind, labels in rows}
 
 
-def _served() -> dict[str, tuple[str, tuple[str, ...]]]:
+def served_series() -> dict[str, tuple[str, tuple[str, ...]]]:
     out = {}
     for collector in list(REGISTRY._collector_to_names):  # the series' metadata
         kind = getattr(collector, "_type", None)
@@ -30,7 +30,7 @@ def _served() -> dict[str, tuple[str, tuple[str, ...]]]:
 
 
 def test_every_series_is_documented_with_its_type_and_labels() -> None:
-    served, documented = _served(), _documented()
+    served, documented = served_series(), _documented()
     assert served, "no series found in the registry"
     assert {n: documented.get(n) for n in served} == served
     assert set(documented) <= set(served), set(documented) - set(served)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +11,7 @@ import pytest
 import yaml
 
 from clusters import chart
+from clusters.config import REPO_ROOT
 from clusters.errors import BedError
 from dispatcher.settings import DispatcherSettings
 from release import manifests
@@ -226,7 +229,7 @@ def test_metrics_are_served_over_https_to_callers_the_api_server_vouches_for() -
             "resources": ["subjectaccessreviews"],
             "verbs": ["create"],
         } in rules
-        reader = docs[("ClusterRole", "trainjob-metrics-reader")]
+        reader = docs[("ClusterRole", f"{name}-metrics-reader")]
         assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
 
 
@@ -338,11 +341,9 @@ def test_pull_secrets_pod_labels_annotations_and_resources_reach_the_pod() -> No
 
 
 def test_the_manager_and_a_worker_as_two_releases_on_one_cluster_share_no_object() -> None:
-    """Both roles render the metrics reader ClusterRole; the second release leaves it out."""
+    """Each role names its own cluster-scoped objects (the metrics readers included)."""
     manager = chart.template({"role": "manager"}, release="manager")
-    worker = chart.template(
-        {"role": "worker", "metrics": {"readerClusterRole": False}}, release="worker"
-    )
+    worker = chart.template({"role": "worker"}, release="worker")
 
     def names(docs: list[Dict]) -> set[tuple[str, str, str]]:
         return {
@@ -352,4 +353,121 @@ def test_the_manager_and_a_worker_as_two_releases_on_one_cluster_share_no_object
         }
 
     assert names(manager) & names(worker) == set()
-    assert ("ClusterRole", "", "trainjob-metrics-reader") in names(manager)
+    assert ("ClusterRole", "", "trainjob-dispatcher-metrics-reader") in names(manager)
+    assert ("ClusterRole", "", "trainjob-worker-controller-metrics-reader") in names(worker)
+
+
+# Series of kube-state-metrics the renewal alerts read (the CronJob's and its Jobs').
+KUBE_STATE_SERIES = {"kube_job_status_failed", "kube_cronjob_status_last_successful_time"}
+
+
+def _series_served() -> set[str]:
+    """Every series name the controllers serve, as Prometheus stores them."""
+    from tests.unit.test_metrics_doc import served_series
+
+    names = set()
+    for name, (kind, _) in served_series().items():
+        suffixes = ("_bucket", "_sum", "_count") if kind == "histogram" else ("",)
+        names |= {name + suffix for suffix in suffixes}
+    return names
+
+
+def _series_in(expr: str) -> set[str]:
+    """The series a PromQL expression reads; a syntax error fails as Prometheus would."""
+    import promql_parser
+
+    tree = promql_parser.parse(expr)
+    return set(re.findall(r'VectorSelector \{\s*name: Some\(\s*"([^"]+)"', repr(tree)))
+
+
+def test_the_alerts_parse_and_read_only_series_that_exist() -> None:
+    served = _series_served() | KUBE_STATE_SERIES
+    alerts = {}
+    for role in ("manager", "worker"):
+        docs = _by_kind(
+            chart.template(
+                {"role": role, "metrics": {"prometheusRule": {"enabled": True}}},
+                namespace="tj-system",
+            )
+        )
+        name = "trainjob-dispatcher" if role == "manager" else "trainjob-worker-controller"
+        rule = docs[("PrometheusRule", name)]
+        (group,) = rule["spec"]["groups"]
+        for item in group["rules"]:
+            read = _series_in(item["expr"])
+            assert read and read <= served, (item["alert"], read - served)
+            if not read <= KUBE_STATE_SERIES:  # the controller's own: this release's scrape
+                assert f'job="{name}-webhook"' in item["expr"], item
+                assert 'namespace="tj-system"' in item["expr"], item
+            assert item["labels"]["severity"] in ("warning", "critical")
+        alerts[role] = {item["alert"] for item in group["rules"]}
+    common = {"TrainJobControllerNoLeader", "TrainJobControllerAPIErrors",
+              "TrainJobControllerQueueBacklog"}  # fmt: skip
+    assert alerts["worker"] == common
+    assert alerts["manager"] == common | {
+        "TrainJobWorkerInactive",
+        "TrainJobWorkerSecretRenewalFailed",
+        "TrainJobWorkerSecretRenewalStale",
+    }
+    # Every alert is explained in the operations guide.
+    guide = (REPO_ROOT / "docs" / "operations.md").read_text()
+    assert all(f"`{alert}`" in guide for alert in alerts["manager"]), alerts
+
+
+def test_the_dashboard_reads_only_series_that_exist() -> None:
+    served = _series_served()
+    docs = _by_kind(
+        chart.template({"role": "manager", "metrics": {"dashboard": {"enabled": True}}})
+    )
+    config_map = docs[("ConfigMap", "trainjob-dispatcher-dashboard")]
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    (body,) = config_map["data"].values()
+    dashboard = json.loads(body)
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    read = set().union(*(_series_in(e) for e in exprs))
+    assert read <= served, read - served
+    # Every series a person watches (docs/operations.md) has a panel, histograms by buckets.
+    wanted = {"trainjob_leader", "trainjob_remote_cluster_active", "trainjob_api_errors_total",
+              "workqueue_depth", "trainjob_dispatch_latency_seconds_bucket",
+              "trainjob_progress_reports_total"}  # fmt: skip
+    assert wanted <= read, wanted - read
+    assert all('namespace="$namespace"' in e for e in exprs)
+
+
+def test_extra_volumes_are_mounted_into_the_controller() -> None:
+    volume = {"name": "kubeconfigs", "secret": {"secretName": "worker-kubeconfigs"}}
+    mount = {"name": "kubeconfigs", "mountPath": "/etc/multikueue/kubeconfigs", "readOnly": True}
+    docs = chart.template(
+        {"role": "manager", "extraVolumes": [volume], "extraVolumeMounts": [mount]}
+    )
+    (dep,) = [d for d in docs if d["kind"] == "Deployment"]
+    assert volume in dep["spec"]["template"]["spec"]["volumes"]
+    assert mount in _container(docs)["volumeMounts"]
+    with pytest.raises(BedError, match="mountPath"):
+        chart.template({"role": "manager", "extraVolumeMounts": [{"name": "x"}]})
+
+
+def test_one_file_names_the_image_for_every_kustomize_install(tmp_path: Path) -> None:
+    """deploy/image/kustomization.yaml, set once, changes the image in every deploy/ variant."""
+    import shutil
+    import subprocess
+
+    from clusters import builds
+
+    copy = tmp_path / "repo"
+    shutil.copytree(REPO_ROOT / "deploy", copy / "deploy")
+    shutil.copytree(REPO_ROOT / "crds", copy / "crds")
+    component = copy / "deploy/image/kustomization.yaml"
+    component.write_text(
+        component.read_text() + '  newName: registry.example.com/ml/trainjob\n  newTag: "9.9.9"\n'
+    )
+    variants = [p.parent for p in (copy / "deploy").rglob("kustomization.yaml")]
+    variants = [v for v in variants if v.name in ("manager", "worker")]
+    assert len(variants) == 6, variants
+    for variant in variants:
+        out = subprocess.run(
+            [str(builds.binary("kubectl")), "kustomize", str(variant)],
+            capture_output=True, text=True, check=True, timeout=60,
+        ).stdout  # fmt: skip
+        found = set(re.findall(r"image: (\S+)", out))
+        assert found == {"registry.example.com/ml/trainjob:9.9.9"}, (variant, found)
