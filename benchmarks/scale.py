@@ -1,4 +1,4 @@
-"""Benchmark: bursts across more workers, measured (issue 36).
+"""Benchmark: bursts across more workers, measured.
 
 For each worker count (2, 4, 8 by default) and each pipeline (ours, and the upstream peer as
 shipped; benchmarks/compare.py says what each is), a fresh bed of a manager and that many

@@ -19,11 +19,16 @@ from clusters.errors import BedError
 GOMOD_DIR = Path(__file__).resolve().parent / "gomod"
 MIN_GO = (1, 26)
 
-K8S_VERSION = "v1.36.3"
+# The Kubernetes the bed runs. TJ_K8S_VERSION picks another control plane for the version
+# matrix (`./run matrix`, docs/compatibility.md): one that has a wrapper module
+# clusters/gomod/kubernetes-<version>; kubectl and the real nodes' kubelet stay at the default.
+DEFAULT_K8S_VERSION = "v1.36.3"
+K8S_VERSION = os.environ.get("TJ_K8S_VERSION") or DEFAULT_K8S_VERSION
+K8S_MODULE = "kubernetes" if K8S_VERSION == DEFAULT_K8S_VERSION else f"kubernetes-{K8S_VERSION}"
 ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.8.0"
 KUEUE_VERSION = "v0.19.2"
-# The upstream pipeline our benchmark compares against (issue 14): the versions Kueue v0.19.2's
+# The upstream pipeline the comparison benchmark runs: the versions Kueue v0.19.2's
 # go.mod names.
 TRAINER_VERSION = "v2.2.1"
 # The Trainer release whose API and stock runtimes the product follows: the tests take its
@@ -107,7 +112,7 @@ BUILDS: dict[str, Build] = {
         ),
         # The peer pipeline's manager Kueue with its MultiKueue worker clients' rate limit lifted
         # (client-go's default 5 requests/s, burst 10, per resource type): a patched build,
-        # named as such, for benchmarks/compare.py's "peer-lifted" variant only (issue 36).
+        # named as such, for benchmarks/compare.py's "peer-lifted" variant only.
         Build(
             "kueue-lifted",
             KUEUE_VERSION,
@@ -127,25 +132,26 @@ BUILDS: dict[str, Build] = {
                 "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
             },
             _k8s_version_ldflags(K8S_VERSION),
+            module=K8S_MODULE,
         ),
         # kubectl from the same pinned module, so `kubectl apply -k deploy/...` and `kubectl
         # kustomize` work on machines without one (a build of its own: adding it to the one
         # above would rebuild the control plane).
         Build(
             "kubectl",
-            K8S_VERSION,
+            DEFAULT_K8S_VERSION,
             {"kubectl": "k8s.io/kubernetes/cmd/kubectl"},
-            _k8s_version_ldflags(K8S_VERSION),
+            _k8s_version_ldflags(DEFAULT_K8S_VERSION),
             module="kubernetes",
         ),
         Build(
             "kubelet",
-            K8S_VERSION,
+            DEFAULT_K8S_VERSION,
             {
                 "kubelet": "k8s.io/kubernetes/cmd/kubelet",
                 "kube-proxy": "k8s.io/kubernetes/cmd/kube-proxy",
             },
-            _k8s_version_ldflags(K8S_VERSION),
+            _k8s_version_ldflags(DEFAULT_K8S_VERSION),
             module="kubernetes",
             real=True,
         ),

@@ -1,4 +1,4 @@
-"""The upstream pipeline our benchmark compares with (issue 14), on the same bed topology.
+"""The upstream pipeline the comparison benchmark runs, on the same bed topology.
 
 Manager: Kueue v0.19.2 with its `MultiKueue` gate on and its own TrainJob integration
 (`trainer.kubeflow.org/trainjob` in `integrations.frameworks`), and the Trainer and JobSet CRDs.
@@ -32,7 +32,7 @@ JOBSET_MODULE = f"sigs.k8s.io/jobset@{builds.JOBSET_VERSION}"
 JOBSET_WEBHOOK, JOBSET_HEALTH, TRAINER_WEBHOOK, TRAINER_HEALTH = 0, 1, 2, 3
 WEBHOOK_CERT = "peer-webhook"  # the bed's serving certificate for both (127.0.0.1)
 # Who each controller runs as on a worker: the namespace and ServiceAccount its release's
-# manifests bind its RBAC to (issue 36: the same identity regime as ours, and audited).
+# manifests bind its RBAC to (the same identity regime as the product's, and audited).
 IDENTITIES = {
     "jobset": ("jobset-system", "jobset-controller-manager"),
     "trainer": ("kubeflow-system", "kubeflow-trainer-controller-manager"),
@@ -203,7 +203,7 @@ def kubeconfig(d: Path, name: str) -> Path:
     return d / f"{name}.kubeconfig"
 
 
-# What each project's release sets that bears on its speed, kept as shipped (issue 36):
+# What each project's release sets that bears on its speed, kept as shipped:
 # reconciler concurrency per kind and the API client's limits.
 SHIPPED_KEYS = ("controller", "clientConnection")
 

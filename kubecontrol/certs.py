@@ -116,8 +116,27 @@ def service_names(service: str, namespace: str) -> list[str]:
 
 
 def needs_renewal(material: Material | None, hosts: list[str], now: dt.datetime) -> str | None:
-    """Why `material` cannot serve `hosts` (None when it can): missing, unreadable, expiring
-    (a third of its life left), or not covering every host."""
+    """Why `material` should be replaced (None when it need not): it cannot serve `hosts`
+    (`unservable`), it is not as strict clients want it, or a third of its life is left."""
+    problem = unservable(material, hosts, now)
+    if problem is not None or material is None:
+        return problem or "missing"
+    ca = x509.load_pem_x509_certificate(material.ca_crt)
+    cert = x509.load_pem_x509_certificate(material.tls_crt)
+    if not (_strict(ca) and _strict(cert)):
+        return STRICT_PROBLEM
+    for c in (ca, cert):
+        life = c.not_valid_after_utc - c.not_valid_before_utc
+        if c.not_valid_after_utc - now < life / 3:
+            return f"expires on {c.not_valid_after_utc:%Y-%m-%d}"
+    return None
+
+
+def unservable(material: Material | None, hosts: list[str], now: dt.datetime) -> str | None:
+    """Why `material` cannot serve `hosts` at all (None when it can): missing, unreadable, not
+    signed by its CA, expired, or not covering every host. A standby serves what the leader
+    keeps as long as it can, even when the leader (perhaps of an older version, during a
+    rolling upgrade) has not renewed it yet."""
     if material is None:
         return "missing"
     try:
@@ -130,12 +149,9 @@ def needs_renewal(material: Material | None, hosts: list[str], now: dt.datetime)
         return "unreadable"
     if cert.issuer != ca.subject:
         return "not signed by its CA"
-    if not (_strict(ca) and _strict(cert)):
-        return STRICT_PROBLEM
     for c in (ca, cert):
-        life = c.not_valid_after_utc - c.not_valid_before_utc
-        if c.not_valid_after_utc - now < life / 3:
-            return f"expires on {c.not_valid_after_utc:%Y-%m-%d}"
+        if c.not_valid_after_utc <= now:
+            return f"expired on {c.not_valid_after_utc:%Y-%m-%d}"
     have = {str(n) for n in names.get_values_for_type(x509.DNSName)} | {
         str(n) for n in names.get_values_for_type(x509.IPAddress)
     }
@@ -321,6 +337,8 @@ class CertKeeper:
                 "restored" if kept else "issued",
                 problem,
             )
+        if material is None and unservable(found, self._hosts, now) is None:
+            material = found  # a standby serves it until the leader renews it
         if material is None:
             return  # a standby waits for the leader's Secret
         self._material = material

@@ -78,7 +78,10 @@ host_ca=${PIP_CERT:-${SSL_CERT_FILE:-}}
 if [[ -n $host_ca && -f $host_ca ]]; then
   ca=(--secret "id=pip-ca,src=$host_ca")
 fi
+# No build history (it would name this build's temporary paths) and no builder label: the
+# same inputs give the same digest, whatever the machine.
 buildah "${STORE[@]}" build --quiet --isolation chroot --network host --no-hosts --layers=false "${ca[@]}" \
+  --omit-history --identity-label=false \
   --timestamp "$SOURCE_DATE_EPOCH" --build-arg SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" \
   --build-arg BASE="$base_id" --build-arg VERSION="$TAG" \
   --file "$REPO/Dockerfile" --tag "$IMAGE" "$REPO" >&2

@@ -329,3 +329,11 @@ def test_up_again_repairs_a_partial_bed_and_keeps_the_rest(
     assert after[(worker, "kwok")].pid not in (None, before[(worker, "kwok")])
     unchanged = {k: s.pid for k, s in after.items() if k != (worker, "kwok")}
     assert unchanged == {k: v for k, v in before.items() if k != (worker, "kwok")}
+
+
+def test_every_api_server_runs_the_kubernetes_the_bed_is_built_for(bed: Bed) -> None:
+    """The version matrix (TJ_K8S_VERSION, `./run matrix`) runs what it names."""
+    from clusters.builds import K8S_VERSION
+
+    for c in bed.config.clusters:
+        assert client.VersionApi(bed.api(c.name)).get_code().git_version == K8S_VERSION

@@ -1,6 +1,6 @@
 """Bad input on the manager, by class: each case ends in a refusal or a condition that names it.
 
-The classes (issue 10) and where each is tested:
+The classes of bad input and where each is tested:
 1. Crash loops instead of conditions: garbage quantities are refused by the CRD
    (tests/worker/test_worker_controller.py::test_invalid_specs_are_rejected_naming_the_field);
    a Workload Kueue refuses is one Warning Event (tests/worker/test_kueue_integration.py::

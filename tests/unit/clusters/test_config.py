@@ -185,7 +185,7 @@ def test_peer_webhooks_are_renamed_per_project_and_served_on_loopback() -> None:
 
 def test_kueue_runs_with_its_shipped_concurrency_and_client_limits_on_every_bed() -> None:
     """Kueue's release sets per-kind reconciler concurrency (Workload: 10, ...) and its API
-    client's limits; both pipelines of the bed keep them (issue 36)."""
+    client's limits; both pipelines of the bed keep them."""
     shipped = shipped_config(
         builds.module_source_dir("kueue", f"sigs.k8s.io/kueue@{builds.KUEUE_VERSION}")
     )

@@ -10,7 +10,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 
-from kubecontrol.certs import Material, issue, needs_renewal, service_names
+from kubecontrol.certs import Material, issue, needs_renewal, service_names, unservable
 
 NOW = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
 HOSTS = [*service_names("tj-webhook", "tj-system"), "127.0.0.1"]
@@ -125,6 +125,19 @@ def test_a_ca_made_before_strict_checks_is_replaced_and_its_leaf_renewed() -> No
     assert needs_renewal(without, HOSTS, NOW) == "not to RFC 5280 (a strict client refuses it)"
     renewed = issue(HOSTS, NOW, without)
     assert renewed.ca_crt != without.ca_crt and renewed.previous_ca == without.ca_crt
+
+
+def test_a_standby_serves_what_the_leader_keeps_until_it_cannot() -> None:
+    """During a rolling upgrade the leader may be of a version that made its CA without key
+    identifiers, or may not have renewed yet: a standby of this version still serves with it
+    (and gets ready), as long as the certificate is valid and covers the Service."""
+    old = issue(HOSTS, NOW)
+    without = Material(_strip_ca(old), old.ca_key, old.tls_crt, old.tls_key)
+    assert unservable(without, HOSTS, NOW) is None
+    assert unservable(old, HOSTS, NOW + dt.timedelta(days=250)) is None  # renewal due
+    assert (unservable(old, HOSTS, NOW + dt.timedelta(days=400)) or "").startswith("expired on")
+    assert unservable(old, [*HOSTS, "other.example"], NOW) == "does not cover ['other.example']"
+    assert unservable(None, HOSTS, NOW) == "missing"
 
 
 def _strip_ca(material: Material) -> bytes:

@@ -335,7 +335,7 @@ OFFICIAL = {
 
 # Trainer v2.3 moved numProcPerNode from a runtime's torch policy to the TrainJob
 # (trainer.numProcPerNode): its models drop the runtime field. Our example, CRD and runtime
-# framework still carry it (open: issue 13, Trainer v2.3 field semantics).
+# framework still carry it (open: Trainer v2.3 field semantics).
 V23_DROPPED = [("spec", "mlPolicy", "torch", "numProcPerNode")]
 
 

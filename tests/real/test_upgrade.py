@@ -1,0 +1,503 @@
+"""Upgrades from 0.2.0 with TrainJobs queued, running and finishing, as docs/operations.md says:
+`kubectl apply` of the new deploy/, then (installed again with 0.2.0's chart) `helm upgrade`
+and `helm rollback`. Nothing is lost, nothing runs twice, no create is refused (but by a 0.2.0
+replica closing its port as it stops: see GOING_AWAY), and what the new version no longer has
+is gone once the documented steps are done.
+
+0.2.0 is installed by its own runbook (its docs/install.md, run as written from its tagged
+tree with its own commands), from its own image, built by its own build script. The product's
+pods are real: the kubelet rolls them from one image to the other.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from clusters import builds, images, nodes
+from clusters.bed import Bed
+from clusters.config import REPO_ROOT
+from clusters.install import worker_secret
+from clusters.kube import Applier, load_manifests
+from clusters.setup import queue_objects
+from tests.real.test_runbook import _clean_up, _merged_kubeconfig, _run_blocks, shell_blocks
+
+pytestmark = [pytest.mark.realnodes, pytest.mark.first, pytest.mark.timeout(2700)]
+
+OLD = "v0.2.0"
+NAMESPACE = "upgrade"
+GROUP, VERSION = "trainer.kubeflow.org", "v1alpha1"
+PART_OF = "app.kubernetes.io/part-of=trainjob-multicluster"
+# A runtime whose one pod sleeps as long as its TrainJob's SLEEP says, in the public Python
+# image (the bed holds it under that name).
+RUNTIME = yaml.safe_load(
+    """
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata:
+  name: upgrade-sleep
+  labels: {trainer.kubeflow.org/framework: torch}
+spec:
+  mlPolicy: {numNodes: 1, torch: {numProcPerNode: 1}}
+  template:
+    spec:
+      replicatedJobs:
+      - name: node
+        template:
+          metadata:
+            labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}
+          spec:
+            template:
+              spec:
+                containers:
+                - name: node
+                  image: docker.io/library/python:3.11-slim-bookworm
+                  command: [python3, -c, "import os, time; time.sleep(float(os.environ['SLEEP']))"]
+                  resources:
+                    requests: {cpu: 250m, memory: 32Mi}
+"""
+)
+
+
+def _trainjob(name: str, sleep: int) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "TrainJob",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": {"kueue.x-k8s.io/queue-name": "q"},
+        },
+        "spec": {
+            "runtimeRef": {"name": "upgrade-sleep"},
+            "trainer": {"env": [{"name": "SLEEP", "value": str(sleep)}]},
+        },
+    }
+
+
+@dataclass
+class Flight:
+    """What happens to the TrainJobs while the product changes under them: every Job seen on
+    each worker (by TrainJob name), and every create on the manager that was refused."""
+
+    bed: Bed
+    jobs: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
+    refused: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def watch_jobs(self) -> None:
+        while not self.stop.is_set():
+            for w in self.bed.config.workers:
+                batch = client.BatchV1Api(self.bed.api(w.name))
+                try:
+                    found = batch.list_namespaced_job(NAMESPACE).items
+                except client.ApiException:
+                    continue
+                for job in found:
+                    owners = [o.name for o in job.metadata.owner_references or []]
+                    for owner in owners:
+                        self.jobs.setdefault(owner, set()).add((w.name, job.metadata.uid))
+            time.sleep(0.5)
+
+    def submit(self, name: str, sleep: int) -> None:
+        custom = client.CustomObjectsApi(self.bed.api("manager"))
+        try:
+            custom.create_namespaced_custom_object(
+                GROUP, VERSION, NAMESPACE, "trainjobs", _trainjob(name, sleep)
+            )
+            self.created.append(name)
+        except client.ApiException as exc:
+            self.refused.append(f"{name}: {exc.status} {exc.body}")
+
+    def create_steadily(self, prefix: str, until: threading.Event) -> None:
+        n = 0
+        while not until.is_set():
+            n += 1
+            self.submit(f"{prefix}-{n}", 2)
+            until.wait(2)
+
+
+@pytest.fixture
+def flight(real_bed: Bed) -> Iterator[Flight]:
+    watched = Flight(real_bed)
+    thread = threading.Thread(target=watched.watch_jobs, daemon=True)
+    thread.start()
+    yield watched
+    watched.stop.set()
+    thread.join(timeout=10)
+
+
+def _old_tree(tmp: Path) -> Path:
+    tree = tmp / OLD
+    tree.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "archive", OLD], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return tree
+
+
+def _old_image(tree: Path) -> Path:
+    """0.2.0's image, built by 0.2.0's own script (cached: the tag does not move)."""
+    out = images.images_dir() / f"trainjob-multicluster-{OLD}.oci.tar"
+    if not out.exists():
+        tmp = out.with_suffix(".partial")
+        done = subprocess.run(
+            ["bash", str(tree / "deploy/image/build.sh")],
+            cwd=tree,
+            env={**os.environ, "OUT": str(tmp), "PYTHON": sys.executable},
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        tmp.rename(out)
+    return out
+
+
+def _env(bed: Bed, tmp: Path, old: Path | None = None) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(_merged_kubeconfig(bed, tmp / "kubeconfig")),
+        "PATH": os.pathsep.join(
+            [
+                str(Path(sys.executable).parent),
+                str(builds.binary("kubectl").parent),
+                str(builds.binary("helm").parent),
+                os.environ["PATH"],
+            ]
+        ),
+    }
+    if old is not None:  # the commands on PATH run 0.2.0's code
+        env["PYTHONPATH"] = str(old)
+    return env
+
+
+def _blocks(page: str, section: str, subsection: str | None = None) -> list[str]:
+    """The bash blocks of `## section`, before its first `###` or of `### subsection` only."""
+    text = (REPO_ROOT / "docs" / page).read_text()
+    start = text.index(f"\n## {section}\n")
+    end = text.find("\n## ", start + 1)
+    body = text[start:end]
+    if subsection is None:
+        cut = body.find("\n### ")
+        return shell_blocks(body[: cut if cut != -1 else None])
+    head = body.index(f"\n### {subsection}\n")
+    return shell_blocks(body[head:])
+
+
+def _run_in(blocks: list[str], env: dict[str, str], what: str, cwd: Path = REPO_ROOT) -> float:
+    if cwd == REPO_ROOT:
+        return _run_blocks(blocks, env, what)
+    start = time.monotonic()
+    for number, block in enumerate(blocks, 1):
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", block],
+            cwd=cwd, env=env, capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+        print(f"--- {what} block {number}\n{done.stdout}{done.stderr}", file=sys.stderr)
+        assert done.returncode == 0, f"{what}, block {number}:\n{block}\n{done.stderr}"
+    return time.monotonic() - start
+
+
+def _images(bed: Bed) -> dict[str, str]:
+    out = {}
+    for c in bed.config.clusters:
+        apps = client.AppsV1Api(bed.api(c.name))
+        (dep,) = apps.list_namespaced_deployment("trainjob-system", label_selector=PART_OF).items
+        (container,) = dep.spec.template.spec.containers
+        out[c.name] = container.image
+    return out
+
+
+def _rbac(bed: Bed, cluster: str) -> set[str]:
+    rbac = client.RbacAuthorizationV1Api(bed.api(cluster))
+    return {
+        f"ClusterRole/{r.metadata.name}"
+        for r in rbac.list_cluster_role(label_selector=PART_OF).items
+    } | {
+        f"ClusterRoleBinding/{r.metadata.name}"
+        for r in rbac.list_cluster_role_binding(label_selector=PART_OF).items
+    }
+
+
+def _rendered_rbac(root: Path, role: str) -> set[str]:
+    """The cluster-wide RBAC a role's deploy/ holds (the workers' opt-in view access aside:
+    neither runbook nor chart applies it by default)."""
+    docs = load_manifests((root / "deploy" / role / "manifests.yaml").read_text())
+    return {
+        f"{d['kind']}/{d['metadata']['name']}"
+        for d in docs
+        if d["kind"] in ("ClusterRole", "ClusterRoleBinding")
+    }
+
+
+def _running(bed: Bed) -> int:
+    """Pods of the in-flight TrainJobs running on the workers now."""
+    count = 0
+    for w in bed.config.workers:
+        pods = client.CoreV1Api(bed.api(w.name)).list_namespaced_pod(NAMESPACE).items
+        count += sum(p.status.phase == "Running" for p in pods)
+    return count
+
+
+def _wait(what: str, check: Any, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(2)
+
+
+def _answering(bed: Bed) -> None:
+    """Until every cluster's webhooks answer a TrainJob create (a server-side dry run)."""
+
+    def answers(cluster: str) -> bool:
+        custom = client.CustomObjectsApi(bed.api(cluster))
+        try:
+            custom.create_namespaced_custom_object(
+                GROUP, VERSION, NAMESPACE, "trainjobs", _trainjob("probe", 1), dry_run="All"
+            )
+        except client.ApiException:
+            return False
+        return True
+
+    for c in bed.config.clusters:
+        _wait(f"{c.name}: the webhooks answer", lambda c=c: answers(c.name), 120)
+
+
+def _launch(f: Flight, batch: str) -> None:
+    """Six TrainJobs of 20 s: four fit the manager's quota at once, two wait in its queue."""
+    for n in range(6):
+        f.submit(f"{batch}-{n}", 20)
+    _wait(f"{batch}: TrainJobs running", lambda: _running(f.bed) >= 2, 180)
+
+
+def _during(f: Flight, prefix: str, blocks: list[str], env: dict[str, str], what: str) -> float:
+    """The blocks run while a TrainJob is created every 2 s on the manager."""
+    done = threading.Event()
+    creator = threading.Thread(target=f.create_steadily, args=(prefix, done), daemon=True)
+    creator.start()
+    try:
+        return _run_in(blocks, env, what)
+    finally:
+        time.sleep(4)  # and a moment after
+        done.set()
+        creator.join(timeout=30)
+
+
+def _all_complete(f: Flight, timeout: float = 900) -> None:
+    custom = client.CustomObjectsApi(f.bed.api("manager"))
+
+    def states() -> dict[str, str]:
+        out = {}
+        for tj in custom.list_namespaced_custom_object(GROUP, VERSION, NAMESPACE, "trainjobs")[
+            "items"
+        ]:
+            conds = {
+                c["type"]: c["status"] for c in (tj.get("status") or {}).get("conditions") or []
+            }
+            name = tj["metadata"]["name"]
+            out[name] = next((t for t in ("Complete", "Failed") if conds.get(t) == "True"), "")
+        return out
+
+    _wait("every TrainJob finished", lambda: all(states().values()), timeout)
+    final = states()
+    assert set(final) == set(f.created), "a TrainJob was lost or appeared"
+    assert all(s == "Complete" for s in final.values()), {n: s for n, s in final.items()}
+
+
+# How an admission call fails when it meets a 0.2.0 replica that was told to stop: 0.2.0 closes
+# its port at once, before its endpoint has left the API server's routing (from 0.3.0 on, a
+# replica serves 5 s more, the chart's preStop).
+GOING_AWAY = ("connection reset by peer", "connection refused")
+
+
+def _no_create_refused(f: Flight, *from_old: str) -> None:
+    """No create was refused, but for a 0.2.0 replica going away while the product moved
+    from 0.2.0 (the phases named `from_old`). The rollback stops 0.3.0 replicas: none there."""
+    tolerated = [r for r in f.refused if r.startswith(from_old) and any(g in r for g in GOING_AWAY)]
+    print(f"[figure] creates refused by a 0.2.0 replica going away: {len(tolerated)}",
+          file=sys.stderr)  # fmt: skip
+    assert [r for r in f.refused if r not in tolerated] == []
+
+
+def _ran_once(f: Flight) -> None:
+    time.sleep(2)  # the Job watcher's last look
+    missing = [n for n in f.created if n not in f.jobs]
+    twice = {n: seen for n, seen in f.jobs.items() if len(seen) > 1}
+    # A TrainJob of 2 s may start and go between two looks: only the 20 s ones must be seen.
+    assert not [n for n in missing if n.split("-")[0] in ("kubectl", "helm", "rollback")]
+    assert not twice, f"run more than once: {twice}"
+
+
+def test_upgrades_from_0_2_0_lose_nothing_run_nothing_twice_and_refuse_no_create(
+    real_bed: Bed, flight: Flight, tmp_path: Path
+) -> None:
+    apps = client.AppsV1Api(real_bed.api("manager"))
+    assert not apps.list_namespaced_deployment("trainjob-system").items, "not an empty bed"
+    workers = [w.name for w in real_bed.config.workers]
+    old = _old_tree(tmp_path)
+    old_archive = _old_image(old)
+    for c in real_bed.config.clusters:
+        node = real_bed.node(c.name)
+        assert node is not None
+        nodes.ctr(node, "images", "import", "--no-unpack=false", str(old_archive))
+    _without_our_crds(real_bed)  # the bed applies this version's; 0.2.0's come with it
+    _without_our_namespace(real_bed)  # Leases and certificates an earlier install left
+    old_env, env = _env(real_bed, tmp_path, old), _env(real_bed, tmp_path)
+    old_image = yaml.safe_load((old / "charts/trainjob-multicluster/Chart.yaml").read_text())
+    old_ref = f"ghcr.io/trainjob-dev/trainjob-multicluster:{old_image['appVersion']}"
+    new_ref = images.PRODUCT.name
+
+    # 0.2.0, as its runbook installs it.
+    runbook = (old / "docs" / "install.md").read_text()
+    for worker in workers:
+        runbook = runbook.replace(f"https://{worker}.example.com:6443", real_bed.pod_server(worker))
+    took = _run_in(shell_blocks(runbook), old_env, f"{OLD} docs/install.md", cwd=old)
+    print(f"[figure] {OLD} installed by its runbook in {took:.0f} s", file=sys.stderr)
+    assert set(_images(real_bed).values()) == {old_ref}
+    # The in-flight TrainJobs' namespace: a MultiKueue queue of 1 CPU on the manager, 2 on
+    # each worker; the sleeping runtime everywhere.
+    Applier(real_bed.api("manager")).apply_all(
+        [RUNTIME, *queue_objects(NAMESPACE, "1", checks=["multikueue"], suffix="-upgrade")]
+    )
+    for w in workers:
+        Applier(real_bed.api(w)).apply_all(
+            [RUNTIME, *queue_objects(NAMESPACE, "2", suffix="-upgrade")]
+        )
+
+    try:
+        # kubectl apply of this version's deploy/, then the documented clean-up.
+        _launch(flight, "kubectl")
+        took = _during(flight, "during-kubectl", _blocks("operations.md", "Upgrade"), env,
+                       "operations.md, Upgrade (kubectl)")  # fmt: skip
+        print(f"[figure] kubectl upgrade of three clusters: {took:.0f} s", file=sys.stderr)
+        assert set(_images(real_bed).values()) == {new_ref}
+        for c in real_bed.config.clusters:
+            role = "manager" if c.name == "manager" else "worker"
+            assert _rbac(real_bed, c.name) == _rendered_rbac(REPO_ROOT, role), c.name
+        _all_complete(flight)
+        _ran_once(flight)
+        _no_create_refused(flight, "during-kubectl")
+
+        # 0.2.0 again, now with its chart; helm upgrade to this version, then helm rollback.
+        _run_in(_blocks("operations.md", "Uninstall"), env, "operations.md, Uninstall")
+        for ctx in [*workers, "manager"]:
+            role = "manager" if ctx == "manager" else "worker"
+            subprocess.run(
+                ["helm", "--kube-context", ctx, "install", "trainjob",
+                 str(old / "charts/trainjob-multicluster"), "-n", "trainjob-system",
+                 "--set", f"role={role}", "--wait", "--timeout", "5m"],
+                env=env, check=True, capture_output=True, text=True, timeout=400,
+            )  # fmt: skip
+            if role == "worker":  # its identity is new: the manager's Secret is made again
+                Applier(real_bed.api("manager")).apply_all(
+                    load_manifests(worker_secret(real_bed, ctx))
+                )
+        assert set(_images(real_bed).values()) == {old_ref}
+        _answering(real_bed)  # a fresh install: its leaders inject their CAs first
+        _launch(flight, "helm")
+        _during(flight, "during-helm", _blocks("operations.md", "Upgrade", "With Helm")[:1], env,
+                "operations.md, Upgrade with Helm")  # fmt: skip
+        assert set(_images(real_bed).values()) == {new_ref}
+        for c in real_bed.config.clusters:  # helm removed what the new chart no longer has
+            role = "manager" if c.name == "manager" else "worker"
+            assert _rbac(real_bed, c.name) == _rendered_rbac(REPO_ROOT, role), c.name
+        _launch(flight, "rollback")
+        _during(flight, "during-rollback", _blocks("operations.md", "Upgrade", "With Helm")[1:],
+                env, "operations.md, rollback with Helm")  # fmt: skip
+        assert set(_images(real_bed).values()) == {old_ref}
+        assert "ClusterRole/trainjob-metrics-reader" in _rbac(real_bed, "manager")
+        _all_complete(flight)
+        _ran_once(flight)
+        _no_create_refused(flight, "during-kubectl", "during-helm")
+        print(
+            f"[figure] upgrades: {len(flight.created)} TrainJobs created, all Complete, "
+            f"each run once, none refused",
+            file=sys.stderr,
+        )
+    finally:
+        _remove(real_bed, env)
+
+
+def _without_our_crds(bed: Bed) -> None:
+    names = [
+        yaml.safe_load(path.read_text())["metadata"]["name"]
+        for path in sorted((REPO_ROOT / "crds").glob("trainer.kubeflow.org_*.yaml"))
+    ]
+    for c in bed.config.clusters:
+        ext = client.ApiextensionsV1Api(bed.api(c.name))
+        for name in names:
+            try:
+                ext.delete_custom_resource_definition(name)
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+        def gone(ext: client.ApiextensionsV1Api = ext) -> bool:
+            have = {crd.metadata.name for crd in ext.list_custom_resource_definition().items}
+            return not have & set(names)
+
+        _wait(f"{c.name}: our CRDs gone", gone, 120)
+
+
+def _without_our_namespace(bed: Bed) -> None:
+    for c in bed.config.clusters:
+        core = client.CoreV1Api(bed.api(c.name))
+        try:
+            core.delete_namespace("trainjob-system")
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+
+        def gone(core: client.CoreV1Api = core) -> bool:
+            names = {n.metadata.name for n in core.list_namespace().items}
+            return "trainjob-system" not in names
+
+        _wait(f"{c.name}: namespace trainjob-system gone", gone, 180)
+
+
+def _remove(bed: Bed, env: dict[str, str]) -> None:
+    """Every release and object of this test, so that the other tests install their own."""
+    for c in bed.config.clusters:
+        subprocess.run(
+            ["helm", "--kube-context", c.name, "uninstall", "trainjob", "-n", "trainjob-system",
+             "--wait", "--timeout", "3m"],
+            env=env, check=False, capture_output=True, timeout=240,
+        )  # fmt: skip
+    _run_in(_blocks("operations.md", "Uninstall"), env, "operations.md, Uninstall (clean-up)")
+    for c in bed.config.clusters:
+        api = bed.api(c.name)
+        custom = client.CustomObjectsApi(api)
+        for tj in custom.list_namespaced_custom_object(GROUP, VERSION, NAMESPACE, "trainjobs")[
+            "items"
+        ]:
+            custom.patch_namespaced_custom_object(
+                GROUP, VERSION, NAMESPACE, "trainjobs", tj["metadata"]["name"],
+                {"metadata": {"finalizers": None}},
+            )  # fmt: skip
+        try:
+            client.CoreV1Api(api).delete_namespace(NAMESPACE)
+            custom.delete_cluster_custom_object(
+                GROUP, VERSION, "clustertrainingruntimes", "upgrade-sleep"
+            )
+            custom.delete_cluster_custom_object(
+                "kueue.x-k8s.io", "v1beta2", "clusterqueues", "cq-upgrade"
+            )
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+    _clean_up(bed)
