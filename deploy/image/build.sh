@@ -67,6 +67,7 @@ if [[ -z ${BASE:-} ]]; then
   umoci gc --layout "$WORK/base"
   rm -rf "$WORK/bundle"
   BASE=oci:$WORK/base:bookworm
+  MADE_BASE=1
 fi
 
 say "image $IMAGE from the Dockerfile (buildah, base $BASE)"
@@ -96,13 +97,30 @@ rm -f "$OUT"
 # The archive names the image (the io.containerd.image.name annotation `ctr images import`
 # and `kind load image-archive` read; podman reads the same annotation).
 buildah "${STORE[@]}" push --quiet "$IMAGE" "oci:$WORK/oci:$IMAGE" >&2
-python3 - "$WORK/oci/index.json" "$IMAGE" <<'PY'
-import json, sys
-path, name = sys.argv[1:]
-index = json.load(open(path))
-for manifest in index["manifests"]:
-    manifest.setdefault("annotations", {})["io.containerd.image.name"] = name
-json.dump(index, open(path, "w"))
+# A base made here is named after this build's temporary path: its annotations go, so that
+# the same inputs give the same digest.
+python3 - "$WORK/oci" "$IMAGE" "${MADE_BASE:-}" <<'PY'
+import hashlib, json, os, sys
+layout, name, made_base = sys.argv[1:]
+index_path = os.path.join(layout, "index.json")
+index = json.load(open(index_path))
+for entry in index["manifests"]:
+    if made_base:
+        blob = os.path.join(layout, "blobs", *entry["digest"].split(":"))
+        manifest = json.load(open(blob))
+        notes = {k: v for k, v in manifest.get("annotations", {}).items()
+                 if not k.startswith("org.opencontainers.image.base.")}
+        manifest["annotations"] = notes
+        if not notes:
+            del manifest["annotations"]
+        body = json.dumps(manifest, separators=(",", ":")).encode()
+        digest = hashlib.sha256(body).hexdigest()
+        os.remove(blob)
+        with open(os.path.join(layout, "blobs", "sha256", digest), "wb") as out:
+            out.write(body)
+        entry["digest"], entry["size"] = f"sha256:{digest}", len(body)
+    entry.setdefault("annotations", {})["io.containerd.image.name"] = name
+json.dump(index, open(index_path, "w"))
 PY
 tar -C "$WORK/oci" --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner -cf "$OUT" .
 took=$(( $(date +%s) - start ))
