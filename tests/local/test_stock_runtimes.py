@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.support.builders import make_trainjob
 from tests.support.stock_runtimes import stock_runtimes
@@ -139,3 +140,31 @@ def test_torchtune_initializer_claim_is_made_and_mounted_as_jobset_does(name: st
         assert volumes == [
             {"name": "initializer", "persistentVolumeClaim": {"claimName": "initializer-tj"}}
         ]
+
+
+def test_torch_with_cache_runs_its_initializer_first_and_its_pods_know_the_trainjob() -> None:
+    """`torch-distributed-with-cache` (in Trainer's manifests beside the stock runtimes, and in
+    its chart): the node waits for the dataset initializer, and both find the TrainJob's name
+    through the `jobset.sigs.k8s.io/jobset-name` label of their pods, as under JobSet."""
+    from clusters import builds
+    from tests.support.stock_runtimes import MODULE
+    from worker_controller.builders import build_job
+
+    root = builds.module_source_dir("trainer", MODULE) / "manifests" / "base" / "runtimes"
+    runtime = yaml.safe_load(
+        (root / "data-cache" / "torch_distributed_with_cache.yaml").read_text()
+    )
+    tj = parse_trainjob(make_trainjob(runtimeRef={"name": runtime["metadata"]["name"]}))
+    info = build_runtime_info(tj, parse_runtime(runtime), runtime["spec"]["template"]["spec"])
+    by_name = {ps.name: ps for ps in info.pod_sets}
+    assert [d.name for d in by_name["node"].depends_on] == ["dataset-initializer"]
+    assert by_name["node"].role == "trainer"
+    owner = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+             "metadata": {"name": "tj", "namespace": "ns", "uid": "u-1"}}  # fmt: skip
+    for ps in info.pod_sets:
+        job = build_job(info, ps, 0, owner, suspend=True)
+        pod = job["spec"]["template"]
+        assert pod["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] == "tj"
+        (ctr,) = pod["spec"]["containers"]
+        ref = {e["name"]: e.get("valueFrom") for e in ctr["env"]}["TRAIN_JOB_NAME"]
+        assert ref["fieldRef"]["fieldPath"] == "metadata.labels['jobset.sigs.k8s.io/jobset-name']"
