@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -434,43 +434,52 @@ def test_upgrades_from_0_2_0_lose_nothing_run_nothing_twice_and_refuse_no_create
 
 
 def _without_our_crds(bed: Bed) -> None:
-    names = [
+    names = {
         yaml.safe_load(path.read_text())["metadata"]["name"]
         for path in sorted((REPO_ROOT / "crds").glob("trainer.kubeflow.org_*.yaml"))
-    ]
-    for c in bed.config.clusters:
-        ext = client.ApiextensionsV1Api(bed.api(c.name))
-        for name in names:
-            try:
-                ext.delete_custom_resource_definition(name)
-            except client.ApiException as exc:
-                if exc.status != 404:
-                    raise
-
-        def gone(ext: client.ApiextensionsV1Api = ext) -> bool:
-            have = {crd.metadata.name for crd in ext.list_custom_resource_definition().items}
-            return not have & set(names)
-
-        _wait(f"{c.name}: our CRDs gone", gone, 120)
+    }
+    _delete_all(
+        bed,
+        names,
+        lambda api: api.delete_custom_resource_definition,
+        lambda api: api.list_custom_resource_definition().items,
+        client.ApiextensionsV1Api,
+    )
 
 
 def _without_our_namespace(bed: Bed) -> None:
     """No namespace of ours, of the runbook's or of this test's left (an earlier install's
     Leases and certificates in the first; the second still going after the runbook test)."""
-    doomed = {"trainjob-system", "team-a", NAMESPACE}
+    _delete_all(
+        bed,
+        {"trainjob-system", "team-a", NAMESPACE},
+        lambda api: api.delete_namespace,
+        lambda api: api.list_namespace().items,
+        client.CoreV1Api,
+    )
+
+
+def _delete_all(
+    bed: Bed,
+    names: set[str],
+    delete: Callable[[Any], Callable[[str], object]],
+    listing: Callable[[Any], list[Any]],
+    api_class: Callable[[client.ApiClient], Any],
+) -> None:
+    """Delete the cluster-scoped objects `names` on every cluster and wait until they are gone."""
     for c in bed.config.clusters:
-        core = client.CoreV1Api(bed.api(c.name))
-        for name in doomed:
+        api = api_class(bed.api(c.name))
+        for name in names:
             try:
-                core.delete_namespace(name)
+                delete(api)(name)
             except client.ApiException as exc:
                 if exc.status != 404:
                     raise
 
-        def gone(core: client.CoreV1Api = core) -> bool:
-            return not doomed & {n.metadata.name for n in core.list_namespace().items}
+        def gone(api: Any = api) -> bool:
+            return not names & {o.metadata.name for o in listing(api)}
 
-        _wait(f"{c.name}: namespaces {sorted(doomed)} gone", gone, 180)
+        _wait(f"{c.name}: {sorted(names)} gone", gone, 180)
 
 
 def _remove(bed: Bed, env: dict[str, str]) -> None:
