@@ -4,6 +4,7 @@
 - the product's image, from the repository's Dockerfile by deploy/image/build.sh (buildah,
   a Debian base made offline; its name is the chart's);
 - the pause image and CoreDNS's, each one static binary of ours or theirs (clusters/gomod);
+- a Debian 12 image with its python3, standing in for the public python:3.11-slim-bookworm;
 - the training image: Debian 13 with Python 3, PyTorch 2.6 for CPU (Debian's python3-torch,
   built with gloo; Debian 12's 1.13 has a torchrun that fails on its Python 3.11), Open MPI 5
   with mpi4py and OpenSSH (client and server, configured for MPI between pods by
@@ -119,13 +120,23 @@ TRAINING = Image(
     env=("PATH=/usr/local/bin:/usr/bin:/bin", "USE_LIBUV=0", "PYTHONDONTWRITEBYTECODE=1"),
 )
 PRODUCT = Image("product", product_image_name())
-ALL = (PAUSE, COREDNS, TRAINING, PRODUCT)
+# Debian 12's Python 3.11, as the public python:3.11-slim-bookworm the runbook's check runtime
+# names: an image of its own, so that no other image answers to two names (the kubelet reports
+# a container's image by the first name its image has).
+PYTHON = Image(
+    "debian",
+    "localhost/trainjob-bed/python:3.11-bookworm",
+    packages=("python3",),
+    suite="bookworm",
+    env=("PATH=/usr/local/bin:/usr/bin:/bin",),
+)
+ALL = (PAUSE, COREDNS, TRAINING, PRODUCT, PYTHON)
 # Public images the examples name, and the bed's own with the same tools in their place (the
 # bed reaches no registry; real nodes also hold them under the public names): PyTorch with
 # torchrun, python3 and bash; Debian 12's Python 3.11.
 STAND_INS = {
     "docker.io/pytorch/pytorch:2.6.0-cuda12.4-cudnn9-runtime": TRAINING.name,
-    "docker.io/library/python:3.11-slim-bookworm": PRODUCT.name,
+    "docker.io/library/python:3.11-slim-bookworm": PYTHON.name,
 }
 
 
