@@ -140,6 +140,11 @@ STAND_INS = {
 }
 
 
+def names_of(image: Image) -> set[str]:
+    """Every name a real node holds `image` under: its own and the public ones it stands in for."""
+    return {image.name} | {public for public, own in STAND_INS.items() if own == image.name}
+
+
 def for_the_bed(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """`docs` with each container image the bed has a stand-in for replaced by it."""
 
