@@ -61,13 +61,13 @@ def _merged_kubeconfig(bed: Bed, out: Path) -> Path:
     return out
 
 
-def _run_blocks(blocks: list[str], env: dict[str, str], what: str) -> float:
+def _run_blocks(blocks: list[str], env: dict[str, str], what: str, cwd: Path = REPO_ROOT) -> float:
     start = time.monotonic()
     for number, block in enumerate(blocks, 1):
         began = time.monotonic()
         done = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", block],
-            cwd=REPO_ROOT,
+            cwd=cwd,
             env=env,
             capture_output=True,
             text=True,

@@ -36,6 +36,8 @@ from tests.real.test_runbook import _clean_up, _merged_kubeconfig, _run_blocks, 
 pytestmark = [pytest.mark.realnodes, pytest.mark.first, pytest.mark.timeout(2700)]
 
 OLD = "v0.2.0"
+# Its commit: a clone of main holds it even without the tag.
+OLD_COMMIT = "c175be9371e6092f3282c89469e1ee68384f3645"
 NAMESPACE = "upgrade"
 GROUP, VERSION = "trainer.kubeflow.org", "v1alpha1"
 PART_OF = "app.kubernetes.io/part-of=trainjob-multicluster"
@@ -143,7 +145,7 @@ def _old_tree(tmp: Path) -> Path:
     tree = tmp / OLD
     tree.mkdir()
     archive = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), "archive", OLD], capture_output=True, check=True
+        ["git", "-C", str(REPO_ROOT), "archive", OLD_COMMIT], capture_output=True, check=True
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     return tree
@@ -197,20 +199,6 @@ def _blocks(page: str, section: str, subsection: str | None = None) -> list[str]
         return shell_blocks(body[: cut if cut != -1 else None])
     head = body.index(f"\n### {subsection}\n")
     return shell_blocks(body[head:])
-
-
-def _run_in(blocks: list[str], env: dict[str, str], what: str, cwd: Path = REPO_ROOT) -> float:
-    if cwd == REPO_ROOT:
-        return _run_blocks(blocks, env, what)
-    start = time.monotonic()
-    for number, block in enumerate(blocks, 1):
-        done = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", block],
-            cwd=cwd, env=env, capture_output=True, text=True, timeout=900, check=False,
-        )  # fmt: skip
-        print(f"--- {what} block {number}\n{done.stdout}{done.stderr}", file=sys.stderr)
-        assert done.returncode == 0, f"{what}, block {number}:\n{block}\n{done.stderr}"
-    return time.monotonic() - start
 
 
 def _images(bed: Bed) -> dict[str, str]:
@@ -291,7 +279,7 @@ def _during(f: Flight, prefix: str, blocks: list[str], env: dict[str, str], what
     creator = threading.Thread(target=f.create_steadily, args=(prefix, done), daemon=True)
     creator.start()
     try:
-        return _run_in(blocks, env, what)
+        return _run_blocks(blocks, env, what)
     finally:
         time.sleep(4)  # and a moment after
         done.set()
@@ -336,8 +324,9 @@ def _no_create_refused(f: Flight, *from_old: str) -> None:
 
 def _ran_once(f: Flight) -> None:
     time.sleep(2)  # the Job watcher's last look
-    missing = [n for n in f.created if n not in f.jobs]
-    twice = {n: seen for n, seen in f.jobs.items() if len(seen) > 1}
+    jobs = {n: set(seen) for n, seen in dict(f.jobs).items()}  # its thread goes on writing
+    missing = [n for n in f.created if n not in jobs]
+    twice = {n: seen for n, seen in jobs.items() if len(seen) > 1}
     # A TrainJob of 2 s may start and go between two looks: only the 20 s ones must be seen.
     assert not [n for n in missing if n.split("-")[0] in ("kubectl", "helm", "rollback")]
     assert not twice, f"run more than once: {twice}"
@@ -366,7 +355,7 @@ def test_upgrades_from_0_2_0_lose_nothing_run_nothing_twice_and_refuse_no_create
     runbook = (old / "docs" / "install.md").read_text()
     for worker in workers:
         runbook = runbook.replace(f"https://{worker}.example.com:6443", real_bed.pod_server(worker))
-    took = _run_in(shell_blocks(runbook), old_env, f"{OLD} docs/install.md", cwd=old)
+    took = _run_blocks(shell_blocks(runbook), old_env, f"{OLD} docs/install.md", cwd=old)
     print(f"[figure] {OLD} installed by its runbook in {took:.0f} s", file=sys.stderr)
     assert set(_images(real_bed).values()) == {old_ref}
     # The in-flight TrainJobs' namespace: a MultiKueue queue of 1 CPU on the manager, 2 on
@@ -394,7 +383,7 @@ def test_upgrades_from_0_2_0_lose_nothing_run_nothing_twice_and_refuse_no_create
         _no_create_refused(flight, "during-kubectl")
 
         # 0.2.0 again, now with its chart; helm upgrade to this version, then helm rollback.
-        _run_in(_blocks("operations.md", "Uninstall"), env, "operations.md, Uninstall")
+        _run_blocks(_blocks("operations.md", "Uninstall"), env, "operations.md, Uninstall")
         for ctx in [*workers, "manager"]:
             role = "manager" if ctx == "manager" else "worker"
             subprocess.run(
@@ -490,7 +479,7 @@ def _remove(bed: Bed, env: dict[str, str]) -> None:
              "--wait", "--timeout", "3m"],
             env=env, check=False, capture_output=True, timeout=240,
         )  # fmt: skip
-    _run_in(_blocks("operations.md", "Uninstall"), env, "operations.md, Uninstall (clean-up)")
+    _run_blocks(_blocks("operations.md", "Uninstall"), env, "operations.md, Uninstall (clean-up)")
     for c in bed.config.clusters:
         api = bed.api(c.name)
         custom = client.CustomObjectsApi(api)
