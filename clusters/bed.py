@@ -565,32 +565,63 @@ class Bed:
                 for path in sorted(CRDS_DIR.glob("trainer.kubeflow.org_*.yaml"))
                 for doc in load_manifests(path.read_text())
             ]
+        kueue = self._kueue_api(spec)
+        applier.apply_all([*ours, *kueue])
+        applier.wait_crds_established(
+            [
+                crd["metadata"]["name"]
+                for crd in [*ours, *kueue]
+                if crd.get("kind") == "CustomResourceDefinition"
+            ]
+        )
+
+    def _kueue_api(self, spec: ClusterSpec) -> list[dict[str, Any]]:
+        """What the bed's Kueue process serves in a cluster: Kueue's CRDs, its namespace and
+        its webhook configurations, pointed at the process."""
         kueue_dir = builds.module_source_dir("kueue", f"sigs.k8s.io/kueue@{builds.KUEUE_VERSION}")
         url = f"https://127.0.0.1:{self.config.port(spec.name, Port.KUEUE_WEBHOOK)}"
         ca_pem = self.ca().cert_pem()
-        kueue_crds = build_crds(kueue_dir, url, ca_pem)
         namespace = {
             "apiVersion": "v1",
             "kind": "Namespace",
             "metadata": {"name": self.config.kueue_namespace},
         }
-        applier.apply_all(
-            [
-                *ours,
-                *kueue_crds,
-                namespace,
-                *build_webhook_configurations(
-                    kueue_dir, url, ca_pem, self.config.kueue_namespace, peer=is_peer
-                ),
-            ]
-        )
-        applier.wait_crds_established(
-            [
-                crd["metadata"]["name"]
-                for crd in [*ours, *kueue_crds]
-                if crd.get("kind") == "CustomResourceDefinition"
-            ]
-        )
+        return [
+            *build_crds(kueue_dir, url, ca_pem),
+            namespace,
+            *build_webhook_configurations(
+                kueue_dir, url, ca_pem, self.config.kueue_namespace, peer=self.config.is_peer
+            ),
+        ]
+
+    def take_out_kueue(self) -> None:
+        """Stop the bed's Kueue in every cluster and delete what it served (its CRDs with
+        their objects, its webhook configurations), so that Kueue can be installed in the
+        clusters as users install it. `bring_back_kueue` undoes both."""
+        for spec in self.config.clusters:
+            applier = Applier(self.api(spec.name))
+            kueue = self._kueue_api(spec)
+            applier.remove_all([o for o in kueue if o["kind"] == "CustomResourceDefinition"])
+            self.stop_component(spec.name, "kueue")
+            applier.remove_all([o for o in kueue if o["kind"].endswith("WebhookConfiguration")])
+            _say(f"{spec.name}: the bed's Kueue is out")
+
+    def bring_back_kueue(self, installed: list[dict[str, Any]]) -> None:
+        """Delete a Kueue installed in the clusters from the manifests `installed` (its
+        Deployment first, so that nothing puts finalizers back), then start the bed's Kueue
+        again with what it serves."""
+        for spec in self.config.clusters:
+            applier = Applier(self.api(spec.name))
+            applier.remove_all([o for o in installed if o["kind"] == "Deployment"])
+            applier.remove_all([o for o in installed if o["kind"] != "Deployment"])
+            kueue = self._kueue_api(spec)
+            applier.apply_all(kueue)
+            applier.wait_crds_established(
+                [o["metadata"]["name"] for o in kueue if o["kind"] == "CustomResourceDefinition"]
+            )
+            self._write_kueue_config(spec)
+            self.start_component(spec.name, "kueue", timeout=120)
+            _say(f"{spec.name}: the bed's Kueue is back")
 
     def _write_kwok_config(self, d: Path) -> None:
         run_ms = int(self.config.pod_run_seconds * 1000)

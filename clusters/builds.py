@@ -47,6 +47,7 @@ HELM_VERSION = "v3.22.0"
 PAUSE_VERSION = "1.0"  # our own (clusters/gomod/pause)
 # actionlint checks the release workflow (.github/workflows) in `./run test`.
 ACTIONLINT_VERSION = "v1.7.12"
+KIND_VERSION = "v0.33.0"
 TRAINER_PACKAGE = "github.com/kubeflow/trainer/v2"
 
 
@@ -77,6 +78,7 @@ class Build:
     module: str = ""  # wrapper module directory, when not the build's name
     peer: bool = False  # only the upstream peer pipeline needs it (built on demand)
     real: bool = False  # only real nodes need it (built on demand)
+    kind: bool = False  # only the kind path needs it (`./run kind`, built on demand)
     tags: list[str] = field(default_factory=list)
     static: bool = False  # CGO_ENABLED=0: the binary goes into an image without a libc
     # Unified diffs (files in the wrapper module) applied to a copy of `patched`'s source (a
@@ -104,11 +106,14 @@ BUILDS: dict[str, Build] = {
     for b in (
         Build("etcd", ETCD_VERSION, {"etcd": "."}),
         Build("kwok", KWOK_VERSION, {"kwok": "sigs.k8s.io/kwok/cmd/kwok"}),
+        # Static, as Kueue's own release builds it (CGO_ENABLED=0): the same binary runs as
+        # the bed's process and in the image of Kueue that its release manifests name.
         Build(
             "kueue",
             KUEUE_VERSION,
             {"kueue": "sigs.k8s.io/kueue/cmd/kueue"},
             [f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE_VERSION}"],
+            static=True,
         ),
         # The peer pipeline's manager Kueue with its MultiKueue worker clients' rate limit lifted
         # (client-go's default 5 requests/s, burst 10, per resource type): a patched build,
@@ -188,6 +193,15 @@ BUILDS: dict[str, Build] = {
             {"actionlint": "github.com/rhysd/actionlint/cmd/actionlint"},
         ),
         Build("coredns", COREDNS_VERSION, {"coredns": "."}, real=True, static=True),
+        # The kind path: kind itself, and kubeadm for its node image (clusters/kindnode.py).
+        Build("kind", KIND_VERSION, {"kind": "sigs.k8s.io/kind"}, kind=True),
+        Build(
+            "kubeadm",
+            DEFAULT_K8S_VERSION,
+            {"kubeadm": "k8s.io/kubernetes/cmd/kubeadm"},
+            _k8s_version_ldflags(DEFAULT_K8S_VERSION),
+            kind=True,
+        ),
         Build("pause", PAUSE_VERSION, {"pause": "."}, real=True, static=True),
         Build(
             "trainer",
@@ -348,7 +362,7 @@ def build_all(peer: bool = False, real: bool = False) -> dict[str, float]:
     check_go()
     times = {}
     for build in BUILDS.values():
-        if (peer or not build.peer) and (real or not build.real):
+        if (peer or not build.peer) and (real or not build.real) and not build.kind:
             times[build.name] = build_one(build)
     total = sum(times.values())
     if total:

@@ -4,6 +4,8 @@
 - the product's image, from the repository's Dockerfile by deploy/image/build.sh (buildah,
   a Debian base made offline; its name is the chart's);
 - the pause image and CoreDNS's, each one static binary of ours or theirs (clusters/gomod);
+- Kueue's, under the name its release manifests give it, for Kueue installed as users install
+  it (tests/real/test_runbook.py);
 - a Debian 12 image with its python3, standing in for the public python:3.11-slim-bookworm;
 - the training image: Debian 13 with Python 3, PyTorch 2.6 for CPU (Debian's python3-torch,
   built with gloo; Debian 12's 1.13 has a torchrun that fails on its Python 3.11), Open MPI 5
@@ -58,6 +60,8 @@ class Image:
     kind: str  # product | binary | debian
     name: str  # fully qualified, as containerd stores it
     binary: str = ""  # binary: the command from builds.BUILDS
+    path: str = ""  # binary: where the image holds it (default: /<binary>)
+    user: str = ""  # the image's user (default: root)
     entrypoint: tuple[str, ...] = ()
     packages: tuple[str, ...] = ()  # debian: what mmdebstrap includes
     suite: str = ""  # debian: the release
@@ -69,6 +73,7 @@ class Image:
         digest = hashlib.sha256(
             json.dumps(
                 [self.kind, self.name, self.packages, self.suite, self.env, self.customize]
+                + ([self.path, self.user] if self.path or self.user else [])
             ).encode()
         )
         if self.kind == "binary":
@@ -120,6 +125,17 @@ TRAINING = Image(
     env=("PATH=/usr/local/bin:/usr/bin:/bin", "USE_LIBUV=0", "PYTHONDONTWRITEBYTECODE=1"),
 )
 PRODUCT = Image("product", product_image_name())
+# Kueue as its release manifests name it (registry.k8s.io/kueue/kueue:<version>), built from its
+# module as its own release builds it: the static manager binary at /manager, user 65532, no
+# other file (its release image is distroless/static with that binary).
+KUEUE = Image(
+    "binary",
+    f"registry.k8s.io/kueue/kueue:{builds.KUEUE_VERSION}",
+    binary="kueue",
+    path="/manager",
+    user="65532:65532",
+    entrypoint=("/manager",),
+)
 # Debian 12's Python 3.11, as the public python:3.11-slim-bookworm the runbook's check runtime
 # names: an image of its own, so that no other image answers to two names (the kubelet reports
 # a container's image by the first name its image has).
@@ -130,7 +146,7 @@ PYTHON = Image(
     suite="bookworm",
     env=("PATH=/usr/local/bin:/usr/bin:/bin",),
 )
-ALL = (PAUSE, COREDNS, TRAINING, PRODUCT, PYTHON)
+ALL = (PAUSE, COREDNS, TRAINING, PRODUCT, PYTHON, KUEUE)
 # Public images the examples name, and the bed's own with the same tools in their place (the
 # bed reaches no registry; real nodes also hold them under the public names): PyTorch with
 # torchrun, python3 and bash; Debian 12's Python 3.11.
@@ -202,7 +218,9 @@ def build(image: Image) -> float:
             rootfs = Path(work) / "rootfs"
             if image.kind == "binary":
                 rootfs.mkdir()
-                shutil.copy2(builds.binary(image.binary), rootfs / image.binary)
+                target = rootfs / (image.path or image.binary).lstrip("/")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(builds.binary(image.binary), target)
             else:
                 _debian_rootfs(image, rootfs)
             pack(rootfs, image, Path(work), tmp)
@@ -253,6 +271,8 @@ def pack(rootfs: Path, image: Image, work: Path, out: Path) -> None:
         config.append(f"--config.entrypoint={arg}")
     for env in image.env:
         config.append(f"--config.env={env}")
+    if image.user:
+        config.append(f"--config.user={image.user}")
     _run(config)
     _run(["umoci", "gc", "--layout", str(layout)])
     index_path = layout / "index.json"

@@ -104,6 +104,49 @@ class Applier:
             with contextlib.suppress(NotFoundError):
                 self._resource(obj).delete(name=meta["name"], namespace=meta.get("namespace"))
 
+    def remove_all(self, objs: list[dict[str, Any]], timeout: float = 180.0) -> None:
+        """Delete each object and wait until every one is gone. The objects of a CRD being
+        deleted lose their finalizers on the way: with their controller stopped, nothing
+        else would remove them, and the CRD would never go."""
+        self.delete_all(objs)
+        deadline = time.monotonic() + timeout
+        while left := [obj for obj in objs if self._exists(obj)]:
+            for crd in left:
+                if crd["kind"] == "CustomResourceDefinition":
+                    self._drop_finalizers(crd)
+            if time.monotonic() > deadline:
+                names = ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in left)
+                raise BedError(f"still there {timeout:.0f}s after deletion: {names}")
+            time.sleep(0.5)
+
+    def _exists(self, obj: dict[str, Any]) -> bool:
+        meta = obj["metadata"]
+        try:
+            self._resource(obj).get(name=meta["name"], namespace=meta.get("namespace"))
+        except (NotFoundError, ResourceNotFoundError):
+            return False
+        return True
+
+    def _drop_finalizers(self, crd: dict[str, Any]) -> None:
+        spec = crd["spec"]
+        version = next(v["name"] for v in spec["versions"] if v.get("storage"))
+        try:
+            kind = self._dyn.resources.get(
+                api_version=f"{spec['group']}/{version}", kind=spec["names"]["kind"]
+            )
+            items = kind.get().items
+        except (NotFoundError, ResourceNotFoundError):
+            return
+        for item in items:
+            if item.metadata.finalizers:
+                with contextlib.suppress(NotFoundError):
+                    kind.patch(
+                        name=item.metadata.name,
+                        namespace=item.metadata.namespace,
+                        body={"metadata": {"finalizers": None}},
+                        content_type="application/merge-patch+json",
+                    )
+
     def wait_crds_established(self, names: list[str], timeout: float = 60.0) -> None:
         crds = self._dyn.resources.get(
             api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition"

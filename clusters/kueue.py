@@ -1,14 +1,19 @@
-"""Kueue's own manifests and config, rendered for a Kueue process serving webhooks on loopback."""
+"""Kueue's own manifests and config, rendered for a Kueue process serving webhooks on loopback,
+and its release manifests for Kueue installed as users install it."""
 
 from __future__ import annotations
 
 import base64
 import copy
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from clusters.errors import BedError
 from clusters.kube import load_manifests
 
 # Built-in Kueue integrations the bed enables, with the (group, resource) their webhooks watch.
@@ -176,3 +181,29 @@ def shipped_config(kueue_dir: Path) -> dict[str, Any]:
     path = kueue_dir / "config" / "components" / "manager" / "controller_manager_config.yaml"
     config: dict[str, Any] = yaml.safe_load(path.read_text())
     return config
+
+
+def release_manifests(kueue_dir: Path, image: str, kubectl: Path) -> str:
+    """Kueue's release manifests (its `manifests.yaml`), rendered from its module as its release
+    does: the manager's image set to `image` (`kustomize edit set image controller=...`), then
+    `config/default` built, here with kubectl's kustomize. The module cache is read-only: the
+    render works on a copy of `config/`."""
+    with tempfile.TemporaryDirectory(prefix="trainjob-kueue.") as work:
+        config = Path(work) / "config"
+        shutil.copytree(kueue_dir / "config", config)
+        for path in config.rglob("*"):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        manager = config / "components" / "manager" / "kustomization.yaml"
+        kustomization = yaml.safe_load(manager.read_text())
+        name, _, tag = image.rpartition(":")
+        kustomization["images"] = [{"name": "controller", "newName": name, "newTag": tag}]
+        manager.write_text(yaml.safe_dump(kustomization, sort_keys=False))
+        done = subprocess.run(
+            [str(kubectl), "kustomize", str(config / "default")],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if done.returncode != 0:
+        raise BedError(f"rendering Kueue's config/default failed: {done.stderr.strip()}")
+    return done.stdout

@@ -18,7 +18,8 @@ The changes, on every cluster:
 and on a manager in Replace mode, Kueue's `MultiKueue` feature gate is turned off (the
 dispatcher serves `kueue.x-k8s.io/multikueue`). Each change is listed on stderr; an input that
 already has them is written back unchanged. Kueue reads its configuration at start: restart
-`kueue-controller-manager` after applying.
+`kueue-controller-manager` after applying. With `--check` nothing is written: the command
+says what the input lacks and exits 1, or exits 0 when it has it all.
 """
 
 from __future__ import annotations
@@ -153,12 +154,23 @@ def main(argv: list[str] | None = None) -> int:
         help="the manager's MultiKueue mode: Replace turns Kueue's MultiKueue gate off; "
         "Coexist leaves it as it is (default: Replace)",
     )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 naming what the input lacks, 0 when it has it all",
+    )
     args = parser.parse_args(argv)
     try:
         out, said = change(sys.stdin.read(), role=args.role, mode=args.mode)
     except Exception as exc:  # the input's fault: say what, never a traceback
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    if args.check:
+        for line in said:
+            print(f"trainjob-kueue-config: not configured, would change {line}", file=sys.stderr)
+        if not said:
+            print(f"trainjob-kueue-config: configured for the {args.role}", file=sys.stderr)
+        return 1 if said else 0
     for line in said or ["nothing to change: the configuration has it all"]:
         print(f"trainjob-kueue-config: {line}", file=sys.stderr)
     sys.stdout.write(out)

@@ -1,10 +1,14 @@
-"""docs/install.md run as written, from a bed with nothing of ours to a TrainJob Complete on
-the manager; then docs/operations.md's uninstall, which keeps the CRDs and the TrainJobs.
+"""docs/install.md run as written, from a bed with nothing of ours (and no Kueue) to a TrainJob
+Complete on the manager; then docs/operations.md's uninstall, which keeps the CRDs and the
+TrainJobs.
 
 The blocks run in bash with kubectl contexts named manager, worker1 and worker2 (the bed's
-admin kubeconfigs, merged) and this repository's commands on PATH. The only substitution is
-each worker's address as the manager's pods reach it. Blocks fenced as `bash skip-in-test`
-(Kueue's installation: the bed runs Kueue itself) are not run.
+admin kubeconfigs, merged) and this repository's commands on PATH. The bed's own Kueue is taken
+out first and brought back after: step 1 installs Kueue from its release manifests, rendered
+from its module as its release renders them, with the image of Kueue the bed builds from that
+module. What is substituted: the manifests' URL by that file, their `imagePullPolicy: Always` by
+`IfNotPresent` (no registry is reachable), each worker's address as the manager's pods reach
+it. Blocks fenced as `bash skip-in-test` are not run.
 """
 
 from __future__ import annotations
@@ -20,13 +24,17 @@ import pytest
 import yaml
 from kubernetes import client
 
-from clusters import builds
+from clusters import builds, images
 from clusters.bed import Bed
 from clusters.config import REPO_ROOT
+from clusters.kube import load_manifests
+from clusters.kueue import release_manifests
 
 pytestmark = [pytest.mark.realnodes, pytest.mark.first, pytest.mark.timeout(1200)]
 
 DOCS = REPO_ROOT / "docs"
+KUEUE_RELEASES = "https://github.com/kubernetes-sigs/kueue/releases/download"
+KUEUE_MANIFESTS = f"{KUEUE_RELEASES}/{builds.KUEUE_VERSION}/manifests.yaml"
 FENCE = re.compile(r"^```(\S*)([^\n]*)\n(.*?)^```$", re.M | re.S)
 
 
@@ -111,11 +119,33 @@ def test_the_install_runbook_then_the_uninstall_keep_what_they_say(
         placeholder = f"https://{worker}.example.com:6443"
         assert placeholder in runbook
         runbook = runbook.replace(placeholder, real_bed.pod_server(worker))
-    took = _run_blocks(shell_blocks(runbook), env, "docs/install.md")
-    print(
-        f"runbook: empty bed -> TrainJob Complete on the manager in {took:.0f} s", file=sys.stderr
+    kueue = release_manifests(
+        builds.module_source_dir("kueue", f"sigs.k8s.io/kueue@{builds.KUEUE_VERSION}"),
+        images.KUEUE.name,
+        builds.binary("kubectl"),
     )
+    assert kueue.count("imagePullPolicy: Always") == 1, "Kueue's Deployment, and nothing else"
+    offline = tmp_path / "kueue-manifests.yaml"
+    offline.write_text(kueue.replace("imagePullPolicy: Always", "imagePullPolicy: IfNotPresent"))
+    assert KUEUE_MANIFESTS in runbook
+    runbook = runbook.replace(KUEUE_MANIFESTS, str(offline))
 
+    real_bed.take_out_kueue()
+    try:
+        took = _run_blocks(shell_blocks(runbook), env, "docs/install.md")
+        print(
+            f"runbook: a bed without Kueue -> TrainJob Complete on the manager in {took:.0f} s",
+            file=sys.stderr,
+        )
+        _the_trainjob_ran_and_the_uninstall_keeps_it(real_bed, workers, env)
+    finally:
+        _clean_up(real_bed)
+        real_bed.bring_back_kueue(load_manifests(kueue))
+
+
+def _the_trainjob_ran_and_the_uninstall_keeps_it(
+    real_bed: Bed, workers: set[str], env: dict[str, str]
+) -> None:
     custom = client.CustomObjectsApi(real_bed.api("manager"))
     trainjob = custom.get_namespaced_custom_object(
         "trainer.kubeflow.org", "v1alpha1", "team-a", "trainjobs", "install-check"
@@ -141,7 +171,6 @@ def test_the_install_runbook_then_the_uninstall_keep_what_they_say(
         "trainer.kubeflow.org", "v1alpha1", "team-a", "trainjobs", "install-check"
     )
     assert kept["metadata"]["uid"] == trainjob["metadata"]["uid"]
-    _clean_up(real_bed)
 
 
 def _clean_up(bed: Bed) -> None:

@@ -4,6 +4,7 @@ keys this product needs change, comments stay, and a second run changes nothing.
 from __future__ import annotations
 
 import copy
+import io
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 import yaml
 
 from clusters import builds
-from dispatcher.kueue_setup import EXTERNAL, KUEUE_TRAINJOB, change
+from dispatcher.kueue_setup import EXTERNAL, KUEUE_TRAINJOB, change, main
 
 Dict = dict[str, Any]
 
@@ -106,3 +107,25 @@ def test_helm_values_give_only_the_changed_values(kueue: Path) -> None:
 def test_anything_else_is_refused_with_a_reason(text: str) -> None:
     with pytest.raises(ValueError, match=r"\S"):
         change(text, role="worker")
+
+
+@pytest.mark.parametrize("role", ["worker", "manager"])
+def test_check_names_what_is_missing_and_passes_once_changed(
+    kueue: Path, role: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = _shipped_config(kueue)
+    monkeypatch.setattr("sys.stdin", io.StringIO(text))
+    assert main(["--role", role, "--check"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert f"would change integrations.externalFrameworks: added {EXTERNAL}" in err
+    assert ("featureGates.MultiKueue" in err) == (role == "manager")
+
+    changed, _ = change(text, role=role)
+    monkeypatch.setattr("sys.stdin", io.StringIO(changed))
+    assert main(["--role", role, "--check"]) == 0
+    assert capsys.readouterr() == ("", f"trainjob-kueue-config: configured for the {role}\n")
+    # A manager's configuration is not a worker's, nor the other way round, only for the gate.
+    monkeypatch.setattr("sys.stdin", io.StringIO(changed))
+    other = "worker" if role == "manager" else "manager"
+    assert main(["--role", other, "--check"]) == (0 if role == "manager" else 1)
