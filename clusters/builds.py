@@ -95,6 +95,10 @@ class Build:
         digest = hashlib.sha256()
         for fname in ("go.mod", "go.sum"):
             digest.update((self.module_dir / fname).read_bytes())
+        # The wrapper's own commands (pause's, CoreDNS's main.go); tools.go only pins modules.
+        for source in sorted(self.module_dir.glob("*.go")):
+            if source.name != "tools.go":
+                digest.update(source.read_bytes())
         digest.update(json.dumps([self.packages, self.ldflags, self.tags, self.static]).encode())
         for patch in self.patches:
             digest.update((self.module_dir / patch).read_bytes())
