@@ -109,6 +109,11 @@ def test_up_sh_makes_three_kind_clusters_where_the_runbook_trainjob_completes(
         "CONTAINERS_CONF": str(_containers_conf(conf)),
     }
     _down(env)
+    # kind's podman network without IPv6, as kind makes it where IPv6 is off: on the
+    # dual-stack network kind makes here, podman 4.3's DNS (aardvark-dns 1.4) at times answered
+    # a worker's name with its IPv6 address only, which the manager's IPv4 pods cannot reach.
+    subprocess.run(["podman", "network", "rm", "kind"], env=env, capture_output=True, check=False)
+    _run(["podman", "network", "create", "kind"], env)
     try:
         start = time.monotonic()
         _run(["bash", str(KIND / "up.sh")], env)
