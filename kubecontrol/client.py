@@ -425,16 +425,24 @@ class ApiClient:
     ) -> bytes:
         curl = self._borrow()
         chunks: list[bytes] = []
+        answered = False
         try:
             self._prepare(curl, method, path, query, body, content_type, accept, timeout, None)
             curl.setopt(pycurl.WRITEFUNCTION, chunks.append)
             _perform(curl, method, path)
+            answered = True
             data = b"".join(chunks)
             chunks.clear()  # the idle handle keeps its write callback, not the answer
             status = curl.getinfo(pycurl.RESPONSE_CODE)
             error = _request_error(curl, status, data) if status >= 400 else None
         finally:
-            self._give_back(curl)
+            if answered:
+                self._give_back(curl)
+            else:
+                # No answer: the next request starts afresh, its server's name looked up
+                # again (a handle keeps the addresses it resolved for a minute, and one that
+                # failed to connect would fail the same way while it has them).
+                curl.close()
         if error is not None:
             raise error
         return data

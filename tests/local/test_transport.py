@@ -39,6 +39,25 @@ def test_no_answer_is_a_transient_transport_error(silent_server: int) -> None:
     assert kube._transient(refused.value) and isinstance(refused.value, ConnectionError)
 
 
+def test_a_request_that_got_no_answer_leaves_no_handle_to_reuse(silent_server: int) -> None:
+    """A handle keeps the addresses it resolved for a minute: after a failed connect, the
+    next request must look the name up again, on a handle of its own."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()
+    api = ApiClient(
+        replace(loopback_client(silent_server).credentials, server=f"http://127.0.0.1:{port}")
+    )
+    for _ in range(3):
+        with pytest.raises(TransportError):
+            api.request("GET", "/api")
+        assert api._idle == []
+    answering = loopback_client(silent_server)
+    with pytest.raises(TransportError):
+        answering.request("GET", "/api", timeout=0.3)
+    assert answering._idle == []
+
+
 @pytest.fixture
 def refusing_server() -> Iterator[int]:
     """A loopback HTTP server that answers every request 429 with `Retry-After`, as the API
