@@ -39,7 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from clusters import builds, images
+from clusters import builds, images, nodes
 from clusters.errors import BedError
 
 K8S = builds.DEFAULT_K8S_VERSION
@@ -248,30 +248,7 @@ def _settings(rootfs: Path) -> None:
     kubelet.write_text(kubelet.read_text().rstrip("\n") + " --fail-cgroupv1=false\n")
     net = rootfs / "etc/cni/net.d"
     net.mkdir(parents=True, exist_ok=True)
-    (net / "10-kind-offline.conflist").write_text(
-        json.dumps(
-            {
-                "cniVersion": "0.4.0",
-                "name": "kind-offline",
-                "plugins": [
-                    {
-                        "type": "bridge",
-                        "bridge": "cni0",
-                        "isGateway": True,
-                        "ipMasq": True,
-                        "hairpinMode": True,
-                        "ipam": {
-                            "type": "host-local",
-                            "ranges": [[{"subnet": POD_SUBNET}]],
-                            "routes": [{"dst": "0.0.0.0/0"}],
-                        },
-                    },
-                    {"type": "portmap", "capabilities": {"portMappings": True}},
-                ],
-            },
-            indent=2,
-        )
-    )
+    (net / "10-kind-offline.conflist").write_text(nodes.bridge_network("kind-offline", POD_SUBNET))
     (rootfs / "kind/manifests").mkdir(parents=True, exist_ok=True)
     (rootfs / "kind/manifests/default-cni.yaml").write_text(
         "# The node image's pod network is a static CNI configuration\n"

@@ -341,10 +341,23 @@ disabled_plugins = {disabled!r}
 
 
 def cni_config(node: Node) -> str:
+    return bridge_network("tjbed", node.pod_cidr, node.state / "ipam")
+
+
+def bridge_network(name: str, subnet: str, ipam_dir: Path | None = None) -> str:
+    """A CNI network of one bridge (cni0) on `subnet`, the node its gateway, traffic out
+    masqueraded, ports mapped: a real node's, and a kind node's (clusters/kindnode.py)."""
+    ipam: dict[str, Any] = {
+        "type": "host-local",
+        "ranges": [[{"subnet": subnet}]],
+        "routes": [{"dst": "0.0.0.0/0"}],
+    }
+    if ipam_dir is not None:
+        ipam["dataDir"] = str(ipam_dir)
     return json.dumps(
         {
             "cniVersion": "1.0.0",
-            "name": "tjbed",
+            "name": name,
             "plugins": [
                 {
                     "type": "bridge",
@@ -352,12 +365,7 @@ def cni_config(node: Node) -> str:
                     "isGateway": True,
                     "ipMasq": True,
                     "hairpinMode": True,
-                    "ipam": {
-                        "type": "host-local",
-                        "dataDir": str(node.state / "ipam"),
-                        "ranges": [[{"subnet": node.pod_cidr}]],
-                        "routes": [{"dst": "0.0.0.0/0"}],
-                    },
+                    "ipam": ipam,
                 },
                 {"type": "portmap", "capabilities": {"portMappings": True}},
             ],
