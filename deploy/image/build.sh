@@ -12,7 +12,9 @@
 # it holds are listed in dist/image-packages.txt and dist/image-requirements.txt.
 # Needs root, buildah, and (without BASE) mmdebstrap and umoci; the network to Debian's mirror
 # and PyPI.
-#   Usage: [IMAGE=<registry>/<repository>:<tag>] [BASE=<image>] deploy/image/build.sh
+#   Usage: [IMAGE=<registry>/<repository>:<tag>] [BASE=<image>] [ARCH=amd64|arm64] deploy/image/build.sh
+# ARCH other than this host's builds through qemu-user (binfmt_misc, Debian's
+# qemu-user-static): every command of the Dockerfile then runs emulated.
 # IMAGE defaults to the chart's image (charts/trainjob-multicluster/values.yaml, the chart's
 # appVersion as the tag): the one place that names it.
 set -euo pipefail
@@ -22,6 +24,7 @@ MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 PYTHON=${PYTHON:-$REPO/.venv/bin/python}
 IMAGE=${IMAGE:-$(cd "$REPO" && "$PYTHON" -m clusters.chart --image)}
 TAG=${IMAGE##*:}
+ARCH=${ARCH:-$(dpkg --print-architecture)}
 if [[ -z ${SOURCE_DATE_EPOCH:-} ]]; then
   SOURCE_DATE_EPOCH=$(git -C "$REPO" log -1 --format=%ct 2>/dev/null || stat -c %Y "$REPO/pyproject.toml")
 fi
@@ -49,7 +52,7 @@ start=$(date +%s)
 if [[ -z ${BASE:-} ]]; then
   say "base: Debian 12 minbase from $MIRROR (mmdebstrap, umoci)"
   # As Docker Hub's debian:bookworm-slim: no documentation, manual pages or locales.
-  mmdebstrap --quiet --variant=minbase \
+  mmdebstrap --quiet --variant=minbase --architectures="$ARCH" \
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' \
     --customize-hook='rm -rf "$1"/var/log/* "$1"/var/cache/ldconfig/aux-cache "$1"/var/lib/apt/lists/*' \
@@ -62,7 +65,7 @@ if [[ -z ${BASE:-} ]]; then
   rm -rf "$WORK/bundle/rootfs" && mv "$WORK/rootfs" "$WORK/bundle/rootfs"
   umoci repack --history.created "$created" --history.created_by "mmdebstrap --variant=minbase bookworm" \
     --image "$WORK/base:bookworm" "$WORK/bundle"
-  umoci config --created "$created" --history.created "$created" --history.created_by "deploy/image/build.sh" \
+  umoci config --architecture "$ARCH" --created "$created" --history.created "$created" --history.created_by "deploy/image/build.sh" \
     --image "$WORK/base:bookworm" --config.env PATH=/usr/local/bin:/usr/bin:/bin --config.cmd bash
   umoci gc --layout "$WORK/base"
   rm -rf "$WORK/bundle"
@@ -71,7 +74,7 @@ if [[ -z ${BASE:-} ]]; then
 fi
 
 say "image $IMAGE from the Dockerfile (buildah, base $BASE)"
-buildah "${STORE[@]}" pull --quiet "$BASE" >/dev/null
+buildah "${STORE[@]}" pull --quiet --arch "$ARCH" "$BASE" >/dev/null
 base_id=$(buildah "${STORE[@]}" images --quiet --noheading | head -1)
 # A CA bundle this host's pip trusts (a TLS-inspecting proxy's) is lent to the build stage.
 ca=()
@@ -81,13 +84,13 @@ if [[ -n $host_ca && -f $host_ca ]]; then
 fi
 # No build history (it would name this build's temporary paths) and no builder label: the
 # same inputs give the same digest, whatever the machine.
-buildah "${STORE[@]}" build --quiet --isolation chroot --network host --no-hosts --layers=false "${ca[@]}" \
+buildah "${STORE[@]}" build --quiet --platform "linux/$ARCH" --isolation chroot --network host --no-hosts --layers=false "${ca[@]}" \
   --omit-history --identity-label=false \
   --timestamp "$SOURCE_DATE_EPOCH" --build-arg SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" \
   --build-arg BASE="$base_id" --build-arg VERSION="$TAG" \
   --file "$REPO/Dockerfile" --tag "$IMAGE" "$REPO" >&2
 # What the image holds, listed from the image itself.
-listing=$(buildah "${STORE[@]}" from --quiet "$IMAGE")
+listing=$(buildah "${STORE[@]}" from --quiet --arch "$ARCH" "$IMAGE")
 rootfs=$(buildah "${STORE[@]}" mount "$listing")
 chroot "$rootfs" dpkg-query -W -f '${Package}=${Version}\n' | sort > "$DIST/image-packages.txt"
 (cd "$rootfs"/usr/local/lib/python3*/dist-packages && ls -d *.dist-info) \
