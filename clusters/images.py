@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -209,7 +210,7 @@ def build(image: Image) -> float:
         stale.unlink()  # the same image from older inputs
     tmp = out.with_suffix(".tmp")
     if image.kind == "product":
-        _run(
+        run(
             ["bash", str(REPO_ROOT / "deploy/image/build.sh")],
             env={"OUT": str(tmp), "IMAGE": image.name},
         )
@@ -222,7 +223,7 @@ def build(image: Image) -> float:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(builds.binary(image.binary), target)
             else:
-                _debian_rootfs(image, rootfs)
+                debian_rootfs(image, rootfs)
             pack(rootfs, image, Path(work), tmp)
     tmp.rename(out)
     took = time.monotonic() - start
@@ -230,8 +231,8 @@ def build(image: Image) -> float:
     return took
 
 
-def _debian_rootfs(image: Image, rootfs: Path) -> None:
-    _run(
+def debian_rootfs(image: Image, rootfs: Path) -> None:
+    run(
         [
             "mmdebstrap",
             "--quiet",
@@ -259,13 +260,13 @@ def pack(rootfs: Path, image: Image, work: Path, out: Path) -> None:
     layout = work / "oci"
     tag = image.name.rsplit(":", 1)[1]
     ref = f"{layout}:{tag}"
-    _run(["umoci", "init", "--layout", str(layout)])
-    _run(["umoci", "new", "--image", ref])
+    run(["umoci", "init", "--layout", str(layout)])
+    run(["umoci", "new", "--image", ref])
     bundle = work / "bundle"
-    _run(["umoci", "unpack", "--image", ref, str(bundle)])
+    run(["umoci", "unpack", "--image", ref, str(bundle)])
     shutil.rmtree(bundle / "rootfs")
     rootfs.rename(bundle / "rootfs")
-    _run(["umoci", "repack", "--image", ref, str(bundle)])
+    run(["umoci", "repack", "--image", ref, str(bundle)])
     config = ["umoci", "config", "--image", ref]
     for arg in image.entrypoint:
         config.append(f"--config.entrypoint={arg}")
@@ -273,22 +274,22 @@ def pack(rootfs: Path, image: Image, work: Path, out: Path) -> None:
         config.append(f"--config.env={env}")
     if image.user:
         config.append(f"--config.user={image.user}")
-    _run(config)
-    _run(["umoci", "gc", "--layout", str(layout)])
+    run(config)
+    run(["umoci", "gc", "--layout", str(layout)])
     index_path = layout / "index.json"
     index = json.loads(index_path.read_text())
     for manifest in index["manifests"]:
         manifest.setdefault("annotations", {})["io.containerd.image.name"] = image.name
     index_path.write_text(json.dumps(index))
-    _run(["tar", "-C", str(layout), "-cf", str(out), "."])
+    run(["tar", "-C", str(layout), "-cf", str(out), "."])
 
 
-def _run(argv: list[str], env: dict[str, str] | None = None) -> None:
-    import os
-
+def run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a build step; a failure is a `BedError` with the step's last lines."""
     res = subprocess.run(
         argv, capture_output=True, text=True, check=False, env={**os.environ, **(env or {})}
     )
     if res.returncode != 0:
         tail = "\n".join((res.stdout + res.stderr).splitlines()[-20:])
         raise BedError(f"`{' '.join(argv[:3])} ...` failed (exit {res.returncode}):\n{tail}")
+    return res

@@ -97,14 +97,6 @@ def _say(msg: str) -> None:
     print(f"[kind-node {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def _run(*argv: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
-        raise BedError(f"`{' '.join(argv[:4])} ...` failed (exit {done.returncode}):\n{tail}")
-    return done
-
-
 def key() -> str:
     """A hash of everything the node image is made of."""
     digest = hashlib.sha256(Path(__file__).read_bytes())
@@ -137,7 +129,7 @@ def build() -> Path:
         control_plane = _control_plane_image(work)
         rootfs = work / "rootfs"
         _say("the node's root: Debian 12 and kind's files (mmdebstrap)")
-        images._debian_rootfs(
+        images.debian_rootfs(
             images.Image("debian", node_image(), packages=NODE_PACKAGES, suite="bookworm"), rootfs
         )
         _kind_files(rootfs)
@@ -163,7 +155,7 @@ def _control_plane_image(work: Path) -> Path:
     """One Debian 12 image with the control plane's commands in /usr/local/bin."""
     rootfs = work / "control-plane"
     _say("the control plane's image: Debian 12, iptables, the bed's Kubernetes and etcd")
-    images._debian_rootfs(CONTROL_PLANE, rootfs)
+    images.debian_rootfs(CONTROL_PLANE, rootfs)
     bin_dir = rootfs / "usr/local/bin"
     for name in CONTROL_PLANE_COMMANDS:
         shutil.copy2(builds.binary(name), bin_dir / name)
@@ -204,9 +196,10 @@ def _kind_files(rootfs: Path) -> None:
     if init.exists() or init.is_symlink():
         init.unlink()
     init.symlink_to("/usr/lib/systemd/systemd")
-    chroot = ("chroot", str(rootfs), "systemctl")
-    _run(*chroot, "enable", "kubelet.service", "containerd.service", "undo-mount-hacks.service")
-    _run(*chroot, "mask", "systemd-binfmt.service")
+    systemctl = ["chroot", str(rootfs), "systemctl"]
+    images.run([*systemctl, "enable", "kubelet.service", "containerd.service"])
+    images.run([*systemctl, "enable", "undo-mount-hacks.service"])
+    images.run([*systemctl, "mask", "systemd-binfmt.service"])
     (rootfs / "etc/kubernetes/manifests").mkdir(parents=True, exist_ok=True)
 
 
@@ -224,7 +217,7 @@ def _binaries(rootfs: Path) -> None:
         shutil.copy2(Path("/usr/lib/cni") / name, cni / name)
     # containerd's base runtime spec, as kind's base makes it (`ctr oci spec`, kind's hook for
     # the product files, no rlimits).
-    spec = json.loads(_run(str(builds.binary("ctr")), "oci", "spec").stdout)
+    spec = json.loads(images.run([str(builds.binary("ctr")), "oci", "spec"]).stdout)
     spec.setdefault("hooks", {}).setdefault("createContainer", []).append(
         {"path": "/kind/bin/mount-product-files.sh"}
     )
@@ -293,11 +286,11 @@ def _preload(rootfs: Path, work: Path, control_plane: Path) -> None:
             (images.archive(images.PAUSE), images.PAUSE.name, []),
         ]
         for path, name, aliases in loads:
-            _run(*ctr, "images", "import", "--label=io.cri-containerd.pinned=pinned",
-                 "--all-platforms", "--no-unpack", "--digests", str(path))  # fmt: skip
+            images.run([*ctr, "images", "import", "--label=io.cri-containerd.pinned=pinned",
+                        "--all-platforms", "--no-unpack", "--digests", str(path)])  # fmt: skip
             for alias in aliases:
-                _run(*ctr, "images", "tag", "--force", name, alias)
-        listed = _run(*ctr, "images", "ls", "-q").stdout.split()
+                images.run([*ctr, "images", "tag", "--force", name, alias])
+        listed = images.run([*ctr, "images", "ls", "-q"]).stdout.split()
         _say("preloaded: " + ", ".join(sorted(n for n in listed if not n.startswith("sha256:"))))
     finally:
         proc.terminate()
@@ -316,8 +309,8 @@ def load_into_podman(path: Path) -> str:
     name = node_image()
     have = subprocess.run(["podman", "image", "exists", name], capture_output=True, check=False)
     if have.returncode != 0:
-        image_id = _run("podman", "pull", "-q", f"oci-archive:{path}").stdout.split()[-1]
-        _run("podman", "tag", image_id, name)
+        image_id = images.run(["podman", "pull", "-q", f"oci-archive:{path}"]).stdout.split()[-1]
+        images.run(["podman", "tag", image_id, name])
     return name
 
 

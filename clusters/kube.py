@@ -170,7 +170,12 @@ class Applier:
 
 
 def render(overlay: Path) -> list[dict[str, Any]]:
-    """`kubectl kustomize <overlay>` with the bed's kubectl."""
+    """`kubectl kustomize <overlay>` with the bed's kubectl, as objects."""
+    return load_manifests(kustomize(overlay))
+
+
+def kustomize(overlay: Path) -> str:
+    """`kubectl kustomize <overlay>` with the bed's kubectl, as it prints it."""
     kubectl = binary("kubectl")
     if not kubectl.is_file():
         raise BedError(f"kubectl is not built yet ({kubectl}); run `python -m clusters build`")
@@ -179,7 +184,7 @@ def render(overlay: Path) -> list[dict[str, Any]]:
     )
     if out.returncode != 0:
         raise BedError(f"kubectl kustomize {overlay} failed:\n{out.stderr}")
-    return load_manifests(out.stdout)
+    return out.stdout
 
 
 TOKEN_SECONDS = 48 * 3600  # a bed lives for hours; a kubelet would refresh it

@@ -6,15 +6,14 @@ from __future__ import annotations
 import base64
 import copy
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from clusters.errors import BedError
-from clusters.kube import load_manifests
+from clusters import builds
+from clusters.kube import kustomize, load_manifests
 
 # Built-in Kueue integrations the bed enables, with the (group, resource) their webhooks watch.
 # TrainJob is deliberately absent: our own code is the TrainJob integration.
@@ -183,11 +182,12 @@ def shipped_config(kueue_dir: Path) -> dict[str, Any]:
     return config
 
 
-def release_manifests(kueue_dir: Path, image: str, kubectl: Path) -> str:
-    """Kueue's release manifests (its `manifests.yaml`), rendered from its module as its release
-    does: the manager's image set to `image` (`kustomize edit set image controller=...`), then
-    `config/default` built, here with kubectl's kustomize. The module cache is read-only: the
-    render works on a copy of `config/`."""
+def release_manifests(image: str) -> str:
+    """Kueue's release manifests (its `manifests.yaml`), rendered from the bed's Kueue module
+    as its release does: the manager's image set to `image` (`kustomize edit set image
+    controller=...`), then `config/default` built, here with the bed's kubectl. The module
+    cache is read-only: the render works on a copy of `config/`."""
+    kueue_dir = builds.module_source_dir("kueue", f"sigs.k8s.io/kueue@{builds.KUEUE_VERSION}")
     with tempfile.TemporaryDirectory(prefix="trainjob-kueue.") as work:
         config = Path(work) / "config"
         shutil.copytree(kueue_dir / "config", config)
@@ -198,12 +198,4 @@ def release_manifests(kueue_dir: Path, image: str, kubectl: Path) -> str:
         name, _, tag = image.rpartition(":")
         kustomization["images"] = [{"name": "controller", "newName": name, "newTag": tag}]
         manager.write_text(yaml.safe_dump(kustomization, sort_keys=False))
-        done = subprocess.run(
-            [str(kubectl), "kustomize", str(config / "default")],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    if done.returncode != 0:
-        raise BedError(f"rendering Kueue's config/default failed: {done.stderr.strip()}")
-    return done.stdout
+        return kustomize(config / "default")

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from clusters import builds, images, kindnode
 from clusters.config import REPO_ROOT
@@ -60,6 +61,28 @@ def host() -> None:
         modules.mkdir(parents=True)
 
 
+def test_kubeadm_finds_every_image_it_runs_in_the_node_image(host: None, tmp_path: Path) -> None:
+    """What `kubeadm init` runs, asked of kubeadm itself with kind's configuration for these
+    nodes (KIND_PATCHES): each image is one the node image preloads (the sandbox image
+    aside: containerd's is the bed's pause)."""
+    builds.build_one(builds.BUILDS["kubeadm"])
+    (patch,) = yaml.safe_load(kindnode.KIND_PATCHES)["kubeadmConfigPatches"]
+    config = {
+        **yaml.safe_load(patch),
+        "apiVersion": "kubeadm.k8s.io/v1beta4",
+        "kubernetesVersion": kindnode.K8S,
+    }
+    path = tmp_path / "kubeadm.yaml"
+    path.write_text(yaml.safe_dump(config))
+    listed = _run(
+        [str(builds.binary("kubeadm")), "config", "images", "list", "--config", str(path)],
+        dict(os.environ),
+    ).split()
+    runs = {name for name in listed if "/pause:" not in name}
+    assert len(runs) == len(listed) - 1, listed
+    assert runs <= {*kindnode.CONTROL_PLANE_NAMES, kindnode.COREDNS_NAME}, listed
+
+
 def test_up_sh_makes_three_kind_clusters_where_the_runbook_trainjob_completes(
     host: None, tmp_path: Path
 ) -> None:
@@ -73,11 +96,7 @@ def test_up_sh_makes_three_kind_clusters_where_the_runbook_trainjob_completes(
     node_image = kindnode.load_into_podman(kindnode.build())
     figures["builds_s"] = round(time.monotonic() - start)
 
-    kueue = release_manifests(
-        builds.module_source_dir("kueue", f"sigs.k8s.io/kueue@{builds.KUEUE_VERSION}"),
-        images.KUEUE.name,
-        builds.binary("kubectl"),
-    )
+    kueue = release_manifests(images.KUEUE.name)
     manifests = tmp_path / "kueue-manifests.yaml"
     manifests.write_text(kueue.replace("imagePullPolicy: Always", "imagePullPolicy: IfNotPresent"))
     config = tmp_path / "kind.yaml"
@@ -119,10 +138,9 @@ def test_up_sh_makes_three_kind_clusters_where_the_runbook_trainjob_completes(
         _run(["bash", str(KIND / "up.sh")], env)
         figures["up_sh_s"] = round(time.monotonic() - start)
         for cluster in CLUSTERS:  # the public name the runbook's runtime gives the bed's Python
-            for public, own in images.STAND_INS.items():
-                if own == images.PYTHON.name:
-                    _run(["podman", "exec", f"{cluster}-control-plane", "ctr", "-n", "k8s.io",
-                          "images", "tag", own, public], env)  # fmt: skip
+            for public in images.names_of(images.PYTHON) - {images.PYTHON.name}:
+                _run(["podman", "exec", f"{cluster}-control-plane", "ctr", "-n", "k8s.io",
+                      "images", "tag", images.PYTHON.name, public], env)  # fmt: skip
 
         kubectl = [str(builds.binary("kubectl")), "--kubeconfig", str(out / "manager")]
         start = time.monotonic()

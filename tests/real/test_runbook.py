@@ -119,11 +119,7 @@ def test_the_install_runbook_then_the_uninstall_keep_what_they_say(
         placeholder = f"https://{worker}.example.com:6443"
         assert placeholder in runbook
         runbook = runbook.replace(placeholder, real_bed.pod_server(worker))
-    kueue = release_manifests(
-        builds.module_source_dir("kueue", f"sigs.k8s.io/kueue@{builds.KUEUE_VERSION}"),
-        images.KUEUE.name,
-        builds.binary("kubectl"),
-    )
+    kueue = release_manifests(images.KUEUE.name)
     assert kueue.count("imagePullPolicy: Always") == 1, "Kueue's Deployment, and nothing else"
     offline = tmp_path / "kueue-manifests.yaml"
     offline.write_text(kueue.replace("imagePullPolicy: Always", "imagePullPolicy: IfNotPresent"))

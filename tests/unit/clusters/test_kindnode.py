@@ -44,9 +44,3 @@ def test_a_kind_whose_containerd_settings_moved_on_is_refused_by_name(rootfs: Pa
     config.write_text(config.read_text().replace("restrict_oom_score_adj = false", ""))
     with pytest.raises(BedError, match="restrict_oom_score_adj"):
         kindnode._settings(rootfs)
-
-
-def test_kubeadm_is_told_the_tags_of_the_bed_etcd_and_coredns() -> None:
-    assert f'imageTag: "{kindnode.ETCD_TAG}"' in kindnode.KIND_PATCHES
-    assert f"registry.k8s.io/etcd:{kindnode.ETCD_TAG}" in kindnode.CONTROL_PLANE_NAMES
-    assert kindnode.COREDNS_NAME.endswith(":" + kindnode.builds.COREDNS_VERSION)

@@ -13,11 +13,7 @@ from clusters.kueue import release_manifests
 
 @pytest.fixture(scope="module")
 def rendered() -> str:
-    kubectl = builds.binary("kubectl")
-    if not kubectl.is_file():
-        pytest.skip("kubectl is not built (`python -m clusters build`)")
-    kueue = builds.module_source_dir("kueue", f"sigs.k8s.io/kueue@{builds.KUEUE_VERSION}")
-    return release_manifests(kueue, images.KUEUE.name, kubectl)
+    return release_manifests(images.KUEUE.name)
 
 
 def test_the_release_manifests_name_the_release_image_and_kueues_names(rendered: str) -> None:
