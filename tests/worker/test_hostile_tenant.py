@@ -103,7 +103,12 @@ def test_a_pvc_under_the_claims_name_is_never_adopted_or_deleted(tenant: TrainJo
         "PersistentVolumeClaim 'data-grab' exists and was not made for this TrainJob"
         in (blocked["message"])
     )
-    assert any(reason == "NameTaken" for reason, _ in tenant.events("grab"))
+    # The Event is posted after the condition is written: wait for it, do not race it.
+    wait_for(
+        lambda: any(reason == "NameTaken" for reason, _ in tenant.events("grab")),
+        timeout=15,
+        what="the NameTaken Event on the TrainJob",
+    )
     assert tenant.jobs("grab") == []  # no pod mounts a claim that is not its own
     pvc = tenant.core.read_namespaced_persistent_volume_claim("data-grab", tenant.ns)
     assert pvc.metadata.resource_version == theirs.metadata.resource_version
