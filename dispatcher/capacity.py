@@ -123,11 +123,7 @@ def _quotas(cq: Dict) -> Quotas:
 
 def reserved(cq: Dict) -> Table:
     """Per (flavour, resource): what a ClusterQueue has reserved (status.flavorsReservation)."""
-    out: Table = {}
-    for flavor in (cq.get("status") or {}).get("flavorsReservation") or []:
-        for res in flavor.get("resources") or []:
-            out[(str(flavor["name"]), str(res["name"]))] = parse_quantity(res.get("total", 0))
-    return out
+    return _totals(cq, "flavorsReservation")
 
 
 def _lendable(cq: Dict, *, free_only: bool) -> Table:
@@ -256,3 +252,55 @@ def cohort_of(cq: Dict, all_cqs: list[Dict]) -> list[Dict]:
         if (o.get("spec") or {}).get("cohortName") == cohort
         and o["metadata"]["name"] != cq["metadata"]["name"]
     ]
+
+
+def _totals(cq: Dict, field: str) -> Table:
+    """Per (flavour, resource): the totals of one of a ClusterQueue's status lists."""
+    out: Table = {}
+    for flavor in (cq.get("status") or {}).get(field) or []:
+        for res in flavor.get("resources") or []:
+            out[(str(flavor["name"]), str(res["name"]))] = parse_quantity(res.get("total", 0))
+    return out
+
+
+BYTES = ("memory", "ephemeral-storage")
+BINARY = (("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10))
+
+
+def show_amount(resource: str, qty: Decimal) -> str:
+    """A quantity as a person writes it: bytes in the largest binary unit that divides them
+    (`1Ti`, `1536Mi`), anything else as `_show` does (`4`, `500m`)."""
+    if resource in BYTES or resource.startswith("hugepages-"):
+        for unit, size in BINARY:
+            if qty >= size and qty % size == 0:
+                return f"{int(qty // size)}{unit}"
+    return _show(qty)
+
+
+def quota_summary(cq: Dict) -> Dict:
+    """A ClusterQueue's quota and use, as a person reads them: per flavour and resource its
+    nominal quota, what is reserved (admitted and quota-reserved Workloads) and what is used
+    (admitted ones), with the reserved share of the quota; and its Workload counts."""
+    quotas, held, used = _quotas(cq), reserved(cq), _totals(cq, "flavorsUsage")
+    flavors: dict[str, list[Dict]] = {}
+    for (flavor, resource), nominal in quotas.nominal.items():
+        taken = held.get((flavor, resource), Decimal(0))
+        flavors.setdefault(flavor, []).append(
+            {
+                "name": resource,
+                "nominalQuota": show_amount(resource, nominal),
+                "reserved": show_amount(resource, taken),
+                "used": show_amount(resource, used.get((flavor, resource), Decimal(0))),
+                "share": float(min(taken / nominal, Decimal(1))) if nominal > 0 else 0.0,
+            }
+        )
+    status = cq.get("status") or {}
+    return {
+        "name": cq["metadata"]["name"],
+        "cohort": (cq.get("spec") or {}).get("cohortName") or (cq.get("spec") or {}).get("cohort"),
+        "active": _is_active(cq),
+        "pendingWorkloads": int(status.get("pendingWorkloads") or 0),
+        "reservingWorkloads": int(status.get("reservingWorkloads") or 0),
+        "admittedWorkloads": int(status.get("admittedWorkloads") or 0),
+        "flavors": [{"name": name, "resources": res} for name, res in flavors.items()],
+    }

@@ -156,6 +156,17 @@ class Registry:
         with self._lock:
             return self.remotes.get(name)
 
+    def known(self) -> list[tuple[str, RemoteCluster | None, str | None]]:
+        """Every worker this replica knows of, by name: its connection (None when it has no
+        usable kubeconfig) and why it has none."""
+        with self._lock:
+            remotes = dict(self.remotes)
+        problems = {name: message for name, (_, message) in dict(self._problems).items()}
+        return [
+            (name, remotes.get(name), problems.get(name))
+            for name in sorted(remotes.keys() | problems.keys())
+        ]
+
     def connect(self, mkc: Dict) -> None:
         """Connect to a MultiKueueCluster's worker with its vetted kubeconfig (again when that
         changed), or let the worker go when it has none: what every replica does, leading or

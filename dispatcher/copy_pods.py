@@ -116,6 +116,7 @@ def pod_summary(pod: Dict, worker: str) -> Dict:
         "creationTimestamp": (pod.get("metadata") or {}).get("creationTimestamp"),
         "ready": bool(statuses) and all(s.get("ready") for s in statuses),
         "restarts": sum(int(s.get("restartCount") or 0) for s in statuses),
+        "containers": [str(x.get("name")) for x in (pod.get("spec") or {}).get("containers") or []],
     }
 
 

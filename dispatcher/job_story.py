@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from dispatcher import copy_pods, log_tails, placements
+from dispatcher import copy_pods, log_tails, placements, worker_list
 from dispatcher.copy_pods import (
     PODS,
     READ_SECONDS,
@@ -35,7 +35,7 @@ from dispatcher.copy_pods import (
     pick_pod,
     pod_summary,
 )
-from kubecontrol.aggregated import ApiGroup, ApiRequest, Subresource, status
+from kubecontrol.aggregated import ApiGroup, ApiRequest, ClusterList, Subresource, status
 from kubecontrol.client import ApiException, TransportError
 from kubecontrol.objects import Dict
 from trainjob import constants as c
@@ -373,7 +373,8 @@ async def _open(request: web.Request) -> web.StreamResponse:
 
 
 def api(ctx: Context) -> ApiGroup:
-    """The group the dispatcher serves beside its webhooks."""
+    """The group the dispatcher serves beside its webhooks: a TrainJob's log and story, and
+    the list of workers (dispatcher/worker_list.py)."""
 
     async def log_handler(call: ApiRequest) -> web.StreamResponse:
         return await _log(ctx, call)
@@ -389,4 +390,5 @@ def api(ctx: Context) -> ApiGroup:
             Subresource("log", "TrainJobLog", log_handler),
             Subresource("story", "TrainJobStory", story_handler),
         ),
+        (ClusterList("workers", worker_list.KIND, worker_list.handler(ctx, f"{GROUP}/{VERSION}")),),
     )

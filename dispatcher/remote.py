@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from dispatcher.capacity import Fit, Table, cohort_of, fit, reserved
+from dispatcher.capacity import Fit, Table, cohort_of, fit, quota_summary, reserved
 from dispatcher.copies import COPY_KINDS, seen
 from kubecontrol.cluster import Cluster
 from kubecontrol.informer import Informer
@@ -288,6 +288,14 @@ class RemoteCluster:
             "pendingInClusterQueue": cq_status.get("pendingWorkloads"),
             "admittedInClusterQueue": cq_status.get("admittedWorkloads"),
         }
+
+    def queues(self) -> list[Dict] | None:
+        """The worker's ClusterQueues, quota and use (capacity.quota_summary), by name; None
+        while they are not known (not readable, or the worker unreachable)."""
+        if not self._readable((c.CLUSTER_QUEUE.kind,)):
+            return None
+        found = self._read[c.CLUSTER_QUEUE.kind].items()
+        return sorted((quota_summary(cq) for cq in found), key=lambda q: str(q["name"]))
 
     # ---- runtimes --------------------------------------------------------------------------
 

@@ -9,8 +9,9 @@ there; a request without it is refused (401), whatever its headers say. It trust
 headers only after that.
 
 What is served: the discovery documents of one group-version (`/apis`, `/apis/GROUP`,
-`/apis/GROUP/VERSION`) and GET on namespaced subresources,
-`/apis/GROUP/VERSION/namespaces/NS/RESOURCE/NAME/SUBRESOURCE`, each by its handler.
+`/apis/GROUP/VERSION`), GET on namespaced subresources,
+`/apis/GROUP/VERSION/namespaces/NS/RESOURCE/NAME/SUBRESOURCE`, and the list of cluster-scoped
+resources, `/apis/GROUP/VERSION/RESOURCE`, each by its handler.
 Errors are `Status` objects, as kubectl shows them.
 """
 
@@ -57,6 +58,28 @@ Handler = Callable[[ApiRequest], Awaitable[web.StreamResponse]]
 
 
 @dataclass(frozen=True)
+class ListRequest:
+    """One list of a cluster-scoped resource: of what, by whom."""
+
+    resource: str
+    caller: Caller
+    query: Mapping[str, str]
+    http: web.Request
+
+
+ListHandler = Callable[[ListRequest], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class ClusterList:
+    """A cluster-scoped resource of the group that is only ever listed, with what answers."""
+
+    name: str  # plural
+    kind: str  # of each item; the answer is `<kind>List`
+    handler: ListHandler
+
+
+@dataclass(frozen=True)
 class Subresource:
     """`RESOURCE/NAME` of the group's one resource, with what answers GET on it."""
 
@@ -71,6 +94,7 @@ class ApiGroup:
     version: str
     resource: str  # plural; namespaced
     subresources: tuple[Subresource, ...] = field(default=())
+    lists: tuple[ClusterList, ...] = field(default=())
 
     @property
     def group_version(self) -> str:
@@ -102,6 +126,16 @@ class ApiGroup:
                         "verbs": ["get"],
                     }
                     for sub in self.subresources
+                ]
+                + [
+                    {
+                        "name": item.name,
+                        "singularName": "",
+                        "namespaced": False,
+                        "kind": item.kind,
+                        "verbs": ["list"],
+                    }
+                    for item in self.lists
                 ],
             }
         return None
@@ -114,6 +148,7 @@ def status(code: int, message: str, reason: str = "") -> web.Response:
         401: "Unauthorized",
         403: "Forbidden",
         404: "NotFound",
+        405: "MethodNotAllowed",
         409: "Conflict",
         413: "RequestEntityTooLarge",
         422: "Invalid",
@@ -233,6 +268,7 @@ class AggregatedApi:
     def __init__(self, group: ApiGroup, front_proxy: FrontProxy) -> None:
         self.group, self.front_proxy = group, front_proxy
         self._subresources = {s.name: s for s in group.subresources}
+        self._lists = {item.name: item for item in group.lists}
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_get("/apis", self._discovery)
@@ -260,6 +296,8 @@ class AggregatedApi:
 
     async def _answer(self, request: web.Request) -> web.StreamResponse:
         parts = request.path.rstrip("/").split("/")[1:]
+        if len(parts) == 4:  # apis, group, version, resource
+            return await self._list(request, parts)
         # apis, group, version, namespaces, NS, resource, NAME, subresource
         if len(parts) != 8:
             return await self._discovery(request)
@@ -274,6 +312,19 @@ class AggregatedApi:
         call = ApiRequest(namespace, name, sub, caller, dict(request.query), request)
         log.debug("%s reads %s/%s/%s", caller.user, namespace, name, sub)
         return await handler.handler(call)
+
+    async def _list(self, request: web.Request, parts: list[str]) -> web.StreamResponse:
+        caller = self._caller(request)
+        if isinstance(caller, web.Response):
+            return caller
+        _, group, version, resource = parts
+        listed = self._lists.get(resource)
+        if (group, version) != (self.group.group, self.group.version) or listed is None:
+            return status(404, f"the path {request.path} is not served here")
+        if request.query.get("watch") in ("1", "true"):
+            return status(405, f"{resource} can be listed, not watched")
+        log.debug("%s lists %s", caller.user, resource)
+        return await listed.handler(ListRequest(resource, caller, dict(request.query), request))
 
 
 def query_int(query: Mapping[str, str], key: str, *, low: int, high: int) -> int | None:

@@ -5,7 +5,15 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from dispatcher.capacity import Fit, cohort_of, fit, pod_requests, podset_requests
+from dispatcher.capacity import (
+    Fit,
+    cohort_of,
+    fit,
+    pod_requests,
+    podset_requests,
+    quota_summary,
+    show_amount,
+)
 
 Dict = dict[str, Any]
 
@@ -170,3 +178,51 @@ def test_an_inactive_queue_has_no_room_now_but_is_no_reason_to_give_up() -> None
 def test_a_missing_local_queue_has_no_room_but_is_no_reason_to_give_up() -> None:
     got = fit(workload(("node", 1, {"cpu": "1"})), None, [], "q")
     assert (got.now, got.ever, got.why) == (False, True, "no LocalQueue q with its ClusterQueue")
+
+
+def test_quota_summary_says_quota_reserved_and_used_per_flavour_and_resource() -> None:
+    cq = cluster_queue(
+        flavors=[("default", {"cpu": "8", "memory": "16Gi"}), ("spot", {"cpu": "4"})],
+        reserved={"default": {"cpu": "6", "memory": "1Gi"}, "spot": {"cpu": "500m"}},
+        cohort="team",
+    )
+    cq["status"].update(
+        flavorsUsage=[{"name": "default", "resources": [{"name": "cpu", "total": "2"}]}],
+        pendingWorkloads=3,
+        admittedWorkloads=1,
+    )
+    summary = quota_summary(cq)
+    assert summary["name"] == "cq" and summary["cohort"] == "team" and summary["active"]
+    assert (summary["pendingWorkloads"], summary["admittedWorkloads"]) == (3, 1)
+    assert summary["reservingWorkloads"] == 0
+    default, spot = summary["flavors"]
+    assert default["name"] == "default"
+    assert default["resources"][0] == {
+        "name": "cpu",
+        "nominalQuota": "8",
+        "reserved": "6",
+        "used": "2",
+        "share": 0.75,
+    }
+    assert default["resources"][1]["used"] == "0"  # no use reported for memory
+    assert spot["resources"] == [
+        {"name": "cpu", "nominalQuota": "4", "reserved": "500m", "used": "0", "share": 0.125}
+    ]
+
+
+def test_quota_summary_of_a_zero_quota_and_an_over_reservation() -> None:
+    cq = cluster_queue(
+        flavors=[("default", {"cpu": "0", "memory": "1Gi"})],
+        reserved={"default": {"memory": "2Gi"}},
+    )
+    cpu, memory = quota_summary(cq)["flavors"][0]["resources"]
+    assert cpu["share"] == 0.0 and memory["share"] == 1.0
+
+
+def test_bytes_are_shown_in_the_largest_binary_unit_that_divides_them() -> None:
+    assert show_amount("memory", Decimal(1 << 40)) == "1Ti"
+    assert show_amount("memory", Decimal(1536 << 20)) == "1536Mi"
+    assert show_amount("memory", Decimal(1000)) == "1000"
+    assert show_amount("hugepages-2Mi", Decimal(4 << 20)) == "4Mi"
+    assert show_amount("cpu", Decimal(2048)) == "2048"
+    assert show_amount("cpu", Decimal("0.5")) == "500m"

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 from multidict import CIMultiDict
 
-from kubecontrol.aggregated import ApiGroup, FrontProxyTrust, query_bool, query_int
+from kubecontrol.aggregated import (
+    ApiGroup,
+    ClusterList,
+    FrontProxyTrust,
+    Subresource,
+    query_bool,
+    query_int,
+)
 
 PROXY_CERT = {"subject": ((("commonName", "front-proxy-client"),),)}
 
@@ -90,3 +97,28 @@ def test_query_values() -> None:
     assert query_bool({"follow": "true"}, "follow") and not query_bool({}, "follow")
     with pytest.raises(ValueError, match="follow"):
         query_bool({"follow": "yes please"}, "follow")
+
+
+async def _never(_call: object) -> object:
+    raise AssertionError("not called")
+
+
+def test_a_cluster_scoped_list_is_discovered_as_list_only_and_not_namespaced() -> None:
+    group = ApiGroup(
+        "view.example.dev",
+        "v1alpha1",
+        "things",
+        (Subresource("story", "ThingStory", _never),),  # type: ignore[arg-type]
+        (ClusterList("workers", "Worker", _never),),  # type: ignore[arg-type]
+    )
+    listed = group.discovery("/apis/view.example.dev/v1alpha1")
+    assert listed is not None
+    by_name = {r["name"]: r for r in listed["resources"]}
+    assert by_name["things/story"]["namespaced"] is True
+    assert by_name["workers"] == {
+        "name": "workers",
+        "singularName": "",
+        "namespaced": False,
+        "kind": "Worker",
+        "verbs": ["list"],
+    }

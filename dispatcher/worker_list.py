@@ -1,0 +1,70 @@
+"""The workers as the dispatcher sees them, listed by its aggregated API (`workers`).
+
+`GET /apis/view.trainjob.dev/v1alpha1/workers`: for each MultiKueueCluster this replica knows,
+whether it reaches the worker (and since when it does not), how many of our TrainJob copies
+are there, and the worker's ClusterQueues with their quota and use by flavour, as its watches
+last saw them. Nothing is read for the request: it answers from the caches the dispatcher keeps
+for placement. The API server has already checked RBAC on `list workers` (cluster-scoped).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING
+
+import orjson
+from aiohttp import web
+
+from kubecontrol.aggregated import ListHandler, ListRequest
+from kubecontrol.objects import Dict
+from trainjob import constants as c
+
+if TYPE_CHECKING:
+    from dispatcher.context import Context
+    from dispatcher.remote import RemoteCluster
+
+KIND = "Worker"
+
+
+def _connection(remote: RemoteCluster | None) -> str:
+    if remote is None:
+        return "NoKubeconfig"
+    if remote.connecting:
+        return "Connecting"
+    return "Connected" if remote.connected else "Disconnected"
+
+
+def _since(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def worker(name: str, remote: RemoteCluster | None, problem: str | None, api: str) -> Dict:
+    """One worker's item (pure over what the RemoteCluster holds)."""
+    state = _connection(remote)
+    if remote is not None and state == "Disconnected":
+        problem = remote.last_error
+    return {
+        "apiVersion": api,
+        "kind": KIND,
+        "metadata": {"name": name},
+        "connection": state,
+        "problem": problem,
+        "downSince": _since(remote.down_since) if remote is not None else None,
+        "trainJobCopies": len(remote.items(c.TRAINJOB.kind)) if remote is not None else None,
+        # None: not known (unreachable, or the worker's ClusterQueues are not readable)
+        "clusterQueues": remote.queues() if remote is not None else None,
+    }
+
+
+def workers(ctx: Context, api: str) -> Dict:
+    items = [worker(name, remote, problem, api) for name, remote, problem in ctx.registry.known()]
+    return {"apiVersion": api, "kind": f"{KIND}List", "metadata": {}, "items": items}
+
+
+def handler(ctx: Context, api: str) -> ListHandler:
+    async def list_workers(call: ListRequest) -> web.StreamResponse:
+        return web.Response(body=orjson.dumps(workers(ctx, api)), content_type="application/json")
+
+    return list_workers
