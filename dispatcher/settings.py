@@ -162,8 +162,8 @@ class DispatcherSettings(ControllerSettings):
         "not move PodsReady (active, suspended) or other minor fields is written to the "
         "manager TrainJob at most once in this many seconds; the first status from a worker "
         "(its clusterName) waits for the first count that matters, at most 30 s; conditions, "
-        "ready, succeeded and failed counts and a change of cluster go at once (0: write "
-        "every change at once)",
+        "ready, succeeded and failed counts, a new trainerStatus and a change of cluster go at "
+        "once (0: write every change at once)",
     )
     health_port: int = Field(
         default=8081,

@@ -19,7 +19,10 @@ def can_wait(have: Dict, patch: Dict) -> bool:
     appears for the first time may wait too (the manager Workload and the Started Event name
     the worker already, and PodsReady reads no count without it, so it travels with the first
     count that matters: `hold`); one that changes, a job sent to another worker, goes at
-    once."""
+    once. So does a new `trainerStatus`: its reports are already written at most once per
+    interval where they arrive (the worker controller), and people watch it move."""
+    if "trainerStatus" in patch and patch["trainerStatus"] != have.get("trainerStatus"):
+        return False
     if "conditions" in patch and (patch["conditions"] or None) != (have.get("conditions") or None):
         return False
     cluster = have.get("clusterName")
