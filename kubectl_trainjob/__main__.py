@@ -4,6 +4,7 @@
     kubectl trainjob describe NAME
     kubectl trainjob logs NAME [-f] [--node N] [--replicated-job node] [-c CONTAINER]
     kubectl trainjob progress NAME [-w]
+    kubectl trainjob ui [--port P] [--namespaces A,B] [--no-browser]
 
 Installed as the console script `kubectl-trainjob`, which kubectl finds on PATH. It talks to
 the manager with your kubeconfig (`--kubeconfig`, `--context`, `-n`). A TrainJob's logs and
@@ -443,13 +444,31 @@ def parser() -> argparse.ArgumentParser:
     prog.add_argument("name")
     prog.add_argument("-w", "--watch", action="store_true", help="a line at each change")
     prog.set_defaults(run=cmd_progress)
+    ui = command("ui", "a read-only web view of TrainJobs and workers, with your identity")
+    ui.add_argument("--port", type=int, default=8001, help="0: any free port (default 8001)")
+    ui.add_argument("--address", default="127.0.0.1", help="a loopback address only")
+    ui.add_argument(
+        "--namespaces",
+        help="comma-separated, when you may not list every namespace (default: -n's)",
+    )
+    ui.add_argument("--no-browser", action="store_true", help="print the address only")
+    ui.set_defaults(run=cmd_ui, connect=False)
     return p
+
+
+def cmd_ui(_clusters: Clusters | None, args: argparse.Namespace) -> str:
+    from kubectl_trainjob import ui  # the web server's imports, for this command only
+
+    try:
+        return ui.run(args)
+    except Exception as exc:
+        raise PluginError(f"cannot serve the view: {exc}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        out = args.run(Clusters(args), args)
+        out = args.run(Clusters(args) if getattr(args, "connect", True) else None, args)
     except PluginError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

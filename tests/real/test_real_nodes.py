@@ -14,11 +14,13 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from playwright.sync_api import expect
 
 from clusters import images, nodes
 from clusters.bed import Bed
 from clusters.install import DISPATCHER
 from clusters.kube import load_manifests
+from tests.support.browser import page_of, screenshot, view_server
 from tests.support.examples import MPI_FILE, RUNTIME_FILE
 from tests.support.kube import TrainJobs, api_error
 from tests.support.tenant import Tenant, story_path
@@ -93,7 +95,8 @@ def test_ddp_training_across_clusters(installed: Bed, real_namespace: str, tmp_p
     the headless Service's names, train, exit 0; Complete on the worker and the manager; the
     tenant reads the loss lines with `kubectl trainjob logs` and the pods in the story, through
     the manager's view.trainjob.dev API (no worker credential, no Secret), and the progress
-    rank 0 reports on the TrainJob (`kubectl trainjob progress`), midway and at 100%."""
+    rank 0 reports on the TrainJob (`kubectl trainjob progress`), midway and at 100%; in the
+    web view (`kubectl trainjob ui`, headless Chromium) the log pane follows the lines live."""
     name = f"ddp-{uuid.uuid4().hex[:6]}"
     alice = Tenant(installed, real_namespace, "alice", "edit", tmp_path)
     on_manager = TrainJobs(alice.api, real_namespace)
@@ -104,8 +107,17 @@ def test_ddp_training_across_clusters(installed: Bed, real_namespace: str, tmp_p
         out = _plugin(installed, "logs", name, "-n", real_namespace, kubeconfig=alice.kubeconfig)
         return [(int(m[1]), float(m[3])) for m in LOSS.finditer(out.stdout)]
 
-    wait_for(loss_lines, 300, what=f"loss lines of {name} through kubectl trainjob logs")
-    first_loss = time.monotonic() - created
+    # The web view, as alice runs it: the log pane follows the pod's lines as they are written.
+    view = view_server(alice.kubeconfig, "--namespaces", real_namespace)
+    with view as url, page_of(f"{url}#/trainjobs/{real_namespace}/{name}") as page:
+        pane = page.locator("#log")
+        expect(pane).to_contain_text(re.compile(r"step \d+/40 loss"), timeout=300_000)
+        first_loss = time.monotonic() - created
+        # the page keeps up: what the worker's log holds now shows in it within seconds
+        latest = max(step for step, _ in wait_for(loss_lines, 30, what="loss lines"))
+        expect(pane).to_contain_text(f"step {latest}/40 loss", timeout=5_000)
+        expect(page.locator("#log-state")).to_contain_text(re.compile("following|ended"))
+        screenshot(page, "trainjob-logs")
     code, story = alice.get(story_path(real_namespace, name))
     assert code == 200, story
     assert {p["replicatedJob"] for p in story["pods"]} == {"node"}, story

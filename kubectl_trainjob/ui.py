@@ -1,0 +1,248 @@
+"""`kubectl trainjob ui`: a read-only web view of the manager, served on this machine with the
+viewer's own identity, as `kubectl proxy --www` serves files beside the API.
+
+The page (kubectl_trainjob/ui/, plain files, nothing fetched from elsewhere) reads the manager's
+API through `/k8s/...` on this server, which adds the kubeconfig's credentials and passes on
+GET requests of an allow-list only: TrainJobs, Kueue's MultiKueueClusters, ClusterQueues and
+LocalQueues, and the dispatcher's view.trainjob.dev API (a TrainJob's story and log, the
+workers). The API server's RBAC decides what the viewer sees; no credential reaches the browser.
+Requests whose Host is not this server's loopback address (DNS rebinding) or that come from
+another origin are refused, and the page may load nothing but its own files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import functools
+import re
+import socket
+import ssl
+import webbrowser
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+from aiohttp import web
+from kubernetes import client, config
+
+from trainjob import constants as c
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+ASSETS = Path(__file__).parent / "ui"
+_NAME = r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?"
+# What the page may read, and nothing else (GET only, so watch and follow too).
+ALLOWED = re.compile(
+    "^/(?:"
+    rf"apis/{re.escape(c.TRAINER_API)}/(?:namespaces/{_NAME}/)?trainjobs(?:/{_NAME})?"
+    rf"|apis/view\.{re.escape(c.DOMAIN)}/v1alpha1/workers"
+    rf"|apis/view\.{re.escape(c.DOMAIN)}/v1alpha1/namespaces/{_NAME}/trainjobs/{_NAME}/(?:story|log)"
+    rf"|apis/{re.escape(c.KUEUE_API)}/(?:multikueueclusters|clusterqueues)"
+    rf"|apis/{re.escape(c.KUEUE_API)}/(?:namespaces/{_NAME}/)?localqueues"
+    ")$"
+)
+MAX_STREAMS = 32  # watches and log streams held open at once for the page
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; "
+    "form-action 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+CONTENT_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
+
+
+@dataclass
+class Manager:
+    """How to reach the manager as the viewer: address, TLS and the current credentials."""
+
+    configuration: client.Configuration
+    context: str
+    namespace: str
+
+    @property
+    def server(self) -> str:
+        return str(self.configuration.host).rstrip("/")
+
+    @functools.cached_property
+    def ssl_context(self) -> ssl.SSLContext | bool:
+        cfg = self.configuration
+        if not cfg.verify_ssl:
+            return False  # the kubeconfig says insecure-skip-tls-verify: as kubectl does
+        context = ssl.create_default_context(cafile=cfg.ssl_ca_cert or None)
+        if cfg.cert_file:
+            context.load_cert_chain(cfg.cert_file, cfg.key_file)
+        return context
+
+    def headers(self) -> dict[str, str]:
+        cfg = self.configuration
+        hook = getattr(cfg, "refresh_api_key_hook", None)
+        if hook is not None:
+            hook(cfg)  # an exec plugin's or an expired token's: read again when due
+        token = cfg.get_api_key_with_prefix("authorization") or cfg.get_api_key_with_prefix(
+            "BearerToken"
+        )
+        return {"Authorization": token} if token else {}
+
+
+def load(kubeconfig: str | None, context: str | None, namespace: str | None) -> Manager:
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+    contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
+    current = next((x for x in contexts if x["name"] == context), active)
+    ns = namespace or (current.get("context") or {}).get("namespace") or "default"
+    return Manager(cfg, str(current.get("name")), ns)
+
+
+def may_list_everywhere(manager: Manager) -> bool:
+    """Whether the viewer may list TrainJobs in every namespace (SelfSubjectAccessReview)."""
+    api = client.AuthorizationV1Api(client.ApiClient(manager.configuration))
+    review = {
+        "spec": {
+            "resourceAttributes": {
+                "group": c.TRAINER_GROUP,
+                "resource": c.TRAINJOB_PLURAL,
+                "verb": "list",
+            }
+        }
+    }
+    try:
+        return bool(api.create_self_subject_access_review(review).status.allowed)
+    except client.ApiException:
+        return False
+
+
+class Server:
+    """The page's files, its session, and the read-only pass-through to the manager."""
+
+    def __init__(self, manager: Manager, namespaces: list[str], everywhere: bool) -> None:
+        self.manager, self.namespaces, self.everywhere = manager, namespaces, everywhere
+        self.port = 0
+        self._streams = asyncio.Semaphore(MAX_STREAMS)
+        self._session: aiohttp.ClientSession | None = None
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._guard])
+        app.router.add_get("/", self._file)
+        app.router.add_get("/ui/{name}", self._file)
+        app.router.add_get("/session.json", self._session_info)
+        app.router.add_get("/k8s/{path:.*}", self._pass_on)
+        app.on_cleanup.append(self._close)
+        return app
+
+    async def _close(self, _app: web.Application) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        host = request.headers.get("Host", "")
+        ours = {f"127.0.0.1:{self.port}", f"localhost:{self.port}", f"[::1]:{self.port}"}
+        if host not in ours:
+            return web.Response(status=403, text=f"refused: Host {host!r} is not this server\n")
+        origin = request.headers.get("Origin")
+        if origin is not None and origin.split("://", 1)[-1] not in ours:
+            return web.Response(status=403, text=f"refused: a request from {origin}\n")
+        if request.headers.get("Sec-Fetch-Site") == "cross-site":
+            return web.Response(status=403, text="refused: a request from another site\n")
+        response = await handler(request)
+        if not response.prepared:  # a stream has them already
+            response.headers.update(SECURITY_HEADERS)
+        return response
+
+    async def _file(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info.get("name", "index.html")
+        path = ASSETS / name
+        if "/" in name or path.suffix not in CONTENT_TYPES or not path.is_file():
+            return web.Response(status=404, text="not found\n")
+        return web.Response(body=path.read_bytes(), content_type=CONTENT_TYPES[path.suffix])
+
+    async def _session_info(self, _request: web.Request) -> web.StreamResponse:
+        return web.json_response(
+            {
+                "context": self.manager.context,
+                "server": self.manager.server,
+                "allNamespaces": self.everywhere,
+                "namespaces": self.namespaces,
+                "trainerApi": c.TRAINER_API,
+                "kueueApi": c.KUEUE_API,
+                "viewApi": f"view.{c.DOMAIN}/v1alpha1",
+                "queueLabel": c.KUEUE_QUEUE_NAME_LABEL,
+            }
+        )
+
+    async def _pass_on(self, request: web.Request) -> web.StreamResponse:
+        path = "/" + request.match_info["path"]
+        if not ALLOWED.fullmatch(path):
+            return web.json_response(
+                {"kind": "Status", "code": 403, "message": f"the view does not read {path}"},
+                status=403,
+            )
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(sock_connect=10))
+        async with self._streams:
+            try:
+                upstream = await self._session.get(
+                    self.manager.server + path,
+                    params=request.query,
+                    headers={**self.manager.headers(), "Accept": "application/json, */*"},
+                    ssl=self.manager.ssl_context,
+                )
+            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                message = f"the manager {self.manager.server} is unreachable: {exc}"
+                return web.json_response(
+                    {"kind": "Status", "code": 502, "message": message}, status=502
+                )
+            async with upstream:
+                response = web.StreamResponse(status=upstream.status, headers=SECURITY_HEADERS)
+                response.content_type = upstream.content_type
+                await response.prepare(request)
+                try:
+                    async for piece in upstream.content.iter_any():
+                        await response.write(piece)
+                except (aiohttp.ClientError, ConnectionResetError):
+                    pass  # the page left, or the manager ended the stream: the page retries
+                return response
+
+
+async def _serve(server: Server, address: str, port: int, open_browser: bool) -> None:
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((address, port))
+    server.port = sock.getsockname()[1]
+    runner = web.AppRunner(server.app())
+    await runner.setup()
+    await web.SockSite(runner, sock).start()
+    host = f"[{address}]" if family == socket.AF_INET6 else address
+    url = f"http://{host}:{server.port}/"
+    scope = "every namespace" if server.everywhere else ", ".join(server.namespaces)
+    print(f"TrainJobs of {server.manager.server} ({scope}) at {url}", flush=True)
+    print("Read-only, with your kubeconfig's identity. Ctrl-C to stop.", flush=True)
+    if open_browser:
+        webbrowser.open(url)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+
+
+def run(args: argparse.Namespace) -> str:
+    if args.address not in ("127.0.0.1", "localhost", "::1"):
+        raise ValueError(f"--address {args.address}: the view serves on loopback addresses only")
+    manager = load(args.kubeconfig, args.context, args.namespace)
+    namespaces = [n for n in (args.namespaces or "").split(",") if n] or [manager.namespace]
+    everywhere = may_list_everywhere(manager)
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: the server stops, nothing to say
+        asyncio.run(
+            _serve(
+                Server(manager, namespaces, everywhere),
+                args.address,
+                args.port,
+                not args.no_browser,
+            )
+        )
+    return ""

@@ -1,0 +1,84 @@
+"""The web view as its users run it: `kubectl trainjob ui` with someone's kubeconfig, and
+Debian's Chromium (headless, driven by Playwright) on the page it serves."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from playwright.sync_api import Browser, Page, sync_playwright
+
+SCREENSHOTS = Path(os.environ.get("TJ_SCREENSHOTS", "build/screenshots"))
+
+
+def chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert found, "the web view's tests need Chromium (apt-get install chromium; ./run test does)"
+    return found
+
+
+@contextmanager
+def view_server(kubeconfig: Path, *flags: str) -> Iterator[str]:
+    """`kubectl trainjob ui --port 0 --no-browser` with `kubeconfig`; yields its address."""
+    process = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "kubectl-trainjob"),
+            "--kubeconfig",
+            str(kubeconfig),
+            "ui",
+            "--port",
+            "0",
+            "--no-browser",
+            *flags,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        assert " at http://" in first, f"kubectl trainjob ui said: {first}{process.stdout.read()}"
+        yield first.split(" at ", 1)[1].strip()
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextmanager
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        # --no-sandbox: the tests run as root, where Chromium's sandbox will not start.
+        launched = playwright.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@contextmanager
+def page_of(url: str) -> Iterator[Page]:
+    """A laptop-sized page at `url`, with the browser's console errors made test failures."""
+    errors: list[str] = []
+    with browser() as b:
+        page = b.new_page(viewport={"width": 1366, "height": 768})
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(url)
+        yield page
+    assert not errors, f"the page raised: {errors}"
+
+
+def screenshot(page: Page, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
