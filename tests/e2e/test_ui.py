@@ -152,14 +152,14 @@ def test_a_worker_outage_shows_on_the_clusters_view(bed: Bed, worker_names: list
         expect(card).to_contain_text("TrainJob")
         expect(card.locator("table.cq progress").first).to_be_visible(timeout=SECONDS)
         expect(card).to_contain_text("reserved")
-        screenshot(page, "clusters")
+        screenshot(page, "clusters", full_page=False)
         bed.stop_component(worker, "kube-apiserver")
         try:
             expect(card.locator("[data-connection]")).to_have_attribute(
                 "data-connection", "down", timeout=90_000
             )
             expect(card).to_contain_text("ClientConnectionFailed")
-            screenshot(page, "clusters-outage")
+            screenshot(page, "clusters-outage", full_page=False)
         finally:
             bed.restore_api_server(worker)
         expect(card.locator("[data-connection]")).to_have_attribute(

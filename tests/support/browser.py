@@ -77,8 +77,8 @@ def page_of(url: str) -> Iterator[Page]:
     assert not errors, f"the page raised: {errors}"
 
 
-def screenshot(page: Page, name: str) -> Path:
+def screenshot(page: Page, name: str, *, full_page: bool = True) -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(path), full_page=full_page)
     return path
