@@ -20,11 +20,13 @@ import re
 import socket
 import ssl
 import webbrowser
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+import orjson
+import yarl
 from aiohttp import web
 from kubernetes import client, config
 
@@ -43,7 +45,9 @@ ALLOWED = re.compile(
     rf"|apis/{re.escape(c.KUEUE_API)}/(?:namespaces/{_NAME}/)?localqueues"
     ")$"
 )
-MAX_STREAMS = 32  # watches and log streams held open at once for the page
+MAX_STREAMS = 64  # watches and log streams held open at once to the manager
+MAX_WATCHES = 32  # watches one /watch request merges
+LINE_LIMIT = 4 << 20  # the longest watch event passed on (a TrainJob is far smaller)
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
     "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; "
@@ -78,10 +82,9 @@ class Manager:
         return context
 
     def headers(self) -> dict[str, str]:
+        """The current token, if the kubeconfig has one: read through the client's hook, which
+        runs an exec plugin (a cloud's login) or reads a token file again, as kubectl would."""
         cfg = self.configuration
-        hook = getattr(cfg, "refresh_api_key_hook", None)
-        if hook is not None:
-            hook(cfg)  # an exec plugin's or an expired token's: read again when due
         token = cfg.get_api_key_with_prefix("authorization") or cfg.get_api_key_with_prefix(
             "BearerToken"
         )
@@ -130,6 +133,7 @@ class Server:
         app.router.add_get("/ui/{name}", self._file)
         app.router.add_get("/session.json", self._session_info)
         app.router.add_get("/k8s/{path:.*}", self._pass_on)
+        app.router.add_get("/watch", self._watch_many)
         app.on_cleanup.append(self._close)
         return app
 
@@ -174,28 +178,26 @@ class Server:
             }
         )
 
+    async def _get(self, path: str, query: Mapping[str, str]) -> aiohttp.ClientResponse:
+        """GET `path` of the manager as the viewer; OSError-like failures raise."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(sock_connect=10))
+        return await self._session.get(
+            self.manager.server + path,
+            params=query,
+            headers={**self.manager.headers(), "Accept": "application/json, */*"},
+            ssl=self.manager.ssl_context,
+        )
+
     async def _pass_on(self, request: web.Request) -> web.StreamResponse:
         path = "/" + request.match_info["path"]
         if not ALLOWED.fullmatch(path):
-            return web.json_response(
-                {"kind": "Status", "code": 403, "message": f"the view does not read {path}"},
-                status=403,
-            )
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(sock_connect=10))
+            return _status(403, f"the view does not read {path}")
         async with self._streams:
             try:
-                upstream = await self._session.get(
-                    self.manager.server + path,
-                    params=request.query,
-                    headers={**self.manager.headers(), "Accept": "application/json, */*"},
-                    ssl=self.manager.ssl_context,
-                )
+                upstream = await self._get(path, request.query)
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-                message = f"the manager {self.manager.server} is unreachable: {exc}"
-                return web.json_response(
-                    {"kind": "Status", "code": 502, "message": message}, status=502
-                )
+                return _status(502, f"the manager {self.manager.server} is unreachable: {exc}")
             async with upstream:
                 response = web.StreamResponse(status=upstream.status, headers=SECURITY_HEADERS)
                 response.content_type = upstream.content_type
@@ -206,6 +208,69 @@ class Server:
                 except (aiohttp.ClientError, ConnectionResetError):
                     pass  # the page left, or the manager ended the stream: the page retries
                 return response
+
+    async def _watch_many(self, request: web.Request) -> web.StreamResponse:
+        """Several watches on one connection (a browser keeps at most six to a server): each
+        `p` is a watch's path and query; each line is `{"i": N, "event": EVENT}` from the
+        N-th, and the answer ends after a line `{"i": N, "end": CODE, "message": ...}` when
+        any of them ends or fails, for the page to list again what it must and watch anew."""
+        wanted = [yarl.URL(p) for p in request.query.getall("p", [])]
+        if not 0 < len(wanted) <= MAX_WATCHES:
+            return _status(400, f"give 1 to {MAX_WATCHES} watches (p=PATH?watch=1&...)")
+        for url in wanted:
+            if url.is_absolute() or not ALLOWED.fullmatch(url.path):
+                return _status(403, f"the view does not read {url.path}")
+            if url.query.get("watch") not in ("1", "true"):
+                return _status(400, f"{url.path}: not a watch (watch=1)")
+        lines: asyncio.Queue[tuple[bytes, bool]] = asyncio.Queue(maxsize=64)
+        response = web.StreamResponse(headers=SECURITY_HEADERS)
+        response.content_type = "application/x-ndjson"
+        await response.prepare(request)
+        pumps = [asyncio.create_task(self._pump(i, url, lines)) for i, url in enumerate(wanted)]
+        try:
+            while True:
+                line, last = await lines.get()
+                await response.write(line)
+                if last:
+                    return response
+        except (ConnectionResetError, aiohttp.ClientError):
+            return response  # the page left
+        finally:
+            for pump in pumps:
+                pump.cancel()
+
+    async def _pump(self, i: int, url: yarl.URL, lines: asyncio.Queue[tuple[bytes, bool]]) -> None:
+        def end(code: int, message: str) -> tuple[bytes, bool]:
+            return orjson.dumps({"i": i, "end": code, "message": message}) + b"\n", True
+
+        try:
+            async with self._streams, await self._get(url.path, url.query) as upstream:
+                if upstream.status != 200:
+                    said = await upstream.content.read(64 << 10)
+                    try:
+                        message = str(orjson.loads(said).get("message") or "")
+                    except (orjson.JSONDecodeError, AttributeError):
+                        message = said.decode(errors="replace")[:500]
+                    await lines.put(end(upstream.status, message or upstream.reason or ""))
+                    return
+                head = b'{"i":%d,"event":' % i
+                buffer = b""
+                async for piece in upstream.content.iter_any():
+                    buffer += piece
+                    *whole, buffer = buffer.split(b"\n")
+                    for line in whole:
+                        if line.strip():
+                            await lines.put((head + line + b"}\n", False))
+                    if len(buffer) > LINE_LIMIT:
+                        await lines.put(end(502, "a watch event over 4 MiB"))
+                        return
+                await lines.put(end(200, "the watch ended"))
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            await lines.put(end(502, f"the manager {self.manager.server}: {exc}"))
+
+
+def _status(code: int, message: str) -> web.Response:
+    return web.json_response({"kind": "Status", "code": code, "message": message}, status=code)
 
 
 async def _serve(server: Server, address: str, port: int, open_browser: bool) -> None:

@@ -54,6 +54,7 @@ function when(timestamp) {
 
 const problems = new Map(); // what cannot be read now, by what it is about
 function problem(key, message) {
+  if ((problems.get(key) || null) === (message || null)) return;
   if (message) problems.set(key, message);
   else problems.delete(key);
   $problems.replaceChildren(...[...problems.values()].map((m) => h("p", {}, m)));
@@ -76,14 +77,17 @@ async function getJSON(path, query) {
 
 // ---- list, then watch from the list's resourceVersion; relist only on 410 -------------------
 
+// One Watch keeps the objects of one or more paths (a list each, then their watches merged on
+// one connection by the server's /watch: a browser opens at most six to a server).
 class Watch {
-  constructor(path, onChange, what, query = {}) {
-    Object.assign(this, { path, onChange, what, query });
-    this.items = new Map();
+  constructor(paths, onChange, what, query = {}) {
+    this.parts = paths.map((path, i) => ({
+      path, what: Array.isArray(what) ? what[i] : what, rv: null, items: new Map(),
+      listed: false, forbidden: false, retryAt: 0,
+    }));
+    Object.assign(this, { onChange, query });
     this.stopped = false;
     this.controller = null;
-    this.listed = false;
-    this.forbidden = false;
   }
 
   start() {
@@ -96,6 +100,19 @@ class Watch {
     if (this.controller) this.controller.abort();
   }
 
+  get items() {
+    if (this.parts.length === 1) return this.parts[0].items;
+    return new Map(this.parts.flatMap((p) => [...p.items]));
+  }
+
+  get listed() {
+    return this.parts.every((p) => p.listed || p.forbidden);
+  }
+
+  get forbidden() {
+    return this.parts.every((p) => p.forbidden);
+  }
+
   changed() {
     if (!this.pending) {
       this.pending = true;
@@ -103,62 +120,85 @@ class Watch {
     }
   }
 
-  async list() {
-    const body = await getJSON(this.path, this.query);
-    this.items = new Map(body.items.map((o) => [key(o), o]));
-    this.listed = true;
+  async list(part) {
+    try {
+      const body = await getJSON(part.path, this.query);
+      part.items = new Map(body.items.map((o) => [key(o), o]));
+      part.rv = body.metadata.resourceVersion;
+      part.listed = true;
+      part.forbidden = false;
+      problem(part.what, null);
+    } catch (err) {
+      part.forbidden = /^403/.test(err.message);
+      part.retryAt = Date.now() + (part.forbidden ? 30000 : 3000);
+      problem(part.what, `Cannot read ${part.what}: ${err.message}`);
+    }
     this.changed();
-    return body.metadata.resourceVersion;
   }
 
   async loop() {
-    let rv = null, wait = 500;
+    let wait = 500;
     while (!this.stopped) {
+      for (const part of this.parts) {
+        if (part.rv === null && Date.now() >= part.retryAt) await this.list(part);
+      }
+      const live = this.parts.filter((p) => p.rv !== null);
       try {
-        if (rv === null) rv = await this.list();
-        problem(this.what, null);
-        rv = await this.follow(rv);
+        if (!live.length) throw new Error("nothing to watch");
+        await this.follow(live);
         wait = 500;
       } catch (err) {
         if (this.stopped) return;
-        this.forbidden = /^403/.test(err.message);
-        problem(this.what, `Cannot read ${this.what}: ${err.message}`);
-        rv = null;
-        this.changed();
+        if (live.length) problem(live[0].what, `Watching ${live[0].what}: ${err.message} (trying again)`);
         await new Promise((r) => setTimeout(r, wait));
         wait = Math.min(wait * 2, 10000);
       }
     }
   }
 
-  async follow(rv) {
+  async follow(live) {
     this.controller = new AbortController();
-    const query = new URLSearchParams({
-      ...this.query, watch: "1", resourceVersion: rv, allowWatchBookmarks: "true",
-      timeoutSeconds: "240",
-    });
-    const response = await fetch(`/k8s${this.path}?${query}`, { signal: this.controller.signal });
+    const query = new URLSearchParams();
+    for (const part of live) {
+      const watch = new URLSearchParams({
+        ...this.query, watch: "1", resourceVersion: part.rv, allowWatchBookmarks: "true",
+        timeoutSeconds: "240",
+      });
+      query.append("p", `${part.path}?${watch}`);
+    }
+    const response = await fetch(`/watch?${query}`, { signal: this.controller.signal });
     if (!response.ok) throw new Error(await statusMessage(response));
     const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
     let buffer = "";
     for (;;) {
       const { value, done } = await reader.read();
-      if (done) return rv;
+      if (done) return;
       buffer += value;
       let nl;
       while ((nl = buffer.indexOf("\n")) >= 0) {
         const line = buffer.slice(0, nl);
         buffer = buffer.slice(nl + 1);
         if (!line.trim()) continue;
-        const event = JSON.parse(line);
+        const said = JSON.parse(line);
+        const part = live[said.i];
+        if (said.end !== undefined) {
+          if (said.end === 200) { problem(part.what, null); return; } // ended: watch again
+          if (said.end === 410) { part.rv = null; return; } // too old: list again
+          part.rv = null;
+          part.retryAt = Date.now() + 3000;
+          throw new Error(`${said.end}: ${said.message}`);
+        }
+        const event = said.event;
         if (event.type === "ERROR") {
-          if (event.object.code === 410) return null; // too old: list again
+          part.rv = null; // 410 (too old) or another refusal: list again
+          if (event.object.code === 410) return;
           throw new Error(`${event.object.code}: ${event.object.message}`);
         }
-        rv = event.object.metadata.resourceVersion;
+        part.rv = event.object.metadata.resourceVersion;
+        problem(part.what, null);
         if (event.type === "BOOKMARK") continue;
-        if (event.type === "DELETED") this.items.delete(key(event.object));
-        else this.items.set(key(event.object), event.object);
+        if (event.type === "DELETED") part.items.delete(key(event.object));
+        else part.items.set(key(event.object), event.object);
         this.changed();
       }
     }
@@ -253,16 +293,18 @@ const trainJobs = {
       for (const tj of this.all()) remember(tj);
       for (const fn of this.listeners) fn();
     };
-    this.watches = session.allNamespaces
-      ? [new Watch(`${api}/trainjobs`, notify, "TrainJobs in every namespace").start()]
-      : session.namespaces.map((ns) =>
-        new Watch(`${api}/namespaces/${ns}/trainjobs`, notify, `TrainJobs in ${ns}`).start());
+    const paths = session.allNamespaces
+      ? [`${api}/trainjobs`]
+      : session.namespaces.map((ns) => `${api}/namespaces/${ns}/trainjobs`);
+    const what = session.allNamespaces
+      ? "TrainJobs in every namespace" : session.namespaces.map((ns) => `TrainJobs in ${ns}`);
+    this.watches = [new Watch(paths, notify, what).start()];
   },
   all() {
     return this.watches.flatMap((w) => [...w.items.values()]);
   },
   listed() {
-    return this.watches.every((w) => w.listed || w.forbidden);
+    return this.watches.every((w) => w.listed);
   },
 };
 
@@ -498,7 +540,7 @@ function jobView(namespace, name) {
   podSelect.addEventListener("change", () => { containersFor(); follow(); });
   containerSelect.addEventListener("change", follow);
 
-  const watch = new Watch(api, (w) => { trainjob = w.items.get(`${namespace}/${name}`) || null; drawJob(); },
+  const watch = new Watch([api], (w) => { trainjob = w.items.get(`${namespace}/${name}`) || null; drawJob(); },
     `TrainJob ${namespace}/${name}`, { fieldSelector: `metadata.name=${name}` }).start();
   let reading = false;
   async function readStory() {
@@ -555,13 +597,13 @@ function drawChart(into, points, ts) {
   names.forEach((name, i) => {
     const series = points.filter((p) => name in p.values);
     const vs = series.map((p) => p.values[name]);
-    const lo = Math.min(...vs), hi = Math.max(...vs, lo + 1e-9);
+    const lo = Math.min(...vs), hi = Math.max(...vs);
     const xy = series.map((p) => [
       pad + ((Date.parse(p.t) - t0) / (t1 - t0)) * (width - 2 * pad),
-      height - pad - ((p.values[name] - lo) / (hi - lo)) * (height - 2 * pad)]);
+      height - pad - ((p.values[name] - lo) / (hi - lo || 1)) * (height - 2 * pad)]);
     svg.append(s("polyline", { points: xy.map((p) => p.join(",")).join(" "), class: `series s${i % 6}` }));
     for (const [x, y] of xy) svg.append(s("circle", { cx: x, cy: y, r: 2.5, class: `series s${i % 6}` }));
-    legend.append(h("li", { class: `s${i % 6}` }, `${name}: ${lo} to ${hi}`));
+    legend.append(h("li", { class: `s${i % 6}` }, lo === hi ? `${name}: ${lo}` : `${name}: ${lo} to ${hi}`));
   });
   into.replaceChildren(figures, svg, legend,
     h("p", { class: "muted" }, `${points.length} report${points.length === 1 ? "" : "s"} seen since this page opened; each series is scaled to its own range.`));
@@ -631,8 +673,8 @@ function clustersView() {
     draw();
   }
 
-  const mkcWatch = new Watch(`${kueue}/multikueueclusters`, draw, "MultiKueueClusters").start();
-  const cqWatch = new Watch(`${kueue}/clusterqueues`, draw, "ClusterQueues").start();
+  const mkcWatch = new Watch([`${kueue}/multikueueclusters`], draw, "MultiKueueClusters").start();
+  const cqWatch = new Watch([`${kueue}/clusterqueues`], draw, "ClusterQueues").start();
   trainJobs.listeners.add(draw);
   poll();
   const ticker = setInterval(poll, 3000);

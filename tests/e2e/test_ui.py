@@ -93,7 +93,11 @@ def test_a_viewer_sees_only_the_namespaces_rbac_lets_them_read(
         expect(page.locator("#trainjobs tr")).to_have_count(1)
         assert page.locator(f'tr[data-key="{theirs.ns}/theirs"]').count() == 0
         # the server passes on nothing but reads of its allow-list, whatever the page asks
-        for path in ("/k8s/api/v1/secrets", f"/k8s/api/v1/namespaces/{mine.ns}/pods"):
+        for path in (
+            "/k8s/api/v1/secrets",
+            f"/k8s/api/v1/namespaces/{mine.ns}/pods",
+            "/watch?p=/api/v1/secrets%3Fwatch%3D1",
+        ):
             with pytest.raises(urllib.error.HTTPError) as refused:
                 urllib.request.urlopen(url.rstrip("/") + path, timeout=10)
             assert refused.value.code == 403
