@@ -429,7 +429,7 @@ function jobView(namespace, name) {
   const pods = h("div", { id: "pods" });
   const events = h("div", { id: "events" });
   const chart = h("div", { id: "chart" });
-  const log = h("pre", { id: "log", tabindex: "0", "aria-label": "Log", "aria-live": "off" });
+  const log = h("pre", { id: "log", role: "log", tabindex: "0", "aria-label": "Log", "aria-live": "off" });
   const podSelect = h("select", { id: "log-pod", "aria-label": "Pod" });
   const containerSelect = h("select", { id: "log-container", "aria-label": "Container" });
   const logState = h("span", { id: "log-state", class: "muted", "aria-live": "polite" });
@@ -652,14 +652,17 @@ function clustersView() {
   function queuesOf(worker) {
     if (worker.clusterQueues === null) return h("p", { class: "muted" }, "Its ClusterQueues are not known (unreachable, or not readable).");
     const stale = worker.connection !== "Connected" ? h("p", { class: "muted" }, "As last seen before it became unreachable.") : null;
-    const rows = worker.clusterQueues.flatMap((cq) => cq.flavors.flatMap((f) => f.resources.map((r, i) => h("tr", {},
-      h("th", { scope: "row" }, i === 0 && f === cq.flavors[0] ? cq.name : ""),
-      h("td", {}, i === 0 && f === cq.flavors[0] ? `${cq.pendingWorkloads} pending, ${cq.admittedWorkloads} admitted` : ""),
-      h("td", {}, `${f.name} ${r.name}`),
-      h("td", {}, h("progress", { max: "1", value: String(r.share), "aria-label": `${cq.name} ${f.name} ${r.name} reserved` })),
-      h("td", {}, `${r.reserved} of ${r.nominalQuota} reserved, ${r.used} in use`)))));
+    const rows = worker.clusterQueues.flatMap((cq) => {
+      const lines = cq.flavors.flatMap((f) => f.resources.map((r) => [f, r]));
+      return lines.map(([f, r], i) => h("tr", {},
+        i === 0 ? h("th", { scope: "row", rowspan: String(lines.length) }, cq.name) : null,
+        i === 0 ? h("td", { rowspan: String(lines.length) }, `${cq.pendingWorkloads} pending, ${cq.admittedWorkloads} admitted`) : null,
+        h("td", {}, `${f.name} ${r.name}`),
+        h("td", {}, h("progress", { max: "1", value: String(r.share), "aria-label": `${cq.name} ${f.name} ${r.name} reserved` })),
+        h("td", {}, `${r.reserved} of ${r.nominalQuota} reserved, ${r.used} in use`)));
+    });
     return h("div", {}, stale, h("table", { class: "cq" },
-      h("thead", {}, h("tr", {}, ["ClusterQueue", "Workloads", "Flavour and resource", "Reserved", ""].map((t) => h("th", { scope: "col" }, t)))),
+      h("thead", {}, h("tr", {}, ["ClusterQueue", "Workloads", "Flavour and resource", "Reserved", "Quota and use"].map((t) => h("th", { scope: "col" }, t)))),
       h("tbody", {}, rows)));
   }
 

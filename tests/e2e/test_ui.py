@@ -17,7 +17,7 @@ from playwright.sync_api import Page, expect
 
 from clusters import setup
 from clusters.bed import Bed
-from tests.support.browser import page_of, screenshot, view_server
+from tests.support.browser import accessibility_problems, page_of, screenshot, view_server
 from tests.support.multikueue import MultiKueue
 from tests.support.reporting import progress_interval, report, reporting
 from tests.support.tenant import API, Tenant
@@ -62,6 +62,7 @@ def test_a_running_trainjob_shows_its_worker_and_a_moving_progress_bar(
         names = page.locator("#trainjobs th").all_inner_texts()
         assert names == sorted(names), names
         screenshot(page, "trainjobs")
+        assert accessibility_problems(page) == []
 
         # one TrainJob: its facts, conditions, where it runs, the chart of its reports
         shown.get_by_role("link", name="shown").click()
@@ -77,6 +78,7 @@ def test_a_running_trainjob_shows_its_worker_and_a_moving_progress_bar(
         expect(page.locator("#chart")).to_contain_text("loss = 0.5", timeout=SECONDS)
         expect(page.locator("#chart svg polyline")).to_have_count(2)  # progress and loss
         screenshot(page, "trainjob")
+        assert accessibility_problems(page) == []
 
 
 def test_a_viewer_sees_only_the_namespaces_rbac_lets_them_read(
@@ -157,6 +159,7 @@ def test_a_worker_outage_shows_on_the_clusters_view(bed: Bed, worker_names: list
         expect(card.locator("table.cq progress").first).to_be_visible(timeout=SECONDS)
         expect(card).to_contain_text("reserved")
         screenshot(page, "clusters", full_page=False)
+        assert accessibility_problems(page) == []
         bed.stop_component(worker, "kube-apiserver")
         try:
             expect(card.locator("[data-connection]")).to_have_attribute(

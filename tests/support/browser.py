@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Browser, Page, sync_playwright
 
 SCREENSHOTS = Path(os.environ.get("TJ_SCREENSHOTS", "build/screenshots"))
@@ -67,14 +68,35 @@ def browser() -> Iterator[Browser]:
 
 @contextmanager
 def page_of(url: str) -> Iterator[Page]:
-    """A laptop-sized page at `url`, with the browser's console errors made test failures."""
+    """A laptop-sized page at `url`, with the browser's console errors and any request to
+    another server than the view's made test failures."""
     errors: list[str] = []
+    elsewhere: list[str] = []
+    origin = url.split("#", 1)[0].rstrip("/")
     with browser() as b:
         page = b.new_page(viewport={"width": 1366, "height": 768})
         page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on(
+            "request",
+            lambda r: None if r.url.startswith(origin + "/") else elsewhere.append(r.url),
+        )
         page.goto(url)
         yield page
     assert not errors, f"the page raised: {errors}"
+    assert not elsewhere, f"the page asked other servers: {elsewhere}"
+
+
+def accessibility_problems(page: Page) -> list[str]:
+    """What axe-core (WCAG 2 A and AA rules) finds wrong on the page as it is now."""
+    found = Axe().run(page, options={"runOnly": ["wcag2a", "wcag2aa", "best-practice"]})
+    return [
+        f"{v['id']} ({v['impact']}): {v['help']}: "
+        + "; ".join(
+            n["target"][0] if isinstance(n["target"][0], str) else str(n["target"])
+            for n in v["nodes"][:3]
+        )
+        for v in found.response["violations"]
+    ]
 
 
 def screenshot(page: Page, name: str, *, full_page: bool = True) -> Path:
