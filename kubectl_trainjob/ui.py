@@ -182,11 +182,16 @@ class Server:
         """GET `path` of the manager as the viewer; OSError-like failures raise."""
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(sock_connect=10))
+        cfg = self.manager.configuration
+        # An exec plugin may take a while: on a thread, not in the loop.
+        headers = await asyncio.to_thread(self.manager.headers)
         return await self._session.get(
             self.manager.server + path,
             params=query,
-            headers={**self.manager.headers(), "Accept": "application/json, */*"},
+            headers={**headers, "Accept": "application/json, */*"},
             ssl=self.manager.ssl_context,
+            server_hostname=getattr(cfg, "tls_server_name", None) or None,
+            proxy=cfg.proxy or None,  # the kubeconfig's proxy-url
         )
 
     async def _pass_on(self, request: web.Request) -> web.StreamResponse:
