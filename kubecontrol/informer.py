@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -97,6 +98,48 @@ class GroupView(Mapping[Key, tuple[Dict, ...]]):
 
     def __len__(self) -> int:
         return len(self._informer.group_keys())
+
+
+STILL_FAILING_EVERY = 60.0  # seconds between the lines that say an outage goes on
+
+
+class _Streak:
+    """What an informer says of a run of failures: the first one as a warning, then a line a
+    minute while it goes on (how many tries, for how long, the last error), and once it can
+    list or watch again; the retries in between at debug level."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.began = self.said = 0.0
+        self.open = False  # a warning was given and its end not yet told
+
+    def failed(self, failures: int, error: str) -> None:
+        now = time.monotonic()
+        if failures == 0:
+            self.began = self.said = now
+            self.open = True
+            log.warning("[%s] watch failed (%s)", self.name, error)
+        elif now - self.said >= STILL_FAILING_EVERY:
+            self.said, self.open = now, True
+            log.warning(
+                "[%s] still failing after %d tries in %.0f s (%s)",
+                self.name,
+                failures + 1,
+                now - self.began,
+                error,
+            )
+        else:
+            log.debug("[%s] watch failed again (%s)", self.name, error)
+
+    def ended(self, failures: int) -> None:
+        if self.open:
+            self.open = False
+            log.info(
+                "[%s] listing and watching again after %d failed tries in %.0f s",
+                self.name,
+                failures,
+                time.monotonic() - self.began,
+            )
 
 
 class Informer:
@@ -245,6 +288,7 @@ class Informer:
         connection breaks, goes on from the last resourceVersion seen. Only a watch the server
         refuses (410 Gone above all) lists again (`_needs_list`)."""
         failures = 0
+        streak = _Streak(self._name)
         since = ""  # resourceVersion to watch from; empty: list first
         while not self._stop.is_set():
             listing = not since or self._relist
@@ -255,7 +299,9 @@ class Informer:
                     since = self._list()
                     self.lists += 1
                     self._failing = listing = False
+                    streak.ended(failures)
                 since = self._watch(since)  # the server ended it (timeout): watch on from there
+                streak.ended(failures)
                 failures = 0
             except Exception as exc:
                 if self._relist or self._stop.is_set():  # ended on purpose: list at once
@@ -268,9 +314,10 @@ class Informer:
                 # 410 Gone is routine (the watch was away longer than the server keeps
                 # history): a list at once. Anything else is a failure, backed off.
                 gone = isinstance(exc, ApiException) and exc.status == 410
-                # The first failure of a streak is a warning; the retries of an outage are not.
-                level = logging.WARNING if failures == 0 and not gone else logging.DEBUG
-                log.log(level, "[%s] watch failed (%s): %s", self._name, what, error)
+                if gone:
+                    log.debug("[%s] watch failed (%s): %s", self._name, what, error)
+                else:
+                    streak.failed(failures, f"{what}: {error}")
                 if not gone:
                     self._failing = True
                     self._on_state(False, error)

@@ -59,9 +59,10 @@ def loopback_client(port: int) -> ApiClient:
 
 
 @contextlib.contextmanager
-def http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
-    """A loopback HTTP server answering with `handler`, in a thread; yields its port."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+def http_server(handler: type[BaseHTTPRequestHandler], port: int = 0) -> Iterator[int]:
+    """A loopback HTTP server answering with `handler`, in a thread (on `port`, or any free
+    one); yields its port."""
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield server.server_address[1]

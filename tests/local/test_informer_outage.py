@@ -1,0 +1,74 @@
+"""What an informer says of an outage, against a loopback port that refuses and then answers:
+the first failure as a warning, a line a minute (here: a fraction of a second) while it goes
+on, then that it lists again; the retries in between at debug level only."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+from http.server import BaseHTTPRequestHandler
+
+import pytest
+
+from kubecontrol import informer as informer_module
+from kubecontrol.informer import Informer
+from kubecontrol.kinds import CONFIG_MAP
+from tests.support.waiting import http_server, loopback_client, wait_for
+
+
+class EmptyList(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        watching = "watch=" in self.path
+        body = (
+            b""
+            if watching
+            else json.dumps(
+                {"kind": "ConfigMapList", "metadata": {"resourceVersion": "1"}, "items": []}
+            ).encode()
+        )
+        if watching:
+            time.sleep(0.2)  # a watch that ends with nothing to say
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_an_outage_is_said_once_then_a_line_a_minute_then_its_end(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(informer_module, "STILL_FAILING_EVERY", 2.5)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()  # refused, until a server takes the port
+    caplog.set_level(logging.DEBUG, logger="kubecontrol.informer")
+    informer = Informer(loopback_client(port), CONFIG_MAP, name="w1-ConfigMap", list_timeout=1)
+    informer.start()
+    try:
+        wait_for(
+            lambda: any("still failing after" in r.message for r in caplog.records),
+            20,
+            what="a line saying the outage goes on",
+        )
+        warnings = [r.message for r in caplog.records if r.levelno == logging.WARNING]
+        assert warnings[0].startswith("[w1-ConfigMap] watch failed (listing again: ")
+        assert "TransportError" in warnings[0]
+        assert all("still failing after" in w for w in warnings[1:]), warnings
+        assert any(r.levelno == logging.DEBUG for r in caplog.records)  # the retries between
+        with http_server(EmptyList, port=port):
+            wait_for(lambda: informer.synced.is_set(), 20, what="the informer to list again")
+            wait_for(
+                lambda: any(
+                    "listing and watching again after" in r.message for r in caplog.records
+                ),
+                5,
+                what="the outage's end",
+            )
+    finally:
+        informer.stop()
