@@ -1,0 +1,133 @@
+"""The web view's local server on loopback, before anything reaches a manager: what it serves,
+what it refuses, and what a watch says when the manager cannot be reached (its kubeconfig
+names a loopback port nobody listens on)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import json
+import socket
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from kubectl_trainjob import ui
+
+
+def in_a_loop(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
+    """An async test run to its end in a loop of its own (its fixtures as pytest gives them)."""
+
+    @functools.wraps(test)
+    def run(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(test(*args, **kwargs))
+
+    return run
+
+
+def closed_port() -> int:
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()
+    return port
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "c",
+                "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+                "clusters": [
+                    {"name": "k", "cluster": {"server": f"http://127.0.0.1:{closed_port()}"}}
+                ],
+                "users": [{"name": "u", "user": {"token": "secret-token"}}],
+            }
+        )
+    )
+    yield path
+
+
+async def client_of(kubeconfig: Path) -> TestClient[web.Request, web.Application]:
+    server = ui.Server(ui.load(str(kubeconfig), None, None), ["team-a"], False)
+    test_server = TestServer(server.app(), host="127.0.0.1")
+    client = TestClient(test_server)
+    await client.start_server()
+    server.port = test_server.port or 0
+    return client
+
+
+@in_a_loop
+async def test_the_page_and_its_session_are_served_with_a_strict_policy(kubeconfig: Path) -> None:
+    client = await client_of(kubeconfig)
+    try:
+        page = await client.get("/")
+        assert page.status == 200 and "app.js" in await page.text()
+        assert "script-src 'self'" in page.headers["Content-Security-Policy"]
+        module = await client.get("/ui/list.js")
+        assert module.status == 200 and module.content_type == "text/javascript"
+        session = await (await client.get("/session.json")).json()
+        assert session["namespaces"] == ["team-a"] and not session["allNamespaces"]
+        assert "secret-token" not in json.dumps(session)
+        for path in ("/ui/..%2Fui.py", "/ui/nothing.js", "/ui/ui.py"):
+            assert (await client.get(path)).status == 404, path
+    finally:
+        await client.close()
+
+
+@in_a_loop
+async def test_foreign_hosts_origins_and_reads_outside_the_list_are_refused(
+    kubeconfig: Path,
+) -> None:
+    client = await client_of(kubeconfig)
+    allowed = "/k8s/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs"
+    try:
+        assert (await client.get(allowed, headers={"Host": "evil.example"})).status == 403
+        origin = {"Origin": "https://evil.example"}
+        assert (await client.get(allowed, headers=origin)).status == 403
+        cross = {"Sec-Fetch-Site": "cross-site"}
+        assert (await client.get(allowed, headers=cross)).status == 403
+        for path in ("/k8s/api/v1/secrets", "/k8s/api/v1/namespaces/team-a/pods/p/exec"):
+            refused = await client.get(path)
+            assert refused.status == 403 and "does not read" in (await refused.json())["message"]
+        assert (await client.post(allowed)).status == 405  # GET only
+        assert (await client.get("/watch")).status == 400
+        secrets = await client.get("/watch", params={"p": "/api/v1/secrets?watch=1"})
+        assert secrets.status == 403
+        not_a_watch = await client.get("/watch", params={"p": allowed[4:]})
+        assert not_a_watch.status == 400
+        absolute = await client.get("/watch", params={"p": f"http://other{allowed[4:]}?watch=1"})
+        assert absolute.status == 403
+    finally:
+        await client.close()
+
+
+@in_a_loop
+async def test_a_watch_the_manager_cannot_answer_ends_naming_it(kubeconfig: Path) -> None:
+    client = await client_of(kubeconfig)
+    path = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs?watch=1"
+    try:
+        answer = await client.get("/watch", params={"p": path})
+        assert answer.status == 200
+        (line,) = (await answer.text()).splitlines()
+        said = json.loads(line)
+        assert said["i"] == 0 and said["end"] == 502 and "127.0.0.1" in said["message"]
+        unreachable = await client.get("/k8s" + path.split("?")[0])
+        assert unreachable.status == 502
+    finally:
+        await client.close()
+
+
+def test_the_view_serves_on_loopback_only() -> None:
+    args = argparse.Namespace(address="0.0.0.0", kubeconfig=None, context=None, namespace=None)
+    with pytest.raises(ValueError, match="loopback"):
+        ui.run(args)
