@@ -307,19 +307,27 @@ def _all_complete(f: Flight, timeout: float = 900) -> None:
     assert all(s == "Complete" for s in final.values()), {n: s for n, s in final.items()}
 
 
-# How an admission call fails when it meets a 0.2.0 replica that was told to stop: 0.2.0 closes
-# its port at once, before its endpoint has left the API server's routing (from 0.3.0 on, a
-# replica serves 5 s more, the chart's preStop).
+# How an admission call fails when it meets a replica that was told to stop. 0.2.0 closes its
+# port at once, before its endpoint has left the API server's routing (from 0.3.0 on, a replica
+# serves 5 s more, the chart's preStop). Any version, as it stops, closes the connections the
+# API server keeps to it (pooled by the Service's name, for 90 s): a review sent on one at that
+# moment is reset, and the API server does not retry a POST. Seen once from a 0.3.0 replica in
+# the rollback (at 38c3016); docs/operations.md tells users to retry.
 GOING_AWAY = ("connection reset by peer", "connection refused")
 
 
 def _no_create_refused(f: Flight, *from_old: str) -> None:
-    """No create was refused, but for a 0.2.0 replica going away while the product moved
-    from 0.2.0 (the phases named `from_old`). The rollback stops 0.3.0 replicas: none there."""
-    tolerated = [r for r in f.refused if r.startswith(from_old) and any(g in r for g in GOING_AWAY)]
-    print(f"[figure] creates refused by a 0.2.0 replica going away: {len(tolerated)}",
+    """No create was refused, but by a replica going away: any refusal of a 0.2.0 replica
+    going away (the phases named `from_old`), and a reset by a 0.3.0 replica as it stops; each
+    is counted as a figure."""
+    going = [r for r in f.refused if any(g in r for g in GOING_AWAY)]
+    from_02 = [r for r in going if r.startswith(from_old)]
+    reset = [r for r in going if r not in from_02 and "connection reset by peer" in r]
+    print(f"[figure] creates refused by a 0.2.0 replica going away: {len(from_02)}; "
+          f"reset by a 0.3.0 replica stopping: {len(reset)} of {len(f.created)}",
           file=sys.stderr)  # fmt: skip
-    assert [r for r in f.refused if r not in tolerated] == []
+    assert [r for r in f.refused if r not in from_02 and r not in reset] == []
+    assert len(reset) <= 2, reset  # a rare race as a replica stops, not a way of failing
 
 
 def _ran_once(f: Flight) -> None:
