@@ -297,7 +297,7 @@ def quota_summary(cq: Dict) -> Dict:
     status = cq.get("status") or {}
     return {
         "name": cq["metadata"]["name"],
-        "cohort": (cq.get("spec") or {}).get("cohortName") or (cq.get("spec") or {}).get("cohort"),
+        "cohort": (cq.get("spec") or {}).get("cohortName"),
         "active": _is_active(cq),
         "pendingWorkloads": int(status.get("pendingWorkloads") or 0),
         "reservingWorkloads": int(status.get("reservingWorkloads") or 0),

@@ -84,10 +84,7 @@ class Manager:
     def headers(self) -> dict[str, str]:
         """The current token, if the kubeconfig has one: read through the client's hook, which
         runs an exec plugin (a cloud's login) or reads a token file again, as kubectl would."""
-        cfg = self.configuration
-        token = cfg.get_api_key_with_prefix("authorization") or cfg.get_api_key_with_prefix(
-            "BearerToken"
-        )
+        token = self.configuration.get_api_key_with_prefix("authorization")
         return {"Authorization": token} if token else {}
 
 

@@ -2,7 +2,7 @@
 
 import { age, h, s, table, when } from "./dom.js";
 import { Watch, getJSON, problem, session, statusMessage } from "./api.js";
-import { conditions, history, podsInShort, progressCell, queueOf, remember, stateOf, trainerStatus } from "./trainjobs.js";
+import { conditions, history, podsInShort, progressCell, queueOf, remember, stateOf, trainerStatus, viewed } from "./trainjobs.js";
 
 const $main = document.getElementById("main");
 
@@ -20,6 +20,7 @@ export function jobView(namespace, name) {
   const containerSelect = h("select", { id: "log-container", "aria-label": "Container" });
   const logState = h("span", { id: "log-state", class: "muted", "aria-live": "polite" });
   let trainjob = null, storyBody = null, stream = null, retry = null;
+  viewed.add(`${namespace}/${name}`);
 
   $main.replaceChildren(h("article", { "aria-labelledby": "job-title" },
     h("p", {}, h("a", { href: "#/" }, "All jobs")),
@@ -147,6 +148,7 @@ export function jobView(namespace, name) {
   drawJob();
   return () => {
     watch.stop(); clearInterval(ticker); clearTimeout(retry); if (stream) stream.abort(); stream = null;
+    viewed.delete(`${namespace}/${name}`);
     problem("story", null);
   };
 }

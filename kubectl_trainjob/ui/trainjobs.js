@@ -58,6 +58,8 @@ export function queueOf(tj) {
 }
 
 // Reported metrics over time, kept while the page is open (the API keeps the latest only).
+// The TrainJob a view shows, whose reports are kept even when no list watches its namespace.
+export const viewed = new Set();
 export const history = new Map();
 export function remember(tj) {
   const ts = trainerStatus(tj);
@@ -83,7 +85,11 @@ export const trainJobs = {
   start() {
     const api = `/apis/${session.trainerApi}`;
     const notify = () => {
-      for (const tj of this.all()) remember(tj);
+      const alive = new Set();
+      for (const tj of this.all()) { remember(tj); alive.add(key(tj)); }
+      for (const gone of history.keys()) {
+        if (!alive.has(gone) && !viewed.has(gone)) history.delete(gone);
+      }
       for (const fn of this.listeners) fn();
     };
     const paths = session.allNamespaces

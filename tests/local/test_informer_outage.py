@@ -8,36 +8,23 @@ import json
 import logging
 import socket
 import time
-from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from kubecontrol import informer as informer_module
 from kubecontrol.informer import Informer
 from kubecontrol.kinds import CONFIG_MAP
-from tests.support.waiting import http_server, loopback_client, wait_for
+from tests.support.waiting import QuietHandler, http_server, loopback_client, wait_for
 
 
-class EmptyList(BaseHTTPRequestHandler):
+class EmptyList(QuietHandler):
     def do_GET(self) -> None:
-        watching = "watch=" in self.path
-        body = (
-            b""
-            if watching
-            else json.dumps(
-                {"kind": "ConfigMapList", "metadata": {"resourceVersion": "1"}, "items": []}
-            ).encode()
-        )
-        if watching:
+        if "watch=" in self.path:
             time.sleep(0.2)  # a watch that ends with nothing to say
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+            self.reply(200, b"")
+            return
+        listed = {"kind": "ConfigMapList", "metadata": {"resourceVersion": "1"}, "items": []}
+        self.reply(200, json.dumps(listed).encode())
 
 
 def test_an_outage_is_said_once_then_a_line_a_minute_then_its_end(

@@ -11,7 +11,6 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler
 
 import pycurl
 import pytest
@@ -19,7 +18,7 @@ import pytest
 from kubecontrol import client as kubeclient
 from kubecontrol import cluster as kube
 from kubecontrol.client import ApiClient, ApiException, TransportError
-from tests.support.waiting import http_server, loopback_client
+from tests.support.waiting import QuietHandler, http_server, loopback_client
 
 
 def test_no_answer_is_a_transient_transport_error(silent_server: int) -> None:
@@ -63,18 +62,10 @@ def refusing_server() -> Iterator[int]:
     """A loopback HTTP server that answers every request 429 with `Retry-After`, as the API
     server does when its priority and fairness turns a request away."""
 
-    class Refuse(BaseHTTPRequestHandler):
+    class Refuse(QuietHandler):
         def do_GET(self) -> None:
             body = b'{"kind":"Status","code":429,"message":"too many requests"}'
-            self.send_response(429)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Retry-After", "3")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *_: object) -> None:
-            pass
+            self.reply(429, body, Retry_After="3")
 
     with http_server(Refuse) as port:
         yield port
@@ -120,21 +111,13 @@ def test_a_retry_waits_as_long_as_retry_after_asks() -> None:
     refusal (the backoff alone would have sent it after 0.2-1.4 s)."""
     arrivals: list[float] = []
 
-    class Busy(BaseHTTPRequestHandler):
+    class Busy(QuietHandler):
         def do_GET(self) -> None:
             arrivals.append(time.monotonic())
-            refused = len(arrivals) <= 2
-            body = b'{"kind":"Status","code":429}' if refused else b'{"kind":"APIVersions"}'
-            self.send_response(429 if refused else 200)
-            self.send_header("Content-Type", "application/json")
-            if refused:
-                self.send_header("Retry-After", "2")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *_: object) -> None:
-            pass
+            if len(arrivals) <= 2:
+                self.reply(429, b'{"kind":"Status","code":429}', Retry_After="2")
+            else:
+                self.reply(200, b'{"kind":"APIVersions"}')
 
     with http_server(Busy) as port:
         answer = kube.io_retry(loopback_client(port).get_json)("/api")

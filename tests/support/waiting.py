@@ -58,6 +58,23 @@ def loopback_client(port: int) -> ApiClient:
     }))  # fmt: skip
 
 
+class QuietHandler(BaseHTTPRequestHandler):
+    """A test server's handler that logs nothing and answers in one call."""
+
+    def reply(self, code: int, body: bytes, **headers: str) -> None:
+        """`body` as JSON with status `code` and more `headers` (`Retry_After="3"`)."""
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        for name, value in headers.items():
+            self.send_header(name.replace("_", "-"), value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
 @contextlib.contextmanager
 def http_server(handler: type[BaseHTTPRequestHandler], port: int = 0) -> Iterator[int]:
     """A loopback HTTP server answering with `handler`, in a thread (on `port`, or any free
