@@ -16,7 +16,7 @@ from typing import Any, Literal
 import yaml
 from kubernetes import client
 
-from clusters import builds, images, nodes, peer, processes, replicas
+from clusters import builds, images, metrics_server, nodes, peer, processes, replicas
 from clusters.config import REAL_NODES_MARKER, REPO_ROOT, BedConfig, ClusterSpec, Port, load_config
 from clusters.errors import BedError
 from clusters.kube import (
@@ -382,9 +382,18 @@ class Bed:
         node = self.node(c)
         assert node is not None
         nodes.node_network_up(node)
+        serving = self._cert(
+            c,
+            "kubelet-serving",
+            f"system:node:{node.name}",
+            organizations=("system:nodes",),
+            hosts=(node.ip, node.name),
+            server=True,
+        )
         nodes.write_configs(
             node,
             self.pki_dir / "ca.crt",
+            (serving.cert, serving.key),
             self.node_kubeconfig(c, "kubelet"),
             self.node_kubeconfig(c, "kube-proxy"),
         )
@@ -400,6 +409,18 @@ class Bed:
         )
         Applier(self.api(c)).apply_all(load_manifests(text))
         self.wait_deployment_ready(c, "kube-system", "coredns")
+        if spec.role == "worker":
+            self._up_metrics_server(c)
+
+    def _up_metrics_server(self, cluster: str) -> None:
+        """metrics-server on a worker, from its release manifests (its module's
+        manifests/overlays/release, as its components.yaml is made), checking the kubelet's
+        serving certificate against the cluster CA that signs it (_up_node), where the
+        manifests' default reads the kubelet's address only."""
+        docs = metrics_server.manifests()
+        Applier(self.api(cluster)).apply_all(docs)
+        self.wait_deployment_ready(cluster, "kube-system", "metrics-server", timeout=180)
+        metrics_server.wait_available(self.api(cluster))
 
     def wait_deployment_ready(
         self, cluster: str, namespace: str, name: str, timeout: float = 120.0

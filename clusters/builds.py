@@ -42,6 +42,8 @@ COREDNS_VERSION = "v1.14.7"
 # Debian 12's runc 1.1 cannot start what containerd 2 asks for ("can't get final child's PID
 # from pipe"), nor can its crun 1.8 ("unknown version specified").
 RUNC_VERSION = "v1.3.6"
+# The workers of the real-node bed serve the metrics API (pods' CPU and memory in the web view).
+METRICS_SERVER_VERSION = "v0.8.0"
 # helm lints and renders the chart (charts/), and installs it on the bed.
 HELM_VERSION = "v3.22.0"
 PAUSE_VERSION = "1.0"  # our own (clusters/gomod/pause)
@@ -184,6 +186,15 @@ BUILDS: dict[str, Build] = {
             {"runc": "github.com/opencontainers/runc"},
             real=True,
             tags=["seccomp"],
+        ),
+        # Static, as its release builds it (CGO_ENABLED=0, the version in client-go's package).
+        Build(
+            "metrics-server",
+            METRICS_SERVER_VERSION,
+            {"metrics-server": "sigs.k8s.io/metrics-server/cmd/metrics-server"},
+            [f"-X k8s.io/client-go/pkg/version.gitVersion={METRICS_SERVER_VERSION}"],
+            real=True,
+            static=True,
         ),
         Build(
             "helm",

@@ -5,7 +5,7 @@
   a Debian base made offline; its name is the chart's);
 - the pause image and CoreDNS's, each one static binary of ours or theirs (clusters/gomod);
 - Kueue's, under the name its release manifests give it, for Kueue installed as users install
-  it (tests/real/test_runbook.py);
+  it (tests/real/test_runbook.py); metrics-server's likewise, on the workers;
 - a Debian 12 image with its python3, standing in for the public python:3.11-slim-bookworm;
 - the training image: Debian 13 with Python 3, PyTorch 2.6 for CPU (Debian's python3-torch,
   built with gloo; Debian 12's 1.13 has a torchrun that fails on its Python 3.11), Open MPI 5
@@ -137,6 +137,16 @@ KUEUE = Image(
     user="65532:65532",
     entrypoint=("/manager",),
 )
+# metrics-server as its release manifests name it, built from its module as its release builds
+# it: the static binary at /metrics-server, user 65534 (its release image is distroless/static).
+METRICS_SERVER = Image(
+    "binary",
+    f"registry.k8s.io/metrics-server/metrics-server:{builds.METRICS_SERVER_VERSION}",
+    binary="metrics-server",
+    path="/metrics-server",
+    user="65534:65534",
+    entrypoint=("/metrics-server",),
+)
 # Debian 12's Python 3.11, as the public python:3.11-slim-bookworm the runbook's check runtime
 # names: an image of its own, so that no other image answers to two names (the kubelet reports
 # a container's image by the first name its image has).
@@ -147,7 +157,7 @@ PYTHON = Image(
     suite="bookworm",
     env=("PATH=/usr/local/bin:/usr/bin:/bin",),
 )
-ALL = (PAUSE, COREDNS, TRAINING, PRODUCT, PYTHON, KUEUE)
+ALL = (PAUSE, COREDNS, TRAINING, PRODUCT, PYTHON, KUEUE, METRICS_SERVER)
 # Public images the examples name, and the bed's own with the same tools in their place (the
 # bed reaches no registry; real nodes also hold them under the public names): PyTorch with
 # torchrun, python3 and bash; Debian 12's Python 3.11.

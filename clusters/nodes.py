@@ -286,14 +286,20 @@ def node_network_down(node: Node) -> None:
 # ---- configuration files -----------------------------------------------------------------------
 
 
-def write_configs(node: Node, ca: Path, kubelet_kubeconfig: Path, proxy_kubeconfig: Path) -> None:
+def write_configs(
+    node: Node,
+    ca: Path,
+    serving: tuple[Path, Path],
+    kubelet_kubeconfig: Path,
+    proxy_kubeconfig: Path,
+) -> None:
     """containerd's, the CNI's, kubelet's and kube-proxy's configuration of one node."""
     for d in (node.state, node.run_dir, node.state / "cni", node.state / "pod-logs"):
         d.mkdir(parents=True, exist_ok=True)
     (node.state / "containerd.toml").write_text(containerd_config(node))
     (node.state / "cni" / "10-bridge.conflist").write_text(cni_config(node))
     (node.state / "resolv.conf").write_text("# the bed has no upstream DNS\n")
-    (node.state / "kubelet.yaml").write_text(yaml.safe_dump(kubelet_config(node, ca)))
+    (node.state / "kubelet.yaml").write_text(yaml.safe_dump(kubelet_config(node, ca, serving)))
     (node.state / "kube-proxy.yaml").write_text(
         yaml.safe_dump(proxy_config(node, proxy_kubeconfig))
     )
@@ -374,7 +380,11 @@ def bridge_network(name: str, subnet: str, ipam_dir: Path | None = None) -> str:
     )
 
 
-def kubelet_config(node: Node, ca: Path) -> dict[str, Any]:
+def kubelet_config(node: Node, ca: Path, serving: tuple[Path, Path]) -> dict[str, Any]:
+    """As kubeadm configures a kubelet: clients by certificate or by a token the API server
+    reviews, each request authorised by the API server; its serving certificate from the
+    cluster CA, so that metrics-server can check it."""
+    cert, key = serving
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
@@ -387,13 +397,16 @@ def kubelet_config(node: Node, ca: Path) -> dict[str, Any]:
         "readOnlyPort": 0,
         "healthzBindAddress": node.ip,
         "healthzPort": KUBELET_HEALTH_PORT,
+        "tlsCertFile": str(cert),
+        "tlsPrivateKeyFile": str(key),
         "authentication": {
             "anonymous": {"enabled": False},
-            "webhook": {"enabled": False},
+            # metrics-server's ServiceAccount token (nodes/metrics)
+            "webhook": {"enabled": True},
             "x509": {"clientCAFile": str(ca)},
         },
-        # The API server's kubelet-client certificate is the only client (logs, exec).
-        "authorization": {"mode": "AlwaysAllow"},
+        # The API server's kubelet-client certificate (logs, exec) is in system:masters.
+        "authorization": {"mode": "Webhook"},
         "clusterDNS": [CLUSTER_DNS],
         "clusterDomain": CLUSTER_DOMAIN,
         "resolvConf": str(node.state / "resolv.conf"),

@@ -7,18 +7,23 @@ TrainJob's, whatever its name.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kubecontrol.aggregated import query_bool, query_int
+from kubecontrol.client import ApiException, TransportError
 from kubecontrol.objects import Dict
 from trainjob import constants as c
+from trainjob.quantity import parse_quantity
 
 if TYPE_CHECKING:
     from dispatcher.remote import RemoteCluster
 
 JOBS = "/apis/batch/v1/namespaces/{namespace}/jobs"
 PODS = "/api/v1/namespaces/{namespace}/pods"
+# The metrics API (metrics-server's PodMetrics), where a worker serves it.
+POD_METRICS = "/apis/metrics.k8s.io/v1beta1/namespaces/{namespace}/pods"
 READ_SECONDS = 10.0  # each read on a worker: an unreachable one is named, not waited for
 MAX_TAIL_LINES = 100_000
 
@@ -102,7 +107,8 @@ def log_query(pod: Dict, query: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def pod_summary(pod: Dict, worker: str) -> Dict:
+def pod_summary(pod: Dict, worker: str, usage: Mapping[str, Dict] | None = None) -> Dict:
+    """A pod in short; with its CPU and memory use from `usage` (by pod name) when known."""
     status_ = pod.get("status") or {}
     statuses = status_.get("containerStatuses") or []
     labels = _labels(pod)
@@ -117,6 +123,28 @@ def pod_summary(pod: Dict, worker: str) -> Dict:
         "ready": bool(statuses) and all(s.get("ready") for s in statuses),
         "restarts": sum(int(s.get("restartCount") or 0) for s in statuses),
         "containers": [str(x.get("name")) for x in (pod.get("spec") or {}).get("containers") or []],
+        "usage": (usage or {}).get(pod["metadata"]["name"]),
+    }
+
+
+def pod_usage(metrics: Dict) -> Dict | None:
+    """One PodMetrics in short: CPU in millicores and memory in bytes, summed over its
+    containers, and the window they were measured over; None when it holds no figure."""
+    cpu = memory = 0
+    try:
+        for container in metrics.get("containers") or []:
+            used = container.get("usage") or {}
+            cpu += math.ceil(parse_quantity(used.get("cpu", 0)) * 1000)
+            memory += math.ceil(parse_quantity(used.get("memory", 0)))
+    except (ValueError, AttributeError, TypeError):
+        return None
+    if not metrics.get("containers"):
+        return None
+    return {
+        "cpuMillicores": cpu,
+        "memoryBytes": memory,
+        "timestamp": metrics.get("timestamp"),
+        "window": metrics.get("window"),
     }
 
 
@@ -154,6 +182,40 @@ def read(
     jobs = list_items(remote, JOBS.format(namespace=namespace), labelSelector=selector)
     pods = list_items(remote, PODS.format(namespace=namespace), labelSelector=selector)
     return ours(copy_uid, jobs, pods)
+
+
+def usage(
+    remote: RemoteCluster, namespace: str, name: str, pods: Iterable[Dict]
+) -> tuple[dict[str, Dict], str | None]:
+    """The CPU and memory the worker's metrics API last measured for `pods` (ours, listed
+    before), by pod name, and why there are none when the worker cannot say: it serves no
+    metrics API, or our identity there may not read it. Asked only while a pod runs."""
+    running = {
+        str(p["metadata"]["name"])
+        for p in pods
+        if (p.get("status") or {}).get("phase") == "Running"
+    }
+    if not running:
+        return {}, None
+    try:
+        items = list_items(
+            remote,
+            POD_METRICS.format(namespace=namespace),
+            labelSelector=f"{c.JOBSET_NAME_LABEL}={name}",
+        )
+    except ApiException as exc:
+        if exc.status == 404:
+            return {}, "the worker serves no metrics API (metrics.k8s.io); see docs/web-view.md"
+        return {}, f"the worker's metrics API: {exc}"
+    except TransportError as exc:
+        return {}, f"the worker's metrics API is unreachable: {exc}"
+    found = {}
+    for item in items:
+        pod = str((item.get("metadata") or {}).get("name"))
+        summary = pod_usage(item) if pod in running else None
+        if summary is not None:
+            found[pod] = summary
+    return found, None
 
 
 def list_items(remote: RemoteCluster, path: str, **query: Any) -> list[Dict]:

@@ -143,6 +143,7 @@ def story(ctx: Context, namespace: str, name: str) -> Dict:
             for e in about((found or {}).get("items") or [], {obj.get("uid")})
         ]
     pods: list[Dict] = []
+    usage_problem: str | None = None
     problem = at.problem
     if problem is None and at.copy is not None:
         assert at.worker is not None and at.remote is not None
@@ -159,7 +160,8 @@ def story(ctx: Context, namespace: str, name: str) -> Dict:
                     limit=MAX_EVENTS,
                 )
                 events += [event_summary(e, at.worker) for e in about(worker_events, {uid})]
-            pods = [pod_summary(p, at.worker) for p in found]
+            used, usage_problem = copy_pods.usage(at.remote, namespace, name, found)
+            pods = [pod_summary(p, at.worker, used) for p in found]
         except Refusal as exc:
             problem = str(exc)
         except (ApiException, TransportError) as exc:
@@ -185,6 +187,8 @@ def story(ctx: Context, namespace: str, name: str) -> Dict:
         # our TrainJob on that worker: its status (conditions, jobsStatus) as last watched
         "copy": None if at.copy is None else {"status": at.copy.status},
         "pods": sorted(pods, key=lambda p: (str(p["replicatedJob"]), str(p["index"]))),
+        # why the running pods carry no CPU and memory use, when the worker cannot say
+        "usageProblem": usage_problem,
         "events": by_time(events),
     }
 

@@ -285,6 +285,7 @@ def _worker_view_of_story(clusters: Clusters, name: str, worker: str) -> WorkerV
             "metadata": {"name": p["name"], "creationTimestamp": p.get("creationTimestamp")},
             "status": {"phase": p.get("phase")},
             "spec": {"nodeName": p.get("node")},
+            "usage": p.get("usage"),  # CPU and memory, where the worker serves metrics
         }
         for p in story.get("pods") or []
     ]

@@ -230,6 +230,13 @@ def describe(
     return "\n".join(lines)
 
 
+def _usage(usage: Dict | None) -> list[str]:
+    """A pod's CPU and memory use as `kubectl top pod` writes them ("-" when not measured)."""
+    if not usage:
+        return ["-", "-"]
+    return [f"{usage['cpuMillicores']}m", f"{-(-int(usage['memoryBytes']) // 2**20)}Mi"]
+
+
 class WorkerView:
     """What the worker running a TrainJob shows: its copy, the pods, their Events; or why it
     could not be read."""
@@ -252,15 +259,18 @@ class WorkerView:
             return (
                 f"On worker {self.name}: no TrainJob (not created yet, or removed after it ended)"
             )
+        measured = any(p.get("usage") for p in self.pods)
         pods = [
             [
                 p["metadata"]["name"],
                 (p.get("status") or {}).get("phase", ""),
                 (p.get("spec") or {}).get("nodeName") or "-",
                 age(p["metadata"].get("creationTimestamp"), now),
+                *(_usage(p.get("usage")) if measured else []),
             ]
             for p in sorted(self.pods, key=lambda p: p["metadata"]["name"])
         ]
+        pod_columns = ["NAME", "PHASE", "NODE", "AGE", *(["CPU", "MEMORY"] if measured else [])]
         jobs = [
             [
                 j.get("name", ""),
@@ -278,7 +288,7 @@ class WorkerView:
                 )
             ),
             _indent(_section("Jobs", jobs, ["NAME", "ACTIVE", "READY", "SUCCEEDED", "FAILED"])),
-            _indent(_section("Pods", pods, ["NAME", "PHASE", "NODE", "AGE"])),
+            _indent(_section("Pods", pods, pod_columns)),
             _indent(
                 _section(
                     "Events",

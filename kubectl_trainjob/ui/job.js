@@ -68,9 +68,7 @@ export function jobView(namespace, name) {
         ? "Waiting: " + storyBody.queues.map((q) => `${q.worker} (${q.copy || q.problem || "?"}${q.pendingInClusterQueue !== undefined ? `, ${q.pendingInClusterQueue} pending in ${q.clusterQueue}` : ""})`).join("; ")
         : "Not placed on any worker yet.")]));
     if (storyBody.workerProblem) timeline.append(h("li", { class: "warn" }, storyBody.workerProblem));
-    pods.replaceChildren(storyBody.pods.length ? table(["Pod", "Worker", "Role", "Index", "Phase", "Ready", "Restarts", "Node"],
-      storyBody.pods.map((p) => [p.name + (p.kept ? " (ended; tail kept)" : ""), p.worker, p.replicatedJob, p.index, p.phase, p.ready ? "yes" : "no", p.restarts, p.node || "-"]))
-      : h("p", { class: "muted" }, "No pods."));
+    pods.replaceChildren(...podTable(storyBody));
     events.replaceChildren(storyBody.events.length ? table(["Last seen", "Where", "Type", "Reason", "Object", "Message"],
       storyBody.events.slice().reverse().map((e) => [age(e.lastTimestamp) + " ago", e.source, e.type, e.reason, e.object, e.message]))
       : h("p", { class: "muted" }, "No events."));
@@ -151,6 +149,26 @@ export function jobView(namespace, name) {
     viewed.delete(`${namespace}/${name}`);
     problem("story", null);
   };
+}
+
+// The pods, with CPU and memory as the worker's metrics API last measured them (as
+// `kubectl top pod` shows them) when it serves one; otherwise why not, under the table.
+function podTable(story) {
+  if (!story.pods.length) return [h("p", { class: "muted" }, "No pods.")];
+  const measured = story.pods.some((p) => p.usage);
+  const head = ["Pod", "Worker", "Role", "Index", "Phase", "Ready", "Restarts", "Node"];
+  const rows = story.pods.map((p) => [p.name + (p.kept ? " (ended; tail kept)" : ""), p.worker, p.replicatedJob, p.index,
+    p.phase, p.ready ? "yes" : "no", p.restarts, p.node || "-",
+    ...(measured ? p.usage ? [`${p.usage.cpuMillicores}m`, `${Math.ceil(p.usage.memoryBytes / 1048576)}Mi`] : ["-", "-"] : [])]);
+  const out = [table(measured ? [...head, "CPU", "Memory"] : head, rows)];
+  if (measured) {
+    const window = story.pods.map((p) => p.usage && p.usage.window).find(Boolean);
+    const seconds = Math.round(parseFloat(window));
+    out.push(h("p", { class: "muted", id: "pods-usage" }, `CPU and memory as the worker's metrics API measured them${seconds ? `, over ${seconds} s` : ""}.`));
+  } else if (story.usageProblem) {
+    out.push(h("p", { class: "muted", id: "pods-usage" }, `No CPU and memory use: ${story.usageProblem}.`));
+  }
+  return out;
 }
 
 function conditionList(list) {

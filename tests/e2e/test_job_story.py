@@ -61,6 +61,9 @@ def test_a_tenant_with_edit_submits_and_reads_the_story_of_its_trainjob(
     assert story["workerProblem"] is None
     assert {p["worker"] for p in story["pods"]} == {worker}
     assert sorted(p["index"] for p in story["pods"]) == ["0", "1"]
+    # a kwok worker serves no metrics API: the pods carry no CPU and memory, and it says why
+    assert [p["usage"] for p in story["pods"]] == [None, None]
+    assert "serves no metrics API" in story["usageProblem"], story["usageProblem"]
     reasons = {(e["source"], e["reason"]) for e in story["events"]}
     assert ("manager", "Started") in reasons, reasons  # dispatched to the worker
     assert (worker, "Scheduled") in reasons, reasons  # its pods' Events there

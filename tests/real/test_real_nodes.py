@@ -73,6 +73,17 @@ def _plugin(
     )
 
 
+def _usage(tenant: Tenant, namespace: str, name: str) -> list[Dict]:
+    """The running pods' CPU and memory in the story, once every running pod has them."""
+    code, story = tenant.get(story_path(namespace, name))
+    assert code == 200, story
+    running = [p for p in story["pods"] if p["phase"] == "Running"]
+    assert story["usageProblem"] is None, story["usageProblem"]
+    if not running or not all(p["usage"] for p in running):
+        return []
+    return [p["usage"] for p in running]
+
+
 def test_product_runs_as_pods_from_its_image(installed: Bed) -> None:
     for c in installed.config.clusters:
         pods = client.CoreV1Api(installed.api(c.name)).list_namespaced_pod(NAMESPACE).items
@@ -101,7 +112,9 @@ def test_ddp_training_across_clusters(installed: Bed, real_namespace: str, tmp_p
     alice = Tenant(installed, real_namespace, "alice", "edit", tmp_path)
     on_manager = TrainJobs(alice.api, real_namespace)
     created = time.monotonic()
-    on_manager.create(_trainjob(name))
+    # steps of 1.5 s: about a minute of training, for metrics-server to measure the pods
+    slower = [{"name": "TRAIN_STEPS", "value": "40"}, {"name": "STEP_SECONDS", "value": "1.5"}]
+    on_manager.create(_trainjob(name, env=slower))
 
     def loss_lines() -> list[tuple[int, float]]:
         out = _plugin(installed, "logs", name, "-n", real_namespace, kubeconfig=alice.kubeconfig)
@@ -118,6 +131,12 @@ def test_ddp_training_across_clusters(installed: Bed, real_namespace: str, tmp_p
         expect(pane).to_contain_text(f"step {latest}/40 loss", timeout=5_000)
         expect(page.locator("#log-state")).to_contain_text(re.compile("following|ended"))
         screenshot(page, "trainjob-logs")
+        # the pods' CPU and memory, from the worker's metrics API (metrics-server)
+        used = wait_for(lambda: _usage(alice, real_namespace, name), 90, what="pods' usage")
+        assert all(u["cpuMillicores"] > 0 and u["memoryBytes"] > 2**20 for u in used), used
+        expect(page.locator("#pods-usage")).to_contain_text("metrics API measured", timeout=10_000)
+        expect(page.locator("#pods th", has_text="Memory")).to_be_visible()
+        screenshot(page, "trainjob-pods-usage")
     code, story = alice.get(story_path(real_namespace, name))
     assert code == 200, story
     assert {p["replicatedJob"] for p in story["pods"]} == {"node"}, story

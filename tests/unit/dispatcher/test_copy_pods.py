@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from dispatcher.copy_pods import Refusal, about, log_query, ours, pick_pod, pod_summary
+from dispatcher.copy_pods import Refusal, about, log_query, ours, pick_pod, pod_summary, pod_usage
 from trainjob import constants as c
 
 
@@ -89,3 +89,35 @@ def test_pod_summary_counts_restarts() -> None:
 def test_events_about_our_objects_only() -> None:
     events = [{"involvedObject": {"uid": "p1"}}, {"involvedObject": {"uid": "other"}}, {}]
     assert about(events, {"p1"}) == [events[0]]
+
+
+def test_pod_usage_sums_the_containers_in_millicores_and_bytes() -> None:
+    metrics = {
+        "timestamp": "2026-11-27T09:00:00Z",
+        "window": "15.011s",
+        "containers": [
+            {"name": "node", "usage": {"cpu": "250123456n", "memory": "300Mi"}},
+            {"name": "sidecar", "usage": {"cpu": "1m", "memory": "1024Ki"}},
+        ],
+    }
+    assert pod_usage(metrics) == {
+        "cpuMillicores": 252,  # 250.12m rounded up, and 1m
+        "memoryBytes": 301 * 2**20,
+        "timestamp": "2026-11-27T09:00:00Z",
+        "window": "15.011s",
+    }
+
+
+@pytest.mark.parametrize(
+    "metrics",
+    [{}, {"containers": []}, {"containers": [{"usage": {"cpu": "lots"}}]}, {"containers": [7]}],
+)
+def test_pod_usage_of_nothing_or_nonsense_is_none(metrics: dict[str, Any]) -> None:
+    assert pod_usage(metrics) is None
+
+
+def test_pod_summary_carries_its_usage_by_name() -> None:
+    pod = node_pod("a", "p1", "j", 0)
+    used = {"a": {"cpuMillicores": 5, "memoryBytes": 6}}
+    assert pod_summary(pod, "worker1", used)["usage"] == used["a"]
+    assert pod_summary(pod, "worker1")["usage"] is None

@@ -100,3 +100,24 @@ def test_describe_names_the_worker_and_says_when_it_cannot_be_reached() -> None:
     assert "Worker:      worker1" in text
     assert "Workload:    none" in text
     assert text.endswith("On worker worker1: unreachable: refused")
+
+
+def test_describe_shows_the_pods_cpu_and_memory_where_the_worker_measured_them() -> None:
+    def pod(name: str, usage: Dict | None) -> Dict:
+        meta = {"name": name, "creationTimestamp": "2026-11-23T11:58:00Z"}
+        return {"metadata": meta, "status": {"phase": "Running"}, "spec": {}, "usage": usage}
+
+    copy = {"status": {"conditions": []}}
+    measured = {"cpuMillicores": 250, "memoryBytes": 300 * 2**20 + 1}
+    shown = WorkerView("worker1", copy, [pod("a", measured), pod("b", None)]).render(NOW)
+    header = next(line for line in shown.splitlines() if "PHASE" in line)
+    assert header.split() == ["NAME", "PHASE", "NODE", "AGE", "CPU", "MEMORY"]
+    rows = {
+        line.split()[0]: line.split()
+        for line in shown.splitlines()
+        if line.split()[:1] in (["a"], ["b"])
+    }
+    assert rows["a"][-2:] == ["250m", "301Mi"]  # rounded up, as kubectl top does
+    assert rows["b"][-2:] == ["-", "-"]
+    unmeasured = WorkerView("worker1", copy, [pod("a", None)]).render(NOW)
+    assert "CPU" not in unmeasured
