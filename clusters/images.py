@@ -94,6 +94,12 @@ class Image:
         return list(self.files.values())
 
 
+def release_binary(name: str, binary: str, path: str, user: str) -> Image:
+    """An upstream release image under the name its manifests give it: the one static binary
+    its release holds (built from its module, builds.BUILDS), run as `user`."""
+    return Image("binary", name, binary=binary, path=path, user=user, entrypoint=(path,))
+
+
 PAUSE = Image("binary", f"localhost/trainjob-bed/pause:{builds.PAUSE_VERSION}", binary="pause",
               entrypoint=("/pause",))  # fmt: skip
 COREDNS = Image(
@@ -129,23 +135,16 @@ PRODUCT = Image("product", product_image_name())
 # Kueue as its release manifests name it (registry.k8s.io/kueue/kueue:<version>), built from its
 # module as its own release builds it: the static manager binary at /manager, user 65532, no
 # other file (its release image is distroless/static with that binary).
-KUEUE = Image(
-    "binary",
-    f"registry.k8s.io/kueue/kueue:{builds.KUEUE_VERSION}",
-    binary="kueue",
-    path="/manager",
-    user="65532:65532",
-    entrypoint=("/manager",),
+KUEUE = release_binary(
+    f"registry.k8s.io/kueue/kueue:{builds.KUEUE_VERSION}", "kueue", "/manager", "65532:65532"
 )
 # metrics-server as its release manifests name it, built from its module as its release builds
 # it: the static binary at /metrics-server, user 65534 (its release image is distroless/static).
-METRICS_SERVER = Image(
-    "binary",
+METRICS_SERVER = release_binary(
     f"registry.k8s.io/metrics-server/metrics-server:{builds.METRICS_SERVER_VERSION}",
-    binary="metrics-server",
-    path="/metrics-server",
-    user="65534:65534",
-    entrypoint=("/metrics-server",),
+    "metrics-server",
+    "/metrics-server",
+    "65534:65534",
 )
 # Debian 12's Python 3.11, as the public python:3.11-slim-bookworm the runbook's check runtime
 # names: an image of its own, so that no other image answers to two names (the kubelet reports

@@ -45,6 +45,7 @@ from clusters.kube import (
     load_manifests,
     render,
     service_account_token,
+    wait_api_service,
     write_token_kubeconfig,
 )
 from clusters.processes import http_ok, log_tail, port_in_use
@@ -265,20 +266,13 @@ def _wait_ca_bundles(api: client.ApiClient, hooks: list[Dict], replicas: list[Re
 def _wait_api_services(api: client.ApiClient, docs: list[Dict], replicas: list[Replica]) -> None:
     """Until each APIService is Available (its caBundle injected, its server answering the
     API server's discovery call through the front proxy)."""
-    registration = client.ApiregistrationV1Api(api)
     deadline = time.monotonic() + 90
+
+    def logs() -> str:
+        return ":\n" + "\n".join(f"{r.log}:\n{log_tail(r.log)}" for r in replicas)
+
     for doc in docs:
-        name = doc["metadata"]["name"]
-        while True:
-            found = registration.read_api_service(name)
-            conditions = (found.status.conditions if found.status else None) or []
-            if any(cd.type == "Available" and cd.status == "True" for cd in conditions):
-                break
-            if time.monotonic() > deadline:
-                logs = "\n".join(f"{r.log}:\n{log_tail(r.log)}" for r in replicas)
-                said = [(cd.reason, cd.message) for cd in conditions]
-                raise BedError(f"APIService {name} not Available {said}:\n{logs}")
-            time.sleep(0.5)
+        wait_api_service(api, doc["metadata"]["name"], deadline, logs)
 
 
 def _start(

@@ -6,6 +6,7 @@ import base64
 import contextlib
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +168,23 @@ class Applier:
             if pending:
                 time.sleep(0.2)
         self._dyn.resources.invalidate_cache()
+
+
+def wait_api_service(
+    api: client.ApiClient, name: str, deadline: float, hint: Callable[[], str] = lambda: ""
+) -> None:
+    """Until the APIService `name` is Available (the API server reaches its server), or
+    BedError after `deadline` (time.monotonic()) with its conditions and `hint()`."""
+    registration = client.ApiregistrationV1Api(api)
+    while True:
+        found = registration.read_api_service(name)
+        conditions = (found.status.conditions if found.status else None) or []
+        if any(cd.type == "Available" and cd.status == "True" for cd in conditions):
+            return
+        if time.monotonic() > deadline:
+            said = [(cd.reason, cd.message) for cd in conditions]
+            raise BedError(f"APIService {name} not Available {said}{hint()}")
+        time.sleep(0.5)
 
 
 def render(overlay: Path) -> list[dict[str, Any]]:

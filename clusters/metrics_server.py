@@ -9,8 +9,7 @@ from typing import Any
 from kubernetes import client
 
 from clusters import builds
-from clusters.errors import BedError
-from clusters.kube import render
+from clusters.kube import render, wait_api_service
 
 API_SERVICE = "v1beta1.metrics.k8s.io"
 # The kubelets' serving certificates come from the cluster CA (Bed._node_pki), which every
@@ -37,17 +36,9 @@ def manifests() -> list[dict[str, Any]]:
 
 def wait_available(api: client.ApiClient, timeout: float = 120.0) -> None:
     """Until the API server finds metrics-server answering behind its APIService."""
-    registration = client.ApiregistrationV1Api(api)
-    deadline = time.monotonic() + timeout
-    while True:
-        found = registration.read_api_service(API_SERVICE)
-        conditions = (found.status.conditions if found.status else None) or []
-        if any(cd.type == "Available" and cd.status == "True" for cd in conditions):
-            return
-        if time.monotonic() > deadline:
-            said = [(cd.reason, cd.message) for cd in conditions]
-            raise BedError(
-                f"APIService {API_SERVICE} not Available after {timeout:.0f}s: {said}; see "
-                "`kubectl -n kube-system logs deploy/metrics-server`"
-            )
-        time.sleep(1)
+    wait_api_service(
+        api,
+        API_SERVICE,
+        time.monotonic() + timeout,
+        lambda: "; see `kubectl -n kube-system logs deploy/metrics-server`",
+    )

@@ -41,7 +41,7 @@ from kubecontrol.objects import Dict
 from kubecontrol.serving import serve_metrics, serve_probes
 from kubecontrol.settings import ControllerSettings
 from kubecontrol.watchdog import WatchDog
-from kubecontrol.webhook_server import Handler, WebhookServer
+from kubecontrol.webhook_server import DRAIN_SECONDS, SHUTDOWN_SECONDS, Handler, WebhookServer
 from kubecontrol.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -163,7 +163,9 @@ class ControllerContext:
 
     def not_ready(self) -> str | None:
         """Why /readyz fails, if it does: caches not synced yet (a synced standby is ready
-        to take over), or what holds the work."""
+        to take over), what holds the work, or that it is stopping (its webhooks drain)."""
+        if self.stop.is_set():
+            return "stopping"
         if self.held is not None:
             return self.held
         if self.synced.is_set():
@@ -300,6 +302,7 @@ def run(
     `webhook_resource` (group, plural): the kind the webhooks judge (others pass unchanged).
     `http_routes`: more HTTP routes served on the webhook port."""
     ours = ctx.settings
+    webhook_server: WebhookServer | None = None
     try:
         serve_probes(
             ours.bind_address, ours.health_port, ctx.not_ready, metrics=not ours.metrics_port
@@ -315,7 +318,7 @@ def run(
                 _keep_certificate(ctx, cluster)
             # Every replica serves the webhooks (a Service spreads the calls); the webhook
             # configurations are the install's (deploy/).
-            WebhookServer(
+            webhook_server = WebhookServer(
                 ours.bind_address,
                 int(ours.webhook_port or 0),
                 files,
@@ -324,7 +327,8 @@ def run(
                 resource=webhook_resource,
                 api=AggregatedApi(api, FrontProxy(cluster.ungated())) if api else None,
                 more=http_routes,
-            ).start(ctx.stop)
+            )
+            webhook_server.start(ctx.stop)
     except OSError as exc:  # a port taken, a certificate that does not load (ssl.SSLError)
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -343,6 +347,8 @@ def run(
         ctx.stop.wait()
     finally:
         ctx.shut_down()
+        if webhook_server is not None:  # the reviews under way answered, connections closed
+            webhook_server.stopped.wait(DRAIN_SECONDS + SHUTDOWN_SECONDS + 2)
 
 
 def _metrics_certificate() -> tuple[Path, Path]:

@@ -38,8 +38,20 @@ log = logging.getLogger(__name__)
 # An AdmissionReview of a CREATE holds one object, at most what etcd stores (1.5 MiB), and
 # its JSON framing.
 MAX_REVIEW_BYTES = 3 * 1024 * 1024
-# The API server keeps its connections to a webhook for a while; idle ones go after this.
-KEEPALIVE_SECONDS = 30.0
+# An idle connection is closed after this: longer than the API server keeps one idle (90 s,
+# Go's transport), so that it is the API server that closes it. Were it this server, a review
+# sent as it closed would be lost, and the API server does not send a POST again.
+KEEPALIVE_SECONDS = 100.0
+# A new connection must have begun its first request within this (the API server sends one
+# as soon as it connects); connections kept at once (each holds its buffers), more are
+# closed as they come.
+FIRST_REQUEST_SECONDS = 10.0
+MAX_CONNECTIONS = 1024
+# Stopping: connections are closed once their answer is given, with `Connection: close`, and
+# new ones still served for this long, the time the API server takes to stop sending to a
+# replica that goes; then the port closes and the reviews under way get SHUTDOWN_SECONDS.
+DRAIN_SECONDS = 2.0
+SHUTDOWN_SECONDS = 10.0
 HANDSHAKE_SECONDS = 10.0  # a TLS handshake, from the connection's start
 # A review's body must arrive, and its verdict be made, within these; at most this many
 # reviews are judged at once (others wait for a slot, within the API server's own timeout).
@@ -88,7 +100,11 @@ class WebhookServer:
         self._digest = ""
         self._current: ssl.SSLContext | None = None
         self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)  # reviews judged at once
+        self._closing = False
+        self._fresh: set[Any] = set()  # connections that have not asked yet
         self.port = port  # once started, the one bound (port 0: the system's choice)
+        # Set once the server has stopped: every connection closed, or never started.
+        self.stopped = threading.Event()
 
     def start(self, stop: threading.Event) -> None:
         """Load the certificate and take the port (OSError or ssl.SSLError here, naming what
@@ -111,11 +127,14 @@ class WebhookServer:
         self.port = sock.getsockname()[1]
 
         def run() -> None:
-            while not self._ready.wait(0.2):
-                if stop.is_set():
-                    sock.close()
-                    return
-            asyncio.run(self._serve(sock, front, stop))
+            try:
+                while not self._ready.wait(0.2):
+                    if stop.is_set():
+                        sock.close()
+                        return
+                asyncio.run(self._serve(sock, front, stop))
+            finally:
+                self.stopped.set()
 
         threading.Thread(target=run, name="webhooks", daemon=True).start()
 
@@ -159,18 +178,36 @@ class WebhookServer:
     ) -> None:
         # An object may be as large as the API server stores (etcd's 1.5 MiB), more than
         # aiohttp's default limit of a request body (1 MiB).
-        app = web.Application(client_max_size=MAX_REVIEW_BYTES)
+        app = web.Application(client_max_size=MAX_REVIEW_BYTES, middlewares=[self._asking])
         app.router.add_routes(self._more)
         app.router.add_post("/{path:.*}", self._answer)
         if self._api is not None:
             self._api.add_routes(app)
-        runner = web.AppRunner(app, handle_signals=False, keepalive_timeout=KEEPALIVE_SECONDS)
+        app.on_response_prepare.append(self._last_answer)
+        runner = web.AppRunner(
+            app,
+            handle_signals=False,
+            keepalive_timeout=KEEPALIVE_SECONDS,
+            shutdown_timeout=SHUTDOWN_SECONDS,
+        )
         await runner.setup()
-        assert runner.server is not None
+        handlers = runner.server
+        assert handlers is not None
+
+        loop = asyncio.get_running_loop()
+
+        def connection() -> asyncio.Protocol:
+            if len(handlers.connections) >= MAX_CONNECTIONS:
+                return _Refused()
+            handler = handlers()
+            self._fresh.add(handler)
+            loop.call_later(FIRST_REQUEST_SECONDS, self._asked_or_closed, handler)
+            return handler
+
         # Served here rather than by aiohttp's SockSite, which leaves a TLS handshake
         # asyncio's 60 s: a connection that never sends a ClientHello is dropped sooner.
-        server = await asyncio.get_running_loop().create_server(
-            runner.server, sock=sock, ssl=context, ssl_handshake_timeout=HANDSHAKE_SECONDS
+        server = await loop.create_server(
+            connection, sock=sock, ssl=context, ssl_handshake_timeout=HANDSHAKE_SECONDS
         )  # listens
         checks = 0
         try:
@@ -180,8 +217,46 @@ class WebhookServer:
                     await asyncio.to_thread(self._api.front_proxy.refresh)
                 self._reload()
         finally:
-            server.close()
-            await runner.cleanup()
+            await self._drain(server, runner)
+
+    async def _drain(self, server: asyncio.Server, runner: web.AppRunner) -> None:
+        """Stop without losing a review: each connection closes once idle (at once if it is),
+        every answer from now on says `Connection: close`, and new connections are served
+        for DRAIN_SECONDS; then the port closes, and the reviews under way get their answers
+        (within SHUTDOWN_SECONDS) before the connections close."""
+        self._closing = True
+        assert runner.server is not None
+        for handler in list(runner.server.connections):
+            # Idle (waiting for a request, as aiohttp's own keep-alive expiry tells): closed
+            # now. Busy: closed after its answer.
+            waiter = getattr(handler, "_waiter", None)
+            if waiter is not None and not waiter.done():
+                handler.force_close()
+            else:
+                handler.close()
+        await asyncio.sleep(DRAIN_SECONDS)
+        server.close()
+        await runner.cleanup()
+
+    @web.middleware
+    async def _asking(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        self._fresh.discard(request.protocol)
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    def _asked_or_closed(self, handler: Any) -> None:
+        """A connection that has asked nothing by now is closed: the keep-alive between
+        requests is long (KEEPALIVE_SECONDS), the wait for the first one is not."""
+        if handler in self._fresh:
+            self._fresh.discard(handler)
+            handler.force_close()
+
+    async def _last_answer(self, _request: web.Request, response: web.StreamResponse) -> None:
+        """While stopping: the connection closes after this answer, and the answer says so
+        (its headers are made, not yet sent)."""
+        if self._closing:
+            response.force_close()
+            response.headers["Connection"] = "close"
 
     async def _answer(self, request: web.Request) -> web.Response:
         handler = self._routes.get(request.path)
@@ -224,3 +299,10 @@ class WebhookServer:
                 "webhook %s failed for %s/%s", path, admission.get("namespace"), meta.get("name")
             )
             return refuse(f"the webhook {path} failed: {type(exc).__name__}: {exc}", 500)
+
+
+class _Refused(asyncio.Protocol):
+    """A connection beyond MAX_CONNECTIONS: closed as it comes."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.close()

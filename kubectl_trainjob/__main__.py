@@ -5,6 +5,7 @@
     kubectl trainjob logs NAME [-f] [--node N] [--replicated-job node] [-c CONTAINER]
     kubectl trainjob progress NAME [-w]
     kubectl trainjob ui [--port P] [--namespaces A,B] [--no-browser]
+    kubectl trainjob ui --behind-proxy --public-host H --address 0.0.0.0 --port 8080
 
 Installed as the console script `kubectl-trainjob`, which kubectl finds on PATH. It talks to
 the manager with your kubeconfig (`--kubeconfig`, `--context`, `-n`). A TrainJob's logs and
@@ -453,6 +454,19 @@ def parser() -> argparse.ArgumentParser:
         help="comma-separated, when you may not list every namespace (default: -n's)",
     )
     ui.add_argument("--no-browser", action="store_true", help="print the address only")
+    shared = ui.add_argument_group(
+        "behind an authenticating proxy (the chart's ui; docs/web-view.md)",
+        "no kubeconfig: each request carries the viewer's own bearer token, as the proxy "
+        "passes it, and reads the manager with it",
+    )
+    shared.add_argument("--behind-proxy", action="store_true", help="serve in this mode")
+    shared.add_argument(
+        "--public-host", help="comma-separated Host names the proxy reaches it by (host:port)"
+    )
+    shared.add_argument("--server", help="the manager's API (default: the pod's `kubernetes`)")
+    shared.add_argument(
+        "--certificate-authority", help="its CA (default: the pod's ServiceAccount CA file)"
+    )
     ui.set_defaults(run=cmd_ui, connect=False)
     return p
 

@@ -8,6 +8,11 @@ LocalQueues, and the dispatcher's view.trainjob.dev API (a TrainJob's story and 
 workers). The API server's RBAC decides what the viewer sees; no credential reaches the browser.
 Requests whose Host is not this server's loopback address (DNS rebinding) or that come from
 another origin are refused, and the page may load nothing but its own files.
+
+Behind a platform's authenticating proxy (`--behind-proxy`, the chart's `ui`), the server holds
+no credential at all: each request must carry the viewer's own bearer token, as the proxy
+passes it, and it is that token that reads the manager; Host and Origin must be the proxy's
+public name (`--public-host`).
 """
 
 from __future__ import annotations
@@ -16,13 +21,15 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import os
 import re
 import socket
 import ssl
 import webbrowser
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import orjson
@@ -88,6 +95,38 @@ class Manager:
         return {"Authorization": token} if token else {}
 
 
+# In a pod: the manager's API by the `kubernetes` Service, checked against the cluster's CA.
+IN_CLUSTER_CA = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+
+
+def in_cluster(server: str | None, ca: str | None) -> Manager:
+    """The manager without a credential of ours (--behind-proxy): its address (default: the
+    pod's `kubernetes` Service) and the CA its certificate is checked against."""
+    if not server:
+        host, port = (
+            os.environ.get("KUBERNETES_SERVICE_HOST"),
+            os.environ.get("KUBERNETES_SERVICE_PORT", "443"),
+        )
+        if not host:
+            raise ValueError("--server is needed outside a pod (no KUBERNETES_SERVICE_HOST)")
+        server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+    cfg = client.Configuration()
+    cfg.host = server
+    cfg.ssl_ca_cert = ca or IN_CLUSTER_CA
+    if not Path(cfg.ssl_ca_cert).is_file():
+        raise ValueError(f"--certificate-authority {cfg.ssl_ca_cert}: no such file")
+    return Manager(cfg, "in-cluster", "default")
+
+
+BEARER = re.compile(r"Bearer [!-~]{1,8192}")
+
+
+def bearer(request: web.Request) -> dict[str, str] | None:
+    """The viewer's token as the proxy passed it (a bearer token only), or None."""
+    said = request.headers.get("Authorization", "")
+    return {"Authorization": said} if BEARER.fullmatch(said) else None
+
+
 def load(kubeconfig: str | None, context: str | None, namespace: str | None) -> Manager:
     cfg = client.Configuration()
     config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
@@ -97,20 +136,25 @@ def load(kubeconfig: str | None, context: str | None, namespace: str | None) -> 
     return Manager(cfg, str(current.get("name")), ns)
 
 
-def may_list_everywhere(manager: Manager) -> bool:
-    """Whether the viewer may list TrainJobs in every namespace (SelfSubjectAccessReview)."""
-    api = client.AuthorizationV1Api(client.ApiClient(manager.configuration))
-    review = {
-        "spec": {
-            "resourceAttributes": {
-                "group": c.TRAINER_GROUP,
-                "resource": c.TRAINJOB_PLURAL,
-                "verb": "list",
-            }
+# Whether the viewer may list TrainJobs in every namespace (a SelfSubjectAccessReview).
+EVERYWHERE = {
+    "apiVersion": "authorization.k8s.io/v1",
+    "kind": "SelfSubjectAccessReview",
+    "spec": {
+        "resourceAttributes": {
+            "group": c.TRAINER_GROUP,
+            "resource": c.TRAINJOB_PLURAL,
+            "verb": "list",
         }
-    }
+    },
+}
+REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+
+def may_list_everywhere(manager: Manager) -> bool:
+    api = client.AuthorizationV1Api(client.ApiClient(manager.configuration))
     try:
-        return bool(api.create_self_subject_access_review(review).status.allowed)
+        return bool(api.create_self_subject_access_review(EVERYWHERE).status.allowed)
     except client.ApiException:
         return False
 
@@ -118,8 +162,17 @@ def may_list_everywhere(manager: Manager) -> bool:
 class Server:
     """The page's files, its session, and the read-only pass-through to the manager."""
 
-    def __init__(self, manager: Manager, namespaces: list[str], everywhere: bool) -> None:
+    def __init__(
+        self,
+        manager: Manager,
+        namespaces: list[str],
+        everywhere: bool,
+        public_hosts: Sequence[str] = (),
+    ) -> None:
+        """`public_hosts`: behind a proxy, the Host names it is reached by; the viewer's
+        token then comes with each request, and `everywhere` is asked per viewer."""
         self.manager, self.namespaces, self.everywhere = manager, namespaces, everywhere
+        self.public_hosts = set(public_hosts)
         self.port = 0
         self._streams = asyncio.Semaphore(MAX_STREAMS)
         self._session: aiohttp.ClientSession | None = None
@@ -131,8 +184,22 @@ class Server:
         app.router.add_get("/session.json", self._session_info)
         app.router.add_get("/k8s/{path:.*}", self._pass_on)
         app.router.add_get("/watch", self._watch_many)
+        app.router.add_get("/healthz", self._healthz)
         app.on_cleanup.append(self._close)
         return app
+
+    @property
+    def behind_proxy(self) -> bool:
+        return bool(self.public_hosts)
+
+    def _auth(self, request: web.Request) -> dict[str, str] | None:
+        """The credentials a read of the manager carries: behind a proxy, the viewer's token
+        from the request (None when it has none); else none here (the kubeconfig's are added
+        as the request goes, see `_get`)."""
+        return bearer(request) if self.behind_proxy else {}
+
+    async def _healthz(self, _request: web.Request) -> web.StreamResponse:
+        return web.Response(text="ok\n")
 
     async def _close(self, _app: web.Application) -> None:
         if self._session is not None:
@@ -140,8 +207,14 @@ class Server:
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path == "/healthz":  # the kubelet's probe, by the pod's address
+            return await handler(request)
         host = request.headers.get("Host", "")
-        ours = {f"127.0.0.1:{self.port}", f"localhost:{self.port}", f"[::1]:{self.port}"}
+        ours = self.public_hosts or {
+            f"127.0.0.1:{self.port}",
+            f"localhost:{self.port}",
+            f"[::1]:{self.port}",
+        }
         if host not in ours:
             return web.Response(status=403, text=f"refused: Host {host!r} is not this server\n")
         origin = request.headers.get("Origin")
@@ -161,13 +234,23 @@ class Server:
             return web.Response(status=404, text="not found\n")
         return web.Response(body=path.read_bytes(), content_type=CONTENT_TYPES[path.suffix])
 
-    async def _session_info(self, _request: web.Request) -> web.StreamResponse:
+    async def _session_info(self, request: web.Request) -> web.StreamResponse:
+        everywhere, namespaces = self.everywhere, self.namespaces
+        if self.behind_proxy:
+            auth = self._auth(request)
+            if auth is None:
+                return _no_token()
+            everywhere = await self._may_list_everywhere(auth)
+            # the namespaces the page's address names (?namespaces=a,b), else the server's
+            asked = [n for n in request.query.get("namespaces", "").split(",") if n]
+            if asked and all(re.fullmatch(_NAME, n) and len(n) <= 63 for n in asked):
+                namespaces = asked[:MAX_WATCHES]
         return web.json_response(
             {
                 "context": self.manager.context,
                 "server": self.manager.server,
-                "allNamespaces": self.everywhere,
-                "namespaces": self.namespaces,
+                "allNamespaces": everywhere,
+                "namespaces": namespaces,
                 "trainerApi": c.TRAINER_API,
                 "kueueApi": c.KUEUE_API,
                 "viewApi": f"view.{c.DOMAIN}/v1alpha1",
@@ -175,16 +258,39 @@ class Server:
             }
         )
 
-    async def _get(self, path: str, query: Mapping[str, str]) -> aiohttp.ClientResponse:
+    async def _may_list_everywhere(self, auth: dict[str, str]) -> bool:
+        try:
+            async with await self._call("POST", REVIEWS, {}, auth, EVERYWHERE) as answer:
+                found = await answer.json() if answer.status == 201 else {}
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError):
+            return False
+        return bool(((found or {}).get("status") or {}).get("allowed"))
+
+    async def _get(
+        self, path: str, query: Mapping[str, str], auth: dict[str, str]
+    ) -> aiohttp.ClientResponse:
         """GET `path` of the manager as the viewer; OSError-like failures raise."""
+        return await self._call("GET", path, query, auth)
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str],
+        auth: dict[str, str],
+        body: Mapping[str, Any] | None = None,
+    ) -> aiohttp.ClientResponse:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(sock_connect=10))
         cfg = self.manager.configuration
-        # An exec plugin may take a while: on a thread, not in the loop.
-        headers = await asyncio.to_thread(self.manager.headers)
-        return await self._session.get(
+        # The viewer's token from the proxy, or the kubeconfig's: an exec plugin may take a
+        # while, on a thread, not in the loop.
+        headers = auth or await asyncio.to_thread(self.manager.headers)
+        return await self._session.request(
+            method,
             self.manager.server + path,
             params=query,
+            json=body,
             headers={**headers, "Accept": "application/json, */*"},
             ssl=self.manager.ssl_context,
             server_hostname=getattr(cfg, "tls_server_name", None) or None,
@@ -195,9 +301,12 @@ class Server:
         path = "/" + request.match_info["path"]
         if not ALLOWED.fullmatch(path):
             return _status(403, f"the view does not read {path}")
+        auth = self._auth(request)
+        if auth is None:
+            return _no_token()
         async with self._streams:
             try:
-                upstream = await self._get(path, request.query)
+                upstream = await self._get(path, request.query, auth)
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
                 return _status(502, f"the manager {self.manager.server} is unreachable: {exc}")
             async with upstream:
@@ -224,11 +333,16 @@ class Server:
                 return _status(403, f"the view does not read {url.path}")
             if url.query.get("watch") not in ("1", "true"):
                 return _status(400, f"{url.path}: not a watch (watch=1)")
+        auth = self._auth(request)
+        if auth is None:
+            return _no_token()
         lines: asyncio.Queue[tuple[bytes, bool]] = asyncio.Queue(maxsize=64)
         response = web.StreamResponse(headers=SECURITY_HEADERS)
         response.content_type = "application/x-ndjson"
         await response.prepare(request)
-        pumps = [asyncio.create_task(self._pump(i, url, lines)) for i, url in enumerate(wanted)]
+        pumps = [
+            asyncio.create_task(self._pump(i, url, lines, auth)) for i, url in enumerate(wanted)
+        ]
         try:
             while True:
                 line, last = await lines.get()
@@ -241,12 +355,18 @@ class Server:
             for pump in pumps:
                 pump.cancel()
 
-    async def _pump(self, i: int, url: yarl.URL, lines: asyncio.Queue[tuple[bytes, bool]]) -> None:
+    async def _pump(
+        self,
+        i: int,
+        url: yarl.URL,
+        lines: asyncio.Queue[tuple[bytes, bool]],
+        auth: dict[str, str],
+    ) -> None:
         def end(code: int, message: str) -> tuple[bytes, bool]:
             return orjson.dumps({"i": i, "end": code, "message": message}) + b"\n", True
 
         try:
-            async with self._streams, await self._get(url.path, url.query) as upstream:
+            async with self._streams, await self._get(url.path, url.query, auth) as upstream:
                 if upstream.status != 200:
                     said = await upstream.content.read(64 << 10)
                     try:
@@ -275,6 +395,14 @@ def _status(code: int, message: str) -> web.Response:
     return web.json_response({"kind": "Status", "code": code, "message": message}, status=code)
 
 
+def _no_token() -> web.Response:
+    return _status(
+        401,
+        "no bearer token: this view serves behind an authenticating proxy that passes each "
+        "viewer's own token in the Authorization header (docs/web-view.md)",
+    )
+
+
 async def _serve(server: Server, address: str, port: int, open_browser: bool) -> None:
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -286,9 +414,14 @@ async def _serve(server: Server, address: str, port: int, open_browser: bool) ->
     await web.SockSite(runner, sock).start()
     host = f"[{address}]" if family == socket.AF_INET6 else address
     url = f"http://{host}:{server.port}/"
-    scope = "every namespace" if server.everywhere else ", ".join(server.namespaces)
-    print(f"TrainJobs of {server.manager.server} ({scope}) at {url}", flush=True)
-    print("Read-only, with your kubeconfig's identity. Ctrl-C to stop.", flush=True)
+    if server.behind_proxy:
+        print(f"TrainJobs of {server.manager.server} at {url}", flush=True)
+        print(f"Behind the proxy of {', '.join(sorted(server.public_hosts))}: read-only, "
+              "each request with its viewer's own token.", flush=True)  # fmt: skip
+    else:
+        scope = "every namespace" if server.everywhere else ", ".join(server.namespaces)
+        print(f"TrainJobs of {server.manager.server} ({scope}) at {url}", flush=True)
+        print("Read-only, with your kubeconfig's identity. Ctrl-C to stop.", flush=True)
     if open_browser:
         webbrowser.open(url)
     try:
@@ -298,18 +431,29 @@ async def _serve(server: Server, address: str, port: int, open_browser: bool) ->
 
 
 def run(args: argparse.Namespace) -> str:
-    if args.address not in ("127.0.0.1", "localhost", "::1"):
-        raise ValueError(f"--address {args.address}: the view serves on loopback addresses only")
-    manager = load(args.kubeconfig, args.context, args.namespace)
-    namespaces = [n for n in (args.namespaces or "").split(",") if n] or [manager.namespace]
-    everywhere = may_list_everywhere(manager)
+    hosts = [h for h in (args.public_host or "").split(",") if h]
+    if args.behind_proxy:
+        if not hosts:
+            raise ValueError("--behind-proxy needs --public-host, the proxy's name(s) for it")
+        manager = in_cluster(args.server, args.certificate_authority)
+        everywhere = False  # asked for each viewer
+        namespaces = [n for n in (args.namespaces or "").split(",") if n] or ["default"]
+    else:
+        if args.address not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError(
+                f"--address {args.address}: the view serves on loopback addresses only "
+                "(--behind-proxy serves others the way docs/web-view.md says)"
+            )
+        if hosts or args.server or args.certificate_authority:
+            raise ValueError(
+                "--public-host, --server and --certificate-authority go with --behind-proxy"
+            )
+        manager = load(args.kubeconfig, args.context, args.namespace)
+        namespaces = [n for n in (args.namespaces or "").split(",") if n] or [manager.namespace]
+        everywhere = may_list_everywhere(manager)
+    server = Server(manager, namespaces, everywhere, hosts)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: the server stops, nothing to say
         asyncio.run(
-            _serve(
-                Server(manager, namespaces, everywhere),
-                args.address,
-                args.port,
-                not args.no_browser,
-            )
+            _serve(server, args.address, args.port, not (args.no_browser or args.behind_proxy))
         )
     return ""

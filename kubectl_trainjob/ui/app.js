@@ -3,7 +3,7 @@
 // /watch), lists then watches as client-go does, and draws with the DOM only (no library, no
 // network beyond this server). Each view is a module; this one routes between them.
 
-import { session } from "./api.js";
+import { problem, session, statusMessage } from "./api.js";
 import { clustersView } from "./clusters.js";
 import { jobView } from "./job.js";
 import { jobsView } from "./list.js";
@@ -30,7 +30,14 @@ function route() {
 }
 
 async function start() {
-  Object.assign(session, await (await fetch("/session.json")).json());
+  // ?namespaces=a,b in the page's address: the namespaces to show when the viewer may not
+  // list every one (behind a proxy; locally, --namespaces says it)
+  const response = await fetch("/session.json" + location.search);
+  if (!response.ok) {
+    problem("session", `Cannot start: ${await statusMessage(response)}`);
+    return;
+  }
+  Object.assign(session, await response.json());
   document.getElementById("session").textContent =
     `${session.context} - ${session.allNamespaces ? "every namespace" : session.namespaces.join(", ")}`;
   trainJobs.start();

@@ -6,6 +6,7 @@ outage on the clusters view. kwok pods write no logs: the log pane is driven on 
 
 from __future__ import annotations
 
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -172,3 +173,44 @@ def test_a_worker_outage_shows_on_the_clusters_view(bed: Bed, worker_names: list
         expect(card.locator("[data-connection]")).to_have_attribute(
             "data-connection", "up", timeout=90_000
         )
+
+
+def test_behind_a_proxy_each_viewer_reads_with_their_own_token(
+    bed: Bed, controllers: list[setup.Controller], tmp_path: Path
+) -> None:
+    """`kubectl trainjob ui --behind-proxy`, as the chart runs it for a platform's
+    authenticating proxy: no kubeconfig, no credential; each request carries the viewer's
+    own token, as the proxy adds it, and RBAC on the manager decides."""
+    mine, theirs = MultiKueue(bed), MultiKueue(bed)
+    mine.submit("mine", run="300s")
+    theirs.submit("theirs", run="300s")
+    viewer = Tenant(bed, mine.ns, "viewer", "view", tmp_path)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()
+    flags = ["--behind-proxy", "--port", str(port), "--public-host", f"127.0.0.1:{port}",
+             "--server", bed.server(mine.manager),
+             "--certificate-authority", str(bed.pki_dir / "ca.crt")]  # fmt: skip
+    trainjobs = "k8s/apis/trainer.kubeflow.org/v1alpha1/namespaces/{}/trainjobs"
+
+    def status(url: str, token: str | None) -> int:
+        auth = {"Authorization": f"Bearer {token}"} if token else {}
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=auth), timeout=10):
+                return 200
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    with view_server(None, *flags) as url:
+        assert status(url + trainjobs.format(mine.ns), None) == 401
+        assert status(url + trainjobs.format(mine.ns), viewer.token) == 200
+        assert status(url + trainjobs.format(theirs.ns), viewer.token) == 403
+        assert status(url + trainjobs.format(mine.ns), "not-a-token") == 401  # the manager's
+        headers = {"Authorization": f"Bearer {viewer.token}"}
+        address = f"{url}?namespaces={mine.ns},{theirs.ns}"
+        with page_of(address, headers=headers) as page:
+            expect(row(page, mine.ns, "mine")).to_be_visible(timeout=SECONDS)  # type: ignore[attr-defined]
+            expect(page.locator("#problems")).to_contain_text(f"TrainJobs in {theirs.ns}: 403")
+            expect(page.locator("#session")).to_contain_text(f"{mine.ns}, {theirs.ns}")
+        with page_of(url) as page:  # the proxy passed no token: the page says so
+            expect(page.locator("#problems")).to_contain_text("authenticating proxy")

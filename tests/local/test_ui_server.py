@@ -18,6 +18,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from kubectl_trainjob import ui
+from kubectl_trainjob.__main__ import parser
 
 
 def in_a_loop(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
@@ -127,7 +128,46 @@ async def test_a_watch_the_manager_cannot_answer_ends_naming_it(kubeconfig: Path
         await client.close()
 
 
-def test_the_view_serves_on_loopback_only() -> None:
-    args = argparse.Namespace(address="0.0.0.0", kubeconfig=None, context=None, namespace=None)
+def _args(*argv: str) -> argparse.Namespace:
+    return parser().parse_args(["ui", *argv])
+
+
+def test_the_view_serves_on_loopback_only_unless_behind_a_proxy_it_names(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="loopback"):
-        ui.run(args)
+        ui.run(_args("--address", "0.0.0.0"))
+    with pytest.raises(ValueError, match="--public-host"):
+        ui.run(_args("--behind-proxy", "--address", "0.0.0.0"))
+    with pytest.raises(ValueError, match="go with --behind-proxy"):
+        ui.run(_args("--public-host", "view.example"))
+    with pytest.raises(ValueError, match="no such file"):
+        ui.run(_args("--behind-proxy", "--public-host", "v", "--server", "https://127.0.0.1:1",
+                     "--certificate-authority", str(tmp_path / "none")))  # fmt: skip
+
+
+@in_a_loop
+async def test_behind_a_proxy_nothing_is_read_without_the_viewers_token(tmp_path: Path) -> None:
+    """The server holds no credential: a request the proxy sent without the viewer's bearer
+    token is refused before anything reaches the manager, as is a Host not the proxy's."""
+    ca = tmp_path / "ca.crt"
+    ca.write_text("not read before a request is made\n")
+    manager = ui.in_cluster(f"https://127.0.0.1:{closed_port()}", str(ca))
+    server = ui.Server(manager, ["team-a"], False, ["view.example"])
+    client = TestClient(TestServer(server.app(), host="127.0.0.1"))
+    await client.start_server()
+    ours = {"Host": "view.example"}
+    allowed = "/k8s/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs"
+    watch = {"p": allowed[4:] + "?watch=1"}
+    try:
+        assert (await client.get("/healthz")).status == 200  # the kubelet's probe, any Host
+        assert (await client.get("/", headers=ours)).status == 200  # the page itself
+        assert (await client.get(allowed)).status == 403  # Host 127.0.0.1: not the proxy's
+        for path, query in ((allowed, {}), ("/watch", watch), ("/session.json", {})):
+            for auth in ({}, {"Authorization": "Basic dTpw"}, {"Authorization": "Bearer "}):
+                refused = await client.get(path, params=query, headers={**ours, **auth})
+                assert refused.status == 401, (path, auth)
+                assert "authenticating proxy" in (await refused.json())["message"]
+        # with a token, the manager is asked (here: nobody listens) and named
+        token = {**ours, "Authorization": "Bearer abc"}
+        assert (await client.get(allowed, headers=token)).status == 502
+    finally:
+        await client.close()

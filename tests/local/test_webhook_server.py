@@ -47,8 +47,15 @@ def write(directory: Path, material: Material) -> tuple[Path, Path]:
 
 
 class Served:
-    def __init__(self, server: WebhookServer, ca: bytes) -> None:
-        self.server, self.ca = server, ca
+    def __init__(self, server: WebhookServer, ca: bytes, stop: threading.Event) -> None:
+        self.server, self.ca, self.stop = server, ca, stop
+
+    def connect(self) -> http.client.HTTPSConnection:
+        """A connection kept alive between requests, as the API server keeps one."""
+        context = ssl.create_default_context(cadata=self.ca.decode())
+        return http.client.HTTPSConnection(
+            "127.0.0.1", self.server.port, context=context, timeout=10
+        )
 
     def post(
         self, path: str, body: bytes, host: str = "127.0.0.1", ca: bytes | None = None
@@ -89,7 +96,7 @@ def serve(tmp_path: Path) -> Iterator[Any]:
         server.start(stop)
         if ready is None:
             wait_listening(server.port)
-        return Served(server, material.ca_crt)
+        return Served(server, material.ca_crt, stop)
 
     yield start
     stop.set()
@@ -305,3 +312,90 @@ def test_a_handler_that_takes_too_long_is_a_refusal_saying_so(
         "code": 503,
         "message": "no verdict within 0.5s; try again",
     }
+
+
+def _review_on(conn: http.client.HTTPSConnection, uid: str) -> http.client.HTTPResponse:
+    conn.request("POST", "/mutate", json.dumps(review(uid)).encode())
+    answer = conn.getresponse()
+    answer.read()
+    return answer
+
+
+def test_stopping_answers_the_review_under_way_and_closes_each_connection_cleanly(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API server keeps connections to a webhook and does not send a POST again: a
+    review that reaches a replica as it stops is answered, never cut off."""
+    monkeypatch.setattr("kubecontrol.webhook_server.DRAIN_SECONDS", 1.0)
+    started = threading.Event()
+
+    async def slow(admission: Dict) -> Verdict:
+        started.set()
+        await asyncio.sleep(1.5)  # still judging when the drain ends
+        return Verdict()
+
+    served = serve({"/mutate": suspend, "/slow": slow})
+    idle, busy = served.connect(), served.connect()
+    assert _review_on(idle, "u-1").getheader("Connection") != "close"  # kept alive
+    busy.request("POST", "/slow", json.dumps(review("u-2")).encode())
+    assert started.wait(5)
+    served.stop.set()
+    # the idle connection is closed by the server at once, with a FIN: no reset, nothing lost
+    assert idle.sock is not None
+    idle.sock.settimeout(5)
+    closing = time.monotonic()
+    assert idle.sock.recv(1) == b""
+    assert time.monotonic() - closing < 0.5  # not at the end of the drain (1 s)
+    # new connections are still served while the API server learns the replica goes, and
+    # told to close after their answer
+    late = served.connect()
+    assert _review_on(late, "u-3").getheader("Connection") == "close"
+    # the review under way when it stopped gets its answer, then the connection closes
+    answer = busy.getresponse()
+    assert answer.status == 200 and json.loads(answer.read())["response"]["uid"] == "u-2"
+    assert answer.getheader("Connection") == "close"
+    assert served.server.stopped.wait(5)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", served.server.port), timeout=1)
+
+
+def test_connections_beyond_the_limit_are_closed_as_they_come(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("kubecontrol.webhook_server.MAX_CONNECTIONS", 2)
+    served = serve({"/mutate": suspend})
+    kept = [served.connect(), served.connect()]
+    for i, conn in enumerate(kept):
+        assert _review_on(conn, f"u-{i}").status == 200
+    with pytest.raises((ssl.SSLError, ConnectionError, http.client.HTTPException)):
+        _review_on(served.connect(), "u-9")
+    kept[0].close()
+    deadline = time.monotonic() + 5
+    while True:  # once one of them is gone, a new one is served
+        try:
+            assert _review_on(served.connect(), "u-10").status == 200
+            break
+        except (ssl.SSLError, ConnectionError, http.client.HTTPException):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+
+
+def test_a_connection_that_asks_nothing_is_closed_long_before_the_keepalive(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Idle between requests a connection is kept 100 s, longer than the API server keeps
+    one; a connection that never asks is not."""
+    monkeypatch.setattr("kubecontrol.webhook_server.FIRST_REQUEST_SECONDS", 0.5)
+    served = serve({"/mutate": suspend})
+    context = ssl.create_default_context(cadata=served.ca.decode())
+    silent = context.wrap_socket(
+        socket.create_connection(("127.0.0.1", served.server.port), timeout=5),
+        server_hostname="127.0.0.1",
+    )
+    asking = served.connect()
+    assert _review_on(asking, "u-1").status == 200
+    opened = time.monotonic()
+    assert silent.recv(1) == b""  # closed by the server
+    assert time.monotonic() - opened < 3
+    time.sleep(0.5)
+    assert _review_on(asking, "u-2").status == 200  # the same connection, kept

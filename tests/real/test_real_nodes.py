@@ -3,11 +3,14 @@ Service, and TrainJobs that really run (torchrun across two pods, a failing pod)
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -16,10 +19,10 @@ import pytest
 from kubernetes import client
 from playwright.sync_api import expect
 
-from clusters import images, nodes
+from clusters import chart, images, nodes
 from clusters.bed import Bed
 from clusters.install import DISPATCHER
-from clusters.kube import load_manifests
+from clusters.kube import Applier, load_manifests
 from tests.support.browser import page_of, screenshot, view_server
 from tests.support.examples import MPI_FILE, RUNTIME_FILE
 from tests.support.kube import TrainJobs, api_error
@@ -424,3 +427,51 @@ def test_a_product_container_with_a_bad_flag_crash_loops_with_a_clear_log_line(
         assert "Traceback" not in log, log
     finally:
         apps.delete_namespaced_deployment("trainjob-bad-flag", NAMESPACE)
+
+
+def test_the_charts_web_view_reads_with_each_viewers_own_token(
+    installed: Bed, real_namespace: str, tmp_path: Path
+) -> None:
+    """The chart's `manager.ui` as a pod from the product's image on the manager's node, as a
+    platform puts it behind its authenticating proxy: it holds no token of its own, and what
+    it reads it reads with the token each request carries (here, a tenant's with `view`)."""
+    manager = _manager(installed)
+    host = "trainjobs.example.test"
+    values = {"enabled": True, "publicHosts": [host], "namespaces": [real_namespace]}
+    docs = chart.template({"role": "manager", "manager": {"ui": values}})
+    ours = [d for d in docs if d["metadata"]["name"] == "trainjob-ui"]
+    assert {d["kind"] for d in ours} == {"Deployment", "Service", "NetworkPolicy"}
+    applier = Applier(installed.api(manager))
+    applier.apply_all(ours)
+    try:
+        installed.wait_deployment_ready(manager, NAMESPACE, "trainjob-ui")
+        core = client.CoreV1Api(installed.api(manager))
+        (pod,) = core.list_namespaced_pod(
+            NAMESPACE, label_selector="app.kubernetes.io/name=trainjob-ui"
+        ).items
+        assert pod.spec.automount_service_account_token is False
+        assert not [m for c in pod.spec.containers for m in c.volume_mounts or []
+                    if "serviceaccount" in m.mount_path]  # fmt: skip
+        (status,) = pod.status.container_statuses
+        assert status.image == images.PRODUCT.name
+        alice = Tenant(installed, real_namespace, "alice-ui", "view", tmp_path)
+        base = f"http://{pod.status.pod_ip}:8080/k8s/apis/trainer.kubeflow.org/v1alpha1"
+
+        def get(namespace: str, token: str | None, as_host: str = host) -> int:
+            headers = {"Host": as_host, **({"Authorization": f"Bearer {token}"} if token else {})}
+            request = urllib.request.Request(
+                f"{base}/namespaces/{namespace}/trainjobs", headers=headers
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=10) as answer:
+                    assert json.load(answer)["kind"] == "TrainJobList"
+                    return 200
+            except urllib.error.HTTPError as exc:
+                return exc.code
+
+        assert get(real_namespace, alice.token) == 200
+        assert get(NAMESPACE, alice.token) == 403  # RBAC on the manager says no
+        assert get(real_namespace, None) == 401  # no token: nothing read
+        assert get(real_namespace, alice.token, as_host="elsewhere.example") == 403
+    finally:
+        applier.remove_all(ours)

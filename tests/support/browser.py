@@ -24,13 +24,13 @@ def chromium() -> str:
 
 
 @contextmanager
-def view_server(kubeconfig: Path, *flags: str) -> Iterator[str]:
-    """`kubectl trainjob ui --port 0 --no-browser` with `kubeconfig`; yields its address."""
+def view_server(kubeconfig: Path | None, *flags: str) -> Iterator[str]:
+    """`kubectl trainjob ui --port 0 --no-browser` with `kubeconfig` (None: none, for
+    --behind-proxy; a later --port wins); yields its address."""
     process = subprocess.Popen(
         [
             str(Path(sys.executable).parent / "kubectl-trainjob"),
-            "--kubeconfig",
-            str(kubeconfig),
+            *(["--kubeconfig", str(kubeconfig)] if kubeconfig else []),
             "ui",
             "--port",
             "0",
@@ -67,14 +67,15 @@ def browser() -> Iterator[Browser]:
 
 
 @contextmanager
-def page_of(url: str) -> Iterator[Page]:
+def page_of(url: str, headers: dict[str, str] | None = None) -> Iterator[Page]:
     """A laptop-sized page at `url`, with the browser's console errors and any request to
-    another server than the view's made test failures."""
+    another server than the view's made test failures. `headers` go with every request the
+    page makes (as an authenticating proxy adds them)."""
     errors: list[str] = []
     elsewhere: list[str] = []
     origin = url.split("#", 1)[0].rstrip("/")
     with browser() as b:
-        page = b.new_page(viewport={"width": 1366, "height": 768})
+        page = b.new_page(viewport={"width": 1366, "height": 768}, extra_http_headers=headers)
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.on(
             "request",

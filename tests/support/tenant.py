@@ -42,7 +42,7 @@ class Tenant:
                 },
             )
         self.kubeconfig = tmp_path / f"{ns}-{name}.kubeconfig"
-        token = service_account_token(admin, ns, name)
+        self.token = token = service_account_token(admin, ns, name)
         write_token_kubeconfig(bed.kubeconfig(manager), token, self.kubeconfig)
         self.api = api_client(self.kubeconfig)
 

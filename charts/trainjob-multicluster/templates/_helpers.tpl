@@ -22,6 +22,14 @@
 app.kubernetes.io/name: {{ include "tj.name" . }}
 {{- end }}
 
+{{- define "tj.uiLabels" -}}
+app.kubernetes.io/name: trainjob-ui
+app.kubernetes.io/part-of: trainjob-multicluster
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
 {{- define "tj.labels" -}}
 {{ include "tj.selectorLabels" . }}
 app.kubernetes.io/part-of: trainjob-multicluster

@@ -471,3 +471,30 @@ def test_one_file_names_the_image_for_every_kustomize_install(tmp_path: Path) ->
         ).stdout  # fmt: skip
         found = set(re.findall(r"image: (\S+)", out))
         assert found == {"registry.example.com/ml/trainjob:9.9.9"}, (variant, found)
+
+
+def test_the_web_view_behind_a_proxy_only_when_asked_and_with_no_credential() -> None:
+    assert not [d for d in chart.template({"role": "manager"}) if "ui" in d["metadata"]["name"]]
+    ui = {"enabled": True, "publicHosts": ["trainjobs.example.com"], "namespaces": ["a", "b"]}
+    found = _by_kind(chart.template({"role": "manager", "manager": {"ui": ui}}))
+    pod = found[("Deployment", "trainjob-ui")]["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False and "serviceAccountName" not in pod
+    (container,) = pod["containers"]
+    command = container["command"]
+    assert command[:3] == ["kubectl-trainjob", "ui", "--behind-proxy"]
+    flags = dict(zip(command[3::2], command[4::2], strict=True))
+    assert flags["--public-host"] == "trainjobs.example.com" and flags["--namespaces"] == "a,b"
+    assert flags["--certificate-authority"] == "/var/run/trainjob-ui/ca.crt"
+    assert pod["volumes"] == [{"name": "cluster-ca", "configMap": {"name": "kube-root-ca.crt"}}]
+    service = found[("Service", "trainjob-ui")]["spec"]
+    assert service["selector"] == {"app.kubernetes.io/name": "trainjob-ui"}
+    proxy = [{"podSelector": {"matchLabels": {"app": "oauth2-proxy"}}}]
+    docs = chart.template({"role": "manager", "manager": {"ui": {**ui, "from": proxy}}})
+    policy = _by_kind(docs)[("NetworkPolicy", "trainjob-ui")]
+    assert policy["spec"]["ingress"] == [
+        {"ports": [{"port": "http", "protocol": "TCP"}], "from": proxy}
+    ]
+    with pytest.raises(BedError, match="publicHosts"):
+        chart.template({"role": "manager", "manager": {"ui": {"enabled": True}}})
+    worker = chart.template({"role": "worker", "manager": {"ui": ui}})
+    assert not [d for d in worker if "ui" in d["metadata"]["name"]]
