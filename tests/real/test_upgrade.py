@@ -308,11 +308,12 @@ def _all_complete(f: Flight, timeout: float = 900) -> None:
 
 
 # How an admission call fails when it meets a replica that was told to stop. 0.2.0 closes its
-# port at once, before its endpoint has left the API server's routing (from 0.3.0 on, a replica
-# serves 5 s more, the chart's preStop). Any version, as it stops, closes the connections the
-# API server keeps to it (pooled by the Service's name, for 90 s): a review sent on one at that
-# moment is reset, and the API server does not retry a POST. Seen once from a 0.3.0 replica in
-# the rollback (at 38c3016); docs/operations.md tells users to retry.
+# port at once, before its endpoint has left the API server's routing, and its connections go
+# with its process. From 0.3.0 on a replica serves 5 s more (the chart's preStop), then answers
+# what it has begun and closes its connections cleanly (kubecontrol/webhook_server.py); a
+# review sent on an idle one at the very instant it is closed can still be reset, and the API
+# server does not retry a POST. Seen once from a 0.3.0 replica in the rollback at 38c3016,
+# before that drain; none since. docs/operations.md tells users to retry.
 GOING_AWAY = ("connection reset by peer", "connection refused")
 
 

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -73,7 +74,8 @@ def page_of(url: str, headers: dict[str, str] | None = None) -> Iterator[Page]:
     page makes (as an authenticating proxy adds them)."""
     errors: list[str] = []
     elsewhere: list[str] = []
-    origin = url.split("#", 1)[0].rstrip("/")
+    parts = urllib.parse.urlsplit(url)
+    origin = f"{parts.scheme}://{parts.netloc}"
     with browser() as b:
         page = b.new_page(viewport={"width": 1366, "height": 768}, extra_http_headers=headers)
         page.on("pageerror", lambda exc: errors.append(str(exc)))
