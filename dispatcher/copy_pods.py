@@ -209,13 +209,21 @@ def usage(
         return {}, f"the worker's metrics API: {exc}"
     except TransportError as exc:
         return {}, f"the worker's metrics API is unreachable: {exc}"
+    return measured(items, running), None
+
+
+def measured(items: Iterable[Any], pods: set[str]) -> dict[str, Dict]:
+    """The usage of each of `pods` (by name) in a PodMetrics list; any other item, or one of
+    an unexpected shape, is left out."""
     found = {}
     for item in items:
-        pod = str((item.get("metadata") or {}).get("name"))
-        summary = pod_usage(item) if pod in running else None
+        if not isinstance(item, dict) or not isinstance(item.get("metadata"), dict):
+            continue
+        pod = str(item["metadata"].get("name"))
+        summary = pod_usage(item) if pod in pods else None
         if summary is not None:
             found[pod] = summary
-    return found, None
+    return found
 
 
 def list_items(remote: RemoteCluster, path: str, **query: Any) -> list[Dict]:

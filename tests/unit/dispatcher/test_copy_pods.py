@@ -6,7 +6,16 @@ from typing import Any
 
 import pytest
 
-from dispatcher.copy_pods import Refusal, about, log_query, ours, pick_pod, pod_summary, pod_usage
+from dispatcher.copy_pods import (
+    Refusal,
+    about,
+    log_query,
+    measured,
+    ours,
+    pick_pod,
+    pod_summary,
+    pod_usage,
+)
 from trainjob import constants as c
 
 
@@ -121,3 +130,16 @@ def test_pod_summary_carries_its_usage_by_name() -> None:
     used = {"a": {"cpuMillicores": 5, "memoryBytes": 6}}
     assert pod_summary(pod, "worker1", used)["usage"] == used["a"]
     assert pod_summary(pod, "worker1")["usage"] is None
+
+
+def test_only_the_named_pods_usage_is_kept_and_odd_items_are_left_out() -> None:
+    used = {"containers": [{"name": "node", "usage": {"cpu": "1", "memory": "1Ki"}}]}
+    items = [
+        {"metadata": {"name": "ours"}, **used},
+        {"metadata": {"name": "someone-elses"}, **used},
+        {"metadata": "not a mapping", **used},
+        "not an item",
+        {"metadata": {"name": "ours-too"}},  # no containers: not measured
+    ]
+    found = measured(items, {"ours", "ours-too"})
+    assert list(found) == ["ours"] and found["ours"]["cpuMillicores"] == 1000
