@@ -43,8 +43,9 @@ MAX_REVIEW_BYTES = 3 * 1024 * 1024
 # sent as it closed would be lost, and the API server does not send a POST again.
 KEEPALIVE_SECONDS = 100.0
 # A new connection must have begun its first request within this (the API server sends one
-# as soon as it connects); connections kept at once (each holds its buffers), more are
-# closed as they come.
+# as soon as it connects). At most MAX_CONNECTIONS are kept (each holds its buffers): beyond
+# it, the oldest idle one makes room for a new one, so that idle connections held by someone
+# who can reach the port never keep the API server out; with none idle, the new one is closed.
 FIRST_REQUEST_SECONDS = 10.0
 MAX_CONNECTIONS = 1024
 # Stopping: connections are closed once their answer is given, with `Connection: close`, and
@@ -197,8 +198,12 @@ class WebhookServer:
         loop = asyncio.get_running_loop()
 
         def connection() -> asyncio.Protocol:
-            if len(handlers.connections) >= MAX_CONNECTIONS:
-                return _Refused()
+            live = [h for h in handlers.connections if not _closing(h)]  # oldest first
+            if len(live) >= MAX_CONNECTIONS:
+                idle = next((h for h in live if _idle(h)), None)
+                if idle is None:
+                    return _Refused()
+                idle.force_close()
             handler = handlers()
             self._fresh.add(handler)
             loop.call_later(FIRST_REQUEST_SECONDS, self._asked_or_closed, handler)
@@ -207,7 +212,12 @@ class WebhookServer:
         # Served here rather than by aiohttp's SockSite, which leaves a TLS handshake
         # asyncio's 60 s: a connection that never sends a ClientHello is dropped sooner.
         server = await loop.create_server(
-            connection, sock=sock, ssl=context, ssl_handshake_timeout=HANDSHAKE_SECONDS
+            connection,
+            sock=sock,
+            ssl=context,
+            ssl_handshake_timeout=HANDSHAKE_SECONDS,
+            # a closed connection's TLS goodbye is waited for this long (asyncio's 30 s)
+            ssl_shutdown_timeout=HANDSHAKE_SECONDS,
         )  # listens
         checks = 0
         try:
@@ -227,10 +237,7 @@ class WebhookServer:
         self._closing = True
         assert runner.server is not None
         for handler in list(runner.server.connections):
-            # Idle (waiting for a request, as aiohttp's own keep-alive expiry tells): closed
-            # now. Busy: closed after its answer.
-            waiter = getattr(handler, "_waiter", None)
-            if waiter is not None and not waiter.done():
+            if _idle(handler):  # closed now; a busy one after its answer
                 handler.force_close()
             else:
                 handler.close()
@@ -299,6 +306,18 @@ class WebhookServer:
                 "webhook %s failed for %s/%s", path, admission.get("namespace"), meta.get("name")
             )
             return refuse(f"the webhook {path} failed: {type(exc).__name__}: {exc}", 500)
+
+
+def _closing(handler: Any) -> bool:
+    transport = handler.transport
+    return transport is None or bool(transport.is_closing())
+
+
+def _idle(handler: Any) -> bool:
+    """Whether a connection waits for its next request, as aiohttp's own keep-alive expiry
+    tells it (a request future pending)."""
+    waiter = getattr(handler, "_waiter", None)
+    return waiter is not None and not waiter.done()
 
 
 class _Refused(asyncio.Protocol):

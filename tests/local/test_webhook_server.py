@@ -359,25 +359,37 @@ def test_stopping_answers_the_review_under_way_and_closes_each_connection_cleanl
         socket.create_connection(("127.0.0.1", served.server.port), timeout=1)
 
 
-def test_connections_beyond_the_limit_are_closed_as_they_come(
+def test_beyond_the_limit_the_oldest_idle_connection_makes_room_and_busy_ones_are_kept(
     serve: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Idle connections held by whoever reaches the port never keep the API server out."""
     monkeypatch.setattr("kubecontrol.webhook_server.MAX_CONNECTIONS", 2)
-    served = serve({"/mutate": suspend})
-    kept = [served.connect(), served.connect()]
-    for i, conn in enumerate(kept):
+    began = threading.Semaphore(0)
+
+    async def slow(admission: Dict) -> Verdict:
+        began.release()
+        await asyncio.sleep(2)
+        return Verdict()
+
+    served = serve({"/mutate": suspend, "/slow": slow})
+    oldest, newer = served.connect(), served.connect()
+    for i, conn in enumerate((oldest, newer)):
         assert _review_on(conn, f"u-{i}").status == 200
+    assert _review_on(served.connect(), "u-2").status == 200  # served: the oldest made room
+    assert oldest.sock is not None
+    oldest.sock.settimeout(5)
+    assert oldest.sock.recv(1) == b""
+    assert _review_on(newer, "u-3").status == 200  # the newer one is kept
+    # two connections busy with a review (each makes room as it comes): a third has no
+    # room, and is closed
+    busy = [served.connect(), served.connect()]
+    for conn in busy:
+        conn.request("POST", "/slow", json.dumps(review("u-4")).encode())
+        assert began.acquire(timeout=5)
     with pytest.raises((ssl.SSLError, ConnectionError, http.client.HTTPException)):
         _review_on(served.connect(), "u-9")
-    kept[0].close()
-    deadline = time.monotonic() + 5
-    while True:  # once one of them is gone, a new one is served
-        try:
-            assert _review_on(served.connect(), "u-10").status == 200
-            break
-        except (ssl.SSLError, ConnectionError, http.client.HTTPException):
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+    for conn in busy:
+        assert conn.getresponse().status == 200
 
 
 def test_a_connection_that_asks_nothing_is_closed_long_before_the_keepalive(
