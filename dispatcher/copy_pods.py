@@ -130,15 +130,16 @@ def pod_summary(pod: Dict, worker: str, usage: Mapping[str, Dict] | None = None)
 def pod_usage(metrics: Dict) -> Dict | None:
     """One PodMetrics in short: CPU in millicores and memory in bytes, summed over its
     containers, and the window they were measured over; None when it holds no figure."""
+    containers = metrics.get("containers")
+    if not containers:
+        return None
     cpu = memory = 0
     try:
-        for container in metrics.get("containers") or []:
+        for container in containers:
             used = container.get("usage") or {}
             cpu += math.ceil(parse_quantity(used.get("cpu", 0)) * 1000)
             memory += math.ceil(parse_quantity(used.get("memory", 0)))
     except (ValueError, AttributeError, TypeError):
-        return None
-    if not metrics.get("containers"):
         return None
     return {
         "cpuMillicores": cpu,

@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import functools
+import hashlib
 import os
 import re
 import socket
 import ssl
 import webbrowser
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,10 @@ ALLOWED = re.compile(
 )
 MAX_STREAMS = 64  # watches and log streams held open at once to the manager
 MAX_WATCHES = 32  # watches one /watch request merges
+# Behind a proxy the server is shared: one viewer (one token) holds at most this many of the
+# MAX_STREAMS, and a stream without a free slot is refused (429) rather than waited for, so
+# that no viewer's pages hold up another's.
+MAX_VIEWER_STREAMS = MAX_WATCHES + 8
 LINE_LIMIT = 4 << 20  # the longest watch event passed on (a TrainJob is far smaller)
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
@@ -149,6 +155,7 @@ EVERYWHERE = {
     },
 }
 REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+REVIEW_SECONDS = 10.0  # a viewer's SelfSubjectAccessReview, behind a proxy
 
 
 def may_list_everywhere(manager: Manager) -> bool:
@@ -175,6 +182,7 @@ class Server:
         self.public_hosts = set(public_hosts)
         self.port = 0
         self._streams = asyncio.Semaphore(MAX_STREAMS)
+        self._held: collections.Counter[str] = collections.Counter()  # streams per viewer
         self._session: aiohttp.ClientSession | None = None
 
     def app(self) -> web.Application:
@@ -197,6 +205,28 @@ class Server:
         from the request (None when it has none); else none here (the kubeconfig's are added
         as the request goes, see `_get`)."""
         return bearer(request) if self.behind_proxy else {}
+
+    @contextlib.asynccontextmanager
+    async def _slot(self, auth: dict[str, str]) -> AsyncIterator[None]:
+        """One of MAX_STREAMS for a stream to the manager. Behind a proxy: _Busy when the
+        viewer holds MAX_VIEWER_STREAMS already, or when none is free."""
+        if not self.behind_proxy:
+            async with self._streams:
+                yield
+            return
+        viewer = hashlib.sha256(auth["Authorization"].encode()).hexdigest()
+        if self._held[viewer] >= MAX_VIEWER_STREAMS:
+            raise _Busy(f"you have {MAX_VIEWER_STREAMS} reads open already; close a page")
+        if self._streams.locked():
+            raise _Busy(f"{MAX_STREAMS} reads are open on this server; try again")
+        self._held[viewer] += 1
+        try:
+            async with self._streams:
+                yield
+        finally:
+            self._held[viewer] -= 1
+            if not self._held[viewer]:
+                del self._held[viewer]
 
     async def _healthz(self, _request: web.Request) -> web.StreamResponse:
         return web.Response(text="ok\n")
@@ -240,11 +270,14 @@ class Server:
             auth = self._auth(request)
             if auth is None:
                 return _no_token()
-            everywhere = await self._may_list_everywhere(auth)
             # the namespaces the page's address names (?namespaces=a,b), else the server's
             asked = [n for n in request.query.get("namespaces", "").split(",") if n]
-            if asked and all(re.fullmatch(_NAME, n) and len(n) <= 63 for n in asked):
-                namespaces = asked[:MAX_WATCHES]
+            wrong = [n for n in asked if not (re.fullmatch(_NAME, n) and len(n) <= 63)]
+            if wrong or len(asked) > MAX_WATCHES:
+                why = f"not a namespace: {wrong[0][:70]!r}" if wrong else "too many"
+                return _status(400, f"?namespaces= names at most {MAX_WATCHES}; {why}")
+            namespaces = asked or namespaces
+            everywhere = await self._may_list_everywhere(auth)
         return web.json_response(
             {
                 "context": self.manager.context,
@@ -260,7 +293,8 @@ class Server:
 
     async def _may_list_everywhere(self, auth: dict[str, str]) -> bool:
         try:
-            async with await self._call("POST", REVIEWS, {}, auth, EVERYWHERE) as answer:
+            review = self._call("POST", REVIEWS, {}, auth, EVERYWHERE, REVIEW_SECONDS)
+            async with await review as answer:
                 found = await answer.json() if answer.status == 201 else {}
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError):
             return False
@@ -279,9 +313,11 @@ class Server:
         query: Mapping[str, str],
         auth: dict[str, str],
         body: Mapping[str, Any] | None = None,
+        seconds: float | None = None,
     ) -> aiohttp.ClientResponse:
+        """`seconds`: the whole call's limit (a stream has none; only connecting has one)."""
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(sock_connect=10))
+            self._session = aiohttp.ClientSession()
         cfg = self.manager.configuration
         # The viewer's token from the proxy, or the kubeconfig's: an exec plugin may take a
         # while, on a thread, not in the loop.
@@ -291,6 +327,7 @@ class Server:
             self.manager.server + path,
             params=query,
             json=body,
+            timeout=aiohttp.ClientTimeout(total=seconds, sock_connect=10),
             headers={**headers, "Accept": "application/json, */*"},
             ssl=self.manager.ssl_context,
             server_hostname=getattr(cfg, "tls_server_name", None) or None,
@@ -304,21 +341,31 @@ class Server:
         auth = self._auth(request)
         if auth is None:
             return _no_token()
-        async with self._streams:
+        try:
+            async with self._slot(auth):
+                return await self._relay(request, path, auth)
+        except _Busy as exc:
+            answer = _status(429, str(exc))
+            answer.headers["Retry-After"] = "5"
+            return answer
+
+    async def _relay(
+        self, request: web.Request, path: str, auth: dict[str, str]
+    ) -> web.StreamResponse:
+        try:
+            upstream = await self._get(path, request.query, auth)
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            return _status(502, f"the manager {self.manager.server} is unreachable: {exc}")
+        async with upstream:
+            response = web.StreamResponse(status=upstream.status, headers=SECURITY_HEADERS)
+            response.content_type = upstream.content_type
+            await response.prepare(request)
             try:
-                upstream = await self._get(path, request.query, auth)
-            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-                return _status(502, f"the manager {self.manager.server} is unreachable: {exc}")
-            async with upstream:
-                response = web.StreamResponse(status=upstream.status, headers=SECURITY_HEADERS)
-                response.content_type = upstream.content_type
-                await response.prepare(request)
-                try:
-                    async for piece in upstream.content.iter_any():
-                        await response.write(piece)
-                except (aiohttp.ClientError, ConnectionResetError):
-                    pass  # the page left, or the manager ended the stream: the page retries
-                return response
+                async for piece in upstream.content.iter_any():
+                    await response.write(piece)
+            except (aiohttp.ClientError, ConnectionResetError):
+                pass  # the page left, or the manager ended the stream: the page retries
+            return response
 
     async def _watch_many(self, request: web.Request) -> web.StreamResponse:
         """Several watches on one connection (a browser keeps at most six to a server): each
@@ -366,7 +413,7 @@ class Server:
             return orjson.dumps({"i": i, "end": code, "message": message}) + b"\n", True
 
         try:
-            async with self._streams, await self._get(url.path, url.query, auth) as upstream:
+            async with self._slot(auth), await self._get(url.path, url.query, auth) as upstream:
                 if upstream.status != 200:
                     said = await upstream.content.read(64 << 10)
                     try:
@@ -389,10 +436,16 @@ class Server:
                 await lines.put(end(200, "the watch ended"))
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             await lines.put(end(502, f"the manager {self.manager.server}: {exc}"))
+        except _Busy as exc:
+            await lines.put(end(429, str(exc)))
 
 
 def _status(code: int, message: str) -> web.Response:
     return web.json_response({"kind": "Status", "code": code, "message": message}, status=code)
+
+
+class _Busy(Exception):
+    """No stream slot for this viewer now (behind a proxy): answered 429, saying why."""
 
 
 def _no_token() -> web.Response:

@@ -9,6 +9,7 @@ import asyncio
 import functools
 import json
 import socket
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -170,4 +171,58 @@ async def test_behind_a_proxy_nothing_is_read_without_the_viewers_token(tmp_path
         token = {**ours, "Authorization": "Bearer abc"}
         assert (await client.get(allowed, headers=token)).status == 502
     finally:
+        await client.close()
+
+
+@in_a_loop
+async def test_behind_a_proxy_a_viewer_gets_a_share_of_the_reads_and_nobody_waits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server is shared behind a proxy: one token's open reads are capped, and a read
+    with no free slot is refused at once (429), never queued behind another viewer's. The
+    manager here accepts connections and never answers, so each read holds its slot."""
+    monkeypatch.setattr(ui, "MAX_STREAMS", 2)
+    monkeypatch.setattr(ui, "MAX_VIEWER_STREAMS", 1)
+    monkeypatch.setattr(ui, "REVIEW_SECONDS", 0.5)
+    silent = socket.create_server(("127.0.0.1", 0))  # connections wait in its backlog
+    cfg = ui.client.Configuration()
+    cfg.host = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    server = ui.Server(ui.Manager(cfg, "c", "default"), ["a"], False, ["view.example"])
+    client = TestClient(TestServer(server.app(), host="127.0.0.1"))
+    await client.start_server()
+    path = "/k8s/apis/trainer.kubeflow.org/v1alpha1/namespaces/a/trainjobs"
+
+    def read(token: str) -> Any:
+        return client.get(
+            path, headers={"Host": "view.example", "Authorization": f"Bearer {token}"}
+        )
+
+    held = [asyncio.ensure_future(read("alice")), asyncio.ensure_future(read("bob"))]
+    try:
+        await asyncio.sleep(0.5)  # both reads under way, each holding a slot
+        again = await read("alice")
+        assert again.status == 429 and "you have 1 reads open" in (await again.json())["message"]
+        assert again.headers["Retry-After"] == "5"
+        full = await read("carol")
+        assert full.status == 429 and "2 reads are open" in (await full.json())["message"]
+        wrong = await client.get(
+            "/session.json",
+            params={"namespaces": "a,No_Such"},
+            headers={"Host": "view.example", "Authorization": "Bearer alice"},
+        )
+        assert wrong.status == 400 and "No_Such" in (await wrong.json())["message"]
+        # a manager that never answers the viewer's access review: asked within its limit
+        began = time.monotonic()
+        session = await client.get(
+            "/session.json",
+            params={"namespaces": "a,b"},
+            headers={"Host": "view.example", "Authorization": "Bearer alice"},
+        )
+        assert session.status == 200 and time.monotonic() - began < 5
+        said = await session.json()
+        assert said["namespaces"] == ["a", "b"] and said["allNamespaces"] is False
+    finally:
+        for task in held:
+            task.cancel()
+        silent.close()  # the reads waiting on it end (reset), and the server can stop
         await client.close()
