@@ -19,7 +19,10 @@ RUN apt-get update -qq \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/* /var/cache/ldconfig/aux-cache \
            /var/lib/dpkg/*-old /var/cache/debconf/*-old
 
-# The wheels, installed into /usr/local as pip does for root on Debian, and the user.
+# The wheels, installed into /usr/local as pip does for root on Debian, and the user. Their
+# bytecode is compiled here as Debian compiles its own: hash-checked (valid whatever the files'
+# times), in one process with a fixed hash seed (the same bytes in every build), so that no
+# replica compiles them again at each start (docs/image.md).
 # PIP_INDEX_URL, and a CA bundle given as the build secret `pip-ca` (a TLS-inspecting proxy's:
 # --secret id=pip-ca,src=<bundle>), serve a build behind a mirror or a proxy.
 FROM runtime AS build
@@ -49,6 +52,7 @@ RUN --mount=type=secret,id=pip-ca \
       test -x /usr/local/bin/$cmd || { echo "$cmd is missing" >&2; exit 1; }; done \
  && python3 -B -c 'import orjson, pycurl; print(pycurl.version)' \
  && find /usr/local -name __pycache__ -type d -prune -exec rm -rf {} + \
+ && PYTHONHASHSEED=0 python3 -m compileall -q --invalidation-mode checked-hash /usr/local/lib \
  && echo "trainjob:x:65532:65532:trainjob:/nonexistent:/usr/sbin/nologin" >> /etc/passwd \
  && echo "trainjob:x:65532:" >> /etc/group
 

@@ -41,6 +41,7 @@ def test_the_image_runs_as_its_user_with_valid_bytecode_and_its_version() -> Non
     from clusters import images
     from release import image_contents
 
+    images.build(images.PRODUCT)  # cached by its inputs: a real bed may have built it already
     archive = images.archive(images.PRODUCT)
     config = image_contents.config(archive)["config"]
     assert config["User"] == "65532:65532"
@@ -51,5 +52,23 @@ def test_the_image_runs_as_its_user_with_valid_bytecode_and_its_version() -> Non
     # it stale, so a read-only, non-root container does not compile the standard library anew.
     pyc = image_contents.read(archive, "/usr/lib/python3.11/__pycache__/os.cpython-311.pyc")
     assert int.from_bytes(pyc[4:8], "little") == 3
+    # So is the bytecode of the wheels in /usr/local, the product's own included: a replica
+    # compiles nothing at its start.
+    files = image_contents.flatten(archive)
+    sources = [n for n in files if n.startswith("/usr/local/lib/") and n.endswith(".py")]
+    missing = [n for n in sources if _pyc(n) not in files]
+    assert len(sources) > 1000
+    assert not missing, f"{len(missing)} modules without bytecode, e.g. {missing[:5]}"
+    for module in ("dispatcher/app.py", "worker_controller/app.py", "aiohttp/web.py"):
+        pyc = image_contents.read(
+            archive, _pyc(f"/usr/local/lib/python3.11/dist-packages/{module}")
+        )
+        assert int.from_bytes(pyc[4:8], "little") == 3, module
     passwd = image_contents.read(archive, "/etc/passwd").decode()
     assert "trainjob:x:65532:65532:" in passwd
+
+
+def _pyc(source: str) -> str:
+    """Where Python 3.11 looks for the bytecode of `source`."""
+    folder, _, name = source.rpartition("/")
+    return f"{folder}/__pycache__/{name.removesuffix('.py')}.cpython-311.pyc"
