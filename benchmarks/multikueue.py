@@ -405,7 +405,8 @@ def measure(
         for group, members in processes.items():
             cpu = sum(cpu_seconds(pid) - cpu0[pid] for pid in members)
             at_rest = sum(idle_rate[pid] for pid in members) * elapsed
-            rss = sum(peak_rss_mib(pid) for pid in members)
+            peaks = [peak_rss_mib(pid) for pid in members]
+            rss = sum(peaks)
             per_job = cpu / n * 1000
             figures[f"CPU ms per TrainJob: {group}"] = per_job
             figures[f"CPU ms per TrainJob above idle: {group}"] = (cpu - at_rest) / n * 1000
@@ -417,6 +418,7 @@ def measure(
                 f"{(cpu - at_rest) / n * 1000:.0f} ms above its idle "
                 f"{sum(idle_rate[pid] for pid in members) * 1000:.0f} ms/s), "
                 f"peak RSS {rss:.0f} MiB"
+                + (f" ({', '.join(f'{p:.0f}' for p in peaks)})" if 1 < len(peaks) <= 8 else "")
             )
         for cluster in clusters:
             delta: Counter[tuple[str, str]] = request_counts(bed.api(cluster)) - req0[cluster]
