@@ -54,10 +54,13 @@ def unpack(archive: Path, work: Path) -> Path:
     return work / "bundle" / "rootfs"
 
 
+# Found on this host's PATH (the processes get the image's, which may not name /usr/sbin).
+CHROOT = shutil.which("chroot") or "/usr/sbin/chroot"
+
+
 def run_once(rootfs: Path, user: str, env: dict[str, str], module: str) -> dict[str, float]:
-    chroot = shutil.which("chroot") or "/usr/sbin/chroot"  # found on this host's PATH
     done = subprocess.run(
-        [chroot, f"--userspec={user}", str(rootfs), "python3", "-c", PROBE, module],
+        [CHROOT, f"--userspec={user}", str(rootfs), "python3", "-c", PROBE, module],
         env=env,
         capture_output=True,
         text=True,
@@ -80,9 +83,10 @@ def main() -> int:
     )
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
-    if not args.archive:
+    archive = args.archive
+    if archive is None:
         images.build(images.PRODUCT)  # the bed's, from this checkout (cached)
-    archive = args.archive or images.archive(images.PRODUCT)
+        archive = images.archive(images.PRODUCT)
     config = image_contents.config(archive)["config"]
     env = dict(item.split("=", 1) for item in config.get("Env", []))
     with tempfile.TemporaryDirectory(prefix="image-start.") as work:

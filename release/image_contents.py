@@ -39,18 +39,27 @@ def config(path: Path) -> dict[str, Any]:
 
 def read(path: Path, name: str) -> bytes:
     """One regular file of the image, from the last layer that holds it."""
-    found = None
+    return read_all(path, [name])[name]
+
+
+def read_all(path: Path, names: list[str]) -> dict[str, bytes]:
+    """Regular files of the image, each from the last layer that holds it, in one pass over
+    the layers; KeyError names the first one missing."""
+    wanted = set(names)
+    found: dict[str, bytes] = {}
     with tarfile.open(path) as archive:
         for layer in _manifest(archive)["layers"]:
             with tarfile.open(
                 fileobj=io.BytesIO(_blob(archive, layer["digest"])), mode="r:*"
             ) as tar:
                 for member in tar:
-                    if member.isfile() and str(PurePosixPath("/", member.name)) == name:
+                    name = str(PurePosixPath("/", member.name))
+                    if member.isfile() and name in wanted:
                         handle = tar.extractfile(member)
-                        found = handle.read() if handle else b""
-    if found is None:
-        raise KeyError(name)
+                        found[name] = handle.read() if handle else b""
+    for name in names:
+        if name not in found:
+            raise KeyError(name)
     return found
 
 
