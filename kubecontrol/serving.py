@@ -4,9 +4,12 @@ or, with the metrics port 0, over HTTP beside the probes."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -16,6 +19,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from kubecontrol.metrics import REGISTRY
 from kubecontrol.metrics_auth import MetricsAuth
+from kubecontrol.shares import Held, make_room
 
 log = logging.getLogger(__name__)
 
@@ -75,15 +79,18 @@ def serve_metrics(
     return server
 
 
-# Each connection: this long to send its request (a slow or idle one is closed), and this
-# many served at once per port (more are closed at once): probes and scrapes are small and
-# few, and a flood of connections must not become a flood of threads.
+# Each connection: this long from accept to the end of its answer (a probe or a scrape is one
+# request; the time covers the TLS handshake, the request line, headers and the answer), and
+# this many served at once per port: probes and scrapes are small and few, and a flood of
+# connections must not become a flood of threads. Beyond it a new connection is never turned
+# away: the address holding the most connections gives up its oldest (kubecontrol/shares.py),
+# so slow connections from a pod never keep the kubelet's probes or Prometheus out.
 REQUEST_TIMEOUT = 10.0
 MAX_CONNECTIONS = 16
 
 
 class _Quiet(BaseHTTPRequestHandler):
-    timeout = REQUEST_TIMEOUT
+    timeout = REQUEST_TIMEOUT  # per read; the whole connection's deadline is the server's
 
     def _answer(self, code: int, body: bytes, ctype: str = "text/plain") -> None:
         self.send_response(code)
@@ -97,27 +104,51 @@ class _Quiet(BaseHTTPRequestHandler):
 
 
 class _BoundedServer(ThreadingHTTPServer):
-    """ThreadingHTTPServer with at most MAX_CONNECTIONS connections served at once."""
+    """ThreadingHTTPServer with at most MAX_CONNECTIONS connections served at once, each
+    within REQUEST_TIMEOUT of its accept."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._lock = threading.Lock()
+        self._live: dict[socket.socket, Held[socket.socket]] = {}
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            self.shutdown_request(request)  # all slots busy: closed, not queued
-            return
+        source = client_address[0] if isinstance(client_address, tuple) else client_address
+        with self._lock:
+            victim = make_room(list(self._live.values()), MAX_CONNECTIONS)
+            if victim is not None:
+                self._cut(victim)
+            self._live[request] = Held(request, source, False, time.monotonic())
         try:
             super().process_request(request, client_address)
         except Exception:
-            self._slots.release()
+            with self._lock:
+                self._live.pop(request, None)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            with self._lock:
+                self._live.pop(request, None)
+
+    def service_actions(self) -> None:
+        """Between polls of the listening socket (every 0.5 s): connections past their
+        deadline are cut."""
+        late = time.monotonic() - REQUEST_TIMEOUT
+        with self._lock:
+            for held in [h for h in self._live.values() if h.since < late]:
+                self._cut(held.ref)
+
+    def _cut(self, sock: socket.socket) -> None:
+        """End a connection now: its thread's pending read returns, and the thread ends and
+        closes it. Called with the lock held."""
+        self._live.pop(sock, None)
+        # the plain socket's shutdown: an SSLSocket's own would drop its TLS state under the
+        # thread still using it; OSError: already closed by its thread
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
 def _serve(

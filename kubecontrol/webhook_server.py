@@ -31,6 +31,7 @@ from aiohttp import web
 from kubecontrol.admission import Verdict, refuse, review_response
 from kubecontrol.aggregated import AggregatedApi
 from kubecontrol.objects import Dict
+from kubecontrol.shares import Held, Shares, make_room
 
 # Answers on the server's loop, so it must not block: see `in_thread`.
 Handler = Callable[[Dict], Awaitable[Verdict]]
@@ -43,22 +44,36 @@ MAX_REVIEW_BYTES = 3 * 1024 * 1024
 # sent as it closed would be lost, and the API server does not send a POST again.
 KEEPALIVE_SECONDS = 100.0
 # A new connection must have begun its first request within this (the API server sends one
-# as soon as it connects). At most MAX_CONNECTIONS are kept (each holds its buffers): beyond
-# it, the oldest idle one makes room for a new one, so that idle connections held by someone
-# who can reach the port never keep the API server out; with none idle, the new one is closed.
+# as soon as it connects). At most MAX_CONNECTIONS are kept (each holds its buffers). Beyond
+# it a new connection is never turned away: the address holding the most connections gives
+# one up, its longest idle or else its oldest (kubecontrol/shares.py), so that connections
+# held by a pod that reaches the port, idle or trickling a body, never keep the API server out.
 FIRST_REQUEST_SECONDS = 10.0
 MAX_CONNECTIONS = 1024
+# Every request is answered, or its connection closed, within this of its headers: the API
+# server gives up on a call after 60 s (its default request timeout; a webhook's is at most
+# 30 s). Reviews and reports have shorter bounds of their own (READ_SECONDS, JUDGE_SECONDS),
+# which answer first; this one holds for every route. A streamed answer (a log that follows)
+# counts as answered once it begins. Checked every SWEEP_SECONDS.
+REQUEST_SECONDS = 60.0
+SWEEP_SECONDS = 1.0
+# After an answer whose body was not read (a refusal of a slow or large one), the rest of the
+# body is read and dropped for at most this long before the connection closes (aiohttp: 10 s).
+LINGER_SECONDS = 1.0
 # Stopping: connections are closed once their answer is given, with `Connection: close`, and
 # new ones still served for this long, the time the API server takes to stop sending to a
 # replica that goes; then the port closes and the reviews under way get SHUTDOWN_SECONDS.
 DRAIN_SECONDS = 2.0
 SHUTDOWN_SECONDS = 10.0
 HANDSHAKE_SECONDS = 10.0  # a TLS handshake, from the connection's start
-# A review's body must arrive, and its verdict be made, within these; at most this many
-# reviews are judged at once (others wait for a slot, within the API server's own timeout).
+# A review's body must arrive, and its verdict be made (the wait for a slot included), within
+# these; at most MAX_IN_FLIGHT reviews are judged at once, at most MAX_IN_FLIGHT_EACH of them
+# from one address (beyond it, 429 at once): reviews POSTed by a pod that reaches the port
+# never take every slot from the API server's.
 READ_SECONDS = 10.0
 JUDGE_SECONDS = 10.0
 MAX_IN_FLIGHT = 32
+MAX_IN_FLIGHT_EACH = 24
 # How often the front proxy's CA is read again (the cluster may rotate it), in file checks.
 TRUST_CHECKS = 12
 
@@ -101,8 +116,12 @@ class WebhookServer:
         self._digest = ""
         self._current: ssl.SSLContext | None = None
         self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)  # reviews judged at once
+        self._judged = Shares(MAX_IN_FLIGHT, MAX_IN_FLIGHT_EACH, "reviews")  # by address
         self._closing = False
         self._fresh: set[Any] = set()  # connections that have not asked yet
+        # Each connection: since when it does what it does now (connected, asking, idle).
+        self._since: dict[Any, float] = {}
+        self._asking_since: dict[Any, float] = {}  # those with a request not yet answered
         self.port = port  # once started, the one bound (port 0: the system's choice)
         # Set once the server has stopped: every connection closed, or never started.
         self.stopped = threading.Event()
@@ -190,6 +209,7 @@ class WebhookServer:
             handle_signals=False,
             keepalive_timeout=KEEPALIVE_SECONDS,
             shutdown_timeout=SHUTDOWN_SECONDS,
+            lingering_time=LINGER_SECONDS,
         )
         await runner.setup()
         handlers = runner.server
@@ -198,14 +218,13 @@ class WebhookServer:
         loop = asyncio.get_running_loop()
 
         def connection() -> asyncio.Protocol:
-            live = [h for h in handlers.connections if not _closing(h)]  # oldest first
-            if len(live) >= MAX_CONNECTIONS:
-                idle = next((h for h in live if _idle(h)), None)
-                if idle is None:
-                    return _Refused()
-                idle.force_close()
+            live = [self._held(h) for h in handlers.connections if not _closing(h)]
+            victim = make_room(live, MAX_CONNECTIONS)
+            if victim is not None:
+                victim.force_close()
             handler = handlers()
             self._fresh.add(handler)
+            self._since[handler] = loop.time()
             loop.call_later(FIRST_REQUEST_SECONDS, self._asked_or_closed, handler)
             return handler
 
@@ -219,6 +238,7 @@ class WebhookServer:
             # a closed connection's TLS goodbye is waited for this long (asyncio's 30 s)
             ssl_shutdown_timeout=HANDSHAKE_SECONDS,
         )  # listens
+        sweeping = asyncio.create_task(self._sweep(handlers))
         checks = 0
         try:
             while not await asyncio.to_thread(stop.wait, self._check):
@@ -227,7 +247,30 @@ class WebhookServer:
                     await asyncio.to_thread(self._api.front_proxy.refresh)
                 self._reload()
         finally:
+            sweeping.cancel()
             await self._drain(server, runner)
+
+    def _held(self, handler: Any) -> Held[Any]:
+        peer = handler.transport.get_extra_info("peername") if handler.transport else None
+        source = peer[0] if isinstance(peer, tuple) and peer else peer
+        return Held(handler, source, _idle(handler), self._since.get(handler, 0.0))
+
+    async def _sweep(self, handlers: Any) -> None:
+        """Every SWEEP_SECONDS: a request not answered within REQUEST_SECONDS has its
+        connection closed; what is kept of closed connections is dropped."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(SWEEP_SECONDS)
+            live = set(handlers.connections)
+            late = loop.time() - REQUEST_SECONDS
+            for handler, began in list(self._asking_since.items()):
+                if handler not in live:
+                    del self._asking_since[handler]
+                elif began < late:
+                    del self._asking_since[handler]
+                    handler.force_close()
+            for handler in [h for h in self._since if h not in live]:
+                del self._since[handler]
 
     async def _drain(self, server: asyncio.Server, runner: web.AppRunner) -> None:
         """Stop without losing a review: each connection closes once idle (at once if it is),
@@ -247,8 +290,14 @@ class WebhookServer:
 
     @web.middleware
     async def _asking(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        self._fresh.discard(request.protocol)
-        response: web.StreamResponse = await handler(request)
+        conn = request.protocol
+        self._fresh.discard(conn)
+        now = asyncio.get_running_loop().time()
+        self._since[conn] = self._asking_since[conn] = now
+        try:
+            response: web.StreamResponse = await handler(request)
+        except ConnectionResetError:  # closed mid-request (to make room, or by its client)
+            return web.Response(status=499)  # to no one: not a failure worth a traceback
         return response
 
     def _asked_or_closed(self, handler: Any) -> None:
@@ -258,9 +307,13 @@ class WebhookServer:
             self._fresh.discard(handler)
             handler.force_close()
 
-    async def _last_answer(self, _request: web.Request, response: web.StreamResponse) -> None:
-        """While stopping: the connection closes after this answer, and the answer says so
-        (its headers are made, not yet sent)."""
+    async def _last_answer(self, request: web.Request, response: web.StreamResponse) -> None:
+        """The request is answered (its deadline no longer runs); while stopping, the
+        connection closes after this answer, and the answer says so (its headers are made,
+        not yet sent)."""
+        conn = request.protocol
+        self._asking_since.pop(conn, None)
+        self._since[conn] = asyncio.get_running_loop().time()
         if self._closing:
             response.force_close()
             response.headers["Connection"] = "close"
@@ -278,13 +331,16 @@ class WebhookServer:
         admission = review.get("request") if isinstance(review, dict) else None
         if not isinstance(admission, dict) or not admission.get("uid"):
             raise web.HTTPBadRequest(text="not an AdmissionReview: it has no request.uid\n")
-        async with self._slots:
-            try:
-                verdict = await asyncio.wait_for(
-                    self._verdict(request.path, handler, admission), JUDGE_SECONDS
-                )
-            except TimeoutError:
-                verdict = refuse(f"no verdict within {JUDGE_SECONDS:g}s; try again", code=503)
+        source = request.remote or ""
+        with self._judged.slot(source) as refused:
+            if refused is not None:
+                verdict = refuse(refused, code=429)
+            else:
+                try:
+                    async with asyncio.timeout(JUDGE_SECONDS), self._slots:
+                        verdict = await self._verdict(request.path, handler, admission)
+                except TimeoutError:
+                    verdict = refuse(f"no verdict within {JUDGE_SECONDS:g}s; try again", code=503)
         return web.Response(
             body=orjson.dumps(review_response(review, verdict)), content_type="application/json"
         )
@@ -318,10 +374,3 @@ def _idle(handler: Any) -> bool:
     tells it (a request future pending)."""
     waiter = getattr(handler, "_waiter", None)
     return waiter is not None and not waiter.done()
-
-
-class _Refused(asyncio.Protocol):
-    """A connection beyond MAX_CONNECTIONS: closed as it comes."""
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        transport.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import datetime as dt
 import http.client
 import json
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from kubecontrol.admission import Verdict
 from kubecontrol.certs import Material, issue
@@ -81,7 +83,10 @@ def serve(tmp_path: Path) -> Iterator[Any]:
     stop = threading.Event()
 
     def start(
-        routes: dict[str, Handler], ready: threading.Event | None = None, check: float = 5.0
+        routes: dict[str, Handler],
+        ready: threading.Event | None = None,
+        check: float = 5.0,
+        more: list[web.RouteDef] | None = None,
     ) -> Served:
         material = issue(["127.0.0.1", "localhost"], dt.datetime.now(dt.UTC))
         server = WebhookServer(
@@ -92,6 +97,7 @@ def serve(tmp_path: Path) -> Iterator[Any]:
             ready or ready_now(),
             resource=("trainer.kubeflow.org", "trainjobs"),
             check_seconds=check,
+            more=more or [],
         )
         server.start(stop)
         if ready is None:
@@ -258,14 +264,24 @@ def test_a_certificate_that_does_not_load_is_an_error_naming_the_file(tmp_path: 
         server.start(threading.Event())
 
 
-def _posted(served: Served, length: int, body: bytes) -> ssl.SSLSocket:
-    """A TLS connection to the server on which a review of `length` bytes was begun with
-    `body` (the whole of it, or less: the rest never comes)."""
+# A pod's address: the whole of 127/8 is this host's, so a client can come from another
+# address than the API server's (127.0.0.1) as a training pod would.
+POD = "127.0.0.2"
+
+
+def _posted(
+    served: Served, length: int, body: bytes, source: str = "127.0.0.1", path: str = "/mutate"
+) -> ssl.SSLSocket:
+    """A TLS connection to the server (from `source`) on which a review of `length` bytes
+    was begun with `body` (the whole of it, or less: the rest never comes)."""
     context = ssl.create_default_context(cadata=served.ca.decode())
-    raw = socket.create_connection(("127.0.0.1", served.server.port), timeout=30)
+    raw = socket.create_connection(
+        ("127.0.0.1", served.server.port), timeout=30, source_address=(source, 0)
+    )
     conn = context.wrap_socket(raw, server_hostname="127.0.0.1")
     conn.sendall(
-        b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (length, body)
+        b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+        % (path.encode(), length, body)
     )
     return conn
 
@@ -363,7 +379,7 @@ def test_beyond_the_limit_the_oldest_idle_connection_makes_room_and_busy_ones_ar
     serve: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Idle connections held by whoever reaches the port never keep the API server out."""
-    monkeypatch.setattr("kubecontrol.webhook_server.MAX_CONNECTIONS", 2)
+    monkeypatch.setattr("kubecontrol.webhook_server.MAX_CONNECTIONS", 3)
     began = threading.Semaphore(0)
 
     async def slow(admission: Dict) -> Verdict:
@@ -372,6 +388,9 @@ def test_beyond_the_limit_the_oldest_idle_connection_makes_room_and_busy_ones_ar
         return Verdict()
 
     served = serve({"/mutate": suspend, "/slow": slow})
+    busy = served.connect()
+    busy.request("POST", "/slow", json.dumps(review("u-0")).encode())
+    assert began.acquire(timeout=5)
     oldest, newer = served.connect(), served.connect()
     for i, conn in enumerate((oldest, newer)):
         assert _review_on(conn, f"u-{i}").status == 200
@@ -380,16 +399,97 @@ def test_beyond_the_limit_the_oldest_idle_connection_makes_room_and_busy_ones_ar
     oldest.sock.settimeout(5)
     assert oldest.sock.recv(1) == b""
     assert _review_on(newer, "u-3").status == 200  # the newer one is kept
-    # two connections busy with a review (each makes room as it comes): a third has no
-    # room, and is closed
-    busy = [served.connect(), served.connect()]
-    for conn in busy:
-        conn.request("POST", "/slow", json.dumps(review("u-4")).encode())
+    assert busy.getresponse().status == 200  # and the busy one, older than both, answered
+
+
+def test_a_pod_trickling_bodies_on_every_connection_never_keeps_the_api_server_out(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: a connection mid-request was never made to give room, so connections that
+    trickled a body (a pod needs no token to begin a request) closed the API server's new
+    connection at once, and every TrainJob create was refused."""
+    monkeypatch.setattr("kubecontrol.webhook_server.MAX_CONNECTIONS", 8)
+    served = serve({"/mutate": suspend})
+    held = [_posted(served, 65536, b"{", source=POD) for _ in range(8)]
+    time.sleep(0.5)  # all of them mid-request
+    answered: list[float] = []
+    for i in range(5):  # the API server, a new connection for each review
+        started = time.monotonic()
+        assert served.ask("/mutate", review(f"u-{i}"))["response"]["allowed"] is True
+        answered.append(time.monotonic() - started)
+    assert max(answered) < 5  # not after the pod's requests ended (READ_SECONDS, 10 s)
+    closed = 0
+    for conn in held:  # the pod gave up its own to make room
+        conn.settimeout(5)
+        try:
+            closed += conn.recv(1) == b""
+        except OSError:
+            closed += 1
+        conn.close()
+    assert closed >= 1
+
+
+def test_a_pod_posting_reviews_meets_its_share_of_the_judges(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reviews POSTed straight to the port by a pod take at most their share of the judge
+    slots: the API server's are judged at once, the pod's beyond its share get 429."""
+    monkeypatch.setattr("kubecontrol.webhook_server.MAX_IN_FLIGHT", 3)
+    monkeypatch.setattr("kubecontrol.webhook_server.MAX_IN_FLIGHT_EACH", 2)
+    began = threading.Semaphore(0)
+    release = threading.Event()
+
+    async def slow(admission: Dict) -> Verdict:
+        began.release()
+        await asyncio.to_thread(release.wait, 10)
+        return Verdict()
+
+    served = serve({"/mutate": suspend, "/slow": slow})
+    judged = []
+    for i in range(2):  # the pod's share
+        data = json.dumps(review(f"p-{i}")).encode()
+        conn = _posted(served, len(data), data, source=POD, path="/slow")
+        judged.append(conn)
         assert began.acquire(timeout=5)
-    with pytest.raises((ssl.SSLError, ConnectionError, http.client.HTTPException)):
-        _review_on(served.connect(), "u-9")
-    for conn in busy:
-        assert conn.getresponse().status == 200
+    try:
+        data = json.dumps(review("p-9")).encode()
+        late = _posted(served, len(data), data, source=POD)
+        late.settimeout(5)
+        answer = late.recv(65536)
+        assert b'"code":429' in answer, answer  # at once, not after the others
+        late.close()
+        said = served.ask("/mutate", review("api-1"))  # the API server: the slot left
+        assert said["response"]["allowed"] is True
+    finally:
+        release.set()
+        for conn in judged:
+            conn.settimeout(10)
+            assert conn.recv(65536).startswith(b"HTTP/1.1 200")
+            conn.close()
+
+
+def test_a_request_not_answered_within_the_deadline_has_its_connection_closed(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever the route: a request's answer begins within REQUEST_SECONDS of its headers."""
+    monkeypatch.setattr("kubecontrol.webhook_server.REQUEST_SECONDS", 1.0)
+    monkeypatch.setattr("kubecontrol.webhook_server.SWEEP_SECONDS", 0.2)
+
+    async def never(request: web.Request) -> web.Response:
+        await asyncio.sleep(30)
+        return web.Response(text="late")
+
+    served = serve({"/mutate": suspend}, more=[web.get("/never", never)])
+    context = ssl.create_default_context(cadata=served.ca.decode())
+    conn = context.wrap_socket(
+        socket.create_connection(("127.0.0.1", served.server.port), timeout=10),
+        server_hostname="127.0.0.1",
+    )
+    conn.sendall(b"GET /never HTTP/1.1\r\nHost: x\r\n\r\n")
+    started = time.monotonic()
+    with contextlib.suppress(OSError):  # closed, with a TLS goodbye or a reset
+        assert conn.recv(1) == b""
+    assert time.monotonic() - started < 5
 
 
 def test_a_connection_that_asks_nothing_is_closed_long_before_the_keepalive(

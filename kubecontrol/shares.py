@@ -1,0 +1,88 @@
+"""Capacity shared per caller: slots of a pool no single caller may fill, and which
+connection to close when a server's connections are all taken.
+
+A caller is whoever the server can name: the authenticated user the API server passes for an
+aggregated API, or a connection's source address on a port anyone may reach. One caller that
+holds everything it can never keeps another out: it meets its own share first, and when a
+new connection needs room, the caller holding the most connections gives one up.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Hashable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Shares:
+    """`total` slots, of which one caller holds at most `each` at once. Non-blocking and
+    thread-safe: `take` says why not rather than waiting."""
+
+    def __init__(self, total: int, each: int, what: str) -> None:
+        if not 0 < each <= total:
+            raise ValueError(f"a caller's share ({each}) must be within the pool (1..{total})")
+        self.total, self.each, self._what = total, each, what
+        self._held: Counter[Hashable] = Counter()
+        self._lock = threading.Lock()
+
+    def take(self, who: Hashable) -> str | None:
+        """Take a slot for `who`: None when taken, else the reason it is not (for a 429)."""
+        with self._lock:
+            if self._held[who] >= self.each:
+                return f"you hold {self.each} {self._what} on this replica, your share; try again"
+            if sum(self._held.values()) >= self.total:
+                return f"{self.total} {self._what} are under way on this replica; try again"
+            self._held[who] += 1
+            return None
+
+    def give_back(self, who: Hashable) -> None:
+        with self._lock:
+            self._held[who] -= 1
+            if self._held[who] <= 0:
+                del self._held[who]
+
+    def held(self, who: Hashable) -> int:
+        with self._lock:
+            return self._held[who]
+
+    @contextmanager
+    def slot(self, who: Hashable) -> Iterator[str | None]:
+        """`take` for a `with` block: yields None while a slot is held (given back at the
+        end), else the reason none is."""
+        refused = self.take(who)
+        try:
+            yield refused
+        finally:
+            if refused is None:
+                self.give_back(who)
+
+
+@dataclass(frozen=True)
+class Held(Generic[T]):
+    """A connection a server holds: `ref` (the server's own handle), whose it is (`source`),
+    whether it waits for a request (`idle`) and since when it does what it does now."""
+
+    ref: T
+    source: Hashable
+    idle: bool
+    since: float
+
+
+def make_room(live: Sequence[Held[T]], limit: int) -> T | None:
+    """The connection to close so that a new one fits under `limit`, or None when there is
+    room: one of the caller holding the most, its longest idle one if it has any, else its
+    oldest. A caller with fewer connections than another loses none to a newcomer, so a flood
+    from one address (or a few) never closes the API server's or the kubelet's."""
+    if len(live) < limit or not live:
+        return None
+    counts = Counter(h.source for h in live)
+    most = max(counts.values())
+    candidates = [h for h in live if counts[h.source] == most]
+    idle = [h for h in candidates if h.idle]
+    pick = min(idle or candidates, key=lambda h: h.since)
+    return pick.ref

@@ -1,0 +1,83 @@
+"""Per-caller shares of a pool, and which connection makes room for a new one."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubecontrol.shares import Held, Shares, make_room
+
+
+def test_one_caller_meets_its_share_before_the_pool_is_full() -> None:
+    shares = Shares(total=4, each=2, what="reads")
+    assert shares.take("mallory") is None
+    assert shares.take("mallory") is None
+    assert shares.take("mallory") == "you hold 2 reads on this replica, your share; try again"
+    assert shares.take("alice") is None  # the others' room is left
+    assert shares.take("bob") is None
+    assert shares.take("carol") == "4 reads are under way on this replica; try again"
+    shares.give_back("mallory")
+    assert shares.held("mallory") == 1
+    assert shares.take("carol") is None
+
+
+def test_a_slot_is_given_back_at_the_end_of_its_block_and_only_when_taken() -> None:
+    shares = Shares(total=1, each=1, what="streams")
+    with shares.slot("alice") as refused:
+        assert refused is None
+        with shares.slot("alice") as again:
+            assert again is not None  # not taken: nothing to give back
+        assert shares.held("alice") == 1
+    assert shares.held("alice") == 0
+    with pytest.raises(RuntimeError), shares.slot("bob"):
+        raise RuntimeError("the block failed")
+    assert shares.held("bob") == 0
+
+
+def test_a_share_larger_than_the_pool_is_refused() -> None:
+    with pytest.raises(ValueError, match="within the pool"):
+        Shares(total=2, each=3, what="reads")
+
+
+def held(name: str, source: str, since: float, idle: bool = False) -> Held[str]:
+    return Held(name, source, idle, since)
+
+
+@pytest.mark.parametrize(
+    ("live", "limit", "closed"),
+    [
+        pytest.param([held("a", "10.0.0.1", 1)], 2, None, id="room-left"),
+        pytest.param([], 0, None, id="nothing-to-close"),
+        pytest.param(
+            [
+                held("apiserver", "10.0.0.1", 0),
+                held("pod-1", "10.1.0.7", 1),
+                held("pod-2", "10.1.0.7", 2),
+            ],
+            3,
+            "pod-1",
+            id="the-heaviest-caller-gives-up-its-oldest-though-another-is-older",
+        ),
+        pytest.param(
+            [
+                held("apiserver", "10.0.0.1", 5, idle=True),
+                held("pod-1", "10.1.0.7", 1),
+                held("pod-2", "10.1.0.7", 2, idle=True),
+            ],
+            3,
+            "pod-2",
+            id="its-idle-one-before-its-busy-one",
+        ),
+        pytest.param(
+            [
+                held("apiserver", "10.0.0.1", 3),
+                held("pod", "10.1.0.7", 4),
+                held("other-pod", "10.1.0.8", 2),
+            ],
+            3,
+            "other-pod",
+            id="a-tie-closes-the-oldest-of-the-tied",
+        ),
+    ],
+)
+def test_make_room(live: list[Held[str]], limit: int, closed: str | None) -> None:
+    assert make_room(live, limit) == closed
