@@ -185,7 +185,10 @@ def _remote_write(registry: Registry, action: RemoteAction) -> bool | None:
             if action.obj["kind"] == c.TRAINJOB.kind and registry.settings.log_tails_kept:
                 seen = remote.get(c.TRAINJOB.kind, namespace, meta["name"])
                 if seen is not None and seen["metadata"].get("uid") == meta.get("uid"):
-                    log_tails.keep(registry.manager, remote, seen)  # its pods go with it
+                    # its pods go with it
+                    log_tails.keep(
+                        registry.manager, remote, seen, log_tails.bounds(registry.settings)
+                    )
             # Only the copy we saw (ours, by origin): never a same-named object made since.
             remote.cluster.delete(
                 c.kind_of(action.obj),

@@ -2,17 +2,30 @@
 
 A worker removes a TrainJob's pods with its copy (retention 0 by default), and with them what
 a failed job last said. So, just before the leader deletes a TrainJob copy that has pods, it
-reads the tail of each container's log (at most `TAIL_LINES` lines and `TAIL_BYTES` bytes each,
-`MAX_PODS` pods, within `CAPTURE_SECONDS` in all) and keeps them in one immutable ConfigMap in
-its own namespace, named after the manager TrainJob's UID: never in the tenant's namespace,
-never in memory. The view.trainjob.dev API serves them when the pods are gone. The resync
-loop deletes the tails of TrainJobs that are gone, and the oldest beyond `--log-tails-kept`.
+reads the tail of each container's log and keeps them in one immutable ConfigMap in its own
+namespace, named after the manager TrainJob's UID: never in the tenant's namespace, never in
+memory. The view.trainjob.dev API serves them when the pods are gone.
+
+What a tenant's pods print lands in the manager's etcd, so every bound is the platform's:
+- one TrainJob's record is at most `MAX_RECORD_BYTES`: `TAIL_BYTES` of each container's last
+  `TAIL_LINES` lines, `TOTAL_BYTES` in all, `MAX_CONTAINERS` containers of `MAX_PODS` pods
+  (failed pods first), read within `CAPTURE_SECONDS`;
+- one namespace keeps the records of its newest `--log-tails-per-namespace` TrainJobs, trimmed
+  as each is kept;
+- all of them: at most `--log-tails-kept` records and `--log-tails-bytes` bytes. Beyond either,
+  the namespace holding the most bytes loses its oldest: a tenant that fills the store evicts
+  its own records, never another's below its share.
+A TrainJob annotated `trainjob.dev/log-tails: "off"` when it is created has none kept. The
+resync loop deletes the records of TrainJobs that are gone, and applies the bounds.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import orjson
@@ -26,6 +39,7 @@ from trainjob import constants as c
 
 if TYPE_CHECKING:
     from dispatcher.remote import RemoteCluster
+    from dispatcher.settings import DispatcherSettings
     from kubecontrol.cluster import Cluster
     from trainjob.caches import Caches
 
@@ -34,24 +48,30 @@ log = logging.getLogger(__name__)
 PREFIX = "log-tail-"
 LABEL = f"{c.DOMAIN}/log-tail-of"  # the manager TrainJob's UID
 TRAINJOB_ANNOTATION = f"{c.DOMAIN}/log-tail-trainjob"  # NAMESPACE/NAME, for people
+BYTES_ANNOTATION = f"{c.DOMAIN}/log-tail-bytes"  # the record's size, for the bounds
+OPT_OUT_ANNOTATION = f"{c.DOMAIN}/log-tails"  # on a TrainJob: "off", none kept
 PODS_KEY = "pods.json"
 TAIL_LINES = 100
-TAIL_BYTES = 8 * 1024  # kept per container: 32 pods x 2 containers fit a ConfigMap's 1 MiB
+TAIL_BYTES = 8 * 1024  # kept per container, at most (UTF-8, as stored)
 READ_BYTES = 64 * 1024  # read per container (a line may be long; the end is what is kept)
-# All of one TrainJob's tails: below a ConfigMap's 1 MiB whatever the containers per pod (a
-# tenant's runtime chooses how many).
-TOTAL_BYTES = 768 * 1024
+TOTAL_BYTES = 64 * 1024  # all of one TrainJob's tails
 MAX_PODS = 32
+MAX_CONTAINERS = 64  # of all its pods (a tenant's runtime chooses how many a pod has)
 CAPTURE_SECONDS = 15.0
+# One record at most: the tails, a placeholder for each container not kept, pods.json (names
+# are at most 253 characters, container names 63) and the keys. tests/unit holds it to this.
+MAX_RECORD_BYTES = 160 * 1024
+# A record made before its size was written on it: counted as large as a ConfigMap may be.
+UNKNOWN_RECORD_BYTES = 1024 * 1024
 
 
 def name_of(trainjob_uid: str) -> str:
     return f"{PREFIX}{trainjob_uid}"
 
 
-def _entry(pod: Dict, worker: str) -> Dict:
-    """What is kept of a pod: enough to pick it again (name, role, index, containers) and say
-    how it ended."""
+def _entry(pod: Dict, worker: str, containers: list[str] | None = None) -> Dict:
+    """What is kept of a pod: enough to pick it again (name, role, index, its `containers`
+    whose tails are kept, all by default) and say how it ended."""
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     labels = meta.get("labels") or {}
     return {
@@ -65,7 +85,11 @@ def _entry(pod: Dict, worker: str) -> Dict:
             },
         },
         "spec": {
-            "containers": [{"name": x.get("name")} for x in spec.get("containers") or []],
+            "containers": [
+                {"name": x.get("name")}
+                for x in spec.get("containers") or []
+                if containers is None or x.get("name") in containers
+            ],
             "nodeName": spec.get("nodeName"),
         },
         "status": {
@@ -73,6 +97,7 @@ def _entry(pod: Dict, worker: str) -> Dict:
             "containerStatuses": [
                 {"ready": False, "restartCount": s.get("restartCount") or 0}
                 for s in (pod.get("status") or {}).get("containerStatuses") or []
+                if containers is None or s.get("name") in containers
             ],
         },
         "worker": worker,
@@ -85,10 +110,11 @@ def key_of(pod: str, container: str) -> str:
 
 def capture(remote: RemoteCluster, copy: Dict) -> Dict | None:
     """The ConfigMap of the tails of our copy's pods on `remote`, or None when it has none
-    (a copy that never ran) or the worker cannot say which."""
+    (a copy that never ran, or whose TrainJob opted out) or the worker cannot say which."""
     meta = copy["metadata"]
-    made_for = (meta.get("annotations") or {}).get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION)
-    if not made_for or not meta.get("uid"):
+    annotations = meta.get("annotations") or {}
+    made_for = annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION)
+    if not made_for or not meta.get("uid") or annotations.get(OPT_OUT_ANNOTATION) == "off":
         return None
     namespace, name = meta["namespace"], meta["name"]
     try:
@@ -98,21 +124,22 @@ def capture(remote: RemoteCluster, copy: Dict) -> Dict | None:
         return None
     if not pods:
         return None
-    pods = sorted(pods, key=lambda p: p["metadata"]["name"])[:MAX_PODS]
+    chosen = choose(pods)
     deadline = time.monotonic() + CAPTURE_SECONDS
     data: dict[str, str] = {}
-    kept = 0
-    for pod in pods:
-        for container in (pod.get("spec") or {}).get("containers") or []:
-            key = key_of(pod["metadata"]["name"], container["name"])
+    room = TOTAL_BYTES
+    for pod, containers in chosen:
+        for container in containers:
+            key = key_of(pod["metadata"]["name"], container)
             if time.monotonic() > deadline:
                 data[key] = f"(not kept: no time left within {CAPTURE_SECONDS:g}s)\n"
-            elif kept >= TOTAL_BYTES:
+            elif room <= 0:
                 data[key] = f"(not kept: the TrainJob's tails reached {TOTAL_BYTES // 1024} KiB)\n"
             else:
-                data[key] = _tail(remote, namespace, pod["metadata"]["name"], container["name"])
-                kept += len(data[key].encode())
-    data[PODS_KEY] = orjson.dumps([_entry(p, remote.name) for p in pods]).decode()
+                data[key] = _fit(_tail(remote, namespace, pod["metadata"]["name"], container), room)
+                room -= len(data[key].encode())
+    data[PODS_KEY] = orjson.dumps([_entry(p, remote.name, kept) for p, kept in chosen]).decode()
+    size = sum(len(k) + len(v.encode()) for k, v in data.items())
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -120,11 +147,43 @@ def capture(remote: RemoteCluster, copy: Dict) -> Dict | None:
             "name": name_of(made_for),
             "namespace": own_namespace(),
             "labels": {LABEL: made_for},
-            "annotations": {TRAINJOB_ANNOTATION: f"{namespace}/{name}"},
+            "annotations": {
+                TRAINJOB_ANNOTATION: f"{namespace}/{name}",
+                BYTES_ANNOTATION: str(size),
+            },
         },
         "immutable": True,
         "data": data,
     }
+
+
+def choose(pods: list[Dict]) -> list[tuple[Dict, list[str]]]:
+    """The pods whose tails are kept, each with the names of its containers kept: failed pods
+    first (what a failed job last said is what is looked for), then by name; at most
+    MAX_PODS pods and MAX_CONTAINERS containers in all."""
+
+    def order(pod: Dict) -> tuple[bool, str]:
+        return (((pod.get("status") or {}).get("phase") != "Failed"), pod["metadata"]["name"])
+
+    chosen: list[tuple[Dict, list[str]]] = []
+    left = MAX_CONTAINERS
+    for pod in sorted(pods, key=order)[:MAX_PODS]:
+        names = [str(x.get("name")) for x in (pod.get("spec") or {}).get("containers") or []]
+        if left <= 0:
+            break
+        chosen.append((pod, names[:left]))
+        left -= len(names[:left])
+    return chosen
+
+
+def _fit(text: str, room: int) -> str:
+    """The end of `text` in at most TAIL_BYTES and `room` bytes of UTF-8 (a character cut
+    at the start is dropped)."""
+    encoded = text.encode()
+    limit = min(TAIL_BYTES, room)
+    if len(encoded) <= limit:
+        return text
+    return encoded[-limit:].decode(errors="ignore")
 
 
 def _tail(remote: RemoteCluster, namespace: str, pod: str, container: str) -> str:
@@ -133,13 +192,14 @@ def _tail(remote: RemoteCluster, namespace: str, pod: str, container: str) -> st
     try:
         text = remote.cluster.api.request("GET", path, query=query, timeout=5.0, accept="*/*")
     except (ApiException, TransportError) as exc:
-        return f"(not kept: {exc})\n"
+        return f"(not kept: {str(exc)[:200]})\n"
     return text[-TAIL_BYTES:].decode(errors="replace")
 
 
-def keep(manager: Cluster, remote: RemoteCluster, copy: Dict) -> None:
-    """Capture and keep the tails of `copy`'s pods (best effort: a failure is logged, and the
-    copy is deleted all the same)."""
+def keep(manager: Cluster, remote: RemoteCluster, copy: Dict, bounds: Bounds) -> None:
+    """Capture and keep the tails of `copy`'s pods, then trim the store to `bounds` (its
+    TrainJob is alive: the gone are the resync's to find). Best effort: a failure is
+    logged, and the copy is deleted all the same."""
     try:
         found = capture(remote, copy)
         if found is None:
@@ -154,6 +214,7 @@ def keep(manager: Cluster, remote: RemoteCluster, copy: Dict) -> None:
             meta = found["metadata"]
             manager.delete(CONFIG_MAP, meta["name"], meta["namespace"])
             manager.create(CONFIG_MAP, found)
+        trim(manager, bounds)
         log.info(
             "kept the log tails of %s/%s (%d containers) from %s",
             copy["metadata"]["namespace"],
@@ -180,28 +241,102 @@ def read(manager: Cluster, trainjob_uid: str) -> tuple[list[Dict], dict[str, str
     return (pods if isinstance(pods, list) else []), data
 
 
-def sweep(manager: Cluster, caches: Caches, kept: int, label: str = LABEL) -> int:
+@dataclass(frozen=True)
+class Bounds:
+    """How much the store keeps: records in all, bytes in all, records per namespace."""
+
+    kept: int
+    total_bytes: int | None = None
+    per_namespace: int | None = None
+
+
+def bounds(settings: DispatcherSettings) -> Bounds:
+    """The tails' bounds the settings give."""
+    return Bounds(
+        kept=settings.log_tails_kept,
+        total_bytes=settings.log_tails_bytes,
+        per_namespace=settings.log_tails_per_namespace,
+    )
+
+
+def sweep(manager: Cluster, caches: Caches, bounds: Bounds, label: str = LABEL) -> int:
     """Delete the records labelled `label` (their TrainJob's UID; the tails, by default) of
-    TrainJobs that are gone, then the oldest beyond `kept`; how many were deleted."""
-    # Their metadata only: the tails themselves (up to a MiB each) are not read to be deleted.
-    items = manager.list_metadata(CONFIG_MAP, own_namespace(), label_selector=label)
+    TrainJobs that are gone, then those beyond `bounds`; how many were deleted."""
     alive = set()
     for key in caches.trainjob_keys():
         tj = caches.trainjob(*key)
         if tj is not None and tj.uid:
             alive.add(tj.uid)
-    going = doomed(items, alive, kept, label)
+    return _delete(manager, bounds, label, lambda items: doomed(items, alive, bounds, label))
+
+
+def trim(manager: Cluster, bounds: Bounds) -> int:
+    """Delete the records beyond `bounds`."""
+    return _delete(manager, bounds, LABEL, lambda items: beyond(items, bounds, LABEL))
+
+
+def _delete(manager: Cluster, bounds: Bounds, label: str, pick: _Picker) -> int:
+    # Their metadata only: the tails themselves are not read to be deleted.
+    items = manager.list_metadata(CONFIG_MAP, own_namespace(), label_selector=label)
+    going = pick(items)
     for item in going:
         meta = item["metadata"]
         manager.delete(CONFIG_MAP, meta["name"], meta["namespace"], uid=meta.get("uid"))
     return len(going)
 
 
-def doomed(items: list[Dict], alive: set[str], kept: int, label: str = LABEL) -> list[Dict]:
-    """The records to delete: those of TrainJobs not `alive`, then the oldest beyond `kept`."""
+def doomed(items: list[Dict], alive: set[str], bounds: Bounds, label: str = LABEL) -> list[Dict]:
+    """The records to delete: those of TrainJobs not `alive`, then those beyond `bounds`."""
     gone = [i for i in items if (i["metadata"].get("labels") or {}).get(label) not in alive]
-    rest = sorted(
-        (i for i in items if i not in gone),
-        key=lambda i: str(i["metadata"].get("creationTimestamp") or ""),
-    )
-    return gone + rest[: max(0, len(rest) - kept)]
+    going = {id(i) for i in gone}
+    return gone + beyond([i for i in items if id(i) not in going], bounds, label)
+
+
+def beyond(items: list[Dict], bounds: Bounds, label: str = LABEL) -> list[Dict]:
+    """The records beyond `bounds`, oldest first within a namespace: each namespace's beyond
+    `per_namespace`, then, while the rest is beyond `kept` records or `total_bytes`, the
+    oldest of the namespace holding the most bytes (so a namespace that fills the store
+    loses its own records first)."""
+    rest = sorted(items, key=lambda i: str(i["metadata"].get("creationTimestamp") or ""))
+    going: list[Dict] = []
+    if bounds.per_namespace is not None:
+        seen: Counter[str] = Counter()
+        for item in reversed(rest):  # newest first: the newest per_namespace stay
+            seen[namespace_of(item)] += 1
+            if seen[namespace_of(item)] > bounds.per_namespace:
+                going.append(item)
+        trimmed = {id(i) for i in going}
+        rest = [i for i in rest if id(i) not in trimmed]
+    # each namespace's records, oldest first, and the bytes they hold
+    queues: dict[str, list[Dict]] = {}
+    for item in rest:
+        queues.setdefault(namespace_of(item), []).append(item)
+    held = Counter({ns: sum(size_of(i) for i in q) for ns, q in queues.items()})
+    count, total = len(rest), sum(held.values())
+    limit = bounds.total_bytes if bounds.total_bytes is not None else total
+    while count and (count > bounds.kept or total > limit):
+        heaviest = max(held, key=lambda ns: (held[ns], len(queues[ns])))
+        victim = queues[heaviest].pop(0)  # its oldest
+        going.append(victim)
+        held[heaviest] -= size_of(victim)
+        count, total = count - 1, total - size_of(victim)
+        if not queues[heaviest]:
+            del held[heaviest], queues[heaviest]
+    return going
+
+
+def namespace_of(item: Dict) -> str:
+    """The namespace of a record's TrainJob ("" when it does not say)."""
+    said = str((item["metadata"].get("annotations") or {}).get(TRAINJOB_ANNOTATION) or "")
+    return said.split("/", 1)[0] if "/" in said else ""
+
+
+def size_of(item: Dict) -> int:
+    said = (item["metadata"].get("annotations") or {}).get(BYTES_ANNOTATION)
+    try:
+        return int(said) if said is not None else UNKNOWN_RECORD_BYTES
+    except ValueError:
+        return UNKNOWN_RECORD_BYTES
+
+
+_Picker = Callable[[list[Dict]], list[Dict]]

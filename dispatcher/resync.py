@@ -88,8 +88,8 @@ def resync_loop(ctx: Context) -> None:
             if ctx.settings.gc_interval and time.monotonic() - last_gc >= ctx.settings.gc_interval:
                 last_gc = time.monotonic()
                 collect_garbage(ctx.registry.remotes, caches)
-                log_tails.sweep(ctx.manager, caches, ctx.settings.log_tails_kept)
+                log_tails.sweep(ctx.manager, caches, log_tails.bounds(ctx.settings))
                 # a TrainJob's record of its runs goes with it (one per TrainJob sent back)
-                log_tails.sweep(ctx.manager, caches, 1_000_000, placements.LABEL)
+                log_tails.sweep(ctx.manager, caches, log_tails.Bounds(1_000_000), placements.LABEL)
         except Exception:  # keep resyncing whatever one pass hit
             log.exception("[%s] resync pass failed", ctx.settings.cluster_name)

@@ -103,9 +103,21 @@ class DispatcherSettings(ControllerSettings):
         default=1000,
         ge=0,
         description="keep the last lines of a TrainJob's pods, read just before its copy leaves "
-        "the worker, for this many TrainJobs at most (the oldest go first; a TrainJob's go with "
-        "it): ConfigMaps in our namespace, served by the view.trainjob.dev API once the pods are "
-        "gone. 0: none kept",
+        "the worker, for this many TrainJobs at most (a TrainJob's go with it; beyond this or "
+        "logTailsBytes, the namespace holding the most bytes loses its oldest): ConfigMaps in "
+        "our namespace on the manager, at most 160 KiB each, served by the view.trainjob.dev "
+        "API once the pods are gone. 0: none kept",
+    )
+    log_tails_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        ge=1,
+        description="the bytes all kept log tails may hold in the manager's etcd (the default, "
+        "32 MiB, is 1.6% of etcd's default 2 GiB quota)",
+    )
+    log_tails_per_namespace: int = Field(
+        default=20,
+        ge=1,
+        description="the log tails kept for one namespace's TrainJobs: its newest this many",
     )
     give_up_never_fits: bool = Field(
         default=True,

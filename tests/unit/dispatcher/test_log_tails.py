@@ -1,22 +1,45 @@
-"""Which kept log tails go, and what is kept of a pod."""
+"""Which kept log tails go, what is kept of a pod, and how much a tenant's pods can put in
+the manager's etcd."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
+import orjson
+import pytest
+
+from dispatcher import copy_pods, log_tails
 from dispatcher.copy_pods import pick_pod
-from dispatcher.log_tails import LABEL, _entry, doomed
+from dispatcher.log_tails import (
+    BYTES_ANNOTATION,
+    LABEL,
+    MAX_RECORD_BYTES,
+    TRAINJOB_ANNOTATION,
+    Bounds,
+    _entry,
+    beyond,
+    doomed,
+)
 from trainjob import constants as c
 
 
-def tail(uid: str, created: str) -> dict[str, Any]:
+def tail(uid: str, created: str, namespace: str = "team-a", size: int | None = 1000) -> Any:
+    annotations = {TRAINJOB_ANNOTATION: f"{namespace}/tj-{uid}"}
+    if size is not None:
+        annotations[BYTES_ANNOTATION] = str(size)
     return {
         "metadata": {
             "name": f"log-tail-{uid}",
             "labels": {LABEL: uid},
+            "annotations": annotations,
             "creationTimestamp": created,
         }
     }
+
+
+def uids(items: list[Any]) -> list[str]:
+    return [i["metadata"]["labels"][LABEL] for i in items]
 
 
 def test_the_tails_of_gone_trainjobs_go_then_the_oldest_beyond_the_bound() -> None:
@@ -26,10 +49,116 @@ def test_the_tails_of_gone_trainjobs_go_then_the_oldest_beyond_the_bound() -> No
         tail("gone", "2026-11-26T11:00:00Z"),
         tail("c", "2026-11-26T12:00:00Z"),
     ]
-    going = [i["metadata"]["labels"][LABEL] for i in doomed(items, {"a", "b", "c"}, kept=2)]
-    assert going == ["gone", "b"]
-    assert doomed(items, {"a", "b", "c", "gone"}, kept=10) == []
-    assert len(doomed(items, {"a", "b", "c", "gone"}, kept=0)) == 4
+    assert uids(doomed(items, {"a", "b", "c"}, Bounds(kept=2))) == ["gone", "b"]
+    assert doomed(items, {"a", "b", "c", "gone"}, Bounds(kept=10)) == []
+    assert len(doomed(items, {"a", "b", "c", "gone"}, Bounds(kept=0))) == 4
+
+
+def at(minute: int) -> str:
+    return f"2026-11-26T10:{minute:02d}:00Z"
+
+
+def test_a_namespace_keeps_its_newest_records_only() -> None:
+    items = [tail(f"a{i}", at(i)) for i in range(5)] + [tail("b0", at(0), "team-b")]
+    assert uids(beyond(items, Bounds(kept=100, per_namespace=2))) == ["a2", "a1", "a0"]
+
+
+def test_a_tenant_filling_the_store_evicts_its_own_records_not_anothers() -> None:
+    """Before: the bound was global, oldest first: a flood from one namespace deleted every
+    other namespace's tails."""
+    others = [tail("b0", at(0), "team-b", 5_000), tail("c0", at(1), "team-c", 5_000)]
+    flood = [tail(f"m{i}", at(10 + i), "mallory", 100_000) for i in range(10)]
+    going = beyond(others + flood, Bounds(kept=1000, total_bytes=500_000, per_namespace=100))
+    assert uids(going) == ["m0", "m1", "m2", "m3", "m4", "m5"]  # 410 KB left, under 500 KB
+    # the same by count: the namespace holding the most goes first, oldest first
+    going = beyond(others + flood, Bounds(kept=4))
+    assert uids(going) == [f"m{i}" for i in range(8)]
+
+
+def test_a_record_without_its_size_counts_as_a_whole_configmap() -> None:
+    """Records kept by 0.3.0 say nothing of their size (up to ~900 KiB each)."""
+    items = [tail("old", at(0), size=None), tail("new", at(1), size=1000)]
+    assert uids(beyond(items, Bounds(kept=10, total_bytes=1024 * 1024))) == ["old"]
+
+
+def pod(name: str, containers: int, phase: str = "Succeeded") -> Any:
+    names = [f"c{i}-{'x' * 58}"[:63] for i in range(containers)]
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {c.REPLICATED_JOB_NAME_LABEL: "node", c.JOB_COMPLETION_INDEX: "0"},
+            "creationTimestamp": "2026-11-26T10:00:00Z",
+        },
+        "spec": {"containers": [{"name": n} for n in names], "nodeName": "n" * 253},
+        "status": {
+            "phase": phase,
+            "containerStatuses": [{"name": n, "restartCount": 7} for n in names],
+        },
+    }
+
+
+def test_failed_pods_are_kept_first_and_containers_are_counted_across_pods() -> None:
+    pods = [pod("a", 40), pod("b", 40), pod("z-failed", 2, "Failed")]
+    chosen = log_tails.choose(pods)
+    assert [(p["metadata"]["name"], len(kept)) for p, kept in chosen] == [
+        ("z-failed", 2),
+        ("a", 40),
+        ("b", 22),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("pods", "containers"),
+    [(1, 96), (32, 3), (32, 40), (32, 2000)],
+    ids=["1x96", "32x3", "32x40", "32x2000"],
+)
+def test_a_tenant_whose_pods_print_the_worst_bytes_fills_one_small_record(
+    monkeypatch: pytest.MonkeyPatch, pods: int, containers: int
+) -> None:
+    """Every container prints 64 KiB of 0xFF (each becomes U+FFFD, 3 bytes), names are as
+    long as allowed. Before: 776 KiB for one pod of 96 containers, 6.9 MiB for 32 x 2000."""
+    name = "p" * 250
+    listed = [pod(f"{name}-{i:02d}", containers) for i in range(pods)]
+    monkeypatch.setattr(copy_pods, "read", lambda *_: ([], listed))
+    worker = SimpleNamespace(
+        name="worker-1",
+        cluster=SimpleNamespace(
+            api=SimpleNamespace(request=lambda *_, **__: b"\xff" * log_tails.READ_BYTES)
+        ),
+    )
+    copy = {
+        "metadata": {
+            "name": "t" * 63,
+            "namespace": "mallory",
+            "uid": "copy-uid",
+            "annotations": {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: "manager-uid"},
+        }
+    }
+    record = log_tails.capture(worker, copy)  # type: ignore[arg-type]
+    assert record is not None
+    stored = len(orjson.dumps(record))
+    assert stored <= MAX_RECORD_BYTES, stored
+    said = int(record["metadata"]["annotations"][BYTES_ANNOTATION])
+    assert said <= stored <= said + 4096  # the size written on it is the data's
+    kept = orjson.loads(record["data"][log_tails.PODS_KEY])
+    assert sum(len(p["spec"]["containers"]) for p in kept) == min(pods * containers, 64)
+    assert all(len(p["status"]["containerStatuses"]) <= 64 for p in kept)
+
+
+def test_a_trainjob_that_opts_out_has_nothing_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(copy_pods, "read", lambda *_: ([], [pod("a", 1)]))
+    copy = {
+        "metadata": {
+            "name": "tj",
+            "namespace": "team-a",
+            "uid": "copy-uid",
+            "annotations": {
+                c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: "manager-uid",
+                log_tails.OPT_OUT_ANNOTATION: "off",
+            },
+        }
+    }
+    assert log_tails.capture(SimpleNamespace(), copy) is None  # type: ignore[arg-type]
 
 
 def test_a_kept_pod_can_be_picked_again_by_role_and_index() -> None:
