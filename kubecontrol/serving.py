@@ -8,6 +8,7 @@ import contextlib
 import logging
 import socket
 import ssl
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -132,6 +133,14 @@ class _BoundedServer(ThreadingHTTPServer):
         finally:
             with self._lock:
                 self._live.pop(request, None)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection cut or reset under its handler (its deadline, or room made) is no
+        error worth a traceback on every probe port a pod floods."""
+        if isinstance(sys.exc_info()[1], OSError):
+            log.debug("connection from %s ended: %s", client_address, sys.exc_info()[1])
+            return
+        super().handle_error(request, client_address)
 
     def service_actions(self) -> None:
         """Between polls of the listening socket (every 0.5 s): connections past their

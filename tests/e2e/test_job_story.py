@@ -7,6 +7,7 @@ themselves are read on real nodes (tests/real/test_real_nodes.py)."""
 from __future__ import annotations
 
 import ssl
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from kubernetes import client
 from clusters import setup
 from clusters.bed import Bed
 from clusters.install import DISPATCHER
+from dispatcher import log_tails
 from tests.support.builders import make_trainjob
 from tests.support.multikueue import MultiKueue
 from tests.support.tenant import Tenant, story_path
@@ -167,3 +169,60 @@ def test_a_call_that_skips_the_api_server_is_refused_whatever_its_headers_say(
         urllib.request.urlopen(request, context=context, timeout=10)
     assert refused.value.code == 401
     assert "front proxy" in refused.value.read().decode()
+
+
+def test_a_job_that_opts_out_keeps_no_tails_and_a_kept_record_says_its_size(bed: Bed) -> None:
+    mk = MultiKueue(bed)
+    off = {"annotations": {log_tails.OPT_OUT_ANNOTATION: "off"}}
+    for name, metadata in (("kept", None), ("private", off)):
+        mk.submit(name, run="1s", exit_code=1, runtime=mk.fail_fast_runtime(), metadata=metadata)
+    admin = client.CoreV1Api(bed.api(mk.manager))
+    uids = {}
+    for name in ("kept", "private"):
+        worker = mk.started_on(name)
+        mk.wait(name, "Failed", timeout=120)
+        wait_for(lambda n=name, w=worker: mk.get(n, w) is None, 60, what=f"{name}'s copy to go")
+        uids[name] = (mk.get(name) or {})["metadata"]["uid"]
+    record = admin.read_namespaced_config_map(log_tails.name_of(uids["kept"]), "trainjob-system")
+    said = int(record.metadata.annotations[log_tails.BYTES_ANNOTATION])
+    assert said == sum(len(k) + len(v.encode()) for k, v in record.data.items())
+    assert record.metadata.annotations[log_tails.TRAINJOB_ANNOTATION] == f"{mk.ns}/kept"
+    with pytest.raises(client.ApiException) as refused:
+        admin.read_namespaced_config_map(log_tails.name_of(uids["private"]), "trainjob-system")
+    assert refused.value.status == 404
+
+
+def test_a_namespace_keeps_the_tails_of_its_newest_trainjobs_only(bed: Bed) -> None:
+    """The resync's sweep on the real manager: 22 records of live TrainJobs of one namespace
+    (never admitted: no such queue), one of another's; the namespace's 2 oldest go, the other
+    namespace's stays (the bound is 20 per namespace)."""
+    mk, other = MultiKueue(bed), MultiKueue(bed)
+    admin = client.CoreV1Api(bed.api(mk.manager))
+    made = []
+    for i, (ns, owner) in enumerate([*[(mk.ns, mk)] * 22, (other.ns, other)]):
+        tj = owner.submit(f"waits-{i}", queue="no-such-queue")
+        uid = tj["metadata"]["uid"]
+        admin.create_namespaced_config_map(
+            "trainjob-system",
+            {
+                "metadata": {
+                    "name": log_tails.name_of(uid),
+                    "labels": {log_tails.LABEL: uid},
+                    "annotations": {
+                        log_tails.TRAINJOB_ANNOTATION: f"{ns}/waits-{i}",
+                        log_tails.BYTES_ANNOTATION: "100",
+                    },
+                },
+                "data": {"x": "y"},
+            },
+        )
+        made.append(uid)
+        time.sleep(1.05)  # creationTimestamp has seconds: one record a second, oldest first
+
+    def left() -> set[str] | None:
+        kept = admin.list_namespaced_config_map("trainjob-system", label_selector=log_tails.LABEL)
+        found = {i.metadata.labels[log_tails.LABEL] for i in kept.items} & set(made)
+        return found if len(found) == 21 else None
+
+    found = wait_for(left, 60, what="the sweep to trim the namespace to its newest 20")
+    assert found == set(made[2:])
