@@ -38,6 +38,7 @@ from dispatcher.copy_pods import (
 from kubecontrol.aggregated import ApiGroup, ApiRequest, ClusterList, Subresource, status
 from kubecontrol.client import ApiException, TransportError
 from kubecontrol.objects import Dict
+from kubecontrol.shares import Shares
 from trainjob import constants as c
 from trainjob import jobframework
 from trainjob.views import TrainJobView
@@ -52,18 +53,24 @@ log = logging.getLogger(__name__)
 GROUP = f"view.{c.DOMAIN}"
 VERSION = "v1alpha1"
 EVENTS = "/api/v1/namespaces/{namespace}/events"
-# Log streams served at once by one replica (each holds a thread while it lasts); more are
+# Log streams served at once by one replica (each holds a thread while it lasts), of which
+# one user holds at most STREAMS_EACH and one namespace's users STREAMS_PER_NAMESPACE (a
+# tenant with `edit` can make ServiceAccounts, so users alone are not a bound); more are
 # refused with 429 and a Retry-After.
 MAX_STREAMS = 64
+STREAMS_EACH = 8
+STREAMS_PER_NAMESPACE = 16
 MAX_EVENTS = 500  # Events read per object for one story
 MAX_EVENT_OBJECTS = 34  # objects whose Events one story reads on the worker
 WHOLE_LOG_SECONDS = 300.0  # a log read without follow ends within this
-_streams = threading.BoundedSemaphore(MAX_STREAMS)
+_streams = Shares(MAX_STREAMS, STREAMS_EACH, "log streams", STREAMS_PER_NAMESPACE)
 # Reads that answer a request (the story, finding a log's pod): on threads of their own, at
-# most this many at once.
+# most this many at once, shared the same way.
 MAX_READS = 8
+READS_EACH = 2
+READS_PER_NAMESPACE = 4
 _reads = ThreadPoolExecutor(max_workers=MAX_READS, thread_name_prefix="job-story")
-_reads_slots = threading.BoundedSemaphore(MAX_READS)
+_reads_slots = Shares(MAX_READS, READS_EACH, "story or log reads", READS_PER_NAMESPACE)
 
 
 # ---- reads --------------------------------------------------------------------------------
@@ -213,13 +220,15 @@ def waiting_in(ctx: Context, workload: WorkloadView) -> list[Dict]:
     return out
 
 
-async def _read(fn: Callable[..., Any], *args: Any) -> Any:
-    """`fn(*args)` on the API's own threads, or the answer to give instead: 429 when
-    `MAX_READS` are under way (a caller who floods the API waits for no one else's slot, and
-    the webhooks' threads are never theirs), the Refusal's code, 400 for a wrong parameter,
-    503 when the manager's API cannot say."""
-    if not _reads_slots.acquire(blocking=False):
-        answer = status(429, f"{MAX_READS} reads are under way on this replica; try again")
+async def _read(call: ApiRequest, fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` on the API's own threads, or the answer to give instead: 429 when the
+    caller's share of `MAX_READS` is under way (a caller who floods the API waits for no one
+    else's slot, and the webhooks' threads are never theirs), the Refusal's code, 400 for a
+    wrong parameter, 503 when the manager's API cannot say."""
+    who = (call.caller.user, call.namespace)
+    refused = _reads_slots.take(*who)
+    if refused is not None:
+        answer = status(429, refused)
         answer.headers["Retry-After"] = "1"
         return answer
     try:
@@ -231,11 +240,11 @@ async def _read(fn: Callable[..., Any], *args: Any) -> Any:
     except (ApiException, TransportError) as exc:
         return status(503, f"the manager's API: {exc}")
     finally:
-        _reads_slots.release()
+        _reads_slots.give_back(*who)
 
 
 async def _story(ctx: Context, call: ApiRequest) -> web.StreamResponse:
-    found = await _read(story, ctx, call.namespace, call.name)
+    found = await _read(call, story, ctx, call.namespace, call.name)
     if isinstance(found, web.StreamResponse):
         return found
     return web.Response(body=orjson.dumps(found), content_type="application/json")
@@ -267,20 +276,18 @@ def _prepare_log(ctx: Context, call: ApiRequest) -> tuple[Running, str, dict[str
 
 
 async def _log(ctx: Context, call: ApiRequest) -> web.StreamResponse:
-    found = await _read(_prepare_log, ctx, call)
+    found = await _read(call, _prepare_log, ctx, call)
     if isinstance(found, web.StreamResponse):
         return found
     if isinstance(found, str):  # its pods are gone: what was kept of them
         return web.Response(text=found, content_type="text/plain", charset="utf-8")
     at, pod, query = found
-    if not _streams.acquire(blocking=False):
-        answer = status(429, f"{MAX_STREAMS} log streams are open on this replica; try again")
-        answer.headers["Retry-After"] = "5"
-        return answer
-    try:
+    with _streams.slot(call.caller.user, call.namespace) as refused:
+        if refused is not None:
+            answer = status(429, refused)
+            answer.headers["Retry-After"] = "5"
+            return answer
         return await _relay(at, pod, call, query)
-    finally:
-        _streams.release()
 
 
 async def _relay(

@@ -20,46 +20,56 @@ T = TypeVar("T")
 
 
 class Shares:
-    """`total` slots, of which one caller holds at most `each` at once. Non-blocking and
+    """`total` slots, of which one caller holds at most `each` at once, and, when callers
+    come in groups (a namespace's users), one group at most `each_group`. Non-blocking and
     thread-safe: `take` says why not rather than waiting."""
 
-    def __init__(self, total: int, each: int, what: str) -> None:
-        if not 0 < each <= total:
+    def __init__(self, total: int, each: int, what: str, each_group: int | None = None) -> None:
+        if not 0 < each <= (each_group or total) <= total:
             raise ValueError(f"a caller's share ({each}) must be within the pool (1..{total})")
-        self.total, self.each, self._what = total, each, what
+        self.total, self.each, self.each_group, self._what = total, each, each_group, what
         self._held: Counter[Hashable] = Counter()
+        self._groups: Counter[Hashable] = Counter()
         self._lock = threading.Lock()
 
-    def take(self, who: Hashable) -> str | None:
-        """Take a slot for `who`: None when taken, else the reason it is not (for a 429)."""
+    def take(self, who: Hashable, group: Hashable = None) -> str | None:
+        """Take a slot for `who` (of `group`): None when taken, else the reason it is not
+        (for a 429)."""
         with self._lock:
             if self._held[who] >= self.each:
                 return f"you hold {self.each} {self._what} on this replica, your share; try again"
+            if self.each_group is not None and self._groups[group] >= self.each_group:
+                return (
+                    f"{self.each_group} {self._what} of {group} are under way on this replica, "
+                    "its share; try again"
+                )
             if sum(self._held.values()) >= self.total:
                 return f"{self.total} {self._what} are under way on this replica; try again"
             self._held[who] += 1
+            self._groups[group] += 1
             return None
 
-    def give_back(self, who: Hashable) -> None:
+    def give_back(self, who: Hashable, group: Hashable = None) -> None:
         with self._lock:
-            self._held[who] -= 1
-            if self._held[who] <= 0:
-                del self._held[who]
+            for counts, key in ((self._held, who), (self._groups, group)):
+                counts[key] -= 1
+                if counts[key] <= 0:
+                    del counts[key]
 
     def held(self, who: Hashable) -> int:
         with self._lock:
             return self._held[who]
 
     @contextmanager
-    def slot(self, who: Hashable) -> Iterator[str | None]:
+    def slot(self, who: Hashable, group: Hashable = None) -> Iterator[str | None]:
         """`take` for a `with` block: yields None while a slot is held (given back at the
         end), else the reason none is."""
-        refused = self.take(who)
+        refused = self.take(who, group)
         try:
             yield refused
         finally:
             if refused is None:
-                self.give_back(who)
+                self.give_back(who, group)
 
 
 @dataclass(frozen=True)

@@ -81,3 +81,15 @@ def held(name: str, source: str, since: float, idle: bool = False) -> Held[str]:
 )
 def test_make_room(live: list[Held[str]], limit: int, closed: str | None) -> None:
     assert make_room(live, limit) == closed
+
+
+def test_a_group_of_callers_meets_its_share_too() -> None:
+    """A tenant that makes ServiceAccounts is many users of one namespace."""
+    shares = Shares(total=8, each=2, what="streams", each_group=3)
+    assert [shares.take(f"sa-{i}", "evil") for i in range(3)] == [None] * 3
+    assert shares.take("sa-9", "evil") == (
+        "3 streams of evil are under way on this replica, its share; try again"
+    )
+    assert shares.take("alice", "team-a") is None
+    shares.give_back("sa-0", "evil")
+    assert shares.take("sa-9", "evil") is None
