@@ -32,7 +32,14 @@ from kubernetes import client, config
 
 from kubecontrol.kubeconfig import vet_kubeconfig
 from kubecontrol.objects import Dict
-from kubectl_trainjob.view import WorkerView, describe, list_table, progress_bar, state_of
+from kubectl_trainjob.view import (
+    WorkerView,
+    describe,
+    list_table,
+    printable,
+    progress_bar,
+    state_of,
+)
 from trainjob import constants as c
 
 TIMEOUT = 10  # seconds for each request; an unreachable worker is said, not waited for
@@ -377,7 +384,7 @@ def cmd_progress(clusters: Clusters, args: argparse.Namespace) -> str:
             return line
         said = (state_of(tj), (tj.get("status") or {}).get("trainerStatus"))
         if said != shown:
-            print(line, flush=True)
+            print(printable(line), flush=True)
             shown = said
         if state_of(tj) in ("Complete",) or state_of(tj).startswith("Failed"):
             return ""
@@ -485,10 +492,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         out = args.run(Clusters(args) if getattr(args, "connect", True) else None, args)
     except PluginError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(printable(f"error: {exc}"), file=sys.stderr)
         return 1
-    if out:
-        print(out)
+    if out:  # a log is printed as it comes, raw (as kubectl logs prints it); the rest here
+        print(printable(out))
     return 0
 
 

@@ -10,6 +10,22 @@ from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
 
+# Characters a terminal acts on rather than shows: C0 controls but newline and tab, DEL, and
+# the C1 controls (U+0080-U+009F: some terminals take U+009B as CSI, U+009D as OSC).
+_CONTROLS = {
+    code: ("^[" if code == 0x1B else "\\r" if code == 0x0D else f"\\x{code:02x}")
+    for code in [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)]
+    if chr(code) not in "\n\t"
+}
+
+
+def printable(text: str) -> str:
+    """`text` with the controls a terminal would act on written out instead, as kubectl
+    escapes what it prints since CVE-2021-25743 (ESC as `^[`, CR as `\\r`; the others as
+    `\\xNN`): a tenant's metric name, condition message or Event cannot move the cursor,
+    clear the screen, write the viewer's clipboard or hide a link."""
+    return text.translate(_CONTROLS)
+
 
 def state_of(tj: Dict) -> str:
     """Complete, Failed (reason), Running, Queued (suspended, waiting for quota or a worker) or

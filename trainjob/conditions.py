@@ -10,6 +10,19 @@ from kubecontrol.events import Event
 from kubecontrol.objects import Dict
 from trainjob import constants as c
 
+# A condition's message at most, as the CRDs allow it (metav1.Condition's maxLength) and as
+# Kueue cuts its own: a message quoting a tenant's text past it would make every status write
+# of the object fail.
+MAX_MESSAGE = 32 * 1024
+CUT = "..."
+
+
+def truncate_message(message: str) -> str:
+    """`message`, cut to MAX_MESSAGE characters (ending in CUT) when it is longer."""
+    if len(message) <= MAX_MESSAGE:
+        return message
+    return message[: MAX_MESSAGE - len(CUT)] + CUT
+
 
 def now_rfc3339(now: dt.datetime) -> str:
     return now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -44,7 +57,7 @@ def set_condition(
         "type": ctype,
         "status": new_status,
         "reason": reason,
-        "message": message,
+        "message": truncate_message(message),
         "lastTransitionTime": now_rfc3339(now),
     }
     if generation is not None:
@@ -111,6 +124,7 @@ class Conditions:
         type that announces the changes in `announce`. `keep_message`: a condition whose
         status and reason are unchanged is left as it is (its message may vary from pass to
         pass: elapsed times, lists of workers)."""
+        message = truncate_message(message)  # as stored, so an unchanged one compares equal
         old = self.find(ctype)
         new_status = "True" if status else "False"
         if old is None:

@@ -212,7 +212,14 @@ def _time(value: Any) -> str:
         ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
-    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        when = when.astimezone(dt.UTC)
+    except OverflowError:  # an offset that takes it past year 1 or 9999
+        raise _invalid(
+            f"trainerStatus.lastUpdatedTime: out of range, got {str(value)[:64]!r}"
+        ) from None
+    # the year in four digits, as RFC 3339 (and the CRD's date-time) has it: %Y gives 999
+    return f"{when.year:04d}-{when:%m-%dT%H:%M:%S}Z"
 
 
 def status_patch(trainer_status: Dict) -> Dict:

@@ -72,11 +72,11 @@ class StatusServer:
         if (request.content_length or 0) > progress.MAX_REPORT_BYTES:
             return error(413, f"a report is at most {progress.MAX_REPORT_BYTES} bytes")
         try:
-            body = await asyncio.wait_for(
-                request.content.read(progress.MAX_REPORT_BYTES + 1), READ_SECONDS
-            )
+            body = await asyncio.wait_for(_body(request, progress.MAX_REPORT_BYTES), READ_SECONDS)
         except TimeoutError:
             return error(408, "the report came too slowly", "Timeout")
+        if len(body) > progress.MAX_REPORT_BYTES:  # a chunked one, with no length said
+            return error(413, f"a report is at most {progress.MAX_REPORT_BYTES} bytes")
         verdict = _precheck(request.headers.get("Authorization"), namespace, name)
         if verdict is None:
             verdict = await asyncio.to_thread(self._review, request, namespace, name)
@@ -132,6 +132,18 @@ class StatusServer:
         except Exception as exc:  # the API server away
             log.warning("cannot write the progress of %s/%s: %s", namespace, name, exc)
             return error(503, f"cannot write the progress now: {type(exc).__name__}")
+
+
+async def _body(request: web.Request, limit: int) -> bytes:
+    """The whole body, however it arrives (in pieces, or chunked), up to `limit` + 1 bytes:
+    one read gives only what is buffered."""
+    body = bytearray()
+    while len(body) <= limit:
+        piece = await request.content.read(limit + 1 - len(body))
+        if not piece:
+            break
+        body += piece
+    return bytes(body)
 
 
 def _ok(body: Dict) -> web.Response:

@@ -64,7 +64,11 @@ def test_trainer_pods_report_progress_that_reaches_the_manager(
     reporter = Reporter(worker_replica(controllers, worker), made.data["ca.crt"])
 
     token = token_for(api, mk.ns, progress.audience(mk.ns, "reporting"), pod)
-    metrics = [{"name": "loss", "value": "0.25"}]
+    # a second metric a hostile script might send: an OSC 52 clipboard write and a clear
+    metrics = [
+        {"name": "loss", "value": "0.25"},
+        {"name": "\x1b]52;c;eA==\x07", "value": "\x1b[2J"},
+    ]
     code, said = reporter.post(
         path, report(45, estimatedRemainingSeconds=90, metrics=metrics), token
     )
@@ -82,6 +86,7 @@ def test_trainer_pods_report_progress_that_reaches_the_manager(
     assert kubectl_trainjob([*plugin, "progress", "reporting"]) == 0
     shown = capsys.readouterr().out
     assert "]  45%  about 1m30s left" in shown and "loss=0.25" in shown, shown
+    assert "^[]52;c;eA==\\x07=^[[2J" in shown and "\x1b" not in shown, shown  # as kubectl
 
     # The Kubeflow SDK's own reporter (kubeflow 0.5), as a training script calls it, with
     # the variables the pod has, pointed at this replica; the report replaces the last one.

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kubectl_trainjob.view import WorkerView, age, describe, list_table, state_of
+from kubectl_trainjob.view import WorkerView, age, describe, list_table, printable, state_of
 
 NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
 Dict = dict[str, Any]
@@ -121,3 +121,13 @@ def test_describe_shows_the_pods_cpu_and_memory_where_the_worker_measured_them()
     assert rows["b"][-2:] == ["-", "-"]
     unmeasured = WorkerView("worker1", copy, [pod("a", None)]).render(NOW)
     assert "CPU" not in unmeasured
+
+
+def test_what_a_tenant_wrote_cannot_drive_the_viewers_terminal() -> None:
+    """Before: a metric named with an OSC 52 sequence wrote the viewer's clipboard, and a
+    value `ESC[2J` cleared the screen, when `progress` or `describe` printed them."""
+    metric = "\x1b]52;c;ZXZpbA==\x07"
+    value = "\x1b[2J\x1b[HComplete\r\x9b31m"
+    shown = printable(f"loss {metric}={value}\nnext\tline")
+    assert shown == "loss ^[]52;c;ZXZpbA==\\x07=^[[2J^[[HComplete\\r\\x9b31m\nnext\tline"
+    assert not any(ord(ch) < 0x20 and ch not in "\n\t" for ch in shown)

@@ -74,6 +74,21 @@ def test_each_bad_field_is_named() -> None:
     assert "RFC 3339" in refused(report(lastUpdatedTime="yesterday"))[1]
 
 
+@pytest.mark.parametrize(
+    "when", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"], ids=["before-1", "9999"]
+)
+def test_a_time_whose_offset_leaves_the_calendar_is_refused_not_a_500(when: str) -> None:
+    """Before: OverflowError escaped parse_report (500 and a traceback per request)."""
+    code, message = refused(report(lastUpdatedTime=when))
+    assert code == 422 and "lastUpdatedTime: out of range" in message
+
+
+def test_an_early_year_is_written_with_four_digits() -> None:
+    """Before: year 999 became `999-01-01T00:00:00Z`, which the CRD's date-time refuses."""
+    parsed = progress.parse_report(report(lastUpdatedTime="0999-01-01T00:00:00Z"))
+    assert parsed is not None and parsed["lastUpdatedTime"] == "0999-01-01T00:00:00Z"
+
+
 def test_the_patch_replaces_the_last_report_whole() -> None:
     patch = progress.status_patch({"progressPercentage": 5, "lastUpdatedTime": "t"})
     assert patch == {
