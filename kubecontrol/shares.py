@@ -10,7 +10,8 @@ new connection needs room, the caller holding the most connections gives one up.
 from __future__ import annotations
 
 import threading
-from collections import Counter
+import time
+from collections import Counter, OrderedDict
 from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -70,6 +71,29 @@ class Shares:
         finally:
             if refused is None:
                 self.give_back(who, group)
+
+
+class Rates:
+    """A token bucket per caller: `per_second` on average, `burst` at once; at most
+    `callers` buckets are kept (the least recently used go, and one that comes back starts
+    full). Thread-safe."""
+
+    def __init__(self, per_second: float, burst: int, callers: int = 4096) -> None:
+        self._rate, self._burst, self._callers = per_second, float(burst), callers
+        self._lock = threading.Lock()
+        self._buckets: OrderedDict[Hashable, tuple[float, float]] = OrderedDict()
+
+    def take(self, who: Hashable, now: float | None = None) -> bool:
+        """Take one from `who`'s bucket: whether there was one."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            left, refilled = self._buckets.pop(who, (self._burst, now))
+            left = min(self._burst, left + (now - refilled) * self._rate)
+            allowed = left >= 1
+            self._buckets[who] = (left - 1 if allowed else left, now)
+            while len(self._buckets) > self._callers:
+                self._buckets.popitem(last=False)
+            return allowed
 
 
 @dataclass(frozen=True)

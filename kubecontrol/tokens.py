@@ -3,7 +3,8 @@ kept a while.
 
 A verdict is kept `ttl` seconds per token (and whatever else the caller's check depends on),
 refusals too, in a bounded cache. Reviews of tokens not in the cache are rate-limited by a
-token bucket: a caller sending new tokens gets 429, not one API request each.
+token bucket, one per budget the caller names (a namespace, say): a caller sending new
+tokens gets 429, not one API request each, and empties its own bucket only.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 from kubecontrol.cluster import Cluster
 from kubecontrol.objects import Dict
+from kubecontrol.shares import Rates
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ def token_review(cluster: Cluster, token: str, audiences: Sequence[str] = ()) ->
 
 class Reviews:
     """Verdicts by key, each made once per `ttl` by its review, at most `reviews_per_second`
-    new reviews (with bursts of `burst`)."""
+    new reviews (with bursts of `burst`) per budget."""
 
     def __init__(
         self,
@@ -65,29 +67,21 @@ class Reviews:
         self._ttl, self._size = ttl, size
         self._lock = threading.Lock()
         self._seen: OrderedDict[str, tuple[float, Verdict]] = OrderedDict()
-        self._rate, self._burst = reviews_per_second, float(burst)
-        self._tokens, self._refilled = float(burst), time.monotonic()
+        self._budgets = Rates(reviews_per_second, burst)
 
-    def _may_review(self, now: float) -> bool:
-        """Take one review from the bucket (under the lock)."""
-        self._tokens = min(self._burst, self._tokens + (now - self._refilled) * self._rate)
-        self._refilled = now
-        if self._tokens < 1:
-            return False
-        self._tokens -= 1
-        return True
-
-    def check(self, *key: str, review: Callable[[], Verdict]) -> Verdict:
+    def check(self, *key: str, review: Callable[[], Verdict], budget: str = "") -> Verdict:
         """The verdict kept for `key` (the token first, and what else the review depends on),
-        else `review()`'s, kept unless it is 503 (the API could not answer: not remembered)."""
+        else `review()`'s, taken from `budget`'s reviews and kept unless it is 503 (the API
+        could not answer: not remembered)."""
         digest = hashlib.sha256("\0".join(key).encode()).hexdigest()
         now = time.monotonic()
         with self._lock:
             cached = self._seen.get(digest)
             if cached is not None and cached[0] > now:
+                self._seen.move_to_end(digest)  # a verdict in use stays
                 return cached[1]
-            if not self._may_review(now):
-                return TOO_MANY
+        if not self._budgets.take(budget, now):
+            return TOO_MANY
         verdict = review()
         if verdict.code != 503:
             with self._lock:

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from kubecontrol.objects import Dict
+from kubecontrol.shares import Rates
 from trainjob import constants as c
 from trainjob.runtime import PodSet
 
@@ -270,15 +271,32 @@ class Full(Exception):
     """More TrainJobs report at once than the throttle keeps."""
 
 
+# The writes of one namespace's TrainJobs together: on average, and at once. A namespace
+# with more TrainJobs reporting than this allows has each written less often (its reports
+# wait their turn, the newest kept), so one tenant's count of TrainJobs never sets the
+# status writes every other tenant's share of the API servers pays for.
+NAMESPACE_WRITES_PER_SECOND = 10.0
+NAMESPACE_WRITES_BURST = 50
+RETRY_SECONDS = 1.0  # a report held for its namespace's budget is tried again after this
+
+
 @dataclass
 class Throttle:
-    """At most one write per `interval` seconds for each TrainJob. A report that comes sooner
-    is held until its turn and replaced by any later one, so the newest report is always
-    written, at most `interval` late; a chatty pod costs the API servers nothing more."""
+    """At most one write per `interval` seconds for each TrainJob, and at most
+    `namespace_rate` a second for all of a namespace's. A report that comes sooner is held
+    until its turn and replaced by any later one, so the newest report is always written, at
+    most `interval` late (later when its namespace writes more than its share); a chatty pod
+    costs the API servers nothing more."""
 
     interval: float
     limit: int = 10_000
+    namespace_rate: float = NAMESPACE_WRITES_PER_SECOND
+    namespace_burst: int = NAMESPACE_WRITES_BURST
     _slots: dict[tuple[str, str], _Slot] = field(default_factory=dict)
+    _budgets: Rates = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._budgets = Rates(self.namespace_rate, self.namespace_burst)
 
     def offer(self, key: tuple[str, str], report: Dict, now: float) -> Offer:
         slot = self._slots.get(key)
@@ -287,8 +305,13 @@ class Throttle:
                 self._forget(now)
                 if len(self._slots) >= self.limit:
                     raise Full(f"{self.limit} TrainJobs report at once")
-            self._slots[key] = _Slot(written=now)
-            return Offer(write=True)
+            if self._budgets.take(key[0], now):
+                self._slots[key] = _Slot(written=now)
+                return Offer(write=True)
+            # its namespace has written its share: held, as if not its turn yet
+            slot = self._slots.setdefault(key, _Slot(written=now - self.interval))
+            slot.held = report
+            return Offer(write=False, flush_in=RETRY_SECONDS)
         first = slot.held is None
         slot.held = report
         return Offer(
@@ -296,12 +319,18 @@ class Throttle:
         )
 
     def take(self, key: tuple[str, str], now: float) -> Dict | None:
-        """The report held for `key`, now due (its turn is taken), or None."""
+        """The report held for `key`, now due (its turn is taken), or None: nothing held, or
+        its namespace's share taken (`holds` says, and it is tried again after
+        RETRY_SECONDS)."""
         slot = self._slots.get(key)
-        if slot is None or slot.held is None:
+        if slot is None or slot.held is None or not self._budgets.take(key[0], now):
             return None
         report, slot.held, slot.written = slot.held, None, now
         return report
+
+    def holds(self, key: tuple[str, str]) -> bool:
+        slot = self._slots.get(key)
+        return slot is not None and slot.held is not None
 
     def _forget(self, now: float) -> None:
         for key, slot in list(self._slots.items()):

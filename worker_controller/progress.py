@@ -6,15 +6,18 @@ brings it back to the manager's TrainJob with the rest of the status.
 Every replica serves it, on the webhook port and certificate (the Service spreads the pods'
 reports over the replicas). A report goes through, in this order:
 1. its size (413 beyond 64 KiB) and, read from the token itself without asking anyone, that
-   the token is a JWT, not expired, and for this TrainJob's audience (401, 403): a stranger's
-   garbage costs no API request;
-2. the API server's TokenReview of the token for that audience (401 when it is not valid,
-   403 when its ServiceAccount is of another namespace), the verdict kept a minute, new
-   tokens reviewed at a bounded rate (429 beyond);
+   the token is a JWT, not expired, and for this TrainJob's audience (401, 403);
+2. the token's signature, checked here against the keys the API server publishes for its
+   ServiceAccount tokens (kubecontrol/issuer_keys.py; 401): a forged token costs one
+   signature check and no API request;
 3. the TrainJob, in this controller's cache (404 when there is none);
-4. the payload (400 not JSON, 422 a field out of Trainer's schema, named);
-5. the throttle: at most one status write per TrainJob per `progressIntervalSeconds`; a report
-   that comes sooner is answered 200 and written at its turn, replaced by any newer one.
+4. the API server's TokenReview of the token for that audience (401 when it is not valid,
+   403 when its ServiceAccount is of another namespace), the verdict kept a minute, new
+   tokens reviewed at a bounded rate per namespace (429 beyond);
+5. the payload (400 not JSON, 422 a field out of Trainer's schema, named);
+6. the throttle: at most one status write per TrainJob per `progressIntervalSeconds`, and a
+   bounded rate for all of a namespace's; a report that comes sooner is answered 200 and
+   written at its turn, replaced by any newer one.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from aiohttp import web
 from kubecontrol import controller
 from kubecontrol.aggregated import status as error
 from kubecontrol.client import ApiException
+from kubecontrol.issuer_keys import IssuerKeys
 from kubecontrol.objects import Dict
 from kubecontrol.tokens import Reviews, Verdict, bearer, token_review
 from trainjob import constants as c
@@ -57,7 +61,9 @@ class StatusServer:
         self._ctx = ctx
         self._cluster = ctx.cluster.ungated()  # every replica writes the reports it takes
         self._throttle = progress.Throttle(ctx.settings.progress_interval_seconds)
-        self._reviews = Reviews(ttl=60.0, size=4096, reviews_per_second=20.0, burst=40)
+        # per namespace: one tenant's new tokens never use up another's reviews
+        self._reviews = Reviews(ttl=60.0, size=4096, reviews_per_second=5.0, burst=20)
+        self._keys = IssuerKeys(self._cluster)
 
     def routes(self) -> list[web.RouteDef]:
         return [web.post(progress.status_path("{namespace}", "{name}"), self._counted)]
@@ -79,7 +85,14 @@ class StatusServer:
             return error(413, f"a report is at most {progress.MAX_REPORT_BYTES} bytes")
         verdict = _precheck(request.headers.get("Authorization"), namespace, name)
         if verdict is None:
-            verdict = await asyncio.to_thread(self._review, request, namespace, name)
+            verdict = await asyncio.to_thread(self._signed, request, namespace)
+        if verdict is not None and verdict.code != 200:
+            return error(verdict.code, verdict.reason)
+        # Signed (or this cluster's keys not readable here) by a ServiceAccount of the
+        # namespace: whether its TrainJob is here is no secret to it, and asks nothing.
+        if verdict is not None and self._ctx.caches.trainjob(namespace, name) is None:
+            return error(404, f"no TrainJob {namespace}/{name} on this cluster")
+        verdict = await asyncio.to_thread(self._review, request, namespace, name)
         if verdict.code != 200:
             return error(verdict.code, verdict.reason)
         if self._ctx.caches.trainjob(namespace, name) is None:
@@ -103,17 +116,34 @@ class StatusServer:
             asyncio.get_running_loop().call_later(offer.flush_in, self._flush_soon, key)
         return _ok({"trainerStatus": report})
 
+    def _signed(self, request: web.Request, namespace: str) -> Verdict | None:
+        """What the token's signature says: 401 when it is not the API server's, 403 when it
+        is a ServiceAccount's of another namespace, 200 when it is one of `namespace`'s;
+        None when this cluster's keys cannot be read here (the review decides alone)."""
+        said = self._keys.verify(str(bearer(request.headers.get("Authorization"))))
+        if said is None:
+            return None
+        if isinstance(said, str):
+            return Verdict(401, said)
+        return _namespace_verdict(str(said.get("sub") or ""), namespace)
+
     def _review(self, request: web.Request, namespace: str, name: str) -> Verdict:
         token = str(bearer(request.headers.get("Authorization")))
         audience = progress.audience(namespace, name)
         return self._reviews.check(
-            token, audience, review=lambda: _token_verdict(self._ctx, token, audience, namespace)
+            token,
+            audience,
+            review=lambda: _token_verdict(self._ctx, token, audience, namespace),
+            budget=namespace,
         )
 
     def _flush_soon(self, key: tuple[str, str]) -> None:
+        loop = asyncio.get_running_loop()
         report = self._throttle.take(key, time.monotonic())
         if report is not None:
-            asyncio.get_running_loop().run_in_executor(None, self._write, key, report)
+            loop.run_in_executor(None, self._write, key, report)
+        elif self._throttle.holds(key):  # its namespace's writes are spent for now
+            loop.call_later(progress.RETRY_SECONDS, self._flush_soon, key)
 
     def _write(self, key: tuple[str, str], report: Dict) -> web.Response | None:
         """Write a report; the answer to give when it could not be."""
@@ -180,7 +210,10 @@ def _token_verdict(ctx: Context, token: str, audience: str, namespace: str) -> V
         return Verdict(503, "cannot review the token now; try again")
     if not review.get("authenticated"):
         return Verdict(401, f"the token is not valid: {review.get('error') or 'not authenticated'}")
-    user = str((review.get("user") or {}).get("username") or "")
+    return _namespace_verdict(str((review.get("user") or {}).get("username") or ""), namespace)
+
+
+def _namespace_verdict(user: str, namespace: str) -> Verdict:
     if not user.startswith(f"{SERVICE_ACCOUNT_PREFIX}{namespace}:"):
         return Verdict(
             403,

@@ -7,6 +7,8 @@ reports on real nodes (tests/real/test_real_nodes.py)."""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import subprocess
 import sys
@@ -208,3 +210,27 @@ def test_a_report_is_refused_naming_why(bed: Bed, controllers: list[setup.Contro
     code, said = reporter.post(path, b" " * (progress.MAX_REPORT_BYTES + 1), good)
     assert code == 413, said
     assert trainer_status(mk, "guarded", worker) == {}  # nothing was written
+
+
+def test_a_forged_token_flood_costs_no_review_and_a_real_report_is_taken(
+    bed: Bed, controllers: list[setup.Controller]
+) -> None:
+    """Before: each forged token cost a TokenReview from one shared budget (20 a second, 40
+    at once), so a pod sending forged tokens left every real pod's new token 429."""
+    mk = MultiKueue(bed)
+    run = reporting(mk, controllers, "flooded")
+    head, claims, _ = run.token.split(".")
+    said_claims = json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))
+
+    def forge(i: int) -> str:  # the real claims (they pass every check made without a key)
+        body = json.dumps({**said_claims, "jti": f"forged-{i}"}).encode()
+        return f"{head}.{base64.urlsafe_b64encode(body).decode().rstrip('=')}.{'A' * 342}"
+
+    refused = [run.reporter.post(run.path, report(1), forge(i)) for i in range(120)]
+    assert {code for code, _ in refused} == {401}, refused[:3]
+    assert all("Signature verification failed" in said["message"] for _, said in refused), refused[
+        :3
+    ]
+    fresh = token_for(run.api, mk.ns, progress.audience(mk.ns, "flooded"), run.pod)
+    code, said = run.reporter.post(run.path, report(30), fresh)
+    assert code == 200, said

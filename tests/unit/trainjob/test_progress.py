@@ -167,3 +167,18 @@ def test_the_throttle_keeps_a_bounded_number_of_trainjobs() -> None:
         throttle.offer(("ns", "c"), {}, now=1.0)
     assert throttle.offer(("ns", "c"), {}, now=6.0).write is True  # a was forgotten
     assert len(throttle) == 2
+
+
+def test_a_namespace_writes_its_share_and_its_reports_wait_their_turn_newest_kept() -> None:
+    """Before: every TrainJob of a namespace wrote once per interval, so one tenant's count of
+    TrainJobs set the write rate of the API servers."""
+    throttle = progress.Throttle(interval=5.0, namespace_rate=1.0, namespace_burst=2)
+    first = [throttle.offer(("evil", f"tj-{i}"), {"p": 1}, now=0.0) for i in range(3)]
+    assert [o.write for o in first] == [True, True, False]
+    assert first[2].flush_in == progress.RETRY_SECONDS
+    assert throttle.offer(("team-a", "tj"), {"p": 1}, now=0.0).write is True  # its own share
+    assert throttle.offer(("evil", "tj-2"), {"p": 2}, now=0.5) == progress.Offer(write=False)
+    assert throttle.take(("evil", "tj-2"), now=0.5) is None  # the namespace's share is spent
+    assert throttle.holds(("evil", "tj-2"))
+    assert throttle.take(("evil", "tj-2"), now=1.6) == {"p": 2}  # a second later: the newest
+    assert not throttle.holds(("evil", "tj-2"))

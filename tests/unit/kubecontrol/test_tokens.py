@@ -1,0 +1,39 @@
+"""Token verdicts kept a while, and new tokens reviewed at a bounded rate per budget."""
+
+from __future__ import annotations
+
+from kubecontrol.tokens import TOO_MANY, Reviews, Verdict
+
+
+def test_one_budget_spent_leaves_the_others_whole() -> None:
+    """Before: one bucket for everyone; one namespace's new tokens took every review."""
+    reviews = Reviews(reviews_per_second=0.001, burst=3)
+    asked: list[str] = []
+
+    def review(token: str) -> Verdict:
+        asked.append(token)
+        return Verdict(200, "ok")
+
+    for i in range(10):
+        reviews.check(f"evil-{i}", review=lambda i=i: review(f"evil-{i}"), budget="evil")
+    assert asked == ["evil-0", "evil-1", "evil-2"]
+    assert reviews.check("alice", review=lambda: review("alice"), budget="team-a") == Verdict(
+        200, "ok"
+    )
+    assert reviews.check("evil-9", review=lambda: review("x"), budget="evil") == TOO_MANY
+
+
+def test_a_kept_verdict_costs_no_review_and_stays_while_used() -> None:
+    reviews = Reviews(size=2, reviews_per_second=1000, burst=1000)
+    count = 0
+
+    def review() -> Verdict:
+        nonlocal count
+        count += 1
+        return Verdict(200, "ok")
+
+    reviews.check("used", review=review)
+    for i in range(5):  # newer tokens, and the used one asked in between: it is kept
+        reviews.check(f"other-{i}", review=review)
+        reviews.check("used", review=review)
+    assert count == 6
