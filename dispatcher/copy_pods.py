@@ -8,6 +8,7 @@ TrainJob's, whatever its name.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,12 @@ PODS = "/api/v1/namespaces/{namespace}/pods"
 POD_METRICS = "/apis/metrics.k8s.io/v1beta1/namespaces/{namespace}/pods"
 READ_SECONDS = 10.0  # each read on a worker: an unreachable one is named, not waited for
 MAX_TAIL_LINES = 100_000
+# Lists read from a worker come in pages of PAGE items, and stop at a bound: a TrainJob of
+# thousands of pods costs a read of its first MAX_PODS (the story says there are more), not
+# tens of MB of JSON per request. A TrainJob has at most 1,000 Jobs (admission refuses more).
+PAGE = 500
+MAX_PODS = 500
+MAX_JOBS = 1000
 
 
 class Refusal(Exception):
@@ -59,6 +66,27 @@ def ours(
 
 def _labels(pod: Dict) -> dict[str, str]:
     return (pod.get("metadata") or {}).get("labels") or {}
+
+
+def log_pods(query: Mapping[str, str]) -> dict[str, str]:
+    """What narrows the list of pods a log request can mean (`read`'s `narrow`): its pod by
+    name, else its role and completion index, as `pick_pod` picks among them."""
+    name = query.get("pod")
+    if name:
+        if not _POD_NAME.fullmatch(name):
+            raise Refusal(400, f"pod: {name[:64]!r} is not a pod's name")
+        return {"metadata.name": name}
+    role = query.get("replicatedJob") or c.NODE_REPLICATED_JOB
+    if not _LABEL_VALUE.fullmatch(role):
+        raise Refusal(400, f"replicatedJob: {role[:64]!r} is not a replicatedJob's name")
+    index = query_int(query, "node", low=0, high=1_000_000) or 0
+    return {c.REPLICATED_JOB_NAME_LABEL: role, c.JOB_COMPLETION_INDEX: str(index)}
+
+
+# What may go into a selector sent to the worker: a pod's name (a DNS subdomain) and a label
+# value; anything else is refused before it is sent.
+_POD_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
 
 def pick_pod(pods: list[Dict], query: Mapping[str, str]) -> Dict:
@@ -175,14 +203,38 @@ def by_time(events: list[Dict]) -> list[Dict]:
 
 
 def read(
-    remote: RemoteCluster, namespace: str, name: str, copy_uid: str
+    remote: RemoteCluster,
+    namespace: str,
+    name: str,
+    copy_uid: str,
+    narrow: Mapping[str, str] | None = None,
 ) -> tuple[list[Dict], list[Dict]]:
     """Our copy's Jobs and pods on `remote` (listed by the TrainJob's own label, kept by
-    owner). ApiException or TransportError when the worker cannot say."""
+    owner), at most MAX_PODS pods; `narrow`: the pods' list narrowed further (more labels,
+    or `metadata.name`). ApiException or TransportError when the worker cannot say."""
+    jobs, pods, _ = read_some(remote, namespace, name, copy_uid, narrow)
+    return jobs, pods
+
+
+def read_some(
+    remote: RemoteCluster,
+    namespace: str,
+    name: str,
+    copy_uid: str,
+    narrow: Mapping[str, str] | None = None,
+) -> tuple[list[Dict], list[Dict], bool]:
+    """`read`, and whether the worker has more of its pods than MAX_PODS."""
     selector = f"{c.JOBSET_NAME_LABEL}={name}"
-    jobs = list_items(remote, JOBS.format(namespace=namespace), labelSelector=selector)
-    pods = list_items(remote, PODS.format(namespace=namespace), labelSelector=selector)
-    return ours(copy_uid, jobs, pods)
+    jobs, _ = list_some(remote, JOBS.format(namespace=namespace), MAX_JOBS, labelSelector=selector)
+    query: dict[str, str] = {"labelSelector": selector}
+    for key, value in (narrow or {}).items():
+        if key == "metadata.name":
+            query["fieldSelector"] = f"metadata.name={value}"
+        else:
+            query["labelSelector"] += f",{key}={value}"
+    pods, more = list_some(remote, PODS.format(namespace=namespace), MAX_PODS, **query)
+    owned_jobs, owned_pods = ours(copy_uid, jobs, pods)
+    return owned_jobs, owned_pods, more
 
 
 def usage(
@@ -228,5 +280,23 @@ def measured(items: Iterable[Any], pods: set[str]) -> dict[str, Dict]:
 
 
 def list_items(remote: RemoteCluster, path: str, **query: Any) -> list[Dict]:
+    """The first page of a list (`limit` in `query` bounds it)."""
     found = remote.cluster.api.get_json(path, query=query, timeout=READ_SECONDS) or {}
     return list(found.get("items") or [])
+
+
+def list_some(remote: RemoteCluster, path: str, most: int, **query: Any) -> tuple[list[Dict], bool]:
+    """At most `most` items of a list, read in pages of PAGE, and whether there are more."""
+    items: list[Dict] = []
+    token = None
+    while True:
+        want = min(PAGE, most - len(items))
+        page = remote.cluster.api.get_json(
+            path, query={**query, "limit": want, "continue": token}, timeout=READ_SECONDS
+        )
+        items += list((page or {}).get("items") or [])
+        token = ((page or {}).get("metadata") or {}).get("continue")
+        if not token:
+            return items, False
+        if len(items) >= most:
+            return items[:most], True

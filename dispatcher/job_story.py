@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -31,6 +31,7 @@ from dispatcher.copy_pods import (
     about,
     by_time,
     event_summary,
+    log_pods,
     log_query,
     pick_pod,
     pod_summary,
@@ -120,11 +121,14 @@ def _worker_error(worker: str, exc: Exception) -> Refusal:
     return Refusal(503, f"worker {worker} is unreachable: {exc}")
 
 
-def pods_of(at: Running, namespace: str, name: str) -> tuple[list[Dict], list[Dict]]:
-    """Our copy's Jobs and pods on its worker; Refusal naming the worker when unreadable."""
+def pods_of(
+    at: Running, namespace: str, name: str, narrow: Mapping[str, str] | None = None
+) -> tuple[list[Dict], list[Dict], bool]:
+    """Our copy's Jobs and its first pods on its worker (those `narrow` selects), and
+    whether it has more; Refusal naming the worker when unreadable."""
     assert at.remote is not None and at.copy_uid is not None and at.worker is not None
     try:
-        return copy_pods.read(at.remote, namespace, name, at.copy_uid)
+        return copy_pods.read_some(at.remote, namespace, name, at.copy_uid, narrow)
     except (ApiException, TransportError) as exc:
         raise _worker_error(at.worker, exc) from None
 
@@ -150,12 +154,13 @@ def story(ctx: Context, namespace: str, name: str) -> Dict:
             for e in about((found or {}).get("items") or [], {obj.get("uid")})
         ]
     pods: list[Dict] = []
+    more_pods = False
     usage_problem: str | None = None
     problem = at.problem
     if problem is None and at.copy is not None:
         assert at.worker is not None and at.remote is not None
         try:
-            jobs, found = pods_of(at, namespace, name)
+            jobs, found, more_pods = pods_of(at, namespace, name)
             # Each object's Events by its UID (the API server filters): a busy namespace's
             # others never come; the copy and its Jobs first, then at most this many pods.
             owned = [at.copy_uid, *(o["metadata"].get("uid") for o in (*jobs, *found))]
@@ -194,6 +199,8 @@ def story(ctx: Context, namespace: str, name: str) -> Dict:
         # our TrainJob on that worker: its status (conditions, jobsStatus) as last watched
         "copy": None if at.copy is None else {"status": at.copy.status},
         "pods": sorted(pods, key=lambda p: (str(p["replicatedJob"]), str(p["index"]))),
+        # the worker has more of its pods than the story lists (copy_pods.MAX_PODS)
+        "morePods": more_pods,
         # why the running pods carry no CPU and memory use, when the worker cannot say
         "usageProblem": usage_problem,
         "events": by_time(events),
@@ -256,7 +263,8 @@ def _prepare_log(ctx: Context, call: ApiRequest) -> tuple[Running, str, dict[str
     at = running(ctx, call.namespace, call.name)
     pods: list[Dict] = []
     if at.problem is None and at.copy is not None:
-        _, pods = pods_of(at, call.namespace, call.name)
+        # only the pods the request can mean: by name, or by role and index
+        _, pods, _ = pods_of(at, call.namespace, call.name, log_pods(call.query))
     if pods:
         pod = pick_pod(pods, call.query)
         return at, pod["metadata"]["name"], log_query(pod, call.query)

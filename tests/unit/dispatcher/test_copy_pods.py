@@ -6,9 +6,11 @@ from typing import Any
 
 import pytest
 
+from dispatcher import copy_pods
 from dispatcher.copy_pods import (
     Refusal,
     about,
+    log_pods,
     log_query,
     measured,
     ours,
@@ -143,3 +145,46 @@ def test_only_the_named_pods_usage_is_kept_and_odd_items_are_left_out() -> None:
     ]
     found = measured(items, {"ours", "ours-too"})
     assert list(found) == ["ours"] and found["ours"]["cpuMillicores"] == 1000
+
+
+class Pages:
+    """A worker's list of `count` pods, served in pages as the API server serves them (our
+    own stand-in for `remote.cluster.api`): what each request asked is kept."""
+
+    def __init__(self, count: int) -> None:
+        self.count, self.asked = count, []
+        self.cluster = self
+        self.api = self
+
+    def get_json(self, path: str, query: dict[str, Any], timeout: float) -> dict[str, Any]:
+        self.asked.append(dict(query))
+        start = int(query.get("continue") or 0)
+        end = min(self.count, start + int(query["limit"]))
+        items = [{"metadata": {"name": f"p{i}"}} for i in range(start, end)]
+        return {"items": items, "metadata": {"continue": str(end) if end < self.count else ""}}
+
+
+def test_a_list_is_read_in_pages_and_stops_at_its_bound() -> None:
+    """Before: every story, log and tails read listed the TrainJob's whole pod list at once
+    (5,000 pods: ~40 MB of JSON)."""
+    worker = Pages(5000)
+    items, more = copy_pods.list_some(worker, "/pods", 1200, labelSelector="x=y")  # type: ignore[arg-type]
+    assert (len(items), more) == (1200, True)
+    assert [q["limit"] for q in worker.asked] == [500, 500, 200]
+    assert [q["continue"] for q in worker.asked] == [None, "500", "1000"]
+    assert all(q["labelSelector"] == "x=y" for q in worker.asked)
+    items, more = copy_pods.list_some(Pages(30), "/pods", 1200)  # type: ignore[arg-type]
+    assert (len(items), more) == (30, False)
+
+
+def test_a_log_request_lists_only_the_pods_it_can_mean() -> None:
+    assert log_pods({"pod": "tj-node-0-3-abcde"}) == {"metadata.name": "tj-node-0-3-abcde"}
+    assert log_pods({"node": "3"}) == {
+        c.REPLICATED_JOB_NAME_LABEL: c.NODE_REPLICATED_JOB,
+        c.JOB_COMPLETION_INDEX: "3",
+    }
+    assert log_pods({"replicatedJob": "launcher"})[c.REPLICATED_JOB_NAME_LABEL] == "launcher"
+    for query in ({"pod": "a,metadata.namespace!=x"}, {"replicatedJob": "node,x!=y"}):
+        with pytest.raises(Refusal) as refused:
+            log_pods(query)  # nothing a tenant writes is spliced into a selector
+        assert refused.value.code == 400
