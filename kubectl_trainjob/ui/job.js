@@ -161,6 +161,7 @@ function podTable(story) {
     p.phase, p.ready ? "yes" : "no", p.restarts, p.node || "-",
     ...(measured ? p.usage ? [`${p.usage.cpuMillicores}m`, `${Math.ceil(p.usage.memoryBytes / 1048576)}Mi`] : ["-", "-"] : [])]);
   const out = [table(measured ? [...head, "CPU", "Memory"] : head, rows)];
+  if (story.morePods) out.push(h("p", { class: "muted", id: "pods-more" }, `The first ${story.pods.length} pods; the worker has more.`));
   if (measured) {
     const window = story.pods.map((p) => p.usage && p.usage.window).find(Boolean);
     const seconds = Math.round(parseFloat(window));
