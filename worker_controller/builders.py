@@ -98,6 +98,17 @@ def build_extra_object(obj: Dict, owner: Dict | None, trainjob: str) -> Dict:
     meta["labels"] = {**(meta.get("labels") or {}), **trainjob_labels(trainjob)}
     if owner is not None:
         meta["ownerReferences"] = [owner]
+        # the marker is ours to set, on kept claims only: one a runtime's template carries
+        # would let another TrainJob of the namespace take this claim for its own (is_ours)
+        annotations = {
+            k: v
+            for k, v in (meta.get("annotations") or {}).items()
+            if k != c.CLAIM_MADE_FOR_ANNOTATION
+        }
+        if annotations:
+            meta["annotations"] = annotations
+        else:
+            meta.pop("annotations", None)
     else:
         made_for = f"{meta.get('namespace')}/{trainjob}"
         meta["annotations"] = {
