@@ -267,6 +267,12 @@ def test_a_network_policy_lets_in_only_the_controllers_ports() -> None:
     assert policy["spec"]["ingress"][1]["from"] == monitoring
     off = chart.template({"role": "manager", "networkPolicy": {"enabled": False}})
     assert not [d for d in off if d["kind"] == "NetworkPolicy"]
+    nodes = [{"ipBlock": {"cidr": "10.0.0.0/16"}}]
+    docs = chart.template({"role": "worker", "networkPolicy": {"probesFrom": nodes}})
+    (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    webhook, probes, _ = policy["spec"]["ingress"]
+    assert webhook == {"ports": [{"port": "webhook", "protocol": "TCP"}]}
+    assert probes == {"ports": [{"port": "http", "protocol": "TCP"}], "from": nodes}
 
 
 def test_the_job_story_api_and_the_roles_aggregated_to_the_built_in_ones() -> None:
