@@ -4,7 +4,10 @@
 
 Verdicts are kept for a minute per token, refusals too (a scrape every 15-30 s costs two API
 requests a minute at most), and new tokens are reviewed at a bounded rate
-(kubecontrol/tokens.py).
+(kubecontrol/tokens.py): ServiceAccount tokens whose signature checks against the API
+server's keys (kubecontrol/issuer_keys.py; Prometheus in the cluster holds one) from a budget
+of their own, every other token from another, so a flood of forged tokens never keeps the
+scraper's new token from its review.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import logging
 
 from kubecontrol.cluster import Cluster
+from kubecontrol.issuer_keys import IssuerKeys
 from kubecontrol.objects import Dict
 from kubecontrol.tokens import TOO_MANY as TOO_MANY
 from kubecontrol.tokens import Reviews, Verdict, bearer, token_review
@@ -21,16 +25,26 @@ PATH = "/metrics"
 
 
 class MetricsAuth:
-    def __init__(self, cluster: Cluster, reviews: Reviews | None = None) -> None:
+    def __init__(
+        self, cluster: Cluster, reviews: Reviews | None = None, keys: IssuerKeys | None = None
+    ) -> None:
         self._cluster = cluster
         self._reviews = reviews or Reviews()
+        self._keys = keys or IssuerKeys(cluster)
 
     def check(self, authorization: str | None) -> Verdict:
         """The verdict for an HTTP Authorization header."""
         token = bearer(authorization)
         if token is None:
             return Verdict(401, "a bearer token is required")
-        return self._reviews.check(token, review=lambda: self._review(token))
+        return self._reviews.check(
+            token, review=lambda: self._review(token), budget=self._budget(token)
+        )
+
+    def _budget(self, token: str) -> str:
+        """Whose reviews a new token takes: the cluster's ServiceAccounts', or everyone
+        else's (users of other authenticators, and forgeries)."""
+        return "serviceaccount" if isinstance(self._keys.verify(token), dict) else "other"
 
     def _review(self, token: str) -> Verdict:
         try:
