@@ -90,7 +90,7 @@ class Drip:
 
 def tls_slow(port: int, ca: str, count: int) -> list[socket.socket]:
     context = ssl.create_default_context(cadata=ca)
-    socks = []
+    socks: list[socket.socket] = []
     for _ in range(count):
         raw = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(POD, 0))
         try:

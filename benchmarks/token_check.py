@@ -43,7 +43,7 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    keys = {
+    keys: dict[str, Any] = {
         "rsa": rsa.generate_private_key(65537, 2048),
         "ec": ec.generate_private_key(ec.SECP256R1()),
     }
