@@ -57,7 +57,10 @@ READ_BYTES = 64 * 1024  # read per container (a line may be long; the end is wha
 TOTAL_BYTES = 64 * 1024  # all of one TrainJob's tails
 MAX_PODS = 32
 MAX_CONTAINERS = 64  # of all its pods (a tenant's runtime chooses how many a pod has)
+# All of a capture, its lists included, within this: it holds a reconcile thread while the
+# copy waits to be deleted. One tail is read within TAIL_SECONDS.
 CAPTURE_SECONDS = 15.0
+TAIL_SECONDS = 5.0
 # One record at most: the tails, a placeholder for each container not kept, pods.json (names
 # are at most 253 characters, container names 63) and the keys. tests/unit holds it to this.
 MAX_RECORD_BYTES = 160 * 1024
@@ -117,6 +120,7 @@ def capture(remote: RemoteCluster, copy: Dict) -> Dict | None:
     if not made_for or not meta.get("uid") or annotations.get(OPT_OUT_ANNOTATION) == "off":
         return None
     namespace, name = meta["namespace"], meta["name"]
+    deadline = time.monotonic() + CAPTURE_SECONDS  # the lists' time counts too
     try:
         _, pods = copy_pods.read(remote, namespace, name, meta["uid"])
     except (ApiException, TransportError) as exc:
@@ -125,18 +129,19 @@ def capture(remote: RemoteCluster, copy: Dict) -> Dict | None:
     if not pods:
         return None
     chosen = choose(pods)
-    deadline = time.monotonic() + CAPTURE_SECONDS
     data: dict[str, str] = {}
     room = TOTAL_BYTES
     for pod, containers in chosen:
         for container in containers:
             key = key_of(pod["metadata"]["name"], container)
-            if time.monotonic() > deadline:
+            left = deadline - time.monotonic()
+            if left < 0.5:
                 data[key] = f"(not kept: no time left within {CAPTURE_SECONDS:g}s)\n"
             elif room <= 0:
                 data[key] = f"(not kept: the TrainJob's tails reached {TOTAL_BYTES // 1024} KiB)\n"
             else:
-                data[key] = _fit(_tail(remote, namespace, pod["metadata"]["name"], container), room)
+                tail = _tail(remote, namespace, pod["metadata"]["name"], container, left)
+                data[key] = _fit(tail, room)
                 room -= len(data[key].encode())
     data[PODS_KEY] = orjson.dumps([_entry(p, remote.name, kept) for p, kept in chosen]).decode()
     size = sum(len(k) + len(v.encode()) for k, v in data.items())
@@ -186,11 +191,14 @@ def _fit(text: str, room: int) -> str:
     return encoded[-limit:].decode(errors="ignore")
 
 
-def _tail(remote: RemoteCluster, namespace: str, pod: str, container: str) -> str:
+def _tail(remote: RemoteCluster, namespace: str, pod: str, container: str, left: float) -> str:
+    """A container's tail, read within `left` seconds (at most TAIL_SECONDS)."""
     path = f"{copy_pods.PODS.format(namespace=namespace)}/{pod}/log"
     query = {"container": container, "tailLines": TAIL_LINES, "limitBytes": READ_BYTES}
     try:
-        text = remote.cluster.api.request("GET", path, query=query, timeout=5.0, accept="*/*")
+        text = remote.cluster.api.request(
+            "GET", path, query=query, timeout=min(TAIL_SECONDS, left), accept="*/*"
+        )
     except (ApiException, TransportError) as exc:
         return f"(not kept: {str(exc)[:200]})\n"
     return text[-TAIL_BYTES:].decode(errors="replace")

@@ -112,7 +112,7 @@ class DispatcherSettings(ControllerSettings):
         default=32 * 1024 * 1024,
         ge=1,
         description="the bytes all kept log tails may hold in the manager's etcd (the default, "
-        "32 MiB, is 1.6% of etcd's default 2 GiB quota)",
+        "32 MiB, is a 64th of etcd's default 2 GiB quota)",
     )
     log_tails_per_namespace: int = Field(
         default=20,
