@@ -27,6 +27,7 @@ import os
 import re
 import socket
 import ssl
+import time
 import webbrowser
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -56,10 +57,13 @@ ALLOWED = re.compile(
 )
 MAX_STREAMS = 64  # watches and log streams held open at once to the manager
 MAX_WATCHES = 32  # watches one /watch request merges
-# Behind a proxy the server is shared: one viewer (one token) holds at most this many of the
-# MAX_STREAMS, and a stream without a free slot is refused (429) rather than waited for, so
+# Behind a proxy the server is shared: one viewer (the user the API server names for the
+# token, SelfSubjectReview; two tokens of one user are one viewer) holds at most this many of
+# the MAX_STREAMS, and a stream without a free slot is refused (429) rather than waited for, so
 # that no viewer's pages hold up another's.
 MAX_VIEWER_STREAMS = MAX_WATCHES + 8
+WHO_SECONDS = 60.0  # the user a token names is asked again after this
+MAX_TOKENS_KNOWN = 4096
 LINE_LIMIT = 4 << 20  # the longest watch event passed on (a TrainJob is far smaller)
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
@@ -155,6 +159,8 @@ EVERYWHERE = {
     },
 }
 REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+WHO_AM_I = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+SELF_SUBJECT_REVIEW = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
 REVIEW_SECONDS = 10.0  # a viewer's SelfSubjectAccessReview, behind a proxy
 
 
@@ -183,6 +189,8 @@ class Server:
         self.port = 0
         self._streams = asyncio.Semaphore(MAX_STREAMS)
         self._held: collections.Counter[str] = collections.Counter()  # streams per viewer
+        # token digest -> (until when, the user it names), the least recently used first
+        self._users: collections.OrderedDict[str, tuple[float, str]] = collections.OrderedDict()
         self._session: aiohttp.ClientSession | None = None
 
     def app(self) -> web.Application:
@@ -214,7 +222,7 @@ class Server:
             async with self._streams:
                 yield
             return
-        viewer = hashlib.sha256(auth["Authorization"].encode()).hexdigest()
+        viewer = await self._viewer(auth)
         if self._held[viewer] >= MAX_VIEWER_STREAMS:
             raise _Busy(f"you have {MAX_VIEWER_STREAMS} reads open already; close a page")
         if self._streams.locked():
@@ -227,6 +235,31 @@ class Server:
             self._held[viewer] -= 1
             if not self._held[viewer]:
                 del self._held[viewer]
+
+    async def _viewer(self, auth: dict[str, str]) -> str:
+        """Who holds a stream: the user the API server names for the token (asked once a
+        minute per token), else the token itself (the API server could not say)."""
+        digest = hashlib.sha256(auth["Authorization"].encode()).hexdigest()
+        now = time.monotonic()
+        known = self._users.get(digest)
+        if known is not None and known[0] > now:
+            self._users.move_to_end(digest)
+            return known[1]
+        user = f"token:{digest}"
+        try:
+            review = self._call("POST", WHO_AM_I, {}, auth, SELF_SUBJECT_REVIEW, REVIEW_SECONDS)
+            async with await review as answer:
+                found = await answer.json() if answer.status == 201 else {}
+            name = (((found or {}).get("status") or {}).get("userInfo") or {}).get("username")
+            if name:
+                user = f"user:{name}"
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError):
+            pass
+        self._users[digest] = (now + WHO_SECONDS, user)
+        self._users.move_to_end(digest)
+        while len(self._users) > MAX_TOKENS_KNOWN:
+            self._users.popitem(last=False)
+        return user
 
     async def _healthz(self, _request: web.Request) -> web.StreamResponse:
         return web.Response(text="ok\n")

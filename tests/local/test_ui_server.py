@@ -199,7 +199,7 @@ async def test_behind_a_proxy_a_viewer_gets_a_share_of_the_reads_and_nobody_wait
 
     held = [asyncio.ensure_future(read("alice")), asyncio.ensure_future(read("bob"))]
     try:
-        await asyncio.sleep(0.5)  # both reads under way, each holding a slot
+        await asyncio.sleep(1.5)  # both reads under way (who each is: not said), holding a slot
         again = await read("alice")
         assert again.status == 429 and "you have 1 reads open" in (await again.json())["message"]
         assert again.headers["Retry-After"] == "5"
@@ -226,3 +226,57 @@ async def test_behind_a_proxy_a_viewer_gets_a_share_of_the_reads_and_nobody_wait
             task.cancel()
         silent.close()  # the reads waiting on it end (reset), and the server can stop
         await client.close()
+
+
+@in_a_loop
+async def test_behind_a_proxy_two_tokens_of_one_user_share_one_viewers_share(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before: the share was keyed by the token, so one user with two tokens (a tenant with
+    `edit` can make them) held two shares. The manager here names the user of each token
+    (SelfSubjectReview, as the API server answers it) and never answers a read."""
+    monkeypatch.setattr(ui, "MAX_STREAMS", 4)
+    monkeypatch.setattr(ui, "MAX_VIEWER_STREAMS", 1)
+    users = {"Bearer m-1": "mallory", "Bearer m-2": "mallory", "Bearer a-1": "alice"}
+    asked: list[str] = []
+
+    async def who(request: web.Request) -> web.Response:
+        asked.append(request.headers["Authorization"])
+        user = users[request.headers["Authorization"]]
+        return web.json_response({"status": {"userInfo": {"username": user}}}, status=201)
+
+    async def never(_request: web.Request) -> web.Response:
+        await asyncio.sleep(60)
+        return web.json_response({})
+
+    api = web.Application()
+    api.router.add_post(ui.WHO_AM_I, who)
+    api.router.add_get("/{path:.*}", never)
+    manager = TestServer(api, host="127.0.0.1")
+    await manager.start_server()
+    cfg = ui.client.Configuration()
+    cfg.host = f"http://127.0.0.1:{manager.port}"
+    server = ui.Server(ui.Manager(cfg, "c", "default"), ["a"], False, ["view.example"])
+    client = TestClient(TestServer(server.app(), host="127.0.0.1"))
+    await client.start_server()
+    path = "/k8s/apis/trainer.kubeflow.org/v1alpha1/namespaces/a/trainjobs"
+
+    def read(token: str) -> Any:
+        return client.get(
+            path, headers={"Host": "view.example", "Authorization": f"Bearer {token}"}
+        )
+
+    held = asyncio.ensure_future(read("m-1"))
+    try:
+        await asyncio.sleep(0.5)  # mallory's first read holds her share
+        again = await read("m-2")  # her other token: the same viewer
+        assert again.status == 429 and "you have 1 reads open" in (await again.json())["message"]
+        alice = asyncio.ensure_future(read("a-1"))
+        await asyncio.sleep(0.5)
+        assert not alice.done()  # taken: waiting on the manager, as her read should
+        assert sorted(asked) == ["Bearer a-1", "Bearer m-1", "Bearer m-2"]  # once a token
+        alice.cancel()
+    finally:
+        held.cancel()
+        await client.close()
+        await manager.close()
