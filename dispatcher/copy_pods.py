@@ -222,8 +222,9 @@ def read_some(
     name: str,
     copy_uid: str,
     narrow: Mapping[str, str] | None = None,
+    most: int = MAX_PODS,
 ) -> tuple[list[Dict], list[Dict], bool]:
-    """`read`, and whether the worker has more of its pods than MAX_PODS."""
+    """`read` of at most `most` pods, and whether the worker has more of them."""
     selector = f"{c.JOBSET_NAME_LABEL}={name}"
     jobs, _ = list_some(remote, JOBS.format(namespace=namespace), MAX_JOBS, labelSelector=selector)
     query: dict[str, str] = {"labelSelector": selector}
@@ -232,7 +233,7 @@ def read_some(
             query["fieldSelector"] = f"metadata.name={value}"
         else:
             query["labelSelector"] += f",{key}={value}"
-    pods, more = list_some(remote, PODS.format(namespace=namespace), MAX_PODS, **query)
+    pods, more = list_some(remote, PODS.format(namespace=namespace), most, **query)
     owned_jobs, owned_pods = ours(copy_uid, jobs, pods)
     return owned_jobs, owned_pods, more
 

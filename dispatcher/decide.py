@@ -94,6 +94,9 @@ class DispatchPlan:
     # Clear status.clusterName on the manager Workload: the run it names has ended (evicted,
     # or its quota given back), and a new round must not take it for the winner.
     forget_cluster: bool = False
+    # Keep the log tails of a TrainJob copy's pods as it is deleted (dispatcher/log_tails.py):
+    # not when the manager TrainJob opted out.
+    keep_tails: bool = True
 
     def retry(self, reason: str, message: str) -> None:
         """Turn the check to Retry (Kueue dispatches the Workload again), saying why in a
@@ -343,6 +346,8 @@ def _waiting_conditions(
 
 def decide(obs: DispatchObserved, strategy: Strategy | None = None) -> DispatchPlan:
     plan = _decide(obs, strategy)
+    if obs.trainjob is not None:
+        plan.keep_tails = obs.trainjob.annotations.get(c.LOG_TAILS_ANNOTATION) != "off"
     if check_state(obs.workload, obs.check) is None:
         # Kueue dropped our check from the Workload (no flavour assigned): there is no state
         # to write, only the work (status back, clean-up) to do.

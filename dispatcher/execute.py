@@ -65,7 +65,7 @@ def execute_dispatch(
         by_cluster.setdefault(action.cluster, []).append(action)
 
     def run(actions: list[RemoteAction]) -> list[bool | None]:
-        return [_remote_write(registry, a) for a in actions]
+        return [_remote_write(registry, a, plan.keep_tails) for a in actions]
 
     # One worker's writes (the usual case) are sent from this thread: no hand-off.
     mapper = registry.pool.map if len(by_cluster) > 1 else map
@@ -157,7 +157,7 @@ def _workload_status(wl: WorkloadView, check: str, plan: DispatchPlan) -> Dict:
     return patch
 
 
-def _remote_write(registry: Registry, action: RemoteAction) -> bool | None:
+def _remote_write(registry: Registry, action: RemoteAction, keep_tails: bool = True) -> bool | None:
     """True when done, False when skipped (sent moments ago, or the worker is gone), None when
     it failed and should be tried again."""
     remote = registry.get(action.cluster)
@@ -182,7 +182,11 @@ def _remote_write(registry: Registry, action: RemoteAction) -> bool | None:
                 {"metadata": {"uid": meta.get("uid")}, "spec": action.obj["spec"]},
             )
         else:
-            if action.obj["kind"] == c.TRAINJOB.kind and registry.settings.log_tails_kept:
+            if (
+                action.obj["kind"] == c.TRAINJOB.kind
+                and keep_tails
+                and registry.settings.log_tails_kept
+            ):
                 seen = remote.get(c.TRAINJOB.kind, namespace, meta["name"])
                 if seen is not None and seen["metadata"].get("uid") == meta.get("uid"):
                     # its pods go with it

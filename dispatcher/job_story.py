@@ -122,13 +122,17 @@ def _worker_error(worker: str, exc: Exception) -> Refusal:
 
 
 def pods_of(
-    at: Running, namespace: str, name: str, narrow: Mapping[str, str] | None = None
+    at: Running,
+    namespace: str,
+    name: str,
+    narrow: Mapping[str, str] | None = None,
+    most: int = copy_pods.MAX_PODS,
 ) -> tuple[list[Dict], list[Dict], bool]:
-    """Our copy's Jobs and its first pods on its worker (those `narrow` selects), and
+    """Our copy's Jobs and its first `most` pods on its worker (those `narrow` selects), and
     whether it has more; Refusal naming the worker when unreadable."""
     assert at.remote is not None and at.copy_uid is not None and at.worker is not None
     try:
-        return copy_pods.read_some(at.remote, namespace, name, at.copy_uid, narrow)
+        return copy_pods.read_some(at.remote, namespace, name, at.copy_uid, narrow, most)
     except (ApiException, TransportError) as exc:
         raise _worker_error(at.worker, exc) from None
 
@@ -265,6 +269,8 @@ def _prepare_log(ctx: Context, call: ApiRequest) -> tuple[Running, str, dict[str
     if at.problem is None and at.copy is not None:
         # only the pods the request can mean: by name, or by role and index
         _, pods, _ = pods_of(at, call.namespace, call.name, log_pods(call.query))
+        if not pods and pods_of(at, call.namespace, call.name, most=1)[1]:
+            pick_pod([], call.query)  # it has pods, none of them this one: 404 naming it
     if pods:
         pod = pick_pod(pods, call.query)
         return at, pod["metadata"]["name"], log_query(pod, call.query)

@@ -15,7 +15,7 @@ What a tenant's pods print lands in the manager's etcd, so every bound is the pl
 - all of them: at most `--log-tails-kept` records and `--log-tails-bytes` bytes. Beyond either,
   the namespace holding the most bytes loses its oldest: a tenant that fills the store evicts
   its own records, never another's below its share.
-A TrainJob annotated `trainjob.dev/log-tails: "off"` when it is created has none kept. The
+A TrainJob annotated `trainjob.dev/log-tails: "off"` (on the manager) has none kept. The
 resync loop deletes the records of TrainJobs that are gone, and applies the bounds.
 """
 
@@ -49,7 +49,7 @@ PREFIX = "log-tail-"
 LABEL = f"{c.DOMAIN}/log-tail-of"  # the manager TrainJob's UID
 TRAINJOB_ANNOTATION = f"{c.DOMAIN}/log-tail-trainjob"  # NAMESPACE/NAME, for people
 BYTES_ANNOTATION = f"{c.DOMAIN}/log-tail-bytes"  # the record's size, for the bounds
-OPT_OUT_ANNOTATION = f"{c.DOMAIN}/log-tails"  # on a TrainJob: "off", none kept
+OPT_OUT_ANNOTATION = c.LOG_TAILS_ANNOTATION  # on a TrainJob: "off", none kept
 PODS_KEY = "pods.json"
 TAIL_LINES = 100
 TAIL_BYTES = 8 * 1024  # kept per container, at most (UTF-8, as stored)
@@ -117,6 +117,8 @@ def capture(remote: RemoteCluster, copy: Dict) -> Dict | None:
     meta = copy["metadata"]
     annotations = meta.get("annotations") or {}
     made_for = annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION)
+    # (the manager TrainJob's opting out is decide's to read: the watch keeps none of the
+    # copy's own annotations but the origin's UID)
     if not made_for or not meta.get("uid") or annotations.get(OPT_OUT_ANNOTATION) == "off":
         return None
     namespace, name = meta["namespace"], meta["name"]

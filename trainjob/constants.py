@@ -52,6 +52,8 @@ MANAGED_LABEL_VALUE = "worker-controller"
 # TrainJob it was made for, `<namespace>/<name>`. A later TrainJob of that name uses it as it
 # is; a claim without it is someone else's, never used or changed.
 CLAIM_MADE_FOR_ANNOTATION = f"{DOMAIN}/claim-made-for"
+# On a TrainJob: "off", and the dispatcher keeps none of its pods' log tails.
+LOG_TAILS_ANNOTATION = f"{DOMAIN}/log-tails"
 # Server-side apply field managers, one per controller.
 WORKER_FIELD_MANAGER = "trainjob-worker-controller"
 DISPATCHER_FIELD_MANAGER = "trainjob-dispatcher"

@@ -659,3 +659,13 @@ def test_an_eviction_on_the_manager_ends_the_run_unless_it_was_our_retry() -> No
         there.trainjob.meta["creationTimestamp"] = created
         plan = decide_for(wl, [there], trainjob=_running_on("w1"))
         assert (plan.placement_ended is not None) is told, created
+
+
+def test_a_trainjob_that_opts_out_has_no_log_tails_kept_as_its_copy_goes() -> None:
+    """The manager TrainJob's annotation decides (the worker's copy, as its watch keeps it,
+    carries none of its annotations)."""
+    wl, remotes = manager_workload("QuotaReserved"), [remote("w1", workload=False)]
+    assert decide_for(wl, remotes).keep_tails is True
+    opted_out = TrainJobBuilder().multikueue().obj()
+    opted_out["metadata"].setdefault("annotations", {})["trainjob.dev/log-tails"] = "off"
+    assert decide_for(wl, remotes, trainjob=opted_out).keep_tails is False
