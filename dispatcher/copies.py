@@ -15,6 +15,8 @@ import logging
 from collections.abc import Mapping
 from typing import Protocol
 
+import orjson
+
 from kubecontrol.cluster import Cluster
 from kubecontrol.kinds import Kind
 from kubecontrol.objects import Dict
@@ -171,6 +173,52 @@ def status_back(
         if isinstance(value, dict) and isinstance(old, dict):
             patch[key] = {**{f: None for f in old if f not in value}, **value}
     return patch
+
+
+# etcd stores an object of at most 1.5 MiB. The manager's TrainJob holds more than its copy
+# does (kubectl's annotations, which the copy drops; our finalizer; clusterName), so a status
+# its copy took may not fit it, and a status write that cannot fit fails on every pass (its
+# Complete never comes back). Beyond this size, the parts of the status nothing on the
+# manager acts on stay on the worker, in this order; conditions always come back.
+MAX_MANAGER_BYTES = 1_400_000
+LEFT_ON_THE_WORKER = ("trainerStatus", "jobsStatus", "podsStatus")
+
+
+def fit(manager_trainjob: TrainJobView, patch: Dict) -> tuple[Dict, list[str]]:
+    """`patch` (a `status_back`) without the parts that would take the manager TrainJob past
+    MAX_MANAGER_BYTES, and their names."""
+    raw = manager_trainjob.raw
+    base = len(orjson.dumps({k: v for k, v in raw.items() if k != "status"}))
+    status = _merged(dict(manager_trainjob.status), patch)
+    size = base + len(orjson.dumps(status))
+    left: list[str] = []
+    for key in LEFT_ON_THE_WORKER:
+        if size <= MAX_MANAGER_BYTES:
+            break
+        if status.get(key) is not None:
+            size -= len(orjson.dumps(status.pop(key)))
+            patch = {**patch, key: None}
+            left.append(key)
+    return patch, left
+
+
+def changes(manager_trainjob: TrainJobView, patch: Dict) -> bool:
+    """Whether `patch` changes the manager TrainJob's status."""
+    have = dict(manager_trainjob.status)
+    return _merged(have, patch) != have
+
+
+def _merged(target: Dict, patch: Dict) -> Dict:
+    """`target` with a JSON merge patch applied (RFC 7386)."""
+    out = dict(target)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 # ---- copies going ---------------------------------------------------------------------------

@@ -18,7 +18,14 @@ from typing import Literal, Protocol
 
 from dispatcher import placements
 from dispatcher.capacity import Fit
-from dispatcher.copies import remote_trainjob, remote_workload, status_back
+from dispatcher.copies import (
+    MAX_MANAGER_BYTES,
+    changes,
+    fit,
+    remote_trainjob,
+    remote_workload,
+    status_back,
+)
 from kubecontrol.events import Event
 from kubecontrol.objects import Dict
 from trainjob import conditions as cond
@@ -215,6 +222,20 @@ def _sync_status(obs: DispatchObserved, plan: DispatchPlan, winner: RemoteView) 
     patch = status_back(obs.trainjob, winner.trainjob, winner.name)
     if patch is None:
         return
+    patch, left = fit(obs.trainjob, patch)
+    if left and not changes(obs.trainjob, patch):
+        return  # what is left to bring back is what cannot fit: said when it was left
+    if left:
+        fields = ", ".join(f"status.{key}" for key in left)
+        plan.events.append(
+            Event(
+                "Warning",
+                "StatusTooLarge",
+                f"{fields} of the copy on {winner.name} not brought back: with it this TrainJob "
+                f"would be past the {MAX_MANAGER_BYTES} bytes the API server stores; read it "
+                "on the worker",
+            )
+        )
     wait = hold(obs.trainjob.status, patch, obs.status_coalesce, obs.status_held_for)
     if wait is not None:
         plan.status_held = True

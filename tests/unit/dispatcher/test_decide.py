@@ -669,3 +669,33 @@ def test_a_trainjob_that_opts_out_has_no_log_tails_kept_as_its_copy_goes() -> No
     opted_out = TrainJobBuilder().multikueue().obj()
     opted_out["metadata"].setdefault("annotations", {})["trainjob.dev/log-tails"] = "off"
     assert decide_for(wl, remotes, trainjob=opted_out).keep_tails is False
+
+
+def test_a_status_that_cannot_fit_the_manager_trainjob_comes_back_without_its_extras() -> None:
+    """Before: a manager TrainJob near etcd's limit (a tenant's long spec and kubectl's
+    annotations, which the copy drops) took its copy's status whole: the write failed on
+    every pass, and Complete never came back. Now the extras stay on the worker, said once."""
+    big = TrainJobBuilder().multikueue().obj()
+    big["metadata"]["annotations"] = {"kubectl.kubernetes.io/pad": "x" * 1_300_000}
+    winner = remote("w1", admitted_at="2026-11-22T11:00:02Z", trainjob=True)
+    assert winner.trainjob is not None
+    metrics = [{"name": f"m{i}", "value": "v" * 60} for i in range(256)]
+    winner.trainjob.raw["status"]["trainerStatus"] = {"progressPercentage": 100, "metrics": metrics}
+    wl = manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready")
+    winner.trainjob.raw["status"]["trainerStatus"]["metrics"] *= 6  # ~150 KB
+    plan = decide_for(wl, [winner], trainjob=big)
+    assert plan.trainjob_status == {
+        "conditions": [{"type": "Complete", "status": "True"}],
+        "clusterName": "w1",
+        "trainerStatus": None,
+    }
+    (said,) = [e for e in plan.events if e.reason == "StatusTooLarge"]
+    assert said.message.startswith("status.trainerStatus of the copy on w1 not brought back")
+    # once what is left is only what cannot fit, nothing is written and nothing said again
+    big["status"] = {"conditions": [{"type": "Complete", "status": "True"}], "clusterName": "w1"}
+    again = decide_for(wl, [winner], trainjob=big)
+    assert again.trainjob_status is None
+    assert not [e for e in again.events if e.reason == "StatusTooLarge"]
+    # a TrainJob of ordinary size takes it all
+    small = decide_for(wl, [winner])
+    assert small.trainjob_status is not None and small.trainjob_status["trainerStatus"]
