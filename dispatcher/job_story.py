@@ -64,6 +64,9 @@ STREAMS_PER_NAMESPACE = 16
 MAX_EVENTS = 500  # Events read per object for one story
 MAX_EVENT_OBJECTS = 34  # objects whose Events one story reads on the worker
 WHOLE_LOG_SECONDS = 300.0  # a log read without follow ends within this
+# A followed log that has said nothing for this long is ended (the reader may follow it
+# again): a forgotten follow does not hold its slot for ever.
+FOLLOW_IDLE_SECONDS = 3600.0
 _streams = Shares(MAX_STREAMS, STREAMS_EACH, "log streams", STREAMS_PER_NAMESPACE)
 # Reads that answer a request (the story, finding a log's pod): on threads of their own, at
 # most this many at once, shared the same way.
@@ -319,6 +322,8 @@ async def _relay(
     path = f"{PODS.format(namespace=call.namespace)}/{pod}/log"
 
     def put(item: bytes | BaseException | None) -> None:
+        if abort.is_set():  # the request has ended: no one takes it
+            return
         future = asyncio.run_coroutine_threadsafe(pieces.put(item), loop)
         while not abort.is_set():
             try:
@@ -353,6 +358,7 @@ async def _relay(
     thread = threading.Thread(target=read, name=f"log-{call.namespace}/{pod}", daemon=True)
     thread.start()
     response: web.StreamResponse | None = None
+    heard = loop.time()  # the last piece
     try:
         while True:
             try:
@@ -363,7 +369,12 @@ async def _relay(
                     return response or web.Response()
                 if opened.is_set() and response is None:
                     response = await _open(call.http)  # headers now, lines when they come
+                if response is not None and loop.time() - heard > FOLLOW_IDLE_SECONDS:
+                    log.info("log stream of %s/%s ended: idle", call.namespace, pod)
+                    await response.write_eof()
+                    return response
                 continue
+            heard = loop.time()
             if isinstance(item, BaseException):
                 if response is not None:  # mid-stream: nothing more to say but the end
                     log.info("log stream of %s/%s ended: %s", call.namespace, pod, item)

@@ -1,0 +1,66 @@
+"""A followed log relayed by the job story API (dispatcher/job_story.py), on a loopback
+aiohttp server, from a worker played by our own stand-in of the client's `stream`: a follow
+that has said nothing for FOLLOW_IDLE_SECONDS is ended, and one that speaks is not."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from dispatcher import job_story
+from kubecontrol.aggregated import ApiRequest, Caller
+
+
+class Worker:
+    """The worker's API server as `api.stream` sees it: it answers 200, sends `lines` a
+    second apart, then stays quiet until the reader goes."""
+
+    def __init__(self, lines: int) -> None:
+        self.lines, self.ended = lines, threading.Event()
+        self.cluster = SimpleNamespace(api=self)
+
+    def stream(self, path: str, query: Any, on_data: Any, **kw: Any) -> None:
+        kw["on_open"]()
+        for i in range(self.lines):
+            time.sleep(1.0)
+            if not on_data(f"line {i}\n".encode()):
+                break
+        kw["abort"].wait(30)
+        self.ended.set()
+
+
+async def follow(worker: Worker) -> tuple[bytes, float]:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        at = job_story.Running({}, "w1", worker, None, None)  # type: ignore[arg-type]
+        call = ApiRequest("ns", "tj", "log", Caller("alice"), {"follow": "true"}, request)
+        return await job_story._relay(at, "tj-node-0-0", call, {"follow": True})
+
+    app = web.Application()
+    app.router.add_get("/log", handler)
+    client = TestClient(TestServer(app, host="127.0.0.1"))
+    await client.start_server()
+    try:
+        began = time.monotonic()
+        answer = await client.get("/log")
+        body = await asyncio.wait_for(answer.read(), 20)
+        return body, time.monotonic() - began
+    finally:
+        await client.close()
+
+
+def test_a_quiet_follow_is_ended_and_its_worker_read_with_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(job_story, "FOLLOW_IDLE_SECONDS", 2.0)
+    worker = Worker(lines=3)
+    body, took = asyncio.run(follow(worker))
+    assert body == b"line 0\nline 1\nline 2\n"  # each line as it came: speaking kept it open
+    assert 3 + 2 <= took < 3 + 2 + 4  # ended about 2 s after the last line
+    assert worker.ended.wait(5)  # the read of the worker ends too
