@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import jwt
+import orjson
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -28,14 +29,18 @@ class Published:
     def __init__(self, keys: dict[str, Any]) -> None:
         self.keys = keys
 
-    def send(self, _verb: str, _path: str, **_: Any) -> dict[str, Any]:
+    @property
+    def api(self) -> Published:
+        return self
+
+    def request(self, _verb: str, _path: str, **_: Any) -> bytes:
         out = []
         for kid, key in self.keys.items():
             algorithm: Any = (
                 jwt.algorithms.RSAAlgorithm if kid == "rsa" else jwt.algorithms.ECAlgorithm
             )
             out.append({**algorithm.to_jwk(key.public_key(), as_dict=True), "kid": kid})
-        return {"keys": out}
+        return orjson.dumps({"keys": out})
 
 
 def main() -> int:

@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 import jwt
+import orjson
 
 from kubecontrol.cluster import Cluster
 from kubecontrol.objects import Dict
@@ -27,6 +28,7 @@ from kubecontrol.objects import Dict
 log = logging.getLogger(__name__)
 
 JWKS_PATH = "/openid/v1/jwks"
+JWKS_TYPE = "application/jwk-set+json"
 # The algorithms the API server signs with (RSA or ECDSA keys: RS256, ES256, ES384, ES512).
 ALGORITHMS = ["RS256", "RS384", "RS512", "ES256", "ES384", "ES512"]
 
@@ -89,7 +91,9 @@ class IssuerKeys:
     def _read(self) -> dict[str, jwt.PyJWK] | None:
         """The published keys by kid, or None when they cannot be read (said once)."""
         try:
-            document: Any = self._cluster.send("GET", JWKS_PATH)
+            # the API server answers only in the JWK Set media type (406 to application/json)
+            body = self._cluster.api.request("GET", JWKS_PATH, accept=JWKS_TYPE)
+            document: Any = orjson.loads(body)
             keys = {}
             for entry in document.get("keys") or []:
                 try:

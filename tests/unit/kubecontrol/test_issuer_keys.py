@@ -5,6 +5,7 @@ review. The API server's /openid/v1/jwks is played by our own `send` stand-in.""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -12,7 +13,7 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from kubecontrol.issuer_keys import JWKS_PATH, IssuerKeys
+from kubecontrol.issuer_keys import JWKS_PATH, JWKS_TYPE, IssuerKeys
 
 AUDIENCE = "trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs/tj/status"
 SUB = "system:serviceaccount:team-a:default"
@@ -26,12 +27,18 @@ class Issuer:
         self.reads = 0
         self.refuse = False
 
-    def send(self, verb: str, path: str, **_: Any) -> dict[str, Any]:
+    @property
+    def api(self) -> Issuer:  # the Cluster's client: `cluster.api.request`
+        return self
+
+    def request(self, verb: str, path: str, accept: str = "", **_: Any) -> bytes:
         assert (verb, path) == ("GET", JWKS_PATH)
+        # the API server answers 406 to application/json (seen on kube-apiserver 1.36)
+        assert accept == JWKS_TYPE
         self.reads += 1
         if self.refuse:
             raise RuntimeError("403 Forbidden")
-        return {"keys": [self.jwk(kid, key) for kid, key in self.keys.items()]}
+        return json.dumps({"keys": [self.jwk(k, key) for k, key in self.keys.items()]}).encode()
 
     @staticmethod
     def jwk(kid: str, key: Any) -> dict[str, Any]:
