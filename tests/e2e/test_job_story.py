@@ -174,11 +174,10 @@ def test_a_call_that_skips_the_api_server_is_refused_whatever_its_headers_say(
 def test_a_job_that_opts_out_keeps_no_tails_and_a_kept_record_says_its_size(bed: Bed) -> None:
     mk = MultiKueue(bed)
     off = {"annotations": {log_tails.OPT_OUT_ANNOTATION: "off"}}
-    for name, metadata in (("kept", None), ("private", off)):
-        mk.submit(name, run="1s", exit_code=1, runtime=mk.fail_fast_runtime(), metadata=metadata)
     admin = client.CoreV1Api(bed.api(mk.manager))
     uids = {}
-    for name in ("kept", "private"):
+    for name, metadata in (("kept", None), ("private", off)):  # one after the other
+        mk.submit(name, run="3s", exit_code=1, runtime=mk.fail_fast_runtime(), metadata=metadata)
         worker = mk.started_on(name)
         mk.wait(name, "Failed", timeout=120)
         wait_for(lambda n=name, w=worker: mk.get(n, w) is None, 60, what=f"{name}'s copy to go")
