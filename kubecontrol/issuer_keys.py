@@ -50,8 +50,8 @@ class IssuerKeys:
         be read here (the caller asks the API server instead)."""
         try:
             header = jwt.get_unverified_header(token)
-        except jwt.PyJWTError:
-            return "the bearer token is not a JWT"
+        except jwt.PyJWTError as exc:  # a part that does not decode (its signature, say)
+            return f"the token is not valid: {exc}"
         kid, alg = header.get("kid"), header.get("alg")
         if alg not in ALGORITHMS:
             return f"the token is signed with {str(alg)[:16]!r}, not a ServiceAccount key"

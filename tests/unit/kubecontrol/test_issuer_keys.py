@@ -76,7 +76,11 @@ def test_a_forged_token_is_refused_without_a_review(issuer: Issuer) -> None:
     assert keys.verify(forged) == "the token is not valid: Signature verification failed"
     unsigned = jwt.encode({"aud": [AUDIENCE], "exp": time.time() + 60}, "", algorithm="none")
     assert "not a ServiceAccount key" in str(keys.verify(unsigned))
-    assert keys.verify("not.a.jwt") == "the bearer token is not a JWT"
+    assert keys.verify("not.a.jwt") == "the token is not valid: Invalid header padding"
+    head, claims, _ = issuer.token().split(".")  # a signature that does not even decode
+    assert (
+        keys.verify(f"{head}.{claims}.forged") == "the token is not valid: Invalid crypto padding"
+    )
     expired = issuer.token(exp=int(time.time()) - 5)
     assert keys.verify(expired) == "the token has expired; read the token file again"
 
