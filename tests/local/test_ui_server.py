@@ -174,6 +174,24 @@ async def test_behind_a_proxy_nothing_is_read_without_the_viewers_token(tmp_path
         await client.close()
 
 
+async def behind_a_proxy(manager_port: int) -> tuple[TestClient, Callable[[str], Any]]:
+    """The view served behind a proxy (Host view.example) for a manager on loopback at
+    `manager_port`, and a read of namespace a's TrainJobs with a token."""
+    cfg = ui.client.Configuration()
+    cfg.host = f"http://127.0.0.1:{manager_port}"
+    server = ui.Server(ui.Manager(cfg, "c", "default"), ["a"], False, ["view.example"])
+    client = TestClient(TestServer(server.app(), host="127.0.0.1"))
+    await client.start_server()
+    path = "/k8s/apis/trainer.kubeflow.org/v1alpha1/namespaces/a/trainjobs"
+
+    def read(token: str) -> Any:
+        return client.get(
+            path, headers={"Host": "view.example", "Authorization": f"Bearer {token}"}
+        )
+
+    return client, read
+
+
 @in_a_loop
 async def test_behind_a_proxy_a_viewer_gets_a_share_of_the_reads_and_nobody_waits(
     monkeypatch: pytest.MonkeyPatch,
@@ -185,17 +203,7 @@ async def test_behind_a_proxy_a_viewer_gets_a_share_of_the_reads_and_nobody_wait
     monkeypatch.setattr(ui, "MAX_VIEWER_STREAMS", 1)
     monkeypatch.setattr(ui, "REVIEW_SECONDS", 0.5)
     silent = socket.create_server(("127.0.0.1", 0))  # connections wait in its backlog
-    cfg = ui.client.Configuration()
-    cfg.host = f"http://127.0.0.1:{silent.getsockname()[1]}"
-    server = ui.Server(ui.Manager(cfg, "c", "default"), ["a"], False, ["view.example"])
-    client = TestClient(TestServer(server.app(), host="127.0.0.1"))
-    await client.start_server()
-    path = "/k8s/apis/trainer.kubeflow.org/v1alpha1/namespaces/a/trainjobs"
-
-    def read(token: str) -> Any:
-        return client.get(
-            path, headers={"Host": "view.example", "Authorization": f"Bearer {token}"}
-        )
+    client, read = await behind_a_proxy(silent.getsockname()[1])
 
     held = [asyncio.ensure_future(read("alice")), asyncio.ensure_future(read("bob"))]
     try:
@@ -254,17 +262,7 @@ async def test_behind_a_proxy_two_tokens_of_one_user_share_one_viewers_share(
     api.router.add_get("/{path:.*}", never)
     manager = TestServer(api, host="127.0.0.1")
     await manager.start_server()
-    cfg = ui.client.Configuration()
-    cfg.host = f"http://127.0.0.1:{manager.port}"
-    server = ui.Server(ui.Manager(cfg, "c", "default"), ["a"], False, ["view.example"])
-    client = TestClient(TestServer(server.app(), host="127.0.0.1"))
-    await client.start_server()
-    path = "/k8s/apis/trainer.kubeflow.org/v1alpha1/namespaces/a/trainjobs"
-
-    def read(token: str) -> Any:
-        return client.get(
-            path, headers={"Host": "view.example", "Authorization": f"Bearer {token}"}
-        )
+    client, read = await behind_a_proxy(manager.port)
 
     held = asyncio.ensure_future(read("m-1"))
     try:
