@@ -38,7 +38,7 @@ class MetricsAuth:
         if token is None:
             return Verdict(401, "a bearer token is required")
         return self._reviews.check(
-            token, review=lambda: self._review(token), budget=self._budget(token)
+            token, review=lambda: self._review(token), budget=lambda: self._budget(token)
         )
 
     def _budget(self, token: str) -> str:

@@ -69,10 +69,12 @@ class Reviews:
         self._seen: OrderedDict[str, tuple[float, Verdict]] = OrderedDict()
         self._budgets = Rates(reviews_per_second, burst)
 
-    def check(self, *key: str, review: Callable[[], Verdict], budget: str = "") -> Verdict:
+    def check(
+        self, *key: str, review: Callable[[], Verdict], budget: str | Callable[[], str] = ""
+    ) -> Verdict:
         """The verdict kept for `key` (the token first, and what else the review depends on),
-        else `review()`'s, taken from `budget`'s reviews and kept unless it is 503 (the API
-        could not answer: not remembered)."""
+        else `review()`'s, taken from `budget`'s reviews (a function of it: asked only when a
+        review is due) and kept unless it is 503 (the API could not answer: not remembered)."""
         digest = hashlib.sha256("\0".join(key).encode()).hexdigest()
         now = time.monotonic()
         with self._lock:
@@ -80,7 +82,7 @@ class Reviews:
             if cached is not None and cached[0] > now:
                 self._seen.move_to_end(digest)  # a verdict in use stays
                 return cached[1]
-        if not self._budgets.take(budget, now):
+        if not self._budgets.take(budget() if callable(budget) else budget, now):
             return TOO_MANY
         verdict = review()
         if verdict.code != 503:

@@ -37,3 +37,17 @@ def test_a_kept_verdict_costs_no_review_and_stays_while_used() -> None:
         reviews.check(f"other-{i}", review=review)
         reviews.check("used", review=review)
     assert count == 6
+
+
+def test_a_budget_is_named_only_when_a_review_is_due() -> None:
+    """A scraper's token kept a minute costs no signature check on each scrape."""
+    reviews = Reviews()
+    asked: list[str] = []
+
+    def budget() -> str:
+        asked.append("budget")
+        return "serviceaccount"
+
+    for _ in range(3):
+        assert reviews.check("t", review=lambda: Verdict(200, "ok"), budget=budget).code == 200
+    assert asked == ["budget"]
