@@ -416,7 +416,7 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
     _priority_follows(p)
     if p.wl.finished:
         _step1_finished_on_the_manager(p)
-    elif _step2_recalled(p):
+    elif _step2a_ended_before_the_recall(p) or _step2_recalled(p):
         pass
     elif (winner := p.winner()) is not None:
         _step3_watch_the_winner(p, winner)
@@ -463,6 +463,33 @@ def _step1_finished_on_the_manager(p: _Pass) -> None:
         plan.requeue_after = obs.retention - age
 
 
+def _recalled(p: _Pass) -> bool:
+    """No quota on the manager, evicted there, or our Retry written: what runs must stop."""
+    wl = p.wl
+    return not wl.has_quota or wl.evicted or p.state.get("state") == "Retry"
+
+
+def _step2a_ended_before_the_recall(p: _Pass) -> bool:
+    """Recalled (step 2's cases), but the run on the worker the job went to has ended there
+    already: its outcome is brought back and its copy kept, never thrown away. A recall stops
+    a run; one that ended before the manager heard of it (its status not back yet: the
+    dispatcher's Lease moving, a PodsReady timeout on the manager, a preemption in that very
+    second) has nothing left to stop, and sending it again would run it twice. The outcome
+    finishes the manager Workload (the Kueue integration), and step 1 takes it from there."""
+    tj = p.obs.trainjob
+    if tj is None or not _recalled(p):
+        return False
+    where = p.wl.cluster_name or tj.cluster_name
+    ran = next((r for r in p.obs.remotes if r.name == where), None) if where else None
+    if ran is None or not (_finished_on(tj, ran.name) or (ran.trainjob and ran.trainjob.finished)):
+        return False
+    for remote in p.obs.remotes:
+        if remote is not ran and (remote.workload or remote.trainjob):
+            _delete(p.plan, remote)
+    _sync_status(p.obs, p.plan, ran)
+    return True
+
+
 def _step2_recalled(p: _Pass) -> bool:
     """No quota on the manager (waiting, or evicted: preempted, deactivated by its user,
     ...), or our Retry written and Kueue's eviction not come yet: nothing may exist remotely.
@@ -471,7 +498,7 @@ def _step2_recalled(p: _Pass) -> bool:
     written over it would cancel the eviction, leaving the Workload admitted and sent nowhere
     (and the TrainJob then failed as not dispatchable)."""
     wl = p.wl
-    if wl.has_quota and not wl.evicted and p.state.get("state") != "Retry":
+    if not _recalled(p):
         return False
     why = f"evicted on the manager ({wl.eviction_message})" if wl.evicted else None
     for remote in p.obs.remotes:

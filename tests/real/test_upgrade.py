@@ -32,6 +32,7 @@ from clusters.install import worker_secret
 from clusters.kube import Applier, load_manifests
 from clusters.setup import queue_objects
 from tests.real.test_runbook import _clean_up, _merged_kubeconfig, _run_blocks, shell_blocks
+from tests.support.kube import TrainJobs
 
 pytestmark = [pytest.mark.realnodes, pytest.mark.first, pytest.mark.timeout(2700)]
 
@@ -338,7 +339,10 @@ def _ran_once(f: Flight) -> None:
     twice = {n: seen for n, seen in jobs.items() if len(seen) > 1}
     # A TrainJob of 2 s may start and go between two looks: only the 20 s ones must be seen.
     assert not [n for n in missing if n.split("-")[0] in ("kubectl", "helm", "rollback")]
-    assert not twice, f"run more than once: {twice}"
+    if twice:  # what the manager said of them, to tell a move from a double run
+        on_manager = TrainJobs(f.bed.api("manager"), NAMESPACE)
+        said = {n: on_manager.describe(n) for n in twice}
+        raise AssertionError(f"run more than once: {twice}\n{said}")
 
 
 def test_upgrades_from_0_2_0_lose_nothing_run_nothing_twice_and_refuse_no_create(

@@ -41,7 +41,10 @@ def remote(
     admitted_at: str | None = None,
     workload: bool = True,
     trainjob: bool = False,
+    running: bool = False,
 ) -> RemoteView:
+    """A worker as the dispatcher sees it; its TrainJob copy (`trainjob`) is Complete, or
+    still running with `running`."""
     wl = None
     if workload:
         conds = (
@@ -60,7 +63,13 @@ def remote(
             "kind": "TrainJob",
             "apiVersion": "trainer.kubeflow.org/v1alpha1",
             "metadata": {"name": "tj", "namespace": "ns"},
-            "status": {"conditions": [{"type": "Complete", "status": "True"}]},
+            "status": {
+                "conditions": [
+                    {"type": "Suspended", "status": "False"}
+                    if running
+                    else {"type": "Complete", "status": "True"}
+                ]
+            },
         }
         if trainjob
         else None

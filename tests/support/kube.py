@@ -116,7 +116,32 @@ class TrainJobs:
             cond = self.condition(name, ctype)
             return cond if cond and cond["status"] == status else None
 
-        return wait_for(check, timeout, what=f"TrainJob {name} {ctype}={status}")
+        try:
+            return wait_for(check, timeout, what=f"TrainJob {name} {ctype}={status}")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.describe(name)}") from None
+
+    def describe(self, name: str) -> str:
+        """What a failed wait prints: the TrainJob's spec and status, its Events and the
+        Workloads of the namespace it owns, so a run that timed out says where it stood."""
+        lines: list[str] = []
+        try:
+            tj = self.get(name)
+            lines.append(f"spec: {json.dumps(tj.get('spec'), sort_keys=True)}")
+            lines.append(f"status: {json.dumps(tj.get('status'), sort_keys=True)}")
+            lines += [f"event {reason}: {message}" for reason, message in self.events(name)]
+            for wl in self.custom.list_namespaced_custom_object(*KUEUE, self.ns, "workloads")[
+                "items"
+            ]:
+                owners = [o.get("name") for o in wl["metadata"].get("ownerReferences") or []]
+                if name in owners:
+                    lines.append(
+                        f"Workload {wl['metadata']['name']}: "
+                        f"{json.dumps(wl.get('status'), sort_keys=True)}"
+                    )
+        except client.ApiException as exc:
+            lines.append(f"(could not read: {exc.status} {exc.reason})")
+        return "\n".join(lines)
 
     def events(self, name: str) -> list[tuple[str, str]]:
         """(reason, message) of the Events recorded on TrainJob `name`."""

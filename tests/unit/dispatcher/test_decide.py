@@ -359,7 +359,11 @@ def test_evicted_on_the_manager_removes_every_copy_and_says_so_once_per_worker()
     evicted = next(c for c in wl["status"]["conditions"] if c["type"] == "Evicted")
     evicted.update(reason="Deactivated", message="The workload is deactivated")
     plan = decide_for(
-        wl, [remote("w1", admitted_at="2026-11-22T11:00:01Z", trainjob=True), remote("w2")]
+        wl,
+        [
+            remote("w1", admitted_at="2026-11-22T11:00:01Z", trainjob=True, running=True),
+            remote("w2"),
+        ],
     )
     assert [(a.cluster, a.verb, a.obj["kind"]) for a in plan.remote] == [
         ("w1", "delete", "TrainJob"),
@@ -644,21 +648,52 @@ def test_an_eviction_on_the_manager_ends_the_run_unless_it_was_our_retry() -> No
     wl = manager_workload("QuotaReserved", "Admitted", "Evicted", cluster="w1", check="Ready")
     evicted = next(c for c in wl["status"]["conditions"] if c["type"] == "Evicted")
     evicted.update(reason="Preempted", message="Preempted to accommodate a workload")
-    plan = decide_for(wl, [remote("w1", trainjob=True)], trainjob=_running_on("w1"))
+    plan = decide_for(wl, [remote("w1", trainjob=True, running=True)], trainjob=_running_on("w1"))
     assert plan.placement_ended is not None
     assert (plan.placement_ended.worker, plan.placement_ended.reason) == ("w1", "Preempted")
     evicted.update(reason="AdmissionCheck", message="our Retry")
-    plan = decide_for(wl, [remote("w1", trainjob=True)], trainjob=_running_on("w1"))
+    plan = decide_for(wl, [remote("w1", trainjob=True, running=True)], trainjob=_running_on("w1"))
     assert plan.placement_ended is None
     # a copy sent since the eviction (admitted again, the condition not cleared yet) is not
     # the run that ended
     evicted.update(reason="Deactivated", lastTransitionTime="2026-11-22T11:30:00Z")
     for created, told in (("2026-11-22T11:00:00Z", True), ("2026-11-22T11:45:00Z", False)):
-        there = remote("w1", trainjob=True)
+        there = remote("w1", trainjob=True, running=True)
         assert there.trainjob is not None
         there.trainjob.meta["creationTimestamp"] = created
         plan = decide_for(wl, [there], trainjob=_running_on("w1"))
         assert (plan.placement_ended is not None) is told, created
+
+
+def test_a_run_that_ended_before_the_manager_recalled_it_is_brought_back_not_run_again() -> None:
+    """The copy finished on w1, its status not back yet, when the manager took the quota
+    back (a PodsReady timeout while the dispatcher's Lease moved, a preemption, its user): the
+    outcome comes back and the copy stays; a copy that still runs is stopped as before."""
+    recalls = {
+        "evicted": manager_workload(
+            "QuotaReserved", "Admitted", "Evicted", cluster="w1", check="Ready"
+        ),
+        "quota given back": manager_workload("Evicted", cluster="w1", check="Ready"),
+        "our retry": manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Retry"),
+    }
+    for what, wl in recalls.items():
+        for tj in (_running_on("w1"), TrainJobBuilder().multikueue().obj()):
+            plan = decide_for(wl, [remote("w1", trainjob=True), remote("w2")], trainjob=tj)
+            assert [(a.cluster, a.verb) for a in plan.remote] == [("w2", "delete")], what
+            assert plan.trainjob_status is not None, what
+            done = {c["type"]: c["status"] for c in plan.trainjob_status["conditions"]}
+            assert done.get("Complete") == "True" and plan.trainjob_status["clusterName"] == "w1"
+            assert not plan.forget_cluster and plan.placement_ended is None, what
+            assert plan.check_state is None, what  # no Retry, no new round
+        still = decide_for(
+            wl, [remote("w1", trainjob=True, running=True)], trainjob=_running_on("w1")
+        )
+        assert ("w1", "delete") in [(a.cluster, a.verb) for a in still.remote], what
+    # Brought back already: the copy is kept until the manager Workload finishes (step 1).
+    back = _running_on("w1")
+    back["status"]["conditions"] = [{"type": "Complete", "status": "True", "reason": "Completed"}]
+    plan = decide_for(recalls["evicted"], [remote("w1", workload=False)], trainjob=back)
+    assert plan.remote == [] and plan.check_state is None and plan.trainjob_status is None
 
 
 def test_a_trainjob_that_opts_out_has_no_log_tails_kept_as_its_copy_goes() -> None:
