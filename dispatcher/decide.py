@@ -249,6 +249,13 @@ def _finished_on(trainjob: TrainJobView | None, cluster: str) -> bool:
     return trainjob is not None and trainjob.cluster_name == cluster and trainjob.finished
 
 
+def _ended_on(trainjob: TrainJobView | None, remote: RemoteView) -> bool:
+    """The run on `remote` ended: the manager TrainJob says so (brought back), or its copy
+    there does (not brought back yet)."""
+    copy = remote.trainjob
+    return _finished_on(trainjob, remote.name) or (copy is not None and copy.finished)
+
+
 def _tie_break(workload: str, cluster: str) -> str:
     return hashlib.sha1(f"{workload}/{cluster}".encode()).hexdigest()
 
@@ -481,7 +488,7 @@ def _step2a_ended_before_the_recall(p: _Pass) -> bool:
         return False
     where = p.wl.cluster_name or tj.cluster_name
     ran = next((r for r in p.obs.remotes if r.name == where), None) if where else None
-    if ran is None or not (_finished_on(tj, ran.name) or (ran.trainjob and ran.trainjob.finished)):
+    if ran is None or not _ended_on(tj, ran):
         return False
     for remote in p.obs.remotes:
         if remote is not ran and (remote.workload or remote.trainjob):
@@ -546,10 +553,11 @@ def _step3_decide(p: _Pass, winner: RemoteView) -> None:
     for remote in obs.remotes:
         if remote is not winner and (remote.workload or remote.trainjob):
             _delete(plan, remote)
-    if _finished_on(obs.trainjob, winner.name):
-        # Its run there ended and the manager has the outcome (status back): the manager
-        # Workload finishes from it (the Kueue integration). Whatever happens to the copies
-        # now (removed by a person or a TTL, the worker lost), it never runs again.
+    if _ended_on(obs.trainjob, winner):
+        # Its run there ended: the outcome comes back (or has), and the manager Workload
+        # finishes from it (the Kueue integration). Whatever happens to the copies now
+        # (evicted there as its last pod ended, removed by a person or a TTL, the worker
+        # lost), it never runs again.
         _sync_status(obs, plan, winner)
         return
     if not winner.connected:

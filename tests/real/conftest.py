@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from decimal import ROUND_DOWN, Decimal
 
 import pytest
 from kubernetes import client
+from kubernetes.utils import parse_quantity
 
 from clusters import setup
 from clusters.bed import Bed
@@ -52,12 +54,43 @@ def installed(real_bed: Bed) -> Bed:
     return real_bed
 
 
+# The bed's own pods run in these namespaces; what they request is not a TrainJob's to use.
+BED_NAMESPACES = ("kube-system", "trainjob-system")
+# A worker's quota is never under this, so a 2-node DDP job of 500m a node fits on one worker.
+MIN_WORKER_CPU = Decimal(1)
+
+
+def node_room(bed: Bed, cluster: str) -> Decimal:
+    """The CPU a cluster's node holds for TrainJobs: its allocatable less what the bed's own
+    pods request."""
+    core = client.CoreV1Api(bed.api(cluster))
+    (node,) = core.list_node().items
+    room = parse_quantity(node.status.allocatable["cpu"])
+    for ns in BED_NAMESPACES:
+        for pod in core.list_namespaced_pod(ns).items:
+            done = pod.status.phase in ("Succeeded", "Failed")
+            if done or pod.spec.node_name != node.metadata.name:
+                continue
+            for container in pod.spec.containers:
+                requests = (container.resources and container.resources.requests) or {}
+                room -= parse_quantity(requests.get("cpu", "0"))
+    return Decimal(room)
+
+
 @pytest.fixture
 def real_namespace(installed: Bed) -> Iterator[str]:
     """A namespace with the MultiKueue queue `q` on the manager and queue `q` on every worker,
-    and the CPU training runtime everywhere."""
+    and the CPU training runtime everywhere. A worker's quota is what its node holds, as a
+    platform sets it: a quota past the node would admit pods that stay Pending (Insufficient
+    cpu) until waitForPodsReady evicts them, and a burst of TrainJobs would then be sent from
+    worker to worker instead of waiting in the worker's queue."""
     name = f"r-{uuid.uuid4().hex[:8]}"
-    setup.install(installed, name, worker_cpu="4", runtime=RUNTIME_FILE)
+    tenth = Decimal("0.1")
+    cpu = {
+        w.name: str(max(node_room(installed, w.name), MIN_WORKER_CPU).quantize(tenth, ROUND_DOWN))
+        for w in installed.config.workers
+    }
+    setup.install(installed, name, cpu_by_worker=cpu, runtime=RUNTIME_FILE)
     yield name
     for c in installed.config.clusters:
         try:

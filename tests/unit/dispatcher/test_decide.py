@@ -240,7 +240,7 @@ def test_brief_disconnect_changes_nothing_but_a_lost_worker_retries() -> None:
 def test_remote_workload_gone_while_reachable_retries_at_once() -> None:
     plan = decide_for(
         manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready"),
-        [remote("w1", workload=False, trainjob=True)],
+        [remote("w1", workload=False, trainjob=True, running=True)],
     )
     assert plan.check_state is not None and plan.check_state[0] == "Retry"
 
@@ -310,7 +310,7 @@ def test_a_run_that_ended_on_the_winner_never_runs_again_whatever_happens_to_its
 
 
 def test_a_copy_its_worker_found_out_of_sync_is_sent_again_once() -> None:
-    out_of_sync = remote("w1", admitted_at="2026-11-22T11:00:02Z", trainjob=True)
+    out_of_sync = remote("w1", admitted_at="2026-11-22T11:00:02Z", trainjob=True, running=True)
     assert out_of_sync.workload is not None
     out_of_sync.workload.raw["status"]["conditions"].append(
         {"type": "Finished", "status": "True", "reason": "OutOfSync", "message": "changed"}
@@ -689,6 +689,19 @@ def test_a_run_that_ended_before_the_manager_recalled_it_is_brought_back_not_run
             wl, [remote("w1", trainjob=True, running=True)], trainjob=_running_on("w1")
         )
         assert ("w1", "delete") in [(a.cluster, a.verb) for a in still.remote], what
+    # On the worker, the same: its Workload there evicted or gone as its last pod ended.
+    evicted_there = remote("w1", admitted_at="2026-11-22T11:00:02Z", trainjob=True)
+    assert evicted_there.workload is not None
+    evicted_there.workload.raw["status"]["conditions"].append(
+        {"type": "Evicted", "status": "True", "reason": "PodsReadyTimeout", "message": "late"}
+    )
+    admitted = manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready")
+    for there in (evicted_there, remote("w1", workload=False, trainjob=True)):
+        plan = decide_for(admitted, [there], trainjob=_running_on("w1"))
+        assert plan.check_state is None and plan.remote == [] and plan.events == []
+        assert plan.trainjob_status is not None
+        done = {c["type"]: c["status"] for c in plan.trainjob_status["conditions"]}
+        assert done.get("Complete") == "True"
     # Brought back already: the copy is kept until the manager Workload finishes (step 1).
     back = _running_on("w1")
     back["status"]["conditions"] = [{"type": "Complete", "status": "True", "reason": "Completed"}]
