@@ -1,8 +1,9 @@
 """Upgrades from 0.2.0 with TrainJobs queued, running and finishing, as docs/operations.md says:
 `kubectl apply` of the new deploy/, then (installed again with 0.2.0's chart) `helm upgrade`
-and `helm rollback`. Nothing is lost, nothing runs twice, no create is refused (but by a 0.2.0
-replica closing its port as it stops: see GOING_AWAY), and what the new version no longer has
-is gone once the documented steps are done.
+and `helm rollback`. Nothing is lost, nothing runs twice (but a job Kueue itself sends back
+after a PodsReady timeout while a Lease moves: see KUEUE_MOVES), no create is refused (but by a
+0.2.0 replica closing its port as it stops: see GOING_AWAY), and what the new version no longer
+has is gone once the documented steps are done.
 
 0.2.0 is installed by its own runbook (its docs/install.md, run as written from its tagged
 tree with its own commands), from its own image, built by its own build script. The product's
@@ -99,20 +100,28 @@ class Flight:
     refused: list[str] = field(default_factory=list)
     created: list[str] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
+    moved: set[str] = field(default_factory=set)  # run again where Kueue sent them (_ran_once)
+    looked: float = 0.0  # when the Job watcher last looked at every worker (monotonic)
+    failure: BaseException | None = None  # what stopped the Job watcher, if anything did
 
     def watch_jobs(self) -> None:
-        while not self.stop.is_set():
-            for w in self.bed.config.workers:
-                batch = client.BatchV1Api(self.bed.api(w.name))
-                try:
-                    found = batch.list_namespaced_job(NAMESPACE).items
-                except client.ApiException:
-                    continue
-                for job in found:
-                    owners = [o.name for o in job.metadata.owner_references or []]
-                    for owner in owners:
-                        self.jobs.setdefault(owner, set()).add((w.name, job.metadata.uid))
-            time.sleep(0.5)
+        try:
+            while not self.stop.is_set():
+                for w in self.bed.config.workers:
+                    batch = client.BatchV1Api(self.bed.api(w.name))
+                    try:
+                        found = batch.list_namespaced_job(NAMESPACE).items
+                    except client.ApiException:
+                        continue
+                    for job in found:
+                        owners = [o.name for o in job.metadata.owner_references or []]
+                        for owner in owners:
+                            self.jobs.setdefault(owner, set()).add((w.name, job.metadata.uid))
+                self.looked = time.monotonic()
+                time.sleep(0.5)
+        except BaseException as exc:  # the checks that rest on this watcher fail with it
+            self.failure = exc
+            raise
 
     def submit(self, name: str, sleep: int) -> None:
         custom = client.CustomObjectsApi(self.bed.api("manager"))
@@ -332,17 +341,39 @@ def _no_create_refused(f: Flight, *from_old: str) -> None:
     assert len(reset) <= 2, reset  # a rare race as a replica stops, not a way of failing
 
 
+# A job admitted on the manager in the seconds before a controller's Lease moves gets its
+# PodsReady from the next leader. With the bed's 20 s waitForPodsReady timeout, Kueue may evict
+# it first (on the manager while the dispatcher's Lease moves, or on its worker while the worker
+# controller's does), and it runs again where Kueue sends it: Kueue's doing, said in an Event
+# (`Stopped` or `RemoteEvicted`, PodsReadyTimeout), a few at most in the whole test. Any other
+# second run is a job run twice. (At Kueue's default timeout of minutes, none would be moved.)
+KUEUE_MOVES = ("Stopped", "RemoteEvicted")
+MAX_MOVED = 3
+
+
+def _moved_by_kueue(on_manager: TrainJobs, name: str) -> bool:
+    return any(
+        reason in KUEUE_MOVES and "PodsReadyTimeout" in message
+        for reason, message in on_manager.events(name)
+    )
+
+
 def _ran_once(f: Flight) -> None:
     time.sleep(2)  # the Job watcher's last look
+    assert f.failure is None, f"the Job watcher stopped: {f.failure!r}"
+    assert time.monotonic() - f.looked < 10, "the Job watcher has not looked for 10 s"
     jobs = {n: set(seen) for n, seen in dict(f.jobs).items()}  # its thread goes on writing
     missing = [n for n in f.created if n not in jobs]
     twice = {n: seen for n, seen in jobs.items() if len(seen) > 1}
     # A TrainJob of 2 s may start and go between two looks: only the 20 s ones must be seen.
     assert not [n for n in missing if n.split("-")[0] in ("kubectl", "helm", "rollback")]
-    if twice:  # what the manager said of them, to tell a move from a double run
-        on_manager = TrainJobs(f.bed.api("manager"), NAMESPACE)
-        said = {n: on_manager.describe(n) for n in twice}
-        raise AssertionError(f"run more than once: {twice}\n{said}")
+    on_manager = TrainJobs(f.bed.api("manager"), NAMESPACE)
+    f.moved |= {n for n in twice if _moved_by_kueue(on_manager, n)}
+    unexplained = {n: seen for n, seen in twice.items() if n not in f.moved}
+    if unexplained:  # what the manager said of them
+        said = {n: on_manager.describe(n) for n in unexplained}
+        raise AssertionError(f"run more than once: {unexplained}\n{said}")
+    assert len(f.moved) <= MAX_MOVED, {n: on_manager.describe(n) for n in f.moved}
 
 
 def test_upgrades_from_0_2_0_lose_nothing_run_nothing_twice_and_refuse_no_create(
@@ -428,7 +459,8 @@ def test_upgrades_from_0_2_0_lose_nothing_run_nothing_twice_and_refuse_no_create
         _no_create_refused(flight, "during-kubectl", "during-helm")
         print(
             f"[figure] upgrades: {len(flight.created)} TrainJobs created, all Complete, "
-            f"each run once, none refused",
+            f"none refused; run again where Kueue sent them after a PodsReady timeout: "
+            f"{sorted(flight.moved)}; every other ran once",
             file=sys.stderr,
         )
     finally:
