@@ -424,26 +424,16 @@ OVERLAYS = {
 }
 
 
-# The bed opts in to the worker's view access (docs/configuration.md): its tests read pods,
-# logs and Events of workers through the manager's kubeconfig Secrets.
-WORKER_OPT_INS = (DEPLOY / "worker" / "view-rbac.yaml",)
-
-
 def manifests(bed: Bed, role: str, chart_values: Dict | None = None) -> list[Dict]:
     """What `role` installs: deploy/'s overlay for the bed's MultiKueue mode, or, given
     `chart_values`, the Helm chart rendered with them (the role and mode set for the bed)."""
     if chart_values is None:
-        docs = render(DEPLOY / OVERLAYS[bed.config.multikueue_mode][role])
-        if role == "worker":
-            docs += [d for path in WORKER_OPT_INS for d in load_manifests(path.read_text())]
-        return docs
+        return render(DEPLOY / OVERLAYS[bed.config.multikueue_mode][role])
     values: Dict = {**chart_values, "role": role}
     if role == "manager" and bed.config.multikueue_mode == "coexist":
         values["manager"] = {**values.get("manager", {}), "mode": "Coexist"}
-    if role == "worker":
-        identity = {"viewAccess": True}
-        if bed.config.multikueue_mode == "coexist":
-            identity["kueueMultiKueueAccess"] = True
+    if role == "worker" and bed.config.multikueue_mode == "coexist":
+        identity = {"kueueMultiKueueAccess": True}
         values["worker"] = {**values.get("worker", {}), "multikueueIdentity": identity}
     return chart.template(values)
 

@@ -58,16 +58,10 @@ def _flags(values: Dict, prefix: str = "") -> str:
     return ", ".join(parts)
 
 
-VIEW = ("trainjob-multikueue-view",)
 KUEUE_ACCESS = ("trainjob-multikueue-kueue",)
 RENDERINGS = (
     Rendering("deploy/manager/manifests.yaml", {"role": "manager"}),
     Rendering("deploy/worker/manifests.yaml", {"role": "worker"}),
-    Rendering(
-        "deploy/worker/view-rbac.yaml",
-        {"role": "worker", "worker": {"multikueueIdentity": {"viewAccess": True}}},
-        only=VIEW,
-    ),
     Rendering(
         "deploy/coexist/manager/manifests.yaml", {"role": "manager", "manager": {"mode": "Coexist"}}
     ),

@@ -74,8 +74,6 @@ cluster() {  # name role
 
 for w in "${WORKERS[@]}"; do
   cluster "$w" worker
-  # Opt-in: the manager may read pods, logs and Events here (`kubectl trainjob logs`).
-  kubectl --kubeconfig "$OUT/$w" apply --server-side -f "$REPO/deploy/worker/view-rbac.yaml"
   sed "s#image: $DEFAULT_IMAGE\$#image: $IMAGE#" "$REPO/examples/install/runtime.yaml" \
     | kubectl --kubeconfig "$OUT/$w" apply -f - -f "$REPO/examples/install/worker-queues.yaml"
 done

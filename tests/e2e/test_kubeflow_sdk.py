@@ -1,27 +1,34 @@
 """The Kubeflow SDK (`kubeflow` 0.5, its TrainerClient) pointed at the manager, as an ML engineer
-uses it: it lists the runtimes, trains (a TrainJob with the queue label, which MultiKueue sends
-to a worker), gets and waits for it and deletes it. Its log call looks for pods on the cluster
-it talks to and finds none on a manager: the user guide sends people to `kubectl trainjob logs`
-and the view.trainjob.dev API instead, and this test holds the SDK to that."""
+uses it, with only the built-in `edit` role in the team's namespace: it lists the runtimes
+(cluster-scoped, readable by every authenticated user on a default install), trains (a
+TrainJob with the queue label, which MultiKueue sends to a worker), gets and waits for it and
+deletes it. Its log call looks for pods on the cluster it talks to and finds none on a
+manager: the user guide sends people to `kubectl trainjob logs` and the view.trainjob.dev API
+instead, and this test holds the SDK to that."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from kubeflow.trainer import CustomTrainerContainer, KubernetesBackendConfig, TrainerClient
 from kubeflow.trainer.options import Labels
+from kubernetes import client
 
 from clusters.bed import Bed
 from tests.support.multikueue import MultiKueue
+from tests.support.tenant import Tenant
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 
 
-def test_the_sdk_trains_gets_waits_and_deletes_a_trainjob_on_the_manager(bed: Bed) -> None:
+def test_the_sdk_trains_gets_waits_and_deletes_a_trainjob_on_the_manager(
+    bed: Bed, tmp_path: Path
+) -> None:
     mk = MultiKueue(bed)
-    sdk = TrainerClient(
-        KubernetesBackendConfig(namespace=mk.ns, config_file=str(bed.kubeconfig(mk.manager)))
-    )
+    alice = Tenant(bed, mk.ns, "alice", "edit", tmp_path)
+    sdk = TrainerClient(KubernetesBackendConfig(namespace=mk.ns, config_file=str(alice.kubeconfig)))
     runtimes = {r.name: r for r in sdk.list_runtimes()}
     assert "torch-distributed" in runtimes, sorted(runtimes)
 
@@ -42,3 +49,26 @@ def test_the_sdk_trains_gets_waits_and_deletes_a_trainjob_on_the_manager(bed: Be
     sdk.delete_job(name)
     wait_for(lambda: mk.get(name) is None, 60, what="the TrainJob gone from the manager")
     wait_for(lambda: mk.get(name, worker) is None, 60, what=f"its copy gone from {worker}")
+
+
+def test_a_tenant_with_any_role_or_none_reads_the_cluster_runtimes_and_writes_none(
+    bed: Bed, tmp_path: Path
+) -> None:
+    """ClusterTrainingRuntimes are readable by every authenticated user (the chart's
+    clusterRuntimesReadable): a team's `view`, or no binding at all, lists and gets them; none
+    may change one."""
+    mk = MultiKueue(bed)
+    group = ("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes")
+    for role in ("view", None):
+        who = Tenant(bed, mk.ns, f"t-{role or 'none'}", role, tmp_path)
+        custom = client.CustomObjectsApi(who.api)
+        names = [r["metadata"]["name"] for r in custom.list_cluster_custom_object(*group)["items"]]
+        assert "torch-distributed" in names, (role, names)
+        assert custom.get_cluster_custom_object(*group, "torch-distributed")["spec"]
+        with pytest.raises(client.ApiException) as refused:
+            custom.delete_cluster_custom_object(*group, "torch-distributed")
+        assert refused.value.status == 403, role
+    listed = TrainerClient(
+        KubernetesBackendConfig(namespace=mk.ns, config_file=str(who.kubeconfig))
+    ).list_runtimes()
+    assert "torch-distributed" in [r.name for r in listed]

@@ -233,8 +233,7 @@ def _rbac(bed: Bed, cluster: str) -> set[str]:
 
 
 def _rendered_rbac(root: Path, role: str) -> set[str]:
-    """The cluster-wide RBAC a role's deploy/ holds (the workers' opt-in view access aside:
-    neither runbook nor chart applies it by default)."""
+    """The cluster-wide RBAC a role's deploy/ holds."""
     docs = load_manifests((root / "deploy" / role / "manifests.yaml").read_text())
     return {
         f"{d['kind']}/{d['metadata']['name']}"

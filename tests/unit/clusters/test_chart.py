@@ -81,20 +81,91 @@ def test_the_webhooks_leave_kube_system_and_the_release_namespace_alone() -> Non
             assert hook["clientConfig"]["service"]["namespace"] == "ml-platform"
 
 
-def test_the_workers_identity_for_the_manager_reads_no_logs_or_events_unless_asked() -> None:
-    def rules(values: Dict) -> list[Dict]:
-        docs = _by_kind(chart.template(values))
-        return [
-            rule
-            for (kind, name), doc in docs.items()
+def test_the_workers_identity_for_the_manager_reads_what_the_story_reads_unless_told_not_to(
+    tmp_path: Path,
+) -> None:
+    """By default the manager's identity on a worker may read what a TrainJob's story reads
+    there, with those verbs only (no write, no Secret); viewAccess=false, or kustomize's
+    without-view-access component, leaves it out."""
+
+    def granted(docs: list[Dict]) -> set[tuple[str, str, str]]:
+        return {
+            (group, resource, verb)
+            for (kind, name), doc in _by_kind(docs).items()
             if kind == "ClusterRole" and name.startswith("trainjob-multikueue")
             for rule in doc["rules"]
-        ]
+            for group in rule["apiGroups"]
+            for resource in rule["resources"]
+            for verb in rule["verbs"]
+        }
 
-    default = rules({"role": "worker"})
-    assert not [r for r in default if {"pods", "pods/log", "events"} & set(r["resources"])]
-    opted = rules({"role": "worker", "worker": {"multikueueIdentity": {"viewAccess": True}}})
-    assert [r for r in opted if {"pods", "pods/log", "events"} <= set(r["resources"])]
+    story = {
+        ("", "pods", "list"),
+        ("", "pods/log", "get"),
+        ("", "events", "list"),
+        ("", "events", "watch"),
+        ("batch", "jobs", "list"),
+        ("metrics.k8s.io", "pods", "list"),
+    }
+    default = granted(chart.template({"role": "worker"}))
+    assert story <= default
+    assert not [g for g in default if g[1] in ("pods", "pods/log", "events") and g not in story]
+    assert not [g for g in default if g[1] == "secrets"]
+    off = granted(
+        chart.template({"role": "worker", "worker": {"multikueueIdentity": {"viewAccess": False}}})
+    )
+    assert not story & off and off == default - story
+
+    import shutil
+    import subprocess
+
+    from clusters import builds
+
+    copy = tmp_path / "repo"
+    shutil.copytree(REPO_ROOT / "deploy", copy / "deploy")
+    shutil.copytree(REPO_ROOT / "crds", copy / "crds")
+    overlay = copy / "deploy" / "mine"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        "resources: [../worker]\ncomponents: [../worker/without-view-access]\n"
+    )
+    out = subprocess.run(
+        [str(builds.binary("kubectl")), "kustomize", str(overlay)],
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout  # fmt: skip
+    without = [d for d in yaml.safe_load_all(out) if d]
+    assert granted(without) == off
+    kept = _by_kind(without)
+    assert ("ClusterRole", "trainjob-multikueue-view") not in kept
+    assert ("ClusterRoleBinding", "trainjob-multikueue-view") not in kept
+    assert ("ClusterRoleBinding", "trainjob-multikueue") in kept  # the rest is untouched
+
+
+def test_every_user_may_read_cluster_runtimes_unless_told_not_to() -> None:
+    """ClusterTrainingRuntimes are cluster-scoped: a namespace's `view` cannot grant them, so
+    every authenticated user gets get/list/watch on them alone, on either role."""
+    for role in ("manager", "worker"):
+        docs = _by_kind(chart.template({"role": role}))
+        name = "trainjob-dispatcher" if role == "manager" else "trainjob-worker-controller"
+        reader = docs[("ClusterRole", f"{name}-cluster-runtimes-reader")]
+        assert reader["rules"] == [
+            {
+                "apiGroups": ["trainer.kubeflow.org"],
+                "resources": ["clustertrainingruntimes"],
+                "verbs": ["get", "list", "watch"],
+            }
+        ]
+        binding = docs[("ClusterRoleBinding", f"{name}-cluster-runtimes-reader")]
+        assert binding["roleRef"]["name"] == f"{name}-cluster-runtimes-reader"
+        assert binding["subjects"] == [
+            {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Group",
+                "name": "system:authenticated",
+            }
+        ]
+        off = _by_kind(chart.template({"role": role, "clusterRuntimesReadable": False}))
+        assert not [k for k in off if k[1].endswith("-cluster-runtimes-reader")]
 
 
 def test_two_replicas_a_pdb_and_a_spread_by_default() -> None:
