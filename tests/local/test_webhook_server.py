@@ -189,9 +189,10 @@ def test_unknown_paths_and_bodies_that_are_no_review_are_http_errors(serve: Any)
 
 
 def test_a_blocking_handler_does_not_hold_up_other_calls(serve: Any) -> None:
-    release = threading.Event()
+    release, started = threading.Event(), threading.Event()
 
     def slow(admission: Dict) -> Verdict:
+        started.set()
         release.wait(10)
         return Verdict()
 
@@ -199,9 +200,9 @@ def test_a_blocking_handler_does_not_hold_up_other_calls(serve: Any) -> None:
     waiting = threading.Thread(target=served.ask, args=("/slow", review()))
     waiting.start()
     try:
-        time.sleep(0.2)  # the slow call is in its handler now
+        assert started.wait(10), "the slow call never reached its handler"
         assert served.ask("/mutate", review())["response"]["allowed"] is True
-        assert waiting.is_alive()
+        assert waiting.is_alive() and not release.is_set()  # answered while it was held
     finally:
         release.set()
         waiting.join()

@@ -294,9 +294,16 @@ def test_dispatcher_failover_keeps_creates_working(installed: Bed, real_namespac
     on_manager = TrainJobs(bed.api(manager), real_namespace)
     names: list[str] = []
     refused: list[str] = []
+    broke: list[BaseException] = []  # what stopped the creator early, if anything did
     stop = threading.Event()
 
     def create_steadily() -> None:
+        try:
+            creating()
+        except BaseException as exc:
+            broke.append(exc)
+
+    def creating() -> None:
         i = 0
         while not stop.is_set():
             name = f"fo-{i:03d}"
@@ -347,6 +354,10 @@ def test_dispatcher_failover_keeps_creates_working(installed: Bed, real_namespac
     finally:
         stop.set()
         creator.join(timeout=30)
+    assert not creator.is_alive() and not broke, broke
+    # one create a second while the leader changed twice: a creator that stopped early would
+    # leave the checks below little to check
+    assert len(names) + len(refused) >= 5, names
     print(
         f"\n[figure] failover: killed container ready again after {back:.1f}s; after the "
         f"leading pod's deletion {new_leader} leads in {took_over:.1f}s; {len(names)} creates, "

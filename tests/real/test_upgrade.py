@@ -135,10 +135,14 @@ class Flight:
 
     def create_steadily(self, prefix: str, until: threading.Event) -> None:
         n = 0
-        while not until.is_set():
-            n += 1
-            self.submit(f"{prefix}-{n}", 2)
-            until.wait(2)
+        try:
+            while not until.is_set():
+                n += 1
+                self.submit(f"{prefix}-{n}", 2)
+                until.wait(2)
+        except BaseException as exc:  # "no create refused" would hold with no create at all
+            self.failure = exc
+            raise
 
 
 @pytest.fixture
@@ -293,6 +297,9 @@ def _during(f: Flight, prefix: str, blocks: list[str], env: dict[str, str], what
         time.sleep(4)  # and a moment after
         done.set()
         creator.join(timeout=30)
+        assert not creator.is_alive(), f"{prefix}: the creator did not stop"
+        assert f.failure is None, f"{prefix}: the creator stopped: {f.failure!r}"
+        assert any(n.startswith(f"{prefix}-") for n in f.created + f.refused), prefix
 
 
 def _all_complete(f: Flight, timeout: float = 900) -> None:

@@ -348,34 +348,43 @@ def workloads_seen(mk: MultiKueue, worker: str) -> Iterator[list[Dict]]:
     seen: list[Dict] = []
     stop = threading.Event()
     started = threading.Event()
+    failed: list[BaseException] = []
 
     def run() -> None:
-        custom = client.CustomObjectsApi(mk.bed.api(worker))
-        listed = custom.list_namespaced_custom_object(*KUEUE, mk.ns, "workloads")
-        seen.extend(listed["items"])
-        version = listed["metadata"]["resourceVersion"]
-        started.set()
-        while not stop.is_set():
-            stream = watch.Watch().stream(
-                custom.list_namespaced_custom_object,
-                *KUEUE,
-                mk.ns,
-                "workloads",
-                resource_version=version,
-                timeout_seconds=2,
-            )
-            for event in stream:
-                seen.append(event["object"])
-                version = event["object"]["metadata"]["resourceVersion"]
+        try:
+            custom = client.CustomObjectsApi(mk.bed.api(worker))
+            listed = custom.list_namespaced_custom_object(*KUEUE, mk.ns, "workloads")
+            seen.extend(listed["items"])
+            version = listed["metadata"]["resourceVersion"]
+            started.set()
+            while not stop.is_set():
+                stream = watch.Watch().stream(
+                    custom.list_namespaced_custom_object,
+                    *KUEUE,
+                    mk.ns,
+                    "workloads",
+                    resource_version=version,
+                    timeout_seconds=2,
+                )
+                for event in stream:
+                    if event["type"] == "ERROR":  # a gap: what it missed is not known
+                        raise RuntimeError(f"watch error: {event['object']}")
+                    seen.append(event["object"])
+                    version = event["object"]["metadata"]["resourceVersion"]
+        except BaseException as exc:  # a negative check on `seen` would pass without it
+            failed.append(exc)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    assert started.wait(10), f"cannot watch Workloads on {worker}"
+    assert started.wait(10), f"cannot watch Workloads on {worker}: {failed}"
     try:
         yield seen
     finally:
         stop.set()
-        thread.join(5)
+        thread.join(10)
+    # What the block saw is whole only if the watch ran to its end.
+    assert not failed, f"the Workload watch on {worker} stopped: {failed[0]!r}"
+    assert not thread.is_alive(), f"the Workload watch on {worker} did not end"
 
 
 def names(workloads: list[Dict]) -> set[str]:

@@ -3,7 +3,6 @@ parser's range, and trainjob/admission.py's runtime_refusal (pure)."""
 
 from __future__ import annotations
 
-import time
 import tracemalloc
 from typing import Any
 
@@ -58,15 +57,14 @@ def _problem(trainjob: Dict, runtime: Dict) -> str:
 def test_a_million_mpi_nodes_are_refused_without_building_anything_per_node() -> None:
     tj = make_trainjob(runtimeRef={"name": "mpi-runtime"}, trainer={"numNodes": 1_000_000})
     tracemalloc.start()
-    started = time.process_time()
     message = _problem(tj, mpi_runtime())
-    spent = time.process_time() - started
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert f"spec.trainer.numNodes: 1000000 is over {MAX_NODES}" in message
-    # Without the bound, one pass built a 1,000,000-line hostfile (about 220 MiB).
+    # Without the bound, one pass built a 1,000,000-line hostfile (about 220 MiB): what is
+    # allocated does not depend on the machine's load, so it is checked here; the time it
+    # takes is a figure of benchmarks/tenant_limits.py.
     assert peak < 5 * 1024 * 1024, peak
-    assert spent < 1.0
 
 
 def test_an_mpi_hostfile_over_the_configmap_limit_is_refused_by_its_size() -> None:
