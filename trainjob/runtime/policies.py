@@ -361,17 +361,18 @@ def _rank_env_on_trainer(
     policy: str,
     make_env: Callable[[PodSet, Dict], list[Dict]],
 ) -> None:
-    """What the JAX and XGBoost policies do alike: refuse their variables in spec.trainer.env,
-    then set them (`make_env` of the trainer PodSet and its node container) on every trainer
-    node, which listens on port 29500."""
-    refuse_reserved_env(trainjob, reserved, policy)
+    """What the JAX and XGBoost policies do alike: refuse the variables Trainer v2.3 reserves
+    for the policy in spec.trainer.env (`reserved`; none for JAX), then set theirs (`make_env`
+    of the trainer PodSet and its node container) on every trainer node, over any of the same
+    name, and have it listen on port 29500."""
+    if reserved:
+        refuse_reserved_env(trainjob, reserved, policy)
     ps = _trainer_pod_set(info)
     ctr = _node_container(ps)
     _set_env(ctr, make_env(ps, ctr))
     _add_port(ctr, c.TORCH_MASTER_PORT)
 
 
-JAX_RESERVED = frozenset({"JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS"})
 
 
 class JAXPolicy:
@@ -385,7 +386,8 @@ class JAXPolicy:
         return ml.jax is not None
 
     def enforce(self, info: RuntimeInfo, trainjob: TrainJob) -> None:
-        # Trainer reserves none of these and overwrites them without a word; we refuse them.
+        # Trainer v2.3 reserves none of these: a TrainJob that sets one is admitted, and the
+        # policy's value is set over it, as Trainer sets it.
         def env(ps: PodSet, ctr: Dict) -> list[Dict]:
             coordinator = pod_dns_name(info.trainjob, ps.name, 0, 0)
             return [
@@ -397,7 +399,7 @@ class JAXPolicy:
                 },
             ]
 
-        _rank_env_on_trainer(info, trainjob, JAX_RESERVED, "JAX", env)
+        _rank_env_on_trainer(info, trainjob, frozenset(), "JAX", env)
 
 
 # The variables the XGBoost policy sets for its collective (Trainer's reserved names).

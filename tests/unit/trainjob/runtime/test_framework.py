@@ -604,15 +604,15 @@ def test_the_lru_keeps_its_size_and_drops_the_oldest() -> None:
     [
         ({"mpi": {}}, "OMPI_MCA_orte_set_default_slots", True),
         ({"xgboost": {}}, "DMLC_NUM_WORKER", True),
-        # Trainer reserves none for JAX and overwrites them silently; we refuse them
-        ({"jax": {}}, "JAX_NUM_PROCESSES", True),
+        # Trainer v2.3 reserves none for JAX: admitted, and its value set over the user's
+        ({"jax": {}}, "JAX_NUM_PROCESSES", "overwritten"),
         ({"torch": {}}, "RANK", False),  # torchrun's own names only
         ({"numNodes": 1}, "PET_MASTER_ADDR", False),
         ({"xgboost": {}}, "PET_NNODES", False),
     ],
 )
 def test_each_policy_refuses_only_the_variables_trainer_reserves_for_it(
-    ml_policy: Dict, variable: str, refused: bool
+    ml_policy: Dict, variable: str, refused: bool | str
 ) -> None:
     tj = make_trainjob(trainer={"env": [{"name": variable, "value": "9"}]})
     runtime = make_runtime(ml_policy=ml_policy)
@@ -624,7 +624,10 @@ def test_each_policy_refuses_only_the_variables_trainer_reserves_for_it(
                 replicated_job("node", None, [container()]),
             ],
         )
-    if refused:
+    if refused == "overwritten":
+        env = info_for(tj, runtime).pod_sets[0].container("node")["env"]
+        assert [e for e in env if e["name"] == variable] == [{"name": variable, "value": "1"}]
+    elif refused:
         with pytest.raises(RuntimeSpecError, match=rf"spec.trainer.env: {variable} are set by"):
             info_for(tj, runtime)
     else:
