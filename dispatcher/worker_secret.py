@@ -84,6 +84,19 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.split("\n\n")[0],
         epilog="`trainjob-worker-secret renew --help`: renew the tokens of existing Secrets",
     )
+    add_worker_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        secret = make_secret(args)
+    except SecretError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+    sys.stdout.write(yaml.safe_dump(secret))
+    return 0
+
+
+def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
+    """What making a worker's Secret needs, for each command that makes one."""
     parser.add_argument("--worker-kubeconfig", type=Path, required=True)
     parser.add_argument("--context", help="context of --worker-kubeconfig (default: current)")
     parser.add_argument("--name", required=True, help="the MultiKueueCluster's name")
@@ -101,15 +114,26 @@ def main(argv: list[str] | None = None) -> int:
         help="token lifetime asked for (the API server may grant less: the Secret's token "
         "ends at the lifetime granted; `renew` renews it)",
     )
-    args = parser.parse_args(argv)
+
+
+class SecretError(Exception):
+    """Why a worker's Secret could not be made; `code` is the exit status to give."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def make_secret(args: argparse.Namespace) -> Dict:
+    """The manager's Secret for the worker `args` name (add_worker_arguments), its token
+    asked of the worker; SecretError saying why not."""
     cfg = client.Configuration()
     try:
         config.load_kube_config(
             config_file=str(args.worker_kubeconfig), context=args.context, client_configuration=cfg
         )
     except Exception as exc:
-        print(f"error: --worker-kubeconfig {args.worker_kubeconfig}: {exc}", file=sys.stderr)
-        return 2
+        raise SecretError(f"--worker-kubeconfig {args.worker_kubeconfig}: {exc}", 2) from exc
     try:
         token = request_token(
             client.ApiClient(cfg),
@@ -119,25 +143,19 @@ def main(argv: list[str] | None = None) -> int:
         )
     except client.ApiException as exc:
         where = f"{args.service_account_namespace}/{args.service_account}"
-        print(
-            f"error: cannot get a token for ServiceAccount {where} on the worker "
-            f"({exc.status} {exc.reason}); is deploy/worker installed there?",
-            file=sys.stderr,
-        )
-        return 1
-    if cfg.ssl_ca_cert:
-        ca_pem = Path(cfg.ssl_ca_cert).read_bytes()
-    else:
-        print("error: the worker kubeconfig names no certificate authority", file=sys.stderr)
-        return 2
+        raise SecretError(
+            f"cannot get a token for ServiceAccount {where} on the worker "
+            f"({exc.status} {exc.reason}); is deploy/worker installed there?"
+        ) from exc
+    if not cfg.ssl_ca_cert:
+        raise SecretError("the worker kubeconfig names no certificate authority", 2)
+    ca_pem = Path(cfg.ssl_ca_cert).read_bytes()
     kubeconfig = build_worker_kubeconfig(args.name, args.server or cfg.host, ca_pem, token)
     try:
         vetted(kubeconfig, f"{args.name}-secret")
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    sys.stdout.write(yaml.safe_dump(build_secret(args.name, args.namespace, kubeconfig)))
-    return 0
+        raise SecretError(str(exc)) from exc
+    return build_secret(args.name, args.namespace, kubeconfig)
 
 
 def vetted(kubeconfig: Dict, secret: str) -> str:

@@ -30,12 +30,12 @@ from tests.support.multikueue import (
     MULTIKUEUE,
     TRAINER,
     MultiKueue,
+    dispatched_to,
     dispatcher_down,
     dispatcher_with,
     dispatchers,
     events_of,
     leads,
-    manager_events,
     pod_phases,
     pods_ready,
     the_leader,
@@ -885,18 +885,6 @@ def test_a_trainjob_created_while_the_dispatcher_is_down_is_refused_not_stranded
         assert "dispatcher.trainjob.dev" in str(refused.value.body)
     mk.submit("early")
     mk.wait("early", "Complete", timeout=90)
-
-
-def dispatched_to(mk: MultiKueue, name: str) -> list[str]:
-    """The worker of each dispatch round of a manager TrainJob, from its Events: the Started
-    Event of each admission names it, and a `Dispatched` Event does for a round that started
-    nothing (the TrainJob was still running when it was sent again)."""
-    marker = "dispatched to cluster "
-    return [
-        e.message.split(marker, 1)[1].split()[0]
-        for e in manager_events(mk, name)
-        if e.reason in ("Started", "Dispatched") and marker in (e.message or "")
-    ]
 
 
 def test_a_copy_whose_worker_runtime_differs_is_out_of_sync_and_sent_again(

@@ -425,3 +425,15 @@ def pods_ready(workloads: list[Dict]) -> tuple[str, str] | None:
 
 
 LOST_TIMEOUT = 15.0  # seconds a worker may be unreachable before its jobs move elsewhere
+
+
+def dispatched_to(mk: MultiKueue, name: str) -> list[str]:
+    """The worker of each dispatch round of a manager TrainJob, from its Events: the Started
+    Event of each admission names it, and a `Dispatched` Event does for a round that started
+    nothing (the TrainJob was still running when it was sent again)."""
+    marker = "dispatched to cluster "
+    return [
+        e.message.split(marker, 1)[1].split()[0]
+        for e in manager_events(mk, name)
+        if e.reason in ("Started", "Dispatched") and marker in (e.message or "")
+    ]
