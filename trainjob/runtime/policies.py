@@ -373,8 +373,6 @@ def _rank_env_on_trainer(
     _add_port(ctr, c.TORCH_MASTER_PORT)
 
 
-
-
 class JAXPolicy:
     """jax.distributed's environment on every trainer node (Trainer v2.3's JAX plugin): the
     number of processes (one per node), the process id from the completion index, and the
