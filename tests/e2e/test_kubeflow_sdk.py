@@ -59,8 +59,10 @@ def test_a_tenant_with_any_role_or_none_reads_the_cluster_runtimes_and_writes_no
     may change one."""
     mk = MultiKueue(bed)
     group = ("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes")
-    for role in ("view", None):
-        who = Tenant(bed, mk.ns, f"t-{role or 'none'}", role, tmp_path)
+    tenants = {
+        role: Tenant(bed, mk.ns, f"t-{role or 'none'}", role, tmp_path) for role in ("view", None)
+    }
+    for role, who in tenants.items():
         custom = client.CustomObjectsApi(who.api)
         names = [r["metadata"]["name"] for r in custom.list_cluster_custom_object(*group)["items"]]
         assert "torch-distributed" in names, (role, names)
@@ -68,7 +70,9 @@ def test_a_tenant_with_any_role_or_none_reads_the_cluster_runtimes_and_writes_no
         with pytest.raises(client.ApiException) as refused:
             custom.delete_cluster_custom_object(*group, "torch-distributed")
         assert refused.value.status == 403, role
+    # The SDK's list_runtimes() also lists the namespace's TrainingRuntimes: `view` there does.
+    viewer = tenants["view"]
     listed = TrainerClient(
-        KubernetesBackendConfig(namespace=mk.ns, config_file=str(who.kubeconfig))
+        KubernetesBackendConfig(namespace=mk.ns, config_file=str(viewer.kubeconfig))
     ).list_runtimes()
     assert "torch-distributed" in [r.name for r in listed]
