@@ -166,13 +166,14 @@ def test_a_chatty_pod_costs_one_write_per_interval_and_its_last_report_is_kept(
     for percent in range(1, 11):  # ten reports in well under one interval
         code, said = reporter.post(path, report(percent), token)
         assert code == 200, said
-    # the scenario's precondition, not a speed claim: sent within one interval, they are one
-    # write's worth, and only then is [1, 10] (the first, then the last) what must be seen
-    assert time.monotonic() - started < progress_interval(), "the reports took too long"
+    sent = time.monotonic() - started
     wait_for(lambda: seen and seen[-1] == 10, 30, what="the last report on the worker")
     stop.set()
-    # the first report at once, the last at its turn: nothing in between was written
-    assert seen == [1, 10], seen
+    # the first report at once, the last at its turn, and at most one write for each interval
+    # the reports took in between: sent within one interval (as here, unless the machine
+    # crawls), that is [1, 10]; the bound holds however long they took
+    assert seen[0] == 1 and seen[-1] == 10 and seen == sorted(seen), seen
+    assert len(seen) <= 2 + int(sent // progress_interval()), (seen, sent)
     wait_for(
         lambda: trainer_status(mk, "chatty").get("progressPercentage") == 10,
         30,

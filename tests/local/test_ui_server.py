@@ -20,6 +20,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from kubectl_trainjob import ui
 from kubectl_trainjob.__main__ import parser
+from tests.support.waiting import sooner_than
 
 
 def in_a_loop(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:
@@ -226,7 +227,8 @@ async def test_behind_a_proxy_a_viewer_gets_a_share_of_the_reads_and_nobody_wait
             params={"namespaces": "a,b"},
             headers={"Host": "view.example", "Authorization": "Bearer alice"},
         )
-        assert session.status == 200 and time.monotonic() - began < 5
+        assert session.status == 200
+        sooner_than(time.monotonic() - began, 10, "the default REVIEW_SECONDS")
         said = await session.json()
         assert said["namespaces"] == ["a", "b"] and said["allNamespaces"] is False
     finally:

@@ -49,6 +49,14 @@ def stays_false(
         time.sleep(interval)
 
 
+def sooner_than(took: float, alternative: float, what: str) -> None:
+    """Fail unless `took` seconds is less than `alternative`, the time `what` (the behaviour the
+    one under test replaces) would take at least. An ordering, not a speed: the bound is the
+    logic's, so a loaded machine narrows the margin but never turns a right answer wrong. The
+    suite's guard refuses any other upper bound on a clock in a test."""
+    assert took < alternative, f"took {took:.1f}s: as long as {what} ({alternative:g}s)"
+
+
 def loopback_client(port: int) -> ApiClient:
     """Our API client for plain HTTP on a loopback port (a test server of the test's own)."""
     return ApiClient(load_credentials({

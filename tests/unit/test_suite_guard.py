@@ -135,3 +135,102 @@ def test_every_daemon_thread_in_the_tests_was_reviewed() -> None:
     stale = sorted(set(REVIEWED_DAEMONS) - found)
     assert unreviewed == [], f"daemon threads not reviewed: {unreviewed}"
     assert stale == [], f"reviewed daemon threads no longer there: {stale}"
+
+
+CLOCKS = {"monotonic", "perf_counter", "process_time", "thread_time", "time"}
+
+# Upper bounds on a clock left in tests, reviewed: (file, function) -> why it is not a speed.
+REVIEWED_CLOCK_BOUNDS = {
+    ("real/test_upgrade.py", "_ran_once"): (
+        "a liveness check: the Job watcher looks every second; 10 s without a look is a dead"
+        " or stuck watcher, which would make 'ran once' pass without looking"
+    ),
+}
+
+
+def _timed(node: ast.AST, names: set[str]) -> bool:
+    """A clock's reading (`time.monotonic()`, `time.time()`...) or one of `names` in `node`."""
+    return any(
+        (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in CLOCKS)
+        or (isinstance(n, ast.Name) and n.id in names)
+        for n in ast.walk(node)
+    )
+
+
+def _clock_names(function: ast.AST) -> set[str]:
+    """Names a function binds to a clock reading or to arithmetic on one (`took = now - t0`),
+    and lists it appends clock readings to."""
+    names: set[str] = set()
+    for _ in range(3):  # names made from names made from a clock
+        for node in ast.walk(function):
+            if isinstance(node, ast.Assign) and _timed(node.value, names):
+                names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+            elif isinstance(node, ast.AnnAssign | ast.AugAssign) and node.value is not None:
+                if _timed(node.value, names) and isinstance(node.target, ast.Name):
+                    names.add(node.target.id)
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "append"
+                and isinstance(node.func.value, ast.Name)
+                and any(_timed(a, names) for a in node.args)
+            ):
+                names.add(node.func.value.id)
+    return names
+
+
+def _fixed(node: ast.AST) -> bool:
+    """Numbers, constants (UPPER_CASE, or their fields) and calls, with arithmetic on them."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Name):
+        return node.id.isupper()
+    if isinstance(node, ast.Attribute):
+        return node.attr.isupper() or _fixed(node.value)
+    if isinstance(node, ast.Call):  # progress_interval(), not a clock's reading
+        return not (_called(node) & CLOCKS) and all(_fixed(a) for a in node.args)
+    if isinstance(node, ast.BinOp):
+        return _fixed(node.left) and _fixed(node.right)
+    if isinstance(node, ast.UnaryOp):
+        return _fixed(node.operand)
+    return False
+
+
+def _upper_bounds_on_a_clock(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int]:
+    names = _clock_names(function)
+    lines = []
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Assert):
+            continue
+        for compare in (n for n in ast.walk(node.test) if isinstance(n, ast.Compare)):
+            operands = [compare.left, *compare.comparators]
+            for i, op in enumerate(compare.ops):
+                if not isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE):
+                    continue
+                pair = (operands[i], operands[i + 1])
+                smaller, larger = pair if isinstance(op, ast.Lt | ast.LtE) else pair[::-1]
+                # a reading under a fixed number; one reading against another value is a
+                # deadline or an order (`before <= x.since`), not a speed
+                if _timed(smaller, names) and _fixed(larger):
+                    lines.append(node.lineno)
+    return lines
+
+
+def test_no_test_bounds_a_clock_from_above() -> None:
+    """How long something took is a benchmark's figure; in a test it fails on a loaded
+    machine. An ordering against the behaviour replaced goes through `sooner_than`, which names
+    that behaviour and its time; a few reviewed bounds are listed above."""
+    found, reviewed = [], set()
+    for name, tree in _modules():
+        if name == "support/waiting.py":
+            continue  # sooner_than itself
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            lines = _upper_bounds_on_a_clock(function)
+            if lines and (name, function.name) in REVIEWED_CLOCK_BOUNDS:
+                reviewed.add((name, function.name))
+            elif lines:
+                found += [f"{name}:{line} ({function.name})" for line in lines]
+    assert found == [], f"upper bounds on a clock: {found}"
+    assert reviewed == set(REVIEWED_CLOCK_BOUNDS), "reviewed clock bounds no longer there"

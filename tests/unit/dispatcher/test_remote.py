@@ -36,12 +36,15 @@ def test_a_cluster_still_connecting_after_start_up_is_never_lost() -> None:
 
 def test_first_failure_after_start_up_starts_the_clock_now_unless_an_outage_is_on_record() -> None:
     fresh = remote_cluster()
+    before = time.time()
     fresh._set_ok("Workload", False, "ConnectionRefused")
-    assert fresh.down_since is not None and 0.0 <= fresh.disconnected_for() < 5
-    on_record = remote_cluster(down=time.time() - 100)
+    assert fresh.down_since is not None and before <= fresh.down_since <= time.time()
+    down = time.time() - 100
+    on_record = remote_cluster(down=down)
     on_record._set_ok("Workload", False, "ConnectionRefused")
     on_record._set_ok("TrainJob", False, "ConnectionRefused")
-    assert 100 <= on_record.disconnected_for() < 105  # the clock survived the restart
+    assert on_record.down_since == down  # the clock survived the restart
+    assert on_record.disconnected_for() >= 100
 
 
 def test_the_clock_stops_on_reconnect_and_restarts_on_the_next_outage() -> None:
@@ -49,8 +52,9 @@ def test_the_clock_stops_on_reconnect_and_restarts_on_the_next_outage() -> None:
     rc._set_ok("Workload", True)
     rc._set_ok("TrainJob", True)
     assert rc.disconnected_for() == 0.0 and rc.down_since is None
+    before = time.time()
     rc._set_ok("TrainJob", False, "timeout")
-    assert 0.0 <= rc.disconnected_for() < 5
+    assert rc.down_since is not None and before <= rc.down_since <= time.time()  # from now
 
 
 def test_a_worker_listed_while_connecting_has_no_queues_known() -> None:
