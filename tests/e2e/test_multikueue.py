@@ -769,7 +769,7 @@ def audited_writes(
 
 
 @pytest.mark.disruptive  # the webhook is down while its replica is
-def test_standby_takes_over_when_the_leader_is_killed_and_nothing_runs_twice(
+def test_standby_takes_over_when_the_leader_is_killed_and_dispatches_nothing_twice(
     bed: Bed, controllers: list[setup.Controller]
 ) -> None:
     """deploy/manager's 2 dispatcher replicas on one Lease: the standby writes nothing but its

@@ -175,9 +175,12 @@ async def test_behind_a_proxy_nothing_is_read_without_the_viewers_token(tmp_path
         await client.close()
 
 
-async def behind_a_proxy(manager_port: int) -> tuple[TestClient, Callable[[str], Any]]:
+async def behind_a_proxy(
+    manager_port: int,
+) -> tuple[TestClient, Callable[[str], Any], Callable[[int], Awaitable[None]]]:
     """The view served behind a proxy (Host view.example) for a manager on loopback at
-    `manager_port`, and a read of namespace a's TrainJobs with a token."""
+    `manager_port`, a read of namespace a's TrainJobs with a token, and a wait until that
+    many reads hold a slot (an order of events, not a sleep)."""
     cfg = ui.client.Configuration()
     cfg.host = f"http://127.0.0.1:{manager_port}"
     server = ui.Server(ui.Manager(cfg, "c", "default"), ["a"], False, ["view.example"])
@@ -190,7 +193,14 @@ async def behind_a_proxy(manager_port: int) -> tuple[TestClient, Callable[[str],
             path, headers={"Host": "view.example", "Authorization": f"Bearer {token}"}
         )
 
-    return client, read
+    async def holding(reads: int) -> None:
+        for _ in range(400):
+            if sum(server._held.values()) == reads:
+                return
+            await asyncio.sleep(0.025)
+        raise AssertionError(f"{dict(server._held)} reads held, not {reads}, after 10 s")
+
+    return client, read, holding
 
 
 @in_a_loop
@@ -204,11 +214,11 @@ async def test_behind_a_proxy_a_viewer_gets_a_share_of_the_reads_and_nobody_wait
     monkeypatch.setattr(ui, "MAX_VIEWER_STREAMS", 1)
     monkeypatch.setattr(ui, "REVIEW_SECONDS", 0.5)
     silent = socket.create_server(("127.0.0.1", 0))  # connections wait in its backlog
-    client, read = await behind_a_proxy(silent.getsockname()[1])
+    client, read, holding = await behind_a_proxy(silent.getsockname()[1])
 
     held = [asyncio.ensure_future(read("alice")), asyncio.ensure_future(read("bob"))]
     try:
-        await asyncio.sleep(1.5)  # both reads under way (who each is: not said), holding a slot
+        await holding(2)  # both reads under way (who each is: not said), holding a slot
         again = await read("alice")
         assert again.status == 429 and "you have 1 reads open" in (await again.json())["message"]
         assert again.headers["Retry-After"] == "5"
@@ -264,15 +274,15 @@ async def test_behind_a_proxy_two_tokens_of_one_user_share_one_viewers_share(
     api.router.add_get("/{path:.*}", never)
     manager = TestServer(api, host="127.0.0.1")
     await manager.start_server()
-    client, read = await behind_a_proxy(manager.port)
+    client, read, holding = await behind_a_proxy(manager.port)
 
     held = asyncio.ensure_future(read("m-1"))
     try:
-        await asyncio.sleep(0.5)  # mallory's first read holds her share
+        await holding(1)  # mallory's first read holds her share
         again = await read("m-2")  # her other token: the same viewer
         assert again.status == 429 and "you have 1 reads open" in (await again.json())["message"]
         alice = asyncio.ensure_future(read("a-1"))
-        await asyncio.sleep(0.5)
+        await holding(2)
         assert not alice.done()  # taken: waiting on the manager, as her read should
         assert sorted(asked) == ["Bearer a-1", "Bearer m-1", "Bearer m-2"]  # once a token
         alice.cancel()

@@ -382,7 +382,7 @@ def _ran_once(f: Flight) -> None:
     assert len(f.moved) <= MAX_MOVED, {n: on_manager.describe(n) for n in f.moved}
 
 
-def test_upgrades_from_0_2_0_lose_nothing_run_nothing_twice_and_refuse_no_create(
+def test_upgrades_from_0_2_0_lose_nothing_dispatch_nothing_twice_refuse_only_as_a_replica_goes(
     real_bed: Bed, flight: Flight, tmp_path: Path
 ) -> None:
     apps = client.AppsV1Api(real_bed.api("manager"))
