@@ -199,3 +199,19 @@ def release_manifests(image: str) -> str:
         kustomization["images"] = [{"name": "controller", "newName": name, "newTag": tag}]
         manager.write_text(yaml.safe_dump(kustomization, sort_keys=False))
         return kustomize(config / "default")
+
+
+def cluster_profile_crd() -> dict[str, Any]:
+    """The Cluster Inventory API's ClusterProfile CRD, at the version Kueue's go.mod names
+    (a fleet manager such as OCM or GKE Fleet installs it; so does a test that needs it)."""
+    kueue_dir = builds.module_source_dir("kueue", f"sigs.k8s.io/kueue@{builds.KUEUE_VERSION}")
+    module = "sigs.k8s.io/cluster-inventory-api"
+    version = next(
+        line.split()[-1]
+        for line in (kueue_dir / "go.mod").read_text().splitlines()
+        if line.strip().startswith(module + " ")
+    )
+    source = builds.module_source_dir("kueue", f"{module}@{version}")
+    path = source / "config" / "crd" / "bases" / "multicluster.x-k8s.io_clusterprofiles.yaml"
+    (crd,) = load_manifests(path.read_text())
+    return crd

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from dispatcher import metrics
+from dispatcher import cluster_profiles, metrics
 from dispatcher.kubeconfigs import (
     check_kubeconfig,
     check_kubeconfig_file,
@@ -65,6 +65,9 @@ class Registry:
         # The Secrets of our namespace, kept by watch_secrets: a resync reads kubeconfigs from
         # here rather than GET each Secret every pass.
         self._secrets: Informer | None = None
+        # The ClusterProfiles of our namespace, with --cluster-profiles (kept whole: a profile
+        # holds no secret, only how to reach a cluster).
+        self._profiles: Informer | None = None
         self._lock = threading.Lock()
         # Remote writes of one plan run side by side, one thread a worker (execute.py).
         self.pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="remote-write")
@@ -73,8 +76,9 @@ class Registry:
         """Stop every worker's watches and the remote-write threads (at shut-down)."""
         for remote in list(self.remotes.values()):
             remote.stop()
-        if self._secrets is not None:
-            self._secrets.stop()
+        for informer in (self._secrets, self._profiles):
+            if informer is not None:
+                informer.stop()
         self.pool.shutdown(wait=False, cancel_futures=True)
 
     def watch_secrets(self, on_change: Callable[[str], None]) -> None:
@@ -91,6 +95,18 @@ class Registry:
             transform=_kubeconfig_only,
         )
         self._secrets.start()
+
+    def watch_cluster_profiles(self, on_change: Callable[[str], None]) -> None:
+        """With --cluster-profiles: watch the ClusterProfiles of our namespace (Kueue reads
+        them there), `on_change(name)` for each change."""
+        self._profiles = Informer(
+            self.manager.api,
+            c.CLUSTER_PROFILE,
+            lambda _type, profile: on_change(profile["metadata"]["name"]),
+            namespace=self.settings.namespace,
+            name="ClusterProfiles",
+        )
+        self._profiles.start()
 
     def first_time(self, key: tuple[str, ...], window: float = 5.0) -> bool:
         """True unless the same remote write was sent less than `window` seconds ago."""
@@ -207,15 +223,7 @@ class Registry:
         reason, message) for its Active=False condition."""
         source = (mkc.get("spec") or {}).get("clusterSource") or {}
         if source.get("clusterProfileRef"):
-            # Kueue's reason when its MultiKueueClusterProfile gate is off: so is ours, always.
-            return (
-                None,
-                "MultiKueueClusterProfileFeatureDisabled",
-                (
-                    "spec.clusterSource.clusterProfileRef: ClusterProfile is not supported by this "
-                    "dispatcher; use kubeConfig (locationType Secret or Path)"
-                ),
-            )
+            return self._profile_kubeconfig(source["clusterProfileRef"])
         ref = source.get("kubeConfig") or {}
         location, kind = ref.get("location"), ref.get("locationType", "Secret")
         if kind == "Path":
@@ -273,6 +281,30 @@ class Registry:
             f"and place kubeconfig files under {self.settings.kubeconfig_path_prefix}",
             name=f"{meta['name']}.deprecated-path-usage.{uid[:8]}",
         )
+
+    def _profile_kubeconfig(self, ref: object) -> tuple[Dict | None, str, str]:
+        """The kubeconfig a ClusterProfile gives (Kueue's gate and reasons)."""
+        if not self.settings.cluster_profiles:
+            return (
+                None,
+                "MultiKueueClusterProfileFeatureDisabled",
+                "MultiKueueClusterProfile feature gate is disabled (the dispatcher's "
+                "--cluster-profiles, or featureGates.MultiKueueClusterProfile in --kueue-config)",
+            )
+        name = str((ref or {}).get("name") or "") if isinstance(ref, dict) else ""
+        if not name:
+            return None, "BadClusterProfile", "spec.clusterSource.clusterProfileRef.name is empty"
+        namespace = self.settings.namespace
+        profiles = self._profiles
+        if profiles is not None and profiles.synced.is_set():
+            profile = profiles.get((namespace, name))
+        else:
+            profile = self.manager.get_or_none(c.CLUSTER_PROFILE, name, namespace)
+        providers = [(p.name, p.exec_config) for p in self.settings.cluster_profile_providers]
+        made = cluster_profiles.kubeconfig_for(profile, name, namespace, providers)
+        if isinstance(made, cluster_profiles.Problem):
+            return None, made.reason, made.message
+        return made, "", ""
 
     def _secret_kubeconfig(self, name: str) -> str | None:
         """The base64 'kubeconfig' key of a Secret of our namespace ("" without one; None when

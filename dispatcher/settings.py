@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kubecontrol.exec_credentials import ExecPlugin
 from kubecontrol.settings import ConfigFileError, ControllerSettings, read_yaml_mapping
 from trainjob import constants as c
+
+
+class AccessProvider(BaseModel):
+    """One of Kueue's multiKueue.clusterProfile.accessProviders: a provider name a
+    ClusterProfile may offer, and the exec credential plugin that gets its token."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    name: str = Field(min_length=1)
+    exec_config: dict[str, Any] = Field(alias="execConfig")
+
+    @model_validator(mode="after")
+    def _runnable(self) -> Self:
+        ExecPlugin.from_kubeconfig(self.exec_config, {}, f"provider {self.name!r}")
+        return self
 
 
 class DispatcherSettings(ControllerSettings):
@@ -56,6 +72,21 @@ class DispatcherSettings(ControllerSettings):
         description="Kueue's MultiKueueKubeConfigPathValidation gate (alpha, off in Kueue "
         "0.19): kubeconfig files must be absolute paths under --kubeconfig-path-prefix. Off, "
         "any file is read and the MultiKueueCluster gets Kueue's DeprecatedPathUsage Warning",
+    )
+    cluster_profiles: bool = Field(
+        default=False,
+        description="Kueue's MultiKueueClusterProfile gate (alpha, off in Kueue 0.19; from "
+        "--kueue-config's featureGates): MultiKueueClusters may name a ClusterProfile "
+        "(spec.clusterSource.clusterProfileRef) in --namespace, reached through "
+        "--cluster-profile-providers",
+    )
+    cluster_profile_providers: list[AccessProvider] = Field(
+        default_factory=list,
+        description="with --cluster-profiles, the exec credential plugin of each access "
+        "provider a ClusterProfile may offer, as Kueue's multiKueue.clusterProfile."
+        "accessProviders (from --kueue-config): [{name, execConfig: {apiVersion, command, "
+        "args, env, provideClusterInfo}}] (a flag takes it as JSON); the first the profile "
+        "offers is used",
     )
     origin: str = Field(
         default=c.KUEUE_DEFAULT_ORIGIN,
@@ -200,6 +231,17 @@ class DispatcherSettings(ControllerSettings):
             }
         return data
 
+    @field_validator("cluster_profile_providers", mode="before")
+    @classmethod
+    def _providers_json(cls, value: object) -> object:
+        """From a flag: JSON text."""
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except ValueError as exc:
+                raise ValueError(f"not JSON: {exc}") from None
+        return value
+
     @model_validator(mode="after")
     def _coexist_apart(self) -> Self:
         if self.mode != "Coexist":
@@ -261,6 +303,16 @@ def kueue_multikueue_settings(cfg: dict[str, Any]) -> dict[str, object]:
     step = (mk.get("incrementalDispatcherConfig") or {}).get("stepSize")
     if step is not None:
         out["incremental_batch"] = step
+    gates = cfg.get("featureGates") or {}
+    if isinstance(gates, dict) and "MultiKueueClusterProfile" in gates:
+        out["cluster_profiles"] = bool(gates["MultiKueueClusterProfile"])
+    profiles = mk.get("clusterProfile") or {}
+    if not isinstance(profiles, dict):
+        raise ConfigFileError("multiKueue.clusterProfile must be a mapping")
+    # Kueue: accessProviders, else the deprecated credentialsProviders (never both)
+    providers = profiles.get("accessProviders") or profiles.get("credentialsProviders")
+    if providers:
+        out["cluster_profile_providers"] = providers
     return out
 
 

@@ -52,7 +52,11 @@ def on_synced(ctx: Context) -> None:
     """Once the caches are in: the workers' Secrets, the work queue, the resync loop and the
     watchdog."""
     resync.check_trainjob_crd(ctx)
-    ctx.registry.watch_secrets(lambda name: on_secret_change(ctx, name))
+    ctx.registry.watch_secrets(lambda name: on_source_change(ctx, "kubeConfig", name))
+    if ctx.settings.cluster_profiles:
+        ctx.registry.watch_cluster_profiles(
+            lambda name: on_source_change(ctx, "clusterProfileRef", name)
+        )
     ctx.queue.start()
     threading.Thread(target=resync.resync_loop, args=(ctx,), name="resync", daemon=True).start()
     controller.start_watchdog(ctx, ctx.manager, WATCHDOG_CACHES)
@@ -81,13 +85,15 @@ def on_cluster_event(ctx: Context, etype: str, mkc: Dict) -> None:
         ctx.resync_now.set()  # TrainJobs choosing clusters by label take another look
 
 
-def on_secret_change(ctx: Context, name: str) -> None:
-    """A Secret of our namespace changed: reconnect the clusters whose kubeconfig it holds."""
+def on_source_change(ctx: Context, source: str, name: str) -> None:
+    """A Secret (`source` kubeConfig) or a ClusterProfile (clusterProfileRef) of our namespace
+    changed: reconnect the clusters it is the source of."""
     if not ctx.synced.is_set():
-        return  # the first resync pass reads every cluster's Secret anyway
+        return  # the first resync pass reads every cluster's source anyway
+    key = "location" if source == "kubeConfig" else "name"
     for mkc in ctx.caches.clusters():
-        ref = ((mkc.get("spec") or {}).get("clusterSource") or {}).get("kubeConfig") or {}
-        if ref.get("location") == name:
+        ref = ((mkc.get("spec") or {}).get("clusterSource") or {}).get(source) or {}
+        if ref.get(key) == name:
             ctx.registry.connect(mkc)
             admissionchecks.queue_cluster(ctx, mkc["metadata"]["name"])
 

@@ -16,10 +16,12 @@ What is supported is what Kueue accepts in a MultiKueue kubeconfig and what a po
 server, its CA (data or file) or `insecure-skip-tls-verify` (a YAML boolean; a string is
 refused, as client-go refuses it), `tls-server-name` (for requests it is also the Host header:
 libcurl checks the certificate against the URL's host), `proxy-url`, a bearer token (or
-`tokenFile`, re-read every minute as kubelet rotates it, and at once after a 401), a client
-certificate and key (each from data or a file; data wins, as in client-go), and impersonation
-(`as`, `as-uid`, `as-groups`, `as-user-extra`). A kubeconfig that needs anything else (exec
-plugins, auth providers, basic auth) is refused with the field named, never half used.
+`tokenFile`, re-read every minute as kubelet rotates it, and at once after a 401), a token
+from an exec credential plugin (`kubecontrol/exec_credentials.py`), a client certificate and
+key (each from data or a file; data wins, as in client-go), and impersonation (`as`, `as-uid`,
+`as-groups`, `as-user-extra`). A kubeconfig that needs anything else (auth providers, basic
+auth) is refused with the field named, never half used. Which of these a MultiKueue worker's
+kubeconfig may use is Kueue's rule, applied before (`kubecontrol/kubeconfig.py`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ import orjson
 import pycurl
 import yaml
 
+from kubecontrol.exec_credentials import ExecPlugin, ExecTokens
 from kubecontrol.objects import Dict
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -122,6 +125,7 @@ class Credentials:
     tls_server_name: str | None = None
     token: str | None = None
     token_file: str | None = None
+    exec_plugin: ExecPlugin | None = None  # tokens from a credential plugin
     cert_pem: bytes | None = None
     key_pem: bytes | None = None
     cert_file: str | None = None
@@ -202,12 +206,18 @@ def credentials_from_kubeconfig(
     server = cluster.get("server")
     if not server or not isinstance(server, str):
         raise KubeconfigError(f"cluster {ctx.get('cluster')!r} has no server")
-    for field in ("exec", "auth-provider", "username", "password"):
+    for field in ("auth-provider", "username", "password"):
         if user.get(field):
             raise KubeconfigError(
                 f"user {ctx.get('user')!r} uses {field!r}, which this client does not support "
                 "(use a token or a client certificate)"
             )
+    plugin = None
+    if user.get("exec"):
+        try:
+            plugin = ExecPlugin.from_kubeconfig(user["exec"], cluster, f"user {ctx.get('user')!r}")
+        except ValueError as exc:
+            raise KubeconfigError(str(exc)) from None
 
     def path(value: Any) -> str | None:
         if not value:
@@ -255,6 +265,7 @@ def credentials_from_kubeconfig(
         tls_server_name=cluster.get("tls-server-name") or None,
         token=str(token) if token else None,
         token_file=path(user.get("tokenFile")),
+        exec_plugin=plugin,
         cert_pem=cert_pem,
         key_pem=key_pem,
         cert_file=path(user.get("client-certificate")),
@@ -341,9 +352,13 @@ class ApiClient:
         self._token = credentials.token
         self._token_read = 0.0
         self._token_lock = threading.Lock()
+        plugin = credentials.exec_plugin
+        self._exec = ExecTokens(plugin) if plugin is not None and not credentials.token else None
 
     def bearer_token(self) -> str | None:
         creds = self.credentials
+        if self._exec is not None:
+            return self._exec.token()
         if creds.token_file is None:
             return self._token
         with self._token_lock:
@@ -384,8 +399,12 @@ class ApiClient:
         return self._prefix + path + (f"?{urlencode(params)}" if params else "")
 
     def token_refused(self) -> bool:
-        """After a 401: whether the token comes from a file, which is then read again at the
-        next request (kubelet may have rotated it within the minute; client-go does the same)."""
+        """After a 401: whether the token comes from a file or a credential plugin, which is
+        then read again (or run again) at the next request (kubelet may have rotated it within
+        the minute; client-go does the same)."""
+        if self._exec is not None:
+            self._exec.refused()
+            return True
         if self.credentials.token_file is None:
             return False
         with self._token_lock:

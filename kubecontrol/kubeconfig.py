@@ -61,7 +61,8 @@ class KubeconfigProblem:
     message: str
 
 
-def _host_ok(server: str) -> bool:
+def https_host_ok(server: str) -> bool:
+    """An https URL whose host is an IP address or a DNS name (Kueue's trusted endpoint)."""
     try:
         url = urllib.parse.urlparse(server)
     except ValueError:
@@ -118,7 +119,7 @@ def vet_kubeconfig(
             return None, KubeconfigProblem(
                 "BadKubeConfig", f"{where}: cluster {name!r} has no server URL"
             )
-        if not _host_ok(str(cluster["server"])):
+        if not https_host_ok(str(cluster["server"])):
             return None, KubeconfigProblem(
                 insecure,
                 f"{where}: cluster {name!r} server {str(cluster['server'])[:200]!r} is not "

@@ -158,6 +158,10 @@ MULTIKUEUE_CONFIG = Kind(
 MULTIKUEUE_CLUSTER = Kind(
     KUEUE_GROUP, KUEUE_VERSION, "multikueueclusters", "MultiKueueCluster", False
 )
+# The Cluster Inventory API's name for a cluster of a fleet (a MultiKueueCluster may name one).
+CLUSTER_PROFILE = Kind(
+    "multicluster.x-k8s.io", "v1alpha1", "clusterprofiles", "ClusterProfile", True
+)
 LOCAL_QUEUE = Kind(KUEUE_GROUP, KUEUE_VERSION, "localqueues", "LocalQueue", True)
 CLUSTER_QUEUE = Kind(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", "ClusterQueue", False)
 WORKLOAD_PRIORITY_CLASS = Kind(

@@ -522,7 +522,7 @@ def test_kubeconfig_files_under_the_path_prefix_connect_and_other_sources_are_na
         "False",
         "MultiKueueClusterProfileFeatureDisabled",
     )
-    assert "clusterProfileRef" in profile["message"]
+    assert "--cluster-profiles" in profile["message"]  # how to turn the gate on
 
 
 def active_conditions(custom: client.CustomObjectsApi, sources: dict[str, Dict]) -> Dict:
