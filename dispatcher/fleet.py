@@ -8,14 +8,16 @@ engineer with the manager's kubeconfig:
 
 `join` makes the worker's Secret on the manager (as `trainjob-worker-secret` does: a token of
 the identity deploy/worker installs there), its MultiKueueCluster naming that Secret, adds it to
-the MultiKueueConfig (`--config`, `multikueue` as the runbook names it), then waits until the
-dispatcher reaches it (`Active`). Run again, it changes nothing that is already so.
+the MultiKueueConfig (`--config`, `multikueue` as the runbook names it; made with this worker
+when there is none), then waits until the dispatcher reaches it (`Active`). With
+`--cluster-profile NAME` instead of a kubeconfig, the MultiKueueCluster names that
+ClusterProfile and no Secret is made. Run again, it changes nothing that is already so.
 
 `remove` takes the worker out of the MultiKueueConfig first: it gets nothing new, and what runs
 there runs to its end (the dispatcher watches a Workload's worker until it is done). It waits
 until no Workload on the manager runs there, then deletes the MultiKueueCluster and the Secret.
-Objects it did not make (a Secret without its label, a MultiKueueCluster naming another
-Secret) are named and left alone.
+Objects it did not make (a Secret or MultiKueueCluster without its label) are named and left
+alone.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ from kubecontrol.objects import Dict
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 SAY_EVERY = 10.0  # seconds between progress lines while waiting
+DRAIN_POLL = 10.0  # seconds between looks at what still runs on a worker being removed
+PAGE = 500  # Workloads listed at a time
+MAX_CLUSTERS = 20  # a MultiKueueConfig's clusters, as Kueue's CRD allows
+MEMBER = "trainjob.dev/fleet-worker"  # on a MultiKueueCluster `join` made: the worker's name
 
 
 class FleetError(Exception):
@@ -60,28 +66,61 @@ class Manager:
             raise
         return found
 
-    def config(self) -> Dict:
+    def find_config(self) -> Dict | None:
         try:
             found: Dict = self.custom.get_cluster_custom_object(
                 *KUEUE, "multikueueconfigs", self.config_name
             )
         except client.ApiException as exc:
             if exc.status == 404:
-                raise FleetError(
-                    f"MultiKueueConfig {self.config_name} not found (--config names it)"
-                ) from exc
+                return None
             raise
         return found
 
-    def set_clusters(self, change: Callable[[list[str]], list[str]]) -> list[str]:
+    def config(self) -> Dict:
+        found = self.find_config()
+        if found is None:
+            raise FleetError(f"MultiKueueConfig {self.config_name} not found (--config names it)")
+        return found
+
+    def create_config(self, clusters: list[str]) -> bool:
+        """The MultiKueueConfig, made with `clusters`; False when someone made it meanwhile."""
+        body = {
+            "apiVersion": "/".join(KUEUE),
+            "kind": "MultiKueueConfig",
+            "metadata": {"name": self.config_name},
+            "spec": {"clusters": clusters},
+        }
+        try:
+            self.custom.create_cluster_custom_object(*KUEUE, "multikueueconfigs", body)
+        except client.ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    def set_clusters(
+        self, change: Callable[[list[str]], list[str]], create: bool = False
+    ) -> list[str]:
         """Change the MultiKueueConfig's clusters, guarded by its resourceVersion (tried again
-        when someone wrote it meanwhile); the list as written."""
+        when someone wrote it meanwhile); the list as written. `create`: make the config when
+        there is none."""
         for _ in range(5):
-            found = self.config()
+            found = self.find_config() if create else self.config()
+            if found is None:
+                want = change([])
+                if self.create_config(want):
+                    return want
+                continue
             have = list(found["spec"].get("clusters") or [])
             want = change(have)
             if want == have:
                 return have
+            if len(want) > MAX_CLUSTERS:
+                raise FleetError(
+                    f"MultiKueueConfig {self.config_name} has {len(have)} clusters, Kueue's "
+                    f"most: remove one, or give this worker's queues a config of their own"
+                )
             body = {
                 "metadata": {"resourceVersion": found["metadata"]["resourceVersion"]},
                 "spec": {"clusters": want},
@@ -99,13 +138,21 @@ class Manager:
         raise FleetError(f"MultiKueueConfig {self.config_name} kept changing; run again")
 
     def running_on(self, worker: str) -> list[str]:
-        """The manager Workloads dispatched to `worker` and not finished."""
-        items = self.custom.list_cluster_custom_object(*KUEUE, "workloads")["items"]
-        return [
-            f"{wl['metadata']['namespace']}/{wl['metadata']['name']}"
-            for wl in items
-            if (wl.get("status") or {}).get("clusterName") == worker and not _finished(wl)
-        ]
+        """The manager Workloads dispatched to `worker` and not finished (read a page at a
+        time: a manager may hold many)."""
+        found, token = [], None
+        while True:
+            page = self.custom.list_cluster_custom_object(
+                *KUEUE, "workloads", limit=PAGE, _continue=token
+            )
+            found += [
+                f"{wl['metadata']['namespace']}/{wl['metadata']['name']}"
+                for wl in page["items"]
+                if (wl.get("status") or {}).get("clusterName") == worker and not _finished(wl)
+            ]
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return found
 
 
 def _finished(wl: Dict) -> bool:
@@ -129,8 +176,9 @@ def _active(cluster: Dict | None) -> Dict:
     return {}
 
 
-def _wait(what: str, done: Callable[[], str | None], timeout: float) -> None:
-    """Until `done` returns None; it returns what is still awaited, said every SAY_EVERY s."""
+def _wait(what: str, done: Callable[[], str | None], timeout: float, every: float = 1.0) -> None:
+    """Until `done` returns None (asked every `every` s); it returns what is still awaited,
+    said every SAY_EVERY s."""
     deadline = time.monotonic() + timeout
     said = 0.0
     while (left := done()) is not None:
@@ -139,10 +187,57 @@ def _wait(what: str, done: Callable[[], str | None], timeout: float) -> None:
         if time.monotonic() - said >= SAY_EVERY:
             _say(f"{what}: {left}")
             said = time.monotonic()
-        time.sleep(1)
+        time.sleep(every)
 
 
-def join(manager: Manager, secret: Dict, name: str, timeout: float) -> None:
+def join(
+    manager: Manager, secret: Dict | None, name: str, timeout: float, profile: str | None = None
+) -> None:
+    """`secret` (a worker reached by kubeconfig) or `profile` (by a ClusterProfile)."""
+    source = (
+        {"clusterProfileRef": {"name": profile}}
+        if secret is None
+        else {"kubeConfig": {"locationType": "Secret", "location": secret["metadata"]["name"]}}
+    )
+    if secret is not None:
+        _join_secret(manager, secret, name)
+    # 2. The MultiKueueCluster, naming that Secret or profile.
+    found = manager.cluster(name)
+    if found is None:
+        manager.custom.create_cluster_custom_object(
+            *KUEUE,
+            "multikueueclusters",
+            {
+                "apiVersion": "/".join(KUEUE),
+                "kind": "MultiKueueCluster",
+                "metadata": {"name": name, "labels": {MEMBER: name}},
+                "spec": {"clusterSource": source},
+            },
+        )
+        _say(f"MultiKueueCluster {name}: made")
+    elif (found.get("spec") or {}).get("clusterSource") != source:
+        raise FleetError(
+            f"MultiKueueCluster {name} exists with another source "
+            f"({(found.get('spec') or {}).get('clusterSource')}): left alone"
+        )
+    # 3. In the MultiKueueConfig, last (the Incremental strategy tries workers in its order).
+    clusters = manager.set_clusters(
+        lambda have: have if name in have else [*have, name], create=True
+    )
+    _say(f"MultiKueueConfig {manager.config_name}: {', '.join(clusters)}")
+
+    # 4. Until the dispatcher reaches it.
+    def not_active() -> str | None:
+        cond = _active(manager.cluster(name))
+        if cond.get("status") == "True":
+            return None
+        return f"{cond.get('reason', 'no condition yet')}: {cond.get('message', '')}".strip()
+
+    _wait(f"MultiKueueCluster {name} Active", not_active, timeout)
+    _say(f"{name} joined: TrainJobs on queues with the MultiKueue check may go there now")
+
+
+def _join_secret(manager: Manager, secret: Dict, name: str) -> None:
     # 1. The Secret: ours (our label, for this worker) or none yet.
     meta = secret["metadata"]
     try:
@@ -161,39 +256,6 @@ def join(manager: Manager, secret: Dict, name: str, timeout: float) -> None:
             raise
         manager.core.create_namespaced_secret(manager.namespace, secret)
         _say(f"Secret {manager.namespace}/{meta['name']}: made")
-    # 2. The MultiKueueCluster, naming that Secret.
-    found = manager.cluster(name)
-    source = {"kubeConfig": {"locationType": "Secret", "location": meta["name"]}}
-    if found is None:
-        manager.custom.create_cluster_custom_object(
-            *KUEUE,
-            "multikueueclusters",
-            {
-                "apiVersion": "/".join(KUEUE),
-                "kind": "MultiKueueCluster",
-                "metadata": {"name": name},
-                "spec": {"clusterSource": source},
-            },
-        )
-        _say(f"MultiKueueCluster {name}: made")
-    elif (found.get("spec") or {}).get("clusterSource") != source:
-        raise FleetError(
-            f"MultiKueueCluster {name} exists with another source "
-            f"({(found.get('spec') or {}).get('clusterSource')}): left alone"
-        )
-    # 3. In the MultiKueueConfig, last (the Incremental strategy tries workers in its order).
-    clusters = manager.set_clusters(lambda have: have if name in have else [*have, name])
-    _say(f"MultiKueueConfig {manager.config_name}: {', '.join(clusters)}")
-
-    # 4. Until the dispatcher reaches it.
-    def not_active() -> str | None:
-        cond = _active(manager.cluster(name))
-        if cond.get("status") == "True":
-            return None
-        return f"{cond.get('reason', 'no condition yet')}: {cond.get('message', '')}".strip()
-
-    _wait(f"MultiKueueCluster {name} Active", not_active, timeout)
-    _say(f"{name} joined: TrainJobs on queues with the MultiKueue check may go there now")
 
 
 def remove(manager: Manager, name: str, timeout: float) -> None:
@@ -215,16 +277,21 @@ def remove(manager: Manager, name: str, timeout: float) -> None:
         left = manager.running_on(name)
         return f"{len(left)} still running there: {', '.join(left[:5])}" if left else None
 
-    _wait(f"{name} drained", running, timeout)
+    _wait(f"{name} drained", running, timeout, every=DRAIN_POLL)
     # 3. Its MultiKueueCluster and Secret, if they are what `join` made.
     secret_name = f"{name}-secret"
     found = manager.cluster(name)
     source = ((found or {}).get("spec") or {}).get("clusterSource") or {}
-    if found is not None and (source.get("kubeConfig") or {}).get("location") == secret_name:
+    labels = ((found or {}).get("metadata") or {}).get("labels") or {}
+    # ours: labelled by `join`, or (made before the label) naming the Secret `join` makes
+    ours = labels.get(MEMBER) == name or (
+        (source.get("kubeConfig") or {}).get("location") == secret_name
+    )
+    if found is not None and ours:
         manager.custom.delete_cluster_custom_object(*KUEUE, "multikueueclusters", name)
         _say(f"MultiKueueCluster {name}: deleted")
     elif found is not None:
-        _say(f"MultiKueueCluster {name} names another source ({source}): left alone")
+        _say(f"MultiKueueCluster {name} was not made by join ({source}): left alone")
     try:
         have = manager.core.read_namespaced_secret(secret_name, manager.namespace)
     except client.ApiException as exc:
@@ -254,7 +321,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default="multikueue", help="the MultiKueueConfig's name")
     sub = parser.add_subparsers(dest="command", required=True)
     joining = sub.add_parser("join", help="a worker into the fleet")
-    add_worker_arguments(joining)
+    add_worker_arguments(joining, required=False)
+    joining.add_argument(
+        "--cluster-profile",
+        help="name the worker by this ClusterProfile in Kueue's namespace instead of a "
+        "kubeconfig (the dispatcher's clusterProfiles setting on)",
+    )
     joining.add_argument("--timeout", type=float, default=120, help="seconds to wait for Active")
     removing = sub.add_parser("remove", help="a worker out of the fleet, once drained")
     removing.add_argument("--name", required=True, help="the MultiKueueCluster's name")
@@ -265,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     listing = sub.add_parser("list", help="the fleet's workers, their state, what runs there")
     listing.add_argument("--namespace", default="kueue-system", help="Kueue's namespace")
     args = parser.parse_args(argv)
+    if args.command == "join" and bool(args.worker_kubeconfig) == bool(args.cluster_profile):
+        parser.error("join: give --worker-kubeconfig or --cluster-profile (one of them)")
     try:
         api = config.new_client_from_config(
             config_file=args.kubeconfig, context=args.manager_context
@@ -274,7 +348,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     manager = Manager(api, args.namespace, args.config)
     try:
-        if args.command == "join":
+        if args.command == "join" and args.cluster_profile:
+            join(manager, None, args.name, args.timeout, profile=args.cluster_profile)
+        elif args.command == "join":
             join(manager, make_secret(args), args.name, args.timeout)
         elif args.command == "remove":
             remove(manager, args.name, args.timeout)

@@ -95,9 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
-    """What making a worker's Secret needs, for each command that makes one."""
-    parser.add_argument("--worker-kubeconfig", type=Path, required=True)
+def add_worker_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    """What making a worker's Secret needs, for each command that makes one (`required`
+    False: a command that may name the worker another way checks it itself)."""
+    parser.add_argument("--worker-kubeconfig", type=Path, required=required)
     parser.add_argument("--context", help="context of --worker-kubeconfig (default: current)")
     parser.add_argument("--name", required=True, help="the MultiKueueCluster's name")
     parser.add_argument(

@@ -23,7 +23,7 @@ from clusters.bed import Bed
 from clusters.kube import Applier
 from clusters.kueue import cluster_profile_crd
 from kubecontrol.exec_credentials import EXEC_EXTENSION
-from tests.support.multikueue import KUEUE, MultiKueue, dispatcher_with
+from tests.support.multikueue import KUEUE, MultiKueue, dispatcher_with, fleet
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.disruptive]
@@ -138,18 +138,20 @@ def test_a_worker_named_by_a_cluster_profile_connects_through_its_plugin_and_run
         {"name": "fleet-token",
          "execConfig": {"apiVersion": V1, "command": str(plugin), "provideClusterInfo": True}}
     ]  # fmt: skip
-    names = ["fleet-w1", "fleet-other", "fleet-missing"]
     try:
         profile("fleet-w1", "fleet-token")
         profile("fleet-other", "someone-elses")
-        with _in_place_of(mk, worker, names):
-            for name, ref in zip(names, ["fleet-w1", "fleet-other", "nowhere"], strict=True):
-                cluster(name, ref)
+        with _in_place_of(mk, worker, ["fleet-other", "fleet-missing", "fleet-w1"]):
+            cluster("fleet-other", "fleet-other")
+            cluster("fleet-missing", "nowhere")
             # Kueue's gate is off by default: said, nothing connected
-            off = _wait_reason(mk, "fleet-w1", "MultiKueueClusterProfileFeatureDisabled")
+            off = _wait_reason(mk, "fleet-other", "MultiKueueClusterProfileFeatureDisabled")
             assert off["status"] == "False" and "--cluster-profiles" in off["message"]
             flags = ["--cluster-profiles", "--cluster-profile-providers", json.dumps(providers)]
             with dispatcher_with(controllers, *flags):
+                # one command joins it: the MultiKueueCluster, the config, then Active
+                joined = fleet(bed, "join", "--name", "fleet-w1", "--cluster-profile", "fleet-w1")
+                assert joined.returncode == 0, joined.stderr
                 on = _wait_reason(mk, "fleet-w1", "Active")
                 assert on["status"] == "True"
                 other = _wait_reason(mk, "fleet-other", "BadClusterProfile")
@@ -178,6 +180,10 @@ def test_a_worker_named_by_a_cluster_profile_connects_through_its_plugin_and_run
                 )  # fmt: skip
                 lost = _wait_reason(mk, "fleet-w1", "ClientConnectionFailed")
                 assert lost["status"] == "False" and "401" in lost["message"], lost
+                # and one removes it: nothing runs there, the MultiKueueCluster join made goes
+                removed = fleet(bed, "remove", "--name", "fleet-w1", timeout=120)
+                assert removed.returncode == 0, removed.stderr
+                assert "MultiKueueCluster fleet-w1: deleted" in removed.stderr, removed.stderr
     finally:
         for name in ("fleet-w1", "fleet-other"):
             with contextlib.suppress(client.ApiException):

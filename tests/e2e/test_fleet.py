@@ -4,9 +4,6 @@ joined takes work again."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 from kubernetes import client
 
@@ -14,19 +11,10 @@ from clusters.bed import Bed
 from clusters.install import worker_secret
 from clusters.kube import Applier, load_manifests
 from clusters.setup import multikueue_objects
-from tests.support.multikueue import KUEUE, MultiKueue, dispatched_to
+from tests.support.multikueue import KUEUE, MultiKueue, dispatched_to, fleet
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.disruptive, pytest.mark.usefixtures("controllers")]
-
-
-def fleet(bed: Bed, *args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
-    manager = bed.config.managers[0].name
-    return subprocess.run(
-        [sys.executable, "-m", "dispatcher.fleet", "--kubeconfig", str(bed.kubeconfig(manager)),
-         *args],
-        capture_output=True, text=True, timeout=timeout, check=False,
-    )  # fmt: skip
 
 
 def _clusters(mk: MultiKueue) -> list[str]:
@@ -96,3 +84,27 @@ def test_a_worker_drained_removed_and_joined_again_loses_nothing_and_runs_nothin
     finally:  # the bed as it was for the tests after this one
         Applier(bed.api(mk.manager)).apply_all(load_manifests(worker_secret(bed, leaving)))
         Applier(bed.api(mk.manager)).apply_all(multikueue_objects(bed))
+
+
+def test_join_makes_a_missing_config_and_names_what_it_will_not_touch(bed: Bed) -> None:
+    mk = MultiKueue(bed)
+    kueue_ns, first = bed.config.kueue_namespace, mk.workers[0]
+    worker = ["--worker-kubeconfig", str(bed.kubeconfig(first)), "--server", bed.pod_server(first)]
+    try:
+        # A fleet's first worker: the MultiKueueConfig is made with it.
+        made = fleet(bed, "--config", "fleet-new", "join", "--name", first,
+                     "--namespace", kueue_ns, *worker)  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        config = mk.custom().get_cluster_custom_object(*KUEUE, "multikueueconfigs", "fleet-new")
+        assert config["spec"]["clusters"] == [first]
+        # The same name by another source: the MultiKueueCluster is not ours to change.
+        other = fleet(bed, "--config", "fleet-new", "join", "--name", first,
+                      "--cluster-profile", "elsewhere", timeout=60)  # fmt: skip
+        assert other.returncode == 1 and "exists with another source" in other.stderr, other
+        # One way to reach the worker, not two, nor none.
+        both = fleet(bed, "join", "--name", "w", "--cluster-profile", "p", *worker, timeout=60)
+        neither = fleet(bed, "join", "--name", "w", timeout=60)
+        for refused in (both, neither):
+            assert refused.returncode == 2 and "one of them" in refused.stderr, refused
+    finally:
+        mk.custom().delete_cluster_custom_object(*KUEUE, "multikueueconfigs", "fleet-new")

@@ -4,6 +4,8 @@ kubernetes client, the dispatcher replicas as processes, and what the tests read
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -437,3 +439,13 @@ def dispatched_to(mk: MultiKueue, name: str) -> list[str]:
         for e in manager_events(mk, name)
         if e.reason in ("Started", "Dispatched") and marker in (e.message or "")
     ]
+
+
+def fleet(bed: Bed, *args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
+    """`trainjob-fleet ARGS` against the bed's manager, as a platform engineer runs it."""
+    manager = bed.config.managers[0].name
+    return subprocess.run(
+        [sys.executable, "-m", "dispatcher.fleet", "--kubeconfig", str(bed.kubeconfig(manager)),
+         *args],
+        capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
