@@ -79,16 +79,15 @@ for w in "${WORKERS[@]}"; do
 done
 cluster manager manager
 
-# ---- the manager's Secrets and MultiKueue objects (runbook steps 3-4) ----------------------
+# ---- the manager's queues, then each worker joined (runbook steps 4-5) ----------------------
+sed "s#image: $DEFAULT_IMAGE\$#image: $IMAGE#" "$REPO/examples/install/runtime.yaml" \
+  | kubectl --kubeconfig "$OUT/manager" apply -f - -f "$REPO/examples/install/manager-queues.yaml"
 for w in "${WORKERS[@]}"; do
   # --internal: the address the manager's pods reach the worker's API server on.
   server=$(kind get kubeconfig --internal --name "$w" | kubectl --kubeconfig /dev/stdin config view --minify -o jsonpath='{.clusters[0].cluster.server}')
-  trainjob-worker-secret --worker-kubeconfig "$OUT/$w" --name "$w" --server "$server" \
-    | kubectl --kubeconfig "$OUT/manager" apply -f -
+  trainjob-fleet --kubeconfig "$OUT/manager" join --name "$w" --server "$server" \
+    --worker-kubeconfig "$OUT/$w"
 done
-sed "s#image: $DEFAULT_IMAGE\$#image: $IMAGE#" "$REPO/examples/install/runtime.yaml" \
-  | kubectl --kubeconfig "$OUT/manager" apply -f - -f "$REPO/examples/install/manager-queues.yaml"
-kubectl --kubeconfig "$OUT/manager" wait --for=condition=Active --timeout=2m \
-  multikueuecluster/worker1 multikueuecluster/worker2 admissioncheck/multikueue
+kubectl --kubeconfig "$OUT/manager" wait --for=condition=Active --timeout=2m admissioncheck/multikueue
 say "ready; try: kubectl --kubeconfig $OUT/manager apply -f examples/install/trainjob.yaml"
 echo "kubeconfigs in $OUT: manager ${WORKERS[*]}"

@@ -8,7 +8,8 @@ out first and brought back after: step 1 installs Kueue from its release manifes
 from its module as its release renders them, with the image of Kueue the bed builds from that
 module. What is substituted: the manifests' URL by that file, their `imagePullPolicy: Always` by
 `IfNotPresent` (no registry is reachable), each worker's address as the manager's pods reach
-it. Blocks fenced as `bash skip-in-test` are not run.
+it (in the runbook's copy of examples/install/fleet.env, the one place that names the workers).
+Blocks fenced as `bash skip-in-test` are not run.
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ def _merged_kubeconfig(bed: Bed, out: Path) -> Path:
     return out
 
 
+FLEET_ENV = "examples/install/fleet.env"  # the runbook's one list of clusters
+
+
 def _run_blocks(blocks: list[str], env: dict[str, str], what: str, cwd: Path = REPO_ROOT) -> float:
     start = time.monotonic()
     for number, block in enumerate(blocks, 1):
@@ -115,10 +119,14 @@ def test_the_install_runbook_then_the_uninstall_keep_what_they_say(
         ),
     }
     runbook = (DOCS / "install.md").read_text()
+    fleet_env = (REPO_ROOT / FLEET_ENV).read_text()
     for worker in workers:
         placeholder = f"https://{worker}.example.com:6443"
-        assert placeholder in runbook
-        runbook = runbook.replace(placeholder, real_bed.pod_server(worker))
+        assert placeholder in fleet_env
+        fleet_env = fleet_env.replace(placeholder, real_bed.pod_server(worker))
+    (tmp_path / "fleet.env").write_text(fleet_env)
+    assert runbook.count(f". {FLEET_ENV}\n") >= 10, "every block reads the one list"
+    runbook = runbook.replace(f". {FLEET_ENV}\n", f". {tmp_path / 'fleet.env'}\n")
     kueue = release_manifests(images.KUEUE.name)
     assert kueue.count("imagePullPolicy: Always") == 1, "Kueue's Deployment, and nothing else"
     offline = tmp_path / "kueue-manifests.yaml"
