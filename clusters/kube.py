@@ -13,7 +13,11 @@ from typing import Any
 import yaml
 from kubernetes import client, config
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+from kubernetes.dynamic.exceptions import (
+    NotFoundError,
+    ResourceNotFoundError,
+    UnprocessibleEntityError,
+)
 
 from clusters.builds import binary
 from clusters.errors import BedError
@@ -85,14 +89,25 @@ class Applier:
 
     def apply(self, obj: dict[str, Any]) -> None:
         meta = obj["metadata"]
-        self._dyn.server_side_apply(
-            self._resource(obj),
-            body=obj,
-            name=meta["name"],
-            namespace=meta.get("namespace"),
-            field_manager=FIELD_MANAGER,
-            force_conflicts=True,
-        )
+        for attempt in range(3):
+            try:
+                self._dyn.server_side_apply(
+                    self._resource(obj),
+                    body=obj,
+                    name=meta["name"],
+                    namespace=meta.get("namespace"),
+                    field_manager=FIELD_MANAGER,
+                    force_conflicts=True,
+                )
+                return
+            except UnprocessibleEntityError as exc:
+                # Seen on a loaded 2-core machine (kube-apiserver 1.36.3): the apply that
+                # creates the kube-dns Service (a fixed clusterIP) is answered 422 "provided IP
+                # is already allocated" while the API server logs that allocation for this
+                # very Service and keeps it. The Service is there; applying again updates it.
+                if attempt == 2 or "is already allocated" not in str(exc.body):
+                    raise
+                time.sleep(1)
 
     def apply_all(self, objs: list[dict[str, Any]]) -> None:
         for obj in objs:
