@@ -104,7 +104,8 @@ class Applier:
                 # Seen on a loaded 2-core machine (kube-apiserver 1.36.3): the apply that
                 # creates the kube-dns Service (a fixed clusterIP) is answered 422 "provided IP
                 # is already allocated" while the API server logs that allocation for this
-                # very Service and keeps it. The Service is there; applying again updates it.
+                # very Service and keeps it (the symptom of kubernetes/kubernetes#136475). The
+                # Service is there; applying again updates it.
                 if attempt == 2 or "is already allocated" not in str(exc.body):
                     raise
                 time.sleep(1)
