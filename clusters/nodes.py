@@ -568,23 +568,20 @@ def kill_cgroup_tree(node: Node, timeout: float = 20.0) -> int:
         time.sleep(0.1)
     for h in hierarchies():
         root = CGROUP_ROOT / h / node.cgroup
-        if root.exists():
-            for d in sorted(root.rglob("*"), key=lambda p: -len(p.parts)):
-                if d.is_dir():
-                    with contextlib.suppress(OSError):
-                        d.rmdir()
+        # os.walk skips a directory that goes while it walks (kubelet's pod cgroups may);
+        # Path.rglob raised FileNotFoundError there and left the tree half removed.
+        for here, _dirs, _files in os.walk(root, topdown=False):
             with contextlib.suppress(OSError):
-                root.rmdir()
+                os.rmdir(here)
     return len(seen)
 
 
 def _cgroup_pids(base: Path) -> set[int]:
     pids: set[int] = set()
-    if not base.exists():
-        return pids
-    for procs in base.rglob("cgroup.procs"):
-        with contextlib.suppress(OSError, ValueError):
-            pids |= {int(p) for p in procs.read_text().split()}
+    for here, _dirs, files in os.walk(base):  # nothing when it does not exist
+        if "cgroup.procs" in files:
+            with contextlib.suppress(OSError, ValueError):
+                pids |= {int(p) for p in Path(here, "cgroup.procs").read_text().split()}
     return pids
 
 
