@@ -4,6 +4,9 @@ joined takes work again."""
 
 from __future__ import annotations
 
+import sys
+import time
+
 import pytest
 from kubernetes import client
 
@@ -62,11 +65,13 @@ def test_a_worker_drained_removed_and_joined_again_loses_nothing_and_runs_nothin
         refused = fleet(bed, "remove", "--name", first, "--namespace", kueue_ns, timeout=60)
         assert refused.returncode == 1 and "the only cluster" in refused.stderr, refused.stderr
 
+        began = time.monotonic()
         joined = fleet(
             bed, "join", "--name", leaving, "--worker-kubeconfig", str(bed.kubeconfig(leaving)),
             "--server", bed.pod_server(leaving), "--namespace", kueue_ns,
         )  # fmt: skip
         assert joined.returncode == 0, joined.stderr
+        joining = time.monotonic() - began
         assert f"{leaving} joined" in joined.stderr
         assert _clusters(mk) == mk.workers  # last again, as it was
         again = fleet(
@@ -78,8 +83,15 @@ def test_a_worker_drained_removed_and_joined_again_loses_nothing_and_runs_nothin
         assert listed.returncode == 0 and f"{leaving}\tActive" in listed.stdout, listed
         # It takes work again.
         with mk.filled(first, cpu="16"):
+            submitted = time.monotonic()
             mk.submit("after-join")
             mk.wait("after-join", "Complete", timeout=120)
+            took = time.monotonic() - submitted
+            print(
+                f"[figure] join: {joining:.1f} s to Active; then a 3 s TrainJob from submit "
+                f"to Complete there: {took:.1f} s",
+                file=sys.stderr,
+            )
         assert dispatched_to(mk, "after-join") == [leaving]
     finally:  # the bed as it was for the tests after this one
         Applier(bed.api(mk.manager)).apply_all(load_manifests(worker_secret(bed, leaving)))
