@@ -20,7 +20,8 @@ from dispatcher.kueue_status import down_since, set_conditions
 from dispatcher.remote import RemoteCluster
 from dispatcher.settings import DispatcherSettings
 from kubecontrol.cluster import Cluster
-from kubecontrol.informer import Informer
+from kubecontrol.informer import Informer, slim
+from kubecontrol.kinds import Kind
 from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.caches import Caches
@@ -86,27 +87,37 @@ class Registry:
         `on_change(name)` for each change. Namespaced on purpose: the dispatcher may read
         Secrets of its own namespace and of no other. The cache keeps each Secret's
         'kubeconfig' key and nothing else of it."""
-        self._secrets = Informer(
-            self.manager.api,
-            c.SECRET,
-            lambda _type, secret: on_change(secret["metadata"]["name"]),
-            namespace=self.settings.namespace,
-            name="Secrets",
-            transform=_kubeconfig_only,
-        )
-        self._secrets.start()
+        self._secrets = self._watch(c.SECRET, "Secrets", on_change, _kubeconfig_only)
 
     def watch_cluster_profiles(self, on_change: Callable[[str], None]) -> None:
         """With --cluster-profiles: watch the ClusterProfiles of our namespace (Kueue reads
         them there), `on_change(name)` for each change."""
-        self._profiles = Informer(
+        self._profiles = self._watch(c.CLUSTER_PROFILE, "ClusterProfiles", on_change)
+
+    def _watch(
+        self,
+        kind: Kind,
+        name: str,
+        on_change: Callable[[str], None],
+        transform: Callable[[Dict], Dict] = slim,
+    ) -> Informer:
+        """A started watch of `kind` in our namespace, `on_change(name)` for each change."""
+        informer = Informer(
             self.manager.api,
-            c.CLUSTER_PROFILE,
-            lambda _type, profile: on_change(profile["metadata"]["name"]),
+            kind,
+            lambda _type, obj: on_change(obj["metadata"]["name"]),
             namespace=self.settings.namespace,
-            name="ClusterProfiles",
+            name=name,
+            transform=transform,
         )
-        self._profiles.start()
+        informer.start()
+        return informer
+
+    def _ours(self, kind: Kind, informer: Informer | None, name: str) -> Dict | None:
+        """An object of our namespace: from its watch once it has listed, else read at once."""
+        if informer is not None and informer.synced.is_set():
+            return informer.get((self.settings.namespace, name))
+        return self.manager.get_or_none(kind, name, self.settings.namespace)
 
     def first_time(self, key: tuple[str, ...], window: float = 5.0) -> bool:
         """True unless the same remote write was sent less than `window` seconds ago."""
@@ -294,14 +305,9 @@ class Registry:
         name = str((ref or {}).get("name") or "") if isinstance(ref, dict) else ""
         if not name:
             return None, "BadClusterProfile", "spec.clusterSource.clusterProfileRef.name is empty"
-        namespace = self.settings.namespace
-        profiles = self._profiles
-        if profiles is not None and profiles.synced.is_set():
-            profile = profiles.get((namespace, name))
-        else:
-            profile = self.manager.get_or_none(c.CLUSTER_PROFILE, name, namespace)
+        profile = self._ours(c.CLUSTER_PROFILE, self._profiles, name)
         providers = [(p.name, p.exec_config) for p in self.settings.cluster_profile_providers]
-        made = cluster_profiles.kubeconfig_for(profile, name, namespace, providers)
+        made = cluster_profiles.kubeconfig_for(profile, name, self.settings.namespace, providers)
         if isinstance(made, cluster_profiles.Problem):
             return None, made.reason, made.message
         return made, "", ""
@@ -309,11 +315,7 @@ class Registry:
     def _secret_kubeconfig(self, name: str) -> str | None:
         """The base64 'kubeconfig' key of a Secret of our namespace ("" without one; None when
         there is no such Secret): from the watch once it has listed, else read at once."""
-        secrets = self._secrets
-        if secrets is not None and secrets.synced.is_set():
-            cached = secrets.get((self.settings.namespace, name))
-            return None if cached is None else _kubeconfig_key(cached)
-        secret = self.manager.get_or_none(c.SECRET, name, self.settings.namespace)
+        secret = self._ours(c.SECRET, self._secrets, name)
         return None if secret is None else _kubeconfig_key(secret)
 
     def _connect(
