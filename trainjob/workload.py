@@ -45,11 +45,16 @@ def _pod_template_for_kueue(template: Dict) -> Dict:
 
 
 def build_pod_sets(info: RuntimeInfo) -> list[Dict]:
+    """A Workload's PodSets, with the pod templates Kueue's own TrainJob integration gives
+    (PodSet.kueue_template): quota, placement and a prebuilt Workload's match with Kueue on a
+    worker that runs Kubeflow Trainer all read these."""
     return [
         {
             "name": ps.name,
             "count": ps.count,
-            "template": _pod_template_for_kueue(ps.pod_template),
+            "template": _pod_template_for_kueue(
+                ps.kueue_template if ps.kueue_template is not None else ps.pod_template
+            ),
             "topologyRequest": topology_request(ps),
         }
         for ps in info.pod_sets

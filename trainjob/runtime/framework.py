@@ -197,6 +197,8 @@ def build_runtime_info(
     check_counts(pod_sets, num_nodes, "spec.trainer" if from_trainer else "the runtime's mlPolicy")
     plugin = select_plugin(spec.ml_policy)
     policy.ml_policy = plugin.name
+    for ps in pod_sets:
+        ps.kueue_template = json_copy(ps.pod_template)
     plugin.enforce(info, trainjob)
     check_names(info.trainjob, pod_sets)
     for target in policy.success_targets:

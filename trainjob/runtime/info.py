@@ -36,6 +36,11 @@ class PodSet:
     parallelism: int
     job_template: Dict  # batch/v1 JobTemplateSpec with all merges applied
     depends_on: list[DependsOn] = field(default_factory=list)
+    # The pod template before the ML policy's plugin added what its pods get to run (PET_*
+    # env, ports, MPI's volumes): what Kueue's own TrainJob integration puts in a Workload's
+    # PodSet, so that a Workload made here is one Kueue's integration on a worker takes as its
+    # TrainJob's (a prebuilt Workload must match it, or Kueue finishes it as out of sync).
+    kueue_template: Dict | None = None
 
     @property
     def count(self) -> int:

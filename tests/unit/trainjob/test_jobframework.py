@@ -211,7 +211,8 @@ HIGH = wlmod.Priority("kueue.x-k8s.io", "WorkloadPriorityClass", "high", 100)
 def test_the_workload_is_kueues_for_a_trainjob_in_full() -> None:
     body = trainjob(trainer={"numNodes": 2, "resourcesPerNode": {"requests": {"cpu": "2"}}})
     info = info_of(body)
-    template = info.pod_sets[0].pod_template
+    template = info.pod_sets[0].kueue_template
+    assert template is not None
     assert wlmod.build_workload(parse_trainjob(body), info, "q", HIGH) == {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "Workload",
@@ -245,6 +246,13 @@ def test_the_workload_is_kueues_for_a_trainjob_in_full() -> None:
         },
     }
     assert template["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "2"}}
+    # As Kueue's own TrainJob integration makes it: without what the torch policy adds for the
+    # pods to run (a prebuilt Workload with it is out of sync with Kueue on a Trainer worker).
+    ran = info.pod_sets[0].pod_template["spec"]["containers"][0]
+    kept = template["spec"]["containers"][0]
+    assert "PET_NNODES" in {e["name"] for e in ran["env"]} and ran.get("ports")
+    assert not [e for e in kept.get("env") or [] if e["name"].startswith("PET_")]
+    assert not kept.get("ports")
 
 
 QUEUE_LABELS = {
