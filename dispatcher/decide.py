@@ -309,7 +309,10 @@ def _give_up(obs: DispatchObserved, elapsed: float) -> tuple[str, str] | None:
         and usable
         and all(r.fit is not None and not r.fit.ever for r in usable)
     ):
-        whys = "; ".join(f"{r.name}: {r.fit.why if r.fit else ''}" for r in usable)
+        whys = "; ".join(
+            [f"{r.name}: {r.fit.why if r.fit else ''}" for r in usable]
+            + [f"{r.name}: not sent: {r.runtime_problem}" for r in chosen if r.runtime_problem]
+        )
         return REASON_NO_CLUSTER_FITS, f"no worker cluster can ever admit it ({whys})"
     if obs.give_up_after and elapsed >= obs.give_up_after:
         notes = []

@@ -31,6 +31,7 @@ from kubecontrol.informer import Informer
 from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
+from trainjob.runtime.defaults import same_runtime_spec
 from trainjob.views import TrainJobView
 from trainjob.workload import WorkloadView
 
@@ -307,14 +308,16 @@ class RemoteCluster:
         self, kind: str, namespace: str | None, name: str, spec: Dict, shown: str = ""
     ) -> str | None:
         """Why the runtime `kind` `name` here is not the manager's (whose spec is `spec`):
-        missing, or its spec differs; None when it is the same, or not known."""
+        missing, or its spec differs (a field one side lacks and the other holds at Trainer's
+        default does not count: a worker that runs Trainer stores its CRD's defaults); None
+        when it is the same, or not known."""
         if not self._readable(RUNTIME_KINDS):
             return None
         found = self._runtime(kind, namespace, name)
         shown = shown or name
         if found is None:
             return f"{kind} {shown} is missing there"
-        if found.get("spec") != spec:
+        if not same_runtime_spec(found.get("spec") or {}, spec):
             return f"{kind} {shown} there differs from the manager's"
         return None
 

@@ -453,6 +453,17 @@ def test_no_worker_could_ever_hold_it_rejects_the_check_and_fails_the_trainjob()
     assert [(e.type, e.reason) for e in plan.events] == [("Warning", "NoClusterFits")]
 
 
+def test_giving_up_names_the_workers_left_out_for_their_runtime_too() -> None:
+    drifted = RemoteView("w2", True, 0.0, None, None)
+    drifted.runtime_problem = "ClusterTrainingRuntime torch there differs from the manager's"
+    plan = decide_for(manager_workload("QuotaReserved"), [never("w1"), drifted])
+    state, message = plan.check_state or ("", "")
+    assert state == "Rejected"
+    assert message.endswith(
+        "; w2: not sent: ClusterTrainingRuntime torch there differs from the manager's)"
+    ), message
+
+
 def test_once_failed_and_rejected_giving_up_again_writes_nothing() -> None:
     first = decide_for(manager_workload("QuotaReserved"), [never("w1")])
     tj = TrainJobBuilder().multikueue().obj()
