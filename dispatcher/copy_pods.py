@@ -1,15 +1,16 @@
 """A copy's Jobs and pods on its worker, and which of them a request means.
 
-Only what our copy of a TrainJob owns is ever read: the Jobs it controls and the pods those
-Jobs control, in its namespace. A pod or Job someone else made with the same labels is not the
-TrainJob's, whatever its name.
+Only what our copy of a TrainJob owns is ever read: the Jobs it controls (on a worker that runs
+Kubeflow Trainer, the Jobs of the JobSet it controls) and the pods those Jobs control, in its
+namespace. A pod or Job someone else made with the same labels is not the TrainJob's, whatever
+its name.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kubecontrol.aggregated import query_bool, query_int
@@ -22,6 +23,10 @@ if TYPE_CHECKING:
     from dispatcher.remote import RemoteCluster
 
 JOBS = "/apis/batch/v1/namespaces/{namespace}/jobs"
+# On a worker that runs Kubeflow Trainer the copy controls a JobSet of its name, which
+# controls the Jobs.
+JOBSET = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets/{name}"
+JOBSET_KIND = "JobSet"
 PODS = "/api/v1/namespaces/{namespace}/pods"
 # The metrics API (metrics-server's PodMetrics), where a worker serves it.
 POD_METRICS = "/apis/metrics.k8s.io/v1beta1/namespaces/{namespace}/pods"
@@ -55,13 +60,28 @@ def controller_uid(obj: Dict) -> str | None:
 
 
 def ours(
-    copy_uid: str, jobs: Iterable[Dict], pods: Iterable[Dict]
+    owner_uids: str | Collection[str], jobs: Iterable[Dict], pods: Iterable[Dict]
 ) -> tuple[list[Dict], list[Dict]]:
-    """The Jobs that our copy (UID `copy_uid`) controls, and the pods those Jobs control: a
-    pod or Job someone else made with the same labels is not the TrainJob's."""
-    owned = [j for j in jobs if controller_uid(j) == copy_uid]
+    """The Jobs that one of `owner_uids` (our copy's UID, and that of the JobSet the copy
+    controls, if any) controls, and the pods those Jobs control: a pod or Job someone else
+    made with the same labels is not the TrainJob's."""
+    owners = {owner_uids} if isinstance(owner_uids, str) else set(owner_uids)
+    owned = [j for j in jobs if controller_uid(j) in owners]
     uids = {(j.get("metadata") or {}).get("uid") for j in owned}
     return owned, [p for p in pods if controller_uid(p) in uids]
+
+
+def jobset_controller(jobs: Iterable[Dict], name: str) -> bool:
+    """Whether a JobSet named `name` controls one of `jobs` (Trainer's way to run a
+    TrainJob), so that the JobSet is worth reading to learn whether it is our copy's."""
+    return any(
+        isinstance(ref, dict)
+        and ref.get("controller")
+        and ref.get("kind") == JOBSET_KIND
+        and ref.get("name") == name
+        for job in jobs
+        for ref in (job.get("metadata") or {}).get("ownerReferences") or []
+    )
 
 
 def _labels(pod: Dict) -> dict[str, str]:
@@ -234,8 +254,28 @@ def read_some(
         else:
             query["labelSelector"] += f",{key}={value}"
     pods, more = list_some(remote, PODS.format(namespace=namespace), most, **query)
-    owned_jobs, owned_pods = ours(copy_uid, jobs, pods)
+    owners = {copy_uid}
+    if jobset_controller(jobs, name):
+        owners |= _our_jobset(remote, namespace, name, copy_uid)
+    owned_jobs, owned_pods = ours(owners, jobs, pods)
     return owned_jobs, owned_pods, more
+
+
+def _our_jobset(remote: RemoteCluster, namespace: str, name: str, copy_uid: str) -> set[str]:
+    """The UID of the JobSet `name` when our copy controls it (as Trainer makes it); none when
+    it is another's, gone, or our identity there may not read JobSets."""
+    try:
+        jobset = remote.cluster.api.get_json(
+            JOBSET.format(namespace=namespace, name=name), timeout=READ_SECONDS
+        )
+    except ApiException as exc:
+        if exc.status in (403, 404):
+            return set()
+        raise
+    if not isinstance(jobset, dict) or controller_uid(jobset) != copy_uid:
+        return set()
+    uid = (jobset.get("metadata") or {}).get("uid")
+    return {str(uid)} if uid else set()
 
 
 def usage(

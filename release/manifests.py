@@ -63,6 +63,10 @@ RENDERINGS = (
     Rendering("deploy/manager/manifests.yaml", {"role": "manager"}),
     Rendering("deploy/worker/manifests.yaml", {"role": "worker"}),
     Rendering(
+        "deploy/worker-identity/manifests.yaml",
+        {"role": "worker", "worker": {"controller": {"enabled": False}}},
+    ),
+    Rendering(
         "deploy/coexist/manager/manifests.yaml", {"role": "manager", "manager": {"mode": "Coexist"}}
     ),
     Rendering(

@@ -3,6 +3,16 @@
 {{- if eq .Values.role "manager" }}trainjob-dispatcher{{ else }}trainjob-worker-controller{{ end -}}
 {{- end }}
 
+{{/* "true" when this release runs a controller: always on a manager; on a worker unless
+worker.controller.enabled is false (a worker that runs Kubeflow Trainer: only the manager's
+identity is installed there). */}}
+{{- define "tj.controller" -}}
+{{- if not (has .Values.role (list "manager" "worker")) }}
+{{- fail "set role to manager (the dispatcher, on the manager cluster) or worker (the worker controller, on each worker cluster)" }}
+{{- end }}
+{{- if or (eq .Values.role "manager") .Values.worker.controller.enabled }}true{{ end -}}
+{{- end }}
+
 {{- define "tj.command" -}}
 {{- if eq .Values.role "manager" }}trainjob-dispatcher{{ else }}trainjob-worker-controller{{ end -}}
 {{- end }}

@@ -105,6 +105,7 @@ def test_the_workers_identity_for_the_manager_reads_what_the_story_reads_unless_
         ("", "events", "list"),
         ("", "events", "watch"),
         ("batch", "jobs", "list"),
+        ("jobset.x-k8s.io", "jobsets", "get"),
         ("metrics.k8s.io", "pods", "list"),
     }
     default = granted(chart.template({"role": "worker"}))
@@ -139,6 +140,31 @@ def test_the_workers_identity_for_the_manager_reads_what_the_story_reads_unless_
     assert ("ClusterRole", "trainjob-multikueue-view") not in kept
     assert ("ClusterRoleBinding", "trainjob-multikueue-view") not in kept
     assert ("ClusterRoleBinding", "trainjob-multikueue") in kept  # the rest is untouched
+
+
+def test_a_worker_that_runs_trainer_gets_the_managers_identity_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    """worker.controller.enabled=false (deploy/worker-identity): the identity the manager
+    reaches the worker as, with the same rights as beside our worker controller, and no
+    controller, webhook, Service or role of ours that Trainer's release already has."""
+    full = _by_kind(chart.template({"role": "worker"}))
+    only = _by_kind(
+        chart.template({"role": "worker", "worker": {"controller": {"enabled": False}}})
+    )
+    identity = {key for key in full if key[1].startswith("trainjob-multikueue")}
+    # Helm's crds/ (what --skip-crds leaves out; Helm never replaces a CRD that is there)
+    crds = {key for key in only if key[0] == "CustomResourceDefinition"}
+    assert identity and set(only) - crds == identity
+    assert all(only[key] == full[key] for key in identity)
+    assert not [k for k in only if k[0] in ("Deployment", "ValidatingWebhookConfiguration")]
+    rendered = (REPO_ROOT / "deploy" / "worker-identity" / "manifests.yaml").read_text()
+    assert {(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(rendered) if d} == {
+        (kind, name) for kind, name in identity
+    }
+    # and the worker's role is still required
+    with pytest.raises(BedError, match=r"role"):
+        chart.template({"worker": {"controller": {"enabled": False}}})
 
 
 def test_every_user_may_read_cluster_runtimes_unless_told_not_to() -> None:

@@ -10,6 +10,7 @@ from dispatcher import copy_pods
 from dispatcher.copy_pods import (
     Refusal,
     about,
+    jobset_controller,
     log_pods,
     log_query,
     measured,
@@ -51,6 +52,25 @@ def test_only_the_pods_of_the_jobs_our_copy_controls() -> None:
     kept_jobs, kept_pods = ours("copy", jobs, pods)
     assert [j["metadata"]["name"] for j in kept_jobs] == ["tj-node"]
     assert [p["metadata"]["name"] for p in kept_pods] == ["a"]
+
+
+def test_on_a_trainer_worker_the_jobs_of_the_jobset_our_copy_controls() -> None:
+    """Trainer runs a TrainJob as a JobSet of its name: the Jobs are the JobSet's, and the
+    JobSet is our copy's (read_some learns its UID from the worker)."""
+
+    def of_jobset(name: str, uid: str, jobset_uid: str) -> dict[str, Any]:
+        job = owned("Job", name, uid, jobset_uid)
+        job["metadata"]["ownerReferences"][0].update(kind="JobSet", name="tj")
+        return job
+
+    jobs = [of_jobset("tj-node-0", "job-1", "jobset-uid"), of_jobset("x", "job-2", "other")]
+    pods = [node_pod("a", "p1", "job-1", 0), node_pod("b", "p2", "job-2", 0)]
+    assert jobset_controller(jobs, "tj") and not jobset_controller(jobs, "another")
+    assert not jobset_controller([owned("Job", "tj-node", "job-1", "copy")], "tj")
+    kept_jobs, kept_pods = ours({"copy", "jobset-uid"}, jobs, pods)
+    assert [j["metadata"]["name"] for j in kept_jobs] == ["tj-node-0"]
+    assert [p["metadata"]["name"] for p in kept_pods] == ["a"]
+    assert ours("copy", jobs, pods) == ([], [])  # without the JobSet's UID: none is ours
 
 
 def test_a_pod_by_name_must_be_the_trainjobs() -> None:
