@@ -304,8 +304,7 @@ class Bed:
                 env={"KUBECONFIG": kubeconfig},
             )
         )
-        if every or cfg.is_peer:
-            comps += peer.components(cfg, spec, d)
+        comps += peer.components(cfg, spec, d, every=every)
         node = self.node(c)
         if node is not None:
             comps += nodes.components(
@@ -457,7 +456,8 @@ class Bed:
         real = self.config.real_nodes
         if real:
             nodes.check_host()
-        builds.build_all(peer=self.config.is_peer, real=real)
+        trainer = any(self.config.runs_trainer(c) for c in self.config.clusters)
+        builds.build_all(peer=self.config.is_peer, real=real, trainer=trainer)
         if real:
             images.build_all()
         self.state.mkdir(parents=True, exist_ok=True)
@@ -560,32 +560,39 @@ class Bed:
         self._start(comps["kueue"], timeout=120)
         if self.config.real_nodes:
             self._up_node(spec, comps)
-        if self.config.is_peer and spec.role == "worker":
+        if self.config.runs_trainer(spec):
             pki = self.pki_dir / c
             cert, key = pki / f"{peer.WEBHOOK_CERT}.crt", pki / f"{peer.WEBHOOK_CERT}.key"
             peer.write_configs(self.config, spec, d, cert, key)
-            applier.apply_all(peer.worker_rbac(render))
-            for name, (namespace, account) in peer.IDENTITIES.items():
+            jobset = spec.role == "worker"
+            applier.apply_all(
+                peer.worker_rbac(render, self.config, jobset=jobset, multikueue=self.config.is_peer)
+            )
+            names = ("jobset", "trainer") if jobset else ("trainer",)
+            for name in names:
+                namespace, account = peer.IDENTITIES[name]
                 token = service_account_token(self.api(c), namespace, account)
                 write_token_kubeconfig(self.kubeconfig(c), token, peer.kubeconfig(d, name))
-            for name in ("jobset", "trainer"):
+            for name in names:
                 self._start(comps[name], timeout=120)
         _say(f"{c}: ready")
 
     def _apply_crds(self, applier: Applier, spec: ClusterSpec) -> None:
         """Our CRDs (Trainer's and JobSet's for the peer pipeline, with their webhooks on a
         worker), then Kueue's CRDs and webhooks, all pointed at this cluster's servers."""
-        is_peer = self.config.is_peer
-        if is_peer:
-            ours = peer.crds()
-            if spec.role == "worker":
-                ours += peer.worker_webhooks(self.config, spec.name, self.ca().cert_pem(), render)
+        cfg = self.config
+        if cfg.is_peer or (spec.trainer and spec.role == "worker"):
+            ours = peer.crds(cfg)
         else:
             ours = [
                 doc
                 for path in sorted(CRDS_DIR.glob("trainer.kubeflow.org_*.yaml"))
                 for doc in load_manifests(path.read_text())
             ]
+            if spec.trainer:  # a manager: our TrainJob CRD, JobSet's for Trainer's informers
+                ours += peer.crds(cfg, trainer=False)
+        if cfg.runs_trainer(spec):
+            ours += peer.webhooks(cfg, spec, self.ca().cert_pem(), render)
         kueue = self._kueue_api(spec)
         applier.apply_all([*ours, *kueue])
         applier.wait_crds_established(
@@ -611,7 +618,11 @@ class Bed:
             *build_crds(kueue_dir, url, ca_pem),
             namespace,
             *build_webhook_configurations(
-                kueue_dir, url, ca_pem, self.config.kueue_namespace, peer=self.config.is_peer
+                kueue_dir,
+                url,
+                ca_pem,
+                self.config.kueue_namespace,
+                peer=self.config.kueue_runs_trainjobs(spec),
             ),
         ]
 
@@ -719,6 +730,7 @@ class Bed:
             requeue_backoff_base=self.config.wait_for_pods_ready.backoff_base_seconds,
             multikueue=self.config.multikueue_mode == "coexist",
             peer=self.config.is_peer,
+            trainjobs=self.config.kueue_runs_trainjobs(spec),
             shipped=shipped_config(
                 builds.module_source_dir("kueue", f"sigs.k8s.io/kueue@{builds.KUEUE_VERSION}")
             ),
@@ -754,19 +766,25 @@ class Bed:
     def start_component(self, cluster: str, name: str, timeout: float = 90.0) -> None:
         self._start(self.component(cluster, name), timeout)
 
-    def restore_api_server(self, cluster: str) -> None:
+    def restore_api_server(self, cluster: str, wait_runs_jobs: bool = True) -> None:
         """Start a stopped kube-apiserver again, then what caches its objects, as an operator
         would after a long outage. Seen on this bed: Kueue v0.19's caches stayed stale for
         minutes (Workloads Pending with "namespace does not exist" for new namespaces), and
         v1.36's Job controller stopped syncing Jobs for good ("read version ... is not as new
-        as written version")."""
+        as written version"). Trainer's and JobSet's controllers, where they run, are started
+        again too. `wait_runs_jobs`: wait until the worker runs a Job again (up to a minute
+        and more here: see `wait_runs_jobs`)."""
         self.start_component(cluster, "kube-apiserver")
         # Not kwok: a new kwok waits for the old one's node leases to expire (about 40 s)
         # before it runs any pod.
         for component in ("kube-controller-manager", "kueue"):
             self.stop_component(cluster, component)
             self.start_component(cluster, component, timeout=120)
-        if self.config.cluster(cluster).role == "worker":
+        spec = self.config.cluster(cluster)
+        for comp in peer.components(self.config, spec, self.cluster_dir(cluster)):
+            self.stop_component(cluster, comp.name)
+            self.start_component(cluster, comp.name, timeout=120)
+        if wait_runs_jobs and spec.role == "worker":
             self.wait_runs_jobs(cluster)
 
     def set_multikueue_mode(self, mode: Literal["replace", "coexist"]) -> None:

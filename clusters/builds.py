@@ -79,6 +79,7 @@ class Build:
     ldflags: list[str] = field(default_factory=list)
     module: str = ""  # wrapper module directory, when not the build's name
     peer: bool = False  # only the upstream peer pipeline needs it (built on demand)
+    trainer: bool = False  # a cluster with `trainer: true` needs it (built on demand)
     real: bool = False  # only real nodes need it (built on demand)
     kind: bool = False  # only the kind path needs it (`./run kind`, built on demand)
     tags: list[str] = field(default_factory=list)
@@ -225,7 +226,21 @@ BUILDS: dict[str, Build] = {
             peer=True,
         ),
         Build(
-            "jobset", JOBSET_VERSION, {"jobset-controller-manager": "sigs.k8s.io/jobset"}, peer=True
+            "trainer-v2.3",
+            TRAINER_API_VERSION,
+            {
+                "trainer-controller-manager-v2.3": (
+                    f"{TRAINER_PACKAGE}/cmd/trainer-controller-manager"
+                )
+            },
+            trainer=True,
+        ),
+        Build(
+            "jobset",
+            JOBSET_VERSION,
+            {"jobset-controller-manager": "sigs.k8s.io/jobset"},
+            peer=True,
+            trainer=True,
         ),
     )
 }
@@ -371,13 +386,16 @@ def _patched_modfile(build: Build, where: Path) -> Path:
     return modfile
 
 
-def build_all(peer: bool = False, real: bool = False) -> dict[str, float]:
+def build_all(peer: bool = False, real: bool = False, trainer: bool = False) -> dict[str, float]:
     """Build every binary the bed needs (with `peer`, the upstream pipeline's too; with
-    `real`, the real nodes'); return seconds per build (0 for cached ones)."""
+    `trainer`, Trainer's and JobSet's controllers; with `real`, the real nodes'); return
+    seconds per build (0 for cached ones)."""
     check_go()
     times = {}
     for build in BUILDS.values():
-        if (peer or not build.peer) and (real or not build.real) and not build.kind:
+        optional = build.peer or build.trainer
+        wanted = not optional or (peer and build.peer) or (trainer and build.trainer)
+        if wanted and (real or not build.real) and not build.kind:
             times[build.name] = build_one(build)
     total = sum(times.values())
     if total:

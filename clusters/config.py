@@ -53,6 +53,14 @@ class ClusterSpec(BaseModel):
     name: str = Field(pattern=DNS_LABEL, max_length=30)
     role: Literal["manager", "worker"]
     nodes: list[NodePool] = Field(default_factory=list)
+    trainer: bool = Field(
+        default=False,
+        description="Kubeflow Trainer's controller and webhooks run here as its release "
+        "installs them (clusters/peer.py). On a worker, with JobSet's and Kueue's own TrainJob "
+        "integration, and in place of our worker controller: only the manager's identity is "
+        "installed there (deploy/worker-identity). On a manager, beside the dispatcher, with "
+        "JobSet's CRD and our TrainJob CRD",
+    )
 
     @model_validator(mode="after")
     def _workers_get_nodes(self) -> ClusterSpec:
@@ -151,6 +159,15 @@ class BedConfig(BaseModel):
         """The upstream pipeline runs on this bed (either variant), not ours."""
         return self.pipeline != "ours"
 
+    def runs_trainer(self, spec: ClusterSpec) -> bool:
+        """Trainer's controller runs in this cluster (and JobSet's, on a worker)."""
+        return spec.trainer or (self.is_peer and spec.role == "worker")
+
+    def kueue_runs_trainjobs(self, spec: ClusterSpec) -> bool:
+        """This cluster's Kueue runs its own TrainJob integration (not the external one our
+        worker controller is)."""
+        return self.is_peer or (spec.trainer and spec.role == "worker")
+
     @property
     def managers(self) -> list[ClusterSpec]:
         return [c for c in self.clusters if c.role == "manager"]
@@ -165,6 +182,22 @@ def real_bed_config() -> BedConfig:
     own ports and state directory, so that a kwok bed can be up beside it."""
     state = os.environ.get("TJ_REAL_BED_STATE_DIR") or str(REPO_ROOT / ".bed-real")
     return BedConfig(base_port=23000, state_dir=Path(state), real_nodes=True)
+
+
+def mixed_bed_config() -> BedConfig:
+    """A fleet of both kinds of worker, for tests/e2e/test_mixed_fleet.py: worker1 runs our
+    worker controller, worker2 Kubeflow Trainer and JobSet as released, and Trainer runs on
+    the manager too. Its own ports and state directory, so it can be up beside the kwok bed."""
+    state = os.environ.get("TJ_MIXED_BED_STATE_DIR") or str(REPO_ROOT / ".bed-mixed")
+    return BedConfig(
+        base_port=25000,
+        state_dir=Path(state),
+        clusters=[
+            ClusterSpec(name="manager", role="manager", trainer=True),
+            ClusterSpec(name="worker1", role="worker"),
+            ClusterSpec(name="worker2", role="worker", trainer=True),
+        ],
+    )
 
 
 def load_config(path: Path | None = None) -> BedConfig:

@@ -37,7 +37,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from clusters import chart
 from clusters import replicas as replicas_record
-from clusters.config import Port
+from clusters.config import ClusterSpec, Port
 from clusters.errors import BedError
 from clusters.kube import (
     TOKEN_SECONDS,
@@ -419,9 +419,19 @@ WEBHOOK_CONFIGURATIONS = {DISPATCHER: DISPATCHER, WORKER_CONTROLLER: WORKER_CONT
 
 # The overlay of deploy/ each role is installed from, by the bed's multikueue_mode.
 OVERLAYS = {
-    "replace": {"worker": "worker", "manager": "manager"},
-    "coexist": {"worker": "coexist/worker", "manager": "coexist/manager"},
+    "replace": {"worker": "worker", "manager": "manager", "worker-identity": "worker-identity"},
+    "coexist": {
+        "worker": "coexist/worker",
+        "manager": "coexist/manager",
+        "worker-identity": "worker-identity",
+    },
 }
+
+
+def worker_role(worker: ClusterSpec) -> str:
+    """What a worker installs: the worker controller, or on a worker that runs Kubeflow
+    Trainer (ClusterSpec.trainer) only the manager's identity (deploy/worker-identity)."""
+    return "worker-identity" if worker.trainer else "worker"
 
 
 def manifests(bed: Bed, role: str, chart_values: Dict | None = None) -> list[Dict]:
@@ -429,7 +439,9 @@ def manifests(bed: Bed, role: str, chart_values: Dict | None = None) -> list[Dic
     `chart_values`, the Helm chart rendered with them (the role and mode set for the bed)."""
     if chart_values is None:
         return render(DEPLOY / OVERLAYS[bed.config.multikueue_mode][role])
-    values: Dict = {**chart_values, "role": role}
+    values: Dict = {**chart_values, "role": "worker" if role == "worker-identity" else role}
+    if role == "worker-identity":
+        values["worker"] = {**values.get("worker", {}), "controller": {"enabled": False}}
     if role == "manager" and bed.config.multikueue_mode == "coexist":
         values["manager"] = {**values.get("manager", {}), "mode": "Coexist"}
     if role == "worker" and bed.config.multikueue_mode == "coexist":
@@ -458,13 +470,17 @@ def install_product(
         return []
     replicas: list[Replica] = []
     try:
-        # Rendered once; each worker gets its own copy (the bed rewrites webhook addresses).
-        worker_docs = manifests(bed, "worker", chart_values)
+        # Rendered once per kind; each worker gets its own copy (the bed rewrites webhook
+        # addresses).
+        rendered: dict[str, list[Dict]] = {}
         for w in bed.config.workers:
+            role = worker_role(w)
+            if role not in rendered:
+                rendered[role] = manifests(bed, role, chart_values)
             replicas += _install_on(
                 bed,
                 w.name,
-                copy.deepcopy(worker_docs),
+                copy.deepcopy(rendered[role]),
                 ["--cluster-name", w.name, *(worker_args or [])],
             )
         manager = bed.config.managers[0].name
@@ -499,12 +515,11 @@ def install_on_nodes(
     """The product applied as it is (`kubectl apply -k`, webhooks through their Services),
     with `*_args` added to each container's args as a kustomize patch would; then every
     Deployment Ready and every webhook configuration holding its CA."""
-    worker_docs = manifests(bed, "worker")
     for w in bed.config.workers:
         _apply_on_nodes(
             bed,
             w.name,
-            copy.deepcopy(worker_docs),
+            manifests(bed, worker_role(w)),
             ["--cluster-name", w.name, *(worker_args or [])],
         )
     manager = bed.config.managers[0].name

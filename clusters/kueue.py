@@ -123,6 +123,7 @@ def build_config(
     requeue_backoff_base: int = 60,
     multikueue: bool = False,
     peer: bool = False,
+    trainjobs: bool | None = None,
     shipped: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Kueue's Configuration for one bed cluster (compare Kueue's controller_manager_config).
@@ -130,8 +131,11 @@ def build_config(
     concurrency and API client limits are kept as they are. `multikueue`: the manager's Kueue
     runs its own MultiKueue too (our Coexist mode), with a garbage-collection interval short
     enough for tests to see it work. `peer`: the upstream pipeline (Kueue's own TrainJob
-    integration and, on the manager, its own MultiKueue with Kueue's default intervals)."""
+    integration and, on the manager, its own MultiKueue with Kueue's default intervals).
+    `trainjobs`: Kueue's own TrainJob integration (default: with `peer`), as on a worker that
+    runs Kubeflow Trainer."""
     multikueue = multikueue or peer
+    trainjobs = peer if trainjobs is None else trainjobs
     cfg: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -156,8 +160,8 @@ def build_config(
             (shipped or {}).get("clientConnection") or {"qps": 300, "burst": 500}
         ),
         "integrations": {
-            "frameworks": list(PEER_FRAMEWORKS if peer else FRAMEWORKS),
-            "externalFrameworks": [] if peer else list(EXTERNAL_FRAMEWORKS),
+            "frameworks": list(PEER_FRAMEWORKS if trainjobs else FRAMEWORKS),
+            "externalFrameworks": [] if trainjobs else list(EXTERNAL_FRAMEWORKS),
         },
         "featureGates": {
             # Replace mode: the dispatcher is the kueue.x-k8s.io/multikueue controller here.

@@ -26,10 +26,11 @@ from clusters.kube import load_manifests
 from clusters.processes import Component, http_ok
 
 Dict = dict[str, Any]
-TRAINER_MODULE = f"github.com/kubeflow/trainer/v2@{builds.TRAINER_VERSION}"
 JOBSET_MODULE = f"sigs.k8s.io/jobset@{builds.JOBSET_VERSION}"
 # Offsets from a worker's CONTROLLER_BASE port (our own controllers do not run in a peer bed).
 JOBSET_WEBHOOK, JOBSET_HEALTH, TRAINER_WEBHOOK, TRAINER_HEALTH = 0, 1, 2, 3
+# On a manager Trainer runs beside the dispatcher, whose replicas take offsets 0..5.
+MANAGER_TRAINER_WEBHOOK, MANAGER_TRAINER_HEALTH = 8, 9
 WEBHOOK_CERT = "peer-webhook"  # the bed's serving certificate for both (127.0.0.1)
 # Who each controller runs as on a worker: the namespace and ServiceAccount its release's
 # manifests bind its RBAC to (the same identity regime as the product's, and audited).
@@ -42,17 +43,37 @@ MULTIKUEUE_IDENTITY = ("kueue-system", "multikueue-sa")
 RBAC_KINDS = ("ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
 
 
-def trainer_dir() -> Path:
-    return builds.module_source_dir("trainer", TRAINER_MODULE)
+def trainer_version(config: BedConfig | None = None) -> str:
+    """The Trainer release a bed runs: the one Kueue v0.19.2 names for the peer pipeline (and
+    without a bed), the one the product follows on a mixed fleet's `trainer` clusters."""
+    if config is None or config.is_peer:
+        return builds.TRAINER_VERSION
+    return builds.TRAINER_API_VERSION
+
+
+def trainer_dir(config: BedConfig | None = None) -> Path:
+    module = f"{builds.TRAINER_PACKAGE}@{trainer_version(config)}"
+    return builds.module_source_dir("trainer", module)
+
+
+def trainer_binary(config: BedConfig) -> str:
+    """The name of Trainer's controller command in the build cache for that release."""
+    if trainer_version(config) == builds.TRAINER_VERSION:
+        return "trainer-controller-manager"
+    return "trainer-controller-manager-v2.3"
 
 
 def jobset_dir() -> Path:
     return builds.module_source_dir("jobset", JOBSET_MODULE)
 
 
-def crds() -> list[Dict]:
-    """Trainer's CRDs (TrainJob, TrainingRuntime, ClusterTrainingRuntime) and JobSet's."""
-    paths = sorted((trainer_dir() / "manifests" / "base" / "crds").glob("trainer.kubeflow.org_*"))
+def crds(config: BedConfig | None = None, trainer: bool = True) -> list[Dict]:
+    """Trainer's CRDs (TrainJob, TrainingRuntime, ClusterTrainingRuntime; with `trainer`)
+    of the release `config` runs, and JobSet's."""
+    paths = []
+    if trainer:
+        crd_dir = trainer_dir(config) / "manifests" / "base" / "crds"
+        paths += sorted(crd_dir.glob("trainer.kubeflow.org_*"))
     paths += sorted((jobset_dir() / "config" / "components" / "crd" / "bases").glob("*.yaml"))
     return [doc for path in paths for doc in load_manifests(path.read_text())]
 
@@ -78,24 +99,32 @@ def webhook_configurations(
     return out
 
 
-def worker_webhooks(config: BedConfig, cluster: str, ca_pem: bytes, render: Any) -> list[Dict]:
-    """JobSet's and Trainer's webhook configurations for a worker's loopback servers;
-    `render` is `kubectl kustomize` (clusters.kube.render)."""
-    base = config.port(cluster, Port.CONTROLLER_BASE)
-    return [
-        *webhook_configurations(
+def trainer_ports(spec: ClusterSpec) -> tuple[int, int]:
+    """Offsets of Trainer's webhook and health ports from the cluster's CONTROLLER_BASE."""
+    if spec.role == "manager":
+        return MANAGER_TRAINER_WEBHOOK, MANAGER_TRAINER_HEALTH
+    return TRAINER_WEBHOOK, TRAINER_HEALTH
+
+
+def webhooks(config: BedConfig, spec: ClusterSpec, ca_pem: bytes, render: Any) -> list[Dict]:
+    """Trainer's webhook configurations (and JobSet's, on a worker) for a cluster's loopback
+    servers; `render` is `kubectl kustomize` (clusters.kube.render)."""
+    base = config.port(spec.name, Port.CONTROLLER_BASE)
+    out = []
+    if spec.role == "worker":
+        out += webhook_configurations(
             render(jobset_dir() / "config" / "components" / "webhook"),
             "jobset",
             f"https://127.0.0.1:{base + JOBSET_WEBHOOK}",
             ca_pem,
-        ),
-        *webhook_configurations(
-            render(trainer_dir() / "manifests" / "base" / "webhook"),
-            "trainer",
-            f"https://127.0.0.1:{base + TRAINER_WEBHOOK}",
-            ca_pem,
-        ),
-    ]
+        )
+    out += webhook_configurations(
+        render(trainer_dir(config) / "manifests" / "base" / "webhook"),
+        "trainer",
+        f"https://127.0.0.1:{base + trainer_ports(spec)[0]}",
+        ca_pem,
+    )
+    return out
 
 
 def _namespace(name: str) -> Dict:
@@ -121,20 +150,25 @@ def _in_namespace(docs: list[Dict], namespace: str) -> list[Dict]:
     return out
 
 
-def worker_rbac(render: Any) -> list[Dict]:
-    """JobSet's and Trainer's namespaces, ServiceAccounts and RBAC as their releases install
-    them (JobSet's default kustomization; Trainer's base RBAC in `kubeflow-system`, as its
-    manager overlay puts it), and Kueue's MultiKueue identity (multikueue_rbac)."""
-    jobset = [d for d in render(jobset_dir() / "config" / "default") if d["kind"] in RBAC_KINDS]
+def worker_rbac(
+    render: Any, config: BedConfig | None = None, jobset: bool = True, multikueue: bool = True
+) -> list[Dict]:
+    """Trainer's namespace, ServiceAccount and RBAC as its release installs them (its base
+    RBAC in `kubeflow-system`, as its manager overlay puts it); with `jobset`, JobSet's
+    (its default kustomization); with `multikueue`, Kueue's MultiKueue identity
+    (multikueue_rbac)."""
     trainer_ns = IDENTITIES["trainer"][0]
-    trainer = _in_namespace(render(trainer_dir() / "manifests" / "base" / "rbac"), trainer_ns)
-    return [
-        _namespace(IDENTITIES["jobset"][0]),
-        _namespace(trainer_ns),
-        *jobset,
-        *trainer,
-        *multikueue_rbac(),
-    ]
+    rbac = render(trainer_dir(config) / "manifests" / "base" / "rbac")
+    trainer = _in_namespace(rbac, trainer_ns)
+    out = [_namespace(trainer_ns), *trainer]
+    if jobset:
+        rendered = render(jobset_dir() / "config" / "default")
+        out = [
+            _namespace(IDENTITIES["jobset"][0]),
+            *[d for d in rendered if d["kind"] in RBAC_KINDS],
+            *out,
+        ]
+    return [*out, *(multikueue_rbac() if multikueue else [])]
 
 
 def multikueue_rbac() -> list[Dict]:
@@ -246,19 +280,22 @@ def write_configs(config: BedConfig, spec: ClusterSpec, d: Path, cert: Path, key
         "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
         "kind": "Configuration",
         **common,
-        **as_shipped(trainer_dir() / "manifests" / "base" / "manager"),
-        "health": {"healthProbeBindAddress": f"127.0.0.1:{base + TRAINER_HEALTH}"},
-        "webhook": {"host": "127.0.0.1", "port": base + TRAINER_WEBHOOK},
+        **as_shipped(trainer_dir(config) / "manifests" / "base" / "manager"),
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{base + trainer_ports(spec)[1]}"},
+        "webhook": {"host": "127.0.0.1", "port": base + trainer_ports(spec)[0]},
         "certManagement": {"enable": False},
     }
     (d / "jobset-config.yaml").write_text(yaml.safe_dump(jobset))
     (d / "trainer-config.yaml").write_text(yaml.safe_dump(trainer))
 
 
-def components(config: BedConfig, spec: ClusterSpec, d: Path) -> list[Component]:
-    """JobSet's and Trainer's controllers on a worker, in start order, each as its own
-    ServiceAccount (the bed writes their kubeconfigs before it starts them)."""
-    if spec.role != "worker":
+def components(
+    config: BedConfig, spec: ClusterSpec, d: Path, every: bool = False
+) -> list[Component]:
+    """JobSet's and Trainer's controllers on a worker (Trainer's alone on a manager), in start
+    order, each as its own ServiceAccount (the bed writes their kubeconfigs before it starts
+    them). `every`: whether or not this cluster runs them, so that `down` stops them."""
+    if not (every or config.runs_trainer(spec)):
         return []
     base = config.port(spec.name, Port.CONTROLLER_BASE)
 
@@ -273,13 +310,15 @@ def components(config: BedConfig, spec: ClusterSpec, d: Path) -> list[Component]
             env={"KUBECONFIG": str(kubeconfig(d, name)), **more},
         )
 
-    return [
-        controller("jobset", "jobset-controller-manager", JOBSET_WEBHOOK, JOBSET_HEALTH),
-        controller(
-            "trainer",
-            "trainer-controller-manager",
-            TRAINER_WEBHOOK,
-            TRAINER_HEALTH,
-            TMPDIR=str(d / "trainer-tmp"),
-        ),
-    ]
+    trainer = controller(
+        "trainer",
+        trainer_binary(config),
+        *trainer_ports(spec),
+        TMPDIR=str(d / "trainer-tmp"),
+    )
+    if every or spec.role == "worker":
+        return [
+            controller("jobset", "jobset-controller-manager", JOBSET_WEBHOOK, JOBSET_HEALTH),
+            trainer,
+        ]
+    return [trainer]

@@ -133,20 +133,23 @@ class MultiKueue:
         runtime: str = "torch-distributed",
         cpu: str | None = "1",
         managed_by: str | None = None,
-        queue: str = "q",
+        queue: str | None = "q",
         cluster: str | None = None,
         metadata: Dict | None = None,
         pod_annotations: Dict | None = None,
     ) -> Dict:
         """A TrainJob on the manager (or on `cluster`: a worker's own, run there by Kueue and
-        the worker controller without MultiKueue)."""
+        the worker controller without MultiKueue); `queue` None: no Kueue queue."""
         annotations = {"bed.trainjob.dev/run-duration": run, **(pod_annotations or {})}
         if exit_code is not None:
             annotations["bed.trainjob.dev/exit-code"] = str(exit_code)
-        body = {
+        body: Dict = {
             "apiVersion": "trainer.kubeflow.org/v1alpha1",
             "kind": "TrainJob",
-            "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": queue}},
+            "metadata": {
+                "name": name,
+                "labels": {} if queue is None else {"kueue.x-k8s.io/queue-name": queue},
+            },
             "spec": {
                 "runtimeRef": {"name": runtime},
                 "trainer": {"numNodes": nodes},

@@ -157,6 +157,38 @@ def test_the_peer_pipeline_runs_kueues_own_trainjob_integration_and_multikueue()
     assert "MultiKueue" not in worker["featureGates"]
 
 
+def test_a_mixed_fleet_runs_trainer_where_asked_and_kueues_integration_on_its_workers() -> None:
+    """The mixed bed: worker2 runs Trainer, JobSet and Kueue's own TrainJob integration;
+    worker1 our worker controller with the external one; the manager Trainer beside the
+    dispatcher, on ports the dispatcher's replicas leave free, without JobSet's controller."""
+    from clusters import peer
+    from clusters.config import mixed_bed_config
+
+    config = mixed_bed_config()
+    manager, ours, theirs = (config.cluster(n) for n in ("manager", "worker1", "worker2"))
+    assert [config.runs_trainer(c) for c in (manager, ours, theirs)] == [True, False, True]
+    assert [config.kueue_runs_trainjobs(c) for c in (manager, ours, theirs)] == [
+        False,
+        False,
+        True,
+    ]
+    here = Path("/nonexistent")
+    assert [c.name for c in peer.components(config, manager, here)] == ["trainer"]
+    assert [c.name for c in peer.components(config, theirs, here)] == ["jobset", "trainer"]
+    assert peer.components(config, ours, here) == []
+    # `down` stops whatever an earlier bed ran, wherever it ran
+    assert [c.name for c in peer.components(config, ours, here, every=True)] == [
+        "jobset",
+        "trainer",
+    ]
+    dispatcher_ports = range(0, 6)  # two replicas, three ports each (clusters/install.py)
+    assert not set(peer.trainer_ports(manager)) & set(dispatcher_ports)
+    assert Port.CONTROLLER_BASE + max(peer.trainer_ports(manager)) < config.port_stride
+    worker = build_config(**KUEUE_ARGS, manager=False, trainjobs=True)  # type: ignore[arg-type]
+    assert worker["integrations"]["frameworks"] == ["batch/job", "trainer.kubeflow.org/trainjob"]
+    assert worker["integrations"]["externalFrameworks"] == []
+
+
 def test_peer_webhooks_are_renamed_per_project_and_served_on_loopback() -> None:
     from clusters.peer import webhook_configurations
 

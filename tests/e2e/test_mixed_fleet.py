@@ -1,0 +1,192 @@
+"""A fleet of both kinds of worker (clusters.config.mixed_bed_config): worker1 runs our worker
+controller, worker2 Kubeflow Trainer v2.3 and JobSet as their releases run them, with Kueue's
+own TrainJob integration and only the manager's identity of ours (deploy/worker-identity).
+Trainer runs on the manager too, beside the dispatcher.
+
+The same TrainJobs go to each kind and come back with the same ending; the story reads
+JobSet's pods as it reads ours; a TrainJob on a lost Trainer worker moves to ours and runs
+there once; Trainer on the manager leaves MultiKueue TrainJobs to the dispatcher. The bed is
+this module's own, up beside the kwok bed for as long as the module runs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusters import setup
+from clusters.bed import Bed
+from clusters.config import mixed_bed_config
+from tests.support.multikueue import (
+    KUEUE,
+    LOST_TIMEOUT,
+    MultiKueue,
+    dispatched_to,
+    events_of,
+)
+from tests.support.tenant import Tenant, story_path
+from tests.support.waiting import wait_for
+
+pytestmark = [pytest.mark.bed]
+Dict = dict[str, Any]
+JOBSET = ("jobset.x-k8s.io", "v1alpha2")
+
+
+@pytest.fixture(scope="module")
+def mixed() -> Iterator[Bed]:
+    """The mixed bed with the product installed as deploy/ installs it on each kind of cluster,
+    or the running one $TJ_MIXED_BED_STATE_DIR names (kept up afterwards)."""
+    bed = Bed(mixed_bed_config())
+    reuse = bool(os.environ.get("TJ_MIXED_BED_STATE_DIR")) and bed.is_up()
+    if not reuse:
+        bed.up()
+    try:
+        # Trainer runs the manager's own TrainJobs (no queue, or none of MultiKueue's), as
+        # docs/operations.md tells a platform with Trainer on the manager to set.
+        ctrls = setup.start_controllers(
+            bed, worker_lost_timeout=LOST_TIMEOUT, manager_flags=("--manager-runs-trainjobs",)
+        )
+        try:
+            yield bed
+        finally:
+            setup.stop_controllers(bed, ctrls)
+    finally:
+        if not reuse and not os.environ.get("TJ_BED_KEEP"):
+            bed.down()
+
+
+def only_on(mixed: Bed, worker: str) -> MultiKueue:
+    """A test namespace whose queue has room on `worker` only."""
+    others = {w.name: "0" for w in mixed.config.workers if w.name != worker}
+    return MultiKueue(mixed, cpu_by_worker=others)
+
+
+def conditions(trainjob: Dict | None) -> dict[str, tuple[str, str]]:
+    return {
+        c["type"]: (c["status"], c.get("reason", ""))
+        for c in ((trainjob or {}).get("status") or {}).get("conditions") or []
+    }
+
+
+def jobsets(mk: MultiKueue, cluster: str) -> list[Dict]:
+    items: list[Dict] = mk.custom(cluster).list_namespaced_custom_object(*JOBSET, mk.ns, "jobsets")[
+        "items"
+    ]
+    return items
+
+
+# What each kind of worker gave, for the comparison printed after the last case.
+SEEN: dict[str, dict[str, Any]] = {}
+
+
+@pytest.mark.parametrize("worker", ["worker1", "worker2"])
+def test_the_same_trainjobs_end_the_same_on_either_kind_of_worker(
+    mixed: Bed, worker: str, tmp_path: Path
+) -> None:
+    mk = only_on(mixed, worker)
+    runtime = mk.fail_fast_runtime()
+    mk.submit("ok", nodes=2, run="6s")
+    mk.submit("broken", runtime=runtime, exit_code=3, run="1s")
+    alice = Tenant(mixed, mk.ns, "alice", "edit", tmp_path)
+
+    last: list[Dict] = []
+
+    def two_running_pods() -> Dict | None:
+        code, story = alice.get(story_path(mk.ns, "ok"))
+        assert code == 200, story
+        last[:] = [story]
+        running = [p for p in story["pods"] if p["phase"] == "Running"]
+        return story if len(running) == 2 else None
+
+    try:
+        story = wait_for(two_running_pods, 60, what=f"the story's two running pods on {worker}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the story said {last}") from None
+    assert story["worker"] == worker and story["workerProblem"] is None, story
+    assert sorted(p["index"] for p in story["pods"]) == ["0", "1"], story["pods"]
+    reasons = {(e["source"], e["reason"]) for e in story["events"]}
+    assert (worker, "Scheduled") in reasons, reasons
+
+    done = mk.wait("ok", "Complete", timeout=120)
+    failed = mk.wait("broken", "Failed", timeout=120)
+    ok = mk.get("ok") or {}
+    assert ok["status"].get("clusterName") == worker
+    assert dispatched_to(mk, "ok") == [worker], dispatched_to(mk, "ok")
+    assert dispatched_to(mk, "broken") == [worker], dispatched_to(mk, "broken")
+    jobs = {j["name"]: j for j in ok["status"].get("jobsStatus") or []}
+    # JobSet's counts are of Jobs: the replicated job `node` is one Job of two pods
+    assert set(jobs) == {"node"} and jobs["node"].get("succeeded") == 1, jobs
+    # the copy's ending came back, and what the manager's Kueue made of it
+    assert (mk.manager_workload("ok") or {}).get("status", {}).get("conditions")
+    SEEN[worker] = {
+        "ok": conditions(ok),
+        "broken": conditions(mk.get("broken")),
+        "Complete": (done["reason"], done["message"]),
+        "Failed": (failed["reason"], failed["message"]),
+        "status fields": sorted(ok["status"]),
+        "story events": sorted({r for s, r in reasons if s == worker}),
+    }
+    if len(SEEN) == 2:
+        ours, theirs = SEEN["worker1"], SEEN["worker2"]
+        same = [k for k in ours if ours[k] == theirs[k]]
+        differ = [k for k in ours if ours[k] != theirs[k]]
+        print(f"\n[figure] the same TrainJobs on ours and on Trainer: same {same}")
+        for key in differ:
+            print(f"[figure]   {key}: ours {ours[key]} / Trainer {theirs[key]}")
+
+
+def test_trainer_on_the_manager_leaves_multikueue_trainjobs_to_the_dispatcher(
+    mixed: Bed,
+) -> None:
+    mk = only_on(mixed, "worker2")
+    mk.submit("sent", run="2s")
+    # Trainer runs there and does its own work: a TrainJob it manages (no queue) gets a JobSet.
+    local = mk.submit("trainers-own", queue=None)
+    local_name = local["metadata"]["name"]
+    wait_for(
+        lambda: [j for j in jobsets(mk, mk.manager) if j["metadata"]["name"] == local_name],
+        60,
+        what="Trainer's JobSet for its own TrainJob on the manager",
+    )
+    mk.wait("sent", "Complete", timeout=120)
+    sent = mk.get("sent") or {}
+    assert sent["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+    # ... and none for the one the dispatcher sent, whose copy ran on the Trainer worker.
+    assert [j["metadata"]["name"] for j in jobsets(mk, mk.manager)] == [local_name]
+    assert dispatched_to(mk, "sent") == ["worker2"]
+    assert not [e for e in events_of(mk, "sent") if "JobSet" in e], events_of(mk, "sent")
+
+
+def test_a_trainjob_on_a_lost_trainer_worker_moves_to_ours_and_runs_once(mixed: Bed) -> None:
+    mk = only_on(mixed, "worker2")
+    mk.submit("mover", run="25s")
+    lost = mk.started_on("mover")
+    assert lost == "worker2"
+    mk.set_quota("worker1", "16")
+    mixed.stop_component(lost, "kube-apiserver")
+    try:
+
+        def inactive() -> bool:
+            obj = mk.custom().get_cluster_custom_object(*KUEUE, "multikueueclusters", lost)
+            return any(
+                c["type"] == "Active" and c["status"] == "False"
+                for c in (obj.get("status") or {}).get("conditions") or []
+            )
+
+        wait_for(inactive, 60, what=f"MultiKueueCluster {lost} to turn inactive")
+        wait_for(
+            lambda: (mk.get("mover") or {}).get("status", {}).get("clusterName") == "worker1",
+            LOST_TIMEOUT + 90,
+            what="the TrainJob to move to worker1",
+        )
+        mk.wait("mover", "Complete", timeout=120)
+    finally:
+        # What follows needs its API server and garbage collector only, not new pods.
+        mixed.restore_api_server(lost, wait_runs_jobs=False)
+    assert dispatched_to(mk, "mover") == ["worker2", "worker1"], dispatched_to(mk, "mover")
+    # Once the Trainer worker is back, the stale copy there goes, and its JobSet with it.
+    wait_for(lambda: mk.get("mover", lost) is None, 90, what=f"the stale copy on {lost} gone")
+    wait_for(lambda: not jobsets(mk, lost), 60, what=f"the stale JobSet on {lost} gone")
