@@ -20,6 +20,7 @@ import pytest
 from clusters import setup
 from clusters.bed import Bed
 from clusters.config import mixed_bed_config
+from kubectl_trainjob.__main__ import main as kubectl_trainjob
 from tests.support.multikueue import (
     KUEUE,
     LOST_TIMEOUT,
@@ -136,6 +137,51 @@ def test_the_same_trainjobs_end_the_same_on_either_kind_of_worker(
         print(f"\n[figure] the same TrainJobs on ours and on Trainer: same {same}")
         for key in differ:
             print(f"[figure]   {key}: ours {ours[key]} / Trainer {theirs[key]}")
+
+
+def test_progress_trainer_writes_on_its_worker_reaches_the_manager(
+    mixed: Bed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trainer v2.3's status server (its alpha TrainJobStatus gate) writes what a pod reports
+    as a server-side apply of status.trainerStatus, field manager `trainer-status`. The server
+    cannot run on this bed (it reads the issuer from the in-pod token path and asks it for
+    OIDC discovery), so the test makes that write on the copy itself; the manager TrainJob
+    and `kubectl trainjob progress` then read it, as they read our worker controller's."""
+    mk = only_on(mixed, "worker2")
+    mk.submit("reporting", run="40s")
+    worker = mk.started_on("reporting")
+    reported = {
+        "progressPercentage": 45,
+        "estimatedRemainingSeconds": 120,
+        "metrics": [{"name": "loss", "value": "0.25"}],
+        "lastUpdatedTime": "2026-11-28T12:00:00Z",
+    }
+    body = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "reporting", "namespace": mk.ns},
+        "status": {"trainerStatus": reported},
+    }
+    api = mixed.api(worker)
+    api.call_api(
+        f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{mk.ns}/trainjobs/reporting/status",
+        "PATCH",
+        query_params=[("fieldManager", "trainer-status"), ("force", "true")],
+        header_params={"Content-Type": "application/apply-patch+yaml"},
+        body=body,
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+    )
+    wait_for(
+        lambda: ((mk.get("reporting") or {}).get("status") or {}).get("trainerStatus") == reported,
+        30,
+        what="the copy's trainerStatus on the manager TrainJob",
+    )
+    plugin = ["--kubeconfig", str(mixed.kubeconfig(mk.manager)), "-n", mk.ns]
+    assert kubectl_trainjob([*plugin, "progress", "reporting"]) == 0
+    shown = capsys.readouterr().out
+    assert "]  45%  about 2m00s left" in shown and "loss=0.25" in shown, shown
+    mk.wait("reporting", "Complete", timeout=120)
 
 
 def test_trainer_on_the_manager_leaves_multikueue_trainjobs_to_the_dispatcher(
