@@ -26,7 +26,6 @@ kubeconfig may use is Kueue's rule, applied before (`kubecontrol/kubeconfig.py`)
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import ssl
 import sys
@@ -47,21 +46,11 @@ import yaml
 
 from kubecontrol.exec_credentials import ExecPlugin, ExecTokens
 from kubecontrol.objects import Dict
+from kubecontrol.version import DISTRIBUTION, VERSION
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_REREAD_SECONDS = 60.0  # kubelet refreshes a projected token well before it expires
-DISTRIBUTION = "trainjob-dispatcher"
-
-
-def _version() -> str:
-    """The installed product's version (pyproject.toml is its one source)."""
-    try:
-        return importlib.metadata.version(DISTRIBUTION)
-    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
-        return "0+unknown"
-
-
-USER_AGENT = f"{DISTRIBUTION}/{_version()} (python)"
+USER_AGENT = f"{DISTRIBUTION}/{VERSION} (python)"
 JSON = "application/json"
 # Only the objects' metadata, for any kind (what client-go's metadata informers ask for).
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"

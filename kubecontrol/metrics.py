@@ -9,8 +9,19 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from kubecontrol.version import PYTHON, VERSION
+
 REGISTRY = CollectorRegistry(auto_describe=True)
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+# ---- what runs ---------------------------------------------------------------------------------
+BUILD_INFO = Gauge(
+    "trainjob_build_info",
+    "1, labelled with the product's version and the Python that runs it.",
+    ["version", "python"],
+    registry=REGISTRY,
+)
+BUILD_INFO.labels(VERSION, PYTHON).set(1)
 
 # ---- client-go workqueue names ----------------------------------------------------------------
 WORKQUEUE_DEPTH = Gauge(

@@ -1,8 +1,10 @@
 """One version number: pyproject.toml's. Every other place that names the product's version
-(the image tag the manifests and scripts use, the API client's User-Agent) must agree."""
+(the image tag the manifests and scripts use, the API client's User-Agent, the
+`trainjob_build_info` series) must agree."""
 
 from __future__ import annotations
 
+import platform
 import re
 import tomllib
 from pathlib import Path
@@ -11,9 +13,11 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+from prometheus_client import generate_latest
 
 from clusters.chart import image_reference
 from kubecontrol.client import USER_AGENT
+from kubecontrol.metrics import REGISTRY
 
 REPO = Path(__file__).resolve().parents[3]
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
@@ -34,8 +38,11 @@ def test_the_image_scripts_take_the_image_from_the_chart() -> None:
     assert "clusters.chart --image" in kind
 
 
-def test_the_api_clients_user_agent_names_the_installed_version() -> None:
+def test_the_api_clients_user_agent_and_build_info_name_the_installed_version() -> None:
     assert f"trainjob-dispatcher/{VERSION} (python)" == USER_AGENT
+    exposed = generate_latest(REGISTRY).decode()
+    python = platform.python_version()
+    assert f'trainjob_build_info{{python="{python}",version="{VERSION}"}} 1.0' in exposed
 
 
 def test_the_changelog_has_an_entry_for_the_version() -> None:
