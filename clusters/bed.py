@@ -776,11 +776,14 @@ class Bed:
         and more here: see `wait_runs_jobs`)."""
         self.start_component(cluster, "kube-apiserver")
         # Not kwok: a new kwok waits for the old one's node leases to expire (about 40 s)
-        # before it runs any pod.
-        for component in ("kube-controller-manager", "kueue"):
-            self.stop_component(cluster, component)
-            self.start_component(cluster, component, timeout=120)
+        # before it runs any pod. The scheduler: left running after a 40 s outage, it bound
+        # the first new pod 45 s after the API server was back (its watches backing off).
         spec = self.config.cluster(cluster)
+        names = {comp.name for comp in self.components(spec)}
+        for component in ("kube-controller-manager", "kube-scheduler", "kueue"):
+            if component in names:
+                self.stop_component(cluster, component)
+                self.start_component(cluster, component, timeout=120)
         for comp in peer.components(self.config, spec, self.cluster_dir(cluster)):
             self.stop_component(cluster, comp.name)
             self.start_component(cluster, comp.name, timeout=120)

@@ -148,7 +148,7 @@ def test_progress_trainer_writes_on_its_worker_reaches_the_manager(
     OIDC discovery), so the test makes that write on the copy itself; the manager TrainJob
     and `kubectl trainjob progress` then read it, as they read our worker controller's."""
     mk = only_on(mixed, "worker2")
-    mk.submit("reporting", run="40s")
+    mk.submit("reporting", run="20s")
     worker = mk.started_on("reporting")
     reported = {
         "progressPercentage": 45,
