@@ -63,6 +63,12 @@ def main(argv: list[str] | None = None) -> int:
         "benchmarks/compare.py runs; a bed with `pipeline: peer` builds them itself)",
     )
     build.add_argument(
+        "--trainer",
+        action="store_true",
+        help="also Kubeflow Trainer v2.3's and JobSet's controllers, which a cluster with "
+        "`trainer: true` runs (tests/e2e/test_mixed_fleet.py's bed)",
+    )
+    build.add_argument(
         "--real-nodes",
         action="store_true",
         help="also what real nodes need: kubelet, kube-proxy, containerd, CoreDNS, and the "
@@ -88,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
-            builds.build_all(peer=args.peer, real=args.real_nodes)
+            builds.build_all(peer=args.peer, real=args.real_nodes, trainer=args.trainer)
             if args.real_nodes:
                 images.build_all()
             return 0
