@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 from kubecontrol.aggregated import query_bool, query_int
@@ -60,13 +61,12 @@ def controller_uid(obj: Dict) -> str | None:
 
 
 def ours(
-    owner_uids: str | Collection[str], jobs: Iterable[Dict], pods: Iterable[Dict]
+    owner_uids: AbstractSet[str], jobs: Iterable[Dict], pods: Iterable[Dict]
 ) -> tuple[list[Dict], list[Dict]]:
     """The Jobs that one of `owner_uids` (our copy's UID, and that of the JobSet the copy
     controls, if any) controls, and the pods those Jobs control: a pod or Job someone else
     made with the same labels is not the TrainJob's."""
-    owners = {owner_uids} if isinstance(owner_uids, str) else set(owner_uids)
-    owned = [j for j in jobs if controller_uid(j) in owners]
+    owned = [j for j in jobs if controller_uid(j) in owner_uids]
     uids = {(j.get("metadata") or {}).get("uid") for j in owned}
     return owned, [p for p in pods if controller_uid(p) in uids]
 

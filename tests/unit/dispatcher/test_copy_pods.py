@@ -49,7 +49,7 @@ def test_only_the_pods_of_the_jobs_our_copy_controls() -> None:
         node_pod("b", "p2", "job-2", 0),
         node_pod("c", "p3", None, 0),
     ]
-    kept_jobs, kept_pods = ours("copy", jobs, pods)
+    kept_jobs, kept_pods = ours({"copy"}, jobs, pods)
     assert [j["metadata"]["name"] for j in kept_jobs] == ["tj-node"]
     assert [p["metadata"]["name"] for p in kept_pods] == ["a"]
 
@@ -70,7 +70,7 @@ def test_on_a_trainer_worker_the_jobs_of_the_jobset_our_copy_controls() -> None:
     kept_jobs, kept_pods = ours({"copy", "jobset-uid"}, jobs, pods)
     assert [j["metadata"]["name"] for j in kept_jobs] == ["tj-node-0"]
     assert [p["metadata"]["name"] for p in kept_pods] == ["a"]
-    assert ours("copy", jobs, pods) == ([], [])  # without the JobSet's UID: none is ours
+    assert ours({"copy"}, jobs, pods) == ([], [])  # without the JobSet's UID: none is ours
 
 
 def test_a_pod_by_name_must_be_the_trainjobs() -> None:
