@@ -364,8 +364,16 @@ def _metrics_certificate() -> tuple[Path, Path]:
 
 
 def start_watches(ctx: ControllerContext, cluster: Cluster, watches: list[Watch]) -> None:
-    """One informer per watch, its caches in `ctx.indexes`; events reach the watch's
-    handler only once `ctx.synced` is set (a handler's failure is the informer's to log)."""
+    """Start `informers` for the watch table."""
+    for informer in informers(ctx, cluster, watches):
+        informer.start()
+
+
+def informers(ctx: ControllerContext, cluster: Cluster, watches: list[Watch]) -> list[Informer]:
+    """One informer per watch, not started, its caches in `ctx.indexes`; events reach the
+    watch's handler only once `ctx.synced` is set (a handler's failure is the informer's to
+    log)."""
+    made = []
     for watch in watches:
         informer = Informer(
             cluster.api,
@@ -382,7 +390,8 @@ def start_watches(ctx: ControllerContext, cluster: Cluster, watches: list[Watch]
         ctx.indexes[watch.index] = informer.view
         if watch.groups:
             ctx.indexes[watch.groups] = informer.groups
-        informer.start()
+        made.append(informer)
+    return made
 
 
 def _note_state(ctx: ControllerContext, index: str, ok: bool, error: str) -> None:

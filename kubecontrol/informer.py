@@ -244,6 +244,18 @@ class Informer:
         self._relist = True
         self._abort.set()
 
+    def list_now(self) -> bool:
+        """List into the cache on the caller's thread, without a watch (a whole-pass test
+        fills its controller's caches so between passes); a failure is reported as the watch
+        loop reports it (`on_state`). True when the list came in."""
+        try:
+            self._list()
+        except Exception as exc:
+            self._failing = True
+            self._on_state(False, f"{type(exc).__name__}: {str(exc)[:200]}")
+            return False
+        return True
+
     def _list(self) -> str:
         """List everything into the cache, a page at a time; report what changed since;
         return the list's resourceVersion."""

@@ -1,0 +1,295 @@
+"""A controller's whole pass over clusters in memory (tests/support/memory_api.py), as Kueue's
+`workload_test.go` runs its reconciler over fake clients: the objects on every cluster before,
+one pass (or passes until nothing changes), the objects, Events and requeue after.
+
+The controller runs as it does in its process: its own watch table fills its caches (listed
+again between passes instead of watched), its handlers queue keys, its `Cluster` writes. Only
+the work queue is a recorder, so the test says which pass runs when.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubecontrol import controller
+from kubecontrol.client import ApiException
+from kubecontrol.cluster import Cluster
+from kubecontrol.events import build_event
+from kubecontrol.informer import Informer
+from kubecontrol.kinds import EVENT, Kind
+from kubecontrol.objects import Dict
+from tests.support.memory_api import MemoryApi
+from trainjob import constants as c
+
+
+class MemoryCluster(Cluster):
+    """The product's `Cluster` over a `MemoryApi`, its Events recorded at once rather than
+    from a background thread, so that a pass's Events are there when it returns."""
+
+    def __init__(self, api: MemoryApi, field_manager: str) -> None:
+        super().__init__(api.name, api, field_manager)  # type: ignore[arg-type]
+        self.memory = api
+
+    def post_event(
+        self, obj: Dict, etype: str, reason: str, message: str, name: str | None = None
+    ) -> None:
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        # Recorded once (409), or refused: Events are best effort, as in Cluster.
+        with contextlib.suppress(ApiException):
+            self.create(
+                EVENT, build_event(obj, etype, reason, message, self.field_manager, now, name)
+            )
+
+
+class RecordingQueue:
+    """The work queue's `add` (and the rest a controller calls), recording the keys."""
+
+    def __init__(self) -> None:
+        self.keys: list[Hashable] = []
+
+    def add(self, key: Hashable, *_args: Any, **_kwargs: Any) -> None:
+        if key not in self.keys:
+            self.keys.append(key)
+
+    def take(self) -> list[Hashable]:
+        keys, self.keys = self.keys, []
+        return keys
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        return lambda *args, **kwargs: None  # resync, pause, resume, log_stats ...
+
+
+@dataclass
+class Pass:
+    """What one pass did: its answer (seconds to the next, or None), the writes it sent per
+    cluster, the Events it recorded, and the keys the changes queued."""
+
+    requeue_after: float | None
+    writes: dict[str, list[tuple[str, str]]]
+    events: list[tuple[str, str, str]]  # (type, reason, the object's name)
+    queued: list[Hashable] = field(default_factory=list)
+
+    def wrote(self) -> bool:
+        return any(self.writes.values())
+
+
+def event_tuples(api: MemoryApi) -> list[tuple[str, str, str]]:
+    return [(e["type"], e["reason"], e["involvedObject"]["name"]) for e in api.objects(EVENT)]
+
+
+class World:
+    """Clusters in memory and one controller's caches over them; `run(key)` is one pass.
+    `more_informers`: caches beyond the watch table's (the dispatcher's of each worker)."""
+
+    def __init__(
+        self,
+        apis: dict[str, MemoryApi],
+        sync: Callable[[Hashable], float | None],
+        more_informers: Callable[[], list[Informer]] = list,
+    ):
+        self.apis = apis
+        self._sync = sync
+        self._more = more_informers
+        self.informers: list[Informer] = []
+        self.queue = RecordingQueue()
+        self.finalizers: list[Callable[[], None]] = []  # what `close` stops
+
+    def close(self) -> None:
+        for stop in self.finalizers:
+            stop()
+
+    def watch(self, ctx: controller.ControllerContext, cluster: Cluster, table: list[Any]) -> None:
+        """Fill `ctx`'s caches from `cluster` by the watch table, as the controller's process
+        would (its handlers called once the first list is in: `ctx.synced`)."""
+        self.informers += controller.informers(ctx, cluster, table)
+
+    def relist(self) -> None:
+        for informer in [*self.informers, *self._more()]:
+            informer.list_now()
+
+    def get(self, cluster: str, kind: Kind, name: str, namespace: str | None = "ns") -> Dict | None:
+        return self.apis[cluster].object(kind, name, namespace)
+
+    def run(self, key: Hashable) -> Pass:
+        """One pass for `key`, with the caches as the watches would have them."""
+        self.relist()
+        self.queue.take()
+        before_writes = {n: len(a.writes()) for n, a in self.apis.items()}
+        before_events = {n: len(a.objects(EVENT)) for n, a in self.apis.items()}
+        requeue = self._sync(key)
+        writes = {n: a.writes()[before_writes[n] :] for n, a in self.apis.items()}
+        events = [e for n, a in self.apis.items() for e in event_tuples(a)[before_events[n] :]]
+        self.relist()
+        return Pass(requeue, writes, events, self.queue.take())
+
+    def settle(self, key: Hashable, most: int = 10) -> list[Pass]:
+        """Passes for `key` until one writes nothing (at most `most`)."""
+        passes = [self.run(key)]
+        while passes[-1].wrote():
+            if len(passes) == most:
+                raise AssertionError(f"{key}: still writing after {most} passes: {passes}")
+            passes.append(self.run(key))
+        return passes
+
+
+def condition(obj: Dict | None, ctype: str) -> tuple[str, str] | None:
+    """(status, reason) of a condition of an object, or None."""
+    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == ctype:
+            return cond.get("status"), cond.get("reason")
+    return None
+
+
+def names(objects: Iterable[Dict]) -> list[str]:
+    return sorted(o["metadata"]["name"] for o in objects)
+
+
+__all__ = ["MemoryCluster", "Pass", "RecordingQueue", "World", "c", "condition", "names"]
+
+
+# ---- the dispatcher over a manager and its workers ---------------------------------------
+
+
+def _kubeconfig_secret(name: str, namespace: str) -> Dict:
+    from tests.support.kubeconfigs import kubeconfig  # a real CA, as the vetting wants
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": f"{name}-kubeconfig", "namespace": namespace},
+        "data": {"kubeconfig": base64.b64encode(kubeconfig()).decode()},
+    }
+
+
+def multikueue_objects(workers: Iterable[str], namespace: str, controller_name: str) -> list[Dict]:
+    """What a platform admin sets up on a manager for MultiKueue (docs/install.md): a
+    MultiKueueCluster per worker with its kubeconfig Secret, the MultiKueueConfig, the
+    AdmissionCheck, and the ClusterQueue "cq" and LocalQueue "q" (namespace "ns") using it."""
+    workers = list(workers)
+    kueue = "kueue.x-k8s.io/v1beta2"
+    objects: list[Dict] = []
+    for name in workers:
+        objects.append(_kubeconfig_secret(name, namespace))
+        objects.append(
+            {
+                "apiVersion": kueue,
+                "kind": "MultiKueueCluster",
+                "metadata": {"name": name},
+                "spec": {
+                    "clusterSource": {
+                        "kubeConfig": {"locationType": "Secret", "location": f"{name}-kubeconfig"}
+                    }
+                },
+            }
+        )
+    return [
+        *objects,
+        {
+            "apiVersion": kueue,
+            "kind": "MultiKueueConfig",
+            "metadata": {"name": "multikueue"},
+            "spec": {"clusters": workers},
+        },
+        {
+            "apiVersion": kueue,
+            "kind": "AdmissionCheck",
+            "metadata": {"name": "mk"},
+            "spec": {
+                "controllerName": controller_name,
+                "parameters": {
+                    "apiGroup": "kueue.x-k8s.io",
+                    "kind": "MultiKueueConfig",
+                    "name": "multikueue",
+                },
+            },
+        },
+        *queues(admission_checks=["mk"]),
+    ]
+
+
+def queues(admission_checks: list[str] | None = None, cpu: str = "8") -> list[Dict]:
+    """The ClusterQueue "cq" (flavour "default", `cpu` of quota) and LocalQueue "q" in "ns"."""
+    kueue = "kueue.x-k8s.io/v1beta2"
+    spec: Dict = {
+        "namespaceSelector": {},
+        "resourceGroups": [
+            {
+                "coveredResources": ["cpu"],
+                "flavors": [
+                    {"name": "default", "resources": [{"name": "cpu", "nominalQuota": cpu}]}
+                ],
+            }
+        ],
+    }
+    if admission_checks:
+        spec["admissionChecks"] = admission_checks
+    return [
+        {
+            "apiVersion": kueue,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "default"},
+            "spec": {},
+        },
+        {"apiVersion": kueue, "kind": "ClusterQueue", "metadata": {"name": "cq"}, "spec": spec},
+        {
+            "apiVersion": kueue,
+            "kind": "LocalQueue",
+            "metadata": {"name": "q", "namespace": "ns"},
+            "spec": {"clusterQueue": "cq"},
+        },
+    ]
+
+
+def fleet(
+    manager_objects: Iterable[Dict] = (),
+    workers: dict[str, list[Dict]] | None = None,
+    **settings: Any,
+) -> tuple[World, Any]:
+    """A manager and its workers in memory, and the dispatcher over them as its process runs
+    it (its watch table, its Registry connected to each MultiKueueCluster's worker through
+    the kubeconfig in its Secret). Returns the world and the dispatcher's context."""
+    from dispatcher.clusters import Registry
+    from dispatcher.context import Context
+    from dispatcher.reconcile import sync
+    from dispatcher.settings import DispatcherSettings
+    from dispatcher.watches import on_cluster_event, on_remote_change, watches
+
+    workers = workers if workers is not None else {"worker1": [], "worker2": []}
+    ours = DispatcherSettings(**settings)
+    manager = MemoryApi(
+        "manager",
+        [*multikueue_objects(workers, ours.namespace, ours.controller_name), *manager_objects],
+    )
+    apis = {"manager": manager}
+    for name, objects in workers.items():
+        apis[name] = MemoryApi(name, [*queues(), *objects])
+    cluster = MemoryCluster(manager, c.DISPATCHER_FIELD_MANAGER)
+    ctx = Context(settings=ours, manager=cluster)
+
+    def remote_informers() -> list[Informer]:
+        return [i for r in ctx.registry.remotes.values() for i in r.informers]
+
+    world = World(apis, lambda key: sync(ctx, key), remote_informers)  # type: ignore[arg-type]
+    ctx.queue = world.queue  # type: ignore[assignment]
+    ctx.registry = Registry(
+        ours, cluster, lambda ns, name, urgent: on_remote_change(ctx, ns, name, urgent)
+    )
+    ctx.registry.dial = lambda name, _kubeconfig, field_manager: MemoryCluster(
+        apis[name], field_manager
+    )
+    world.watch(ctx, cluster, watches(ctx))
+    world.relist()
+    ctx.synced.set()
+    for mkc in ctx.caches.clusters():
+        on_cluster_event(ctx, "ADDED", mkc)
+    for remote in ctx.registry.remotes.values():
+        for informer in remote.informers:
+            if not informer.synced.wait(5):
+                raise AssertionError(f"{remote.name}: a watch did not list")
+    world.finalizers.append(ctx.shut_down)
+    return world, ctx

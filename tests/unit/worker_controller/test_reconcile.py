@@ -1,0 +1,225 @@
+"""The worker controller's whole pass (`reconcile.sync_trainjob`) over a cluster in memory:
+the objects before, the passes until nothing changes, the objects, Events and requeue after.
+What only an API server decides (admission, RBAC, real Jobs and pods) is the bed's
+(tests/worker); these cases run in milliseconds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubecontrol.client import ApiException
+from kubecontrol.kinds import Kind
+from tests.support.builders import OWNER, TrainJobBuilder, make_runtime
+from tests.support.memory_api import Fault, MemoryApi
+from tests.support.whole_pass import MemoryCluster, World, condition, names
+from trainjob import constants as c
+from trainjob.workload import workload_name
+from worker_controller.context import Context
+from worker_controller.reconcile import sync_trainjob
+from worker_controller.settings import WorkerSettings
+from worker_controller.watches import watches
+
+Dict = dict[str, Any]
+KEY = ("ns", "tj")
+RUNTIME = make_runtime()
+QUEUED = TrainJobBuilder().queue("q")
+
+
+def worker(*objects: Dict, **settings: Any) -> World:
+    api = MemoryApi("worker", [RUNTIME, *objects])
+    cluster = MemoryCluster(api, c.WORKER_FIELD_MANAGER)
+    ctx = Context(settings=WorkerSettings(**settings), cluster=cluster)
+    world = World({"worker": api}, lambda key: sync_trainjob(ctx, key))  # type: ignore[arg-type]
+    ctx.queue = world.queue  # type: ignore[assignment]
+    world.watch(ctx, cluster, watches(ctx))
+    world.relist()
+    ctx.synced.set()
+    return world
+
+
+def the_workload(world: World, trainjob: Dict | None = None) -> Dict | None:
+    tj = trainjob or world.get("worker", c.TRAINJOB, "tj")
+    assert tj is not None
+    return world.get("worker", c.WORKLOAD, workload_name("tj", tj["metadata"]["uid"]))
+
+
+def admit(world: World, flavor: str = "default") -> None:
+    """What Kueue does when it admits the Workload: quota reserved and admitted."""
+    wl = the_workload(world)
+    assert wl is not None, "no Workload to admit"
+    wl["status"] = {
+        "admission": {
+            "clusterQueue": "cq",
+            "podSetAssignments": [
+                {"name": ps["name"], "count": ps["count"], "flavors": {"cpu": flavor}}
+                for ps in wl["spec"]["podSets"]
+            ],
+        },
+        "conditions": [
+            {"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": ts}
+            for t, ts in (
+                ("QuotaReserved", "2026-01-01T00:00:00Z"),
+                ("Admitted", "2026-01-01T00:00:00Z"),
+            )
+        ],
+    }
+    world.apis["worker"].put(wl)
+
+
+def objects(world: World, kind: Kind) -> list[Dict]:
+    return world.apis["worker"].objects(kind, "ns")
+
+
+FLAVOR = {
+    "apiVersion": "kueue.x-k8s.io/v1beta2",
+    "kind": "ResourceFlavor",
+    "metadata": {"name": "default"},
+    "spec": {},
+}
+
+
+def test_a_queued_trainjob_gets_its_workload_and_waits_suspended() -> None:
+    world = worker(QUEUED.obj())
+    passes = world.settle(KEY)
+    tj = world.get("worker", c.TRAINJOB, "tj")
+    assert tj is not None and tj["spec"]["suspend"] is True
+    wl = the_workload(world, tj)
+    assert wl is not None
+    assert wl["spec"]["queueName"] == "q"
+    assert [ps["name"] for ps in wl["spec"]["podSets"]] == ["node"]
+    assert objects(world, c.JOB) == []
+    assert ("Normal", "CreatedWorkload", "tj") in [e for p in passes for e in p.events]
+
+
+def test_admission_starts_it_with_its_jobs_and_service_then_nothing_more_is_written() -> None:
+    world = worker(QUEUED.obj(), FLAVOR)
+    world.settle(KEY)
+    admit(world)
+    passes = world.settle(KEY)
+    tj = world.get("worker", c.TRAINJOB, "tj")
+    assert tj is not None and tj["spec"]["suspend"] is False
+    assert names(objects(world, c.JOB)) == ["tj-node-0"]
+    assert names(objects(world, c.SERVICE)) == ["tj"]
+    job = objects(world, c.JOB)[0]
+    assert job["metadata"]["ownerReferences"][0]["uid"] == tj["metadata"]["uid"]
+    assert ("Normal", "Started", "tj") in [e for p in passes for e in p.events]
+    # Level-triggered: another pass over the same objects writes nothing.
+    assert not world.run(KEY).wrote()
+
+
+def test_jobs_that_complete_make_the_trainjob_complete_and_finish_its_workload() -> None:
+    world = worker(QUEUED.obj(), FLAVOR)
+    world.settle(KEY)
+    admit(world)
+    world.settle(KEY)
+    (job,) = objects(world, c.JOB)
+    job["status"] = {
+        "succeeded": 1,
+        "conditions": [
+            {"type": "SuccessCriteriaMet", "status": "True"},
+            {"type": "Complete", "status": "True"},
+        ],
+    }
+    world.apis["worker"].put(job)
+    world.settle(KEY)
+    tj = world.get("worker", c.TRAINJOB, "tj")
+    assert condition(tj, "Complete") == ("True", "Completed")
+    assert condition(the_workload(world), "Finished") == ("True", "Succeeded")
+
+
+def test_a_trainjob_without_a_queue_runs_at_once() -> None:
+    world = worker(TrainJobBuilder().obj())
+    world.settle(KEY)
+    assert names(objects(world, c.JOB)) == ["tj-node-0"]
+    assert objects(world, c.WORKLOAD) == []
+
+
+def test_a_service_of_its_name_that_is_not_ours_is_reported_and_never_written() -> None:
+    foreign = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "tj", "namespace": "ns", "labels": {"app": "theirs"}},
+        "spec": {"clusterIP": "None", "selector": {"app": "theirs"}},
+    }
+    world = worker(TrainJobBuilder().obj(), foreign)
+    world.settle(KEY)
+    service = world.get("worker", c.SERVICE, "tj")
+    assert service is not None and service["spec"]["selector"] == {"app": "theirs"}
+    assert service["metadata"]["labels"] == {"app": "theirs"}
+    tj = world.get("worker", c.TRAINJOB, "tj")
+    assert any(
+        "Service" in (cond.get("message") or "")
+        for cond in (tj or {}).get("status", {}).get("conditions", [])
+    ), tj
+
+
+def test_a_missing_runtime_is_a_condition_naming_it_and_nothing_is_made() -> None:
+    world = worker(TrainJobBuilder().runtime("nowhere").obj())
+    world.settle(KEY)
+    tj = world.get("worker", c.TRAINJOB, "tj")
+    messages = " ".join(
+        cond.get("message", "") for cond in (tj or {}).get("status", {}).get("conditions", [])
+    )
+    assert "nowhere" in messages
+    assert objects(world, c.JOB) == []
+
+
+def test_jobs_of_its_name_owned_by_another_uid_are_never_adopted() -> None:
+    stranger = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "tj-node-0",
+            "namespace": "ns",
+            "labels": {c.TRAINJOB_NAME_LABEL: "tj"},
+            "ownerReferences": [{**OWNER, "uid": "someone-else"}],
+        },
+        "spec": {"template": {"spec": {"containers": []}}},
+    }
+    world = worker(TrainJobBuilder().obj(), stranger)
+    passes = world.settle(KEY)
+    job = world.get("worker", c.JOB, "tj-node-0")
+    assert job is not None and job["metadata"]["ownerReferences"][0]["uid"] == "someone-else"
+    tj = world.get("worker", c.TRAINJOB, "tj")
+    assert condition(tj, "ObjectsBlocked") == ("True", "NameTaken")
+    assert [e for p in passes for e in p.events] == [("Warning", "NameTaken", "tj")]
+    # It looks again soon (the name may be freed), and asks the API, which refuses: no write.
+    again = world.run(KEY)
+    assert again.requeue_after is not None and not again.wrote()
+
+
+def test_a_job_the_api_forbids_fails_the_pass_for_the_queue_to_retry_and_is_made_later() -> None:
+    world = worker(TrainJobBuilder().obj())
+    world.apis["worker"].fail(Fault(403, "POST", "jobs", times=None))
+    with pytest.raises(ApiException) as refused:
+        world.run(KEY)  # the work queue retries a key whose pass raised, with backoff
+    assert refused.value.status == 403
+    assert objects(world, c.JOB) == []
+    world.apis["worker"].heal()
+    world.settle(KEY)
+    assert names(objects(world, c.JOB)) == ["tj-node-0"]
+
+
+def test_a_job_the_api_finds_invalid_is_a_condition_and_the_pass_comes_back_soon() -> None:
+    world = worker(TrainJobBuilder().obj())
+    world.apis["worker"].fail(Fault(422, "POST", "jobs", times=None))
+    passes = world.settle(KEY)
+    assert objects(world, c.JOB) == []
+    tj = world.get("worker", c.TRAINJOB, "tj")
+    assert condition(tj, "ObjectsBlocked") == ("True", c.REASON_REFUSED_BY_API)
+    assert passes[-1].requeue_after is not None and passes[-1].requeue_after <= 10
+    world.apis["worker"].heal()
+    world.settle(KEY)
+    assert names(objects(world, c.JOB)) == ["tj-node-0"]
+    assert condition(world.get("worker", c.TRAINJOB, "tj"), "ObjectsBlocked") == (
+        "False",
+        "ObjectsCreated",
+    )
+
+
+def test_a_deleted_trainjob_leaves_nothing_to_do() -> None:
+    world = worker()
+    assert world.run(KEY) == world.run(KEY)
+    assert not world.run(KEY).wrote()
