@@ -17,7 +17,7 @@ from dispatcher.kubeconfigs import (
     kubeconfig_path_problem,
 )
 from dispatcher.kueue_status import down_since, set_conditions
-from dispatcher.remote import RemoteCluster
+from dispatcher.remote import RemoteCluster, dial
 from dispatcher.settings import DispatcherSettings
 from kubecontrol.cluster import Cluster
 from kubecontrol.informer import Informer, slim
@@ -49,6 +49,9 @@ class Registry:
         self._on_change, self._on_state, self._on_room = on_change, on_state, on_room
         self._on_event = on_event
         self.remotes: dict[str, RemoteCluster] = {}
+        # How a worker's connection is made from its kubeconfig (a test dials clusters in
+        # memory: tests/support/whole_pass.py).
+        self.dial: Callable[[str, Dict, str], Cluster] = dial
         # Remote writes recently sent, so passes that run before the watch catches up do not
         # repeat them: (cluster, verb, kind, namespace, name) -> monotonic time.
         self._recent: dict[tuple[str, ...], float] = {}
@@ -327,10 +330,9 @@ class Registry:
             old = self.remotes.pop(name, None)
             remote = RemoteCluster(
                 name,
-                kubeconfig,
+                self.dial(name, kubeconfig, c.DISPATCHER_FIELD_MANAGER),
                 self.settings.origin,
                 self._on_change,
-                c.DISPATCHER_FIELD_MANAGER,
                 on_state=self._state_changed,
                 down_since=down,
                 gate=self.manager,

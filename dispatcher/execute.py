@@ -220,6 +220,11 @@ def _remote_write(registry: Registry, action: RemoteAction, keep_tails: bool = T
         registry.forget_write(key)
         return None
     log.info("[%s] %s %s", action.cluster, action.verb, what)
+    # A copy deleted may be wanted again at once (sent elsewhere, then back): a create after
+    # our delete is no repeat, nor a delete after our create.
+    undone = {"create": "delete", "delete": "create"}.get(action.verb)
+    if undone is not None:
+        registry.forget_write((*key[:1], undone, *key[2:]))
     return True
 
 

@@ -47,6 +47,12 @@ QUEUE_KINDS = (c.LOCAL_QUEUE.kind, c.CLUSTER_QUEUE.kind)
 RUNTIME_KINDS = (c.TRAINING_RUNTIME.kind, c.CLUSTER_TRAINING_RUNTIME.kind)
 
 
+def dial(name: str, kubeconfig: Dict, field_manager: str) -> Cluster:
+    """A connection to a worker from its vetted kubeconfig (short timeouts: an unreachable
+    worker is reported down soon)."""
+    return Cluster.from_kubeconfig(name, kubeconfig, field_manager, timeout=10)
+
+
 def _event_seen(event: Dict) -> Dict:
     """What the cache keeps of a worker Event: what mirror.py reads, its message cut short
     (every pod warning of every worker is held while it lasts)."""
@@ -68,10 +74,9 @@ class RemoteCluster:
     def __init__(
         self,
         name: str,
-        kubeconfig: Dict,
+        cluster: Cluster,
         origin: str,
         on_change: Callable[[str, str, bool], None],
-        field_manager: str,
         on_state: Callable[[str], None] = lambda name: None,
         down_since: float | None = None,
         gate: Cluster | None = None,
@@ -84,7 +89,7 @@ class RemoteCluster:
         None when it was not known to be down."""
         self.name = name
         self.origin = origin
-        self.cluster = Cluster.from_kubeconfig(name, kubeconfig, field_manager, timeout=10)
+        self.cluster = cluster  # its own connection, from its own kubeconfig (`dial`)
         if gate is not None:  # the manager's leader election gates ours too
             self.cluster.follow_gate(gate)
         self._on_change, self._on_state = on_change, on_state
@@ -162,12 +167,18 @@ class RemoteCluster:
 
     # ---- lifecycle -------------------------------------------------------------------------
 
+    @property
+    def informers(self) -> list[Informer]:
+        """Every watch of this worker: our copies, the kinds read for room and runtimes, the
+        Events mirrored."""
+        return [*self._informers.values(), *self._read.values(), *self._events]
+
     def start(self) -> None:
-        for informer in [*self._informers.values(), *self._read.values(), *self._events]:
+        for informer in self.informers:
             informer.start()
 
     def stop(self) -> None:
-        for informer in [*self._informers.values(), *self._read.values(), *self._events]:
+        for informer in self.informers:
             informer.stop()
 
     @property

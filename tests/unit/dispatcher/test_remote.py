@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from dispatcher.remote import RemoteCluster
+from dispatcher.remote import RemoteCluster, dial
 from tests.support.kubeconfigs import kubeconfig
 
 Dict = dict[str, Any]
@@ -17,10 +17,9 @@ Dict = dict[str, Any]
 def remote_cluster(down: float | None = None) -> RemoteCluster:
     return RemoteCluster(
         "w1",
-        yaml.safe_load(kubeconfig()),
+        dial("w1", yaml.safe_load(kubeconfig()), "test"),
         "origin",
         lambda ns, name, urgent: None,
-        "test",
         down_since=down,
     )
 

@@ -1,0 +1,193 @@
+"""The dispatcher's whole pass (`reconcile.sync`) over a manager and two workers in memory,
+as Kueue's `workload_test.go` runs its MultiKueue reconciler over fake clients: every
+cluster's objects before, the passes, every cluster's objects, Events and requeue after.
+Kueue itself is not running: a test does what it would (reserve quota, admit) by writing the
+Workloads' status. What only the API servers and Kueue decide is the bed's (tests/e2e)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.builders import TrainJobBuilder, make_runtime
+from tests.support.whole_pass import World, condition, fleet, names
+from trainjob import constants as c
+from trainjob.workload import workload_name
+
+Dict = dict[str, Any]
+KEY = ("ns", "tj")
+RUNTIME = make_runtime()
+SUBMITTED = TrainJobBuilder().queue("q").multikueue()
+WORKERS = ("worker1", "worker2")
+
+
+@pytest.fixture
+def world() -> Iterator[World]:
+    made, _ctx = fleet([RUNTIME, SUBMITTED.obj()], {w: [RUNTIME] for w in WORKERS})
+    yield made
+    made.close()
+
+
+def trainjob(world: World, cluster: str = "manager") -> Dict | None:
+    return world.get(cluster, c.TRAINJOB, "tj")
+
+
+def workload(world: World, cluster: str = "manager") -> Dict | None:
+    tj = trainjob(world)
+    assert tj is not None
+    return world.get(cluster, c.WORKLOAD, workload_name("tj", tj["metadata"]["uid"]))
+
+
+def kueue_reserves(world: World, cluster: str = "manager", admitted: bool = False) -> None:
+    """What Kueue does on `cluster`: quota reserved for the Workload (on a worker, admitted
+    too, as a ClusterQueue without checks admits at once); our check Pending on the manager."""
+    wl = workload(world, cluster)
+    assert wl is not None, f"no Workload on {cluster}"
+    now = "2026-01-01T00:00:00Z"
+    types = ["QuotaReserved", *(["Admitted"] if admitted else [])]
+    status: Dict = {
+        "admission": {
+            "clusterQueue": "cq",
+            "podSetAssignments": [
+                {"name": ps["name"], "count": ps["count"], "flavors": {"cpu": "default"}}
+                for ps in wl["spec"]["podSets"]
+            ],
+        },
+        "conditions": [
+            {"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": now}
+            for t in types
+        ],
+    }
+    if cluster == "manager":
+        status["admissionChecks"] = [
+            {"name": "mk", "state": "Pending", "message": "", "lastTransitionTime": now}
+        ]
+    wl["status"] = status
+    world.apis[cluster].put(wl)
+
+
+def check_state(world: World) -> str | None:
+    wl = workload(world)
+    checks = ((wl or {}).get("status") or {}).get("admissionChecks") or []
+    return next((a["state"] for a in checks if a["name"] == "mk"), None)
+
+
+def copies(world: World, worker: str) -> tuple[list[str], list[str]]:
+    """(TrainJobs, Workloads) of ours on a worker, by name."""
+    api = world.apis[worker]
+    return names(api.objects(c.TRAINJOB, "ns")), names(api.objects(c.WORKLOAD, "ns"))
+
+
+def dispatched(world: World) -> None:
+    """Submitted, Workload made, quota reserved on the manager, copies on both workers."""
+    world.settle(KEY)
+    kueue_reserves(world)
+    world.settle(KEY)
+
+
+def test_a_submitted_trainjob_gets_its_workload_and_our_finalizer_and_no_copy_yet(
+    world: World,
+) -> None:
+    world.settle(KEY)
+    tj = trainjob(world)
+    assert tj is not None and c.DISPATCHER_FINALIZER in tj["metadata"]["finalizers"]
+    assert workload(world) is not None
+    for worker in WORKERS:
+        assert copies(world, worker) == ([], [])
+
+
+def test_reserved_quota_sends_a_workload_copy_to_every_worker_labelled_with_its_origin(
+    world: World,
+) -> None:
+    dispatched(world)
+    wl_name = workload(world)["metadata"]["name"]  # type: ignore[index]
+    for worker in WORKERS:
+        # The TrainJob follows only to the worker that admits it (Kueue's MultiKueue too).
+        assert copies(world, worker) == ([], [wl_name])
+        copy = workload(world, worker)
+        assert copy is not None
+        assert copy["metadata"]["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL] == "multikueue"
+    assert check_state(world) == "Pending"
+    assert sorted(workload(world)["status"].get("nominatedClusterNames") or []) == list(WORKERS)  # type: ignore[index]
+
+
+def test_the_first_worker_to_admit_wins_and_the_other_copies_go(world: World) -> None:
+    dispatched(world)
+    kueue_reserves(world, "worker2", admitted=True)
+    world.settle(KEY)
+    assert check_state(world) == "Ready"
+    assert workload(world)["status"]["clusterName"] == "worker2"  # type: ignore[index]
+    assert copies(world, "worker1") == ([], [])
+    assert copies(world, "worker2")[0] == ["tj"]
+    copy = trainjob(world, "worker2")
+    assert copy is not None and "managedBy" not in copy["spec"]
+    assert copy["metadata"]["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL] == "multikueue"
+
+
+def test_the_winners_end_comes_back_to_the_manager_trainjob(world: World) -> None:
+    dispatched(world)
+    kueue_reserves(world, "worker1", admitted=True)
+    world.settle(KEY)
+    remote = trainjob(world, "worker1")
+    assert remote is not None
+    remote["status"] = {
+        "conditions": [
+            {
+                "type": "Complete",
+                "status": "True",
+                "reason": "Completed",
+                "message": "TrainJob completed",
+                "lastTransitionTime": "2026-01-01T01:00:00Z",
+            }
+        ]
+    }
+    world.apis["worker1"].put(remote)
+    world.settle(KEY)
+    assert condition(trainjob(world), "Complete") == ("True", "Completed")
+
+
+def test_a_deleted_trainjob_takes_its_copies_with_it_before_it_goes(world: World) -> None:
+    dispatched(world)
+    world.apis["manager"].request("DELETE", c.TRAINJOB.path("ns", "tj"))
+    assert trainjob(world) is not None  # held by our finalizer
+    world.settle(KEY)
+    assert trainjob(world) is None
+    for worker in WORKERS:
+        assert copies(world, worker) == ([], [])
+
+
+def test_a_trainjob_of_its_name_on_a_worker_that_is_not_ours_is_never_written(
+    world: World,
+) -> None:
+    theirs = TrainJobBuilder().obj()
+    theirs["metadata"]["labels"] = {"team": "theirs"}
+    world.apis["worker1"].put(theirs)
+    dispatched(world)
+    kueue_reserves(world, "worker1", admitted=True)
+    passes = world.settle(KEY)
+    found = trainjob(world, "worker1")
+    assert found is not None and found["metadata"]["labels"] == {"team": "theirs"}
+    assert ("Warning", "RemoteNameTaken", "tj") in [e for p in passes for e in p.events]
+    assert check_state(world) == "Retry"  # Kueue requeues it, as after an eviction
+    assert copies(world, "worker1") == (["tj"], []) and copies(world, "worker2") == ([], [])
+    kueue_reserves(world)  # reserved again: sent only where the name is free
+    world.settle(KEY)
+    assert copies(world, "worker1")[1] == [] and copies(world, "worker2")[1] != []
+    wl = workload(world)
+    assert wl is not None and "worker1" in wl["status"]["admissionChecks"][0]["message"]
+
+
+def test_an_unreachable_worker_gets_nothing_the_others_do_and_it_gets_its_copy_once_back(
+    world: World,
+) -> None:
+    world.apis["worker1"].unreachable()
+    dispatched(world)
+    assert copies(world, "worker1") == ([], [])
+    assert copies(world, "worker2")[1] != []
+    wl = workload(world)
+    assert wl is not None and wl["status"]["nominatedClusterNames"] == ["worker2"]
+    world.apis["worker1"].unreachable(False)
+    world.settle(KEY)
+    assert copies(world, "worker1")[1] == copies(world, "worker2")[1]
