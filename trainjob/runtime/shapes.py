@@ -33,7 +33,8 @@ def _entries(value: Any, where: str) -> list[Dict]:
     if not isinstance(value, list):
         raise RuntimeSpecError(f"{where} must be a list, not {type(value).__name__}")
     for i, entry in enumerate(value):
-        _mapping(entry, f"{where}[{i}]")
+        if not isinstance(entry, dict):  # null included: an entry is an object
+            raise RuntimeSpecError(f"{where}[{i}] must be an object, not {type(entry).__name__}")
     return value
 
 

@@ -32,6 +32,7 @@ from trainjob.runtime import (
     build_runtime_info,
     resolve_runtime_info,
 )
+from trainjob.runtime.shapes import check_template_spec
 from worker_controller.builders import build_job, build_service
 
 Dict = dict[str, Any]
@@ -724,3 +725,9 @@ def test_volume_mounts_merge_by_path_and_node_selector_nulls_remove() -> None:
     )
     assert spec["nodeSelector"] == {"pool": "a", "disk": "ssd"}
     assert spec["containers"][0]["volumeMounts"] == [{"name": "scratch", "mountPath": "/data"}]
+
+
+@pytest.mark.parametrize("entry", [None, "claim", 3])
+def test_a_list_entry_that_is_not_an_object_is_refused_naming_it(entry: object) -> None:
+    with pytest.raises(RuntimeSpecError, match=r"volumeClaimPolicies\[1\] must be an object"):
+        check_template_spec({"volumeClaimPolicies": [{}, entry]})
