@@ -1,8 +1,9 @@
 """A TrainJob's copies on the workers, in one place: what a copy is (built from the manager's
 Workload and TrainJob, `managedBy` and Kueue's placement patch stripped, our origin label and
 the manager object's UID), which object on a worker is ours, what the workers' watches keep of
-a copy, the status brought back from the one that runs it, and how copies go: with their
-TrainJob (`delete_remotes`), or as orphans whose manager object is gone (`collect_garbage`).
+a copy, the status brought back from the one that runs it, and which copies are orphans
+(their manager object gone). Pure: how copies go, with their TrainJob or as orphans, is
+dispatcher/copies_io.py.
 
 Where each is used: the dispatch decision builds copies (decide.py, steps 4 and 5) and
 execute.py sends them (`is_our_copy` on a 409); remote.py watches them (`seen`, `KINDS`);
@@ -11,24 +12,15 @@ reconcile.py deletes them with a deleted TrainJob; the resync loop sweeps orphan
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Mapping
-from typing import Protocol
-
 import orjson
 
-from kubecontrol.cluster import Cluster
 from kubecontrol.kinds import Kind
 from kubecontrol.objects import Dict
 from trainjob import constants as c
-from trainjob import jobframework
 from trainjob import workload as wlmod
-from trainjob.caches import Caches
 from trainjob.jsondoc import json_copy
 from trainjob.views import TrainJobView
 from trainjob.workload import WorkloadView
-
-log = logging.getLogger("dispatcher")
 
 # ---- building a copy --------------------------------------------------------------------------
 
@@ -224,20 +216,6 @@ def _merged(target: Dict, patch: Dict) -> Dict:
 # ---- copies going ---------------------------------------------------------------------------
 
 
-class Worker(Protocol):
-    """What the clean-up needs of a worker (remote.RemoteCluster): its connection and its
-    watch caches of our copies."""
-
-    cluster: Cluster
-
-    @property
-    def connected(self) -> bool: ...
-
-    def get(self, kind: str, namespace: str, name: str) -> Dict | None: ...
-
-    def items(self, kind: str) -> list[Dict]: ...
-
-
 def orphan(obj: Dict, manager_obj: Dict | None) -> bool:
     """A copy whose manager object is gone, or was replaced by a new one of the same name
     (the copy names the UID of the one it was made for)."""
@@ -247,52 +225,3 @@ def orphan(obj: Dict, manager_obj: Dict | None) -> bool:
         c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION
     )
     return bool(made_for) and made_for != manager_obj["metadata"].get("uid")
-
-
-def collect_garbage(workers: Mapping[str, Worker], caches: Caches) -> None:
-    """Remote Workloads and TrainJobs with our origin whose manager object is gone (or is a
-    new one of the same name)."""
-    for name, remote in list(workers.items()):
-        if not remote.connected:
-            continue
-        for kind, on_manager in (("TrainJob", caches.trainjob), ("Workload", caches.workload)):
-            for obj in remote.items(kind):
-                key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
-                found = on_manager(*key)
-                if not orphan(obj, None if found is None else found.raw):
-                    continue
-                try:
-                    uid = obj["metadata"].get("uid")
-                    remote.cluster.delete(c.KINDS[kind], key[1], key[0], uid=uid)
-                    log.info("[%s] garbage-collected orphan %s %s/%s", name, kind, *key)
-                except Exception as exc:
-                    log.warning("[%s] cannot collect %s %s/%s: %s", name, kind, *key, exc)
-
-
-def delete_remotes(workers: Mapping[str, Worker], trainjob: Dict, holders: set[str]) -> list[str]:
-    """Delete a manager TrainJob's remote TrainJob and Workload on every reachable worker (our
-    copies only: those the worker's watch shows with our origin, each by its UID; a same-named
-    object someone made on the worker stays); the `holders` (clusters that may hold a copy)
-    that could not be reached are returned (their copies are left to the garbage
-    collector)."""
-    meta = trainjob["metadata"]
-    ns = meta["namespace"]
-    wl_name = jobframework.expected_workload_name_of(trainjob)
-    pending = []
-    for name, remote in list(workers.items()):
-        if not remote.connected:
-            if name in holders:
-                pending.append(name)
-            continue
-        try:
-            for kind, obj_name in (("TrainJob", meta["name"]), ("Workload", wl_name)):
-                ours = remote.get(kind, ns, obj_name)
-                if ours is not None:
-                    uid = ours["metadata"].get("uid")
-                    remote.cluster.delete(c.KINDS[kind], obj_name, ns, uid=uid)
-        except Exception as exc:  # treat as unreachable: retried later
-            where = f"{meta['namespace']}/{meta['name']}"
-            log.warning("[%s] cannot delete remote objects of %s: %s", name, where, exc)
-            if name in holders:
-                pending.append(name)
-    return pending

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-from dispatcher import log_tails, metrics, placements
+from dispatcher import log_tails, metrics, placements_io
 from dispatcher.clusters import Registry
 from dispatcher.copies import is_our_copy
 from dispatcher.decide import DispatchPlan, RemoteAction
@@ -86,7 +86,7 @@ def execute_dispatch(
         _write_status(manager, memory, trainjob, plan.trainjob_status)
     ended = plan.placement_ended
     if ended is not None and not memory.stale(("Placement", trainjob.uid), ended.key):
-        placements.record(manager, trainjob, ended)
+        placements_io.record(manager, trainjob, ended)
         memory.wrote(("Placement", trainjob.uid), ended.key)
     body = trainjob.with_kind()
     for etype, reason, message in events:

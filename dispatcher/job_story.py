@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from dispatcher import copy_pods, log_tails, placements, worker_list
+from dispatcher import copy_pods, log_tails, placements_io, worker_list
 from dispatcher.copy_pods import (
     PODS,
     READ_SECONDS,
@@ -200,7 +200,7 @@ def story(ctx: Context, namespace: str, name: str) -> Dict:
         "workerProblem": problem,
         "conditions": status_.get("conditions") or [],
         # where it ran before and why each run ended, then where it runs (placements.py)
-        "placements": placements.story(ctx.manager, TrainJobView(at.trainjob), admitted_at),
+        "placements": placements_io.story(ctx.manager, TrainJobView(at.trainjob), admitted_at),
         # while it waits: the workers it is sent to, and how busy its queue is on each
         "queues": [] if admitted_at or workload is None else waiting_in(ctx, workload),
         # our TrainJob on that worker: its status (conditions, jobsStatus) as last watched

@@ -9,28 +9,23 @@ namespace (never the tenant's, who could rewrite it): the worker, when the run s
 costs nothing. The record is bounded (`MAX_ENTRIES`), written again only by the same end's
 second telling (the same worker and start are one entry), and deleted with its TrainJob by
 the resync loop. The view.trainjob.dev story shows it with the current run.
+
+What a record holds and how it grows, here; its reads and writes: dispatcher/placements_io.py.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 import orjson
 
-from kubecontrol.client import ApiException
-from kubecontrol.controller import own_namespace
-from kubecontrol.kinds import CONFIG_MAP
 from kubecontrol.objects import Dict
 from trainjob import constants as c
 
 if TYPE_CHECKING:
-    from kubecontrol.cluster import Cluster
     from trainjob.views import TrainJobView
-
-log = logging.getLogger(__name__)
 
 PREFIX = "placements-"
 LABEL = f"{c.DOMAIN}/placements-of"  # the manager TrainJob's UID
@@ -103,52 +98,11 @@ def with_entry(entries: list[Dict], entry: Ended) -> list[Dict] | None:
     return [*entries, new][-MAX_ENTRIES:]
 
 
-def record(manager: Cluster, trainjob: TrainJobView, entry: Ended) -> None:
-    """Add `entry` to the TrainJob's record (best effort: a failure is logged)."""
-    uid = str(trainjob.uid or "")
-    name, namespace = name_of(uid), own_namespace()
-    try:
-        found = manager.get_or_none(CONFIG_MAP, name, namespace)
-        entries = with_entry(entries_of(found), entry)
-        if entries is None:
-            return
-        body: Dict = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "labels": {LABEL: uid},
-                "annotations": {TRAINJOB_ANNOTATION: f"{trainjob.namespace}/{trainjob.name}"},
-            },
-            "data": {KEY: orjson.dumps(entries).decode()},
-        }
-        if found is None:
-            manager.create(CONFIG_MAP, body)
-        else:
-            body["metadata"]["resourceVersion"] = found["metadata"]["resourceVersion"]
-            manager.replace(CONFIG_MAP, body)
-        log.info(
-            "%s/%s: its run on %s ended (%s), recorded",
-            trainjob.namespace,
-            trainjob.name,
-            entry.worker,
-            entry.reason,
-        )
-    except ApiException as exc:
-        log.warning("%s/%s: placement not recorded: %s", trainjob.namespace, trainjob.name, exc)
-
-
-def read(manager: Cluster, trainjob_uid: str) -> list[Dict]:
-    return entries_of(manager.get_or_none(CONFIG_MAP, name_of(trainjob_uid), own_namespace()))
-
-
-def story(manager: Cluster, trainjob: TrainJobView, admitted_at: str | None) -> list[Dict]:
-    """The TrainJob's runs, oldest first: those recorded as ended, then, while its Workload is
-    admitted (since `admitted_at`), the run its status names (`current`: running there, or
-    how the job ended there), unless that run is the last recorded (sent back, and Kueue has
-    not evicted it yet)."""
-    entries = read(manager, str(trainjob.uid or ""))
+def runs(entries: list[Dict], trainjob: TrainJobView, admitted_at: str | None) -> list[Dict]:
+    """The TrainJob's runs, oldest first: those recorded as ended (`entries`), then, while its
+    Workload is admitted (since `admitted_at`), the run its status names (`current`: running
+    there, or how the job ended there), unless that run is the last recorded (sent back, and
+    Kueue has not evicted it yet)."""
     worker = trainjob.cluster_name
     if not worker or not admitted_at:
         return entries  # waiting: it runs nowhere

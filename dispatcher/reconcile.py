@@ -4,7 +4,7 @@ In order: our finalizer; the Kueue integration (its Workload, PodsReady, start a
 same code the worker controller runs: trainjob/jobframework.py); the intake (why it cannot be
 queued, on the TrainJob: dispatcher/intake.py); then the MultiKueue check of its Workload
 (copies, the first worker to admit wins, status back, retry: dispatcher/decide.py). A
-deleted TrainJob's remote objects go before its finalizer does (dispatcher/copies.py).
+deleted TrainJob's remote objects go before its finalizer does (dispatcher/copies_io.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import datetime as dt
 import logging
 import time
 
-from dispatcher import admissionchecks, copies, execute
+from dispatcher import admissionchecks, copies_io, execute
 from dispatcher.context import Context
 from dispatcher.decide import (
     AllAtOnce,
@@ -305,7 +305,7 @@ def _finalize(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | N
     if c.DISPATCHER_FINALIZER not in trainjob.finalizers:
         return None
     holders = _holders(caches, trainjob)
-    pending = copies.delete_remotes(ctx.registry.remotes, trainjob.raw, holders)
+    pending = copies_io.delete_remotes(ctx.registry.remotes, trainjob.raw, holders)
     if pending:
         sweep = (
             f"the garbage collector removes them once the worker is back (every "

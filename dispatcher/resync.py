@@ -1,7 +1,7 @@
 """The safety net: every resync period (sooner when a worker came or went, or this replica
 began to lead), the TrainJob CRD checked, every TrainJob in flight queued again, our
 MultiKueueClusters and AdmissionChecks looked at, and, every GC interval, the orphan sweep
-(copies.collect_garbage)."""
+(copies_io.collect_garbage)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 from dispatcher import log_tails, placements
 from dispatcher.admissionchecks import queue_checks, queue_cluster
 from dispatcher.context import Context
-from dispatcher.copies import collect_garbage
+from dispatcher.copies_io import collect_garbage
 from trainjob import constants as c
 from trainjob import jobframework
 from trainjob.crd import TRAINJOB_CRD, crd_problem

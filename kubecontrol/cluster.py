@@ -27,14 +27,8 @@ from tenacity import (
 )
 
 from kubecontrol import metrics
-from kubecontrol.client import (
-    JSON,
-    METADATA_LIST,
-    ApiClient,
-    ApiException,
-    in_cluster_credentials,
-    load_credentials,
-)
+from kubecontrol.client import JSON, METADATA_LIST, ApiClient, ApiException
+from kubecontrol.credentials import in_cluster_credentials, load_credentials
 from kubecontrol.events import build_event
 from kubecontrol.kinds import EVENT, Kind
 from kubecontrol.objects import Dict

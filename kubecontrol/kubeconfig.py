@@ -17,7 +17,8 @@ from typing import Any
 
 import yaml
 
-from kubecontrol.client import ApiClient, KubeconfigError, credentials_from_kubeconfig
+from kubecontrol.client import ApiClient
+from kubecontrol.credentials import KubeconfigError, credentials_from_kubeconfig
 from kubecontrol.objects import Dict
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

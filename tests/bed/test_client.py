@@ -15,9 +15,10 @@ import pytest
 from kubernetes import client as k8s
 
 from clusters.bed import Bed
-from kubecontrol.client import ApiClient, ApiException, TransportError, load_credentials
+from kubecontrol.client import ApiClient, ApiException, TransportError
 from kubecontrol.cluster import Cluster
 from kubecontrol.controller import ControllerContext, Watch, start_watches
+from kubecontrol.credentials import load_credentials
 from kubecontrol.informer import Informer, key_of
 from kubecontrol.kinds import CONFIG_MAP, Kind
 from kubecontrol.settings import ControllerSettings

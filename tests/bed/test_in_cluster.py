@@ -20,8 +20,9 @@ from clusters.bed import Bed
 from clusters.kube import service_account_token
 from kubecontrol import client as kubeclient
 from kubecontrol.certs import issue
-from kubecontrol.client import ApiClient, ApiException, TransportError, in_cluster_credentials
+from kubecontrol.client import ApiClient, ApiException, TransportError
 from kubecontrol.cluster import Cluster
+from kubecontrol.credentials import in_cluster_credentials
 from kubecontrol.kinds import CONFIG_MAP, SECRET, Kind
 
 pytestmark = pytest.mark.bed

@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TypeVar
 
-from kubecontrol.client import ApiClient, load_credentials
+from kubecontrol.client import ApiClient
+from kubecontrol.credentials import load_credentials
 
 T = TypeVar("T")
 

@@ -7,7 +7,7 @@ import pytest
 
 from dispatcher.cluster_profiles import Problem, kubeconfig_for
 from dispatcher.settings import DispatcherSettings, kueue_multikueue_settings
-from kubecontrol.client import credentials_from_kubeconfig
+from kubecontrol.credentials import credentials_from_kubeconfig
 from kubecontrol.exec_credentials import EXEC_EXTENSION
 
 V1 = "client.authentication.k8s.io/v1"

@@ -53,13 +53,6 @@ def test_the_start_is_what_the_worker_said_when_the_status_is_that_workers() -> 
 
 
 def test_the_story_adds_the_current_run_unless_it_is_the_last_recorded() -> None:
-    class Manager:
-        def __init__(self, entries: list[dict[str, object]]) -> None:
-            self.entries = entries
-
-        def get_or_none(self, *_: object) -> dict[str, object]:
-            return {"data": {placements.KEY: orjson.dumps(self.entries).decode()}}
-
     ended_w1 = {"worker": "w1", "started": "t1", "ended": "t2"}
     tj = TrainJobView(
         {
@@ -70,9 +63,9 @@ def test_the_story_adds_the_current_run_unless_it_is_the_last_recorded() -> None
             },
         }
     )
-    manager: Any = Manager([ended_w1])
-    assert placements.story(manager, tj, None) == [ended_w1]  # waiting: runs nowhere
-    assert placements.story(manager, tj, "t1") == [ended_w1]  # sent back, not evicted yet
-    runs = placements.story(manager, tj, "t5")  # admitted on w1 again, and completed there
+    recorded: list[dict[str, Any]] = [ended_w1]
+    assert placements.runs(recorded, tj, None) == [ended_w1]  # waiting: runs nowhere
+    assert placements.runs(recorded, tj, "t1") == [ended_w1]  # sent back, not evicted yet
+    runs = placements.runs(recorded, tj, "t5")  # admitted on w1 again, and completed there
     assert runs[0] == ended_w1 and runs[1]["current"] and runs[1]["reason"] == "Complete"
     assert (runs[1]["started"], runs[1]["ended"]) == ("t5", "t9")

@@ -17,12 +17,9 @@ import yaml
 from kubernetes.utils import parse_quantity as client_parse_quantity
 
 from kubecontrol.certs import issue
-from kubecontrol.client import (
-    ApiClient,
-    ApiException,
+from kubecontrol.client import ApiClient, ApiException, _answer_error, _curl_setup
+from kubecontrol.credentials import (
     KubeconfigError,
-    _answer_error,
-    _curl_setup,
     credentials_from_kubeconfig,
     in_cluster_credentials,
     load_credentials,

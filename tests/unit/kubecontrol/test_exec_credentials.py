@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kubecontrol import exec_credentials
-from kubecontrol.client import KubeconfigError, credentials_from_kubeconfig
+from kubecontrol.credentials import KubeconfigError, credentials_from_kubeconfig
 from kubecontrol.exec_credentials import CredentialPluginError, ExecPlugin, ExecTokens
 
 V1 = "client.authentication.k8s.io/v1"

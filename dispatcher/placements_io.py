@@ -1,0 +1,71 @@
+"""A TrainJob's record of its runs on the manager (dispatcher/placements.py): read, written."""
+
+from __future__ import annotations
+
+import logging
+
+import orjson
+
+from dispatcher.placements import (
+    KEY,
+    LABEL,
+    TRAINJOB_ANNOTATION,
+    Ended,
+    entries_of,
+    name_of,
+    runs,
+    with_entry,
+)
+from kubecontrol.client import ApiException
+from kubecontrol.cluster import Cluster
+from kubecontrol.controller import own_namespace
+from kubecontrol.kinds import CONFIG_MAP
+from kubecontrol.objects import Dict
+from trainjob.views import TrainJobView
+
+log = logging.getLogger("dispatcher.placements")
+
+
+def record(manager: Cluster, trainjob: TrainJobView, entry: Ended) -> None:
+    """Add `entry` to the TrainJob's record (best effort: a failure is logged)."""
+    uid = str(trainjob.uid or "")
+    name, namespace = name_of(uid), own_namespace()
+    try:
+        found = manager.get_or_none(CONFIG_MAP, name, namespace)
+        entries = with_entry(entries_of(found), entry)
+        if entries is None:
+            return
+        body: Dict = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {LABEL: uid},
+                "annotations": {TRAINJOB_ANNOTATION: f"{trainjob.namespace}/{trainjob.name}"},
+            },
+            "data": {KEY: orjson.dumps(entries).decode()},
+        }
+        if found is None:
+            manager.create(CONFIG_MAP, body)
+        else:
+            body["metadata"]["resourceVersion"] = found["metadata"]["resourceVersion"]
+            manager.replace(CONFIG_MAP, body)
+        log.info(
+            "%s/%s: its run on %s ended (%s), recorded",
+            trainjob.namespace,
+            trainjob.name,
+            entry.worker,
+            entry.reason,
+        )
+    except ApiException as exc:
+        log.warning("%s/%s: placement not recorded: %s", trainjob.namespace, trainjob.name, exc)
+
+
+def read(manager: Cluster, trainjob_uid: str) -> list[Dict]:
+    return entries_of(manager.get_or_none(CONFIG_MAP, name_of(trainjob_uid), own_namespace()))
+
+
+def story(manager: Cluster, trainjob: TrainJobView, admitted_at: str | None) -> list[Dict]:
+    """`placements.runs` from the TrainJob's record."""
+    return runs(read(manager, str(trainjob.uid or "")), trainjob, admitted_at)
