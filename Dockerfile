@@ -35,13 +35,11 @@ RUN --mount=type=secret,id=pip-ca \
  && python3 -m pip download --quiet --no-deps --only-binary=:all: --require-hashes \
       --dest /tmp/wheels -r /src/requirements.lock
 COPY pyproject.toml README.md LICENSE /src/
-COPY clusters /src/clusters
 COPY dispatcher /src/dispatcher
 COPY worker_controller /src/worker_controller
 COPY trainjob /src/trainjob
 COPY kubecontrol /src/kubecontrol
 COPY kubectl_trainjob /src/kubectl_trainjob
-COPY demo /src/demo
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
  && python3 -m pip wheel --quiet --no-deps --wheel-dir /tmp/wheels /src \

@@ -53,10 +53,10 @@ from benchmarks.multikueue import WITHOUT_LEASES, measure, sustained_key, worklo
 from clusters import peer, setup
 from clusters.bed import Bed
 from clusters.config import WaitForPodsReady, load_config
+from clusters.helpers.kube import is_active
+from clusters.helpers.waiting import wait_for
 from clusters.install import DISPATCHER, leading_dispatcher
 from clusters.kube import service_account_token, write_token_kubeconfig
-from tests.support.kube import is_active
-from tests.support.waiting import wait_for
 
 
 def _peer_secrets(bed: Bed) -> None:

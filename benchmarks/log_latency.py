@@ -31,11 +31,11 @@ from kubernetes import client
 from clusters import setup
 from clusters.bed import Bed
 from clusters.config import real_bed_config
+from clusters.helpers.examples import RUNTIME_FILE
+from clusters.helpers.kube import TrainJobs
+from clusters.helpers.tenant import Tenant, story_path
+from clusters.helpers.waiting import wait_for
 from clusters.install import install_product
-from tests.support.examples import RUNTIME_FILE
-from tests.support.kube import TrainJobs
-from tests.support.tenant import Tenant, story_path
-from tests.support.waiting import wait_for
 
 IDLE_SECONDS = 20
 PRINTER = (

@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.multikueue import TRAINER, product, run_patch, trainjob_body
 from benchmarks.progress_reports import Job, _running
+from clusters.helpers.browser import browser, view_server
 from kubectl_trainjob.ui import ASSETS
-from tests.support.browser import browser, view_server
 
 WATCH_ROWS = """(key) => {
   window.__shown = {};

@@ -12,9 +12,9 @@ import urllib3
 from kubernetes import client
 
 from clusters.bed import Bed
+from clusters.helpers.waiting import wait_for
 from kubecontrol.cluster import Cluster
 from kubecontrol.kinds import CONFIG_MAP
-from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.bed
 

@@ -15,6 +15,7 @@ import pytest
 from kubernetes import client as k8s
 
 from clusters.bed import Bed
+from clusters.helpers.waiting import sooner_than, wait_for
 from kubecontrol.client import ApiClient, ApiException, TransportError
 from kubecontrol.cluster import Cluster
 from kubecontrol.controller import ControllerContext, Watch, start_watches
@@ -23,7 +24,6 @@ from kubecontrol.informer import Informer, key_of
 from kubecontrol.kinds import CONFIG_MAP, Kind
 from kubecontrol.settings import ControllerSettings
 from kubecontrol.watchdog import WatchDog
-from tests.support.waiting import sooner_than, wait_for
 
 pytestmark = pytest.mark.bed
 

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from clusters.bed import Bed
+from clusters.helpers.waiting import loopback_client
 from kubecontrol.client import ApiClient, TransportError
 from kubecontrol.cluster import Cluster, NotLeader
 from kubecontrol.kinds import CONFIG_MAP, LEASE
 from kubecontrol.leader import CLOCK_MARGIN, LeaderElector, LeaseTimings
-from tests.support.waiting import loopback_client
 
 pytestmark = pytest.mark.bed
 TIMINGS = LeaseTimings(lease_duration=6, renew_deadline=4, retry_period=1)

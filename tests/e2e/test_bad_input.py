@@ -24,9 +24,9 @@ import pytest
 from kubernetes import client
 
 from clusters.bed import Bed
-from tests.support.builders import container, make_runtime, make_trainjob, replicated_job
+from clusters.helpers.builders import container, make_runtime, make_trainjob, replicated_job
+from clusters.helpers.waiting import wait_for
 from tests.support.multikueue import KUEUE, TRAINER, MultiKueue, events_of
-from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 Dict = dict[str, Any]

@@ -20,11 +20,11 @@ from kubernetes import client
 
 from clusters import setup
 from clusters.bed import Bed
+from clusters.helpers.waiting import wait_for
 from clusters.kube import Applier
 from clusters.kueue import cluster_profile_crd
 from kubecontrol.exec_credentials import EXEC_EXTENSION
 from tests.support.multikueue import KUEUE, MultiKueue, dispatcher_with, fleet
-from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.disruptive]
 Dict = dict[str, Any]

@@ -17,11 +17,11 @@ from kubernetes import client
 
 from clusters import setup
 from clusters.bed import Bed
+from clusters.helpers.kube import active_condition, create_workload, is_active
+from clusters.helpers.waiting import stays_false, wait_for
 from clusters.install import DEPLOY, DISPATCHER
 from clusters.kube import Applier, render
-from tests.support.kube import active_condition, create_workload, is_active
 from tests.support.multikueue import KUEUE, TRAINER, MultiKueue, dispatcher_with
-from tests.support.waiting import stays_false, wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 Dict = dict[str, Any]

@@ -11,11 +11,11 @@ import pytest
 from kubernetes import client
 
 from clusters.bed import Bed
+from clusters.helpers.waiting import wait_for
 from clusters.install import worker_secret
 from clusters.kube import Applier, load_manifests
 from clusters.setup import multikueue_objects
 from tests.support.multikueue import KUEUE, MultiKueue, dispatched_to, fleet
-from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.disruptive, pytest.mark.usefixtures("controllers")]
 

@@ -19,12 +19,12 @@ from kubernetes import client
 
 from clusters import setup
 from clusters.bed import Bed
+from clusters.helpers.builders import make_trainjob
+from clusters.helpers.tenant import Tenant, story_path
+from clusters.helpers.waiting import wait_for
 from clusters.install import DISPATCHER
 from dispatcher import log_tails
-from tests.support.builders import make_trainjob
 from tests.support.multikueue import MultiKueue
-from tests.support.tenant import Tenant, story_path
-from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 

@@ -15,9 +15,9 @@ import yaml
 
 from clusters.bed import Bed
 from clusters.builds import binary
+from clusters.helpers.waiting import wait_for
 from kubectl_trainjob.__main__ import main
 from tests.support.multikueue import MultiKueue, pod_phases
-from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 

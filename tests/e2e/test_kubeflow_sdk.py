@@ -16,9 +16,9 @@ from kubeflow.trainer.options import Labels
 from kubernetes import client
 
 from clusters.bed import Bed
+from clusters.helpers.tenant import Tenant
+from clusters.helpers.waiting import wait_for
 from tests.support.multikueue import MultiKueue
-from tests.support.tenant import Tenant
-from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 

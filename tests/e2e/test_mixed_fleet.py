@@ -20,6 +20,8 @@ import pytest
 from clusters import setup
 from clusters.bed import Bed
 from clusters.config import mixed_bed_config
+from clusters.helpers.tenant import Tenant, story_path
+from clusters.helpers.waiting import wait_for
 from kubectl_trainjob.__main__ import main as kubectl_trainjob
 from tests.support.multikueue import (
     KUEUE,
@@ -28,8 +30,6 @@ from tests.support.multikueue import (
     dispatched_to,
     events_of,
 )
-from tests.support.tenant import Tenant, story_path
-from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.bed]
 Dict = dict[str, Any]

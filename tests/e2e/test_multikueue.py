@@ -18,10 +18,12 @@ from kubernetes import client
 
 from clusters import audit, setup
 from clusters.bed import Bed
+from clusters.helpers.kube import active_condition, create_workload
+from clusters.helpers.tenant import Tenant, story_path
+from clusters.helpers.waiting import stays_false, wait_for
 from clusters.install import scrape
 from clusters.kube import Applier, load_manifests
 from clusters.processes import http_ok
-from tests.support.kube import active_condition, create_workload
 from tests.support.multikueue import (
     JOBSET_NAME,
     KUEUE,
@@ -42,8 +44,6 @@ from tests.support.multikueue import (
     token_id,
     workloads_seen,
 )
-from tests.support.tenant import Tenant, story_path
-from tests.support.waiting import stays_false, wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 Dict = dict[str, Any]

@@ -14,9 +14,9 @@ from kubernetes import client
 
 from clusters import setup
 from clusters.bed import Bed
+from clusters.helpers.waiting import wait_for
 from clusters.kube import Applier, load_manifests
 from tests.support.multikueue import KUEUE, TRAINER, MultiKueue, events_of, names, workloads_seen
-from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 Dict = dict[str, Any]

@@ -22,6 +22,7 @@ from kubernetes import client, watch
 
 from clusters import setup
 from clusters.bed import Bed
+from clusters.helpers.waiting import wait_for
 from kubectl_trainjob.__main__ import main as kubectl_trainjob
 from tests.support.multikueue import MultiKueue
 from tests.support.reporting import (
@@ -33,7 +34,6 @@ from tests.support.reporting import (
     trainer_status,
     worker_replica,
 )
-from tests.support.waiting import wait_for
 from trainjob import progress
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]

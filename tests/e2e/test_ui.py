@@ -18,11 +18,11 @@ from playwright.sync_api import Page, expect
 
 from clusters import setup
 from clusters.bed import Bed
-from tests.support.browser import accessibility_problems, page_of, screenshot, view_server
+from clusters.helpers.browser import accessibility_problems, page_of, screenshot, view_server
+from clusters.helpers.tenant import API, Tenant
+from clusters.helpers.waiting import wait_for
 from tests.support.multikueue import MultiKueue
 from tests.support.reporting import progress_interval, report, reporting
-from tests.support.tenant import API, Tenant
-from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 SECONDS = 15_000  # ms a page has to show what the API says (the targets are in benchmarks/)

@@ -13,9 +13,9 @@ from kubernetes import client
 
 from clusters import builds
 from clusters.bed import Bed
+from clusters.helpers.waiting import wait_for
 from clusters.kube import Applier, load_manifests
 from tests.support.multikueue import TRAINER, MultiKueue
-from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 REPO = Path(__file__).resolve().parents[2]

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
+from clusters.helpers.waiting import QuietHandler, http_server, loopback_client, wait_for
 from kubecontrol import informer as informer_module
 from kubecontrol.informer import Informer
 from kubecontrol.kinds import CONFIG_MAP
-from tests.support.waiting import QuietHandler, http_server, loopback_client, wait_for
 
 
 class EmptyList(QuietHandler):

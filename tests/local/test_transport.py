@@ -15,10 +15,10 @@ from dataclasses import replace
 import pycurl
 import pytest
 
+from clusters.helpers.waiting import QuietHandler, http_server, loopback_client
 from kubecontrol import client as kubeclient
 from kubecontrol import cluster as kube
 from kubecontrol.client import ApiClient, ApiException, TransportError
-from tests.support.waiting import QuietHandler, http_server, loopback_client
 
 
 def test_no_answer_is_a_transient_transport_error(silent_server: int) -> None:

@@ -18,9 +18,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from clusters.helpers.waiting import sooner_than
 from kubectl_trainjob import ui
 from kubectl_trainjob.__main__ import parser
-from tests.support.waiting import sooner_than
 
 
 def in_a_loop(test: Callable[..., Awaitable[None]]) -> Callable[..., None]:

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from clusters.helpers.waiting import sooner_than
 from kubecontrol.admission import Verdict
 from kubecontrol.certs import Material, issue
 from kubecontrol.webhook_server import Handler, WebhookServer, in_thread
-from tests.support.waiting import sooner_than
 
 Dict = dict[str, Any]
 TRAINJOBS = {"group": "trainer.kubeflow.org", "version": "v1alpha1", "resource": "trainjobs"}

@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
+from clusters.helpers.waiting import sooner_than
 from kubecontrol import workqueue
 from kubecontrol.workqueue import WorkQueue, WriteMemory
-from tests.support.waiting import sooner_than
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:

@@ -15,8 +15,8 @@ from kubernetes.utils import parse_quantity
 from clusters import setup
 from clusters.bed import Bed
 from clusters.config import real_bed_config
+from clusters.helpers.examples import RUNTIME_FILE
 from clusters.install import install_product
-from tests.support.examples import RUNTIME_FILE
 
 RETAIN = ["--retention-seconds", "600"]
 

@@ -21,13 +21,13 @@ from playwright.sync_api import expect
 
 from clusters import chart, images, nodes
 from clusters.bed import Bed
+from clusters.helpers.browser import page_of, screenshot, view_server
+from clusters.helpers.examples import MPI_FILE, RUNTIME_FILE
+from clusters.helpers.kube import TrainJobs, api_error
+from clusters.helpers.tenant import Tenant, story_path
+from clusters.helpers.waiting import wait_for
 from clusters.install import DISPATCHER
 from clusters.kube import Applier, load_manifests
-from tests.support.browser import page_of, screenshot, view_server
-from tests.support.examples import MPI_FILE, RUNTIME_FILE
-from tests.support.kube import TrainJobs, api_error
-from tests.support.tenant import Tenant, story_path
-from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.realnodes, pytest.mark.timeout(900)]
 Dict = dict[str, Any]

@@ -29,11 +29,11 @@ from kubernetes import client
 from clusters import builds, images, nodes
 from clusters.bed import Bed
 from clusters.config import REPO_ROOT
+from clusters.helpers.kube import TrainJobs
 from clusters.install import worker_secret
 from clusters.kube import Applier, load_manifests
 from clusters.setup import queue_objects
-from tests.real.test_runbook import _clean_up, _merged_kubeconfig, _run_blocks, shell_blocks
-from tests.support.kube import TrainJobs
+from tests.support.runbook import clean_up, merged_kubeconfig, run_blocks, shell_blocks
 
 pytestmark = [pytest.mark.realnodes, pytest.mark.first, pytest.mark.timeout(2700)]
 
@@ -187,7 +187,7 @@ def _old_image(tree: Path) -> Path:
 def _env(bed: Bed, tmp: Path, old: Path | None = None) -> dict[str, str]:
     env = {
         **os.environ,
-        "KUBECONFIG": str(_merged_kubeconfig(bed, tmp / "kubeconfig")),
+        "KUBECONFIG": str(merged_kubeconfig(bed, tmp / "kubeconfig")),
         "PATH": os.pathsep.join(
             [
                 str(Path(sys.executable).parent),
@@ -292,7 +292,7 @@ def _during(f: Flight, prefix: str, blocks: list[str], env: dict[str, str], what
     creator = threading.Thread(target=f.create_steadily, args=(prefix, done), daemon=True)
     creator.start()
     try:
-        return _run_blocks(blocks, env, what)
+        return run_blocks(blocks, env, what)
     finally:
         time.sleep(4)  # and a moment after
         done.set()
@@ -405,7 +405,7 @@ def test_upgrades_from_0_2_0_lose_nothing_dispatch_nothing_twice_refuse_only_as_
     runbook = (old / "docs" / "install.md").read_text()
     for worker in workers:
         runbook = runbook.replace(f"https://{worker}.example.com:6443", real_bed.pod_server(worker))
-    took = _run_blocks(shell_blocks(runbook), old_env, f"{OLD} docs/install.md", cwd=old)
+    took = run_blocks(shell_blocks(runbook), old_env, f"{OLD} docs/install.md", cwd=old)
     print(f"[figure] {OLD} installed by its runbook in {took:.0f} s", file=sys.stderr)
     assert set(_images(real_bed).values()) == {old_ref}
     # The in-flight TrainJobs' namespace: a MultiKueue queue of 1 CPU on the manager, 2 on
@@ -433,7 +433,7 @@ def test_upgrades_from_0_2_0_lose_nothing_dispatch_nothing_twice_refuse_only_as_
         _no_create_refused(flight, "during-kubectl")
 
         # 0.2.0 again, now with its chart; helm upgrade to this version, then helm rollback.
-        _run_blocks(_blocks("operations.md", "Uninstall"), env, "operations.md, Uninstall")
+        run_blocks(_blocks("operations.md", "Uninstall"), env, "operations.md, Uninstall")
         for ctx in [*workers, "manager"]:
             role = "manager" if ctx == "manager" else "worker"
             subprocess.run(
@@ -530,7 +530,7 @@ def _remove(bed: Bed, env: dict[str, str]) -> None:
              "--wait", "--timeout", "3m"],
             env=env, check=False, capture_output=True, timeout=240,
         )  # fmt: skip
-    _run_blocks(_blocks("operations.md", "Uninstall"), env, "operations.md, Uninstall (clean-up)")
+    run_blocks(_blocks("operations.md", "Uninstall"), env, "operations.md, Uninstall (clean-up)")
     for c in bed.config.clusters:
         api = bed.api(c.name)
         custom = client.CustomObjectsApi(api)
@@ -552,4 +552,4 @@ def _remove(bed: Bed, env: dict[str, str]) -> None:
         except client.ApiException as exc:
             if exc.status != 404:
                 raise
-    _clean_up(bed)
+    clean_up(bed)

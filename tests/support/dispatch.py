@@ -6,8 +6,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from clusters.helpers.builders import TrainJobBuilder, WorkloadBuilder
 from dispatcher.decide import DispatchObserved, RemoteView, decide
-from tests.support.builders import TrainJobBuilder, WorkloadBuilder
 from trainjob.views import TrainJobView
 from trainjob.workload import WorkloadView
 

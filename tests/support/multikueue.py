@@ -17,11 +17,11 @@ from kubernetes import client, watch
 
 from clusters import setup
 from clusters.bed import Bed
+from clusters.helpers.waiting import wait_for
 from clusters.install import DISPATCHER
 from clusters.install import leads as install_leads
 from clusters.kube import Applier, load_manifests
 from dispatcher.worker_secret import token_claims
-from tests.support.waiting import wait_for
 
 Dict = dict[str, Any]
 

@@ -14,9 +14,9 @@ from typing import Any
 from kubernetes import client
 
 from clusters import setup
+from clusters.helpers.waiting import wait_for
 from clusters.install import WORKER_CONTROLLER
 from tests.support.multikueue import MultiKueue
-from tests.support.waiting import wait_for
 from trainjob import progress
 
 Dict = dict[str, Any]

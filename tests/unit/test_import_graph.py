@@ -4,8 +4,12 @@ point between packages; this says there is no loop anywhere."""
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 import grimp
 
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("kubecontrol", "trainjob", "dispatcher", "worker_controller", "kubectl_trainjob",
             "clusters", "demo", "benchmarks")  # fmt: skip
 
@@ -18,3 +22,40 @@ def test_no_import_circles() -> None:
             if module != imported and graph.chain_exists(imported, module):
                 circles.append((module, imported))
     assert circles == []
+
+
+def _contract(name_start: str) -> dict[str, object]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    contracts = config["tool"]["importlinter"]["contracts"]
+    found: dict[str, object] = next(c for c in contracts if c["name"].startswith(name_start))
+    return found
+
+
+def test_every_writer_is_out_of_reach_of_every_decision() -> None:
+    """The contract names its modules one by one: a new writer (execute, *_io, reconcile) or
+    a new decision module must join it, or this fails."""
+    contract = _contract("decisions ")
+    graph = grimp.build_graph(*PACKAGES[:5])
+    product = sorted(graph.modules)
+    writers = [m for m in product if m.rsplit(".", 1)[-1] in WRITERS or m.endswith("_io")]
+    deciders = [m for m in product if m.rsplit(".", 1)[-1] in DECIDERS]
+    assert writers and deciders
+    assert set(writers) <= set(contract["forbidden_modules"])  # type: ignore[arg-type]
+    assert set(deciders) <= set(contract["source_modules"])  # type: ignore[arg-type]
+
+
+WRITERS = {"execute", "reconcile", "client", "cluster", "informer"}
+DECIDERS = {"decide", "status", "builders", "views", "models", "workload", "capacity"}
+
+
+def test_no_test_module_imports_another() -> None:
+    """A test module's helpers that another needs live in tests/support (or, when the
+    benchmarks need them too, in clusters/helpers), never in a test module."""
+    graph = grimp.build_graph("tests", "benchmarks", "clusters", "demo")
+    imported = sorted(
+        (importer, module)
+        for module in graph.modules
+        if module.rsplit(".", 1)[-1].startswith("test_")
+        for importer in graph.find_modules_that_directly_import(module)
+    )
+    assert imported == []

@@ -4,29 +4,14 @@ from __future__ import annotations
 
 import re
 
-import dispatcher.metrics
-import worker_controller.metrics
 from clusters.config import REPO_ROOT
-from kubecontrol.metrics import REGISTRY
-
-assert dispatcher.metrics and worker_controller.metrics  # their series join the registry
+from tests.support.metrics import served_series
 
 
 def _documented() -> dict[str, tuple[str, tuple[str, ...]]]:
     text = (REPO_ROOT / "docs" / "operations.md").read_text()
     rows = re.findall(r"^\| `([a-z_]+)` \| (\w+) \|([^|]*)\|", text, re.M)
     return {name: (kind, tuple(re.findall(r"`(\w+)`", labels))) for name, kind, labels in rows}
-
-
-def served_series() -> dict[str, tuple[str, tuple[str, ...]]]:
-    out = {}
-    for collector in list(REGISTRY._collector_to_names):  # the series' metadata
-        kind = getattr(collector, "_type", None)
-        if kind is None:
-            continue
-        name = collector._name + ("_total" if kind == "counter" else "")
-        out[name] = (kind, tuple(collector._labelnames))
-    return out
 
 
 def test_every_series_is_documented_with_its_type_and_labels() -> None:

@@ -10,11 +10,12 @@ import ast
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
+HELPERS = TESTS.parent / "clusters" / "helpers"  # the tests' helpers that benchmarks use too
 
 # Helpers that raise when what they check does not hold (tests/support, pytest, the stdlib).
 CHECKING_HELPERS = {
     "raises",  # pytest.raises
-    "wait_for",  # tests/support/waiting.py (and a module's own, which raise too)
+    "wait_for",  # clusters/helpers/waiting.py (and a module's own, which raise too)
     "stays_false",
     "wait",  # MultiKueue.wait: wait_for on a condition
     "wait_condition",
@@ -46,14 +47,18 @@ REVIEWED_DAEMONS = {
     ("real/test_upgrade.py", "flight"): "Flight.failure and Flight.looked, checked by _ran_once",
     ("real/test_upgrade.py", "_during"): "Flight.failure, checked as the creator is joined",
     ("support/multikueue.py", "workloads_seen"): "its failure is asserted as the block ends",
-    ("support/waiting.py", "http_server"): "a loopback server the test talks to",
+    ("helpers/waiting.py", "http_server"): "a loopback server the test talks to",
 }
 
 
 def _modules() -> list[tuple[str, ast.Module]]:
     return [
-        (path.relative_to(TESTS).as_posix(), ast.parse(path.read_text(), str(path)))
-        for path in sorted(TESTS.rglob("*.py"))
+        (
+            path.relative_to(root.parent if root is HELPERS else root).as_posix(),
+            ast.parse(path.read_text(), str(path)),
+        )
+        for root in (TESTS, HELPERS)
+        for path in sorted(root.rglob("*.py"))
     ]
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from clusters.bed import Bed
-from tests.support.kube import TrainJobs
+from clusters.helpers.kube import TrainJobs
 
 
 @pytest.fixture

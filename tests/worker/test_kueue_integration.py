@@ -9,9 +9,9 @@ import pytest
 
 from clusters import setup
 from clusters.bed import Bed
-from tests.support.builders import make_trainjob
-from tests.support.kube import TrainJobs, torch_runtime
-from tests.support.waiting import stays_false, wait_for
+from clusters.helpers.builders import make_trainjob
+from clusters.helpers.kube import TrainJobs, torch_runtime
+from clusters.helpers.waiting import stays_false, wait_for
 from tests.support.worker import worker_controller_with
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("worker_controllers")]

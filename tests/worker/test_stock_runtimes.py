@@ -11,10 +11,10 @@ import pytest
 from kubernetes import client
 
 from clusters.bed import Bed
-from tests.support.builders import make_trainjob
-from tests.support.kube import TrainJobs
+from clusters.helpers.builders import make_trainjob
+from clusters.helpers.kube import TrainJobs
+from clusters.helpers.waiting import wait_for
 from tests.support.stock_runtimes import stock_runtimes
-from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("worker_controllers")]
 TRAINER = {

@@ -15,6 +15,7 @@ from clusters.config import REPO_ROOT
 from clusters.errors import BedError
 from dispatcher.settings import DispatcherSettings
 from release import manifests
+from tests.support.metrics import served_series
 from worker_controller.settings import WorkerSettings
 
 Dict = dict[str, Any]
@@ -466,8 +467,6 @@ KUBE_STATE_SERIES = {"kube_job_status_failed", "kube_cronjob_status_last_success
 
 def _series_served() -> set[str]:
     """Every series name the controllers serve, as Prometheus stores them."""
-    from tests.unit.test_metrics_doc import served_series
-
     names = set()
     for name, (kind, _) in served_series().items():
         suffixes = ("_bucket", "_sum", "_count") if kind == "histogram" else ("",)

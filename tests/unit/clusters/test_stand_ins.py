@@ -4,8 +4,8 @@ place, and nothing else changes."""
 from __future__ import annotations
 
 from clusters import images
+from clusters.helpers.examples import RUNTIME_FILE
 from clusters.kube import load_manifests
-from tests.support.examples import RUNTIME_FILE
 
 
 def test_the_ddp_example_names_a_public_image_and_the_bed_swaps_in_its_own() -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from clusters.helpers.builders import TrainJobBuilder, make_trainjob
 from dispatcher.copies import is_our_copy, remote_trainjob, remote_workload, status_back
 from dispatcher.copies import seen as copy_seen
-from tests.support.builders import TrainJobBuilder, make_trainjob
 from tests.support.dispatch import manager_workload
 from trainjob import constants as c
 from trainjob.views import TrainJobView

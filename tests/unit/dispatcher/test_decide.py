@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from clusters.helpers.builders import TrainJobBuilder
 from dispatcher.capacity import Fit
 from dispatcher.decide import (
     CapacityAware,
@@ -12,7 +13,6 @@ from dispatcher.decide import (
     RemoteView,
     decide,
 )
-from tests.support.builders import TrainJobBuilder
 from tests.support.dispatch import decide_for, manager_workload, observed, remote
 from trainjob.status_writes import FIRST_STATUS_HOLD_SECONDS
 

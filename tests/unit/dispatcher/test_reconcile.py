@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.builders import TrainJobBuilder, make_runtime
+from clusters.helpers.builders import TrainJobBuilder, make_runtime
 from tests.support.whole_pass import World, condition, fleet, names
 from trainjob import constants as c
 from trainjob.workload import workload_name

@@ -22,7 +22,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.builders import make_runtime, mpi_runtime
+from clusters.helpers.builders import make_runtime, mpi_runtime
 from trainjob import admission
 from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.runtime import resolve_runtime_info

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.builders import OWNER, make_runtime, make_trainjob
+from clusters.helpers.builders import OWNER, make_runtime, make_trainjob
 from trainjob import admission, jobframework, jobframework_io
 from trainjob import workload as wlmod
 from trainjob.jobframework import QueuePlan

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from tests.support.builders import initializer_runtime, make_runtime, make_trainjob
+from clusters.helpers.builders import initializer_runtime, make_runtime, make_trainjob
 from trainjob import jobframework, readiness
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.runtime import RuntimeInfo, build_runtime_info

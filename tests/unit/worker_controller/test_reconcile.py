@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from clusters.helpers.builders import OWNER, TrainJobBuilder, make_runtime
 from kubecontrol.client import ApiException
 from kubecontrol.kinds import Kind
-from tests.support.builders import OWNER, TrainJobBuilder, make_runtime
 from tests.support.memory_api import Fault, MemoryApi
 from tests.support.whole_pass import MemoryCluster, World, condition, names
 from trainjob import constants as c

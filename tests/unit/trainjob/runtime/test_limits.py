@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.builders import (
+from clusters.helpers.builders import (
     container,
     make_runtime,
     make_trainjob,

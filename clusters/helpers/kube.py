@@ -7,8 +7,8 @@ from typing import Any
 
 from kubernetes import client
 
-from tests.support.builders import make_runtime, replicated_job
-from tests.support.waiting import wait_for
+from clusters.helpers.builders import make_runtime, replicated_job
+from clusters.helpers.waiting import wait_for
 
 Dict = dict[str, Any]
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")

@@ -1,4 +1,5 @@
-"""benchmarks/compare.py's report: the targets against every repeat, and its last two lines."""
+"""benchmarks/compare.py's report: the targets against every repeat, and its last two lines (a
+test of the benchmark, beside it: the suite never imports the benchmarks)."""
 
 from __future__ import annotations
 
