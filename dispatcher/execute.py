@@ -1,5 +1,6 @@
-"""Carrying out the dispatcher's plans: the manager Workload's check state, remote creates
-and deletes, the manager TrainJob's status (intake, or synced back) and Events."""
+"""Carrying out a dispatcher pass's plan (plan.py), the one module that writes for a pass:
+our finalizer, the Kueue integration's writes, the manager Workload's check state, remote
+creates and deletes, the manager TrainJob's status (intake, or synced back) and Events."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from dispatcher import log_tails, metrics, placements_io
 from dispatcher.clusters import Registry
 from dispatcher.copies import is_our_copy
 from dispatcher.decide import DispatchPlan, RemoteAction
-from dispatcher.intake import IntakePlan
+from dispatcher.plan import Dispatch, PassPlan
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster, guarded_write
+from kubecontrol.events import Event
 from kubecontrol.objects import Dict
 from kubecontrol.workqueue import WriteMemory
 from trainjob import constants as c
+from trainjob.jobframework_io import execute_queue_plan
 from trainjob.views import TrainJobView
 from trainjob.workload import WorkloadView
 
@@ -26,22 +29,61 @@ def _where(obj: Dict) -> str:
     return f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
 
 
-def execute_dispatch(
+def execute_pass(
     manager: Cluster,
     registry: Registry,
     memory: WriteMemory,
-    wl: WorkloadView,
     trainjob: TrainJobView,
-    check: str,
-    plan: DispatchPlan,
+    plan: PassPlan,
 ) -> bool:
-    """Carry out a plan: the manager Workload first, then the workers, then the TrainJob.
+    """Carry out one pass's plan (plan.py), in order: our finalizer; the Kueue integration's
+    writes; the MultiKueue check's (the manager Workload first, then the workers); the
+    manager TrainJob's status in one write; the Events. Returns True when a remote write
+    failed and the key should come back soon."""
+    body = trainjob.with_kind()
+    if plan.finalizer == "add":
+        _set_finalizer(manager, trainjob, add=True)
+    if plan.queue is not None:
+        execute_queue_plan(manager, body, plan.queue, memory)
+    failed, events = False, list[Event]()
+    if plan.dispatch is not None:
+        done = _dispatch_writes(manager, registry, memory, trainjob, plan.dispatch)
+        if done is None:
+            return False  # planned from an old Workload: the watch brings the new one
+        failed, events = done
+    status = plan.trainjob_status()
+    if status is None or _write_status(manager, memory, trainjob, status):
+        events = [*plan.intake.events, *events]  # the intake's say what its status changed
+    if plan.dispatch is not None:
+        ended = plan.dispatch.plan.placement_ended
+        if ended is not None and not memory.stale(("Placement", trainjob.uid), ended.key):
+            placements_io.record(manager, trainjob, ended)
+            memory.wrote(("Placement", trainjob.uid), ended.key)
+    if plan.cleanup_deferred is not None:
+        events.append(Event("Warning", "RemoteCleanupDeferred", plan.cleanup_deferred))
+    for etype, reason, message in events:
+        manager.post_event(body, etype, reason, message)
+        say = log.warning if etype == "Warning" else log.info
+        say("[%s] %s: %s: %s", manager.name, _where(body), reason, message)
+    if plan.finalizer == "drop":
+        _set_finalizer(manager, trainjob, add=False)
+    return failed
+
+
+def _dispatch_writes(
+    manager: Cluster,
+    registry: Registry,
+    memory: WriteMemory,
+    trainjob: TrainJobView,
+    dispatch: Dispatch,
+) -> tuple[bool, list[Event]] | None:
+    """The MultiKueue check's writes: the manager Workload first, then the workers.
 
     The Workload write is guarded by its resourceVersion and goes first, so a plan made from
     a stale view (a conflict, or a version we already wrote from) stops before it deletes or
-    creates anything on a worker. Returns True when a remote write failed and the key should
-    come back soon.
-    """
+    creates anything on a worker (None). Otherwise (whether a remote write failed, the Events
+    of the plan and of the writes done)."""
+    wl, check, plan = dispatch.workload, dispatch.check, dispatch.plan
     ns, name = wl.key
     version = str(wl.resource_version)
     if plan.writes_workload:
@@ -55,7 +97,7 @@ def execute_dispatch(
             version,
             lambda: manager.patch(c.WORKLOAD, name, ns, patch, subresource="status"),
         ):
-            return False  # planned from an old version: the watch brings the new one
+            return None
     if plan.deactivate:
         manager.patch(c.WORKLOAD, name, ns, {"spec": {"active": False}})
     # Each worker's writes in order (its TrainJob before its Workload), the workers at once:
@@ -82,17 +124,24 @@ def execute_dispatch(
                 metrics.MULTIKUEUE_DISPATCHED.labels(cq, cluster).inc()
     if plan.cluster_name is not None:
         _admitted(wl, cq, plan.cluster_name)
-    if plan.trainjob_status is not None:
-        _write_status(manager, memory, trainjob, plan.trainjob_status)
-    ended = plan.placement_ended
-    if ended is not None and not memory.stale(("Placement", trainjob.uid), ended.key):
-        placements_io.record(manager, trainjob, ended)
-        memory.wrote(("Placement", trainjob.uid), ended.key)
-    body = trainjob.with_kind()
-    for etype, reason, message in events:
-        manager.post_event(body, etype, reason, message)
-        log.info("[%s] %s: %s: %s", manager.name, _where(body), reason, message)
-    return failed
+    return failed, events
+
+
+def _set_finalizer(manager: Cluster, trainjob: TrainJobView, *, add: bool) -> None:
+    """Add or drop our finalizer, keeping everyone else's (guarded by resourceVersion)."""
+    finalizers = [f for f in trainjob.finalizers if f != c.DISPATCHER_FINALIZER]
+    if add:
+        finalizers.append(c.DISPATCHER_FINALIZER)
+    try:
+        manager.patch(
+            c.TRAINJOB,
+            trainjob.name,
+            trainjob.namespace,
+            {"metadata": {"resourceVersion": trainjob.resource_version, "finalizers": finalizers}},
+        )
+    except ApiException as exc:
+        if exc.status not in (404, 409):
+            raise
 
 
 def _write_status(
@@ -115,19 +164,6 @@ def _admitted(wl: WorkloadView, cq: str, cluster: str) -> None:
     seconds = wl.reserved_for(dt.datetime.now(dt.UTC))
     if seconds is not None:
         metrics.DISPATCH_LATENCY.observe(seconds)
-
-
-def execute_intake(
-    manager: Cluster, memory: WriteMemory, trainjob: TrainJobView, plan: IntakePlan
-) -> None:
-    """Write the manager TrainJob's own status (before a worker's takes over) and its Events."""
-    if plan.status is not None and not _write_status(manager, memory, trainjob, plan.status):
-        return  # planned from an old version: the watch brings the new one
-    body = trainjob.with_kind()
-    for etype, reason, message in plan.events:
-        manager.post_event(body, etype, reason, message)
-        say = log.warning if etype == "Warning" else log.info
-        say("[%s] %s: %s: %s", manager.name, _where(body), reason, message)
 
 
 def _workload_status(wl: WorkloadView, check: str, plan: DispatchPlan) -> Dict:

@@ -19,6 +19,7 @@ from dispatcher.decide import (
     AllAtOnce,
     CapacityAware,
     DispatchObserved,
+    DispatchPlan,
     External,
     Incremental,
     RemoteView,
@@ -33,14 +34,13 @@ from dispatcher.intake import (
 )
 from dispatcher.keys import QueueKey, StatusKey
 from dispatcher.kueue_status import down_since
+from dispatcher.plan import Dispatch, PassPlan, planned
 from dispatcher.selection import SelectionError, selection_of
 from dispatcher.settings import DispatcherSettings
-from kubecontrol.client import ApiException
-from kubecontrol.cluster import Cluster
 from trainjob import constants as c
 from trainjob import jobframework
 from trainjob.caches import Caches
-from trainjob.jobframework_io import execute_queue_plan, observe_queueing
+from trainjob.jobframework_io import observe_queueing
 from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.naming import owner_name
 from trainjob.runtime import RuntimeProblem
@@ -81,12 +81,12 @@ def sync_trainjob(ctx: Context, key: tuple[str, str]) -> float | None:
     if not jobframework.is_queued_body(body):
         _no_queue(ctx, view)
         return None
-    if c.DISPATCHER_FINALIZER not in view.finalizers:
-        _set_finalizer(ctx.manager, view, add=True)
+    plan = PassPlan(finalizer=None if c.DISPATCHER_FINALIZER in view.finalizers else "add")
     try:
         tj = parse_trainjob(body, stored=True)
     except InvalidObject as exc:
         log.warning("[%s] %s/%s: %s", ctx.settings.cluster_name, *key, exc)
+        execute.execute_pass(ctx.manager, ctx.registry, ctx.memory, view, plan)  # the finalizer
         return None
     observed = observe_queueing(ctx.manager, caches, tj, caches.runtime_of(body), False)
     ours = set(admissionchecks.our_checks(ctx, caches))
@@ -97,17 +97,31 @@ def sync_trainjob(ctx: Context, key: tuple[str, str]) -> float | None:
     observed.start_blocked = verdict or (
         "our admission check is settling" if undecided is not None else None
     )
-    plan = jobframework.reconcile_queueing(observed)
-    execute_queue_plan(ctx.manager, body, plan, ctx.memory)
+    plan.queue = jobframework.reconcile_queueing(observed)
     problem = observed.problem
     if verdict is not None:
         problem = RuntimeProblem(NOT_DISPATCHABLE, verdict)
-    intake = reconcile_intake(view, problem, observed.now, observed.workload)
-    if intake.status is not None or intake.events:
-        execute.execute_intake(ctx.manager, ctx.memory, view, intake)
-    if undecided is not None:
-        return undecided
-    return _dispatch(ctx, caches, view, jobframework.expected_workload_name(tj))
+    plan.intake = reconcile_intake(view, problem, observed.now, observed.workload)
+    requeue = undecided
+    if undecided is None:
+        wl_name = jobframework.expected_workload_name(tj)
+        plan.dispatch = _dispatch(ctx, caches, planned(view, plan.intake), wl_name)
+    retry = execute.execute_pass(ctx.manager, ctx.registry, ctx.memory, view, plan)
+    if plan.dispatch is not None:
+        requeue = _after_dispatch(ctx, key, plan.dispatch.plan, retry)
+    return requeue
+
+
+def _after_dispatch(
+    ctx: Context, key: tuple[str, str], plan: DispatchPlan, retry: bool
+) -> float | None:
+    """What the pass keeps of its dispatch for the next ones, and when the next is due."""
+    ctx.memory.note_held(held_key(*key), plan.status_held)
+    if plan.withheld:  # another look once one of these has more room (watches.on_remote_room)
+        ctx.withheld[key] = frozenset(plan.withheld)
+    else:
+        ctx.withheld.pop(key, None)
+    return REMOTE_RETRY_SECONDS if retry else plan.requeue_after
 
 
 def _not_dispatched(ctx: Context, view: TrainJobView) -> None:
@@ -118,9 +132,7 @@ def _not_dispatched(ctx: Context, view: TrainJobView) -> None:
     problem = RuntimeProblem(
         NOT_DISPATCHED, undispatched_message(view, ctx.settings.controller_name)
     )
-    intake = reconcile_intake(view, problem, dt.datetime.now(dt.UTC))
-    if intake.status is not None or intake.events:
-        execute.execute_intake(ctx.manager, ctx.memory, view, intake)
+    _write_intake(ctx, view, problem)
 
 
 def _no_queue(ctx: Context, view: TrainJobView) -> None:
@@ -136,9 +148,14 @@ def _no_queue(ctx: Context, view: TrainJobView) -> None:
         "through a LocalQueue; add the label (the namespace has no LocalQueue named "
         f"{c.DEFAULT_LOCAL_QUEUE!r} to take it by default)",
     )
+    _write_intake(ctx, view, problem)
+
+
+def _write_intake(ctx: Context, view: TrainJobView, problem: RuntimeProblem) -> None:
+    """A pass that only says, on the TrainJob, why it will not run."""
     intake = reconcile_intake(view, problem, dt.datetime.now(dt.UTC))
     if intake.status is not None or intake.events:
-        execute.execute_intake(ctx.manager, ctx.memory, view, intake)
+        execute.execute_pass(ctx.manager, ctx.registry, ctx.memory, view, PassPlan(intake=intake))
 
 
 def _admitted_without_our_check(
@@ -154,8 +171,11 @@ def _admitted_without_our_check(
     )
 
 
-def _dispatch(ctx: Context, caches: Caches, trainjob: TrainJobView, wl_name: str) -> float | None:
-    """The MultiKueue check of a TrainJob's Workload: dispatch, watch, sync back, retry."""
+def _dispatch(
+    ctx: Context, caches: Caches, trainjob: TrainJobView, wl_name: str
+) -> Dispatch | None:
+    """The MultiKueue check of a TrainJob's Workload (dispatch, watch, sync back, retry): its
+    plan, from the caches and the workers' watches, or None when the check is not ours."""
     namespace, tj_name = trainjob.key
     wl = caches.workload(namespace, wl_name)
     if wl is None or owner_name(wl.raw) != tj_name:
@@ -219,17 +239,7 @@ def _dispatch(ctx: Context, caches: Caches, trainjob: TrainJobView, wl_name: str
         give_up_after=ctx.settings.give_up_after_seconds,
         selection_problem=selection_problem,
     )
-    plan = decide(observed, strategy(ctx.settings))
-    retry = execute.execute_dispatch(
-        ctx.manager, ctx.registry, ctx.memory, wl, trainjob, check, plan
-    )
-    key = (namespace, tj_name)
-    ctx.memory.note_held(held_key(*key), plan.status_held)
-    if plan.withheld:  # another look once one of these has more room (watches.on_remote_room)
-        ctx.withheld[key] = frozenset(plan.withheld)
-    else:
-        ctx.withheld.pop(key, None)
-    return REMOTE_RETRY_SECONDS if retry else plan.requeue_after
+    return Dispatch(decide(observed, strategy(ctx.settings)), wl, check)
 
 
 def _chosen(
@@ -281,23 +291,6 @@ def strategy(settings: DispatcherSettings) -> Strategy:
 # ---- deletion: our finalizer -----------------------------------------------------------------
 
 
-def _set_finalizer(manager: Cluster, trainjob: TrainJobView, *, add: bool) -> None:
-    """Add or drop our finalizer, keeping everyone else's (guarded by resourceVersion)."""
-    finalizers = [f for f in trainjob.finalizers if f != c.DISPATCHER_FINALIZER]
-    if add:
-        finalizers.append(c.DISPATCHER_FINALIZER)
-    try:
-        manager.patch(
-            c.TRAINJOB,
-            trainjob.name,
-            trainjob.namespace,
-            {"metadata": {"resourceVersion": trainjob.resource_version, "finalizers": finalizers}},
-        )
-    except ApiException as exc:
-        if exc.status not in (404, 409):
-            raise
-
-
 def _finalize(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | None:
     """A deleted manager TrainJob: remove its remote objects, then let it go. As with Kueue,
     a worker that is down never holds the deletion up: its copies are orphans then, which the
@@ -306,6 +299,7 @@ def _finalize(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | N
         return None
     holders = _holders(caches, trainjob)
     pending = copies_io.delete_remotes(ctx.registry.remotes, trainjob.raw, holders)
+    plan = PassPlan(finalizer="drop")
     if pending:
         sweep = (
             f"the garbage collector removes them once the worker is back (every "
@@ -313,12 +307,10 @@ def _finalize(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | N
             if ctx.settings.gc_interval
             else "nothing removes them (the garbage collector is off: gcInterval 0)"
         )
-        message = (
+        plan.cleanup_deferred = (
             f"workers {', '.join(sorted(pending))} unreachable: its copies there stay; {sweep}"
         )
-        log.warning("[%s] %s/%s: %s", ctx.settings.cluster_name, *trainjob.key, message)
-        ctx.manager.post_event(trainjob.with_kind(), "Warning", "RemoteCleanupDeferred", message)
-    _set_finalizer(ctx.manager, trainjob, add=False)
+    execute.execute_pass(ctx.manager, ctx.registry, ctx.memory, trainjob, plan)
     return None
 
 

@@ -98,6 +98,7 @@ class World:
         self.informers: list[Informer] = []
         self.queue = RecordingQueue()
         self.finalizers: list[Callable[[], None]] = []  # what `close` stops
+        self.passes: list[Pass] = []  # every pass run, in order
 
     def close(self) -> None:
         for stop in self.finalizers:
@@ -125,7 +126,9 @@ class World:
         writes = {n: a.writes()[before_writes[n] :] for n, a in self.apis.items()}
         events = [e for n, a in self.apis.items() for e in event_tuples(a)[before_events[n] :]]
         self.relist()
-        return Pass(requeue, writes, events, self.queue.take())
+        done = Pass(requeue, writes, events, self.queue.take())
+        self.passes.append(done)
+        return done
 
     def settle(self, key: Hashable, most: int = 10) -> list[Pass]:
         """Passes for `key` until one writes nothing (at most `most`)."""

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from clusters.helpers.builders import TrainJobBuilder, make_runtime
+from dispatcher.selection import CLUSTER_NAMES_ANNOTATION
 from tests.support.whole_pass import World, condition, fleet, names
 from trainjob import constants as c
 from trainjob.workload import workload_name
@@ -28,6 +29,12 @@ def world() -> Iterator[World]:
     made, _ctx = fleet([RUNTIME, SUBMITTED.obj()], {w: [RUNTIME] for w in WORKERS})
     yield made
     made.close()
+    # Whatever the case, a pass writes the manager TrainJob's status at most once (plan.py).
+    status = c.TRAINJOB.path("ns", "tj", "status")
+    assert made.passes
+    assert [p.writes["manager"].count(("PATCH", status)) for p in made.passes if p.wrote()] == [
+        min(1, p.writes["manager"].count(("PATCH", status))) for p in made.passes if p.wrote()
+    ]
 
 
 def trainjob(world: World, cluster: str = "manager") -> Dict | None:
@@ -191,3 +198,32 @@ def test_an_unreachable_worker_gets_nothing_the_others_do_and_it_gets_its_copy_o
     world.apis["worker1"].unreachable(False)
     world.settle(KEY)
     assert copies(world, "worker1")[1] == copies(world, "worker2")[1]
+
+
+def test_a_pass_that_clears_one_condition_and_sets_another_writes_the_status_once(
+    world: World,
+) -> None:
+    """The intake drops a Failed that no longer holds (its queue was fixed) while the check
+    says the clusters it chose are none of its queue's: both in one status write."""
+    dispatched(world)
+    tj = trainjob(world)
+    assert tj is not None
+    tj["metadata"]["annotations"] = {CLUSTER_NAMES_ANNOTATION: "worker9"}
+    tj["status"] = {
+        "conditions": [
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": c.REASON_NO_QUEUE,
+                "message": "no queue",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ]
+    }
+    world.apis["manager"].put(tj)
+    first = world.run(KEY)
+    status = c.TRAINJOB.path("ns", "tj", "status")
+    assert first.writes["manager"].count(("PATCH", status)) == 1
+    after = trainjob(world)
+    assert condition(after, "Failed") is None
+    assert condition(after, "ClustersSelected") == ("False", "NoClusterSelected")
