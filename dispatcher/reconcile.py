@@ -212,7 +212,7 @@ def _dispatch(
                 remote.workload(namespace, wl_name),
                 remote.trainjob(namespace, tj_name),
                 ctx.registry.namespace_problem(cname, namespace),
-                remote.fit(wl.raw) if placing and cname in chosen else None,
+                remote.fit(wl) if placing and cname in chosen else None,
                 taken=ctx.registry.taken(cname, namespace, tj_name, wl_name),
             )
             if runtime is not None and cname in chosen:

@@ -24,13 +24,14 @@ import logging
 import time
 from collections.abc import Callable
 
-from dispatcher.capacity import Fit, Table, cohort_of, fit, quota_summary, reserved
+from dispatcher.capacity import Fit, QuotaSummary, cohort_of, fit, quota_summary
 from dispatcher.copies import COPY_KINDS, seen
 from kubecontrol.cluster import Cluster
 from kubecontrol.informer import Informer
 from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
+from trainjob.queues import ClusterQueueView, LocalQueueView, Table
 from trainjob.runtime.defaults import same_runtime_spec
 from trainjob.views import TrainJobView
 from trainjob.workload import WorkloadView
@@ -257,7 +258,7 @@ class RemoteCluster:
         before = self._last_seen.pop(name, None)
         if type_ == "DELETED":
             return
-        now = (reserved(obj), obj["metadata"].get("generation"))
+        now = (ClusterQueueView(obj).reserved, obj["metadata"].get("generation"))
         self._last_seen[name] = now
         if (
             before is None
@@ -267,19 +268,27 @@ class RemoteCluster:
         ):
             self._on_room(self.name)
 
-    def fit(self, workload: Dict) -> Fit | None:
+    def local_queue(self, namespace: str, name: str) -> LocalQueueView | None:
+        found = self._read[c.LOCAL_QUEUE.kind].get((namespace, name))
+        return None if found is None else LocalQueueView(found)
+
+    def cluster_queue(self, name: str) -> ClusterQueueView | None:
+        found = self._read[c.CLUSTER_QUEUE.kind].get(name) if name else None
+        return None if found is None else ClusterQueueView(found)
+
+    def cluster_queues(self) -> list[ClusterQueueView]:
+        return [ClusterQueueView(cq) for cq in self._read[c.CLUSTER_QUEUE.kind].items()]
+
+    def fit(self, workload: WorkloadView) -> Fit | None:
         """Whether a manager Workload's PodSets fit the ClusterQueue its copy would be queued
         in here (capacity.fit); None while that is unknown (queues not readable or not listed
         yet, or the cluster unreachable: its cache may be stale)."""
         if not self._readable(QUEUE_KINDS):
             return None
-        meta, spec = workload["metadata"], workload.get("spec") or {}
-        queue = str(spec.get("queueName", ""))
-        lq = self._read[c.LOCAL_QUEUE.kind].get((meta["namespace"], queue))
-        cq_name = ((lq or {}).get("spec") or {}).get("clusterQueue")
-        cqs = self._read[c.CLUSTER_QUEUE.kind]
-        cq = cqs.get(cq_name) if cq_name else None
-        return fit(workload, cq, cohort_of(cq, cqs.items()) if cq else [], queue)
+        queue = str(workload.queue_name or "")
+        lq = self.local_queue(workload.namespace, queue)
+        cq = self.cluster_queue(lq.cluster_queue) if lq is not None else None
+        return fit(workload, cq, cohort_of(cq, self.cluster_queues()) if cq else [], queue)
 
     def queue_counts(self, namespace: str, queue: str) -> Dict | None:
         """How busy the queue a copy waits in here is, as Kueue counts it in the queues'
@@ -287,27 +296,25 @@ class RemoteCluster:
         and admitted Workloads; None while the queues are not known."""
         if not self._readable(QUEUE_KINDS):
             return None
-        lq = self._read[c.LOCAL_QUEUE.kind].get((namespace, queue))
+        lq = self.local_queue(namespace, queue)
         if lq is None:
             return {"localQueue": queue, "problem": f"LocalQueue {queue} does not exist"}
-        cq_name = str((lq.get("spec") or {}).get("clusterQueue") or "")
-        cq = self._read[c.CLUSTER_QUEUE.kind].get(cq_name) or {}
-        lq_status, cq_status = lq.get("status") or {}, cq.get("status") or {}
+        cq = self.cluster_queue(lq.cluster_queue)
+        cq_counts = cq.counts if cq is not None else None
         return {
             "localQueue": queue,
-            "pendingInLocalQueue": lq_status.get("pendingWorkloads"),
-            "clusterQueue": cq_name,
-            "pendingInClusterQueue": cq_status.get("pendingWorkloads"),
-            "admittedInClusterQueue": cq_status.get("admittedWorkloads"),
+            "pendingInLocalQueue": lq.counts.pending,
+            "clusterQueue": lq.cluster_queue,
+            "pendingInClusterQueue": cq_counts.pending if cq_counts else None,
+            "admittedInClusterQueue": cq_counts.admitted if cq_counts else None,
         }
 
-    def queues(self) -> list[Dict] | None:
+    def queues(self) -> list[QuotaSummary] | None:
         """The worker's ClusterQueues, quota and use (capacity.quota_summary), by name; None
         while they are not known (not readable, or the worker unreachable)."""
         if not self._readable((c.CLUSTER_QUEUE.kind,)):
             return None
-        found = self._read[c.CLUSTER_QUEUE.kind].items()
-        return sorted((quota_summary(cq) for cq in found), key=lambda q: str(q["name"]))
+        return sorted(map(quota_summary, self.cluster_queues()), key=lambda q: q.name)
 
     # ---- runtimes --------------------------------------------------------------------------
 

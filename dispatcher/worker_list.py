@@ -40,6 +40,11 @@ def _since(seconds: float | None) -> str | None:
     return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _queues(remote: RemoteCluster | None) -> list[dict[str, object]] | None:
+    queues = remote.queues() if remote is not None else None
+    return None if queues is None else [q.to_json() for q in queues]
+
+
 def worker(name: str, remote: RemoteCluster | None, problem: str | None, api: str) -> Dict:
     """One worker's item (pure over what the RemoteCluster holds)."""
     state = _connection(remote)
@@ -54,7 +59,7 @@ def worker(name: str, remote: RemoteCluster | None, problem: str | None, api: st
         "downSince": _since(remote.down_since) if remote is not None else None,
         "trainJobCopies": len(remote.items(c.TRAINJOB.kind)) if remote is not None else None,
         # None: not known (unreachable, or the worker's ClusterQueues are not readable)
-        "clusterQueues": remote.queues() if remote is not None else None,
+        "clusterQueues": _queues(remote),
     }
 
 

@@ -5,34 +5,30 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from dispatcher.capacity import (
-    Fit,
-    cohort_of,
-    fit,
-    pod_requests,
-    podset_requests,
-    quota_summary,
-    show_amount,
-)
+from dispatcher.capacity import Fit, cohort_of, fit, podset_requests, quota_summary, show_amount
+from trainjob.queues import ClusterQueueView, PodSetView
+from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
 
 
-def workload(*podsets: tuple[str, int, Dict]) -> Dict:
-    return {
-        "metadata": {"name": "wl", "namespace": "ns"},
-        "spec": {
-            "queueName": "q",
-            "podSets": [
-                {
-                    "name": name,
-                    "count": count,
-                    "template": {"spec": {"containers": [{"resources": {"requests": req}}]}},
-                }
-                for name, count, req in podsets
-            ],
-        },
-    }
+def workload(*podsets: tuple[str, int, Dict]) -> WorkloadView:
+    return WorkloadView(
+        {
+            "metadata": {"name": "wl", "namespace": "ns"},
+            "spec": {
+                "queueName": "q",
+                "podSets": [
+                    {
+                        "name": name,
+                        "count": count,
+                        "template": {"spec": {"containers": [{"resources": {"requests": req}}]}},
+                    }
+                    for name, count, req in podsets
+                ],
+            },
+        }
+    )
 
 
 def cluster_queue(
@@ -41,7 +37,7 @@ def cluster_queue(
     reserved: dict[str, Dict] | None = None,
     cohort: str | None = None,
     active: bool = True,
-) -> Dict:
+) -> ClusterQueueView:
     """`flavors`: (flavour, {resource: nominal or (nominal, borrowingLimit, lendingLimit)})."""
     flavors = flavors or [("default", {"cpu": "8", "memory": "16Gi"})]
     covered = sorted({r for _, res in flavors for r in res})
@@ -65,7 +61,7 @@ def cluster_queue(
             for f, res in (reserved or {}).items()
         ],
     }
-    return {"metadata": {"name": name}, "spec": spec, "status": status}
+    return ClusterQueueView({"metadata": {"name": name}, "spec": spec, "status": status})
 
 
 def _quota(resource: str, q: Any) -> Dict:
@@ -89,7 +85,7 @@ def test_a_pod_counts_its_containers_its_largest_init_container_and_its_overhead
         "initContainers": [{"resources": {"requests": {"cpu": "4", "memory": "512Mi"}}}],
         "overhead": {"cpu": "100m"},
     }
-    req = pod_requests(spec)
+    req = PodSetView({"name": "node", "template": {"spec": spec}}).pod_requests
     assert (req["cpu"], req["memory"]) == (Decimal("4.1"), 1024**3)
 
 
@@ -186,12 +182,12 @@ def test_quota_summary_says_quota_reserved_and_used_per_flavour_and_resource() -
         reserved={"default": {"cpu": "6", "memory": "1Gi"}, "spot": {"cpu": "500m"}},
         cohort="team",
     )
-    cq["status"].update(
+    cq.raw["status"].update(
         flavorsUsage=[{"name": "default", "resources": [{"name": "cpu", "total": "2"}]}],
         pendingWorkloads=3,
         admittedWorkloads=1,
     )
-    summary = quota_summary(cq)
+    summary = quota_summary(cq).to_json()
     assert summary["name"] == "cq" and summary["cohort"] == "team" and summary["active"]
     assert (summary["pendingWorkloads"], summary["admittedWorkloads"]) == (3, 1)
     assert summary["reservingWorkloads"] == 0
@@ -215,8 +211,8 @@ def test_quota_summary_of_a_zero_quota_and_an_over_reservation() -> None:
         flavors=[("default", {"cpu": "0", "memory": "1Gi"})],
         reserved={"default": {"memory": "2Gi"}},
     )
-    cpu, memory = quota_summary(cq)["flavors"][0]["resources"]
-    assert cpu["share"] == 0.0 and memory["share"] == 1.0
+    cpu, memory = quota_summary(cq).flavors["default"]
+    assert cpu.share == 0.0 and memory.share == 1.0
 
 
 def test_bytes_are_shown_in_the_largest_binary_unit_that_divides_them() -> None:

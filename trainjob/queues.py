@@ -1,0 +1,170 @@
+"""Kueue's queues and what a Workload asks of them, as typed views over the JSON (as
+trainjob/views.py reads TrainJobs): a ClusterQueue's quotas, reservations and counts, a
+LocalQueue's ClusterQueue and counts, a Workload PodSet's requests. Quantities are Decimals
+(trainjob/quantity.py); tables are keyed by (flavour, resource). Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+
+from kubecontrol.objects import Dict
+from trainjob import conditions as cond
+from trainjob.quantity import parse_quantity
+from trainjob.views import ObjectView
+
+Amounts = dict[str, Decimal]  # resource -> amount
+Table = dict[tuple[str, str], Decimal]  # (flavour, resource) -> amount
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceGroup:
+    """One of a ClusterQueue's resource groups: the resources it covers, its flavours in order."""
+
+    resources: tuple[str, ...]
+    flavors: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Quotas:
+    """A ClusterQueue's quotas: its resource groups, and per (flavour, resource) its nominal
+    quota, borrowing limit and lending limit (absent: none)."""
+
+    groups: tuple[ResourceGroup, ...]
+    nominal: Table
+    borrow: Table
+    lend: Table
+
+    @property
+    def covered(self) -> set[str]:
+        return {r for group in self.groups for r in group.resources}
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCounts:
+    """A queue's Workloads as Kueue counts them in its status (None: not reported)."""
+
+    pending: int | None
+    reserving: int | None
+    admitted: int | None
+
+
+class ClusterQueueView(ObjectView):
+    __slots__ = ()
+
+    @property
+    def cohort(self) -> str | None:
+        return self.spec.get("cohortName") or None
+
+    def quotas(self) -> Quotas:
+        """spec.resourceGroups, parsed (once per question: the caller keeps it)."""
+        groups: list[ResourceGroup] = []
+        nominal: Table = {}
+        borrow: Table = {}
+        lend: Table = {}
+        for group in self.spec.get("resourceGroups") or []:
+            flavors = []
+            for flavor in group.get("flavors") or []:
+                flavors.append(str(flavor["name"]))
+                for res in flavor.get("resources") or []:
+                    key = (str(flavor["name"]), str(res["name"]))
+                    nominal[key] = parse_quantity(res.get("nominalQuota", 0))
+                    if res.get("borrowingLimit") is not None:
+                        borrow[key] = parse_quantity(res["borrowingLimit"])
+                    if res.get("lendingLimit") is not None:
+                        lend[key] = parse_quantity(res["lendingLimit"])
+            covered = tuple(str(r) for r in group.get("coveredResources") or [])
+            groups.append(ResourceGroup(covered, tuple(flavors)))
+        return Quotas(tuple(groups), nominal, borrow, lend)
+
+    @property
+    def reserved(self) -> Table:
+        """What admitted and quota-reserved Workloads hold (status.flavorsReservation)."""
+        return self._totals("flavorsReservation")
+
+    @property
+    def used(self) -> Table:
+        """What admitted Workloads hold (status.flavorsUsage)."""
+        return self._totals("flavorsUsage")
+
+    @property
+    def active(self) -> bool:
+        """Its Active condition, True when absent (a ClusterQueue Kueue has not judged yet)."""
+        found = cond.find(self.conditions, "Active")
+        return found is None or found.get("status") == "True"
+
+    @property
+    def counts(self) -> QueueCounts:
+        return _counts(self.status, "reservingWorkloads")
+
+    def _totals(self, field: str) -> Table:
+        out: Table = {}
+        for flavor in self.status.get(field) or []:
+            for res in flavor.get("resources") or []:
+                out[(str(flavor["name"]), str(res["name"]))] = parse_quantity(res.get("total", 0))
+        return out
+
+
+class LocalQueueView(ObjectView):
+    __slots__ = ()
+
+    @property
+    def cluster_queue(self) -> str:
+        return str(self.spec.get("clusterQueue") or "")
+
+    @property
+    def counts(self) -> QueueCounts:
+        return _counts(self.status, "reservingWorkloads")
+
+
+def _counts(status: Dict, reserving: str) -> QueueCounts:
+    def number(field: str) -> int | None:
+        value = status.get(field)
+        return None if value is None else int(value)
+
+    return QueueCounts(number("pendingWorkloads"), number(reserving), number("admittedWorkloads"))
+
+
+class PodSetView:
+    """One PodSet of a Workload: its name, its count, and what one of its pods asks for."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: Dict) -> None:
+        self.raw = raw
+
+    @property
+    def name(self) -> str:
+        return str(self.raw.get("name", ""))
+
+    @property
+    def count(self) -> int:
+        return int(self.raw.get("count", 1))
+
+    @property
+    def pod_requests(self) -> Amounts:
+        """What one pod asks for, counted as Kueue counts it: the sum over its containers, at
+        least the largest init container, plus the pod overhead."""
+        spec = (self.raw.get("template") or {}).get("spec") or {}
+        total: Amounts = {}
+        for amounts in _requests(spec.get("containers") or []):
+            add(total, amounts)
+        for amounts in _requests(spec.get("initContainers") or []):
+            for name, qty in amounts.items():
+                total[name] = max(total.get(name, Decimal(0)), qty)
+        add(total, {k: parse_quantity(v) for k, v in (spec.get("overhead") or {}).items()})
+        return total
+
+
+def add(into: Amounts, other: Amounts, times: int = 1) -> None:
+    """Add `other` (`times` over) into `into`."""
+    for name, qty in other.items():
+        into[name] = into.get(name, Decimal(0)) + qty * times
+
+
+def _requests(containers: Iterable[Dict]) -> list[Amounts]:
+    return [
+        {k: parse_quantity(v) for k, v in (c.get("resources") or {}).get("requests", {}).items()}
+        for c in containers
+    ]
