@@ -19,7 +19,7 @@ from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob import workload as wlmod
 from trainjob.jsondoc import json_copy
-from trainjob.views import TrainJobView
+from trainjob.views import ObjectView, TrainJobView
 from trainjob.workload import WorkloadView
 
 # ---- building a copy --------------------------------------------------------------------------
@@ -31,20 +31,22 @@ def remote_workload(wl: WorkloadView, origin: str) -> Dict:
     return {
         "apiVersion": c.KUEUE_API,
         "kind": "Workload",
-        "metadata": _remote_metadata(wl.meta, origin, labels, wl.annotations),
+        "metadata": _remote_metadata(wl, origin, labels, wl.annotations),
         "spec": json_copy(wl.raw["spec"]),
     }
 
 
-def _remote_metadata(meta: Dict, origin: str, labels: Dict, annotations: Dict) -> Dict:
+def _remote_metadata(
+    obj: ObjectView, origin: str, labels: dict[str, str], annotations: dict[str, str]
+) -> Dict:
     """A remote copy's metadata: the manager object's name, namespace, the given labels and
     annotations, plus our origin label and the manager object's UID (Kueue's keys)."""
     labels = {**labels, c.KUEUE_MULTIKUEUE_ORIGIN_LABEL: origin}
-    if meta.get("uid"):
-        annotations = {**annotations, c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: meta["uid"]}
+    if obj.uid:
+        annotations = {**annotations, c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: obj.uid}
     return {
-        "name": meta["name"],
-        "namespace": meta["namespace"],
+        "name": obj.name,
+        "namespace": obj.namespace,
         "labels": labels,
         "annotations": annotations,
     }
@@ -52,7 +54,6 @@ def _remote_metadata(meta: Dict, origin: str, labels: Dict, annotations: Dict) -
 
 def remote_trainjob(tj: TrainJobView, wl_name: str, origin: str) -> Dict:
     """The TrainJob for the winning worker: built-in controller, suspended, prebuilt Workload."""
-    meta = tj.meta
     spec = json_copy(tj.raw["spec"])
     spec.pop("managedBy", None)
     spec["suspend"] = True
@@ -63,11 +64,9 @@ def remote_trainjob(tj: TrainJobView, wl_name: str, origin: str) -> Dict:
     ]
     if not spec["runtimePatches"]:
         spec.pop("runtimePatches")
-    labels = {**(meta.get("labels") or {}), c.KUEUE_PREBUILT_WORKLOAD_LABEL: wl_name}
+    labels = {**tj.labels, c.KUEUE_PREBUILT_WORKLOAD_LABEL: wl_name}
     annotations = {
-        k: v
-        for k, v in (meta.get("annotations") or {}).items()
-        if not k.startswith("kubectl.kubernetes.io/")
+        k: v for k, v in tj.annotations.items() if not k.startswith("kubectl.kubernetes.io/")
     }
     # Kueue 0.19 names the prebuilt Workload in an annotation; the label stays for readers
     # that know only the label (Kueue before 0.18, ours before this version).
@@ -75,23 +74,22 @@ def remote_trainjob(tj: TrainJobView, wl_name: str, origin: str) -> Dict:
     return {
         "apiVersion": c.TRAINER_API,
         "kind": "TrainJob",
-        "metadata": _remote_metadata(meta, origin, labels, annotations),
+        "metadata": _remote_metadata(tj, origin, labels, annotations),
         "spec": spec,
     }
 
 
-def is_our_copy(found: Dict, copy: Dict) -> bool:
+def is_our_copy(found: ObjectView, copy: ObjectView) -> bool:
     """Whether an object on a worker is a copy we made of the same manager object: our origin
     label, and the manager object's UID in its origin-uid annotation."""
+    return _origin(found) == _origin(copy)
 
-    def origin(obj: Dict) -> tuple[str | None, str | None]:
-        meta = obj.get("metadata") or {}
-        return (
-            (meta.get("labels") or {}).get(c.KUEUE_MULTIKUEUE_ORIGIN_LABEL),
-            (meta.get("annotations") or {}).get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION),
-        )
 
-    return origin(found) == origin(copy)
+def _origin(obj: ObjectView) -> tuple[str | None, str | None]:
+    return (
+        obj.labels.get(c.KUEUE_MULTIKUEUE_ORIGIN_LABEL),
+        obj.annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION),
+    )
 
 
 # ---- what the workers' watches keep of a copy ----------------------------------------------
@@ -216,12 +214,10 @@ def _merged(target: Dict, patch: Dict) -> Dict:
 # ---- copies going ---------------------------------------------------------------------------
 
 
-def orphan(obj: Dict, manager_obj: Dict | None) -> bool:
+def orphan(copy: ObjectView, manager_obj: ObjectView | None) -> bool:
     """A copy whose manager object is gone, or was replaced by a new one of the same name
     (the copy names the UID of the one it was made for)."""
     if manager_obj is None:
         return True
-    made_for = (obj["metadata"].get("annotations") or {}).get(
-        c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION
-    )
-    return bool(made_for) and made_for != manager_obj["metadata"].get("uid")
+    made_for = copy.annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION)
+    return bool(made_for) and made_for != manager_obj.uid

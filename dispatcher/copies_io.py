@@ -14,6 +14,7 @@ from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob import jobframework
 from trainjob.caches import Caches
+from trainjob.views import ObjectView
 
 log = logging.getLogger("dispatcher")
 
@@ -42,7 +43,7 @@ def collect_garbage(workers: Mapping[str, Worker], caches: Caches) -> None:
             for obj in remote.items(kind):
                 key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
                 found = on_manager(*key)
-                if not orphan(obj, None if found is None else found.raw):
+                if not orphan(ObjectView(obj), found):
                     continue
                 try:
                     uid = obj["metadata"].get("uid")

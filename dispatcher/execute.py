@@ -19,7 +19,7 @@ from kubecontrol.objects import Dict
 from kubecontrol.workqueue import WriteMemory
 from trainjob import constants as c
 from trainjob.jobframework_io import execute_queue_plan
-from trainjob.views import TrainJobView
+from trainjob.views import ObjectView, TrainJobView
 from trainjob.workload import WorkloadView
 
 log = logging.getLogger("dispatcher")
@@ -280,7 +280,7 @@ def _already_there(registry: Registry, action: RemoteAction) -> bool | None:
         log.warning("[%s] cannot read %s: %s", action.cluster, _where(action.obj), exc)
         registry.forget_write(_write_key(action))
         return None
-    if found is None or is_our_copy(found, action.obj):
+    if found is None or is_our_copy(ObjectView(found), ObjectView(action.obj)):
         return False
     why = (
         f"{action.obj['kind']} {_where(action.obj)} exists there and is not a copy from this "

@@ -11,7 +11,7 @@ from dispatcher.copies import is_our_copy, remote_trainjob, remote_workload, sta
 from dispatcher.copies import seen as copy_seen
 from tests.support.dispatch import manager_workload
 from trainjob import constants as c
-from trainjob.views import TrainJobView
+from trainjob.views import ObjectView, TrainJobView
 from trainjob.workload import WorkloadView
 
 Dict = dict[str, Any]
@@ -88,15 +88,16 @@ def test_remote_copies_carry_the_manager_objects_uid_for_tracing() -> None:
 
 def test_a_copy_of_another_manager_object_or_origin_is_not_ours() -> None:
     copy = remote_trainjob(TrainJobView(make_trainjob("tj")), "wl", "multikueue")
-    assert is_our_copy(copy, copy)
-    foreign = {"metadata": {"name": "tj", "labels": {}}}
-    assert not is_our_copy(foreign, copy)
+    ours = ObjectView(copy)
+    assert is_our_copy(ours, ours)
+    foreign = ObjectView({"metadata": {"name": "tj", "labels": {}}})
+    assert not is_our_copy(foreign, ours)
     replaced = make_trainjob("tj")
     replaced["metadata"]["uid"] = "uid-replaced"
-    assert not is_our_copy(remote_trainjob(TrainJobView(replaced), "wl", "multikueue"), copy)
-    assert not is_our_copy(
-        remote_trainjob(TrainJobView(make_trainjob("tj")), "wl", "other-manager"), copy
-    )
+    other = remote_trainjob(TrainJobView(replaced), "wl", "multikueue")
+    assert not is_our_copy(ObjectView(other), ours)
+    elsewhere = remote_trainjob(TrainJobView(make_trainjob("tj")), "wl", "other-manager")
+    assert not is_our_copy(ObjectView(elsewhere), ours)
 
 
 def _cond(ctype: str, reason: str, status: str = "True", message: str = "m") -> dict[str, str]:
