@@ -9,7 +9,7 @@ from enum import StrEnum
 from kubecontrol import caches
 from kubecontrol.objects import Dict
 from trainjob import constants as c
-from trainjob.views import JobView, TrainJobView
+from trainjob.views import FailedCreateView, JobView, PodView, TrainJobView
 from trainjob.workload import WorkloadView
 
 Key = tuple[str, str]
@@ -122,9 +122,10 @@ class Caches(caches.Caches):
     def services_of(self, key: Key) -> list[Dict]:
         return self.every(Index.SERVICES, key)
 
-    def pods_of(self, key: Key) -> list[Dict]:
-        return self.every(Index.PODS, key)
+    def pods_of(self, key: Key) -> list[PodView]:
+        """The TrainJob's pods, as digests (worker_controller/digests.py)."""
+        return [PodView(p) for p in self.every(Index.PODS, key)]
 
-    def failed_creates_of(self, namespace: str, job: str) -> list[Dict]:
+    def failed_creates_of(self, namespace: str, job: str) -> list[FailedCreateView]:
         """The FailedCreate Events of a Job."""
-        return self.every(Index.FAILED_CREATES, (namespace, job))
+        return [FailedCreateView(e) for e in self.every(Index.FAILED_CREATES, (namespace, job))]

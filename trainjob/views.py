@@ -188,3 +188,76 @@ class JobView(ObjectView):
     @property
     def active(self) -> bool:
         return self.count("active") > 0 and not self.finished
+
+
+class PodProblem:
+    """What is wrong with a pod (worker_controller/digests.py: pod_problem): a container the
+    kubelet cannot start (`stuck`), one that exited non-zero, or the pod's own failure."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: Dict) -> None:
+        self.raw = raw
+
+    @property
+    def stuck(self) -> bool:
+        return bool(self.raw.get("stuck"))
+
+    @property
+    def container(self) -> str:
+        return str(self.raw.get("container") or "")
+
+    @property
+    def reason(self) -> str:
+        return str(self.raw.get("reason") or "")
+
+    @property
+    def message(self) -> str:
+        return str(self.raw.get("message") or "")
+
+    @property
+    def finished_at(self) -> str:
+        return str(self.raw.get("finishedAt") or "")
+
+
+class PodView(ObjectView):
+    """A pod of ours as the worker controller's cache keeps it (a digest: its TrainJob and
+    replicatedJob labels, its phase, what is wrong with it)."""
+
+    __slots__ = ()
+
+    @property
+    def replicated_job(self) -> str:
+        return self.labels.get(c.REPLICATED_JOB_NAME_LABEL, "")
+
+    @property
+    def phase(self) -> str:
+        return str(self.status.get("phase") or "Pending")
+
+    @property
+    def problem(self) -> PodProblem | None:
+        found = self.status.get("problem")
+        return None if not found else PodProblem(found)
+
+
+class FailedCreateView(ObjectView):
+    """A FailedCreate Event of the Job controller as the worker controller's cache keeps it:
+    the Job it is about (name and UID), its message, when it was last seen."""
+
+    __slots__ = ()
+
+    @property
+    def job_name(self) -> str:
+        return str((self.raw.get("job") or {}).get("name") or "")
+
+    @property
+    def job_uid(self) -> str:
+        return str((self.raw.get("job") or {}).get("uid") or "")
+
+    @property
+    def message(self) -> str:
+        return str(self.raw.get("message") or "")
+
+    @property
+    def last(self) -> str:
+        return str(self.raw.get("last") or "")

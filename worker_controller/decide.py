@@ -18,7 +18,7 @@ from trainjob.naming import owner_of
 from trainjob.progress import Wiring, ca_config_map, wire
 from trainjob.runtime import RuntimeInfo, resolve_runtime_info
 from trainjob.status_writes import hold
-from trainjob.views import JobView
+from trainjob.views import JobView, PodView
 from worker_controller import builders, status
 
 
@@ -41,9 +41,9 @@ class Observed:
     services: list[Dict]  # Services carrying this TrainJob's label
     service_named: Dict | None  # the Service called like the TrainJob, whoever made it
     now: dt.datetime
-    # Its pods (status.pod_digest of each), or None when they are not watched (or the watch
+    # Its pods (digests.pod_digest of each), or None when they are not watched (or the watch
     # has not listed them yet): then `podsStatus` is left as it is.
-    pods: list[Dict] | None = None
+    pods: list[PodView] | None = None
     # Why the API refuses pods of our Jobs that have fewer than they want
     # (`status.jobs_short_of_pods`): the Job controller's last FailedCreate Event of each, by
     # Job name (`status.create_failure`).

@@ -1,17 +1,15 @@
 """Pure status maths: per-PodSet Job and pod counts, dependency readiness, success and
-failure, and what keeps a pod from running."""
+failure, and what keeps a pod from running (read from the pods' digests: digests.py)."""
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 from kubecontrol.objects import Dict
-from trainjob import constants as c
 from trainjob.conditions import parse_time
 from trainjob.naming import job_name
 from trainjob.runtime import PodSet, RuntimeInfo
-from trainjob.views import JobView
+from trainjob.views import FailedCreateView, JobView, PodProblem, PodView
 
 
 def job_complete(job: JobView) -> bool:
@@ -83,157 +81,45 @@ def compute_jobs_status(info: RuntimeInfo, jobs: dict[str, JobView]) -> list[Dic
 
 POD_PHASES = ("Pending", "Running", "Succeeded", "Failed")
 
-# The kubelet's waiting reasons for a container that will not start (or keeps stopping) until
-# someone changes something: the image, the pod's configuration, the program.
-STUCK_REASONS = frozenset(
-    {
-        "ErrImagePull",
-        "ImagePullBackOff",
-        "InvalidImageName",
-        "ErrImageNeverPull",
-        "CreateContainerConfigError",
-        "CreateContainerError",
-        "RunContainerError",
-        "CrashLoopBackOff",
-    }
-)
-# A termination message or log tail kept per pod, at most (the kubelet keeps 4096 bytes).
-MESSAGE_LIMIT = 300
 
-
-def _short(text: Any) -> str:
-    flat = " ".join(str(text or "").split())
-    return flat if len(flat) <= MESSAGE_LIMIT else flat[: MESSAGE_LIMIT - 3] + "..."
-
-
-def _exit(terminated: Dict) -> str:
-    """`exited with code 1 (Error): <termination message>`, from a terminated state."""
-    code = terminated.get("exitCode")
-    said = f"exited with code {code}" if code is not None else "terminated"
-    if terminated.get("reason"):
-        said += f" ({terminated['reason']})"
-    message = _short(terminated.get("message"))
-    return f"{said}: {message}" if message else said
-
-
-def pod_problem(pod_status: Dict) -> Dict | None:
-    """What is wrong with a pod, from its status, or None: a container the kubelet cannot
-    start (`stuck`: the reason is one of STUCK_REASONS), else a container that exited non-zero,
-    else the pod's own reason for failing (e.g. Evicted)."""
-    statuses = [
-        *(pod_status.get("initContainerStatuses") or []),
-        *(pod_status.get("containerStatuses") or []),
-    ]
-    for cs in statuses:
-        waiting = (cs.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") in STUCK_REASONS:
-            message = _short(waiting.get("message"))
-            last = (cs.get("lastState") or {}).get("terminated")
-            if last:  # CrashLoopBackOff: why it stopped the last time
-                message = f"{message}; last run {_exit(last)}" if message else f"last {_exit(last)}"
-            return {
-                "stuck": True,
-                "container": cs.get("name", ""),
-                "reason": waiting["reason"],
-                "message": message,
-            }
-    for cs in statuses:
-        terminated = (cs.get("state") or {}).get("terminated") or {}
-        if terminated and terminated.get("exitCode", 0) != 0:
-            return {
-                "stuck": False,
-                "container": cs.get("name", ""),
-                "reason": terminated.get("reason") or "Error",
-                "message": _exit(terminated),
-                "finishedAt": terminated.get("finishedAt") or "",
-            }
-    if pod_status.get("phase") == "Failed" and pod_status.get("reason"):
-        return {
-            "stuck": False,
-            "container": "",
-            "reason": pod_status["reason"],
-            "message": _short(pod_status.get("message")),
-        }
-    return None
-
-
-def pod_digest(pod: Dict) -> Dict:
-    """What the worker controller keeps of one of its pods: whose it is, its phase, and what
-    is wrong with it, if anything (`pod_problem`)."""
-    meta = pod.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    pod_status = pod.get("status") or {}
-    digest: Dict = {
-        "metadata": {
-            "name": meta.get("name"),
-            "namespace": meta.get("namespace"),
-            "resourceVersion": meta.get("resourceVersion"),
-            "labels": {
-                k: labels[k]
-                for k in (c.TRAINJOB_NAME_LABEL, c.REPLICATED_JOB_NAME_LABEL)
-                if k in labels
-            },
-        },
-        "status": {"phase": pod_status.get("phase") or "Pending"},
-    }
-    problem = pod_problem(pod_status)
-    if problem is not None:
-        digest["status"]["problem"] = problem
-    return digest
-
-
-def pod_owner(pod: Dict) -> tuple[str, str]:
-    """The TrainJob a pod of ours belongs to, as a work-queue key."""
-    meta = pod["metadata"]
-    return meta["namespace"], meta["labels"].get(c.TRAINJOB_NAME_LABEL, "")
-
-
-def compute_pods_status(info: RuntimeInfo, pods: list[Dict]) -> list[Dict]:
+def compute_pods_status(info: RuntimeInfo, pods: list[PodView]) -> list[Dict]:
     """An extension of Trainer's status (`podsStatus`): per PodSet, how many of its pods are
     in each phase (`unknown` only when some are), in the runtime's order."""
     counts: dict[str, dict[str, int]] = {
         ps.name: dict.fromkeys(POD_PHASES, 0) for ps in info.pod_sets
     }
     for pod in pods:
-        mine = counts.get(pod["metadata"]["labels"].get(c.REPLICATED_JOB_NAME_LABEL, ""))
+        mine = counts.get(pod.replicated_job)
         if mine is not None:
-            phase = pod["status"]["phase"]
-            mine[phase] = mine.get(phase, 0) + 1
+            mine[pod.phase] = mine.get(pod.phase, 0) + 1
     return [
         {"name": name, **{phase.lower(): n for phase, n in by_phase.items()}}
         for name, by_phase in counts.items()
     ]
 
 
-def _pod_says(pod: Dict) -> str:
-    problem = pod["status"]["problem"]
-    where = f"pod {pod['metadata']['name']}"
-    if problem["container"]:
-        where += f" container {problem['container']}"
-    if problem["stuck"] or not problem["container"]:
-        return f"{where}: {problem['reason']}: {problem['message']}".rstrip(": ")
-    return f"{where} {problem['message']}"
+def _pod_says(pod: PodView, problem: PodProblem) -> str:
+    where = f"pod {pod.name}"
+    if problem.container:
+        where += f" container {problem.container}"
+    if problem.stuck or not problem.container:
+        return f"{where}: {problem.reason}: {problem.message}".rstrip(": ")
+    return f"{where} {problem.message}"
 
 
-def _failed_first(podset: str, pods: list[Dict]) -> list[Dict]:
+def _failed_first(podset: str, pods: list[PodView]) -> list[tuple[PodView, PodProblem]]:
     """The PodSet's pods that went wrong (not stuck), the first to stop first: the others
     are often only stopped because of it (the Job controller kills them, exit code 137)."""
     gone = [
-        p
+        (p, problem)
         for p in pods
-        if p["metadata"]["labels"].get(c.REPLICATED_JOB_NAME_LABEL) == podset
-        and p["status"].get("problem")
-        and not p["status"]["problem"]["stuck"]
+        if p.replicated_job == podset and (problem := p.problem) is not None and not problem.stuck
     ]
-
-    def order(p: Dict) -> tuple[str, str]:
-        return p["status"]["problem"].get("finishedAt") or "~", str(p["metadata"]["name"])
-
-    return sorted(gone, key=order)
+    return sorted(gone, key=lambda found: (found[1].finished_at or "~", found[0].name))
 
 
 def first_failure(
-    info: RuntimeInfo, jobs: dict[str, JobView], pods: list[Dict] | None = None
+    info: RuntimeInfo, jobs: dict[str, JobView], pods: list[PodView] | None = None
 ) -> str | None:
     """A message naming the first failed PodSet, why its Job failed and, when its pods are
     watched, what the first of its pods that went wrong said (exit code, termination message
@@ -245,7 +131,7 @@ def first_failure(
                 why = ": ".join(x for x in (cond.get("reason"), cond.get("message")) if x)
                 message = f"PodSet {ps.name!r} failed: Job {job.name} {why}".strip()
                 culprit = next(iter(_failed_first(ps.name, pods or [])), None)
-                return f"{message}; {_pod_says(culprit)}" if culprit else message
+                return f"{message}; {_pod_says(*culprit)}" if culprit else message
     return None
 
 
@@ -261,64 +147,37 @@ def jobs_short_of_pods(jobs: dict[str, JobView]) -> list[str]:
     return out
 
 
-def event_digest(event: Dict) -> Dict:
-    """What the worker controller keeps of a Job controller's FailedCreate Event."""
-    meta = event.get("metadata") or {}
-    involved = event.get("involvedObject") or {}
-    series = event.get("series") or {}
-    return {
-        "metadata": {
-            "name": meta.get("name"),
-            "namespace": meta.get("namespace"),
-            "resourceVersion": meta.get("resourceVersion"),
-        },
-        "job": {"name": involved.get("name", ""), "uid": involved.get("uid", "")},
-        "message": _short(event.get("message")),
-        "last": event.get("lastTimestamp")
-        or series.get("lastObservedTime")
-        or event.get("eventTime")
-        or meta.get("creationTimestamp")
-        or "",
-    }
-
-
-def event_job(event: Dict) -> tuple[str, str]:
-    """(namespace, Job name) of an Event digest: the group its Job's reconcile looks in."""
-    return event["metadata"]["namespace"], event["job"]["name"]
-
-
-def create_failure(job: JobView, events: list[Dict]) -> str | None:
+def create_failure(job: JobView, events: list[FailedCreateView]) -> str | None:
     """The message of the last FailedCreate Event about this very Job (its UID) since it was
     created or last resumed, or None."""
     since = _time(job.status.get("startTime") or job.created)
-    uid = job.uid
     mine = [
         e
         for e in events
-        if e["job"]["uid"] in ("", uid) and (since is None or (_time(e["last"]) or since) >= since)
+        if e.job_uid in ("", job.uid) and (since is None or (_time(e.last) or since) >= since)
     ]
     if not mine:
         return None
-    return str(max(mine, key=lambda e: str(e["last"]))["message"])
+    return max(mine, key=lambda e: e.last).message
 
 
-def _time(value: Any) -> dt.datetime | None:
-    return parse_time(str(value)) if value else None
+def _time(value: str | None) -> dt.datetime | None:
+    return parse_time(value) if value else None
 
 
-def stuck_pods(pods: list[Dict] | None) -> tuple[str, str] | None:
+def stuck_pods(pods: list[PodView] | None) -> tuple[str, str] | None:
     """(reason, message) when some of a TrainJob's unfinished pods cannot start: the first
     one's kubelet reason, and a message naming it and how many more there are."""
     stuck = sorted(
-        (p for p in pods or [] if (p["status"].get("problem") or {}).get("stuck")),
-        key=lambda p: str(p["metadata"]["name"]),
+        ((p, problem) for p in pods or [] if (problem := p.problem) is not None and problem.stuck),
+        key=lambda found: found[0].name,
     )
     if not stuck:
         return None
-    message = _pod_says(stuck[0])
+    message = _pod_says(*stuck[0])
     if len(stuck) > 1:
         message += f" (and {len(stuck) - 1} more pods)"
-    return stuck[0]["status"]["problem"]["reason"], message
+    return stuck[0][1].reason, message
 
 
 def succeeded(info: RuntimeInfo, jobs: dict[str, JobView]) -> bool:

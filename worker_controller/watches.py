@@ -18,7 +18,7 @@ from trainjob.models import prebuilt_workload_of
 from trainjob.naming import owner_name, owning_trainjob
 from trainjob.views import JobView, TrainJobView
 from trainjob.workload import workload_name
-from worker_controller import status
+from worker_controller import digests
 from worker_controller.context import Context
 
 log = logging.getLogger("worker_controller.watches")
@@ -75,10 +75,10 @@ def watches(ctx: Context) -> list[Watch]:
             Watch(
                 "pods",
                 c.POD,
-                lambda _type, pod: ctx.queue.add(status.pod_owner(pod)),
+                lambda _type, pod: ctx.queue.add(digests.pod_owner(pod)),
                 label_selector=c.TRAINJOB_NAME_LABEL,
-                transform=status.pod_digest,
-                group_by=status.pod_owner,
+                transform=digests.pod_digest,
+                group_by=digests.pod_owner,
                 groups=Index.PODS,
             ),
             # The Job controller's Events for pods the API refused: only these stream in,
@@ -89,8 +89,8 @@ def watches(ctx: Context) -> list[Watch]:
                 c.EVENT,
                 lambda _type, event: _failed_create(ctx, event),
                 field_selector=FAILED_CREATE_EVENTS,
-                transform=status.event_digest,
-                group_by=status.event_job,
+                transform=digests.event_digest,
+                group_by=digests.event_job,
                 groups=Index.FAILED_CREATES,  # by Job
             ),
         ]
@@ -126,7 +126,7 @@ def _workload_key(trainjob: Dict) -> tuple[str, str]:
 
 def _failed_create(ctx: Context, event: Dict) -> None:
     """A FailedCreate Event queues the TrainJob whose Job it is about."""
-    namespace, job = status.event_job(event)
+    namespace, job = digests.event_job(event)
     names = [n for ns, n in ctx.caches.trainjob_keys() if ns == namespace]
     trainjob = owning_trainjob(job, names)
     if trainjob is not None:

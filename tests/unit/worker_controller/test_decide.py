@@ -7,8 +7,8 @@ from typing import Any
 
 from clusters.helpers.builders import initializer_runtime, make_runtime, make_trainjob
 from trainjob.progress import Wiring
-from trainjob.views import JobView
-from worker_controller import status
+from trainjob.views import FailedCreateView, JobView, PodView
+from worker_controller import digests, status
 from worker_controller.decide import Blocked, Observed, Plan, decide
 
 Dict = dict[str, Any]
@@ -36,7 +36,7 @@ def observe(
             services=services or [],
             service_named=named,
             now=now,
-            pods=pods,
+            pods=None if pods is None else [PodView(p) for p in pods],
             status_coalesce=coalesce,
             status_held_for=held_for,
             blocked=blocked,
@@ -282,7 +282,7 @@ def test_a_multikueue_copy_labels_its_jobs_and_pods_with_the_managers_origin() -
 
 def pod(name: str, replicated_job: str, phase: str | None, trainjob: str = "tj") -> Dict:
     """A pod as the API returns it (status.pod_digest keeps what the count needs)."""
-    return status.pod_digest(
+    return digests.pod_digest(
         {
             "metadata": {
                 "name": name,
@@ -332,7 +332,7 @@ def test_pods_are_counted_by_phase_per_pod_set_and_left_alone_when_not_watched()
         },
         "status": {"phase": "Succeeded"},
     }
-    assert status.pod_owner(pods[0]) == ("default", "tj")
+    assert digests.pod_owner(pods[0]) == ("default", "tj")
     # Pods not watched (or not listed yet): what the status says stays.
     tj["status"] = plan.status
     again = observe(tj, runtime, services=[OUR_SERVICE], jobs=jobs, pods=None)
@@ -381,7 +381,7 @@ def test_a_change_nothing_acts_on_is_held_and_the_rest_goes_at_once() -> None:
 
 def pod_with(name: str, phase: str, **container: Any) -> Dict:
     """A pod of PodSet `node` whose one container `node` is in the state given."""
-    return status.pod_digest(
+    return digests.pod_digest(
         {
             "metadata": {
                 "name": name,
@@ -409,8 +409,8 @@ KILLED = {"terminated": {"exitCode": 137, "reason": "Error", "finishedAt": "2026
 
 
 def test_what_is_wrong_with_a_pod_is_read_from_its_status() -> None:
-    assert status.pod_problem({"phase": "Running", "containerStatuses": [{"state": {}}]}) is None
-    assert status.pod_problem({"containerStatuses": [{"name": "n", "state": PULL}]}) == {
+    assert digests.pod_problem({"phase": "Running", "containerStatuses": [{"state": {}}]}) is None
+    assert digests.pod_problem({"containerStatuses": [{"name": "n", "state": PULL}]}) == {
         "stuck": True,
         "container": "n",
         "reason": "ImagePullBackOff",
@@ -421,7 +421,7 @@ def test_what_is_wrong_with_a_pod_is_read_from_its_status() -> None:
         "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 10s"}},
         "lastState": EXIT_1,
     }
-    assert status.pod_problem({"containerStatuses": [crashing]}) == {
+    assert digests.pod_problem({"containerStatuses": [crashing]}) == {
         "stuck": True,
         "container": "n",
         "reason": "CrashLoopBackOff",
@@ -430,10 +430,10 @@ def test_what_is_wrong_with_a_pod_is_read_from_its_status() -> None:
     # An init container that cannot start comes first; a normal ContainerCreating is fine.
     creating = {"name": "n", "state": {"waiting": {"reason": "ContainerCreating"}}}
     init = {"name": "i", "state": PULL}
-    found = status.pod_problem({"initContainerStatuses": [init], "containerStatuses": [creating]})
+    found = digests.pod_problem({"initContainerStatuses": [init], "containerStatuses": [creating]})
     assert found is not None and found["container"] == "i"
-    assert status.pod_problem({"containerStatuses": [creating]}) is None
-    assert status.pod_problem({"containerStatuses": [{"name": "n", "state": EXIT_1}]}) == {
+    assert digests.pod_problem({"containerStatuses": [creating]}) is None
+    assert digests.pod_problem({"containerStatuses": [{"name": "n", "state": EXIT_1}]}) == {
         "stuck": False,
         "container": "n",
         "reason": "Error",
@@ -441,14 +441,14 @@ def test_what_is_wrong_with_a_pod_is_read_from_its_status() -> None:
         "finishedAt": "2026-11-22T11:59:40Z",
     }
     evicted = {"phase": "Failed", "reason": "Evicted", "message": "low on memory"}
-    assert status.pod_problem(evicted) == {
+    assert digests.pod_problem(evicted) == {
         "stuck": False,
         "container": "",
         "reason": "Evicted",
         "message": "low on memory",
     }
     long = {"name": "n", "state": {"terminated": {"exitCode": 2, "message": "x" * 5000}}}
-    message = status.pod_problem({"containerStatuses": [long]})["message"]  # type: ignore[index]
+    message = digests.pod_problem({"containerStatuses": [long]})["message"]  # type: ignore[index]
     assert len(message) < 400 and message.endswith("...")
 
 
@@ -523,7 +523,7 @@ def test_stuck_pods_and_refused_pods_show_as_a_condition_until_they_start() -> N
 
 def failed_create(job_name: str, uid: str, last: str, message: str = "exceeded quota") -> Dict:
     """A FailedCreate Event of the Job controller, as the worker controller keeps it."""
-    return status.event_digest(
+    return digests.event_digest(
         {
             "metadata": {"name": f"{job_name}.1", "namespace": "default", "resourceVersion": "3"},
             "involvedObject": {"kind": "Job", "name": job_name, "uid": uid},
@@ -550,15 +550,19 @@ def test_a_refused_pod_is_read_from_the_jobs_own_recent_failed_create_events() -
         "message": "Error creating: exceeded quota",
         "last": "2026-11-22T11:59:30Z",
     }
-    assert status.event_job(event) == ("default", "tj-node-0")
+    assert digests.event_job(event) == ("default", "tj-node-0")
     older = failed_create("tj-node-0", "u1", "2026-11-22T11:59:20Z", "older")
     assert (
-        status.create_failure(JobView(running), [older, event]) == "Error creating: exceeded quota"
+        status.create_failure(JobView(running), [FailedCreateView(older), FailedCreateView(event)])
+        == "Error creating: exceeded quota"
     )
     # Before its last start (resumed since), or about a Job of that name before it: not its.
     before = failed_create("tj-node-0", "u1", "2026-11-22T11:58:00Z")
     other = failed_create("tj-node-0", "u0", "2026-11-22T11:59:30Z")
-    assert status.create_failure(JobView(running), [before, other]) is None
+    assert (
+        status.create_failure(JobView(running), [FailedCreateView(before), FailedCreateView(other)])
+        is None
+    )
 
 
 def test_a_name_taken_is_a_condition_naming_the_object_and_clears_once_made() -> None:
