@@ -6,6 +6,7 @@ Workloads' status. What only the API servers and Kueue decide is the bed's (test
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 
 from clusters.helpers.builders import TrainJobBuilder, make_runtime
 from dispatcher.selection import CLUSTER_NAMES_ANNOTATION
+from kubecontrol.kinds import CONFIG_MAP
 from tests.support.whole_pass import World, condition, fleet, names
 from trainjob import constants as c
 from trainjob.workload import workload_name
@@ -227,3 +229,112 @@ def test_a_pass_that_clears_one_condition_and_sets_another_writes_the_status_onc
     after = trainjob(world)
     assert condition(after, "Failed") is None
     assert condition(after, "ClustersSelected") == ("False", "NoClusterSelected")
+
+
+def admitted_on(world: World, worker: str) -> None:
+    """Dispatched, and `worker` admitted its copy: the TrainJob runs there."""
+    dispatched(world)
+    kueue_reserves(world, worker, admitted=True)
+    world.settle(KEY)
+    assert copies(world, worker)[0] == ["tj"]
+
+
+def test_a_copy_evicted_on_its_worker_is_sent_again_and_the_run_recorded(world: World) -> None:
+    admitted_on(world, "worker1")
+    wl = workload(world, "worker1")
+    assert wl is not None
+    wl["status"]["conditions"].append(
+        {
+            "type": "Evicted",
+            "status": "True",
+            "reason": "Preempted",
+            "message": "preempted by a higher priority Workload",
+            "lastTransitionTime": "2026-01-01T02:00:00Z",
+        }
+    )
+    world.apis["worker1"].put(wl)
+    passes = world.settle(KEY)
+    assert check_state(world) == "Retry"
+    assert ("Warning", "RemoteEvicted", "tj") in [e for p in passes for e in p.events]
+    assert copies(world, "worker1") == ([], [])  # its copies go; Kueue dispatches it again
+    records = world.apis["manager"].objects(CONFIG_MAP)
+    (record,) = [r for r in records if r["metadata"]["name"].startswith("placements-")]
+    assert '"worker":"worker1"' in record["data"]["placements.json"]
+    assert "RemoteEvicted" in record["data"]["placements.json"]
+
+
+def test_the_winners_failure_comes_back_as_the_manager_trainjobs(world: World) -> None:
+    admitted_on(world, "worker2")
+    remote = trainjob(world, "worker2")
+    assert remote is not None
+    remote["status"] = {
+        "conditions": [
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "PodSetFailed",
+                "message": "PodSet 'node' failed",
+                "lastTransitionTime": "2026-01-01T01:00:00Z",
+            }
+        ]
+    }
+    world.apis["worker2"].put(remote)
+    world.settle(KEY)
+    assert condition(trainjob(world), "Failed") == ("True", "PodSetFailed")
+    assert trainjob(world)["status"]["clusterName"] == "worker2"  # type: ignore[index]
+
+
+def test_a_trainjob_no_worker_could_ever_hold_is_given_up_naming_why() -> None:
+    big = TrainJobBuilder().queue("q").multikueue().obj()
+    runtime = make_runtime(
+        replicated_jobs=[
+            {
+                "name": "node",
+                "template": {
+                    "metadata": {
+                        "labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+                    },
+                    "spec": {
+                        "template": {
+                            "spec": {
+                                "containers": [
+                                    {
+                                        "name": "node",
+                                        "image": "t",
+                                        "resources": {"requests": {"cpu": "64"}},
+                                    }
+                                ]
+                            }
+                        }
+                    },
+                },
+            }
+        ]
+    )
+    world, _ctx = fleet([runtime, big], {w: [runtime] for w in WORKERS})
+    try:
+        dispatched(world)
+        tj = trainjob(world)
+        failed = condition(tj, "Failed")
+        assert failed is not None and failed[1] == "NoClusterFits", tj
+        assert copies(world, "worker1") == ([], []) and copies(world, "worker2") == ([], [])
+    finally:
+        world.close()
+
+
+def test_a_worker_lost_longer_than_the_timeout_loses_its_run_and_the_job_is_sent_again() -> None:
+    world, _ctx = fleet(
+        [RUNTIME, SUBMITTED.obj()], {w: [RUNTIME] for w in WORKERS}, worker_lost_timeout=0.05
+    )
+    try:
+        admitted_on(world, "worker1")
+        world.apis["worker1"].unreachable()
+        first = world.run(KEY)  # lost just now: it waits for the timeout
+        assert check_state(world) == "Ready"
+        assert first.requeue_after is not None and 0 < first.requeue_after <= 0.05
+        time.sleep(0.06)
+        passes = world.settle(KEY)
+        assert check_state(world) == "Retry"
+        assert ("Warning", "ClusterLost", "tj") in [e for p in passes for e in p.events]
+    finally:
+        world.close()
