@@ -294,8 +294,6 @@ def _why_not_admitted(remote: RemoteView) -> str | None:
 
 
 # Reasons of the manager TrainJob's Failed condition when the dispatcher gives up on it.
-REASON_NO_CLUSTER_FITS = "NoClusterFits"
-REASON_NOT_ADMITTED_IN_TIME = "NotAdmittedInTime"
 
 
 def _give_up(obs: DispatchObserved, elapsed: float) -> tuple[str, str] | None:
@@ -313,7 +311,7 @@ def _give_up(obs: DispatchObserved, elapsed: float) -> tuple[str, str] | None:
             [f"{r.name}: {r.fit.why if r.fit else ''}" for r in usable]
             + [f"{r.name}: not sent: {r.runtime_problem}" for r in chosen if r.runtime_problem]
         )
-        return REASON_NO_CLUSTER_FITS, f"no worker cluster can ever admit it ({whys})"
+        return c.REASON_NO_CLUSTER_FITS, f"no worker cluster can ever admit it ({whys})"
     if obs.give_up_after and elapsed >= obs.give_up_after:
         notes = []
         for r in chosen:
@@ -327,7 +325,7 @@ def _give_up(obs: DispatchObserved, elapsed: float) -> tuple[str, str] | None:
                 notes.append(f"{r.name}: {note}")
         whys = "; ".join(notes) or "each had a copy waiting for quota"
         return (
-            REASON_NOT_ADMITTED_IN_TIME,
+            c.REASON_NOT_ADMITTED_IN_TIME,
             f"no worker cluster admitted it within {obs.give_up_after:.0f}s of the manager's "
             f"quota reservation ({', '.join(r.name for r in chosen) or 'none'} considered; "
             f"{whys})",
@@ -348,11 +346,6 @@ def _failed_status(
     return {"conditions": conditions.list}
 
 
-CLUSTERS_SELECTED = "ClustersSelected"  # condition: the TrainJob's choice leaves no cluster
-REASON_NO_CLUSTER_SELECTED = "NoClusterSelected"
-RUNTIME_DRIFT = "RuntimeDrift"  # condition: some chosen workers' runtime is not the manager's
-
-
 def _waiting_conditions(
     obs: DispatchObserved, drift: str | None
 ) -> tuple[Dict | None, list[Event]]:
@@ -365,8 +358,8 @@ def _waiting_conditions(
         return None, []
     conditions = cond.Conditions(obs.trainjob.conditions, obs.now, obs.trainjob.generation)
     for ctype, status, reason, problem in (
-        (CLUSTERS_SELECTED, False, REASON_NO_CLUSTER_SELECTED, obs.selection_problem),
-        (RUNTIME_DRIFT, True, RUNTIME_DRIFT, drift),
+        (c.COND_CLUSTERS_SELECTED, False, c.REASON_NO_CLUSTER_SELECTED, obs.selection_problem),
+        (c.COND_RUNTIME_DRIFT, True, c.COND_RUNTIME_DRIFT, drift),
     ):
         if problem is None:
             conditions.remove(ctype)

@@ -51,8 +51,6 @@ from trainjob.workload import WorkloadView
 log = logging.getLogger("dispatcher")
 
 REMOTE_RETRY_SECONDS = 5.0  # a remote write failed: try again after the dedupe window
-NOT_DISPATCHABLE = "NotDispatchable"
-NOT_DISPATCHED = "NotDispatched"  # not MultiKueue's, on a manager that runs no TrainJobs
 
 
 def sync(ctx: Context, key: QueueKey) -> float | None:
@@ -100,7 +98,7 @@ def sync_trainjob(ctx: Context, key: tuple[str, str]) -> float | None:
     plan.queue = jobframework.reconcile_queueing(observed)
     problem = observed.problem
     if verdict is not None:
-        problem = RuntimeProblem(NOT_DISPATCHABLE, verdict)
+        problem = RuntimeProblem(c.REASON_NOT_DISPATCHABLE, verdict)
     plan.intake = reconcile_intake(view, problem, observed.now, observed.workload)
     requeue = undecided
     if undecided is None:
@@ -130,7 +128,7 @@ def _not_dispatched(ctx: Context, view: TrainJobView) -> None:
     if view.deleting or view.finished:
         return
     problem = RuntimeProblem(
-        NOT_DISPATCHED, undispatched_message(view, ctx.settings.controller_name)
+        c.REASON_NOT_DISPATCHED, undispatched_message(view, ctx.settings.controller_name)
     )
     _write_intake(ctx, view, problem)
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from clusters.chart import REPO, for_kubectl, template
 from clusters.errors import BedError
 from dispatcher.settings import DispatcherSettings
+from trainjob import vocabulary
 from worker_controller.settings import WorkerSettings
 
 Dict = dict[str, Any]
@@ -117,6 +118,22 @@ def configuration_doc(text: str) -> str:
     return text
 
 
+USER_GUIDE = REPO / "docs" / "user-guide.md"
+VOCABULARY_START = (
+    "<!-- the status vocabulary: written by ./run manifests from trainjob/vocabulary.py -->"
+)
+VOCABULARY_END = "<!-- end of the status vocabulary -->"
+
+
+def user_guide(text: str) -> str:
+    """docs/user-guide.md with its reference table of conditions and reasons written again."""
+    head, _, rest = text.partition(VOCABULARY_START + "\n")
+    _, _, tail = rest.partition(VOCABULARY_END)
+    if not rest:
+        raise BedError(f"{USER_GUIDE} has no line {VOCABULARY_START!r}")
+    return f"{head}{VOCABULARY_START}\n{vocabulary.table()}{VOCABULARY_END}{tail}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m release.manifests", description=__doc__)
     parser.add_argument("--check", action="store_true", help="compare, write nothing")
@@ -142,6 +159,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"wrote the settings tables of {CONFIGURATION_DOC.relative_to(REPO)}",
                 file=sys.stderr,
             )
+    guide = USER_GUIDE.read_text()
+    if user_guide(guide) != guide:
+        if args.check:
+            stale.append(str(USER_GUIDE.relative_to(REPO)))
+        else:
+            USER_GUIDE.write_text(user_guide(guide))
+            print(f"wrote the status vocabulary of {USER_GUIDE.relative_to(REPO)}", file=sys.stderr)
     if stale:
         print(
             "differs from its source (run ./run manifests): " + ", ".join(stale),

@@ -129,6 +129,18 @@ REASON_POD_CREATE_FAILED = "PodCreateFailed"
 # condition once the runtime exists / is valid. Every other Failed reason is final.
 # A MultiKueue TrainJob on the manager with no queue: nobody dispatches it until it has one.
 REASON_NO_QUEUE = "NoQueueName"
+# On the manager (the dispatcher's)
+COND_CLUSTERS_SELECTED = "ClustersSelected"  # False: the TrainJob's choice leaves no cluster
+REASON_NO_CLUSTER_SELECTED = "NoClusterSelected"
+COND_RUNTIME_DRIFT = "RuntimeDrift"  # True: some chosen workers' runtime is not the manager's
+REASON_NOT_DISPATCHABLE = "NotDispatchable"
+REASON_NOT_DISPATCHED = "NotDispatched"  # not MultiKueue's, on a manager that runs no TrainJobs
+REASON_NO_CLUSTER_FITS = "NoClusterFits"
+REASON_NOT_ADMITTED_IN_TIME = "NotAdmittedInTime"
+# On a worker: the runtime's podGroupPolicy, with no PodGroup made (condition and reason)
+COND_POD_GROUP_IGNORED = "PodGroupPolicyIgnored"
+# PodsStuck=True gives the kubelet's own reason for the first stuck pod (no constant of ours)
+REASON_KUBELET = "(the kubelet's reason)"
 RECOVERABLE_FAILURE_REASONS = frozenset(
     {REASON_RUNTIME_NOT_FOUND, REASON_RUNTIME_INVALID, REASON_NO_QUEUE}
 )

@@ -69,7 +69,6 @@ class Plan:
     status_held: bool = False  # a status change is held back (status_writes.hold)
 
 
-POD_GROUP_IGNORED = "PodGroupPolicyIgnored"
 POD_GROUP_MESSAGE = (
     "the runtime's podGroupPolicy (coscheduling / Volcano gang scheduling) is not supported: "
     "the pods are scheduled without a pod group (Kueue still admits the TrainJob as a whole)"
@@ -250,9 +249,15 @@ def decide(obs: Observed) -> Plan:
         # 9. Run: Jobs for every PodSet whose dependencies are met; a pod group the runtime
         #    asks for is not made, and a condition (with a Warning, once) says so.
         if info.policy.pod_group is not None:
-            st.set(POD_GROUP_IGNORED, True, POD_GROUP_IGNORED, POD_GROUP_MESSAGE, "Warning")
+            st.set(
+                c.COND_POD_GROUP_IGNORED,
+                True,
+                c.COND_POD_GROUP_IGNORED,
+                POD_GROUP_MESSAGE,
+                "Warning",
+            )
         else:
-            st.remove(POD_GROUP_IGNORED)
+            st.remove(c.COND_POD_GROUP_IGNORED)
         _apply_jobs(info, owner, obs.jobs, plan, suspend=False, create_missing=True)
         _pods_stuck(obs, st)
     st.count(info, obs)
