@@ -194,11 +194,6 @@ class External:
         return remotes, None
 
 
-def check_state(wl: WorkloadView, check: str) -> Dict | None:
-    found = wl.check(check)
-    return dict(found) if found is not None else None
-
-
 def admitted_message(cluster: str) -> str:
     """The check's message once a worker admitted the copy (Kueue v0.19's words)."""
     return f'The workload was admitted on "{cluster}"'
@@ -285,11 +280,11 @@ def _why_not_admitted(remote: RemoteView) -> str | None:
         return f"{remote.name}: {remote.problem}"
     reserved = remote.workload.condition("QuotaReserved") if remote.workload else None
     if (
-        reserved
-        and reserved.get("status") == "False"
-        and reserved.get("reason") in STRUCTURAL_REASONS
+        reserved is not None
+        and reserved.status == "False"
+        and reserved.reason in STRUCTURAL_REASONS
     ):
-        return f"{remote.name}: {reserved.get('message', reserved.get('reason'))}"
+        return f"{remote.name}: {reserved.message or reserved.reason}"
     return None
 
 
@@ -372,7 +367,7 @@ def decide(obs: DispatchObserved, strategy: Strategy | None = None) -> DispatchP
     plan = _decide(obs, strategy)
     if obs.trainjob is not None:
         plan.keep_tails = obs.trainjob.annotations.get(c.LOG_TAILS_ANNOTATION) != "off"
-    if check_state(obs.workload, obs.check) is None:
+    if obs.workload.check(obs.check) is None:
         # Kueue dropped our check from the Workload (no flavour assigned): there is no state
         # to write, only the work (status back, clean-up) to do.
         plan.check_state = None
@@ -392,9 +387,15 @@ class _Pass:
         return self.obs.workload
 
     @cached_property
-    def state(self) -> Dict:
-        """Our admission check's state on the manager Workload ({} before the first)."""
-        return check_state(self.wl, self.obs.check) or {}
+    def state(self) -> str:
+        """Our admission check's state on the manager Workload ("" before the first)."""
+        found = self.wl.check(self.obs.check)
+        return found.state if found is not None else ""
+
+    @cached_property
+    def state_message(self) -> str:
+        found = self.wl.check(self.obs.check)
+        return found.message if found is not None else ""
 
     @cached_property
     def nominated(self) -> list[str]:
@@ -456,8 +457,8 @@ def _priority_follows(p: _Pass) -> None:
 def _step1_finished_on_the_manager(p: _Pass) -> None:
     """Finished on the manager: the work is done; the copies go after the retention."""
     obs, plan = p.obs, p.plan
-    finished = p.wl.condition("Finished") or {}
-    since = finished.get("lastTransitionTime")
+    finished = p.wl.condition("Finished")
+    since = finished.since if finished is not None else None
     age = (obs.now - cond.parse_time(since)).total_seconds() if since else obs.retention
     if age >= obs.retention:
         for remote in obs.remotes:
@@ -469,7 +470,7 @@ def _step1_finished_on_the_manager(p: _Pass) -> None:
 def _recalled(p: _Pass) -> bool:
     """No quota on the manager, evicted there, or our Retry written: what runs must stop."""
     wl = p.wl
-    return not wl.has_quota or wl.evicted or p.state.get("state") == "Retry"
+    return not wl.has_quota or wl.evicted or p.state == "Retry"
 
 
 def _step2a_ended_before_the_recall(p: _Pass) -> bool:
@@ -510,21 +511,23 @@ def _step2_recalled(p: _Pass) -> bool:
     # worker would pass for the winner of the new round, its copy gone (a needless Retry).
     p.plan.forget_cluster = bool(wl.cluster_name) and (wl.evicted or not wl.has_quota)
     tj = p.obs.trainjob
-    evicted = wl.condition("Evicted") or {}
-    ours = evicted.get("reason") == c.KUEUE_EVICTED_BY_ADMISSION_CHECK  # our Retry: recorded
+    evicted = wl.condition("Evicted")
+    reason = evicted.reason if evicted is not None else ""
+    ours = reason == c.KUEUE_EVICTED_BY_ADMISSION_CHECK  # our Retry: recorded
     copy = next(
         (r.trainjob for r in p.obs.remotes if tj is not None and r.name == tj.cluster_name), None
     )
     # the copy that ran there, made before the eviction (not one sent since, once admitted again)
-    ran = copy is not None and str(copy.created or "") <= str(evicted.get("lastTransitionTime"))
+    since = evicted.since if evicted is not None else None
+    ran = copy is not None and str(copy.created or "") <= str(since)
     if wl.evicted and not ours and tj and tj.cluster_name and copy and ran and not tj.finished:
         # its run there ends with the eviction (preempted, deactivated, ...): told in the
         # pass that removes its copy
         p.plan.placement_ended = placements.ended(
             tj,
             tj.cluster_name,
-            str(evicted.get("reason") or "Evicted"),
-            f"evicted on the manager: {evicted.get('message', '')}".strip(),
+            reason or "Evicted",
+            f"evicted on the manager: {evicted.message if evicted is not None else ''}".strip(),
             p.obs.now,
             copy.created,
         )
@@ -573,7 +576,7 @@ def _step3_decide(p: _Pass, winner: RemoteView) -> None:
     if winner.workload.finished_reason == c.KUEUE_FINISHED_OUT_OF_SYNC:
         # The worker's Kueue integration found the TrainJob there no longer matches its
         # Workload (changed on the worker): as Kueue does, send it again, once.
-        if p.state.get("state") == "Ready":
+        if p.state == "Ready":
             plan.retry(
                 "RemoteOutOfSync",
                 f"Remote workload on worker cluster {winner.name!r} is out of sync with its "
@@ -591,7 +594,7 @@ def _step3_decide(p: _Pass, winner: RemoteView) -> None:
         # Normally created with the decision (step 4); this is the retry after a failure.
         event = Event("Normal", "CreatedRemote", f"created TrainJob on cluster {winner.name}")
         _create_trainjob(plan, obs, winner.name, event)
-    if p.state.get("state") != "Ready":
+    if p.state != "Ready":
         plan.check_state = ("Ready", admitted_message(winner.name))
     _sync_status(obs, plan, winner)
 
@@ -660,7 +663,7 @@ def _step6_given_up(p: _Pass, elapsed: float) -> bool:
         return False
     reason, message = verdict
     plan = p.plan
-    if p.state.get("state") != "Rejected":
+    if p.state != "Rejected":
         plan.check_state = ("Rejected", message)
         plan.events.append(Event("Warning", reason, message))
     plan.deactivate = p.wl.active
@@ -707,6 +710,5 @@ def _step7_copies_out(p: _Pass, reachable: list[RemoteView], elapsed: float) -> 
     notes += [f"not sent to {r.name}: {r.taken}" for r in obs.remotes if r.taken and r.selected]
     if notes:
         message += f" ({'; '.join(notes)})"
-    state = p.state
-    if state.get("state") != "Pending" or state.get("message") != message:
+    if p.state != "Pending" or p.state_message != message:
         plan.check_state = ("Pending", message)

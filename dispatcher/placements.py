@@ -56,9 +56,7 @@ def started_on(trainjob: TrainJobView | None, worker: str) -> str | None:
     if trainjob is None or trainjob.cluster_name != worker:
         return None
     found = trainjob.condition(c.COND_SUSPENDED)
-    if found and found.get("status") == "False":
-        return str(found.get("lastTransitionTime") or "") or None
-    return None
+    return found.since if found is not None and found.status == "False" else None
 
 
 def ended(
@@ -111,10 +109,10 @@ def runs(entries: list[Dict], trainjob: TrainJobView, admitted_at: str | None) -
     now: Dict = {"worker": worker, "started": admitted_at, "ended": None, "reason": None}
     for ctype in (c.COND_COMPLETE, c.COND_FAILED):
         found = trainjob.condition(ctype)
-        if found and found.get("status") == "True":
+        if found is not None and found.true:
             now.update(
-                ended=found.get("lastTransitionTime"),
-                reason=ctype if ctype == c.COND_COMPLETE else f"{ctype}: {found.get('reason')}",
-                message=found.get("message", ""),
+                ended=found.since,
+                reason=ctype if ctype == c.COND_COMPLETE else f"{ctype}: {found.reason}",
+                message=found.message,
             )
     return [*entries, {**now, "current": True}]

@@ -12,6 +12,44 @@ from trainjob import conditions as cond
 from trainjob import constants as c
 
 
+class ConditionView:
+    """One status condition (metav1.Condition's fields)."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: Dict) -> None:
+        self.raw = raw
+
+    def __repr__(self) -> str:
+        return f"ConditionView({self.type}={self.status}, {self.reason})"
+
+    @property
+    def type(self) -> str:
+        return str(self.raw.get("type") or "")
+
+    @property
+    def status(self) -> str:
+        return str(self.raw.get("status") or "")
+
+    @property
+    def true(self) -> bool:
+        return self.status == "True"
+
+    @property
+    def reason(self) -> str:
+        return str(self.raw.get("reason") or "")
+
+    @property
+    def message(self) -> str:
+        return str(self.raw.get("message") or "")
+
+    @property
+    def since(self) -> str | None:
+        """lastTransitionTime, when set."""
+        found = self.raw.get("lastTransitionTime")
+        return None if not found else str(found)
+
+
 class ObjectView:
     """What every object has: its metadata and its status conditions."""
 
@@ -88,13 +126,14 @@ class ObjectView:
     def conditions(self) -> list[Dict]:
         return list(self.status.get("conditions") or [])
 
-    def condition(self, ctype: str) -> Dict | None:
+    def condition(self, ctype: str) -> ConditionView | None:
         """Its condition of type `ctype`, if any (read in place: no copy of the list)."""
-        return cond.find(self.status.get("conditions") or [], ctype)
+        found = cond.find(self.status.get("conditions") or [], ctype)
+        return None if found is None else ConditionView(found)
 
     def is_true(self, ctype: str) -> bool:
         found = self.condition(ctype)
-        return found is not None and found.get("status") == "True"
+        return found is not None and found.true
 
 
 class TrainJobView(ObjectView):
@@ -161,17 +200,17 @@ class JobView(ObjectView):
         """status.active, ready, succeeded or failed (0 when absent)."""
         return int(self.status.get(field) or 0)
 
-    def ended(self, ctype: str) -> Dict | None:
+    def ended(self, ctype: str) -> ConditionView | None:
         """Its Complete or Failed condition, when True."""
         found = self.condition(ctype)
-        return dict(found) if found is not None and found.get("status") == "True" else None
+        return found if found is not None and found.true else None
 
     @property
     def complete(self) -> bool:
         return self.ended("Complete") is not None
 
     @property
-    def failure(self) -> Dict | None:
+    def failure(self) -> ConditionView | None:
         """Its Failed condition, when it failed."""
         return self.ended("Failed")
 

@@ -105,6 +105,33 @@ def build_workload(
 CheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
 
 
+class CheckView:
+    """One of a Workload's admission check states (status.admissionChecks[])."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: Dict) -> None:
+        self.raw = raw
+
+    @property
+    def name(self) -> str:
+        return str(self.raw.get("name") or "")
+
+    @property
+    def state(self) -> str:
+        """Pending, Ready, Retry or Rejected (Kueue's CheckState)."""
+        return str(self.raw.get("state") or "")
+
+    @property
+    def message(self) -> str:
+        return str(self.raw.get("message") or "")
+
+    @property
+    def since(self) -> str | None:
+        found = self.raw.get("lastTransitionTime")
+        return None if not found else str(found)
+
+
 class WorkloadView(ObjectView):
     """A Kueue Workload read by field name: what the controllers read of one, each a property
     in place of a `.get(...) or {}` chain (absent fields read as Kueue leaves them: None,
@@ -147,9 +174,10 @@ class WorkloadView(ObjectView):
     def admission_checks(self) -> list[Dict]:
         return list(self.status.get("admissionChecks") or [])
 
-    def check(self, name: str) -> Dict | None:
+    def check(self, name: str) -> CheckView | None:
         """The state of the admission check `name`, if the Workload has one."""
-        return next((s for s in self.admission_checks if s.get("name") == name), None)
+        found = next((s for s in self.admission_checks if s.get("name") == name), None)
+        return None if found is None else CheckView(found)
 
     @property
     def reclaimable_pods(self) -> list[Dict]:
@@ -178,27 +206,26 @@ class WorkloadView(ObjectView):
     def finished_reason(self) -> str | None:
         """The reason of a Finished Workload (Succeeded, Failed, OutOfSync ...); None if not."""
         found = self.condition("Finished")
-        return str(found.get("reason")) if found and found.get("status") == "True" else None
+        return found.reason if found is not None and found.true else None
 
     @property
     def admitted_at(self) -> str | None:
         """When it was admitted (its Admitted condition's last change), while it is."""
         found = self.condition("Admitted")
-        if found and found.get("status") == "True":
-            return str(found.get("lastTransitionTime", ""))
-        return None
+        return (found.since or "") if found is not None and found.true else None
 
     @property
     def eviction_message(self) -> str:
         evicted = self.condition("Evicted")
-        if evicted and evicted.get("status") == "True":
-            return f"{evicted.get('reason', 'Evicted')}: {evicted.get('message', '')}".strip()
+        if evicted is not None and evicted.true:
+            return f"{evicted.reason or 'Evicted'}: {evicted.message}".strip()
         return "the Workload is no longer admitted"
 
     def reserved_for(self, now: dt.datetime) -> float | None:
         """Seconds since its QuotaReserved condition last changed (None: it has none)."""
-        since = (self.condition("QuotaReserved") or {}).get("lastTransitionTime")
-        return max(0.0, (now - cond.parse_time(str(since))).total_seconds()) if since else None
+        found = self.condition("QuotaReserved")
+        since = found.since if found is not None else None
+        return max(0.0, (now - cond.parse_time(since)).total_seconds()) if since else None
 
 
 # The same questions of a Workload's JSON, for callers that hold no view.

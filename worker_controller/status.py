@@ -9,14 +9,14 @@ from kubecontrol.objects import Dict
 from trainjob.conditions import parse_time
 from trainjob.naming import job_name
 from trainjob.runtime import PodSet, RuntimeInfo
-from trainjob.views import FailedCreateView, JobView, PodProblem, PodView
+from trainjob.views import ConditionView, FailedCreateView, JobView, PodProblem, PodView
 
 
 def job_complete(job: JobView) -> bool:
     return job.complete
 
 
-def job_failed(job: JobView) -> Dict | None:
+def job_failed(job: JobView) -> ConditionView | None:
     return job.failure
 
 
@@ -128,7 +128,7 @@ def first_failure(
         for job in podset_jobs(ps, jobs, info.trainjob):
             cond = job_failed(job)
             if cond is not None:
-                why = ": ".join(x for x in (cond.get("reason"), cond.get("message")) if x)
+                why = ": ".join(x for x in (cond.reason, cond.message) if x)
                 message = f"PodSet {ps.name!r} failed: Job {job.name} {why}".strip()
                 culprit = next(iter(_failed_first(ps.name, pods or [])), None)
                 return f"{message}; {_pod_says(*culprit)}" if culprit else message
