@@ -1,0 +1,70 @@
+"""Kueue's queues as views (trainjob/queues.py): what a ClusterQueue and a LocalQueue say."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from trainjob.queues import ClusterQueueView, LocalQueueView, PodSetView, ResourceGroup
+
+CQ = ClusterQueueView(
+    {
+        "metadata": {"name": "cq"},
+        "spec": {
+            "cohortName": "team",
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "memory"],
+                    "flavors": [
+                        {
+                            "name": "on-demand",
+                            "resources": [
+                                {"name": "cpu", "nominalQuota": "8", "borrowingLimit": "2"},
+                                {"name": "memory", "nominalQuota": "16Gi", "lendingLimit": "4Gi"},
+                            ],
+                        },
+                        {"name": "spot", "resources": [{"name": "cpu", "nominalQuota": "500m"}]},
+                    ],
+                }
+            ],
+        },
+        "status": {
+            "flavorsReservation": [{"name": "spot", "resources": [{"name": "cpu", "total": "1"}]}],
+            "flavorsUsage": [],
+            "pendingWorkloads": 2,
+            "admittedWorkloads": 1,
+            "conditions": [{"type": "Active", "status": "False"}],
+        },
+    }
+)
+
+
+def test_a_cluster_queues_quotas_in_order_with_their_limits() -> None:
+    quotas = CQ.quotas()
+    assert quotas.groups == (ResourceGroup(("cpu", "memory"), ("on-demand", "spot")),)
+    assert quotas.nominal == {
+        ("on-demand", "cpu"): 8,
+        ("on-demand", "memory"): 16 * 1024**3,
+        ("spot", "cpu"): Decimal("0.5"),
+    }
+    assert quotas.borrow == {("on-demand", "cpu"): 2}
+    assert quotas.lend == {("on-demand", "memory"): 4 * 1024**3}
+    assert quotas.covered == {"cpu", "memory"}
+
+
+def test_a_cluster_queues_state_and_counts() -> None:
+    assert CQ.cohort == "team" and not CQ.active
+    assert CQ.reserved == {("spot", "cpu"): 1} and CQ.used == {}
+    assert (CQ.counts.pending, CQ.counts.reserving, CQ.counts.admitted) == (2, None, 1)
+    fresh = ClusterQueueView({"metadata": {"name": "new"}})
+    assert fresh.active and fresh.cohort is None and fresh.quotas().groups == ()
+
+
+def test_a_local_queue_names_its_cluster_queue() -> None:
+    lq = LocalQueueView({"spec": {"clusterQueue": "cq"}, "status": {"pendingWorkloads": 0}})
+    assert lq.cluster_queue == "cq" and lq.counts.pending == 0
+    assert LocalQueueView({}).cluster_queue == ""
+
+
+def test_a_podset_without_a_count_has_one_pod_and_without_requests_asks_nothing() -> None:
+    ps = PodSetView({"name": "node", "template": {"spec": {"containers": [{"name": "c"}]}}})
+    assert (ps.name, ps.count, ps.pod_requests) == ("node", 1, {})

@@ -1,0 +1,82 @@
+"""Typed views over the JSON (trainjob/views.py, trainjob/workload.py): what each reads."""
+
+from __future__ import annotations
+
+from trainjob.views import ConditionView, FailedCreateView, JobView, PodView, TrainJobView
+from trainjob.workload import WorkloadView
+
+
+def test_a_condition_reads_its_fields_and_absent_ones_as_empty() -> None:
+    found = TrainJobView(
+        {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Failed",
+                        "status": "True",
+                        "reason": "PodSetFailed",
+                        "message": "m",
+                        "lastTransitionTime": "t1",
+                    }
+                ]
+            }
+        }
+    ).condition("Failed")
+    assert found is not None and found.true
+    assert (found.type, found.reason, found.message, found.since) == (
+        "Failed",
+        "PodSetFailed",
+        "m",
+        "t1",
+    )
+    bare = ConditionView({"type": "Complete"})
+    assert (bare.status, bare.true, bare.reason, bare.since) == ("", False, "", None)
+    assert TrainJobView({}).condition("Failed") is None
+
+
+def test_a_jobs_end_is_its_true_complete_or_failed_condition() -> None:
+    failed = JobView({"status": {"conditions": [{"type": "Failed", "status": "True"}]}})
+    assert failed.failure is not None and not failed.complete and failed.finished
+    stale = JobView({"status": {"conditions": [{"type": "Failed", "status": "False"}]}})
+    assert stale.failure is None and not stale.finished
+
+
+def test_a_workloads_check_state_and_its_eviction() -> None:
+    wl = WorkloadView(
+        {
+            "status": {
+                "admissionChecks": [{"name": "mk", "state": "Retry", "message": "again"}],
+                "conditions": [
+                    {"type": "Evicted", "status": "True", "reason": "Preempted", "message": "by x"},
+                    {"type": "QuotaReserved", "status": "True", "lastTransitionTime": "t"},
+                ],
+            }
+        }
+    )
+    check = wl.check("mk")
+    assert check is not None and (check.name, check.state, check.message) == (
+        "mk",
+        "Retry",
+        "again",
+    )
+    assert wl.check("other") is None
+    assert wl.eviction_message == "Preempted: by x"
+    assert WorkloadView({}).eviction_message == "the Workload is no longer admitted"
+
+
+def test_a_pod_digest_and_a_failed_create_digest_read_back() -> None:
+    pod = PodView(
+        {
+            "metadata": {"name": "p", "labels": {"jobset.sigs.k8s.io/replicatedjob-name": "node"}},
+            "status": {
+                "phase": "Failed",
+                "problem": {"stuck": False, "reason": "Error", "container": "c"},
+            },
+        }
+    )
+    assert (pod.replicated_job, pod.phase) == ("node", "Failed")
+    assert pod.problem is not None and not pod.problem.stuck and pod.problem.finished_at == ""
+    assert PodView({"metadata": {}, "status": {}}).phase == "Pending"
+    assert PodView({"status": {}}).problem is None
+    event = FailedCreateView({"job": {"name": "j", "uid": "u"}, "message": "no", "last": "t"})
+    assert (event.job_name, event.job_uid, event.message, event.last) == ("j", "u", "no", "t")
