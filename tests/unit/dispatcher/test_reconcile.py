@@ -338,3 +338,24 @@ def test_a_worker_lost_longer_than_the_timeout_loses_its_run_and_the_job_is_sent
         assert ("Warning", "ClusterLost", "tj") in [e for p in passes for e in p.events]
     finally:
         world.close()
+
+
+def test_with_an_external_dispatcher_copies_wait_for_its_nomination_and_go_there_only() -> None:
+    world, _ctx = fleet(
+        [RUNTIME, SUBMITTED.obj()], {w: [RUNTIME] for w in WORKERS}, strategy="External"
+    )
+    try:
+        dispatched(world)
+        wl = workload(world)
+        assert wl is not None
+        assert (
+            "an external dispatcher nominates them" in wl["status"]["admissionChecks"][0]["message"]
+        )
+        assert copies(world, "worker1") == ([], []) and copies(world, "worker2") == ([], [])
+        wl["status"]["nominatedClusterNames"] = ["worker2"]  # what the external one writes
+        world.apis["manager"].put(wl)
+        world.settle(KEY)
+        assert copies(world, "worker1") == ([], [])
+        assert copies(world, "worker2")[1] == [wl["metadata"]["name"]]
+    finally:
+        world.close()
