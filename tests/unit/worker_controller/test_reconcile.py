@@ -223,3 +223,46 @@ def test_a_deleted_trainjob_leaves_nothing_to_do() -> None:
     world = worker()
     assert world.run(KEY) == world.run(KEY)
     assert not world.run(KEY).wrote()
+
+
+def test_an_evicted_workload_stops_the_trainjob_and_gives_its_quota_back() -> None:
+    world = worker(QUEUED.obj(), FLAVOR)
+    world.settle(KEY)
+    admit(world)
+    world.settle(KEY)
+    wl = the_workload(world)
+    assert wl is not None
+    wl["status"]["conditions"] = [
+        {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved"},
+        {"type": "Admitted", "status": "False", "reason": "Evicted"},
+        {"type": "Evicted", "status": "True", "reason": "Preempted", "message": "by a bigger job"},
+    ]
+    world.apis["worker"].put(wl)
+    passes = world.settle(KEY)
+    tj = world.get("worker", c.TRAINJOB, "tj")
+    assert tj is not None and tj["spec"]["suspend"] is True
+    assert ("Normal", "Stopped", "tj") in [e for p in passes for e in p.events]
+    assert condition(the_workload(world), "QuotaReserved") == ("False", "Pending")
+    job = world.get("worker", c.JOB, "tj-node-0")
+    assert job is None or job["spec"].get("suspend") is True  # its pods go with the stop
+
+
+def test_a_trainjob_past_its_deadline_fails_naming_it() -> None:
+    world = worker(TrainJobBuilder().obj())
+    world.settle(KEY)
+    tj = world.get("worker", c.TRAINJOB, "tj")
+    assert tj is not None
+    tj["spec"]["activeDeadlineSeconds"] = 1
+    tj.setdefault("status", {})["conditions"] = [
+        {
+            "type": "Suspended",
+            "status": "False",
+            "reason": "Resumed",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
+    ]
+    world.apis["worker"].put(tj)
+    passes = world.settle(KEY)
+    after = world.get("worker", c.TRAINJOB, "tj")
+    assert condition(after, "Failed") == ("True", c.REASON_DEADLINE_EXCEEDED)
+    assert ("Warning", c.REASON_DEADLINE_EXCEEDED, "tj") in [e for p in passes for e in p.events]
