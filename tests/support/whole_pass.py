@@ -152,9 +152,6 @@ def names(objects: Iterable[Dict]) -> list[str]:
     return sorted(o["metadata"]["name"] for o in objects)
 
 
-__all__ = ["MemoryCluster", "Pass", "RecordingQueue", "World", "c", "condition", "names"]
-
-
 # ---- the dispatcher over a manager and its workers ---------------------------------------
 
 
