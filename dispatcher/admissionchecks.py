@@ -8,6 +8,7 @@ keys, and a failed write is tried again with the queue's backoff."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
 from dispatcher.clusters import manager_runtimes
 from dispatcher.context import Context
@@ -18,19 +19,21 @@ from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.caches import Caches
+from trainjob.queues import AdmissionCheckView, ClusterQueueView, MultiKueueConfigView
+from trainjob.views import ObjectView
 
 
-def our_checks(ctx: Context, caches: Caches) -> dict[str, Dict]:
+def our_checks(ctx: Context, caches: Caches) -> dict[str, AdmissionCheckView]:
     return {
-        ac["metadata"]["name"]: ac
-        for ac in caches.checks()
-        if (ac.get("spec") or {}).get("controllerName") == ctx.settings.controller_name
+        ac.name: ac for ac in caches.checks() if ac.controller_name == ctx.settings.controller_name
     }
 
 
-def config_of(check: Dict, caches: Caches) -> tuple[Dict | None, str | None]:
+def config_of(
+    check: AdmissionCheckView, caches: Caches
+) -> tuple[MultiKueueConfigView | None, str | None]:
     """The MultiKueueConfig an AdmissionCheck's parameters name, or why there is none."""
-    params = (check.get("spec") or {}).get("parameters") or {}
+    params = check.parameters
     problem = parameters_problem(params)
     if problem:
         return None, problem
@@ -40,9 +43,9 @@ def config_of(check: Dict, caches: Caches) -> tuple[Dict | None, str | None]:
     return config, None
 
 
-def config_clusters(check: Dict, caches: Caches) -> list[str] | None:
+def config_clusters(check: AdmissionCheckView, caches: Caches) -> list[str] | None:
     config = config_of(check, caches)[0]
-    return list((config.get("spec") or {}).get("clusters") or []) if config else None
+    return config.clusters if config is not None else None
 
 
 def queue_checks(ctx: Context) -> None:
@@ -71,15 +74,15 @@ def sync_status(ctx: Context, key: StatusKey) -> None:
         ctx.registry.report(mkc, runtimes)
 
 
-def report_check(ctx: Context, caches: Caches, check: Dict) -> None:
+def report_check(ctx: Context, caches: Caches, check: AdmissionCheckView) -> None:
     """AdmissionCheck Active, with Kueue's reasons: BadConfig, NoUsableClusters or
     SomeActiveClusters (naming the missing and the inactive clusters), Active."""
     config, problem = config_of(check, caches)
     states: dict[str, bool | None] = {}
-    for name in (config or {}).get("spec", {}).get("clusters") or []:
+    for name in config.clusters if config is not None else []:
         exists = caches.cluster(name) is not None
         states[name] = _usable(ctx, caches, name) if exists else None
-    set_active_condition(ctx.manager, check, *check_active(problem, states))
+    set_active_condition(ctx.manager, check.raw, *check_active(problem, states))
 
 
 def _usable(ctx: Context, caches: Caches, cluster: str) -> bool:
@@ -92,6 +95,8 @@ def _usable(ctx: Context, caches: Caches, cluster: str) -> bool:
     conditions = ((mkc or {}).get("status") or {}).get("conditions") or []
     return remote is None and mkc is not None and cond.is_true(conditions, "Active")
 
+
+V = TypeVar("V", bound=ObjectView)
 
 # How an object the caches do not hold yet is read: (kind, name, namespace) -> the object, or
 # None when there is none (`Cluster.get_or_none` by default).
@@ -106,25 +111,24 @@ def our_check_on_cq(
     ctx: Context, cq_name: str, caches: Caches, get: Getter | None = None
 ) -> str | None:
     """The name of an admission check of ours a ClusterQueue uses, if any."""
+    if not cq_name:
+        return None
     get = get or ctx.manager.get_or_none
-    cq = caches.cluster_queue(cq_name) or get(c.CLUSTER_QUEUE, cq_name, None)
+    cq = caches.cluster_queue(cq_name) or _view(
+        ClusterQueueView, get(c.CLUSTER_QUEUE, cq_name, None)
+    )
     if cq is None:
         return None
-    spec = cq.get("spec") or {}
-    names = set(spec.get("admissionChecks") or [])
-    names |= {
-        a["name"] for a in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []
-    }
-    for name in sorted(names):
-        check = caches.check(name) or get(
-            c.ADMISSION_CHECK, name, None
-        )  # asked only for a check made moments ago, not cached yet
-        if (
-            check
-            and (check.get("spec") or {}).get("controllerName") == ctx.settings.controller_name
-        ):
-            return str(name)
+    for name in sorted(cq.admission_checks):
+        # asked of the API only for a check made moments ago, not cached yet
+        check = caches.check(name) or _view(AdmissionCheckView, get(c.ADMISSION_CHECK, name, None))
+        if check is not None and check.controller_name == ctx.settings.controller_name:
+            return name
     return None
+
+
+def _view(view: type[V], found: Dict | None) -> V | None:
+    return None if found is None else view(found)
 
 
 def parameters_problem(params: Dict) -> str | None:

@@ -24,6 +24,7 @@ from kubecontrol.webhook_server import Handler
 from trainjob import admission as rules
 from trainjob import constants as c
 from trainjob.caches import Caches
+from trainjob.queues import LocalQueueView
 
 T = TypeVar("T")
 
@@ -110,10 +111,13 @@ async def _answer(ctx: Context, question: Callable[[Getter], T]) -> T:
         return await asyncio.to_thread(question, ctx.manager.get_or_none)
 
 
-def _local_queue(namespace: str, name: str, caches: Caches, get: Getter) -> Dict | None:
+def _local_queue(namespace: str, name: str, caches: Caches, get: Getter) -> LocalQueueView | None:
     """From the watch cache; a queue made moments ago may not be there yet, so ask then."""
     found = caches.local_queue(namespace, name)
-    return found or get(c.LOCAL_QUEUE, name, namespace)
+    if found is not None:
+        return found
+    asked = get(c.LOCAL_QUEUE, name, namespace)
+    return None if asked is None else LocalQueueView(asked)
 
 
 def _routes_to_multikueue(
@@ -122,4 +126,4 @@ def _routes_to_multikueue(
     lq = _local_queue(namespace, queue, caches, get)
     if lq is None:  # not there yet: on a manager that runs none, MultiKueue is the only way
         return not ctx.settings.manager_runs_trainjobs
-    return cq_has_our_check(ctx, lq["spec"]["clusterQueue"], caches, get)
+    return cq_has_our_check(ctx, lq.cluster_queue, caches, get)

@@ -9,6 +9,12 @@ from enum import StrEnum
 from kubecontrol import caches
 from kubecontrol.objects import Dict
 from trainjob import constants as c
+from trainjob.queues import (
+    AdmissionCheckView,
+    ClusterQueueView,
+    LocalQueueView,
+    MultiKueueConfigView,
+)
 from trainjob.views import FailedCreateView, JobView, PodView, TrainJobView
 from trainjob.workload import WorkloadView
 
@@ -91,22 +97,26 @@ class Caches(caches.Caches):
         """A MultiKueueCluster's labels ({} when there is no such cluster)."""
         return dict(((self.cluster(name) or {}).get("metadata") or {}).get("labels") or {})
 
-    def check(self, name: str) -> Dict | None:
+    def check(self, name: str) -> AdmissionCheckView | None:
         """An AdmissionCheck."""
-        return self.first(Index.CHECKS, name)
+        found = self.first(Index.CHECKS, name)
+        return None if found is None else AdmissionCheckView(found)
 
-    def checks(self) -> list[Dict]:
-        return self.all(Index.CHECKS)
+    def checks(self) -> list[AdmissionCheckView]:
+        return [AdmissionCheckView(ac) for ac in self.all(Index.CHECKS)]
 
-    def config(self, name: str) -> Dict | None:
+    def config(self, name: str) -> MultiKueueConfigView | None:
         """A MultiKueueConfig."""
-        return self.first(Index.CONFIGS, name)
+        found = self.first(Index.CONFIGS, name)
+        return None if found is None else MultiKueueConfigView(found)
 
-    def local_queue(self, namespace: str, name: str) -> Dict | None:
-        return self.first(Index.LOCAL_QUEUES, (namespace, name))
+    def local_queue(self, namespace: str, name: str) -> LocalQueueView | None:
+        found = self.first(Index.LOCAL_QUEUES, (namespace, name))
+        return None if found is None else LocalQueueView(found)
 
-    def cluster_queue(self, name: str) -> Dict | None:
-        return self.first(Index.CLUSTER_QUEUES, name)
+    def cluster_queue(self, name: str) -> ClusterQueueView | None:
+        found = self.first(Index.CLUSTER_QUEUES, name)
+        return None if found is None else ClusterQueueView(found)
 
     # ---- the worker controller's: what a TrainJob is made of here ------------------------
 

@@ -1,6 +1,7 @@
 """Kueue's queues and what a Workload asks of them, as typed views over the JSON (as
-trainjob/views.py reads TrainJobs): a ClusterQueue's quotas, reservations and counts, a
-LocalQueue's ClusterQueue and counts, a Workload PodSet's requests. Quantities are Decimals
+trainjob/views.py reads TrainJobs): a ClusterQueue's quotas, reservations, counts and
+admission checks, a LocalQueue's ClusterQueue and counts, a Workload PodSet's requests, an
+AdmissionCheck's controller and parameters, a MultiKueueConfig's clusters. Quantities are Decimals
 (trainjob/quantity.py); tables are keyed by (flavour, resource). Pure."""
 
 from __future__ import annotations
@@ -98,6 +99,14 @@ class ClusterQueueView(ObjectView):
     def counts(self) -> QueueCounts:
         return _counts(self.status, "reservingWorkloads")
 
+    @property
+    def admission_checks(self) -> set[str]:
+        """The admission checks it asks for: spec.admissionChecks and those of
+        spec.admissionChecksStrategy (for some flavours only)."""
+        names = {str(n) for n in self.spec.get("admissionChecks") or []}
+        strategy = self.spec.get("admissionChecksStrategy") or {}
+        return names | {str(a["name"]) for a in strategy.get("admissionChecks") or []}
+
     def _totals(self, field: str) -> Table:
         out: Table = {}
         for flavor in self.status.get(field) or []:
@@ -168,3 +177,26 @@ def _requests(containers: Iterable[Dict]) -> list[Amounts]:
         {k: parse_quantity(v) for k, v in (c.get("resources") or {}).get("requests", {}).items()}
         for c in containers
     ]
+
+
+class AdmissionCheckView(ObjectView):
+    """A Kueue AdmissionCheck: which controller serves it and what its parameters name."""
+
+    __slots__ = ()
+
+    @property
+    def controller_name(self) -> str:
+        return str(self.spec.get("controllerName") or "")
+
+    @property
+    def parameters(self) -> Dict:
+        """spec.parameters (apiGroup, kind, name), as written: judged by the dispatcher."""
+        return dict(self.spec.get("parameters") or {})
+
+
+class MultiKueueConfigView(ObjectView):
+    __slots__ = ()
+
+    @property
+    def clusters(self) -> list[str]:
+        return [str(name) for name in self.spec.get("clusters") or []]

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from trainjob.queues import ClusterQueueView, LocalQueueView, PodSetView, ResourceGroup
+from trainjob.queues import (
+    AdmissionCheckView,
+    ClusterQueueView,
+    LocalQueueView,
+    MultiKueueConfigView,
+    PodSetView,
+    ResourceGroup,
+)
 
 CQ = ClusterQueueView(
     {
@@ -68,3 +75,21 @@ def test_a_local_queue_names_its_cluster_queue() -> None:
 def test_a_podset_without_a_count_has_one_pod_and_without_requests_asks_nothing() -> None:
     ps = PodSetView({"name": "node", "template": {"spec": {"containers": [{"name": "c"}]}}})
     assert (ps.name, ps.count, ps.pod_requests) == ("node", 1, {})
+
+
+def test_the_checks_a_cluster_queue_asks_for_and_what_a_check_and_a_config_name() -> None:
+    cq = ClusterQueueView(
+        {
+            "spec": {
+                "admissionChecks": ["a"],
+                "admissionChecksStrategy": {"admissionChecks": [{"name": "b", "onFlavors": ["x"]}]},
+            }
+        }
+    )
+    assert cq.admission_checks == {"a", "b"} and CQ.admission_checks == set()
+    check = AdmissionCheckView(
+        {"spec": {"controllerName": "kueue.x-k8s.io/multikueue", "parameters": {"name": "mk"}}}
+    )
+    assert check.controller_name == "kueue.x-k8s.io/multikueue"
+    assert check.parameters == {"name": "mk"} and AdmissionCheckView({}).parameters == {}
+    assert MultiKueueConfigView({"spec": {"clusters": ["w1", "w2"]}}).clusters == ["w1", "w2"]
