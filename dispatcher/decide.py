@@ -32,7 +32,7 @@ from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.status_writes import hold
 from trainjob.views import TrainJobView
-from trainjob.workload import CheckState, WorkloadView
+from trainjob.workload import CheckState, CheckView, WorkloadView
 
 
 @dataclass
@@ -387,15 +387,17 @@ class _Pass:
         return self.obs.workload
 
     @cached_property
+    def _check(self) -> CheckView | None:
+        return self.wl.check(self.obs.check)
+
+    @property
     def state(self) -> str:
         """Our admission check's state on the manager Workload ("" before the first)."""
-        found = self.wl.check(self.obs.check)
-        return found.state if found is not None else ""
+        return self._check.state if self._check is not None else ""
 
-    @cached_property
+    @property
     def state_message(self) -> str:
-        found = self.wl.check(self.obs.check)
-        return found.message if found is not None else ""
+        return self._check.message if self._check is not None else ""
 
     @cached_property
     def nominated(self) -> list[str]:

@@ -45,7 +45,8 @@ def execute_pass(
         _set_finalizer(manager, trainjob, add=True)
     if plan.queue is not None:
         execute_queue_plan(manager, body, plan.queue, memory)
-    failed, events = False, list[Event]()
+    failed = False
+    events: list[Event] = []
     if plan.dispatch is not None:
         done = _dispatch_writes(manager, registry, memory, trainjob, plan.dispatch)
         if done is None:

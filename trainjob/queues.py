@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from kubecontrol.objects import Dict
-from trainjob import conditions as cond
 from trainjob.quantity import parse_quantity
-from trainjob.views import ObjectView
+from trainjob.views import JsonView, ObjectView
 
 Amounts = dict[str, Decimal]  # resource -> amount
 Table = dict[tuple[str, str], Decimal]  # (flavour, resource) -> amount
@@ -92,12 +91,12 @@ class ClusterQueueView(ObjectView):
     @property
     def active(self) -> bool:
         """Its Active condition, True when absent (a ClusterQueue Kueue has not judged yet)."""
-        found = cond.find(self.conditions, "Active")
-        return found is None or found.get("status") == "True"
+        found = self.condition("Active")
+        return found is None or found.true
 
     @property
     def counts(self) -> QueueCounts:
-        return _counts(self.status, "reservingWorkloads")
+        return _counts(self.status)
 
     @property
     def admission_checks(self) -> set[str]:
@@ -124,28 +123,29 @@ class LocalQueueView(ObjectView):
 
     @property
     def counts(self) -> QueueCounts:
-        return _counts(self.status, "reservingWorkloads")
+        return _counts(self.status)
 
 
-def _counts(status: Dict, reserving: str) -> QueueCounts:
+def _counts(status: Dict) -> QueueCounts:
+    """The Workload counts a ClusterQueue's and a LocalQueue's status both hold."""
+
     def number(field: str) -> int | None:
         value = status.get(field)
         return None if value is None else int(value)
 
-    return QueueCounts(number("pendingWorkloads"), number(reserving), number("admittedWorkloads"))
+    return QueueCounts(
+        number("pendingWorkloads"), number("reservingWorkloads"), number("admittedWorkloads")
+    )
 
 
-class PodSetView:
+class PodSetView(JsonView):
     """One PodSet of a Workload: its name, its count, and what one of its pods asks for."""
 
-    __slots__ = ("raw",)
-
-    def __init__(self, raw: Dict) -> None:
-        self.raw = raw
+    __slots__ = ()
 
     @property
     def name(self) -> str:
-        return str(self.raw.get("name", ""))
+        return self._text("name")
 
     @property
     def count(self) -> int:

@@ -12,24 +12,38 @@ from trainjob import conditions as cond
 from trainjob import constants as c
 
 
-class ConditionView:
-    """One status condition (metav1.Condition's fields)."""
+class JsonView:
+    """A view over one JSON object: `raw` is the JSON, read field by field."""
 
     __slots__ = ("raw",)
 
     def __init__(self, raw: Dict) -> None:
         self.raw = raw
 
+    def _text(self, key: str) -> str:
+        """A string field ("" when absent or null)."""
+        return str(self.raw.get(key) or "")
+
+    def _time(self, key: str) -> str | None:
+        """A timestamp field (None when absent or empty)."""
+        return self._text(key) or None
+
+
+class ConditionView(JsonView):
+    """One status condition (metav1.Condition's fields)."""
+
+    __slots__ = ()
+
     def __repr__(self) -> str:
         return f"ConditionView({self.type}={self.status}, {self.reason})"
 
     @property
     def type(self) -> str:
-        return str(self.raw.get("type") or "")
+        return self._text("type")
 
     @property
     def status(self) -> str:
-        return str(self.raw.get("status") or "")
+        return self._text("status")
 
     @property
     def true(self) -> bool:
@@ -37,26 +51,22 @@ class ConditionView:
 
     @property
     def reason(self) -> str:
-        return str(self.raw.get("reason") or "")
+        return self._text("reason")
 
     @property
     def message(self) -> str:
-        return str(self.raw.get("message") or "")
+        return self._text("message")
 
     @property
     def since(self) -> str | None:
         """lastTransitionTime, when set."""
-        found = self.raw.get("lastTransitionTime")
-        return None if not found else str(found)
+        return self._time("lastTransitionTime")
 
 
-class ObjectView:
+class ObjectView(JsonView):
     """What every object has: its metadata and its status conditions."""
 
-    __slots__ = ("raw",)
-
-    def __init__(self, raw: Dict) -> None:
-        self.raw = raw
+    __slots__ = ()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.namespace}/{self.name})"
@@ -229,14 +239,11 @@ class JobView(ObjectView):
         return self.count("active") > 0 and not self.finished
 
 
-class PodProblem:
+class PodProblem(JsonView):
     """What is wrong with a pod (worker_controller/digests.py: pod_problem): a container the
     kubelet cannot start (`stuck`), one that exited non-zero, or the pod's own failure."""
 
-    __slots__ = ("raw",)
-
-    def __init__(self, raw: Dict) -> None:
-        self.raw = raw
+    __slots__ = ()
 
     @property
     def stuck(self) -> bool:
@@ -244,19 +251,19 @@ class PodProblem:
 
     @property
     def container(self) -> str:
-        return str(self.raw.get("container") or "")
+        return self._text("container")
 
     @property
     def reason(self) -> str:
-        return str(self.raw.get("reason") or "")
+        return self._text("reason")
 
     @property
     def message(self) -> str:
-        return str(self.raw.get("message") or "")
+        return self._text("message")
 
     @property
     def finished_at(self) -> str:
-        return str(self.raw.get("finishedAt") or "")
+        return self._text("finishedAt")
 
 
 class PodView(ObjectView):
@@ -295,8 +302,8 @@ class FailedCreateView(ObjectView):
 
     @property
     def message(self) -> str:
-        return str(self.raw.get("message") or "")
+        return self._text("message")
 
     @property
     def last(self) -> str:
-        return str(self.raw.get("last") or "")
+        return self._text("last")

@@ -17,7 +17,7 @@ from trainjob.models import TrainJob
 from trainjob.naming import owner_reference
 from trainjob.runtime import PodSetShape, RuntimeInfo
 from trainjob.runtime.topology import topology_request
-from trainjob.views import ObjectView
+from trainjob.views import JsonView, ObjectView
 
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -105,31 +105,27 @@ def build_workload(
 CheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
 
 
-class CheckView:
+class CheckView(JsonView):
     """One of a Workload's admission check states (status.admissionChecks[])."""
 
-    __slots__ = ("raw",)
-
-    def __init__(self, raw: Dict) -> None:
-        self.raw = raw
+    __slots__ = ()
 
     @property
     def name(self) -> str:
-        return str(self.raw.get("name") or "")
+        return self._text("name")
 
     @property
     def state(self) -> str:
         """Pending, Ready, Retry or Rejected (Kueue's CheckState)."""
-        return str(self.raw.get("state") or "")
+        return self._text("state")
 
     @property
     def message(self) -> str:
-        return str(self.raw.get("message") or "")
+        return self._text("message")
 
     @property
     def since(self) -> str | None:
-        found = self.raw.get("lastTransitionTime")
-        return None if not found else str(found)
+        return self._time("lastTransitionTime")
 
 
 class WorkloadView(ObjectView):
