@@ -16,6 +16,11 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dispatcher.clusters import Registry
+from dispatcher.context import Context
+from dispatcher.reconcile import sync
+from dispatcher.settings import DispatcherSettings
+from dispatcher.watches import on_cluster_event, on_remote_change, watches
 from kubecontrol import controller
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
@@ -23,6 +28,7 @@ from kubecontrol.events import build_event
 from kubecontrol.informer import Informer
 from kubecontrol.kinds import EVENT, Kind
 from kubecontrol.objects import Dict
+from tests.support.kubeconfigs import kubeconfig  # a real CA, as the kubeconfig vetting wants
 from tests.support.memory_api import MemoryApi
 from trainjob import constants as c
 
@@ -47,7 +53,8 @@ class MemoryCluster(Cluster):
 
 
 class RecordingQueue:
-    """The work queue's `add` (and the rest a controller calls), recording the keys."""
+    """What a controller calls of its work queue: `add` and `resync` record the key; the
+    test runs the passes, so starting, pausing and stopping the queue do nothing."""
 
     def __init__(self) -> None:
         self.keys: list[Hashable] = []
@@ -60,8 +67,14 @@ class RecordingQueue:
         keys, self.keys = self.keys, []
         return keys
 
-    def __getattr__(self, name: str) -> Callable[..., None]:
-        return lambda *args, **kwargs: None  # resync, pause, resume, log_stats ...
+    def resync(self, key: Hashable) -> None:
+        self.add(key)
+
+    def start(self) -> None: ...
+    def pause(self) -> None: ...
+    def resume(self) -> None: ...
+    def stop(self) -> None: ...
+    def log_stats(self, _name: str) -> None: ...
 
 
 @dataclass
@@ -140,6 +153,41 @@ class World:
         return passes
 
 
+def a_condition(
+    ctype: str,
+    reason: str | None = None,
+    message: str = "",
+    status: str = "True",
+    since: str = "2026-01-01T00:00:00Z",
+) -> Dict:
+    """A status condition as the API holds it (its reason the type's unless given)."""
+    return {
+        "type": ctype,
+        "status": status,
+        "reason": reason or ctype,
+        "message": message,
+        "lastTransitionTime": since,
+    }
+
+
+def kueue_status(workload: Dict, *, admitted: bool, flavor: str = "default") -> Dict:
+    """A Workload's status once Kueue reserved quota for it in ClusterQueue "cq" (every PodSet
+    on `flavor`), and admitted it when `admitted`."""
+    return {
+        "admission": {
+            "clusterQueue": "cq",
+            "podSetAssignments": [
+                {"name": ps["name"], "count": ps["count"], "flavors": {"cpu": flavor}}
+                for ps in workload["spec"]["podSets"]
+            ],
+        },
+        "conditions": [
+            a_condition("QuotaReserved"),
+            *([a_condition("Admitted")] if admitted else []),
+        ],
+    }
+
+
 def condition(obj: Dict | None, ctype: str) -> tuple[str, str] | None:
     """(status, reason) of a condition of an object, or None."""
     for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
@@ -156,8 +204,6 @@ def names(objects: Iterable[Dict]) -> list[str]:
 
 
 def _kubeconfig_secret(name: str, namespace: str) -> Dict:
-    from tests.support.kubeconfigs import kubeconfig  # a real CA, as the vetting wants
-
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -249,16 +295,10 @@ def fleet(
     manager_objects: Iterable[Dict] = (),
     workers: dict[str, list[Dict]] | None = None,
     **settings: Any,
-) -> tuple[World, Any]:
+) -> tuple[World, Context]:
     """A manager and its workers in memory, and the dispatcher over them as its process runs
     it (its watch table, its Registry connected to each MultiKueueCluster's worker through
     the kubeconfig in its Secret). Returns the world and the dispatcher's context."""
-    from dispatcher.clusters import Registry
-    from dispatcher.context import Context
-    from dispatcher.reconcile import sync
-    from dispatcher.settings import DispatcherSettings
-    from dispatcher.watches import on_cluster_event, on_remote_change, watches
-
     workers = workers if workers is not None else {"worker1": [], "worker2": []}
     ours = DispatcherSettings(**settings)
     manager = MemoryApi(

@@ -15,7 +15,7 @@ import pytest
 from clusters.helpers.builders import TrainJobBuilder, make_runtime
 from dispatcher.selection import CLUSTER_NAMES_ANNOTATION
 from kubecontrol.kinds import CONFIG_MAP
-from tests.support.whole_pass import World, condition, fleet, names
+from tests.support.whole_pass import World, a_condition, condition, fleet, kueue_status, names
 from trainjob import constants as c
 from trainjob.workload import workload_name
 
@@ -54,27 +54,28 @@ def kueue_reserves(world: World, cluster: str = "manager", admitted: bool = Fals
     too, as a ClusterQueue without checks admits at once); our check Pending on the manager."""
     wl = workload(world, cluster)
     assert wl is not None, f"no Workload on {cluster}"
-    now = "2026-01-01T00:00:00Z"
-    types = ["QuotaReserved", *(["Admitted"] if admitted else [])]
-    status: Dict = {
-        "admission": {
-            "clusterQueue": "cq",
-            "podSetAssignments": [
-                {"name": ps["name"], "count": ps["count"], "flavors": {"cpu": "default"}}
-                for ps in wl["spec"]["podSets"]
-            ],
-        },
-        "conditions": [
-            {"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": now}
-            for t in types
-        ],
-    }
+    status = kueue_status(wl, admitted=admitted)
     if cluster == "manager":
         status["admissionChecks"] = [
-            {"name": "mk", "state": "Pending", "message": "", "lastTransitionTime": now}
+            {
+                "name": "mk",
+                "state": "Pending",
+                "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
         ]
     wl["status"] = status
     world.apis[cluster].put(wl)
+
+
+def ends_on(world: World, worker: str, ended: Dict) -> None:
+    """The copy on `worker` ends with the condition `ended` (what its controller writes),
+    and the dispatcher takes it in."""
+    remote = trainjob(world, worker)
+    assert remote is not None
+    remote["status"] = {"conditions": [ended]}
+    world.apis[worker].put(remote)
+    world.settle(KEY)
 
 
 def check_state(world: World) -> str | None:
@@ -139,21 +140,7 @@ def test_the_winners_end_comes_back_to_the_manager_trainjob(world: World) -> Non
     dispatched(world)
     kueue_reserves(world, "worker1", admitted=True)
     world.settle(KEY)
-    remote = trainjob(world, "worker1")
-    assert remote is not None
-    remote["status"] = {
-        "conditions": [
-            {
-                "type": "Complete",
-                "status": "True",
-                "reason": "Completed",
-                "message": "TrainJob completed",
-                "lastTransitionTime": "2026-01-01T01:00:00Z",
-            }
-        ]
-    }
-    world.apis["worker1"].put(remote)
-    world.settle(KEY)
+    ends_on(world, "worker1", a_condition("Complete", "Completed", "TrainJob completed"))
     assert condition(trainjob(world), "Complete") == ("True", "Completed")
 
 
@@ -211,17 +198,7 @@ def test_a_pass_that_clears_one_condition_and_sets_another_writes_the_status_onc
     tj = trainjob(world)
     assert tj is not None
     tj["metadata"]["annotations"] = {CLUSTER_NAMES_ANNOTATION: "worker9"}
-    tj["status"] = {
-        "conditions": [
-            {
-                "type": "Failed",
-                "status": "True",
-                "reason": c.REASON_NO_QUEUE,
-                "message": "no queue",
-                "lastTransitionTime": "2026-01-01T00:00:00Z",
-            }
-        ]
-    }
+    tj["status"] = {"conditions": [a_condition("Failed", c.REASON_NO_QUEUE, "no queue")]}
     world.apis["manager"].put(tj)
     first = world.run(KEY)
     status = c.TRAINJOB.path("ns", "tj", "status")
@@ -243,15 +220,8 @@ def test_a_copy_evicted_on_its_worker_is_sent_again_and_the_run_recorded(world: 
     admitted_on(world, "worker1")
     wl = workload(world, "worker1")
     assert wl is not None
-    wl["status"]["conditions"].append(
-        {
-            "type": "Evicted",
-            "status": "True",
-            "reason": "Preempted",
-            "message": "preempted by a higher priority Workload",
-            "lastTransitionTime": "2026-01-01T02:00:00Z",
-        }
-    )
+    preempted = "preempted by a higher priority Workload"
+    wl["status"]["conditions"].append(a_condition("Evicted", "Preempted", preempted))
     world.apis["worker1"].put(wl)
     passes = world.settle(KEY)
     assert check_state(world) == "Retry"
@@ -265,21 +235,7 @@ def test_a_copy_evicted_on_its_worker_is_sent_again_and_the_run_recorded(world: 
 
 def test_the_winners_failure_comes_back_as_the_manager_trainjobs(world: World) -> None:
     admitted_on(world, "worker2")
-    remote = trainjob(world, "worker2")
-    assert remote is not None
-    remote["status"] = {
-        "conditions": [
-            {
-                "type": "Failed",
-                "status": "True",
-                "reason": "PodSetFailed",
-                "message": "PodSet 'node' failed",
-                "lastTransitionTime": "2026-01-01T01:00:00Z",
-            }
-        ]
-    }
-    world.apis["worker2"].put(remote)
-    world.settle(KEY)
+    ends_on(world, "worker2", a_condition("Failed", "PodSetFailed", "PodSet 'node' failed"))
     assert condition(trainjob(world), "Failed") == ("True", "PodSetFailed")
     assert trainjob(world)["status"]["clusterName"] == "worker2"  # type: ignore[index]
 

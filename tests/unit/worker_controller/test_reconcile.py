@@ -13,7 +13,14 @@ from clusters.helpers.builders import OWNER, TrainJobBuilder, make_runtime
 from kubecontrol.client import ApiException
 from kubecontrol.kinds import Kind
 from tests.support.memory_api import Fault, MemoryApi
-from tests.support.whole_pass import MemoryCluster, World, condition, names
+from tests.support.whole_pass import (
+    MemoryCluster,
+    World,
+    a_condition,
+    condition,
+    kueue_status,
+    names,
+)
 from trainjob import constants as c
 from trainjob.workload import workload_name
 from worker_controller.context import Context
@@ -49,22 +56,7 @@ def admit(world: World, flavor: str = "default") -> None:
     """What Kueue does when it admits the Workload: quota reserved and admitted."""
     wl = the_workload(world)
     assert wl is not None, "no Workload to admit"
-    wl["status"] = {
-        "admission": {
-            "clusterQueue": "cq",
-            "podSetAssignments": [
-                {"name": ps["name"], "count": ps["count"], "flavors": {"cpu": flavor}}
-                for ps in wl["spec"]["podSets"]
-            ],
-        },
-        "conditions": [
-            {"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": ts}
-            for t, ts in (
-                ("QuotaReserved", "2026-01-01T00:00:00Z"),
-                ("Admitted", "2026-01-01T00:00:00Z"),
-            )
-        ],
-    }
+    wl["status"] = kueue_status(wl, admitted=True, flavor=flavor)
     world.apis["worker"].put(wl)
 
 
@@ -233,9 +225,9 @@ def test_an_evicted_workload_stops_the_trainjob_and_gives_its_quota_back() -> No
     wl = the_workload(world)
     assert wl is not None
     wl["status"]["conditions"] = [
-        {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved"},
-        {"type": "Admitted", "status": "False", "reason": "Evicted"},
-        {"type": "Evicted", "status": "True", "reason": "Preempted", "message": "by a bigger job"},
+        a_condition("QuotaReserved"),
+        a_condition("Admitted", "Evicted", status="False"),
+        a_condition("Evicted", "Preempted", "by a bigger job"),
     ]
     world.apis["worker"].put(wl)
     passes = world.settle(KEY)
@@ -254,12 +246,7 @@ def test_a_trainjob_past_its_deadline_fails_naming_it() -> None:
     assert tj is not None
     tj["spec"]["activeDeadlineSeconds"] = 1
     tj.setdefault("status", {})["conditions"] = [
-        {
-            "type": "Suspended",
-            "status": "False",
-            "reason": "Resumed",
-            "lastTransitionTime": "2026-01-01T00:00:00Z",
-        }
+        a_condition("Suspended", "Resumed", status="False")
     ]
     world.apis["worker"].put(tj)
     passes = world.settle(KEY)
