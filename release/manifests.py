@@ -149,23 +149,18 @@ def main(argv: list[str] | None = None) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         print(f"wrote {rendering.path}", file=sys.stderr)
-    doc = CONFIGURATION_DOC.read_text()
-    if configuration_doc(doc) != doc:
+    for doc, written, what in (
+        (CONFIGURATION_DOC, configuration_doc, "the settings tables"),
+        (USER_GUIDE, user_guide, "the status vocabulary"),
+    ):
+        text = doc.read_text()
+        if written(text) == text:
+            continue
         if args.check:
-            stale.append(str(CONFIGURATION_DOC.relative_to(REPO)))
+            stale.append(str(doc.relative_to(REPO)))
         else:
-            CONFIGURATION_DOC.write_text(configuration_doc(doc))
-            print(
-                f"wrote the settings tables of {CONFIGURATION_DOC.relative_to(REPO)}",
-                file=sys.stderr,
-            )
-    guide = USER_GUIDE.read_text()
-    if user_guide(guide) != guide:
-        if args.check:
-            stale.append(str(USER_GUIDE.relative_to(REPO)))
-        else:
-            USER_GUIDE.write_text(user_guide(guide))
-            print(f"wrote the status vocabulary of {USER_GUIDE.relative_to(REPO)}", file=sys.stderr)
+            doc.write_text(written(text))
+            print(f"wrote {what} of {doc.relative_to(REPO)}", file=sys.stderr)
     if stale:
         print(
             "differs from its source (run ./run manifests): " + ", ".join(stale),

@@ -29,7 +29,23 @@ class JsonView:
         return self._text(key) or None
 
 
-class ConditionView(JsonView):
+class StatusEntry(JsonView):
+    """An entry of a status list with a message and a transition time: a condition, a
+    Workload's admission check state."""
+
+    __slots__ = ()
+
+    @property
+    def message(self) -> str:
+        return self._text("message")
+
+    @property
+    def since(self) -> str | None:
+        """lastTransitionTime, when set."""
+        return self._time("lastTransitionTime")
+
+
+class ConditionView(StatusEntry):
     """One status condition (metav1.Condition's fields)."""
 
     __slots__ = ()
@@ -52,15 +68,6 @@ class ConditionView(JsonView):
     @property
     def reason(self) -> str:
         return self._text("reason")
-
-    @property
-    def message(self) -> str:
-        return self._text("message")
-
-    @property
-    def since(self) -> str | None:
-        """lastTransitionTime, when set."""
-        return self._time("lastTransitionTime")
 
 
 class ObjectView(JsonView):

@@ -17,7 +17,7 @@ from trainjob.models import TrainJob
 from trainjob.naming import owner_reference
 from trainjob.runtime import PodSetShape, RuntimeInfo
 from trainjob.runtime.topology import topology_request
-from trainjob.views import JsonView, ObjectView
+from trainjob.views import ObjectView, StatusEntry
 
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -105,7 +105,7 @@ def build_workload(
 CheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
 
 
-class CheckView(JsonView):
+class CheckView(StatusEntry):
     """One of a Workload's admission check states (status.admissionChecks[])."""
 
     __slots__ = ()
@@ -118,14 +118,6 @@ class CheckView(JsonView):
     def state(self) -> str:
         """Pending, Ready, Retry or Rejected (Kueue's CheckState)."""
         return self._text("state")
-
-    @property
-    def message(self) -> str:
-        return self._text("message")
-
-    @property
-    def since(self) -> str | None:
-        return self._time("lastTransitionTime")
 
 
 class WorkloadView(ObjectView):

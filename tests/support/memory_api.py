@@ -30,6 +30,7 @@ import orjson
 from kubecontrol.client import ApiException, TransportError
 from kubecontrol.kinds import Kind
 from kubecontrol.objects import Dict
+from trainjob.runtime.patches import merge_struct
 
 # Kinds with no status subresource: a write to the object itself writes all of it.
 _NO_STATUS = {"configmaps", "secrets", "events", "leases", "serviceaccounts"}
@@ -84,19 +85,6 @@ def parse_path(path: str) -> _Path:
     name = rest[1] if len(rest) > 1 else None
     subresource = rest[2] if len(rest) > 2 else None
     return _Path(group, version, plural, namespace, name, subresource)
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch: maps merged, null removes, anything else replaces."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
 
 
 def _apply_merge(target: Any, applied: Any) -> Any:
@@ -336,7 +324,7 @@ class MemoryApi:
         if current is None:
             raise ApiException(404, "NotFound", f'{where.plural} "{where.name}" not found')
         self._check_version(current, body)
-        return self._store_new(where, current, merge_patch(current, body))
+        return self._store_new(where, current, merge_struct(current, body))  # RFC 7386
 
     def _check_version(self, current: Dict, body: Dict) -> None:
         wanted = (body.get("metadata") or {}).get("resourceVersion")

@@ -60,6 +60,15 @@ def admit(world: World, flavor: str = "default") -> None:
     world.apis["worker"].put(wl)
 
 
+def started() -> World:
+    """A queued TrainJob, its Workload made, admitted by Kueue, and started."""
+    world = worker(QUEUED.obj(), FLAVOR)
+    world.settle(KEY)
+    admit(world)
+    world.settle(KEY)
+    return world
+
+
 def objects(world: World, kind: Kind) -> list[Dict]:
     return world.apis["worker"].objects(kind, "ns")
 
@@ -102,10 +111,7 @@ def test_admission_starts_it_with_its_jobs_and_service_then_nothing_more_is_writ
 
 
 def test_jobs_that_complete_make_the_trainjob_complete_and_finish_its_workload() -> None:
-    world = worker(QUEUED.obj(), FLAVOR)
-    world.settle(KEY)
-    admit(world)
-    world.settle(KEY)
+    world = started()
     (job,) = objects(world, c.JOB)
     job["status"] = {
         "succeeded": 1,
@@ -218,10 +224,7 @@ def test_a_deleted_trainjob_leaves_nothing_to_do() -> None:
 
 
 def test_an_evicted_workload_stops_the_trainjob_and_gives_its_quota_back() -> None:
-    world = worker(QUEUED.obj(), FLAVOR)
-    world.settle(KEY)
-    admit(world)
-    world.settle(KEY)
+    world = started()
     wl = the_workload(world)
     assert wl is not None
     wl["status"]["conditions"] = [
