@@ -50,6 +50,9 @@ PAUSE_VERSION = "1.0"  # our own (clusters/gomod/pause)
 # actionlint checks the release workflow (.github/workflows) in `./run test`.
 ACTIONLINT_VERSION = "v1.7.12"
 KIND_VERSION = "v0.33.0"
+# tsc checks the web view's scripts against the story's types (kubectl_trainjob/ui/story.d.ts)
+# in `./run test`; installed from npm, not built.
+TYPESCRIPT_VERSION = "5.9.3"
 TRAINER_PACKAGE = "github.com/kubeflow/trainer/v2"
 
 
@@ -286,6 +289,33 @@ def binary_dir(build: Build) -> Path:
 def is_built(build: Build) -> bool:
     d = binary_dir(build)
     return all((d / name).is_file() for name in build.packages)
+
+
+def typescript() -> Path:
+    """The pinned `tsc`, installed from npm into the cache the first time it is asked for."""
+    home = cache_root() / "node" / f"typescript-{TYPESCRIPT_VERSION}"
+    tsc = home / "node_modules" / ".bin" / "tsc"
+    if tsc.is_file():
+        return tsc
+    if shutil.which("npm") is None:
+        raise BedError("npm is needed to install TypeScript (Debian: apt-get install npm)")
+    tmp = home.with_name(home.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    _say(f"npm install typescript@{TYPESCRIPT_VERSION}")
+    npm = ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(tmp)]
+    done = subprocess.run(
+        [*npm, f"typescript@{TYPESCRIPT_VERSION}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise BedError(f"npm install typescript failed: {done.stderr[-2000:]}")
+    shutil.rmtree(home, ignore_errors=True)
+    tmp.rename(home)
+    return tsc
 
 
 def binary(name: str) -> Path:

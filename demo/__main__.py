@@ -22,6 +22,7 @@ from clusters.config import load_config, real_bed_config
 from clusters.errors import BedError
 from clusters.kube import load_manifests
 from kubectl_trainjob.view import pods_in_short, progress_in_short
+from trainjob.views import TrainJobView
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
@@ -114,14 +115,15 @@ def run(bed: Bed, namespace: str, timeout: float) -> int:
                     steps.append(f"pods on {cluster}: {', '.join(phases)}")
                 if real:
                     printed_lines = _print_rank0_log(bed, cluster, namespace, remote, printed_lines)
-                reported = progress_in_short(obj)
+                shown = TrainJobView(obj)
+                reported = progress_in_short(shown)
                 if reported != "-":  # the training's own report (status.trainerStatus)
                     steps.append(
                         f"progress reported by the training, seen on {manager}: {reported}"
                     )
-                if (obj.get("status") or {}).get("podsStatus"):
+                if shown.pods_status:
                     steps.append(
-                        f"pods as the TrainJob on {manager} counts them: {pods_in_short(obj)}"
+                        f"pods as the TrainJob on {manager} counts them: {pods_in_short(shown)}"
                     )
             conds = _conditions(obj)
             for ctype in ("Complete", "Failed"):

@@ -31,6 +31,7 @@ from trainjob.queues import (
     Table,
     add,
 )
+from trainjob.story import ClusterQueueUse, FlavorUse, ResourceUse
 from trainjob.workload import WorkloadView
 
 INF = Decimal("Infinity")
@@ -194,59 +195,7 @@ def show_amount(resource: str, qty: Decimal) -> str:
     return _show(qty)
 
 
-@dataclass(frozen=True)
-class ResourceUse:
-    """One resource of a flavour: its quota, reserved and used amounts as a person writes
-    them, and the reserved share of the quota (0 to 1)."""
-
-    name: str
-    nominal_quota: str
-    reserved: str
-    used: str
-    share: float
-
-
-@dataclass(frozen=True)
-class QuotaSummary:
-    """A ClusterQueue's quota and use, as a person reads them."""
-
-    name: str
-    cohort: str | None
-    active: bool
-    pending: int
-    reserving: int
-    admitted: int
-    flavors: dict[str, list[ResourceUse]]
-
-    def to_json(self) -> dict[str, object]:
-        """The story's and the web view's shape (dispatcher/job_story.py)."""
-        return {
-            "name": self.name,
-            "cohort": self.cohort,
-            "active": self.active,
-            "pendingWorkloads": self.pending,
-            "reservingWorkloads": self.reserving,
-            "admittedWorkloads": self.admitted,
-            "flavors": [
-                {
-                    "name": flavor,
-                    "resources": [
-                        {
-                            "name": r.name,
-                            "nominalQuota": r.nominal_quota,
-                            "reserved": r.reserved,
-                            "used": r.used,
-                            "share": r.share,
-                        }
-                        for r in resources
-                    ],
-                }
-                for flavor, resources in self.flavors.items()
-            ],
-        }
-
-
-def quota_summary(cq: ClusterQueueView) -> QuotaSummary:
+def quota_summary(cq: ClusterQueueView) -> ClusterQueueUse:
     """A ClusterQueue's quota and use: per flavour and resource its nominal quota, what is
     reserved (admitted and quota-reserved Workloads) and what is used (admitted ones), with
     the reserved share of the quota; and its Workload counts."""
@@ -256,20 +205,20 @@ def quota_summary(cq: ClusterQueueView) -> QuotaSummary:
         taken = held.get((flavor, resource), Decimal(0))
         flavors.setdefault(flavor, []).append(
             ResourceUse(
-                resource,
-                show_amount(resource, nominal),
-                show_amount(resource, taken),
-                show_amount(resource, used.get((flavor, resource), Decimal(0))),
-                float(min(taken / nominal, Decimal(1))) if nominal > 0 else 0.0,
+                name=resource,
+                nominal_quota=show_amount(resource, nominal),
+                reserved=show_amount(resource, taken),
+                used=show_amount(resource, used.get((flavor, resource), Decimal(0))),
+                share=float(min(taken / nominal, Decimal(1))) if nominal > 0 else 0.0,
             )
         )
     counts = cq.counts
-    return QuotaSummary(
-        cq.name,
-        cq.cohort,
-        cq.active,
-        counts.pending or 0,
-        counts.reserving or 0,
-        counts.admitted or 0,
-        flavors,
+    return ClusterQueueUse(
+        name=cq.name,
+        cohort=cq.cohort,
+        active=cq.active,
+        pending_workloads=counts.pending or 0,
+        reserving_workloads=counts.reserving or 0,
+        admitted_workloads=counts.admitted or 0,
+        flavors=[FlavorUse(name=f, resources=r) for f, r in flavors.items()],
     )

@@ -8,7 +8,6 @@ its name.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
@@ -18,7 +17,7 @@ from kubecontrol.aggregated import query_bool, query_int
 from kubecontrol.client import ApiException, TransportError
 from kubecontrol.objects import Dict
 from trainjob import constants as c
-from trainjob.quantity import parse_quantity
+from trainjob.story import PodUsage, pod_usage
 
 if TYPE_CHECKING:
     from dispatcher.remote import RemoteCluster
@@ -155,73 +154,6 @@ def log_query(pod: Dict, query: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def pod_summary(pod: Dict, worker: str, usage: Mapping[str, Dict] | None = None) -> Dict:
-    """A pod in short; with its CPU and memory use from `usage` (by pod name) when known."""
-    status_ = pod.get("status") or {}
-    statuses = status_.get("containerStatuses") or []
-    labels = _labels(pod)
-    return {
-        "name": pod["metadata"]["name"],
-        "worker": worker,
-        "replicatedJob": labels.get(c.REPLICATED_JOB_NAME_LABEL),
-        "index": labels.get(c.JOB_COMPLETION_INDEX),
-        "phase": status_.get("phase"),
-        "node": (pod.get("spec") or {}).get("nodeName"),
-        "creationTimestamp": (pod.get("metadata") or {}).get("creationTimestamp"),
-        "ready": bool(statuses) and all(s.get("ready") for s in statuses),
-        "restarts": sum(int(s.get("restartCount") or 0) for s in statuses),
-        "containers": [str(x.get("name")) for x in (pod.get("spec") or {}).get("containers") or []],
-        "usage": (usage or {}).get(pod["metadata"]["name"]),
-    }
-
-
-def pod_usage(metrics: Dict) -> Dict | None:
-    """One PodMetrics in short: CPU in millicores and memory in bytes, summed over its
-    containers, and the window they were measured over; None when it holds no figure."""
-    containers = metrics.get("containers")
-    if not containers:
-        return None
-    cpu = memory = 0
-    try:
-        for container in containers:
-            used = container.get("usage") or {}
-            cpu += math.ceil(parse_quantity(used.get("cpu", 0)) * 1000)
-            memory += math.ceil(parse_quantity(used.get("memory", 0)))
-    except (ValueError, AttributeError, TypeError):
-        return None
-    return {
-        "cpuMillicores": cpu,
-        "memoryBytes": memory,
-        "timestamp": metrics.get("timestamp"),
-        "window": metrics.get("window"),
-    }
-
-
-def event_summary(event: Dict, source: str) -> Dict:
-    involved = event.get("involvedObject") or {}
-    return {
-        "source": source,
-        "type": event.get("type"),
-        "reason": event.get("reason"),
-        "message": str(event.get("message") or "")[:1024],
-        "object": f"{involved.get('kind')}/{involved.get('name')}",
-        "count": event.get("count") or 1,
-        "firstTimestamp": event.get("firstTimestamp") or event.get("eventTime"),
-        "lastTimestamp": event.get("lastTimestamp")
-        or event.get("eventTime")
-        or event.get("firstTimestamp"),
-    }
-
-
-def about(events: Iterable[Dict], uids: set[str | None]) -> list[Dict]:
-    """The Events about one of the objects `uids`."""
-    return [e for e in events if (e.get("involvedObject") or {}).get("uid") in uids]
-
-
-def by_time(events: list[Dict]) -> list[Dict]:
-    return sorted(events, key=lambda e: str(e.get("lastTimestamp") or ""))
-
-
 def read(
     remote: RemoteCluster,
     namespace: str,
@@ -280,7 +212,7 @@ def _our_jobset(remote: RemoteCluster, namespace: str, name: str, copy_uid: str)
 
 def usage(
     remote: RemoteCluster, namespace: str, name: str, pods: Iterable[Dict]
-) -> tuple[dict[str, Dict], str | None]:
+) -> tuple[dict[str, PodUsage], str | None]:
     """The CPU and memory the worker's metrics API last measured for `pods` (ours, listed
     before), by pod name, and why there are none when the worker cannot say: it serves no
     metrics API, or our identity there may not read it. Asked only while a pod runs."""
@@ -306,7 +238,7 @@ def usage(
     return measured(items, running), None
 
 
-def measured(items: Iterable[Any], pods: set[str]) -> dict[str, Dict]:
+def measured(items: Iterable[Any], pods: set[str]) -> dict[str, PodUsage]:
     """The usage of each of `pods` (by name) in a PodMetrics list; any other item, or one of
     an unexpected shape, is left out."""
     found = {}

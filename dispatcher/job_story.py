@@ -24,24 +24,22 @@ import orjson
 from aiohttp import web
 
 from dispatcher import copy_pods, log_tails, placements_io, worker_list
-from dispatcher.copy_pods import (
-    PODS,
-    READ_SECONDS,
-    Refusal,
-    about,
-    by_time,
-    event_summary,
-    log_pods,
-    log_query,
-    pick_pod,
-    pod_summary,
+from dispatcher.copy_pods import PODS, READ_SECONDS, Refusal, log_pods, log_query, pick_pod
+from kubecontrol.aggregated import (
+    ApiGroup,
+    ApiRequest,
+    ClusterList,
+    ReadOnly,
+    Subresource,
+    status,
 )
-from kubecontrol.aggregated import ApiGroup, ApiRequest, ClusterList, Subresource, status
 from kubecontrol.client import ApiException, TransportError
 from kubecontrol.objects import Dict
 from kubecontrol.shares import Shares
 from trainjob import constants as c
 from trainjob import jobframework
+from trainjob import story as types
+from trainjob.story import TrainJobStory, about, by_time, event_of, pod_of
 from trainjob.views import TrainJobView
 from trainjob.workload import WorkloadView
 
@@ -51,8 +49,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-GROUP = f"view.{c.DOMAIN}"
-VERSION = "v1alpha1"
+GROUP = types.GROUP
+VERSION = types.VERSION
+KIND = TrainJobStory.__name__
 EVENTS = "/api/v1/namespaces/{namespace}/events"
 # Log streams served at once by one replica (each holds a thread while it lasts), of which
 # one user holds at most STREAMS_EACH and one namespace's users STREAMS_PER_NAMESPACE (a
@@ -143,11 +142,11 @@ def pods_of(
 # ---- the handlers --------------------------------------------------------------------------
 
 
-def story(ctx: Context, namespace: str, name: str) -> Dict:
+def story(ctx: Context, namespace: str, name: str) -> TrainJobStory:
     at = running(ctx, namespace, name)
     meta = at.trainjob["metadata"]
     workload = ctx.caches.workload(namespace, jobframework.expected_workload_name_of(at.trainjob))
-    events: list[Dict] = []
+    events: list[types.Event] = []
     for obj in (meta, workload.meta if workload is not None else None):
         if obj is None:
             continue
@@ -157,10 +156,10 @@ def story(ctx: Context, namespace: str, name: str) -> Dict:
             timeout=READ_SECONDS,
         )
         events += [
-            event_summary(e, "manager")
+            event_of(e, "manager")
             for e in about((found or {}).get("items") or [], {obj.get("uid")})
         ]
-    pods: list[Dict] = []
+    pods: list[types.Pod] = []
     more_pods = False
     usage_problem: str | None = None
     problem = at.problem
@@ -178,43 +177,37 @@ def story(ctx: Context, namespace: str, name: str) -> Dict:
                     fieldSelector=f"involvedObject.uid={uid}",
                     limit=MAX_EVENTS,
                 )
-                events += [event_summary(e, at.worker) for e in about(worker_events, {uid})]
+                events += [event_of(e, at.worker) for e in about(worker_events, {uid})]
             used, usage_problem = copy_pods.usage(at.remote, namespace, name, found)
-            pods = [pod_summary(p, at.worker, used) for p in found]
+            pods = [pod_of(p, at.worker, used) for p in found]
         except Refusal as exc:
             problem = str(exc)
         except (ApiException, TransportError) as exc:
             problem = str(_worker_error(at.worker, exc))
     if not pods:  # its pods are gone: how they ended, as kept with their log tails
         kept = log_tails.read(ctx.manager, str(meta.get("uid")))
-        pods = [
-            {**pod_summary(p, str(p.get("worker"))), "kept": True} for p in (kept or ([], {}))[0]
-        ]
+        pods = [pod_of(p, str(p.get("worker")), kept=True) for p in (kept or ([], {}))[0]]
     status_ = at.trainjob.get("status") or {}
     admitted_at = workload.admitted_at if workload is not None else None
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "TrainJobStory",
-        "metadata": {"name": name, "namespace": namespace, "uid": meta.get("uid")},
-        "worker": at.worker,
-        "workerProblem": problem,
-        "conditions": status_.get("conditions") or [],
+    return TrainJobStory(
+        metadata=types.StoryMeta(name=name, namespace=namespace, uid=meta.get("uid")),
+        worker=at.worker,
+        worker_problem=problem,
+        conditions=status_.get("conditions") or [],
         # where it ran before and why each run ended, then where it runs (placements.py)
-        "placements": placements_io.story(ctx.manager, TrainJobView(at.trainjob), admitted_at),
+        placements=placements_io.story(ctx.manager, TrainJobView(at.trainjob), admitted_at),
         # while it waits: the workers it is sent to, and how busy its queue is on each
-        "queues": [] if admitted_at or workload is None else waiting_in(ctx, workload),
+        queues=[] if admitted_at or workload is None else waiting_in(ctx, workload),
         # our TrainJob on that worker: its status (conditions, jobsStatus) as last watched
-        "copy": None if at.copy is None else {"status": at.copy.status},
-        "pods": sorted(pods, key=lambda p: (str(p["replicatedJob"]), str(p["index"]))),
-        # the worker has more of its pods than the story lists (copy_pods.MAX_PODS)
-        "morePods": more_pods,
-        # why the running pods carry no CPU and memory use, when the worker cannot say
-        "usageProblem": usage_problem,
-        "events": by_time(events),
-    }
+        copy_on_worker=None if at.copy is None else types.Copy(status=at.copy.status),
+        pods=sorted(pods, key=lambda p: (str(p.replicated_job), str(p.index))),
+        more_pods=more_pods,
+        usage_problem=usage_problem,
+        events=by_time(events),
+    )
 
 
-def waiting_in(ctx: Context, workload: WorkloadView) -> list[Dict]:
+def waiting_in(ctx: Context, workload: WorkloadView) -> list[types.QueueWait]:
     """For each worker a waiting Workload is sent to (its nominated clusters): the state of
     its copy there and the counts of the queue it waits in, as that worker's Kueue keeps them
     (exact positions are for Kueue's visibility API, which is not asked)."""
@@ -223,14 +216,16 @@ def waiting_in(ctx: Context, workload: WorkloadView) -> list[Dict]:
     for worker in workload.nominated_clusters:
         remote = ctx.registry.get(worker)
         if remote is None or not remote.connected:
-            out.append({"worker": worker, "problem": f"worker {worker} is not connected"})
+            out.append(types.QueueWait(worker=worker, problem=f"worker {worker} is not connected"))
             continue
         copy = remote.workload(namespace, name)
         state = "no copy yet"
         if copy is not None:
             state = "admitted" if copy.admitted else "waiting"
         counts = remote.queue_counts(namespace, str(workload.queue_name or ""))
-        out.append({"worker": worker, "copy": state, **(counts or {})})
+        out.append(
+            types.QueueWait.model_validate({"worker": worker, "copy": state, **(counts or {})})
+        )
     return out
 
 
@@ -261,7 +256,7 @@ async def _story(ctx: Context, call: ApiRequest) -> web.StreamResponse:
     found = await _read(call, story, ctx, call.namespace, call.name)
     if isinstance(found, web.StreamResponse):
         return found
-    return web.Response(body=orjson.dumps(found), content_type="application/json")
+    return web.Response(body=orjson.dumps(found.to_json()), content_type="application/json")
 
 
 def _prepare_log(ctx: Context, call: ApiRequest) -> tuple[Running, str, dict[str, Any]] | str:
@@ -409,7 +404,8 @@ async def _open(request: web.Request) -> web.StreamResponse:
 
 
 def api(ctx: Context) -> ApiGroup:
-    """The group the dispatcher serves beside its webhooks: a TrainJob's log and story, and
+    """The group the dispatcher serves beside its webhooks: a TrainJob's log and story (also
+    readable as `trainjobstories/NAME`, which `kubectl get` and `kubectl explain` know), and
     the list of workers (dispatcher/worker_list.py)."""
 
     async def log_handler(call: ApiRequest) -> web.StreamResponse:
@@ -424,7 +420,12 @@ def api(ctx: Context) -> ApiGroup:
         c.TRAINJOB_PLURAL,
         (
             Subresource("log", "TrainJobLog", log_handler),
-            Subresource("story", "TrainJobStory", story_handler),
+            Subresource("story", KIND, story_handler, TrainJobStory),
         ),
-        (ClusterList("workers", worker_list.KIND, worker_list.handler(ctx, f"{GROUP}/{VERSION}")),),
+        (ClusterList("workers", worker_list.KIND, worker_list.handler(ctx), types.WorkerList),),
+        (
+            ReadOnly(
+                "trainjobstories", "trainjobstory", "TrainJobStory", story_handler, TrainJobStory
+            ),
+        ),
     )

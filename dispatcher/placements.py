@@ -20,9 +20,11 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 import orjson
+from pydantic import ValidationError
 
 from kubecontrol.objects import Dict
 from trainjob import constants as c
+from trainjob.story import Run
 
 if TYPE_CHECKING:
     from trainjob.views import TrainJobView
@@ -96,23 +98,31 @@ def with_entry(entries: list[Dict], entry: Ended) -> list[Dict] | None:
     return [*entries, new][-MAX_ENTRIES:]
 
 
-def runs(entries: list[Dict], trainjob: TrainJobView, admitted_at: str | None) -> list[Dict]:
-    """The TrainJob's runs, oldest first: those recorded as ended (`entries`), then, while its
-    Workload is admitted (since `admitted_at`), the run its status names (`current`: running
-    there, or how the job ended there), unless that run is the last recorded (sent back, and
-    Kueue has not evicted it yet)."""
+def runs(entries: list[Dict], trainjob: TrainJobView, admitted_at: str | None) -> list[Run]:
+    """The TrainJob's runs, oldest first: those recorded as ended (`entries`; one not of that
+    shape is left out), then, while its Workload is admitted (since `admitted_at`), the run its
+    status names (`current`: running there, or how the job ended there), unless that run is
+    the last recorded (sent back, and Kueue has not evicted it yet)."""
+    ended_runs = []
+    for entry in entries:
+        try:
+            ended_runs.append(Run.model_validate(entry))
+        except ValidationError:
+            continue
     worker = trainjob.cluster_name
     if not worker or not admitted_at:
-        return entries  # waiting: it runs nowhere
-    if entries and (entries[-1].get("worker"), entries[-1].get("started")) == (worker, admitted_at):
-        return entries
-    now: Dict = {"worker": worker, "started": admitted_at, "ended": None, "reason": None}
+        return ended_runs  # waiting: it runs nowhere
+    if ended_runs and (ended_runs[-1].worker, ended_runs[-1].started) == (worker, admitted_at):
+        return ended_runs
+    now = Run(worker=worker, started=admitted_at, current=True)
     for ctype in (c.COND_COMPLETE, c.COND_FAILED):
         found = trainjob.condition(ctype)
         if found is not None and found.true:
-            now.update(
-                ended=found.since,
-                reason=ctype if ctype == c.COND_COMPLETE else f"{ctype}: {found.reason}",
-                message=found.message,
+            now = now.model_copy(
+                update={
+                    "ended": found.since,
+                    "reason": ctype if ctype == c.COND_COMPLETE else f"{ctype}: {found.reason}",
+                    "message": found.message,
+                }
             )
-    return [*entries, {**now, "current": True}]
+    return [*ended_runs, now]

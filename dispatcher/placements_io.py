@@ -21,6 +21,7 @@ from kubecontrol.cluster import Cluster
 from kubecontrol.controller import own_namespace
 from kubecontrol.kinds import CONFIG_MAP
 from kubecontrol.objects import Dict
+from trainjob.story import Run
 from trainjob.views import TrainJobView
 
 log = logging.getLogger("dispatcher.placements")
@@ -66,6 +67,6 @@ def read(manager: Cluster, trainjob_uid: str) -> list[Dict]:
     return entries_of(manager.get_or_none(CONFIG_MAP, name_of(trainjob_uid), own_namespace()))
 
 
-def story(manager: Cluster, trainjob: TrainJobView, admitted_at: str | None) -> list[Dict]:
+def story(manager: Cluster, trainjob: TrainJobView, admitted_at: str | None) -> list[Run]:
     """`placements.runs` from the TrainJob's record."""
     return runs(read(manager, str(trainjob.uid or "")), trainjob, admitted_at)

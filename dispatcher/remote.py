@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from dispatcher.capacity import Fit, QuotaSummary, cohort_of, fit, quota_summary
+from dispatcher.capacity import Fit, cohort_of, fit, quota_summary
 from dispatcher.copies import COPY_KINDS, seen
 from kubecontrol.cluster import Cluster
 from kubecontrol.informer import Informer
@@ -33,6 +33,7 @@ from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.queues import ClusterQueueView, LocalQueueView, Table
 from trainjob.runtime.defaults import same_runtime_spec
+from trainjob.story import ClusterQueueUse
 from trainjob.views import TrainJobView
 from trainjob.workload import WorkloadView
 
@@ -309,7 +310,7 @@ class RemoteCluster:
             "admittedInClusterQueue": cq_counts.admitted if cq_counts else None,
         }
 
-    def queues(self) -> list[QuotaSummary] | None:
+    def queues(self) -> list[ClusterQueueUse] | None:
         """The worker's ClusterQueues, quota and use (capacity.quota_summary), by name; None
         while they are not known (not readable, or the worker unreachable)."""
         if not self._readable((c.CLUSTER_QUEUE.kind,)):

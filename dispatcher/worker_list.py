@@ -10,23 +10,25 @@ for placement. The API server has already checked RBAC on `list workers` (cluste
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import orjson
 from aiohttp import web
 
 from kubecontrol.aggregated import ListHandler, ListRequest
-from kubecontrol.objects import Dict
 from trainjob import constants as c
+from trainjob.story import ClusterQueueUse, Worker, WorkerList, WorkerMeta
 
 if TYPE_CHECKING:
     from dispatcher.context import Context
     from dispatcher.remote import RemoteCluster
 
-KIND = "Worker"
+KIND = Worker.__name__
 
 
-def _connection(remote: RemoteCluster | None) -> str:
+def _connection(
+    remote: RemoteCluster | None,
+) -> Literal["Connected", "Connecting", "Disconnected", "NoKubeconfig"]:
     if remote is None:
         return "NoKubeconfig"
     if remote.connecting:
@@ -40,36 +42,35 @@ def _since(seconds: float | None) -> str | None:
     return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _queues(remote: RemoteCluster | None) -> list[dict[str, object]] | None:
-    queues = remote.queues() if remote is not None else None
-    return None if queues is None else [q.to_json() for q in queues]
+def _queues(remote: RemoteCluster | None) -> list[ClusterQueueUse] | None:
+    return remote.queues() if remote is not None else None
 
 
-def worker(name: str, remote: RemoteCluster | None, problem: str | None, api: str) -> Dict:
+def worker(name: str, remote: RemoteCluster | None, problem: str | None) -> Worker:
     """One worker's item (pure over what the RemoteCluster holds)."""
     state = _connection(remote)
     if remote is not None and state == "Disconnected":
         problem = remote.last_error
-    return {
-        "apiVersion": api,
-        "kind": KIND,
-        "metadata": {"name": name},
-        "connection": state,
-        "problem": problem,
-        "downSince": _since(remote.down_since) if remote is not None else None,
-        "trainJobCopies": len(remote.items(c.TRAINJOB.kind)) if remote is not None else None,
+    return Worker(
+        metadata=WorkerMeta(name=name),
+        connection=state,
+        problem=problem,
+        down_since=_since(remote.down_since) if remote is not None else None,
+        train_job_copies=len(remote.items(c.TRAINJOB.kind)) if remote is not None else None,
         # None: not known (unreachable, or the worker's ClusterQueues are not readable)
-        "clusterQueues": _queues(remote),
-    }
+        cluster_queues=_queues(remote),
+    )
 
 
-def workers(ctx: Context, api: str) -> Dict:
-    items = [worker(name, remote, problem, api) for name, remote, problem in ctx.registry.known()]
-    return {"apiVersion": api, "kind": f"{KIND}List", "metadata": {}, "items": items}
+def workers(ctx: Context) -> WorkerList:
+    return WorkerList(
+        items=[worker(name, remote, problem) for name, remote, problem in ctx.registry.known()]
+    )
 
 
-def handler(ctx: Context, api: str) -> ListHandler:
+def handler(ctx: Context) -> ListHandler:
     async def list_workers(call: ListRequest) -> web.StreamResponse:
-        return web.Response(body=orjson.dumps(workers(ctx, api)), content_type="application/json")
+        body = orjson.dumps(workers(ctx).to_json())
+        return web.Response(body=body, content_type="application/json")
 
     return list_workers

@@ -10,8 +10,10 @@ headers only after that.
 
 What is served: the discovery documents of one group-version (`/apis`, `/apis/GROUP`,
 `/apis/GROUP/VERSION`), GET on namespaced subresources,
-`/apis/GROUP/VERSION/namespaces/NS/RESOURCE/NAME/SUBRESOURCE`, and the list of cluster-scoped
-resources, `/apis/GROUP/VERSION/RESOURCE`, each by its handler.
+`/apis/GROUP/VERSION/namespaces/NS/RESOURCE/NAME/SUBRESOURCE`, GET by name on namespaced
+resources that are only ever read, `/apis/GROUP/VERSION/namespaces/NS/RESOURCE/NAME`, the list
+of cluster-scoped resources, `/apis/GROUP/VERSION/RESOURCE`, each by its handler, and the
+OpenAPI documents of what they answer (`/openapi/v2`, `/openapi/v3`; kubecontrol/openapi.py).
 Errors are `Status` objects, as kubectl shows them.
 """
 
@@ -24,7 +26,9 @@ from dataclasses import dataclass, field
 
 import orjson
 from aiohttp import web
+from pydantic import BaseModel
 
+from kubecontrol import openapi
 from kubecontrol.cluster import Cluster
 from kubecontrol.kinds import CONFIG_MAP
 from kubecontrol.objects import Dict
@@ -44,11 +48,12 @@ class Caller:
 
 @dataclass(frozen=True)
 class ApiRequest:
-    """One GET on a subresource: where, of what, by whom, with which query."""
+    """One GET of a namespaced object or its subresource: where, of what, by whom, with which
+    query."""
 
     namespace: str
     name: str
-    subresource: str
+    subresource: str  # "" for the object itself
     caller: Caller
     query: Mapping[str, str]
     http: web.Request
@@ -77,15 +82,28 @@ class ClusterList:
     name: str  # plural
     kind: str  # of each item; the answer is `<kind>List`
     handler: ListHandler
+    model: type[BaseModel] | None = None  # of the answer, for its OpenAPI schema
 
 
 @dataclass(frozen=True)
 class Subresource:
-    """`RESOURCE/NAME` of the group's one resource, with what answers GET on it."""
+    """`RESOURCE/NAME/SUB` of the group's one resource, with what answers GET on it."""
 
     name: str
     kind: str
     handler: Handler
+    model: type[BaseModel] | None = None  # of the answer; None: plain text
+
+
+@dataclass(frozen=True)
+class ReadOnly:
+    """A namespaced resource of the group that is only ever read by name."""
+
+    name: str  # plural
+    singular: str
+    kind: str
+    handler: Handler
+    model: type[BaseModel] | None = None
 
 
 @dataclass(frozen=True)
@@ -95,10 +113,48 @@ class ApiGroup:
     resource: str  # plural; namespaced
     subresources: tuple[Subresource, ...] = field(default=())
     lists: tuple[ClusterList, ...] = field(default=())
+    read_only: tuple[ReadOnly, ...] = field(default=())
 
     @property
     def group_version(self) -> str:
         return f"{self.group}/{self.version}"
+
+    def operations(self) -> list[openapi.Operation]:
+        """What the group serves, for its OpenAPI documents."""
+        base = f"/apis/{self.group_version}"
+        named = f"{base}/namespaces/{{namespace}}"
+        return [
+            *(
+                openapi.Operation(
+                    f"{named}/{r.name}/{{name}}",
+                    f"read the {r.kind}",
+                    r.model,
+                    r.kind,
+                    f"read{r.kind}",
+                )
+                for r in self.read_only
+            ),
+            *(
+                openapi.Operation(
+                    f"{named}/{self.resource}/{{name}}/{sub.name}",
+                    f"read the {sub.kind}",
+                    sub.model,
+                    sub.kind if sub.model is not None else None,
+                    f"read{sub.kind}",
+                )
+                for sub in self.subresources
+            ),
+            *(
+                openapi.Operation(
+                    f"{base}/{item.name}",
+                    f"list {item.kind} objects",
+                    item.model,
+                    item.kind,
+                    f"list{item.kind}",
+                )
+                for item in self.lists
+            ),
+        ]
 
     def discovery(self, path: str) -> Dict | None:
         """The discovery document at `path` (without a trailing slash), or None."""
@@ -126,6 +182,16 @@ class ApiGroup:
                         "verbs": ["get"],
                     }
                     for sub in self.subresources
+                ]
+                + [
+                    {
+                        "name": r.name,
+                        "singularName": r.singular,
+                        "namespaced": True,
+                        "kind": r.kind,
+                        "verbs": ["get"],
+                    }
+                    for r in self.read_only
                 ]
                 + [
                     {
@@ -269,10 +335,47 @@ class AggregatedApi:
         self.group, self.front_proxy = group, front_proxy
         self._subresources = {s.name: s for s in group.subresources}
         self._lists = {item.name: item for item in group.lists}
+        self._read_only = {r.name: r for r in group.read_only}
+        operations = group.operations()
+        self._v2 = openapi.Served.of(openapi.v2_document(group.group, group.version, operations))
+        self._v3 = openapi.Served.of(openapi.v3_document(group.group, group.version, operations))
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_get("/apis", self._discovery)
         app.router.add_get("/apis/{path:.*}", self._answer)
+        app.router.add_get("/openapi/v2", self._openapi_v2)
+        app.router.add_get("/openapi/v3", self._openapi_v3_root)
+        app.router.add_get("/openapi/v3/apis/{group}/{version}", self._openapi_v3)
+
+    async def _openapi_v2(self, request: web.Request) -> web.StreamResponse:
+        return self._document(request, self._v2)
+
+    async def _openapi_v3_root(self, request: web.Request) -> web.StreamResponse:
+        path = f"apis/{self.group.group_version}"
+        url = f"/openapi/v3/{path}?hash={self._v3.hash}"
+        root = {"paths": {path: {"serverRelativeURL": url}}}
+        return self._document(request, openapi.Served.of(root))
+
+    async def _openapi_v3(self, request: web.Request) -> web.StreamResponse:
+        asked = (request.match_info["group"], request.match_info["version"])
+        if asked != (self.group.group, self.group.version):
+            return status(404, f"the path {request.path} is not served here")
+        return self._document(request, self._v3)
+
+    def _document(self, request: web.Request, served: openapi.Served) -> web.StreamResponse:
+        """An OpenAPI document to the aggregator or a client it passes on, with the ETag the
+        aggregator downloads by (a 304 when it has this one)."""
+        caller = self._caller(request, anyone=True)
+        if isinstance(caller, web.Response):
+            return caller
+        etag = f'"{served.hash}"'
+        if request.headers.get("If-None-Match") == etag:
+            return web.Response(status=304, headers={"ETag": etag})
+        return web.Response(
+            body=served.body,
+            content_type="application/json",
+            headers={"ETag": etag, "Cache-Control": "no-cache, private"},
+        )
 
     def _caller(self, request: web.Request, *, anyone: bool = False) -> Caller | web.Response:
         trust = self.front_proxy.trust
@@ -298,6 +401,8 @@ class AggregatedApi:
         parts = request.path.rstrip("/").split("/")[1:]
         if len(parts) == 4:  # apis, group, version, resource
             return await self._list(request, parts)
+        if len(parts) == 7:  # apis, group, version, namespaces, NS, resource, NAME
+            return await self._read(request, parts)
         # apis, group, version, namespaces, NS, resource, NAME, subresource
         if len(parts) != 8:
             return await self._discovery(request)
@@ -312,6 +417,20 @@ class AggregatedApi:
         call = ApiRequest(namespace, name, sub, caller, dict(request.query), request)
         log.debug("%s reads %s/%s/%s", caller.user, namespace, name, sub)
         return await handler.handler(call)
+
+    async def _read(self, request: web.Request, parts: list[str]) -> web.StreamResponse:
+        caller = self._caller(request)
+        if isinstance(caller, web.Response):
+            return caller
+        _, group, version, namespaces, namespace, resource, name = parts
+        served = self._read_only.get(resource)
+        ours = (self.group.group, self.group.version, "namespaces")
+        if (group, version, namespaces) != ours or served is None:
+            return status(404, f"the path {request.path} is not served here")
+        log.debug("%s reads %s %s/%s", caller.user, resource, namespace, name)
+        return await served.handler(
+            ApiRequest(namespace, name, "", caller, dict(request.query), request)
+        )
 
     async def _list(self, request: web.Request, parts: list[str]) -> web.StreamResponse:
         caller = self._caller(request)

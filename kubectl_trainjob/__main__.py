@@ -41,6 +41,9 @@ from kubectl_trainjob.view import (
     state_of,
 )
 from trainjob import constants as c
+from trainjob.story import Copy, TrainJobStory, event_of, pod_of
+from trainjob.views import TrainJobView
+from trainjob.workload import WorkloadView
 
 TIMEOUT = 10  # seconds for each request; an unreachable worker is said, not waited for
 STORY_API = f"/apis/view.{c.DOMAIN}/v1alpha1"
@@ -156,7 +159,7 @@ class Clusters:
         raise PluginError(f"cannot reach worker {name}: " + "; ".join(tried))
 
 
-def _trainjob(clusters: Clusters, name: str) -> Dict:
+def _trainjob(clusters: Clusters, name: str) -> TrainJobView:
     try:
         found: Dict = clusters.custom().get_namespaced_custom_object(
             c.TRAINER_GROUP,
@@ -166,7 +169,7 @@ def _trainjob(clusters: Clusters, name: str) -> Dict:
             name,
             _request_timeout=TIMEOUT,
         )
-        return found
+        return TrainJobView(found)
     except client.ApiException as exc:
         if exc.status == 404:
             raise PluginError(
@@ -175,18 +178,13 @@ def _trainjob(clusters: Clusters, name: str) -> Dict:
         raise PluginError(f"cannot read TrainJob {name}: {_reason(exc)}") from None
 
 
-def _workload(clusters: Clusters, tj: Dict) -> Dict | None:
+def _workload(clusters: Clusters, tj: TrainJobView) -> WorkloadView | None:
     items = clusters.custom().list_namespaced_custom_object(
         c.KUEUE_GROUP, c.KUEUE_VERSION, clusters.namespace, "workloads", _request_timeout=TIMEOUT
     )["items"]
-    uid = tj["metadata"].get("uid")
+    found = (WorkloadView(x) for x in items)
     return next(
-        (
-            wl
-            for wl in items
-            if any(o.get("uid") == uid for o in wl["metadata"].get("ownerReferences") or [])
-        ),
-        None,
+        (wl for wl in found if any(o.get("uid") == tj.uid for o in wl.owner_references)), None
     )
 
 
@@ -211,15 +209,15 @@ def _pods(api: client.ApiClient, namespace: str, tj: str, selector: str = "") ->
     return [api.sanitize_for_serialization(p) for p in items]
 
 
-def _where_it_runs(clusters: Clusters, tj: Dict) -> tuple[str, client.ApiClient]:
+def _where_it_runs(clusters: Clusters, tj: TrainJobView) -> tuple[str, client.ApiClient]:
     """(worker name, client) of the cluster whose pods run the TrainJob: its worker, or the
     manager itself for a TrainJob MultiKueue does not dispatch."""
-    worker = (tj.get("status") or {}).get("clusterName")
+    worker = tj.cluster_name
     if worker:
         return str(worker), clusters.worker(str(worker))
-    if (tj.get("spec") or {}).get("managedBy") == c.MANAGED_BY_MULTIKUEUE:
+    if tj.multikueue:
         raise PluginError(
-            f"TrainJob {tj['metadata']['name']} runs on no worker yet ({state_of(tj)}); "
+            f"TrainJob {tj.name} runs on no worker yet ({state_of(tj)}); "
             "`kubectl trainjob describe` says why"
         )
     return "this cluster", clusters.manager
@@ -239,76 +237,75 @@ def cmd_list(clusters: Clusters, args: argparse.Namespace) -> str:
     if not items:
         where = "any namespace" if args.all_namespaces else f"namespace {clusters.namespace}"
         return f"No TrainJobs found in {where}."
-    return list_table(items, dt.datetime.now(dt.UTC), args.all_namespaces)
+    return list_table(
+        [TrainJobView(x) for x in items], dt.datetime.now(dt.UTC), args.all_namespaces
+    )
 
 
 def cmd_describe(clusters: Clusters, args: argparse.Namespace) -> str:
     tj = _trainjob(clusters, args.name)
     ns, name = clusters.namespace, args.name
     workload = _workload(clusters, tj)
-    names = {name, *([workload["metadata"]["name"]] if workload else [])}
-    events = _events(clusters.manager, ns, names)
-    worker_name = (tj.get("status") or {}).get("clusterName")
+    names = {name, *([workload.name] if workload else [])}
+    events = [event_of(e, "manager") for e in _events(clusters.manager, ns, names)]
+    worker_name = tj.cluster_name
     view = None
     if worker_name and clusters.story_api():
-        view = _worker_view_of_story(clusters, name, str(worker_name))
+        view = _worker_view_of_story(clusters, name, worker_name)
     elif worker_name:
-        try:
-            api = clusters.worker(str(worker_name))
-            remote = client.CustomObjectsApi(api).get_namespaced_custom_object(
-                c.TRAINER_GROUP,
-                c.TRAINER_VERSION,
-                ns,
-                c.TRAINJOB_PLURAL,
-                name,
-                _request_timeout=TIMEOUT,
-            )
-            pods = _pods(api, ns, name)
-            wevents = _events(api, ns, {name, *(p["metadata"]["name"] for p in pods)})
-            view = WorkerView(str(worker_name), remote, pods, wevents)
-        except PluginError as exc:
-            view = WorkerView(str(worker_name), error=str(exc))
-        except client.ApiException as exc:
-            if exc.status == 404:
-                view = WorkerView(str(worker_name))
-            else:
-                view = WorkerView(str(worker_name), error=f"unreadable: {_reason(exc)}")
-        except Exception as exc:  # connection refused, timeout: the worker is unreachable
-            view = WorkerView(str(worker_name), error=f"unreachable: {_reason(exc)}")
+        view = _worker_view_direct(clusters, name, worker_name)
     return describe(tj, workload, events, view, dt.datetime.now(dt.UTC))
+
+
+def _worker_view_direct(clusters: Clusters, name: str, worker: str) -> WorkerView:
+    """What the worker shows, read there with the user's own credentials."""
+    ns = clusters.namespace
+    try:
+        api = clusters.worker(worker)
+        remote = client.CustomObjectsApi(api).get_namespaced_custom_object(
+            c.TRAINER_GROUP,
+            c.TRAINER_VERSION,
+            ns,
+            c.TRAINJOB_PLURAL,
+            name,
+            _request_timeout=TIMEOUT,
+        )
+        pods = _pods(api, ns, name)
+        wevents = _events(api, ns, {name, *(p["metadata"]["name"] for p in pods)})
+        return WorkerView(
+            worker,
+            Copy.model_validate({"status": remote.get("status") or {}}),
+            [pod_of(p, worker) for p in pods],
+            [event_of(e, worker) for e in wevents],
+        )
+    except PluginError as exc:
+        return WorkerView(worker, error=str(exc))
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return WorkerView(worker)
+        return WorkerView(worker, error=f"unreadable: {_reason(exc)}")
+    except Exception as exc:  # connection refused, timeout: the worker is unreachable
+        return WorkerView(worker, error=f"unreachable: {_reason(exc)}")
 
 
 def _worker_view_of_story(clusters: Clusters, name: str, worker: str) -> WorkerView:
     """What the worker shows, as the manager's view.trainjob.dev API tells it."""
     try:
-        story = clusters.get(f"{STORY_API}/namespaces/{clusters.namespace}/trainjobs/{name}/story")
+        found = clusters.get(f"{STORY_API}/namespaces/{clusters.namespace}/trainjobs/{name}/story")
+        story = TrainJobStory.model_validate(found)
     except Exception as exc:
         return WorkerView(worker, error=f"unreadable through the manager: {_reason(exc)}")
-    if story.get("workerProblem"):
-        return WorkerView(worker, error=str(story["workerProblem"]))
-    if story.get("copy") is None:
+    if story.worker_problem:
+        return WorkerView(worker, error=story.worker_problem)
+    if story.copy_on_worker is None:
         return WorkerView(worker)
-    pods = [
-        {
-            "metadata": {"name": p["name"], "creationTimestamp": p.get("creationTimestamp")},
-            "status": {"phase": p.get("phase")},
-            "spec": {"nodeName": p.get("node")},
-            "usage": p.get("usage"),  # CPU and memory, where the worker serves metrics
-        }
-        for p in story.get("pods") or []
-    ]
-    events = [
-        {**e, "involvedObject": {"name": str(e.get("object") or "").partition("/")[2]}}
-        for e in story.get("events") or []
-        if e.get("source") == worker
-    ]
-    return WorkerView(worker, story["copy"], pods, events)
+    mine = [e for e in story.events if e.source == worker]
+    return WorkerView(worker, story.copy_on_worker, story.pods, mine)
 
 
 def cmd_logs(clusters: Clusters, args: argparse.Namespace) -> str:
     tj = _trainjob(clusters, args.name)
-    dispatched = (tj.get("spec") or {}).get("managedBy") == c.MANAGED_BY_MULTIKUEUE
-    if dispatched and clusters.story_api():
+    if tj.multikueue and clusters.story_api():
         return _logs_through_the_manager(clusters, args)
     where, api = _where_it_runs(clusters, tj)
     selector = (
@@ -382,7 +379,7 @@ def cmd_progress(clusters: Clusters, args: argparse.Namespace) -> str:
         line = f"{state_of(tj):<9} {bar}"
         if not args.watch:
             return line
-        said = (state_of(tj), (tj.get("status") or {}).get("trainerStatus"))
+        said = (state_of(tj), tj.status.get("trainerStatus"))
         if said != shown:
             print(printable(line), flush=True)
             shown = said

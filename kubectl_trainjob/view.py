@@ -1,14 +1,20 @@
 """What `kubectl trainjob` prints, from the objects it read (pure): a TrainJob's state in a
-word, the `list` table and the `describe` text."""
+word, the `list` table and the `describe` text. The manager's objects are read through the
+views the controllers use (trainjob/views.py, trainjob/workload.py); what the worker shows,
+through the story's types (trainjob/story.py), whether the manager's view.trainjob.dev API
+told it or the worker was read directly."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
 
-from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
+from trainjob.story import Condition as StoryCondition
+from trainjob.story import Copy, Event, Pod, PodUsage
+from trainjob.views import ConditionView, PodSetPhases, TrainJobView
+from trainjob.workload import WorkloadView
 
 # Characters a terminal acts on rather than shows: C0 controls but newline and tab, DEL, and
 # the C1 controls (U+0080-U+009F: some terminals take U+009B as CSI, U+009D as OSC).
@@ -27,19 +33,17 @@ def printable(text: str) -> str:
     return text.translate(_CONTROLS)
 
 
-def state_of(tj: Dict) -> str:
+def state_of(tj: TrainJobView) -> str:
     """Complete, Failed (reason), Running, Queued (suspended, waiting for quota or a worker) or
     Created, as a user would say it."""
-    status = tj.get("status") or {}
-    conditions = list(status.get("conditions") or [])
-    if cond.is_true(conditions, c.COND_COMPLETE):
+    if tj.is_true(c.COND_COMPLETE):
         return "Complete"
-    failed = cond.find(conditions, c.COND_FAILED)
-    if failed and failed.get("status") == "True":
-        return f"Failed ({failed.get('reason', '')})"
-    if (tj.get("spec") or {}).get("suspend"):
+    failed = tj.condition(c.COND_FAILED)
+    if failed is not None and failed.true:
+        return f"Failed ({failed.reason})"
+    if tj.suspended:
         return "Queued"
-    if status.get("clusterName") or status.get("jobsStatus"):
+    if tj.running_somewhere:
         return "Running"
     return "Created"
 
@@ -65,16 +69,16 @@ def table(rows: Iterable[Iterable[str]], header: list[str]) -> str:
     )
 
 
-PHASES = ("pending", "running", "succeeded", "failed", "unknown")
+PHASES = PodSetPhases.PHASES
 
 
-def pods_in_short(tj: Dict) -> str:
+def pods_in_short(tj: TrainJobView) -> str:
     """status.podsStatus summed over the PodSets, the phases that have pods: `2 running,
     1 pending`; `-` when the status has no count (no pods yet, or not watched)."""
-    counts = (tj.get("status") or {}).get("podsStatus") or []
+    counts = tj.pods_status
     if not counts:
         return "-"
-    totals = {ph: sum(int(p.get(ph) or 0) for p in counts) for ph in PHASES}
+    totals = {ph: sum(p.count(ph) for p in counts) for ph in PHASES}
     return ", ".join(f"{n} {ph}" for ph, n in totals.items() if n) or "0"
 
 
@@ -87,70 +91,70 @@ def duration(seconds: int) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
-def progress_in_short(tj: Dict) -> str:
+def progress_in_short(tj: TrainJobView) -> str:
     """`45% 4m30s left` from status.trainerStatus (what the training reported); `-` when it
     reported nothing."""
-    ts = (tj.get("status") or {}).get("trainerStatus") or {}
-    percent, left = ts.get("progressPercentage"), ts.get("estimatedRemainingSeconds")
+    ts = tj.trainer_status
+    if ts is None:
+        return "-"
+    percent, left = ts.percent, ts.seconds_left
     parts = [f"{percent}%" if percent is not None else "", f"{duration(left)} left" if left else ""]
     return " ".join(p for p in parts if p) or "-"
 
 
-def progress_bar(tj: Dict, now: dt.datetime, width: int = 30) -> str | None:
+def progress_bar(tj: TrainJobView, now: dt.datetime, width: int = 30) -> str | None:
     """`[#############-----------------]  45%  about 4m30s left  (reported 12s ago)`, then
     the latest metrics; None when the training reported nothing."""
-    ts = (tj.get("status") or {}).get("trainerStatus") or {}
-    if not ts:
+    ts = tj.trainer_status
+    if ts is None:
         return None
-    percent = ts.get("progressPercentage")
+    percent = ts.percent
     if percent is None:
         bar = "[" + "?" * width + "]   ?%"
     else:
-        done = round(width * min(100, max(0, int(percent))) / 100)
-        bar = f"[{'#' * done}{'-' * (width - done)}] {int(percent):3d}%"
-    left = ts.get("estimatedRemainingSeconds")
-    if left is not None:
-        bar += f"  about {duration(int(left))} left"
-    bar += f"  (reported {age(ts.get('lastUpdatedTime'), now)} ago)"
-    metrics = "  ".join(f"{m.get('name')}={m.get('value')}" for m in ts.get("metrics") or [])
+        done = round(width * min(100, max(0, percent)) / 100)
+        bar = f"[{'#' * done}{'-' * (width - done)}] {percent:3d}%"
+    if ts.seconds_left is not None:
+        bar += f"  about {duration(ts.seconds_left)} left"
+    bar += f"  (reported {age(ts.reported_at, now)} ago)"
+    metrics = "  ".join(f"{name}={value}" for name, value in ts.metrics)
     return f"{bar}\n{metrics}" if metrics else bar
 
 
-def list_table(trainjobs: list[Dict], now: dt.datetime, all_namespaces: bool) -> str:
+def list_table(trainjobs: list[TrainJobView], now: dt.datetime, all_namespaces: bool) -> str:
     header = ["NAME", "STATE", "WORKER", "PODS", "PROGRESS", "QUEUE", "AGE"]
     if all_namespaces:
         header.insert(0, "NAMESPACE")
     rows = []
-    for tj in sorted(
-        trainjobs, key=lambda t: (t["metadata"].get("namespace", ""), t["metadata"]["name"])
-    ):
-        meta = tj["metadata"]
+    for tj in sorted(trainjobs, key=lambda t: t.key):
         row = [
-            meta["name"],
+            tj.name,
             state_of(tj),
-            (tj.get("status") or {}).get("clusterName") or "-",
+            tj.cluster_name or "-",
             pods_in_short(tj),
             progress_in_short(tj),
-            (meta.get("labels") or {}).get(c.KUEUE_QUEUE_NAME_LABEL, "-"),
-            age(meta.get("creationTimestamp"), now),
+            tj.queue_name or "-",
+            age(tj.created, now),
         ]
         if all_namespaces:
-            row.insert(0, meta.get("namespace", ""))
+            row.insert(0, tj.namespace)
         rows.append(row)
     return table(rows, header)
 
 
-def _conditions(obj: Dict | None, now: dt.datetime) -> list[list[str]]:
+CONDITION_COLUMNS = ["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"]
+
+
+def _conditions(
+    found: Iterable[ConditionView | StoryCondition], now: dt.datetime
+) -> list[list[str]]:
     return [
-        [
-            x.get("type", ""),
-            x.get("status", ""),
-            x.get("reason", ""),
-            age(x.get("lastTransitionTime"), now),
-            x.get("message", ""),
-        ]
-        for x in ((obj or {}).get("status") or {}).get("conditions") or []
+        [x.type, x.status, x.reason or "", age(since_of(x), now), x.message or ""] for x in found
     ]
+
+
+def since_of(x: ConditionView | StoryCondition) -> str | None:
+    return x.since if isinstance(x, ConditionView) else x.last_transition_time
 
 
 def _indent(text: str, by: str = "  ") -> str:
@@ -163,23 +167,23 @@ def _section(title: str, rows: list[list[str]], header: list[str]) -> str:
     return f"{title}:\n{_indent(table(rows, header))}"
 
 
-def _events(events: list[Dict], now: dt.datetime) -> list[list[str]]:
-    def when(e: Dict) -> str:
-        return str(e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp") or "")
-
+def _events(events: list[Event], now: dt.datetime) -> list[list[str]]:
     return [
         [
-            e.get("type", ""),
-            e.get("reason", ""),
-            age(when(e) or None, now),
-            (e.get("involvedObject") or {}).get("name", ""),
-            e.get("message", ""),
+            e.type or "",
+            e.reason or "",
+            age(e.last_timestamp, now),
+            e.object.partition("/")[2],
+            e.message,
         ]
-        for e in sorted(events, key=when)[-15:]
+        for e in sorted(events, key=lambda e: e.last_timestamp or "")[-15:]
     ]
 
 
-def _progress_lines(tj: Dict, now: dt.datetime) -> list[str]:
+EVENT_COLUMNS = ["TYPE", "REASON", "AGE", "OBJECT", "MESSAGE"]
+
+
+def _progress_lines(tj: TrainJobView, now: dt.datetime) -> list[str]:
     bar = progress_bar(tj, now)
     if bar is None:
         return ["Progress:    none reported"]
@@ -188,129 +192,100 @@ def _progress_lines(tj: Dict, now: dt.datetime) -> list[str]:
 
 
 def describe(
-    tj: Dict,
-    workload: Dict | None,
-    events: list[Dict],
+    tj: TrainJobView,
+    workload: WorkloadView | None,
+    events: list[Event],
     worker: WorkerView | None,
     now: dt.datetime,
 ) -> str:
     """The manager TrainJob with its Workload and Events, then what its worker shows."""
-    meta, spec, status = tj["metadata"], tj.get("spec") or {}, tj.get("status") or {}
     lines = [
-        f"Name:        {meta['name']}",
-        f"Namespace:   {meta.get('namespace', '')}",
+        f"Name:        {tj.name}",
+        f"Namespace:   {tj.namespace}",
         f"State:       {state_of(tj)}",
-        f"Worker:      {status.get('clusterName') or '-'}",
-        f"Queue:       {(meta.get('labels') or {}).get(c.KUEUE_QUEUE_NAME_LABEL, '-')}",
-        f"Runtime:     {(spec.get('runtimeRef') or {}).get('name', '-')}",
-        f"Managed by:  {spec.get('managedBy') or c.MANAGED_BY_BUILTIN}",
-        _section(
-            "Conditions", _conditions(tj, now), ["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"]
-        ),
+        f"Worker:      {tj.cluster_name or '-'}",
+        f"Queue:       {tj.queue_name or '-'}",
+        f"Runtime:     {tj.runtime_name or '-'}",
+        f"Managed by:  {tj.managed_by or c.MANAGED_BY_BUILTIN}",
+        _section("Conditions", _conditions(tj.condition_views, now), CONDITION_COLUMNS),
         *_progress_lines(tj, now),
         _section(
             "Pods by phase",
-            [
-                [p.get("name", ""), *(str(p.get(ph) or 0) for ph in PHASES)]
-                for p in status.get("podsStatus") or []
-            ],
+            [[p.name, *(str(p.count(ph)) for ph in PHASES)] for p in tj.pods_status],
             ["PODSET", *(ph.upper() for ph in PHASES)],
         ),
     ]
     if workload is not None:
-        wstatus = workload.get("status") or {}
-        checks = [
-            [x.get("name", ""), x.get("state", ""), x.get("message", "")]
-            for x in wstatus.get("admissionChecks") or []
-        ]
+        checks = [[x.name, x.state, x.message] for x in workload.checks]
         lines += [
-            f"Workload:    {workload['metadata']['name']} (ClusterQueue "
-            f"{(wstatus.get('admission') or {}).get('clusterQueue', '-')}, active "
-            f"{(workload.get('spec') or {}).get('active', True)})",
+            f"Workload:    {workload.name} (ClusterQueue {workload.cluster_queue or '-'}, "
+            f"active {workload.active})",
             _indent(_section("Admission checks", checks, ["NAME", "STATE", "MESSAGE"])),
             _indent(
                 _section(
-                    "Conditions",
-                    _conditions(workload, now),
-                    ["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"],
+                    "Conditions", _conditions(workload.condition_views, now), CONDITION_COLUMNS
                 )
             ),
         ]
     else:
         lines.append("Workload:    none")
-    lines.append(
-        _section("Events", _events(events, now), ["TYPE", "REASON", "AGE", "OBJECT", "MESSAGE"])
-    )
+    lines.append(_section("Events", _events(events, now), EVENT_COLUMNS))
     if worker is not None:
         lines.append(worker.render(now))
     return "\n".join(lines)
 
 
-def _usage(usage: Dict | None) -> list[str]:
+def _usage(usage: PodUsage | None) -> list[str]:
     """A pod's CPU and memory use as `kubectl top pod` writes them ("-" when not measured)."""
-    if not usage:
+    if usage is None:
         return ["-", "-"]
-    return [f"{usage['cpuMillicores']}m", f"{-(-int(usage['memoryBytes']) // 2**20)}Mi"]
+    return [f"{usage.cpu_millicores}m", f"{-(-usage.memory_bytes // 2**20)}Mi"]
 
 
 class WorkerView:
-    """What the worker running a TrainJob shows: its copy, the pods, their Events; or why it
-    could not be read."""
+    """What the worker running a TrainJob shows: our copy, its pods, their Events (the
+    story's types); or why it could not be read."""
 
     def __init__(
         self,
         name: str,
-        trainjob: Dict | None = None,
-        pods: list[Dict] | None = None,
-        events: list[Dict] | None = None,
+        copy: Copy | None = None,
+        pods: list[Pod] | None = None,
+        events: list[Event] | None = None,
         error: str | None = None,
     ) -> None:
-        self.name, self.trainjob, self.error = name, trainjob, error
+        self.name, self.copy, self.error = name, copy, error
         self.pods, self.events = pods or [], events or []
 
     def render(self, now: dt.datetime) -> str:
         if self.error:
             return f"On worker {self.name}: {self.error}"
-        if self.trainjob is None:
+        if self.copy is None:
             return (
                 f"On worker {self.name}: no TrainJob (not created yet, or removed after it ended)"
             )
-        measured = any(p.get("usage") for p in self.pods)
+        measured = any(p.usage for p in self.pods)
         pods = [
             [
-                p["metadata"]["name"],
-                (p.get("status") or {}).get("phase", ""),
-                (p.get("spec") or {}).get("nodeName") or "-",
-                age(p["metadata"].get("creationTimestamp"), now),
-                *(_usage(p.get("usage")) if measured else []),
+                p.name,
+                p.phase or "",
+                p.node or "-",
+                age(p.creation_timestamp, now),
+                *(_usage(p.usage) if measured else []),
             ]
-            for p in sorted(self.pods, key=lambda p: p["metadata"]["name"])
+            for p in sorted(self.pods, key=lambda p: p.name)
         ]
         pod_columns = ["NAME", "PHASE", "NODE", "AGE", *(["CPU", "MEMORY"] if measured else [])]
+        status = self.copy.status
         jobs = [
-            [
-                j.get("name", ""),
-                *(str(j.get(k, 0)) for k in ("active", "ready", "succeeded", "failed")),
-            ]
-            for j in (self.trainjob.get("status") or {}).get("jobsStatus") or []
+            [j.name, *(str(n) for n in (j.active, j.ready, j.succeeded, j.failed))]
+            for j in status.jobs_status
         ]
         parts = [
             f"On worker {self.name}:",
-            _indent(
-                _section(
-                    "Conditions",
-                    _conditions(self.trainjob, now),
-                    ["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"],
-                )
-            ),
+            _indent(_section("Conditions", _conditions(status.conditions, now), CONDITION_COLUMNS)),
             _indent(_section("Jobs", jobs, ["NAME", "ACTIVE", "READY", "SUCCEEDED", "FAILED"])),
             _indent(_section("Pods", pods, pod_columns)),
-            _indent(
-                _section(
-                    "Events",
-                    _events(self.events, now),
-                    ["TYPE", "REASON", "AGE", "OBJECT", "MESSAGE"],
-                )
-            ),
+            _indent(_section("Events", _events(self.events, now), EVENT_COLUMNS)),
         ]
         return "\n".join(parts)

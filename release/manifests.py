@@ -1,6 +1,8 @@
-"""deploy/ and the settings tables of docs/configuration.md, written from their sources: the
-Helm chart (charts/trainjob-multicluster) is where the manifests are written, and each
-controller's settings model is where its settings are. `./run manifests` runs this.
+"""deploy/ and the reference tables of the docs, written from their sources: the Helm chart
+(charts/trainjob-multicluster) is where the manifests are written, each controller's settings
+model is where its settings are (docs/configuration.md), trainjob/vocabulary.py where the
+status conditions are (docs/user-guide.md), trainjob/story.py where the story's fields are
+(docs/usage.md, kubectl_trainjob/ui/story.d.ts). `./run manifests` runs this.
 
     python -m release.manifests          # write them
     python -m release.manifests --check  # exit 1 if any differs from what its source gives
@@ -13,6 +15,7 @@ import json
 import re
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -21,7 +24,9 @@ from pydantic import BaseModel
 from clusters.chart import REPO, for_kubectl, template
 from clusters.errors import BedError
 from dispatcher.settings import DispatcherSettings
+from release import story_docs
 from trainjob import vocabulary
+from trainjob.story import TrainJobStory, Worker
 from worker_controller.settings import WorkerSettings
 
 Dict = dict[str, Any]
@@ -87,8 +92,6 @@ RENDERINGS = (
 
 
 CONFIGURATION_DOC = REPO / "docs" / "configuration.md"
-TABLE_START = "<!-- settings of {name}: written by ./run manifests -->"
-TABLE_END = "<!-- end of the settings of {name} -->"
 
 
 def settings_table(model: type[BaseModel]) -> str:
@@ -103,35 +106,47 @@ def settings_table(model: type[BaseModel]) -> str:
     return "\n".join(rows) + "\n"
 
 
+USER_GUIDE = REPO / "docs" / "user-guide.md"
+USAGE = REPO / "docs" / "usage.md"
+STORY_TYPES = REPO / "kubectl_trainjob" / "ui" / "story.d.ts"
+
+
+def _section(doc: Path, text: str, what: str, body: str) -> str:
+    """`text` of `doc` with what stands between the markers of `what` written again."""
+    start = f"<!-- {what}: written by ./run manifests -->"
+    end = f"<!-- end of {what} -->"
+    head, _, rest = text.partition(start + "\n")
+    _, _, tail = rest.partition(end)
+    if not rest:
+        raise BedError(f"{doc.relative_to(REPO)} has no line {start!r}")
+    return f"{head}{start}\n{body}{end}{tail}"
+
+
 def configuration_doc(text: str) -> str:
     """docs/configuration.md with each settings table written again from its model."""
     for name, model in (
         ("the dispatcher", DispatcherSettings),
         ("the worker controller", WorkerSettings),
     ):
-        start, end = TABLE_START.format(name=name), TABLE_END.format(name=name)
-        head, _, rest = text.partition(start + "\n")
-        _, _, tail = rest.partition(end)
-        if not rest:
-            raise BedError(f"{CONFIGURATION_DOC} has no line {start!r}")
-        text = f"{head}{start}\n{settings_table(model)}{end}{tail}"
+        text = _section(CONFIGURATION_DOC, text, f"the settings of {name}", settings_table(model))
     return text
 
 
-USER_GUIDE = REPO / "docs" / "user-guide.md"
-VOCABULARY_START = (
-    "<!-- the status vocabulary: written by ./run manifests from trainjob/vocabulary.py -->"
-)
-VOCABULARY_END = "<!-- end of the status vocabulary -->"
-
-
 def user_guide(text: str) -> str:
-    """docs/user-guide.md with its reference table of conditions and reasons written again."""
-    head, _, rest = text.partition(VOCABULARY_START + "\n")
-    _, _, tail = rest.partition(VOCABULARY_END)
-    if not rest:
-        raise BedError(f"{USER_GUIDE} has no line {VOCABULARY_START!r}")
-    return f"{head}{VOCABULARY_START}\n{vocabulary.table()}{VOCABULARY_END}{tail}"
+    """docs/user-guide.md with its reference table of conditions and reasons written again
+    from trainjob/vocabulary.py."""
+    return _section(USER_GUIDE, text, "the status vocabulary", vocabulary.table())
+
+
+def usage(text: str) -> str:
+    """docs/usage.md with the fields of the story and of a worker written again from
+    trainjob/story.py."""
+    text = _section(USAGE, text, "the story's fields", story_docs.field_table(TrainJobStory))
+    return _section(USAGE, text, "a worker's fields", story_docs.field_table(Worker))
+
+
+def story_types(_text: str) -> str:
+    return story_docs.typescript()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,8 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     for doc, written, what in (
         (CONFIGURATION_DOC, configuration_doc, "the settings tables"),
         (USER_GUIDE, user_guide, "the status vocabulary"),
+        (USAGE, usage, "the story's fields"),
+        (STORY_TYPES, story_types, "the story's types"),
     ):
-        text = doc.read_text()
+        text = doc.read_text() if doc.is_file() else ""
         if written(text) == text:
             continue
         if args.check:

@@ -143,6 +143,11 @@ class ObjectView(JsonView):
     def conditions(self) -> list[Dict]:
         return list(self.status.get("conditions") or [])
 
+    @property
+    def condition_views(self) -> list[ConditionView]:
+        """Its conditions, each read in place."""
+        return [ConditionView(x) for x in self.status.get("conditions") or []]
+
     def condition(self, ctype: str) -> ConditionView | None:
         """Its condition of type `ctype`, if any (read in place: no copy of the list)."""
         found = cond.find(self.status.get("conditions") or [], ctype)
@@ -153,10 +158,69 @@ class ObjectView(JsonView):
         return found is not None and found.true
 
 
-class TrainJobView(ObjectView):
-    """A TrainJob as the dispatcher and the status paths read it."""
+class PodSetPhases(JsonView):
+    """One PodSet's pods by phase (a TrainJob's status.podsStatus[])."""
 
     __slots__ = ()
+
+    PHASES = ("pending", "running", "succeeded", "failed", "unknown")
+
+    @property
+    def name(self) -> str:
+        return self._text("name")
+
+    def count(self, phase: str) -> int:
+        return int(self.raw.get(phase) or 0)
+
+
+class TrainerStatusView(JsonView):
+    """What the training last reported of itself (status.trainerStatus)."""
+
+    __slots__ = ()
+
+    @property
+    def percent(self) -> int | None:
+        found = self.raw.get("progressPercentage")
+        return None if found is None else int(found)
+
+    @property
+    def seconds_left(self) -> int | None:
+        found = self.raw.get("estimatedRemainingSeconds")
+        return None if found is None else int(found)
+
+    @property
+    def reported_at(self) -> str | None:
+        return self._time("lastUpdatedTime")
+
+    @property
+    def metrics(self) -> list[tuple[str, str]]:
+        return [(str(m.get("name")), str(m.get("value"))) for m in self.raw.get("metrics") or []]
+
+
+class TrainJobView(ObjectView):
+    """A TrainJob as the dispatcher, the status paths and `kubectl trainjob` read it."""
+
+    __slots__ = ()
+
+    @property
+    def queue_name(self) -> str | None:
+        """The Kueue LocalQueue its label names."""
+        return self.labels.get(c.KUEUE_QUEUE_NAME_LABEL)
+
+    @property
+    def pods_status(self) -> list[PodSetPhases]:
+        return [PodSetPhases(x) for x in self.status.get("podsStatus") or []]
+
+    @property
+    def trainer_status(self) -> TrainerStatusView | None:
+        """None while the training reported nothing."""
+        found = self.status.get("trainerStatus")
+        return TrainerStatusView(found) if found else None
+
+    @property
+    def running_somewhere(self) -> bool:
+        """A worker or its Jobs say it runs (status.clusterName or status.jobsStatus)."""
+        return bool(self.status.get("clusterName") or self.status.get("jobsStatus"))
 
     @property
     def runtime_ref(self) -> Dict:

@@ -162,6 +162,11 @@ class WorkloadView(ObjectView):
     def admission_checks(self) -> list[Dict]:
         return list(self.status.get("admissionChecks") or [])
 
+    @property
+    def checks(self) -> list[CheckView]:
+        """Its admission checks' states, each read in place."""
+        return [CheckView(x) for x in self.admission_checks]
+
     def check(self, name: str) -> CheckView | None:
         """The state of the admission check `name`, if the Workload has one."""
         found = next((s for s in self.admission_checks if s.get("name") == name), None)

@@ -41,7 +41,8 @@ export class Watch {
       path, what: Array.isArray(what) ? what[i] : what, rv: null, items: new Map(),
       listed: false, forbidden: false, retryAt: 0,
     }));
-    Object.assign(this, { onChange, query });
+    this.onChange = onChange;
+    this.query = query;
     this.stopped = false;
     this.controller = null;
   }

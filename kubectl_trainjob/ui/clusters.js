@@ -14,7 +14,9 @@ export function clustersView() {
   $main.replaceChildren(h("section", { "aria-labelledby": "clusters-title" },
     h("h2", { id: "clusters-title" }, "Workers"), workersBox,
     h("h2", {}, "Waiting on the manager, by ClusterQueue"), queuesBox));
-  let workers = null, workersProblem = null;
+  /** @type {import("./story").Worker[] | null} */
+  let workers = null;
+  let workersProblem = null;
 
   function draw() {
     const mkcs = mkcWatch.items;
@@ -45,12 +47,13 @@ export function clustersView() {
       : h("p", { class: "muted" }, cqWatch.forbidden ? "You may not list ClusterQueues." : "No ClusterQueues."));
   }
 
+  /** @param {import("./story").Worker} worker */
   function queuesOf(worker) {
     if (worker.clusterQueues === null) return h("p", { class: "muted" }, "Its ClusterQueues are not known (unreachable, or not readable).");
     const stale = worker.connection !== "Connected" ? h("p", { class: "muted" }, "As last seen before it became unreachable.") : null;
     const rows = worker.clusterQueues.flatMap((cq) => {
-      const lines = cq.flavors.flatMap((f) => f.resources.map((r) => [f, r]));
-      return lines.map(([f, r], i) => h("tr", {},
+      const lines = cq.flavors.flatMap((f) => f.resources.map((r) => ({ f, r })));
+      return lines.map(({ f, r }, i) => h("tr", {},
         i === 0 ? h("th", { scope: "row", rowspan: String(lines.length) }, cq.name) : null,
         i === 0 ? h("td", { rowspan: String(lines.length) }, `${cq.pendingWorkloads} pending, ${cq.admittedWorkloads} admitted`) : null,
         h("td", {}, `${f.name} ${r.name}`),

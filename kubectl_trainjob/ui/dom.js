@@ -33,7 +33,9 @@ export function duration(seconds) {
 export function age(timestamp) {
   if (!timestamp) return "-";
   const seconds = Math.max(0, (Date.now() - Date.parse(timestamp)) / 1000);
-  for (const [unit, size] of [["d", 86400], ["h", 3600], ["m", 60]]) {
+  /** @type {[string, number][]} */
+  const units = [["d", 86400], ["h", 3600], ["m", 60]];
+  for (const [unit, size] of units) {
     if (seconds >= size) return `${Math.floor(seconds / size)}${unit}`;
   }
   return `${Math.floor(seconds)}s`;

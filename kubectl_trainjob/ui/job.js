@@ -19,7 +19,9 @@ export function jobView(namespace, name) {
   const podSelect = h("select", { id: "log-pod", "aria-label": "Pod" });
   const containerSelect = h("select", { id: "log-container", "aria-label": "Container" });
   const logState = h("span", { id: "log-state", class: "muted", "aria-live": "polite" });
-  let trainjob = null, storyBody = null, stream = null, retry = null;
+  let trainjob = null, stream = null, retry = null;
+  /** @type {import("./story").TrainJobStory | null} */
+  let storyBody = null;
   viewed.add(`${namespace}/${name}`);
 
   $main.replaceChildren(h("article", { "aria-labelledby": "job-title" },
@@ -65,7 +67,7 @@ export function jobView(namespace, name) {
         p.ended ? ` to ${when(p.ended)}: ${p.reason || "ended"}` : " (running)",
         p.message ? h("span", { class: "muted" }, ` ${p.message}`) : null))
       : [h("li", { class: "muted" }, storyBody.queues.length
-        ? "Waiting: " + storyBody.queues.map((q) => `${q.worker} (${q.copy || q.problem || "?"}${q.pendingInClusterQueue !== undefined ? `, ${q.pendingInClusterQueue} pending in ${q.clusterQueue}` : ""})`).join("; ")
+        ? "Waiting: " + storyBody.queues.map((q) => `${q.worker} (${q.copy || q.problem || "?"}${q.pendingInClusterQueue != null ? `, ${q.pendingInClusterQueue} pending in ${q.clusterQueue}` : ""})`).join("; ")
         : "Not placed on any worker yet.")]));
     if (storyBody.workerProblem) timeline.append(h("li", { class: "warn" }, storyBody.workerProblem));
     pods.replaceChildren(...podTable(storyBody));
@@ -153,6 +155,7 @@ export function jobView(namespace, name) {
 
 // The pods, with CPU and memory as the worker's metrics API last measured them (as
 // `kubectl top pod` shows them) when it serves one; otherwise why not, under the table.
+/** @param {import("./story").TrainJobStory} story */
 function podTable(story) {
   if (!story.pods.length) return [h("p", { class: "muted" }, "No pods.")];
   const measured = story.pods.some((p) => p.usage);

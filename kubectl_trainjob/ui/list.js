@@ -6,6 +6,7 @@ import { podsInShort, progressCell, queueOf, stateOf, trainJobs, trainerStatus }
 
 const $main = document.getElementById("main");
 
+/** @type {[string, string, (tj: any) => any][]} */
 const COLUMNS = [
   ["namespace", "Namespace", (tj) => tj.metadata.namespace],
   ["name", "Name", (tj) => tj.metadata.name],

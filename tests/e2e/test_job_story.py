@@ -6,7 +6,9 @@ themselves are read on real nodes (tests/real/test_real_nodes.py)."""
 
 from __future__ import annotations
 
+import json
 import ssl
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -17,10 +19,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from clusters import setup
+from clusters import builds, setup
 from clusters.bed import Bed
 from clusters.helpers.builders import make_trainjob
-from clusters.helpers.tenant import Tenant, story_path
+from clusters.helpers.tenant import API, Tenant, story_path
 from clusters.helpers.waiting import wait_for
 from clusters.install import DISPATCHER
 from dispatcher import log_tails
@@ -103,6 +105,49 @@ def test_without_the_rbac_or_in_another_namespace_the_api_server_refuses(
     assert code == 403, said
     viewer = tenant(mk.ns, "viewer", role="view")  # `view` reads the story too
     assert viewer.get(story_path(mk.ns, "private"))[0] == 200
+    by_name = f"{API}/namespaces/{mk.ns}/trainjobstories/private"
+    assert viewer.get(by_name)[0] == 200
+    code, said = nobody.get(by_name)
+    assert code == 403 and "trainjobstories" in said, said
+
+
+def test_kubectl_explains_the_story_and_gets_it_by_name(
+    bed: Bed, tenant: Callable[..., Tenant], tmp_path: Path
+) -> None:
+    """The API server serves the dispatcher's OpenAPI documents with its own: `kubectl
+    explain` describes the story's fields from them, and `kubectl get` reads the story."""
+    mk = MultiKueue(bed)
+    mk.submit("named", run="120s")
+    worker = mk.started_on("named")
+    viewer = tenant(mk.ns, "viewer", role="view")
+    kubectl = [str(builds.binary("kubectl")), "--kubeconfig", str(viewer.kubeconfig)]
+    kubectl += ["--cache-dir", str(tmp_path / "cache"), "-n", mk.ns]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*kubectl, *args], capture_output=True, text=True, timeout=60, check=False
+        )
+
+    def explained() -> str | None:
+        # The aggregator reads the documents when the APIService becomes available, then
+        # every minute; kubectl reads them afresh (its cache is keyed by their hash).
+        done = run("explain", "trainjobstories.pods.usage")
+        return done.stdout if done.returncode == 0 else None
+
+    said = wait_for(explained, 150, what="kubectl explain trainjobstories.pods.usage")
+    assert "KIND:       TrainJobStory" in said and "GROUP:      view.trainjob.dev" in said
+    assert "cpuMillicores\t<integer> -required-" in said, said
+    assert "CPU and memory use" in said
+    workers = run("explain", "workers.clusterQueues.flavors")
+    assert workers.returncode == 0 and "nominalQuota" in workers.stdout, workers.stderr
+    got = run("get", "trainjobstory", "named", "-o", "json")
+    assert got.returncode == 0, got.stderr
+    story = json.loads(got.stdout)
+    assert (story["kind"], story["worker"], story["metadata"]["name"]) == (
+        "TrainJobStory",
+        worker,
+        "named",
+    )
 
 
 def test_once_the_pods_are_gone_the_story_and_the_log_give_what_was_kept(

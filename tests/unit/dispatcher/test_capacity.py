@@ -211,7 +211,7 @@ def test_quota_summary_of_a_zero_quota_and_an_over_reservation() -> None:
         flavors=[("default", {"cpu": "0", "memory": "1Gi"})],
         reserved={"default": {"memory": "2Gi"}},
     )
-    cpu, memory = quota_summary(cq).flavors["default"]
+    cpu, memory = quota_summary(cq).flavors[0].resources
     assert cpu.share == 0.0 and memory.share == 1.0
 
 

@@ -9,15 +9,12 @@ import pytest
 from dispatcher import copy_pods
 from dispatcher.copy_pods import (
     Refusal,
-    about,
     jobset_controller,
     log_pods,
     log_query,
     measured,
     ours,
     pick_pod,
-    pod_summary,
-    pod_usage,
 )
 from trainjob import constants as c
 
@@ -107,53 +104,6 @@ def test_the_log_query_defaults_to_the_trainer_container_and_checks_the_rest() -
         log_query(pod, {"sinceSeconds": "0"})
 
 
-def test_pod_summary_counts_restarts() -> None:
-    pod = node_pod("a", "p1", "j", 2)
-    pod["status"] = {
-        "phase": "Running",
-        "containerStatuses": [{"ready": True, "restartCount": 2}, {"ready": True}],
-    }
-    summary = pod_summary(pod, "worker1")
-    assert summary["restarts"] == 2 and summary["ready"] and summary["index"] == "2"
-
-
-def test_events_about_our_objects_only() -> None:
-    events = [{"involvedObject": {"uid": "p1"}}, {"involvedObject": {"uid": "other"}}, {}]
-    assert about(events, {"p1"}) == [events[0]]
-
-
-def test_pod_usage_sums_the_containers_in_millicores_and_bytes() -> None:
-    metrics = {
-        "timestamp": "2026-11-27T09:00:00Z",
-        "window": "15.011s",
-        "containers": [
-            {"name": "node", "usage": {"cpu": "250123456n", "memory": "300Mi"}},
-            {"name": "sidecar", "usage": {"cpu": "1m", "memory": "1024Ki"}},
-        ],
-    }
-    assert pod_usage(metrics) == {
-        "cpuMillicores": 252,  # 250.12m rounded up, and 1m
-        "memoryBytes": 301 * 2**20,
-        "timestamp": "2026-11-27T09:00:00Z",
-        "window": "15.011s",
-    }
-
-
-@pytest.mark.parametrize(
-    "metrics",
-    [{}, {"containers": []}, {"containers": [{"usage": {"cpu": "lots"}}]}, {"containers": [7]}],
-)
-def test_pod_usage_of_nothing_or_nonsense_is_none(metrics: dict[str, Any]) -> None:
-    assert pod_usage(metrics) is None
-
-
-def test_pod_summary_carries_its_usage_by_name() -> None:
-    pod = node_pod("a", "p1", "j", 0)
-    used = {"a": {"cpuMillicores": 5, "memoryBytes": 6}}
-    assert pod_summary(pod, "worker1", used)["usage"] == used["a"]
-    assert pod_summary(pod, "worker1")["usage"] is None
-
-
 def test_only_the_named_pods_usage_is_kept_and_odd_items_are_left_out() -> None:
     used = {"containers": [{"name": "node", "usage": {"cpu": "1", "memory": "1Ki"}}]}
     items = [
@@ -164,7 +114,7 @@ def test_only_the_named_pods_usage_is_kept_and_odd_items_are_left_out() -> None:
         {"metadata": {"name": "ours-too"}},  # no containers: not measured
     ]
     found = measured(items, {"ours", "ours-too"})
-    assert list(found) == ["ours"] and found["ours"]["cpuMillicores"] == 1000
+    assert list(found) == ["ours"] and found["ours"].cpu_millicores == 1000
 
 
 class Pages:

@@ -8,6 +8,7 @@ import orjson
 
 from dispatcher import placements
 from dispatcher.placements import Ended
+from trainjob.story import Run
 from trainjob.views import TrainJobView
 
 
@@ -63,9 +64,10 @@ def test_the_story_adds_the_current_run_unless_it_is_the_last_recorded() -> None
             },
         }
     )
-    recorded: list[dict[str, Any]] = [ended_w1]
-    assert placements.runs(recorded, tj, None) == [ended_w1]  # waiting: runs nowhere
-    assert placements.runs(recorded, tj, "t1") == [ended_w1]  # sent back, not evicted yet
+    recorded: list[dict[str, Any]] = [ended_w1, {"worker": ["not", "a", "name"]}]
+    was = Run(worker="w1", started="t1", ended="t2")  # the odd entry is left out
+    assert placements.runs(recorded, tj, None) == [was]  # waiting: runs nowhere
+    assert placements.runs(recorded, tj, "t1") == [was]  # sent back, not evicted yet
     runs = placements.runs(recorded, tj, "t5")  # admitted on w1 again, and completed there
-    assert runs[0] == ended_w1 and runs[1]["current"] and runs[1]["reason"] == "Complete"
-    assert (runs[1]["started"], runs[1]["ended"]) == ("t5", "t9")
+    assert runs[0] == was and runs[1].current and runs[1].reason == "Complete"
+    assert (runs[1].started, runs[1].ended) == ("t5", "t9")

@@ -59,14 +59,14 @@ def test_the_clock_stops_on_reconnect_and_restarts_on_the_next_outage() -> None:
 def test_a_worker_listed_while_connecting_has_no_queues_known() -> None:
     from dispatcher.worker_list import worker
 
-    item = worker("w1", remote_cluster(), None, "view.trainjob.dev/v1alpha1")
+    item = worker("w1", remote_cluster(), None).to_json()
     assert item["connection"] == "Connecting" and item["clusterQueues"] is None
     assert item["trainJobCopies"] == 0 and item["metadata"] == {"name": "w1"}
     lost = remote_cluster(down=time.time() - 60)
     for kind in ("Workload", "TrainJob"):
         lost._set_ok(kind, False, "connection refused")
-    item = worker("w1", lost, None, "view.trainjob.dev/v1alpha1")
+    item = worker("w1", lost, None).to_json()
     assert item["connection"] == "Disconnected" and item["problem"] == "connection refused"
-    assert item["downSince"] is not None
-    none = worker("w2", None, "no kubeconfig Secret", "view.trainjob.dev/v1alpha1")
-    assert none["connection"] == "NoKubeconfig" and none["problem"] == "no kubeconfig Secret"
+    assert item["downSince"] is not None and item["kind"] == "Worker"
+    none = worker("w2", None, "no kubeconfig Secret")
+    assert none.connection == "NoKubeconfig" and none.problem == "no kubeconfig Secret"

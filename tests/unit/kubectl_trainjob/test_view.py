@@ -8,26 +8,30 @@ from typing import Any
 import pytest
 
 from kubectl_trainjob.view import WorkerView, age, describe, list_table, printable, state_of
+from trainjob.story import Copy, Pod, PodUsage
+from trainjob.views import TrainJobView
 
 NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
 Dict = dict[str, Any]
 
 
-def tj(conditions: list[tuple[str, str, str]] = (), **fields: Any) -> Dict:  # type: ignore[assignment]
+def tj(conditions: list[tuple[str, str, str]] = (), **fields: Any) -> TrainJobView:  # type: ignore[assignment]
     spec = {"runtimeRef": {"name": "torch-distributed"}, **fields.pop("spec", {})}
-    return {
-        "metadata": {
-            "name": fields.pop("name", "a"),
-            "namespace": "ns",
-            "creationTimestamp": "2026-11-23T11:57:00Z",
-            "labels": {"kueue.x-k8s.io/queue-name": "q"},
-        },
-        "spec": spec,
-        "status": {
-            "conditions": [{"type": t, "status": s, "reason": r} for t, s, r in conditions],
-            **fields,
-        },
-    }
+    return TrainJobView(
+        {
+            "metadata": {
+                "name": fields.pop("name", "a"),
+                "namespace": "ns",
+                "creationTimestamp": "2026-11-23T11:57:00Z",
+                "labels": {"kueue.x-k8s.io/queue-name": "q"},
+            },
+            "spec": spec,
+            "status": {
+                "conditions": [{"type": t, "status": s, "reason": r} for t, s, r in conditions],
+                **fields,
+            },
+        }
+    )
 
 
 @pytest.mark.parametrize(
@@ -40,7 +44,7 @@ def tj(conditions: list[tuple[str, str, str]] = (), **fields: Any) -> Dict:  # t
         (tj(), "Created"),
     ],
 )
-def test_state_in_a_word(job: Dict, state: str) -> None:
+def test_state_in_a_word(job: TrainJobView, state: str) -> None:
     assert state_of(job) == state
 
 
@@ -103,12 +107,12 @@ def test_describe_names_the_worker_and_says_when_it_cannot_be_reached() -> None:
 
 
 def test_describe_shows_the_pods_cpu_and_memory_where_the_worker_measured_them() -> None:
-    def pod(name: str, usage: Dict | None) -> Dict:
-        meta = {"name": name, "creationTimestamp": "2026-11-23T11:58:00Z"}
-        return {"metadata": meta, "status": {"phase": "Running"}, "spec": {}, "usage": usage}
+    def pod(name: str, usage: PodUsage | None) -> Pod:
+        made = "2026-11-23T11:58:00Z"
+        return Pod(name=name, worker="w", phase="Running", creation_timestamp=made, usage=usage)
 
-    copy = {"status": {"conditions": []}}
-    measured = {"cpuMillicores": 250, "memoryBytes": 300 * 2**20 + 1}
+    copy = Copy()
+    measured = PodUsage(cpu_millicores=250, memory_bytes=300 * 2**20 + 1)
     shown = WorkerView("worker1", copy, [pod("a", measured), pod("b", None)]).render(NOW)
     header = next(line for line in shown.splitlines() if "PHASE" in line)
     assert header.split() == ["NAME", "PHASE", "NODE", "AGE", "CPU", "MEMORY"]
