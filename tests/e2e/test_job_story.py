@@ -138,7 +138,7 @@ def test_kubectl_explains_the_story_and_gets_it_by_name(
     assert "KIND:       TrainJobStory" in said and "GROUP:      view.trainjob.dev" in said
     assert "cpuMillicores\t<integer> -required-" in said, said
     assert "CPU and memory use" in said
-    workers = run("explain", "workers.clusterQueues.flavors")
+    workers = run("explain", "workers.clusterQueues.flavors.resources")
     assert workers.returncode == 0 and "nominalQuota" in workers.stdout, workers.stderr
     got = run("get", "trainjobstory", "named", "-o", "json")
     assert got.returncode == 0, got.stderr
