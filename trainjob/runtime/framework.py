@@ -20,7 +20,7 @@ from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimePolicy, RuntimeSpe
 from trainjob.runtime.limits import check_counts, check_names
 from trainjob.runtime.patches import apply_runtime_patch, merge_by_key
 from trainjob.runtime.policies import select_plugin
-from trainjob.runtime.shapes import check_job_template, check_template_spec
+from trainjob.runtime.shapes import check_job_template, check_template_spec, entries
 from trainjob.runtime.topology import topology_request
 
 
@@ -82,7 +82,8 @@ def merge_resources(base: object, override: Dict) -> Dict:
             else:  # an empty map is left out, as the API would
                 out.pop(key, None)
         elif key == "claims" and isinstance(value, list):
-            out[key] = merge_by_key(out.get("claims") or [], value)
+            claims = entries(value, "spec.trainer.resourcesPerNode.claims")
+            out[key] = merge_by_key(out.get("claims") or [], claims)
         elif value is None:
             out.pop(key, None)
         else:

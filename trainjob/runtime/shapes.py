@@ -26,7 +26,7 @@ def _mapping(value: Any, where: str) -> Dict:
     return value
 
 
-def _entries(value: Any, where: str) -> list[Dict]:
+def entries(value: Any, where: str) -> list[Dict]:
     """`value` when it is a list of objects or absent ([]), else the error naming `where`."""
     if value is None:
         return []
@@ -60,19 +60,19 @@ def check_job_template(name: str, template: Any) -> None:
     pod_spec = _mapping(pod.get("spec"), f"{where}.spec.template.spec")
     _strings(pod_spec.get("nodeSelector"), f"{where}.spec.template.spec.nodeSelector")
     for field in _POD_LISTS:
-        entries = _entries(pod_spec.get(field), f"{where}.spec.template.spec.{field}")
+        found = entries(pod_spec.get(field), f"{where}.spec.template.spec.{field}")
         if field not in ("containers", "initContainers"):
             continue
-        for i, ctr in enumerate(entries):
+        for i, ctr in enumerate(found):
             at = f"{where}.spec.template.spec.{field}[{i}]"
             if not isinstance(ctr.get("name"), str):
                 raise RuntimeSpecError(f"{at}.name must be a string")
             for key in _CONTAINER_LISTS:
-                _entries(ctr.get(key), f"{at}.{key}")
+                entries(ctr.get(key), f"{at}.{key}")
             resources = _mapping(ctr.get("resources"), f"{at}.resources")
             for key in ("requests", "limits"):
                 _mapping(resources.get(key), f"{at}.resources.{key}")
-            _entries(resources.get("claims"), f"{at}.resources.claims")
+            entries(resources.get("claims"), f"{at}.resources.claims")
 
 
 def check_template_spec(raw: Any) -> None:
@@ -87,9 +87,9 @@ def check_template_spec(raw: Any) -> None:
             "spec.template.spec.successPolicy.targetReplicatedJobs must be a list of names"
         )
     where = "spec.template.spec.volumeClaimPolicies"
-    for i, claim in enumerate(_entries(spec.get("volumeClaimPolicies"), where)):
+    for i, claim in enumerate(entries(spec.get("volumeClaimPolicies"), where)):
         _mapping(claim.get("retentionPolicy"), f"{where}[{i}].retentionPolicy")
-        for j, template in enumerate(_entries(claim.get("templates"), f"{where}[{i}].templates")):
+        for j, template in enumerate(entries(claim.get("templates"), f"{where}[{i}].templates")):
             at = f"{where}[{i}].templates[{j}]"
             meta = _mapping(template.get("metadata"), f"{at}.metadata")
             if meta.get("name") is not None and not isinstance(meta.get("name"), str):

@@ -440,6 +440,14 @@ def test_bad_quantities_in_resources_per_node_name_the_field(bad: str) -> None:
     )
 
 
+def test_a_claim_that_is_not_an_object_is_named_not_a_crash() -> None:
+    """Found by the admission fuzzer: `claims: ["x"]` in resourcesPerNode raised an internal
+    error where the TrainJob should be told."""
+    tj = make_trainjob(trainer={"resourcesPerNode": {"claims": ["x"]}})
+    with pytest.raises(RuntimeSpecError, match=r"resourcesPerNode.claims\[0\] must be an object"):
+        info_for(tj, make_runtime())
+
+
 def test_bad_quantity_in_the_runtime_names_the_replicated_job_and_container() -> None:
     runtime = make_runtime(
         replicated_jobs=[
