@@ -1,9 +1,10 @@
 """Benchmark: our pipeline against the upstream one, on freshly started beds (issues 14, 36).
 
-Ours: our dispatcher (installed from deploy/, 2 replicas) on the manager, our worker controller
-on each worker, Kueue everywhere with TrainJob as an external framework. The peer: Kueue's own
+Ours: our dispatcher (installed from deploy/, 2 replicas; `--replicas 1` installs one) on the
+manager, our worker controller on each worker, Kueue everywhere with TrainJob as an external
+framework. The peer: Kueue's own
 MultiKueue and TrainJob integration, with Kubeflow Trainer's and JobSet's controllers on each
-worker (clusters/peer.py), in two variants:
+worker (clusters/peer.py; `--replicas` of each, 1 or 2, as ours), in two variants:
 - peer-shipped: every part with the settings its release ships (Kueue's, Trainer's and
   JobSet's concurrency and client limits, Kueue's default MultiKueue intervals);
 - peer-lifted: the same with one patch, named as such: the manager's Kueue builds its
@@ -35,7 +36,6 @@ burst's ratios to each peer.
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import sys
 import time
@@ -49,35 +49,20 @@ from kubernetes import client
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.figures import spread
-from benchmarks.multikueue import WITHOUT_LEASES, measure, sustained_key, workload_args
+from benchmarks.multikueue import (
+    PIPELINES,
+    WITHOUT_LEASES,
+    measure,
+    peer_secrets,
+    sustained_key,
+    workload_args,
+)
 from clusters import peer, setup
 from clusters.bed import Bed
 from clusters.config import WaitForPodsReady, load_config
 from clusters.helpers.kube import is_active
 from clusters.helpers.waiting import wait_for
 from clusters.install import DISPATCHER, leading_dispatcher
-from clusters.kube import service_account_token, write_token_kubeconfig
-
-
-def _peer_secrets(bed: Bed) -> None:
-    """The MultiKueueClusters' Secrets for Kueue's own MultiKueue: a kubeconfig of each
-    worker's multikueue-sa (clusters/peer.py), its token inline, as Kueue's guide makes it."""
-    manager = bed.config.managers[0].name
-    core = client.CoreV1Api(bed.api(manager))
-    namespace, account = peer.MULTIKUEUE_IDENTITY
-    for worker in bed.config.workers:
-        token = service_account_token(bed.api(worker.name), namespace, account)
-        path = bed.cluster_dir(worker.name) / "multikueue.kubeconfig"
-        write_token_kubeconfig(bed.kubeconfig(worker.name), token, path)
-        body = {
-            "metadata": {"name": f"{worker.name}-secret", "namespace": bed.config.kueue_namespace},
-            "data": {"kubeconfig": base64.b64encode(path.read_bytes()).decode()},
-        }
-        core.create_namespaced_secret(bed.config.kueue_namespace, body)
-
-
-# The pipelines (BedConfig.pipeline) by the names the report gives them.
-PIPELINES = {"ours": "ours", "peer-shipped": "peer", "peer-lifted": "peer-lifted"}
 
 
 def run(pipeline: str, args: argparse.Namespace, workers: int | None = None) -> dict[str, float]:
@@ -86,7 +71,11 @@ def run(pipeline: str, args: argparse.Namespace, workers: int | None = None) -> 
     figures."""
     config = load_config()
     timeout = WaitForPodsReady(timeout_seconds=args.pods_ready_timeout)
-    update: dict[str, object] = {"pipeline": PIPELINES[pipeline], "wait_for_pods_ready": timeout}
+    update: dict[str, object] = {
+        "pipeline": PIPELINES[pipeline],
+        "wait_for_pods_ready": timeout,
+        "peer_replicas": args.replicas,
+    }
     if workers is not None:
         first = config.workers[0]
         update["clusters"] = [
@@ -107,14 +96,16 @@ def run(pipeline: str, args: argparse.Namespace, workers: int | None = None) -> 
         alone: dict[str, list[int]] = {}  # groups of ours with no counterpart in the peer
         kueue = {c.name: bed.component(c.name, "kueue").pid() or 0 for c in bed.config.clusters}
         if pipeline == "ours":
-            ctrls = setup.start_controllers(bed, resync=None)
+            # deploy/ runs two replicas of each; another count is the chart's `replicas`.
+            values = None if args.replicas == 2 else {"replicas": args.replicas}
+            ctrls = setup.start_controllers(bed, resync=None, chart_values=values)
             controllers = [c.proc.pid for c in ctrls]
             leader = leading_dispatcher(ctrls)
             alone[LEADER] = [leader.proc.pid]
             dispatch = [c.proc.pid for c in ctrls if c.name == DISPATCHER]
         else:
             dispatch = []
-            _peer_secrets(bed)
+            peer_secrets(bed)
             controllers = [
                 bed.component(w.name, name).pid() or 0
                 for w in bed.config.workers
@@ -262,6 +253,15 @@ def main() -> int:
         help="Kueue's waitForPodsReady timeout on both beds (default Kueue's own, 30 min: a "
         "burst on two cores keeps admitted jobs waiting for pods longer than the test bed's "
         "20 s, and each eviction is a run again, which the pipelines handle differently)",
+    )
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="replicas of each controller in both pipelines: ours (each dispatcher and worker "
+        "controller) and the peer's (Trainer and JobSet on each worker, leader-elected at 2); "
+        "the peer's MultiKueue is in Kueue, one process either way",
     )
     parser.add_argument("--out", type=Path, help="write every run's figures to this JSON file")
     parser.add_argument(

@@ -9,7 +9,11 @@ remote Workload per worker while it waits, the remote TrainJob once a worker adm
 each step, once the counts stop moving, it prints the objects on every cluster, each replica's
 resident memory and its TCP connections to each API server; at the end the slope (MiB per
 TrainJob in flight, a least-squares fit over the steps), that slope per cached object, and the
-peak resident memory (VmHWM) of every replica.
+peak resident memory (VmHWM) of every replica; then the same for the pipeline's controllers
+together, every Kueue, and both (the whole pipeline). `--pipeline peer-shipped` measures the
+upstream pipeline as compare.py runs it (Kueue's MultiKueue, Trainer and JobSet), on the same
+TrainJobs (Trainer's torch-distributed runtime, both pipelines); `--replicas` sets how many of
+each controller run (both pipelines; at 2 the peer's elect a leader as their releases do).
 
 It brings up a fresh bed of its own (the bed's config: `$TJ_BED_CONFIG` or the defaults, e.g.
 benchmarks/beds/four-workers.yaml for more workers) with Kueue's default `waitForPodsReady`
@@ -17,6 +21,7 @@ timeout (30 min; the test bed's 20 s would evict jobs queued behind a 1,000-job 
 a 2-core machine, and the counts would never settle), and takes it down at the end.
 
     .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 4
+    .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 2 --pipeline peer-shipped --replicas 1
 """
 
 from __future__ import annotations
@@ -28,18 +33,21 @@ import time
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from kubernetes import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.multikueue import TRAINER, run_patch, trainjob_body
+from benchmarks.multikueue import PIPELINES, TRAINER, peer_secrets, run_patch, trainjob_body
 from benchmarks.worker_trainjobs import peak_rss_mib, status_mib
-from clusters import setup
+from clusters import peer, setup
 from clusters.bed import Bed
 from clusters.config import Port, WaitForPodsReady, load_config
-from clusters.install import DISPATCHER, leading_dispatcher
+from clusters.helpers.kube import is_active
+from clusters.helpers.waiting import wait_for
+from clusters.install import DISPATCHER, Replica, leading_dispatcher
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 # Pods that run an hour: nothing finishes while memory is measured.
@@ -118,9 +126,29 @@ def main() -> int:
     parser.add_argument(
         "--pods-ready-timeout", type=int, default=1800, help="Kueue's, on every cluster"
     )
+    parser.add_argument(
+        "--pipeline",
+        choices=("ours", "peer-shipped"),
+        default="ours",
+        help="ours, or the upstream pipeline as compare.py runs it (Kueue's MultiKueue, "
+        "Trainer and JobSet on each worker)",
+    )
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="replicas of each of the pipeline's controllers (ours: the dispatcher and each "
+        "worker controller; the peer's: Trainer and JobSet on each worker)",
+    )
     args = parser.parse_args()
     timeout = WaitForPodsReady(timeout_seconds=args.pods_ready_timeout)
-    bed = Bed(load_config().model_copy(update={"wait_for_pods_ready": timeout}))
+    update: dict[str, object] = {
+        "wait_for_pods_ready": timeout,
+        "pipeline": PIPELINES[args.pipeline],
+        "peer_replicas": args.replicas,
+    }
+    bed = Bed(load_config().model_copy(update=update))
     if bed.is_up():
         bed.down()
     bed.up()
@@ -130,68 +158,94 @@ def main() -> int:
         bed.down()
 
 
+def start(bed: Bed, args: argparse.Namespace) -> tuple[list[Replica], dict[str, int]]:
+    """The pipeline's controllers started (ours) or found (the peer's, which the bed runs):
+    our replicas, and every controller process of the pipeline and every Kueue, by what each
+    is."""
+    if args.pipeline == "ours":
+        values = None if args.replicas == 2 else {"replicas": args.replicas}
+        ctrls = setup.start_controllers(bed, resync=None, chart_values=values)
+        leader = leading_dispatcher(ctrls) if args.replicas > 1 else None
+        procs = {}
+        for r in ctrls:
+            if r.name != DISPATCHER:
+                what = f"worker controller on {r.cluster} ({r.identity})"
+            elif leader is None:
+                what = "dispatcher"
+            else:
+                what = "dispatcher (leader)" if r is leader else "dispatcher (standby)"
+            procs[what] = r.proc.pid
+    else:
+        ctrls = []
+        peer_secrets(bed)
+        procs = {
+            f"{comp.name} on {w.name}": bed.component(w.name, comp.name).pid() or 0
+            for w in bed.config.workers
+            for comp in peer.components(bed.config, w, bed.cluster_dir(w.name))
+        }
+    kueues = {
+        f"Kueue on {c.name}": bed.component(c.name, "kueue").pid() or 0 for c in bed.config.clusters
+    }
+    return ctrls, {**procs, **kueues}
+
+
 def measure(bed: Bed, args: argparse.Namespace) -> int:
     ns = f"mem-{uuid.uuid4().hex[:4]}"
     clusters = [bed.config.managers[0].name, *(w.name for w in bed.config.workers)]
     ports = {bed.config.port(c, Port.APISERVER): c for c in clusters}
-    setup.install(bed, ns, worker_cpu=args.worker_cpu)
-    ctrls = setup.start_controllers(bed, resync=None)
-    leader = leading_dispatcher(ctrls)
-    # Replicas by (cluster, identity): the worker controllers of two workers share a name.
-    role = {
-        (r.cluster, r.identity): ("dispatcher (leader)" if r is leader else "dispatcher (standby)")
-        if r.name == DISPATCHER
-        else f"worker controller on {r.cluster}"
-        for r in ctrls
-    }
+    runtime = peer.trainer_dir() / "manifests" / "base" / "runtimes" / "torch_distributed.yaml"
+    setup.install(bed, ns, worker_cpu=args.worker_cpu, runtime=runtime)
+    ctrls, procs = start(bed, args)
     custom = client.CustomObjectsApi(bed.api(clusters[0]))
-    rows: list[tuple[int, dict[str, int], dict[tuple[str, str], float]]] = []
+    rows: list[tuple[int, dict[str, int], dict[str, float]]] = []
     try:
+        every = [*(("multikueueclusters", w.name) for w in bed.config.workers)]
+        for plural, name in [*every, ("admissionchecks", "multikueue")]:
+            wait_for(partial(is_active, custom, name, plural), 120, what=f"{name} Active")
         time.sleep(10)  # caches synced, first resync done
         sizes = [round(args.jobs * (i + 1) / args.steps) for i in range(args.steps)]
         submitted = 0
         for target in [0, *sizes]:
             names = [f"mem-{i:05d}" for i in range(submitted, target)]
-            start = time.monotonic()
+            start_at = time.monotonic()
             with ThreadPoolExecutor(4) as pool:
                 list(pool.map(lambda n: submit(custom, ns, n), names))
             submitted = target
             counts = settle(bed, ns, args.settle_timeout) if target else objects(bed, ns)
-            rss = {(r.cluster, r.identity): status_mib(r.proc.pid, "VmRSS") for r in ctrls}
+            rss = {what: status_mib(pid, "VmRSS") for what, pid in procs.items()}
             rows.append((target, counts, rss))
             shown = ", ".join(f"{k} {v}" for k, v in counts.items())
-            mem = ", ".join(f"{role[i]} {v:.0f}" for i, v in rss.items())
+            mem = ", ".join(f"{what} {v:.0f}" for what, v in rss.items())
             print(
-                f"{target} TrainJobs in flight (settled {time.monotonic() - start:.0f}s after "
+                f"{target} TrainJobs in flight (settled {time.monotonic() - start_at:.0f}s after "
                 f"submitting): objects {shown}; resident MiB: {mem}",
                 flush=True,
             )
-        print("\nTCP connections to each API server, by replica:")
-        for r in ctrls:
-            conns = connections(r.proc.pid, ports)
-            print(f"  {role[r.cluster, r.identity]} ({r.identity}): {dict(sorted(conns.items()))}")
+        print("\nTCP connections to each API server, by process:")
+        for what, pid in procs.items():
+            print(f"  {what}: {dict(sorted(connections(pid, ports).items()))}")
         xs = [float(n) for n, _, _ in rows]
         cached = [float(sum(c.values())) for _, c, _ in rows]
         per_job = cached[-1] / xs[-1] if xs[-1] else 0.0
-        print(
-            f"\nObjects of the namespace the dispatcher caches, per TrainJob in flight: "
-            f"{per_job:.2f}"
-        )
-        for r in ctrls:
-            ys = [rss[r.cluster, r.identity] for _, _, rss in rows]
+        print(f"\nObjects of the namespace per TrainJob in flight (every cluster): {per_job:.2f}")
+        controllers = [w for w in procs if not w.startswith("Kueue ")]
+        groups = {
+            **{what: [what] for what in procs},
+            "pipeline controllers": controllers,
+            "every Kueue": [w for w in procs if w.startswith("Kueue ")],
+            "whole pipeline (controllers + every Kueue)": list(procs),
+        }
+        for group, members in groups.items():
+            ys = [sum(rss[m] for m in members) for _, _, rss in rows]
             slope, intercept = statistics.linear_regression(xs, ys)
-            per_object = (
-                f" (about {slope / per_job * 1024:.1f} KiB per cached object)"
-                if per_job and r.name == DISPATCHER
-                else ""
-            )
+            peak = sum(peak_rss_mib(procs[m]) for m in members)
             print(
-                f"{role[r.cluster, r.identity]}: {intercept:.0f} MiB + {slope * 1000:.1f} MiB per "
-                f"1,000 TrainJobs in flight{per_object}; peak resident "
-                f"{peak_rss_mib(r.proc.pid):.0f} MiB with {args.jobs} in flight"
+                f"{group}: {intercept:.0f} MiB + {slope * 1000:.1f} MiB per 1,000 TrainJobs in "
+                f"flight; peak resident {peak:.0f} MiB with {args.jobs} in flight"
             )
     finally:
-        setup.stop_controllers(bed, ctrls)  # the bed goes down next: no clean-up to wait for
+        if ctrls:
+            setup.stop_controllers(bed, ctrls)  # the bed goes down next: no clean-up to wait for
     return 0
 
 

@@ -12,6 +12,7 @@ watches opened by this script (monotonic clock at event receipt). Needs a runnin
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import copy
 import datetime as dt
@@ -34,10 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.probe import MachineProbe
 from benchmarks.profile import Profiler
 from benchmarks.worker_trainjobs import cpu_seconds, pct, peak_rss_mib, request_counts
-from clusters import audit, setup
+from clusters import audit, peer, setup
 from clusters.bed import Bed
 from clusters.config import load_config
 from clusters.install import DISPATCHER, leading_dispatcher, scrape
+from clusters.kube import service_account_token, write_token_kubeconfig
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 
@@ -605,6 +607,27 @@ def clean_up(bed: Bed, ns: str, clusters: list[str]) -> None:
             raise
         time.sleep(1)
     print(f"namespace {ns} still there after 600s", file=sys.stderr)
+
+
+def peer_secrets(bed: Bed) -> None:
+    """The MultiKueueClusters' Secrets for Kueue's own MultiKueue: a kubeconfig of each
+    worker's multikueue-sa (clusters/peer.py), its token inline, as Kueue's guide makes it."""
+    manager = bed.config.managers[0].name
+    core = client.CoreV1Api(bed.api(manager))
+    namespace, account = peer.MULTIKUEUE_IDENTITY
+    for worker in bed.config.workers:
+        token = service_account_token(bed.api(worker.name), namespace, account)
+        path = bed.cluster_dir(worker.name) / "multikueue.kubeconfig"
+        write_token_kubeconfig(bed.kubeconfig(worker.name), token, path)
+        body = {
+            "metadata": {"name": f"{worker.name}-secret", "namespace": bed.config.kueue_namespace},
+            "data": {"kubeconfig": base64.b64encode(path.read_bytes()).decode()},
+        }
+        core.create_namespaced_secret(bed.config.kueue_namespace, body)
+
+
+# The pipelines (BedConfig.pipeline) by the names the report gives them.
+PIPELINES = {"ours": "ours", "peer-shipped": "peer", "peer-lifted": "peer-lifted"}
 
 
 if __name__ == "__main__":

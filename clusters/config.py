@@ -116,6 +116,13 @@ class BedConfig(BaseModel):
         "peer-lifted: the same, with the manager's Kueue a build patched to lift its "
         "MultiKueue worker clients' rate limit (clusters/gomod/kueue/*.patch)",
     )
+    peer_replicas: Literal[1, 2] = Field(
+        default=1,
+        description="replicas of Trainer's and JobSet's controllers on each worker of a peer "
+        "bed; with 2, both hold their release's leader election (a Lease in their namespace) "
+        "and the second stands by, as a Deployment of two would (benchmarks/compare.py "
+        "--replicas)",
+    )
     real_nodes: bool = Field(
         default=False,
         description="one real node per cluster (kubelet, containerd, kube-proxy, CoreDNS; "

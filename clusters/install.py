@@ -436,7 +436,8 @@ def worker_role(worker: ClusterSpec) -> str:
 
 def manifests(bed: Bed, role: str, chart_values: Dict | None = None) -> list[Dict]:
     """What `role` installs: deploy/'s overlay for the bed's MultiKueue mode, or, given
-    `chart_values`, the Helm chart rendered with them (the role and mode set for the bed)."""
+    `chart_values`, the Helm chart rendered with them (the role and mode set for the bed), in
+    its namespace made first, as `helm install --create-namespace` does."""
     if chart_values is None:
         return render(DEPLOY / OVERLAYS[bed.config.multikueue_mode][role])
     values: Dict = {**chart_values, "role": "worker" if role == "worker-identity" else role}
@@ -447,7 +448,8 @@ def manifests(bed: Bed, role: str, chart_values: Dict | None = None) -> list[Dic
     if role == "worker" and bed.config.multikueue_mode == "coexist":
         identity = {"kueueMultiKueueAccess": True}
         values["worker"] = {**values.get("worker", {}), "multikueueIdentity": identity}
-    return chart.template(values)
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": chart.NAMESPACE}}
+    return [namespace, *chart.template(values)]
 
 
 def install_product(

@@ -27,8 +27,10 @@ from clusters.processes import Component, http_ok
 
 Dict = dict[str, Any]
 JOBSET_MODULE = f"sigs.k8s.io/jobset@{builds.JOBSET_VERSION}"
-# Offsets from a worker's CONTROLLER_BASE port (our own controllers do not run in a peer bed).
+# Offsets from a worker's CONTROLLER_BASE port (our own controllers do not run in a peer bed);
+# a second replica of each (peer_replicas 2) takes these plus SECOND.
 JOBSET_WEBHOOK, JOBSET_HEALTH, TRAINER_WEBHOOK, TRAINER_HEALTH = 0, 1, 2, 3
+SECOND = 4
 # On a manager Trainer runs beside the dispatcher, whose replicas take offsets 0..5.
 MANAGER_TRAINER_WEBHOOK, MANAGER_TRAINER_HEALTH = 8, 9
 WEBHOOK_CERT = "peer-webhook"  # the bed's serving certificate for both (127.0.0.1)
@@ -259,34 +261,51 @@ def write_configs(config: BedConfig, spec: ClusterSpec, d: Path, cert: Path, key
         where.mkdir(parents=True, exist_ok=True)
         (where / "tls.crt").write_bytes(cert.read_bytes())
         (where / "tls.key").write_bytes(key.read_bytes())
-    common = {
-        "metrics": {"bindAddress": "0"},  # the benchmark reads /proc, not their metrics
-        "leaderElection": {"leaderElect": False},
-    }
-    jobset = {
-        "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
-        "kind": "Configuration",
-        **common,
-        **as_shipped(jobset_dir() / "config" / "components" / "manager"),
-        "health": {"healthProbeBindAddress": f"127.0.0.1:{base + JOBSET_HEALTH}"},
-        "webhook": {
-            "host": "127.0.0.1",
-            "port": base + JOBSET_WEBHOOK,
-            "certDir": str(jobset_certs),
-        },
-        "internalCertManagement": {"enable": False},
-    }
-    trainer = {
-        "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
-        "kind": "Configuration",
-        **common,
-        **as_shipped(trainer_dir(config) / "manifests" / "base" / "manager"),
-        "health": {"healthProbeBindAddress": f"127.0.0.1:{base + trainer_ports(spec)[1]}"},
-        "webhook": {"host": "127.0.0.1", "port": base + trainer_ports(spec)[0]},
-        "certManagement": {"enable": False},
-    }
-    (d / "jobset-config.yaml").write_text(yaml.safe_dump(jobset))
-    (d / "trainer-config.yaml").write_text(yaml.safe_dump(trainer))
+    for replica in range(config.peer_replicas if spec.role == "worker" else 1):
+        shift = replica * SECOND
+        # One replica: no election (nothing to elect). Two: each project's own Lease, as
+        # its release elects (controller-runtime's defaults; the namespace is its own).
+        common = {
+            "metrics": {"bindAddress": "0"},  # the benchmark reads /proc, not their metrics
+            "leaderElection": {"leaderElect": False},
+        }
+        jobset = {
+            "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+            "kind": "Configuration",
+            **common,
+            **as_shipped(jobset_dir() / "config" / "components" / "manager"),
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{base + shift + JOBSET_HEALTH}"},
+            "webhook": {
+                "host": "127.0.0.1",
+                "port": base + shift + JOBSET_WEBHOOK,
+                "certDir": str(jobset_certs),
+            },
+            "internalCertManagement": {"enable": False},
+        }
+        webhook, health = trainer_ports(spec)
+        trainer = {
+            "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+            "kind": "Configuration",
+            **common,
+            **as_shipped(trainer_dir(config) / "manifests" / "base" / "manager"),
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{base + shift + health}"},
+            "webhook": {"host": "127.0.0.1", "port": base + shift + webhook},
+            "certManagement": {"enable": False},
+        }
+        if config.peer_replicas > 1:
+            jobset["leaderElection"] = {
+                "leaderElect": True,
+                "resourceName": "6d4f6a47.jobset.x-k8s.io",
+                "resourceNamespace": IDENTITIES["jobset"][0],
+            }
+            trainer["leaderElection"] = {
+                "leaderElect": True,
+                "resourceName": "trainer.kubeflow.org",
+                "resourceNamespace": IDENTITIES["trainer"][0],
+            }
+        suffix = f"-{replica + 1}" if replica else ""
+        (d / f"jobset{suffix}-config.yaml").write_text(yaml.safe_dump(jobset))
+        (d / f"trainer{suffix}-config.yaml").write_text(yaml.safe_dump(trainer))
 
 
 def components(
@@ -299,7 +318,9 @@ def components(
         return []
     base = config.port(spec.name, Port.CONTROLLER_BASE)
 
-    def controller(name: str, binary: str, webhook: int, health: int, **more: str) -> Component:
+    def controller(
+        name: str, binary: str, webhook: int, health: int, identity: str, **more: str
+    ) -> Component:
         return Component(
             spec.name,
             name,
@@ -307,18 +328,31 @@ def components(
             [base + webhook, base + health],
             lambda: http_ok(f"http://127.0.0.1:{base + health}/readyz"),
             d,
-            env={"KUBECONFIG": str(kubeconfig(d, name)), **more},
+            env={"KUBECONFIG": str(kubeconfig(d, identity)), **more},
         )
 
-    trainer = controller(
-        "trainer",
-        trainer_binary(config),
-        *trainer_ports(spec),
-        TMPDIR=str(d / "trainer-tmp"),
-    )
-    if every or spec.role == "worker":
-        return [
-            controller("jobset", "jobset-controller-manager", JOBSET_WEBHOOK, JOBSET_HEALTH),
-            trainer,
-        ]
-    return [trainer]
+    out = []
+    on_worker = every or spec.role == "worker"
+    for replica in range(config.peer_replicas if on_worker else 1):
+        shift, suffix = replica * SECOND, f"-{replica + 1}" if replica else ""
+        webhook, health = trainer_ports(spec)
+        trainer = controller(
+            f"trainer{suffix}",
+            trainer_binary(config),
+            shift + webhook,
+            shift + health,
+            "trainer",
+            TMPDIR=str(d / "trainer-tmp"),
+        )
+        if on_worker:
+            out.append(
+                controller(
+                    f"jobset{suffix}",
+                    "jobset-controller-manager",
+                    shift + JOBSET_WEBHOOK,
+                    shift + JOBSET_HEALTH,
+                    "jobset",
+                )
+            )
+        out.append(trainer)
+    return out

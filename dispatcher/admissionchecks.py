@@ -16,7 +16,6 @@ from dispatcher.keys import StatusKey
 from dispatcher.kueue_status import set_active_condition
 from kubecontrol.kinds import Kind
 from kubecontrol.objects import Dict
-from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.caches import Caches
 from trainjob.queues import AdmissionCheckView, ClusterQueueView, MultiKueueConfigView
@@ -92,8 +91,7 @@ def _usable(ctx: Context, caches: Caches, cluster: str) -> bool:
     if remote is not None and (remote.connected or remote.connecting):
         return True
     mkc = caches.cluster(cluster)
-    conditions = ((mkc or {}).get("status") or {}).get("conditions") or []
-    return remote is None and mkc is not None and cond.is_true(conditions, "Active")
+    return remote is None and mkc is not None and mkc.is_true("Active")
 
 
 V = TypeVar("V", bound=ObjectView)

@@ -16,7 +16,7 @@ from dispatcher.kubeconfigs import (
     check_kubeconfig_file,
     kubeconfig_path_problem,
 )
-from dispatcher.kueue_status import down_since, set_conditions
+from dispatcher.kueue_status import set_conditions
 from dispatcher.remote import RemoteCluster, dial
 from dispatcher.settings import DispatcherSettings
 from kubecontrol.cluster import Cluster
@@ -25,6 +25,7 @@ from kubecontrol.kinds import Kind
 from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.caches import Caches
+from trainjob.queues import MultiKueueClusterView
 
 log = logging.getLogger("dispatcher.clusters")
 
@@ -197,11 +198,11 @@ class Registry:
             for name in sorted(remotes.keys() | problems.keys())
         ]
 
-    def connect(self, mkc: Dict) -> None:
+    def connect(self, mkc: MultiKueueClusterView) -> None:
         """Connect to a MultiKueueCluster's worker with its vetted kubeconfig (again when that
         changed), or let the worker go when it has none: what every replica does, leading or
         not (a standby keeps its caches warm). Why it has none is kept for `report`."""
-        name = mkc["metadata"]["name"]
+        name = mkc.name
         kubeconfig, reason, message = self._kubeconfig_of(mkc)
         if kubeconfig is None:
             self._disconnect(name)
@@ -210,12 +211,12 @@ class Registry:
             return
         self._problems.pop(name, None)
         fingerprint = hashlib.sha256(repr(kubeconfig).encode()).hexdigest()
-        self._connect(name, kubeconfig, fingerprint, down_since(mkc))
+        self._connect(name, kubeconfig, fingerprint, mkc.down_since)
 
-    def report(self, mkc: Dict, runtimes: list[Dict] | None = None) -> None:
+    def report(self, mkc: MultiKueueClusterView, runtimes: list[Dict] | None = None) -> None:
         """A MultiKueueCluster's Active condition as its last `connect` left it, and, given the
         manager's `runtimes`, its RuntimesInSync condition (the worker's are the same)."""
-        name = mkc["metadata"]["name"]
+        name = mkc.name
         extra: list[tuple[str, bool, str, str]] = []
         problem, remote = self._problems.get(name), self.get(name)
         if problem is not None:
@@ -230,16 +231,14 @@ class Registry:
         else:
             active, reason = False, "ClientConnectionFailed"
             message = f"cannot reach the worker: {remote.last_error}"
-        self._set_active(mkc, active, reason, message, extra)
+        self._set_active(mkc.raw, active, reason, message, extra)
 
-    def _kubeconfig_of(self, mkc: Dict) -> tuple[Dict | None, str, str]:
+    def _kubeconfig_of(self, mkc: MultiKueueClusterView) -> tuple[Dict | None, str, str]:
         """A MultiKueueCluster's worker kubeconfig, vetted: (kubeconfig, "", "") or (None,
         reason, message) for its Active=False condition."""
-        source = (mkc.get("spec") or {}).get("clusterSource") or {}
-        if source.get("clusterProfileRef"):
-            return self._profile_kubeconfig(source["clusterProfileRef"])
-        ref = source.get("kubeConfig") or {}
-        location, kind = ref.get("location"), ref.get("locationType", "Secret")
+        if mkc.profile_ref:
+            return self._profile_kubeconfig(mkc.profile_ref)
+        location, kind = mkc.kubeconfig_location, mkc.kubeconfig_location_type
         if kind == "Path":
             if self.settings.kubeconfig_path_validation:
                 prefix = str(self.settings.kubeconfig_path_prefix)
@@ -278,22 +277,21 @@ class Registry:
             return None, problem.reason, problem.message
         return kubeconfig, "", ""
 
-    def _warn_path_usage(self, mkc: Dict) -> None:
+    def _warn_path_usage(self, mkc: MultiKueueClusterView) -> None:
         """Kueue's DeprecatedPathUsage Warning on a MultiKueueCluster that names a file while
         path validation is off; once per cluster (Kueue's own writes it in Coexist mode)."""
-        meta = mkc["metadata"]
-        uid = str(meta.get("uid", ""))
+        uid = str(mkc.uid or "")
         if self.settings.mode != "Replace" or uid in self._path_warned:
             return
         self._path_warned.add(uid)
         self.manager.post_event(
-            mkc,
+            mkc.raw,
             "Warning",
             "DeprecatedPathUsage",
             "Using locationType=Path without path validation (--kubeconfig-path-validation, "
             "Kueue's MultiKueueKubeConfigPathValidation gate) is deprecated in Kueue; enable it "
             f"and place kubeconfig files under {self.settings.kubeconfig_path_prefix}",
-            name=f"{meta['name']}.deprecated-path-usage.{uid[:8]}",
+            name=f"{mkc.name}.deprecated-path-usage.{uid[:8]}",
         )
 
     def _profile_kubeconfig(self, ref: object) -> tuple[Dict | None, str, str]:

@@ -13,16 +13,6 @@ from trainjob import conditions as cond
 from trainjob import constants as c
 
 
-def down_since(mkc: Dict) -> float | None:
-    """Since when (epoch seconds) a MultiKueueCluster has been recorded as not Active: the
-    worker-lost clock as it stood before this process started. None when it was Active (or
-    never reported)."""
-    active = cond.find(list((mkc.get("status") or {}).get("conditions") or []), "Active")
-    if active is None or active.get("status") != "False" or not active.get("lastTransitionTime"):
-        return None
-    return cond.parse_time(str(active["lastTransitionTime"])).timestamp()
-
-
 def _guard(obj: Dict) -> Dict:
     """The resourceVersion precondition of a write planned from `obj` (the conditions list is
     replaced whole: a write planned from an old version must not undo a newer one)."""

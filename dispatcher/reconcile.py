@@ -33,7 +33,6 @@ from dispatcher.intake import (
     undispatched_message,
 )
 from dispatcher.keys import QueueKey, StatusKey
-from dispatcher.kueue_status import down_since
 from dispatcher.plan import Dispatch, PassPlan, planned
 from dispatcher.selection import SelectionError, selection_of
 from dispatcher.settings import DispatcherSettings
@@ -273,7 +272,7 @@ def _lost_for(caches: Caches, cluster: str) -> float:
     mkc = caches.cluster(cluster)
     if mkc is None:
         return float("inf")
-    since = down_since(mkc)
+    since = mkc.down_since
     return 0.0 if since is None else max(0.0, time.time() - since)
 
 

@@ -77,9 +77,9 @@ def resync_loop(ctx: Context) -> None:
                     log.exception(
                         "[%s] MultiKueueCluster %s: cannot connect",
                         ctx.settings.cluster_name,
-                        mkc["metadata"]["name"],
+                        mkc.name,
                     )
-                queue_cluster(ctx, mkc["metadata"]["name"])
+                queue_cluster(ctx, mkc.name)
             queue_checks(ctx)
             for key in caches.trainjob_keys():
                 tj = caches.trainjob(*key)

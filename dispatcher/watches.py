@@ -19,6 +19,7 @@ from trainjob import constants as c
 from trainjob import jobframework
 from trainjob.caches import WATCHDOG_CACHES, Index
 from trainjob.naming import owner_name
+from trainjob.queues import MultiKueueClusterView
 
 
 def watches(ctx: Context) -> list[Watch]:
@@ -70,10 +71,11 @@ def on_leading(ctx: Context) -> None:
 # ---- MultiKueueClusters, their kubeconfig Secrets, AdmissionChecks and configs -------------
 
 
-def on_cluster_event(ctx: Context, etype: str, mkc: Dict) -> None:
+def on_cluster_event(ctx: Context, etype: str, raw: Dict) -> None:
     """A MultiKueueCluster changed: every replica connects to its worker (or lets it go); its
     status and our checks' are queued."""
-    name = mkc["metadata"]["name"]
+    mkc = MultiKueueClusterView(raw)
+    name = mkc.name
     if etype == "DELETED":
         ctx.registry.forget(name)
         admissionchecks.queue_checks(ctx)
@@ -81,7 +83,7 @@ def on_cluster_event(ctx: Context, etype: str, mkc: Dict) -> None:
     ctx.registry.connect(mkc)
     admissionchecks.queue_cluster(ctx, name)
     admissionchecks.queue_checks(ctx)
-    if ctx.registry.labels_changed(name, dict(mkc["metadata"].get("labels") or {})):
+    if ctx.registry.labels_changed(name, mkc.labels):
         ctx.resync_now.set()  # TrainJobs choosing clusters by label take another look
 
 
@@ -90,12 +92,10 @@ def on_source_change(ctx: Context, source: str, name: str) -> None:
     changed: reconnect the clusters it is the source of."""
     if not ctx.synced.is_set():
         return  # the first resync pass reads every cluster's source anyway
-    key = "location" if source == "kubeConfig" else "name"
     for mkc in ctx.caches.clusters():
-        ref = ((mkc.get("spec") or {}).get("clusterSource") or {}).get(source) or {}
-        if ref.get(key) == name:
+        if mkc.source_name(source) == name:
             ctx.registry.connect(mkc)
-            admissionchecks.queue_cluster(ctx, mkc["metadata"]["name"])
+            admissionchecks.queue_cluster(ctx, mkc.name)
 
 
 # ---- Workloads and TrainJobs, here and on the workers: queue the TrainJob ------------------

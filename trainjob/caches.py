@@ -13,6 +13,7 @@ from trainjob.queues import (
     AdmissionCheckView,
     ClusterQueueView,
     LocalQueueView,
+    MultiKueueClusterView,
     MultiKueueConfigView,
 )
 from trainjob.views import FailedCreateView, JobView, PodView, TrainJobView
@@ -86,16 +87,18 @@ class Caches(caches.Caches):
 
     # ---- the dispatcher's: Kueue's MultiKueue objects and queues on the manager ----------
 
-    def cluster(self, name: str) -> Dict | None:
+    def cluster(self, name: str) -> MultiKueueClusterView | None:
         """A MultiKueueCluster."""
-        return self.first(Index.CLUSTERS, name)
+        found = self.first(Index.CLUSTERS, name)
+        return None if found is None else MultiKueueClusterView(found)
 
-    def clusters(self) -> list[Dict]:
-        return self.all(Index.CLUSTERS)
+    def clusters(self) -> list[MultiKueueClusterView]:
+        return [MultiKueueClusterView(x) for x in self.all(Index.CLUSTERS)]
 
     def cluster_labels(self, name: str) -> dict[str, str]:
         """A MultiKueueCluster's labels ({} when there is no such cluster)."""
-        return dict(((self.cluster(name) or {}).get("metadata") or {}).get("labels") or {})
+        found = self.cluster(name)
+        return found.labels if found is not None else {}
 
     def check(self, name: str) -> AdmissionCheckView | None:
         """An AdmissionCheck."""

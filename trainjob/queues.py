@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from kubecontrol.objects import Dict
+from trainjob import conditions as cond
 from trainjob.quantity import parse_quantity
 from trainjob.views import JsonView, ObjectView
 
@@ -192,6 +193,50 @@ class AdmissionCheckView(ObjectView):
     def parameters(self) -> Dict:
         """spec.parameters (apiGroup, kind, name), as written: judged by the dispatcher."""
         return dict(self.spec.get("parameters") or {})
+
+
+class MultiKueueClusterView(ObjectView):
+    """A MultiKueueCluster: where its worker's kubeconfig comes from (a Secret or a file, or a
+    ClusterProfile), and since when it has been recorded as not Active."""
+
+    __slots__ = ()
+
+    @property
+    def _source(self) -> Dict:
+        return self.spec.get("clusterSource") or {}
+
+    @property
+    def profile_ref(self) -> object:
+        """spec.clusterSource.clusterProfileRef as written (None when absent)."""
+        return self._source.get("clusterProfileRef")
+
+    @property
+    def kubeconfig_location(self) -> str:
+        return str((self._source.get("kubeConfig") or {}).get("location") or "")
+
+    @property
+    def kubeconfig_location_type(self) -> str:
+        """Secret (the API's default) or Path."""
+        return str((self._source.get("kubeConfig") or {}).get("locationType") or "Secret")
+
+    def source_name(self, source: str) -> str | None:
+        """The Secret (or file) its `kubeConfig` names, or the ClusterProfile its
+        `clusterProfileRef` does (`source`); None when it has no such source."""
+        ref = self._source.get(source)
+        if not isinstance(ref, dict):
+            return None
+        found = ref.get("location" if source == "kubeConfig" else "name")
+        return None if found is None else str(found)
+
+    @property
+    def down_since(self) -> float | None:
+        """Since when (epoch seconds) it has been recorded as not Active: the worker-lost
+        clock as it stood before this process started. None when it was Active (or never
+        reported)."""
+        active = self.condition("Active")
+        if active is None or active.status != "False" or active.since is None:
+            return None
+        return cond.parse_time(active.since).timestamp()
 
 
 class MultiKueueConfigView(ObjectView):

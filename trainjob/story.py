@@ -23,6 +23,7 @@ from pydantic.alias_generators import to_camel
 from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.quantity import parse_quantity
+from trainjob.views import EventView, PodMetricsView, PodSeen
 
 GROUP = f"view.{c.DOMAIN}"
 VERSION = "v1alpha1"
@@ -338,22 +339,19 @@ class WorkerList(StoryType):
 
 def pod_usage(metrics: Dict) -> PodUsage | None:
     """One PodMetrics in short, summed over its containers; None when it holds no figure."""
-    containers = metrics.get("containers")
-    if not containers:
-        return None
+    view = PodMetricsView(metrics)
     cpu = memory = 0
     try:
-        for container in containers:
-            used = container.get("usage") or {}
-            cpu += math.ceil(parse_quantity(used.get("cpu", 0)) * 1000)
-            memory += math.ceil(parse_quantity(used.get("memory", 0)))
+        usages = view.usages
+        for used_cpu, used_memory in usages:
+            cpu += math.ceil(parse_quantity(used_cpu) * 1000)
+            memory += math.ceil(parse_quantity(used_memory))
     except (ValueError, AttributeError, TypeError):
         return None
+    if not usages:
+        return None
     return PodUsage(
-        cpu_millicores=cpu,
-        memory_bytes=memory,
-        timestamp=metrics.get("timestamp"),
-        window=metrics.get("window"),
+        cpu_millicores=cpu, memory_bytes=memory, timestamp=view.timestamp, window=view.window
     )
 
 
@@ -361,46 +359,41 @@ def pod_of(
     pod: Dict, worker: str, usage: Mapping[str, PodUsage] | None = None, *, kept: bool = False
 ) -> Pod:
     """A pod of the worker in short; with its use from `usage` (by pod name) when known."""
-    meta = pod.get("metadata") or {}
-    spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    statuses = status.get("containerStatuses") or []
-    labels = meta.get("labels") or {}
+    view = PodSeen(pod)
     return Pod(
-        name=str(meta.get("name") or ""),
+        name=view.name,
         worker=worker,
-        replicated_job=labels.get(c.REPLICATED_JOB_NAME_LABEL),
-        index=labels.get(c.JOB_COMPLETION_INDEX),
-        phase=status.get("phase"),
-        node=spec.get("nodeName"),
-        creation_timestamp=meta.get("creationTimestamp"),
-        ready=bool(statuses) and all(s.get("ready") for s in statuses),
-        restarts=sum(int(s.get("restartCount") or 0) for s in statuses),
-        containers=[str(x.get("name")) for x in spec.get("containers") or []],
-        usage=(usage or {}).get(str(meta.get("name"))),
+        replicated_job=view.labels.get(c.REPLICATED_JOB_NAME_LABEL),
+        index=view.labels.get(c.JOB_COMPLETION_INDEX),
+        phase=view.phase,
+        node=view.node_name,
+        creation_timestamp=view.created,
+        ready=view.ready,
+        restarts=view.restarts,
+        containers=view.container_names,
+        usage=(usage or {}).get(view.name),
         kept=kept,
     )
 
 
 def event_of(event: Dict, source: str) -> Event:
     """An Event in short; `source` says where it was recorded."""
-    involved = event.get("involvedObject") or {}
+    view = EventView(event)
     return Event(
         source=source,
-        type=event.get("type"),
-        reason=event.get("reason"),
-        message=str(event.get("message") or "")[:MAX_EVENT_MESSAGE],
-        object=f"{involved.get('kind')}/{involved.get('name')}",
-        count=int(event.get("count") or 1),
-        first_timestamp=event.get("firstTimestamp") or event.get("eventTime"),
-        last_timestamp=event.get("lastTimestamp")
-        or event.get("eventTime")
-        or event.get("firstTimestamp"),
+        type=view.event_type,
+        reason=view.reason,
+        message=view.message[:MAX_EVENT_MESSAGE],
+        object=view.about,
+        count=view.count,
+        first_timestamp=view.first_seen,
+        last_timestamp=view.last_seen,
     )
 
 
 def about(events: Iterable[Dict], uids: set[str | None]) -> list[Dict]:
     """The Events about one of the objects `uids`."""
-    return [e for e in events if (e.get("involvedObject") or {}).get("uid") in uids]
+    return [e for e in events if EventView(e).about_uid in uids]
 
 
 def by_time(events: Iterable[Event]) -> list[Event]:

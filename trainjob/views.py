@@ -357,6 +357,109 @@ class PodView(ObjectView):
         return None if not found else PodProblem(found)
 
 
+class PodSeen(ObjectView):
+    """A pod as the worker's API sends it (the story reads it; the worker controller's
+    cache keeps digests instead, PodView): where it runs, its containers and their state."""
+
+    __slots__ = ()
+
+    @property
+    def phase(self) -> str | None:
+        return self.status.get("phase")
+
+    @property
+    def node_name(self) -> str | None:
+        return self.spec.get("nodeName")
+
+    @property
+    def container_names(self) -> list[str]:
+        return [str(x.get("name")) for x in self.spec.get("containers") or []]
+
+    @property
+    def _container_statuses(self) -> list[Dict]:
+        return list(self.status.get("containerStatuses") or [])
+
+    @property
+    def ready(self) -> bool:
+        """Every container ready (and it has one)."""
+        found = self._container_statuses
+        return bool(found) and all(s.get("ready") for s in found)
+
+    @property
+    def restarts(self) -> int:
+        return sum(int(s.get("restartCount") or 0) for s in self._container_statuses)
+
+
+class EventView(ObjectView):
+    """A core/v1 Event: what it is about, why, how often and when (its `eventTime` standing in
+    for the older timestamps an events.k8s.io writer leaves empty)."""
+
+    __slots__ = ()
+
+    @property
+    def _involved(self) -> Dict:
+        return self.raw.get("involvedObject") or {}
+
+    @property
+    def about_uid(self) -> str | None:
+        return self._involved.get("uid")
+
+    @property
+    def about(self) -> str:
+        """KIND/NAME of the object it is about."""
+        return f"{self._involved.get('kind')}/{self._involved.get('name')}"
+
+    @property
+    def event_type(self) -> str | None:
+        return self.raw.get("type")
+
+    @property
+    def reason(self) -> str | None:
+        return self.raw.get("reason")
+
+    @property
+    def message(self) -> str:
+        return self._text("message")
+
+    @property
+    def count(self) -> int:
+        return int(self.raw.get("count") or 1)
+
+    @property
+    def first_seen(self) -> str | None:
+        return self._time("firstTimestamp") or self._time("eventTime")
+
+    @property
+    def last_seen(self) -> str | None:
+        return (
+            self._time("lastTimestamp") or self._time("eventTime") or self._time("firstTimestamp")
+        )
+
+
+class PodMetricsView(ObjectView):
+    """A metrics.k8s.io PodMetrics: each container's CPU and memory as measured, and when."""
+
+    __slots__ = ()
+
+    @property
+    def usages(self) -> list[tuple[object, object]]:
+        """(cpu, memory) of each container, as the metrics API wrote them (0 when absent);
+        AttributeError for a container entry that is not an object."""
+        found = []
+        for container in self.raw.get("containers") or []:
+            used = container.get("usage") or {}
+            found.append((used.get("cpu", 0), used.get("memory", 0)))
+        return found
+
+    @property
+    def timestamp(self) -> str | None:
+        return self._time("timestamp")
+
+    @property
+    def window(self) -> str | None:
+        return self._time("window")
+
+
 class FailedCreateView(ObjectView):
     """A FailedCreate Event of the Job controller as the worker controller's cache keeps it:
     the Job it is about (name and UID), its message, when it was last seen."""

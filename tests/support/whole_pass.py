@@ -326,7 +326,7 @@ def fleet(
     world.relist()
     ctx.synced.set()
     for mkc in ctx.caches.clusters():
-        on_cluster_event(ctx, "ADDED", mkc)
+        on_cluster_event(ctx, "ADDED", mkc.raw)
     for remote in ctx.registry.remotes.values():
         for informer in remote.informers:
             if not informer.synced.wait(5):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from tests.support.dispatch import NOW
 from trainjob.queues import (
     AdmissionCheckView,
     ClusterQueueView,
     LocalQueueView,
+    MultiKueueClusterView,
     MultiKueueConfigView,
     PodSetView,
     ResourceGroup,
@@ -93,3 +95,23 @@ def test_the_checks_a_cluster_queue_asks_for_and_what_a_check_and_a_config_name(
     assert check.controller_name == "kueue.x-k8s.io/multikueue"
     assert check.parameters == {"name": "mk"} and AdmissionCheckView({}).parameters == {}
     assert MultiKueueConfigView({"spec": {"clusters": ["w1", "w2"]}}).clusters == ["w1", "w2"]
+
+
+def test_a_clusters_down_since_comes_from_its_active_condition() -> None:
+    def mkc(status: str) -> dict[str, object]:
+        cond = {"type": "Active", "status": status, "lastTransitionTime": "2026-11-22T12:00:00Z"}
+        return {"metadata": {"name": "w1"}, "status": {"conditions": [cond]}}
+
+    assert MultiKueueClusterView(mkc("False")).down_since == NOW.timestamp()
+    assert MultiKueueClusterView(mkc("True")).down_since is None
+    assert MultiKueueClusterView({"metadata": {"name": "w1"}}).down_since is None
+
+
+def test_a_cluster_names_its_sources() -> None:
+    secret = {"spec": {"clusterSource": {"kubeConfig": {"location": "w1-secret"}}}}
+    profile = {"spec": {"clusterSource": {"clusterProfileRef": {"name": "p1"}}}}
+    assert MultiKueueClusterView(secret).source_name("kubeConfig") == "w1-secret"
+    assert MultiKueueClusterView(secret).kubeconfig_location_type == "Secret"
+    assert MultiKueueClusterView(secret).source_name("clusterProfileRef") is None
+    assert MultiKueueClusterView(profile).source_name("clusterProfileRef") == "p1"
+    assert MultiKueueClusterView(profile).profile_ref == {"name": "p1"}
