@@ -85,7 +85,7 @@ def sync_trainjob(ctx: Context, key: tuple[str, str]) -> float | None:
         log.warning("[%s] %s/%s: %s", ctx.settings.cluster_name, *key, exc)
         execute.execute_pass(ctx.manager, ctx.registry, ctx.memory, view, plan)  # the finalizer
         return None
-    observed = observe_queueing(ctx.manager, caches, tj, caches.runtime_of(body), False)
+    observed = observe_queueing(ctx.manager, caches, tj, caches.runtime_of(view), False)
     ours = set(admissionchecks.our_checks(ctx, caches))
     verdict = _admitted_without_our_check(ctx, observed.workload, caches, ours, observed.now)
     # Admitted, sent nowhere, our check Pending since a moment: neither started here nor
@@ -195,7 +195,7 @@ def _dispatch(
         # Its worker was taken out of the MultiKueueConfig while it ran there: it is still
         # watched to its end (taking a worker out drains it), never chosen for another run.
         clusters = [*clusters, wl.cluster_name]
-    runtime = caches.runtime_of(trainjob.raw) if placing and ctx.settings.check_runtimes else None
+    runtime = caches.runtime_of(trainjob) if placing and ctx.settings.check_runtimes else None
     remotes = []
     for cname in clusters:
         remote = ctx.registry.get(cname)

@@ -43,28 +43,26 @@ def routes(ctx: Context) -> dict[str, Handler]:
 async def on_mutate(ctx: Context, admission: Dict) -> Verdict:
     if ctx.crd_problem:  # the manager could not keep track of where the job runs
         return refuse(ctx.crd_problem)
-    body, namespace = _object(admission)
-    caches = ctx.caches
-    queue = rules.queue_of(body)
+    tj = rules.Admitted(admission)
+    namespace, caches = tj.namespace, ctx.caches
+    queue = tj.queue_name
     defaulted = None
     if queue is None:
         default_lq = await _answer(
             ctx, lambda get: _local_queue(namespace, c.DEFAULT_LOCAL_QUEUE, caches, get)
         )
-        queue = defaulted = rules.defaults_to_queue(body, namespace, default_lq is not None)
+        queue = defaulted = rules.defaults_to_queue(tj, default_lq is not None)
     multikueue = bool(queue) and await _answer(
         ctx, lambda get: _routes_to_multikueue(ctx, namespace, str(queue), caches, get)
     )
     now = dt.datetime.now(dt.UTC)
-    changes = rules.mutate_on_create(body, now, multikueue_queue=multikueue, queue=defaulted)
+    changes = rules.mutate_on_create(tj, now, multikueue_queue=multikueue, queue=defaulted)
     finalizers = None
-    managed_by = changes.get("managedBy", (body.get("spec") or {}).get("managedBy"))
-    if managed_by == c.MANAGED_BY_MULTIKUEUE:
-        # Ours from the start: no extra write, and no window in which a delete could skip us.
-        present = list((body.get("metadata") or {}).get("finalizers") or [])
-        if c.DISPATCHER_FINALIZER not in present:
-            finalizers = [*present, c.DISPATCHER_FINALIZER]
-    return Verdict(patch=rules.trainjob_patch(body, changes, finalizers, defaulted))
+    # Ours from the start: no extra write, and no window in which a delete could skip us.
+    ours = changes.get("managedBy", tj.managed_by) == c.MANAGED_BY_MULTIKUEUE
+    if ours and c.DISPATCHER_FINALIZER not in tj.finalizers:
+        finalizers = [*tj.finalizers, c.DISPATCHER_FINALIZER]
+    return Verdict(patch=rules.trainjob_patch(tj, changes, finalizers, defaulted))
 
 
 async def on_validate(ctx: Context, admission: Dict) -> Verdict:
@@ -72,21 +70,15 @@ async def on_validate(ctx: Context, admission: Dict) -> Verdict:
     runtime (trainjob/admission.py: runtime_refusal). A queue or runtime that does not exist
     (yet) is no reason to refuse: as with Kueue, the Workload waits for it, so manifests apply
     in any order."""
-    body, namespace = _object(admission)
+    tj = rules.Admitted(admission)
     try:
-        selection_of((body.get("metadata") or {}).get("annotations"))
+        selection_of(tj.annotations)
     except SelectionError as exc:
         return refuse(str(exc))
-    runtime = ctx.caches.runtime_of({**body, "metadata": {"namespace": namespace}})
+    runtime = ctx.caches.runtime_of(tj)
     # Bounded work (trainjob/runtime/limits.py), off the loop all the same.
-    why = await asyncio.to_thread(rules.runtime_refusal, body, namespace, runtime)
+    why = await asyncio.to_thread(rules.runtime_refusal, tj, runtime)
     return Verdict() if why is None else refuse(why)
-
-
-def _object(admission: Dict) -> tuple[Dict, str]:
-    """The TrainJob under admission and its namespace."""
-    body: Dict = admission.get("object") or {}
-    return body, str(admission.get("namespace") or (body.get("metadata") or {}).get("namespace"))
 
 
 # The handlers are coroutines: they answer on the webhook server's event loop from the watch

@@ -1,5 +1,6 @@
 """Admission decisions for TrainJobs (pure): what the mutating and validating webhooks do
-(their answer is a `kubecontrol.admission.Verdict`)."""
+(their answer is a `kubecontrol.admission.Verdict`), over the TrainJob under admission read
+as a view (`Admitted`)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,44 @@ import datetime as dt
 from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
-from trainjob.models import InvalidObject, parse_trainjob, prebuilt_workload_of, queue_label
+from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.runtime import resolve_runtime_info
+from trainjob.views import TrainJobView
 
 
-def queue_of(body: Dict) -> str | None:
-    """The queue a TrainJob under admission names (not parsed yet: the API judges it)."""
-    return queue_label((body.get("metadata") or {}).get("labels"))
+class Admitted(TrainJobView):
+    """A TrainJob under admission: the object of an AdmissionReview's request, in the
+    namespace the request names (a new object's metadata need not say it). Not parsed
+    further: the API server has checked it against the CRD's schema, and what a webhook
+    refuses is the runtime's business (`runtime_refusal`)."""
+
+    __slots__ = ("_namespace",)
+
+    def __init__(self, request: Dict) -> None:
+        super().__init__(request.get("object") or {})
+        self._namespace = str(request.get("namespace") or self.meta.get("namespace") or "")
+
+    @property
+    def namespace(self) -> str:
+        return self._namespace
+
+    @property
+    def runtime_patches(self) -> list[Dict]:
+        return list(self.spec.get("runtimePatches") or [])
+
+    @property
+    def has_spec(self) -> bool:
+        return isinstance(self.raw.get("spec"), dict)
+
+    @property
+    def has_labels(self) -> bool:
+        return isinstance(self.meta.get("labels"), dict)
+
+    @property
+    def managed_by_routable(self) -> bool:
+        """managedBy unset, or the built-in value Trainer's own CRD stamps as its default:
+        any other value ("" included) is the user's, and the API judges it."""
+        return "managedBy" not in self.spec or self.spec["managedBy"] == c.MANAGED_BY_BUILTIN
 
 
 def stamp_patch_times(patches: list[Dict], now: str) -> list[Dict]:
@@ -29,31 +61,31 @@ def stamp_patch_times(patches: list[Dict], now: str) -> list[Dict]:
 UNMANAGED_NAMESPACES = frozenset({"kube-system", "kueue-system"})
 
 
-def defaults_to_queue(body: Dict, namespace: str, default_queue_exists: bool) -> str | None:
+def defaults_to_queue(tj: TrainJobView, default_queue_exists: bool) -> str | None:
     """Kueue's LocalQueue defaulting: a TrainJob without a queue-name label, in a namespace
     that has a LocalQueue named `default` (and that Kueue's shipped namespace selector
     manages), is queued to it. The queue to label it with, or None."""
-    if queue_of(body) is not None or not default_queue_exists:
+    if tj.queue_name is not None or not default_queue_exists:
         return None
-    if prebuilt_workload_of(body.get("metadata")):  # a MultiKueue copy: its Workload is made
+    if tj.prebuilt_workload:  # a MultiKueue copy: its Workload is made
         return None
-    return None if namespace in UNMANAGED_NAMESPACES else c.DEFAULT_LOCAL_QUEUE
+    return None if tj.namespace in UNMANAGED_NAMESPACES else c.DEFAULT_LOCAL_QUEUE
 
 
-def held_without_queue(body: Dict, namespace: str, manage_without_queue: bool) -> bool:
+def held_without_queue(tj: TrainJobView, manage_without_queue: bool) -> bool:
     """Kueue's manageJobsWithoutQueueName: a TrainJob that names no queue (and is no
     MultiKueue copy) is Kueue's all the same, in the namespaces its shipped selector manages,
     and waits suspended."""
     return (
         manage_without_queue
-        and queue_of(body) is None
-        and not prebuilt_workload_of(body.get("metadata"))
-        and namespace not in UNMANAGED_NAMESPACES
+        and tj.queue_name is None
+        and not tj.prebuilt_workload
+        and tj.namespace not in UNMANAGED_NAMESPACES
     )
 
 
 def mutate_on_create(
-    body: Dict,
+    tj: Admitted,
     now: dt.datetime,
     *,
     multikueue_queue: bool = False,
@@ -65,38 +97,35 @@ def mutate_on_create(
     whose queue leads to a MultiKueue check a managedBy that is unset, or the built-in value
     (which Trainer's own CRD stamps as its default), becomes MultiKueue, as Kueue's webhook
     does."""
-    spec = body.get("spec") or {}
-    queue = queue or queue_of(body)  # `queue`: one the webhook defaults it to
+    queue = queue or tj.queue_name  # `queue`: one the webhook defaults it to
     changes: Dict = {}
-    if (queue or hold) and not spec.get("suspend"):  # `hold`: held_without_queue
+    if (queue or hold) and not tj.suspended:  # `hold`: held_without_queue
         changes["suspend"] = True
-    patches = spec.get("runtimePatches") or []
+    patches = tj.runtime_patches
     stamped = stamp_patch_times(patches, cond.now_rfc3339(now))
     if stamped != patches:
         changes["runtimePatches"] = stamped
-    # Any other value ("" included) is the user's, and the API judges it.
-    routable = "managedBy" not in spec or spec["managedBy"] == c.MANAGED_BY_BUILTIN
-    if multikueue_queue and queue and routable:
+    if multikueue_queue and queue and tj.managed_by_routable:
         changes["managedBy"] = c.MANAGED_BY_MULTIKUEUE
     return changes
 
 
 def trainjob_patch(
-    obj: Dict, spec: Dict, finalizers: list[str] | None = None, queue: str | None = None
+    tj: Admitted, spec: Dict, finalizers: list[str] | None = None, queue: str | None = None
 ) -> tuple[Dict, ...]:
     """JSON patch operations that set the `spec` fields given (and `metadata.finalizers`, and
     the queue-name label to a defaulted `queue`).
     "add" on an object member replaces a value already there (RFC 6902), so one operation per
     field serves both; a missing `spec` is added whole."""
     ops: list[Dict] = []
-    if spec and not isinstance(obj.get("spec"), dict):
+    if spec and not tj.has_spec:
         ops.append({"op": "add", "path": "/spec", "value": spec})
     else:
         ops += [{"op": "add", "path": f"/spec/{_pointer(k)}", "value": v} for k, v in spec.items()]
     if finalizers is not None:
         ops.append({"op": "add", "path": "/metadata/finalizers", "value": finalizers})
     if queue is not None:
-        if not isinstance((obj.get("metadata") or {}).get("labels"), dict):
+        if not tj.has_labels:
             ops.append({"op": "add", "path": "/metadata/labels", "value": {}})
         label = _pointer(c.KUEUE_QUEUE_NAME_LABEL)
         ops.append({"op": "add", "path": f"/metadata/labels/{label}", "value": queue})
@@ -108,7 +137,7 @@ def _pointer(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def runtime_refusal(body: Dict, namespace: str, runtime: Dict | None) -> str | None:
+def runtime_refusal(tj: Admitted, runtime: Dict | None) -> str | None:
     """Why a TrainJob under admission cannot run on its runtime, as Trainer's webhook refuses
     it on create (it resolves the runtime there): reserved env names, node counts, names too
     long for their Jobs and pods, an MPI hostfile no ConfigMap holds. None when it fits, or
@@ -116,11 +145,11 @@ def runtime_refusal(body: Dict, namespace: str, runtime: Dict | None) -> str | N
     changed later is judged by the controllers, as a condition)."""
     if runtime is None:
         return None
-    meta = {**(body.get("metadata") or {}), "namespace": namespace}
-    if not meta.get("name"):  # generateName: the API server adds 5 characters
+    meta = {**tj.meta, "namespace": tj.namespace}
+    if not tj.name:  # generateName: the API server adds 5 characters
         meta["name"] = f"{meta.get('generateName') or ''}xxxxx"
     try:
-        trainjob = parse_trainjob({**body, "metadata": meta})
+        trainjob = parse_trainjob({**tj.raw, "metadata": meta})
     except InvalidObject as exc:
         return str(exc)
     _, problem = resolve_runtime_info(trainjob, runtime)

@@ -63,13 +63,12 @@ class Caches(caches.Caches):
         found = self.first(Index.WORKLOADS, (namespace, name))
         return None if found is None else WorkloadView(found)
 
-    def runtime_of(self, trainjob: Dict) -> Dict | None:
-        """The (Cluster)TrainingRuntime a TrainJob's spec.runtimeRef names, if it exists."""
-        ref = (trainjob.get("spec") or {}).get("runtimeRef") or {}
-        if ref.get("kind") == c.TRAINING_RUNTIME_KIND:
-            namespace = (trainjob.get("metadata") or {}).get("namespace")
-            return self.first(Index.RUNTIMES, (namespace, ref.get("name")))
-        return self.first(Index.CLUSTER_RUNTIMES, ref.get("name"))
+    def runtime_of(self, trainjob: TrainJobView) -> Dict | None:
+        """The (Cluster)TrainingRuntime a TrainJob's spec.runtimeRef names, if it exists
+        (parsed where it is used: trainjob/models.py)."""
+        if trainjob.runtime_kind == c.TRAINING_RUNTIME_KIND:
+            return self.first(Index.RUNTIMES, (trainjob.namespace, trainjob.runtime_name))
+        return self.first(Index.CLUSTER_RUNTIMES, trainjob.runtime_name)
 
     def runtimes(self) -> list[Dict]:
         """Every TrainingRuntime, each with its kind."""

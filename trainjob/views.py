@@ -204,8 +204,18 @@ class TrainJobView(ObjectView):
 
     @property
     def queue_name(self) -> str | None:
-        """The Kueue LocalQueue its label names."""
-        return self.labels.get(c.KUEUE_QUEUE_NAME_LABEL)
+        """The Kueue LocalQueue its label names (None for none, or an empty one)."""
+        return self.labels.get(c.KUEUE_QUEUE_NAME_LABEL) or None
+
+    @property
+    def prebuilt_workload(self) -> str | None:
+        """The prebuilt Workload it names, as a MultiKueue copy does: Kueue 0.19's annotation
+        (its WorkloadIdentifierAnnotations gate, on by default), else its label."""
+        return (
+            self.annotations.get(c.KUEUE_PREBUILT_WORKLOAD_ANNOTATION)
+            or self.labels.get(c.KUEUE_PREBUILT_WORKLOAD_LABEL)
+            or None
+        )
 
     @property
     def pods_status(self) -> list[PodSetPhases]:

@@ -57,7 +57,7 @@ def _gone(cluster: Cluster, trainjob: TrainJobView) -> bool:
 def _sync(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | None:
     key = namespace, name = trainjob.key
     body = trainjob.raw
-    runtime = caches.runtime_of(body)
+    runtime = caches.runtime_of(trainjob)
     uid = str(trainjob.uid or "")
     # Only the Jobs this very TrainJob controls: a label is no proof (anyone can write one).
     jobs = {j.name: j for j in caches.jobs_of(key) if controlled_by(j.raw, uid)}
@@ -122,9 +122,7 @@ def _note_blocked(
 def _held(ctx: Context, namespace: str, trainjob: TrainJobView) -> bool:
     """No queue, on a cluster whose Kueue manages such jobs all the same, and not finished."""
     return (
-        admission.held_without_queue(
-            trainjob.raw, namespace, ctx.settings.manage_jobs_without_queue_name
-        )
+        admission.held_without_queue(trainjob, ctx.settings.manage_jobs_without_queue_name)
         and not trainjob.finished
     )
 

@@ -13,7 +13,6 @@ from kubecontrol.objects import Dict
 from kubecontrol.webhook_server import Handler, in_thread
 from trainjob import admission as rules
 from trainjob import constants as c
-from trainjob.models import prebuilt_workload_of
 from worker_controller.context import Context
 
 
@@ -29,30 +28,26 @@ def routes(ctx: Context) -> dict[str, Handler]:
 
 
 def on_trainjob_mutate(ctx: Context, admission: Dict) -> Verdict:
-    body: Dict = admission.get("object") or {}
-    namespace = str(admission.get("namespace") or (body.get("metadata") or {}).get("namespace"))
+    tj = rules.Admitted(admission)
     defaulted = None
-    if rules.queue_of(body) is None and namespace not in rules.UNMANAGED_NAMESPACES:
-        default_lq = ctx.cluster.get_or_none(c.LOCAL_QUEUE, c.DEFAULT_LOCAL_QUEUE, namespace)
-        defaulted = rules.defaults_to_queue(body, namespace, default_lq is not None)
+    if tj.queue_name is None and tj.namespace not in rules.UNMANAGED_NAMESPACES:
+        default_lq = ctx.cluster.get_or_none(c.LOCAL_QUEUE, c.DEFAULT_LOCAL_QUEUE, tj.namespace)
+        defaulted = rules.defaults_to_queue(tj, default_lq is not None)
     hold = defaulted is None and rules.held_without_queue(
-        body, namespace, ctx.settings.manage_jobs_without_queue_name
+        tj, ctx.settings.manage_jobs_without_queue_name
     )
-    changes = rules.mutate_on_create(body, dt.datetime.now(dt.UTC), queue=defaulted, hold=hold)
-    return Verdict(patch=rules.trainjob_patch(body, changes, queue=defaulted))
+    changes = rules.mutate_on_create(tj, dt.datetime.now(dt.UTC), queue=defaulted, hold=hold)
+    return Verdict(patch=rules.trainjob_patch(tj, changes, queue=defaulted))
 
 
 def on_trainjob_validate(ctx: Context, admission: Dict) -> Verdict:
     """Refuse a TrainJob that cannot run on its runtime (trainjob/admission.py). A MultiKueue
     copy was judged on its manager; a runtime that differs here is said as a condition that
     reaches the manager, never as a refused copy."""
-    body: Dict = admission.get("object") or {}
-    meta = body.get("metadata") or {}
-    if prebuilt_workload_of(meta):
+    tj = rules.Admitted(admission)
+    if tj.prebuilt_workload:
         return Verdict()
-    namespace = str(admission.get("namespace") or meta.get("namespace"))
-    runtime = ctx.caches.runtime_of({**body, "metadata": {"namespace": namespace}})
-    why = rules.runtime_refusal(body, namespace, runtime)
+    why = rules.runtime_refusal(tj, ctx.caches.runtime_of(tj))
     return Verdict() if why is None else refuse(why)
 
 

@@ -182,10 +182,11 @@ def test_the_webhooks_rules_answer_every_trainjob(
     trainjob: Dict, runtime: Dict | None, multikueue: bool
 ) -> None:
     runtime = _named_by(trainjob, runtime) if runtime is not None else None
-    why = admission.runtime_refusal(trainjob, "ns", runtime)
+    under = admission.Admitted({"object": trainjob, "namespace": "ns"})
+    why = admission.runtime_refusal(under, runtime)
     assert why is None or (isinstance(why, str) and why)
-    changes = admission.mutate_on_create(trainjob, NOW, multikueue_queue=multikueue, queue="q")
-    admission.trainjob_patch(trainjob, changes, queue="q")
+    changes = admission.mutate_on_create(under, NOW, multikueue_queue=multikueue, queue="q")
+    admission.trainjob_patch(under, changes, queue="q")
 
 
 # How far the generated pairs got in the test below: a fuzzer whose inputs are all refused

@@ -353,38 +353,49 @@ def test_the_admission_patch_carries_flavours_and_check_updates_per_pod_set() ->
 # ---- the admission webhook's changes --------------------------------------------------------
 
 
+def admitted(body: Dict, namespace: str = "ns") -> admission.Admitted:
+    """`body` under admission in `namespace`, as an AdmissionReview's request holds it."""
+    return admission.Admitted({"object": body, "namespace": namespace})
+
+
 def test_mutate_suspends_queued_trainjobs_and_routes_them_to_multikueue_when_asked() -> None:
-    assert admission.mutate_on_create(trainjob(suspend=False), NOW) == {"suspend": True}
-    assert admission.mutate_on_create(trainjob(suspend=True), NOW) == {}
-    assert admission.mutate_on_create(trainjob(queue=None, suspend=False), NOW) == {}
-    routed = admission.mutate_on_create(trainjob(suspend=False), NOW, multikueue_queue=True)
+    assert admission.mutate_on_create(admitted(trainjob(suspend=False)), NOW) == {"suspend": True}
+    assert admission.mutate_on_create(admitted(trainjob(suspend=True)), NOW) == {}
+    assert admission.mutate_on_create(admitted(trainjob(queue=None, suspend=False)), NOW) == {}
+    routed = admission.mutate_on_create(
+        admitted(trainjob(suspend=False)), NOW, multikueue_queue=True
+    )
     assert routed == {"suspend": True, "managedBy": "kueue.x-k8s.io/multikueue"}
     # An explicit managedBy, even "", is the user's: the API judges it, we do not change it.
     mine = trainjob(managedBy="")
-    assert admission.mutate_on_create(mine, NOW, multikueue_queue=True) == {}
+    assert admission.mutate_on_create(admitted(mine), NOW, multikueue_queue=True) == {}
     # ... except the built-in value, Trainer's CRD default: routed as if unset (as Kueue does).
     builtin = trainjob(managedBy="trainer.kubeflow.org/trainjob-controller")
-    assert admission.mutate_on_create(builtin, NOW, multikueue_queue=True) == {
+    assert admission.mutate_on_create(admitted(builtin), NOW, multikueue_queue=True) == {
         "managedBy": "kueue.x-k8s.io/multikueue"
     }
-    assert admission.mutate_on_create(builtin, NOW) == {}  # on a worker it stays the built-in one
-    assert admission.mutate_on_create(trainjob(queue=None), NOW, multikueue_queue=True) == {}
+    assert (
+        admission.mutate_on_create(admitted(builtin), NOW) == {}
+    )  # on a worker it stays the built-in one
+    assert (
+        admission.mutate_on_create(admitted(trainjob(queue=None)), NOW, multikueue_queue=True) == {}
+    )
 
 
 def test_a_trainjob_without_a_queue_defaults_to_the_namespaces_default_local_queue() -> None:
     unqueued = trainjob(queue=None, suspend=False)
-    assert admission.defaults_to_queue(unqueued, "ns", True) == "default"
-    assert admission.defaults_to_queue(unqueued, "ns", False) is None
-    assert admission.defaults_to_queue(trainjob(queue="q"), "ns", True) is None
+    assert admission.defaults_to_queue(admitted(unqueued, "ns"), True) == "default"
+    assert admission.defaults_to_queue(admitted(unqueued, "ns"), False) is None
+    assert admission.defaults_to_queue(admitted(trainjob(queue="q"), "ns"), True) is None
     # Kueue's shipped managedJobsNamespaceSelector leaves these namespaces out
-    assert admission.defaults_to_queue(unqueued, "kube-system", True) is None
+    assert admission.defaults_to_queue(admitted(unqueued, "kube-system"), True) is None
     copy_ = trainjob(queue=None)
     copy_["metadata"]["annotations"] = {"kueue.x-k8s.io/prebuilt-workload-name": "wl"}
-    assert admission.defaults_to_queue(copy_, "ns", True) is None
+    assert admission.defaults_to_queue(admitted(copy_, "ns"), True) is None
     # Defaulted, it is queued like any other: suspended, and labelled in the same patch
-    changes = admission.mutate_on_create(unqueued, NOW, queue="default")
+    changes = admission.mutate_on_create(admitted(unqueued), NOW, queue="default")
     assert changes == {"suspend": True}
-    ops = admission.trainjob_patch(unqueued, changes, queue="default")
+    ops = admission.trainjob_patch(admitted(unqueued), changes, queue="default")
     assert {
         "op": "add",
         "path": "/metadata/labels/kueue.x-k8s.io~1queue-name",
@@ -414,11 +425,13 @@ def test_runtime_patch_times_follow_trainers_webhook() -> None:
     kueue = {"manager": "kueue.x-k8s.io/manager", "time": earlier}
     # On create: an entry without a time gets now, one with a time keeps it.
     body = trainjob(runtimePatches=[user, kueue])
-    assert admission.mutate_on_create(body, NOW)["runtimePatches"] == [
+    assert admission.mutate_on_create(admitted(body), NOW)["runtimePatches"] == [
         {**user, "time": "2026-11-23T12:00:00Z"},
         kueue,
     ]
-    assert "runtimePatches" not in admission.mutate_on_create(trainjob(runtimePatches=[kueue]), NOW)
+    assert "runtimePatches" not in admission.mutate_on_create(
+        admitted(trainjob(runtimePatches=[kueue])), NOW
+    )
 
 
 def test_pod_set_shapes_are_resolved_once_per_spec_and_runtime_version() -> None:
@@ -506,8 +519,8 @@ def test_a_workload_follows_its_trainjobs_priority_class_label_as_kueue_does() -
 
 def test_manage_jobs_without_queue_name_holds_only_unqueued_trainjobs_kueue_manages() -> None:
     loose = trainjob(queue=None, suspend=False)
-    assert admission.held_without_queue(loose, "ns", True)
-    assert not admission.held_without_queue(loose, "ns", False)
-    assert not admission.held_without_queue(loose, "kube-system", True)
-    assert not admission.held_without_queue(trainjob(queue="q"), "ns", True)
-    assert admission.mutate_on_create(loose, NOW, hold=True) == {"suspend": True}
+    assert admission.held_without_queue(admitted(loose, "ns"), True)
+    assert not admission.held_without_queue(admitted(loose, "ns"), False)
+    assert not admission.held_without_queue(admitted(loose, "kube-system"), True)
+    assert not admission.held_without_queue(admitted(trainjob(queue="q"), "ns"), True)
+    assert admission.mutate_on_create(admitted(loose), NOW, hold=True) == {"suspend": True}

@@ -15,7 +15,7 @@ from clusters.helpers.builders import (
     mpi_runtime,
     replicated_job,
 )
-from trainjob.admission import runtime_refusal
+from trainjob.admission import Admitted, runtime_refusal
 from trainjob.models import parse_trainjob
 from trainjob.quantity import MAX_QUANTITY, parse_quantity
 from trainjob.runtime import resolve_runtime_info
@@ -130,20 +130,22 @@ def test_admission_refuses_env_the_runtime_sets_itself(policy: Dict, env: str) -
     tj = make_trainjob(
         runtimeRef={"name": "torch-distributed"}, trainer={"env": [{"name": env, "value": "9"}]}
     )
-    why = runtime_refusal(tj, "ns", make_runtime(ml_policy=policy))
+    why = runtime_refusal(
+        Admitted({"object": tj, "namespace": "ns"}), make_runtime(ml_policy=policy)
+    )
     assert why is not None and f"spec.trainer.env: {env} are set by the" in why
 
 
 def test_admission_accepts_a_trainjob_whose_runtime_is_not_there_yet_or_fits() -> None:
     tj = make_trainjob(runtimeRef={"name": "torch-distributed"}, trainer={"numNodes": 2})
-    assert runtime_refusal(tj, "ns", None) is None
-    assert runtime_refusal(tj, "ns", make_runtime()) is None
+    assert runtime_refusal(Admitted({"object": tj, "namespace": "ns"}), None) is None
+    assert runtime_refusal(Admitted({"object": tj, "namespace": "ns"}), make_runtime()) is None
 
 
 def test_admission_judges_a_trainjob_without_a_name_yet() -> None:
     tj = make_trainjob(runtimeRef={"name": "torch-distributed"})
     tj["metadata"] = {"generateName": "job-"}
-    assert runtime_refusal(tj, "ns", make_runtime()) is None
+    assert runtime_refusal(Admitted({"object": tj, "namespace": "ns"}), make_runtime()) is None
 
 
 @pytest.mark.parametrize(
