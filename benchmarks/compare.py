@@ -54,6 +54,7 @@ from benchmarks.multikueue import (
     WITHOUT_LEASES,
     measure,
     peer_secrets,
+    replicas_arg,
     sustained_key,
     workload_args,
 )
@@ -254,15 +255,7 @@ def main() -> int:
         "burst on two cores keeps admitted jobs waiting for pods longer than the test bed's "
         "20 s, and each eviction is a run again, which the pipelines handle differently)",
     )
-    parser.add_argument(
-        "--replicas",
-        type=int,
-        choices=(1, 2),
-        default=2,
-        help="replicas of each controller in both pipelines: ours (each dispatcher and worker "
-        "controller) and the peer's (Trainer and JobSet on each worker, leader-elected at 2); "
-        "the peer's MultiKueue is in Kueue, one process either way",
-    )
+    replicas_arg(parser)
     parser.add_argument("--out", type=Path, help="write every run's figures to this JSON file")
     parser.add_argument(
         "--report", type=Path, metavar="JSON", help="print the report of an --out file, no run"

@@ -40,7 +40,14 @@ from kubernetes import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.multikueue import PIPELINES, TRAINER, peer_secrets, run_patch, trainjob_body
+from benchmarks.multikueue import (
+    PIPELINES,
+    TRAINER,
+    peer_secrets,
+    replicas_arg,
+    run_patch,
+    trainjob_body,
+)
 from benchmarks.worker_trainjobs import peak_rss_mib, status_mib
 from clusters import peer, setup
 from clusters.bed import Bed
@@ -133,14 +140,7 @@ def main() -> int:
         help="ours, or the upstream pipeline as compare.py runs it (Kueue's MultiKueue, "
         "Trainer and JobSet on each worker)",
     )
-    parser.add_argument(
-        "--replicas",
-        type=int,
-        choices=(1, 2),
-        default=2,
-        help="replicas of each of the pipeline's controllers (ours: the dispatcher and each "
-        "worker controller; the peer's: Trainer and JobSet on each worker)",
-    )
+    replicas_arg(parser)
     args = parser.parse_args()
     timeout = WaitForPodsReady(timeout_seconds=args.pods_ready_timeout)
     update: dict[str, object] = {

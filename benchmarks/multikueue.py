@@ -462,6 +462,19 @@ def measure(
     return figures
 
 
+def replicas_arg(parser: argparse.ArgumentParser) -> None:
+    """`--replicas`: how many of each controller both pipelines run."""
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="replicas of each controller of the pipeline: ours (the dispatcher and each "
+        "worker controller), the peer's (Trainer and JobSet on each worker, leader-elected at "
+        "2; its MultiKueue is in Kueue, one process either way)",
+    )
+
+
 def workload_args(doc: str | None, sequential: int, burst: int) -> argparse.ArgumentParser:
     """A benchmark's parser with the arguments `measure` reads (its workload's size)."""
     parser = argparse.ArgumentParser(

@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.compare import BED, MANAGER_SIDE, WHOLE, run
-from benchmarks.multikueue import PIPELINES, workload_args
+from benchmarks.multikueue import PIPELINES, replicas_arg, workload_args
 
 COLUMNS = [
     ("TrainJobs/s", "burst TrainJobs per s", "{:.2f}"),
@@ -49,7 +49,7 @@ def main() -> int:
         "--pipelines", default="ours,peer-shipped", help="of " + ", ".join(PIPELINES)
     )
     parser.add_argument("--pods-ready-timeout", type=int, default=1800)
-    parser.add_argument("--replicas", type=int, choices=(1, 2), default=2, help="as compare.py's")
+    replicas_arg(parser)
     args = parser.parse_args()
     counts = [int(n) for n in args.workers.split(",")]
     names = args.pipelines.split(",")

@@ -108,60 +108,30 @@ def _parameters(path: str) -> list[Dict]:
     ]
 
 
-def v3_document(group: str, version: str, operations: Iterable[Operation]) -> Dict:
-    """The OpenAPI 3.0 document of one group-version (`/openapi/v3/apis/GROUP/VERSION`)."""
+def _document(
+    group: str, version: str, operations: Iterable[Operation], v3: bool
+) -> tuple[dict[str, Dict], dict[str, Dict]]:
+    """(paths, schemas) of one group-version, in OpenAPI 3.0's form or Swagger 2.0's."""
     operations = list(operations)
-    prefix = _prefix(group, version)
-    paths: dict[str, Dict] = {}
-    for op in operations:
-        if op.model is None:
-            content = {"text/plain": {"schema": {"type": "string"}}}
-        else:
-            ref = {"$ref": f"#/components/schemas/{prefix}{op.model.__name__}"}
-            content = {"application/json": {"schema": ref}}
-        get: Dict = {
-            "description": op.summary,
-            "operationId": op.operation_id,
-            "responses": {"200": {"description": "OK", "content": content}},
-        }
-        if op.kind:
-            get["x-kubernetes-action"] = "get"
-            get["x-kubernetes-group-version-kind"] = {
-                "group": group,
-                "kind": op.kind,
-                "version": version,
-            }
-        params = [
-            {k: v for k, v in p.items() if k != "type"} | {"schema": {"type": "string"}}
-            for p in _parameters(op.path)
-        ]
-        paths[op.path] = {"get": get, **({"parameters": params} if params else {})}
-    models = [op.model for op in operations if op.model is not None]
-    kinds = [op.kind for op in operations if op.kind] + [m.__name__ for m in models]
-    return {
-        "openapi": "3.0.0",
-        "info": {"title": f"{group}", "version": version},
-        "paths": paths,
-        "components": {"schemas": schemas(models, group, version, kinds, v3=True)},
-    }
-
-
-def v2_document(group: str, version: str, operations: Iterable[Operation]) -> Dict:
-    """The Swagger 2.0 document (`/openapi/v2`), for an aggregator that reads only that."""
-    operations = list(operations)
-    prefix = _prefix(group, version)
+    root = "#/components/schemas/" if v3 else "#/definitions/"
     paths: dict[str, Dict] = {}
     for op in operations:
         schema = (
             {"type": "string"}
             if op.model is None
-            else {"$ref": f"#/definitions/{prefix}{op.model.__name__}"}
+            else {"$ref": f"{root}{_prefix(group, version)}{op.model.__name__}"}
         )
+        media = "text/plain" if op.model is None else "application/json"
+        answer: Dict = {"description": "OK"}
+        if v3:
+            answer["content"] = {media: {"schema": schema}}
+        else:
+            answer["schema"] = schema
         get: Dict = {
             "description": op.summary,
             "operationId": op.operation_id,
-            "produces": ["text/plain" if op.model is None else "application/json"],
-            "responses": {"200": {"description": "OK", "schema": schema}},
+            **({} if v3 else {"produces": [media]}),
+            "responses": {"200": answer},
         }
         if op.kind:
             get["x-kubernetes-action"] = "get"
@@ -171,14 +141,36 @@ def v2_document(group: str, version: str, operations: Iterable[Operation]) -> Di
                 "version": version,
             }
         params = _parameters(op.path)
+        if v3:  # a parameter's type is in its schema
+            params = [
+                {k: v for k, v in p.items() if k != "type"} | {"schema": {"type": "string"}}
+                for p in params
+            ]
         paths[op.path] = {"get": get, **({"parameters": params} if params else {})}
     models = [op.model for op in operations if op.model is not None]
     kinds = [op.kind for op in operations if op.kind] + [m.__name__ for m in models]
+    return paths, schemas(models, group, version, kinds, v3=v3)
+
+
+def v3_document(group: str, version: str, operations: Iterable[Operation]) -> Dict:
+    """The OpenAPI 3.0 document of one group-version (`/openapi/v3/apis/GROUP/VERSION`)."""
+    paths, found = _document(group, version, operations, v3=True)
+    return {
+        "openapi": "3.0.0",
+        "info": {"title": group, "version": version},
+        "paths": paths,
+        "components": {"schemas": found},
+    }
+
+
+def v2_document(group: str, version: str, operations: Iterable[Operation]) -> Dict:
+    """The Swagger 2.0 document (`/openapi/v2`), for an aggregator that reads only that."""
+    paths, found = _document(group, version, operations, v3=False)
     return {
         "swagger": "2.0",
         "info": {"title": group, "version": version},
         "paths": paths,
-        "definitions": schemas(models, group, version, kinds, v3=False),
+        "definitions": found,
     }
 
 
