@@ -26,6 +26,7 @@ from clusters.errors import BedError
 from dispatcher.settings import DispatcherSettings
 from release import story_docs
 from trainjob import vocabulary
+from trainjob.runtime import fields
 from trainjob.story import TrainJobStory, Worker
 from worker_controller.settings import WorkerSettings
 
@@ -145,6 +146,25 @@ def usage(text: str) -> str:
     return _section(USAGE, text, "a worker's fields", story_docs.field_table(Worker))
 
 
+DIFFERENCES = REPO / "docs" / "differences.md"
+
+
+def runtime_fields_table() -> str:
+    """Every field of Trainer v2.3's runtime and what the framework does with it."""
+    rows = ["| field of the runtime's `spec` | here | how |", "|---|---|---|"]
+    for entry in fields.FIELDS:
+        shown = f"`{entry.path}`" + (" and below" if entry.below else "")
+        how = entry.how.replace("|", "\\|")
+        rows.append(f"| {shown} | {entry.treatment} | {how} |")
+    return "\n".join(rows) + "\n"
+
+
+def differences(text: str) -> str:
+    """docs/differences.md with the runtime's field table written again from
+    trainjob/runtime/fields.py."""
+    return _section(DIFFERENCES, text, "the runtime's fields", runtime_fields_table())
+
+
 def story_types(_text: str) -> str:
     return story_docs.typescript()
 
@@ -168,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         (CONFIGURATION_DOC, configuration_doc, "the settings tables"),
         (USER_GUIDE, user_guide, "the status vocabulary"),
         (USAGE, usage, "the story's fields"),
+        (DIFFERENCES, differences, "the runtime's fields"),
         (STORY_TYPES, story_types, "the story's types"),
     ):
         text = doc.read_text() if doc.is_file() else ""

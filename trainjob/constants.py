@@ -139,6 +139,8 @@ REASON_NO_CLUSTER_FITS = "NoClusterFits"
 REASON_NOT_ADMITTED_IN_TIME = "NotAdmittedInTime"
 # On a worker: the runtime's podGroupPolicy, with no PodGroup made (condition and reason)
 COND_POD_GROUP_IGNORED = "PodGroupPolicyIgnored"
+# A runtime field the framework does not do (trainjob/runtime/fields.py: reported).
+COND_RUNTIME_FIELDS_IGNORED = "RuntimeFieldsIgnored"
 # PodsStuck=True gives the kubelet's own reason for the first stuck pod (no constant of ours)
 REASON_KUBELET = "(the kubelet's reason)"
 RECOVERABLE_FAILURE_REASONS = frozenset(

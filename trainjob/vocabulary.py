@@ -43,6 +43,11 @@ CONDITIONS = (
         c.COND_POD_GROUP_IGNORED, "ours", "the runtime's gang-scheduling policy is not applied"
     ),
     Condition(
+        c.COND_RUNTIME_FIELDS_IGNORED,
+        "ours",
+        "fields of the runtime this worker does not do (docs/differences.md)",
+    ),
+    Condition(
         c.COND_CLUSTERS_SELECTED, "ours", "on the manager: its choice of workers leaves none"
     ),
     Condition(c.COND_RUNTIME_DRIFT, "ours", "on the manager: some chosen workers' runtime differs"),
@@ -194,6 +199,14 @@ REASONS = (
         WORKER,
         True,
         "podGroupPolicy is set and this worker makes no PodGroup",
+    ),
+    Reason(
+        c.COND_RUNTIME_FIELDS_IGNORED,
+        "True",
+        c.COND_RUNTIME_FIELDS_IGNORED,
+        WORKER,
+        True,
+        "the runtime sets fields this worker does not do; the message names them",
     ),
     Reason(
         c.COND_CLUSTERS_SELECTED,

@@ -258,6 +258,17 @@ def decide(obs: Observed) -> Plan:
             )
         else:
             st.remove(c.COND_POD_GROUP_IGNORED)
+        if info.policy.ignored:
+            st.set(
+                c.COND_RUNTIME_FIELDS_IGNORED,
+                True,
+                c.COND_RUNTIME_FIELDS_IGNORED,
+                "the runtime sets fields this worker does not do, and the job runs without them "
+                f"(docs/differences.md): {', '.join(info.policy.ignored)}",
+                "Warning",
+            )
+        else:
+            st.remove(c.COND_RUNTIME_FIELDS_IGNORED)
         _apply_jobs(info, owner, obs.jobs, plan, suspend=False, create_missing=True)
         _pods_stuck(obs, st)
     st.count(info, obs)

@@ -68,6 +68,8 @@ class RuntimePolicy:
     num_nodes: int
     ml: MLPolicy
     pod_group: PodGroupPolicy | None = None
+    # Fields of the runtime the framework does not do (trainjob/runtime/fields.py: ignored).
+    ignored: list[str] = field(default_factory=list)
     # The success policy of the runtime's JobSet template: which PodSets must complete.
     success_operator: str = "All"
     success_targets: list[str] = field(default_factory=list)

@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 from kubecontrol.admission import Verdict, refuse, review_response
-from trainjob.admission import trainjob_patch
 
 Dict = dict[str, Any]
 REVIEW = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u"}}
@@ -43,25 +42,3 @@ def test_a_refusal_without_a_code_is_an_internal_error() -> None:
     answer = review_response({"request": {"uid": "u"}}, Verdict(allowed=False, message="m"))
     assert answer["apiVersion"] == "admission.k8s.io/v1" and answer["kind"] == "AdmissionReview"
     assert answer["response"]["status"] == {"code": 500, "message": "m"}
-
-
-def test_spec_fields_and_finalizers_become_add_operations() -> None:
-    obj = {"metadata": {"name": "tj"}, "spec": {"suspend": False}}
-    patches = [{"manager": "m", "time": "t"}]
-    assert trainjob_patch(
-        obj, {"suspend": True, "runtimePatches": patches}, ["trainjob.dev/x"]
-    ) == (
-        {"op": "add", "path": "/spec/suspend", "value": True},
-        {"op": "add", "path": "/spec/runtimePatches", "value": patches},
-        {"op": "add", "path": "/metadata/finalizers", "value": ["trainjob.dev/x"]},
-    )
-
-
-def test_a_missing_spec_is_added_whole_and_keys_are_escaped() -> None:
-    assert trainjob_patch({"metadata": {}}, {"suspend": True}) == (
-        {"op": "add", "path": "/spec", "value": {"suspend": True}},
-    )
-    assert trainjob_patch({"spec": {}}, {"a/b~c": 1}) == (
-        {"op": "add", "path": "/spec/a~1b~0c", "value": 1},
-    )
-    assert trainjob_patch({"spec": {}}, {}) == ()

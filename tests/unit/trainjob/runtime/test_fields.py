@@ -1,0 +1,103 @@
+"""Every field of Trainer v2.3's runtimes is honoured, refused or reported
+(trainjob/runtime/fields.py), walked from Trainer's own CRD schemas (read from its Go module,
+not copied): a field a new Trainer adds fails here until the table says what happens to it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from clusters import builds
+from trainjob.runtime.fields import FIELDS, field_of, ignored
+
+Dict = dict[str, Any]
+CRDS = ("trainingruntimes", "clustertrainingruntimes")
+REPO = Path(__file__).resolve().parents[4]
+
+
+def trainers_runtime_schema(plural: str) -> Dict:
+    trainer = builds.module_source_dir(
+        "trainer", f"{builds.TRAINER_PACKAGE}@{builds.TRAINER_API_VERSION}"
+    )
+    crd = yaml.safe_load(
+        (trainer / f"manifests/base/crds/trainer.kubeflow.org_{plural}.yaml").read_text()
+    )
+    [version] = [v for v in crd["spec"]["versions"] if v.get("storage")]
+    spec: Dict = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    return spec
+
+
+def leaves(schema: Dict, path: str = "") -> Iterator[str]:
+    """Every field's path under `schema` that has no fields of its own (a list's items as
+    `[]`), as `kubectl explain` writes them."""
+    if schema.get("type") == "array" and "items" in schema:
+        yield from leaves(schema["items"], f"{path}[]")
+        return
+    properties = schema.get("properties") or {}
+    if not properties:
+        yield path
+        return
+    for name, below in properties.items():
+        yield from leaves(below, f"{path}.{name}" if path else name)
+
+
+@pytest.mark.parametrize("plural", CRDS)
+def test_every_field_of_trainers_runtime_is_honoured_refused_or_reported(plural: str) -> None:
+    paths = list(leaves(trainers_runtime_schema(plural)))
+    assert len(paths) > 800  # the pod template's fields are in it
+    unnamed = sorted({p for p in paths if field_of(p) is None})
+    assert unnamed == [], f"{len(unnamed)} fields of Trainer's {plural} are in no row of FIELDS"
+    for entry in FIELDS:  # and no row names a field Trainer does not have
+        assert any(entry.covers(p) for p in paths), entry.path
+
+
+def test_the_counts_docs_differences_gives_are_the_schemas() -> None:
+    paths = list(leaves(trainers_runtime_schema("trainingruntimes")))
+    by = Counter(entry.treatment for entry in map(field_of, paths) if entry is not None)
+    said = " ".join((REPO / "docs" / "differences.md").read_text().split())
+    assert (
+        f"Of the {len(paths)} fields of Trainer v2.3's schema, {by['honoured']} are honoured "
+        f"(the pod template's among them), {by['refused']} refused and {by['reported']} "
+        "reported." in said
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        ({}, []),
+        ({"failurePolicy": {"maxRestarts": 1}}, ["template.spec.failurePolicy"]),
+        ({"coordinator": {"replicatedJob": "node"}}, ["template.spec.coordinator"]),
+        ({"ttlSecondsAfterFinished": 60}, ["template.spec.ttlSecondsAfterFinished"]),
+        ({"managedBy": "someone-else"}, ["template.spec.managedBy"]),
+        ({"network": {"enableDNSHostnames": True, "subdomain": "tj"}}, []),
+        ({"network": {"enableDNSHostnames": False}}, ["template.spec.network.enableDNSHostnames"]),
+        (
+            {"network": {"publishNotReadyAddresses": False}},
+            ["template.spec.network.publishNotReadyAddresses"],
+        ),
+        ({"network": {"subdomain": "other"}}, ["template.spec.network.subdomain"]),
+        ({"startupPolicy": {"startupPolicyOrder": "AnyOrder"}}, []),
+        (
+            {"startupPolicy": {"startupPolicyOrder": "InOrder"}},
+            ["template.spec.startupPolicy.startupPolicyOrder"],
+        ),
+        ({"replicatedJobs": [{"name": "node", "groupName": "default"}]}, []),
+        (
+            {
+                "replicatedJobs": [
+                    {"name": "a", "groupName": "g1"},
+                    {"name": "b", "groupName": "g1"},
+                ]
+            },
+            ["template.spec.replicatedJobs[].groupName (g1)"],
+        ),
+    ],
+)
+def test_what_a_runtime_sets_that_this_worker_does_not_do(spec: Dict, named: list[str]) -> None:
+    assert ignored({"replicatedJobs": [], **spec}, "tj") == named
