@@ -40,6 +40,8 @@ IDENTITIES = {
     "jobset": ("jobset-system", "jobset-controller-manager"),
     "trainer": ("kubeflow-system", "kubeflow-trainer-controller-manager"),
 }
+# The Leases their releases elect a leader by (JobSet's default ID; Trainer's shipped config).
+LEASES = {"jobset": "6d4f6a47.jobset.x-k8s.io", "trainer": "trainer.kubeflow.org"}
 # Kueue's MultiKueue identity on a worker, as Kueue's MultiKueue setup guide names it.
 MULTIKUEUE_IDENTITY = ("kueue-system", "multikueue-sa")
 RBAC_KINDS = ("ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
@@ -293,16 +295,17 @@ def write_configs(config: BedConfig, spec: ClusterSpec, d: Path, cert: Path, key
             "certManagement": {"enable": False},
         }
         if config.peer_replicas > 1:
-            jobset["leaderElection"] = {
-                "leaderElect": True,
-                "resourceName": "6d4f6a47.jobset.x-k8s.io",
-                "resourceNamespace": IDENTITIES["jobset"][0],
-            }
-            trainer["leaderElection"] = {
-                "leaderElect": True,
-                "resourceName": "trainer.kubeflow.org",
-                "resourceNamespace": IDENTITIES["trainer"][0],
-            }
+            for project, doc in (("jobset", jobset), ("trainer", trainer)):
+                doc["leaderElection"] = {
+                    "leaderElect": True,
+                    "resourceName": LEASES[project],
+                    "resourceNamespace": IDENTITIES[project][0],
+                    # controller-runtime's defaults, as both releases ship them (a
+                    # Configuration without them has zero durations and will not start)
+                    "leaseDuration": "15s",
+                    "renewDeadline": "10s",
+                    "retryPeriod": "2s",
+                }
         suffix = f"-{replica + 1}" if replica else ""
         (d / f"jobset{suffix}-config.yaml").write_text(yaml.safe_dump(jobset))
         (d / f"trainer{suffix}-config.yaml").write_text(yaml.safe_dump(trainer))
