@@ -107,10 +107,10 @@ def run(pipeline: str, args: argparse.Namespace, workers: int | None = None) -> 
         else:
             dispatch = []
             peer_secrets(bed)
-            controllers = [
-                bed.component(w.name, name).pid() or 0
+            controllers = [  # every replica of each (peer_replicas)
+                bed.component(w.name, comp.name).pid() or 0
                 for w in bed.config.workers
-                for name in ("jobset", "trainer")
+                for comp in peer.components(bed.config, w, bed.cluster_dir(w.name))
             ]
         custom = client.CustomObjectsApi(bed.api(manager))
         for plural, name in [
