@@ -573,8 +573,8 @@ class Bed:
                 namespace, account = peer.IDENTITIES[name]
                 token = service_account_token(self.api(c), namespace, account)
                 write_token_kubeconfig(self.kubeconfig(c), token, peer.kubeconfig(d, name))
-            for name in names:
-                self._start(comps[name], timeout=120)
+            for comp in peer.components(self.config, spec, d):  # every replica (peer_replicas)
+                self._start(comps[comp.name], timeout=120)
         _say(f"{c}: ready")
 
     def _apply_crds(self, applier: Applier, spec: ClusterSpec) -> None:
