@@ -403,6 +403,12 @@ class AggregatedApi:
             return await self._list(request, parts)
         if len(parts) == 7:  # apis, group, version, namespaces, NS, resource, NAME
             return await self._read(request, parts)
+        if len(parts) == 6 and parts[5] in self._read_only:  # a list of a read-only resource
+            caller = self._caller(request)
+            if isinstance(caller, web.Response):
+                return caller
+            kind = self._read_only[parts[5]].singular
+            return status(405, f"{parts[5]} can be read by name only: kubectl get {kind} NAME")
         # apis, group, version, namespaces, NS, resource, NAME, subresource
         if len(parts) != 8:
             return await self._discovery(request)

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
 from multidict import CIMultiDict
 
 from kubecontrol.aggregated import (
+    AggregatedApi,
     ApiGroup,
+    ApiRequest,
     ClusterList,
+    FrontProxy,
     FrontProxyTrust,
+    ReadOnly,
     Subresource,
     query_bool,
     query_int,
@@ -122,3 +131,41 @@ def test_a_cluster_scoped_list_is_discovered_as_list_only_and_not_namespaced() -
         "kind": "Worker",
         "verbs": ["list"],
     }
+
+
+def test_a_read_only_resource_is_read_by_name_and_never_listed() -> None:
+    """`kubectl get trainjobstories` (a list) is told to name one; a call without the front
+    proxy's certificate is refused first, whatever it asks."""
+
+    async def story(call: ApiRequest) -> web.StreamResponse:
+        return web.json_response({"name": call.name, "namespace": call.namespace})
+
+    group = ApiGroup(
+        "view.example.dev",
+        "v1alpha1",
+        "things",
+        read_only=(ReadOnly("thingstories", "thingstory", "ThingStory", story),),
+    )
+    proxy = FrontProxy.__new__(FrontProxy)
+    proxy.trust = trust()
+    served = AggregatedApi(group, proxy)
+
+    class Transport:
+        def __init__(self, cert: object) -> None:
+            self.cert = cert
+
+        def get_extra_info(self, name: str) -> object:
+            return self.cert if name == "peercert" else None
+
+    def ask(path: str, cert: object = PROXY_CERT) -> web.StreamResponse:
+        request = make_mocked_request(
+            "GET", path, headers={"X-Remote-User": "alice"}, transport=Transport(cert)
+        )
+        return asyncio.run(served._answer(request))
+
+    base = "/apis/view.example.dev/v1alpha1/namespaces/ns/thingstories"
+    listed = ask(base)
+    assert listed.status == 405 and b"kubectl get thingstory NAME" in listed.body  # type: ignore[attr-defined]
+    assert json.loads(ask(f"{base}/one").body) == {"name": "one", "namespace": "ns"}  # type: ignore[attr-defined]
+    assert ask(base, cert=None).status == 401
+    assert ask("/apis/view.example.dev/v1alpha1/namespaces/ns/others").status == 404
