@@ -55,6 +55,7 @@ from benchmarks.multikueue import (
     measure,
     peer_secrets,
     replicas_arg,
+    start_ours,
     sustained_key,
     workload_args,
 )
@@ -97,9 +98,7 @@ def run(pipeline: str, args: argparse.Namespace, workers: int | None = None) -> 
         alone: dict[str, list[int]] = {}  # groups of ours with no counterpart in the peer
         kueue = {c.name: bed.component(c.name, "kueue").pid() or 0 for c in bed.config.clusters}
         if pipeline == "ours":
-            # deploy/ runs two replicas of each; another count is the chart's `replicas`.
-            values = None if args.replicas == 2 else {"replicas": args.replicas}
-            ctrls = setup.start_controllers(bed, resync=None, chart_values=values)
+            ctrls = start_ours(bed, args.replicas)
             controllers = [c.proc.pid for c in ctrls]
             leader = leading_dispatcher(ctrls)
             alone[LEADER] = [leader.proc.pid]

@@ -46,6 +46,7 @@ from benchmarks.multikueue import (
     peer_secrets,
     replicas_arg,
     run_patch,
+    start_ours,
     trainjob_body,
 )
 from benchmarks.worker_trainjobs import peak_rss_mib, status_mib
@@ -163,8 +164,7 @@ def start(bed: Bed, args: argparse.Namespace) -> tuple[list[Replica], dict[str, 
     our replicas, and every controller process of the pipeline and every Kueue, by what each
     is."""
     if args.pipeline == "ours":
-        values = None if args.replicas == 2 else {"replicas": args.replicas}
-        ctrls = setup.start_controllers(bed, resync=None, chart_values=values)
+        ctrls = start_ours(bed, args.replicas)
         leader = leading_dispatcher(ctrls) if args.replicas > 1 else None
         procs = {}
         for r in ctrls:

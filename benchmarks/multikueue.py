@@ -462,6 +462,13 @@ def measure(
     return figures
 
 
+def start_ours(bed: Bed, replicas: int) -> list[setup.Controller]:
+    """The product with `replicas` of each controller and its installed timers: deploy/ (two
+    of each), or the chart with `replicas` for another count."""
+    values = None if replicas == 2 else {"replicas": replicas}
+    return setup.start_controllers(bed, resync=None, chart_values=values)
+
+
 def replicas_arg(parser: argparse.ArgumentParser) -> None:
     """`--replicas`: how many of each controller both pipelines run."""
     parser.add_argument(

@@ -69,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
         "`trainer: true` runs (tests/e2e/test_mixed_fleet.py's bed)",
     )
     build.add_argument(
+        "--typescript",
+        action="store_true",
+        help="also TypeScript from npm, which checks the web view's scripts against the job "
+        "story's types (tests/unit/test_story_contract.py)",
+    )
+    build.add_argument(
         "--real-nodes",
         action="store_true",
         help="also what real nodes need: kubelet, kube-proxy, containerd, CoreDNS, and the "
@@ -95,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "build":
             builds.build_all(peer=args.peer, real=args.real_nodes, trainer=args.trainer)
+            if args.typescript:
+                builds.typescript()
             if args.real_nodes:
                 images.build_all()
             return 0

@@ -17,7 +17,7 @@ from aiohttp import web
 
 from kubecontrol.aggregated import ListHandler, ListRequest
 from trainjob import constants as c
-from trainjob.story import ClusterQueueUse, Worker, WorkerList, WorkerMeta
+from trainjob.story import Worker, WorkerList, WorkerMeta
 
 if TYPE_CHECKING:
     from dispatcher.context import Context
@@ -42,10 +42,6 @@ def _since(seconds: float | None) -> str | None:
     return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _queues(remote: RemoteCluster | None) -> list[ClusterQueueUse] | None:
-    return remote.queues() if remote is not None else None
-
-
 def worker(name: str, remote: RemoteCluster | None, problem: str | None) -> Worker:
     """One worker's item (pure over what the RemoteCluster holds)."""
     state = _connection(remote)
@@ -58,7 +54,7 @@ def worker(name: str, remote: RemoteCluster | None, problem: str | None) -> Work
         down_since=_since(remote.down_since) if remote is not None else None,
         train_job_copies=len(remote.items(c.TRAINJOB.kind)) if remote is not None else None,
         # None: not known (unreachable, or the worker's ClusterQueues are not readable)
-        cluster_queues=_queues(remote),
+        cluster_queues=remote.queues() if remote is not None else None,
     )
 
 

@@ -339,6 +339,9 @@ class AggregatedApi:
         operations = group.operations()
         self._v2 = openapi.Served.of(openapi.v2_document(group.group, group.version, operations))
         self._v3 = openapi.Served.of(openapi.v3_document(group.group, group.version, operations))
+        path = f"apis/{group.group_version}"
+        url = f"/openapi/v3/{path}?hash={self._v3.hash}"
+        self._v3_root = openapi.Served.of({"paths": {path: {"serverRelativeURL": url}}})
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_get("/apis", self._discovery)
@@ -351,10 +354,7 @@ class AggregatedApi:
         return self._document(request, self._v2)
 
     async def _openapi_v3_root(self, request: web.Request) -> web.StreamResponse:
-        path = f"apis/{self.group.group_version}"
-        url = f"/openapi/v3/{path}?hash={self._v3.hash}"
-        root = {"paths": {path: {"serverRelativeURL": url}}}
-        return self._document(request, openapi.Served.of(root))
+        return self._document(request, self._v3_root)
 
     async def _openapi_v3(self, request: web.Request) -> web.StreamResponse:
         asked = (request.match_info["group"], request.match_info["version"])

@@ -40,7 +40,7 @@ class Operation:
     operation_id: str = ""
 
 
-def _prefix(group: str, version: str) -> str:
+def prefix(group: str, version: str) -> str:
     """`view.trainjob.dev`, `v1alpha1` -> `dev.trainjob.view.v1alpha1.`, as Kubernetes names
     the definitions of a group."""
     return ".".join([*reversed(group.split(".")), version]) + "."
@@ -79,12 +79,12 @@ def schemas(
 ) -> dict[str, Dict]:
     """The definitions of `models` and all they hold, named as Kubernetes names them; those
     whose name is one of `kinds` carry their GVK."""
-    prefix = _prefix(group, version)
+    named = prefix(group, version)
     root = "#/components/schemas/" if v3 else "#/definitions/"
     _, found = models_json_schema(
         [(m, "serialization") for m in models],
         by_alias=True,
-        ref_template=root + prefix + "{model}",
+        ref_template=root + named + "{model}",
     )
     kinds = set(kinds)
     out: dict[str, Dict] = {}
@@ -94,15 +94,18 @@ def schemas(
             rewritten["x-kubernetes-group-version-kind"] = [
                 {"group": group, "kind": name, "version": version}
             ]
-        out[prefix + name] = rewritten
+        out[named + name] = rewritten
     return out
 
 
-def _parameters(path: str) -> list[Dict]:
+def _parameters(path: str, v3: bool) -> list[Dict]:
+    """The path's parameters (`{namespace}`, `{name}`); a parameter's type is in a schema in
+    OpenAPI 3.0, beside it in Swagger 2.0."""
     names = [("namespace", "object name and auth scope, such as for teams and projects")]
     names += [("name", "name of the object")]
+    typed = {"schema": {"type": "string"}} if v3 else {"type": "string"}
     return [
-        {"name": n, "in": "path", "required": True, "description": d, "type": "string"}
+        {"name": n, "in": "path", "required": True, "description": d, **typed}
         for n, d in names
         if "{" + n + "}" in path
     ]
@@ -119,7 +122,7 @@ def _document(
         schema = (
             {"type": "string"}
             if op.model is None
-            else {"$ref": f"{root}{_prefix(group, version)}{op.model.__name__}"}
+            else {"$ref": f"{root}{prefix(group, version)}{op.model.__name__}"}
         )
         media = "text/plain" if op.model is None else "application/json"
         answer: Dict = {"description": "OK"}
@@ -140,12 +143,7 @@ def _document(
                 "kind": op.kind,
                 "version": version,
             }
-        params = _parameters(op.path)
-        if v3:  # a parameter's type is in its schema
-            params = [
-                {k: v for k, v in p.items() if k != "type"} | {"schema": {"type": "string"}}
-                for p in params
-            ]
+        params = _parameters(op.path, v3)
         paths[op.path] = {"get": get, **({"parameters": params} if params else {})}
     models = [op.model for op in operations if op.model is not None]
     kinds = [op.kind for op in operations if op.kind] + [m.__name__ for m in models]

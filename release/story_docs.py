@@ -2,45 +2,39 @@
 view's type declarations (kubectl_trainjob/ui/story.d.ts, which `tsc --checkJs` holds the
 page's scripts to) and the field table of the story in docs/usage.md.
 
-Both come from the types' JSON Schema as pydantic writes it for what is sent (every field
-present, camelCase names), the same schema the API's OpenAPI documents are made from.
+Both are read from the component schemas of the OpenAPI 3.0 document the dispatcher serves
+(kubecontrol/openapi.py): what is sent, every field present, camelCase names.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic.json_schema import models_json_schema
-
-from trainjob.story import KINDS, TrainJobStory, Worker
+from kubecontrol import openapi
+from trainjob.story import GROUP, KINDS, VERSION, TrainJobStory, Worker
 
 Dict = dict[str, Any]
-REF = "#/$defs/"
+PREFIX = "#/components/schemas/" + openapi.prefix(GROUP, VERSION)
 
 
 def _definitions() -> dict[str, Dict]:
-    _, found = models_json_schema(
-        [(m, "serialization") for m in KINDS], by_alias=True, ref_template=REF + "{model}"
-    )
-    return dict(found["$defs"])
+    """The story's component schemas, by the types' own names."""
+    found = openapi.schemas(KINDS, GROUP, VERSION, (), v3=True)
+    short = len(openapi.prefix(GROUP, VERSION))
+    return {name[short:]: schema for name, schema in found.items()}
 
 
-def _nullable(schema: Dict) -> tuple[Dict, bool]:
-    choices = schema.get("anyOf")
-    if isinstance(choices, list) and {"type": "null"} in choices:
-        rest = [x for x in choices if x != {"type": "null"}]
-        if len(rest) == 1:
-            return rest[0], True
-    return schema, False
+def _ref(schema: Dict) -> str:
+    """The type a schema names (`$ref`, or a described one's `allOf: [$ref]`), else ""."""
+    ref = schema.get("$ref") or (schema.get("allOf") or [{}])[0].get("$ref") or ""
+    return str(ref).removeprefix(PREFIX)
 
 
 def ts_type(schema: Dict) -> str:
     """A schema as a TypeScript type."""
-    inner, nullable = _nullable(schema)
-    if "$ref" in inner:
-        text = inner["$ref"].removeprefix(REF)
-    elif "const" in inner:
-        text = f'"{inner["const"]}"'
+    nullable, inner = bool(schema.get("nullable")), schema
+    if _ref(inner):
+        text = _ref(inner)
     elif "enum" in inner:
         text = " | ".join(f'"{x}"' for x in inner["enum"])
     elif inner.get("type") == "array":
@@ -50,8 +44,6 @@ def ts_type(schema: Dict) -> str:
         text = "number"
     elif inner.get("type") in ("string", "boolean"):
         text = str(inner["type"])
-    elif "anyOf" in inner:
-        text = " | ".join(ts_type(x) for x in inner["anyOf"])
     else:
         text = "Record<string, unknown>"
     return f"{text} | null" if nullable else text
@@ -74,7 +66,7 @@ def typescript() -> str:
                 lines.append(f"  /** {about} */")
             optional = "" if field in required else "?"
             lines.append(f"  {field}{optional}: {ts_type(spec)};")
-        if schema.get("additionalProperties") is True:
+        if schema.get("x-kubernetes-preserve-unknown-fields"):
             lines.append("  [field: string]: unknown;")
         lines += ["}", ""]
     return "\n".join(lines)
@@ -85,12 +77,12 @@ def _rows(schema: Dict, defs: dict[str, Dict], path: str, shown: dict[str, str])
     type already listed under another field is referred to there (`shown`)."""
     rows = []
     for field, spec in (schema.get("properties") or {}).items():
-        inner, nullable = _nullable(spec)
-        listed = inner.get("type") == "array"
-        item = inner["items"] if listed else inner
+        nullable = bool(spec.get("nullable"))
+        listed = spec.get("type") == "array"
+        item = spec["items"] if listed else {**spec, "nullable": False}
         name = f"{path}{field}{'[]' if listed else ''}"
         about = " ".join(str(spec.get("description", "")).split()).replace("|", "\\|")
-        ref = item.get("$ref", "").removeprefix(REF)
+        ref = _ref(item)
         kind = "object" if ref else ts_type(item).replace("Record<string, unknown>", "object")
         kind = ("list of " if listed else "") + kind + (", or null" if nullable else "")
         if ref in shown:

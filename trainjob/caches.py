@@ -4,7 +4,9 @@ TrainJobs and Workloads come out as views (trainjob/views.py) over the cached JS
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from enum import StrEnum
+from typing import TypeVar
 
 from kubecontrol import caches
 from kubecontrol.objects import Dict
@@ -16,8 +18,10 @@ from trainjob.queues import (
     MultiKueueClusterView,
     MultiKueueConfigView,
 )
-from trainjob.views import FailedCreateView, JobView, PodView, TrainJobView
+from trainjob.views import FailedCreateView, JobView, ObjectView, PodView, TrainJobView
 from trainjob.workload import WorkloadView
+
+V = TypeVar("V", bound=ObjectView)
 
 Key = tuple[str, str]
 
@@ -52,16 +56,19 @@ WATCHDOG_CACHES = {Index.TRAINJOBS.value: c.TRAINJOB, Index.WORKLOADS.value: c.W
 class Caches(caches.Caches):
     # ---- the kinds both controllers read ----------------------------------------------------
 
+    def _one(self, index: Index, key: Hashable, view: type[V]) -> V | None:
+        """The object under `key` in `index`, read through `view`, if any."""
+        found = self.first(index, key)
+        return None if found is None else view(found)
+
     def trainjob(self, namespace: str, name: str) -> TrainJobView | None:
-        found = self.first(Index.TRAINJOBS, (namespace, name))
-        return None if found is None else TrainJobView(found)
+        return self._one(Index.TRAINJOBS, (namespace, name), TrainJobView)
 
     def trainjob_keys(self) -> list[Key]:
         return self.keys(Index.TRAINJOBS)
 
     def workload(self, namespace: str, name: str) -> WorkloadView | None:
-        found = self.first(Index.WORKLOADS, (namespace, name))
-        return None if found is None else WorkloadView(found)
+        return self._one(Index.WORKLOADS, (namespace, name), WorkloadView)
 
     def runtime_of(self, trainjob: TrainJobView) -> Dict | None:
         """The (Cluster)TrainingRuntime a TrainJob's spec.runtimeRef names, if it exists
@@ -88,8 +95,7 @@ class Caches(caches.Caches):
 
     def cluster(self, name: str) -> MultiKueueClusterView | None:
         """A MultiKueueCluster."""
-        found = self.first(Index.CLUSTERS, name)
-        return None if found is None else MultiKueueClusterView(found)
+        return self._one(Index.CLUSTERS, name, MultiKueueClusterView)
 
     def clusters(self) -> list[MultiKueueClusterView]:
         return [MultiKueueClusterView(x) for x in self.all(Index.CLUSTERS)]
@@ -101,31 +107,26 @@ class Caches(caches.Caches):
 
     def check(self, name: str) -> AdmissionCheckView | None:
         """An AdmissionCheck."""
-        found = self.first(Index.CHECKS, name)
-        return None if found is None else AdmissionCheckView(found)
+        return self._one(Index.CHECKS, name, AdmissionCheckView)
 
     def checks(self) -> list[AdmissionCheckView]:
         return [AdmissionCheckView(ac) for ac in self.all(Index.CHECKS)]
 
     def config(self, name: str) -> MultiKueueConfigView | None:
         """A MultiKueueConfig."""
-        found = self.first(Index.CONFIGS, name)
-        return None if found is None else MultiKueueConfigView(found)
+        return self._one(Index.CONFIGS, name, MultiKueueConfigView)
 
     def local_queue(self, namespace: str, name: str) -> LocalQueueView | None:
-        found = self.first(Index.LOCAL_QUEUES, (namespace, name))
-        return None if found is None else LocalQueueView(found)
+        return self._one(Index.LOCAL_QUEUES, (namespace, name), LocalQueueView)
 
     def cluster_queue(self, name: str) -> ClusterQueueView | None:
-        found = self.first(Index.CLUSTER_QUEUES, name)
-        return None if found is None else ClusterQueueView(found)
+        return self._one(Index.CLUSTER_QUEUES, name, ClusterQueueView)
 
     # ---- the worker controller's: what a TrainJob is made of here ------------------------
 
     def trainjob_by_workload(self, namespace: str, workload: str) -> TrainJobView | None:
         """The TrainJob whose Workload has this name."""
-        found = self.first(Index.TRAINJOB_BY_WORKLOAD, (namespace, workload))
-        return None if found is None else TrainJobView(found)
+        return self._one(Index.TRAINJOB_BY_WORKLOAD, (namespace, workload), TrainJobView)
 
     def jobs_of(self, key: Key) -> list[JobView]:
         """The Jobs made for the TrainJob `key` names (by their controller's name)."""
