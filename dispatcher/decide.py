@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal, Protocol
 
-from dispatcher import placements
+from dispatcher import dependencies, placements
 from dispatcher.capacity import Fit
 from dispatcher.copies import (
     MAX_MANAGER_BYTES,
@@ -52,6 +52,9 @@ class RemoteView:
     runtime_problem: str | None = None
     # Why no copy goes there: a copy's name is taken there by an object that is not ours.
     taken: str | None = None
+    # The TrainJob's dependencies known to be in place there for its Workload copy (Kind/name
+    # -> the digest of what the copy holds: dependencies.py).
+    copied: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -71,9 +74,14 @@ class DispatchObserved:
     # Why the TrainJob's own choice of clusters leaves none active to send it to (None: it
     # chose none, or some chosen cluster is active).
     selection_problem: str | None = None
+    # The Secrets and ConfigMaps its pods take to the worker, and why it cannot go yet (None:
+    # its namespace does not copy them).
+    needs: dependencies.Needs | None = None
 
 
-Verb = Literal["create", "patch", "delete"]  # what a RemoteAction does to its object
+# What a RemoteAction does to its object; "ensure": a dependency's copy made, or brought up to
+# date, from the manager object (execute.ensure_dependency).
+Verb = Literal["create", "patch", "delete", "ensure"]
 
 
 @dataclass
@@ -352,9 +360,11 @@ def _waiting_conditions(
     if obs.trainjob is None:
         return None, []
     conditions = cond.Conditions(obs.trainjob.conditions, obs.now, obs.trainjob.generation)
+    needs = obs.needs or dependencies.Needs()
     for ctype, status, reason, problem in (
         (c.COND_CLUSTERS_SELECTED, False, c.REASON_NO_CLUSTER_SELECTED, obs.selection_problem),
         (c.COND_RUNTIME_DRIFT, True, c.COND_RUNTIME_DRIFT, drift),
+        (c.COND_DEPENDENCIES_MISSING, True, needs.reason, needs.problem),
     ):
         if problem is None:
             conditions.remove(ctype)
@@ -426,6 +436,8 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
         pass
     elif (winner := p.winner()) is not None:
         _step3_watch_the_winner(p, winner)
+    elif obs.needs is not None and obs.needs.problem:
+        _step3b_held_for_dependencies(p, obs.needs)
     elif not _step4_first_admitted_wins(p):
         reachable = _step5_leftovers_go(p)
         elapsed = p.wl.reserved_for(obs.now) or 0.0
@@ -592,6 +604,7 @@ def _step3_decide(p: _Pass, winner: RemoteView) -> None:
         # Its TrainJob cannot be made there: another worker (the quota there is freed too).
         plan.retry("RemoteNameTaken", f"{winner.name}: {winner.taken}; dispatching again")
         return
+    _take_along(p, winner)  # made with the decision (step 4); here kept up to date
     if winner.trainjob is None and obs.trainjob is not None:
         # Normally created with the decision (step 4); this is the retry after a failure.
         event = Event("Normal", "CreatedRemote", f"created TrainJob on cluster {winner.name}")
@@ -599,6 +612,36 @@ def _step3_decide(p: _Pass, winner: RemoteView) -> None:
     if p.state != "Ready":
         plan.check_state = ("Ready", admitted_message(winner.name))
     _sync_status(obs, plan, winner)
+
+
+def _step3b_held_for_dependencies(p: _Pass, needs: dependencies.Needs) -> None:
+    """Not dispatched, and a Secret or ConfigMap its pods need is missing (or may not leave
+    the manager): no worker gets a copy (those out already go, freeing their quota), and the
+    TrainJob and the check say which and where it is referenced. Sent as soon as it exists."""
+    plan = p.plan
+    for remote in p.obs.remotes:
+        _delete(plan, remote)
+    if p.strategy.nominates and p.nominated:
+        plan.nominated = []
+    plan.trainjob_status, events = _waiting_conditions(p.obs, None)
+    plan.events += events
+    message = f"not dispatched: {needs.problem}"
+    if p.state != "Pending" or p.state_message != message:
+        plan.check_state = ("Pending", message)
+
+
+def _take_along(p: _Pass, remote: RemoteView) -> None:
+    """The TrainJob's dependencies to the worker that admitted it, before its TrainJob (and
+    so before its pods): each copy made, or brought up to the manager object's content, and
+    owned by the Workload copy there."""
+    needs = p.obs.needs
+    if needs is None or remote.workload is None:
+        return
+    owner = dependencies.owner_of(remote.workload.raw)
+    for source in needs.sources:
+        if remote.copied.get(source.key) != source.digest:
+            copy = dependencies.skeleton(source, p.wl.namespace, p.obs.origin, owner)
+            p.plan.remote.append(RemoteAction(remote.name, "ensure", copy))
 
 
 def _step4_first_admitted_wins(p: _Pass) -> bool:
@@ -630,6 +673,7 @@ def _step4_first_admitted_wins(p: _Pass) -> bool:
         if remote.name != name:
             _delete(plan, remote)
         elif remote.trainjob is None and obs.trainjob is not None:
+            _take_along(p, remote)
             _create_trainjob(plan, obs, name)
     return True
 

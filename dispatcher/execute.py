@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-from dispatcher import log_tails, metrics, placements_io
+from dispatcher import dependencies_io, log_tails, metrics, placements_io
 from dispatcher.clusters import Registry
 from dispatcher.copies import is_our_copy
 from dispatcher.decide import DispatchPlan, RemoteAction
@@ -108,7 +108,17 @@ def _dispatch_writes(
         by_cluster.setdefault(action.cluster, []).append(action)
 
     def run(actions: list[RemoteAction]) -> list[bool | None]:
-        return [_remote_write(registry, a, plan.keep_tails) for a in actions]
+        done: list[bool | None] = []
+        for action in actions:
+            if action.verb == "ensure":
+                done.append(dependencies_io.ensure(registry, action))
+                if done[-1] is not True:
+                    # A dependency not in place: its TrainJob is not made there (the next
+                    # pass tries again, or sends the job elsewhere when its name is taken).
+                    return done + [False] * (len(actions) - len(done))
+            else:
+                done.append(_remote_write(registry, action, plan.keep_tails))
+        return done
 
     # One worker's writes (the usual case) are sent from this thread: no hand-off.
     mapper = registry.pool.map if len(by_cluster) > 1 else map

@@ -13,7 +13,7 @@ import datetime as dt
 import logging
 import time
 
-from dispatcher import admissionchecks, copies_io, execute
+from dispatcher import admissionchecks, copies_io, dependencies, execute
 from dispatcher.context import Context
 from dispatcher.decide import (
     AllAtOnce,
@@ -36,6 +36,7 @@ from dispatcher.keys import QueueKey, StatusKey
 from dispatcher.plan import Dispatch, PassPlan, planned
 from dispatcher.selection import SelectionError, selection_of
 from dispatcher.settings import DispatcherSettings
+from kubecontrol.controller import own_namespace
 from trainjob import constants as c
 from trainjob import jobframework
 from trainjob.caches import Caches
@@ -196,6 +197,8 @@ def _dispatch(
         # watched to its end (taking a worker out drains it), never chosen for another run.
         clusters = [*clusters, wl.cluster_name]
     runtime = caches.runtime_of(trainjob) if placing and ctx.settings.check_runtimes else None
+    needs = _needs(ctx, caches, wl)
+    taken_keys = [s.key for s in needs.sources] if needs is not None else []
     remotes = []
     for cname in clusters:
         remote = ctx.registry.get(cname)
@@ -210,8 +213,11 @@ def _dispatch(
                 remote.trainjob(namespace, tj_name),
                 ctx.registry.namespace_problem(cname, namespace),
                 remote.fit(wl) if placing and cname in chosen else None,
-                taken=ctx.registry.taken(cname, namespace, tj_name, wl_name),
+                taken=ctx.registry.taken(cname, namespace, tj_name, wl_name, *taken_keys),
             )
+            copy = view.workload
+            if taken_keys and copy is not None:
+                view.copied = ctx.registry.copied(cname, namespace, taken_keys, copy.uid or "")
             if runtime is not None and cname in chosen:
                 view.runtime_problem = remote.runtime_problem(
                     trainjob.runtime_kind,
@@ -235,8 +241,23 @@ def _dispatch(
         give_up_never_fits=ctx.settings.give_up_never_fits,
         give_up_after=ctx.settings.give_up_after_seconds,
         selection_problem=selection_problem,
+        needs=needs,
     )
     return Dispatch(decide(observed, strategy(ctx.settings)), wl, check)
+
+
+def _needs(ctx: Context, caches: Caches, wl: WorkloadView) -> dependencies.Needs | None:
+    """What the Workload's pods take to their worker, when its namespace copies them."""
+    if not ctx.settings.copy_dependencies:
+        return None
+    if not dependencies.opted_in(caches.namespace_labels(wl.namespace)):
+        return None
+    return dependencies.needs(
+        wl.namespace,
+        wl.pod_sets,
+        caches.dependency,
+        frozenset({ctx.settings.namespace, own_namespace()}),
+    )
 
 
 def _chosen(

@@ -117,6 +117,15 @@ class DispatcherSettings(ControllerSettings):
         "TrainJob's RuntimeDrift condition and the MultiKueueCluster's RuntimesInSync "
         "condition. Needs read access to the workers' runtimes; unknown counts as the same",
     )
+    copy_dependencies: bool = Field(
+        default=True,
+        description="in manager namespaces labelled trainjob.dev/copy-dependencies=true, copy "
+        "the Secrets and ConfigMaps a TrainJob's pods reference to the worker that runs it "
+        "(owned by its Workload copy there, updated while it runs) and hold it back while one "
+        "is missing. Needs read access to Secrets, ConfigMaps and Namespaces on the manager, "
+        "and the workers' identity to write Secrets and ConfigMaps (the worker chart's "
+        "multikueueIdentity.dependencies)",
+    )
     mirror_events: Literal["Warning", "All", "None"] = Field(
         default="Warning",
         description="which Events of the worker that runs a TrainJob are recorded again on "

@@ -6,14 +6,16 @@ objects are watched per cluster (dispatcher/remote.py), their events handed to `
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
-from dispatcher import admissionchecks, resync
+from dispatcher import admissionchecks, dependencies, resync
 from dispatcher.context import Context
 from dispatcher.mirror import mirror
 from kubecontrol import controller
 from kubecontrol.controller import Watch
+from kubecontrol.kinds import CONFIG_MAP, NAMESPACE, SECRET
 from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob import jobframework
@@ -31,7 +33,7 @@ def watches(ctx: Context) -> list[Watch]:
     def check_changed(_type: str, _obj: Dict) -> None:
         admissionchecks.queue_checks(ctx)
 
-    return [
+    table = [
         Watch(Index.TRAINJOBS, c.TRAINJOB, trainjob_changed),
         Watch(Index.WORKLOADS, c.WORKLOAD, lambda _type, wl: _enqueue_owner(ctx, wl)),
         Watch(Index.CLUSTERS, c.MULTIKUEUE_CLUSTER, lambda t, mkc: on_cluster_event(ctx, t, mkc)),
@@ -44,6 +46,52 @@ def watches(ctx: Context) -> list[Watch]:
         Watch(Index.RUNTIMES, c.TRAINING_RUNTIME),
         Watch(Index.CLUSTER_RUNTIMES, c.CLUSTER_TRAINING_RUNTIME),
     ]
+    if ctx.settings.copy_dependencies:
+        table += dependency_watches(ctx)
+    return table
+
+
+def dependency_watches(ctx: Context) -> list[Watch]:
+    """Secrets and ConfigMaps (who they are and a digest, never their content) and the
+    namespaces' labels: a change in a namespace whose dependencies follow its TrainJobs has
+    those take another look (a missing one appeared, a running job's copy is out of date)."""
+
+    def source_changed(_type: str, obj: Dict) -> None:
+        namespace = obj["metadata"].get("namespace", "")
+        if ctx.synced.is_set() and dependencies.opted_in(ctx.caches.namespace_labels(namespace)):
+            _enqueue_namespace(ctx, namespace)
+
+    def namespace_changed(_type: str, obj: Dict) -> None:
+        if ctx.synced.is_set():
+            _enqueue_namespace(ctx, obj["metadata"]["name"])
+
+    return [
+        Watch(
+            Index.SECRETS,
+            SECRET,
+            source_changed,
+            transform=functools.partial(dependencies.source_seen, "Secret"),
+        ),
+        Watch(
+            Index.CONFIG_MAPS,
+            CONFIG_MAP,
+            source_changed,
+            transform=functools.partial(dependencies.source_seen, "ConfigMap"),
+        ),
+        Watch(Index.NAMESPACES, NAMESPACE, namespace_changed, transform=_namespace_seen),
+    ]
+
+
+def _namespace_seen(obj: Dict) -> Dict:
+    meta = obj.get("metadata") or {}
+    kept = ("name", "uid", "resourceVersion", "labels")
+    return {"metadata": {k: meta[k] for k in kept if k in meta}}
+
+
+def _enqueue_namespace(ctx: Context, namespace: str) -> None:
+    for key in ctx.caches.trainjob_keys():
+        if key[0] == namespace:
+            ctx.queue.add(key)
 
 
 # ---- start-up ---------------------------------------------------------------------------------

@@ -66,6 +66,7 @@ def _flags(values: Dict, prefix: str = "") -> str:
 
 
 KUEUE_ACCESS = ("trainjob-multikueue-kueue",)
+DEPENDENCIES_ACCESS = ("trainjob-multikueue-dependencies",)
 RENDERINGS = (
     Rendering("deploy/manager/manifests.yaml", {"role": "manager"}),
     Rendering("deploy/worker/manifests.yaml", {"role": "worker"}),
@@ -80,6 +81,11 @@ RENDERINGS = (
         "deploy/coexist/worker/kueue-multikueue-rbac.yaml",
         {"role": "worker", "worker": {"multikueueIdentity": {"kueueMultiKueueAccess": True}}},
         only=KUEUE_ACCESS,
+    ),
+    Rendering(
+        "deploy/worker/with-dependencies/dependencies-rbac.yaml",
+        {"role": "worker", "worker": {"multikueueIdentity": {"dependencies": True}}},
+        only=DEPENDENCIES_ACCESS,
     ),
     Rendering(
         "deploy/cert-manager/manager/manifests.yaml",

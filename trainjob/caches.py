@@ -40,6 +40,11 @@ class Index(StrEnum):
     CONFIGS = "config_index"  # MultiKueueConfigs
     LOCAL_QUEUES = "localqueue_index"
     CLUSTER_QUEUES = "clusterqueue_index"
+    # A TrainJob's dependencies (dispatcher/dependencies.py): who they are and a digest of
+    # their content, never the content; the namespaces' labels say whose follow their jobs.
+    SECRETS = "secret_index"
+    CONFIG_MAPS = "configmap_index"
+    NAMESPACES = "namespace_index"
     # the worker controller's, grouped by the TrainJob (or Job) they belong to
     TRAINJOB_BY_WORKLOAD = "owner_index"  # (namespace, its Workload's name) -> the TrainJob
     JOBS = "job_index"
@@ -92,6 +97,21 @@ class Caches(caches.Caches):
         return {f["metadata"]["name"]: f for f in self.all(Index.FLAVORS)}
 
     # ---- the dispatcher's: Kueue's MultiKueue objects and queues on the manager ----------
+
+    def dependency(self, kind: str, namespace: str, name: str) -> Dict | None:
+        """A Secret or ConfigMap as dependencies.source_seen keeps it (None when it does not
+        exist, or dependencies are not watched)."""
+        index = Index.SECRETS if kind == "Secret" else Index.CONFIG_MAPS
+        if index.value not in self._indexes:
+            return None
+        return self.first(index, (namespace, name))
+
+    def namespace_labels(self, namespace: str) -> dict[str, str]:
+        """A namespace's labels (none when namespaces are not watched)."""
+        if Index.NAMESPACES.value not in self._indexes:
+            return {}
+        found = self.first(Index.NAMESPACES, namespace)
+        return dict(((found or {}).get("metadata") or {}).get("labels") or {})
 
     def cluster(self, name: str) -> MultiKueueClusterView | None:
         """A MultiKueueCluster."""

@@ -133,6 +133,11 @@ REASON_NO_QUEUE = "NoQueueName"
 COND_CLUSTERS_SELECTED = "ClustersSelected"  # False: the TrainJob's choice leaves no cluster
 REASON_NO_CLUSTER_SELECTED = "NoClusterSelected"
 COND_RUNTIME_DRIFT = "RuntimeDrift"  # True: some chosen workers' runtime is not the manager's
+# True: a Secret or ConfigMap its pods need is missing on the manager, or may not leave it
+# (reasons in dispatcher/dependencies.py); it is not dispatched until that is over.
+COND_DEPENDENCIES_MISSING = "DependenciesMissing"
+REASON_DEPENDENCY_MISSING = "DependencyMissing"
+REASON_DEPENDENCY_REFUSED = "DependencyRefused"
 REASON_NOT_DISPATCHABLE = "NotDispatchable"
 REASON_NOT_DISPATCHED = "NotDispatched"  # not MultiKueue's, on a manager that runs no TrainJobs
 REASON_NO_CLUSTER_FITS = "NoClusterFits"

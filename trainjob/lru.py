@@ -32,5 +32,19 @@ class LRU(Generic[K, V]):
                 self._items.popitem(last=False)
         return value
 
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            if key not in self._items:
+                return None
+            self._items.move_to_end(key)
+            return self._items[key]
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            if len(self._items) > self._size:
+                self._items.popitem(last=False)
+
     def __len__(self) -> int:
         return len(self._items)

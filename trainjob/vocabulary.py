@@ -51,6 +51,11 @@ CONDITIONS = (
         c.COND_CLUSTERS_SELECTED, "ours", "on the manager: its choice of workers leaves none"
     ),
     Condition(c.COND_RUNTIME_DRIFT, "ours", "on the manager: some chosen workers' runtime differs"),
+    Condition(
+        c.COND_DEPENDENCIES_MISSING,
+        "ours",
+        "on the manager: a Secret or ConfigMap its pods need cannot go with it",
+    ),
 )
 
 WORKER: Writer = "worker controller"
@@ -223,6 +228,24 @@ REASONS = (
         DISPATCHER,
         True,
         "the workers named have its runtime missing or different: they get no copy",
+    ),
+    Reason(
+        c.COND_DEPENDENCIES_MISSING,
+        "True",
+        c.REASON_DEPENDENCY_MISSING,
+        DISPATCHER,
+        True,
+        "a Secret or ConfigMap its pods need (named, with the field) is not in its namespace "
+        "on the manager: not dispatched until it is",
+    ),
+    Reason(
+        c.COND_DEPENDENCIES_MISSING,
+        "True",
+        c.REASON_DEPENDENCY_REFUSED,
+        DISPATCHER,
+        True,
+        "what its pods reference may not leave the manager (a service account token, the "
+        "dispatcher's own namespace, more than 32 objects): not dispatched",
     ),
 )
 

@@ -19,6 +19,7 @@ list the caches again between passes: `tests/support/whole_pass.py`).
 from __future__ import annotations
 
 import copy
+import itertools
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -36,6 +37,9 @@ from trainjob.runtime.patches import merge_struct
 _NO_STATUS = {"configmaps", "secrets", "events", "leases", "serviceaccounts"}
 Coordinates = tuple[str, str]  # (API group, plural)
 ObjectKey = tuple[str, str]  # (namespace or "", name)
+
+
+_FIRST_VERSIONS = itertools.count(1000, 1_000_000)
 
 
 @dataclass
@@ -141,7 +145,10 @@ class MemoryApi:
         self.name = name
         self._lock = threading.RLock()
         self._store: dict[Coordinates, dict[ObjectKey, Dict]] = {}
-        self._version = 1000
+        # Versions never repeat across the clusters of a test run, as an etcd's never do: the
+        # process-wide caches keyed by (uid, resourceVersion) (trainjob/lru.py) must not take
+        # an object of an earlier test, seeded with the same uid, for this one.
+        self._version = next(_FIRST_VERSIONS)
         self._faults: list[Fault] = []
         self._down = False
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request served
@@ -383,9 +390,15 @@ class MemoryApi:
         for coordinates, objects in list(self._store.items()):
             for (ns, name), obj in list(objects.items()):
                 owners = obj["metadata"].get("ownerReferences") or []
-                if any(o.get("uid") == uid for o in owners) and (ns, name) in objects:
-                    dependent = _Path(coordinates[0], "", coordinates[1], ns, name, None)
-                    self._delete(dependent, {"propagationPolicy": "Background"})
+                if not any(o.get("uid") == uid for o in owners) or (ns, name) not in objects:
+                    continue
+                left = [o for o in owners if o.get("uid") != uid]
+                if left:  # the garbage collector drops the reference; the other owners keep it
+                    obj["metadata"]["ownerReferences"] = left
+                    obj["metadata"]["resourceVersion"] = self._next_version()
+                    continue
+                dependent = _Path(coordinates[0], "", coordinates[1], ns, name, None)
+                self._delete(dependent, {"propagationPolicy": "Background"})
 
 
 def _coordinates(obj: Dict) -> Coordinates:

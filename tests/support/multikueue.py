@@ -137,6 +137,7 @@ class MultiKueue:
         cluster: str | None = None,
         metadata: Dict | None = None,
         pod_annotations: Dict | None = None,
+        env: list[Dict] | None = None,
     ) -> Dict:
         """A TrainJob on the manager (or on `cluster`: a worker's own, run there by Kueue and
         the worker controller without MultiKueue); `queue` None: no Kueue queue."""
@@ -180,6 +181,8 @@ class MultiKueue:
         }
         if cpu is not None:
             body["spec"]["trainer"]["resourcesPerNode"] = {"requests": {"cpu": cpu}}
+        if env is not None:
+            body["spec"]["trainer"]["env"] = env
         if managed_by is not None:
             body["spec"]["managedBy"] = managed_by
         for key, value in (metadata or {}).items():

@@ -1,0 +1,288 @@
+"""A TrainJob's dependencies: the Secrets and ConfigMaps its pods reference, copied to the
+worker that runs it (pure; the writes are `execute.ensure_dependency`'s).
+
+Only in a namespace a platform admin opted in (the `trainjob.dev/copy-dependencies: "true"`
+label on the manager's namespace; tenants cannot label their namespace). What the pods read
+is found in the manager Workload's PodSets, which hold the pod templates as the worker will
+run them (runtime and TrainJob merged): env and envFrom of every container, secret,
+configMap and projected volumes, imagePullSecrets. What the ML policy makes on the worker
+itself (an MPI job's SSH keys and hostfile) is not in them, and never copied.
+
+A copy carries our origin label and the manager object's UID (the copies' usual marks), the
+digest of what it holds, and one ownerReference per Workload copy on that worker that needs it:
+the worker's garbage collector deletes it with the last of them. A same-named object there that
+is not ours is never adopted or written over: the job goes to another worker (`NameTaken`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from kubecontrol.kinds import CONFIG_MAP, SECRET
+from kubecontrol.objects import Dict
+from trainjob import constants as c
+
+# On a manager namespace: its TrainJobs' Secrets and ConfigMaps follow them to the workers.
+NAMESPACE_LABEL = f"{c.DOMAIN}/copy-dependencies"
+# On a copy: the digest of the manager object's content it holds.
+DIGEST_ANNOTATION = f"{c.DOMAIN}/source-digest"
+# The most objects one TrainJob may take along (each is a read on the manager and a write on
+# the worker per dispatch).
+MAX_DEPENDENCIES = 32
+# Secrets that are the manager's own credentials: never copied anywhere.
+NEVER_COPIED_TYPES = frozenset({"kubernetes.io/service-account-token"})
+KINDS = {k.kind: k for k in (SECRET, CONFIG_MAP)}
+# What a copy takes of its source, besides the name.
+CONTENT = {"Secret": ("type", "data", "stringData"), "ConfigMap": ("data", "binaryData")}
+
+
+def opted_in(namespace_labels: dict[str, str]) -> bool:
+    """Whether a manager namespace's TrainJobs take their dependencies along."""
+    return namespace_labels.get(NAMESPACE_LABEL) == "true"
+
+
+@dataclass(frozen=True)
+class Ref:
+    """One object the pods name: its kind and name, whether every reference to it is
+    optional, and the first field that names it."""
+
+    kind: str  # Secret | ConfigMap
+    name: str
+    optional: bool
+    field: str
+
+
+def _env_refs(ctr: Dict, where: str) -> Iterator[tuple[str, str, bool, str]]:
+    for i, env in enumerate(ctr.get("env") or []):
+        source = (env or {}).get("valueFrom") or {}
+        for key, kind in (("secretKeyRef", "Secret"), ("configMapKeyRef", "ConfigMap")):
+            ref = source.get(key)
+            if isinstance(ref, dict) and ref.get("name"):
+                path = f"{where}.env[{i}].valueFrom.{key}"
+                yield kind, str(ref["name"]), bool(ref.get("optional")), path
+    for i, env_from in enumerate(ctr.get("envFrom") or []):
+        for key, kind in (("secretRef", "Secret"), ("configMapRef", "ConfigMap")):
+            ref = (env_from or {}).get(key)
+            if isinstance(ref, dict) and ref.get("name"):
+                path = f"{where}.envFrom[{i}].{key}"
+                yield kind, str(ref["name"]), bool(ref.get("optional")), path
+
+
+def _volume_refs(volume: Dict, where: str) -> Iterator[tuple[str, str, bool, str]]:
+    secret, config_map = volume.get("secret"), volume.get("configMap")
+    if isinstance(secret, dict) and secret.get("secretName"):
+        name = str(secret["secretName"])
+        yield "Secret", name, bool(secret.get("optional")), f"{where}.secret"
+    if isinstance(config_map, dict) and config_map.get("name"):
+        name = str(config_map["name"])
+        yield "ConfigMap", name, bool(config_map.get("optional")), f"{where}.configMap"
+    projected = volume.get("projected")
+    for i, source in enumerate((projected or {}).get("sources") or []):
+        for key, kind in (("secret", "Secret"), ("configMap", "ConfigMap")):
+            ref = (source or {}).get(key)
+            if isinstance(ref, dict) and ref.get("name"):
+                path = f"{where}.projected.sources[{i}].{key}"
+                yield kind, str(ref["name"]), bool(ref.get("optional")), path
+
+
+def _pod_refs(pod_spec: Dict, where: str) -> Iterator[tuple[str, str, bool, str]]:
+    for section in ("initContainers", "containers", "ephemeralContainers"):
+        for i, ctr in enumerate(pod_spec.get(section) or []):
+            yield from _env_refs(ctr or {}, f"{where}.{section}[{i}]")
+    for i, volume in enumerate(pod_spec.get("volumes") or []):
+        yield from _volume_refs(volume or {}, f"{where}.volumes[{i}]")
+    for i, pull in enumerate(pod_spec.get("imagePullSecrets") or []):
+        if isinstance(pull, dict) and pull.get("name"):
+            yield "Secret", str(pull["name"]), False, f"{where}.imagePullSecrets[{i}]"
+
+
+def references(pod_sets: list[Dict]) -> list[Ref]:
+    """The Secrets and ConfigMaps a Workload's pods reference, each once (optional only when
+    every reference to it is), in the order first named."""
+    found: dict[tuple[str, str], Ref] = {}
+    for ps in pod_sets:
+        where = f"spec.podSets[{ps.get('name')}].template.spec"
+        spec = (ps.get("template") or {}).get("spec") or {}
+        for kind, name, optional, path in _pod_refs(spec, where):
+            seen = found.get((kind, name))
+            if seen is None:
+                found[(kind, name)] = Ref(kind, name, optional, path)
+            elif seen.optional and not optional:
+                found[(kind, name)] = Ref(kind, name, False, path)
+    return list(found.values())
+
+
+# ---- the manager's objects, as the cache keeps them ----------------------------------------
+
+
+def digest(obj: Dict) -> str:
+    """What a copy must hold of `obj`, hashed: its type and data (Secret), data and
+    binaryData (ConfigMap)."""
+    content = {k: obj.get(k) for k in CONTENT[obj["kind"]] if obj.get(k) is not None}
+    blob = json.dumps(content, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:32]
+
+
+IDENTITY = ("name", "namespace", "uid", "resourceVersion")
+
+
+def source_seen(kind: str, obj: Dict) -> Dict:
+    """What the manager's cache keeps of a Secret or ConfigMap (the informer's transform):
+    who it is and the digest of its content, never the content."""
+    meta = obj.get("metadata") or {}
+    kept: Dict = {
+        "kind": kind,
+        "metadata": {k: meta[k] for k in IDENTITY if k in meta},
+        "digest": digest({**obj, "kind": kind}),
+    }
+    if kind == "Secret":
+        kept["type"] = obj.get("type")
+    return kept
+
+
+@dataclass(frozen=True)
+class Source:
+    """One manager object a job takes along, as the cache saw it."""
+
+    kind: str
+    name: str
+    uid: str
+    digest: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}/{self.name}"
+
+
+@dataclass
+class Needs:
+    """What a TrainJob takes to its worker: the objects found, and why it cannot go yet
+    (a required object missing, too many, one that never leaves the manager)."""
+
+    sources: list[Source] = field(default_factory=list)
+    problem: str | None = None
+    reason: str = ""
+
+
+REASON_MISSING = c.REASON_DEPENDENCY_MISSING
+REASON_REFUSED = c.REASON_DEPENDENCY_REFUSED
+
+
+def needs(
+    namespace: str,
+    pod_sets: list[Dict],
+    lookup: Callable[[str, str, str], Dict | None],
+    never_from: frozenset[str] = frozenset(),
+) -> Needs:
+    """What the pods of a Workload in `namespace` take along, from the manager's cache
+    (`lookup(kind, namespace, name)`: the `source_seen` form, or None)."""
+    refs = references(pod_sets)
+    if not refs:
+        return Needs()
+    if namespace in never_from:
+        return Needs(
+            problem=f"namespace {namespace!r} holds the dispatcher's own credentials: nothing "
+            "in it is copied to a worker",
+            reason=REASON_REFUSED,
+        )
+    if len(refs) > MAX_DEPENDENCIES:
+        return Needs(
+            problem=f"its pods reference {len(refs)} Secrets and ConfigMaps; at most "
+            f"{MAX_DEPENDENCIES} follow a TrainJob to its worker",
+            reason=REASON_REFUSED,
+        )
+    found, missing, refused = [], [], []
+    for ref in refs:
+        seen = lookup(ref.kind, namespace, ref.name)
+        if seen is None:
+            if not ref.optional:
+                missing.append(f"{ref.kind} {ref.name!r} ({ref.field})")
+            continue
+        if ref.kind == "Secret" and seen.get("type") in NEVER_COPIED_TYPES:
+            refused.append(
+                f"Secret {ref.name!r} ({ref.field}) is a {seen.get('type')} Secret: the "
+                "manager's tokens never leave it"
+            )
+            continue
+        meta = seen["metadata"]
+        found.append(Source(ref.kind, ref.name, str(meta.get("uid", "")), str(seen["digest"])))
+    if refused:
+        return Needs(found, "; ".join(refused), REASON_REFUSED)
+    if missing:
+        return Needs(
+            found,
+            f"{', '.join(missing)} not found in namespace {namespace!r} on the manager; it "
+            "is sent to a worker once they exist",
+            REASON_MISSING,
+        )
+    return Needs(found)
+
+
+# ---- a copy -----------------------------------------------------------------------------------
+
+
+def skeleton(source: Source, namespace: str, origin: str, owner: Dict) -> Dict:
+    """A copy's identity and marks, without its content (filled in from the manager object
+    when it is written): `owner` is the ownerReference of the Workload copy that needs it."""
+    kind = KINDS[source.kind]
+    return {
+        "apiVersion": kind.api_version,
+        "kind": source.kind,
+        "metadata": {
+            "name": source.name,
+            "namespace": namespace,
+            "labels": {c.KUEUE_MULTIKUEUE_ORIGIN_LABEL: origin},
+            "annotations": {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: source.uid},
+            "ownerReferences": [owner],
+        },
+    }
+
+
+def owner_of(workload: Dict) -> Dict:
+    """The ownerReference a dependency's copy gets from the Workload copy that needs it."""
+    meta = workload["metadata"]
+    return {
+        "apiVersion": c.KUEUE_API,
+        "kind": "Workload",
+        "name": meta["name"],
+        "uid": meta["uid"],
+    }
+
+
+def filled(copy: Dict, source: Dict) -> Dict:
+    """`copy` (a skeleton) holding the manager object's content, its digest noted."""
+    body = {**copy, "metadata": {**copy["metadata"]}}
+    for key in CONTENT[copy["kind"]]:
+        if source.get(key) is not None:
+            body[key] = source[key]
+    body["metadata"]["annotations"] = {
+        **copy["metadata"]["annotations"],
+        DIGEST_ANNOTATION: digest(source),
+    }
+    return body
+
+
+def updated(found: Dict, want: Dict) -> Dict | None:
+    """Our copy `found` on the worker brought to `want` (a filled skeleton): its content, and
+    the new owner beside those it has. None when it holds both already."""
+    meta = found.get("metadata") or {}
+    owners = list(meta.get("ownerReferences") or [])
+    new_owner = want["metadata"]["ownerReferences"][0]
+    have_owner = any(o.get("uid") == new_owner["uid"] for o in owners)
+    annotations = meta.get("annotations") or {}
+    want_digest = want["metadata"]["annotations"][DIGEST_ANNOTATION]
+    if have_owner and annotations.get(DIGEST_ANNOTATION) == want_digest:
+        return None
+    body = {k: v for k, v in found.items() if k not in CONTENT[want["kind"]]}
+    for key in CONTENT[want["kind"]]:
+        if key in want:
+            body[key] = want[key]
+    body["metadata"] = {
+        **meta,
+        "annotations": {**annotations, DIGEST_ANNOTATION: want_digest},
+        "ownerReferences": owners if have_owner else [*owners, new_owner],
+    }
+    return body

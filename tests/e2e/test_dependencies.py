@@ -1,0 +1,175 @@
+"""A TrainJob's Secrets and ConfigMaps follow it to the worker that runs it (manager + 2 workers
+of the bed, the workers' identity given deploy/worker/with-dependencies as an operator would):
+copied before its TrainJob, owned by its Workload copy and removed by the worker's own garbage
+collector, updated while it runs, never written over a foreign object, held back while one
+is missing. A pod reading them on a real node: tests/real/test_real_nodes.py."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from clusters.bed import Bed
+from clusters.config import REPO_ROOT
+from clusters.helpers.waiting import wait_for
+from clusters.kube import Applier, load_manifests
+from tests.support.multikueue import MultiKueue
+
+pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
+Dict = dict[str, Any]
+LABEL = "trainjob.dev/copy-dependencies"
+ACCESS = REPO_ROOT / "deploy" / "worker" / "with-dependencies" / "dependencies-rbac.yaml"
+ENV = [
+    {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}},
+    {"name": "CFG", "valueFrom": {"configMapKeyRef": {"name": "train-config", "key": "lr"}}},
+]
+
+
+@contextlib.contextmanager
+def dependencies_access(bed: Bed, workers: list[str]) -> Iterator[None]:
+    """The manager's identity on `workers` may write Secrets and ConfigMaps (the component
+    deploy/worker/with-dependencies), for the test's length."""
+    objects = load_manifests(ACCESS.read_text())
+    for worker in workers:
+        Applier(bed.api(worker)).apply_all(objects)
+    try:
+        yield
+    finally:
+        for worker in workers:
+            Applier(bed.api(worker)).delete_all(objects)
+
+
+def _secret(value: str) -> Dict:
+    data = {"token": base64.b64encode(value.encode()).decode()}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token"}, "data": data}
+
+
+def opted_in(mk: MultiKueue, token: str = "s3cr3t", with_secret: bool = True) -> client.CoreV1Api:
+    """The test namespace on the manager labelled by its admin, with the job's ConfigMap and
+    (unless told otherwise) its Secret."""
+    core = client.CoreV1Api(mk.bed.api(mk.manager))
+    core.patch_namespace(mk.ns, {"metadata": {"labels": {LABEL: "true"}}})
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "train-config"}}
+    core.create_namespaced_config_map(mk.ns, {**config, "data": {"lr": "0.1"}})
+    if with_secret:
+        core.create_namespaced_secret(mk.ns, _secret(token))
+    return core
+
+
+def copies(mk: MultiKueue, worker: str) -> dict[str, Dict]:
+    core = client.CoreV1Api(mk.bed.api(worker))
+    found = {}
+    for obj in core.list_namespaced_secret(mk.ns).items:
+        found[f"Secret/{obj.metadata.name}"] = obj
+    for obj in core.list_namespaced_config_map(mk.ns).items:
+        found[f"ConfigMap/{obj.metadata.name}"] = obj
+    return {k: v for k, v in found.items() if k != "ConfigMap/kube-root-ca.crt"}
+
+
+def test_the_jobs_secret_and_config_map_run_with_it_and_go_with_its_workload(bed: Bed) -> None:
+    mk = MultiKueue(bed)
+    with dependencies_access(bed, mk.workers):
+        opted_in(mk)
+        mk.submit("deps", run="20s", env=ENV)
+        worker = mk.started_on("deps")
+        got = copies(mk, worker)
+        assert sorted(got) == ["ConfigMap/train-config", "Secret/hf-token"], sorted(got)
+        token = got["Secret/hf-token"]
+        assert base64.b64decode(token.data["token"]) == b"s3cr3t"
+        owners = [(o.kind, o.name) for o in token.metadata.owner_references]
+        wl = mk.remote_workloads(worker)[0]
+        assert owners == [("Workload", wl["metadata"]["name"])]
+        other = next(w for w in mk.workers if w != worker)
+        assert copies(mk, other) == {}, "only the worker that runs it holds them"
+
+        # Rotated on the manager while the job runs: the copy follows.
+        core = client.CoreV1Api(bed.api(mk.manager))
+        core.replace_namespaced_secret("hf-token", mk.ns, _secret("rotated"))
+        wait_for(
+            lambda: (
+                base64.b64decode(
+                    client.CoreV1Api(bed.api(worker))
+                    .read_namespaced_secret("hf-token", mk.ns)
+                    .data["token"]
+                )
+                == b"rotated"
+            ),
+            30,
+            what="the rotated Secret on the worker",
+        )
+        mk.wait("deps", "Complete", timeout=120)
+
+        # The TrainJob deleted: its copies go, and the worker's garbage collector takes the
+        # dependencies with the Workload copy that owns them.
+        mk.custom().delete_namespaced_custom_object(
+            "trainer.kubeflow.org", "v1alpha1", mk.ns, "trainjobs", "deps"
+        )
+        wait_for(lambda: copies(mk, worker) == {}, 90, what="the copies gone from the worker")
+
+
+def test_a_foreign_secret_of_that_name_is_left_alone_and_the_job_runs_elsewhere(bed: Bed) -> None:
+    mk = MultiKueue(bed)
+    first, second = mk.workers
+    theirs = _secret("theirs")
+    theirs["metadata"]["labels"] = {"team": "theirs"}
+    client.CoreV1Api(bed.api(first)).create_namespaced_secret(mk.ns, theirs)
+    with dependencies_access(bed, mk.workers):
+        opted_in(mk)
+        mk.set_quota(second, "0")  # the first worker admits it first
+        mk.submit("foreign", env=ENV)
+        wait_for(
+            lambda: "is not a copy from this manager" in _messages(mk, "foreign"),
+            60,
+            what="the name taken on the first worker said",
+        )
+        mk.set_quota(second, "16")
+        mk.wait("foreign", "Complete", timeout=120)
+        assert (mk.get("foreign") or {})["status"]["clusterName"] == second
+    found = client.CoreV1Api(bed.api(first)).read_namespaced_secret("hf-token", mk.ns)
+    assert base64.b64decode(found.data["token"]) == b"theirs"
+    assert found.metadata.labels == {"team": "theirs"} and not found.metadata.owner_references
+
+
+def test_a_missing_secret_holds_the_job_naming_it_and_a_worker_without_access_says_so(
+    bed: Bed,
+) -> None:
+    mk = MultiKueue(bed)
+    core = opted_in(mk, with_secret=False)
+    mk.submit("waiting", env=ENV)
+    missing = wait_for(
+        lambda: mk.condition("waiting", "DependenciesMissing"), 60, what="DependenciesMissing"
+    )
+    assert missing["reason"] == "DependencyMissing", missing
+    assert (
+        "Secret 'hf-token'" in missing["message"]
+        and "env[0].valueFrom.secretKeyRef" in (missing["message"])
+    )
+    assert all(mk.remote_workloads(w) == [] for w in mk.workers), "nothing sent while it waits"
+    # The Secret made: it goes, to workers whose identity may not write Secrets (the chart's
+    # default): each says so, and nothing runs there.
+    core.create_namespaced_secret(mk.ns, _secret("s3cr3t"))
+    wait_for(
+        lambda: "worker.multikueueIdentity.dependencies" in _messages(mk, "waiting"),
+        90,
+        what="the workers' refusal said",
+    )
+    assert mk.running_on("waiting") == []
+    with dependencies_access(bed, mk.workers):
+        mk.wait("waiting", "Complete", timeout=180)
+
+
+def _messages(mk: MultiKueue, name: str) -> str:
+    """The check's message on the manager Workload and the TrainJob's Events."""
+    wl = mk.manager_workload(name) or {}
+    checks = (wl.get("status") or {}).get("admissionChecks") or []
+    events = client.CoreV1Api(mk.bed.api(mk.manager)).list_namespaced_event(
+        mk.ns, field_selector=f"involvedObject.name={name}"
+    )
+    return " ".join(
+        [*(str(a.get("message")) for a in checks), *(e.message or "" for e in events.items)]
+    )

@@ -1,0 +1,395 @@
+"""A TrainJob's Secrets and ConfigMaps follow it to the worker that runs it
+(dispatcher/dependencies.py): what the pods reference, the whole pass over a manager and two
+workers in memory (tests/support/whole_pass.py). What the API servers and a real node decide
+(the garbage collector, a pod reading them) is the bed's (tests/e2e/test_dependencies.py)."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from clusters.helpers.builders import TrainJobBuilder, container, make_runtime
+from dispatcher import dependencies
+from dispatcher.dependencies import NAMESPACE_LABEL, Ref, references
+from kubecontrol.kinds import CONFIG_MAP, SECRET
+from tests.support.memory_api import Fault
+from tests.support.whole_pass import World, condition, fleet, kueue_status
+from trainjob import constants as c
+from trainjob.workload import workload_name
+
+Dict = dict[str, Any]
+KEY = ("ns", "tj")
+WORKERS = ("worker1", "worker2")
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def secret(name: str, value: str = "s3cr3t", **extra: Any) -> Dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": "ns"},
+        "type": "Opaque",
+        "data": {"token": _b64(value)},
+        **extra,
+    }
+
+
+def config_map(name: str, value: str = "lr=0.1") -> Dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "ns"},
+        "data": {"train.cfg": value},
+    }
+
+
+def namespace(opted_in: bool = True) -> Dict:
+    labels = {NAMESPACE_LABEL: "true"} if opted_in else {}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns", "labels": labels}}
+
+
+# A runtime whose pods read a Secret (env), a ConfigMap (envFrom and a volume), pull with an
+# image pull Secret and mount an optional Secret that may not exist.
+TRAINER = container(
+    env=[{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}],
+    envFrom=[{"configMapRef": {"name": "train-config"}}],
+    volumeMounts=[{"name": "cfg", "mountPath": "/cfg"}],
+)
+POD = {
+    "containers": [TRAINER],
+    "imagePullSecrets": [{"name": "regcred"}],
+    "volumes": [
+        {"name": "cfg", "configMap": {"name": "train-config"}},
+        {"name": "extra", "secret": {"secretName": "maybe", "optional": True}},
+    ],
+}
+RUNTIME = make_runtime(
+    replicated_jobs=[
+        {
+            "name": "node",
+            "template": {
+                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                "spec": {"template": {"spec": POD}},
+            },
+        }
+    ]
+)
+SOURCES = [secret("hf-token"), config_map("train-config"), secret("regcred")]
+
+
+# ---- what the pods reference ------------------------------------------------------------------
+
+
+def test_every_way_a_pod_names_a_secret_or_config_map_is_found_each_once() -> None:
+    pod = {
+        "initContainers": [{"envFrom": [{"secretRef": {"name": "init-env"}}]}],
+        "containers": [
+            {
+                "env": [
+                    {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "a"}}},
+                    {"name": "B", "value": "plain"},
+                    {"name": "C", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                ]
+            }
+        ],
+        "ephemeralContainers": [
+            {"env": [{"name": "D", "valueFrom": {"secretKeyRef": {"name": "eph", "key": "d"}}}]}
+        ],
+        "volumes": [
+            {"name": "v1", "secret": {"secretName": "vol-secret", "optional": True}},
+            {"name": "v2", "configMap": {"name": "cm"}},
+            {
+                "name": "v3",
+                "projected": {
+                    "sources": [
+                        {"secret": {"name": "proj-secret"}},
+                        {"configMap": {"name": "proj-cm", "optional": True}},
+                        {"serviceAccountToken": {"path": "token"}},
+                    ]
+                },
+            },
+            {"name": "v4", "persistentVolumeClaim": {"claimName": "data"}},
+        ],
+        "imagePullSecrets": [{"name": "pull"}],
+    }
+    refs = references([{"name": "node", "template": {"spec": pod}}])
+    where = "spec.podSets[node].template.spec"
+    assert refs == [
+        Ref("Secret", "init-env", False, f"{where}.initContainers[0].envFrom[0].secretRef"),
+        Ref("ConfigMap", "cm", False, f"{where}.containers[0].env[0].valueFrom.configMapKeyRef"),
+        Ref(
+            "Secret", "eph", False, f"{where}.ephemeralContainers[0].env[0].valueFrom.secretKeyRef"
+        ),
+        Ref("Secret", "vol-secret", True, f"{where}.volumes[0].secret"),
+        Ref("Secret", "proj-secret", False, f"{where}.volumes[2].projected.sources[0].secret"),
+        Ref("ConfigMap", "proj-cm", True, f"{where}.volumes[2].projected.sources[1].configMap"),
+        Ref("Secret", "pull", False, f"{where}.imagePullSecrets[0]"),
+    ]
+
+
+def test_a_reference_is_optional_only_when_every_pod_set_names_it_optionally() -> None:
+    optional = {"volumes": [{"name": "v", "secret": {"secretName": "s", "optional": True}}]}
+    required = {"imagePullSecrets": [{"name": "s"}]}
+    refs = references(
+        [
+            {"name": "a", "template": {"spec": optional}},
+            {"name": "b", "template": {"spec": required}},
+        ]
+    )
+    assert refs == [Ref("Secret", "s", False, "spec.podSets[b].template.spec.imagePullSecrets[0]")]
+
+
+def _lookup(found: list[Dict]) -> Any:
+    seen = {
+        (o["kind"], o["metadata"]["name"]): dependencies.source_seen(
+            o["kind"], {**o, "metadata": {**o["metadata"], "uid": "u-" + o["metadata"]["name"]}}
+        )
+        for o in found
+    }
+    return lambda kind, _ns, name: seen.get((kind, name))
+
+
+def test_needs_names_what_is_missing_and_where_and_skips_a_missing_optional_one() -> None:
+    pod_sets = [{"name": "node", "template": {"spec": POD}}]
+    needs = dependencies.needs("ns", pod_sets, _lookup([secret("hf-token"), secret("regcred")]))
+    assert needs.reason == dependencies.REASON_MISSING
+    assert needs.problem is not None
+    assert "ConfigMap 'train-config' (spec.podSets[node].template.spec.containers[0].envFrom" in (
+        needs.problem
+    )
+    assert "maybe" not in needs.problem
+    assert [s.key for s in needs.sources] == ["Secret/hf-token", "Secret/regcred"]
+    complete = dependencies.needs("ns", pod_sets, _lookup(SOURCES))
+    assert complete.problem is None and len(complete.sources) == 3
+
+
+def test_a_service_account_token_never_leaves_the_manager() -> None:
+    token = secret("hf-token", type="kubernetes.io/service-account-token")
+    pod_sets = [{"name": "node", "template": {"spec": POD}}]
+    needs = dependencies.needs("ns", pod_sets, _lookup([token, *SOURCES[1:]]))
+    assert needs.reason == dependencies.REASON_REFUSED
+    assert needs.problem is not None and "tokens never leave it" in needs.problem
+
+
+def test_the_dispatchers_own_namespace_and_too_many_references_are_refused() -> None:
+    pod_sets = [{"name": "node", "template": {"spec": POD}}]
+    assert dependencies.needs(
+        "kueue-system", pod_sets, _lookup(SOURCES), frozenset({"kueue-system"})
+    ).reason == (dependencies.REASON_REFUSED)
+    many = {
+        "imagePullSecrets": [{"name": f"s{i}"} for i in range(dependencies.MAX_DEPENDENCIES + 1)]
+    }
+    too_many = dependencies.needs("ns", [{"name": "n", "template": {"spec": many}}], _lookup([]))
+    assert too_many.problem is not None and "at most 32" in too_many.problem
+
+
+def test_the_cache_keeps_a_digest_of_a_secret_never_its_content() -> None:
+    kept = dependencies.source_seen(
+        "Secret", {**secret("hf-token"), "metadata": {"name": "x", "uid": "u"}}
+    )
+    assert "data" not in kept and "s3cr3t" not in str(kept) and _b64("s3cr3t") not in str(kept)
+    changed = dependencies.source_seen(
+        "Secret", {**secret("hf-token", "other"), "metadata": {"name": "x"}}
+    )
+    assert kept["digest"] != changed["digest"]
+
+
+# ---- the whole pass ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def world() -> Iterator[World]:
+    submitted = TrainJobBuilder().queue("q").multikueue().obj()
+    made, _ctx = fleet([RUNTIME, submitted, namespace(), *SOURCES], {w: [RUNTIME] for w in WORKERS})
+    yield made
+    made.close()
+
+
+def _workload(world: World, cluster: str = "manager") -> Dict | None:
+    tj = world.get("manager", c.TRAINJOB, "tj")
+    assert tj is not None
+    return world.get(cluster, c.WORKLOAD, workload_name("tj", tj["metadata"]["uid"]))
+
+
+def _reserve(world: World, cluster: str = "manager", admitted: bool = False) -> None:
+    wl = _workload(world, cluster)
+    assert wl is not None, f"no Workload on {cluster}"
+    status = kueue_status(wl, admitted=admitted)
+    if cluster == "manager":
+        status["admissionChecks"] = [
+            {
+                "name": "mk",
+                "state": "Pending",
+                "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ]
+    wl["status"] = status
+    world.apis[cluster].put(wl)
+    world.settle(KEY)
+
+
+def _copies(world: World, worker: str) -> dict[str, Dict]:
+    api = world.apis[worker]
+    return {
+        f"{o['kind']}/{o['metadata']['name']}": o
+        for kind in (SECRET, CONFIG_MAP)
+        for o in api.objects(kind, "ns")
+    }
+
+
+def _check_message(world: World) -> str:
+    wl = _workload(world)
+    assert wl is not None
+    return str(wl["status"]["admissionChecks"][0]["message"])
+
+
+def test_the_winner_gets_the_jobs_secrets_and_config_maps_before_its_trainjob_owned_by_its_workload(
+    world: World,
+) -> None:
+    world.settle(KEY)
+    _reserve(world)
+    _reserve(world, "worker2", admitted=True)
+    got = _copies(world, "worker2")
+    assert sorted(got) == ["ConfigMap/train-config", "Secret/hf-token", "Secret/regcred"]
+    assert _copies(world, "worker1") == {}
+    wl_copy = _workload(world, "worker2")
+    assert wl_copy is not None
+    token = got["Secret/hf-token"]
+    assert token["data"] == {"token": _b64("s3cr3t")} and token["type"] == "Opaque"
+    assert token["metadata"]["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL] == "multikueue"
+    assert [o["uid"] for o in token["metadata"]["ownerReferences"]] == [wl_copy["metadata"]["uid"]]
+    assert got["ConfigMap/train-config"]["data"] == {"train.cfg": "lr=0.1"}
+    # Each copy was written before the TrainJob: its pods never start without them.
+    writes = [p for _m, p in world.apis["worker2"].writes() if "/namespaces/ns/" in p]
+    trainjob_at = next(i for i, p in enumerate(writes) if "/trainjobs" in p)
+    assert all(
+        next(i for i, p in enumerate(writes) if f"/{plural}" in p) < trainjob_at
+        for plural in ("secrets", "configmaps")
+    )
+
+
+def test_a_missing_secret_holds_the_job_back_naming_it_and_it_goes_once_the_secret_exists(
+    world: World,
+) -> None:
+    world.apis["manager"].request("DELETE", SECRET.path("ns", "hf-token"))
+    world.settle(KEY)
+    _reserve(world)
+    tj = world.get("manager", c.TRAINJOB, "tj")
+    assert condition(tj, c.COND_DEPENDENCIES_MISSING) == ("True", dependencies.REASON_MISSING)
+    assert "Secret 'hf-token'" in _check_message(world)
+    for worker in WORKERS:
+        assert world.get(worker, c.WORKLOAD, _workload(world)["metadata"]["name"]) is None  # type: ignore[index]
+    world.apis["manager"].put(secret("hf-token"))
+    world.settle(KEY)
+    tj = world.get("manager", c.TRAINJOB, "tj")
+    assert condition(tj, c.COND_DEPENDENCIES_MISSING) is None
+    assert all(_workload(world, w) is not None for w in WORKERS)
+
+
+def test_a_namespace_not_opted_in_sends_nothing_but_the_job() -> None:
+    submitted = TrainJobBuilder().queue("q").multikueue().obj()
+    made, _ctx = fleet(
+        [RUNTIME, submitted, namespace(opted_in=False)], {w: [RUNTIME] for w in WORKERS}
+    )
+    try:
+        made.settle(KEY)
+        _reserve(made)
+        _reserve(made, "worker1", admitted=True)
+        assert made.get("worker1", c.TRAINJOB, "tj") is not None
+        assert _copies(made, "worker1") == {}
+    finally:
+        made.close()
+
+
+def test_a_foreign_secret_of_that_name_is_never_written_and_the_job_goes_elsewhere(
+    world: World,
+) -> None:
+    theirs = secret("hf-token", "theirs")
+    world.apis["worker1"].put(theirs)
+    world.settle(KEY)
+    _reserve(world)
+    _reserve(world, "worker1", admitted=True)
+    found = world.get("worker1", SECRET, "hf-token")
+    assert found is not None and found["data"] == {"token": _b64("theirs")}
+    assert "ownerReferences" not in found["metadata"]
+    assert world.get("worker1", c.TRAINJOB, "tj") is None  # never run beside a foreign Secret
+    wl = _workload(world)
+    assert wl is not None and wl["status"]["admissionChecks"][0]["state"] == "Retry"
+    _reserve(world)  # Kueue's requeue: reserved again, sent only where the name is free
+    assert _workload(world, "worker1") is None and _workload(world, "worker2") is not None
+    assert "Secret ns/hf-token exists there and is not a copy from this manager" in _check_message(
+        world
+    )
+
+
+def test_a_change_on_the_manager_reaches_the_running_copy(world: World) -> None:
+    world.settle(KEY)
+    _reserve(world)
+    _reserve(world, "worker1", admitted=True)
+    world.apis["manager"].put(secret("hf-token", "rotated"))
+    world.settle(KEY)
+    copy = world.get("worker1", SECRET, "hf-token")
+    assert copy is not None and copy["data"] == {"token": _b64("rotated")}
+
+
+def test_two_jobs_share_one_copy_which_goes_with_the_last_of_them() -> None:
+    jobs = [TrainJobBuilder(name).queue("q").multikueue().obj() for name in ("tj", "tj2")]
+    made, _ctx = fleet([RUNTIME, *jobs, namespace(), *SOURCES], {"worker1": [RUNTIME]})
+    try:
+        uids = []
+        for name in ("tj", "tj2"):
+            key = ("ns", name)
+            made.settle(key)
+            tj = made.get("manager", c.TRAINJOB, name)
+            assert tj is not None
+            wl_name = workload_name(name, tj["metadata"]["uid"])
+            for cluster, admitted in (("manager", False), ("worker1", True)):
+                wl = made.get(cluster, c.WORKLOAD, wl_name)
+                assert wl is not None
+                wl["status"] = kueue_status(wl, admitted=admitted)
+                if cluster == "manager":
+                    wl["status"]["admissionChecks"] = [
+                        {
+                            "name": "mk",
+                            "state": "Pending",
+                            "message": "",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z",
+                        }
+                    ]
+                made.apis[cluster].put(wl)
+                made.settle(key)
+            copy = made.get("worker1", c.WORKLOAD, wl_name)
+            assert copy is not None
+            uids.append(copy["metadata"]["uid"])
+        shared = made.get("worker1", SECRET, "hf-token")
+        assert shared is not None
+        assert [o["uid"] for o in shared["metadata"]["ownerReferences"]] == uids
+        made.apis["worker1"].request(
+            "DELETE",
+            c.WORKLOAD.path(
+                "ns", workload_name("tj", made.get("manager", c.TRAINJOB, "tj")["metadata"]["uid"])
+            ),  # type: ignore[index]
+        )
+        kept = made.get("worker1", SECRET, "hf-token")
+        assert (
+            kept is not None and [o["uid"] for o in kept["metadata"]["ownerReferences"]] == uids[1:]
+        )
+    finally:
+        made.close()
+
+
+def test_a_worker_that_refuses_secrets_keeps_the_job_and_says_why(world: World) -> None:
+    world.apis["worker1"].fail(Fault(403, "POST", "secrets", times=None))
+    world.settle(KEY)
+    _reserve(world)
+    _reserve(world, "worker1", admitted=True)
+    assert world.get("worker1", c.TRAINJOB, "tj") is None
+    _reserve(world)
+    assert "worker.multikueueIdentity.dependencies" in _check_message(world)
