@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from dispatcher import dependencies
+from dispatcher import dependencies, metrics
 from dispatcher.clusters import Registry
 from dispatcher.decide import RemoteAction
 from kubecontrol.client import ApiException
@@ -55,6 +55,7 @@ def ensure(registry: Registry, action: RemoteAction) -> bool | None:
     try:
         try:
             api.create(dependencies.KINDS[kind], want)
+            result = "created"
             log.info("[%s] copied %s", action.cluster, where)
         except ApiException as exc:
             if exc.status != 409:
@@ -69,8 +70,10 @@ def ensure(registry: Registry, action: RemoteAction) -> bool | None:
                 )
                 registry.note_taken(action.cluster, namespace, key, why)
                 log.warning("[%s] %s", action.cluster, why)
+                metrics.DEPENDENCY_COPIES.labels(action.cluster, "refused").inc()
                 return False
             body = dependencies.updated(found, want)
+            result = "unchanged" if body is None else "updated"
             if body is not None:
                 try:
                     api.replace(dependencies.KINDS[kind], body)
@@ -89,6 +92,7 @@ def ensure(registry: Registry, action: RemoteAction) -> bool | None:
             why = f"{where} cannot be copied there: {_refusal(exc)}"
             registry.note_taken(action.cluster, namespace, key, why)
             log.warning("[%s] %s", action.cluster, why)
+            metrics.DEPENDENCY_COPIES.labels(action.cluster, "refused").inc()
             return False
         log.warning("[%s] cannot copy %s: %s", action.cluster, where, exc.reason)
         return None
@@ -96,6 +100,7 @@ def ensure(registry: Registry, action: RemoteAction) -> bool | None:
         log.warning("[%s] cannot copy %s: %s", action.cluster, where, exc)
         return None
     registry.note_copied(action.cluster, namespace, key, owner, digest)
+    metrics.DEPENDENCY_COPIES.labels(action.cluster, result).inc()
     return True
 
 

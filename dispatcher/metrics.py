@@ -13,6 +13,14 @@ MULTIKUEUE_DISPATCHED = Counter(
     ["cluster_queue", "cluster"],
     registry=REGISTRY,
 )
+DEPENDENCY_COPIES = Counter(
+    "trainjob_dependency_copies",
+    "Copies of a TrainJob's Secrets and ConfigMaps on a worker, per cluster and result: "
+    "created, updated (content or a new owner), unchanged (ours already, as it must be), "
+    "refused (a foreign object of that name, or the worker's refusal).",
+    ["cluster", "result"],
+    registry=REGISTRY,
+)
 MULTIKUEUE_ADMITTED = Counter(
     "multikueue_workloads_admitted",
     "Remote Workload admissions on a worker cluster that won, per cluster_queue and cluster.",

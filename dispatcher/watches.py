@@ -70,6 +70,8 @@ def dependency_watches(ctx: Context) -> list[Watch]:
             Index.SECRETS,
             SECRET,
             source_changed,
+            # Helm's release records (up to 1 MiB each) are never a pod's to reference.
+            field_selector="type!=helm.sh/release.v1",
             transform=functools.partial(dependencies.source_seen, "Secret"),
         ),
         Watch(

@@ -259,22 +259,24 @@ class Informer:
     def _list(self) -> str:
         """List everything into the cache, a page at a time; report what changed since;
         return the list's resourceVersion."""
-        items: list[Dict] = []
+        fresh: dict[Key, Dict] = {}
         query = {**self._selectors(), "limit": self._page}
         version = ""
         while True:
             page = self._api.get_json(self._path, query=query, timeout=self._list_timeout)
-            items += page["items"]
+            # A list's items carry no apiVersion and kind (a watch event's object does): each
+            # gets them, so every cached object says what it is, however it came in. Each page
+            # is cut down by the transform as it comes: a list of large objects of which the
+            # cache keeps little (Secrets) holds one page of them at a time, not all.
+            for o in page["items"]:
+                o["apiVersion"], o["kind"] = self.kind.api_version, self.kind.kind
+                fresh[key_of(o)] = self._transform(o)
             meta = page["metadata"]
             version = version or str(meta["resourceVersion"])  # the first page's snapshot
             if not meta.get("continue"):
                 break
             query = {**query, "continue": meta["continue"]}
-        # A list's items carry no apiVersion and kind (a watch event's object does): each
-        # gets them, so every cached object says what it is, however it came in.
-        for o in items:
-            o["apiVersion"], o["kind"] = self.kind.api_version, self.kind.kind
-        fresh = {key_of(o): self._transform(o) for o in items}
+            del page
         gone = [obj for key, obj in list(self._store.items()) if key not in fresh]
         changed = [
             o for k, o in fresh.items() if not same_apart_from_version(self._store.get(k), o)

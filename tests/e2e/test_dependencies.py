@@ -61,14 +61,16 @@ def opted_in(mk: MultiKueue, token: str = "s3cr3t", with_secret: bool = True) ->
     return core
 
 
-def copies(mk: MultiKueue, worker: str) -> dict[str, Dict]:
+def copies(mk: MultiKueue, worker: str) -> dict[str, Any]:
+    """The Secrets and ConfigMaps of ours (by origin label) on `worker`, by Kind/name."""
     core = client.CoreV1Api(mk.bed.api(worker))
+    ours = "kueue.x-k8s.io/multikueue-origin"
     found = {}
-    for obj in core.list_namespaced_secret(mk.ns).items:
+    for obj in core.list_namespaced_secret(mk.ns, label_selector=ours).items:
         found[f"Secret/{obj.metadata.name}"] = obj
-    for obj in core.list_namespaced_config_map(mk.ns).items:
+    for obj in core.list_namespaced_config_map(mk.ns, label_selector=ours).items:
         found[f"ConfigMap/{obj.metadata.name}"] = obj
-    return {k: v for k, v in found.items() if k != "ConfigMap/kube-root-ca.crt"}
+    return found
 
 
 def test_the_jobs_secret_and_config_map_run_with_it_and_go_with_its_workload(bed: Bed) -> None:

@@ -3,6 +3,7 @@ Service, and TrainJobs that really run (torchrun across two pods, a failing pod)
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import subprocess
@@ -21,6 +22,7 @@ from playwright.sync_api import expect
 
 from clusters import chart, images, nodes
 from clusters.bed import Bed
+from clusters.config import REPO_ROOT
 from clusters.helpers.browser import page_of, screenshot, view_server
 from clusters.helpers.examples import MPI_FILE, RUNTIME_FILE
 from clusters.helpers.kube import TrainJobs, api_error
@@ -274,6 +276,55 @@ def test_a_failing_pod_fails_the_trainjob_on_the_manager(
     pods = TrainJobs(installed.api(worker), real_namespace).pods(name)
     assert pods and all(p.status.phase == "Failed" for p in pods)
     assert {s.state.terminated.exit_code for p in pods for s in p.status.container_statuses} == {1}
+
+
+DEPENDENCIES_ACCESS = REPO_ROOT / "deploy/worker/with-dependencies/dependencies-rbac.yaml"
+
+
+def test_a_jobs_secret_and_config_map_reach_its_pod_on_the_worker(
+    installed: Bed, real_namespace: str
+) -> None:
+    """In a namespace its admin opted in (trainjob.dev/copy-dependencies=true), a job whose
+    trainer reads a token from a Secret and a setting from a ConfigMap of the manager: both
+    copied to the worker that admits it before its pod starts; the pod reads them and exits 0
+    (it exits 3 when either is wrong); Complete on the manager."""
+    manager = _manager(installed)
+    core = client.CoreV1Api(installed.api(manager))
+    core.patch_namespace(
+        real_namespace, {"metadata": {"labels": {"trainjob.dev/copy-dependencies": "true"}}}
+    )
+    token = {"token": base64.b64encode(b"s3cr3t").decode()}
+    core.create_namespaced_secret(real_namespace, {"metadata": {"name": "hf-token"}, "data": token})
+    core.create_namespaced_config_map(
+        real_namespace, {"metadata": {"name": "train-config"}, "data": {"lr": "0.1"}}
+    )
+    access = load_manifests(DEPENDENCIES_ACCESS.read_text())
+    for worker in installed.config.workers:
+        Applier(installed.api(worker.name)).apply_all(access)
+    try:
+        name = f"deps-{uuid.uuid4().hex[:6]}"
+        script = (
+            "import os, sys; token, lr = os.environ.get('TOKEN'), os.environ.get('LR'); "
+            "print('token', 'ok' if token == 's3cr3t' else 'WRONG', 'lr', lr, flush=True); "
+            "sys.exit(0 if token == 's3cr3t' and lr == '0.1' else 3)"
+        )
+        env = [
+            {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}},
+            {"name": "LR", "valueFrom": {"configMapKeyRef": {"name": "train-config", "key": "lr"}}},
+        ]
+        on_manager = TrainJobs(installed.api(manager), real_namespace)
+        on_manager.create(_trainjob(name, numNodes=1, command=["python3", "-c", script], env=env))
+        on_manager.wait_condition(name, "Complete", timeout=240)
+        worker = _winner(installed, real_namespace, name)
+        pods = TrainJobs(installed.api(worker), real_namespace).pods(name)
+        logs = client.CoreV1Api(installed.api(worker)).read_namespaced_pod_log(
+            pods[0].metadata.name, real_namespace
+        )
+        print(f"\n[figure] the pod on {worker} said: {logs.strip()}")
+        assert "token ok lr 0.1" in logs, logs
+    finally:
+        for worker in installed.config.workers:
+            Applier(installed.api(worker.name)).delete_all(access)
 
 
 def _lease_holder(bed: Bed) -> str:
