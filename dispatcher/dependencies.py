@@ -55,45 +55,49 @@ class Ref:
     field: str
 
 
-def _env_refs(ctr: Dict, where: str) -> Iterator[tuple[str, str, bool, str]]:
+Found = tuple[str, str, bool, str]  # kind, name, optional, the field that names it
+KEY_REFS = (("secretKeyRef", "Secret"), ("configMapKeyRef", "ConfigMap"))
+WHOLE_REFS = (("secretRef", "Secret"), ("configMapRef", "ConfigMap"))
+PROJECTED = (("secret", "Secret"), ("configMap", "ConfigMap"))
+
+
+def _named(holder: object, keys: tuple[tuple[str, str], ...], where: str) -> Iterator[Found]:
+    """The objects named under `keys` of `holder` ({key: {name, optional}})."""
+    if not isinstance(holder, dict):
+        return
+    for key, kind in keys:
+        ref = holder.get(key)
+        if isinstance(ref, dict) and ref.get("name"):
+            yield kind, str(ref["name"]), bool(ref.get("optional")), f"{where}.{key}"
+
+
+def _env_refs(ctr: Dict, where: str) -> Iterator[Found]:
     for i, env in enumerate(ctr.get("env") or []):
-        source = (env or {}).get("valueFrom") or {}
-        for key, kind in (("secretKeyRef", "Secret"), ("configMapKeyRef", "ConfigMap")):
-            ref = source.get(key)
-            if isinstance(ref, dict) and ref.get("name"):
-                path = f"{where}.env[{i}].valueFrom.{key}"
-                yield kind, str(ref["name"]), bool(ref.get("optional")), path
+        value_from = (env or {}).get("valueFrom") if isinstance(env, dict) else None
+        yield from _named(value_from, KEY_REFS, f"{where}.env[{i}].valueFrom")
     for i, env_from in enumerate(ctr.get("envFrom") or []):
-        for key, kind in (("secretRef", "Secret"), ("configMapRef", "ConfigMap")):
-            ref = (env_from or {}).get(key)
-            if isinstance(ref, dict) and ref.get("name"):
-                path = f"{where}.envFrom[{i}].{key}"
-                yield kind, str(ref["name"]), bool(ref.get("optional")), path
+        yield from _named(env_from, WHOLE_REFS, f"{where}.envFrom[{i}]")
 
 
-def _volume_refs(volume: Dict, where: str) -> Iterator[tuple[str, str, bool, str]]:
-    secret, config_map = volume.get("secret"), volume.get("configMap")
+def _volume_refs(volume: Dict, where: str) -> Iterator[Found]:
+    secret = volume.get("secret")
     if isinstance(secret, dict) and secret.get("secretName"):
         name = str(secret["secretName"])
         yield "Secret", name, bool(secret.get("optional")), f"{where}.secret"
-    if isinstance(config_map, dict) and config_map.get("name"):
-        name = str(config_map["name"])
-        yield "ConfigMap", name, bool(config_map.get("optional")), f"{where}.configMap"
+    yield from _named(volume, (("configMap", "ConfigMap"),), where)
     projected = volume.get("projected")
     for i, source in enumerate((projected or {}).get("sources") or []):
-        for key, kind in (("secret", "Secret"), ("configMap", "ConfigMap")):
-            ref = (source or {}).get(key)
-            if isinstance(ref, dict) and ref.get("name"):
-                path = f"{where}.projected.sources[{i}].{key}"
-                yield kind, str(ref["name"]), bool(ref.get("optional")), path
+        yield from _named(source, PROJECTED, f"{where}.projected.sources[{i}]")
 
 
-def _pod_refs(pod_spec: Dict, where: str) -> Iterator[tuple[str, str, bool, str]]:
+def _pod_refs(pod_spec: Dict, where: str) -> Iterator[Found]:
     for section in ("initContainers", "containers", "ephemeralContainers"):
         for i, ctr in enumerate(pod_spec.get(section) or []):
-            yield from _env_refs(ctr or {}, f"{where}.{section}[{i}]")
+            if isinstance(ctr, dict):
+                yield from _env_refs(ctr, f"{where}.{section}[{i}]")
     for i, volume in enumerate(pod_spec.get("volumes") or []):
-        yield from _volume_refs(volume or {}, f"{where}.volumes[{i}]")
+        if isinstance(volume, dict):
+            yield from _volume_refs(volume, f"{where}.volumes[{i}]")
     for i, pull in enumerate(pod_spec.get("imagePullSecrets") or []):
         if isinstance(pull, dict) and pull.get("name"):
             yield "Secret", str(pull["name"]), False, f"{where}.imagePullSecrets[{i}]"

@@ -31,6 +31,7 @@ from kubecontrol.objects import Dict
 from tests.support.kubeconfigs import kubeconfig  # a real CA, as the kubeconfig vetting wants
 from tests.support.memory_api import MemoryApi
 from trainjob import constants as c
+from trainjob.workload import workload_name
 
 
 class MemoryCluster(Cluster):
@@ -143,6 +144,19 @@ class World:
         self.passes.append(done)
         return done
 
+    def requests_of_a_pass(self, key: Hashable) -> dict[str, list[tuple[str, str]]]:
+        """One pass for `key` (the caches listed first), and the (method, path) of every
+        request each cluster answered during it, served or refused: the pass's own, none of
+        the lists'."""
+        self.relist()
+        served = {n: len(a.requests) for n, a in self.apis.items()}
+        refused = {n: len(a.refused) for n, a in self.apis.items()}
+        self._sync(key)
+        return {
+            n: [*a.requests[served[n] :], *((m, p) for m, p, _ in a.refused[refused[n] :])]
+            for n, a in self.apis.items()
+        }
+
     def settle(self, key: Hashable, most: int = 10) -> list[Pass]:
         """Passes for `key` until one writes nothing (at most `most`)."""
         passes = [self.run(key)]
@@ -186,6 +200,28 @@ def kueue_status(workload: Dict, *, admitted: bool, flavor: str = "default") -> 
             *([a_condition("Admitted")] if admitted else []),
         ],
     }
+
+
+def reserve(world: World, cluster: str, name: str = "tj", *, admitted: bool = False) -> None:
+    """What Kueue does on `cluster` for TrainJob `name`'s Workload: quota reserved (on a
+    worker, admitted too, as a ClusterQueue without checks admits at once); on the manager,
+    our check `mk` Pending."""
+    tj = world.get("manager", c.TRAINJOB, name)
+    assert tj is not None, f"no TrainJob {name}"
+    wl = world.get(cluster, c.WORKLOAD, workload_name(name, tj["metadata"]["uid"]))
+    assert wl is not None, f"no Workload of {name} on {cluster}"
+    status = kueue_status(wl, admitted=admitted)
+    if cluster == "manager":
+        status["admissionChecks"] = [
+            {
+                "name": "mk",
+                "state": "Pending",
+                "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ]
+    wl["status"] = status
+    world.apis[cluster].put(wl)
 
 
 def condition(obj: Dict | None, ctype: str) -> tuple[str, str] | None:

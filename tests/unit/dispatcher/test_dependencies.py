@@ -16,7 +16,7 @@ from dispatcher import dependencies
 from dispatcher.dependencies import NAMESPACE_LABEL, Ref, references
 from kubecontrol.kinds import CONFIG_MAP, SECRET
 from tests.support.memory_api import Fault
-from tests.support.whole_pass import World, condition, fleet, kueue_status
+from tests.support.whole_pass import World, condition, fleet, reserve
 from trainjob import constants as c
 from trainjob.workload import workload_name
 
@@ -218,20 +218,7 @@ def _workload(world: World, cluster: str = "manager") -> Dict | None:
 
 
 def _reserve(world: World, cluster: str = "manager", admitted: bool = False) -> None:
-    wl = _workload(world, cluster)
-    assert wl is not None, f"no Workload on {cluster}"
-    status = kueue_status(wl, admitted=admitted)
-    if cluster == "manager":
-        status["admissionChecks"] = [
-            {
-                "name": "mk",
-                "state": "Pending",
-                "message": "",
-                "lastTransitionTime": "2026-01-01T00:00:00Z",
-            }
-        ]
-    wl["status"] = status
-    world.apis[cluster].put(wl)
+    reserve(world, cluster, admitted=admitted)
     world.settle(KEY)
 
 
@@ -351,19 +338,7 @@ def test_two_jobs_share_one_copy_which_goes_with_the_last_of_them() -> None:
             assert tj is not None
             wl_name = workload_name(name, tj["metadata"]["uid"])
             for cluster, admitted in (("manager", False), ("worker1", True)):
-                wl = made.get(cluster, c.WORKLOAD, wl_name)
-                assert wl is not None
-                wl["status"] = kueue_status(wl, admitted=admitted)
-                if cluster == "manager":
-                    wl["status"]["admissionChecks"] = [
-                        {
-                            "name": "mk",
-                            "state": "Pending",
-                            "message": "",
-                            "lastTransitionTime": "2026-01-01T00:00:00Z",
-                        }
-                    ]
-                made.apis[cluster].put(wl)
+                reserve(made, cluster, name, admitted=admitted)
                 made.settle(key)
             copy = made.get("worker1", c.WORKLOAD, wl_name)
             assert copy is not None

@@ -15,7 +15,14 @@ import pytest
 from clusters.helpers.builders import TrainJobBuilder, make_runtime
 from dispatcher.selection import CLUSTER_NAMES_ANNOTATION
 from kubecontrol.kinds import CONFIG_MAP
-from tests.support.whole_pass import World, a_condition, condition, fleet, kueue_status, names
+from tests.support.whole_pass import (
+    World,
+    a_condition,
+    condition,
+    fleet,
+    names,
+    reserve,
+)
 from trainjob import constants as c
 from trainjob.workload import workload_name
 
@@ -50,22 +57,7 @@ def workload(world: World, cluster: str = "manager") -> Dict | None:
 
 
 def kueue_reserves(world: World, cluster: str = "manager", admitted: bool = False) -> None:
-    """What Kueue does on `cluster`: quota reserved for the Workload (on a worker, admitted
-    too, as a ClusterQueue without checks admits at once); our check Pending on the manager."""
-    wl = workload(world, cluster)
-    assert wl is not None, f"no Workload on {cluster}"
-    status = kueue_status(wl, admitted=admitted)
-    if cluster == "manager":
-        status["admissionChecks"] = [
-            {
-                "name": "mk",
-                "state": "Pending",
-                "message": "",
-                "lastTransitionTime": "2026-01-01T00:00:00Z",
-            }
-        ]
-    wl["status"] = status
-    world.apis[cluster].put(wl)
+    reserve(world, cluster, admitted=admitted)
 
 
 def ends_on(world: World, worker: str, ended: Dict) -> None:
