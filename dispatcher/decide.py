@@ -52,6 +52,8 @@ class RemoteView:
     runtime_problem: str | None = None
     # Why no copy goes there: a copy's name is taken there by an object that is not ours.
     taken: str | None = None
+    # Why it cannot serve the job's data (claims, datasets: data.py); no copy goes there.
+    data_problem: str | None = None
     # The TrainJob's dependencies known to be in place there for its Workload copy (Kind/name
     # -> the digest of what the copy holds: dependencies.py).
     copied: dict[str, str] = field(default_factory=dict)
@@ -350,7 +352,7 @@ def _failed_status(
 
 
 def _waiting_conditions(
-    obs: DispatchObserved, drift: str | None
+    obs: DispatchObserved, drift: str | None, data: str | None = None
 ) -> tuple[Dict | None, list[Event]]:
     """The manager TrainJob's conditions while it waits for a worker: ClustersSelected=False
     while its own choice of clusters leaves none active (selection.py), RuntimeDrift=True
@@ -365,6 +367,7 @@ def _waiting_conditions(
         (c.COND_CLUSTERS_SELECTED, False, c.REASON_NO_CLUSTER_SELECTED, obs.selection_problem),
         (c.COND_RUNTIME_DRIFT, True, c.COND_RUNTIME_DRIFT, drift),
         (c.COND_DEPENDENCIES_MISSING, True, needs.reason, needs.problem),
+        (c.COND_DATA_UNAVAILABLE, True, c.REASON_NO_CLUSTER_HAS_DATA, data),
     ):
         if problem is None:
             conditions.remove(ctype)
@@ -421,7 +424,7 @@ class _Pass:
     def eligible(self, remote: RemoteView) -> bool:
         """May this worker hold a copy: chosen by the TrainJob, its runtime in step, and
         nominated (by the strategy itself, or by an external dispatcher)."""
-        if not remote.selected or remote.runtime_problem or remote.taken:
+        if not remote.selected or remote.runtime_problem or remote.taken or remote.data_problem:
             return False
         return self.strategy.nominates or remote.name in self.nominated
 
@@ -723,9 +726,12 @@ def _step7_copies_out(p: _Pass, reachable: list[RemoteView], elapsed: float) -> 
     obs, plan, strategy, nominated = p.obs, p.plan, p.strategy, p.nominated
     targets, plan.requeue_after = strategy.targets(reachable, elapsed)
     drifted = [r for r in obs.remotes if r.selected and r.runtime_problem]
-    plan.withheld = [
-        r.name for r in reachable if r not in targets and r.fit is not None and not r.fit.now
-    ] + [r.name for r in drifted if r.connected]
+    no_data = [r for r in obs.remotes if r.selected and r.data_problem]
+    plan.withheld = (
+        [r.name for r in reachable if r not in targets and r.fit is not None and not r.fit.now]
+        + [r.name for r in drifted if r.connected]
+        + [r.name for r in no_data if r.connected]
+    )
     for remote in targets:
         if remote.workload is None:
             copy = remote_workload(p.wl, obs.origin)
@@ -737,7 +743,15 @@ def _step7_copies_out(p: _Pass, reachable: list[RemoteView], elapsed: float) -> 
         if sorted(now_nominated) != sorted(nominated):
             plan.nominated = sorted(now_nominated)
     drift = "; ".join(f"{r.name}: {r.runtime_problem}" for r in drifted) or None
-    plan.trainjob_status, events = _waiting_conditions(obs, drift)
+    chosen = [r for r in obs.remotes if r.selected]
+    data = (
+        "no chosen worker holds its data ("
+        + "; ".join(f"{r.name}: {r.data_problem}" for r in chosen)
+        + "); it waits until one does"
+        if chosen and all(r.data_problem for r in chosen)
+        else None
+    )
+    plan.trainjob_status, events = _waiting_conditions(obs, drift, data)
     plan.events += events
     if obs.selection_problem:
         names = f"no cluster ({obs.selection_problem})"
@@ -753,6 +767,7 @@ def _step7_copies_out(p: _Pass, reachable: list[RemoteView], elapsed: float) -> 
         if r.name in plan.withheld and r.fit is not None
     ]
     notes += [f"not sent to {r.name}: {r.runtime_problem}" for r in drifted if r.connected]
+    notes += [f"not sent to {r.name}: {r.data_problem}" for r in no_data if r.connected]
     notes += [f"not sent to {r.name}: {r.taken}" for r in obs.remotes if r.taken and r.selected]
     if notes:
         message += f" ({'; '.join(notes)})"

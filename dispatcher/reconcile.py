@@ -13,7 +13,7 @@ import datetime as dt
 import logging
 import time
 
-from dispatcher import admissionchecks, copies_io, dependencies, execute
+from dispatcher import admissionchecks, copies_io, data, dependencies, execute
 from dispatcher.context import Context
 from dispatcher.decide import (
     AllAtOnce,
@@ -198,6 +198,7 @@ def _dispatch(
         clusters = [*clusters, wl.cluster_name]
     runtime = caches.runtime_of(trainjob) if placing and ctx.settings.check_runtimes else None
     needs = _needs(ctx, caches, wl)
+    data_needs, data_error = _data_needs(ctx, caches, trainjob, wl) if placing else (None, None)
     taken_keys = [s.key for s in needs.sources] if needs is not None else []
     remotes = []
     for cname in clusters:
@@ -218,6 +219,11 @@ def _dispatch(
             copy = view.workload
             if taken_keys and copy is not None:
                 view.copied = ctx.registry.copied(cname, namespace, taken_keys, copy.uid or "")
+            if data_needs and cname in chosen:
+                claims = remote.claims(namespace, ctx.settings.data_placement == "Bound")
+                view.data_problem = data.problem(data_needs, caches.cluster_labels(cname), claims)
+            if data_error and cname in chosen:
+                view.data_problem = data_error
             if runtime is not None and cname in chosen:
                 view.runtime_problem = remote.runtime_problem(
                     trainjob.runtime_kind,
@@ -244,6 +250,20 @@ def _dispatch(
         needs=needs,
     )
     return Dispatch(decide(observed, strategy(ctx.settings)), wl, check)
+
+
+def _data_needs(
+    ctx: Context, caches: Caches, trainjob: TrainJobView, wl: WorkloadView
+) -> tuple[data.DataNeeds | None, str | None]:
+    """What the job's pods read that must be where it runs (data.py), or why that cannot be
+    read (its datasets annotation)."""
+    if ctx.settings.data_placement == "Off":
+        return None, None
+    made = data.made_by_job(caches.runtime_of(trainjob), trainjob.name)
+    try:
+        return data.needs(wl.pod_sets, trainjob.annotations, made), None
+    except data.DatasetsError as exc:
+        return None, str(exc)
 
 
 def _needs(ctx: Context, caches: Caches, wl: WorkloadView) -> dependencies.Needs | None:

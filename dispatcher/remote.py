@@ -26,8 +26,9 @@ from collections.abc import Callable
 
 from dispatcher.capacity import Fit, cohort_of, fit, quota_summary
 from dispatcher.copies import COPY_KINDS, seen
+from dispatcher.data import Claims
 from kubecontrol.cluster import Cluster
-from kubecontrol.informer import Informer
+from kubecontrol.informer import Informer, slim
 from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
@@ -43,8 +44,15 @@ log = logging.getLogger("dispatcher.remote")
 # placement, and its runtimes, to check they are the manager's.
 READ_KINDS = {
     k.kind: k
-    for k in (c.LOCAL_QUEUE, c.CLUSTER_QUEUE, c.TRAINING_RUNTIME, c.CLUSTER_TRAINING_RUNTIME)
+    for k in (
+        c.LOCAL_QUEUE,
+        c.CLUSTER_QUEUE,
+        c.TRAINING_RUNTIME,
+        c.CLUSTER_TRAINING_RUNTIME,
+        c.PERSISTENT_VOLUME_CLAIM,
+    )
 }
+CLAIM_KINDS = (c.PERSISTENT_VOLUME_CLAIM.kind,)
 QUEUE_KINDS = (c.LOCAL_QUEUE.kind, c.CLUSTER_QUEUE.kind)
 RUNTIME_KINDS = (c.TRAINING_RUNTIME.kind, c.CLUSTER_TRAINING_RUNTIME.kind)
 
@@ -53,6 +61,18 @@ def dial(name: str, kubeconfig: Dict, field_manager: str) -> Cluster:
     """A connection to a worker from its vetted kubeconfig (short timeouts: an unreachable
     worker is reported down soon)."""
     return Cluster.from_kubeconfig(name, kubeconfig, field_manager, timeout=10)
+
+
+def _claim_seen(claim: Dict) -> Dict:
+    """What the cache keeps of a worker's PersistentVolumeClaim: who it is and its phase
+    (dispatcher/data.py)."""
+    meta = claim.get("metadata") or {}
+    return {
+        "metadata": {
+            k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta
+        },
+        "status": {"phase": (claim.get("status") or {}).get("phase")},
+    }
 
 
 def _event_seen(event: Dict) -> Dict:
@@ -125,7 +145,9 @@ class RemoteCluster:
             c.CLUSTER_QUEUE.kind: self._cluster_queue_changed,
             c.TRAINING_RUNTIME.kind: self._runtime_changed,
             c.CLUSTER_TRAINING_RUNTIME.kind: self._runtime_changed,
+            c.PERSISTENT_VOLUME_CLAIM.kind: self._claim_changed,
         }
+        transforms = {c.PERSISTENT_VOLUME_CLAIM.kind: _claim_seen}
         self._read = {
             kind: Informer(
                 self.cluster.api,
@@ -134,6 +156,7 @@ class RemoteCluster:
                 on_state=functools.partial(self._set_read_ok, kind),
                 name=f"{name}-{kind}",
                 list_timeout=10,
+                transform=transforms.get(kind, slim),
             )
             for kind, k in READ_KINDS.items()
         }
@@ -252,6 +275,10 @@ class RemoteCluster:
         if type_ != "DELETED":  # made, or changed: it may be the manager's now
             self._on_room(self.name)
 
+    def _claim_changed(self, type_: str, obj: Dict) -> None:
+        if type_ != "DELETED":  # made, or bound: a job waiting for its data may go there now
+            self._on_room(self.name)
+
     def _cluster_queue_changed(self, type_: str, obj: Dict) -> None:
         """Room may have grown when a ClusterQueue's reservation went down for some flavour
         and resource, or its spec (quota, cohort) changed, or it appeared."""
@@ -322,6 +349,19 @@ class RemoteCluster:
     def _runtime(self, kind: str, namespace: str | None, name: str) -> Dict | None:
         key = (namespace, name) if kind == c.TRAINING_RUNTIME.kind else name
         return self._read[kind].get(key)
+
+    def claims(self, namespace: str, require_bound: bool) -> Claims | None:
+        """The worker's claims in `namespace` as its watch sees them; None while not known
+        (an identity that may not list them: data placement then goes by labels only)."""
+        if not self._readable(CLAIM_KINDS):
+            return None
+        informer = self._read[c.PERSISTENT_VOLUME_CLAIM.kind]
+
+        def phase(name: str) -> str | None:
+            found = informer.get((namespace, name))
+            return None if found is None else str((found.get("status") or {}).get("phase") or "")
+
+        return Claims(phase, require_bound)
 
     def runtime_problem(
         self, kind: str, namespace: str | None, name: str, spec: Dict, shown: str = ""

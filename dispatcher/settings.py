@@ -117,6 +117,16 @@ class DispatcherSettings(ControllerSettings):
         "TrainJob's RuntimeDrift condition and the MultiKueueCluster's RuntimesInSync "
         "condition. Needs read access to the workers' runtimes; unknown counts as the same",
     )
+    data_placement: Literal["Exists", "Bound", "Off"] = Field(
+        default="Exists",
+        description="send copies only to workers that hold the job's data: every "
+        "PersistentVolumeClaim its pods mount (but those its runtime's volumeClaimPolicies "
+        "make) exists there in its namespace (Exists; Bound: and is bound), and the "
+        "MultiKueueCluster is labelled dataset.trainjob.dev/<name>=true for each dataset its "
+        "trainjob.dev/datasets annotation names; when no chosen worker does, the TrainJob's "
+        "DataUnavailable condition says so and it waits. Claims are read from the workers' "
+        "watches (unknown without read access: then labels only). Off: neither",
+    )
     copy_dependencies: bool = Field(
         default=True,
         description="in manager namespaces labelled trainjob.dev/copy-dependencies=true, copy "

@@ -138,6 +138,10 @@ COND_RUNTIME_DRIFT = "RuntimeDrift"  # True: some chosen workers' runtime is not
 COND_DEPENDENCIES_MISSING = "DependenciesMissing"
 REASON_DEPENDENCY_MISSING = "DependencyMissing"
 REASON_DEPENDENCY_REFUSED = "DependencyRefused"
+# True: no chosen worker holds the claims its pods mount or the datasets it names
+# (dispatcher/data.py); it waits until one does.
+COND_DATA_UNAVAILABLE = "DataUnavailable"
+REASON_NO_CLUSTER_HAS_DATA = "NoClusterHasData"
 REASON_NOT_DISPATCHABLE = "NotDispatchable"
 REASON_NOT_DISPATCHED = "NotDispatched"  # not MultiKueue's, on a manager that runs no TrainJobs
 REASON_NO_CLUSTER_FITS = "NoClusterFits"

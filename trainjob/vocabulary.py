@@ -51,6 +51,7 @@ CONDITIONS = (
         c.COND_CLUSTERS_SELECTED, "ours", "on the manager: its choice of workers leaves none"
     ),
     Condition(c.COND_RUNTIME_DRIFT, "ours", "on the manager: some chosen workers' runtime differs"),
+    Condition(c.COND_DATA_UNAVAILABLE, "ours", "on the manager: no chosen worker holds its data"),
     Condition(
         c.COND_DEPENDENCIES_MISSING,
         "ours",
@@ -228,6 +229,15 @@ REASONS = (
         DISPATCHER,
         True,
         "the workers named have its runtime missing or different: they get no copy",
+    ),
+    Reason(
+        c.COND_DATA_UNAVAILABLE,
+        "True",
+        c.REASON_NO_CLUSTER_HAS_DATA,
+        DISPATCHER,
+        True,
+        "no chosen worker has the claims its pods mount (or has them bound, with "
+        "dataPlacement Bound) or the datasets it names: it waits until one does",
     ),
     Reason(
         c.COND_DEPENDENCIES_MISSING,

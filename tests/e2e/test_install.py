@@ -49,19 +49,21 @@ def test_each_identity_can_do_what_its_code_needs_and_no_more(
     dispatcher = next(c for c in controllers if c.name == DISPATCHER)
     worker_ctrl = next(c for c in controllers if c.name == WORKER_CONTROLLER)
     as_dispatcher = client.CoreV1Api(_as(Path(dispatcher.env["KUBECONFIG"])))
-    # Secrets: the kubeconfigs in Kueue's namespace, nothing elsewhere.
+    # Secrets: the kubeconfigs in Kueue's namespace; elsewhere read only (a job's dependencies,
+    # copyDependencies on by default: docs/security.md), never written.
     assert _status(lambda: as_dispatcher.list_namespaced_secret("kueue-system")) == 200
-    assert _status(lambda: as_dispatcher.list_namespaced_secret("default")) == 403
-    assert _status(lambda: as_dispatcher.list_secret_for_all_namespaces()) == 403
+    assert _status(lambda: as_dispatcher.list_secret_for_all_namespaces(limit=1)) == 200
+    nothing = {"metadata": {"name": f"nope-{uuid.uuid4().hex[:6]}"}}
+    assert _status(lambda: as_dispatcher.create_namespaced_secret("default", nothing)) == 403
+    assert _status(lambda: as_dispatcher.create_namespaced_config_map("default", nothing)) == 403
     # It runs nothing on the manager itself.
     pod = client.V1Pod(
         metadata=client.V1ObjectMeta(name="nope"),
         spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="x")]),
     )
     assert _status(lambda: as_dispatcher.create_namespaced_pod("default", pod)) == 403
-    # The kept log tails: ConfigMaps of its own namespace, of no other.
+    # The kept log tails: ConfigMaps of its own namespace, written there only (above).
     assert _status(lambda: as_dispatcher.list_namespaced_config_map("trainjob-system")) == 200
-    assert _status(lambda: as_dispatcher.list_namespaced_config_map("default")) == 403
     # ... and the record of a TrainJob's runs there, made once and then updated
     record = {"metadata": {"name": f"placements-{uuid.uuid4()}"}, "data": {"k": "1"}}
     made = as_dispatcher.create_namespaced_config_map("trainjob-system", record)
@@ -86,15 +88,18 @@ def test_each_identity_can_do_what_its_code_needs_and_no_more(
     assert _status(lambda: as_worker_ctrl.list_pod_for_all_namespaces(label_selector=ours)) == 200
     assert _status(lambda: as_worker_ctrl.create_namespaced_pod("default", pod)) == 403
     # The identity the manager holds for a worker: TrainJobs and Workloads; it reads queues
-    # (capacity-aware placement) and pods, their logs and Events (`kubectl trainjob`), and
-    # neither reads Secrets nor makes pods.
+    # (capacity-aware placement), claims (data placement) and pods, their logs and Events
+    # (`kubectl trainjob`), and neither reads Secrets (without `dependencies`) nor makes pods.
     worker = bed.config.workers[0].name
     secret = client.CoreV1Api(bed.api(manager)).read_namespaced_secret(
         f"{worker}-secret", bed.config.kueue_namespace
     )
     remote = _as(yaml.safe_load(base64.b64decode(secret.data["kubeconfig"])))
     assert _status(lambda: client.CoreV1Api(remote).list_secret_for_all_namespaces()) == 403
+    assert _status(lambda: client.CoreV1Api(remote).read_namespaced_secret("x", "default")) == 403
     assert _status(lambda: client.CoreV1Api(remote).list_pod_for_all_namespaces()) == 200
+    claims = client.CoreV1Api(remote).list_persistent_volume_claim_for_all_namespaces
+    assert _status(claims) == 200  # data placement
     assert _status(lambda: client.CoreV1Api(remote).create_namespaced_pod("default", pod)) == 403
     queues = client.CustomObjectsApi(remote)
     assert (

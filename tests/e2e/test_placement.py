@@ -192,3 +192,108 @@ def test_a_worker_whose_runtime_differs_gets_no_copy_and_both_sides_say_so(bed: 
                 client.CustomObjectsApi(bed.api(cluster)).delete_cluster_custom_object(
                     *TRAINER, "clustertrainingruntimes", name
                 )
+
+
+# ---- placement that follows the data ---------------------------------------------------------
+
+DATASETS = "trainjob.dev/datasets"
+
+
+def _bound_claim(bed: Bed, worker: str, ns: str, name: str) -> None:
+    """A claim on `worker` bound to a PersistentVolume made for it (as a platform's
+    pre-provisioned dataset volume is), bound by the worker's own PV controller."""
+    core = client.CoreV1Api(bed.api(worker))
+    pv_name = f"{ns}-{name}"
+    core.create_persistent_volume(
+        {
+            "metadata": {"name": pv_name},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadOnlyMany"],
+                "hostPath": {"path": f"/tmp/{pv_name}"},
+                "storageClassName": "",
+                "claimRef": {"namespace": ns, "name": name},
+            },
+        }
+    )
+    core.create_namespaced_persistent_volume_claim(
+        ns,
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "accessModes": ["ReadOnlyMany"],
+                "resources": {"requests": {"storage": "1Gi"}},
+                "storageClassName": "",
+                "volumeName": pv_name,
+            },
+        },
+    )
+    wait_for(
+        lambda: core.read_namespaced_persistent_volume_claim(name, ns).status.phase == "Bound",
+        30,
+        what=f"claim {name} bound on {worker}",
+    )
+
+
+def _volumes_gone(bed: Bed, mk: MultiKueue) -> None:
+    """The PersistentVolumes made for the test's claims (cluster-wide: its namespace's deletion
+    leaves them)."""
+    for worker in mk.workers:
+        core = client.CoreV1Api(bed.api(worker))
+        for pv in core.list_persistent_volume().items:
+            if pv.metadata.name.startswith(f"{mk.ns}-"):
+                core.delete_persistent_volume(pv.metadata.name)
+
+
+def test_a_job_that_mounts_a_claim_runs_only_where_the_claim_is(bed: Bed) -> None:
+    mk = MultiKueue(bed)
+    try:
+        _runs_where_its_claim_is(bed, mk)
+    finally:
+        _volumes_gone(bed, mk)
+
+
+def _runs_where_its_claim_is(bed: Bed, mk: MultiKueue) -> None:
+    without, holder = mk.workers[0], mk.workers[1]
+    _bound_claim(bed, holder, mk.ns, "imagenet")
+    pod = {
+        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "imagenet"}}],
+    }
+    with workloads_seen(mk, without) as seen:
+        mk.submit("near-data", pod_spec=pod)
+        mk.wait("near-data", "Complete")
+    assert names(seen) == set(), "no copy where the claim is not"
+    assert (mk.get("near-data") or {})["status"]["clusterName"] == holder
+    # Where no worker holds it: the TrainJob says so, and waits.
+    mk.submit(
+        "no-data",
+        pod_spec={"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "missing"}}]},
+    )
+    waiting = wait_for(
+        lambda: mk.condition("no-data", "DataUnavailable"), 60, what="DataUnavailable"
+    )
+    assert waiting["reason"] == "NoClusterHasData", waiting
+    for worker in mk.workers:
+        assert f"{worker}: PersistentVolumeClaim missing" in waiting["message"], waiting
+    assert all(mk.remote_workloads(w) == [] for w in mk.workers)
+    # The claim made on the first worker: the job goes there.
+    _bound_claim(bed, without, mk.ns, "missing")
+    mk.wait("no-data", "Complete", timeout=120)
+    assert (mk.get("no-data") or {})["status"]["clusterName"] == without
+
+
+def test_a_job_naming_a_dataset_runs_only_on_a_cluster_labelled_with_it(bed: Bed) -> None:
+    mk = MultiKueue(bed)
+    holder = mk.workers[1]
+    custom = mk.custom()
+    label = {"metadata": {"labels": {"dataset.trainjob.dev/c4": "true"}}}
+    custom.patch_cluster_custom_object(*KUEUE, "multikueueclusters", holder, label)
+    try:
+        with workloads_seen(mk, mk.workers[0]) as seen:
+            mk.submit("c4", metadata={"annotations": {DATASETS: "c4"}})
+            mk.wait("c4", "Complete")
+        assert names(seen) == set()
+        assert (mk.get("c4") or {})["status"]["clusterName"] == holder
+    finally:
+        unlabel = {"metadata": {"labels": {"dataset.trainjob.dev/c4": None}}}
+        custom.patch_cluster_custom_object(*KUEUE, "multikueueclusters", holder, unlabel)

@@ -138,6 +138,7 @@ class MultiKueue:
         metadata: Dict | None = None,
         pod_annotations: Dict | None = None,
         env: list[Dict] | None = None,
+        pod_spec: Dict | None = None,
     ) -> Dict:
         """A TrainJob on the manager (or on `cluster`: a worker's own, run there by Kueue and
         the worker controller without MultiKueue); `queue` None: no Kueue queue."""
@@ -166,7 +167,8 @@ class MultiKueue:
                                             "template": {
                                                 "spec": {
                                                     "template": {
-                                                        "metadata": {"annotations": annotations}
+                                                        "metadata": {"annotations": annotations},
+                                                        **({"spec": pod_spec} if pod_spec else {}),
                                                     }
                                                 }
                                             },

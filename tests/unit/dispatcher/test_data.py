@@ -1,0 +1,197 @@
+"""Placement that follows a job's data (dispatcher/data.py): the claims its pods mount and the
+datasets it names, read from the pod templates, and the whole pass over a manager and two
+workers in memory (tests/support/whole_pass.py). On the bed's API servers:
+tests/e2e/test_placement.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from clusters.helpers.builders import TrainJobBuilder, container, make_runtime
+from dispatcher import data
+from tests.support.whole_pass import World, condition, fleet, reserve
+from trainjob import constants as c
+
+Dict = dict[str, Any]
+KEY = ("ns", "tj")
+WORKERS = ("worker1", "worker2")
+
+
+def _runtime(**spec: Any) -> Dict:
+    pod = {
+        "containers": [container(volumeMounts=[{"name": "data", "mountPath": "/data"}])],
+        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "imagenet"}}],
+    }
+    job = {
+        "name": "node",
+        "template": {
+            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+            "spec": {"template": {"spec": pod}},
+        },
+    }
+    return make_runtime(replicated_jobs=[job], **spec)
+
+
+RUNTIME = _runtime()
+
+
+def claim(name: str = "imagenet", phase: str = "Bound") -> Dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "1Gi"}}},
+        "status": {"phase": phase},
+    }
+
+
+# ---- what a job's pods read -----------------------------------------------------------------
+
+
+def test_the_claims_the_pods_mount_are_needed_but_those_the_job_makes_itself() -> None:
+    pod_sets = [
+        {
+            "name": "node",
+            "template": {
+                "spec": {
+                    "volumes": [
+                        {"name": "a", "persistentVolumeClaim": {"claimName": "imagenet"}},
+                        {"name": "b", "persistentVolumeClaim": {"claimName": "scratch-tj"}},
+                        {"name": "c", "emptyDir": {}},
+                    ]
+                }
+            },
+        }
+    ]
+    needs = data.needs(pod_sets, {}, data.made_by_job(_runtime(), "tj") | {"scratch-tj"})
+    assert needs.claims == (("imagenet", "spec.podSets[node].template.spec.volumes[0]"),)
+    made = _runtime()
+    made["spec"]["template"]["spec"]["volumeClaimPolicies"] = [
+        {"templates": [{"metadata": {"name": "scratch"}}]}
+    ]
+    assert data.made_by_job(made, "tj") == {"scratch-tj"}
+
+
+def test_the_datasets_annotation_is_read_and_a_bad_one_named() -> None:
+    annotation = data.DATASETS_ANNOTATION
+    assert data.datasets_of({annotation: " imagenet, c4 ,imagenet"}) == ("imagenet", "c4")
+    with pytest.raises(data.DatasetsError, match="'a b' is not a dataset name"):
+        data.datasets_of({annotation: "a b"})
+    with pytest.raises(data.DatasetsError, match="at most 16"):
+        data.datasets_of({annotation: ",".join(f"d{i}" for i in range(17))})
+
+
+def test_a_worker_without_the_claim_or_the_dataset_label_is_said_why() -> None:
+    needs = data.DataNeeds((("imagenet", "volumes[0]"),), ("imagenet",))
+    there = data.Claims(lambda name: "Pending" if name == "imagenet" else None)
+    label = {data.DATASET_LABEL_PREFIX + "imagenet": "true"}
+    assert data.problem(needs, label, there) is None
+    assert data.problem(needs, label, data.Claims(there.phase, require_bound=True)) == (
+        "PersistentVolumeClaim imagenet there is Pending"
+    )
+    assert data.problem(needs, {}, data.Claims(lambda _n: None)) == (
+        "no dataset imagenet there (label dataset.trainjob.dev/<name>); "
+        "PersistentVolumeClaim imagenet (volumes[0]) is not there"
+    )
+    assert data.problem(needs, label, None) is None  # claims not known: labels only
+
+
+# ---- the whole pass ---------------------------------------------------------------------------
+
+
+def _fleet(workers: dict[str, list[Dict]], **settings: Any) -> World:
+    submitted = TrainJobBuilder().queue("q").multikueue().obj()
+    world, _ctx = fleet([RUNTIME, submitted], workers, **settings)
+    return world
+
+
+@pytest.fixture
+def world() -> Iterator[World]:
+    made = _fleet({"worker1": [RUNTIME], "worker2": [RUNTIME, claim()]})
+    yield made
+    made.close()
+
+
+def _copies(world: World) -> dict[str, bool]:
+    """Whether each worker holds a Workload copy."""
+    return {w: bool(world.apis[w].objects(c.WORKLOAD, "ns")) for w in WORKERS}
+
+
+def _check_message(world: World) -> str:
+    wls = world.apis["manager"].objects(c.WORKLOAD, "ns")
+    return str(wls[0]["status"]["admissionChecks"][0]["message"])
+
+
+def test_a_job_goes_only_where_its_claim_is_and_the_check_says_why_not_elsewhere(
+    world: World,
+) -> None:
+    world.settle(KEY)
+    reserve(world, "manager")
+    world.settle(KEY)
+    assert _copies(world) == {"worker1": False, "worker2": True}
+    assert "not sent to worker1: PersistentVolumeClaim imagenet" in _check_message(world)
+    assert condition(world.get("manager", c.TRAINJOB, "tj"), c.COND_DATA_UNAVAILABLE) is None
+
+
+def test_with_no_worker_holding_it_the_job_says_so_and_goes_once_one_does() -> None:
+    world = _fleet({w: [RUNTIME] for w in WORKERS})
+    try:
+        world.settle(KEY)
+        reserve(world, "manager")
+        world.settle(KEY)
+        assert _copies(world) == {"worker1": False, "worker2": False}
+        tj = world.get("manager", c.TRAINJOB, "tj")
+        assert condition(tj, c.COND_DATA_UNAVAILABLE) == ("True", c.REASON_NO_CLUSTER_HAS_DATA)
+        world.apis["worker1"].put(claim())
+        world.settle(KEY)
+        assert _copies(world) == {"worker1": True, "worker2": False}
+        tj = world.get("manager", c.TRAINJOB, "tj")
+        assert condition(tj, c.COND_DATA_UNAVAILABLE) is None
+    finally:
+        world.close()
+
+
+def test_bound_takes_only_a_bound_claim_and_exists_a_pending_one_too() -> None:
+    workers = {"worker1": [RUNTIME, claim(phase="Pending")], "worker2": [RUNTIME, claim()]}
+    for setting, expected in (("Bound", False), ("Exists", True)):
+        world = _fleet(workers, data_placement=setting)
+        try:
+            world.settle(KEY)
+            reserve(world, "manager")
+            world.settle(KEY)
+            assert _copies(world) == {"worker1": expected, "worker2": True}, setting
+        finally:
+            world.close()
+
+
+def test_a_named_dataset_sends_the_job_only_to_clusters_labelled_with_it() -> None:
+    runtime = make_runtime()
+    submitted = TrainJobBuilder().queue("q").multikueue().obj()
+    submitted["metadata"]["annotations"] = {data.DATASETS_ANNOTATION: "imagenet"}
+    world, _ctx = fleet([runtime, submitted], {w: [runtime] for w in WORKERS})
+    try:
+        mkc = world.get("manager", c.MULTIKUEUE_CLUSTER, "worker2", namespace=None)
+        assert mkc is not None
+        mkc["metadata"].setdefault("labels", {})[data.DATASET_LABEL_PREFIX + "imagenet"] = "true"
+        world.apis["manager"].put(mkc)
+        world.settle(KEY)
+        reserve(world, "manager")
+        world.settle(KEY)
+        assert _copies(world) == {"worker1": False, "worker2": True}
+        assert "not sent to worker1: no dataset imagenet there" in _check_message(world)
+    finally:
+        world.close()
+
+
+def test_data_placement_off_sends_copies_everywhere() -> None:
+    world = _fleet({w: [RUNTIME] for w in WORKERS}, data_placement="Off")
+    try:
+        world.settle(KEY)
+        reserve(world, "manager")
+        world.settle(KEY)
+        assert _copies(world) == {"worker1": True, "worker2": True}
+    finally:
+        world.close()
