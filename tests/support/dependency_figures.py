@@ -8,7 +8,9 @@ the requests of the pass that sends the TrainJob to the worker that admitted it 
 that pass's time (median and spread over the repeats), and the requests when one Secret
 changes on the manager while the job runs.
 
-    .venv/bin/python benchmarks/dependencies.py [--repeat N]
+    .venv/bin/python -m tests.support.dependency_figures [--repeat N]
+
+It lives beside the stand-ins it drives (the benchmarks do not import the tests).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from clusters.helpers.builders import TrainJobBuilder, container, make_runtime
 from dispatcher.dependencies import NAMESPACE_LABEL
