@@ -39,7 +39,7 @@ from dispatcher.settings import DispatcherSettings
 from kubecontrol.controller import own_namespace
 from trainjob import constants as c
 from trainjob import jobframework
-from trainjob.caches import Caches
+from trainjob.caches import Caches, Index
 from trainjob.jobframework_io import observe_queueing
 from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.naming import owner_name
@@ -266,12 +266,23 @@ def _data_needs(
         return None, str(exc)
 
 
+UNREAD = (("Secrets", Index.SECRETS), ("ConfigMaps", Index.CONFIG_MAPS))
+
+
 def _needs(ctx: Context, caches: Caches, wl: WorkloadView) -> dependencies.Needs | None:
     """What the Workload's pods take to their worker, when its namespace copies them."""
-    if not ctx.settings.copy_dependencies:
-        return None
+    if not ctx.settings.copy_dependencies or not ctx.listed(Index.NAMESPACES):
+        return None  # namespaces not readable: none counts as opted in
     if not dependencies.opted_in(caches.namespace_labels(wl.namespace)):
         return None
+    unread = [kind for kind, index in UNREAD if not ctx.listed(index)]
+    if unread and dependencies.references(wl.pod_sets):
+        return dependencies.Needs(
+            problem=f"the dispatcher cannot read {' and '.join(unread)} on the manager yet (its "
+            "log names why: its role needs get, list and watch on them): the ones this job "
+            "references cannot be checked or copied",
+            reason=dependencies.REASON_MISSING,
+        )
     return dependencies.needs(
         wl.namespace,
         wl.pod_sets,

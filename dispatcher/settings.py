@@ -132,9 +132,10 @@ class DispatcherSettings(ControllerSettings):
         description="in manager namespaces labelled trainjob.dev/copy-dependencies=true, copy "
         "the Secrets and ConfigMaps a TrainJob's pods reference to the worker that runs it "
         "(owned by its Workload copy there, updated while it runs) and hold it back while one "
-        "is missing. Needs read access to Secrets, ConfigMaps and Namespaces on the manager, "
-        "and the workers' identity to write Secrets and ConfigMaps (the worker chart's "
-        "multikueueIdentity.dependencies)",
+        "is missing. Needs read access to Secrets, ConfigMaps and Namespaces on the manager "
+        "(the chart grants it from this key of its config, not from a flag in extraArgs; "
+        "without it such jobs wait, saying so), and the workers' identity to write Secrets "
+        "and ConfigMaps (the worker chart's multikueueIdentity.dependencies)",
     )
     mirror_events: Literal["Warning", "All", "None"] = Field(
         default="Warning",

@@ -54,7 +54,9 @@ def watches(ctx: Context) -> list[Watch]:
 def dependency_watches(ctx: Context) -> list[Watch]:
     """Secrets and ConfigMaps (who they are and a digest, never their content) and the
     namespaces' labels: a change in a namespace whose dependencies follow its TrainJobs has
-    those take another look (a missing one appeared, a running job's copy is out of date)."""
+    those take another look (a missing one appeared, a running job's copy is out of date).
+    Optional: without the RBAC to read them the dispatcher runs all the same, and a job
+    whose namespace opted in waits, saying that they cannot be read (reconcile._needs)."""
 
     def source_changed(_type: str, obj: Dict) -> None:
         namespace = obj["metadata"].get("namespace", "")
@@ -73,14 +75,22 @@ def dependency_watches(ctx: Context) -> list[Watch]:
             # Helm's release records (up to 1 MiB each) are never a pod's to reference.
             field_selector="type!=helm.sh/release.v1",
             transform=functools.partial(dependencies.source_seen, "Secret"),
+            optional=True,
         ),
         Watch(
             Index.CONFIG_MAPS,
             CONFIG_MAP,
             source_changed,
             transform=functools.partial(dependencies.source_seen, "ConfigMap"),
+            optional=True,
         ),
-        Watch(Index.NAMESPACES, NAMESPACE, namespace_changed, transform=_namespace_seen),
+        Watch(
+            Index.NAMESPACES,
+            NAMESPACE,
+            namespace_changed,
+            transform=_namespace_seen,
+            optional=True,
+        ),
     ]
 
 

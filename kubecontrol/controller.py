@@ -62,6 +62,10 @@ class Watch:
     transform: Callable[[Dict], Dict] = slim
     group_by: Callable[[Dict], Hashable] | None = None
     groups: str = ""
+    # Optional: the caches count as synced without it (a kind the controller may not be
+    # allowed to read; what reads it asks `ControllerContext.listed`). It lists and watches
+    # all the same, and its failures are said as any watch's.
+    optional: bool = False
 
 
 def setup_logging(verbose: bool) -> None:
@@ -119,6 +123,7 @@ class ControllerContext:
     indexes: dict[str, Mapping[Any, Any]] = field(default_factory=dict)
     informers: dict[str, Informer] = field(default_factory=dict)  # by `Watch.index`
     synced: threading.Event = field(default_factory=threading.Event)  # every watch listed
+    optional: set[str] = field(default_factory=set)  # the indexes of optional watches
     elector: LeaderElector | None = None
     # The keys to reconcile: a TrainJob's (namespace, name), and what else a controller queues.
     queue: WorkQueue[Any] = field(init=False)
@@ -133,6 +138,11 @@ class ControllerContext:
     def caches(self) -> Caches:
         """Typed reads of `indexes` (complete once `synced` is set)."""
         return Caches(self.indexes)
+
+    def listed(self, index: str) -> bool:
+        """Whether the watch filling `index` has listed (an optional one may not have)."""
+        informer = self.informers.get(index)
+        return informer is not None and informer.synced.is_set()
 
     def leads(self) -> bool:
         """May this replica write? Always without leader election."""
@@ -387,6 +397,8 @@ def informers(ctx: ControllerContext, cluster: Cluster, watches: list[Watch]) ->
             on_state=functools.partial(_note_state, ctx, watch.index),
         )
         ctx.informers[watch.index] = informer
+        if watch.optional:
+            ctx.optional.add(watch.index)
         ctx.indexes[watch.index] = informer.view
         if watch.groups:
             ctx.indexes[watch.groups] = informer.groups
@@ -412,10 +424,11 @@ def _after_sync(
 
 
 def _wait_synced(ctx: ControllerContext) -> bool:
-    """Wait until every watch has listed (True), or the process is told to stop (False);
-    say every 30 s which are still waiting."""
+    """Wait until every watch but the optional ones has listed (True), or the process is
+    told to stop (False); say every 30 s which are still waiting."""
     waited = 0.0
-    for informer in ctx.informers.values():
+    required = [i for index, i in ctx.informers.items() if index not in ctx.optional]
+    for informer in required:
         while not informer.synced.wait(1.0):
             if ctx.stop.is_set():
                 return False

@@ -368,3 +368,20 @@ def test_a_worker_that_refuses_secrets_keeps_the_job_and_says_why(world: World) 
     assert world.get("worker1", c.TRAINJOB, "tj") is None
     _reserve(world)
     assert "worker.multikueueIdentity.dependencies" in _check_message(world)
+
+
+def test_without_the_right_to_read_secrets_the_dispatcher_runs_and_the_job_says_why() -> None:
+    """The dependency watches are optional: a role without Secrets leaves the rest working,
+    and a job of an opted-in namespace that references some waits, saying so."""
+    submitted = TrainJobBuilder().queue("q").multikueue().obj()
+    made, ctx = fleet([RUNTIME, submitted, namespace(), *SOURCES], {w: [RUNTIME] for w in WORKERS})
+    try:
+        made.apis["manager"].fail(Fault(403, "GET", "secrets", times=None))
+        ctx.informers["secret_index"].synced.clear()  # as if it never listed
+        made.settle(KEY)
+        _reserve(made)
+        tj = made.get("manager", c.TRAINJOB, "tj")
+        assert condition(tj, c.COND_DEPENDENCIES_MISSING) == ("True", dependencies.REASON_MISSING)
+        assert "cannot read Secrets on the manager" in _check_message(made)
+    finally:
+        made.close()
