@@ -67,22 +67,22 @@ def dependency_watches(ctx: Context) -> list[Watch]:
         if ctx.synced.is_set():
             _enqueue_namespace(ctx, obj["metadata"]["name"])
 
+    # Helm's release records (up to 1 MiB each) are never a pod's to reference.
+    sources = (
+        (Index.SECRETS, SECRET, "type!=helm.sh/release.v1"),
+        (Index.CONFIG_MAPS, CONFIG_MAP, ""),
+    )
     return [
-        Watch(
-            Index.SECRETS,
-            SECRET,
-            source_changed,
-            # Helm's release records (up to 1 MiB each) are never a pod's to reference.
-            field_selector="type!=helm.sh/release.v1",
-            transform=functools.partial(dependencies.source_seen, "Secret"),
-            optional=True,
-        ),
-        Watch(
-            Index.CONFIG_MAPS,
-            CONFIG_MAP,
-            source_changed,
-            transform=functools.partial(dependencies.source_seen, "ConfigMap"),
-            optional=True,
+        *(
+            Watch(
+                index,
+                kind,
+                source_changed,
+                field_selector=fields,
+                transform=functools.partial(dependencies.source_seen, kind.kind),
+                optional=True,
+            )
+            for index, kind, fields in sources
         ),
         Watch(
             Index.NAMESPACES,
