@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal, Protocol
 
-from dispatcher import dependencies, placements
+from dispatcher import checkpoints, dependencies, placements
 from dispatcher.capacity import Fit
 from dispatcher.copies import (
     MAX_MANAGER_BYTES,
@@ -79,6 +79,8 @@ class DispatchObserved:
     # The Secrets and ConfigMaps its pods take to the worker, and why it cannot go yet (None:
     # its namespace does not copy them).
     needs: dependencies.Needs | None = None
+    # Where the job keeps its checkpoints (checkpoints.py; None: it does not say)
+    checkpoint_place: str | None = None
 
 
 # What a RemoteAction does to its object; "ensure": a dependency's copy made, or brought up to
@@ -92,6 +94,9 @@ class RemoteAction:
     verb: Verb
     obj: Dict
     event: Event | None = None  # posted on the manager TrainJob once done
+    # A TrainJob copy to resume from the last checkpoint its record of runs holds, read as it
+    # is sent (the manager TrainJob's UID): its status names none (checkpoints.py)
+    resume_lookup: str | None = None
 
 
 @dataclass
@@ -214,7 +219,13 @@ def _create_trainjob(
 ) -> None:
     assert obs.trainjob is not None
     tj = remote_trainjob(obs.trainjob, obs.workload.name, obs.origin)
-    plan.remote.append(RemoteAction(cluster, "create", tj, event))
+    lookup = None
+    if obs.checkpoint_place is not None:
+        # the checkpoint the run that ended last reported, while the status still holds it
+        hint = checkpoints.reported(obs.trainjob.status.get("trainerStatus"))
+        checkpoints.with_environment(tj, obs.checkpoint_place, hint)
+        lookup = None if hint is not None else obs.trainjob.uid
+    plan.remote.append(RemoteAction(cluster, "create", tj, event, resume_lookup=lookup))
 
 
 def _sync_status(obs: DispatchObserved, plan: DispatchPlan, winner: RemoteView) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-from dispatcher import dependencies_io, log_tails, metrics, placements_io
+from dispatcher import checkpoints, dependencies_io, log_tails, metrics, placements_io
 from dispatcher.clusters import Registry
 from dispatcher.copies import is_our_copy
 from dispatcher.decide import DispatchPlan, RemoteAction
@@ -117,6 +117,8 @@ def _dispatch_writes(
                     # pass tries again, or sends the job elsewhere when its name is taken).
                     return done + [False] * (len(actions) - len(done))
             else:
+                if action.resume_lookup is not None:
+                    _resume_as_recorded(manager, action)
                 done.append(_remote_write(registry, action, plan.keep_tails))
         return done
 
@@ -133,9 +135,39 @@ def _dispatch_writes(
                 events.append(action.event)
             if done and action.verb == "create" and action.obj["kind"] == "Workload":
                 metrics.MULTIKUEUE_DISPATCHED.labels(cq, cluster).inc()
+            if done and action.verb == "create" and action.obj["kind"] == "TrainJob":
+                resume = checkpoints.resume_of(action.obj)
+                if resume is not None:
+                    events.append(_resuming(cluster, resume))
     if plan.cluster_name is not None:
         _admitted(wl, cq, plan.cluster_name)
     return failed, events
+
+
+def _resume_as_recorded(manager: Cluster, action: RemoteAction) -> None:
+    """A TrainJob copy of a job that keeps checkpoints, whose status names none: it resumes
+    from the last checkpoint its record of ended runs holds (none: it starts afresh)."""
+    assert action.resume_lookup is not None
+    env = {e["name"]: e["value"] for e in action.obj["spec"]["trainer"]["env"]}
+    place = env[checkpoints.ENV_PLACE]
+    try:
+        resume = checkpoints.last_recorded(placements_io.read(manager, action.resume_lookup))
+    except ApiException as exc:
+        log.warning(
+            "%s: its record of runs not read, so it starts afresh: %s", _where(action.obj), exc
+        )
+        return
+    if resume is not None:
+        checkpoints.with_environment(action.obj, place, resume)
+
+
+def _resuming(cluster: str, resume: checkpoints.Checkpoint) -> Event:
+    step = f" (step {resume.step})" if resume.step is not None else ""
+    return Event(
+        "Normal",
+        "ResumedFromCheckpoint",
+        f"sent to cluster {cluster} to resume from checkpoint {resume.name}{step}",
+    )
 
 
 def _set_finalizer(manager: Cluster, trainjob: TrainJobView, *, add: bool) -> None:

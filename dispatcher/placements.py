@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import orjson
 from pydantic import ValidationError
 
+from dispatcher import checkpoints
 from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.story import Run
@@ -45,6 +46,9 @@ class Ended:
     ended: str
     reason: str  # ClusterLost, RemoteEvicted, ..., or the manager's eviction reason
     message: str
+    # The last checkpoint the run reported (checkpoints.py), if any
+    checkpoint: str | None = None
+    checkpoint_step: int | None = None
 
     @property
     def key(self) -> tuple[str, str | None]:
@@ -72,7 +76,18 @@ def ended(
     """The run on `worker` ended now; it started `since` (when its Workload was admitted, or
     its copy was sent there), else when the worker's status says (None: not known)."""
     started = since or started_on(trainjob, worker)
-    return Ended(worker, started, now.strftime("%Y-%m-%dT%H:%M:%SZ"), reason, message)
+    saved = None
+    if trainjob is not None and trainjob.cluster_name == worker:  # its status is that run's
+        saved = checkpoints.reported(trainjob.status.get("trainerStatus"))
+    return Ended(
+        worker,
+        started,
+        now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        reason,
+        message,
+        saved.name if saved else None,
+        saved.step if saved else None,
+    )
 
 
 def name_of(trainjob_uid: str) -> str:
@@ -102,7 +117,8 @@ def runs(entries: list[Dict], trainjob: TrainJobView, admitted_at: str | None) -
     """The TrainJob's runs, oldest first: those recorded as ended (`entries`; one not of that
     shape is left out), then, while its Workload is admitted (since `admitted_at`), the run its
     status names (`current`: running there, or how the job ended there), unless that run is
-    the last recorded (sent back, and Kueue has not evicted it yet)."""
+    the last recorded (sent back, and Kueue has not evicted it yet). Each run says where it
+    started from: the checkpoint the runs before it reported last (checkpoints.py)."""
     ended_runs = []
     for entry in entries:
         try:
@@ -110,19 +126,36 @@ def runs(entries: list[Dict], trainjob: TrainJobView, admitted_at: str | None) -
         except ValidationError:
             continue
     worker = trainjob.cluster_name
-    if not worker or not admitted_at:
-        return ended_runs  # waiting: it runs nowhere
-    if ended_runs and (ended_runs[-1].worker, ended_runs[-1].started) == (worker, admitted_at):
-        return ended_runs
-    now = Run(worker=worker, started=admitted_at, current=True)
-    for ctype in (c.COND_COMPLETE, c.COND_FAILED):
-        found = trainjob.condition(ctype)
-        if found is not None and found.true:
-            now = now.model_copy(
-                update={
-                    "ended": found.since,
-                    "reason": ctype if ctype == c.COND_COMPLETE else f"{ctype}: {found.reason}",
-                    "message": found.message,
-                }
-            )
-    return [*ended_runs, now]
+    if (
+        worker
+        and admitted_at
+        and (
+            not ended_runs
+            or (ended_runs[-1].worker, ended_runs[-1].started) != (worker, admitted_at)
+        )
+    ):
+        now = Run(worker=worker, started=admitted_at, current=True)
+        saved = checkpoints.reported(trainjob.status.get("trainerStatus"))
+        if saved is not None:
+            now = now.model_copy(update={"checkpoint": saved.name, "checkpoint_step": saved.step})
+        for ctype in (c.COND_COMPLETE, c.COND_FAILED):
+            found = trainjob.condition(ctype)
+            if found is not None and found.true:
+                now = now.model_copy(
+                    update={
+                        "ended": found.since,
+                        "reason": ctype if ctype == c.COND_COMPLETE else f"{ctype}: {found.reason}",
+                        "message": found.message,
+                    }
+                )
+        ended_runs.append(now)
+    keeps = checkpoints.ANNOTATION in trainjob.annotations or any(r.checkpoint for r in ended_runs)
+    out, last = [], None
+    for run in ended_runs:
+        if last is not None:
+            run = run.model_copy(update={"resumed_from": last.name, "start_step": last.step})
+        elif keeps:
+            run = run.model_copy(update={"start_step": 0})
+        last = checkpoints.checkpoint(run.checkpoint, run.checkpoint_step) or last
+        out.append(run)
+    return out

@@ -13,7 +13,7 @@ import datetime as dt
 import logging
 import time
 
-from dispatcher import admissionchecks, copies_io, data, dependencies, execute
+from dispatcher import admissionchecks, checkpoints, copies_io, data, dependencies, execute
 from dispatcher.context import Context
 from dispatcher.decide import (
     AllAtOnce,
@@ -248,8 +248,27 @@ def _dispatch(
         give_up_after=ctx.settings.give_up_after_seconds,
         selection_problem=selection_problem,
         needs=needs,
+        checkpoint_place=_checkpoint_place(caches, trainjob),
     )
     return Dispatch(decide(observed, strategy(ctx.settings)), wl, check)
+
+
+def _checkpoint_place(caches: Caches, trainjob: TrainJobView | None) -> str | None:
+    """Where the job keeps its checkpoints (checkpoints.py); an annotation that cannot be read
+    was refused at admission (webhooks.py), so one here came before: logged, and ignored."""
+    if trainjob is None:
+        return None
+    runtime = caches.runtime_of(trainjob) or {}
+    try:
+        return checkpoints.place_of(
+            trainjob.annotations,
+            (runtime.get("metadata") or {}).get("annotations") or {},
+            trainjob.namespace,
+            trainjob.name,
+        )
+    except checkpoints.CheckpointsError as exc:
+        log.warning("%s/%s: checkpoints ignored: %s", trainjob.namespace, trainjob.name, exc)
+        return None
 
 
 def _data_needs(

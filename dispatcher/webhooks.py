@@ -14,6 +14,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TypeVar
 
+from dispatcher import checkpoints
 from dispatcher.admissionchecks import Getter, cq_has_our_check
 from dispatcher.context import Context
 from dispatcher.selection import SelectionError, selection_of
@@ -76,6 +77,15 @@ async def on_validate(ctx: Context, admission: Dict) -> Verdict:
     except SelectionError as exc:
         return refuse(str(exc))
     runtime = ctx.caches.runtime_of(tj)
+    try:
+        checkpoints.place_of(
+            tj.annotations,
+            ((runtime or {}).get("metadata") or {}).get("annotations") or {},
+            tj.namespace,
+            tj.name,
+        )
+    except checkpoints.CheckpointsError as exc:
+        return refuse(str(exc))
     # Bounded work (trainjob/runtime/limits.py), off the loop all the same.
     why = await asyncio.to_thread(rules.runtime_refusal, tj, runtime)
     return Verdict() if why is None else refuse(why)

@@ -179,6 +179,16 @@ class Run(StoryType):
     """Why it ended, for a person."""
     current: bool = False
     """True for the run the TrainJob's status names."""
+    resumed_from: str | None = None
+    """The checkpoint it was started from (its name under the job's checkpoint place), when
+    it was sent there after a move; null when it started afresh."""
+    start_step: int | None = None
+    """The step it started from: the checkpoint's step, 0 for a run of a job that keeps
+    checkpoints started afresh (null: not known)."""
+    checkpoint: str | None = None
+    """The last checkpoint it reported (the `checkpoint` metric of its progress reports)."""
+    checkpoint_step: int | None = None
+    """The step that checkpoint holds (the `checkpoint_step` metric)."""
 
 
 class QueueWait(StoryType):

@@ -180,6 +180,14 @@ export interface Run {
   message: string | null;
   /** True for the run the TrainJob's status names. */
   current: boolean;
+  /** The checkpoint it was started from (its name under the job's checkpoint place), when it was sent there after a move; null when it started afresh. */
+  resumedFrom: string | null;
+  /** The step it started from: the checkpoint's step, 0 for a run of a job that keeps checkpoints started afresh (null: not known). */
+  startStep: number | null;
+  /** The last checkpoint it reported (the `checkpoint` metric of its progress reports). */
+  checkpoint: string | null;
+  /** The step that checkpoint holds (the `checkpoint_step` metric). */
+  checkpointStep: number | null;
 }
 
 /** Which TrainJob of the manager the story is of. */

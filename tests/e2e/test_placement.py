@@ -16,6 +16,7 @@ from clusters import setup
 from clusters.bed import Bed
 from clusters.helpers.waiting import wait_for
 from clusters.kube import Applier, load_manifests
+from dispatcher import checkpoints
 from tests.support.multikueue import KUEUE, TRAINER, MultiKueue, events_of, names, workloads_seen
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
@@ -128,6 +129,7 @@ def test_a_selector_matching_no_cluster_is_a_condition_until_a_cluster_matches(
     [
         (NAMES, "Worker_1", "'Worker_1' is not a MultiKueueCluster name"),
         (SELECTOR, "tier in (gold", "cannot read 'tier in (gold'"),
+        (checkpoints.ANNOTATION, "/ckpt/my run", "must name a directory or object-store prefix"),
     ],
 )
 def test_an_unreadable_choice_of_clusters_is_refused_naming_the_annotation(

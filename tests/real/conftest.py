@@ -49,7 +49,16 @@ def installed(real_bed: Bed) -> Bed:
             real_bed,
             worker_args=["--resync-seconds", "2"],
             # Finished copies stay on the workers a while, for the tests to look at them.
-            manager_args=["--resync-seconds", "2", "--gc-interval", "10", *RETAIN],
+            # A lost worker's jobs move after 30 s (Kueue's default: 15 min).
+            manager_args=[
+                "--resync-seconds",
+                "2",
+                "--gc-interval",
+                "10",
+                "--worker-lost-timeout",
+                "30",
+                *RETAIN,
+            ],
         )
     return real_bed
 

@@ -4,10 +4,13 @@ Service, and TrainJobs that really run (torchrun across two pods, a failing pod)
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -30,6 +33,7 @@ from clusters.helpers.tenant import Tenant, story_path
 from clusters.helpers.waiting import wait_for
 from clusters.install import DISPATCHER
 from clusters.kube import Applier, load_manifests
+from dispatcher import checkpoints
 
 pytestmark = [pytest.mark.realnodes, pytest.mark.timeout(900)]
 Dict = dict[str, Any]
@@ -545,3 +549,110 @@ def test_the_charts_web_view_reads_with_each_viewers_own_token(
         assert get(real_namespace, alice.token, as_host="elsewhere.example") == 403
     finally:
         applier.remove_all(ours)
+
+
+def test_a_job_moved_off_a_lost_worker_resumes_from_its_checkpoint(
+    installed: Bed, real_namespace: str, tmp_path: Path
+) -> None:
+    """examples/torch-ddp-cpu.yaml's training, its runtime mounting one directory every
+    worker's node shares (a hostPath: all real nodes of the bed are on this machine, as a
+    fleet's nodes would mount one file system), and a TrainJob naming its checkpoints' place
+    in `trainjob.dev/checkpoints`. Rank 0 saves every 5 steps and names each checkpoint in its
+    progress reports; once the manager has one, its worker's API server stops (the worker
+    lost). After the lost timeout the job runs on the other worker, given TRAINJOB_RESUME_FROM:
+    its log starts at the step after the checkpoint, its losses are those the first run printed
+    for the same steps (the same weights and batches), it completes, and the story shows both
+    runs, the second starting at the checkpoint's step."""
+    manager = _manager(installed)
+    name = f"resume-{uuid.uuid4().hex[:6]}"
+    shared = Path(tempfile.mkdtemp(prefix="trainjob-checkpoints-"))
+    shared.chmod(0o777)
+    docs = load_manifests(RUNTIME_FILE.read_text())
+    runtime = next(d for d in docs if d["kind"] == "ClusterTrainingRuntime")
+    runtime["metadata"]["name"] = f"torch-ckpt-{name}"
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    pod["spec"]["volumes"] = [
+        {"name": "checkpoints", "hostPath": {"path": str(shared), "type": "Directory"}}
+    ]
+    pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "checkpoints", "mountPath": "/ckpt"}]
+    for c in installed.config.clusters:
+        Applier(installed.api(c.name)).apply_all([runtime])
+    tj = _trainjob(
+        name,
+        env=[
+            {"name": "TRAIN_STEPS", "value": "40"},
+            {"name": "STEP_SECONDS", "value": "1"},
+            {"name": "CHECKPOINT_EVERY", "value": "5"},
+        ],
+    )
+    tj["spec"]["runtimeRef"]["name"] = runtime["metadata"]["name"]
+    tj["metadata"]["annotations"] = {checkpoints.ANNOTATION: f"/ckpt/{name}"}
+    bob = Tenant(installed, real_namespace, "bob", "edit", tmp_path)
+    on_manager = TrainJobs(bob.api, real_namespace)
+    on_manager.create(tj)
+
+    def saved() -> int:
+        status = (on_manager.get(name).get("status") or {}).get("trainerStatus")
+        found = checkpoints.reported(status)
+        return found.step if found and found.step and found.step >= 10 else 0
+
+    step = wait_for(saved, 300, what=f"a checkpoint of {name} reported on the manager")
+    lost = _winner(installed, real_namespace, name)
+    before = _loss_lines(installed, real_namespace, name)
+    assert before and before[0][0] == 1, before
+    installed.stop_component(lost, "kube-apiserver")
+    stopped = time.monotonic()
+    try:
+        (other,) = [w.name for w in installed.config.workers if w.name != lost]
+        wait_for(
+            lambda: (on_manager.get(name).get("status") or {}).get("clusterName") == other,
+            240,
+            what=f"{name} sent to {other}",
+        )
+        moved = time.monotonic() - stopped
+        on_manager.wait_condition(name, "Complete", timeout=300)
+        copy = TrainJobs(installed.api(other), real_namespace).get(name)
+        env = {e["name"]: e.get("value") for e in copy["spec"]["trainer"]["env"]}
+        resumed = int(env["TRAINJOB_RESUME_STEP"])
+        assert resumed >= step and resumed % 5 == 0, env
+        assert env["TRAINJOB_RESUME_FROM"] == f"/ckpt/{name}/step-{resumed:06d}.pt", env
+        logs = _plugin(installed, "logs", name, "-n", real_namespace).stdout
+        assert f"resumed from /ckpt/{name}/step-{resumed:06d}.pt at step {resumed}" in logs, logs
+        after = [(int(m[1]), float(m[3])) for m in LOSS.finditer(logs)]
+        assert [s for s, _ in after] == list(range(resumed + 1, 41)), after
+        # the training goes on: the steps both runs made have the same loss
+        both = sorted({s for s, _ in before} & {s for s, _ in after})
+        assert all(dict(before)[s] == dict(after)[s] for s in both), (before, after)
+        core = client.CoreV1Api(installed.api(manager))
+        reasons = [
+            e.reason
+            for e in core.list_namespaced_event(
+                real_namespace, field_selector=f"involvedObject.name={name}"
+            ).items
+        ]
+        assert "ResumedFromCheckpoint" in reasons and "ClusterLost" in reasons, reasons
+        code, story = bob.get(story_path(real_namespace, name))
+        assert code == 200, story
+        runs = [
+            (r["worker"], r["startStep"], r["resumedFrom"], r["current"])
+            for r in story["placements"]
+        ]
+        assert runs[0][:3] == (lost, 0, None), runs
+        assert runs[-1] == (other, resumed, f"step-{resumed:06d}.pt", True), runs
+        print(
+            f"\n[figure] checkpoint-aware move: lost at step {before[-1][0]} (checkpoint "
+            f"{resumed}), sent to {other} {moved:.0f}s after its worker's API server stopped; "
+            f"steps run again: {before[-1][0] - resumed} (from step 0 they would be "
+            f"{before[-1][0]})"
+        )
+    finally:
+        installed.restore_api_server(lost, wait_runs_jobs=False)
+        for c in installed.config.clusters:
+            with contextlib.suppress(client.ApiException):
+                Applier(installed.api(c.name)).delete_all([runtime])
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def _loss_lines(bed: Bed, namespace: str, name: str) -> list[tuple[int, float]]:
+    out = _plugin(bed, "logs", name, "-n", namespace).stdout
+    return [(int(m[1]), float(m[3])) for m in LOSS.finditer(out)]

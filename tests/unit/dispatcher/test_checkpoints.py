@@ -1,0 +1,236 @@
+"""Checkpoint-aware moves (dispatcher/checkpoints.py): its pure parts, then the whole pass
+over a manager and two workers in memory: a job that keeps checkpoints, moved after its
+worker evicted it, resumes on the other from the checkpoint its run reported (from the
+manager's status, or from the record of runs when the status no longer names one)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from clusters.helpers.builders import TrainJobBuilder, make_runtime
+from dispatcher import checkpoints, placements
+from dispatcher.checkpoints import Checkpoint, CheckpointsError
+from kubecontrol.kinds import CONFIG_MAP
+from tests.support.whole_pass import World, a_condition, fleet, reserve
+from trainjob import constants as c
+from trainjob.views import TrainJobView
+from trainjob.workload import workload_name
+
+Dict = dict[str, Any]
+KEY = ("ns", "tj")
+RUNTIME = make_runtime()
+WORKERS = ("worker1", "worker2")
+PLACE = "s3://team-a/ckpt/tj"
+
+# ---- pure ----------------------------------------------------------------------------------
+
+
+def test_the_place_is_the_jobs_own_or_under_its_runtimes_root() -> None:
+    mine = {checkpoints.ANNOTATION: "/ckpt/run-7/"}
+    root = {checkpoints.ANNOTATION: "s3://bucket/team"}
+    assert checkpoints.place_of(mine, root, "ns", "tj") == "/ckpt/run-7"
+    assert checkpoints.place_of({}, root, "ns", "tj") == "s3://bucket/team/ns/tj"
+    assert checkpoints.place_of({}, {}, "ns", "tj") is None
+    for bad in ("", "/", "has space", "a\nb", "x" * 600):
+        with pytest.raises(CheckpointsError, match=r"metadata.annotations\[trainjob.dev"):
+            checkpoints.place_of({checkpoints.ANNOTATION: bad}, {}, "ns", "tj")
+    with pytest.raises(CheckpointsError, match="the runtime"):
+        checkpoints.place_of({}, {checkpoints.ANNOTATION: "a b"}, "ns", "tj")
+
+
+def metrics(**named: str) -> Dict:
+    return {"metrics": [{"name": k, "value": v} for k, v in named.items()]}
+
+
+def test_a_report_names_a_checkpoint_of_a_checkpoints_shape_only() -> None:
+    assert checkpoints.reported(metrics(loss="0.1", checkpoint="step-40.pt", checkpoint_step="40"))
+    got = checkpoints.reported(metrics(checkpoint="epoch-2/step-40", checkpoint_step="40"))
+    assert got == Checkpoint("epoch-2/step-40", 40)
+    assert checkpoints.reported(metrics(checkpoint="step-40")) == Checkpoint("step-40", None)
+    assert checkpoints.reported(metrics(checkpoint="s", checkpoint_step="-1")) == Checkpoint("s")
+    for bad in ("../other-job/step-9", "/etc/passwd", "a/../../b", "a b", ".hidden", "a//b"):
+        assert checkpoints.reported(metrics(checkpoint=bad)) is None, bad
+    assert checkpoints.reported(None) is None
+    assert checkpoints.reported({"metrics": "nope"}) is None
+    assert checkpoints.reported(metrics(loss="0.1")) is None
+
+
+def test_the_copy_gets_the_place_and_the_resume_point_in_its_trainers_env() -> None:
+    mine = [{"name": "LR", "value": "0.1"}, {"name": "TRAINJOB_RESUME_FROM", "value": "mine"}]
+    body = {"spec": {"trainer": {"env": mine}}}
+    checkpoints.with_environment(body, PLACE, Checkpoint("step-40.pt", 40))
+    assert body["spec"]["trainer"]["env"] == [
+        {"name": "LR", "value": "0.1"},
+        {"name": "TRAINJOB_CHECKPOINTS", "value": PLACE},
+        {"name": "TRAINJOB_RESUME_FROM", "value": f"{PLACE}/step-40.pt"},
+        {"name": "TRAINJOB_RESUME_STEP", "value": "40"},
+    ]
+    assert checkpoints.resume_of(body) == Checkpoint("step-40.pt", 40)
+    fresh: Dict = {"spec": {}}
+    checkpoints.with_environment(fresh, PLACE, None)
+    assert fresh["spec"]["trainer"] == {"env": [{"name": "TRAINJOB_CHECKPOINTS", "value": PLACE}]}
+    assert checkpoints.resume_of(fresh) is None
+
+
+def test_the_last_recorded_checkpoint_skips_runs_that_reported_none() -> None:
+    entries = [
+        {"worker": "w1", "checkpoint": "step-20", "checkpoint_step": 20},
+        {"worker": "w2", "checkpoint": "../escape", "checkpoint_step": 90},
+        {"worker": "w1"},
+    ]
+    assert checkpoints.last_recorded(entries) == Checkpoint("step-20", 20)
+    assert checkpoints.last_recorded([]) is None
+
+
+def test_each_run_in_the_story_starts_where_the_runs_before_it_saved_last() -> None:
+    entries = [
+        {
+            "worker": "w1",
+            "started": "t1",
+            "ended": "t2",
+            "checkpoint": "s-20",
+            "checkpoint_step": 20,
+        },
+        {"worker": "w2", "started": "t3", "ended": "t4"},  # lost before it saved one
+    ]
+    tj = TrainJobView(
+        {
+            "metadata": {
+                "name": "tj",
+                "namespace": "ns",
+                "annotations": {checkpoints.ANNOTATION: PLACE},
+            },
+            "status": {
+                "clusterName": "w1",
+                "trainerStatus": metrics(checkpoint="s-50", checkpoint_step="50"),
+            },
+        }
+    )
+    runs = placements.runs(entries, tj, "t5")
+    assert [(r.worker, r.start_step, r.resumed_from, r.checkpoint) for r in runs] == [
+        ("w1", 0, None, "s-20"),
+        ("w2", 20, "s-20", None),
+        ("w1", 20, "s-20", "s-50"),
+    ]
+    assert runs[-1].current and runs[-1].checkpoint_step == 50
+
+
+def test_a_run_that_ends_records_the_checkpoint_its_worker_reported() -> None:
+    tj = TrainJobView(
+        {
+            "metadata": {"name": "tj", "namespace": "ns"},
+            "status": {
+                "clusterName": "w1",
+                "trainerStatus": metrics(checkpoint="s-9", checkpoint_step="9"),
+            },
+        }
+    )
+    now = dt.datetime(2026, 11, 29, tzinfo=dt.UTC)
+    there = placements.ended(tj, "w1", "ClusterLost", "lost", now)
+    assert (there.checkpoint, there.checkpoint_step) == ("s-9", 9)
+    elsewhere = placements.ended(tj, "w2", "ClusterLost", "lost", now)  # the status is w1's
+    assert (elsewhere.checkpoint, elsewhere.checkpoint_step) == (None, None)
+
+
+# ---- the whole pass ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def world() -> Iterator[World]:
+    job = TrainJobBuilder().queue("q").multikueue().obj()
+    job["metadata"]["annotations"] = {checkpoints.ANNOTATION: PLACE}
+    made, _ctx = fleet([RUNTIME, job], {w: [RUNTIME] for w in WORKERS})
+    yield made
+    made.close()
+
+
+def env_of(world: World, worker: str) -> dict[str, str]:
+    copy = world.get(worker, c.TRAINJOB, "tj")
+    assert copy is not None, f"no copy on {worker}"
+    return {e["name"]: e["value"] for e in copy["spec"]["trainer"].get("env") or []}
+
+
+def runs_on(world: World, worker: str) -> None:
+    """Quota on the manager, copies out, `worker` admits: the TrainJob goes there."""
+    world.settle(KEY)
+    reserve(world, "manager")
+    world.settle(KEY)
+    reserve(world, worker, admitted=True)
+    world.settle(KEY)
+
+
+def reports(world: World, worker: str, **named: str) -> None:
+    """The copy's progress report on `worker` (what its controller writes), brought back."""
+    copy = world.get(worker, c.TRAINJOB, "tj")
+    assert copy is not None
+    copy["status"] = {
+        "trainerStatus": {**metrics(**named), "lastUpdatedTime": "2026-11-29T10:00:00Z"}
+    }
+    world.apis[worker].put(copy)
+    world.settle(KEY)
+
+
+def evicted_there(world: World, worker: str) -> None:
+    tj = world.get("manager", c.TRAINJOB, "tj")
+    assert tj is not None
+    wl = world.get(worker, c.WORKLOAD, workload_name("tj", tj["metadata"]["uid"]))
+    assert wl is not None
+    wl["status"]["conditions"].append(a_condition("Evicted", "Preempted", "preempted"))
+    world.apis[worker].put(wl)
+    world.settle(KEY)
+
+
+def test_a_moved_job_resumes_from_the_checkpoint_its_status_names(world: World) -> None:
+    runs_on(world, "worker1")
+    assert env_of(world, "worker1") == {"TRAINJOB_CHECKPOINTS": PLACE}  # a fresh start
+    reports(world, "worker1", loss="0.3", checkpoint="step-000040.pt", checkpoint_step="40")
+    manager_tj = world.get("manager", c.TRAINJOB, "tj")
+    assert manager_tj is not None and manager_tj["status"]["trainerStatus"]["metrics"]
+    evicted_there(world, "worker1")
+    (record,) = [
+        r
+        for r in world.apis["manager"].objects(CONFIG_MAP)
+        if r["metadata"]["name"].startswith("placements-")
+    ]
+    assert '"checkpoint":"step-000040.pt","checkpoint_step":40' in record["data"]["placements.json"]
+    # The status is read first: without the record, the same resume point.
+    meta = record["metadata"]
+    world.apis["manager"].request("DELETE", CONFIG_MAP.path(meta["namespace"], meta["name"]))
+    # Kueue on the manager evicts it and reserves quota again: worker2 admits this time.
+    runs_on(world, "worker2")
+    assert env_of(world, "worker2") == {
+        "TRAINJOB_CHECKPOINTS": PLACE,
+        "TRAINJOB_RESUME_FROM": f"{PLACE}/step-000040.pt",
+        "TRAINJOB_RESUME_STEP": "40",
+    }
+    events = [e for p in world.passes for e in p.events]
+    assert ("Normal", "ResumedFromCheckpoint", "tj") in events
+
+
+def test_without_a_checkpoint_in_the_status_the_record_of_runs_says_where(world: World) -> None:
+    runs_on(world, "worker1")
+    reports(world, "worker1", checkpoint="step-000040.pt", checkpoint_step="40")
+    evicted_there(world, "worker1")
+    # A run since, lost before its first report, leaves the status without one.
+    tj = world.get("manager", c.TRAINJOB, "tj")
+    assert tj is not None
+    tj["status"].pop("trainerStatus")
+    world.apis["manager"].put(tj)
+    runs_on(world, "worker2")
+    assert env_of(world, "worker2")["TRAINJOB_RESUME_FROM"] == f"{PLACE}/step-000040.pt"
+
+
+def test_a_job_that_does_not_keep_checkpoints_is_sent_as_it_is() -> None:
+    job = TrainJobBuilder().queue("q").multikueue().obj()
+    world, _ctx = fleet([RUNTIME, job], {w: [RUNTIME] for w in WORKERS})
+    try:
+        runs_on(world, "worker1")
+        copy = world.get("worker1", c.TRAINJOB, "tj")
+        assert copy is not None
+        assert "env" not in (copy["spec"].get("trainer") or {}), copy["spec"]
+    finally:
+        world.close()
