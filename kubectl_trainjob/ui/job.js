@@ -64,6 +64,7 @@ export function jobView(namespace, name) {
     timeline.replaceChildren(...(storyBody.placements.length ? storyBody.placements.map((p) =>
       h("li", { class: p.current ? "current" : "" },
         h("strong", {}, p.worker || "-"), ` from ${when(p.started)}`,
+        p.resumedFrom ? ` at step ${p.startStep ?? "?"} (resumed from ${p.resumedFrom})` : "",
         p.ended ? ` to ${when(p.ended)}: ${p.reason || "ended"}` : " (running)",
         p.message ? h("span", { class: "muted" }, ` ${p.message}`) : null))
       : [h("li", { class: "muted" }, storyBody.queues.length

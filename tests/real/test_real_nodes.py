@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import importlib.util
 import json
 import re
 import shutil
@@ -38,6 +39,7 @@ from dispatcher import checkpoints
 pytestmark = [pytest.mark.realnodes, pytest.mark.timeout(900)]
 Dict = dict[str, Any]
 NAMESPACE = "trainjob-system"
+SDK_EXAMPLE = REPO_ROOT / "examples" / "sdk_train.py"
 LOSS = re.compile(r"^step (\d+)/(\d+) loss ([0-9.]+)$", re.M)
 
 
@@ -656,3 +658,35 @@ def test_a_job_moved_off_a_lost_worker_resumes_from_its_checkpoint(
 def _loss_lines(bed: Bed, namespace: str, name: str) -> list[tuple[int, float]]:
     out = _plugin(bed, "logs", name, "-n", namespace).stdout
     return [(int(m[1]), float(m[3])) for m in LOSS.finditer(out)]
+
+
+def test_the_sdk_example_trains_a_function_on_a_worker(
+    installed: Bed, real_namespace: str, tmp_path: Path
+) -> None:
+    """examples/sdk_train.py as an ML engineer runs it with the `edit` role on the manager: the
+    Kubeflow SDK sends its `train` function to the torch runtime (CustomTrainer: the SDK writes
+    the function into the pod and runs it with torchrun), the job runs on 2 pods of a worker,
+    the loss falls, and it ends Complete on the manager."""
+    from kubeflow.trainer import KubernetesBackendConfig, TrainerClient
+
+    spec = importlib.util.spec_from_file_location("sdk_train", SDK_EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    carol = Tenant(installed, real_namespace, "carol", "edit", tmp_path)
+    sdk = TrainerClient(
+        KubernetesBackendConfig(namespace=real_namespace, config_file=str(carol.kubeconfig))
+    )
+    name = example.submit(
+        sdk,
+        queue="q",
+        runtime="torch-ddp-cpu",
+        image="docker.io/pytorch/pytorch:2.6.0-cuda12.4-cudnn9-runtime",
+        resources={"cpu": "500m", "memory": "512Mi"},
+    )
+    job = sdk.wait_for_job_status(name, {"Complete", "Failed"}, timeout=300)
+    logs = _plugin(installed, "logs", name, "-n", real_namespace).stdout
+    assert job.status == "Complete", (job, logs)
+    lines = [(int(m[1]), float(m[3])) for m in LOSS.finditer(logs)]
+    assert [s for s, _ in lines] == list(range(1, 31)), logs
+    assert lines[-1][1] < lines[0][1] and "done on " in logs, logs
