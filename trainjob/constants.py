@@ -41,6 +41,8 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 DEFAULT_LOCAL_QUEUE = "default"
 REPLICATED_JOB_NAME_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+# The restart a Job (and its pods) was made for: the TrainJob's status.restarts then (JobSet's)
+RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 # --- our labels ------------------------------------------------------------------------------
@@ -119,6 +121,8 @@ REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"
 REASON_RUNTIME_NOT_FOUND = "RuntimeNotFound"
 REASON_RUNTIME_INVALID = "RuntimeInvalid"
 REASON_PODSET_FAILED = "PodSetFailed"
+# Jobs of a later restart than status.restarts says (the status lost it): not restarted again
+REASON_RESTARTS_LOST = "RestartsLost"
 REASON_SERVICE_CONFLICT = "MultipleServices"
 REASON_SERVICE_NAME_TAKEN = "ServiceNameTaken"
 REASON_SERVICE_OK = "ServiceReady"

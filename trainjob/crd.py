@@ -13,6 +13,8 @@ from trainjob import constants as c
 
 TRAINJOB_CRD = f"{c.TRAINJOB_PLURAL}.{c.TRAINER_GROUP}"
 NEEDED_STATUS_FIELDS = ("clusterName",)
+# What a worker controller writes besides Trainer's status: a restart's count (JobSet's).
+WORKER_STATUS_FIELDS = ("restarts", "restartsCountTowardsMax")
 
 
 def crd_problem(crd: Dict | None) -> str | None:
@@ -33,9 +35,11 @@ def crd_problem(crd: Dict | None) -> str | None:
     )
 
 
-def missing_status_fields(crd: Dict) -> list[str] | None:
-    """The status fields of ours the CRD's served version lacks (None: it does not serve
-    ours at all)."""
+def missing_status_fields(
+    crd: Dict, needed: tuple[str, ...] = NEEDED_STATUS_FIELDS
+) -> list[str] | None:
+    """The status fields of ours (`needed`) the CRD's served version lacks (None: it does not
+    serve ours at all)."""
     versions = (crd.get("spec") or {}).get("versions") or []
     served = next((v for v in versions if v.get("name") == c.TRAINER_VERSION), None)
     if served is None:
@@ -44,7 +48,7 @@ def missing_status_fields(crd: Dict) -> list[str] | None:
     status = schema.get("status") or {}
     if status.get("x-kubernetes-preserve-unknown-fields"):
         return []
-    return [f for f in NEEDED_STATUS_FIELDS if f not in (status.get("properties") or {})]
+    return [f for f in needed if f not in (status.get("properties") or {})]
 
 
 # Kubeflow Trainer's webhooks (its v2 manifests name them defaulter.trainjob.trainer.kubeflow.org,

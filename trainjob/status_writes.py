@@ -19,10 +19,13 @@ def can_wait(have: Dict, patch: Dict) -> bool:
     appears for the first time may wait too (the manager Workload and the Started Event name
     the worker already, and PodsReady reads no count without it, so it travels with the first
     count that matters: `hold`); one that changes, a job sent to another worker, goes at
-    once. So does a new `trainerStatus`: its reports are already written at most once per
-    interval where they arrive (the worker controller), and people watch it move."""
+    once. So do a restart (`restarts`: the Jobs' attempt) and a new `trainerStatus` (its
+    reports are already written at most once per interval where they arrive, the worker
+    controller, and people watch it move)."""
     if "trainerStatus" in patch and patch["trainerStatus"] != have.get("trainerStatus"):
         return False
+    if "restarts" in patch and patch["restarts"] != have.get("restarts"):
+        return False  # a restart: its Jobs are made again once it is written
     if "conditions" in patch and (patch["conditions"] or None) != (have.get("conditions") or None):
         return False
     cluster = have.get("clusterName")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from trainjob import constants as c
+from trainjob.runtime import failure
 
 Writer = Literal["worker controller", "dispatcher", "both"]
 
@@ -73,6 +74,30 @@ REASONS = (
         WORKER,
         True,
         "a PodSet failed: the first failed Job, and the first failed pod's exit code and words",
+    ),
+    Reason(
+        c.COND_FAILED,
+        "True",
+        failure.REASON_FAIL_ACTION,
+        WORKER,
+        True,
+        "a Job failed and the runtime's failurePolicy rule says FailJobSet (JobSet's reason)",
+    ),
+    Reason(
+        c.COND_FAILED,
+        "True",
+        failure.REASON_MAX_RESTARTS,
+        WORKER,
+        True,
+        "a Job failed after failurePolicy.maxRestarts restarts (JobSet's reason)",
+    ),
+    Reason(
+        c.COND_FAILED,
+        "True",
+        c.REASON_RESTARTS_LOST,
+        WORKER,
+        True,
+        "its Jobs are of a later restart than status.restarts says (the CRD is not the product's)",
     ),
     Reason(
         c.COND_FAILED,

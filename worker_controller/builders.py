@@ -22,8 +22,11 @@ def trainjob_labels(trainjob: str) -> dict[str, str]:
     }
 
 
-def build_job(info: RuntimeInfo, ps: PodSet, index: int, owner: Dict, *, suspend: bool) -> Dict:
-    """One Indexed Job of a PodSet: `parallelism = completions` pods with stable hostnames."""
+def build_job(
+    info: RuntimeInfo, ps: PodSet, index: int, owner: Dict, *, suspend: bool, attempt: int = 0
+) -> Dict:
+    """One Indexed Job of a PodSet: `parallelism = completions` pods with stable hostnames,
+    made for restart `attempt` (trainjob/runtime/failure.py)."""
     template = json_copy(ps.job_template)
     meta = template.get("metadata") or {}
     spec = template.get("spec") or {}
@@ -35,6 +38,7 @@ def build_job(info: RuntimeInfo, ps: PodSet, index: int, owner: Dict, *, suspend
         c.REPLICATED_JOB_NAME_LABEL: ps.name,
         c.JOB_INDEX_LABEL: str(index),
         c.PODSET_LABEL: ps.name,
+        c.RESTART_ATTEMPT_LABEL: str(attempt),
     }
     pod_meta = pod_template.get("metadata") or {}
     pod_spec = pod_template.get("spec") or {}
@@ -67,8 +71,18 @@ def build_job(info: RuntimeInfo, ps: PodSet, index: int, owner: Dict, *, suspend
     }
 
 
-def build_jobs(info: RuntimeInfo, ps: PodSet, owner: Dict, *, suspend: bool) -> list[Dict]:
-    return [build_job(info, ps, i, owner, suspend=suspend) for i in range(ps.replicas)]
+def build_jobs(
+    info: RuntimeInfo, ps: PodSet, owner: Dict, *, suspend: bool, attempt: int = 0
+) -> list[Dict]:
+    return [
+        build_job(info, ps, i, owner, suspend=suspend, attempt=attempt) for i in range(ps.replicas)
+    ]
+
+
+def attempt_of(job: JobView) -> int:
+    """The restart a Job was made for (0: the first run, or made before restarts were)."""
+    found = job.labels.get(c.RESTART_ATTEMPT_LABEL, "0")
+    return int(found) if found.isdigit() else 0
 
 
 def build_service(info: RuntimeInfo, owner: Dict) -> Dict:

@@ -7,7 +7,7 @@ plan, so every decision is unit-testable and the loop is level-based and idempot
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kubecontrol.events import Event
 from kubecontrol.objects import Dict
@@ -17,6 +17,7 @@ from trainjob.models import InvalidObject, TrainJob, parse_trainjob
 from trainjob.naming import owner_of
 from trainjob.progress import Wiring, ca_config_map, wire
 from trainjob.runtime import RuntimeInfo, resolve_runtime_info
+from trainjob.runtime import failure as failure_policy
 from trainjob.status_writes import hold
 from trainjob.views import JobView, PodView
 from worker_controller import builders, status
@@ -62,6 +63,8 @@ class Plan:
     # an object of that name this TrainJob did not make is never adopted or overwritten.
     create: list[Dict] = field(default_factory=list)
     apply: list[Dict] = field(default_factory=list)  # server-side apply to our own objects
+    # Our Jobs of an earlier restart attempt, (name, uid), deleted with their pods first.
+    delete: list[tuple[str, str]] = field(default_factory=list)
     ssh_secret: str | None = None  # create once (MPI) if missing, before any Job
     status: Dict | None = None  # the new status, only when it changed
     events: list[Event] = field(default_factory=list)
@@ -97,6 +100,8 @@ class _Status:
         )
         self.jobs_status = self.old.get("jobsStatus")
         self.pods_status = self.old.get("podsStatus")
+        self.restarts = int(self.old.get("restarts") or 0)
+        self.counted = int(self.old.get("restartsCountTowardsMax") or 0)
         self.plan = plan
         self.held_for, self.coalesce = obs.status_held_for, obs.status_coalesce
 
@@ -123,6 +128,9 @@ class _Status:
             new["jobsStatus"] = self.jobs_status
         if self.pods_status is not None:
             new["podsStatus"] = self.pods_status
+        if self.restarts:
+            new["restarts"] = self.restarts
+            new["restartsCountTowardsMax"] = self.counted
         if new == self.old:
             return
         wait = hold(self.old, new, self.coalesce, self.held_for)
@@ -133,11 +141,13 @@ class _Status:
         self.plan.status = new
 
 
-def _suspend_active(info: RuntimeInfo, tj_body: Dict, jobs: dict[str, JobView], plan: Plan) -> None:
+def _suspend_active(
+    info: RuntimeInfo, tj_body: Dict, jobs: dict[str, JobView], plan: Plan, attempt: int
+) -> None:
     """Suspend every unfinished Job (its pods are deleted); used when the TrainJob ends."""
     owner = owner_of(tj_body)
     for ps in info.pod_sets:
-        for desired in builders.build_jobs(info, ps, owner, suspend=True):
+        for desired in builders.build_jobs(info, ps, owner, suspend=True, attempt=attempt):
             actual = jobs.get(desired["metadata"]["name"])
             if actual and not actual.finished and not actual.suspended:
                 plan.apply.append(desired)
@@ -164,11 +174,17 @@ def decide(obs: Observed) -> Plan:
     if not is_ours(tj) or tj.metadata.deletion_timestamp:
         return plan
     st = _Status(tj, obs, plan)
+    # 2b. Restarts (trainjob/runtime/failure.py): Jobs of an earlier attempt go, pods first.
+    attempt = st.restarts
+    old_jobs = {n: j for n, j in obs.jobs.items() if builders.attempt_of(j) < attempt}
+    plan.delete = [(n, str(j.uid)) for n, j in sorted(old_jobs.items()) if not j.deleting]
+    obs = replace(obs, jobs={n: j for n, j in obs.jobs.items() if n not in old_jobs})
+    ahead = sorted(n for n, j in obs.jobs.items() if builders.attempt_of(j) > attempt)
     # 3. Finished is final: only make sure nothing of it still runs.
     if cond.trainjob_finished(tj.conditions()):
         finished_info = resolve_runtime_info(tj, obs.runtime)[0]
         if finished_info is not None:
-            _suspend_active(finished_info, obs.trainjob, obs.jobs, plan)
+            _suspend_active(finished_info, obs.trainjob, obs.jobs, plan, attempt)
         return plan
     # 4. The runtime must exist and fit; both failures recover once fixed.
     ref = tj.spec.runtime_ref
@@ -211,7 +227,9 @@ def decide(obs: Observed) -> Plan:
         plan.ssh_secret = info.policy.ssh_secret_name
     # 6. Suspended: suspend whatever runs, start nothing.
     if tj.spec.suspend:
-        _apply_jobs(info, owner, obs.jobs, plan, suspend=True, create_missing=False)
+        _apply_jobs(
+            info, owner, obs.jobs, plan, suspend=True, create_missing=False, attempt=attempt
+        )
         st.set(c.COND_SUSPENDED, True, c.REASON_SUSPENDED, "TrainJob is suspended")
         st.count(info, obs)
         st.finish()
@@ -231,19 +249,29 @@ def decide(obs: Observed) -> Plan:
                 f"TrainJob was active longer than activeDeadlineSeconds={deadline}",
                 "Warning",
             )
-            _suspend_active(info, obs.trainjob, obs.jobs, plan)
+            _suspend_active(info, obs.trainjob, obs.jobs, plan, attempt)
             st.count(info, obs)
             st.finish()
             return plan
         plan.requeue_after = left
-    # 8. Failure of any PodSet fails the TrainJob; success follows the runtime's policy.
+    # 8. A failed Job fails the TrainJob, or restarts its Jobs as the runtime's failurePolicy
+    #    says; success follows the runtime's success policy.
     failure = status.first_failure(info, obs.jobs, obs.pods)
-    if failure:
-        st.set(c.COND_FAILED, True, c.REASON_PODSET_FAILED, failure, "Warning")
-        _suspend_active(info, obs.trainjob, obs.jobs, plan)
+    if ahead:
+        # Jobs of a later attempt than the status says: the status lost its restarts (the
+        # TrainJob CRD is not this product's?). Restarting again could go on for ever.
+        message = (
+            f"Jobs {', '.join(ahead)} were made for restart {attempt + 1} or later, but "
+            "status.restarts does not say so: the TrainJob CRD may not be this product's "
+            "(kubectl apply --server-side -k crds/); not restarted again"
+        )
+        st.set(c.COND_FAILED, True, c.REASON_RESTARTS_LOST, message, "Warning")
+        _suspend_active(info, obs.trainjob, obs.jobs, plan, attempt)
+    elif failure:
+        _on_failure(info, obs, st, failure, attempt)
     elif status.succeeded(info, obs.jobs):
         st.set(c.COND_COMPLETE, True, c.REASON_COMPLETED, "TrainJob completed successfully")
-        _suspend_active(info, obs.trainjob, obs.jobs, plan)
+        _suspend_active(info, obs.trainjob, obs.jobs, plan, attempt)
         plan.requeue_after = None
     else:
         # 9. Run: Jobs for every PodSet whose dependencies are met; a pod group the runtime
@@ -269,11 +297,47 @@ def decide(obs: Observed) -> Plan:
             )
         else:
             st.remove(c.COND_RUNTIME_FIELDS_IGNORED)
-        _apply_jobs(info, owner, obs.jobs, plan, suspend=False, create_missing=True)
+        # Each Job of a restart is made once its old one is gone (Recreate), or once all old
+        # ones are (BlockingRecreate).
+        blocking = info.policy.failure is not None and info.policy.failure.blocking
+        _apply_jobs(
+            info,
+            owner,
+            obs.jobs,
+            plan,
+            suspend=False,
+            create_missing=not (blocking and old_jobs),
+            attempt=attempt,
+            occupied=set(old_jobs),
+        )
         _pods_stuck(obs, st)
     st.count(info, obs)
     st.finish()
     return plan
+
+
+def _on_failure(info: RuntimeInfo, obs: Observed, st: _Status, message: str, attempt: int) -> None:
+    """A Job of this attempt failed (`message` says which, and what its pods said): the
+    TrainJob fails, or restarts (JobSet's failurePolicy: trainjob/runtime/failure.py)."""
+    failures = []
+    for job in obs.jobs.values():
+        if (failed := status.job_failed(job)) is not None:
+            rj = job.labels.get(c.REPLICATED_JOB_NAME_LABEL, "")
+            why = (failed.reason or "", failed.message or "", failed.since or "")
+            failures.append(failure_policy.Failed(job.name, rj, *why))
+    if info.policy.failure is None or not failures:
+        st.set(c.COND_FAILED, True, c.REASON_PODSET_FAILED, message, "Warning")
+        _suspend_active(info, obs.trainjob, obs.jobs, st.plan, attempt)
+        return
+    verdict, _culprit = failure_policy.on_failure(info.policy.failure, failures, st.counted)
+    if not verdict.restart:
+        st.set(c.COND_FAILED, True, verdict.reason, f"{verdict.message}; {message}", "Warning")
+        _suspend_active(info, obs.trainjob, obs.jobs, st.plan, attempt)
+        return
+    # Restart: the new attempt is written first; its Jobs replace these from the next pass.
+    st.restarts += 1
+    st.counted += 1 if verdict.counts else 0
+    st.plan.events.append(Event("Warning", verdict.reason, f"{verdict.message}; {message}"))
 
 
 def _apply_jobs(
@@ -284,13 +348,17 @@ def _apply_jobs(
     *,
     suspend: bool,
     create_missing: bool,
+    attempt: int = 0,
+    occupied: set[str] | None = None,
 ) -> None:
+    """Each Job the TrainJob wants: made when missing (not while a Job of an earlier attempt
+    still holds its name: `occupied`), its suspension and placement kept up to date."""
     for ps in info.pod_sets:
         ready = suspend or status.dependencies_met(ps, info, jobs)
-        for desired in builders.build_jobs(info, ps, owner, suspend=suspend):
+        for desired in builders.build_jobs(info, ps, owner, suspend=suspend, attempt=attempt):
             actual = jobs.get(desired["metadata"]["name"])
             if actual is None:
-                if create_missing and ready:
+                if create_missing and ready and desired["metadata"]["name"] not in (occupied or ()):
                     plan.create.append(desired)
             elif not actual.finished and builders.job_needs_update(desired, actual):
                 plan.apply.append(desired)

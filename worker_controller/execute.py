@@ -90,6 +90,9 @@ def execute(
             if exc.status == 404:
                 return blocked
             raise
+    for name, uid in plan.delete:  # a restart's old Jobs: their pods go first
+        cluster.delete(c.JOB, name, meta["namespace"], propagation="Foreground", uid=uid)
+        log.info("%s: deleted Job %s of an earlier restart", where, name)
     for event in plan.events:
         cluster.post_event(trainjob, event.type, event.reason, event.message)
         say = log.warning if event.type == "Warning" else log.info

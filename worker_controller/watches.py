@@ -13,7 +13,13 @@ from kubecontrol.kinds import WEBHOOK_CONFIGURATIONS
 from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.caches import WATCHDOG_CACHES, Index
-from trainjob.crd import TRAINJOB_CRD, missing_status_fields, trainer_controller_problem
+from trainjob.crd import (
+    NEEDED_STATUS_FIELDS,
+    TRAINJOB_CRD,
+    WORKER_STATUS_FIELDS,
+    missing_status_fields,
+    trainer_controller_problem,
+)
 from trainjob.models import prebuilt_workload_of
 from trainjob.naming import owner_name, owning_trainjob
 from trainjob.views import JobView, TrainJobView
@@ -178,7 +184,7 @@ def _warn_of_trainers_crd(ctx: Context) -> None:
     except Exception as exc:  # unreadable now: look again at the next check
         log.debug("[%s] cannot read the TrainJob CRD: %s", ctx.settings.cluster_name, exc)
         return
-    if crd is not None and missing_status_fields(crd):
+    if crd is not None and missing_status_fields(crd, NEEDED_STATUS_FIELDS + WORKER_STATUS_FIELDS):
         log.error(
             "[%s] CustomResourceDefinition %s is not this product's (Kubeflow Trainer's own, or "
             "an old one, was applied over it): the API server drops the status this controller "

@@ -170,8 +170,25 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field(
         "template.spec.failurePolicy",
+        "honoured",
+        "restarts as JobSet v0.12 (trainjob/runtime/failure.py)",
+        below=True,
+    ),
+    Field(
+        "template.spec.failurePolicy.restartStrategy",
+        "honoured",
+        "Recreate, BlockingRecreate; InPlaceRestart recreates (RuntimeFieldsIgnored)",
+    ),
+    Field(
+        "template.spec.failurePolicy.rules[].action",
+        "honoured",
+        "FailJobSet, RestartJobSet, RestartJobSetAndIgnoreMaxRestarts; a RestartJob rule is "
+        "skipped (RuntimeFieldsIgnored)",
+    ),
+    Field(
+        "template.spec.failurePolicy.rules[].onJobFailureMessagePatterns",
         "reported",
-        "a failed Job fails the TrainJob, no restarts (RuntimeFieldsIgnored)",
+        "a rule with patterns is skipped (RuntimeFieldsIgnored)",
         below=True,
     ),
     Field(
@@ -198,9 +215,10 @@ def ignored(template_spec: Dict | None, trainjob: str) -> list[str]:
     by path (RuntimeFieldsIgnored's message): the TrainJob runs without them."""
     spec = template_spec or {}
     found = []
-    for key in ("managedBy", "coordinator", "failurePolicy", "ttlSecondsAfterFinished"):
+    for key in ("managedBy", "coordinator", "ttlSecondsAfterFinished"):
         if spec.get(key) is not None:
             found.append(f"template.spec.{key}")
+    found += _failure_policy_ignored(spec.get("failurePolicy"))
     network = spec.get("network") or {}
     for key in ("enableDNSHostnames", "publishNotReadyAddresses"):
         if network.get(key) is False:
@@ -218,4 +236,22 @@ def ignored(template_spec: Dict | None, trainjob: str) -> list[str]:
     )
     if groups:
         found.append(f"template.spec.replicatedJobs[].groupName ({', '.join(groups)})")
+    return found
+
+
+def _failure_policy_ignored(policy: object) -> list[str]:
+    """What of a failurePolicy is not done here (trainjob/runtime/failure.py)."""
+    if not isinstance(policy, dict):
+        return []
+    found = []
+    if policy.get("restartStrategy") == "InPlaceRestart":
+        found.append("template.spec.failurePolicy.restartStrategy (InPlaceRestart)")
+    for i, rule in enumerate(policy.get("rules") or []):
+        if not isinstance(rule, dict):
+            continue
+        where = f"template.spec.failurePolicy.rules[{i}]"
+        if rule.get("action") in ("RestartJob", "RestartJobAndIgnoreMaxRestarts"):
+            found.append(f"{where}.action ({rule['action']})")
+        elif rule.get("onJobFailureMessagePatterns"):
+            found.append(f"{where}.onJobFailureMessagePatterns")
     return found

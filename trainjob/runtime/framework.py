@@ -16,7 +16,7 @@ from trainjob.models import (
     parse_runtime,
 )
 from trainjob.quantity import parse_quantity
-from trainjob.runtime import fields
+from trainjob.runtime import failure, fields
 from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimePolicy, RuntimeSpecError
 from trainjob.runtime.limits import check_counts, check_names
 from trainjob.runtime.patches import apply_runtime_patch, merge_by_key
@@ -145,6 +145,7 @@ def build_runtime_info(
         ignored=fields.ignored(raw_template_spec, trainjob.metadata.name),
         success_operator=operator,
         success_targets=targets,
+        failure=failure.parse(raw_template_spec),
     )
     names = set(rjs)
     pod_sets = []

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from kubecontrol.objects import Dict
 from trainjob.models import DependsOn, MLPolicy, PodGroupPolicy
+from trainjob.runtime.failure import FailurePolicy
 
 
 class RuntimeSpecError(ValueError):
@@ -81,6 +82,9 @@ class RuntimePolicy:
     owned_claims: set[str] = field(default_factory=set)
     # A Secret with a freshly generated SSH key pair the pods need (MPI), created once.
     ssh_secret_name: str | None = None
+    # The JobSet template's failurePolicy (trainjob/runtime/failure.py; None: a failed Job
+    # fails the TrainJob).
+    failure: FailurePolicy | None = None
 
 
 @dataclass

@@ -269,14 +269,17 @@ def test_a_pod_group_policy_is_named_as_not_supported_in_a_condition_and_one_war
 
 def test_runtime_fields_this_worker_does_not_do_are_named_in_a_condition_and_one_warning() -> None:
     runtime = make_runtime()
-    runtime["spec"]["template"]["spec"]["failurePolicy"] = {"maxRestarts": 3}
+    runtime["spec"]["template"]["spec"]["failurePolicy"] = {
+        "maxRestarts": 3,
+        "rules": [{"name": "one", "action": "RestartJob"}],
+    }
     runtime["spec"]["template"]["spec"]["startupPolicy"] = {"startupPolicyOrder": "InOrder"}
     first = observe(make_trainjob(), runtime, services=[OUR_SERVICE])
     assert [k for k, _ in kinds(first)] == ["Job"]  # the job runs all the same
     assert conditions(first)["RuntimeFieldsIgnored"] == ("True", "RuntimeFieldsIgnored")
     [warning] = [e for e in first.events if e.reason == "RuntimeFieldsIgnored"]
     assert warning.type == "Warning"
-    assert "template.spec.failurePolicy" in warning.message
+    assert "template.spec.failurePolicy.rules[0].action (RestartJob)" in warning.message
     assert "template.spec.startupPolicy.startupPolicyOrder" in warning.message
     plain = observe(make_trainjob(), make_runtime(), services=[OUR_SERVICE])
     assert "RuntimeFieldsIgnored" not in conditions(plain)

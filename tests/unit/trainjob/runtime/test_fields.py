@@ -71,7 +71,26 @@ def test_the_counts_docs_differences_gives_are_the_schemas() -> None:
     ("spec", "named"),
     [
         ({}, []),
-        ({"failurePolicy": {"maxRestarts": 1}}, ["template.spec.failurePolicy"]),
+        ({"failurePolicy": {"maxRestarts": 1, "restartStrategy": "BlockingRecreate"}}, []),
+        (
+            {"failurePolicy": {"restartStrategy": "InPlaceRestart"}},
+            ["template.spec.failurePolicy.restartStrategy (InPlaceRestart)"],
+        ),
+        (
+            {
+                "failurePolicy": {
+                    "rules": [
+                        {"name": "a", "action": "RestartJob"},
+                        {"name": "b", "action": "FailJobSet", "onJobFailureReasons": ["X"]},
+                        {"name": "c", "action": "FailJobSet", "onJobFailureMessagePatterns": ["x"]},
+                    ]
+                }
+            },
+            [
+                "template.spec.failurePolicy.rules[0].action (RestartJob)",
+                "template.spec.failurePolicy.rules[2].onJobFailureMessagePatterns",
+            ],
+        ),
         ({"coordinator": {"replicatedJob": "node"}}, ["template.spec.coordinator"]),
         ({"ttlSecondsAfterFinished": 60}, ["template.spec.ttlSecondsAfterFinished"]),
         ({"managedBy": "someone-else"}, ["template.spec.managedBy"]),

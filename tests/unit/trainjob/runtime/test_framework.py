@@ -51,6 +51,7 @@ POD_LABELS = {
     "jobset.sigs.k8s.io/replicatedjob-name": "node",
     "jobset.sigs.k8s.io/job-index": "0",
     "trainjob.dev/podset": "node",
+    "jobset.sigs.k8s.io/restart-attempt": "0",
 }
 
 

@@ -1,0 +1,236 @@
+"""A runtime's failurePolicy as JobSet v0.12 runs it (trainjob/runtime/failure.py), then the
+worker controller's passes over it: a failed Job restarts the TrainJob's Jobs (the count
+written first, the old Jobs deleted, the new made once the old are gone), until maxRestarts,
+then fails it with JobSet's reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from clusters.helpers.builders import make_runtime, make_trainjob
+from tests.unit.worker_controller.test_decide import OUR_SERVICE, conditions, job, observe
+from trainjob.runtime import failure
+from trainjob.runtime.failure import Failed, FailurePolicy, Rule
+
+Dict = dict[str, Any]
+
+
+def failed(job: str, rj: str, reason: str, since: str = "2026-11-29T10:00:00Z") -> Failed:
+    return Failed(job, rj, reason, "m", since)
+
+
+OOM = failed("tj-node-0", "node", "PodFailurePolicy", "2026-11-29T10:00:01Z")
+LIMIT = failed("tj-launcher-0", "launcher", "BackoffLimitExceeded", "2026-11-29T10:00:00Z")
+
+
+@pytest.mark.parametrize(
+    ("policy", "counted", "want"),
+    [
+        (None, 0, (False, "FailedJobs", "tj-launcher-0")),
+        (
+            FailurePolicy(max_restarts=2),
+            0,
+            (True, "RestartJobSetFailurePolicyAction", "tj-launcher-0"),
+        ),
+        (FailurePolicy(max_restarts=2), 2, (False, "ReachedMaxRestarts", "tj-launcher-0")),
+        (
+            FailurePolicy(1, rules=(Rule("oom", "FailJobSet", reasons=("PodFailurePolicy",)),)),
+            0,
+            (False, "FailJobSetFailurePolicyAction", "tj-node-0"),
+        ),
+        (
+            FailurePolicy(0, rules=(Rule("any", "RestartJobSetAndIgnoreMaxRestarts"),)),
+            5,
+            (True, "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction", "tj-launcher-0"),
+        ),
+        (  # a rule for another replicatedJob does not apply: the default restarts
+            FailurePolicy(1, rules=(Rule("x", "FailJobSet", targets=("initializer",)),)),
+            0,
+            (True, "RestartJobSetFailurePolicyAction", "tj-launcher-0"),
+        ),
+        (  # the first rule that applies wins, with its own earliest failure
+            FailurePolicy(
+                3,
+                rules=(
+                    Rule("node", "FailJobSet", targets=("node",)),
+                    Rule("all", "RestartJobSet"),
+                ),
+            ),
+            0,
+            (False, "FailJobSetFailurePolicyAction", "tj-node-0"),
+        ),
+    ],
+)
+def test_a_failure_leads_where_jobsets_policy_says(
+    policy: FailurePolicy | None, counted: int, want: tuple[bool, str, str]
+) -> None:
+    verdict, culprit = failure.on_failure(policy, [OOM, LIMIT], counted)
+    assert (verdict.restart, verdict.reason, culprit.job) == want
+    assert f"(first failed job: {culprit.job})" in verdict.message
+
+
+def test_the_policy_is_read_from_the_template_leaving_out_what_is_not_done_here() -> None:
+    spec = {
+        "failurePolicy": {
+            "maxRestarts": 2,
+            "restartStrategy": "BlockingRecreate",
+            "rules": [
+                {"name": "one", "action": "RestartJob"},
+                {"action": "FailJobSet", "onJobFailureReasons": ["DeadlineExceeded"]},
+                {"name": "p", "action": "FailJobSet", "onJobFailureMessagePatterns": [".*"]},
+            ],
+        }
+    }
+    assert failure.parse(spec) == FailurePolicy(
+        2, True, (Rule("failurePolicyRule1", "FailJobSet", ("DeadlineExceeded",)),)
+    )
+    assert failure.parse({}) is None
+    assert failure.parse({"failurePolicy": {"maxRestarts": -3}}) == FailurePolicy()
+
+
+# ---- the worker controller's passes --------------------------------------------------------
+
+
+def runtime_with(policy: Dict) -> Dict:
+    runtime = make_runtime()
+    runtime["spec"]["template"]["spec"]["failurePolicy"] = policy
+    return runtime
+
+
+def trainjob(restarts: int = 0, counted: int | None = None) -> Dict:
+    tj = make_trainjob()
+    if restarts:
+        tj["status"] = {
+            "restarts": restarts,
+            "restartsCountTowardsMax": restarts if counted is None else counted,
+        }
+    return tj
+
+
+def of_attempt(body: Dict, attempt: int, uid: str = "") -> Dict:
+    meta = body["metadata"]
+    meta["labels"] = {
+        "jobset.sigs.k8s.io/restart-attempt": str(attempt),
+        "jobset.sigs.k8s.io/replicatedjob-name": "node",
+    }
+    meta["uid"] = uid or f"uid-{attempt}"
+    return body
+
+
+def test_a_failed_job_under_max_restarts_writes_the_restart_first() -> None:
+    runtime = runtime_with({"maxRestarts": 1})
+    plan = observe(
+        trainjob(),
+        runtime,
+        jobs=[of_attempt(job("tj-node-0", failed="BackoffLimitExceeded"), 0)],
+        services=[OUR_SERVICE],
+    )
+    assert plan.status is not None
+    assert (plan.status["restarts"], plan.status["restartsCountTowardsMax"]) == (1, 1)
+    assert "Failed" not in conditions(plan)
+    assert plan.delete == [] and plan.create == []  # the Jobs go once the count is written
+    [event] = [e for e in plan.events if e.reason == "RestartJobSetFailurePolicyAction"]
+    assert event.type == "Warning" and "(first failed job: tj-node-0)" in event.message
+
+
+def test_the_next_pass_deletes_the_old_jobs_then_makes_them_again() -> None:
+    runtime = runtime_with({"maxRestarts": 1})
+    old = of_attempt(job("tj-node-0", failed="BackoffLimitExceeded"), 0)
+    going = observe(trainjob(1), runtime, jobs=[old], services=[OUR_SERVICE])
+    assert going.delete == [("tj-node-0", "uid-0")]
+    assert going.create == []  # its name is held until the old Job is gone
+    assert going.status is None or "Failed" not in conditions(going)
+    old["metadata"]["deletionTimestamp"] = "2026-11-29T10:00:00Z"
+    waiting = observe(trainjob(1), runtime, jobs=[old], services=[OUR_SERVICE])
+    assert waiting.delete == [] and waiting.create == []  # deleting already: asked once
+    made = observe(trainjob(1), runtime, jobs=[], services=[OUR_SERVICE])
+    [new] = [o for o in made.create if o["kind"] == "Job"]
+    assert new["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] == "1"
+    assert (
+        new["spec"]["template"]["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] == "1"
+    )
+
+
+def test_restarts_used_up_fail_the_trainjob_with_jobsets_reason() -> None:
+    runtime = runtime_with({"maxRestarts": 1})
+    plan = observe(
+        trainjob(1),
+        runtime,
+        jobs=[of_attempt(job("tj-node-0", failed="BackoffLimitExceeded"), 1)],
+        services=[OUR_SERVICE],
+    )
+    assert conditions(plan)["Failed"] == ("True", "ReachedMaxRestarts")
+    assert plan.status is not None and plan.status["restarts"] == 1
+    failed_condition = next(c for c in plan.status["conditions"] if c["type"] == "Failed")
+    assert "BackoffLimitExceeded" in failed_condition["message"]
+
+
+def test_a_fail_fast_rule_on_a_named_reason_fails_at_once() -> None:
+    runtime = runtime_with(
+        {
+            "maxRestarts": 5,
+            "rules": [
+                {
+                    "name": "deadline",
+                    "action": "FailJobSet",
+                    "onJobFailureReasons": ["DeadlineExceeded"],
+                }
+            ],
+        }
+    )
+    deadline = of_attempt(job("tj-node-0", failed="DeadlineExceeded"), 0)
+    plan = observe(trainjob(), runtime, jobs=[deadline], services=[OUR_SERVICE])
+    assert conditions(plan)["Failed"] == ("True", "FailJobSetFailurePolicyAction")
+    assert plan.status is not None and "restarts" not in plan.status
+    other = of_attempt(job("tj-node-0", failed="BackoffLimitExceeded"), 0)
+    restarted = observe(trainjob(), runtime, jobs=[other], services=[OUR_SERVICE])
+    assert restarted.status is not None and restarted.status["restarts"] == 1
+
+
+def test_blocking_recreate_makes_no_job_while_an_old_one_remains() -> None:
+    two_nodes = make_trainjob()
+    two_nodes["spec"]["trainer"] = {"numNodes": 1}
+    runtime = runtime_with({"maxRestarts": 1, "restartStrategy": "BlockingRecreate"})
+    runtime["spec"]["template"]["spec"]["replicatedJobs"].append(
+        {
+            "name": "other",
+            "template": {
+                "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}
+            },
+        }
+    )
+    old = of_attempt(job("tj-other-0"), 0)
+    old["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] = "other"
+    old["metadata"]["deletionTimestamp"] = "2026-11-29T10:00:00Z"
+    blocked = observe(trainjob(1), runtime, jobs=[old], services=[OUR_SERVICE])
+    assert [o for o in blocked.create if o["kind"] == "Job"] == []
+    recreate = runtime_with({"maxRestarts": 1})
+    recreate["spec"]["template"]["spec"]["replicatedJobs"] = runtime["spec"]["template"]["spec"][
+        "replicatedJobs"
+    ]
+    made = observe(trainjob(1), recreate, jobs=[old], services=[OUR_SERVICE])
+    assert [o["metadata"]["name"] for o in made.create if o["kind"] == "Job"] == ["tj-node-0"]
+
+
+def test_jobs_of_a_later_attempt_than_the_status_fail_rather_than_restart_again() -> None:
+    runtime = runtime_with({"maxRestarts": 3})
+    plan = observe(
+        trainjob(),  # the status lost its count (a CRD that prunes it)
+        runtime,
+        jobs=[of_attempt(job("tj-node-0", failed="BackoffLimitExceeded"), 2)],
+        services=[OUR_SERVICE],
+    )
+    assert conditions(plan)["Failed"] == ("True", "RestartsLost")
+
+
+def test_without_a_failure_policy_a_failed_job_fails_the_trainjob_as_before() -> None:
+    plan = observe(
+        trainjob(),
+        make_runtime(),
+        jobs=[of_attempt(job("tj-node-0", failed="BackoffLimitExceeded"), 0)],
+        services=[OUR_SERVICE],
+    )
+    assert conditions(plan)["Failed"] == ("True", "PodSetFailed")
+    assert plan.status is not None and "restarts" not in plan.status

@@ -1,0 +1,157 @@
+"""A runtime's `failurePolicy`, run as JobSet v0.12 runs it (pure): which failed Job counts,
+which rule applies, and whether the TrainJob fails or its Jobs are made again.
+
+- **No failurePolicy**: the first Job to fail fails the TrainJob (JobSet's `FailedJobs`).
+- **Rules**, in order: a rule applies to a failed Job when its `onJobFailureReasons` is empty
+  or holds the reason of the Job's Failed condition (BackoffLimitExceeded, DeadlineExceeded,
+  PodFailurePolicy, ...), and its `targetReplicatedJobs` is empty or names the Job's
+  replicatedJob. The first rule that applies to some failed Job wins, with the earliest such
+  failure; when none applies, `RestartJobSet` does, with the earliest failure of all.
+- **Actions**: `FailJobSet` fails it (`FailJobSetFailurePolicyAction`); `RestartJobSet`
+  restarts it (`status.restarts` and `status.restartsCountTowardsMax` grow by one) while the
+  counted restarts are below `maxRestarts`, and fails it when they are not
+  (`ReachedMaxRestarts`); `RestartJobSetAndIgnoreMaxRestarts` restarts it without counting.
+- **A restart** makes every Job again: each Job carries its attempt (JobSet's
+  `jobset.sigs.k8s.io/restart-attempt` label, `status.restarts` when it was made); Jobs of an
+  older attempt are deleted (their pods first), and each is made again once its old one is
+  gone (`restartStrategy: Recreate`, the default) or once all old ones are gone
+  (`BlockingRecreate`).
+
+Not done here, and named by the RuntimeFieldsIgnored condition (fields.py): rules with
+`onJobFailureMessagePatterns` (a tenant's regular expression, which this controller will not
+run with a backtracking engine) and the per-Job actions `RestartJob` and
+`RestartJobAndIgnoreMaxRestarts` are skipped, as if they were not there; `InPlaceRestart`
+restarts by recreating, as `Recreate` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kubecontrol.objects import Dict
+
+FAIL_JOBSET = "FailJobSet"
+RESTART_JOBSET = "RestartJobSet"
+RESTART_IGNORING_MAX = "RestartJobSetAndIgnoreMaxRestarts"
+DONE_ACTIONS = frozenset({FAIL_JOBSET, RESTART_JOBSET, RESTART_IGNORING_MAX})
+RECREATE, BLOCKING_RECREATE = "Recreate", "BlockingRecreate"
+
+# JobSet v0.12's reasons and messages (its pkg/constants), on the Failed condition and the
+# restart Events.
+REASON_FAILED_JOBS = "FailedJobs"
+MESSAGE_FAILED_JOBS = "jobset failed due to one or more job failures"
+REASON_FAIL_ACTION = "FailJobSetFailurePolicyAction"
+MESSAGE_FAIL_ACTION = "applying FailJobSet failure policy action"
+REASON_MAX_RESTARTS = "ReachedMaxRestarts"
+MESSAGE_MAX_RESTARTS = "jobset failed due to reaching max number of restarts"
+REASON_RESTART = "RestartJobSetFailurePolicyAction"
+MESSAGE_RESTART = "applying RestartJobSet failure policy action"
+REASON_RESTART_IGNORING_MAX = "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction"
+MESSAGE_RESTART_IGNORING_MAX = "applying RestartJobSetAndIgnoreMaxRestarts failure policy action"
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    action: str
+    reasons: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()
+
+    def applies(self, failed: Failed) -> bool:
+        return (not self.reasons or failed.reason in self.reasons) and (
+            not self.targets or failed.replicated_job in self.targets
+        )
+
+
+@dataclass(frozen=True)
+class FailurePolicy:
+    max_restarts: int = 0
+    blocking: bool = False  # BlockingRecreate: no new Job while an old one remains
+    rules: tuple[Rule, ...] = ()
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A Job of the current attempt that failed: its replicatedJob, and its Failed
+    condition's reason, message and time."""
+
+    job: str
+    replicated_job: str
+    reason: str
+    message: str
+    since: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a failure leads to: the TrainJob failed (`reason`, `message`), or restarted
+    (`counts`: toward maxRestarts; `reason`, `message`: the Warning Event's)."""
+
+    restart: bool
+    reason: str
+    message: str
+    counts: bool = False
+
+
+def parse(template_spec: Dict | None) -> FailurePolicy | None:
+    """The JobSet template's failurePolicy (None: it has none). The CRD has checked its
+    shape where it is Trainer's; what is not of it is left out rather than guessed at."""
+    found = (template_spec or {}).get("failurePolicy")
+    if not isinstance(found, dict):
+        return None
+    rules = []
+    for i, rule in enumerate(found.get("rules") or []):
+        if not isinstance(rule, dict) or rule.get("action") not in DONE_ACTIONS:
+            continue  # RestartJob*: not done here (fields.py names it)
+        if rule.get("onJobFailureMessagePatterns"):
+            continue  # not run here (fields.py names it)
+        rules.append(
+            Rule(
+                name=str(rule.get("name") or f"failurePolicyRule{i}"),
+                action=str(rule["action"]),
+                reasons=tuple(str(r) for r in rule.get("onJobFailureReasons") or []),
+                targets=tuple(str(t) for t in rule.get("targetReplicatedJobs") or []),
+            )
+        )
+    max_restarts = found.get("maxRestarts")
+    return FailurePolicy(
+        max_restarts=max_restarts if isinstance(max_restarts, int) and max_restarts > 0 else 0,
+        blocking=found.get("restartStrategy") == BLOCKING_RECREATE,
+        rules=tuple(rules),
+    )
+
+
+def _earliest(failures: Iterable[Failed]) -> Failed | None:
+    return min(failures, key=lambda f: (f.since, f.job), default=None)
+
+
+def on_failure(
+    policy: FailurePolicy | None, failures: list[Failed], counted: int
+) -> tuple[Verdict, Failed]:
+    """What the failed Jobs of the current attempt (at least one) lead to, and the failure
+    that decided it. `counted`: the restarts counted toward maxRestarts so far."""
+    first = _earliest(failures)
+    assert first is not None, "on_failure needs a failure"
+    if policy is None:
+        return Verdict(False, REASON_FAILED_JOBS, _with(MESSAGE_FAILED_JOBS, first)), first
+    action, culprit = RESTART_JOBSET, first
+    for rule in policy.rules:
+        matched = _earliest(f for f in failures if rule.applies(f))
+        if matched is not None:
+            action, culprit = rule.action, matched
+            break
+    if action == FAIL_JOBSET:
+        return Verdict(False, REASON_FAIL_ACTION, _with(MESSAGE_FAIL_ACTION, culprit)), culprit
+    if action == RESTART_IGNORING_MAX:
+        message = _with(MESSAGE_RESTART_IGNORING_MAX, culprit)
+        return Verdict(True, REASON_RESTART_IGNORING_MAX, message), culprit
+    if counted >= policy.max_restarts:
+        return Verdict(False, REASON_MAX_RESTARTS, _with(MESSAGE_MAX_RESTARTS, culprit)), culprit
+    return Verdict(True, REASON_RESTART, _with(MESSAGE_RESTART, culprit), counts=True), culprit
+
+
+def _with(message: str, failed: Failed) -> str:
+    """JobSet's message, naming the first failed Job (as JobSet does) and why it failed."""
+    why = ": ".join(x for x in (failed.reason, failed.message) if x)
+    return f"{message} (first failed job: {failed.job}){f'; {why}' if why else ''}"
