@@ -690,3 +690,79 @@ def test_the_sdk_example_trains_a_function_on_a_worker(
     lines = [(int(m[1]), float(m[3])) for m in LOSS.finditer(logs)]
     assert [s for s, _ in lines] == list(range(1, 31)), logs
     assert lines[-1][1] < lines[0][1] and "done on " in logs, logs
+
+
+def test_a_ddp_job_whose_pod_is_killed_restarts_and_completes(
+    installed: Bed, real_namespace: str
+) -> None:
+    """examples/torch-ddp-cpu.yaml's training under a runtime whose JobSet template says
+    `failurePolicy: {maxRestarts: 1}` (its pods `restartPolicy: Never`, `backoffLimit: 0`: a
+    pod that dies fails its Job, as JobSet users set them). Rank 0's container is killed
+    mid-run (SIGKILL through containerd, as an OOM kill or a node's fault would): its Job
+    fails, the worker controller restarts the TrainJob's Jobs (status.restarts 1, JobSet's
+    Warning), the new pods train from the start and the TrainJob ends Complete on the manager."""
+    manager = _manager(installed)
+    name = f"restart-{uuid.uuid4().hex[:6]}"
+    docs = load_manifests(RUNTIME_FILE.read_text())
+    runtime = next(d for d in docs if d["kind"] == "ClusterTrainingRuntime")
+    runtime["metadata"]["name"] = f"torch-restart-{name}"
+    spec = runtime["spec"]["template"]["spec"]
+    spec["failurePolicy"] = {"maxRestarts": 1}
+    job = spec["replicatedJobs"][0]["template"]["spec"]
+    job["backoffLimit"] = 0
+    job["template"]["spec"]["restartPolicy"] = "Never"
+    for c in installed.config.clusters:
+        Applier(installed.api(c.name)).apply_all([runtime])
+    try:
+        tj = _trainjob(
+            name,
+            env=[{"name": "TRAIN_STEPS", "value": "30"}, {"name": "STEP_SECONDS", "value": "1"}],
+        )
+        tj["spec"]["runtimeRef"]["name"] = runtime["metadata"]["name"]
+        on_manager = TrainJobs(installed.api(manager), real_namespace)
+        on_manager.create(tj)
+        wait_for(
+            lambda: len(_loss_lines(installed, real_namespace, name)) >= 5,
+            300,
+            what=f"{name} training",
+        )
+        worker = _winner(installed, real_namespace, name)
+        node = installed.node(worker)
+        assert node is not None
+        core = client.CoreV1Api(installed.api(worker))
+        (rank0,) = [
+            p
+            for p in TrainJobs(installed.api(worker), real_namespace).pods(name)
+            if p.metadata.labels.get("batch.kubernetes.io/job-completion-index") == "0"
+        ]
+        (status,) = rank0.status.container_statuses
+        nodes.ctr(node, "tasks", "kill", "--signal", "SIGKILL", status.container_id.split("://")[1])
+        killed = time.monotonic()
+
+        def restarted_running() -> bool:
+            pods = TrainJobs(installed.api(worker), real_namespace).pods(name)
+            again = [
+                p
+                for p in pods
+                if p.metadata.labels.get("jobset.sigs.k8s.io/restart-attempt") == "1"
+            ]
+            return len(again) == 2 and all(p.status.phase == "Running" for p in again)
+
+        wait_for(restarted_running, 180, what=f"{name}'s restarted pods running")
+        back = time.monotonic() - killed
+        on_manager.wait_condition(name, "Complete", timeout=300)
+        assert on_manager.get(name)["status"]["restarts"] == 1
+        reasons = [
+            e.reason
+            for e in core.list_namespaced_event(
+                real_namespace, field_selector=f"involvedObject.name={name}"
+            ).items
+        ]
+        assert "RestartJobSetFailurePolicyAction" in reasons, reasons
+        lines = _loss_lines(installed, real_namespace, name)
+        assert [s for s, _ in lines] == list(range(1, 31)), lines  # the new run's log
+        print(f"\n[figure] a killed pod's job restarted: pods Running again {back:.1f}s after")
+    finally:
+        for c in installed.config.clusters:
+            with contextlib.suppress(client.ApiException):
+                Applier(installed.api(c.name)).delete_all([runtime])
