@@ -49,6 +49,7 @@ class Ended:
     # The last checkpoint the run reported (checkpoints.py), if any
     checkpoint: str | None = None
     checkpoint_step: int | None = None
+    restarts: int | None = None  # its Jobs' restarts there (failurePolicy), if any
 
     @property
     def key(self) -> tuple[str, str | None]:
@@ -76,9 +77,10 @@ def ended(
     """The run on `worker` ended now; it started `since` (when its Workload was admitted, or
     its copy was sent there), else when the worker's status says (None: not known)."""
     started = since or started_on(trainjob, worker)
-    saved = None
+    saved, restarts = None, None
     if trainjob is not None and trainjob.cluster_name == worker:  # its status is that run's
         saved = checkpoints.reported(trainjob.status.get("trainerStatus"))
+        restarts = restarts_of(trainjob)
     return Ended(
         worker,
         started,
@@ -87,7 +89,14 @@ def ended(
         message,
         saved.name if saved else None,
         saved.step if saved else None,
+        restarts,
     )
+
+
+def restarts_of(trainjob: TrainJobView) -> int | None:
+    """The restarts its status counts (None: none)."""
+    found = trainjob.status.get("restarts")
+    return found if isinstance(found, int) and found > 0 else None
 
 
 def name_of(trainjob_uid: str) -> str:
@@ -134,7 +143,7 @@ def runs(entries: list[Dict], trainjob: TrainJobView, admitted_at: str | None) -
             or (ended_runs[-1].worker, ended_runs[-1].started) != (worker, admitted_at)
         )
     ):
-        now = Run(worker=worker, started=admitted_at, current=True)
+        now = Run(worker=worker, started=admitted_at, current=True, restarts=restarts_of(trainjob))
         saved = checkpoints.reported(trainjob.status.get("trainerStatus"))
         if saved is not None:
             now = now.model_copy(update={"checkpoint": saved.name, "checkpoint_step": saved.step})

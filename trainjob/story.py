@@ -189,6 +189,9 @@ class Run(StoryType):
     """The last checkpoint it reported (the `checkpoint` metric of its progress reports)."""
     checkpoint_step: int | None = None
     """The step that checkpoint holds (the `checkpoint_step` metric)."""
+    restarts: int | None = None
+    """How many times its Jobs were made again there by the runtime's failurePolicy (the
+    worker's Events say why each time); null when none was."""
 
 
 class QueueWait(StoryType):

@@ -65,6 +65,7 @@ export function jobView(namespace, name) {
       h("li", { class: p.current ? "current" : "" },
         h("strong", {}, p.worker || "-"), ` from ${when(p.started)}`,
         p.resumedFrom ? ` at step ${p.startStep ?? "?"} (resumed from ${p.resumedFrom})` : "",
+        p.restarts ? `, restarted ${p.restarts}x` : "",
         p.ended ? ` to ${when(p.ended)}: ${p.reason || "ended"}` : " (running)",
         p.message ? h("span", { class: "muted" }, ` ${p.message}`) : null))
       : [h("li", { class: "muted" }, storyBody.queues.length

@@ -188,6 +188,8 @@ export interface Run {
   checkpoint: string | null;
   /** The step that checkpoint holds (the `checkpoint_step` metric). */
   checkpointStep: number | null;
+  /** How many times its Jobs were made again there by the runtime's failurePolicy (the worker's Events say why each time); null when none was. */
+  restarts: number | null;
 }
 
 /** Which TrainJob of the manager the story is of. */

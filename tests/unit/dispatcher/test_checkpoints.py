@@ -107,6 +107,7 @@ def test_each_run_in_the_story_starts_where_the_runs_before_it_saved_last() -> N
             "status": {
                 "clusterName": "w1",
                 "trainerStatus": metrics(checkpoint="s-50", checkpoint_step="50"),
+                "restarts": 2,  # its failurePolicy restarted its Jobs twice there
             },
         }
     )
@@ -117,6 +118,7 @@ def test_each_run_in_the_story_starts_where_the_runs_before_it_saved_last() -> N
         ("w1", 20, "s-20", "s-50"),
     ]
     assert runs[-1].current and runs[-1].checkpoint_step == 50
+    assert [r.restarts for r in runs] == [None, None, 2]
 
 
 def test_a_run_that_ends_records_the_checkpoint_its_worker_reported() -> None:
