@@ -6,86 +6,11 @@ import datetime as dt
 from typing import Any
 
 from clusters.helpers.builders import initializer_runtime, make_runtime, make_trainjob
+from tests.support.worker_plans import NOW, OUR_SERVICE, Dict, conditions, job, kinds, observe
 from trainjob.progress import Wiring
-from trainjob.views import FailedCreateView, JobView, PodView
+from trainjob.views import FailedCreateView, JobView
 from worker_controller import digests, status
 from worker_controller.decide import Blocked, Observed, Plan, decide
-
-Dict = dict[str, Any]
-NOW = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.UTC)
-
-
-def observe(
-    tj: Dict,
-    runtime: Dict | None = None,
-    jobs: list[Dict] | None = None,
-    services: list[Dict] | None = None,
-    named: Dict | None = None,
-    now: dt.datetime = NOW,
-    pods: list[Dict] | None = None,
-    held_for: float | None = None,
-    coalesce: float = 0.0,
-    blocked: Blocked | None = None,
-    wiring: Wiring | None = None,
-) -> Plan:
-    return decide(
-        Observed(
-            trainjob=tj,
-            runtime=runtime,
-            jobs={j["metadata"]["name"]: JobView(j) for j in jobs or []},
-            services=services or [],
-            service_named=named,
-            now=now,
-            pods=None if pods is None else [PodView(p) for p in pods],
-            status_coalesce=coalesce,
-            status_held_for=held_for,
-            blocked=blocked,
-            progress=wiring,
-        )
-    )
-
-
-def conditions(plan: Plan) -> dict[str, tuple[str, str]]:
-    assert plan.status is not None
-    return {c["type"]: (c["status"], c["reason"]) for c in plan.status["conditions"]}
-
-
-def kinds(plan: Plan) -> list[tuple[str, str]]:
-    """What the plan writes: the objects it makes, then those it applies."""
-    return [(o["kind"], o["metadata"]["name"]) for o in [*plan.create, *plan.apply]]
-
-
-def job(
-    name: str,
-    *,
-    complete: bool = False,
-    failed: str | None = None,
-    active: int = 0,
-    suspend: bool = False,
-    parallelism: int = 1,
-    ready: int = 0,
-    created: str = "2026-11-22T11:59:00Z",
-) -> Dict:
-    conds = []
-    if complete:
-        conds.append({"type": "Complete", "status": "True"})
-    if failed:
-        conds.append(
-            {
-                "type": "Failed",
-                "status": "True",
-                "reason": failed,
-                "message": "Job has reached the specified backoff limit",
-            }
-        )
-    return {
-        "metadata": {"name": name, "creationTimestamp": created},
-        "spec": {"suspend": suspend, "parallelism": parallelism, "template": {"spec": {}}},
-        "status": {"conditions": conds, "active": active, "ready": ready},
-    }
-
-
-OUR_SERVICE = {"metadata": {"name": "tj", "labels": {"trainjob.dev/trainjob-name": "tj"}}}
 
 
 def test_multikueue_trainjob_is_left_alone() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from clusters.helpers.builders import make_runtime, make_trainjob
-from tests.unit.worker_controller.test_decide import OUR_SERVICE, conditions, job, observe
+from tests.support.worker_plans import OUR_SERVICE, conditions, job, observe
 from trainjob.runtime import failure
 from trainjob.runtime.failure import Failed, FailurePolicy, Rule
 
