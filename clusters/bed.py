@@ -56,6 +56,7 @@ KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 SERVICE_CIDR = nodes.SERVICE_CIDR
 FRONT_PROXY_CLIENT = "front-proxy-client"  # the name kubeadm gives the aggregator's client
 COREDNS_MANIFEST = Path(__file__).resolve().parent / "manifests" / "coredns.yaml"
+_KUBELET_SOCKET_LOCK = threading.Lock()  # real nodes' kubelets start one at a time (_up_node)
 
 
 def _say(msg: str) -> None:
@@ -398,7 +399,13 @@ class Bed:
         )
         self._start(comps["containerd"])
         nodes.import_images(node)
-        self._start(comps["kubelet"])
+        # Every kubelet binds the same device-plugin socket (a path kubelet does not put under
+        # --root-dir); two binding it at once, the second exits ("address already in use").
+        # One kubelet at a time, each until it has bound it.
+        with _KUBELET_SOCKET_LOCK:
+            started = time.time()
+            self._start(comps["kubelet"])
+            nodes.wait_device_plugin_socket(started)
         self._start(comps["kube-proxy"])
         self._wait_nodes_ready(c, 1, selector="type=real", timeout=120)
         text = (

@@ -613,3 +613,18 @@ def node_down(node: Node) -> None:
     shutil.rmtree(node.run_dir, ignore_errors=True)
     if killed or unmounted:
         _say(f"{node.cluster}: node down ({killed} processes, {unmounted} mounts)")
+
+
+# The socket every kubelet of this host binds for device plugins (kubelet's fixed path).
+DEVICE_PLUGIN_SOCKET = Path("/var/lib/kubelet/device-plugins/kubelet.sock")
+
+
+def wait_device_plugin_socket(since: float, timeout: float = 60.0) -> None:
+    """Wait until a kubelet started at `since` (time.time()) has bound the device-plugin
+    socket (it makes the file anew); past `timeout`, go on (the node's Ready wait says more)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(FileNotFoundError):
+            if DEVICE_PLUGIN_SOCKET.stat().st_mtime >= since - 1:
+                return
+        time.sleep(0.2)
