@@ -642,10 +642,10 @@ def test_a_job_moved_off_a_lost_worker_resumes_from_its_checkpoint(
         assert runs[0][:3] == (lost, 0, None), runs
         assert runs[-1] == (other, resumed, f"step-{resumed:06d}.pt", True), runs
         print(
-            f"\n[figure] checkpoint-aware move: lost at step {before[-1][0]} (checkpoint "
-            f"{resumed}), sent to {other} {moved:.0f}s after its worker's API server stopped; "
-            f"steps run again: {before[-1][0] - resumed} (from step 0 they would be "
-            f"{before[-1][0]})"
+            f"\n[figure] checkpoint-aware move: the last step read before {lost}'s API server "
+            f"stopped was {before[-1][0]}; the job ran on {other} {moved:.0f}s later (the lost "
+            f"timeout is 30s) from checkpoint step {resumed}: steps run again "
+            f"{before[-1][0] - resumed} (from step 0: {before[-1][0]})"
         )
     finally:
         installed.restore_api_server(lost, wait_runs_jobs=False)
