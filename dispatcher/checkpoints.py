@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 from kubecontrol.objects import Dict
 from trainjob import constants as c
+from trainjob.jsondoc import json_copy
+from trainjob.views import ObjectView
 
 ANNOTATION = f"{c.DOMAIN}/checkpoints"
 ENV_PLACE = "TRAINJOB_CHECKPOINTS"
@@ -87,6 +89,23 @@ def place_of(
     return f"{check_place(root, f'the runtime: {ANNOTATION}')}/{namespace}/{name}"
 
 
+def place_for(trainjob: ObjectView, runtime: Dict | None) -> str | None:
+    """`place_of` a TrainJob (its annotations, namespace and name) and its runtime."""
+    runtime_meta = (runtime or {}).get("metadata") or {}
+    return place_of(
+        trainjob.annotations,
+        runtime_meta.get("annotations") or {},
+        trainjob.namespace,
+        trainjob.name,
+    )
+
+
+def as_copied(trainjob: Dict, place: str) -> Dict:
+    """A TrainJob as its copies are sent (a deep copy, with the variables): what the workers
+    judge, so what admission on the manager judges too."""
+    return with_environment(json_copy(trainjob), place, None)
+
+
 def reported(trainer_status: Mapping[str, object] | None) -> Checkpoint | None:
     """The checkpoint a progress report names (None: none, or not of a checkpoint's shape)."""
     metrics = (trainer_status or {}).get("metrics")
@@ -104,7 +123,7 @@ def checkpoint(name: object, step: object = None) -> Checkpoint | None:
     """A checkpoint from what was reported or recorded, if it has a checkpoint's shape."""
     if not isinstance(name, str) or not NAME.match(name) or ".." in name.split("/"):
         return None
-    if isinstance(step, str) and step.isdigit():
+    if isinstance(step, str) and step.isascii() and step.isdigit():  # "²" is a digit too
         step = int(step)
     return Checkpoint(name, step if isinstance(step, int) and step >= 0 else None)
 

@@ -258,14 +258,8 @@ def _checkpoint_place(caches: Caches, trainjob: TrainJobView | None) -> str | No
     was refused at admission (webhooks.py), so one here came before: logged, and ignored."""
     if trainjob is None:
         return None
-    runtime = caches.runtime_of(trainjob) or {}
     try:
-        return checkpoints.place_of(
-            trainjob.annotations,
-            (runtime.get("metadata") or {}).get("annotations") or {},
-            trainjob.namespace,
-            trainjob.name,
-        )
+        return checkpoints.place_for(trainjob, caches.runtime_of(trainjob))
     except checkpoints.CheckpointsError as exc:
         log.warning("%s/%s: checkpoints ignored: %s", trainjob.namespace, trainjob.name, exc)
         return None

@@ -78,14 +78,11 @@ async def on_validate(ctx: Context, admission: Dict) -> Verdict:
         return refuse(str(exc))
     runtime = ctx.caches.runtime_of(tj)
     try:
-        checkpoints.place_of(
-            tj.annotations,
-            ((runtime or {}).get("metadata") or {}).get("annotations") or {},
-            tj.namespace,
-            tj.name,
-        )
+        place = checkpoints.place_for(tj, runtime)
     except checkpoints.CheckpointsError as exc:
         return refuse(str(exc))
+    if place is not None:  # judged as its copies will be, with the checkpoint variables
+        tj = rules.Admitted({**admission, "object": checkpoints.as_copied(tj.raw, place)})
     # Bounded work (trainjob/runtime/limits.py), off the loop all the same.
     why = await asyncio.to_thread(rules.runtime_refusal, tj, runtime)
     return Verdict() if why is None else refuse(why)

@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from clusters.helpers.builders import TrainJobBuilder, make_runtime
+from clusters.helpers.builders import TrainJobBuilder, container, make_runtime, replicated_job
 from dispatcher import checkpoints, placements
 from dispatcher.checkpoints import Checkpoint, CheckpointsError
 from kubecontrol.kinds import CONFIG_MAP
 from tests.support.whole_pass import World, a_condition, fleet, reserve
+from trainjob import admission as rules
 from trainjob import constants as c
 from trainjob.views import TrainJobView
 from trainjob.workload import workload_name
@@ -52,6 +53,8 @@ def test_a_report_names_a_checkpoint_of_a_checkpoints_shape_only() -> None:
     assert got == Checkpoint("epoch-2/step-40", 40)
     assert checkpoints.reported(metrics(checkpoint="step-40")) == Checkpoint("step-40", None)
     assert checkpoints.reported(metrics(checkpoint="s", checkpoint_step="-1")) == Checkpoint("s")
+    # a digit that is not ASCII is no step (int() of it would raise in every pass)
+    assert checkpoints.reported(metrics(checkpoint="s", checkpoint_step="²")) == Checkpoint("s")
     for bad in ("../other-job/step-9", "/etc/passwd", "a/../../b", "a b", ".hidden", "a//b"):
         assert checkpoints.reported(metrics(checkpoint=bad)) is None, bad
     assert checkpoints.reported(None) is None
@@ -74,6 +77,24 @@ def test_the_copy_gets_the_place_and_the_resume_point_in_its_trainers_env() -> N
     checkpoints.with_environment(fresh, PLACE, None)
     assert fresh["spec"]["trainer"] == {"env": [{"name": "TRAINJOB_CHECKPOINTS", "value": PLACE}]}
     assert checkpoints.resume_of(fresh) is None
+
+
+def test_admission_judges_the_job_as_its_copies_go_with_the_variables() -> None:
+    """A job that keeps checkpoints whose runtime's trainer has no `node` container: its
+    copies' spec.trainer.env could not be placed, so the manager refuses it up front."""
+    runtime = make_runtime(
+        ml_policy={"numNodes": 1},  # a plain runtime: nothing else wants a `node` container
+        replicated_jobs=[replicated_job("trainer", "trainer", [container("main")])],
+    )
+    job = TrainJobBuilder().queue("q").multikueue().obj()
+    job["spec"].pop("trainer", None)
+    job["metadata"]["annotations"] = {checkpoints.ANNOTATION: PLACE}
+    place = checkpoints.place_for(TrainJobView(job), runtime)
+    assert place == PLACE
+    assert rules.runtime_refusal(rules.Admitted({"object": job}), runtime) is None
+    copied = rules.Admitted({"object": checkpoints.as_copied(job, place)})
+    assert "no container named 'node'" in (rules.runtime_refusal(copied, runtime) or "")
+    assert "trainer" not in job["spec"]  # the job itself is left as it is
 
 
 def test_the_last_recorded_checkpoint_skips_runs_that_reported_none() -> None:
