@@ -150,8 +150,14 @@ REASON_NOT_DISPATCHABLE = "NotDispatchable"
 REASON_NOT_DISPATCHED = "NotDispatched"  # not MultiKueue's, on a manager that runs no TrainJobs
 REASON_NO_CLUSTER_FITS = "NoClusterFits"
 REASON_NOT_ADMITTED_IN_TIME = "NotAdmittedInTime"
-# On a worker: the runtime's podGroupPolicy, with no PodGroup made (condition and reason)
+# On a worker: the runtime's podGroupPolicy, with no PodGroup made since the worker does not
+# serve that PodGroup's API (condition and reason)
 COND_POD_GROUP_IGNORED = "PodGroupPolicyIgnored"
+# What puts a pod in its group: the scheduler-plugins' label, Volcano's annotation (Trainer's)
+COSCHEDULING_POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+VOLCANO_GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
+# The Volcano queue of a job's PodGroup, from the runtime's template annotations (Trainer's)
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 # A runtime field the framework does not do (trainjob/runtime/fields.py: reported).
 COND_RUNTIME_FIELDS_IGNORED = "RuntimeFieldsIgnored"
 # PodsStuck=True gives the kubelet's own reason for the first stuck pod (no constant of ours)
@@ -198,6 +204,10 @@ JOB = Kind("batch", "v1", "jobs", "Job", True)
 SERVICE = Kind("", "v1", "services", "Service", True)
 PERSISTENT_VOLUME_CLAIM = Kind("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True)
 PRIORITY_CLASS = Kind("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
+# Gang scheduling on a worker (worker_controller/pod_groups.py): the scheduler-plugins'
+# coscheduling PodGroup and Volcano's, one kind name in two groups.
+COSCHEDULING_POD_GROUP = Kind("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True)
+VOLCANO_POD_GROUP = Kind("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", True)
 # Every kind above by its `kind` (the objects we build name theirs): their coordinates are
 # looked up here, never guessed from the name.
 KINDS: dict[str, Kind] = {
@@ -229,6 +239,14 @@ KINDS: dict[str, Kind] = {
 }
 
 
+# Kinds whose name more than one group uses, by (apiVersion, kind).
+_BY_VERSION: dict[tuple[str, str], Kind] = {
+    (k.api_version, k.kind): k for k in (COSCHEDULING_POD_GROUP, VOLCANO_POD_GROUP)
+}
+
+
 def kind_of(obj: dict[str, object]) -> Kind:
-    """The coordinates of an object we built, by its `kind` (KeyError for a kind not above)."""
-    return KINDS[str(obj["kind"])]
+    """The coordinates of an object we built, by its apiVersion and `kind` (KeyError for a
+    kind not above)."""
+    found = _BY_VERSION.get((str(obj.get("apiVersion")), str(obj["kind"])))
+    return found if found is not None else KINDS[str(obj["kind"])]

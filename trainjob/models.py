@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kubecontrol.objects import Dict
 from trainjob import constants as c
@@ -155,12 +155,36 @@ class MLPolicy(_Model):
 
 
 class Coscheduling(_Model):
-    schedule_timeout_seconds: int | None = Field(default=None, alias="scheduleTimeoutSeconds")
+    # Trainer's CRD defaults it to 60 (ours stamps no defaults: pod_groups.py does); int32.
+    schedule_timeout_seconds: int | None = Field(
+        default=None, alias="scheduleTimeoutSeconds", ge=0, le=2**31 - 1
+    )
+
+
+class NetworkTopology(_Model):
+    """Volcano's network-topology constraint (its NetworkTopologySpec, with its defaults)."""
+
+    mode: Literal["hard", "soft"] | None = None  # hard
+    highest_tier_allowed: int | None = Field(
+        default=None, alias="highestTierAllowed", ge=0, le=2**31 - 1
+    )  # 1
+
+
+class Volcano(_Model):
+    network_topology: NetworkTopology | None = Field(default=None, alias="networkTopology")
 
 
 class PodGroupPolicy(_Model):
+    """Gang scheduling: the scheduler-plugins' coscheduling or Volcano (at most one)."""
+
     coscheduling: Coscheduling | None = None
-    volcano: Dict | None = None
+    volcano: Volcano | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> PodGroupPolicy:
+        if self.coscheduling is not None and self.volcano is not None:
+            raise ValueError("podGroupPolicy sets both coscheduling and volcano; set one")
+        return self
 
 
 class DependsOn(_Model):

@@ -12,7 +12,7 @@ kubernetes client's package (see `kubecontrol.client`):
 from __future__ import annotations
 
 import re
-from decimal import Decimal, DecimalException
+from decimal import ROUND_CEILING, Decimal, DecimalException
 
 _QUANTITY = re.compile(
     r"^(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
@@ -63,3 +63,14 @@ def _in_range(value: Decimal, text: str) -> Decimal:
     if abs(value) > MAX_QUANTITY:
         raise ValueError(f"{text!r} is out of range (at most {MAX_QUANTITY})")
     return value
+
+
+def format_quantity(value: Decimal) -> str:
+    """`value` written as a quantity the API server reads back as the same value: a whole
+    number as is, else in milli- or, finer, nano-units rounded up (the API's precision)."""
+    if value == value.to_integral_value():
+        return str(int(value))
+    milli = value * 1000
+    if milli == milli.to_integral_value():
+        return f"{int(milli)}m"
+    return f"{int((value * 10**9).to_integral_value(rounding=ROUND_CEILING))}n"

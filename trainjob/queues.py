@@ -154,17 +154,21 @@ class PodSetView(JsonView):
 
     @property
     def pod_requests(self) -> Amounts:
-        """What one pod asks for, counted as Kueue counts it: the sum over its containers, at
-        least the largest init container, plus the pod overhead."""
-        spec = (self.raw.get("template") or {}).get("spec") or {}
-        total: Amounts = {}
-        for amounts in _requests(spec.get("containers") or []):
-            add(total, amounts)
-        for amounts in _requests(spec.get("initContainers") or []):
-            for name, qty in amounts.items():
-                total[name] = max(total.get(name, Decimal(0)), qty)
-        add(total, {k: parse_quantity(v) for k, v in (spec.get("overhead") or {}).items()})
-        return total
+        """What one pod asks for (`pod_requests`)."""
+        return pod_requests((self.raw.get("template") or {}).get("spec") or {})
+
+
+def pod_requests(spec: Dict) -> Amounts:
+    """What one pod of this spec asks for, counted as Kueue and Trainer count it: the sum over
+    its containers, at least the largest init container, plus the pod overhead."""
+    total: Amounts = {}
+    for amounts in _requests(spec.get("containers") or []):
+        add(total, amounts)
+    for amounts in _requests(spec.get("initContainers") or []):
+        for name, qty in amounts.items():
+            total[name] = max(total.get(name, Decimal(0)), qty)
+    add(total, {k: parse_quantity(v) for k, v in (spec.get("overhead") or {}).items()})
+    return total
 
 
 def add(into: Amounts, other: Amounts, times: int = 1) -> None:

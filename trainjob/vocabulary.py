@@ -229,7 +229,7 @@ REASONS = (
         c.COND_POD_GROUP_IGNORED,
         WORKER,
         True,
-        "podGroupPolicy is set and this worker makes no PodGroup",
+        "podGroupPolicy asks for a PodGroup whose API this worker does not serve",
     ),
     Reason(
         c.COND_RUNTIME_FIELDS_IGNORED,

@@ -11,6 +11,7 @@ from trainjob.caches import Caches
 from trainjob.progress import Wiring
 from worker_controller.ca_bundle import CaBundle
 from worker_controller.decide import Blocked
+from worker_controller.served import ServedApis
 from worker_controller.settings import WorkerSettings
 
 
@@ -33,6 +34,14 @@ class Context(controller.ControllerContext):
     # Where the pods report progress, and the CA they trust (worker_controller/progress.py).
     progress_url: str | None = None
     progress_ca: CaBundle | None = None
+    # Which PodGroup APIs the worker serves, asked when a runtime wants gang scheduling.
+    _served: ServedApis | None = None
+
+    @property
+    def served(self) -> ServedApis:
+        if self._served is None:
+            self._served = ServedApis(self.cluster)
+        return self._served
 
     def progress_wiring(self) -> Wiring | None:
         """What the trainer pods are given to report progress, when they are to."""

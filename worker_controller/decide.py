@@ -20,7 +20,7 @@ from trainjob.runtime import RuntimeInfo, resolve_runtime_info
 from trainjob.runtime import failure as failure_policy
 from trainjob.status_writes import hold
 from trainjob.views import JobView, PodView
-from worker_controller import builders, status
+from worker_controller import builders, pod_groups, status
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,9 @@ class Observed:
     blocked: Blocked | None = None
     # Where the trainer pods report their progress (None: they are not told to).
     progress: Wiring | None = None
+    # The PodGroup APIs the worker serves (pod_groups.APIS keys), asked when the runtime has a
+    # podGroupPolicy.
+    pod_group_apis: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -70,12 +73,6 @@ class Plan:
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
     status_held: bool = False  # a status change is held back (status_writes.hold)
-
-
-POD_GROUP_MESSAGE = (
-    "the runtime's podGroupPolicy (coscheduling / Volcano gang scheduling) is not supported: "
-    "the pods are scheduled without a pod group (Kueue still admits the TrainJob as a whole)"
-)
 
 
 def is_ours(tj: TrainJob) -> bool:
@@ -184,6 +181,7 @@ def decide(obs: Observed) -> Plan:
     if cond.trainjob_finished(tj.conditions()):
         finished_info = resolve_runtime_info(tj, obs.runtime)[0]
         if finished_info is not None:
+            _group_pods(finished_info, obs)
             _suspend_active(finished_info, obs.trainjob, obs.jobs, plan, attempt)
         return plan
     # 4. The runtime must exist and fit; both failures recover once fixed.
@@ -200,6 +198,7 @@ def decide(obs: Observed) -> Plan:
         plan.events.append(
             Event("Normal", "RuntimeResolved", f"{ref.kind} {ref.name!r} found; starting")
         )
+    group = _group_pods(info, obs)
     origin = tj.metadata.labels.get(c.KUEUE_MULTIKUEUE_ORIGIN_LABEL)
     if origin:  # a MultiKueue copy: its Jobs and pods say which manager sent it (as Kueue's)
         info.labels[c.KUEUE_MULTIKUEUE_ORIGIN_LABEL] = origin
@@ -214,6 +213,9 @@ def decide(obs: Observed) -> Plan:
     _say_blocked(obs.blocked, st)
     if len(obs.jobs) < sum(ps.replicas for ps in info.pod_sets):
         # Objects the pods need, made while Jobs are still to be created (not every pass).
+        if group is not None and info.policy.pod_group is not None:
+            pod_group = pod_groups.build_pod_group(info, info.policy.pod_group, owner)
+            plan.create.append(builders.build_extra_object(pod_group, owner, tj.name))
         for extra in info.policy.extra_objects:
             plan.create.append(builders.build_extra_object(extra, owner, tj.name))
         for claim in info.policy.claims:
@@ -275,15 +277,11 @@ def decide(obs: Observed) -> Plan:
         plan.requeue_after = None
     else:
         # 9. Run: Jobs for every PodSet whose dependencies are met; a pod group the runtime
-        #    asks for is not made, and a condition (with a Warning, once) says so.
-        if info.policy.pod_group is not None:
-            st.set(
-                c.COND_POD_GROUP_IGNORED,
-                True,
-                c.COND_POD_GROUP_IGNORED,
-                POD_GROUP_MESSAGE,
-                "Warning",
-            )
+        #    asks for that this worker cannot make: a condition (with a Warning, once) says so.
+        asked = pod_groups.wanted(info.policy.pod_group)
+        if asked is not None and group is None:
+            message = pod_groups.ignored_message(asked)
+            st.set(c.COND_POD_GROUP_IGNORED, True, c.COND_POD_GROUP_IGNORED, message, "Warning")
         else:
             st.remove(c.COND_POD_GROUP_IGNORED)
         if info.policy.ignored:
@@ -314,6 +312,23 @@ def decide(obs: Observed) -> Plan:
     st.count(info, obs)
     st.finish()
     return plan
+
+
+def _group_pods(info: RuntimeInfo, obs: Observed) -> pod_groups.GroupApi | None:
+    """The gang scheduler whose PodGroup the TrainJob's pods are in (their templates say so
+    from here on), or None. Jobs already made keep what they were made with (a pod template
+    is never changed); new ones are grouped when the worker serves the PodGroup's API."""
+    api = pod_groups.wanted(info.policy.pod_group)
+    if api is None:
+        return None
+    if obs.jobs:
+        grouped = any(pod_groups.names_group(j.spec, api, info.trainjob) for j in obs.jobs.values())
+    else:
+        grouped = api.policy in obs.pod_group_apis
+    if not grouped:
+        return None
+    pod_groups.mark_pods(info, api)
+    return api
 
 
 def _on_failure(info: RuntimeInfo, obs: Observed, st: _Status, message: str, attempt: int) -> None:

@@ -137,6 +137,11 @@ def _create(cluster: Cluster, trainjob: Dict, obj: Dict) -> Blocked | None:
             return Blocked(
                 c.REASON_REFUSED_BY_API, f"the API refuses {kind} {name}: {api_message(exc)}"
             )
+        if exc.status == 404 and kind == "PodGroup":  # its CRD deleted since discovery said
+            return Blocked(
+                c.REASON_REFUSED_BY_API,
+                f"the API does not serve {kind} ({obj['apiVersion']}): {api_message(exc)}",
+            )
         if exc.status != 409:
             raise
     found = cluster.get_or_none(c.kind_of(obj), name, obj["metadata"]["namespace"])

@@ -79,6 +79,7 @@ def _sync(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | None:
         # Only then can a foreign Service block ours: ask the API.
         named = ctx.cluster.get_or_none(c.SERVICE, name, namespace)
     pods = caches.pods_of(key) if ctx.settings.pod_summary else None
+    asks_group = runtime is not None and bool((runtime.get("spec") or {}).get("podGroupPolicy"))
     observed_tj = Observed(
         trainjob=body,
         runtime=runtime,
@@ -94,9 +95,12 @@ def _sync(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | None:
         status_held_for=ctx.memory.held_for(held_key(*key)),
         blocked=ctx.blocked.get(uid),
         progress=ctx.progress_wiring(),
+        pod_group_apis=ctx.served.pod_group_apis() if asks_group else frozenset(),
     )
     plan = decide(observed_tj)
     blocked = execute.execute(ctx.cluster, body, plan, ctx.made.setdefault(uid, set()))
+    if blocked is not None and any(o["kind"] == "PodGroup" for o in plan.create):
+        ctx.served.forget()  # its API may have gone: asked again on the next pass
     ctx.memory.note_held(held_key(*key), plan.status_held)
     return _note_blocked(ctx, uid, plan, blocked, was=observed_tj.blocked)
 

@@ -154,6 +154,9 @@ class MemoryApi:
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request served
         self.refused: list[tuple[str, str, int]] = []  # (method, path, status) of the others
         self._names = 0
+        # What discovery (`/apis/GROUP/VERSION`) lists, by group-version: its resources'
+        # plurals. A group-version not here answers 404, as for an API not installed.
+        self.discovery: dict[str, list[str]] = {}
         for obj in objects:
             self.put(obj)
 
@@ -216,6 +219,9 @@ class MemoryApi:
     ) -> bytes:
         if self._down:
             raise TransportError(7, f"{self.name}: connection refused")
+        parts = path.strip("/").split("/")
+        if method == "GET" and len(parts) == 3 and parts[0] == "apis":
+            return self._discover(f"{parts[1]}/{parts[2]}", path)
         where = parse_path(path)
         with self._lock:
             for fault in self._faults:
@@ -232,6 +238,17 @@ class MemoryApi:
                 raise
             self.requests.append((method, path))
         return orjson.dumps(answer) if answer is not None else b""
+
+    def _discover(self, group_version: str, path: str) -> bytes:
+        with self._lock:
+            plurals = self.discovery.get(group_version)
+            if plurals is None:
+                self.refused.append(("GET", path, 404))
+                raise ApiException(404, "NotFound", f"no such path {path}")
+            self.requests.append(("GET", path))
+        resources = [{"name": p, "namespaced": True} for p in plurals]
+        answer = {"kind": "APIResourceList", "groupVersion": group_version, "resources": resources}
+        return orjson.dumps(answer)
 
     def get_json(self, path: str, **kwargs: Any) -> Any:
         return orjson.loads(self.request("GET", path, **kwargs))

@@ -26,6 +26,7 @@ def observe(
     coalesce: float = 0.0,
     blocked: Blocked | None = None,
     wiring: Wiring | None = None,
+    pod_group_apis: frozenset[str] = frozenset(),
 ) -> Plan:
     return decide(
         Observed(
@@ -40,6 +41,7 @@ def observe(
             status_held_for=held_for,
             blocked=blocked,
             progress=wiring,
+            pod_group_apis=pod_group_apis,
         )
     )
 

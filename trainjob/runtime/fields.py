@@ -63,9 +63,17 @@ FIELDS: tuple[Field, ...] = (
         below=True,
     ),
     Field(
-        "podGroupPolicy",
-        "reported",
-        "no PodGroup is made: the PodGroupPolicyIgnored condition",
+        "podGroupPolicy.coscheduling",
+        "honoured",
+        "the scheduler-plugins' PodGroup where the worker serves its API; elsewhere the "
+        "PodGroupPolicyIgnored condition",
+        below=True,
+    ),
+    Field(
+        "podGroupPolicy.volcano",
+        "honoured",
+        "Volcano's PodGroup (queue, priority, networkTopology) where the worker serves its API; "
+        "elsewhere the PodGroupPolicyIgnored condition",
         below=True,
     ),
     Field("template.metadata.labels", "honoured", "on every Job and pod"),

@@ -192,6 +192,12 @@ def build_runtime_info(
         annotations=dict(jobset_meta.get("annotations") or {}),
     )
     _check_dependencies(spec.template.spec.replicated_jobs)
+    queue = info.annotations.get(c.VOLCANO_QUEUE_ANNOTATION)
+    if spec.pod_group_policy and spec.pod_group_policy.volcano is not None and queue == "":
+        raise RuntimeSpecError(  # Trainer's webhook refuses it too
+            f"template.metadata.annotations[{c.VOLCANO_QUEUE_ANNOTATION}] is empty: it names the "
+            "Volcano queue of the job's PodGroup"
+        )
     _claim_volumes(info, (raw_template_spec or {}).get("volumeClaimPolicies") or [])
     for ps in pod_sets:
         _check_quantities(ps, trainjob)

@@ -256,3 +256,71 @@ def test_a_trainjob_past_its_deadline_fails_naming_it() -> None:
     after = world.get("worker", c.TRAINJOB, "tj")
     assert condition(after, "Failed") == ("True", c.REASON_DEADLINE_EXCEEDED)
     assert ("Warning", c.REASON_DEADLINE_EXCEEDED, "tj") in [e for p in passes for e in p.events]
+
+
+GANG = make_runtime(podGroupPolicy={"coscheduling": {}})
+COSCHEDULING_API = "/apis/scheduling.x-k8s.io/v1alpha1"
+
+
+def test_a_gang_runtime_gets_its_pod_group_where_discovery_lists_it_and_asks_once() -> None:
+    world = worker(GANG, TrainJobBuilder().obj())
+    api = world.apis["worker"]
+    api.discovery["scheduling.x-k8s.io/v1alpha1"] = ["podgroups"]
+    world.settle(KEY)
+    (group,) = objects(world, c.COSCHEDULING_POD_GROUP)
+    tj = world.get("worker", c.TRAINJOB, "tj")
+    assert tj is not None
+    assert group["metadata"]["ownerReferences"][0]["uid"] == tj["metadata"]["uid"]
+    assert group["spec"]["minMember"] == 1 and group["spec"]["scheduleTimeoutSeconds"] == 60
+    (job,) = objects(world, c.JOB)
+    assert job["spec"]["template"]["metadata"]["labels"][c.COSCHEDULING_POD_GROUP_LABEL] == "tj"
+    assert condition(tj, "PodGroupPolicyIgnored") is None
+    world.run(KEY)
+    asked = [p for m, p in api.requests if p == COSCHEDULING_API]
+    assert len(asked) == 1  # the answer is kept
+    assert objects(world, c.VOLCANO_POD_GROUP) == []
+
+
+def test_without_the_api_the_pods_run_ungrouped_and_the_trainjob_says_which_is_missing() -> None:
+    world = worker(GANG, TrainJobBuilder().obj())
+    world.settle(KEY)
+    assert objects(world, c.COSCHEDULING_POD_GROUP) == []
+    (job,) = objects(world, c.JOB)
+    assert c.COSCHEDULING_POD_GROUP_LABEL not in job["spec"]["template"]["metadata"]["labels"]
+    tj = world.get("worker", c.TRAINJOB, "tj")
+    assert condition(tj, "PodGroupPolicyIgnored") == ("True", "PodGroupPolicyIgnored")
+
+
+def test_a_pod_group_of_its_name_that_is_not_ours_holds_the_jobs_and_is_never_written() -> None:
+    foreign = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "tj", "namespace": "ns"},
+        "spec": {"minMember": 7},
+    }
+    world = worker(GANG, TrainJobBuilder().obj(), foreign)
+    world.apis["worker"].discovery["scheduling.x-k8s.io/v1alpha1"] = ["podgroups"]
+    world.settle(KEY)
+    (group,) = objects(world, c.COSCHEDULING_POD_GROUP)
+    assert group["spec"] == {"minMember": 7} and "ownerReferences" not in group["metadata"]
+    assert objects(world, c.JOB) == []
+    tj = world.get("worker", c.TRAINJOB, "tj")
+    assert condition(tj, "ObjectsBlocked") == ("True", "NameTaken")
+    said = [x["message"] for x in tj["status"]["conditions"] if x["type"] == "ObjectsBlocked"]
+    assert "PodGroup 'tj'" in said[0]
+
+
+def test_a_pod_group_api_gone_since_discovery_blocks_the_jobs_and_is_asked_for_again() -> None:
+    world = worker(GANG, TrainJobBuilder().obj())
+    api = world.apis["worker"]
+    api.discovery["scheduling.x-k8s.io/v1alpha1"] = ["podgroups"]
+    api.fail(Fault(404, "POST", "podgroups", times=1))  # its CRD deleted in between
+    world.run(KEY)
+    assert objects(world, c.JOB) == []
+    del api.discovery["scheduling.x-k8s.io/v1alpha1"]
+    world.settle(KEY)
+    (job,) = objects(world, c.JOB)  # asked again: not served, so ungrouped
+    assert c.COSCHEDULING_POD_GROUP_LABEL not in job["spec"]["template"]["metadata"]["labels"]
+    tj = world.get("worker", c.TRAINJOB, "tj")
+    assert condition(tj, "PodGroupPolicyIgnored") == ("True", "PodGroupPolicyIgnored")
+    assert [p for m, p in api.requests if p == COSCHEDULING_API] == [COSCHEDULING_API]
