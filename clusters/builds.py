@@ -54,6 +54,11 @@ KIND_VERSION = "v0.33.0"
 # in `./run test`; installed from npm, not built.
 TYPESCRIPT_VERSION = "5.9.3"
 TRAINER_PACKAGE = "github.com/kubeflow/trainer/v2"
+# Gang scheduling's PodGroup CRDs for a bed worker (clusters/podgroups.py): the scheduler-plugins'
+# from its module, Volcano's written by controller-gen from the API types Trainer v2.3 builds
+# against (clusters/gomod/crdgen pins both).
+SCHEDULER_PLUGINS_VERSION = "v0.33.5"
+CONTROLLER_TOOLS_VERSION = "v0.19.0"
 
 
 def _k8s_version_ldflags(version: str) -> list[str]:
@@ -85,6 +90,7 @@ class Build:
     trainer: bool = False  # a cluster with `trainer: true` needs it (built on demand)
     real: bool = False  # only real nodes need it (built on demand)
     kind: bool = False  # only the kind path needs it (`./run kind`, built on demand)
+    on_demand: bool = False  # built when first asked for (build_one), never by build_all
     tags: list[str] = field(default_factory=list)
     static: bool = False  # CGO_ENABLED=0: the binary goes into an image without a libc
     # Unified diffs (files in the wrapper module) applied to a copy of `patched`'s source (a
@@ -237,6 +243,12 @@ BUILDS: dict[str, Build] = {
                 )
             },
             trainer=True,
+        ),
+        Build(
+            "crdgen",
+            CONTROLLER_TOOLS_VERSION,
+            {"controller-gen": "sigs.k8s.io/controller-tools/cmd/controller-gen"},
+            on_demand=True,
         ),
         Build(
             "jobset",
@@ -425,7 +437,7 @@ def build_all(peer: bool = False, real: bool = False, trainer: bool = False) -> 
     for build in BUILDS.values():
         optional = build.peer or build.trainer
         wanted = not optional or (peer and build.peer) or (trainer and build.trainer)
-        if wanted and (real or not build.real) and not build.kind:
+        if wanted and (real or not build.real) and not build.kind and not build.on_demand:
             times[build.name] = build_one(build)
     total = sum(times.values())
     if total:

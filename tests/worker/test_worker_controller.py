@@ -352,7 +352,8 @@ def test_a_runtime_pod_group_policy_is_a_condition_and_the_job_still_runs(tjs: T
     tjs.create_runtime(runtime)
     tjs.create(trainjob("gang", runtime="gang", trainer={"numNodes": 2}))
     ignored = tjs.wait_condition("gang", "PodGroupPolicyIgnored", timeout=30)
-    assert "podGroupPolicy" in ignored["message"] and "not supported" in ignored["message"]
+    assert "podGroupPolicy.coscheduling" in ignored["message"]
+    assert "does not serve" in ignored["message"]
     tjs.wait_condition("gang", "Complete", timeout=60)
     reasons = [reason for reason, _ in tjs.events("gang")]
     assert reasons.count("PodGroupPolicyIgnored") == 1, reasons
