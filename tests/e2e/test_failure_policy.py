@@ -4,7 +4,8 @@ copies; the Job controller and Kueue real): jobs sent through MultiKueue whose p
 
 - `maxRestarts: 1`, pods failing on the first attempt only: one restart, then Complete on the
   manager with `status.restarts: 1` (brought back from the worker), JobSet's Warning there.
-- A rule that fails fast on that reason (FailJobSet): Failed at once, no restart.
+- A rule that fails fast on that reason and the Job controller's message (FailJobSet, an RE2
+  pattern), after a rule whose pattern does not match it: Failed at once, no restart.
 - Pods that always fail under `maxRestarts: 1`: Failed with JobSet's `ReachedMaxRestarts`
   after one restart."""
 
@@ -47,10 +48,17 @@ def test_failure_policies_restart_fail_fast_and_run_out(bed: Bed) -> None:
             "maxRestarts": 3,
             "rules": [
                 {
+                    "name": "oom",
+                    "action": "RestartJobSetAndIgnoreMaxRestarts",
+                    "onJobFailureMessagePatterns": ["OOMKilled"],
+                },
+                {
                     "name": "backoff",
                     "action": "FailJobSet",
                     "onJobFailureReasons": ["BackoffLimitExceeded"],
-                }
+                    # The Job controller says "Job has reached the specified backoff limit".
+                    "onJobFailureMessagePatterns": ["(?i)reached the specified BACKOFF limit$"],
+                },
             ],
         },
     )

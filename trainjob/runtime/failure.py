@@ -4,8 +4,9 @@ which rule applies, and whether the TrainJob fails or its Jobs are made again.
 - **No failurePolicy**: the first Job to fail fails the TrainJob (JobSet's `FailedJobs`).
 - **Rules**, in order: a rule applies to a failed Job when its `onJobFailureReasons` is empty
   or holds the reason of the Job's Failed condition (BackoffLimitExceeded, DeadlineExceeded,
-  PodFailurePolicy, ...), and its `targetReplicatedJobs` is empty or names the Job's
-  replicatedJob. The first rule that applies to some failed Job wins, with the earliest such
+  PodFailurePolicy, ...), its `onJobFailureMessagePatterns` is empty or one of them matches
+  somewhere in that condition's message, and its `targetReplicatedJobs` is empty or names the
+  Job's replicatedJob. The first rule that applies to some failed Job wins, with the earliest such
   failure; when none applies, `RestartJobSet` does, with the earliest failure of all.
 - **Actions**: `FailJobSet` fails it (`FailJobSetFailurePolicyAction`); `RestartJobSet`
   restarts it (`status.restarts` and `status.restartsCountTowardsMax` grow by one) while the
@@ -17,17 +18,25 @@ which rule applies, and whether the TrainJob fails or its Jobs are made again.
   gone (`restartStrategy: Recreate`, the default) or once all old ones are gone
   (`BlockingRecreate`).
 
-Not done here, and named by the RuntimeFieldsIgnored condition (fields.py): rules with
-`onJobFailureMessagePatterns` (a tenant's regular expression, which this controller will not
-run with a backtracking engine) and the per-Job actions `RestartJob` and
-`RestartJobAndIgnoreMaxRestarts` are skipped, as if they were not there; `InPlaceRestart`
-restarts by recreating, as `Recreate` does.
+The message patterns are a tenant's regular expressions in RE2's syntax (JobSet's, Go's
+regexp): they run on RE2 itself (google-re2), whose matching time grows with the message and
+never with backtracking, each compiled within MAX_PATTERN_MEMORY and kept (PATTERNS_KEPT). A
+pattern RE2 refuses, or longer than MAX_PATTERN_LENGTH, never matches (JobSet skips one that
+does not compile) and RuntimeFieldsIgnored names it.
+
+Not done here, and named by the RuntimeFieldsIgnored condition (fields.py): rules with the
+per-Job actions `RestartJob` and `RestartJobAndIgnoreMaxRestarts` are skipped, as if they were
+not there; `InPlaceRestart` restarts by recreating, as `Recreate` does.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
+
+import re2
 
 from kubecontrol.objects import Dict
 
@@ -51,17 +60,44 @@ REASON_RESTART_IGNORING_MAX = "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAct
 MESSAGE_RESTART_IGNORING_MAX = "applying RestartJobSetAndIgnoreMaxRestarts failure policy action"
 
 
+MAX_PATTERN_LENGTH = 1024
+MAX_PATTERN_MEMORY = 1 << 20  # bytes RE2 may use for one compiled pattern
+PATTERNS_KEPT = 64
+
+
+@functools.lru_cache(maxsize=PATTERNS_KEPT)
+def compiled(pattern: str) -> Any | None:
+    """`pattern` compiled by RE2, or None when it is not a pattern RE2 takes within bounds."""
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        return None
+    options = re2.Options()
+    options.log_errors = False
+    options.max_mem = MAX_PATTERN_MEMORY
+    try:
+        return re2.compile(pattern, options)
+    except re2.error:
+        return None
+
+
 @dataclass(frozen=True)
 class Rule:
     name: str
     action: str
     reasons: tuple[str, ...] = ()
     targets: tuple[str, ...] = ()
+    patterns: tuple[str, ...] = ()
 
     def applies(self, failed: Failed) -> bool:
-        return (not self.reasons or failed.reason in self.reasons) and (
-            not self.targets or failed.replicated_job in self.targets
+        return (
+            (not self.reasons or failed.reason in self.reasons)
+            and (not self.patterns or any(_matches(p, failed.message) for p in self.patterns))
+            and (not self.targets or failed.replicated_job in self.targets)
         )
+
+
+def _matches(pattern: str, message: str) -> bool:
+    found = compiled(pattern)
+    return found is not None and found.search(message) is not None
 
 
 @dataclass(frozen=True)
@@ -104,14 +140,13 @@ def parse(template_spec: Dict | None) -> FailurePolicy | None:
     for i, rule in enumerate(found.get("rules") or []):
         if not isinstance(rule, dict) or rule.get("action") not in DONE_ACTIONS:
             continue  # RestartJob*: not done here (fields.py names it)
-        if rule.get("onJobFailureMessagePatterns"):
-            continue  # not run here (fields.py names it)
         rules.append(
             Rule(
                 name=str(rule.get("name") or f"failurePolicyRule{i}"),
                 action=str(rule["action"]),
                 reasons=tuple(str(r) for r in rule.get("onJobFailureReasons") or []),
                 targets=tuple(str(t) for t in rule.get("targetReplicatedJobs") or []),
+                patterns=tuple(str(p) for p in rule.get("onJobFailureMessagePatterns") or []),
             )
         )
     max_restarts = found.get("maxRestarts")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kubecontrol.objects import Dict
+from trainjob.runtime import failure
 
 Treatment = Literal["honoured", "refused", "reported"]
 
@@ -195,8 +196,8 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field(
         "template.spec.failurePolicy.rules[].onJobFailureMessagePatterns",
-        "reported",
-        "a rule with patterns is skipped (RuntimeFieldsIgnored)",
+        "honoured",
+        "RE2 patterns, run by RE2; one it refuses never matches (RuntimeFieldsIgnored)",
         below=True,
     ),
     Field(
@@ -260,6 +261,8 @@ def _failure_policy_ignored(policy: object) -> list[str]:
         where = f"template.spec.failurePolicy.rules[{i}]"
         if rule.get("action") in ("RestartJob", "RestartJobAndIgnoreMaxRestarts"):
             found.append(f"{where}.action ({rule['action']})")
-        elif rule.get("onJobFailureMessagePatterns"):
-            found.append(f"{where}.onJobFailureMessagePatterns")
+            continue
+        for j, pattern in enumerate(rule.get("onJobFailureMessagePatterns") or []):
+            if failure.compiled(str(pattern)) is None:
+                found.append(f"{where}.onJobFailureMessagePatterns[{j}] (not an RE2 pattern)")
     return found

@@ -84,10 +84,41 @@ def test_the_policy_is_read_from_the_template_leaving_out_what_is_not_done_here(
         }
     }
     assert failure.parse(spec) == FailurePolicy(
-        2, True, (Rule("failurePolicyRule1", "FailJobSet", ("DeadlineExceeded",)),)
+        2,
+        True,
+        (
+            Rule("failurePolicyRule1", "FailJobSet", ("DeadlineExceeded",)),
+            Rule("p", "FailJobSet", patterns=(".*",)),
+        ),
     )
     assert failure.parse({}) is None
     assert failure.parse({"failurePolicy": {"maxRestarts": -3}}) == FailurePolicy()
+
+
+@pytest.mark.parametrize(
+    ("patterns", "applies"),
+    [
+        (["OOM"], True),  # anywhere in the message, as Go's regexp.MatchString finds it
+        (["^Pod .* was OOMKilled$"], False),
+        (["^Job has reached"], True),
+        (["(?i)backoff LIMIT"], True),
+        (["nothing", "specified"], True),  # any of them
+        (["(?<=x)y", "[unclosed"], False),  # RE2 refuses them: they never match
+        (["(a+)+$"], False),  # no backtracking: linear in the message
+    ],
+)
+def test_message_patterns_are_re2_expressions_searched_in_the_jobs_failure_message(
+    patterns: list[str], applies: bool
+) -> None:
+    rule = Rule("r", "FailJobSet", patterns=tuple(patterns))
+    failed = failure.Failed(
+        "tj-node-0",
+        "node",
+        "BackoffLimitExceeded",
+        "Job has reached the specified backoff limit (pod tj-node-0-0 OOM)" + "a" * 20000 + "!",
+        "2026-11-22T12:00:00Z",
+    )
+    assert rule.applies(failed) is applies
 
 
 # ---- the worker controller's passes --------------------------------------------------------

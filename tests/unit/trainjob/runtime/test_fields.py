@@ -82,13 +82,20 @@ def test_the_counts_docs_differences_gives_are_the_schemas() -> None:
                     "rules": [
                         {"name": "a", "action": "RestartJob"},
                         {"name": "b", "action": "FailJobSet", "onJobFailureReasons": ["X"]},
-                        {"name": "c", "action": "FailJobSet", "onJobFailureMessagePatterns": ["x"]},
+                        {
+                            "name": "c",
+                            "action": "FailJobSet",
+                            "onJobFailureMessagePatterns": ["x", "(?<=y)z", "a" * 1025],
+                        },
                     ]
                 }
             },
             [
                 "template.spec.failurePolicy.rules[0].action (RestartJob)",
-                "template.spec.failurePolicy.rules[2].onJobFailureMessagePatterns",
+                "template.spec.failurePolicy.rules[2].onJobFailureMessagePatterns[1] "
+                "(not an RE2 pattern)",
+                "template.spec.failurePolicy.rules[2].onJobFailureMessagePatterns[2] "
+                "(not an RE2 pattern)",
             ],
         ),
         ({"coordinator": {"replicatedJob": "node"}}, ["template.spec.coordinator"]),
