@@ -191,8 +191,8 @@ FIELDS: tuple[Field, ...] = (
     Field(
         "template.spec.failurePolicy.rules[].action",
         "honoured",
-        "FailJobSet, RestartJobSet, RestartJobSetAndIgnoreMaxRestarts; a RestartJob rule is "
-        "skipped (RuntimeFieldsIgnored)",
+        "FailJobSet, RestartJobSet, RestartJobSetAndIgnoreMaxRestarts; a RestartJob rule (JobSet "
+        "v0.12's alpha gate, off by default) is skipped (RuntimeFieldsIgnored)",
     ),
     Field(
         "template.spec.failurePolicy.rules[].onJobFailureMessagePatterns",
