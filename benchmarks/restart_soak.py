@@ -194,7 +194,9 @@ def main() -> int:
                 break
             time.sleep(5)
         total = time.monotonic() - start
-        lost, miscounted, restarts = [], [], Counter()
+        lost: list[str] = []
+        miscounted: list[str] = []
+        restarts: Counter[int] = Counter()
         for job, k in failing.items():
             obj = state.get(job, {})
             want = (

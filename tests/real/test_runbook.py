@@ -8,7 +8,9 @@ out first and brought back after: step 1 installs Kueue from its release manifes
 from its module as its release renders them, with the image of Kueue the bed builds from that
 module. What is substituted: the manifests' URL by that file, their `imagePullPolicy: Always` by
 `IfNotPresent` (no registry is reachable), each worker's address as the manager's pods reach
-it (in the runbook's copy of examples/install/fleet.env, the one place that names the workers).
+it, and the release's URL by a directory of the assets `python -m release.assets` builds as the
+release workflow does, the image named by the tag the bed loads (all in the runbook's copy of
+examples/install/fleet.env, the one place that names the workers and the release).
 Blocks fenced as `bash skip-in-test` are not run.
 """
 
@@ -26,6 +28,7 @@ from clusters.bed import Bed
 from clusters.config import REPO_ROOT
 from clusters.kube import load_manifests
 from clusters.kueue import release_manifests
+from release import assets
 from tests.support.runbook import clean_up, merged_kubeconfig, run_blocks, shell_blocks
 
 pytestmark = [pytest.mark.realnodes, pytest.mark.first, pytest.mark.timeout(1200)]
@@ -33,6 +36,7 @@ pytestmark = [pytest.mark.realnodes, pytest.mark.first, pytest.mark.timeout(1200
 DOCS = REPO_ROOT / "docs"
 KUEUE_RELEASES = "https://github.com/kubernetes-sigs/kueue/releases/download"
 KUEUE_MANIFESTS = f"{KUEUE_RELEASES}/{builds.KUEUE_VERSION}/manifests.yaml"
+OUR_RELEASES = "https://github.com/trainjob-dev/trainjob-multicluster/releases/download"
 
 
 FLEET_ENV = "examples/install/fleet.env"  # the runbook's one list of clusters
@@ -64,6 +68,10 @@ def test_the_install_runbook_then_the_uninstall_keep_what_they_say(
         placeholder = f"https://{worker}.example.com:6443"
         assert placeholder in fleet_env
         fleet_env = fleet_env.replace(placeholder, real_bed.pod_server(worker))
+    release = f"{OUR_RELEASES}/v{assets.chart_version()}"
+    assert f"RELEASE={release}\n" in fleet_env
+    assets.build(tmp_path / "release", assets.DEFAULT_IMAGE)
+    fleet_env = fleet_env.replace(release, str(tmp_path / "release"))
     (tmp_path / "fleet.env").write_text(fleet_env)
     assert runbook.count(f". {FLEET_ENV}\n") >= 10, "every block reads the one list"
     runbook = runbook.replace(f". {FLEET_ENV}\n", f". {tmp_path / 'fleet.env'}\n")

@@ -1,0 +1,169 @@
+"""A release's assets, built the one way the release workflow (.github/workflows/release.yml)
+and `./run test` (tests/unit/release/test_assets.py) both build them:
+
+    python -m release.assets --image ghcr.io/OWNER/trainjob-multicluster --out out
+    python -m release.assets --image ... --digest sha256:... --out out   # pinned by digest
+
+- `manager.yaml`, `worker.yaml`, `worker-identity.yaml`: `kubectl kustomize deploy/<role>`,
+  every object a cluster needs from nothing (the namespace, the CRDs, RBAC, the Deployments,
+  the webhooks, in an order `kubectl apply --server-side -f` takes in one go), our image named
+  `<image>:<version>` (or `<image>@<digest>`);
+- `crds.tar.gz`: `crds/`, the CRDs themselves and their kustomization (never the link that
+  `crds` is in a checkout), for `kubectl apply --server-side -k crds/` after an upgrade;
+- `trainjob-multicluster-<version>.tgz`: the chart, `helm package`d (the workflow pushes it as
+  an OCI artifact);
+- `SHA256SUMS`: the sha256 of each, as `sha256sum -c` reads it.
+
+The version is the chart's (Chart.yaml's version and appVersion must agree). kubectl and helm
+are taken from $KUBECTL / $HELM, else from PATH, else the bed's builds (`python -m clusters
+build`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+CHART = REPO / "charts" / "trainjob-multicluster"
+CRDS = CHART / "crds"
+DEFAULT_IMAGE = "ghcr.io/trainjob-dev/trainjob-multicluster"
+ROLES = {
+    "manager": "the manager cluster: the dispatcher, its webhooks and APIService",
+    "worker": "a worker cluster: the worker controller and the manager's identity",
+    "worker-identity": "a worker running Kubeflow Trainer: only the manager's identity",
+}
+Dict = dict[str, Any]
+
+
+def tool(name: str) -> str:
+    """kubectl or helm: $KUBECTL / $HELM, else PATH, else the bed's build of it."""
+    found = os.environ.get(name.upper()) or shutil.which(name)
+    if found:
+        return found
+    from clusters import builds  # the bed's, for `./run test` on a machine without them
+
+    built = builds.binary(name)
+    if not built.is_file():
+        raise SystemExit(f"{name} is not on PATH, nor built (python -m clusters build)")
+    return str(built)
+
+
+def chart_version() -> str:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    if str(chart["version"]) != str(chart["appVersion"]):
+        raise SystemExit(
+            f"Chart.yaml: version {chart['version']} and appVersion {chart['appVersion']} differ"
+        )
+    return str(chart["version"])
+
+
+def image_ref(image: str, version: str, digest: str | None) -> str:
+    return f"{image}@{digest}" if digest else f"{image}:{version}"
+
+
+def containers(obj: Dict) -> list[Dict]:
+    """The containers of a Deployment's or a CronJob's pods (none for other kinds)."""
+    spec: Dict = obj.get("spec") or {}
+    if obj.get("kind") == "CronJob":
+        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    pod: Dict = (spec.get("template") or {}).get("spec") or {}
+    return [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]
+
+
+def manifest(role: str, ref: str, version: str) -> str:
+    """`kubectl kustomize deploy/<role>` with our image as `ref`."""
+    out = subprocess.run(
+        [tool("kubectl"), "kustomize", str(REPO / "deploy" / role)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"kubectl kustomize deploy/{role} failed:\n{out.stderr}")
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    for ctr in (ctr for doc in docs for ctr in containers(doc)):
+        if str(ctr.get("image", "")).split("@")[0].rsplit(":", 1)[0] != DEFAULT_IMAGE:
+            raise SystemExit(f"deploy/{role} runs an image that is not ours: {ctr.get('image')}")
+        ctr["image"] = ref
+    header = (
+        f"# trainjob-multicluster {version}: {ROLES[role]}.\n"
+        f"# Kueue first (docs/install.md), then: kubectl apply --server-side -f {role}.yaml\n"
+    )
+    return header + yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def crds_archive() -> bytes:
+    """crds/ as files (gzip and tar headers without times or owners: the same bytes for the
+    same CRDs)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for path in sorted(CRDS.iterdir()):
+            if not path.is_file():
+                continue
+            data = path.read_bytes()
+            info = tarfile.TarInfo(f"crds/{path.name}")
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(buf.getvalue(), compresslevel=9, mtime=0)
+
+
+def chart_package(out: Path, version: str) -> Path:
+    done = subprocess.run(
+        [tool("helm"), "package", str(CHART), "--destination", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    path = out / f"trainjob-multicluster-{version}.tgz"
+    if done.returncode != 0 or not path.is_file():
+        raise SystemExit(f"helm package failed:\n{done.stdout}{done.stderr}")
+    return path
+
+
+def build(out: Path, image: str, digest: str | None = None) -> list[Path]:
+    """Write every asset into `out`; returns them, SHA256SUMS last."""
+    version = chart_version()
+    ref = image_ref(image, version, digest)
+    out.mkdir(parents=True, exist_ok=True)
+    assets = []
+    for role in ROLES:
+        path = out / f"{role}.yaml"
+        path.write_text(manifest(role, ref, version))
+        assets.append(path)
+    archive = out / "crds.tar.gz"
+    archive.write_bytes(crds_archive())
+    assets += [archive, chart_package(out, version)]
+    sums = out / "SHA256SUMS"
+    sums.write_text(
+        "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}\n" for p in assets)
+    )
+    return [*assets, sums]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--image", default=DEFAULT_IMAGE, help="the image's repository")
+    parser.add_argument("--digest", help="sha256:... to name the image by digest")
+    parser.add_argument("--out", type=Path, default=REPO / "out")
+    args = parser.parse_args(argv)
+    for path in build(args.out, args.image, args.digest):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
