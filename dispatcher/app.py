@@ -23,7 +23,7 @@ from trainjob import constants as c
 
 def main(argv: list[str] | None = None) -> int:
     settings, verbose = DispatcherSettings.from_argv(argv, "python -m dispatcher", __doc__)
-    controller.setup_logging(verbose)
+    controller.setup_logging(settings, verbose)
     manager = controller.connect(settings, c.DISPATCHER_FIELD_MANAGER)
     ctx = Context(settings=settings, manager=manager)
     manager.may_write = ctx.leads

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from pythonjsonlogger.json import JsonFormatter
 
 from kubecontrol import certs, metrics
 from kubecontrol.aggregated import AggregatedApi, ApiGroup, FrontProxy
@@ -68,13 +69,24 @@ class Watch:
     optional: bool = False
 
 
-def setup_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    # aiohttp logs every admission call it serves (and formats the line first): --verbose only.
-    logging.getLogger("aiohttp.access").setLevel(logging.DEBUG if verbose else logging.WARNING)
+def setup_logging(ours: ControllerSettings, verbose: bool = False) -> None:
+    """Log at `--log-level` (debug with --verbose), as text or as JSON lines (`--log-format`)."""
+    level = logging.DEBUG if verbose else getattr(logging, ours.log_level.upper())
+    handler = logging.StreamHandler()
+    if ours.log_format == "json":
+        handler.setFormatter(
+            JsonFormatter(
+                "%(levelname)s %(name)s %(message)s",
+                rename_fields={"levelname": "level", "name": "logger"},
+                timestamp="time",
+            )
+        )
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+    # aiohttp logs every admission call it serves (and formats the line first): debug only.
+    access = logging.DEBUG if level <= logging.DEBUG else logging.WARNING
+    logging.getLogger("aiohttp.access").setLevel(access)
 
 
 IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")

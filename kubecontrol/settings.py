@@ -14,7 +14,7 @@ import sys
 import typing
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 import yaml
 from pydantic import (
@@ -36,6 +36,14 @@ class ControllerSettings(BaseModel):
         "in-cluster, then ~/.kube/config)",
     )
     cluster_name: str = Field(default="cluster", description="name used in every log line")
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="log lines as text, or one JSON object a line for a log pipeline (time, "
+        "level, logger, message, and exc_info with a traceback)",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="the least severe level logged (--verbose: debug)"
+    )
     bind_address: str = Field(
         default="0.0.0.0",
         description="address the probes, metrics and webhook servers listen on",

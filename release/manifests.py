@@ -2,7 +2,8 @@
 (charts/trainjob-multicluster) is where the manifests are written, each controller's settings
 model is where its settings are (docs/configuration.md), trainjob/vocabulary.py where the
 status conditions are (docs/user-guide.md), trainjob/story.py where the story's fields are
-(docs/usage.md, kubectl_trainjob/ui/story.d.ts). `./run manifests` runs this.
+(docs/usage.md, kubectl_trainjob/ui/story.d.ts), the chart's values.yaml where its README's
+table is (release/chart_readme.py). `./run manifests` runs this.
 
     python -m release.manifests          # write them
     python -m release.manifests --check  # exit 1 if any differs from what its source gives
@@ -25,6 +26,7 @@ from clusters.chart import REPO, for_kubectl, template
 from clusters.errors import BedError
 from dispatcher.settings import DispatcherSettings
 from release import story_docs
+from release.chart_readme import readme
 from trainjob import vocabulary
 from trainjob.runtime import fields
 from trainjob.story import TrainJobStory, Worker
@@ -116,6 +118,7 @@ def settings_table(model: type[BaseModel]) -> str:
 USER_GUIDE = REPO / "docs" / "user-guide.md"
 USAGE = REPO / "docs" / "usage.md"
 STORY_TYPES = REPO / "kubectl_trainjob" / "ui" / "story.d.ts"
+CHART_DIR = REPO / "charts" / "trainjob-multicluster"
 
 
 def _section(doc: Path, text: str, what: str, body: str) -> str:
@@ -171,6 +174,10 @@ def differences(text: str) -> str:
     return _section(DIFFERENCES, text, "the runtime's fields", runtime_fields_table())
 
 
+def chart_readme(_text: str) -> str:
+    return readme(CHART_DIR)
+
+
 def story_types(_text: str) -> str:
     return story_docs.typescript()
 
@@ -196,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         (USAGE, usage, "the story's fields"),
         (DIFFERENCES, differences, "the runtime's fields"),
         (STORY_TYPES, story_types, "the story's types"),
+        (CHART_DIR / "README.md", chart_readme, "the chart's README"),
     ):
         text = doc.read_text() if doc.is_file() else ""
         if written(text) == text:

@@ -15,7 +15,7 @@ from worker_controller.watches import on_leading, on_synced, watches
 
 def main(argv: list[str] | None = None) -> int:
     settings, verbose = WorkerSettings.from_argv(argv, "python -m worker_controller", __doc__)
-    controller.setup_logging(verbose)
+    controller.setup_logging(settings, verbose)
     ctx = Context(settings=settings, cluster=controller.connect(settings, c.WORKER_FIELD_MANAGER))
     if settings.progress_reports:
         ctx.progress_url, ctx.progress_ca = progress.base_url(settings), CaBundle(settings)

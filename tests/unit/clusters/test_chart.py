@@ -484,6 +484,9 @@ def _series_in(expr: str) -> set[str]:
 
 def test_the_alerts_parse_and_read_only_series_that_exist() -> None:
     served = _series_served() | KUBE_STATE_SERIES
+    version = yaml.safe_load((REPO_ROOT / "charts/trainjob-multicluster/Chart.yaml").read_text())[
+        "appVersion"
+    ]
     alerts = {}
     for role in ("manager", "worker"):
         docs = _by_kind(
@@ -502,6 +505,10 @@ def test_the_alerts_parse_and_read_only_series_that_exist() -> None:
                 assert f'job="{name}-webhook"' in item["expr"], item
                 assert 'namespace="tj-system"' in item["expr"], item
             assert item["labels"]["severity"] in ("warning", "critical")
+            # Its runbook: this version's operations guide, at the alert's own row.
+            page = f"https://github.com/trainjob-dev/trainjob-multicluster/blob/v{version}"
+            want = f"{page}/docs/operations.md#alert-{item['alert'].lower()}"
+            assert item["annotations"]["runbook_url"] == want
         alerts[role] = {item["alert"] for item in group["rules"]}
     common = {"TrainJobControllerNoLeader", "TrainJobControllerAPIErrors",
               "TrainJobControllerQueueBacklog"}  # fmt: skip
@@ -511,9 +518,23 @@ def test_the_alerts_parse_and_read_only_series_that_exist() -> None:
         "TrainJobWorkerSecretRenewalFailed",
         "TrainJobWorkerSecretRenewalStale",
     }
-    # Every alert is explained in the operations guide.
+    # Every alert is explained in the operations guide, in the row its runbook_url names.
     guide = (REPO_ROOT / "docs" / "operations.md").read_text()
-    assert all(f"`{alert}`" in guide for alert in alerts["manager"]), alerts
+    for alert in alerts["manager"]:
+        assert f'| <a id="alert-{alert.lower()}"></a>`{alert}` |' in guide, alert
+    # A base of the platform's own (a wiki, an internal mirror of the docs).
+    rule = _by_kind(
+        chart.template(
+            {
+                "role": "worker",
+                "metrics": {
+                    "prometheusRule": {"enabled": True, "runbookBaseUrl": "https://wiki/tj"}
+                },
+            }
+        )
+    )[("PrometheusRule", "trainjob-worker-controller")]
+    urls = [r["annotations"]["runbook_url"] for r in rule["spec"]["groups"][0]["rules"]]
+    assert urls[0] == "https://wiki/tj#alert-trainjobcontrollernoleader"
 
 
 def test_the_dashboard_reads_only_series_that_exist() -> None:
