@@ -1,11 +1,14 @@
 """`kubectl trainjob`: TrainJobs across a MultiKueue manager and its workers, in one view.
 
-    kubectl trainjob list [-A]
-    kubectl trainjob describe NAME
+    kubectl trainjob list [-A] [-o json|yaml]
+    kubectl trainjob describe NAME [-o json|yaml]
     kubectl trainjob logs NAME [-f] [--node N] [--replicated-job node] [-c CONTAINER]
-    kubectl trainjob progress NAME [-w]
+                              [--pod POD] [-p] [--since 10m] [--timestamps] [--tail N]
+    kubectl trainjob progress NAME [-w] [-o json|yaml]
     kubectl trainjob ui [--port P] [--namespaces A,B] [--no-browser]
     kubectl trainjob ui --behind-proxy --public-host H --address 0.0.0.0 --port 8080
+    kubectl trainjob completion bash|zsh|tcsh
+    kubectl trainjob --version
 
 Installed as the console script `kubectl-trainjob`, which kubectl finds on PATH. It talks to
 the manager with your kubeconfig (`--kubeconfig`, `--context`, `-n`). A TrainJob's logs and
@@ -23,15 +26,16 @@ import argparse
 import base64
 import datetime as dt
 import json
+import re
 import sys
-import time
 from typing import Any
 
 import yaml
-from kubernetes import client, config
+from kubernetes import client, config, watch
 
 from kubecontrol.kubeconfig import vet_kubeconfig
 from kubecontrol.objects import Dict
+from kubecontrol.version import VERSION
 from kubectl_trainjob.view import (
     WorkerView,
     describe,
@@ -43,7 +47,7 @@ from kubectl_trainjob.view import (
 from trainjob import constants as c
 from trainjob.story import Copy, TrainJobStory, event_of, pod_of
 from trainjob.views import TrainJobView
-from trainjob.workload import WorkloadView
+from trainjob.workload import JOB_UID_LABEL, WorkloadView
 
 TIMEOUT = 10  # seconds for each request; an unreachable worker is said, not waited for
 STORY_API = f"/apis/view.{c.DOMAIN}/v1alpha1"
@@ -179,8 +183,15 @@ def _trainjob(clusters: Clusters, name: str) -> TrainJobView:
 
 
 def _workload(clusters: Clusters, tj: TrainJobView) -> WorkloadView | None:
+    """Its Workload, selected by the API server: Kueue's label of the job's UID (which the
+    dispatcher's Workloads carry too), kept only when the TrainJob owns it."""
     items = clusters.custom().list_namespaced_custom_object(
-        c.KUEUE_GROUP, c.KUEUE_VERSION, clusters.namespace, "workloads", _request_timeout=TIMEOUT
+        c.KUEUE_GROUP,
+        c.KUEUE_VERSION,
+        clusters.namespace,
+        "workloads",
+        label_selector=f"{JOB_UID_LABEL}={tj.uid}",
+        _request_timeout=TIMEOUT,
     )["items"]
     found = (WorkloadView(x) for x in items)
     return next(
@@ -188,14 +199,27 @@ def _workload(clusters: Clusters, tj: TrainJobView) -> WorkloadView | None:
     )
 
 
+SELECTED_EVENTS = 8  # objects whose Events are selected by the API server, one request each
+
+
 def _events(api: client.ApiClient, namespace: str, names: set[str]) -> list[Dict]:
-    """Events of the objects named `names`; of pods, only the warnings."""
-    items = client.CoreV1Api(api).list_namespaced_event(namespace, _request_timeout=TIMEOUT).items
+    """Events of the objects named `names` (the API server selects them, a request per name,
+    for a few; the namespace's, filtered here, for more); of pods, only the warnings."""
+    core = client.CoreV1Api(api)
+    if len(names) <= SELECTED_EVENTS:
+        found = []
+        for name in sorted(names):
+            found += core.list_namespaced_event(
+                namespace, field_selector=f"involvedObject.name={name}", _request_timeout=TIMEOUT
+            ).items
+    else:
+        every = core.list_namespaced_event(namespace, _request_timeout=TIMEOUT).items
+        found = [e for e in every if e.involved_object.name in names]
+    found.sort(key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp)
     return [
         api.sanitize_for_serialization(e)
-        for e in items
-        if e.involved_object.name in names
-        and (e.involved_object.kind != "Pod" or e.type == "Warning")
+        for e in found
+        if e.involved_object.kind != "Pod" or e.type == "Warning"
     ]
 
 
@@ -223,6 +247,13 @@ def _where_it_runs(clusters: Clusters, tj: TrainJobView) -> tuple[str, client.Ap
     return "this cluster", clusters.manager
 
 
+def _as(output: str, obj: Any) -> str:
+    """`obj` as JSON or YAML (`-o`), as kubectl prints an object."""
+    if output == "json":
+        return json.dumps(obj, indent=4, sort_keys=False, default=str)
+    return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False).rstrip("\n")
+
+
 def cmd_list(clusters: Clusters, args: argparse.Namespace) -> str:
     group, version, plural = c.TRAINER_GROUP, c.TRAINER_VERSION, c.TRAINJOB_PLURAL
     custom = clusters.custom()
@@ -234,6 +265,8 @@ def cmd_list(clusters: Clusters, args: argparse.Namespace) -> str:
         items = custom.list_namespaced_custom_object(
             group, version, clusters.namespace, plural, _request_timeout=TIMEOUT
         )["items"]
+    if args.output:
+        return _as(args.output, {"apiVersion": "v1", "kind": "List", "items": items})
     if not items:
         where = "any namespace" if args.all_namespaces else f"namespace {clusters.namespace}"
         return f"No TrainJobs found in {where}."
@@ -243,6 +276,12 @@ def cmd_list(clusters: Clusters, args: argparse.Namespace) -> str:
 
 
 def cmd_describe(clusters: Clusters, args: argparse.Namespace) -> str:
+    if args.output and clusters.story_api():  # the story itself, as the manager serves it
+        path = f"{STORY_API}/namespaces/{clusters.namespace}/trainjobs/{args.name}/story"
+        try:
+            return _as(args.output, clusters.get(path))
+        except Exception as exc:
+            raise PluginError(f"cannot read the story of {args.name}: {_reason(exc)}") from None
     tj = _trainjob(clusters, args.name)
     ns, name = clusters.namespace, args.name
     workload = _workload(clusters, tj)
@@ -254,6 +293,27 @@ def cmd_describe(clusters: Clusters, args: argparse.Namespace) -> str:
         view = _worker_view_of_story(clusters, name, worker_name)
     elif worker_name:
         view = _worker_view_direct(clusters, name, worker_name)
+    if args.output:  # no story API on this manager: what was read, as read
+        worker = None
+        if view is not None:
+            worker = {
+                "name": view.name,
+                "error": view.error,
+                "copy": view.copy.model_dump(by_alias=True, exclude_none=True)
+                if view.copy
+                else None,
+                "pods": [p.model_dump(by_alias=True, exclude_none=True) for p in view.pods],
+                "events": [e.model_dump(by_alias=True, exclude_none=True) for e in view.events],
+            }
+        return _as(
+            args.output,
+            {
+                "trainJob": tj.raw,
+                "workload": workload.raw if workload else None,
+                "events": [e.model_dump(by_alias=True, exclude_none=True) for e in events],
+                "worker": worker,
+            },
+        )
     return describe(tj, workload, events, view, dt.datetime.now(dt.UTC))
 
 
@@ -311,13 +371,18 @@ def cmd_logs(clusters: Clusters, args: argparse.Namespace) -> str:
     selector = (
         f"{c.REPLICATED_JOB_NAME_LABEL}={args.replicated_job},{c.JOB_COMPLETION_INDEX}={args.node}"
     )
+    if args.pod:
+        selector = ""  # the pod named, if it is one of the TrainJob's
     try:
         pods = _pods(api, clusters.namespace, args.name, selector)
     except Exception as exc:
         raise PluginError(f"cannot list pods on {where}: {_reason(exc)}") from None
+    if args.pod:
+        pods = [p for p in pods if p["metadata"]["name"] == args.pod]
     if not pods:
+        which = f"named {args.pod}" if args.pod else f"with {selector}"
         raise PluginError(
-            f"no pod of TrainJob {args.name} with {selector} on {where} "
+            f"no pod of TrainJob {args.name} {which} on {where} "
             f"({state_of(tj)}; pods are removed once a finished job is cleaned up)"
         )
     pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "")
@@ -331,6 +396,9 @@ def cmd_logs(clusters: Clusters, args: argparse.Namespace) -> str:
             container=container or containers[0],
             follow=args.follow,
             tail_lines=args.tail,
+            previous=args.previous,
+            since_seconds=args.since,
+            timestamps=args.timestamps,
             _preload_content=False,
             _request_timeout=None if args.follow else TIMEOUT,
         )
@@ -356,6 +424,10 @@ def _logs_through_the_manager(clusters: Clusters, args: argparse.Namespace) -> s
             container=args.container,
             follow="true" if args.follow else None,
             tailLines=None if args.tail is None else str(args.tail),
+            pod=args.pod,
+            previous="true" if args.previous else None,
+            sinceSeconds=None if args.since is None else str(args.since),
+            timestamps="true" if args.timestamps else None,
         )
         for chunk in answer.stream(4096):
             sys.stdout.write(chunk.decode(errors="replace"))
@@ -365,27 +437,68 @@ def _logs_through_the_manager(clusters: Clusters, args: argparse.Namespace) -> s
     return ""
 
 
-PROGRESS_POLL_SECONDS = 2.0
+WATCH_SECONDS = 300  # a watch is opened again after this, from where it stopped
+
+
+def _progress_line(tj: TrainJobView) -> str:
+    bar = progress_bar(tj, dt.datetime.now(dt.UTC)) or "no progress reported (yet)"
+    return f"{state_of(tj):<9} {bar}"
+
+
+def _progress_of(tj: TrainJobView) -> Dict:
+    return {"state": state_of(tj), "trainerStatus": tj.status.get("trainerStatus")}
+
+
+def _ended(tj: TrainJobView) -> bool:
+    return state_of(tj) == "Complete" or state_of(tj).startswith("Failed")
 
 
 def cmd_progress(clusters: Clusters, args: argparse.Namespace) -> str:
     """The TrainJob's state and the progress its training reported (status.trainerStatus,
-    brought back from its worker); with --watch, a new line at each change until it ends."""
+    brought back from its worker); with --watch, a new line at each change until it ends,
+    from a watch of that one TrainJob (the API server announces each change)."""
+    tj = _trainjob(clusters, args.name)
+    if not args.watch:
+        return _as(args.output, _progress_of(tj)) if args.output else _progress_line(tj)
     shown = None
+    version = tj.resource_version
     while True:
-        tj = _trainjob(clusters, args.name)
-        now = dt.datetime.now(dt.UTC)
-        bar = progress_bar(tj, now) or "no progress reported (yet)"
-        line = f"{state_of(tj):<9} {bar}"
-        if not args.watch:
-            return line
         said = (state_of(tj), tj.status.get("trainerStatus"))
         if said != shown:
-            print(printable(line), flush=True)
+            out = _as("json", _progress_of(tj)).replace("\n", "") if args.output else None
+            print(printable(out or _progress_line(tj)), flush=True)
             shown = said
-        if state_of(tj) in ("Complete",) or state_of(tj).startswith("Failed"):
+        if _ended(tj):
             return ""
-        time.sleep(PROGRESS_POLL_SECONDS)
+        tj, version = _next_version(clusters, args.name, version)
+
+
+def _next_version(clusters: Clusters, name: str, version: str | None) -> tuple[TrainJobView, str]:
+    """The TrainJob's next change, from a watch of it by name that starts at `version`; a
+    watch that ends or expires (410) reads it again."""
+    stream = watch.Watch().stream(
+        clusters.custom().list_namespaced_custom_object,
+        c.TRAINER_GROUP,
+        c.TRAINER_VERSION,
+        clusters.namespace,
+        c.TRAINJOB_PLURAL,
+        field_selector=f"metadata.name={name}",
+        resource_version=version,
+        timeout_seconds=WATCH_SECONDS,
+        _request_timeout=WATCH_SECONDS + TIMEOUT,
+    )
+    try:
+        for event in stream:
+            if event["type"] == "DELETED":
+                raise PluginError(f"TrainJob {name} was deleted")
+            if event["type"] in ("ADDED", "MODIFIED"):
+                tj = TrainJobView(event["object"])
+                return tj, str(tj.resource_version or version or "")
+    except client.ApiException as exc:
+        if exc.status != 410:
+            raise PluginError(f"cannot watch TrainJob {name}: {_reason(exc)}") from None
+    tj = _trainjob(clusters, name)
+    return tj, str(tj.resource_version or "")
 
 
 def _connection_flags(p: argparse.ArgumentParser, default: Any) -> None:
@@ -418,12 +531,34 @@ def _connection_flags(p: argparse.ArgumentParser, default: Any) -> None:
     )
 
 
+_DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+
+
+def duration(text: str) -> int:
+    """`--since`: a duration as kubectl reads it (`30s`, `5m`, `1h30m`), in whole seconds."""
+    match = _DURATION.fullmatch(text.strip())
+    if not text.strip() or match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 30s, 5m, 1h30m)")
+    hours, minutes, seconds = (int(x or 0) for x in match.groups())
+    total = hours * 3600 + minutes * 60 + seconds
+    if total < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: at least one second")
+    return total
+
+
+def _output(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument(
+        "-o", "--output", choices=["json", "yaml"], help="the object, as kubectl -o prints one"
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="kubectl trainjob",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--version", action="version", version=f"kubectl-trainjob {VERSION}")
     _connection_flags(p, None)
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -434,9 +569,11 @@ def parser() -> argparse.ArgumentParser:
 
     ls = command("list", "TrainJobs on the manager, with their worker and state")
     ls.add_argument("-A", "--all-namespaces", action="store_true")
+    _output(ls)
     ls.set_defaults(run=cmd_list)
     desc = command("describe", "a TrainJob on the manager and on its worker")
     desc.add_argument("name")
+    _output(desc)
     desc.set_defaults(run=cmd_describe)
     logs = command("logs", "a TrainJob's pod logs, from the worker that runs it")
     logs.add_argument("name")
@@ -445,13 +582,23 @@ def parser() -> argparse.ArgumentParser:
     logs.add_argument("--replicated-job", default=c.NODE_REPLICATED_JOB)
     logs.add_argument("-c", "--container", help=f"default: {c.NODE_CONTAINER}, else the first")
     logs.add_argument("--tail", type=int, help="the last lines only")
+    logs.add_argument("--pod", help="this pod of the TrainJob (default: --replicated-job, --node)")
+    logs.add_argument(
+        "-p", "--previous", action="store_true", help="the container's previous run (restarted)"
+    )
+    logs.add_argument("--since", type=duration, help="only what came in this last while (5m)")
+    logs.add_argument("--timestamps", action="store_true", help="each line's time first")
     logs.set_defaults(run=cmd_logs)
     prog = command("progress", "the progress a TrainJob's training reported, as a bar")
     prog.add_argument("name")
     prog.add_argument("-w", "--watch", action="store_true", help="a line at each change")
+    _output(prog)
     prog.set_defaults(run=cmd_progress)
+    done = sub.add_parser("completion", help="a shell's completion script for kubectl-trainjob")
+    done.add_argument("shell", choices=["bash", "zsh", "tcsh"])
+    done.set_defaults(run=cmd_completion, connect=False)
     ui = command("ui", "a read-only web view of TrainJobs and workers, with your identity")
-    ui.add_argument("--port", type=int, default=8001, help="0: any free port (default 8001)")
+    ui.add_argument("--port", type=int, default=0, help="default 0: a free port")
     ui.add_argument("--address", default="127.0.0.1", help="a loopback address only")
     ui.add_argument(
         "--namespaces",
@@ -473,6 +620,17 @@ def parser() -> argparse.ArgumentParser:
     )
     ui.set_defaults(run=cmd_ui, connect=False)
     return p
+
+
+def cmd_completion(_clusters: Clusters | None, args: argparse.Namespace) -> str:
+    """A completion script of the commands and flags, for `kubectl-trainjob` (and, through
+    kubectl's plugin completion, `kubectl trainjob`)."""
+    import shtab
+
+    command = parser()
+    command.prog = "kubectl-trainjob"  # the name the shell completes (a function's name)
+    script: str = shtab.complete(command, shell=args.shell)
+    return script
 
 
 def cmd_ui(_clusters: Clusters | None, args: argparse.Namespace) -> str:

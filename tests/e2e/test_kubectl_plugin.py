@@ -4,6 +4,7 @@ and what it says when the worker cannot be reached."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import yaml
 from clusters.bed import Bed
 from clusters.builds import binary
 from clusters.helpers.waiting import wait_for
+from kubecontrol.version import VERSION
 from kubectl_trainjob.__main__ import main
 from tests.support.multikueue import MultiKueue, pod_phases
 
@@ -158,3 +160,60 @@ def test_kubectl_finds_the_plugin_on_path(bed: Bed) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0].split()[:2] == ["NAMESPACE", "NAME"]
+
+
+def test_output_formats_log_flags_a_watched_progress_version_and_completion(
+    bed: Bed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mk = MultiKueue(bed)
+    mk.submit("shown", run="120s")
+    worker = mk.started_on("shown")
+    kubeconfig = bed.kubeconfig(mk.manager)
+    ns = ["-n", mk.ns]
+
+    code, out, _ = plugin(capsys, kubeconfig, *ns, "list", "-o", "json")
+    listed = json.loads(out)
+    assert code == 0 and listed["kind"] == "List"
+    assert [i["metadata"]["name"] for i in listed["items"]] == ["shown"]
+    assert listed["items"][0]["status"]["clusterName"] == worker
+    code, out, _ = plugin(capsys, kubeconfig, *ns, "list", "-o", "yaml")
+    assert yaml.safe_load(out)["items"][0]["metadata"]["name"] == "shown"
+
+    # The story, as the manager's view.trainjob.dev API serves it.
+    code, out, _ = plugin(capsys, kubeconfig, *ns, "describe", "shown", "-o", "json")
+    story = json.loads(out)
+    assert (code, story["kind"], story["worker"]) == (0, "TrainJobStory", worker)
+    assert len(story["pods"]) == 1 and story["copy"] is not None
+    # Without it (--direct): what was read, the Workload and the Events selected by name.
+    code, out, _ = plugin(capsys, kubeconfig, *ns, "describe", "shown", "-o", "yaml", "--direct")
+    read = yaml.safe_load(out)
+    uid = read["trainJob"]["metadata"]["uid"]
+    assert [o["uid"] for o in read["workload"]["metadata"]["ownerReferences"]] == [uid]
+    assert "Started" in [e["reason"] for e in read["events"]]
+    assert read["worker"]["name"] == worker and len(read["worker"]["pods"]) == 1
+
+    # The log flags reach the pod asked for (kwok's pods have no log: the API says so, about it).
+    (pod,) = [p.metadata.name for p in mk.pods(worker, "shown")]
+    flags = ["--pod", pod, "--since", "1h30m", "--timestamps", "--tail", "5"]
+    code, _, err = plugin(capsys, kubeconfig, *ns, "logs", "shown", *flags)
+    assert code == 1 and f"worker {worker}, pod {pod}: " in err, err
+    code, _, err = plugin(capsys, kubeconfig, *ns, "logs", "shown", *flags, "-p", "--direct")
+    assert code == 1 and f"cannot read the logs of pod {pod} on {worker}: " in err, err
+    code, _, err = plugin(capsys, kubeconfig, *ns, "logs", "shown", "--pod", "elsewhere")
+    assert code == 1 and "'elsewhere' is not one of this TrainJob's pods" in err, err
+
+    # progress -w: a line per change, from a watch of the one TrainJob, until it ends.
+    mk.submit("watched", run="5s")
+    code, out, _ = plugin(capsys, kubeconfig, *ns, "progress", "watched", "-w", "-o", "json")
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and lines[-1]["state"] == "Complete", lines
+    assert len(lines) == len({line["state"] for line in lines}), "a line per change only"
+
+    with pytest.raises(SystemExit) as done:  # as argparse's --version ends
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out == f"kubectl-trainjob {VERSION}\n"
+    code, out, _ = plugin(capsys, kubeconfig, "completion", "bash")
+    assert (
+        code == 0 and "complete -o bashdefault -F _shtab_kubectl_trainjob kubectl-trainjob" in out
+    )
+    assert subprocess.run(["bash", "-n"], input=out, text=True).returncode == 0
