@@ -23,7 +23,6 @@ Moves that a fault asked for are reported too (not failures). Needs a running be
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 import threading
@@ -37,10 +36,17 @@ from kubernetes import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.multikueue import Clock, clean_up, run_patch, trainjob_body, watch_pods
+from benchmarks.multikueue import (
+    Clock,
+    clean_up,
+    run_patch,
+    running_bed,
+    soak_args,
+    trainjob_body,
+    watch_pods,
+)
 from clusters import setup
 from clusters.bed import Bed
-from clusters.config import load_config
 from clusters.install import DISPATCHER, leads
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
@@ -148,20 +154,12 @@ def remote_leftovers(chaos: Chaos) -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--jobs", type=int, default=300)
+    parser = soak_args(__doc__, jobs=300, run="15s", timeout=2400)
     parser.add_argument("--faults", type=int, default=20)
-    parser.add_argument("--run", default="15s", help="how long each TrainJob's pod runs")
-    parser.add_argument("--worker-cpu", default="8", help="quota per worker (1 CPU a job)")
     parser.add_argument("--lost-timeout", type=float, default=30.0)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--timeout", type=float, default=2400)
     args = parser.parse_args()
-    bed = Bed(load_config())
-    if not bed.is_up():
-        print("the bed is not up; run `python -m clusters up` first", file=sys.stderr)
+    bed = running_bed()
+    if bed is None:
         return 1
     rng = random.Random(args.seed)
     ns = f"chaos-{uuid.uuid4().hex[:4]}"

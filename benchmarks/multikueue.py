@@ -574,15 +574,37 @@ def main() -> int:
     return 0
 
 
+def running_bed() -> Bed | None:
+    """The bed, when it is up; None (said why) when it is not."""
+    bed = Bed(load_config())
+    if not bed.is_up():
+        print("the bed is not up; run `python -m clusters up` first", file=sys.stderr)
+        return None
+    return bed
+
+
+def soak_args(doc: str | None, jobs: int, run: str, timeout: float) -> argparse.ArgumentParser:
+    """The soaks' flags (chaos.py, restart_soak.py): how many jobs, how long their pods run,
+    each worker's quota, the seed of their random choices, and how long they may all take."""
+    parser = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--jobs", type=int, default=jobs)
+    parser.add_argument("--run", default=run, help="how long each TrainJob's pods run")
+    parser.add_argument("--worker-cpu", default="8", help="quota per worker (1 CPU a job)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=timeout)
+    return parser
+
+
 def with_product(
     prefix: str, dispatcher_flags: tuple[str, ...] = ()
 ) -> tuple[Bed, str, list[setup.Controller]] | None:
     """The running bed, a fresh namespace `<prefix>-xxxx` with a queue of 1,000 cpu on every
     worker, and the product installed as in the tests (the dispatcher given `dispatcher_flags`
     too); None (said why) when the bed is down."""
-    bed = Bed(load_config())
-    if not bed.is_up():
-        print("the bed is not up; run `python -m clusters up` first", file=sys.stderr)
+    bed = running_bed()
+    if bed is None:
         return None
     ns = f"{prefix}-{uuid.uuid4().hex[:4]}"
     setup.install(bed, ns, worker_cpu="1000")

@@ -21,7 +21,6 @@ Needs a running bed.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import random
 import statistics
@@ -37,10 +36,8 @@ from kubernetes import client, watch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.multikueue import clean_up
+from benchmarks.multikueue import clean_up, running_bed, soak_args
 from clusters import setup
-from clusters.bed import Bed
-from clusters.config import load_config
 from clusters.kube import Applier, load_manifests
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
@@ -147,19 +144,11 @@ def finished(obj: Dict) -> tuple[str, str] | None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--jobs", type=int, default=60)
+    parser = soak_args(__doc__, jobs=60, run="3s", timeout=1800)
     parser.add_argument("--max-restarts", type=int, default=2)
-    parser.add_argument("--run", default="3s", help="how long each pod runs before it exits")
-    parser.add_argument("--worker-cpu", default="8", help="quota per worker (1 CPU a job)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--timeout", type=float, default=1800)
     args = parser.parse_args()
-    bed = Bed(load_config())
-    if not bed.is_up():
-        print("the bed is not up; run `python -m clusters up` first", file=sys.stderr)
+    bed = running_bed()
+    if bed is None:
         return 1
     rng = random.Random(args.seed)
     ns = f"restarts-{uuid.uuid4().hex[:4]}"
