@@ -212,7 +212,71 @@ def _blocks(page: str, section: str, subsection: str | None = None) -> list[str]
         cut = body.find("\n### ")
         return shell_blocks(body[: cut if cut != -1 else None])
     head = body.index(f"\n### {subsection}\n")
-    return shell_blocks(body[head:])
+    cut = body.find("\n### ", head + 1)
+    return shell_blocks(body[head : cut if cut != -1 else None])
+
+
+def _helm_values(ctx: str, env: dict[str, str]) -> Any:
+    """The values a release was installed or upgraded with (what `-f` gave)."""
+    done = subprocess.run(
+        ["helm", "--kube-context", ctx, "get", "values", "trainjob", "-n", "trainjob-system",
+         "-o", "yaml"],
+        env=env, check=True, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    return yaml.safe_load(done.stdout)
+
+
+def _values_file(role: str) -> Any:
+    return yaml.safe_load((REPO_ROOT / "examples" / "install" / f"values-{role}.yaml").read_text())
+
+
+def _back_to_the_old_version_with_kustomize(
+    bed: Bed, old: Path, old_env: dict[str, str], env: dict[str, str]
+) -> None:
+    """The old version's deploy/ applied from its tree (workers first), then operations.md's
+    clean-up of what the new version added: nothing of it may refuse or hang after."""
+    for ctx in [w.name for w in bed.config.workers] + ["manager"]:
+        role = "manager" if ctx == "manager" else "worker"
+        name = "trainjob-dispatcher" if ctx == "manager" else "trainjob-worker-controller"
+        for argv in (
+            ["kubectl", "--context", ctx, "apply", "--server-side", "-k", f"deploy/{role}"],
+            ["kubectl", "--context", ctx, "-n", "trainjob-system", "rollout", "status",
+             f"deploy/{name}", "--timeout=5m"],
+        ):  # fmt: skip
+            done = subprocess.run(
+                argv, env=old_env, cwd=old, capture_output=True, text=True, timeout=400
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+    run_blocks(
+        _blocks("operations.md", "Upgrade", "Back to 0.2.0 with kustomize"),
+        env,
+        "operations.md, back to 0.2.0 with kustomize",
+    )
+    for c in bed.config.clusters:  # exactly the old version's RBAC again
+        role = "manager" if c.name == "manager" else "worker"
+        assert _rbac(bed, c.name) == _rendered_rbac(old, role), c.name
+        hooks = client.AdmissionregistrationV1Api(bed.api(c.name))
+        validating = hooks.list_validating_webhook_configuration(label_selector=PART_OF).items
+        docs = load_manifests((old / "deploy" / role / "manifests.yaml").read_text())
+        want = {
+            d["metadata"]["name"] for d in docs if d["kind"] == "ValidatingWebhookConfiguration"
+        }
+        assert {h.metadata.name for h in validating} == want, c.name
+    services = client.ApiregistrationV1Api(bed.api("manager")).list_api_service().items
+    assert "v1alpha1.view.trainjob.dev" not in [s.metadata.name for s in services]
+    # A namespace on the manager is deleted (the namespace controller discovers every group).
+    core = client.CoreV1Api(bed.api("manager"))
+    core.create_namespace({"metadata": {"name": "after-rollback"}})
+    core.delete_namespace("after-rollback")
+
+    def gone() -> bool:
+        try:
+            core.read_namespace("after-rollback")
+        except client.ApiException as exc:
+            return exc.status == 404
+        return False
+
+    _wait("a namespace deleted on the manager after the rollback", gone, 90)
 
 
 def _images(bed: Bed) -> dict[str, str]:
@@ -432,6 +496,14 @@ def test_upgrades_from_0_2_0_lose_nothing_dispatch_nothing_twice_refuse_only_as_
         _ran_once(flight)
         _no_create_refused(flight, "during-kubectl")
 
+        # Back to 0.2.0 with kustomize, as operations.md says; its TrainJobs run.
+        _back_to_the_old_version_with_kustomize(real_bed, old, old_env, env)
+        assert set(_images(real_bed).values()) == {old_ref}
+        _answering(real_bed)
+        _launch(flight, "after-rollback")
+        _all_complete(flight)
+        _ran_once(flight)
+
         # 0.2.0 again, now with its chart; helm upgrade to this version, then helm rollback.
         run_blocks(_blocks("operations.md", "Uninstall"), env, "operations.md, Uninstall")
         for ctx in [*workers, "manager"]:
@@ -439,7 +511,8 @@ def test_upgrades_from_0_2_0_lose_nothing_dispatch_nothing_twice_refuse_only_as_
             subprocess.run(
                 ["helm", "--kube-context", ctx, "install", "trainjob",
                  str(old / "charts/trainjob-multicluster"), "-n", "trainjob-system",
-                 "--set", f"role={role}", "--wait", "--timeout", "5m"],
+                 "-f", str(REPO_ROOT / "examples" / "install" / f"values-{role}.yaml"),
+                 "--wait", "--timeout", "5m"],
                 env=env, check=True, capture_output=True, text=True, timeout=400,
             )  # fmt: skip
             if role == "worker":  # its identity is new: the manager's Secret is made again
@@ -455,6 +528,8 @@ def test_upgrades_from_0_2_0_lose_nothing_dispatch_nothing_twice_refuse_only_as_
         for c in real_bed.config.clusters:  # helm removed what the new chart no longer has
             role = "manager" if c.name == "manager" else "worker"
             assert _rbac(real_bed, c.name) == _rendered_rbac(REPO_ROOT, role), c.name
+            # The upgrade kept the values the release was installed with, and only them.
+            assert _helm_values(c.name, env) == _values_file(role), c.name
         _launch(flight, "rollback")
         _during(flight, "during-rollback", _blocks("operations.md", "Upgrade", "With Helm")[1:],
                 env, "operations.md, rollback with Helm")  # fmt: skip
