@@ -496,13 +496,20 @@ def test_upgrades_from_0_2_0_lose_nothing_dispatch_nothing_twice_refuse_only_as_
         _ran_once(flight)
         _no_create_refused(flight, "during-kubectl")
 
-        # Back to 0.2.0 with kustomize, as operations.md says; its TrainJobs run.
+        # Back to 0.2.0 with kustomize, as operations.md says; its TrainJobs run. Then up to
+        # this version again the same way (what a team does once it has fixed what made it go
+        # back), which also takes away what 0.2.0 brought back.
         _back_to_the_old_version_with_kustomize(real_bed, old, old_env, env)
         assert set(_images(real_bed).values()) == {old_ref}
         _answering(real_bed)
         _launch(flight, "after-rollback")
         _all_complete(flight)
         _ran_once(flight)
+        run_blocks(_blocks("operations.md", "Upgrade"), env, "operations.md, Upgrade (again)")
+        assert set(_images(real_bed).values()) == {new_ref}
+        for c in real_bed.config.clusters:
+            role = "manager" if c.name == "manager" else "worker"
+            assert _rbac(real_bed, c.name) == _rendered_rbac(REPO_ROOT, role), c.name
 
         # 0.2.0 again, now with its chart; helm upgrade to this version, then helm rollback.
         run_blocks(_blocks("operations.md", "Uninstall"), env, "operations.md, Uninstall")
