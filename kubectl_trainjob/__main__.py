@@ -464,9 +464,14 @@ def cmd_progress(clusters: Clusters, args: argparse.Namespace) -> str:
     version = tj.resource_version
     while True:
         said = (state_of(tj), tj.status.get("trainerStatus"))
-        if said != shown:
-            out = _as("json", _progress_of(tj)).replace("\n", "") if args.output else None
-            print(printable(out or _progress_line(tj)), flush=True)
+        if said != shown:  # -o json: a JSON object a line; -o yaml: a document each
+            if args.output == "json":
+                out = json.dumps(_progress_of(tj), default=str)
+            elif args.output == "yaml":
+                out = "---\n" + _as("yaml", _progress_of(tj))
+            else:
+                out = _progress_line(tj)
+            print(printable(out), flush=True)
             shown = said
         if _ended(tj):
             return ""

@@ -48,16 +48,15 @@ Dict = dict[str, Any]
 
 
 def tool(name: str) -> str:
-    """kubectl or helm: $KUBECTL / $HELM, else PATH, else the bed's build of it."""
-    found = os.environ.get(name.upper()) or shutil.which(name)
-    if found:
-        return found
-    from clusters import builds  # the bed's, for `./run test` on a machine without them
+    """kubectl or helm: $KUBECTL / $HELM, else the bed's build of it (the version `./run test`
+    pins), else PATH (the release workflow's runner)."""
+    from clusters import builds  # standard library only
 
     built = builds.binary(name)
-    if not built.is_file():
+    found = os.environ.get(name.upper()) or (str(built) if built.is_file() else shutil.which(name))
+    if not found:
         raise SystemExit(f"{name} is not on PATH, nor built (python -m clusters build)")
-    return str(built)
+    return found
 
 
 def chart_version() -> str:

@@ -213,8 +213,8 @@ def decide(obs: Observed) -> Plan:
     _say_blocked(obs.blocked, st)
     if len(obs.jobs) < sum(ps.replicas for ps in info.pod_sets):
         # Objects the pods need, made while Jobs are still to be created (not every pass).
-        if group is not None and info.policy.pod_group is not None:
-            pod_group = pod_groups.build_pod_group(info, info.policy.pod_group, owner)
+        if group is not None:
+            pod_group = pod_groups.build_pod_group(info)
             plan.create.append(builders.build_extra_object(pod_group, owner, tj.name))
         for extra in info.policy.extra_objects:
             plan.create.append(builders.build_extra_object(extra, owner, tj.name))

@@ -137,10 +137,10 @@ def _create(cluster: Cluster, trainjob: Dict, obj: Dict) -> Blocked | None:
             return Blocked(
                 c.REASON_REFUSED_BY_API, f"the API refuses {kind} {name}: {api_message(exc)}"
             )
-        if exc.status == 404 and kind == "PodGroup":  # its CRD deleted since discovery said
+        if exc.status == 404:  # a kind the API no longer serves (a PodGroup's CRD deleted)
             return Blocked(
                 c.REASON_REFUSED_BY_API,
-                f"the API does not serve {kind} ({obj['apiVersion']}): {api_message(exc)}",
+                f"the API does not serve {kind} ({obj.get('apiVersion', '')}): {api_message(exc)}",
             )
         if exc.status != 409:
             raise

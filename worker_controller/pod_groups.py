@@ -103,10 +103,12 @@ def _resources(total: Amounts) -> Dict:
     return {name: format_quantity(qty) for name, qty in sorted(total.items()) if qty > Decimal(0)}
 
 
-def build_pod_group(info: RuntimeInfo, policy: PodGroupPolicy, owner: Dict) -> Dict:
-    """The PodGroup `policy` asks for, named and owned by the TrainJob."""
+def build_pod_group(info: RuntimeInfo) -> Dict:
+    """The PodGroup the runtime's policy asks for, named after the TrainJob (its owner and
+    labels are added as to every object it needs: builders.build_extra_object)."""
+    policy = info.policy.pod_group
     api = wanted(policy)
-    assert api is not None
+    assert policy is not None and api is not None
     members, total = _totals(info)
     spec: Dict = {"minMember": members}
     if total:

@@ -99,8 +99,8 @@ def _sync(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | None:
     )
     plan = decide(observed_tj)
     blocked = execute.execute(ctx.cluster, body, plan, ctx.made.setdefault(uid, set()))
-    if blocked is not None and any(o["kind"] == "PodGroup" for o in plan.create):
-        ctx.served.forget()  # its API may have gone: asked again on the next pass
+    if blocked is not None and asks_group:
+        ctx.served.forget()  # its PodGroup's API may have gone: asked again on the next pass
     ctx.memory.note_held(held_key(*key), plan.status_held)
     return _note_blocked(ctx, uid, plan, blocked, was=observed_tj.blocked)
 

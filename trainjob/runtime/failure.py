@@ -20,9 +20,10 @@ which rule applies, and whether the TrainJob fails or its Jobs are made again.
 
 The message patterns are a tenant's regular expressions in RE2's syntax (JobSet's, Go's
 regexp): they run on RE2 itself (google-re2), whose matching time grows with the message and
-never with backtracking, each compiled within MAX_PATTERN_MEMORY and kept (PATTERNS_KEPT). A
-pattern RE2 refuses, or longer than MAX_PATTERN_LENGTH, never matches (JobSet skips one that
-does not compile) and RuntimeFieldsIgnored names it.
+never with backtracking, each compiled within MAX_PATTERN_MEMORY and kept (PATTERNS_KEPT). At
+most MAX_PATTERNS of a policy are run, so a pass compiles no more however many a runtime
+lists. A pattern RE2 refuses, longer than MAX_PATTERN_LENGTH or beyond MAX_PATTERNS never
+matches (JobSet skips one that does not compile) and RuntimeFieldsIgnored names it.
 
 Not done here, and named by the RuntimeFieldsIgnored condition (fields.py): rules with the
 per-Job actions `RestartJob` and `RestartJobAndIgnoreMaxRestarts` are skipped, as if they were
@@ -62,7 +63,27 @@ MESSAGE_RESTART_IGNORING_MAX = "applying RestartJobSetAndIgnoreMaxRestarts failu
 
 MAX_PATTERN_LENGTH = 1024
 MAX_PATTERN_MEMORY = 1 << 20  # bytes RE2 may use for one compiled pattern
-PATTERNS_KEPT = 64
+MAX_PATTERNS = 64  # of one failurePolicy, over all its rules
+PATTERNS_KEPT = MAX_PATTERNS  # compiled patterns kept: one policy's, at the most
+
+
+def patterns(rules: list[Any]) -> list[list[str | None]]:
+    """Each rule's message patterns, in order; None for one beyond the policy's first
+    MAX_PATTERNS (never run: it never matches)."""
+    out, seen = [], 0
+    for rule in rules:
+        listed = rule.get("onJobFailureMessagePatterns") if isinstance(rule, dict) else None
+        listed = listed if isinstance(listed, list) else []
+        out.append([str(p) if seen + j < MAX_PATTERNS else None for j, p in enumerate(listed)])
+        seen += len(listed)
+    return out
+
+
+def pattern_problem(pattern: str | None) -> str | None:
+    """Why a pattern of a policy never matches (None: it is run)."""
+    if pattern is None:
+        return f"beyond the policy's first {MAX_PATTERNS} patterns"
+    return "not an RE2 pattern" if compiled(pattern) is None else None
 
 
 @functools.lru_cache(maxsize=PATTERNS_KEPT)
@@ -85,7 +106,7 @@ class Rule:
     action: str
     reasons: tuple[str, ...] = ()
     targets: tuple[str, ...] = ()
-    patterns: tuple[str, ...] = ()
+    patterns: tuple[str | None, ...] = ()  # None: a pattern not run (patterns())
 
     def applies(self, failed: Failed) -> bool:
         return (
@@ -95,8 +116,8 @@ class Rule:
         )
 
 
-def _matches(pattern: str, message: str) -> bool:
-    found = compiled(pattern)
+def _matches(pattern: str | None, message: str) -> bool:
+    found = None if pattern is None else compiled(pattern)
     return found is not None and found.search(message) is not None
 
 
@@ -137,7 +158,8 @@ def parse(template_spec: Dict | None) -> FailurePolicy | None:
     if not isinstance(found, dict):
         return None
     rules = []
-    for i, rule in enumerate(found.get("rules") or []):
+    listed = found.get("rules") or []
+    for i, (rule, run) in enumerate(zip(listed, patterns(listed), strict=True)):
         if not isinstance(rule, dict) or rule.get("action") not in DONE_ACTIONS:
             continue  # RestartJob*: not done here (fields.py names it)
         rules.append(
@@ -146,7 +168,7 @@ def parse(template_spec: Dict | None) -> FailurePolicy | None:
                 action=str(rule["action"]),
                 reasons=tuple(str(r) for r in rule.get("onJobFailureReasons") or []),
                 targets=tuple(str(t) for t in rule.get("targetReplicatedJobs") or []),
-                patterns=tuple(str(p) for p in rule.get("onJobFailureMessagePatterns") or []),
+                patterns=tuple(run),
             )
         )
     max_restarts = found.get("maxRestarts")

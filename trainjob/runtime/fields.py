@@ -255,14 +255,19 @@ def _failure_policy_ignored(policy: object) -> list[str]:
     found = []
     if policy.get("restartStrategy") == "InPlaceRestart":
         found.append("template.spec.failurePolicy.restartStrategy (InPlaceRestart)")
-    for i, rule in enumerate(policy.get("rules") or []):
+    rules = policy.get("rules") or []
+    for i, (rule, run) in enumerate(zip(rules, failure.patterns(rules), strict=True)):
         if not isinstance(rule, dict):
             continue
         where = f"template.spec.failurePolicy.rules[{i}]"
         if rule.get("action") in ("RestartJob", "RestartJobAndIgnoreMaxRestarts"):
             found.append(f"{where}.action ({rule['action']})")
             continue
-        for j, pattern in enumerate(rule.get("onJobFailureMessagePatterns") or []):
-            if failure.compiled(str(pattern)) is None:
-                found.append(f"{where}.onJobFailureMessagePatterns[{j}] (not an RE2 pattern)")
+        for j, pattern in enumerate(run):
+            problem = failure.pattern_problem(pattern)
+            if pattern is None:  # and every one after it: said once
+                found.append(f"{where}.onJobFailureMessagePatterns[{j}:] ({problem})")
+                break
+            if problem is not None:
+                found.append(f"{where}.onJobFailureMessagePatterns[{j}] ({problem})")
     return found

@@ -95,6 +95,15 @@ def test_the_policy_is_read_from_the_template_leaving_out_what_is_not_done_here(
     assert failure.parse({"failurePolicy": {"maxRestarts": -3}}) == FailurePolicy()
 
 
+def test_patterns_beyond_the_policys_first_64_are_never_run() -> None:
+    rules = [{"name": "many", "action": "FailJobSet", "onJobFailureMessagePatterns": ["nope"] * 64}]
+    rules.append({"name": "late", "action": "FailJobSet", "onJobFailureMessagePatterns": [".*"]})
+    policy = failure.parse({"failurePolicy": {"rules": rules}})
+    assert policy is not None and policy.rules[1].patterns == (None,)
+    failed = failure.Failed("tj-node-0", "node", "BackoffLimitExceeded", "anything", "t")
+    assert not policy.rules[1].applies(failed)  # a rule left with patterns never run: no match
+
+
 @pytest.mark.parametrize(
     ("patterns", "applies"),
     [

@@ -56,7 +56,7 @@ def info_of(tj: Dict, runtime: Dict) -> Any:
 def test_a_coscheduling_group_counts_every_pod_and_what_they_all_request() -> None:
     runtime = gang_runtime({"coscheduling": {}})
     info = info_of(trainjob(), runtime)
-    group = pod_groups.build_pod_group(info, info.policy.pod_group, OWNER)
+    group = pod_groups.build_pod_group(info)
     assert group["apiVersion"] == "scheduling.x-k8s.io/v1alpha1" and group["kind"] == "PodGroup"
     assert group["metadata"] == {"name": "tj", "namespace": "ns"}
     # 1 launcher (max(250m, init 500m)) + 3 nodes of 1500m / 2Gi
@@ -67,7 +67,7 @@ def test_a_coscheduling_group_counts_every_pod_and_what_they_all_request() -> No
     }
     runtime["spec"]["podGroupPolicy"]["coscheduling"]["scheduleTimeoutSeconds"] = 5
     info = info_of(trainjob(1), runtime)
-    group = pod_groups.build_pod_group(info, info.policy.pod_group, OWNER)
+    group = pod_groups.build_pod_group(info)
     assert group["spec"]["minMember"] == 2 and group["spec"]["scheduleTimeoutSeconds"] == 5
     assert group["spec"]["minResources"] == {"cpu": "2", "memory": str(2**31)}
 
@@ -76,7 +76,7 @@ def test_a_volcano_group_takes_the_queue_the_priority_class_and_the_topology() -
     policy = {"volcano": {"networkTopology": {"mode": "soft"}}}
     runtime = gang_runtime(policy, annotations={"scheduling.volcano.sh/queue-name": "research"})
     info = info_of(trainjob(2), runtime)
-    group = pod_groups.build_pod_group(info, info.policy.pod_group, OWNER)
+    group = pod_groups.build_pod_group(info)
     assert group["apiVersion"] == "scheduling.volcano.sh/v1beta1"
     assert group["spec"] == {
         "minMember": 3,
@@ -86,7 +86,7 @@ def test_a_volcano_group_takes_the_queue_the_priority_class_and_the_topology() -
         "networkTopology": {"mode": "soft", "highestTierAllowed": 1},
     }
     plain = info_of(trainjob(2), gang_runtime({"volcano": {}}))
-    spec = pod_groups.build_pod_group(plain, plain.policy.pod_group, OWNER)["spec"]
+    spec = pod_groups.build_pod_group(plain)["spec"]
     assert "queue" not in spec and "networkTopology" not in spec
 
 

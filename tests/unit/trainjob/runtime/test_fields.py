@@ -98,6 +98,20 @@ def test_the_counts_docs_differences_gives_are_the_schemas() -> None:
                 "(not an RE2 pattern)",
             ],
         ),
+        (
+            {
+                "failurePolicy": {
+                    "rules": [
+                        {"action": "FailJobSet", "onJobFailureMessagePatterns": ["x"] * 60},
+                        {"action": "FailJobSet", "onJobFailureMessagePatterns": ["y"] * 10_000},
+                    ]
+                }
+            },
+            [  # a runtime's 10,000 patterns: 4 run, the rest said once
+                "template.spec.failurePolicy.rules[1].onJobFailureMessagePatterns[4:] "
+                "(beyond the policy's first 64 patterns)"
+            ],
+        ),
         ({"coordinator": {"replicatedJob": "node"}}, ["template.spec.coordinator"]),
         ({"ttlSecondsAfterFinished": 60}, ["template.spec.ttlSecondsAfterFinished"]),
         ({"managedBy": "someone-else"}, ["template.spec.managedBy"]),
