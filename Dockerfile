@@ -5,8 +5,9 @@
 # BASE is any Debian 12 image; the default is Docker Hub's debian:bookworm-slim by digest.
 # `./run image` builds this file offline from a base made with mmdebstrap (docs/image.md).
 # The Python packages are the wheels of deploy/image/requirements.lock, each checked against
-# its sha256; the project is built into a wheel of its own. The final stage runs nothing: the
-# image needs no shell, and its command is a console script started directly.
+# its sha256; the project is built into two wheels of its own (plugin/, the kubectl plugin and
+# the modules it shares, then the product). The final stage runs nothing: the image needs no
+# shell, and its command is a console script started directly.
 ARG BASE=docker.io/library/debian:bookworm-slim@sha256:3783cc01769c7b2b1b83a5c5ad96c815348e28ed7da68e2e3687004faa906251
 
 # Debian's python3, and nothing of apt's left behind. With SOURCE_DATE_EPOCH set, Debian
@@ -39,10 +40,10 @@ COPY dispatcher /src/dispatcher
 COPY worker_controller /src/worker_controller
 COPY trainjob /src/trainjob
 COPY kubecontrol /src/kubecontrol
-COPY kubectl_trainjob /src/kubectl_trainjob
+COPY plugin /src/plugin
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
- && python3 -m pip wheel --quiet --no-deps --wheel-dir /tmp/wheels /src \
+ && python3 -m pip wheel --quiet --no-deps --wheel-dir /tmp/wheels /src/plugin /src \
  && python3 -m pip install --quiet --no-index --no-deps --no-compile --break-system-packages \
       --root-user-action=ignore /tmp/wheels/*.whl \
  && python3 -m pip check \

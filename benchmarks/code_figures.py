@@ -17,13 +17,20 @@ from pathlib import Path
 _ARGS = [a for a in sys.argv[1:] if not a.startswith("-")]
 ROOT = Path(_ARGS[0]).resolve() if _ARGS else Path(__file__).resolve().parent.parent
 PACKAGES = ("dispatcher", "worker_controller", "trainjob", "kubecontrol", "kubectl_trainjob")
+
+
+def package_files(package: str) -> list[Path]:
+    """A package's modules, in both its homes (the top and plugin/; an older checkout has one)."""
+    return sorted(p for home in (ROOT, ROOT / "plugin") for p in (home / package).rglob("*.py"))
+
+
 RAW = re.compile(r"^(Dict|dict\[str, Any\]|Mapping\[str, Any\])( \| None)?$")
 
 
 def package_figures(package: str) -> tuple[int, int, int, int, int]:
     """(modules, `.get(` calls, raw-dict parameters, parameters, modules with a Dict alias)."""
     gets = raw = params = aliases = 0
-    files = sorted((ROOT / package).rglob("*.py"))
+    files = package_files(package)
     for path in files:
         source = path.read_text()
         tree = ast.parse(source)
@@ -52,7 +59,7 @@ def test_map() -> tuple[int, int, list[str]]:
     tests = {p.stem for p in (ROOT / "tests").rglob("test_*.py")}
     modules, covered, missing = 0, 0, []
     for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
+        for path in package_files(package):
             if path.stem in ("__init__", "__main__"):
                 continue
             modules += 1

@@ -50,8 +50,8 @@ PAUSE_VERSION = "1.0"  # our own (clusters/gomod/pause)
 # actionlint checks the release workflow (.github/workflows) in `./run test`.
 ACTIONLINT_VERSION = "v1.7.12"
 KIND_VERSION = "v0.33.0"
-# tsc checks the web view's scripts against the story's types (kubectl_trainjob/ui/story.d.ts)
-# in `./run test`; installed from npm, not built.
+# tsc checks the web view's scripts against the story's types
+# (plugin/kubectl_trainjob/ui/story.d.ts) in `./run test`; installed from npm, not built.
 TYPESCRIPT_VERSION = "5.9.3"
 TRAINER_PACKAGE = "github.com/kubeflow/trainer/v2"
 # Gang scheduling's PodGroup CRDs for a bed worker (clusters/podgroups.py): the scheduler-plugins'
@@ -59,6 +59,8 @@ TRAINER_PACKAGE = "github.com/kubeflow/trainer/v2"
 # against (clusters/gomod/crdgen pins both).
 SCHEDULER_PLUGINS_VERSION = "v0.33.5"
 CONTROLLER_TOOLS_VERSION = "v0.19.0"
+# krew installs the release's krew manifest with its archive (tests/unit/test_release_assets.py).
+KREW_VERSION = "v0.4.3"
 
 
 def _k8s_version_ldflags(version: str) -> list[str]:
@@ -248,6 +250,13 @@ BUILDS: dict[str, Build] = {
             "crdgen",
             CONTROLLER_TOOLS_VERSION,
             {"controller-gen": "sigs.k8s.io/controller-tools/cmd/controller-gen"},
+            on_demand=True,
+        ),
+        Build(
+            "krew",
+            KREW_VERSION,
+            {"krew": "sigs.k8s.io/krew/cmd/krew"},
+            [f"-X sigs.k8s.io/krew/internal/version.gitTag={KREW_VERSION}"],
             on_demand=True,
         ),
         Build(

@@ -41,7 +41,7 @@ EXAMPLES_TRAIN = REPO_ROOT / "examples" / "train"
 TRAINING_FILES = Path(__file__).resolve().parent / "training_image"
 # What the product's image holds: a change to any of these rebuilds it.
 PRODUCT_SOURCES = ("Dockerfile", ".dockerignore", "pyproject.toml", "clusters", "kubecontrol",
-                   "trainjob", "dispatcher", "worker_controller", "kubectl_trainjob", "demo",
+                   "trainjob", "dispatcher", "worker_controller", "plugin", "demo",
                    "deploy/image")  # fmt: skip
 
 

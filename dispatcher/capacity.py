@@ -32,7 +32,7 @@ from trainjob.queues import (
     add,
 )
 from trainjob.story import ClusterQueueUse, FlavorUse, ResourceUse
-from trainjob.workload import WorkloadView
+from trainjob.views import WorkloadView
 
 INF = Decimal("Infinity")
 

@@ -17,17 +17,15 @@ import orjson
 from kubecontrol.kinds import Kind
 from kubecontrol.objects import Dict
 from trainjob import constants as c
-from trainjob import workload as wlmod
 from trainjob.jsondoc import json_copy
-from trainjob.views import ObjectView, TrainJobView
-from trainjob.workload import WorkloadView
+from trainjob.views import ObjectView, TrainJobView, WorkloadView
 
 # ---- building a copy --------------------------------------------------------------------------
 
 
 def remote_workload(wl: WorkloadView, origin: str) -> Dict:
     """The copy of a manager Workload sent to a worker: same name, origin label, no owner."""
-    labels = {k: v for k, v in wl.labels.items() if k != wlmod.JOB_UID_LABEL}
+    labels = {k: v for k, v in wl.labels.items() if k != c.KUEUE_JOB_UID_LABEL}
     return {
         "apiVersion": c.KUEUE_API,
         "kind": "Workload",

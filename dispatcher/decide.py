@@ -31,8 +31,7 @@ from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.status_writes import hold
-from trainjob.views import TrainJobView
-from trainjob.workload import CheckState, CheckView, WorkloadView
+from trainjob.views import CheckState, CheckView, TrainJobView, WorkloadView
 
 
 @dataclass

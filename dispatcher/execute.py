@@ -19,8 +19,7 @@ from kubecontrol.objects import Dict
 from kubecontrol.workqueue import WriteMemory
 from trainjob import constants as c
 from trainjob.jobframework_io import execute_queue_plan
-from trainjob.views import ObjectView, TrainJobView
-from trainjob.workload import WorkloadView
+from trainjob.views import ObjectView, TrainJobView, WorkloadView
 
 log = logging.getLogger("dispatcher")
 

@@ -19,8 +19,7 @@ from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.models import queue_label
 from trainjob.runtime import RuntimeProblem
-from trainjob.views import TrainJobView
-from trainjob.workload import WorkloadView
+from trainjob.views import TrainJobView, WorkloadView
 
 
 def is_multikueue(body: Dict) -> bool:

@@ -40,8 +40,7 @@ from trainjob import constants as c
 from trainjob import jobframework
 from trainjob import story as types
 from trainjob.story import TrainJobStory, about, by_time, event_of, pod_of
-from trainjob.views import TrainJobView
-from trainjob.workload import WorkloadView
+from trainjob.views import TrainJobView, WorkloadView
 
 if TYPE_CHECKING:
     from dispatcher.context import Context

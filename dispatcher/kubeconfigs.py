@@ -1,10 +1,14 @@
 """Worker kubeconfigs the way Kueue's MultiKueue takes them: from a Secret or a file under a
-path prefix, vetted by kubecontrol/kubeconfig.py, with reasons and fixes."""
+path prefix, vetted by plugin/kubecontrol/kubeconfig.py, with reasons and fixes."""
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 
+from kubecontrol.client import ApiClient
+from kubecontrol.credentials import KubeconfigError, credentials_from_kubeconfig
 from kubecontrol.kubeconfig import KubeconfigProblem, vet_kubeconfig
 from kubecontrol.objects import Dict
 
@@ -16,14 +20,33 @@ def check_kubeconfig(
 ) -> tuple[Dict | None, KubeconfigProblem | None]:
     """Parse and vet a worker kubeconfig from the Secret `secret`; returns (kubeconfig, None)
     or (None, problem)."""
-    return vet_kubeconfig(raw, f"Secret {secret!r} key 'kubeconfig'")
+    return vet_kubeconfig(raw, f"Secret {secret!r} key 'kubeconfig'", connect_problem)
 
 
 def check_kubeconfig_file(
     raw: bytes | str | None, path: str
 ) -> tuple[Dict | None, KubeconfigProblem | None]:
     """`check_kubeconfig` for a kubeconfig read from the file `path` (locationType Path)."""
-    return vet_kubeconfig(raw, f"file {path!r}")
+    return vet_kubeconfig(raw, f"file {path!r}", connect_problem)
+
+
+def connect_problem(cfg: Dict) -> str | None:
+    """Whether our client can build a connection from a vetted kubeconfig, TLS included (the
+    last word of the vetting)."""
+    return _connect_problem(json.dumps(cfg, sort_keys=True, default=str))
+
+
+@functools.lru_cache(maxsize=64)
+def _connect_problem(kubeconfig: str) -> str | None:
+    """`connect_problem` of a kubeconfig as JSON text: a resync checks the same few kubeconfigs
+    over and over, and a TLS context costs a millisecond or two to build."""
+    try:
+        ApiClient(credentials_from_kubeconfig(json.loads(kubeconfig)))
+    except KubeconfigError as exc:  # names the field, never its value
+        return f"cannot connect with it: {exc}"
+    except Exception as exc:  # ssl's errors (a CA, certificate or key that does not load)
+        return f"cannot connect with it ({type(exc).__name__}: {str(exc)[:120]})"
+    return None
 
 
 def kubeconfig_path_problem(raw_path: str, prefix: str) -> tuple[str | None, str | None]:

@@ -13,8 +13,7 @@ from dispatcher.decide import DispatchPlan
 from dispatcher.intake import IntakePlan
 from kubecontrol.objects import Dict
 from trainjob.jobframework import QueuePlan
-from trainjob.views import TrainJobView
-from trainjob.workload import WorkloadView
+from trainjob.views import TrainJobView, WorkloadView
 
 
 @dataclass

@@ -45,8 +45,7 @@ from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.naming import owner_name
 from trainjob.runtime import RuntimeProblem
 from trainjob.status_writes import held_key
-from trainjob.views import TrainJobView
-from trainjob.workload import WorkloadView
+from trainjob.views import TrainJobView, WorkloadView
 
 log = logging.getLogger("dispatcher")
 

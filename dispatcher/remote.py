@@ -35,8 +35,7 @@ from trainjob import constants as c
 from trainjob.queues import ClusterQueueView, LocalQueueView, Table
 from trainjob.runtime.defaults import same_runtime_spec
 from trainjob.story import ClusterQueueUse
-from trainjob.views import TrainJobView
-from trainjob.workload import WorkloadView
+from trainjob.views import TrainJobView, WorkloadView
 
 log = logging.getLogger("dispatcher.remote")
 

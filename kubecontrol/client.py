@@ -21,7 +21,7 @@ from an exec credential plugin (`kubecontrol/exec_credentials.py`), a client cer
 key (each from data or a file; data wins, as in client-go), and impersonation (`as`, `as-uid`,
 `as-groups`, `as-user-extra`). A kubeconfig that needs anything else (auth providers, basic
 auth) is refused with the field named, never half used. Which of these a MultiKueue worker's
-kubeconfig may use is Kueue's rule, applied before (`kubecontrol/kubeconfig.py`).
+kubeconfig may use is Kueue's rule, applied before (`plugin/kubecontrol/kubeconfig.py`).
 """
 
 from __future__ import annotations

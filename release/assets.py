@@ -12,6 +12,11 @@ and `./run test` (tests/unit/release/test_assets.py) both build them:
   `crds` is in a checkout), for `kubectl apply --server-side -k crds/` after an upgrade;
 - `trainjob-multicluster-<version>.tgz`: the chart, `helm package`d (the workflow pushes it as
   an OCI artifact);
+- `kubectl_trainjob-<version>-py3-none-any.whl`: the kubectl plugin's distribution (plugin/),
+  for `pipx install`;
+- `kubectl-trainjob-<version>.tar.gz` and `trainjob.yaml`: the plugin for krew (the wheel and
+  plugin/krew/kubectl-trainjob, which installs it on first use) and its krew manifest, which
+  names the archive by its URL on the release and its sha256;
 - `SHA256SUMS`: the sha256 of each, as `sha256sum -c` reads it.
 
 The version is the chart's (Chart.yaml's version and appVersion must agree). kubectl and helm
@@ -30,6 +35,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +44,8 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 CHART = REPO / "charts" / "trainjob-multicluster"
 CRDS = CHART / "crds"
+PLUGIN = REPO / "plugin"
+KREW_LAUNCHER = PLUGIN / "krew" / "kubectl-trainjob"
 DEFAULT_IMAGE = "ghcr.io/trainjob-dev/trainjob-multicluster"
 ROLES = {
     "manager": "the manager cluster: the dispatcher, its webhooks and APIService",
@@ -131,6 +139,111 @@ def chart_package(out: Path, version: str) -> Path:
     return path
 
 
+def source_date_epoch() -> str:
+    """The time every built file carries (as the image's build takes it): $SOURCE_DATE_EPOCH,
+    else the commit time of HEAD, else 1980-01-01 (the oldest a zip entry holds)."""
+    if os.environ.get("SOURCE_DATE_EPOCH"):
+        return os.environ["SOURCE_DATE_EPOCH"]
+    done = subprocess.run(
+        ["git", "-C", str(REPO), "log", "-1", "--format=%ct"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else "315532800"
+
+
+def plugin_wheel(out: Path, version: str) -> Path:
+    """plugin/ as a wheel (pip wheel; its files' times fixed: the same bytes each build), built
+    from a copy of what git would hold: a checkout's own build/ could carry stale modules."""
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "plugin"
+        shutil.copytree(
+            PLUGIN,
+            source,
+            ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".*cache"),
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", tmp,
+             str(source)],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "SOURCE_DATE_EPOCH": source_date_epoch()},
+        )  # fmt: skip
+        wheels = list(Path(tmp).glob(f"kubectl_trainjob-{version}-*.whl"))
+        if done.returncode != 0 or len(wheels) != 1:
+            raise SystemExit(f"pip wheel plugin/ failed (version {version}?):\n{done.stderr}")
+        return Path(shutil.copy2(wheels[0], out))
+
+
+def krew_archive(wheel: Path) -> bytes:
+    """The archive krew installs: the launcher, the wheel and the licence (no times, owners)."""
+    members = [
+        ("kubectl-trainjob", KREW_LAUNCHER.read_bytes(), 0o755),
+        (wheel.name, wheel.read_bytes(), 0o644),
+        ("LICENSE", (REPO / "LICENSE").read_bytes(), 0o644),
+    ]
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data, mode in members:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), mode, 0
+            tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(buf.getvalue(), compresslevel=9, mtime=0)
+
+
+def krew_manifest(version: str, archive: Path) -> str:
+    """The krew manifest of `archive` as the release serves it (krew-index's format)."""
+    home = str(yaml.safe_load((CHART / "Chart.yaml").read_text())["home"])
+    plugin = {
+        "apiVersion": "krew.googlecontainertools.github.com/v1alpha2",
+        "kind": "Plugin",
+        "metadata": {"name": "trainjob"},
+        "spec": {
+            "version": f"v{version}",
+            "homepage": home,
+            "shortDescription": "TrainJobs across a MultiKueue manager and its workers",
+            "description": (
+                "List, describe, follow the logs and progress of Kubeflow-style TrainJobs\n"
+                "on a MultiKueue manager, and what their worker shows, through the\n"
+                "manager's view.trainjob.dev API; a web view on a local port.\n"
+            ),
+            "caveats": (
+                "Needs Python 3.10 or later: python3 on PATH (or KUBECTL_TRAINJOB_PYTHON).\n"
+                "The first run installs its Python dependencies from PyPI into the\n"
+                "plugin's own directory (pip's index settings apply).\n"
+            ),
+            "platforms": [
+                {
+                    "selector": {
+                        "matchExpressions": [
+                            {"key": "os", "operator": "In", "values": ["darwin", "linux"]}
+                        ]
+                    },
+                    "uri": f"{home}/releases/download/v{version}/{archive.name}",
+                    "sha256": hashlib.sha256(archive.read_bytes()).hexdigest(),
+                    "bin": "kubectl-trainjob",
+                    "files": [{"from": "*", "to": "."}],
+                }
+            ],
+        },
+    }
+    return yaml.dump(plugin, Dumper=_BlockDumper, sort_keys=False)
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Multi-line strings as literal blocks (`|`), as krew manifests are written by hand."""
+
+
+_BlockDumper.add_representer(
+    str,
+    lambda dumper, text: dumper.represent_scalar(
+        "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None
+    ),
+)
+
+
 def build(out: Path, image: str, digest: str | None = None) -> list[Path]:
     """Write every asset into `out`; returns them, SHA256SUMS last."""
     version = chart_version()
@@ -144,6 +257,12 @@ def build(out: Path, image: str, digest: str | None = None) -> list[Path]:
     archive = out / "crds.tar.gz"
     archive.write_bytes(crds_archive())
     assets += [archive, chart_package(out, version)]
+    wheel = plugin_wheel(out, version)
+    krew = out / f"kubectl-trainjob-{version}.tar.gz"
+    krew.write_bytes(krew_archive(wheel))
+    manifest_file = out / "trainjob.yaml"
+    manifest_file.write_text(krew_manifest(version, krew))
+    assets += [wheel, krew, manifest_file]
     sums = out / "SHA256SUMS"
     sums.write_text(
         "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}\n" for p in assets)

@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                 "--only-binary=:all:",
                 "--report",
                 str(report),
+                str(REPO / "plugin"),  # the kubectl plugin's distribution, which the product needs
                 str(REPO),
             ],
             check=True,

@@ -1,8 +1,8 @@
 """deploy/ and the reference tables of the docs, written from their sources: the Helm chart
 (charts/trainjob-multicluster) is where the manifests are written, each controller's settings
 model is where its settings are (docs/configuration.md), trainjob/vocabulary.py where the
-status conditions are (docs/user-guide.md), trainjob/story.py where the story's fields are
-(docs/usage.md, kubectl_trainjob/ui/story.d.ts), the chart's values.yaml where its README's
+status conditions are (docs/user-guide.md), plugin/trainjob/story.py where the story's fields are
+(docs/usage.md, plugin/kubectl_trainjob/ui/story.d.ts), the chart's values.yaml where its README's
 table is (release/chart_readme.py). `./run manifests` runs this.
 
     python -m release.manifests          # write them
@@ -117,7 +117,7 @@ def settings_table(model: type[BaseModel]) -> str:
 
 USER_GUIDE = REPO / "docs" / "user-guide.md"
 USAGE = REPO / "docs" / "usage.md"
-STORY_TYPES = REPO / "kubectl_trainjob" / "ui" / "story.d.ts"
+STORY_TYPES = REPO / "plugin" / "kubectl_trainjob" / "ui" / "story.d.ts"
 CHART_DIR = REPO / "charts" / "trainjob-multicluster"
 
 
@@ -150,7 +150,7 @@ def user_guide(text: str) -> str:
 
 def usage(text: str) -> str:
     """docs/usage.md with the fields of the story and of a worker written again from
-    trainjob/story.py."""
+    plugin/trainjob/story.py."""
     text = _section(USAGE, text, "the story's fields", story_docs.field_table(TrainJobStory))
     return _section(USAGE, text, "a worker's fields", story_docs.field_table(Worker))
 

@@ -1,5 +1,5 @@
-"""What is written from the story's types (trainjob/story.py) by `./run manifests`: the web
-view's type declarations (kubectl_trainjob/ui/story.d.ts, which `tsc --checkJs` holds the
+"""What is written from the story's types (plugin/trainjob/story.py) by `./run manifests`: the web
+view's type declarations (plugin/kubectl_trainjob/ui/story.d.ts, which `tsc --checkJs` holds the
 page's scripts to) and the field table of the story in docs/usage.md.
 
 Both are read from the component schemas of the OpenAPI 3.0 document the dispatcher serves
@@ -50,10 +50,11 @@ def ts_type(schema: Dict) -> str:
 
 
 def typescript() -> str:
-    """kubectl_trainjob/ui/story.d.ts."""
+    """plugin/kubectl_trainjob/ui/story.d.ts."""
     lines = [
-        "// The job story's types, written by `./run manifests` from trainjob/story.py: do not",
-        "// edit. The page's scripts are checked against them (tests/unit/test_story_contract.py).",
+        "// The job story's types, written by `./run manifests` from plugin/trainjob/story.py: do",
+        "// not edit. The page's scripts are checked against them",
+        "// (tests/unit/test_story_contract.py).",
         "",
     ]
     for name, schema in sorted(_definitions().items()):

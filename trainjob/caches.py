@@ -1,6 +1,6 @@
 """Typed reads of the caches both controllers keep: one method per question, the caches named
 once (`Index`, which the watch tables use too; kubecontrol/caches.py has the generic reads).
-TrainJobs and Workloads come out as views (trainjob/views.py) over the cached JSON."""
+TrainJobs and Workloads come out as views (plugin/trainjob/views.py) over the cached JSON."""
 
 from __future__ import annotations
 
@@ -18,8 +18,14 @@ from trainjob.queues import (
     MultiKueueClusterView,
     MultiKueueConfigView,
 )
-from trainjob.views import FailedCreateView, JobView, ObjectView, PodView, TrainJobView
-from trainjob.workload import WorkloadView
+from trainjob.views import (
+    FailedCreateView,
+    JobView,
+    ObjectView,
+    PodView,
+    TrainJobView,
+    WorkloadView,
+)
 
 V = TypeVar("V", bound=ObjectView)
 

@@ -22,7 +22,7 @@ from trainjob import workload as wlmod
 from trainjob.models import TrainJob, prebuilt_workload_of, queue_label
 from trainjob.naming import owner_reference
 from trainjob.runtime import PodSetShape, RuntimeInfo, RuntimeProblem, resolve_runtime_info
-from trainjob.workload import WorkloadView
+from trainjob.views import WorkloadView
 
 # What a TrainJob makes of its runtime as Kueue counts it, or why it cannot run on it.
 Shape = tuple[tuple[PodSetShape, ...] | None, RuntimeProblem | None]

@@ -1,8 +1,8 @@
 """Kueue's queues and what a Workload asks of them, as typed views over the JSON (as
-trainjob/views.py reads TrainJobs): a ClusterQueue's quotas, reservations, counts and
+plugin/trainjob/views.py reads TrainJobs): a ClusterQueue's quotas, reservations, counts and
 admission checks, a LocalQueue's ClusterQueue and counts, a Workload PodSet's requests, an
 AdmissionCheck's controller and parameters, a MultiKueueConfig's clusters. Quantities are Decimals
-(trainjob/quantity.py); tables are keyed by (flavour, resource). Pure."""
+(plugin/trainjob/quantity.py); tables are keyed by (flavour, resource). Pure."""
 
 from __future__ import annotations
 

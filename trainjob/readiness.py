@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob.runtime import PodSetShape
-from trainjob.workload import WorkloadView
+from trainjob.views import WorkloadView
 
 PODS_READY = "PodsReady"
 # Kueue's reasons (kueue.x-k8s.io/v1beta2 Workload condition PodsReady).

@@ -1,7 +1,7 @@
 """The TrainJob's status vocabulary in one table: every condition either controller writes on a
 TrainJob, with each reason it gives, who writes it, whether a Warning Event says it too, and
 whether the condition is Kubeflow Trainer's or ours. The controllers name conditions and
-reasons by the constants of trainjob/constants.py; this table lists them all (a test fails on
+reasons by the constants of plugin/trainjob/constants.py; this table lists them all (a test fails on
 one left out) and docs/user-guide.md's reference table is written from it (`./run
 manifests`). Pure."""
 

@@ -7,19 +7,16 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from kubecontrol.objects import Dict
-from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.jsondoc import json_copy
 from trainjob.models import TrainJob
 from trainjob.naming import owner_reference
 from trainjob.runtime import PodSetShape, RuntimeInfo
 from trainjob.runtime.topology import topology_request
-from trainjob.views import ObjectView, StatusEntry
+from trainjob.views import WorkloadView
 
-JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 MAX_NAME = 253
 HASH_LENGTH = 5
@@ -94,131 +91,11 @@ def build_workload(
         "metadata": {
             "name": workload_name(tj.name, uid),
             "namespace": tj.namespace,
-            "labels": {JOB_UID_LABEL: uid},
+            "labels": {c.KUEUE_JOB_UID_LABEL: uid},
             "ownerReferences": [owner_reference(tj.name, uid)],
         },
         "spec": spec,
     }
-
-
-# The states of an AdmissionCheck on a Workload (Kueue's CheckState).
-CheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
-
-
-class CheckView(StatusEntry):
-    """One of a Workload's admission check states (status.admissionChecks[])."""
-
-    __slots__ = ()
-
-    @property
-    def name(self) -> str:
-        return self._text("name")
-
-    @property
-    def state(self) -> str:
-        """Pending, Ready, Retry or Rejected (Kueue's CheckState)."""
-        return self._text("state")
-
-
-class WorkloadView(ObjectView):
-    """A Kueue Workload read by field name: what the controllers read of one, each a property
-    in place of a `.get(...) or {}` chain (absent fields read as Kueue leaves them: None,
-    empty, or the API's default)."""
-
-    __slots__ = ()
-
-    @property
-    def queue_name(self) -> str | None:
-        return self.spec.get("queueName")
-
-    @property
-    def active(self) -> bool:
-        """spec.active (Kueue's default: true); false once deactivated."""
-        return self.spec.get("active", True) is not False
-
-    @property
-    def pod_sets(self) -> list[Dict]:
-        return list(self.spec.get("podSets") or [])
-
-    @property
-    def cluster_name(self) -> str | None:
-        """status.clusterName: the worker a MultiKueue manager Workload was dispatched to."""
-        return self.status.get("clusterName")
-
-    @property
-    def nominated_clusters(self) -> list[str]:
-        return list(self.status.get("nominatedClusterNames") or [])
-
-    @property
-    def admission(self) -> Dict:
-        return self.status.get("admission") or {}
-
-    @property
-    def cluster_queue(self) -> str:
-        """The ClusterQueue it was admitted to ("" before admission)."""
-        return str(self.admission.get("clusterQueue", ""))
-
-    @property
-    def admission_checks(self) -> list[Dict]:
-        return list(self.status.get("admissionChecks") or [])
-
-    @property
-    def checks(self) -> list[CheckView]:
-        """Its admission checks' states, each read in place."""
-        return [CheckView(x) for x in self.admission_checks]
-
-    def check(self, name: str) -> CheckView | None:
-        """The state of the admission check `name`, if the Workload has one."""
-        found = next((s for s in self.admission_checks if s.get("name") == name), None)
-        return None if found is None else CheckView(found)
-
-    @property
-    def reclaimable_pods(self) -> list[Dict]:
-        return list(self.status.get("reclaimablePods") or [])
-
-    # ---- its state, from its conditions ----------------------------------------------------
-
-    @property
-    def has_quota(self) -> bool:
-        return self.is_true("QuotaReserved")
-
-    @property
-    def evicted(self) -> bool:
-        return self.is_true("Evicted")
-
-    @property
-    def admitted(self) -> bool:
-        """Admitted and not evicted."""
-        return self.is_true("Admitted") and not self.evicted
-
-    @property
-    def finished(self) -> bool:
-        return self.is_true("Finished")
-
-    @property
-    def finished_reason(self) -> str | None:
-        """The reason of a Finished Workload (Succeeded, Failed, OutOfSync ...); None if not."""
-        found = self.condition("Finished")
-        return found.reason if found is not None and found.true else None
-
-    @property
-    def admitted_at(self) -> str | None:
-        """When it was admitted (its Admitted condition's last change), while it is."""
-        found = self.condition("Admitted")
-        return (found.since or "") if found is not None and found.true else None
-
-    @property
-    def eviction_message(self) -> str:
-        evicted = self.condition("Evicted")
-        if evicted is not None and evicted.true:
-            return f"{evicted.reason or 'Evicted'}: {evicted.message}".strip()
-        return "the Workload is no longer admitted"
-
-    def reserved_for(self, now: dt.datetime) -> float | None:
-        """Seconds since its QuotaReserved condition last changed (None: it has none)."""
-        found = self.condition("QuotaReserved")
-        since = found.since if found is not None else None
-        return max(0.0, (now - cond.parse_time(since)).total_seconds()) if since else None
 
 
 # The same questions of a Workload's JSON, for callers that hold no view.

@@ -1,6 +1,6 @@
 """What the worker controller's caches keep of its pods and of the Job controller's
 FailedCreate Events (the informers' transforms, worker_controller/watches.py): small digests,
-read back through views (trainjob/views.py: PodView, FailedCreateView). Pure."""
+read back through views (plugin/trainjob/views.py: PodView, FailedCreateView). Pure."""
 
 from __future__ import annotations
 

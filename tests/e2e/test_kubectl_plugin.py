@@ -1,6 +1,6 @@
-"""`kubectl trainjob` (kubectl_trainjob/) against the bed: list, describe and logs of a TrainJob
-running on a worker, reached through the manager's kubeconfig Secret or the user's own context,
-and what it says when the worker cannot be reached."""
+"""`kubectl trainjob` (plugin/kubectl_trainjob/) against the bed: list, describe and logs of a
+TrainJob running on a worker, reached through the manager's kubeconfig Secret or the user's own
+context, and what it says when the worker cannot be reached."""
 
 from __future__ import annotations
 

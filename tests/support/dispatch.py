@@ -8,8 +8,7 @@ from typing import Any
 
 from clusters.helpers.builders import TrainJobBuilder, WorkloadBuilder
 from dispatcher.decide import DispatchObserved, RemoteView, decide
-from trainjob.views import TrainJobView
-from trainjob.workload import WorkloadView
+from trainjob.views import TrainJobView, WorkloadView
 
 Dict = dict[str, Any]
 

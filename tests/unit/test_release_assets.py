@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import subprocess
+import sys
 import tarfile
+import tempfile
+import tomllib
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
 
 from clusters import builds
 from release import assets
@@ -43,6 +49,9 @@ def test_every_asset_is_there_with_its_checksum(built: dict[str, Path]) -> None:
             "worker-identity.yaml",
             "crds.tar.gz",
             f"trainjob-multicluster-{version}.tgz",
+            f"kubectl_trainjob-{version}-py3-none-any.whl",
+            f"kubectl-trainjob-{version}.tar.gz",
+            "trainjob.yaml",
             "SHA256SUMS",
         ]
     )
@@ -118,4 +127,94 @@ def test_the_workflow_publishes_what_release_assets_builds() -> None:
     for name in ("manager.yaml", "worker.yaml", "worker-identity.yaml", "crds.tar.gz"):
         assert f"out/{name}" in published
     assert "out/SHA256SUMS" in published and "trainjob-multicluster-$VERSION.tgz" in published
+    for name in ("kubectl_trainjob-$VERSION-py3-none-any.whl", "kubectl-trainjob-$VERSION.tar.gz"):
+        assert f"out/{name}" in published
+    assert "out/trainjob.yaml" in published
     assert "tar -czf" not in runs  # the archive is release.assets', with the CRDs themselves
+
+
+def test_the_plugins_wheel_holds_the_plugin_and_what_it_reads_only(
+    built: dict[str, Path],
+) -> None:
+    """The wheel is plugin/ (its own modules of trainjob and kubecontrol, none of the
+    product's), for Python 3.10 on, with plugin/pyproject.toml's dependencies only."""
+    version = assets.chart_version()
+    with zipfile.ZipFile(built[f"kubectl_trainjob-{version}-py3-none-any.whl"]) as wheel:
+        names = wheel.namelist()
+        meta = wheel.read(f"kubectl_trainjob-{version}.dist-info/METADATA").decode()
+    modules = {n for n in names if n.endswith(".py")}
+    want = {
+        p.relative_to(assets.PLUGIN).as_posix()
+        for package in ("kubectl_trainjob", "trainjob", "kubecontrol")
+        for p in (assets.PLUGIN / package).rglob("*.py")
+    }
+    assert modules == want and "trainjob/views.py" in want
+    assert not {n.split("/")[0] for n in names} & {"dispatcher", "worker_controller", "tests"}
+    assert "trainjob/workload.py" not in names and "kubecontrol/client.py" not in names
+    assert "kubectl_trainjob/ui/index.html" in names
+    project = tomllib.loads((assets.PLUGIN / "pyproject.toml").read_text())["project"]
+    assert "Requires-Python: >=3.10" in meta.splitlines()
+    requires = [
+        line.split(": ", 1)[1] for line in meta.splitlines() if line.startswith("Requires-Dist")
+    ]
+    assert sorted(map(Requirement, requires), key=str) == sorted(
+        map(Requirement, project["dependencies"]), key=str
+    )
+    assert (
+        plugin_wheel_again(version)
+        == built[f"kubectl_trainjob-{version}-py3-none-any.whl"].read_bytes()
+    )
+
+
+def plugin_wheel_again(version: str) -> bytes:
+    with tempfile.TemporaryDirectory() as tmp:
+        return assets.plugin_wheel(Path(tmp), version).read_bytes()
+
+
+def test_krew_installs_the_plugin_which_then_runs_on_its_own(
+    built: dict[str, Path], tmp_path: Path
+) -> None:
+    """krew itself (v0.4.3, built from its module) installs the manifest with the archive, as
+    `kubectl krew install --manifest=trainjob.yaml --archive=...` does for a user; the plugin
+    installs its wheel on first use into its own environment, which holds nothing of the
+    product, and answers --version; the second run is the installed one."""
+    version = assets.chart_version()
+    archive = built[f"kubectl-trainjob-{version}.tar.gz"]
+    plugin = yaml.safe_load(built["trainjob.yaml"].read_text())
+    (platform,) = plugin["spec"]["platforms"]
+    assert platform["sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert platform["uri"].endswith(f"/releases/download/v{version}/{archive.name}")
+    builds.build_one(builds.BUILDS["krew"])
+    root = tmp_path / "krew"
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "KREW_ROOT": str(root)}
+    done = subprocess.run(
+        [str(builds.binary("krew")), "install", f"--manifest={built['trainjob.yaml']}",
+         f"--archive={archive}"],
+        capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    command = root / "bin" / "kubectl-trainjob"
+    assert command.is_symlink()
+    env["KUBECTL_TRAINJOB_PYTHON"] = sys.executable
+    for first in (True, False):
+        ran = subprocess.run(
+            [str(command), "--version"], capture_output=True, text=True, env=env, timeout=240
+        )
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        assert ran.stdout.strip() == f"kubectl-trainjob {version}"
+        assert ("first run: installing" in ran.stderr) is first
+    own = command.resolve().parent / "python" / "bin" / "python"
+    alone = subprocess.run(
+        [str(own), "-c", "import importlib.util as u; "
+         "print([m for m in ('dispatcher', 'trainjob.workload', 'pycurl') if u.find_spec(m)])"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    assert alone.stdout.strip() == "[]", alone.stdout + alone.stderr
+    refused = subprocess.run(
+        [str(command), "--version"],
+        capture_output=True,
+        text=True,
+        env={**env, "KUBECTL_TRAINJOB_PYTHON": "false"},
+        timeout=60,
+    )
+    assert refused.returncode == 1 and "needs Python 3.10 or later" in refused.stderr

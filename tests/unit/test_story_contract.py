@@ -2,10 +2,10 @@
 
 The dispatcher answers a TrainJob's story over a manager and a worker in memory
 (dispatcher/job_story.py); the answer must be `tests/golden/story.json`, must be of the
-TypeScript types the web view's scripts are checked against (kubectl_trainjob/ui/story.d.ts,
-written from trainjob/story.py), and `kubectl trainjob describe` must print
+TypeScript types the web view's scripts are checked against (plugin/kubectl_trainjob/ui/story.d.ts,
+written from plugin/trainjob/story.py), and `kubectl trainjob describe` must print
 `tests/golden/story-describe.txt` from it. A field added, renamed or retyped in
-trainjob/story.py shows here three times: in the golden answer, in `tsc`, in the text.
+plugin/trainjob/story.py shows here three times: in the golden answer, in `tsc`, in the text.
 
     TJ_GOLDEN=write python -m pytest tests/unit/test_story_contract.py   # write them again
 """
@@ -37,7 +37,7 @@ from trainjob.workload import workload_name
 Dict = dict[str, Any]
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden"
-UI = REPO / "kubectl_trainjob" / "ui"
+UI = REPO / "plugin" / "kubectl_trainjob" / "ui"
 NOW = dt.datetime(2026, 1, 1, 0, 5, tzinfo=dt.UTC)
 WRITE = os.environ.get("TJ_GOLDEN") == "write"
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
 HELPERS = TESTS.parent / "clusters" / "helpers"  # the tests' helpers that benchmarks use too
+PLUGIN_TESTS = TESTS.parent / "plugin" / "tests"  # the kubectl plugin's own (Python 3.10 on)
 
 # Helpers that raise when what they check does not hold (tests/support, pytest, the stdlib).
 CHECKING_HELPERS = {
@@ -54,10 +55,10 @@ REVIEWED_DAEMONS = {
 def _modules() -> list[tuple[str, ast.Module]]:
     return [
         (
-            path.relative_to(root.parent if root is HELPERS else root).as_posix(),
+            path.relative_to(root if root is TESTS else root.parent).as_posix(),
             ast.parse(path.read_text(), str(path)),
         )
-        for root in (TESTS, HELPERS)
+        for root in (TESTS, HELPERS, PLUGIN_TESTS)
         for path in sorted(root.rglob("*.py"))
     ]
 

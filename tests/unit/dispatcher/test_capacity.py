@@ -7,7 +7,7 @@ from typing import Any
 
 from dispatcher.capacity import Fit, cohort_of, fit, podset_requests, quota_summary, show_amount
 from trainjob.queues import ClusterQueueView, PodSetView
-from trainjob.workload import WorkloadView
+from trainjob.views import WorkloadView
 
 Dict = dict[str, Any]
 

@@ -11,8 +11,7 @@ from dispatcher.copies import is_our_copy, remote_trainjob, remote_workload, sta
 from dispatcher.copies import seen as copy_seen
 from tests.support.dispatch import manager_workload
 from trainjob import constants as c
-from trainjob.views import ObjectView, TrainJobView
-from trainjob.workload import WorkloadView
+from trainjob.views import ObjectView, TrainJobView, WorkloadView
 
 Dict = dict[str, Any]
 

@@ -14,8 +14,7 @@ from dispatcher.intake import (
 )
 from tests.support.dispatch import NOW, manager_workload
 from trainjob.runtime import RuntimeProblem
-from trainjob.views import TrainJobView
-from trainjob.workload import WorkloadView
+from trainjob.views import TrainJobView, WorkloadView
 
 Dict = dict[str, Any]
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from dispatcher.decide import DispatchPlan
 from dispatcher.intake import IntakePlan
 from dispatcher.plan import Dispatch, PassPlan, planned
-from trainjob.views import TrainJobView
-from trainjob.workload import WorkloadView
+from trainjob.views import TrainJobView, WorkloadView
 
 FAILED = {"type": "Failed", "status": "True", "reason": "NoQueueName"}
 DRIFT = {"type": "RuntimeDrift", "status": "True", "reason": "RuntimeDrift"}

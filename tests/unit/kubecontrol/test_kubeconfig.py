@@ -1,5 +1,5 @@
-"""kubecontrol/kubeconfig.py: kubeconfigs from others are vetted before any library sees them,
-and the renewal job and `kubectl trainjob` build clients from the vetted fields only."""
+"""plugin/kubecontrol/kubeconfig.py: kubeconfigs from others are vetted before any library sees
+them, and the renewal job and `kubectl trainjob` build clients from the vetted fields only."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from clusters.helpers.builders import initializer_runtime, make_runtime, make_tr
 from trainjob import jobframework, readiness
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.runtime import RuntimeInfo, build_runtime_info
-from trainjob.workload import WorkloadView
+from trainjob.views import WorkloadView
 
 Dict = dict[str, Any]
 NOW = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.UTC)

@@ -66,6 +66,8 @@ KUEUE_VERSION = "v1beta2"
 KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
 MULTIKUEUE_CONFIG_KIND = "MultiKueueConfig"
 KUEUE_QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+# The label Kueue puts on a job's Workload naming the job's uid (selectable server-side).
+KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 KUEUE_PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 KUEUE_PREBUILT_WORKLOAD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
 KUEUE_PREBUILT_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/prebuilt-workload-name"  # Kueue 0.19

@@ -1,7 +1,7 @@
 """What `kubectl trainjob` prints, from the objects it read (pure): a TrainJob's state in a
 word, the `list` table and the `describe` text. The manager's objects are read through the
-views the controllers use (trainjob/views.py, trainjob/workload.py); what the worker shows,
-through the story's types (trainjob/story.py), whether the manager's view.trainjob.dev API
+views the controllers use (plugin/trainjob/views.py, trainjob/workload.py); what the worker shows,
+through the story's types (plugin/trainjob/story.py), whether the manager's view.trainjob.dev API
 told it or the worker was read directly."""
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.story import Condition as StoryCondition
 from trainjob.story import Copy, Event, Pod, PodUsage
-from trainjob.views import ConditionView, PodSetPhases, TrainJobView
-from trainjob.workload import WorkloadView
+from trainjob.views import ConditionView, PodSetPhases, TrainJobView, WorkloadView
 
 # Characters a terminal acts on rather than shows: C0 controls but newline and tab, DEL, and
 # the C1 controls (U+0080-U+009F: some terminals take U+009B as CSI, U+009D as OSC).

@@ -1,13 +1,13 @@
 """`kubectl trainjob ui`: a read-only web view of the manager, served on this machine with the
 viewer's own identity, as `kubectl proxy --www` serves files beside the API.
 
-The page (kubectl_trainjob/ui/, plain files, nothing fetched from elsewhere) reads the manager's
-API through `/k8s/...` on this server, which adds the kubeconfig's credentials and passes on
-GET requests of an allow-list only: TrainJobs, Kueue's MultiKueueClusters, ClusterQueues and
-LocalQueues, and the dispatcher's view.trainjob.dev API (a TrainJob's story and log, the
-workers). The API server's RBAC decides what the viewer sees; no credential reaches the browser.
-Requests whose Host is not this server's loopback address (DNS rebinding) or that come from
-another origin are refused, and the page may load nothing but its own files.
+The page (plugin/kubectl_trainjob/ui/, plain files, nothing fetched from elsewhere) reads the
+manager's API through `/k8s/...` on this server, which adds the kubeconfig's credentials and
+passes on GET requests of an allow-list only: TrainJobs, Kueue's MultiKueueClusters,
+ClusterQueues and LocalQueues, and the dispatcher's view.trainjob.dev API (a TrainJob's story
+and log, the workers). The API server's RBAC decides what the viewer sees; no credential reaches
+the browser. Requests whose Host is not this server's loopback address (DNS rebinding) or that
+come from another origin are refused, and the page may load nothing but its own files.
 
 Behind a platform's authenticating proxy (`--behind-proxy`, the chart's `ui`), the server holds
 no credential at all: each request must carry the viewer's own bearer token, as the proxy
@@ -23,6 +23,7 @@ import collections
 import contextlib
 import functools
 import hashlib
+import json
 import os
 import re
 import socket
@@ -35,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import orjson
 import yarl
 from aiohttp import web
 from kubernetes import client, config
@@ -443,15 +443,16 @@ class Server:
         auth: dict[str, str],
     ) -> None:
         def end(code: int, message: str) -> tuple[bytes, bool]:
-            return orjson.dumps({"i": i, "end": code, "message": message}) + b"\n", True
+            line = json.dumps({"i": i, "end": code, "message": message}, separators=(",", ":"))
+            return line.encode() + b"\n", True
 
         try:
             async with self._slot(auth), await self._get(url.path, url.query, auth) as upstream:
                 if upstream.status != 200:
                     said = await upstream.content.read(64 << 10)
                     try:
-                        message = str(orjson.loads(said).get("message") or "")
-                    except (orjson.JSONDecodeError, AttributeError):
+                        message = str(json.loads(said).get("message") or "")
+                    except (ValueError, AttributeError):
                         message = said.decode(errors="replace")[:500]
                     await lines.put(end(upstream.status, message or upstream.reason or ""))
                     return

@@ -1,4 +1,4 @@
-"""What `kubectl trainjob` prints (kubectl_trainjob/view.py)."""
+"""What `kubectl trainjob` prints (plugin/kubectl_trainjob/view.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from kubectl_trainjob.view import WorkerView, age, describe, list_table, printab
 from trainjob.story import Copy, Pod, PodUsage
 from trainjob.views import TrainJobView
 
-NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
+NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.timezone.utc)
 Dict = dict[str, Any]
 
 

@@ -35,7 +35,7 @@ from kubernetes import client, config, watch
 
 from kubecontrol.kubeconfig import vet_kubeconfig
 from kubecontrol.objects import Dict
-from kubecontrol.version import VERSION
+from kubectl_trainjob import version
 from kubectl_trainjob.view import (
     WorkerView,
     describe,
@@ -46,8 +46,7 @@ from kubectl_trainjob.view import (
 )
 from trainjob import constants as c
 from trainjob.story import Copy, TrainJobStory, event_of, pod_of
-from trainjob.views import TrainJobView
-from trainjob.workload import JOB_UID_LABEL, WorkloadView
+from trainjob.views import TrainJobView, WorkloadView
 
 TIMEOUT = 10  # seconds for each request; an unreachable worker is said, not waited for
 STORY_API = f"/apis/view.{c.DOMAIN}/v1alpha1"
@@ -190,7 +189,7 @@ def _workload(clusters: Clusters, tj: TrainJobView) -> WorkloadView | None:
         c.KUEUE_VERSION,
         clusters.namespace,
         "workloads",
-        label_selector=f"{JOB_UID_LABEL}={tj.uid}",
+        label_selector=f"{c.KUEUE_JOB_UID_LABEL}={tj.uid}",
         _request_timeout=TIMEOUT,
     )["items"]
     found = (WorkloadView(x) for x in items)
@@ -271,7 +270,7 @@ def cmd_list(clusters: Clusters, args: argparse.Namespace) -> str:
         where = "any namespace" if args.all_namespaces else f"namespace {clusters.namespace}"
         return f"No TrainJobs found in {where}."
     return list_table(
-        [TrainJobView(x) for x in items], dt.datetime.now(dt.UTC), args.all_namespaces
+        [TrainJobView(x) for x in items], dt.datetime.now(dt.timezone.utc), args.all_namespaces
     )
 
 
@@ -314,7 +313,7 @@ def cmd_describe(clusters: Clusters, args: argparse.Namespace) -> str:
                 "worker": worker,
             },
         )
-    return describe(tj, workload, events, view, dt.datetime.now(dt.UTC))
+    return describe(tj, workload, events, view, dt.datetime.now(dt.timezone.utc))
 
 
 def _worker_view_direct(clusters: Clusters, name: str, worker: str) -> WorkerView:
@@ -441,7 +440,7 @@ WATCH_SECONDS = 300  # a watch is opened again after this, from where it stopped
 
 
 def _progress_line(tj: TrainJobView) -> str:
-    bar = progress_bar(tj, dt.datetime.now(dt.UTC)) or "no progress reported (yet)"
+    bar = progress_bar(tj, dt.datetime.now(dt.timezone.utc)) or "no progress reported (yet)"
     return f"{state_of(tj):<9} {bar}"
 
 
@@ -563,7 +562,7 @@ def parser() -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--version", action="version", version=f"kubectl-trainjob {VERSION}")
+    p.add_argument("--version", action="version", version=f"kubectl-trainjob {version()}")
     _connection_flags(p, None)
     sub = p.add_subparsers(dest="command", required=True)
 

@@ -7,7 +7,7 @@ import datetime as dt
 
 from trainjob.conditions import CUT, MAX_MESSAGE, Change, Conditions, set_condition
 
-NOW = dt.datetime(2026, 11, 28, 10, tzinfo=dt.UTC)
+NOW = dt.datetime(2026, 11, 28, 10, tzinfo=dt.timezone.utc)
 
 
 def test_a_message_past_the_crds_limit_is_cut_to_it() -> None:

@@ -1,4 +1,5 @@
-"""What the web view's server passes on to the manager (kubectl_trainjob/ui.py's allow-list)."""
+"""What the web view's server passes on to the manager (plugin/kubectl_trainjob/ui.py's
+allow-list)."""
 
 from __future__ import annotations
 

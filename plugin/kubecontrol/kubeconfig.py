@@ -7,18 +7,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import ipaddress
-import json
 import re
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
-from kubecontrol.client import ApiClient
-from kubecontrol.credentials import KubeconfigError, credentials_from_kubeconfig
 from kubecontrol.objects import Dict
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -79,11 +76,14 @@ def https_host_ok(server: str) -> bool:
 
 
 def vet_kubeconfig(
-    raw: bytes | str | None, where: str
+    raw: bytes | str | None,
+    where: str,
+    connect_problem: Callable[[Dict], str | None] | None = None,
 ) -> tuple[Dict | None, KubeconfigProblem | None]:
     """Parse and vet a kubeconfig (`where` names its source in the messages); returns
     (kubeconfig, None), the kubeconfig holding only what `minimal_kubeconfig` keeps, or
-    (None, problem). No message quotes the kubeconfig's text."""
+    (None, problem). No message quotes the kubeconfig's text. `connect_problem`, when given,
+    has the last word: why a client cannot be built from the vetted kubeconfig, or None."""
     if not raw:
         return None, KubeconfigProblem("BadKubeConfig", f"{where} is missing or empty")
     if len(raw) > MAX_KUBECONFIG_BYTES:
@@ -144,7 +144,7 @@ def vet_kubeconfig(
                     insecure, f"{where}: user {name!r} uses {key}; {fix}"
                 )
     cfg = minimal_kubeconfig(cfg)
-    loads = _load_problem(cfg)
+    loads = connect_problem(cfg) if connect_problem is not None else None
     if loads:
         return None, KubeconfigProblem("BadKubeConfig", f"{where}: {loads}")
     return cfg, None
@@ -197,24 +197,6 @@ def _is_base64(value: Any) -> bool:
         return True
     except (binascii.Error, ValueError):
         return False
-
-
-def _load_problem(cfg: Dict) -> str | None:
-    """Whether our client can build a connection from it, TLS included (the last word)."""
-    return _connect_problem(json.dumps(cfg, sort_keys=True, default=str))
-
-
-@functools.lru_cache(maxsize=64)
-def _connect_problem(kubeconfig: str) -> str | None:
-    """`_load_problem` of a kubeconfig as JSON text: a resync checks the same few kubeconfigs
-    over and over, and a TLS context costs a millisecond or two to build."""
-    try:
-        ApiClient(credentials_from_kubeconfig(json.loads(kubeconfig)))
-    except KubeconfigError as exc:  # names the field, never its value
-        return f"cannot connect with it: {exc}"
-    except Exception as exc:  # ssl's errors (a CA, certificate or key that does not load)
-        return f"cannot connect with it ({type(exc).__name__}: {str(exc)[:120]})"
-    return None
 
 
 def minimal_kubeconfig(cfg: Dict) -> Dict:

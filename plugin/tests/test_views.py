@@ -1,9 +1,15 @@
-"""Typed views over the JSON (trainjob/views.py, trainjob/workload.py): what each reads."""
+"""Typed views over the JSON (plugin/trainjob/views.py, trainjob/workload.py): what each reads."""
 
 from __future__ import annotations
 
-from trainjob.views import ConditionView, FailedCreateView, JobView, PodView, TrainJobView
-from trainjob.workload import WorkloadView
+from trainjob.views import (
+    ConditionView,
+    FailedCreateView,
+    JobView,
+    PodView,
+    TrainJobView,
+    WorkloadView,
+)
 
 
 def test_a_condition_reads_its_fields_and_absent_ones_as_empty() -> None:

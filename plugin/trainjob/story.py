@@ -3,7 +3,7 @@
 Defined once here. The dispatcher builds them (dispatcher/job_story.py,
 dispatcher/worker_list.py), its aggregated API serves their OpenAPI schema from them
 (`kubectl explain trainjobstories`), `kubectl trainjob` parses the answer into them, the web
-view's type declarations (kubectl_trainjob/ui/story.d.ts) and the field table in
+view's type declarations (plugin/kubectl_trainjob/ui/story.d.ts) and the field table in
 docs/usage.md are written from them (`./run manifests`). A field's docstring is its
 description in all of those.
 

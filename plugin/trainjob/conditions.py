@@ -25,7 +25,7 @@ def truncate_message(message: str) -> str:
 
 
 def now_rfc3339(now: dt.datetime) -> str:
-    return now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return now.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(value: str) -> dt.datetime:

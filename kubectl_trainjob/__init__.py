@@ -1,1 +1,0 @@
-"""`kubectl trainjob`: one view of TrainJobs across a MultiKueue manager and its workers."""

@@ -1,1 +1,0 @@
-"""Shared core: TrainJob models, the runtime framework and the Kueue integration."""
