@@ -49,7 +49,7 @@ def helm() -> Path:
 def template(values: Dict, namespace: str = NAMESPACE, release: str = RELEASE) -> list[Dict]:
     """`helm template` of the chart with `values` (a nested mapping, as a values file)."""
     args = ["template", release, str(CHART), "--namespace", namespace]
-    args += ["--kube-version", K8S_VERSION, "--include-crds"]
+    args += ["--kube-version", K8S_VERSION]
     return load_manifests(_helm(args, values))
 
 

@@ -49,6 +49,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end }}
 
+{{/* Labels of our CRDs: the product's and Helm's, not a controller's name (both roles own
+the same CRDs on a cluster). */}}
+{{- define "tj.crdLabels" -}}
+app.kubernetes.io/part-of: trainjob-multicluster
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end }}
+
 {{/* The webhooks leave these namespaces alone: the values' list and the release's own. */}}
 {{- define "tj.namespaceSelector" -}}
 namespaceSelector:

@@ -154,9 +154,7 @@ def test_a_worker_that_runs_trainer_gets_the_managers_identity_and_nothing_else(
         chart.template({"role": "worker", "worker": {"controller": {"enabled": False}}})
     )
     identity = {key for key in full if key[1].startswith("trainjob-multikueue")}
-    # Helm's crds/ (what --skip-crds leaves out; Helm never replaces a CRD that is there)
-    crds = {key for key in only if key[0] == "CustomResourceDefinition"}
-    assert identity and set(only) - crds == identity
+    assert identity and set(only) == identity  # not our CRDs either: Trainer's are there
     assert all(only[key] == full[key] for key in identity)
     assert not [k for k in only if k[0] in ("Deployment", "ValidatingWebhookConfiguration")]
     rendered = (REPO_ROOT / "deploy" / "worker-identity" / "manifests.yaml").read_text()
@@ -345,6 +343,41 @@ def test_the_crds_come_with_the_chart_and_helm_labels_say_who_manages() -> None:
         assert "app.kubernetes.io/managed-by" not in (doc["metadata"].get("labels") or {})
 
 
+@pytest.mark.parametrize("role", ["manager", "worker"])
+def test_the_crds_are_templates_that_upgrade_with_the_chart_and_stay_behind(role: str) -> None:
+    """The chart renders crds/ itself (templates, which `helm upgrade` upgrades, never Helm's
+    once-only crds/ directory), each CRD exactly as the file holds it, labelled for Helm and
+    kept on uninstall and rollback; crds.keep=false drops the keep, crds.enabled=false them."""
+    files = {
+        doc["metadata"]["name"]: doc
+        for path in sorted((REPO_ROOT / "crds").glob("trainer.kubeflow.org_*.yaml"))
+        for doc in [yaml.safe_load(path.read_text())]
+    }
+    assert not (chart.CHART / "crds").exists()  # Helm would install those once, and never again
+    rendered = {
+        d["metadata"]["name"]: d
+        for d in chart.template({"role": role})
+        if d["kind"] == "CustomResourceDefinition"
+    }
+    assert set(rendered) == set(files) and len(files) == 3
+    for name, crd in rendered.items():
+        meta = crd["metadata"]
+        assert meta.pop("annotations") == {"helm.sh/resource-policy": "keep"}, name
+        labels = meta.pop("labels")
+        assert labels["app.kubernetes.io/managed-by"] == "Helm", name
+        assert labels["app.kubernetes.io/part-of"] == "trainjob-multicluster", name
+        assert crd == files[name]  # spec and all, through Helm's fromYaml and toYaml
+    unkept = chart.template({"role": role, "crds": {"keep": False}})
+    assert all(
+        "helm.sh/resource-policy" not in (d["metadata"].get("annotations") or {})
+        for d in unkept
+        if d["kind"] == "CustomResourceDefinition"
+    )
+    off = chart.template({"role": role, "crds": {"enabled": False}})
+    assert not [d for d in off if d["kind"] == "CustomResourceDefinition"]
+    assert len(off) == len(chart.template({"role": role})) - 3
+
+
 def test_a_network_policy_lets_in_only_the_controllers_ports() -> None:
     for role in ("manager", "worker"):
         (policy,) = [d for d in chart.template({"role": role}) if d["kind"] == "NetworkPolicy"]
@@ -445,18 +478,19 @@ def test_pull_secrets_pod_labels_annotations_and_resources_reach_the_pod() -> No
 
 
 def test_the_manager_and_a_worker_as_two_releases_on_one_cluster_share_no_object() -> None:
-    """Each role names its own cluster-scoped objects (the metrics readers included)."""
+    """Each role names its own cluster-scoped objects (the metrics readers included); the
+    CRDs are one release's: the second sets crds.enabled=false, as values.yaml says."""
     manager = chart.template({"role": "manager"}, release="manager")
-    worker = chart.template({"role": "worker"}, release="worker")
+    worker = chart.template({"role": "worker", "crds": {"enabled": False}}, release="worker")
 
     def names(docs: list[Dict]) -> set[tuple[str, str, str]]:
         return {
-            (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"])
-            for d in docs
-            if d["kind"] != "CustomResourceDefinition"  # crds/: Helm installs them once
+            (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]) for d in docs
         }
 
     assert names(manager) & names(worker) == set()
+    both = names(chart.template({"role": "worker"}, release="worker")) & names(manager)
+    assert {kind for kind, _, _ in both} == {"CustomResourceDefinition"}
     assert ("ClusterRole", "", "trainjob-dispatcher-metrics-reader") in names(manager)
     assert ("ClusterRole", "", "trainjob-worker-controller-metrics-reader") in names(worker)
 
