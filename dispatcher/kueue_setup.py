@@ -6,9 +6,16 @@
     helm get values kueue -n kueue-system --all -o yaml \\
         | trainjob-kueue-config --role manager > kueue-values.yaml     # Kueue's Helm chart
 
-It reads one of three shapes on stdin and writes the same shape on stdout: Kueue's ConfigMap
-(`data.controller_manager_config.yaml`), the configuration file itself, or the values of
-Kueue's Helm chart (`managerConfig.controllerManagerConfigYaml`, `controllerManager.featureGates`).
+It reads one of four shapes on stdin and writes the same shape on stdout: Kueue's ConfigMap
+(`data.controller_manager_config.yaml`), the configuration file itself, the values of Kueue's
+Helm chart (`managerConfig.controllerManagerConfigYaml`, `controllerManager.featureGates`), or
+Kueue's release manifests (a stream of documents: its ConfigMap `kueue-manager-config` changed,
+every other document written back as it came), so that an upgrade of Kueue starts with the
+change in place:
+
+    curl -fsSL .../kueue/releases/download/vX.Y.Z/manifests.yaml \\
+        | trainjob-kueue-config --role worker | kubectl apply --server-side --force-conflicts -f -
+
 The changes, on every cluster:
 
 - `integrations.externalFrameworks` gains `TrainJob.v1alpha1.trainer.kubeflow.org`: our
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import re
 import sys
 
 from ruamel.yaml import YAML
@@ -37,6 +45,11 @@ KUEUE_TRAINJOB = "trainer.kubeflow.org/trainjob"
 CONFIG_KEY = "controller_manager_config.yaml"
 # What `kubectl get -o yaml` adds that `kubectl apply` must not be given back.
 SERVER_METADATA = ("managedFields", "uid", "creationTimestamp", "generation", "selfLink")
+# Kueue's ConfigMap among its release manifests: its kind and name, as top-level lines.
+CONFIG_MAP = "kueue-manager-config"
+_KIND_CONFIG_MAP = re.compile(r"^kind: ConfigMap\s*$", re.M)
+_NAMED_CONFIG_MAP = re.compile(rf"^  name: {CONFIG_MAP}\s*$", re.M)
+_DOCUMENT_START = re.compile(r"^---(\s.*)?$")
 
 
 def _yaml() -> YAML:
@@ -88,8 +101,53 @@ def _edit_text(text: str, *, multikueue_off: bool, said: list[str]) -> str:
     return out.getvalue()
 
 
+def documents(text: str) -> list[str]:
+    """A YAML stream cut at its document markers (each `---` line starts a piece): the pieces
+    joined give the text back."""
+    pieces: list[str] = []
+    for line in text.splitlines(keepends=True):
+        if not pieces or _DOCUMENT_START.match(line):
+            pieces.append(line)
+        else:
+            pieces[-1] += line
+    return pieces
+
+
+def _marker(piece: str) -> str:
+    """The piece's `---` line (with its line end), or "" for a stream's first document."""
+    first = piece.splitlines(keepends=True)[0] if piece else ""
+    return first if _DOCUMENT_START.match(first) else ""
+
+
+def _has_content(piece: str) -> bool:
+    lines = piece[len(_marker(piece)) :].splitlines()
+    return any(line.strip() and not line.lstrip().startswith("#") for line in lines)
+
+
+def change_stream(pieces: list[str], *, role: str, mode: str) -> tuple[str, list[str]]:
+    """Kueue's release manifests with its ConfigMap changed; every other document as it was."""
+    found = [
+        i
+        for i, piece in enumerate(pieces)
+        if _KIND_CONFIG_MAP.search(piece) and _NAMED_CONFIG_MAP.search(piece)
+    ]
+    if len(found) != 1:
+        raise ValueError(
+            f"expected Kueue's release manifests with one ConfigMap {CONFIG_MAP}, "
+            f"found {len(found)} among {sum(map(_has_content, pieces))} documents"
+        )
+    (i,) = found
+    marker = _marker(pieces[i])
+    changed, said = change(pieces[i][len(marker) :], role=role, mode=mode)
+    return "".join([*pieces[:i], marker + changed, *pieces[i + 1 :]]), said
+
+
 def change(text: str, *, role: str, mode: str = "Replace") -> tuple[str, list[str]]:
-    """The input document changed for `role` (manager | worker); (output, what changed)."""
+    """The input document (or release manifests) changed for `role` (manager | worker);
+    (output, what changed)."""
+    pieces = documents(text)
+    if sum(map(_has_content, pieces)) > 1:
+        return change_stream(pieces, role=role, mode=mode)
     y = _yaml()
     doc = y.load(text)
     if not isinstance(doc, CommentedMap):
@@ -132,8 +190,9 @@ def change(text: str, *, role: str, mode: str = "Replace") -> tuple[str, list[st
         doc = changed
     else:
         raise ValueError(
-            "expected Kueue's ConfigMap, its Configuration, or its Helm chart's values "
-            "(kind ConfigMap, kind Configuration, or a managerConfig key)"
+            "expected Kueue's ConfigMap, its Configuration, its Helm chart's values or its "
+            "release manifests (kind ConfigMap, kind Configuration, a managerConfig key, or "
+            "documents among which the ConfigMap kueue-manager-config)"
         )
     out = io.StringIO()
     y.dump(doc, out)

@@ -1,5 +1,7 @@
 """docs/install.md run as written, from a bed with nothing of ours (and no Kueue) to a TrainJob
-Complete on the manager; then docs/operations.md's uninstall, which keeps the CRDs and the
+Complete on the manager; then docs/operations.md's upgrade of Kueue under the product (Kueue's
+release manifests applied again through `trainjob-kueue-config`), after which a TrainJob runs
+once more with one Workload; then docs/operations.md's uninstall, which keeps the CRDs and the
 TrainJobs.
 
 The blocks run in bash with kubectl contexts named manager, worker1 and worker2 (the bed's
@@ -19,13 +21,16 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 
 from clusters import builds, images
 from clusters.bed import Bed
 from clusters.config import REPO_ROOT
+from clusters.helpers.waiting import wait_for
 from clusters.kube import load_manifests
 from clusters.kueue import release_manifests
 from release import assets
@@ -40,6 +45,7 @@ OUR_RELEASES = "https://github.com/trainjob-dev/trainjob-multicluster/releases/d
 
 
 FLEET_ENV = "examples/install/fleet.env"  # the runbook's one list of clusters
+GROUP, VERSION = "trainer.kubeflow.org", "v1alpha1"
 
 
 def test_the_install_runbook_then_the_uninstall_keep_what_they_say(
@@ -89,10 +95,60 @@ def test_the_install_runbook_then_the_uninstall_keep_what_they_say(
             f"runbook: a bed without Kueue -> TrainJob Complete on the manager in {took:.0f} s",
             file=sys.stderr,
         )
+        _kueue_upgraded_under_the_product(real_bed, runbook, offline, tmp_path, env)
         _the_trainjob_ran_and_the_uninstall_keeps_it(real_bed, workers, env)
     finally:
         clean_up(real_bed)
         real_bed.bring_back_kueue(load_manifests(kueue))
+
+
+def _kueue_upgraded_under_the_product(
+    real_bed: Bed, runbook: str, offline: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Kueue's manifests applied again as docs/operations.md says (the same version: what
+    matters is its ConfigMap coming back with Kueue's defaults); the restarted Kueue loaded our
+    change (install.md's check), and a TrainJob runs with the one Workload the dispatcher
+    made: Kueue's own TrainJob integration, back on, would make a second."""
+    operations = (DOCS / "operations.md").read_text()
+    operations = operations.replace(f". {FLEET_ENV}\n", f". {tmp_path / 'fleet.env'}\n")
+    assert KUEUE_MANIFESTS in operations
+    operations = operations.replace(KUEUE_MANIFESTS, offline.as_uri())
+    upgrade = shell_blocks(operations, "Upgrade", "Kueue's own upgrade")
+    assert len(upgrade) == 1
+    took = run_blocks(upgrade, env, "docs/operations.md, Kueue's own upgrade")
+    (check,) = [b for b in shell_blocks(runbook) if "Configuration loaded" in b]
+    run_blocks([check], env, "docs/install.md, Kueue's check, after its upgrade")
+    custom = client.CustomObjectsApi(real_bed.api("manager"))
+    trainjob = yaml.safe_load((REPO_ROOT / "examples" / "install" / "trainjob.yaml").read_text())
+    trainjob["metadata"]["name"] = "after-kueue-upgrade"
+    custom.create_namespaced_custom_object(GROUP, VERSION, "team-a", "trainjobs", trainjob)
+
+    def complete() -> Any:
+        found = custom.get_namespaced_custom_object(
+            GROUP, VERSION, "team-a", "trainjobs", "after-kueue-upgrade"
+        )
+        conditions = (found.get("status") or {}).get("conditions") or []
+        done = {c["type"] for c in conditions if c.get("status") == "True"}
+        assert "Failed" not in done, conditions
+        return found if "Complete" in done else None
+
+    found = wait_for(complete, 300, what="the TrainJob after Kueue's upgrade Complete")
+    workloads = custom.list_namespaced_custom_object(
+        "kueue.x-k8s.io", "v1beta2", "team-a", "workloads",
+        label_selector=f"kueue.x-k8s.io/job-uid={found['metadata']['uid']}",
+    )["items"]  # fmt: skip
+    owned = [
+        w["metadata"]["name"]
+        for w in custom.list_namespaced_custom_object(
+            "kueue.x-k8s.io", "v1beta2", "team-a", "workloads"
+        )["items"]
+        if any(
+            ref.get("uid") == found["metadata"]["uid"]
+            for ref in w["metadata"].get("ownerReferences") or []
+        )
+    ]
+    assert len(workloads) == 1 and owned == [workloads[0]["metadata"]["name"]], owned
+    print(f"[figure] Kueue's upgrade block on three clusters: {took:.0f} s", file=sys.stderr)
 
 
 def _the_trainjob_ran_and_the_uninstall_keeps_it(

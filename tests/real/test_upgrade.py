@@ -211,9 +211,7 @@ def _blocks(page: str, section: str, subsection: str | None = None) -> list[str]
     if subsection is None:
         cut = body.find("\n### ")
         return shell_blocks(body[: cut if cut != -1 else None])
-    head = body.index(f"\n### {subsection}\n")
-    cut = body.find("\n### ", head + 1)
-    return shell_blocks(body[head : cut if cut != -1 else None])
+    return shell_blocks(body, subsection=subsection)
 
 
 def _helm_values(ctx: str, env: dict[str, str]) -> Any:

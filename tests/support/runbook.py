@@ -18,13 +18,20 @@ from clusters.config import REPO_ROOT
 FENCE = re.compile(r"^```(\S*)([^\n]*)\n(.*?)^```$", re.M | re.S)
 
 
-def shell_blocks(markdown: str, section: str | None = None) -> list[str]:
+def shell_blocks(
+    markdown: str, section: str | None = None, subsection: str | None = None
+) -> list[str]:
     """The page's bash blocks in order (those under the `## <section>` heading only, when
-    given), without those fenced `bash skip-in-test`."""
+    given, and of its `### <subsection>` only, when given), without those fenced `bash
+    skip-in-test`."""
     if section is not None:
         start = markdown.index(f"\n## {section}\n")
         end = markdown.find("\n## ", start + 1)
         markdown = markdown[start : end if end != -1 else None]
+    if subsection is not None:
+        head = markdown.index(f"\n### {subsection}\n")
+        cut = markdown.find("\n### ", head + 1)
+        markdown = markdown[head : cut if cut != -1 else None]
     return [
         body
         for lang, info, body in FENCE.findall(markdown)

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from clusters import builds
-from dispatcher.kueue_setup import EXTERNAL, KUEUE_TRAINJOB, change, main
+from dispatcher.kueue_setup import EXTERNAL, KUEUE_TRAINJOB, change, documents, main
 
 Dict = dict[str, Any]
 
@@ -129,3 +129,37 @@ def test_check_names_what_is_missing_and_passes_once_changed(
     monkeypatch.setattr("sys.stdin", io.StringIO(changed))
     other = "worker" if role == "manager" else "manager"
     assert main(["--role", other, "--check"]) == (0 if role == "manager" else 1)
+
+
+@pytest.mark.parametrize(("role", "gate_off"), [("worker", False), ("manager", True)])
+def test_kueues_release_manifests_start_with_the_change_and_nothing_else_moves(
+    role: str, gate_off: bool
+) -> None:
+    """Kueue's manifests.yaml as its release renders it (clusters.kueue, from the module with
+    the bed's kubectl): an upgrade piped through the command installs Kueue with our change in
+    its ConfigMap from its first start, every other document byte for byte as Kueue ships it."""
+    from clusters.kueue import release_manifests
+
+    shipped = release_manifests("registry.k8s.io/kueue/kueue:" + builds.KUEUE_VERSION)
+    out, said = change(shipped, role=role)
+    assert len(said) == 2 + gate_off
+    before = [d for d in yaml.safe_load_all(shipped) if d]
+    after = [d for d in yaml.safe_load_all(out) if d]
+    assert len(after) == len(before) > 50  # CRDs, RBAC, webhooks, the Deployment ...
+    moved = [i for i, (b, a) in enumerate(zip(before, after, strict=True)) if a != b]
+    (i,) = moved
+    assert (after[i]["kind"], after[i]["metadata"]["name"]) == ("ConfigMap", "kueue-manager-config")
+    config = yaml.safe_load(after[i]["data"]["controller_manager_config.yaml"])
+    shipped_config = yaml.safe_load(before[i]["data"]["controller_manager_config.yaml"])
+    assert config == _expected(shipped_config, gate_off=gate_off)
+    # The other documents as text too, and the stream once more: nothing left to change.
+    pieces, shipped_pieces = documents(out), documents(shipped)
+    assert len(pieces) == len(shipped_pieces)
+    assert [n for n, (a, b) in enumerate(zip(pieces, shipped_pieces, strict=True)) if a != b] == [i]
+    assert change(out, role=role) == (out, [])
+
+
+def test_a_stream_without_kueues_configmap_is_refused_by_name() -> None:
+    stream = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n---\nkind: Namespace\n"
+    with pytest.raises(ValueError, match="one ConfigMap kueue-manager-config, found 0 among 2"):
+        change(stream, role="worker")
