@@ -3,7 +3,7 @@
 #   docker build -t <registry>/trainjob-multicluster:<tag> --build-arg VERSION=<tag> .
 #   (podman build and buildah build take the same arguments)
 # BASE is any Debian 12 image; the default is Docker Hub's debian:bookworm-slim by digest.
-# `./run image` builds this file offline from a base made with mmdebstrap (docs/image.md).
+# `./run image` builds this file offline from a base made with mmdebstrap (docs/operators/image.md).
 # The Python packages are the wheels of deploy/image/requirements.lock, each checked against
 # its sha256; the project is built into two wheels of its own (plugin/, the kubectl plugin and
 # the modules it shares, then the product). The final stage runs nothing: the image needs no
@@ -23,7 +23,7 @@ RUN apt-get update -qq \
 # The wheels, installed into /usr/local as pip does for root on Debian, and the user. Their
 # bytecode is compiled here as Debian compiles its own: hash-checked (valid whatever the files'
 # times), in one process with a fixed hash seed (the same bytes in every build), so that no
-# replica compiles them again at each start (docs/image.md).
+# replica compiles them again at each start (docs/operators/image.md).
 # PIP_INDEX_URL, and a CA bundle given as the build secret `pip-ca` (a TLS-inspecting proxy's:
 # --secret id=pip-ca,src=<bundle>), serve a build behind a mirror or a proxy.
 FROM runtime AS build

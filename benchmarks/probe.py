@@ -2,7 +2,7 @@
 
 The controllers' CPU per TrainJob moves with the machine as much as with the code: under a
 burst the bed's API servers, etcd and Kueue share the two cores with them, and the same work
-then costs several times its quiet price (docs/benchmarks.md, the code at `1913019`).
+then costs several times its quiet price (docs/contributors/benchmarks.md, the code at `1913019`).
 `MachineProbe` times a fixed piece of work in the benchmark's process (decode a
 Workload-sized JSON body and walk it in Python, as a controller does with a watch event)
 every half second while the run goes on, in

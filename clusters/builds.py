@@ -20,7 +20,7 @@ GOMOD_DIR = Path(__file__).resolve().parent / "gomod"
 MIN_GO = (1, 26)
 
 # The Kubernetes the bed runs. TJ_K8S_VERSION picks another control plane for the version
-# matrix (`./run matrix`, docs/compatibility.md): one that has a wrapper module
+# matrix (`./run matrix`, docs/operators/compatibility.md): one that has a wrapper module
 # clusters/gomod/kubernetes-<version>; kubectl and the real nodes' kubelet stay at the default.
 DEFAULT_K8S_VERSION = "v1.36.3"
 K8S_VERSION = os.environ.get("TJ_K8S_VERSION") or DEFAULT_K8S_VERSION

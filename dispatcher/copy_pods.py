@@ -231,7 +231,10 @@ def usage(
         )
     except ApiException as exc:
         if exc.status == 404:
-            return {}, "the worker serves no metrics API (metrics.k8s.io); see docs/web-view.md"
+            return (
+                {},
+                "the worker serves no metrics API (metrics.k8s.io); see docs/users/web-view.md",
+            )
         return {}, f"the worker's metrics API: {exc}"
     except TransportError as exc:
         return {}, f"the worker's metrics API is unreachable: {exc}"

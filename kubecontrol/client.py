@@ -1,6 +1,6 @@
 """A small Kubernetes API client: credentials from a kubeconfig or the pod's service account,
 JSON requests and watches over libcurl (pycurl), JSON decoded by orjson. Why not urllib3 or
-the kubernetes client's package: docs/design.md, "Choices measured".
+the kubernetes client's package: docs/contributors/design.md, "Choices measured".
 
 A curl handle serves one request at a time (libcurl's rule for threads); idle handles wait in
 a small pool per cluster, each keeping its connection open. A watch is read on the thread that

@@ -3,7 +3,7 @@ on the same port and certificate, an aggregated API when one is given (kubecontr
 
 A handler returns a `Verdict` that names the fields it sets, and the patch is those few
 operations (kubecontrol/admission.py), never a copy of the object diffed against the changed
-copy (docs/design.md, "Choices measured").
+copy (docs/contributors/design.md, "Choices measured").
 
 The server runs its own event loop in a thread of its own. Its port is taken at start-up (a
 port in use is an error then), but it listens only once the caches its handlers read are

@@ -106,7 +106,8 @@ def manifest(role: str, ref: str, version: str) -> str:
         ctr["image"] = ref
     header = (
         f"# trainjob-multicluster {version}: {ROLES[role]}.\n"
-        f"# Kueue first (docs/install.md), then: kubectl apply --server-side -f {role}.yaml\n"
+        "# Kueue first (docs/operators/install.md), then:"
+        f" kubectl apply --server-side -f {role}.yaml\n"
     )
     return header + yaml.safe_dump_all(docs, sort_keys=False)
 

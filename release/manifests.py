@@ -1,9 +1,9 @@
 """deploy/ and the reference tables of the docs, written from their sources: the Helm chart
-(charts/trainjob-multicluster) is where the manifests are written, each controller's settings
-model is where its settings are (docs/configuration.md), trainjob/vocabulary.py where the
-status conditions are (docs/user-guide.md), plugin/trainjob/story.py where the story's fields are
-(docs/usage.md, plugin/kubectl_trainjob/ui/story.d.ts), the chart's values.yaml where its README's
-table is (release/chart_readme.py). `./run manifests` runs this.
+(charts/trainjob-multicluster) is where the manifests are written, each controller's settings model
+is where its settings are (docs/operators/configuration.md), trainjob/vocabulary.py where the status
+conditions are (docs/users/user-guide.md), plugin/trainjob/story.py where the story's fields are
+(docs/users/usage.md, plugin/kubectl_trainjob/ui/story.d.ts), the chart's values.yaml where its
+README's table is (release/chart_readme.py). `./run manifests` runs this.
 
     python -m release.manifests          # write them
     python -m release.manifests --check  # exit 1 if any differs from what its source gives
@@ -100,7 +100,7 @@ RENDERINGS = (
 )
 
 
-CONFIGURATION_DOC = REPO / "docs" / "configuration.md"
+CONFIGURATION_DOC = REPO / "docs" / "operators" / "configuration.md"
 
 
 def settings_table(model: type[BaseModel]) -> str:
@@ -115,8 +115,8 @@ def settings_table(model: type[BaseModel]) -> str:
     return "\n".join(rows) + "\n"
 
 
-USER_GUIDE = REPO / "docs" / "user-guide.md"
-USAGE = REPO / "docs" / "usage.md"
+USER_GUIDE = REPO / "docs" / "users" / "user-guide.md"
+USAGE = REPO / "docs" / "users" / "usage.md"
 STORY_TYPES = REPO / "plugin" / "kubectl_trainjob" / "ui" / "story.d.ts"
 CHART_DIR = REPO / "charts" / "trainjob-multicluster"
 
@@ -133,7 +133,7 @@ def _section(doc: Path, text: str, what: str, body: str) -> str:
 
 
 def configuration_doc(text: str) -> str:
-    """docs/configuration.md with each settings table written again from its model."""
+    """docs/operators/configuration.md with each settings table written again from its model."""
     for name, model in (
         ("the dispatcher", DispatcherSettings),
         ("the worker controller", WorkerSettings),
@@ -143,19 +143,19 @@ def configuration_doc(text: str) -> str:
 
 
 def user_guide(text: str) -> str:
-    """docs/user-guide.md with its reference table of conditions and reasons written again
+    """docs/users/user-guide.md with its reference table of conditions and reasons written again
     from trainjob/vocabulary.py."""
     return _section(USER_GUIDE, text, "the status vocabulary", vocabulary.table())
 
 
 def usage(text: str) -> str:
-    """docs/usage.md with the fields of the story and of a worker written again from
+    """docs/users/usage.md with the fields of the story and of a worker written again from
     plugin/trainjob/story.py."""
     text = _section(USAGE, text, "the story's fields", story_docs.field_table(TrainJobStory))
     return _section(USAGE, text, "a worker's fields", story_docs.field_table(Worker))
 
 
-DIFFERENCES = REPO / "docs" / "differences.md"
+DIFFERENCES = REPO / "docs" / "operators" / "differences.md"
 
 
 def runtime_fields_table() -> str:
@@ -169,7 +169,7 @@ def runtime_fields_table() -> str:
 
 
 def differences(text: str) -> str:
-    """docs/differences.md with the runtime's field table written again from
+    """docs/operators/differences.md with the runtime's field table written again from
     trainjob/runtime/fields.py."""
     return _section(DIFFERENCES, text, "the runtime's fields", runtime_fields_table())
 

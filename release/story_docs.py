@@ -1,6 +1,6 @@
 """What is written from the story's types (plugin/trainjob/story.py) by `./run manifests`: the web
 view's type declarations (plugin/kubectl_trainjob/ui/story.d.ts, which `tsc --checkJs` holds the
-page's scripts to) and the field table of the story in docs/usage.md.
+page's scripts to) and the field table of the story in docs/users/usage.md.
 
 Both are read from the component schemas of the OpenAPI 3.0 document the dispatcher serves
 (kubecontrol/openapi.py): what is sent, every field present, camelCase names.

@@ -11,7 +11,8 @@ T = TypeVar("T")
 
 def json_copy(value: T) -> T:
     """A deep copy of a JSON value (dicts with string keys, lists, strings, numbers, booleans,
-    None) through orjson, cheaper than copy.deepcopy (docs/design.md, "Choices measured").
+    None) through orjson, cheaper than copy.deepcopy (docs/contributors/design.md, "Choices
+    measured").
     For JSON values only: a tuple would come back as a list."""
     copied: T = orjson.loads(orjson.dumps(value))
     return copied

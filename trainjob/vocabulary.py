@@ -2,7 +2,7 @@
 TrainJob, with each reason it gives, who writes it, whether a Warning Event says it too, and
 whether the condition is Kubeflow Trainer's or ours. The controllers name conditions and
 reasons by the constants of plugin/trainjob/constants.py; this table lists them all (a test fails on
-one left out) and docs/user-guide.md's reference table is written from it (`./run
+one left out) and docs/users/user-guide.md's reference table is written from it (`./run
 manifests`). Pure."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ CONDITIONS = (
     Condition(
         c.COND_RUNTIME_FIELDS_IGNORED,
         "ours",
-        "fields of the runtime this worker does not do (docs/differences.md)",
+        "fields of the runtime this worker does not do (docs/operators/differences.md)",
     ),
     Condition(
         c.COND_CLUSTERS_SELECTED, "ours", "on the manager: its choice of workers leaves none"
@@ -290,7 +290,7 @@ def reasons_of(condition: str) -> list[Reason]:
 
 
 def table() -> str:
-    """The Markdown reference table of the vocabulary (docs/user-guide.md)."""
+    """The Markdown reference table of the vocabulary (docs/users/user-guide.md)."""
     rows = [
         "| condition | status | reason | written by | Warning Event | meaning |",
         "|---|---|---|---|---|---|",

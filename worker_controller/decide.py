@@ -290,7 +290,7 @@ def decide(obs: Observed) -> Plan:
                 True,
                 c.COND_RUNTIME_FIELDS_IGNORED,
                 "the runtime sets fields this worker does not do, and the job runs without them "
-                f"(docs/differences.md): {', '.join(info.policy.ignored)}",
+                f"(docs/operators/differences.md): {', '.join(info.policy.ignored)}",
                 "Warning",
             )
         else:

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The install runbook (docs/install.md) on three kind clusters: manager, worker1, worker2.
+# The install runbook (docs/operators/install.md) on three kind clusters: manager, worker1, worker2.
 # Needs Docker or podman (KIND_EXPERIMENTAL_PROVIDER=podman), kind >= v0.33.0, kubectl, and this
 # repository's venv (./run demo or ./run test makes it), plus the product's image archive
 # (`./run image`). Kubeconfigs go to .bed-kind/ (git-ignored); `clusters/kind/down.sh` deletes
-# the clusters. `./run kind` runs it offline with podman (docs/bed.md, "kind").
+# the clusters. `./run kind` runs it offline with podman (docs/contributors/bed.md, "kind").
 #   IMAGE=<registry>/<repository>:<tag>  the image the archive holds (default: the chart's)
 #   IMAGE_ARCHIVE=<path>                 default dist/trainjob-multicluster.oci.tar
 #   NODE_IMAGE=<image>                   kind's node image (default: kind's v1.36, by digest)

@@ -610,7 +610,7 @@ def parser() -> argparse.ArgumentParser:
     )
     ui.add_argument("--no-browser", action="store_true", help="print the address only")
     shared = ui.add_argument_group(
-        "behind an authenticating proxy (the chart's ui; docs/web-view.md)",
+        "behind an authenticating proxy (the chart's ui; docs/users/web-view.md)",
         "no kubeconfig: each request carries the viewer's own bearer token, as the proxy "
         "passes it, and reads the manager with it",
     )

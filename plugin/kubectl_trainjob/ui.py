@@ -486,7 +486,7 @@ def _no_token() -> web.Response:
     return _status(
         401,
         "no bearer token: this view serves behind an authenticating proxy that passes each "
-        "viewer's own token in the Authorization header (docs/web-view.md)",
+        "viewer's own token in the Authorization header (docs/users/web-view.md)",
     )
 
 
@@ -529,7 +529,7 @@ def run(args: argparse.Namespace) -> str:
         if args.address not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError(
                 f"--address {args.address}: the view serves on loopback addresses only "
-                "(--behind-proxy serves others the way docs/web-view.md says)"
+                "(--behind-proxy serves others the way docs/users/web-view.md says)"
             )
         if hosts or args.server or args.certificate_authority:
             raise ValueError(

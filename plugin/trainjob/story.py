@@ -4,7 +4,7 @@ Defined once here. The dispatcher builds them (dispatcher/job_story.py,
 dispatcher/worker_list.py), its aggregated API serves their OpenAPI schema from them
 (`kubectl explain trainjobstories`), `kubectl trainjob` parses the answer into them, the web
 view's type declarations (plugin/kubectl_trainjob/ui/story.d.ts) and the field table in
-docs/usage.md are written from them (`./run manifests`). A field's docstring is its
+docs/users/usage.md are written from them (`./run manifests`). A field's docstring is its
 description in all of those.
 
 On the wire the names are camelCase, as Kubernetes writes them; unknown fields are ignored
@@ -50,7 +50,8 @@ class Condition(StoryType):
     """A condition of the TrainJob's status, as its controllers wrote it."""
 
     type: str
-    """The condition's type: Created, Suspended, Complete, Failed, ... (docs/user-guide.md)."""
+    """The condition's type: Created, Suspended, Complete, Failed, ...
+    (docs/users/user-guide.md)."""
     status: str
     """True, False or Unknown."""
     reason: str | None = None

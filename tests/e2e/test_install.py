@@ -50,7 +50,7 @@ def test_each_identity_can_do_what_its_code_needs_and_no_more(
     worker_ctrl = next(c for c in controllers if c.name == WORKER_CONTROLLER)
     as_dispatcher = client.CoreV1Api(_as(Path(dispatcher.env["KUBECONFIG"])))
     # Secrets: the kubeconfigs in Kueue's namespace; elsewhere read only (a job's dependencies,
-    # copyDependencies on by default: docs/security.md), never written.
+    # copyDependencies on by default: docs/operators/security.md), never written.
     assert _status(lambda: as_dispatcher.list_namespaced_secret("kueue-system")) == 200
     assert _status(lambda: as_dispatcher.list_secret_for_all_namespaces(limit=1)) == 200
     nothing = {"metadata": {"name": f"nope-{uuid.uuid4().hex[:6]}"}}

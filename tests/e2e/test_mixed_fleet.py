@@ -46,7 +46,7 @@ def mixed() -> Iterator[Bed]:
         bed.up()
     try:
         # Trainer runs the manager's own TrainJobs (no queue, or none of MultiKueue's), as
-        # docs/operations.md tells a platform with Trainer on the manager to set.
+        # docs/operators/operations.md tells a platform with Trainer on the manager to set.
         ctrls = setup.start_controllers(
             bed, worker_lost_timeout=LOST_TIMEOUT, manager_flags=("--manager-runs-trainjobs",)
         )

@@ -1,5 +1,5 @@
 """The product's image is built from pinned inputs: two builds of the same checkout, with the
-same SOURCE_DATE_EPOCH, give the same image digest (docs/image.md)."""
+same SOURCE_DATE_EPOCH, give the same image digest (docs/operators/image.md)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""docs/install.md run as written, from a bed with nothing of ours (and no Kueue) to a TrainJob
-Complete on the manager; then docs/operations.md's upgrade of Kueue under the product (Kueue's
-release manifests applied again through `trainjob-kueue-config`), after which a TrainJob runs
-once more with one Workload; then docs/operations.md's uninstall, which keeps the CRDs and the
-TrainJobs.
+"""docs/operators/install.md run as written, from a bed with nothing of ours (and no Kueue) to a
+TrainJob Complete on the manager; then docs/operators/operations.md's upgrade of Kueue under the
+product (Kueue's release manifests applied again through `trainjob-kueue-config`), after which a
+TrainJob runs once more with one Workload; then docs/operators/operations.md's uninstall, which
+keeps the CRDs and the TrainJobs.
 
 The blocks run in bash with kubectl contexts named manager, worker1 and worker2 (the bed's
 admin kubeconfigs, merged) and this repository's commands on PATH. The bed's own Kueue is taken
@@ -13,7 +13,7 @@ module. What is substituted: the manifests' URL by that file, their `imagePullPo
 it, and the release's URL by a directory of the assets `python -m release.assets` builds as the
 release workflow does, the image named by the tag the bed loads (all in the runbook's copy of
 examples/install/fleet.env, the one place that names the workers and the release).
-Blocks fenced as `bash skip-in-test` are not run.
+Blocks fenced `sh` are shown to readers, not run.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def test_the_install_runbook_then_the_uninstall_keep_what_they_say(
             ]
         ),
     }
-    runbook = (DOCS / "install.md").read_text()
+    runbook = (DOCS / "operators" / "install.md").read_text()
     fleet_env = (REPO_ROOT / FLEET_ENV).read_text()
     for worker in workers:
         placeholder = f"https://{worker}.example.com:6443"
@@ -90,7 +90,7 @@ def test_the_install_runbook_then_the_uninstall_keep_what_they_say(
 
     real_bed.take_out_kueue()
     try:
-        took = run_blocks(shell_blocks(runbook), env, "docs/install.md")
+        took = run_blocks(shell_blocks(runbook), env, "docs/operators/install.md")
         print(
             f"runbook: a bed without Kueue -> TrainJob Complete on the manager in {took:.0f} s",
             file=sys.stderr,
@@ -105,19 +105,19 @@ def test_the_install_runbook_then_the_uninstall_keep_what_they_say(
 def _kueue_upgraded_under_the_product(
     real_bed: Bed, runbook: str, offline: Path, tmp_path: Path, env: dict[str, str]
 ) -> None:
-    """Kueue's manifests applied again as docs/operations.md says (the same version: what
+    """Kueue's manifests applied again as docs/operators/operations.md says (the same version: what
     matters is its ConfigMap coming back with Kueue's defaults); the restarted Kueue loaded our
     change (install.md's check), and a TrainJob runs with the one Workload the dispatcher
     made: Kueue's own TrainJob integration, back on, would make a second."""
-    operations = (DOCS / "operations.md").read_text()
+    operations = (DOCS / "operators" / "operations.md").read_text()
     operations = operations.replace(f". {FLEET_ENV}\n", f". {tmp_path / 'fleet.env'}\n")
     assert KUEUE_MANIFESTS in operations
     operations = operations.replace(KUEUE_MANIFESTS, offline.as_uri())
     upgrade = shell_blocks(operations, "Upgrade", "Kueue's own upgrade")
     assert len(upgrade) == 1
-    took = run_blocks(upgrade, env, "docs/operations.md, Kueue's own upgrade")
+    took = run_blocks(upgrade, env, "docs/operators/operations.md, Kueue's own upgrade")
     (check,) = [b for b in shell_blocks(runbook) if "Configuration loaded" in b]
-    run_blocks([check], env, "docs/install.md, Kueue's check, after its upgrade")
+    run_blocks([check], env, "docs/operators/install.md, Kueue's check, after its upgrade")
     custom = client.CustomObjectsApi(real_bed.api("manager"))
     trainjob = yaml.safe_load((REPO_ROOT / "examples" / "install" / "trainjob.yaml").read_text())
     trainjob["metadata"]["name"] = "after-kueue-upgrade"
@@ -160,9 +160,11 @@ def _the_trainjob_ran_and_the_uninstall_keeps_it(
     )
     assert trainjob["status"]["clusterName"] in workers
 
-    # Uninstall as docs/operations.md says: the product goes, the CRDs and TrainJobs stay.
-    operations = (DOCS / "operations.md").read_text()
-    run_blocks(shell_blocks(operations, "Uninstall"), env, "docs/operations.md, Uninstall")
+    # Uninstall as docs/operators/operations.md says: the product goes, the CRDs and TrainJobs stay.
+    operations = (DOCS / "operators" / "operations.md").read_text()
+    run_blocks(
+        shell_blocks(operations, "Uninstall"), env, "docs/operators/operations.md, Uninstall"
+    )
     for cluster in ("manager", *workers):
         api = real_bed.api(cluster)
         assert not client.AppsV1Api(api).list_namespaced_deployment("trainjob-system").items

@@ -1,9 +1,9 @@
-"""Upgrades from 0.2.0 with TrainJobs queued, running and finishing, as docs/operations.md says:
-`kubectl apply` of the new deploy/, then (installed again with 0.2.0's chart) `helm upgrade`
-and `helm rollback`. Nothing is lost, nothing runs twice (but a job Kueue itself sends back
-after a PodsReady timeout while a Lease moves: see KUEUE_MOVES), no create is refused (but by a
-0.2.0 replica closing its port as it stops: see GOING_AWAY), and what the new version no longer
-has is gone once the documented steps are done.
+"""Upgrades from 0.2.0 with TrainJobs queued, running and finishing, as docs/operators/operations.md
+says: `kubectl apply` of the new deploy/, then (installed again with 0.2.0's chart) `helm upgrade`
+and `helm rollback`. Nothing is lost, nothing runs twice (but a job Kueue itself sends back after a
+PodsReady timeout while a Lease moves: see KUEUE_MOVES), no create is refused (but by a 0.2.0
+replica closing its port as it stops: see GOING_AWAY), and what the new version no longer has is
+gone once the documented steps are done.
 
 0.2.0 is installed by its own runbook (its docs/install.md, run as written from its tagged
 tree with its own commands), from its own image, built by its own build script. The product's
@@ -246,7 +246,7 @@ def _back_to_the_old_version_with_kustomize(
             )
             assert done.returncode == 0, done.stdout + done.stderr
     run_blocks(
-        _blocks("operations.md", "Upgrade", "Back to 0.2.0 with kustomize"),
+        _blocks("operators/operations.md", "Upgrade", "Back to 0.2.0 with kustomize"),
         env,
         "operations.md, back to 0.2.0 with kustomize",
     )
@@ -391,7 +391,7 @@ def _all_complete(f: Flight, timeout: float = 900) -> None:
 # what it has begun and closes its connections cleanly (kubecontrol/webhook_server.py); a
 # review sent on an idle one at the very instant it is closed can still be reset, and the API
 # server does not retry a POST. Seen once from a 0.3.0 replica in the rollback at 38c3016,
-# before that drain; none since. docs/operations.md tells users to retry.
+# before that drain; none since. docs/operators/operations.md tells users to retry.
 GOING_AWAY = ("connection reset by peer", "connection refused")
 
 
@@ -483,7 +483,7 @@ def test_upgrades_from_0_2_0_lose_nothing_dispatch_nothing_twice_refuse_only_as_
     try:
         # kubectl apply of this version's deploy/, then the documented clean-up.
         _launch(flight, "kubectl")
-        took = _during(flight, "during-kubectl", _blocks("operations.md", "Upgrade"), env,
+        took = _during(flight, "during-kubectl", _blocks("operators/operations.md", "Upgrade"), env,
                        "operations.md, Upgrade (kubectl)")  # fmt: skip
         print(f"[figure] kubectl upgrade of three clusters: {took:.0f} s", file=sys.stderr)
         assert set(_images(real_bed).values()) == {new_ref}
@@ -503,14 +503,16 @@ def test_upgrades_from_0_2_0_lose_nothing_dispatch_nothing_twice_refuse_only_as_
         _launch(flight, "after-rollback")
         _all_complete(flight)
         _ran_once(flight)
-        run_blocks(_blocks("operations.md", "Upgrade"), env, "operations.md, Upgrade (again)")
+        run_blocks(
+            _blocks("operators/operations.md", "Upgrade"), env, "operations.md, Upgrade (again)"
+        )
         assert set(_images(real_bed).values()) == {new_ref}
         for c in real_bed.config.clusters:
             role = "manager" if c.name == "manager" else "worker"
             assert _rbac(real_bed, c.name) == _rendered_rbac(REPO_ROOT, role), c.name
 
         # 0.2.0 again, now with its chart; helm upgrade to this version, then helm rollback.
-        run_blocks(_blocks("operations.md", "Uninstall"), env, "operations.md, Uninstall")
+        run_blocks(_blocks("operators/operations.md", "Uninstall"), env, "operations.md, Uninstall")
         for ctx in [*workers, "manager"]:
             role = "manager" if ctx == "manager" else "worker"
             subprocess.run(
@@ -527,7 +529,8 @@ def test_upgrades_from_0_2_0_lose_nothing_dispatch_nothing_twice_refuse_only_as_
         assert set(_images(real_bed).values()) == {old_ref}
         _answering(real_bed)  # a fresh install: its leaders inject their CAs first
         _launch(flight, "helm")
-        _during(flight, "during-helm", _blocks("operations.md", "Upgrade", "With Helm")[:1], env,
+        helm_blocks = _blocks("operators/operations.md", "Upgrade", "With Helm")
+        _during(flight, "during-helm", helm_blocks[:1], env,
                 "operations.md, Upgrade with Helm")  # fmt: skip
         assert set(_images(real_bed).values()) == {new_ref}
         for c in real_bed.config.clusters:  # helm removed what the new chart no longer has
@@ -536,7 +539,7 @@ def test_upgrades_from_0_2_0_lose_nothing_dispatch_nothing_twice_refuse_only_as_
             # The upgrade kept the values the release was installed with, and only them.
             assert _helm_values(c.name, env) == _values_file(role), c.name
         _launch(flight, "rollback")
-        _during(flight, "during-rollback", _blocks("operations.md", "Upgrade", "With Helm")[1:],
+        _during(flight, "during-rollback", helm_blocks[1:],
                 env, "operations.md, rollback with Helm")  # fmt: skip
         assert set(_images(real_bed).values()) == {old_ref}
         assert "ClusterRole/trainjob-metrics-reader" in _rbac(real_bed, "manager")
@@ -610,7 +613,9 @@ def _remove(bed: Bed, env: dict[str, str]) -> None:
              "--wait", "--timeout", "3m"],
             env=env, check=False, capture_output=True, timeout=240,
         )  # fmt: skip
-    run_blocks(_blocks("operations.md", "Uninstall"), env, "operations.md, Uninstall (clean-up)")
+    run_blocks(
+        _blocks("operators/operations.md", "Uninstall"), env, "operations.md, Uninstall (clean-up)"
+    )
     for c in bed.config.clusters:
         api = bed.api(c.name)
         custom = client.CustomObjectsApi(api)

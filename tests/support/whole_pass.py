@@ -249,7 +249,7 @@ def _kubeconfig_secret(name: str, namespace: str) -> Dict:
 
 
 def multikueue_objects(workers: Iterable[str], namespace: str, controller_name: str) -> list[Dict]:
-    """What a platform admin sets up on a manager for MultiKueue (docs/install.md): a
+    """What a platform admin sets up on a manager for MultiKueue (docs/operators/install.md): a
     MultiKueueCluster per worker with its kubeconfig Secret, the MultiKueueConfig, the
     AdmissionCheck, and the ClusterQueue "cq" and LocalQueue "q" (namespace "ns") using it."""
     workers = list(workers)

@@ -46,7 +46,7 @@ def test_helm_shows_the_readme_with_every_value_and_its_default() -> None:
 def test_the_values_comments_point_to_pages_and_sections_that_exist() -> None:
     lines = (CHART / "values.yaml").read_text().splitlines()
     text = " ".join(" ".join(line.strip().lstrip("#").split()) for line in lines)
-    said = re.findall(r"docs/([\w-]+\.md)(?:, \"([^\"]+)\")?", text)
+    said = re.findall(r"docs/([\w/-]+\.md)(?:, \"([^\"]+)\")?", text)
     assert said
     for page, section in said:
         doc = REPO / "docs" / page

@@ -20,7 +20,7 @@ def pages() -> list[Path]:
         REPO_ROOT / "README.md",
         REPO_ROOT / "CHANGELOG.md",
         REPO_ROOT / "charts" / "trainjob-multicluster" / "README.md",
-        *sorted((REPO_ROOT / "docs").glob("*.md")),
+        *sorted((REPO_ROOT / "docs").rglob("*.md")),
         *sorted((REPO_ROOT / "examples").glob("**/*.md")),
     ]
 

@@ -1,4 +1,5 @@
-"""docs/operations.md names every series the controllers serve, with its type and labels."""
+"""docs/operators/operations.md names every series the controllers serve, with its type and
+labels."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from tests.support.metrics import served_series
 
 
 def _documented() -> dict[str, tuple[str, tuple[str, ...]]]:
-    text = (REPO_ROOT / "docs" / "operations.md").read_text()
+    text = (REPO_ROOT / "docs" / "operators" / "operations.md").read_text()
     rows = re.findall(r"^\| `([a-z_]+)` \| (\w+) \|([^|]*)\|", text, re.M)
     return {name: (kind, tuple(re.findall(r"`(\w+)`", labels))) for name, kind, labels in rows}
 

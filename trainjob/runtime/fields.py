@@ -6,7 +6,7 @@ reported (not done here: a condition says so on the TrainJob, with a Warning Eve
 runs without it). Nothing is silently ignored: tests/unit/trainjob/runtime/test_fields.py
 walks Trainer's CRD schema and fails on a field this table does not name.
 
-docs/differences.md's table is written from FIELDS (`./run manifests`).
+docs/operators/differences.md's table is written from FIELDS (`./run manifests`).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ export interface ClusterQueueUse {
 
 /** A condition of the TrainJob's status, as its controllers wrote it. */
 export interface Condition {
-  /** The condition's type: Created, Suspended, Complete, Failed, ... (docs/user-guide.md). */
+  /** The condition's type: Created, Suspended, Complete, Failed, ... (docs/users/user-guide.md). */
   type: string;
   /** True, False or Unknown. */
   status: string;

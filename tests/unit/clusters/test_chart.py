@@ -541,7 +541,7 @@ def test_the_alerts_parse_and_read_only_series_that_exist() -> None:
             assert item["labels"]["severity"] in ("warning", "critical")
             # Its runbook: this version's operations guide, at the alert's own row.
             page = f"https://github.com/trainjob-dev/trainjob-multicluster/blob/v{version}"
-            want = f"{page}/docs/operations.md#alert-{item['alert'].lower()}"
+            want = f"{page}/docs/operators/operations.md#alert-{item['alert'].lower()}"
             assert item["annotations"]["runbook_url"] == want
         alerts[role] = {item["alert"] for item in group["rules"]}
     common = {"TrainJobControllerNoLeader", "TrainJobControllerAPIErrors",
@@ -553,7 +553,7 @@ def test_the_alerts_parse_and_read_only_series_that_exist() -> None:
         "TrainJobWorkerSecretRenewalStale",
     }
     # Every alert is explained in the operations guide, in the row its runbook_url names.
-    guide = (REPO_ROOT / "docs" / "operations.md").read_text()
+    guide = (REPO_ROOT / "docs" / "operators" / "operations.md").read_text()
     for alert in alerts["manager"]:
         assert f'| <a id="alert-{alert.lower()}"></a>`{alert}` |' in guide, alert
     # A base of the platform's own (a wiki, an internal mirror of the docs).
@@ -583,7 +583,8 @@ def test_the_dashboard_reads_only_series_that_exist() -> None:
     exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
     read = set().union(*(_series_in(e) for e in exprs))
     assert read <= served, read - served
-    # Every series a person watches (docs/operations.md) has a panel, histograms by buckets.
+    # Every series a person watches (docs/operators/operations.md) has a panel, histograms by
+    # buckets.
     wanted = {"trainjob_leader", "trainjob_remote_cluster_active", "trainjob_api_errors_total",
               "workqueue_depth", "trainjob_dispatch_latency_seconds_bucket",
               "trainjob_progress_reports_total"}  # fmt: skip

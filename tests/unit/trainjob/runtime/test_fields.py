@@ -59,7 +59,7 @@ def test_every_field_of_trainers_runtime_is_honoured_refused_or_reported(plural:
 def test_the_counts_docs_differences_gives_are_the_schemas() -> None:
     paths = list(leaves(trainers_runtime_schema("trainingruntimes")))
     by = Counter(entry.treatment for entry in map(field_of, paths) if entry is not None)
-    said = " ".join((REPO / "docs" / "differences.md").read_text().split())
+    said = " ".join((REPO / "docs" / "operators" / "differences.md").read_text().split())
     assert (
         f"Of the {len(paths)} fields of Trainer v2.3's schema, {by['honoured']} are honoured "
         f"(the pod template's among them), {by['refused']} refused and {by['reported']} "

@@ -336,11 +336,11 @@ OFFICIAL = {
 
 
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
-DIFFERENCES = (EXAMPLES.parent / "docs" / "differences.md").read_text()
+DIFFERENCES = (EXAMPLES.parent / "docs" / "operators" / "differences.md").read_text()
 # Where examples/ still differs from Trainer v2.3's models, each with the words that name it in
-# docs/differences.md: v2.3 moved numProcPerNode from a runtime's torch policy to the TrainJob
-# (trainer.numProcPerNode), and its models drop the runtime field, which our CRD still accepts
-# and some examples still set (the framework reads the TrainJob's, as v2.3 does).
+# docs/operators/differences.md: v2.3 moved numProcPerNode from a runtime's torch policy to the
+# TrainJob (trainer.numProcPerNode), and its models drop the runtime field, which our CRD still
+# accepts and some examples still set (the framework reads the TrainJob's, as v2.3 does).
 V23_DIFFERENCES = {("spec", "mlPolicy", "torch", "numProcPerNode"): "mlPolicy.torch.numProcPerNode"}
 
 
@@ -356,7 +356,9 @@ def _has(doc: Dict, path: tuple[str, ...]) -> bool:
 def test_the_examples_are_found_and_each_known_difference_is_named_in_the_docs() -> None:
     assert len(EXAMPLE_FILES) >= 4, EXAMPLE_FILES
     for path, words in V23_DIFFERENCES.items():
-        assert words in DIFFERENCES, f"{'.'.join(path)} is not named in docs/differences.md"
+        assert words in DIFFERENCES, (
+            f"{'.'.join(path)} is not named in docs/operators/differences.md"
+        )
 
 
 def without(doc: Dict, paths: list[tuple[str, ...]]) -> Dict:
@@ -373,7 +375,7 @@ def without(doc: Dict, paths: list[tuple[str, ...]]) -> Dict:
 def test_examples_round_trip_through_the_official_trainer_models(path: Path) -> None:
     """What examples/ shows users is what the upstream Python models (the Kubeflow SDK's)
     read and write back, field for field, and what our own models accept; the only fields
-    the models drop are the differences docs/differences.md names."""
+    the models drop are the differences docs/operators/differences.md names."""
     for doc in yaml.safe_load_all(path.read_text()):
         official = OFFICIAL[doc["kind"]].from_dict(doc)
         assert official is not None
