@@ -12,9 +12,11 @@ README's table is (release/chart_readme.py). `./run manifests` runs this.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ from pydantic import BaseModel
 from clusters.chart import REPO, for_kubectl, template
 from clusters.errors import BedError
 from dispatcher.settings import DispatcherSettings
-from release import story_docs
+from release import crd_docs, story_docs
 from release.chart_readme import readme
 from trainjob import vocabulary
 from trainjob.runtime import fields
@@ -197,7 +199,13 @@ def main(argv: list[str] | None = None) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         print(f"wrote {rendering.path}", file=sys.stderr)
+    crd_descriptions: list[tuple[Path, Callable[[str], str], str]] = [
+        (crd_docs.crd_path(plural), functools.partial(crd_docs.described, plural), "descriptions")
+        for plural in crd_docs.PLURALS
+    ]
     for doc, written, what in (
+        *crd_descriptions,
+        (crd_docs.REFERENCE, crd_docs.reference, "the API's fields"),
         (CONFIGURATION_DOC, configuration_doc, "the settings tables"),
         (USER_GUIDE, user_guide, "the status vocabulary"),
         (USAGE, usage, "the story's fields"),

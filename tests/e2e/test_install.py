@@ -14,7 +14,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from clusters import setup
+from clusters import builds, setup
 from clusters.bed import Bed
 from clusters.helpers.waiting import wait_for
 from clusters.install import DISPATCHER, WORKER_CONTROLLER, metrics_text
@@ -292,3 +292,23 @@ def test_metrics_are_served_only_to_callers_allowed_to_read_them(
         with pytest.raises(urllib.error.HTTPError) as plain:
             urllib.request.urlopen(f"http://127.0.0.1:{ctrl.health}/metrics", timeout=5)
         assert plain.value.code == 404
+
+
+@pytest.mark.parametrize(
+    ("field", "said"),
+    [
+        ("trainjob.spec.trainer.numNodes", "numNodes is the number of training nodes."),
+        ("clustertrainingruntime.spec.mlPolicy", "mlPolicy provides the ML-specific parameters"),
+        ("trainjob.status.clusterName", "Extension (not in Trainer v2.3): the worker cluster"),
+    ],
+)
+def test_kubectl_explain_says_what_a_field_is(bed: Bed, field: str, said: str) -> None:
+    """Our CRDs carry a description on each field Kubeflow Trainer's describe (ours where we
+    added the field): `kubectl explain` answers from the schema the API server publishes."""
+    done = subprocess.run(
+        [str(builds.binary("kubectl")), "--kubeconfig", str(bed.kubeconfig("manager")),
+         "explain", field],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert said in " ".join(done.stdout.split()), done.stdout

@@ -1,0 +1,147 @@
+"""Our CRDs explained: each field of their schemas that Kubeflow Trainer v2.3's CRDs describe,
+and ours do not, takes Trainer's description (so that `kubectl explain trainjob.spec.trainer`
+says what the field is), and docs/users/reference.md lists every field. `./run manifests`
+writes both (release/manifests.py); our own descriptions are never replaced.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.scalarstring import LiteralScalarString
+
+from clusters import builds
+
+REPO = Path(__file__).resolve().parent.parent
+CRDS = REPO / "crds"
+PLURALS = ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
+REFERENCE = REPO / "docs" / "users" / "reference.md"
+Dict = dict[str, Any]
+
+
+def crd_path(plural: str) -> Path:
+    return CRDS / f"trainer.kubeflow.org_{plural}.yaml"
+
+
+def _yaml() -> YAML:
+    y = YAML()  # round trip: our comments, anchors and order kept
+    y.preserve_quotes = True
+    y.width = 4096
+    y.indent(mapping=2, sequence=2, offset=0)
+    return y
+
+
+def _schema(crd: Any) -> Any:
+    return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+def fields(node: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """(path, schema node) of every field below `node`: `.a.b`, `[]` for a list's items, `{}`
+    for a map's values."""
+    yield path, node
+    for name, child in (node.get("properties") or {}).items():
+        yield from fields(child, f"{path}.{name}")
+    if isinstance(node.get("items"), dict):
+        yield from fields(node["items"], f"{path}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        yield from fields(node["additionalProperties"], f"{path}{{}}")
+
+
+def trainers_descriptions(plural: str) -> dict[str, str]:
+    """Each field's description in Kubeflow Trainer's CRD, at the API version we serve."""
+    trainer = builds.module_source_dir(
+        "trainer", f"{builds.TRAINER_PACKAGE}@{builds.TRAINER_API_VERSION}"
+    )
+    crd = yaml.safe_load(
+        (trainer / f"manifests/base/crds/trainer.kubeflow.org_{plural}.yaml").read_text()
+    )
+    return {p: str(n["description"]) for p, n in fields(_schema(crd)) if n.get("description")}
+
+
+def described(plural: str, text: str) -> str:
+    """Our CRD's text with Trainer's description on each field that has none of ours (the
+    key first in the field, as controller-gen writes it)."""
+    theirs = trainers_descriptions(plural)
+    y = _yaml()
+    crd = y.load(text)
+    seen: set[int] = set()  # an anchored node (YAML alias) is one node, described once
+    for path, node in fields(_schema(crd)):
+        if id(node) in seen or node.get("description") or path not in theirs:
+            continue
+        seen.add(id(node))
+        said = theirs[path].strip()
+        if isinstance(node, CommentedMap):
+            node.fa.set_block_style()  # `{type: string}` with a paragraph in it would not read
+            node.insert(0, "description", LiteralScalarString(said) if "\n" in said else said)
+    out = io.StringIO()
+    y.dump(crd, out)
+    return out.getvalue()
+
+
+def _type_of(node: Dict) -> str:
+    if node.get("x-kubernetes-int-or-string"):
+        return "integer or string"
+    kind = str(node.get("type") or "")
+    if kind == "array":
+        items = node.get("items") or {}
+        return f"list of {_type_of(items) or 'any'}"
+    if kind == "object" and isinstance(node.get("additionalProperties"), dict):
+        return f"map of {_type_of(node['additionalProperties']) or 'any'}"
+    return kind or "any"
+
+
+def _cell(text: str) -> str:
+    first = text.strip().split("\n\n")[0]
+    return " ".join(first.split()).replace("|", "\\|")
+
+
+def reference(_: str = "") -> str:
+    """docs/users/reference.md: every field of our three CRDs, as the files on disk hold them."""
+    lines = [
+        "# The API's fields",
+        "",
+        "Every field of the three kinds this product serves (`trainer.kubeflow.org/v1alpha1`,",
+        "Kubeflow Trainer v2.3's API), from the CRDs themselves: written by `./run manifests`,",
+        "do not edit. `kubectl explain trainjob.spec.trainer` (or any path below) says the same on",
+        "a cluster. A field marked *open* takes any value of the Kubernetes type it names (the",
+        "API server checks it when the pods are made);",
+        "[differences.md](../operators/differences.md) says which fields of Trainer's are",
+        "honoured, refused or reported.",
+        "",
+    ]
+    for plural in PLURALS:
+        crd = yaml.safe_load(crd_path(plural).read_text())
+        kind = crd["spec"]["names"]["kind"]
+        schema = _schema(crd)
+        lines += [f"## {kind}", "", _cell(str(schema.get("description") or "")), ""]
+        lines += ["| field | type | what it is |", "|---|---|---|"]
+        for path, node in fields(schema):
+            if not path or path in (".apiVersion", ".kind", ".metadata"):
+                continue
+            if path.endswith(("[]", "{}")) and not node.get("properties"):
+                continue  # the list's or map's own row says it
+            kind_of = _type_of(node)
+            if node.get("x-kubernetes-preserve-unknown-fields"):
+                kind_of += " (open)"
+            required = path.rsplit(".", 1)[-1] in _required_of(schema, path)
+            said = _cell(str(node.get("description") or ""))
+            lines.append(
+                f"| `{path[1:]}`{' (required)' if required else ''} | {kind_of} | {said} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _required_of(schema: Dict, path: str) -> list[str]:
+    """The `required` list of the object that holds the field at `path`."""
+    parent = path.rsplit(".", 1)[0]
+    for p, node in fields(schema):
+        if p == parent:
+            return list(node.get("required") or [])
+    return []
