@@ -34,9 +34,7 @@ def shell_blocks(
         cut = markdown.find("\n### ", head + 1)
         markdown = markdown[head : cut if cut != -1 else None]
     return [
-        body
-        for lang, info, body in FENCE.findall(markdown)
-        if lang == "bash" and not info.strip()
+        body for lang, info, body in FENCE.findall(markdown) if lang == "bash" and not info.strip()
     ]
 
 
