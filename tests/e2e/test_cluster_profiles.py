@@ -101,14 +101,24 @@ def test_a_worker_named_by_a_cluster_profile_connects_through_its_plugin_and_run
 ) -> None:
     mk = MultiKueue(bed)
     worker, kueue_ns = mk.workers[0], bed.config.kueue_namespace
-    Applier(bed.api(mk.manager)).apply(cluster_profile_crd())
+    applier = Applier(bed.api(mk.manager))
+    crd = cluster_profile_crd()
+    applier.apply(crd)
+    applier.wait_crds_established([crd["metadata"]["name"]])
+    custom = mk.custom()
+    # Established is said before every API server handler serves the kind: a create may
+    # still be answered 404 for a moment, so the kind is listed first until it answers.
+    wait_for(
+        lambda: custom.list_namespaced_custom_object(*PROFILES, kueue_ns, "clusterprofiles"),
+        30,
+        what="ClusterProfiles served",
+    )
     core = client.CoreV1Api(bed.api(mk.manager))
     # What a fleet's access provider would say of the worker, and the token its plugin gets.
     secret = core.read_namespaced_secret(f"{worker}-secret", kueue_ns)
     kubeconfig = yaml.safe_load(base64.b64decode(secret.data["kubeconfig"]))
     endpoint = kubeconfig["clusters"][0]["cluster"]
     plugin = _plugin(tmp_path, kubeconfig["users"][0]["user"]["token"])
-    custom = mk.custom()
 
     def profile(name: str, provider: str) -> None:
         custom.create_namespaced_custom_object(
