@@ -83,19 +83,24 @@ def run_blocks(blocks: list[str], env: dict[str, str], what: str, cwd: Path = RE
 def clean_up(bed: Bed) -> None:
     """What the runbook made, so the other tests install the product their own way."""
     custom = client.CustomObjectsApi(bed.api("manager"))
-    # The dispatcher is gone: its finalizer on the TrainJob goes by hand (operations.md).
+    # The dispatcher is gone: its finalizer on each TrainJob goes by hand (operations.md), or
+    # the namespace, and a later test's deletion of the CRDs, would wait for it for ever.
+    group, version = "trainer.kubeflow.org", "v1alpha1"
     try:
-        custom.patch_namespaced_custom_object(
-            "trainer.kubeflow.org",
-            "v1alpha1",
-            "team-a",
-            "trainjobs",
-            "install-check",
-            {"metadata": {"finalizers": None}},
-        )
+        found = custom.list_namespaced_custom_object(group, version, "team-a", "trainjobs")
     except client.ApiException as exc:
-        if exc.status != 404:  # a run that stopped before the TrainJob was made
+        if exc.status != 404:  # a run that stopped before the CRDs were there
             raise
+        found = {"items": []}
+    for trainjob in found["items"]:
+        try:
+            custom.patch_namespaced_custom_object(
+                group, version, "team-a", "trainjobs", trainjob["metadata"]["name"],
+                {"metadata": {"finalizers": None}},
+            )  # fmt: skip
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
     for cluster in bed.config.clusters:
         api = bed.api(cluster.name)
         try:
