@@ -9,10 +9,10 @@
 - a Debian 12 image with its python3, standing in for the public python:3.11-slim-bookworm;
 - the training image: Debian 13 with Python 3, PyTorch 2.6 for CPU (Debian's python3-torch,
   built with gloo; Debian 12's 1.13 has a torchrun that fails on its Python 3.11), Open MPI 5
-  with mpi4py and OpenSSH (client and server, configured for MPI between pods by
-  clusters/training_image/ssh/), and the example training scripts (examples/train/). Debian
-  builds PyTorch without libuv, which torchrun's TCPStore asks for: the image sets USE_LIBUV=0
-  and loads clusters/training_image/python/ so that TCPStore follows it.
+  with mpi4py and OpenSSH, set up as Kubeflow Trainer's MPI runtime images are (a user
+  `mpiuser`, uid 1000, whose own sshd listens on port 2222: clusters/training_image/mpiuser/
+  and ssh/). Debian builds PyTorch without libuv, which torchrun's TCPStore asks for: the image
+  sets USE_LIBUV=0 and loads clusters/training_image/python/ so that TCPStore follows it.
 
 Each is an OCI image layout archive whose index names the image (the
 `io.containerd.image.name` annotation), which `ctr images import` reads.
@@ -37,7 +37,6 @@ from clusters.config import REPO_ROOT
 from clusters.errors import BedError
 
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
-EXAMPLES_TRAIN = REPO_ROOT / "examples" / "train"
 TRAINING_FILES = Path(__file__).resolve().parent / "training_image"
 # What the product's image holds: a change to any of these rebuilds it.
 PRODUCT_SOURCES = ("Dockerfile", ".dockerignore", "pyproject.toml", "clusters", "kubecontrol",
@@ -121,14 +120,13 @@ TRAINING = Image(
     ),
     suite="trixie",
     files={
-        "/opt/trainjob-examples": EXAMPLES_TRAIN,
         "/usr/lib/python3/dist-packages": TRAINING_FILES / "python",
         "/etc/ssh": TRAINING_FILES / "ssh",
+        "/home/mpiuser": TRAINING_FILES / "mpiuser",
     },
-    # sshd wants host keys: one set for every pod of the image, enough for a test image
-    # whose clients check none. (Its /run/sshd must be made when the pod starts: mmdebstrap
-    # leaves /run empty.)
-    customize=("chroot $1 ssh-keygen -A",),
+    # mpiuser as the MPI runtime images have it (mpi-operator's base image: `useradd -m`, the
+    # first user, uid 1000); its sshd's host key is the TrainJob's mounted key.
+    customize=("chroot $1 useradd --create-home --uid 1000 mpiuser",),
     env=("PATH=/usr/local/bin:/usr/bin:/bin", "USE_LIBUV=0", "PYTHONDONTWRITEBYTECODE=1"),
 )
 PRODUCT = Image("product", product_image_name())
@@ -159,9 +157,11 @@ PYTHON = Image(
 ALL = (PAUSE, COREDNS, TRAINING, PRODUCT, PYTHON, KUEUE, METRICS_SERVER)
 # Public images the examples name, and the bed's own with the same tools in their place (the
 # bed reaches no registry; real nodes also hold them under the public names): PyTorch with
-# torchrun, python3 and bash; Debian 12's Python 3.11.
+# torchrun, python3 and bash; Trainer's DeepSpeed runtime (Open MPI, mpi4py, NumPy, mpiuser's
+# sshd on port 2222); Debian 12's Python 3.11.
 STAND_INS = {
     "docker.io/pytorch/pytorch:2.6.0-cuda12.4-cudnn9-runtime": TRAINING.name,
+    "ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.3.0": TRAINING.name,
     "docker.io/library/python:3.11-slim-bookworm": PYTHON.name,
 }
 

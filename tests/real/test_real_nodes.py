@@ -203,9 +203,11 @@ def test_ddp_training_across_clusters(installed: Bed, real_namespace: str, tmp_p
 
 
 def test_mpi_training_runs_mpirun_across_two_pods(installed: Bed, real_namespace: str) -> None:
-    """examples/mpi-cpu.yaml on the manager: the launcher's mpirun reaches both node pods over
-    SSH with the hostfile and key pair the worker controller made, one rank on each; the ranks
-    train together (Allreduce) and the loss falls; Complete on the worker and the manager."""
+    """examples/mpi-cpu.yaml as written (its public image, which the node holds under that
+    name) on the manager: the launcher's mpirun, as mpiuser, reaches both node pods' sshd on
+    port 2222 with the hostfile and key pair the worker controller made, one rank on each; the
+    ranks train together (Allreduce) and the loss falls; Complete on the worker and the
+    manager."""
     manager = _manager(installed)
     runtime = next(d for d in load_manifests(MPI_FILE.read_text()) if d["kind"] != "TrainJob")
     for c in installed.config.clusters:

@@ -3,8 +3,11 @@ place, and nothing else changes."""
 
 from __future__ import annotations
 
+import re
+
 from clusters import images
-from clusters.helpers.examples import RUNTIME_FILE
+from clusters.config import REPO_ROOT
+from clusters.helpers.examples import MPI_FILE, RUNTIME_FILE
 from clusters.kube import load_manifests
 
 
@@ -27,3 +30,16 @@ def test_the_ddp_example_names_a_public_image_and_the_bed_swaps_in_its_own() -> 
     assert [d for d in swapped if d["kind"] == "TrainJob"] == [
         d for d in docs if d["kind"] == "TrainJob"
     ]
+
+
+def test_no_example_names_an_image_of_the_bed() -> None:
+    """Every example runs on any cluster: each image it names is a public one (the MPI
+    example's too, which the bed's training image stands in for)."""
+    named = {
+        path.name: set(re.findall(r"^\s*image:\s*(\S+)", path.read_text(), re.M))
+        for path in sorted((REPO_ROOT / "examples").rglob("*.yaml"))
+    }
+    assert named[MPI_FILE.name] == {"ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.3.0"}
+    assert named[MPI_FILE.name] <= set(images.STAND_INS)
+    local = {name: found for name, found in named.items() if any("localhost/" in i for i in found)}
+    assert not local, local

@@ -406,7 +406,11 @@ SCRIPTS = [
 
 def test_the_examples_with_scripts_are_found() -> None:
     """The examples that write a training script: the test below has something to read."""
-    assert {name for name, _ in SCRIPTS} >= {"progress-sdk.yaml", "torch-ddp-cpu.yaml"}, SCRIPTS
+    assert {name for name, _ in SCRIPTS} >= {
+        "progress-sdk.yaml",
+        "torch-ddp-cpu.yaml",
+        "mpi-cpu.yaml",
+    }, SCRIPTS
 
 
 @pytest.mark.parametrize(("name", "script"), SCRIPTS, ids=[name for name, _ in SCRIPTS])
