@@ -1,11 +1,13 @@
-"""Our CRDs explained: each field of their schemas that Kubeflow Trainer v2.3's CRDs describe,
-and ours do not, takes Trainer's description (so that `kubectl explain trainjob.spec.trainer`
-says what the field is), and docs/users/reference.md lists every field. `./run manifests`
-writes both (release/manifests.py); our own descriptions are never replaced.
+"""Our CRDs explained: each field of their schemas (api/crds/, as we write them) that Kubeflow
+Trainer v2.3's CRDs describe, and ours do not, takes Trainer's description (so that
+`kubectl explain trainjob.spec.trainer` says what the field is), and docs/users/reference.md
+lists every field. `./run manifests` writes both (release/manifests.py); our own descriptions
+are never replaced.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +21,7 @@ from ruamel.yaml.scalarstring import LiteralScalarString
 from clusters import builds
 
 REPO = Path(__file__).resolve().parent.parent
-CRDS = REPO / "crds"
+CRDS = REPO / "api" / "crds"  # ours, as written; release/crd_schema.py makes what is installed
 PLURALS = ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
 REFERENCE = REPO / "docs" / "users" / "reference.md"
 Dict = dict[str, Any]
@@ -53,15 +55,20 @@ def fields(node: Any, path: str = "") -> Iterator[tuple[str, Any]]:
         yield from fields(node["additionalProperties"], f"{path}{{}}")
 
 
-def trainers_descriptions(plural: str) -> dict[str, str]:
-    """Each field's description in Kubeflow Trainer's CRD, at the API version we serve."""
+@functools.cache
+def trainers_crd(plural: str) -> Any:
+    """Kubeflow Trainer's CRD of `plural`, at the API version we serve (from its module)."""
     trainer = builds.module_source_dir(
         "trainer", f"{builds.TRAINER_PACKAGE}@{builds.TRAINER_API_VERSION}"
     )
-    crd = yaml.safe_load(
-        (trainer / f"manifests/base/crds/trainer.kubeflow.org_{plural}.yaml").read_text()
-    )
-    return {p: str(n["description"]) for p, n in fields(_schema(crd)) if n.get("description")}
+    path = trainer / f"manifests/base/crds/trainer.kubeflow.org_{plural}.yaml"
+    return yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def trainers_descriptions(plural: str) -> dict[str, str]:
+    """Each field's description in Kubeflow Trainer's CRD, at the API version we serve."""
+    schema = _schema(trainers_crd(plural))
+    return {p: str(n["description"]) for p, n in fields(schema) if n.get("description")}
 
 
 def described(plural: str, text: str) -> str:
@@ -109,8 +116,9 @@ def reference(_: str = "") -> str:
         "Every field of the three kinds this product serves (`trainer.kubeflow.org/v1alpha1`,",
         "Kubeflow Trainer v2.3's API), from the CRDs themselves: written by `./run manifests`,",
         "do not edit. `kubectl explain trainjob.spec.trainer` (or any path below) says the same on",
-        "a cluster. A field marked *open* takes any value of the Kubernetes type it names (the",
-        "API server checks it when the pods are made);",
+        "a cluster. A field marked *Kubernetes type* is a Kubernetes or JobSet type (a pod",
+        "template, an env entry, a JobSet spec ...), typed as Kubeflow Trainer v2.3's CRDs type",
+        "it; `kubectl explain` lists its fields, this page does not;",
         "[differences.md](../operators/differences.md) says which fields of Trainer's are",
         "honoured, refused or reported.",
         "",
@@ -128,7 +136,7 @@ def reference(_: str = "") -> str:
                 continue  # the list's or map's own row says it
             kind_of = _type_of(node)
             if node.get("x-kubernetes-preserve-unknown-fields"):
-                kind_of += " (open)"
+                kind_of += " (Kubernetes type)"
             required = path.rsplit(".", 1)[-1] in _required_of(schema, path)
             said = _cell(str(node.get("description") or ""))
             lines.append(

@@ -27,7 +27,7 @@ from pydantic import BaseModel
 from clusters.chart import REPO, for_kubectl, template
 from clusters.errors import BedError
 from dispatcher.settings import DispatcherSettings
-from release import crd_docs, story_docs
+from release import crd_docs, crd_schema, story_docs
 from release.chart_readme import readme
 from trainjob import vocabulary
 from trainjob.runtime import fields
@@ -184,6 +184,11 @@ def story_types(_text: str) -> str:
     return story_docs.typescript()
 
 
+def _installed_crd(plural: str, source: Path, _text: str) -> str:
+    """The installed CRD from our source as it is on disk now (after its descriptions)."""
+    return crd_schema.installed(plural, source.read_text())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m release.manifests", description=__doc__)
     parser.add_argument("--check", action="store_true", help="compare, write nothing")
@@ -203,8 +208,17 @@ def main(argv: list[str] | None = None) -> int:
         (crd_docs.crd_path(plural), functools.partial(crd_docs.described, plural), "descriptions")
         for plural in crd_docs.PLURALS
     ]
+    installed_crds: list[tuple[Path, Callable[[str], str], str]] = [
+        (
+            crd_schema.installed_path(plural),
+            functools.partial(_installed_crd, plural, source),
+            "the installed CRD",
+        )
+        for plural, source in crd_schema.sources()
+    ]
     for doc, written, what in (
         *crd_descriptions,
+        *installed_crds,
         (crd_docs.REFERENCE, crd_docs.reference, "the API's fields"),
         (CONFIGURATION_DOC, configuration_doc, "the settings tables"),
         (USER_GUIDE, user_guide, "the status vocabulary"),

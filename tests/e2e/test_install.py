@@ -300,6 +300,14 @@ def test_metrics_are_served_only_to_callers_allowed_to_read_them(
         ("trainjob.spec.trainer.numNodes", "numNodes is the number of training nodes."),
         ("clustertrainingruntime.spec.mlPolicy", "mlPolicy provides the ML-specific parameters"),
         ("trainjob.status.clusterName", "Extension (not in Trainer v2.3): the worker cluster"),
+        # Kubernetes types, typed as Trainer's CRDs type them (release/crd_schema.py).
+        ("trainjob.spec.trainer.env.valueFrom.secretKeyRef.key", "The key of the secret"),
+        ("trainjob.spec.trainer.resourcesPerNode.limits", "Limits describes the maximum amount"),
+        (
+            "clustertrainingruntime.spec.template.spec.replicatedJobs.template.spec.template"
+            ".spec.containers.readinessProbe.tcpSocket",
+            "TCPSocket specifies a connection to a TCP port.",
+        ),
     ],
 )
 def test_kubectl_explain_says_what_a_field_is(bed: Bed, field: str, said: str) -> None:
@@ -312,3 +320,37 @@ def test_kubectl_explain_says_what_a_field_is(bed: Bed, field: str, said: str) -
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert said in " ".join(done.stdout.split()), done.stdout
+
+
+def test_a_field_no_schema_has_is_refused_by_name(bed: Bed, tmp_path: Path) -> None:
+    """Below a Kubernetes type (an env entry here) the schema is Trainer's, typed: kubectl's
+    strict field validation refuses a misspelt field by its path (the API server kept it
+    before, unread), and nothing is stored."""
+    name = f"typo-{uuid.uuid4().hex[:6]}"
+    manifest = tmp_path / "typo.yaml"
+    manifest.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                "kind": "TrainJob",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {
+                    "runtimeRef": {"name": "torch-distributed"},
+                    "trainer": {"env": [{"name": "A", "valeu": "1"}]},
+                },
+            }
+        )
+    )
+    done = subprocess.run(
+        [str(builds.binary("kubectl")), "--kubeconfig", str(bed.kubeconfig("manager")),
+         "create", "-f", str(manifest)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0, done.stdout
+    assert 'unknown field "spec.trainer.env[0].valeu"' in done.stderr, done.stderr
+    custom = client.CustomObjectsApi(bed.api("manager"))
+    with pytest.raises(client.ApiException) as absent:
+        custom.get_namespaced_custom_object(
+            "trainer.kubeflow.org", "v1alpha1", "default", "trainjobs", name
+        )
+    assert absent.value.status == 404

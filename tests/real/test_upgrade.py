@@ -31,7 +31,7 @@ from clusters.bed import Bed
 from clusters.config import REPO_ROOT
 from clusters.helpers.kube import TrainJobs
 from clusters.install import worker_secret
-from clusters.kube import Applier, load_manifests
+from clusters.kube import SAFE_LOADER, Applier, load_manifests
 from clusters.setup import queue_objects
 from tests.support.runbook import clean_up, merged_kubeconfig, run_blocks, shell_blocks
 
@@ -558,7 +558,7 @@ def test_upgrades_from_0_2_0_lose_nothing_dispatch_nothing_twice_refuse_only_as_
 
 def _without_our_crds(bed: Bed) -> None:
     names = {
-        yaml.safe_load(path.read_text())["metadata"]["name"]
+        yaml.load(path.read_text(), Loader=SAFE_LOADER)["metadata"]["name"]
         for path in sorted((REPO_ROOT / "crds").glob("trainer.kubeflow.org_*.yaml"))
     }
     _delete_all(

@@ -13,6 +13,7 @@ import yaml
 from clusters import chart
 from clusters.config import REPO_ROOT
 from clusters.errors import BedError
+from clusters.kube import SAFE_LOADER
 from dispatcher.settings import DispatcherSettings
 from release import manifests
 from tests.support.metrics import served_series
@@ -351,7 +352,7 @@ def test_the_crds_are_templates_that_upgrade_with_the_chart_and_stay_behind(role
     files = {
         doc["metadata"]["name"]: doc
         for path in sorted((REPO_ROOT / "crds").glob("trainer.kubeflow.org_*.yaml"))
-        for doc in [yaml.safe_load(path.read_text())]
+        for doc in [yaml.load(path.read_text(), Loader=SAFE_LOADER)]
     }
     assert not (chart.CHART / "crds").exists()  # Helm would install those once, and never again
     rendered = {

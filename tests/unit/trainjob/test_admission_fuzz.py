@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clusters.helpers.builders import make_runtime, mpi_runtime
+from clusters.kube import SAFE_LOADER
 from trainjob import admission
 from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.runtime import resolve_runtime_info
@@ -135,7 +136,7 @@ _METADATA = {
 
 
 def _crd_strategy(file: str) -> st.SearchStrategy[Any]:
-    crd = yaml.safe_load((CRDS / file).read_text())
+    crd = yaml.load((CRDS / file).read_text(), Loader=SAFE_LOADER)
     schema = dict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
     props = {k: v for k, v in schema["properties"].items() if k in ("spec",)}
     schema = {**schema, "properties": {**props, "metadata": _METADATA}}

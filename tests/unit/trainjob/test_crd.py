@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from clusters import builds
+from clusters.kube import SAFE_LOADER
 from trainjob.crd import missing_status_fields, trainer_controller_problem
 
 REPO = Path(__file__).resolve().parents[3]
@@ -50,10 +51,13 @@ def test_trainers_own_crd_lacks_our_status_fields_and_ours_has_them() -> None:
     trainer = builds.module_source_dir(
         "trainer", f"{builds.TRAINER_PACKAGE}@{builds.TRAINER_API_VERSION}"
     )
-    theirs = yaml.safe_load(
-        (trainer / "manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml").read_text()
+    theirs = yaml.load(
+        (trainer / "manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml").read_text(),
+        Loader=SAFE_LOADER,
     )
-    ours = yaml.safe_load((REPO / "crds/trainer.kubeflow.org_trainjobs.yaml").read_text())
+    ours = yaml.load(
+        (REPO / "crds/trainer.kubeflow.org_trainjobs.yaml").read_text(), Loader=SAFE_LOADER
+    )
     assert missing_status_fields(theirs) == ["clusterName"]
     assert missing_status_fields(ours) == []
     assert missing_status_fields({"spec": {"versions": [{"name": "v2"}]}}) is None

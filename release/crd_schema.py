@@ -1,0 +1,142 @@
+"""The CRDs we install: ours (api/crds/, written by hand and described by release/crd_docs.py)
+with each Kubernetes type they leave open typed as Kubeflow Trainer v2.3's CRDs type it.
+
+Our schemas type every field the controllers read and leave the Kubernetes types below them
+open (`x-kubernetes-preserve-unknown-fields`: env entries, `resourcesPerNode`, the pod
+templates' parts a `runtimePatch` may set, a runtime's JobSet spec ...). Installed that way,
+`kubectl explain` has nothing to say of them and the API server keeps any field a client sends
+there. Trainer's CRDs type them (controller-gen, from the Kubernetes and JobSet Go types of its
+release), so each open node of ours becomes Trainer's node at the same path, with ours laid
+over it: our validation rules are added to Trainer's, our limits and types win, our extra
+fields are kept, and `required` is the union of both. Descriptions are Trainer's there (ours
+are one-line stand-ins, some shared through YAML anchors). A node Trainer leaves open or does
+not have stays as ours is.
+
+`./run manifests` writes charts/trainjob-multicluster/files/crds/ (the repository's crds/, the
+chart's templates, the release's archive) from api/crds/; `--check` compares.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from release.crd_docs import PLURALS, _schema, trainers_crd
+
+REPO = Path(__file__).resolve().parent.parent
+INSTALLED = REPO / "charts" / "trainjob-multicluster" / "files" / "crds"
+HEADER = (
+    "# Written by `./run manifests` from api/crds/{name} (ours) with each Kubernetes type it\n"
+    "# leaves open typed as Kubeflow Trainer v2.3's CRD types it (release/crd_schema.py); do\n"
+    "# not edit: change api/crds/ and run it again.\n"
+)
+OPEN = "x-kubernetes-preserve-unknown-fields"
+Dict = dict[str, Any]
+
+
+def installed_path(plural: str) -> Path:
+    return INSTALLED / f"trainer.kubeflow.org_{plural}.yaml"
+
+
+def _typed(node: Any) -> bool:
+    return isinstance(node, dict) and not node.get(OPEN) and node.get("type") in ("object", "array")
+
+
+def _child(node: Dict, key: str, name: str | None = None) -> Any:
+    """Trainer's node under `node` for one step of ours (a property, the items, the values)."""
+    if not isinstance(node, dict):
+        return None
+    if key == "properties":
+        return (node.get("properties") or {}).get(name)
+    return node.get(key) if isinstance(node.get(key), dict) else None
+
+
+def overlay(theirs: Dict, ours: Dict) -> Dict:
+    """Trainer's typed node with ours laid over it (the module's docstring says how)."""
+    out = copy.deepcopy(theirs)
+    for key, value in ours.items():
+        if key in (OPEN, "description"):
+            continue
+        if key == "properties":
+            props = out.setdefault("properties", {})
+            for name, child in value.items():
+                props[name] = complete_node(child, props.get(name))
+        elif key in ("items", "additionalProperties") and isinstance(value, dict):
+            out[key] = complete_node(
+                value, out.get(key) if isinstance(out.get(key), dict) else None
+            )
+        elif key == "x-kubernetes-validations":
+            rules = out.setdefault(key, [])
+            rules += [rule for rule in value if rule not in rules]
+        elif key == "required":
+            out[key] = [*(out.get(key) or []), *(r for r in value if r not in out.get(key, []))]
+        else:
+            out[key] = copy.deepcopy(value)
+    if "description" not in out and ours.get("description"):
+        out["description"] = ours["description"]
+    return out
+
+
+def complete_node(ours: Any, theirs: Any) -> Any:
+    """`ours` with every open node below it that Trainer types replaced by the overlay."""
+    if not isinstance(ours, dict):
+        return copy.deepcopy(ours)
+    if ours.get(OPEN) and (_typed(theirs) or _empty_object(theirs)):
+        return overlay(theirs, ours)
+    out: Dict = {}
+    for key, value in ours.items():
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {
+                name: complete_node(child, _child(theirs, "properties", name))
+                for name, child in value.items()
+            }
+        elif key in ("items", "additionalProperties") and isinstance(value, dict):
+            out[key] = complete_node(value, _child(theirs, key))
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _empty_object(node: Any) -> bool:
+    """Trainer's struct without fields (`jax: {}`): typed as having none."""
+    return (
+        isinstance(node, dict)
+        and node.get("type") == "object"
+        and not node.get(OPEN)
+        and not node.get("properties")
+        and "additionalProperties" not in node
+    )
+
+
+def still_open(schema: Dict, path: str = "") -> Iterator[str]:
+    """The paths of the open nodes left in `schema`."""
+    if schema.get(OPEN):
+        yield path or "."
+    for name, child in (schema.get("properties") or {}).items():
+        yield from still_open(child, f"{path}.{name}")
+    for key, mark in (("items", "[]"), ("additionalProperties", "{}")):
+        if isinstance(schema.get(key), dict):
+            yield from still_open(schema[key], f"{path}{mark}")
+
+
+def installed(plural: str, source: str) -> str:
+    """The text of the installed CRD for our source text of `plural`."""
+    crd = yaml.safe_load(source)
+    theirs = _schema(trainers_crd(plural))
+    version = crd["spec"]["versions"][0]
+    version["schema"]["openAPIV3Schema"] = complete_node(_schema(crd), theirs)
+    name = f"trainer.kubeflow.org_{plural}.yaml"
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's: 1 MB in 0.2 s, not 2 s
+    body = yaml.dump(crd, Dumper=dumper, sort_keys=False, width=100, allow_unicode=True)
+    return HEADER.format(name=name) + body
+
+
+def sources() -> list[tuple[str, Path]]:
+    return [
+        (plural, REPO / "api" / "crds" / f"trainer.kubeflow.org_{plural}.yaml")
+        for plural in PLURALS
+    ]

@@ -1,0 +1,94 @@
+"""The installed CRDs (release/crd_schema.py): ours with the Kubernetes types they leave open
+typed as Kubeflow Trainer v2.3's CRDs type them, and nothing of ours lost on the way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from clusters.kube import SAFE_LOADER
+from release import crd_schema
+from release.crd_docs import PLURALS, _schema, fields
+
+
+def _load(path: Any) -> Any:
+    return yaml.load(path.read_text(), Loader=SAFE_LOADER)
+
+
+@pytest.fixture(scope="module", params=PLURALS)
+def pair(request: pytest.FixtureRequest) -> tuple[Any, Any]:
+    plural = request.param
+    source = dict(crd_schema.sources())[plural]
+    return _schema(_load(source)), _schema(_load(crd_schema.installed_path(plural)))
+
+
+def test_the_installed_crds_leave_no_field_open(pair: tuple[Any, Any]) -> None:
+    source, installed = pair
+    assert list(crd_schema.still_open(source)), "api/crds/ has nothing left to type"
+    assert list(crd_schema.still_open(installed)) == []
+
+
+def test_every_field_and_rule_of_ours_is_installed(pair: tuple[Any, Any]) -> None:
+    """Each field of our source is in the installed CRD, with our type, our limits and each
+    of our validation rules."""
+    source, installed = pair
+    where = dict(fields(installed))
+    for path, ours in fields(source):
+        assert path in where, path
+        theirs = where[path]
+        for key in ("type", "maxItems", "maxLength", "maxProperties", "minimum", "enum"):
+            if key in ours:
+                assert theirs.get(key) == ours[key], (path, key)
+        for rule in ours.get("x-kubernetes-validations") or []:
+            assert rule in theirs["x-kubernetes-validations"], (path, rule)
+        assert set(ours.get("required") or []) <= set(theirs.get("required") or []), path
+
+
+def test_an_open_node_takes_trainers_type_with_ours_laid_over_it() -> None:
+    ours = {
+        "description": "ours, one line",
+        "type": "array",
+        "maxItems": 4,
+        "x-kubernetes-validations": [{"rule": "self.size() > 0"}],
+        "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+    }
+    theirs = {
+        "description": "Trainer's",
+        "type": "array",
+        "x-kubernetes-validations": [{"rule": "true"}],
+        "items": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {"name": {"type": "string"}, "value": {"type": "string"}},
+        },
+    }
+    done = crd_schema.complete_node(
+        {"type": "object", "properties": {"env": ours}},
+        {
+            "type": "object",
+            "properties": {"env": theirs},
+        },
+    )["properties"]["env"]
+    assert done["items"] == theirs["items"]
+    assert done["maxItems"] == 4  # our limit kept
+    assert done["description"] == "ours, one line"  # not open itself: ours as written
+    assert done["x-kubernetes-validations"] == [{"rule": "self.size() > 0"}]
+
+    opened = {**ours, "x-kubernetes-preserve-unknown-fields": True}
+    done = crd_schema.complete_node(opened, theirs)
+    assert "x-kubernetes-preserve-unknown-fields" not in done
+    assert done["description"] == "Trainer's"
+    assert done["maxItems"] == 4
+    assert done["x-kubernetes-validations"] == [{"rule": "true"}, {"rule": "self.size() > 0"}]
+    assert done["items"]["properties"] == theirs["items"]["properties"]
+
+
+def test_a_node_trainer_leaves_open_or_lacks_stays_ours() -> None:
+    ours = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    assert crd_schema.complete_node(ours, None) == ours
+    assert crd_schema.complete_node(ours, dict(ours)) == ours
+    assert crd_schema.complete_node(ours, {"type": "string"}) == ours
+    # Trainer's struct without fields (`jax: {}`) types ours as holding none.
+    assert crd_schema.complete_node(ours, {"type": "object"}) == {"type": "object"}
