@@ -42,7 +42,12 @@ def test_trainers_crd_over_ours_is_named_and_new_trainjobs_refused_until_ours_is
     ours = load_manifests((REPO / "crds" / crd_file).read_text())
     custom = mk.custom()
 
-    def refusal(name: str) -> str | None:
+    tries = iter(range(1_000))
+
+    def refusal(prefix: str) -> str | None:
+        # A new name each try: one accepted before the dispatcher saw the CRD change is
+        # deleted, but stays (its finalizer) long enough to make the same name a 409.
+        name = f"{prefix}-{next(tries)}"
         try:
             custom.create_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", trainjob(name))
         except client.ApiException as exc:
