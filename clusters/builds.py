@@ -61,6 +61,9 @@ SCHEDULER_PLUGINS_VERSION = "v0.33.5"
 CONTROLLER_TOOLS_VERSION = "v0.19.0"
 # krew installs the release's krew manifest with its archive (tests/unit/test_release_assets.py).
 KREW_VERSION = "v0.4.3"
+# The CNCF Distribution registry: the release's chart pushed to it and installed from it as OCI
+# (tests/unit/test_release_assets.py), on loopback.
+REGISTRY_VERSION = "v3.1.2"
 
 
 def _k8s_version_ldflags(version: str) -> list[str]:
@@ -257,6 +260,13 @@ BUILDS: dict[str, Build] = {
             KREW_VERSION,
             {"krew": "sigs.k8s.io/krew/cmd/krew"},
             [f"-X sigs.k8s.io/krew/internal/version.gitTag={KREW_VERSION}"],
+            on_demand=True,
+        ),
+        Build(
+            "registry",
+            REGISTRY_VERSION,
+            {"registry": "github.com/distribution/distribution/v3/cmd/registry"},
+            [f"-X github.com/distribution/distribution/v3/version.version={REGISTRY_VERSION}"],
             on_demand=True,
         ),
         Build(

@@ -6,15 +6,21 @@ the files themselves to empty clusters."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
+import socket
 import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import tomllib
+import urllib.error
+import urllib.request
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +29,7 @@ import yaml
 from packaging.requirements import Requirement
 
 from clusters import builds
+from clusters.kube import load_manifests
 from release import assets
 
 Dict = dict[str, Any]
@@ -37,7 +44,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def docs(path: Path) -> list[Dict]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return load_manifests(path.read_text())
 
 
 def test_every_asset_is_there_with_its_checksum(built: dict[str, Path]) -> None:
@@ -115,6 +122,87 @@ def test_the_chart_package_is_the_charts_version(built: dict[str, Path]) -> None
     assert "trainjob-multicluster/files/crds/trainer.kubeflow.org_trainjobs.yaml" in names
     assert "trainjob-multicluster/templates/crds.yaml" in names
     assert not [n for n in names if n.startswith("trainjob-multicluster/crds/")]  # Helm's once-only
+
+
+@contextlib.contextmanager
+def oci_registry(root: Path) -> Iterator[str]:
+    """The CNCF Distribution registry (built from its module) on a free loopback port, plain
+    HTTP, its storage under `root`; yields its host:port and stops it."""
+    builds.build_one(builds.BUILDS["registry"])
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = root / "config.yml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "version": 0.1,
+                "log": {"level": "warn"},
+                "storage": {"filesystem": {"rootdirectory": str(root / "data")}},
+                "http": {"addr": f"127.0.0.1:{port}"},
+            }
+        )
+    )
+    log = (root / "registry.log").open("w")
+    server = subprocess.Popen(
+        [str(builds.binary("registry")), "serve", str(config)], stdout=log, stderr=log
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            assert server.poll() is None, (root / "registry.log").read_text()
+            assert time.monotonic() < deadline, "the registry did not answer in 30 s"
+            time.sleep(0.2)
+        yield f"127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        log.close()
+
+
+def test_the_chart_pushes_as_oci_and_installs_from_there(
+    built: dict[str, Path], tmp_path: Path
+) -> None:
+    """What the workflow's `helm push` does, to a registry of our own: the package goes up as
+    an OCI artifact, comes back byte for byte, and Helm renders it from the registry's
+    reference (CRDs included) as `helm install oci://...` would."""
+    version = assets.chart_version()
+    package = built[f"trainjob-multicluster-{version}.tgz"]
+    helm = str(builds.binary("helm"))
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "HELM_CONFIG_HOME": str(tmp_path)}
+
+    def run(*args: str) -> str:
+        done = subprocess.run(
+            [helm, *args], capture_output=True, text=True, env=env, timeout=120, check=False
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout + done.stderr
+
+    with oci_registry(tmp_path) as registry:
+        charts = f"oci://{registry}/charts"
+        pushed = run("push", str(package), charts, "--plain-http")
+        assert f"Pushed: {registry}/charts/trainjob-multicluster:{version}" in pushed, pushed
+        ref = f"{charts}/trainjob-multicluster"
+        (tmp_path / "pulled").mkdir()
+        run("pull", ref, "--version", version, "--plain-http", "-d", str(tmp_path / "pulled"))
+        pulled = tmp_path / "pulled" / package.name
+        assert pulled.read_bytes() == package.read_bytes()
+        meta = yaml.safe_load(run("show", "chart", ref, "--version", version, "--plain-http"))
+        assert (meta["name"], meta["version"]) == ("trainjob-multicluster", version)
+        rendered = load_manifests(
+            run("template", "tj", ref, "--version", version, "--plain-http",
+                "--kube-version", "1.36.0", "--set", "role=manager")
+        )  # fmt: skip
+    crds = {d["metadata"]["name"] for d in rendered if d["kind"] == "CustomResourceDefinition"}
+    assert crds == {f"{p}.trainer.kubeflow.org" for p in ("trainjobs", "trainingruntimes",
+                                                          "clustertrainingruntimes")}  # fmt: skip
+    assert any(d["kind"] == "Deployment" for d in rendered)
 
 
 def test_the_workflow_publishes_what_release_assets_builds() -> None:
