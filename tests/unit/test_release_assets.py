@@ -256,6 +256,17 @@ def test_the_plugins_wheel_holds_the_plugin_and_what_it_reads_only(
     )
 
 
+def test_pypi_would_take_the_plugins_wheel(built: dict[str, Path]) -> None:
+    """`twine check --strict`, PyPI's own checks of an upload's metadata (its description
+    renders, its fields are there), on the wheel the workflow publishes."""
+    wheel = built[f"kubectl_trainjob-{assets.chart_version()}-py3-none-any.whl"]
+    done = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", str(wheel)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and "PASSED" in done.stdout, done.stdout + done.stderr
+
+
 def plugin_wheel_again(version: str) -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
         return assets.plugin_wheel(Path(tmp), version).read_bytes()
