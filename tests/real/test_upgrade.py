@@ -12,6 +12,7 @@ pods are real: the kubelet rolls them from one image to the other.
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import sys
@@ -538,6 +539,16 @@ def test_upgrades_from_0_2_0_lose_nothing_dispatch_nothing_twice_refuse_only_as_
             assert _rbac(real_bed, c.name) == _rendered_rbac(REPO_ROOT, role), c.name
             # The upgrade kept the values the release was installed with, and only them.
             assert _helm_values(c.name, env) == _values_file(role), c.name
+        # Helm keeps each release in a Secret (1 MiB at most); the CRDs as templates are most
+        # of it, as in Trainer's chart.
+        stored = max(
+            sum(len(base64.b64decode(v)) for v in (s.data or {}).values())
+            for s in client.CoreV1Api(real_bed.api("manager"))
+            .list_namespaced_secret("trainjob-system", label_selector="owner=helm")
+            .items
+        )
+        print(f"[figure] the manager's Helm release Secret: {stored / 2**10:.0f} KiB of the "
+              f"API server's 1,024", file=sys.stderr)  # fmt: skip
         _launch(flight, "rollback")
         _during(flight, "during-rollback", helm_blocks[1:],
                 env, "operations.md, rollback with Helm")  # fmt: skip
