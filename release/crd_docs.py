@@ -19,6 +19,7 @@ from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.scalarstring import LiteralScalarString
 
 from clusters import builds
+from clusters.kube import SAFE_LOADER
 
 REPO = Path(__file__).resolve().parent.parent
 CRDS = REPO / "api" / "crds"  # ours, as written; release/crd_schema.py makes what is installed
@@ -39,7 +40,7 @@ def _yaml() -> YAML:
     return y
 
 
-def _schema(crd: Any) -> Any:
+def openapi_schema(crd: Any) -> Any:
     return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
 
 
@@ -62,12 +63,12 @@ def trainers_crd(plural: str) -> Any:
         "trainer", f"{builds.TRAINER_PACKAGE}@{builds.TRAINER_API_VERSION}"
     )
     path = trainer / f"manifests/base/crds/trainer.kubeflow.org_{plural}.yaml"
-    return yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return yaml.load(path.read_text(), Loader=SAFE_LOADER)
 
 
 def trainers_descriptions(plural: str) -> dict[str, str]:
     """Each field's description in Kubeflow Trainer's CRD, at the API version we serve."""
-    schema = _schema(trainers_crd(plural))
+    schema = openapi_schema(trainers_crd(plural))
     return {p: str(n["description"]) for p, n in fields(schema) if n.get("description")}
 
 
@@ -78,7 +79,7 @@ def described(plural: str, text: str) -> str:
     y = _yaml()
     crd = y.load(text)
     seen: set[int] = set()  # an anchored node (YAML alias) is one node, described once
-    for path, node in fields(_schema(crd)):
+    for path, node in fields(openapi_schema(crd)):
         if id(node) in seen or node.get("description") or path not in theirs:
             continue
         seen.add(id(node))
@@ -126,7 +127,7 @@ def reference(_: str = "") -> str:
     for plural in PLURALS:
         crd = yaml.safe_load(crd_path(plural).read_text())
         kind = crd["spec"]["names"]["kind"]
-        schema = _schema(crd)
+        schema = openapi_schema(crd)
         lines += [f"## {kind}", "", _cell(str(schema.get("description") or "")), ""]
         lines += ["| field | type | what it is |", "|---|---|---|"]
         for path, node in fields(schema):

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from release.crd_docs import PLURALS, _schema, trainers_crd
+from release.crd_docs import PLURALS, crd_path, openapi_schema, trainers_crd
 
 REPO = Path(__file__).resolve().parent.parent
 INSTALLED = REPO / "charts" / "trainjob-multicluster" / "files" / "crds"
@@ -66,14 +66,13 @@ def overlay(theirs: Dict, ours: Dict) -> Dict:
             for name, child in value.items():
                 props[name] = complete_node(child, props.get(name))
         elif key in ("items", "additionalProperties") and isinstance(value, dict):
-            out[key] = complete_node(
-                value, out.get(key) if isinstance(out.get(key), dict) else None
-            )
+            out[key] = complete_node(value, _child(out, key))
         elif key == "x-kubernetes-validations":
             rules = out.setdefault(key, [])
             rules += [rule for rule in value if rule not in rules]
         elif key == "required":
-            out[key] = [*(out.get(key) or []), *(r for r in value if r not in out.get(key, []))]
+            have = out.get(key) or []
+            out[key] = have + [r for r in value if r not in have]
         else:
             out[key] = copy.deepcopy(value)
     if "description" not in out and ours.get("description"):
@@ -126,9 +125,9 @@ def still_open(schema: Dict, path: str = "") -> Iterator[str]:
 def installed(plural: str, source: str) -> str:
     """The text of the installed CRD for our source text of `plural`."""
     crd = yaml.safe_load(source)
-    theirs = _schema(trainers_crd(plural))
+    theirs = openapi_schema(trainers_crd(plural))
     version = crd["spec"]["versions"][0]
-    version["schema"]["openAPIV3Schema"] = complete_node(_schema(crd), theirs)
+    version["schema"]["openAPIV3Schema"] = complete_node(openapi_schema(crd), theirs)
     name = f"trainer.kubeflow.org_{plural}.yaml"
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's: 1 MB in 0.2 s, not 2 s
     body = yaml.dump(crd, Dumper=dumper, sort_keys=False, width=100, allow_unicode=True)
@@ -136,7 +135,5 @@ def installed(plural: str, source: str) -> str:
 
 
 def sources() -> list[tuple[str, Path]]:
-    return [
-        (plural, REPO / "api" / "crds" / f"trainer.kubeflow.org_{plural}.yaml")
-        for plural in PLURALS
-    ]
+    """(plural, our CRD as written: api/crds/) of each kind."""
+    return [(plural, crd_path(plural)) for plural in PLURALS]

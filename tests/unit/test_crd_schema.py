@@ -10,7 +10,7 @@ import yaml
 
 from clusters.kube import SAFE_LOADER
 from release import crd_schema
-from release.crd_docs import PLURALS, _schema, fields
+from release.crd_docs import PLURALS, fields, openapi_schema
 
 
 def _load(path: Any) -> Any:
@@ -21,7 +21,7 @@ def _load(path: Any) -> Any:
 def pair(request: pytest.FixtureRequest) -> tuple[Any, Any]:
     plural = request.param
     source = dict(crd_schema.sources())[plural]
-    return _schema(_load(source)), _schema(_load(crd_schema.installed_path(plural)))
+    return openapi_schema(_load(source)), openapi_schema(_load(crd_schema.installed_path(plural)))
 
 
 def test_the_installed_crds_leave_no_field_open(pair: tuple[Any, Any]) -> None:
