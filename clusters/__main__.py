@@ -75,6 +75,12 @@ def main(argv: list[str] | None = None) -> int:
         "story's types (tests/unit/test_story_contract.py)",
     )
     build.add_argument(
+        "--release-tools",
+        action="store_true",
+        help="also krew and the CNCF Distribution registry, which install the release's krew "
+        "manifest and take its chart as OCI (tests/unit/test_release_assets.py)",
+    )
+    build.add_argument(
         "--real-nodes",
         action="store_true",
         help="also what real nodes need: kubelet, kube-proxy, containerd, CoreDNS, and the "
@@ -103,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
             builds.build_all(peer=args.peer, real=args.real_nodes, trainer=args.trainer)
             if args.typescript:
                 builds.typescript()
+            if args.release_tools:
+                for name in ("krew", "registry"):
+                    builds.build_one(builds.BUILDS[name])
             if args.real_nodes:
                 images.build_all()
             return 0
