@@ -35,10 +35,14 @@ def test_the_ddp_example_names_a_public_image_and_the_bed_swaps_in_its_own() -> 
 def test_no_example_names_an_image_of_the_bed() -> None:
     """Every example runs on any cluster: each image it names is a public one (the MPI
     example's too, which the bed's training image stands in for)."""
+    examples = REPO_ROOT / "examples"
     named = {
-        path.name: set(re.findall(r"^\s*image:\s*(\S+)", path.read_text(), re.M))
-        for path in sorted((REPO_ROOT / "examples").rglob("*.yaml"))
+        path.relative_to(examples).as_posix(): set(
+            re.findall(r"^\s*image:\s*(\S+)", path.read_text(), re.M)
+        )
+        for path in sorted(examples.rglob("*.yaml"))
     }
+    assert "gpu/" in " ".join(named), named  # the subdirectories are read too
     assert named[MPI_FILE.name] == {"ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.3.0"}
     assert named[MPI_FILE.name] <= set(images.STAND_INS)
     local = {name: found for name, found in named.items() if any("localhost/" in i for i in found)}
