@@ -393,7 +393,10 @@ def _all_complete(f: Flight, timeout: float = 900) -> None:
 # review sent on an idle one at the very instant it is closed can still be reset, and the API
 # server does not retry a POST. Seen once from a 0.3.0 replica in the rollback at 38c3016,
 # before that drain; none since. docs/operators/operations.md tells users to retry.
-GOING_AWAY = ("connection reset by peer", "connection refused")
+# A connection closed by its peer shows as a reset when the API server reads from it and as a
+# broken pipe when it writes the review into it (seen from a 0.2.0 replica at ee3e835).
+CLOSED_BY_PEER = ("connection reset by peer", "broken pipe")
+GOING_AWAY = (*CLOSED_BY_PEER, "connection refused")
 
 
 def _no_create_refused(f: Flight, *from_old: str) -> None:
@@ -402,7 +405,7 @@ def _no_create_refused(f: Flight, *from_old: str) -> None:
     is counted as a figure."""
     going = [r for r in f.refused if any(g in r for g in GOING_AWAY)]
     from_02 = [r for r in going if r.startswith(from_old)]
-    reset = [r for r in going if r not in from_02 and "connection reset by peer" in r]
+    reset = [r for r in going if r not in from_02 and any(c in r for c in CLOSED_BY_PEER)]
     print(f"[figure] creates refused by a 0.2.0 replica going away: {len(from_02)}; "
           f"reset by a 0.3.0 replica stopping: {len(reset)} of {len(f.created)}",
           file=sys.stderr)  # fmt: skip
