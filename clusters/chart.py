@@ -8,6 +8,8 @@ release/manifests.py writes deploy/ from it (`./run manifests`).
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import subprocess
 import sys
@@ -48,9 +50,44 @@ def helm() -> Path:
 
 def template(values: Dict, namespace: str = NAMESPACE, release: str = RELEASE) -> list[Dict]:
     """`helm template` of the chart with `values` (a nested mapping, as a values file)."""
+    return load_manifests(rendered(values, namespace, release))
+
+
+def rendered(values: Dict, namespace: str = NAMESPACE, release: str = RELEASE) -> str:
+    """`helm template`'s text: the manifest Helm would keep in its release."""
     args = ["template", release, str(CHART), "--namespace", namespace]
     args += ["--kube-version", K8S_VERSION]
-    return load_manifests(_helm(args, values))
+    return _helm(args, values)
+
+
+# Helm's parts of a chart that are not among its files (helm.sh/helm/v3/pkg/chart/loader).
+_NOT_FILES = ("Chart.yaml", "Chart.lock", "values.yaml", "values.schema.json")
+
+
+def stored_release_bytes(values: Dict) -> int:
+    """About the bytes of the Secret in which Helm's default driver keeps a release of the
+    chart with `values`: the release as JSON (each template and file as base64, the manifest
+    as text), gzipped, base64-encoded; the release's own small fields left out.
+    tests/real/test_upgrade.py compares it with a real release's Secret."""
+    templates: list[Dict] = []
+    files: list[Dict] = []
+    for path in sorted(p for p in CHART.rglob("*") if p.is_file()):
+        name = path.relative_to(CHART).as_posix()
+        if name in _NOT_FILES:
+            continue
+        data = base64.b64encode(path.read_bytes()).decode()
+        (templates if name.startswith("templates/") else files).append({"name": name, "data": data})
+    release = {
+        "chart": {
+            "templates": templates,
+            "values": yaml.safe_load((CHART / "values.yaml").read_text()),
+            "schema": base64.b64encode((CHART / "values.schema.json").read_bytes()).decode(),
+            "files": files,
+        },
+        "config": values,
+        "manifest": rendered(values),
+    }
+    return len(base64.b64encode(gzip.compress(json.dumps(release).encode())))
 
 
 def lint(values: Dict) -> str:

@@ -43,7 +43,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 CHART = REPO / "charts" / "trainjob-multicluster"
-CRDS = CHART / "files" / "crds"
+CRDS = REPO / "crds"
 PLUGIN = REPO / "plugin"
 KREW_LAUNCHER = PLUGIN / "krew" / "kubectl-trainjob"
 DEFAULT_IMAGE = "ghcr.io/trainjob-dev/trainjob-multicluster"

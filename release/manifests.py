@@ -184,9 +184,19 @@ def story_types(_text: str) -> str:
     return story_docs.typescript()
 
 
+@functools.cache
+def _installed(plural: str, source_text: str) -> str:
+    return crd_schema.installed(plural, source_text)  # seconds each: once per source text
+
+
 def _installed_crd(plural: str, source: Path, _text: str) -> str:
     """The installed CRD from our source as it is on disk now (after its descriptions)."""
-    return crd_schema.installed(plural, source.read_text())
+    return _installed(plural, source.read_text())
+
+
+def _chart_copy(plural: str, source: Path, _text: str) -> str:
+    """The chart's copy of the installed CRD (compact JSON), from the same source."""
+    return crd_schema.chart_copy(_installed(plural, source.read_text()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,9 +226,18 @@ def main(argv: list[str] | None = None) -> int:
         )
         for plural, source in crd_schema.sources()
     ]
+    chart_copies: list[tuple[Path, Callable[[str], str], str]] = [
+        (
+            crd_schema.chart_copy_path(plural),
+            functools.partial(_chart_copy, plural, source),
+            "the chart's copy of the CRD",
+        )
+        for plural, source in crd_schema.sources()
+    ]
     for doc, written, what in (
         *crd_descriptions,
         *installed_crds,
+        *chart_copies,
         (crd_docs.REFERENCE, crd_docs.reference, "the API's fields"),
         (CONFIGURATION_DOC, configuration_doc, "the settings tables"),
         (USER_GUIDE, user_guide, "the status vocabulary"),
@@ -228,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         (CHART_DIR / "README.md", chart_readme, "the chart's README"),
     ):
         text = doc.read_text() if doc.is_file() else ""
-        new = written(text)  # once: the installed CRDs take seconds each
+        new = written(text)
         if new == text:
             continue
         if args.check:

@@ -27,7 +27,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from clusters import builds, images, nodes
+from clusters import builds, chart, images, nodes
 from clusters.bed import Bed
 from clusters.config import REPO_ROOT
 from clusters.helpers.kube import TrainJobs
@@ -543,15 +543,19 @@ def test_upgrades_from_0_2_0_lose_nothing_dispatch_nothing_twice_refuse_only_as_
             # The upgrade kept the values the release was installed with, and only them.
             assert _helm_values(c.name, env) == _values_file(role), c.name
         # Helm keeps each release in a Secret (1 MiB at most); the CRDs as templates are most
-        # of it, as in Trainer's chart.
-        stored = max(
-            sum(len(base64.b64decode(v)) for v in (s.data or {}).values())
-            for s in client.CoreV1Api(real_bed.api("manager"))
-            .list_namespaced_secret("trainjob-system", label_selector="owner=helm")
+        # of it, as in Trainer's chart. What the chart's own test holds under a budget is an
+        # estimate (clusters.chart.stored_release_bytes): here it meets the real one.
+        (deployed,) = (
+            client.CoreV1Api(real_bed.api("manager"))
+            .list_namespaced_secret("trainjob-system", label_selector="owner=helm,status=deployed")
             .items
         )
+        stored = sum(len(base64.b64decode(v)) for v in (deployed.data or {}).values())
+        estimate = chart.stored_release_bytes(_values_file("manager"))
         print(f"[figure] the manager's Helm release Secret: {stored / 2**10:.0f} KiB of the "
-              f"API server's 1,024", file=sys.stderr)  # fmt: skip
+              f"API server's 1,024 (estimated: {estimate / 2**10:.0f} KiB)",
+              file=sys.stderr)  # fmt: skip
+        assert abs(stored - estimate) < stored / 50, (stored, estimate)
         _launch(flight, "rollback")
         _during(flight, "during-rollback", helm_blocks[1:],
                 env, "operations.md, rollback with Helm")  # fmt: skip

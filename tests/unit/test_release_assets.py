@@ -119,7 +119,7 @@ def test_the_chart_package_is_the_charts_version(built: dict[str, Path]) -> None
         meta = yaml.safe_load(io.BytesIO(chart.read()))
         names = tar.getnames()
     assert meta["version"] == version and meta["appVersion"] == version
-    assert "trainjob-multicluster/files/crds/trainer.kubeflow.org_trainjobs.yaml" in names
+    assert "trainjob-multicluster/files/crds/trainer.kubeflow.org_trainjobs.json" in names
     assert "trainjob-multicluster/templates/crds.yaml" in names
     assert not [n for n in names if n.startswith("trainjob-multicluster/crds/")]  # Helm's once-only
 
