@@ -86,6 +86,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also what real nodes need: kubelet, kube-proxy, containerd, CoreDNS, and the "
         "images (the product's, pause, CoreDNS, the training image)",
     )
+    build.add_argument(
+        "--node-binaries",
+        action="store_true",
+        help="also the real nodes' Go builds (--real-nodes without the images)",
+    )
     up = sub.add_parser("up", help="bring the bed up (idempotent) and show its status")
     up.add_argument(
         "--install",
@@ -106,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
-            builds.build_all(peer=args.peer, real=args.real_nodes, trainer=args.trainer)
+            real = args.real_nodes or args.node_binaries
+            builds.build_all(peer=args.peer, real=real, trainer=args.trainer)
             if args.typescript:
                 builds.typescript()
             if args.release_tools:
