@@ -662,8 +662,21 @@ def test_dispatcher_restart_mid_dispatch_runs_the_trainjob_once(
     bed: Bed, controllers: list[setup.Controller]
 ) -> None:
     mk = MultiKueue(bed, worker_cpu="1")
+    ran_on: set[str] = set()
+
+    def watch_pods() -> None:  # remember every worker that ever ran a pod of it
+        for worker in mk.workers:
+            if (
+                client.CoreV1Api(bed.api(worker))
+                .list_namespaced_pod(mk.ns, label_selector=f"{JOBSET_NAME}=survivor")
+                .items
+            ):
+                ran_on.add(worker)
+
     with mk.filled(*mk.workers, cpu="1"):  # no room anywhere: a copy on every worker
-        mk.submit("survivor")
+        # Its pods run long enough to be seen however late the restarted dispatcher picks
+        # (3 s ran and went, copy and all, before the first look on a loaded machine).
+        mk.submit("survivor", run="15s")
         mk.wait_copies_everywhere()
         with dispatcher_down(controllers):
             # While the dispatcher is down, every worker gets room and admits its copy.
@@ -671,6 +684,7 @@ def test_dispatcher_restart_mid_dispatch_runs_the_trainjob_once(
                 mk.set_quota(worker, "8")
 
             def admitted_on() -> set[str]:
+                watch_pods()  # and no pod may start while nobody has decided
                 return {
                     w
                     for w in mk.workers
@@ -686,16 +700,10 @@ def test_dispatcher_restart_mid_dispatch_runs_the_trainjob_once(
                 90,
                 what="every worker's copy admitted while the dispatcher is down",
             )
-    ran_on: set[str] = set()
+            assert ran_on == set(), "a copy ran before the dispatcher chose its worker"
 
     def complete_while_watching() -> Dict | None:
-        for worker in mk.workers:  # remember every worker that ever ran a pod of it
-            if (
-                client.CoreV1Api(bed.api(worker))
-                .list_namespaced_pod(mk.ns, label_selector=f"{JOBSET_NAME}=survivor")
-                .items
-            ):
-                ran_on.add(worker)
+        watch_pods()
         return mk.condition("survivor", "Complete")
 
     wait_for(complete_while_watching, 90, what="survivor Complete on the manager", interval=0.1)
