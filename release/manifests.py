@@ -185,13 +185,13 @@ def story_types(_text: str) -> str:
 
 
 @functools.cache
-def _installed(plural: str, source_text: str) -> str:
+def _installed(plural: str, source_text: str) -> Dict:
     return crd_schema.installed(plural, source_text)  # seconds each: once per source text
 
 
 def _installed_crd(plural: str, source: Path, _text: str) -> str:
-    """The installed CRD from our source as it is on disk now (after its descriptions)."""
-    return _installed(plural, source.read_text())
+    """crds/'s file from our source as it is on disk now (after its descriptions)."""
+    return crd_schema.installed_text(_installed(plural, source.read_text()))
 
 
 def _chart_copy(plural: str, source: Path, _text: str) -> str:
