@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubecontrol.aggregated import query_bool, query_int
 from kubecontrol.client import ApiException, TransportError
+from kubecontrol.kinds import POD, Kind
 from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.story import PodUsage, pod_usage
@@ -22,20 +23,20 @@ from trainjob.story import PodUsage, pod_usage
 if TYPE_CHECKING:
     from dispatcher.remote import RemoteCluster
 
-JOBS = "/apis/batch/v1/namespaces/{namespace}/jobs"
 # On a worker that runs Kubeflow Trainer the copy controls a JobSet of its name, which
 # controls the Jobs.
-JOBSET = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets/{name}"
-JOBSET_KIND = "JobSet"
-PODS = "/api/v1/namespaces/{namespace}/pods"
+JOBSET = Kind("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True)
+JOBSET_KIND = JOBSET.kind
 # The metrics API (metrics-server's PodMetrics), where a worker serves it.
-POD_METRICS = "/apis/metrics.k8s.io/v1beta1/namespaces/{namespace}/pods"
+POD_METRICS = Kind("metrics.k8s.io", "v1beta1", "pods", "PodMetrics", True)
 READ_SECONDS = 10.0  # each read on a worker: an unreachable one is named, not waited for
 MAX_TAIL_LINES = 100_000
 # Lists read from a worker come in pages of PAGE items, and stop at a bound: a TrainJob of
 # thousands of pods costs a read of its first MAX_PODS (the story says there are more), not
 # tens of MB of JSON per request. A TrainJob has at most 1,000 Jobs (admission refuses more).
-PAGE = 500
+# A pod's size is the tenant's (an env value has no length limit): a page is held whole, as
+# bytes and decoded, so 50 pods of ~1 MB cost ~150 MB at once where 500 cost 1.4 GiB.
+PAGE = 50
 MAX_PODS = 500
 MAX_JOBS = 1000
 
@@ -178,14 +179,14 @@ def read_some(
 ) -> tuple[list[Dict], list[Dict], bool]:
     """`read` of at most `most` pods, and whether the worker has more of them."""
     selector = f"{c.JOBSET_NAME_LABEL}={name}"
-    jobs, _ = list_some(remote, JOBS.format(namespace=namespace), MAX_JOBS, labelSelector=selector)
+    jobs, _ = list_some(remote, c.JOB.path(namespace, None), MAX_JOBS, labelSelector=selector)
     query: dict[str, str] = {"labelSelector": selector}
     for key, value in (narrow or {}).items():
         if key == "metadata.name":
             query["fieldSelector"] = f"metadata.name={value}"
         else:
             query["labelSelector"] += f",{key}={value}"
-    pods, more = list_some(remote, PODS.format(namespace=namespace), most, **query)
+    pods, more = list_some(remote, POD.path(namespace, None), most, **query)
     owners = {copy_uid}
     if jobset_controller(jobs, name):
         owners |= _our_jobset(remote, namespace, name, copy_uid)
@@ -197,9 +198,7 @@ def _our_jobset(remote: RemoteCluster, namespace: str, name: str, copy_uid: str)
     """The UID of the JobSet `name` when our copy controls it (as Trainer makes it); none when
     it is another's, gone, or our identity there may not read JobSets."""
     try:
-        jobset = remote.cluster.api.get_json(
-            JOBSET.format(namespace=namespace, name=name), timeout=READ_SECONDS
-        )
+        jobset = remote.cluster.api.get_json(JOBSET.path(namespace, name), timeout=READ_SECONDS)
     except ApiException as exc:
         if exc.status in (403, 404):
             return set()
@@ -226,7 +225,7 @@ def usage(
     try:
         items = list_items(
             remote,
-            POD_METRICS.format(namespace=namespace),
+            POD_METRICS.path(namespace, None),
             labelSelector=f"{c.JOBSET_NAME_LABEL}={name}",
         )
     except ApiException as exc:

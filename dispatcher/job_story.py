@@ -24,7 +24,7 @@ import orjson
 from aiohttp import web
 
 from dispatcher import copy_pods, log_tails, placements_io, worker_list
-from dispatcher.copy_pods import PODS, READ_SECONDS, Refusal, log_pods, log_query, pick_pod
+from dispatcher.copy_pods import READ_SECONDS, Refusal, log_pods, log_query, pick_pod
 from kubecontrol.aggregated import (
     ApiGroup,
     ApiRequest,
@@ -34,6 +34,7 @@ from kubecontrol.aggregated import (
     status,
 )
 from kubecontrol.client import ApiException, TransportError
+from kubecontrol.kinds import EVENT, POD
 from kubecontrol.objects import Dict
 from kubecontrol.shares import Shares
 from trainjob import constants as c
@@ -51,7 +52,6 @@ log = logging.getLogger(__name__)
 GROUP = types.GROUP
 VERSION = types.VERSION
 KIND = TrainJobStory.__name__
-EVENTS = "/api/v1/namespaces/{namespace}/events"
 # Log streams served at once by one replica (each holds a thread while it lasts), of which
 # one user holds at most STREAMS_EACH and one namespace's users STREAMS_PER_NAMESPACE (a
 # tenant with `edit` can make ServiceAccounts, so users alone are not a bound); more are
@@ -150,7 +150,7 @@ def story(ctx: Context, namespace: str, name: str) -> TrainJobStory:
         if obj is None:
             continue
         found = ctx.manager.api.get_json(
-            EVENTS.format(namespace=namespace),
+            EVENT.path(namespace, None),
             query={"fieldSelector": f"involvedObject.uid={obj.get('uid')}", "limit": MAX_EVENTS},
             timeout=READ_SECONDS,
         )
@@ -172,7 +172,7 @@ def story(ctx: Context, namespace: str, name: str) -> TrainJobStory:
             for uid in owned[:MAX_EVENT_OBJECTS]:
                 worker_events = copy_pods.list_items(
                     at.remote,
-                    EVENTS.format(namespace=namespace),
+                    EVENT.path(namespace, None),
                     fieldSelector=f"involvedObject.uid={uid}",
                     limit=MAX_EVENTS,
                 )
@@ -313,7 +313,7 @@ async def _relay(
     pieces: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue(maxsize=16)
     abort = threading.Event()
     opened = asyncio.Event()
-    path = f"{PODS.format(namespace=call.namespace)}/{pod}/log"
+    path = POD.path(call.namespace, pod, "log")
 
     def put(item: bytes | BaseException | None) -> None:
         if abort.is_set():  # the request has ended: no one takes it

@@ -33,7 +33,7 @@ import orjson
 from dispatcher import copy_pods
 from kubecontrol.client import ApiException, TransportError
 from kubecontrol.controller import own_namespace
-from kubecontrol.kinds import CONFIG_MAP
+from kubecontrol.kinds import CONFIG_MAP, POD
 from kubecontrol.objects import Dict
 from trainjob import constants as c
 
@@ -195,7 +195,7 @@ def _fit(text: str, room: int) -> str:
 
 def _tail(remote: RemoteCluster, namespace: str, pod: str, container: str, left: float) -> str:
     """A container's tail, read within `left` seconds (at most TAIL_SECONDS)."""
-    path = f"{copy_pods.PODS.format(namespace=namespace)}/{pod}/log"
+    path = POD.path(namespace, pod, "log")
     query = {"container": container, "tailLines": TAIL_LINES, "limitBytes": READ_BYTES}
     try:
         text = remote.cluster.api.request(

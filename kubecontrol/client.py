@@ -41,6 +41,7 @@ import pycurl
 
 from kubecontrol.credentials import Credentials, KubeconfigError
 from kubecontrol.exec_credentials import ExecTokens
+from kubecontrol.kinds import checked_path
 from kubecontrol.objects import Dict
 from kubecontrol.version import DISTRIBUTION, VERSION
 
@@ -159,7 +160,10 @@ class ApiClient:
         return headers
 
     def url(self, path: str, query: Mapping[str, Any] | None = None) -> str:
-        """A request's target on the server: its own path, the API path, the query."""
+        """A request's target on the server: its own path, the API path, the query. A path
+        with a segment no Kubernetes name has ("..", "?", "%", ...) raises `InvalidName`
+        (a ValueError): requests are sent as built, never normalised by libcurl."""
+        checked_path(path)
         params = {k: v for k, v in (query or {}).items() if v not in (None, "")}
         return self._prefix + path + (f"?{urlencode(params)}" if params else "")
 
@@ -480,6 +484,9 @@ def _curl_setup(credentials: Credentials) -> tuple[str, list[tuple[int, Any]]]:
         (pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_1_1),
         (pycurl.PROXY, credentials.proxy_url or ""),
         (pycurl.FOLLOWLOCATION, 0),
+        # The path as built: libcurl would otherwise remove "./" and "../" segments (RFC 3986),
+        # and the request would reach another path than the one checked (`checked_path`).
+        (pycurl.PATH_AS_IS, 1),
         (pycurl.CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS),
         (pycurl.TCP_KEEPALIVE, 1),
         (pycurl.TCP_KEEPIDLE, KEEPALIVE_IDLE),

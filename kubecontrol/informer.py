@@ -162,9 +162,7 @@ class Informer:
         self.kind = kind
         self._api = api
         # Every namespace, or the one given (where RBAC allows no more).
-        where = f"/namespaces/{namespace}" if namespace else ""
-        root = f"/apis/{kind.group}" if kind.group else "/api"
-        self._path = f"{root}/{kind.version}{where}/{kind.plural}"
+        self._path = kind.path(namespace or None, None)
         self._on_event, self._on_state = on_event, on_state
         self._selector = label_selector
         self._fields = field_selector

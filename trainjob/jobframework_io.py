@@ -11,7 +11,7 @@ import time
 
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster, guarded_write
-from kubecontrol.kinds import Kind
+from kubecontrol.kinds import InvalidName, Kind
 from kubecontrol.objects import Dict
 from kubecontrol.workqueue import WriteMemory
 from trainjob import constants as c
@@ -93,9 +93,13 @@ def extract_priority(cluster: Cluster, wpc: str, templates: list[Dict]) -> Prior
 
 def _class(cluster: Cluster, kind: Kind, name: str) -> Dict | None:
     """A priority class, or None (logged) when it does not exist or cannot be read (an
-    identity without the read, from an older install): never a pass that fails for it."""
+    identity without the read, from an older install): never a pass that fails for it. A name
+    no class can have (a runtime's pod template is the tenant's) is not asked for."""
     try:
         found = cluster.get_or_none(kind, name)
+    except InvalidName:
+        log.warning("[%s] %s %r cannot exist: not a valid name", cluster.name, kind.kind, name)
+        return None
     except ApiException as exc:
         log.warning("[%s] cannot read %s %r: %s", cluster.name, kind.kind, name, exc.reason)
         return None

@@ -3,7 +3,55 @@ itself reads and writes (the domain's own kinds are in plugin/trainjob/constants
 
 from __future__ import annotations
 
+import re
 from typing import Any, NamedTuple
+
+# A path segment the product may send: the characters Kubernetes names are made of (DNS
+# subdomains, and the colons of RBAC names), at most 253 of them, never "." or "..". client-go
+# refuses a name with "/" or "%" or equal to "." or ".." (`IsValidPathSegmentName`) and escapes
+# the rest; no object we read or write has a name outside this set, so nothing is escaped here:
+# anything else is refused before a request is made (a "?" would start a query, a "../" would
+# climb out of the collection).
+_SEGMENT = re.compile(r"[A-Za-z0-9._:-]{1,253}")
+# A namespace's name is an RFC 1123 label (the API server's own rule for namespaces).
+_NAMESPACE = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
+
+
+class InvalidName(ValueError):
+    """A namespace, name or path that no object of the API can have: refused before any
+    request is made (never retried: the same string is as invalid the next time)."""
+
+    def __init__(self, what: str, value: object) -> None:
+        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+        super().__init__(f"{what} {shown} is not a valid Kubernetes name: no request made")
+        self.what, self.value = what, value
+
+
+def checked_namespace(namespace: str) -> str:
+    """`namespace` when it is a namespace's name (an RFC 1123 label); else `InvalidName`."""
+    if not isinstance(namespace, str) or not _NAMESPACE.fullmatch(namespace):
+        raise InvalidName("namespace", namespace)
+    return namespace
+
+
+def checked_segment(value: str, what: str = "name") -> str:
+    """`value` when it may stand as one segment of an API path; else `InvalidName`."""
+    if not isinstance(value, str) or not _SEGMENT.fullmatch(value) or value in (".", ".."):
+        raise InvalidName(what, value)
+    return value
+
+
+def checked_path(path: str) -> str:
+    """`path` when every segment of it may be sent as it is ("/" and segments of
+    `checked_segment`); else `InvalidName`. The client's last check on every request, whoever
+    built the path."""
+    head, *segments = path.split("/")
+    if head or not segments:
+        raise InvalidName("path", path)
+    for segment in segments:
+        if not _SEGMENT.fullmatch(segment) or segment in (".", ".."):
+            raise InvalidName("path", path)
+    return path
 
 
 class Kind(NamedTuple):
@@ -18,13 +66,15 @@ class Kind(NamedTuple):
         return f"{self.group}/{self.version}" if self.group else self.version
 
     def path(self, namespace: str | None, name: str | None, subresource: str | None = None) -> str:
-        """The API path of an object of this kind (of its collection when `name` is None)."""
+        """The API path of an object of this kind (of its collection when `name` is None).
+        A namespace that is not a namespace's name, or a name or subresource that cannot be
+        one segment of a path, raises `InvalidName`: nothing a tenant wrote chooses the path."""
         base = f"/apis/{self.api_version}" if self.group else f"/api/{self.version}"
         if namespace and self.namespaced:
-            base += f"/namespaces/{namespace}"
+            base += f"/namespaces/{checked_namespace(namespace)}"
         base += f"/{self.plural}"
-        path = f"{base}/{name}" if name else base
-        return f"{path}/{subresource}" if subresource else path
+        path = f"{base}/{checked_segment(name)}" if name else base
+        return f"{path}/{checked_segment(subresource, 'subresource')}" if subresource else path
 
     def stamped(self, obj: dict[str, Any]) -> dict[str, Any]:
         """`obj` with this kind's apiVersion and kind (the same dict when it has them)."""
