@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from kubecontrol import controller
 from kubecontrol.cluster import Cluster
+from kubecontrol.objects import Dict
 from kubecontrol.workqueue import WriteMemory
 from trainjob.caches import Caches
 
@@ -33,6 +34,8 @@ class Context(controller.ControllerContext):
     # Why the installed TrainJob CRD cannot carry our status (trainjob/crd.py), if it cannot:
     # new TrainJobs are refused while it lasts.
     crd_problem: str | None = None
+    # The installed TrainJob CRD's schema: reviews are held to its limits before judging.
+    trainjob_schema: Dict | None = None
 
     def shut_down(self) -> None:
         """Wake the resync loop to end, stop as every controller does, then let the workers'

@@ -12,6 +12,7 @@ from dispatcher import log_tails, placements
 from dispatcher.admissionchecks import queue_checks, queue_cluster
 from dispatcher.context import Context
 from dispatcher.copies_io import collect_garbage
+from kubecontrol.schema_bounds import version_schema
 from trainjob import constants as c
 from trainjob import jobframework
 from trainjob.crd import TRAINJOB_CRD, crd_problem
@@ -45,6 +46,7 @@ def check_trainjob_crd(ctx: Context) -> None:
         log.debug("[%s] cannot read the TrainJob CRD: %s", ctx.settings.cluster_name, exc)
         return
     problem = crd_problem(found)
+    ctx.trainjob_schema = version_schema(found, c.TRAINER_VERSION)
     if problem != ctx.crd_problem:
         if problem:
             log.error("[%s] %s", ctx.settings.cluster_name, problem)

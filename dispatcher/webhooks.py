@@ -72,6 +72,9 @@ async def on_validate(ctx: Context, admission: Dict) -> Verdict:
     (yet) is no reason to refuse: as with Kueue, the Workload waits for it, so manifests apply
     in any order."""
     tj = rules.Admitted(admission)
+    too_large = await asyncio.to_thread(rules.object_problem, tj, ctx.trainjob_schema)
+    if too_large is not None:
+        return refuse(too_large)
     try:
         selection_of(tj.annotations)
     except SelectionError as exc:

@@ -4,11 +4,21 @@ webhook, or refused with a message and a code; and the AdmissionReview that carr
 from __future__ import annotations
 
 import base64
+import re
 from dataclasses import dataclass
 
 import orjson
 
+from kubecontrol.kinds import InvalidName, checked_namespace, checked_segment
 from kubecontrol.objects import Dict
+
+# Kubernetes' own rules for label keys and values (apimachinery's validation), which the API
+# server applies to every object before a validating webhook sees it: a key is a name of at
+# most 63 characters, with an optional DNS-subdomain prefix and "/"; a value is empty or such
+# a name.
+_LABEL_NAME = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?")
+MAX_LABELS = 1024  # far more than any object carries; a bound on the work below
 
 
 @dataclass(frozen=True)
@@ -44,3 +54,54 @@ def review_response(review: Dict, verdict: Verdict) -> Dict:
         "kind": review.get("kind") or "AdmissionReview",
         "response": response,
     }
+
+
+def review_problem(request: Dict) -> str | None:
+    """Why an AdmissionReview's `request` cannot have come from an API server, or None: its
+    namespace, name and its object's labels as the API server would have checked them.
+    Judged first, before any look-up: whatever reaches the webhook's port may be a forgery,
+    and these strings become request paths and selectors."""
+    if not isinstance(request.get("uid"), str) or not 0 < len(request["uid"]) <= 128:
+        return "request.uid: not a UID"
+    obj = request.get("object")
+    if obj is not None and not isinstance(obj, dict):
+        return "request.object: not an object"
+    meta = (obj or {}).get("metadata")
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        return "request.object.metadata: not an object"
+    for field, value, check in (
+        ("request.namespace", request.get("namespace"), checked_namespace),
+        ("request.object.metadata.namespace", meta.get("namespace"), checked_namespace),
+        ("request.name", request.get("name"), checked_segment),
+        ("request.object.metadata.name", meta.get("name"), checked_segment),
+    ):
+        try:
+            if value not in (None, ""):
+                check(value)
+        except InvalidName as exc:
+            return f"{field}: {exc}"
+    return _labels_problem(meta.get("labels"))
+
+
+def _labels_problem(labels: object) -> str | None:
+    if labels is None:
+        return None
+    if not isinstance(labels, dict) or len(labels) > MAX_LABELS:
+        return "request.object.metadata.labels: not a map of labels"
+    for key, value in labels.items():
+        if not _label_key(key):
+            return f"request.object.metadata.labels: {str(key)[:80]!r} is not a label key"
+        if not isinstance(value, str) or (value and not _LABEL_NAME.fullmatch(value)):
+            return f"request.object.metadata.labels[{key}]: not a label value"
+    return None
+
+
+def _label_key(key: object) -> bool:
+    if not isinstance(key, str):
+        return False
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
+        return False
+    return bool(_LABEL_NAME.fullmatch(name))

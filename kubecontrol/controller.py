@@ -67,6 +67,10 @@ class Watch:
     # allowed to read; what reads it asks `ControllerContext.listed`). It lists and watches
     # all the same, and its failures are said as any watch's.
     optional: bool = False
+    # Objects a list asks for at a time (client-go's pager: 500). A kind whose objects a tenant
+    # sizes (pods, up to the 1.5 MiB etcd stores) lists in smaller pages: a page is held whole,
+    # as bytes and decoded, before the transform cuts it down.
+    page: int = 500
 
 
 def setup_logging(ours: ControllerSettings, verbose: bool = False) -> None:
@@ -407,6 +411,7 @@ def informers(ctx: ControllerContext, cluster: Cluster, watches: list[Watch]) ->
             transform=watch.transform,
             group_by=watch.group_by,
             on_state=functools.partial(_note_state, ctx, watch.index),
+            page=watch.page,
         )
         ctx.informers[watch.index] = informer
         if watch.optional:

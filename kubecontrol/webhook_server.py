@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from kubecontrol.admission import Verdict, refuse, review_response
+from kubecontrol.admission import Verdict, refuse, review_problem, review_response
 from kubecontrol.aggregated import AggregatedApi
 from kubecontrol.objects import Dict
 from kubecontrol.shares import Held, Shares, make_room
@@ -354,6 +354,9 @@ class WebhookServer:
     async def _verdict(self, path: str, handler: Handler, admission: Dict) -> Verdict:
         if not self._ours(admission):
             return Verdict()
+        problem = review_problem(admission)  # before anything is looked up: names become paths
+        if problem is not None:
+            return refuse(problem, code=400)
         try:
             return await handler(admission)
         except Exception as exc:  # a bug, or the API server away: refused, saying why

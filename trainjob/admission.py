@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 
 from kubecontrol.objects import Dict
+from kubecontrol.schema_bounds import bounds_problem
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.models import InvalidObject, parse_trainjob
@@ -135,6 +136,29 @@ def trainjob_patch(
 def _pointer(key: str) -> str:
     """One JSON pointer token (RFC 6901)."""
     return key.replace("~", "~0").replace("/", "~1")
+
+
+# What a TrainJob is held to when the installed CRD's schema could not be read (yet): the
+# limit judging grows fastest with (every patch is applied to every replicatedJob), as the
+# product's CRD and Kubeflow Trainer v2.3's state it.
+MAX_RUNTIME_PATCHES = 16
+FALLBACK_SCHEMA: Dict = {
+    "type": "object",
+    "properties": {
+        "spec": {
+            "type": "object",
+            "properties": {"runtimePatches": {"type": "array", "maxItems": MAX_RUNTIME_PATCHES}},
+        }
+    },
+}
+
+
+def object_problem(tj: Admitted, schema: Dict | None) -> str | None:
+    """Where the TrainJob under admission breaks a limit of the installed CRD (`schema`; the
+    fallback's when unknown), or None. Asked before any judging: an object that reaches the
+    webhook's port may never have been checked against the CRD."""
+    problem = bounds_problem(tj.raw, schema or FALLBACK_SCHEMA)
+    return None if problem is None else f"TrainJob {problem.lstrip('.')}"
 
 
 def runtime_refusal(tj: Admitted, runtime: Dict | None) -> str | None:

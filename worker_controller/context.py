@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from kubecontrol import controller
 from kubecontrol.cluster import Cluster
+from kubecontrol.objects import Dict
 from kubecontrol.workqueue import WriteMemory
 from trainjob.caches import Caches
 from trainjob.progress import Wiring
@@ -34,6 +35,8 @@ class Context(controller.ControllerContext):
     # Where the pods report progress, and the CA they trust (worker_controller/progress.py).
     progress_url: str | None = None
     progress_ca: CaBundle | None = None
+    # The installed TrainJob CRD's schema: reviews are held to its limits before judging.
+    trainjob_schema: Dict | None = None
     # Which PodGroup APIs the worker serves, asked when a runtime wants gang scheduling.
     _served: ServedApis | None = None
 

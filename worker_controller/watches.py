@@ -11,6 +11,7 @@ import threading
 from kubecontrol.controller import Watch, start_watchdog
 from kubecontrol.kinds import WEBHOOK_CONFIGURATIONS
 from kubecontrol.objects import Dict
+from kubecontrol.schema_bounds import version_schema
 from trainjob import constants as c
 from trainjob.caches import WATCHDOG_CACHES, Index
 from trainjob.crd import (
@@ -86,6 +87,7 @@ def watches(ctx: Context) -> list[Watch]:
                 transform=digests.pod_digest,
                 group_by=digests.pod_owner,
                 groups=Index.PODS,
+                page=POD_PAGE,
             ),
             # The Job controller's Events for pods the API refused: only these stream in,
             # from every namespace; there are none while all is well (status: PodsStuck,
@@ -103,6 +105,9 @@ def watches(ctx: Context) -> list[Watch]:
     return table
 
 
+# Our pods are listed 50 at a time: their size is the tenant's (env values have no length
+# limit), and a page is held whole before `pod_digest` cuts each pod down to a digest.
+POD_PAGE = 50
 FAILED_CREATE_EVENTS = "involvedObject.kind=Job,reason=FailedCreate"
 
 
@@ -184,6 +189,7 @@ def _warn_of_trainers_crd(ctx: Context) -> None:
     except Exception as exc:  # unreadable now: look again at the next check
         log.debug("[%s] cannot read the TrainJob CRD: %s", ctx.settings.cluster_name, exc)
         return
+    ctx.trainjob_schema = version_schema(crd, c.TRAINER_VERSION)
     if crd is not None and missing_status_fields(crd, NEEDED_STATUS_FIELDS + WORKER_STATUS_FIELDS):
         log.error(
             "[%s] CustomResourceDefinition %s is not this product's (Kubeflow Trainer's own, or "

@@ -47,7 +47,9 @@ def on_trainjob_validate(ctx: Context, admission: Dict) -> Verdict:
     tj = rules.Admitted(admission)
     if tj.prebuilt_workload:
         return Verdict()
-    why = rules.runtime_refusal(tj, ctx.caches.runtime_of(tj))
+    why = rules.object_problem(tj, ctx.trainjob_schema) or rules.runtime_refusal(
+        tj, ctx.caches.runtime_of(tj)
+    )
     return Verdict() if why is None else refuse(why)
 
 

@@ -138,10 +138,12 @@ def test_a_list_is_read_in_pages_and_stops_at_its_bound() -> None:
     """Before: every story, log and tails read listed the TrainJob's whole pod list at once
     (5,000 pods: ~40 MB of JSON)."""
     worker = Pages(5000)
-    items, more = copy_pods.list_some(worker, "/pods", 1200, labelSelector="x=y")  # type: ignore[arg-type]
-    assert (len(items), more) == (1200, True)
-    assert [q["limit"] for q in worker.asked] == [500, 500, 200]
-    assert [q["continue"] for q in worker.asked] == [None, "500", "1000"]
+    items, more = copy_pods.list_some(worker, "/pods", 120, labelSelector="x=y")  # type: ignore[arg-type]
+    assert (len(items), more) == (120, True)
+    # Pages of 50: a pod is as large as its tenant makes it (up to ~1 MB), and a page is held
+    # whole (bytes and decoded) at once.
+    assert [q["limit"] for q in worker.asked] == [50, 50, 20]
+    assert [q["continue"] for q in worker.asked] == [None, "50", "100"]
     assert all(q["labelSelector"] == "x=y" for q in worker.asked)
     items, more = copy_pods.list_some(Pages(30), "/pods", 1200)  # type: ignore[arg-type]
     assert (len(items), more) == (30, False)

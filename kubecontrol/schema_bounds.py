@@ -1,0 +1,85 @@
+"""An object held to the size limits of an installed CRD's schema (pure): `maxItems`,
+`maxLength`, `maxProperties` and the shapes (object, array, string) its OpenAPI v3 schema
+gives, as the API server checks them before it stores an object.
+
+A webhook judges what reaches its port, and anything may: a forged review's object was never
+checked against the CRD. Held to the CRD's own limits first, in one walk that is linear in the
+object and stops at MAX_VALUES, the judging that follows costs what a stored object could cost
+and no more. Fields the schema does not name are not walked (the API server prunes them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubecontrol.objects import Dict
+
+# Values walked at the most: an AdmissionReview's body is bounded in bytes (3 MiB), and a
+# TrainJob the CRD allows holds far fewer values than this.
+MAX_VALUES = 200_000
+
+
+def version_schema(crd: Dict | None, version: str) -> Dict | None:
+    """The openAPIV3Schema of `version` in `crd`, or None (no CRD, or it does not serve it)."""
+    for served in ((crd or {}).get("spec") or {}).get("versions") or []:
+        if isinstance(served, dict) and served.get("name") == version:
+            schema = (served.get("schema") or {}).get("openAPIV3Schema")
+            return schema if isinstance(schema, dict) else None
+    return None
+
+
+def bounds_problem(obj: Any, schema: Dict | None) -> str | None:
+    """Where `obj` breaks a size limit or a shape of `schema` (the field, what it holds, what
+    the schema allows), or None. No schema: nothing is checked."""
+    if schema is None:
+        return None
+    stack: list[tuple[Any, Dict, str]] = [(obj, schema, "")]
+    walked = 0
+    while stack:
+        value, sch, path = stack.pop()
+        walked += 1
+        if walked > MAX_VALUES:
+            return f"the object holds more than {MAX_VALUES} values"
+        problem = _one(value, sch, path or ".", stack)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _one(value: Any, sch: Dict, path: str, stack: list[tuple[Any, Dict, str]]) -> str | None:
+    """Check one value against its schema; its children go on `stack`."""
+    kind = sch.get("type")
+    if value is None or sch.get("x-kubernetes-int-or-string"):
+        return None
+    if kind == "object" or (kind is None and isinstance(value, dict)):
+        if not isinstance(value, dict):
+            return f"{path}: not an object"
+        most = sch.get("maxProperties")
+        if isinstance(most, int) and len(value) > most:
+            return f"{path}: {len(value)} properties, over the {most} the CRD allows"
+        properties = sch.get("properties")
+        more = sch.get("additionalProperties")
+        for key, child in value.items():
+            sub = properties.get(key) if isinstance(properties, dict) else None
+            if sub is None and isinstance(more, dict):
+                sub = more
+            if isinstance(sub, dict):
+                stack.append((child, sub, f"{path.rstrip('.')}.{key}"))
+        return None
+    if kind == "array":
+        if not isinstance(value, list):
+            return f"{path}: not a list"
+        most = sch.get("maxItems")
+        if isinstance(most, int) and len(value) > most:
+            return f"{path}: {len(value)} items, over the {most} the CRD allows"
+        items = sch.get("items")
+        if isinstance(items, dict):
+            stack.extend((child, items, f"{path}[{i}]") for i, child in enumerate(value))
+        return None
+    if kind == "string":
+        if not isinstance(value, str):
+            return f"{path}: not a string"
+        most = sch.get("maxLength")
+        if isinstance(most, int) and len(value) > most:
+            return f"{path}: {len(value)} characters, over the {most} the CRD allows"
+    return None

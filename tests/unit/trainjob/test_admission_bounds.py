@@ -1,0 +1,131 @@
+"""A TrainJob under admission held to the installed CRD's own limits before any judging
+(trainjob/admission.py: object_problem, kubecontrol/schema_bounds.py), with the product's CRD
+as installed (crds/); and a runtime's failure patterns compiled once, not per review
+(trainjob/runtime/failure.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusters.kube import load_manifests
+from kubecontrol.schema_bounds import MAX_VALUES, bounds_problem, version_schema
+from trainjob import constants as c
+from trainjob.admission import FALLBACK_SCHEMA, MAX_RUNTIME_PATCHES, Admitted, object_problem
+from trainjob.runtime import failure, fields
+
+Dict = dict[str, Any]
+ROOT = Path(__file__).resolve().parents[3]
+[CRD] = load_manifests((ROOT / "crds" / "trainer.kubeflow.org_trainjobs.yaml").read_text())
+SCHEMA = version_schema(CRD, c.TRAINER_VERSION)
+
+
+def admitted(spec: Dict) -> Admitted:
+    return Admitted({"namespace": "team-a", "object": {"metadata": {"name": "tj"}, "spec": spec}})
+
+
+def patch(i: int) -> Dict:
+    return {"manager": f"m{i}", "trainer": {"env": [{"name": "A", "value": "1"}]}}
+
+
+def test_the_installed_crds_limits_hold_before_judging() -> None:
+    assert SCHEMA is not None
+    fine = {"runtimeRef": {"name": "torch"}, "runtimePatches": [patch(i) for i in range(16)]}
+    assert object_problem(admitted(fine), SCHEMA) is None
+    over = {**fine, "runtimePatches": [patch(i) for i in range(17)]}
+    assert object_problem(admitted(over), SCHEMA) == (
+        "TrainJob spec.runtimePatches: 17 items, over the 16 the CRD allows"
+    )
+    # The fallback, while the CRD could not be read, holds the same count as the CRD.
+    crd_patches = SCHEMA["properties"]["spec"]["properties"]["runtimePatches"]
+    assert crd_patches["maxItems"] == MAX_RUNTIME_PATCHES
+    assert object_problem(admitted(over), None) == object_problem(admitted(over), FALLBACK_SCHEMA)
+    assert "17 items" in str(object_problem(admitted(over), None))
+
+
+class Untouchable(dict):  # type: ignore[type-arg]
+    """An item whose walk fails the test: the list's count alone must refuse it."""
+
+    def items(self) -> Any:
+        raise AssertionError("an item of a list over its maxItems was walked")
+
+
+def test_a_forged_object_is_refused_by_its_first_breach_and_cheaply() -> None:
+    """The review's N2 (b): 10,000 runtimePatches (1.8 MB) cost 7.9 s of judging."""
+    forged = {"runtimeRef": {"name": "torch"}, "runtimePatches": [Untouchable()] * 10_000}
+    assert "10000 items" in str(object_problem(admitted(forged), SCHEMA))  # none walked
+    for spec, where in (
+        ({"runtimeRef": {"name": "x" * 254}}, "spec.runtimeRef.name: 254 characters"),
+        ({"runtimeRef": "torch"}, "spec.runtimeRef: not an object"),
+        ({"runtimePatches": {"a": 1}}, "spec.runtimePatches: not a list"),
+        ({"trainer": {"env": [{"name": 7}]}}, "spec.trainer.env[0].name: not a string"),
+    ):
+        assert str(object_problem(admitted(spec), SCHEMA)).startswith(f"TrainJob {where}"), spec
+
+
+def test_the_walk_is_bounded_and_open_schemas_are_not_walked() -> None:
+    deep: Any = []
+    for _ in range(MAX_VALUES):
+        deep = [deep]
+    nested = {"type": "array"}
+    nested["items"] = nested
+    assert "more than" in str(bounds_problem(deep, nested))
+    assert bounds_problem({"anything": [1] * 10}, {"type": "object"}) is None
+    assert bounds_problem({"x": 1}, None) is None
+    assert (
+        bounds_problem(
+            {"m": {"k": "vvvv"}},
+            {"properties": {"m": {"additionalProperties": {"type": "string", "maxLength": 3}}}},
+        )
+        == ".m.k: 4 characters, over the 3 the CRD allows"
+    )
+
+
+def test_every_example_trainjob_is_within_the_crd() -> None:
+    found = 0
+    for path in sorted((ROOT / "examples").rglob("*.yaml")):
+        for doc in load_manifests(path.read_text()):
+            if doc.get("kind") == "TrainJob":
+                found += 1
+                problem = object_problem(Admitted({"namespace": "ns", "object": doc}), SCHEMA)
+                assert problem is None, (path, problem)
+    assert found >= 3
+
+
+COSTLY = [rf"\pL{{40}}a{i}" for i in range(64)]
+
+
+def test_a_runtimes_patterns_are_compiled_once_however_often_judged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The review's N4: three runtimes of 64 costly patterns each, judged in rotation, cost
+    ~1 s per review when every review compiled them again."""
+    compiles: list[str] = []
+    real = failure.compiled.__wrapped__
+
+    def counting(pattern: str) -> Any:
+        compiles.append(pattern)
+        return real(pattern)
+
+    monkeypatch.setattr(failure, "compiled", counting)
+    runtimes = [
+        {
+            "failurePolicy": {
+                "rules": [
+                    {
+                        "action": "FailJobSet",
+                        "onJobFailureMessagePatterns": [f"{p}r{k}" for p in COSTLY],
+                    }
+                ]
+            }
+        }
+        for k in range(3)
+    ]
+    for _ in range(4):
+        for spec in runtimes:
+            ignored = fields.ignored(spec, "tj")
+            assert len(ignored) == 64  # each refused: beyond the memory bound
+    assert len(compiles) == 3 * 64
+    assert len(set(compiles)) == 3 * 64
