@@ -1,4 +1,4 @@
-"""A runtime's `failurePolicy`, run as JobSet v0.12 runs it (pure): which failed Job counts,
+r"""A runtime's `failurePolicy`, run as JobSet v0.12 runs it (pure): which failed Job counts,
 which rule applies, and whether the TrainJob fails or its Jobs are made again.
 
 - **No failurePolicy**: the first Job to fail fails the TrainJob (JobSet's `FailedJobs`).
@@ -20,10 +20,15 @@ which rule applies, and whether the TrainJob fails or its Jobs are made again.
 
 The message patterns are a tenant's regular expressions in RE2's syntax (JobSet's, Go's
 regexp): they run on RE2 itself (google-re2), whose matching time grows with the message and
-never with backtracking, each compiled within MAX_PATTERN_MEMORY and kept (PATTERNS_KEPT). At
-most MAX_PATTERNS of a policy are run, so a pass compiles no more however many a runtime
-lists. A pattern RE2 refuses, longer than MAX_PATTERN_LENGTH or beyond MAX_PATTERNS never
-matches (JobSet skips one that does not compile) and RuntimeFieldsIgnored names it.
+never with backtracking. Compiling is what costs (RE2 holds the interpreter while it builds a
+program), so a pattern is compiled within MAX_PATTERN_MEMORY, and whether it compiles is kept
+by its text (VERDICTS_KEPT): admission and every pass ask only that, and a runtime's patterns
+are compiled once, however often TrainJobs on it are judged. The compiled programs themselves
+are kept for the matching a failed Job needs (PATTERNS_KEPT). At most MAX_PATTERNS of a policy
+are run, so a pass compiles no more however many a runtime lists. A pattern RE2 refuses, one
+that needs more than MAX_PATTERN_MEMORY (`\pL{40}`: a Unicode class repeated), longer than
+MAX_PATTERN_LENGTH or beyond MAX_PATTERNS never matches (JobSet skips one that does not
+compile) and RuntimeFieldsIgnored names it.
 
 Not done here, and named by the RuntimeFieldsIgnored condition (fields.py): rules with the
 per-Job actions `RestartJob` and `RestartJobAndIgnoreMaxRestarts` are skipped, as if they were
@@ -40,6 +45,7 @@ from typing import Any
 import re2
 
 from kubecontrol.objects import Dict
+from trainjob.lru import LRU
 
 FAIL_JOBSET = "FailJobSet"
 RESTART_JOBSET = "RestartJobSet"
@@ -62,9 +68,16 @@ MESSAGE_RESTART_IGNORING_MAX = "applying RestartJobSetAndIgnoreMaxRestarts failu
 
 
 MAX_PATTERN_LENGTH = 1024
-MAX_PATTERN_MEMORY = 1 << 20  # bytes RE2 may use for one compiled pattern
+# Bytes RE2 may use for one compiled pattern. Compiling `\pL{40}a` took 44 ms at 1 MiB and is
+# refused in 9 ms at 256 KiB; `\pL{10}x` compiles in 3 ms, and patterns that name words, codes
+# or ranks (`NCCL (timeout|error) .*rank \d+`) take microseconds (benchmarks/admission.py).
+MAX_PATTERN_MEMORY = 256 << 10
 MAX_PATTERNS = 64  # of one failurePolicy, over all its rules
 PATTERNS_KEPT = MAX_PATTERNS  # compiled patterns kept: one policy's, at the most
+# Patterns whose verdict (compiles or not) is kept, by their text: at most 1,024 characters
+# each, so 4 MiB of keys at the most; 64 runtimes' worth of distinct patterns.
+VERDICTS_KEPT = 4096
+_VERDICTS: LRU[str, bool] = LRU(VERDICTS_KEPT)
 
 
 def patterns(rules: list[Any]) -> list[list[str | None]]:
@@ -83,7 +96,10 @@ def pattern_problem(pattern: str | None) -> str | None:
     """Why a pattern of a policy never matches (None: it is run)."""
     if pattern is None:
         return f"beyond the policy's first {MAX_PATTERNS} patterns"
-    return "not an RE2 pattern" if compiled(pattern) is None else None
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        return f"longer than {MAX_PATTERN_LENGTH} characters"
+    runs = _VERDICTS.get_or_make(pattern, lambda: compiled(pattern) is not None)
+    return None if runs else f"not an RE2 pattern within {MAX_PATTERN_MEMORY >> 10} KiB"
 
 
 @functools.lru_cache(maxsize=PATTERNS_KEPT)

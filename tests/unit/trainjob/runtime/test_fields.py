@@ -85,7 +85,13 @@ def test_the_counts_docs_differences_gives_are_the_schemas() -> None:
                         {
                             "name": "c",
                             "action": "FailJobSet",
-                            "onJobFailureMessagePatterns": ["x", "(?<=y)z", "a" * 1025],
+                            "onJobFailureMessagePatterns": [
+                                "x",
+                                "(?<=y)z",
+                                "a" * 1025,
+                                r"\pL{40}a17",  # RE2 takes it, past the memory bound
+                                r"\pL{10}x",
+                            ],
                         },
                     ]
                 }
@@ -93,9 +99,11 @@ def test_the_counts_docs_differences_gives_are_the_schemas() -> None:
             [
                 "template.spec.failurePolicy.rules[0].action (RestartJob)",
                 "template.spec.failurePolicy.rules[2].onJobFailureMessagePatterns[1] "
-                "(not an RE2 pattern)",
+                "(not an RE2 pattern within 256 KiB)",
                 "template.spec.failurePolicy.rules[2].onJobFailureMessagePatterns[2] "
-                "(not an RE2 pattern)",
+                "(longer than 1024 characters)",
+                "template.spec.failurePolicy.rules[2].onJobFailureMessagePatterns[3] "
+                "(not an RE2 pattern within 256 KiB)",
             ],
         ),
         (
