@@ -70,7 +70,7 @@ MESSAGE_RESTART_IGNORING_MAX = "applying RestartJobSetAndIgnoreMaxRestarts failu
 MAX_PATTERN_LENGTH = 1024
 # Bytes RE2 may use for one compiled pattern. Compiling `\pL{40}a` took 44 ms at 1 MiB and is
 # refused in 9 ms at 256 KiB; `\pL{10}x` compiles in 3 ms, and patterns that name words, codes
-# or ranks (`NCCL (timeout|error) .*rank \d+`) take microseconds (benchmarks/admission.py).
+# or ranks (`NCCL (timeout|error) .*rank \d+`) take microseconds (benchmarks/hostile_inputs.py).
 MAX_PATTERN_MEMORY = 256 << 10
 MAX_PATTERNS = 64  # of one failurePolicy, over all its rules
 PATTERNS_KEPT = MAX_PATTERNS  # compiled patterns kept: one policy's, at the most

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from clusters.helpers.builders import runtime_patch
 from clusters.kube import load_manifests
 from kubecontrol.schema_bounds import MAX_VALUES, bounds_problem, version_schema
 from trainjob import constants as c
@@ -27,7 +28,8 @@ def admitted(spec: Dict) -> Admitted:
 
 
 def patch(i: int) -> Dict:
-    return {"manager": f"m{i}", "trainer": {"env": [{"name": "A", "value": "1"}]}}
+    env = [{"name": f"E{i}", "value": "1"}]
+    return runtime_patch(f"m{i}", "node", {"spec": {"containers": [{"name": "node", "env": env}]}})
 
 
 def test_the_installed_crds_limits_hold_before_judging() -> None:

@@ -1,0 +1,200 @@
+"""Benchmark: what a hostile tenant's inputs cost admission and the pod reads, on loopback only,
+with the product's code as it is (`after`) and as it was before its bounds (`before`, the old
+settings put back in this process).
+
+Three figures, each printed with what it measured:
+- costly patterns: one validating review of a TrainJob (`runtime_refusal`, what both webhooks
+  run) on three runtimes of 64 patterns such as `\\pL{40}a17` each, judged in rotation: the
+  latency of each review, p50, p99 and max over `--reviews`;
+- a forged review of `--patches` runtimePatches: the CPU to refuse it (`object_problem`, held
+  to the product's CRD) and, before, to judge it;
+- a page of tenant-sized pods: the peak RSS growth of one `copy_pods.read_some` (what the
+  story, the logs and the tails capture call) of `--pods` pods of `--pod-kb` KB each, served
+  by a loopback HTTP server in pages as the API server serves them; each variant in a process
+  of its own (peak RSS only grows).
+
+    .venv/bin/python benchmarks/hostile_inputs.py [--reviews 30] [--patches 10000]
+        [--pods 500] [--pod-kb 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from clusters.helpers.builders import make_runtime, make_trainjob, runtime_patch
+from clusters.helpers.waiting import http_server, loopback_client
+from clusters.kube import load_manifests
+from dispatcher import copy_pods
+from kubecontrol.cluster import Cluster
+from kubecontrol.schema_bounds import version_schema
+from trainjob import constants as c
+from trainjob.admission import Admitted, object_problem, runtime_refusal
+from trainjob.lru import LRU
+from trainjob.runtime import failure
+
+Dict = dict[str, Any]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def before_patterns() -> None:
+    """The pattern handling as it was: 1 MiB per compile, no verdicts kept."""
+    failure.MAX_PATTERN_MEMORY = 1 << 20
+    failure._VERDICTS = LRU(0)
+
+
+def costly_runtimes() -> list[Dict]:
+    runtimes = []
+    for k in range(3):
+        rt = make_runtime(f"rt-{k}", kind="TrainingRuntime")
+        rt["metadata"].update(namespace="team-a", uid=f"uid-rt-{k}", resourceVersion="1")
+        patterns = [rf"\pL{{40}}a{i}r{k}" for i in range(failure.MAX_PATTERNS)]
+        rt["spec"]["template"]["spec"]["failurePolicy"] = {
+            "rules": [{"action": "FailJobSet", "onJobFailureMessagePatterns": patterns}]
+        }
+        runtimes.append(rt)
+    return runtimes
+
+
+def review_of(tj: Dict) -> Admitted:
+    return Admitted({"uid": "u", "namespace": "team-a", "object": tj})
+
+
+def patterns_figure(reviews: int) -> list[float]:
+    runtimes = costly_runtimes()
+    taken = []
+    for i in range(reviews):
+        rt = runtimes[i % len(runtimes)]
+        tj = make_trainjob(f"tj-{i}", "team-a")
+        started = time.perf_counter()
+        runtime_refusal(review_of(tj), rt)
+        taken.append(time.perf_counter() - started)
+    return taken
+
+
+def forged_figure(patches: int, judge: bool) -> tuple[float, str | None]:
+    [crd] = load_manifests((ROOT / "crds" / "trainer.kubeflow.org_trainjobs.yaml").read_text())
+    schema = version_schema(crd, c.TRAINER_VERSION)
+    tj = make_trainjob("forged", "team-a")
+    tj["spec"]["runtimePatches"] = [
+        runtime_patch(f"m{i}", "node", {"spec": {"containers": [{"name": "node", "env": env(i)}]}})
+        for i in range(patches)
+    ]
+    rt = make_runtime("torch-distributed")
+    rt["metadata"].update(uid="uid-rt", resourceVersion="1")
+    started = time.process_time()
+    why = runtime_refusal(review_of(tj), rt) if judge else object_problem(review_of(tj), schema)
+    return time.process_time() - started, why
+
+
+def env(i: int) -> list[Dict]:
+    return [{"name": f"E{i}", "value": "1"}]
+
+
+def pods_page(count: int, size_kb: int) -> Any:
+    filler = "x" * (size_kb * 1024)
+
+    def pod(i: int) -> Dict:
+        return {
+            "metadata": {"name": f"tj-node-0-{i}", "namespace": "team-a", "uid": f"p{i}"},
+            "spec": {"containers": [{"name": "node", "env": [{"name": "BIG", "value": filler}]}]},
+            "status": {"phase": "Running"},
+        }
+
+    class Pods(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            parts = urlsplit(self.path)
+            query = parse_qs(parts.query)
+            if parts.path.endswith("/pods"):
+                start = int((query.get("continue") or ["0"])[0])
+                end = min(count, start + int((query.get("limit") or [str(count)])[0]))
+                more = {"continue": str(end)} if end < count else {}
+                items = [pod(i) for i in range(start, end)]
+            else:
+                items, more = [], {}
+            body = json.dumps({"items": items, "metadata": {"resourceVersion": "1", **more}})
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    return Pods
+
+
+def one_read(page: int, count: int, size_kb: int) -> None:
+    """In a process of its own: the peak RSS growth of one read, printed as JSON."""
+    copy_pods.PAGE = page
+    with http_server(pods_page(count, size_kb)) as port:
+        remote = SimpleNamespace(name="w", cluster=Cluster("w", loopback_client(port), "bench"))
+        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        started = time.perf_counter()
+        copy_pods.read_some(remote, "team-a", "tj", "uid")  # type: ignore[arg-type]
+        took = time.perf_counter() - started
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"grew_mib": (peak - base) / 1024, "seconds": took}))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--reviews", type=int, default=30)
+    parser.add_argument("--patches", type=int, default=10_000)
+    parser.add_argument("--pods", type=int, default=500)
+    parser.add_argument("--pod-kb", type=int, default=1000)
+    parser.add_argument("--before", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--one-read", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one_read:
+        one_read(args.one_read, args.pods, args.pod_kb)
+        return 0
+    if args.before:
+        before_patterns()
+    label = "before" if args.before else "after"
+    taken = sorted(patterns_figure(args.reviews))
+    p99 = taken[min(len(taken) - 1, round(0.99 * (len(taken) - 1)))]
+    print(
+        f"[{label}] costly patterns, {args.reviews} reviews over 3 runtimes x 64: "
+        f"p50 {statistics.median(taken) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
+        f"max {taken[-1] * 1000:.1f} ms, total {sum(taken):.2f} s"
+    )
+    cpu, why = forged_figure(args.patches, judge=args.before)
+    print(
+        f"[{label}] forged review of {args.patches} runtimePatches: {cpu:.2f} s of CPU "
+        f"({(why or 'accepted')[:90]})"
+    )
+    if args.before:
+        return 0
+    for page, variant in ((500, "before"), (copy_pods.PAGE, "after")):
+        out = subprocess.run(
+            [sys.executable, __file__, "--one-read", str(page), "--pods", str(args.pods),
+             "--pod-kb", str(args.pod_kb)],
+            check=True, capture_output=True, text=True,
+        ).stdout  # fmt: skip
+        got = json.loads(out)
+        print(
+            f"[{variant}] one read of {args.pods} pods x {args.pod_kb} KB in pages of {page}: "
+            f"peak RSS +{got['grew_mib']:.0f} MiB, {got['seconds']:.1f} s"
+        )
+    subprocess.run([sys.executable, __file__, "--before", "--reviews", str(args.reviews),
+                    "--patches", str(args.patches)], check=True)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
