@@ -28,6 +28,7 @@ class Request:
     namespace: str = ""  # of the object (or collection) asked for
     name: str = ""  # of the object asked for ("" for a list, a watch or a create)
     code: int = 0  # the HTTP status of the response
+    uri: str = ""  # the request's path and query, as the server received them
 
     @property
     def writes(self) -> bool:
@@ -61,4 +62,5 @@ def requests(log_dir: Path, since: dt.datetime | None = None) -> Iterator[Reques
                     namespace=ref.get("namespace", ""),
                     name=ref.get("name", ""),
                     code=int((event.get("responseStatus") or {}).get("code") or 0),
+                    uri=event.get("requestURI", ""),
                 )

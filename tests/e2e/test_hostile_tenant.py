@@ -1,0 +1,172 @@
+"""A hostile tenant against the bed, as the review of main at 0ee8c83 attacked it: strings it
+writes in a runtime (N1) and reviews it forges from a pod (N2). The bed's API servers audit
+every request of the product's identities (clusters/audit.py): what the tenant chose must
+never appear there, and the product's own requests in the same window must (the check is not
+vacuous)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import ssl
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from clusters import audit, setup
+from clusters.bed import Bed
+from clusters.helpers.builders import make_runtime, runtime_patch
+from clusters.helpers.tenant import Tenant
+from clusters.helpers.waiting import wait_for
+from clusters.install import DISPATCHER, WORKER_CONTROLLER
+from tests.support.multikueue import TRAINER, MultiKueue
+
+pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
+Dict = dict[str, Any]
+# What the review's tenant wrote: any GET the dispatcher may make, the manager's Secrets here.
+CLIMB = "../../../../api/v1/namespaces/kube-system/secrets?x="
+WATCH_EVERY_POD = "x/../../../../../api/v1/pods?watch=true&"
+
+
+def chosen(request: audit.Request) -> bool:
+    """A request whose path the tenant chose, or that reached where its strings pointed: the
+    manager's Secrets in kube-system, its query, a watch of every pod without the product's
+    own label selector (the worker controller's pod informer has one)."""
+    uri = request.uri
+    every_pod = uri.startswith("/api/v1/pods?") and "labelSelector" not in uri
+    return "kube-system/secrets" in uri or "?x=" in uri or "watch=true&/" in uri or every_pod
+
+
+def product_requests(bed: Bed, cluster: str, since: dt.datetime) -> list[audit.Request]:
+    return [
+        r
+        for r in audit.requests(bed.cluster_dir(cluster), since)
+        if r.user.startswith("system:serviceaccount:trainjob-system:")
+    ]
+
+
+def test_a_runtimes_priority_class_name_never_chooses_a_request(bed: Bed, tmp_path: Path) -> None:
+    """N1: before, every pass of the leader sent `GET /api/v1/namespaces/kube-system/secrets`
+    (25 times in 45 s) for a TrainJob on this runtime. Now the name is refused before any
+    request, the TrainJob gets its Workload without a priority (as for a class that does not
+    exist), and the log says why."""
+    mk = MultiKueue(bed)
+    alice = Tenant(bed, mk.ns, "alice", "edit", tmp_path)
+    as_alice = client.CustomObjectsApi(alice.api)
+    runtime = make_runtime("climbing", kind="TrainingRuntime")
+    pod_spec = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    pod_spec["template"]["spec"]["priorityClassName"] = CLIMB
+    since = dt.datetime.now(dt.UTC)
+    as_alice.create_namespaced_custom_object(*TRAINER, mk.ns, "trainingruntimes", runtime)
+    body = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "climber", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+        "spec": {
+            "runtimeRef": {"name": "climbing", "kind": "TrainingRuntime"},
+            "trainer": {"resourcesPerNode": {"requests": {"cpu": "1"}}},
+        },
+    }
+    as_alice.create_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", body)
+    workload = wait_for(
+        lambda: mk.manager_workload("climber"), 60, what="the TrainJob's Workload on the manager"
+    )
+    assert "priorityClassName" not in (workload.get("spec") or {})
+    assert not (workload.get("spec") or {}).get("priority")
+    time.sleep(5)  # more passes of the leader: the review saw one request every ~2 s
+    seen = product_requests(bed, mk.manager, since)
+    assert [r.uri for r in seen if chosen(r)] == []
+    made = [r for r in seen if r.verb == "create" and r.resource == "workloads"]
+    assert [r.namespace for r in made] == [mk.ns], "the dispatcher's own create is audited"
+
+
+def post(port: int, path: str, review: Dict) -> tuple[int, Dict]:
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    request = urllib.request.Request(
+        f"https://127.0.0.1:{port}{path}",
+        data=json.dumps(review).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, {"text": exc.read().decode(errors="replace")}
+
+
+def forged(namespace: str, spec: Dict, labels: Dict | None = None) -> Dict:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "forged-1",
+            "operation": "CREATE",
+            "resource": {
+                "group": "trainer.kubeflow.org",
+                "version": "v1alpha1",
+                "resource": "trainjobs",
+            },
+            "namespace": namespace,
+            "object": {"metadata": {"name": "forged", "labels": labels or {}}, "spec": spec},
+        },
+    }
+
+
+def test_forged_reviews_from_a_pod_are_refused_naming_the_field_and_ask_nothing(
+    bed: Bed, controllers: list[setup.Controller]
+) -> None:
+    """N2: reviews POSTed straight to the webhook ports (any pod reaches them): a namespace
+    that would have turned a LocalQueue look-up into a watch of every pod, a queue label that
+    would have climbed to another path, and an object the CRD never checked (10,000
+    runtimePatches, 7.9 s of judging before)."""
+    mk = MultiKueue(bed)
+    dispatcher = next(c for c in controllers if c.name == DISPATCHER)
+    worker = next(c for c in controllers if c.name == WORKER_CONTROLLER)
+    since = dt.datetime.now(dt.UTC)
+    patches = [
+        runtime_patch(f"m{i}", "node", {"metadata": {"labels": {"x": str(i)}}})
+        for i in range(10_000)
+    ]
+    cases = [
+        (dispatcher, "/suspend-and-route", forged(WATCH_EVERY_POD, {}), "request.namespace"),
+        (worker, "/suspend-queued", forged(WATCH_EVERY_POD, {}), "request.namespace"),
+        (
+            dispatcher,
+            "/suspend-and-route",
+            forged(mk.ns, {}, {"kueue.x-k8s.io/queue-name": "../../../secrets"}),
+            "labels",
+        ),
+        (
+            dispatcher,
+            "/queue-exists",
+            forged(mk.ns, {"runtimeRef": {"name": "torch-distributed"}, "runtimePatches": patches}),
+            "spec.runtimePatches: 10000 items, over the 16 the CRD allows",
+        ),
+        (
+            worker,
+            "/validate-trainjob",
+            forged(mk.ns, {"runtimeRef": {"name": "torch-distributed"}, "runtimePatches": patches}),
+            "spec.runtimePatches: 10000 items",
+        ),
+    ]
+    for replica, path, review, named in cases:
+        assert replica.webhook is not None
+        code, answer = post(replica.webhook, path, review)
+        assert code == 200, answer  # a review answered, refusing
+        response = answer["response"]
+        assert response["allowed"] is False, (path, response)
+        assert named in response["status"]["message"], (path, response)
+    time.sleep(2)
+    for cluster in (mk.manager, *mk.workers):
+        seen = product_requests(bed, cluster, since)
+        assert [r.uri for r in seen if chosen(r)] == [], cluster
+    # A real create through the API server is still judged and let through.
+    mk.submit("real-one")
+    assert mk.get("real-one") is not None
