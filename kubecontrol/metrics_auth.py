@@ -6,8 +6,9 @@ Verdicts are kept for a minute per token, refusals too (a scrape every 15-30 s c
 requests a minute at most), and new tokens are reviewed at a bounded rate
 (kubecontrol/tokens.py): ServiceAccount tokens whose signature checks against the API
 server's keys (kubecontrol/issuer_keys.py; Prometheus in the cluster holds one) from a budget
-of their own, every other token from another, so a flood of forged tokens never keeps the
-scraper's new token from its review.
+per ServiceAccount namespace, every other token from another, so neither a flood of forged
+tokens nor tokens a tenant mints in its own namespace keep the scraper's new token from its
+review.
 """
 
 from __future__ import annotations
@@ -42,9 +43,16 @@ class MetricsAuth:
         )
 
     def _budget(self, token: str) -> str:
-        """Whose reviews a new token takes: the cluster's ServiceAccounts', or everyone
-        else's (users of other authenticators, and forgeries)."""
-        return "serviceaccount" if isinstance(self._keys.verify(token), dict) else "other"
+        """Whose reviews a new token takes: its ServiceAccount's namespace's (from the
+        verified `sub`: tokens a tenant mints in its namespace never use up the monitoring
+        namespace's), or everyone else's (users of other authenticators, and forgeries)."""
+        said = self._keys.verify(token)
+        if not isinstance(said, dict):
+            return "other"
+        parts = str(said.get("sub") or "").split(":")
+        if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"]:
+            return f"serviceaccount:{parts[2]}"
+        return "serviceaccount"
 
     def _review(self, token: str) -> Verdict:
         try:

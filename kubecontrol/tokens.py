@@ -55,7 +55,9 @@ def token_review(cluster: Cluster, token: str, audiences: Sequence[str] = ()) ->
 
 class Reviews:
     """Verdicts by key, each made once per `ttl` by its review, at most `reviews_per_second`
-    new reviews (with bursts of `burst`) per budget."""
+    new reviews (with bursts of `burst`) per budget, and with `total_per_second`, at most
+    that many (bursts of `total_burst`) in all: a caller that names a new budget each time
+    (a namespace per request) still has a bound."""
 
     def __init__(
         self,
@@ -63,11 +65,14 @@ class Reviews:
         size: int = 1024,
         reviews_per_second: float = 2.0,
         burst: int = 10,
+        total_per_second: float | None = None,
+        total_burst: int = 0,
     ) -> None:
         self._ttl, self._size = ttl, size
         self._lock = threading.Lock()
         self._seen: OrderedDict[str, tuple[float, Verdict]] = OrderedDict()
         self._budgets = Rates(reviews_per_second, burst)
+        self._total = Rates(total_per_second, total_burst, 1) if total_per_second else None
 
     def check(
         self, *key: str, review: Callable[[], Verdict], budget: str | Callable[[], str] = ""
@@ -83,6 +88,8 @@ class Reviews:
                 self._seen.move_to_end(digest)  # a verdict in use stays
                 return cached[1]
         if not self._budgets.take(budget() if callable(budget) else budget, now):
+            return TOO_MANY
+        if self._total is not None and not self._total.take("", now):
             return TOO_MANY
         verdict = review()
         if verdict.code != 503:

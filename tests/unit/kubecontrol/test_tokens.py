@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kubecontrol.metrics_auth import MetricsAuth
 from kubecontrol.tokens import TOO_MANY, Reviews, Verdict
 
 
@@ -51,3 +52,41 @@ def test_a_budget_is_named_only_when_a_review_is_due() -> None:
     for _ in range(3):
         assert reviews.check("t", review=lambda: Verdict(200, "ok"), budget=budget).code == 200
     assert asked == ["budget"]
+
+
+def test_a_new_budget_each_time_still_meets_the_total() -> None:
+    """The review's N8: with the cluster's keys unreadable, forged reports naming a new
+    namespace each asked one TokenReview each (10,000 for 10,000), with no bound in all."""
+    reviews = Reviews(reviews_per_second=0.001, burst=5, total_per_second=0.001, total_burst=20)
+    asked: list[str] = []
+
+    def review(token: str) -> Verdict:
+        asked.append(token)
+        return Verdict(401, "forged")
+
+    verdicts = [
+        reviews.check(f"t-{i}", review=lambda i=i: review(f"t-{i}"), budget=f"ns-{i}")
+        for i in range(1000)
+    ]
+    assert len(asked) == 20
+    assert verdicts[20:] == [TOO_MANY] * 980
+
+
+def test_metrics_callers_tokens_spend_their_namespaces_budget() -> None:
+    """The review's N9: every signed ServiceAccount token of the cluster shared one budget,
+    so a tenant minting its own tokens kept the scraper's new one waiting (429, scrape gaps,
+    a false no-leader alert)."""
+    class Keys:
+        def verify(self, token: str) -> object:
+            ns = token.split("/")[0]
+            return {"sub": f"system:serviceaccount:{ns}:sa"} if ns != "forged" else "bad"
+
+    class Reviewed(MetricsAuth):
+        def _review(self, token: str) -> Verdict:
+            return Verdict(200, "allowed")
+
+    auth = Reviewed(None, Reviews(reviews_per_second=0.001, burst=3), Keys())  # type: ignore[arg-type]
+    tenant = [auth.check(f"Bearer team-a/{i}").code for i in range(10)]
+    assert tenant == [200] * 3 + [429] * 7
+    assert auth.check("Bearer monitoring/new").code == 200  # the scraper's own budget
+    assert [auth.check(f"Bearer forged/{i}").code for i in range(5)] == [200] * 3 + [429] * 2
