@@ -11,7 +11,10 @@ Three figures, each printed with what it measured:
 - a page of tenant-sized pods: the peak RSS growth of one `copy_pods.read_some` (what the
   story, the logs and the tails capture call) of `--pods` pods of `--pod-kb` KB each, served
   by a loopback HTTP server in pages as the API server serves them; each variant in a process
-  of its own (peak RSS only grows).
+  of its own (peak RSS only grows);
+- a namespace of as many TrainJobs of that size (no quota needed to make them, suspended):
+  the dispatcher's TrainJob informer listing them, its peak RSS growth and what it still
+  holds after, in pages of 500 (before) and of TENANT_SIZED_PAGE.
 
     .venv/bin/python benchmarks/hostile_inputs.py [--reviews 30] [--patches 10000]
         [--pods 500] [--pod-kb 1000]
@@ -21,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -39,6 +41,7 @@ from clusters.helpers.waiting import http_server, loopback_client
 from clusters.kube import load_manifests
 from dispatcher import copy_pods
 from kubecontrol.cluster import Cluster
+from kubecontrol.informer import TENANT_SIZED_PAGE, Informer
 from kubecontrol.schema_bounds import version_schema
 from trainjob import constants as c
 from trainjob.admission import Admitted, object_problem, runtime_refusal
@@ -46,6 +49,7 @@ from trainjob.lru import LRU
 from trainjob.runtime import failure
 
 Dict = dict[str, Any]
+PAGE_AFTER = copy_pods.PAGE
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -117,7 +121,7 @@ def pods_page(count: int, size_kb: int) -> Any:
         def do_GET(self) -> None:
             parts = urlsplit(self.path)
             query = parse_qs(parts.query)
-            if parts.path.endswith("/pods"):
+            if parts.path.endswith(("/pods", "/trainjobs")):
                 start = int((query.get("continue") or ["0"])[0])
                 end = min(count, start + int((query.get("limit") or [str(count)])[0]))
                 more = {"continue": str(end)} if end < count else {}
@@ -138,18 +142,42 @@ def pods_page(count: int, size_kb: int) -> Any:
     return Pods
 
 
+def memory_kib(field: str) -> int:
+    """This process's VmHWM (peak RSS) or VmRSS, in KiB. Not getrusage's ru_maxrss: Linux
+    carries that across exec, so a child of the large server would start at its peak."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
 def one_read(port: int, page: int) -> None:
     """In a process of its own (the server is the parent's): the peak RSS growth of one read,
     printed as JSON. The read's own deadline is lifted: its memory is what is measured."""
     copy_pods.PAGE, copy_pods.READ_SECONDS = page, 600.0
+    if page != PAGE_AFTER:  # before: whole pods kept, as they came
+        copy_pods.pod_seen = lambda pod: pod
     remote = SimpleNamespace(name="w", cluster=Cluster("w", loopback_client(port), "bench"))
     remote.cluster.timeout = 600.0
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base = memory_kib("VmHWM")
     started = time.perf_counter()
     copy_pods.read_some(remote, "team-a", "tj", "uid")  # type: ignore[arg-type]
     took = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"grew_mib": (peak - base) / 1024, "seconds": took}))
+    peak, held = memory_kib("VmHWM"), memory_kib("VmRSS")
+    print(json.dumps({"grew_mib": (peak - base) / 1024, "held_mib": (held - base) / 1024,
+                      "seconds": took}))  # fmt: skip
+
+
+def one_list(port: int, page: int) -> None:
+    """In a process of its own: the dispatcher's TrainJob informer's first list."""
+    informer = Informer(loopback_client(port), c.TRAINJOB, namespace="team-a", page=page)
+    base = memory_kib("VmHWM")
+    started = time.perf_counter()
+    informer._list()
+    took = time.perf_counter() - started
+    peak, held = memory_kib("VmHWM"), memory_kib("VmRSS")
+    print(json.dumps({"grew_mib": (peak - base) / 1024, "held_mib": (held - base) / 1024,
+                      "seconds": took}))  # fmt: skip
 
 
 def main() -> int:
@@ -160,9 +188,13 @@ def main() -> int:
     parser.add_argument("--pod-kb", type=int, default=1000)
     parser.add_argument("--before", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--one-read", type=int, nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--one-list", type=int, nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one_read:
         one_read(*args.one_read)
+        return 0
+    if args.one_list:
+        one_list(*args.one_list)
         return 0
     if args.before:
         before_patterns()
@@ -190,7 +222,19 @@ def main() -> int:
             got = json.loads(out)
             print(
                 f"[{variant}] one read of {args.pods} pods x {args.pod_kb} KB in pages of "
-                f"{page}: peak RSS +{got['grew_mib']:.0f} MiB, {got['seconds']:.1f} s"
+                f"{page}: peak RSS +{got['grew_mib']:.0f} MiB, held after "
+                f"+{got['held_mib']:.0f} MiB, {got['seconds']:.1f} s"
+            )
+        for page, variant in ((500, "before"), (TENANT_SIZED_PAGE, "after")):
+            out = subprocess.run(
+                [sys.executable, __file__, "--one-list", str(port), str(page)],
+                check=True, capture_output=True, text=True,
+            ).stdout  # fmt: skip
+            got = json.loads(out)
+            print(
+                f"[{variant}] the TrainJob informer's list of {args.pods} TrainJobs x "
+                f"{args.pod_kb} KB in pages of {page}: peak RSS +{got['grew_mib']:.0f} MiB, "
+                f"held after +{got['held_mib']:.0f} MiB, {got['seconds']:.1f} s"
             )
     subprocess.run([sys.executable, __file__, "--before", "--reviews", str(args.reviews),
                     "--patches", str(args.patches)], check=True)  # fmt: skip

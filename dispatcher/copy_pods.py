@@ -9,7 +9,7 @@ its name.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
@@ -155,6 +155,34 @@ def log_query(pod: Dict, query: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
+# The labels a pod's readers look at (the story, a log's choice of pod, the tails).
+POD_LABELS = (c.JOBSET_NAME_LABEL, c.REPLICATED_JOB_NAME_LABEL, c.JOB_COMPLETION_INDEX)
+
+
+def pod_seen(pod: Dict) -> Dict:
+    """What the story, the logs and the tails read of a pod, and nothing its tenant sizes:
+    its names, the few labels read, its owners and times; its containers' names and node;
+    its status (the kubelet's: bounded). A page of pods is cut down to this as it comes, so
+    a read holds one page of whole pods at a time, never all of them (a pod's env is the
+    tenant's, up to the 1.5 MiB etcd stores)."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    labels = meta.get("labels") or {}
+    kept_meta = {
+        k: meta[k]
+        for k in ("name", "namespace", "uid", "ownerReferences", "creationTimestamp")
+        if k in meta
+    }
+    kept_meta["labels"] = {k: labels[k] for k in POD_LABELS if k in labels}
+    kept_spec: Dict = {
+        key: [{"name": x.get("name")} for x in spec.get(key) or [] if isinstance(x, dict)]
+        for key in ("initContainers", "containers")
+        if isinstance(spec.get(key), list)
+    }
+    if spec.get("nodeName"):
+        kept_spec["nodeName"] = spec["nodeName"]
+    return {"metadata": kept_meta, "spec": kept_spec, "status": pod.get("status") or {}}
+
+
 def read(
     remote: RemoteCluster,
     namespace: str,
@@ -186,7 +214,7 @@ def read_some(
             query["fieldSelector"] = f"metadata.name={value}"
         else:
             query["labelSelector"] += f",{key}={value}"
-    pods, more = list_some(remote, POD.path(namespace, None), most, **query)
+    pods, more = list_some(remote, POD.path(namespace, None), most, keep=pod_seen, **query)
     owners = {copy_uid}
     if jobset_controller(jobs, name):
         owners |= _our_jobset(remote, namespace, name, copy_uid)
@@ -260,8 +288,15 @@ def list_items(remote: RemoteCluster, path: str, **query: Any) -> list[Dict]:
     return list(found.get("items") or [])
 
 
-def list_some(remote: RemoteCluster, path: str, most: int, **query: Any) -> tuple[list[Dict], bool]:
-    """At most `most` items of a list, read in pages of PAGE, and whether there are more."""
+def list_some(
+    remote: RemoteCluster,
+    path: str,
+    most: int,
+    keep: Callable[[Dict], Dict] | None = None,
+    **query: Any,
+) -> tuple[list[Dict], bool]:
+    """At most `most` items of a list, read in pages of PAGE (each item cut down by `keep`
+    as its page comes), and whether there are more."""
     items: list[Dict] = []
     token = None
     while True:
@@ -269,8 +304,10 @@ def list_some(remote: RemoteCluster, path: str, most: int, **query: Any) -> tupl
         page = remote.cluster.api.get_json(
             path, query={**query, "limit": want, "continue": token}, timeout=READ_SECONDS
         )
-        items += list((page or {}).get("items") or [])
+        found = [i for i in (page or {}).get("items") or [] if isinstance(i, dict)]
+        items += [keep(i) for i in found] if keep is not None else found
         token = ((page or {}).get("metadata") or {}).get("continue")
+        del page, found  # not held while the next page comes
         if not token:
             return items, False
         if len(items) >= most:

@@ -28,7 +28,7 @@ from dispatcher.capacity import Fit, cohort_of, fit, quota_summary
 from dispatcher.copies import COPY_KINDS, seen
 from dispatcher.data import Claims
 from kubecontrol.cluster import Cluster
-from kubecontrol.informer import Informer, slim
+from kubecontrol.informer import TENANT_SIZED_PAGE, Informer, slim
 from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
@@ -132,6 +132,7 @@ class RemoteCluster:
                 name=f"{name}-{kind}",
                 list_timeout=10,  # an unreachable worker is reported down soon
                 transform=functools.partial(seen, k),
+                page=TENANT_SIZED_PAGE,  # the copies are as large as their TrainJobs
             )
             for kind, k in COPY_KINDS.items()
         }

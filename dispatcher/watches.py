@@ -15,6 +15,7 @@ from dispatcher.context import Context
 from dispatcher.mirror import mirror
 from kubecontrol import controller
 from kubecontrol.controller import Watch
+from kubecontrol.informer import TENANT_SIZED_PAGE
 from kubecontrol.kinds import CONFIG_MAP, NAMESPACE, SECRET
 from kubecontrol.objects import Dict
 from trainjob import constants as c
@@ -34,8 +35,13 @@ def watches(ctx: Context) -> list[Watch]:
         admissionchecks.queue_checks(ctx)
 
     table = [
-        Watch(Index.TRAINJOBS, c.TRAINJOB, trainjob_changed),
-        Watch(Index.WORKLOADS, c.WORKLOAD, lambda _type, wl: _enqueue_owner(ctx, wl)),
+        Watch(Index.TRAINJOBS, c.TRAINJOB, trainjob_changed, page=TENANT_SIZED_PAGE),
+        Watch(
+            Index.WORKLOADS,
+            c.WORKLOAD,
+            lambda _type, wl: _enqueue_owner(ctx, wl),
+            page=TENANT_SIZED_PAGE,
+        ),
         Watch(Index.CLUSTERS, c.MULTIKUEUE_CLUSTER, lambda t, mkc: on_cluster_event(ctx, t, mkc)),
         Watch(Index.CHECKS, c.ADMISSION_CHECK, check_changed),
         Watch(Index.CONFIGS, c.MULTIKUEUE_CONFIG, check_changed),
@@ -43,7 +49,7 @@ def watches(ctx: Context) -> list[Watch]:
         Watch(Index.LOCAL_QUEUES, c.LOCAL_QUEUE),
         Watch(Index.CLUSTER_QUEUES, c.CLUSTER_QUEUE),
         Watch(Index.FLAVORS, c.RESOURCE_FLAVOR),
-        Watch(Index.RUNTIMES, c.TRAINING_RUNTIME),
+        Watch(Index.RUNTIMES, c.TRAINING_RUNTIME, page=TENANT_SIZED_PAGE),
         Watch(Index.CLUSTER_RUNTIMES, c.CLUSTER_TRAINING_RUNTIME),
     ]
     if ctx.settings.copy_dependencies:

@@ -35,6 +35,12 @@ from kubecontrol.objects import Dict
 
 Key = Any  # (namespace, name) for namespaced kinds, name for cluster-scoped ones
 log = logging.getLogger(__name__)
+# Objects a list asks for at a time: client-go's pager's 500, and 50 for kinds whose objects a
+# tenant sizes (a TrainJob, a runtime, a Workload or a pod may be as large as etcd stores,
+# 1.5 MiB, and an env value has no length limit). A page is held whole, as bytes and decoded,
+# before the transform cuts it down: 500 such objects are gigabytes; 50 of them ~225 MB.
+PAGE = 500
+TENANT_SIZED_PAGE = 50
 
 
 def slim(obj: Dict) -> Dict:
@@ -155,7 +161,7 @@ class Informer:
         on_state: Callable[[bool, str], None] = lambda ok, error: None,
         name: str = "",
         list_timeout: float = 30.0,
-        page: int = 500,
+        page: int = PAGE,
         transform: Callable[[Dict], Dict] = slim,
         group_by: Callable[[Dict], Key] | None = None,
     ) -> None:

@@ -9,6 +9,7 @@ import logging
 import threading
 
 from kubecontrol.controller import Watch, start_watchdog
+from kubecontrol.informer import TENANT_SIZED_PAGE
 from kubecontrol.kinds import WEBHOOK_CONFIGURATIONS
 from kubecontrol.objects import Dict
 from kubecontrol.schema_bounds import version_schema
@@ -53,8 +54,9 @@ def watches(ctx: Context) -> list[Watch]:
             trainjob_changed,
             group_by=_workload_key,
             groups=Index.TRAINJOB_BY_WORKLOAD,  # (namespace, its Workload's name) -> the TrainJob
+            page=TENANT_SIZED_PAGE,
         ),
-        Watch(Index.WORKLOADS, c.WORKLOAD, workload_changed),
+        Watch(Index.WORKLOADS, c.WORKLOAD, workload_changed, page=TENANT_SIZED_PAGE),
         # Jobs and Services we made (the API server filters them by our label), by TrainJob:
         # Jobs by their controller owner (reconcile keeps those of its very UID), Services by
         # the label (one that is not ours is a condition, never written).
@@ -72,7 +74,7 @@ def watches(ctx: Context) -> list[Watch]:
                 ("services", c.SERVICE, None, _trainjob_label, Index.SERVICES),
             )
         ),
-        Watch(Index.RUNTIMES, c.TRAINING_RUNTIME),
+        Watch(Index.RUNTIMES, c.TRAINING_RUNTIME, page=TENANT_SIZED_PAGE),
         Watch(Index.CLUSTER_RUNTIMES, c.CLUSTER_TRAINING_RUNTIME),
         Watch(Index.FLAVORS, c.RESOURCE_FLAVOR),
     ]
@@ -87,7 +89,7 @@ def watches(ctx: Context) -> list[Watch]:
                 transform=digests.pod_digest,
                 group_by=digests.pod_owner,
                 groups=Index.PODS,
-                page=POD_PAGE,
+                page=TENANT_SIZED_PAGE,
             ),
             # The Job controller's Events for pods the API refused: only these stream in,
             # from every namespace; there are none while all is well (status: PodsStuck,
@@ -105,9 +107,6 @@ def watches(ctx: Context) -> list[Watch]:
     return table
 
 
-# Our pods are listed 50 at a time: their size is the tenant's (env values have no length
-# limit), and a page is held whole before `pod_digest` cuts each pod down to a digest.
-POD_PAGE = 50
 FAILED_CREATE_EVENTS = "involvedObject.kind=Job,reason=FailedCreate"
 
 
