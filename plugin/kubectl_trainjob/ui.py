@@ -65,6 +65,9 @@ MAX_VIEWER_STREAMS = MAX_WATCHES + 8
 WHO_SECONDS = 60.0  # the user a token names is asked again after this
 MAX_TOKENS_KNOWN = 4096
 LINE_LIMIT = 4 << 20  # the longest watch event passed on (a TrainJob is far smaller)
+# Lines waiting for one page's answer, in bytes (one line always fits): a page that reads
+# slowly holds at most this much of the server's memory, not 64 lines of LINE_LIMIT.
+QUEUE_BYTES = 8 << 20
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
     "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; "
@@ -416,7 +419,7 @@ class Server:
         auth = self._auth(request)
         if auth is None:
             return _no_token()
-        lines: asyncio.Queue[tuple[bytes, bool]] = asyncio.Queue(maxsize=64)
+        lines = Lines(QUEUE_BYTES)
         response = web.StreamResponse(headers=SECURITY_HEADERS)
         response.content_type = "application/x-ndjson"
         await response.prepare(request)
@@ -439,7 +442,7 @@ class Server:
         self,
         i: int,
         url: yarl.URL,
-        lines: asyncio.Queue[tuple[bytes, bool]],
+        lines: Lines,
         auth: dict[str, str],
     ) -> None:
         def end(code: int, message: str) -> tuple[bytes, bool]:
@@ -457,21 +460,74 @@ class Server:
                     await lines.put(end(upstream.status, message or upstream.reason or ""))
                     return
                 head = b'{"i":%d,"event":' % i
-                buffer = b""
+                split = LineSplitter(LINE_LIMIT)
                 async for piece in upstream.content.iter_any():
-                    buffer += piece
-                    *whole, buffer = buffer.split(b"\n")
+                    try:
+                        whole = split.feed(piece)
+                    except OverflowError:
+                        await lines.put(end(502, "a watch event over 4 MiB"))
+                        return
                     for line in whole:
                         if line.strip():
                             await lines.put((head + line + b"}\n", False))
-                    if len(buffer) > LINE_LIMIT:
-                        await lines.put(end(502, "a watch event over 4 MiB"))
-                        return
                 await lines.put(end(200, "the watch ended"))
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             await lines.put(end(502, f"the manager {self.manager.server}: {exc}"))
         except _Busy as exc:
             await lines.put(end(429, str(exc)))
+
+
+class LineSplitter:
+    """A stream's pieces into whole lines, in time linear in the bytes: a line that spans
+    many pieces is joined once, when its end comes (joining and splitting it again at each
+    piece made a 4 MiB line cost gigabytes of copying). A line longer than `limit` raises
+    OverflowError."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._pending: list[bytes] = []
+        self._size = 0
+
+    def feed(self, piece: bytes) -> list[bytes]:
+        """The lines `piece` ends (without their newlines)."""
+        *ended, rest = piece.split(b"\n")
+        if ended:
+            ended[0] = b"".join([*self._pending, ended[0]])
+            self._pending, self._size = [], 0
+        if rest:
+            self._pending.append(rest)
+            self._size += len(rest)
+        if self._size > self._limit or any(len(line) > self._limit for line in ended):
+            raise OverflowError(f"a line over {self._limit} bytes")
+        return ended
+
+
+class Lines:
+    """The lines of one answer, queued between the watches that make them and the response
+    that writes them, bounded in bytes (`most`; one line always fits)."""
+
+    def __init__(self, most: int) -> None:
+        self._most = most
+        self._queue: collections.deque[tuple[bytes, bool]] = collections.deque()
+        self._bytes = 0
+        self._changed = asyncio.Condition()
+
+    async def put(self, item: tuple[bytes, bool]) -> None:
+        async with self._changed:
+            await self._changed.wait_for(
+                lambda: not self._queue or self._bytes + len(item[0]) <= self._most
+            )
+            self._queue.append(item)
+            self._bytes += len(item[0])
+            self._changed.notify_all()
+
+    async def get(self) -> tuple[bytes, bool]:
+        async with self._changed:
+            await self._changed.wait_for(lambda: bool(self._queue))
+            item = self._queue.popleft()
+            self._bytes -= len(item[0])
+            self._changed.notify_all()
+            return item
 
 
 def _status(code: int, message: str) -> web.Response:

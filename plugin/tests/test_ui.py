@@ -3,9 +3,11 @@ allow-list)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from kubectl_trainjob.ui import ALLOWED
+from kubectl_trainjob.ui import ALLOWED, LINE_LIMIT, Lines, LineSplitter
 
 
 @pytest.mark.parametrize(
@@ -43,3 +45,47 @@ def test_the_reads_the_page_makes_pass(path: str) -> None:
 )
 def test_nothing_else_passes(path: str) -> None:
     assert not ALLOWED.fullmatch(path)
+
+
+def test_a_long_line_in_many_pieces_is_joined_once() -> None:
+    """A 4 MiB watch event in 4 KiB pieces: before, each piece joined and split everything
+    held so far again (the review's quadratic join: ~2 GB copied for that one line)."""
+    split = LineSplitter(LINE_LIMIT)
+    line = b"x" * (LINE_LIMIT - 10)
+    pieces = [line[i : i + 4096] for i in range(0, len(line), 4096)]
+    got: list[bytes] = []
+    for piece in pieces:
+        got += split.feed(piece)
+    assert got == []
+    assert split._size == len(line)  # held as the pieces came, not joined yet
+    got += split.feed(b"\n{}\nhalf")
+    assert got == [line, b"{}"]
+    assert split.feed(b"-done\n") == [b"half-done"]
+    with pytest.raises(OverflowError):
+        LineSplitter(10).feed(b"0123456789ab")
+    with pytest.raises(OverflowError):
+        LineSplitter(10).feed(b"0123456789abc\n")
+
+
+def test_the_lines_waiting_for_a_page_are_bounded_in_bytes() -> None:
+    async def run() -> list[str]:
+        lines = Lines(10)
+        seen: list[str] = []
+
+        async def writer() -> None:
+            for item in (b"aaaaaaaa", b"bbbbbbbb", b"c" * 30):
+                await lines.put((item, False))
+                seen.append(f"put {item[:1].decode()}")
+
+        task = asyncio.create_task(writer())
+        await asyncio.sleep(0.05)
+        assert seen == ["put a"]  # b waits: 16 bytes would be over 10
+        for _ in range(3):
+            line, _ = await lines.get()
+            seen.append(f"got {line[:1].decode()}")
+            await asyncio.sleep(0.01)
+        await task
+        return seen
+
+    # one line over the bound still goes, alone
+    assert asyncio.run(run()) == ["put a", "got a", "put b", "got b", "put c", "got c"]
