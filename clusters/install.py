@@ -72,6 +72,7 @@ class Replica:
     env: dict[str, str]
     metrics: int | None = None  # /metrics over HTTPS, for the bed's reader token
     metrics_token: str | None = None
+    progress: int | None = None  # a worker controller's progress reports (a port of their own)
 
     @property
     def identity(self) -> str:
@@ -113,6 +114,7 @@ class Replica:
             "webhook": self.webhook,
             "metrics": self.metrics,
             "metrics_token": self.metrics_token,
+            "progress": self.progress,
             "log": str(self.log),
             "pid_file": str(self.log.with_suffix(".pid")),
             "program": self.argv[0],
@@ -157,13 +159,16 @@ def install_overlay(
 ) -> list[Replica]:
     """Apply the rendered manifests `docs` (an overlay of deploy/, or the chart) to the
     cluster and start every replica of their Deployments. Ports are taken three per replica
-    from `first_port` (health, webhook, metrics)."""
+    from `first_port` (health, webhook, metrics), and a fourth for a replica that takes
+    progress reports."""
     deployments = [d for d in docs if d["kind"] == "Deployment"]
     ports = iter(range(first_port, first_port + 100))
     plans = []
     for dep in deployments:
         for index in range(int(dep["spec"].get("replicas", 1))):
-            plans.append((dep, index, next(ports), next(ports), next(ports)))
+            # health, webhook, metrics; and progress reports where they are taken
+            taken = (next(ports), next(ports), next(ports))
+            plans.append((dep, index, *taken, next(ports) if _serves(dep, "progress") else None))
     # One Deployment per overlay serves its webhooks: every configuration points at replica 0
     # (a Service would spread the calls over the ready replicas; the bed has no Service network).
     webhook_port = plans[0][3] if plans else None
@@ -188,13 +193,18 @@ def install_overlay(
     serves = any(_serves_metrics(d) for d in deployments)
     reader = metrics_reader_token(api, readers[0]) if serves and readers else None
     replicas = []
-    for dep, index, health, webhook, port in plans:
+    for dep, index, health, webhook, port, progress in plans:
         metrics = port if _serves_metrics(dep) else None
-        extra = [*(extra_args or []), *(["--metrics-port", str(metrics)] if metrics else [])]
+        extra = [
+            *(extra_args or []),
+            *(["--metrics-port", str(metrics)] if metrics else []),
+            *(["--progress-port", str(progress)] if progress else []),
+        ]
         replica = _start(
             api, kubeconfig, cluster, dep, index, health, webhook, docs, workdir, extra
         )
         replica.metrics, replica.metrics_token = metrics, reader if metrics else None
+        replica.progress = progress
         replicas.append(replica)
     for replica in replicas:
         replica.wait_healthy()
@@ -207,8 +217,14 @@ def install_overlay(
 def _serves_metrics(dep: Dict) -> bool:
     """Whether the Deployment's container serves /metrics over HTTPS (a port named
     `metrics`, as the chart writes it when `metrics.port` is set)."""
+    return _serves(dep, "metrics")
+
+
+def _serves(dep: Dict, port: str) -> bool:
+    """Whether the Deployment's container declares a port of that name (`progress`: a worker
+    controller takes progress reports on a port of their own)."""
     (container,) = dep["spec"]["template"]["spec"]["containers"]
-    return any(p.get("name") == "metrics" for p in container.get("ports") or [])
+    return any(p.get("name") == port for p in container.get("ports") or [])
 
 
 METRICS_READER = "trainjob-bed-metrics"  # the bed's scraper, as a Prometheus would be

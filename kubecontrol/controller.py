@@ -34,7 +34,7 @@ from kubecontrol.aggregated import AggregatedApi, ApiGroup, FrontProxy
 from kubecontrol.caches import Caches
 from kubecontrol.certs import CertKeeper, service_names
 from kubecontrol.cluster import Cluster
-from kubecontrol.informer import Informer, slim
+from kubecontrol.informer import PAGE, Informer, slim
 from kubecontrol.kinds import Kind
 from kubecontrol.leader import LeaderElector, LeaseTimings
 from kubecontrol.metrics_auth import MetricsAuth
@@ -67,10 +67,9 @@ class Watch:
     # allowed to read; what reads it asks `ControllerContext.listed`). It lists and watches
     # all the same, and its failures are said as any watch's.
     optional: bool = False
-    # Objects a list asks for at a time (client-go's pager: 500). A kind whose objects a tenant
-    # sizes (pods, up to the 1.5 MiB etcd stores) lists in smaller pages: a page is held whole,
-    # as bytes and decoded, before the transform cuts it down.
-    page: int = 500
+    # Objects a list asks for at a time: TENANT_SIZED_PAGE for a kind whose objects a tenant
+    # sizes (kubecontrol/informer.py).
+    page: int = PAGE
 
 
 def setup_logging(ours: ControllerSettings, verbose: bool = False) -> None:
@@ -319,6 +318,7 @@ def run(
     webhook_resource: tuple[str, str] = ("", ""),
     api: ApiGroup | None = None,
     http_routes: Sequence[web.RouteDef] = (),
+    http_port: int | None = None,
 ) -> None:
     """Serve probes and metrics, and the admission `webhooks` (path -> handler) and the
     aggregated `api` beside them when a webhook port is set; start the watches; once all
@@ -326,9 +326,12 @@ def run(
     (when leading) and replay the caches to the watches' handlers. Return after SIGTERM or
     SIGINT, with everything stopped.
     `webhook_resource` (group, plural): the kind the webhooks judge (others pass unchanged).
-    `http_routes`: more HTTP routes served on the webhook port."""
+    `http_routes`: more HTTP routes, served on `http_port` (a listener of their own, with the
+    webhooks' certificate) when it is given, else on the webhook port. Pods are told to call
+    them: on a port of their own, admission is never on a port a pod is told to call."""
     ours = ctx.settings
     webhook_server: WebhookServer | None = None
+    http_server: WebhookServer | None = None
     try:
         serve_probes(
             ours.bind_address, ours.health_port, ctx.not_ready, metrics=not ours.metrics_port
@@ -352,9 +355,15 @@ def run(
                 ctx.synced,
                 resource=webhook_resource,
                 api=AggregatedApi(api, FrontProxy(cluster.ungated())) if api else None,
-                more=http_routes,
+                more=() if http_port else http_routes,
             )
             webhook_server.start(ctx.stop)
+            if http_port and http_routes:  # the same bounds, no admission paths
+                http_server = WebhookServer(
+                    ours.bind_address, http_port, files, {}, ctx.synced, resource=("", ""),
+                    more=http_routes,
+                )  # fmt: skip
+                http_server.start(ctx.stop)
     except OSError as exc:  # a port taken, a certificate that does not load (ssl.SSLError)
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -373,8 +382,9 @@ def run(
         ctx.stop.wait()
     finally:
         ctx.shut_down()
-        if webhook_server is not None:  # the reviews under way answered, connections closed
-            webhook_server.stopped.wait(DRAIN_SECONDS + SHUTDOWN_SECONDS + 2)
+        for server in (webhook_server, http_server):  # answers under way given, then closed
+            if server is not None:
+                server.stopped.wait(DRAIN_SECONDS + SHUTDOWN_SECONDS + 2)
 
 
 def _metrics_certificate() -> tuple[Path, Path]:

@@ -32,5 +32,6 @@ def main(argv: list[str] | None = None) -> int:
         on_synced=lambda: on_synced(ctx),
         webhook_resource=(c.TRAINJOB.group, c.TRAINJOB.plural),
         http_routes=progress.StatusServer(ctx).routes() if settings.progress_reports else (),
+        http_port=settings.progress_port,
     )
     return 0

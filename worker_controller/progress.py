@@ -3,8 +3,9 @@ pods POST their progress (trainjob/progress.py: Trainer's path, token audience a
 and it becomes the TrainJob's `status.trainerStatus`; on a MultiKueue worker the dispatcher
 brings it back to the manager's TrainJob with the rest of the status.
 
-Every replica serves it, on the webhook port and certificate (the Service spreads the pods'
-reports over the replicas). A report goes through, in this order:
+Every replica serves it, on a port of its own (`progressPort`; the webhook port when unset)
+with the webhooks' certificate (the Service spreads the pods' reports over the replicas):
+the port the pods are told to call serves no admission. A report goes through, in this order:
 1. its size (413 beyond 64 KiB) and, read from the token itself without asking anyone, that
    the token is a JWT, not expired, and for this TrainJob's audience (401, 403);
 2. the token's signature, checked here against the keys the API server publishes for its
@@ -44,15 +45,20 @@ from worker_controller.settings import WorkerSettings
 
 log = logging.getLogger("worker_controller.progress")
 READ_SECONDS = 10.0
+# New tokens reviewed in all, whatever their namespaces: four namespaces' worth at once.
+TOTAL_REVIEWS_PER_SECOND, TOTAL_REVIEW_BURST = 20.0, 80
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 
 
 def base_url(settings: WorkerSettings) -> str | None:
-    """Where the pods reach this server: `progressUrl`, else the webhook Service's name."""
+    """Where the pods reach this server: `progressUrl`, else the webhook Service's name, at
+    the progress port (the chart's Service serves it at the same number), else at the
+    webhook's 443."""
     if settings.progress_url:
         return settings.progress_url.rstrip("/")
     if settings.webhook_service and settings.webhook_port:
-        return f"https://{settings.webhook_service}.{controller.own_namespace()}.svc:443"
+        port = settings.progress_port or 443
+        return f"https://{settings.webhook_service}.{controller.own_namespace()}.svc:{port}"
     return None
 
 
@@ -61,8 +67,17 @@ class StatusServer:
         self._ctx = ctx
         self._cluster = ctx.cluster.ungated()  # every replica writes the reports it takes
         self._throttle = progress.Throttle(ctx.settings.progress_interval_seconds)
-        # per namespace: one tenant's new tokens never use up another's reviews
-        self._reviews = Reviews(ttl=60.0, size=4096, reviews_per_second=5.0, burst=20)
+        # Per namespace: one tenant's new tokens never use up another's reviews; and in all,
+        # for the cluster whose keys cannot be read here (then every report is reviewed, and
+        # a forger could name a new namespace each time).
+        self._reviews = Reviews(
+            ttl=60.0,
+            size=4096,
+            reviews_per_second=5.0,
+            burst=20,
+            total_per_second=TOTAL_REVIEWS_PER_SECOND,
+            total_burst=TOTAL_REVIEW_BURST,
+        )
         self._keys = IssuerKeys(self._cluster)
 
     def routes(self) -> list[web.RouteDef]:

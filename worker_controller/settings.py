@@ -42,15 +42,24 @@ class WorkerSettings(ControllerSettings):
     )
     progress_reports: bool = Field(
         default=True,
-        description="serve Kubeflow Trainer's TrainJobStatus endpoint on the webhook port (its "
-        "feature gate TrainJobStatus): the trainer pods get KUBEFLOW_TRAINER_SERVER_URL, "
-        "_CA_CERT and _TOKEN (a token for their TrainJob only, and a ConfigMap "
-        "<trainjob>-tls-config with the CA), and what they POST becomes status.trainerStatus",
+        description="serve Kubeflow Trainer's TrainJobStatus endpoint (its feature gate "
+        "TrainJobStatus), on the progress port (else the webhook port): the trainer pods get "
+        "KUBEFLOW_TRAINER_SERVER_URL, _CA_CERT and _TOKEN (a token for their TrainJob only, "
+        "and a ConfigMap <trainjob>-tls-config with the CA), and what they POST becomes "
+        "status.trainerStatus",
+    )
+    progress_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="serve the progress endpoint on https://ADDRESS:PORT, a listener of its own "
+        "with the webhooks' certificate, so that the port the pods are told to call serves no "
+        "admission (unset: on the webhook port)",
     )
     progress_url: str | None = Field(
         default=None,
         description="the base URL the pods reach the endpoint at (default: "
-        "https://<webhookService>.<namespace>.svc:443)",
+        "https://<webhookService>.<namespace>.svc:<progressPort>, or :443 without one)",
     )
     progress_interval_seconds: float = Field(
         default=5.0,

@@ -25,6 +25,7 @@ from clusters.helpers.tenant import Tenant
 from clusters.helpers.waiting import wait_for
 from clusters.install import DISPATCHER, WORKER_CONTROLLER
 from tests.support.multikueue import TRAINER, MultiKueue
+from trainjob import progress
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 Dict = dict[str, Any]
@@ -170,3 +171,22 @@ def test_forged_reviews_from_a_pod_are_refused_naming_the_field_and_ask_nothing(
     # A real create through the API server is still judged and let through.
     mk.submit("real-one")
     assert mk.get("real-one") is not None
+
+
+def test_admission_is_not_on_the_port_pods_are_told_to_call(
+    controllers: list[setup.Controller],
+) -> None:
+    """A worker controller takes progress reports on a port of its own: a review sent there
+    is judged by no one (404), and the admission port has no progress path."""
+    worker = next(c for c in controllers if c.name == WORKER_CONTROLLER)
+    assert worker.progress is not None and worker.webhook is not None
+    review = forged("team-a", {})
+    code, _ = post(worker.progress, "/suspend-queued", review)
+    assert code == 404
+    code, answer = post(worker.webhook, "/suspend-queued", review)
+    assert code == 200 and "response" in answer  # admission is where the API server calls
+    report_path = progress.status_path("team-a", "tj")
+    code, _ = post(worker.webhook, report_path, {})
+    assert code == 404
+    code, _ = post(worker.progress, report_path, {})
+    assert code == 401  # the progress server: a report without a token

@@ -43,7 +43,7 @@ class Reporter:
     the pods are given."""
 
     def __init__(self, replica: setup.Controller, ca_pem: str) -> None:
-        self.base = f"https://127.0.0.1:{replica.webhook}"
+        self.base = f"https://127.0.0.1:{replica.progress}"
         self.context = ssl.create_default_context(cadata=ca_pem)
 
     def post(self, path: str, body: bytes, token: str | None) -> tuple[int, Dict]:

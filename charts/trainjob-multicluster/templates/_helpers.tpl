@@ -6,6 +6,11 @@
 {{/* "true" when this release runs a controller: always on a manager; on a worker unless
 worker.controller.enabled is false (a worker that runs Kubeflow Trainer: only the manager's
 identity is installed there). */}}
+{{- /* A worker controller that takes Kubeflow Trainer's progress reports, on a port of their own. */ -}}
+{{- define "tj.progress" -}}
+{{- if and (ne .Values.role "manager") (ne (toString (dig "progressReports" true .Values.config)) "false") }}true{{ end -}}
+{{- end }}
+
 {{- define "tj.controller" -}}
 {{- if not (has .Values.role (list "manager" "worker")) }}
 {{- fail "set role to manager (the dispatcher, on the manager cluster) or worker (the worker controller, on each worker cluster)" }}

@@ -394,31 +394,63 @@ def test_a_release_of_the_chart_fits_helms_secret_with_a_quarter_to_spare(role: 
 
 
 def test_a_network_policy_lets_in_only_the_controllers_ports() -> None:
-    for role in ("manager", "worker"):
+    """Each port a rule of its own: the webhooks (admission, the view API) from webhookFrom,
+    a worker's progress port (the trainer pods report there, never on the admission port)
+    from anywhere, the probes from probesFrom, /metrics from metricsFrom."""
+    anywhere = {"ports": [{"port": "webhook", "protocol": "TCP"}]}
+    probes = {"ports": [{"port": "http", "protocol": "TCP"}]}
+    metrics = {
+        "ports": [{"port": "metrics", "protocol": "TCP"}],
+        "from": [{"namespaceSelector": {}}],
+    }
+    progress = {"ports": [{"port": "progress", "protocol": "TCP"}]}
+    for role, ingress in (
+        ("manager", [anywhere, probes, metrics]),
+        ("worker", [anywhere, progress, probes, metrics]),
+    ):
         (policy,) = [d for d in chart.template({"role": role}) if d["kind"] == "NetworkPolicy"]
         spec = policy["spec"]
         assert spec["policyTypes"] == ["Ingress"]
         assert spec["podSelector"]["matchLabels"]["app.kubernetes.io/name"].startswith("trainjob-")
-        open_to_all, metrics = spec["ingress"]
-        assert open_to_all == {
-            "ports": [{"port": "webhook", "protocol": "TCP"}, {"port": "http", "protocol": "TCP"}]
-        }
-        assert metrics == {
-            "ports": [{"port": "metrics", "protocol": "TCP"}],
-            "from": [{"namespaceSelector": {}}],
-        }
+        assert spec["ingress"] == ingress, role
     monitoring = [{"namespaceSelector": {"matchLabels": {"team": "monitoring"}}}]
     docs = chart.template({"role": "manager", "networkPolicy": {"metricsFrom": monitoring}})
     (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy"]
-    assert policy["spec"]["ingress"][1]["from"] == monitoring
+    assert policy["spec"]["ingress"][2]["from"] == monitoring
     off = chart.template({"role": "manager", "networkPolicy": {"enabled": False}})
     assert not [d for d in off if d["kind"] == "NetworkPolicy"]
     nodes = [{"ipBlock": {"cidr": "10.0.0.0/16"}}]
-    docs = chart.template({"role": "worker", "networkPolicy": {"probesFrom": nodes}})
+    control_plane = [{"ipBlock": {"cidr": "10.1.0.0/24"}}]
+    values = {"probesFrom": nodes, "webhookFrom": control_plane}
+    docs = chart.template({"role": "worker", "networkPolicy": values})
     (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy"]
-    webhook, probes, _ = policy["spec"]["ingress"]
-    assert webhook == {"ports": [{"port": "webhook", "protocol": "TCP"}]}
-    assert probes == {"ports": [{"port": "http", "protocol": "TCP"}], "from": nodes}
+    assert policy["spec"]["ingress"][:3] == [
+        {**anywhere, "from": control_plane},
+        progress,  # the trainer pods, wherever they run
+        {**probes, "from": nodes},
+    ]
+    quiet = chart.template({"role": "worker", "config": {"progressReports": False}})
+    (policy,) = [d for d in quiet if d["kind"] == "NetworkPolicy"]
+    assert progress not in policy["spec"]["ingress"]
+
+
+def test_a_worker_takes_progress_reports_on_a_port_of_their_own() -> None:
+    docs = _by_kind(chart.template({"role": "worker"}))
+    deployment = docs[("Deployment", "trainjob-worker-controller")]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["progress"] == 9444 and ports["webhook"] == 9443
+    service = docs[("Service", "trainjob-worker-controller-webhook")]["spec"]
+    assert {"name": "progress", "port": 9444, "targetPort": "progress"} in service["ports"]
+    config = yaml.safe_load(
+        docs[("ConfigMap", "trainjob-worker-controller-config")]["data"]["config.yaml"]
+    )
+    assert config["progressPort"] == 9444
+    manager = _by_kind(chart.template({"role": "manager"}))
+    (container,) = manager[("Deployment", "trainjob-dispatcher")]["spec"]["template"]["spec"][
+        "containers"
+    ]
+    assert "progress" not in {p["name"] for p in container["ports"]}
 
 
 def test_the_job_story_api_and_the_roles_aggregated_to_the_built_in_ones() -> None:

@@ -76,6 +76,7 @@ def test_metrics_callers_tokens_spend_their_namespaces_budget() -> None:
     """The review's N9: every signed ServiceAccount token of the cluster shared one budget,
     so a tenant minting its own tokens kept the scraper's new one waiting (429, scrape gaps,
     a false no-leader alert)."""
+
     class Keys:
         def verify(self, token: str) -> object:
             ns = token.split("/")[0]
