@@ -13,6 +13,7 @@ import functools
 import logging
 import queue
 import threading
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -32,6 +33,7 @@ from kubecontrol.credentials import in_cluster_credentials, load_credentials
 from kubecontrol.events import build_event
 from kubecontrol.kinds import EVENT, Kind
 from kubecontrol.objects import Dict
+from kubecontrol.shares import Rates
 from kubecontrol.workqueue import WriteMemory
 
 P = ParamSpec("P")
@@ -51,6 +53,12 @@ def _transient(exc: BaseException) -> bool:
 
 _BACKOFF = wait_exponential_jitter(multiplier=0.2, max=5)
 MAX_RETRY_AFTER = 10.0  # the longest a server's Retry-After holds a call up, per attempt
+# Events, as client-go's recorder spam-filters them: per object (and per kind of Event: our
+# own, or one recorded again from elsewhere under a name), 25 at once, then one per 5 min;
+# at most EVENTS_QUEUED wait to be sent, EVENTS_QUEUED_EACH of one namespace (a tenant's
+# crash-looping pods never push out another tenant's Events).
+EVENT_BURST, EVENT_EVERY_SECONDS = 25, 300.0
+EVENTS_QUEUED, EVENTS_QUEUED_EACH = 10_000, 1_000
 
 
 def retry_after(exc: BaseException | None) -> float:
@@ -133,6 +141,8 @@ class Cluster:
         # Events go out from one thread per connection, started with the first Event.
         self._events: queue.Queue[Dict] | None = None
         self._events_lock = threading.Lock()
+        self._event_rates = Rates(1 / EVENT_EVERY_SECONDS, EVENT_BURST)
+        self._queued: Counter[str] = Counter()  # Events waiting, by namespace
 
     def writable(self) -> bool:
         return self.may_write is None or self.may_write()
@@ -319,24 +329,46 @@ class Cluster:
     ) -> None:
         """Record an Event on `obj` in the background, in order. Events are best effort (as
         with client-go's recorder): a busy API server never holds up a reconcile, and an Event
-        that cannot be written is logged and dropped. One with a `name` is recorded once."""
+        that cannot be written is logged and dropped, as is one over its object's rate or its
+        namespace's share of the backlog (EVENT_BURST, EVENTS_QUEUED_EACH). One with a `name`
+        is recorded once."""
+        meta = obj.get("metadata") or {}
+        source = (meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}", bool(name))
+        if not self._event_rates.take(source):
+            log.debug("[%s] Event %s on %s over its rate: dropped", self.name, reason, _name(obj))
+            return
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         event = build_event(obj, etype, reason, message, self.field_manager, now, name)
+        namespace = event["metadata"]["namespace"]
         with self._events_lock:
             if self._events is None:
-                self._events = queue.Queue(maxsize=10_000)
+                self._events = queue.Queue(maxsize=EVENTS_QUEUED)
                 threading.Thread(
                     target=self._post_events, name=f"events-{self.name}", daemon=True
                 ).start()
+            full = self._queued[namespace] >= EVENTS_QUEUED_EACH
+            if not full:
+                self._queued[namespace] += 1
         try:
+            if full:
+                raise queue.Full
             self._events.put_nowait(event)
         except queue.Full:
+            if not full:
+                self._forget_queued(namespace)
             log.warning("[%s] Event backlog full; dropped %s on %s", self.name, reason, _name(obj))
+
+    def _forget_queued(self, namespace: str) -> None:
+        with self._events_lock:
+            self._queued[namespace] -= 1
+            if self._queued[namespace] <= 0:
+                del self._queued[namespace]
 
     def _post_events(self) -> None:
         assert self._events is not None
         while True:
             event = self._events.get()
+            self._forget_queued(event["metadata"]["namespace"])
             try:
                 self.create(EVENT, event)
             except Exception as exc:
