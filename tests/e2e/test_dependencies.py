@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +18,13 @@ from kubernetes import client
 from clusters.bed import Bed
 from clusters.config import REPO_ROOT
 from clusters.helpers.waiting import wait_for
-from clusters.kube import Applier, load_manifests
+from clusters.kube import (
+    Applier,
+    api_client,
+    load_manifests,
+    service_account_token,
+    write_token_kubeconfig,
+)
 from tests.support.multikueue import MultiKueue
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
@@ -175,3 +182,59 @@ def _messages(mk: MultiKueue, name: str) -> str:
     return " ".join(
         [*(str(a.get("message")) for a in checks), *(e.message or "" for e in events.items)]
     )
+
+
+def test_the_managers_identity_writes_only_its_own_copies_and_never_a_system_namespace(
+    bed: Bed, tmp_path: Path
+) -> None:
+    """RBAC gives the identity create and update on every Secret and ConfigMap of the worker;
+    the ValidatingAdmissionPolicy beside it (the review's N14) lets through only copies that
+    carry MultiKueue's origin label, and none into kube-system or the product's namespace,
+    whatever a leaked kubeconfig or a bug would send."""
+    mk = MultiKueue(bed)
+    worker = mk.workers[0]
+    with dependencies_access(bed, [worker]):
+        admin = bed.api(worker)
+        token = service_account_token(admin, "trainjob-system", "trainjob-multikueue")
+        kubeconfig = tmp_path / "identity.kubeconfig"
+        write_token_kubeconfig(bed.kubeconfig(worker), token, kubeconfig)
+        identity = client.CoreV1Api(api_client(kubeconfig))
+        origin = {"kueue.x-k8s.io/multikueue-origin": "multikueue"}
+
+        def config_map(name: str, labels: Dict | None) -> Dict:
+            meta: Dict = {"name": name, **({"labels": labels} if labels else {})}
+            return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"a": "b"}}
+
+        def refused(call: Any, *args: Any) -> str:
+            with pytest.raises(client.ApiException) as denied:
+                call(*args)
+            assert denied.value.status in (403, 422), denied.value
+            return str(denied.value.body)
+
+        attempts = iter(range(1000))
+
+        def foreign_refused() -> str | None:
+            """The policy's refusal of a foreign ConfigMap; None while it is not enforced yet
+            (the API server loads a new policy within a second or so; RBAC's refusal of a
+            grant not seen yet says something else)."""
+            body = config_map(f"foreign-{next(attempts)}", None)
+            try:
+                identity.create_namespaced_config_map(mk.ns, body)
+            except client.ApiException as exc:
+                return str(exc.body) if "its own copies" in str(exc.body) else None
+            return None
+
+        wait_for(foreign_refused, 30, what="the policy to refuse a foreign ConfigMap")
+        made = identity.create_namespaced_config_map(mk.ns, config_map("copy", origin))
+        assert made.metadata.labels == origin
+        client.CoreV1Api(admin).create_namespaced_config_map(mk.ns, config_map("theirs", None))
+        assert "its own copies" in refused(
+            identity.replace_namespaced_config_map, "theirs", mk.ns, config_map("theirs", origin)
+        )
+        corefile = config_map("coredns-sneaky", origin)
+        assert "this namespace" in refused(
+            identity.create_namespaced_config_map, "kube-system", corefile
+        )
+        root_ca = identity.read_namespaced_config_map("kube-root-ca.crt", "kube-system")
+        root_ca.data = {"ca.crt": "not a CA"}
+        refused(identity.replace_namespaced_config_map, "kube-root-ca.crt", "kube-system", root_ca)
