@@ -180,7 +180,37 @@ def pod_seen(pod: Dict) -> Dict:
     }
     if spec.get("nodeName"):
         kept_spec["nodeName"] = spec["nodeName"]
-    return {"metadata": kept_meta, "spec": kept_spec, "status": pod.get("status") or {}}
+    return {"metadata": kept_meta, "spec": kept_spec, "status": _status_seen(pod)}
+
+
+def _status_seen(pod: Dict) -> Dict:
+    """A pod's status as its readers read it: the phase and times, and per container its
+    name, readiness, restarts and state's reason and exit code, each message cut to 1 KiB
+    (the kubelet repeats the image, the tenant's, in a waiting container's)."""
+    status = pod.get("status") or {}
+    kept: Dict = {k: status[k] for k in ("phase", "reason", "startTime") if k in status}
+    for key in ("initContainerStatuses", "containerStatuses"):
+        found = status.get(key)
+        if isinstance(found, list):
+            kept[key] = [_container_seen(s) for s in found if isinstance(s, dict)]
+    return kept
+
+
+def _container_seen(status: Dict) -> Dict:
+    kept = {k: status[k] for k in ("name", "ready", "restartCount", "started") if k in status}
+    for key in ("state", "lastState"):
+        state = status.get(key)
+        if isinstance(state, dict):
+            kept[key] = {
+                name: {
+                    k: str(v)[:1024] if k == "message" else v
+                    for k, v in detail.items()
+                    if k in ("reason", "exitCode", "message", "startedAt", "finishedAt")
+                }
+                for name, detail in state.items()
+                if isinstance(detail, dict)
+            }
+    return kept
 
 
 def read(

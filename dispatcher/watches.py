@@ -87,6 +87,7 @@ def dependency_watches(ctx: Context) -> list[Watch]:
                 field_selector=fields,
                 transform=functools.partial(dependencies.source_seen, kind.kind),
                 optional=True,
+                page=TENANT_SIZED_PAGE,  # a tenant's ConfigMap may be 1 MiB
             )
             for index, kind, fields in sources
         ),

@@ -16,7 +16,7 @@ from kubecontrol.objects import Dict
 
 # Values walked at the most: an AdmissionReview's body is bounded in bytes (3 MiB), and a
 # TrainJob the CRD allows holds far fewer values than this.
-MAX_VALUES = 200_000
+MAX_VALUES = 100_000
 
 
 def version_schema(crd: Dict | None, version: str) -> Dict | None:
@@ -46,6 +46,34 @@ def bounds_problem(obj: Any, schema: Dict | None) -> str | None:
     return None
 
 
+def _repeated(items: list[Any], sch: Dict) -> str | None:
+    """An entry key found twice in a list the schema keys (`x-kubernetes-list-type: map` by
+    its `x-kubernetes-list-map-keys`, or `set`): the API server refuses such a list, and a
+    merge by key costs the square of the entries that repeat."""
+    kind = sch.get("x-kubernetes-list-type")
+    if kind == "set":
+        seen_set: set[str] = set()
+        for entry in items:
+            token = repr(entry) if not isinstance(entry, (str, int)) else str(entry)
+            if token in seen_set:
+                return repr(entry)[:80]
+            seen_set.add(token)
+        return None
+    keys = sch.get("x-kubernetes-list-map-keys")
+    if kind != "map" or not isinstance(keys, list):
+        return None
+    seen: set[tuple[str, ...]] = set()
+    for entry in items:
+        if not isinstance(entry, dict):
+            continue
+        key = tuple(repr(entry.get(k)) for k in keys)
+        if key in seen:
+            named = ", ".join(f"{k}={entry.get(k)!r}" for k in keys)
+            return f"the entry {named[:120]}"
+        seen.add(key)
+    return None
+
+
 def _one(value: Any, sch: Dict, path: str, stack: list[tuple[Any, Dict, str]]) -> str | None:
     """Check one value against its schema; its children go on `stack`."""
     kind = sch.get("type")
@@ -72,6 +100,9 @@ def _one(value: Any, sch: Dict, path: str, stack: list[tuple[Any, Dict, str]]) -
         most = sch.get("maxItems")
         if isinstance(most, int) and len(value) > most:
             return f"{path}: {len(value)} items, over the {most} the CRD allows"
+        repeated = _repeated(value, sch)
+        if repeated is not None:
+            return f"{path}: {repeated} more than once (the CRD keys this list)"
         items = sch.get("items")
         if isinstance(items, dict):
             stack.extend((child, items, f"{path}[{i}]") for i, child in enumerate(value))

@@ -347,9 +347,14 @@ class WebhookServer:
 
     def _ours(self, admission: Dict) -> bool:
         """Is the request about the resource and operations this server judges?"""
-        resource = admission.get("resource") or {}
+        resource = admission.get("resource")
+        if not isinstance(resource, dict):  # a forged review's: nothing to judge
+            return False
         kind = (resource.get("group"), resource.get("resource"))
-        return kind == self._resource and admission.get("operation") in self._operations
+        operation = admission.get("operation")
+        return (
+            kind == self._resource and isinstance(operation, str) and operation in self._operations
+        )
 
     async def _verdict(self, path: str, handler: Handler, admission: Dict) -> Verdict:
         if not self._ours(admission):

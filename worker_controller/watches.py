@@ -68,6 +68,7 @@ def watches(ctx: Context) -> list[Watch]:
                 label_selector=c.TRAINJOB_NAME_LABEL,
                 group_by=group_by,
                 groups=groups,
+                page=TENANT_SIZED_PAGE,  # a Job carries its tenant's pod template
             )
             for index, kind, on_event, group_by, groups in (
                 ("jobs", c.JOB, job_changed, _controller, Index.JOBS),

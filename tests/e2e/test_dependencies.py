@@ -235,6 +235,19 @@ def test_the_managers_identity_writes_only_its_own_copies_and_never_a_system_nam
         assert "this namespace" in refused(
             identity.create_namespaced_config_map, "kube-system", corefile
         )
+        token_secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": "minted",
+                "labels": origin,
+                "annotations": {"kubernetes.io/service-account.name": "default"},
+            },
+            "type": "kubernetes.io/service-account-token",
+        }
+        assert "ServiceAccount token" in refused(
+            identity.create_namespaced_secret, mk.ns, token_secret
+        )
         root_ca = identity.read_namespaced_config_map("kube-root-ca.crt", "kube-system")
         root_ca.data = {"ca.crt": "not a CA"}
         refused(identity.replace_namespaced_config_map, "kube-root-ca.crt", "kube-system", root_ca)

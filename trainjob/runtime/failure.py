@@ -72,6 +72,10 @@ MAX_PATTERN_LENGTH = 1024
 # refused in 9 ms at 256 KiB; `\pL{10}x` compiles in 3 ms, and patterns that name words, codes
 # or ranks (`NCCL (timeout|error) .*rank \d+`) take microseconds (benchmarks/hostile_inputs.py).
 MAX_PATTERN_MEMORY = 256 << 10
+# What makes a compile costly is a Unicode class (`\pL`, `\P{Han}`: thousands of ranges),
+# repeated: with at most this many in a pattern, the worst took 8 ms to compile or refuse
+# (`\pL{7}\pN{7}`), where 64 of `\pL*?` repeated to 1,024 characters cost 1.7 s a review.
+MAX_UNICODE_CLASSES = 2
 MAX_PATTERNS = 64  # of one failurePolicy, over all its rules
 PATTERNS_KEPT = MAX_PATTERNS  # compiled patterns kept: one policy's, at the most
 # Patterns whose verdict (compiles or not) is kept, by their text: at most 1,024 characters
@@ -98,14 +102,22 @@ def pattern_problem(pattern: str | None) -> str | None:
         return f"beyond the policy's first {MAX_PATTERNS} patterns"
     if len(pattern) > MAX_PATTERN_LENGTH:
         return f"longer than {MAX_PATTERN_LENGTH} characters"
+    if unicode_classes(pattern) > MAX_UNICODE_CLASSES:
+        return f"more than {MAX_UNICODE_CLASSES} Unicode classes (\\p, \\P)"
     runs = _VERDICTS.get_or_make(pattern, lambda: compiled(pattern) is not None)
     return None if runs else f"not an RE2 pattern within {MAX_PATTERN_MEMORY >> 10} KiB"
+
+
+def unicode_classes(pattern: str) -> int:
+    """How many Unicode classes a pattern names (counted on its text: an escaped backslash
+    before a `p` counts too, which only errs toward refusing)."""
+    return pattern.count("\\p") + pattern.count("\\P")
 
 
 @functools.lru_cache(maxsize=PATTERNS_KEPT)
 def compiled(pattern: str) -> Any | None:
     """`pattern` compiled by RE2, or None when it is not a pattern RE2 takes within bounds."""
-    if len(pattern) > MAX_PATTERN_LENGTH:
+    if len(pattern) > MAX_PATTERN_LENGTH or unicode_classes(pattern) > MAX_UNICODE_CLASSES:
         return None
     options = re2.Options()
     options.log_errors = False

@@ -67,6 +67,25 @@ def test_a_forged_object_is_refused_by_its_first_breach_and_cheaply() -> None:
         assert str(object_problem(admitted(spec), SCHEMA)).startswith(f"TrainJob {where}"), spec
 
 
+def test_a_list_the_crd_keys_may_not_repeat_a_key() -> None:
+    """A forged review's one patch whose containers repeat `name: node` 450 times, each with
+    128 env variables, passed every size limit and cost ~10 s of merging (each repeat merged
+    into the last). The API server refuses such a list (`x-kubernetes-list-type: map`)."""
+    env = [{"name": f"E{j}", "value": "1"} for j in range(128)]
+    containers = [{"name": "node", "env": env}] * 450
+    spec = {"runtimePatches": [runtime_patch("m", "node", {"spec": {"containers": containers}})]}
+    problem = str(object_problem(admitted(spec), SCHEMA))
+    assert problem.endswith(
+        "spec.containers: the entry name='node' more than once (the CRD keys this list)"
+    ), problem
+    twice = [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]
+    assert "env: the entry name='A' more than once" in str(
+        object_problem(admitted({"trainer": {"env": twice}}), SCHEMA)
+    )
+    assert bounds_problem(["a", "b", "a"], {"type": "array", "x-kubernetes-list-type": "set"})
+    assert bounds_problem([1, 2], {"type": "array", "x-kubernetes-list-type": "set"}) is None
+
+
 def test_the_walk_is_bounded_and_open_schemas_are_not_walked() -> None:
     deep: Any = []
     for _ in range(MAX_VALUES):

@@ -91,6 +91,7 @@ def test_the_counts_docs_differences_gives_are_the_schemas() -> None:
                                 "a" * 1025,
                                 r"\pL{40}a17",  # RE2 takes it, past the memory bound
                                 r"\pL{10}x",
+                                r"[\pL\pN\pP]x",  # three Unicode classes: costly to compile
                             ],
                         },
                     ]
@@ -104,6 +105,8 @@ def test_the_counts_docs_differences_gives_are_the_schemas() -> None:
                 "(longer than 1024 characters)",
                 "template.spec.failurePolicy.rules[2].onJobFailureMessagePatterns[3] "
                 "(not an RE2 pattern within 256 KiB)",
+                "template.spec.failurePolicy.rules[2].onJobFailureMessagePatterns[5] "
+                "(more than 2 Unicode classes (\\p, \\P))",
             ],
         ),
         (
