@@ -197,7 +197,7 @@ def _status_seen(pod: Dict) -> Dict:
 
 
 def _container_seen(status: Dict) -> Dict:
-    kept = {k: status[k] for k in ("name", "ready", "restartCount", "started") if k in status}
+    kept: Dict = {k: status[k] for k in ("name", "ready", "restartCount", "started") if k in status}
     for key in ("state", "lastState"):
         state = status.get(key)
         if isinstance(state, dict):
