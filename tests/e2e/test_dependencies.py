@@ -248,6 +248,11 @@ def test_the_managers_identity_writes_only_its_own_copies_and_never_a_system_nam
         assert "ServiceAccount token" in refused(
             identity.create_namespaced_secret, mk.ns, token_secret
         )
-        root_ca = identity.read_namespaced_config_map("kube-root-ca.crt", "kube-system")
-        root_ca.data = {"ca.crt": "not a CA"}
-        refused(identity.replace_namespaced_config_map, "kube-root-ca.crt", "kube-system", root_ca)
+        for system in ("kube-system", "trainjob-system"):
+            root_ca = identity.read_namespaced_config_map("kube-root-ca.crt", system)
+            root_ca.data = {"ca.crt": "not a CA"}
+            assert "this namespace" in refused(
+                identity.replace_namespaced_config_map, "kube-root-ca.crt", system, root_ca
+            )
+        labelled = {**token_secret, "type": "Opaque", "metadata": {"name": "ok", "labels": origin}}
+        assert identity.create_namespaced_secret(mk.ns, labelled).metadata.labels == origin

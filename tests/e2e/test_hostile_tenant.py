@@ -51,7 +51,9 @@ def product_requests(bed: Bed, cluster: str, since: dt.datetime) -> list[audit.R
     ]
 
 
-def test_a_runtimes_priority_class_name_never_chooses_a_request(bed: Bed, tmp_path: Path) -> None:
+def test_a_runtimes_priority_class_name_never_chooses_a_request(
+    bed: Bed, tmp_path: Path, controllers: list[setup.Controller]
+) -> None:
     """N1: before, every pass of the leader sent `GET /api/v1/namespaces/kube-system/secrets`
     (25 times in 45 s) for a TrainJob on this runtime. Now the name is refused before any
     request, the TrainJob gets its Workload without a priority (as for a class that does not
@@ -84,6 +86,8 @@ def test_a_runtimes_priority_class_name_never_chooses_a_request(bed: Bed, tmp_pa
     assert [r.uri for r in seen if chosen(r)] == []
     made = [r for r in seen if r.verb == "create" and r.resource == "workloads"]
     assert [r.namespace for r in made] == [mk.ns], "the dispatcher's own create is audited"
+    said = "".join(c.log.read_text() for c in controllers if c.name == DISPATCHER)
+    assert f"PriorityClass {CLIMB!r} cannot exist: not a valid name" in said  # it was read
 
 
 def post(port: int, path: str, review: Dict) -> tuple[int, Dict]:
@@ -156,6 +160,18 @@ def test_forged_reviews_from_a_pod_are_refused_naming_the_field_and_ask_nothing(
             forged(mk.ns, {"runtimeRef": {"name": "torch-distributed"}, "runtimePatches": patches}),
             "spec.runtimePatches: 10000 items",
         ),
+        (  # a limit only the installed CRD has (the fallback knows runtimePatches alone)
+            dispatcher,
+            "/queue-exists",
+            forged(mk.ns, {"runtimeRef": {"name": "x" * 254}}),
+            "spec.runtimeRef.name: 254 characters, over the 253 the CRD allows",
+        ),
+        (
+            worker,
+            "/validate-trainjob",
+            forged(mk.ns, {"runtimeRef": {"name": "x" * 254}}),
+            "spec.runtimeRef.name: 254 characters",
+        ),
     ]
     for replica, path, review, named in cases:
         assert replica.webhook is not None
@@ -167,6 +183,7 @@ def test_forged_reviews_from_a_pod_are_refused_naming_the_field_and_ask_nothing(
     time.sleep(2)
     for cluster in (mk.manager, *mk.workers):
         seen = product_requests(bed, cluster, since)
+        assert seen, f"no request of the product's audited on {cluster} in the window"
         assert [r.uri for r in seen if chosen(r)] == [], cluster
     # A real create through the API server is still judged and let through.
     mk.submit("real-one")

@@ -43,6 +43,8 @@ HOSTILE = [
     "ä",
     "x" * 254,
 ]
+# Path segments that are no namespace's name (an RFC 1123 label): refused as namespaces.
+NOT_NAMESPACES = ["Team-A", "a.b", "a_b", "x" * 64, "-a", "a:b"]
 
 
 class Recorder(QuietHandler):
@@ -108,16 +110,24 @@ def test_valid_names_reach_the_server_at_the_path_built(server: tuple[Cluster, l
         with contextlib.suppress(ApiException):  # the server's 404: it was asked
             call()
     paths = {p.split("?", 1)[0] for p in seen}
-    assert "/api/v1/namespaces/team-a/configmaps/tj-1.a_b:c" in paths
-    assert (
-        "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs/tj-1.a_b:c/status" in paths
-    )
-    assert "/api/v1/namespaces/team-a/pods/tj-1.a_b:c/log" in paths
-    assert "/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-a/jobsets/tj-1.a_b:c" in paths
+    assert paths == {
+        "/api/v1/namespaces/team-a/configmaps/tj-1.a_b:c",  # get, apply, replace, patch, delete
+        "/api/v1/namespaces/team-a/configmaps",  # create, list
+        "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs/tj-1.a_b:c/status",
+        "/apis/batch/v1/namespaces/team-a/jobs",  # a copy's pods: its Jobs, then its pods
+        "/api/v1/namespaces/team-a/pods",
+        "/api/v1/namespaces/team-a/pods/tj-1.a_b:c/log",
+        "/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-a/jobsets/tj-1.a_b:c",
+    }
 
 
-@pytest.mark.parametrize("hostile", HOSTILE)
-@pytest.mark.parametrize("where", ["namespace", "name"])
+@pytest.mark.parametrize(
+    ("hostile", "where"),
+    [
+        *((h, w) for h in HOSTILE for w in ("namespace", "name")),
+        *((n, "namespace") for n in NOT_NAMESPACES),
+    ],
+)
 def test_no_hostile_name_or_namespace_reaches_a_path(
     server: tuple[Cluster, list[str]], hostile: str, where: str
 ) -> None:
@@ -197,6 +207,21 @@ def test_a_forged_label_or_name_is_refused_and_a_real_review_is_not() -> None:
         assert "labels" in str(review_problem(forged)), labels
     assert "request.name" in str(review_problem({**real, "name": "../x"}))
     assert "request.uid" in str(review_problem({**real, "uid": 7}))
+
+
+# ("a/b" is two good segments once pasted: only Kind.path, which knows it was one name, can
+# refuse it, above.)
+@pytest.mark.parametrize("hostile", [h for h in HOSTILE if h != "a/b"])
+def test_the_client_refuses_a_path_built_by_hand(
+    server: tuple[Cluster, list[str]], hostile: str
+) -> None:
+    """The client's own check, whoever built the path: a climb, a query or a fragment in it
+    never leaves the process (a name pasted into a path by hand, not through Kind.path)."""
+    cluster, seen = server
+    for path in (f"/api/v1/namespaces/a/configmaps/{hostile}", f"/api/v1/{hostile}/x"):
+        with pytest.raises(InvalidName):
+            cluster.api.get_json(path)
+    assert seen == []
 
 
 def test_paths_are_sent_as_built() -> None:

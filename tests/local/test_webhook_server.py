@@ -513,3 +513,36 @@ def test_a_connection_that_asks_nothing_is_closed_long_before_the_keepalive(
     sooner_than(time.monotonic() - opened, 10, "the default FIRST_REQUEST_SECONDS")
     time.sleep(0.5)
     assert _review_on(asking, "u-2").status == 200  # the same connection, kept
+
+
+def test_a_review_no_api_server_sends_is_refused_before_its_handler(serve: Any) -> None:
+    """The review's N2: a review forged from a pod whose namespace, name or labels no API
+    server sends (a namespace that climbs to a watch of every pod) reached the handler, which
+    looked things up with it. Refused with 400 naming the field; the handler never runs; a
+    review whose resource is not even an object is passed over, not a 500."""
+    judged: list[Dict] = []
+
+    async def look_up(admission: Dict) -> Verdict:
+        judged.append(admission)
+        return Verdict()
+
+    served = serve({"/mutate": look_up})
+    forged = review()
+    for field, value in (
+        ("namespace", "x/../../../../../api/v1/pods?watch=true&"),
+        ("namespace", "Team-A"),
+        ("name", "../secrets"),
+    ):
+        bad = {**forged, "request": {**forged["request"], field: value}}
+        response = served.ask("/mutate", bad)["response"]
+        assert response["allowed"] is False and response["status"]["code"] == 400
+        assert f"request.{field}" in response["status"]["message"]
+    for meta in ({"name": "tj", "namespace": "a.b"}, {"name": "tj", "labels": {"q": "a,b=c"}}):
+        bad = {**forged, "request": {**forged["request"], "object": {"metadata": meta}}}
+        response = served.ask("/mutate", bad)["response"]
+        assert response["status"]["code"] == 400, meta
+    shapeless = {**forged, "request": {**forged["request"], "resource": "x", "operation": []}}
+    assert served.ask("/mutate", shapeless)["response"]["allowed"] is True
+    assert judged == []
+    served.ask("/mutate", forged)  # a review an API server sends reaches its handler
+    assert [j["uid"] for j in judged] == ["u-1"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -165,32 +167,56 @@ def test_a_log_request_lists_only_the_pods_it_can_mean() -> None:
 
 
 def big_pod(i: int) -> dict[str, Any]:
-    """A pod as a hostile tenant sizes it (a 200 KB env value, labels and annotations of its
-    own), with everything the story, the logs and the tails read of a pod."""
+    """A pod as a hostile tenant sizes it (a 200 KB env value; labels, annotations, a
+    command, mounts and an image of its own, which the kubelet repeats in a waiting
+    container's message), with everything the story, the logs and the tails read of a pod."""
     pod = node_pod(f"tj-node-0-{i}", f"p{i}", "job-uid", i)
     pod["metadata"]["namespace"] = "team-a"
     pod["metadata"]["labels"].update(
-        {c.JOBSET_NAME_LABEL: "tj", **{f"x{k}": "y" for k in range(50)}}
+        {c.JOBSET_NAME_LABEL: "tj", **{f"x{k}": "y" * 60 for k in range(50)}}
     )
     pod["metadata"]["annotations"] = {"big": "a" * 100_000}
     pod["spec"]["nodeName"] = "node-1"
     pod["spec"]["initContainers"] = [{"name": "init", "env": [{"name": "E", "value": "b" * 1000}]}]
-    pod["spec"]["containers"][1]["env"] = [{"name": "BIG", "value": "v" * 200_000}]
+    node = pod["spec"]["containers"][1]
+    node["env"] = [{"name": "BIG", "value": "v" * 200_000}]
+    node["command"] = ["python", "-c", "c" * 20_000]
+    node["volumeMounts"] = [{"name": f"v{k}", "mountPath": f"/m/{'p' * 200}{k}"} for k in range(50)]
+    image = "registry.example/" + "i" * 10_000
     pod["status"] = {
         "phase": "Running",
         "startTime": "2026-11-26T10:01:00Z",
+        "conditions": [{"type": "Ready", "message": "m" * 20_000}],
         "containerStatuses": [
-            {"name": "sidecar", "ready": True, "restartCount": 0},
-            {"name": c.NODE_CONTAINER, "ready": False, "restartCount": 3},
+            {"name": "sidecar", "ready": True, "restartCount": 0, "image": image},
+            {
+                "name": c.NODE_CONTAINER,
+                "ready": False,
+                "restartCount": 3,
+                "image": image,
+                "state": {"waiting": {"reason": "ImagePullBackOff", "message": f"{image} " * 10}},
+            },
         ],
     }
     return pod
 
 
 class BigPages(Pages):
+    """Pages of `big_pod`s; what the reader still holds of the earlier pages is measured
+    (tracemalloc) each time it asks for the next."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__(count)
+        self.held: list[int] = []
+
     def get_json(self, path: str, query: dict[str, Any], timeout: float) -> dict[str, Any]:
+        self.held.append(tracemalloc.get_traced_memory()[0])
         page = super().get_json(path, query, timeout)
-        page["items"] = [big_pod(int(p["metadata"]["name"][1:])) for p in page["items"]]
+        if path.endswith("/pods"):
+            page["items"] = [big_pod(int(p["metadata"]["name"][1:])) for p in page["items"]]
+        else:  # the copy's Job, controlling the pods
+            page["items"] = [owned("Job", "tj-node-0", "job-uid", "copy-uid")]
+            page["metadata"]["continue"] = ""
         return page
 
 
@@ -198,9 +224,18 @@ def test_a_read_keeps_of_each_pod_only_what_its_readers_read() -> None:
     """The review's N3: a read of 500 pods of ~1 MB held every whole pod at once (+1.4 GiB
     measured); now a page of 50 at a time, each pod cut down as its page comes."""
     worker = BigPages(120)
-    pods, more = copy_pods.list_some(worker, "/pods", 500, keep=copy_pods.pod_seen)  # type: ignore[arg-type]
+    remote = SimpleNamespace(name="w", cluster=worker)
+    tracemalloc.start()
+    try:
+        _, pods, more = copy_pods.read_some(remote, "team-a", "tj", "copy-uid")  # type: ignore[arg-type]
+    finally:
+        tracemalloc.stop()
     assert (len(pods), more) == (120, False)
-    assert max(len(json.dumps(p)) for p in pods) < 2_000
+    # Each page is ~11 MB whole; what is held when the next is asked for is the cut pods
+    # (a few KB each), never the pages before.
+    first = worker.held[1]  # the pods' first page asked for (after the Jobs)
+    assert max(worker.held[2:]) - first < 2_000_000, [h - first for h in worker.held]
+    assert max(len(json.dumps(p)) for p in pods) < 4_000
     whole = [big_pod(i) for i in range(120)]
     assert [story.pod_of(p, "w") for p in pods] == [story.pod_of(p, "w") for p in whole]
     assert log_tails.choose(pods) == [
@@ -211,3 +246,5 @@ def test_a_read_keeps_of_each_pod_only_what_its_readers_read() -> None:
     assert ours({"copy-uid"}, [job], pods)[1] == [copy_pods.pod_seen(p) for p in whole]
     for query in ({"pod": "tj-node-0-7"}, {"node": "7"}):
         assert pick_pod(pods, query) == copy_pods.pod_seen(pick_pod(whole, query))
+    waiting = pods[0]["status"]["containerStatuses"][1]["state"]["waiting"]
+    assert waiting["reason"] == "ImagePullBackOff" and len(waiting["message"]) == 1024

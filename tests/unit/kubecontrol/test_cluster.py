@@ -114,3 +114,11 @@ def test_events_are_spam_filtered_per_object_and_shared_per_namespace() -> None:
         by_ns[ns] = by_ns.get(ns, 0) + 1
     # one may be taken off the backlog (held in the sender) before the namespace's share fills
     assert by_ns["a"] == 50 and by_ns["quiet"] == 1 and 1000 <= by_ns["noisy"] <= 1001, by_ns
+    # Sent, they leave the namespace's share: its next Events (new objects) go out again.
+    sent = len(api.created)
+    for i in range(100):
+        cluster.post_event(about("noisy", f"later-{i}"), "Warning", "BackOff", "x")
+    deadline = time.monotonic() + 10
+    while len(api.created) < sent + 100 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(api.created) == sent + 100

@@ -70,6 +70,15 @@ def test_a_new_budget_each_time_still_meets_the_total() -> None:
     ]
     assert len(asked) == 20
     assert verdicts[20:] == [TOO_MANY] * 980
+    # The per-namespace budget is spent first: one namespace's flood takes only its burst of
+    # the total, and another's new token still goes through.
+    reviews = Reviews(reviews_per_second=0.001, burst=5, total_per_second=0.001, total_burst=20)
+    flood = [
+        reviews.check(f"e-{i}", review=lambda: Verdict(401, "no"), budget="evil")
+        for i in range(100)
+    ]
+    assert flood[5:] == [TOO_MANY] * 95
+    assert reviews.check("alice", review=lambda: Verdict(200, "ok"), budget="team-a").code == 200
 
 
 def test_metrics_callers_tokens_spend_their_namespaces_budget() -> None:
@@ -79,8 +88,8 @@ def test_metrics_callers_tokens_spend_their_namespaces_budget() -> None:
 
     class Keys:
         def verify(self, token: str) -> object:
-            ns = token.split("/")[0]
-            return {"sub": f"system:serviceaccount:{ns}:sa"} if ns != "forged" else "bad"
+            ns, sa = token.split("/")  # a tenant mints a new ServiceAccount for each token
+            return {"sub": f"system:serviceaccount:{ns}:sa-{sa}"} if ns != "forged" else "bad"
 
     class Reviewed(MetricsAuth):
         def _review(self, token: str) -> Verdict:

@@ -6,6 +6,7 @@ as installed (crds/); and a runtime's failure patterns compiled once, not per re
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -150,3 +151,31 @@ def test_a_runtimes_patterns_are_compiled_once_however_often_judged(
             assert len(ignored) == 64  # each refused: beyond the memory bound
     assert len(compiles) == 3 * 64
     assert len(set(compiles)) == 3 * 64
+
+
+def test_both_controllers_hold_reviews_to_the_crd_they_read() -> None:
+    """The schema the webhooks judge by is the installed CRD's, as each controller reads it
+    (the dispatcher's resync, the worker controller's check), gone when the CRD is."""
+    from dispatcher.resync import check_trainjob_crd
+    from worker_controller.watches import _warn_of_trainers_crd
+
+    class Reads:
+        def __init__(self, crd: Dict | None) -> None:
+            self.crd = crd
+
+        def get_or_none(self, kind: Any, name: str, namespace: str | None = None) -> Dict | None:
+            assert name == "trainjobs.trainer.kubeflow.org"
+            return self.crd
+
+    settings = SimpleNamespace(cluster_name="c")
+    manager = SimpleNamespace(manager=Reads(CRD), settings=settings, crd_problem=None)
+    manager.trainjob_schema = None
+    check_trainjob_crd(manager)  # type: ignore[arg-type]
+    assert manager.trainjob_schema == SCHEMA
+    worker = SimpleNamespace(cluster=Reads(CRD), settings=settings, trainjob_schema=None)
+    _warn_of_trainers_crd(worker)  # type: ignore[arg-type]
+    assert worker.trainjob_schema == SCHEMA
+    manager.manager = worker.cluster = Reads(None)
+    check_trainjob_crd(manager)  # type: ignore[arg-type]
+    _warn_of_trainers_crd(worker)  # type: ignore[arg-type]
+    assert manager.trainjob_schema is None and worker.trainjob_schema is None
