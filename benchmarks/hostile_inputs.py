@@ -180,6 +180,16 @@ def one_list(port: int, page: int) -> None:
                       "seconds": took}))  # fmt: skip
 
 
+def in_a_process(flag: str, port: int, page: int) -> Dict:
+    """One figure (`--one-read`, `--one-list`) measured in a process of its own."""
+    out = subprocess.run(
+        [sys.executable, __file__, flag, str(port), str(page)],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    found: Dict = json.loads(out)
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reviews", type=int, default=30)
@@ -215,22 +225,14 @@ def main() -> int:
         return 0
     with http_server(pods_page(args.pods, args.pod_kb)) as port:
         for page, variant in ((500, "before"), (copy_pods.PAGE, "after")):
-            out = subprocess.run(
-                [sys.executable, __file__, "--one-read", str(port), str(page)],
-                check=True, capture_output=True, text=True,
-            ).stdout  # fmt: skip
-            got = json.loads(out)
+            got = in_a_process("--one-read", port, page)
             print(
                 f"[{variant}] one read of {args.pods} pods x {args.pod_kb} KB in pages of "
                 f"{page}: peak RSS +{got['grew_mib']:.0f} MiB, held after "
                 f"+{got['held_mib']:.0f} MiB, {got['seconds']:.1f} s"
             )
         for page, variant in ((500, "before"), (TENANT_SIZED_PAGE, "after")):
-            out = subprocess.run(
-                [sys.executable, __file__, "--one-list", str(port), str(page)],
-                check=True, capture_output=True, text=True,
-            ).stdout  # fmt: skip
-            got = json.loads(out)
+            got = in_a_process("--one-list", port, page)
             print(
                 f"[{variant}] the TrainJob informer's list of {args.pods} TrainJobs x "
                 f"{args.pod_kb} KB in pages of {page}: peak RSS +{got['grew_mib']:.0f} MiB, "
