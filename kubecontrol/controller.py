@@ -326,9 +326,10 @@ def run(
     (when leading) and replay the caches to the watches' handlers. Return after SIGTERM or
     SIGINT, with everything stopped.
     `webhook_resource` (group, plural): the kind the webhooks judge (others pass unchanged).
-    `http_routes`: more HTTP routes, served on `http_port` (a listener of their own, with the
-    webhooks' certificate) when it is given, else on the webhook port. Pods are told to call
-    them: on a port of their own, admission is never on a port a pod is told to call."""
+    `http_routes`: more HTTP routes, served on the webhook port and, when `http_port` is
+    given, on a listener of their own with the webhooks' certificate. Pods are told to call
+    them there, so that admission is never on the port a pod is told to call; the webhook port
+    keeps them for callers told its address before (pods made by an older version)."""
     ours = ctx.settings
     webhook_server: WebhookServer | None = None
     http_server: WebhookServer | None = None
@@ -355,7 +356,7 @@ def run(
                 ctx.synced,
                 resource=webhook_resource,
                 api=AggregatedApi(api, FrontProxy(cluster.ungated())) if api else None,
-                more=() if http_port else http_routes,
+                more=http_routes,
             )
             webhook_server.start(ctx.stop)
             if http_port and http_routes:  # the same bounds, no admission paths

@@ -3,9 +3,11 @@ pods POST their progress (trainjob/progress.py: Trainer's path, token audience a
 and it becomes the TrainJob's `status.trainerStatus`; on a MultiKueue worker the dispatcher
 brings it back to the manager's TrainJob with the rest of the status.
 
-Every replica serves it, on a port of its own (`progressPort`; the webhook port when unset)
-with the webhooks' certificate (the Service spreads the pods' reports over the replicas):
-the port the pods are told to call serves no admission. A report goes through, in this order:
+Every replica serves it, on a port of its own (`progressPort`) with the webhooks' certificate
+(the Service spreads the pods' reports over the replicas): the port the pods are told to call
+serves no admission. The webhook port takes reports too, for pods given its address by a
+version without the progress port (their jobs keep reporting across an upgrade). A report goes
+through, in this order:
 1. its size (413 beyond 64 KiB) and, read from the token itself without asking anyone, that
    the token is a JWT, not expired, and for this TrainJob's audience (401, 403);
 2. the token's signature, checked here against the keys the API server publishes for its
