@@ -8,14 +8,14 @@ its name.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 from kubecontrol.aggregated import query_bool, query_int
 from kubecontrol.client import ApiException, TransportError
-from kubecontrol.kinds import POD, Kind
+from kubecontrol.informer import TENANT_SIZED_PAGE
+from kubecontrol.kinds import DNS_SUBDOMAIN, LABEL_NAME, POD, Kind
 from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.story import PodUsage, pod_usage
@@ -36,7 +36,7 @@ MAX_TAIL_LINES = 100_000
 # tens of MB of JSON per request. A TrainJob has at most 1,000 Jobs (admission refuses more).
 # A pod's size is the tenant's (an env value has no length limit): a page is held whole, as
 # bytes and decoded, so 50 pods of ~1 MB cost ~150 MB at once where 500 cost 1.4 GiB.
-PAGE = 50
+PAGE = TENANT_SIZED_PAGE
 MAX_PODS = 500
 MAX_JOBS = 1000
 
@@ -93,11 +93,11 @@ def log_pods(query: Mapping[str, str]) -> dict[str, str]:
     name, else its role and completion index, as `pick_pod` picks among them."""
     name = query.get("pod")
     if name:
-        if not _POD_NAME.fullmatch(name):
+        if not DNS_SUBDOMAIN.fullmatch(name):
             raise Refusal(400, f"pod: {name[:64]!r} is not a pod's name")
         return {"metadata.name": name}
     role = query.get("replicatedJob") or c.NODE_REPLICATED_JOB
-    if not _LABEL_VALUE.fullmatch(role):
+    if not LABEL_NAME.fullmatch(role):
         raise Refusal(400, f"replicatedJob: {role[:64]!r} is not a replicatedJob's name")
     index = query_int(query, "node", low=0, high=1_000_000) or 0
     return {c.REPLICATED_JOB_NAME_LABEL: role, c.JOB_COMPLETION_INDEX: str(index)}
@@ -105,8 +105,6 @@ def log_pods(query: Mapping[str, str]) -> dict[str, str]:
 
 # What may go into a selector sent to the worker: a pod's name (a DNS subdomain) and a label
 # value; anything else is refused before it is sent.
-_POD_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
-_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
 
 def pick_pod(pods: list[Dict], query: Mapping[str, str]) -> Dict:

@@ -17,10 +17,10 @@ worker has the data, the TrainJob says so (`DataUnavailable=True`) and waits.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kubecontrol.kinds import LABEL_NAME
 from kubecontrol.objects import Dict
 from trainjob import constants as c
 
@@ -28,7 +28,7 @@ DATASETS_ANNOTATION = f"{c.DOMAIN}/datasets"
 DATASET_LABEL_PREFIX = f"dataset.{c.DOMAIN}/"
 MAX_DATASETS = 16
 # A label name's segment (what follows the prefix): Kubernetes' own rule.
-DATASET_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+DATASET_NAME = LABEL_NAME
 
 
 class DatasetsError(ValueError):
@@ -66,7 +66,7 @@ def datasets_of(annotations: dict[str, str]) -> tuple[str, ...]:
             f"annotation {DATASETS_ANNOTATION} names {len(names)} datasets; at most {MAX_DATASETS}"
         )
     for name in names:
-        if not DATASET_NAME.match(name):
+        if not DATASET_NAME.fullmatch(name):
             raise DatasetsError(
                 f"annotation {DATASETS_ANNOTATION}: {name[:70]!r} is not a dataset name (what "
                 f"may follow {DATASET_LABEL_PREFIX} in a label: letters, digits, '-', '_', '.', "

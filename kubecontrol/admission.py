@@ -4,20 +4,21 @@ webhook, or refused with a message and a code; and the AdmissionReview that carr
 from __future__ import annotations
 
 import base64
-import re
 from dataclasses import dataclass
 
 import orjson
 
-from kubecontrol.kinds import InvalidName, checked_namespace, checked_segment
+from kubecontrol.kinds import (
+    InvalidName,
+    checked_namespace,
+    checked_segment,
+    is_label_key,
+    is_label_value,
+)
 from kubecontrol.objects import Dict
 
-# Kubernetes' own rules for label keys and values (apimachinery's validation), which the API
-# server applies to every object before a validating webhook sees it: a key is a name of at
-# most 63 characters, with an optional DNS-subdomain prefix and "/"; a value is empty or such
-# a name.
-_LABEL_NAME = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?")
+# Labels are checked as the API server checks them before a validating webhook sees them
+# (kubecontrol/kinds.py); at most this many, far more than any object carries.
 MAX_LABELS = 1024  # far more than any object carries; a bound on the work below
 
 
@@ -91,17 +92,8 @@ def _labels_problem(labels: object) -> str | None:
     if not isinstance(labels, dict) or len(labels) > MAX_LABELS:
         return "request.object.metadata.labels: not a map of labels"
     for key, value in labels.items():
-        if not _label_key(key):
+        if not is_label_key(key):
             return f"request.object.metadata.labels: {str(key)[:80]!r} is not a label key"
-        if not isinstance(value, str) or (value and not _LABEL_NAME.fullmatch(value)):
+        if not is_label_value(value):
             return f"request.object.metadata.labels[{key}]: not a label value"
     return None
-
-
-def _label_key(key: object) -> bool:
-    if not isinstance(key, str):
-        return False
-    prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
-        return False
-    return bool(_LABEL_NAME.fullmatch(name))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kubecontrol.kinds import DNS_LABEL
 from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.jsondoc import json_copy
@@ -17,7 +17,6 @@ from trainjob.runtime import PodSetShape, RuntimeInfo
 from trainjob.runtime.topology import topology_request
 from trainjob.views import WorkloadView
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 MAX_NAME = 253
 HASH_LENGTH = 5
 
@@ -167,7 +166,7 @@ def build_admission_patch(wl: Dict, flavors: dict[str, Dict]) -> Dict:
             labels[c.KUEUE_MULTIKUEUE_WORKER_POD_LABEL] = "true"
         # Kueue's AssignQueueLabelsForPods (on by default): the queues the pods ran through
         labels[c.KUEUE_LOCAL_QUEUE_LABEL] = str(view.spec.get("queueName") or "")
-        if _DNS_LABEL.fullmatch(view.cluster_queue or ""):
+        if DNS_LABEL.fullmatch(view.cluster_queue or ""):
             labels[c.KUEUE_CLUSTER_QUEUE_LABEL] = str(view.cluster_queue)
         meta: Dict = {
             "labels": {**labels, **(update.get("labels") or {})},

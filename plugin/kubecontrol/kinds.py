@@ -13,8 +13,30 @@ from typing import Any, NamedTuple
 # anything else is refused before a request is made (a "?" would start a query, a "../" would
 # climb out of the collection).
 _SEGMENT = re.compile(r"[A-Za-z0-9._:-]{1,253}")
-# A namespace's name is an RFC 1123 label (the API server's own rule for namespaces).
-_NAMESPACE = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
+# Kubernetes' own name rules (apimachinery's validation), for `fullmatch`: an RFC 1123 label
+# (a namespace, a Service), an RFC 1123 subdomain (most objects' names, a pod's, a label key's
+# prefix), and a qualified name's name part (a label value, a label key's name).
+DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?")
+LABEL_NAME = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+
+
+def is_label_key(key: object) -> bool:
+    """A label key: an optional DNS-subdomain prefix and "/", then a name of 63 at most."""
+    if not isinstance(key, str):
+        return False
+    prefix, _, name = key.rpartition("/")
+    if prefix and not DNS_SUBDOMAIN.fullmatch(prefix):
+        return False
+    return bool(LABEL_NAME.fullmatch(name))
+
+
+def is_label_value(value: object) -> bool:
+    return isinstance(value, str) and (not value or bool(LABEL_NAME.fullmatch(value)))
+
+
+def _is_segment(value: object) -> bool:
+    return isinstance(value, str) and bool(_SEGMENT.fullmatch(value)) and value not in (".", "..")
 
 
 class InvalidName(ValueError):
@@ -29,14 +51,14 @@ class InvalidName(ValueError):
 
 def checked_namespace(namespace: str) -> str:
     """`namespace` when it is a namespace's name (an RFC 1123 label); else `InvalidName`."""
-    if not isinstance(namespace, str) or not _NAMESPACE.fullmatch(namespace):
+    if not isinstance(namespace, str) or not DNS_LABEL.fullmatch(namespace):
         raise InvalidName("namespace", namespace)
     return namespace
 
 
 def checked_segment(value: str, what: str = "name") -> str:
     """`value` when it may stand as one segment of an API path; else `InvalidName`."""
-    if not isinstance(value, str) or not _SEGMENT.fullmatch(value) or value in (".", ".."):
+    if not _is_segment(value):
         raise InvalidName(what, value)
     return value
 
@@ -46,11 +68,8 @@ def checked_path(path: str) -> str:
     `checked_segment`); else `InvalidName`. The client's last check on every request, whoever
     built the path."""
     head, *segments = path.split("/")
-    if head or not segments:
+    if head or not segments or not all(_is_segment(s) for s in segments):
         raise InvalidName("path", path)
-    for segment in segments:
-        if not _SEGMENT.fullmatch(segment) or segment in (".", ".."):
-            raise InvalidName("path", path)
     return path
 
 
