@@ -346,17 +346,11 @@ class Cluster:
                 threading.Thread(
                     target=self._post_events, name=f"events-{self.name}", daemon=True
                 ).start()
-            full = self._queued[namespace] >= EVENTS_QUEUED_EACH
-            if not full:
+            if self._queued[namespace] < EVENTS_QUEUED_EACH and not self._events.full():
+                self._events.put_nowait(event)  # room was checked under the lock: never Full
                 self._queued[namespace] += 1
-        try:
-            if full:
-                raise queue.Full
-            self._events.put_nowait(event)
-        except queue.Full:
-            if not full:
-                self._forget_queued(namespace)
-            log.warning("[%s] Event backlog full; dropped %s on %s", self.name, reason, _name(obj))
+                return
+        log.warning("[%s] Event backlog full; dropped %s on %s", self.name, reason, _name(obj))
 
     def _forget_queued(self, namespace: str) -> None:
         with self._events_lock:

@@ -82,9 +82,9 @@ def _one(value: Any, sch: Dict, path: str, stack: list[tuple[Any, Dict, str]]) -
     if kind == "object" or (kind is None and isinstance(value, dict)):
         if not isinstance(value, dict):
             return f"{path}: not an object"
-        most = sch.get("maxProperties")
-        if isinstance(most, int) and len(value) > most:
-            return f"{path}: {len(value)} properties, over the {most} the CRD allows"
+        over = _over(path, len(value), sch.get("maxProperties"), "properties")
+        if over is not None:
+            return over
         properties = sch.get("properties")
         more = sch.get("additionalProperties")
         for key, child in value.items():
@@ -97,9 +97,9 @@ def _one(value: Any, sch: Dict, path: str, stack: list[tuple[Any, Dict, str]]) -
     if kind == "array":
         if not isinstance(value, list):
             return f"{path}: not a list"
-        most = sch.get("maxItems")
-        if isinstance(most, int) and len(value) > most:
-            return f"{path}: {len(value)} items, over the {most} the CRD allows"
+        over = _over(path, len(value), sch.get("maxItems"), "items")
+        if over is not None:  # before the keys are looked at: a long list costs nothing
+            return over
         repeated = _repeated(value, sch)
         if repeated is not None:
             return f"{path}: {repeated} more than once (the CRD keys this list)"
@@ -110,7 +110,12 @@ def _one(value: Any, sch: Dict, path: str, stack: list[tuple[Any, Dict, str]]) -
     if kind == "string":
         if not isinstance(value, str):
             return f"{path}: not a string"
-        most = sch.get("maxLength")
-        if isinstance(most, int) and len(value) > most:
-            return f"{path}: {len(value)} characters, over the {most} the CRD allows"
+        return _over(path, len(value), sch.get("maxLength"), "characters")
+    return None
+
+
+def _over(path: str, count: int, most: object, what: str) -> str | None:
+    """Why `count` is over the schema's `most` of `what`, or None."""
+    if isinstance(most, int) and count > most:
+        return f"{path}: {count} {what}, over the {most} the CRD allows"
     return None

@@ -54,6 +54,9 @@ class Untouchable(dict):  # type: ignore[type-arg]
     def items(self) -> Any:
         raise AssertionError("an item of a list over its maxItems was walked")
 
+    def get(self, key: str, default: Any = None) -> Any:
+        raise AssertionError("an item of a list over its maxItems had its keys read")
+
 
 def test_a_forged_object_is_refused_by_its_first_breach_and_cheaply() -> None:
     """The review's N2 (b): 10,000 runtimePatches (1.8 MB) cost 7.9 s of judging."""
