@@ -87,6 +87,9 @@ class Requirement:
         return value not in self.values  # != and notin: true for a missing key too
 
 
+# A selector is a line or two (kubectl's are); its patterns backtrack over runs of spaces, so a
+# tenant's 256 KiB annotation took minutes with the interpreter held. Longer is refused first.
+MAX_SELECTOR_CHARS = 4096
 _SET = re.compile(r"^\s*(!?)\s*([^\s=!(),]+)\s*(?:(notin|in)\s*\(([^()]*)\))?\s*$")
 _EQUALS = re.compile(r"^\s*([^\s=!(),]+)\s*(==|=|!=)\s*([^\s=!(),]*)\s*$")
 
@@ -109,8 +112,12 @@ def parse_selector(text: str) -> list[Requirement]:
     where = _field(CLUSTER_SELECTOR_ANNOTATION)
     if not text.strip():
         raise SelectionError(f"{where}: empty selector")
+    if len(text) > MAX_SELECTOR_CHARS:
+        raise SelectionError(
+            f"{where}: {len(text)} characters, over the {MAX_SELECTOR_CHARS} a selector may have"
+        )
     out: list[Requirement] = []
-    for part in _split(text):
+    for part in (p.strip() for p in _split(text)):
         if m := _EQUALS.match(part):
             op = "!=" if m[2] == "!=" else "="
             out.append(Requirement(_key(m[1], where), op, _values(m[3], where)))

@@ -45,6 +45,10 @@ async def on_mutate(ctx: Context, admission: Dict) -> Verdict:
     if ctx.crd_problem:  # the manager could not keep track of where the job runs
         return refuse(ctx.crd_problem)
     tj = rules.Admitted(admission)
+    # Mutating admission comes before the API server checks the CRD's schema: bounded here.
+    too_large = await asyncio.to_thread(rules.object_problem, tj, ctx.trainjob_schema)
+    if too_large is not None:
+        return refuse(too_large)
     namespace, caches = tj.namespace, ctx.caches
     queue = tj.queue_name
     defaulted = None

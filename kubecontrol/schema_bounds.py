@@ -17,6 +17,7 @@ from kubecontrol.objects import Dict
 # Values walked at the most: an AdmissionReview's body is bounded in bytes (3 MiB), and a
 # TrainJob the CRD allows holds far fewer values than this.
 MAX_VALUES = 100_000
+TOO_MANY_VALUES = f"the object holds more than {MAX_VALUES} values"
 
 
 def version_schema(crd: Dict | None, version: str) -> Dict | None:
@@ -38,12 +39,15 @@ def bounds_problem(obj: Any, schema: Dict | None) -> str | None:
     while stack:
         value, sch, path = stack.pop()
         walked += 1
-        if walked > MAX_VALUES:
-            return f"the object holds more than {MAX_VALUES} values"
-        problem = _one(value, sch, path or ".", stack)
+        room = MAX_VALUES - walked - len(stack)  # children counted before any is pushed
+        problem = _one(value, sch, path or ".", stack, room)
         if problem is not None:
             return problem
     return None
+
+
+
+_SCALARS = (str, int, float, bool)
 
 
 def _repeated(items: list[Any], sch: Dict) -> str | None:
@@ -51,22 +55,26 @@ def _repeated(items: list[Any], sch: Dict) -> str | None:
     its `x-kubernetes-list-map-keys`, or `set`): the API server refuses such a list, and a
     merge by key costs the square of the entries that repeat."""
     kind = sch.get("x-kubernetes-list-type")
-    if kind == "set":
-        seen_set: set[str] = set()
+    if kind == "set":  # of scalars (the API server's rule); others are left to it
+        seen_set: set[tuple[type, object]] = set()
         for entry in items:
-            token = repr(entry) if not isinstance(entry, (str, int)) else str(entry)
-            if token in seen_set:
+            if not isinstance(entry, _SCALARS):
+                return None
+            if (type(entry), entry) in seen_set:
                 return repr(entry)[:80]
-            seen_set.add(token)
+            seen_set.add((type(entry), entry))
         return None
     keys = sch.get("x-kubernetes-list-map-keys")
     if kind != "map" or not isinstance(keys, list):
         return None
-    seen: set[tuple[str, ...]] = set()
+    seen: set[tuple[object, ...]] = set()
     for entry in items:
         if not isinstance(entry, dict):
             continue
-        key = tuple(repr(entry.get(k)) for k in keys)
+        values = [entry.get(k) for k in keys]
+        if not all(isinstance(v, _SCALARS) or v is None for v in values):
+            return "an entry whose key is not a scalar"
+        key = tuple((type(v), v) for v in values)
         if key in seen:
             named = ", ".join(f"{k}={entry.get(k)!r}" for k in keys)
             return f"the entry {named[:120]}"
@@ -74,8 +82,11 @@ def _repeated(items: list[Any], sch: Dict) -> str | None:
     return None
 
 
-def _one(value: Any, sch: Dict, path: str, stack: list[tuple[Any, Dict, str]]) -> str | None:
-    """Check one value against its schema; its children go on `stack`."""
+def _one(
+    value: Any, sch: Dict, path: str, stack: list[tuple[Any, Dict, str]], room: int
+) -> str | None:
+    """Check one value against its schema; its children go on `stack`, when there is `room`
+    for them."""
     kind = sch.get("type")
     if value is None or sch.get("x-kubernetes-int-or-string"):
         return None
@@ -85,6 +96,8 @@ def _one(value: Any, sch: Dict, path: str, stack: list[tuple[Any, Dict, str]]) -
         over = _over(path, len(value), sch.get("maxProperties"), "properties")
         if over is not None:
             return over
+        if len(value) > room:
+            return TOO_MANY_VALUES
         properties = sch.get("properties")
         more = sch.get("additionalProperties")
         for key, child in value.items():
@@ -105,6 +118,8 @@ def _one(value: Any, sch: Dict, path: str, stack: list[tuple[Any, Dict, str]]) -
             return f"{path}: {repeated} more than once (the CRD keys this list)"
         items = sch.get("items")
         if isinstance(items, dict):
+            if len(value) > room:
+                return TOO_MANY_VALUES
             stack.extend((child, items, f"{path}[{i}]") for i, child in enumerate(value))
         return None
     if kind == "string":

@@ -154,10 +154,11 @@ FALLBACK_SCHEMA: Dict = {
 
 
 def object_problem(tj: Admitted, schema: Dict | None) -> str | None:
-    """Where the TrainJob under admission breaks a limit of the installed CRD (`schema`; the
-    fallback's when unknown), or None. Asked before any judging: an object that reaches the
-    webhook's port may never have been checked against the CRD."""
-    problem = bounds_problem(tj.raw, schema or FALLBACK_SCHEMA)
+    """Where the TrainJob under admission breaks a limit of the installed CRD (`schema`), or
+    the product's own count of runtimePatches (an older or another CRD may not have it), or
+    None. Asked before any judging: an object that reaches the webhook's port may never have
+    been checked against the CRD."""
+    problem = bounds_problem(tj.raw, FALLBACK_SCHEMA) or bounds_problem(tj.raw, schema)
     return None if problem is None else f"TrainJob {problem.lstrip('.')}"
 
 

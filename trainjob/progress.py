@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -294,11 +295,18 @@ class Throttle:
     namespace_burst: int = NAMESPACE_WRITES_BURST
     _slots: dict[tuple[str, str], _Slot] = field(default_factory=dict)
     _budgets: Rates = field(init=False)
+    # Reports come to two listeners (the progress port, and the webhook port for pods of an
+    # older version), each on an event loop of its own thread.
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self._budgets = Rates(self.namespace_rate, self.namespace_burst)
 
     def offer(self, key: tuple[str, str], report: Dict, now: float) -> Offer:
+        with self._lock:
+            return self._offer(key, report, now)
+
+    def _offer(self, key: tuple[str, str], report: Dict, now: float) -> Offer:
         slot = self._slots.get(key)
         if slot is None or (slot.held is None and now - slot.written >= self.interval):
             if slot is None and len(self._slots) >= self.limit:
@@ -322,15 +330,17 @@ class Throttle:
         """The report held for `key`, now due (its turn is taken), or None: nothing held, or
         its namespace's share taken (`holds` says, and it is tried again after
         RETRY_SECONDS)."""
-        slot = self._slots.get(key)
-        if slot is None or slot.held is None or not self._budgets.take(key[0], now):
-            return None
-        report, slot.held, slot.written = slot.held, None, now
-        return report
+        with self._lock:
+            slot = self._slots.get(key)
+            if slot is None or slot.held is None or not self._budgets.take(key[0], now):
+                return None
+            report, slot.held, slot.written = slot.held, None, now
+            return report
 
     def holds(self, key: tuple[str, str]) -> bool:
-        slot = self._slots.get(key)
-        return slot is not None and slot.held is not None
+        with self._lock:
+            slot = self._slots.get(key)
+            return slot is not None and slot.held is not None
 
     def _forget(self, now: float) -> None:
         for key, slot in list(self._slots.items()):

@@ -29,6 +29,10 @@ def routes(ctx: Context) -> dict[str, Handler]:
 
 def on_trainjob_mutate(ctx: Context, admission: Dict) -> Verdict:
     tj = rules.Admitted(admission)
+    # Mutating admission comes before the API server checks the CRD's schema: bounded here.
+    too_large = rules.object_problem(tj, ctx.trainjob_schema)
+    if too_large is not None:
+        return refuse(too_large)
     defaulted = None
     if tj.queue_name is None and tj.namespace not in rules.UNMANAGED_NAMESPACES:
         default_lq = ctx.cluster.get_or_none(c.LOCAL_QUEUE, c.DEFAULT_LOCAL_QUEUE, tj.namespace)

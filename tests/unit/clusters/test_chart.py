@@ -445,7 +445,15 @@ def test_a_worker_takes_progress_reports_on_a_port_of_their_own() -> None:
     config = yaml.safe_load(
         docs[("ConfigMap", "trainjob-worker-controller-config")]["data"]["config.yaml"]
     )
-    assert config["progressPort"] == 9444
+    assert config["progressPort"] == 9444 and "progressUrl" not in config  # the Service's name
+    # With cert-manager's certificate there is no webhookService setting to build it from.
+    managed = _by_kind(chart.template({"role": "worker", "certificates": {"mode": "cert-manager"}}))
+    managed_config = yaml.safe_load(
+        managed[("ConfigMap", "trainjob-worker-controller-config")]["data"]["config.yaml"]
+    )
+    assert managed_config["progressUrl"] == (
+        "https://trainjob-worker-controller-webhook.trainjob-system.svc:9444"
+    )
     manager = _by_kind(chart.template({"role": "manager"}))
     (container,) = manager[("Deployment", "trainjob-dispatcher")]["spec"]["template"]["spec"][
         "containers"

@@ -57,3 +57,17 @@ def test_an_object_nowhere_is_none() -> None:
     server = Server({})
     found, _loop = ask({}, server)
     assert found is None and len(server.threads) == 1
+
+
+def test_the_mutating_webhook_bounds_the_object_before_looking_anything_up() -> None:
+    """The API server calls mutating webhooks before it checks the CRD's schema."""
+    patches = {"type": "array", "maxItems": 16}
+    schema = {"properties": {"spec": {"properties": {"runtimePatches": patches}}}}
+    ctx = SimpleNamespace(crd_problem=None, trainjob_schema=schema, caches=None, manager=None)
+    review = {
+        "uid": "u",
+        "namespace": "team-a",
+        "object": {"metadata": {"name": "tj"}, "spec": {"runtimePatches": [{}] * 900_000}},
+    }
+    verdict = asyncio.run(webhooks.on_mutate(ctx, review))  # type: ignore[arg-type]
+    assert not verdict.allowed and "900000 items, over the 16" in verdict.message
