@@ -46,7 +46,6 @@ def bounds_problem(obj: Any, schema: Dict | None) -> str | None:
     return None
 
 
-
 _SCALARS = (str, int, float, bool)
 
 

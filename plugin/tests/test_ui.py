@@ -58,6 +58,7 @@ def test_a_long_line_in_many_pieces_is_joined_once() -> None:
         got += split.feed(piece)
     assert got == []
     assert split._size == len(line)  # held as the pieces came, not joined yet
+    assert len(split._pending) == len(pieces)
     got += split.feed(b"\n{}\nhalf")
     assert got == [line, b"{}"]
     assert split.feed(b"-done\n") == [b"half-done"]
@@ -89,3 +90,12 @@ def test_the_lines_waiting_for_a_page_are_bounded_in_bytes() -> None:
 
     # one line over the bound still goes, alone
     assert asyncio.run(run()) == ["put a", "got a", "put b", "got b", "put c", "got c"]
+
+    async def drained() -> None:  # what is taken out no longer counts
+        lines = Lines(10)
+        await lines.put((b"c" * 30, False))
+        await lines.get()
+        await asyncio.wait_for(lines.put((b"aaaa", False)), 1)
+        await asyncio.wait_for(lines.put((b"bbbb", False)), 1)
+
+    asyncio.run(drained())

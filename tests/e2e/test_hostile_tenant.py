@@ -85,7 +85,10 @@ def test_a_runtimes_priority_class_name_never_chooses_a_request(
     seen = product_requests(bed, mk.manager, since)
     assert [r.uri for r in seen if chosen(r)] == []
     made = [r for r in seen if r.verb == "create" and r.resource == "workloads"]
-    assert [r.namespace for r in made] == [mk.ns], "the dispatcher's own create is audited"
+    assert {r.namespace for r in made} == {mk.ns}, "the dispatcher's own create is audited"
+    # ... with its URI, the field `chosen` reads
+    assert all(r.uri.startswith("/apis/kueue.x-k8s.io/") for r in made), [r.uri for r in made]
+    assert all(f"/namespaces/{mk.ns}/workloads" in r.uri for r in made)
     said = "".join(c.log.read_text() for c in controllers if c.name == DISPATCHER)
     assert f"PriorityClass {CLIMB!r} cannot exist: not a valid name" in said  # it was read
 

@@ -170,7 +170,9 @@ def test_a_forged_reviews_namespace_is_refused_before_any_lookup(
     }
     assert review_problem(forged) is not None
     ctx = SimpleNamespace(
-        cluster=cluster, settings=SimpleNamespace(manage_jobs_without_queue_name=False)
+        cluster=cluster,
+        settings=SimpleNamespace(manage_jobs_without_queue_name=False),
+        trainjob_schema=None,
     )
     with pytest.raises(InvalidName):  # the handler alone, had the check been skipped
         worker_webhooks.on_trainjob_mutate(ctx, forged)  # type: ignore[arg-type]

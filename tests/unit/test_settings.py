@@ -291,3 +291,28 @@ def test_the_worker_streams_only_its_own_jobs_services_and_pods() -> None:
     assert table[c.EVENT].field_selector == worker_watches.FAILED_CREATE_EVENTS
     quiet = _table(worker_watches, WorkerSettings(pod_summary=False))
     assert {w.kind for w in quiet}.isdisjoint({c.POD, c.EVENT})
+
+
+def test_the_kinds_a_tenant_sizes_are_listed_in_small_pages() -> None:
+    """A page is held whole before the informer's transform cuts it down: TrainJobs,
+    Workloads, runtimes, Jobs, pods, Secrets and ConfigMaps may each be as large as etcd
+    stores, and a tenant makes them; the platform's kinds keep client-go's 500."""
+    from kubecontrol import controller
+    from kubecontrol.informer import PAGE, TENANT_SIZED_PAGE
+    from kubecontrol.kinds import CONFIG_MAP, SECRET
+
+    tenants = {c.TRAINJOB, c.WORKLOAD, c.TRAINING_RUNTIME, c.JOB, c.POD, SECRET, CONFIG_MAP}
+    tenants.add(c.SERVICE)  # the worker's Services share their Watch with its Jobs
+    for controller_watches, settings in (
+        (dispatcher_watches, DispatcherSettings()),
+        (worker_watches, WorkerSettings()),
+    ):
+        for watch in _table(controller_watches, settings):
+            want = TENANT_SIZED_PAGE if watch.kind in tenants else PAGE
+            assert watch.page == want, (controller_watches.__name__, watch.kind.kind)
+    ctx = SimpleNamespace(
+        settings=SimpleNamespace(cluster_name="c"), synced=None, informers={}, indexes={},
+        optional=set(),
+    )  # fmt: skip
+    (informer,) = controller.informers(ctx, SimpleNamespace(api=None), [Watch("i", c.POD, page=7)])  # type: ignore[arg-type]
+    assert informer._page == 7

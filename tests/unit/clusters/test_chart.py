@@ -432,6 +432,12 @@ def test_a_network_policy_lets_in_only_the_controllers_ports() -> None:
     quiet = chart.template({"role": "worker", "config": {"progressReports": False}})
     (policy,) = [d for d in quiet if d["kind"] == "NetworkPolicy"]
     assert progress not in policy["spec"]["ingress"]
+    docs = _by_kind(quiet)
+    deployment = docs[("Deployment", "trainjob-worker-controller")]["spec"]["template"]["spec"]
+    (container,) = deployment["containers"]
+    assert "progress" not in {p["name"] for p in container["ports"]}
+    service = docs[("Service", "trainjob-worker-controller-webhook")]["spec"]
+    assert "progress" not in {p["name"] for p in service["ports"]}
 
 
 def test_a_worker_takes_progress_reports_on_a_port_of_their_own() -> None:

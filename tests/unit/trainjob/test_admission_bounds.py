@@ -5,6 +5,7 @@ as installed (crds/); and a runtime's failure patterns compiled once, not per re
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -229,3 +230,46 @@ def test_the_mutating_webhooks_bound_the_object_first() -> None:
     ctx = SimpleNamespace(trainjob_schema=SCHEMA, cluster=None, settings=None)
     verdict = worker_webhooks.on_trainjob_mutate(ctx, review)  # type: ignore[arg-type]
     assert not verdict.allowed and "900000 items, over the 16" in verdict.message
+
+
+def test_unicode_classes_are_counted_both_ways_and_a_refused_pattern_never_matches() -> None:
+    assert failure.pattern_problem(r"\pL\pN") is None  # two are allowed
+    for costly in (r"\PL\P{Han}\PN", r"[\pL\pN\pP]x"):
+        assert "Unicode classes" in str(failure.pattern_problem(costly))
+        rule = failure.Rule("r", failure.FAIL_JOBSET, patterns=(costly,))
+        assert not rule.applies(
+            failure.Failed("tj-node-0", "node", "BackoffLimitExceeded", "éx", "")
+        )
+    allowed = failure.Rule("r", failure.FAIL_JOBSET, patterns=(r"[\pL\pN]x",))
+    assert allowed.applies(failure.Failed("tj-node-0", "node", "BackoffLimitExceeded", "éx", ""))
+
+
+def test_a_keyed_list_refuses_a_key_seen_anywhere_before_and_keys_by_every_key() -> None:
+    names = {
+        "type": "array",
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["name"],
+        "items": {"type": "object"},
+    }
+    assert bounds_problem([{"name": "a"}, {"name": "b"}, {"name": "a"}], names)
+    ports = {**names, "x-kubernetes-list-map-keys": ["containerPort", "protocol"]}
+    tcp, udp = {"containerPort": 80, "protocol": "TCP"}, {"containerPort": 80, "protocol": "UDP"}
+    assert bounds_problem([tcp, udp], ports) is None
+    assert bounds_problem([tcp, udp, dict(tcp)], ports)
+
+
+def test_the_validating_webhooks_refuse_what_the_crd_would() -> None:
+    from dispatcher import webhooks as dispatcher_webhooks
+    from worker_controller import webhooks as worker_webhooks
+
+    review = {
+        "uid": "u",
+        "namespace": "team-a",
+        "object": {"metadata": {"name": "tj"}, "spec": {"runtimeRef": {"name": "x" * 254}}},
+    }
+    worker = SimpleNamespace(trainjob_schema=SCHEMA, caches=None)
+    said = worker_webhooks.on_trainjob_validate(worker, review)  # type: ignore[arg-type]
+    assert not said.allowed and "runtimeRef.name: 254 characters" in said.message
+    manager = SimpleNamespace(trainjob_schema=SCHEMA, caches=None)
+    said = asyncio.run(dispatcher_webhooks.on_validate(manager, review))  # type: ignore[arg-type]
+    assert not said.allowed and "runtimeRef.name: 254 characters" in said.message
