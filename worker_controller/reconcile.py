@@ -76,8 +76,12 @@ def _sync(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | None:
     services = caches.services_of(key)
     named = None
     if not services and runtime is not None and not trainjob.finished:
-        # Only then can a foreign Service block ours: ask the API.
+        # Only then can a foreign Service block ours: ask the API. One this TrainJob controls
+        # is ours, made by an earlier pass whose watch event has not come in yet: never a
+        # name taken (the API's answer is newer than the cache's).
         named = ctx.cluster.get_or_none(c.SERVICE, name, namespace)
+        if named is not None and controlled_by(named, uid):
+            services, named = [named], None
     pods = caches.pods_of(key) if ctx.settings.pod_summary else None
     asks_group = runtime is not None and bool((runtime.get("spec") or {}).get("podGroupPolicy"))
     observed_tj = Observed(

@@ -12,9 +12,11 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime as dt
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+import pytest
 
 from dispatcher.clusters import Registry
 from dispatcher.context import Context
@@ -87,9 +89,76 @@ class Pass:
     writes: dict[str, list[tuple[str, str]]]
     events: list[tuple[str, str, str]]  # (type, reason, the object's name)
     queued: list[Hashable] = field(default_factory=list)
+    refused: dict[str, list[tuple[str, str, int]]] = field(default_factory=dict)
+    # (cluster, group, plural, namespace, name) of every object the pass changed (not Events)
+    changed: list[tuple[str, ...]] = field(default_factory=list)
 
     def wrote(self) -> bool:
         return any(self.writes.values())
+
+    def then(self, after: Pass) -> Pass:
+        """This pass and `after` as one: what both did, `after`'s answer."""
+        return Pass(
+            after.requeue_after,
+            {n: [*w, *after.writes.get(n, [])] for n, w in self.writes.items()},
+            [*self.events, *after.events],
+            [*self.queued, *(k for k in after.queued if k not in self.queued)],
+            {n: [*r, *after.refused.get(n, [])] for n, r in self.refused.items()},
+            [*self.changed, *after.changed],
+        )
+
+
+# Whether a request (cluster, method, path) is one a controller sends through
+# `guarded_write`: the dispatcher's of a manager Workload's and TrainJob's status, the worker
+# controller's of a Workload and of a TrainJob's spec (its suspend).
+Guarded = Callable[[str, str, str], bool]
+
+
+_BEHIND = [False]  # how worlds run passes unless told: set by `both_caches`
+
+
+def behind_by_default(behind: bool | None) -> bool:
+    return _BEHIND[0] if behind is None else behind
+
+
+@pytest.fixture(params=["fresh", "behind"])
+def both_caches(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Run a whole-pass module's every case twice: with caches as fresh as a pass's writes,
+    and with each pass followed by one on caches a write behind (`World.run`). A case whose
+    premise is one pass exactly (a fault injected once) makes its world with `behind=False`."""
+    _BEHIND[0] = request.param == "behind"
+    yield
+    _BEHIND[0] = False
+
+
+def dispatcher_guarded(cluster: str, method: str, path: str) -> bool:
+    kinds = ("/workloads/", "/trainjobs/")
+    return (
+        (cluster, method) == ("manager", "PATCH")
+        and path.endswith("/status")
+        and any(k in path for k in kinds)
+    )
+
+
+def worker_guarded(_cluster: str, method: str, path: str) -> bool:
+    spec = "/trainjobs/" in path and not path.endswith("/status")
+    return method == "PATCH" and ("/workloads/" in path or spec)
+
+
+def nothing_again(first: Pass, again: Pass, guarded: Guarded) -> None:
+    """A pass planned from caches a write behind (`again`) repeats and undoes nothing of the
+    pass before (`first`): it changes no object `first` changed, posts none of its Events,
+    sends no guarded write to an object `first` changed (`guarded_write` remembers the version
+    it made old), and whatever it sends that the API server turns down is a conflict (409) or
+    a thing gone (404). New work it may do: what `first` learned (a name taken, a refusal)."""
+    undone = sorted(set(first.changed) & set(again.changed))
+    assert not undone, f"a pass a write behind changed again what the pass before did: {undone}"
+    repeated = [e for e in again.events if e in first.events]
+    assert not repeated, f"a pass a write behind posted the same Events again: {repeated}"
+    refused = [(n, *r) for n, rs in again.refused.items() for r in rs]
+    assert all(status in (404, 409) for *_, status in refused), refused
+    sent = [(n, m, p) for n, m, p, _ in refused if guarded(n, m, p)]
+    assert not sent, f"guarded writes sent from a version known to be old: {sent}"
 
 
 def event_tuples(api: MemoryApi) -> list[tuple[str, str, str]]:
@@ -105,8 +174,11 @@ class World:
         apis: dict[str, MemoryApi],
         sync: Callable[[Hashable], float | None],
         more_informers: Callable[[], list[Informer]] = list,
+        *,
+        behind: Guarded | None = None,
     ):
         self.apis = apis
+        self.behind = behind
         self._sync = sync
         self._more = more_informers
         self.informers: list[Informer] = []
@@ -131,16 +203,63 @@ class World:
         return self.apis[cluster].object(kind, name, namespace)
 
     def run(self, key: Hashable) -> Pass:
-        """One pass for `key`, with the caches as the watches would have them."""
+        """One pass for `key`, with the caches as the watches would have them. A world made
+        `behind` follows each pass with another on the same caches (`run_behind`), which must
+        change nothing and send none of the writes `behind` says are guarded."""
+        if self.behind is not None:
+            done, again = self.run_behind(key)
+            nothing_again(done, again, self.behind)
+            return done.then(again)
         self.relist()
+        done = self._pass(key)
+        self.relist()
+        done.queued += self.queue.take()
+        return done
+
+    def run_raced(self, key: Hashable, cluster: str, kind: Kind, name: str, ns: str = "ns") -> Pass:
+        """One pass for `key` planned from caches that miss one write of someone else: the
+        object `name` written (an annotation added) after the caches were listed, so that a
+        write of ours planned from the version before meets the conflict a real race makes."""
+        self.relist()
+        raced = self.apis[cluster].object(kind, name, ns)
+        assert raced is not None, f"no {kind.kind} {name} on {cluster} to race with"
+        annotations = raced["metadata"].setdefault("annotations", {})
+        annotations["test.trainjob.dev/raced"] = str(len(self.passes))
+        self.apis[cluster].put(raced)
+        done = self._pass(key)
+        self.relist()
+        done.queued += self.queue.take()
+        return done
+
+    def run_behind(self, key: Hashable) -> tuple[Pass, Pass]:
+        """Two passes for `key` on the same caches: the second plans from caches a write
+        behind (the first pass's writes not yet seen, as when its watch events lag), which
+        is routine for a controller. Returns both; `refused` of each says what the API
+        server turned down (a guarded write it sent from a version it knew to be old)."""
+        self.relist()
+        first = self._pass(key)
+        second = self._pass(key)
+        self.relist()
+        second.queued += self.queue.take()
+        return first, second
+
+    def _pass(self, key: Hashable) -> Pass:
         self.queue.take()
         before_writes = {n: len(a.writes()) for n, a in self.apis.items()}
+        before_refused = {n: len(a.refused) for n, a in self.apis.items()}
         before_events = {n: len(a.objects(EVENT)) for n, a in self.apis.items()}
+        before_versions = {n: a.versions() for n, a in self.apis.items()}
         requeue = self._sync(key)
+        changed: list[tuple[str, ...]] = [
+            (n, *k)
+            for n, a in self.apis.items()
+            for k, v in a.versions().items()
+            if before_versions[n].get(k) != v
+        ]
         writes = {n: a.writes()[before_writes[n] :] for n, a in self.apis.items()}
+        refused = {n: a.refused[before_refused[n] :] for n, a in self.apis.items()}
         events = [e for n, a in self.apis.items() for e in event_tuples(a)[before_events[n] :]]
-        self.relist()
-        done = Pass(requeue, writes, events, self.queue.take())
+        done = Pass(requeue, writes, events, self.queue.take(), refused, changed)
         self.passes.append(done)
         return done
 
@@ -330,11 +449,15 @@ def queues(admission_checks: list[str] | None = None, cpu: str = "8") -> list[Di
 def fleet(
     manager_objects: Iterable[Dict] = (),
     workers: dict[str, list[Dict]] | None = None,
+    *,
+    behind: bool | None = None,
     **settings: Any,
 ) -> tuple[World, Context]:
     """A manager and its workers in memory, and the dispatcher over them as its process runs
     it (its watch table, its Registry connected to each MultiKueueCluster's worker through
-    the kubeconfig in its Secret). Returns the world and the dispatcher's context."""
+    the kubeconfig in its Secret). Returns the world and the dispatcher's context. `behind`:
+    each pass is followed by one on caches a write behind (`World.run`); None: as the module
+    runs its cases (`both_caches`)."""
     workers = workers if workers is not None else {"worker1": [], "worker2": []}
     ours = DispatcherSettings(**settings)
     manager = MemoryApi(
@@ -350,7 +473,12 @@ def fleet(
     def remote_informers() -> list[Informer]:
         return [i for r in ctx.registry.remotes.values() for i in r.informers]
 
-    world = World(apis, lambda key: sync(ctx, key), remote_informers)  # type: ignore[arg-type]
+    world = World(
+        apis,
+        lambda key: sync(ctx, key),  # type: ignore[arg-type]
+        remote_informers,
+        behind=dispatcher_guarded if behind_by_default(behind) else None,
+    )
     ctx.queue = world.queue  # type: ignore[assignment]
     ctx.registry = Registry(
         ours, cluster, lambda ns, name, urgent: on_remote_change(ctx, ns, name, urgent)

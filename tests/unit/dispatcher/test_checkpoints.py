@@ -15,11 +15,19 @@ from clusters.helpers.builders import TrainJobBuilder, container, make_runtime, 
 from dispatcher import checkpoints, placements
 from dispatcher.checkpoints import Checkpoint, CheckpointsError
 from kubecontrol.kinds import CONFIG_MAP
-from tests.support.whole_pass import World, a_condition, fleet, reserve
+from tests.support.whole_pass import (
+    World,
+    a_condition,
+    both_caches,  # noqa: F401 (every case runs under it)
+    fleet,
+    reserve,
+)
 from trainjob import admission as rules
 from trainjob import constants as c
 from trainjob.views import TrainJobView
 from trainjob.workload import workload_name
+
+pytestmark = pytest.mark.usefixtures("both_caches")
 
 Dict = dict[str, Any]
 KEY = ("ns", "tj")

@@ -12,8 +12,16 @@ import pytest
 
 from clusters.helpers.builders import TrainJobBuilder, container, make_runtime
 from dispatcher import data
-from tests.support.whole_pass import World, condition, fleet, reserve
+from tests.support.whole_pass import (
+    World,
+    both_caches,  # noqa: F401 (every case runs under it)
+    condition,
+    fleet,
+    reserve,
+)
 from trainjob import constants as c
+
+pytestmark = pytest.mark.usefixtures("both_caches")
 
 Dict = dict[str, Any]
 KEY = ("ns", "tj")

@@ -16,9 +16,17 @@ from dispatcher import dependencies
 from dispatcher.dependencies import NAMESPACE_LABEL, Ref, references
 from kubecontrol.kinds import CONFIG_MAP, SECRET
 from tests.support.memory_api import Fault
-from tests.support.whole_pass import World, condition, fleet, reserve
+from tests.support.whole_pass import (
+    World,
+    both_caches,  # noqa: F401 (every case runs under it)
+    condition,
+    fleet,
+    reserve,
+)
 from trainjob import constants as c
 from trainjob.workload import workload_name
+
+pytestmark = pytest.mark.usefixtures("both_caches")
 
 Dict = dict[str, Any]
 KEY = ("ns", "tj")

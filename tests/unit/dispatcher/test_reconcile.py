@@ -14,10 +14,12 @@ import pytest
 
 from clusters.helpers.builders import TrainJobBuilder, make_runtime
 from dispatcher.selection import CLUSTER_NAMES_ANNOTATION
-from kubecontrol.kinds import CONFIG_MAP
+from kubecontrol.kinds import CONFIG_MAP, Kind
 from tests.support.whole_pass import (
+    Pass,
     World,
     a_condition,
+    both_caches,  # noqa: F401 (every case runs under it)
     condition,
     fleet,
     names,
@@ -25,6 +27,8 @@ from tests.support.whole_pass import (
 )
 from trainjob import constants as c
 from trainjob.workload import workload_name
+
+pytestmark = pytest.mark.usefixtures("both_caches")
 
 Dict = dict[str, Any]
 KEY = ("ns", "tj")
@@ -305,5 +309,65 @@ def test_with_an_external_dispatcher_copies_wait_for_its_nomination_and_go_there
         world.settle(KEY)
         assert copies(world, "worker1") == ([], [])
         assert copies(world, "worker2")[1] == [wl["metadata"]["name"]]
+    finally:
+        world.close()
+
+
+# ---- a conflict on each guarded write (kubecontrol.cluster.guarded_write) -----------------
+
+
+def _conflicted(world: World, kind: Kind, name: str, path: str, cluster: str = "manager") -> Pass:
+    """One pass planned from caches that miss someone else's write of `name` on `cluster`:
+    its guarded write `path` meets the conflict (and nothing else is refused)."""
+    done = world.run_raced(KEY, cluster, kind, name)
+    assert done.refused[cluster] == [("PATCH", path, 409)]
+    return done
+
+
+def test_a_conflict_on_the_workloads_check_sends_nothing_to_a_worker_until_the_next_pass() -> None:
+    world, _ctx = fleet([RUNTIME, SUBMITTED.obj()], {w: [RUNTIME] for w in WORKERS}, behind=False)
+    try:
+        world.settle(KEY)
+        kueue_reserves(world)
+        wl = workload(world)["metadata"]["name"]  # type: ignore[index]
+        done = _conflicted(world, c.WORKLOAD, wl, c.WORKLOAD.path("ns", wl, "status"))
+        assert not done.wrote() and done.events == []
+        world.settle(KEY)
+        for worker in WORKERS:
+            assert copies(world, worker)[1] != []
+    finally:
+        world.close()
+
+
+def test_a_conflict_on_the_trainjobs_suspend_holds_its_event_until_it_is_written() -> None:
+    world, _ctx = fleet([RUNTIME, SUBMITTED.obj()], {w: [RUNTIME] for w in WORKERS}, behind=False)
+    try:
+        world.run(KEY)
+        done = _conflicted(world, c.TRAINJOB, "tj", c.TRAINJOB.path("ns", "tj"))
+        assert done.events == []
+        passes = world.settle(KEY)
+        assert ("Normal", "Stopped", "tj") in [e for p in passes for e in p.events]
+        tj = trainjob(world)
+        assert tj is not None and tj["spec"]["suspend"] is True
+    finally:
+        world.close()
+
+
+def test_a_conflict_on_the_trainjobs_status_is_written_again_from_the_new_version() -> None:
+    world, _ctx = fleet([RUNTIME, SUBMITTED.obj()], {w: [RUNTIME] for w in WORKERS}, behind=False)
+    try:
+        dispatched(world)
+        kueue_reserves(world, "worker2", admitted=True)
+        world.settle(KEY)
+        remote = trainjob(world, "worker2")
+        assert remote is not None
+        remote["status"] = {"conditions": [a_condition("Complete", "Completed")]}
+        world.apis["worker2"].put(remote)
+        status = c.TRAINJOB.path("ns", "tj", "status")
+        raced = world.run_raced(KEY, "manager", c.TRAINJOB, "tj")
+        assert ("PATCH", status, 409) in raced.refused["manager"]
+        assert ("PATCH", status) not in raced.writes["manager"]
+        world.settle(KEY)
+        assert condition(trainjob(world), "Complete") == ("True", "Completed")
     finally:
         world.close()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from clusters.helpers.builders import OWNER, TrainJobBuilder, make_runtime
+from clusters.helpers.builders import OWNER, TrainJobBuilder, initializer_runtime, make_runtime
 from kubecontrol.client import ApiException
 from kubecontrol.kinds import Kind
 from tests.support.memory_api import Fault, MemoryApi
@@ -17,9 +17,12 @@ from tests.support.whole_pass import (
     MemoryCluster,
     World,
     a_condition,
+    behind_by_default,
+    both_caches,  # noqa: F401 (the fixture every case runs under)
     condition,
     kueue_status,
     names,
+    worker_guarded,
 )
 from trainjob import constants as c
 from trainjob.workload import workload_name
@@ -29,16 +32,21 @@ from worker_controller.settings import WorkerSettings
 from worker_controller.watches import watches
 
 Dict = dict[str, Any]
+pytestmark = pytest.mark.usefixtures("both_caches")
 KEY = ("ns", "tj")
 RUNTIME = make_runtime()
 QUEUED = TrainJobBuilder().queue("q")
 
 
-def worker(*objects: Dict, **settings: Any) -> World:
+def worker(*objects: Dict, behind: bool | None = None, **settings: Any) -> World:
     api = MemoryApi("worker", [RUNTIME, *objects])
     cluster = MemoryCluster(api, c.WORKER_FIELD_MANAGER)
     ctx = Context(settings=WorkerSettings(**settings), cluster=cluster)
-    world = World({"worker": api}, lambda key: sync_trainjob(ctx, key))  # type: ignore[arg-type]
+    world = World(
+        {"worker": api},
+        lambda key: sync_trainjob(ctx, key),  # type: ignore[arg-type]
+        behind=worker_guarded if behind_by_default(behind) else None,
+    )
     ctx.queue = world.queue  # type: ignore[assignment]
     world.watch(ctx, cluster, watches(ctx))
     world.relist()
@@ -125,6 +133,61 @@ def test_jobs_that_complete_make_the_trainjob_complete_and_finish_its_workload()
     tj = world.get("worker", c.TRAINJOB, "tj")
     assert condition(tj, "Complete") == ("True", "Completed")
     assert condition(the_workload(world), "Finished") == ("True", "Succeeded")
+
+
+def _report(world: World, job: Dict, **counts: int) -> None:
+    """What the Job controller writes of a Job's pods (`ready`, `succeeded`...)."""
+    job["status"] = {**(job.get("status") or {}), **counts}
+    world.apis["worker"].put(job)
+
+
+def test_pods_ready_is_applied_beside_kueues_conditions_and_the_job_keeps_running() -> None:
+    """Our apply of PodsReady owns one entry of the Workload's conditions: Kueue's
+    QuotaReserved and Admitted stay (the API server merges the list by type), so the next
+    passes take the Workload as admitted and nothing is suspended."""
+    world = started()
+    wl = the_workload(world)
+    assert (
+        condition(wl, "PodsReady") == ("False", "WaitForStart")
+        or condition(wl, "PodsReady") is None
+    )
+    (job,) = objects(world, c.JOB)
+    _report(world, job, active=1, ready=1)
+    world.settle(KEY)
+    wl = the_workload(world)
+    assert wl is not None
+    assert [x["type"] for x in wl["status"]["conditions"]][:2] == ["QuotaReserved", "Admitted"]
+    assert condition(wl, "Admitted") == ("True", "Admitted")
+    assert condition(wl, "PodsReady") == ("True", "Started")
+    tj = world.get("worker", c.TRAINJOB, "tj")
+    assert tj is not None and tj["spec"]["suspend"] is False
+    (job,) = objects(world, c.JOB)
+    assert not job["spec"].get("suspend")
+    assert not world.run(KEY).wrote()
+
+
+def test_a_finished_initializers_pods_are_reclaimable_beside_kueues_conditions() -> None:
+    world = worker(TrainJobBuilder().runtime("torch-with-init").queue("q").obj(), FLAVOR)
+    world.apis["worker"].put(initializer_runtime())
+    world.settle(KEY)
+    admit(world)
+    world.settle(KEY)
+    (dataset,) = [j for j in objects(world, c.JOB) if "dataset" in j["metadata"]["name"]]
+    dataset["status"] = {
+        "succeeded": 1,
+        "conditions": [
+            {"type": "SuccessCriteriaMet", "status": "True"},
+            {"type": "Complete", "status": "True"},
+        ],
+    }
+    world.apis["worker"].put(dataset)
+    world.settle(KEY)
+    wl = the_workload(world)
+    assert wl is not None
+    assert wl["status"]["reclaimablePods"] == [{"name": "dataset-initializer", "count": 1}]
+    assert condition(wl, "Admitted") == ("True", "Admitted")
+    tj = world.get("worker", c.TRAINJOB, "tj")
+    assert tj is not None and tj["spec"]["suspend"] is False
 
 
 def test_a_trainjob_without_a_queue_runs_at_once() -> None:
@@ -311,7 +374,7 @@ def test_a_pod_group_of_its_name_that_is_not_ours_holds_the_jobs_and_is_never_wr
 
 
 def test_a_pod_group_api_gone_since_discovery_blocks_the_jobs_and_is_asked_for_again() -> None:
-    world = worker(GANG, TrainJobBuilder().obj())
+    world = worker(GANG, TrainJobBuilder().obj(), behind=False)  # one pass meets the fault
     api = world.apis["worker"]
     api.discovery["scheduling.x-k8s.io/v1alpha1"] = ["podgroups"]
     api.fail(Fault(404, "POST", "podgroups", times=1))  # its CRD deleted in between
@@ -324,3 +387,39 @@ def test_a_pod_group_api_gone_since_discovery_blocks_the_jobs_and_is_asked_for_a
     tj = world.get("worker", c.TRAINJOB, "tj")
     assert condition(tj, "PodGroupPolicyIgnored") == ("True", "PodGroupPolicyIgnored")
     assert [p for m, p in api.requests if p == COSCHEDULING_API] == [COSCHEDULING_API]
+
+
+# ---- a conflict on each guarded write (kubecontrol.cluster.guarded_write) -----------------
+
+
+def test_a_conflict_on_the_trainjobs_suspend_holds_its_event_until_it_is_written() -> None:
+    world = worker(QUEUED.obj(), FLAVOR, behind=False)
+    raced = world.run_raced(KEY, "worker", c.TRAINJOB, "tj")  # makes the Workload, suspends
+    assert raced.refused["worker"] == [("PATCH", c.TRAINJOB.path("ns", "tj"), 409)]
+    assert [reason for _t, reason, _n in raced.events] == ["CreatedWorkload"]
+    passes = world.settle(KEY)
+    assert ("Normal", "Stopped", "tj") in [e for p in passes for e in p.events]
+
+
+def test_a_conflict_on_finishing_the_workload_holds_its_event_until_it_is_written() -> None:
+    world = started()
+    (job,) = objects(world, c.JOB)
+    job["status"] = {
+        "succeeded": 1,
+        "conditions": [
+            {"type": "SuccessCriteriaMet", "status": "True"},
+            {"type": "Complete", "status": "True"},
+        ],
+    }
+    world.apis["worker"].put(job)
+    world.settle(KEY)  # the TrainJob completes; its Workload is finished in the pass after
+    wl = the_workload(world)
+    assert wl is not None
+    wl["status"]["conditions"] = [x for x in wl["status"]["conditions"] if x["type"] != "Finished"]
+    world.apis["worker"].put(wl)
+    raced = world.run_raced(KEY, "worker", c.WORKLOAD, wl["metadata"]["name"])
+    path = c.WORKLOAD.path("ns", wl["metadata"]["name"], "status")
+    assert raced.refused["worker"] == [("PATCH", path, 409)]
+    assert "FinishedWorkload" not in [reason for _t, reason, _n in raced.events]
+    world.settle(KEY)
+    assert condition(the_workload(world), "Finished") == ("True", "Succeeded")
