@@ -50,7 +50,7 @@ def test_the_chart_installs_a_product_that_runs_trainjobs(
         mk = MultiKueue(bed)
         made = mk.submit("charted")
         assert made["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
-        mk.wait("charted", "Complete", timeout=90)
+        mk.wait_until("charted", "Complete", timeout=90)
     finally:
         setup.stop_controllers(bed, charted)
         # deploy/ again, in the session's list, for the tests that follow.

@@ -175,7 +175,7 @@ def test_a_worker_named_by_a_cluster_profile_connects_through_its_plugin_and_run
                 assert told["spec"]["cluster"]["config"] == {"clusterName": worker}
                 # a TrainJob that names the profiled cluster runs there, status brought back
                 mk.submit("via-profile", run="3s", metadata={"annotations": {NAMES: "fleet-w1"}})
-                mk.wait("via-profile", "Complete")
+                mk.wait_until("via-profile", "Complete")
                 assert (mk.get("via-profile") or {})["status"]["clusterName"] == "fleet-w1"
                 # a token the worker refuses: the plugin is asked again, the worker lost
                 (tmp_path / "token").write_text("not-a-token")

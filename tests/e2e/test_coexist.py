@@ -154,7 +154,7 @@ def test_a_job_by_kueues_multikueue_and_a_trainjob_by_ours_run_side_by_side(bed:
     # A TrainJob on the queue of Kueue's check runs nowhere, and says so. (First: the 30 s
     # jobs below must still run when the test looks at them, however long this takes.)
     mk.submit("misplaced", queue="q")
-    failed = mk.wait("misplaced", "Failed", timeout=60)
+    failed = mk.wait_until("misplaced", "Failed", timeout=60)
     assert failed["reason"] == "NotDispatched", failed
     assert "trainjob.dev/multikueue" in failed["message"], failed
     mk.submit("trainer", run="30s", queue="trainjobs")
@@ -183,7 +183,7 @@ def test_a_job_by_kueues_multikueue_and_a_trainjob_by_ours_run_side_by_side(bed:
         what="both orphans collected, each by its own controller",
     )
     # ...and neither touched the other's running copies: both finish where they ran.
-    mk.wait("trainer", "Complete", timeout=120)
+    mk.wait_until("trainer", "Complete", timeout=120)
     wait_for(lambda: _job_complete(mk, "plain"), 120, what="the Job Complete on the manager")
     assert mk.running_on("trainer") in ([], [worker])
 

@@ -67,7 +67,7 @@ def test_failure_policies_restart_fail_fast_and_run_out(bed: Bed) -> None:
     mk.submit("doomed", runtime=fast, exit_code=1, run="1s")
     mk.submit("stubborn", runtime=once, exit_code=1, run="1s")
 
-    mk.wait("flaky", "Complete", timeout=120)
+    mk.wait_until("flaky", "Complete", timeout=120)
     flaky = mk.get("flaky") or {}
     assert flaky["status"]["restarts"] == 1, flaky["status"]
     assert flaky["status"]["restartsCountTowardsMax"] == 1
@@ -77,12 +77,12 @@ def test_failure_policies_restart_fail_fast_and_run_out(bed: Bed) -> None:
     )
     assert "RestartJobSetFailurePolicyAction" in [e.reason for e in there.items]
 
-    doomed = mk.wait("doomed", "Failed", timeout=120)
+    doomed = mk.wait_until("doomed", "Failed", timeout=120)
     assert doomed["reason"] == "FailJobSetFailurePolicyAction", doomed
     assert "BackoffLimitExceeded" in doomed["message"], doomed
     assert "restarts" not in ((mk.get("doomed") or {}).get("status") or {})
 
-    stubborn = mk.wait("stubborn", "Failed", timeout=120)
+    stubborn = mk.wait_until("stubborn", "Failed", timeout=120)
     assert stubborn["reason"] == "ReachedMaxRestarts", stubborn
     assert "(first failed job: stubborn-node-0)" in stubborn["message"], stubborn
     assert (mk.get("stubborn") or {})["status"]["restarts"] == 1

@@ -55,10 +55,10 @@ def test_a_worker_drained_removed_and_joined_again_loses_nothing_and_runs_nothin
         assert gone.value.status == 404
         # What ran there ended there, once each; nothing new goes there now.
         for i in range(3):
-            mk.wait(f"there-{i}", "Complete", timeout=120)
+            mk.wait_until(f"there-{i}", "Complete", timeout=120)
             assert dispatched_to(mk, f"there-{i}") == [leaving], dispatched_to(mk, f"there-{i}")
         mk.submit("after-remove")
-        mk.wait("after-remove", "Complete", timeout=120)
+        mk.wait_until("after-remove", "Complete", timeout=120)
         assert dispatched_to(mk, "after-remove") == [first]
 
         # The last worker cannot be removed: Kueue's MultiKueueConfig needs one.
@@ -85,7 +85,7 @@ def test_a_worker_drained_removed_and_joined_again_loses_nothing_and_runs_nothin
         with mk.filled(first, cpu="16"):
             submitted = time.monotonic()
             mk.submit("after-join")
-            mk.wait("after-join", "Complete", timeout=120)
+            mk.wait_until("after-join", "Complete", timeout=120)
             took = time.monotonic() - submitted
             print(
                 f"[figure] join: {joining:.1f} s to Active; then a 3 s TrainJob from submit "

@@ -121,7 +121,7 @@ def test_a_job_asking_for_a_gpu_model_runs_only_where_that_model_is(bed: Bed) ->
             assert mk.running_on(name) == [worker], name
         for job in jobs:
             name = job["metadata"]["name"]
-            mk.wait(name, "Complete", timeout=120)
+            mk.wait_until(name, "Complete", timeout=120)
             assert (mk.get(name) or {})["status"]["clusterName"] in (a100, h100)
         assert (mk.get("ddp-a100") or {})["status"]["clusterName"] == a100
         assert (mk.get("ddp-h100") or {})["status"]["clusterName"] == h100

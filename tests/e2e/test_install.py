@@ -134,7 +134,7 @@ def test_a_deleted_certificate_secret_is_restored_and_the_webhooks_keep_working(
     mk = MultiKueue(bed)
     created = mk.submit("after-cert")  # through the dispatcher's mutating webhook
     assert created["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
-    mk.wait("after-cert", "Complete", timeout=90)
+    mk.wait_until("after-cert", "Complete", timeout=90)
 
 
 def _read_or_none(core: client.CoreV1Api, name: str) -> client.V1Secret | None:
@@ -149,7 +149,7 @@ def _read_or_none(core: client.CoreV1Api, name: str) -> client.V1Secret | None:
 def test_metrics_name_the_work_done(bed: Bed, controllers: list[setup.Controller]) -> None:
     mk = MultiKueue(bed)
     mk.submit("measured")
-    mk.wait("measured", "Complete", timeout=90)
+    mk.wait_until("measured", "Complete", timeout=90)
 
     def scraped() -> str:
         return "\n".join(metrics_text(ctrl) for ctrl in controllers)
@@ -269,7 +269,7 @@ def test_worker_secrets_are_renewed_before_expiry_by_the_renewal_identity(
             what=f"the dispatcher reconnecting to {w.name}",
         )
     mk.submit("after-renewal")
-    mk.wait("after-renewal", "Complete", timeout=90)
+    mk.wait_until("after-renewal", "Complete", timeout=90)
 
 
 def test_metrics_are_served_only_to_callers_allowed_to_read_them(

@@ -159,7 +159,7 @@ def test_once_the_pods_are_gone_the_story_and_the_log_give_what_was_kept(
     alice = tenant(mk.ns, "alice")
     mk.submit("ended", nodes=2, run="2s", exit_code=3, runtime=mk.fail_fast_runtime())
     worker = mk.started_on("ended")
-    mk.wait("ended", "Failed", timeout=120)
+    mk.wait_until("ended", "Failed", timeout=120)
     wait_for(lambda: mk.get("ended", worker) is None, 60, what="the copy to leave the worker")
 
     code, story = alice.get(story_path(mk.ns, "ended"))
@@ -224,7 +224,7 @@ def test_a_job_that_opts_out_keeps_no_tails_and_a_kept_record_says_its_size(bed:
     for name, metadata in (("kept", None), ("private", off)):  # one after the other
         mk.submit(name, run="3s", exit_code=1, runtime=mk.fail_fast_runtime(), metadata=metadata)
         worker = mk.started_on(name)
-        mk.wait(name, "Failed", timeout=120)
+        mk.wait_until(name, "Failed", timeout=120)
         wait_for(lambda n=name, w=worker: mk.get(n, w) is None, 60, what=f"{name}'s copy to go")
         uids[name] = (mk.get(name) or {})["metadata"]["uid"]
     record = admin.read_namespaced_config_map(log_tails.name_of(uids["kept"]), "trainjob-system")

@@ -111,8 +111,8 @@ def test_the_same_trainjobs_end_the_same_on_either_kind_of_worker(
     reasons = {(e["source"], e["reason"]) for e in story["events"]}
     assert (worker, "Scheduled") in reasons, reasons
 
-    done = mk.wait("ok", "Complete", timeout=120)
-    failed = mk.wait("broken", "Failed", timeout=120)
+    done = mk.wait_until("ok", "Complete", timeout=120)
+    failed = mk.wait_until("broken", "Failed", timeout=120)
     ok = mk.get("ok") or {}
     assert ok["status"].get("clusterName") == worker
     assert dispatched_to(mk, "ok") == [worker], dispatched_to(mk, "ok")
@@ -181,7 +181,7 @@ def test_progress_trainer_writes_on_its_worker_reaches_the_manager(
     assert kubectl_trainjob([*plugin, "progress", "reporting"]) == 0
     shown = capsys.readouterr().out
     assert "]  45%  about 2m00s left" in shown and "loss=0.25" in shown, shown
-    mk.wait("reporting", "Complete", timeout=120)
+    mk.wait_until("reporting", "Complete", timeout=120)
 
 
 def test_trainer_on_the_manager_leaves_multikueue_trainjobs_to_the_dispatcher(
@@ -197,7 +197,7 @@ def test_trainer_on_the_manager_leaves_multikueue_trainjobs_to_the_dispatcher(
         60,
         what="Trainer's JobSet for its own TrainJob on the manager",
     )
-    mk.wait("sent", "Complete", timeout=120)
+    mk.wait_until("sent", "Complete", timeout=120)
     sent = mk.get("sent") or {}
     assert sent["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
     # ... and none for the one the dispatcher sent, whose copy ran on the Trainer worker.
@@ -228,7 +228,7 @@ def test_a_trainjob_on_a_lost_trainer_worker_moves_to_ours_and_runs_once(mixed: 
             LOST_TIMEOUT + 90,
             what="the TrainJob to move to worker1",
         )
-        mk.wait("mover", "Complete", timeout=120)
+        mk.wait_until("mover", "Complete", timeout=120)
     finally:
         # What follows needs its API server and garbage collector only, not new pods.
         mixed.restore_api_server(lost, wait_runs_jobs=False)

@@ -64,4 +64,4 @@ def test_trainers_crd_over_ours_is_named_and_new_trainjobs_refused_until_ours_is
         applier.wait_crds_established(["trainjobs.trainer.kubeflow.org"])
     wait_for(lambda: refusal("under-ours") is None, 60, what="TrainJobs accepted again")
     mk.submit("after", run="1s")
-    mk.wait("after", "Complete")
+    mk.wait_until("after", "Complete")

@@ -17,7 +17,7 @@ from kubernetes import client, watch
 
 from clusters import setup
 from clusters.bed import Bed
-from clusters.helpers.waiting import wait_for
+from clusters.helpers.waiting import stays_false, wait_for
 from clusters.install import DISPATCHER
 from clusters.install import leads as install_leads
 from clusters.kube import Applier, load_manifests
@@ -216,7 +216,7 @@ class MultiKueue:
             None,
         )
 
-    def wait(self, name: str, ctype: str, timeout: float = 90) -> Dict:
+    def wait_until(self, name: str, ctype: str, timeout: float = 90) -> Dict:
         return wait_for(
             lambda: self.condition(name, ctype), timeout, what=f"{name} {ctype} on the manager"
         )
@@ -435,6 +435,17 @@ def pods_ready(workloads: list[Dict]) -> tuple[str, str] | None:
 
 
 LOST_TIMEOUT = 15.0  # seconds a worker may be unreachable before its jobs move elsewhere
+HELD_SECONDS = 6.0  # three of the bed dispatcher's resync passes (clusters/setup.py: 2 s)
+
+
+def nothing_sent(mk: MultiKueue, why: str, seconds: float = HELD_SECONDS) -> None:
+    """No worker gets a copy for `seconds` (several passes of the dispatcher): a job held
+    stays held, rather than looking held at one moment."""
+    stays_false(
+        lambda: [w for w in mk.workers if mk.remote_workloads(w)],
+        seconds,
+        what=f"a copy sent while {why}",
+    )
 
 
 def dispatched_to(mk: MultiKueue, name: str) -> list[str]:
