@@ -17,7 +17,7 @@ from kubernetes import client
 
 from clusters.bed import Bed
 from clusters.config import REPO_ROOT
-from clusters.helpers.waiting import wait_for
+from clusters.helpers.waiting import stays_false, wait_for
 from clusters.kube import (
     Applier,
     api_client,
@@ -25,7 +25,7 @@ from clusters.kube import (
     service_account_token,
     write_token_kubeconfig,
 )
-from tests.support.multikueue import MultiKueue
+from tests.support.multikueue import HELD_SECONDS, MultiKueue, nothing_sent
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 Dict = dict[str, Any]
@@ -111,7 +111,7 @@ def test_the_jobs_secret_and_config_map_run_with_it_and_go_with_its_workload(bed
             30,
             what="the rotated Secret on the worker",
         )
-        mk.wait("deps", "Complete", timeout=120)
+        mk.wait_until("deps", "Complete", timeout=120)
 
         # The TrainJob deleted: its copies go, and the worker's garbage collector takes the
         # dependencies with the Workload copy that owns them.
@@ -137,7 +137,7 @@ def test_a_foreign_secret_of_that_name_is_left_alone_and_the_job_runs_elsewhere(
             what="the name taken on the first worker said",
         )
         mk.set_quota(second, "16")
-        mk.wait("foreign", "Complete", timeout=120)
+        mk.wait_until("foreign", "Complete", timeout=120)
         assert (mk.get("foreign") or {})["status"]["clusterName"] == second
     found = client.CoreV1Api(bed.api(first)).read_namespaced_secret("hf-token", mk.ns)
     assert base64.b64decode(found.data["token"]) == b"theirs"
@@ -158,7 +158,7 @@ def test_a_missing_secret_holds_the_job_naming_it_and_a_worker_without_access_sa
         "Secret 'hf-token'" in missing["message"]
         and "env[0].valueFrom.secretKeyRef" in (missing["message"])
     )
-    assert all(mk.remote_workloads(w) == [] for w in mk.workers), "nothing sent while it waits"
+    nothing_sent(mk, "the Secret is missing")
     # The Secret made: it goes, to workers whose identity may not write Secrets (the chart's
     # default): each says so, and nothing runs there.
     core.create_namespaced_secret(mk.ns, _secret("s3cr3t"))
@@ -167,9 +167,9 @@ def test_a_missing_secret_holds_the_job_naming_it_and_a_worker_without_access_sa
         90,
         what="the workers' refusal said",
     )
-    assert mk.running_on("waiting") == []
+    stays_false(lambda: mk.running_on("waiting"), HELD_SECONDS, what="it runs without access")
     with dependencies_access(bed, mk.workers):
-        mk.wait("waiting", "Complete", timeout=180)
+        mk.wait_until("waiting", "Complete", timeout=180)
 
 
 def _messages(mk: MultiKueue, name: str) -> str:

@@ -17,7 +17,15 @@ from clusters.bed import Bed
 from clusters.helpers.waiting import wait_for
 from clusters.kube import Applier, load_manifests
 from dispatcher import checkpoints
-from tests.support.multikueue import KUEUE, TRAINER, MultiKueue, events_of, names, workloads_seen
+from tests.support.multikueue import (
+    KUEUE,
+    TRAINER,
+    MultiKueue,
+    events_of,
+    names,
+    nothing_sent,
+    workloads_seen,
+)
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 Dict = dict[str, Any]
@@ -29,7 +37,7 @@ def test_a_full_worker_gets_no_copy_and_the_trainjob_runs_where_there_is_room(be
     with mk.filled(full, cpu="2"):  # the first worker's own TrainJob holds all its quota
         with workloads_seen(mk, full) as seen:
             mk.submit("placed")
-            mk.wait("placed", "Complete")
+            mk.wait_until("placed", "Complete")
         local = {w["metadata"]["name"] for w in mk.remote_workloads(full)}
     assert names(seen) == local, (
         f"copies were sent to the full worker: {sorted(names(seen) - local)}"
@@ -43,7 +51,7 @@ def test_a_trainjob_no_worker_could_ever_hold_fails_at_once_and_frees_the_quota(
     mk = MultiKueue(bed, worker_cpu="2")
     with workloads_seen(mk, mk.workers[0]) as seen0, workloads_seen(mk, mk.workers[1]) as seen1:
         mk.submit("huge", nodes=3, cpu="1")  # 3 cpu; each worker's ClusterQueue has 2
-        failed = mk.wait("huge", "Failed", timeout=30)
+        failed = mk.wait_until("huge", "Failed", timeout=30)
     assert failed["reason"] == "NoClusterFits", failed
     for worker in mk.workers:
         assert f"{worker}: never: PodSet node does not fit ClusterQueue" in failed["message"]
@@ -74,7 +82,7 @@ def test_a_trainjob_runs_only_on_the_cluster_it_names(bed: Bed) -> None:
     first, second = mk.workers[0], mk.workers[1]
     with workloads_seen(mk, first) as seen:
         mk.submit("pinned", metadata={"annotations": {NAMES: second}})
-        mk.wait("pinned", "Complete")
+        mk.wait_until("pinned", "Complete")
     assert names(seen) == set(), "never a copy on a cluster the TrainJob did not name"
     assert (mk.get("pinned") or {})["status"]["clusterName"] == second
 
@@ -115,10 +123,10 @@ def test_a_selector_matching_no_cluster_is_a_condition_until_a_cluster_matches(
     assert condition["reason"] == "NoClusterSelected"
     assert f"{SELECTOR}='{key}=gold' matches none of the clusters" in condition["message"]
     assert "NoClusterSelected" in events_of(mk, "choosy")
-    assert all(mk.remote_workloads(w) == [] for w in mk.workers)
+    nothing_sent(mk, "no cluster matches")
     second = mk.workers[1]
     with cluster_label(mk, second, key, "gold"):
-        mk.wait("choosy", "Complete")
+        mk.wait_until("choosy", "Complete")
     status = (mk.get("choosy") or {})["status"]
     assert status["clusterName"] == second
     assert not any(c["type"] == "ClustersSelected" for c in status.get("conditions") or [])
@@ -169,7 +177,7 @@ def test_a_worker_whose_runtime_differs_gets_no_copy_and_both_sides_say_so(bed: 
     try:
         with workloads_seen(mk, first) as seen:
             mk.submit("steady", runtime=name)
-            mk.wait("steady", "Complete")
+            mk.wait_until("steady", "Complete")
         assert names(seen) == set(), "no copy goes where the runtime is not the manager's"
         assert (mk.get("steady") or {})["status"]["clusterName"] == second
         assert "RuntimeDrift" in events_of(mk, "steady")
@@ -263,7 +271,7 @@ def _runs_where_its_claim_is(bed: Bed, mk: MultiKueue) -> None:
     }
     with workloads_seen(mk, without) as seen:
         mk.submit("near-data", pod_spec=pod)
-        mk.wait("near-data", "Complete")
+        mk.wait_until("near-data", "Complete")
     assert names(seen) == set(), "no copy where the claim is not"
     assert (mk.get("near-data") or {})["status"]["clusterName"] == holder
     # Where no worker holds it: the TrainJob says so, and waits.
@@ -277,10 +285,10 @@ def _runs_where_its_claim_is(bed: Bed, mk: MultiKueue) -> None:
     assert waiting["reason"] == "NoClusterHasData", waiting
     for worker in mk.workers:
         assert f"{worker}: PersistentVolumeClaim missing" in waiting["message"], waiting
-    assert all(mk.remote_workloads(w) == [] for w in mk.workers)
+    nothing_sent(mk, "no worker holds the claim")
     # The claim made on the first worker: the job goes there.
     _bound_claim(bed, without, mk.ns, "missing")
-    mk.wait("no-data", "Complete", timeout=120)
+    mk.wait_until("no-data", "Complete", timeout=120)
     assert (mk.get("no-data") or {})["status"]["clusterName"] == without
 
 
@@ -293,7 +301,7 @@ def test_a_job_naming_a_dataset_runs_only_on_a_cluster_labelled_with_it(bed: Bed
     try:
         with workloads_seen(mk, mk.workers[0]) as seen:
             mk.submit("c4", metadata={"annotations": {DATASETS: "c4"}})
-            mk.wait("c4", "Complete")
+            mk.wait_until("c4", "Complete")
         assert names(seen) == set()
         assert (mk.get("c4") or {})["status"]["clusterName"] == holder
     finally:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from clusters.helpers.waiting import stays_false, wait_for
 from kubecontrol import serving
 from kubecontrol.certs import issue
 from kubecontrol.metrics_auth import MetricsAuth
@@ -80,18 +81,42 @@ class Trickle:
             s.close()
 
 
+def _held(server: Any) -> int:
+    """Connections the server holds (each on a thread of its own)."""
+    return len(server._live)
+
+
 def test_the_kubelet_is_answered_while_a_pod_holds_every_slot(
     probes: ThreadingHTTPServer,
 ) -> None:
     """Before: 16 slow connections closed every probe unanswered (readiness dropped, and
-    liveness restarted the replica)."""
+    liveness restarted the replica). A probe that finds every slot held takes the pod's
+    oldest (at most one each: a probe's own slot is freed as its answer goes)."""
     port = probes.server_address[1]
     attack = Trickle(port, serving.MAX_CONNECTIONS, every=0.5)
     try:
-        time.sleep(1.0)  # all of them accepted and trickling
+        wait_for(lambda: _held(probes) == serving.MAX_CONNECTIONS, 10, what="every slot held")
         for _ in range(5):
             assert probe(port) == 200
-            time.sleep(0.2)
+        wait_for(lambda: attack.closed, 10, what="the pod's oldest connection cut")
+        stays_false(lambda: len(attack.closed) > 5, 1.5, what="more cut than probes made")
+        assert _held(probes) <= serving.MAX_CONNECTIONS
+    finally:
+        attack.stop()
+
+
+def test_connections_past_the_bound_each_cut_one_and_never_add_a_thread(
+    probes: ThreadingHTTPServer,
+) -> None:
+    """A flood of connections is not a flood of threads: past MAX_CONNECTIONS each new one
+    takes the place of the oldest of the address holding the most."""
+    port = probes.server_address[1]
+    extra = 4
+    attack = Trickle(port, serving.MAX_CONNECTIONS + extra, every=0.3)
+    try:
+        wait_for(lambda: len(attack.closed) == extra, 10, what=f"{extra} connections cut")
+        stays_false(lambda: len(attack.closed) > extra, 1.0, what="more connections cut")
+        assert _held(probes) == serving.MAX_CONNECTIONS
     finally:
         attack.stop()
 
@@ -127,13 +152,15 @@ def test_prometheus_is_answered_while_a_pod_holds_every_slot_of_the_metrics_port
     port = server.server_address[1]
     attack = Trickle(port, serving.MAX_CONNECTIONS, every=0.5)
     try:
-        time.sleep(1.0)
+        wait_for(lambda: _held(server) == serving.MAX_CONNECTIONS, 10, what="every slot held")
         context = ssl.create_default_context(cadata=material.ca_crt.decode())
         for _ in range(3):
             conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=5)
             conn.request("GET", "/metrics")
             assert conn.getresponse().status == 401  # answered: no token, so no review asked
             conn.close()
+        wait_for(lambda: attack.closed, 10, what="the pod's oldest connection cut")
+        assert _held(server) <= serving.MAX_CONNECTIONS
     finally:
         attack.stop()
         server.shutdown()

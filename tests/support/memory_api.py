@@ -562,7 +562,6 @@ class MemoryApi:
                         fault.times -= 1
                         if fault.times <= 0:
                             self._faults.remove(fault)
-                    self.refused.append((method, path, fault.status))
                     raise ApiException(fault.status, "Injected", f"{method} {path}")
             query = {k: v for k, v in (query or {}).items() if v is not None}
             dry_run = query.get("dryRun") == "All" and method != "GET"

@@ -208,8 +208,11 @@ def _fixed_or_now(time: re.Match[str]) -> str:
 
 
 def golden(name: str, text: str) -> str:
+    """The golden file `name` (written from `text` first under TJ_GOLDEN=write, never in CI:
+    there a golden is only read, so a change to it is a reviewed commit)."""
     path = GOLDEN / name
     if WRITE:
+        assert not os.environ.get("CI"), "TJ_GOLDEN=write under CI: goldens are only read there"
         path.parent.mkdir(exist_ok=True)
         path.write_text(text)
     return path.read_text()
@@ -268,3 +271,17 @@ def test_kubectl_trainjob_prints_the_golden_story() -> None:
     mine = [e for e in story.events if e.source == "worker1"]
     text = WorkerView("worker1", story.copy_on_worker, story.pods, mine).render(NOW) + "\n"
     assert text == golden("story-describe.txt", text)
+    # What the describe must say whatever the golden holds: the worker, each pod's phase and
+    # node, the Job's counts, the worker's Events with their objects.
+    lines = text.splitlines()
+    assert lines[0] == "On worker worker1:"
+    pods = [line.split() for line in lines if line.strip().startswith("tj-node-0-")]
+    assert [(p[1], p[2]) for p in pods] == [("Running", "node-a"), ("Pending", "-")]
+    assert ["node", "1", "0", "0", "0"] in [line.split() for line in lines]
+    warning = next(line.split() for line in lines if "FailedScheduling" in line)
+    assert warning[:2] == ["Warning", "FailedScheduling"] and warning[3] == pods[1][0]
+    assert next(line.split()[:3] for line in lines if line.strip().startswith("Suspended")) == [
+        "Suspended",
+        "False",
+        "Resumed",
+    ]
