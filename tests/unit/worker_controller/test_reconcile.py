@@ -5,6 +5,8 @@ What only an API server decides (admission, RBAC, real Jobs and pods) is the bed
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -89,17 +91,148 @@ FLAVOR = {
 }
 
 
-def test_a_queued_trainjob_gets_its_workload_and_waits_suspended() -> None:
-    world = worker(QUEUED.obj())
-    passes = world.settle(KEY)
+# ---- the pass as a table: the world before, what others do, the objects after ------------
+
+
+def _conditions(obj: Dict | None) -> dict[str, tuple[str, str]]:
+    found = ((obj or {}).get("status") or {}).get("conditions") or []
+    return {x["type"]: (x["status"], x.get("reason", "")) for x in found}
+
+
+@dataclass(frozen=True)
+class After:
+    """What a case ends with: the TrainJob's suspend and conditions (type: (status, reason)),
+    its Jobs (name: suspended), its Services, its Workload's conditions (None: no Workload),
+    and the reasons of the Events the passes posted."""
+
+    suspend: bool | None
+    trainjob: dict[str, tuple[str, str]]
+    jobs: dict[str, bool]
+    services: list[str]
+    workload: dict[str, tuple[str, str]] | None
+    events: set[str]
+
+
+def _after(world: World, events: set[str]) -> After:
     tj = world.get("worker", c.TRAINJOB, "tj")
-    assert tj is not None and tj["spec"]["suspend"] is True
-    wl = the_workload(world, tj)
+    assert tj is not None
+    workload = the_workload(world, tj)
+    return After(
+        suspend=tj["spec"].get("suspend"),
+        trainjob=_conditions(tj),
+        jobs={j["metadata"]["name"]: bool(j["spec"].get("suspend")) for j in objects(world, c.JOB)},
+        services=names(objects(world, c.SERVICE)),
+        workload=None if workload is None else _conditions(workload),
+        events=events,
+    )
+
+
+def _job_reports(**status: Any) -> Callable[[World], None]:
+    """What the Job controller writes of the one Job's pods."""
+
+    def report(world: World) -> None:
+        (job,) = objects(world, c.JOB)
+        job["status"] = status
+        world.apis["worker"].put(job)
+
+    return report
+
+
+def _evicted(world: World) -> None:
+    """What Kueue does when it preempts the Workload: admission lost, quota kept until the
+    pods are gone."""
+    wl = the_workload(world)
     assert wl is not None
-    assert wl["spec"]["queueName"] == "q"
-    assert [ps["name"] for ps in wl["spec"]["podSets"]] == ["node"]
-    assert objects(world, c.JOB) == []
-    assert ("Normal", "CreatedWorkload", "tj") in [e for p in passes for e in p.events]
+    wl["status"]["conditions"] = [
+        a_condition("QuotaReserved"),
+        a_condition("Admitted", "Evicted", status="False"),
+        a_condition("Evicted", "Preempted", "by a bigger job"),
+    ]
+    world.apis["worker"].put(wl)
+
+
+COMPLETE = [
+    {"type": "SuccessCriteriaMet", "status": "True"},
+    {"type": "Complete", "status": "True"},
+]
+QUEUED_ON_FLAVOR = [QUEUED.obj(), FLAVOR]
+WAITING = {"Suspended": ("True", "Suspended")}
+RUNNING = {"Suspended": ("False", "Resumed")}
+ADMITTED = {"QuotaReserved": ("True", "QuotaReserved"), "Admitted": ("True", "Admitted")}
+STARTED = {"CreatedWorkload", "Suspended", "Resumed", "Started"}
+# (case, the objects before, what Kueue and the Job controller do in turn, the end)
+CASES = [
+    (
+        "queued: a Workload, suspended until admitted",
+        [QUEUED.obj()],
+        [],
+        After(True, WAITING, {}, ["tj"], {"PodsReady": ("False", "WaitForStart")},
+              {"CreatedWorkload", "Suspended"}),
+    ),
+    (
+        "admitted: resumed, its Job made",
+        QUEUED_ON_FLAVOR,
+        [admit],
+        After(False, RUNNING, {"tj-node-0": False}, ["tj"], ADMITTED, STARTED),
+    ),
+    (
+        "its pods ready: PodsReady beside Kueue's conditions",
+        QUEUED_ON_FLAVOR,
+        [admit, _job_reports(active=1, ready=1)],
+        After(False, RUNNING, {"tj-node-0": False}, ["tj"],
+              {**ADMITTED, "PodsReady": ("True", "Started")}, STARTED),
+    ),
+    (
+        "its Job complete: the TrainJob complete, its Workload finished",
+        QUEUED_ON_FLAVOR,
+        [admit, _job_reports(succeeded=1, conditions=COMPLETE)],
+        After(False, {**RUNNING, "Complete": ("True", "Completed")}, {"tj-node-0": False},
+              ["tj"], {**ADMITTED, "Finished": ("True", "Succeeded")},
+              {*STARTED, "Completed", "FinishedWorkload"}),
+    ),
+    (
+        "evicted while its pods run: stopped, its Job suspended, the quota kept meanwhile",
+        QUEUED_ON_FLAVOR,
+        [admit, _job_reports(active=1, ready=1), _evicted],
+        After(True, WAITING, {"tj-node-0": True}, ["tj"],
+              {"QuotaReserved": ("True", "QuotaReserved"), "Admitted": ("False", "Evicted"),
+               "Evicted": ("True", "Preempted")}, {*STARTED, "Stopped"}),
+    ),
+    (
+        "evicted with no pod running: the quota given back, requeued as Kueue does",
+        QUEUED_ON_FLAVOR,
+        [admit, _evicted],
+        After(True, WAITING, {"tj-node-0": True}, ["tj"],
+              {"QuotaReserved": ("False", "Pending"), "Admitted": ("False", "NoReservation"),
+               "Evicted": ("True", "Preempted"), "Requeued": ("True", "Preempted"),
+               "PodsReady": ("False", "WaitForStart")}, {*STARTED, "Stopped"}),
+    ),
+    (
+        "no queue: runs at once, no Workload",
+        [TrainJobBuilder().obj()],
+        [],
+        After(None, {}, {"tj-node-0": False}, ["tj"], None, set()),
+    ),
+    (
+        "its runtime missing: failed naming the reason, nothing made",
+        [TrainJobBuilder().runtime("nowhere").obj()],
+        [],
+        After(None, {"Failed": ("True", "RuntimeNotFound")}, {}, [], None, {"RuntimeNotFound"}),
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "before", "then", "after"), CASES, ids=[c[0] for c in CASES])
+def test_the_pass_takes_the_world_before_to_the_objects_after(
+    case: str, before: list[Dict], then: list[Callable[[World], None]], after: After
+) -> None:
+    world = worker(*before)
+    events = {e[1] for p in world.settle(KEY) for e in p.events}
+    for step in then:
+        step(world)
+        events |= {e[1] for p in world.settle(KEY) for e in p.events}
+    assert _after(world, events) == after, case
+    assert not world.run(KEY).wrote(), f"{case}: a pass after the last still writes"
 
 
 def test_admission_starts_it_with_its_jobs_and_service_then_nothing_more_is_written() -> None:
@@ -116,23 +249,6 @@ def test_admission_starts_it_with_its_jobs_and_service_then_nothing_more_is_writ
     assert ("Normal", "Started", "tj") in [e for p in passes for e in p.events]
     # Level-triggered: another pass over the same objects writes nothing.
     assert not world.run(KEY).wrote()
-
-
-def test_jobs_that_complete_make_the_trainjob_complete_and_finish_its_workload() -> None:
-    world = started()
-    (job,) = objects(world, c.JOB)
-    job["status"] = {
-        "succeeded": 1,
-        "conditions": [
-            {"type": "SuccessCriteriaMet", "status": "True"},
-            {"type": "Complete", "status": "True"},
-        ],
-    }
-    world.apis["worker"].put(job)
-    world.settle(KEY)
-    tj = world.get("worker", c.TRAINJOB, "tj")
-    assert condition(tj, "Complete") == ("True", "Completed")
-    assert condition(the_workload(world), "Finished") == ("True", "Succeeded")
 
 
 def _report(world: World, job: Dict, **counts: int) -> None:
@@ -190,13 +306,6 @@ def test_a_finished_initializers_pods_are_reclaimable_beside_kueues_conditions()
     assert tj is not None and tj["spec"]["suspend"] is False
 
 
-def test_a_trainjob_without_a_queue_runs_at_once() -> None:
-    world = worker(TrainJobBuilder().obj())
-    world.settle(KEY)
-    assert names(objects(world, c.JOB)) == ["tj-node-0"]
-    assert objects(world, c.WORKLOAD) == []
-
-
 def test_a_service_of_its_name_that_is_not_ours_is_reported_and_never_written() -> None:
     foreign = {
         "apiVersion": "v1",
@@ -214,17 +323,6 @@ def test_a_service_of_its_name_that_is_not_ours_is_reported_and_never_written() 
         "Service" in (cond.get("message") or "")
         for cond in (tj or {}).get("status", {}).get("conditions", [])
     ), tj
-
-
-def test_a_missing_runtime_is_a_condition_naming_it_and_nothing_is_made() -> None:
-    world = worker(TrainJobBuilder().runtime("nowhere").obj())
-    world.settle(KEY)
-    tj = world.get("worker", c.TRAINJOB, "tj")
-    messages = " ".join(
-        cond.get("message", "") for cond in (tj or {}).get("status", {}).get("conditions", [])
-    )
-    assert "nowhere" in messages
-    assert objects(world, c.JOB) == []
 
 
 def test_jobs_of_its_name_owned_by_another_uid_are_never_adopted() -> None:
@@ -284,25 +382,6 @@ def test_a_deleted_trainjob_leaves_nothing_to_do() -> None:
     world = worker()
     assert world.run(KEY) == world.run(KEY)
     assert not world.run(KEY).wrote()
-
-
-def test_an_evicted_workload_stops_the_trainjob_and_gives_its_quota_back() -> None:
-    world = started()
-    wl = the_workload(world)
-    assert wl is not None
-    wl["status"]["conditions"] = [
-        a_condition("QuotaReserved"),
-        a_condition("Admitted", "Evicted", status="False"),
-        a_condition("Evicted", "Preempted", "by a bigger job"),
-    ]
-    world.apis["worker"].put(wl)
-    passes = world.settle(KEY)
-    tj = world.get("worker", c.TRAINJOB, "tj")
-    assert tj is not None and tj["spec"]["suspend"] is True
-    assert ("Normal", "Stopped", "tj") in [e for p in passes for e in p.events]
-    assert condition(the_workload(world), "QuotaReserved") == ("False", "Pending")
-    job = world.get("worker", c.JOB, "tj-node-0")
-    assert job is None or job["spec"].get("suspend") is True  # its pods go with the stop
 
 
 def test_a_trainjob_past_its_deadline_fails_naming_it() -> None:
