@@ -596,6 +596,8 @@ def test_trainjob_requesting_nothing_never_sits_silently_on_the_manager(bed: Bed
         60,
         what="weightless Complete, or Failed saying why",
     )
+    # Which way this run went (a run that always goes one way never tries the other).
+    print(f"[figure] a TrainJob requesting nothing ended {outcome['type']}")
     if outcome["type"] == "Complete":
         assert (mk.get("weightless") or {})["status"]["clusterName"] in mk.workers
         assert "NotDispatchable" not in events_of(mk, "weightless")

@@ -6,6 +6,7 @@ as installed (crds/); and a runtime's failure patterns compiled once, not per re
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -136,13 +137,14 @@ def test_a_runtimes_patterns_are_compiled_once_however_often_judged(
         return real(pattern)
 
     monkeypatch.setattr(failure, "compiled", counting)
+    fresh = uuid.uuid4().hex  # patterns no earlier test judged (the verdicts are kept by text)
     runtimes = [
         {
             "failurePolicy": {
                 "rules": [
                     {
                         "action": "FailJobSet",
-                        "onJobFailureMessagePatterns": [f"{p}r{k}" for p in COSTLY],
+                        "onJobFailureMessagePatterns": [f"{p}r{k}{fresh}" for p in COSTLY],
                     }
                 ]
             }
