@@ -436,8 +436,8 @@ def _ensure_service(obs: Observed, info: RuntimeInfo, owner: Dict, st: _Status, 
             c.COND_SERVICE_CONFLICT,
             True,
             c.REASON_SERVICE_NAME_TAKEN,
-            f"Service {info.trainjob!r} exists and is not this TrainJob's (it lacks label "
-            f"{c.TRAINJOB_NAME_LABEL}={info.trainjob}); rename or delete it",
+            f"Service {info.trainjob!r} exists and is not this TrainJob's (neither controlled "
+            f"by it nor labelled {c.TRAINJOB_NAME_LABEL}={info.trainjob}); rename or delete it",
             "Warning",
         )
         return False
