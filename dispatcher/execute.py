@@ -41,7 +41,11 @@ def execute_pass(
     failed and the key should come back soon."""
     body = trainjob.with_kind()
     if plan.finalizer == "add":
-        _set_finalizer(manager, trainjob, add=True)
+        version = _set_finalizer(manager, trainjob, add=True)
+        if version is not None:
+            # Our own change, nothing else: the rest of the pass is written from the version
+            # it made (from the one before, every first pass's next write was a conflict).
+            body = {**body, "metadata": {**body["metadata"], "resourceVersion": version}}
     if plan.queue is not None:
         execute_queue_plan(manager, body, plan.queue, memory)
     failed = False
@@ -52,7 +56,7 @@ def execute_pass(
             return False  # planned from an old Workload: the watch brings the new one
         failed, events = done
     status = plan.trainjob_status()
-    if status is None or _write_status(manager, memory, trainjob, status):
+    if status is None or _write_status(manager, memory, body, status):
         events = [*plan.intake.events, *events]  # the intake's say what its status changed
     if plan.dispatch is not None:
         ended = plan.dispatch.plan.placement_ended
@@ -169,13 +173,14 @@ def _resuming(cluster: str, resume: checkpoints.Checkpoint) -> Event:
     )
 
 
-def _set_finalizer(manager: Cluster, trainjob: TrainJobView, *, add: bool) -> None:
-    """Add or drop our finalizer, keeping everyone else's (guarded by resourceVersion)."""
+def _set_finalizer(manager: Cluster, trainjob: TrainJobView, *, add: bool) -> str | None:
+    """Add or drop our finalizer, keeping everyone else's (guarded by resourceVersion); the
+    version the write made, None when it conflicted or the TrainJob is gone."""
     finalizers = [f for f in trainjob.finalizers if f != c.DISPATCHER_FINALIZER]
     if add:
         finalizers.append(c.DISPATCHER_FINALIZER)
     try:
-        manager.patch(
+        written = manager.patch(
             c.TRAINJOB,
             trainjob.name,
             trainjob.namespace,
@@ -184,18 +189,20 @@ def _set_finalizer(manager: Cluster, trainjob: TrainJobView, *, add: bool) -> No
     except ApiException as exc:
         if exc.status not in (404, 409):
             raise
+        return None
+    return str(written["metadata"]["resourceVersion"])
 
 
-def _write_status(
-    manager: Cluster, memory: WriteMemory, trainjob: TrainJobView, status: Dict
-) -> bool:
-    """The manager TrainJob's status, guarded by the version the plan was made from; False
-    when that version is old (the watch brings the new one)."""
+def _write_status(manager: Cluster, memory: WriteMemory, body: Dict, status: Dict) -> bool:
+    """The manager TrainJob's status, guarded by the version the plan was made from (or our
+    finalizer's write made from it); False when that version is old (the watch brings the
+    new one)."""
+    meta = body["metadata"]
     return guarded_write(
         memory,
-        ("TrainJob", *trainjob.key),
-        str(trainjob.resource_version),
-        lambda: manager.patch_status(c.TRAINJOB, trainjob.raw, status),
+        ("TrainJob", meta["namespace"], meta["name"]),
+        str(meta["resourceVersion"]),
+        lambda: manager.patch_status(c.TRAINJOB, body, status),
     )
 
 
