@@ -127,8 +127,11 @@ def both_caches(request: pytest.FixtureRequest) -> Iterator[None]:
     and with each pass followed by one on caches a write behind (`World.run`). A case whose
     premise is one pass exactly (a fault injected once) makes its world with `behind=False`."""
     _BEHIND[0] = request.param == "behind"
+    built = World.built_behind
     yield
     _BEHIND[0] = False
+    if request.param == "behind":
+        assert World.built_behind > built, "no world ran behind: take the case out of both_caches"
 
 
 def dispatcher_guarded(cluster: str, method: str, path: str) -> bool:
@@ -143,6 +146,15 @@ def dispatcher_guarded(cluster: str, method: str, path: str) -> bool:
 def worker_guarded(_cluster: str, method: str, path: str) -> bool:
     spec = "/trainjobs/" in path and not path.endswith("/status")
     return method == "PATCH" and ("/workloads/" in path or spec)
+
+
+def no_conflict(done: Pass) -> None:
+    """A pass planned from caches as fresh as the API server meets no conflict: every write
+    that changes an object is sent from the version it has, our own earlier writes of the
+    same pass included."""
+    conflicts = [(n, m, p) for n, rs in done.refused.items() for m, p, s in rs if s == 409]
+    updates = [(n, m, p) for n, m, p in conflicts if m in ("PATCH", "PUT")]
+    assert not updates, f"a pass on fresh caches sent writes from an old version: {updates}"
 
 
 def nothing_again(first: Pass, again: Pass, guarded: Guarded) -> None:
@@ -169,6 +181,8 @@ class World:
     """Clusters in memory and one controller's caches over them; `run(key)` is one pass.
     `more_informers`: caches beyond the watch table's (the dispatcher's of each worker)."""
 
+    built_behind = 0  # worlds made to run behind, so far in the process (`both_caches`)
+
     def __init__(
         self,
         apis: dict[str, MemoryApi],
@@ -179,6 +193,8 @@ class World:
     ):
         self.apis = apis
         self.behind = behind
+        if behind is not None:
+            World.built_behind += 1
         self._sync = sync
         self._more = more_informers
         self.informers: list[Informer] = []
@@ -208,28 +224,44 @@ class World:
         change nothing and send none of the writes `behind` says are guarded."""
         if self.behind is not None:
             done, again = self.run_behind(key)
+            no_conflict(done)
             nothing_again(done, again, self.behind)
             return done.then(again)
         self.relist()
         done = self._pass(key)
         self.relist()
         done.queued += self.queue.take()
+        no_conflict(done)
         return done
 
-    def run_raced(self, key: Hashable, cluster: str, kind: Kind, name: str, ns: str = "ns") -> Pass:
-        """One pass for `key` planned from caches that miss one write of someone else: the
-        object `name` written (an annotation added) after the caches were listed, so that a
-        write of ours planned from the version before meets the conflict a real race makes."""
+    def run_raced(
+        self,
+        key: Hashable,
+        cluster: str,
+        kind: Kind,
+        name: str,
+        ns: str = "ns",
+        change: Callable[[Dict], None] | None = None,
+    ) -> tuple[Pass, Pass]:
+        """A pass for `key` planned from caches that miss one write of someone else: the
+        object `name` changed by `change` (an annotation added, unless given) after the
+        caches were listed, so that a write of ours planned from the version before meets the
+        conflict a real race makes; then a pass on the same caches (its watch events not in
+        yet). Returns both."""
         self.relist()
         raced = self.apis[cluster].object(kind, name, ns)
         assert raced is not None, f"no {kind.kind} {name} on {cluster} to race with"
-        annotations = raced["metadata"].setdefault("annotations", {})
-        annotations["test.trainjob.dev/raced"] = str(len(self.passes))
+        if change is None:
+            annotations = raced["metadata"].setdefault("annotations", {})
+            annotations["test.trainjob.dev/raced"] = str(len(self.passes))
+        else:
+            change(raced)
         self.apis[cluster].put(raced)
-        done = self._pass(key)
+        first = self._pass(key)
+        again = self._pass(key)
         self.relist()
-        done.queued += self.queue.take()
-        return done
+        again.queued += self.queue.take()
+        return first, again
 
     def run_behind(self, key: Hashable) -> tuple[Pass, Pass]:
         """Two passes for `key` on the same caches: the second plans from caches a write

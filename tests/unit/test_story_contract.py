@@ -31,15 +31,12 @@ from dispatcher.context import Context
 from kubectl_trainjob.view import WorkerView
 from tests.support.whole_pass import (
     World,
-    both_caches,  # noqa: F401 (every case runs under it)
     fleet,
     kueue_status,
 )
 from trainjob import constants as c
 from trainjob.story import TrainJobStory
 from trainjob.workload import workload_name
-
-pytestmark = pytest.mark.usefixtures("both_caches")
 
 Dict = dict[str, Any]
 REPO = Path(__file__).resolve().parents[2]

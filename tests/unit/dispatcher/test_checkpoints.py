@@ -18,7 +18,7 @@ from kubecontrol.kinds import CONFIG_MAP
 from tests.support.whole_pass import (
     World,
     a_condition,
-    both_caches,  # noqa: F401 (every case runs under it)
+    both_caches,  # noqa: F401 (the fixture the cases that run passes use)
     fleet,
     reserve,
 )
@@ -26,8 +26,6 @@ from trainjob import admission as rules
 from trainjob import constants as c
 from trainjob.views import TrainJobView
 from trainjob.workload import workload_name
-
-pytestmark = pytest.mark.usefixtures("both_caches")
 
 Dict = dict[str, Any]
 KEY = ("ns", "tj")
@@ -215,6 +213,7 @@ def evicted_there(world: World, worker: str) -> None:
     world.settle(KEY)
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_moved_job_resumes_from_the_checkpoint_its_status_names(world: World) -> None:
     runs_on(world, "worker1")
     assert env_of(world, "worker1") == {"TRAINJOB_CHECKPOINTS": PLACE}  # a fresh start
@@ -242,6 +241,7 @@ def test_a_moved_job_resumes_from_the_checkpoint_its_status_names(world: World) 
     assert ("Normal", "ResumedFromCheckpoint", "tj") in events
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_without_a_checkpoint_in_the_status_the_record_of_runs_says_where(world: World) -> None:
     runs_on(world, "worker1")
     reports(world, "worker1", checkpoint="step-000040.pt", checkpoint_step="40")
@@ -255,6 +255,7 @@ def test_without_a_checkpoint_in_the_status_the_record_of_runs_says_where(world:
     assert env_of(world, "worker2")["TRAINJOB_RESUME_FROM"] == f"{PLACE}/step-000040.pt"
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_job_that_does_not_keep_checkpoints_is_sent_as_it_is() -> None:
     job = TrainJobBuilder().queue("q").multikueue().obj()
     world, _ctx = fleet([RUNTIME, job], {w: [RUNTIME] for w in WORKERS})

@@ -14,14 +14,12 @@ from clusters.helpers.builders import TrainJobBuilder, container, make_runtime
 from dispatcher import data
 from tests.support.whole_pass import (
     World,
-    both_caches,  # noqa: F401 (every case runs under it)
+    both_caches,  # noqa: F401 (the fixture the cases that run passes use)
     condition,
     fleet,
     reserve,
 )
 from trainjob import constants as c
-
-pytestmark = pytest.mark.usefixtures("both_caches")
 
 Dict = dict[str, Any]
 KEY = ("ns", "tj")
@@ -133,6 +131,7 @@ def _check_message(world: World) -> str:
     return str(wls[0]["status"]["admissionChecks"][0]["message"])
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_job_goes_only_where_its_claim_is_and_the_check_says_why_not_elsewhere(
     world: World,
 ) -> None:
@@ -144,6 +143,7 @@ def test_a_job_goes_only_where_its_claim_is_and_the_check_says_why_not_elsewhere
     assert condition(world.get("manager", c.TRAINJOB, "tj"), c.COND_DATA_UNAVAILABLE) is None
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_with_no_worker_holding_it_the_job_says_so_and_goes_once_one_does() -> None:
     world = _fleet({w: [RUNTIME] for w in WORKERS})
     try:
@@ -162,6 +162,7 @@ def test_with_no_worker_holding_it_the_job_says_so_and_goes_once_one_does() -> N
         world.close()
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_bound_takes_only_a_bound_claim_and_exists_a_pending_one_too() -> None:
     workers = {"worker1": [RUNTIME, claim(phase="Pending")], "worker2": [RUNTIME, claim()]}
     for setting, expected in (("Bound", False), ("Exists", True)):
@@ -175,6 +176,7 @@ def test_bound_takes_only_a_bound_claim_and_exists_a_pending_one_too() -> None:
             world.close()
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_named_dataset_sends_the_job_only_to_clusters_labelled_with_it() -> None:
     runtime = make_runtime()
     submitted = TrainJobBuilder().queue("q").multikueue().obj()
@@ -194,6 +196,7 @@ def test_a_named_dataset_sends_the_job_only_to_clusters_labelled_with_it() -> No
         world.close()
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_data_placement_off_sends_copies_everywhere() -> None:
     world = _fleet({w: [RUNTIME] for w in WORKERS}, data_placement="Off")
     try:

@@ -18,15 +18,13 @@ from kubecontrol.kinds import CONFIG_MAP, SECRET
 from tests.support.memory_api import Fault
 from tests.support.whole_pass import (
     World,
-    both_caches,  # noqa: F401 (every case runs under it)
+    both_caches,  # noqa: F401 (the fixture the cases that run passes use)
     condition,
     fleet,
     reserve,
 )
 from trainjob import constants as c
 from trainjob.workload import workload_name
-
-pytestmark = pytest.mark.usefixtures("both_caches")
 
 Dict = dict[str, Any]
 KEY = ("ns", "tj")
@@ -245,6 +243,7 @@ def _check_message(world: World) -> str:
     return str(wl["status"]["admissionChecks"][0]["message"])
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_the_winner_gets_the_jobs_secrets_and_config_maps_before_its_trainjob_owned_by_its_workload(
     world: World,
 ) -> None:
@@ -270,6 +269,7 @@ def test_the_winner_gets_the_jobs_secrets_and_config_maps_before_its_trainjob_ow
     )
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_missing_secret_holds_the_job_back_naming_it_and_it_goes_once_the_secret_exists(
     world: World,
 ) -> None:
@@ -288,6 +288,7 @@ def test_a_missing_secret_holds_the_job_back_naming_it_and_it_goes_once_the_secr
     assert all(_workload(world, w) is not None for w in WORKERS)
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_namespace_not_opted_in_sends_nothing_but_the_job() -> None:
     submitted = TrainJobBuilder().queue("q").multikueue().obj()
     made, _ctx = fleet(
@@ -303,6 +304,7 @@ def test_a_namespace_not_opted_in_sends_nothing_but_the_job() -> None:
         made.close()
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_foreign_secret_of_that_name_is_never_written_and_the_job_goes_elsewhere(
     world: World,
 ) -> None:
@@ -324,6 +326,7 @@ def test_a_foreign_secret_of_that_name_is_never_written_and_the_job_goes_elsewhe
     )
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_change_on_the_manager_reaches_the_running_copy(world: World) -> None:
     world.settle(KEY)
     _reserve(world)
@@ -334,6 +337,7 @@ def test_a_change_on_the_manager_reaches_the_running_copy(world: World) -> None:
     assert copy is not None and copy["data"] == {"token": _b64("rotated")}
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_two_jobs_share_one_copy_owned_by_both_which_goes_with_the_last_of_them() -> None:
     """The product's part is the second owner reference; the worker's garbage collector's is
     the rest (the stand-in's, held to a real one by tests/bed/test_api_contract.py)."""
@@ -368,6 +372,7 @@ def test_two_jobs_share_one_copy_owned_by_both_which_goes_with_the_last_of_them(
         made.close()
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_worker_that_refuses_secrets_keeps_the_job_and_says_why(world: World) -> None:
     world.apis["worker1"].fail(Fault(403, "POST", "secrets", times=None))
     world.settle(KEY)
@@ -378,6 +383,7 @@ def test_a_worker_that_refuses_secrets_keeps_the_job_and_says_why(world: World) 
     assert "worker.multikueueIdentity.dependencies" in _check_message(world)
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_without_the_right_to_read_secrets_the_dispatcher_runs_and_the_job_says_why() -> None:
     """The dependency watches are optional: a role without Secrets leaves the rest working,
     and a job of an opted-in namespace that references some waits, saying so."""

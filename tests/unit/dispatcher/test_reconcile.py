@@ -14,12 +14,14 @@ import pytest
 
 from clusters.helpers.builders import TrainJobBuilder, make_runtime
 from dispatcher.selection import CLUSTER_NAMES_ANNOTATION
+from kubecontrol.client import ApiException
 from kubecontrol.kinds import CONFIG_MAP, Kind
+from tests.support.memory_api import Fault
 from tests.support.whole_pass import (
     Pass,
     World,
     a_condition,
-    both_caches,  # noqa: F401 (every case runs under it)
+    both_caches,  # noqa: F401 (the fixture the cases that run passes use)
     condition,
     fleet,
     names,
@@ -27,8 +29,6 @@ from tests.support.whole_pass import (
 )
 from trainjob import constants as c
 from trainjob.workload import workload_name
-
-pytestmark = pytest.mark.usefixtures("both_caches")
 
 Dict = dict[str, Any]
 KEY = ("ns", "tj")
@@ -93,6 +93,7 @@ def dispatched(world: World) -> None:
     world.settle(KEY)
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_submitted_trainjob_gets_its_workload_and_our_finalizer_and_no_copy_yet(
     world: World,
 ) -> None:
@@ -104,6 +105,7 @@ def test_a_submitted_trainjob_gets_its_workload_and_our_finalizer_and_no_copy_ye
         assert copies(world, worker) == ([], [])
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_reserved_quota_sends_a_workload_copy_to_every_worker_labelled_with_its_origin(
     world: World,
 ) -> None:
@@ -119,6 +121,7 @@ def test_reserved_quota_sends_a_workload_copy_to_every_worker_labelled_with_its_
     assert sorted(workload(world)["status"].get("nominatedClusterNames") or []) == list(WORKERS)  # type: ignore[index]
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_the_first_worker_to_admit_wins_and_the_other_copies_go(world: World) -> None:
     dispatched(world)
     kueue_reserves(world, "worker2", admitted=True)
@@ -132,6 +135,7 @@ def test_the_first_worker_to_admit_wins_and_the_other_copies_go(world: World) ->
     assert copy["metadata"]["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL] == "multikueue"
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_the_winners_end_comes_back_to_the_manager_trainjob(world: World) -> None:
     dispatched(world)
     kueue_reserves(world, "worker1", admitted=True)
@@ -140,6 +144,7 @@ def test_the_winners_end_comes_back_to_the_manager_trainjob(world: World) -> Non
     assert condition(trainjob(world), "Complete") == ("True", "Completed")
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_deleted_trainjob_takes_its_copies_with_it_before_it_goes(world: World) -> None:
     dispatched(world)
     world.apis["manager"].request("DELETE", c.TRAINJOB.path("ns", "tj"))
@@ -150,6 +155,7 @@ def test_a_deleted_trainjob_takes_its_copies_with_it_before_it_goes(world: World
         assert copies(world, worker) == ([], [])
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_trainjob_of_its_name_on_a_worker_that_is_not_ours_is_never_written(
     world: World,
 ) -> None:
@@ -171,6 +177,7 @@ def test_a_trainjob_of_its_name_on_a_worker_that_is_not_ours_is_never_written(
     assert wl is not None and "worker1" in wl["status"]["admissionChecks"][0]["message"]
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_an_unreachable_worker_gets_nothing_the_others_do_and_it_gets_its_copy_once_back(
     world: World,
 ) -> None:
@@ -185,6 +192,7 @@ def test_an_unreachable_worker_gets_nothing_the_others_do_and_it_gets_its_copy_o
     assert copies(world, "worker1")[1] == copies(world, "worker2")[1]
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_pass_that_clears_one_condition_and_sets_another_writes_the_status_once(
     world: World,
 ) -> None:
@@ -212,6 +220,7 @@ def admitted_on(world: World, worker: str) -> None:
     assert copies(world, worker)[0] == ["tj"]
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_copy_evicted_on_its_worker_is_sent_again_and_the_run_recorded(world: World) -> None:
     admitted_on(world, "worker1")
     wl = workload(world, "worker1")
@@ -229,6 +238,7 @@ def test_a_copy_evicted_on_its_worker_is_sent_again_and_the_run_recorded(world: 
     assert "RemoteEvicted" in record["data"]["placements.json"]
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_the_winners_failure_comes_back_as_the_manager_trainjobs(world: World) -> None:
     admitted_on(world, "worker2")
     ends_on(world, "worker2", a_condition("Failed", "PodSetFailed", "PodSet 'node' failed"))
@@ -236,6 +246,7 @@ def test_the_winners_failure_comes_back_as_the_manager_trainjobs(world: World) -
     assert trainjob(world)["status"]["clusterName"] == "worker2"  # type: ignore[index]
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_trainjob_no_worker_could_ever_hold_is_given_up_naming_why() -> None:
     big = TrainJobBuilder().queue("q").multikueue().obj()
     runtime = make_runtime(
@@ -274,6 +285,7 @@ def test_a_trainjob_no_worker_could_ever_hold_is_given_up_naming_why() -> None:
         world.close()
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_worker_lost_longer_than_the_timeout_loses_its_run_and_the_job_is_sent_again() -> None:
     world, _ctx = fleet(
         [RUNTIME, SUBMITTED.obj()], {w: [RUNTIME] for w in WORKERS}, worker_lost_timeout=0.05
@@ -292,6 +304,7 @@ def test_a_worker_lost_longer_than_the_timeout_loses_its_run_and_the_job_is_sent
         world.close()
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_with_an_external_dispatcher_copies_wait_for_its_nomination_and_go_there_only() -> None:
     world, _ctx = fleet(
         [RUNTIME, SUBMITTED.obj()], {w: [RUNTIME] for w in WORKERS}, strategy="External"
@@ -318,9 +331,13 @@ def test_with_an_external_dispatcher_copies_wait_for_its_nomination_and_go_there
 
 def _conflicted(world: World, kind: Kind, name: str, path: str, cluster: str = "manager") -> Pass:
     """One pass planned from caches that miss someone else's write of `name` on `cluster`:
-    its guarded write `path` meets the conflict (and nothing else is refused)."""
-    done = world.run_raced(KEY, cluster, kind, name)
+    its guarded write `path` meets the conflict (and nothing else is refused), and a pass on
+    the same caches does not send it again; the first pass is returned."""
+    done, again = world.run_raced(KEY, cluster, kind, name)
     assert done.refused[cluster] == [("PATCH", path, 409)]
+    # the version it met the conflict from is remembered: not sent from it again
+    assert not [r for r in again.refused[cluster] if r[1] == path], again.refused
+    assert ("PATCH", path) not in again.writes[cluster]
     return done
 
 
@@ -339,16 +356,44 @@ def test_a_conflict_on_the_workloads_check_sends_nothing_to_a_worker_until_the_n
         world.close()
 
 
-def test_a_conflict_on_the_trainjobs_suspend_holds_its_event_until_it_is_written() -> None:
+def test_a_new_trainjobs_first_pass_writes_each_change_from_the_version_before_it() -> None:
+    """Our finalizer, then the suspend, in one pass: the suspend is sent from the version the
+    finalizer's write made (from the listed one, it met a conflict every time)."""
     world, _ctx = fleet([RUNTIME, SUBMITTED.obj()], {w: [RUNTIME] for w in WORKERS}, behind=False)
     try:
-        world.run(KEY)
-        done = _conflicted(world, c.TRAINJOB, "tj", c.TRAINJOB.path("ns", "tj"))
-        assert done.events == []
-        passes = world.settle(KEY)
-        assert ("Normal", "Stopped", "tj") in [e for p in passes for e in p.events]
+        first = world.run(KEY)
+        path = c.TRAINJOB.path("ns", "tj")
+        assert (
+            first.writes["manager"].count(("PATCH", path)) == 2 and first.refused["manager"] == []
+        )
         tj = trainjob(world)
         assert tj is not None and tj["spec"]["suspend"] is True
+        assert tj["metadata"]["finalizers"] == [c.DISPATCHER_FINALIZER]
+    finally:
+        world.close()
+
+
+def test_a_race_on_a_new_trainjob_keeps_the_others_finalizer_and_sends_nothing_stale_again() -> (
+    None
+):
+    """Someone adds a finalizer as our first pass runs: our finalizer and the suspend meet the
+    conflict, a pass on the same caches sends neither again, and the next pass keeps both
+    finalizers."""
+    world, _ctx = fleet([RUNTIME, SUBMITTED.obj()], {w: [RUNTIME] for w in WORKERS}, behind=False)
+    try:
+
+        def theirs(tj: Dict) -> None:
+            tj["metadata"]["finalizers"] = ["example.com/keep"]
+
+        raced, again = world.run_raced(KEY, "manager", c.TRAINJOB, "tj", change=theirs)
+        path = c.TRAINJOB.path("ns", "tj")
+        assert raced.refused["manager"] == [("PATCH", path, 409), ("PATCH", path, 409)]
+        assert ("Normal", "Stopped", "tj") not in raced.events
+        assert [r for r in again.refused["manager"] if r[1] == path] == [("PATCH", path, 409)]
+        world.settle(KEY)
+        tj = trainjob(world)
+        assert tj is not None and tj["spec"]["suspend"] is True
+        assert tj["metadata"]["finalizers"] == ["example.com/keep", c.DISPATCHER_FINALIZER]
     finally:
         world.close()
 
@@ -364,10 +409,28 @@ def test_a_conflict_on_the_trainjobs_status_is_written_again_from_the_new_versio
         remote["status"] = {"conditions": [a_condition("Complete", "Completed")]}
         world.apis["worker2"].put(remote)
         status = c.TRAINJOB.path("ns", "tj", "status")
-        raced = world.run_raced(KEY, "manager", c.TRAINJOB, "tj")
+        raced, _again = world.run_raced(KEY, "manager", c.TRAINJOB, "tj")
         assert ("PATCH", status, 409) in raced.refused["manager"]
         assert ("PATCH", status) not in raced.writes["manager"]
         world.settle(KEY)
         assert condition(trainjob(world), "Complete") == ("True", "Completed")
+    finally:
+        world.close()
+
+
+def test_a_guarded_write_the_api_refuses_for_another_reason_fails_the_pass() -> None:
+    """Only a conflict or a thing gone is taken as "planned from an old version"; a refusal
+    (422 here, a webhook's 403, a 500 after the retries) fails the pass, for the queue to
+    retry it with backoff and the log to say why."""
+    world, _ctx = fleet([RUNTIME, SUBMITTED.obj()], {w: [RUNTIME] for w in WORKERS}, behind=False)
+    try:
+        world.settle(KEY)
+        kueue_reserves(world)
+        world.apis["manager"].fail(Fault(422, "PATCH", "workloads", "status"))
+        with pytest.raises(ApiException) as refused:
+            world.run(KEY)
+        assert refused.value.status == 422
+        world.settle(KEY)  # once the API takes it, the pass goes on
+        assert check_state(world) == "Pending"
     finally:
         world.close()

@@ -20,7 +20,7 @@ from tests.support.whole_pass import (
     World,
     a_condition,
     behind_by_default,
-    both_caches,  # noqa: F401 (the fixture every case runs under)
+    both_caches,  # noqa: F401 (the fixture the cases that run passes use)
     condition,
     kueue_status,
     names,
@@ -34,7 +34,6 @@ from worker_controller.settings import WorkerSettings
 from worker_controller.watches import watches
 
 Dict = dict[str, Any]
-pytestmark = pytest.mark.usefixtures("both_caches")
 KEY = ("ns", "tj")
 RUNTIME = make_runtime()
 QUEUED = TrainJobBuilder().queue("q")
@@ -151,6 +150,15 @@ def _evicted(world: World) -> None:
     world.apis["worker"].put(wl)
 
 
+def _deleted(kind: Kind, name: str) -> Callable[[World], None]:
+    """Someone deletes one of the TrainJob's objects."""
+
+    def delete(world: World) -> None:
+        world.apis["worker"].request("DELETE", kind.path("ns", name))
+
+    return delete
+
+
 COMPLETE = [
     {"type": "SuccessCriteriaMet", "status": "True"},
     {"type": "Complete", "status": "True"},
@@ -208,6 +216,12 @@ CASES = [
                "PodsReady": ("False", "WaitForStart")}, {*STARTED, "Stopped"}),
     ),
     (
+        "its Service and Job deleted while it runs: both made again",
+        QUEUED_ON_FLAVOR,
+        [admit, _deleted(c.SERVICE, "tj"), _deleted(c.JOB, "tj-node-0")],
+        After(False, RUNNING, {"tj-node-0": False}, ["tj"], ADMITTED, STARTED),
+    ),
+    (
         "no queue: runs at once, no Workload",
         [TrainJobBuilder().obj()],
         [],
@@ -222,6 +236,7 @@ CASES = [
 ]  # fmt: skip
 
 
+@pytest.mark.usefixtures("both_caches")
 @pytest.mark.parametrize(("case", "before", "then", "after"), CASES, ids=[c[0] for c in CASES])
 def test_the_pass_takes_the_world_before_to_the_objects_after(
     case: str, before: list[Dict], then: list[Callable[[World], None]], after: After
@@ -235,6 +250,7 @@ def test_the_pass_takes_the_world_before_to_the_objects_after(
     assert not world.run(KEY).wrote(), f"{case}: a pass after the last still writes"
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_admission_starts_it_with_its_jobs_and_service_then_nothing_more_is_written() -> None:
     world = worker(QUEUED.obj(), FLAVOR)
     world.settle(KEY)
@@ -257,6 +273,7 @@ def _report(world: World, job: Dict, **counts: int) -> None:
     world.apis["worker"].put(job)
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_pods_ready_is_applied_beside_kueues_conditions_and_the_job_keeps_running() -> None:
     """Our apply of PodsReady owns one entry of the Workload's conditions: Kueue's
     QuotaReserved and Admitted stay (the API server merges the list by type), so the next
@@ -282,6 +299,7 @@ def test_pods_ready_is_applied_beside_kueues_conditions_and_the_job_keeps_runnin
     assert not world.run(KEY).wrote()
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_finished_initializers_pods_are_reclaimable_beside_kueues_conditions() -> None:
     world = worker(TrainJobBuilder().runtime("torch-with-init").queue("q").obj(), FLAVOR)
     world.apis["worker"].put(initializer_runtime())
@@ -306,6 +324,7 @@ def test_a_finished_initializers_pods_are_reclaimable_beside_kueues_conditions()
     assert tj is not None and tj["spec"]["suspend"] is False
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_service_of_its_name_that_is_not_ours_is_reported_and_never_written() -> None:
     foreign = {
         "apiVersion": "v1",
@@ -325,6 +344,7 @@ def test_a_service_of_its_name_that_is_not_ours_is_reported_and_never_written() 
     ), tj
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_jobs_of_its_name_owned_by_another_uid_are_never_adopted() -> None:
     stranger = {
         "apiVersion": "batch/v1",
@@ -349,6 +369,7 @@ def test_jobs_of_its_name_owned_by_another_uid_are_never_adopted() -> None:
     assert again.requeue_after is not None and not again.wrote()
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_job_the_api_forbids_fails_the_pass_for_the_queue_to_retry_and_is_made_later() -> None:
     world = worker(TrainJobBuilder().obj())
     world.apis["worker"].fail(Fault(403, "POST", "jobs", times=None))
@@ -361,6 +382,7 @@ def test_a_job_the_api_forbids_fails_the_pass_for_the_queue_to_retry_and_is_made
     assert names(objects(world, c.JOB)) == ["tj-node-0"]
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_job_the_api_finds_invalid_is_a_condition_and_the_pass_comes_back_soon() -> None:
     world = worker(TrainJobBuilder().obj())
     world.apis["worker"].fail(Fault(422, "POST", "jobs", times=None))
@@ -378,12 +400,14 @@ def test_a_job_the_api_finds_invalid_is_a_condition_and_the_pass_comes_back_soon
     )
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_deleted_trainjob_leaves_nothing_to_do() -> None:
     world = worker()
     assert world.run(KEY) == world.run(KEY)
     assert not world.run(KEY).wrote()
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_trainjob_past_its_deadline_fails_naming_it() -> None:
     world = worker(TrainJobBuilder().obj())
     world.settle(KEY)
@@ -404,6 +428,7 @@ GANG = make_runtime(podGroupPolicy={"coscheduling": {}})
 COSCHEDULING_API = "/apis/scheduling.x-k8s.io/v1alpha1"
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_gang_runtime_gets_its_pod_group_where_discovery_lists_it_and_asks_once() -> None:
     world = worker(GANG, TrainJobBuilder().obj())
     api = world.apis["worker"]
@@ -423,6 +448,7 @@ def test_a_gang_runtime_gets_its_pod_group_where_discovery_lists_it_and_asks_onc
     assert objects(world, c.VOLCANO_POD_GROUP) == []
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_without_the_api_the_pods_run_ungrouped_and_the_trainjob_says_which_is_missing() -> None:
     world = worker(GANG, TrainJobBuilder().obj())
     world.settle(KEY)
@@ -433,6 +459,7 @@ def test_without_the_api_the_pods_run_ungrouped_and_the_trainjob_says_which_is_m
     assert condition(tj, "PodGroupPolicyIgnored") == ("True", "PodGroupPolicyIgnored")
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_pod_group_of_its_name_that_is_not_ours_holds_the_jobs_and_is_never_written() -> None:
     foreign = {
         "apiVersion": "scheduling.x-k8s.io/v1alpha1",
@@ -473,13 +500,15 @@ def test_a_pod_group_api_gone_since_discovery_blocks_the_jobs_and_is_asked_for_a
 
 def test_a_conflict_on_the_trainjobs_suspend_holds_its_event_until_it_is_written() -> None:
     world = worker(QUEUED.obj(), FLAVOR, behind=False)
-    raced = world.run_raced(KEY, "worker", c.TRAINJOB, "tj")  # makes the Workload, suspends
+    raced, again = world.run_raced(KEY, "worker", c.TRAINJOB, "tj")  # makes the Workload, suspends
     assert raced.refused["worker"] == [("PATCH", c.TRAINJOB.path("ns", "tj"), 409)]
+    assert again.refused["worker"] == []  # not sent again from the version it met
     assert [reason for _t, reason, _n in raced.events] == ["CreatedWorkload"]
     passes = world.settle(KEY)
     assert ("Normal", "Stopped", "tj") in [e for p in passes for e in p.events]
 
 
+@pytest.mark.usefixtures("both_caches")
 def test_a_conflict_on_finishing_the_workload_holds_its_event_until_it_is_written() -> None:
     world = started()
     (job,) = objects(world, c.JOB)
@@ -496,9 +525,10 @@ def test_a_conflict_on_finishing_the_workload_holds_its_event_until_it_is_writte
     assert wl is not None
     wl["status"]["conditions"] = [x for x in wl["status"]["conditions"] if x["type"] != "Finished"]
     world.apis["worker"].put(wl)
-    raced = world.run_raced(KEY, "worker", c.WORKLOAD, wl["metadata"]["name"])
+    raced, again = world.run_raced(KEY, "worker", c.WORKLOAD, wl["metadata"]["name"])
     path = c.WORKLOAD.path("ns", wl["metadata"]["name"], "status")
     assert raced.refused["worker"] == [("PATCH", path, 409)]
+    assert again.refused["worker"] == []  # not sent again from the version it met
     assert "FinishedWorkload" not in [reason for _t, reason, _n in raced.events]
     world.settle(KEY)
     assert condition(the_workload(world), "Finished") == ("True", "Succeeded")
