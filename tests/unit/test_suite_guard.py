@@ -32,19 +32,14 @@ BENCHMARK_TESTS = TESTS.parent / "benchmarks" / "test_compare.py"
 Module = tuple[str, ast.Module]  # (its path from tests/ or the helpers' parent, its tree)
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
-# Helpers that raise when what they check does not hold (tests/support, clusters/helpers,
-# pytest). Called by name or as a method; `compile` only as the builtin (it raises
-# SyntaxError), never `re.compile`.
-CHECKING_HELPERS = {
-    "raises",  # pytest.raises
-    "wait_for",  # clusters/helpers/waiting.py (and a module's own, which raise too)
-    "stays_false",
-    "sooner_than",
-    "wait_until",  # MultiKueue.wait_until: wait_for on a condition
-    "wait_condition",
-    "wait_healthy",  # clusters' component start: raises with the component's log
-}
-CHECKING_BUILTINS = {"compile"}
+# Helpers that raise when what they check does not hold: functions called by their bare name
+# (clusters/helpers/waiting.py, the builtin `compile`, which raises SyntaxError, and a
+# module's own helpers that check), and methods called on anything (tests/support's
+# MultiKueue.wait_until, clusters/helpers' wait_condition and wait_healthy), plus
+# `pytest.raises`. A name shared with a call that checks nothing (Condition.wait_for,
+# asyncio.wait_for, re.compile, Event.wait) never counts as a check.
+CHECKING_FUNCTIONS = {"wait_for", "stays_false", "sooner_than", "compile"}
+CHECKING_METHODS = {"wait_until", "wait_condition", "wait_healthy"}
 BROAD = {"Exception", "BaseException", "AssertionError"}
 
 # Daemon threads in tests, reviewed: (file, function) -> why a dead or stuck thread fails the
@@ -76,6 +71,7 @@ REVIEWED_DAEMONS = {
 }
 
 CLOCKS = {"monotonic", "perf_counter", "process_time", "thread_time", "time"}
+CLOCKS |= {f"{c}_ns" for c in CLOCKS} | {"now", "utcnow"}
 
 # Upper bounds on a clock left in tests, reviewed: (file, function) -> why it is not a speed.
 REVIEWED_CLOCK_BOUNDS = {
@@ -91,6 +87,13 @@ REVIEWED_CLOCK_BOUNDS = {
         "local/test_transport.py",
         "test_a_request_without_a_timeout_ends_when_its_answer_stops_coming",
     ): ("15 s against libcurl's low-speed limit of 1 s here; without it the call never ends"),
+    ("real/test_real_nodes.py", "test_dispatcher_failover_keeps_creates_working"): (
+        "told to stop, the creator ends within one create's 5 s retry; 30 s without ending is"
+        " a stuck creator, whose record of refusals would be cut short"
+    ),
+    ("real/test_upgrade.py", "_during"): (
+        "the same for the upgrade's creator: told to stop, it ends within one create"
+    ),
     ("support/multikueue.py", "workloads_seen"): (
         "told to stop, the watch ends within its own 2 s timeout; 10 s without ending is a"
         " stuck watch, whose record of what it saw would be cut short"
@@ -130,23 +133,43 @@ def _own_nodes(function: ast.AST) -> Iterator[ast.AST]:
 
 
 def _called(node: ast.AST) -> set[str]:
-    """Names of the functions `node` calls: helpers by either spelling, builtins bare only."""
+    """The checks `node` calls: functions by bare name (`f`), methods as `.m`, and
+    `pytest.raises`."""
     names = set()
     for n in _own_nodes(node):
         if isinstance(n, ast.Call):
             if isinstance(n.func, ast.Name):
                 names.add(n.func.id)
-            elif isinstance(n.func, ast.Attribute) and n.func.attr not in CHECKING_BUILTINS:
-                names.add(n.func.attr)
-    return names
+            elif isinstance(n.func, ast.Attribute):
+                receiver = _name(n.func.value)
+                names.add(
+                    "pytest.raises" if (receiver, n.func.attr) == ("pytest", "raises") else ""
+                )
+                names.add(f".{n.func.attr}")
+    return names - {""}
+
+
+def _same(a: ast.AST, b: ast.AST) -> bool:
+    return ast.dump(a) == ast.dump(b)
 
 
 def _truthy_constant(node: ast.AST) -> bool:
+    """An assert's test that cannot be false: a truthy constant, `not` of a falsy one, an
+    `or` holding one, a non-empty tuple (`assert (x, "msg")`), `x == x`, `len(x) >= 0`."""
     if isinstance(node, ast.Constant):
         return bool(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return isinstance(node.operand, ast.Constant) and not node.operand.value
     if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
         return any(_truthy_constant(v) for v in node.values)
-    return isinstance(node, ast.Tuple | ast.List) and bool(node.elts)  # assert (x, "msg")
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        left, op, right = node.left, node.ops[0], node.comparators[0]
+        called = any(isinstance(n, ast.Call) for n in ast.walk(node))  # f() == f(): two calls
+        if isinstance(op, ast.Eq | ast.Is | ast.LtE | ast.GtE) and _same(left, right):
+            return not called
+        counted = isinstance(left, ast.Call) and _name(left.func) == "len"
+        return counted and isinstance(op, ast.GtE) and _same(right, ast.Constant(0))
+    return isinstance(node, ast.Tuple | ast.List) and bool(node.elts)
 
 
 def _checks(function: ast.AST, checkers: set[str]) -> bool:
@@ -157,7 +180,7 @@ def _checks(function: ast.AST, checkers: set[str]) -> bool:
             return True
         if isinstance(node, ast.Raise):
             return True
-    return bool(_called(function) & (checkers | CHECKING_BUILTINS))
+    return bool(_called(function) & checkers)
 
 
 def _functions(tree: ast.AST) -> list[Function]:
@@ -169,7 +192,7 @@ def unchecked_tests(modules: list[Module]) -> list[str]:
     for name, tree in modules:
         functions = _functions(tree)
         # a module's own helpers that check count too (to a fixed point: helpers of helpers)
-        checkers = set(CHECKING_HELPERS)
+        checkers = {*CHECKING_FUNCTIONS, *(f".{m}" for m in CHECKING_METHODS), "pytest.raises"}
         for _ in range(3):
             checkers |= {f.name for f in functions if _checks(f, checkers)}
         tests = [f for f in functions if f.name.startswith("test_")]
@@ -185,6 +208,35 @@ def tautologies(modules: list[Module]) -> list[str]:
         for node in ast.walk(tree)
         if isinstance(node, ast.Assert) and _truthy_constant(node.test)
     ]
+
+
+def bare_comparisons(modules: list[Module]) -> list[str]:
+    """A comparison standing alone as a statement (`xs[0] == 1`): an assert left out."""
+    return [
+        f"{name}:{node.lineno}"
+        for name, tree in modules
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Compare)
+    ]
+
+
+def _kept(name: str, body: list[ast.stmt]) -> bool:
+    """Whether an except clause keeps what it caught: stored (assigned, appended, put), not
+    merely mentioned (printed)."""
+    for node in (n for b in body for n in ast.walk(b)):
+        value = None
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            value = node.value
+        elif isinstance(node, ast.Call) and _name(node.func) in STORING:
+            value = ast.Tuple(elts=list(node.args), ctx=ast.Load())
+        if value is not None and any(
+            isinstance(n, ast.Name) and n.id == name for n in ast.walk(value)
+        ):
+            return True
+    return False
+
+
+STORING = {"append", "put", "put_nowait", "add", "extend", "set_exception", "set_result"}
 
 
 def _exception_names(node: ast.AST | None) -> set[str]:
@@ -205,6 +257,8 @@ def swallowed_assertions(modules: list[Module]) -> list[str]:
             if isinstance(node, ast.Call) and _name(node.func) in ("suppress", "raises"):
                 args = [*node.args, *(k.value for k in node.keywords if k.arg != "match")]
                 caught = {n for a in args for n in _exception_names(a)}
+                if any(isinstance(a, ast.Starred) for a in args):
+                    caught.add("Exception")  # *ERRORS: what it holds is not to be read here
                 broad = BROAD if _name(node.func) == "suppress" else BROAD - {"AssertionError"}
                 if caught & broad:
                     found.append(f"{name}:{node.lineno} {_name(node.func)}({sorted(caught)})")
@@ -214,9 +268,7 @@ def swallowed_assertions(modules: list[Module]) -> list[str]:
                     continue
                 body = [n for b in node.body for n in ast.walk(b)]
                 raises = any(isinstance(n, ast.Raise) for n in body)
-                kept = node.name is not None and any(
-                    isinstance(n, ast.Name) and n.id == node.name for n in body
-                )
+                kept = node.name is not None and _kept(node.name, node.body)
                 if not (raises or kept):
                     found.append(f"{name}:{node.lineno} except {sorted(caught)} swallows it")
     return found
@@ -224,7 +276,8 @@ def swallowed_assertions(modules: list[Module]) -> list[str]:
 
 class _Daemons(ast.NodeVisitor):
     """The innermost function of every daemon thread made: a `daemon=` keyword that is not
-    False, `x.daemon = ...` (not False), `setDaemon(...)`."""
+    False (or `**options`), `x.daemon = ...` (not False), `setattr(x, "daemon", ...)`,
+    `setDaemon(...)`."""
 
     def __init__(self) -> None:
         self.stack: list[str] = []
@@ -242,10 +295,14 @@ class _Daemons(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         daemonic = any(
-            k.arg == "daemon" and not (isinstance(k.value, ast.Constant) and not k.value.value)
+            (k.arg == "daemon" and not (isinstance(k.value, ast.Constant) and not k.value.value))
+            or (k.arg is None and _name(node.func) in ("Thread", "Timer"))  # **options
             for k in node.keywords
         )
-        if daemonic or _name(node.func) == "setDaemon":
+        attribute = _name(node.func) == "setattr" and any(
+            isinstance(a, ast.Constant) and a.value == "daemon" for a in node.args
+        )
+        if daemonic or attribute or _name(node.func) == "setDaemon":
             self._here()
         self.generic_visit(node)
 
@@ -356,26 +413,62 @@ def _fails(body: list[ast.stmt]) -> bool:
     )
 
 
+def _a_deadline(node: ast.AST, clocks: set[str], fixed: set[str]) -> bool:
+    """A clock's reading plus a fixed time (`monotonic() + 5`, `t0 + LIMIT`)."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)):
+        return False
+    sides = (node.left, node.right)
+    return any(_timed(a, clocks) and _fixed(b, fixed) for a, b in (sides, sides[::-1]))
+
+
 def _upper_bounds_on_a_clock(function: Function, module_fixed: set[str]) -> list[int]:
     clocks = _bound_names(function, _timed)
     fixed = module_fixed | _bound_names(function, lambda v, ns: _literal(v, ns | module_fixed))
+    deadlines = _bound_names(function, lambda v, _ns: _a_deadline(v, clocks, fixed))
     lines = []
     joined = False
+    # an assert in a loop against a deadline is a wait's own deadline (as wait_for's)
+    polled = {id(n) for loop in ast.walk(function) if isinstance(loop, ast.While | ast.For)
+              for n in ast.walk(loop)}  # fmt: skip
     for node in ast.walk(function):
-        if isinstance(node, ast.Assert) and _compares_under(node.test, clocks, fixed):
+        if isinstance(node, ast.Assert) and (
+            _compares_under(node.test, clocks, fixed)
+            or (id(node) not in polled and _asserts_a_deadline(node.test, clocks, fixed, deadlines))
+        ):
             lines.append(node.lineno)
         elif isinstance(node, ast.If) and _fails(node.body):  # if took > N: pytest.fail(...)
             if _compares_under(node.test, clocks, fixed, failing=True):
                 lines.append(node.lineno)
-        elif isinstance(node, ast.Call) and _name(node.func) == "join" and node.args:
-            joined = joined or isinstance(node.func, ast.Attribute)  # thread.join(timeout)
+        elif isinstance(node, ast.Call) and _name(node.func) == "join":
+            timed = bool(node.args) or any(k.arg == "timeout" for k in node.keywords)
+            joined = joined or (isinstance(node.func, ast.Attribute) and timed)
     if joined:  # thread.join(t) then assert not thread.is_alive(): a time bound too
         lines += [
             n.lineno
             for n in ast.walk(function)
-            if isinstance(n, ast.Assert) and "is_alive" in _called(n.test)
+            if isinstance(n, ast.Assert) and ".is_alive" in _called(n.test)
         ]
     return lines
+
+
+def _asserts_a_deadline(
+    test: ast.AST, clocks: set[str], fixed: set[str], deadlines: set[str]
+) -> bool:
+    """`assert monotonic() < deadline` (a deadline set before what it times), or
+    `assert t0 + 5 > monotonic()`: the time taken bounded from above."""
+    for compare in (n for n in ast.walk(test) if isinstance(n, ast.Compare)):
+        operands = [compare.left, *compare.comparators]
+        for i, op in enumerate(compare.ops):
+            if not isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE):
+                continue
+            pair = (operands[i], operands[i + 1])
+            smaller, larger = pair if isinstance(op, ast.Lt | ast.LtE) else pair[::-1]
+            limit = (isinstance(larger, ast.Name) and larger.id in deadlines) or _a_deadline(
+                larger, clocks, fixed
+            )
+            if limit and _timed(smaller, clocks - deadlines):
+                return True
+    return False
 
 
 def _module_fixed(tree: ast.Module) -> set[str]:
@@ -399,17 +492,20 @@ def clock_bounds(modules: list[Module]) -> dict[tuple[str, str], list[int]]:
     return found
 
 
+SKIPPING = {"skip", "skipif", "xfail", "importorskip", "SkipTest"}
+
+
 def skips(modules: list[Module]) -> list[str]:
-    """`pytest.skip`, `skipif`, `xfail`, `importorskip` outside MAY_SKIP."""
-    markers = {"skip", "skipif", "xfail", "importorskip"}
+    """`pytest.skip`, `skipif`, `xfail`, `importorskip` (however imported or aliased),
+    `unittest.skip` and `SkipTest`, outside MAY_SKIP."""
     return [
         f"{name}:{node.lineno} {_name(node)}"
         for name, tree in modules
         if not name.startswith(MAY_SKIP)
         for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute)
-        and node.attr in markers
-        and _name(node.value) in ("pytest", "mark")
+        if (isinstance(node, ast.Attribute) and node.attr in SKIPPING)
+        or (isinstance(node, ast.Name) and node.id in SKIPPING)
+        or (isinstance(node, ast.alias) and node.name in SKIPPING)
     ]
 
 
@@ -424,6 +520,10 @@ def test_every_test_checks_something() -> None:
 
 def test_no_assert_is_a_tautology() -> None:
     assert tautologies(MODULES) == []
+
+
+def test_no_comparison_stands_alone_without_its_assert() -> None:
+    assert bare_comparisons(MODULES) == []
 
 
 def test_no_assertion_is_swallowed_and_no_raises_takes_any_exception() -> None:
@@ -585,6 +685,75 @@ PROBES: list[tuple[str, Callable[[list[Module]], object], str]] = [
         clock_bounds,
         "def test_x(t):\n    t.join(5)\n    assert not t.is_alive()\n",
     ),
+    ("assert x == x", tautologies, "def test_x(x):\n    assert x == x\n"),
+    ("assert not None", tautologies, "def test_x():\n    assert not None\n"),
+    ("assert len(xs) >= 0", tautologies, "def test_x(xs):\n    assert len(xs) >= 0\n"),
+    (
+        "Condition.wait_for as the check",
+        unchecked_tests,
+        "def test_x(cond):\n    cond.wait_for(lambda: True, 1)\n",
+    ),
+    (
+        "asyncio.wait_for as the check",
+        unchecked_tests,
+        "import asyncio\nasync def test_x():\n    await asyncio.wait_for(f(), 1)\n",
+    ),
+    (
+        "a module helper's name taken by a method",
+        unchecked_tests,
+        "import subprocess\ndef run():\n    assert f()\n"
+        "def test_x():\n    subprocess.run(['true'])\n",
+    ),
+    ("a comparison without its assert", bare_comparisons, "def test_x(xs):\n    xs[0] == 1\n"),
+    (
+        "except AssertionError as e: print(e)",
+        swallowed_assertions,
+        "def test_x():\n    try:\n        assert f()\n"
+        "    except AssertionError as e:\n        print(e)\n",
+    ),
+    (
+        "suppress(*ERRORS)",
+        swallowed_assertions,
+        "import contextlib\ndef test_x():\n    with contextlib.suppress(*ERRORS):\n"
+        "        assert f()\n",
+    ),
+    (
+        "Thread(**options)",
+        lambda m: daemon_threads(m) - set(REVIEWED_DAEMONS),
+        "import threading\ndef test_x():\n    threading.Thread(target=f, **{'daemon': True})\n",
+    ),
+    (
+        "setattr(t, 'daemon', True)",
+        lambda m: daemon_threads(m) - set(REVIEWED_DAEMONS),
+        "import threading\ndef test_x():\n    t = threading.Thread(target=f)\n"
+        "    setattr(t, 'daemon', True)\n",
+    ),
+    (
+        "a deadline asserted",
+        clock_bounds,
+        "from time import monotonic\ndef test_x():\n    deadline = monotonic() + 5\n    f()\n"
+        "    assert monotonic() < deadline\n",
+    ),
+    (
+        "t0 + 5 > monotonic()",
+        clock_bounds,
+        "import time\ndef test_x():\n    t0 = time.monotonic()\n    f()\n"
+        "    assert t0 + 5 > time.monotonic()\n",
+    ),
+    (
+        "datetime.now() bounded",
+        clock_bounds,
+        "import datetime\ndef test_x():\n    t0 = datetime.datetime.now()\n    f()\n"
+        "    assert (datetime.datetime.now() - t0).seconds < 3\n",
+    ),
+    (
+        "join(timeout=5) then is_alive",
+        clock_bounds,
+        "def test_x(t):\n    t.join(timeout=5)\n    assert not t.is_alive()\n",
+    ),
+    ("from pytest import skip", skips, "from pytest import skip\ndef test_x():\n    skip('no')\n"),
+    ("pytest as pt", skips, "import pytest as pt\ndef test_x():\n    pt.skip('no')\n"),
+    ("unittest's SkipTest", skips, "import unittest\ndef test_x():\n    raise unittest.SkipTest\n"),
     ("pytest.skip", skips, "import pytest\ndef test_x():\n    pytest.skip('no')\n"),
     (
         "skipif",
@@ -660,3 +829,4 @@ def test_the_rules_let_real_checks_be() -> None:
     assert daemon_threads(clean) == set()
     assert clock_bounds(clean) == {}
     assert skips(clean) == []
+    assert bare_comparisons(clean) == []
