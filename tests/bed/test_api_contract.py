@@ -94,6 +94,20 @@ WIDGET_CRD: Dict = {
                                         "items": {"type": "string"},
                                         "x-kubernetes-list-type": "atomic",
                                     },
+                                    "ports": {
+                                        "type": "array",
+                                        "items": {
+                                            "type": "object",
+                                            "required": ["port", "protocol"],
+                                            "properties": {
+                                                "port": {"type": "integer"},
+                                                "protocol": {"type": "string"},
+                                                "name": {"type": "string"},
+                                            },
+                                        },
+                                        "x-kubernetes-list-type": "map",
+                                        "x-kubernetes-list-map-keys": ["port", "protocol"],
+                                    },
                                 },
                             },
                             "status": {
@@ -584,3 +598,61 @@ def test_the_stand_in_merges_the_lists_the_installed_crds_declare(
         assert {p: installed.get(p) for p in known} == known, f"{plural}.{group}"
         if group == "trainer.kubeflow.org":
             assert installed == known, plural
+
+
+def test_apply_merges_a_list_map_by_all_its_keys(side: Side) -> None:
+    tcp, udp = {"port": 53, "protocol": "TCP"}, {"port": 53, "protocol": "UDP"}
+    _apply(side, _widgets(side, "w"), _widget(side, ports=[{**tcp, "name": "a"}]), "kueue")
+    merged = _apply(side, _widgets(side, "w"), _widget(side, ports=[{**udp, "name": "b"}]), "ours")
+    assert merged["spec"]["ports"] == [{**tcp, "name": "a"}, {**udp, "name": "b"}]
+    # (what a manager stops applying the API server removes, the stand-in keeps: the product
+    # applies all it owns each time)
+    mine = [{**tcp, "name": "c"}, {**udp, "name": "b"}]
+    again = _apply(side, _widgets(side, "w"), _widget(side, ports=mine), "ours")
+    assert again["spec"]["ports"] == mine
+
+
+def test_a_custom_resources_status_and_updates_are_guarded_by_their_version(side: Side) -> None:
+    made = _made(side, _widgets(side), _widget(side, size=1))
+    old = made["metadata"]["resourceVersion"]
+    fresh = {"metadata": {"resourceVersion": old}, "status": {"conditions": [{"type": "A"}]}}
+    status, written = side.call("PATCH", _widgets(side, "w", "status"), fresh, content_type=MERGE)
+    assert status == 200 and written["metadata"]["resourceVersion"] != old
+    stale = {"metadata": {"resourceVersion": old}, "status": {"conditions": [{"type": "B"}]}}
+    assert side.call("PATCH", _widgets(side, "w", "status"), stale, content_type=MERGE)[0] == 409
+    applied = {**_widget(side), "metadata": {**_widget(side)["metadata"], "resourceVersion": old}}
+    applied["status"] = {"conditions": [{"type": "C"}]}
+    assert side.call("PATCH", _widgets(side, "w", "status"), applied, content_type=APPLY)[0] == 409
+    unversioned = {**written, "metadata": {**written["metadata"]}, "spec": {"size": 2}}
+    del unversioned["metadata"]["resourceVersion"]
+    assert side.call("PUT", _widgets(side, "w"), unversioned)[0] == 422
+    current = {**written, "spec": {"size": 2}}
+    assert side.call("PUT", _widgets(side, "w"), current)[0] == 200
+
+
+def test_a_malformed_selector_and_a_metadata_list_page(side: Side) -> None:
+    for i in range(3):
+        _made(side, _config_maps(side), _config_map(side, f"m{i}", metadata={"labels": {"p": "1"}}))
+    assert side.call("GET", _config_maps(side), query={"labelSelector": "k in (a"})[0] == 400
+    query: Dict = {"labelSelector": "p=1", "limit": 2}
+    status, page = side.call("GET", _config_maps(side), query=query, accept=METADATA_LIST)
+    assert status == 200 and len(page["items"]) == 2 and page["metadata"].get("continue")
+    rest = {**query, "continue": page["metadata"]["continue"]}
+    status, last = side.call("GET", _config_maps(side), query=rest, accept=METADATA_LIST)
+    assert [o["metadata"]["name"] for o in page["items"] + last["items"]] == ["m0", "m1", "m2"]
+
+
+def test_an_object_being_deleted_takes_no_new_finalizer_and_a_second_delete_changes_nothing(
+    side: Side,
+) -> None:
+    held = _config_map(side, "held", metadata={"finalizers": ["contract.trainjob.dev/hold"]})
+    _made(side, _config_maps(side), held)
+    status, deleting = side.call("DELETE", _config_maps(side, "held"))
+    assert status == 200 and deleting["metadata"].get("deletionTimestamp")
+    status, again = side.call("DELETE", _config_maps(side, "held"))
+    assert status == 200
+    assert again["metadata"]["resourceVersion"] == deleting["metadata"]["resourceVersion"]
+    more = {"metadata": {"finalizers": ["contract.trainjob.dev/hold", "example.com/more"]}}
+    assert side.call("PATCH", _config_maps(side, "held"), more, content_type=MERGE)[0] == 422
+    release = {"metadata": {"finalizers": None}}
+    assert side.call("PATCH", _config_maps(side, "held"), release, content_type=MERGE)[0] == 200

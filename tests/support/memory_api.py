@@ -90,6 +90,11 @@ INSTALLED_GROUPS = frozenset(
     }
 )
 
+# Kubernetes' own groups (a PUT there may leave resourceVersion out: an unconditional update);
+# the others are CRDs', whose updates must name the version they replace.
+KUBERNETES_GROUPS = frozenset(g for g in INSTALLED_GROUPS if g == "" or g.endswith("k8s.io"))
+KUBERNETES_GROUPS |= {"apps", "batch", "policy"}
+
 # Field selectors the API server supports beyond metadata.name and metadata.namespace, by
 # (group, plural) (each kind's `AddFieldLabelConversionFunc` in Kubernetes; a CRD's only with
 # `selectableFields`). Any other is a 400.
@@ -654,6 +659,11 @@ class MemoryApi:
         if where.name is not None:
             return copy.deepcopy(self._found(where))
         fields = query.get("fieldSelector") or ""
+        labels = query.get("labelSelector") or ""
+        if labels.count("(") != labels.count(")") or any(
+            ("(" in t) != bool(_SET_TERM.fullmatch(t)) for t in filter(None, _terms(labels))
+        ):
+            raise ApiException(400, "BadRequest", f"unable to parse requirement: {labels!r}")
         allowed = _FIELD_SELECTORS.get((where.group, where.plural), frozenset())
         for key, _equal, _value in _field_terms(fields):
             if key not in ("metadata.name", "metadata.namespace") and key not in allowed:
@@ -663,8 +673,7 @@ class MemoryApi:
         items = [
             o
             for (ns, _), o in sorted(self._objects((where.group, where.plural)).items())
-            if (not where.namespace or ns == where.namespace)
-            and selects(o, query.get("labelSelector") or "", fields)
+            if (not where.namespace or ns == where.namespace) and selects(o, labels, fields)
         ]
         version = str(self._version)
         start = 0
@@ -721,6 +730,10 @@ class MemoryApi:
 
     def _replace(self, where: _Path, body: Dict) -> Dict:
         current = self._found(where)
+        if where.group not in KUBERNETES_GROUPS and not body["metadata"].get("resourceVersion"):
+            raise ApiException(
+                422, "Invalid", "metadata.resourceVersion: must be specified for an update"
+            )
         self._check_version(current, body)
         return self._store_new(where, current, copy.deepcopy(body))
 
@@ -767,6 +780,9 @@ class MemoryApi:
         problem = invalid_metadata(where.plural, meta) or immutable_change(
             where.plural, current, new
         )
+        added = set(meta.get("finalizers") or ()) - set(old.get("finalizers") or ())
+        if old.get("deletionTimestamp") and added:
+            problem = "metadata.finalizers: Forbidden: no new finalizers while being deleted"
         if problem:
             raise ApiException(422, "Invalid", problem)
         changed = {k: v for k, v in new.items() if k not in ("metadata", "status")} != {
@@ -793,8 +809,9 @@ class MemoryApi:
             raise ApiException(409, "Conflict", "Precondition failed: ResourceVersion")
         key = (where.namespace, str(where.name))
         if current["metadata"].get("finalizers"):
-            current["metadata"].setdefault("deletionTimestamp", "2026-01-01T00:00:00Z")
-            current["metadata"]["resourceVersion"] = self._next_version()
+            if not current["metadata"].get("deletionTimestamp"):  # asked again: no change
+                current["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+                current["metadata"]["resourceVersion"] = self._next_version()
             return copy.deepcopy(current)
         self._remove(where, key, cascade=options.get("propagationPolicy") != "Orphan")
         return {"kind": "Status", "status": "Success"}
