@@ -307,13 +307,7 @@ def test_a_finished_initializers_pods_are_reclaimable_beside_kueues_conditions()
     admit(world)
     world.settle(KEY)
     (dataset,) = [j for j in objects(world, c.JOB) if "dataset" in j["metadata"]["name"]]
-    dataset["status"] = {
-        "succeeded": 1,
-        "conditions": [
-            {"type": "SuccessCriteriaMet", "status": "True"},
-            {"type": "Complete", "status": "True"},
-        ],
-    }
+    dataset["status"] = {"succeeded": 1, "conditions": COMPLETE}
     world.apis["worker"].put(dataset)
     world.settle(KEY)
     wl = the_workload(world)
@@ -512,13 +506,7 @@ def test_a_conflict_on_the_trainjobs_suspend_holds_its_event_until_it_is_written
 def test_a_conflict_on_finishing_the_workload_holds_its_event_until_it_is_written() -> None:
     world = started()
     (job,) = objects(world, c.JOB)
-    job["status"] = {
-        "succeeded": 1,
-        "conditions": [
-            {"type": "SuccessCriteriaMet", "status": "True"},
-            {"type": "Complete", "status": "True"},
-        ],
-    }
+    job["status"] = {"succeeded": 1, "conditions": COMPLETE}
     world.apis["worker"].put(job)
     world.settle(KEY)  # the TrainJob completes; its Workload is finished in the pass after
     wl = the_workload(world)
