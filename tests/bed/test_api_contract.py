@@ -656,3 +656,24 @@ def test_an_object_being_deleted_takes_no_new_finalizer_and_a_second_delete_chan
     assert side.call("PATCH", _config_maps(side, "held"), more, content_type=MERGE)[0] == 422
     release = {"metadata": {"finalizers": None}}
     assert side.call("PATCH", _config_maps(side, "held"), release, content_type=MERGE)[0] == 200
+
+
+def test_a_core_events_type_is_not_checked(side: Side) -> None:
+    """A core/v1 Event of any type is taken (only events.k8s.io's are validated): a product
+    that wrote "warning" would not be refused, here or there; its tests must say the type."""
+    def event(name: str, etype: str) -> Dict:
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": side.ns},
+            "involvedObject": {"kind": "ConfigMap", "name": "c", "namespace": side.ns},
+            "reason": "Probed",
+            "message": "a probe",
+            "type": etype,
+            "source": {"component": "contract"},
+        }
+
+    events = f"/api/v1/namespaces/{side.ns}/events"
+    assert side.call("POST", events, event("a", "Warning"))[0] == 200
+    assert side.call("POST", events, event("b", "Normal"))[0] == 200
+    assert side.call("POST", events, event("c", "warning"))[0] == 200
