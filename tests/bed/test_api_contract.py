@@ -661,6 +661,7 @@ def test_an_object_being_deleted_takes_no_new_finalizer_and_a_second_delete_chan
 def test_a_core_events_type_is_not_checked(side: Side) -> None:
     """A core/v1 Event of any type is taken (only events.k8s.io's are validated): a product
     that wrote "warning" would not be refused, here or there; its tests must say the type."""
+
     def event(name: str, etype: str) -> Dict:
         return {
             "apiVersion": "v1",
