@@ -274,3 +274,42 @@ def test_without_a_failure_policy_a_failed_job_fails_the_trainjob_as_before() ->
     )
     assert conditions(plan)["Failed"] == ("True", "PodSetFailed")
     assert plan.status is not None and "restarts" not in plan.status
+
+
+def test_each_restart_adds_to_the_counts_and_one_that_ignores_max_restarts_only_to_restarts() -> (
+    None
+):
+    """restarts counts every restart; restartsCountTowardsMax only those that count (JobSet's
+    RestartJobSetAndIgnoreMaxRestarts does not), from what the status held before."""
+    counting = runtime_with({"maxRestarts": 5})
+    ignoring = runtime_with(
+        {
+            "maxRestarts": 5,
+            "rules": [{"action": "RestartJobSetAndIgnoreMaxRestarts"}],
+        }
+    )
+    for runtime, want in ((counting, (3, 3)), (ignoring, (3, 2))):
+        plan = observe(
+            trainjob(restarts=2, counted=2),
+            runtime,
+            jobs=[of_attempt(job("tj-node-0", failed="BackoffLimitExceeded"), 2)],
+            services=[OUR_SERVICE],
+        )
+        assert plan.status is not None
+        assert (plan.status["restarts"], plan.status["restartsCountTowardsMax"]) == want
+
+
+@pytest.mark.parametrize(("targets", "failed_now"), [(["node"], True), (["initializer"], False)])
+def test_a_rule_for_a_replicated_job_reads_which_one_from_the_jobs_label(
+    targets: list[str], failed_now: bool
+) -> None:
+    runtime = runtime_with(
+        {"maxRestarts": 5, "rules": [{"action": "FailJobSet", "targetReplicatedJobs": targets}]}
+    )
+    plan = observe(
+        trainjob(),
+        runtime,
+        jobs=[of_attempt(job("tj-node-0", failed="BackoffLimitExceeded"), 0)],
+        services=[OUR_SERVICE],
+    )
+    assert ("Failed" in conditions(plan)) == failed_now, conditions(plan)
