@@ -39,5 +39,7 @@ def test_the_checks_conditions_were_decided_over_the_intakes_and_win() -> None:
 def test_the_check_decides_over_the_trainjob_as_the_intake_leaves_it() -> None:
     after = planned(TJ, IntakePlan(status={"conditions": []}))
     assert after.conditions == [] and after.name == "tj"
+    # what the intake does not write stays as the TrainJob has it
+    assert after.raw["status"] == {"conditions": [], "clusterName": None}
     assert TJ.conditions == [FAILED]  # the cache's own is not changed
     assert planned(TJ, IntakePlan()) is TJ
