@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubecontrol.shares import Held, Shares, make_room
+from kubecontrol.shares import Held, Rates, Shares, make_room
 
 
 def test_one_caller_meets_its_share_before_the_pool_is_full() -> None:
@@ -33,9 +33,21 @@ def test_a_slot_is_given_back_at_the_end_of_its_block_and_only_when_taken() -> N
     assert shares.held("bob") == 0
 
 
-def test_a_share_larger_than_the_pool_is_refused() -> None:
+@pytest.mark.parametrize("each", [3, 0])
+def test_a_share_larger_than_the_pool_or_of_nothing_is_refused(each: int) -> None:
     with pytest.raises(ValueError, match="within the pool"):
-        Shares(total=2, each=3, what="reads")
+        Shares(total=2, each=each, what="reads")
+
+
+def test_a_callers_rate_refills_and_the_least_recently_seen_caller_is_forgotten() -> None:
+    rates = Rates(per_second=1.0, burst=1, callers=2)
+    assert rates.take("a", now=0.0) and not rates.take("a", now=0.0)
+    assert rates.take("a", now=1.0)  # refilled at its rate
+    assert rates.take("b", now=1.0)
+    assert rates.take("c", now=1.0)  # a third caller: "a", seen least recently, is forgotten
+    assert not rates.take("c", now=1.0)  # "c" is kept: its bucket is the one just spent
+    assert not rates.take("b", now=1.0)
+    assert rates.take("a", now=1.0)  # forgotten, it starts full again
 
 
 def held(name: str, source: str, since: float, idle: bool = False) -> Held[str]:
