@@ -598,13 +598,28 @@ def test_copies_take_a_changed_priority_and_are_left_alone_when_they_have_it() -
     high = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"}
     wl["spec"].update(priorityClassRef=high, priority=100)
     same, stale = remote("w1", admitted_at="2026-11-22T11:00:01Z", trainjob=True), remote("w2")
-    assert same.workload is not None and stale.workload is not None
+    done, gone = remote("w0"), remote("w3", workload=False)
+    assert same.workload is not None and stale.workload is not None and done.workload is not None
     # What the copies' cache keeps of them (dispatcher/remote.py _copy_seen)
     same.workload.raw["spec"] = {"priorityClassRef": high, "priority": 100}
     stale.workload.raw["spec"] = {"priority": 0}
-    patches = [a for a in decide_for(wl, [same, stale]).remote if a.verb == "patch"]
-    assert [(a.cluster, a.obj["spec"]) for a in patches] == [
-        ("w2", {"priorityClassRef": high, "priority": 100})
+    stale.workload.raw["metadata"]["uid"] = "copy-uid"
+    done.workload.raw["spec"] = {"priority": 0}
+    done.workload.raw["status"]["conditions"] = [{"type": "Finished", "status": "True"}]
+    plan = decide_for(wl, [done, gone, same, stale])
+    patches = [a for a in plan.remote if a.verb == "patch"]
+    # only the unfinished copy without it, named by name and uid (one of the same name made
+    # since is not another's to patch)
+    assert [(a.cluster, a.obj) for a in patches] == [
+        (
+            "w2",
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Workload",
+                "metadata": {"name": "trainjob-tj-abcde", "namespace": "ns", "uid": "copy-uid"},
+                "spec": {"priorityClassRef": high, "priority": 100},
+            },
+        )
     ]
 
 
