@@ -773,3 +773,25 @@ def test_a_status_that_cannot_fit_the_manager_trainjob_comes_back_without_its_ex
     # a TrainJob of ordinary size takes it all
     small = decide_for(wl, [winner])
     assert small.trainjob_status is not None and small.trainjob_status["trainerStatus"]
+
+
+def test_the_winners_missing_pieces_are_said_or_made_again_on_the_winner() -> None:
+    """After the decision: the winner's Workload copy gone sends the job back (Retry, saying
+    which worker); its TrainJob copy missing (its create failed) is made again there, and
+    only there, with an Event naming it."""
+    wl = manager_workload(
+        "QuotaReserved", "Admitted", cluster="w1", nominated=["w1"], check="Ready"
+    )
+    gone = decide_for(wl, [remote("w1", workload=False), remote("w2", workload=False)])
+    assert gone.check_state == ("Retry", "the Workload copy on w1 is gone")
+    assert [(e.type, e.reason) for e in gone.events] == [("Warning", "RemoteWorkloadGone")]
+    missing = decide_for(wl, [remote("w1", admitted_at="2026-11-22T11:00:01Z")])
+    creates = [(a.cluster, a.obj["kind"]) for a in missing.remote if a.verb == "create"]
+    assert creates == [("w1", "TrainJob")]
+    made = [a.event for a in missing.remote if a.verb == "create"]
+    assert [(e.type, e.reason, e.message) for e in made if e is not None] == [
+        ("Normal", "CreatedRemote", "created TrainJob on cluster w1")
+    ]
+    assert missing.check_state is None  # Ready already
+    there = remote("w1", admitted_at="2026-11-22T11:00:01Z", trainjob=True, running=True)
+    assert [a for a in decide_for(wl, [there]).remote if a.verb == "create"] == []
