@@ -418,6 +418,21 @@ def test_a_trainjob_past_its_deadline_fails_naming_it() -> None:
     assert ("Warning", c.REASON_DEADLINE_EXCEEDED, "tj") in [e for p in passes for e in p.events]
 
 
+@pytest.mark.usefixtures("both_caches")
+def test_a_trainjob_never_suspended_counts_its_deadline_from_its_first_jobs_creation() -> None:
+    """No Suspended condition (it ran at once, without a queue): the run started when its
+    first Job was made (the stand-in makes every object at 2026-01-01T00:00:00Z)."""
+    world = worker(TrainJobBuilder().obj())
+    world.settle(KEY)
+    tj = world.get("worker", c.TRAINJOB, "tj")
+    assert tj is not None and condition(tj, "Suspended") is None
+    tj["spec"]["activeDeadlineSeconds"] = 60
+    world.apis["worker"].put(tj)
+    world.settle(KEY)
+    after = world.get("worker", c.TRAINJOB, "tj")
+    assert condition(after, "Failed") == ("True", c.REASON_DEADLINE_EXCEEDED)
+
+
 GANG = make_runtime(podGroupPolicy={"coscheduling": {}})
 COSCHEDULING_API = "/apis/scheduling.x-k8s.io/v1alpha1"
 
