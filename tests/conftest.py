@@ -111,7 +111,7 @@ def silent_server() -> Iterator[int]:
     listener.close()
 
 
-_LEFT_OUT: list[str] = []  # tests skipped or xfailed in this session
+_LEFT_OUT: list[str] = []  # tests skipped or xfailed in this pytest run
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

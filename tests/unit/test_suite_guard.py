@@ -569,18 +569,18 @@ def test_under_ci_a_skip_fails_the_session_and_a_dying_thread_fails_its_test(
     tmp_path: Path,
 ) -> None:
     """tests/conftest.py and pyproject.toml's filterwarnings, run as `./run test` runs them:
-    a probe module with a skip and a thread that dies, in a session of its own."""
+    a probe module with a skip and a thread that dies, in a pytest run of its own."""
     (tmp_path / "test_probe.py").write_text(PROBE_SESSION)
     command = [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider"]
     command += ["-q", "-c", str(TESTS.parent / "pyproject.toml"), "--rootdir", str(TESTS.parent)]
 
-    def session(ci: str) -> subprocess.CompletedProcess[str]:
+    def run(ci: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "CI": ci}
         return subprocess.run(
             [*command, str(tmp_path)], cwd=TESTS.parent, env=env, capture_output=True, text=True
         )
 
-    under_ci, outside = session("true"), session("")
+    under_ci, outside = run("true"), run("")
     assert "1 failed, 1 skipped" in under_ci.stdout, under_ci.stdout[-2000:]
     assert "test_a_thread_that_dies" in under_ci.stdout and "ZeroDivisionError" in under_ci.stdout
     assert under_ci.returncode == pytest.ExitCode.TESTS_FAILED
