@@ -67,6 +67,8 @@ def owner_name(
 
 
 def controlled_by(obj: dict[str, Any] | None, uid: str) -> bool:
-    """Whether `obj` has a controller ownerReference to the object of UID `uid`: the one
-    sign that we made it for that object (labels can be written by anyone)."""
+    """Whether `obj` has a controller ownerReference to the object of UID `uid`: the best
+    sign that we made it for that object (labels can be written by anyone; a reference can be
+    too, by someone who may write in that namespace and knows the UID, so it admits nothing
+    across namespaces, and what it admits is never written to)."""
     return any(r.get("controller") and r.get("uid") == uid for r in _owner_refs(obj))
