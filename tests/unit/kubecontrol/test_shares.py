@@ -48,6 +48,13 @@ def test_a_callers_rate_refills_and_the_least_recently_seen_caller_is_forgotten(
     assert not rates.take("c", now=1.0)  # "c" is kept: its bucket is the one just spent
     assert not rates.take("b", now=1.0)
     assert rates.take("a", now=1.0)  # forgotten, it starts full again
+    # seen least recently, not first: "b" is touched after "a" came, so "a" goes
+    lru = Rates(per_second=1.0, burst=1, callers=2)
+    assert lru.take("a", now=0.0) and lru.take("b", now=0.0)
+    assert not lru.take("a", now=0.0)  # "a" seen again: "b" is now the least recent
+    assert lru.take("c", now=0.0)  # "b" forgotten
+    assert not lru.take("a", now=0.0)  # "a" kept, still spent
+    assert lru.take("b", now=0.0)  # "b" starts full again
 
 
 def held(name: str, source: str, since: float, idle: bool = False) -> Held[str]:

@@ -299,17 +299,19 @@ def test_each_restart_adds_to_the_counts_and_one_that_ignores_max_restarts_only_
         assert (plan.status["restarts"], plan.status["restartsCountTowardsMax"]) == want
 
 
-@pytest.mark.parametrize(("targets", "failed_now"), [(["node"], True), (["initializer"], False)])
+@pytest.mark.parametrize(
+    ("targets", "label", "failed_now"),
+    [(["node"], "node", True), (["initializer"], "node", False), (["node"], "initializer", False)],
+)
 def test_a_rule_for_a_replicated_job_reads_which_one_from_the_jobs_label(
-    targets: list[str], failed_now: bool
+    targets: list[str], label: str, failed_now: bool
 ) -> None:
+    """The failed Job's replicated job is its label's, not its name's (`tj-node-0` labelled
+    `initializer` is the initializer's)."""
     runtime = runtime_with(
         {"maxRestarts": 5, "rules": [{"action": "FailJobSet", "targetReplicatedJobs": targets}]}
     )
-    plan = observe(
-        trainjob(),
-        runtime,
-        jobs=[of_attempt(job("tj-node-0", failed="BackoffLimitExceeded"), 0)],
-        services=[OUR_SERVICE],
-    )
+    failed = of_attempt(job("tj-node-0", failed="BackoffLimitExceeded"), 0)
+    failed["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] = label
+    plan = observe(trainjob(), runtime, jobs=[failed], services=[OUR_SERVICE])
     assert ("Failed" in conditions(plan)) == failed_now, conditions(plan)
