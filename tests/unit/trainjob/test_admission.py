@@ -33,3 +33,28 @@ def test_a_missing_spec_is_added_whole_and_keys_are_escaped() -> None:
         {"op": "add", "path": "/spec/a~1b~0c", "value": 1},
     )
     assert trainjob_patch(admitted({"spec": {}}), {}) == ()
+
+
+def test_a_defaulted_queue_label_creates_the_labels_map_only_when_it_is_missing() -> None:
+    # An "add" under /metadata/labels fails on an object without labels (RFC 6902: the
+    # parent must exist), so the map comes first; with labels there, it would wipe them.
+    label = "/metadata/labels/kueue.x-k8s.io~1queue-name"
+    assert trainjob_patch(
+        admitted({"metadata": {"name": "tj"}, "spec": {}}), {"suspend": True}, ["f"], queue="q"
+    ) == (
+        {"op": "add", "path": "/spec/suspend", "value": True},
+        {"op": "add", "path": "/metadata/finalizers", "value": ["f"]},
+        {"op": "add", "path": "/metadata/labels", "value": {}},
+        {"op": "add", "path": label, "value": "q"},
+    )
+    with_labels = {"metadata": {"name": "tj", "labels": {"team": "a"}}, "spec": {}}
+    assert trainjob_patch(admitted(with_labels), {}, queue="q") == (
+        {"op": "add", "path": label, "value": "q"},
+    )
+
+
+def test_the_namespace_is_the_requests_else_the_objects() -> None:
+    in_object = {"metadata": {"name": "tj", "namespace": "team-a"}}
+    assert Admitted({"object": in_object, "namespace": "team-b"}).namespace == "team-b"
+    assert Admitted({"object": in_object}).namespace == "team-a"
+    assert Admitted({"object": {"metadata": {"name": "tj"}}}).namespace == ""

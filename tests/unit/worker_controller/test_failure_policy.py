@@ -68,7 +68,48 @@ def test_a_failure_leads_where_jobsets_policy_says(
 ) -> None:
     verdict, culprit = failure.on_failure(policy, [OOM, LIMIT], counted)
     assert (verdict.restart, verdict.reason, culprit.job) == want
-    assert f"(first failed job: {culprit.job})" in verdict.message
+    # JobSet v0.12's message for each reason, naming the Job and why it failed
+    assert verdict.message == (
+        f"{JOBSET_MESSAGES[verdict.reason]} (first failed job: {culprit.job}); {culprit.reason}: m"
+    )
+
+
+JOBSET_MESSAGES = {
+    "FailedJobs": "jobset failed due to one or more job failures",
+    "FailJobSetFailurePolicyAction": "applying FailJobSet failure policy action",
+    "ReachedMaxRestarts": "jobset failed due to reaching max number of restarts",
+    "RestartJobSetFailurePolicyAction": "applying RestartJobSet failure policy action",
+    "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction": (
+        "applying RestartJobSetAndIgnoreMaxRestarts failure policy action"
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("reason", "message", "said"),
+    [
+        (
+            "BackoffLimitExceeded",
+            "Job has reached the specified backoff limit",
+            ("; BackoffLimitExceeded: Job has reached the specified backoff limit"),
+        ),
+        ("DeadlineExceeded", "", "; DeadlineExceeded"),
+        ("", "", ""),  # a Failed condition without either: nothing after the Job's name
+    ],
+)
+def test_the_message_says_why_the_first_job_failed_with_what_its_condition_gave(
+    reason: str, message: str, said: str
+) -> None:
+    culprit = Failed("tj-node-0", "node", reason, message, "2026-11-29T10:00:00Z")
+    verdict, _ = failure.on_failure(None, [culprit], 0)
+    assert verdict.message == (
+        f"jobset failed due to one or more job failures (first failed job: tj-node-0){said}"
+    )
+
+
+def test_a_pattern_of_1024_characters_is_run_and_one_longer_is_not() -> None:
+    assert failure.pattern_problem("a" * 1024) is None
+    assert failure.pattern_problem("a" * 1025) == "longer than 1024 characters"
 
 
 def test_the_policy_is_read_from_the_template_leaving_out_what_is_not_done_here() -> None:

@@ -148,6 +148,27 @@ def test_admission_judges_a_trainjob_without_a_name_yet() -> None:
     assert runtime_refusal(Admitted({"object": tj, "namespace": "ns"}), make_runtime()) is None
 
 
+def test_admission_counts_the_five_characters_the_api_server_adds_to_a_generated_name() -> None:
+    # 49 + 5 characters make the pod hostname "<name>-node-0-0" 63 long: the most that fits.
+    tj = make_trainjob(runtimeRef={"name": "torch-distributed"})
+    tj["metadata"] = {"generateName": "g" * 49}
+    assert runtime_refusal(Admitted({"object": tj, "namespace": "ns"}), make_runtime()) is None
+    tj["metadata"] = {"generateName": "g" * 50}
+    why = runtime_refusal(Admitted({"object": tj, "namespace": "ns"}), make_runtime())
+    assert why == (
+        "ClusterTrainingRuntime 'torch-distributed' cannot run this TrainJob: metadata.name: "
+        f"the pod hostname '{'g' * 50}xxxxx-node-0-0' of replicatedJob 'node' is 64 "
+        "characters, over 63; shorten the TrainJob's name by 1 or more"
+    )
+
+
+def test_admission_refuses_a_trainjob_the_models_cannot_read_naming_the_field() -> None:
+    tj = make_trainjob(runtimeRef={"name": "torch-distributed"}, trainer={"numNodes": "two"})
+    why = runtime_refusal(Admitted({"object": tj, "namespace": "ns"}), make_runtime())
+    assert why is not None
+    assert why.startswith("invalid TrainJob: spec.trainer.numNodes: Input should be a valid")
+
+
 @pytest.mark.parametrize(
     ("edit", "field"),
     [
