@@ -18,9 +18,9 @@ killed to `mutation-survivors.txt` in the current directory. A benchmark, not a 
 the working tree's tests into it and runs again only the mutants it had not killed: a test
 added never revives a killed mutant, so the tally is the whole run's with today's tests.
 
-Two settings keep the run on two cores: the property-based fuzz draws FUZZ_EXAMPLES=50 inputs
+Two settings keep the run on two cores: the property-based fuzz draws FUZZ_EXAMPLES=150 inputs
 per property (700 in `./run test`; it reaches most functions of the worker controller, so it
-runs for most mutants), and a test stopped after TEST_TIMEOUT seconds counts as a timeout
+runs for most mutants), the same ones each time as in CI (CI=true), and a test stopped after TEST_TIMEOUT seconds counts as a timeout
 (killed: the mutant made a test hang, as a mutant of a server's deadline does).
 """
 
@@ -64,7 +64,7 @@ TESTS = [
 # Tests that read the product's source rather than run it (mutmut rewrites the source).
 SOURCE_READERS = ["tests/unit/trainjob/test_vocabulary.py"]
 GOAL = 0.9
-FUZZ_EXAMPLES = "50"
+FUZZ_EXAMPLES = "150"
 TEST_TIMEOUT = 60
 # mutmut's names: "dispatcher.decide.x_plan__mutmut_3", "kubecontrol.shares.xǁSharesǁtake__mutmut_1"
 _RESULT = re.compile(r"^\s*([\w.]+?)\.x[_ǁ]\S*__mutmut_\d+: (.+)$")
@@ -189,7 +189,7 @@ def _take_tests(scratch: Path) -> None:
 def _mutmut(scratch: Path, args: list[str]) -> int:
     log = scratch / "mutmut.log"
     print(f"progress: {log}", flush=True)
-    env = {**os.environ, "FUZZ_EXAMPLES": FUZZ_EXAMPLES}
+    env = {**os.environ, "FUZZ_EXAMPLES": FUZZ_EXAMPLES, "CI": "true"}
     with log.open("a") as out:
         return subprocess.run(
             [sys.executable, "-m", "mutmut", "run", *args],
