@@ -20,8 +20,9 @@ added never revives a killed mutant, so the tally is the whole run's with today'
 
 Two settings keep the run on two cores: the property-based fuzz draws FUZZ_EXAMPLES=150 inputs
 per property (700 in `./run test`; it reaches most functions of the worker controller, so it
-runs for most mutants), the same ones each time as in CI (CI=true), and a test stopped after TEST_TIMEOUT seconds counts as a timeout
-(killed: the mutant made a test hang, as a mutant of a server's deadline does).
+runs for most mutants), the same ones each time as in CI (CI=true), and a test stopped after
+TEST_TIMEOUT seconds counts as a timeout (killed: the mutant made a test hang, as a mutant of
+a server's deadline does).
 """
 
 from __future__ import annotations
@@ -168,7 +169,8 @@ def _not_killed(scratch: Path) -> list[str]:
 
 
 def _take_tests(scratch: Path) -> None:
-    """Copy the working tree's tests into a kept scratch copy whose product is the tree's."""
+    """Copy the working tree's tests into a kept scratch copy whose code (but for the tests and
+    these scripts) is the tree's."""
     listed = subprocess.run(
         ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
     ).stdout.split(b"\0")
@@ -180,6 +182,7 @@ def _take_tests(scratch: Path) -> None:
                 shutil.copy2(source, kept)
         elif (
             name.endswith(".py")
+            and not name.startswith("benchmarks/")
             and source.is_file()
             and (not kept.is_file() or kept.read_bytes() != source.read_bytes())
         ):
