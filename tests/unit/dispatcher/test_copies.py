@@ -6,8 +6,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+import pytest
+
 from clusters.helpers.builders import TrainJobBuilder, make_trainjob
-from dispatcher.copies import is_our_copy, remote_trainjob, remote_workload, status_back
+from dispatcher.copies import (
+    MAX_MANAGER_BYTES,
+    changes,
+    fit,
+    is_our_copy,
+    orphan,
+    remote_trainjob,
+    remote_workload,
+    status_back,
+)
 from dispatcher.copies import seen as copy_seen
 from tests.support.dispatch import manager_workload
 from trainjob import constants as c
@@ -131,3 +143,102 @@ def test_a_field_the_remote_trainer_status_dropped_is_removed_on_the_manager() -
         "trainerStatus": {**new, "estimatedRemainingSeconds": None},
         "clusterName": "w1",
     }
+
+
+def test_the_copies_sent_are_whole_objects_a_worker_accepts_as_they_are() -> None:
+    """What the worker's API server receives, field for field: the Workload without the
+    manager's job-uid label (its Job is not on that worker), the TrainJob suspended, left to
+    the worker's own controller and naming its prebuilt Workload."""
+    manager_wl = manager_workload("QuotaReserved")
+    manager_wl["metadata"]["uid"] = "uid-wl"
+    assert remote_workload(WorkloadView(manager_wl), "multikueue") == {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": "trainjob-tj-abcde",
+            "namespace": "ns",
+            "labels": {"kueue.x-k8s.io/multikueue-origin": "multikueue"},
+            "annotations": {"kueue.x-k8s.io/multikueue-origin-uid": "uid-wl"},
+        },
+        "spec": {"queueName": "q", "podSets": [{"name": "node", "count": 2}]},
+    }
+    tj = TrainJobBuilder().queue("q").multikueue().obj()
+    assert remote_trainjob(TrainJobView(tj), "wl", "multikueue") == {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {
+            "name": "tj",
+            "namespace": "ns",
+            "labels": {
+                "kueue.x-k8s.io/queue-name": "q",
+                "kueue.x-k8s.io/prebuilt-workload-name": "wl",
+                "kueue.x-k8s.io/multikueue-origin": "multikueue",
+            },
+            "annotations": {
+                "kueue.x-k8s.io/prebuilt-workload-name": "wl",
+                "kueue.x-k8s.io/multikueue-origin-uid": "uid-tj",
+            },
+        },
+        "spec": {
+            "runtimeRef": {"name": "torch-distributed", "kind": "ClusterTrainingRuntime"},
+            "suspend": True,
+        },
+    }
+
+
+def _copy_made_for(uid: str | None) -> ObjectView:
+    annotations = {} if uid is None else {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: uid}
+    return ObjectView({"metadata": {"name": "tj", "namespace": "ns", "annotations": annotations}})
+
+
+MANAGER_TJ = ObjectView({"metadata": {"name": "tj", "namespace": "ns", "uid": "uid-tj"}})
+
+
+@pytest.mark.parametrize(
+    ("copy", "manager", "orphaned"),
+    [
+        (_copy_made_for("uid-tj"), None, True),  # its manager object deleted
+        (_copy_made_for("uid-old"), MANAGER_TJ, True),  # replaced by a new one of that name
+        (_copy_made_for("uid-tj"), MANAGER_TJ, False),  # made for the one there now
+        # a copy that names no manager object (made before copies carried the UID) is left
+        # to its TrainJob's own clean-up
+        (_copy_made_for(None), MANAGER_TJ, False),
+    ],
+)
+def test_a_copy_is_an_orphan_once_the_manager_object_it_was_made_for_is_gone(
+    copy: ObjectView, manager: ObjectView | None, orphaned: bool
+) -> None:
+    assert orphan(copy, manager) is orphaned
+
+
+@pytest.mark.parametrize(
+    ("have", "patch", "changed"),
+    [
+        # the same report, said again in part: nothing to write
+        ({"trainerStatus": {"a": 1, "b": 2}}, {"trainerStatus": {"a": 1}}, False),
+        # a field of the report removed
+        ({"trainerStatus": {"a": 1, "b": 2}}, {"trainerStatus": {"b": None}}, True),
+        # a field of the report changed
+        ({"trainerStatus": {"a": 1}}, {"trainerStatus": {"a": 2}}, True),
+        # a part of the status removed, or one the manager does not have removed again
+        ({"podsStatus": []}, {"podsStatus": None}, True),
+        ({}, {"podsStatus": None}, False),
+    ],
+)
+def test_a_status_patch_changes_the_trainjob_only_when_merged_it_differs(
+    have: Dict, patch: Dict, changed: bool
+) -> None:
+    assert changes(TrainJobView({"metadata": {"name": "tj"}, "status": have}), patch) is changed
+
+
+@pytest.mark.parametrize(("over", "left"), [(0, []), (1, ["trainerStatus"])])
+def test_a_trainjob_brought_exactly_to_the_stored_limit_takes_the_whole_status(
+    over: int, left: list[str]
+) -> None:
+    tj = make_trainjob()
+    tj["metadata"]["annotations"] = {"pad": ""}
+    patch = {"trainerStatus": {"progressPercentage": 50}, "clusterName": "w1"}
+    size = len(orjson.dumps(tj)) + len(orjson.dumps(patch))
+    tj["metadata"]["annotations"]["pad"] = "x" * (MAX_MANAGER_BYTES - size + over)
+    expected = {**patch, **{key: None for key in left}}
+    assert fit(TrainJobView(tj), patch) == (expected, left)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusters.helpers.builders import TrainJobBuilder
+import pytest
+
+from clusters.helpers.builders import TrainJobBuilder, WorkloadBuilder
+from dispatcher import dependencies, placements
 from dispatcher.capacity import Fit
 from dispatcher.decide import (
     CapacityAware,
@@ -574,14 +577,20 @@ def test_a_worker_whose_runtime_differs_gets_no_copy_and_the_drift_is_a_conditio
         "dispatched to w2; waiting for a cluster to admit it (not sent to w1: "
         "ClusterTrainingRuntime torch is missing there)"
     )
-    condition = plan.trainjob_status["conditions"][-1]
-    assert (condition["type"], condition["status"], condition["reason"], condition["message"]) == (
-        "RuntimeDrift",
-        "True",
-        "RuntimeDrift",
-        "w1: ClusterTrainingRuntime torch is missing there",
-    )
-    assert [(e.type, e.reason) for e in plan.events] == [("Warning", "RuntimeDrift")]
+    drift = "w1: ClusterTrainingRuntime torch is missing there"
+    assert plan.trainjob_status == {
+        "conditions": [
+            {
+                "type": "RuntimeDrift",
+                "status": "True",
+                "reason": "RuntimeDrift",
+                "message": drift,
+                "lastTransitionTime": "2026-11-22T12:00:00Z",
+                "observedGeneration": 1,
+            }
+        ]
+    }
+    assert [tuple(e) for e in plan.events] == [("Warning", "RuntimeDrift", drift)]
 
 
 def test_a_worker_with_drift_is_no_reason_to_give_up_at_once() -> None:
@@ -660,11 +669,17 @@ def _running_on(worker: str, since: str = "2026-11-22T11:00:00Z") -> Dict:
 
 def test_a_run_sent_back_is_recorded_with_where_when_and_why() -> None:
     wl = manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready")
-    plan = decide_for(wl, [remote("w1", connected=False, lost=61)], trainjob=_running_on("w1"))
-    ended = plan.placement_ended
-    assert ended is not None and (ended.worker, ended.started) == ("w1", "2026-11-22T11:00:00Z")
-    assert ended.reason == "ClusterLost" and "lost for 61s" in ended.message
-    assert ended.ended == "2026-11-22T12:00:00Z"
+    # its pods started at 11:00:30; the run started when the manager Workload was admitted
+    # (when the worker's was), at 11:00:00
+    running = _running_on("w1", since="2026-11-22T11:00:30Z")
+    plan = decide_for(wl, [remote("w1", connected=False, lost=61)], trainjob=running)
+    assert plan.placement_ended == placements.Ended(
+        "w1",
+        "2026-11-22T11:00:00Z",
+        "2026-11-22T12:00:00Z",
+        "ClusterLost",
+        "cluster w1 lost for 61s; dispatching again",
+    )
     # a brief disconnect ends nothing
     brief = decide_for(wl, [remote("w1", connected=False, lost=10)], trainjob=_running_on("w1"))
     assert brief.placement_ended is None
@@ -795,3 +810,602 @@ def test_the_winners_missing_pieces_are_said_or_made_again_on_the_winner() -> No
     assert missing.check_state is None  # Ready already
     there = remote("w1", admitted_at="2026-11-22T11:00:01Z", trainjob=True, running=True)
     assert [a for a in decide_for(wl, [there]).remote if a.verb == "create"] == []
+
+
+def _padded(count: int, **fields: Any) -> list[Dict]:
+    """`count` entries of about 100 bytes each (a long report or many Jobs)."""
+    return [{"name": f"m{i}", **fields, "value": "v" * 60} for i in range(count)]
+
+
+@pytest.mark.parametrize(
+    ("jobs", "left"),
+    [
+        # the report alone takes it past the limit: the Jobs' counts still come back
+        (_padded(3), ["trainerStatus"]),
+        # without the report it is still too large: the Jobs' counts stay there too
+        (_padded(1536), ["trainerStatus", "jobsStatus"]),
+    ],
+)
+def test_each_part_of_a_status_too_large_to_bring_back_is_named_in_one_warning(
+    jobs: list[Dict], left: list[str]
+) -> None:
+    big = TrainJobBuilder().multikueue().obj()
+    big["metadata"]["annotations"] = {"kubectl.kubernetes.io/pad": "x" * 1_300_000}
+    winner = remote("w1", admitted_at="2026-11-22T11:00:02Z", trainjob=True)
+    assert winner.trainjob is not None
+    winner.trainjob.raw["status"]["trainerStatus"] = {"metrics": _padded(1536)}  # ~150 KB
+    winner.trainjob.raw["status"]["jobsStatus"] = jobs
+    wl = manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready")
+    plan = decide_for(wl, [winner], trainjob=big)
+    assert plan.trainjob_status == {
+        "conditions": [{"type": "Complete", "status": "True"}],
+        "clusterName": "w1",
+        "jobsStatus": jobs,
+        **{key: None for key in left},
+    }
+    fields = ", ".join(f"status.{key}" for key in left)
+    assert [tuple(e) for e in plan.events] == [
+        (
+            "Warning",
+            "StatusTooLarge",
+            f"{fields} of the copy on w1 not brought back: with it this TrainJob would be past "
+            "the 1400000 bytes the API server stores; read it on the worker",
+        )
+    ]
+    # a warning is no reason to send the job elsewhere: its run there goes on
+    assert plan.check_state is None and plan.placement_ended is None
+
+
+CHECKPOINT_REPORT = {
+    "metrics": [
+        {"name": "checkpoint", "value": "step-40.pt"},
+        {"name": "checkpoint_step", "value": "40"},
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    ("status", "env", "lookup"),
+    [
+        # the run that ended last reported a checkpoint: the copy resumes from it, and the
+        # record of runs is not read
+        (
+            {"clusterName": "w0", "trainerStatus": CHECKPOINT_REPORT},
+            {
+                "TRAINJOB_CHECKPOINTS": "/ckpt/tj",
+                "TRAINJOB_RESUME_FROM": "/ckpt/tj/step-40.pt",
+                "TRAINJOB_RESUME_STEP": "40",
+            },
+            None,
+        ),
+        # it reported none: the record of runs (read as the copy is sent) says where
+        ({"clusterName": "w0"}, {"TRAINJOB_CHECKPOINTS": "/ckpt/tj"}, "uid-tj"),
+    ],
+)
+def test_a_copy_sent_again_resumes_from_the_status_or_else_from_the_record_of_runs(
+    status: Dict, env: dict[str, str], lookup: str | None
+) -> None:
+    tj = TrainJobBuilder().multikueue().obj()
+    tj["status"] = status
+    obs = observed(
+        manager_workload("QuotaReserved", nominated=["w1"]),
+        tj,
+        [remote("w1", admitted_at="2026-11-22T11:00:02Z")],
+        checkpoint_place="/ckpt/tj",
+    )
+    (sent,) = [a for a in decide(obs).remote if a.verb == "create"]
+    assert {e["name"]: e["value"] for e in sent.obj["spec"]["trainer"]["env"]} == env
+    assert sent.resume_lookup == lookup
+
+
+def _unselected(name: str) -> RemoteView:
+    view = remote(name)
+    view.selected = False
+    return view
+
+
+@pytest.mark.parametrize(
+    ("remotes", "considered"),
+    [
+        # a worker that holds a copy and simply has no quota free for it has nothing to say
+        ([remote("w1")], "w1 considered; each had a copy waiting for quota"),
+        # no cluster the job chose: none considered
+        ([_unselected("w1")], "none considered; each had a copy waiting for quota"),
+        (
+            [remote("w1"), remote("w2", connected=False, lost=5, workload=False)],
+            "w1, w2 considered; w2: unreachable",
+        ),
+    ],
+)
+def test_the_time_out_message_names_the_workers_considered_and_what_kept_each(
+    remotes: list[RemoteView], considered: str
+) -> None:
+    obs = observed(manager_workload("QuotaReserved"), TrainJobBuilder().multikueue().obj(), remotes)
+    obs.give_up_after = 3600
+    message = (
+        "no worker cluster admitted it within 3600s of the manager's quota reservation "
+        f"({considered})"
+    )
+    plan = decide(obs)
+    assert plan.check_state == ("Rejected", message)
+    assert [tuple(e) for e in plan.events] == [("Warning", "NotAdmittedInTime", message)]
+
+
+def test_giving_up_fails_the_trainjob_once_for_its_generation_and_keeps_its_first_words() -> None:
+    first = decide_for(manager_workload("QuotaReserved"), [never("w1")])
+    message = (
+        "no worker cluster can ever admit it (w1: never: PodSet node does not fit ClusterQueue "
+        "cq-w1 (flavour default: cpu 16 wanted, 8 available))"
+    )
+    assert first.trainjob_status == {
+        "conditions": [
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "NoClusterFits",
+                "message": message,
+                "lastTransitionTime": "2026-11-22T12:00:00Z",
+                "observedGeneration": 1,
+            }
+        ]
+    }
+    # A later pass, the worker's notes changed (its queue shrank): the Failed condition already
+    # says why, and is not rewritten on every pass.
+    tj = TrainJobBuilder().multikueue().obj()
+    tj["status"] = first.trainjob_status
+    smaller = RemoteView(
+        "w1", True, 0.0, None, None, fit=Fit(False, False, "never: cpu 16 wanted, 4 available")
+    )
+    wl = manager_workload("QuotaReserved", check="Rejected")
+    wl["spec"]["active"] = False
+    again = decide_for(wl, [smaller], trainjob=tj)
+    assert (again.check_state, again.trainjob_status, again.events) == (None, None, [])
+
+
+def test_a_workload_without_our_check_gets_no_check_state_written() -> None:
+    """Kueue keeps only the checks of the flavours it assigned: with ours gone there is no
+    state to write (and so no Workload write for it)."""
+    wl = WorkloadBuilder().conditions("QuotaReserved").check("Pending", name="other").obj()
+    plan = decide_for(wl, [remote("w1", workload=False)])
+    assert [(a.cluster, a.verb) for a in plan.remote] == [("w1", "create")]
+    assert plan.check_state is None
+
+
+def test_a_quota_reservation_without_a_time_yet_counts_as_just_made() -> None:
+    wl = manager_workload()
+    wl["status"]["conditions"] = [{"type": "QuotaReserved", "status": "True"}]
+    obs = observed(wl, TrainJobBuilder().multikueue().obj(), [remote("w1")])
+    obs.give_up_after = 1
+    plan = decide(obs)
+    assert plan.check_state == ("Pending", "dispatched to w1; waiting for a cluster to admit it")
+    assert plan.trainjob_status is None and plan.events == []
+
+
+# ---- recalled by the manager -----------------------------------------------------------------
+
+
+def _evicted_manager(**evicted: str) -> Dict:
+    """The manager Workload admitted on w1 and evicted there since 11:00:00 (`evicted`: the
+    Evicted condition's reason, message, lastTransitionTime)."""
+    wl = manager_workload("QuotaReserved", "Admitted", "Evicted", cluster="w1", check="Ready")
+    found = next(c for c in wl["status"]["conditions"] if c["type"] == "Evicted")
+    found.update(evicted)
+    return wl
+
+
+def _running_copy(created: str, name: str = "w1") -> RemoteView:
+    there = remote(name, trainjob=True, running=True)
+    assert there.trainjob is not None
+    there.trainjob.meta["creationTimestamp"] = created
+    return there
+
+
+def _with_report(tj: Dict) -> Dict:
+    tj["status"]["trainerStatus"] = CHECKPOINT_REPORT
+    tj["status"]["restarts"] = 2
+    return tj
+
+
+@pytest.mark.parametrize(
+    ("evicted", "remotes", "reason", "message", "started"),
+    [
+        (
+            {"reason": "Preempted", "message": "Preempted to accommodate a workload"},
+            [_running_copy("2026-11-22T10:59:00Z")],
+            "Preempted",
+            "evicted on the manager: Preempted to accommodate a workload",
+            "2026-11-22T10:59:00Z",
+        ),
+        # Kueue gave no reason: the run still ended by an eviction
+        (
+            {"message": "gone"},
+            [_running_copy("2026-11-22T10:59:00Z")],
+            "Evicted",
+            "evicted on the manager: gone",
+            "2026-11-22T10:59:00Z",
+        ),
+        # the copy made in the very second of the eviction ran before it
+        (
+            {"reason": "Deactivated", "message": "by its user"},
+            [_running_copy("2026-11-22T11:00:00Z")],
+            "Deactivated",
+            "evicted on the manager: by its user",
+            "2026-11-22T11:00:00Z",
+        ),
+        # the run is the one on the worker the status names, whatever the order of the workers
+        (
+            {"reason": "Preempted", "message": "p"},
+            [remote("w0"), _running_copy("2026-11-22T10:59:00Z")],
+            "Preempted",
+            "evicted on the manager: p",
+            "2026-11-22T10:59:00Z",
+        ),
+    ],
+)
+def test_a_run_ended_by_an_eviction_on_the_manager_is_recorded_whole(
+    evicted: dict[str, str],
+    remotes: list[RemoteView],
+    reason: str,
+    message: str,
+    started: str,
+) -> None:
+    """Where it ran, from when its copy was sent (not when its pods started), why it ended,
+    and the checkpoint and restarts its worker reported."""
+    tj = _with_report(_running_on("w1", since="2026-11-22T11:00:30Z"))
+    plan = decide_for(_evicted_manager(**evicted), remotes, trainjob=tj)
+    assert plan.placement_ended == placements.Ended(
+        "w1", started, "2026-11-22T12:00:00Z", reason, message, "step-40.pt", 40, 2
+    )
+
+
+@pytest.mark.parametrize(
+    ("wl", "forget"),
+    [
+        # evicted: Kueue leaves clusterName, which a new round must not take for its winner
+        (manager_workload("QuotaReserved", "Admitted", "Evicted", cluster="w1"), True),
+        # its quota given back without an eviction: the same
+        (manager_workload("Admitted", cluster="w1"), True),
+        # our Retry written, Kueue's eviction not come yet: Kueue clears it with the eviction
+        (manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Retry"), False),
+        # waiting for quota, never dispatched: nothing to clear
+        (manager_workload(), False),
+    ],
+)
+def test_a_recall_clears_the_cluster_name_only_when_the_run_it_names_is_over(
+    wl: Dict, forget: bool
+) -> None:
+    plan = decide_for(wl, [remote("w1", trainjob=True, running=True)])
+    assert [(a.cluster, a.verb, a.obj["kind"]) for a in plan.remote] == [
+        ("w1", "delete", "TrainJob"),
+        ("w1", "delete", "Workload"),
+    ]
+    assert plan.forget_cluster is forget
+    assert plan.check_state is None and plan.nominated is None
+
+
+def test_a_run_brought_back_finished_keeps_its_workload_copy_through_a_recall() -> None:
+    """Its TrainJob copy gone already (removed by its TTL), the manager's status says it
+    finished there: the recall has nothing to stop and the Workload copy is kept."""
+    back = _running_on("w1")
+    back["status"]["conditions"] = [{"type": "Complete", "status": "True", "reason": "Completed"}]
+    wl = manager_workload("QuotaReserved", "Admitted", "Evicted", cluster="w1", check="Ready")
+    plan = decide_for(wl, [remote("w1")], trainjob=back)
+    assert plan.remote == [] and plan.check_state is None
+    assert not plan.forget_cluster and plan.placement_ended is None
+
+
+def test_a_new_round_removes_the_copy_of_an_earlier_run_even_once_it_finished() -> None:
+    """Sent back (the check turned Retry), its run's copy on w1 finished before it was
+    removed: that run was given up, its outcome is not the job's, and the job goes out again."""
+    wl = manager_workload("QuotaReserved")
+    plan = decide_for(
+        wl, [remote("w1", trainjob=True), remote("w2", workload=False)], trainjob=_running_on("w1")
+    )
+    assert [(a.cluster, a.verb, a.obj["kind"]) for a in plan.remote] == [
+        ("w1", "delete", "TrainJob"),
+        ("w1", "delete", "Workload"),
+        ("w2", "create", "Workload"),
+    ]
+    assert plan.trainjob_status is None
+    assert plan.check_state == ("Pending", "dispatched to w2; waiting for a cluster to admit it")
+
+
+# ---- the winner ------------------------------------------------------------------------------
+
+
+def _out_of_sync(name: str) -> RemoteView:
+    view = remote(name, admitted_at="2026-11-22T11:00:02Z")
+    assert view.workload is not None
+    view.workload.raw["status"]["conditions"].append(
+        {"type": "Finished", "status": "True", "reason": "OutOfSync"}
+    )
+    return view
+
+
+LOST_AT_THE_TIMEOUT = "cluster w1 lost for 60s; dispatching again"
+UNCONFIGURED = "cluster w1 no longer configured (no MultiKueueCluster); dispatching again"
+OUT_OF_SYNC = (
+    "Remote workload on worker cluster 'w1' is out of sync with its user job, resetting for "
+    "re-dispatch"
+)
+
+
+def _retry(reason: str, message: str) -> tuple[tuple[str, str], list[tuple[str, str, str]]]:
+    """The check's Retry and the Warning Event saying why."""
+    return ("Retry", message), [("Warning", reason, message)]
+
+
+@pytest.mark.parametrize(
+    ("remotes", "said", "removed"),
+    [
+        ([remote("w1", connected=False, lost=60)], _retry("ClusterLost", LOST_AT_THE_TIMEOUT), []),
+        (
+            [remote("w1", connected=False, lost=float("inf"))],
+            _retry("ClusterLost", UNCONFIGURED),
+            [],
+        ),
+        ([_out_of_sync("w1")], _retry("RemoteOutOfSync", OUT_OF_SYNC), []),
+        # a loser's Workload copy, not admitted there, goes; the winner's run goes on
+        (
+            [
+                remote("w1", admitted_at="2026-11-22T11:00:02Z", trainjob=True, running=True),
+                remote("w2"),
+            ],
+            (None, []),
+            [("w2", "delete", "Workload")],
+        ),
+    ],
+)
+def test_the_winners_state_decides_whether_the_job_is_sent_again(
+    remotes: list[RemoteView],
+    said: tuple[Any, list[tuple[str, ...]]],
+    removed: list[tuple[str, ...]],
+) -> None:
+    wl = manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready")
+    plan = decide_for(wl, remotes)
+    assert [(a.cluster, a.verb, a.obj["kind"]) for a in plan.remote] == removed
+    assert (plan.check_state, [tuple(e) for e in plan.events]) == said
+
+
+# ---- finished on the manager -----------------------------------------------------------------
+
+
+def _finished(since: str | None) -> Dict:
+    """The manager Workload finished at `since` (None: no time on its Finished condition)."""
+    wl = manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready")
+    finished: Dict = {"type": "Finished", "status": "True", "reason": "Succeeded"}
+    if since is not None:
+        finished["lastTransitionTime"] = since
+    wl["status"]["conditions"].append(finished)
+    return wl
+
+
+@pytest.mark.parametrize(
+    ("since", "retention", "removed", "requeue"),
+    [
+        # kept for the retention: looked at again when it runs out (an hour and 100 s)
+        ("2026-11-22T11:00:00Z", 3700.0, [], 100.0),
+        # the retention over to the second: the copies go
+        ("2026-11-22T11:00:00Z", 3600.0, [("w1", "delete", "Workload")], None),
+        # when it finished is not known: they go at once
+        (None, 3700.0, [("w1", "delete", "Workload")], None),
+    ],
+)
+def test_copies_of_a_finished_workload_are_kept_for_the_retention_then_removed(
+    since: str | None, retention: float, removed: list[tuple[str, ...]], requeue: float | None
+) -> None:
+    tj = TrainJobBuilder().multikueue().obj()
+    plan = decide(observed(_finished(since), tj, [remote("w1")], retention=retention))
+    assert [(a.cluster, a.verb, a.obj["kind"]) for a in plan.remote] == removed
+    assert plan.requeue_after == requeue
+    assert plan.check_state is None and plan.trainjob_status is None
+
+
+# ---- held for its Secrets and ConfigMaps -----------------------------------------------------
+
+MISSING_SECRET = "Secret ns/creds (referenced by PodSet node) does not exist"
+
+
+def test_a_job_held_for_a_missing_secret_recalls_its_copies_and_its_nomination() -> None:
+    """A copy already out would hold quota on its worker for a job that cannot start: it goes,
+    and so do the clusters nominated for it."""
+    needs = dependencies.Needs(problem=MISSING_SECRET, reason="DependencyMissing")
+    obs = observed(
+        manager_workload("QuotaReserved", nominated=["w1"]),
+        TrainJobBuilder().multikueue().obj(),
+        [remote("w1"), remote("w2", workload=False)],
+        needs=needs,
+    )
+    plan = decide(obs)
+    assert [(a.cluster, a.verb, a.obj["kind"]) for a in plan.remote] == [
+        ("w1", "delete", "Workload")
+    ]
+    assert plan.nominated == []
+    assert plan.check_state == ("Pending", f"not dispatched: {MISSING_SECRET}")
+    assert plan.trainjob_status == {
+        "conditions": [
+            {
+                "type": "DependenciesMissing",
+                "status": "True",
+                "reason": "DependencyMissing",
+                "message": MISSING_SECRET,
+                "lastTransitionTime": "2026-11-22T12:00:00Z",
+                "observedGeneration": 1,
+            }
+        ]
+    }
+    assert [tuple(e) for e in plan.events] == [("Warning", "DependencyMissing", MISSING_SECRET)]
+
+
+@pytest.mark.parametrize(
+    ("copied", "ensured"),
+    [
+        ({"Secret/creds": "digest-1"}, []),  # in place there, as the manager holds it
+        ({"Secret/creds": "digest-0"}, ["creds"]),  # changed on the manager since
+        ({}, ["creds"]),  # not there (its copy removed by hand)
+    ],
+)
+def test_the_winner_is_sent_a_secret_only_when_its_copy_there_is_not_the_managers(
+    copied: dict[str, str], ensured: list[str]
+) -> None:
+    winner = remote("w1", admitted_at="2026-11-22T11:00:02Z", trainjob=True, running=True)
+    assert winner.workload is not None
+    winner.workload.raw["metadata"]["uid"] = "copy-uid"
+    winner.copied = copied
+    needs = dependencies.Needs([dependencies.Source("Secret", "creds", "uid-s", "digest-1")])
+    wl = manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready")
+    plan = decide(observed(wl, TrainJobBuilder().multikueue().obj(), [winner], needs=needs))
+    assert [a.obj["metadata"]["name"] for a in plan.remote if a.verb == "ensure"] == ensured
+
+
+# ---- the first admission ---------------------------------------------------------------------
+
+
+def test_a_winner_already_holding_the_trainjob_copy_is_not_sent_it_again() -> None:
+    """Its TrainJob made in a pass whose Workload write then failed: the next pass names the
+    winner and leaves the copy there as it is."""
+    wl = manager_workload("QuotaReserved", nominated=["w1"])
+    there = remote("w1", admitted_at="2026-11-22T11:00:02Z", trainjob=True, running=True)
+    plan = decide_for(wl, [there])
+    assert plan.cluster_name == "w1"
+    assert plan.check_state == ("Ready", 'The workload was admitted on "w1"')
+    assert plan.remote == []
+
+
+def test_naming_a_cluster_nominated_is_the_whole_pass() -> None:
+    """Kueue takes clusterName only from the nominated clusters: the pass that nominates the
+    one admitted writes only that, and leaves the check as it is."""
+    plan = decide_for(
+        manager_workload("QuotaReserved", nominated=["w1"]),
+        [remote("w1"), remote("w2", admitted_at="2026-11-22T11:00:02Z")],
+    )
+    assert plan.nominated == ["w1", "w2"]
+    assert (plan.cluster_name, plan.check_state, plan.remote) == (None, None, [])
+
+
+# ---- copies out ------------------------------------------------------------------------------
+
+TORCH_MISSING = "ClusterTrainingRuntime torch is missing there"
+
+
+def _drifted(name: str, *, workload: bool = False) -> RemoteView:
+    view = remote(name, workload=workload)
+    view.runtime_problem = TORCH_MISSING
+    return view
+
+
+def _no_data(name: str) -> RemoteView:
+    view = remote(name, workload=False)
+    view.data_problem = "no PersistentVolumeClaim ns/data there"
+    return view
+
+
+@pytest.mark.parametrize(
+    ("remotes", "strategy", "sent", "nominated", "withheld", "message"),
+    [
+        # room nowhere: every worker gets a copy (the first to free room admits it), and none
+        # is said to be withheld
+        (
+            [view("w1", False), view("w2", False)],
+            CapacityAware(),
+            ["w1", "w2"],
+            ["w1", "w2"],
+            [],
+            "dispatched to w1, w2; waiting for a cluster to admit it",
+        ),
+        # a worker left for a later round is not withheld for want of room
+        (
+            [view("w1", True), view("w2", None)],
+            Incremental(batch=1, round_seconds=7200),
+            ["w1"],
+            ["w1"],
+            [],
+            "dispatched to w1; waiting for a cluster to admit it",
+        ),
+        # a copy made before its runtime drifted goes, and the worker is no longer nominated
+        (
+            [_drifted("w1", workload=True), remote("w2", workload=False)],
+            None,
+            ["w2"],
+            ["w2"],
+            ["w1"],
+            f"dispatched to w2; waiting for a cluster to admit it (not sent to w1: "
+            f"{TORCH_MISSING})",
+        ),
+        (
+            [remote("w1", connected=False, lost=5, workload=False)],
+            None,
+            [],
+            None,
+            [],
+            "dispatched to no reachable cluster; waiting for a cluster to admit it",
+        ),
+        (
+            [remote("w1", workload=False)],
+            External(),
+            [],
+            None,
+            [],
+            "dispatched to no cluster yet (an external dispatcher nominates them); waiting for a "
+            "cluster to admit it",
+        ),
+    ],
+)
+def test_copies_go_where_the_strategy_says_and_the_check_says_where_and_why_not_elsewhere(
+    remotes: list[RemoteView],
+    strategy: Any,
+    sent: list[str],
+    nominated: list[str] | None,
+    withheld: list[str],
+    message: str,
+) -> None:
+    plan = decide_for(manager_workload("QuotaReserved"), remotes, strategy=strategy)
+    assert [a.cluster for a in plan.remote if a.verb == "create"] == sent
+    assert plan.nominated == nominated
+    assert plan.withheld == withheld
+    assert plan.check_state == ("Pending", message)
+
+
+@pytest.mark.parametrize(
+    ("remotes", "ctype", "reason", "message"),
+    [
+        (
+            [_drifted("w1"), _drifted("w2"), remote("w3", workload=False)],
+            "RuntimeDrift",
+            "RuntimeDrift",
+            f"w1: {TORCH_MISSING}; w2: {TORCH_MISSING}",
+        ),
+        (
+            [_no_data("w1"), _no_data("w2")],
+            "DataUnavailable",
+            "NoClusterHasData",
+            "no chosen worker holds its data (w1: no PersistentVolumeClaim ns/data there; w2: no "
+            "PersistentVolumeClaim ns/data there); it waits until one does",
+        ),
+    ],
+)
+def test_why_the_job_waits_is_a_condition_naming_each_worker(
+    remotes: list[RemoteView], ctype: str, reason: str, message: str
+) -> None:
+    plan = decide_for(manager_workload("QuotaReserved"), remotes)
+    assert plan.trainjob_status == {
+        "conditions": [
+            {
+                "type": ctype,
+                "status": "True",
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": "2026-11-22T12:00:00Z",
+                "observedGeneration": 1,
+            }
+        ]
+    }
+    assert [tuple(e) for e in plan.events] == [("Warning", reason, message)]
+
+
+def test_incremental_dispatch_by_default_takes_three_clusters_each_five_minutes() -> None:
+    remotes = [remote(f"w{i}", workload=False) for i in range(1, 8)]
+    targets, again = Incremental().targets(remotes, 299.0)
+    assert ([r.name for r in targets], again) == (["w1", "w2", "w3"], 1.0)
+    targets, again = Incremental().targets(remotes, 300.0)
+    assert ([r.name for r in targets], again) == (["w1", "w2", "w3", "w4", "w5", "w6"], 300.0)
