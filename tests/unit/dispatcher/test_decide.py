@@ -1409,3 +1409,17 @@ def test_incremental_dispatch_by_default_takes_three_clusters_each_five_minutes(
     assert ([r.name for r in targets], again) == (["w1", "w2", "w3"], 1.0)
     targets, again = Incremental().targets(remotes, 300.0)
     assert ([r.name for r in targets], again) == (["w1", "w2", "w3", "w4", "w5", "w6"], 300.0)
+
+
+def test_a_recall_after_the_last_runs_worker_left_the_config_still_clears_the_copies() -> None:
+    """The manager TrainJob's status still names w9, where its last run was; w9 has since
+    been taken out of the MultiKueueConfig (so it is not among the workers), and the Workload
+    waits for quota again: the copies out go as for any recall."""
+    waiting = manager_workload("Evicted")
+    plan = decide_for(
+        waiting, [remote("w1"), remote("w2", workload=False)], trainjob=_running_on("w9")
+    )
+    assert [(a.cluster, a.verb, a.obj["kind"]) for a in plan.remote] == [
+        ("w1", "delete", "Workload")
+    ]
+    assert plan.check_state is None and plan.placement_ended is None
