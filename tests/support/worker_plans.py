@@ -3,6 +3,7 @@ unit tests share (tests/unit/worker_controller)."""
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 from typing import Any
 
@@ -27,6 +28,7 @@ def observe(
     blocked: Blocked | None = None,
     wiring: Wiring | None = None,
     pod_group_apis: frozenset[str] = frozenset(),
+    pod_create_failures: dict[str, str] | None = None,
 ) -> Plan:
     return decide(
         Observed(
@@ -42,6 +44,7 @@ def observe(
             blocked=blocked,
             progress=wiring,
             pod_group_apis=pod_group_apis,
+            pod_create_failures=pod_create_failures or {},
         )
     )
 
@@ -87,3 +90,37 @@ def job(
 
 
 OUR_SERVICE = {"metadata": {"name": "tj", "labels": {"trainjob.dev/trainjob-name": "tj"}}}
+
+
+def as_made(tj: Dict, runtime: Dict, pod_group_apis: frozenset[str] = frozenset()) -> list[Dict]:
+    """The Jobs a first pass makes for this TrainJob, unsuspended (its status says which
+    restart it is on)."""
+    fresh = copy.deepcopy(tj)
+    fresh["spec"].pop("suspend", None)
+    fresh["status"] = {k: v for k, v in (tj.get("status") or {}).items() if k != "conditions"}
+    plan = observe(fresh, runtime, services=[OUR_SERVICE], pod_group_apis=pod_group_apis)
+    return [o for o in plan.create if o["kind"] == "Job"]
+
+
+def reported(made: Dict, state: str, **failure: str) -> Dict:
+    """A Job as made, with what the Job controller reports of it: running, complete or failed
+    (`failure`: its Failed condition's reason, message and lastTransitionTime, if any)."""
+    out = copy.deepcopy(made)
+    out["metadata"]["creationTimestamp"] = "2026-11-22T11:59:00Z"
+    out["metadata"]["uid"] = f"uid-{made['metadata']['name']}"
+    conds = {
+        "running": [],
+        "complete": [{"type": "Complete", "status": "True"}],
+        "failed": [
+            {"type": "Failed", "status": "True", **(failure or {"reason": "BackoffLimitExceeded"})}
+        ],
+    }[state]
+    out["status"] = {"conditions": conds, "active": 1 if state == "running" else 0}
+    return out
+
+
+def suspended(made: Dict) -> Dict:
+    """The Job as made, suspended (its pods deleted)."""
+    out = copy.deepcopy(made)
+    out["spec"]["suspend"] = True
+    return out

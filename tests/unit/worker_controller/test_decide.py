@@ -2,11 +2,32 @@
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 from typing import Any
 
-from clusters.helpers.builders import initializer_runtime, make_runtime, make_trainjob
-from tests.support.worker_plans import NOW, OUR_SERVICE, Dict, conditions, job, kinds, observe
+import pytest
+
+from clusters.helpers.builders import (
+    OWNER,
+    initializer_runtime,
+    make_runtime,
+    make_trainjob,
+    mpi_runtime,
+)
+from kubecontrol.events import Event
+from tests.support.worker_plans import (
+    NOW,
+    OUR_SERVICE,
+    Dict,
+    as_made,
+    conditions,
+    job,
+    kinds,
+    observe,
+    reported,
+    suspended,
+)
 from trainjob.progress import Wiring
 from trainjob.views import FailedCreateView, JobView
 from worker_controller import digests, status
@@ -521,15 +542,498 @@ def test_a_name_taken_is_a_condition_naming_the_object_and_clears_once_made() ->
     assert conditions(plan) == {"ObjectsBlocked": ("False", "ObjectsCreated")}
 
 
+# The labels every object made for the TrainJob carries.
+OURS = {
+    "jobset.sigs.k8s.io/jobset-name": "tj",
+    "trainjob.dev/trainjob-name": "tj",
+    "trainjob.dev/managed-by": "worker-controller",
+}
+
+
+AUDIENCE = "trainer.kubeflow.org/v1alpha1/namespaces/ns/trainjobs/tj/status"
+
+
 def test_trainer_pods_are_told_where_to_report_progress_with_the_ca_made_first() -> None:
     tj = make_trainjob()
     wiring = Wiring("https://srv.ns.svc:443", "PEM")
     plan = observe(tj, make_runtime(), services=[OUR_SERVICE], wiring=wiring)
     assert kinds(plan) == [("ConfigMap", "tj-tls-config"), ("Job", "tj-node-0")]
     config_map, job_made = plan.create
-    assert config_map["data"] == {"ca.crt": "PEM"}
-    assert config_map["metadata"]["ownerReferences"][0]["name"] == "tj"
-    env = job_made["spec"]["template"]["spec"]["containers"][0]["env"]
-    assert {"name": "KUBEFLOW_TRAINER_SERVER_URL", "value": wiring.url("ns", "tj")} in env
+    assert config_map == {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "tj-tls-config",
+            "namespace": "ns",
+            "labels": OURS,
+            "ownerReferences": [OWNER],
+        },
+        "data": {"ca.crt": "PEM"},
+    }
+    pod = job_made["spec"]["template"]["spec"]
+    assert {"name": "KUBEFLOW_TRAINER_SERVER_URL", "value": wiring.url("ns", "tj")} in pod[
+        "containers"
+    ][0]["env"]
+    # The token is for this TrainJob's status only, the CA from the ConfigMap made first.
+    assert pod["volumes"] == [
+        {
+            "name": "kubeflow-trainer-token",
+            "projected": {
+                "sources": [
+                    {
+                        "serviceAccountToken": {
+                            "audience": AUDIENCE,
+                            "expirationSeconds": 3600,
+                            "path": "token",
+                        }
+                    },
+                    {
+                        "configMap": {
+                            "name": "tj-tls-config",
+                            "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                        }
+                    },
+                ]
+            },
+        }
+    ]
     plain = observe(tj, make_runtime(), services=[OUR_SERVICE])
     assert kinds(plain) == [("Job", "tj-node-0")]
+
+
+# ---- what a pass says: each condition as it is written, and the Event that announces it ----
+
+SINCE = "2026-11-22T12:00:00Z"  # NOW, as a condition's lastTransitionTime
+EARLIER = "2026-11-22T11:00:00Z"
+
+
+def said(
+    ctype: str, status: str, reason: str, message: str, since: str = SINCE, generation: int = 1
+) -> Dict:
+    """A TrainJob condition as the worker writes it."""
+    return {
+        "type": ctype,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+        "observedGeneration": generation,
+    }
+
+
+def at_generation(tj: Dict, generation: int) -> Dict:
+    tj["metadata"]["generation"] = generation
+    return tj
+
+
+NOT_FOUND = (
+    "ClusterTrainingRuntime 'torch-distributed' not found; the TrainJob starts once it exists"
+)
+SUSPENDED = said("Suspended", "True", "Suspended", "TrainJob is suspended", EARLIER)
+BLOCKED = said(
+    "ObjectsBlocked", "True", "NameTaken", "PersistentVolumeClaim 'data-tj' ...", EARLIER
+)
+PULLING = 'pod p container node: ImagePullBackOff: Back-off pulling image "nope:1"'
+TWO_SERVICES = (
+    "2 Services carry label trainjob.dev/trainjob-name=tj (extra, tj); remove all but one"
+)
+EXTRA_SERVICE = {"metadata": {"name": "extra", "labels": {"trainjob.dev/trainjob-name": "tj"}}}
+FOREIGN_SERVICE = {"metadata": {"name": "tj", "labels": {"app": "mine"}}}
+NAME_TAKEN = (
+    "Service 'tj' exists and is not this TrainJob's (neither controlled by it nor labelled "
+    "trainjob.dev/trainjob-name=tj); rename or delete it"
+)
+QUOTA = 'pods "tj-node-0-0-x" is forbidden: exceeded quota'
+BACKOFF = (
+    "PodSet 'node' failed: Job tj-node-0 BackoffLimitExceeded: Job has reached the specified "
+    "backoff limit"
+)
+DEADLINE = "TrainJob was active longer than activeDeadlineSeconds=30"
+STARTED_30S_AGO = [job("tj-node-0", active=1, created="2026-11-22T11:59:30Z")]
+FIELDS_IGNORED = (
+    "the runtime sets fields this worker does not do, and the job runs without them "
+    "(docs/operators/differences.md): template.spec.failurePolicy.rules[0].action (RestartJob), "
+    "template.spec.startupPolicy.startupPolicyOrder"
+)
+
+
+def runtime_doing_less() -> Dict:
+    """A runtime with two fields the worker does not do."""
+    runtime = make_runtime()
+    runtime["spec"]["template"]["spec"]["failurePolicy"] = {
+        "maxRestarts": 3,
+        "rules": [{"name": "one", "action": "RestartJob"}],
+    }
+    runtime["spec"]["template"]["spec"]["startupPolicy"] = {"startupPolicyOrder": "InOrder"}
+    return runtime
+
+
+@pytest.mark.parametrize(
+    ("tj", "before", "seen", "after", "events"),
+    [
+        pytest.param(
+            make_trainjob(),
+            [],
+            {"runtime": None},
+            [said("Failed", "True", "RuntimeNotFound", NOT_FOUND)],
+            [Event("Warning", "RuntimeNotFound", NOT_FOUND)],
+            id="runtime-missing",
+        ),
+        pytest.param(
+            make_trainjob(),
+            [said("Failed", "True", "RuntimeNotFound", NOT_FOUND, EARLIER)],
+            {},
+            [],
+            [
+                Event(
+                    "Normal",
+                    "RuntimeResolved",
+                    "ClusterTrainingRuntime 'torch-distributed' found; starting",
+                )
+            ],
+            id="runtime-found-again",
+        ),
+        pytest.param(
+            make_trainjob(suspend=True),
+            [],
+            {"jobs": [job("tj-node-0", active=1)]},
+            [said("Suspended", "True", "Suspended", "TrainJob is suspended")],
+            [Event("Normal", "Suspended", "TrainJob is suspended")],
+            id="suspended",
+        ),
+        pytest.param(  # a newer generation is recorded on the condition, with no Event
+            at_generation(make_trainjob(suspend=True), 2),
+            [SUSPENDED],
+            {"jobs": [job("tj-node-0", suspend=True)]},
+            [{**SUSPENDED, "observedGeneration": 2}],
+            [],
+            id="suspended-at-a-newer-generation",
+        ),
+        pytest.param(
+            make_trainjob(),
+            [SUSPENDED],
+            {"jobs": [job("tj-node-0", suspend=True)]},
+            [said("Suspended", "False", "Resumed", "TrainJob is resumed")],
+            [Event("Normal", "Resumed", "TrainJob is resumed")],
+            id="resumed",
+        ),
+        pytest.param(
+            make_trainjob(),
+            [],
+            {"jobs": [job("tj-node-0", complete=True)]},
+            [said("Complete", "True", "Completed", "TrainJob completed successfully")],
+            [Event("Normal", "Completed", "TrainJob completed successfully")],
+            id="complete",
+        ),
+        pytest.param(
+            make_trainjob(),
+            [],
+            {"jobs": [job("tj-node-0", failed="BackoffLimitExceeded")]},
+            [said("Failed", "True", "PodSetFailed", BACKOFF)],
+            [Event("Warning", "PodSetFailed", BACKOFF)],
+            id="pod-set-failed",
+        ),
+        pytest.param(
+            make_trainjob(activeDeadlineSeconds=30),
+            [],
+            {"jobs": STARTED_30S_AGO},
+            [said("Failed", "True", "DeadlineExceeded", DEADLINE)],
+            [Event("Warning", "DeadlineExceeded", DEADLINE)],
+            id="deadline-reached-to-the-second",
+        ),
+        pytest.param(
+            make_trainjob(activeDeadlineSeconds=30),
+            [],
+            {"jobs": STARTED_30S_AGO, "now": NOW - dt.timedelta(seconds=0.5)},
+            [],
+            [],
+            id="deadline-half-a-second-away",
+        ),
+        pytest.param(
+            make_trainjob(),
+            [BLOCKED],
+            {},
+            [
+                said(
+                    "ObjectsBlocked",
+                    "False",
+                    "ObjectsCreated",
+                    "the objects the TrainJob needs are made",
+                )
+            ],
+            [Event("Normal", "ObjectsCreated", "the objects the TrainJob needs are made")],
+            id="objects-made",
+        ),
+        pytest.param(
+            make_trainjob(),
+            [said("PodsStuck", "True", "ImagePullBackOff", PULLING, EARLIER)],
+            {"jobs": [job("tj-node-0", active=1)], "pods": [pod_with("p", "Running")]},
+            [said("PodsStuck", "False", "PodsStarted", "no pod is stuck")],
+            [Event("Normal", "PodsStarted", "no pod is stuck")],
+            id="pods-started",
+        ),
+        pytest.param(  # the same reason with another message: written, not announced again
+            make_trainjob(),
+            [said("PodsStuck", "True", "ImagePullBackOff", "an older message", EARLIER)],
+            {"jobs": [job("tj-node-0", active=1)], "pods": [pod_with("p", "Pending", state=PULL)]},
+            [said("PodsStuck", "True", "ImagePullBackOff", PULLING, EARLIER)],
+            [],
+            id="pod-still-stuck-saying-more",
+        ),
+        pytest.param(
+            make_trainjob(),
+            [],
+            {
+                "jobs": [job("tj-node-0", created="2026-11-22T11:59:50Z")],
+                "pods": [],
+                "pod_create_failures": {"tj-node-0": QUOTA},
+            },
+            [
+                said(
+                    "PodsStuck",
+                    "True",
+                    "PodCreateFailed",
+                    f"Job tj-node-0 cannot create its pods: {QUOTA}",
+                )
+            ],
+            [Event("Warning", "PodCreateFailed", f"Job tj-node-0 cannot create its pods: {QUOTA}")],
+            id="pods-refused",
+        ),
+        pytest.param(
+            make_trainjob(),
+            [],
+            {"services": [OUR_SERVICE, EXTRA_SERVICE]},
+            [said("ServiceConflict", "True", "MultipleServices", TWO_SERVICES)],
+            [Event("Warning", "MultipleServices", TWO_SERVICES)],
+            id="two-services",
+        ),
+        pytest.param(
+            make_trainjob(),
+            [],
+            {"services": [], "named": FOREIGN_SERVICE},
+            [said("ServiceConflict", "True", "ServiceNameTaken", NAME_TAKEN)],
+            [Event("Warning", "ServiceNameTaken", NAME_TAKEN)],
+            id="service-name-taken",
+        ),
+        pytest.param(
+            make_trainjob(),
+            [said("ServiceConflict", "True", "MultipleServices", TWO_SERVICES, EARLIER)],
+            {},
+            [said("ServiceConflict", "False", "ServiceReady", "exactly one headless Service")],
+            [Event("Normal", "ServiceReady", "exactly one headless Service")],
+            id="service-conflict-resolved",
+        ),
+        pytest.param(
+            make_trainjob(),
+            [],
+            {"runtime": runtime_doing_less()},
+            [said("RuntimeFieldsIgnored", "True", "RuntimeFieldsIgnored", FIELDS_IGNORED)],
+            [Event("Warning", "RuntimeFieldsIgnored", FIELDS_IGNORED)],
+            id="runtime-fields-ignored",
+        ),
+        pytest.param(  # the runtime no longer sets them
+            make_trainjob(),
+            [said("RuntimeFieldsIgnored", "True", "RuntimeFieldsIgnored", FIELDS_IGNORED, EARLIER)],
+            {},
+            [],
+            [],
+            id="runtime-fields-no-longer-ignored",
+        ),
+        pytest.param(  # the runtime no longer asks for a pod group
+            make_trainjob(),
+            [said("PodGroupPolicyIgnored", "True", "PodGroupPolicyIgnored", "...", EARLIER)],
+            {},
+            [],
+            [],
+            id="pod-group-no-longer-asked-for",
+        ),
+    ],
+)
+def test_each_decision_writes_its_condition_and_announces_it(
+    tj: Dict, before: list[Dict], seen: dict[str, Any], after: list[Dict], events: list[Event]
+) -> None:
+    tj = copy.deepcopy(tj)
+    tj["status"] = {"conditions": copy.deepcopy(before)}
+    seen = {"runtime": make_runtime(), "services": [OUR_SERVICE], **seen}
+    plan = observe(tj, **seen)
+    assert plan.status is not None
+    assert plan.status["conditions"] == after
+    assert plan.events == events
+
+
+@pytest.mark.parametrize(
+    ("managed_by", "ours"),
+    [
+        (None, True),
+        ("", True),
+        ("trainer.kubeflow.org/trainjob-controller", True),
+        ("kueue.x-k8s.io/multikueue", False),
+    ],
+)
+def test_a_trainjob_is_run_here_only_without_managed_by_or_with_the_built_in_one(
+    managed_by: str | None, ours: bool
+) -> None:
+    tj = make_trainjob() if managed_by is None else make_trainjob(managedBy=managed_by)
+    plan = observe(tj, make_runtime())
+    assert kinds(plan) == ([("Service", "tj"), ("Job", "tj-node-0")] if ours else [])
+    assert (plan == Plan()) is not ours
+
+
+def test_a_trainjob_that_does_not_parse_gets_one_warning_naming_the_field_and_nothing_else() -> (
+    None
+):
+    tj = make_trainjob(runtimeRef={"name": 5})
+    assert observe(tj, make_runtime()) == Plan(
+        events=[
+            Event(
+                "Warning",
+                "InvalidTrainJob",
+                "invalid TrainJob: spec.runtimeRef.name: Input should be a valid string",
+            )
+        ]
+    )
+
+
+# ---- a TrainJob that ends or is suspended stops what runs: each Job suspended as it was made --
+
+RESTARTED_ONCE = {"restarts": 1, "restartsCountTowardsMax": 1}
+COMPLETE = said("Complete", "True", "Completed", "TrainJob completed successfully", EARLIER)
+
+
+def launcher_first() -> Dict:
+    """An MPI runtime whose success is its launcher's: the nodes may still run when it is done."""
+    runtime = mpi_runtime()
+    runtime["spec"]["template"]["spec"]["successPolicy"] = {
+        "operator": "All",
+        "targetReplicatedJobs": ["launcher"],
+    }
+    return runtime
+
+
+def gang_runtime() -> Dict:
+    return make_runtime(podGroupPolicy={"coscheduling": {"scheduleTimeoutSeconds": 60}})
+
+
+MPI_TJ = {"runtimeRef": {"name": "mpi-runtime"}}
+
+
+@pytest.mark.parametrize(
+    ("spec", "status", "runtime", "states", "apis"),
+    [
+        pytest.param(
+            MPI_TJ, {}, launcher_first(), ["complete", "running"], frozenset(), id="succeeded"
+        ),
+        pytest.param(MPI_TJ, {}, mpi_runtime(), ["failed", "running"], frozenset(), id="failed"),
+        pytest.param(
+            {"suspend": True},
+            RESTARTED_ONCE,
+            make_runtime(),
+            ["running"],
+            frozenset(),
+            id="suspended-after-a-restart",
+        ),
+        pytest.param(
+            {"activeDeadlineSeconds": 30},
+            RESTARTED_ONCE,
+            make_runtime(),
+            ["running"],
+            frozenset(),
+            id="deadline-exceeded-after-a-restart",
+        ),
+        pytest.param(
+            {},
+            {**RESTARTED_ONCE, "conditions": [COMPLETE]},
+            make_runtime(),
+            ["running"],
+            frozenset(),
+            id="already-complete",
+        ),
+        pytest.param(
+            {},
+            {"conditions": [COMPLETE]},
+            gang_runtime(),
+            ["running"],
+            frozenset({"coscheduling"}),
+            id="already-complete-in-a-pod-group",
+        ),
+    ],
+)
+def test_a_trainjob_that_ends_or_is_suspended_suspends_each_running_job_as_it_was_made(
+    spec: Dict, status: Dict, runtime: Dict, states: list[str], apis: frozenset[str]
+) -> None:
+    """The suspension is applied to Jobs whose pod template cannot change: what is applied is
+    the Job as it was made (its owner, its restart, its pod group), only suspended."""
+    tj = make_trainjob(**copy.deepcopy(spec))
+    tj["status"] = copy.deepcopy(status)
+    made = as_made(tj, runtime, apis)
+    assert len(made) == len(states)
+    jobs = [reported(body, state) for body, state in zip(made, states, strict=True)]
+    plan = observe(tj, runtime, jobs=jobs, services=[OUR_SERVICE], pod_group_apis=apis)
+    still_running = [body for body, state in zip(made, states, strict=True) if state == "running"]
+    assert plan.apply == [suspended(body) for body in still_running]
+    assert plan.create == [] and plan.delete == []
+
+
+def test_the_objects_the_pods_need_come_before_the_jobs_all_owned_but_a_claim_kept() -> None:
+    """MPI's hostfile and SSH Secret, and a claim per volumeClaimPolicies template: owned by
+    the TrainJob (deleted with it) unless the policy keeps the claim after it (whenDeleted
+    Retain, the default), which then says which TrainJob it was made for."""
+    runtime = mpi_runtime()
+    runtime["spec"]["template"]["spec"]["volumeClaimPolicies"] = [
+        {
+            "templates": [
+                {"metadata": {"name": "scratch"}, "spec": {"accessModes": ["ReadWriteOnce"]}}
+            ],
+            "retentionPolicy": {"whenDeleted": "Delete"},
+        },
+        {"templates": [{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadOnlyMany"]}}]},
+    ]
+    plan = observe(
+        make_trainjob(runtimeRef={"name": "mpi-runtime"}), runtime, services=[OUR_SERVICE]
+    )
+    assert plan.create[:3] == [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": "tj-mpi-hostfile",
+                "namespace": "ns",
+                "labels": OURS,
+                "ownerReferences": [OWNER],
+            },
+            "data": {"hostfile": "tj-node-0-0.tj slots=4\ntj-node-0-1.tj slots=4\n"},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {
+                "name": "scratch-tj",
+                "namespace": "ns",
+                "labels": OURS,
+                "ownerReferences": [OWNER],
+            },
+            "spec": {"accessModes": ["ReadWriteOnce"]},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {
+                "name": "data-tj",
+                "namespace": "ns",
+                "labels": OURS,
+                "annotations": {"trainjob.dev/claim-made-for": "ns/tj"},
+            },
+            "spec": {"accessModes": ["ReadOnlyMany"]},
+        },
+    ]
+    assert kinds(plan)[3:] == [("Job", "tj-launcher-0"), ("Job", "tj-node-0")]
+    assert plan.ssh_secret == "tj-mpi-ssh-auth"
+    # Once its Jobs are made, none of them is made again.
+    jobs = [reported(body, "running") for body in plan.create[3:]]
+    again = observe(
+        make_trainjob(runtimeRef={"name": "mpi-runtime"}),
+        runtime,
+        jobs=jobs,
+        services=[OUR_SERVICE],
+    )
+    assert again.create == [] and again.ssh_secret is None

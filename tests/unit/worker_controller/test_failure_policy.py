@@ -9,8 +9,17 @@ from typing import Any
 
 import pytest
 
-from clusters.helpers.builders import make_runtime, make_trainjob
-from tests.support.worker_plans import OUR_SERVICE, conditions, job, observe
+from clusters.helpers.builders import initializer_runtime, make_runtime, make_trainjob, mpi_runtime
+from kubecontrol.events import Event
+from tests.support.worker_plans import (
+    OUR_SERVICE,
+    as_made,
+    conditions,
+    job,
+    observe,
+    reported,
+    suspended,
+)
 from trainjob.runtime import failure
 from trainjob.runtime.failure import Failed, FailurePolicy, Rule
 
@@ -356,3 +365,135 @@ def test_a_rule_for_a_replicated_job_reads_which_one_from_the_jobs_label(
     failed["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] = label
     plan = observe(trainjob(), runtime, jobs=[failed], services=[OUR_SERVICE])
     assert ("Failed" in conditions(plan)) == failed_now, conditions(plan)
+
+
+# ---- what the TrainJob says when its failurePolicy decides, and what it stops ---------------
+
+BACKOFF = "Job has reached the specified backoff limit"
+MAX_RESTARTS = "jobset failed due to reaching max number of restarts"
+FAIL_ACTION = "applying FailJobSet failure policy action"
+
+
+def mpi_with(policy: Dict) -> Dict:
+    """A launcher and its nodes, each a PodSet of its own, under `policy`."""
+    runtime = mpi_runtime()
+    runtime["spec"]["template"]["spec"]["failurePolicy"] = policy
+    return runtime
+
+
+def said_failed(reason: str, message: str) -> Dict:
+    return {
+        "type": "Failed",
+        "status": "True",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": "2026-11-22T12:00:00Z",
+        "observedGeneration": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("policy", "launcher", "node", "reason", "message"),
+    [
+        pytest.param(
+            {"maxRestarts": 1},
+            {},
+            {"reason": "BackoffLimitExceeded", "message": BACKOFF},
+            "ReachedMaxRestarts",
+            f"{MAX_RESTARTS} (first failed job: tj-node-0); BackoffLimitExceeded: {BACKOFF}; "
+            f"PodSet 'node' failed: Job tj-node-0 BackoffLimitExceeded: {BACKOFF}",
+            id="restarts-used-up",
+        ),
+        pytest.param(
+            {
+                "maxRestarts": 5,
+                "rules": [
+                    {"action": "FailJobSet", "onJobFailureMessagePatterns": ["backoff limit$"]}
+                ],
+            },
+            {},
+            {"reason": "BackoffLimitExceeded", "message": BACKOFF},
+            "FailJobSetFailurePolicyAction",
+            f"{FAIL_ACTION} (first failed job: tj-node-0); BackoffLimitExceeded: {BACKOFF}; "
+            f"PodSet 'node' failed: Job tj-node-0 BackoffLimitExceeded: {BACKOFF}",
+            id="a-rule-on-the-jobs-message",
+        ),
+        pytest.param(  # a Failed condition without a reason: only its message is quoted
+            {"maxRestarts": 1},
+            {},
+            {"message": BACKOFF},
+            "ReachedMaxRestarts",
+            f"{MAX_RESTARTS} (first failed job: tj-node-0); {BACKOFF}; "
+            f"PodSet 'node' failed: Job tj-node-0 {BACKOFF}",
+            id="no-reason",
+        ),
+        pytest.param(  # nor a message: only its reason
+            {"maxRestarts": 1},
+            {},
+            {"reason": "DeadlineExceeded"},
+            "ReachedMaxRestarts",
+            f"{MAX_RESTARTS} (first failed job: tj-node-0); DeadlineExceeded; "
+            "PodSet 'node' failed: Job tj-node-0 DeadlineExceeded",
+            id="no-message",
+        ),
+        pytest.param(  # the earliest failure is named, whichever PodSet comes first
+            {"maxRestarts": 1},
+            {"reason": "BackoffLimitExceeded", "lastTransitionTime": "2026-11-22T11:59:30Z"},
+            {"reason": "DeadlineExceeded", "lastTransitionTime": "2026-11-22T11:59:10Z"},
+            "ReachedMaxRestarts",
+            f"{MAX_RESTARTS} (first failed job: tj-node-0); DeadlineExceeded; "
+            "PodSet 'launcher' failed: Job tj-launcher-0 BackoffLimitExceeded",
+            id="earliest-failure-named",
+        ),
+        pytest.param(  # a failure of no known time counts as the earliest (as JobSet's zero time)
+            {"maxRestarts": 1},
+            {"reason": "DeadlineExceeded", "lastTransitionTime": "2026-11-22T11:59:10Z"},
+            {"reason": "BackoffLimitExceeded"},
+            "ReachedMaxRestarts",
+            f"{MAX_RESTARTS} (first failed job: tj-node-0); BackoffLimitExceeded; "
+            "PodSet 'launcher' failed: Job tj-launcher-0 DeadlineExceeded",
+            id="failure-of-no-known-time-first",
+        ),
+    ],
+)
+def test_a_failure_the_policy_does_not_restart_fails_the_trainjob_saying_why(
+    policy: Dict, launcher: Dict, node: Dict, reason: str, message: str
+) -> None:
+    """On the TrainJob's last allowed attempt: JobSet's reason, the first failed Job and what
+    it said, then the PodSet that failed; a Warning says the same, and a Job that still runs
+    is suspended as it was made."""
+    runtime = mpi_with(policy)
+    tj = make_trainjob(runtimeRef={"name": "mpi-runtime"})
+    tj["status"] = {"restarts": 1, "restartsCountTowardsMax": 1}
+    made_launcher, made_node = as_made(tj, runtime)
+    first = reported(made_launcher, "failed", **launcher) if launcher else None
+    jobs = [first or reported(made_launcher, "running"), reported(made_node, "failed", **node)]
+    plan = observe(tj, runtime, jobs=jobs, services=[OUR_SERVICE])
+    assert plan.status is not None
+    assert plan.status["conditions"] == [said_failed(reason, message)]
+    assert (plan.status["restarts"], plan.status["restartsCountTowardsMax"]) == (1, 1)
+    assert plan.events == [Event("Warning", reason, message)]
+    assert plan.apply == ([] if launcher else [suspended(made_launcher)])
+
+
+def test_jobs_of_a_later_attempt_are_named_in_the_failure_and_the_running_ones_suspended() -> None:
+    runtime = initializer_runtime()
+    runtime["spec"]["template"]["spec"]["failurePolicy"] = {"maxRestarts": 3}
+    tj = make_trainjob(runtimeRef={"name": "torch-with-init"})
+    jobs = [
+        of_attempt(job("tj-dataset-initializer-0", complete=True), 2),
+        of_attempt(job("tj-model-initializer-0", active=1), 2),
+    ]
+    plan = observe(tj, runtime, jobs=jobs, services=[OUR_SERVICE])
+    message = (
+        "Jobs tj-dataset-initializer-0, tj-model-initializer-0 were made for restart 1 or "
+        "later, but status.restarts does not say so: the TrainJob CRD may not be this "
+        "product's (kubectl apply --server-side -k crds/); not restarted again"
+    )
+    assert plan.status is not None
+    assert plan.status["conditions"] == [said_failed("RestartsLost", message)]
+    assert plan.events == [Event("Warning", "RestartsLost", message)]
+    assert [(o["metadata"]["name"], o["spec"]["suspend"]) for o in plan.apply] == [
+        ("tj-model-initializer-0", True)
+    ]
+    assert plan.create == [] and plan.delete == []
