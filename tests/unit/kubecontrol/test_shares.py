@@ -112,3 +112,14 @@ def test_a_group_of_callers_meets_its_share_too() -> None:
     assert shares.take("alice", "team-a") is None
     shares.give_back("sa-0", "evil")
     assert shares.take("sa-9", "evil") is None
+
+
+def test_a_flood_of_callers_keeps_the_buckets_of_4096_by_default() -> None:
+    """A caller that names a new key each time (a token, a namespace) costs a bounded memory:
+    past 4096 callers, the one seen least recently is forgotten and starts full again."""
+    rates = Rates(per_second=0.0, burst=1)  # no refill: a spent bucket stays spent
+    assert all(rates.take(caller, now=0.0) for caller in range(4096))
+    assert not rates.take(1, now=0.0)  # 4096 remembered, each spent
+    assert rates.take(4096, now=0.0)  # one more: caller 0, seen least recently, goes
+    assert rates.take(0, now=0.0)  # forgotten: full again
+    assert not rates.take(4096, now=0.0)
