@@ -138,16 +138,19 @@ class _Status:
         self.plan.status = new
 
 
-def _suspend_active(
-    info: RuntimeInfo, tj_body: Dict, jobs: dict[str, JobView], plan: Plan, attempt: int
-) -> None:
-    """Suspend every unfinished Job (its pods are deleted); used when the TrainJob ends."""
+def _suspend_active(info: RuntimeInfo, tj_body: Dict, jobs: dict[str, JobView], plan: Plan) -> None:
+    """Suspend every unfinished Job (its pods are deleted); used when the TrainJob ends. Each
+    is applied as it was made, for its own restart attempt: the API server refuses a change to
+    the pod template of a Job that has run, and a Job may be of another attempt than the
+    status says (its restarts lost)."""
     owner = owner_of(tj_body)
-    for ps in info.pod_sets:
-        for desired in builders.build_jobs(info, ps, owner, suspend=True, attempt=attempt):
-            actual = jobs.get(desired["metadata"]["name"])
-            if actual and not actual.finished and not actual.suspended:
-                plan.apply.append(desired)
+    running = {n: j for n, j in jobs.items() if not j.finished and not j.suspended}
+    for made_for in sorted({builders.attempt_of(j) for j in running.values()}):
+        for ps in info.pod_sets:
+            for desired in builders.build_jobs(info, ps, owner, suspend=True, attempt=made_for):
+                actual = running.get(desired["metadata"]["name"])
+                if actual is not None and builders.attempt_of(actual) == made_for:
+                    plan.apply.append(desired)
 
 
 def _start_time(conditions: list[Dict], jobs: dict[str, JobView], now: dt.datetime) -> dt.datetime:
@@ -182,7 +185,7 @@ def decide(obs: Observed) -> Plan:
         finished_info = resolve_runtime_info(tj, obs.runtime)[0]
         if finished_info is not None:
             _group_pods(finished_info, obs)
-            _suspend_active(finished_info, obs.trainjob, obs.jobs, plan, attempt)
+            _suspend_active(finished_info, obs.trainjob, obs.jobs, plan)
         return plan
     # 4. The runtime must exist and fit; both failures recover once fixed.
     ref = tj.spec.runtime_ref
@@ -251,7 +254,7 @@ def decide(obs: Observed) -> Plan:
                 f"TrainJob was active longer than activeDeadlineSeconds={deadline}",
                 "Warning",
             )
-            _suspend_active(info, obs.trainjob, obs.jobs, plan, attempt)
+            _suspend_active(info, obs.trainjob, obs.jobs, plan)
             st.count(info, obs)
             st.finish()
             return plan
@@ -268,12 +271,12 @@ def decide(obs: Observed) -> Plan:
             "(kubectl apply --server-side -k crds/); not restarted again"
         )
         st.set(c.COND_FAILED, True, c.REASON_RESTARTS_LOST, message, "Warning")
-        _suspend_active(info, obs.trainjob, obs.jobs, plan, attempt)
+        _suspend_active(info, obs.trainjob, obs.jobs, plan)
     elif failure:
         _on_failure(info, obs, st, failure, attempt)
     elif status.succeeded(info, obs.jobs):
         st.set(c.COND_COMPLETE, True, c.REASON_COMPLETED, "TrainJob completed successfully")
-        _suspend_active(info, obs.trainjob, obs.jobs, plan, attempt)
+        _suspend_active(info, obs.trainjob, obs.jobs, plan)
         plan.requeue_after = None
     else:
         # 9. Run: Jobs for every PodSet whose dependencies are met; a pod group the runtime
@@ -342,12 +345,12 @@ def _on_failure(info: RuntimeInfo, obs: Observed, st: _Status, message: str, att
             failures.append(failure_policy.Failed(job.name, rj, *why))
     if info.policy.failure is None or not failures:
         st.set(c.COND_FAILED, True, c.REASON_PODSET_FAILED, message, "Warning")
-        _suspend_active(info, obs.trainjob, obs.jobs, st.plan, attempt)
+        _suspend_active(info, obs.trainjob, obs.jobs, st.plan)
         return
     verdict, _culprit = failure_policy.on_failure(info.policy.failure, failures, st.counted)
     if not verdict.restart:
         st.set(c.COND_FAILED, True, verdict.reason, f"{verdict.message}; {message}", "Warning")
-        _suspend_active(info, obs.trainjob, obs.jobs, st.plan, attempt)
+        _suspend_active(info, obs.trainjob, obs.jobs, st.plan)
         return
     # Restart: the new attempt is written first; its Jobs replace these from the next pass.
     st.restarts += 1

@@ -26,6 +26,7 @@ from tests.support.whole_pass import (
     names,
     worker_guarded,
 )
+from tests.support.worker_plans import as_made, reported
 from trainjob import constants as c
 from trainjob.workload import workload_name
 from worker_controller.context import Context
@@ -399,6 +400,27 @@ def test_a_deleted_trainjob_leaves_nothing_to_do() -> None:
     world = worker()
     assert world.run(KEY) == world.run(KEY)
     assert not world.run(KEY).wrote()
+
+
+@pytest.mark.usefixtures("both_caches")
+def test_jobs_of_a_restart_the_status_lost_are_suspended_as_they_were_made() -> None:
+    """Its Jobs run for restart 2 and the status says no restart: the TrainJob fails
+    (RestartsLost) and each Job is suspended with its own restart attempt, since the API
+    server refuses a change to the pod template of a Job that has run."""
+    tj = TrainJobBuilder().obj()
+    made = as_made({**tj, "status": {"restarts": 2, "restartsCountTowardsMax": 2}}, RUNTIME)
+    running = [reported(j, "running") for j in made]
+    assert {j["metadata"]["labels"][c.RESTART_ATTEMPT_LABEL] for j in running} == {"2"}
+    world = worker(tj, *running)
+    passes = world.settle(KEY)
+    refused = [r for p in passes for r in p.refused.get("worker", [])]
+    assert [r for r in refused if "/jobs/" in r[1]] == []
+    after = world.get("worker", c.TRAINJOB, "tj")
+    assert condition(after, "Failed") == ("True", c.REASON_RESTARTS_LOST)
+    for j in running:
+        now = world.get("worker", c.JOB, j["metadata"]["name"])
+        assert now is not None and now["spec"]["suspend"] is True
+        assert now["spec"]["template"] == j["spec"]["template"]
 
 
 @pytest.mark.usefixtures("both_caches")
