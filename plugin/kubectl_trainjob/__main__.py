@@ -30,6 +30,7 @@ import re
 import sys
 from typing import Any
 
+import urllib3
 import yaml
 from kubernetes import client, config, watch
 
@@ -178,7 +179,7 @@ def _trainjob(clusters: Clusters, name: str) -> TrainJobView:
             raise PluginError(
                 f'TrainJob "{name}" not found in namespace "{clusters.namespace}"'
             ) from None
-        raise PluginError(f"cannot read TrainJob {name}: {_reason(exc)}") from None
+        raise  # said as kubectl says it (_error_line): the server's message names the object
 
 
 def _workload(clusters: Clusters, tj: TrainJobView) -> WorkloadView | None:
@@ -256,14 +257,19 @@ def _as(output: str, obj: Any) -> str:
 def cmd_list(clusters: Clusters, args: argparse.Namespace) -> str:
     group, version, plural = c.TRAINER_GROUP, c.TRAINER_VERSION, c.TRAINJOB_PLURAL
     custom = clusters.custom()
-    if args.all_namespaces:
-        items = custom.list_cluster_custom_object(group, version, plural, _request_timeout=TIMEOUT)[
-            "items"
-        ]
-    else:
-        items = custom.list_namespaced_custom_object(
-            group, version, clusters.namespace, plural, _request_timeout=TIMEOUT
-        )["items"]
+    try:
+        if args.all_namespaces:
+            items = custom.list_cluster_custom_object(
+                group, version, plural, _request_timeout=TIMEOUT
+            )["items"]
+        else:
+            items = custom.list_namespaced_custom_object(
+                group, version, clusters.namespace, plural, _request_timeout=TIMEOUT
+            )["items"]
+    except client.ApiException as exc:
+        if exc.status == 404:  # Trainer's CRD is not installed on this cluster
+            raise PluginError(f'the server doesn\'t have a resource type "{plural}"') from None
+        raise
     if args.output:
         return _as(args.output, {"apiVersion": "v1", "kind": "List", "items": items})
     if not items:
@@ -646,12 +652,47 @@ def cmd_ui(_clusters: Clusters | None, args: argparse.Namespace) -> str:
         raise PluginError(f"cannot serve the view: {exc}") from None
 
 
+def _unreachable(exc: BaseException) -> str:
+    """The last words of a connection failure: "[Errno 111] Connection refused", not the
+    object names urllib3 wraps them in."""
+    cause = getattr(exc, "reason", None) or exc
+    text = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+    return text.rsplit("Failed to establish a new connection: ", 1)[-1][:200]
+
+
+def _error_line(exc: Exception, clusters: Clusters | None) -> str:
+    """What went wrong, in one line and in kubectl's words where kubectl has them."""
+    where = clusters.manager.configuration.host if clusters is not None else "its address"
+    if isinstance(exc, PluginError):
+        return f"error: {exc}"
+    if isinstance(exc, client.ApiException):
+        if not exc.status:  # the client's own: a TLS failure before any answer
+            return f"error: cannot reach the manager at {where}: {_unreachable(exc)}"
+        if exc.status == 401:
+            return "error: You must be logged in to the server (Unauthorized)"
+        try:
+            status = json.loads(exc.body or "")
+        except ValueError:
+            status = None
+        if isinstance(status, dict) and status.get("kind") == "Status":
+            reason = status.get("reason") or exc.reason
+            return f"Error from server ({reason}): {status.get('message') or exc.reason}"
+        return f"error: the server answered {exc.status} {exc.reason}"
+    if isinstance(exc, (urllib3.exceptions.HTTPError, OSError)):
+        return f"error: cannot reach the manager at {where}: {_unreachable(exc)}"
+    return f"error: {type(exc).__name__}: {str(exc)[:300]} (a bug: please report it)"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    clusters = None
     try:
-        out = args.run(Clusters(args) if getattr(args, "connect", True) else None, args)
-    except PluginError as exc:
-        print(printable(f"error: {exc}"), file=sys.stderr)
+        clusters = Clusters(args) if getattr(args, "connect", True) else None
+        out = args.run(clusters, args)
+    except KeyboardInterrupt:  # Ctrl-C in `logs -f` or `progress -w`: the shell's code
+        return 130
+    except Exception as exc:
+        print(printable(_error_line(exc, clusters)), file=sys.stderr)
         return 1
     if out:  # a log is printed as it comes, raw (as kubectl logs prints it); the rest here
         print(printable(out))

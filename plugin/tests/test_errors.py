@@ -1,0 +1,162 @@
+"""What each command says when the manager refuses, fails or cannot be reached: one line on
+stderr, as kubectl says it, exit code 1, never a traceback (plugin/kubectl_trainjob/__main__.py).
+
+The manager here is a loopback HTTP server that answers every request with one status; the
+unreachable one is a port nothing listens on."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kubectl_trainjob.__main__ import main
+
+COMMANDS = [
+    ["list"],
+    ["list", "-A"],
+    ["list", "-o", "json"],
+    ["describe", "bert"],
+    ["describe", "bert", "-o", "yaml"],
+    ["logs", "bert"],
+    ["progress", "bert"],
+    ["progress", "bert", "--watch"],
+]
+
+# status -> the Status the API server sends (reason, message), and the line the user reads
+ANSWERS = {
+    401: (
+        ("Unauthorized", "Unauthorized"),
+        "error: You must be logged in to the server (Unauthorized)",
+    ),
+    403: (
+        ("Forbidden", 'trainjobs.trainer.kubeflow.org "bert" is forbidden: User "u" cannot get'),
+        'Error from server (Forbidden): trainjobs.trainer.kubeflow.org "bert" is forbidden: '
+        'User "u" cannot get',
+    ),
+    429: (("TooManyRequests", "slow down"), "Error from server (TooManyRequests): slow down"),
+    500: (("InternalError", "etcd is gone"), "Error from server (InternalError): etcd is gone"),
+    503: (("ServiceUnavailable", "not ready"), "Error from server (ServiceUnavailable): not ready"),
+}
+
+
+def _handler(status: int, body: bytes) -> type[BaseHTTPRequestHandler]:
+    class Answer(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    return Answer
+
+
+def _status(code: int) -> bytes:
+    (reason, message), _ = ANSWERS[code]
+    body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code}
+    return json.dumps({**body, "reason": reason, "message": message}).encode()
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[int, bytes], str]]:
+    """serve(status, body): a manager at http://127.0.0.1:PORT answering every GET so."""
+    running: list[tuple[ThreadingHTTPServer, threading.Thread]] = []
+
+    def start(status: int, body: bytes) -> str:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(status, body))
+        serving = threading.Thread(target=server.serve_forever, args=(0.05,), name="manager")
+        serving.start()
+        running.append((server, serving))
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield start
+    for server, serving in running:
+        server.shutdown()
+        server.server_close()
+        serving.join(timeout=10)
+        assert not serving.is_alive()
+
+
+def _kubeconfig(tmp_path: Path, server: str) -> str:
+    path = tmp_path / "config"
+    cluster = {"name": "m", "cluster": {"server": server}}
+    user = {"name": "u", "user": {"token": "t"}}
+    context = {"name": "m", "context": {"cluster": "m", "user": "u", "namespace": "team-a"}}
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": "m"}
+    config |= {"clusters": [cluster], "users": [user], "contexts": [context]}
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def _run(argv: list[str], kubeconfig: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    code = main([*argv, "--kubeconfig", kubeconfig])
+    out, err = capsys.readouterr()
+    assert (code, out) == (1, ""), (code, out, err)
+    return err.splitlines()
+
+
+@pytest.mark.parametrize("status", sorted(ANSWERS))
+@pytest.mark.parametrize("argv", COMMANDS, ids=" ".join)
+def test_a_refusal_is_one_line_with_the_servers_reason_and_message(
+    status: int,
+    argv: list[str],
+    serve: Callable[[int, bytes], str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    lines = _run(argv, _kubeconfig(tmp_path, serve(status, _status(status))), capsys)
+    assert lines == [ANSWERS[status][1]]
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=" ".join)
+def test_what_is_not_there_is_named(
+    argv: list[str],
+    serve: Callable[[int, bytes], str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    body = {"kind": "Status", "code": 404, "reason": "NotFound", "message": "not found"}
+    manager = serve(404, json.dumps(body).encode())
+    lines = _run(argv, _kubeconfig(tmp_path, manager), capsys)
+    if argv[0] == "list":  # the kind itself is missing: Trainer's CRD is not installed
+        assert lines == ['error: the server doesn\'t have a resource type "trainjobs"']
+    else:
+        assert lines == ['error: TrainJob "bert" not found in namespace "team-a"']
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=" ".join)
+def test_an_answer_that_is_not_the_apis_is_one_line_with_its_status(
+    argv: list[str],
+    serve: Callable[[int, bytes], str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    manager = serve(502, b"<html>bad gateway</html>")
+    lines = _run(argv, _kubeconfig(tmp_path, manager), capsys)
+    assert lines == ["error: the server answered 502 Bad Gateway"]
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=" ".join)
+def test_an_unreachable_manager_is_one_line_naming_where(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = f"http://127.0.0.1:{_closed_port()}"
+    lines = _run(argv, _kubeconfig(tmp_path, server), capsys)
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"error: cannot reach the manager at {server}: "), lines
