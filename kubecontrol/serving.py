@@ -88,6 +88,11 @@ def serve_metrics(
 # so slow connections from a pod never keep the kubelet's probes or Prometheus out.
 REQUEST_TIMEOUT = 10.0
 MAX_CONNECTIONS = 16
+# Connections the kernel holds before the serving thread accepts them. The standard library's
+# 5 dropped the SYN of the seventh connection of a burst, and its client tried again a second
+# later: a kubelet probe (1 s timeout by default) behind a few pod connections failed. Linux
+# caps it at net.core.somaxconn (4096 since 5.4), as it caps Go's listeners.
+LISTEN_BACKLOG = 1024
 
 
 class _Quiet(BaseHTTPRequestHandler):
@@ -107,6 +112,8 @@ class _Quiet(BaseHTTPRequestHandler):
 class _BoundedServer(ThreadingHTTPServer):
     """ThreadingHTTPServer with at most MAX_CONNECTIONS connections served at once, each
     within REQUEST_TIMEOUT of its accept."""
+
+    request_queue_size = LISTEN_BACKLOG
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
