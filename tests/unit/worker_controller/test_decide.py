@@ -214,12 +214,7 @@ def test_a_pod_group_policy_is_named_as_not_supported_in_a_condition_and_one_war
 
 
 def test_runtime_fields_this_worker_does_not_do_are_named_in_a_condition_and_one_warning() -> None:
-    runtime = make_runtime()
-    runtime["spec"]["template"]["spec"]["failurePolicy"] = {
-        "maxRestarts": 3,
-        "rules": [{"name": "one", "action": "RestartJob"}],
-    }
-    runtime["spec"]["template"]["spec"]["startupPolicy"] = {"startupPolicyOrder": "InOrder"}
+    runtime = runtime_doing_less()
     first = observe(make_trainjob(), runtime, services=[OUR_SERVICE])
     assert [k for k, _ in kinds(first)] == ["Job"]  # the job runs all the same
     assert conditions(first)["RuntimeFieldsIgnored"] == ("True", "RuntimeFieldsIgnored")
