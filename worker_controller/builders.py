@@ -80,9 +80,16 @@ def build_jobs(
 
 
 def attempt_of(job: JobView) -> int:
-    """The restart a Job was made for (0: the first run, or made before restarts were)."""
-    found = job.labels.get(c.RESTART_ATTEMPT_LABEL, "0")
-    return int(found) if found.isdigit() else 0
+    """The restart a Job was made for (0: the first run, or made before restarts were), as
+    its pod template says: that cannot change once the Job has run, its own labels can
+    (`kubectl label`)."""
+    template = job.spec.get("template")
+    meta = template.get("metadata") if isinstance(template, dict) else None
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    found = labels.get(c.RESTART_ATTEMPT_LABEL) if isinstance(labels, dict) else None
+    if not isinstance(found, str):
+        found = job.labels.get(c.RESTART_ATTEMPT_LABEL, "0")
+    return int(found) if found.isascii() and found.isdigit() else 0
 
 
 def build_service(info: RuntimeInfo, owner: Dict) -> Dict:

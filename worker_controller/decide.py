@@ -14,7 +14,7 @@ from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
 from trainjob.models import InvalidObject, TrainJob, parse_trainjob
-from trainjob.naming import owner_of
+from trainjob.naming import job_name, owner_of
 from trainjob.progress import Wiring, ca_config_map, wire
 from trainjob.runtime import RuntimeInfo, resolve_runtime_info
 from trainjob.runtime import failure as failure_policy
@@ -139,18 +139,21 @@ class _Status:
 
 
 def _suspend_active(info: RuntimeInfo, tj_body: Dict, jobs: dict[str, JobView], plan: Plan) -> None:
-    """Suspend every unfinished Job (its pods are deleted); used when the TrainJob ends. Each
-    is applied as it was made, for its own restart attempt: the API server refuses a change to
-    the pod template of a Job that has run, and a Job may be of another attempt than the
-    status says (its restarts lost)."""
+    """Suspend every unfinished Job of the runtime's (its pods are deleted); used when the
+    TrainJob ends. Each is applied as it was made, for its own restart attempt (the API server
+    refuses a change to the pod template of a Job that has run, and a Job may be of another
+    attempt than the status says: its restarts lost). One build per Job the runtime names,
+    whatever else is in the namespace."""
     owner = owner_of(tj_body)
-    running = {n: j for n, j in jobs.items() if not j.finished and not j.suspended}
-    for made_for in sorted({builders.attempt_of(j) for j in running.values()}):
-        for ps in info.pod_sets:
-            for desired in builders.build_jobs(info, ps, owner, suspend=True, attempt=made_for):
-                actual = running.get(desired["metadata"]["name"])
-                if actual is not None and builders.attempt_of(actual) == made_for:
-                    plan.apply.append(desired)
+    for ps in info.pod_sets:
+        for index in range(ps.replicas):
+            actual = jobs.get(job_name(info.trainjob, ps.name, index))
+            if actual is None or actual.finished or actual.suspended:
+                continue
+            made_for = builders.attempt_of(actual)
+            plan.apply.append(
+                builders.build_job(info, ps, index, owner, suspend=True, attempt=made_for)
+            )
 
 
 def _start_time(conditions: list[Dict], jobs: dict[str, JobView], now: dt.datetime) -> dt.datetime:

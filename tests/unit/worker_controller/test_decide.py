@@ -28,9 +28,10 @@ from tests.support.worker_plans import (
     reported,
     suspended,
 )
+from trainjob import constants as c
 from trainjob.progress import Wiring
 from trainjob.views import FailedCreateView, JobView
-from worker_controller import digests, status
+from worker_controller import builders, digests, status
 from worker_controller.decide import Blocked, Observed, Plan, decide
 
 
@@ -1032,3 +1033,35 @@ def test_the_objects_the_pods_need_come_before_the_jobs_all_owned_but_a_claim_ke
         services=[OUR_SERVICE],
     )
     assert again.create == [] and again.ssh_secret is None
+
+
+def test_a_finished_trainjob_builds_each_job_its_runtime_names_once_whatever_else_is_there(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Jobs that name the TrainJob as controller but not the runtime's names (anyone who may
+    edit Jobs in the namespace can make them), each for another restart attempt, cost the
+    pass nothing: only the runtime's own running Job is built again, once, to be suspended."""
+    tj = make_trainjob()
+    ours = reported(as_made(tj, make_runtime())[0], "running")
+    strangers = []
+    for i in range(2000):
+        stranger = copy.deepcopy(ours)
+        stranger["metadata"]["name"] = f"tj-other-{i}"
+        attempt = str(10_000_000_000 + i)
+        stranger["metadata"]["labels"][c.RESTART_ATTEMPT_LABEL] = attempt
+        stranger["spec"]["template"]["metadata"]["labels"][c.RESTART_ATTEMPT_LABEL] = attempt
+        strangers.append(stranger)
+    expected = [suspended(as_made(tj, make_runtime())[0])]
+    tj["status"] = {"conditions": [COMPLETE]}
+    built: list[str] = []
+    build_job = builders.build_job
+
+    def counted(*args: Any, **kwargs: Any) -> Dict:
+        made = build_job(*args, **kwargs)
+        built.append(made["metadata"]["name"])
+        return made
+
+    monkeypatch.setattr(builders, "build_job", counted)
+    plan = observe(tj, make_runtime(), jobs=[ours, *strangers], services=[OUR_SERVICE])
+    assert built == ["tj-node-0"]
+    assert plan.apply == expected

@@ -424,6 +424,27 @@ def test_jobs_of_a_restart_the_status_lost_are_suspended_as_they_were_made() -> 
 
 
 @pytest.mark.usefixtures("both_caches")
+def test_a_job_relabelled_for_another_restart_is_still_suspended_as_it_was_made() -> None:
+    """Anyone who may edit Jobs can change a running Job's restart-attempt label (not its pod
+    template, which cannot change once it ran): when the TrainJob passes its deadline, the
+    Job is suspended with the template it was made with, not refused for a changed one."""
+    tj = TrainJobBuilder().obj()
+    tj["spec"]["activeDeadlineSeconds"] = 1
+    tj["status"] = {"conditions": [a_condition("Suspended", "Resumed", status="False")]}
+    made = reported(as_made(tj, RUNTIME)[0], "running")
+    made["metadata"]["labels"][c.RESTART_ATTEMPT_LABEL] = "3"
+    world = worker(tj, made)
+    passes = world.settle(KEY)
+    refused = [r for p in passes for r in p.refused.get("worker", [])]
+    assert [r for r in refused if "/jobs/" in r[1]] == []
+    after = world.get("worker", c.TRAINJOB, "tj")
+    assert condition(after, "Failed") == ("True", c.REASON_DEADLINE_EXCEEDED)
+    now = world.get("worker", c.JOB, made["metadata"]["name"])
+    assert now is not None and now["spec"]["suspend"] is True
+    assert now["spec"]["template"] == made["spec"]["template"]
+
+
+@pytest.mark.usefixtures("both_caches")
 def test_a_trainjob_past_its_deadline_fails_naming_it() -> None:
     world = worker(TrainJobBuilder().obj())
     world.settle(KEY)
