@@ -90,9 +90,10 @@ REQUEST_TIMEOUT = 10.0
 MAX_CONNECTIONS = 16
 # Connections the kernel holds before the serving thread accepts them. The standard library's
 # 5 dropped the SYN of the seventh connection of a burst, and its client tried again a second
-# later: a kubelet probe (1 s timeout by default) behind a few pod connections failed. Linux
-# caps it at net.core.somaxconn (4096 since 5.4), as it caps Go's listeners.
-LISTEN_BACKLOG = 1024
+# later: a kubelet probe (1 s timeout by default) behind a few pod connections failed. Not
+# thousands either: the queue is first come, first served, and a burst a busy process accepts
+# slowly would keep a probe waiting behind all of it (asyncio's servers hold 100).
+LISTEN_BACKLOG = 128
 
 
 class _Quiet(BaseHTTPRequestHandler):

@@ -672,7 +672,7 @@ def _error_line(exc: Exception, clusters: Clusters | None) -> str:
             return "error: You must be logged in to the server (Unauthorized)"
         try:
             status = json.loads(exc.body or "")
-        except ValueError:
+        except (ValueError, RecursionError):  # not the API's Status (a proxy's page, ...)
             status = None
         if isinstance(status, dict) and status.get("kind") == "Status":
             reason = status.get("reason") or exc.reason
@@ -681,6 +681,15 @@ def _error_line(exc: Exception, clusters: Clusters | None) -> str:
     if isinstance(exc, (urllib3.exceptions.HTTPError, OSError)):
         return f"error: cannot reach the manager at {where}: {_unreachable(exc)}"
     return f"error: {type(exc).__name__}: {str(exc)[:300]} (a bug: please report it)"
+
+
+ERROR_LINE = 1000  # characters of an error line: a server's message can be anything
+
+
+def _one_line(text: str) -> str:
+    """`text` on one line (a message a server sends may hold newlines), cut to ERROR_LINE."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= ERROR_LINE else flat[: ERROR_LINE - 3] + "..."
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -692,7 +701,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C in `logs -f` or `progress -w`: the shell's code
         return 130
     except Exception as exc:
-        print(printable(_error_line(exc, clusters)), file=sys.stderr)
+        print(printable(_one_line(_error_line(exc, clusters))), file=sys.stderr)
         return 1
     if out:  # a log is printed as it comes, raw (as kubectl logs prints it); the rest here
         print(printable(out))

@@ -146,3 +146,35 @@ def test_an_unreachable_manager_is_one_line_naming_where(
     lines = _run(argv, _kubeconfig(tmp_path, server), capsys)
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"error: cannot reach the manager at {server}: "), lines
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (  # a message with lines of its own: printed as one, not as a forged table
+            {"kind": "Status", "reason": "Forbidden", "message": "no\nNAME STATE\nbert Complete"},
+            "Error from server (Forbidden): no NAME STATE bert Complete",
+        ),
+        (  # 5 MB of message: the line is cut
+            {"kind": "Status", "reason": "Forbidden", "message": "x" * 5_000_000},
+            "Error from server (Forbidden): " + "x" * (1000 - 34) + "...",
+        ),
+    ],
+)
+def test_what_a_server_says_is_one_bounded_line(
+    body: dict[str, str],
+    said: str,
+    serve: Callable[[int, bytes], str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    manager = serve(403, json.dumps(body).encode())
+    assert _run(["list"], _kubeconfig(tmp_path, manager), capsys) == [said]
+
+
+def test_a_body_nested_too_deep_to_read_is_one_line_with_its_status(
+    serve: Callable[[int, bytes], str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manager = serve(500, b"[" * 200_000)
+    lines = _run(["list"], _kubeconfig(tmp_path, manager), capsys)
+    assert lines == ["error: the server answered 500 Internal Server Error"]
