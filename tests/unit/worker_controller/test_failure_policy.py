@@ -497,3 +497,17 @@ def test_jobs_of_a_later_attempt_are_named_in_the_failure_and_the_running_ones_s
         ("tj-model-initializer-0", True)
     ]
     assert plan.create == [] and plan.delete == []
+
+
+def test_the_64_patterns_run_are_counted_across_rules_and_a_rule_not_an_object_is_left_out() -> (
+    None
+):
+    rules: list[Any] = ["not a rule"]
+    rules += [{"name": f"r{n}", "action": "FailJobSet"} for n in range(3)]
+    for rule in rules[1:]:
+        rule["onJobFailureMessagePatterns"] = [f"p{i}" for i in range(40)]
+    policy = failure.parse({"failurePolicy": {"rules": rules}})
+    assert policy is not None and [r.name for r in policy.rules] == ["r0", "r1", "r2"]
+    assert policy.rules[0].patterns == tuple(f"p{i}" for i in range(40))
+    assert policy.rules[1].patterns == (*(f"p{i}" for i in range(24)), *([None] * 16))
+    assert policy.rules[2].patterns == (None,) * 40
