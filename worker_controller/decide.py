@@ -373,15 +373,25 @@ def _apply_jobs(
     occupied: set[str] | None = None,
 ) -> None:
     """Each Job the TrainJob wants: made when missing (not while a Job of an earlier attempt
-    still holds its name: `occupied`), its suspension and placement kept up to date."""
+    still holds its name: `occupied`), its suspension and placement kept up to date, each
+    as made for its own restart attempt (a Job's pod template cannot change once it ran)."""
     for ps in info.pod_sets:
         ready = suspend or status.dependencies_met(ps, info, jobs)
-        for desired in builders.build_jobs(info, ps, owner, suspend=suspend, attempt=attempt):
+        wanted = builders.build_jobs(info, ps, owner, suspend=suspend, attempt=attempt)
+        for index, desired in enumerate(wanted):
             actual = jobs.get(desired["metadata"]["name"])
             if actual is None:
                 if create_missing and ready and desired["metadata"]["name"] not in (occupied or ()):
                     plan.create.append(desired)
-            elif not actual.finished and builders.job_needs_update(desired, actual):
+                continue
+            if actual.finished:
+                continue
+            made_for = builders.attempt_of(actual)
+            if made_for != attempt:
+                desired = builders.build_job(
+                    info, ps, index, owner, suspend=suspend, attempt=made_for
+                )
+            if builders.job_needs_update(desired, actual):
                 plan.apply.append(desired)
 
 

@@ -7,6 +7,7 @@ unreachable one is a port nothing listens on."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -144,8 +145,43 @@ def test_an_unreachable_manager_is_one_line_naming_where(
 ) -> None:
     server = f"http://127.0.0.1:{_closed_port()}"
     lines = _run(argv, _kubeconfig(tmp_path, server), capsys)
-    assert len(lines) == 1, lines
+    assert lines == [f"error: cannot reach the manager at {server}: [Errno 111] Connection refused"]
+
+
+def test_a_manager_that_does_not_speak_tls_is_one_line_naming_where(
+    serve: Callable[[int, bytes], str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = serve(200, b"{}").replace("http://", "https://")
+    lines = _run(["list"], _kubeconfig(tmp_path, server), capsys)
+    assert len(lines) == 1 and "SSL" in lines[0], lines
     assert lines[0].startswith(f"error: cannot reach the manager at {server}: "), lines
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "said"),
+    [
+        (  # a Status without a message: the HTTP reason stands in
+            403,
+            b'{"kind": "Status", "reason": "Forbidden"}',
+            r"Error from server \(Forbidden\): Forbidden",
+        ),
+        (  # not a list where one was asked for: one line, never a traceback
+            200,
+            b"not json",
+            r"error: TypeError: string indices must be integers.* \(a bug: please report it\)",
+        ),
+    ],
+)
+def test_an_answer_the_plugin_cannot_use_is_one_line(
+    status: int,
+    body: bytes,
+    said: str,
+    serve: Callable[[int, bytes], str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    lines = _run(["list"], _kubeconfig(tmp_path, serve(status, body)), capsys)
+    assert len(lines) == 1 and re.fullmatch(said, lines[0]), lines
 
 
 @pytest.mark.parametrize(

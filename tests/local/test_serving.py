@@ -517,14 +517,14 @@ def test_closing_the_probe_port_does_not_wait_for_a_client_that_holds_a_connecti
 
 
 def test_a_burst_of_connections_waits_in_the_listen_queue_until_the_server_accepts() -> None:
-    """64 connections opened before the serving thread accepts any (a pod's burst, with the
+    """128 connections opened before the serving thread accepts any (a pod's burst, with the
     kubelet's probe among them) are all established by the kernel and wait their turn. With
     the standard library's queue of 5, the seventh on had their SYN dropped and tried again a
     second later, past a kubelet probe's timeout."""
     server = serving._serve("127.0.0.1", 0, serving._Quiet, "probes", "--health-port", start=False)
     clients: list[socket.socket] = []
     try:
-        for _ in range(64):
+        for _ in range(128):
             client = socket.socket()
             client.setblocking(False)
             client.connect_ex(server.server_address)
@@ -534,8 +534,8 @@ def test_a_burst_of_connections_waits_in_the_listen_queue_until_the_server_accep
             _, writable, _ = select.select([], clients, [], 0)
             return len(writable) == len(clients)
 
-        wait_for(established, 10, what="64 connections established", interval=0.05)
-        assert [c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) for c in clients] == [0] * 64
+        wait_for(established, 10, what="128 connections established", interval=0.05)
+        assert [c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) for c in clients] == [0] * 128
     finally:
         for client in clients:
             client.close()

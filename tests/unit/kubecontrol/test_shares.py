@@ -119,7 +119,8 @@ def test_a_flood_of_callers_keeps_the_buckets_of_4096_by_default() -> None:
     past 4096 callers, the one seen least recently is forgotten and starts full again."""
     rates = Rates(per_second=0.0, burst=1)  # no refill: a spent bucket stays spent
     assert all(rates.take(caller, now=0.0) for caller in range(4096))
-    assert not rates.take(1, now=0.0)  # 4096 remembered, each spent
-    assert rates.take(4096, now=0.0)  # one more: caller 0, seen least recently, goes
-    assert rates.take(0, now=0.0)  # forgotten: full again
+    assert not rates.take(0, now=0.0)  # all 4096 remembered, each spent (0 now seen again)
+    assert rates.take(4096, now=0.0)  # one more: caller 1, seen least recently, goes
+    assert rates.take(1, now=0.0)  # forgotten: full again
+    assert not rates.take(0, now=0.0)  # seen again since: remembered
     assert not rates.take(4096, now=0.0)

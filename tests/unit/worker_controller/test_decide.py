@@ -549,6 +549,9 @@ OURS = {
 AUDIENCE = "trainer.kubeflow.org/v1alpha1/namespaces/ns/trainjobs/tj/status"
 
 
+TRAINER_SECRETS = "/var/run/secrets/kubeflow/trainer"  # Trainer's paths for the token and CA
+
+
 def test_trainer_pods_are_told_where_to_report_progress_with_the_ca_made_first() -> None:
     tj = make_trainjob()
     wiring = Wiring("https://srv.ns.svc:443", "PEM")
@@ -567,9 +570,17 @@ def test_trainer_pods_are_told_where_to_report_progress_with_the_ca_made_first()
         "data": {"ca.crt": "PEM"},
     }
     pod = job_made["spec"]["template"]["spec"]
-    assert {"name": "KUBEFLOW_TRAINER_SERVER_URL", "value": wiring.url("ns", "tj")} in pod[
-        "containers"
-    ][0]["env"]
+    trainer = pod["containers"][0]
+    told = [e for e in trainer["env"] if e["name"].startswith("KUBEFLOW_TRAINER_")]
+    assert told == [
+        {"name": "KUBEFLOW_TRAINER_SERVER_URL", "value": wiring.url("ns", "tj")},
+        {"name": "KUBEFLOW_TRAINER_SERVER_CA_CERT", "value": f"{TRAINER_SECRETS}/ca.crt"},
+        {"name": "KUBEFLOW_TRAINER_SERVER_TOKEN", "value": f"{TRAINER_SECRETS}/token"},
+    ]
+    # the files those name: the volume below, mounted where the paths say
+    assert trainer["volumeMounts"] == [
+        {"name": "kubeflow-trainer-token", "mountPath": TRAINER_SECRETS, "readOnly": True}
+    ]
     # The token is for this TrainJob's status only, the CA from the ConfigMap made first.
     assert pod["volumes"] == [
         {

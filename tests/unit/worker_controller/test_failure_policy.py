@@ -20,6 +20,7 @@ from tests.support.worker_plans import (
     reported,
     suspended,
 )
+from trainjob import constants as c
 from trainjob.runtime import failure
 from trainjob.runtime.failure import Failed, FailurePolicy, Rule
 
@@ -493,9 +494,16 @@ def test_jobs_of_a_later_attempt_are_named_in_the_failure_and_the_running_ones_s
     assert plan.status is not None
     assert plan.status["conditions"] == [said_failed("RestartsLost", message)]
     assert plan.events == [Event("Warning", "RestartsLost", message)]
-    assert [(o["metadata"]["name"], o["spec"]["suspend"]) for o in plan.apply] == [
-        ("tj-model-initializer-0", True)
-    ]
+    # suspended as it was made, for restart 2: its pod template cannot change once it ran
+    assert [
+        (
+            o["metadata"]["name"],
+            o["spec"]["suspend"],
+            o["metadata"]["labels"][c.RESTART_ATTEMPT_LABEL],
+            o["spec"]["template"]["metadata"]["labels"][c.RESTART_ATTEMPT_LABEL],
+        )
+        for o in plan.apply
+    ] == [("tj-model-initializer-0", True, "2", "2")]
     assert plan.create == [] and plan.delete == []
 
 

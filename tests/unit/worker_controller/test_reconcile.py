@@ -424,6 +424,24 @@ def test_jobs_of_a_restart_the_status_lost_are_suspended_as_they_were_made() -> 
 
 
 @pytest.mark.usefixtures("both_caches")
+def test_a_suspended_trainjob_suspends_jobs_of_another_restart_as_they_were_made() -> None:
+    """Suspended (spec.suspend) while its Jobs run for a restart its status does not say:
+    each Job is suspended with its own pod template, never refused for a changed one."""
+    tj = TrainJobBuilder().obj()
+    made = as_made({**tj, "status": {"restarts": 2, "restartsCountTowardsMax": 2}}, RUNTIME)
+    running = [reported(j, "running") for j in made]
+    tj["spec"]["suspend"] = True
+    world = worker(tj, *running)
+    passes = world.settle(KEY)
+    refused = [r for p in passes for r in p.refused.get("worker", [])]
+    assert [r for r in refused if "/jobs/" in r[1]] == []
+    for j in running:
+        now = world.get("worker", c.JOB, j["metadata"]["name"])
+        assert now is not None and now["spec"]["suspend"] is True
+        assert now["spec"]["template"] == j["spec"]["template"]
+
+
+@pytest.mark.usefixtures("both_caches")
 def test_a_job_relabelled_for_another_restart_is_still_suspended_as_it_was_made() -> None:
     """Anyone who may edit Jobs can change a running Job's restart-attempt label (not its pod
     template, which cannot change once it ran): when the TrainJob passes its deadline, the
