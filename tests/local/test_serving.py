@@ -516,6 +516,18 @@ def test_closing_the_probe_port_does_not_wait_for_a_client_that_holds_a_connecti
             closer.join()
 
 
+def test_the_probe_port_is_served_by_one_daemon_thread_named_for_it() -> None:
+    """Named in a thread dump, and a daemon: a replica's exit never waits for its probes."""
+    before = set(threading.enumerate())
+    server = serving.serve_probes("127.0.0.1", 0, lambda: None)
+    try:
+        started = [(t.name, t.daemon) for t in threading.enumerate() if t not in before]
+        assert started == [("probes", True)]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_a_burst_of_connections_waits_in_the_listen_queue_until_the_server_accepts() -> None:
     """128 connections opened before the serving thread accepts any (a pod's burst, with the
     kubelet's probe among them) are all established by the kernel and wait their turn. With
