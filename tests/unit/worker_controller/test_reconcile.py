@@ -402,6 +402,20 @@ def test_a_deleted_trainjob_leaves_nothing_to_do() -> None:
     assert not world.run(KEY).wrote()
 
 
+def _settle_with_no_job_refused(world: World) -> None:
+    """Passes until nothing is written; the API server refused no write to a Job."""
+    refused = [r for p in world.settle(KEY) for r in p.refused.get("worker", [])]
+    assert [r for r in refused if "/jobs/" in r[1]] == []
+
+
+def _suspended_as_made(world: World, jobs: list[Dict]) -> None:
+    """Each of `jobs` suspended, with the pod template it was made with."""
+    for j in jobs:
+        now = world.get("worker", c.JOB, j["metadata"]["name"])
+        assert now is not None and now["spec"]["suspend"] is True
+        assert now["spec"]["template"] == j["spec"]["template"]
+
+
 @pytest.mark.usefixtures("both_caches")
 def test_jobs_of_a_restart_the_status_lost_are_suspended_as_they_were_made() -> None:
     """Its Jobs run for restart 2 and the status says no restart: the TrainJob fails
@@ -412,15 +426,10 @@ def test_jobs_of_a_restart_the_status_lost_are_suspended_as_they_were_made() -> 
     running = [reported(j, "running") for j in made]
     assert {j["metadata"]["labels"][c.RESTART_ATTEMPT_LABEL] for j in running} == {"2"}
     world = worker(tj, *running)
-    passes = world.settle(KEY)
-    refused = [r for p in passes for r in p.refused.get("worker", [])]
-    assert [r for r in refused if "/jobs/" in r[1]] == []
+    _settle_with_no_job_refused(world)
     after = world.get("worker", c.TRAINJOB, "tj")
     assert condition(after, "Failed") == ("True", c.REASON_RESTARTS_LOST)
-    for j in running:
-        now = world.get("worker", c.JOB, j["metadata"]["name"])
-        assert now is not None and now["spec"]["suspend"] is True
-        assert now["spec"]["template"] == j["spec"]["template"]
+    _suspended_as_made(world, running)
 
 
 @pytest.mark.usefixtures("both_caches")
@@ -432,13 +441,8 @@ def test_a_suspended_trainjob_suspends_jobs_of_another_restart_as_they_were_made
     running = [reported(j, "running") for j in made]
     tj["spec"]["suspend"] = True
     world = worker(tj, *running)
-    passes = world.settle(KEY)
-    refused = [r for p in passes for r in p.refused.get("worker", [])]
-    assert [r for r in refused if "/jobs/" in r[1]] == []
-    for j in running:
-        now = world.get("worker", c.JOB, j["metadata"]["name"])
-        assert now is not None and now["spec"]["suspend"] is True
-        assert now["spec"]["template"] == j["spec"]["template"]
+    _settle_with_no_job_refused(world)
+    _suspended_as_made(world, running)
 
 
 @pytest.mark.usefixtures("both_caches")
@@ -452,14 +456,10 @@ def test_a_job_relabelled_for_another_restart_is_still_suspended_as_it_was_made(
     made = reported(as_made(tj, RUNTIME)[0], "running")
     made["metadata"]["labels"][c.RESTART_ATTEMPT_LABEL] = "3"
     world = worker(tj, made)
-    passes = world.settle(KEY)
-    refused = [r for p in passes for r in p.refused.get("worker", [])]
-    assert [r for r in refused if "/jobs/" in r[1]] == []
+    _settle_with_no_job_refused(world)
     after = world.get("worker", c.TRAINJOB, "tj")
     assert condition(after, "Failed") == ("True", c.REASON_DEADLINE_EXCEEDED)
-    now = world.get("worker", c.JOB, made["metadata"]["name"])
-    assert now is not None and now["spec"]["suspend"] is True
-    assert now["spec"]["template"] == made["spec"]["template"]
+    _suspended_as_made(world, [made])
 
 
 @pytest.mark.usefixtures("both_caches")
