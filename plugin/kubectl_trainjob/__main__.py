@@ -701,7 +701,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C in `logs -f` or `progress -w`: the shell's code
         return 130
     except Exception as exc:
-        print(printable(_one_line(_error_line(exc, clusters))), file=sys.stderr)
+        print(_one_line(printable(_error_line(exc, clusters))), file=sys.stderr)
         return 1
     if out:  # a log is printed as it comes, raw (as kubectl logs prints it); the rest here
         print(printable(out))

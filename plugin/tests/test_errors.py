@@ -195,6 +195,10 @@ def test_an_answer_the_plugin_cannot_use_is_one_line(
             {"kind": "Status", "reason": "Forbidden", "message": "x" * 5_000_000},
             "Error from server (Forbidden): " + "x" * (1000 - 34) + "...",
         ),
+        (  # control characters, each written out as 4: cut after they are
+            {"kind": "Status", "reason": "Forbidden", "message": "\x01" * 5000},
+            "Error from server (Forbidden): " + "\\x01" * 241 + "\\x...",
+        ),
     ],
 )
 def test_what_a_server_says_is_one_bounded_line(
