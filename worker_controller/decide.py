@@ -39,7 +39,7 @@ class Observed:
     trainjob: Dict
     runtime: Dict | None  # the (Cluster)TrainingRuntime spec.runtimeRef names, if it exists
     jobs: dict[str, JobView]  # our Jobs of this TrainJob, by name
-    services: list[Dict]  # Services carrying this TrainJob's label
+    services: list[Dict]  # Services carrying this TrainJob's label that it controls
     service_named: Dict | None  # the Service called like the TrainJob, whoever made it
     now: dt.datetime
     # Its pods (digests.pod_digest of each), or None when they are not watched (or the watch
@@ -152,8 +152,21 @@ def _suspend_active(info: RuntimeInfo, tj_body: Dict, jobs: dict[str, JobView], 
                 continue
             made_for = builders.attempt_of(actual)
             plan.apply.append(
-                builders.build_job(info, ps, index, owner, suspend=True, attempt=made_for)
+                _update_of(
+                    builders.build_job(info, ps, index, owner, suspend=True, attempt=made_for),
+                    actual,
+                )
             )
+
+
+def _update_of(desired: Dict, actual: JobView) -> Dict:
+    """`desired` applied as a change of `actual` only: it names `actual`'s UID, so that a Job
+    deleted since it was read is not made again by the apply (the API server answers 409, or
+    422 for another Job of that name), nor made from what that Job said of its attempt; the
+    next pass sees it gone."""
+    if actual.uid:
+        desired["metadata"]["uid"] = actual.uid
+    return desired
 
 
 def _start_time(conditions: list[Dict], jobs: dict[str, JobView], now: dt.datetime) -> dt.datetime:
@@ -392,7 +405,7 @@ def _apply_jobs(
                     info, ps, index, owner, suspend=suspend, attempt=made_for
                 )
             if builders.job_needs_update(desired, actual):
-                plan.apply.append(desired)
+                plan.apply.append(_update_of(desired, actual))
 
 
 def _say_blocked(blocked: Blocked | None, st: _Status) -> None:
@@ -441,8 +454,8 @@ def _ensure_service(obs: Observed, info: RuntimeInfo, owner: Dict, st: _Status, 
             c.COND_SERVICE_CONFLICT,
             True,
             c.REASON_SERVICE_CONFLICT,
-            f"{len(obs.services)} Services carry label {c.TRAINJOB_NAME_LABEL}="
-            f"{info.trainjob} ({names}); remove all but one",
+            f"{len(obs.services)} Services name TrainJob {info.trainjob!r} as their controller "
+            f"({names}); remove all but one",
             "Warning",
         )
         return False
@@ -452,8 +465,8 @@ def _ensure_service(obs: Observed, info: RuntimeInfo, owner: Dict, st: _Status, 
             c.COND_SERVICE_CONFLICT,
             True,
             c.REASON_SERVICE_NAME_TAKEN,
-            f"Service {info.trainjob!r} exists and is not this TrainJob's (neither controlled "
-            f"by it nor labelled {c.TRAINJOB_NAME_LABEL}={info.trainjob}); rename or delete it",
+            f"Service {info.trainjob!r} exists and is not this TrainJob's (not controlled by "
+            "it); rename or delete it",
             "Warning",
         )
         return False

@@ -66,7 +66,13 @@ def execute(
             cluster.apply(c.kind_of(obj), obj)
             log.debug("%s: applied %s %s", where, obj["kind"], obj["metadata"]["name"])
         except ApiException as exc:
-            if exc.status in (400, 409, 422):
+            if exc.status == 409:  # gone since it was read (the apply names its UID): the
+                # deletion's watch event brings the next pass
+                log.debug(
+                    "%s: %s %s is gone, not applied", where, obj["kind"], obj["metadata"]["name"]
+                )
+                continue
+            if exc.status in (400, 422):
                 log.warning(
                     "%s: cannot apply %s %s: %s",
                     where,

@@ -73,7 +73,9 @@ def _sync(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | None:
             return None  # the TrainJob's own update event continues from the new spec
     elif _held(ctx, namespace, trainjob) and _hold_without_queue(ctx, trainjob):
         return None  # suspended now: its update event continues
-    services = caches.services_of(key)
+    # Its Services the same way: a Service labelled for it but made by someone else is not
+    # its headless Service (it does not stop ours being made under the TrainJob's name).
+    services = [s for s in caches.services_of(key) if controlled_by(s, uid)]
     named = None
     if not services and runtime is not None and not trainjob.finished:
         # Only then can a foreign Service block ours: ask the API. One this TrainJob controls

@@ -6,7 +6,8 @@ objects, with the rules a controller's pass leans on. Each rule is held to a rea
 kube-apiserver by one contract suite run against both (tests/bed/test_api_contract.py):
 
 - resourceVersion on every write; a stale one is a 409 on PUT, merge patch, apply and a
-  delete's preconditions (uid or resourceVersion); AlreadyExists (409) and NotFound (404);
+  delete's preconditions (uid or resourceVersion); an apply naming a uid is a 409 when no
+  object is there and a 422 when another is; AlreadyExists (409) and NotFound (404);
 - server-side apply merges maps by key and `listType=map` lists by their keys (a Workload's
   conditions by `type`: our PodsReady beside Kueue's Admitted), sets as sets;
 - a create into a namespace that does not exist, and any request to an API that is not
@@ -743,10 +744,20 @@ class MemoryApi:
         if "apply-patch" in content_type:
             if not field_manager:
                 raise ApiException(422, "Invalid", "fieldManager: Required value: apply needs one")
+            uid = (body.get("metadata") or {}).get("uid")
             if current is None:
                 if where.subresource:
                     raise ApiException(404, "NotFound", f'{where.plural} "{where.name}"')
+                if uid:
+                    raise ApiException(
+                        409,
+                        "Conflict",
+                        f"uid mismatch: the provided object specified uid {uid}, and no "
+                        "existing object was found",
+                    )
                 return self._create(where, body)
+            if uid and uid != current["metadata"]["uid"]:
+                raise ApiException(422, "Invalid", "metadata.uid: field is immutable")
             self._check_version(current, body)
             lists = {**_METADATA_LISTS, **self.list_maps.get((where.group, where.plural), {})}
             return self._store_new(where, current, apply_merge(current, body, lists))

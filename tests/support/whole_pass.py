@@ -242,21 +242,26 @@ class World:
         name: str,
         ns: str = "ns",
         change: Callable[[Dict], None] | None = None,
+        *,
+        delete: bool = False,
     ) -> tuple[Pass, Pass]:
         """A pass for `key` planned from caches that miss one write of someone else: the
-        object `name` changed by `change` (an annotation added, unless given) after the
-        caches were listed, so that a write of ours planned from the version before meets the
-        conflict a real race makes; then a pass on the same caches (its watch events not in
-        yet). Returns both."""
+        object `name` changed by `change` (an annotation added, unless given), or deleted,
+        after the caches were listed, so that a write of ours planned from the version before
+        meets the conflict a real race makes; then a pass on the same caches (its watch events
+        not in yet). Returns both."""
         self.relist()
         raced = self.apis[cluster].object(kind, name, ns)
         assert raced is not None, f"no {kind.kind} {name} on {cluster} to race with"
-        if change is None:
-            annotations = raced["metadata"].setdefault("annotations", {})
-            annotations["test.trainjob.dev/raced"] = str(len(self.passes))
+        if delete:
+            self.apis[cluster].request("DELETE", kind.path(ns, name))
         else:
-            change(raced)
-        self.apis[cluster].put(raced)
+            if change is None:
+                annotations = raced["metadata"].setdefault("annotations", {})
+                annotations["test.trainjob.dev/raced"] = str(len(self.passes))
+            else:
+                change(raced)
+            self.apis[cluster].put(raced)
         first = self._pass(key)
         again = self._pass(key)
         self.relist()

@@ -102,12 +102,16 @@ def as_made(tj: Dict, runtime: Dict, pod_group_apis: frozenset[str] = frozenset(
     return [o for o in plan.create if o["kind"] == "Job"]
 
 
+def _uid(made: Dict) -> str:
+    return f"uid-{made['metadata']['name']}"
+
+
 def reported(made: Dict, state: str, **failure: str) -> Dict:
     """A Job as made, with what the Job controller reports of it: running, complete or failed
     (`failure`: its Failed condition's reason, message and lastTransitionTime, if any)."""
     out = copy.deepcopy(made)
     out["metadata"]["creationTimestamp"] = "2026-11-22T11:59:00Z"
-    out["metadata"]["uid"] = f"uid-{made['metadata']['name']}"
+    out["metadata"]["uid"] = _uid(made)
     conds = {
         "running": [],
         "complete": [{"type": "Complete", "status": "True"}],
@@ -120,7 +124,9 @@ def reported(made: Dict, state: str, **failure: str) -> Dict:
 
 
 def suspended(made: Dict) -> Dict:
-    """The Job as made, suspended (its pods deleted)."""
+    """The suspend applied to the Job as made and `reported`: that Job alone (its UID named),
+    suspended (its pods deleted)."""
     out = copy.deepcopy(made)
+    out["metadata"]["uid"] = _uid(made)
     out["spec"]["suspend"] = True
     return out

@@ -641,14 +641,11 @@ BLOCKED = said(
     "ObjectsBlocked", "True", "NameTaken", "PersistentVolumeClaim 'data-tj' ...", EARLIER
 )
 PULLING = 'pod p container node: ImagePullBackOff: Back-off pulling image "nope:1"'
-TWO_SERVICES = (
-    "2 Services carry label trainjob.dev/trainjob-name=tj (extra, tj); remove all but one"
-)
+TWO_SERVICES = "2 Services name TrainJob 'tj' as their controller (extra, tj); remove all but one"
 EXTRA_SERVICE = {"metadata": {"name": "extra", "labels": {"trainjob.dev/trainjob-name": "tj"}}}
 FOREIGN_SERVICE = {"metadata": {"name": "tj", "labels": {"app": "mine"}}}
 NAME_TAKEN = (
-    "Service 'tj' exists and is not this TrainJob's (neither controlled by it nor labelled "
-    "trainjob.dev/trainjob-name=tj); rename or delete it"
+    "Service 'tj' exists and is not this TrainJob's (not controlled by it); rename or delete it"
 )
 QUOTA = 'pods "tj-node-0-0-x" is forbidden: exceeded quota'
 BACKOFF = (

@@ -28,6 +28,7 @@ from tests.support.whole_pass import (
 )
 from tests.support.worker_plans import as_made, reported
 from trainjob import constants as c
+from trainjob.naming import controlled_by
 from trainjob.workload import workload_name
 from worker_controller.context import Context
 from worker_controller.reconcile import sync_trainjob
@@ -339,6 +340,37 @@ def test_a_service_of_its_name_that_is_not_ours_is_reported_and_never_written() 
     ), tj
 
 
+def _labelled_service(name: str) -> Dict:
+    """A Service someone made carrying our label for TrainJob tj (a label is no proof)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": "ns", "labels": {c.TRAINJOB_NAME_LABEL: "tj"}},
+        "spec": {"clusterIP": "None", "selector": {"app": "theirs"}},
+    }
+
+
+@pytest.mark.usefixtures("both_caches")
+def test_a_service_labelled_for_it_by_someone_else_is_not_its_own() -> None:
+    """Beside it, such a Service changes nothing: the TrainJob's own is made, no condition;
+    under its name, the name is taken. Neither is ever written."""
+    world = worker(TrainJobBuilder().obj(), _labelled_service("decoy"))
+    decoy = world.get("worker", c.SERVICE, "decoy")
+    world.settle(KEY)
+    tj = world.get("worker", c.TRAINJOB, "tj")
+    assert tj is not None and condition(tj, "ServiceConflict") is None
+    assert controlled_by(world.get("worker", c.SERVICE, "tj"), tj["metadata"]["uid"])
+    assert world.get("worker", c.SERVICE, "decoy") == decoy
+
+    world = worker(TrainJobBuilder().obj(), _labelled_service("tj"))
+    taken = world.get("worker", c.SERVICE, "tj")
+    world.settle(KEY)
+    tj = world.get("worker", c.TRAINJOB, "tj")
+    assert condition(tj, "ServiceConflict") == ("True", c.REASON_SERVICE_NAME_TAKEN)
+    assert objects(world, c.JOB) == []
+    assert world.get("worker", c.SERVICE, "tj") == taken
+
+
 @pytest.mark.usefixtures("both_caches")
 def test_jobs_of_its_name_owned_by_another_uid_are_never_adopted() -> None:
     stranger = {
@@ -460,6 +492,38 @@ def test_a_job_relabelled_for_another_restart_is_still_suspended_as_it_was_made(
     after = world.get("worker", c.TRAINJOB, "tj")
     assert condition(after, "Failed") == ("True", c.REASON_DEADLINE_EXCEEDED)
     _suspended_as_made(world, [made])
+
+
+def _suspended_by_spec(tj: Dict) -> None:
+    tj["spec"]["suspend"] = True  # its Jobs suspended by `_apply_jobs`
+
+
+def _past_its_deadline(tj: Dict) -> None:
+    tj["spec"]["activeDeadlineSeconds"] = 1  # its Jobs suspended by `_suspend_active`
+    tj["status"] = {"conditions": [a_condition("Suspended", "Resumed", status="False")]}
+
+
+@pytest.mark.parametrize("stop", [_suspended_by_spec, _past_its_deadline])
+def test_a_job_deleted_before_its_suspend_is_applied_is_not_made_again(
+    stop: Callable[[Dict], None],
+) -> None:
+    """The caches still hold a running Job that someone deleted: the suspend the pass applies
+    names the Job's UID, so the API server refuses it (409) rather than make the Job again
+    from what the old one said (its restart attempt a label anyone may edit); no condition
+    says the API refused anything, and no Job is made while the TrainJob is stopped."""
+    tj = TrainJobBuilder().obj()
+    stop(tj)
+    made = reported(as_made(tj, RUNTIME)[0], "running")
+    world = worker(tj, made, behind=False)
+    raced, again = world.run_raced(KEY, "worker", c.JOB, made["metadata"]["name"], delete=True)
+    job_path = c.JOB.path("ns", made["metadata"]["name"])
+    for done in (raced, again):
+        assert [r for r in done.refused["worker"] if "/jobs/" in r[1]] == [("PATCH", job_path, 409)]
+    assert objects(world, c.JOB) == []
+    world.settle(KEY)
+    assert objects(world, c.JOB) == []
+    after = world.get("worker", c.TRAINJOB, "tj")
+    assert condition(after, "ObjectsBlocked") is None
 
 
 @pytest.mark.usefixtures("both_caches")
