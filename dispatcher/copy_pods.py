@@ -16,6 +16,7 @@ from kubecontrol.aggregated import query_bool, query_int
 from kubecontrol.client import ApiException, TransportError
 from kubecontrol.informer import TENANT_SIZED_PAGE
 from kubecontrol.kinds import DNS_SUBDOMAIN, LABEL_NAME, POD, Kind
+from kubecontrol.lists import decode_list
 from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.story import PodUsage, pod_usage
@@ -329,13 +330,15 @@ def list_some(
     token = None
     while True:
         want = min(PAGE, most - len(items))
-        page = remote.cluster.api.get_json(
-            path, query={**query, "limit": want, "continue": token}, timeout=READ_SECONDS
+        data = remote.cluster.api.request(
+            "GET", path, query={**query, "limit": want, "continue": token}, timeout=READ_SECONDS
         )
-        found = [i for i in (page or {}).get("items") or [] if isinstance(i, dict)]
-        items += [keep(i) for i in found] if keep is not None else found
-        token = ((page or {}).get("metadata") or {}).get("continue")
-        del page, found  # not held while the next page comes
+        # each item cut down as it is decoded, a large page an item at a time
+        page = decode_list(data, lambda i: keep(i) if keep and isinstance(i, dict) else i)
+        del data
+        items += [i for i in page["items"] if isinstance(i, dict)]
+        token = (page.get("metadata") or {}).get("continue")
+        del page  # not held while the next page comes
         if not token:
             return items, False
         if len(items) >= most:

@@ -31,14 +31,17 @@ from typing import Any
 
 from kubecontrol.client import ApiClient, ApiException
 from kubecontrol.kinds import Kind
+from kubecontrol.lists import decode_list
 from kubecontrol.objects import Dict
 
 Key = Any  # (namespace, name) for namespaced kinds, name for cluster-scoped ones
 log = logging.getLogger(__name__)
 # Objects a list asks for at a time: client-go's pager's 500, and 50 for kinds whose objects a
 # tenant sizes (a TrainJob, a runtime, a Workload or a pod may be as large as etcd stores,
-# 1.5 MiB, and an env value has no length limit). A page is held whole, as bytes and decoded,
-# before the transform cuts it down: 500 such objects are gigabytes; 50 of them ~225 MB.
+# 1.5 MiB, and an env value has no length limit). A page is held whole as bytes (50 such
+# objects: up to ~75 MB), and one larger than 4 MiB is decoded an object at a time, each cut
+# down by the transform before the next (kubecontrol/lists.py): never a page decoded whole,
+# which for 50 pods of many small env entries was over a gigabyte.
 PAGE = 500
 TENANT_SIZED_PAGE = 50
 
@@ -260,6 +263,13 @@ class Informer:
             return False
         return True
 
+    def _cached(self, obj: Dict) -> Dict:
+        """What the cache keeps of a listed object. A list's items carry no apiVersion and
+        kind (a watch event's object does): each gets them, so every cached object says what
+        it is, however it came in."""
+        obj["apiVersion"], obj["kind"] = self.kind.api_version, self.kind.kind
+        return self._transform(obj)
+
     def _list(self) -> str:
         """List everything into the cache, a page at a time; report what changed since;
         return the list's resourceVersion."""
@@ -267,14 +277,15 @@ class Informer:
         query = {**self._selectors(), "limit": self._page}
         version = ""
         while True:
-            page = self._api.get_json(self._path, query=query, timeout=self._list_timeout)
-            # A list's items carry no apiVersion and kind (a watch event's object does): each
-            # gets them, so every cached object says what it is, however it came in. Each page
-            # is cut down by the transform as it comes: a list of large objects of which the
-            # cache keeps little (Secrets) holds one page of them at a time, not all.
+            data = self._api.request("GET", self._path, query=query, timeout=self._list_timeout)
+            # Each page is cut down by the transform as it comes, a large one an object at a
+            # time as it is decoded (kubecontrol/lists.py): a list of large objects of which
+            # the cache keeps little (pods, Secrets) holds one page's bytes at a time, never
+            # all of them, nor a page of them decoded whole.
+            page = decode_list(data, self._cached)
+            del data
             for o in page["items"]:
-                o["apiVersion"], o["kind"] = self.kind.api_version, self.kind.kind
-                fresh[key_of(o)] = self._transform(o)
+                fresh[key_of(o)] = o
             meta = page["metadata"]
             version = version or str(meta["resourceVersion"])  # the first page's snapshot
             if not meta.get("continue"):

@@ -7,6 +7,7 @@ import tracemalloc
 from types import SimpleNamespace
 from typing import Any
 
+import orjson
 import pytest
 
 from dispatcher import copy_pods, log_tails
@@ -136,6 +137,11 @@ class Pages:
         end = min(self.count, start + int(query["limit"]))
         items = [{"metadata": {"name": f"p{i}"}} for i in range(start, end)]
         return {"items": items, "metadata": {"continue": str(end) if end < self.count else ""}}
+
+    def request(self, method: str, path: str, query: dict[str, Any], timeout: float) -> bytes:
+        """The page as the API server sends it: JSON."""
+        assert method == "GET"
+        return orjson.dumps(self.get_json(path, query, timeout))
 
 
 def test_a_list_is_read_in_pages_and_stops_at_its_bound() -> None:

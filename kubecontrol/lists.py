@@ -1,0 +1,89 @@
+"""A list's answer decoded one object at a time when it is large.
+
+A page of objects a tenant sizes (pods, TrainJobs, Secrets) can be tens of megabytes, and
+decoded whole it is many times that: a pod of many small `env` entries decodes to ~17 times its
+JSON. Readers keep little of each object (a digest, a cut-down copy), so an answer larger than
+WHOLE_BYTES is decoded an item at a time, each item handed to its reader as it is decoded:
+what is held at once is the answer's bytes, its text, one decoded object and what the reader
+kept of those before it. Smaller answers are decoded whole, by orjson, which is faster.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from kubecontrol.objects import Dict
+
+WHOLE_BYTES = 4 * 1024 * 1024
+_DECODER = json.JSONDecoder()
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def decode_list(data: bytes, each: Callable[[Dict], Any]) -> Dict:
+    """The list object `data` holds, its `items` replaced by what `each` makes of each item
+    (in order); no items for an empty answer. ValueError when `data` is not a JSON object."""
+    if not data:
+        return {"items": []}
+    if len(data) <= WHOLE_BYTES:
+        whole = orjson.loads(data)
+        if not isinstance(whole, dict):
+            raise ValueError(f"a list answer is a JSON object, not {type(whole).__name__}")
+        whole["items"] = [each(item) for item in whole.get("items") or ()]
+        return whole
+    return _by_item(data.decode(), each)
+
+
+def _by_item(text: str, each: Callable[[Dict], Any]) -> Dict:
+    """The top level decoded key by key, the `items` array element by element."""
+    found: Dict = {"items": []}
+    at = _expect(text, 0, "{")
+    if text[at : at + 1] == "}":
+        return found
+    while True:
+        key, at = _DECODER.raw_decode(text, at)
+        if not isinstance(key, str):
+            raise ValueError(f"a list answer: a key expected at character {at}")
+        at = _expect(text, at, ":")
+        if key == "items" and text[at : at + 1] == "[":
+            found["items"], at = _items(text, _expect(text, at, "["), each)
+        else:
+            found[key], at = _DECODER.raw_decode(text, at)
+        at = _skip(text, at)
+        if text[at : at + 1] == "}":
+            return found
+        at = _expect(text, at, ",")
+
+
+def _items(text: str, at: int, each: Callable[[Dict], Any]) -> tuple[list[Any], int]:
+    """The array whose first element (or `]`) is at `at`, each element through `each`; and
+    the position after its `]`."""
+    made: list[Any] = []
+    if text[at : at + 1] == "]":
+        return made, at + 1
+    while True:
+        item, at = _DECODER.raw_decode(text, at)
+        made.append(each(item))
+        del item  # not held while the next one is decoded
+        at = _skip(text, at)
+        if text[at : at + 1] == "]":
+            return made, at + 1
+        at = _expect(text, at, ",")
+
+
+def _skip(text: str, at: int) -> int:
+    match = _SPACE.match(text, at)
+    return match.end() if match else at
+
+
+def _expect(text: str, at: int, char: str) -> int:
+    """The position after `char` (white space around it skipped); ValueError when another
+    character or the end comes first."""
+    at = _skip(text, at)
+    if text[at : at + 1] != char:
+        raise ValueError(f"a list answer: {char!r} expected at character {at}")
+    return _skip(text, at + 1)
