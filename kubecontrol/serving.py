@@ -20,7 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from kubecontrol.metrics import REGISTRY
 from kubecontrol.metrics_auth import MetricsAuth
-from kubecontrol.shares import Held, make_room
+from kubecontrol.shares import Held, make_room, turned_away
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +83,11 @@ def serve_metrics(
 # Each connection: this long from accept to the end of its answer (a probe or a scrape is one
 # request; the time covers the TLS handshake, the request line, headers and the answer), and
 # this many served at once per port: probes and scrapes are small and few, and a flood of
-# connections must not become a flood of threads. Beyond it a new connection is never turned
-# away: the address holding the most connections gives up its oldest (kubecontrol/shares.py),
-# so slow connections from a pod never keep the kubelet's probes or Prometheus out.
+# connections must not become a flood of threads. Beyond it, a new connection from an address
+# that already holds the most connections is closed as it is accepted (no thread, no TLS
+# handshake, nothing read); one from an address holding fewer gets in, and the address holding
+# the most gives up its oldest (kubecontrol/shares.py), so slow connections from a pod never
+# keep the kubelet's probes or Prometheus out, and a pod's flood costs it its own newcomers.
 REQUEST_TIMEOUT = 10.0
 MAX_CONNECTIONS = 16
 # Connections the kernel holds before the serving thread accepts them. The standard library's
@@ -121,8 +123,19 @@ class _BoundedServer(ThreadingHTTPServer):
         self._lock = threading.Lock()
         self._live: dict[socket.socket, Held[socket.socket]] = {}
 
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        """On the serving thread, as each connection is accepted: False (socketserver then
+        closes it) for a newcomer from the address already holding the most of a full table."""
+        with self._lock:
+            refused = turned_away(
+                list(self._live.values()), MAX_CONNECTIONS, _source(client_address)
+            )
+        if refused:
+            log.debug("connection from %s closed: its address holds the most", client_address)
+        return not refused
+
     def process_request(self, request: Any, client_address: Any) -> None:
-        source = client_address[0] if isinstance(client_address, tuple) else client_address
+        source = _source(client_address)
         with self._lock:
             victim = make_room(list(self._live.values()), MAX_CONNECTIONS)
             if victim is not None:
@@ -166,6 +179,11 @@ class _BoundedServer(ThreadingHTTPServer):
         # thread still using it; OSError: already closed by its thread
         with contextlib.suppress(OSError):
             socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+def _source(client_address: Any) -> Any:
+    """Whose a connection is: its peer's address (the whole of it for a Unix socket)."""
+    return client_address[0] if isinstance(client_address, tuple) else client_address
 
 
 def _serve(

@@ -4,7 +4,8 @@ connection to close when a server's connections are all taken.
 A caller is whoever the server can name: the authenticated user the API server passes for an
 aggregated API, or a connection's source address on a port anyone may reach. One caller that
 holds everything it can never keeps another out: it meets its own share first, and when a
-new connection needs room, the caller holding the most connections gives one up.
+new connection needs room, the caller holding the most connections gives one up (or, where
+each connection costs a thread, that caller's own newcomer is closed as it comes).
 """
 
 from __future__ import annotations
@@ -114,9 +115,25 @@ def make_room(live: Sequence[Held[T]], limit: int) -> T | None:
     from one address (or a few) never closes the API server's or the kubelet's."""
     if len(live) < limit or not live:
         return None
-    counts = Counter(h.source for h in live)
-    most = max(counts.values())
+    counts, most = _counted(live)
     candidates = [h for h in live if counts[h.source] == most]
     idle = [h for h in candidates if h.idle]
     pick = min(idle or candidates, key=lambda h: h.since)
     return pick.ref
+
+
+def turned_away(live: Sequence[Held[T]], limit: int, source: Hashable) -> bool:
+    """Whether a new connection from `source` is closed as it comes, `make_room`'s rule seen
+    from the newcomer: every slot is taken and `source` already holds as many as any caller,
+    so it would only close one of its own (or of a caller it ties with, which would then do
+    the same to it). A caller holding fewer gets in, by `make_room`."""
+    if len(live) < limit or not live:
+        return False
+    counts, most = _counted(live)
+    return counts[source] == most
+
+
+def _counted(live: Sequence[Held[T]]) -> tuple[Counter[Hashable], int]:
+    """Connections per caller, and the most any caller holds (`live` is not empty)."""
+    counts = Counter(h.source for h in live)
+    return counts, max(counts.values())

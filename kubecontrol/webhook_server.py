@@ -48,6 +48,10 @@ KEEPALIVE_SECONDS = 100.0
 # it a new connection is never turned away: the address holding the most connections gives
 # one up, its longest idle or else its oldest (kubecontrol/shares.py), so that connections
 # held by a pod that reaches the port, idle or trickling a body, never keep the API server out.
+# Unlike the probe port's (kubecontrol/serving.py), a newcomer from the address holding the
+# most is not closed as it comes: here it costs no thread (one event loop serves them all), and
+# that address may be the API server's own (on the manager, its log follows of the view API),
+# whose new connection carries a review while one of its idle ones can give way.
 FIRST_REQUEST_SECONDS = 10.0
 MAX_CONNECTIONS = 1024
 # Every request is answered, or its connection closed, within this of its headers: the API

@@ -9,6 +9,7 @@ would from its own address; the kubelet and Prometheus from 127.0.0.1."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import http.client
 import logging
@@ -125,18 +126,45 @@ def test_the_kubelet_is_answered_while_a_pod_holds_every_slot(
         attack.stop()
 
 
-def test_connections_past_the_bound_each_cut_one_and_never_add_a_thread(
-    probes: ThreadingHTTPServer,
+def test_a_flood_from_the_address_holding_the_most_is_closed_as_it_comes_without_a_thread(
+    probes: ThreadingHTTPServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A flood of connections is not a flood of threads: past MAX_CONNECTIONS each new one
-    takes the place of the oldest of the address holding the most."""
-    extra = 4
-    attack = Trickle(probes, serving.MAX_CONNECTIONS + extra, every=0.3)
+    """Past MAX_CONNECTIONS, each new connection from the address already holding the most
+    is closed at accept: no thread, nothing read, none of its older ones closed. Before, each
+    took the place of that address's oldest and started a thread of its own. A connection
+    from another address still gets in and is answered."""
+    started: list[object] = []
+    serve_one = probes.process_request_thread
+
+    def counted(request: Any, client_address: Any) -> None:
+        started.append(client_address)
+        serve_one(request, client_address)
+
+    monkeypatch.setattr(probes, "process_request_thread", counted)
+    attack = Trickle(probes, serving.MAX_CONNECTIONS, every=0.5)
+    flood: list[socket.socket] = []
     try:
-        wait_for(lambda: len(attack.closed) == extra, 10, what=f"{extra} connections cut")
-        stays_false(lambda: len(attack.closed) > extra, 1.0, what="more connections cut")
-        assert _held(probes) == serving.MAX_CONNECTIONS
+        port = probes.server_address[1]
+        for _ in range(20):
+            flood.append(socket.create_connection(("127.0.0.1", port), 5, (ATTACKER, 0)))
+        # closed by the server (the end of the stream, or a reset: readable either way)
+        wait_for(
+            lambda: len(select.select(flood, [], [], 0)[0]) == len(flood),
+            5,
+            what="every flooding connection closed",
+            interval=0.05,
+        )
+        for sock in flood:
+            with contextlib.suppress(ConnectionResetError):
+                assert sock.recv(1) == b"", "a flooding connection was answered"
+        assert len(started) == serving.MAX_CONNECTIONS, "a thread per flooding connection"
+        assert attack.closed == [], "the flood closed the address's older connections"
+        assert probe(port) == 200  # 127.0.0.1 holds none: room made from the pod's oldest
+        assert len(started) == serving.MAX_CONNECTIONS + 1
+        assert _held(probes) <= serving.MAX_CONNECTIONS
     finally:
+        for sock in flood:
+            sock.close()
         attack.stop()
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubecontrol.shares import Held, Rates, Shares, make_room
+from kubecontrol.shares import Held, Rates, Shares, make_room, turned_away
 
 
 def test_one_caller_meets_its_share_before_the_pool_is_full() -> None:
@@ -100,6 +100,25 @@ def held(name: str, source: str, since: float, idle: bool = False) -> Held[str]:
 )
 def test_make_room(live: list[Held[str]], limit: int, closed: str | None) -> None:
     assert make_room(live, limit) == closed
+
+
+POD, OTHER_POD, KUBELET = "10.1.0.7", "10.1.0.8", "10.0.0.1"
+FULL = [held("pod-1", POD, 1), held("pod-2", POD, 2), held("other", OTHER_POD, 3)]
+
+
+@pytest.mark.parametrize(
+    ("live", "limit", "source", "away"),
+    [
+        pytest.param(FULL, 3, POD, True, id="the-address-holding-the-most"),
+        pytest.param(FULL, 3, OTHER_POD, False, id="an-address-holding-fewer"),
+        pytest.param(FULL, 3, KUBELET, False, id="an-address-holding-none"),
+        pytest.param(FULL, 4, POD, False, id="room-left"),
+        pytest.param(FULL[1:], 2, OTHER_POD, True, id="a-tie"),
+        pytest.param([], 0, KUBELET, False, id="nothing-held"),
+    ],
+)
+def test_turned_away(live: list[Held[str]], limit: int, source: str, away: bool) -> None:
+    assert turned_away(live, limit, source) is away
 
 
 def test_a_group_of_callers_meets_its_share_too() -> None:
