@@ -30,6 +30,7 @@ from tenacity import (
 from kubecontrol import metrics
 from kubecontrol.client import JSON, METADATA_LIST, ApiClient, ApiException
 from kubecontrol.credentials import in_cluster_credentials, load_credentials
+from kubecontrol.deadline import Deadline
 from kubecontrol.events import build_event
 from kubecontrol.kinds import EVENT, Kind
 from kubecontrol.objects import Dict
@@ -92,7 +93,8 @@ def io_retry(fn: Callable[P, R]) -> Callable[P, R]:
     attempt is a plain call: tenacity's bookkeeping per call (a copy of its settings, a call
     state, its actions) cost more than a request's own decoding, and nearly every call
     succeeds at once. Only a transient failure hands over to tenacity, which counts it as
-    its first attempt and carries on from there."""
+    its first attempt and carries on from there. On a Cluster with a deadline (`within`), the
+    waits between attempts end with it, and the next attempt then raises DeadlinePassed."""
 
     @functools.wraps(fn)
     def call(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -108,6 +110,9 @@ def io_retry(fn: Callable[P, R]) -> Callable[P, R]:
                 raise failed.pop()  # the first attempt, as it went
             return fn(*args, **kwargs)
 
+        deadline = getattr(args[0], "deadline", None) if args else None
+        if isinstance(deadline, Deadline):
+            return _RETRYING.copy(sleep=deadline.sleep)(attempt)
         return _RETRYING.copy()(attempt)
 
     return call
@@ -174,6 +179,17 @@ class Cluster:
         return cls(name, ApiClient(in_cluster_credentials()), field_manager)
 
     timeout: float = 15.0
+    deadline: Deadline | None = None  # see `within`
+
+    def within(self, deadline: Deadline) -> Cluster:
+        """The same connection, write gate and budget, for work that must end by `deadline`
+        (a webhook's judge): every call checks it first (DeadlinePassed, never retried) and
+        waits no longer than is left of it. Events go through the cluster itself."""
+        other = Cluster(self.name, self.api, self.field_manager, self.may_write)
+        other.write_budget = self.write_budget
+        other.timeout = self.timeout
+        other.deadline = deadline
+        return other
 
     def send(
         self,
@@ -190,6 +206,9 @@ class Cluster:
         gate and budget, counted in the API metrics; its decoded answer. `timeout`: shorter
         than the cluster's, for a caller with a deadline of its own (the Lease)."""
         timeout = min(timeout, self.timeout) if timeout is not None else self.timeout
+        if self.deadline is not None:
+            self.deadline.check(f"{method} {path}")
+            timeout = min(timeout, self.deadline.left())
         if method != "GET":
             budget = self.write_budget() if self.write_budget is not None else timeout
             if budget <= 0 or not self.writable():

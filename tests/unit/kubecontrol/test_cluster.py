@@ -5,12 +5,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from tenacity import wait_none
 
 from kubecontrol import cluster as kube
 from kubecontrol.client import ApiException
+from kubecontrol.deadline import Deadline, DeadlinePassed
+from kubecontrol.kinds import POD
 
 
 @pytest.fixture(autouse=True)
@@ -122,3 +125,33 @@ def test_events_are_spam_filtered_per_object_and_shared_per_namespace() -> None:
     while len(api.created) < sent + 100 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(api.created) == sent + 100
+
+
+class Unavailable:
+    """An ApiClient whose every answer is 503; the first gives the caller's deadline up (the
+    review it served was answered meanwhile). Records each request's timeout."""
+
+    def __init__(self, deadline: Deadline) -> None:
+        self.deadline = deadline
+        self.timeouts: list[float] = []
+
+    def request(self, method: str, path: str, **options: Any) -> bytes:
+        self.timeouts.append(options["timeout"])
+        self.deadline.give_up()
+        raise ApiException(503, "Service Unavailable", headers={"Retry-After": "10"})
+
+
+def test_a_call_within_a_deadline_waits_no_longer_than_it_and_is_not_tried_again_past_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The backoff before a second attempt ends with the deadline (never the process-wide
+    sleep), and that attempt is refused before anything is sent."""
+    slept: list[float] = []
+    monkeypatch.setattr(kube, "_RETRYING", kube._RETRYING.copy(sleep=slept.append))
+    deadline = Deadline(5)
+    api = Unavailable(deadline)
+    cluster = kube.Cluster("worker", api, "test").within(deadline)  # type: ignore[arg-type]
+    with pytest.raises(DeadlinePassed, match="out of time before GET /api/v1/namespaces/a/pods/p"):
+        cluster.get(POD, "p", "a")
+    assert len(api.timeouts) == 1 and api.timeouts[0] <= 5
+    assert slept == []
