@@ -8,58 +8,55 @@ cannot be read, naming it."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
-from collections.abc import Callable
 from functools import partial
-from typing import TypeVar
 
 from dispatcher import checkpoints
 from dispatcher.admissionchecks import Getter, cq_has_our_check
 from dispatcher.context import Context
 from dispatcher.selection import SelectionError, selection_of
 from kubecontrol.admission import Verdict, refuse
-from kubecontrol.kinds import Kind
+from kubecontrol.deadline import Deadline
 from kubecontrol.objects import Dict
-from kubecontrol.webhook_server import Handler
+from kubecontrol.webhook_server import Route, in_thread
 from trainjob import admission as rules
 from trainjob import constants as c
 from trainjob.caches import Caches
 from trainjob.queues import LocalQueueView
 
-T = TypeVar("T")
 
-
-def routes(ctx: Context) -> dict[str, Handler]:
+def routes(ctx: Context) -> dict[str, Route]:
     """The paths our webhook configurations call (deploy/manager/webhooks.yaml). Kept while
     we are down, with failurePolicy Fail, as Kueue's are: a TrainJob created meanwhile is
     refused, not accepted without managedBy, which is immutable and would leave it on the
     manager with nobody to run it."""
     return {
-        "/suspend-and-route": partial(on_mutate, ctx),
-        "/queue-exists": partial(on_validate, ctx),
+        "/suspend-and-route": in_thread(partial(on_mutate, ctx)),
+        "/queue-exists": in_thread(partial(on_validate, ctx)),
     }
 
 
-async def on_mutate(ctx: Context, admission: Dict) -> Verdict:
+# Both judge on one of the webhook server's judge threads, by the review's deadline: from the
+# watch caches, and from the API server (within what is left of the deadline) for an object
+# made moments ago that the caches do not hold yet.
+
+
+def on_mutate(ctx: Context, admission: Dict, deadline: Deadline) -> Verdict:
     if ctx.crd_problem:  # the manager could not keep track of where the job runs
         return refuse(ctx.crd_problem)
     tj = rules.Admitted(admission)
     # Mutating admission comes before the API server checks the CRD's schema: bounded here.
-    too_large = await asyncio.to_thread(rules.object_problem, tj, ctx.trainjob_schema)
+    too_large = rules.object_problem(tj, ctx.trainjob_schema)
     if too_large is not None:
         return refuse(too_large)
     namespace, caches = tj.namespace, ctx.caches
+    get = ctx.manager.within(deadline).get_or_none
     queue = tj.queue_name
     defaulted = None
     if queue is None:
-        default_lq = await _answer(
-            ctx, lambda get: _local_queue(namespace, c.DEFAULT_LOCAL_QUEUE, caches, get)
-        )
+        default_lq = _local_queue(namespace, c.DEFAULT_LOCAL_QUEUE, caches, get)
         queue = defaulted = rules.defaults_to_queue(tj, default_lq is not None)
-    multikueue = bool(queue) and await _answer(
-        ctx, lambda get: _routes_to_multikueue(ctx, namespace, str(queue), caches, get)
-    )
+    multikueue = bool(queue) and _routes_to_multikueue(ctx, namespace, str(queue), caches, get)
     now = dt.datetime.now(dt.UTC)
     changes = rules.mutate_on_create(tj, now, multikueue_queue=multikueue, queue=defaulted)
     finalizers = None
@@ -70,13 +67,13 @@ async def on_mutate(ctx: Context, admission: Dict) -> Verdict:
     return Verdict(patch=rules.trainjob_patch(tj, changes, finalizers, defaulted))
 
 
-async def on_validate(ctx: Context, admission: Dict) -> Verdict:
+def on_validate(ctx: Context, admission: Dict, deadline: Deadline) -> Verdict:
     """Refuse a TrainJob whose choice of clusters cannot be read, or that cannot run on its
     runtime (trainjob/admission.py: runtime_refusal). A queue or runtime that does not exist
     (yet) is no reason to refuse: as with Kueue, the Workload waits for it, so manifests apply
-    in any order."""
+    in any order. The runtime is judged only while `deadline` has time left."""
     tj = rules.Admitted(admission)
-    too_large = await asyncio.to_thread(rules.object_problem, tj, ctx.trainjob_schema)
+    too_large = rules.object_problem(tj, ctx.trainjob_schema)
     if too_large is not None:
         return refuse(too_large)
     try:
@@ -90,31 +87,9 @@ async def on_validate(ctx: Context, admission: Dict) -> Verdict:
         return refuse(str(exc))
     if place is not None:  # judged as its copies will be, with the checkpoint variables
         tj = rules.Admitted({**admission, "object": checkpoints.as_copied(tj.raw, place)})
-    # Bounded work (trainjob/runtime/limits.py), off the loop all the same.
-    why = await asyncio.to_thread(rules.runtime_refusal, tj, runtime)
+    deadline.check("judging the runtime")
+    why = rules.runtime_refusal(tj, runtime)  # bounded work (trainjob/runtime/limits.py)
     return Verdict() if why is None else refuse(why)
-
-
-# The handlers are coroutines: they answer on the webhook server's event loop from the watch
-# caches; an object made moments ago that the caches do not hold yet is read from the API
-# server in a thread (`_answer`), so the loop never waits on the network.
-
-
-class _NotCached(LookupError):
-    pass
-
-
-def _not_cached(kind: Kind, name: str, namespace: str | None) -> Dict | None:
-    raise _NotCached(kind.kind, name)
-
-
-async def _answer(ctx: Context, question: Callable[[Getter], T]) -> T:
-    """`question(get)` from the caches alone, on the loop; asked again in a thread, where
-    `get` reads from the API server, when it needs an object the caches do not hold."""
-    try:
-        return question(_not_cached)
-    except _NotCached:
-        return await asyncio.to_thread(question, ctx.manager.get_or_none)
 
 
 def _local_queue(namespace: str, name: str, caches: Caches, get: Getter) -> LocalQueueView | None:

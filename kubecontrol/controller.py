@@ -42,7 +42,7 @@ from kubecontrol.objects import Dict
 from kubecontrol.serving import serve_metrics, serve_probes
 from kubecontrol.settings import ControllerSettings
 from kubecontrol.watchdog import WatchDog
-from kubecontrol.webhook_server import DRAIN_SECONDS, SHUTDOWN_SECONDS, Handler, WebhookServer
+from kubecontrol.webhook_server import DRAIN_SECONDS, SHUTDOWN_SECONDS, Route, WebhookServer
 from kubecontrol.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -313,7 +313,7 @@ def run(
     ctx: ControllerContext,
     cluster: Cluster,
     watches: Iterable[Watch],
-    webhooks: Mapping[str, Handler] | None = None,
+    webhooks: Mapping[str, Route] | None = None,
     on_synced: Callable[[], None] = lambda: None,
     webhook_resource: tuple[str, str] = ("", ""),
     api: ApiGroup | None = None,

@@ -22,6 +22,8 @@ import socket
 import ssl
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +32,14 @@ from aiohttp import web
 
 from kubecontrol.admission import Verdict, refuse, review_problem, review_response
 from kubecontrol.aggregated import AggregatedApi
+from kubecontrol.deadline import Deadline, DeadlinePassed
 from kubecontrol.objects import Dict
 from kubecontrol.shares import Held, Shares, make_room
 
 # Answers on the server's loop, so it must not block: see `in_thread`.
 Handler = Callable[[Dict], Awaitable[Verdict]]
+# Judges a review in a thread, by the deadline it is handed (kubecontrol/deadline.py).
+Judge = Callable[[Dict, Deadline], Verdict]
 log = logging.getLogger(__name__)
 # An AdmissionReview of a CREATE holds one object, at most what etcd stores (1.5 MiB), and
 # its JSON framing.
@@ -73,7 +78,10 @@ HANDSHAKE_SECONDS = 10.0  # a TLS handshake, from the connection's start
 # A review's body must arrive, and its verdict be made (the wait for a slot included), within
 # these; at most MAX_IN_FLIGHT reviews are judged at once, at most MAX_IN_FLIGHT_EACH of them
 # from one address (beyond it, 429 at once): reviews POSTed by a pod that reaches the port
-# never take every slot from the API server's.
+# never take every slot from the API server's. A judge that blocks runs on one of the server's
+# MAX_IN_FLIGHT threads, never the loop's default executor, and is handed the review's
+# deadline: a review answered 503 stops its judge at its next check or API call, and one whose
+# judge has not begun by then never runs.
 READ_SECONDS = 10.0
 JUDGE_SECONDS = 10.0
 MAX_IN_FLIGHT = 32
@@ -82,14 +90,20 @@ MAX_IN_FLIGHT_EACH = 24
 TRUST_CHECKS = 12
 
 
-def in_thread(fn: Callable[[Dict], Verdict]) -> Handler:
-    """A handler made of a function that may block (it asks the API server): run in a
-    thread, so the server's loop goes on serving."""
+@dataclass(frozen=True)
+class InThread:
+    """A route whose judge may block (it asks the API server): see `in_thread`."""
 
-    async def handler(admission: Dict) -> Verdict:
-        return await asyncio.to_thread(fn, admission)
+    judge: Judge
 
-    return handler
+
+Route = Handler | InThread
+
+
+def in_thread(judge: Judge) -> InThread:
+    """A route judged by a function that may block: run on one of the server's judge threads,
+    so its loop goes on serving, and handed the review's deadline."""
+    return InThread(judge)
 
 
 class WebhookServer:
@@ -98,7 +112,7 @@ class WebhookServer:
         address: str,
         port: int,
         files: tuple[Path, Path],
-        routes: Mapping[str, Handler],
+        routes: Mapping[str, Route],
         ready: threading.Event,
         *,
         resource: tuple[str, str],
@@ -121,6 +135,7 @@ class WebhookServer:
         self._current: ssl.SSLContext | None = None
         self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)  # reviews judged at once
         self._judged = Shares(MAX_IN_FLIGHT, MAX_IN_FLIGHT_EACH, "reviews")  # by address
+        self._judges = ThreadPoolExecutor(MAX_IN_FLIGHT, thread_name_prefix="webhook-judge")
         self._closing = False
         self._fresh: set[Any] = set()  # connections that have not asked yet
         # Each connection: since when it does what it does now (connected, asking, idle).
@@ -291,6 +306,7 @@ class WebhookServer:
         await asyncio.sleep(DRAIN_SECONDS)
         server.close()
         await runner.cleanup()
+        self._judges.shutdown(wait=False, cancel_futures=True)
 
     @web.middleware
     async def _asking(self, request: web.Request, handler: Any) -> web.StreamResponse:
@@ -340,11 +356,7 @@ class WebhookServer:
             if refused is not None:
                 verdict = refuse(refused, code=429)
             else:
-                try:
-                    async with asyncio.timeout(JUDGE_SECONDS), self._slots:
-                        verdict = await self._verdict(request.path, handler, admission)
-                except TimeoutError:
-                    verdict = refuse(f"no verdict within {JUDGE_SECONDS:g}s; try again", code=503)
+                verdict = await self._judged_in_time(request.path, handler, admission)
         return web.Response(
             body=orjson.dumps(review_response(review, verdict)), content_type="application/json"
         )
@@ -360,20 +372,47 @@ class WebhookServer:
             kind == self._resource and isinstance(operation, str) and operation in self._operations
         )
 
-    async def _verdict(self, path: str, handler: Handler, admission: Dict) -> Verdict:
+    async def _judged_in_time(self, path: str, handler: Route, admission: Dict) -> Verdict:
+        """The verdict within JUDGE_SECONDS, the wait for a slot included, else a 503; a judge
+        still at work then is told to give up."""
+        deadline = Deadline(JUDGE_SECONDS)
+        late = refuse(f"no verdict within {JUDGE_SECONDS:g}s; try again", code=503)
+        try:
+            async with asyncio.timeout(JUDGE_SECONDS), self._slots:
+                return await self._verdict(path, handler, admission, deadline)
+        except (TimeoutError, DeadlinePassed):
+            return late
+        finally:
+            deadline.give_up()
+
+    async def _verdict(
+        self, path: str, handler: Route, admission: Dict, deadline: Deadline
+    ) -> Verdict:
         if not self._ours(admission):
             return Verdict()
         problem = review_problem(admission)  # before anything is looked up: names become paths
         if problem is not None:
             return refuse(problem, code=400)
         try:
+            if isinstance(handler, InThread):
+                return await asyncio.get_running_loop().run_in_executor(
+                    self._judges, _judge_by, handler.judge, admission, deadline
+                )
             return await handler(admission)
+        except DeadlinePassed:
+            raise
         except Exception as exc:  # a bug, or the API server away: refused, saying why
             meta = (admission.get("object") or {}).get("metadata") or {}
             log.exception(
                 "webhook %s failed for %s/%s", path, admission.get("namespace"), meta.get("name")
             )
             return refuse(f"the webhook {path} failed: {type(exc).__name__}: {exc}", 500)
+
+
+def _judge_by(judge: Judge, admission: Dict, deadline: Deadline) -> Verdict:
+    """On a judge thread: the verdict, unless the review's time ran out while it waited."""
+    deadline.check("judging")
+    return judge(admission, deadline)
 
 
 def _closing(handler: Any) -> bool:

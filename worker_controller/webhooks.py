@@ -9,14 +9,15 @@ import datetime as dt
 from functools import partial
 
 from kubecontrol.admission import Verdict, refuse
+from kubecontrol.deadline import Deadline
 from kubecontrol.objects import Dict
-from kubecontrol.webhook_server import Handler, in_thread
+from kubecontrol.webhook_server import Route, in_thread
 from trainjob import admission as rules
 from trainjob import constants as c
 from worker_controller.context import Context
 
 
-def routes(ctx: Context) -> dict[str, Handler]:
+def routes(ctx: Context) -> dict[str, Route]:
     """The paths our webhook configurations call (deploy/worker/webhooks.yaml)."""
     return {
         "/suspend-queued": in_thread(partial(on_trainjob_mutate, ctx)),
@@ -27,7 +28,8 @@ def routes(ctx: Context) -> dict[str, Handler]:
     }
 
 
-def on_trainjob_mutate(ctx: Context, admission: Dict) -> Verdict:
+def on_trainjob_mutate(ctx: Context, admission: Dict, deadline: Deadline) -> Verdict:
+    """Judged by `deadline`: its look-up waits no longer than is left of it."""
     tj = rules.Admitted(admission)
     # Mutating admission comes before the API server checks the CRD's schema: bounded here.
     too_large = rules.object_problem(tj, ctx.trainjob_schema)
@@ -35,7 +37,8 @@ def on_trainjob_mutate(ctx: Context, admission: Dict) -> Verdict:
         return refuse(too_large)
     defaulted = None
     if tj.queue_name is None and tj.namespace not in rules.UNMANAGED_NAMESPACES:
-        default_lq = ctx.cluster.get_or_none(c.LOCAL_QUEUE, c.DEFAULT_LOCAL_QUEUE, tj.namespace)
+        cluster = ctx.cluster.within(deadline)
+        default_lq = cluster.get_or_none(c.LOCAL_QUEUE, c.DEFAULT_LOCAL_QUEUE, tj.namespace)
         defaulted = rules.defaults_to_queue(tj, default_lq is not None)
     hold = defaulted is None and rules.held_without_queue(
         tj, ctx.settings.manage_jobs_without_queue_name
@@ -44,16 +47,18 @@ def on_trainjob_mutate(ctx: Context, admission: Dict) -> Verdict:
     return Verdict(patch=rules.trainjob_patch(tj, changes, queue=defaulted))
 
 
-def on_trainjob_validate(ctx: Context, admission: Dict) -> Verdict:
+def on_trainjob_validate(ctx: Context, admission: Dict, deadline: Deadline) -> Verdict:
     """Refuse a TrainJob that cannot run on its runtime (trainjob/admission.py). A MultiKueue
     copy was judged on its manager; a runtime that differs here is said as a condition that
-    reaches the manager, never as a refused copy."""
+    reaches the manager, never as a refused copy. Each step begins only while `deadline`
+    has time left."""
     tj = rules.Admitted(admission)
     if tj.prebuilt_workload:
         return Verdict()
-    why = rules.object_problem(tj, ctx.trainjob_schema) or rules.runtime_refusal(
-        tj, ctx.caches.runtime_of(tj)
-    )
+    why = rules.object_problem(tj, ctx.trainjob_schema)
+    if why is None:
+        deadline.check("judging the runtime")
+        why = rules.runtime_refusal(tj, ctx.caches.runtime_of(tj))
     return Verdict() if why is None else refuse(why)
 
 

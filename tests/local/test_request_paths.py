@@ -20,6 +20,7 @@ from dispatcher import copy_pods, log_tails
 from kubecontrol.admission import review_problem
 from kubecontrol.client import ApiException, _curl_setup
 from kubecontrol.cluster import Cluster
+from kubecontrol.deadline import Deadline
 from kubecontrol.informer import Informer
 from kubecontrol.kinds import CONFIG_MAP, POD, InvalidName, checked_path
 from trainjob import constants as c
@@ -175,7 +176,7 @@ def test_a_forged_reviews_namespace_is_refused_before_any_lookup(
         trainjob_schema=None,
     )
     with pytest.raises(InvalidName):  # the handler alone, had the check been skipped
-        worker_webhooks.on_trainjob_mutate(ctx, forged)  # type: ignore[arg-type]
+        worker_webhooks.on_trainjob_mutate(ctx, forged, Deadline(10))  # type: ignore[arg-type]
     assert seen == []
 
 

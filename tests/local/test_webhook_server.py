@@ -15,15 +15,19 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from aiohttp import web
 
-from clusters.helpers.waiting import sooner_than
+from clusters.helpers.waiting import QuietHandler, http_server, loopback_client, sooner_than
 from kubecontrol.admission import Verdict
 from kubecontrol.certs import Material, issue
-from kubecontrol.webhook_server import Handler, WebhookServer, in_thread
+from kubecontrol.cluster import Cluster
+from kubecontrol.deadline import Deadline
+from kubecontrol.webhook_server import Route, WebhookServer, in_thread
+from worker_controller import webhooks as worker_webhooks
 
 Dict = dict[str, Any]
 TRAINJOBS = {"group": "trainer.kubeflow.org", "version": "v1alpha1", "resource": "trainjobs"}
@@ -84,7 +88,7 @@ def serve(tmp_path: Path) -> Iterator[Any]:
     stop = threading.Event()
 
     def start(
-        routes: dict[str, Handler],
+        routes: dict[str, Route],
         ready: threading.Event | None = None,
         check: float = 5.0,
         more: list[web.RouteDef] | None = None,
@@ -174,7 +178,7 @@ def test_it_listens_only_once_the_caches_are_filled(serve: Any) -> None:
 
 
 def test_a_failing_handler_is_a_refusal_that_says_why(serve: Any) -> None:
-    def broken(admission: Dict) -> Verdict:
+    def broken(admission: Dict, deadline: Deadline) -> Verdict:
         raise ConnectionError("the API server is away")
 
     response = serve({"/validate": in_thread(broken)}).ask("/validate", review())["response"]
@@ -192,7 +196,7 @@ def test_unknown_paths_and_bodies_that_are_no_review_are_http_errors(serve: Any)
 def test_a_blocking_handler_does_not_hold_up_other_calls(serve: Any) -> None:
     release, started = threading.Event(), threading.Event()
 
-    def slow(admission: Dict) -> Verdict:
+    def slow(admission: Dict, deadline: Deadline) -> Verdict:
         started.set()
         release.wait(10)
         return Verdict()
@@ -330,6 +334,88 @@ def test_a_handler_that_takes_too_long_is_a_refusal_saying_so(
         "code": 503,
         "message": "no verdict within 0.5s; try again",
     }
+
+
+def test_a_judge_waiting_on_the_api_server_stops_once_its_review_is_answered_503(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's mutating judge looks a default LocalQueue up from an API server that
+    never answers: the review is refused at its deadline, and the judge's thread is free soon
+    after (its call waited no longer than the deadline). Before, the look-up went on for its
+    own timeout, 15 s, and four more tries, while the review had long been answered."""
+    monkeypatch.setattr("kubecontrol.webhook_server.JUDGE_SECONDS", 0.5)
+    asked, release, ended = threading.Event(), threading.Event(), threading.Event()
+
+    class Silent(QuietHandler):
+        def do_GET(self) -> None:
+            asked.set()
+            release.wait(30)
+
+    with contextlib.ExitStack() as stack:
+        port = stack.enter_context(http_server(Silent))
+        stack.callback(release.set)  # before the API server closes: it waits for its threads
+        cluster = Cluster("worker", loopback_client(port), "test")
+        settings = SimpleNamespace(manage_jobs_without_queue_name=False)
+        ctx = SimpleNamespace(cluster=cluster, settings=settings, trainjob_schema=None)
+
+        def judge(admission: Dict, deadline: Deadline) -> Verdict:
+            try:
+                return worker_webhooks.on_trainjob_mutate(ctx, admission, deadline)  # type: ignore[arg-type]
+            finally:
+                ended.set()
+
+        answer = serve({"/mutate": in_thread(judge)}).ask("/mutate", review())["response"]
+        assert answer["status"] == {"code": 503, "message": "no verdict within 0.5s; try again"}
+        assert asked.is_set(), "the judge never asked the API server"
+        assert ended.wait(5), "the judge still works for a review answered 503"
+
+
+def test_judges_run_on_at_most_max_in_flight_threads_however_many_reviews_time_out(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Judges that never return (nor look at their deadline): each review is answered 503 at
+    its deadline, which frees its slot but not its thread. The next reviews' judges wait for
+    one of the server's MAX_IN_FLIGHT threads, and never begin once their own review has been
+    answered. Before, each ran on the loop's default executor, as many at once as it had
+    threads, and a judge begun after its answer ran all the same."""
+    monkeypatch.setattr("kubecontrol.webhook_server.MAX_IN_FLIGHT", 3)
+    monkeypatch.setattr("kubecontrol.webhook_server.MAX_IN_FLIGHT_EACH", 3)
+    monkeypatch.setattr("kubecontrol.webhook_server.JUDGE_SECONDS", 0.5)
+    release = threading.Event()
+    lock, calls, threads = threading.Lock(), [0], set()
+
+    def stuck(admission: Dict, deadline: Deadline) -> Verdict:
+        with lock:
+            calls[0] += 1
+            threads.add(threading.get_ident())
+        release.wait(30)
+        return Verdict()
+
+    served = serve({"/mutate": in_thread(stuck)})
+    answers: list[Dict] = []
+    clients: list[threading.Thread] = []
+    try:
+        for wave in range(4):  # 3 at once, the address's share: the next once they are answered
+            batch = [
+                threading.Thread(
+                    target=lambda uid=f"u{wave}-{i}": answers.append(
+                        served.ask("/mutate", review(uid))
+                    )
+                )
+                for i in range(3)
+            ]
+            clients += batch
+            for client in batch:
+                client.start()
+            for client in batch:
+                client.join(20)
+        codes = [a["response"]["status"]["code"] for a in answers]
+        assert codes == [503] * 12
+        assert (calls[0], len(threads)) == (3, 3), "judges begun, and their threads"
+    finally:
+        release.set()
+        for client in clients:
+            client.join(20)
 
 
 def _review_on(conn: http.client.HTTPSConnection, uid: str) -> http.client.HTTPResponse:

@@ -1,62 +1,88 @@
-"""`webhooks._answer`: admission questions answered from the caches on the event loop, and
-asked again in a thread when they need an object the caches do not hold yet."""
+"""The dispatcher's admission judges: a LocalQueue is read from the watch cache, and from the
+API server (by the review's deadline) only when the cache does not hold it yet."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from types import SimpleNamespace
 from typing import Any
 
 from dispatcher import webhooks
+from kubecontrol.deadline import Deadline
 from kubecontrol.kinds import Kind
 from trainjob import constants as c
+from trainjob.queues import LocalQueueView
 
 Dict = dict[str, Any]
 
 
 class Server:
-    """Stands in for `ctx.manager`: records on which thread each read came."""
+    """Stands in for `ctx.manager`: records what was read, and by which deadline."""
 
     def __init__(self, objects: dict[str, Dict]) -> None:
-        self.objects, self.threads = objects, []
+        self.objects = objects
+        self.read: list[tuple[str, str | None, str]] = []
+        self.deadlines: list[Deadline] = []
+
+    def within(self, deadline: Deadline) -> Server:
+        self.deadlines.append(deadline)
+        return self
 
     def get_or_none(self, kind: Kind, name: str, namespace: str | None) -> Dict | None:
-        self.threads.append(threading.get_ident())
+        self.read.append((kind.kind, namespace, name))
         return self.objects.get(name)
 
 
-def ask(cached: dict[str, Dict], server: Server) -> tuple[Dict | None, int]:
-    """Look `lq` up as the webhooks do; return it and the event loop's thread."""
+class Caches:
+    def __init__(self, queues: dict[str, Dict]) -> None:
+        self.queues = queues
 
-    def question(get: webhooks.Getter) -> Dict | None:
-        return cached.get("lq") or get(c.LOCAL_QUEUE, "lq", "ns")
-
-    async def main() -> tuple[Dict | None, int]:
-        ctx: Any = SimpleNamespace(manager=server)
-        return await webhooks._answer(ctx, question), threading.get_ident()
-
-    return asyncio.run(main())
+    def local_queue(self, namespace: str, name: str) -> LocalQueueView | None:
+        found = self.queues.get(name)
+        return None if found is None else LocalQueueView(found)
 
 
-def test_a_cached_answer_reads_nothing() -> None:
-    server = Server({"lq": {"from": "server"}})
-    found, _loop = ask({"lq": {"from": "cache"}}, server)
-    assert found == {"from": "cache"}
-    assert server.threads == []
+def queue(cluster_queue: str) -> Dict:
+    return {
+        "metadata": {"name": "default", "namespace": "team-a"},
+        "spec": {"clusterQueue": cluster_queue},
+    }
 
 
-def test_an_object_not_cached_yet_is_read_off_the_loop() -> None:
-    server = Server({"lq": {"from": "server"}})
-    found, loop = ask({}, server)
-    assert found == {"from": "server"}
-    assert len(server.threads) == 1 and server.threads[0] != loop
+def mutate(cached: dict[str, Dict], server: Server) -> tuple[Any, Deadline]:
+    deadline = Deadline(10)
+    ctx: Any = SimpleNamespace(
+        crd_problem=None,
+        trainjob_schema=None,
+        caches=Caches(cached),
+        manager=server,
+        settings=SimpleNamespace(manager_runs_trainjobs=True),
+    )
+    review = {"uid": "u", "namespace": "team-a", "object": {"metadata": {"name": "tj"}}}
+    return webhooks.on_mutate(ctx, review, deadline), deadline
 
 
-def test_an_object_nowhere_is_none() -> None:
+def test_a_cached_queue_reads_nothing(monkeypatch: Any) -> None:
+    monkeypatch.setattr(webhooks, "cq_has_our_check", lambda *a: False)
+    server = Server({"default": queue("from-server")})
+    verdict, _ = mutate({"default": queue("cq")}, server)
+    assert server.read == []
+    assert {"op": "add", "path": "/metadata/labels", "value": {}} in verdict.patch
+
+
+def test_a_queue_not_cached_yet_is_read_by_the_reviews_deadline(monkeypatch: Any) -> None:
+    monkeypatch.setattr(webhooks, "cq_has_our_check", lambda *a: False)
+    server = Server({"default": queue("cq")})
+    verdict, deadline = mutate({}, server)
+    assert server.read == [(c.LOCAL_QUEUE.kind, "team-a", "default")] * 2  # default, then its cq
+    assert server.deadlines == [deadline]
+    assert verdict.allowed
+
+
+def test_a_queue_nowhere_is_none() -> None:
     server = Server({})
-    found, _loop = ask({}, server)
-    assert found is None and len(server.threads) == 1
+    verdict, _ = mutate({}, server)
+    assert server.read == [(c.LOCAL_QUEUE.kind, "team-a", "default")]
+    assert verdict.allowed and verdict.patch == ()
 
 
 def test_the_mutating_webhook_bounds_the_object_before_looking_anything_up() -> None:
@@ -69,5 +95,5 @@ def test_the_mutating_webhook_bounds_the_object_before_looking_anything_up() -> 
         "namespace": "team-a",
         "object": {"metadata": {"name": "tj"}, "spec": {"runtimePatches": [{}] * 900_000}},
     }
-    verdict = asyncio.run(webhooks.on_mutate(ctx, review))  # type: ignore[arg-type]
+    verdict = webhooks.on_mutate(ctx, review, Deadline(10))  # type: ignore[arg-type]
     assert not verdict.allowed and "900000 items, over the 16" in verdict.message

@@ -5,7 +5,6 @@ as installed (crds/); and a runtime's failure patterns compiled once, not per re
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,6 +14,7 @@ import pytest
 
 from clusters.helpers.builders import runtime_patch
 from clusters.kube import load_manifests
+from kubecontrol.deadline import Deadline
 from kubecontrol.schema_bounds import MAX_VALUES, bounds_problem, version_schema
 from trainjob import constants as c
 from trainjob.admission import FALLBACK_SCHEMA, MAX_RUNTIME_PATCHES, Admitted, object_problem
@@ -230,7 +230,7 @@ def test_the_mutating_webhooks_bound_the_object_first() -> None:
         "object": {"metadata": {"name": "tj"}, "spec": {"runtimePatches": [{}] * 900_000}},
     }
     ctx = SimpleNamespace(trainjob_schema=SCHEMA, cluster=None, settings=None)
-    verdict = worker_webhooks.on_trainjob_mutate(ctx, review)  # type: ignore[arg-type]
+    verdict = worker_webhooks.on_trainjob_mutate(ctx, review, Deadline(10))  # type: ignore[arg-type]
     assert not verdict.allowed and "900000 items, over the 16" in verdict.message
 
 
@@ -270,8 +270,8 @@ def test_the_validating_webhooks_refuse_what_the_crd_would() -> None:
         "object": {"metadata": {"name": "tj"}, "spec": {"runtimeRef": {"name": "x" * 254}}},
     }
     worker = SimpleNamespace(trainjob_schema=SCHEMA, caches=None)
-    said = worker_webhooks.on_trainjob_validate(worker, review)  # type: ignore[arg-type]
+    said = worker_webhooks.on_trainjob_validate(worker, review, Deadline(10))  # type: ignore[arg-type]
     assert not said.allowed and "runtimeRef.name: 254 characters" in said.message
     manager = SimpleNamespace(trainjob_schema=SCHEMA, caches=None)
-    said = asyncio.run(dispatcher_webhooks.on_validate(manager, review))  # type: ignore[arg-type]
+    said = dispatcher_webhooks.on_validate(manager, review, Deadline(10))  # type: ignore[arg-type]
     assert not said.allowed and "runtimeRef.name: 254 characters" in said.message
