@@ -1,24 +1,36 @@
-"""Capacity shared per caller: slots of a pool no single caller may fill, and which
-connection to close when a server's connections are all taken.
+"""Capacity shared per caller: slots of a pool no single caller may fill, handed out in turns
+to those who wait for one, and which connection to close when a server's connections are all
+taken.
 
 A caller is whoever the server can name: the authenticated user the API server passes for an
 aggregated API, or a connection's source address on a port anyone may reach. One caller that
-holds everything it can never keeps another out: it meets its own share first, and when a
-new connection needs room, the caller holding the most connections gives one up (or, where
-each connection costs a thread, that caller's own newcomer is closed as it comes).
+holds everything it can never keeps another out: it meets its own share first, a freed slot
+goes to whoever has been served least recently, and when a new connection needs room, the
+caller holding the most connections gives one up (or, where each connection costs a thread,
+that caller's own newcomer is closed as it comes).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
-from collections import Counter, OrderedDict
-from collections.abc import Hashable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections import Counter, OrderedDict, deque
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+
+
+def _check_share(total: int, each: int, each_group: int | None) -> None:
+    if not 0 < each <= (each_group or total) <= total:
+        raise ValueError(f"a caller's share ({each}) must be within the pool (1..{total})")
+
+
+def _never() -> bool:
+    return False
 
 
 class Shares:
@@ -27,8 +39,7 @@ class Shares:
     thread-safe: `take` says why not rather than waiting."""
 
     def __init__(self, total: int, each: int, what: str, each_group: int | None = None) -> None:
-        if not 0 < each <= (each_group or total) <= total:
-            raise ValueError(f"a caller's share ({each}) must be within the pool (1..{total})")
+        _check_share(total, each, each_group)
         self.total, self.each, self.each_group, self._what = total, each, each_group, what
         self._held: Counter[Hashable] = Counter()
         self._groups: Counter[Hashable] = Counter()
@@ -74,19 +85,247 @@ class Shares:
                 self.give_back(who, group)
 
 
+@dataclass
+class _Caller:
+    """A caller's place in a group: slots held there, when it was last served (0: never),
+    its waiting takes in the order they came."""
+
+    held: int = 0
+    served: int = 0
+    waiting: deque[asyncio.Future[None]] = field(default_factory=deque)
+
+
+@dataclass
+class _Group:
+    """A group's: slots held, when it was last served (0: never), its callers that hold or
+    wait, in the order they came."""
+
+    held: int = 0
+    served: int = 0
+    callers: dict[Hashable, _Caller] = field(default_factory=dict)
+
+
+class FairQueue:
+    """`total` slots shared as `Shares` shares them (a caller holds at most `each`, a group
+    at most `each_group`), but a caller that finds no slot it may take waits for one, as the
+    API server's Priority and Fairness queues a flow's requests rather than refusing them.
+    Each freed slot goes to the group served least recently that has a waiting caller it may
+    serve, and within that group to the caller served least recently; one never served comes
+    first. So a caller asking once is served at the next freed slot however many others loop,
+    and a tenant's many users take turns as one group.
+
+    Bounded: at most `queued_each` waiting per caller, `queued_group` per group and
+    `queued_total` in all; a caller past those, or still waiting after `wait` seconds, or
+    whose `gone()` turns true (checked every `check_every` seconds), is refused and leaves the
+    queue. Memory is kept only for callers that hold or wait. Not thread-safe: `take` and
+    `give_back` on one event loop."""
+
+    def __init__(
+        self,
+        total: int,
+        each: int,
+        what: str,
+        each_group: int | None = None,
+        *,
+        queued_each: int,
+        queued_group: int | None = None,
+        queued_total: int,
+        check_every: float = 1.0,
+    ) -> None:
+        _check_share(total, each, each_group)
+        _check_share(queued_total, queued_each, queued_group)
+        self.total, self.each, self.each_group, self._what = total, each, each_group, what
+        self.queued_each, self.queued_group = queued_each, queued_group
+        self.queued_total = queued_total
+        self._check_every = check_every
+        self._in_use = 0
+        self._queued = 0
+        self._served = 0  # grants so far: the clock of "served least recently"
+        self._held: Counter[Hashable] = Counter()  # by caller, over every group
+        self._groups: dict[Hashable, _Group] = {}  # those holding or waiting, as they came
+
+    def held(self, who: Hashable) -> int:
+        return self._held[who]
+
+    def queued(self, who: Hashable, group: Hashable = None) -> int:
+        place = self._groups.get(group)
+        caller = place.callers.get(who) if place is not None else None
+        return len(caller.waiting) if caller is not None else 0
+
+    async def take(
+        self,
+        who: Hashable,
+        group: Hashable = None,
+        *,
+        wait: float,
+        gone: Callable[[], bool] = _never,
+    ) -> str | None:
+        """A slot for `who` (of `group`), now or within `wait` seconds: None once it is held,
+        else the reason it is not (for a 429)."""
+        if self._in_use < self.total and self._may_serve(who, group):
+            self._grant(who, group)
+            return None
+        full = self._full(who, group)
+        if full is not None:
+            return full
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._place(who, group).waiting.append(turn)
+        self._queued += 1
+        try:
+            await self._until(turn, wait, gone)
+        except BaseException:  # cancelled: its place, or the slot just handed to it, goes
+            if turn.done():
+                self.give_back(who, group)
+            else:
+                self._leave(who, group, turn)
+            raise
+        if turn.done():
+            return None
+        self._leave(who, group, turn)
+        if gone():
+            return f"the client went away while its {self._what} waited"
+        return (
+            f"no slot within {wait:g}s: this replica's {self.total} {self._what} are under way; "
+            "try again"
+        )
+
+    def give_back(self, who: Hashable, group: Hashable = None) -> None:
+        """End a slot `take` gave; the next caller in turn takes it."""
+        self._in_use -= 1
+        self._held[who] -= 1
+        if self._held[who] <= 0:
+            del self._held[who]
+        self._groups[group].held -= 1
+        self._groups[group].callers[who].held -= 1
+        self._forget(who, group)
+        self._serve()
+
+    @asynccontextmanager
+    async def slot(
+        self,
+        who: Hashable,
+        group: Hashable = None,
+        *,
+        wait: float,
+        gone: Callable[[], bool] = _never,
+    ) -> AsyncIterator[str | None]:
+        """`take` for an `async with` block: yields None while a slot is held (given back at
+        the end, also when the block is cancelled), else the reason none is."""
+        refused = await self.take(who, group, wait=wait, gone=gone)
+        try:
+            yield refused
+        finally:
+            if refused is None:
+                self.give_back(who, group)
+
+    def _may_serve(self, who: Hashable, group: Hashable) -> bool:
+        place = self._groups.get(group)
+        if self.each_group is not None and place is not None and place.held >= self.each_group:
+            return False
+        return self._held[who] < self.each
+
+    def _full(self, who: Hashable, group: Hashable) -> str | None:
+        place = self._groups.get(group, _Group())
+        mine = place.callers.get(who, _Caller())
+        if len(mine.waiting) >= self.queued_each:
+            return (
+                f"you have {self.queued_each} {self._what} waiting on this replica, your share; "
+                "try again"
+            )
+        ours = sum(len(caller.waiting) for caller in place.callers.values())
+        if self.queued_group is not None and ours >= self.queued_group:
+            return (
+                f"{self.queued_group} {self._what} of {group} are waiting on this replica, its "
+                "share; try again"
+            )
+        if self._queued >= self.queued_total:
+            return f"{self.queued_total} {self._what} are waiting on this replica; try again"
+        return None
+
+    def _place(self, who: Hashable, group: Hashable) -> _Caller:
+        return self._groups.setdefault(group, _Group()).callers.setdefault(who, _Caller())
+
+    async def _until(
+        self, turn: asyncio.Future[None], wait: float, gone: Callable[[], bool]
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while not turn.done() and not gone():
+            left = deadline - loop.time()
+            if left <= 0:
+                return
+            await asyncio.wait((turn,), timeout=min(self._check_every, left))
+
+    def _leave(self, who: Hashable, group: Hashable, turn: asyncio.Future[None]) -> None:
+        self._groups[group].callers[who].waiting.remove(turn)
+        self._queued -= 1
+        self._forget(who, group)
+
+    def _grant(self, who: Hashable, group: Hashable) -> None:
+        self._served += 1
+        self._in_use += 1
+        self._held[who] += 1
+        caller = self._place(who, group)
+        place = self._groups[group]
+        caller.held, caller.served = caller.held + 1, self._served
+        place.held, place.served = place.held + 1, self._served
+
+    def _forget(self, who: Hashable, group: Hashable) -> None:
+        place = self._groups[group]
+        caller = place.callers[who]
+        if not caller.held and not caller.waiting:
+            del place.callers[who]
+        if not place.callers:
+            del self._groups[group]
+
+    def _serve(self) -> None:
+        while self._in_use < self.total:
+            turn = self._next()
+            if turn is None:
+                return
+            who, group = turn
+            future = self._groups[group].callers[who].waiting.popleft()
+            self._queued -= 1
+            self._grant(who, group)
+            future.set_result(None)
+
+    def _next(self) -> tuple[Hashable, Hashable] | None:
+        """The caller to serve: of the group served least recently with one it may serve,
+        the one served least recently (ties: the one that came first)."""
+        groups = sorted(self._groups.items(), key=lambda item: item[1].served)
+        for group, place in groups:
+            if self.each_group is not None and place.held >= self.each_group:
+                continue
+            ready = [
+                (caller.served, who)
+                for who, caller in place.callers.items()
+                if caller.waiting and self._held[who] < self.each
+            ]
+            if ready:
+                return min(ready, key=lambda served_who: served_who[0])[1], group
+        return None
+
+
 class Rates:
     """A token bucket per caller: `per_second` on average, `burst` at once; at most
     `callers` buckets are kept (the least recently used go, and one that comes back starts
     full). Thread-safe."""
 
-    def __init__(self, per_second: float, burst: int, callers: int = 4096) -> None:
+    def __init__(
+        self,
+        per_second: float,
+        burst: int,
+        callers: int = 4096,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._rate, self._burst, self._callers = per_second, float(burst), callers
+        self._clock = clock
         self._lock = threading.Lock()
         self._buckets: OrderedDict[Hashable, tuple[float, float]] = OrderedDict()
 
     def take(self, who: Hashable, now: float | None = None) -> bool:
         """Take one from `who`'s bucket: whether there was one."""
-        now = time.monotonic() if now is None else now
+        now = self._clock() if now is None else now
         with self._lock:
             left, refilled = self._buckets.pop(who, (self._burst, now))
             left = min(self._burst, left + (now - refilled) * self._rate)

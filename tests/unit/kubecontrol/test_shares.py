@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
-from kubecontrol.shares import Held, Rates, Shares, make_room, turned_away
+from kubecontrol.shares import FairQueue, Held, Rates, Shares, make_room, turned_away
 
 
 def test_one_caller_meets_its_share_before_the_pool_is_full() -> None:
@@ -143,3 +147,187 @@ def test_a_flood_of_callers_keeps_the_buckets_of_4096_by_default() -> None:
     assert rates.take(1, now=0.0)  # forgotten: full again
     assert not rates.take(0, now=0.0)  # seen again since: remembered
     assert not rates.take(4096, now=0.0)
+
+
+# ---- FairQueue: slots handed out in turns ---------------------------------------------------
+
+
+class Readers:
+    """Callers of a FairQueue that take a slot, say so in `served` and hold it until the
+    oldest holder is let go (`free_one`)."""
+
+    def __init__(self, queue: FairQueue, wait: float = 30.0) -> None:
+        self.queue, self.wait = queue, wait
+        self.served: list[str] = []
+        self.answers: dict[int, str | None] = {}
+        self.holding: list[asyncio.Event] = []
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def ask(
+        self,
+        who: str,
+        group: str | None = None,
+        gone: Callable[[], bool] = lambda: False,
+        wait: float | None = None,
+    ) -> int:
+        number = len(self.tasks)
+        read = self._read(number, who, group, gone, self.wait if wait is None else wait)
+        self.tasks.append(asyncio.create_task(read))
+        return number
+
+    async def _read(
+        self, number: int, who: str, group: str | None, gone: Callable[[], bool], wait: float
+    ) -> None:
+        refused = await self.queue.take(who, group, wait=wait, gone=gone)
+        self.answers[number] = refused
+        if refused is not None:
+            return
+        self.served.append(who)
+        done = asyncio.Event()
+        self.holding.append(done)
+        await done.wait()
+        self.queue.give_back(who, group)
+
+    async def free_one(self) -> None:
+        self.holding.pop(0).set()
+        await settle()
+
+    async def free_all(self) -> None:
+        while self.holding:
+            await self.free_one()
+        await asyncio.gather(*self.tasks)
+
+
+async def settle() -> None:
+    """Let every task that can run, run."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+def fair(total: int, each: int, **kwargs: Any) -> FairQueue:
+    return FairQueue(total, each, "reads", queued_each=4, queued_total=16, **kwargs)
+
+
+def test_a_caller_asking_once_is_served_at_the_next_freed_slot_however_many_others_loop() -> None:
+    """Two callers each holding a slot with three more waiting, then one asking once: the
+    next freed slot is the newcomer's, and the others then take turns, not first come."""
+
+    async def scenario() -> list[str]:
+        readers = Readers(fair(total=2, each=1))
+        for who in ("alice", "bob"):
+            for _ in range(4):
+                readers.ask(who)
+        await settle()
+        readers.ask("carol")
+        await settle()
+        assert readers.served == ["alice", "bob"]  # the rest wait
+        await readers.free_all()
+        return readers.served
+
+    assert asyncio.run(scenario()) == ["alice", "bob", "carol", *["alice", "bob"] * 3]
+
+
+def test_a_groups_many_callers_take_one_turn_between_the_others() -> None:
+    """A tenant whose ServiceAccounts are many users waits as one namespace: a freed slot goes
+    to the namespace served least recently, then to its user served least recently."""
+
+    async def scenario() -> list[str]:
+        readers = Readers(fair(total=1, each=1, each_group=1, queued_group=8))
+        readers.ask("alice", "team-a")
+        await settle()
+        for i in range(3):
+            readers.ask(f"sa-{i}", "evil")
+        readers.ask("alice", "team-a")
+        readers.ask("alice", "team-a")
+        await settle()
+        await readers.free_all()
+        return readers.served
+
+    assert asyncio.run(scenario()) == ["alice", "sa-0", "alice", "sa-1", "alice", "sa-2"]
+
+
+def test_a_caller_waits_within_its_share_and_for_no_slot_past_it() -> None:
+    """One caller at its share waits while a slot it may not take is free; another takes it."""
+
+    async def scenario() -> tuple[list[str], int]:
+        readers = Readers(fair(total=3, each=1))
+        readers.ask("alice")
+        readers.ask("alice")
+        await settle()
+        readers.ask("bob")
+        await settle()
+        served, alice_waiting = list(readers.served), readers.queue.queued("alice")
+        await readers.free_all()
+        return served, alice_waiting
+
+    assert asyncio.run(scenario()) == (["alice", "bob"], 1)
+
+
+def test_full_queues_refuse_at_once_and_say_whose() -> None:
+    async def scenario() -> dict[int, str | None]:
+        queue = FairQueue(
+            1, 1, "reads", 1, queued_each=2, queued_group=3, queued_total=4, check_every=0.01
+        )
+        readers = Readers(queue)
+        readers.ask("holder", "team-h")
+        for who, group in [("sa-0", "evil"), ("sa-0", "evil"), ("sa-0", "evil")]:
+            readers.ask(who, group)
+        readers.ask("sa-1", "evil")
+        readers.ask("sa-2", "evil")
+        readers.ask("alice", "team-a")
+        readers.ask("bob", "team-b")
+        await settle()
+        answers = dict(readers.answers)
+        await readers.free_all()
+        return answers
+
+    answers = asyncio.run(scenario())
+    assert answers == {
+        0: None,
+        3: "you have 2 reads waiting on this replica, your share; try again",
+        5: "3 reads of evil are waiting on this replica, its share; try again",
+        7: "4 reads are waiting on this replica; try again",
+    }
+
+
+def test_a_wait_ends_at_its_deadline_or_when_its_client_leaves_and_frees_its_place() -> None:
+    async def scenario() -> tuple[dict[int, str | None], list[str], int]:
+        readers = Readers(fair(total=1, each=1, check_every=0.01))
+        left = False
+        readers.ask("holder")
+        await settle()
+        late = readers.ask("late", wait=0.05)
+        gone = readers.ask("gone", gone=lambda: left)
+        await readers.tasks[late]  # its wait is over, the slot still held
+        left = True
+        await readers.tasks[gone]
+        queued = readers.queue.queued("gone") + readers.queue.queued("late")
+        readers.ask("next")
+        await readers.free_all()
+        return readers.answers, readers.served, queued
+
+    answers, served, queued = asyncio.run(scenario())
+    assert answers[1] == "no slot within 0.05s: this replica's 1 reads are under way; try again"
+    assert answers[2] == "the client went away while its reads waited"
+    assert queued == 0
+    assert served == ["holder", "next"]
+
+
+def test_a_cancelled_wait_leaves_the_queue_and_gives_back_a_slot_handed_to_it() -> None:
+    async def scenario() -> tuple[int, int, str | None]:
+        queue = fair(total=1, each=1)
+        assert await queue.take("holder", wait=30) is None
+        waiter = asyncio.create_task(queue.take("waiter", wait=30))
+        handed = asyncio.create_task(queue.take("handed", wait=30))
+        await settle()
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        queued = queue.queued("waiter")
+        queue.give_back("holder")  # the slot is handed over before "handed" runs again
+        handed.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await handed
+        return queued, queue.held("handed"), await queue.take("last", wait=0)
+
+    assert asyncio.run(scenario()) == (0, 0, None)
