@@ -36,7 +36,7 @@ from kubecontrol.aggregated import (
 from kubecontrol.client import ApiException, TransportError
 from kubecontrol.kinds import EVENT, POD
 from kubecontrol.objects import Dict
-from kubecontrol.shares import Shares
+from kubecontrol.shares import FairQueue, Rates, Shares
 from trainjob import constants as c
 from trainjob import jobframework
 from trainjob import story as types
@@ -67,12 +67,37 @@ WHOLE_LOG_SECONDS = 300.0  # a log read without follow ends within this
 FOLLOW_IDLE_SECONDS = 3600.0
 _streams = Shares(MAX_STREAMS, STREAMS_EACH, "log streams", STREAMS_PER_NAMESPACE)
 # Reads that answer a request (the story, finding a log's pod): on threads of their own, at
-# most this many at once, shared the same way.
+# most this many at once, shared the same way. A read with no slot it may take waits in its
+# user's queue (QUEUED_EACH of a user, QUEUED_PER_NAMESPACE of a namespace, MAX_QUEUED in
+# all), and each freed slot goes to the namespace, then the user, served least recently
+# (kubecontrol/shares.py FairQueue): a user who asks once is served at the next freed slot
+# however many reads others loop. A read that waits WAIT_SECONDS, or finds its queue full,
+# gets 429 and a Retry-After. WAIT_SECONDS is half of one worker read's deadline (10 s): a
+# read that waited that long finds the replica's reads held by workers slow to answer, which
+# is better said (Retry-After) than waited on, and while it waits it holds a seat of the API
+# server's own Priority and Fairness, which proxies it here.
 MAX_READS = 8
 READS_EACH = 2
 READS_PER_NAMESPACE = 4
+QUEUED_EACH = 4
+QUEUED_PER_NAMESPACE = 8
+MAX_QUEUED = 64
+WAIT_SECONDS = 5.0
+# One user's reads on average and at once, so that a user looping reads does not make the
+# dispatcher's reads of a worker run back to back under its identity there; more get 429.
+READS_PER_MINUTE_EACH = 60
+READS_BURST_EACH = 10
 _reads = ThreadPoolExecutor(max_workers=MAX_READS, thread_name_prefix="job-story")
-_reads_slots = Shares(MAX_READS, READS_EACH, "story or log reads", READS_PER_NAMESPACE)
+_reads_slots = FairQueue(
+    MAX_READS,
+    READS_EACH,
+    "story or log reads",
+    READS_PER_NAMESPACE,
+    queued_each=QUEUED_EACH,
+    queued_group=QUEUED_PER_NAMESPACE,
+    queued_total=MAX_QUEUED,
+)
+_read_rates = Rates(READS_PER_MINUTE_EACH / 60, READS_BURST_EACH)
 
 
 # ---- reads --------------------------------------------------------------------------------
@@ -230,25 +255,41 @@ def waiting_in(ctx: Context, workload: WorkloadView) -> list[types.QueueWait]:
 
 async def _read(call: ApiRequest, fn: Callable[..., Any], *args: Any) -> Any:
     """`fn(*args)` on the API's own threads, or the answer to give instead: 429 when the
-    caller's share of `MAX_READS` is under way (a caller who floods the API waits for no one
-    else's slot, and the webhooks' threads are never theirs), the Refusal's code, 400 for a
-    wrong parameter, 503 when the manager's API cannot say."""
-    who = (call.caller.user, call.namespace)
-    refused = _reads_slots.take(*who)
-    if refused is not None:
-        answer = status(429, refused)
-        answer.headers["Retry-After"] = "1"
-        return answer
-    try:
-        return await asyncio.get_running_loop().run_in_executor(_reads, fn, *args)
-    except Refusal as exc:
-        return status(exc.code, str(exc))
-    except ValueError as exc:
-        return status(400, str(exc))
-    except (ApiException, TransportError) as exc:
-        return status(503, f"the manager's API: {exc}")
-    finally:
-        _reads_slots.give_back(*who)
+    caller is past its rate, or waited `WAIT_SECONDS` for a slot, or its queue is full (a
+    caller who floods the API waits behind everyone else's turn, and the webhooks' threads are
+    never theirs), the Refusal's code, 400 for a wrong parameter, 503 when the manager's API
+    cannot say."""
+    user, namespace = call.caller.user, call.namespace
+    if not _read_rates.take(user):
+        return _too_many(
+            f"you asked for more than {READS_PER_MINUTE_EACH} story or log reads a minute "
+            "on this replica, your rate; try again"
+        )
+    async with _reads_slots.slot(
+        user, namespace, wait=WAIT_SECONDS, gone=lambda: _gone(call.http)
+    ) as refused:
+        if refused is not None:
+            return _too_many(refused)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(_reads, fn, *args)
+        except Refusal as exc:
+            return status(exc.code, str(exc))
+        except ValueError as exc:
+            return status(400, str(exc))
+        except (ApiException, TransportError) as exc:
+            return status(503, f"the manager's API: {exc}")
+
+
+def _too_many(message: str) -> web.Response:
+    answer = status(429, message)
+    answer.headers["Retry-After"] = "1"
+    return answer
+
+
+def _gone(request: web.Request) -> bool:
+    """Whether the client of `request` went away."""
+    transport = request.transport
+    return transport is None or transport.is_closing()
 
 
 async def _story(ctx: Context, call: ApiRequest) -> web.StreamResponse:
@@ -358,8 +399,7 @@ async def _relay(
             try:
                 item = await asyncio.wait_for(pieces.get(), 1.0)
             except TimeoutError:
-                transport = call.http.transport
-                if transport is None or transport.is_closing():
+                if _gone(call.http):
                     return response or web.Response()
                 if opened.is_set() and response is None:
                     response = await _open(call.http)  # headers now, lines when they come
