@@ -51,9 +51,9 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Watch:
     """One kind a controller watches: the cache it fills (`index`: key -> the object; `groups`,
-    when `group_by` is given: group key -> the objects in it), the selectors the API server
-    filters with, and what an event does (`on_event(type, obj)`, on the informer's thread:
-    queue a key, set a flag)."""
+    when `group_by` or `groups_of` is given: group key -> the objects in it, each object in one
+    group or in several), the selectors the API server filters with, and what an event does
+    (`on_event(type, obj)`, on the informer's thread: queue a key, set a flag)."""
 
     index: str
     kind: Kind
@@ -62,6 +62,7 @@ class Watch:
     field_selector: str = ""
     transform: Callable[[Dict], Dict] = slim
     group_by: Callable[[Dict], Hashable] | None = None
+    groups_of: Callable[[Dict], Iterable[Hashable]] | None = None
     groups: str = ""
     # Optional: the caches count as synced without it (a kind the controller may not be
     # allowed to read; what reads it asks `ControllerContext.listed`). It lists and watches
@@ -421,6 +422,7 @@ def informers(ctx: ControllerContext, cluster: Cluster, watches: list[Watch]) ->
             name=f"{ctx.settings.cluster_name}-{watch.index}",
             transform=watch.transform,
             group_by=watch.group_by,
+            groups_of=watch.groups_of,
             on_state=functools.partial(_note_state, ctx, watch.index),
             page=watch.page,
         )

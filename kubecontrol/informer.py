@@ -17,7 +17,8 @@ the API server, so a filtered watch streams only what it keeps.
 A change that leaves what it keeps as it was (only the resourceVersion moved) updates the cache
 and calls nobody: a transform that keeps only what its readers read also spares them the
 changes they would not act on. `group_by` keeps a second index, group key -> the objects in it
-(client-go's indexers, one).
+(client-go's indexers, one); `groups_of` does the same for an object that sits in several
+groups at once (controller-runtime's field indexes, which give each object several values).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from kubecontrol.client import ApiClient, ApiException
@@ -167,6 +168,7 @@ class Informer:
         page: int = PAGE,
         transform: Callable[[Dict], Dict] = slim,
         group_by: Callable[[Dict], Key] | None = None,
+        groups_of: Callable[[Dict], Iterable[Key]] | None = None,
     ) -> None:
         self.kind = kind
         self._api = api
@@ -185,7 +187,11 @@ class Informer:
         # of keys at a time (atomic under the GIL).
         self._store: dict[Key, Dict] = {}
         self.view = IndexView(self._store)
-        self._transform, self._group_by = transform, group_by
+        self._transform = transform
+        self._grouped = group_by is not None or groups_of is not None
+        self._group_keys: Callable[[Dict], Iterable[Key]] = (
+            (lambda obj: (group_by(obj),)) if group_by is not None else groups_of or (lambda _: ())
+        )
         self._groups: dict[Key, dict[Key, Dict]] = {}  # group key -> object key -> object
         self.groups = GroupView(self)
         self._groups_lock = threading.Lock()
@@ -201,7 +207,7 @@ class Informer:
         return list(self._store.values())
 
     def group(self, key: Key) -> list[Dict]:
-        """The objects `group_by` puts under `key` (none without a `group_by`)."""
+        """The objects `group_by` (or `groups_of`) puts under `key` (none without either)."""
         with self._groups_lock:
             return list(self._groups.get(key, {}).values())
 
@@ -212,25 +218,26 @@ class Informer:
     def _put(self, key: Key, obj: Dict) -> None:
         old = self._store.get(key)
         self._store[key] = obj
-        if self._group_by is not None:
+        if self._grouped:
             with self._groups_lock:
                 if old is not None:
                     self._ungroup(key, old)
-                self._groups.setdefault(self._group_by(obj), {})[key] = obj
+                for group in set(self._group_keys(obj)):
+                    self._groups.setdefault(group, {})[key] = obj
 
     def _drop(self, key: Key) -> None:
         old = self._store.pop(key, None)
-        if old is not None and self._group_by is not None:
+        if old is not None and self._grouped:
             with self._groups_lock:
                 self._ungroup(key, old)
 
     def _ungroup(self, key: Key, obj: Dict) -> None:
-        group = self._group_by(obj) if self._group_by is not None else None
-        members = self._groups.get(group)
-        if members is not None:
-            members.pop(key, None)
-            if not members:
-                del self._groups[group]
+        for group in set(self._group_keys(obj)):
+            members = self._groups.get(group)
+            if members is not None:
+                members.pop(key, None)
+                if not members:
+                    del self._groups[group]
 
     def start(self) -> None:
         threading.Thread(target=self._run, daemon=True, name=f"informer-{self._name}").start()

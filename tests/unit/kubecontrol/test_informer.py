@@ -35,6 +35,23 @@ def test_objects_move_between_groups_and_empty_groups_go() -> None:
     assert informer.get(("ns", "b")) is not None and informer.get(("ns", "a")) is None
 
 
+def test_an_object_in_several_groups_leaves_each_it_no_longer_names() -> None:
+    informer = Informer(
+        client.ApiClient(), c.POD, groups_of=lambda o: o["metadata"]["labels"]["owner"].split(",")
+    )
+    informer._put(("ns", "a"), _pod("a", "x,y"))
+    informer._put(("ns", "b"), _pod("b", "y"))
+    assert [p["metadata"]["name"] for p in informer.group("x")] == ["a"]
+    assert sorted(p["metadata"]["name"] for p in informer.group("y")) == ["a", "b"]
+    informer._put(("ns", "a"), _pod("a", "y,z"))  # out of x, still in y, new in z
+    assert "x" not in informer._groups
+    assert sorted(p["metadata"]["name"] for p in informer.group("y")) == ["a", "b"]
+    assert [p["metadata"]["name"] for p in informer.group("z")] == ["a"]
+    informer._drop(("ns", "a"))
+    assert sorted(informer._groups) == ["y"]
+    assert [p["metadata"]["name"] for p in informer.group("y")] == ["b"]
+
+
 def test_without_group_by_there_are_no_groups() -> None:
     informer = Informer(client.ApiClient(), c.POD)
     informer._put(("ns", "a"), _pod("a", "x"))
