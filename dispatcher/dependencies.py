@@ -119,6 +119,20 @@ def references(pod_sets: list[Dict]) -> list[Ref]:
     return list(found.values())
 
 
+def named_by(workload: Dict) -> list[tuple[str, str, str]]:
+    """The (namespace, Kind, name) of each Secret and ConfigMap a manager Workload's pods
+    reference: the keys the dispatcher's index of dependents files it under, so that a change
+    of one queues only the TrainJobs that take it along. The first MAX_DEPENDENCIES only: a job
+    that names more is refused whatever they hold."""
+    meta = workload.get("metadata") or {}
+    pod_sets = (workload.get("spec") or {}).get("podSets")
+    if not isinstance(pod_sets, list):
+        return []
+    namespace = str(meta.get("namespace", ""))
+    refs = references([ps for ps in pod_sets if isinstance(ps, dict)])
+    return [(namespace, ref.kind, ref.name) for ref in refs[:MAX_DEPENDENCIES]]
+
+
 # ---- the manager's objects, as the cache keeps them ----------------------------------------
 
 

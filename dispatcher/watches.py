@@ -41,6 +41,9 @@ def watches(ctx: Context) -> list[Watch]:
             c.WORKLOAD,
             lambda _type, wl: _enqueue_owner(ctx, wl),
             page=TENANT_SIZED_PAGE,
+            # Which Workloads reference each Secret and ConfigMap (dependency_watches).
+            groups_of=dependencies.named_by if ctx.settings.copy_dependencies else None,
+            groups=Index.DEPENDENTS if ctx.settings.copy_dependencies else "",
         ),
         Watch(Index.CLUSTERS, c.MULTIKUEUE_CLUSTER, lambda t, mkc: on_cluster_event(ctx, t, mkc)),
         Watch(Index.CHECKS, c.ADMISSION_CHECK, check_changed),
@@ -59,15 +62,19 @@ def watches(ctx: Context) -> list[Watch]:
 
 def dependency_watches(ctx: Context) -> list[Watch]:
     """Secrets and ConfigMaps (who they are and a digest, never their content) and the
-    namespaces' labels: a change in a namespace whose dependencies follow its TrainJobs has
-    those take another look (a missing one appeared, a running job's copy is out of date).
-    Optional: without the RBAC to read them the dispatcher runs all the same, and a job
-    whose namespace opted in waits, saying that they cannot be read (reconcile._needs)."""
+    namespaces' labels: a change of one in a namespace whose dependencies follow its
+    TrainJobs has the TrainJobs that reference it take another look (a missing one appeared,
+    a running job's copy is out of date), found in the Workloads' index of what they
+    reference; a change of a namespace's labels, all of its TrainJobs. Optional: without the
+    RBAC to read them the dispatcher runs all the same, and a job whose namespace opted in
+    waits, saying that they cannot be read (reconcile._needs)."""
 
     def source_changed(_type: str, obj: Dict) -> None:
-        namespace = obj["metadata"].get("namespace", "")
+        meta = obj["metadata"]
+        namespace = meta.get("namespace", "")
         if ctx.synced.is_set() and dependencies.opted_in(ctx.caches.namespace_labels(namespace)):
-            _enqueue_namespace(ctx, namespace)
+            for workload in ctx.caches.dependents(namespace, obj["kind"], meta["name"]):
+                _enqueue_owner(ctx, workload)
 
     def namespace_changed(_type: str, obj: Dict) -> None:
         if ctx.synced.is_set():

@@ -51,6 +51,9 @@ class Index(StrEnum):
     SECRETS = "secret_index"
     CONFIG_MAPS = "configmap_index"
     NAMESPACES = "namespace_index"
+    # Manager Workloads by each Secret and ConfigMap their pods reference: (namespace, Kind,
+    # name) -> the Workloads (dispatcher/dependencies.py `named_by`).
+    DEPENDENTS = "dependent_index"
     # the worker controller's, grouped by the TrainJob (or Job) they belong to
     TRAINJOB_BY_WORKLOAD = "owner_index"  # (namespace, its Workload's name) -> the TrainJob
     JOBS = "job_index"
@@ -111,6 +114,13 @@ class Caches(caches.Caches):
         if index.value not in self._indexes:
             return None
         return self.first(index, (namespace, name))
+
+    def dependents(self, namespace: str, kind: str, name: str) -> list[Dict]:
+        """The manager Workloads whose pods reference a Secret or ConfigMap (none when
+        dependencies are not watched)."""
+        if Index.DEPENDENTS.value not in self._indexes:
+            return []
+        return self.every(Index.DEPENDENTS, (namespace, kind, name))
 
     def namespace_labels(self, namespace: str) -> dict[str, str]:
         """A namespace's labels (none when namespaces are not watched)."""

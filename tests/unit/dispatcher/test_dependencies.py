@@ -399,3 +399,57 @@ def test_without_the_right_to_read_secrets_the_dispatcher_runs_and_the_job_says_
         assert "cannot read Secrets on the manager" in _check_message(made)
     finally:
         made.close()
+
+
+# ---- a change queues the jobs that reference it -------------------------------------------
+
+# A runtime whose pods read one Secret of their own: jobs on it reference none of RUNTIME's.
+OTHER_RUNTIME = make_runtime(
+    "other-runtime",
+    replicated_jobs=[
+        {
+            "name": "node",
+            "template": {
+                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                container(envFrom=[{"secretRef": {"name": "other-token"}}])
+                            ]
+                        }
+                    }
+                },
+            },
+        }
+    ],
+)
+
+
+def _job(name: str, runtime: Dict = RUNTIME, namespace: str = "ns") -> Dict:
+    built = TrainJobBuilder(name, namespace).queue("q").multikueue()
+    return built.runtime(runtime["metadata"]["name"]).obj()
+
+
+def test_a_change_queues_only_the_jobs_whose_pods_reference_that_object() -> None:
+    jobs = [_job("tj"), _job("other", OTHER_RUNTIME)]
+    made, _ctx = fleet(
+        [RUNTIME, OTHER_RUNTIME, *jobs, namespace(), *SOURCES, secret("other-token")],
+        {w: [RUNTIME, OTHER_RUNTIME] for w in WORKERS},
+        behind=False,
+    )
+    try:
+        for key in (KEY, ("ns", "other")):
+            made.settle(key)  # each has its Workload, which says what its pods reference
+        manager = made.apis["manager"]
+        for changed, then_queued in (
+            (config_map("unrelated", "x=1"), []),
+            (config_map("unrelated", "x=2"), []),
+            (secret("other-token", "rotated"), [("ns", "other")]),
+            (config_map("train-config", "lr=0.2"), [KEY]),
+        ):
+            manager.put(changed)
+            made.relist()
+            assert made.queue.take() == then_queued, changed["metadata"]["name"]
+    finally:
+        made.close()
