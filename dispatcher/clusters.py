@@ -11,6 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from dispatcher import cluster_profiles, metrics
+from dispatcher.copy_ledger import CopyLedger
 from dispatcher.kubeconfigs import (
     check_kubeconfig,
     check_kubeconfig_file,
@@ -25,7 +26,6 @@ from kubecontrol.kinds import Kind
 from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.caches import Caches
-from trainjob.lru import LRU
 from trainjob.queues import MultiKueueClusterView
 
 log = logging.getLogger("dispatcher.clusters")
@@ -33,9 +33,6 @@ log = logging.getLogger("dispatcher.clusters")
 
 # How long a name found taken on a worker keeps copies away from it before it is tried again.
 TAKEN_SECONDS = 60.0
-# How many dependencies' copies the registry remembers as in place (each about 200 bytes);
-# one forgotten is read again from its worker once.
-COPIED_KEPT = 50_000
 
 
 class Registry:
@@ -62,9 +59,10 @@ class Registry:
         self._recent: dict[tuple[str, ...], float] = {}
         self._fingerprints: dict[str, str] = {}
         self._namespace_problems: dict[tuple[str, str], str] = {}
-        # Dependencies' copies known to be in place: (cluster, namespace, Kind/name, owner
-        # UID) -> digest (dependencies.py).
-        self._copied: LRU[tuple[str, str, str, str], str] = LRU(COPIED_KEPT)
+        # Dependencies' copies on the workers: what each holds, for whom (dependencies.py).
+        self.copies = CopyLedger(
+            settings.dependency_copies_per_second, settings.dependency_copies_burst
+        )
         # Names our copies cannot take on a worker (an object there that is not ours):
         # (cluster, namespace, name) -> (why, monotonic time noted).
         self._taken: dict[tuple[str, str, str], tuple[str, float]] = {}
@@ -148,22 +146,6 @@ class Registry:
                 self._namespace_problems.pop((cluster, namespace), None)
             else:
                 self._namespace_problems[(cluster, namespace)] = problem
-
-    def note_copied(self, cluster: str, namespace: str, key: str, owner: str, digest: str) -> None:
-        """A dependency's copy on a worker holds the content of `digest` and names the
-        Workload copy `owner` (dependencies.py); forgotten on restart, when the next pass
-        looks again (a read and, only if it differs, a write)."""
-        self._copied.put((cluster, namespace, key, owner), digest)
-
-    def copied(self, cluster: str, namespace: str, keys: list[str], owner: str) -> dict[str, str]:
-        """What each dependency's copy on a worker is known to hold for the Workload copy
-        `owner`: key -> digest, for those known."""
-        found = {}
-        for key in keys:
-            digest = self._copied.get((cluster, namespace, key, owner))
-            if digest is not None:
-                found[key] = digest
-        return found
 
     def namespace_problem(self, cluster: str, namespace: str) -> str | None:
         with self._lock:

@@ -9,7 +9,8 @@ configMap and projected volumes, imagePullSecrets. What the ML policy makes on t
 itself (an MPI job's SSH keys and hostfile) is not in them, and never copied.
 
 A copy carries our origin label and the manager object's UID (the copies' usual marks), the
-digest of what it holds, and one ownerReference per Workload copy on that worker that needs it:
+digest of what it holds, and one ownerReference per Workload copy on that worker that needs it
+(one copy serves them all: copy_ledger.py remembers what it holds and for whom):
 the worker's garbage collector deletes it with the last of them. A same-named object there that
 is not ours is never adopted or written over: the job goes to another worker (`NameTaken`).
 """
@@ -244,7 +245,8 @@ def needs(
 
 def skeleton(source: Source, namespace: str, origin: str, owner: Dict) -> Dict:
     """A copy's identity and marks, without its content (filled in from the manager object
-    when it is written): `owner` is the ownerReference of the Workload copy that needs it."""
+    when it is written): `owner` is the ownerReference of the Workload copy that needs it; the
+    digest is the one the cache saw (a copy already holding it and owned so needs no write)."""
     kind = KINDS[source.kind]
     return {
         "apiVersion": kind.api_version,
@@ -253,7 +255,10 @@ def skeleton(source: Source, namespace: str, origin: str, owner: Dict) -> Dict:
             "name": source.name,
             "namespace": namespace,
             "labels": {c.KUEUE_MULTIKUEUE_ORIGIN_LABEL: origin},
-            "annotations": {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: source.uid},
+            "annotations": {
+                c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: source.uid,
+                DIGEST_ANNOTATION: source.digest,
+            },
             "ownerReferences": [owner],
         },
     }

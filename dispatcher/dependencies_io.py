@@ -10,6 +10,7 @@ from dispatcher import dependencies, metrics
 from dispatcher.clusters import Registry
 from dispatcher.decide import RemoteAction
 from kubecontrol.client import ApiException
+from kubecontrol.cluster import Cluster
 from kubecontrol.objects import Dict
 from trainjob import constants as c
 
@@ -20,15 +21,33 @@ def ensure(registry: Registry, action: RemoteAction) -> bool | None:
     """A dependency's copy on `action.cluster`, made or brought up to date: True when it is
     in place; False when it cannot be (gone from the manager, its name taken there by an
     object that is not ours, the worker refuses it: noted as taken, so the job goes
-    elsewhere); None when it failed and is to be tried again."""
+    elsewhere); None when it is to be tried again (it failed, another pass is writing it, or
+    the namespace has had its share of copy refreshes for now)."""
     remote = registry.get(action.cluster)
     if remote is None:
         return False
-    skeleton = action.obj
-    meta = skeleton["metadata"]
-    kind, namespace, name = skeleton["kind"], meta["namespace"], meta["name"]
-    key = f"{kind}/{name}"
-    owner = meta["ownerReferences"][0]["uid"]
+    meta = action.obj["metadata"]
+    namespace, key = meta["namespace"], f"{action.obj['kind']}/{meta['name']}"
+    where = (action.cluster, namespace, key)
+    with registry.copies.writing(where) as mine:
+        owner = meta["ownerReferences"][0]["uid"]
+        held = registry.copies.current(action.cluster, namespace, [key], owner).get(key)
+        if held == meta["annotations"][dependencies.DIGEST_ANNOTATION]:
+            return True  # brought up to date by another job's pass on that worker
+        if not mine:
+            return None  # another pass writes it this moment: the next finds it done
+        if not registry.copies.allowed(namespace):
+            log.debug("[%s] %s/%s waits for its namespace's turn", action.cluster, namespace, key)
+            metrics.DEPENDENCY_COPIES.labels(action.cluster, "held").inc()
+            return None
+        return _write(registry, remote.cluster, action)
+
+
+def _write(registry: Registry, api: Cluster, action: RemoteAction) -> bool | None:
+    """`ensure`'s reads and write: the manager object, then the copy made (or, known or
+    found to be there, read and brought up to date)."""
+    meta = action.obj["metadata"]
+    kind, namespace, name = action.obj["kind"], meta["namespace"], meta["name"]
     where = f"{kind} {namespace}/{name}"
     try:
         source = registry.manager.get_or_none(dependencies.KINDS[kind], name, namespace)
@@ -37,71 +56,103 @@ def ensure(registry: Registry, action: RemoteAction) -> bool | None:
         return None
     if source is None or source.get("type") in dependencies.NEVER_COPIED_TYPES:
         return False  # the next pass sees it missing (or refused) from the cache
-    source = {**source, "kind": kind}
-    want = dependencies.filled(
-        {
-            **skeleton,
-            "metadata": {
-                **meta,
-                "annotations": {
-                    c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: source["metadata"].get("uid", ""),
-                },
-            },
-        },
-        source,
-    )
-    digest = want["metadata"]["annotations"][dependencies.DIGEST_ANNOTATION]
-    api, origin = remote.cluster, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]
+    want = _wanted(action.obj, {**source, "kind": kind})
     try:
+        return _put(registry, api, action, want)
+    except ApiException as exc:
+        return _refused(registry, action, exc)
+    except Exception as exc:  # an unreachable worker must not stop the others
+        log.warning("[%s] cannot copy %s: %s", action.cluster, where, exc)
+        return None
+
+
+def _wanted(skeleton: Dict, source: Dict) -> Dict:
+    """The copy as it must be: the skeleton holding the manager object's content, marked
+    with that object's UID and content digest."""
+    meta = skeleton["metadata"]
+    annotations = {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: source["metadata"].get("uid", "")}
+    return dependencies.filled(
+        {**skeleton, "metadata": {**meta, "annotations": annotations}}, source
+    )
+
+
+def _put(registry: Registry, api: Cluster, action: RemoteAction, want: Dict) -> bool | None:
+    """The copy created, or ours there brought to `want`: read first when the ledger knows it
+    is there (a change on the manager: one read and one write), created first otherwise (a
+    new copy: one write)."""
+    meta = want["metadata"]
+    kind, namespace, name = want["kind"], meta["namespace"], meta["name"]
+    key = f"{kind}/{name}"
+    ledger_key = (action.cluster, namespace, key)
+    found = None
+    if registry.copies.known(ledger_key):
+        found = api.get_or_none(dependencies.KINDS[kind], name, namespace)
+    if found is None:
         try:
             api.create(dependencies.KINDS[kind], want)
-            result = "created"
-            log.info("[%s] copied %s", action.cluster, where)
         except ApiException as exc:
             if exc.status != 409:
                 raise
             found = api.get_or_none(dependencies.KINDS[kind], name, namespace)
             if found is None:
                 return None  # deleted meanwhile: the next pass makes it
-            if not _ours(found, origin):
-                why = (
-                    f"{where} exists there and is not a copy from this manager (it is left as "
-                    "it is)"
-                )
-                registry.note_taken(action.cluster, namespace, key, why)
-                log.warning("[%s] %s", action.cluster, why)
-                metrics.DEPENDENCY_COPIES.labels(action.cluster, "refused").inc()
-                return False
-            body = dependencies.updated(found, want)
-            result = "unchanged" if body is None else "updated"
-            if body is not None:
-                try:
-                    api.replace(dependencies.KINDS[kind], body)
-                except ApiException as gone:
-                    if gone.status in (404, 409):
-                        return None  # deleted or changed meanwhile: read again next pass
-                    raise
-                log.info("[%s] updated the copy of %s", action.cluster, where)
-    except ApiException as exc:
-        if exc.status == 404:
-            registry.note_namespace_problem(
-                action.cluster, namespace, f"namespace {namespace!r} not found"
-            )
-            return False
-        if exc.status in (403, 422):
-            why = f"{where} cannot be copied there: {_refusal(exc)}"
-            registry.note_taken(action.cluster, namespace, key, why)
-            log.warning("[%s] %s", action.cluster, why)
-            metrics.DEPENDENCY_COPIES.labels(action.cluster, "refused").inc()
-            return False
-        log.warning("[%s] cannot copy %s: %s", action.cluster, where, exc.reason)
-        return None
-    except Exception as exc:  # an unreachable worker must not stop the others
-        log.warning("[%s] cannot copy %s: %s", action.cluster, where, exc)
-        return None
-    registry.note_copied(action.cluster, namespace, key, owner, digest)
+        else:
+            log.info("[%s] copied %s %s/%s", action.cluster, kind, namespace, name)
+            return _done(registry, action, want, "created")
+    if not _ours(found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]):
+        why = (
+            f"{kind} {namespace}/{name} exists there and is not a copy from this manager (it "
+            "is left as it is)"
+        )
+        return _taken(registry, action, key, why)
+    body = dependencies.updated(found, want)
+    if body is None:
+        return _done(registry, action, found, "unchanged")
+    try:
+        api.replace(dependencies.KINDS[kind], body)
+    except ApiException as gone:
+        if gone.status in (404, 409):
+            return None  # deleted or changed meanwhile: read again next pass
+        raise
+    log.info("[%s] updated the copy of %s %s/%s", action.cluster, kind, namespace, name)
+    return _done(registry, action, body, "updated")
+
+
+def _done(registry: Registry, action: RemoteAction, copy: Dict, result: str) -> bool:
+    """The copy as it now is on the worker, noted in the ledger for every job it serves."""
+    meta = copy["metadata"]
+    owners = [o.get("uid", "") for o in meta.get("ownerReferences") or []]
+    digest = (meta.get("annotations") or {}).get(dependencies.DIGEST_ANNOTATION, "")
+    key = f"{action.obj['kind']}/{meta['name']}"
+    ours = action.obj["metadata"]["ownerReferences"][0]["uid"]
+    registry.copies.note((action.cluster, meta["namespace"], key), digest, [ours, *owners])
     metrics.DEPENDENCY_COPIES.labels(action.cluster, result).inc()
     return True
+
+
+def _taken(registry: Registry, action: RemoteAction, key: str, why: str) -> bool:
+    namespace = action.obj["metadata"]["namespace"]
+    registry.note_taken(action.cluster, namespace, key, why)
+    log.warning("[%s] %s", action.cluster, why)
+    metrics.DEPENDENCY_COPIES.labels(action.cluster, "refused").inc()
+    return False
+
+
+def _refused(registry: Registry, action: RemoteAction, exc: ApiException) -> bool | None:
+    """What a worker's refusal means: its namespace missing (the job goes elsewhere), the
+    copy refused (noted as taken), or a failure to try again."""
+    meta = action.obj["metadata"]
+    kind, namespace, name = action.obj["kind"], meta["namespace"], meta["name"]
+    if exc.status == 404:
+        registry.note_namespace_problem(
+            action.cluster, namespace, f"namespace {namespace!r} not found"
+        )
+        return False
+    if exc.status in (403, 422):
+        why = f"{kind} {namespace}/{name} cannot be copied there: {_refusal(exc)}"
+        return _taken(registry, action, f"{kind}/{name}", why)
+    log.warning("[%s] cannot copy %s %s/%s: %s", action.cluster, kind, namespace, name, exc.reason)
+    return None
 
 
 def _ours(found: Dict, origin: str) -> bool:

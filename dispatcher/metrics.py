@@ -17,7 +17,8 @@ DEPENDENCY_COPIES = Counter(
     "trainjob_dependency_copies",
     "Copies of a TrainJob's Secrets and ConfigMaps on a worker, per cluster and result: "
     "created, updated (content or a new owner), unchanged (ours already, as it must be), "
-    "refused (a foreign object of that name, or the worker's refusal).",
+    "refused (a foreign object of that name, or the worker's refusal), held (its namespace's "
+    "copy refreshes spent for now: tried again shortly).",
     ["cluster", "result"],
     registry=REGISTRY,
 )

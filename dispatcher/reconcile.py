@@ -217,7 +217,9 @@ def _dispatch(
             )
             copy = view.workload
             if taken_keys and copy is not None:
-                view.copied = ctx.registry.copied(cname, namespace, taken_keys, copy.uid or "")
+                view.copied = ctx.registry.copies.current(
+                    cname, namespace, taken_keys, copy.uid or ""
+                )
             if data_needs and cname in chosen:
                 claims = remote.claims(namespace, ctx.settings.data_placement == "Bound")
                 view.data_problem = data.problem(data_needs, caches.cluster_labels(cname), claims)

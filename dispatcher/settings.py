@@ -137,6 +137,23 @@ class DispatcherSettings(ControllerSettings):
         "without it such jobs wait, saying so), and the workers' identity to write Secrets "
         "and ConfigMaps (the worker chart's multikueueIdentity.dependencies)",
     )
+    dependency_copies_per_second: float = Field(
+        default=10.0,
+        gt=0,
+        description="with copyDependencies, the copies of Secrets and ConfigMaps one manager "
+        "namespace may have made or brought up to date per second on average, across its "
+        "jobs and workers (each is a read on the manager and one on the worker, and a write "
+        "when the copy differs): a namespace that changes its objects faster waits for its "
+        "turn, the others' copies go on. One copy on a worker serves every job there that "
+        "references the object",
+    )
+    dependency_copies_burst: int = Field(
+        default=100,
+        ge=32,
+        description="with copyDependencies, the copies one manager namespace may have made at "
+        "once before dependencyCopiesPerSecond holds it (at least 32, the most one TrainJob "
+        "takes along)",
+    )
     mirror_events: Literal["Warning", "All", "None"] = Field(
         default="Warning",
         description="which Events of the worker that runs a TrainJob are recorded again on "

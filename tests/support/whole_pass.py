@@ -358,13 +358,15 @@ def kueue_status(workload: Dict, *, admitted: bool, flavor: str = "default") -> 
     }
 
 
-def reserve(world: World, cluster: str, name: str = "tj", *, admitted: bool = False) -> None:
+def reserve(
+    world: World, cluster: str, name: str = "tj", *, admitted: bool = False, namespace: str = "ns"
+) -> None:
     """What Kueue does on `cluster` for TrainJob `name`'s Workload: quota reserved (on a
     worker, admitted too, as a ClusterQueue without checks admits at once); on the manager,
     our check `mk` Pending."""
-    tj = world.get("manager", c.TRAINJOB, name)
+    tj = world.get("manager", c.TRAINJOB, name, namespace)
     assert tj is not None, f"no TrainJob {name}"
-    wl = world.get(cluster, c.WORKLOAD, workload_name(name, tj["metadata"]["uid"]))
+    wl = world.get(cluster, c.WORKLOAD, workload_name(name, tj["metadata"]["uid"]), namespace)
     assert wl is not None, f"no Workload of {name} on {cluster}"
     status = kueue_status(wl, admitted=admitted)
     if cluster == "manager":

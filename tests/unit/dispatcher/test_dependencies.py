@@ -21,6 +21,7 @@ from tests.support.whole_pass import (
     both_caches,  # noqa: F401 (the fixture the cases that run passes use)
     condition,
     fleet,
+    queues,
     reserve,
 )
 from trainjob import constants as c
@@ -401,7 +402,7 @@ def test_without_the_right_to_read_secrets_the_dispatcher_runs_and_the_job_says_
         made.close()
 
 
-# ---- a change queues the jobs that reference it -------------------------------------------
+# ---- one copy per worker, and a namespace's share of copy refreshes -----------------------
 
 # A runtime whose pods read one Secret of their own: jobs on it reference none of RUNTIME's.
 OTHER_RUNTIME = make_runtime(
@@ -431,6 +432,63 @@ def _job(name: str, runtime: Dict = RUNTIME, namespace: str = "ns") -> Dict:
     return built.runtime(runtime["metadata"]["name"]).obj()
 
 
+def _dispatch(world: World, key: tuple[str, str], worker: str) -> None:
+    """A job reserved on the manager, then admitted by `worker`: its TrainJob runs there."""
+    world.settle(key)
+    for cluster, admitted in (("manager", False), (worker, True)):
+        reserve(world, cluster, key[1], admitted=admitted, namespace=key[0])
+        world.settle(key)
+    assert world.get(worker, c.TRAINJOB, key[1], key[0]) is not None
+
+
+def _mark(world: World, worker: str) -> tuple[int, int]:
+    api = world.apis[worker]
+    return len(api.requests), len(api.refused)
+
+
+def _secret_writes(world: World, worker: str, name: str, since: tuple[int, int]) -> list[str]:
+    """The writes sent to a worker's Secret `name` (or to make a Secret) since `_mark`, served
+    or refused."""
+    api = world.apis[worker]
+    sent = [*api.requests[since[0] :], *((m, p) for m, p, _ in api.refused[since[1] :])]
+    return [m for m, p in sent if m != "GET" and p.endswith(("/secrets", f"/secrets/{name}"))]
+
+
+def test_a_changed_secret_queues_only_its_jobs_and_is_written_once_per_worker() -> None:
+    """20 jobs share hf-token, split over two workers; two more reference only other-token.
+    One change of hf-token queues the 20, and their passes send one write per worker."""
+    sharing = [_job(f"tj{i}") for i in range(20)]
+    others = [_job(f"other{i}", OTHER_RUNTIME) for i in range(2)]
+    made, _ctx = fleet(
+        [RUNTIME, OTHER_RUNTIME, *sharing, *others, namespace(), *SOURCES, secret("other-token")],
+        {w: [RUNTIME, OTHER_RUNTIME] for w in WORKERS},
+        behind=False,
+    )
+    try:
+        for i, job in enumerate([*sharing, *others]):
+            _dispatch(made, ("ns", job["metadata"]["name"]), WORKERS[i % 2])
+        writes = {w: _mark(made, w) for w in WORKERS}
+        reads = len(made.apis["manager"].requests)
+        made.apis["manager"].put(secret("hf-token", "rotated"))
+        made.relist()
+        queued = made.queue.take()
+        assert set(queued) == {("ns", j["metadata"]["name"]) for j in sharing}
+        assert len(queued) == len(sharing)
+        for key in queued:
+            made.run(key)
+        for worker in WORKERS:
+            assert len(_secret_writes(made, worker, "hf-token", writes[worker])) == 1
+            copy = made.get(worker, SECRET, "hf-token")
+            assert copy is not None and copy["data"] == {"token": _b64("rotated")}
+            assert len(copy["metadata"]["ownerReferences"]) == 10  # still every job's there
+        read_again = [
+            p for _m, p in made.apis["manager"].requests[reads:] if p.endswith("/secrets/hf-token")
+        ]
+        assert len(read_again) == len(WORKERS)
+    finally:
+        made.close()
+
+
 def test_a_change_queues_only_the_jobs_whose_pods_reference_that_object() -> None:
     jobs = [_job("tj"), _job("other", OTHER_RUNTIME)]
     made, _ctx = fleet(
@@ -451,5 +509,49 @@ def test_a_change_queues_only_the_jobs_whose_pods_reference_that_object() -> Non
             manager.put(changed)
             made.relist()
             assert made.queue.take() == then_queued, changed["metadata"]["name"]
+    finally:
+        made.close()
+
+
+def test_a_namespace_that_churns_its_secret_is_held_while_another_namespace_dispatches() -> None:
+    """A namespace's copy refreshes draw on its own allowance (here 32, refilled too slowly
+    to count): once spent, its copies wait (the pass asks to be tried again), while another
+    namespace's job gets its Secret and runs."""
+    ns2 = {**namespace(), "metadata": {"name": "ns2", "labels": {NAMESPACE_LABEL: "true"}}}
+    queue2 = {**queues()[2], "metadata": {"name": "q", "namespace": "ns2"}}
+    their_secret = {
+        **secret("other-token"),
+        "metadata": {"name": "other-token", "namespace": "ns2"},
+    }
+    made, _ctx = fleet(
+        [
+            RUNTIME,
+            OTHER_RUNTIME,
+            _job("tj"),
+            namespace(),
+            *SOURCES,
+            ns2,
+            queue2,
+            their_secret,
+            _job("theirs", OTHER_RUNTIME, "ns2"),
+        ],
+        {w: [RUNTIME, OTHER_RUNTIME, queue2] for w in WORKERS},
+        behind=False,
+        dependency_copies_per_second=1e-6,
+        dependency_copies_burst=32,
+    )
+    try:
+        _dispatch(made, KEY, "worker1")  # three copies made: 29 refreshes left
+        since = _mark(made, "worker1")
+        for turn in range(35):
+            made.apis["manager"].put(secret("hf-token", f"rotation {turn}"))
+            last = made.run(KEY)
+        assert len(_secret_writes(made, "worker1", "hf-token", since)) == 29
+        copy = made.get("worker1", SECRET, "hf-token")
+        assert copy is not None and copy["data"] == {"token": _b64("rotation 28")}
+        assert last.requeue_after is not None  # tried again later, when its turn comes
+        _dispatch(made, ("ns2", "theirs"), "worker1")
+        copied = made.get("worker1", SECRET, "other-token", "ns2")
+        assert copied is not None and copied["data"] == {"token": _b64("s3cr3t")}
     finally:
         made.close()
