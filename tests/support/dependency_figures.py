@@ -6,7 +6,8 @@ is not in these figures: each request below costs one round trip more on a real 
 For K Secrets referenced by a job's pods (K = 0, 1, 4, 16, 32), in a namespace that opted in:
 the requests of the pass that sends the TrainJob to the worker that admitted it (per cluster),
 that pass's time (median and spread over the repeats), and the requests when one Secret
-changes on the manager while the job runs.
+changes on the manager while the job runs. Then J jobs sharing one Secret, run by two
+workers: the passes one change of it queues and the requests all of them send.
 
     .venv/bin/python -m tests.support.dependency_figures [--repeat N]
 
@@ -27,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from clusters.helpers.builders import TrainJobBuilder, container, make_runtime
 from dispatcher.dependencies import NAMESPACE_LABEL
+from tests.support.memory_api import MemoryApi
 from tests.support.whole_pass import fleet, reserve
 from trainjob import constants as c
 
@@ -92,6 +94,46 @@ def one(k: int) -> tuple[dict[str, int], float, dict[str, int]]:
         world.close()
 
 
+def _secret_requests(api: MemoryApi, served: int, refused: int) -> int:
+    """The requests on namespace ns's Secrets an API answered since (served, refused)."""
+    paths = [p for _m, p in api.requests[served:]] + [p for _m, p, _ in api.refused[refused:]]
+    return sum("/namespaces/ns/secrets" in p for p in paths)
+
+
+def shared(jobs: int) -> tuple[int, dict[str, int]]:
+    """(passes queued, requests per cluster of those passes on the Secret's copies: reads and
+    writes of it, served or refused) when one Secret that `jobs` jobs reference changes, the
+    jobs split over two workers."""
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "ns", "labels": {NAMESPACE_LABEL: "true"}},
+    }
+    runtime = _runtime(1)
+    submitted = [TrainJobBuilder(f"tj{i}").queue("q").multikueue().obj() for i in range(jobs)]
+    workers = ("worker1", "worker2")
+    world, _ctx = fleet(
+        [runtime, *submitted, namespace, _secret(0)], {w: [runtime] for w in workers}
+    )
+    try:
+        for i in range(jobs):
+            key = ("ns", f"tj{i}")
+            world.settle(key)
+            for cluster, admitted in (("manager", False), (workers[i % 2], True)):
+                reserve(world, cluster, f"tj{i}", admitted=admitted)
+                world.settle(key)
+        before = {n: (len(a.requests), len(a.refused)) for n, a in world.apis.items()}
+        world.apis["manager"].put(_secret(0, "rotated"))
+        world.relist()
+        queued = world.queue.take()
+        for each in queued:
+            world.run(each)
+        sent = {n: _secret_requests(a, *before[n]) for n, a in world.apis.items()}
+        return len(queued), sent
+    finally:
+        world.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=15)
@@ -109,6 +151,13 @@ def main() -> None:
         print(
             f"| {k} | {sent['manager']} / {sent['worker1']} | {statistics.median(times):.1f} ms "
             f"({times[0]:.1f}-{times[-1]:.1f}) | {after} |"
+        )
+    for jobs in (2, 20):
+        queued, sent = shared(jobs)
+        print(
+            f"{jobs} jobs share a Secret over two workers; one change: {queued} passes, "
+            f"requests manager {sent['manager']}, worker1 {sent['worker1']}, "
+            f"worker2 {sent['worker2']} (reads and writes of the Secret)"
         )
 
 
