@@ -51,7 +51,7 @@ KEEPALIVE_SECONDS = 100.0
 # A new connection must have begun its first request within this (the API server sends one
 # as soon as it connects). At most MAX_CONNECTIONS are kept (each holds its buffers). Beyond
 # it a new connection is never turned away: the address holding the most connections gives
-# one up, its longest idle or else its oldest (kubecontrol/shares.py), so that connections
+# one up, its longest idle or else its oldest (plugin/kubecontrol/shares.py), so that connections
 # held by a pod that reaches the port, idle or trickling a body, never keep the API server out.
 # Unlike the probe port's (kubecontrol/serving.py), a newcomer from the address holding the
 # most is not closed as it comes: here it costs no thread (one event loop serves them all), and

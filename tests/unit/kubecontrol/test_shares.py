@@ -43,6 +43,19 @@ def test_a_share_larger_than_the_pool_or_of_nothing_is_refused(each: int) -> Non
         Shares(total=2, each=each, what="reads")
 
 
+def test_a_caller_reading_in_several_groups_meets_each_groups_share() -> None:
+    """A web view's viewer reads several namespaces: its own share is larger than one
+    namespace's, and each namespace it reads holds it to that namespace's share."""
+    shares = Shares(total=6, each=4, what="reads", each_group=2)
+    assert [shares.take("alice", "team-a") for _ in range(2)] == [None, None]
+    assert shares.take("alice", "team-a") == (
+        "2 reads of team-a are under way on this replica, its share; try again"
+    )
+    assert shares.take("bot", "team-a") is not None  # another user of team-a: none left
+    assert shares.take("alice", "team-b") is None  # her reads of another namespace
+    assert shares.held_by("team-a") == 2 and shares.taken() == 3
+
+
 def test_a_callers_rate_refills_and_the_least_recently_seen_caller_is_forgotten() -> None:
     rates = Rates(per_second=1.0, burst=1, callers=2)
     assert rates.take("a", now=0.0) and not rates.take("a", now=0.0)

@@ -3,11 +3,11 @@ to those who wait for one, and which connection to close when a server's connect
 taken.
 
 A caller is whoever the server can name: the authenticated user the API server passes for an
-aggregated API, or a connection's source address on a port anyone may reach. One caller that
-holds everything it can never keeps another out: it meets its own share first, a freed slot
-goes to whoever has been served least recently, and when a new connection needs room, the
-caller holding the most connections gives one up (or, where each connection costs a thread,
-that caller's own newcomer is closed as it comes).
+aggregated API or the web view, or a connection's source address on a port anyone may reach.
+One caller that holds everything it can never keeps another out: it meets its own share first,
+a freed slot goes to whoever has been served least recently, and when a new connection needs
+room, the caller holding the most connections gives one up (or, where each connection costs a
+thread, that caller's own newcomer is closed as it comes).
 """
 
 from __future__ import annotations
@@ -25,8 +25,10 @@ T = TypeVar("T")
 
 
 def _check_share(total: int, each: int, each_group: int | None) -> None:
-    if not 0 < each <= (each_group or total) <= total:
-        raise ValueError(f"a caller's share ({each}) must be within the pool (1..{total})")
+    """A caller's share and a group's each within the pool; a caller's may be larger than a
+    group's (a viewer reading several namespaces)."""
+    if not (0 < each <= total and 0 < (each_group or total) <= total):
+        raise ValueError(f"a share ({each}, {each_group}) must be within the pool (1..{total})")
 
 
 def _never() -> bool:
@@ -35,8 +37,9 @@ def _never() -> bool:
 
 class Shares:
     """`total` slots, of which one caller holds at most `each` at once, and, when callers
-    come in groups (a namespace's users), one group at most `each_group`. Non-blocking and
-    thread-safe: `take` says why not rather than waiting."""
+    come in groups (a namespace's users), one group at most `each_group`. A caller may take
+    slots in several groups (a viewer reading several namespaces), so its share may be larger
+    than a group's. Non-blocking and thread-safe: `take` says why not rather than waiting."""
 
     def __init__(self, total: int, each: int, what: str, each_group: int | None = None) -> None:
         _check_share(total, each, each_group)
@@ -72,6 +75,14 @@ class Shares:
     def held(self, who: Hashable) -> int:
         with self._lock:
             return self._held[who]
+
+    def held_by(self, group: Hashable) -> int:
+        with self._lock:
+            return self._groups[group]
+
+    def taken(self) -> int:
+        with self._lock:
+            return sum(self._held.values())
 
     @contextmanager
     def slot(self, who: Hashable, group: Hashable = None) -> Iterator[str | None]:
