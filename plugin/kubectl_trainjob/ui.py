@@ -40,6 +40,7 @@ import yarl
 from aiohttp import web
 from kubernetes import client, config
 
+from kubecontrol.shares import Shares
 from trainjob import constants as c
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -57,11 +58,19 @@ ALLOWED = re.compile(
 )
 MAX_STREAMS = 64  # watches and log streams held open at once to the manager
 MAX_WATCHES = 32  # watches one /watch request merges
-# Behind a proxy the server is shared: one viewer (the user the API server names for the
-# token, SelfSubjectReview; two tokens of one user are one viewer) holds at most this many of
-# the MAX_STREAMS, and a stream without a free slot is refused (429) rather than waited for, so
-# that no viewer's pages hold up another's.
+# Behind a proxy the server is shared, per viewer and per namespace as the manager's log
+# streams are (kubecontrol.shares): one viewer (the user the API server names for the token,
+# SelfSubjectReview; two tokens of one user are one viewer) holds at most MAX_VIEWER_STREAMS
+# of the MAX_STREAMS, and one namespace at most MAX_NAMESPACE_STREAMS. A ServiceAccount's
+# reads count to its own namespace whatever they read; anyone else's to the namespace a read
+# names, and a read of no namespace to that viewer alone: a user and the ServiceAccounts it
+# makes in its namespace hold 16 reads of that namespace and 16 of no namespace, not all 64.
+# A stream without a free slot is refused (429) rather than waited for, so that no viewer's
+# pages hold up another's.
 MAX_VIEWER_STREAMS = MAX_WATCHES + 8
+MAX_NAMESPACE_STREAMS = 16
+SERVICE_ACCOUNT = re.compile(rf"system:serviceaccount:({_NAME}):[^:]+")
+IN_NAMESPACE = re.compile(rf"/namespaces/({_NAME})/")
 WHO_SECONDS = 60.0  # the user a token names is asked again after this
 MAX_TOKENS_KNOWN = 4096
 LINE_LIMIT = 4 << 20  # the longest watch event passed on (a TrainJob is far smaller)
@@ -191,7 +200,7 @@ class Server:
         self.public_hosts = set(public_hosts)
         self.port = 0
         self._streams = asyncio.Semaphore(MAX_STREAMS)
-        self._held: collections.Counter[str] = collections.Counter()  # streams per viewer
+        self.shares = Shares(MAX_STREAMS, MAX_VIEWER_STREAMS, "reads", MAX_NAMESPACE_STREAMS)
         # token digest -> (until when, the user it names), the least recently used first
         self._users: collections.OrderedDict[str, tuple[float, str]] = collections.OrderedDict()
         self._session: aiohttp.ClientSession | None = None
@@ -218,26 +227,18 @@ class Server:
         return bearer(request) if self.behind_proxy else {}
 
     @contextlib.asynccontextmanager
-    async def _slot(self, auth: dict[str, str]) -> AsyncIterator[None]:
-        """One of MAX_STREAMS for a stream to the manager. Behind a proxy: _Busy when the
-        viewer holds MAX_VIEWER_STREAMS already, or when none is free."""
+    async def _slot(self, auth: dict[str, str], path: str) -> AsyncIterator[None]:
+        """One of MAX_STREAMS for a stream to the manager reading `path`. Behind a proxy:
+        _Busy when the viewer or the namespace holds its share already, or none is free."""
         if not self.behind_proxy:
             async with self._streams:
                 yield
             return
         viewer = await self._viewer(auth)
-        if self._held[viewer] >= MAX_VIEWER_STREAMS:
-            raise _Busy(f"you have {MAX_VIEWER_STREAMS} reads open already; close a page")
-        if self._streams.locked():
-            raise _Busy(f"{MAX_STREAMS} reads are open on this server; try again")
-        self._held[viewer] += 1
-        try:
-            async with self._streams:
-                yield
-        finally:
-            self._held[viewer] -= 1
-            if not self._held[viewer]:
-                del self._held[viewer]
+        with self.shares.slot(viewer, group(viewer, path)) as refused:
+            if refused is not None:
+                raise _Busy(refused)
+            yield
 
     async def _viewer(self, auth: dict[str, str]) -> str:
         """Who holds a stream: the user the API server names for the token (asked once a
@@ -378,7 +379,7 @@ class Server:
         if auth is None:
             return _no_token()
         try:
-            async with self._slot(auth):
+            async with self._slot(auth, path):
                 return await self._relay(request, path, auth)
         except _Busy as exc:
             answer = _status(429, str(exc))
@@ -438,43 +439,49 @@ class Server:
             for pump in pumps:
                 pump.cancel()
 
-    async def _pump(
-        self,
-        i: int,
-        url: yarl.URL,
-        lines: Lines,
-        auth: dict[str, str],
-    ) -> None:
-        def end(code: int, message: str) -> tuple[bytes, bool]:
-            line = json.dumps({"i": i, "end": code, "message": message}, separators=(",", ":"))
-            return line.encode() + b"\n", True
-
+    async def _pump(self, i: int, url: yarl.URL, lines: Lines, auth: dict[str, str]) -> None:
+        """The `i`-th watch of an answer, into its lines. Its slot is held until the answer
+        ends (the answer cancels it), not only while it reads: the lines it queued for a
+        slow page are under that slot's share until they are written."""
         try:
-            async with self._slot(auth), await self._get(url.path, url.query, auth) as upstream:
+            async with self._slot(auth, url.path):
+                await lines.put(await self._watch(i, url, lines, auth))
+                await asyncio.Event().wait()
+        except _Busy as exc:
+            await lines.put(_end(i, 429, str(exc)))
+
+    async def _watch(
+        self, i: int, url: yarl.URL, lines: Lines, auth: dict[str, str]
+    ) -> tuple[bytes, bool]:
+        """The watch's events into `lines`; the line that ends it."""
+        try:
+            async with await self._get(url.path, url.query, auth) as upstream:
                 if upstream.status != 200:
                     said = await upstream.content.read(64 << 10)
                     try:
                         message = str(json.loads(said).get("message") or "")
                     except (ValueError, AttributeError):
                         message = said.decode(errors="replace")[:500]
-                    await lines.put(end(upstream.status, message or upstream.reason or ""))
-                    return
+                    return _end(i, upstream.status, message or upstream.reason or "")
                 head = b'{"i":%d,"event":' % i
                 split = LineSplitter(LINE_LIMIT)
                 async for piece in upstream.content.iter_any():
                     try:
                         whole = split.feed(piece)
                     except OverflowError:
-                        await lines.put(end(502, "a watch event over 4 MiB"))
-                        return
+                        return _end(i, 502, "a watch event over 4 MiB")
                     for line in whole:
                         if line.strip():
                             await lines.put((head + line + b"}\n", False))
-                await lines.put(end(200, "the watch ended"))
+                return _end(i, 200, "the watch ended")
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            await lines.put(end(502, f"the manager {self.manager.server}: {exc}"))
-        except _Busy as exc:
-            await lines.put(end(429, str(exc)))
+            return _end(i, 502, f"the manager {self.manager.server}: {exc}")
+
+
+def _end(i: int, code: int, message: str) -> tuple[bytes, bool]:
+    """The last line of an answer: its `i`-th watch ended with `code`."""
+    line = json.dumps({"i": i, "end": code, "message": message}, separators=(",", ":"))
+    return line.encode() + b"\n", True
 
 
 class LineSplitter:
@@ -528,6 +535,13 @@ class Lines:
             self._bytes -= len(item[0])
             self._changed.notify_all()
             return item
+
+
+def group(viewer: str, path: str) -> str:
+    """Whose share of the namespaces a read counts to: a ServiceAccount's namespace, else the
+    namespace `path` names, else the viewer's own (a read of no namespace)."""
+    found = SERVICE_ACCOUNT.fullmatch(viewer.removeprefix("user:")) or IN_NAMESPACE.search(path)
+    return f"namespace {found[1]}" if found else f"the reads of no namespace of {viewer}"
 
 
 def _status(code: int, message: str) -> web.Response:

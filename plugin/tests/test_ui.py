@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from kubectl_trainjob.ui import ALLOWED, LINE_LIMIT, Lines, LineSplitter
+from kubectl_trainjob.ui import ALLOWED, LINE_LIMIT, Lines, LineSplitter, group
 
 
 @pytest.mark.parametrize(
@@ -99,3 +99,24 @@ def test_the_lines_waiting_for_a_page_are_bounded_in_bytes() -> None:
         await asyncio.wait_for(lines.put((b"bbbb", False)), 1)
 
     asyncio.run(drained())
+
+
+@pytest.mark.parametrize(
+    ("viewer", "path", "share"),
+    [
+        ("user:system:serviceaccount:team-a:bot", "/apis/x/v1/namespaces/team-b/y", "team-a"),
+        ("user:system:serviceaccount:team-a:bot", "/apis/x/v1/clusterqueues", "team-a"),
+        ("user:alice", "/apis/x/v1/namespaces/team-b/trainjobs", "team-b"),
+        ("token:ab12", "/apis/x/v1/namespaces/team-b/trainjobs", "team-b"),
+    ],
+)
+def test_a_read_counts_to_a_namespaces_share(viewer: str, path: str, share: str) -> None:
+    """A ServiceAccount's reads count to its own namespace whatever they name (a tenant's
+    ServiceAccounts share one namespace's share); anyone else's to the namespace read."""
+    assert group(viewer, path) == f"namespace {share}"
+
+
+def test_a_read_of_no_namespace_counts_to_its_viewer_alone() -> None:
+    assert group("user:alice", "/apis/x/v1/clusterqueues") != group(
+        "user:bob", "/apis/x/v1/clusterqueues"
+    )

@@ -179,26 +179,26 @@ async def behind_a_proxy(
     manager_port: int,
 ) -> tuple[TestClient, Callable[[str], Any], Callable[[int], Awaitable[None]]]:
     """The view served behind a proxy (Host view.example) for a manager on loopback at
-    `manager_port`, a read of namespace a's TrainJobs with a token, and a wait until that
+    `manager_port`, a read of a namespace's TrainJobs (a's) with a token, and a wait until that
     many reads hold a slot (an order of events, not a sleep)."""
     cfg = ui.client.Configuration()
     cfg.host = f"http://127.0.0.1:{manager_port}"
     server = ui.Server(ui.Manager(cfg, "c", "default"), ["a"], False, ["view.example"])
     client = TestClient(TestServer(server.app(), host="127.0.0.1"))
     await client.start_server()
-    path = "/k8s/apis/trainer.kubeflow.org/v1alpha1/namespaces/a/trainjobs"
 
-    def read(token: str) -> Any:
+    def read(token: str, namespace: str = "a") -> Any:
         return client.get(
-            path, headers={"Host": "view.example", "Authorization": f"Bearer {token}"}
+            f"/k8s/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs",
+            headers={"Host": "view.example", "Authorization": f"Bearer {token}"},
         )
 
     async def holding(reads: int) -> None:
         for _ in range(400):
-            if sum(server._held.values()) == reads:
+            if server.shares.taken() == reads:
                 return
             await asyncio.sleep(0.025)
-        raise AssertionError(f"{dict(server._held)} reads held, not {reads}, after 10 s")
+        raise AssertionError(f"{server.shares.taken()} reads held, not {reads}, after 10 s")
 
     return client, read, holding
 
@@ -212,6 +212,7 @@ async def test_behind_a_proxy_a_viewer_gets_a_share_of_the_reads_and_nobody_wait
     manager here accepts connections and never answers, so each read holds its slot."""
     monkeypatch.setattr(ui, "MAX_STREAMS", 2)
     monkeypatch.setattr(ui, "MAX_VIEWER_STREAMS", 1)
+    monkeypatch.setattr(ui, "MAX_NAMESPACE_STREAMS", 2)
     monkeypatch.setattr(ui, "REVIEW_SECONDS", 0.5)
     silent = socket.create_server(("127.0.0.1", 0))  # connections wait in its backlog
     client, read, holding = await behind_a_proxy(silent.getsockname()[1])
@@ -220,10 +221,13 @@ async def test_behind_a_proxy_a_viewer_gets_a_share_of_the_reads_and_nobody_wait
     try:
         await holding(2)  # both reads under way (who each is: not said), holding a slot
         again = await read("alice")
-        assert again.status == 429 and "you have 1 reads open" in (await again.json())["message"]
+        assert (
+            again.status == 429
+            and "you hold 1 reads on this replica, your share" in (await again.json())["message"]
+        )
         assert again.headers["Retry-After"] == "5"
-        full = await read("carol")
-        assert full.status == 429 and "2 reads are open" in (await full.json())["message"]
+        full = await read("carol", "b")
+        assert full.status == 429 and "2 reads are under way" in (await full.json())["message"]
         wrong = await client.get(
             "/session.json",
             params={"namespaces": "a,No_Such"},
@@ -257,6 +261,7 @@ async def test_behind_a_proxy_two_tokens_of_one_user_share_one_viewers_share(
     (SelfSubjectReview, as the API server answers it) and never answers a read."""
     monkeypatch.setattr(ui, "MAX_STREAMS", 4)
     monkeypatch.setattr(ui, "MAX_VIEWER_STREAMS", 1)
+    monkeypatch.setattr(ui, "MAX_NAMESPACE_STREAMS", 4)
     users = {"Bearer m-1": "mallory", "Bearer m-2": "mallory", "Bearer a-1": "alice"}
     asked: list[str] = []
 
@@ -280,7 +285,10 @@ async def test_behind_a_proxy_two_tokens_of_one_user_share_one_viewers_share(
     try:
         await holding(1)  # mallory's first read holds her share
         again = await read("m-2")  # her other token: the same viewer
-        assert again.status == 429 and "you have 1 reads open" in (await again.json())["message"]
+        assert (
+            again.status == 429
+            and "you hold 1 reads on this replica, your share" in (await again.json())["message"]
+        )
         alice = asyncio.ensure_future(read("a-1"))
         await holding(2)
         assert not alice.done()  # taken: waiting on the manager, as her read should
@@ -288,5 +296,57 @@ async def test_behind_a_proxy_two_tokens_of_one_user_share_one_viewers_share(
         alice.cancel()
     finally:
         held.cancel()
+        await client.close()
+        await manager.close()
+
+
+@in_a_loop
+async def test_behind_a_proxy_the_users_of_one_namespace_share_its_share(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tenant and a ServiceAccount it made are two users: with shares per user only, the
+    two held every slot. A ServiceAccount's reads count to its own namespace whatever they
+    name, anyone else's to the namespace they read; a viewer of another namespace gets in."""
+    monkeypatch.setattr(ui, "MAX_STREAMS", 4)
+    monkeypatch.setattr(ui, "MAX_VIEWER_STREAMS", 3)
+    monkeypatch.setattr(ui, "MAX_NAMESPACE_STREAMS", 2)
+    users = {
+        "Bearer mallory": "mallory",
+        "Bearer bot": "system:serviceaccount:a:bot",
+        "Bearer carol": "carol",
+    }
+
+    async def who(request: web.Request) -> web.Response:
+        user = users[request.headers["Authorization"]]
+        return web.json_response({"status": {"userInfo": {"username": user}}}, status=201)
+
+    async def never(_request: web.Request) -> web.Response:
+        await asyncio.sleep(60)
+        return web.json_response({})
+
+    api = web.Application()
+    api.router.add_post(ui.WHO_AM_I, who)
+    api.router.add_get("/{path:.*}", never)
+    manager = TestServer(api, host="127.0.0.1")
+    await manager.start_server()
+    client, read, holding = await behind_a_proxy(manager.port)
+    held = [asyncio.ensure_future(read("mallory"))]
+    try:
+        await holding(1)
+        held.append(asyncio.ensure_future(read("bot", "c")))  # counts to a, its own
+        await holding(2)
+        for token, namespace in (("mallory", "a"), ("bot", "a"), ("bot", "c")):
+            refused = await read(token, namespace)
+            assert refused.status == 429, (token, namespace)
+            said = (await refused.json())["message"]
+            assert "2 reads of namespace a are under way on this replica, its share" in said
+        held.append(asyncio.ensure_future(read("carol", "c")))  # another namespace's viewer
+        await holding(3)
+        held.append(asyncio.ensure_future(read("mallory", "c")))  # and her own of another
+        await holding(4)
+        assert not any(task.done() for task in held)  # all four waiting on the manager
+    finally:
+        for task in held:
+            task.cancel()
         await client.close()
         await manager.close()
