@@ -6,7 +6,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from kubernetes import client
 
+from kubectl_trainjob import ui
 from kubectl_trainjob.ui import ALLOWED, LINE_LIMIT, Lines, LineSplitter, group
 
 
@@ -120,3 +124,58 @@ def test_a_read_of_no_namespace_counts_to_its_viewer_alone() -> None:
     assert group("user:alice", "/apis/x/v1/clusterqueues") != group(
         "user:bob", "/apis/x/v1/clusterqueues"
     )
+
+
+def test_a_hostile_watch_of_4_mib_lines_never_fills_the_queue_past_its_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A manager's watch sends events of nearly LINE_LIMIT each to a page that reads
+    slowly: the lines waiting for the page never pass QUEUE_BYTES, and every event arrives."""
+    peak = [0]
+
+    class Watched(ui.Lines):
+        async def put(self, item: tuple[bytes, bool]) -> None:
+            await super().put(item)
+            peak[0] = max(peak[0], self._bytes)
+
+    monkeypatch.setattr(ui, "Lines", Watched)
+    event = b'{"type":"ADDED","object":{"a":"' + b"x" * (ui.LINE_LIMIT - 64) + b'"}}\n'
+
+    async def hostile(request: web.Request) -> web.StreamResponse:
+        answer = web.StreamResponse()
+        await answer.prepare(request)
+        for _ in range(6):
+            for i in range(0, len(event), 4096):
+                await answer.write(event[i : i + 4096])
+        return answer
+
+    async def run() -> list[bytes]:
+        api = web.Application()
+        api.router.add_get("/{path:.*}", hostile)
+        manager = TestServer(api, host="127.0.0.1")
+        await manager.start_server()
+        cfg = client.Configuration()
+        cfg.host = f"http://127.0.0.1:{manager.port}"
+        server = ui.Server(ui.Manager(cfg, "c", "default"), ["a"], False)
+        page = TestClient(TestServer(server.app(), host="127.0.0.1"))
+        await page.start_server()
+        server.port = page.port or 0
+        try:
+            answer = await page.get(
+                "/watch",
+                params={"p": "/apis/trainer.kubeflow.org/v1alpha1/trainjobs?watch=1"},
+                headers={"Host": f"127.0.0.1:{page.port}"},
+            )
+            got = bytearray()
+            async for piece in answer.content.iter_chunked(1 << 20):
+                got += piece
+                await asyncio.sleep(0.01)  # a page that reads slowly
+            return bytes(got).splitlines(keepends=True)
+        finally:
+            await page.close()
+            await manager.close()
+
+    got = asyncio.run(run())
+    assert [len(line) for line in got[:-1]] == [len(event) + len(b'{"i":0,"event":}')] * 6
+    assert b'"end":200' in got[-1]
+    assert 0 < peak[0] <= ui.QUEUE_BYTES

@@ -177,7 +177,7 @@ async def test_behind_a_proxy_nothing_is_read_without_the_viewers_token(tmp_path
 
 async def behind_a_proxy(
     manager_port: int,
-) -> tuple[TestClient, Callable[[str], Any], Callable[[int], Awaitable[None]]]:
+) -> tuple[TestClient, Callable[..., Any], Callable[[int], Awaitable[None]]]:
     """The view served behind a proxy (Host view.example) for a manager on loopback at
     `manager_port`, a read of a namespace's TrainJobs (a's) with a token, and a wait until that
     many reads hold a slot (an order of events, not a sleep)."""
