@@ -70,7 +70,7 @@ _streams = Shares(MAX_STREAMS, STREAMS_EACH, "log streams", STREAMS_PER_NAMESPAC
 # most this many at once, shared the same way. A read with no slot it may take waits in its
 # user's queue (QUEUED_EACH of a user, QUEUED_PER_NAMESPACE of a namespace, MAX_QUEUED in
 # all), and each freed slot goes to the namespace, then the user, served least recently
-# (kubecontrol/shares.py FairQueue): a user who asks once is served at the next freed slot
+# (plugin/kubecontrol/shares.py FairQueue): a user who asks once is served at the next freed slot
 # however many reads others loop. A read that waits WAIT_SECONDS, or finds its queue full,
 # gets 429 and a Retry-After. WAIT_SECONDS is half of one worker read's deadline (10 s): a
 # read that waited that long finds the replica's reads held by workers slow to answer, which
