@@ -205,7 +205,7 @@ REASONS = (
         c.REASON_SERVICE_CONFLICT,
         WORKER,
         True,
-        "more than one Service carries its label",
+        "more than one Service names it as their controller",
     ),
     Reason(
         c.COND_SERVICE_CONFLICT,
