@@ -61,16 +61,16 @@ MAX_WATCHES = 32  # watches one /watch request merges
 # Behind a proxy the server is shared, per viewer and per namespace as the manager's log
 # streams are (kubecontrol.shares): one viewer (the user the API server names for the token,
 # SelfSubjectReview; two tokens of one user are one viewer) holds at most MAX_VIEWER_STREAMS
-# of the MAX_STREAMS, and one namespace at most MAX_NAMESPACE_STREAMS. A ServiceAccount's
-# reads count to its own namespace whatever they read; anyone else's to the namespace a read
-# names, and a read of no namespace to that viewer alone: a user and the ServiceAccounts it
-# makes in its namespace hold 16 reads of that namespace and 16 of no namespace, not all 64.
-# A stream without a free slot is refused (429) rather than waited for, so that no viewer's
-# pages hold up another's.
+# of the MAX_STREAMS, and one group at most MAX_NAMESPACE_STREAMS: the ServiceAccounts of a
+# namespace are one group (a tenant may make many), a person is a group of their own, and the
+# viewers the API server could not name are one group together. A group is never the namespace
+# a read names: that is known before the manager has said the viewer may read it, so a viewer
+# could otherwise take another namespace's share with reads the manager refuses. A tenant and
+# the ServiceAccounts it makes hold 32 reads, not all 64. A stream without a free slot is
+# refused (429) rather than waited for, so that no viewer's pages hold up another's.
 MAX_VIEWER_STREAMS = MAX_WATCHES + 8
 MAX_NAMESPACE_STREAMS = 16
 SERVICE_ACCOUNT = re.compile(rf"system:serviceaccount:({_NAME}):[^:]+")
-IN_NAMESPACE = re.compile(rf"/namespaces/({_NAME})/")
 WHO_SECONDS = 60.0  # the user a token names is asked again after this
 MAX_TOKENS_KNOWN = 4096
 LINE_LIMIT = 4 << 20  # the longest watch event passed on (a TrainJob is far smaller)
@@ -227,15 +227,15 @@ class Server:
         return bearer(request) if self.behind_proxy else {}
 
     @contextlib.asynccontextmanager
-    async def _slot(self, auth: dict[str, str], path: str) -> AsyncIterator[None]:
-        """One of MAX_STREAMS for a stream to the manager reading `path`. Behind a proxy:
-        _Busy when the viewer or the namespace holds its share already, or none is free."""
+    async def _slot(self, auth: dict[str, str]) -> AsyncIterator[None]:
+        """One of MAX_STREAMS for a stream to the manager. Behind a proxy: _Busy when the
+        viewer or its group holds its share already, or none is free."""
         if not self.behind_proxy:
             async with self._streams:
                 yield
             return
         viewer = await self._viewer(auth)
-        with self.shares.slot(viewer, group(viewer, path)) as refused:
+        with self.shares.slot(viewer, group(viewer)) as refused:
             if refused is not None:
                 raise _Busy(refused)
             yield
@@ -379,7 +379,7 @@ class Server:
         if auth is None:
             return _no_token()
         try:
-            async with self._slot(auth, path):
+            async with self._slot(auth):
                 return await self._relay(request, path, auth)
         except _Busy as exc:
             answer = _status(429, str(exc))
@@ -444,7 +444,7 @@ class Server:
         ends (the answer cancels it), not only while it reads: the lines it queued for a
         slow page are under that slot's share until they are written."""
         try:
-            async with self._slot(auth, url.path):
+            async with self._slot(auth):
                 await lines.put(await self._watch(i, url, lines, auth))
                 await asyncio.Event().wait()
         except _Busy as exc:
@@ -537,11 +537,14 @@ class Lines:
             return item
 
 
-def group(viewer: str, path: str) -> str:
-    """Whose share of the namespaces a read counts to: a ServiceAccount's namespace, else the
-    namespace `path` names, else the viewer's own (a read of no namespace)."""
-    found = SERVICE_ACCOUNT.fullmatch(viewer.removeprefix("user:")) or IN_NAMESPACE.search(path)
-    return f"namespace {found[1]}" if found else f"the reads of no namespace of {viewer}"
+def group(viewer: str) -> str:
+    """The group whose share a viewer's reads count to (see MAX_NAMESPACE_STREAMS)."""
+    account = SERVICE_ACCOUNT.fullmatch(viewer.removeprefix("user:"))
+    if account:
+        return f"the ServiceAccounts of namespace {account[1]}"
+    if viewer.startswith("user:"):
+        return f"viewer {viewer.removeprefix('user:')}"
+    return "the viewers the API server could not name"
 
 
 def _status(code: int, message: str) -> web.Response:

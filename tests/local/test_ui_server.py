@@ -227,7 +227,10 @@ async def test_behind_a_proxy_a_viewer_gets_a_share_of_the_reads_and_nobody_wait
         )
         assert again.headers["Retry-After"] == "5"
         full = await read("carol", "b")
-        assert full.status == 429 and "2 reads are under way" in (await full.json())["message"]
+        # the manager names none of them: they share one group, full as the pool is
+        said = (await full.json())["message"]
+        assert full.status == 429
+        assert "2 reads of the viewers the API server could not name are under way" in said
         wrong = await client.get(
             "/session.json",
             params={"namespaces": "a,No_Such"},
@@ -304,15 +307,17 @@ async def test_behind_a_proxy_two_tokens_of_one_user_share_one_viewers_share(
 async def test_behind_a_proxy_the_users_of_one_namespace_share_its_share(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A tenant and a ServiceAccount it made are two users: with shares per user only, the
-    two held every slot. A ServiceAccount's reads count to its own namespace whatever they
-    name, anyone else's to the namespace they read; a viewer of another namespace gets in."""
-    monkeypatch.setattr(ui, "MAX_STREAMS", 4)
+    """A tenant and the ServiceAccounts it made are several users: with shares per user only,
+    they held every slot. A namespace's ServiceAccounts share one group's share, a person holds
+    their own, and reads naming another namespace take nothing from it (the manager has not yet
+    said they may read it); viewers of that namespace still get in."""
+    monkeypatch.setattr(ui, "MAX_STREAMS", 6)
     monkeypatch.setattr(ui, "MAX_VIEWER_STREAMS", 3)
     monkeypatch.setattr(ui, "MAX_NAMESPACE_STREAMS", 2)
     users = {
         "Bearer mallory": "mallory",
         "Bearer bot": "system:serviceaccount:a:bot",
+        "Bearer bot2": "system:serviceaccount:a:bot2",
         "Bearer carol": "carol",
     }
 
@@ -330,21 +335,23 @@ async def test_behind_a_proxy_the_users_of_one_namespace_share_its_share(
     manager = TestServer(api, host="127.0.0.1")
     await manager.start_server()
     client, read, holding = await behind_a_proxy(manager.port)
-    held = [asyncio.ensure_future(read("mallory"))]
+    held = []
     try:
-        await holding(1)
-        held.append(asyncio.ensure_future(read("bot", "c")))  # counts to a, its own
-        await holding(2)
-        for token, namespace in (("mallory", "a"), ("bot", "a"), ("bot", "c")):
-            refused = await read(token, namespace)
-            assert refused.status == 429, (token, namespace)
+        for token, namespace in (("mallory", "c"), ("mallory", "c"), ("bot", "c"), ("bot2", "c")):
+            held.append(asyncio.ensure_future(read(token, namespace)))
+            await holding(len(held))
+        for token, share in (
+            ("mallory", "viewer mallory"),
+            ("bot", "the ServiceAccounts of namespace a"),
+            ("bot2", "the ServiceAccounts of namespace a"),
+        ):
+            refused = await read(token, "a")
+            assert refused.status == 429, token
             said = (await refused.json())["message"]
-            assert "2 reads of namespace a are under way on this replica, its share" in said
-        held.append(asyncio.ensure_future(read("carol", "c")))  # another namespace's viewer
-        await holding(3)
-        held.append(asyncio.ensure_future(read("mallory", "c")))  # and her own of another
-        await holding(4)
-        assert not any(task.done() for task in held)  # all four waiting on the manager
+            assert f"2 reads of {share} are under way on this replica, its share" in said
+        held.append(asyncio.ensure_future(read("carol", "c")))  # namespace c's own viewer
+        await holding(5)
+        assert not any(task.done() for task in held)  # all five waiting on the manager
     finally:
         for task in held:
             task.cancel()
