@@ -4,8 +4,9 @@ A page of objects a tenant sizes (pods, TrainJobs, Secrets) can be tens of megab
 decoded whole it is many times that: a pod of many small `env` entries decodes to ~17 times its
 JSON. Readers keep little of each object (a digest, a cut-down copy), so an answer larger than
 WHOLE_BYTES is decoded an item at a time, each item handed to its reader as it is decoded:
-what is held at once is the answer's bytes, its text, one decoded object and what the reader
-kept of those before it. Smaller answers are decoded whole, by orjson, which is faster.
+what is held at once is the answer's bytes, a text of the same size, one decoded object and
+what the reader kept of those before it. Smaller answers are decoded whole. Either way orjson
+decodes every value, so both accept and refuse the same JSON.
 """
 
 from __future__ import annotations
@@ -26,47 +27,79 @@ _SPACE = re.compile(r"[ \t\n\r]*")
 
 def decode_list(data: bytes, each: Callable[[Dict], Any]) -> Dict:
     """The list object `data` holds, its `items` replaced by what `each` makes of each item
-    (in order); no items for an empty answer. ValueError when `data` is not a JSON object."""
+    (in order); no items for an empty answer. ValueError when `data` is not one JSON object
+    (orjson's rules, both ways)."""
     if not data:
         return {"items": []}
     if len(data) <= WHOLE_BYTES:
         whole = orjson.loads(data)
         if not isinstance(whole, dict):
             raise ValueError(f"a list answer is a JSON object, not {type(whole).__name__}")
-        whole["items"] = [each(item) for item in whole.get("items") or ()]
+        whole["items"] = [each(item) for item in _listed(whole.get("items"))]
         return whole
-    return _by_item(data.decode(), each)
+    return _by_item(data, each)
 
 
-def _by_item(text: str, each: Callable[[Dict], Any]) -> Dict:
-    """The top level decoded key by key, the `items` array element by element."""
+def _by_item(data: bytes, each: Callable[[Dict], Any]) -> Dict:
+    """The top level decoded key by key, the `items` array element by element. The standard
+    library's scanner finds where each value ends, in the answer read as Latin-1 (one character
+    per byte, so its positions are the bytes' and its size theirs, whatever characters the
+    objects hold: read as UTF-8, one character beyond U+FFFF would make it four bytes a
+    character); orjson decodes the value's bytes."""
+    text = data.decode("latin-1")
+    view = memoryview(data)
     found: Dict = {"items": []}
     at = _expect(text, 0, "{")
-    if text[at : at + 1] == "}":
-        return found
-    while True:
-        key, at = _DECODER.raw_decode(text, at)
+    while text[at : at + 1] != "}":
+        key, at = _value(view, text, at)
         if not isinstance(key, str):
-            raise ValueError(f"a list answer: a key expected at character {at}")
+            raise ValueError(f"a list answer: a key expected at byte {at}")
         at = _expect(text, at, ":")
         if key == "items" and text[at : at + 1] == "[":
-            found["items"], at = _items(text, _expect(text, at, "["), each)
+            found["items"], at = _items(view, text, _expect(text, at, "["), each)
         else:
-            found[key], at = _DECODER.raw_decode(text, at)
+            found[key], at = _value(view, text, at)
+            if key == "items":
+                found[key] = _listed(found[key])
         at = _skip(text, at)
         if text[at : at + 1] == "}":
-            return found
+            break
         at = _expect(text, at, ",")
+        if text[at : at + 1] == "}":
+            raise ValueError(f"a list answer: a key expected at byte {at}")
+    if _skip(text, at + 1) != len(text):
+        raise ValueError(f"a list answer: more after its end, at byte {at + 1}")
+    return found
 
 
-def _items(text: str, at: int, each: Callable[[Dict], Any]) -> tuple[list[Any], int]:
+def _listed(items: Any) -> list[Any]:
+    """A list's `items`: an array, or none (null or absent)."""
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise ValueError(f"a list answer's items are an array, not {type(items).__name__}")
+    return items
+
+
+def _value(view: memoryview, text: str, at: int) -> tuple[Any, int]:
+    """The value that begins at `at`, and the position after it."""
+    try:
+        end = _DECODER.raw_decode(text, at)[1]
+    except RecursionError:  # the standard library's scanner, on nesting orjson refuses too
+        raise ValueError(f"a list answer nested too deeply, at byte {at}") from None
+    return orjson.loads(view[at:end]), end
+
+
+def _items(
+    view: memoryview, text: str, at: int, each: Callable[[Dict], Any]
+) -> tuple[list[Any], int]:
     """The array whose first element (or `]`) is at `at`, each element through `each`; and
     the position after its `]`."""
     made: list[Any] = []
     if text[at : at + 1] == "]":
         return made, at + 1
     while True:
-        item, at = _DECODER.raw_decode(text, at)
+        item, at = _value(view, text, at)
         made.append(each(item))
         del item  # not held while the next one is decoded
         at = _skip(text, at)
