@@ -268,7 +268,7 @@ class ApiClient:
             curl.setopt(pycurl.HEADERFUNCTION, head.append)
         # at least 1 ms: libcurl takes 0 for "no timeout", and a deadline's last moments
         # must not become one
-        curl.setopt(pycurl.TIMEOUT_MS, max(round(timeout * 1000), 1) if timeout else 0)
+        curl.setopt(pycurl.TIMEOUT_MS, 0 if timeout is None else max(round(timeout * 1000), 1))
         curl.setopt(pycurl.LOW_SPEED_LIMIT, 1)  # bytes a second, for LOW_SPEED_TIME seconds
         curl.setopt(pycurl.NOPROGRESS, 1)  # no progress calls (a watch with `abort` asks them)
         curl.setopt(pycurl.LOW_SPEED_TIME, LOW_SPEED_SECONDS)

@@ -30,7 +30,7 @@ from tenacity import (
 from kubecontrol import metrics
 from kubecontrol.client import JSON, METADATA_LIST, ApiClient, ApiException
 from kubecontrol.credentials import in_cluster_credentials, load_credentials
-from kubecontrol.deadline import Deadline
+from kubecontrol.deadline import Deadline, DeadlinePassed
 from kubecontrol.events import build_event
 from kubecontrol.kinds import EVENT, Kind
 from kubecontrol.objects import Dict
@@ -207,8 +207,10 @@ class Cluster:
         than the cluster's, for a caller with a deadline of its own (the Lease)."""
         timeout = min(timeout, self.timeout) if timeout is not None else self.timeout
         if self.deadline is not None:
-            self.deadline.check(f"{method} {path}")
-            timeout = min(timeout, self.deadline.left())
+            left = self.deadline.left()  # read once: given up between two reads, it is 0
+            if left <= 0:
+                raise DeadlinePassed(f"out of time before {method} {path}")
+            timeout = min(timeout, left)
         if method != "GET":
             budget = self.write_budget() if self.write_budget is not None else timeout
             if budget <= 0 or not self.writable():

@@ -288,3 +288,32 @@ def test_a_refused_token_from_a_file_is_read_again_at_once(tmp_path: Path) -> No
     assert client.bearer_token() == "rotated"
     inline = ApiClient(credentials_from_kubeconfig(kubeconfig({"token": "t"})))
     assert not inline.token_refused()  # nothing to read again: the 401 stands
+
+
+class _Handle:
+    """Records what a request sets on its libcurl handle."""
+
+    def __init__(self) -> None:
+        self.options: dict[int, object] = {}
+
+    def setopt(self, option: int, value: object) -> None:
+        self.options[option] = value
+
+    def unsetopt(self, option: int) -> None:
+        self.options.pop(option, None)
+
+
+@pytest.mark.parametrize(
+    ("timeout", "sent"), [(None, 0), (0.0, 1), (0.0004, 1), (0.25, 250), (30.0, 30_000)]
+)
+def test_a_timeout_goes_to_libcurl_in_milliseconds_and_never_as_none_by_rounding(
+    timeout: float | None, sent: int
+) -> None:
+    """libcurl takes 0 for "no timeout": a deadline's last fraction of a millisecond, or one
+    already passed, is sent as 1 ms; only None means none."""
+    api = ApiClient(credentials_from_kubeconfig(kubeconfig({"token": "t"})))
+    handle = _Handle()
+    api._prepare(
+        handle, "GET", "/api", None, None, "application/json", "application/json", timeout, None
+    )  # type: ignore[arg-type]
+    assert handle.options[pycurl.TIMEOUT_MS] == sent
