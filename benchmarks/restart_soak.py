@@ -100,7 +100,7 @@ class Pods:
 
 
 def runtime(name: str, max_restarts: int) -> Dict:
-    example = setup.REPO / "examples" / "torch-distributed.yaml"
+    example = setup.REPO / "examples" / "runtimes" / "torch-distributed.yaml"
     body = copy.deepcopy(load_manifests(example.read_text())[0])
     body["metadata"]["name"] = name
     spec = body["spec"]["template"]["spec"]

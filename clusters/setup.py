@@ -97,7 +97,7 @@ def install(
     *,
     worker_cpu: str = "16",
     cpu_by_worker: dict[str, str] | None = None,
-    runtime: Path = REPO / "examples" / "torch-distributed.yaml",
+    runtime: Path = REPO / "examples" / "runtimes" / "torch-distributed.yaml",
     on_workers: bool = True,
 ) -> None:
     """Runtime everywhere; a MultiKueue-checked queue `q` in `namespace` on the manager; a plain

@@ -27,7 +27,7 @@ Dict = dict[str, Any]
 
 def runtime_with(mk: MultiKueue, name: str, policy: Dict) -> str:
     """torch-distributed with backoffLimit 0 and `policy`, on every cluster."""
-    example = setup.REPO / "examples" / "torch-distributed.yaml"
+    example = setup.REPO / "examples" / "runtimes" / "torch-distributed.yaml"
     runtime = load_manifests(example.read_text())[0]
     runtime["metadata"]["name"] = name
     spec = runtime["spec"]["template"]["spec"]

@@ -89,7 +89,9 @@ def test_a_job_asking_for_a_gpu_model_runs_only_where_that_model_is(bed: Bed) ->
     runtime = images.for_the_bed(
         [
             d
-            for d in load_manifests((REPO_ROOT / "examples/torch-ddp-cpu.yaml").read_text())
+            for d in load_manifests(
+                (REPO_ROOT / "examples/runtimes/torch-ddp-cpu.yaml").read_text()
+            )
             if d["kind"] != "TrainJob"
         ]
     )
@@ -118,6 +120,14 @@ def test_a_job_asking_for_a_gpu_model_runs_only_where_that_model_is(bed: Bed) ->
                 limits = pod.spec.containers[0].resources.limits or {}
                 assert limits.get("nvidia.com/gpu") in ("1", "2"), limits
                 assert any(t.key == "nvidia.com/gpu" for t in pod.spec.tolerations or [])
+                # /dev/shm from a memory-backed emptyDir, as DataLoader workers and NCCL need
+                shm = {
+                    v.name
+                    for v in pod.spec.volumes or []
+                    if v.empty_dir and v.empty_dir.medium == "Memory"
+                }
+                mounts = pod.spec.containers[0].volume_mounts or []
+                assert any(m.mount_path == "/dev/shm" and m.name in shm for m in mounts), mounts
             assert mk.running_on(name) == [worker], name
         for job in jobs:
             name = job["metadata"]["name"]

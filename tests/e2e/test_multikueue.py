@@ -655,7 +655,8 @@ def test_missing_runtime_is_said_on_the_manager_and_clears_once_it_exists(bed: B
     assert failed["reason"] == "RuntimeNotFound", failed
     assert f"ClusterTrainingRuntime {runtime_name!r} not found" in failed["message"]
     wait_for(lambda: "RuntimeNotFound" in events_of(mk, "early-bird"), 30, what="a Warning Event")
-    (runtime,) = load_manifests((setup.REPO / "examples" / "torch-distributed.yaml").read_text())
+    example = setup.REPO / "examples" / "runtimes" / "torch-distributed.yaml"
+    (runtime,) = load_manifests(example.read_text())
     runtime["metadata"]["name"] = runtime_name
     try:
         for cluster in [mk.manager, *mk.workers]:
@@ -914,7 +915,7 @@ def test_a_copy_whose_worker_runtime_differs_is_out_of_sync_and_sent_again(
     mk = MultiKueue(bed)
     first, second = mk.workers
     mk.set_quota(second, "0")  # the first worker admits it first
-    example = setup.REPO / "examples" / "torch-distributed.yaml"
+    example = setup.REPO / "examples" / "runtimes" / "torch-distributed.yaml"
     runtime = load_manifests(example.read_text())[0]
     runtime["metadata"]["name"] = f"drift-{mk.ns}"
     for cluster in [mk.manager, second]:

@@ -165,7 +165,7 @@ def mkc_condition(mk: MultiKueue, cluster: str, ctype: str) -> Dict | None:
 def test_a_worker_whose_runtime_differs_gets_no_copy_and_both_sides_say_so(bed: Bed) -> None:
     mk = MultiKueue(bed)
     first, second = mk.workers[0], mk.workers[1]
-    example = setup.REPO / "examples" / "torch-distributed.yaml"
+    example = setup.REPO / "examples" / "runtimes" / "torch-distributed.yaml"
     runtime = load_manifests(example.read_text())[0]
     name = f"drift-{mk.ns}"
     runtime["metadata"]["name"] = name

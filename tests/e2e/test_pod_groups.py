@@ -49,7 +49,7 @@ def gang_worker(bed: Bed) -> Iterator[str]:
 
 def gang_runtime(mk: MultiKueue, name: str, policy: Dict, annotations: Dict | None = None) -> str:
     """Trainer's torch-distributed with `policy`, on every worker."""
-    example = setup.REPO / "examples" / "torch-distributed.yaml"
+    example = setup.REPO / "examples" / "runtimes" / "torch-distributed.yaml"
     runtime = load_manifests(example.read_text())[0]
     runtime["metadata"]["name"] = name
     runtime["spec"]["podGroupPolicy"] = policy

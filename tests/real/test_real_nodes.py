@@ -28,7 +28,7 @@ from clusters import chart, images, nodes
 from clusters.bed import Bed
 from clusters.config import REPO_ROOT
 from clusters.helpers.browser import page_of, screenshot, view_server
-from clusters.helpers.examples import MPI_FILE, RUNTIME_FILE
+from clusters.helpers.examples import DDP_FILE, MPI_FILE, MPI_RUNTIME_FILE, RUNTIME_FILE
 from clusters.helpers.kube import TrainJobs, api_error
 from clusters.helpers.tenant import Tenant, story_path
 from clusters.helpers.waiting import wait_for
@@ -47,9 +47,12 @@ def _manager(bed: Bed) -> str:
     return bed.config.managers[0].name
 
 
-def _trainjob(name: str, example: Path = RUNTIME_FILE, **trainer: Any) -> Dict:
+def _trainjob(name: str, example: Path = DDP_FILE, **trainer: Any) -> Dict:
+    """The example's TrainJob as `name`, on the LocalQueue `q` setup.install makes (the
+    examples name the runbook's `user-queue`)."""
     tj = next(d for d in load_manifests(example.read_text()) if d["kind"] == "TrainJob")
     tj["metadata"]["name"] = name
+    tj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "q"
     tj["spec"]["trainer"].update(trainer)
     return tj
 
@@ -203,13 +206,13 @@ def test_ddp_training_across_clusters(installed: Bed, real_namespace: str, tmp_p
 
 
 def test_mpi_training_runs_mpirun_across_two_pods(installed: Bed, real_namespace: str) -> None:
-    """examples/mpi-cpu.yaml as written (its public image, which the node holds under that
-    name) on the manager: the launcher's mpirun, as mpiuser, reaches both node pods' sshd on
-    port 2222 with the hostfile and key pair the worker controller made, one rank on each; the
-    ranks train together (Allreduce) and the loss falls; Complete on the worker and the
-    manager."""
+    """examples/mpi-cpu.yaml on the runtime of examples/runtimes/mpi-cpu.yaml as written (its
+    public image, which the node holds under that name) on the manager: the launcher's
+    mpirun, as mpiuser, reaches both node pods' sshd on port 2222 with the hostfile and key
+    pair the worker controller made, one rank on each; the ranks train together (Allreduce)
+    and the loss falls; Complete on the worker and the manager."""
     manager = _manager(installed)
-    runtime = next(d for d in load_manifests(MPI_FILE.read_text()) if d["kind"] != "TrainJob")
+    (runtime,) = load_manifests(MPI_RUNTIME_FILE.read_text())
     for c in installed.config.clusters:
         custom = client.CustomObjectsApi(installed.api(c.name))
         try:

@@ -108,7 +108,7 @@ class MultiKueue:
     def fail_fast_runtime(self) -> str:
         """A ClusterTrainingRuntime like torch-distributed on every cluster, but a failed pod
         fails its Job at once (backoffLimit 0); its name."""
-        example = setup.REPO / "examples" / "torch-distributed.yaml"
+        example = setup.REPO / "examples" / "runtimes" / "torch-distributed.yaml"
         runtime = load_manifests(example.read_text())[0]
         runtime["metadata"]["name"] = "torch-fail-fast"
         node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]

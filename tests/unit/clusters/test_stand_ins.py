@@ -7,7 +7,7 @@ import re
 
 from clusters import images
 from clusters.config import REPO_ROOT
-from clusters.helpers.examples import MPI_FILE, RUNTIME_FILE
+from clusters.helpers.examples import EXAMPLES, MPI_RUNTIME_FILE, RUNTIME_FILE
 from clusters.kube import load_manifests
 
 
@@ -43,7 +43,8 @@ def test_no_example_names_an_image_of_the_bed() -> None:
         for path in sorted(examples.rglob("*.yaml"))
     }
     assert "gpu/" in " ".join(named), named  # the subdirectories are read too
-    assert named[MPI_FILE.name] == {"ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.3.0"}
-    assert named[MPI_FILE.name] <= set(images.STAND_INS)
+    mpi = MPI_RUNTIME_FILE.relative_to(EXAMPLES).as_posix()
+    assert named[mpi] == {"ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.3.0"}
+    assert named[mpi] <= set(images.STAND_INS)
     local = {name: found for name, found in named.items() if any("localhost/" in i for i in found)}
     assert not local, local

@@ -163,7 +163,7 @@ RUNTIMES = _crd_strategy("trainer.kubeflow.org_trainingruntimes.yaml").map(
 # build's paths for a runnable pair nearly untried.
 _KNOWN_RUNTIMES = [
     _stored({"metadata": d["metadata"], "spec": d["spec"]}, "TrainingRuntime")
-    for path in sorted((CRDS.parent / "examples").glob("*.yaml"))
+    for path in sorted((CRDS.parent / "examples").rglob("*.yaml"))
     for d in yaml.safe_load_all(path.read_text())
     if d and d.get("kind") in ("ClusterTrainingRuntime", "TrainingRuntime")
 ] + [_stored(make_runtime(), "TrainingRuntime"), _stored(mpi_runtime(), "TrainingRuntime")]
