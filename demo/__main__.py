@@ -47,7 +47,8 @@ def run(bed: Bed, namespace: str, timeout: float) -> int:
     )
     say(f"installing the TrainJob runtime, Kueue queues and MultiKueue objects ({namespace})")
     if real:
-        setup.install(bed, namespace, worker_cpu="4", runtime=example)
+        runtime = setup.REPO / "examples" / "runtimes" / "torch-ddp-cpu.yaml"
+        setup.install(bed, namespace, worker_cpu="4", runtime=runtime)
     else:
         setup.install(bed, namespace)
     say("installing the product from deploy/ (worker controllers, then 2 dispatcher replicas)")
