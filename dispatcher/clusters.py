@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from dispatcher import cluster_profiles, metrics
 from dispatcher.copy_ledger import CopyLedger
+from dispatcher.decide import REMOTE_NAME_TAKEN, Taken
 from dispatcher.kubeconfigs import (
     check_kubeconfig,
     check_kubeconfig_file,
@@ -63,9 +64,9 @@ class Registry:
         self.copies = CopyLedger(
             settings.dependency_copies_per_second, settings.dependency_copies_burst
         )
-        # Names our copies cannot take on a worker (an object there that is not ours):
-        # (cluster, namespace, name) -> (why, monotonic time noted).
-        self._taken: dict[tuple[str, str, str], tuple[str, float]] = {}
+        # Names our copies cannot take on a worker (an object there that is not ours, or a
+        # copy the worker refuses): (cluster, namespace, name) -> (why, monotonic time noted).
+        self._taken: dict[tuple[str, str, str], tuple[Taken, float]] = {}
         self._reported: dict[str, str] = {}  # Coexist: the problem last logged per cluster
         # Why a MultiKueueCluster has no usable kubeconfig, as its last `connect` found:
         # name -> (reason, message) of its Active=False condition.
@@ -151,9 +152,17 @@ class Registry:
         with self._lock:
             return self._namespace_problems.get((cluster, namespace))
 
-    def note_taken(self, cluster: str, namespace: str, name: str, why: str | None) -> None:
-        """Remember (or, with None, forget) that a copy's name is taken on a worker by an
-        object that is not ours; remembered for TAKEN_SECONDS, then tried again."""
+    def note_taken(
+        self,
+        cluster: str,
+        namespace: str,
+        name: str,
+        why: str | None,
+        reason: str = REMOTE_NAME_TAKEN,
+    ) -> None:
+        """Remember (or, with None, forget) that a copy of `name` cannot be made on a worker:
+        its name taken by an object that is not ours, or (`reason`) the copy refused there;
+        remembered for TAKEN_SECONDS, then tried again."""
         now = time.monotonic()
         with self._lock:
             if why is None:
@@ -162,9 +171,9 @@ class Registry:
             # Names no pass asked about again (their TrainJob gone) go once they expire.
             for key in [k for k, (_, noted) in self._taken.items() if now - noted >= TAKEN_SECONDS]:
                 del self._taken[key]
-            self._taken[(cluster, namespace, name)] = (why, now)
+            self._taken[(cluster, namespace, name)] = (Taken(reason, why), now)
 
-    def taken(self, cluster: str, namespace: str, *names: str) -> str | None:
+    def taken(self, cluster: str, namespace: str, *names: str) -> Taken | None:
         """Why a copy of one of `names` cannot be made on the worker, if it was found taken
         lately."""
         now = time.monotonic()

@@ -14,7 +14,7 @@ import datetime as dt
 import hashlib
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 from dispatcher import checkpoints, dependencies, placements
 from dispatcher.capacity import Fit
@@ -34,6 +34,20 @@ from trainjob.status_writes import hold
 from trainjob.views import CheckState, CheckView, TrainJobView, WorkloadView
 
 
+class Taken(NamedTuple):
+    """Why a worker cannot hold a TrainJob's copy: `reason` is the Workload's check reason and
+    the Warning's (REMOTE_NAME_TAKEN: an object of a copy's name there is not ours;
+    REMOTE_DEPENDENCY_REFUSED: the worker refused the copy of a Secret or ConfigMap the job
+    needs, a missing grant most often), `why` the sentence that names it."""
+
+    reason: str
+    why: str
+
+
+REMOTE_NAME_TAKEN = "RemoteNameTaken"
+REMOTE_DEPENDENCY_REFUSED = "RemoteDependencyRefused"
+
+
 @dataclass
 class RemoteView:
     """What the manager knows of one nominated worker right now."""
@@ -49,8 +63,9 @@ class RemoteView:
     # Why the TrainJob's runtime there is not the manager's (missing, or its spec differs): no
     # copy goes there. None when it is the same, or not known.
     runtime_problem: str | None = None
-    # Why no copy goes there: a copy's name is taken there by an object that is not ours.
-    taken: str | None = None
+    # Why no copy goes there: a copy's name is taken there by an object that is not ours, or
+    # the worker refused a copy of a dependency.
+    taken: Taken | None = None
     # Why it cannot serve the job's data (claims, datasets: data.py); no copy goes there.
     data_problem: str | None = None
     # The TrainJob's dependencies known to be in place there for its Workload copy (Kind/name
@@ -615,7 +630,7 @@ def _step3_decide(p: _Pass, winner: RemoteView) -> None:
         return
     if winner.trainjob is None and winner.taken:
         # Its TrainJob cannot be made there: another worker (the quota there is freed too).
-        plan.retry("RemoteNameTaken", f"{winner.name}: {winner.taken}; dispatching again")
+        plan.retry(winner.taken.reason, f"{winner.name}: {winner.taken.why}; dispatching again")
         return
     _take_along(p, winner)  # made with the decision (step 4); here kept up to date
     if winner.trainjob is None and obs.trainjob is not None:
@@ -778,7 +793,7 @@ def _step7_copies_out(p: _Pass, reachable: list[RemoteView], elapsed: float) -> 
     ]
     notes += [f"not sent to {r.name}: {r.runtime_problem}" for r in drifted if r.connected]
     notes += [f"not sent to {r.name}: {r.data_problem}" for r in no_data if r.connected]
-    notes += [f"not sent to {r.name}: {r.taken}" for r in obs.remotes if r.taken and r.selected]
+    notes += [f"not sent to {r.name}: {r.taken.why}" for r in obs.remotes if r.taken and r.selected]
     if notes:
         message += f" ({'; '.join(notes)})"
     if p.state != "Pending" or p.state_message != message:

@@ -8,7 +8,7 @@ import logging
 
 from dispatcher import dependencies, metrics
 from dispatcher.clusters import Registry
-from dispatcher.decide import RemoteAction
+from dispatcher.decide import REMOTE_DEPENDENCY_REFUSED, REMOTE_NAME_TAKEN, RemoteAction
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
 from kubecontrol.objects import Dict
@@ -130,9 +130,11 @@ def _done(registry: Registry, action: RemoteAction, copy: Dict, result: str) -> 
     return True
 
 
-def _taken(registry: Registry, action: RemoteAction, key: str, why: str) -> bool:
+def _taken(
+    registry: Registry, action: RemoteAction, key: str, why: str, reason: str = REMOTE_NAME_TAKEN
+) -> bool:
     namespace = action.obj["metadata"]["namespace"]
-    registry.note_taken(action.cluster, namespace, key, why)
+    registry.note_taken(action.cluster, namespace, key, why, reason)
     log.warning("[%s] %s", action.cluster, why)
     metrics.DEPENDENCY_COPIES.labels(action.cluster, "refused").inc()
     return False
@@ -150,7 +152,7 @@ def _refused(registry: Registry, action: RemoteAction, exc: ApiException) -> boo
         return False
     if exc.status in (403, 422):
         why = f"{kind} {namespace}/{name} cannot be copied there: {_refusal(exc)}"
-        return _taken(registry, action, f"{kind}/{name}", why)
+        return _taken(registry, action, f"{kind}/{name}", why, REMOTE_DEPENDENCY_REFUSED)
     log.warning("[%s] cannot copy %s %s/%s: %s", action.cluster, kind, namespace, name, exc.reason)
     return None
 

@@ -10,10 +10,13 @@ from clusters.helpers.builders import TrainJobBuilder, WorkloadBuilder
 from dispatcher import dependencies, placements
 from dispatcher.capacity import Fit
 from dispatcher.decide import (
+    REMOTE_DEPENDENCY_REFUSED,
+    REMOTE_NAME_TAKEN,
     CapacityAware,
     External,
     Incremental,
     RemoteView,
+    Taken,
     decide,
 )
 from tests.support.dispatch import decide_for, manager_workload, observed, remote
@@ -632,15 +635,28 @@ def test_copies_take_a_changed_priority_and_are_left_alone_when_they_have_it() -
     ]
 
 
-TAKEN = "TrainJob ns/tj exists there and is not a copy from this manager (it is left as it is)"
+TAKEN = Taken(
+    REMOTE_NAME_TAKEN,
+    "TrainJob ns/tj exists there and is not a copy from this manager (it is left as it is)",
+)
 
 
-def test_a_winner_whose_trainjob_name_is_taken_is_given_up_for_another_worker() -> None:
+REFUSED = Taken(
+    REMOTE_DEPENDENCY_REFUSED,
+    "Secret ns/hf-token cannot be copied there: the dispatcher's identity on that worker may "
+    "not write it (the worker chart's worker.multikueueIdentity.dependencies grants it)",
+)
+
+
+@pytest.mark.parametrize("taken", [TAKEN, REFUSED], ids=["name-taken", "dependency-refused"])
+def test_a_winner_whose_copy_cannot_be_made_is_given_up_saying_why(taken: Taken) -> None:
+    """A name taken there and a dependency the worker refuses (a missing grant, not a name
+    taken) each give the worker up with a reason of their own."""
     w1 = remote("w1", admitted_at="2026-11-22T11:00:02Z")
-    w1.taken = TAKEN
+    w1.taken = taken
     plan = decide_for(manager_workload("QuotaReserved", cluster="w1"), [w1, remote("w2")])
-    assert plan.check_state == ("Retry", f"w1: {TAKEN}; dispatching again")
-    assert [(e.type, e.reason) for e in plan.events] == [("Warning", "RemoteNameTaken")]
+    assert plan.check_state == ("Retry", f"w1: {taken.why}; dispatching again")
+    assert [(e.type, e.reason) for e in plan.events] == [("Warning", taken.reason)]
     assert [a.obj["kind"] for a in plan.remote if a.verb == "create"] == []
 
 
@@ -651,7 +667,7 @@ def test_a_worker_with_a_name_taken_gets_no_copy_and_the_message_says_why() -> N
     assert [(a.cluster, a.verb) for a in plan.remote] == [("w2", "create")]
     assert plan.check_state == (
         "Pending",
-        f"dispatched to w2; waiting for a cluster to admit it (not sent to w1: {TAKEN})",
+        f"dispatched to w2; waiting for a cluster to admit it (not sent to w1: {TAKEN.why})",
     )
 
 

@@ -20,6 +20,7 @@ from tests.support.whole_pass import (
     World,
     both_caches,  # noqa: F401 (the fixture the cases that run passes use)
     condition,
+    event_tuples,
     fleet,
     queues,
     reserve,
@@ -375,6 +376,8 @@ def test_two_jobs_share_one_copy_owned_by_both_which_goes_with_the_last_of_them(
 
 @pytest.mark.usefixtures("both_caches")
 def test_a_worker_that_refuses_secrets_keeps_the_job_and_says_why(world: World) -> None:
+    """Refused for a missing grant: said as such (RemoteDependencyRefused), not as a name
+    taken there."""
     world.apis["worker1"].fail(Fault(403, "POST", "secrets", times=None))
     world.settle(KEY)
     _reserve(world)
@@ -382,6 +385,8 @@ def test_a_worker_that_refuses_secrets_keeps_the_job_and_says_why(world: World) 
     assert world.get("worker1", c.TRAINJOB, "tj") is None
     _reserve(world)
     assert "worker.multikueueIdentity.dependencies" in _check_message(world)
+    reasons = {reason for _type, reason, _name in event_tuples(world.apis["manager"])}
+    assert "RemoteDependencyRefused" in reasons and "RemoteNameTaken" not in reasons
 
 
 @pytest.mark.usefixtures("both_caches")
