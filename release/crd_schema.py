@@ -8,9 +8,15 @@ templates' parts a `runtimePatch` may set, a runtime's JobSet spec ...). Install
 there. Trainer's CRDs type them (controller-gen, from the Kubernetes and JobSet Go types of its
 release), so each open node of ours becomes Trainer's node at the same path, with ours laid
 over it: our validation rules are added to Trainer's, our limits and types win, our extra
-fields are kept, and `required` is the union of both. Descriptions are Trainer's there (ours
-are one-line stand-ins, some shared through YAML anchors). A node Trainer leaves open or does
-not have stays as ours is.
+fields are kept, and `required` is the union of both. A node Trainer leaves open or does not
+have stays as ours is.
+
+Each field Trainer has, open or typed in ours, is described as Trainer describes it (or not at
+all where Trainer says nothing), so that `kubectl explain` says on our clusters what it says on
+Trainer's; ours describe only the fields Trainer does not have. Our source shares nodes through
+YAML anchors (one `env` list for the initializers, the trainer and the containers, one open
+list for a pod's tolerations, volumes and image pull secrets), whose descriptions could only
+be right at one of the paths that share them: a description is the path's, never the node's.
 
 `./run manifests` writes crds/ (for `kubectl apply -k`, the kustomize overlays and the
 release's archive) from api/crds/, and the chart's copy of each (charts/trainjob-multicluster/
@@ -89,17 +95,28 @@ def overlay(theirs: Dict, ours: Dict) -> Dict:
             out[key] = have + [r for r in value if r not in have]
         else:
             out[key] = copy.deepcopy(value)
-    if "description" not in out and ours.get("description"):
-        out["description"] = ours["description"]
     return out
 
 
+def described_as(node: Dict, theirs: Any) -> Dict:
+    """`node` (a new dict) with Trainer's description where Trainer has the field (`theirs`
+    is its node there), the key first as controller-gen writes it; ours where Trainer has no
+    such field."""
+    if not isinstance(theirs, dict):
+        return node
+    rest = {key: value for key, value in node.items() if key != "description"}
+    if theirs.get("description"):
+        return {"description": theirs["description"], **rest}
+    return rest
+
+
 def complete_node(ours: Any, theirs: Any) -> Any:
-    """`ours` with every open node below it that Trainer types replaced by the overlay."""
+    """`ours` with every open node below it that Trainer types replaced by the overlay, and
+    each field Trainer has described as Trainer describes it."""
     if not isinstance(ours, dict):
         return copy.deepcopy(ours)
     if ours.get(OPEN) and (_typed(theirs) or _empty_object(theirs)):
-        return overlay(theirs, ours)
+        return described_as(overlay(theirs, ours), theirs)
     out: Dict = {}
     for key, value in ours.items():
         if key == "properties" and isinstance(value, dict):
@@ -111,7 +128,7 @@ def complete_node(ours: Any, theirs: Any) -> Any:
             out[key] = complete_node(value, _child(theirs, key))
         else:
             out[key] = copy.deepcopy(value)
-    return out
+    return described_as(out, theirs)
 
 
 def _empty_object(node: Any) -> bool:

@@ -3,6 +3,7 @@ typed as Kubeflow Trainer v2.3's CRDs type them, and nothing of ours lost on the
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ import yaml
 
 from clusters.kube import SAFE_LOADER
 from release import crd_schema
-from release.crd_docs import PLURALS, fields, openapi_schema
+from release.crd_docs import PLURALS, fields, openapi_schema, trainers_crd
 
 
 def _load(path: Any) -> Any:
@@ -54,7 +55,7 @@ def test_an_open_node_takes_trainers_type_with_ours_laid_over_it() -> None:
         "x-kubernetes-validations": [{"rule": "self.size() > 0"}],
         "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
     }
-    theirs = {
+    theirs: dict[str, Any] = {
         "description": "Trainer's",
         "type": "array",
         "x-kubernetes-validations": [{"rule": "true"}],
@@ -73,7 +74,7 @@ def test_an_open_node_takes_trainers_type_with_ours_laid_over_it() -> None:
     )["properties"]["env"]
     assert done["items"] == theirs["items"]
     assert done["maxItems"] == 4  # our limit kept
-    assert done["description"] == "ours, one line"  # not open itself: ours as written
+    assert done["description"] == "Trainer's"  # Trainer has the field: Trainer's words
     assert done["x-kubernetes-validations"] == [{"rule": "self.size() > 0"}]
 
     opened = {**ours, "x-kubernetes-preserve-unknown-fields": True}
@@ -92,3 +93,69 @@ def test_a_node_trainer_leaves_open_or_lacks_stays_ours() -> None:
     assert crd_schema.complete_node(ours, {"type": "string"}) == ours
     # Trainer's struct without fields (`jax: {}`) types ours as holding none.
     assert crd_schema.complete_node(ours, {"type": "object"}) == {"type": "object"}
+
+
+# Fields a real TrainJob needs whose help once came from another field sharing their node.
+NEEDED = (
+    ".spec.initializer.model",
+    ".spec.trainer.env",
+    ".spec.trainer.resourcesPerNode.requests",
+    *(
+        f".spec.runtimePatches[].trainingRuntimeSpec.template.spec.replicatedJobs[].template{p}"
+        for p in (
+            ".metadata.labels",
+            ".spec.template.spec.volumes",
+            ".spec.template.spec.imagePullSecrets",
+            ".spec.template.spec.schedulingGates",
+            ".spec.template.spec.containers",
+            ".spec.template.spec.containers[].volumeMounts",
+            ".spec.template.spec.initContainers[].volumeMounts",
+        )
+    ),
+)
+
+
+@pytest.mark.parametrize("copy", ["crds/", "the chart's"])
+@pytest.mark.parametrize("plural", PLURALS)
+def test_each_field_trainer_has_is_described_as_trainer_describes_it(
+    plural: str, copy: str
+) -> None:
+    """What `kubectl explain` says of a field Trainer has is what it says on Trainer's CRD, field
+    by field, in the CRD installed with kustomize and in the chart's copy."""
+    if copy == "crds/":
+        crd = _load(crd_schema.installed_path(plural))
+    else:
+        crd = json.loads(crd_schema.chart_copy_path(plural).read_text())
+    ours = dict(fields(openapi_schema(crd)))
+    theirs = dict(fields(openapi_schema(trainers_crd(plural))))
+    shared = [path for path in theirs if path in ours]
+    assert len(shared) > len(theirs) * 9 // 10, "the walk lost most of Trainer's fields"
+    if plural == "trainjobs":
+        assert set(NEEDED) <= set(shared)
+    differ = [
+        (path, ours[path].get("description"), theirs[path].get("description"))
+        for path in shared
+        if ours[path].get("description") != theirs[path].get("description")
+    ]
+    assert differ == []
+
+
+def test_a_node_shared_by_two_fields_is_described_at_each_as_trainer_describes_it() -> None:
+    shared = {"description": "tolerations, said once", "type": "array", "maxItems": 8}
+    ours = {
+        "type": "object",
+        "properties": {"tolerations": shared, "volumes": shared, "ours": shared},
+    }
+    theirs = {
+        "type": "object",
+        "properties": {
+            "tolerations": {"description": "tolerations patches", "type": "array"},
+            "volumes": {"description": "volumes patches", "type": "array"},
+        },
+    }
+    done = crd_schema.complete_node(ours, theirs)["properties"]
+    assert done["tolerations"] == {**shared, "description": "tolerations patches"}
+    assert done["volumes"] == {**shared, "description": "volumes patches"}
+    assert done["ours"] == shared  # Trainer has no such field: ours
+    # A field Trainer has and does not describe is not described.
+    assert "description" not in crd_schema.complete_node(shared, {"type": "array"})
