@@ -1,8 +1,8 @@
 """Our CRDs explained: each field of their schemas (api/crds/, as we write them) that Kubeflow
-Trainer v2.3's CRDs describe, and ours do not, takes Trainer's description (so that
-`kubectl explain trainjob.spec.trainer` says what the field is), and docs/users/reference.md
-lists every field. `./run manifests` writes both (release/manifests.py); our own descriptions
-are never replaced.
+Trainer v2.3's CRDs have is described as Trainer describes it (so that `kubectl explain
+trainjob.spec.trainer` says what the field is), and docs/users/reference.md lists every field
+as the installed CRDs describe it. `./run manifests` writes both (release/manifests.py); our
+own descriptions are for the fields Trainer does not have.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from clusters.kube import SAFE_LOADER
 
 REPO = Path(__file__).resolve().parent.parent
 CRDS = REPO / "api" / "crds"  # ours, as written; release/crd_schema.py makes what is installed
+INSTALLED = REPO / "crds"
 PLURALS = ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
 REFERENCE = REPO / "docs" / "users" / "reference.md"
 Dict = dict[str, Any]
@@ -30,6 +31,10 @@ Dict = dict[str, Any]
 
 def crd_path(plural: str) -> Path:
     return CRDS / f"trainer.kubeflow.org_{plural}.yaml"
+
+
+def installed_path(plural: str) -> Path:
+    return INSTALLED / f"trainer.kubeflow.org_{plural}.yaml"
 
 
 def _yaml() -> YAML:
@@ -73,20 +78,36 @@ def trainers_descriptions(plural: str) -> dict[str, str]:
 
 
 def described(plural: str, text: str) -> str:
-    """Our CRD's text with Trainer's description on each field that has none of ours (the
-    key first in the field, as controller-gen writes it)."""
-    theirs = trainers_descriptions(plural)
+    """Our CRD's text with each field Trainer has described as Trainer describes it (the key
+    first in the field, as controller-gen writes it, or no key where Trainer says nothing).
+
+    A node our text shares through a YAML anchor is one node at several paths: it keeps a
+    description only where Trainer says the same at each of them (the installed CRD describes
+    each path, release/crd_schema.py). Fields Trainer does not have keep ours."""
+    schema = openapi_schema(trainers_crd(plural))
+    theirs = {p: str(n.get("description") or "").strip() for p, n in fields(schema)}
     y = _yaml()
     crd = y.load(text)
-    seen: set[int] = set()  # an anchored node (YAML alias) is one node, described once
+    paths: dict[int, list[str]] = {}
+    nodes: dict[int, Any] = {}
     for path, node in fields(openapi_schema(crd)):
-        if id(node) in seen or node.get("description") or path not in theirs:
-            continue
-        seen.add(id(node))
-        said = theirs[path].strip()
-        if isinstance(node, CommentedMap):
-            node.fa.set_block_style()  # `{type: string}` with a paragraph in it would not read
-            node.insert(0, "description", LiteralScalarString(said) if "\n" in said else said)
+        paths.setdefault(id(node), []).append(path)
+        nodes[id(node)] = node
+    for key, where in paths.items():
+        if not any(p in theirs for p in where):
+            continue  # ours alone
+        node = nodes[key]
+        said = {theirs.get(p, "") for p in where}
+        text_of = said.pop() if len(said) == 1 else ""
+        if not text_of:
+            node.pop("description", None)
+        elif str(node.get("description") or "").strip() != text_of:
+            value = LiteralScalarString(text_of) if "\n" in text_of else text_of
+            if "description" in node:
+                node["description"] = value
+            elif isinstance(node, CommentedMap):
+                node.fa.set_block_style()  # `{type: string}` with a paragraph would not read
+                node.insert(0, "description", value)
     out = io.StringIO()
     y.dump(crd, out)
     return out.getvalue()
@@ -110,14 +131,16 @@ def _cell(text: str) -> str:
 
 
 def reference(_: str = "") -> str:
-    """docs/users/reference.md: every field of our three CRDs, as the files on disk hold them."""
+    """docs/users/reference.md: every field of our three CRDs, as api/crds/ holds them, each
+    described as the installed CRD (crds/) describes it."""
     lines = [
         "# The API's fields",
         "",
         "Every field of the three kinds this product serves (`trainer.kubeflow.org/v1alpha1`,",
         "Kubeflow Trainer v2.3's API), from the CRDs themselves: written by `./run manifests`,",
         "do not edit. `kubectl explain trainjob.spec.trainer` (or any path below) says the same on",
-        "a cluster. A field marked *Kubernetes type* is a Kubernetes or JobSet type (a pod",
+        "a cluster; each field Kubeflow Trainer v2.3's CRDs have is described in their words.",
+        "A field marked *Kubernetes type* is a Kubernetes or JobSet type (a pod",
         "template, an env entry, a JobSet spec ...), typed as Kubeflow Trainer v2.3's CRDs type",
         "it; `kubectl explain` lists its fields, this page does not;",
         "[differences.md](../operators/differences.md) says which fields of Trainer's are",
@@ -125,10 +148,14 @@ def reference(_: str = "") -> str:
         "",
     ]
     for plural in PLURALS:
-        crd = yaml.safe_load(crd_path(plural).read_text())
+        crd = yaml.load(crd_path(plural).read_text(), Loader=SAFE_LOADER)
         kind = crd["spec"]["names"]["kind"]
         schema = openapi_schema(crd)
-        lines += [f"## {kind}", "", _cell(str(schema.get("description") or "")), ""]
+        # What `kubectl explain` says: the installed CRD's description at each path.
+        explained = dict(
+            fields(openapi_schema(yaml.load(installed_path(plural).read_text(), SAFE_LOADER)))
+        )
+        lines += [f"## {kind}", "", _cell(str(explained[""].get("description") or "")), ""]
         lines += ["| field | type | what it is |", "|---|---|---|"]
         for path, node in fields(schema):
             if not path or path in (".apiVersion", ".kind", ".metadata"):
@@ -139,7 +166,7 @@ def reference(_: str = "") -> str:
             if node.get("x-kubernetes-preserve-unknown-fields"):
                 kind_of += " (Kubernetes type)"
             required = path.rsplit(".", 1)[-1] in _required_of(schema, path)
-            said = _cell(str(node.get("description") or ""))
+            said = _cell(str(explained.get(path, node).get("description") or ""))
             lines.append(
                 f"| `{path[1:]}`{' (required)' if required else ''} | {kind_of} | {said} |"
             )

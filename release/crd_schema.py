@@ -43,7 +43,6 @@ from clusters.kube import SAFE_LOADER
 from release.crd_docs import PLURALS, crd_path, openapi_schema, trainers_crd
 
 REPO = Path(__file__).resolve().parent.parent
-INSTALLED = REPO / "crds"
 CHART_COPIES = REPO / "charts" / "trainjob-multicluster" / "files" / "crds"
 HEADER = (
     "# Written by `./run manifests` from api/crds/{name} (ours) with each Kubernetes type it\n"
@@ -52,10 +51,6 @@ HEADER = (
 )
 OPEN = "x-kubernetes-preserve-unknown-fields"
 Dict = dict[str, Any]
-
-
-def installed_path(plural: str) -> Path:
-    return INSTALLED / f"trainer.kubeflow.org_{plural}.yaml"
 
 
 def chart_copy_path(plural: str) -> Path:

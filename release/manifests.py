@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     installed_crds: list[tuple[Path, Callable[[str], str], str]] = [
         (
-            crd_schema.installed_path(plural),
+            crd_docs.installed_path(plural),
             functools.partial(_installed_crd, plural, source),
             "the installed CRD",
         )

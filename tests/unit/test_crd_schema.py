@@ -11,7 +11,7 @@ import yaml
 
 from clusters.kube import SAFE_LOADER
 from release import crd_schema
-from release.crd_docs import PLURALS, fields, openapi_schema, trainers_crd
+from release.crd_docs import PLURALS, fields, installed_path, openapi_schema, trainers_crd
 
 
 def _load(path: Any) -> Any:
@@ -22,7 +22,7 @@ def _load(path: Any) -> Any:
 def pair(request: pytest.FixtureRequest) -> tuple[Any, Any]:
     plural = request.param
     source = dict(crd_schema.sources())[plural]
-    return openapi_schema(_load(source)), openapi_schema(_load(crd_schema.installed_path(plural)))
+    return openapi_schema(_load(source)), openapi_schema(_load(installed_path(plural)))
 
 
 def test_the_installed_crds_leave_no_field_open(pair: tuple[Any, Any]) -> None:
@@ -123,7 +123,7 @@ def test_each_field_trainer_has_is_described_as_trainer_describes_it(
     """What `kubectl explain` says of a field Trainer has is what it says on Trainer's CRD, field
     by field, in the CRD installed with kustomize and in the chart's copy."""
     if copy == "crds/":
-        crd = _load(crd_schema.installed_path(plural))
+        crd = _load(installed_path(plural))
     else:
         crd = json.loads(crd_schema.chart_copy_path(plural).read_text())
     ours = dict(fields(openapi_schema(crd)))
