@@ -376,11 +376,13 @@ def test_judges_run_on_at_most_max_in_flight_threads_however_many_reviews_time_o
     """Judges that never return (nor look at their deadline): each review is answered 503 at
     its deadline, which frees its slot but not its thread. The next reviews' judges wait for
     one of the server's MAX_IN_FLIGHT threads, and never begin once their own review has been
-    answered. Before, each ran on the loop's default executor, as many at once as it had
-    threads, and a judge begun after its answer ran all the same."""
+    answered: released at the end, the first three return and the nine queued behind them
+    never run. Before, each ran on the loop's default executor, as many at once as it had
+    threads, and a judge begun after its answer ran all the same. JUDGE_SECONDS is short but
+    not tight: each wave's judges must begin within it on a loaded machine."""
     monkeypatch.setattr("kubecontrol.webhook_server.MAX_IN_FLIGHT", 3)
     monkeypatch.setattr("kubecontrol.webhook_server.MAX_IN_FLIGHT_EACH", 3)
-    monkeypatch.setattr("kubecontrol.webhook_server.JUDGE_SECONDS", 0.5)
+    monkeypatch.setattr("kubecontrol.webhook_server.JUDGE_SECONDS", 2.0)
     release = threading.Event()
     lock, calls, threads = threading.Lock(), [0], set()
 
@@ -412,10 +414,54 @@ def test_judges_run_on_at_most_max_in_flight_threads_however_many_reviews_time_o
         codes = [a["response"]["status"]["code"] for a in answers]
         assert codes == [503] * 12
         assert (calls[0], len(threads)) == (3, 3), "judges begun, and their threads"
+        # every review is answered: the stuck judges return, and what was queued behind them
+        # is taken from the pool's queue before these three, which wait for each other
+        release.set()
+        drained = threading.Barrier(3, timeout=20)
+        last = [served.server._judges.submit(drained.wait) for _ in range(3)]
+        for done in last:
+            done.result(30)
+        assert calls[0] == 3, "a judge began after its review was answered 503"
     finally:
         release.set()
         for client in clients:
             client.join(20)
+
+
+def test_a_judge_is_told_to_give_up_when_its_review_ends_before_the_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review whose handler is cancelled long before JUDGE_SECONDS (the server stopping
+    past SHUTDOWN_SECONDS cancels the handlers still at work): its judge, waiting by its
+    deadline, stops at once rather than at JUDGE_SECONDS, its thread free for the next."""
+    monkeypatch.setattr("kubecontrol.webhook_server.JUDGE_SECONDS", 60.0)
+    began, stopped = threading.Event(), threading.Event()
+
+    def patient(admission: Dict, deadline: Deadline) -> Verdict:
+        began.set()
+        deadline.sleep(60)  # as a look-up bounded by what is left of the deadline waits
+        stopped.set()
+        return Verdict()
+
+    files = (tmp_path / "tls.crt", tmp_path / "tls.key")  # never read: the server never starts
+    server = WebhookServer(
+        "127.0.0.1", 0, files, {}, ready_now(), resource=("trainer.kubeflow.org", "trainjobs")
+    )
+
+    async def cancelled() -> None:
+        judged = asyncio.create_task(
+            server._judged_in_time("/mutate", in_thread(patient), review()["request"])
+        )
+        assert await asyncio.to_thread(began.wait, 10), "the judge never began"
+        judged.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await judged
+
+    try:
+        asyncio.run(cancelled())
+        assert stopped.wait(10), "the judge still waits for a review no one waits for"
+    finally:
+        server._judges.shutdown(wait=False, cancel_futures=True)
 
 
 def _review_on(conn: http.client.HTTPSConnection, uid: str) -> http.client.HTTPResponse:

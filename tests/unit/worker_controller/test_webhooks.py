@@ -1,0 +1,30 @@
+"""The worker controller's admission judges, by the review's deadline."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from kubecontrol.deadline import Deadline, DeadlinePassed
+from worker_controller import webhooks
+
+
+def no_runtime(tj: Any) -> None:
+    return None
+
+
+@pytest.mark.parametrize("deadline", ["given up", "passed"])
+def test_a_review_out_of_time_is_not_judged_against_its_runtime(deadline: str) -> None:
+    """The runtime is judged only while the review's deadline has time left: a review answered
+    503 (its deadline given up), or whose deadline passed, stops before that work."""
+    ctx: Any = SimpleNamespace(trainjob_schema=None, caches=SimpleNamespace(runtime_of=no_runtime))
+    review = {"uid": "u", "namespace": "team-a", "object": {"metadata": {"name": "tj"}}}
+    assert webhooks.on_trainjob_validate(ctx, review, Deadline(10)).allowed  # in time: judged
+    over = Deadline(0)
+    if deadline == "given up":
+        over = Deadline(10)
+        over.give_up()
+    with pytest.raises(DeadlinePassed, match="judging the runtime"):
+        webhooks.on_trainjob_validate(ctx, review, over)
