@@ -21,7 +21,13 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from clusters.helpers.waiting import QuietHandler, http_server, loopback_client, sooner_than
+from clusters.helpers.waiting import (
+    QuietHandler,
+    http_server,
+    loopback_client,
+    sooner_than,
+    wait_for,
+)
 from kubecontrol.admission import Verdict
 from kubecontrol.certs import Material, issue
 from kubecontrol.cluster import Cluster
@@ -426,6 +432,66 @@ def test_judges_run_on_at_most_max_in_flight_threads_however_many_reviews_time_o
         release.set()
         for client in clients:
             client.join(20)
+
+
+def test_a_judge_whose_review_ran_out_of_time_before_a_thread_took_it_never_begins(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A review's judge waits in the pool's queue behind a judge that never returns; the
+    review's deadline passes while the server's loop is too busy to answer it 503 (and so to
+    take the judge off the queue), and then a thread takes it: it never begins. The loop is
+    held here by a route that blocks it, the queue's thread freed once the deadline passed."""
+    monkeypatch.setattr("kubecontrol.webhook_server.MAX_IN_FLIGHT", 1)
+    monkeypatch.setattr("kubecontrol.webhook_server.MAX_IN_FLIGHT_EACH", 1)
+    monkeypatch.setattr("kubecontrol.webhook_server.JUDGE_SECONDS", 2.0)
+    deadlines: list[Deadline] = []
+
+    class Kept(Deadline):
+        def __init__(self, seconds: float) -> None:
+            super().__init__(seconds)
+            deadlines.append(self)
+
+    monkeypatch.setattr("kubecontrol.webhook_server.Deadline", Kept)
+    release, hogging, unhog = threading.Event(), threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    def stuck(admission: Dict, deadline: Deadline) -> Verdict:
+        calls.append(admission["uid"])
+        release.wait(30)
+        return Verdict()
+
+    async def hog(request: web.Request) -> web.Response:
+        hogging.set()
+        unhog.wait(30)  # blocks the server's loop: no timeout of it fires meanwhile
+        return web.Response(text="done")
+
+    served = serve({"/mutate": in_thread(stuck)}, more=[web.post("/hog", hog)])
+    answers: dict[str, int] = {}
+
+    def ask(uid: str) -> None:
+        answers[uid] = served.ask("/mutate", review(uid))["response"]["status"]["code"]
+
+    first = threading.Thread(target=ask, args=("a",))
+    hogged = threading.Thread(target=lambda: served.post("/hog", b""))
+    second = threading.Thread(target=ask, args=("b",))
+    try:
+        first.start()
+        first.join(20)
+        assert answers == {"a": 503}  # its judge still holds the only thread
+        second.start()
+        wait_for(lambda: served.server._judges._work_queue.qsize() == 1, 10, what="b queued")
+        hogged.start()
+        assert hogging.wait(10), "the loop was not held"
+        wait_for(lambda: deadlines[1].left() == 0, 10, what="b's deadline passed")
+        release.set()  # the thread takes b's judge, which the loop could not take back
+        served.server._judges.submit(lambda: None).result(10)  # after b's, on the one thread
+        assert calls == ["a"], "a judge began after its review's deadline passed"
+    finally:
+        release.set()
+        unhog.set()
+        for client in (first, hogged, second):
+            client.join(20)
+    assert answers == {"a": 503, "b": 503}
 
 
 def test_a_judge_is_told_to_give_up_when_its_review_ends_before_the_deadline(
