@@ -111,6 +111,8 @@ def test_the_lines_waiting_for_a_page_are_bounded_in_bytes() -> None:
         ("user:system:serviceaccount:team-a:bot", "the ServiceAccounts of namespace team-a"),
         ("user:system:serviceaccount:team-a:other", "the ServiceAccounts of namespace team-a"),
         ("user:alice", "viewer alice"),
+        # a person whose name holds a ServiceAccount's is no ServiceAccount of that namespace
+        ("user:x:system:serviceaccount:victim:y", "viewer x:system:serviceaccount:victim:y"),
         ("token:ab12", "the viewers the API server could not name"),
         ("token:cd34", "the viewers the API server could not name"),
     ],

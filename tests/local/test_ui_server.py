@@ -357,3 +357,99 @@ async def test_behind_a_proxy_the_users_of_one_namespace_share_its_share(
             task.cancel()
         await client.close()
         await manager.close()
+
+
+async def _events_then_end(request: web.Request) -> web.StreamResponse:
+    """A manager's watch that sends two events and ends."""
+    answer = web.StreamResponse()
+    await answer.prepare(request)
+    for name in ("one", "two"):
+        await answer.write(b'{"type":"ADDED","object":{"name":"%s"}}\n' % name.encode())
+    return answer
+
+
+@in_a_loop
+async def test_behind_a_proxy_a_watch_holds_its_slot_until_its_lines_are_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A watch that has ended while its lines still wait for a page that reads slowly holds
+    its slot until the answer ends: the lines queued for the page are under its share. Here
+    the page takes no line until the watch's last is queued."""
+    reading = asyncio.Event()
+    ended = asyncio.Event()
+
+    class Slow(ui.Lines):
+        async def put(self, item: tuple[bytes, bool]) -> None:
+            await super().put(item)
+            if item[1]:
+                ended.set()
+
+        async def get(self) -> tuple[bytes, bool]:
+            await reading.wait()
+            return await super().get()
+
+    monkeypatch.setattr(ui, "Lines", Slow)
+    api = web.Application()
+    api.router.add_get("/{path:.*}", _events_then_end)
+    manager = TestServer(api, host="127.0.0.1")
+    await manager.start_server()
+    client, _read, holding = await behind_a_proxy(manager.port)
+    path = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/a/trainjobs?watch=1"
+    page = asyncio.ensure_future(
+        client.get(
+            "/watch",
+            params={"p": path},
+            headers={"Host": "view.example", "Authorization": "Bearer alice"},
+        )
+    )
+    try:
+        await asyncio.wait_for(ended.wait(), 10)  # the watch ended, its lines all queued
+        for _ in range(5):
+            await asyncio.sleep(0)  # its pump goes on as far as it would
+        await holding(1)
+        reading.set()
+        answer = await asyncio.wait_for(page, 10)
+        lines = [json.loads(line) for line in (await answer.text()).splitlines()]
+        assert [line.get("event", {}).get("object") for line in lines[:2]] == [
+            {"name": "one"},
+            {"name": "two"},
+        ]
+        assert lines[2] == {"i": 0, "end": 200, "message": "the watch ended"}
+        await holding(0)  # the answer ended: its slot is free
+    finally:
+        page.cancel()
+        await client.close()
+        await manager.close()
+
+
+@in_a_loop
+async def test_behind_a_proxy_a_watch_refused_a_slot_ends_the_answer_with_429(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A viewer holding its share asks for a watch: the answer says so in its end line (429)
+    and ends, for the page to try again later, rather than never ending."""
+    monkeypatch.setattr(ui, "MAX_STREAMS", 2)
+    monkeypatch.setattr(ui, "MAX_VIEWER_STREAMS", 1)
+    monkeypatch.setattr(ui, "MAX_NAMESPACE_STREAMS", 2)
+    monkeypatch.setattr(ui, "REVIEW_SECONDS", 0.5)
+    silent = socket.create_server(("127.0.0.1", 0))  # connections wait in its backlog
+    client, read, holding = await behind_a_proxy(silent.getsockname()[1])
+    held = asyncio.ensure_future(read("alice"))
+    try:
+        await holding(1)
+        answer = await asyncio.wait_for(
+            client.get(
+                "/watch",
+                params={"p": "/apis/trainer.kubeflow.org/v1alpha1/namespaces/a/trainjobs?watch=1"},
+                headers={"Host": "view.example", "Authorization": "Bearer alice"},
+            ),
+            10,
+        )
+        (line,) = (await asyncio.wait_for(answer.text(), 10)).splitlines()
+        said = json.loads(line)
+        assert said["i"] == 0 and said["end"] == 429
+        assert "you hold 1 reads on this replica, your share" in said["message"]
+    finally:
+        held.cancel()
+        silent.close()
+        await client.close()
