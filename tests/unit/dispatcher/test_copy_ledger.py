@@ -22,8 +22,11 @@ def test_a_copy_is_current_only_for_the_jobs_that_own_it() -> None:
 def test_the_owners_remembered_of_a_copy_are_bounded_the_first_kept() -> None:
     ledger = CopyLedger(per_second=1.0, burst=32)
     ledger.note(WHERE, "d1", [f"wl-{i}" for i in range(OWNERS_KEPT + 5)])
-    assert ledger.current("worker1", "ns", ["Secret/hf-token"], "wl-0") == {"Secret/hf-token": "d1"}
-    assert ledger.current("worker1", "ns", ["Secret/hf-token"], f"wl-{OWNERS_KEPT}") == {}
+    held = {"Secret/hf-token": "d1"}
+    for kept in ("wl-0", f"wl-{OWNERS_KEPT - 1}"):
+        assert ledger.current("worker1", "ns", ["Secret/hf-token"], kept) == held, kept
+    for dropped in (f"wl-{OWNERS_KEPT}", f"wl-{OWNERS_KEPT + 4}"):
+        assert ledger.current("worker1", "ns", ["Secret/hf-token"], dropped) == {}, dropped
 
 
 def test_one_pass_at_a_time_writes_a_copy_and_the_others_do_not_wait() -> None:

@@ -518,6 +518,55 @@ def test_a_change_queues_only_the_jobs_whose_pods_reference_that_object() -> Non
         made.close()
 
 
+# A runtime whose pods pull with as many Secrets as a TrainJob may take along, the last named
+# last.
+MOST = [f"pull{i}" for i in range(dependencies.MAX_DEPENDENCIES)]
+MOST_RUNTIME = make_runtime(
+    "most-runtime",
+    replicated_jobs=[
+        {
+            "name": "node",
+            "template": {
+                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "containers": [container()],
+                            "imagePullSecrets": [{"name": name} for name in MOST],
+                        }
+                    }
+                },
+            },
+        }
+    ],
+)
+
+
+def test_a_job_that_names_the_most_dependencies_is_filed_under_each_and_queued_by_the_last() -> (
+    None
+):
+    pod_sets = [
+        {"name": "node", "template": {"spec": {"imagePullSecrets": [{"name": n} for n in MOST]}}}
+    ]
+    workload = {"metadata": {"namespace": "ns"}, "spec": {"podSets": pod_sets}}
+    assert dependencies.named_by(workload) == [("ns", "Secret", name) for name in MOST]
+    made, _ctx = fleet(
+        [MOST_RUNTIME, _job("tj", MOST_RUNTIME), namespace(), *(secret(n) for n in MOST)],
+        {w: [MOST_RUNTIME] for w in WORKERS},
+        behind=False,
+    )
+    try:
+        made.settle(KEY)
+        tj = made.get("manager", c.TRAINJOB, "tj")
+        assert condition(tj, c.COND_DEPENDENCIES_MISSING) is None  # the most, not too many
+        for changed in (MOST[-1], MOST[0]):
+            made.apis["manager"].put(secret(changed, "rotated"))
+            made.relist()
+            assert made.queue.take() == [KEY], changed
+    finally:
+        made.close()
+
+
 def test_a_namespace_that_churns_its_secret_is_held_while_another_namespace_dispatches() -> None:
     """A namespace's copy refreshes draw on its own allowance (here 32, refilled too slowly
     to count): once spent, its copies wait (the pass asks to be tried again), while another
