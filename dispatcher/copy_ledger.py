@@ -53,10 +53,6 @@ class CopyLedger:
                 kept.append(uid)
         self._held.put(where, Held(digest, frozenset(kept)))
 
-    def known(self, where: Where) -> bool:
-        """Whether a copy is known to be there (it is read before it is written)."""
-        return self._held.get(where) is not None
-
     def current(self, cluster: str, namespace: str, keys: list[str], owner: str) -> dict[str, str]:
         """What each copy of `keys` on a worker is known to hold while owned by the Workload
         copy `owner`: key -> digest, for those known."""

@@ -22,7 +22,8 @@ def ensure(registry: Registry, action: RemoteAction) -> bool | None:
     in place; False when it cannot be (gone from the manager, its name taken there by an
     object that is not ours, the worker refuses it: noted as taken, so the job goes
     elsewhere); None when it is to be tried again (it failed, another pass is writing it, or
-    the namespace has had its share of copy refreshes for now)."""
+    the namespace has had its share of copy refreshes for now). Only a write spends the
+    namespace's share: a copy found current, in the ledger or on the worker, spends none."""
     remote = registry.get(action.cluster)
     if remote is None:
         return False
@@ -36,34 +37,42 @@ def ensure(registry: Registry, action: RemoteAction) -> bool | None:
             return True  # brought up to date by another job's pass on that worker
         if not mine:
             return None  # another pass writes it this moment: the next finds it done
-        if not registry.copies.allowed(namespace):
-            log.debug("[%s] %s/%s waits for its namespace's turn", action.cluster, namespace, key)
-            metrics.DEPENDENCY_COPIES.labels(action.cluster, "held").inc()
+        try:
+            return _look_then_write(registry, remote.cluster, action)
+        except ApiException as exc:
+            return _refused(registry, action, exc)
+        except Exception as exc:  # an unreachable worker must not stop the others
+            log.warning("[%s] cannot copy %s/%s: %s", action.cluster, namespace, key, exc)
             return None
-        return _write(registry, remote.cluster, action)
 
 
-def _write(registry: Registry, api: Cluster, action: RemoteAction) -> bool | None:
-    """`ensure`'s reads and write: the manager object, then the copy made (or, known or
-    found to be there, read and brought up to date)."""
+def _look_then_write(registry: Registry, api: Cluster, action: RemoteAction) -> bool | None:
+    """`ensure`'s reads and write: the copy on the worker read first (ours, current and owned
+    by this job: in place, nothing spent), then, for a write, one of the namespace's copy
+    refreshes taken, the manager object read and the copy made or brought up to date."""
     meta = action.obj["metadata"]
     kind, namespace, name = action.obj["kind"], meta["namespace"], meta["name"]
-    where = f"{kind} {namespace}/{name}"
+    found = api.get_or_none(dependencies.KINDS[kind], name, namespace)
+    if found is not None:
+        if not _ours(found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]):
+            return _foreign(registry, action)
+        if dependencies.updated(found, action.obj) is None:
+            return _done(registry, action, found, "unchanged")
+    if not registry.copies.allowed(namespace):
+        log.debug(
+            "[%s] %s %s/%s waits for its namespace's turn", action.cluster, kind, namespace, name
+        )
+        metrics.DEPENDENCY_COPIES.labels(action.cluster, "held").inc()
+        return None
     try:
         source = registry.manager.get_or_none(dependencies.KINDS[kind], name, namespace)
     except Exception as exc:
-        log.warning("[manager] cannot read %s: %s", where, exc)
+        log.warning("[manager] cannot read %s %s/%s: %s", kind, namespace, name, exc)
         return None
     if source is None or source.get("type") in dependencies.NEVER_COPIED_TYPES:
         return False  # the next pass sees it missing (or refused) from the cache
     want = _wanted(action.obj, {**source, "kind": kind})
-    try:
-        return _put(registry, api, action, want)
-    except ApiException as exc:
-        return _refused(registry, action, exc)
-    except Exception as exc:  # an unreachable worker must not stop the others
-        log.warning("[%s] cannot copy %s: %s", action.cluster, where, exc)
-        return None
+    return _put(registry, api, action, want, found)
 
 
 def _wanted(skeleton: Dict, source: Dict) -> Dict:
@@ -76,17 +85,12 @@ def _wanted(skeleton: Dict, source: Dict) -> Dict:
     )
 
 
-def _put(registry: Registry, api: Cluster, action: RemoteAction, want: Dict) -> bool | None:
-    """The copy created, or ours there brought to `want`: read first when the ledger knows it
-    is there (a change on the manager: one read and one write), created first otherwise (a
-    new copy: one write)."""
+def _put(
+    registry: Registry, api: Cluster, action: RemoteAction, want: Dict, found: Dict | None
+) -> bool | None:
+    """The copy created (none `found` on the worker), or ours there brought to `want`."""
     meta = want["metadata"]
     kind, namespace, name = want["kind"], meta["namespace"], meta["name"]
-    key = f"{kind}/{name}"
-    ledger_key = (action.cluster, namespace, key)
-    found = None
-    if registry.copies.known(ledger_key):
-        found = api.get_or_none(dependencies.KINDS[kind], name, namespace)
     if found is None:
         try:
             api.create(dependencies.KINDS[kind], want)
@@ -96,15 +100,11 @@ def _put(registry: Registry, api: Cluster, action: RemoteAction, want: Dict) -> 
             found = api.get_or_none(dependencies.KINDS[kind], name, namespace)
             if found is None:
                 return None  # deleted meanwhile: the next pass makes it
+            if not _ours(found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]):
+                return _foreign(registry, action)
         else:
             log.info("[%s] copied %s %s/%s", action.cluster, kind, namespace, name)
             return _done(registry, action, want, "created")
-    if not _ours(found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]):
-        why = (
-            f"{kind} {namespace}/{name} exists there and is not a copy from this manager (it "
-            "is left as it is)"
-        )
-        return _taken(registry, action, key, why)
     body = dependencies.updated(found, want)
     if body is None:
         return _done(registry, action, found, "unchanged")
@@ -116,6 +116,18 @@ def _put(registry: Registry, api: Cluster, action: RemoteAction, want: Dict) -> 
         raise
     log.info("[%s] updated the copy of %s %s/%s", action.cluster, kind, namespace, name)
     return _done(registry, action, body, "updated")
+
+
+def _foreign(registry: Registry, action: RemoteAction) -> bool:
+    """An object of the copy's name on the worker that is not ours: left as it is, the name
+    noted as taken there."""
+    meta = action.obj["metadata"]
+    kind, namespace, name = action.obj["kind"], meta["namespace"], meta["name"]
+    why = (
+        f"{kind} {namespace}/{name} exists there and is not a copy from this manager (it "
+        "is left as it is)"
+    )
+    return _taken(registry, action, f"{kind}/{name}", why)
 
 
 def _done(registry: Registry, action: RemoteAction, copy: Dict, result: str) -> bool:

@@ -142,17 +142,18 @@ class DispatcherSettings(ControllerSettings):
         gt=0,
         description="with copyDependencies, the copies of Secrets and ConfigMaps one manager "
         "namespace may have made or brought up to date per second on average, across its "
-        "jobs and workers (each is a read on the manager and one on the worker, and a write "
-        "when the copy differs): a namespace that changes its objects faster waits for its "
+        "jobs and workers (each a read on the worker, then a read on the manager and a write "
+        "when the copy is missing or differs; a copy found current, as after a restart or "
+        "failover, spends none): a namespace that changes its objects faster waits for its "
         "turn, the others' copies go on. One copy on a worker serves every job there that "
         "references the object",
     )
     dependency_copies_burst: int = Field(
         default=100,
         ge=32,
-        description="with copyDependencies, the copies one manager namespace may have made at "
-        "once before dependencyCopiesPerSecond holds it (at least 32, the most one TrainJob "
-        "takes along)",
+        description="with copyDependencies, the copies one manager namespace may have made or "
+        "brought up to date at once before dependencyCopiesPerSecond holds it (at least 32, "
+        "the most one TrainJob takes along); copies found current spend none",
     )
     mirror_events: Literal["Warning", "All", "None"] = Field(
         default="Warning",

@@ -11,9 +11,8 @@ WHERE = ("worker1", "ns", "Secret/hf-token")
 
 def test_a_copy_is_current_only_for_the_jobs_that_own_it() -> None:
     ledger = CopyLedger(per_second=1.0, burst=32)
-    assert not ledger.known(WHERE)
+    assert ledger.current("worker1", "ns", ["Secret/hf-token"], "wl-a") == {}
     ledger.note(WHERE, "d1", ["wl-a", "wl-b"])
-    assert ledger.known(WHERE)
     assert ledger.current("worker1", "ns", ["Secret/hf-token"], "wl-b") == {"Secret/hf-token": "d1"}
     assert ledger.current("worker1", "ns", ["Secret/hf-token"], "wl-c") == {}
     assert ledger.current("worker2", "ns", ["Secret/hf-token"], "wl-a") == {}

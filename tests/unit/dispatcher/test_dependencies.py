@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from clusters.helpers.builders import TrainJobBuilder, container, make_runtime
-from dispatcher import dependencies
+from dispatcher import copy_ledger, dependencies
 from dispatcher.dependencies import NAMESPACE_LABEL, Ref, references
 from kubecontrol.kinds import CONFIG_MAP, SECRET
+from kubecontrol.metrics import REGISTRY
 from tests.support.memory_api import Fault
 from tests.support.whole_pass import (
     World,
@@ -607,5 +608,52 @@ def test_a_namespace_that_churns_its_secret_is_held_while_another_namespace_disp
         _dispatch(made, ("ns2", "theirs"), "worker1")
         copied = made.get("worker1", SECRET, "other-token", "ns2")
         assert copied is not None and copied["data"] == {"token": _b64("s3cr3t")}
+    finally:
+        made.close()
+
+
+def _held() -> float:
+    """The copies held back so far for their namespace's turn (the metric's `held`)."""
+    labels = {"cluster": "worker1", "result": "held"}
+    return REGISTRY.get_sample_value("trainjob_dependency_copies_total", labels) or 0.0
+
+
+def test_after_a_failover_passes_that_find_the_copies_current_spend_none_of_the_allowance(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """More jobs than a namespace's whole allowance (32, refilled too slowly to count) share
+    one worker's copies, already current, when a new leader starts with nothing remembered of
+    them; the ledger keeps only a few owners per copy (OWNERS_KEPT, here 4), so most of the
+    jobs' passes look at the copy on the worker. A look spends nothing: no job is held. Then a
+    change of hf-token costs one write there, within the allowance."""
+    monkeypatch.setattr(copy_ledger, "OWNERS_KEPT", 4)
+    jobs = [_job(f"tj{i}") for i in range(34)]
+    made, ctx = fleet(
+        [RUNTIME, *jobs, namespace(), *SOURCES],
+        {"worker1": [RUNTIME]},
+        behind=False,
+        dependency_copies_burst=1000,  # the old leader's, generous: each job added an owner
+    )
+    try:
+        keys = [("ns", j["metadata"]["name"]) for j in jobs]
+        for key in keys:
+            _dispatch(made, key, "worker1")
+        ctx.registry.copies = copy_ledger.CopyLedger(per_second=1e-9, burst=32)  # the new one
+        since, held_before = _mark(made, "worker1"), _held()
+        for key in keys:
+            made.run(key)
+        assert _held() == held_before  # no job waited for its namespace's turn
+        assert _secret_writes(made, "worker1", "hf-token", since) == []
+        made.apis["manager"].put(secret("hf-token", "rotated"))
+        made.relist()
+        for key in made.queue.take():
+            made.run(key)
+        assert _held() == held_before
+        assert len(_secret_writes(made, "worker1", "hf-token", since)) == 1
+        copy = made.get("worker1", SECRET, "hf-token")
+        assert copy is not None and copy["data"] == {"token": _b64("rotated")}
+        assert len(copy["metadata"]["ownerReferences"]) == len(jobs)
+        left = sum(ctx.registry.copies.allowed("ns") for _ in range(40))
+        assert left == 31  # the one write, nothing for the looks
     finally:
         made.close()
