@@ -344,3 +344,91 @@ def test_a_cancelled_wait_leaves_the_queue_and_gives_back_a_slot_handed_to_it() 
         return queued, queue.held("handed"), await queue.take("last", wait=0)
 
     assert asyncio.run(scenario()) == (0, 0, None)
+
+
+def test_a_served_wait_frees_its_place_in_the_queues_bound() -> None:
+    """More waits served than the whole queue holds at once: the next still waits its turn
+    rather than being refused as if every served wait were still queued."""
+
+    async def scenario() -> tuple[list[str], int]:
+        queue = FairQueue(1, 1, "reads", queued_each=1, queued_total=2)
+        readers = Readers(queue)
+        readers.ask("holder")
+        await settle()
+        for i in range(queue.queued_total + 1):
+            readers.ask(f"waiter-{i}")
+            await settle()
+            await readers.free_one()  # the slot goes to the one waiting
+        last = readers.ask("last")
+        await settle()
+        waiting = queue.queued("last")
+        await readers.free_all()
+        assert readers.answers[last] is None
+        return readers.served, waiting
+
+    served, waiting = asyncio.run(scenario())
+    assert served == ["holder", "waiter-0", "waiter-1", "waiter-2", "last"]
+    assert waiting == 1
+
+
+async def waiting(queue: FairQueue, who: str, group: str) -> asyncio.Task[str | None]:
+    """`who` (of `group`) asking for a slot of a full `queue`, once it waits in the queue."""
+    task = asyncio.create_task(queue.take(who, group, wait=30))
+    await settle()
+    assert queue.queued(who, group) == 1
+    return task
+
+
+def test_a_freed_slot_skips_a_waiter_whose_group_holds_its_share() -> None:
+    """Team-a, served least recently, holds its share with a read waiting: a slot freed by
+    team-b goes to team-b's waiting read, the next freed one stays free, and team-a's read is
+    served only once team-a gives one back."""
+
+    async def scenario() -> list[tuple[int, int, int]]:
+        queue = FairQueue(4, 2, "reads", 2, queued_each=4, queued_total=16)
+        holding = [("a-0", "team-a"), ("a-1", "team-a"), ("b", "team-b"), ("b", "team-b")]
+        for who, group in holding:  # team-a, then b, each at its share: the pool is full
+            assert await queue.take(who, group, wait=0) is None
+        a_2 = await waiting(queue, "a-2", "team-a")
+        b_2 = await waiting(queue, "b-2", "team-b")
+        seen = []
+        for who, group in [("b", "team-b"), ("b", "team-b"), ("a-0", "team-a")]:
+            queue.give_back(who, group)
+            await settle()
+            seen.append((queue.held("a-2"), queue.held("b-2"), queue.queued("a-2", "team-a")))
+        assert await a_2 is None and await b_2 is None
+        return seen
+
+    assert asyncio.run(scenario()) == [
+        (0, 1, 1),  # b-2 served, a-2 still waits
+        (0, 1, 1),  # the slot stays free
+        (1, 1, 0),  # team-a below its share: a-2 served
+    ]
+
+
+def test_a_freed_slot_skips_a_waiter_who_holds_its_share_elsewhere() -> None:
+    """Carol holds her share in team-b and waits in team-c, a namespace never served: a freed
+    slot goes to the next waiting read that may take it, the next freed one stays free, and
+    carol's read in team-c is served once she gives back the one in team-b."""
+
+    async def scenario() -> list[tuple[int, int, int]]:
+        queue = FairQueue(2, 1, "reads", 2, queued_each=4, queued_total=16)
+        assert await queue.take("alice", "team-a", wait=0) is None
+        assert await queue.take("carol", "team-b", wait=0) is None
+        carols = await waiting(queue, "carol", "team-c")
+        bobs = await waiting(queue, "bob", "team-b")
+        seen = []
+        for who, group in [("alice", "team-a"), ("bob", "team-b"), ("carol", "team-b")]:
+            if who == "bob":
+                assert await bobs is None
+            queue.give_back(who, group)
+            await settle()
+            seen.append((queue.held("carol"), queue.held("bob"), queue.queued("carol", "team-c")))
+        assert await carols is None
+        return seen
+
+    assert asyncio.run(scenario()) == [
+        (1, 1, 1),  # bob served, carol's read in team-c still waits
+        (1, 0, 1),  # the slot stays free
+        (1, 0, 0),  # her slot in team-b given back: her read in team-c served
+    ]
