@@ -384,26 +384,26 @@ def test_a_freed_slot_skips_a_waiter_whose_group_holds_its_share() -> None:
     team-b goes to team-b's waiting read, the next freed one stays free, and team-a's read is
     served only once team-a gives one back."""
 
-    async def scenario() -> list[tuple[int, int, int]]:
+    async def scenario() -> None:
         queue = FairQueue(4, 2, "reads", 2, queued_each=4, queued_total=16)
         holding = [("a-0", "team-a"), ("a-1", "team-a"), ("b", "team-b"), ("b", "team-b")]
         for who, group in holding:  # team-a, then b, each at its share: the pool is full
             assert await queue.take(who, group, wait=0) is None
         a_2 = await waiting(queue, "a-2", "team-a")
         b_2 = await waiting(queue, "b-2", "team-b")
-        seen = []
-        for who, group in [("b", "team-b"), ("b", "team-b"), ("a-0", "team-a")]:
-            queue.give_back(who, group)
-            await settle()
-            seen.append((queue.held("a-2"), queue.held("b-2"), queue.queued("a-2", "team-a")))
-        assert await a_2 is None and await b_2 is None
-        return seen
+        queue.give_back("b", "team-b")
+        await settle()
+        assert b_2.done() and await b_2 is None
+        assert (queue.held("a-2"), queue.queued("a-2", "team-a")) == (0, 1)
+        queue.give_back("b", "team-b")
+        await settle()
+        assert (queue.held("a-2"), queue.queued("a-2", "team-a")) == (0, 1)  # stays free
+        queue.give_back("a-0", "team-a")
+        await settle()
+        assert a_2.done() and await a_2 is None
+        assert (queue.held("a-2"), queue.held("b-2")) == (1, 1)
 
-    assert asyncio.run(scenario()) == [
-        (0, 1, 1),  # b-2 served, a-2 still waits
-        (0, 1, 1),  # the slot stays free
-        (1, 1, 0),  # team-a below its share: a-2 served
-    ]
+    asyncio.run(scenario())
 
 
 def test_a_freed_slot_skips_a_waiter_who_holds_its_share_elsewhere() -> None:
@@ -411,24 +411,22 @@ def test_a_freed_slot_skips_a_waiter_who_holds_its_share_elsewhere() -> None:
     slot goes to the next waiting read that may take it, the next freed one stays free, and
     carol's read in team-c is served once she gives back the one in team-b."""
 
-    async def scenario() -> list[tuple[int, int, int]]:
+    async def scenario() -> None:
         queue = FairQueue(2, 1, "reads", 2, queued_each=4, queued_total=16)
         assert await queue.take("alice", "team-a", wait=0) is None
         assert await queue.take("carol", "team-b", wait=0) is None
         carols = await waiting(queue, "carol", "team-c")
         bobs = await waiting(queue, "bob", "team-b")
-        seen = []
-        for who, group in [("alice", "team-a"), ("bob", "team-b"), ("carol", "team-b")]:
-            if who == "bob":
-                assert await bobs is None
-            queue.give_back(who, group)
-            await settle()
-            seen.append((queue.held("carol"), queue.held("bob"), queue.queued("carol", "team-c")))
-        assert await carols is None
-        return seen
+        queue.give_back("alice", "team-a")
+        await settle()
+        assert bobs.done() and await bobs is None
+        assert (queue.held("carol"), queue.queued("carol", "team-c")) == (1, 1)
+        queue.give_back("bob", "team-b")
+        await settle()
+        assert (queue.held("carol"), queue.queued("carol", "team-c")) == (1, 1)  # stays free
+        queue.give_back("carol", "team-b")
+        await settle()
+        assert carols.done() and await carols is None
+        assert (queue.held("carol"), queue.held("bob")) == (1, 0)
 
-    assert asyncio.run(scenario()) == [
-        (1, 1, 1),  # bob served, carol's read in team-c still waits
-        (1, 0, 1),  # the slot stays free
-        (1, 0, 0),  # her slot in team-b given back: her read in team-c served
-    ]
+    asyncio.run(scenario())
