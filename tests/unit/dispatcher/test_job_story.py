@@ -136,7 +136,7 @@ def test_a_read_past_a_full_queue_answers_429_at_once(
             for _ in range(job_story.READS_EACH + job_story.QUEUED_EACH)
         ]
         await asyncio.wait_for(until(lambda: queued("bob", "team-b") == job_story.QUEUED_EACH), 10)
-        answers = [await ask("bob", "team-b", held.read("bob: one too many"))]
+        answers = [await asyncio.wait_for(ask("bob", "team-b", held.read("bob: one too many")), 10)]
         held.free(64)
         return answers + await asyncio.gather(*busy)
 
