@@ -1,8 +1,8 @@
 """Train a function of your own on the fleet with the Kubeflow SDK (`pip install kubeflow`, 0.5).
 
 The SDK sends `train` to the manager as a TrainJob on a torch runtime (here
-examples/runtimes/torch-ddp-cpu.yaml's `torch-ddp-cpu`; Trainer's `torch-distributed` does as well), with
-the MultiKueue queue's label; the dispatcher runs it on the worker that admits it, where
+examples/runtimes/torch-ddp-cpu.yaml's `torch-ddp-cpu`; Trainer's `torch-distributed` does as
+well), with the MultiKueue queue's label; the dispatcher runs it on the worker that admits it, where
 torchrun starts it on each of 2 nodes. It fits a small network with DDP over gloo and prints
 `step N/M loss L` from rank 0. Then this script waits for the job to end and prints how to read
 its logs, which the SDK cannot fetch from a manager (the pods are on a worker).
