@@ -53,10 +53,13 @@ KEEPALIVE_SECONDS = 100.0
 # it a new connection is never turned away: the address holding the most connections gives
 # one up, its longest idle or else its oldest (plugin/kubecontrol/shares.py), so that connections
 # held by a pod that reaches the port, idle or trickling a body, never keep the API server out.
-# Unlike the probe port's (kubecontrol/serving.py), a newcomer from the address holding the
-# most is not closed as it comes: here it costs no thread (one event loop serves them all), and
-# that address may be the API server's own (on the manager, its log follows of the view API),
-# whose new connection carries a review while one of its idle ones can give way.
+# A connection whose review is being judged is never the one given up: however many addresses
+# hold connections, the API server's reviews under way are answered (a pod's own reviews under
+# way are at most MAX_IN_FLIGHT_EACH). Unlike the probe port's (kubecontrol/serving.py), a
+# newcomer from the address holding the most is not closed as it comes: here it costs no
+# thread (one event loop serves them all), and that address may be the API server's own (on
+# the manager, its log follows of the view API), whose new connection carries a review while
+# one of its idle ones can give way.
 FIRST_REQUEST_SECONDS = 10.0
 MAX_CONNECTIONS = 1024
 # Every request is answered, or its connection closed, within this of its headers: the API
@@ -135,6 +138,9 @@ class WebhookServer:
         self._current: ssl.SSLContext | None = None
         self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)  # reviews judged at once
         self._judged = Shares(MAX_IN_FLIGHT, MAX_IN_FLIGHT_EACH, "reviews")  # by address
+        # Connections whose review is being judged (at most MAX_IN_FLIGHT): never closed to
+        # make room for a new connection.
+        self._judging: set[Any] = set()
         self._judges = ThreadPoolExecutor(MAX_IN_FLIGHT, thread_name_prefix="webhook-judge")
         self._closing = False
         self._fresh: set[Any] = set()  # connections that have not asked yet
@@ -272,7 +278,8 @@ class WebhookServer:
     def _held(self, handler: Any) -> Held[Any]:
         peer = handler.transport.get_extra_info("peername") if handler.transport else None
         source = peer[0] if isinstance(peer, tuple) and peer else peer
-        return Held(handler, source, _idle(handler), self._since.get(handler, 0.0))
+        kept = handler in self._judging
+        return Held(handler, source, _idle(handler), self._since.get(handler, 0.0), kept)
 
     async def _sweep(self, handlers: Any) -> None:
         """Every SWEEP_SECONDS: a request not answered within REQUEST_SECONDS has its
@@ -356,7 +363,11 @@ class WebhookServer:
             if refused is not None:
                 verdict = refuse(refused, code=429)
             else:
-                verdict = await self._judged_in_time(request.path, handler, admission)
+                self._judging.add(request.protocol)  # never closed to make room meanwhile
+                try:
+                    verdict = await self._judged_in_time(request.path, handler, admission)
+                finally:
+                    self._judging.discard(request.protocol)
         return web.Response(
             body=orjson.dumps(review_response(review, verdict)), content_type="application/json"
         )

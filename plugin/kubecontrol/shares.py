@@ -350,23 +350,32 @@ class Rates:
 @dataclass(frozen=True)
 class Held(Generic[T]):
     """A connection a server holds: `ref` (the server's own handle), whose it is (`source`),
-    whether it waits for a request (`idle`) and since when it does what it does now."""
+    whether it waits for a request (`idle`), since when it does what it does now, and whether
+    it is never closed to make room (`kept`: a request whose answer is being worked out, of
+    which a server has few at once)."""
 
     ref: T
     source: Hashable
     idle: bool
     since: float
+    kept: bool = False
 
 
 def make_room(live: Sequence[Held[T]], limit: int) -> T | None:
     """The connection to close so that a new one fits under `limit`, or None when there is
-    room: one of the caller holding the most, its longest idle one if it has any, else its
-    oldest. A caller with fewer connections than another loses none to a newcomer, so a flood
-    from one address (or a few) never closes the API server's or the kubelet's."""
+    room (or nothing may be closed): one of the caller holding the most that is not `kept`,
+    its longest idle one if it has any, else its oldest. A caller with fewer connections than
+    another loses none to a newcomer, so a flood from one address (or a few) never closes the
+    API server's or the kubelet's; and a request being answered is never cut, so a review
+    under judgment is answered however many addresses hold connections."""
     if len(live) < limit or not live:
         return None
-    counts, most = _counted(live)
-    candidates = [h for h in live if counts[h.source] == most]
+    counts = Counter(h.source for h in live)
+    open_ = [h for h in live if not h.kept]
+    if not open_:
+        return None
+    most = max(counts[h.source] for h in open_)
+    candidates = [h for h in open_ if counts[h.source] == most]
     idle = [h for h in candidates if h.idle]
     pick = min(idle or candidates, key=lambda h: h.since)
     return pick.ref

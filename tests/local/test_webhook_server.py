@@ -745,3 +745,44 @@ def test_a_review_no_api_server_sends_is_refused_before_its_handler(serve: Any) 
     assert judged == []
     served.ask("/mutate", forged)  # a review an API server sends reaches its handler
     assert [j["uid"] for j in judged] == ["u-1"]
+
+
+def test_a_connection_whose_review_is_judged_is_never_closed_to_make_room(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API server's address holding the most connections (a flood from many pod addresses
+    leaves it the busiest), all of them mid-request: a new connection closes one of them, and
+    never the one whose review is being judged, even when it is the oldest."""
+    monkeypatch.setattr("kubecontrol.webhook_server.MAX_CONNECTIONS", 4)
+    began, release = threading.Semaphore(0), threading.Event()
+
+    async def slow(admission: Dict) -> Verdict:
+        began.release()
+        await asyncio.to_thread(release.wait, 20)
+        return Verdict()
+
+    served = serve({"/mutate": suspend, "/slow": slow})
+    judged = served.connect()
+    judged.request("POST", "/slow", json.dumps(review("u-0")).encode())
+    assert began.acquire(timeout=5)
+    trickling = [_posted(served, 65536, b"{") for _ in range(3)]  # the same address, newer
+    try:
+        wait_for(  # each of them mid-request: none idle, the judged one the oldest
+            lambda: len(served.server._asking_since) == 4, 10, what="4 requests under way"
+        )
+        assert served.ask("/mutate", review("u-1"))["response"]["allowed"] is True
+        release.set()
+        answer = judged.getresponse()
+        assert answer.status == 200 and json.loads(answer.read())["response"]["uid"] == "u-0"
+        closed = 0
+        for conn in trickling:  # one of them gave room
+            conn.settimeout(5)
+            try:
+                closed += conn.recv(1) == b""
+            except OSError:
+                closed += 1
+        assert closed >= 1
+    finally:
+        release.set()
+        for conn in trickling:
+            conn.close()

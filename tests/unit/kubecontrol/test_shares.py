@@ -74,8 +74,8 @@ def test_a_callers_rate_refills_and_the_least_recently_seen_caller_is_forgotten(
     assert lru.take("b", now=0.0)  # "b" starts full again
 
 
-def held(name: str, source: str, since: float, idle: bool = False) -> Held[str]:
-    return Held(name, source, idle, since)
+def held(name: str, source: str, since: float, idle: bool = False, kept: bool = False) -> Held[str]:
+    return Held(name, source, idle, since, kept)
 
 
 @pytest.mark.parametrize(
@@ -112,6 +112,29 @@ def held(name: str, source: str, since: float, idle: bool = False) -> Held[str]:
             3,
             "other-pod",
             id="a-tie-closes-the-oldest-of-the-tied",
+        ),
+        pytest.param(
+            [
+                held("judged", "10.0.0.1", 0, kept=True),
+                held("apiserver", "10.0.0.1", 1),
+                held("pod", "10.1.0.7", 2),
+            ],
+            3,
+            "apiserver",
+            id="a-kept-one-never-though-the-oldest-of-the-heaviest",
+        ),
+        pytest.param(
+            [
+                held("judged-1", "10.0.0.1", 0, kept=True),
+                held("judged-2", "10.0.0.1", 1, kept=True),
+                held("pod", "10.1.0.7", 2),
+            ],
+            3,
+            "pod",
+            id="the-heaviest-all-kept-the-next-gives-one-up",
+        ),
+        pytest.param(
+            [held("judged", "10.0.0.1", 0, kept=True)], 1, None, id="all-kept-none-closed"
         ),
     ],
 )
