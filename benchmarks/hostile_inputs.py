@@ -14,10 +14,14 @@ Three figures, each printed with what it measured:
   of its own (peak RSS only grows);
 - a namespace of as many TrainJobs of that size (no quota needed to make them, suspended):
   the dispatcher's TrainJob informer listing them, its peak RSS growth and what it still
-  holds after, in pages of 500 (before) and of TENANT_SIZED_PAGE.
+  holds after, in pages of 500 (before) and of TENANT_SIZED_PAGE;
+- a page of `--env-pods` pods of `--env-entries` short env entries each (a pod a tenant
+  labels for its TrainJob; JSON that decodes to many times its bytes): the worker controller's
+  pod informer listing them, the page decoded whole (before) and an object at a time
+  (kubecontrol/lists.py, after).
 
     .venv/bin/python benchmarks/hostile_inputs.py [--reviews 30] [--patches 10000]
-        [--pods 500] [--pod-kb 1000]
+        [--pods 500] [--pod-kb 1000] [--env-pods 50] [--env-entries 45000]
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from clusters.helpers.builders import make_runtime, make_trainjob, runtime_patch
 from clusters.helpers.waiting import http_server, loopback_client
 from clusters.kube import load_manifests
 from dispatcher import copy_pods
+from kubecontrol import lists
 from kubecontrol.cluster import Cluster
 from kubecontrol.informer import TENANT_SIZED_PAGE, Informer
 from kubecontrol.schema_bounds import version_schema
@@ -47,6 +52,7 @@ from trainjob import constants as c
 from trainjob.admission import Admitted, object_problem, runtime_refusal
 from trainjob.lru import LRU
 from trainjob.runtime import failure
+from worker_controller import digests
 
 Dict = dict[str, Any]
 PAGE_AFTER = copy_pods.PAGE
@@ -107,13 +113,17 @@ def env(i: int) -> list[Dict]:
     return [{"name": f"E{i}", "value": "1"}]
 
 
-def pods_page(count: int, size_kb: int) -> Any:
+def pods_page(count: int, size_kb: int, entries: int = 0) -> Any:
+    """A loopback API server's handler serving `count` pods, each of one `size_kb` KB env
+    value, or of `entries` short env entries."""
     filler = "x" * (size_kb * 1024)
+    short = [{"name": f"E{j}", "value": "v"} for j in range(entries)]
 
     def pod(i: int) -> Dict:
+        env = short or [{"name": "BIG", "value": filler}]
         return {
             "metadata": {"name": f"tj-node-0-{i}", "namespace": "team-a", "uid": f"p{i}"},
-            "spec": {"containers": [{"name": "node", "env": [{"name": "BIG", "value": filler}]}]},
+            "spec": {"containers": [{"name": "node", "env": env}]},
             "status": {"phase": "Running"},
         }
 
@@ -180,6 +190,27 @@ def one_list(port: int, page: int) -> None:
                       "seconds": took}))  # fmt: skip
 
 
+def one_pod_list(port: int, whole: int) -> None:
+    """In a process of its own: the worker controller's pod informer's first list, each page
+    decoded whole (`whole`: as before kubecontrol/lists.py) or an object at a time."""
+    if whole:
+        lists.WHOLE_BYTES = 1 << 62
+    informer = Informer(
+        loopback_client(port),
+        c.POD,
+        namespace="team-a",
+        page=TENANT_SIZED_PAGE,
+        transform=digests.pod_digest,
+    )
+    base = memory_kib("VmHWM")
+    started = time.perf_counter()
+    informer._list()
+    took = time.perf_counter() - started
+    peak, held = memory_kib("VmHWM"), memory_kib("VmRSS")
+    print(json.dumps({"grew_mib": (peak - base) / 1024, "held_mib": (held - base) / 1024,
+                      "seconds": took}))  # fmt: skip
+
+
 def in_a_process(flag: str, port: int, page: int) -> Dict:
     """One figure (`--one-read`, `--one-list`) measured in a process of its own."""
     out = subprocess.run(
@@ -198,8 +229,14 @@ def main() -> int:
     parser.add_argument("--pod-kb", type=int, default=1000)
     parser.add_argument("--before", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--one-read", type=int, nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--env-pods", type=int, default=50)
+    parser.add_argument("--env-entries", type=int, default=45_000)
     parser.add_argument("--one-list", type=int, nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--one-pod-list", type=int, nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one_pod_list:
+        one_pod_list(*args.one_pod_list)
+        return 0
     if args.one_read:
         one_read(*args.one_read)
         return 0
@@ -237,6 +274,16 @@ def main() -> int:
                 f"[{variant}] the TrainJob informer's list of {args.pods} TrainJobs x "
                 f"{args.pod_kb} KB in pages of {page}: peak RSS +{got['grew_mib']:.0f} MiB, "
                 f"held after +{got['held_mib']:.0f} MiB, {got['seconds']:.1f} s"
+            )
+    with http_server(pods_page(args.env_pods, 0, args.env_entries)) as port:
+        for whole, variant in ((1, "before"), (0, "after")):
+            got = in_a_process("--one-pod-list", port, whole)
+            print(
+                f"[{variant}] the worker controller's pod list of {args.env_pods} pods x "
+                f"{args.env_entries} env entries, pages decoded "
+                f"{'whole' if whole else 'an object at a time'}: peak RSS "
+                f"+{got['grew_mib']:.0f} MiB, held after +{got['held_mib']:.0f} MiB, "
+                f"{got['seconds']:.1f} s"
             )
     subprocess.run([sys.executable, __file__, "--before", "--reviews", str(args.reviews),
                     "--patches", str(args.patches)], check=True)  # fmt: skip
