@@ -63,6 +63,12 @@ class CopyLedger:
                 found[key] = held.digest
         return found
 
+    def digest_of(self, where: Where) -> str | None:
+        """The digest the copy at `where` was last seen or made to hold, whoever owns it;
+        None when it is not remembered."""
+        held = self._held.get(where)
+        return None if held is None else held.digest
+
     @contextmanager
     def writing(self, where: Where) -> Iterator[bool]:
         """True for the one pass that writes the copy at `where` now; False for any other at

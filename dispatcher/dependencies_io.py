@@ -47,22 +47,25 @@ def ensure(registry: Registry, action: RemoteAction) -> bool | None:
 
 
 def _look_then_write(registry: Registry, api: Cluster, action: RemoteAction) -> bool | None:
-    """`ensure`'s reads and write: the copy on the worker read first (ours, current and owned
-    by this job: in place, nothing spent), then, for a write, one of the namespace's copy
-    refreshes taken, the manager object read and the copy made or brought up to date."""
+    """`ensure`'s reads and write: the copy on the worker read first when the dispatcher does
+    not remember it (ours, current and owned by this job: in place, nothing spent), then, for
+    a write, one of the namespace's copy refreshes taken, the manager object read and the copy
+    made or brought up to date. A copy remembered as holding other content takes its turn
+    before any read: a namespace whose objects change faster than its allowance waits without
+    its jobs' passes reading the worker."""
     meta = action.obj["metadata"]
     kind, namespace, name = action.obj["kind"], meta["namespace"], meta["name"]
+    known = registry.copies.digest_of((action.cluster, namespace, f"{kind}/{name}"))
+    outdated = known is not None and known != meta["annotations"][dependencies.DIGEST_ANNOTATION]
+    if outdated and not _turn(registry, action):
+        return None
     found = api.get_or_none(dependencies.KINDS[kind], name, namespace)
     if found is not None:
         if not _ours(found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]):
             return _foreign(registry, action)
         if dependencies.updated(found, action.obj) is None:
             return _done(registry, action, found, "unchanged")
-    if not registry.copies.allowed(namespace):
-        log.debug(
-            "[%s] %s %s/%s waits for its namespace's turn", action.cluster, kind, namespace, name
-        )
-        metrics.DEPENDENCY_COPIES.labels(action.cluster, "held").inc()
+    if not outdated and not _turn(registry, action):
         return None
     try:
         source = registry.manager.get_or_none(dependencies.KINDS[kind], name, namespace)
@@ -73,6 +76,23 @@ def _look_then_write(registry: Registry, api: Cluster, action: RemoteAction) -> 
         return False  # the next pass sees it missing (or refused) from the cache
     want = _wanted(action.obj, {**source, "kind": kind})
     return _put(registry, api, action, want, found)
+
+
+def _turn(registry: Registry, action: RemoteAction) -> bool:
+    """One of the namespace's copy refreshes, taken; False (counted as held) when it has none
+    left now."""
+    meta = action.obj["metadata"]
+    if registry.copies.allowed(meta["namespace"]):
+        return True
+    log.debug(
+        "[%s] %s %s/%s waits for its namespace's turn",
+        action.cluster,
+        action.obj["kind"],
+        meta["namespace"],
+        meta["name"],
+    )
+    metrics.DEPENDENCY_COPIES.labels(action.cluster, "held").inc()
+    return False
 
 
 def _wanted(skeleton: Dict, source: Dict) -> Dict:

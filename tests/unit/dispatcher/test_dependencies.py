@@ -602,6 +602,13 @@ def test_a_namespace_that_churns_its_secret_is_held_while_another_namespace_disp
             made.apis["manager"].put(secret("hf-token", f"rotation {turn}"))
             last = made.run(KEY)
         assert len(_secret_writes(made, "worker1", "hf-token", since)) == 29
+        # A held pass reads nothing on the worker: one read per refresh made, none per wait.
+        reads = [
+            p
+            for m, p in made.apis["worker1"].requests[since[0] :]
+            if m == "GET" and p.endswith("/secrets/hf-token")
+        ]
+        assert len(reads) == 29, len(reads)
         copy = made.get("worker1", SECRET, "hf-token")
         assert copy is not None and copy["data"] == {"token": _b64("rotation 28")}
         assert last.requeue_after is not None  # tried again later, when its turn comes
