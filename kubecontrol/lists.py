@@ -23,6 +23,7 @@ from kubecontrol.objects import Dict
 WHOLE_BYTES = 4 * 1024 * 1024
 _DECODER = json.JSONDecoder()
 _SPACE = re.compile(r"[ \t\n\r]*")
+_STRUCTURE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')  # a string, or a bracket
 
 
 def decode_list(data: bytes, each: Callable[[Dict], Any]) -> Dict:
@@ -51,14 +52,14 @@ def _by_item(data: bytes, each: Callable[[Dict], Any]) -> Dict:
     found: Dict = {"items": []}
     at = _expect(text, 0, "{")
     while text[at : at + 1] != "}":
-        key, at = _value(view, text, at)
+        key, at = _value(view, text, at, 1)
         if not isinstance(key, str):
             raise ValueError(f"a list answer: a key expected at byte {at}")
         at = _expect(text, at, ":")
         if key == "items" and text[at : at + 1] == "[":
             found["items"], at = _items(view, text, _expect(text, at, "["), each)
         else:
-            found[key], at = _value(view, text, at)
+            found[key], at = _value(view, text, at, 1)
             if key == "items":
                 found[key] = _listed(found[key])
         at = _skip(text, at)
@@ -81,13 +82,37 @@ def _listed(items: Any) -> list[Any]:
     return items
 
 
-def _value(view: memoryview, text: str, at: int) -> tuple[Any, int]:
-    """The value that begins at `at`, and the position after it."""
+def _value(view: memoryview, text: str, at: int, within: int = 0) -> tuple[Any, int]:
+    """The value that begins at `at`, `within` arrays or objects of the answer, and the
+    position after it. orjson decides what is valid, nesting included (the value is decoded
+    inside as many arrays as it is nested in the answer, so that its depth counts as in a
+    decode of the whole): the standard library's scanner, which recurses, finds the end of all
+    but the most deeply nested values, and those are measured by their brackets."""
     try:
         end = _DECODER.raw_decode(text, at)[1]
-    except RecursionError:  # the standard library's scanner, on nesting orjson refuses too
-        raise ValueError(f"a list answer nested too deeply, at byte {at}") from None
-    return orjson.loads(view[at:end]), end
+    except RecursionError:
+        end = _end_by_brackets(text, at)
+    if not within:
+        return orjson.loads(view[at:end]), end
+    decoded = orjson.loads(b"[" * within + view[at:end].tobytes() + b"]" * within)
+    for _ in range(within):
+        decoded = decoded[0]
+    return decoded, end
+
+
+def _end_by_brackets(text: str, at: int) -> int:
+    """The position after the array or object that begins at `at`, found by counting its
+    brackets outside strings (no recursion, whatever the depth)."""
+    depth = 0
+    for token in _STRUCTURE.finditer(text, at):
+        mark = token.group()
+        if mark in "[{":
+            depth += 1
+        elif mark in "]}":
+            depth -= 1
+            if depth == 0:
+                return token.end()
+    raise ValueError(f"a list answer: the value at byte {at} does not end")
 
 
 def _items(
@@ -99,7 +124,7 @@ def _items(
     if text[at : at + 1] == "]":
         return made, at + 1
     while True:
-        item, at = _value(view, text, at)
+        item, at = _value(view, text, at, 2)
         made.append(each(item))
         del item  # not held while the next one is decoded
         at = _skip(text, at)

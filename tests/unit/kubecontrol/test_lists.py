@@ -5,6 +5,7 @@ tenant sized never decoded whole."""
 from __future__ import annotations
 
 import json
+import threading
 import tracemalloc
 from typing import Any
 
@@ -173,3 +174,35 @@ def test_an_informer_keeps_a_large_page_an_object_at_a_time() -> None:
         "Pod",
     )  # a list's items lack them
     assert peak < 4 * len(data), (peak, len(data))
+
+
+def _nested(depth: int) -> bytes:
+    """A list whose one item holds arrays `depth` deep (the item itself one more)."""
+    return b'{"items": [{"x": ' + b"[" * depth + b"]" * depth + b"}]}"
+
+
+@pytest.mark.parametrize("depth", [900, 990, 1000, 1021, 1022, 1023, 1030])
+def test_nesting_is_refused_by_orjsons_rule_on_both_paths_on_any_thread(depth: int) -> None:
+    """What orjson accepts (the whole path, and each watch event) the item-by-item path
+    accepts too, however deep the caller's own stack: the standard library's scanner gives
+    up near Python's recursion limit, far below orjson's 1,024."""
+    data = _nested(depth)
+    try:
+        orjson.loads(data)
+        accepted = True
+    except orjson.JSONDecodeError:
+        accepted = False
+    found: list[bool] = []
+
+    def decode() -> None:
+        try:
+            lists._by_item(data, lambda item: item)
+            found.append(True)
+        except ValueError:
+            found.append(False)
+
+    decode()
+    worker = threading.Thread(target=decode)
+    worker.start()
+    worker.join(30)
+    assert found == [accepted, accepted], (depth, accepted, found)
