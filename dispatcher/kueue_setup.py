@@ -16,17 +16,27 @@ change in place:
     curl -fsSL .../kueue/releases/download/vX.Y.Z/manifests.yaml \\
         | trainjob-kueue-config --role worker | kubectl apply --server-side --force-conflicts -f -
 
-The changes, on every cluster:
+The changes, on the manager and on every worker that runs our worker controller
+(`--role manager`, `--role worker`):
 
 - `integrations.externalFrameworks` gains `TrainJob.v1alpha1.trainer.kubeflow.org`: our
   controllers are the TrainJob integration;
 - `integrations.frameworks` loses `trainer.kubeflow.org/trainjob`: Kueue's own would fight them;
 
 and on a manager in Replace mode, Kueue's `MultiKueue` feature gate is turned off (the
-dispatcher serves `kueue.x-k8s.io/multikueue`). Each change is listed on stderr; an input that
-already has them is written back unchanged. Kueue reads its configuration at start: restart
-`kueue-controller-manager` after applying. With `--check` nothing is written: the command
-says what the input lacks and exits 1, or exits 0 when it has it all.
+dispatcher serves `kueue.x-k8s.io/multikueue`). A worker that runs Kubeflow Trainer and JobSet
+instead (`--role trainer-worker`) takes the other way round: Kueue's own integration is the
+TrainJob integration there, so
+
+- `integrations.frameworks` keeps or gains `trainer.kubeflow.org/trainjob` (a file without
+  frameworks gets Kueue's default, `batch/job`, with it);
+- `integrations.externalFrameworks` loses `TrainJob.v1alpha1.trainer.kubeflow.org`: Kueue
+  refuses a configuration where both name TrainJob.
+
+Each change is listed on stderr; an input that already has them is written back unchanged
+(Kueue's shipped configuration is already a Trainer worker's). Kueue reads its configuration at
+start: restart `kueue-controller-manager` after applying. With `--check` nothing is written: the
+command says what the input lacks and exits 1, or exits 0 when it has it all.
 """
 
 from __future__ import annotations
@@ -42,6 +52,9 @@ from ruamel.yaml.scalarstring import LiteralScalarString
 
 EXTERNAL = "TrainJob.v1alpha1.trainer.kubeflow.org"
 KUEUE_TRAINJOB = "trainer.kubeflow.org/trainjob"
+# What Kueue enables when `integrations.frameworks` is absent or empty.
+KUEUE_DEFAULT_FRAMEWORKS = ("batch/job",)
+ROLES = ("manager", "worker", "trainer-worker")
 CONFIG_KEY = "controller_manager_config.yaml"
 # What `kubectl get -o yaml` adds that `kubectl apply` must not be given back.
 SERVER_METADATA = ("managedFields", "uid", "creationTimestamp", "generation", "selfLink")
@@ -59,14 +72,32 @@ def _yaml() -> YAML:
     return y
 
 
-def change_config(cfg: CommentedMap, *, multikueue_off: bool, said: list[str]) -> None:
-    """Kueue's Configuration, changed in place; what changed is appended to `said`."""
+def change_config(
+    cfg: CommentedMap, *, multikueue_off: bool, said: list[str], kueue_trainjob: bool = False
+) -> None:
+    """Kueue's Configuration, changed in place; what changed is appended to `said`. With
+    `kueue_trainjob` (a worker that runs Kubeflow Trainer), Kueue's own TrainJob integration is
+    kept on and ours is taken out; otherwise ours is put in and Kueue's taken out."""
     integrations = cfg.setdefault("integrations", CommentedMap())
     frameworks = integrations.get("frameworks")
+    external = integrations.get("externalFrameworks")
+    if kueue_trainjob:
+        if external and EXTERNAL in external:
+            _remove(external, external.index(EXTERNAL))
+            said.append(f"integrations.externalFrameworks: removed {EXTERNAL}")
+        if not frameworks:
+            frameworks = integrations["frameworks"] = CommentedSeq(KUEUE_DEFAULT_FRAMEWORKS)
+            said.append(
+                f"integrations.frameworks: {', '.join(KUEUE_DEFAULT_FRAMEWORKS)} "
+                "(Kueue's default, now written)"
+            )
+        if KUEUE_TRAINJOB not in frameworks:
+            frameworks.append(KUEUE_TRAINJOB)
+            said.append(f"integrations.frameworks: added {KUEUE_TRAINJOB}")
+        return
     if frameworks and KUEUE_TRAINJOB in frameworks:
         _remove(frameworks, frameworks.index(KUEUE_TRAINJOB))
         said.append(f"integrations.frameworks: removed {KUEUE_TRAINJOB}")
-    external = integrations.get("externalFrameworks")
     if external is None:
         external = integrations["externalFrameworks"] = CommentedSeq()
     if EXTERNAL not in external:
@@ -90,12 +121,12 @@ def _remove(seq: CommentedSeq, index: int) -> None:
         seq.ca.items[index - 1] = comment
 
 
-def _edit_text(text: str, *, multikueue_off: bool, said: list[str]) -> str:
+def _edit_text(text: str, *, multikueue_off: bool, said: list[str], kueue_trainjob: bool) -> str:
     y = _yaml()
     cfg = y.load(text)
     if not isinstance(cfg, CommentedMap) or cfg.get("kind") != "Configuration":
         raise ValueError("the embedded file is not Kueue's Configuration (kind: Configuration)")
-    change_config(cfg, multikueue_off=multikueue_off, said=said)
+    change_config(cfg, multikueue_off=multikueue_off, said=said, kueue_trainjob=kueue_trainjob)
     out = io.StringIO()
     y.dump(cfg, out)
     return out.getvalue()
@@ -143,8 +174,10 @@ def change_stream(pieces: list[str], *, role: str, mode: str) -> tuple[str, list
 
 
 def change(text: str, *, role: str, mode: str = "Replace") -> tuple[str, list[str]]:
-    """The input document (or release manifests) changed for `role` (manager | worker);
-    (output, what changed)."""
+    """The input document (or release manifests) changed for `role` (manager | worker |
+    trainer-worker); (output, what changed)."""
+    if role not in ROLES:
+        raise ValueError(f"role {role!r}: one of {', '.join(ROLES)}")
     pieces = documents(text)
     if sum(map(_has_content, pieces)) > 1:
         return change_stream(pieces, role=role, mode=mode)
@@ -153,15 +186,16 @@ def change(text: str, *, role: str, mode: str = "Replace") -> tuple[str, list[st
     if not isinstance(doc, CommentedMap):
         raise ValueError("expected a YAML mapping on stdin")
     off = role == "manager" and mode == "Replace"
+    trainer = role == "trainer-worker"
     said: list[str] = []
     if doc.get("kind") == "Configuration":
-        change_config(doc, multikueue_off=off, said=said)
+        change_config(doc, multikueue_off=off, said=said, kueue_trainjob=trainer)
     elif doc.get("kind") == "ConfigMap":
         data = doc.get("data") or {}
         if CONFIG_KEY not in data:
             raise ValueError(f"the ConfigMap has no data key {CONFIG_KEY!r}: not Kueue's?")
         data[CONFIG_KEY] = LiteralScalarString(
-            _edit_text(data[CONFIG_KEY], multikueue_off=off, said=said)
+            _edit_text(data[CONFIG_KEY], multikueue_off=off, said=said, kueue_trainjob=trainer)
         )
         meta = doc["metadata"]
         for key in SERVER_METADATA:
@@ -175,7 +209,9 @@ def change(text: str, *, role: str, mode: str = "Replace") -> tuple[str, list[st
         key = "controllerManagerConfigYaml"
         if key not in (doc["managerConfig"] or {}):
             raise ValueError(f"managerConfig has no {key}: use `helm get values --all`")
-        text = _edit_text(doc["managerConfig"][key], multikueue_off=False, said=said)
+        text = _edit_text(
+            doc["managerConfig"][key], multikueue_off=False, said=said, kueue_trainjob=trainer
+        )
         changed = CommentedMap(managerConfig=CommentedMap({key: LiteralScalarString(text)}))
         if off:  # the chart passes feature gates as flags, which win over the file
             gates = (doc.get("controllerManager") or {}).get("featureGates") or []
@@ -205,7 +241,13 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.split("\n\n")[0],
         epilog="Reads stdin, writes stdout; the changes go to stderr.",
     )
-    parser.add_argument("--role", choices=["manager", "worker"], required=True)
+    parser.add_argument(
+        "--role",
+        choices=ROLES,
+        required=True,
+        help="the cluster's: manager, worker (runs our worker controller) or trainer-worker "
+        "(runs Kubeflow Trainer and JobSet; Kueue keeps its own TrainJob integration)",
+    )
     parser.add_argument(
         "--mode",
         choices=["Replace", "Coexist"],

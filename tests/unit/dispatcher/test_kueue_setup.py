@@ -163,3 +163,135 @@ def test_a_stream_without_kueues_configmap_is_refused_by_name() -> None:
     stream = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n---\nkind: Namespace\n"
     with pytest.raises(ValueError, match="one ConfigMap kueue-manager-config, found 0 among 2"):
         change(stream, role="worker")
+
+
+# A worker that runs Kubeflow Trainer and JobSet: Kueue's own TrainJob integration stays on, ours
+# is not there (Kueue refuses a configuration where both name TrainJob).
+
+
+def _trainer_workers(before: Dict) -> Dict:
+    """A configuration (a worker's of ours, or any) as a Trainer worker's: Kueue's integration
+    in `frameworks`, ours out of `externalFrameworks`, everything else as it was."""
+    after = copy.deepcopy(before)
+    integrations = after["integrations"]
+    frameworks = integrations.get("frameworks") or ["batch/job"]
+    if KUEUE_TRAINJOB not in frameworks:
+        integrations["frameworks"] = [*frameworks, KUEUE_TRAINJOB]
+    if "externalFrameworks" in integrations:
+        integrations["externalFrameworks"] = [
+            f for f in integrations["externalFrameworks"] if f != EXTERNAL
+        ]
+    return after
+
+
+def test_kueues_shipped_configuration_is_already_a_trainer_workers(kueue: Path) -> None:
+    text = _shipped_config(kueue)
+    assert change(text, role="trainer-worker") == (text, [])
+
+
+def test_a_worker_of_ours_turned_trainer_worker_gets_kueues_integration_back(kueue: Path) -> None:
+    ours, _ = change(_shipped_config(kueue), role="worker")
+    out, said = change(ours, role="trainer-worker")
+    assert yaml.safe_load(out) == _trainer_workers(yaml.safe_load(ours))
+    assert said == [
+        f"integrations.externalFrameworks: removed {EXTERNAL}",
+        f"integrations.frameworks: added {KUEUE_TRAINJOB}",
+    ]
+    comments = [line.strip() for line in ours.splitlines() if line.strip().startswith("#")]
+    assert [line.strip() for line in out.splitlines() if line.strip().startswith("#")] == comments
+    assert change(out, role="trainer-worker") == (out, [])
+    # And back: the worker's configuration again, for a worker that moves to our controller.
+    back, _ = change(out, role="worker")
+    assert yaml.safe_load(back) == yaml.safe_load(ours)
+
+
+def test_a_trainer_workers_file_without_frameworks_gets_kueues_default() -> None:
+    text = (
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nintegrations:\n"
+        f"  externalFrameworks:\n  - {EXTERNAL}\n  - Foo.v1.example.com\n"
+    )
+    out, said = change(text, role="trainer-worker")
+    assert yaml.safe_load(out)["integrations"] == {
+        "externalFrameworks": ["Foo.v1.example.com"],
+        "frameworks": ["batch/job", KUEUE_TRAINJOB],
+    }
+    assert len(said) == 3
+    assert change(out, role="trainer-worker") == (out, [])
+
+
+def test_a_trainer_workers_configmap_keeps_its_name_and_drops_what_the_server_owns(
+    kueue: Path,
+) -> None:
+    ours, _ = change(_shipped_config(kueue), role="worker")
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system", "uid": "0b7e"},
+        "data": {"controller_manager_config.yaml": ours},
+    }
+    out, said = change(yaml.safe_dump(config_map), role="trainer-worker")
+    got = yaml.safe_load(out)
+    assert got["metadata"] == {"name": "kueue-manager-config", "namespace": "kueue-system"}
+    inner = yaml.safe_load(got["data"]["controller_manager_config.yaml"])
+    assert inner == _trainer_workers(yaml.safe_load(ours))
+    assert len(said) == 2
+
+
+def test_a_trainer_workers_helm_values_give_only_the_configuration(kueue: Path) -> None:
+    values = yaml.safe_load((kueue / "charts/kueue/values.yaml").read_text())
+    key = "controllerManagerConfigYaml"
+    ours, _ = change(values["managerConfig"][key], role="worker")
+    values["managerConfig"][key] = ours
+    values["controllerManager"]["featureGates"] = [{"name": "MultiKueue", "enabled": True}]
+    out, said = change(yaml.safe_dump(values), role="trainer-worker")
+    got = yaml.safe_load(out)
+    assert set(got) == {"managerConfig"}  # a worker's gates are left as they are
+    after = yaml.safe_load(got["managerConfig"][key])
+    assert after == _trainer_workers(yaml.safe_load(ours))
+    assert len(said) == 2
+
+
+def test_kueues_release_manifests_for_a_trainer_worker() -> None:
+    """Kueue's manifests.yaml, as shipped, is already a Trainer worker's; a stream changed for our
+    worker comes back with only its ConfigMap changed again."""
+    from clusters.kueue import release_manifests
+
+    shipped = release_manifests("registry.k8s.io/kueue/kueue:" + builds.KUEUE_VERSION)
+    assert change(shipped, role="trainer-worker") == (shipped, [])
+    ours, _ = change(shipped, role="worker")
+    out, said = change(ours, role="trainer-worker")
+    assert len(said) == 2
+    pieces, our_pieces = documents(out), documents(ours)
+    (i,) = [n for n, (a, b) in enumerate(zip(pieces, our_pieces, strict=True)) if a != b]
+    config = yaml.safe_load(yaml.safe_load(pieces[i])["data"]["controller_manager_config.yaml"])
+    our_config = yaml.safe_load(
+        yaml.safe_load(our_pieces[i])["data"]["controller_manager_config.yaml"]
+    )
+    assert config == _trainer_workers(our_config)
+
+
+def test_check_for_a_trainer_worker_names_what_is_missing_and_passes_once_changed(
+    kueue: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ours, _ = change(_shipped_config(kueue), role="worker")
+    monkeypatch.setattr("sys.stdin", io.StringIO(ours))
+    assert main(["--role", "trainer-worker", "--check"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert f"would change integrations.externalFrameworks: removed {EXTERNAL}" in err
+    assert f"would change integrations.frameworks: added {KUEUE_TRAINJOB}" in err
+
+    theirs, _ = change(ours, role="trainer-worker")
+    monkeypatch.setattr("sys.stdin", io.StringIO(theirs))
+    assert main(["--role", "trainer-worker", "--check"]) == 0
+    assert capsys.readouterr() == ("", "trainjob-kueue-config: configured for the trainer-worker\n")
+    # A Trainer worker's configuration is not one for our worker controller, nor a manager's.
+    for role in ("worker", "manager"):
+        monkeypatch.setattr("sys.stdin", io.StringIO(theirs))
+        assert main(["--role", role, "--check"]) == 1
+        assert f"removed {KUEUE_TRAINJOB}" in capsys.readouterr().err
+
+
+def test_an_unknown_role_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="trainer-worker"):
+        change("kind: Configuration\n", role="trainer")
