@@ -48,15 +48,18 @@ class Shares:
         self._groups: Counter[Hashable] = Counter()
         self._lock = threading.Lock()
 
-    def take(self, who: Hashable, group: Hashable = None) -> str | None:
-        """Take a slot for `who` (of `group`): None when taken, else the reason it is not
-        (for a 429)."""
+    def take(
+        self, who: Hashable, group: Hashable = None, group_share: int | None = None
+    ) -> str | None:
+        """Take a slot for `who` (of `group`, whose share is `group_share` when given, else
+        `each_group`): None when taken, else the reason it is not (for a 429)."""
+        cap = group_share if group_share is not None else self.each_group
         with self._lock:
             if self._held[who] >= self.each:
                 return f"you hold {self.each} {self._what} on this replica, your share; try again"
-            if self.each_group is not None and self._groups[group] >= self.each_group:
+            if cap is not None and self._groups[group] >= cap:
                 return (
-                    f"{self.each_group} {self._what} of {group} are under way on this replica, "
+                    f"{cap} {self._what} of {group} are under way on this replica, "
                     "its share; try again"
                 )
             if sum(self._held.values()) >= self.total:
@@ -85,10 +88,12 @@ class Shares:
             return sum(self._held.values())
 
     @contextmanager
-    def slot(self, who: Hashable, group: Hashable = None) -> Iterator[str | None]:
+    def slot(
+        self, who: Hashable, group: Hashable = None, group_share: int | None = None
+    ) -> Iterator[str | None]:
         """`take` for a `with` block: yields None while a slot is held (given back at the
         end), else the reason none is."""
-        refused = self.take(who, group)
+        refused = self.take(who, group, group_share)
         try:
             yield refused
         finally:

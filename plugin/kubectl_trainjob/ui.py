@@ -58,20 +58,21 @@ ALLOWED = re.compile(
 )
 MAX_STREAMS = 64  # watches and log streams held open at once to the manager
 MAX_WATCHES = 32  # watches one /watch request merges
-# Behind a proxy the server is shared, per viewer and per namespace as the manager's log
-# streams are (kubecontrol.shares): one viewer (the user the API server names for the token,
+# Behind a proxy the server is shared, per viewer and per group as the manager's log streams
+# are (kubecontrol.shares): one viewer (the user the API server names for the token,
 # SelfSubjectReview; two tokens of one user are one viewer) holds at most MAX_VIEWER_STREAMS
-# of the MAX_STREAMS, and one group at most MAX_NAMESPACE_STREAMS: the ServiceAccounts of a
-# namespace are one group (a tenant may make many), a person is a group of their own, and the
-# viewers the API server could not name are one group together. A group is never the namespace
-# a read names: that is known before the manager has said the viewer may read it, so a viewer
-# could otherwise take another namespace's share with reads the manager refuses. A tenant and
-# the ServiceAccounts it makes hold 32 reads, not all 64. A stream without a free slot is
-# refused (429) rather than waited for, so that no viewer's pages hold up another's.
+# of the MAX_STREAMS (a page's watches and its reads). A person is a group of their own; the
+# ServiceAccounts of a namespace are one group (a tenant may make many) and the viewers the API
+# server could not name are one group together, each holding at most MAX_NAMESPACE_STREAMS. A
+# group is never the namespace a read names: that is known before the manager has said the
+# viewer may read it, so a viewer could otherwise take another namespace's share with reads the
+# manager refuses. A stream without a free slot is refused (429) rather than waited for, so
+# that no viewer's pages hold up another's.
 MAX_VIEWER_STREAMS = MAX_WATCHES + 8
 MAX_NAMESPACE_STREAMS = 16
 SERVICE_ACCOUNT = re.compile(rf"system:serviceaccount:({_NAME}):[^:]+")
 WHO_SECONDS = 60.0  # the user a token names is asked again after this
+WHO_UNNAMED_SECONDS = 5.0  # and a token the API server could not name, after this
 MAX_TOKENS_KNOWN = 4096
 LINE_LIMIT = 4 << 20  # the longest watch event passed on (a TrainJob is far smaller)
 # Lines waiting for one page's answer, in bytes (one line always fits): a page that reads
@@ -235,7 +236,7 @@ class Server:
                 yield
             return
         viewer = await self._viewer(auth)
-        with self.shares.slot(viewer, group(viewer)) as refused:
+        with self.shares.slot(viewer, *group(viewer)) as refused:
             if refused is not None:
                 raise _Busy(refused)
             yield
@@ -259,7 +260,10 @@ class Server:
                 user = f"user:{name}"
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError):
             pass
-        self._users[digest] = (now + WHO_SECONDS, user)
+        # A token the API server could not name is asked again soon: until then its viewer
+        # shares the unnamed viewers' group.
+        named = user.startswith("user:")
+        self._users[digest] = (now + (WHO_SECONDS if named else WHO_UNNAMED_SECONDS), user)
         self._users.move_to_end(digest)
         while len(self._users) > MAX_TOKENS_KNOWN:
             self._users.popitem(last=False)
@@ -537,14 +541,15 @@ class Lines:
             return item
 
 
-def group(viewer: str) -> str:
-    """The group whose share a viewer's reads count to (see MAX_NAMESPACE_STREAMS)."""
+def group(viewer: str) -> tuple[str, int]:
+    """The group whose share a viewer's reads count to, and that share (see
+    MAX_NAMESPACE_STREAMS): a person's is their own, as large as one viewer's."""
     account = SERVICE_ACCOUNT.fullmatch(viewer.removeprefix("user:"))
     if account:
-        return f"the ServiceAccounts of namespace {account[1]}"
+        return f"the ServiceAccounts of namespace {account[1]}", MAX_NAMESPACE_STREAMS
     if viewer.startswith("user:"):
-        return f"viewer {viewer.removeprefix('user:')}"
-    return "the viewers the API server could not name"
+        return f"viewer {viewer.removeprefix('user:')}", MAX_VIEWER_STREAMS
+    return "the viewers the API server could not name", MAX_NAMESPACE_STREAMS
 
 
 def _status(code: int, message: str) -> web.Response:

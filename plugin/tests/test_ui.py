@@ -105,24 +105,32 @@ def test_the_lines_waiting_for_a_page_are_bounded_in_bytes() -> None:
     asyncio.run(drained())
 
 
+ACCOUNTS_OF_A = ("the ServiceAccounts of namespace team-a", ui.MAX_NAMESPACE_STREAMS)
+UNNAMED = ("the viewers the API server could not name", ui.MAX_NAMESPACE_STREAMS)
+
+
 @pytest.mark.parametrize(
     ("viewer", "share"),
     [
-        ("user:system:serviceaccount:team-a:bot", "the ServiceAccounts of namespace team-a"),
-        ("user:system:serviceaccount:team-a:other", "the ServiceAccounts of namespace team-a"),
-        ("user:alice", "viewer alice"),
+        ("user:system:serviceaccount:team-a:bot", ACCOUNTS_OF_A),
+        ("user:system:serviceaccount:team-a:other", ACCOUNTS_OF_A),
+        ("user:alice", ("viewer alice", ui.MAX_VIEWER_STREAMS)),
         # a person whose name holds a ServiceAccount's is no ServiceAccount of that namespace
-        ("user:x:system:serviceaccount:victim:y", "viewer x:system:serviceaccount:victim:y"),
-        ("token:ab12", "the viewers the API server could not name"),
-        ("token:cd34", "the viewers the API server could not name"),
+        (
+            "user:x:system:serviceaccount:victim:y",
+            ("viewer x:system:serviceaccount:victim:y", ui.MAX_VIEWER_STREAMS),
+        ),
+        ("token:ab12", UNNAMED),
+        ("token:cd34", UNNAMED),
     ],
 )
 def test_a_viewers_reads_count_to_its_group_never_to_the_namespace_it_names(
-    viewer: str, share: str
+    viewer: str, share: tuple[str, int]
 ) -> None:
-    """A tenant's ServiceAccounts share one group, a person is one of their own, the viewers
-    the API server could not name (any token a client makes up) share one; which namespace a
-    read names is not asked, as the manager has not yet said the viewer may read it."""
+    """A tenant's ServiceAccounts share one group, a person is one of their own (as large as
+    one viewer's share: a page watching many namespaces is not cut short), the viewers the API
+    server could not name (any token a client makes up) share one; which namespace a read
+    names is not asked, as the manager has not yet said the viewer may read it."""
     assert ui.group(viewer) == share
 
 
