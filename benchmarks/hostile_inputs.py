@@ -32,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from types import SimpleNamespace
@@ -161,6 +162,18 @@ def memory_kib(field: str) -> int:
     raise RuntimeError(f"no {field} in /proc/self/status")
 
 
+def measured(run: Callable[[], object]) -> None:
+    """Run `run` and print, as JSON, this process's peak RSS growth over it, what it still
+    holds after, and the seconds it took."""
+    base = memory_kib("VmHWM")
+    started = time.perf_counter()
+    run()
+    took = time.perf_counter() - started
+    peak, held = memory_kib("VmHWM"), memory_kib("VmRSS")
+    print(json.dumps({"grew_mib": (peak - base) / 1024, "held_mib": (held - base) / 1024,
+                      "seconds": took}))  # fmt: skip
+
+
 def one_read(port: int, page: int) -> None:
     """In a process of its own (the server is the parent's): the peak RSS growth of one read,
     printed as JSON. The read's own deadline is lifted: its memory is what is measured."""
@@ -169,25 +182,13 @@ def one_read(port: int, page: int) -> None:
         copy_pods.pod_seen = lambda pod: pod
     remote = SimpleNamespace(name="w", cluster=Cluster("w", loopback_client(port), "bench"))
     remote.cluster.timeout = 600.0
-    base = memory_kib("VmHWM")
-    started = time.perf_counter()
-    copy_pods.read_some(remote, "team-a", "tj", "uid")  # type: ignore[arg-type]
-    took = time.perf_counter() - started
-    peak, held = memory_kib("VmHWM"), memory_kib("VmRSS")
-    print(json.dumps({"grew_mib": (peak - base) / 1024, "held_mib": (held - base) / 1024,
-                      "seconds": took}))  # fmt: skip
+    measured(lambda: copy_pods.read_some(remote, "team-a", "tj", "uid"))  # type: ignore[arg-type]
 
 
 def one_list(port: int, page: int) -> None:
     """In a process of its own: the dispatcher's TrainJob informer's first list."""
     informer = Informer(loopback_client(port), c.TRAINJOB, namespace="team-a", page=page)
-    base = memory_kib("VmHWM")
-    started = time.perf_counter()
-    informer._list()
-    took = time.perf_counter() - started
-    peak, held = memory_kib("VmHWM"), memory_kib("VmRSS")
-    print(json.dumps({"grew_mib": (peak - base) / 1024, "held_mib": (held - base) / 1024,
-                      "seconds": took}))  # fmt: skip
+    measured(informer._list)
 
 
 def one_pod_list(port: int, whole: int) -> None:
@@ -202,13 +203,7 @@ def one_pod_list(port: int, whole: int) -> None:
         page=TENANT_SIZED_PAGE,
         transform=digests.pod_digest,
     )
-    base = memory_kib("VmHWM")
-    started = time.perf_counter()
-    informer._list()
-    took = time.perf_counter() - started
-    peak, held = memory_kib("VmHWM"), memory_kib("VmRSS")
-    print(json.dumps({"grew_mib": (peak - base) / 1024, "held_mib": (held - base) / 1024,
-                      "seconds": took}))  # fmt: skip
+    measured(informer._list)
 
 
 def in_a_process(flag: str, port: int, page: int) -> Dict:

@@ -410,26 +410,18 @@ def test_without_the_right_to_read_secrets_the_dispatcher_runs_and_the_job_says_
 
 # ---- one copy per worker, and a namespace's share of copy refreshes -----------------------
 
+
+def _trainer_runtime(name: str, pod_spec: Dict) -> Dict:
+    """A runtime of one trainer replicated job whose pods have `pod_spec`."""
+    trainer = {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+    job = {"metadata": {"labels": trainer}, "spec": {"template": {"spec": pod_spec}}}
+    return make_runtime(name, replicated_jobs=[{"name": "node", "template": job}])
+
+
 # A runtime whose pods read one Secret of their own: jobs on it reference none of RUNTIME's.
-OTHER_RUNTIME = make_runtime(
+OTHER_RUNTIME = _trainer_runtime(
     "other-runtime",
-    replicated_jobs=[
-        {
-            "name": "node",
-            "template": {
-                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-                "spec": {
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                container(envFrom=[{"secretRef": {"name": "other-token"}}])
-                            ]
-                        }
-                    }
-                },
-            },
-        }
-    ],
+    {"containers": [container(envFrom=[{"secretRef": {"name": "other-token"}}])]},
 )
 
 
@@ -522,24 +514,9 @@ def test_a_change_queues_only_the_jobs_whose_pods_reference_that_object() -> Non
 # A runtime whose pods pull with as many Secrets as a TrainJob may take along, the last named
 # last.
 MOST = [f"pull{i}" for i in range(dependencies.MAX_DEPENDENCIES)]
-MOST_RUNTIME = make_runtime(
+MOST_RUNTIME = _trainer_runtime(
     "most-runtime",
-    replicated_jobs=[
-        {
-            "name": "node",
-            "template": {
-                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-                "spec": {
-                    "template": {
-                        "spec": {
-                            "containers": [container()],
-                            "imagePullSecrets": [{"name": name} for name in MOST],
-                        }
-                    }
-                },
-            },
-        }
-    ],
+    {"containers": [container()], "imagePullSecrets": [{"name": name} for name in MOST]},
 )
 
 
