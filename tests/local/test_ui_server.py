@@ -175,6 +175,28 @@ async def test_behind_a_proxy_nothing_is_read_without_the_viewers_token(tmp_path
         await client.close()
 
 
+async def naming_manager(users: dict[str, str], asked: list[str] | None = None) -> TestServer:
+    """A manager on loopback that names each token's user (SelfSubjectReview; each token it is
+    asked about is added to `asked`) and never answers a read, so each read holds its slot."""
+
+    async def who(request: web.Request) -> web.Response:
+        if asked is not None:
+            asked.append(request.headers["Authorization"])
+        user = users[request.headers["Authorization"]]
+        return web.json_response({"status": {"userInfo": {"username": user}}}, status=201)
+
+    async def never(_request: web.Request) -> web.Response:
+        await asyncio.sleep(60)
+        return web.json_response({})
+
+    api = web.Application()
+    api.router.add_post(ui.WHO_AM_I, who)
+    api.router.add_get("/{path:.*}", never)
+    manager = TestServer(api, host="127.0.0.1")
+    await manager.start_server()
+    return manager
+
+
 async def behind_a_proxy(
     manager_port: int,
 ) -> tuple[TestClient, Callable[..., Any], Callable[[int], Awaitable[None]]]:
@@ -265,23 +287,10 @@ async def test_behind_a_proxy_two_tokens_of_one_user_share_one_viewers_share(
     monkeypatch.setattr(ui, "MAX_STREAMS", 4)
     monkeypatch.setattr(ui, "MAX_VIEWER_STREAMS", 1)
     monkeypatch.setattr(ui, "MAX_NAMESPACE_STREAMS", 4)
-    users = {"Bearer m-1": "mallory", "Bearer m-2": "mallory", "Bearer a-1": "alice"}
     asked: list[str] = []
-
-    async def who(request: web.Request) -> web.Response:
-        asked.append(request.headers["Authorization"])
-        user = users[request.headers["Authorization"]]
-        return web.json_response({"status": {"userInfo": {"username": user}}}, status=201)
-
-    async def never(_request: web.Request) -> web.Response:
-        await asyncio.sleep(60)
-        return web.json_response({})
-
-    api = web.Application()
-    api.router.add_post(ui.WHO_AM_I, who)
-    api.router.add_get("/{path:.*}", never)
-    manager = TestServer(api, host="127.0.0.1")
-    await manager.start_server()
+    manager = await naming_manager(
+        {"Bearer m-1": "mallory", "Bearer m-2": "mallory", "Bearer a-1": "alice"}, asked
+    )
     client, read, holding = await behind_a_proxy(manager.port)
 
     held = asyncio.ensure_future(read("m-1"))
@@ -314,26 +323,14 @@ async def test_behind_a_proxy_the_users_of_one_namespace_share_its_share(
     monkeypatch.setattr(ui, "MAX_STREAMS", 7)
     monkeypatch.setattr(ui, "MAX_VIEWER_STREAMS", 3)
     monkeypatch.setattr(ui, "MAX_NAMESPACE_STREAMS", 2)
-    users = {
-        "Bearer mallory": "mallory",
-        "Bearer bot": "system:serviceaccount:a:bot",
-        "Bearer bot2": "system:serviceaccount:a:bot2",
-        "Bearer carol": "carol",
-    }
-
-    async def who(request: web.Request) -> web.Response:
-        user = users[request.headers["Authorization"]]
-        return web.json_response({"status": {"userInfo": {"username": user}}}, status=201)
-
-    async def never(_request: web.Request) -> web.Response:
-        await asyncio.sleep(60)
-        return web.json_response({})
-
-    api = web.Application()
-    api.router.add_post(ui.WHO_AM_I, who)
-    api.router.add_get("/{path:.*}", never)
-    manager = TestServer(api, host="127.0.0.1")
-    await manager.start_server()
+    manager = await naming_manager(
+        {
+            "Bearer mallory": "mallory",
+            "Bearer bot": "system:serviceaccount:a:bot",
+            "Bearer bot2": "system:serviceaccount:a:bot2",
+            "Bearer carol": "carol",
+        }
+    )
     client, read, holding = await behind_a_proxy(manager.port)
     held = []
     try:
