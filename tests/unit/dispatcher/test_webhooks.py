@@ -6,10 +6,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
-
 from dispatcher import webhooks
-from kubecontrol.deadline import Deadline, DeadlinePassed
+from kubecontrol.deadline import Deadline
 from kubecontrol.kinds import Kind
 from trainjob import constants as c
 from trainjob.queues import LocalQueueView
@@ -99,22 +97,3 @@ def test_the_mutating_webhook_bounds_the_object_before_looking_anything_up() -> 
     }
     verdict = webhooks.on_mutate(ctx, review, Deadline(10))  # type: ignore[arg-type]
     assert not verdict.allowed and "900000 items, over the 16" in verdict.message
-
-
-@pytest.mark.parametrize("deadline", ["given up", "passed"])
-def test_a_review_out_of_time_is_not_judged_against_its_runtime(deadline: str) -> None:
-    """The runtime is judged only while the review's deadline has time left: a review answered
-    503 (its deadline given up), or whose deadline passed, stops before that work."""
-    ctx: Any = SimpleNamespace(trainjob_schema=None, caches=SimpleNamespace(runtime_of=no_runtime))
-    review = {"uid": "u", "namespace": "team-a", "object": {"metadata": {"name": "tj"}}}
-    assert webhooks.on_validate(ctx, review, Deadline(10)).allowed  # in time: judged
-    over = Deadline(0)
-    if deadline == "given up":
-        over = Deadline(10)
-        over.give_up()
-    with pytest.raises(DeadlinePassed, match="judging the runtime"):
-        webhooks.on_validate(ctx, review, over)
-
-
-def no_runtime(tj: Any) -> None:
-    return None

@@ -1,4 +1,4 @@
-"""The worker controller's admission judges, by the review's deadline."""
+"""The admission judges of both controllers, by the review's deadline."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from dispatcher import webhooks as dispatcher_webhooks
 from kubecontrol.deadline import Deadline, DeadlinePassed
 from worker_controller import webhooks
 
@@ -15,16 +16,24 @@ def no_runtime(tj: Any) -> None:
     return None
 
 
+JUDGES = {
+    "dispatcher": dispatcher_webhooks.on_validate,
+    "worker controller": webhooks.on_trainjob_validate,
+}
+
+
+@pytest.mark.parametrize("judge", JUDGES)
 @pytest.mark.parametrize("deadline", ["given up", "passed"])
-def test_a_review_out_of_time_is_not_judged_against_its_runtime(deadline: str) -> None:
-    """The runtime is judged only while the review's deadline has time left: a review answered
-    503 (its deadline given up), or whose deadline passed, stops before that work."""
+def test_a_review_out_of_time_is_not_judged_against_its_runtime(judge: str, deadline: str) -> None:
+    """Both validating judges judge the runtime only while the review's deadline has time
+    left: a review answered 503 (its deadline given up), or whose deadline passed, stops
+    before that work."""
     ctx: Any = SimpleNamespace(trainjob_schema=None, caches=SimpleNamespace(runtime_of=no_runtime))
     review = {"uid": "u", "namespace": "team-a", "object": {"metadata": {"name": "tj"}}}
-    assert webhooks.on_trainjob_validate(ctx, review, Deadline(10)).allowed  # in time: judged
+    assert JUDGES[judge](ctx, review, Deadline(10)).allowed  # in time: judged
     over = Deadline(0)
     if deadline == "given up":
         over = Deadline(10)
         over.give_up()
     with pytest.raises(DeadlinePassed, match="judging the runtime"):
-        webhooks.on_trainjob_validate(ctx, review, over)
+        JUDGES[judge](ctx, review, over)
