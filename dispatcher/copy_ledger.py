@@ -63,11 +63,17 @@ class CopyLedger:
                 found[key] = held.digest
         return found
 
-    def digest_of(self, where: Where) -> str | None:
-        """The digest the copy at `where` was last seen or made to hold, whoever owns it;
-        None when it is not remembered."""
+    def needs_write(self, where: Where, digest: str, owner: str) -> bool:
+        """Whether the copy at `where` is known to need a write for the Workload copy `owner`
+        to find it holding `digest`: remembered as holding other content (or none), or
+        without `owner` among all of its owners (not when the owners kept are cut short at
+        OWNERS_KEPT: then only the worker knows)."""
         held = self._held.get(where)
-        return None if held is None else held.digest
+        if held is None:
+            return False
+        if held.digest != digest:
+            return True
+        return owner not in held.owners and len(held.owners) < OWNERS_KEPT
 
     @contextmanager
     def writing(self, where: Where) -> Iterator[bool]:

@@ -50,14 +50,17 @@ def _look_then_write(registry: Registry, api: Cluster, action: RemoteAction) -> 
     """`ensure`'s reads and write: the copy on the worker read first when the dispatcher does
     not remember it (ours, current and owned by this job: in place, nothing spent), then, for
     a write, one of the namespace's copy refreshes taken, the manager object read and the copy
-    made or brought up to date. A copy remembered as holding other content takes its turn
-    before any read: a namespace whose objects change faster than its allowance waits without
-    its jobs' passes reading the worker."""
+    made or brought up to date. A copy it remembers needing a write for this job (other
+    content, or all its owners known and this job not among them) takes its turn before any
+    read, and one read while the namespace had no turn left is remembered as found: a
+    namespace whose objects or jobs come faster than its allowance waits without its passes
+    reading the worker again and again."""
     meta = action.obj["metadata"]
     kind, namespace, name = action.obj["kind"], meta["namespace"], meta["name"]
-    known = registry.copies.digest_of((action.cluster, namespace, f"{kind}/{name}"))
-    outdated = known is not None and known != meta["annotations"][dependencies.DIGEST_ANNOTATION]
-    if outdated and not _turn(registry, action):
+    where = (action.cluster, namespace, f"{kind}/{name}")
+    digest, owner = meta["annotations"][dependencies.DIGEST_ANNOTATION], _owner(action)
+    known = registry.copies.needs_write(where, digest, owner)
+    if known and not _turn(registry, action):
         return None
     found = api.get_or_none(dependencies.KINDS[kind], name, namespace)
     if found is not None:
@@ -65,7 +68,8 @@ def _look_then_write(registry: Registry, api: Cluster, action: RemoteAction) -> 
             return _foreign(registry, action)
         if dependencies.updated(found, action.obj) is None:
             return _done(registry, action, found, "unchanged")
-    if not outdated and not _turn(registry, action):
+    if not known and not _turn(registry, action):
+        _remember(registry, where, found)
         return None
     try:
         source = registry.manager.get_or_none(dependencies.KINDS[kind], name, namespace)
@@ -76,6 +80,21 @@ def _look_then_write(registry: Registry, api: Cluster, action: RemoteAction) -> 
         return False  # the next pass sees it missing (or refused) from the cache
     want = _wanted(action.obj, {**source, "kind": kind})
     return _put(registry, api, action, want, found)
+
+
+def _owner(action: RemoteAction) -> str:
+    """The UID of the Workload copy the copy is made for (its owner on the worker)."""
+    uid: str = action.obj["metadata"]["ownerReferences"][0]["uid"]
+    return uid
+
+
+def _remember(registry: Registry, where: tuple[str, str, str], found: Dict | None) -> None:
+    """What a read found of a copy (nothing: an empty digest, no owners), for the passes that
+    wait their namespace's turn to take it before they read again."""
+    meta = (found or {}).get("metadata") or {}
+    digest = (meta.get("annotations") or {}).get(dependencies.DIGEST_ANNOTATION, "")
+    owners = [o.get("uid", "") for o in meta.get("ownerReferences") or []]
+    registry.copies.note(where, digest, owners)
 
 
 def _turn(registry: Registry, action: RemoteAction) -> bool:

@@ -16,6 +16,7 @@ from dispatcher import copy_ledger, dependencies
 from dispatcher.dependencies import NAMESPACE_LABEL, Ref, references
 from kubecontrol.kinds import CONFIG_MAP, SECRET
 from kubecontrol.metrics import REGISTRY
+from kubecontrol.shares import Rates
 from tests.support.memory_api import Fault
 from tests.support.whole_pass import (
     World,
@@ -639,5 +640,50 @@ def test_after_a_failover_passes_that_find_the_copies_current_spend_none_of_the_
         assert len(copy["metadata"]["ownerReferences"]) == len(jobs)
         left = sum(ctx.registry.copies.allowed("ns") for _ in range(40))
         assert left == 31  # the one write, nothing for the looks
+    finally:
+        made.close()
+
+
+@pytest.mark.parametrize("remembered", [True, False], ids=["remembered", "after-a-failover"])
+def test_a_new_job_held_for_its_namespaces_turn_reads_the_worker_at_most_once(
+    remembered: bool,
+) -> None:
+    """A second job shares hf-token's copy, current but not yet owned by it, while its
+    namespace has no copy refresh left: its passes wait for the turn without reading the copy
+    on the worker again and again (at most once when the dispatcher remembered nothing of it,
+    after a failover), then the copy gains its owner once a turn comes."""
+    made, ctx = fleet(
+        [RUNTIME, _job("tj"), _job("tj2"), namespace(), *SOURCES],
+        {"worker1": [RUNTIME]},
+        behind=False,
+        dependency_copies_per_second=1e-9,
+        dependency_copies_burst=32,
+    )
+    try:
+        _dispatch(made, KEY, "worker1")
+        if not remembered:
+            ctx.registry.copies = copy_ledger.CopyLedger(per_second=1e-9, burst=32)
+        while ctx.registry.copies.allowed("ns"):  # at most 32: the namespace's turns spent
+            pass
+        second = ("ns", "tj2")
+        made.settle(second)
+        reserve(made, "manager", "tj2", admitted=False, namespace="ns")  # sent out
+        made.settle(second)
+        reserve(made, "worker1", "tj2", admitted=True, namespace="ns")  # admitted there
+        since = _mark(made, "worker1")
+        for _ in range(4):
+            made.run(second)
+        reads = [
+            p
+            for m, p in made.apis["worker1"].requests[since[0] :]
+            if m == "GET" and p.endswith("/secrets/hf-token")
+        ]
+        assert len(reads) == (0 if remembered else 1), reads
+        assert made.get("worker1", c.TRAINJOB, "tj2") is None  # it waits for its Secrets
+        ctx.registry.copies._rates = Rates(per_second=1e-9, burst=32)  # its turns come back
+        made.settle(second)
+        assert made.get("worker1", c.TRAINJOB, "tj2") is not None
+        copy = made.get("worker1", SECRET, "hf-token")
+        assert copy is not None and len(copy["metadata"]["ownerReferences"]) == 2
     finally:
         made.close()
