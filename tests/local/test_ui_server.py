@@ -313,6 +313,32 @@ async def test_behind_a_proxy_two_tokens_of_one_user_share_one_viewers_share(
 
 
 @in_a_loop
+async def test_behind_a_proxy_a_token_the_api_server_cannot_name_is_asked_about_again_soon(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A named token's user is kept a minute; a token the API server could not name (its
+    review failed: here the manager knows no such token) is asked about again after
+    WHO_UNNAMED_SECONDS (0 here), so a viewer whose review failed once does not stay in the
+    unnamed viewers' group for a minute."""
+    monkeypatch.setattr(ui, "WHO_UNNAMED_SECONDS", 0.0)
+    asked: list[str] = []
+    manager = await naming_manager({"Bearer a-1": "alice"}, asked)
+    client, read, holding = await behind_a_proxy(manager.port)
+    reads = []
+    try:
+        for token in ("a-1", "a-1", "unknown", "unknown"):
+            reads.append(asyncio.ensure_future(read(token)))
+            await holding(len(reads))  # its viewer known, its read under way
+        assert asked.count("Bearer a-1") == 1  # named: kept
+        assert asked.count("Bearer unknown") == 2  # not named: asked again
+    finally:
+        for task in reads:
+            task.cancel()
+        await client.close()
+        await manager.close()
+
+
+@in_a_loop
 async def test_behind_a_proxy_the_users_of_one_namespace_share_its_share(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
