@@ -83,7 +83,8 @@ def change_config(
     external = integrations.get("externalFrameworks")
     if kueue_trainjob:
         if external and EXTERNAL in external:
-            _remove(external, external.index(EXTERNAL))
+            while EXTERNAL in external:  # every copy: Kueue refuses the kind named twice
+                _remove(external, external.index(EXTERNAL))
             said.append(f"integrations.externalFrameworks: removed {EXTERNAL}")
         if not frameworks:
             frameworks = integrations["frameworks"] = CommentedSeq(KUEUE_DEFAULT_FRAMEWORKS)
@@ -96,7 +97,8 @@ def change_config(
             said.append(f"integrations.frameworks: added {KUEUE_TRAINJOB}")
         return
     if frameworks and KUEUE_TRAINJOB in frameworks:
-        _remove(frameworks, frameworks.index(KUEUE_TRAINJOB))
+        while KUEUE_TRAINJOB in frameworks:  # every copy
+            _remove(frameworks, frameworks.index(KUEUE_TRAINJOB))
         said.append(f"integrations.frameworks: removed {KUEUE_TRAINJOB}")
     if external is None:
         external = integrations["externalFrameworks"] = CommentedSeq()

@@ -219,6 +219,24 @@ def test_a_trainer_workers_file_without_frameworks_gets_kueues_default() -> None
     assert change(out, role="trainer-worker") == (out, [])
 
 
+@pytest.mark.parametrize(
+    ("role", "listed", "key", "name"),
+    [
+        ("trainer-worker", "externalFrameworks", "externalFrameworks", EXTERNAL),
+        ("worker", "frameworks", "frameworks", KUEUE_TRAINJOB),
+    ],
+)
+def test_an_entry_named_twice_is_removed_twice(role: str, listed: str, key: str, name: str) -> None:
+    """Kueue refuses a configuration that names the TrainJob kind twice: every copy goes."""
+    text = (
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nintegrations:\n"
+        f"  {listed}:\n  - {name}\n  - batch/job\n  - {name}\n"
+    )
+    out, _said = change(text, role=role)
+    assert name not in yaml.safe_load(out)["integrations"][key]
+    assert change(out, role=role) == (out, [])
+
+
 def test_a_trainer_workers_configmap_keeps_its_name_and_drops_what_the_server_owns(
     kueue: Path,
 ) -> None:
