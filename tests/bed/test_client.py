@@ -208,9 +208,11 @@ class _Faulty:
         self.gone = threading.Event()
         self.frozen = threading.Event()
 
-    def get_json(self, path: str, **kwargs: Any) -> Any:
-        self.pages.append(dict(kwargs.get("query") or {}))
-        return self.api.get_json(path, **kwargs)
+    def request(self, method: str, path: str, **kwargs: Any) -> bytes:
+        """A request as the API client sends it; each GET (a list's page) noted."""
+        if method == "GET":
+            self.pages.append(dict(kwargs.get("query") or {}))
+        return self.api.request(method, path, **kwargs)
 
     def watch(self, path: str, query: dict[str, Any], on_event: Any, **kwargs: Any) -> None:
         self.watched_from.append(query["resourceVersion"])
