@@ -232,8 +232,9 @@ def test_an_entry_named_twice_is_removed_twice(role: str, listed: str, key: str,
         "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nintegrations:\n"
         f"  {listed}:\n  - {name}\n  - batch/job\n  - {name}\n"
     )
-    out, _said = change(text, role=role)
-    assert name not in yaml.safe_load(out)["integrations"][key]
+    out, said = change(text, role=role)
+    assert yaml.safe_load(out)["integrations"][key] == ["batch/job"]  # the rest kept
+    assert [line for line in said if "removed" in line] == [f"integrations.{key}: removed {name}"]
     assert change(out, role=role) == (out, [])
 
 
