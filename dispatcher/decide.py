@@ -45,7 +45,7 @@ class Taken(NamedTuple):
 
 
 REMOTE_NAME_TAKEN = "RemoteNameTaken"
-REMOTE_DEPENDENCY_REFUSED = "RemoteDependencyRefused"
+REMOTE_DEPENDENCY_REFUSED = c.REASON_REMOTE_DEPENDENCY_REFUSED
 
 
 @dataclass
@@ -381,17 +381,29 @@ def _waiting_conditions(
 ) -> tuple[Dict | None, list[Event]]:
     """The manager TrainJob's conditions while it waits for a worker: ClustersSelected=False
     while its own choice of clusters leaves none active (selection.py), RuntimeDrift=True
-    while some workers' runtime is missing or differs from the manager's; each gone once that
+    while some workers' runtime is missing or differs from the manager's, DependenciesMissing
+    while a Secret or ConfigMap its pods need is missing on the manager or may not leave it,
+    or (RemoteDependencyRefused) while a chosen worker refuses its copy; each gone once that
     is over. Returns the status patch (None when unchanged) and the Warning Events of
     conditions that appear or change."""
     if obs.trainjob is None:
         return None, []
     conditions = cond.Conditions(obs.trainjob.conditions, obs.now, obs.trainjob.generation)
     needs = obs.needs or dependencies.Needs()
+    refused = "; ".join(
+        f"{r.name}: {r.taken.why}"
+        for r in obs.remotes
+        if r.selected and r.taken and r.taken.reason == REMOTE_DEPENDENCY_REFUSED
+    )
+    dependency = (
+        (needs.reason, needs.problem)
+        if needs.problem
+        else (REMOTE_DEPENDENCY_REFUSED, refused or None)
+    )
     for ctype, status, reason, problem in (
         (c.COND_CLUSTERS_SELECTED, False, c.REASON_NO_CLUSTER_SELECTED, obs.selection_problem),
         (c.COND_RUNTIME_DRIFT, True, c.COND_RUNTIME_DRIFT, drift),
-        (c.COND_DEPENDENCIES_MISSING, True, needs.reason, needs.problem),
+        (c.COND_DEPENDENCIES_MISSING, True, *dependency),
         (c.COND_DATA_UNAVAILABLE, True, c.REASON_NO_CLUSTER_HAS_DATA, data),
     ):
         if problem is None:

@@ -4,12 +4,15 @@ and `./run test` (tests/unit/release/test_assets.py) both build them:
     python -m release.assets --image ghcr.io/OWNER/trainjob-multicluster --out out
     python -m release.assets --image ... --digest sha256:... --out out   # pinned by digest
 
-- `manager.yaml`, `worker.yaml`, `worker-identity.yaml`: `kubectl kustomize deploy/<role>`,
-  every object a cluster needs from nothing (the namespace, the CRDs, RBAC, the Deployments,
-  the webhooks, in an order `kubectl apply --server-side -f` takes in one go), our image named
-  `<image>:<version>` (or `<image>@<digest>`);
+- `crds.yaml`: our three CRDs (`kubectl kustomize crds`), an asset of their own so that
+  removing the product (`kubectl delete -f manager.yaml`) never takes them, and every TrainJob
+  and runtime with them;
+- `manager.yaml`, `worker.yaml`, `worker-identity.yaml`: `kubectl kustomize deploy/<role>`
+  but the CRDs, every other object a cluster needs from nothing (the namespace, RBAC, the
+  Deployments, the webhooks, in an order `kubectl apply --server-side -f crds.yaml -f
+  <role>.yaml` takes in one go), our image named `<image>:<version>` (or `<image>@<digest>`);
 - `crds.tar.gz`: `crds/`, the CRDs themselves and their kustomization (never the link that
-  `crds` is in a checkout), for `kubectl apply --server-side -k crds/` after an upgrade;
+  `crds` is in a checkout), for `kubectl apply --server-side -k crds/`;
 - `trainjob-multicluster-<version>.tgz`: the chart, `helm package`d (the workflow pushes it as
   an OCI artifact);
 - `kubectl_trainjob-<version>-py3-none-any.whl`: the kubectl plugin's distribution (plugin/),
@@ -47,6 +50,7 @@ CRDS = REPO / "crds"
 PLUGIN = REPO / "plugin"
 KREW_LAUNCHER = PLUGIN / "krew" / "kubectl-trainjob"
 DEFAULT_IMAGE = "ghcr.io/trainjob-dev/trainjob-multicluster"
+CRD = "CustomResourceDefinition"
 ROLES = {
     "manager": "the manager cluster: the dispatcher, its webhooks and APIService",
     "worker": "a worker cluster: the worker controller and the manager's identity",
@@ -89,25 +93,43 @@ def containers(obj: Dict) -> list[Dict]:
     return [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]
 
 
-def manifest(role: str, ref: str, version: str) -> str:
-    """`kubectl kustomize deploy/<role>` with our image as `ref`."""
+def kustomized(directory: Path) -> list[Dict]:
+    """The objects `kubectl kustomize <directory>` renders, in its order."""
     out = subprocess.run(
-        [tool("kubectl"), "kustomize", str(REPO / "deploy" / role)],
+        [tool("kubectl"), "kustomize", str(directory)],
         capture_output=True,
         text=True,
         check=False,
     )
     if out.returncode != 0:
-        raise SystemExit(f"kubectl kustomize deploy/{role} failed:\n{out.stderr}")
-    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+        name = directory.relative_to(REPO)
+        raise SystemExit(f"kubectl kustomize {name} failed:\n{out.stderr}")
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def crds_manifest(version: str) -> str:
+    header = (
+        f"# trainjob-multicluster {version}: the CRDs (TrainJob, TrainingRuntime,\n"
+        "# ClusterTrainingRuntime), before manager.yaml or worker.yaml and on every upgrade:\n"
+        "#   kubectl apply --server-side -f crds.yaml -f manager.yaml\n"
+        "# Deleting them deletes every TrainJob and runtime of the cluster.\n"
+    )
+    return header + yaml.safe_dump_all(kustomized(CRDS), sort_keys=False)
+
+
+def manifest(role: str, ref: str, version: str) -> str:
+    """`kubectl kustomize deploy/<role>` without the CRDs (crds.yaml holds them), with our
+    image as `ref`."""
+    docs = [d for d in kustomized(REPO / "deploy" / role) if d["kind"] != CRD]
     for ctr in (ctr for doc in docs for ctr in containers(doc)):
         if str(ctr.get("image", "")).split("@")[0].rsplit(":", 1)[0] != DEFAULT_IMAGE:
             raise SystemExit(f"deploy/{role} runs an image that is not ours: {ctr.get('image')}")
         ctr["image"] = ref
+    apply = f"-f {role}.yaml" if role == "worker-identity" else f"-f crds.yaml -f {role}.yaml"
     header = (
         f"# trainjob-multicluster {version}: {ROLES[role]}.\n"
-        "# Kueue first (docs/operators/install.md), then:"
-        f" kubectl apply --server-side -f {role}.yaml\n"
+        f"# Kueue first (docs/operators/install.md), then: kubectl apply --server-side {apply}\n"
+        f"# kubectl delete -f {role}.yaml removes the product and keeps every TrainJob.\n"
     )
     return header + yaml.safe_dump_all(docs, sort_keys=False)
 
@@ -250,7 +272,9 @@ def build(out: Path, image: str, digest: str | None = None) -> list[Path]:
     version = chart_version()
     ref = image_ref(image, version, digest)
     out.mkdir(parents=True, exist_ok=True)
-    assets = []
+    crds = out / "crds.yaml"
+    crds.write_text(crds_manifest(version))
+    assets = [crds]
     for role in ROLES:
         path = out / f"{role}.yaml"
         path.write_text(manifest(role, ref, version))

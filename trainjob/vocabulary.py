@@ -282,6 +282,16 @@ REASONS = (
         "what its pods reference may not leave the manager (a service account token, the "
         "dispatcher's own namespace, more than 32 objects): not dispatched",
     ),
+    Reason(
+        c.COND_DEPENDENCIES_MISSING,
+        "True",
+        c.REASON_REMOTE_DEPENDENCY_REFUSED,
+        DISPATCHER,
+        True,
+        "the workers named refused the copy of a Secret or ConfigMap its pods need (most "
+        "often the manager's identity there lacks the grant: "
+        "worker.multikueueIdentity.dependencies): they get no copy while they refuse",
+    ),
 )
 
 

@@ -144,6 +144,7 @@ COND_RUNTIME_DRIFT = "RuntimeDrift"  # True: some chosen workers' runtime is not
 COND_DEPENDENCIES_MISSING = "DependenciesMissing"
 REASON_DEPENDENCY_MISSING = "DependencyMissing"
 REASON_DEPENDENCY_REFUSED = "DependencyRefused"
+REASON_REMOTE_DEPENDENCY_REFUSED = "RemoteDependencyRefused"  # a worker refused the copy
 # True: no chosen worker holds the claims its pods mount or the datasets it names
 # (dispatcher/data.py); it waits until one does.
 COND_DATA_UNAVAILABLE = "DataUnavailable"

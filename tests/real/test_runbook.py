@@ -96,7 +96,7 @@ def test_the_install_runbook_then_the_uninstall_keep_what_they_say(
             file=sys.stderr,
         )
         _kueue_upgraded_under_the_product(real_bed, runbook, offline, tmp_path, env)
-        _the_trainjob_ran_and_the_uninstall_keeps_it(real_bed, workers, env)
+        _the_trainjob_ran_and_the_uninstall_keeps_it(real_bed, workers, env, tmp_path / "fleet.env")
     finally:
         clean_up(real_bed)
         real_bed.bring_back_kueue(load_manifests(kueue))
@@ -152,7 +152,7 @@ def _kueue_upgraded_under_the_product(
 
 
 def _the_trainjob_ran_and_the_uninstall_keeps_it(
-    real_bed: Bed, workers: set[str], env: dict[str, str]
+    real_bed: Bed, workers: set[str], env: dict[str, str], fleet_env: Path
 ) -> None:
     custom = client.CustomObjectsApi(real_bed.api("manager"))
     trainjob = custom.get_namespaced_custom_object(
@@ -160,14 +160,26 @@ def _the_trainjob_ran_and_the_uninstall_keeps_it(
     )
     assert trainjob["status"]["clusterName"] in workers
 
-    # Uninstall as docs/operators/operations.md says: the product goes, the CRDs and TrainJobs stay.
+    # The upgrade from the release's files, to the files installed (nothing changes, and the
+    # block runs as written), then the uninstall from them: the product goes, the namespace
+    # with it; the CRDs and the TrainJobs stay.
     operations = (DOCS / "operators" / "operations.md").read_text()
+    operations = operations.replace(f". {FLEET_ENV}\n", f". {fleet_env}\n")
     run_blocks(
-        shell_blocks(operations, "Uninstall"), env, "docs/operators/operations.md, Uninstall"
+        shell_blocks(operations, "Upgrade", "From the release's files"),
+        env,
+        "docs/operators/operations.md, Upgrade from the release's files",
+    )
+    run_blocks(
+        shell_blocks(operations, "Uninstall", "From the release's files"),
+        env,
+        "docs/operators/operations.md, Uninstall from the release's files",
     )
     for cluster in ("manager", *workers):
         api = real_bed.api(cluster)
         assert not client.AppsV1Api(api).list_namespaced_deployment("trainjob-system").items
+        names = {n.metadata.name for n in client.CoreV1Api(api).list_namespace().items}
+        assert "trainjob-system" not in names, cluster  # kubectl delete waited for it
         admission = client.AdmissionregistrationV1Api(api)
         assert not [
             h

@@ -105,17 +105,20 @@ class MultiKueue:
             for worker in workers:
                 self.free(worker)
 
-    def fail_fast_runtime(self) -> str:
+    def fail_fast_runtime(self, *, per_index: bool = False) -> str:
         """A ClusterTrainingRuntime like torch-distributed on every cluster, but a failed pod
-        fails its Job at once (backoffLimit 0); its name."""
+        fails its Job at once (backoffLimit 0); its name. With per_index, a failed pod is not
+        retried and its Job fails once every index has ended (backoffLimitPerIndex 0): no pod is
+        deleted still running because another failed first."""
         example = setup.REPO / "examples" / "runtimes" / "torch-distributed.yaml"
         runtime = load_manifests(example.read_text())[0]
-        runtime["metadata"]["name"] = "torch-fail-fast"
+        name = "torch-fail-each" if per_index else "torch-fail-fast"
+        runtime["metadata"]["name"] = name
         node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
-        node["template"]["spec"]["backoffLimit"] = 0
+        node["template"]["spec"]["backoffLimitPerIndex" if per_index else "backoffLimit"] = 0
         for cluster in [self.manager, *self.workers]:
             Applier(self.bed.api(cluster)).apply(runtime)
-        return "torch-fail-fast"
+        return name
 
     def free(self, worker: str) -> None:
         with contextlib.suppress(client.ApiException):

@@ -66,3 +66,74 @@ def test_a_broken_link_and_a_missing_anchor_are_found(tmp_path: Path) -> None:
         "[d](other.md#nowhere) [e](https://example.com/x) `[f](inside-code.md)`\n"
     )
     assert broken(page) == ["gone.md: no such file", "other.md#nowhere: no such heading or anchor"]
+
+
+# A path of this repository named in prose or in a comment (`deploy/worker`,
+# docs/operators/install.md): its first part one of the repository's folders, no placeholder
+# (`<role>`, `$RELEASE`, `X.Y.Z`, a glob) in it.
+TOP = ("deploy", "examples", "docs", "charts", "crds", "release", "plugin", "clusters",
+       "benchmarks", "tests", "dispatcher", "worker_controller", "trainjob", "kubecontrol")  # fmt: skip
+REPO_PATH = re.compile(r"(?<![\w./-])((?:%s)/[A-Za-z0-9_./-]*[A-Za-z0-9_])" % "|".join(TOP))
+PLACEHOLDER = re.compile(r"[<>${}*]|X\.Y\.Z")
+
+
+def named_paths(text: str) -> list[str]:
+    """The repository paths a page names in code spans and the comments of its code blocks,
+    or a file names in its comments (`#` lines)."""
+    spans = CODE_SPAN.findall(text)
+    comments = [line for line in text.splitlines() if line.lstrip().startswith("#")]
+    out = []
+    for piece in [*spans, *comments]:
+        for path in REPO_PATH.findall(piece):
+            if not PLACEHOLDER.search(piece[piece.index(path) :].split()[0]):
+                out.append(path)
+    return out
+
+
+def there(path: str) -> bool:
+    """A file or folder, or a module's name for something in it (`trainjob/jsondoc.json_copy`)."""
+    module, _, name = path.rpartition(".")
+    return (REPO_ROOT / path).exists() or (name.isidentifier() and (REPO_ROOT / f"{module}.py").is_file())
+
+
+def missing_paths(text: str) -> list[str]:
+    return sorted({p for p in named_paths(text) if not there(p)})
+
+
+def commented_files() -> list[Path]:
+    """Files operators read the comments of: the runbook's list, the chart's values, the
+    deploy/ kustomizations and the examples' YAML."""
+    return [
+        REPO_ROOT / "examples" / "install" / "fleet.env",
+        REPO_ROOT / "charts" / "trainjob-multicluster" / "values.yaml",
+        *sorted((REPO_ROOT / "deploy").glob("**/kustomization.yaml")),
+        *sorted((REPO_ROOT / "examples").glob("**/*.yaml")),
+    ]
+
+
+# Pages of history: they name what was there at the time.
+HISTORY = ("CHANGELOG.md", "docs/contributors/benchmarks-history.md")
+
+
+def test_every_repository_path_the_docs_and_comments_name_is_there() -> None:
+    found = {
+        str(p.relative_to(REPO_ROOT)): missing_paths(p.read_text())
+        for p in [*pages(), *commented_files()]
+        if str(p.relative_to(REPO_ROOT)) not in HISTORY
+    }
+    assert {page: paths for page, paths in found.items() if paths} == {}
+    assert sum(len(named_paths(p.read_text())) for p in pages()) > 100  # paths were read
+
+
+def test_a_path_that_is_not_there_is_found() -> None:
+    text = (
+        "see `deploy/worker/rbac.yaml` and `deploy/worker`, `deploy/<role>/manifests.yaml`,\n"
+        "`$RELEASE/worker.yaml`, `docs/operators/install.md`, `release/assets.build`,\n"
+        "`release/assets.gone`, `release/nowhere.build`\n"
+        "# The runbook (docs/install.md) and docs/operators/release.md\n"
+    )
+    assert missing_paths(text) == [
+        "deploy/worker/rbac.yaml",
+        "docs/install.md",
+        "release/nowhere.build",
+    ]

@@ -1,6 +1,8 @@
 """A release's assets as the release workflow builds them (`python -m release.assets`, with
 the bed's kubectl and helm): what they hold, that each is ordered to install from nothing in
-one `kubectl apply --server-side -f`, and that the workflow publishes exactly them. The bed's
+one `kubectl apply --server-side -f crds.yaml -f <role>.yaml`, that deleting a role's file
+cannot take the CRDs (and every TrainJob) with it, and that the workflow publishes exactly
+them. The bed's
 installs apply the same rendering (deploy/<role>); tests/real/test_runbook.py applies
 manager.yaml and worker.yaml themselves to empty clusters, as docs/operators/install.md says
 (worker-identity.yaml is not applied as a release file by any test)."""
@@ -52,6 +54,7 @@ def test_every_asset_is_there_with_its_checksum(built: dict[str, Path]) -> None:
     version = assets.chart_version()
     assert sorted(built) == sorted(
         [
+            "crds.yaml",
             "manager.yaml",
             "worker.yaml",
             "worker-identity.yaml",
@@ -79,17 +82,36 @@ def test_the_crds_archive_holds_the_crds_themselves(built: dict[str, Path]) -> N
     assert assets.crds_archive() == built["crds.tar.gz"].read_bytes()  # reproducible
 
 
+def test_the_crds_are_an_asset_of_their_own(built: dict[str, Path]) -> None:
+    """crds.yaml holds our three CRDs as crds/ renders them, and nothing else: the role files
+    hold none, so `kubectl delete -f manager.yaml` leaves every TrainJob where it is."""
+    objs = docs(built["crds.yaml"])
+    assert [o["kind"] for o in objs] == [assets.CRD] * 3
+    assert {o["metadata"]["name"] for o in objs} == {
+        "trainjobs.trainer.kubeflow.org",
+        "trainingruntimes.trainer.kubeflow.org",
+        "clustertrainingruntimes.trainer.kubeflow.org",
+    }
+    assert objs == assets.kustomized(assets.CRDS)
+    assert "kubectl apply --server-side -f crds.yaml -f manager.yaml" in built[
+        "crds.yaml"
+    ].read_text()
+
+
 @pytest.mark.parametrize("role", ["manager", "worker", "worker-identity"])
 def test_a_manifest_is_ordered_to_install_from_nothing_in_one_apply(
     built: dict[str, Path], role: str
 ) -> None:
     objs = docs(built[f"{role}.yaml"])
     kinds = [o["kind"] for o in objs]
-    # The namespace, then the CRDs (a worker running Trainer keeps Trainer's), before
-    # anything that lives in them or uses them.
+    # The namespace first, before anything that lives in it; never a CRD (crds.yaml comes
+    # before this file in the same apply; a worker running Trainer keeps Trainer's).
     assert kinds[0] == "Namespace" and objs[0]["metadata"]["name"] == "trainjob-system"
-    crds = [i for i, k in enumerate(kinds) if k == "CustomResourceDefinition"]
-    assert crds == ([] if role == "worker-identity" else [1, 2, 3])
+    assert assets.CRD not in kinds
+    together = "-f crds.yaml " if role != "worker-identity" else ""
+    assert f"kubectl apply --server-side {together}-f {role}.yaml\n" in built[
+        f"{role}.yaml"
+    ].read_text()
     # Namespaced objects go to ours, or to Kueue's and Kubernetes' own (a Role on the
     # kubeconfig Secrets in kueue-system, the front proxy's CA in kube-system).
     spaces = {o["metadata"].get("namespace") for o in objs} - {None}
@@ -111,9 +133,9 @@ def test_a_manifest_is_ordered_to_install_from_nothing_in_one_apply(
             check=True,
         ).stdout
     )
-    assert [(o["kind"], o["metadata"]["name"]) for o in overlay if o] == [
-        (o["kind"], o["metadata"]["name"]) for o in objs
-    ]
+    assert [
+        (o["kind"], o["metadata"]["name"]) for o in overlay if o and o["kind"] != assets.CRD
+    ] == [(o["kind"], o["metadata"]["name"]) for o in objs]
 
 
 def test_the_chart_package_is_the_charts_version(built: dict[str, Path]) -> None:
@@ -219,7 +241,7 @@ def test_the_workflow_publishes_what_release_assets_builds() -> None:
     runs = "\n".join(s.get("run", "") for s in jobs["chart"]["steps"])
     assert 'python -m release.assets --image "$IMAGE" --digest "$DIGEST" --out out' in runs
     published = runs[runs.index("gh release create") :]
-    for name in ("manager.yaml", "worker.yaml", "worker-identity.yaml", "crds.tar.gz"):
+    for name in ("crds.yaml", "manager.yaml", "worker.yaml", "worker-identity.yaml", "crds.tar.gz"):
         assert f"out/{name}" in published
     assert "out/SHA256SUMS" in published and "trainjob-multicluster-$VERSION.tgz" in published
     for name in ("kubectl_trainjob-$VERSION-py3-none-any.whl", "kubectl-trainjob-$VERSION.tar.gz"):

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from clusters.helpers.builders import TrainJobBuilder, container, make_runtime
-from dispatcher import copy_ledger, dependencies
+from dispatcher import clusters, copy_ledger, dependencies
 from dispatcher.dependencies import NAMESPACE_LABEL, Ref, references
 from kubecontrol.kinds import CONFIG_MAP, SECRET
 from kubecontrol.metrics import REGISTRY
@@ -377,7 +377,9 @@ def test_two_jobs_share_one_copy_owned_by_both_which_goes_with_the_last_of_them(
 
 
 @pytest.mark.usefixtures("both_caches")
-def test_a_worker_that_refuses_secrets_keeps_the_job_and_says_why(world: World) -> None:
+def test_a_worker_that_refuses_secrets_keeps_the_job_and_says_why(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Refused for a missing grant: said as such (RemoteDependencyRefused), not as a name
     taken there."""
     world.apis["worker1"].fail(Fault(403, "POST", "secrets", times=None))
@@ -389,6 +391,19 @@ def test_a_worker_that_refuses_secrets_keeps_the_job_and_says_why(world: World) 
     assert "worker.multikueueIdentity.dependencies" in _check_message(world)
     reasons = {reason for _type, reason, _name in event_tuples(world.apis["manager"])}
     assert "RemoteDependencyRefused" in reasons and "RemoteNameTaken" not in reasons
+    # The TrainJob says so too, naming the worker and the grant, while the job waits.
+    world.settle(KEY)
+    tj = world.get("manager", c.TRAINJOB, "tj")
+    assert condition(tj, c.COND_DEPENDENCIES_MISSING) == ("True", "RemoteDependencyRefused")
+    (said,) = [x for x in tj["status"]["conditions"] if x["type"] == c.COND_DEPENDENCIES_MISSING]
+    assert said["message"].startswith("worker1: Secret ns/hf-token cannot be copied there")
+    assert "worker.multikueueIdentity.dependencies" in said["message"]
+    # Once the worker takes the copy, the condition goes.
+    world.apis["worker1"].heal()
+    monkeypatch.setattr(clusters, "TAKEN_SECONDS", 0.0)  # the refusal is tried again at once
+    world.settle(KEY)
+    tj = world.get("manager", c.TRAINJOB, "tj")
+    assert condition(tj, c.COND_DEPENDENCIES_MISSING) is None
 
 
 @pytest.mark.usefixtures("both_caches")
