@@ -1,5 +1,6 @@
-"""A TrainJob's dependencies: the Secrets and ConfigMaps its pods reference, copied to the
-worker that runs it (pure; the writes are `execute.ensure_dependency`'s).
+"""A TrainJob's dependencies: the Secrets and ConfigMaps its pods reference, and the
+namespaced TrainingRuntime it names, copied to the worker that runs it (pure; the writes are
+dependencies_io.py's).
 
 Only in a namespace a platform admin opted in (the `trainjob.dev/copy-dependencies: "true"`
 label on the manager's namespace; tenants cannot label their namespace). What the pods read
@@ -7,6 +8,11 @@ is found in the manager Workload's PodSets, which hold the pod templates as the 
 run them (runtime and TrainJob merged): env and envFrom of every container, secret,
 configMap and projected volumes, imagePullSecrets. What the ML policy makes on the worker
 itself (an MPI job's SSH keys and hostfile) is not in them, and never copied.
+
+A TrainingRuntime of the job's namespace goes along the same way (its spec), so that a
+tenant's own runtime, which the tenant cannot make on the workers, runs where its job goes. A
+runtime of that name already on the worker that is not a copy is left as it is: used when its
+spec is the manager's, else the worker gets no copy of the job (RuntimeDrift).
 
 A copy carries our origin label and the manager object's UID (the copies' usual marks), the
 digest of what it holds, and one ownerReference per Workload copy on that worker that needs it
@@ -25,6 +31,7 @@ from dataclasses import dataclass, field
 from kubecontrol.kinds import CONFIG_MAP, SECRET
 from kubecontrol.objects import Dict
 from trainjob import constants as c
+from trainjob.runtime.defaults import same_runtime_spec
 
 # On a manager namespace: its TrainJobs' Secrets and ConfigMaps follow them to the workers.
 NAMESPACE_LABEL = f"{c.DOMAIN}/copy-dependencies"
@@ -35,9 +42,13 @@ DIGEST_ANNOTATION = f"{c.DOMAIN}/source-digest"
 MAX_DEPENDENCIES = 32
 # Secrets that are the manager's own credentials: never copied anywhere.
 NEVER_COPIED_TYPES = frozenset({"kubernetes.io/service-account-token"})
-KINDS = {k.kind: k for k in (SECRET, CONFIG_MAP)}
+KINDS = {k.kind: k for k in (SECRET, CONFIG_MAP, c.TRAINING_RUNTIME)}
 # What a copy takes of its source, besides the name.
-CONTENT = {"Secret": ("type", "data", "stringData"), "ConfigMap": ("data", "binaryData")}
+CONTENT = {
+    "Secret": ("type", "data", "stringData"),
+    "ConfigMap": ("data", "binaryData"),
+    c.TRAINING_RUNTIME_KIND: ("spec",),
+}
 
 
 def opted_in(namespace_labels: dict[str, str]) -> bool:
@@ -134,6 +145,17 @@ def named_by(workload: Dict) -> list[tuple[str, str, str]]:
     return [(namespace, ref.kind, ref.name) for ref in refs[:MAX_DEPENDENCIES]]
 
 
+def runtime_named_by(trainjob: Dict) -> list[tuple[str, str]]:
+    """The (namespace, name) of the TrainingRuntime of its namespace a TrainJob names, if it
+    names one: the key the dispatcher's index of a runtime's users files it under."""
+    ref = (trainjob.get("spec") or {}).get("runtimeRef")
+    if not isinstance(ref, dict) or ref.get("kind") != c.TRAINING_RUNTIME_KIND:
+        return []
+    name = ref.get("name")
+    namespace = (trainjob.get("metadata") or {}).get("namespace")
+    return [(str(namespace), name)] if isinstance(name, str) and name else []
+
+
 # ---- the manager's objects, as the cache keeps them ----------------------------------------
 
 
@@ -190,16 +212,35 @@ REASON_MISSING = c.REASON_DEPENDENCY_MISSING
 REASON_REFUSED = c.REASON_DEPENDENCY_REFUSED
 
 
+def runtime_source(runtime: Dict) -> Source:
+    """A namespaced TrainingRuntime of the manager (as its cache holds it) as a job takes it
+    along."""
+    meta = runtime["metadata"]
+    body = {"kind": c.TRAINING_RUNTIME_KIND, "spec": runtime.get("spec")}
+    return Source(c.TRAINING_RUNTIME_KIND, meta["name"], str(meta.get("uid", "")), digest(body))
+
+
+def usable_as_is(found: Dict, source: Dict) -> bool:
+    """Whether an object of a copy's name on a worker that is not ours serves as it is: a
+    TrainingRuntime whose spec is the manager's (a platform made the same runtime there)."""
+    if source.get("kind") != c.TRAINING_RUNTIME_KIND:
+        return False
+    return same_runtime_spec(found.get("spec") or {}, source.get("spec") or {})
+
+
 def needs(
     namespace: str,
     pod_sets: list[Dict],
     lookup: Callable[[str, str, str], Dict | None],
     never_from: frozenset[str] = frozenset(),
+    runtime: Dict | None = None,
 ) -> Needs:
     """What the pods of a Workload in `namespace` take along, from the manager's cache
-    (`lookup(kind, namespace, name)`: the `source_seen` form, or None)."""
+    (`lookup(kind, namespace, name)`: the `source_seen` form, or None), and `runtime`, the
+    namespaced TrainingRuntime its TrainJob names (None: a ClusterTrainingRuntime, which the
+    platform installs on every cluster)."""
     refs = references(pod_sets)
-    if not refs:
+    if not refs and runtime is None:
         return Needs()
     if namespace in never_from:
         return Needs(
@@ -213,7 +254,8 @@ def needs(
             f"{MAX_DEPENDENCIES} follow a TrainJob to its worker",
             reason=REASON_REFUSED,
         )
-    found, missing, refused = [], [], []
+    found = [runtime_source(runtime)] if runtime is not None else []
+    missing, refused = [], []
     for ref in refs:
         seen = lookup(ref.kind, namespace, ref.name)
         if seen is None:

@@ -1,6 +1,6 @@
 """Writing a dependency's copy to a worker (dependencies.py decides which): the manager
 object read at the moment of writing, the copy created, or ours brought up to date, never
-anyone else's."""
+anyone else's (a worker's own runtime with the manager's spec serves as it is)."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def _look_then_write(registry: Registry, api: Cluster, action: RemoteAction) -> 
     found = api.get_or_none(dependencies.KINDS[kind], name, namespace)
     if found is not None:
         if not _ours(found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]):
-            return _foreign(registry, action)
+            return _served_as_is(registry, action, found) or _foreign(registry, action)
         if dependencies.updated(found, action.obj) is None:
             return _done(registry, action, found, "unchanged")
     if not known and not _turn(registry, action):
@@ -155,6 +155,25 @@ def _put(
         raise
     log.info("[%s] updated the copy of %s %s/%s", action.cluster, kind, namespace, name)
     return _done(registry, action, body, "updated")
+
+
+def _served_as_is(registry: Registry, action: RemoteAction, found: Dict) -> bool:
+    """Whether the worker's own object of the copy's name serves the job as it is (a
+    TrainingRuntime with the manager's spec: dependencies.usable_as_is); never written."""
+    meta = action.obj["metadata"]
+    kind = action.obj["kind"]
+    if kind != c.TRAINING_RUNTIME_KIND:
+        return False
+    try:
+        source = registry.manager.get_or_none(
+            dependencies.KINDS[kind], meta["name"], meta["namespace"]
+        )
+    except Exception as exc:
+        log.warning(
+            "[manager] cannot read %s %s/%s: %s", kind, meta["namespace"], meta["name"], exc
+        )
+        return False
+    return source is not None and dependencies.usable_as_is(found, {**source, "kind": kind})
 
 
 def _foreign(registry: Registry, action: RemoteAction) -> bool:

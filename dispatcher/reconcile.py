@@ -34,9 +34,11 @@ from dispatcher.intake import (
 )
 from dispatcher.keys import QueueKey, StatusKey
 from dispatcher.plan import Dispatch, PassPlan, planned
+from dispatcher.remote import RemoteCluster
 from dispatcher.selection import SelectionError, selection_of
 from dispatcher.settings import DispatcherSettings
 from kubecontrol.controller import own_namespace
+from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob import jobframework
 from trainjob.caches import Caches, Index
@@ -196,9 +198,18 @@ def _dispatch(
         # watched to its end (taking a worker out drains it), never chosen for another run.
         clusters = [*clusters, wl.cluster_name]
     runtime = caches.runtime_of(trainjob) if placing and ctx.settings.check_runtimes else None
-    needs = _needs(ctx, caches, wl)
+    own = trainjob.runtime_kind == c.TRAINING_RUNTIME_KIND  # a runtime of its namespace
+    own_runtime = caches.runtime_of(trainjob) if own else None
+    needs = _needs(ctx, caches, wl, own_runtime)
     data_needs, data_error = _data_needs(ctx, caches, trainjob, wl) if placing else (None, None)
     taken_keys = [s.key for s in needs.sources] if needs is not None else []
+    # Its runtime follows it (copied as its Secrets are, kept in step): only one of the
+    # worker's own with another spec keeps the job from there.
+    follows = (
+        next((s for s in needs.sources if s.kind == c.TRAINING_RUNTIME_KIND), None)
+        if needs is not None
+        else None
+    )
     remotes = []
     for cname in clusters:
         remote = ctx.registry.get(cname)
@@ -220,6 +231,8 @@ def _dispatch(
                 view.copied = ctx.registry.copies.current(
                     cname, namespace, taken_keys, copy.uid or ""
                 )
+            if follows is not None and _served_there(remote, own_runtime, ctx.settings.origin):
+                view.copied[follows.key] = follows.digest  # the worker's own, the same
             if data_needs and cname in chosen:
                 claims = remote.claims(namespace, ctx.settings.data_placement == "Bound")
                 view.data_problem = data.problem(data_needs, caches.cluster_labels(cname), claims)
@@ -231,6 +244,7 @@ def _dispatch(
                     namespace,
                     trainjob.runtime_name,
                     runtime.get("spec") or {},
+                    copied_by=ctx.settings.origin if follows is not None else None,
                 )
         view.selected = cname in chosen
         remotes.append(view)
@@ -283,8 +297,26 @@ def _data_needs(
 UNREAD = (("Secrets", Index.SECRETS), ("ConfigMaps", Index.CONFIG_MAPS))
 
 
-def _needs(ctx: Context, caches: Caches, wl: WorkloadView) -> dependencies.Needs | None:
-    """What the Workload's pods take to their worker, when its namespace copies them."""
+def _served_there(remote: RemoteCluster, manager_runtime: Dict | None, origin: str) -> bool:
+    """Whether the worker holds the job's runtime already, as its own (not a copy of ours)
+    with the manager's spec: nothing to copy there."""
+    if manager_runtime is None:
+        return False
+    meta = manager_runtime["metadata"]
+    here = remote.runtime_here(c.TRAINING_RUNTIME_KIND, meta.get("namespace"), meta["name"])
+    if here is None:
+        return False
+    labels = (here.get("metadata") or {}).get("labels") or {}
+    if labels.get(c.KUEUE_MULTIKUEUE_ORIGIN_LABEL) == origin:
+        return False  # ours: the ledger and its digest say whether it is current
+    return dependencies.usable_as_is(here, {"kind": c.TRAINING_RUNTIME_KIND, **manager_runtime})
+
+
+def _needs(
+    ctx: Context, caches: Caches, wl: WorkloadView, runtime: Dict | None = None
+) -> dependencies.Needs | None:
+    """What the Workload's pods take to their worker, when its namespace copies them, with
+    `runtime`, the TrainingRuntime of its namespace its TrainJob names."""
     if not ctx.settings.copy_dependencies or not ctx.listed(Index.NAMESPACES):
         return None  # namespaces not readable: none counts as opted in
     if not dependencies.opted_in(caches.namespace_labels(wl.namespace)):
@@ -302,6 +334,7 @@ def _needs(ctx: Context, caches: Caches, wl: WorkloadView) -> dependencies.Needs
         wl.pod_sets,
         caches.dependency,
         frozenset({ctx.settings.namespace, own_namespace()}),
+        runtime,
     )
 
 

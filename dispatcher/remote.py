@@ -363,19 +363,37 @@ class RemoteCluster:
 
         return Claims(phase, require_bound)
 
+    def runtime_here(self, kind: str, namespace: str | None, name: str) -> Dict | None:
+        """The runtime `kind` `name` as this worker's watch sees it; None when it is missing
+        or not known."""
+        if not self._readable(RUNTIME_KINDS):
+            return None
+        return self._runtime(kind, namespace, name)
+
     def runtime_problem(
-        self, kind: str, namespace: str | None, name: str, spec: Dict, shown: str = ""
+        self,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        spec: Dict,
+        shown: str = "",
+        copied_by: str | None = None,
     ) -> str | None:
         """Why the runtime `kind` `name` here is not the manager's (whose spec is `spec`):
         missing, or its spec differs (a field one side lacks and the other holds at Trainer's
         default does not count: a worker that runs Trainer stores its CRD's defaults); None
-        when it is the same, or not known."""
+        when it is the same, or not known. A runtime that follows its job (`copied_by`: the
+        origin its copies carry) is no problem when missing or a copy of ours: the copy is
+        made, or brought to the manager's, before the job's TrainJob."""
         if not self._readable(RUNTIME_KINDS):
             return None
         found = self._runtime(kind, namespace, name)
         shown = shown or name
         if found is None:
-            return f"{kind} {shown} is missing there"
+            return None if copied_by else f"{kind} {shown} is missing there"
+        labels = (found.get("metadata") or {}).get("labels") or {}
+        if copied_by and labels.get(c.KUEUE_MULTIKUEUE_ORIGIN_LABEL) == copied_by:
+            return None
         if not same_runtime_spec(found.get("spec") or {}, spec):
             return f"{kind} {shown} there differs from the manager's"
         return None

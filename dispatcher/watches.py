@@ -34,16 +34,33 @@ def watches(ctx: Context) -> list[Watch]:
     def check_changed(_type: str, _obj: Dict) -> None:
         admissionchecks.queue_checks(ctx)
 
+    def runtime_changed(_type: str, runtime: Dict) -> None:
+        # A runtime of an opted-in namespace follows its TrainJobs: they bring its copies
+        # in step (reconcile._needs).
+        meta = runtime["metadata"]
+        namespace = meta.get("namespace", "")
+        if ctx.synced.is_set() and dependencies.opted_in(ctx.caches.namespace_labels(namespace)):
+            for trainjob in ctx.caches.runtime_users(namespace, meta["name"]):
+                trainjob_changed("MODIFIED", trainjob)
+
+    copying = ctx.settings.copy_dependencies
     table = [
-        Watch(Index.TRAINJOBS, c.TRAINJOB, trainjob_changed, page=TENANT_SIZED_PAGE),
+        Watch(
+            Index.TRAINJOBS,
+            c.TRAINJOB,
+            trainjob_changed,
+            page=TENANT_SIZED_PAGE,
+            groups_of=dependencies.runtime_named_by if copying else None,
+            groups=Index.RUNTIME_USERS if copying else "",
+        ),
         Watch(
             Index.WORKLOADS,
             c.WORKLOAD,
             lambda _type, wl: _enqueue_owner(ctx, wl),
             page=TENANT_SIZED_PAGE,
             # Which Workloads reference each Secret and ConfigMap (dependency_watches).
-            groups_of=dependencies.named_by if ctx.settings.copy_dependencies else None,
-            groups=Index.DEPENDENTS if ctx.settings.copy_dependencies else "",
+            groups_of=dependencies.named_by if copying else None,
+            groups=Index.DEPENDENTS if copying else "",
         ),
         Watch(Index.CLUSTERS, c.MULTIKUEUE_CLUSTER, lambda t, mkc: on_cluster_event(ctx, t, mkc)),
         Watch(Index.CHECKS, c.ADMISSION_CHECK, check_changed),
@@ -52,7 +69,12 @@ def watches(ctx: Context) -> list[Watch]:
         Watch(Index.LOCAL_QUEUES, c.LOCAL_QUEUE),
         Watch(Index.CLUSTER_QUEUES, c.CLUSTER_QUEUE),
         Watch(Index.FLAVORS, c.RESOURCE_FLAVOR),
-        Watch(Index.RUNTIMES, c.TRAINING_RUNTIME, page=TENANT_SIZED_PAGE),
+        Watch(
+            Index.RUNTIMES,
+            c.TRAINING_RUNTIME,
+            runtime_changed if copying else None,
+            page=TENANT_SIZED_PAGE,
+        ),
         Watch(Index.CLUSTER_RUNTIMES, c.CLUSTER_TRAINING_RUNTIME),
     ]
     if ctx.settings.copy_dependencies:

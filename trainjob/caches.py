@@ -54,6 +54,9 @@ class Index(StrEnum):
     # Manager Workloads by each Secret and ConfigMap their pods reference: (namespace, Kind,
     # name) -> the Workloads (dispatcher/dependencies.py `named_by`).
     DEPENDENTS = "dependent_index"
+    # TrainJobs by the TrainingRuntime of their namespace they name: (namespace, name) -> the
+    # TrainJobs (the runtime follows them as their Secrets do).
+    RUNTIME_USERS = "runtime_user_index"
     # the worker controller's, grouped by the TrainJob (or Job) they belong to
     TRAINJOB_BY_WORKLOAD = "owner_index"  # (namespace, its Workload's name) -> the TrainJob
     JOBS = "job_index"
@@ -121,6 +124,13 @@ class Caches(caches.Caches):
         if Index.DEPENDENTS.value not in self._indexes:
             return []
         return self.every(Index.DEPENDENTS, (namespace, kind, name))
+
+    def runtime_users(self, namespace: str, name: str) -> list[Dict]:
+        """The TrainJobs that name the TrainingRuntime `name` of their namespace (none when
+        dependencies are not watched)."""
+        if Index.RUNTIME_USERS.value not in self._indexes:
+            return []
+        return self.every(Index.RUNTIME_USERS, (namespace, name))
 
     def namespace_labels(self, namespace: str) -> dict[str, str]:
         """A namespace's labels (none when namespaces are not watched)."""

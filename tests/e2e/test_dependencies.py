@@ -121,6 +121,50 @@ def test_the_jobs_secret_and_config_map_run_with_it_and_go_with_its_workload(bed
         wait_for(lambda: copies(mk, worker) == {}, 90, what="the copies gone from the worker")
 
 
+def test_a_tenants_own_runtime_goes_with_its_job_and_leaves_with_it(bed: Bed) -> None:
+    """A TrainingRuntime of the job's namespace, on the manager only (a tenant cannot make one
+    on the workers): copied to the worker that runs the job before its TrainJob, owned by the
+    Workload copy, gone with it."""
+    mk = MultiKueue(bed)
+    example = REPO_ROOT / "examples" / "runtimes" / "torch-distributed.yaml"
+    runtime = load_manifests(example.read_text())[0]
+    runtime["kind"] = "TrainingRuntime"
+    runtime["metadata"] = {"name": "team-runtime", "namespace": mk.ns}
+    Applier(bed.api(mk.manager)).apply(runtime)
+    custom = client.CustomObjectsApi
+    with dependencies_access(bed, mk.workers):
+        opted_in(mk)
+        mk.submit("own", run="10s", runtime="team-runtime", runtime_kind="TrainingRuntime")
+        worker = mk.started_on("own")
+        copy = custom(bed.api(worker)).get_namespaced_custom_object(
+            "trainer.kubeflow.org", "v1alpha1", mk.ns, "trainingruntimes", "team-runtime"
+        )
+        assert copy["metadata"]["labels"]["kueue.x-k8s.io/multikueue-origin"], copy["metadata"]
+        wl = mk.remote_workloads(worker)[0]
+        owners = [(o["kind"], o["name"]) for o in copy["metadata"]["ownerReferences"]]
+        assert owners == [("Workload", wl["metadata"]["name"])]
+        assert copy["spec"]["mlPolicy"] == runtime["spec"]["mlPolicy"]
+        other = next(w for w in mk.workers if w != worker)
+        listed = custom(bed.api(other)).list_namespaced_custom_object(
+            "trainer.kubeflow.org", "v1alpha1", mk.ns, "trainingruntimes"
+        )
+        assert listed["items"] == [], "only the worker that runs it holds it"
+        mk.wait_until("own", "Complete", timeout=120)
+        assert not mk.condition("own", "RuntimeDrift")
+
+        mk.custom().delete_namespaced_custom_object(
+            "trainer.kubeflow.org", "v1alpha1", mk.ns, "trainjobs", "own"
+        )
+
+        def gone() -> bool:
+            found = custom(bed.api(worker)).list_namespaced_custom_object(
+                "trainer.kubeflow.org", "v1alpha1", mk.ns, "trainingruntimes"
+            )
+            return not found["items"]
+
+        wait_for(gone, 90, what="the runtime's copy gone from the worker with the job")
+
+
 def test_a_foreign_secret_of_that_name_is_left_alone_and_the_job_runs_elsewhere(bed: Bed) -> None:
     mk = MultiKueue(bed)
     first, second = mk.workers

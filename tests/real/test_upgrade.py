@@ -516,7 +516,11 @@ def test_upgrades_from_0_2_0_lose_nothing_dispatch_nothing_twice_refuse_only_as_
             assert _rbac(real_bed, c.name) == _rendered_rbac(REPO_ROOT, role), c.name
 
         # 0.2.0 again, now with its chart; helm upgrade to this version, then helm rollback.
-        run_blocks(_blocks("operators/operations.md", "Uninstall", "From a checkout"), env, "operations.md, Uninstall")
+        run_blocks(
+            _blocks("operators/operations.md", "Uninstall", "From a checkout"),
+            env,
+            "operations.md, Uninstall",
+        )
         for ctx in [*workers, "manager"]:
             role = "manager" if ctx == "manager" else "worker"
             subprocess.run(
@@ -632,7 +636,9 @@ def _remove(bed: Bed, env: dict[str, str]) -> None:
             env=env, check=False, capture_output=True, timeout=240,
         )  # fmt: skip
     run_blocks(
-        _blocks("operators/operations.md", "Uninstall", "From a checkout"), env, "operations.md, Uninstall (clean-up)"
+        _blocks("operators/operations.md", "Uninstall", "From a checkout"),
+        env,
+        "operations.md, Uninstall (clean-up)",
     )
     for c in bed.config.clusters:
         api = bed.api(c.name)

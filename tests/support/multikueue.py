@@ -134,6 +134,7 @@ class MultiKueue:
         run: str = "3s",
         exit_code: int | None = None,
         runtime: str = "torch-distributed",
+        runtime_kind: str = "ClusterTrainingRuntime",
         cpu: str | None = "1",
         managed_by: str | None = None,
         queue: str | None = "q",
@@ -156,7 +157,7 @@ class MultiKueue:
                 "labels": {} if queue is None else {"kueue.x-k8s.io/queue-name": queue},
             },
             "spec": {
-                "runtimeRef": {"name": runtime},
+                "runtimeRef": {"name": runtime, "kind": runtime_kind},
                 "trainer": {"numNodes": nodes},
                 "runtimePatches": [
                     {

@@ -71,9 +71,11 @@ def test_a_broken_link_and_a_missing_anchor_are_found(tmp_path: Path) -> None:
 # A path of this repository named in prose or in a comment (`deploy/worker`,
 # docs/operators/install.md): its first part one of the repository's folders, no placeholder
 # (`<role>`, `$RELEASE`, `X.Y.Z`, a glob) in it.
-TOP = ("deploy", "examples", "docs", "charts", "crds", "release", "plugin", "clusters",
-       "benchmarks", "tests", "dispatcher", "worker_controller", "trainjob", "kubecontrol")  # fmt: skip
-REPO_PATH = re.compile(r"(?<![\w./-])((?:%s)/[A-Za-z0-9_./-]*[A-Za-z0-9_])" % "|".join(TOP))
+TOP = (
+    "deploy", "examples", "docs", "charts", "crds", "release", "plugin", "clusters",
+    "benchmarks", "tests", "dispatcher", "worker_controller", "trainjob", "kubecontrol",
+)  # fmt: skip
+REPO_PATH = re.compile(r"(?<![\w./-])((?:" + "|".join(TOP) + r")/[A-Za-z0-9_./-]*[A-Za-z0-9_])")
 PLACEHOLDER = re.compile(r"[<>${}*]|X\.Y\.Z")
 
 
@@ -93,7 +95,9 @@ def named_paths(text: str) -> list[str]:
 def there(path: str) -> bool:
     """A file or folder, or a module's name for something in it (`trainjob/jsondoc.json_copy`)."""
     module, _, name = path.rpartition(".")
-    return (REPO_ROOT / path).exists() or (name.isidentifier() and (REPO_ROOT / f"{module}.py").is_file())
+    return (REPO_ROOT / path).exists() or (
+        name.isidentifier() and (REPO_ROOT / f"{module}.py").is_file()
+    )
 
 
 def missing_paths(text: str) -> list[str]:

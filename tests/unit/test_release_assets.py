@@ -93,9 +93,9 @@ def test_the_crds_are_an_asset_of_their_own(built: dict[str, Path]) -> None:
         "clustertrainingruntimes.trainer.kubeflow.org",
     }
     assert objs == assets.kustomized(assets.CRDS)
-    assert "kubectl apply --server-side -f crds.yaml -f manager.yaml" in built[
-        "crds.yaml"
-    ].read_text()
+    assert (
+        "kubectl apply --server-side -f crds.yaml -f manager.yaml" in built["crds.yaml"].read_text()
+    )
 
 
 @pytest.mark.parametrize("role", ["manager", "worker", "worker-identity"])
@@ -109,9 +109,10 @@ def test_a_manifest_is_ordered_to_install_from_nothing_in_one_apply(
     assert kinds[0] == "Namespace" and objs[0]["metadata"]["name"] == "trainjob-system"
     assert assets.CRD not in kinds
     together = "-f crds.yaml " if role != "worker-identity" else ""
-    assert f"kubectl apply --server-side {together}-f {role}.yaml\n" in built[
-        f"{role}.yaml"
-    ].read_text()
+    assert (
+        f"kubectl apply --server-side {together}-f {role}.yaml\n"
+        in built[f"{role}.yaml"].read_text()
+    )
     # Namespaced objects go to ours, or to Kueue's and Kubernetes' own (a Role on the
     # kubeconfig Secrets in kueue-system, the front proxy's CA in kube-system).
     spaces = {o["metadata"].get("namespace") for o in objs} - {None}

@@ -6,6 +6,7 @@ workers in memory (tests/support/whole_pass.py). What the API servers and a real
 from __future__ import annotations
 
 import base64
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -702,3 +703,94 @@ def test_a_new_job_held_for_its_namespaces_turn_reads_the_worker_at_most_once(
         assert copy is not None and len(copy["metadata"]["ownerReferences"]) == 2
     finally:
         made.close()
+
+
+# ---- a tenant's own TrainingRuntime follows its job --------------------------------------------
+
+OWN = make_runtime("own", kind=c.TRAINING_RUNTIME_KIND, namespace="ns")
+
+
+def _own_runtime_world(worker_objects: dict[str, list[Dict]] | None = None) -> World:
+    """An opted-in namespace whose TrainJob names a TrainingRuntime of its own, which only the
+    manager holds (unless `worker_objects` says otherwise)."""
+    submitted = TrainJobBuilder().queue("q").multikueue().runtime("own", c.TRAINING_RUNTIME_KIND)
+    made, _ctx = fleet(
+        [OWN, submitted.obj(), namespace()],
+        {w: (worker_objects or {}).get(w, []) for w in WORKERS},
+    )
+    return made
+
+
+def _runtime_on(world: World, worker: str) -> Dict | None:
+    return world.get(worker, c.TRAINING_RUNTIME, "own", "ns")
+
+
+@pytest.mark.usefixtures("both_caches")
+def test_the_jobs_own_runtime_goes_to_its_worker_before_its_trainjob_and_follows_its_changes() -> (
+    None
+):
+    world = _own_runtime_world()
+    try:
+        world.settle(KEY)
+        _reserve(world)
+        tj = world.get("manager", c.TRAINJOB, "tj")
+        assert condition(tj, c.COND_RUNTIME_DRIFT) is None  # missing there: it goes along
+        assert all(_workload(world, w) is not None for w in WORKERS)
+        _reserve(world, "worker1", admitted=True)
+        copy = _runtime_on(world, "worker1")
+        assert copy is not None and _runtime_on(world, "worker2") is None
+        assert copy["spec"] == OWN["spec"]
+        assert copy["metadata"]["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL] == "multikueue"
+        wl_copy = _workload(world, "worker1")
+        assert wl_copy is not None
+        assert [o["uid"] for o in copy["metadata"]["ownerReferences"]] == [
+            wl_copy["metadata"]["uid"]
+        ]
+        writes = [p for _m, p in world.apis["worker1"].writes() if "/namespaces/ns/" in p]
+        at = {kind: next(i for i, p in enumerate(writes) if f"/{kind}" in p)
+              for kind in ("trainingruntimes", "trainjobs")}  # fmt: skip
+        assert at["trainingruntimes"] < at["trainjobs"]
+        # The tenant changes its runtime on the manager: the copy follows.
+        changed = world.get("manager", c.TRAINING_RUNTIME, "own", "ns")
+        assert changed is not None
+        changed["spec"]["mlPolicy"]["numNodes"] = 3
+        world.queue.take()
+        world.apis["manager"].put(changed)
+        world.relist()
+        assert world.queue.take() == [KEY]  # the runtime's change queued the job that names it
+        world.settle(KEY)
+        copy = _runtime_on(world, "worker1")
+        assert copy is not None and copy["spec"]["mlPolicy"]["numNodes"] == 3
+    finally:
+        world.close()
+
+
+@pytest.mark.usefixtures("both_caches")
+def test_a_workers_own_runtime_of_that_name_is_never_written_used_when_the_same() -> None:
+    other = make_runtime("own", kind=c.TRAINING_RUNTIME_KIND, namespace="ns")
+    other["spec"]["mlPolicy"]["numNodes"] = 5
+    world = _own_runtime_world({"worker1": [copy.deepcopy(OWN)], "worker2": [other]})
+    try:
+        world.settle(KEY)
+        _reserve(world)
+        tj = world.get("manager", c.TRAINJOB, "tj")
+        # worker2 holds another runtime of that name, not ours: no copy of the job goes there.
+        assert condition(tj, c.COND_RUNTIME_DRIFT) == ("True", c.COND_RUNTIME_DRIFT)
+        assert _workload(world, "worker2") is None and _workload(world, "worker1") is not None
+        _reserve(world, "worker1", admitted=True)
+        assert world.get("worker1", c.TRAINJOB, "tj") is not None
+        # worker1's own runtime, the manager's spec: used as it is, never written.
+        runtime_writes = [p for _m, p in world.apis["worker1"].writes() if "/trainingruntimes" in p]
+        assert runtime_writes == []
+        kept = _runtime_on(world, "worker2")
+        assert kept is not None and kept["spec"]["mlPolicy"]["numNodes"] == 5
+    finally:
+        world.close()
+
+
+def test_a_runtime_is_named_by_the_jobs_of_its_namespace_only() -> None:
+    own = TrainJobBuilder().runtime("own", c.TRAINING_RUNTIME_KIND).obj()
+    assert dependencies.runtime_named_by(own) == [("ns", "own")]
+    cluster = TrainJobBuilder().runtime("torch-distributed").obj()
+    assert dependencies.runtime_named_by(cluster) == []
+    assert dependencies.runtime_named_by({"spec": {"runtimeRef": {"name": ["x"]}}}) == []
