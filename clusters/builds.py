@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -362,9 +363,21 @@ def _say(msg: str) -> None:
 
 
 def build_one(build: Build) -> float:
-    """Build `build` into the cache unless it is there; return seconds spent (0 if cached)."""
+    """Build `build` into the cache unless it is there; return seconds spent (0 if cached).
+    One process builds it at a time (a lock file beside it): another that asks meanwhile
+    waits, then finds it built."""
     if is_built(build):
         return 0.0
+    lock_path = binary_dir(build).with_name(binary_dir(build).name + ".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if is_built(build):
+            return 0.0
+        return _build_locked(build)
+
+
+def _build_locked(build: Build) -> float:
     out_dir = binary_dir(build)
     tmp_dir = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp_dir, ignore_errors=True)
