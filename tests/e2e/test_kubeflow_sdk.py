@@ -8,6 +8,7 @@ instead, and this test holds the SDK to that."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -24,11 +25,18 @@ pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 
 
 def test_the_sdk_trains_gets_waits_and_deletes_a_trainjob_on_the_manager(
-    bed: Bed, tmp_path: Path
+    bed: Bed, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mk = MultiKueue(bed)
     alice = Tenant(bed, mk.ns, "alice", "edit", tmp_path)
-    sdk = TrainerClient(KubernetesBackendConfig(namespace=mk.ns, config_file=str(alice.kubeconfig)))
+    # The version the manager says it serves, read as the user guide says (the ConfigMap
+    # kubeflow-trainer-public, readable by any user): the SDK starts without a warning.
+    monkeypatch.setenv("KUBEFLOW_SYSTEM_NAMESPACE", "trainjob-system")
+    with caplog.at_level(logging.WARNING):
+        sdk = TrainerClient(
+            KubernetesBackendConfig(namespace=mk.ns, config_file=str(alice.kubeconfig))
+        )
+    assert "version info is not available" not in caplog.text, caplog.text
     runtimes = {r.name: r for r in sdk.list_runtimes()}
     assert "torch-distributed" in runtimes, sorted(runtimes)
 

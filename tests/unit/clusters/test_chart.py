@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from clusters import chart
+from clusters import builds, chart
 from clusters.config import REPO_ROOT
 from clusters.errors import BedError
 from clusters.kube import SAFE_LOADER
@@ -192,6 +192,32 @@ def test_every_user_may_read_cluster_runtimes_unless_told_not_to() -> None:
         ]
         off = _by_kind(chart.template({"role": role, "clusterRuntimesReadable": False}))
         assert not [k for k in off if k[1].endswith("-cluster-runtimes-reader")]
+
+
+def test_the_manager_says_which_trainer_api_it_serves_to_every_user_as_trainer_does() -> None:
+    """kubeflow-trainer-public, as Trainer's manifests make it: the version of the Trainer API
+    (the one our CRDs are typed as), readable by every authenticated user, that one
+    ConfigMap only; on the manager only, and off when asked."""
+    docs = _by_kind(chart.template({"role": "manager"}))
+    public = docs[("ConfigMap", "kubeflow-trainer-public")]
+    assert public["metadata"]["namespace"] == "trainjob-system"
+    assert public["data"] == {"kubeflow_trainer_version": builds.TRAINER_API_VERSION}
+    assert docs[("Role", "kubeflow-trainer-public")]["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["kubeflow-trainer-public"],
+            "verbs": ["get"],
+        }
+    ]
+    binding = docs[("RoleBinding", "kubeflow-trainer-public")]
+    assert binding["subjects"] == [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}
+    ]
+    off = chart.template({"role": "manager", "manager": {"trainerPublic": {"enabled": False}}})
+    worker = chart.template({"role": "worker"})
+    for other in (off, worker):
+        assert not [k for k in _by_kind(other) if k[1] == "kubeflow-trainer-public"]
 
 
 def test_two_replicas_a_pdb_and_a_spread_by_default() -> None:
