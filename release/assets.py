@@ -17,6 +17,9 @@ and `./run test` (tests/unit/release/test_assets.py) both build them:
   an OCI artifact);
 - `kubectl_trainjob-<version>-py3-none-any.whl`: the kubectl plugin's distribution (plugin/),
   for `pipx install`;
+- `trainjob_dispatcher-<version>-py3-none-any.whl`: the product's (the controllers, and the
+  commands operators run: trainjob-fleet, trainjob-kueue-config, trainjob-worker-secret), for
+  `pipx install` on Python 3.11 to 3.13;
 - `kubectl-trainjob-<version>.tar.gz` and `trainjob.yaml`: the plugin for krew (the wheel and
   plugin/krew/kubectl-trainjob, which installs it on first use) and its krew manifest, which
   names the archive by its URL on the release and its sha256;
@@ -176,16 +179,24 @@ def source_date_epoch() -> str:
     return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else "315532800"
 
 
-def plugin_wheel(out: Path, version: str) -> Path:
-    """plugin/ as a wheel (pip wheel; its files' times fixed: the same bytes each build), built
-    from a copy of what git would hold: a checkout's own build/ could carry stale modules."""
+NOT_SOURCE = shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".*cache")
+# What the product's distribution is built from (pyproject.toml's packages, its readme).
+PRODUCT = ("pyproject.toml", "README.md", "LICENSE", "dispatcher", "worker_controller",
+           "trainjob", "kubecontrol")  # fmt: skip
+
+
+def _wheel(out: Path, root: Path, parts: tuple[str, ...], distribution: str, version: str) -> Path:
+    """`parts` of `root` as a wheel (pip wheel; its files' times fixed: the same bytes each
+    build), built from a copy of what git would hold: a checkout's own build/ could carry
+    stale modules."""
     with tempfile.TemporaryDirectory() as tmp:
-        source = Path(tmp) / "plugin"
-        shutil.copytree(
-            PLUGIN,
-            source,
-            ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".*cache"),
-        )
+        source = Path(tmp) / "source"
+        source.mkdir()
+        for part in parts:
+            if (root / part).is_dir():
+                shutil.copytree(root / part, source / part, ignore=NOT_SOURCE)
+            else:
+                shutil.copy2(root / part, source / part)
         done = subprocess.run(
             [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", tmp,
              str(source)],
@@ -194,10 +205,24 @@ def plugin_wheel(out: Path, version: str) -> Path:
             check=False,
             env={**os.environ, "SOURCE_DATE_EPOCH": source_date_epoch()},
         )  # fmt: skip
-        wheels = list(Path(tmp).glob(f"kubectl_trainjob-{version}-*.whl"))
+        wheels = list(Path(tmp).glob(f"{distribution}-{version}-*.whl"))
         if done.returncode != 0 or len(wheels) != 1:
-            raise SystemExit(f"pip wheel plugin/ failed (version {version}?):\n{done.stderr}")
+            raise SystemExit(
+                f"pip wheel {distribution} failed (version {version}?):\n{done.stderr}"
+            )
         return Path(shutil.copy2(wheels[0], out))
+
+
+def plugin_wheel(out: Path, version: str) -> Path:
+    """plugin/ as a wheel: the kubectl plugin."""
+    parts = tuple(sorted(p.name for p in PLUGIN.iterdir() if not NOT_SOURCE(str(PLUGIN), [p.name])))
+    return _wheel(out, PLUGIN, parts, "kubectl_trainjob", version)
+
+
+def product_wheel(out: Path, version: str) -> Path:
+    """The product as a wheel: the controllers and the commands operators run
+    (trainjob-fleet, trainjob-kueue-config, trainjob-worker-secret), for `pipx install`."""
+    return _wheel(out, REPO, PRODUCT, "trainjob_dispatcher", version)
 
 
 def krew_archive(wheel: Path) -> bytes:
@@ -287,7 +312,7 @@ def build(out: Path, image: str, digest: str | None = None) -> list[Path]:
     krew.write_bytes(krew_archive(wheel))
     manifest_file = out / "trainjob.yaml"
     manifest_file.write_text(krew_manifest(version, krew))
-    assets += [wheel, krew, manifest_file]
+    assets += [wheel, krew, manifest_file, product_wheel(out, version)]
     sums = out / "SHA256SUMS"
     sums.write_text(
         "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}\n" for p in assets)

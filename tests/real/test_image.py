@@ -53,6 +53,9 @@ def test_the_image_runs_as_its_user_with_valid_bytecode_and_its_version() -> Non
     # So is the bytecode of the wheels in /usr/local, the product's own included: a replica
     # compiles nothing at its start.
     files = image_contents.flatten(archive)
+    # The operators' commands (install.md: `podman run --rm -i <image> trainjob-kueue-config`).
+    for command in ("trainjob-fleet", "trainjob-kueue-config", "trainjob-worker-secret"):
+        assert f"/usr/local/bin/{command}" in files, command
     sources = [n for n in files if n.startswith("/usr/local/lib/") and n.endswith(".py")]
     missing = [n for n in sources if _pyc(n) not in files]
     assert len(sources) > 1000

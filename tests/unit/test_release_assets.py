@@ -63,6 +63,7 @@ def test_every_asset_is_there_with_its_checksum(built: dict[str, Path]) -> None:
             f"kubectl_trainjob-{version}-py3-none-any.whl",
             f"kubectl-trainjob-{version}.tar.gz",
             "trainjob.yaml",
+            f"trainjob_dispatcher-{version}-py3-none-any.whl",
             "SHA256SUMS",
         ]
     )
@@ -284,10 +285,42 @@ def test_the_plugins_wheel_holds_the_plugin_and_what_it_reads_only(
     )
 
 
-def test_pypi_would_take_the_plugins_wheel(built: dict[str, Path]) -> None:
+def test_the_products_wheel_holds_the_product_and_the_operators_commands(
+    built: dict[str, Path],
+) -> None:
+    """The product's wheel (what `pipx install` gives an operator, and the image holds): its
+    packages and no test, bed or release code; the three commands of the runbook as console
+    scripts whose modules it holds; pyproject.toml's Python range and dependencies."""
+    version = assets.chart_version()
+    with zipfile.ZipFile(built[f"trainjob_dispatcher-{version}-py3-none-any.whl"]) as wheel:
+        names = wheel.namelist()
+        info = f"trainjob_dispatcher-{version}.dist-info"
+        meta = wheel.read(f"{info}/METADATA").decode()
+        entry_points = wheel.read(f"{info}/entry_points.txt").decode()
+    tops = {n.split("/")[0] for n in names}
+    assert tops == {"dispatcher", "worker_controller", "trainjob", "kubecontrol", info}
+    assert "trainjob/views.py" not in names  # the plugin's, a dependency
+    scripts = dict(
+        line.split(" = ") for line in entry_points.splitlines() if " = " in line
+    )
+    for command in ("trainjob-fleet", "trainjob-kueue-config", "trainjob-worker-secret"):
+        module = scripts[command].split(":")[0]
+        assert module.replace(".", "/") + ".py" in names, command
+    project = tomllib.loads((assets.REPO / "pyproject.toml").read_text())["project"]
+    assert f"Requires-Python: {project['requires-python']}" in meta.splitlines()
+    requires = [
+        line.split(": ", 1)[1] for line in meta.splitlines() if line.startswith("Requires-Dist")
+    ]
+    assert sorted(map(Requirement, requires), key=str) == sorted(
+        map(Requirement, project["dependencies"]), key=str
+    )
+
+
+@pytest.mark.parametrize("distribution", ["kubectl_trainjob", "trainjob_dispatcher"])
+def test_pypi_would_take_each_wheel(built: dict[str, Path], distribution: str) -> None:
     """`twine check --strict`, PyPI's own checks of an upload's metadata (its description
-    renders, its fields are there), on the wheel the workflow publishes."""
-    wheel = built[f"kubectl_trainjob-{assets.chart_version()}-py3-none-any.whl"]
+    renders, its fields are there), on each wheel the workflow publishes."""
+    wheel = built[f"{distribution}-{assets.chart_version()}-py3-none-any.whl"]
     done = subprocess.run(
         [sys.executable, "-m", "twine", "check", "--strict", str(wheel)],
         capture_output=True, text=True, timeout=120, check=False,
