@@ -300,9 +300,7 @@ def test_the_products_wheel_holds_the_product_and_the_operators_commands(
     tops = {n.split("/")[0] for n in names}
     assert tops == {"dispatcher", "worker_controller", "trainjob", "kubecontrol", info}
     assert "trainjob/views.py" not in names  # the plugin's, a dependency
-    scripts = dict(
-        line.split(" = ") for line in entry_points.splitlines() if " = " in line
-    )
+    scripts = dict(line.split(" = ") for line in entry_points.splitlines() if " = " in line)
     for command in ("trainjob-fleet", "trainjob-kueue-config", "trainjob-worker-secret"):
         module = scripts[command].split(":")[0]
         assert module.replace(".", "/") + ".py" in names, command
