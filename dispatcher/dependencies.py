@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from kubecontrol.kinds import CONFIG_MAP, SECRET
 from kubecontrol.objects import Dict
 from trainjob import constants as c
+from trainjob.lru import LRU
 from trainjob.runtime.defaults import same_runtime_spec
 
 # On a manager namespace: its TrainJobs' Secrets and ConfigMaps follow them to the workers.
@@ -212,12 +213,26 @@ REASON_MISSING = c.REASON_DEPENDENCY_MISSING
 REASON_REFUSED = c.REASON_DEPENDENCY_REFUSED
 
 
+# A runtime's digest and comparisons, by the versions they were made of (uid and
+# resourceVersion name a stored object's content): a runtime may be a tenant's megabyte, read
+# on every pass of every job that names it.
+_DIGESTS: LRU[tuple[str, str], str] = LRU(4096)
+_SAME: LRU[tuple[str, str, str, str], bool] = LRU(4096)
+
+
+def _version(obj: Dict) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("uid", "")), str(meta.get("resourceVersion", ""))
+
+
 def runtime_source(runtime: Dict) -> Source:
     """A namespaced TrainingRuntime of the manager (as its cache holds it) as a job takes it
     along."""
     meta = runtime["metadata"]
     body = {"kind": c.TRAINING_RUNTIME_KIND, "spec": runtime.get("spec")}
-    return Source(c.TRAINING_RUNTIME_KIND, meta["name"], str(meta.get("uid", "")), digest(body))
+    uid, version = _version(runtime)
+    made = _DIGESTS.get_or_make((uid, version), lambda: digest(body)) if version else digest(body)
+    return Source(c.TRAINING_RUNTIME_KIND, meta["name"], uid, made)
 
 
 def usable_as_is(found: Dict, source: Dict) -> bool:
@@ -225,7 +240,12 @@ def usable_as_is(found: Dict, source: Dict) -> bool:
     TrainingRuntime whose spec is the manager's (a platform made the same runtime there)."""
     if source.get("kind") != c.TRAINING_RUNTIME_KIND:
         return False
-    return same_runtime_spec(found.get("spec") or {}, source.get("spec") or {})
+
+    def same() -> bool:
+        return same_runtime_spec(found.get("spec") or {}, source.get("spec") or {})
+
+    versions = (*_version(found), *_version(source))
+    return _SAME.get_or_make(versions, same) if versions[1] and versions[3] else same()
 
 
 def needs(
@@ -330,6 +350,20 @@ def filled(copy: Dict, source: Dict) -> Dict:
     return body
 
 
+def _holds(found: Dict, want: Dict) -> bool:
+    """Whether a copy on the worker holds what `want` does (its content; a skeleton's, the
+    digest it names), judged by the copy's content, never by the digest its annotation claims:
+    someone with rights there may have changed it since. A runtime's spec counts as the same
+    where one side lacks a field the other holds at Trainer's default."""
+    kind = want["kind"]
+    held = digest({**found, "kind": kind})
+    if not any(key in want for key in CONTENT[kind]):  # a skeleton
+        return held == str(want["metadata"]["annotations"][DIGEST_ANNOTATION])
+    if kind == c.TRAINING_RUNTIME_KIND:
+        return same_runtime_spec(found.get("spec") or {}, want.get("spec") or {})
+    return held == digest(want)
+
+
 def updated(found: Dict, want: Dict) -> Dict | None:
     """Our copy `found` on the worker brought to `want` (a filled skeleton): its content, and
     the new owner beside those it has. None when it holds both already."""
@@ -339,7 +373,7 @@ def updated(found: Dict, want: Dict) -> Dict | None:
     have_owner = any(o.get("uid") == new_owner["uid"] for o in owners)
     annotations = meta.get("annotations") or {}
     want_digest = want["metadata"]["annotations"][DIGEST_ANNOTATION]
-    if have_owner and annotations.get(DIGEST_ANNOTATION) == want_digest:
+    if have_owner and annotations.get(DIGEST_ANNOTATION) == want_digest and _holds(found, want):
         return None
     body = {k: v for k, v in found.items() if k not in CONTENT[want["kind"]]}
     for key in CONTENT[want["kind"]]:

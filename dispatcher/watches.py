@@ -34,13 +34,22 @@ def watches(ctx: Context) -> list[Watch]:
     def check_changed(_type: str, _obj: Dict) -> None:
         admissionchecks.queue_checks(ctx)
 
-    def runtime_changed(_type: str, runtime: Dict) -> None:
-        # A runtime of an opted-in namespace follows its TrainJobs: they bring its copies
-        # in step (reconcile._needs).
+    generations: dict[tuple[str, str], object] = {}
+
+    def runtime_changed(kind: str, runtime: Dict) -> None:
+        # A runtime of an opted-in namespace follows its TrainJobs: a change of its spec (a new
+        # generation; labels and annotations are not copied) has them bring its copies in
+        # step (reconcile._needs).
         meta = runtime["metadata"]
-        namespace = meta.get("namespace", "")
-        if ctx.synced.is_set() and dependencies.opted_in(ctx.caches.namespace_labels(namespace)):
-            for trainjob in ctx.caches.runtime_users(namespace, meta["name"]):
+        key = (meta.get("namespace", ""), meta["name"])
+        if kind == "DELETED":
+            generations.pop(key, None)
+            return
+        before, generations[key] = generations.get(key), meta.get("generation")
+        if before == meta.get("generation") or not ctx.synced.is_set():
+            return
+        if dependencies.opted_in(ctx.caches.namespace_labels(key[0])):
+            for trainjob in ctx.caches.runtime_users(*key):
                 trainjob_changed("MODIFIED", trainjob)
 
     copying = ctx.settings.copy_dependencies

@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 import yaml
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 
 from clusters import builds
 from clusters.kube import load_manifests
@@ -305,7 +306,8 @@ def test_the_products_wheel_holds_the_product_and_the_operators_commands(
         module = scripts[command].split(":")[0]
         assert module.replace(".", "/") + ".py" in names, command
     project = tomllib.loads((assets.REPO / "pyproject.toml").read_text())["project"]
-    assert f"Requires-Python: {project['requires-python']}" in meta.splitlines()
+    (python,) = [line for line in meta.splitlines() if line.startswith("Requires-Python: ")]
+    assert SpecifierSet(python.split(": ", 1)[1]) == SpecifierSet(project["requires-python"])
     requires = [
         line.split(": ", 1)[1] for line in meta.splitlines() if line.startswith("Requires-Dist")
     ]

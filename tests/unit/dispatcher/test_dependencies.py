@@ -713,12 +713,15 @@ OWN = make_runtime("own", kind=c.TRAINING_RUNTIME_KIND, namespace="ns")
 def _own_runtime_world(worker_objects: dict[str, list[Dict]] | None = None) -> World:
     """An opted-in namespace whose TrainJob names a TrainingRuntime of its own, which only the
     manager holds (unless `worker_objects` says otherwise)."""
+    return _own_runtime_fleet(worker_objects)[0]
+
+
+def _own_runtime_fleet(worker_objects: dict[str, list[Dict]] | None = None) -> tuple[World, Any]:
     submitted = TrainJobBuilder().queue("q").multikueue().runtime("own", c.TRAINING_RUNTIME_KIND)
-    made, _ctx = fleet(
+    return fleet(
         [OWN, submitted.obj(), namespace()],
         {w: (worker_objects or {}).get(w, []) for w in WORKERS},
     )
-    return made
 
 
 def _runtime_on(world: World, worker: str) -> Dict | None:
@@ -761,6 +764,14 @@ def test_the_jobs_own_runtime_goes_to_its_worker_before_its_trainjob_and_follows
         world.settle(KEY)
         copy = _runtime_on(world, "worker1")
         assert copy is not None and copy["spec"]["mlPolicy"]["numNodes"] == 3
+        # A change of its metadata alone (not copied) has no job look again.
+        changed = world.get("manager", c.TRAINING_RUNTIME, "own", "ns")
+        assert changed is not None
+        changed["metadata"].setdefault("annotations", {})["note"] = "not copied"
+        world.queue.take()
+        world.apis["manager"].put(changed)
+        world.relist()
+        assert world.queue.take() == []
     finally:
         world.close()
 
@@ -784,6 +795,27 @@ def test_a_workers_own_runtime_of_that_name_is_never_written_used_when_the_same(
         assert runtime_writes == []
         kept = _runtime_on(world, "worker2")
         assert kept is not None and kept["spec"]["mlPolicy"]["numNodes"] == 5
+    finally:
+        world.close()
+
+
+@pytest.mark.usefixtures("both_caches")
+def test_a_copy_changed_on_the_worker_is_put_back_by_what_it_holds_not_what_it_claims() -> None:
+    """Someone with rights on the worker edits the copy and keeps its marks (label, digest
+    annotation): a leader that does not remember the copy reads it and writes it back."""
+    world, ctx = _own_runtime_fleet()
+    try:
+        world.settle(KEY)
+        _reserve(world)
+        _reserve(world, "worker1", admitted=True)
+        tampered = _runtime_on(world, "worker1")
+        assert tampered is not None
+        tampered["spec"]["mlPolicy"]["numNodes"] = 7
+        world.apis["worker1"].put(tampered)
+        ctx.registry.copies = copy_ledger.CopyLedger(1000.0, 1000)  # a new leader's
+        world.settle(KEY)
+        back = _runtime_on(world, "worker1")
+        assert back is not None and back["spec"] == OWN["spec"]
     finally:
         world.close()
 
