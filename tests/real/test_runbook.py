@@ -181,15 +181,21 @@ def _the_trainjob_ran_and_the_uninstall_keeps_it(
         names = {n.metadata.name for n in client.CoreV1Api(api).list_namespace().items}
         assert "trainjob-system" not in names, cluster  # kubectl delete waited for it
         admission = client.AdmissionregistrationV1Api(api)
-        assert not [
-            h
-            for h in admission.list_mutating_webhook_configuration().items
-            if h.metadata.name.startswith("trainjob-")
+        hooks = [
+            *admission.list_mutating_webhook_configuration().items,
+            *admission.list_validating_webhook_configuration().items,
         ]
-        client.ApiextensionsV1Api(api).read_custom_resource_definition(
-            "trainjobs.trainer.kubeflow.org"
-        )
+        assert not [h.metadata.name for h in hooks if h.metadata.name.startswith("trainjob-")]
+        services = client.ApiregistrationV1Api(api).list_api_service().items
+        assert not [s.metadata.name for s in services if "trainjob" in s.metadata.name]
+        for plural in ("trainjobs", "trainingruntimes", "clustertrainingruntimes"):
+            client.ApiextensionsV1Api(api).read_custom_resource_definition(
+                f"{plural}.trainer.kubeflow.org"
+            )
     kept = custom.get_namespaced_custom_object(
         "trainer.kubeflow.org", "v1alpha1", "team-a", "trainjobs", "install-check"
     )
     assert kept["metadata"]["uid"] == trainjob["metadata"]["uid"]
+    custom.get_cluster_custom_object(  # the runtimes stay too
+        "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "install-check"
+    )

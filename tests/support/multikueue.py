@@ -116,6 +116,8 @@ class MultiKueue:
         runtime["metadata"]["name"] = name
         node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
         node["template"]["spec"]["backoffLimitPerIndex" if per_index else "backoffLimit"] = 0
+        if per_index:  # Kubernetes takes backoffLimitPerIndex with restartPolicy Never only
+            node["template"]["spec"]["template"]["spec"]["restartPolicy"] = "Never"
         for cluster in [self.manager, *self.workers]:
             Applier(self.bed.api(cluster)).apply(runtime)
         return name

@@ -6,6 +6,7 @@ link to `page.md#anchor` to a heading of that page (GitHub's anchor of it) or an
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 from clusters.config import REPO_ROOT
@@ -68,35 +69,55 @@ def test_a_broken_link_and_a_missing_anchor_are_found(tmp_path: Path) -> None:
     assert broken(page) == ["gone.md: no such file", "other.md#nowhere: no such heading or anchor"]
 
 
-# A path of this repository named in prose or in a comment (`deploy/worker`,
-# docs/operators/install.md): its first part one of the repository's folders, no placeholder
-# (`<role>`, `$RELEASE`, `X.Y.Z`, a glob) in it.
-TOP = (
-    "deploy", "examples", "docs", "charts", "crds", "release", "plugin", "clusters",
-    "benchmarks", "tests", "dispatcher", "worker_controller", "trainjob", "kubecontrol",
-)  # fmt: skip
+# A path of this repository named in a page's code (spans, and the lines of its code blocks:
+# what operators run) or in a file's comments (`deploy/worker`, docs/operators/install.md):
+# its first part one of the repository's folders, no placeholder (`<role>`, `$RELEASE`,
+# `X.Y.Z`, a glob) in it.
+TOP = sorted(
+    {
+        line.split("/", 1)[0]
+        for line in subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "ls-files"], capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+        if "/" in line and not line.startswith(".")
+    }
+)
 REPO_PATH = re.compile(r"(?<![\w./-])((?:" + "|".join(TOP) + r")/[A-Za-z0-9_./-]*[A-Za-z0-9_])")
 PLACEHOLDER = re.compile(r"[<>${}*]|X\.Y\.Z")
+# Endings of files, never a module's attribute (`release/assets.yaml` is no `assets.yaml`).
+FILE_ENDINGS = {"py", "md", "yaml", "yml", "json", "toml", "sh", "txt", "env", "gz", "tgz", "ts"}
 
 
 def named_paths(text: str) -> list[str]:
-    """The repository paths a page names in code spans and the comments of its code blocks,
-    or a file names in its comments (`#` lines)."""
+    """The repository paths a page names in code spans and code blocks, or a file names in
+    its comments (`#` lines)."""
     spans = CODE_SPAN.findall(text)
+    blocks = [line for block in CODE_BLOCK.findall(text) for line in block.splitlines()]
     comments = [line for line in text.splitlines() if line.lstrip().startswith("#")]
     out = []
-    for piece in [*spans, *comments]:
+    for piece in [*spans, *blocks, *comments]:
         for path in REPO_PATH.findall(piece):
-            if not PLACEHOLDER.search(piece[piece.index(path) :].split()[0]):
-                out.append(path)
+            at = piece.index(path)
+            if PLACEHOLDER.search(piece[at:].split()[0]) or _kubectl_name(piece[:at], path):
+                continue
+            out.append(path)
     return out
+
+
+def _kubectl_name(before: str, path: str) -> bool:
+    """`deploy/trainjob-dispatcher` after a kubectl verb is a resource and its name, not a
+    folder (a file named after -f or -k, or with an ending, is a path all the same)."""
+    words = before.split()
+    last = path.rsplit("/", 1)[1]
+    given = bool(words) and words[-1] in ("-f", "-k", "--filename", "--kustomize")
+    return "kubectl" in words and not given and "." not in last
 
 
 def there(path: str) -> bool:
     """A file or folder, or a module's name for something in it (`trainjob/jsondoc.json_copy`)."""
     module, _, name = path.rpartition(".")
     return (REPO_ROOT / path).exists() or (
-        name.isidentifier() and (REPO_ROOT / f"{module}.py").is_file()
+        name.isidentifier() and name not in FILE_ENDINGS and (REPO_ROOT / f"{module}.py").is_file()
     )
 
 
@@ -133,11 +154,17 @@ def test_a_path_that_is_not_there_is_found() -> None:
     text = (
         "see `deploy/worker/rbac.yaml` and `deploy/worker`, `deploy/<role>/manifests.yaml`,\n"
         "`$RELEASE/worker.yaml`, `docs/operators/install.md`, `release/assets.build`,\n"
-        "`release/assets.gone`, `release/nowhere.build`\n"
+        "`release/assets.gone`, `release/nowhere.build`, `release/assets.yaml`,\n"
+        "`benchmarks/test_*.py`, `deploy/${ROLE}/kustomization.yaml`\n"
+        "```bash\nkubectl apply -f examples/install/gone.yaml -f deploy/<role>/x.yaml\n"
+        "kubectl apply -k deploy/nowhere\nkubectl rollout status deploy/trainjob-dispatcher\n```\n"
         "# The runbook (docs/install.md) and docs/operators/release.md\n"
     )
     assert missing_paths(text) == [
+        "deploy/nowhere",
         "deploy/worker/rbac.yaml",
         "docs/install.md",
+        "examples/install/gone.yaml",
+        "release/assets.yaml",
         "release/nowhere.build",
     ]

@@ -211,6 +211,12 @@ def test_the_manager_says_which_trainer_api_it_serves_to_every_user_as_trainer_d
         }
     ]
     binding = docs[("RoleBinding", "kubeflow-trainer-public")]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "kubeflow-trainer-public",
+    }
+    assert binding["metadata"]["namespace"] == "trainjob-system"
     assert binding["subjects"] == [
         {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}
     ]

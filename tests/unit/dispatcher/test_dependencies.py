@@ -329,6 +329,8 @@ def test_a_foreign_secret_of_that_name_is_never_written_and_the_job_goes_elsewhe
     assert "Secret ns/hf-token exists there and is not a copy from this manager" in _check_message(
         world
     )
+    # A name taken is not a refused dependency: the TrainJob says nothing of the kind.
+    assert condition(world.get("manager", c.TRAINJOB, "tj"), c.COND_DEPENDENCIES_MISSING) is None
 
 
 @pytest.mark.usefixtures("both_caches")
@@ -399,10 +401,13 @@ def test_a_worker_that_refuses_secrets_keeps_the_job_and_says_why(
     (said,) = [x for x in tj["status"]["conditions"] if x["type"] == c.COND_DEPENDENCIES_MISSING]
     assert said["message"].startswith("worker1: Secret ns/hf-token cannot be copied there")
     assert "worker.multikueueIdentity.dependencies" in said["message"]
-    # Once the worker takes the copy, the condition goes.
+    # The worker lets the copy in: tried again, the job runs there and the condition goes.
     world.apis["worker1"].heal()
     monkeypatch.setattr(clusters, "TAKEN_SECONDS", 0.0)  # the refusal is tried again at once
-    world.settle(KEY)
+    _reserve(world)
+    _reserve(world, "worker1", admitted=True)
+    assert world.get("worker1", SECRET, "hf-token") is not None
+    assert world.get("worker1", c.TRAINJOB, "tj") is not None
     tj = world.get("manager", c.TRAINJOB, "tj")
     assert condition(tj, c.COND_DEPENDENCIES_MISSING) is None
 
@@ -791,8 +796,14 @@ def test_a_workers_own_runtime_of_that_name_is_never_written_used_when_the_same(
         _reserve(world, "worker1", admitted=True)
         assert world.get("worker1", c.TRAINJOB, "tj") is not None
         # worker1's own runtime, the manager's spec: used as it is, never written.
-        runtime_writes = [p for _m, p in world.apis["worker1"].writes() if "/trainingruntimes" in p]
-        assert runtime_writes == []
+        # Seen by its watch: no pass reads it (or the manager's) one by one either.
+        runtime_calls = [
+            (m, p)
+            for api in (world.apis["worker1"], world.apis["manager"])
+            for m, p in api.requests
+            if "/trainingruntimes/own" in p
+        ]
+        assert runtime_calls == []
         kept = _runtime_on(world, "worker2")
         assert kept is not None and kept["spec"]["mlPolicy"]["numNodes"] == 5
     finally:
@@ -812,7 +823,19 @@ def test_a_copy_changed_on_the_worker_is_put_back_by_what_it_holds_not_what_it_c
         assert tampered is not None
         tampered["spec"]["mlPolicy"]["numNodes"] = 7
         world.apis["worker1"].put(tampered)
-        ctx.registry.copies = copy_ledger.CopyLedger(1000.0, 1000)  # a new leader's
+        # Our copy, changed there, is no drift: a second job naming the runtime goes to
+        # worker1 too.
+        second = TrainJobBuilder("tj2").queue("q").multikueue()
+        world.apis["manager"].put(second.runtime("own", c.TRAINING_RUNTIME_KIND).obj())
+        world.settle(("ns", "tj2"))
+        reserve(world, "manager", name="tj2")
+        world.settle(("ns", "tj2"))
+        tj2 = world.get("manager", c.TRAINJOB, "tj2")
+        assert tj2 is not None and condition(tj2, c.COND_RUNTIME_DRIFT) is None
+        wl2 = workload_name("tj2", tj2["metadata"]["uid"])
+        assert world.get("worker1", c.WORKLOAD, wl2) is not None
+        # A new leader, which remembers no copy, reads it and puts it back.
+        ctx.registry.copies = copy_ledger.CopyLedger(1000.0, 1000)
         world.settle(KEY)
         back = _runtime_on(world, "worker1")
         assert back is not None and back["spec"] == OWN["spec"]
@@ -825,4 +848,7 @@ def test_a_runtime_is_named_by_the_jobs_of_its_namespace_only() -> None:
     assert dependencies.runtime_named_by(own) == [("ns", "own")]
     cluster = TrainJobBuilder().runtime("torch-distributed").obj()
     assert dependencies.runtime_named_by(cluster) == []
-    assert dependencies.runtime_named_by({"spec": {"runtimeRef": {"name": ["x"]}}}) == []
+    odd = {"metadata": {"namespace": "ns"}, "spec": {"runtimeRef": {"kind": "TrainingRuntime"}}}
+    for name in (["x"], "", None, 3):
+        odd["spec"]["runtimeRef"]["name"] = name
+        assert dependencies.runtime_named_by(odd) == [], name
