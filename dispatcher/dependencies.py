@@ -146,6 +146,14 @@ def named_by(workload: Dict) -> list[tuple[str, str, str]]:
     return [(namespace, ref.kind, ref.name) for ref in refs[:MAX_DEPENDENCIES]]
 
 
+def made_by(obj: Dict, origin: str) -> bool:
+    """Whether an object on a worker is a dependency's copy of this manager's: its origin
+    label (a Secret rotated by delete and create on the manager keeps its copy, so the UID it
+    was made from is not asked for)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get(c.KUEUE_MULTIKUEUE_ORIGIN_LABEL) == origin
+
+
 def runtime_named_by(trainjob: Dict) -> list[tuple[str, str]]:
     """The (namespace, name) of the TrainingRuntime of its namespace a TrainJob names, if it
     names one: the key the dispatcher's index of a runtime's users files it under."""
@@ -356,12 +364,12 @@ def _holds(found: Dict, want: Dict) -> bool:
     someone with rights there may have changed it since. A runtime's spec counts as the same
     where one side lacks a field the other holds at Trainer's default."""
     kind = want["kind"]
-    held = digest({**found, "kind": kind})
     if not any(key in want for key in CONTENT[kind]):  # a skeleton
-        return held == str(want["metadata"]["annotations"][DIGEST_ANNOTATION])
+        claimed = str(want["metadata"]["annotations"][DIGEST_ANNOTATION])
+        return digest({**found, "kind": kind}) == claimed
     if kind == c.TRAINING_RUNTIME_KIND:
         return same_runtime_spec(found.get("spec") or {}, want.get("spec") or {})
-    return held == digest(want)
+    return digest({**found, "kind": kind}) == digest(want)
 
 
 def updated(found: Dict, want: Dict) -> Dict | None:

@@ -64,8 +64,9 @@ def _look_then_write(registry: Registry, api: Cluster, action: RemoteAction) -> 
         return None
     found = api.get_or_none(dependencies.KINDS[kind], name, namespace)
     if found is not None:
-        if not _ours(found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]):
-            return _served_as_is(registry, action, found) or _foreign(registry, action)
+        if not dependencies.made_by(found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]):
+            served = _served_as_is(registry, action, found)
+            return _foreign(registry, action) if served is False else served
         if dependencies.updated(found, action.obj) is None:
             return _done(registry, action, found, "unchanged")
     if not known and not _turn(registry, action):
@@ -139,7 +140,7 @@ def _put(
             found = api.get_or_none(dependencies.KINDS[kind], name, namespace)
             if found is None:
                 return None  # deleted meanwhile: the next pass makes it
-            if not _ours(found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]):
+            if not dependencies.made_by(found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]):
                 return _foreign(registry, action)
         else:
             log.info("[%s] copied %s %s/%s", action.cluster, kind, namespace, name)
@@ -157,9 +158,10 @@ def _put(
     return _done(registry, action, body, "updated")
 
 
-def _served_as_is(registry: Registry, action: RemoteAction, found: Dict) -> bool:
+def _served_as_is(registry: Registry, action: RemoteAction, found: Dict) -> bool | None:
     """Whether the worker's own object of the copy's name serves the job as it is (a
-    TrainingRuntime with the manager's spec: dependencies.usable_as_is); never written."""
+    TrainingRuntime with the manager's spec: dependencies.usable_as_is); never written. None
+    when the manager's runtime could not be read: tried again, never counted as taken."""
     meta = action.obj["metadata"]
     kind = action.obj["kind"]
     if kind != c.TRAINING_RUNTIME_KIND:
@@ -172,7 +174,7 @@ def _served_as_is(registry: Registry, action: RemoteAction, found: Dict) -> bool
         log.warning(
             "[manager] cannot read %s %s/%s: %s", kind, meta["namespace"], meta["name"], exc
         )
-        return False
+        return None
     return source is not None and dependencies.usable_as_is(found, {**source, "kind": kind})
 
 
@@ -225,12 +227,6 @@ def _refused(registry: Registry, action: RemoteAction, exc: ApiException) -> boo
         return _taken(registry, action, f"{kind}/{name}", why, REMOTE_DEPENDENCY_REFUSED)
     log.warning("[%s] cannot copy %s %s/%s: %s", action.cluster, kind, namespace, name, exc.reason)
     return None
-
-
-def _ours(found: Dict, origin: str) -> bool:
-    """A copy of ours: made by this manager (our origin label)."""
-    labels = (found.get("metadata") or {}).get("labels") or {}
-    return labels.get(c.KUEUE_MULTIKUEUE_ORIGIN_LABEL) == origin
 
 
 def _refusal(exc: ApiException) -> str:

@@ -197,9 +197,10 @@ def _dispatch(
         # Its worker was taken out of the MultiKueueConfig while it ran there: it is still
         # watched to its end (taking a worker out drains it), never chosen for another run.
         clusters = [*clusters, wl.cluster_name]
-    runtime = caches.runtime_of(trainjob) if placing and ctx.settings.check_runtimes else None
+    named = caches.runtime_of(trainjob)
+    runtime = named if placing and ctx.settings.check_runtimes else None
     own = trainjob.runtime_kind == c.TRAINING_RUNTIME_KIND  # a runtime of its namespace
-    own_runtime = caches.runtime_of(trainjob) if own else None
+    own_runtime = named if own else None
     needs = _needs(ctx, caches, wl, own_runtime)
     data_needs, data_error = _data_needs(ctx, caches, trainjob, wl) if placing else (None, None)
     taken_keys = [s.key for s in needs.sources] if needs is not None else []
@@ -306,8 +307,7 @@ def _served_there(remote: RemoteCluster, manager_runtime: Dict | None, origin: s
     here = remote.runtime_here(c.TRAINING_RUNTIME_KIND, meta.get("namespace"), meta["name"])
     if here is None:
         return False
-    labels = (here.get("metadata") or {}).get("labels") or {}
-    if labels.get(c.KUEUE_MULTIKUEUE_ORIGIN_LABEL) == origin:
+    if dependencies.made_by(here, origin):
         return False  # ours: the ledger and its digest say whether it is current
     return dependencies.usable_as_is(here, {"kind": c.TRAINING_RUNTIME_KIND, **manager_runtime})
 

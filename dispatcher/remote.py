@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dispatcher.capacity import Fit, cohort_of, fit, quota_summary
 from dispatcher.copies import COPY_KINDS, seen
 from dispatcher.data import Claims
+from dispatcher.dependencies import made_by
 from kubecontrol.cluster import Cluster
 from kubecontrol.informer import TENANT_SIZED_PAGE, Informer, slim
 from kubecontrol.objects import Dict
@@ -391,8 +392,7 @@ class RemoteCluster:
         shown = shown or name
         if found is None:
             return None if copied_by else f"{kind} {shown} is missing there"
-        labels = (found.get("metadata") or {}).get("labels") or {}
-        if copied_by and labels.get(c.KUEUE_MULTIKUEUE_ORIGIN_LABEL) == copied_by:
+        if copied_by and made_by(found, copied_by):
             return None
         if not same_runtime_spec(found.get("spec") or {}, spec):
             return f"{kind} {shown} there differs from the manager's"
