@@ -93,9 +93,10 @@ def _remember(registry: Registry, where: tuple[str, str, str], found: Dict | Non
     """What a read found of a copy (nothing: an empty digest, no owners), for the passes that
     wait their namespace's turn to take it before they read again."""
     meta = (found or {}).get("metadata") or {}
-    digest = (meta.get("annotations") or {}).get(dependencies.DIGEST_ANNOTATION, "")
+    kind = where[2].split("/", 1)[0]
+    held = dependencies.digest({**found, "kind": kind}) if found is not None else ""
     owners = [o.get("uid", "") for o in meta.get("ownerReferences") or []]
-    registry.copies.note(where, digest, owners)
+    registry.copies.note(where, held, owners)  # what it holds, never what it claims
 
 
 def _turn(registry: Registry, action: RemoteAction) -> bool:

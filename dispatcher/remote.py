@@ -29,7 +29,7 @@ from dispatcher.copies import COPY_KINDS, seen
 from dispatcher.data import Claims
 from dispatcher.dependencies import made_by
 from kubecontrol.cluster import Cluster
-from kubecontrol.informer import TENANT_SIZED_PAGE, Informer, slim
+from kubecontrol.informer import PAGE, TENANT_SIZED_PAGE, Informer, slim
 from kubecontrol.objects import Dict
 from trainjob import conditions as cond
 from trainjob import constants as c
@@ -149,6 +149,7 @@ class RemoteCluster:
             c.PERSISTENT_VOLUME_CLAIM.kind: self._claim_changed,
         }
         transforms = {c.PERSISTENT_VOLUME_CLAIM.kind: _claim_seen}
+        pages = {c.TRAINING_RUNTIME.kind: TENANT_SIZED_PAGE}  # a tenant's may be a megabyte
         self._read = {
             kind: Informer(
                 self.cluster.api,
@@ -158,6 +159,7 @@ class RemoteCluster:
                 name=f"{name}-{kind}",
                 list_timeout=10,
                 transform=transforms.get(kind, slim),
+                page=pages.get(kind, PAGE),
             )
             for kind, k in READ_KINDS.items()
         }

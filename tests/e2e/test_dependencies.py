@@ -121,47 +121,29 @@ def test_the_jobs_secret_and_config_map_run_with_it_and_go_with_its_workload(bed
         wait_for(lambda: copies(mk, worker) == {}, 90, what="the copies gone from the worker")
 
 
-def test_a_tenants_own_runtime_goes_with_its_job_and_leaves_with_it(bed: Bed) -> None:
-    """A TrainingRuntime of the job's namespace, on the manager only: copied to the worker that
-    runs the job (before its TrainJob: tests/unit/dispatcher/test_dependencies.py), owned by
-    the Workload copy, gone with it; the job runs there to its end."""
+def test_a_tenants_own_runtime_stays_on_the_manager_and_its_job_says_why(bed: Bed) -> None:
+    """A TrainingRuntime of the job's namespace, on the manager only, in a namespace whose
+    Secrets follow its jobs: it is copied nowhere (dispatcher/dependencies.py RUNTIMES_FOLLOW),
+    and the job waits with RuntimeDrift naming it on each worker."""
     mk = MultiKueue(bed)
     example = REPO_ROOT / "examples" / "runtimes" / "torch-distributed.yaml"
     runtime = load_manifests(example.read_text())[0]
     runtime["kind"] = "TrainingRuntime"
     runtime["metadata"] = {"name": "team-runtime", "namespace": mk.ns}
     Applier(bed.api(mk.manager)).apply(runtime)
-    custom = client.CustomObjectsApi
     with dependencies_access(bed, mk.workers):
         opted_in(mk)
         mk.submit("own", run="10s", runtime="team-runtime", runtime_kind="TrainingRuntime")
-        worker = mk.started_on("own")
-        copy = custom(bed.api(worker)).get_namespaced_custom_object(
-            "trainer.kubeflow.org", "v1alpha1", mk.ns, "trainingruntimes", "team-runtime"
+        drift = wait_for(
+            lambda: mk.condition("own", "RuntimeDrift"), 60, what="RuntimeDrift on the TrainJob"
         )
-        assert copy["metadata"]["labels"]["kueue.x-k8s.io/multikueue-origin"], copy["metadata"]
-        wl = mk.remote_workloads(worker)[0]
-        owners = [(o["kind"], o["name"]) for o in copy["metadata"]["ownerReferences"]]
-        assert owners == [("Workload", wl["metadata"]["name"])]
-        assert copy["spec"]["mlPolicy"] == runtime["spec"]["mlPolicy"]
-        other = next(w for w in mk.workers if w != worker)
-        listed = custom(bed.api(other)).list_namespaced_custom_object(
-            "trainer.kubeflow.org", "v1alpha1", mk.ns, "trainingruntimes"
-        )
-        assert listed["items"] == [], "only the worker that runs it holds it"
-        mk.wait_until("own", "Complete", timeout=120)
-
-        mk.custom().delete_namespaced_custom_object(
-            "trainer.kubeflow.org", "v1alpha1", mk.ns, "trainjobs", "own"
-        )
-
-        def gone() -> bool:
-            found = custom(bed.api(worker)).list_namespaced_custom_object(
+        assert "team-runtime" in drift["message"], drift
+        for worker in mk.workers:
+            listed = client.CustomObjectsApi(bed.api(worker)).list_namespaced_custom_object(
                 "trainer.kubeflow.org", "v1alpha1", mk.ns, "trainingruntimes"
             )
-            return not found["items"]
-
-        wait_for(gone, 90, what="the runtime's copy gone from the worker with the job")
+            assert listed["items"] == [], worker
+            assert mk.get("own", worker) is None, worker
 
 
 def test_a_foreign_secret_of_that_name_is_left_alone_and_the_job_runs_elsewhere(bed: Bed) -> None:

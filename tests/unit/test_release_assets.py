@@ -247,8 +247,14 @@ def test_the_workflow_publishes_what_release_assets_builds() -> None:
     for name in ("crds.yaml", "manager.yaml", "worker.yaml", "worker-identity.yaml", "crds.tar.gz"):
         assert f"out/{name}" in published
     assert "out/SHA256SUMS" in published and "trainjob-multicluster-$VERSION.tgz" in published
-    for name in ("kubectl_trainjob-$VERSION-py3-none-any.whl", "kubectl-trainjob-$VERSION.tar.gz"):
+    wheels = (
+        "kubectl_trainjob-$VERSION-py3-none-any.whl",
+        "trainjob_dispatcher-$VERSION-py3-none-any.whl",
+    )
+    for name in (*wheels, "kubectl-trainjob-$VERSION.tar.gz"):
         assert f"out/{name}" in published
+    to_pypi = runs[runs.index("mkdir out/pypi") :]  # both wheels go to PyPI
+    assert all(f"out/{w}" in to_pypi.split("\n", 2)[1] for w in wheels), to_pypi
     assert "out/trainjob.yaml" in published
     assert "tar -czf" not in runs  # the archive is release.assets', with the CRDs themselves
 
@@ -300,6 +306,15 @@ def test_the_products_wheel_holds_the_product_and_the_operators_commands(
         entry_points = wheel.read(f"{info}/entry_points.txt").decode()
     tops = {n.split("/")[0] for n in names}
     assert tops == {"dispatcher", "worker_controller", "trainjob", "kubecontrol", info}
+    tracked = subprocess.run(
+        ["git", "-C", str(assets.REPO), "ls-files", "dispatcher", "worker_controller", "trainjob",
+         "kubecontrol"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert {n for n in names if n.endswith(".py")} == {p for p in tracked if p.endswith(".py")}
+    with tempfile.TemporaryDirectory() as tmp:  # the same bytes each build
+        again = assets.product_wheel(Path(tmp), version).read_bytes()
+    assert again == built[f"trainjob_dispatcher-{version}-py3-none-any.whl"].read_bytes()
     # The plugin's wheel is a dependency: no file of one is the other's (an install of both
     # would have one overwrite the other's).
     with zipfile.ZipFile(built[f"kubectl_trainjob-{version}-py3-none-any.whl"]) as plugin:

@@ -334,6 +334,35 @@ def test_a_foreign_secret_of_that_name_is_never_written_and_the_job_goes_elsewhe
 
 
 @pytest.mark.usefixtures("both_caches")
+def test_a_copy_changed_on_the_worker_and_read_while_its_namespace_waits_is_put_back() -> None:
+    """A new leader reads a copy someone changed on the worker (its marks kept) while the
+    namespace has no copy refresh left: it remembers what the copy holds, not what its
+    annotation claims, and puts it back once the namespace has its turn."""
+    submitted = TrainJobBuilder().queue("q").multikueue().obj()
+    made, ctx = fleet([RUNTIME, submitted, namespace(), *SOURCES], {w: [RUNTIME] for w in WORKERS})
+    try:
+        made.settle(KEY)
+        _reserve(made)
+        _reserve(made, "worker1", admitted=True)
+        tampered = made.get("worker1", SECRET, "hf-token")
+        assert tampered is not None
+        tampered["data"] = {"token": _b64("theirs")}
+        made.apis["worker1"].put(tampered)
+        ctx.registry.copies = copy_ledger.CopyLedger(per_second=1e-9, burst=32)
+        while ctx.registry.copies.allowed("ns"):  # the namespace's turns spent
+            pass
+        made.settle(KEY)
+        kept = made.get("worker1", SECRET, "hf-token")
+        assert kept is not None and kept["data"] == {"token": _b64("theirs")}  # waited
+        ctx.registry.copies._rates = Rates(per_second=1000.0, burst=1000)
+        made.settle(KEY)
+        back = made.get("worker1", SECRET, "hf-token")
+        assert back is not None and back["data"] == {"token": _b64("s3cr3t")}
+    finally:
+        made.close()
+
+
+@pytest.mark.usefixtures("both_caches")
 def test_a_change_on_the_manager_reaches_the_running_copy(world: World) -> None:
     world.settle(KEY)
     _reserve(world)
@@ -711,6 +740,22 @@ def test_a_new_job_held_for_its_namespaces_turn_reads_the_worker_at_most_once(
 
 
 # ---- a tenant's own TrainingRuntime follows its job --------------------------------------------
+# The mechanism, turned on (dependencies.RUNTIMES_FOLLOW is off in the product until a Workload
+# pins the runtime version it was made from); and off, the product as it ships.
+
+
+def _write(world: World, runtime: Dict) -> None:
+    """A runtime replaced on the manager as a client does (PUT): the API server's
+    generation counts the changes of its spec."""
+    meta = runtime["metadata"]
+    path = c.TRAINING_RUNTIME.path(meta["namespace"], meta["name"])
+    world.apis["manager"].request("PUT", path, body=runtime)
+
+
+@pytest.fixture
+def runtimes_follow(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dependencies, "RUNTIMES_FOLLOW", True)
+
 
 OWN = make_runtime("own", kind=c.TRAINING_RUNTIME_KIND, namespace="ns")
 
@@ -733,7 +778,7 @@ def _runtime_on(world: World, worker: str) -> Dict | None:
     return world.get(worker, c.TRAINING_RUNTIME, "own", "ns")
 
 
-@pytest.mark.usefixtures("both_caches")
+@pytest.mark.usefixtures("both_caches", "runtimes_follow")
 def test_the_jobs_own_runtime_goes_to_its_worker_before_its_trainjob_and_follows_its_changes() -> (
     None
 ):
@@ -758,30 +803,32 @@ def test_the_jobs_own_runtime_goes_to_its_worker_before_its_trainjob_and_follows
         at = {kind: next(i for i, p in enumerate(writes) if f"/{kind}" in p)
               for kind in ("trainingruntimes", "trainjobs")}  # fmt: skip
         assert at["trainingruntimes"] < at["trainjobs"]
-        # The tenant changes its runtime on the manager: the copy follows.
-        changed = world.get("manager", c.TRAINING_RUNTIME, "own", "ns")
-        assert changed is not None
-        changed["spec"]["mlPolicy"]["numNodes"] = 3
-        world.queue.take()
-        world.apis["manager"].put(changed)
-        world.relist()
-        assert world.queue.take() == [KEY]  # the runtime's change queued the job that names it
-        world.settle(KEY)
-        copy = _runtime_on(world, "worker1")
-        assert copy is not None and copy["spec"]["mlPolicy"]["numNodes"] == 3
+        # The tenant changes its runtime on the manager, twice, through the API (which counts
+        # each change of its spec in its generation): each time the copy follows.
+        for nodes in (3, 4):
+            changed = world.get("manager", c.TRAINING_RUNTIME, "own", "ns")
+            assert changed is not None
+            changed["spec"]["mlPolicy"]["numNodes"] = nodes
+            world.queue.take()
+            _write(world, changed)
+            world.relist()
+            assert world.queue.take() == [KEY]  # the change queued the job that names it
+            world.settle(KEY)
+            copy = _runtime_on(world, "worker1")
+            assert copy is not None and copy["spec"]["mlPolicy"]["numNodes"] == nodes
         # A change of its metadata alone (not copied) has no job look again.
         changed = world.get("manager", c.TRAINING_RUNTIME, "own", "ns")
         assert changed is not None
         changed["metadata"].setdefault("annotations", {})["note"] = "not copied"
         world.queue.take()
-        world.apis["manager"].put(changed)
+        _write(world, changed)
         world.relist()
         assert world.queue.take() == []
     finally:
         world.close()
 
 
-@pytest.mark.usefixtures("both_caches")
+@pytest.mark.usefixtures("both_caches", "runtimes_follow")
 def test_a_workers_own_runtime_of_that_name_is_never_written_used_when_the_same() -> None:
     other = make_runtime("own", kind=c.TRAINING_RUNTIME_KIND, namespace="ns")
     other["spec"]["mlPolicy"]["numNodes"] = 5
@@ -810,7 +857,7 @@ def test_a_workers_own_runtime_of_that_name_is_never_written_used_when_the_same(
         world.close()
 
 
-@pytest.mark.usefixtures("both_caches")
+@pytest.mark.usefixtures("both_caches", "runtimes_follow")
 def test_a_copy_changed_on_the_worker_is_put_back_by_what_it_holds_not_what_it_claims() -> None:
     """Someone with rights on the worker edits the copy and keeps its marks (label, digest
     annotation): a leader that does not remember the copy reads it and writes it back."""
@@ -839,6 +886,24 @@ def test_a_copy_changed_on_the_worker_is_put_back_by_what_it_holds_not_what_it_c
         world.settle(KEY)
         back = _runtime_on(world, "worker1")
         assert back is not None and back["spec"] == OWN["spec"]
+    finally:
+        world.close()
+
+
+@pytest.mark.usefixtures("both_caches")
+def test_as_shipped_a_tenants_own_runtime_stays_on_the_manager_and_the_job_says_why() -> None:
+    """RUNTIMES_FOLLOW off: the runtime is copied nowhere, no pass reads it on a worker, and
+    the job waits with RuntimeDrift naming it, as before runtimes could follow."""
+    world = _own_runtime_world()
+    try:
+        world.settle(KEY)
+        _reserve(world)
+        tj = world.get("manager", c.TRAINJOB, "tj")
+        assert condition(tj, c.COND_RUNTIME_DRIFT) == ("True", c.COND_RUNTIME_DRIFT)
+        for worker in WORKERS:
+            assert _runtime_on(world, worker) is None
+            assert _workload(world, worker) is None
+            assert not [p for _m, p in world.apis[worker].writes() if "trainingruntimes" in p]
     finally:
         world.close()
 

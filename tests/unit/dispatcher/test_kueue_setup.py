@@ -205,10 +205,12 @@ def test_a_worker_of_ours_turned_trainer_worker_gets_kueues_integration_back(kue
     assert yaml.safe_load(back) == yaml.safe_load(ours)
 
 
-def test_a_trainer_workers_file_without_frameworks_gets_kueues_default() -> None:
+@pytest.mark.parametrize("frameworks", ["", "  frameworks: []\n"])
+def test_a_trainer_workers_file_without_frameworks_gets_kueues_default(frameworks: str) -> None:
+    """No frameworks, or an empty list (Kueue's defaulting takes both as its default)."""
     text = (
         "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nintegrations:\n"
-        f"  externalFrameworks:\n  - {EXTERNAL}\n  - Foo.v1.example.com\n"
+        f"{frameworks}  externalFrameworks:\n  - {EXTERNAL}\n  - Foo.v1.example.com\n"
     )
     out, said = change(text, role="trainer-worker")
     assert yaml.safe_load(out)["integrations"] == {

@@ -70,3 +70,16 @@ def test_a_worker_listed_while_connecting_has_no_queues_known() -> None:
     assert item["downSince"] is not None and item["kind"] == "Worker"
     none = worker("w2", None, "no kubeconfig Secret")
     assert none.connection == "NoKubeconfig" and none.problem == "no kubeconfig Secret"
+
+
+def test_a_workers_runtimes_are_listed_in_small_pages() -> None:
+    """A worker's TrainingRuntimes are a tenant's to size (a megabyte each): its read lists
+    them TENANT_SIZED_PAGE at a time, as the worker controller does; the platform's kinds
+    keep client-go's 500."""
+    from kubecontrol.informer import PAGE, TENANT_SIZED_PAGE
+    from trainjob import constants as c
+
+    remote = remote_cluster()
+    pages = {kind: informer._page for kind, informer in remote._read.items()}
+    assert pages[c.TRAINING_RUNTIME.kind] == TENANT_SIZED_PAGE
+    assert pages[c.CLUSTER_TRAINING_RUNTIME.kind] == PAGE
