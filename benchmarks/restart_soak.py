@@ -189,7 +189,7 @@ def main() -> int:
         for job, k in failing.items():
             obj = state.get(job, {})
             want = (
-                ("Complete", "Completed")
+                ("Complete", "AllJobsCompleted")
                 if k <= args.max_restarts
                 else ("Failed", "ReachedMaxRestarts")
             )

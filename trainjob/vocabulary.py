@@ -66,14 +66,15 @@ BOTH: Writer = "both"
 REASONS = (
     Reason(c.COND_SUSPENDED, "True", c.REASON_SUSPENDED, WORKER, False, "held"),
     Reason(c.COND_SUSPENDED, "False", c.REASON_RESUMED, WORKER, False, "running again"),
-    Reason(c.COND_COMPLETE, "True", c.REASON_COMPLETED, WORKER, False, "done"),
+    Reason(c.COND_COMPLETE, "True", c.REASON_COMPLETED, WORKER, False, "done (JobSet's reason)"),
     Reason(
         c.COND_FAILED,
         "True",
-        c.REASON_PODSET_FAILED,
+        failure.REASON_FAILED_JOBS,
         WORKER,
         True,
-        "a PodSet failed: the first failed Job, and the first failed pod's exit code and words",
+        "a Job failed and the runtime has no failurePolicy (JobSet's reason): the first failed "
+        "Job, and the first failed pod's exit code and words",
     ),
     Reason(
         c.COND_FAILED,

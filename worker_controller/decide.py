@@ -277,7 +277,7 @@ def decide(obs: Observed) -> Plan:
         plan.requeue_after = left
     # 8. A failed Job fails the TrainJob, or restarts its Jobs as the runtime's failurePolicy
     #    says; success follows the runtime's success policy.
-    failure = status.first_failure(info, obs.jobs, obs.pods)
+    failure = status.any_failed(info, obs.jobs)
     if ahead:
         # Jobs of a later attempt than the status says: the status lost its restarts (the
         # TrainJob CRD is not this product's?). Restarting again could go on for ever.
@@ -289,9 +289,9 @@ def decide(obs: Observed) -> Plan:
         st.set(c.COND_FAILED, True, c.REASON_RESTARTS_LOST, message, "Warning")
         _suspend_active(info, obs.trainjob, obs.jobs, plan)
     elif failure:
-        _on_failure(info, obs, st, failure, attempt)
+        _on_failure(info, obs, st)
     elif status.succeeded(info, obs.jobs):
-        st.set(c.COND_COMPLETE, True, c.REASON_COMPLETED, "TrainJob completed successfully")
+        st.set(c.COND_COMPLETE, True, c.REASON_COMPLETED, c.MESSAGE_COMPLETED)
         _suspend_active(info, obs.trainjob, obs.jobs, plan)
         plan.requeue_after = None
     else:
@@ -350,28 +350,32 @@ def _group_pods(info: RuntimeInfo, obs: Observed) -> pod_groups.GroupApi | None:
     return api
 
 
-def _on_failure(info: RuntimeInfo, obs: Observed, st: _Status, message: str, attempt: int) -> None:
-    """A Job of this attempt failed (`message` says which, and what its pods said): the
-    TrainJob fails, or restarts (JobSet's failurePolicy: trainjob/runtime/failure.py)."""
+def _on_failure(info: RuntimeInfo, obs: Observed, st: _Status) -> None:
+    """A Job of this attempt failed: the TrainJob fails, or restarts (JobSet's failurePolicy:
+    trainjob/runtime/failure.py), in JobSet's words naming the Job that decided it, then what
+    the first of its PodSet's pods to go wrong said. With no failurePolicy the first failed
+    Job fails the TrainJob (JobSet's FailedJobs), as on a worker running Trainer."""
     failures = []
     for job in obs.jobs.values():
         if (failed := status.job_failed(job)) is not None:
             rj = job.labels.get(c.REPLICATED_JOB_NAME_LABEL, "")
             why = (failed.reason or "", failed.message or "", failed.since or "")
             failures.append(failure_policy.Failed(job.name, rj, *why))
-    if info.policy.failure is None or not failures:
-        st.set(c.COND_FAILED, True, c.REASON_PODSET_FAILED, message, "Warning")
-        _suspend_active(info, obs.trainjob, obs.jobs, st.plan)
-        return
-    verdict, _culprit = failure_policy.on_failure(info.policy.failure, failures, st.counted)
+    verdict, culprit = failure_policy.on_failure(info.policy.failure, failures, st.counted)
+    podset = next(
+        (ps.name for ps in info.pod_sets if culprit.job in status.podset_names(ps, info.trainjob)),
+        culprit.replicated_job,
+    )
+    said = status.pod_words(podset, obs.pods or [])
+    message = f"{verdict.message}; {said}" if said else verdict.message
     if not verdict.restart:
-        st.set(c.COND_FAILED, True, verdict.reason, f"{verdict.message}; {message}", "Warning")
+        st.set(c.COND_FAILED, True, verdict.reason, message, "Warning")
         _suspend_active(info, obs.trainjob, obs.jobs, st.plan)
         return
     # Restart: the new attempt is written first; its Jobs replace these from the next pass.
     st.restarts += 1
     st.counted += 1 if verdict.counts else 0
-    st.plan.events.append(Event("Warning", verdict.reason, f"{verdict.message}; {message}"))
+    st.plan.events.append(Event("Warning", verdict.reason, message))
 
 
 def _apply_jobs(

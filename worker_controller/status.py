@@ -32,10 +32,13 @@ def job_finished(job: JobView) -> bool:
     return job.finished
 
 
+def podset_names(ps: PodSet, trainjob: str) -> list[str]:
+    """The names of the PodSet's Jobs."""
+    return [job_name(trainjob, ps.name, i) for i in range(ps.replicas)]
+
+
 def podset_jobs(ps: PodSet, jobs: dict[str, JobView], trainjob: str) -> list[JobView]:
-    return [
-        jobs[n] for n in (job_name(trainjob, ps.name, i) for i in range(ps.replicas)) if n in jobs
-    ]
+    return [jobs[n] for n in podset_names(ps, trainjob) if n in jobs]
 
 
 def podset_complete(ps: PodSet, jobs: dict[str, JobView], trainjob: str) -> bool:
@@ -118,21 +121,20 @@ def _failed_first(podset: str, pods: list[PodView]) -> list[tuple[PodView, PodPr
     return sorted(gone, key=lambda found: (found[1].finished_at or "~", found[0].name))
 
 
-def first_failure(
-    info: RuntimeInfo, jobs: dict[str, JobView], pods: list[PodView] | None = None
-) -> str | None:
-    """A message naming the first failed PodSet, why its Job failed and, when its pods are
-    watched, what the first of its pods that went wrong said (exit code, termination message
-    or log tail), or None."""
-    for ps in info.pod_sets:
-        for job in podset_jobs(ps, jobs, info.trainjob):
-            cond = job_failed(job)
-            if cond is not None:
-                why = ": ".join(x for x in (cond.reason, cond.message) if x)
-                message = f"PodSet {ps.name!r} failed: Job {job.name} {why}".strip()
-                culprit = next(iter(_failed_first(ps.name, pods or [])), None)
-                return f"{message}; {_pod_says(*culprit)}" if culprit else message
-    return None
+def any_failed(info: RuntimeInfo, jobs: dict[str, JobView]) -> bool:
+    """Whether a Job of one of the runtime's PodSets, of this attempt, failed."""
+    return any(
+        job_failed(job) is not None
+        for ps in info.pod_sets
+        for job in podset_jobs(ps, jobs, info.trainjob)
+    )
+
+
+def pod_words(podset: str, pods: list[PodView]) -> str | None:
+    """What the first of a PodSet's pods that went wrong said (exit code, termination message
+    or log tail), or None when none is watched or none did."""
+    culprit = next(iter(_failed_first(podset, pods)), None)
+    return _pod_says(*culprit) if culprit else None
 
 
 def jobs_short_of_pods(jobs: dict[str, JobView]) -> list[str]:

@@ -37,7 +37,7 @@ def tj(conditions: list[tuple[str, str, str]] = (), **fields: Any) -> TrainJobVi
 @pytest.mark.parametrize(
     ("job", "state"),
     [
-        (tj([("Complete", "True", "Completed")]), "Complete"),
+        (tj([("Complete", "True", "AllJobsCompleted")]), "Complete"),
         (tj([("Failed", "True", "NoClusterFits")]), "Failed (NoClusterFits)"),
         (tj(spec={"suspend": True}), "Queued"),
         (tj(clusterName="worker1"), "Running"),

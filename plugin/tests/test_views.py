@@ -20,7 +20,7 @@ def test_a_condition_reads_its_fields_and_absent_ones_as_empty() -> None:
                     {
                         "type": "Failed",
                         "status": "True",
-                        "reason": "PodSetFailed",
+                        "reason": "FailedJobs",
                         "message": "m",
                         "lastTransitionTime": "t1",
                     }
@@ -31,7 +31,7 @@ def test_a_condition_reads_its_fields_and_absent_ones_as_empty() -> None:
     assert found is not None and found.true
     assert (found.type, found.reason, found.message, found.since) == (
         "Failed",
-        "PodSetFailed",
+        "FailedJobs",
         "m",
         "t1",
     )

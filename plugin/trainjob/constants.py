@@ -118,11 +118,13 @@ REASON_OBJECTS_CREATED = "ObjectsCreated"
 
 REASON_SUSPENDED = "Suspended"
 REASON_RESUMED = "Resumed"
-REASON_COMPLETED = "Completed"
+# A TrainJob's Complete condition as Trainer v2.3 passes on JobSet's (its pkg/constants), so
+# that a job ends with the same words on either kind of worker.
+REASON_COMPLETED = "AllJobsCompleted"
+MESSAGE_COMPLETED = "jobset completed successfully"
 REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"
 REASON_RUNTIME_NOT_FOUND = "RuntimeNotFound"
 REASON_RUNTIME_INVALID = "RuntimeInvalid"
-REASON_PODSET_FAILED = "PodSetFailed"
 # Jobs of a later restart than status.restarts says (the status lost it): not restarted again
 REASON_RESTARTS_LOST = "RestartsLost"
 REASON_SERVICE_CONFLICT = "MultipleServices"

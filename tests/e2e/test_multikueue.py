@@ -355,8 +355,8 @@ def test_failed_remote_trainjob_fails_on_the_manager_with_the_reason(bed: Bed) -
     mk = MultiKueue(bed)
     mk.submit("broken", run="1s", exit_code=3, runtime=mk.fail_fast_runtime())
     failed = mk.wait_until("broken", "Failed")
-    assert failed["reason"] == "PodSetFailed"
-    assert "PodSet 'node' failed" in failed["message"]
+    assert failed["reason"] == "FailedJobs"
+    assert "(first failed job: " in failed["message"]
     # The worker's warning is on the manager TrainJob too, with the worker's name in front.
     worker = (mk.get("broken") or {})["status"]["clusterName"]
 
@@ -370,12 +370,12 @@ def test_failed_remote_trainjob_fails_on_the_manager_with_the_reason(bed: Bed) -
             e
             for e in items
             if e.type == "Warning"
-            and e.reason == "PodSetFailed"
+            and e.reason == "FailedJobs"
             and e.message.startswith(f"{worker}: ")
         ]
 
-    [event] = wait_for(mirrored, 30, what="the worker's PodSetFailed warning on the manager")
-    assert "PodSet 'node' failed" in event.message
+    [event] = wait_for(mirrored, 30, what="the worker's FailedJobs warning on the manager")
+    assert "(first failed job: " in event.message
 
 
 # A kubeconfig's credentials, by the fields client-go reads them from.

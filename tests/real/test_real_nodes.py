@@ -240,7 +240,7 @@ def test_mpi_training_runs_mpirun_across_two_pods(installed: Bed, real_namespace
     assert f"ranks 2 on {name}-node-0-0" in log and f"{name}-node-0-1" in log, log
     losses = [float(m[3]) for m in LOSS.finditer(log)]
     assert len(losses) == 30 and losses[-1] < losses[0], log
-    assert done["reason"] == "Completed"
+    assert done["reason"] == "AllJobsCompleted"
     # The hostfile names the node pods by the headless Service; the keys are the TrainJob's.
     hostfile = core.read_namespaced_config_map(f"{name}-mpi-hostfile", real_namespace)
     assert hostfile.data["hostfile"] == (
@@ -273,15 +273,15 @@ def test_a_failing_pod_fails_the_trainjob_on_the_manager(
     on_manager.create(tj)
     failed = on_manager.wait_condition(name, "Failed", timeout=240)
     print(f"\n[figure] Failed on the manager: {failed['reason']}: {failed['message']}")
-    assert failed["reason"] == "PodSetFailed", failed
+    assert failed["reason"] == "FailedJobs", failed
     # The Job's reason, then the pod's own words: exit code and its last log lines.
     assert "BackoffLimitExceeded" in failed["message"], failed
     assert "container node exited with code 1 (Error): bad input file" in failed["message"]
     # The worker's Event comes back through its own watch, on its own time.
     wait_for(
-        lambda: any(reason == "PodSetFailed" for reason, _ in on_manager.events(name)),
+        lambda: any(reason == "FailedJobs" for reason, _ in on_manager.events(name)),
         30,
-        what="the worker's PodSetFailed Event on the manager TrainJob",
+        what="the worker's FailedJobs Event on the manager TrainJob",
     )
     worker = _winner(installed, real_namespace, name)
     pods = TrainJobs(installed.api(worker), real_namespace).pods(name)

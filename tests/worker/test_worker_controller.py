@@ -38,13 +38,13 @@ def test_torch_three_nodes_run_and_complete(tjs: TrainJobs) -> None:
     assert svc.spec.cluster_ip == "None" and svc.spec.publish_not_ready_addresses is True
 
     done = tjs.wait_condition("mnist", "Complete", timeout=60)
-    assert done["reason"] == "Completed"
+    assert done["reason"] == "AllJobsCompleted"
     assert tjs.get("mnist")["status"]["jobsStatus"] == [
         {"name": "node", "ready": 0, "succeeded": 1, "failed": 0, "active": 0, "suspended": 0}
     ]
     wait_for(
         lambda: (
-            "Completed"
+            "AllJobsCompleted"
             in {
                 e.reason
                 for e in tjs.core.list_namespaced_event(
@@ -85,8 +85,8 @@ def test_failing_pod_fails_the_trainjob_naming_the_pod_set(tjs: TrainJobs) -> No
     tjs.create_runtime(torch_runtime(run="1s", exit_code=7))
     tjs.create(trainjob("crash"))
     failed = tjs.wait_condition("crash", "Failed", timeout=60)
-    assert failed["reason"] == "PodSetFailed"
-    assert "PodSet 'node' failed" in failed["message"]
+    assert failed["reason"] == "FailedJobs"
+    assert "(first failed job: " in failed["message"]
     assert "container node exited with code 7 (Error)" in failed["message"]
     assert tjs.get("crash")["status"]["jobsStatus"][0]["failed"] == 1
 
@@ -335,7 +335,7 @@ def test_mpi_launcher_and_nodes_run_with_hostfile_and_ssh_keys_and_complete_on_t
     assert {"/home/mpiuser/.ssh", "/etc/mpi"} <= mounts
 
     done = tjs.wait_condition("allreduce", "Complete", timeout=60)
-    assert done["reason"] == "Completed"
+    assert done["reason"] == "AllJobsCompleted"
     by_job = {s["name"]: s for s in tjs.get("allreduce")["status"]["jobsStatus"]}
     assert by_job["launcher"]["succeeded"] == 1
 

@@ -116,11 +116,11 @@ def _cond(ctype: str, reason: str, status: str = "True", message: str = "m") -> 
 
 
 def test_the_remote_status_replaces_the_managers_with_the_cluster_named() -> None:
-    remote = {"status": {"conditions": [_cond("Complete", "Completed")]}}
+    remote = {"status": {"conditions": [_cond("Complete", "AllJobsCompleted")]}}
     manager = {"status": {"clusterName": "w1", "podsStatus": []}}
     assert status_back(TrainJobView(manager), TrainJobView(remote), "w1") == {
         "podsStatus": None,
-        "conditions": [_cond("Complete", "Completed")],
+        "conditions": [_cond("Complete", "AllJobsCompleted")],
         "clusterName": "w1",
     }
     assert (

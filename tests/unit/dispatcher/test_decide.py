@@ -296,7 +296,7 @@ def decide_finished(remotes: list[RemoteView], *, there: str = "w1") -> Any:
     tj = TrainJobBuilder().multikueue().obj()
     tj["status"] = {
         "clusterName": there,
-        "conditions": [{"type": "Complete", "status": "True", "reason": "Completed"}],
+        "conditions": [{"type": "Complete", "status": "True", "reason": "AllJobsCompleted"}],
     }
     wl = manager_workload("QuotaReserved", "Admitted", cluster="w1", check="Ready")
     return decide_for(wl, remotes, trainjob=tj)
@@ -761,7 +761,9 @@ def test_a_run_that_ended_before_the_manager_recalled_it_is_brought_back_not_run
         assert done.get("Complete") == "True"
     # Brought back already: the copy is kept until the manager Workload finishes (step 1).
     back = _running_on("w1")
-    back["status"]["conditions"] = [{"type": "Complete", "status": "True", "reason": "Completed"}]
+    back["status"]["conditions"] = [
+        {"type": "Complete", "status": "True", "reason": "AllJobsCompleted"}
+    ]
     plan = decide_for(recalls["evicted"], [remote("w1", workload=False)], trainjob=back)
     assert plan.remote == [] and plan.check_state is None and plan.trainjob_status is None
 
@@ -1103,7 +1105,9 @@ def test_a_run_brought_back_finished_keeps_its_workload_copy_through_a_recall() 
     """Its TrainJob copy gone already (removed by its TTL), the manager's status says it
     finished there: the recall has nothing to stop and the Workload copy is kept."""
     back = _running_on("w1")
-    back["status"]["conditions"] = [{"type": "Complete", "status": "True", "reason": "Completed"}]
+    back["status"]["conditions"] = [
+        {"type": "Complete", "status": "True", "reason": "AllJobsCompleted"}
+    ]
     wl = manager_workload("QuotaReserved", "Admitted", "Evicted", cluster="w1", check="Ready")
     plan = decide_for(wl, [remote("w1")], trainjob=back)
     assert plan.remote == [] and plan.check_state is None

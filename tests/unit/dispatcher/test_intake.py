@@ -57,9 +57,7 @@ def test_intake_leaves_a_dispatched_trainjob_and_final_failures_alone() -> None:
     )
     assert reconcile_intake(TrainJobView(make_trainjob()), problem, NOW).status is not None
     final = make_trainjob()
-    final["status"] = {
-        "conditions": [{"type": "Failed", "status": "True", "reason": "PodSetFailed"}]
-    }
+    final["status"] = {"conditions": [{"type": "Failed", "status": "True", "reason": "FailedJobs"}]}
     assert reconcile_intake(TrainJobView(final), None, NOW).status is None
 
 

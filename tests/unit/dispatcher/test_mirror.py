@@ -16,7 +16,7 @@ def event(kind: str, name: str, etype: str = "Warning", count: int = 1) -> Dict:
         "metadata": {"name": f"{name}.abc", "namespace": "ns", "uid": "u-1"},
         "involvedObject": {"kind": kind, "name": name, "namespace": "ns"},
         "type": etype,
-        "reason": "PodSetFailed",
+        "reason": "FailedJobs",
         "message": "node failed",
         "count": count,
     }
@@ -35,7 +35,7 @@ def test_a_trainjob_warning_is_recorded_with_the_worker_in_front_once_per_count(
     assert (got.trainjob, got.type, got.reason, got.message) == (
         "train",
         "Warning",
-        "PodSetFailed",
+        "FailedJobs",
         "worker1: node failed",
     )
     again = mirror(event("TrainJob", "train"), "worker1", ["train"], warnings_only=True)

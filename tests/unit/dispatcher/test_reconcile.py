@@ -140,8 +140,8 @@ def test_the_winners_end_comes_back_to_the_manager_trainjob(world: World) -> Non
     dispatched(world)
     kueue_reserves(world, "worker1", admitted=True)
     world.settle(KEY)
-    ends_on(world, "worker1", a_condition("Complete", "Completed", "TrainJob completed"))
-    assert condition(trainjob(world), "Complete") == ("True", "Completed")
+    ends_on(world, "worker1", a_condition("Complete", "AllJobsCompleted", "TrainJob completed"))
+    assert condition(trainjob(world), "Complete") == ("True", "AllJobsCompleted")
 
 
 @pytest.mark.usefixtures("both_caches")
@@ -241,8 +241,8 @@ def test_a_copy_evicted_on_its_worker_is_sent_again_and_the_run_recorded(world: 
 @pytest.mark.usefixtures("both_caches")
 def test_the_winners_failure_comes_back_as_the_manager_trainjobs(world: World) -> None:
     admitted_on(world, "worker2")
-    ends_on(world, "worker2", a_condition("Failed", "PodSetFailed", "PodSet 'node' failed"))
-    assert condition(trainjob(world), "Failed") == ("True", "PodSetFailed")
+    ends_on(world, "worker2", a_condition("Failed", "FailedJobs", "PodSet 'node' failed"))
+    assert condition(trainjob(world), "Failed") == ("True", "FailedJobs")
     assert trainjob(world)["status"]["clusterName"] == "worker2"  # type: ignore[index]
 
 
@@ -406,14 +406,14 @@ def test_a_conflict_on_the_trainjobs_status_is_written_again_from_the_new_versio
         world.settle(KEY)
         remote = trainjob(world, "worker2")
         assert remote is not None
-        remote["status"] = {"conditions": [a_condition("Complete", "Completed")]}
+        remote["status"] = {"conditions": [a_condition("Complete", "AllJobsCompleted")]}
         world.apis["worker2"].put(remote)
         status = c.TRAINJOB.path("ns", "tj", "status")
         raced, _again = world.run_raced(KEY, "manager", c.TRAINJOB, "tj")
         assert ("PATCH", status, 409) in raced.refused["manager"]
         assert ("PATCH", status) not in raced.writes["manager"]
         world.settle(KEY)
-        assert condition(trainjob(world), "Complete") == ("True", "Completed")
+        assert condition(trainjob(world), "Complete") == ("True", "AllJobsCompleted")
     finally:
         world.close()
 

@@ -94,7 +94,7 @@ def test_1_a_trainjob_without_a_queue_is_not_kueues() -> None:
 
 def test_2_finished_marks_the_workload_finished_once_guarded_by_its_version() -> None:
     body = trainjob(suspend=False)
-    body["status"] = {"conditions": [cond("Complete", True, "Completed", "all done")]}
+    body["status"] = {"conditions": [cond("Complete", True, "AllJobsCompleted", "all done")]}
     wl = workload_for(body, RESERVED, ADMITTED, **ASSIGNED)
     p = plan(body, wl)
     assert p.workload_version == "7"

@@ -236,7 +236,7 @@ def test_eviction_resets_pods_ready_in_the_same_write_as_the_quota() -> None:
 
 def test_finished_trainjob_leaves_pods_ready_alone() -> None:
     wl = workload(*ADMITTED, cond("PodsReady", True, "Started"), podsets=[("node", 1)])
-    done = {"conditions": [cond("Complete", True, "Completed")], "jobsStatus": [js("node")]}
+    done = {"conditions": [cond("Complete", True, "AllJobsCompleted")], "jobsStatus": [js("node")]}
     plan = plan_for(wl, done)
     assert plan.workload_readiness is None
     assert plan.workload_status is not None  # Finished, nothing else

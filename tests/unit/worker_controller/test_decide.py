@@ -124,9 +124,12 @@ def test_failed_pod_set_fails_the_trainjob_naming_it() -> None:
         jobs=[job("tj-node-0", failed="BackoffLimitExceeded")],
         services=[OUR_SERVICE],
     )
-    assert conditions(plan) == {"Failed": ("True", "PodSetFailed")}
+    assert conditions(plan) == {"Failed": ("True", "FailedJobs")}
     message = plan.status["conditions"][0]["message"]  # type: ignore[index]
-    assert message.startswith("PodSet 'node' failed: Job tj-node-0 BackoffLimitExceeded")
+    assert message == (
+        "jobset failed due to one or more job failures (first failed job: tj-node-0); "
+        "BackoffLimitExceeded: Job has reached the specified backoff limit"
+    )
     assert plan.status["jobsStatus"] == [  # type: ignore[index]
         {"name": "node", "ready": 0, "succeeded": 0, "failed": 1, "active": 0, "suspended": 0}
     ]
@@ -192,7 +195,7 @@ def test_complete_when_all_pod_sets_complete() -> None:
         jobs=[job("tj-node-0", complete=True)],
         services=[OUR_SERVICE],
     )
-    assert conditions(plan) == {"Complete": ("True", "Completed")}
+    assert conditions(plan) == {"Complete": ("True", "AllJobsCompleted")}
     assert kinds(plan) == []
 
 
@@ -334,7 +337,7 @@ def test_a_change_nothing_acts_on_is_held_and_the_rest_goes_at_once() -> None:
     assert not later.status_held
     # A Job's ready count, or a condition, goes at once, the pod count with it.
     finished = step([job("tj-node-0", complete=True)], 0.5)
-    assert conditions(finished)["Complete"] == ("True", "Completed")
+    assert conditions(finished)["Complete"] == ("True", "AllJobsCompleted")
     assert finished.status is not None and finished.status["podsStatus"][0]["running"] == 1
     assert finished.requeue_after is None and not finished.status_held
 
@@ -427,11 +430,11 @@ def test_a_failed_trainjob_says_what_its_first_failed_pod_said() -> None:
     )
     assert plan.status is not None
     (failed,) = [c for c in plan.status["conditions"] if c["type"] == "Failed"]
-    assert failed["reason"] == "PodSetFailed"
+    assert failed["reason"] == "FailedJobs"
     assert failed["message"] == (
-        "PodSet 'node' failed: Job tj-node-0 BackoffLimitExceeded: Job has reached the "
-        "specified backoff limit; pod tj-node-0-0-b container node exited with code 1 (Error): "
-        "bad input file"
+        "jobset failed due to one or more job failures (first failed job: tj-node-0); "
+        "BackoffLimitExceeded: Job has reached the specified backoff limit; pod tj-node-0-0-b "
+        "container node exited with code 1 (Error): bad input file"
     )
 
 
@@ -649,8 +652,8 @@ NAME_TAKEN = (
 )
 QUOTA = 'pods "tj-node-0-0-x" is forbidden: exceeded quota'
 BACKOFF = (
-    "PodSet 'node' failed: Job tj-node-0 BackoffLimitExceeded: Job has reached the specified "
-    "backoff limit"
+    "jobset failed due to one or more job failures (first failed job: tj-node-0); "
+    "BackoffLimitExceeded: Job has reached the specified backoff limit"
 )
 DEADLINE = "TrainJob was active longer than activeDeadlineSeconds=30"
 STARTED_30S_AGO = [job("tj-node-0", active=1, created="2026-11-22T11:59:30Z")]
@@ -725,16 +728,16 @@ def runtime_doing_less() -> Dict:
             make_trainjob(),
             [],
             {"jobs": [job("tj-node-0", complete=True)]},
-            [said("Complete", "True", "Completed", "TrainJob completed successfully")],
-            [Event("Normal", "Completed", "TrainJob completed successfully")],
+            [said("Complete", "True", "AllJobsCompleted", "jobset completed successfully")],
+            [Event("Normal", "AllJobsCompleted", "jobset completed successfully")],
             id="complete",
         ),
         pytest.param(
             make_trainjob(),
             [],
             {"jobs": [job("tj-node-0", failed="BackoffLimitExceeded")]},
-            [said("Failed", "True", "PodSetFailed", BACKOFF)],
-            [Event("Warning", "PodSetFailed", BACKOFF)],
+            [said("Failed", "True", "FailedJobs", BACKOFF)],
+            [Event("Warning", "FailedJobs", BACKOFF)],
             id="pod-set-failed",
         ),
         pytest.param(
@@ -901,7 +904,7 @@ def test_a_trainjob_that_does_not_parse_gets_one_warning_naming_the_field_and_no
 # ---- a TrainJob that ends or is suspended stops what runs: each Job suspended as it was made --
 
 RESTARTED_ONCE = {"restarts": 1, "restartsCountTowardsMax": 1}
-COMPLETE = said("Complete", "True", "Completed", "TrainJob completed successfully", EARLIER)
+COMPLETE = said("Complete", "True", "AllJobsCompleted", "jobset completed successfully", EARLIER)
 
 
 def launcher_first() -> Dict:

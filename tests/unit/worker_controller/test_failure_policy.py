@@ -323,7 +323,7 @@ def test_without_a_failure_policy_a_failed_job_fails_the_trainjob_as_before() ->
         jobs=[of_attempt(job("tj-node-0", failed="BackoffLimitExceeded"), 0)],
         services=[OUR_SERVICE],
     )
-    assert conditions(plan)["Failed"] == ("True", "PodSetFailed")
+    assert conditions(plan)["Failed"] == ("True", "FailedJobs")
     assert plan.status is not None and "restarts" not in plan.status
 
 
@@ -401,8 +401,7 @@ def said_failed(reason: str, message: str) -> Dict:
             {},
             {"reason": "BackoffLimitExceeded", "message": BACKOFF},
             "ReachedMaxRestarts",
-            f"{MAX_RESTARTS} (first failed job: tj-node-0); BackoffLimitExceeded: {BACKOFF}; "
-            f"PodSet 'node' failed: Job tj-node-0 BackoffLimitExceeded: {BACKOFF}",
+            f"{MAX_RESTARTS} (first failed job: tj-node-0); BackoffLimitExceeded: {BACKOFF}",
             id="restarts-used-up",
         ),
         pytest.param(
@@ -415,8 +414,7 @@ def said_failed(reason: str, message: str) -> Dict:
             {},
             {"reason": "BackoffLimitExceeded", "message": BACKOFF},
             "FailJobSetFailurePolicyAction",
-            f"{FAIL_ACTION} (first failed job: tj-node-0); BackoffLimitExceeded: {BACKOFF}; "
-            f"PodSet 'node' failed: Job tj-node-0 BackoffLimitExceeded: {BACKOFF}",
+            f"{FAIL_ACTION} (first failed job: tj-node-0); BackoffLimitExceeded: {BACKOFF}",
             id="a-rule-on-the-jobs-message",
         ),
         pytest.param(  # a Failed condition without a reason: only its message is quoted
@@ -424,8 +422,7 @@ def said_failed(reason: str, message: str) -> Dict:
             {},
             {"message": BACKOFF},
             "ReachedMaxRestarts",
-            f"{MAX_RESTARTS} (first failed job: tj-node-0); {BACKOFF}; "
-            f"PodSet 'node' failed: Job tj-node-0 {BACKOFF}",
+            f"{MAX_RESTARTS} (first failed job: tj-node-0); {BACKOFF}",
             id="no-reason",
         ),
         pytest.param(  # nor a message: only its reason
@@ -433,8 +430,7 @@ def said_failed(reason: str, message: str) -> Dict:
             {},
             {"reason": "DeadlineExceeded"},
             "ReachedMaxRestarts",
-            f"{MAX_RESTARTS} (first failed job: tj-node-0); DeadlineExceeded; "
-            "PodSet 'node' failed: Job tj-node-0 DeadlineExceeded",
+            f"{MAX_RESTARTS} (first failed job: tj-node-0); DeadlineExceeded",
             id="no-message",
         ),
         pytest.param(  # the earliest failure is named, whichever PodSet comes first
@@ -442,8 +438,7 @@ def said_failed(reason: str, message: str) -> Dict:
             {"reason": "BackoffLimitExceeded", "lastTransitionTime": "2026-11-22T11:59:30Z"},
             {"reason": "DeadlineExceeded", "lastTransitionTime": "2026-11-22T11:59:10Z"},
             "ReachedMaxRestarts",
-            f"{MAX_RESTARTS} (first failed job: tj-node-0); DeadlineExceeded; "
-            "PodSet 'launcher' failed: Job tj-launcher-0 BackoffLimitExceeded",
+            f"{MAX_RESTARTS} (first failed job: tj-node-0); DeadlineExceeded",
             id="earliest-failure-named",
         ),
         pytest.param(  # a failure of no known time counts as the earliest (as JobSet's zero time)
@@ -451,8 +446,7 @@ def said_failed(reason: str, message: str) -> Dict:
             {"reason": "DeadlineExceeded", "lastTransitionTime": "2026-11-22T11:59:10Z"},
             {"reason": "BackoffLimitExceeded"},
             "ReachedMaxRestarts",
-            f"{MAX_RESTARTS} (first failed job: tj-node-0); BackoffLimitExceeded; "
-            "PodSet 'launcher' failed: Job tj-launcher-0 DeadlineExceeded",
+            f"{MAX_RESTARTS} (first failed job: tj-node-0); BackoffLimitExceeded",
             id="failure-of-no-known-time-first",
         ),
     ],
@@ -460,9 +454,9 @@ def said_failed(reason: str, message: str) -> Dict:
 def test_a_failure_the_policy_does_not_restart_fails_the_trainjob_saying_why(
     policy: Dict, launcher: Dict, node: Dict, reason: str, message: str
 ) -> None:
-    """On the TrainJob's last allowed attempt: JobSet's reason, the first failed Job and what
-    it said, then the PodSet that failed; a Warning says the same, and a Job that still runs
-    is suspended as it was made."""
+    """On the TrainJob's last allowed attempt: JobSet's reason, the Job that decided it and
+    what it said (no pod is watched here to say more); a Warning says the same, and a Job
+    that still runs is suspended as it was made."""
     runtime = mpi_with(policy)
     tj = make_trainjob(runtimeRef={"name": "mpi-runtime"})
     tj["status"] = {"restarts": 1, "restartsCountTowardsMax": 1}

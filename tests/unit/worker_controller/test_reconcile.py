@@ -196,9 +196,9 @@ CASES = [
         "its Job complete: the TrainJob complete, its Workload finished",
         QUEUED_ON_FLAVOR,
         [admit, _job_reports(succeeded=1, conditions=COMPLETE)],
-        After(False, {**RUNNING, "Complete": ("True", "Completed")}, {"tj-node-0": False},
+        After(False, {**RUNNING, "Complete": ("True", "AllJobsCompleted")}, {"tj-node-0": False},
               ["tj"], {**ADMITTED, "Finished": ("True", "Succeeded")},
-              {*STARTED, "Completed", "FinishedWorkload"}),
+              {*STARTED, "AllJobsCompleted", "FinishedWorkload"}),
     ),
     (
         "evicted while its pods run: stopped, its Job suspended, the quota kept meanwhile",
