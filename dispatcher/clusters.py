@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from dispatcher import cluster_profiles, metrics
+from dispatcher import cluster_profiles, log_tails, metrics
 from dispatcher.copy_ledger import CopyLedger
 from dispatcher.decide import REMOTE_NAME_TAKEN, Taken
 from dispatcher.kubeconfigs import (
@@ -82,6 +82,8 @@ class Registry:
         self._lock = threading.Lock()
         # Remote writes of one plan run side by side, one thread a worker (execute.py).
         self.pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="remote-write")
+        # The log tails read before a copy is deleted, on threads of their own (log_tails.py).
+        self.captures = log_tails.Captures()
 
     def stop(self) -> None:
         """Stop every worker's watches and the remote-write threads (at shut-down)."""
@@ -91,6 +93,7 @@ class Registry:
             if informer is not None:
                 informer.stop()
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.captures.close()
 
     def watch_secrets(self, on_change: Callable[[str], None]) -> None:
         """Watch the Secrets of our namespace only (the kubeconfigs of MultiKueueClusters):

@@ -8,9 +8,12 @@ its name.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
+
+import pycurl
 
 from kubecontrol.aggregated import query_bool, query_int
 from kubecontrol.client import ApiException, TransportError
@@ -218,11 +221,13 @@ def read(
     name: str,
     copy_uid: str,
     narrow: Mapping[str, str] | None = None,
+    until: float | None = None,
 ) -> tuple[list[Dict], list[Dict]]:
     """Our copy's Jobs and pods on `remote` (listed by the TrainJob's own label, kept by
     owner), at most MAX_PODS pods; `narrow`: the pods' list narrowed further (more labels,
-    or `metadata.name`). ApiException or TransportError when the worker cannot say."""
-    jobs, pods, _ = read_some(remote, namespace, name, copy_uid, narrow)
+    or `metadata.name`); `until`: a time.monotonic() all its reads end by. ApiException or
+    TransportError when the worker cannot say."""
+    jobs, pods, _ = read_some(remote, namespace, name, copy_uid, narrow, until=until)
     return jobs, pods
 
 
@@ -233,29 +238,38 @@ def read_some(
     copy_uid: str,
     narrow: Mapping[str, str] | None = None,
     most: int = MAX_PODS,
+    until: float | None = None,
 ) -> tuple[list[Dict], list[Dict], bool]:
     """`read` of at most `most` pods, and whether the worker has more of them."""
     selector = f"{c.JOBSET_NAME_LABEL}={name}"
-    jobs, _ = list_some(remote, c.JOB.path(namespace, None), MAX_JOBS, labelSelector=selector)
+    jobs, _ = list_some(
+        remote, c.JOB.path(namespace, None), MAX_JOBS, until=until, labelSelector=selector
+    )
     query: dict[str, str] = {"labelSelector": selector}
     for key, value in (narrow or {}).items():
         if key == "metadata.name":
             query["fieldSelector"] = f"metadata.name={value}"
         else:
             query["labelSelector"] += f",{key}={value}"
-    pods, more = list_some(remote, POD.path(namespace, None), most, keep=pod_seen, **query)
+    pods, more = list_some(
+        remote, POD.path(namespace, None), most, keep=pod_seen, until=until, **query
+    )
     owners = {copy_uid}
     if jobset_controller(jobs, name):
-        owners |= _our_jobset(remote, namespace, name, copy_uid)
+        owners |= _our_jobset(remote, namespace, name, copy_uid, until)
     owned_jobs, owned_pods = ours(owners, jobs, pods)
     return owned_jobs, owned_pods, more
 
 
-def _our_jobset(remote: RemoteCluster, namespace: str, name: str, copy_uid: str) -> set[str]:
+def _our_jobset(
+    remote: RemoteCluster, namespace: str, name: str, copy_uid: str, until: float | None = None
+) -> set[str]:
     """The UID of the JobSet `name` when our copy controls it (as Trainer makes it); none when
     it is another's, gone, or our identity there may not read JobSets."""
     try:
-        jobset = remote.cluster.api.get_json(JOBSET.path(namespace, name), timeout=READ_SECONDS)
+        jobset = remote.cluster.api.get_json(
+            JOBSET.path(namespace, name), timeout=_read_timeout(until)
+        )
     except ApiException as exc:
         if exc.status in (403, 404):
             return set()
@@ -317,21 +331,37 @@ def list_items(remote: RemoteCluster, path: str, **query: Any) -> list[Dict]:
     return list(found.get("items") or [])
 
 
+def _read_timeout(until: float | None) -> float:
+    """One read's timeout: READ_SECONDS, or what is left before `until` (TransportError when
+    nothing is)."""
+    if until is None:
+        return READ_SECONDS
+    left = until - time.monotonic()
+    if left <= 0:
+        raise TransportError(pycurl.E_OPERATION_TIMEDOUT, "no time left for this read")
+    return min(READ_SECONDS, left)
+
+
 def list_some(
     remote: RemoteCluster,
     path: str,
     most: int,
     keep: Callable[[Dict], Dict] | None = None,
+    until: float | None = None,
     **query: Any,
 ) -> tuple[list[Dict], bool]:
     """At most `most` items of a list, read in pages of PAGE (each item cut down by `keep`
-    as its page comes), and whether there are more."""
+    as its page comes), and whether there are more; every page by `until` (a
+    time.monotonic(); TransportError past it)."""
     items: list[Dict] = []
     token = None
     while True:
         want = min(PAGE, most - len(items))
         data = remote.cluster.api.request(
-            "GET", path, query={**query, "limit": want, "continue": token}, timeout=READ_SECONDS
+            "GET",
+            path,
+            query={**query, "limit": want, "continue": token},
+            timeout=_read_timeout(until),
         )
         # each item cut down as it is decoded, a large page an item at a time
         page = decode_list(data, lambda i: keep(i) if keep and isinstance(i, dict) else i)

@@ -274,10 +274,15 @@ def _remote_write(registry: Registry, action: RemoteAction, keep_tails: bool = T
             ):
                 seen = remote.get(c.TRAINJOB.kind, namespace, meta["name"])
                 if seen is not None and seen["metadata"].get("uid") == meta.get("uid"):
-                    # its pods go with it
-                    log_tails.keep(
-                        registry.manager, remote, seen, log_tails.bounds(registry.settings)
-                    )
+                    # its pods go with it: their tails are read first, on a thread of their
+                    # own, and the delete is tried again (the key comes back) until then
+                    bounds = log_tails.bounds(registry.settings)
+                    if not registry.captures.over(
+                        str(meta.get("uid")),
+                        lambda: log_tails.keep(registry.manager, remote, seen, bounds),
+                    ):
+                        registry.forget_write(key)
+                        return None
             # Only the copy we saw (ours, by origin): never a same-named object made since.
             remote.cluster.delete(
                 c.kind_of(action.obj),

@@ -1,10 +1,12 @@
 """The last lines of a TrainJob's pods, kept on the manager once its copy leaves the worker.
 
 A worker removes a TrainJob's pods with its copy (retention 0 by default), and with them what
-a failed job last said. So, just before the leader deletes a TrainJob copy that has pods, it
-reads the tail of each container's log and keeps them in one immutable ConfigMap in its own
-namespace, named after the manager TrainJob's UID: never in the tenant's namespace, never in
-memory. The view.trainjob.dev API serves them when the pods are gone.
+a failed job last said. So, before the leader deletes a TrainJob copy that has pods, it reads
+the tail of each container's log, on a thread of its own (`Captures`; the delete waits for it
+and is tried again meanwhile, so no reconcile thread reads a tail), and keeps them in one
+immutable ConfigMap in its own namespace, named after the manager TrainJob's UID: never in the
+tenant's namespace, never in memory. The view.trainjob.dev API serves them when the pods are
+gone.
 
 What a tenant's pods print lands in the manager's etcd, so every bound is the platform's:
 - one TrainJob's record is at most `MAX_RECORD_BYTES`: `TAIL_BYTES` of each container's last
@@ -22,9 +24,11 @@ resync loop deletes the records of TrainJobs that are gone, and applies the boun
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -57,10 +61,15 @@ READ_BYTES = 64 * 1024  # read per container (a line may be long; the end is wha
 TOTAL_BYTES = 64 * 1024  # all of one TrainJob's tails
 MAX_PODS = 32
 MAX_CONTAINERS = 64  # of all its pods (a tenant's runtime chooses how many a pod has)
-# All of a capture, its lists included, within this: it holds a reconcile thread while the
-# copy waits to be deleted. One tail is read within TAIL_SECONDS.
+# All of a capture, its lists included, within this; one tail within TAIL_SECONDS. A capture
+# runs on a thread of its own (`Captures`: CAPTURES_AT_ONCE at once, CAPTURES_WAITING more
+# queued), never a reconcile thread's: the copy's delete waits for it, tried again meanwhile,
+# and goes ahead without tails when none could be started or one ran past GIVE_UP_SECONDS.
 CAPTURE_SECONDS = 15.0
 TAIL_SECONDS = 5.0
+CAPTURES_AT_ONCE = 2
+CAPTURES_WAITING = 64
+GIVE_UP_SECONDS = 3 * CAPTURE_SECONDS
 # One record at most: the tails, a placeholder for each container not kept, pods.json (names
 # are at most 253 characters, container names 63) and the keys. tests/unit holds it to this.
 MAX_RECORD_BYTES = 160 * 1024
@@ -124,7 +133,7 @@ def capture(remote: RemoteCluster, copy: Dict) -> Dict | None:
     namespace, name = meta["namespace"], meta["name"]
     deadline = time.monotonic() + CAPTURE_SECONDS  # the lists' time counts too
     try:
-        _, pods = copy_pods.read(remote, namespace, name, meta["uid"])
+        _, pods = copy_pods.read(remote, namespace, name, meta["uid"], until=deadline)
     except (ApiException, TransportError) as exc:
         log.info("log tails of %s/%s not kept: %s", namespace, name, exc)
         return None
@@ -236,6 +245,47 @@ def keep(manager: Cluster, remote: RemoteCluster, copy: Dict, bounds: Bounds) ->
         log.warning("log tails of %s not kept: %s", copy["metadata"].get("name"), exc)
     except Exception:
         log.exception("log tails of %s not kept", copy["metadata"].get("name"))
+
+
+class Captures:
+    """The captures under way, by the UID of the copy whose tails they read, each on a thread
+    of a pool of its own: a copy's delete asks `over` until its capture is, and a reconcile
+    thread never reads a tail."""
+
+    def __init__(
+        self,
+        at_once: int = CAPTURES_AT_ONCE,
+        waiting: int = CAPTURES_WAITING,
+        give_up: float = GIVE_UP_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="log-tails")
+        self._room, self._give_up, self._clock = at_once + waiting, give_up, clock
+        self._under_way: dict[str, tuple[Future[None], float]] = {}
+        self._lock = threading.Lock()
+
+    def over(self, uid: str, capture: Callable[[], None]) -> bool:
+        """Whether the capture of copy `uid` is over: False while it runs (the first ask
+        starts it), True once it ended or ran past its time, and True at once when the pool
+        has no room (the copy goes without its tails: logged). A capture said over is not
+        started again for a while (a delete that failed and is tried again)."""
+        now = self._clock()
+        with self._lock:
+            for key, (future, since) in list(self._under_way.items()):
+                if future.done() and now - since > self._give_up:
+                    del self._under_way[key]
+            found = self._under_way.get(uid)
+            if found is not None:
+                future, since = found
+                return future.done() or now - since > self._give_up
+            if sum(not f.done() for f, _ in self._under_way.values()) >= self._room:
+                log.warning("log tails of copy %s not kept: %d captures under way", uid, self._room)
+                return True
+            self._under_way[uid] = (self._pool.submit(capture), now)
+            return False
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def read(manager: Cluster, trainjob_uid: str) -> tuple[list[Dict], dict[str, str]] | None:

@@ -20,6 +20,7 @@ from dispatcher.copy_pods import (
     ours,
     pick_pod,
 )
+from kubecontrol.client import TransportError
 from trainjob import constants as c
 from trainjob import story
 
@@ -157,6 +158,31 @@ def test_a_list_is_read_in_pages_and_stops_at_its_bound() -> None:
     assert all(q["labelSelector"] == "x=y" for q in worker.asked)
     items, more = copy_pods.list_some(Pages(30), "/pods", 1200)  # type: ignore[arg-type]
     assert (len(items), more) == (30, False)
+
+
+class SlowPages(Pages):
+    """Pages a slow worker takes `seconds` each to send (a clock moved, not slept)."""
+
+    def __init__(self, count: int, seconds: float, clock: list[float]) -> None:
+        super().__init__(count)
+        self.seconds, self.clock, self.timeouts = seconds, clock, []
+
+    def request(self, method: str, path: str, query: dict[str, Any], timeout: float) -> bytes:
+        self.timeouts.append(timeout)
+        self.clock[0] += self.seconds
+        return super().request(method, path, query, timeout)
+
+
+def test_a_list_read_by_a_deadline_asks_no_page_past_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tails capture's lists end by its deadline: each page asks at most what is left, and
+    none is asked once it passed (before: 30 pages of 10 s each on a slow worker)."""
+    clock = [1000.0]
+    monkeypatch.setattr(copy_pods.time, "monotonic", lambda: clock[0])
+    worker = SlowPages(5000, 4.0, clock)
+    with pytest.raises(TransportError, match="no time left"):
+        copy_pods.list_some(worker, "/pods", 500, until=1015.0)  # type: ignore[arg-type]
+    assert worker.timeouts == [10.0, 10.0, 7.0, 3.0]  # READ_SECONDS, then what was left
+    assert copy_pods.list_some(SlowPages(20, 4.0, clock), "/pods", 500, until=clock[0] + 5)[0]  # type: ignore[arg-type]
 
 
 def test_a_log_request_lists_only_the_pods_it_can_mean() -> None:

@@ -3,14 +3,18 @@ the manager's etcd."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
 import orjson
 import pytest
 
-from dispatcher import copy_pods, log_tails
+from dispatcher import copy_pods, execute, log_tails
 from dispatcher.copy_pods import pick_pod
+from dispatcher.decide import RemoteAction
 from dispatcher.log_tails import (
     BYTES_ANNOTATION,
     LABEL,
@@ -119,7 +123,7 @@ def test_a_tenant_whose_pods_print_the_worst_bytes_fills_one_small_record(
     long as allowed. Before: 776 KiB for one pod of 96 containers, 6.9 MiB for 32 x 2000."""
     name = "p" * 250
     listed = [pod(f"{name}-{i:02d}", containers) for i in range(pods)]
-    monkeypatch.setattr(copy_pods, "read", lambda *_: ([], listed))
+    monkeypatch.setattr(copy_pods, "read", lambda *_, **__: ([], listed))
     worker = SimpleNamespace(
         name="worker-1",
         cluster=SimpleNamespace(
@@ -146,7 +150,7 @@ def test_a_tenant_whose_pods_print_the_worst_bytes_fills_one_small_record(
 
 
 def test_a_trainjob_that_opts_out_has_nothing_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(copy_pods, "read", lambda *_: ([], [pod("a", 1)]))
+    monkeypatch.setattr(copy_pods, "read", lambda *_, **__: ([], [pod("a", 1)]))
     copy = {
         "metadata": {
             "name": "tj",
@@ -176,3 +180,108 @@ def test_a_kept_pod_can_be_picked_again_by_role_and_index() -> None:
         {"name": "node"}
     ]
     assert pick_pod([kept], {"node": "1"}) is kept
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_capture_runs_on_a_thread_of_its_own_once_and_is_over_when_it_ends() -> None:
+    clock, release = Clock(), threading.Event()
+    ran: list[str] = []
+
+    def capture() -> None:
+        ran.append(threading.current_thread().name)
+        release.wait(10)
+
+    captures = log_tails.Captures(at_once=1, waiting=0, give_up=45.0, clock=clock)
+    try:
+        assert captures.over("copy-1", capture) is False
+        assert captures.over("copy-1", capture) is False  # still reading: not started again
+        release.set()
+        wait_until(lambda: captures.over("copy-1", capture))
+        assert len(ran) == 1 and ran[0].startswith("log-tails"), ran
+        clock.now += 30  # a delete that failed and is tried again: no second capture
+        assert captures.over("copy-1", capture) is True and len(ran) == 1
+        clock.now += 30  # long since over: forgotten, so a copy of that UID is read again
+        assert captures.over("copy-1", capture) is False
+        wait_until(lambda: len(ran) == 2)
+    finally:
+        release.set()
+        captures.close()
+
+
+def test_a_capture_past_its_time_or_without_room_lets_its_copy_go() -> None:
+    clock, release = Clock(), threading.Event()
+    started: list[str] = []
+
+    def capture(uid: str) -> Callable[[], None]:
+        return lambda: (started.append(uid), release.wait(10))  # type: ignore[func-returns-value]
+
+    captures = log_tails.Captures(at_once=1, waiting=1, give_up=45.0, clock=clock)
+    try:
+        assert captures.over("a", capture("a")) is False
+        assert captures.over("b", capture("b")) is False  # queued behind a
+        assert captures.over("c", capture("c")) is True  # no room: goes without its tails
+        clock.now += 46
+        assert captures.over("a", capture("a")) is True  # ran past its time
+        assert captures.over("b", capture("b")) is True
+        assert started == ["a"]
+    finally:
+        release.set()
+        captures.close()
+
+
+def wait_until(done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 10
+    while not done():
+        assert time.monotonic() < deadline, "not within 10 s"
+        time.sleep(0.01)
+
+
+def test_a_copys_delete_waits_for_its_tails_read_off_the_calling_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The reconcile thread that deletes a finished copy never reads its tails: the delete
+    is tried again (None) until the capture, on a thread of its own, is over."""
+    release = threading.Event()
+    readers: list[str] = []
+
+    def keep(*_: Any) -> None:
+        readers.append(threading.current_thread().name)
+        release.wait(10)
+
+    monkeypatch.setattr(log_tails, "keep", keep)
+    copy = {"kind": "TrainJob", "metadata": {"name": "tj", "namespace": "ns", "uid": "u1"}}
+    deleted: list[str] = []
+    forgotten: list[tuple[str, ...]] = []
+    remote = SimpleNamespace(
+        get=lambda *_: copy,
+        cluster=SimpleNamespace(delete=lambda _kind, name, *_, **__: deleted.append(name)),
+    )
+    registry = SimpleNamespace(
+        get=lambda _name: remote,
+        first_time=lambda _key: True,
+        forget_write=forgotten.append,
+        settings=SimpleNamespace(log_tails_kept=10, log_tails_bytes=1, log_tails_per_namespace=1),
+        manager=None,
+        captures=log_tails.Captures(),
+    )
+    action = RemoteAction("worker1", "delete", copy)
+    try:
+        began = time.monotonic()
+        assert execute._remote_write(registry, action) is None  # type: ignore[arg-type]
+        assert time.monotonic() - began < 2 and deleted == [] and len(forgotten) == 1
+        wait_until(lambda: bool(readers))
+        assert execute._remote_write(registry, action) is None  # type: ignore[arg-type]
+        assert deleted == [] and readers[0].startswith("log-tails"), readers
+        release.set()
+        wait_until(lambda: execute._remote_write(registry, action) is True)  # type: ignore[arg-type]
+        assert deleted == ["tj"] and len(readers) == 1
+    finally:
+        release.set()
+        registry.captures.close()
