@@ -302,6 +302,19 @@ def read(manager: Cluster, trainjob_uid: str) -> tuple[list[Dict], dict[str, str
 
 
 @dataclass(frozen=True)
+class Records:
+    """A kind of record the leader keeps of a TrainJob in its own namespace: ConfigMaps
+    labelled `label` with the manager TrainJob's UID, whose `annotation` names it
+    NAMESPACE/NAME."""
+
+    label: str
+    annotation: str
+
+
+TAILS = Records(LABEL, TRAINJOB_ANNOTATION)
+
+
+@dataclass(frozen=True)
 class Bounds:
     """How much the store keeps: records in all, bytes in all, records per namespace."""
 
@@ -319,25 +332,25 @@ def bounds(settings: DispatcherSettings) -> Bounds:
     )
 
 
-def sweep(manager: Cluster, caches: Caches, bounds: Bounds, label: str = LABEL) -> int:
-    """Delete the records labelled `label` (their TrainJob's UID; the tails, by default) of
-    TrainJobs that are gone, then those beyond `bounds`; how many were deleted."""
+def sweep(manager: Cluster, caches: Caches, bounds: Bounds, records: Records = TAILS) -> int:
+    """Delete the `records` (the tails, by default) of TrainJobs that are gone, then those
+    beyond `bounds`; how many were deleted."""
     alive = set()
     for key in caches.trainjob_keys():
         tj = caches.trainjob(*key)
         if tj is not None and tj.uid:
             alive.add(tj.uid)
-    return _delete(manager, bounds, label, lambda items: doomed(items, alive, bounds, label))
+    return _delete(manager, records, lambda items: doomed(items, alive, bounds, records))
 
 
 def trim(manager: Cluster, bounds: Bounds) -> int:
     """Delete the records beyond `bounds`."""
-    return _delete(manager, bounds, LABEL, lambda items: beyond(items, bounds, LABEL))
+    return _delete(manager, TAILS, lambda items: beyond(items, bounds))
 
 
-def _delete(manager: Cluster, bounds: Bounds, label: str, pick: _Picker) -> int:
+def _delete(manager: Cluster, records: Records, pick: _Picker) -> int:
     # Their metadata only: the tails themselves are not read to be deleted.
-    items = manager.list_metadata(CONFIG_MAP, own_namespace(), label_selector=label)
+    items = manager.list_metadata(CONFIG_MAP, own_namespace(), label_selector=records.label)
     going = pick(items)
     for item in going:
         meta = item["metadata"]
@@ -345,14 +358,17 @@ def _delete(manager: Cluster, bounds: Bounds, label: str, pick: _Picker) -> int:
     return len(going)
 
 
-def doomed(items: list[Dict], alive: set[str], bounds: Bounds, label: str = LABEL) -> list[Dict]:
+def doomed(
+    items: list[Dict], alive: set[str], bounds: Bounds, records: Records = TAILS
+) -> list[Dict]:
     """The records to delete: those of TrainJobs not `alive`, then those beyond `bounds`."""
+    label = records.label
     gone = [i for i in items if (i["metadata"].get("labels") or {}).get(label) not in alive]
     going = {id(i) for i in gone}
-    return gone + beyond([i for i in items if id(i) not in going], bounds, label)
+    return gone + beyond([i for i in items if id(i) not in going], bounds, records)
 
 
-def beyond(items: list[Dict], bounds: Bounds, label: str = LABEL) -> list[Dict]:
+def beyond(items: list[Dict], bounds: Bounds, records: Records = TAILS) -> list[Dict]:
     """The records beyond `bounds`, oldest first within a namespace: each namespace's beyond
     `per_namespace`, then, while the rest is beyond `kept` records or `total_bytes`, the
     oldest of the namespace holding the most bytes (so a namespace that fills the store
@@ -362,15 +378,15 @@ def beyond(items: list[Dict], bounds: Bounds, label: str = LABEL) -> list[Dict]:
     if bounds.per_namespace is not None:
         seen: Counter[str] = Counter()
         for item in reversed(rest):  # newest first: the newest per_namespace stay
-            seen[namespace_of(item)] += 1
-            if seen[namespace_of(item)] > bounds.per_namespace:
+            seen[namespace_of(item, records)] += 1
+            if seen[namespace_of(item, records)] > bounds.per_namespace:
                 going.append(item)
         trimmed = {id(i) for i in going}
         rest = [i for i in rest if id(i) not in trimmed]
     # each namespace's records, oldest first, and the bytes they hold
     queues: dict[str, list[Dict]] = {}
     for item in rest:
-        queues.setdefault(namespace_of(item), []).append(item)
+        queues.setdefault(namespace_of(item, records), []).append(item)
     held = Counter({ns: sum(size_of(i) for i in q) for ns, q in queues.items()})
     count, total = len(rest), sum(held.values())
     limit = bounds.total_bytes if bounds.total_bytes is not None else total
@@ -385,9 +401,9 @@ def beyond(items: list[Dict], bounds: Bounds, label: str = LABEL) -> list[Dict]:
     return going
 
 
-def namespace_of(item: Dict) -> str:
+def namespace_of(item: Dict, records: Records = TAILS) -> str:
     """The namespace of a record's TrainJob ("" when it does not say)."""
-    said = str((item["metadata"].get("annotations") or {}).get(TRAINJOB_ANNOTATION) or "")
+    said = str((item["metadata"].get("annotations") or {}).get(records.annotation) or "")
     return said.split("/", 1)[0] if "/" in said else ""
 
 

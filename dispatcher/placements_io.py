@@ -6,6 +6,7 @@ import logging
 
 import orjson
 
+from dispatcher import log_tails
 from dispatcher.placements import (
     KEY,
     LABEL,
@@ -25,6 +26,10 @@ from trainjob.story import Run
 from trainjob.views import TrainJobView
 
 log = logging.getLogger("dispatcher.placements")
+
+# The records' kind, as log_tails.sweep deletes them: with their TrainJob, and a namespace's
+# oldest beyond its bound (settings.placements_per_namespace).
+RECORDS = log_tails.Records(LABEL, TRAINJOB_ANNOTATION)
 
 
 def record(manager: Cluster, trainjob: TrainJobView, entry: Ended) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import time
 
-from dispatcher import log_tails, placements
+from dispatcher import log_tails, placements_io
 from dispatcher.admissionchecks import queue_checks, queue_cluster
 from dispatcher.context import Context
 from dispatcher.copies_io import collect_garbage
@@ -91,7 +91,10 @@ def resync_loop(ctx: Context) -> None:
                 last_gc = time.monotonic()
                 collect_garbage(ctx.registry.remotes, caches)
                 log_tails.sweep(ctx.manager, caches, log_tails.bounds(ctx.settings))
-                # a TrainJob's record of its runs goes with it (one per TrainJob sent back)
-                log_tails.sweep(ctx.manager, caches, log_tails.Bounds(1_000_000), placements.LABEL)
+                # a TrainJob's record of its runs goes with it (one per TrainJob sent back);
+                # a namespace keeps its newest placements_per_namespace
+                per_namespace = ctx.settings.placements_per_namespace
+                bounds = log_tails.Bounds(1_000_000, per_namespace=per_namespace)
+                log_tails.sweep(ctx.manager, caches, bounds, placements_io.RECORDS)
         except Exception:  # keep resyncing whatever one pass hit
             log.exception("[%s] resync pass failed", ctx.settings.cluster_name)

@@ -188,6 +188,14 @@ class DispatcherSettings(ControllerSettings):
         ge=1,
         description="the log tails kept for one namespace's TrainJobs: its newest this many",
     )
+    placements_per_namespace: int = Field(
+        default=1000,
+        ge=1,
+        description="the records of where TrainJobs ran before, and why each run ended, kept "
+        "for one namespace (one ConfigMap in our namespace per TrainJob sent back, at most 50 "
+        "runs each; its last checkpoint is where a job sent on resumes from): its newest this "
+        "many. A namespace's ResourceQuota on count/trainjobs bounds them first",
+    )
     give_up_never_fits: bool = Field(
         default=True,
         description="a TrainJob whose PodSets no worker's ClusterQueue could ever hold "

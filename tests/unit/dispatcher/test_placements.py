@@ -6,8 +6,9 @@ from typing import Any
 
 import orjson
 
-from dispatcher import placements
+from dispatcher import log_tails, placements, placements_io
 from dispatcher.placements import Ended
+from dispatcher.settings import DispatcherSettings
 from trainjob.story import Run
 from trainjob.views import TrainJobView
 
@@ -71,3 +72,31 @@ def test_the_story_adds_the_current_run_unless_it_is_the_last_recorded() -> None
     runs = placements.runs(recorded, tj, "t5")  # admitted on w1 again, and completed there
     assert runs[0] == was and runs[1].current and runs[1].reason == "Complete"
     assert (runs[1].started, runs[1].ended) == ("t5", "t9")
+
+
+def test_a_namespace_keeps_its_newest_records_of_runs_only() -> None:
+    """The resync's bound on the records of runs, per namespace (their own annotation names
+    it): one namespace's many sent-back TrainJobs never cost another's records."""
+
+    def record(uid: str, namespace: str, created: str) -> dict[str, Any]:
+        return {
+            "metadata": {
+                "name": f"placements-{uid}",
+                "labels": {placements.LABEL: uid},
+                "annotations": {placements.TRAINJOB_ANNOTATION: f"{namespace}/tj-{uid}"},
+                "creationTimestamp": created,
+            }
+        }
+
+    items = [
+        record("a1", "flood", "2026-12-01T10:00:00Z"),
+        record("b1", "quiet", "2026-12-01T09:00:00Z"),
+        record("a2", "flood", "2026-12-01T11:00:00Z"),
+        record("a3", "flood", "2026-12-01T12:00:00Z"),
+    ]
+    alive = {"a1", "a2", "a3", "b1"}
+    bounds = log_tails.Bounds(1_000_000, per_namespace=2)
+    going = log_tails.doomed(items, alive, bounds, placements_io.RECORDS)
+    assert [i["metadata"]["labels"][placements.LABEL] for i in going] == ["a1"]
+    settings = DispatcherSettings()
+    assert settings.placements_per_namespace == 1000
