@@ -7,14 +7,13 @@ keys, and a failed write is tried again with the queue's backoff."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TypeVar
 
 from dispatcher.clusters import manager_runtimes
 from dispatcher.context import Context
 from dispatcher.keys import StatusKey
 from dispatcher.kueue_status import set_active_condition
-from kubecontrol.kinds import Kind
+from kubecontrol.admission import Getter
 from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.caches import Caches
@@ -95,10 +94,6 @@ def _usable(ctx: Context, caches: Caches, cluster: str) -> bool:
 
 
 V = TypeVar("V", bound=ObjectView)
-
-# How an object the caches do not hold yet is read: (kind, name, namespace) -> the object, or
-# None when there is none (`Cluster.get_or_none` by default).
-Getter = Callable[[Kind, str, str | None], Dict | None]
 
 
 def cq_has_our_check(ctx: Context, cq_name: str, caches: Caches, get: Getter | None = None) -> bool:

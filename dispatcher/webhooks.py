@@ -12,17 +12,17 @@ import datetime as dt
 from functools import partial
 
 from dispatcher import checkpoints
-from dispatcher.admissionchecks import Getter, cq_has_our_check
+from dispatcher.admissionchecks import cq_has_our_check
 from dispatcher.context import Context
 from dispatcher.selection import SelectionError, selection_of
-from kubecontrol.admission import Verdict, refuse
+from kubecontrol.admission import Getter, Verdict, rate_limited, refuse
 from kubecontrol.deadline import Deadline
 from kubecontrol.objects import Dict
 from kubecontrol.webhook_server import Route, in_thread
 from trainjob import admission as rules
 from trainjob import constants as c
 from trainjob.caches import Caches
-from trainjob.queues import LocalQueueView
+from trainjob.jobframework_io import local_queue
 
 
 def routes(ctx: Context) -> dict[str, Route]:
@@ -50,11 +50,11 @@ def on_mutate(ctx: Context, admission: Dict, deadline: Deadline) -> Verdict:
     if too_large is not None:
         return refuse(too_large)
     namespace, caches = tj.namespace, ctx.caches
-    get = ctx.manager.within(deadline).get_or_none
+    get = rate_limited(ctx.manager.within(deadline).get_or_none)
     queue = tj.queue_name
     defaulted = None
     if queue is None:
-        default_lq = _local_queue(namespace, c.DEFAULT_LOCAL_QUEUE, caches, get)
+        default_lq = local_queue(caches, namespace, c.DEFAULT_LOCAL_QUEUE, get)
         queue = defaulted = rules.defaults_to_queue(tj, default_lq is not None)
     multikueue = bool(queue) and _routes_to_multikueue(ctx, namespace, str(queue), caches, get)
     now = dt.datetime.now(dt.UTC)
@@ -92,19 +92,10 @@ def on_validate(ctx: Context, admission: Dict, deadline: Deadline) -> Verdict:
     return Verdict() if why is None else refuse(why)
 
 
-def _local_queue(namespace: str, name: str, caches: Caches, get: Getter) -> LocalQueueView | None:
-    """From the watch cache; a queue made moments ago may not be there yet, so ask then."""
-    found = caches.local_queue(namespace, name)
-    if found is not None:
-        return found
-    asked = get(c.LOCAL_QUEUE, name, namespace)
-    return None if asked is None else LocalQueueView(asked)
-
-
 def _routes_to_multikueue(
     ctx: Context, namespace: str, queue: str, caches: Caches, get: Getter
 ) -> bool:
-    lq = _local_queue(namespace, queue, caches, get)
+    lq = local_queue(caches, namespace, queue, get)
     if lq is None:  # not there yet: on a manager that runs none, MultiKueue is the only way
         return not ctx.settings.manager_runs_trainjobs
     return cq_has_our_check(ctx, lq.cluster_queue, caches, get)

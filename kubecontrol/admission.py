@@ -4,21 +4,45 @@ webhook, or refused with a message and a code; and the AdmissionReview that carr
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import orjson
 
 from kubecontrol.kinds import (
     InvalidName,
+    Kind,
     checked_namespace,
     checked_segment,
     is_label_key,
     is_label_value,
 )
 from kubecontrol.objects import Dict
+from kubecontrol.shares import Rates
 
 # Labels are checked as the API server checks them before a validating webhook sees them
 # (kubecontrol/kinds.py); at most this many, far more than any object carries.
+# How a review reads an object the watch caches do not hold yet (one made moments ago):
+# (kind, name, namespace) -> the object, or None when there is none.
+Getter = Callable[[Kind, str, str | None], Dict | None]
+# Such reads, from all reviews of a process: this many a second on average, UNCACHED_BURST at
+# once; past that a review takes the caches' word (as Kueue's webhooks always do). Any pod may
+# reach a webhook port: a review no API server sent, naming objects no cache holds, is then no
+# read of the API server each under the controller's identity.
+UNCACHED_PER_SECOND = 5.0
+UNCACHED_BURST = 20
+_uncached = Rates(UNCACHED_PER_SECOND, UNCACHED_BURST, callers=1)
+
+
+def rate_limited(get: Getter) -> Getter:
+    """`get`, within the process's allowance of reads of what the caches do not hold."""
+
+    def read(kind: Kind, name: str, namespace: str | None) -> Dict | None:
+        return get(kind, name, namespace) if _uncached.take("uncached") else None
+
+    return read
+
+
 MAX_LABELS = 1024  # far more than any object carries; a bound on the work below
 
 

@@ -9,6 +9,7 @@ import json
 import logging
 import time
 
+from kubecontrol.admission import Getter
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster, guarded_write
 from kubecontrol.kinds import InvalidName, Kind
@@ -28,6 +29,7 @@ from trainjob.jobframework import (
 )
 from trainjob.lru import LRU
 from trainjob.models import TrainJob
+from trainjob.queues import LocalQueueView
 from trainjob.workload import Priority
 
 log = logging.getLogger("trainjob.jobframework")
@@ -319,3 +321,13 @@ def _apply_readiness(
         "%s: Workload %s PodsReady=%s (%s)", where, name, pods_ready["status"], pods_ready["reason"]
     )
     return result
+
+
+def local_queue(caches: Caches, namespace: str, name: str, get: Getter) -> LocalQueueView | None:
+    """A LocalQueue from the watch cache; one made moments ago may not be there yet, so asked
+    of `get` then (a review's: kubecontrol.admission.rate_limited)."""
+    found = caches.local_queue(namespace, name)
+    if found is not None:
+        return found
+    asked = get(c.LOCAL_QUEUE, name, namespace)
+    return None if asked is None else LocalQueueView(asked)

@@ -78,6 +78,8 @@ def watches(ctx: Context) -> list[Watch]:
         Watch(Index.RUNTIMES, c.TRAINING_RUNTIME, page=TENANT_SIZED_PAGE),
         Watch(Index.CLUSTER_RUNTIMES, c.CLUSTER_TRAINING_RUNTIME),
         Watch(Index.FLAVORS, c.RESOURCE_FLAVOR),
+        # A namespace's default queue, for admission (a TrainJob created without a queue)
+        Watch(Index.LOCAL_QUEUES, c.LOCAL_QUEUE),
     ]
     if ctx.settings.pod_summary:
         table += [

@@ -8,12 +8,13 @@ from __future__ import annotations
 import datetime as dt
 from functools import partial
 
-from kubecontrol.admission import Verdict, refuse
+from kubecontrol.admission import Verdict, rate_limited, refuse
 from kubecontrol.deadline import Deadline
 from kubecontrol.objects import Dict
 from kubecontrol.webhook_server import Route, in_thread
 from trainjob import admission as rules
 from trainjob import constants as c
+from trainjob.jobframework_io import local_queue
 from worker_controller.context import Context
 
 
@@ -29,7 +30,8 @@ def routes(ctx: Context) -> dict[str, Route]:
 
 
 def on_trainjob_mutate(ctx: Context, admission: Dict, deadline: Deadline) -> Verdict:
-    """Judged by `deadline`: its look-up waits no longer than is left of it."""
+    """Judged by `deadline`: its look-up (of a default queue the watch does not hold yet,
+    within the process's allowance) waits no longer than is left of it."""
     tj = rules.Admitted(admission)
     # Mutating admission comes before the API server checks the CRD's schema: bounded here.
     too_large = rules.object_problem(tj, ctx.trainjob_schema)
@@ -37,8 +39,8 @@ def on_trainjob_mutate(ctx: Context, admission: Dict, deadline: Deadline) -> Ver
         return refuse(too_large)
     defaulted = None
     if tj.queue_name is None and tj.namespace not in rules.UNMANAGED_NAMESPACES:
-        cluster = ctx.cluster.within(deadline)
-        default_lq = cluster.get_or_none(c.LOCAL_QUEUE, c.DEFAULT_LOCAL_QUEUE, tj.namespace)
+        get = rate_limited(ctx.cluster.within(deadline).get_or_none)
+        default_lq = local_queue(ctx.caches, tj.namespace, c.DEFAULT_LOCAL_QUEUE, get)
         defaulted = rules.defaults_to_queue(tj, default_lq is not None)
     hold = defaulted is None and rules.held_without_queue(
         tj, ctx.settings.manage_jobs_without_queue_name

@@ -8,8 +8,11 @@ from typing import Any
 import pytest
 
 from dispatcher import webhooks as dispatcher_webhooks
+from kubecontrol.admission import UNCACHED_BURST
 from kubecontrol.deadline import Deadline, DeadlinePassed
 from trainjob import admission as rules
+from trainjob.constants import LOCAL_QUEUE
+from trainjob.queues import LocalQueueView
 from worker_controller import webhooks
 
 
@@ -48,3 +51,54 @@ def test_a_review_out_of_time_is_not_judged_against_its_runtime(
     with pytest.raises(DeadlinePassed, match="judging the runtime"):
         JUDGES[judge](ctx, review, over)
     assert len(judged) == 1  # the runtime was not judged once the time was over
+
+
+class Reads:
+    """Stands in for a controller's client: counts what a review reads of the API server."""
+
+    def __init__(self) -> None:
+        self.read: list[tuple[str, str | None, str]] = []
+
+    def within(self, _deadline: Deadline) -> Reads:
+        return self
+
+    def get_or_none(self, kind: Any, name: str, namespace: str | None) -> None:
+        self.read.append((kind.kind, namespace, name))
+
+
+class Queues:
+    """The watch cache of LocalQueues: `default` in namespace `cached` only."""
+
+    def local_queue(self, namespace: str, name: str) -> LocalQueueView | None:
+        if (namespace, name) != ("cached", "default"):
+            return None
+        return LocalQueueView({"metadata": {"name": name, "namespace": namespace}})
+
+
+def mutate_on(controller: str, namespace: str, reads: Reads) -> Any:
+    review = {"uid": "u", "namespace": namespace, "object": {"metadata": {"name": "tj"}}}
+    settings = SimpleNamespace(manager_runs_trainjobs=True, manage_jobs_without_queue_name=False)
+    ctx: Any = SimpleNamespace(
+        crd_problem=None, trainjob_schema=None, caches=Queues(), settings=settings
+    )
+    if controller == "dispatcher":
+        ctx.manager = reads
+        return dispatcher_webhooks.on_mutate(ctx, review, Deadline(10))
+    ctx.cluster = reads
+    return webhooks.on_trainjob_mutate(ctx, review, Deadline(10))
+
+
+@pytest.mark.parametrize("controller", ["dispatcher", "worker controller"])
+def test_reviews_naming_queues_no_cache_holds_read_the_api_server_within_an_allowance(
+    controller: str,
+) -> None:
+    """Any pod may post reviews to a webhook port: 200 forged ones, each of a namespace
+    whose default queue no cache holds, cost the API server the process's burst of reads
+    (20), not 200 under the controller's identity; a queue the watch holds costs none."""
+    reads = Reads()
+    mutate_on(controller, "cached", reads)
+    assert reads.read == []  # from the watch (the worker controller's: its new LocalQueues)
+    for i in range(200):
+        mutate_on(controller, f"ns-{i}", reads)
+    assert len(reads.read) == UNCACHED_BURST, len(reads.read)
+    assert reads.read[0] == (LOCAL_QUEUE.kind, "ns-0", "default")
