@@ -14,6 +14,8 @@ from kubernetes import client
 from clusters import setup
 from clusters.bed import Bed
 from clusters.config import load_config
+from kubecontrol import admission
+from kubecontrol.shares import Rates
 from tests.support.multikueue import LOST_TIMEOUT
 
 
@@ -28,6 +30,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.get_closest_marker("disruptive") is not None,
         )
     )
+
+
+@pytest.fixture(autouse=True)
+def uncached_reads() -> Iterator[Rates]:
+    """The admission judges' allowance of reads of what the caches do not hold is the
+    process's: each test starts with it whole, and a clock that stands still (none refills)."""
+    fresh = Rates(admission.UNCACHED_PER_SECOND, admission.UNCACHED_BURST, 1, clock=lambda: 0.0)
+    saved, admission._uncached = admission._uncached, fresh
+    yield fresh
+    admission._uncached = saved
 
 
 @pytest.fixture(scope="session")

@@ -172,6 +172,7 @@ def test_a_forged_reviews_namespace_is_refused_before_any_lookup(
     assert review_problem(forged) is not None
     ctx = SimpleNamespace(
         cluster=cluster,
+        caches=SimpleNamespace(local_queue=lambda *_: None),  # the watch holds none there
         settings=SimpleNamespace(manage_jobs_without_queue_name=False),
         trainjob_schema=None,
     )
