@@ -362,7 +362,10 @@ def test_a_judge_waiting_on_the_api_server_stops_once_its_review_is_answered_503
         stack.callback(release.set)  # before the API server closes: it waits for its threads
         cluster = Cluster("worker", loopback_client(port), "test")
         settings = SimpleNamespace(manage_jobs_without_queue_name=False)
-        ctx = SimpleNamespace(cluster=cluster, settings=settings, trainjob_schema=None)
+        no_queues = SimpleNamespace(local_queue=lambda *_: None)  # a queue made moments ago
+        ctx = SimpleNamespace(
+            cluster=cluster, caches=no_queues, settings=settings, trainjob_schema=None
+        )
 
         def judge(admission: Dict, deadline: Deadline) -> Verdict:
             try:
