@@ -161,6 +161,20 @@ def log_query(pod: Dict, query: Mapping[str, str]) -> dict[str, Any]:
 POD_LABELS = (c.JOBSET_NAME_LABEL, c.REPLICATED_JOB_NAME_LABEL, c.JOB_COMPLETION_INDEX)
 
 
+def job_seen(job: Dict) -> Dict:
+    """What the readers read of a Job: its names, its UID and its controller (none of its pod
+    template, which is its tenant's to size). A page of Jobs is cut down to this as it comes:
+    anyone who may create Jobs in the namespace may label them as the TrainJob's."""
+    meta = job.get("metadata") or {}
+    kept = {k: meta[k] for k in ("name", "namespace", "uid") if k in meta}
+    refs = [
+        {k: ref.get(k) for k in ("apiVersion", "kind", "name", "uid", "controller")}
+        for ref in meta.get("ownerReferences") or []
+        if isinstance(ref, dict) and ref.get("controller")
+    ]
+    return {"metadata": {**kept, "ownerReferences": refs[:1]}}
+
+
 def pod_seen(pod: Dict) -> Dict:
     """What the story, the logs and the tails read of a pod, and nothing its tenant sizes:
     its names, the few labels read, its owners and times; its containers' names and node;
@@ -243,7 +257,12 @@ def read_some(
     """`read` of at most `most` pods, and whether the worker has more of them."""
     selector = f"{c.JOBSET_NAME_LABEL}={name}"
     jobs, _ = list_some(
-        remote, c.JOB.path(namespace, None), MAX_JOBS, until=until, labelSelector=selector
+        remote,
+        c.JOB.path(namespace, None),
+        MAX_JOBS,
+        keep=job_seen,
+        until=until,
+        labelSelector=selector,
     )
     query: dict[str, str] = {"labelSelector": selector}
     for key, value in (narrow or {}).items():

@@ -280,3 +280,43 @@ def test_a_read_keeps_of_each_pod_only_what_its_readers_read() -> None:
         assert pick_pod(pods, query) == copy_pods.pod_seen(pick_pod(whole, query))
     waiting = pods[0]["status"]["containerStatuses"][1]["state"]["waiting"]
     assert waiting["reason"] == "ImagePullBackOff" and len(waiting["message"]) == 1024
+
+
+def test_a_read_keeps_of_each_job_its_names_and_controller_only() -> None:
+    """Anyone who may create Jobs in the namespace may label them as the TrainJob's, with a
+    pod template as large as etcd stores: a read keeps of each Job its names, UID and
+    controller (before: each whole, up to MAX_JOBS of them), and judges ownership the same."""
+    env = [{"name": f"V{i}", "value": "x" * 100} for i in range(2_000)]
+    template = {"spec": {"containers": [{"name": "n", "env": env}]}}
+    ours_job = owned("Job", "tj-node-0", "job-uid", "copy-uid")
+    ours_job["metadata"]["ownerReferences"].append({"kind": "Y", "uid": "other", "name": "y"})
+    jobs = [ours_job, owned("Job", "decoy", "decoy-uid", "someone")]
+    for job in jobs:
+        job["spec"] = {"template": template}
+
+    class JobPages(Pages):
+        def get_json(self, path: str, query: dict[str, Any], timeout: float) -> dict[str, Any]:
+            if path.endswith("/jobs"):
+                return {"items": jobs, "metadata": {"continue": ""}}
+            return {"items": [owned("Pod", "tj-node-0-0-a", "pod-uid", "job-uid")]}
+
+    remote = SimpleNamespace(name="w", cluster=JobPages(0))
+    kept, pods, _ = copy_pods.read_some(remote, "team-a", "tj", "copy-uid")  # type: ignore[arg-type]
+    assert [j["metadata"]["name"] for j in kept] == ["tj-node-0"]
+    assert kept[0] == {
+        "metadata": {
+            "name": "tj-node-0",
+            "uid": "job-uid",
+            "ownerReferences": [
+                {
+                    "apiVersion": None,
+                    "kind": "X",
+                    "name": "x",
+                    "uid": "copy-uid",
+                    "controller": True,
+                }
+            ],
+        }
+    }
+    assert [p["metadata"]["name"] for p in pods] == ["tj-node-0-0-a"]
+    assert copy_pods.ours({"copy-uid"}, [copy_pods.job_seen(j) for j in jobs], [])[0] == kept
