@@ -123,6 +123,12 @@ def _dispatch_writes(
                 if action.resume_lookup is not None:
                     _resume_as_recorded(manager, action)
                 done.append(_remote_write(registry, action, plan.keep_tails))
+                uid = str(action.obj["metadata"].get("uid"))
+                if done[-1] is None and registry.captures.under_way(uid):
+                    # A copy not deleted while its tails are read: what follows there (its
+                    # Workload's delete) waits with it, so the worker's Kueue never frees
+                    # the quota of pods that still run. Tried again soon.
+                    return done + [None] * (len(actions) - len(done))
         return done
 
     # One worker's writes (the usual case) are sent from this thread: no hand-off.
@@ -279,6 +285,7 @@ def _remote_write(registry: Registry, action: RemoteAction, keep_tails: bool = T
                     bounds = log_tails.bounds(registry.settings)
                     if not registry.captures.over(
                         str(meta.get("uid")),
+                        namespace,
                         lambda: log_tails.keep(registry.manager, remote, seen, bounds),
                     ):
                         registry.forget_write(key)

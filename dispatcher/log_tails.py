@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -63,13 +63,17 @@ MAX_PODS = 32
 MAX_CONTAINERS = 64  # of all its pods (a tenant's runtime chooses how many a pod has)
 # All of a capture, its lists included, within this; one tail within TAIL_SECONDS. A capture
 # runs on a thread of its own (`Captures`: CAPTURES_AT_ONCE at once, CAPTURES_WAITING more
-# queued), never a reconcile thread's: the copy's delete waits for it, tried again meanwhile,
-# and goes ahead without tails when none could be started or one ran past GIVE_UP_SECONDS.
+# queued, CAPTURES_PER_NAMESPACE of one namespace), never a reconcile thread's: the copy's
+# delete waits for it, tried again meanwhile, and goes ahead without tails when none could be
+# started or one ran past GIVE_UP_SECONDS.
 CAPTURE_SECONDS = 15.0
 TAIL_SECONDS = 5.0
 CAPTURES_AT_ONCE = 2
 CAPTURES_WAITING = 64
+CAPTURES_PER_NAMESPACE = 8
 GIVE_UP_SECONDS = 3 * CAPTURE_SECONDS
+REMEMBER_SECONDS = 3600.0  # a copy's capture once over, not made again (at most REMEMBERED)
+REMEMBERED = 4096
 # One record at most: the tails, a placeholder for each container not kept, pods.json (names
 # are at most 253 characters, container names 63) and the keys. tests/unit holds it to this.
 MAX_RECORD_BYTES = 160 * 1024
@@ -247,42 +251,79 @@ def keep(manager: Cluster, remote: RemoteCluster, copy: Dict, bounds: Bounds) ->
         log.exception("log tails of %s not kept", copy["metadata"].get("name"))
 
 
+@dataclass(frozen=True)
+class _Capture:
+    future: Future[None]
+    since: float
+    namespace: str
+
+
 class Captures:
     """The captures under way, by the UID of the copy whose tails they read, each on a thread
     of a pool of its own: a copy's delete asks `over` until its capture is, and a reconcile
-    thread never reads a tail."""
+    thread never reads a tail. One namespace has at most `each` under way (its copies beyond
+    go without tails), so one tenant's deletions never take another's captures; a capture
+    that ended is remembered for REMEMBER_SECONDS (a delete tried again reads nothing twice)."""
 
     def __init__(
         self,
         at_once: int = CAPTURES_AT_ONCE,
         waiting: int = CAPTURES_WAITING,
         give_up: float = GIVE_UP_SECONDS,
+        each: int = CAPTURES_PER_NAMESPACE,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._pool = ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="log-tails")
-        self._room, self._give_up, self._clock = at_once + waiting, give_up, clock
-        self._under_way: dict[str, tuple[Future[None], float]] = {}
+        self._room, self._each = at_once + waiting, each
+        self._give_up, self._clock = give_up, clock
+        self._under_way: dict[str, _Capture] = {}
+        self._over: OrderedDict[str, float] = OrderedDict()  # uid -> when it was over
         self._lock = threading.Lock()
 
-    def over(self, uid: str, capture: Callable[[], None]) -> bool:
-        """Whether the capture of copy `uid` is over: False while it runs (the first ask
-        starts it), True once it ended or ran past its time, and True at once when the pool
-        has no room (the copy goes without its tails: logged). A capture said over is not
-        started again for a while (a delete that failed and is tried again)."""
+    def over(self, uid: str, namespace: str, capture: Callable[[], None]) -> bool:
+        """Whether the capture of copy `uid` (of `namespace`) is over: False while it runs
+        (the first ask starts it), True once it ended or ran past its time, and True at once
+        when the pool, or the namespace's share of it, has no room (the copy goes without its
+        tails: logged)."""
         now = self._clock()
         with self._lock:
-            for key, (future, since) in list(self._under_way.items()):
-                if future.done() and now - since > self._give_up:
-                    del self._under_way[key]
-            found = self._under_way.get(uid)
-            if found is not None:
-                future, since = found
-                return future.done() or now - since > self._give_up
-            if sum(not f.done() for f, _ in self._under_way.values()) >= self._room:
-                log.warning("log tails of copy %s not kept: %d captures under way", uid, self._room)
+            self._settle(now)
+            if uid in self._over:
                 return True
-            self._under_way[uid] = (self._pool.submit(capture), now)
+            if uid in self._under_way:
+                return False
+            held = Counter(x.namespace for x in self._under_way.values())
+            if len(self._under_way) >= self._room or held[namespace] >= self._each:
+                log.warning(
+                    "log tails of copy %s/%s not kept: %d captures under way, %d of them of "
+                    "its namespace",
+                    namespace,
+                    uid,
+                    len(self._under_way),
+                    held[namespace],
+                )
+                return True
+            self._under_way[uid] = _Capture(self._pool.submit(capture), now, namespace)
             return False
+
+    def under_way(self, uid: str) -> bool:
+        """Whether the capture of copy `uid` was started and is not over yet."""
+        with self._lock:
+            self._settle(self._clock())
+            return uid in self._under_way
+
+    def _settle(self, now: float) -> None:
+        """Captures that ended or ran past their time are over (one still queued is never
+        run); what is remembered of those over is bounded in time and count."""
+        for uid, found in list(self._under_way.items()):
+            if found.future.done() or now - found.since > self._give_up:
+                found.future.cancel()
+                del self._under_way[uid]
+                self._over[uid] = now
+        while self._over and (
+            len(self._over) > REMEMBERED or now - next(iter(self._over.values())) > REMEMBER_SECONDS
+        ):
+            self._over.popitem(last=False)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

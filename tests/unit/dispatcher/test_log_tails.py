@@ -14,7 +14,7 @@ import pytest
 
 from dispatcher import copy_pods, execute, log_tails
 from dispatcher.copy_pods import pick_pod
-from dispatcher.decide import RemoteAction
+from dispatcher.decide import DispatchPlan, RemoteAction
 from dispatcher.log_tails import (
     BYTES_ANNOTATION,
     LABEL,
@@ -200,15 +200,17 @@ def test_a_capture_runs_on_a_thread_of_its_own_once_and_is_over_when_it_ends() -
 
     captures = log_tails.Captures(at_once=1, waiting=0, give_up=45.0, clock=clock)
     try:
-        assert captures.over("copy-1", capture) is False
-        assert captures.over("copy-1", capture) is False  # still reading: not started again
+        assert captures.over("copy-1", "ns", capture) is False
+        assert captures.under_way("copy-1")
+        assert captures.over("copy-1", "ns", capture) is False  # still reading: not again
         release.set()
-        wait_until(lambda: captures.over("copy-1", capture))
+        wait_until(lambda: captures.over("copy-1", "ns", capture))
         assert len(ran) == 1 and ran[0].startswith("log-tails"), ran
-        clock.now += 30  # a delete that failed and is tried again: no second capture
-        assert captures.over("copy-1", capture) is True and len(ran) == 1
-        clock.now += 30  # long since over: forgotten, so a copy of that UID is read again
-        assert captures.over("copy-1", capture) is False
+        assert not captures.under_way("copy-1")
+        clock.now += 600  # a delete that failed and is tried again: no second capture
+        assert captures.over("copy-1", "ns", capture) is True and len(ran) == 1
+        clock.now += log_tails.REMEMBER_SECONDS  # long since over: forgotten
+        assert captures.over("copy-1", "ns", capture) is False
         wait_until(lambda: len(ran) == 2)
     finally:
         release.set()
@@ -224,13 +226,31 @@ def test_a_capture_past_its_time_or_without_room_lets_its_copy_go() -> None:
 
     captures = log_tails.Captures(at_once=1, waiting=1, give_up=45.0, clock=clock)
     try:
-        assert captures.over("a", capture("a")) is False
-        assert captures.over("b", capture("b")) is False  # queued behind a
-        assert captures.over("c", capture("c")) is True  # no room: goes without its tails
+        assert captures.over("a", "ns", capture("a")) is False
+        wait_until(lambda: started == ["a"])
+        assert captures.over("b", "ns", capture("b")) is False  # queued behind a
+        assert captures.over("c", "ns", capture("c")) is True  # no room: goes without tails
         clock.now += 46
-        assert captures.over("a", capture("a")) is True  # ran past its time
-        assert captures.over("b", capture("b")) is True
-        assert started == ["a"]
+        assert captures.over("a", "ns", capture("a")) is True  # ran past its time
+        assert captures.over("b", "ns", capture("b")) is True  # and b, queued, never runs
+        release.set()
+        assert captures.over("d", "ns", capture("d")) is False  # room again
+        wait_until(lambda: "d" in started)
+        assert started == ["a", "d"]
+    finally:
+        release.set()
+        captures.close()
+
+
+def test_one_namespace_holds_at_most_its_share_of_the_captures() -> None:
+    """A tenant deleting many copies at once never takes another tenant's captures: its
+    copies beyond its share go without tails, another namespace's are still read."""
+    release = threading.Event()
+    captures = log_tails.Captures(at_once=1, waiting=10, each=3, clock=Clock())
+    try:
+        flood = [captures.over(f"m{i}", "mallory", lambda: release.wait(10)) for i in range(5)]
+        assert flood == [False, False, False, True, True]
+        assert captures.over("v1", "victim", lambda: None) is False
     finally:
         release.set()
         captures.close()
@@ -247,7 +267,9 @@ def test_a_copys_delete_waits_for_its_tails_read_off_the_calling_thread(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The reconcile thread that deletes a finished copy never reads its tails: the delete
-    is tried again (None) until the capture, on a thread of its own, is over."""
+    is tried again (the pass fails, to come back) until the capture, on a thread of its own,
+    is over; its Workload's delete on that worker waits with it, so the worker's Kueue never
+    frees the quota of pods that still run."""
     release = threading.Event()
     readers: list[str] = []
 
@@ -257,6 +279,7 @@ def test_a_copys_delete_waits_for_its_tails_read_off_the_calling_thread(
 
     monkeypatch.setattr(log_tails, "keep", keep)
     copy = {"kind": "TrainJob", "metadata": {"name": "tj", "namespace": "ns", "uid": "u1"}}
+    workload = {"kind": "Workload", "metadata": {"name": "wl", "namespace": "ns", "uid": "u2"}}
     deleted: list[str] = []
     forgotten: list[tuple[str, ...]] = []
     remote = SimpleNamespace(
@@ -271,17 +294,30 @@ def test_a_copys_delete_waits_for_its_tails_read_off_the_calling_thread(
         manager=None,
         captures=log_tails.Captures(),
     )
-    action = RemoteAction("worker1", "delete", copy)
+    plan = DispatchPlan(
+        remote=[
+            RemoteAction("worker1", "delete", copy),
+            RemoteAction("worker1", "delete", workload),
+        ]
+    )
+    wl = SimpleNamespace(key=("ns", "wl"), resource_version="1", cluster_queue="cq")
+    dispatch = SimpleNamespace(workload=wl, check=None, plan=plan)
+
+    def writes() -> bool:
+        done = execute._dispatch_writes(None, registry, None, None, dispatch)  # type: ignore[arg-type]
+        assert done is not None
+        return done[0]  # whether a write failed and the pass should come back
+
     try:
-        # (read on this thread, the capture would wait for `release` and the delete follow)
-        assert execute._remote_write(registry, action) is None  # type: ignore[arg-type]
+        # (read on this thread, the capture would wait for `release` and the deletes follow)
+        assert writes() is True
         assert deleted == [] and len(forgotten) == 1 and not release.is_set()
         wait_until(lambda: bool(readers))
-        assert execute._remote_write(registry, action) is None  # type: ignore[arg-type]
+        assert writes() is True
         assert deleted == [] and readers[0].startswith("log-tails"), readers
         release.set()
-        wait_until(lambda: execute._remote_write(registry, action) is True)  # type: ignore[arg-type]
-        assert deleted == ["tj"] and len(readers) == 1
+        wait_until(lambda: writes() is False)
+        assert deleted == ["tj", "wl"] and len(readers) == 1
     finally:
         release.set()
         registry.captures.close()
