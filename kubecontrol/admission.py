@@ -26,19 +26,32 @@ from kubecontrol.shares import Rates
 # (kind, name, namespace) -> the object, or None when there is none.
 Getter = Callable[[Kind, str, str | None], Dict | None]
 # Such reads, from all reviews of a process: this many a second on average, UNCACHED_BURST at
-# once; past that a review takes the caches' word (as Kueue's webhooks always do). Any pod may
-# reach a webhook port: a review no API server sent, naming objects no cache holds, is then no
-# read of the API server each under the controller's identity.
+# once; past that a review that needs one is refused with 429 (`Crowded`), to be sent again,
+# never judged on a guess. Any pod may reach a webhook port: a review no API server sent,
+# naming objects no cache holds, is then no read of the API server each under the
+# controller's identity, and never makes another's review judged wrong.
 UNCACHED_PER_SECOND = 5.0
 UNCACHED_BURST = 20
 _uncached = Rates(UNCACHED_PER_SECOND, UNCACHED_BURST, callers=1)
 
 
+class Crowded(Exception):
+    """A review needs a read its process's allowance has no room for now: refused with 429
+    (the webhook server), and the API server's client tries again."""
+
+
 def rate_limited(get: Getter) -> Getter:
-    """`get`, within the process's allowance of reads of what the caches do not hold."""
+    """`get`, within the process's allowance of reads of what the caches do not hold
+    (`Crowded` past it)."""
 
     def read(kind: Kind, name: str, namespace: str | None) -> Dict | None:
-        return get(kind, name, namespace) if _uncached.take("uncached") else None
+        if not _uncached.take("uncached"):
+            where = f"{namespace}/{name}" if namespace else name
+            raise Crowded(
+                f"{kind.kind} {where} is not in this replica's watch yet, and its reads of "
+                "the API server for such look-ups are spent for now; try again in a few seconds"
+            )
+        return get(kind, name, namespace)
 
     return read
 

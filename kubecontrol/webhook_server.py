@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from kubecontrol.admission import Verdict, refuse, review_problem, review_response
+from kubecontrol.admission import Crowded, Verdict, refuse, review_problem, review_response
 from kubecontrol.aggregated import AggregatedApi
 from kubecontrol.deadline import Deadline, DeadlinePassed
 from kubecontrol.objects import Dict
@@ -412,6 +412,8 @@ class WebhookServer:
             return await handler(admission)
         except DeadlinePassed:
             raise
+        except Crowded as exc:
+            return refuse(str(exc), 429)
         except Exception as exc:  # a bug, or the API server away: refused, saying why
             meta = (admission.get("object") or {}).get("metadata") or {}
             log.exception(

@@ -28,11 +28,12 @@ from clusters.helpers.waiting import (
     sooner_than,
     wait_for,
 )
-from kubecontrol.admission import Verdict
+from kubecontrol.admission import UNCACHED_BURST, Verdict, rate_limited
 from kubecontrol.certs import Material, issue
 from kubecontrol.cluster import Cluster
 from kubecontrol.deadline import Deadline
 from kubecontrol.webhook_server import Route, WebhookServer, in_thread
+from trainjob.constants import LOCAL_QUEUE
 from worker_controller import webhooks as worker_webhooks
 
 Dict = dict[str, Any]
@@ -190,6 +191,25 @@ def test_a_failing_handler_is_a_refusal_that_says_why(serve: Any) -> None:
     response = serve({"/validate": in_thread(broken)}).ask("/validate", review())["response"]
     assert response["allowed"] is False and response["status"]["code"] == 500
     assert "ConnectionError: the API server is away" in response["status"]["message"]
+
+
+def test_a_review_whose_reads_are_spent_is_refused_to_be_sent_again(serve: Any) -> None:
+    """Past the process's allowance of reads of what the caches do not hold, a judge that
+    needs one is refused with 429 (the API server's client tries again), saying why."""
+
+    def crowded(admission: Dict, deadline: Deadline) -> Verdict:
+        rate_limited(lambda *_: None)(LOCAL_QUEUE, "default", "team-a")  # nothing there
+        return Verdict()
+
+    served = serve({"/mutate": in_thread(crowded)})
+    for _ in range(UNCACHED_BURST):
+        assert served.ask("/mutate", review())["response"]["allowed"] is True  # no patch
+    response = served.ask("/mutate", review())["response"]
+    assert response["allowed"] is False and response["status"]["code"] == 429
+    assert (
+        "LocalQueue team-a/default is not in this replica's watch yet"
+        in (response["status"]["message"])
+    )
 
 
 def test_unknown_paths_and_bodies_that_are_no_review_are_http_errors(serve: Any) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from dispatcher import webhooks as dispatcher_webhooks
-from kubecontrol.admission import UNCACHED_BURST
+from kubecontrol.admission import UNCACHED_BURST, Crowded
 from kubecontrol.deadline import Deadline, DeadlinePassed
 from trainjob import admission as rules
 from trainjob.constants import LOCAL_QUEUE
@@ -94,11 +94,18 @@ def test_reviews_naming_queues_no_cache_holds_read_the_api_server_within_an_allo
 ) -> None:
     """Any pod may post reviews to a webhook port: 200 forged ones, each of a namespace
     whose default queue no cache holds, cost the API server the process's burst of reads
-    (20), not 200 under the controller's identity; a queue the watch holds costs none."""
-    reads = Reads()
+    (20), not 200 under the controller's identity; past it a review that needs a read is
+    refused to be sent again (429), never judged as if the queue were not there; a queue
+    the watch holds costs none, and is judged as ever while the allowance is spent."""
+    reads, crowded = Reads(), 0
     mutate_on(controller, "cached", reads)
     assert reads.read == []  # from the watch (the worker controller's: its new LocalQueues)
     for i in range(200):
-        mutate_on(controller, f"ns-{i}", reads)
-    assert len(reads.read) == UNCACHED_BURST, len(reads.read)
+        try:
+            mutate_on(controller, f"ns-{i}", reads)
+        except Crowded as exc:
+            crowded += 1
+            assert f"LocalQueue ns-{i}/default is not in this replica's watch yet" in str(exc)
+    assert (len(reads.read), crowded) == (UNCACHED_BURST, 200 - UNCACHED_BURST)
     assert reads.read[0] == (LOCAL_QUEUE.kind, "ns-0", "default")
+    assert mutate_on(controller, "cached", reads).allowed and len(reads.read) == UNCACHED_BURST
