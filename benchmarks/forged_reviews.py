@@ -17,15 +17,12 @@ ones got.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import http.client
 import json
 import multiprocessing
 import ssl
 import statistics
 import sys
-import tempfile
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -35,11 +32,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from clusters.helpers.builders import make_runtime, make_trainjob, runtime_patch
+from clusters.helpers.waiting import loopback_webhooks
 from clusters.kube import load_manifests
 from dispatcher import webhooks
-from kubecontrol.certs import issue
 from kubecontrol.schema_bounds import version_schema
-from kubecontrol.webhook_server import WebhookServer
 from trainjob import constants as c
 from trainjob.queues import LocalQueueView
 
@@ -202,30 +198,10 @@ def main() -> int:
         manager=NoServer(),
         settings=SimpleNamespace(manager_runs_trainjobs=False, controller_name="ours"),
     )
-    material = issue(["127.0.0.1"], dt.datetime.now(dt.UTC))
-    stop, ready = threading.Event(), threading.Event()
-    ready.set()
-    with tempfile.TemporaryDirectory() as scratch:
-        crt, key = Path(scratch) / "tls.crt", Path(scratch) / "tls.key"
-        crt.write_bytes(material.tls_crt)
-        key.write_bytes(material.tls_key)
-        server = WebhookServer(
-            "127.0.0.1",
-            0,
-            (crt, key),
-            webhooks.routes(ctx),
-            ready,
-            resource=(c.TRAINER_GROUP, "trainjobs"),
-        )
-        server.start(stop)
-        deadline = time.monotonic() + 10
-        while server.port == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        try:
-            for rate in args.forged_per_minute:
-                phase(server.port, material.ca_crt, args.seconds, args.per_second, rate)
-        finally:
-            stop.set()
+    resource = (c.TRAINER_GROUP, "trainjobs")
+    with loopback_webhooks(webhooks.routes(ctx), resource) as (server, ca):
+        for rate in args.forged_per_minute:
+            phase(server.port, ca, args.seconds, args.per_second, rate)
     return 0
 
 

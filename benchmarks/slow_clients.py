@@ -16,7 +16,6 @@ and maximum. Nothing leaves loopback; everything ends within the run.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import http.client
 import json
 import resource
@@ -25,16 +24,15 @@ import socket
 import ssl
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from clusters.helpers.waiting import loopback_webhooks
 from kubecontrol import serving, webhook_server
 from kubecontrol.admission import Verdict
-from kubecontrol.certs import issue
 
 POD = "127.0.0.2"
 REVIEW = {
@@ -144,18 +142,8 @@ def main() -> int:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 4 * args.slow + 256)), hard))
 
-    material = issue(["127.0.0.1"], dt.datetime.now(dt.UTC))
-    ca = material.ca_crt.decode()
-    stop, ready = threading.Event(), threading.Event()
-    ready.set()
-    with tempfile.TemporaryDirectory() as tmp:
-        crt, key = Path(tmp) / "tls.crt", Path(tmp) / "tls.key"
-        crt.write_bytes(material.tls_crt)
-        key.write_bytes(material.tls_key)
-        hooks = webhook_server.WebhookServer(
-            "127.0.0.1", 0, (crt, key), {"/mutate": allow}, ready, resource=("x", "y")
-        )
-        hooks.start(stop)
+    with loopback_webhooks({"/mutate": allow}, ("x", "y")) as (hooks, ca_crt):
+        ca = ca_crt.decode()
         probes = serving.serve_probes("127.0.0.1", 0, lambda: None)
         time.sleep(1)
         body = json.dumps(REVIEW).encode()
@@ -198,7 +186,6 @@ def main() -> int:
         )
         webhook_drip.stop()
         probe_drip.stop()
-        stop.set()
         probes.shutdown()
     return 0
 

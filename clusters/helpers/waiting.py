@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import TypeVar
 
+from kubecontrol.certs import issue
 from kubecontrol.client import ApiClient
 from kubecontrol.credentials import load_credentials
+from kubecontrol.webhook_server import Route, WebhookServer
 
 T = TypeVar("T")
 
@@ -95,3 +100,25 @@ def http_server(handler: type[BaseHTTPRequestHandler], port: int = 0) -> Iterato
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextlib.contextmanager
+def loopback_webhooks(
+    routes: Mapping[str, Route], resource: tuple[str, str]
+) -> Iterator[tuple[WebhookServer, bytes]]:
+    """The product's webhook server on a loopback port with a certificate of its own, ready
+    at once (its CA, for clients); stopped on leaving."""
+    material = issue(["127.0.0.1"], dt.datetime.now(dt.UTC))
+    stop, ready = threading.Event(), threading.Event()
+    ready.set()
+    with tempfile.TemporaryDirectory() as scratch:
+        crt, key = Path(scratch) / "tls.crt", Path(scratch) / "tls.key"
+        crt.write_bytes(material.tls_crt)
+        key.write_bytes(material.tls_key)
+        server = WebhookServer("127.0.0.1", 0, (crt, key), routes, ready, resource=resource)
+        server.start(stop)
+        try:
+            wait_for(lambda: server.port or None, 10, what="the webhook server's port")
+            yield server, material.ca_crt
+        finally:
+            stop.set()
