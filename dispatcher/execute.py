@@ -122,13 +122,10 @@ def _dispatch_writes(
             else:
                 if action.resume_lookup is not None:
                     _resume_as_recorded(manager, action)
+                # (a TrainJob copy whose tails are being read is deleted in a later pass; its
+                # Workload's delete is not held for it: a copy still there in the next pass
+                # would be judged again, its eviction told twice)
                 done.append(_remote_write(registry, action, plan.keep_tails))
-                uid = str(action.obj["metadata"].get("uid"))
-                if done[-1] is None and registry.captures.under_way(uid):
-                    # A copy not deleted while its tails are read: what follows there (its
-                    # Workload's delete) waits with it, so the worker's Kueue never frees
-                    # the quota of pods that still run. Tried again soon.
-                    return done + [None] * (len(actions) - len(done))
         return done
 
     # One worker's writes (the usual case) are sent from this thread: no hand-off.

@@ -306,12 +306,6 @@ class Captures:
             self._under_way[uid] = _Capture(self._pool.submit(capture), now, namespace)
             return False
 
-    def under_way(self, uid: str) -> bool:
-        """Whether the capture of copy `uid` was started and is not over yet."""
-        with self._lock:
-            self._settle(self._clock())
-            return uid in self._under_way
-
     def _settle(self, now: float) -> None:
         """Captures that ended or ran past their time are over (one still queued is never
         run); what is remembered of those over is bounded in time and count."""

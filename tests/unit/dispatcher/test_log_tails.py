@@ -201,12 +201,10 @@ def test_a_capture_runs_on_a_thread_of_its_own_once_and_is_over_when_it_ends() -
     captures = log_tails.Captures(at_once=1, waiting=0, give_up=45.0, clock=clock)
     try:
         assert captures.over("copy-1", "ns", capture) is False
-        assert captures.under_way("copy-1")
         assert captures.over("copy-1", "ns", capture) is False  # still reading: not again
         release.set()
         wait_until(lambda: captures.over("copy-1", "ns", capture))
         assert len(ran) == 1 and ran[0].startswith("log-tails"), ran
-        assert not captures.under_way("copy-1")
         clock.now += 600  # a delete that failed and is tried again: no second capture
         assert captures.over("copy-1", "ns", capture) is True and len(ran) == 1
         clock.now += log_tails.REMEMBER_SECONDS  # long since over: forgotten
@@ -268,8 +266,8 @@ def test_a_copys_delete_waits_for_its_tails_read_off_the_calling_thread(
 ) -> None:
     """The reconcile thread that deletes a finished copy never reads its tails: the delete
     is tried again (the pass fails, to come back) until the capture, on a thread of its own,
-    is over; its Workload's delete on that worker waits with it, so the worker's Kueue never
-    frees the quota of pods that still run."""
+    is over. Its Workload's delete on that worker is not held for it (held, the copies were
+    judged again in the next pass and a remote eviction told twice)."""
     release = threading.Event()
     readers: list[str] = []
 
@@ -311,13 +309,14 @@ def test_a_copys_delete_waits_for_its_tails_read_off_the_calling_thread(
     try:
         # (read on this thread, the capture would wait for `release` and the deletes follow)
         assert writes() is True
-        assert deleted == [] and len(forgotten) == 1 and not release.is_set()
+        assert deleted == ["wl"] and not release.is_set()
+        assert ("worker1", "delete", "TrainJob", "ns", "tj") in forgotten  # tried again soon
         wait_until(lambda: bool(readers))
         assert writes() is True
-        assert deleted == [] and readers[0].startswith("log-tails"), readers
+        assert deleted == ["wl", "wl"] and readers[0].startswith("log-tails"), readers
         release.set()
         wait_until(lambda: writes() is False)
-        assert deleted == ["tj", "wl"] and len(readers) == 1
+        assert deleted[-2:] == ["tj", "wl"] and len(readers) == 1
     finally:
         release.set()
         registry.captures.close()
