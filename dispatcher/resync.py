@@ -15,6 +15,7 @@ from dispatcher.copies_io import collect_garbage
 from kubecontrol.schema_bounds import version_schema
 from trainjob import constants as c
 from trainjob import jobframework
+from trainjob.caches import Caches
 from trainjob.crd import TRAINJOB_CRD, crd_problem
 from trainjob.views import TrainJobView
 
@@ -90,11 +91,16 @@ def resync_loop(ctx: Context) -> None:
             if ctx.settings.gc_interval and time.monotonic() - last_gc >= ctx.settings.gc_interval:
                 last_gc = time.monotonic()
                 collect_garbage(ctx.registry.remotes, caches)
-                log_tails.sweep(ctx.manager, caches, log_tails.bounds(ctx.settings))
-                # a TrainJob's record of its runs goes with it (one per TrainJob sent back);
-                # a namespace keeps its newest placements_per_namespace
-                per_namespace = ctx.settings.placements_per_namespace
-                bounds = log_tails.Bounds(1_000_000, per_namespace=per_namespace)
-                log_tails.sweep(ctx.manager, caches, bounds, placements_io.RECORDS)
+                sweep_records(ctx, caches)
         except Exception:  # keep resyncing whatever one pass hit
             log.exception("[%s] resync pass failed", ctx.settings.cluster_name)
+
+
+def sweep_records(ctx: Context, caches: Caches) -> None:
+    """The records the leader keeps of TrainJobs go with them, and beyond their bounds: the
+    log tails, then the records of runs (one per TrainJob sent back; a namespace keeps its
+    newest placements_per_namespace)."""
+    log_tails.sweep(ctx.manager, caches, log_tails.bounds(ctx.settings))
+    per_namespace = ctx.settings.placements_per_namespace
+    bounds = log_tails.Bounds(1_000_000, per_namespace=per_namespace)
+    log_tails.sweep(ctx.manager, caches, bounds, placements_io.RECORDS)

@@ -246,15 +246,21 @@ def _reads() -> dict[str, set[str]]:
     return found
 
 
+# Helpers that read a cache for their caller, handed the caches: (call, the typed read).
+CACHE_HELPERS = ((r"\blocal_queue\(\s*(?:ctx\.)?caches\b", "local_queue"),)
+
+
 def _caches_named(package: str) -> set[str]:
-    """Every cache the code of a package reads, through the typed reads it calls."""
+    """Every cache the code of a package reads, through the typed reads it calls, itself or
+    through a helper it hands the caches (CACHE_HELPERS)."""
     reads = _reads()
-    return {
-        index
-        for path in (REPO / package).glob("*.py")
-        for called in re.findall(r"caches\.([a-z_]+)\(", path.read_text())
-        for index in reads.get(called, set())
-    }
+    named = set()
+    for path in (REPO / package).glob("*.py"):
+        text = path.read_text()
+        called = re.findall(r"caches\.([a-z_]+)\(", text)
+        called += [read for pattern, read in CACHE_HELPERS if re.search(pattern, text)]
+        named |= {index for read in called for index in reads.get(read, set())}
+    return named
 
 
 def test_the_typed_reads_name_their_caches() -> None:

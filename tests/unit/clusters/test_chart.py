@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -749,3 +750,43 @@ def test_the_web_view_behind_a_proxy_only_when_asked_and_with_no_credential() ->
         chart.template({"role": "manager", "manager": {"ui": {"enabled": True}}})
     worker = chart.template({"role": "worker", "manager": {"ui": ui}})
     assert not [d for d in worker if "ui" in d["metadata"]["name"]]
+
+
+@pytest.mark.parametrize("role", ["manager", "worker"])
+def test_each_controller_may_list_and_watch_every_kind_it_watches(role: str) -> None:
+    """The ClusterRoles the chart gives a controller's ServiceAccount grant `list` and
+    `watch` on each kind of its watch table (a missing grant: a cache that never fills, and
+    readiness that never comes)."""
+    from dispatcher import watches as dispatcher_watches
+    from worker_controller import watches as worker_watches
+
+    controller, settings = {
+        "manager": (dispatcher_watches, DispatcherSettings()),
+        "worker": (worker_watches, WorkerSettings()),
+    }[role]
+    table = controller.watches(SimpleNamespace(settings=settings))
+    docs = chart.template({"role": role})
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    roles = {
+        binding["roleRef"]["name"]
+        for binding in docs
+        if binding["kind"] == "ClusterRoleBinding"
+        and any(s.get("name") == account for s in binding.get("subjects") or [])
+    }
+    granted = {
+        (group, resource, verb)
+        for doc in docs
+        if doc["kind"] == "ClusterRole" and doc["metadata"]["name"] in roles
+        for rule in doc.get("rules") or []
+        for group in rule.get("apiGroups") or []
+        for resource in rule.get("resources") or []
+        for verb in rule.get("verbs") or []
+    }
+    missing = {
+        (w.kind.group, w.kind.plural, verb)
+        for w in table
+        for verb in ("list", "watch")
+        if (w.kind.group, w.kind.plural, verb) not in granted
+    }
+    assert roles and not missing, (roles, missing)

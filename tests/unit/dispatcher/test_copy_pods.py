@@ -320,3 +320,39 @@ def test_a_read_keeps_of_each_job_its_names_and_controller_only() -> None:
     }
     assert [p["metadata"]["name"] for p in pods] == ["tj-node-0-0-a"]
     assert copy_pods.ours({"copy-uid"}, [copy_pods.job_seen(j) for j in jobs], [])[0] == kept
+
+
+class JobSetWorker:
+    """A worker whose copy's one Job a JobSet controls: each read's path and timeout kept."""
+
+    def __init__(self) -> None:
+        self.cluster = self.api = self
+        self.timeouts: list[tuple[str, float]] = []
+
+    def request(self, method: str, path: str, query: dict[str, Any], timeout: float) -> bytes:
+        self.timeouts.append((path, timeout))
+        ref = {"kind": "JobSet", "name": "tj", "uid": "js", "controller": True}
+        job = {"metadata": {"name": "tj-node-0", "uid": "j1", "ownerReferences": [ref]}}
+        return orjson.dumps({"items": [job] if path.endswith("/jobs") else []})
+
+    def get_json(self, path: str, timeout: float, **_: Any) -> dict[str, Any]:
+        self.timeouts.append((path, timeout))
+        return {"metadata": {"uid": "js", "ownerReferences": [{"uid": "copy", "controller": True}]}}
+
+
+def test_every_read_of_a_copy_ends_by_its_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Jobs, the pods and the JobSet are each read within what is left of `until`."""
+    monkeypatch.setattr(copy_pods.time, "monotonic", lambda: 1000.0)
+    worker = JobSetWorker()
+    copy_pods.read(worker, "ns", "tj", "copy", until=1003.0)  # type: ignore[arg-type]
+    assert [p.rsplit("/", 1)[-1] for p, _ in worker.timeouts] == ["jobs", "pods", "tj"]
+    assert {t for _, t in worker.timeouts} == {3.0}, worker.timeouts
+
+
+def test_no_page_is_asked_for_with_no_time_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(copy_pods.time, "monotonic", lambda: clock[0])
+    worker = SlowPages(5000, 5.0, clock)
+    with pytest.raises(TransportError, match="no time left"):
+        copy_pods.list_some(worker, "/pods", 500, until=1015.0)  # type: ignore[arg-type]
+    assert worker.timeouts == [10.0, 10.0, 5.0]  # at 1015 exactly, none

@@ -320,3 +320,18 @@ def test_a_copys_delete_waits_for_its_tails_read_off_the_calling_thread(
     finally:
         release.set()
         registry.captures.close()
+
+
+def test_a_capture_reads_the_copys_pods_by_its_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: dict[str, Any] = {}
+    monkeypatch.setattr(log_tails.time, "monotonic", lambda: 500.0)
+
+    def read(*_: Any, until: float | None = None, **__: Any) -> tuple[list[Any], list[Any]]:
+        asked["until"] = until
+        return [], []
+
+    monkeypatch.setattr(copy_pods, "read", read)
+    origin = {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: "manager-uid"}
+    copy = {"metadata": {"name": "tj", "namespace": "ns", "uid": "u", "annotations": origin}}
+    assert log_tails.capture(object(), copy) is None  # type: ignore[arg-type]
+    assert asked["until"] == 500.0 + log_tails.CAPTURE_SECONDS

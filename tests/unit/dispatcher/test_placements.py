@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
+import pytest
 
-from dispatcher import log_tails, placements, placements_io
+from dispatcher import log_tails, placements, placements_io, resync
 from dispatcher.placements import Ended
 from dispatcher.settings import DispatcherSettings
 from trainjob.story import Run
@@ -100,3 +102,27 @@ def test_a_namespace_keeps_its_newest_records_of_runs_only() -> None:
     assert [i["metadata"]["labels"][placements.LABEL] for i in going] == ["a1"]
     settings = DispatcherSettings()
     assert settings.placements_per_namespace == 1000
+
+
+def test_the_resync_sweeps_the_records_of_runs_by_their_own_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The tails by their settings, then the records of runs by placements_per_namespace,
+    read by their own label and annotation."""
+    swept: list[tuple[log_tails.Bounds, log_tails.Records]] = []
+
+    def sweep(
+        _manager: Any, _caches: Any, bounds: log_tails.Bounds, records: Any = log_tails.TAILS
+    ) -> int:
+        swept.append((bounds, records))
+        return 0
+
+    monkeypatch.setattr(log_tails, "sweep", sweep)
+    settings = DispatcherSettings(placements_per_namespace=7, log_tails_per_namespace=3)
+    resync.sweep_records(SimpleNamespace(manager=None, settings=settings), None)  # type: ignore[arg-type]
+    (tails, tails_records), (runs, runs_records) = swept
+    assert (tails.per_namespace, tails_records) == (3, log_tails.TAILS)
+    assert runs_records == log_tails.Records(placements.LABEL, placements.TRAINJOB_ANNOTATION)
+    assert runs.per_namespace == 7
+    with pytest.raises(ValueError):
+        DispatcherSettings(placements_per_namespace=0)

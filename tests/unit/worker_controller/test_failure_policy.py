@@ -20,9 +20,11 @@ from tests.support.worker_plans import (
     reported,
     suspended,
 )
+from tests.unit.worker_controller.test_decide import EXIT_1, KILLED
 from trainjob import constants as c
 from trainjob.runtime import failure
 from trainjob.runtime.failure import Failed, FailurePolicy, Rule
+from worker_controller import digests
 
 Dict = dict[str, Any]
 
@@ -513,3 +515,47 @@ def test_the_64_patterns_run_are_counted_across_rules_and_a_rule_not_an_object_i
     assert policy.rules[0].patterns == tuple(f"p{i}" for i in range(40))
     assert policy.rules[1].patterns == (*(f"p{i}" for i in range(24)), *([None] * 16))
     assert policy.rules[2].patterns == (None,) * 40
+
+
+def pod_of(podset: str, name: str, state: Dict) -> Dict:
+    """A failed pod of `podset`, its one container named as the PodSet, in `state`."""
+    labels = {c.TRAINJOB_NAME_LABEL: "tj", c.REPLICATED_JOB_NAME_LABEL: podset}
+    return digests.pod_digest(
+        {
+            "metadata": {"name": name, "namespace": "default", "labels": labels},
+            "status": {
+                "phase": "Failed",
+                "containerStatuses": [{"name": podset, "state": state}],
+            },
+        }
+    )
+
+
+NODE_SAID = "; pod tj-node-0-0-b container node exited with code 1 (Error): bad input file"
+
+
+def failed_node(policy: Dict | None) -> Any:
+    """An MPI TrainJob whose launcher runs and whose node Job failed: the launcher's pod was
+    killed after (exit 137, the first PodSet's), the node's exited 1 saying why."""
+    runtime = mpi_with(policy)
+    tj = make_trainjob(runtimeRef={"name": "mpi-runtime"})
+    launcher, node = as_made(tj, runtime)
+    jobs = [reported(launcher, "running"), reported(node, "failed", reason="BackoffLimitExceeded")]
+    pods = [
+        pod_of("launcher", "tj-launcher-0-0-a", KILLED),
+        pod_of("node", "tj-node-0-0-b", EXIT_1),
+    ]
+    return observe(tj, runtime, jobs=jobs, services=[OUR_SERVICE], pods=pods)
+
+
+def test_a_failure_says_what_the_pods_of_the_job_that_decided_it_said() -> None:
+    """The pod words are the failed Job's PodSet's (the node's), not the first PodSet's, on
+    the Failed condition and on a restart's Warning alike."""
+    plan = failed_node(None)
+    (failed,) = [x for x in plan.status["conditions"] if x["type"] == "Failed"]
+    assert failed["reason"] == "FailedJobs" and failed["message"].endswith(NODE_SAID), failed
+    assert "(first failed job: tj-node-0)" in failed["message"]
+    plan = failed_node({"maxRestarts": 2})
+    (event,) = plan.events
+    assert event.reason == "RestartJobSetFailurePolicyAction", plan.events
+    assert event.message.endswith(NODE_SAID), event.message

@@ -109,3 +109,50 @@ def test_reviews_naming_queues_no_cache_holds_read_the_api_server_within_an_allo
     assert (len(reads.read), crowded) == (UNCACHED_BURST, 200 - UNCACHED_BURST)
     assert reads.read[0] == (LOCAL_QUEUE.kind, "ns-0", "default")
     assert mutate_on(controller, "cached", reads).allowed and len(reads.read) == UNCACHED_BURST
+
+
+class NamedQueues:
+    """The manager's caches: LocalQueue `q` of each namespace held (`cached`) or not; no
+    ClusterQueue or AdmissionCheck held."""
+
+    def __init__(self, cached: bool) -> None:
+        self.cached = cached
+
+    def local_queue(self, namespace: str, name: str) -> LocalQueueView | None:
+        if not self.cached:
+            return None
+        meta = {"name": name, "namespace": namespace}
+        return LocalQueueView({"metadata": meta, "spec": {"clusterQueue": f"cq-{namespace}"}})
+
+    def cluster_queue(self, _name: str) -> None:
+        return None
+
+    def check(self, _name: str) -> None:
+        return None
+
+
+@pytest.mark.parametrize("cached", [True, False], ids=["queue-cached", "queue-not-cached"])
+def test_reviews_naming_a_queue_read_what_no_cache_holds_within_the_allowance(
+    cached: bool,
+) -> None:
+    """On the manager, a review naming its queue reads the LocalQueue, or its ClusterQueue,
+    of the API server only within the allowance, however many namespaces reviews name."""
+    reads, crowded = Reads(), 0
+    settings = SimpleNamespace(manager_runs_trainjobs=True, controller_name="ours")
+    for i in range(200):
+        labels = {"kueue.x-k8s.io/queue-name": "q"}
+        review = {"uid": "u", "namespace": f"ns-{i}", "object": {"metadata": {"labels": labels}}}
+        ctx: Any = SimpleNamespace(
+            crd_problem=None,
+            trainjob_schema=None,
+            caches=NamedQueues(cached),
+            settings=settings,
+            manager=reads,
+        )
+        try:
+            dispatcher_webhooks.on_mutate(ctx, review, Deadline(10))
+        except Crowded:
+            crowded += 1
+    assert (len(reads.read), crowded) == (UNCACHED_BURST, 200 - UNCACHED_BURST), reads.read[:3]
+    kind = "ClusterQueue" if cached else "LocalQueue"
+    assert {k for k, _, _ in reads.read} == {kind}
