@@ -167,12 +167,20 @@ def job_seen(job: Dict) -> Dict:
     anyone who may create Jobs in the namespace may label them as the TrainJob's."""
     meta = job.get("metadata") or {}
     kept = {k: meta[k] for k in ("name", "namespace", "uid") if k in meta}
-    refs = [
-        {k: ref.get(k) for k in ("apiVersion", "kind", "name", "uid", "controller")}
-        for ref in meta.get("ownerReferences") or []
-        if isinstance(ref, dict) and ref.get("controller")
-    ]
-    return {"metadata": {**kept, "ownerReferences": refs[:1]}}
+    return {"metadata": {**kept, "ownerReferences": _controller_refs(meta)}}
+
+
+def _controller_refs(meta: Dict) -> list[Dict]:
+    """An object's controller reference (the API server allows one), the only owner its
+    readers read, its fields only; none when it has none."""
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller"):
+            return [{k: ref.get(k) for k in ("apiVersion", "kind", "name", "uid", "controller")}]
+    return []
+
+
+# Containers a read keeps of one pod, and of its statuses (a tenant's pod may have thousands)
+MAX_CONTAINERS_SEEN = 64
 
 
 def pod_seen(pod: Dict) -> Dict:
@@ -183,14 +191,13 @@ def pod_seen(pod: Dict) -> Dict:
     tenant's, up to the 1.5 MiB etcd stores)."""
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     labels = meta.get("labels") or {}
-    kept_meta = {
-        k: meta[k]
-        for k in ("name", "namespace", "uid", "ownerReferences", "creationTimestamp")
-        if k in meta
-    }
+    kept_meta = {k: meta[k] for k in ("name", "namespace", "uid", "creationTimestamp") if k in meta}
+    kept_meta["ownerReferences"] = _controller_refs(meta)
     kept_meta["labels"] = {k: labels[k] for k in POD_LABELS if k in labels}
     kept_spec: Dict = {
-        key: [{"name": x.get("name")} for x in spec.get(key) or [] if isinstance(x, dict)]
+        key: [
+            {"name": x.get("name")} for x in spec[key][:MAX_CONTAINERS_SEEN] if isinstance(x, dict)
+        ]
         for key in ("initContainers", "containers")
         if isinstance(spec.get(key), list)
     }
@@ -208,7 +215,8 @@ def _status_seen(pod: Dict) -> Dict:
     for key in ("initContainerStatuses", "containerStatuses"):
         found = status.get(key)
         if isinstance(found, list):
-            kept[key] = [_container_seen(s) for s in found if isinstance(s, dict)]
+            seen = found[:MAX_CONTAINERS_SEEN]
+            kept[key] = [_container_seen(s) for s in seen if isinstance(s, dict)]
     return kept
 
 

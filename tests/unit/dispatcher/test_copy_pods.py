@@ -356,3 +356,30 @@ def test_no_page_is_asked_for_with_no_time_left(monkeypatch: pytest.MonkeyPatch)
     with pytest.raises(TransportError, match="no time left"):
         copy_pods.list_some(worker, "/pods", 500, until=1015.0)  # type: ignore[arg-type]
     assert worker.timeouts == [10.0, 10.0, 5.0]  # at 1015 exactly, none
+
+
+def test_a_pod_is_kept_with_its_controller_and_at_most_64_containers() -> None:
+    """A pod the tenant labels for its TrainJob may carry thousands of owner references and
+    containers (1.3 MiB of references kept 6.2 MiB a pod): a read keeps its controller
+    reference and its first 64 containers and their statuses."""
+    refs = [{"kind": "X", "name": f"x{i}", "uid": f"u{i}"} for i in range(5_000)]
+    refs.insert(7, {"kind": "Job", "name": "tj-node-0", "uid": "job-uid", "controller": True})
+    names = [f"c{i}" for i in range(3_000)]
+    pod = {
+        "metadata": {"name": "p", "uid": "pod-uid", "ownerReferences": refs},
+        "spec": {"containers": [{"name": n, "image": "i"} for n in names]},
+        "status": {"containerStatuses": [{"name": n, "ready": False} for n in names]},
+    }
+    seen = copy_pods.pod_seen(pod)
+    assert seen["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": None,
+            "kind": "Job",
+            "name": "tj-node-0",
+            "uid": "job-uid",
+            "controller": True,
+        }
+    ]
+    assert [x["name"] for x in seen["spec"]["containers"]] == names[:64]
+    assert len(seen["status"]["containerStatuses"]) == 64
+    assert ours({"copy-uid"}, [owned("Job", "tj-node-0", "job-uid", "copy-uid")], [seen])[1]
