@@ -4,6 +4,7 @@ webhook, or refused with a message and a code; and the AdmissionReview that carr
 from __future__ import annotations
 
 import base64
+import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -25,27 +26,40 @@ from kubecontrol.shares import Rates
 # How a review reads an object the watch caches do not hold yet (one made moments ago):
 # (kind, name, namespace) -> the object, or None when there is none.
 Getter = Callable[[Kind, str, str | None], Dict | None]
-# Such reads, from all reviews of a process: this many a second on average, UNCACHED_BURST at
-# once; past that a review that needs one is refused with 429 (`Crowded`), to be sent again,
-# never judged on a guess. Any pod may reach a webhook port: a review no API server sent,
-# naming objects no cache holds, is then no read of the API server each under the
-# controller's identity, and never makes another's review judged wrong.
+# Such reads, per review source (the address the review came from) and namespace (the
+# review's): this many a second on average, UNCACHED_BURST at once; and per source,
+# UNCACHED_PER_SOURCE a second (UNCACHED_SOURCE_BURST at once). Past either, a review that
+# needs a read is refused with 429 (`Crowded`), to be sent again, never judged on a guess.
+# Any pod may reach a webhook port: its reviews, naming objects no cache holds, spend its own
+# address's allowance, never the API server's; a tenant's dry runs through the API server
+# spend its namespace's share of it.
 UNCACHED_PER_SECOND = 5.0
 UNCACHED_BURST = 20
-_uncached = Rates(UNCACHED_PER_SECOND, UNCACHED_BURST, callers=1)
+UNCACHED_PER_SOURCE = 20.0
+UNCACHED_SOURCE_BURST = 80
+_uncached = Rates(UNCACHED_PER_SECOND, UNCACHED_BURST)
+_uncached_sources = Rates(UNCACHED_PER_SOURCE, UNCACHED_SOURCE_BURST, callers=1024)
+# (source address, namespace) of the review being judged: set by the webhook server
+REVIEW_FROM: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar(
+    "review_from", default=("", "")
+)
+RETRY_AFTER_SECONDS = 1
 
 
 class Crowded(Exception):
-    """A review needs a read its process's allowance has no room for now: refused with 429
-    (the webhook server), and the API server's client tries again."""
+    """A review needs a read its source's allowance has no room for now: refused with 429
+    and RETRY_AFTER_SECONDS (the webhook server), which the API server passes on to its
+    client as Retry-After."""
 
 
 def rate_limited(get: Getter) -> Getter:
-    """`get`, within the process's allowance of reads of what the caches do not hold
-    (`Crowded` past it)."""
+    """`get`, within the allowance of reads of what the caches do not hold of the review
+    being judged (REVIEW_FROM; `Crowded` past it)."""
 
     def read(kind: Kind, name: str, namespace: str | None) -> Dict | None:
-        if not _uncached.take("uncached"):
+        source, _ = who = REVIEW_FROM.get()
+        # its namespace's share first: a namespace past it spends nothing of its source's
+        if not (_uncached.take(who) and _uncached_sources.take(source)):
             where = f"{namespace}/{name}" if namespace else name
             raise Crowded(
                 f"{kind.kind} {where} is not in this replica's watch yet, and its reads of "
@@ -84,6 +98,8 @@ def review_response(review: Dict, verdict: Verdict) -> Dict:
     }
     if not verdict.allowed:
         response["status"] = {"code": verdict.code or 500, "message": verdict.message}
+        if verdict.code == 429:  # the API server's answer says when to try again (Retry-After)
+            response["status"]["details"] = {"retryAfterSeconds": RETRY_AFTER_SECONDS}
     elif verdict.patch:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(orjson.dumps(list(verdict.patch))).decode("ascii")

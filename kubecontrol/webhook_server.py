@@ -16,6 +16,7 @@ newest certificate that loaded whole.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import logging
 import socket
@@ -30,7 +31,14 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from kubecontrol.admission import Crowded, Verdict, refuse, review_problem, review_response
+from kubecontrol.admission import (
+    REVIEW_FROM,
+    Crowded,
+    Verdict,
+    refuse,
+    review_problem,
+    review_response,
+)
 from kubecontrol.aggregated import AggregatedApi
 from kubecontrol.deadline import Deadline, DeadlinePassed
 from kubecontrol.objects import Dict
@@ -364,6 +372,8 @@ class WebhookServer:
                 verdict = refuse(refused, code=429)
             else:
                 self._judging.add(request.protocol)  # never closed to make room meanwhile
+                # (this request's task only: whose allowance of uncached reads it spends)
+                REVIEW_FROM.set((source, str(admission.get("namespace") or "")))
                 try:
                     verdict = await self._judged_in_time(request.path, handler, admission)
                 finally:
@@ -406,8 +416,9 @@ class WebhookServer:
             return refuse(problem, code=400)
         try:
             if isinstance(handler, InThread):
+                context = contextvars.copy_context()  # REVIEW_FROM, on the judge's thread
                 return await asyncio.get_running_loop().run_in_executor(
-                    self._judges, _judge_by, handler.judge, admission, deadline
+                    self._judges, context.run, _judge_by, handler.judge, admission, deadline
                 )
             return await handler(admission)
         except DeadlinePassed:

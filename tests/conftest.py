@@ -36,10 +36,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def uncached_reads() -> Iterator[Rates]:
     """The admission judges' allowance of reads of what the caches do not hold is the
     process's: each test starts with it whole, and a clock that stands still (none refills)."""
-    fresh = Rates(admission.UNCACHED_PER_SECOND, admission.UNCACHED_BURST, 1, clock=lambda: 0.0)
-    saved, admission._uncached = admission._uncached, fresh
+    still = lambda: 0.0  # noqa: E731
+    fresh = Rates(admission.UNCACHED_PER_SECOND, admission.UNCACHED_BURST, clock=still)
+    sources = Rates(admission.UNCACHED_PER_SOURCE, admission.UNCACHED_SOURCE_BURST, clock=still)
+    saved = admission._uncached, admission._uncached_sources
+    admission._uncached, admission._uncached_sources = fresh, sources
     yield fresh
-    admission._uncached = saved
+    admission._uncached, admission._uncached_sources = saved
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,7 @@ from clusters.helpers.waiting import (
     sooner_than,
     wait_for,
 )
-from kubecontrol.admission import UNCACHED_BURST, Verdict, rate_limited
+from kubecontrol.admission import REVIEW_FROM, UNCACHED_BURST, Verdict, rate_limited
 from kubecontrol.certs import Material, issue
 from kubecontrol.cluster import Cluster
 from kubecontrol.deadline import Deadline
@@ -194,10 +194,13 @@ def test_a_failing_handler_is_a_refusal_that_says_why(serve: Any) -> None:
 
 
 def test_a_review_whose_reads_are_spent_is_refused_to_be_sent_again(serve: Any) -> None:
-    """Past the process's allowance of reads of what the caches do not hold, a judge that
-    needs one is refused with 429 (the API server's client tries again), saying why."""
+    """Past its source's allowance of reads of what the caches do not hold (the address it
+    came from, in its namespace), a judge that needs one is refused with 429 saying why and
+    when to try again (the API server's Retry-After)."""
+    seen: list[tuple[str, str]] = []
 
     def crowded(admission: Dict, deadline: Deadline) -> Verdict:
+        seen.append(REVIEW_FROM.get())  # on the judge's thread
         rate_limited(lambda *_: None)(LOCAL_QUEUE, "default", "team-a")  # nothing there
         return Verdict()
 
@@ -206,10 +209,10 @@ def test_a_review_whose_reads_are_spent_is_refused_to_be_sent_again(serve: Any) 
         assert served.ask("/mutate", review())["response"]["allowed"] is True  # no patch
     response = served.ask("/mutate", review())["response"]
     assert response["allowed"] is False and response["status"]["code"] == 429
-    assert (
-        "LocalQueue team-a/default is not in this replica's watch yet"
-        in (response["status"]["message"])
-    )
+    message = response["status"]["message"]
+    assert "LocalQueue team-a/default is not in this replica's watch yet" in message
+    assert response["status"]["details"] == {"retryAfterSeconds": 1}
+    assert set(seen) == {("127.0.0.1", "team-a")}
 
 
 def test_unknown_paths_and_bodies_that_are_no_review_are_http_errors(serve: Any) -> None:

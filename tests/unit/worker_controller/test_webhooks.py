@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextvars
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from dispatcher import webhooks as dispatcher_webhooks
-from kubecontrol.admission import UNCACHED_BURST, Crowded
+from kubecontrol.admission import REVIEW_FROM, UNCACHED_BURST, UNCACHED_SOURCE_BURST, Crowded
 from kubecontrol.deadline import Deadline, DeadlinePassed
 from trainjob import admission as rules
 from trainjob.constants import LOCAL_QUEUE
@@ -156,3 +157,28 @@ def test_reviews_naming_a_queue_read_what_no_cache_holds_within_the_allowance(
     assert (len(reads.read), crowded) == (UNCACHED_BURST, 200 - UNCACHED_BURST), reads.read[:3]
     kind = "ClusterQueue" if cached else "LocalQueue"
     assert {k for k, _, _ in reads.read} == {kind}
+
+
+def test_the_allowance_is_each_sources_and_namespaces_own() -> None:
+    """A pod spending its address's allowance leaves the API server's whole; a namespace
+    spending its share of the API server's (dry runs) leaves another namespace's; an address
+    may spend UNCACHED_SOURCE_BURST across namespaces, then none."""
+
+    def asks(source: str, namespace: str) -> bool:
+        def one() -> bool:
+            REVIEW_FROM.set((source, namespace))
+            try:
+                mutate_on("worker controller", namespace, Reads())
+            except Crowded:
+                return False
+            return True
+
+        return contextvars.copy_context().run(one)
+
+    assert [asks("10.0.0.9", "mallory") for _ in range(25)].count(True) == UNCACHED_BURST
+    assert asks("10.0.0.1", "mallory")  # the API server's, for the same namespace
+    assert [asks("10.0.0.1", "mallory") for _ in range(25)].count(True) == UNCACHED_BURST - 1
+    assert asks("10.0.0.1", "alice")  # another namespace through the API server
+    spread = [asks("10.0.0.9", f"ns-{i}") for i in range(UNCACHED_SOURCE_BURST)]
+    assert spread.count(True) == UNCACHED_SOURCE_BURST - UNCACHED_BURST
+    assert asks("10.0.0.1", "bob")
