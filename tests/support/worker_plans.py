@@ -130,3 +130,15 @@ def suspended(made: Dict) -> Dict:
     out["metadata"]["uid"] = _uid(made)
     out["spec"]["suspend"] = True
     return out
+
+
+# A container's states: it exited 1 saying why; it was killed after (the Job controller's doing)
+EXIT_1 = {
+    "terminated": {
+        "exitCode": 1,
+        "reason": "Error",
+        "message": "bad input file\n",
+        "finishedAt": "2026-11-22T11:59:40Z",
+    }
+}
+KILLED = {"terminated": {"exitCode": 137, "reason": "Error", "finishedAt": "2026-11-22T11:59:41Z"}}

@@ -17,6 +17,8 @@ from clusters.helpers.builders import (
 )
 from kubecontrol.events import Event
 from tests.support.worker_plans import (
+    EXIT_1,
+    KILLED,
     NOW,
     OUR_SERVICE,
     Dict,
@@ -360,15 +362,6 @@ def pod_with(name: str, phase: str, **container: Any) -> Dict:
 
 
 PULL = {"waiting": {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "nope:1"'}}
-EXIT_1 = {
-    "terminated": {
-        "exitCode": 1,
-        "reason": "Error",
-        "message": "bad input file\n",
-        "finishedAt": "2026-11-22T11:59:40Z",
-    }
-}
-KILLED = {"terminated": {"exitCode": 137, "reason": "Error", "finishedAt": "2026-11-22T11:59:41Z"}}
 
 
 def test_what_is_wrong_with_a_pod_is_read_from_its_status() -> None:

@@ -12,6 +12,8 @@ import pytest
 from clusters.helpers.builders import initializer_runtime, make_runtime, make_trainjob, mpi_runtime
 from kubecontrol.events import Event
 from tests.support.worker_plans import (
+    EXIT_1,
+    KILLED,
     OUR_SERVICE,
     as_made,
     conditions,
@@ -20,7 +22,6 @@ from tests.support.worker_plans import (
     reported,
     suspended,
 )
-from tests.unit.worker_controller.test_decide import EXIT_1, KILLED
 from trainjob import constants as c
 from trainjob.runtime import failure
 from trainjob.runtime.failure import Failed, FailurePolicy, Rule
