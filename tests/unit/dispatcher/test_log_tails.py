@@ -270,18 +270,22 @@ def test_a_copys_delete_waits_for_its_tails_read_off_the_calling_thread(
     judged again in the next pass and a remote eviction told twice)."""
     release = threading.Event()
     readers: list[str] = []
+    read: list[Any] = []
 
-    def keep(*_: Any) -> None:
+    def keep(_manager: Any, _remote: Any, seen: Any, _bounds: Any) -> None:
         readers.append(threading.current_thread().name)
+        read.append(seen)
         release.wait(10)
 
     monkeypatch.setattr(log_tails, "keep", keep)
     copy = {"kind": "TrainJob", "metadata": {"name": "tj", "namespace": "ns", "uid": "u1"}}
     workload = {"kind": "Workload", "metadata": {"name": "wl", "namespace": "ns", "uid": "u2"}}
+    # the copy as the worker's watch holds it: what its tails are read by
+    watched = {"tj": {"metadata": {"name": "tj", "namespace": "ns", "uid": "u1", "x": 1}}}
     deleted: list[str] = []
     forgotten: list[tuple[str, ...]] = []
     remote = SimpleNamespace(
-        get=lambda *_: copy,
+        get=lambda _kind, _ns, name: watched[name],
         cluster=SimpleNamespace(delete=lambda _kind, name, *_, **__: deleted.append(name)),
     )
     registry = SimpleNamespace(
@@ -317,6 +321,12 @@ def test_a_copys_delete_waits_for_its_tails_read_off_the_calling_thread(
         release.set()
         wait_until(lambda: writes() is False)
         assert deleted[-2:] == ["tj", "wl"] and len(readers) == 1
+        assert read == [watched["tj"]]
+        # a copy made again under its name, another UID: its own tails read before it goes
+        copy["metadata"]["uid"] = watched["tj"]["metadata"]["uid"] = "u3"
+        assert writes() is True
+        wait_until(lambda: writes() is False)
+        assert len(readers) == 2
     finally:
         release.set()
         registry.captures.close()
