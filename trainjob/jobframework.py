@@ -51,6 +51,8 @@ class QueueObserved:
 class QueuePlan:
     create_workload: Dict | None = None
     delete_workload: str | None = None
+    # The UID of the Workload to delete: one made again since under its name is left alone.
+    delete_workload_uid: str | None = None
     # Merge patch of the Workload (ownerReferences on adoption, queueName while pending: fields
     # only we write, so unguarded: a guard would lose to Kueue's constant status writes and
     # hold up the start that follows in the same pass).
@@ -166,6 +168,7 @@ def reconcile_queueing(obs: QueueObserved) -> QueuePlan:
     admitted = wl.admitted and not wl.finished
     if (
         _step6_in_step_while_suspended(obs, wl, plan)
+        or _step6b_no_matching_workload(obs, wl, plan)
         or _step7_start(obs, wl, admitted, plan)
         or _step8_stop(obs, wl, admitted, plan)
     ):
@@ -249,7 +252,7 @@ def _step6_in_step_while_suspended(obs: QueueObserved, wl: WorkloadView, plan: Q
     if not (tj.spec.suspend and not wl.has_quota and tj.prebuilt_workload is None):
         return False
     if obs.pod_sets is not None and not wlmod.pod_sets_match(wl.raw, obs.pod_sets):
-        plan.delete_workload = wl.name
+        plan.delete_workload, plan.delete_workload_uid = wl.name, wl.uid
         plan.workload_readiness = None
         plan.events.append(
             Event(
@@ -267,6 +270,35 @@ def _step6_in_step_while_suspended(obs: QueueObserved, wl: WorkloadView, plan: Q
             Event("Normal", "UpdatedWorkload", f"Moved Workload to queue {tj.queue_name}")
         )
     return False
+
+
+def _step6b_no_matching_workload(obs: QueueObserved, wl: WorkloadView, plan: QueuePlan) -> bool:
+    """Quota reserved for PodSets the TrainJob no longer has (it, or its runtime, changed
+    since its Workload was made: more pods, bigger pods): never start on it. As Kueue's job
+    framework does, a running TrainJob is stopped and the Workload deleted, so that one made
+    again from the TrainJob as it is now queues for the quota it needs. A TrainJob MultiKueue
+    dispatches runs nowhere here: its copy on the worker is held to the Workload it was sent
+    with, and ends out of sync there (step 5b, or Kueue's own on a Trainer worker)."""
+    tj = obs.trainjob
+    if not (
+        wl.has_quota
+        and not wl.finished
+        and tj.prebuilt_workload is None
+        and tj.spec.managed_by != c.MANAGED_BY_MULTIKUEUE
+        and obs.pod_sets is not None
+        and not wlmod.pod_sets_match(wl.raw, obs.pod_sets)
+    ):
+        return False
+    plan.delete_workload, plan.delete_workload_uid = wl.name, wl.uid
+    plan.workload_readiness = None
+    plan.workload_patch = None
+    if not tj.spec.suspend:
+        plan.trainjob_patch = {"spec": {"suspend": True}}
+        plan.events.append(Event("Normal", "Stopped", NO_MATCHING_WORKLOAD_MESSAGE))
+    plan.events.append(
+        Event("Normal", "DeletedWorkload", f"{NO_MATCHING_WORKLOAD_MESSAGE}; rebuilding it")
+    )
+    return True
 
 
 def _step7_start(obs: QueueObserved, wl: WorkloadView, admitted: bool, plan: QueuePlan) -> bool:
@@ -386,6 +418,10 @@ def started_message(wl: WorkloadView) -> str:
 
 
 OUT_OF_SYNC_MESSAGE = "The prebuilt workload is out of sync with its user job"
+NO_MATCHING_WORKLOAD_MESSAGE = (
+    "No matching Workload: the TrainJob's PodSets (their pods, or what each asks for) changed "
+    "after its Workload took quota"
+)
 
 # Eviction reasons after which Kueue requeues at once (Requeued=True); after the others (e.g.
 # PodsReadyTimeout) its workload controller sets Requeued=True once the backoff is over.

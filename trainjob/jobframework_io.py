@@ -209,7 +209,10 @@ def _write_workload(
     when none was sent)."""
     result = None
     if plan.delete_workload is not None:
-        cluster.delete(c.WORKLOAD, plan.delete_workload, ns)
+        cluster.delete(c.WORKLOAD, plan.delete_workload, ns, uid=plan.delete_workload_uid)
+        # Gone (or another of its name made since): a plan from the version it had would
+        # delete it, and say so, again.
+        result = {"metadata": {"resourceVersion": None}}
     if plan.workload_patch is not None and name:
         result = cluster.patch(c.WORKLOAD, name, ns, plan.workload_patch)
     if plan.workload_status is not None and name:

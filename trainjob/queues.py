@@ -6,6 +6,8 @@ AdmissionCheck's controller and parameters, a MultiKueueConfig's clusters. Quant
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -169,6 +171,36 @@ def pod_requests(spec: Dict) -> Amounts:
             total[name] = max(total.get(name, Decimal(0)), qty)
     add(total, {k: parse_quantity(v) for k, v in (spec.get("overhead") or {}).items()})
     return total
+
+
+def resources_key(spec: Dict) -> str:
+    """What a pod of this spec asks of a queue, as one short key: each init container's and
+    container's requests and limits (a limit standing for a request not given, as the API
+    server defaults a pod's) and resource claims, quantities by value ("1" is "1000m").
+    Two specs with the same key take the same quota; a Workload whose key differs from its
+    TrainJob's no longer describes it (Kueue compares the containers' resources the same way)."""
+    parts = []
+    for kind in ("initContainers", "containers"):
+        for container in spec.get(kind) or []:
+            resources = (container or {}).get("resources") or {}
+            limits = _amounts(resources.get("limits"))
+            requests = {**limits, **_amounts(resources.get("requests"))}
+            claims = sorted(str((c or {}).get("name")) for c in resources.get("claims") or [])
+            parts.append([kind, sorted(requests.items()), sorted(limits.items()), claims])
+    return hashlib.sha256(json.dumps(parts, separators=(",", ":")).encode()).hexdigest()[:32]
+
+
+def _amounts(given: object) -> dict[str, str]:
+    """A requests or limits map with each quantity by value (one not a quantity as written)."""
+    if not isinstance(given, dict):
+        return {}
+    out = {}
+    for name, value in given.items():
+        try:
+            out[str(name)] = str(parse_quantity(value).normalize())
+        except ValueError:
+            out[str(name)] = f"as written: {value}"
+    return out
 
 
 def add(into: Amounts, other: Amounts, times: int = 1) -> None:

@@ -13,6 +13,7 @@ from trainjob import constants as c
 from trainjob.jsondoc import json_copy
 from trainjob.models import TrainJob
 from trainjob.naming import owner_reference
+from trainjob.queues import resources_key
 from trainjob.runtime import PodSetShape, RuntimeInfo
 from trainjob.runtime.topology import topology_request
 from trainjob.views import WorkloadView
@@ -48,9 +49,7 @@ def build_pod_sets(info: RuntimeInfo) -> list[Dict]:
         {
             "name": ps.name,
             "count": ps.count,
-            "template": _pod_template_for_kueue(
-                ps.kueue_template if ps.kueue_template is not None else ps.pod_template
-            ),
+            "template": _pod_template_for_kueue(ps.queued_template),
             "topologyRequest": topology_request(ps),
         }
         for ps in info.pod_sets
@@ -129,9 +128,14 @@ def eviction_message(wl: Dict) -> str:
 
 
 def pod_sets_match(wl: Dict, pod_sets: Sequence[PodSetShape]) -> bool:
-    """Whether the Workload still describes the TrainJob (names and counts of its PodSets)."""
-    have = [(p.get("name"), p.get("count")) for p in WorkloadView(wl).pod_sets]
-    return have == [(ps.name, ps.count) for ps in pod_sets]
+    """Whether the Workload still describes the TrainJob: its PodSets' names and counts, and
+    what their pods ask for (requests, limits, claims of every container): a TrainJob or
+    runtime changed since would otherwise run pods bigger than the quota Kueue gave."""
+    have = [
+        (p.get("name"), p.get("count"), resources_key((p.get("template") or {}).get("spec") or {}))
+        for p in WorkloadView(wl).pod_sets
+    ]
+    return have == [(ps.name, ps.count, ps.resources) for ps in pod_sets]
 
 
 def owned_by(wl: Dict, uid: str) -> bool:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from kubecontrol.objects import Dict
 from trainjob.models import DependsOn, MLPolicy, PodGroupPolicy
+from trainjob.queues import resources_key
 from trainjob.runtime.failure import FailurePolicy
 
 
@@ -15,12 +16,14 @@ class RuntimeSpecError(ValueError):
 
 @dataclass(frozen=True)
 class PodSetShape:
-    """What Kueue counts of a PodSet: its name, `replicas` Jobs of `parallelism` pods. The
-    lean form the queueing decisions read once the Workload exists (no templates)."""
+    """What Kueue counts of a PodSet: its name, `replicas` Jobs of `parallelism` pods, and
+    what each pod asks for (`trainjob.queues.resources_key` of its template). The lean form
+    the queueing decisions read once the Workload exists (no templates)."""
 
     name: str
     replicas: int
     parallelism: int
+    resources: str = ""
 
     @property
     def count(self) -> int:
@@ -52,6 +55,16 @@ class PodSet:
     def pod_template(self) -> Dict:
         template: Dict = self.job_template["spec"]["template"]
         return template
+
+    @property
+    def queued_template(self) -> Dict:
+        """The pod template a Workload's PodSet holds (`kueue_template` once made)."""
+        return self.kueue_template if self.kueue_template is not None else self.pod_template
+
+    @property
+    def queued_spec(self) -> Dict:
+        spec: Dict = self.queued_template.get("spec") or {}
+        return spec
 
     def container(self, name: str) -> Dict | None:
         for ctr in self.pod_template.get("spec", {}).get("containers", []):
@@ -98,7 +111,10 @@ class RuntimeInfo:
 
     @property
     def shape(self) -> tuple[PodSetShape, ...]:
-        return tuple(PodSetShape(ps.name, ps.replicas, ps.parallelism) for ps in self.pod_sets)
+        return tuple(
+            PodSetShape(ps.name, ps.replicas, ps.parallelism, resources_key(ps.queued_spec))
+            for ps in self.pod_sets
+        )
 
     def pod_set(self, name: str) -> PodSet:
         for ps in self.pod_sets:

@@ -156,6 +156,73 @@ def test_6_a_pending_workload_follows_the_trainjob_queue_and_pod_sets() -> None:
     assert p.workload_readiness is None
 
 
+def bigger_pods(**more: Any) -> Dict:
+    """The TrainJob, its pods asking for more than its Workload was made with."""
+    return trainjob(trainer={"resourcesPerNode": {"requests": {"cpu": "8"}}}, **more)
+
+
+def test_6_a_pending_workload_is_rebuilt_when_its_pods_ask_for_more_or_less() -> None:
+    wl = workload_for(trainjob())
+    p = plan(bigger_pods(), wl)
+    assert p.delete_workload == WL_NAME and reasons(p) == ["DeletedWorkload"]
+    wl = workload_for(bigger_pods())
+    assert plan(trainjob(), wl).delete_workload == WL_NAME
+
+
+def test_6b_quota_taken_for_smaller_pods_never_starts_bigger_ones() -> None:
+    # Changed (the TrainJob, or its runtime) once Kueue had taken quota for what it was: the
+    # Workload goes, so that one made from the TrainJob as it is now queues for what it needs.
+    for given in (RESERVED,), (RESERVED, ADMITTED):
+        wl = workload_for(trainjob(), *given, **ASSIGNED)
+        p = plan(bigger_pods(), wl)
+        assert p.delete_workload == WL_NAME and reasons(p) == ["DeletedWorkload"]
+        assert p.trainjob_patch is None  # suspended it stays: never started
+        assert p.workload_version == "7" and p.workload_readiness is None
+    # Running: stopped as well, in the same pass.
+    wl = workload_for(trainjob(), RESERVED, ADMITTED, **ASSIGNED)
+    p = plan(bigger_pods(suspend=False), wl, jobs_active=True)
+    assert p.trainjob_patch == {"spec": {"suspend": True}}
+    assert p.delete_workload == WL_NAME and reasons(p) == ["Stopped", "DeletedWorkload"]
+    assert "No matching Workload" in p.events[0].message
+    # More pods the same way.
+    p = plan(trainjob(suspend=False, trainer={"numNodes": 3}), wl, jobs_active=True)
+    assert p.delete_workload == WL_NAME and p.trainjob_patch == {"spec": {"suspend": True}}
+
+
+def test_6b_the_same_quota_written_another_way_is_the_same_workload() -> None:
+    # "1" is "1000m", and a limit stands for a request not given, as for a pod.
+    limits = trainjob(trainer={"resourcesPerNode": {"limits": {"cpu": "2", "memory": "1Gi"}}})
+    both = {
+        "requests": {"cpu": "2000m", "memory": 1073741824},
+        "limits": {"cpu": 2, "memory": "1Gi"},
+    }
+    wl = workload_for(limits, RESERVED, ADMITTED, **ASSIGNED)
+    spec = wl["spec"]["podSets"][0]["template"]["spec"]
+    spec["containers"][0]["resources"] = both
+    p = plan(limits, wl)
+    assert p.delete_workload is None and reasons(p) == ["Started"]
+    # A limit raised, a claim added: each another Workload.
+    for change in (
+        {"limits": {"cpu": "3", "memory": "1Gi"}},
+        {"limits": {"cpu": "2", "memory": "1Gi"}, "claims": [{"name": "gpu"}]},
+    ):
+        spec["containers"][0]["resources"] = change
+        assert plan(limits, wl).delete_workload == WL_NAME, change
+
+
+def test_6b_a_prebuilt_workload_is_the_senders_to_rebuild() -> None:
+    body = bigger_pods()
+    body["metadata"]["labels"] = {"kueue.x-k8s.io/prebuilt-workload-name": WL_NAME}
+    wl = workload_for(trainjob(), RESERVED, ADMITTED, **ASSIGNED)
+    p = plan(body, wl)
+    assert p.delete_workload is None and reasons(p) == ["WorkloadOutOfSync"]
+    # On the manager, a TrainJob MultiKueue dispatches keeps its Workload (its copies were sent
+    # with it): the copy on the worker is the one held to it.
+    dispatched = bigger_pods(suspend=False, managedBy="kueue.x-k8s.io/multikueue")
+    p = plan(dispatched, wl, jobs_active=True)
+    assert p.delete_workload is None and p.trainjob_patch is None
+
+
 def test_7_admitted_starts_with_kueues_placement_in_one_write() -> None:
     body = trainjob()
     wl = workload_for(body, RESERVED, ADMITTED, **ASSIGNED)

@@ -7,8 +7,9 @@ from typing import Any
 
 from clusters.helpers.builders import initializer_runtime, make_runtime, make_trainjob
 from trainjob import jobframework, readiness
+from trainjob import workload as wlmod
 from trainjob.models import parse_runtime, parse_trainjob
-from trainjob.runtime import RuntimeInfo, build_runtime_info
+from trainjob.runtime import RuntimeInfo, build_runtime_info, resolve_runtime_info
 from trainjob.views import WorkloadView
 
 Dict = dict[str, Any]
@@ -152,9 +153,18 @@ def plan_for(wl: Dict, status: Dict | None = None, *, suspend: bool = False) -> 
     body["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "q"}
     wl["metadata"]["ownerReferences"] = [{"uid": body["metadata"]["uid"]}]
     body["status"] = status or {}
+    return jobframework.reconcile_queueing(observed(body, RUNTIME, wl))
+
+
+def observed(body: Dict, runtime: Dict, wl: Dict) -> jobframework.QueueObserved:
+    """The integration's view of `body`, its Workload's PodSets holding the pod templates made
+    from `body` (the counts as the test gives them)."""
     tj = parse_trainjob(body)
-    obs = jobframework.observe(tj, RUNTIME, wl, {}, None, False, NOW)
-    return jobframework.reconcile_queueing(obs)
+    info = resolve_runtime_info(tj, runtime)[0]
+    assert info is not None
+    for built, given in zip(wlmod.build_pod_sets(info), wl["spec"]["podSets"], strict=False):
+        given.setdefault("template", built["template"])
+    return jobframework.observe(tj, runtime, wl, {}, None, False, NOW)
 
 
 def test_new_workload_gets_pods_ready_false_wait_for_start_once() -> None:
@@ -208,8 +218,7 @@ def test_reclaimable_pods_travel_with_pods_ready_in_one_apply() -> None:
     body["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "q"}
     body["status"] = {"jobsStatus": [js("dataset-initializer", succeeded=1)]}
     wl["metadata"]["ownerReferences"] = [{"uid": body["metadata"]["uid"]}]
-    obs = jobframework.observe(parse_trainjob(body), runtime, wl, {}, None, False, NOW)
-    plan = jobframework.reconcile_queueing(obs)
+    plan = jobframework.reconcile_queueing(observed(body, runtime, wl))
     assert plan.workload_readiness == {
         "conditions": [cond("PodsReady", False, "WaitForStart") | {"message": ""}],
         "reclaimablePods": [{"name": "dataset-initializer", "count": 1}],
@@ -248,7 +257,7 @@ def test_a_blocked_start_keeps_an_admitted_trainjob_suspended() -> None:
     body["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "q"}
     wl = workload(*ADMITTED, cond("PodsReady", False, "WaitForStart"), podsets=[("node", 1)])
     wl["metadata"]["ownerReferences"] = [{"uid": body["metadata"]["uid"]}]
-    obs = jobframework.observe(parse_trainjob(body), RUNTIME, wl, {}, None, False, NOW)
+    obs = observed(body, RUNTIME, wl)
     assert jobframework.reconcile_queueing(obs).trainjob_patch is not None  # starts
     obs.start_blocked = "admitted without the MultiKueue check"
     assert jobframework.reconcile_queueing(obs).trainjob_patch is None
