@@ -19,7 +19,7 @@ from kubecontrol.kinds import (
     is_label_value,
 )
 from kubecontrol.objects import Dict
-from kubecontrol.shares import Rates
+from kubecontrol.shares import Rates, take_each
 
 # Labels are checked as the API server checks them before a validating webhook sees them
 # (kubecontrol/kinds.py); at most this many, far more than any object carries.
@@ -32,13 +32,18 @@ Getter = Callable[[Kind, str, str | None], Dict | None]
 # needs a read is refused with 429 (`Crowded`), to be sent again, never judged on a guess.
 # Any pod may reach a webhook port: its reviews, naming objects no cache holds, spend its own
 # address's allowance, never the API server's; a tenant's dry runs through the API server
-# spend its namespace's share of it.
+# spend its namespace's share of it. All sources together: UNCACHED_IN_ALL a second
+# (UNCACHED_ALL_BURST at once), so that no number of pods makes the replica read more. A
+# review refused by one of the three spends nothing of the others.
 UNCACHED_PER_SECOND = 5.0
 UNCACHED_BURST = 20
 UNCACHED_PER_SOURCE = 20.0
 UNCACHED_SOURCE_BURST = 80
+UNCACHED_IN_ALL = 50.0
+UNCACHED_ALL_BURST = 200
 _uncached = Rates(UNCACHED_PER_SECOND, UNCACHED_BURST)
 _uncached_sources = Rates(UNCACHED_PER_SOURCE, UNCACHED_SOURCE_BURST, callers=1024)
+_uncached_all = Rates(UNCACHED_IN_ALL, UNCACHED_ALL_BURST, callers=1)
 # (source address, namespace) of the review being judged: set by the webhook server
 REVIEW_FROM: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar(
     "review_from", default=("", "")
@@ -58,8 +63,7 @@ def rate_limited(get: Getter) -> Getter:
 
     def read(kind: Kind, name: str, namespace: str | None) -> Dict | None:
         source, _ = who = REVIEW_FROM.get()
-        # its namespace's share first: a namespace past it spends nothing of its source's
-        if not (_uncached.take(who) and _uncached_sources.take(source)):
+        if not take_each((_uncached, who), (_uncached_sources, source), (_uncached_all, "")):
             where = f"{namespace}/{name}" if namespace else name
             raise Crowded(
                 f"{kind.kind} {where} is not in this replica's watch yet, and its reads of "

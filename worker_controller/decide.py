@@ -16,6 +16,7 @@ from trainjob import constants as c
 from trainjob.models import InvalidObject, TrainJob, parse_trainjob
 from trainjob.naming import job_name, owner_of
 from trainjob.progress import Wiring, ca_config_map, wire
+from trainjob.queues import resources_key
 from trainjob.runtime import RuntimeInfo, resolve_runtime_info
 from trainjob.runtime import failure as failure_policy
 from trainjob.status_writes import hold
@@ -246,11 +247,13 @@ def decide(obs: Observed) -> Plan:
             ca = ca_config_map(tj.namespace, tj.name, obs.progress.ca_pem)
             plan.create.append(builders.build_extra_object(ca, owner, tj.name))
         plan.ssh_secret = info.policy.ssh_secret_name
-    # 6. Suspended: suspend whatever runs, start nothing.
+    # 6. Suspended: suspend whatever runs, start nothing; a Job whose pods would ask for
+    #    other resources than the TrainJob's now goes (made again on resume).
     if tj.spec.suspend:
-        _apply_jobs(
-            info, owner, obs.jobs, plan, suspend=True, create_missing=False, attempt=attempt
-        )
+        outdated = _asking_otherwise(info, owner, obs.jobs)
+        plan.delete += [(n, str(obs.jobs[n].uid)) for n in outdated if not obs.jobs[n].deleting]
+        kept = {n: j for n, j in obs.jobs.items() if n not in outdated}
+        _apply_jobs(info, owner, kept, plan, suspend=True, create_missing=False, attempt=attempt)
         st.set(c.COND_SUSPENDED, True, c.REASON_SUSPENDED, "TrainJob is suspended")
         st.count(info, obs)
         st.finish()
@@ -410,6 +413,27 @@ def _apply_jobs(
                 )
             if builders.job_needs_update(desired, actual):
                 plan.apply.append(_update_of(desired, actual))
+
+
+def _asking_otherwise(info: RuntimeInfo, owner: Dict, jobs: dict[str, JobView]) -> list[str]:
+    """The unfinished Jobs whose pods ask for other resources (requests, limits, claims of a
+    container) than the TrainJob's would now. A Job's pod template cannot change, and Kueue
+    admits a TrainJob for what it asks now (its Workload is made again when that changes):
+    resumed as it was, such a Job would run pods bigger than the quota taken for them."""
+    outdated = []
+    for ps in info.pod_sets:
+        want = resources_key(
+            builders.build_job(info, ps, 0, owner, suspend=True)["spec"]["template"]["spec"]
+        )
+        for index in range(ps.replicas):
+            name = job_name(info.trainjob, ps.name, index)
+            actual = jobs.get(name)
+            if actual is None or actual.finished:
+                continue
+            have = ((actual.spec.get("template") or {}).get("spec")) or {}
+            if resources_key(have) != want:
+                outdated.append(name)
+    return outdated
 
 
 def _say_blocked(blocked: Blocked | None, st: _Status) -> None:

@@ -339,6 +339,13 @@ class Rates:
         self._lock = threading.Lock()
         self._buckets: OrderedDict[Hashable, tuple[float, float]] = OrderedDict()
 
+    def has(self, who: Hashable, now: float | None = None) -> bool:
+        """Whether `who`'s bucket holds one now (nothing taken, no bucket made)."""
+        now = self._clock() if now is None else now
+        with self._lock:
+            left, refilled = self._buckets.get(who, (self._burst, now))
+            return min(self._burst, left + (now - refilled) * self._rate) >= 1
+
     def take(self, who: Hashable, now: float | None = None) -> bool:
         """Take one from `who`'s bucket: whether there was one."""
         now = self._clock() if now is None else now
@@ -350,6 +357,14 @@ class Rates:
             while len(self._buckets) > self._callers:
                 self._buckets.popitem(last=False)
             return allowed
+
+
+def take_each(*buckets: tuple[Rates, Hashable]) -> bool:
+    """Take one from each (rates, who) when every one of them holds one, else none: a caller
+    refused by one allowance spends nothing of the others (nor makes a bucket there)."""
+    if not all(rates.has(who) for rates, who in buckets):
+        return False
+    return all([rates.take(who) for rates, who in buckets])
 
 
 @dataclass(frozen=True)

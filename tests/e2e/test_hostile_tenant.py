@@ -24,7 +24,8 @@ from clusters.helpers.builders import make_runtime, runtime_patch
 from clusters.helpers.tenant import Tenant
 from clusters.helpers.waiting import wait_for
 from clusters.install import DISPATCHER, WORKER_CONTROLLER
-from tests.support.multikueue import TRAINER, MultiKueue
+from clusters.kube import load_manifests
+from tests.support.multikueue import KUEUE, TRAINER, MultiKueue
 from trainjob import progress
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
@@ -211,3 +212,91 @@ def test_admission_is_not_on_the_port_pods_are_told_to_call(
     for port in (worker.progress, worker.webhook):
         code, _ = post(port, report_path, {})
         assert code == 401  # the progress server: a report without a token
+
+
+def test_a_trainjob_whose_runtime_asks_for_more_runs_only_on_quota_taken_for_that(
+    bed: Bed,
+) -> None:
+    """A tenant's own TrainingRuntime may change at any time (anyone with `edit` may): before,
+    a Workload was compared with its TrainJob by PodSet counts alone, so a job whose runtime
+    was changed to ask for 2 CPUs a node kept the 1 Kueue gave it, and Jobs made from the
+    runtime then (a restart, a resume) ran on that. Now, on a worker's own Kueue, the running
+    job is stopped, its Workload made again for 2 (no room: it waits), and once there is
+    room its Jobs are made again asking for what Kueue took."""
+    mk = MultiKueue(bed)
+    worker = mk.workers[0]
+    custom, batch = mk.custom(worker), client.BatchV1Api(bed.api(worker))
+    mk.set_quota(worker, "3")
+    example = setup.REPO / "examples" / "runtimes" / "torch-distributed.yaml"
+    runtime = load_manifests(example.read_text())[0]
+    runtime["kind"] = "TrainingRuntime"
+    runtime["metadata"] = {"name": "grows", "namespace": mk.ns}
+    node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
+    container = node["template"]["spec"]["template"]["spec"]["containers"][0]
+    container["resources"] = {"requests": {"cpu": "1"}}
+    custom.create_namespaced_custom_object(*TRAINER, mk.ns, "trainingruntimes", runtime)
+
+    def workload() -> Dict | None:
+        items = custom.list_namespaced_custom_object(*KUEUE, mk.ns, "workloads")["items"]
+        return next((w for w in items if owned_by(w, "grows")), None)
+
+    def jobs() -> list[Any]:
+        return [
+            j
+            for j in batch.list_namespaced_job(mk.ns).items
+            if any(o.name == "grows" for o in j.metadata.owner_references or [])
+        ]
+
+    with mk.filled(worker, cpu="2"):  # 1 CPU left
+        mk.submit(
+            "grows",
+            cluster=worker,
+            cpu=None,
+            run="600s",
+            runtime="grows",
+            runtime_kind="TrainingRuntime",
+        )
+        wait_for(lambda: any(not j.spec.suspend for j in jobs()), 90, what="grows running")
+        first = workload()
+        assert first is not None and asks(first) == "1"
+        container["resources"] = {"requests": {"cpu": "2"}}
+        custom.patch_namespaced_custom_object(
+            *TRAINER, mk.ns, "trainingruntimes", "grows", {"spec": runtime["spec"]}
+        )
+        again = wait_for(
+            lambda: (
+                (w := workload()) is not None
+                and w["metadata"]["uid"] != first["metadata"]["uid"]
+                and w
+            ),
+            60,
+            what="the Workload made again",
+        )
+        assert asks(again) == "2"
+        tj = mk.get("grows", worker)
+        assert tj is not None and tj["spec"]["suspend"] is True
+        wait_for(lambda: all(j.spec.suspend for j in jobs()), 60, what="no Job of grows running")
+        assert mk.reserved_cpu(worker) == "2"  # the filler's: none taken for 2 CPUs
+        assert not admitted(workload())
+    wait_for(lambda: admitted(workload()), 120, what="grows admitted for 2 CPUs")
+    running = wait_for(
+        lambda: [j for j in jobs() if not j.spec.suspend], 90, what="grows running again"
+    )
+    for job in running:
+        for ctr in job.spec.template.spec.containers:
+            assert ctr.resources.requests["cpu"] == "2", job.metadata.name
+
+
+def owned_by(obj: Dict, name: str) -> bool:
+    return any(o["name"] == name for o in obj["metadata"].get("ownerReferences") or [])
+
+
+def asks(wl: Dict) -> str:
+    """What a pod of the Workload's first PodSet asks of CPU."""
+    spec = wl["spec"]["podSets"][0]["template"]["spec"]
+    return str(spec["containers"][0]["resources"]["requests"]["cpu"])
+
+
+def admitted(wl: Dict | None) -> bool:
+    conds = ((wl or {}).get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Admitted" and c["status"] == "True" for c in conds)

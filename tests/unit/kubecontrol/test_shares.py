@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kubecontrol.shares import FairQueue, Held, Rates, Shares, make_room, turned_away
+from kubecontrol.shares import FairQueue, Held, Rates, Shares, make_room, take_each, turned_away
 
 
 def test_one_caller_meets_its_share_before_the_pool_is_full() -> None:
@@ -451,3 +451,16 @@ def test_a_freed_slot_skips_a_waiter_who_holds_its_share_elsewhere() -> None:
         assert (queue.held("carol"), queue.held("bob")) == (1, 0)
 
     asyncio.run(scenario())
+
+
+def test_take_each_takes_from_every_allowance_or_from_none() -> None:
+    still = lambda: 0.0  # noqa: E731
+    namespace, source = Rates(1.0, 1, clock=still), Rates(1.0, 3, clock=still)
+    assert take_each((namespace, "a"), (source, "pod"))
+    # refused by the namespace's: the source's keeps what it had
+    assert not take_each((namespace, "a"), (source, "pod"))
+    assert take_each((namespace, "b"), (source, "pod"))
+    assert take_each((namespace, "c"), (source, "pod"))
+    # refused by the source's: no bucket made, nothing taken, for the namespace it named
+    assert not take_each((namespace, "d"), (source, "pod"))
+    assert namespace.has("d") and "d" not in namespace._buckets

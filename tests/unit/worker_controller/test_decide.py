@@ -76,21 +76,56 @@ def test_running_again_with_nothing_changed_writes_nothing() -> None:
 
 def test_suspend_and_resume() -> None:
     tj = make_trainjob(suspend=True)
-    plan = observe(tj, make_runtime(), jobs=[job("tj-node-0", active=1)], services=[OUR_SERVICE])
+    (made,) = as_made(tj, make_runtime())
+    running = reported(made, "running")
+    plan = observe(tj, make_runtime(), jobs=[running], services=[OUR_SERVICE])
     assert conditions(plan) == {"Suspended": ("True", "Suspended")}
     assert [(o["metadata"]["name"], o["spec"]["suspend"]) for o in plan.apply] == [
         ("tj-node-0", True)
     ]
+    assert plan.delete == []
 
     tj["status"] = plan.status
     tj["spec"]["suspend"] = False
-    resumed = observe(
-        tj, make_runtime(), jobs=[job("tj-node-0", suspend=True)], services=[OUR_SERVICE]
-    )
+    resumed = observe(tj, make_runtime(), jobs=[suspended(running)], services=[OUR_SERVICE])
     assert conditions(resumed) == {"Suspended": ("False", "Resumed")}
     assert [(o["metadata"]["name"], o["spec"]["suspend"]) for o in resumed.apply] == [
         ("tj-node-0", False)
     ]
+
+
+def test_a_suspended_jobs_pods_asking_for_other_resources_are_made_again_on_resume() -> None:
+    # Kueue queues the TrainJob again for what it asks now (its Workload made again); a Job's
+    # pod template cannot change, so one made for what it asked before goes while suspended.
+    tj = make_trainjob(trainer={"resourcesPerNode": {"requests": {"cpu": "1"}}})
+    (made,) = as_made(tj, make_runtime())
+    running = reported(made, "running")
+    for cpu, kept in (("1000m", True), ("2", False), ("0.5", False)):
+        asks = make_trainjob(suspend=True, trainer={"resourcesPerNode": {"requests": {"cpu": cpu}}})
+        asks["status"] = {}
+        plan = observe(asks, make_runtime(), jobs=[running], services=[OUR_SERVICE])
+        if kept:
+            assert plan.delete == [] and [o["metadata"]["name"] for o in plan.apply] == [
+                "tj-node-0"
+            ]
+        else:
+            assert plan.delete == [("tj-node-0", running["metadata"]["uid"])], cpu
+            assert plan.apply == [] and plan.create == []
+    # Once resumed, it is made from what the TrainJob asks now.
+    asks["spec"]["suspend"] = False
+    plan = observe(asks, make_runtime(), jobs=[], services=[OUR_SERVICE])
+    (again,) = [o for o in plan.create if o["kind"] == "Job"]
+    node = again["spec"]["template"]["spec"]["containers"][0]
+    assert node["resources"]["requests"]["cpu"] == "0.5"
+    # A finished Job stays as it is.
+    done = reported(made, "complete")
+    plan = observe(
+        asks | {"spec": {**asks["spec"], "suspend": True}},
+        make_runtime(),
+        jobs=[done],
+        services=[OUR_SERVICE],
+    )
+    assert plan.delete == []
 
 
 def test_deadline_counts_from_the_last_resume() -> None:

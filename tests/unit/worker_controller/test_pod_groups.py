@@ -16,7 +16,7 @@ from clusters.helpers.builders import (
     make_trainjob,
     replicated_job,
 )
-from tests.support.worker_plans import OUR_SERVICE, Dict, conditions, job, observe
+from tests.support.worker_plans import OUR_SERVICE, Dict, as_made, conditions, job, observe
 from trainjob.models import parse_trainjob
 from trainjob.runtime import resolve_runtime_info
 from worker_controller import pod_groups
@@ -146,8 +146,13 @@ def test_where_the_api_is_served_the_group_comes_before_the_jobs_and_every_pod_n
 
 
 def named(name: str, labels: Dict | None = None, **state: Any) -> Dict:
+    """A Job of `trainjob(1)` on the gang runtime, its pods as made (their labels as given)."""
     out = job(name, **state)
-    out["spec"]["template"]["metadata"] = {"labels": labels or {}}
+    made = {o["metadata"]["name"]: o for o in as_made(trainjob(1), gang_runtime({}))}
+    out["spec"]["template"] = {
+        "metadata": {"labels": labels or {}},
+        "spec": made[name]["spec"]["template"]["spec"],
+    }
     return out
 
 

@@ -9,8 +9,17 @@ from typing import Any
 import pytest
 
 from dispatcher import webhooks as dispatcher_webhooks
-from kubecontrol.admission import REVIEW_FROM, UNCACHED_BURST, UNCACHED_SOURCE_BURST, Crowded
+from kubecontrol import admission
+from kubecontrol.admission import (
+    REVIEW_FROM,
+    UNCACHED_ALL_BURST,
+    UNCACHED_BURST,
+    UNCACHED_PER_SOURCE,
+    UNCACHED_SOURCE_BURST,
+    Crowded,
+)
 from kubecontrol.deadline import Deadline, DeadlinePassed
+from kubecontrol.shares import Rates
 from trainjob import admission as rules
 from trainjob.constants import LOCAL_QUEUE
 from trainjob.queues import LocalQueueView
@@ -176,9 +185,52 @@ def test_the_allowance_is_each_sources_and_namespaces_own() -> None:
         return contextvars.copy_context().run(one)
 
     assert [asks("10.0.0.9", "mallory") for _ in range(25)].count(True) == UNCACHED_BURST
+    # the 5 refused spent nothing of the address's allowance (nor would its namespaces')
     assert asks("10.0.0.1", "mallory")  # the API server's, for the same namespace
     assert [asks("10.0.0.1", "mallory") for _ in range(25)].count(True) == UNCACHED_BURST - 1
     assert asks("10.0.0.1", "alice")  # another namespace through the API server
     spread = [asks("10.0.0.9", f"ns-{i}") for i in range(UNCACHED_SOURCE_BURST)]
     assert spread.count(True) == UNCACHED_SOURCE_BURST - UNCACHED_BURST
     assert asks("10.0.0.1", "bob")
+
+
+def asks_as(source: str, namespace: str) -> bool:
+    """Whether a review from `source` of an object in `namespace` no cache holds is judged
+    (not refused as crowded)."""
+
+    def one() -> bool:
+        REVIEW_FROM.set((source, namespace))
+        try:
+            mutate_on("worker controller", namespace, Reads())
+        except Crowded:
+            return False
+        return True
+
+    return contextvars.copy_context().run(one)
+
+
+def test_a_refused_review_spends_no_other_allowance() -> None:
+    """Refused by its address's allowance, a review spends nothing of its namespace's share
+    (nor makes one for a namespace it names); refused by its namespace's, nothing of its
+    address's. And neither spends the allowance of all sources together."""
+    spent = [asks_as("10.0.0.9", f"made-up-{i}") for i in range(UNCACHED_SOURCE_BURST + 50)]
+    assert spent.count(True) == UNCACHED_SOURCE_BURST
+    assert [asks_as("10.0.0.1", "made-up-0") for _ in range(30)].count(True) == UNCACHED_BURST
+    # refused by its address's allowance, a namespace's reviews keep its share whole for when
+    # the address's comes back
+    assert not any(asks_as("10.0.0.9", "carol") for _ in range(10))
+    admission._uncached_sources = Rates(UNCACHED_PER_SOURCE, UNCACHED_SOURCE_BURST)  # refilled
+    assert [asks_as("10.0.0.9", "carol") for _ in range(30)].count(True) == UNCACHED_BURST
+    # a namespace's share spent: its further reviews leave the address's allowance whole
+    assert [asks_as("10.0.0.2", "alice") for _ in range(60)].count(True) == UNCACHED_BURST
+    others = [asks_as("10.0.0.2", f"ns-{i}") for i in range(UNCACHED_SOURCE_BURST)]
+    assert others.count(True) == UNCACHED_SOURCE_BURST - UNCACHED_BURST
+
+
+def test_every_source_together_reads_within_one_allowance() -> None:
+    """However many pods post reviews, the replica reads at most UNCACHED_ALL_BURST at once
+    (then UNCACHED_IN_ALL a second)."""
+    judged = sum(
+        asks_as(f"10.1.{i}.1", f"ns-{i}-{j}") for i in range(50) for j in range(UNCACHED_BURST)
+    )
+    assert judged == UNCACHED_ALL_BURST
