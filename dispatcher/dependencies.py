@@ -9,13 +9,14 @@ run them (runtime and TrainJob merged): env and envFrom of every container, secr
 configMap and projected volumes, imagePullSecrets. What the ML policy makes on the worker
 itself (an MPI job's SSH keys and hostfile) is not in them, and never copied.
 
-A TrainingRuntime of the job's namespace can go along the same way (its spec), so that a
-tenant's own runtime runs where its job goes; a runtime of that name already on the worker
-that is not a copy is left as it is: used when its spec is the manager's, else the worker gets
-no copy of the job (RuntimeDrift). Not turned on (RUNTIMES_FOLLOW): a runtime the tenant
-edits after its Workload was made would reach the worker with pods Kueue never admitted (the
-Workloads' PodSets are compared by names and counts only), until a job's Workload pins the
-runtime version it was made from.
+A TrainingRuntime of the job's namespace goes along the same way (its spec), so that a
+tenant's own runtime, which the tenant cannot make on the workers, runs where its job goes. A
+runtime of that name already on the worker that is not a copy is left as it is: used when its
+spec is the manager's, else the worker gets no copy of the job (RuntimeDrift). A copy kept in
+step with a runtime the tenant changes after its jobs' Workloads were made runs nothing Kueue
+did not admit: a Workload is held to what each pod asks for (trainjob/workload.py
+pod_sets_match), so a copy of the job whose pods would now ask for more ends out of sync on its
+worker and is sent again from a Workload made for what it asks.
 
 A copy carries our origin label and the manager object's UID (the copies' usual marks), the
 digest of what it holds, and one ownerReference per Workload copy on that worker that needs it
@@ -41,9 +42,6 @@ from trainjob.runtime.defaults import same_runtime_spec
 NAMESPACE_LABEL = f"{c.DOMAIN}/copy-dependencies"
 # On a copy: the digest of the manager object's content it holds.
 DIGEST_ANNOTATION = f"{c.DOMAIN}/source-digest"
-# Whether a TrainJob's namespaced TrainingRuntime follows it (see above: off until a Workload
-# pins the runtime version it was made from).
-RUNTIMES_FOLLOW = False
 # The most objects one TrainJob may take along (each is a read on the manager and a write on
 # the worker per dispatch).
 MAX_DEPENDENCIES = 32

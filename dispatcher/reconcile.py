@@ -199,7 +199,7 @@ def _dispatch(
         clusters = [*clusters, wl.cluster_name]
     named = caches.runtime_of(trainjob)
     runtime = named if placing and ctx.settings.check_runtimes else None
-    own = dependencies.RUNTIMES_FOLLOW and trainjob.runtime_kind == c.TRAINING_RUNTIME_KIND
+    own = trainjob.runtime_kind == c.TRAINING_RUNTIME_KIND  # a runtime of its namespace
     own_runtime = named if own else None
     needs = _needs(ctx, caches, wl, own_runtime)
     data_needs, data_error = _data_needs(ctx, caches, trainjob, wl) if placing else (None, None)

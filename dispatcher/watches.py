@@ -53,15 +53,14 @@ def watches(ctx: Context) -> list[Watch]:
                 trainjob_changed("MODIFIED", trainjob)
 
     copying = ctx.settings.copy_dependencies
-    runtimes_follow = copying and dependencies.RUNTIMES_FOLLOW
     table = [
         Watch(
             Index.TRAINJOBS,
             c.TRAINJOB,
             trainjob_changed,
             page=TENANT_SIZED_PAGE,
-            groups_of=dependencies.runtime_named_by if runtimes_follow else None,
-            groups=Index.RUNTIME_USERS if runtimes_follow else "",
+            groups_of=dependencies.runtime_named_by if copying else None,
+            groups=Index.RUNTIME_USERS if copying else "",
         ),
         Watch(
             Index.WORKLOADS,
@@ -82,7 +81,7 @@ def watches(ctx: Context) -> list[Watch]:
         Watch(
             Index.RUNTIMES,
             c.TRAINING_RUNTIME,
-            runtime_changed if runtimes_follow else None,
+            runtime_changed if copying else None,
             page=TENANT_SIZED_PAGE,
         ),
         Watch(Index.CLUSTER_RUNTIMES, c.CLUSTER_TRAINING_RUNTIME),

@@ -242,6 +242,8 @@ def _step5b_out_of_sync(obs: QueueObserved, wl: WorkloadView, plan: QueuePlan) -
     plan.workload_status = {"conditions": conds}
     plan.workload_readiness = None
     plan.events.append(Event("Warning", "WorkloadOutOfSync", OUT_OF_SYNC_MESSAGE))
+    if not obs.trainjob.spec.suspend:  # stopped in the same pass: nothing more is made for it
+        plan.trainjob_patch = {"spec": {"suspend": True}}
     return True
 
 

@@ -289,8 +289,8 @@ REASONS = (
         c.REASON_REMOTE_DEPENDENCY_REFUSED,
         DISPATCHER,
         True,
-        "the workers named refused the copy of a Secret or ConfigMap its pods need (most "
-        "often the manager's identity there lacks the grant: "
+        "the workers named refused the copy of a Secret, ConfigMap or TrainingRuntime it "
+        "needs (most often the manager's identity there lacks the grant: "
         "worker.multikueueIdentity.dependencies): they get no copy while they refuse",
     ),
 )

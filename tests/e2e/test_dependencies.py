@@ -25,7 +25,7 @@ from clusters.kube import (
     service_account_token,
     write_token_kubeconfig,
 )
-from tests.support.multikueue import HELD_SECONDS, MultiKueue, nothing_sent
+from tests.support.multikueue import HELD_SECONDS, TRAINER, MultiKueue, nothing_sent
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 Dict = dict[str, Any]
@@ -121,29 +121,91 @@ def test_the_jobs_secret_and_config_map_run_with_it_and_go_with_its_workload(bed
         wait_for(lambda: copies(mk, worker) == {}, 90, what="the copies gone from the worker")
 
 
-def test_a_tenants_own_runtime_stays_on_the_manager_and_its_job_says_why(bed: Bed) -> None:
+def test_a_tenants_own_runtime_goes_with_its_job_and_a_change_asking_more_sends_it_again(
+    bed: Bed,
+) -> None:
     """A TrainingRuntime of the job's namespace, on the manager only, in a namespace whose
-    Secrets follow its jobs: it is copied nowhere (dispatcher/dependencies.py RUNTIMES_FOLLOW),
-    and the job waits with RuntimeDrift naming it on each worker."""
+    Secrets follow its jobs: copied to the worker that runs the job (its spec, our marks).
+    The tenant then changes it to ask for 2 CPUs a node instead of 1 while the job runs: the
+    copy follows, the job's copy there ends out of sync (never running pods bigger than the
+    quota taken), and the job is sent again from a Workload made for 2, its pods there asking
+    for 2. Once the job is gone, so is the runtime's copy."""
     mk = MultiKueue(bed)
     example = REPO_ROOT / "examples" / "runtimes" / "torch-distributed.yaml"
     runtime = load_manifests(example.read_text())[0]
     runtime["kind"] = "TrainingRuntime"
     runtime["metadata"] = {"name": "team-runtime", "namespace": mk.ns}
+    node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
+    container = node["template"]["spec"]["template"]["spec"]["containers"][0]
+    container["resources"] = {"requests": {"cpu": "1"}}
     Applier(bed.api(mk.manager)).apply(runtime)
+    on_manager = mk.custom()
     with dependencies_access(bed, mk.workers):
         opted_in(mk)
-        mk.submit("own", run="10s", runtime="team-runtime", runtime_kind="TrainingRuntime")
-        drift = wait_for(
-            lambda: mk.condition("own", "RuntimeDrift"), 60, what="RuntimeDrift on the TrainJob"
+        mk.submit(
+            "own", run="600s", cpu=None, runtime="team-runtime", runtime_kind="TrainingRuntime"
         )
-        assert "team-runtime" in drift["message"], drift
-        for worker in mk.workers:
-            listed = client.CustomObjectsApi(bed.api(worker)).list_namespaced_custom_object(
-                "trainer.kubeflow.org", "v1alpha1", mk.ns, "trainingruntimes"
+        worker = mk.started_on("own")
+        copy = _runtime_copy(mk, worker)
+        assert copy is not None and copy["spec"] == _runtime_spec(mk)
+        assert copy["metadata"]["labels"]["kueue.x-k8s.io/multikueue-origin"]
+        first = mk.manager_workload("own")
+        assert first is not None and _asks(first) == "1"
+        container["resources"] = {"requests": {"cpu": "2"}}
+        on_manager.patch_namespaced_custom_object(
+            *TRAINER, mk.ns, "trainingruntimes", "team-runtime", {"spec": runtime["spec"]}
+        )
+        again = wait_for(
+            lambda: (
+                (w := mk.manager_workload("own")) is not None
+                and w["metadata"]["uid"] != first["metadata"]["uid"]
+                and w
+            ),
+            180,
+            what="the job's Workload made again for what its runtime asks now",
+        )
+        assert _asks(again) == "2"
+        worker = wait_for(lambda: mk.running_on("own"), 90, what="own sent again")[0]
+        wait_for(lambda: mk.pods(worker, "own"), 60, what=f"pods of own running on {worker}")
+        asked = {
+            ctr.resources.requests["cpu"]
+            for pod in mk.pods(worker, "own")
+            for ctr in pod.spec.containers
+        }
+        assert asked == {"2"}, asked
+        copy = _runtime_copy(mk, worker)
+        assert copy is not None and copy["spec"] == _runtime_spec(mk)
+        on_manager.delete_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", "own")
+        for each in mk.workers:
+            wait_for(
+                lambda w=each: _runtime_copy(mk, w) is None,
+                120,
+                what=f"the runtime's copy gone from {each} with the job",
             )
-            assert listed["items"] == [], worker
-            assert mk.get("own", worker) is None, worker
+
+
+def _runtime_copy(mk: MultiKueue, worker: str) -> Dict | None:
+    try:
+        found: Dict = mk.custom(worker).get_namespaced_custom_object(
+            *TRAINER, mk.ns, "trainingruntimes", "team-runtime"
+        )
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return found
+
+
+def _runtime_spec(mk: MultiKueue) -> Dict:
+    found: Dict = mk.custom().get_namespaced_custom_object(
+        *TRAINER, mk.ns, "trainingruntimes", "team-runtime"
+    )
+    return found["spec"]
+
+
+def _asks(wl: Dict) -> str:
+    spec = wl["spec"]["podSets"][0]["template"]["spec"]
+    return str(spec["containers"][0]["resources"]["requests"]["cpu"])
 
 
 def test_a_foreign_secret_of_that_name_is_left_alone_and_the_job_runs_elsewhere(bed: Bed) -> None:

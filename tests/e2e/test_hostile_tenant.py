@@ -276,7 +276,9 @@ def test_a_trainjob_whose_runtime_asks_for_more_runs_only_on_quota_taken_for_tha
         tj = mk.get("grows", worker)
         assert tj is not None and tj["spec"]["suspend"] is True
         wait_for(lambda: all(j.spec.suspend for j in jobs()), 60, what="no Job of grows running")
-        assert mk.reserved_cpu(worker) == "2"  # the filler's: none taken for 2 CPUs
+        # The old Workload's CPU goes from the ClusterQueue's status (Kueue writes it within
+        # a second or so); the filler's 2 stay, none taken for the 2 the job asks now.
+        wait_for(lambda: mk.reserved_cpu(worker) == "2", 30, what="the filler's 2 CPUs alone")
         assert not admitted(workload())
     wait_for(lambda: admitted(workload()), 120, what="grows admitted for 2 CPUs")
     running = wait_for(

@@ -277,13 +277,8 @@ def test_the_typed_reads_name_their_caches() -> None:
     ],
 )
 def test_each_controller_watches_every_cache_its_code_reads_once(
-    controller: Any, settings: Any, package: str, monkeypatch: pytest.MonkeyPatch
+    controller: Any, settings: Any, package: str
 ) -> None:
-    # With every reading path on: the runtimes' users are indexed only while runtimes follow
-    # their jobs (dispatcher/dependencies.py RUNTIMES_FOLLOW, off as shipped).
-    from dispatcher import dependencies
-
-    monkeypatch.setattr(dependencies, "RUNTIMES_FOLLOW", True)
     table = _table(controller, settings)
     names = [w.index for w in table] + [w.groups for w in table if w.groups]
     assert len(names) == len(set(names)), names

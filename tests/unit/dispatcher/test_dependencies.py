@@ -740,8 +740,6 @@ def test_a_new_job_held_for_its_namespaces_turn_reads_the_worker_at_most_once(
 
 
 # ---- a tenant's own TrainingRuntime follows its job --------------------------------------------
-# The mechanism, turned on (dependencies.RUNTIMES_FOLLOW is off in the product until a Workload
-# pins the runtime version it was made from); and off, the product as it ships.
 
 
 def _write(world: World, runtime: Dict) -> None:
@@ -750,11 +748,6 @@ def _write(world: World, runtime: Dict) -> None:
     meta = runtime["metadata"]
     path = c.TRAINING_RUNTIME.path(meta["namespace"], meta["name"])
     world.apis["manager"].request("PUT", path, body=runtime)
-
-
-@pytest.fixture
-def runtimes_follow(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dependencies, "RUNTIMES_FOLLOW", True)
 
 
 OWN = make_runtime("own", kind=c.TRAINING_RUNTIME_KIND, namespace="ns")
@@ -778,7 +771,7 @@ def _runtime_on(world: World, worker: str) -> Dict | None:
     return world.get(worker, c.TRAINING_RUNTIME, "own", "ns")
 
 
-@pytest.mark.usefixtures("both_caches", "runtimes_follow")
+@pytest.mark.usefixtures("both_caches")
 def test_the_jobs_own_runtime_goes_to_its_worker_before_its_trainjob_and_follows_its_changes() -> (
     None
 ):
@@ -828,7 +821,7 @@ def test_the_jobs_own_runtime_goes_to_its_worker_before_its_trainjob_and_follows
         world.close()
 
 
-@pytest.mark.usefixtures("both_caches", "runtimes_follow")
+@pytest.mark.usefixtures("both_caches")
 def test_a_workers_own_runtime_of_that_name_is_never_written_used_when_the_same() -> None:
     other = make_runtime("own", kind=c.TRAINING_RUNTIME_KIND, namespace="ns")
     other["spec"]["mlPolicy"]["numNodes"] = 5
@@ -857,7 +850,7 @@ def test_a_workers_own_runtime_of_that_name_is_never_written_used_when_the_same(
         world.close()
 
 
-@pytest.mark.usefixtures("both_caches", "runtimes_follow")
+@pytest.mark.usefixtures("both_caches")
 def test_a_copy_changed_on_the_worker_is_put_back_by_what_it_holds_not_what_it_claims() -> None:
     """Someone with rights on the worker edits the copy and keeps its marks (label, digest
     annotation): a leader that does not remember the copy reads it and writes it back."""
@@ -886,24 +879,6 @@ def test_a_copy_changed_on_the_worker_is_put_back_by_what_it_holds_not_what_it_c
         world.settle(KEY)
         back = _runtime_on(world, "worker1")
         assert back is not None and back["spec"] == OWN["spec"]
-    finally:
-        world.close()
-
-
-@pytest.mark.usefixtures("both_caches")
-def test_as_shipped_a_tenants_own_runtime_stays_on_the_manager_and_the_job_says_why() -> None:
-    """RUNTIMES_FOLLOW off: the runtime is copied nowhere, no pass reads it on a worker, and
-    the job waits with RuntimeDrift naming it, as before runtimes could follow."""
-    world = _own_runtime_world()
-    try:
-        world.settle(KEY)
-        _reserve(world)
-        tj = world.get("manager", c.TRAINJOB, "tj")
-        assert condition(tj, c.COND_RUNTIME_DRIFT) == ("True", c.COND_RUNTIME_DRIFT)
-        for worker in WORKERS:
-            assert _runtime_on(world, worker) is None
-            assert _workload(world, worker) is None
-            assert not [p for _m, p in world.apis[worker].writes() if "trainingruntimes" in p]
     finally:
         world.close()
 

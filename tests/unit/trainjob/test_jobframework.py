@@ -479,6 +479,8 @@ def test_5b_a_prebuilt_workload_its_trainjob_no_longer_matches_finishes_out_of_s
     finished = next(c for c in p.workload_status["conditions"] if c["type"] == "Finished")
     assert (finished["status"], finished["reason"]) == ("True", "OutOfSync")
     assert reasons(p) == ["WorkloadOutOfSync"] and p.workload_version == "7"
+    # Running, it is stopped in the same pass: no Job is made for it from what it is now.
+    assert p.trainjob_patch == {"spec": {"suspend": True}}
     # From then on it runs on nothing: a running TrainJob stops, a suspended one never starts.
     wl["status"]["conditions"].append(finished)
     assert plan(body, wl, jobs_active=True).trainjob_patch == {"spec": {"suspend": True}}
