@@ -25,7 +25,13 @@ from clusters.kube import (
     service_account_token,
     write_token_kubeconfig,
 )
-from tests.support.multikueue import HELD_SECONDS, TRAINER, MultiKueue, nothing_sent
+from tests.support.multikueue import (
+    HELD_SECONDS,
+    TRAINER,
+    MultiKueue,
+    node_container,
+    nothing_sent,
+)
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
 Dict = dict[str, Any]
@@ -131,13 +137,7 @@ def test_a_tenants_own_runtime_goes_with_its_job_and_a_change_asking_more_sends_
     quota taken), and the job is sent again from a Workload made for 2, its pods there asking
     for 2. Once the job is gone, so is the runtime's copy."""
     mk = MultiKueue(bed)
-    example = REPO_ROOT / "examples" / "runtimes" / "torch-distributed.yaml"
-    runtime = load_manifests(example.read_text())[0]
-    runtime["kind"] = "TrainingRuntime"
-    runtime["metadata"] = {"name": "team-runtime", "namespace": mk.ns}
-    node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
-    container = node["template"]["spec"]["template"]["spec"]["containers"][0]
-    container["resources"] = {"requests": {"cpu": "1"}}
+    runtime = mk.tenant_runtime("team-runtime", cpu="1")
     Applier(bed.api(mk.manager)).apply(runtime)
     on_manager = mk.custom()
     with dependencies_access(bed, mk.workers):
@@ -151,7 +151,7 @@ def test_a_tenants_own_runtime_goes_with_its_job_and_a_change_asking_more_sends_
         assert copy["metadata"]["labels"]["kueue.x-k8s.io/multikueue-origin"]
         first = mk.manager_workload("own")
         assert first is not None and _asks(first) == "1"
-        container["resources"] = {"requests": {"cpu": "2"}}
+        node_container(runtime)["resources"] = {"requests": {"cpu": "2"}}
         on_manager.patch_namespaced_custom_object(
             *TRAINER, mk.ns, "trainingruntimes", "team-runtime", {"spec": runtime["spec"]}
         )

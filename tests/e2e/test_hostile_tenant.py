@@ -24,8 +24,7 @@ from clusters.helpers.builders import make_runtime, runtime_patch
 from clusters.helpers.tenant import Tenant
 from clusters.helpers.waiting import wait_for
 from clusters.install import DISPATCHER, WORKER_CONTROLLER
-from clusters.kube import load_manifests
-from tests.support.multikueue import KUEUE, TRAINER, MultiKueue
+from tests.support.multikueue import KUEUE, TRAINER, MultiKueue, node_container
 from trainjob import progress
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
@@ -227,13 +226,7 @@ def test_a_trainjob_whose_runtime_asks_for_more_runs_only_on_quota_taken_for_tha
     worker = mk.workers[0]
     custom, batch = mk.custom(worker), client.BatchV1Api(bed.api(worker))
     mk.set_quota(worker, "3")
-    example = setup.REPO / "examples" / "runtimes" / "torch-distributed.yaml"
-    runtime = load_manifests(example.read_text())[0]
-    runtime["kind"] = "TrainingRuntime"
-    runtime["metadata"] = {"name": "grows", "namespace": mk.ns}
-    node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
-    container = node["template"]["spec"]["template"]["spec"]["containers"][0]
-    container["resources"] = {"requests": {"cpu": "1"}}
+    runtime = mk.tenant_runtime("grows", cpu="1")
     custom.create_namespaced_custom_object(*TRAINER, mk.ns, "trainingruntimes", runtime)
 
     def workload() -> Dict | None:
@@ -259,7 +252,7 @@ def test_a_trainjob_whose_runtime_asks_for_more_runs_only_on_quota_taken_for_tha
         wait_for(lambda: any(not j.spec.suspend for j in jobs()), 90, what="grows running")
         first = workload()
         assert first is not None and asks(first) == "1"
-        container["resources"] = {"requests": {"cpu": "2"}}
+        node_container(runtime)["resources"] = {"requests": {"cpu": "2"}}
         custom.patch_namespaced_custom_object(
             *TRAINER, mk.ns, "trainingruntimes", "grows", {"spec": runtime["spec"]}
         )

@@ -122,6 +122,16 @@ class MultiKueue:
             Applier(self.bed.api(cluster)).apply(runtime)
         return name
 
+    def tenant_runtime(self, name: str, cpu: str) -> Dict:
+        """The example torch-distributed runtime as a TrainingRuntime of this namespace named
+        `name`, its node container asking for `cpu` (not created anywhere)."""
+        example = setup.REPO / "examples" / "runtimes" / "torch-distributed.yaml"
+        runtime = load_manifests(example.read_text())[0]
+        runtime["kind"] = "TrainingRuntime"
+        runtime["metadata"] = {"name": name, "namespace": self.ns}
+        node_container(runtime)["resources"] = {"requests": {"cpu": cpu}}
+        return runtime
+
     def free(self, worker: str) -> None:
         with contextlib.suppress(client.ApiException):
             self.custom(worker).delete_namespaced_custom_object(
@@ -474,3 +484,10 @@ def fleet(bed: Bed, *args: str, timeout: float = 400) -> subprocess.CompletedPro
          *args],
         capture_output=True, text=True, timeout=timeout, check=False,
     )  # fmt: skip
+
+
+def node_container(runtime: Dict) -> Dict:
+    """The first container of a runtime's first replicatedJob (the example's trainer node)."""
+    node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
+    found: Dict = node["template"]["spec"]["template"]["spec"]["containers"][0]
+    return found
