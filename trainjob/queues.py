@@ -181,13 +181,19 @@ def resources_key(spec: Dict) -> str:
     TrainJob's no longer describes it (Kueue compares the containers' resources the same way)."""
     parts = []
     for kind in ("initContainers", "containers"):
-        for container in spec.get(kind) or []:
-            resources = (container or {}).get("resources") or {}
+        for container in _dicts(spec.get(kind)):
+            resources = container.get("resources")
+            resources = resources if isinstance(resources, dict) else {}
             limits = _amounts(resources.get("limits"))
             requests = {**limits, **_amounts(resources.get("requests"))}
-            claims = sorted(str((c or {}).get("name")) for c in resources.get("claims") or [])
+            claims = sorted(str(c.get("name")) for c in _dicts(resources.get("claims")))
             parts.append([kind, sorted(requests.items()), sorted(limits.items()), claims])
     return hashlib.sha256(json.dumps(parts, separators=(",", ":")).encode()).hexdigest()[:32]
+
+
+def _dicts(given: object) -> list[Dict]:
+    """The objects of a JSON list (anything else in it, or no list, counts as nothing)."""
+    return [x for x in given if isinstance(x, dict)] if isinstance(given, list) else []
 
 
 def _amounts(given: object) -> dict[str, str]:

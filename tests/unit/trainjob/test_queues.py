@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
+from kubecontrol.objects import Dict
 from tests.support.dispatch import NOW
+from trainjob import queues
 from trainjob.queues import (
     AdmissionCheckView,
     ClusterQueueView,
@@ -115,3 +118,36 @@ def test_a_cluster_names_its_sources() -> None:
     assert MultiKueueClusterView(secret).source_name("clusterProfileRef") is None
     assert MultiKueueClusterView(profile).source_name("clusterProfileRef") == "p1"
     assert MultiKueueClusterView(profile).profile_ref == {"name": "p1"}
+
+
+def pod(**resources: Any) -> Dict:
+    return {"containers": [{"resources": resources}]}
+
+
+def test_what_a_pod_asks_for_is_one_key_by_value() -> None:
+    key = queues.resources_key
+    one = pod(requests={"cpu": "1", "memory": "1Gi"})
+    assert key(one) == key(pod(requests={"cpu": "1000m", "memory": 1073741824}))
+    limits = pod(limits={"cpu": "1", "memory": "1Gi"})
+    both = pod(requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "1", "memory": "1Gi"})
+    assert key(limits) == key(both)  # a limit stands for a request not given
+    assert key(limits) != key(one)  # and is a limit too
+    for other in (
+        pod(requests={"cpu": "2", "memory": "1Gi"}),
+        pod(requests={"cpu": "1"}),
+        {"containers": one["containers"] * 2},
+        {**one, "initContainers": [{"resources": {"requests": {"cpu": "1"}}}]},
+        pod(requests={"cpu": "1", "memory": "1Gi"}, claims=[{"name": "gpu"}]),
+        pod(requests={"cpu": "not a quantity", "memory": "1Gi"}),
+    ):
+        assert key(other) != key(one), other
+    # JSON the API server would not store counts as nothing, never an error
+    odd: list[Dict] = [
+        {"containers": "x"},
+        {"containers": ["x", None, 3]},
+        {"containers": [{"resources": []}]},
+        pod(claims=["x"], requests=["cpu"]),
+    ]
+    for each in odd:
+        assert len(key(each)) == 32, each
+    assert key({"containers": ["x", None]}) == key({})
