@@ -32,18 +32,15 @@ Getter = Callable[[Kind, str, str | None], Dict | None]
 # needs a read is refused with 429 (`Crowded`), to be sent again, never judged on a guess.
 # Any pod may reach a webhook port: its reviews, naming objects no cache holds, spend its own
 # address's allowance, never the API server's; a tenant's dry runs through the API server
-# spend its namespace's share of it. All sources together: UNCACHED_IN_ALL a second
-# (UNCACHED_ALL_BURST at once), so that no number of pods makes the replica read more. A
-# review refused by one of the three spends nothing of the others.
+# spend its namespace's share of it. A review refused by one spends nothing of the other. (No
+# allowance of all sources together: a few pods would empty it, and the API server's reviews
+# with it; pods are kept from the port by the chart's NetworkPolicy, networkPolicy.webhookFrom.)
 UNCACHED_PER_SECOND = 5.0
 UNCACHED_BURST = 20
 UNCACHED_PER_SOURCE = 20.0
 UNCACHED_SOURCE_BURST = 80
-UNCACHED_IN_ALL = 50.0
-UNCACHED_ALL_BURST = 200
 _uncached = Rates(UNCACHED_PER_SECOND, UNCACHED_BURST)
 _uncached_sources = Rates(UNCACHED_PER_SOURCE, UNCACHED_SOURCE_BURST, callers=1024)
-_uncached_all = Rates(UNCACHED_IN_ALL, UNCACHED_ALL_BURST, callers=1)
 # (source address, namespace) of the review being judged: set by the webhook server
 REVIEW_FROM: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar(
     "review_from", default=("", "")
@@ -63,7 +60,7 @@ def rate_limited(get: Getter) -> Getter:
 
     def read(kind: Kind, name: str, namespace: str | None) -> Dict | None:
         source, _ = who = REVIEW_FROM.get()
-        if not take_each((_uncached, who), (_uncached_sources, source), (_uncached_all, "")):
+        if not take_each((_uncached, who), (_uncached_sources, source)):
             where = f"{namespace}/{name}" if namespace else name
             raise Crowded(
                 f"{kind.kind} {where} is not in this replica's watch yet, and its reads of "

@@ -39,15 +39,10 @@ def uncached_reads() -> Iterator[Rates]:
     still = lambda: 0.0  # noqa: E731
     fresh = Rates(admission.UNCACHED_PER_SECOND, admission.UNCACHED_BURST, clock=still)
     sources = Rates(admission.UNCACHED_PER_SOURCE, admission.UNCACHED_SOURCE_BURST, clock=still)
-    every = Rates(admission.UNCACHED_IN_ALL, admission.UNCACHED_ALL_BURST, callers=1, clock=still)
-    saved = admission._uncached, admission._uncached_sources, admission._uncached_all
-    admission._uncached, admission._uncached_sources, admission._uncached_all = (
-        fresh,
-        sources,
-        every,
-    )
+    saved = admission._uncached, admission._uncached_sources
+    admission._uncached, admission._uncached_sources = fresh, sources
     yield fresh
-    admission._uncached, admission._uncached_sources, admission._uncached_all = saved
+    admission._uncached, admission._uncached_sources = saved
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_CEILING, Decimal, localcontext
 
 from kubecontrol.objects import Dict
 from trainjob import conditions as cond
@@ -174,21 +174,33 @@ def pod_requests(spec: Dict) -> Amounts:
 
 
 def resources_key(spec: Dict) -> str:
-    """What a pod of this spec asks of a queue, as one short key: each init container's and
-    container's requests and limits (a limit standing for a request not given, as the API
-    server defaults a pod's) and resource claims, quantities by value ("1" is "1000m").
-    Two specs with the same key take the same quota; a Workload whose key differs from its
-    TrainJob's no longer describes it (Kueue compares the containers' resources the same way)."""
-    parts = []
+    """What a pod of this spec asks of a queue and of its node, as one short key: each init
+    container's and container's requests and limits (a limit standing for a request not
+    given, as the API server defaults a pod's), claims and restartPolicy (an init container
+    that keeps running is a sidecar, counted with the containers), and the pod's own
+    `resources`, `overhead`, `runtimeClassName` and `resourceClaims`; quantities by value as
+    the API server keeps them ("1" is "1000m", finer than 1n rounded up). Two specs with the
+    same key take the same quota; a Workload whose key differs from its TrainJob's no longer
+    describes it (Kueue compares its PodSets' containers the same way)."""
+    parts: list[object] = []
     for kind in ("initContainers", "containers"):
         for container in _dicts(spec.get(kind)):
-            resources = container.get("resources")
-            resources = resources if isinstance(resources, dict) else {}
-            limits = _amounts(resources.get("limits"))
-            requests = {**limits, **_amounts(resources.get("requests"))}
-            claims = sorted(str(c.get("name")) for c in _dicts(resources.get("claims")))
-            parts.append([kind, sorted(requests.items()), sorted(limits.items()), claims])
-    return hashlib.sha256(json.dumps(parts, separators=(",", ":")).encode()).hexdigest()[:32]
+            asks = _resources(container.get("resources"))
+            parts.append([kind, str(container.get("restartPolicy") or ""), asks])
+    parts.append(["pod", _resources(spec.get("resources")), _amounts(spec.get("overhead"))])
+    parts.append([str(spec.get("runtimeClassName") or ""), _dicts(spec.get("resourceClaims"))])
+    text = json.dumps(parts, separators=(",", ":"), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _resources(given: object) -> list[object]:
+    """A ResourceRequirements by value: requests (limits filling those not given), limits,
+    claims."""
+    resources = given if isinstance(given, dict) else {}
+    limits = _amounts(resources.get("limits"))
+    requests = {**limits, **_amounts(resources.get("requests"))}
+    claims = sorted(_dicts(resources.get("claims")), key=lambda c: json.dumps(c, sort_keys=True))
+    return [requests, limits, claims]
 
 
 def _dicts(given: object) -> list[Dict]:
@@ -196,15 +208,23 @@ def _dicts(given: object) -> list[Dict]:
     return [x for x in given if isinstance(x, dict)] if isinstance(given, list) else []
 
 
+# The API server keeps a quantity to the nano, finer rounded up (apimachinery's Quantity).
+_NANO = Decimal("1e-9")
+
+
 def _amounts(given: object) -> dict[str, str]:
-    """A requests or limits map with each quantity by value (one not a quantity as written)."""
+    """A requests or limits map with each quantity by value, as the API server would store it
+    (one that is not a quantity, as written)."""
     if not isinstance(given, dict):
         return {}
     out = {}
     for name, value in given.items():
         try:
-            out[str(name)] = str(parse_quantity(value).normalize())
-        except ValueError:
+            with localcontext() as exact:
+                exact.prec = 64  # room for 2^63 to the nano
+                kept = parse_quantity(value).quantize(_NANO, rounding=ROUND_CEILING)
+                out[str(name)] = str((kept + 0).normalize())  # -0 is 0
+        except (ValueError, ArithmeticError):
             out[str(name)] = f"as written: {value}"
     return out
 

@@ -6,6 +6,7 @@ from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.jsondoc import json_copy
 from trainjob.naming import controlled_by, job_name
+from trainjob.queues import resources_key
 from trainjob.runtime import PodSet, RuntimeInfo
 from trainjob.views import JobView
 
@@ -51,7 +52,11 @@ def build_job(
             "name": job_name(info.trainjob, ps.name, index),
             "namespace": info.namespace,
             "labels": labels,
-            "annotations": {**info.annotations, **(meta.get("annotations") or {})},
+            "annotations": {
+                **info.annotations,
+                **(meta.get("annotations") or {}),
+                c.PODS_ASK_ANNOTATION: resources_key(pod_spec),
+            },
             "ownerReferences": [owner],
         },
         "spec": {

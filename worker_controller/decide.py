@@ -416,22 +416,24 @@ def _apply_jobs(
 
 
 def _asking_otherwise(info: RuntimeInfo, owner: Dict, jobs: dict[str, JobView]) -> list[str]:
-    """The unfinished Jobs whose pods ask for other resources (requests, limits, claims of a
-    container) than the TrainJob's would now. A Job's pod template cannot change, and Kueue
-    admits a TrainJob for what it asks now (its Workload is made again when that changes):
-    resumed as it was, such a Job would run pods bigger than the quota taken for them."""
+    """The unfinished Jobs whose pods ask for other resources (trainjob.queues.resources_key)
+    than the TrainJob's would now: as the Job says it was made (its annotation; a change to its
+    stored template by another's webhook is not the TrainJob's), else as its template says. A
+    Job's pod template cannot change, and Kueue admits a TrainJob for what it asks now (its
+    Workload is made again when that changes): resumed as it was, such a Job would run pods
+    bigger than the quota taken for them."""
     outdated = []
     for ps in info.pod_sets:
-        want = resources_key(
-            builders.build_job(info, ps, 0, owner, suspend=True)["spec"]["template"]["spec"]
-        )
+        built = builders.build_job(info, ps, 0, owner, suspend=True)
+        want = built["metadata"]["annotations"][c.PODS_ASK_ANNOTATION]
         for index in range(ps.replicas):
             name = job_name(info.trainjob, ps.name, index)
             actual = jobs.get(name)
             if actual is None or actual.finished:
                 continue
-            have = ((actual.spec.get("template") or {}).get("spec")) or {}
-            if resources_key(have) != want:
+            made = actual.annotations.get(c.PODS_ASK_ANNOTATION)
+            have = made or resources_key((actual.spec.get("template") or {}).get("spec") or {})
+            if have != want:
                 outdated.append(name)
     return outdated
 

@@ -359,12 +359,17 @@ class Rates:
             return allowed
 
 
+_TAKING = threading.Lock()
+
+
 def take_each(*buckets: tuple[Rates, Hashable]) -> bool:
     """Take one from each (rates, who) when every one of them holds one, else none: a caller
-    refused by one allowance spends nothing of the others (nor makes a bucket there)."""
-    if not all(rates.has(who) for rates, who in buckets):
-        return False
-    return all([rates.take(who) for rates, who in buckets])
+    refused by one allowance spends nothing of the others (nor makes a bucket there). One
+    caller at a time, so that two never both see the last one and both take."""
+    with _TAKING:
+        if not all(rates.has(who) for rates, who in buckets):
+            return False
+        return all([rates.take(who) for rates, who in buckets])
 
 
 @dataclass(frozen=True)

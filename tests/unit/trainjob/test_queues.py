@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from decimal import Decimal
 from typing import Any
 
@@ -151,3 +152,41 @@ def test_what_a_pod_asks_for_is_one_key_by_value() -> None:
     for each in odd:
         assert len(key(each)) == 32, each
     assert key({"containers": ["x", None]}) == key({})
+
+
+def test_a_pod_asks_for_more_than_its_containers_requests() -> None:
+    """What else makes a pod take more of a node and a queue: an init container that keeps
+    running (a sidecar, counted with the containers), the pod's own resources, its overhead
+    and RuntimeClass, its resource claims and what a container's claim asks of them."""
+    key = queues.resources_key
+    base: Dict = {
+        "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "32"}}}],
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": "32"}}}],
+    }
+    sidecar = copy.deepcopy(base)
+    sidecar["initContainers"][0]["restartPolicy"] = "Always"
+    claimed = copy.deepcopy(base)
+    claimed["containers"][0]["resources"]["claims"] = [{"name": "gpu", "request": "big"}]
+    other_request = copy.deepcopy(claimed)
+    other_request["containers"][0]["resources"]["claims"] = [{"name": "gpu", "request": "small"}]
+    for more in (
+        sidecar,
+        {**base, "resources": {"requests": {"cpu": "64"}}},
+        {**base, "overhead": {"cpu": "1"}},
+        {**base, "runtimeClassName": "kata"},
+        {**base, "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "8-gpus"}]},
+        claimed,
+    ):
+        assert key(more) != key(base), more
+    assert key(claimed) != key(other_request)
+
+
+def test_what_a_pod_asks_for_is_as_the_api_server_keeps_it() -> None:
+    """Finer than a nano, a quantity is kept rounded up; -0 is 0 (apimachinery's Quantity):
+    a Workload stored through a webhook that writes them back so is the same Workload."""
+    key = queues.resources_key
+    assert key(pod(requests={"cpu": "1.0000000001"})) == key(pod(requests={"cpu": "1000000001n"}))
+    assert key(pod(requests={"cpu": "-0"})) == key(pod(requests={"cpu": "0"}))
+    assert key(pod(requests={"cpu": "1e-12"})) == key(pod(requests={"cpu": "1n"}))
+    big = "9223372036854775807"
+    assert key(pod(requests={"memory": big})) != key(pod(requests={"memory": "1"}))

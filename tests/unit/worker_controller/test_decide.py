@@ -111,6 +111,20 @@ def test_a_suspended_jobs_pods_asking_for_other_resources_are_made_again_on_resu
         else:
             assert plan.delete == [("tj-node-0", running["metadata"]["uid"])], cpu
             assert plan.apply == [] and plan.create == []
+    # A Job says what it was made asking for: a change to its stored template by someone
+    # else's webhook (a default added) is not the TrainJob's, and the Job stays; one made
+    # before Jobs said so is judged by its template.
+    same = make_trainjob(suspend=True, trainer={"resourcesPerNode": {"requests": {"cpu": "1"}}})
+    same["status"] = {}
+    defaulted = copy.deepcopy(running)
+    node = defaulted["spec"]["template"]["spec"]["containers"][0]
+    node["resources"]["limits"] = {"memory": "512Mi"}
+    plan = observe(same, make_runtime(), jobs=[defaulted], services=[OUR_SERVICE])
+    assert plan.delete == []
+    unsaid = copy.deepcopy(defaulted)
+    del unsaid["metadata"]["annotations"]["trainjob.dev/pods-ask"]
+    plan = observe(same, make_runtime(), jobs=[unsaid], services=[OUR_SERVICE])
+    assert plan.delete == [("tj-node-0", running["metadata"]["uid"])]
     # Once resumed, it is made from what the TrainJob asks now.
     asks["spec"]["suspend"] = False
     plan = observe(asks, make_runtime(), jobs=[], services=[OUR_SERVICE])

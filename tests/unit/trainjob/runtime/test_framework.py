@@ -26,6 +26,7 @@ from clusters.helpers.builders import (
 from trainjob.lru import LRU
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.naming import owner_of
+from trainjob.queues import resources_key
 from trainjob.runtime import (
     RuntimeProblem,
     RuntimeSpecError,
@@ -79,7 +80,10 @@ def test_torch_three_nodes_builds_one_indexed_job_with_pet_env() -> None:
             "name": "tj-node-0",
             "namespace": "ns",
             "labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer", **POD_LABELS},
-            "annotations": {},
+            # what its pods ask for, as made (the pod spec below)
+            "annotations": {
+                "trainjob.dev/pods-ask": resources_key(job["spec"]["template"]["spec"])
+            },
             "ownerReferences": [OWNER],
         },
         "spec": {
@@ -750,3 +754,8 @@ def test_volume_mounts_merge_by_path_and_node_selector_nulls_remove() -> None:
 def test_a_list_entry_that_is_not_an_object_is_refused_naming_it(entry: object) -> None:
     with pytest.raises(RuntimeSpecError, match=r"volumeClaimPolicies\[1\] must be an object"):
         check_template_spec({"volumeClaimPolicies": [{}, entry]})
+
+
+def pod_spec(job: Dict) -> Dict:
+    spec: Dict = job["spec"]["template"]["spec"]
+    return spec
