@@ -126,3 +126,42 @@ def test_the_resync_sweeps_the_records_of_runs_by_their_own_bound(
     assert runs.per_namespace == 7
     with pytest.raises(ValueError):
         DispatcherSettings(placements_per_namespace=0)
+
+
+class _Records:
+    """The manager's ConfigMaps in the dispatcher's namespace, as `sweep` lists (by label)
+    and deletes them."""
+
+    def __init__(self, items: list[dict[str, Any]]) -> None:
+        self.items, self.deleted = items, []
+
+    def list_metadata(self, _kind: Any, _namespace: str, label_selector: str) -> list[Any]:
+        return [i for i in self.items if label_selector in i["metadata"]["labels"]]
+
+    def delete(self, _kind: Any, name: str, _namespace: str, uid: str | None = None) -> None:
+        self.deleted.append(name)
+
+
+def test_the_records_of_runs_are_swept_by_their_own_label_never_the_tails() -> None:
+    """The sweep of the records of runs lists them by their own label: a live TrainJob's
+    tails (another label) are never among them, and a gone TrainJob's run record goes."""
+
+    def configmap(name: str, label: str, uid: str) -> dict[str, Any]:
+        meta = {"name": name, "namespace": "trainjob-system", "uid": f"cm-{name}"}
+        return {"metadata": {**meta, "labels": {label: uid}, "annotations": {}}}
+
+    manager = _Records(
+        [
+            configmap("tails-live", log_tails.LABEL, "live"),
+            configmap("run-live", placements.LABEL, "live"),
+            configmap("run-gone", placements.LABEL, "gone"),
+        ]
+    )
+    live = TrainJobView({"metadata": {"name": "tj", "namespace": "ns", "uid": "live"}})
+    caches = SimpleNamespace(trainjob_keys=lambda: [("ns", "tj")], trainjob=lambda *_k: live)
+    bounds = log_tails.Bounds(1_000_000, per_namespace=1000)
+    swept = log_tails.sweep(manager, caches, bounds, placements_io.RECORDS)  # type: ignore[arg-type]
+    assert (swept, manager.deleted) == (1, ["run-gone"])
+    manager.deleted.clear()
+    assert log_tails.sweep(manager, caches, bounds) == 0  # type: ignore[arg-type]
+    assert manager.deleted == []  # the live TrainJob's tails stay
