@@ -464,3 +464,14 @@ def test_take_each_takes_from_every_allowance_or_from_none() -> None:
     # refused by the source's: no bucket made, nothing taken, for the namespace it named
     assert not take_each((namespace, "d"), (source, "pod"))
     assert namespace.has("d") and "d" not in namespace._buckets
+
+
+def test_an_allowance_spent_comes_back_with_time() -> None:
+    now = [0.0]
+    rates = Rates(2.0, 2, clock=lambda: now[0])
+    assert take_each((rates, "a"), (rates, "b"))
+    assert take_each((rates, "a"), (rates, "b"))
+    assert not rates.has("a") and not take_each((rates, "a"), (rates, "b"))
+    now[0] = 0.5  # one back for each at 2 a second
+    assert rates.has("a") and take_each((rates, "a"), (rates, "b"))
+    assert not rates.has("a")

@@ -163,8 +163,10 @@ def bigger_pods(**more: Any) -> Dict:
 
 def test_6_a_pending_workload_is_rebuilt_when_its_pods_ask_for_more_or_less() -> None:
     wl = workload_for(trainjob())
+    wl["metadata"]["uid"] = "wl-uid"
     p = plan(bigger_pods(), wl)
     assert p.delete_workload == WL_NAME and reasons(p) == ["DeletedWorkload"]
+    assert p.delete_workload_uid == "wl-uid"  # that one only, never one made since
     wl = workload_for(bigger_pods())
     assert plan(trainjob(), wl).delete_workload == WL_NAME
 
@@ -174,8 +176,10 @@ def test_6b_quota_taken_for_smaller_pods_never_starts_bigger_ones() -> None:
     # Workload goes, so that one made from the TrainJob as it is now queues for what it needs.
     for given in (RESERVED,), (RESERVED, ADMITTED):
         wl = workload_for(trainjob(), *given, **ASSIGNED)
+        wl["metadata"]["uid"] = "wl-uid"
         p = plan(bigger_pods(), wl)
         assert p.delete_workload == WL_NAME and reasons(p) == ["DeletedWorkload"]
+        assert p.delete_workload_uid == "wl-uid"
         assert p.trainjob_patch is None  # suspended it stays: never started
         assert p.workload_version == "7" and p.workload_readiness is None
     # Running: stopped as well, in the same pass.

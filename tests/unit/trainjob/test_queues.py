@@ -133,6 +133,13 @@ def test_what_a_pod_asks_for_is_one_key_by_value() -> None:
     both = pod(requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "1", "memory": "1Gi"})
     assert key(limits) == key(both)  # a limit stands for a request not given
     assert key(limits) != key(one)  # and is a limit too
+    # under the same limits, a request changed; the same requests, a limit raised
+    capped = pod(requests={"cpu": "1"}, limits={"cpu": "4"})
+    assert key(capped) != key(pod(requests={"cpu": "3"}, limits={"cpu": "4"}))
+    assert key(capped) != key(pod(requests={"cpu": "1"}, limits={"cpu": "8"}))
+    init = {**one, "initContainers": [{"resources": {"requests": {"memory": "1Gi"}}}]}
+    bigger_init = {**one, "initContainers": [{"resources": {"requests": {"memory": "64Gi"}}}]}
+    assert key(init) != key(bigger_init)
     for other in (
         pod(requests={"cpu": "2", "memory": "1Gi"}),
         pod(requests={"cpu": "1"}),
