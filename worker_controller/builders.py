@@ -55,7 +55,7 @@ def build_job(
             "annotations": {
                 **info.annotations,
                 **(meta.get("annotations") or {}),
-                c.PODS_ASK_ANNOTATION: resources_key(pod_spec),
+                c.PODS_ASK_ANNOTATION: pods_ask(ps),
             },
             "ownerReferences": [owner],
         },
@@ -74,6 +74,19 @@ def build_job(
             },
         },
     }
+
+
+def pods_ask(ps: PodSet) -> str:
+    """What a pod of the PodSet's Jobs asks for (trainjob.queues.resources_key), as a Job made
+    now says in its PODS_ASK_ANNOTATION (what build_job adds to the pod spec takes nothing)."""
+    return resources_key(ps.pod_template.get("spec") or {})
+
+
+def asked_by(job: JobView) -> str:
+    """What a Job's pods ask for as it was made: its annotation, else (a Job made before Jobs
+    said so) its stored pod template."""
+    made = job.annotations.get(c.PODS_ASK_ANNOTATION)
+    return made or resources_key((job.spec.get("template") or {}).get("spec") or {})
 
 
 def build_jobs(

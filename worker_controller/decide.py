@@ -16,7 +16,6 @@ from trainjob import constants as c
 from trainjob.models import InvalidObject, TrainJob, parse_trainjob
 from trainjob.naming import job_name, owner_of
 from trainjob.progress import Wiring, ca_config_map, wire
-from trainjob.queues import resources_key
 from trainjob.runtime import RuntimeInfo, resolve_runtime_info
 from trainjob.runtime import failure as failure_policy
 from trainjob.status_writes import hold
@@ -250,7 +249,7 @@ def decide(obs: Observed) -> Plan:
     # 6. Suspended: suspend whatever runs, start nothing; a Job whose pods would ask for
     #    other resources than the TrainJob's now goes (made again on resume).
     if tj.spec.suspend:
-        outdated = _asking_otherwise(info, owner, obs.jobs)
+        outdated = _asking_otherwise(info, obs.jobs)
         plan.delete += [(n, str(obs.jobs[n].uid)) for n in outdated if not obs.jobs[n].deleting]
         kept = {n: j for n, j in obs.jobs.items() if n not in outdated}
         _apply_jobs(info, owner, kept, plan, suspend=True, create_missing=False, attempt=attempt)
@@ -415,7 +414,7 @@ def _apply_jobs(
                 plan.apply.append(_update_of(desired, actual))
 
 
-def _asking_otherwise(info: RuntimeInfo, owner: Dict, jobs: dict[str, JobView]) -> list[str]:
+def _asking_otherwise(info: RuntimeInfo, jobs: dict[str, JobView]) -> list[str]:
     """The unfinished Jobs whose pods ask for other resources (trainjob.queues.resources_key)
     than the TrainJob's would now: as the Job says it was made (its annotation; a change to its
     stored template by another's webhook is not the TrainJob's), else as its template says. A
@@ -424,16 +423,13 @@ def _asking_otherwise(info: RuntimeInfo, owner: Dict, jobs: dict[str, JobView]) 
     bigger than the quota taken for them."""
     outdated = []
     for ps in info.pod_sets:
-        built = builders.build_job(info, ps, 0, owner, suspend=True)
-        want = built["metadata"]["annotations"][c.PODS_ASK_ANNOTATION]
+        want = builders.pods_ask(ps)
         for index in range(ps.replicas):
             name = job_name(info.trainjob, ps.name, index)
             actual = jobs.get(name)
             if actual is None or actual.finished:
                 continue
-            made = actual.annotations.get(c.PODS_ASK_ANNOTATION)
-            have = made or resources_key((actual.spec.get("template") or {}).get("spec") or {})
-            if have != want:
+            if builders.asked_by(actual) != want:
                 outdated.append(name)
     return outdated
 
