@@ -110,8 +110,7 @@ class MultiKueue:
         fails its Job at once (backoffLimit 0); its name. With per_index, a failed pod is not
         retried and its Job fails once every index has ended (backoffLimitPerIndex 0): no pod is
         deleted still running because another failed first."""
-        example = setup.REPO / "examples" / "runtimes" / "torch-distributed.yaml"
-        runtime = load_manifests(example.read_text())[0]
+        runtime = example_runtime()
         name = "torch-fail-each" if per_index else "torch-fail-fast"
         runtime["metadata"]["name"] = name
         node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
@@ -125,8 +124,7 @@ class MultiKueue:
     def tenant_runtime(self, name: str, cpu: str) -> Dict:
         """The example torch-distributed runtime as a TrainingRuntime of this namespace named
         `name`, its node container asking for `cpu` (not created anywhere)."""
-        example = setup.REPO / "examples" / "runtimes" / "torch-distributed.yaml"
-        runtime = load_manifests(example.read_text())[0]
+        runtime = example_runtime()
         runtime["kind"] = "TrainingRuntime"
         runtime["metadata"] = {"name": name, "namespace": self.ns}
         node_container(runtime)["resources"] = {"requests": {"cpu": cpu}}
@@ -491,3 +489,10 @@ def node_container(runtime: Dict) -> Dict:
     node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
     found: Dict = node["template"]["spec"]["template"]["spec"]["containers"][0]
     return found
+
+
+def example_runtime() -> Dict:
+    """examples/runtimes/torch-distributed.yaml, the runbook's ClusterTrainingRuntime."""
+    example = setup.REPO / "examples" / "runtimes" / "torch-distributed.yaml"
+    runtime: Dict = load_manifests(example.read_text())[0]
+    return runtime
