@@ -52,11 +52,7 @@ def build_job(
             "name": job_name(info.trainjob, ps.name, index),
             "namespace": info.namespace,
             "labels": labels,
-            "annotations": {
-                **info.annotations,
-                **(meta.get("annotations") or {}),
-                c.PODS_ASK_ANNOTATION: pods_ask(ps),
-            },
+            "annotations": {**info.annotations, **(meta.get("annotations") or {})},
             "ownerReferences": [owner],
         },
         "spec": {
@@ -78,15 +74,14 @@ def build_job(
 
 def pods_ask(ps: PodSet) -> str:
     """What a pod of the PodSet's Jobs asks for (trainjob.queues.resources_key), as a Job made
-    now says in its PODS_ASK_ANNOTATION (what build_job adds to the pod spec takes nothing)."""
+    now would (what build_job adds to the pod spec takes nothing)."""
     return resources_key(ps.pod_template.get("spec") or {})
 
 
 def asked_by(job: JobView) -> str:
-    """What a Job's pods ask for as it was made: its annotation, else (a Job made before Jobs
-    said so) its stored pod template."""
-    made = job.annotations.get(c.PODS_ASK_ANNOTATION)
-    return made or resources_key((job.spec.get("template") or {}).get("spec") or {})
+    """What a Job's pods ask for: its stored pod template, what they run with. Nothing a
+    tenant can write on the Job (an annotation) stands in for it."""
+    return resources_key((job.spec.get("template") or {}).get("spec") or {})
 
 
 def build_jobs(
@@ -171,10 +166,49 @@ def is_ours(obj: Dict, trainjob: Dict) -> bool:
     )
 
 
-def job_needs_update(desired: Dict, actual: JobView) -> bool:
-    """True when `actual` differs from `desired` in what we may change on a live Job."""
-    if bool(desired["spec"].get("suspend")) != actual.suspended:
-        return True
-    want = desired["spec"]["template"]
-    have = actual.spec.get("template") or {}
-    return any(want["spec"].get(f) != have.get("spec", {}).get(f) for f in SCHEDULING_FIELDS)
+def job_patch(desired: Dict, actual: JobView) -> Dict | None:
+    """The write that makes a live Job what `desired` says of its suspension and placement, or
+    None: a JSON merge patch of what the API server lets change, naming the Job's UID (a Job
+    made again under the name since it was read is not changed: 422). A running Job is only
+    ever suspended, in a write of `spec.suspend` alone: its pod template cannot change, and a
+    write that tried would be refused and leave it running. A suspended one (its pods gone)
+    takes the desired SCHEDULING_FIELDS as they are, and resumes, in one write, as Kueue
+    resumes a Job on a flavor."""
+    suspend = bool(desired["spec"].get("suspend"))
+    spec: Dict = {}
+    if not actual.suspended:
+        if suspend:
+            spec["suspend"] = True
+    else:
+        have = (actual.spec.get("template") or {}).get("spec") or {}
+        want = desired["spec"]["template"]["spec"]
+        placed = {
+            f: merge_patch_to(have.get(f), want.get(f))
+            for f in SCHEDULING_FIELDS
+            if want.get(f) != have.get(f)
+        }
+        if placed:
+            spec["template"] = {"spec": placed}
+        if not suspend:
+            spec["suspend"] = False
+    if not spec:
+        return None
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": actual.name,
+            "namespace": actual.namespace,
+            **({"uid": actual.uid} if actual.uid else {}),
+        },
+        "spec": spec,
+    }
+
+
+def merge_patch_to(have: object, want: object) -> object:
+    """The JSON merge patch value (RFC 7386) that turns `have` into exactly `want`: a key
+    `want` lacks is removed (null), an object is patched key by key, anything else replaced."""
+    if isinstance(have, dict) and isinstance(want, dict):
+        gone = {k: None for k in have if k not in want}
+        return {**gone, **{k: merge_patch_to(have.get(k), v) for k, v in want.items()}}
+    return want

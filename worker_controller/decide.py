@@ -65,7 +65,8 @@ class Plan:
     # Objects to make, in order: what the pods need, then Jobs. Each is only ever created:
     # an object of that name this TrainJob did not make is never adopted or overwritten.
     create: list[Dict] = field(default_factory=list)
-    apply: list[Dict] = field(default_factory=list)  # server-side apply to our own objects
+    # Merge patches of our live Jobs' suspension and placement (builders.job_patch).
+    patch: list[Dict] = field(default_factory=list)
     # Our Jobs of an earlier restart attempt, (name, uid), deleted with their pods first.
     delete: list[tuple[str, str]] = field(default_factory=list)
     ssh_secret: str | None = None  # create once (MPI) if missing, before any Job
@@ -140,33 +141,18 @@ class _Status:
 
 def _suspend_active(info: RuntimeInfo, tj_body: Dict, jobs: dict[str, JobView], plan: Plan) -> None:
     """Suspend every unfinished Job of the runtime's (its pods are deleted); used when the
-    TrainJob ends. Each is applied as it was made, for its own restart attempt (the API server
-    refuses a change to the pod template of a Job that has run, and a Job may be of another
-    attempt than the status says: its restarts lost). One build per Job the runtime names,
-    whatever else is in the namespace."""
+    TrainJob ends. A write of `spec.suspend` alone (builders.job_patch): whatever the runtime
+    says now, or which restart attempt a Job was made for, cannot hold it running. One build
+    per Job the runtime names, whatever else is in the namespace."""
     owner = owner_of(tj_body)
     for ps in info.pod_sets:
         for index in range(ps.replicas):
             actual = jobs.get(job_name(info.trainjob, ps.name, index))
             if actual is None or actual.finished or actual.suspended:
                 continue
-            made_for = builders.attempt_of(actual)
-            plan.apply.append(
-                _update_of(
-                    builders.build_job(info, ps, index, owner, suspend=True, attempt=made_for),
-                    actual,
-                )
-            )
-
-
-def _update_of(desired: Dict, actual: JobView) -> Dict:
-    """`desired` applied as a change of `actual` only: it names `actual`'s UID, so that a Job
-    deleted since it was read is not made again by the apply (the API server answers 409, or
-    422 for another Job of that name), nor made from what that Job said of its attempt; the
-    next pass sees it gone."""
-    if actual.uid:
-        desired["metadata"]["uid"] = actual.uid
-    return desired
+            desired = builders.build_job(info, ps, index, owner, suspend=True)
+            if (write := builders.job_patch(desired, actual)) is not None:
+                plan.patch.append(write)
 
 
 def _start_time(conditions: list[Dict], jobs: dict[str, JobView], now: dt.datetime) -> dt.datetime:
@@ -392,12 +378,14 @@ def _apply_jobs(
     occupied: set[str] | None = None,
 ) -> None:
     """Each Job the TrainJob wants: made when missing (not while a Job of an earlier attempt
-    still holds its name: `occupied`), its suspension and placement kept up to date, each
-    as made for its own restart attempt (a Job's pod template cannot change once it ran)."""
+    still holds its name: `occupied`), its suspension and placement kept up to date
+    (builders.job_patch). A suspended Job whose pods ask otherwise than the TrainJob's now
+    (_asking_otherwise) is never resumed: it goes, and is made again once gone."""
     for ps in info.pod_sets:
         ready = suspend or status.dependencies_met(ps, info, jobs)
         wanted = builders.build_jobs(info, ps, owner, suspend=suspend, attempt=attempt)
-        for index, desired in enumerate(wanted):
+        asks = builders.pods_ask(ps)
+        for desired in wanted:
             actual = jobs.get(desired["metadata"]["name"])
             if actual is None:
                 if create_missing and ready and desired["metadata"]["name"] not in (occupied or ()):
@@ -405,22 +393,22 @@ def _apply_jobs(
                 continue
             if actual.finished:
                 continue
-            made_for = builders.attempt_of(actual)
-            if made_for != attempt:
-                desired = builders.build_job(
-                    info, ps, index, owner, suspend=suspend, attempt=made_for
-                )
-            if builders.job_needs_update(desired, actual):
-                plan.apply.append(_update_of(desired, actual))
+            if not suspend and actual.suspended and builders.asked_by(actual) != asks:
+                if not actual.deleting:
+                    plan.delete.append((actual.name, str(actual.uid)))
+                continue
+            if (write := builders.job_patch(desired, actual)) is not None:
+                plan.patch.append(write)
 
 
 def _asking_otherwise(info: RuntimeInfo, jobs: dict[str, JobView]) -> list[str]:
     """The unfinished Jobs whose pods ask for other resources (trainjob.queues.resources_key)
-    than the TrainJob's would now: as the Job says it was made (its annotation; a change to its
-    stored template by another's webhook is not the TrainJob's), else as its template says. A
-    Job's pod template cannot change, and Kueue admits a TrainJob for what it asks now (its
-    Workload is made again when that changes): resumed as it was, such a Job would run pods
-    bigger than the quota taken for them."""
+    than the TrainJob's would now, as their stored pod templates say (what the pods run with;
+    nothing on the Job a tenant can write stands in for it). A Job's pod template cannot
+    change, and Kueue admits a TrainJob for what it asks now (its Workload is made again when
+    that changes): resumed as it was, such a Job would run pods bigger than the quota taken
+    for them. (A platform webhook that changes a Job's stored resources has its Jobs made
+    again at each suspension: their pods are gone then anyway.)"""
     outdated = []
     for ps in info.pod_sets:
         want = builders.pods_ask(ps)

@@ -1,4 +1,4 @@
-"""Carry out a reconcile Plan against one cluster: apply, create-once secrets, status, Events."""
+"""Carry out a reconcile Plan against one cluster: create, patch Jobs, status, Events."""
 
 from __future__ import annotations
 
@@ -61,28 +61,20 @@ def execute(
     meta = trainjob["metadata"]
     where = f"[{cluster.name}] {meta['namespace']}/{meta['name']}"
     blocked = _make(cluster, trainjob, plan, where, set() if made is None else made)
-    for obj in plan.apply:
+    for obj in plan.patch:
+        meta = obj["metadata"]
         try:
-            cluster.apply(c.kind_of(obj), obj)
-            log.debug("%s: applied %s %s", where, obj["kind"], obj["metadata"]["name"])
+            cluster.patch(c.JOB, meta["name"], meta["namespace"], obj)
+            log.debug("%s: patched Job %s", where, meta["name"])
         except ApiException as exc:
-            if exc.status == 409:  # gone since it was read (the apply names its UID): the
-                # deletion's watch event brings the next pass
-                log.debug(
-                    "%s: %s %s is gone, not applied", where, obj["kind"], obj["metadata"]["name"]
-                )
+            if exc.status == 404:  # gone since it was read: its watch event brings the next pass
+                log.debug("%s: Job %s is gone, not patched", where, meta["name"])
                 continue
-            if exc.status in (400, 422):
-                log.warning(
-                    "%s: cannot apply %s %s: %s",
-                    where,
-                    obj["kind"],
-                    obj["metadata"]["name"],
-                    api_message(exc),
-                )
+            if exc.status in (400, 422):  # (422 too for another Job made under the name)
+                log.warning("%s: cannot patch Job %s: %s", where, meta["name"], api_message(exc))
                 blocked = blocked or Blocked(
                     c.REASON_REFUSED_BY_API,
-                    f"the API refuses {obj['kind']} {obj['metadata']['name']}: {api_message(exc)}",
+                    f"the API refuses Job {meta['name']}: {api_message(exc)}",
                 )
                 continue
             raise

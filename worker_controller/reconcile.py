@@ -117,7 +117,7 @@ def _note_blocked(
     """Keep why the pass could not make an object the TrainJob needs (a pass that tried to
     make or change something says where it stands), for the next pass's condition; and when
     in the next pass to be: soon while blocked, or when the condition is to be cleared."""
-    if plan.create or plan.apply or plan.ssh_secret:
+    if plan.create or plan.patch or plan.ssh_secret:
         if blocked is None:
             ctx.blocked.pop(uid, None)
         else:

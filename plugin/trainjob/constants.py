@@ -44,9 +44,6 @@ JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 # The restart a Job (and its pods) was made for: the TrainJob's status.restarts then (JobSet's)
 RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
-# On a Job we make: what its pods ask for as made (trainjob.queues.resources_key), so that a
-# change by someone else's webhook to its stored template is not taken for the TrainJob's
-PODS_ASK_ANNOTATION = f"{DOMAIN}/pods-ask"
 
 # --- our labels ------------------------------------------------------------------------------
 TRAINJOB_NAME_LABEL = f"{DOMAIN}/trainjob-name"

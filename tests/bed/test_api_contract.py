@@ -351,6 +351,23 @@ def test_an_apply_naming_a_uid_changes_only_that_object(side: Side) -> None:
     assert side.call("GET", _config_maps(side, "c"))[1]["data"] == {"a": "new"}
 
 
+def test_a_merge_patch_naming_a_uid_changes_only_that_object(side: Side) -> None:
+    """What the worker controller's suspensions and resumes of Jobs lean on: a merge patch
+    naming the UID it read never makes the object, nor changes another made under the name."""
+    first = _made(side, _config_maps(side), _config_map(side, "c", data={"a": "1"}))
+    named = {"metadata": {"uid": first["metadata"]["uid"]}, "data": {"a": "2", "b": None}}
+
+    def patch_named() -> int:
+        return side.call("PATCH", _config_maps(side, "c"), named, content_type=MERGE)[0]
+
+    assert patch_named() == 200
+    assert side.call("DELETE", _config_maps(side, "c"))[0] == 200
+    assert patch_named() == 404, f"{side.name}: a patch of a deleted object was not refused"
+    _made(side, _config_maps(side), _config_map(side, "c", data={"a": "new", "b": "kept"}))
+    assert patch_named() == 422, f"{side.name}: a patch naming another's uid was not refused"
+    assert side.call("GET", _config_maps(side, "c"))[1]["data"] == {"a": "new", "b": "kept"}
+
+
 def test_creating_what_exists_or_reading_what_does_not_and_a_create_with_a_version(
     side: Side,
 ) -> None:

@@ -7,7 +7,8 @@ kube-apiserver by one contract suite run against both (tests/bed/test_api_contra
 
 - resourceVersion on every write; a stale one is a 409 on PUT, merge patch, apply and a
   delete's preconditions (uid or resourceVersion); an apply naming a uid is a 409 when no
-  object is there and a 422 when another is; AlreadyExists (409) and NotFound (404);
+  object is there and a 422 when another is, a merge patch naming one a 404 and a 422;
+  AlreadyExists (409) and NotFound (404);
 - server-side apply merges maps by key and `listType=map` lists by their keys (a Workload's
   conditions by `type`: our PodsReady beside Kueue's Admitted), sets as sets;
 - a create into a namespace that does not exist, and any request to an API that is not
@@ -763,6 +764,9 @@ class MemoryApi:
             return self._store_new(where, current, apply_merge(current, body, lists))
         if current is None:
             raise ApiException(404, "NotFound", f'{where.plural} "{where.name}" not found')
+        uid = (body.get("metadata") or {}).get("uid")
+        if uid and uid != current["metadata"]["uid"]:
+            raise ApiException(422, "Invalid", "metadata.uid: field is immutable")
         self._check_version(current, body)
         return self._store_new(where, current, merge_struct(current, body))  # RFC 7386
 

@@ -56,7 +56,7 @@ def conditions(plan: Plan) -> dict[str, tuple[str, str]]:
 
 def kinds(plan: Plan) -> list[tuple[str, str]]:
     """What the plan writes: the objects it makes, then those it applies."""
-    return [(o["kind"], o["metadata"]["name"]) for o in [*plan.create, *plan.apply]]
+    return [(o["kind"], o["metadata"]["name"]) for o in [*plan.create, *plan.patch]]
 
 
 def job(
@@ -130,6 +130,18 @@ def suspended(made: Dict) -> Dict:
     out["metadata"]["uid"] = _uid(made)
     out["spec"]["suspend"] = True
     return out
+
+
+def suspend_patch(made: Dict) -> Dict:
+    """The write that suspends the Job as made and `reported`: `spec.suspend` alone, on that
+    Job only (its UID named)."""
+    meta = made["metadata"]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": _uid(made)},
+        "spec": {"suspend": True},
+    }
 
 
 # A container's states: it exited 1 saying why; it was killed after (the Job controller's doing)

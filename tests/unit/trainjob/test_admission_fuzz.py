@@ -250,9 +250,9 @@ def _worker_decisions(trainjob: Dict, runtime: Dict) -> None:
     )
     plan = decide(observed)
     DECIDED["pairs"] += 1
-    assert plan.status is not None or plan.events or plan.create or plan.apply
+    assert plan.status is not None or plan.events or plan.create or plan.patch
     uid = trainjob["metadata"].get("uid")
-    for made in [*plan.create, *plan.apply]:
+    for made in [*plan.create, *plan.patch]:
         # whatever the pair, what the plan makes is the TrainJob's own, in its namespace
         owners = made["metadata"].get("ownerReferences") or []
         assert [o.get("uid") for o in owners if o.get("controller")] == [uid], made["kind"]

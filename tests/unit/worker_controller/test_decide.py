@@ -10,10 +10,13 @@ import pytest
 
 from clusters.helpers.builders import (
     OWNER,
+    container,
     initializer_runtime,
     make_runtime,
     make_trainjob,
     mpi_runtime,
+    replicated_job,
+    runtime_patch,
 )
 from kubecontrol.events import Event
 from tests.support.worker_plans import (
@@ -28,10 +31,12 @@ from tests.support.worker_plans import (
     kinds,
     observe,
     reported,
+    suspend_patch,
     suspended,
 )
 from trainjob import constants as c
 from trainjob.progress import Wiring
+from trainjob.queues import resources_key
 from trainjob.views import FailedCreateView, JobView
 from worker_controller import builders, digests, status
 from worker_controller.decide import Blocked, Observed, Plan, decide
@@ -80,7 +85,7 @@ def test_suspend_and_resume() -> None:
     running = reported(made, "running")
     plan = observe(tj, make_runtime(), jobs=[running], services=[OUR_SERVICE])
     assert conditions(plan) == {"Suspended": ("True", "Suspended")}
-    assert [(o["metadata"]["name"], o["spec"]["suspend"]) for o in plan.apply] == [
+    assert [(o["metadata"]["name"], o["spec"]["suspend"]) for o in plan.patch] == [
         ("tj-node-0", True)
     ]
     assert plan.delete == []
@@ -89,7 +94,7 @@ def test_suspend_and_resume() -> None:
     tj["spec"]["suspend"] = False
     resumed = observe(tj, make_runtime(), jobs=[suspended(running)], services=[OUR_SERVICE])
     assert conditions(resumed) == {"Suspended": ("False", "Resumed")}
-    assert [(o["metadata"]["name"], o["spec"]["suspend"]) for o in resumed.apply] == [
+    assert [(o["metadata"]["name"], o["spec"]["suspend"]) for o in resumed.patch] == [
         ("tj-node-0", False)
     ]
 
@@ -105,27 +110,38 @@ def test_a_suspended_jobs_pods_asking_for_other_resources_are_made_again_on_resu
         asks["status"] = {}
         plan = observe(asks, make_runtime(), jobs=[running], services=[OUR_SERVICE])
         if kept:
-            assert plan.delete == [] and [o["metadata"]["name"] for o in plan.apply] == [
+            assert plan.delete == [] and [o["metadata"]["name"] for o in plan.patch] == [
                 "tj-node-0"
             ]
         else:
             assert plan.delete == [("tj-node-0", running["metadata"]["uid"])], cpu
-            assert plan.apply == [] and plan.create == []
-    # A Job says what it was made asking for: a change to its stored template by someone
-    # else's webhook (a default added) is not the TrainJob's, and the Job stays; one made
-    # before Jobs said so is judged by its template.
+            assert plan.patch == [] and plan.create == []
+    # What the pods run with counts, their stored template: a Job whose pods ask for more goes
+    # though what is written on it (anyone with `edit` may write a Job's annotations) claims
+    # what the TrainJob asks now; so does one whose resources another's webhook changed.
     same = make_trainjob(suspend=True, trainer={"resourcesPerNode": {"requests": {"cpu": "1"}}})
     same["status"] = {}
+    eight = make_trainjob(trainer={"resourcesPerNode": {"requests": {"cpu": "8"}}})
+    bigger = reported(as_made(eight, make_runtime())[0], "running")
+    claim = {"trainjob.dev/pods-ask": resources_key(running["spec"]["template"]["spec"])}
+    bigger["metadata"]["annotations"] = claim
     defaulted = copy.deepcopy(running)
     node = defaulted["spec"]["template"]["spec"]["containers"][0]
     node["resources"]["limits"] = {"memory": "512Mi"}
-    plan = observe(same, make_runtime(), jobs=[defaulted], services=[OUR_SERVICE])
-    assert plan.delete == []
-    unsaid = copy.deepcopy(defaulted)
-    del unsaid["metadata"]["annotations"]["trainjob.dev/pods-ask"]
-    plan = observe(same, make_runtime(), jobs=[unsaid], services=[OUR_SERVICE])
-    assert plan.delete == [("tj-node-0", running["metadata"]["uid"])]
-    # Once resumed, it is made from what the TrainJob asks now.
+    for outdated in (bigger, defaulted):
+        plan = observe(same, make_runtime(), jobs=[outdated], services=[OUR_SERVICE])
+        assert plan.delete == [("tj-node-0", running["metadata"]["uid"])]
+        assert plan.patch == [] and plan.create == []
+    # Never resumed as it was, had a pass not seen the TrainJob suspended: it goes, and once
+    # gone it is made from what the TrainJob asks now.
+    resumed = make_trainjob(trainer={"resourcesPerNode": {"requests": {"cpu": "1"}}})
+    resumed["status"] = {}
+    for held in (suspended(bigger), suspended(defaulted)):
+        plan = observe(resumed, make_runtime(), jobs=[held], services=[OUR_SERVICE])
+        assert plan.delete == [("tj-node-0", running["metadata"]["uid"])]
+        assert plan.patch == [] and plan.create == []
+    plan = observe(resumed, make_runtime(), jobs=[suspended(running)], services=[OUR_SERVICE])
+    assert plan.delete == [] and [o["spec"] for o in plan.patch] == [{"suspend": False}]
     asks["spec"]["suspend"] = False
     plan = observe(asks, make_runtime(), jobs=[], services=[OUR_SERVICE])
     (again,) = [o for o in plan.create if o["kind"] == "Job"]
@@ -140,6 +156,53 @@ def test_a_suspended_jobs_pods_asking_for_other_resources_are_made_again_on_resu
         services=[OUR_SERVICE],
     )
     assert plan.delete == []
+
+
+def test_a_job_kept_is_suspended_and_resumed_by_writes_its_pod_template_cannot_refuse() -> None:
+    """A Job's pod template cannot change, and the runtime may have changed since the Job was
+    made (a new image: its pods still ask for the same): the suspension is `spec.suspend`
+    alone, and the resume sets exactly the placement Kueue gives the TrainJob now (a key it
+    no longer gives removed) with nothing else of the template."""
+
+    def placed(selector: Dict, toleration: str, **spec: Any) -> Dict:
+        patch = runtime_patch(
+            "kueue.x-k8s.io/manager",
+            "node",
+            {"spec": {"nodeSelector": selector, "tolerations": [{"key": toleration}]}},
+        )
+        return make_trainjob(runtimePatches=[patch], **spec)
+
+    first = placed({"pool": "a", "zone": "1"}, "t1")
+    (made,) = as_made(first, make_runtime())
+    running = reported(made, "running")
+    moved = make_runtime(
+        replicated_jobs=[replicated_job("node", "trainer", [container(image="v2")])]
+    )
+    stopped = placed({"pool": "a", "zone": "1"}, "t1", suspend=True)
+    stopped["status"] = {}
+    plan = observe(stopped, moved, jobs=[running], services=[OUR_SERVICE])
+    assert plan.delete == [] and plan.patch == [suspend_patch(made)]
+
+    again = placed({"pool": "b"}, "t2")
+    again["status"] = plan.status
+    plan = observe(again, moved, jobs=[suspended(running)], services=[OUR_SERVICE])
+    assert [(o["metadata"], o["spec"]) for o in plan.patch] == [
+        (
+            suspend_patch(made)["metadata"],
+            {
+                "suspend": False,
+                "template": {
+                    "spec": {
+                        "nodeSelector": {"pool": "b", "zone": None},
+                        "tolerations": [{"key": "t2"}],
+                    }
+                },
+            },
+        )
+    ]
+    # Running, nothing of its template is written again (the API server would refuse it).
+    plan = observe(again, moved, jobs=[running], services=[OUR_SERVICE])
+    assert plan.patch == []
 
 
 def test_deadline_counts_from_the_last_resume() -> None:
@@ -163,7 +226,7 @@ def test_deadline_counts_from_the_last_resume() -> None:
         tj, make_runtime(), jobs=running, services=[OUR_SERVICE], now=NOW + dt.timedelta(seconds=25)
     )
     assert conditions(late)["Failed"] == ("True", "DeadlineExceeded")
-    assert [(o["metadata"]["name"], o["spec"]["suspend"]) for o in late.apply] == [
+    assert [(o["metadata"]["name"], o["spec"]["suspend"]) for o in late.patch] == [
         ("tj-node-0", True)
     ]
 
@@ -1010,8 +1073,9 @@ MPI_TJ = {"runtimeRef": {"name": "mpi-runtime"}}
 def test_a_trainjob_that_ends_or_is_suspended_suspends_each_running_job_as_it_was_made(
     spec: Dict, status: Dict, runtime: Dict, states: list[str], apis: frozenset[str]
 ) -> None:
-    """The suspension is applied to Jobs whose pod template cannot change: what is applied is
-    the Job as it was made (its owner, its restart, its pod group), only suspended."""
+    """The suspension of Jobs whose pod template cannot change is a write of `spec.suspend`
+    alone, naming each Job's UID: nothing of what the runtime says now, or of the restart or
+    pod group a Job was made for, can have it refused."""
     tj = make_trainjob(**copy.deepcopy(spec))
     tj["status"] = copy.deepcopy(status)
     made = as_made(tj, runtime, apis)
@@ -1019,7 +1083,7 @@ def test_a_trainjob_that_ends_or_is_suspended_suspends_each_running_job_as_it_wa
     jobs = [reported(body, state) for body, state in zip(made, states, strict=True)]
     plan = observe(tj, runtime, jobs=jobs, services=[OUR_SERVICE], pod_group_apis=apis)
     still_running = [body for body, state in zip(made, states, strict=True) if state == "running"]
-    assert plan.apply == [suspended(body) for body in still_running]
+    assert plan.patch == [suspend_patch(body) for body in still_running]
     assert plan.create == [] and plan.delete == []
 
 
@@ -1104,7 +1168,7 @@ def test_a_finished_trainjob_builds_each_job_its_runtime_names_once_whatever_els
         stranger["metadata"]["labels"][c.RESTART_ATTEMPT_LABEL] = attempt
         stranger["spec"]["template"]["metadata"]["labels"][c.RESTART_ATTEMPT_LABEL] = attempt
         strangers.append(stranger)
-    expected = [suspended(as_made(tj, make_runtime())[0])]
+    expected = [suspend_patch(as_made(tj, make_runtime())[0])]
     tj["status"] = {"conditions": [COMPLETE]}
     built: list[str] = []
     build_job = builders.build_job
@@ -1117,4 +1181,4 @@ def test_a_finished_trainjob_builds_each_job_its_runtime_names_once_whatever_els
     monkeypatch.setattr(builders, "build_job", counted)
     plan = observe(tj, make_runtime(), jobs=[ours, *strangers], services=[OUR_SERVICE])
     assert built == ["tj-node-0"]
-    assert plan.apply == expected
+    assert plan.patch == expected

@@ -166,17 +166,18 @@ def test_jobs_keep_what_they_were_made_with_when_the_api_comes_or_goes() -> None
     tj["status"] = first.status
     ungrouped = [named("tj-launcher-0", active=1), named("tj-node-0", active=1)]
     plan = observe(tj, runtime, jobs=ungrouped, services=[OUR_SERVICE], pod_group_apis=served)
-    assert plan.create == [] and plan.apply == []
+    assert plan.create == [] and plan.patch == []
     assert conditions(plan)["PodGroupPolicyIgnored"] == ("True", "PodGroupPolicyIgnored")
     assert not plan.events  # said once
 
     group = {"scheduling.x-k8s.io/pod-group": "tj"}
     grouped = [named("tj-launcher-0", group, active=1), named("tj-node-0", group, active=1)]
     plan = observe(trainjob(1), runtime, jobs=grouped, services=[OUR_SERVICE])
-    assert plan.create == [] and plan.apply == []
+    assert plan.create == [] and plan.patch == []
     assert "PodGroupPolicyIgnored" not in conditions(plan)
-    # Suspended (Kueue evicts it): the Jobs are suspended as they were made, label and all.
+    # Suspended (Kueue evicts it): the Jobs are suspended as they were made, label and all
+    # (a write of spec.suspend alone).
     suspended = make_trainjob(suspend=True, trainer={"numNodes": 1, "resourcesPerNode": RESOURCES})
     plan = observe(suspended, runtime, jobs=grouped, services=[OUR_SERVICE])
-    assert sorted(o["metadata"]["name"] for o in plan.apply) == ["tj-launcher-0", "tj-node-0"]
-    assert all(pod_meta(o)["labels"]["scheduling.x-k8s.io/pod-group"] == "tj" for o in plan.apply)
+    assert sorted(o["metadata"]["name"] for o in plan.patch) == ["tj-launcher-0", "tj-node-0"]
+    assert all(o["spec"] == {"suspend": True} for o in plan.patch)

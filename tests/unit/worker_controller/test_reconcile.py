@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from clusters.helpers.builders import OWNER, TrainJobBuilder, initializer_runtime, make_runtime
+from clusters.helpers.builders import (
+    OWNER,
+    TrainJobBuilder,
+    container,
+    initializer_runtime,
+    make_runtime,
+    replicated_job,
+)
 from kubecontrol.client import ApiException
 from kubecontrol.kinds import Kind
 from tests.support.memory_api import Fault, MemoryApi
@@ -507,10 +514,10 @@ def _past_its_deadline(tj: Dict) -> None:
 def test_a_job_deleted_before_its_suspend_is_applied_is_not_made_again(
     stop: Callable[[Dict], None],
 ) -> None:
-    """The caches still hold a running Job that someone deleted: the suspend the pass applies
-    names the Job's UID, so the API server refuses it (409) rather than make the Job again
-    from what the old one said (its restart attempt a label anyone may edit); no condition
-    says the API refused anything, and no Job is made while the TrainJob is stopped."""
+    """The caches still hold a running Job that someone deleted: the suspend the pass writes
+    is a patch naming the Job's UID, which the API server refuses (404) rather than make the
+    Job again; no condition says the API refused anything, and no Job is made while the
+    TrainJob is stopped."""
     tj = TrainJobBuilder().obj()
     stop(tj)
     made = reported(as_made(tj, RUNTIME)[0], "running")
@@ -518,12 +525,37 @@ def test_a_job_deleted_before_its_suspend_is_applied_is_not_made_again(
     raced, again = world.run_raced(KEY, "worker", c.JOB, made["metadata"]["name"], delete=True)
     job_path = c.JOB.path("ns", made["metadata"]["name"])
     for done in (raced, again):
-        assert [r for r in done.refused["worker"] if "/jobs/" in r[1]] == [("PATCH", job_path, 409)]
+        assert [r for r in done.refused["worker"] if "/jobs/" in r[1]] == [("PATCH", job_path, 404)]
     assert objects(world, c.JOB) == []
     world.settle(KEY)
     assert objects(world, c.JOB) == []
     after = world.get("worker", c.TRAINJOB, "tj")
     assert condition(after, "ObjectsBlocked") is None
+
+
+def test_a_job_is_suspended_and_resumed_whatever_its_runtime_says_now() -> None:
+    """The runtime has a new image since the Jobs were made (their pods ask the same): a Job's
+    pod template cannot change, and the suspension still lands, then the resume, each a write
+    the API server takes. The whole Job written was refused (422) and its pods ran on."""
+    world = worker(TrainJobBuilder().obj())
+    world.settle(KEY)
+    (made,) = objects(world, c.JOB)
+    api = world.apis["worker"]
+    api.put(
+        make_runtime(replicated_jobs=[replicated_job("node", "trainer", [container(image="v2")])])
+    )
+    for suspend in (True, False):
+        tj = world.get("worker", c.TRAINJOB, "tj")
+        assert tj is not None
+        tj["spec"]["suspend"] = suspend
+        api.put(tj)
+        world.relist()
+        done = world.settle(KEY)
+        assert not any(p.refused["worker"] for p in done)
+        (job,) = objects(world, c.JOB)
+        assert job["metadata"]["uid"] == made["metadata"]["uid"]
+        assert job["spec"]["suspend"] is suspend
+        assert job["spec"]["template"] == made["spec"]["template"]
 
 
 @pytest.mark.usefixtures("both_caches")

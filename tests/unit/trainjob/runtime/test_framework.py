@@ -26,7 +26,6 @@ from clusters.helpers.builders import (
 from trainjob.lru import LRU
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.naming import owner_of
-from trainjob.queues import resources_key
 from trainjob.runtime import (
     RuntimeProblem,
     RuntimeSpecError,
@@ -80,10 +79,7 @@ def test_torch_three_nodes_builds_one_indexed_job_with_pet_env() -> None:
             "name": "tj-node-0",
             "namespace": "ns",
             "labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer", **POD_LABELS},
-            # what its pods ask for, as made (the pod spec below)
-            "annotations": {
-                "trainjob.dev/pods-ask": resources_key(job["spec"]["template"]["spec"])
-            },
+            "annotations": {},
             "ownerReferences": [OWNER],
         },
         "spec": {
