@@ -71,6 +71,8 @@ class Watch:
     # Objects a list asks for at a time: TENANT_SIZED_PAGE for a kind whose objects a tenant
     # sizes (kubecontrol/informer.py).
     page: int = PAGE
+    # Which objects the cache holds, where no selector can say it (kubecontrol/informer.py).
+    keep: Callable[[Dict], bool] | None = None
 
 
 def setup_logging(ours: ControllerSettings, verbose: bool = False) -> None:
@@ -425,6 +427,7 @@ def informers(ctx: ControllerContext, cluster: Cluster, watches: list[Watch]) ->
             groups_of=watch.groups_of,
             on_state=functools.partial(_note_state, ctx, watch.index),
             page=watch.page,
+            keep=watch.keep,
         )
         ctx.informers[watch.index] = informer
         if watch.optional:

@@ -169,6 +169,7 @@ class Informer:
         transform: Callable[[Dict], Dict] = slim,
         group_by: Callable[[Dict], Key] | None = None,
         groups_of: Callable[[Dict], Iterable[Key]] | None = None,
+        keep: Callable[[Dict], bool] | None = None,
     ) -> None:
         self.kind = kind
         self._api = api
@@ -188,6 +189,9 @@ class Informer:
         self._store: dict[Key, Dict] = {}
         self.view = IndexView(self._store)
         self._transform = transform
+        # Which objects the cache holds at all (after the transform), where no selector the
+        # API server knows can say it: one that stops being kept leaves as if deleted.
+        self._keep = keep
         self._grouped = group_by is not None or groups_of is not None
         self._group_keys: Callable[[Dict], Iterable[Key]] = (
             (lambda obj: (group_by(obj),)) if group_by is not None else groups_of or (lambda _: ())
@@ -292,7 +296,8 @@ class Informer:
             page = decode_list(data, self._cached)
             del data
             for o in page["items"]:
-                fresh[key_of(o)] = o
+                if self._keep is None or self._keep(o):
+                    fresh[key_of(o)] = o
             meta = page["metadata"]
             version = version or str(meta["resourceVersion"])  # the first page's snapshot
             if not meta.get("continue"):
@@ -397,8 +402,13 @@ class Informer:
             self._on_state(True, "")
 
     def _apply(self, etype: str, obj: Dict) -> None:
-        """One watch event into the cache; then `on_event`, unless only the version moved."""
+        """One watch event into the cache; then `on_event`, unless only the version moved (or
+        the object is not one the cache keeps, nor was)."""
         key = key_of(obj)
+        if etype != "DELETED" and self._keep is not None and not self._keep(obj):
+            if key not in self._store:
+                return
+            etype = "DELETED"
         if etype == "DELETED":
             self._drop(key)
         else:

@@ -12,6 +12,8 @@ from trainjob.views import JobView
 
 # Pod-template fields the API server lets us change on a suspended Job (and Kueue relies on).
 SCHEDULING_FIELDS = ("nodeSelector", "tolerations", "schedulingGates", "affinity")
+# A Job's size, which an Indexed Job lets change (both together, equal) at any time.
+SIZE_FIELDS = ("parallelism", "completions")
 
 
 def trainjob_labels(trainjob: str) -> dict[str, str]:
@@ -167,15 +169,27 @@ def is_ours(obj: Dict, trainjob: Dict) -> bool:
 
 
 def job_patch(desired: Dict, actual: JobView) -> Dict | None:
-    """The write that makes a live Job what `desired` says of its suspension and placement, or
-    None: a JSON merge patch of what the API server lets change, naming the Job's UID (a Job
-    made again under the name since it was read is not changed: 422). A running Job is only
-    ever suspended, in a write of `spec.suspend` alone: its pod template cannot change, and a
-    write that tried would be refused and leave it running. A suspended one (its pods gone)
-    takes the desired SCHEDULING_FIELDS as they are, and resumes, in one write, as Kueue
-    resumes a Job on a flavor."""
+    """The write that makes a live Job what `desired` says of its size, suspension and
+    placement, or None: a JSON merge patch of what the API server lets change, naming the Job's
+    UID (a Job made again under the name since it was read is not changed: 422).
+
+    - Its size (parallelism and completions, which whoever may edit Jobs can change on an
+      Indexed Job) is put back whenever it differs: the quota was taken for that many pods.
+    - A running Job is only ever suspended, by `spec.suspend` alone: its pod template cannot
+      change, and a write that tried would be refused and leave it running (suspend_patch).
+    - A suspended one (its pods gone) takes the desired SCHEDULING_FIELDS, and resumes, in one
+      write, as Kueue resumes a Job on a flavor. That write names the resourceVersion it was
+      planned from: a placement someone wrote on the suspended Job since is never resumed with
+      (409; the next pass reads it), and none may be written once it runs. While the Job
+      controller has not yet cleared a just-suspended Job's startTime, the API server refuses
+      a placement: none is written (nor the resume) until it has."""
     suspend = bool(desired["spec"].get("suspend"))
-    spec: Dict = {}
+    spec: Dict = {
+        f: desired["spec"].get(f)
+        for f in SIZE_FIELDS
+        if desired["spec"].get(f) != actual.spec.get(f)
+    }
+    guarded = False
     if not actual.suspended:
         if suspend:
             spec["suspend"] = True
@@ -187,12 +201,27 @@ def job_patch(desired: Dict, actual: JobView) -> Dict | None:
             for f in SCHEDULING_FIELDS
             if want.get(f) != have.get(f)
         }
-        if placed:
-            spec["template"] = {"spec": placed}
-        if not suspend:
-            spec["suspend"] = False
+        if not (placed and actual.status.get("startTime")):
+            if placed:
+                spec["template"] = {"spec": placed}
+            if not suspend:
+                spec["suspend"] = False
+            guarded = bool(placed) or not suspend
     if not spec:
         return None
+    write = _patch_of(actual, spec)
+    if guarded and actual.resource_version:
+        write["metadata"]["resourceVersion"] = actual.resource_version
+    return write
+
+
+def suspend_patch(actual: JobView) -> Dict:
+    """The write that suspends a running Job: `spec.suspend` alone, naming its UID, so that
+    nothing else of what it says, or of what the runtime says now, can have it refused."""
+    return _patch_of(actual, {"suspend": True})
+
+
+def _patch_of(actual: JobView, spec: Dict) -> Dict:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

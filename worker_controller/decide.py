@@ -139,20 +139,15 @@ class _Status:
         self.plan.status = new
 
 
-def _suspend_active(info: RuntimeInfo, tj_body: Dict, jobs: dict[str, JobView], plan: Plan) -> None:
-    """Suspend every unfinished Job of the runtime's (its pods are deleted); used when the
-    TrainJob ends. A write of `spec.suspend` alone (builders.job_patch): whatever the runtime
-    says now, or which restart attempt a Job was made for, cannot hold it running. One build
-    per Job the runtime names, whatever else is in the namespace."""
-    owner = owner_of(tj_body)
-    for ps in info.pod_sets:
-        for index in range(ps.replicas):
-            actual = jobs.get(job_name(info.trainjob, ps.name, index))
-            if actual is None or actual.finished or actual.suspended:
-                continue
-            desired = builders.build_job(info, ps, index, owner, suspend=True)
-            if (write := builders.job_patch(desired, actual)) is not None:
-                plan.patch.append(write)
+def _suspend_active(jobs: dict[str, JobView], plan: Plan) -> None:
+    """Suspend every unfinished Job the TrainJob controls (its pods are deleted), whether the
+    runtime names it now or not (one it no longer names, its replicas lowered or its
+    replicatedJob renamed, would run on no quota at all): by `spec.suspend` alone
+    (builders.suspend_patch), which nothing the runtime or the Job says now can have refused,
+    and which builds nothing."""
+    for job in jobs.values():
+        if not (job.finished or job.suspended or job.deleting):
+            plan.patch.append(builders.suspend_patch(job))
 
 
 def _start_time(conditions: list[Dict], jobs: dict[str, JobView], now: dt.datetime) -> dt.datetime:
@@ -187,7 +182,7 @@ def decide(obs: Observed) -> Plan:
         finished_info = resolve_runtime_info(tj, obs.runtime)[0]
         if finished_info is not None:
             _group_pods(finished_info, obs)
-            _suspend_active(finished_info, obs.trainjob, obs.jobs, plan)
+        _suspend_active(obs.jobs, plan)
         return plan
     # 4. The runtime must exist and fit; both failures recover once fixed.
     ref = tj.spec.runtime_ref
@@ -239,6 +234,10 @@ def decide(obs: Observed) -> Plan:
         plan.delete += [(n, str(obs.jobs[n].uid)) for n in outdated if not obs.jobs[n].deleting]
         kept = {n: j for n, j in obs.jobs.items() if n not in outdated}
         _apply_jobs(info, owner, kept, plan, suspend=True, create_missing=False, attempt=attempt)
+        named = {
+            job_name(info.trainjob, ps.name, i) for ps in info.pod_sets for i in range(ps.replicas)
+        }
+        _suspend_active({n: j for n, j in kept.items() if n not in named}, plan)
         st.set(c.COND_SUSPENDED, True, c.REASON_SUSPENDED, "TrainJob is suspended")
         st.count(info, obs)
         st.finish()
@@ -258,7 +257,7 @@ def decide(obs: Observed) -> Plan:
                 f"TrainJob was active longer than activeDeadlineSeconds={deadline}",
                 "Warning",
             )
-            _suspend_active(info, obs.trainjob, obs.jobs, plan)
+            _suspend_active(obs.jobs, plan)
             st.count(info, obs)
             st.finish()
             return plan
@@ -275,12 +274,12 @@ def decide(obs: Observed) -> Plan:
             "(kubectl apply --server-side -k crds/); not restarted again"
         )
         st.set(c.COND_FAILED, True, c.REASON_RESTARTS_LOST, message, "Warning")
-        _suspend_active(info, obs.trainjob, obs.jobs, plan)
+        _suspend_active(obs.jobs, plan)
     elif failure:
         _on_failure(info, obs, st)
     elif status.succeeded(info, obs.jobs):
         st.set(c.COND_COMPLETE, True, c.REASON_COMPLETED, c.MESSAGE_COMPLETED)
-        _suspend_active(info, obs.trainjob, obs.jobs, plan)
+        _suspend_active(obs.jobs, plan)
         plan.requeue_after = None
     else:
         # 9. Run: Jobs for every PodSet whose dependencies are met; a pod group the runtime
@@ -358,7 +357,7 @@ def _on_failure(info: RuntimeInfo, obs: Observed, st: _Status) -> None:
     message = f"{verdict.message}; {said}" if said else verdict.message
     if not verdict.restart:
         st.set(c.COND_FAILED, True, verdict.reason, message, "Warning")
-        _suspend_active(info, obs.trainjob, obs.jobs, st.plan)
+        _suspend_active(obs.jobs, st.plan)
         return
     # Restart: the new attempt is written first; its Jobs replace these from the next pass.
     st.restarts += 1

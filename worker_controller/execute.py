@@ -70,6 +70,10 @@ def execute(
             if exc.status == 404:  # gone since it was read: its watch event brings the next pass
                 log.debug("%s: Job %s is gone, not patched", where, meta["name"])
                 continue
+            if exc.status == 409:  # written since it was read (a resume names the version it
+                # was planned from): the write's watch event brings the next pass
+                log.debug("%s: Job %s changed since it was read, not patched", where, meta["name"])
+                continue
             if exc.status in (400, 422):  # (422 too for another Job made under the name)
                 log.warning("%s: cannot patch Job %s: %s", where, meta["name"], api_message(exc))
                 blocked = blocked or Blocked(

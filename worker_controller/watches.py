@@ -57,23 +57,27 @@ def watches(ctx: Context) -> list[Watch]:
             page=TENANT_SIZED_PAGE,
         ),
         Watch(Index.WORKLOADS, c.WORKLOAD, workload_changed, page=TENANT_SIZED_PAGE),
-        # Jobs and Services we made (the API server filters them by our label), by TrainJob:
-        # Jobs by their controller owner (reconcile keeps those of its very UID), Services by
-        # the label (one that is not ours is a condition, never written).
-        *(
-            Watch(
-                index,
-                kind,
-                on_event,
-                label_selector=c.TRAINJOB_NAME_LABEL,
-                group_by=group_by,
-                groups=groups,
-                page=TENANT_SIZED_PAGE,  # a Job carries its tenant's pod template
-            )
-            for index, kind, on_event, group_by, groups in (
-                ("jobs", c.JOB, job_changed, _controller, Index.JOBS),
-                ("services", c.SERVICE, None, _trainjob_label, Index.SERVICES),
-            )
+        # Jobs a TrainJob controls, by it (reconcile keeps those of its very UID): kept by their
+        # owner, not filtered by our label, which whoever may edit Jobs can take off a running
+        # one (it would leave the cache, and go on running once its TrainJob was suspended).
+        Watch(
+            "jobs",
+            c.JOB,
+            job_changed,
+            keep=_controlled_by_a_trainjob,
+            group_by=_controller,
+            groups=Index.JOBS,
+            page=TENANT_SIZED_PAGE,  # a Job carries its tenant's pod template
+        ),
+        # Services we made (the API server filters them by our label), by the label (one that
+        # is not ours is a condition, never written).
+        Watch(
+            "services",
+            c.SERVICE,
+            label_selector=c.TRAINJOB_NAME_LABEL,
+            group_by=_trainjob_label,
+            groups=Index.SERVICES,
+            page=TENANT_SIZED_PAGE,
         ),
         Watch(Index.RUNTIMES, c.TRAINING_RUNTIME, page=TENANT_SIZED_PAGE),
         Watch(Index.CLUSTER_RUNTIMES, c.CLUSTER_TRAINING_RUNTIME),
@@ -121,6 +125,16 @@ def _trainjob_label(obj: Dict) -> tuple[str, str]:
     """A Job's or Service's TrainJob, from our label on it."""
     meta = obj["metadata"]
     return meta["namespace"], (meta.get("labels") or {}).get(c.TRAINJOB_NAME_LABEL, "")
+
+
+def _controlled_by_a_trainjob(job: Dict) -> bool:
+    """A Job whose controller owner is a TrainJob (of any UID: reconcile keeps its own)."""
+    return any(
+        ref.get("controller")
+        and ref.get("kind") == "TrainJob"
+        and str(ref.get("apiVersion", "")).startswith(f"{c.TRAINER_GROUP}/")
+        for ref in (job.get("metadata") or {}).get("ownerReferences") or ()
+    )
 
 
 def _controller(obj: Dict) -> tuple[str, str]:

@@ -454,6 +454,19 @@ def test_immutable_fields_are_refused_and_a_suspended_jobs_placement_is_not(side
     selector = {"spec": {"selector": {"matchLabels": {"other": "x"}}}}
     assert side.call("PATCH", f"{jobs}/j", selector, content_type=MERGE)[0] == 422
 
+    # An Indexed Job's size changes only with its parallelism equal to its completions.
+    indexed = _suspended_job(side)
+    indexed["metadata"]["name"] = "ij"
+    indexed["spec"].update(completionMode="Indexed", parallelism=4, completions=4, suspend=False)
+    _made(side, jobs, indexed)
+    for size, answer in (((1, 1), 200), ((3, 2), 422), ((None, 3), 422), ((5, 5), 200)):
+        parallelism, completions = size
+        body = {"spec": {"completions": completions, "suspend": True}}
+        if parallelism is not None:
+            body["spec"]["parallelism"] = parallelism
+        got = side.call("PATCH", f"{jobs}/ij", body, content_type=MERGE)[0]
+        assert got == answer, f"{side.name}: size {size} answered {got}"
+
     claims = f"/api/v1/namespaces/{side.ns}/persistentvolumeclaims"
     claim = {
         "apiVersion": "v1",

@@ -13,8 +13,9 @@ kube-apiserver by one contract suite run against both (tests/bed/test_api_contra
   conditions by `type`: our PodsReady beside Kueue's Admitted), sets as sets;
 - a create into a namespace that does not exist, and any request to an API that is not
   installed, is a 404; names and labels outside Kubernetes' rules, and changes to immutable
-  fields (a Job's selector and pod template, a claim's spec, an immutable Secret's data), are
-  a 422; a field selector the kind does not support is a 400;
+  fields (a Job's selector, its pod template, its completions save an Indexed Job's set
+  equal to its parallelism; a claim's spec, an immutable Secret's data), are a 422; a field
+  selector the kind does not support is a 400;
 - the status subresource apart from the rest, generation bumped by a spec change, finalizers
   holding a deletion, generateName, `dryRun=All`, paged lists (`limit`, `continue`) and
   metadata-only lists;
@@ -375,6 +376,11 @@ def immutable_change(plural: str, old: Dict, new: Dict) -> str | None:
             return "spec.selector: field is immutable"
         if was.get("completionMode") != now.get("completionMode"):
             return "spec.completionMode: field is immutable"
+        if was.get("completions") != now.get("completions") and not (
+            now.get("completionMode") == "Indexed"
+            and now.get("parallelism") == now.get("completions")
+        ):
+            return "spec.completions: field is immutable"
         placing = bool(was.get("suspend")) and not (old.get("status") or {}).get("startTime")
         loose = _SCHEDULING_DIRECTIVES if placing else ()
         template_was, template_now = was.get("template") or {}, now.get("template") or {}

@@ -84,7 +84,12 @@ def job(
         )
     return {
         "metadata": {"name": name, "creationTimestamp": created},
-        "spec": {"suspend": suspend, "parallelism": parallelism, "template": {"spec": {}}},
+        "spec": {
+            "suspend": suspend,
+            "parallelism": parallelism,
+            "completions": parallelism,
+            "template": {"spec": {}},
+        },
         "status": {"conditions": conds, "active": active, "ready": ready},
     }
 

@@ -287,13 +287,23 @@ def test_each_controller_watches_every_cache_its_code_reads_once(
     assert len({w.kind for w in table}) == len(table)  # one informer a kind
 
 
-def test_the_worker_streams_only_its_own_jobs_services_and_pods() -> None:
-    """The API server filters them by our label: a cluster's other Jobs, Services and pods
-    never reach the controller."""
+def test_the_worker_keeps_only_its_own_jobs_services_and_pods() -> None:
+    """The API server filters Services and pods by our label; Jobs are kept by their
+    controller owner, a TrainJob (a label whoever may edit Jobs can take off, and the Job with
+    it out of the cache): a cluster's other Jobs never reach the cache."""
     table = {w.kind: w for w in _table(worker_watches, WorkerSettings())}
-    for kind in (c.JOB, c.SERVICE, c.POD):
+    for kind in (c.SERVICE, c.POD):
         assert table[kind].label_selector == c.TRAINJOB_NAME_LABEL
         assert table[kind].group_by is not None
+    jobs = table[c.JOB]
+    assert jobs.label_selector == "" and jobs.keep is not None and jobs.group_by is not None
+    owner = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "t"}
+    assert jobs.keep({"metadata": {"ownerReferences": [{**owner, "controller": True}]}})
+    assert not jobs.keep({"metadata": {"ownerReferences": [owner]}})  # not its controller
+    assert not jobs.keep(
+        {"metadata": {"ownerReferences": [{**owner, "kind": "JobSet", "controller": True}]}}
+    )
+    assert not jobs.keep({"metadata": {"labels": {c.TRAINJOB_NAME_LABEL: "t"}}})
     assert table[c.EVENT].field_selector == worker_watches.FAILED_CREATE_EVENTS
     quiet = _table(worker_watches, WorkerSettings(pod_summary=False))
     assert {w.kind for w in quiet}.isdisjoint({c.POD, c.EVENT})

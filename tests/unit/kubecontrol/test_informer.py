@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import orjson
 from kubernetes import client
 
 from kubecontrol.informer import Informer, same_apart_from_version
@@ -103,6 +104,51 @@ def test_a_change_the_transform_drops_updates_the_cache_but_calls_nobody() -> No
     assert informer._watch("2") == "5"
     assert seen == [("ADDED", "1"), ("MODIFIED", "3"), ("DELETED", "5")]
     assert informer.get(("ns", "a")) is None
+
+
+def test_an_object_no_longer_kept_leaves_as_if_deleted_and_one_never_kept_calls_nobody() -> None:
+    seen: list[tuple[str, str]] = []
+    kept, other = _job("1", "Running", "n1"), _job("2", "Running", "n1")
+    other["metadata"]["name"] = "b"
+    watch = _Events(
+        [
+            {"type": "ADDED", "object": kept},
+            {"type": "ADDED", "object": other},  # never kept: nothing
+            {"type": "MODIFIED", "object": _job("3", "Running", "")},  # no longer kept
+            {"type": "MODIFIED", "object": _job("4", "Running", "n2")},  # kept again
+        ]
+    )
+    informer = Informer(
+        watch,  # type: ignore[arg-type]
+        c.POD,
+        lambda t, o: seen.append((t, o["metadata"]["resourceVersion"])),
+        keep=lambda o: o["metadata"]["name"] == "a" and bool(o["spec"]["nodeName"]),
+    )
+    assert informer._watch("0") == "4"
+    assert seen == [("ADDED", "1"), ("DELETED", "3"), ("MODIFIED", "4")]
+    assert [o["metadata"]["resourceVersion"] for o in informer.items()] == ["4"]
+
+
+class _List:
+    """Stands in for the API client's list: one page of the objects given."""
+
+    def __init__(self, items: list[dict]) -> None:
+        self.items = items
+
+    def request(self, method: str, path: str, **_: object) -> bytes:
+        return orjson.dumps({"metadata": {"resourceVersion": "9"}, "items": self.items})
+
+
+def test_a_list_keeps_only_what_the_informer_keeps() -> None:
+    kept, other = _job("1", "Running", "n1"), _job("2", "Running", "")
+    other["metadata"]["name"] = "b"
+    informer = Informer(
+        _List([kept, other]),  # type: ignore[arg-type]
+        c.POD,
+        keep=lambda o: bool(o["spec"]["nodeName"]),
+    )
+    assert informer.list_now()
+    assert [o["metadata"]["name"] for o in informer.items()] == ["a"]
 
 
 def test_same_apart_from_version() -> None:

@@ -205,6 +205,69 @@ def test_a_job_kept_is_suspended_and_resumed_by_writes_its_pod_template_cannot_r
     assert plan.patch == []
 
 
+def test_a_jobs_size_is_what_it_was_made_with_and_a_job_the_runtime_no_longer_names_stops() -> None:
+    """Quota is taken for so many pods. A Job's parallelism and completions, which whoever may
+    edit Jobs can change on an Indexed Job, are put back (running or not); a runtime asking
+    fewer nodes since has its Job resumed for that many; and while the TrainJob is suspended
+    a Job its runtime no longer names (replicas lowered, a replicatedJob renamed) is suspended
+    too: it would run on no quota at all."""
+    tj = make_trainjob(trainer={"numNodes": 4})
+    tj["status"] = {}
+    (made,) = as_made(tj, make_runtime())
+    running = reported(made, "running")
+    grown = copy.deepcopy(running)
+    grown["spec"]["parallelism"] = grown["spec"]["completions"] = 40
+    plan = observe(tj, make_runtime(), jobs=[grown], services=[OUR_SERVICE])
+    assert [o["spec"] for o in plan.patch] == [{"parallelism": 4, "completions": 4}]
+    # Resumed after the TrainJob was changed to ask for one node: resumed for one.
+    one = make_trainjob(trainer={"numNodes": 1})
+    one["status"] = {}
+    plan = observe(one, make_runtime(), jobs=[suspended(running)], services=[OUR_SERVICE])
+    assert [o["spec"] for o in plan.patch] == [
+        {"parallelism": 1, "completions": 1, "suspend": False}
+    ]
+    # Suspended, with a Job of a replicatedJob the runtime no longer has.
+    renamed = make_runtime(replicated_jobs=[replicated_job("trainer", "trainer", [container()])])
+    stopped = make_trainjob(suspend=True, trainer={"numNodes": 4})
+    stopped["status"] = {}
+    plan = observe(stopped, renamed, jobs=[running], services=[OUR_SERVICE])
+    assert plan.patch == [suspend_patch(made)] and plan.create == []
+
+
+def test_a_resume_names_the_version_it_was_planned_from_and_waits_for_the_start_time_cleared() -> (
+    None
+):
+    """A suspended Job's placement is open to whoever may edit Jobs: the resume (and any
+    placement written) names the resourceVersion read, so a placement written since is never
+    resumed with (409, and the next pass reads it); a suspension never waits on one. Until the
+    Job controller clears a just-suspended Job's startTime the API server refuses a placement:
+    nothing is written till then."""
+    patch = runtime_patch("kueue.x-k8s.io/manager", "node", {"spec": {"nodeSelector": {"p": "b"}}})
+    tj = make_trainjob(runtimePatches=[patch])
+    tj["status"] = {}
+    (made,) = as_made(make_trainjob(), make_runtime())
+    held = suspended(reported(made, "running"))
+    held["metadata"]["resourceVersion"] = "41"
+    plan = observe(tj, make_runtime(), jobs=[held], services=[OUR_SERVICE])
+    (write,) = plan.patch
+    assert write["metadata"]["resourceVersion"] == "41"
+    assert write["spec"] == {"template": {"spec": {"nodeSelector": {"p": "b"}}}, "suspend": False}
+    held["status"]["startTime"] = "2026-11-22T11:59:00Z"
+    assert observe(tj, make_runtime(), jobs=[held], services=[OUR_SERVICE]).patch == []
+    # Nothing to place: resumed at once, still by the version read.
+    plain = make_trainjob()
+    plain["status"] = {}
+    (write,) = observe(plain, make_runtime(), jobs=[held], services=[OUR_SERVICE]).patch
+    assert write["spec"] == {"suspend": False} and write["metadata"]["resourceVersion"] == "41"
+    # A suspension names no version.
+    running = reported(made, "running")
+    running["metadata"]["resourceVersion"] = "42"
+    stop = make_trainjob(suspend=True)
+    stop["status"] = {}
+    (write,) = observe(stop, make_runtime(), jobs=[running], services=[OUR_SERVICE]).patch
+    assert "resourceVersion" not in write["metadata"] and write["spec"] == {"suspend": True}
+
+
 def test_deadline_counts_from_the_last_resume() -> None:
     tj = make_trainjob(activeDeadlineSeconds=30)
     tj["status"] = {
@@ -1152,12 +1215,13 @@ def test_the_objects_the_pods_need_come_before_the_jobs_all_owned_but_a_claim_ke
     assert again.create == [] and again.ssh_secret is None
 
 
-def test_a_finished_trainjob_builds_each_job_its_runtime_names_once_whatever_else_is_there(
+def test_a_finished_trainjob_suspends_every_job_it_controls_building_none(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Jobs that name the TrainJob as controller but not the runtime's names (anyone who may
-    edit Jobs in the namespace can make them), each for another restart attempt, cost the
-    pass nothing: only the runtime's own running Job is built again, once, to be suspended."""
+    """Jobs that name the TrainJob as controller but not the runtime's names (the runtime's
+    replicas lowered or a replicatedJob renamed since they were made; or anyone who may edit
+    Jobs made them), each for another restart attempt, are suspended as the runtime's own is:
+    one write of `spec.suspend` each, and no Job built (2,000 cost the pass no CPU)."""
     tj = make_trainjob()
     ours = reported(as_made(tj, make_runtime())[0], "running")
     strangers = []
@@ -1168,7 +1232,6 @@ def test_a_finished_trainjob_builds_each_job_its_runtime_names_once_whatever_els
         stranger["metadata"]["labels"][c.RESTART_ATTEMPT_LABEL] = attempt
         stranger["spec"]["template"]["metadata"]["labels"][c.RESTART_ATTEMPT_LABEL] = attempt
         strangers.append(stranger)
-    expected = [suspend_patch(as_made(tj, make_runtime())[0])]
     tj["status"] = {"conditions": [COMPLETE]}
     built: list[str] = []
     build_job = builders.build_job
@@ -1180,5 +1243,10 @@ def test_a_finished_trainjob_builds_each_job_its_runtime_names_once_whatever_els
 
     monkeypatch.setattr(builders, "build_job", counted)
     plan = observe(tj, make_runtime(), jobs=[ours, *strangers], services=[OUR_SERVICE])
-    assert built == ["tj-node-0"]
-    assert plan.patch == expected
+    assert built == []
+    assert plan.patch[0] == suspend_patch(ours)
+    assert [(o["metadata"]["name"], o["spec"]) for o in plan.patch[1:]] == [
+        (f"tj-other-{i}", {"suspend": True}) for i in range(2000)
+    ]
+    # A runtime gone by then changes nothing of that.
+    assert observe(tj, None, jobs=[ours], services=[OUR_SERVICE]).patch == [suspend_patch(ours)]

@@ -533,6 +533,26 @@ def test_a_job_deleted_before_its_suspend_is_applied_is_not_made_again(
     assert condition(after, "ObjectsBlocked") is None
 
 
+def test_a_running_job_whose_label_is_taken_off_is_still_suspended_with_its_trainjob() -> None:
+    """Whoever may edit Jobs can take our label off a running Job: it stays in the cache, kept
+    by its controller owner, and is suspended when its TrainJob is (filtered by the label, it
+    left the cache and ran on, its quota given back)."""
+    world = worker(TrainJobBuilder().obj())
+    world.settle(KEY)
+    (made,) = objects(world, c.JOB)
+    api = world.apis["worker"]
+    del made["metadata"]["labels"][c.TRAINJOB_NAME_LABEL]
+    api.put(made)
+    tj = world.get("worker", c.TRAINJOB, "tj")
+    assert tj is not None
+    tj["spec"]["suspend"] = True
+    api.put(tj)
+    world.relist()
+    world.settle(KEY)
+    (job,) = objects(world, c.JOB)
+    assert job["metadata"]["uid"] == made["metadata"]["uid"] and job["spec"]["suspend"] is True
+
+
 def test_a_job_is_suspended_and_resumed_whatever_its_runtime_says_now() -> None:
     """The runtime has a new image since the Jobs were made (their pods ask the same): a Job's
     pod template cannot change, and the suspension still lands, then the resume, each a write
