@@ -207,10 +207,10 @@ def test_a_job_kept_is_suspended_and_resumed_by_writes_its_pod_template_cannot_r
 
 def test_a_jobs_size_is_what_it_was_made_with_and_a_job_the_runtime_no_longer_names_stops() -> None:
     """Quota is taken for so many pods. A Job's parallelism and completions, which whoever may
-    edit Jobs can change on an Indexed Job, are put back (running or not); a runtime asking
-    fewer nodes since has its Job resumed for that many; and while the TrainJob is suspended
-    a Job its runtime no longer names (replicas lowered, a replicatedJob renamed) is suspended
-    too: it would run on no quota at all."""
+    edit Jobs can change on an Indexed Job, are put back when grown (running or not); a
+    runtime asking fewer nodes since has its Job resumed for that many; and while the TrainJob
+    is suspended a Job its runtime no longer names (replicas lowered, a replicatedJob renamed)
+    is suspended too: it would run on no quota at all."""
     tj = make_trainjob(trainer={"numNodes": 4})
     tj["status"] = {}
     (made,) = as_made(tj, make_runtime())
@@ -219,6 +219,10 @@ def test_a_jobs_size_is_what_it_was_made_with_and_a_job_the_runtime_no_longer_na
     grown["spec"]["parallelism"] = grown["spec"]["completions"] = 40
     plan = observe(tj, make_runtime(), jobs=[grown], services=[OUR_SERVICE])
     assert [o["spec"] for o in plan.patch] == [{"parallelism": 4, "completions": 4}]
+    # Asked bigger while its pods run (a runtime changed): not grown under them.
+    more = make_trainjob(trainer={"numNodes": 8})
+    more["status"] = {}
+    assert observe(more, make_runtime(), jobs=[running], services=[OUR_SERVICE]).patch == []
     # Resumed after the TrainJob was changed to ask for one node: resumed for one.
     one = make_trainjob(trainer={"numNodes": 1})
     one["status"] = {}
