@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from clusters.helpers.builders import make_runtime, mpi_runtime
 from clusters.kube import SAFE_LOADER
 from trainjob import admission
+from trainjob import constants as c
 from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.runtime import resolve_runtime_info
 from trainjob.workload import build_workload
@@ -252,10 +253,17 @@ def _worker_decisions(trainjob: Dict, runtime: Dict) -> None:
     DECIDED["pairs"] += 1
     assert plan.status is not None or plan.events or plan.create or plan.patch
     uid = trainjob["metadata"].get("uid")
-    for made in [*plan.create, *plan.patch]:
-        # whatever the pair, what the plan makes is the TrainJob's own, in its namespace
-        owners = made["metadata"].get("ownerReferences") or []
-        assert [o.get("uid") for o in owners if o.get("controller")] == [uid], made["kind"]
+    assert plan.patch == [] and plan.delete == []  # no Job there to change
+    for made in plan.create:
+        # whatever the pair, what the plan makes is the TrainJob's own, in its namespace: owned
+        # by it, or a claim kept past it (a runtime's retentionPolicy) marked as made for it
+        owners = [o.get("uid") for o in made["metadata"].get("ownerReferences") or ()]
+        kept = (made["metadata"].get("annotations") or {}).get(c.CLAIM_MADE_FOR_ANNOTATION)
+        if made["kind"] == "PersistentVolumeClaim" and not owners:
+            assert kept == f"{trainjob['metadata']['namespace']}/{trainjob['metadata']['name']}"
+        else:
+            owned = made["metadata"].get("ownerReferences") or []
+            assert [o.get("uid") for o in owned if o.get("controller")] == [uid], made["kind"]
         assert made["metadata"].get("namespace") == trainjob["metadata"]["namespace"]
     if any(o["kind"] == "Job" for o in plan.create):
         DECIDED["jobs"] += 1

@@ -35,8 +35,12 @@ from tests.support.worker_plans import (
     suspended,
 )
 from trainjob import constants as c
+from trainjob.models import parse_trainjob
+from trainjob.naming import owner_of
 from trainjob.progress import Wiring
 from trainjob.queues import resources_key
+from trainjob.runtime import resolve_runtime_info
+from trainjob.runtime.patches import merge_struct
 from trainjob.views import FailedCreateView, JobView
 from worker_controller import builders, digests, status
 from worker_controller.decide import Blocked, Observed, Plan, decide
@@ -178,7 +182,9 @@ def test_a_job_kept_is_suspended_and_resumed_by_writes_its_pod_template_cannot_r
     moved = make_runtime(
         replicated_jobs=[replicated_job("node", "trainer", [container(image="v2")])]
     )
-    stopped = placed({"pool": "a", "zone": "1"}, "t1", suspend=True)
+    # Kueue takes its placement off the TrainJob it evicts: the running Job is suspended by
+    # `spec.suspend` alone all the same (a placement with it would be refused, and it would run on).
+    stopped = make_trainjob(suspend=True)
     stopped["status"] = {}
     plan = observe(stopped, moved, jobs=[running], services=[OUR_SERVICE])
     assert plan.delete == [] and plan.patch == [suspend_patch(made)]
@@ -270,6 +276,88 @@ def test_a_resume_names_the_version_it_was_planned_from_and_waits_for_the_start_
     stop["status"] = {}
     (write,) = observe(stop, make_runtime(), jobs=[running], services=[OUR_SERVICE]).patch
     assert "resourceVersion" not in write["metadata"] and write["spec"] == {"suspend": True}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("nodeSelector", {"pool": "a"}),
+        ("tolerations", [{"key": "t"}]),
+        ("schedulingGates", [{"name": "g"}]),
+        ("affinity", {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}),
+    ],
+)
+def test_a_resume_sets_each_scheduling_field_as_the_trainjob_gives_it(
+    field: str, value: Any
+) -> None:
+    (made,) = as_made(make_trainjob(), make_runtime())
+    held = suspended(reported(made, "running"))
+    held["spec"]["template"]["spec"][field] = value  # written while it was suspended
+    tj = make_trainjob()
+    tj["status"] = {}
+    (write,) = observe(tj, make_runtime(), jobs=[held], services=[OUR_SERVICE]).patch
+    assert write["spec"] == {"suspend": False, "template": {"spec": {field: None}}}
+
+
+@pytest.mark.parametrize(
+    ("have", "want"),
+    [
+        ({"a": 1, "b": {"c": 2, "d": 3}}, {"b": {"c": 2}}),
+        (
+            {"nodeAffinity": {"required": {"x": [1]}, "preferred": [2]}},
+            {"nodeAffinity": {"preferred": [3]}},
+        ),
+        ({"a": [1, 2]}, {"a": [2]}),
+        ({"a": {"b": 1}}, {"a": 5}),
+        (5, {"a": {"b": 1}}),
+        ({"a": 1}, None),
+    ],
+)
+def test_a_placement_patch_turns_what_the_job_has_into_what_is_wanted(have: Any, want: Any) -> None:
+    """RFC 7386 applied as the API server applies it (the stand-in's merge, held to it)."""
+    patched = merge_struct({"f": copy.deepcopy(have)}, {"f": builders.merge_patch_to(have, want)})
+    assert patched.get("f") == want
+
+
+def test_jobs_asking_otherwise_are_judged_each_by_index_and_podset_never_twice_nor_running() -> (
+    None
+):
+    """Each Job of each PodSet is judged by what its own PodSet asks; one being deleted is not
+    deleted again; a running Job is never deleted for asking otherwise (its TrainJob is
+    stopped first, by its Workload)."""
+    runtime = make_runtime(
+        replicated_jobs=[replicated_job("node", "trainer", [container()], replicas=2)]
+    )
+    tj = make_trainjob(trainer={"resourcesPerNode": {"requests": {"cpu": "1"}}})
+    first, second = (reported(m, "running") for m in as_made(tj, runtime))
+    node = second["spec"]["template"]["spec"]["containers"][0]
+    node["resources"] = {"requests": {"cpu": "8"}}
+    stopped = make_trainjob(suspend=True, trainer={"resourcesPerNode": {"requests": {"cpu": "1"}}})
+    stopped["status"] = {}
+    plan = observe(stopped, runtime, jobs=[first, second], services=[OUR_SERVICE])
+    assert plan.delete == [("tj-node-1", second["metadata"]["uid"])]
+    going = copy.deepcopy(suspended(second))
+    going["metadata"]["deletionTimestamp"] = "2026-11-22T12:00:00Z"
+    assert observe(stopped, runtime, jobs=[first, going], services=[OUR_SERVICE]).delete == []
+    resumed = make_trainjob(trainer={"resourcesPerNode": {"requests": {"cpu": "1"}}})
+    resumed["status"] = {}
+    plan = observe(resumed, runtime, jobs=[suspended(first), going], services=[OUR_SERVICE])
+    assert plan.delete == [] and [o["metadata"]["name"] for o in plan.patch] == ["tj-node-0"]
+    plan = observe(resumed, runtime, jobs=[first, second], services=[OUR_SERVICE])
+    assert plan.delete == [] and plan.patch == []
+    # PodSets asking each its own: a Job of each, as made, resumed as it is.
+    init = make_trainjob(
+        runtimeRef={"name": "torch-with-init"},
+        trainer={"resourcesPerNode": {"requests": {"cpu": "2"}}},
+    )
+    info, _ = resolve_runtime_info(parse_trainjob(init), initializer_runtime())
+    assert info is not None
+    built = [builders.build_job(info, ps, 0, owner_of(init), suspend=True) for ps in info.pod_sets]
+    made = [suspended(reported(m, "running")) for m in built]
+    assert len({builders.pods_ask(ps) for ps in info.pod_sets}) == 2  # the node asks its own
+    init["status"] = {}
+    plan = observe(init, initializer_runtime(), jobs=made, services=[OUR_SERVICE])
+    assert plan.delete == [] and [o["spec"] for o in plan.patch] == [{"suspend": False}] * 3
 
 
 def test_deadline_counts_from_the_last_resume() -> None:

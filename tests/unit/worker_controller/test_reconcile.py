@@ -434,6 +434,31 @@ def test_a_job_the_api_finds_invalid_is_a_condition_and_the_pass_comes_back_soon
     )
 
 
+@pytest.mark.parametrize("status", [400, 422])
+def test_a_job_write_the_api_refuses_is_a_condition_naming_the_job(status: int) -> None:
+    world = worker(TrainJobBuilder().obj())
+    world.settle(KEY)
+    api = world.apis["worker"]
+    tj = world.get("worker", c.TRAINJOB, "tj")
+    assert tj is not None
+    tj["spec"]["suspend"] = True
+    api.put(tj)
+    api.fail(Fault(status, "PATCH", "jobs", times=None))
+    world.relist()
+    passes = world.settle(KEY)
+    assert condition(world.get("worker", c.TRAINJOB, "tj"), "ObjectsBlocked") == (
+        "True",
+        c.REASON_REFUSED_BY_API,
+    )
+    said = world.get("worker", c.TRAINJOB, "tj")["status"]["conditions"]  # type: ignore[index]
+    assert any("tj-node-0" in x.get("message", "") for x in said if x["type"] == "ObjectsBlocked")
+    assert passes[-1].requeue_after is not None and passes[-1].requeue_after <= 10
+    api.heal()
+    world.settle(KEY)
+    (job,) = objects(world, c.JOB)
+    assert job["spec"]["suspend"] is True
+
+
 @pytest.mark.usefixtures("both_caches")
 def test_a_deleted_trainjob_leaves_nothing_to_do() -> None:
     world = worker()
