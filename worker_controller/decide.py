@@ -67,7 +67,8 @@ class Plan:
     create: list[Dict] = field(default_factory=list)
     # Merge patches of our live Jobs' suspension and placement (builders.job_patch).
     patch: list[Dict] = field(default_factory=list)
-    # Our Jobs of an earlier restart attempt, (name, uid), deleted with their pods first.
+    # Our Jobs to go, (name, uid), deleted with their pods first: of an earlier restart
+    # attempt, or (suspended) whose pods ask otherwise than the TrainJob now.
     delete: list[tuple[str, str]] = field(default_factory=list)
     ssh_secret: str | None = None  # create once (MPI) if missing, before any Job
     status: Dict | None = None  # the new status, only when it changed

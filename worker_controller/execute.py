@@ -92,9 +92,9 @@ def execute(
             if exc.status == 404:
                 return blocked
             raise
-    for name, uid in plan.delete:  # a restart's old Jobs: their pods go first
+    for name, uid in plan.delete:  # a restart's old Jobs, or Jobs asking otherwise: pods first
         cluster.delete(c.JOB, name, meta["namespace"], propagation="Foreground", uid=uid)
-        log.info("%s: deleted Job %s of an earlier restart", where, name)
+        log.info("%s: deleted Job %s (of an earlier restart, or asking otherwise)", where, name)
     for event in plan.events:
         cluster.post_event(trainjob, event.type, event.reason, event.message)
         say = log.warning if event.type == "Warning" else log.info

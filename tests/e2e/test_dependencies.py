@@ -146,6 +146,8 @@ def test_a_tenants_own_runtime_goes_with_its_job_and_a_change_asking_more_sends_
             "own", run="600s", cpu=None, runtime="team-runtime", runtime_kind="TrainingRuntime"
         )
         worker = mk.started_on("own")
+        sent = mk.get("own", worker)
+        assert sent is not None
         copy = _runtime_copy(mk, worker)
         assert copy is not None and copy["spec"] == _runtime_spec(mk)
         assert copy["metadata"]["labels"]["kueue.x-k8s.io/multikueue-origin"]
@@ -165,13 +167,14 @@ def test_a_tenants_own_runtime_goes_with_its_job_and_a_change_asking_more_sends_
             what="the job's Workload made again for what its runtime asks now",
         )
         assert _asks(again) == "2"
-        worker = wait_for(lambda: mk.running_on("own"), 90, what="own sent again")[0]
-        wait_for(lambda: mk.pods(worker, "own"), 60, what=f"pods of own running on {worker}")
-        asked = {
-            ctr.resources.requests["cpu"]
-            for pod in mk.pods(worker, "own")
-            for ctr in pod.spec.containers
-        }
+        # The copy sent again (another UID; the first may be where it was, going), its pods.
+        worker, resent = wait_for(
+            lambda: _copy_other_than(mk, "own", sent["metadata"]["uid"]), 90, what="own sent again"
+        )
+        pods = wait_for(
+            lambda: _pods_of_copy(mk, worker, "own", resent), 60, what=f"own's pods on {worker}"
+        )
+        asked = {ctr.resources.requests["cpu"] for pod in pods for ctr in pod.spec.containers}
         assert asked == {"2"}, asked
         copy = _runtime_copy(mk, worker)
         assert copy is not None and copy["spec"] == _runtime_spec(mk)
@@ -182,6 +185,30 @@ def test_a_tenants_own_runtime_goes_with_its_job_and_a_change_asking_more_sends_
                 120,
                 what=f"the runtime's copy gone from {each} with the job",
             )
+
+
+def _copy_other_than(mk: MultiKueue, name: str, uid: str) -> tuple[str, str] | None:
+    """(worker, UID) of a copy of the TrainJob `name` other than the one of UID `uid`."""
+    for worker in mk.workers:
+        found = mk.get(name, worker)
+        if found is not None and found["metadata"]["uid"] != uid:
+            return worker, str(found["metadata"]["uid"])
+    return None
+
+
+def _pods_of_copy(mk: MultiKueue, worker: str, name: str, uid: str) -> list[Any]:
+    """The running pods of the Jobs the copy of UID `uid` controls (not a copy's before it)."""
+    jobs = client.BatchV1Api(mk.bed.api(worker)).list_namespaced_job(mk.ns).items
+    its = {
+        j.metadata.uid
+        for j in jobs
+        if any(o.uid == uid and o.controller for o in j.metadata.owner_references or ())
+    }
+    return [
+        p
+        for p in mk.pods(worker, name)
+        if any(o.uid in its for o in p.metadata.owner_references or ())
+    ]
 
 
 def _runtime_copy(mk: MultiKueue, worker: str) -> Dict | None:
