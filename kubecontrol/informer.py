@@ -405,10 +405,13 @@ class Informer:
         """One watch event into the cache; then `on_event`, unless only the version moved (or
         the object is not one the cache keeps, nor was)."""
         key = key_of(obj)
-        if etype != "DELETED" and self._keep is not None and not self._keep(obj):
-            if key not in self._store:
+        if self._keep is not None and (etype == "DELETED" or not self._keep(obj)):
+            # One the cache does not hold is no event; one it holds leaves as it was held
+            # (what it said of its groups then: its handler finds whom it concerned).
+            held = self._store.get(key)
+            if held is None:
                 return
-            etype = "DELETED"
+            etype, obj = "DELETED", obj if etype == "DELETED" else held
         if etype == "DELETED":
             self._drop(key)
         else:

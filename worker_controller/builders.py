@@ -174,12 +174,12 @@ def job_patch(desired: Dict, actual: JobView) -> Dict | None:
     UID (a Job made again under the name since it was read is not changed: 422).
 
     - Its size (parallelism and completions, which whoever may edit Jobs can change on an
-      Indexed Job): a running Job grown past what the TrainJob asks is made that size again
-      (the quota was taken for that many pods; one asked bigger since is not grown while its
-      pods run); a suspended one is made the size the TrainJob asks now.
-    - Of a running Job nothing else changes but its suspension, by `spec.suspend` (with no
-      more than its size): its pod template cannot change, and a write that tried would be
-      refused and leave it running (suspend_patch).
+      Indexed Job): of a running Job, each grown past what the TrainJob asks is made that
+      again (the quota was taken for that many pods; one asked bigger since is not grown
+      while its pods run); a suspended one is made the size the TrainJob asks now.
+    - A running Job is suspended by `spec.suspend` alone (suspend_patch): its pod template
+      cannot change, and a write that tried, or a size the API server refused with it, would
+      leave it running.
     - A suspended one (its pods gone) takes the desired SCHEDULING_FIELDS, and resumes, in one
       write, as Kueue resumes a Job on a flavor. That write names the resourceVersion it was
       planned from: a placement someone wrote on the suspended Job since is never resumed with
@@ -187,28 +187,37 @@ def job_patch(desired: Dict, actual: JobView) -> Dict | None:
       controller has not yet cleared a just-suspended Job's startTime, the API server refuses
       a placement: none is written (nor the resume) until it has."""
     suspend = bool(desired["spec"].get("suspend"))
-    want_size = {f: desired["spec"].get(f) for f in SIZE_FIELDS}
-    have_size = {f: actual.spec.get(f) for f in SIZE_FIELDS}
-    over = any(int(have_size[f] or 0) > int(want_size[f] or 0) for f in SIZE_FIELDS)
-    spec: Dict = dict(want_size) if want_size != have_size and (actual.suspended or over) else {}
-    guarded = False
     if not actual.suspended:
-        if suspend:
-            spec["suspend"] = True
-    else:
-        have = (actual.spec.get("template") or {}).get("spec") or {}
-        want = desired["spec"]["template"]["spec"]
-        placed = {
-            f: merge_patch_to(have.get(f), want.get(f))
-            for f in SCHEDULING_FIELDS
-            if want.get(f) != have.get(f)
+        if suspend:  # alone: a size the API server refused would keep it running
+            return suspend_patch(actual)
+        # Running: each of its sizes made no more than asked (never grown under its pods).
+        over = {
+            f: want
+            for f in SIZE_FIELDS
+            if isinstance(have := actual.spec.get(f), int)
+            and isinstance(want := desired["spec"].get(f), int)
+            and have > want
         }
-        if not (placed and actual.status.get("startTime")):
-            if placed:
-                spec["template"] = {"spec": placed}
-            if not suspend:
-                spec["suspend"] = False
-            guarded = bool(placed) or not suspend
+        return _patch_of(actual, over) if over else None
+    spec: Dict = {
+        f: desired["spec"].get(f)
+        for f in SIZE_FIELDS
+        if desired["spec"].get(f) != actual.spec.get(f)
+    }
+    have = (actual.spec.get("template") or {}).get("spec") or {}
+    want = desired["spec"]["template"]["spec"]
+    placed = {
+        f: merge_patch_to(have.get(f), want.get(f))
+        for f in SCHEDULING_FIELDS
+        if want.get(f) != have.get(f)
+    }
+    guarded = False
+    if not (placed and actual.status.get("startTime")):
+        if placed:
+            spec["template"] = {"spec": placed}
+        if not suspend:
+            spec["suspend"] = False
+        guarded = bool(placed) or not suspend
     if not spec:
         return None
     write = _patch_of(actual, spec)

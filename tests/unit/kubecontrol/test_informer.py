@@ -125,8 +125,12 @@ def test_an_object_no_longer_kept_leaves_as_if_deleted_and_one_never_kept_calls_
         keep=lambda o: o["metadata"]["name"] == "a" and bool(o["spec"]["nodeName"]),
     )
     assert informer._watch("0") == "4"
-    assert seen == [("ADDED", "1"), ("DELETED", "3"), ("MODIFIED", "4")]
+    # It leaves as it was held (its handler finds whom it concerned): the version before.
+    assert seen == [("ADDED", "1"), ("DELETED", "1"), ("MODIFIED", "4")]
     assert [o["metadata"]["resourceVersion"] for o in informer.items()] == ["4"]
+    # The deletion of one never kept is no event.
+    watch.events = [{"type": "DELETED", "object": other}]
+    assert informer._watch("4") == "2" and len(seen) == 3
 
 
 class _List:

@@ -229,6 +229,16 @@ def test_a_jobs_size_is_what_it_was_made_with_and_a_job_the_runtime_no_longer_na
     more = make_trainjob(trainer={"numNodes": 8})
     more["status"] = {}
     assert observe(more, make_runtime(), jobs=[running], services=[OUR_SERVICE]).patch == []
+    # Each size on its own: one grown past what is asked made that, the other never grown.
+    wider = copy.deepcopy(running)
+    wider["spec"]["parallelism"] = 9
+    plan = observe(more, make_runtime(), jobs=[wider], services=[OUR_SERVICE])
+    assert [o["spec"] for o in plan.patch] == [{"parallelism": 8}]
+    # Suspended with it, by `spec.suspend` alone (a size refused with it would keep it running).
+    held = make_trainjob(suspend=True, trainer={"numNodes": 4})
+    held["status"] = {}
+    plan = observe(held, make_runtime(), jobs=[grown], services=[OUR_SERVICE])
+    assert plan.patch == [suspend_patch(made)]
     # Resumed after the TrainJob was changed to ask for one node: resumed for one.
     one = make_trainjob(trainer={"numNodes": 1})
     one["status"] = {}
