@@ -198,6 +198,8 @@ def job_patch(desired: Dict, actual: JobView) -> Dict | None:
             and isinstance(want := desired["spec"].get(f), int)
             and have > want
         }
+        if "completions" in over:  # changed only with parallelism equal to it (Indexed)
+            over = {f: desired["spec"].get(f) for f in SIZE_FIELDS}
         return _patch_of(actual, over) if over else None
     spec: Dict = {
         f: desired["spec"].get(f)

@@ -151,6 +151,15 @@ def _suspend_active(jobs: dict[str, JobView], plan: Plan) -> None:
             plan.patch.append(builders.suspend_patch(job))
 
 
+def _unnamed(info: RuntimeInfo, jobs: dict[str, JobView]) -> dict[str, JobView]:
+    """The Jobs of `jobs` the runtime does not name (its replicas lowered or a replicatedJob
+    renamed since they were made; or made by whoever may edit Jobs, naming the TrainJob)."""
+    named = {
+        job_name(info.trainjob, ps.name, i) for ps in info.pod_sets for i in range(ps.replicas)
+    }
+    return {n: j for n, j in jobs.items() if n not in named}
+
+
 def _start_time(conditions: list[Dict], jobs: dict[str, JobView], now: dt.datetime) -> dt.datetime:
     """When the current run started: the last resume, else the first Job's creation."""
     suspended = cond.find(conditions, c.COND_SUSPENDED)
@@ -235,10 +244,7 @@ def decide(obs: Observed) -> Plan:
         plan.delete += [(n, str(obs.jobs[n].uid)) for n in outdated if not obs.jobs[n].deleting]
         kept = {n: j for n, j in obs.jobs.items() if n not in outdated}
         _apply_jobs(info, owner, kept, plan, suspend=True, create_missing=False, attempt=attempt)
-        named = {
-            job_name(info.trainjob, ps.name, i) for ps in info.pod_sets for i in range(ps.replicas)
-        }
-        _suspend_active({n: j for n, j in kept.items() if n not in named}, plan)
+        _suspend_active(_unnamed(info, kept), plan)
         st.set(c.COND_SUSPENDED, True, c.REASON_SUSPENDED, "TrainJob is suspended")
         st.count(info, obs)
         st.finish()
@@ -315,6 +321,8 @@ def decide(obs: Observed) -> Plan:
             attempt=attempt,
             occupied=set(old_jobs),
         )
+        # A Job it controls that its runtime does not name runs on no quota: suspended.
+        _suspend_active(_unnamed(info, obs.jobs), plan)
         _pods_stuck(obs, st)
     st.count(info, obs)
     st.finish()

@@ -304,6 +304,8 @@ def test_the_worker_keeps_only_its_own_jobs_services_and_pods() -> None:
         {"metadata": {"ownerReferences": [{**owner, "kind": "JobSet", "controller": True}]}}
     )
     assert not jobs.keep({"metadata": {"labels": {c.TRAINJOB_NAME_LABEL: "t"}}})
+    other = {**owner, "apiVersion": "other.example/v1", "controller": True}
+    assert not jobs.keep({"metadata": {"ownerReferences": [other]}})
     assert table[c.EVENT].field_selector == worker_watches.FAILED_CREATE_EVENTS
     quiet = _table(worker_watches, WorkerSettings(pod_summary=False))
     assert {w.kind for w in quiet}.isdisjoint({c.POD, c.EVENT})

@@ -234,11 +234,23 @@ def test_a_jobs_size_is_what_it_was_made_with_and_a_job_the_runtime_no_longer_na
     wider["spec"]["parallelism"] = 9
     plan = observe(more, make_runtime(), jobs=[wider], services=[OUR_SERVICE])
     assert [o["spec"] for o in plan.patch] == [{"parallelism": 8}]
+    # Completions past what is asked are made that with parallelism equal to them (the API
+    # server takes no other change of an Indexed Job's completions).
+    longer = copy.deepcopy(running)
+    longer["spec"]["parallelism"], longer["spec"]["completions"] = 2, 40
+    plan = observe(tj, make_runtime(), jobs=[longer], services=[OUR_SERVICE])
+    assert [o["spec"] for o in plan.patch] == [{"parallelism": 4, "completions": 4}]
     # Suspended with it, by `spec.suspend` alone (a size refused with it would keep it running).
     held = make_trainjob(suspend=True, trainer={"numNodes": 4})
     held["status"] = {}
     plan = observe(held, make_runtime(), jobs=[grown], services=[OUR_SERVICE])
     assert plan.patch == [suspend_patch(made)]
+    # Suspended already, made the size asked, naming no version (nothing placed, not resumed).
+    shut = suspended(grown)
+    shut["metadata"]["resourceVersion"] = "41"
+    (write,) = observe(held, make_runtime(), jobs=[shut], services=[OUR_SERVICE]).patch
+    assert write["spec"] == {"parallelism": 4, "completions": 4}
+    assert "resourceVersion" not in write["metadata"]
     # Resumed after the TrainJob was changed to ask for one node: resumed for one.
     one = make_trainjob(trainer={"numNodes": 1})
     one["status"] = {}
@@ -252,6 +264,13 @@ def test_a_jobs_size_is_what_it_was_made_with_and_a_job_the_runtime_no_longer_na
     stopped["status"] = {}
     plan = observe(stopped, renamed, jobs=[running], services=[OUR_SERVICE])
     assert plan.patch == [suspend_patch(made)] and plan.create == []
+    # Running too: a Job it controls under a name its runtime has not (whoever may edit Jobs
+    # can make one, naming the TrainJob as controller) is suspended; its own runs on.
+    stranger = copy.deepcopy(running)
+    stranger["metadata"]["name"] = "tj-node-0-99"
+    stranger["metadata"]["uid"] = "uid-tj-node-0-99"
+    plan = observe(tj, make_runtime(), jobs=[running, stranger], services=[OUR_SERVICE])
+    assert plan.patch == [suspend_patch(stranger)] and plan.delete == []
 
 
 def test_a_resume_names_the_version_it_was_planned_from_and_waits_for_the_start_time_cleared() -> (
@@ -1350,5 +1369,10 @@ def test_a_finished_trainjob_suspends_every_job_it_controls_building_none(
     assert [(o["metadata"]["name"], o["spec"]) for o in plan.patch[1:]] == [
         (f"tj-other-{i}", {"suspend": True}) for i in range(2000)
     ]
+    # One being deleted is not written.
+    going = copy.deepcopy(ours)
+    going["metadata"]["deletionTimestamp"] = "2026-11-22T12:00:00Z"
+    plan = observe(tj, make_runtime(), jobs=[going], services=[OUR_SERVICE])
+    assert plan.patch == []
     # A runtime gone by then changes nothing of that.
     assert observe(tj, None, jobs=[ours], services=[OUR_SERVICE]).patch == [suspend_patch(ours)]
