@@ -735,7 +735,7 @@ class Bed:
             manager=spec.role == "manager",
             pods_ready_timeout=self.config.wait_for_pods_ready.timeout_seconds,
             requeue_backoff_base=self.config.wait_for_pods_ready.backoff_base_seconds,
-            multikueue=self.config.multikueue_mode == "coexist",
+            multikueue=self.config.multikueue_mode in ("coexist", "kueue"),
             peer=self.config.is_peer,
             trainjobs=self.config.kueue_runs_trainjobs(spec),
             shipped=shipped_config(
@@ -797,9 +797,11 @@ class Bed:
         if wait_runs_jobs and spec.role == "worker":
             self.wait_runs_jobs(cluster)
 
-    def set_multikueue_mode(self, mode: Literal["replace", "coexist"]) -> None:
-        """Restart the manager's Kueue with its own MultiKueue off (replace) or on (coexist);
-        reinstalling the product to match is the caller's."""
+    def set_multikueue_mode(self, mode: Literal["replace", "coexist", "kueue"]) -> None:
+        """Restart the manager's Kueue with its own MultiKueue off (replace) or on (coexist),
+        or with its own MultiKueue and TrainJob integration (kueue: no TrainJob webhook of
+        Kueue's is registered, so TrainJobs are created suspended); reinstalling the product
+        to match is the caller's."""
         self.config = self.config.model_copy(update={"multikueue_mode": mode})
         for spec in self.config.managers:
             self._write_kueue_config(spec)

@@ -130,11 +130,13 @@ class BedConfig(BaseModel):
         "workers have no kwok nodes. Needs root. `up --real-nodes` sets it and the bed "
         "remembers it in its state directory",
     )
-    multikueue_mode: Literal["replace", "coexist"] = Field(
+    multikueue_mode: Literal["replace", "coexist", "kueue"] = Field(
         default="replace",
         description="replace: the manager's Kueue keeps its MultiKueue gate off and the "
         "dispatcher serves kueue.x-k8s.io/multikueue; coexist: the manager's Kueue runs its own "
-        "MultiKueue too, and the product is installed from deploy/coexist/*",
+        "MultiKueue too, and the product is installed from deploy/coexist/*; kueue: the "
+        "manager's Kueue runs its own MultiKueue and TrainJob integration, as a fleet does "
+        "before it switches to the dispatcher (set for a while by a test, never at `up`)",
     )
 
     @field_validator("clusters")
@@ -173,7 +175,9 @@ class BedConfig(BaseModel):
     def kueue_runs_trainjobs(self, spec: ClusterSpec) -> bool:
         """This cluster's Kueue runs its own TrainJob integration (not the external one our
         worker controller is)."""
-        return self.is_peer or (spec.trainer and spec.role == "worker")
+        if spec.role == "manager":
+            return self.is_peer or self.multikueue_mode == "kueue"
+        return self.is_peer or spec.trainer
 
     @property
     def managers(self) -> list[ClusterSpec]:

@@ -440,6 +440,14 @@ def _jobs_status(tj: TrainJob, wl: WorkloadView) -> list[Dict] | None:
     return found if isinstance(found, list) else None
 
 
+def _of_no_cluster(tj: TrainJob) -> bool:
+    """A status with jobs in it that names no cluster: brought back by another controller (Kueue's
+    own MultiKueue, before the manager switched to the dispatcher), which names none. It is not
+    read as the run of the Workload's cluster, and neither is it read as no pods ready: the
+    dispatcher names the cluster with its first status write (status_writes.can_wait)."""
+    return not tj.status.get("clusterName") and bool(tj.status.get("jobsStatus"))
+
+
 def _version(wl: WorkloadView) -> str | None:
     found = wl.resource_version
     return str(found) if found else None
@@ -454,6 +462,8 @@ def desired_readiness(obs: QueueObserved, wl: WorkloadView) -> Dict | None:
     if wl.evicted and wl.has_quota:  # step 9 resets it with the quota
         return None
     jobs_status = _jobs_status(obs.trainjob, wl)
+    if jobs_status is None and _of_no_cluster(obs.trainjob):
+        return None  # whose run it counts is unknown: what the Workload says stands meanwhile
     ready = jobs_status is not None and readiness.all_pods_ready(obs.pod_sets, jobs_status)
     status, reason, message = readiness.compute_pods_ready(wl, ready)
     reclaimable = readiness.compute_reclaimable_pods(obs.pod_sets, jobs_status or [], wl)

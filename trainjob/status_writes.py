@@ -31,6 +31,13 @@ def can_wait(have: Dict, patch: Dict) -> bool:
     cluster = have.get("clusterName")
     if cluster and "clusterName" in patch and patch["clusterName"] != cluster:
         return False
+    jobs = patch["jobsStatus"] if "jobsStatus" in patch else have.get("jobsStatus")
+    if not cluster and patch.get("clusterName") and _outcome_counts(jobs):
+        # PodsReady reads counts only beside a clusterName: a first one brings the counts
+        # already there into play (a status Kueue's own MultiKueue brought back before the
+        # manager switched to the dispatcher names no cluster, and its Workload's
+        # waitForPodsReady runs on)
+        return False
     if "jobsStatus" not in patch:
         return True
     return _outcome_counts(patch["jobsStatus"]) == _outcome_counts(have.get("jobsStatus"))

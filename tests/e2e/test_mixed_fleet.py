@@ -10,25 +10,33 @@ this module's own, up beside the kwok bed for as long as the module runs."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from clusters import setup
 from clusters.bed import Bed
 from clusters.config import mixed_bed_config
 from clusters.helpers.tenant import Tenant, story_path
 from clusters.helpers.waiting import wait_for
+from clusters.install import DEPLOY, DISPATCHER
+from clusters.kube import Applier, render
 from kubectl_trainjob.__main__ import main as kubectl_trainjob
 from tests.support.multikueue import (
     KUEUE,
     LOST_TIMEOUT,
+    MULTIKUEUE,
     MultiKueue,
     dispatched_to,
+    dispatcher_down,
     events_of,
+    the_leader,
 )
 
 pytestmark = [pytest.mark.bed]
@@ -37,9 +45,10 @@ JOBSET = ("jobset.x-k8s.io", "v1alpha2")
 
 
 @pytest.fixture(scope="module")
-def mixed() -> Iterator[Bed]:
+def mixed_fleet() -> Iterator[tuple[Bed, list[setup.Controller]]]:
     """The mixed bed with the product installed as deploy/ installs it on each kind of cluster,
-    or the running one $TJ_MIXED_BED_STATE_DIR names (kept up afterwards)."""
+    or the running one $TJ_MIXED_BED_STATE_DIR names (kept up afterwards); and its
+    controllers."""
     bed = Bed(mixed_bed_config())
     reuse = bool(os.environ.get("TJ_MIXED_BED_STATE_DIR")) and bed.is_up()
     if not reuse:
@@ -51,12 +60,17 @@ def mixed() -> Iterator[Bed]:
             bed, worker_lost_timeout=LOST_TIMEOUT, manager_flags=("--manager-runs-trainjobs",)
         )
         try:
-            yield bed
+            yield bed, ctrls
         finally:
             setup.stop_controllers(bed, ctrls)
     finally:
         if not reuse and not os.environ.get("TJ_BED_KEEP"):
             bed.down()
+
+
+@pytest.fixture(scope="module")
+def mixed(mixed_fleet: tuple[Bed, list[setup.Controller]]) -> Bed:
+    return mixed_fleet[0]
 
 
 def only_on(mixed: Bed, worker: str) -> MultiKueue:
@@ -273,3 +287,130 @@ def test_a_trainjob_on_a_lost_trainer_worker_moves_to_ours_and_runs_once(mixed: 
     # Once the Trainer worker is back, the stale copy there goes, and its JobSet with it.
     wait_for(lambda: mk.get("mover", lost) is None, 90, what=f"the stale copy on {lost} gone")
     wait_for(lambda: not jobsets(mk, lost), 60, what=f"the stale JobSet on {lost} gone")
+
+
+# What Kueue's own MultiKueue needs of a worker's identity beyond what the dispatcher does.
+KUEUES_RULES = "coexist/worker"
+ORIGIN_UID = "kueue.x-k8s.io/multikueue-origin-uid"
+
+
+@contextlib.contextmanager
+def kueues_multikueue(bed: Bed, ctrls: list[setup.Controller]) -> Iterator[None]:
+    """The manager as it was before the product: Kueue's own TrainJob integration and its
+    MultiKueue dispatch TrainJobs; the dispatcher's replicas are stopped and its webhooks out,
+    as before it was installed. Leaving the block is the switch docs/operators/operations.md
+    gives: Kueue's configuration for the dispatcher (its MultiKueue gate and TrainJob
+    integration off), the webhooks back, the replicas started."""
+    manager = bed.config.managers[0].name
+    admission = client.AdmissionregistrationV1Api(bed.api(manager))
+    kinds = ("mutating_webhook_configuration", "validating_webhook_configuration")
+    kept = [
+        client.ApiClient().sanitize_for_serialization(
+            getattr(admission, f"read_{kind}")(DISPATCHER)
+        )
+        for kind in kinds
+    ]
+    with dispatcher_down(ctrls):
+        for kind in kinds:
+            getattr(admission, f"delete_{kind}")(DISPATCHER)
+        bed.set_multikueue_mode("kueue")
+        try:
+            yield
+        finally:
+            bed.set_multikueue_mode("replace")
+            for kind, body in zip(kinds, kept, strict=True):
+                body["metadata"] = {
+                    k: body["metadata"][k] for k in ("name", "labels") if k in body["metadata"]
+                }
+                getattr(admission, f"create_{kind}")(body)
+    the_leader(ctrls)
+
+
+def _made_for(mk: MultiKueue, name: str, worker: str) -> set[tuple[str, str]]:
+    """What runs the TrainJob `name` on `worker`, as (kind, UID): its copy, its Workload there
+    (named as the manager's) and its pods (running or ended)."""
+    copy = mk.get(name, worker)
+    made = {("TrainJob", copy["metadata"]["uid"])} if copy else set()
+    workload = (mk.manager_workload(name) or {}).get("metadata", {}).get("name")
+    made |= {
+        ("Workload", w["metadata"]["uid"])
+        for w in mk.remote_workloads(worker)
+        if w["metadata"]["name"] == workload
+    }
+    pods = client.CoreV1Api(mk.bed.api(worker)).list_namespaced_pod(
+        mk.ns, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}"
+    )
+    return made | {("Pod", p.metadata.uid) for p in pods.items}
+
+
+def test_a_manager_switched_from_kueues_multikueue_takes_its_jobs_over_where_they_run(
+    mixed_fleet: tuple[Bed, list[setup.Controller]],
+) -> None:
+    """TrainJobs Kueue's own MultiKueue dispatched to each kind of worker when the manager
+    switches to the dispatcher: one running goes on where it runs and ends there, its copy,
+    its remote Workload and its pods the ones Kueue's MultiKueue made (none run again); one
+    sent but waiting for quota there is admitted on the Workload Kueue's MultiKueue sent; the
+    manager Workloads of both are kept."""
+    bed, ctrls = mixed_fleet
+    on = {worker: only_on(bed, worker) for worker in ("worker1", "worker2")}
+    rules = [
+        doc
+        for doc in render(DEPLOY / KUEUES_RULES)
+        if doc not in render(DEPLOY / "worker") and doc["kind"].startswith("ClusterRole")
+    ]
+    for worker in on:
+        Applier(bed.api(worker)).apply_all(rules)
+    try:
+        with kueues_multikueue(bed, ctrls):
+            for mk in on.values():
+                mk.submit("inflight", run="60s", managed_by=MULTIKUEUE, suspend=True)
+            for worker, mk in on.items():
+                wait_for(partial(mk.pods, worker, "inflight"), 90, what=f"inflight on {worker}")
+                # no room there beside it: admitted there once `inflight` ends
+                mk.set_quota(worker, "1")
+                mk.submit("waiting", managed_by=MULTIKUEUE, suspend=True)
+                copy = mk.get("inflight", worker) or {}
+                # made by Kueue's MultiKueue, which names no origin UID (the dispatcher does)
+                assert ORIGIN_UID not in copy["metadata"].get("annotations", {}), copy
+                wait_for(
+                    partial(_made_for, mk, "waiting", worker),
+                    30,
+                    what=f"the Workload of waiting sent to {worker}",
+                )
+            before = {
+                (worker, name): _made_for(mk, name, worker)
+                for worker, mk in on.items()
+                for name in ("inflight", "waiting")
+            }
+            workloads = {
+                (worker, name): (mk.manager_workload(name) or {})["metadata"]["uid"]
+                for worker, mk in on.items()
+                for name in ("inflight", "waiting")
+            }
+        for worker in on:
+            kinds = {kind for kind, _ in before[worker, "inflight"]}
+            assert kinds == {"TrainJob", "Workload", "Pod"}, before
+            assert {kind for kind, _ in before[worker, "waiting"]} == {"Workload"}, before
+        seen = {key: set(made) for key, made in before.items()}
+
+        def all_ended() -> bool:
+            for (worker, name), kept in seen.items():
+                kept.update(_made_for(on[worker], name, worker))
+            return all(on[w].condition(name, "Complete") for w, name in seen)
+
+        wait_for(all_ended, 180, what="every TrainJob to complete on the manager")
+        for (worker, name), made in before.items():
+            mk = on[worker]
+            if name == "inflight":  # the copy Kueue's MultiKueue made, its Workload and pods
+                assert seen[worker, name] == made, (worker, seen[worker, name] - made)
+            else:  # the Workload sent before the switch, the copy and pods after it
+                new = sorted(kind for kind, _ in seen[worker, name] - made)
+                assert seen[worker, name] >= made and new == ["Pod", "TrainJob"], (worker, new)
+            tj = mk.get(name) or {}
+            assert tj["status"].get("clusterName") == worker, tj["status"]
+            workload = mk.manager_workload(name) or {}
+            assert workload["metadata"]["uid"] == workloads[worker, name]
+            assert "DeletedWorkload" not in events_of(mk, name), events_of(mk, name)
+    finally:
+        for worker in on:
+            Applier(bed.api(worker)).delete_all(rules)

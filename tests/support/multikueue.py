@@ -147,6 +147,7 @@ class MultiKueue:
         runtime_kind: str = "ClusterTrainingRuntime",
         cpu: str | None = "1",
         managed_by: str | None = None,
+        suspend: bool | None = None,
         queue: str | None = "q",
         cluster: str | None = None,
         metadata: Dict | None = None,
@@ -201,6 +202,8 @@ class MultiKueue:
             body["spec"]["trainer"]["env"] = env
         if managed_by is not None:
             body["spec"]["managedBy"] = managed_by
+        if suspend is not None:
+            body["spec"]["suspend"] = suspend
         for key, value in (metadata or {}).items():
             body["metadata"].setdefault(key, {}).update(value)
         result: Dict = self.custom(cluster).create_namespaced_custom_object(

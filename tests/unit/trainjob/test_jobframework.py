@@ -133,6 +133,26 @@ def test_4_pods_ready_waits_for_start_once_admitted() -> None:
     )
 
 
+def test_4_a_status_that_names_no_cluster_leaves_pods_ready_as_it_is() -> None:
+    """On a manager Kueue's own MultiKueue ran before the switch: the TrainJob's status is its
+    copy's, with no clusterName, while the Workload says where it runs. Its counts are not
+    read as that run's (they name none), nor as no pod ready: PodsReady stays as it is
+    until the dispatcher's first status write names the cluster."""
+    body = trainjob(managedBy="kueue.x-k8s.io/multikueue", suspend=False)
+    ready = cond("PodsReady", True, "Started")
+    wl = workload_for(body, RESERVED, ADMITTED, ready, **ASSIGNED, clusterName="worker1")
+    kueues = {"jobsStatus": [{"name": "node", "ready": 1, "active": 1}]}
+    body["status"] = kueues
+    assert plan(body, wl).workload_readiness is None
+    body["status"] = {**kueues, "clusterName": "worker1"}
+    assert plan(body, wl).workload_readiness is None  # ready, as it says
+    body["status"] = {"jobsStatus": [{"name": "node", "ready": 0, "active": 1}]}
+    assert plan(body, wl).workload_readiness is None
+    body["status"]["clusterName"] = "worker1"
+    (pods_ready,) = (plan(body, wl).workload_readiness or {})["conditions"]
+    assert (pods_ready["status"], pods_ready["reason"]) == ("False", "WaitForRecovery")
+
+
 def test_5_a_prebuilt_workload_is_adopted_without_taking_control() -> None:
     body = trainjob()
     body["metadata"]["labels"] = {"kueue.x-k8s.io/prebuilt-workload-name": WL_NAME}

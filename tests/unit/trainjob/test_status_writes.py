@@ -28,3 +28,15 @@ def test_new_progress_goes_at_once_and_the_same_progress_may_wait() -> None:
     assert not can_wait(RUNNING, {"trainerStatus": {"progressPercentage": 20}})
     assert hold(RUNNING, {"trainerStatus": {"progressPercentage": 20}}, 2.0, None) is None
     assert can_wait(RUNNING, {"trainerStatus": {"progressPercentage": 10}})
+
+
+def test_a_first_cluster_name_goes_at_once_when_counts_that_matter_are_there_already() -> None:
+    """Counts count for PodsReady only beside a clusterName: a status Kueue's own MultiKueue
+    brought back before the switch has ready counts and no clusterName, so the dispatcher's
+    first write of it must not wait (its Workload's waitForPodsReady runs meanwhile)."""
+    kueues = {"jobsStatus": [{"name": "node", "ready": 1, "active": 1}]}
+    assert not can_wait(kueues, {"clusterName": "w1"})
+    assert not can_wait({}, {**kueues, "clusterName": "w1"})
+    starting = {"clusterName": "w1", "jobsStatus": [{"name": "node", "active": 1}]}
+    assert can_wait({}, starting)  # nothing ready yet: waits for the first count that matters
+    assert hold({}, starting, 2.0, None) == 30.0
