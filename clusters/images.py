@@ -39,8 +39,9 @@ from clusters.errors import BedError
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 TRAINING_FILES = Path(__file__).resolve().parent / "training_image"
 # What the product's image holds: a change to any of these rebuilds it.
-PRODUCT_SOURCES = ("Dockerfile", ".dockerignore", "pyproject.toml", "clusters", "kubecontrol",
-                   "trainjob", "dispatcher", "worker_controller", "plugin", "demo",
+# (what the Dockerfile copies and builds it with; the bed's own code is not in it)
+PRODUCT_SOURCES = ("Dockerfile", ".dockerignore", "pyproject.toml", "README.md", "LICENSE",
+                   "kubecontrol", "trainjob", "dispatcher", "worker_controller", "plugin",
                    "deploy/image")  # fmt: skip
 
 

@@ -98,7 +98,7 @@ class DispatchObserved:
 
 
 # What a RemoteAction does to its object; "ensure": a dependency's copy made, or brought up to
-# date, from the manager object (execute.ensure_dependency).
+# date, from the manager object (dependencies_io.ensure).
 Verb = Literal["create", "patch", "delete", "ensure"]
 
 

@@ -22,11 +22,6 @@ from trainjob.runtime import RuntimeProblem
 from trainjob.views import TrainJobView, WorkloadView
 
 
-def is_multikueue(body: Dict) -> bool:
-    """A manager TrainJob the dispatcher handles: spec.managedBy names MultiKueue."""
-    return (body.get("spec") or {}).get("managedBy") == c.MANAGED_BY_MULTIKUEUE
-
-
 @dataclass
 class IntakePlan:
     status: Dict | None = None  # merge patch of the manager TrainJob's status, when it changes

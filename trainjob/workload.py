@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -94,37 +93,6 @@ def build_workload(
         },
         "spec": spec,
     }
-
-
-# The same questions of a Workload's JSON, for callers that hold no view.
-
-
-def is_admitted(wl: Dict) -> bool:
-    return WorkloadView(wl).admitted
-
-
-def has_quota(wl: Dict) -> bool:
-    return WorkloadView(wl).has_quota
-
-
-def reserved_for(wl: Dict, now: dt.datetime) -> float | None:
-    return WorkloadView(wl).reserved_for(now)
-
-
-def is_evicted(wl: Dict) -> bool:
-    return WorkloadView(wl).evicted
-
-
-def is_finished(wl: Dict) -> bool:
-    return WorkloadView(wl).finished
-
-
-def finished_reason(wl: Dict) -> str | None:
-    return WorkloadView(wl).finished_reason
-
-
-def eviction_message(wl: Dict) -> str:
-    return WorkloadView(wl).eviction_message
 
 
 def pod_sets_match(wl: Dict, pod_sets: Sequence[PodSetShape]) -> bool:
