@@ -1,0 +1,83 @@
+"""How the worker controller carries out a plan's writes to live Jobs (worker_controller/
+execute.py), against the in-memory API server: a write the API server refuses for a reason
+the next pass settles is skipped, the rest of the plan goes on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clusters.helpers.builders import make_trainjob
+from kubecontrol.events import Event
+from tests.support.memory_api import MemoryApi
+from tests.support.whole_pass import MemoryCluster
+from trainjob import constants as c
+from worker_controller.decide import Plan
+from worker_controller.execute import execute
+
+Dict = dict[str, Any]
+
+
+def _world() -> tuple[MemoryApi, MemoryCluster, Dict, Dict]:
+    job: Dict = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "tj-node-0", "namespace": "ns", "labels": {"a": "b"}},
+        "spec": {
+            "suspend": True,
+            "template": {"spec": {"containers": [{"name": "node", "image": "x"}]}},
+        },
+    }
+    api = MemoryApi("worker", [make_trainjob(), job])
+    cluster = MemoryCluster(api, c.WORKER_FIELD_MANAGER)
+    return api, cluster, cluster.get(c.TRAINJOB, "tj", "ns"), cluster.get(c.JOB, "tj-node-0", "ns")
+
+
+def _resume(job: Dict, version: str | None = None) -> Dict:
+    """A resume as builders.job_patch writes one: the Job's UID, and the version it was read at."""
+    meta = {"name": job["metadata"]["name"], "namespace": "ns", "uid": job["metadata"]["uid"]}
+    if version is not None:
+        meta["resourceVersion"] = version
+    return {"metadata": meta, "spec": {"suspend": False}}
+
+
+NOTE = Event("Normal", "Noted", "the rest of the plan")
+
+
+def _events(api: MemoryApi) -> list[str]:
+    return [e["reason"] for e in api.objects(c.EVENT, "ns")]
+
+
+def test_a_resume_of_a_job_written_since_it_was_read_is_skipped_and_the_rest_goes() -> None:
+    api, cluster, trainjob, job = _world()
+    read_at = job["metadata"]["resourceVersion"]
+    # written since (a tenant's placement on the suspended Job): the API server answers 409
+    placed = {"spec": {"template": {"spec": {"nodeSelector": {"zone": "a"}}}}}
+    cluster.patch(c.JOB, "tj-node-0", "ns", placed)
+    plan = Plan(patch=[_resume(job, read_at)], events=[NOTE])
+    assert execute(cluster, trainjob, plan) is None
+    after = cluster.get(c.JOB, "tj-node-0", "ns")
+    assert after["spec"]["suspend"] is True  # not resumed on what it was not planned from
+    assert _events(api) == ["Noted"]
+    plan = Plan(patch=[_resume(job, after["metadata"]["resourceVersion"])])
+    execute(cluster, trainjob, plan)  # read again: resumed
+    assert cluster.get(c.JOB, "tj-node-0", "ns")["spec"]["suspend"] is False
+
+
+def test_a_patch_of_a_job_gone_since_it_was_read_is_skipped_and_the_rest_goes() -> None:
+    api, cluster, trainjob, job = _world()
+    cluster.delete(c.JOB, "tj-node-0", "ns")
+    assert execute(cluster, trainjob, Plan(patch=[_resume(job)], events=[NOTE])) is None
+    assert _events(api) == ["Noted"]
+
+
+def test_a_patch_naming_another_jobs_uid_blocks_the_trainjob_and_the_rest_goes() -> None:
+    api, cluster, trainjob, job = _world()
+    cluster.delete(c.JOB, "tj-node-0", "ns")
+    other = {**job, "metadata": {"name": "tj-node-0", "namespace": "ns"}}
+    other.pop("status", None)
+    cluster.create(c.JOB, other)  # another Job made under the name since
+    blocked = execute(cluster, trainjob, Plan(patch=[_resume(job)], events=[NOTE]))
+    assert blocked is not None and blocked.reason == c.REASON_REFUSED_BY_API
+    assert blocked.message.startswith("the API refuses Job tj-node-0: "), blocked.message
+    assert cluster.get(c.JOB, "tj-node-0", "ns")["spec"]["suspend"] is True
+    assert _events(api) == ["Noted"]
