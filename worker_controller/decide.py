@@ -170,6 +170,7 @@ def _start_time(conditions: list[Dict], jobs: dict[str, JobView], now: dt.dateti
 
 
 def decide(obs: Observed) -> Plan:
+    """One function per step, in order; the first that settles the pass ends it."""
     plan = Plan()
     # 1. Parse at the boundary; a TrainJob the API server accepted should always parse.
     try:
@@ -180,153 +181,213 @@ def decide(obs: Observed) -> Plan:
     # 2. Not ours (e.g. managedBy MultiKueue): hands off entirely, not even status.
     if not is_ours(tj) or tj.metadata.deletion_timestamp:
         return plan
+    p = _step2b_restarts(tj, obs, plan)
+    if _step3_finished(p):
+        return plan
+    info = _step4_runtime(p)
+    if info is None:
+        return plan
+    settled = _step5_service(p, info) or _step6_suspended(p, info) or _step7_deadline(p, info)
+    if not settled:
+        _step8_outcome_or_run(p, info)
+    p.st.count(info, p.obs)
+    p.st.finish()
+    return plan
+
+
+@dataclass
+class _Pass:
+    """What every step of a decision reads, and the plan they write."""
+
+    tj: TrainJob
+    obs: Observed  # its Jobs those of the current restart attempt (or later: `ahead`)
+    plan: Plan
+    st: _Status
+    attempt: int  # the restart attempt the status says
+    old_jobs: dict[str, JobView]  # Jobs of an earlier attempt, going
+    ahead: list[str]  # Jobs of a later attempt than the status says
+    owner: Dict = field(default_factory=dict)
+    group: pod_groups.GroupApi | None = None
+
+
+def _step2b_restarts(tj: TrainJob, obs: Observed, plan: Plan) -> _Pass:
+    """Restarts (trainjob/runtime/failure.py): Jobs of an earlier attempt go, pods first."""
     st = _Status(tj, obs, plan)
-    # 2b. Restarts (trainjob/runtime/failure.py): Jobs of an earlier attempt go, pods first.
     attempt = st.restarts
     old_jobs = {n: j for n, j in obs.jobs.items() if builders.attempt_of(j) < attempt}
     plan.delete = [(n, str(j.uid)) for n, j in sorted(old_jobs.items()) if not j.deleting]
     obs = replace(obs, jobs={n: j for n, j in obs.jobs.items() if n not in old_jobs})
     ahead = sorted(n for n, j in obs.jobs.items() if builders.attempt_of(j) > attempt)
-    # 3. Finished is final: only make sure nothing of it still runs.
-    if cond.trainjob_finished(tj.conditions()):
-        finished_info = resolve_runtime_info(tj, obs.runtime)[0]
-        if finished_info is not None:
-            _group_pods(finished_info, obs)
-        _suspend_active(obs.jobs, plan)
-        return plan
-    # 4. The runtime must exist and fit; both failures recover once fixed.
+    return _Pass(tj, obs, plan, st, attempt, old_jobs, ahead)
+
+
+def _step3_finished(p: _Pass) -> bool:
+    """Finished is final: only make sure nothing of it still runs."""
+    if not cond.trainjob_finished(p.tj.conditions()):
+        return False
+    finished_info = resolve_runtime_info(p.tj, p.obs.runtime)[0]
+    if finished_info is not None:
+        _group_pods(finished_info, p.obs)
+    _suspend_active(p.obs.jobs, p.plan)
+    return True
+
+
+def _step4_runtime(p: _Pass) -> RuntimeInfo | None:
+    """The runtime must exist and fit; both failures recover once fixed. What the Jobs are
+    made of follows from it: the pod group, the origin label, the progress wiring."""
+    tj, obs, st = p.tj, p.obs, p.st
     ref = tj.spec.runtime_ref
     info, problem = resolve_runtime_info(tj, obs.runtime)
     if info is None:
         assert problem is not None
         st.set(c.COND_FAILED, True, problem.reason, problem.message, "Warning")
         st.finish()
-        return plan
+        return None
     failed = cond.find(st.conditions.list, c.COND_FAILED)
     if failed and failed.get("reason") in c.RECOVERABLE_FAILURE_REASONS:
         st.remove(c.COND_FAILED)
-        plan.events.append(
+        p.plan.events.append(
             Event("Normal", "RuntimeResolved", f"{ref.kind} {ref.name!r} found; starting")
         )
-    group = _group_pods(info, obs)
+    p.group = _group_pods(info, obs)
     origin = tj.metadata.labels.get(c.KUEUE_MULTIKUEUE_ORIGIN_LABEL)
     if origin:  # a MultiKueue copy: its Jobs and pods say which manager sent it (as Kueue's)
         info.labels[c.KUEUE_MULTIKUEUE_ORIGIN_LABEL] = origin
     if obs.progress is not None:  # the trainer pods are told where to report progress
         wire(info.pod_sets, obs.progress.url(tj.namespace, tj.name), tj.namespace, tj.name)
-    owner = owner_of(obs.trainjob)
-    # 5. The headless Service: exactly one, ours, found by label; otherwise create nothing.
-    if not _ensure_service(obs, info, owner, st, plan):
-        st.count(info, obs)
-        st.finish()
-        return plan
-    _say_blocked(obs.blocked, st)
-    if len(obs.jobs) < sum(ps.replicas for ps in info.pod_sets):
-        # Objects the pods need, made while Jobs are still to be created (not every pass).
-        if group is not None:
-            pod_group = pod_groups.build_pod_group(info)
-            plan.create.append(builders.build_extra_object(pod_group, owner, tj.name))
-        for extra in info.policy.extra_objects:
-            plan.create.append(builders.build_extra_object(extra, owner, tj.name))
-        for claim in info.policy.claims:
-            owned = claim["metadata"]["name"] in info.policy.owned_claims
-            plan.create.append(
-                builders.build_extra_object(claim, owner if owned else None, tj.name)
-            )
-        if obs.progress is not None:
-            ca = ca_config_map(tj.namespace, tj.name, obs.progress.ca_pem)
-            plan.create.append(builders.build_extra_object(ca, owner, tj.name))
-        plan.ssh_secret = info.policy.ssh_secret_name
-    # 6. Suspended: suspend whatever runs, start nothing; a Job whose pods would ask for
-    #    other resources than the TrainJob's now goes (made again on resume).
-    if tj.spec.suspend:
+    p.owner = owner_of(obs.trainjob)
+    return info
+
+
+def _step5_service(p: _Pass, info: RuntimeInfo) -> bool:
+    """The headless Service: exactly one, ours, found by label; otherwise nothing is made
+    (True: settled). Then the objects the pods need, while Jobs are still to be made (not
+    every pass)."""
+    obs, plan = p.obs, p.plan
+    if not _ensure_service(obs, info, p.owner, p.st, plan):
+        return True
+    _say_blocked(obs.blocked, p.st)
+    if len(obs.jobs) >= sum(ps.replicas for ps in info.pod_sets):
+        return False
+    if p.group is not None:
+        pod_group = pod_groups.build_pod_group(info)
+        plan.create.append(builders.build_extra_object(pod_group, p.owner, p.tj.name))
+    for extra in info.policy.extra_objects:
+        plan.create.append(builders.build_extra_object(extra, p.owner, p.tj.name))
+    for claim in info.policy.claims:
+        owned = claim["metadata"]["name"] in info.policy.owned_claims
+        plan.create.append(
+            builders.build_extra_object(claim, p.owner if owned else None, p.tj.name)
+        )
+    if obs.progress is not None:
+        ca = ca_config_map(p.tj.namespace, p.tj.name, obs.progress.ca_pem)
+        plan.create.append(builders.build_extra_object(ca, p.owner, p.tj.name))
+    plan.ssh_secret = info.policy.ssh_secret_name
+    return False
+
+
+def _step6_suspended(p: _Pass, info: RuntimeInfo) -> bool:
+    """Suspended: suspend whatever runs, start nothing; a Job whose pods would ask for other
+    resources than the TrainJob's now goes (made again on resume)."""
+    obs, plan, st = p.obs, p.plan, p.st
+    if p.tj.spec.suspend:
         outdated = _asking_otherwise(info, obs.jobs)
         plan.delete += [(n, str(obs.jobs[n].uid)) for n in outdated if not obs.jobs[n].deleting]
         kept = {n: j for n, j in obs.jobs.items() if n not in outdated}
-        _apply_jobs(info, owner, kept, plan, suspend=True, create_missing=False, attempt=attempt)
+        _apply_jobs(
+            info, p.owner, kept, plan, suspend=True, create_missing=False, attempt=p.attempt
+        )
         _suspend_active(_unnamed(info, kept), plan)
         st.set(c.COND_SUSPENDED, True, c.REASON_SUSPENDED, "TrainJob is suspended")
-        st.count(info, obs)
-        st.finish()
-        return plan
+        return True
     if cond.is_true(st.conditions.list, c.COND_SUSPENDED):
         st.set(c.COND_SUSPENDED, False, c.REASON_RESUMED, "TrainJob is resumed")
-    # 7. Deadline, counted from the start of this run (a resume starts a new run).
-    deadline = tj.spec.active_deadline_seconds
-    if deadline:
-        started = _start_time(st.conditions.list, obs.jobs, obs.now)
-        left = deadline - (obs.now - started).total_seconds()
-        if left <= 0:
-            st.set(
-                c.COND_FAILED,
-                True,
-                c.REASON_DEADLINE_EXCEEDED,
-                f"TrainJob was active longer than activeDeadlineSeconds={deadline}",
-                "Warning",
-            )
-            _suspend_active(obs.jobs, plan)
-            st.count(info, obs)
-            st.finish()
-            return plan
-        plan.requeue_after = left
-    # 8. A failed Job fails the TrainJob, or restarts its Jobs as the runtime's failurePolicy
-    #    says; success follows the runtime's success policy.
-    failure = status.any_failed(info, obs.jobs)
-    if ahead:
+    return False
+
+
+def _step7_deadline(p: _Pass, info: RuntimeInfo) -> bool:
+    """The deadline, counted from the start of this run (a resume starts a new run)."""
+    deadline = p.tj.spec.active_deadline_seconds
+    if not deadline:
+        return False
+    started = _start_time(p.st.conditions.list, p.obs.jobs, p.obs.now)
+    left = deadline - (p.obs.now - started).total_seconds()
+    if left > 0:
+        p.plan.requeue_after = left
+        return False
+    p.st.set(
+        c.COND_FAILED,
+        True,
+        c.REASON_DEADLINE_EXCEEDED,
+        f"TrainJob was active longer than activeDeadlineSeconds={deadline}",
+        "Warning",
+    )
+    _suspend_active(p.obs.jobs, p.plan)
+    return True
+
+
+def _step8_outcome_or_run(p: _Pass, info: RuntimeInfo) -> None:
+    """A failed Job fails the TrainJob, or restarts its Jobs as the runtime's failurePolicy
+    says; success follows the runtime's success policy; otherwise it runs (step 9)."""
+    obs, st = p.obs, p.st
+    if p.ahead:
         # Jobs of a later attempt than the status says: the status lost its restarts (the
         # TrainJob CRD is not this product's?). Restarting again could go on for ever.
         message = (
-            f"Jobs {', '.join(ahead)} were made for restart {attempt + 1} or later, but "
+            f"Jobs {', '.join(p.ahead)} were made for restart {p.attempt + 1} or later, but "
             "status.restarts does not say so: the TrainJob CRD may not be this product's "
             "(kubectl apply --server-side -k crds/); not restarted again"
         )
         st.set(c.COND_FAILED, True, c.REASON_RESTARTS_LOST, message, "Warning")
-        _suspend_active(obs.jobs, plan)
-    elif failure:
+        _suspend_active(obs.jobs, p.plan)
+    elif status.any_failed(info, obs.jobs):
         _on_failure(info, obs, st)
     elif status.succeeded(info, obs.jobs):
         st.set(c.COND_COMPLETE, True, c.REASON_COMPLETED, c.MESSAGE_COMPLETED)
-        _suspend_active(obs.jobs, plan)
-        plan.requeue_after = None
+        _suspend_active(obs.jobs, p.plan)
+        p.plan.requeue_after = None
     else:
-        # 9. Run: Jobs for every PodSet whose dependencies are met; a pod group the runtime
-        #    asks for that this worker cannot make: a condition (with a Warning, once) says so.
-        asked = pod_groups.wanted(info.policy.pod_group)
-        if asked is not None and group is None:
-            message = pod_groups.ignored_message(asked)
-            st.set(c.COND_POD_GROUP_IGNORED, True, c.COND_POD_GROUP_IGNORED, message, "Warning")
-        else:
-            st.remove(c.COND_POD_GROUP_IGNORED)
-        if info.policy.ignored:
-            st.set(
-                c.COND_RUNTIME_FIELDS_IGNORED,
-                True,
-                c.COND_RUNTIME_FIELDS_IGNORED,
-                "the runtime sets fields this worker does not do, and the job runs without them "
-                f"(docs/operators/differences.md): {', '.join(info.policy.ignored)}",
-                "Warning",
-            )
-        else:
-            st.remove(c.COND_RUNTIME_FIELDS_IGNORED)
-        # Each Job of a restart is made once its old one is gone (Recreate), or once all old
-        # ones are (BlockingRecreate).
-        blocking = info.policy.failure is not None and info.policy.failure.blocking
-        _apply_jobs(
-            info,
-            owner,
-            obs.jobs,
-            plan,
-            suspend=False,
-            create_missing=not (blocking and old_jobs),
-            attempt=attempt,
-            occupied=set(old_jobs),
+        _step9_run(p, info)
+
+
+def _step9_run(p: _Pass, info: RuntimeInfo) -> None:
+    """Run: Jobs for every PodSet whose dependencies are met; a pod group the runtime asks for
+    that this worker cannot make, or runtime fields it does not do: a condition (with a
+    Warning, once) says so."""
+    obs, plan, st = p.obs, p.plan, p.st
+    asked = pod_groups.wanted(info.policy.pod_group)
+    if asked is not None and p.group is None:
+        message = pod_groups.ignored_message(asked)
+        st.set(c.COND_POD_GROUP_IGNORED, True, c.COND_POD_GROUP_IGNORED, message, "Warning")
+    else:
+        st.remove(c.COND_POD_GROUP_IGNORED)
+    if info.policy.ignored:
+        st.set(
+            c.COND_RUNTIME_FIELDS_IGNORED,
+            True,
+            c.COND_RUNTIME_FIELDS_IGNORED,
+            "the runtime sets fields this worker does not do, and the job runs without them "
+            f"(docs/operators/differences.md): {', '.join(info.policy.ignored)}",
+            "Warning",
         )
-        # A Job it controls that its runtime does not name runs on no quota: suspended.
-        _suspend_active(_unnamed(info, obs.jobs), plan)
-        _pods_stuck(obs, st)
-    st.count(info, obs)
-    st.finish()
-    return plan
+    else:
+        st.remove(c.COND_RUNTIME_FIELDS_IGNORED)
+    # Each Job of a restart is made once its old one is gone (Recreate), or once all old ones
+    # are (BlockingRecreate).
+    blocking = info.policy.failure is not None and info.policy.failure.blocking
+    _apply_jobs(
+        info,
+        p.owner,
+        obs.jobs,
+        plan,
+        suspend=False,
+        create_missing=not (blocking and p.old_jobs),
+        attempt=p.attempt,
+        occupied=set(p.old_jobs),
+    )
+    # A Job it controls that its runtime does not name runs on no quota: suspended.
+    _suspend_active(_unnamed(info, obs.jobs), plan)
+    _pods_stuck(obs, st)
 
 
 def _group_pods(info: RuntimeInfo, obs: Observed) -> pod_groups.GroupApi | None:
