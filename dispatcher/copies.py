@@ -166,10 +166,11 @@ def status_back(
 # etcd stores an object of at most 1.5 MiB. The manager's TrainJob holds more than its copy
 # does (kubectl's annotations, which the copy drops; our finalizer; clusterName), so a status
 # its copy took may not fit it, and a status write that cannot fit fails on every pass (its
-# Complete never comes back). Beyond this size, the parts of the status nothing on the
-# manager acts on stay on the worker, in this order; conditions always come back.
+# Complete never comes back). Beyond this size, parts of the status stay on the worker, in
+# this order: jobsStatus last, as the manager Workload's PodsReady is read from it (without
+# it Kueue's waitForPodsReady evicts a job whose pods are ready); conditions always come back.
 MAX_MANAGER_BYTES = 1_400_000
-LEFT_ON_THE_WORKER = ("trainerStatus", "jobsStatus", "podsStatus")
+LEFT_ON_THE_WORKER = ("trainerStatus", "podsStatus", "jobsStatus")
 
 
 def fit(manager_trainjob: TrainJobView, patch: Dict) -> tuple[Dict, list[str]]:

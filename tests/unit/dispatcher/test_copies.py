@@ -242,3 +242,24 @@ def test_a_trainjob_brought_exactly_to_the_stored_limit_takes_the_whole_status(
     tj["metadata"]["annotations"]["pad"] = "x" * (MAX_MANAGER_BYTES - size + over)
     expected = {**patch, **{key: None for key in left}}
     assert fit(TrainJobView(tj), patch) == (expected, left)
+
+
+def test_the_jobs_counts_pods_ready_is_read_from_are_the_last_left_on_the_worker() -> None:
+    """Too large with the report and the pods' counts: both stay on the worker, the Jobs'
+    counts (what the manager Workload's PodsReady is read from) come back."""
+    tj = make_trainjob()
+    counts = [{"name": f"n{i}", "ready": 1, "active": 1} for i in range(100)]
+    pods = [{"name": f"n{i}", "running": 1, "pending": 0} for i in range(100)]
+    patch = {
+        "trainerStatus": {"progressPercentage": 50},
+        "podsStatus": pods,
+        "jobsStatus": counts,
+        "clusterName": "w1",
+    }
+    room = len(orjson.dumps({**patch, "trainerStatus": None, "podsStatus": None}))
+    tj["metadata"]["annotations"] = {"pad": ""}
+    pad = MAX_MANAGER_BYTES - len(orjson.dumps(tj)) - room
+    tj["metadata"]["annotations"]["pad"] = "x" * pad
+    fitted, left = fit(TrainJobView(tj), patch)
+    assert left == ["trainerStatus", "podsStatus"]
+    assert fitted["jobsStatus"] == counts and fitted["podsStatus"] is None
