@@ -146,6 +146,9 @@ def test_4_a_status_that_names_no_cluster_leaves_pods_ready_as_it_is() -> None:
     assert plan(body, wl).workload_readiness is None
     body["status"] = {**kueues, "clusterName": "worker1"}
     assert plan(body, wl).workload_readiness is None  # ready, as it says
+    body["status"] = {**kueues, "clusterName": "worker0"}  # an earlier run's: not this one's
+    (pods_ready,) = (plan(body, wl).workload_readiness or {})["conditions"]
+    assert (pods_ready["status"], pods_ready["reason"]) == ("False", "WaitForRecovery")
     body["status"] = {"jobsStatus": [{"name": "node", "ready": 0, "active": 1}]}
     assert plan(body, wl).workload_readiness is None
     body["status"]["clusterName"] = "worker1"

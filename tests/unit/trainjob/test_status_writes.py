@@ -36,7 +36,12 @@ def test_a_first_cluster_name_goes_at_once_when_counts_that_matter_are_there_alr
     first write of it must not wait (its Workload's waitForPodsReady runs meanwhile)."""
     kueues = {"jobsStatus": [{"name": "node", "ready": 1, "active": 1}]}
     assert not can_wait(kueues, {"clusterName": "w1"})
+    # as the dispatcher writes it: the copy's whole status, the same counts, and its cluster
+    assert not can_wait(kueues, {**kueues, "clusterName": "w1"})
     assert not can_wait({}, {**kueues, "clusterName": "w1"})
+    # every later status repeats the cluster: a count nothing acts on still waits
+    moved = {**RUNNING, "jobsStatus": [{"name": "node", "ready": 1, "active": 2}]}
+    assert can_wait(RUNNING, moved)
     starting = {"clusterName": "w1", "jobsStatus": [{"name": "node", "active": 1}]}
     assert can_wait({}, starting)  # nothing ready yet: waits for the first count that matters
     assert hold({}, starting, 2.0, None) == 30.0
