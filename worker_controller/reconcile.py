@@ -1,11 +1,9 @@
 """One pass for a TrainJob on a worker: observe (from the caches), decide (pure), execute.
 
-Two decisions, then their writes: the Kueue integration's when the TrainJob is queued (its
-Workload, PodsReady, start on admission, stop on eviction: trainjob/jobframework.py, shared
-with the dispatcher), and the TrainJob's own: runtime -> PodSets -> Indexed Jobs, the
-headless Service, status (worker_controller/decide.py), carried out by
-worker_controller/execute.py. A pass whose Kueue decision changes the TrainJob (suspends or
-starts it) writes that alone: the TrainJob's update event brings the next pass.
+First the Kueue integration when the TrainJob is queued (its Workload, PodsReady, start on
+admission, stop on eviction: trainjob/jobframework.py, shared with the dispatcher), then the
+TrainJob itself: runtime -> PodSets -> Indexed Jobs, the headless Service, status
+(worker_controller/decide.py), carried out by worker_controller/execute.py.
 """
 
 from __future__ import annotations
@@ -63,7 +61,6 @@ def _sync(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | None:
     uid = str(trainjob.uid or "")
     # Only the Jobs this very TrainJob controls: a label is no proof (anyone can write one).
     jobs = {j.name: j for j in caches.jobs_of(key) if controlled_by(j.raw, uid)}
-    qplan = None
     if jobframework.is_queued_body(body):
         # Any pod of its Jobs still running: what Kueue waits for before it frees the quota.
         active = any(j.count("active") > 0 for j in jobs.values())
@@ -71,10 +68,9 @@ def _sync(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | None:
             ctx.cluster, caches, parse_trainjob(body, stored=True), runtime, active
         )
         qplan = jobframework.reconcile_queueing(observed)
+        execute_queue_plan(ctx.cluster, body, qplan, ctx.memory)
         if qplan.changes_trainjob:
-            # the TrainJob's own update event continues from the new spec
-            execute_queue_plan(ctx.cluster, body, qplan, ctx.memory)
-            return None
+            return None  # the TrainJob's own update event continues from the new spec
     elif _held(ctx, namespace, trainjob) and _hold_without_queue(ctx, trainjob):
         return None  # suspended now: its update event continues
     # Its Services the same way: a Service labelled for it but made by someone else is not
@@ -108,9 +104,6 @@ def _sync(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | None:
         pod_group_apis=ctx.served.pod_group_apis() if asks_group else frozenset(),
     )
     plan = decide(observed_tj)
-    # The pass's writes, the Kueue integration's first (its Workload), then the TrainJob's.
-    if qplan is not None:
-        execute_queue_plan(ctx.cluster, body, qplan, ctx.memory)
     blocked = execute.execute(ctx.cluster, body, plan, ctx.made.setdefault(uid, set()))
     if blocked is not None and asks_group:
         ctx.served.forget()  # its PodGroup's API may have gone: asked again on the next pass
