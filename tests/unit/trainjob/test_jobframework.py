@@ -154,6 +154,12 @@ def test_4_a_status_that_names_no_cluster_leaves_pods_ready_as_it_is() -> None:
     body["status"]["clusterName"] = "worker1"
     (pods_ready,) = (plan(body, wl).workload_readiness or {})["conditions"]
     assert (pods_ready["status"], pods_ready["reason"]) == ("False", "WaitForRecovery")
+    # a TrainJob run where it is (a worker's, or a manager's own): neither names a cluster
+    local = trainjob(suspend=False)
+    local["status"] = kueues
+    here = workload_for(local, RESERVED, ADMITTED, **ASSIGNED)
+    (pods_ready,) = (plan(local, here).workload_readiness or {})["conditions"]
+    assert (pods_ready["status"], pods_ready["reason"]) == ("True", "Started")
 
 
 def test_5_a_prebuilt_workload_is_adopted_without_taking_control() -> None:

@@ -17,19 +17,32 @@ from worker_controller.execute import execute
 Dict = dict[str, Any]
 
 
-def _world() -> tuple[MemoryApi, MemoryCluster, Dict, Dict]:
-    job: Dict = {
+def _job(name: str) -> Dict:
+    return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": "tj-node-0", "namespace": "ns", "labels": {"a": "b"}},
+        "metadata": {"name": name, "namespace": "ns", "labels": {"a": "b"}},
         "spec": {
             "suspend": True,
             "template": {"spec": {"containers": [{"name": "node", "image": "x"}]}},
         },
     }
-    api = MemoryApi("worker", [make_trainjob(), job])
+
+
+def _world() -> tuple[MemoryApi, MemoryCluster, Dict, Dict]:
+    """A TrainJob, its suspended Job `tj-node-0`, and another, `tj-node-1`, whose resume
+    follows in each plan (`_next`): the writes after a skipped one still go."""
+    api = MemoryApi("worker", [make_trainjob(), _job("tj-node-0"), _job("tj-node-1")])
     cluster = MemoryCluster(api, c.WORKER_FIELD_MANAGER)
     return api, cluster, cluster.get(c.TRAINJOB, "tj", "ns"), cluster.get(c.JOB, "tj-node-0", "ns")
+
+
+def _next(cluster: MemoryCluster) -> Dict:
+    return _resume(cluster.get(c.JOB, "tj-node-1", "ns"))
+
+
+def _next_resumed(cluster: MemoryCluster) -> bool:
+    return cluster.get(c.JOB, "tj-node-1", "ns")["spec"]["suspend"] is False
 
 
 def _resume(job: Dict, version: str | None = None) -> Dict:
@@ -53,8 +66,9 @@ def test_a_resume_of_a_job_written_since_it_was_read_is_skipped_and_the_rest_goe
     # written since (a tenant's placement on the suspended Job): the API server answers 409
     placed = {"spec": {"template": {"spec": {"nodeSelector": {"zone": "a"}}}}}
     cluster.patch(c.JOB, "tj-node-0", "ns", placed)
-    plan = Plan(patch=[_resume(job, read_at)], events=[NOTE])
+    plan = Plan(patch=[_resume(job, read_at), _next(cluster)], events=[NOTE])
     assert execute(cluster, trainjob, plan) is None
+    assert _next_resumed(cluster)
     after = cluster.get(c.JOB, "tj-node-0", "ns")
     assert after["spec"]["suspend"] is True  # not resumed on what it was not planned from
     assert _events(api) == ["Noted"]
@@ -66,7 +80,9 @@ def test_a_resume_of_a_job_written_since_it_was_read_is_skipped_and_the_rest_goe
 def test_a_patch_of_a_job_gone_since_it_was_read_is_skipped_and_the_rest_goes() -> None:
     api, cluster, trainjob, job = _world()
     cluster.delete(c.JOB, "tj-node-0", "ns")
-    assert execute(cluster, trainjob, Plan(patch=[_resume(job)], events=[NOTE])) is None
+    plan = Plan(patch=[_resume(job), _next(cluster)], events=[NOTE])
+    assert execute(cluster, trainjob, plan) is None
+    assert _next_resumed(cluster)
     assert _events(api) == ["Noted"]
 
 
@@ -76,7 +92,9 @@ def test_a_patch_naming_another_jobs_uid_blocks_the_trainjob_and_the_rest_goes()
     other = {**job, "metadata": {"name": "tj-node-0", "namespace": "ns"}}
     other.pop("status", None)
     cluster.create(c.JOB, other)  # another Job made under the name since
-    blocked = execute(cluster, trainjob, Plan(patch=[_resume(job)], events=[NOTE]))
+    plan = Plan(patch=[_resume(job), _next(cluster)], events=[NOTE])
+    blocked = execute(cluster, trainjob, plan)
+    assert _next_resumed(cluster)
     assert blocked is not None and blocked.reason == c.REASON_REFUSED_BY_API
     assert blocked.message.startswith("the API refuses Job tj-node-0: "), blocked.message
     assert cluster.get(c.JOB, "tj-node-0", "ns")["spec"]["suspend"] is True

@@ -67,6 +67,7 @@ def test_gpus_per_node(resources: Dict, want: int) -> None:
         ({}, 1, {"resources": {"limits": {"nvidia.com/gpu": 1}}}, 1),
         ({}, 3, {"resources": GPU}, 3),  # any other number stays
         ({"numProcPerNode": 7}, 1, {"resources": GPU}, 7),
+        ({"numProcPerNode": "auto"}, 1, {"resources": GPU}, 2),  # "auto" is no count
     ],
 )
 def test_mpi_slots_per_host(trainer: Dict, runtime_slots: int, node: Dict, want: int) -> None:
