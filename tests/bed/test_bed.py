@@ -168,16 +168,19 @@ def test_queued_job_runs_on_kwok_node_and_second_waits_for_quota(
         60,
         what="the second job to be admitted after the first and complete",
     )
-    workloads = _custom(bed, worker).list_namespaced_custom_object(*KUEUE, ns, "workloads")
-    finished = [
-        w
-        for w in workloads["items"]
-        if any(
-            c["type"] == "Finished" and c["status"] == "True"
-            for c in w.get("status", {}).get("conditions", [])
+
+    # Kueue marks a Workload Finished after it sees its Job complete, a moment later.
+    def finished() -> int:
+        workloads = _custom(bed, worker).list_namespaced_custom_object(*KUEUE, ns, "workloads")
+        return sum(
+            any(
+                c["type"] == "Finished" and c["status"] == "True"
+                for c in w.get("status", {}).get("conditions", [])
+            )
+            for w in workloads["items"]
         )
-    ]
-    assert len(finished) == 2
+
+    wait_for(lambda: finished() == 2, 30, what="Kueue to mark both Workloads Finished")
 
 
 def test_kueue_webhook_rejects_invalid_cluster_queue(bed: Bed, worker_names: list[str]) -> None:
