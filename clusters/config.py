@@ -211,6 +211,18 @@ def mixed_bed_config() -> BedConfig:
     )
 
 
+def lone_manager_bed_config() -> BedConfig:
+    """One manager cluster and nothing of ours running on it, for what Helm installs and
+    removes there beside another project's release (tests/e2e/test_trainer_chart.py). Its own
+    ports and state directory, so it can be up beside the other beds."""
+    state = os.environ.get("TJ_LONE_BED_STATE_DIR") or str(REPO_ROOT / ".bed-lone")
+    return BedConfig(
+        base_port=27000,
+        state_dir=Path(state),
+        clusters=[ClusterSpec(name="manager", role="manager")],
+    )
+
+
 def load_config(path: Path | None = None) -> BedConfig:
     """Load the bed config from `path` (or $TJ_BED_CONFIG), else the defaults.
 
