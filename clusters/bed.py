@@ -587,6 +587,20 @@ class Bed:
     def _apply_crds(self, applier: Applier, spec: ClusterSpec) -> None:
         """Our CRDs (Trainer's and JobSet's for the peer pipeline, with their webhooks on a
         worker), then Kueue's CRDs and webhooks, all pointed at this cluster's servers."""
+        ours = self._trainer_api(spec)
+        kueue = self._kueue_api(spec)
+        applier.apply_all([*ours, *kueue])
+        applier.wait_crds_established(
+            [
+                crd["metadata"]["name"]
+                for crd in [*ours, *kueue]
+                if crd.get("kind") == "CustomResourceDefinition"
+            ]
+        )
+
+    def _trainer_api(self, spec: ClusterSpec) -> list[dict[str, Any]]:
+        """The TrainJob API the bed serves in a cluster: our CRDs, or Trainer's and JobSet's
+        where Trainer runs the TrainJobs, with the webhooks of the Trainer the bed runs."""
         cfg = self.config
         if cfg.is_peer or (spec.trainer and spec.role == "worker"):
             ours = peer.crds(cfg)
@@ -600,14 +614,15 @@ class Bed:
                 ours += peer.crds(cfg, trainer=False)
         if cfg.runs_trainer(spec):
             ours += peer.webhooks(cfg, spec, self.ca().cert_pem(), render)
-        kueue = self._kueue_api(spec)
-        applier.apply_all([*ours, *kueue])
+        return ours
+
+    def put_back_crds(self, cluster: str) -> None:
+        """The TrainJob API as `up` serves it in `cluster`, after a test replaced it."""
+        applier = Applier(self.api(cluster))
+        crds = self._trainer_api(self.config.cluster(cluster))
+        applier.apply_all(crds)
         applier.wait_crds_established(
-            [
-                crd["metadata"]["name"]
-                for crd in [*ours, *kueue]
-                if crd.get("kind") == "CustomResourceDefinition"
-            ]
+            [o["metadata"]["name"] for o in crds if o["kind"] == "CustomResourceDefinition"]
         )
 
     def _kueue_api(self, spec: ClusterSpec) -> list[dict[str, Any]]:

@@ -249,6 +249,7 @@ BUILDS: dict[str, Build] = {
                 )
             },
             trainer=True,
+            static=True,  # as its release image holds it (and the bed's image of it)
         ),
         Build(
             "crdgen",
@@ -276,6 +277,7 @@ BUILDS: dict[str, Build] = {
             {"jobset-controller-manager": "sigs.k8s.io/jobset"},
             peer=True,
             trainer=True,
+            static=True,  # as its release image holds it (and the bed's image of it)
         ),
     )
 }

@@ -145,6 +145,22 @@ METRICS_SERVER = release_binary(
     "/metrics-server",
     "65534:65534",
 )
+# Kubeflow Trainer's controller and JobSet's as their Helm charts name them, each built from its
+# module as its release builds it: the static manager binary at /manager, user 65532 (their
+# release images are distroless with that binary). Not in ALL: only a worker that runs Trainer
+# needs them (nodes.import_image).
+TRAINER = release_binary(
+    f"ghcr.io/kubeflow/trainer/trainer-controller-manager:{builds.TRAINER_API_VERSION}",
+    "trainer-controller-manager-v2.3",
+    "/manager",
+    "65532:65532",
+)
+JOBSET = release_binary(
+    f"registry.k8s.io/jobset/jobset:{builds.JOBSET_VERSION}",
+    "jobset-controller-manager",
+    "/manager",
+    "65532:65532",
+)
 # Debian 12's Python 3.11, as the public python:3.11-slim-bookworm the runbook's check runtime
 # names: an image of its own, so that no other image answers to two names (the kubelet reports
 # a container's image by the first name its image has).

@@ -531,17 +531,24 @@ def import_images(node: Node) -> None:
     """Every image of the bed (images.ALL) into the node's containerd, unless it has it."""
     have = set(ctr(node, "images", "ls", "-q").stdout.split())
     for image in images.ALL:
-        if image.name in have:
-            continue
-        archive = images.archive(image)
-        start = time.monotonic()
-        ctr(node, "images", "import", "--no-unpack=false", str(archive))
-        _say(f"{node.cluster}: imported {image.name} ({time.monotonic() - start:.1f}s)")
+        if image.name not in have:
+            import_image(node, image)
     # The public images the examples and the runbook name, as the bed's own under their names
     # (no registry is reached): a manifest applied as written runs.
     for public, stand_in in images.STAND_INS.items():
         if public not in have:
             ctr(node, "images", "tag", stand_in, public)
+
+
+def import_image(node: Node, image: images.Image) -> None:
+    """One image into the node's containerd (it and its binary built first when the cache
+    has none)."""
+    if image.kind == "binary":
+        builds.build_one(next(b for b in builds.BUILDS.values() if image.binary in b.packages))
+    images.build(image)
+    start = time.monotonic()
+    ctr(node, "images", "import", "--no-unpack=false", str(images.archive(image)))
+    _say(f"{node.cluster}: imported {image.name} ({time.monotonic() - start:.1f}s)")
 
 
 # ---- taking a node down ----------------------------------------------------------------------

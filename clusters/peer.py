@@ -15,6 +15,7 @@ the workers as a ServiceAccount of its own (worker_rbac); the bed audits them as
 from __future__ import annotations
 
 import base64
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,24 @@ def trainer_binary(config: BedConfig) -> str:
 
 def jobset_dir() -> Path:
     return builds.module_source_dir("jobset", JOBSET_MODULE)
+
+
+def trainer_chart(config: BedConfig, into: Path) -> Path:
+    """Trainer's Helm chart as its release packages it: the chart from its module, with each
+    chart it depends on (JobSet's, LeaderWorkerSet's) in its `charts/` from that project's
+    module at the version its Chart.yaml names, as `helm dependency build` puts them there.
+    Those modules' charts name their projects' development images; an install names the
+    release images (the bed's images.JOBSET)."""
+    source = trainer_dir(config) / "charts" / "kubeflow-trainer"
+    out = into / "kubeflow-trainer"
+    shutil.copytree(source, out)
+    for dep in yaml.safe_load((source / "Chart.yaml").read_text())["dependencies"]:
+        module = f"sigs.k8s.io/{dep['name']}@v{dep['version']}"
+        source_dir = builds.module_source_dir("trainer-v2.3", module)
+        shutil.copytree(source_dir / "charts" / dep["name"], out / "charts" / dep["name"])
+    for path in out.rglob("*"):  # the module cache is read-only
+        path.chmod(path.stat().st_mode | 0o200)
+    return out
 
 
 def crds(config: BedConfig | None = None, trainer: bool = True) -> list[Dict]:

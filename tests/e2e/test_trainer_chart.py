@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -53,21 +52,6 @@ def lone() -> Iterator[Bed]:
     finally:
         if not reuse and not os.environ.get("TJ_BED_KEEP"):
             bed.down()
-
-
-def trainer_chart(bed: Bed, into: Path) -> Path:
-    """Trainer's chart from its module, with each chart it depends on in its `charts/` from
-    that project's module at the version Chart.yaml names: what `helm dependency build` puts
-    there for Trainer's release package."""
-    source = peer.trainer_dir(bed.config) / "charts" / "kubeflow-trainer"  # the API we follow
-    out = into / "kubeflow-trainer"
-    shutil.copytree(source, out)
-    for dep in yaml.safe_load((source / "Chart.yaml").read_text())["dependencies"]:
-        module = builds.module_source_dir(
-            "trainer-v2.3", f"sigs.k8s.io/{dep['name']}@v{dep['version']}"
-        )
-        shutil.copytree(module / "charts" / dep["name"], out / "charts" / dep["name"])
-    return out
 
 
 def migration_blocks() -> list[str]:
@@ -123,7 +107,7 @@ def test_trainers_release_gives_its_crds_up_and_ours_takes_them_with_every_train
         60,
         what="the bed's CRDs to go",
     )
-    trainer = trainer_chart(lone, tmp_path)
+    trainer = peer.trainer_chart(lone.config, tmp_path)
     helm = chart.helm()
     env = {
         **os.environ,

@@ -1,8 +1,10 @@
-"""docs/operators/install.md run as written, from a bed with nothing of ours (and no Kueue) to a
-TrainJob Complete on the manager; then docs/operators/operations.md's upgrade of Kueue under the
-product (Kueue's release manifests applied again through `trainjob-kueue-config`), after which a
-TrainJob runs once more with one Workload; then docs/operators/operations.md's uninstall, which
-keeps the CRDs and the TrainJobs.
+"""docs/operators/install.md run as written on a mixed fleet, from a bed with nothing of ours
+(and no Kueue; worker2 running Kubeflow Trainer v2.3 and JobSet from Trainer's Helm chart, named
+in TRAINER_WORKERS) to a TrainJob Complete on the manager; then docs/operators/operations.md's
+upgrade of Kueue under the product (Kueue's release manifests applied again through
+`trainjob-kueue-config`), after which a TrainJob runs once more on each kind of worker with one
+Workload; then docs/operators/operations.md's uninstall, which keeps the CRDs and the
+TrainJobs.
 
 The blocks run in bash with kubectl contexts named manager, worker1 and worker2 (the bed's
 admin kubeconfigs, merged) and this repository's commands on PATH. The bed's own Kueue is taken
@@ -18,8 +20,11 @@ Blocks fenced `sh` are shown to readers, not run.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +32,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from clusters import builds, images
+from clusters import builds, images, nodes, peer
 from clusters.bed import Bed
 from clusters.config import REPO_ROOT
 from clusters.helpers.waiting import wait_for
@@ -46,6 +51,12 @@ OUR_RELEASES = "https://github.com/trainjob-dev/trainjob-multicluster/releases/d
 
 FLEET_ENV = "examples/install/fleet.env"  # the runbook's one list of clusters
 GROUP, VERSION = "trainer.kubeflow.org", "v1alpha1"
+# The fleet is mixed: this worker runs Kubeflow Trainer v2.3 and JobSet, installed with
+# Trainer's own Helm chart before the runbook starts, and is named in TRAINER_WORKERS.
+TRAINER_WORKER = "worker2"
+TRAINER_CRDS = [
+    f"{p}.{GROUP}" for p in ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
+]
 
 
 def test_the_install_runbook_then_the_uninstall_keep_what_they_say(
@@ -74,6 +85,8 @@ def test_the_install_runbook_then_the_uninstall_keep_what_they_say(
         placeholder = f"https://{worker}.example.com:6443"
         assert placeholder in fleet_env
         fleet_env = fleet_env.replace(placeholder, real_bed.pod_server(worker))
+    assert 'TRAINER_WORKERS=""\n' in fleet_env
+    fleet_env = fleet_env.replace('TRAINER_WORKERS=""\n', f'TRAINER_WORKERS="{TRAINER_WORKER}"\n')
     release = f"{OUR_RELEASES}/v{assets.chart_version()}"
     assert f"RELEASE={release}\n" in fleet_env
     assets.build(tmp_path / "release", assets.DEFAULT_IMAGE)
@@ -90,16 +103,72 @@ def test_the_install_runbook_then_the_uninstall_keep_what_they_say(
 
     real_bed.take_out_kueue()
     try:
-        took = run_blocks(shell_blocks(runbook), env, "docs/operators/install.md")
-        print(
-            f"runbook: a bed without Kueue -> TrainJob Complete on the manager in {took:.0f} s",
-            file=sys.stderr,
-        )
-        _kueue_upgraded_under_the_product(real_bed, runbook, offline, tmp_path, env)
-        _the_trainjob_ran_and_the_uninstall_keeps_it(real_bed, workers, env, tmp_path / "fleet.env")
+        with _trainer_on(real_bed, TRAINER_WORKER, env, tmp_path):
+            try:
+                took = run_blocks(shell_blocks(runbook), env, "docs/operators/install.md")
+                print(
+                    "runbook: a mixed fleet without Kueue -> TrainJob Complete on the manager "
+                    f"in {took:.0f} s",
+                    file=sys.stderr,
+                )
+                _kueue_upgraded_under_the_product(real_bed, runbook, offline, tmp_path, env)
+                _the_trainjob_ran_and_the_uninstall_keeps_it(
+                    real_bed, workers, env, tmp_path / "fleet.env"
+                )
+            finally:
+                clean_up(real_bed)
     finally:
-        clean_up(real_bed)
         real_bed.bring_back_kueue(load_manifests(kueue))
+
+
+@contextlib.contextmanager
+def _trainer_on(bed: Bed, worker: str, env: dict[str, str], tmp_path: Path) -> Iterator[None]:
+    """Kubeflow Trainer v2.3 and JobSet on `worker` as a platform installs them: Trainer's Helm
+    chart with its defaults (JobSet its subchart), the images its release and JobSet's name,
+    built from their modules and held by the node (JobSet's chart, from its module, names its
+    development image: the release's is given). The bed serves our CRDs everywhere; they make
+    way for Trainer's, and come back when the release is uninstalled."""
+    node = bed.node(worker)
+    assert node is not None
+    for image in (images.TRAINER, images.JOBSET):
+        nodes.import_image(node, image)
+    api = bed.api(worker)
+    ext = client.ApiextensionsV1Api(api)
+    for name in TRAINER_CRDS:
+        ext.delete_custom_resource_definition(name)
+    wait_for(
+        lambda: (
+            not {c.metadata.name for c in ext.list_custom_resource_definition().items}
+            & set(TRAINER_CRDS)
+        ),
+        60,
+        what=f"{worker}: the bed's CRDs to go",
+    )
+    chart = peer.trainer_chart(bed.config, tmp_path)
+    jobset_image, jobset_tag = images.JOBSET.name.rsplit(":", 1)
+    helm = [str(builds.binary("helm")), "--kube-context", worker]
+    _helm(
+        [*helm, "install", "kubeflow-trainer", str(chart), "-n", "kubeflow-system",
+         "--create-namespace", "--set", f"jobset.image.repository={jobset_image}",
+         "--set", f"jobset.image.tag={jobset_tag}",
+         "--set", "jobset.image.pullPolicy=IfNotPresent", "--wait", "--timeout", "5m"],
+        env,
+    )  # fmt: skip
+    try:
+        yield
+    finally:
+        _helm([*helm, "uninstall", "kubeflow-trainer", "-n", "kubeflow-system", "--wait"], env)
+        core = client.CoreV1Api(api)
+        core.delete_namespace("kubeflow-system")
+        with contextlib.suppress(client.ApiException):  # JobSet's chart keeps its CRD (crds/)
+            ext.delete_custom_resource_definition("jobsets.jobset.x-k8s.io")
+        bed.put_back_crds(worker)
+
+
+def _helm(argv: list[str], env: dict[str, str]) -> None:
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600, check=False)
+    print(f"--- {' '.join(argv[1:])}\n{done.stdout}{done.stderr}", file=sys.stderr)
+    assert done.returncode == 0, f"{' '.join(argv[1:])} failed:\n{done.stderr}"
 
 
 def _kueue_upgraded_under_the_product(
@@ -118,21 +187,42 @@ def _kueue_upgraded_under_the_product(
     took = run_blocks(upgrade, env, "docs/operators/operations.md, Kueue's own upgrade")
     (check,) = [b for b in shell_blocks(runbook) if "Configuration loaded" in b]
     run_blocks([check], env, "docs/operators/install.md, Kueue's check, after its upgrade")
+    print(f"[figure] Kueue's upgrade block on three clusters: {took:.0f} s", file=sys.stderr)
+    # One TrainJob on each kind of worker: the other worker's ClusterQueue held meanwhile.
+    for worker in sorted(w.name for w in real_bed.config.workers):
+        _runs_on(real_bed, worker, f"after-kueue-upgrade-{worker}")
+
+
+def _runs_on(real_bed: Bed, worker: str, name: str) -> None:
+    """The runbook's TrainJob, as `name`, runs to Complete on `worker` (every other worker's
+    ClusterQueue on Hold, as Kueue stops a queue), with the one Workload the dispatcher made."""
+    others = [w.name for w in real_bed.config.workers if w.name != worker]
+
+    def hold(policy: str | None) -> None:
+        for other in others:
+            client.CustomObjectsApi(real_bed.api(other)).patch_cluster_custom_object(
+                "kueue.x-k8s.io", "v1beta2", "clusterqueues", "cluster-queue",
+                {"spec": {"stopPolicy": policy}},
+            )  # fmt: skip
+
     custom = client.CustomObjectsApi(real_bed.api("manager"))
     trainjob = yaml.safe_load((REPO_ROOT / "examples" / "install" / "trainjob.yaml").read_text())
-    trainjob["metadata"]["name"] = "after-kueue-upgrade"
-    custom.create_namespaced_custom_object(GROUP, VERSION, "team-a", "trainjobs", trainjob)
+    trainjob["metadata"]["name"] = name
+    hold("Hold")
+    try:
+        custom.create_namespaced_custom_object(GROUP, VERSION, "team-a", "trainjobs", trainjob)
 
-    def complete() -> Any:
-        found = custom.get_namespaced_custom_object(
-            GROUP, VERSION, "team-a", "trainjobs", "after-kueue-upgrade"
-        )
-        conditions = (found.get("status") or {}).get("conditions") or []
-        done = {c["type"] for c in conditions if c.get("status") == "True"}
-        assert "Failed" not in done, conditions
-        return found if "Complete" in done else None
+        def complete() -> Any:
+            found = custom.get_namespaced_custom_object(GROUP, VERSION, "team-a", "trainjobs", name)
+            conditions = (found.get("status") or {}).get("conditions") or []
+            done = {c["type"] for c in conditions if c.get("status") == "True"}
+            assert "Failed" not in done, conditions
+            return found if "Complete" in done else None
 
-    found = wait_for(complete, 300, what="the TrainJob after Kueue's upgrade Complete")
+        found = wait_for(complete, 300, what=f"{name} Complete on {worker}")
+    finally:
+        hold(None)
+    assert found["status"]["clusterName"] == worker, found["status"]
     workloads = custom.list_namespaced_custom_object(
         "kueue.x-k8s.io", "v1beta2", "team-a", "workloads",
         label_selector=f"kueue.x-k8s.io/job-uid={found['metadata']['uid']}",
@@ -148,7 +238,8 @@ def _kueue_upgraded_under_the_product(
         )
     ]
     assert len(workloads) == 1 and owned == [workloads[0]["metadata"]["name"]], owned
-    print(f"[figure] Kueue's upgrade block on three clusters: {took:.0f} s", file=sys.stderr)
+    reasons = {c["type"]: c.get("reason") for c in found["status"]["conditions"]}
+    print(f"[figure] {name} Complete on {worker}: {reasons}", file=sys.stderr)
 
 
 def _the_trainjob_ran_and_the_uninstall_keeps_it(
@@ -159,6 +250,7 @@ def _the_trainjob_ran_and_the_uninstall_keeps_it(
         "trainer.kubeflow.org", "v1alpha1", "team-a", "trainjobs", "install-check"
     )
     assert trainjob["status"]["clusterName"] in workers
+    print(f"[figure] install-check ran on {trainjob['status']['clusterName']}", file=sys.stderr)
 
     # The upgrade from the release's files, to the files installed (nothing changes, and the
     # block runs as written), then the uninstall from them: the product goes, the namespace
