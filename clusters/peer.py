@@ -80,14 +80,19 @@ def trainer_chart(config: BedConfig, into: Path) -> Path:
     release images (the bed's images.JOBSET)."""
     source = trainer_dir(config) / "charts" / "kubeflow-trainer"
     out = into / "kubeflow-trainer"
-    shutil.copytree(source, out)
+    _writable_copy(source, out)
     for dep in yaml.safe_load((source / "Chart.yaml").read_text())["dependencies"]:
         module = f"sigs.k8s.io/{dep['name']}@v{dep['version']}"
         source_dir = builds.module_source_dir("trainer-v2.3", module)
-        shutil.copytree(source_dir / "charts" / dep["name"], out / "charts" / dep["name"])
-    for path in out.rglob("*"):  # the module cache is read-only
-        path.chmod(path.stat().st_mode | 0o200)
+        _writable_copy(source_dir / "charts" / dep["name"], out / "charts" / dep["name"])
     return out
+
+
+def _writable_copy(source: Path, out: Path) -> None:
+    """A copy of a directory of the (read-only) module cache that its owner can write into."""
+    shutil.copytree(source, out)
+    for path in [out, *out.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)
 
 
 def crds(config: BedConfig | None = None, trainer: bool = True) -> list[Dict]:
