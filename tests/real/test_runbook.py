@@ -25,6 +25,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ from clusters.kueue import release_manifests
 from release import assets
 from tests.support.runbook import clean_up, merged_kubeconfig, run_blocks, shell_blocks
 
-pytestmark = [pytest.mark.realnodes, pytest.mark.first, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.realnodes, pytest.mark.first, pytest.mark.timeout(2100)]
 
 DOCS = REPO_ROOT / "docs"
 KUEUE_RELEASES = "https://github.com/kubernetes-sigs/kueue/releases/download"
@@ -134,41 +135,55 @@ def _trainer_on(bed: Bed, worker: str, env: dict[str, str], tmp_path: Path) -> I
         nodes.import_image(node, image)
     api = bed.api(worker)
     ext = client.ApiextensionsV1Api(api)
-    for name in TRAINER_CRDS:
-        ext.delete_custom_resource_definition(name)
-    wait_for(
-        lambda: (
-            not {c.metadata.name for c in ext.list_custom_resource_definition().items}
-            & set(TRAINER_CRDS)
-        ),
-        60,
-        what=f"{worker}: the bed's CRDs to go",
-    )
-    chart = peer.trainer_chart(bed.config, tmp_path)
-    jobset_image, jobset_tag = images.JOBSET.name.rsplit(":", 1)
+
+    def trainer_crds_gone() -> None:
+        for name in TRAINER_CRDS:
+            with contextlib.suppress(client.ApiException):
+                ext.delete_custom_resource_definition(name)
+        wait_for(
+            lambda: (
+                not {c.metadata.name for c in ext.list_custom_resource_definition().items}
+                & set(TRAINER_CRDS)
+            ),
+            60,
+            what=f"{worker}: the TrainJob CRDs to go",
+        )
+
+    trainer_crds_gone()
     helm = [str(builds.binary("helm")), "--kube-context", worker]
-    _helm(
-        [*helm, "install", "kubeflow-trainer", str(chart), "-n", "kubeflow-system",
-         "--create-namespace", "--set", f"jobset.image.repository={jobset_image}",
-         "--set", f"jobset.image.tag={jobset_tag}",
-         "--set", "jobset.image.pullPolicy=IfNotPresent", "--wait", "--timeout", "5m"],
-        env,
-    )  # fmt: skip
     try:
+        chart = peer.trainer_chart(bed.config, tmp_path)
+        jobset_image, jobset_tag = images.JOBSET.name.rsplit(":", 1)
+        _helm(
+            [*helm, "install", "kubeflow-trainer", str(chart), "-n", "kubeflow-system",
+             "--create-namespace", "--set", f"jobset.image.repository={jobset_image}",
+             "--set", f"jobset.image.tag={jobset_tag}",
+             "--set", "jobset.image.pullPolicy=IfNotPresent", "--wait", "--timeout", "5m"],
+            env,
+        )  # fmt: skip
         yield
     finally:
-        _helm([*helm, "uninstall", "kubeflow-trainer", "-n", "kubeflow-system", "--wait"], env)
+        # Each step whatever the one before did: the bed's CRDs come back for the next tests.
+        _helm(
+            [*helm, "uninstall", "kubeflow-trainer", "-n", "kubeflow-system", "--wait",
+             "--ignore-not-found"],
+            env,
+            check=False,
+        )  # fmt: skip
         core = client.CoreV1Api(api)
-        core.delete_namespace("kubeflow-system")
+        with contextlib.suppress(client.ApiException):
+            core.delete_namespace("kubeflow-system")
         with contextlib.suppress(client.ApiException):  # JobSet's chart keeps its CRD (crds/)
             ext.delete_custom_resource_definition("jobsets.jobset.x-k8s.io")
+        trainer_crds_gone()
         bed.put_back_crds(worker)
 
 
-def _helm(argv: list[str], env: dict[str, str]) -> None:
+def _helm(argv: list[str], env: dict[str, str], check: bool = True) -> None:
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600, check=False)
     print(f"--- {' '.join(argv[1:])}\n{done.stdout}{done.stderr}", file=sys.stderr)
-    assert done.returncode == 0, f"{' '.join(argv[1:])} failed:\n{done.stderr}"
+    if check:
+        assert done.returncode == 0, f"{' '.join(argv[1:])} failed:\n{done.stderr}"
 
 
 def _kueue_upgraded_under_the_product(
@@ -193,6 +208,15 @@ def _kueue_upgraded_under_the_product(
         _runs_on(real_bed, worker, f"after-kueue-upgrade-{worker}")
 
 
+def _held(real_bed: Bed, cluster: str) -> bool:
+    """The runbook's ClusterQueue on `cluster` is inactive (Kueue's answer to its Hold)."""
+    queue = client.CustomObjectsApi(real_bed.api(cluster)).get_cluster_custom_object(
+        "kueue.x-k8s.io", "v1beta2", "clusterqueues", "cluster-queue"
+    )
+    conditions = (queue.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Active" and c["status"] == "False" for c in conditions)
+
+
 def _runs_on(real_bed: Bed, worker: str, name: str) -> None:
     """The runbook's TrainJob, as `name`, runs to Complete on `worker` (every other worker's
     ClusterQueue on Hold, as Kueue stops a queue), with the one Workload the dispatcher made."""
@@ -210,6 +234,8 @@ def _runs_on(real_bed: Bed, worker: str, name: str) -> None:
     trainjob["metadata"]["name"] = name
     hold("Hold")
     try:
+        for other in others:  # Kueue has stopped the queue before the job comes
+            wait_for(partial(_held, real_bed, other), 60, what=f"{other}'s ClusterQueue held")
         custom.create_namespaced_custom_object(GROUP, VERSION, "team-a", "trainjobs", trainjob)
 
         def complete() -> Any:
