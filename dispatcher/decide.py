@@ -95,6 +95,7 @@ class DispatchObserved:
     needs: dependencies.Needs | None = None
     # Where the job keeps its checkpoints (checkpoints.py; None: it does not say)
     checkpoint_place: str | None = None
+    tails_kept: bool = True  # the manager keeps its copies' log tails (settings.log_tails_kept)
 
 
 # What a RemoteAction does to its object; "ensure": a dependency's copy made, or brought up to
@@ -111,6 +112,9 @@ class RemoteAction:
     # A TrainJob copy to resume from the last checkpoint its record of runs holds, read as it
     # is sent (the manager TrainJob's UID): its status names none (checkpoints.py)
     resume_lookup: str | None = None
+    # A TrainJob copy whose pods' log tails are read before it goes (log_tails.py): deleted
+    # while the manager keeps tails and its TrainJob has not opted out.
+    capture_tails: bool = False
 
 
 @dataclass
@@ -130,9 +134,6 @@ class DispatchPlan:
     # Clear status.clusterName on the manager Workload: the run it names has ended (evicted,
     # or its quota given back), and a new round must not take it for the winner.
     forget_cluster: bool = False
-    # Keep the log tails of a TrainJob copy's pods as it is deleted (dispatcher/log_tails.py):
-    # not when the manager TrainJob opted out.
-    keep_tails: bool = True
 
     def retry(self, reason: str, message: str) -> None:
         """Turn the check to Retry (Kueue dispatches the Workload again), saying why in a
@@ -415,8 +416,13 @@ def _waiting_conditions(
 
 def decide(obs: DispatchObserved, strategy: Strategy | None = None) -> DispatchPlan:
     plan = _decide(obs, strategy)
-    if obs.trainjob is not None:
-        plan.keep_tails = obs.trainjob.annotations.get(c.LOG_TAILS_ANNOTATION) != "off"
+    # The manager TrainJob's annotation decides (a worker's copy carries none of them).
+    opted_out = (
+        obs.trainjob is not None and obs.trainjob.annotations.get(c.LOG_TAILS_ANNOTATION) == "off"
+    )
+    for action in plan.remote:
+        if action.verb == "delete" and action.obj["kind"] == c.TRAINJOB.kind:
+            action.capture_tails = obs.tails_kept and not opted_out
     if obs.workload.check(obs.check) is None:
         # Kueue dropped our check from the Workload (no flavour assigned): there is no state
         # to write, only the work (status back, clean-up) to do.

@@ -125,7 +125,7 @@ def _dispatch_writes(
                 # (a TrainJob copy whose tails are being read is deleted in a later pass; its
                 # Workload's delete is not held for it: a copy still there in the next pass
                 # would be judged again, its eviction told twice)
-                done.append(_remote_write(registry, action, plan.keep_tails))
+                done.append(_remote_write(registry, action))
         return done
 
     # One worker's writes (the usual case) are sent from this thread: no hand-off.
@@ -245,7 +245,7 @@ def _workload_status(wl: WorkloadView, check: str, plan: DispatchPlan) -> Dict:
     return patch
 
 
-def _remote_write(registry: Registry, action: RemoteAction, keep_tails: bool = True) -> bool | None:
+def _remote_write(registry: Registry, action: RemoteAction) -> bool | None:
     """True when done, False when skipped (sent moments ago, or the worker is gone), None when
     it failed and should be tried again."""
     remote = registry.get(action.cluster)
@@ -270,23 +270,17 @@ def _remote_write(registry: Registry, action: RemoteAction, keep_tails: bool = T
                 {"metadata": {"uid": meta.get("uid")}, "spec": action.obj["spec"]},
             )
         else:
-            if (
-                action.obj["kind"] == c.TRAINJOB.kind
-                and keep_tails
-                and registry.settings.log_tails_kept
-            ):
-                seen = remote.get(c.TRAINJOB.kind, namespace, meta["name"])
-                if seen is not None and seen["metadata"].get("uid") == meta.get("uid"):
-                    # its pods go with it: their tails are read first, on a thread of their
-                    # own, and the delete is tried again (the key comes back) until then
-                    bounds = log_tails.bounds(registry.settings)
-                    if not registry.captures.over(
-                        str(meta.get("uid")),
-                        namespace,
-                        lambda: log_tails.keep(registry.manager, remote, seen, bounds),
-                    ):
-                        registry.forget_write(key)
-                        return None
+            if action.capture_tails:
+                # its pods go with it: their tails are read first, on a thread of their own,
+                # and the delete is tried again (the key comes back) until then
+                bounds = log_tails.bounds(registry.settings)
+                if not registry.captures.over(
+                    str(meta.get("uid")),
+                    namespace,
+                    lambda: log_tails.keep(registry.manager, remote, action.obj, bounds),
+                ):
+                    registry.forget_write(key)
+                    return None
             # Only the copy we saw (ours, by origin): never a same-named object made since.
             remote.cluster.delete(
                 c.kind_of(action.obj),

@@ -265,6 +265,7 @@ def _dispatch(
         selection_problem=selection_problem,
         needs=needs,
         checkpoint_place=_checkpoint_place(caches, trainjob),
+        tails_kept=ctx.settings.log_tails_kept > 0,
     )
     return Dispatch(decide(observed, strategy(ctx.settings)), wl, check)
 

@@ -768,14 +768,23 @@ def test_a_run_that_ended_before_the_manager_recalled_it_is_brought_back_not_run
     assert plan.remote == [] and plan.check_state is None and plan.trainjob_status is None
 
 
-def test_a_trainjob_that_opts_out_has_no_log_tails_kept_as_its_copy_goes() -> None:
-    """The manager TrainJob's annotation decides (the worker's copy, as its watch keeps it,
-    carries none of its annotations)."""
-    wl, remotes = manager_workload("QuotaReserved"), [remote("w1", workload=False)]
-    assert decide_for(wl, remotes).keep_tails is True
+def test_a_trainjob_copy_that_goes_has_its_tails_read_first_unless_opted_out_or_kept_none() -> None:
+    """The plan says which deletions read their pods' tails first: a TrainJob copy's only,
+    unless the manager TrainJob opted out (its annotation decides: the worker's copy, as its
+    watch keeps it, carries none of them) or the manager keeps no tails."""
+    wl = manager_workload("QuotaReserved", "Finished", cluster="w1")
+    tj = TrainJobBuilder().multikueue().obj()
     opted_out = TrainJobBuilder().multikueue().obj()
     opted_out["metadata"].setdefault("annotations", {})["trainjob.dev/log-tails"] = "off"
-    assert decide_for(wl, remotes, trainjob=opted_out).keep_tails is False
+    for trainjob, kept, read in ((tj, True, True), (opted_out, True, False), (tj, False, False)):
+        plan = decide(observed(wl, trainjob, [remote("w1", trainjob=True)], tails_kept=kept))
+        assert {(a.verb, a.obj["kind"], a.capture_tails) for a in plan.remote} == {
+            ("delete", "TrainJob", read),
+            ("delete", "Workload", False),
+        }
+    # the TrainJob gone already: its copies' tails are read (nothing says otherwise)
+    gone = decide(observed(wl, None, [remote("w1", trainjob=True)]))
+    assert [a.capture_tails for a in gone.remote if a.obj["kind"] == "TrainJob"] == [True]
 
 
 def test_a_status_that_cannot_fit_the_manager_trainjob_comes_back_without_its_extras() -> None:

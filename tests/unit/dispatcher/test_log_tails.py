@@ -280,12 +280,9 @@ def test_a_copys_delete_waits_for_its_tails_read_off_the_calling_thread(
     monkeypatch.setattr(log_tails, "keep", keep)
     copy = {"kind": "TrainJob", "metadata": {"name": "tj", "namespace": "ns", "uid": "u1"}}
     workload = {"kind": "Workload", "metadata": {"name": "wl", "namespace": "ns", "uid": "u2"}}
-    # the copy as the worker's watch holds it: what its tails are read by
-    watched = {"tj": {"metadata": {"name": "tj", "namespace": "ns", "uid": "u1", "x": 1}}}
     deleted: list[str] = []
     forgotten: list[tuple[str, ...]] = []
     remote = SimpleNamespace(
-        get=lambda _kind, _ns, name: watched[name],
         cluster=SimpleNamespace(delete=lambda _kind, name, *_, **__: deleted.append(name)),
     )
     registry = SimpleNamespace(
@@ -298,7 +295,7 @@ def test_a_copys_delete_waits_for_its_tails_read_off_the_calling_thread(
     )
     plan = DispatchPlan(
         remote=[
-            RemoteAction("worker1", "delete", copy),
+            RemoteAction("worker1", "delete", copy, capture_tails=True),  # as decided
             RemoteAction("worker1", "delete", workload),
         ]
     )
@@ -321,9 +318,9 @@ def test_a_copys_delete_waits_for_its_tails_read_off_the_calling_thread(
         release.set()
         wait_until(lambda: writes() is False)
         assert deleted[-2:] == ["tj", "wl"] and len(readers) == 1
-        assert read == [watched["tj"]]
+        assert len(read) == 1 and read[0] is copy  # the copy as the plan saw it
         # a copy made again under its name, another UID: its own tails read before it goes
-        copy["metadata"]["uid"] = watched["tj"]["metadata"]["uid"] = "u3"
+        copy["metadata"]["uid"] = "u3"
         assert writes() is True
         wait_until(lambda: writes() is False)
         assert len(readers) == 2

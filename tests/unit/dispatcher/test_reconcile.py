@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from clusters.helpers.builders import TrainJobBuilder, make_runtime
+from dispatcher import log_tails
 from dispatcher.selection import CLUSTER_NAMES_ANNOTATION
 from kubecontrol.client import ApiException
 from kubecontrol.kinds import CONFIG_MAP, Kind
@@ -153,6 +154,36 @@ def test_a_deleted_trainjob_takes_its_copies_with_it_before_it_goes(world: World
     assert trainjob(world) is None
     for worker in WORKERS:
         assert copies(world, worker) == ([], [])
+
+
+@pytest.mark.parametrize(("kept", "read"), [(10, ["tj"]), (0, [])])
+def test_a_copys_pods_tails_are_read_before_it_goes_unless_the_manager_keeps_none(
+    monkeypatch: pytest.MonkeyPatch, kept: int, read: list[str]
+) -> None:
+    readers: list[str] = []
+    monkeypatch.setattr(
+        log_tails, "keep", lambda _m, _r, copy, _b: readers.append(copy["metadata"]["name"])
+    )
+    world, _ctx = fleet(
+        [RUNTIME, SUBMITTED.obj()],
+        {w: [RUNTIME] for w in WORKERS},
+        log_tails_kept=kept,
+        retention_seconds=0,
+    )
+    try:
+        dispatched(world)
+        kueue_reserves(world, "worker1", admitted=True)
+        world.settle(KEY)
+        ends_on(world, "worker1", a_condition("Complete", "AllJobsCompleted", "done"))
+        for _ in range(20):  # the copy's delete waits for its capture, on a thread of its own
+            world.settle(KEY)
+            if copies(world, "worker1") == ([], []):
+                break
+            time.sleep(0.05)
+        assert copies(world, "worker1") == ([], [])  # the finished copy gone
+        assert readers == read
+    finally:
+        world.close()
 
 
 @pytest.mark.usefixtures("both_caches")
