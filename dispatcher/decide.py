@@ -95,7 +95,7 @@ class DispatchObserved:
     needs: dependencies.Needs | None = None
     # Where the job keeps its checkpoints (checkpoints.py; None: it does not say)
     checkpoint_place: str | None = None
-    tails_kept: bool = True  # the manager keeps its copies' log tails (settings.log_tails_kept)
+    tails_kept: bool = False  # the manager keeps its copies' log tails (settings.log_tails_kept)
 
 
 # What a RemoteAction does to its object; "ensure": a dependency's copy made, or brought up to
@@ -416,13 +416,17 @@ def _waiting_conditions(
 
 def decide(obs: DispatchObserved, strategy: Strategy | None = None) -> DispatchPlan:
     plan = _decide(obs, strategy)
-    # The manager TrainJob's annotation decides (a worker's copy carries none of them).
-    opted_out = (
-        obs.trainjob is not None and obs.trainjob.annotations.get(c.LOG_TAILS_ANNOTATION) == "off"
-    )
+    tj = obs.trainjob
+    # The manager TrainJob's annotation decides (a worker's copy carries none of them); a
+    # copy's tails are kept under the UID it names, so only a copy made for this TrainJob's
+    # very UID is read (not one for an earlier TrainJob of its name, nor one that names another).
+    keep = obs.tails_kept and tj is not None and tj.annotations.get(c.LOG_TAILS_ANNOTATION) != "off"
     for action in plan.remote:
-        if action.verb == "delete" and action.obj["kind"] == c.TRAINJOB.kind:
-            action.capture_tails = obs.tails_kept and not opted_out
+        if keep and action.verb == "delete" and action.obj["kind"] == c.TRAINJOB.kind:
+            made_for = (action.obj["metadata"].get("annotations") or {}).get(
+                c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION
+            )
+            action.capture_tails = tj is not None and made_for is not None and made_for == tj.uid
     if obs.workload.check(obs.check) is None:
         # Kueue dropped our check from the Workload (no flavour assigned): there is no state
         # to write, only the work (status back, clean-up) to do.

@@ -769,22 +769,37 @@ def test_a_run_that_ended_before_the_manager_recalled_it_is_brought_back_not_run
 
 
 def test_a_trainjob_copy_that_goes_has_its_tails_read_first_unless_opted_out_or_kept_none() -> None:
-    """The plan says which deletions read their pods' tails first: a TrainJob copy's only,
-    unless the manager TrainJob opted out (its annotation decides: the worker's copy, as its
-    watch keeps it, carries none of them) or the manager keeps no tails."""
+    """The plan says which deletions read their pods' tails first: a TrainJob copy's only, made
+    for this very TrainJob (its tails are kept under the UID it names), unless the manager
+    TrainJob opted out (its annotation decides: the worker's copy, as its watch keeps it,
+    carries none of them) or the manager keeps no tails."""
     wl = manager_workload("QuotaReserved", "Finished", cluster="w1")
     tj = TrainJobBuilder().multikueue().obj()
     opted_out = TrainJobBuilder().multikueue().obj()
     opted_out["metadata"].setdefault("annotations", {})["trainjob.dev/log-tails"] = "off"
-    for trainjob, kept, read in ((tj, True, True), (opted_out, True, False), (tj, False, False)):
-        plan = decide(observed(wl, trainjob, [remote("w1", trainjob=True)], tails_kept=kept))
-        assert {(a.verb, a.obj["kind"], a.capture_tails) for a in plan.remote} == {
-            ("delete", "TrainJob", read),
-            ("delete", "Workload", False),
+
+    def tails_read(trainjob: Dict | None, kept: bool, made_for: str | None) -> bool:
+        there = remote("w1", trainjob=True)
+        assert there.trainjob is not None
+        if made_for is not None:
+            there.trainjob.raw["metadata"]["annotations"] = {
+                "kueue.x-k8s.io/multikueue-origin-uid": made_for
+            }
+        plan = decide(observed(wl, trainjob, [there], tails_kept=kept))
+        assert {(a.verb, a.obj["kind"]) for a in plan.remote} == {
+            ("delete", "TrainJob"),
+            ("delete", "Workload"),
         }
-    # the TrainJob gone already: its copies' tails are read (nothing says otherwise)
-    gone = decide(observed(wl, None, [remote("w1", trainjob=True)]))
-    assert [a.capture_tails for a in gone.remote if a.obj["kind"] == "TrainJob"] == [True]
+        assert not [a for a in plan.remote if a.obj["kind"] == "Workload" and a.capture_tails]
+        return any(a.capture_tails for a in plan.remote)
+
+    uid = tj["metadata"]["uid"]
+    assert tails_read(tj, True, uid)
+    assert not tails_read(opted_out, True, opted_out["metadata"]["uid"])
+    assert not tails_read(tj, False, uid)
+    assert not tails_read(tj, True, "another-trainjobs-uid")  # kept under the UID it names
+    assert not tails_read(tj, True, None)  # Kueue's copies name none
+    assert not tails_read(None, True, uid)  # the TrainJob gone: the resync's to find
 
 
 def test_a_status_that_cannot_fit_the_manager_trainjob_comes_back_without_its_extras() -> None:

@@ -156,16 +156,25 @@ def test_a_deleted_trainjob_takes_its_copies_with_it_before_it_goes(world: World
         assert copies(world, worker) == ([], [])
 
 
-@pytest.mark.parametrize(("kept", "read"), [(10, ["tj"]), (0, [])])
-def test_a_copys_pods_tails_are_read_before_it_goes_unless_the_manager_keeps_none(
-    monkeypatch: pytest.MonkeyPatch, kept: int, read: list[str]
+@pytest.mark.parametrize(
+    ("kept", "opted_out", "read"), [(10, False, True), (0, False, False), (10, True, False)]
+)
+def test_a_copys_pods_tails_are_read_before_it_goes_unless_kept_none_or_opted_out(
+    monkeypatch: pytest.MonkeyPatch, kept: int, opted_out: bool, read: bool
 ) -> None:
-    readers: list[str] = []
-    monkeypatch.setattr(
-        log_tails, "keep", lambda _m, _r, copy, _b: readers.append(copy["metadata"]["name"])
-    )
+    readers: list[tuple[str, str]] = []
+
+    def keep(_manager: Any, _remote: Any, copy: Dict, _bounds: Any) -> None:
+        meta = copy["metadata"]
+        made_for = meta["annotations"][c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION]
+        readers.append((meta["uid"], made_for))
+
+    monkeypatch.setattr(log_tails, "keep", keep)
+    submitted = SUBMITTED.obj()
+    if opted_out:
+        submitted["metadata"].setdefault("annotations", {})[c.LOG_TAILS_ANNOTATION] = "off"
     world, _ctx = fleet(
-        [RUNTIME, SUBMITTED.obj()],
+        [RUNTIME, submitted],
         {w: [RUNTIME] for w in WORKERS},
         log_tails_kept=kept,
         retention_seconds=0,
@@ -174,6 +183,8 @@ def test_a_copys_pods_tails_are_read_before_it_goes_unless_the_manager_keeps_non
         dispatched(world)
         kueue_reserves(world, "worker1", admitted=True)
         world.settle(KEY)
+        copy, manager = trainjob(world, "worker1"), trainjob(world)
+        assert copy is not None and manager is not None
         ends_on(world, "worker1", a_condition("Complete", "AllJobsCompleted", "done"))
         for _ in range(20):  # the copy's delete waits for its capture, on a thread of its own
             world.settle(KEY)
@@ -181,7 +192,9 @@ def test_a_copys_pods_tails_are_read_before_it_goes_unless_the_manager_keeps_non
                 break
             time.sleep(0.05)
         assert copies(world, "worker1") == ([], [])  # the finished copy gone
-        assert readers == read
+        # read by the copy the plan saw, made for the manager TrainJob
+        expected = [(copy["metadata"]["uid"], manager["metadata"]["uid"])] if read else []
+        assert readers == expected
     finally:
         world.close()
 
