@@ -1,0 +1,185 @@
+"""The dispatcher's executor on each answer a worker can give a planned write
+(dispatcher/execute.py `_remote_write`): done, skipped (nothing to do now, not tried again at
+once) or failed (the pass comes back and the write is sent again), and what it notes for the
+check's message. The worker is a stand-in that answers as the API server would."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from dispatcher import execute
+from dispatcher.decide import RemoteAction
+from kubecontrol.client import ApiException
+from trainjob import constants as c
+
+Dict = dict[str, Any]
+
+
+def copy() -> Dict:
+    return {
+        "kind": "TrainJob",
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "metadata": {
+            "name": "tj",
+            "namespace": "ns",
+            "uid": "copy-uid",
+            "labels": {c.KUEUE_MULTIKUEUE_ORIGIN_LABEL: "multikueue"},
+            "annotations": {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: "manager-uid"},
+        },
+        "spec": {"runtimeRef": {"name": "rt"}},
+    }
+
+
+class Worker:
+    """A worker's API as the executor calls it: each verb answers `answer` (an ApiException
+    or another exception to raise, or nothing), and a GET finds `found`."""
+
+    def __init__(self, answer: Exception | None = None, found: Dict | None = None) -> None:
+        self.answer, self.found, self.calls = answer, found, []
+
+    def _call(self, verb: str, *args: Any, **kwargs: Any) -> None:
+        self.calls.append((verb, args, kwargs))
+        if self.answer is not None:
+            raise self.answer
+
+    def create(self, *args: Any) -> None:
+        self._call("create", *args)
+
+    def patch(self, *args: Any) -> None:
+        self._call("patch", *args)
+
+    def delete(self, *args: Any, **kwargs: Any) -> None:
+        self._call("delete", *args, **kwargs)
+
+    def get_or_none(self, *_: Any) -> Dict | None:
+        return self.found
+
+
+class Registry:
+    """What the executor reads of the worker connections, and what it notes there."""
+
+    def __init__(self, worker: Worker | None, first_time: bool = True) -> None:
+        self.worker, self.first = worker, first_time
+        self.forgotten: list[tuple[str, ...]] = []
+        self.taken: list[tuple[str, str, str, str | None]] = []
+        self.namespace_problems: list[tuple[str, str, str | None]] = []
+
+    def get(self, _name: str) -> Any:
+        return None if self.worker is None else SimpleNamespace(cluster=self.worker)
+
+    def first_time(self, _key: tuple[str, ...]) -> bool:
+        return self.first
+
+    def forget_write(self, key: tuple[str, ...]) -> None:
+        self.forgotten.append(key)
+
+    def note_taken(self, cluster: str, ns: str, name: str, why: str | None) -> None:
+        self.taken.append((cluster, ns, name, why))
+
+    def note_namespace_problem(self, cluster: str, ns: str, why: str | None) -> None:
+        self.namespace_problems.append((cluster, ns, why))
+
+
+def key(verb: str) -> tuple[str, ...]:
+    return ("worker1", verb, "TrainJob", "ns", "tj")
+
+
+def write(registry: Registry, verb: str) -> bool | None:
+    return execute._remote_write(registry, RemoteAction("worker1", verb, copy()))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("verb", ["create", "patch", "delete"])
+def test_a_write_done_is_done_and_its_opposite_may_follow_at_once(verb: str) -> None:
+    registry = Registry(Worker())
+    assert write(registry, verb) is True
+    assert [call[0] for call in registry.worker.calls] == [verb]  # type: ignore[union-attr]
+    opposite = {"create": "delete", "delete": "create"}.get(verb)
+    assert registry.forgotten == ([key(opposite)] if opposite else [])
+    if verb == "create":  # a create that went through clears what the check said of it
+        assert registry.namespace_problems == [("worker1", "ns", None)]
+        assert registry.taken == [("worker1", "ns", "tj", None)]
+
+
+def test_a_delete_names_the_copy_it_saw_by_its_uid() -> None:
+    registry = Registry(Worker())
+    write(registry, "delete")
+    ((_, args, kwargs),) = registry.worker.calls  # type: ignore[union-attr]
+    assert args[1:] == ("tj", "ns") and kwargs == {"uid": "copy-uid"}
+
+
+@pytest.mark.parametrize(
+    ("verb", "status"), [("patch", 409), ("patch", 404), ("delete", 409), ("delete", 404)]
+)
+def test_a_copy_changed_or_gone_since_is_skipped_not_sent_again_at_once(
+    verb: str, status: int
+) -> None:
+    """The watch shows what changed; the next pass decides again from it. Sending it again at
+    once would repeat a write the worker just refused."""
+    registry = Registry(Worker(ApiException(status, "refused")))
+    assert write(registry, verb) is False
+    assert registry.forgotten == [] and registry.taken == []
+
+
+@pytest.mark.parametrize(
+    ("verb", "answer"),
+    [
+        ("create", ApiException(500, "boom")),
+        ("patch", ApiException(422, "invalid")),
+        ("delete", ApiException(403, "forbidden")),
+        ("delete", ConnectionError("worker unreachable")),
+    ],
+)
+def test_a_write_that_failed_is_sent_again_by_the_next_pass(verb: str, answer: Exception) -> None:
+    registry = Registry(Worker(answer))
+    assert write(registry, verb) is None
+    assert registry.forgotten == [key(verb)]
+
+
+def test_a_create_in_a_namespace_the_worker_lacks_says_so_in_the_check() -> None:
+    registry = Registry(Worker(ApiException(404, "not found")))
+    assert write(registry, "create") is False
+    assert registry.namespace_problems == [("worker1", "ns", "namespace 'ns' not found")]
+    assert registry.forgotten == []
+
+
+def test_a_create_that_meets_our_own_copy_is_already_there() -> None:
+    for found in (copy(), None):  # ours, or gone again since
+        registry = Registry(Worker(ApiException(409, "exists"), found=found))
+        assert write(registry, "create") is False
+        assert registry.taken == [] and registry.forgotten == []
+
+
+@pytest.mark.parametrize(
+    "whose",
+    [
+        {"labels": {}, "annotations": {}},  # a tenant's own object of that name
+        {  # another manager's copy (another origin)
+            "labels": {c.KUEUE_MULTIKUEUE_ORIGIN_LABEL: "elsewhere"},
+            "annotations": {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: "manager-uid"},
+        },
+        {  # ours, for an earlier manager object of that name
+            "labels": {c.KUEUE_MULTIKUEUE_ORIGIN_LABEL: "multikueue"},
+            "annotations": {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: "earlier-uid"},
+        },
+    ],
+)
+def test_a_create_that_meets_anyone_elses_object_notes_the_name_taken_and_leaves_it(
+    whose: Dict,
+) -> None:
+    found = copy()
+    found["metadata"].update(whose)
+    registry = Registry(Worker(ApiException(409, "exists"), found=found))
+    assert write(registry, "create") is False
+    ((cluster, ns, name, why),) = registry.taken
+    assert (cluster, ns, name) == ("worker1", "ns", "tj")
+    assert why is not None and "is not a copy from this manager" in why
+    assert [call[0] for call in registry.worker.calls] == ["create"]  # type: ignore[union-attr]
+
+
+def test_a_write_sent_moments_ago_or_to_a_worker_gone_is_not_sent() -> None:
+    again = Registry(Worker(), first_time=False)
+    assert write(again, "create") is False and again.worker.calls == []  # type: ignore[union-attr]
+    assert write(Registry(None), "create") is False
