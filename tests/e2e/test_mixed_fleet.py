@@ -367,6 +367,9 @@ def _made_for(mk: MultiKueue, name: str, worker: str) -> set[tuple[str, str]]:
     return made | {("Pod", p.metadata.uid) for p in pods.items}
 
 
+# Its own waits bound it (up to 2 x 120 s before the switch, 240 s after it, the jobs running
+# 120 s): the suite's 300 s would cut them short on a loaded machine.
+@pytest.mark.timeout(900)
 def test_a_manager_switched_from_kueues_multikueue_takes_its_jobs_over_where_they_run(
     mixed_fleet: tuple[Bed, list[setup.Controller]],
 ) -> None:
