@@ -38,7 +38,8 @@ class Worker:
     or another exception to raise, or nothing), and a GET finds `found`."""
 
     def __init__(self, answer: Exception | None = None, found: Dict | None = None) -> None:
-        self.answer, self.found, self.calls = answer, found, []
+        self.answer, self.found = answer, found
+        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
 
     def _call(self, verb: str, *args: Any, **kwargs: Any) -> None:
         self.calls.append((verb, args, kwargs))
@@ -95,7 +96,12 @@ def write(registry: Registry, verb: str) -> bool | None:
 def test_a_write_done_is_done_and_its_opposite_may_follow_at_once(verb: str) -> None:
     registry = Registry(Worker())
     assert write(registry, verb) is True
-    assert [call[0] for call in registry.worker.calls] == [verb]  # type: ignore[union-attr]
+    ((called, args, _),) = registry.worker.calls  # type: ignore[union-attr]
+    assert called == verb
+    if verb == "create":  # (kind, the copy)
+        assert args[1]["metadata"]["name"] == "tj"
+    else:  # (kind, name, namespace, ...)
+        assert args[1:3] == ("tj", "ns")
     opposite = {"create": "delete", "delete": "create"}.get(verb)
     assert registry.forgotten == ([key(opposite)] if opposite else [])
     if verb == "create":  # a create that went through clears what the check said of it
@@ -183,3 +189,33 @@ def test_a_write_sent_moments_ago_or_to_a_worker_gone_is_not_sent() -> None:
     again = Registry(Worker(), first_time=False)
     assert write(again, "create") is False and again.worker.calls == []  # type: ignore[union-attr]
     assert write(Registry(None), "create") is False
+
+
+class Captures:
+    """The captures under way as the executor asks them: `over` answers `done`."""
+
+    def __init__(self, done: bool) -> None:
+        self.done = done
+        self.asked: list[tuple[str, str]] = []
+
+    def over(self, uid: str, namespace: str, _capture: Any) -> bool:
+        self.asked.append((uid, namespace))
+        return self.done
+
+
+@pytest.mark.parametrize("over", [True, False])
+def test_a_copy_whose_tails_are_read_goes_once_its_capture_in_its_namespace_is_over(
+    over: bool,
+) -> None:
+    """The capture is asked for by the copy's UID in its own namespace (each namespace has its
+    own share of captures); until it is over, the delete waits and is sent again."""
+    registry = Registry(Worker())
+    captures = Captures(over)
+    settings = SimpleNamespace(log_tails_kept=10, log_tails_bytes=1, log_tails_per_namespace=1)
+    registry.captures, registry.settings, registry.manager = captures, settings, None  # type: ignore[attr-defined]
+    action = RemoteAction("worker1", "delete", copy(), capture_tails=True)
+    done = execute._remote_write(registry, action)  # type: ignore[arg-type]
+    assert captures.asked == [("copy-uid", "ns")]
+    calls = [call[0] for call in registry.worker.calls]  # type: ignore[union-attr]
+    assert (done, calls) == ((True, ["delete"]) if over else (None, []))
+    assert registry.forgotten == ([key("create")] if over else [key("delete")])
