@@ -127,6 +127,16 @@ class Manager:
             "Trainer's release",
         )
         core.create_namespace({"metadata": {"name": "team-a"}})
+        # Helm returns once the CRDs are created; the API server serves their kinds a moment
+        # later (until then a create is a plain 404).
+        wait_for(
+            lambda: (
+                self.custom.list_cluster_custom_object(GROUP, VERSION, "clustertrainingruntimes")
+                and self.custom.list_namespaced_custom_object(GROUP, VERSION, "team-a", "trainjobs")
+            ),
+            60,
+            what="the API server to serve the kinds of Trainer's CRDs",
+        )
         self.custom.create_cluster_custom_object(
             GROUP, VERSION, "clustertrainingruntimes", self.runtime
         )
