@@ -368,6 +368,23 @@ def test_a_merge_patch_naming_a_uid_changes_only_that_object(side: Side) -> None
     assert side.call("GET", _config_maps(side, "c"))[1]["data"] == {"a": "new", "b": "kept"}
 
 
+def test_a_write_from_a_stale_version_naming_another_uid_is_a_conflict_first(side: Side) -> None:
+    """The API server checks the version a write was read from before it validates what the
+    write says: a merge patch or an apply from a stale resourceVersion is a 409 even when the
+    uid it names is another's (a 422 alone)."""
+    first = _made(side, _config_maps(side), _config_map(side, "c", data={"a": "1"}))
+    stale = first["metadata"]["resourceVersion"]
+    assert side.call("DELETE", _config_maps(side, "c"))[0] == 200
+    _made(side, _config_maps(side), _config_map(side, "c", data={"a": "new"}))
+    meta = {"uid": first["metadata"]["uid"], "resourceVersion": stale}
+    merge = {"metadata": meta, "data": {"a": "2"}}
+    assert side.call("PATCH", _config_maps(side, "c"), merge, content_type=MERGE)[0] == 409
+    applied = _config_map(side, "c", data={"a": "2"}, metadata=meta)
+    path, force = _config_maps(side, "c"), {"force": "true"}
+    assert side.call("PATCH", path, applied, content_type=APPLY, query=force)[0] == 409
+    assert side.call("GET", _config_maps(side, "c"))[1]["data"] == {"a": "new"}
+
+
 def test_creating_what_exists_or_reading_what_does_not_and_a_create_with_a_version(
     side: Side,
 ) -> None:

@@ -6,8 +6,9 @@ objects, with the rules a controller's pass leans on. Each rule is held to a rea
 kube-apiserver by one contract suite run against both (tests/bed/test_api_contract.py):
 
 - resourceVersion on every write; a stale one is a 409 on PUT, merge patch, apply and a
-  delete's preconditions (uid or resourceVersion); an apply naming a uid is a 409 when no
-  object is there and a 422 when another is, a merge patch naming one a 404 and a 422;
+  delete's preconditions (uid or resourceVersion), before anything else is judged; an apply
+  naming a uid is a 409 when no object is there and a 422 when another is, a merge patch
+  naming one a 404 and a 422;
   AlreadyExists (409) and NotFound (404);
 - server-side apply merges maps by key and `listType=map` lists by their keys (a Workload's
   conditions by `type`: our PodsReady beside Kueue's Admitted), sets as sets;
@@ -763,17 +764,19 @@ class MemoryApi:
                         "existing object was found",
                     )
                 return self._create(where, body)
+            self._check_version(current, body)  # a stale version is the first refusal
             if uid and uid != current["metadata"]["uid"]:
                 raise ApiException(422, "Invalid", "metadata.uid: field is immutable")
-            self._check_version(current, body)
             lists = {**_METADATA_LISTS, **self.list_maps.get((where.group, where.plural), {})}
             return self._store_new(where, current, apply_merge(current, body, lists))
         if current is None:
             raise ApiException(404, "NotFound", f'{where.plural} "{where.name}" not found')
         uid = (body.get("metadata") or {}).get("uid")
+        # The API server checks the version before it validates the object: a stale version
+        # with a wrong uid is a 409, not a 422.
+        self._check_version(current, body)
         if uid and uid != current["metadata"]["uid"]:
             raise ApiException(422, "Invalid", "metadata.uid: field is immutable")
-        self._check_version(current, body)
         return self._store_new(where, current, merge_struct(current, body))  # RFC 7386
 
     def _check_version(self, current: Dict, body: Dict) -> None:
