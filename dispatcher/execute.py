@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Callable
 
 from dispatcher import checkpoints, dependencies_io, log_tails, metrics, placements_io
 from dispatcher.clusters import Registry
 from dispatcher.copies import is_our_copy
 from dispatcher.decide import DispatchPlan, RemoteAction
 from dispatcher.plan import Dispatch, PassPlan
+from dispatcher.removal import Removal
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster, guarded_write
 from kubecontrol.events import Event
@@ -40,6 +42,9 @@ def execute_pass(
     manager TrainJob's status in one write; the Events. Returns True when a remote write
     failed and the key should come back soon."""
     body = trainjob.with_kind()
+    mine = ("TrainJob", trainjob.namespace, trainjob.name)
+    if plan.finalizer == "drop" and memory.stale(mine, trainjob.resource_version):
+        return False  # planned from the version we let go: its copies were deleted then
     if plan.finalizer == "add":
         version = _set_finalizer(manager, trainjob, add=True)
         if version is not None:
@@ -63,14 +68,16 @@ def execute_pass(
         if ended is not None and not memory.stale(("Placement", trainjob.uid), ended.key):
             placements_io.record(manager, trainjob, ended)
             memory.wrote(("Placement", trainjob.uid), ended.key)
-    if plan.cleanup_deferred is not None:
-        events.append(Event("Warning", "RemoteCleanupDeferred", plan.cleanup_deferred))
+    if plan.removal is not None:
+        deferred = _remove(registry, plan.removal)
+        if deferred is not None:
+            events.append(Event("Warning", "RemoteCleanupDeferred", deferred))
     for etype, reason, message in events:
         manager.post_event(body, etype, reason, message)
         say = log.warning if etype == "Warning" else log.info
         say("[%s] %s: %s: %s", manager.name, _where(body), reason, message)
-    if plan.finalizer == "drop":
-        _set_finalizer(manager, trainjob, add=False)
+    if plan.finalizer == "drop" and _set_finalizer(manager, trainjob, add=False) is not None:
+        memory.wrote(mine, trainjob.resource_version)
     return failed
 
 
@@ -104,11 +111,6 @@ def _dispatch_writes(
             return None
     if plan.deactivate:
         manager.patch(c.WORKLOAD, name, ns, {"spec": {"active": False}})
-    # Each worker's writes in order (its TrainJob before its Workload), the workers at once:
-    # a slow worker does not hold up the others, and no worker gets its copy first every time.
-    by_cluster: dict[str, list[RemoteAction]] = {}
-    for action in plan.remote:
-        by_cluster.setdefault(action.cluster, []).append(action)
 
     def run(actions: list[RemoteAction]) -> list[bool | None]:
         done: list[bool | None] = []
@@ -128,14 +130,11 @@ def _dispatch_writes(
                 done.append(_remote_write(registry, action))
         return done
 
-    # One worker's writes (the usual case) are sent from this thread: no hand-off.
-    mapper = registry.pool.map if len(by_cluster) > 1 else map
-    results = dict(zip(by_cluster, mapper(run, by_cluster.values()), strict=True))
     failed = False
     events = list(plan.events)
     cq = wl.cluster_queue
-    for cluster, actions in by_cluster.items():
-        for action, done in zip(actions, results[cluster], strict=True):
+    for cluster, actions, results in _per_worker(registry, plan.remote, run):
+        for action, done in zip(actions, results, strict=True):
             failed |= done is None
             if done and action.event is not None:
                 events.append(action.event)
@@ -148,6 +147,37 @@ def _dispatch_writes(
     if plan.cluster_name is not None:
         _admitted(wl, cq, plan.cluster_name)
     return failed, events
+
+
+def _per_worker(
+    registry: Registry,
+    actions: list[RemoteAction],
+    run: Callable[[list[RemoteAction]], list[bool | None]],
+) -> list[tuple[str, list[RemoteAction], list[bool | None]]]:
+    """`run` over each worker's writes in their order (its TrainJob before its Workload), the
+    workers at once: a slow worker does not hold up the others, and no worker gets its copy
+    first every time. Each worker with its writes and what each came to."""
+    by_cluster: dict[str, list[RemoteAction]] = {}
+    for action in actions:
+        by_cluster.setdefault(action.cluster, []).append(action)
+    # One worker's writes (the usual case) are sent from this thread: no hand-off.
+    mapper = registry.pool.map if len(by_cluster) > 1 else map
+    done = mapper(run, by_cluster.values())
+    return [
+        (cluster, mine, results)
+        for (cluster, mine), results in zip(by_cluster.items(), done, strict=True)
+    ]
+
+
+def _remove(registry: Registry, removal: Removal) -> str | None:
+    """A deleted TrainJob's copies deleted (removal.py); the Warning's message when a worker
+    that may hold some keeps them."""
+
+    def run(actions: list[RemoteAction]) -> list[bool | None]:
+        return [_remote_write(registry, action) for action in actions]
+
+    done = _per_worker(registry, removal.deletes, run)
+    return removal.deferred(cluster for cluster, _, results in done if None in results)
 
 
 def _resume_as_recorded(manager: Cluster, action: RemoteAction) -> None:

@@ -1,8 +1,9 @@
 """One dispatcher pass's plan: everything the pass writes, decided before anything is written
 and carried out by `execute.execute_pass` alone, in order: our finalizer, the Kueue
 integration's writes (trainjob/jobframework.py), the MultiKueue check's (the manager Workload,
-then the workers: decide.py), then the manager TrainJob's status in one write (the intake's
-conditions and the check's, merged) and the Events. Pure."""
+then the workers: decide.py) or a deleted TrainJob's copies (removal.py), then the manager
+TrainJob's status in one write (the intake's conditions and the check's, merged) and the
+Events. Pure."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Literal
 
 from dispatcher.decide import DispatchPlan
 from dispatcher.intake import IntakePlan
+from dispatcher.removal import Removal
 from kubecontrol.objects import Dict
 from trainjob.jobframework import QueuePlan
 from trainjob.views import TrainJobView, WorkloadView
@@ -31,9 +33,8 @@ class PassPlan:
     queue: QueuePlan | None = None
     intake: IntakePlan = field(default_factory=IntakePlan)
     dispatch: Dispatch | None = None
-    # The deletion's: workers whose copies could not be deleted (unreachable), said in a
-    # Warning Event before our finalizer goes.
-    cleanup_deferred: str | None = None
+    # A deleted TrainJob's: its copies deleted on the workers before our finalizer goes
+    removal: Removal | None = None
 
     def trainjob_status(self) -> Dict | None:
         """The manager TrainJob's status patch: the intake's conditions, or the check's, which

@@ -4,7 +4,7 @@ In order: our finalizer; the Kueue integration (its Workload, PodsReady, start a
 same code the worker controller runs: trainjob/jobframework.py); the intake (why it cannot be
 queued, on the TrainJob: dispatcher/intake.py); then the MultiKueue check of its Workload
 (copies, the first worker to admit wins, status back, retry: dispatcher/decide.py). A
-deleted TrainJob's remote objects go before its finalizer does (dispatcher/copies_io.py).
+deleted TrainJob's copies go before its finalizer does (dispatcher/removal.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import datetime as dt
 import logging
 import time
 
-from dispatcher import admissionchecks, checkpoints, copies_io, data, dependencies, execute
+from dispatcher import admissionchecks, checkpoints, data, dependencies, execute
 from dispatcher.context import Context
 from dispatcher.decide import (
     AllAtOnce,
@@ -35,6 +35,7 @@ from dispatcher.intake import (
 from dispatcher.keys import QueueKey, StatusKey
 from dispatcher.plan import Dispatch, PassPlan, planned
 from dispatcher.remote import RemoteCluster
+from dispatcher.removal import Held, removal
 from dispatcher.selection import SelectionError, selection_of
 from dispatcher.settings import DispatcherSettings
 from kubecontrol.controller import own_namespace
@@ -389,24 +390,25 @@ def strategy(settings: DispatcherSettings) -> Strategy:
 
 
 def _finalize(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | None:
-    """A deleted manager TrainJob: remove its remote objects, then let it go. As with Kueue,
-    a worker that is down never holds the deletion up: its copies are orphans then, which the
-    garbage collector removes once the worker is back (by their origin UID)."""
+    """A deleted manager TrainJob: its copies deleted on the workers (removal.py), then our
+    finalizer goes. As with Kueue, a worker that is down never holds the deletion up."""
     if c.DISPATCHER_FINALIZER not in trainjob.finalizers:
         return None
-    holders = _holders(caches, trainjob)
-    pending = copies_io.delete_remotes(ctx.registry.remotes, trainjob.raw, holders)
-    plan = PassPlan(finalizer="drop")
-    if pending:
-        sweep = (
-            f"the garbage collector removes them once the worker is back (every "
-            f"{ctx.settings.gc_interval:g} s)"
-            if ctx.settings.gc_interval
-            else "nothing removes them (the garbage collector is off: gcInterval 0)"
+    ns, wl_name = trainjob.namespace, jobframework.expected_workload_name_of(trainjob.raw)
+    held = [
+        Held(
+            name,
+            remote.connected,
+            tuple(
+                copy
+                for kind, copy_name in (("TrainJob", trainjob.name), ("Workload", wl_name))
+                if (copy := remote.get(kind, ns, copy_name)) is not None
+            ),
         )
-        plan.cleanup_deferred = (
-            f"workers {', '.join(sorted(pending))} unreachable: its copies there stay; {sweep}"
-        )
+        for name, remote in list(ctx.registry.remotes.items())
+    ]
+    gone = removal(held, _holders(caches, trainjob), ctx.settings.gc_interval)
+    plan = PassPlan(finalizer="drop", removal=gone)
     execute.execute_pass(ctx.manager, ctx.registry, ctx.memory, trainjob, plan)
     return None
 

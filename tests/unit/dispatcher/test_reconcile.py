@@ -156,6 +156,43 @@ def test_a_deleted_trainjob_takes_its_copies_with_it_before_it_goes(world: World
         assert copies(world, worker) == ([], [])
 
 
+@pytest.mark.usefixtures("both_caches")
+@pytest.mark.parametrize("how", ["unreachable", "refuses"])
+def test_a_deletion_goes_on_past_a_worker_it_cannot_clean_and_a_warning_names_that_worker(
+    world: World, how: str
+) -> None:
+    dispatched(world)
+    held = copies(world, "worker1")
+    if how == "unreachable":
+        world.apis["worker1"].unreachable()
+        world.relist()
+    else:  # every delete there answered 500
+        world.apis["worker1"].fail(Fault(500, method="DELETE", times=None))
+    world.apis["manager"].request("DELETE", c.TRAINJOB.path("ns", "tj"))
+    passes = world.settle(KEY)
+    assert trainjob(world) is None  # not held up
+    assert copies(world, "worker2") == ([], [])
+    world.apis["worker1"].unreachable(False)
+    world.apis["worker1"].heal()
+    assert copies(world, "worker1") == held  # left to the garbage collector
+    warnings = [e for p in passes for e in p.events if e[1] == "RemoteCleanupDeferred"]
+    assert [(kind, name) for kind, _, name in warnings] == [("Warning", "tj")]
+
+
+@pytest.mark.usefixtures("both_caches")
+def test_a_deleted_trainjob_leaves_a_trainjob_of_its_name_that_is_not_ours(world: World) -> None:
+    theirs = TrainJobBuilder().obj()
+    theirs["metadata"]["labels"] = {"team": "theirs"}
+    world.apis["worker1"].put(theirs)
+    dispatched(world)
+    world.apis["manager"].request("DELETE", c.TRAINJOB.path("ns", "tj"))
+    world.settle(KEY)
+    assert trainjob(world) is None
+    found = trainjob(world, "worker1")
+    assert found is not None and found["metadata"]["labels"] == {"team": "theirs"}
+    assert copies(world, "worker1") == (["tj"], []) and copies(world, "worker2") == ([], [])
+
+
 @pytest.mark.parametrize(
     ("kept", "opted_out", "read"), [(10, False, True), (0, False, False), (10, True, False)]
 )
