@@ -95,6 +95,9 @@ class DispatchObserved:
     needs: dependencies.Needs | None = None
     # Where the job keeps its checkpoints (checkpoints.py; None: it does not say)
     checkpoint_place: str | None = None
+    # The last checkpoint its record of ended runs holds (placements.py), read when a TrainJob
+    # copy may be sent this pass and its status names none (None: none, or not read)
+    recorded_checkpoint: checkpoints.Checkpoint | None = None
     tails_kept: bool = False  # the manager keeps its copies' log tails (settings.log_tails_kept)
 
 
@@ -109,9 +112,6 @@ class RemoteAction:
     verb: Verb
     obj: Dict
     event: Event | None = None  # posted on the manager TrainJob once done
-    # A TrainJob copy to resume from the last checkpoint its record of runs holds, read as it
-    # is sent (the manager TrainJob's UID): its status names none (checkpoints.py)
-    resume_lookup: str | None = None
     # A TrainJob copy whose pods' log tails are read before it goes (log_tails.py): deleted
     # while the manager keeps tails and its TrainJob has not opted out.
     capture_tails: bool = False
@@ -234,13 +234,13 @@ def _create_trainjob(
 ) -> None:
     assert obs.trainjob is not None
     tj = remote_trainjob(obs.trainjob, obs.workload.name, obs.origin)
-    lookup = None
     if obs.checkpoint_place is not None:
-        # the checkpoint the run that ended last reported, while the status still holds it
-        hint = checkpoints.reported(obs.trainjob.status.get("trainerStatus"))
-        checkpoints.with_environment(tj, obs.checkpoint_place, hint)
-        lookup = None if hint is not None else obs.trainjob.uid
-    plan.remote.append(RemoteAction(cluster, "create", tj, event, resume_lookup=lookup))
+        # the checkpoint the run that ended last reported, while the status still holds it;
+        # else the last its record of ended runs holds (none: it starts afresh)
+        reported = checkpoints.reported(obs.trainjob.status.get("trainerStatus"))
+        resume = reported or obs.recorded_checkpoint
+        checkpoints.with_environment(tj, obs.checkpoint_place, resume)
+    plan.remote.append(RemoteAction(cluster, "create", tj, event))
 
 
 def _sync_status(obs: DispatchObserved, plan: DispatchPlan, winner: RemoteView) -> None:

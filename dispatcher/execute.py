@@ -122,8 +122,6 @@ def _dispatch_writes(
                     # pass tries again, or sends the job elsewhere when its name is taken).
                     return done + [False] * (len(actions) - len(done))
             else:
-                if action.resume_lookup is not None:
-                    _resume_as_recorded(manager, action)
                 # (a TrainJob copy whose tails are being read is deleted in a later pass; its
                 # Workload's delete is not held for it: a copy still there in the next pass
                 # would be judged again, its eviction told twice)
@@ -178,23 +176,6 @@ def _remove(registry: Registry, removal: Removal) -> str | None:
 
     done = _per_worker(registry, removal.deletes, run)
     return removal.deferred(cluster for cluster, _, results in done if None in results)
-
-
-def _resume_as_recorded(manager: Cluster, action: RemoteAction) -> None:
-    """A TrainJob copy of a job that keeps checkpoints, whose status names none: it resumes
-    from the last checkpoint its record of ended runs holds (none: it starts afresh)."""
-    assert action.resume_lookup is not None
-    env = {e["name"]: e["value"] for e in action.obj["spec"]["trainer"]["env"]}
-    place = env[checkpoints.ENV_PLACE]
-    try:
-        resume = checkpoints.last_recorded(placements_io.read(manager, action.resume_lookup))
-    except ApiException as exc:
-        log.warning(
-            "%s: its record of runs not read, so it starts afresh: %s", _where(action.obj), exc
-        )
-        return
-    if resume is not None:
-        checkpoints.with_environment(action.obj, place, resume)
 
 
 def _resuming(cluster: str, resume: checkpoints.Checkpoint) -> Event:

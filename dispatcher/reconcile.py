@@ -13,7 +13,7 @@ import datetime as dt
 import logging
 import time
 
-from dispatcher import admissionchecks, checkpoints, data, dependencies, execute
+from dispatcher import admissionchecks, checkpoints, data, dependencies, execute, placements_io
 from dispatcher.context import Context
 from dispatcher.decide import (
     AllAtOnce,
@@ -38,6 +38,7 @@ from dispatcher.remote import RemoteCluster
 from dispatcher.removal import Held, removal
 from dispatcher.selection import SelectionError, selection_of
 from dispatcher.settings import DispatcherSettings
+from kubecontrol.client import ApiException
 from kubecontrol.controller import own_namespace
 from kubecontrol.objects import Dict
 from trainjob import constants as c
@@ -250,6 +251,7 @@ def _dispatch(
                 )
         view.selected = cname in chosen
         remotes.append(view)
+    place = _checkpoint_place(caches, trainjob)
     observed = DispatchObserved(
         workload=wl,
         trainjob=trainjob,
@@ -265,7 +267,8 @@ def _dispatch(
         give_up_after=ctx.settings.give_up_after_seconds,
         selection_problem=selection_problem,
         needs=needs,
-        checkpoint_place=_checkpoint_place(caches, trainjob),
+        checkpoint_place=place,
+        recorded_checkpoint=_recorded_checkpoint(ctx, trainjob, place, remotes),
         tails_kept=ctx.settings.log_tails_kept > 0,
     )
     return Dispatch(decide(observed, strategy(ctx.settings)), wl, check)
@@ -280,6 +283,29 @@ def _checkpoint_place(caches: Caches, trainjob: TrainJobView | None) -> str | No
         return checkpoints.place_for(trainjob, caches.runtime_of(trainjob))
     except checkpoints.CheckpointsError as exc:
         log.warning("%s/%s: checkpoints ignored: %s", trainjob.namespace, trainjob.name, exc)
+        return None
+
+
+def _recorded_checkpoint(
+    ctx: Context, trainjob: TrainJobView, place: str | None, remotes: list[RemoteView]
+) -> checkpoints.Checkpoint | None:
+    """The last checkpoint the TrainJob's record of ended runs holds, read only when a copy
+    of it may be sent this pass (a worker holds its Workload's copy and not its own) to
+    resume from, and its status names none. A record that cannot be read is said, and the
+    copy starts afresh."""
+    if place is None or checkpoints.reported(trainjob.status.get("trainerStatus")) is not None:
+        return None
+    if not any(r.connected and r.workload is not None and r.trainjob is None for r in remotes):
+        return None
+    try:
+        return checkpoints.last_recorded(placements_io.read(ctx.manager, str(trainjob.uid)))
+    except ApiException as exc:
+        log.warning(
+            "%s/%s: its record of runs not read, so a copy sent now starts afresh: %s",
+            trainjob.namespace,
+            trainjob.name,
+            exc,
+        )
         return None
 
 

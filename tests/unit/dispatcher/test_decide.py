@@ -9,6 +9,7 @@ import pytest
 from clusters.helpers.builders import TrainJobBuilder, WorkloadBuilder
 from dispatcher import dependencies, placements
 from dispatcher.capacity import Fit
+from dispatcher.checkpoints import Checkpoint
 from dispatcher.decide import (
     REMOTE_DEPENDENCY_REFUSED,
     REMOTE_NAME_TAKEN,
@@ -906,26 +907,36 @@ CHECKPOINT_REPORT = {
 }
 
 
+RESUMED_FROM_THE_REPORT = {
+    "TRAINJOB_CHECKPOINTS": "/ckpt/tj",
+    "TRAINJOB_RESUME_FROM": "/ckpt/tj/step-40.pt",
+    "TRAINJOB_RESUME_STEP": "40",
+}
+
+
 @pytest.mark.parametrize(
-    ("status", "env", "lookup"),
+    ("status", "recorded", "env"),
     [
-        # the run that ended last reported a checkpoint: the copy resumes from it, and the
-        # record of runs is not read
+        # the run that ended last reported a checkpoint: the copy resumes from it, whatever
+        # the record of runs holds
+        ({"clusterName": "w0", "trainerStatus": CHECKPOINT_REPORT}, None, RESUMED_FROM_THE_REPORT),
         (
             {"clusterName": "w0", "trainerStatus": CHECKPOINT_REPORT},
-            {
-                "TRAINJOB_CHECKPOINTS": "/ckpt/tj",
-                "TRAINJOB_RESUME_FROM": "/ckpt/tj/step-40.pt",
-                "TRAINJOB_RESUME_STEP": "40",
-            },
-            None,
+            Checkpoint("step-20.pt", 20),
+            RESUMED_FROM_THE_REPORT,
         ),
-        # it reported none: the record of runs (read as the copy is sent) says where
-        ({"clusterName": "w0"}, {"TRAINJOB_CHECKPOINTS": "/ckpt/tj"}, "uid-tj"),
+        # it reported none: the last checkpoint its record of runs holds
+        (
+            {"clusterName": "w0"},
+            Checkpoint("step-20.pt", None),
+            {"TRAINJOB_CHECKPOINTS": "/ckpt/tj", "TRAINJOB_RESUME_FROM": "/ckpt/tj/step-20.pt"},
+        ),
+        # neither: it starts afresh, told only where to keep them
+        ({"clusterName": "w0"}, None, {"TRAINJOB_CHECKPOINTS": "/ckpt/tj"}),
     ],
 )
 def test_a_copy_sent_again_resumes_from_the_status_or_else_from_the_record_of_runs(
-    status: Dict, env: dict[str, str], lookup: str | None
+    status: Dict, recorded: Checkpoint | None, env: dict[str, str]
 ) -> None:
     tj = TrainJobBuilder().multikueue().obj()
     tj["status"] = status
@@ -935,9 +946,9 @@ def test_a_copy_sent_again_resumes_from_the_status_or_else_from_the_record_of_ru
         [remote("w1", admitted_at="2026-11-22T11:00:02Z")],
         checkpoint_place="/ckpt/tj",
     )
+    obs.recorded_checkpoint = recorded
     (sent,) = [a for a in decide(obs).remote if a.verb == "create"]
     assert {e["name"]: e["value"] for e in sent.obj["spec"]["trainer"]["env"]} == env
-    assert sent.resume_lookup == lookup
 
 
 def _unselected(name: str) -> RemoteView:

@@ -6,6 +6,7 @@ Workloads' status. What only the API servers and Kueue decide is the bed's (test
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -13,9 +14,10 @@ from typing import Any
 import pytest
 
 from clusters.helpers.builders import TrainJobBuilder, make_runtime
-from dispatcher import log_tails
+from dispatcher import checkpoints, log_tails, placements
 from dispatcher.selection import CLUSTER_NAMES_ANNOTATION
 from kubecontrol.client import ApiException
+from kubecontrol.controller import own_namespace
 from kubecontrol.kinds import CONFIG_MAP, Kind
 from tests.support.memory_api import Fault
 from tests.support.whole_pass import (
@@ -232,6 +234,46 @@ def test_a_copys_pods_tails_are_read_before_it_goes_unless_kept_none_or_opted_ou
         # read by the copy the plan saw, made for the manager TrainJob
         expected = [(copy["metadata"]["uid"], manager["metadata"]["uid"])] if read else []
         assert readers == expected
+    finally:
+        world.close()
+
+
+@pytest.mark.usefixtures("both_caches")
+def test_a_copy_resumes_from_the_last_checkpoint_its_record_holds_read_only_to_send_it() -> None:
+    """Its status names no checkpoint (the run since reported none): the record of its ended
+    runs says where to resume, read in the passes that may send a copy and in no other."""
+    submitted = SUBMITTED.obj()
+    submitted["metadata"]["annotations"] = {checkpoints.ANNOTATION: "/ckpt/tj"}
+    world, _ctx = fleet([RUNTIME, submitted], {w: [RUNTIME] for w in WORKERS})
+    try:
+        uid = trainjob(world)["metadata"]["uid"]  # type: ignore[index]
+        ended = [
+            {"worker": "worker2", "started": "2026-01-01T00:00:00Z", "checkpoint": "step-20.pt",
+             "checkpoint_step": 20},
+            {"worker": "worker1", "started": "2026-01-01T01:00:00Z"},  # it reported none
+        ]  # fmt: skip
+        record = CONFIG_MAP.path(own_namespace(), placements.name_of(uid))
+        world.apis["manager"].put(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": placements.name_of(uid), "namespace": own_namespace()},
+                "data": {placements.KEY: json.dumps(ended)},
+            }
+        )
+        dispatched(world)
+        waiting = world.requests_of_a_pass(KEY)  # copies wait on both: one may be sent
+        assert ("GET", record) in waiting["manager"], waiting["manager"]
+        kueue_reserves(world, "worker1", admitted=True)
+        passes = world.settle(KEY)
+        copy = trainjob(world, "worker1")
+        assert copy is not None
+        env = {e["name"]: e["value"] for e in copy["spec"]["trainer"]["env"]}
+        assert env[checkpoints.ENV_RESUME_FROM] == "/ckpt/tj/step-20.pt"
+        assert env[checkpoints.ENV_RESUME_STEP] == "20"
+        assert ("Normal", "ResumedFromCheckpoint", "tj") in [e for p in passes for e in p.events]
+        sent = world.requests_of_a_pass(KEY)  # it runs there: no copy to send, nothing read
+        assert ("GET", record) not in sent["manager"], sent["manager"]
     finally:
         world.close()
 

@@ -65,7 +65,7 @@ def test_removal(
     plan = removal(held, holders, 60)
     assert [(a.cluster, a.obj["kind"], a.obj["metadata"]["uid"]) for a in plan.deletes] == deletes
     assert {a.verb for a in plan.deletes} <= {"delete"}
-    assert not any(a.capture_tails or a.resume_lookup for a in plan.deletes)
+    assert not any(a.capture_tails for a in plan.deletes)
     said = plan.deferred(failed)
     if warning is None:
         assert said is None
