@@ -1,4 +1,6 @@
-"""Carry out a reconcile Plan against one cluster: create, patch Jobs, status, Events."""
+"""Carrying out a worker pass's plan (plan.py), the one module that writes for a pass: the
+Kueue integration's writes, the hold of a TrainJob with no queue, then the TrainJob's objects,
+its Jobs' patches, its status and Events."""
 
 from __future__ import annotations
 
@@ -9,12 +11,15 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from kubecontrol.client import ApiException
-from kubecontrol.cluster import Cluster
+from kubecontrol.cluster import Cluster, guarded_write
 from kubecontrol.objects import Dict
 from trainjob import constants as c
+from trainjob.jobframework_io import execute_queue_plan
 from trainjob.naming import owner_of
 from worker_controller import builders
+from worker_controller.context import Context
 from worker_controller.decide import Blocked, Plan
+from worker_controller.plan import Hold, PassPlan
 
 
 def _ssh_secret(name: str, namespace: str, owner: Dict, trainjob: str) -> Dict:
@@ -49,6 +54,52 @@ log = logging.getLogger("worker_controller")
 # deleted is made again); the others are remembered as made.
 WATCHED = frozenset({"Job", "Service"})
 BLOCKED_RETRY_SECONDS = 10.0  # a blocked TrainJob tries again after this, and on any event
+
+
+def execute_pass(ctx: Context, trainjob: Dict, plan: PassPlan) -> Blocked | None:
+    """Carry out one pass's plan (plan.py), in order: the Kueue integration's writes, or the
+    hold of a TrainJob with no queue; then the TrainJob's own part (`execute`). Returns why
+    an object the TrainJob needs could not be made."""
+    if plan.queue is not None:
+        execute_queue_plan(ctx.cluster, trainjob, plan.queue, ctx.memory)
+    if plan.hold is not None:
+        _hold(ctx, trainjob, plan.hold)
+    if plan.trainjob is None:
+        return None
+    uid = str(trainjob["metadata"].get("uid") or "")
+    return execute(ctx.cluster, trainjob, plan.trainjob, ctx.made.setdefault(uid, set()))
+
+
+def _hold(ctx: Context, trainjob: Dict, hold: Hold) -> None:
+    """Kueue's manageJobsWithoutQueueName: a Warning says why it waits (once), and a running
+    TrainJob is suspended (guarded by the version the plan saw: a pass planned from a version
+    we wrote from since, or one that conflicts, waits for the watch's next)."""
+    meta = trainjob["metadata"]
+    uid = str(meta.get("uid") or "")
+    if hold.tell:
+        ctx.held_told.add(uid)
+        ctx.cluster.post_event(
+            trainjob,
+            "Warning",
+            c.REASON_NO_QUEUE,
+            f"metadata.labels[{c.KUEUE_QUEUE_NAME_LABEL}] is not set, and Kueue's "
+            "manageJobsWithoutQueueName holds such a TrainJob suspended on this cluster until it "
+            "names a LocalQueue",
+            name=f"{meta['name']}.{uid[:8]}.noqueuename",
+        )
+    if hold.suspend:
+        version = str(meta["resourceVersion"])
+        guarded_write(
+            ctx.memory,
+            ("TrainJob", meta["namespace"], meta["name"]),
+            version,
+            lambda: ctx.cluster.patch(
+                c.TRAINJOB,
+                meta["name"],
+                meta["namespace"],
+                {"metadata": {"resourceVersion": version}, "spec": {"suspend": True}},
+            ),
+        )
 
 
 def execute(

@@ -3,7 +3,8 @@
 First the Kueue integration when the TrainJob is queued (its Workload, PodsReady, start on
 admission, stop on eviction: trainjob/jobframework.py, shared with the dispatcher), then the
 TrainJob itself: runtime -> PodSets -> Indexed Jobs, the headless Service, status
-(worker_controller/decide.py), carried out by worker_controller/execute.py.
+(worker_controller/decide.py): one plan (worker_controller/plan.py), carried out by
+worker_controller/execute.py.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import logging
 
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
+from kubecontrol.objects import Dict
 from trainjob import admission, jobframework
 from trainjob import constants as c
 from trainjob.caches import Caches
-from trainjob.jobframework_io import execute_queue_plan, observe_queueing
+from trainjob.jobframework_io import observe_queueing
 from trainjob.models import parse_trainjob
 from trainjob.naming import controlled_by
 from trainjob.status_writes import held_key
@@ -24,6 +26,7 @@ from trainjob.views import JobView, TrainJobView
 from worker_controller import execute, status
 from worker_controller.context import Context
 from worker_controller.decide import Blocked, Observed, Plan, decide
+from worker_controller.plan import Hold, PassPlan
 
 log = logging.getLogger("worker_controller")
 
@@ -55,24 +58,42 @@ def _gone(cluster: Cluster, trainjob: TrainJobView) -> bool:
 
 
 def _sync(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | None:
+    """Observe, decide, then execute the one plan (plan.py)."""
+    key = trainjob.key
+    uid = str(trainjob.uid or "")
+    plan, observed = _planned(ctx, caches, trainjob)
+    blocked = execute.execute_pass(ctx, trainjob.raw, plan)
+    if plan.trainjob is None or observed is None:
+        return None  # the TrainJob's own update event continues from the new spec
+    if blocked is not None and _asks_group(observed.runtime):
+        ctx.served.forget()  # its PodGroup's API may have gone: asked again on the next pass
+    ctx.memory.note_held(held_key(*key), plan.trainjob.status_held)
+    return _note_blocked(ctx, uid, plan.trainjob, blocked, was=observed.blocked)
+
+
+def _planned(
+    ctx: Context, caches: Caches, trainjob: TrainJobView
+) -> tuple[PassPlan, Observed | None]:
+    """The pass's plan, and what its TrainJob part was decided from (None: that part waits
+    for the spec the plan writes)."""
     key = namespace, name = trainjob.key
     body = trainjob.raw
     runtime = caches.runtime_of(trainjob)
     uid = str(trainjob.uid or "")
     # Only the Jobs this very TrainJob controls: a label is no proof (anyone can write one).
     jobs = {j.name: j for j in caches.jobs_of(key) if controlled_by(j.raw, uid)}
+    plan = PassPlan()
     if jobframework.is_queued_body(body):
         # Any pod of its Jobs still running: what Kueue waits for before it frees the quota.
         active = any(j.count("active") > 0 for j in jobs.values())
         observed = observe_queueing(
             ctx.cluster, caches, parse_trainjob(body, stored=True), runtime, active
         )
-        qplan = jobframework.reconcile_queueing(observed)
-        execute_queue_plan(ctx.cluster, body, qplan, ctx.memory)
-        if qplan.changes_trainjob:
-            return None  # the TrainJob's own update event continues from the new spec
-    elif _held(ctx, namespace, trainjob) and _hold_without_queue(ctx, trainjob):
-        return None  # suspended now: its update event continues
+        plan.queue = jobframework.reconcile_queueing(observed)
+    elif _held(ctx, namespace, trainjob):
+        plan.hold = Hold(tell=uid not in ctx.held_told, suspend=not trainjob.suspended)
+    if plan.changes_trainjob:
+        return plan, None
     # Its Services the same way: a Service labelled for it but made by someone else is not
     # its headless Service (it does not stop ours being made under the TrainJob's name).
     services = [s for s in caches.services_of(key) if controlled_by(s, uid)]
@@ -85,7 +106,7 @@ def _sync(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | None:
         if named is not None and controlled_by(named, uid):
             services, named = [named], None
     pods = caches.pods_of(key) if ctx.settings.pod_summary else None
-    asks_group = runtime is not None and bool((runtime.get("spec") or {}).get("podGroupPolicy"))
+    asks_group = _asks_group(runtime)
     observed_tj = Observed(
         trainjob=body,
         runtime=runtime,
@@ -103,12 +124,13 @@ def _sync(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | None:
         progress=ctx.progress_wiring(),
         pod_group_apis=ctx.served.pod_group_apis() if asks_group else frozenset(),
     )
-    plan = decide(observed_tj)
-    blocked = execute.execute(ctx.cluster, body, plan, ctx.made.setdefault(uid, set()))
-    if blocked is not None and asks_group:
-        ctx.served.forget()  # its PodGroup's API may have gone: asked again on the next pass
-    ctx.memory.note_held(held_key(*key), plan.status_held)
-    return _note_blocked(ctx, uid, plan, blocked, was=observed_tj.blocked)
+    plan.trainjob = decide(observed_tj)
+    return plan, observed_tj
+
+
+def _asks_group(runtime: Dict | None) -> bool:
+    """Whether the runtime runs its pods as a gang (a PodGroup of the scheduler's API)."""
+    return runtime is not None and bool((runtime.get("spec") or {}).get("podGroupPolicy"))
 
 
 def _note_blocked(
@@ -135,32 +157,6 @@ def _held(ctx: Context, namespace: str, trainjob: TrainJobView) -> bool:
         admission.held_without_queue(trainjob, ctx.settings.manage_jobs_without_queue_name)
         and not trainjob.finished
     )
-
-
-def _hold_without_queue(ctx: Context, trainjob: TrainJobView) -> bool:
-    """Kueue's manageJobsWithoutQueueName: no queue, so it waits suspended, and says why once.
-    True when it was running and is suspended now (its update event continues)."""
-    uid = str(trainjob.uid or "")
-    if uid not in ctx.held_told:
-        ctx.held_told.add(uid)
-        ctx.cluster.post_event(
-            trainjob.raw,
-            "Warning",
-            c.REASON_NO_QUEUE,
-            f"metadata.labels[{c.KUEUE_QUEUE_NAME_LABEL}] is not set, and Kueue's "
-            "manageJobsWithoutQueueName holds such a TrainJob suspended on this cluster until it "
-            "names a LocalQueue",
-            name=f"{trainjob.name}.{uid[:8]}.noqueuename",
-        )
-    if trainjob.suspended:
-        return False
-    ctx.cluster.patch(
-        c.TRAINJOB,
-        trainjob.name,
-        trainjob.namespace,
-        {"metadata": {"resourceVersion": trainjob.resource_version}, "spec": {"suspend": True}},
-    )
-    return True
 
 
 def _pod_create_failures(

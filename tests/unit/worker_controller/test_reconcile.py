@@ -29,6 +29,7 @@ from tests.support.whole_pass import (
     behind_by_default,
     both_caches,  # noqa: F401 (the fixture the cases that run passes use)
     condition,
+    event_tuples,
     kueue_status,
     names,
     worker_guarded,
@@ -274,6 +275,29 @@ def test_admission_starts_it_with_its_jobs_and_service_then_nothing_more_is_writ
     assert ("Normal", "Started", "tj") in [e for p in passes for e in p.events]
     # Level-triggered: another pass over the same objects writes nothing.
     assert not world.run(KEY).wrote()
+
+
+@pytest.mark.usefixtures("both_caches")
+def test_a_running_trainjob_with_no_queue_where_kueue_manages_all_is_held_and_told_once() -> None:
+    """Kueue's manageJobsWithoutQueueName: the pass that suspends it writes that alone and
+    says why; the next suspends its Jobs; no later pass says it again."""
+    world = worker(TrainJobBuilder().obj())
+    world.settle(KEY)  # made before the setting was on: it runs
+    assert [bool(j["spec"].get("suspend")) for j in objects(world, c.JOB)] == [False]
+    held = worker(*world.apis["worker"].objects(c.TRAINJOB, "ns"), *objects(world, c.JOB),
+                  manage_jobs_without_queue_name=True)  # fmt: skip
+    first = held.run(KEY)
+    assert [w for w in first.writes["worker"] if "/events" not in w[1]] == [
+        ("PATCH", c.TRAINJOB.path("ns", "tj"))
+    ], first.writes
+    assert first.events == [("Warning", c.REASON_NO_QUEUE, "tj")]
+    passes = held.settle(KEY)
+    tj = held.get("worker", c.TRAINJOB, "tj")
+    assert tj is not None and tj["spec"]["suspend"] is True
+    assert [bool(j["spec"].get("suspend")) for j in objects(held, c.JOB)] == [True]
+    told = [e for e in event_tuples(held.apis["worker"]) if e[1] == c.REASON_NO_QUEUE]
+    assert len(told) == 1 and passes
+    assert not held.run(KEY).wrote()
 
 
 def _report(world: World, job: Dict, **counts: int) -> None:
