@@ -19,8 +19,8 @@ from trainjob.quantity import parse_quantity
 from trainjob.runtime import failure, fields
 from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimePolicy, RuntimeSpecError
 from trainjob.runtime.limits import check_counts, check_names
+from trainjob.runtime.mlpolicies import select_plugin
 from trainjob.runtime.patches import apply_runtime_patch, merge_by_key
-from trainjob.runtime.policies import select_plugin
 from trainjob.runtime.shapes import check_job_template, check_template_spec, entries
 from trainjob.runtime.topology import topology_request
 

@@ -20,7 +20,7 @@ from trainjob.models import parse_trainjob
 from trainjob.quantity import MAX_QUANTITY, parse_quantity
 from trainjob.runtime import resolve_runtime_info
 from trainjob.runtime.limits import CONFIGMAP_MAX_BYTES, MAX_NODES, digits_below
-from trainjob.runtime.policies import hostfile_size
+from trainjob.runtime.mlpolicies.mpi import hostfile_size
 
 Dict = dict[str, Any]
 
