@@ -63,14 +63,14 @@ MAX_PODS = 32
 MAX_CONTAINERS = 64  # of all its pods (a tenant's runtime chooses how many a pod has)
 # All of a capture, its lists included, within this; one tail within TAIL_SECONDS. A capture
 # runs on a thread of its own (`Captures`: CAPTURES_AT_ONCE at once, CAPTURES_WAITING more
-# queued, CAPTURES_PER_NAMESPACE of one namespace), never a reconcile thread's: the copy's
-# delete waits for it, tried again meanwhile, and goes ahead without tails when none could be
-# started or one ran past GIVE_UP_SECONDS.
+# queued or waiting, CAPTURES_PER_NAMESPACE of one namespace), never a reconcile thread's: the
+# copy's delete waits for it, tried again meanwhile, and goes ahead without tails when none
+# could be started, or one ran or waited its namespace's turn past GIVE_UP_SECONDS.
 CAPTURE_SECONDS = 15.0
 TAIL_SECONDS = 5.0
 CAPTURES_AT_ONCE = 2
 CAPTURES_WAITING = 64
-CAPTURES_PER_NAMESPACE = 2  # as many as run at once: another namespace waits one capture
+CAPTURES_PER_NAMESPACE = 1  # fewer than run at once: another namespace finds a thread free
 GIVE_UP_SECONDS = 3 * CAPTURE_SECONDS
 REMEMBER_SECONDS = 3600.0  # a copy's capture once over, not made again (at most REMEMBERED)
 REMEMBERED = 4096
@@ -126,13 +126,14 @@ def key_of(pod: str, container: str) -> str:
 
 def capture(remote: RemoteCluster, copy: Dict) -> Dict | None:
     """The ConfigMap of the tails of our copy's pods on `remote`, or None when it has none
-    (a copy that never ran, or whose TrainJob opted out) or the worker cannot say which."""
+    (a copy that never ran, or names no TrainJob it was made for) or the worker cannot say
+    which."""
     meta = copy["metadata"]
     annotations = meta.get("annotations") or {}
     made_for = annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION)
     # (the manager TrainJob's opting out is decide's to read: the watch keeps none of the
     # copy's own annotations but the origin's UID)
-    if not made_for or not meta.get("uid") or annotations.get(OPT_OUT_ANNOTATION) == "off":
+    if not made_for or not meta.get("uid"):
         return None
     namespace, name = meta["namespace"], meta["name"]
     deadline = time.monotonic() + CAPTURE_SECONDS  # the lists' time counts too
@@ -261,9 +262,13 @@ class _Capture:
 class Captures:
     """The captures under way, by the UID of the copy whose tails they read, each on a thread
     of a pool of its own: a copy's delete asks `over` until its capture is, and a reconcile
-    thread never reads a tail. One namespace has at most `each` under way (its copies beyond
-    go without tails), so one tenant's deletions never take another's captures; a capture
-    that ended is remembered for REMEMBER_SECONDS (a delete tried again reads nothing twice)."""
+    thread never reads a tail. One namespace has at most `each` under way (fewer than run at
+    once, so another namespace always finds a thread): its copies beyond wait their turn, up
+    to `give_up` seconds, then go without tails. A capture that ran past `give_up` lets its
+    copy go, and still counts against its namespace and the pool until its thread ends. A
+    capture that ended is remembered for REMEMBER_SECONDS (a delete tried again reads nothing
+    twice). Copies under way, waiting or still running past their time are at most `at_once
+    + waiting`; a copy beyond that goes without tails at once."""
 
     def __init__(
         self,
@@ -277,14 +282,16 @@ class Captures:
         self._room, self._each = at_once + waiting, each
         self._give_up, self._clock = give_up, clock
         self._under_way: dict[str, _Capture] = {}
+        self._past_time: dict[str, _Capture] = {}  # let go, their threads still running
+        self._waiting: dict[str, float] = {}  # uid -> since when it waits its namespace's turn
         self._over: OrderedDict[str, float] = OrderedDict()  # uid -> when it was over
         self._lock = threading.Lock()
 
     def over(self, uid: str, namespace: str, capture: Callable[[], None]) -> bool:
-        """Whether the capture of copy `uid` (of `namespace`) is over: False while it runs
-        (the first ask starts it), True once it ended or ran past its time, and True at once
-        when the pool, or the namespace's share of it, has no room (the copy goes without its
-        tails: logged)."""
+        """Whether the capture of copy `uid` (of `namespace`) is over: False while it runs or
+        waits its namespace's turn (the first ask with a turn starts it), True once it ended,
+        ran or waited past its time, and True at once when the pool has no room (the copy
+        goes without its tails: logged)."""
         now = self._clock()
         with self._lock:
             self._settle(now)
@@ -292,28 +299,40 @@ class Captures:
                 return True
             if uid in self._under_way:
                 return False
-            held = Counter(x.namespace for x in self._under_way.values())
-            if len(self._under_way) >= self._room or held[namespace] >= self._each:
+            busy = [*self._under_way.values(), *self._past_time.values()]
+            held = Counter(x.namespace for x in busy)
+            if uid not in self._waiting and len(busy) + len(self._waiting) >= self._room:
                 log.warning(
-                    "log tails of copy %s/%s not kept: %d captures under way, %d of them of "
-                    "its namespace",
+                    "log tails of copy %s/%s not kept: %d captures under way or waiting",
                     namespace,
                     uid,
-                    len(self._under_way),
-                    held[namespace],
+                    len(busy) + len(self._waiting),
                 )
                 return True
+            if held[namespace] >= self._each:
+                self._waiting.setdefault(uid, now)  # its namespace's turn comes
+                return False
+            self._waiting.pop(uid, None)
             self._under_way[uid] = _Capture(self._pool.submit(capture), now, namespace)
             return False
 
     def _settle(self, now: float) -> None:
-        """Captures that ended or ran past their time are over (one still queued is never
-        run); what is remembered of those over is bounded in time and count."""
+        """Captures that ended, ran or waited past their time are over (one still queued is
+        never run); what is remembered of those over is bounded in time and count."""
         for uid, found in list(self._under_way.items()):
             if found.future.done() or now - found.since > self._give_up:
-                found.future.cancel()
+                if not found.future.cancel() and not found.future.done():
+                    self._past_time[uid] = found  # its thread runs on: still counted
                 del self._under_way[uid]
                 self._over[uid] = now
+        for uid, found in list(self._past_time.items()):
+            if found.future.done():
+                del self._past_time[uid]
+        for uid, since in list(self._waiting.items()):
+            if now - since > self._give_up:
+                del self._waiting[uid]
+                self._over[uid] = now
+                log.warning("log tails of copy %s not kept: its namespace's turn never came", uid)
         while self._over and (
             len(self._over) > REMEMBERED or now - next(iter(self._over.values())) > REMEMBER_SECONDS
         ):

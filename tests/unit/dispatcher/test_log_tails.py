@@ -149,20 +149,17 @@ def test_a_tenant_whose_pods_print_the_worst_bytes_fills_one_small_record(
     assert all(len(p["status"]["containerStatuses"]) <= 64 for p in kept)
 
 
-def test_a_trainjob_that_opts_out_has_nothing_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(copy_pods, "read", lambda *_, **__: ([], [pod("a", 1)]))
-    copy = {
-        "metadata": {
-            "name": "tj",
-            "namespace": "team-a",
-            "uid": "copy-uid",
-            "annotations": {
-                c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: "manager-uid",
-                log_tails.OPT_OUT_ANNOTATION: "off",
-            },
-        }
-    }
-    assert log_tails.capture(SimpleNamespace(), copy) is None  # type: ignore[arg-type]
+def test_a_copy_naming_no_trainjob_it_was_made_for_has_nothing_read() -> None:
+    """(Whether its TrainJob opted out is the plan's to say: decide.py reads the manager's.)"""
+
+    def read(*_: object, **__: object) -> None:
+        raise AssertionError("a pod list read for a copy made for no TrainJob")
+
+    remote = SimpleNamespace()
+    copy = {"metadata": {"name": "tj", "namespace": "team-a", "uid": "copy-uid"}}
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(copy_pods, "read", read)
+        assert log_tails.capture(remote, copy) is None  # type: ignore[arg-type]
 
 
 def test_a_kept_pod_can_be_picked_again_by_role_and_index() -> None:
@@ -222,7 +219,7 @@ def test_a_capture_past_its_time_or_without_room_lets_its_copy_go() -> None:
     def capture(uid: str) -> Callable[[], None]:
         return lambda: (started.append(uid), release.wait(10))  # type: ignore[func-returns-value]
 
-    captures = log_tails.Captures(at_once=1, waiting=1, give_up=45.0, clock=clock)
+    captures = log_tails.Captures(at_once=1, waiting=1, give_up=45.0, each=2, clock=clock)
     try:
         assert captures.over("a", "ns", capture("a")) is False
         wait_until(lambda: started == ["a"])
@@ -240,15 +237,57 @@ def test_a_capture_past_its_time_or_without_room_lets_its_copy_go() -> None:
         captures.close()
 
 
-def test_one_namespace_holds_at_most_its_share_of_the_captures() -> None:
+def test_one_namespace_holds_at_most_its_share_and_its_other_copies_wait_their_turn() -> None:
     """A tenant deleting many copies at once never takes another tenant's captures: its
-    copies beyond its share go without tails, another namespace's are still read."""
-    release = threading.Event()
-    captures = log_tails.Captures(at_once=1, waiting=10, each=3, clock=Clock())
+    copies beyond its share wait (their deletes asked again) and go without tails only once
+    they waited past their time; another namespace's capture finds a thread at once."""
+    clock, release = Clock(), threading.Event()
+    started: list[str] = []
+
+    def capture(uid: str) -> Callable[[], None]:
+        return lambda: (started.append(uid), release.wait(10))  # type: ignore[func-returns-value]
+
+    assert log_tails.CAPTURES_PER_NAMESPACE < log_tails.CAPTURES_AT_ONCE  # as shipped
+    captures = log_tails.Captures(at_once=2, waiting=10, give_up=45.0, each=1, clock=clock)
     try:
-        flood = [captures.over(f"m{i}", "mallory", lambda: release.wait(10)) for i in range(5)]
-        assert flood == [False, False, False, True, True]
-        assert captures.over("v1", "victim", lambda: None) is False
+        flood = [captures.over(f"m{i}", "mallory", capture(f"m{i}")) for i in range(4)]
+        assert flood == [False] * 4  # one reads, three wait
+        assert captures.over("v1", "victim", capture("v1")) is False
+        wait_until(lambda: sorted(started) == ["m0", "v1"])
+        release.set()
+        wait_until(lambda: captures.over("m0", "mallory", capture("m0")))
+        assert captures.over("m1", "mallory", capture("m1")) is False  # its turn: it reads
+        wait_until(lambda: "m1" in started)
+        clock.now += 46  # m2 and m3 waited past their time: they go without tails
+        assert captures.over("m2", "mallory", capture("m2")) is True
+        assert captures.over("m3", "mallory", capture("m3")) is True
+        assert "m2" not in started and "m3" not in started
+    finally:
+        release.set()
+        captures.close()
+
+
+def test_a_capture_past_its_time_still_counts_against_its_namespace_until_its_thread_ends() -> None:
+    clock, release = Clock(), threading.Event()
+    started: list[str] = []
+
+    def capture(uid: str) -> Callable[[], None]:
+        return lambda: (started.append(uid), release.wait(10))  # type: ignore[func-returns-value]
+
+    captures = log_tails.Captures(at_once=2, waiting=10, give_up=45.0, each=1, clock=clock)
+    try:
+        assert captures.over("a", "ns", capture("a")) is False
+        wait_until(lambda: started == ["a"])
+        clock.now += 46
+        assert captures.over("a", "ns", capture("a")) is True  # its copy goes
+        assert captures.over("b", "ns", capture("b")) is False  # a's thread still reads
+        assert captures.over("c", "other", capture("c")) is False
+        wait_until(lambda: "c" in started)
+        assert "b" not in started
+        release.set()
+        wait_until(lambda: captures.over("c", "other", capture("c")))
+        wait_until(lambda: captures.over("b", "ns", capture("b")) or "b" in started)
+        wait_until(lambda: "b" in started)
     finally:
         release.set()
         captures.close()
