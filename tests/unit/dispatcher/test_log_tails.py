@@ -3,9 +3,10 @@ the manager's etcd."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -187,6 +188,31 @@ class Clock:
         return self.now
 
 
+class Blocking:
+    """Captures that note they started, then read until released (10 s at most)."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.release = threading.Event()
+
+    def capture(self, uid: str) -> Callable[[], None]:
+        def read() -> None:
+            self.started.append(uid)
+            self.release.wait(10)
+
+        return read
+
+    @contextlib.contextmanager
+    def running(self, **settings: Any) -> Iterator[log_tails.Captures]:
+        """Captures with `settings` (45 s to give up), released and closed after the case."""
+        captures = log_tails.Captures(give_up=45.0, **settings)
+        try:
+            yield captures
+        finally:
+            self.release.set()
+            captures.close()
+
+
 def test_a_capture_runs_on_a_thread_of_its_own_once_and_is_over_when_it_ends() -> None:
     clock, release = Clock(), threading.Event()
     ran: list[str] = []
@@ -213,14 +239,9 @@ def test_a_capture_runs_on_a_thread_of_its_own_once_and_is_over_when_it_ends() -
 
 
 def test_a_capture_past_its_time_or_without_room_lets_its_copy_go() -> None:
-    clock, release = Clock(), threading.Event()
-    started: list[str] = []
-
-    def capture(uid: str) -> Callable[[], None]:
-        return lambda: (started.append(uid), release.wait(10))  # type: ignore[func-returns-value]
-
-    captures = log_tails.Captures(at_once=1, waiting=1, give_up=45.0, each=2, clock=clock)
-    try:
+    clock, blocking = Clock(), Blocking()
+    started, release, capture = blocking.started, blocking.release, blocking.capture
+    with blocking.running(at_once=1, waiting=1, each=2, clock=clock) as captures:
         assert captures.over("a", "ns", capture("a")) is False
         wait_until(lambda: started == ["a"])
         assert captures.over("b", "ns", capture("b")) is False  # queued behind a
@@ -232,24 +253,16 @@ def test_a_capture_past_its_time_or_without_room_lets_its_copy_go() -> None:
         assert captures.over("d", "ns", capture("d")) is False  # room again
         wait_until(lambda: "d" in started)
         assert started == ["a", "d"]
-    finally:
-        release.set()
-        captures.close()
 
 
 def test_one_namespace_holds_at_most_its_share_and_its_other_copies_wait_their_turn() -> None:
     """A tenant deleting many copies at once never takes another tenant's captures: its
     copies beyond its share wait (their deletes asked again) and go without tails only once
     they waited past their time; another namespace's capture finds a thread at once."""
-    clock, release = Clock(), threading.Event()
-    started: list[str] = []
-
-    def capture(uid: str) -> Callable[[], None]:
-        return lambda: (started.append(uid), release.wait(10))  # type: ignore[func-returns-value]
-
+    clock, blocking = Clock(), Blocking()
+    started, release, capture = blocking.started, blocking.release, blocking.capture
     assert log_tails.CAPTURES_PER_NAMESPACE < log_tails.CAPTURES_AT_ONCE  # as shipped
-    captures = log_tails.Captures(at_once=2, waiting=10, give_up=45.0, each=1, clock=clock)
-    try:
+    with blocking.running(at_once=2, waiting=10, each=1, clock=clock) as captures:
         flood = [captures.over(f"m{i}", "mallory", capture(f"m{i}")) for i in range(4)]
         assert flood == [False] * 4  # one reads, three wait
         assert captures.over("v1", "victim", capture("v1")) is False
@@ -262,20 +275,12 @@ def test_one_namespace_holds_at_most_its_share_and_its_other_copies_wait_their_t
         assert captures.over("m2", "mallory", capture("m2")) is True
         assert captures.over("m3", "mallory", capture("m3")) is True
         assert "m2" not in started and "m3" not in started
-    finally:
-        release.set()
-        captures.close()
 
 
 def test_a_capture_past_its_time_still_counts_against_its_namespace_until_its_thread_ends() -> None:
-    clock, release = Clock(), threading.Event()
-    started: list[str] = []
-
-    def capture(uid: str) -> Callable[[], None]:
-        return lambda: (started.append(uid), release.wait(10))  # type: ignore[func-returns-value]
-
-    captures = log_tails.Captures(at_once=2, waiting=10, give_up=45.0, each=1, clock=clock)
-    try:
+    clock, blocking = Clock(), Blocking()
+    started, release, capture = blocking.started, blocking.release, blocking.capture
+    with blocking.running(at_once=2, waiting=10, each=1, clock=clock) as captures:
         assert captures.over("a", "ns", capture("a")) is False
         wait_until(lambda: started == ["a"])
         clock.now += 46
@@ -288,9 +293,6 @@ def test_a_capture_past_its_time_still_counts_against_its_namespace_until_its_th
         wait_until(lambda: captures.over("c", "other", capture("c")))
         wait_until(lambda: captures.over("b", "ns", capture("b")) or "b" in started)
         wait_until(lambda: "b" in started)
-    finally:
-        release.set()
-        captures.close()
 
 
 def wait_until(done: Callable[[], bool]) -> None:
