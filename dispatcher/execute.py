@@ -172,7 +172,7 @@ def _remove(registry: Registry, removal: Removal) -> str | None:
     that may hold some keeps them."""
 
     def run(actions: list[RemoteAction]) -> list[bool | None]:
-        return [_remote_write(registry, action) for action in actions]
+        return [_remote_write(registry, action, once=True) for action in actions]
 
     done = _per_worker(registry, removal.deletes, run)
     return removal.deferred(cluster for cluster, _, results in done if None in results)
@@ -256,16 +256,17 @@ def _workload_status(wl: WorkloadView, check: str, plan: DispatchPlan) -> Dict:
     return patch
 
 
-def _remote_write(registry: Registry, action: RemoteAction) -> bool | None:
+def _remote_write(registry: Registry, action: RemoteAction, *, once: bool = False) -> bool | None:
     """True when done, False when skipped (sent moments ago, or the worker is gone), None when
-    it failed and should be tried again."""
+    it failed and should be tried again. `once`: the only time it is sent (a deleted
+    TrainJob's copies, whose pass does not come back): never skipped as sent moments ago."""
     remote = registry.get(action.cluster)
     if remote is None:
         return False
     meta = action.obj["metadata"]
     what = f"{action.obj['kind']} {_where(action.obj)}"
     key = _write_key(action)
-    if not registry.first_time(key):
+    if not registry.first_time(key) and not once:
         return False  # the watch has not shown the last write of this yet
     namespace = meta.get("namespace", "")
     try:

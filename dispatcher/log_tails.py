@@ -264,11 +264,13 @@ class Captures:
     of a pool of its own: a copy's delete asks `over` until its capture is, and a reconcile
     thread never reads a tail. One namespace has at most `each` under way (fewer than run at
     once, so another namespace always finds a thread): its copies beyond wait their turn, up
-    to `give_up` seconds, then go without tails. A capture that ran past `give_up` lets its
-    copy go, and still counts against its namespace and the pool until its thread ends. A
-    capture that ended is remembered for REMEMBER_SECONDS (a delete tried again reads nothing
-    twice). Copies under way, waiting or still running past their time are at most `at_once
-    + waiting`; a copy beyond that goes without tails at once."""
+    to `give_up` seconds from the first ask, then go without tails; at most `waiting // 8` of
+    one namespace wait (beyond, its own copies go without tails at once, never another
+    namespace's). A capture that ran past `give_up` lets its copy go, and still counts
+    against its namespace and the pool until its thread ends. A capture that ended is
+    remembered for REMEMBER_SECONDS (a delete tried again reads nothing twice). Copies under
+    way, waiting or still running past their time are at most `at_once + waiting`; a copy
+    beyond that goes without tails at once."""
 
     def __init__(
         self,
@@ -283,7 +285,8 @@ class Captures:
         self._give_up, self._clock = give_up, clock
         self._under_way: dict[str, _Capture] = {}
         self._past_time: dict[str, _Capture] = {}  # let go, their threads still running
-        self._waiting: dict[str, float] = {}  # uid -> since when it waits its namespace's turn
+        self._waiting: dict[str, tuple[float, str]] = {}  # uid -> (since, namespace)
+        self._waiting_each = max(1, waiting // 8)  # one namespace's waiting copies, at most
         self._over: OrderedDict[str, float] = OrderedDict()  # uid -> when it was over
         self._lock = threading.Lock()
 
@@ -310,7 +313,17 @@ class Captures:
                 )
                 return True
             if held[namespace] >= self._each:
-                self._waiting.setdefault(uid, now)  # its namespace's turn comes
+                if uid not in self._waiting:
+                    queued = sum(1 for _, ns in self._waiting.values() if ns == namespace)
+                    if queued >= self._waiting_each:
+                        log.warning(
+                            "log tails of copy %s/%s not kept: %d of its namespace's wait",
+                            namespace,
+                            uid,
+                            queued,
+                        )
+                        return True
+                    self._waiting[uid] = (now, namespace)  # its namespace's turn comes
                 return False
             self._waiting.pop(uid, None)
             self._under_way[uid] = _Capture(self._pool.submit(capture), now, namespace)
@@ -328,7 +341,7 @@ class Captures:
         for uid, found in list(self._past_time.items()):
             if found.future.done():
                 del self._past_time[uid]
-        for uid, since in list(self._waiting.items()):
+        for uid, (since, _) in list(self._waiting.items()):
             if now - since > self._give_up:
                 del self._waiting[uid]
                 self._over[uid] = now

@@ -268,7 +268,7 @@ def _dispatch(
         selection_problem=selection_problem,
         needs=needs,
         checkpoint_place=place,
-        recorded_checkpoint=_recorded_checkpoint(ctx, trainjob, place, remotes),
+        recorded_checkpoint=_recorded_checkpoint(ctx, trainjob, place, remotes, wl.cluster_name),
         tails_kept=ctx.settings.log_tails_kept > 0,
     )
     return Dispatch(decide(observed, strategy(ctx.settings)), wl, check)
@@ -287,15 +287,27 @@ def _checkpoint_place(caches: Caches, trainjob: TrainJobView | None) -> str | No
 
 
 def _recorded_checkpoint(
-    ctx: Context, trainjob: TrainJobView, place: str | None, remotes: list[RemoteView]
+    ctx: Context,
+    trainjob: TrainJobView,
+    place: str | None,
+    remotes: list[RemoteView],
+    wl_cluster: str | None,
 ) -> checkpoints.Checkpoint | None:
     """The last checkpoint the TrainJob's record of ended runs holds, read only when a copy
-    of it may be sent this pass (a worker holds its Workload's copy and not its own) to
+    of it may be sent this pass (a worker that admitted its Workload's copy, or the one it
+    runs on, holds no copy of the TrainJob) to
     resume from, and its status names none. A record that cannot be read is said, and the
     copy starts afresh."""
     if place is None or checkpoints.reported(trainjob.status.get("trainerStatus")) is not None:
         return None
-    if not any(r.connected and r.workload is not None and r.trainjob is None for r in remotes):
+    # decide sends one to the worker that admitted its Workload's copy first (or won already)
+    sent_to = (
+        r
+        for r in remotes
+        if r.connected and r.workload is not None and r.trainjob is None
+        if r.workload.admitted_at or r.name == wl_cluster
+    )
+    if next(sent_to, None) is None:
         return None
     try:
         return checkpoints.last_recorded(placements_io.read(ctx.manager, str(trainjob.uid)))

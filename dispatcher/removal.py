@@ -38,10 +38,15 @@ class Removal:
         """The Warning's message once the deletes are done: the holders whose copies stay
         (unreachable now, or a delete there failed: `failed`), and what removes them; None
         when every holder's copies went."""
-        left = sorted({*self.unreachable, *(name for name in failed if name in self.holders)})
-        if not left:
+        refused = sorted({n for n in failed if n in self.holders} - set(self.unreachable))
+        if not self.unreachable and not refused:
             return None
-        return f"workers {', '.join(left)} unreachable: its copies there stay; {self.sweep}"
+        said = []
+        if self.unreachable:
+            said.append(f"workers {', '.join(self.unreachable)} unreachable")
+        if refused:
+            said.append(f"the deletes failed on workers {', '.join(refused)}")
+        return f"{' and '.join(said)}: its copies there stay; {self.sweep}"
 
 
 def removal(held: Iterable[Held], holders: Iterable[str], gc_interval: float) -> Removal:

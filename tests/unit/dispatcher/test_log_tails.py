@@ -262,7 +262,9 @@ def test_one_namespace_holds_at_most_its_share_and_its_other_copies_wait_their_t
     clock, blocking = Clock(), Blocking()
     started, release, capture = blocking.started, blocking.release, blocking.capture
     assert log_tails.CAPTURES_PER_NAMESPACE < log_tails.CAPTURES_AT_ONCE  # as shipped
-    with blocking.running(at_once=2, waiting=10, each=1, clock=clock) as captures:
+    with blocking.running(
+        at_once=2, waiting=24, each=1, clock=clock
+    ) as captures:  # 3 of a namespace may wait
         flood = [captures.over(f"m{i}", "mallory", capture(f"m{i}")) for i in range(4)]
         assert flood == [False] * 4  # one reads, three wait
         assert captures.over("v1", "victim", capture("v1")) is False
@@ -275,6 +277,22 @@ def test_one_namespace_holds_at_most_its_share_and_its_other_copies_wait_their_t
         assert captures.over("m2", "mallory", capture("m2")) is True
         assert captures.over("m3", "mallory", capture("m3")) is True
         assert "m2" not in started and "m3" not in started
+
+
+def test_one_namespace_never_fills_the_waiting_room_and_a_copy_asked_again_keeps_its_place() -> (
+    None
+):
+    clock, blocking = Clock(), Blocking()
+    started, capture = blocking.started, blocking.capture
+    with blocking.running(at_once=2, waiting=16, each=1, clock=clock) as captures:
+        flood = [captures.over(f"m{i}", "mallory", capture(f"m{i}")) for i in range(5)]
+        assert flood == [False, False, False, True, True]  # one reads, two wait (16 // 8)
+        clock.now += 30
+        assert captures.over("m1", "mallory", capture("m1")) is False  # asked again: waits on
+        assert captures.over("v1", "victim", capture("v1")) is False
+        wait_until(lambda: "v1" in started)
+        clock.now += 16  # m1 waits since it was first asked: past its time now
+        assert captures.over("m1", "mallory", capture("m1")) is True
 
 
 def test_a_capture_past_its_time_still_counts_against_its_namespace_until_its_thread_ends() -> None:

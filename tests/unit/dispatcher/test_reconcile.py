@@ -18,7 +18,7 @@ from dispatcher import checkpoints, log_tails, placements
 from dispatcher.selection import CLUSTER_NAMES_ANNOTATION
 from kubecontrol.client import ApiException
 from kubecontrol.controller import own_namespace
-from kubecontrol.kinds import CONFIG_MAP, Kind
+from kubecontrol.kinds import CONFIG_MAP, EVENT, Kind
 from tests.support.memory_api import Fault
 from tests.support.whole_pass import (
     Pass,
@@ -26,6 +26,7 @@ from tests.support.whole_pass import (
     a_condition,
     both_caches,  # noqa: F401 (the fixture the cases that run passes use)
     condition,
+    event_tuples,
     fleet,
     names,
     reserve,
@@ -171,14 +172,24 @@ def test_a_deletion_goes_on_past_a_worker_it_cannot_clean_and_a_warning_names_th
     else:  # every delete there answered 500
         world.apis["worker1"].fail(Fault(500, method="DELETE", times=None))
     world.apis["manager"].request("DELETE", c.TRAINJOB.path("ns", "tj"))
+    asked = len(world.apis["worker1"].requests)
     passes = world.settle(KEY)
     assert trainjob(world) is None  # not held up
     assert copies(world, "worker2") == ([], [])
+    if how == "unreachable":  # nothing sent there
+        assert world.apis["worker1"].requests[asked:] == []
     world.apis["worker1"].unreachable(False)
     world.apis["worker1"].heal()
     assert copies(world, "worker1") == held  # left to the garbage collector
     warnings = [e for p in passes for e in p.events if e[1] == "RemoteCleanupDeferred"]
     assert [(kind, name) for kind, _, name in warnings] == [("Warning", "tj")]
+    (said,) = [
+        e["message"]
+        for e in world.apis["manager"].objects(EVENT, "ns")
+        if e["reason"] == "RemoteCleanupDeferred"
+    ]
+    assert "worker1" in said and "worker2" not in said, said
+    assert ("unreachable" in said) == (how == "unreachable"), said
 
 
 @pytest.mark.usefixtures("both_caches")
@@ -262,16 +273,20 @@ def test_a_copy_resumes_from_the_last_checkpoint_its_record_holds_read_only_to_s
             }
         )
         dispatched(world)
-        waiting = world.requests_of_a_pass(KEY)  # copies wait on both: one may be sent
-        assert ("GET", record) in waiting["manager"], waiting["manager"]
+        waiting = world.requests_of_a_pass(KEY)  # copies wait on both: none admitted yet
+        assert ("GET", record) not in waiting["manager"], waiting["manager"]
         kueue_reserves(world, "worker1", admitted=True)
+        admitted = world.requests_of_a_pass(KEY)  # worker1 admitted its copy: sent there
+        assert ("GET", record) in admitted["manager"], admitted["manager"]
         passes = world.settle(KEY)
         copy = trainjob(world, "worker1")
         assert copy is not None
         env = {e["name"]: e["value"] for e in copy["spec"]["trainer"]["env"]}
         assert env[checkpoints.ENV_RESUME_FROM] == "/ckpt/tj/step-20.pt"
         assert env[checkpoints.ENV_RESUME_STEP] == "20"
-        assert ("Normal", "ResumedFromCheckpoint", "tj") in [e for p in passes for e in p.events]
+        assert passes and ("Normal", "ResumedFromCheckpoint", "tj") in event_tuples(
+            world.apis["manager"]
+        )
         sent = world.requests_of_a_pass(KEY)  # it runs there: no copy to send, nothing read
         assert ("GET", record) not in sent["manager"], sent["manager"]
     finally:

@@ -50,8 +50,8 @@ TJ, WL = copy("TrainJob", "tj", "u-tj"), copy("Workload", "trainjob-tj-1", "u-wl
             {"w1", "w3"},
             ["w1", "w2"],
             [("w1", "TrainJob", "u-tj"), ("w2", "Workload", "u-wl")],
-            "workers w1, w3 unreachable",
-            id="a-holder-whose-delete-failed-is-named-with-the-unreachable",
+            "workers w3 unreachable and the deletes failed on workers w1",
+            id="a-holder-whose-delete-failed-is-named-beside-the-unreachable",
         ),
     ],
 )
