@@ -259,6 +259,12 @@ class _Capture:
     namespace: str
 
 
+def _not_kept(namespace: str, uid: str, why: str) -> bool:
+    """A copy whose tails are not read (it goes without them), logged: True (it is over)."""
+    log.warning("log tails of copy %s/%s not kept: %s", namespace, uid, why)
+    return True
+
+
 class Captures:
     """The captures under way, by the UID of the copy whose tails they read, each on a thread
     of a pool of its own: a copy's delete asks `over` until its capture is, and a reconcile
@@ -305,24 +311,12 @@ class Captures:
             busy = [*self._under_way.values(), *self._past_time.values()]
             held = Counter(x.namespace for x in busy)
             if uid not in self._waiting and len(busy) + len(self._waiting) >= self._room:
-                log.warning(
-                    "log tails of copy %s/%s not kept: %d captures under way or waiting",
-                    namespace,
-                    uid,
-                    len(busy) + len(self._waiting),
-                )
-                return True
+                return _not_kept(namespace, uid, f"{self._room} captures under way or waiting")
             if held[namespace] >= self._each:
                 if uid not in self._waiting:
                     queued = sum(1 for _, ns in self._waiting.values() if ns == namespace)
                     if queued >= self._waiting_each:
-                        log.warning(
-                            "log tails of copy %s/%s not kept: %d of its namespace's wait",
-                            namespace,
-                            uid,
-                            queued,
-                        )
-                        return True
+                        return _not_kept(namespace, uid, f"{queued} of its namespace's wait")
                     self._waiting[uid] = (now, namespace)  # its namespace's turn comes
                 return False
             self._waiting.pop(uid, None)

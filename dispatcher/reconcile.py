@@ -294,20 +294,18 @@ def _recorded_checkpoint(
     wl_cluster: str | None,
 ) -> checkpoints.Checkpoint | None:
     """The last checkpoint the TrainJob's record of ended runs holds, read only when a copy
-    of it may be sent this pass (a worker that admitted its Workload's copy, or the one it
-    runs on, holds no copy of the TrainJob) to
-    resume from, and its status names none. A record that cannot be read is said, and the
-    copy starts afresh."""
+    of it may be sent this pass to resume from (decide sends one to a worker that admitted
+    its Workload's copy, or the one it runs on, that holds no copy of the TrainJob) and its
+    status names none. A record that cannot be read is said, and the copy starts afresh."""
     if place is None or checkpoints.reported(trainjob.status.get("trainerStatus")) is not None:
         return None
-    # decide sends one to the worker that admitted its Workload's copy first (or won already)
-    sent_to = (
-        r
+    if not any(
+        r.connected
+        and r.workload is not None
+        and r.trainjob is None
+        and (r.workload.admitted_at or r.name == wl_cluster)
         for r in remotes
-        if r.connected and r.workload is not None and r.trainjob is None
-        if r.workload.admitted_at or r.name == wl_cluster
-    )
-    if next(sent_to, None) is None:
+    ):
         return None
     try:
         return checkpoints.last_recorded(placements_io.read(ctx.manager, str(trainjob.uid)))

@@ -194,6 +194,12 @@ class Blocking:
     def __init__(self) -> None:
         self.started: list[str] = []
         self.release = threading.Event()
+        self.clock = Clock()
+
+    def parts(
+        self,
+    ) -> tuple[Clock, list[str], threading.Event, Callable[[str], Callable[[], None]]]:
+        return self.clock, self.started, self.release, self.capture
 
     def capture(self, uid: str) -> Callable[[], None]:
         def read() -> None:
@@ -205,7 +211,7 @@ class Blocking:
     @contextlib.contextmanager
     def running(self, **settings: Any) -> Iterator[log_tails.Captures]:
         """Captures with `settings` (45 s to give up), released and closed after the case."""
-        captures = log_tails.Captures(give_up=45.0, **settings)
+        captures = log_tails.Captures(give_up=45.0, clock=self.clock, **settings)
         try:
             yield captures
         finally:
@@ -239,9 +245,9 @@ def test_a_capture_runs_on_a_thread_of_its_own_once_and_is_over_when_it_ends() -
 
 
 def test_a_capture_past_its_time_or_without_room_lets_its_copy_go() -> None:
-    clock, blocking = Clock(), Blocking()
-    started, release, capture = blocking.started, blocking.release, blocking.capture
-    with blocking.running(at_once=1, waiting=1, each=2, clock=clock) as captures:
+    blocking = Blocking()
+    clock, started, release, capture = blocking.parts()
+    with blocking.running(at_once=1, waiting=1, each=2) as captures:
         assert captures.over("a", "ns", capture("a")) is False
         wait_until(lambda: started == ["a"])
         assert captures.over("b", "ns", capture("b")) is False  # queued behind a
@@ -259,12 +265,11 @@ def test_one_namespace_holds_at_most_its_share_and_its_other_copies_wait_their_t
     """A tenant deleting many copies at once never takes another tenant's captures: its
     copies beyond its share wait (their deletes asked again) and go without tails only once
     they waited past their time; another namespace's capture finds a thread at once."""
-    clock, blocking = Clock(), Blocking()
-    started, release, capture = blocking.started, blocking.release, blocking.capture
+    blocking = Blocking()
+    clock, started, release, capture = blocking.parts()
     assert log_tails.CAPTURES_PER_NAMESPACE < log_tails.CAPTURES_AT_ONCE  # as shipped
-    with blocking.running(
-        at_once=2, waiting=24, each=1, clock=clock
-    ) as captures:  # 3 of a namespace may wait
+    # 3 of a namespace may wait
+    with blocking.running(at_once=2, waiting=24, each=1) as captures:
         flood = [captures.over(f"m{i}", "mallory", capture(f"m{i}")) for i in range(4)]
         assert flood == [False] * 4  # one reads, three wait
         assert captures.over("v1", "victim", capture("v1")) is False
@@ -282,9 +287,9 @@ def test_one_namespace_holds_at_most_its_share_and_its_other_copies_wait_their_t
 def test_one_namespace_never_fills_the_waiting_room_and_a_copy_asked_again_keeps_its_place() -> (
     None
 ):
-    clock, blocking = Clock(), Blocking()
-    started, capture = blocking.started, blocking.capture
-    with blocking.running(at_once=2, waiting=16, each=1, clock=clock) as captures:
+    blocking = Blocking()
+    clock, started, _, capture = blocking.parts()
+    with blocking.running(at_once=2, waiting=16, each=1) as captures:
         flood = [captures.over(f"m{i}", "mallory", capture(f"m{i}")) for i in range(5)]
         assert flood == [False, False, False, True, True]  # one reads, two wait (16 // 8)
         clock.now += 30
@@ -296,9 +301,9 @@ def test_one_namespace_never_fills_the_waiting_room_and_a_copy_asked_again_keeps
 
 
 def test_a_capture_past_its_time_still_counts_against_its_namespace_until_its_thread_ends() -> None:
-    clock, blocking = Clock(), Blocking()
-    started, release, capture = blocking.started, blocking.release, blocking.capture
-    with blocking.running(at_once=2, waiting=10, each=1, clock=clock) as captures:
+    blocking = Blocking()
+    clock, started, release, capture = blocking.parts()
+    with blocking.running(at_once=2, waiting=10, each=1) as captures:
         assert captures.over("a", "ns", capture("a")) is False
         wait_until(lambda: started == ["a"])
         clock.now += 46
