@@ -266,7 +266,7 @@ def _remote_write(registry: Registry, action: RemoteAction, *, once: bool = Fals
     meta = action.obj["metadata"]
     what = f"{action.obj['kind']} {_where(action.obj)}"
     key = _write_key(action)
-    if not registry.first_time(key):
+    if not registry.first_time(key) and not once:
         return False  # the watch has not shown the last write of this yet
     namespace = meta.get("namespace", "")
     try:

@@ -191,6 +191,15 @@ def test_a_write_sent_moments_ago_or_to_a_worker_gone_is_not_sent() -> None:
     assert write(Registry(None), "create") is False
 
 
+def test_a_deleted_trainjobs_copy_delete_is_sent_even_if_sent_moments_ago() -> None:
+    """Its pass does not come back (our finalizer goes with it): `once` sends it all the same."""
+    again = Registry(Worker(), first_time=False)
+    action = RemoteAction("worker1", "delete", copy())
+    assert execute._remote_write(again, action, once=True) is True  # type: ignore[arg-type]
+    ((called, args, kwargs),) = again.worker.calls  # type: ignore[union-attr]
+    assert called == "delete" and args[1:] == ("tj", "ns") and kwargs == {"uid": "copy-uid"}
+
+
 class Captures:
     """The captures under way as the executor asks them: `over` answers `done`."""
 

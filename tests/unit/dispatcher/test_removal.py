@@ -46,6 +46,14 @@ TJ, WL = copy("TrainJob", "tj", "u-tj"), copy("Workload", "trainjob-tj-1", "u-wl
             id="an-unreachable-worker-never-sent-to-is-not-named",
         ),
         pytest.param(
+            [Held("w1", False, (TJ,))],
+            {"w1"},
+            ["w1"],
+            [],
+            "workers w1 unreachable",
+            id="an-unreachable-holder-is-said-unreachable-only",
+        ),
+        pytest.param(
             [Held("w1", True, (TJ,)), Held("w2", True, (WL,)), Held("w3", False, ())],
             {"w1", "w3"},
             ["w1", "w2"],
@@ -71,6 +79,7 @@ def test_removal(
         assert said is None
     else:
         assert said is not None and said.startswith(warning + ":"), said
+        assert ("failed" in said) == ("failed" in warning), said
         assert said.endswith("once the worker is back (every 60 s)")
 
 
