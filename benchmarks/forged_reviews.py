@@ -1,7 +1,7 @@
 """Benchmark: the latency of the API server's reviews while pods post forged ones, on loopback.
 
 The dispatcher's webhook server (kubecontrol/webhook_server.py, real TLS) with its two judges
-(dispatcher/webhooks.py: the mutating one, then the validating one, on a runtime of the
+(dispatcher/controller/webhooks.py: the mutating one, then the validating one, on a runtime of the
 product's examples and the product's CRD bounds) answers a steady stream of honest reviews
 over one kept-alive connection, as the API server sends them, while a pod (a process of its
 own, a connection of its own for each review) posts forged reviews at `--forged-per-minute`:
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from clusters.helpers.builders import make_runtime, make_trainjob, runtime_patch
 from clusters.helpers.waiting import loopback_webhooks
 from clusters.kube import load_manifests
-from dispatcher import webhooks
+from dispatcher.controller import webhooks
 from kubecontrol.schema_bounds import version_schema
 from trainjob import constants as c
 from trainjob.queues import LocalQueueView

@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from clusters.helpers.builders import make_runtime, make_trainjob, runtime_patch
 from clusters.helpers.waiting import http_server, loopback_client
 from clusters.kube import load_manifests
-from dispatcher import copy_pods
+from dispatcher.workers import copy_pods
 from kubecontrol import lists
 from kubecontrol.cluster import Cluster
 from kubecontrol.informer import TENANT_SIZED_PAGE, Informer

@@ -2,7 +2,7 @@
 
 `--jobs` TrainJobs are made on the manager (held: their queue does not exist, so they run
 nowhere and cost the same before and after), then one kept-tails ConfigMap for each, as the
-leader keeps them when a copy goes (`dispatcher/log_tails.py`: `--containers` containers of
+leader keeps them when a copy goes (`dispatcher/workers/log_tails.py`: `--containers` containers of
 8 KiB each). The leader's resident memory is read before the tails exist and after
 `--sweeps` resync sweeps over them (each lists their metadata and deletes none: their
 TrainJobs are alive), with its peak (VmHWM). Needs a running kwok bed.
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.multikueue import TRAINER, product, trainjob_body
 from benchmarks.worker_trainjobs import status_mib
 from clusters.install import leading_dispatcher
-from dispatcher import log_tails
+from dispatcher.workers import log_tails
 
 NAMESPACE = "trainjob-system"
 

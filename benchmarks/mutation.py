@@ -44,9 +44,9 @@ REPO = Path(__file__).resolve().parents[1]
 # The decision and safety modules: the dispatcher's decisions and plan, the worker
 # controller's, the failure policy, admission's rules, the fair shares and the serving bounds.
 MODULES = [
-    "dispatcher/decide.py",
-    "dispatcher/plan.py",
-    "dispatcher/copies.py",
+    "dispatcher/decisions/decide.py",
+    "dispatcher/decisions/plan.py",
+    "dispatcher/decisions/copies.py",
     "worker_controller/decide.py",
     "trainjob/runtime/failure.py",
     "trainjob/admission.py",
@@ -67,7 +67,8 @@ SOURCE_READERS = ["tests/unit/trainjob/test_vocabulary.py"]
 GOAL = 0.9
 FUZZ_EXAMPLES = "150"
 TEST_TIMEOUT = 60
-# mutmut's names: "dispatcher.decide.x_plan__mutmut_3", "kubecontrol.shares.xǁSharesǁtake__mutmut_1"
+# mutmut's names: "dispatcher.decisions.decide.x_plan__mutmut_3",
+# "kubecontrol.shares.xǁSharesǁtake__mutmut_1"
 _RESULT = re.compile(r"^\s*([\w.]+?)\.x[_ǁ]\S*__mutmut_\d+: (.+)$")
 
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from dispatcher import job_story, webhooks
-from dispatcher.clusters import Registry
-from dispatcher.context import Context
-from dispatcher.reconcile import sync
-from dispatcher.settings import DispatcherSettings
-from dispatcher.watches import (
+from dispatcher.controller import webhooks
+from dispatcher.controller.context import Context
+from dispatcher.controller.reconcile import sync
+from dispatcher.controller.watches import (
     on_leading,
     on_remote_change,
     on_remote_event,
@@ -16,6 +14,9 @@ from dispatcher.watches import (
     on_synced,
     watches,
 )
+from dispatcher.readapi import job_story
+from dispatcher.settings import DispatcherSettings
+from dispatcher.workers.connections import Registry
 from kubecontrol import controller
 from kubecontrol.workqueue import WorkQueue
 from trainjob import constants as c

@@ -46,13 +46,13 @@ class Index(StrEnum):
     CONFIGS = "config_index"  # MultiKueueConfigs
     LOCAL_QUEUES = "localqueue_index"
     CLUSTER_QUEUES = "clusterqueue_index"
-    # A TrainJob's dependencies (dispatcher/dependencies.py): who they are and a digest of
+    # A TrainJob's dependencies (dispatcher/decisions/dependencies.py): who they are and a digest of
     # their content, never the content; the namespaces' labels say whose follow their jobs.
     SECRETS = "secret_index"
     CONFIG_MAPS = "configmap_index"
     NAMESPACES = "namespace_index"
     # Manager Workloads by each Secret and ConfigMap their pods reference: (namespace, Kind,
-    # name) -> the Workloads (dispatcher/dependencies.py `named_by`).
+    # name) -> the Workloads (dispatcher/decisions/dependencies.py `named_by`).
     DEPENDENTS = "dependent_index"
     # TrainJobs by the TrainingRuntime of their namespace they name: (namespace, name) -> the
     # TrainJobs (the runtime follows them as their Secrets do).

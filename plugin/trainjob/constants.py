@@ -142,13 +142,13 @@ COND_CLUSTERS_SELECTED = "ClustersSelected"  # False: the TrainJob's choice leav
 REASON_NO_CLUSTER_SELECTED = "NoClusterSelected"
 COND_RUNTIME_DRIFT = "RuntimeDrift"  # True: some chosen workers' runtime is not the manager's
 # True: a Secret or ConfigMap its pods need is missing on the manager, or may not leave it
-# (reasons in dispatcher/dependencies.py); it is not dispatched until that is over.
+# (reasons in dispatcher/decisions/dependencies.py); it is not dispatched until that is over.
 COND_DEPENDENCIES_MISSING = "DependenciesMissing"
 REASON_DEPENDENCY_MISSING = "DependencyMissing"
 REASON_DEPENDENCY_REFUSED = "DependencyRefused"
 REASON_REMOTE_DEPENDENCY_REFUSED = "RemoteDependencyRefused"  # a worker refused the copy
 # True: no chosen worker holds the claims its pods mount or the datasets it names
-# (dispatcher/data.py); it waits until one does.
+# (dispatcher/decisions/data.py); it waits until one does.
 COND_DATA_UNAVAILABLE = "DataUnavailable"
 REASON_NO_CLUSTER_HAS_DATA = "NoClusterHasData"
 REASON_NOT_DISPATCHABLE = "NotDispatchable"

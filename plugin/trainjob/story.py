@@ -1,7 +1,7 @@
 """The job story's types: what `view.trainjob.dev` answers about a TrainJob and its workers.
 
-Defined once here. The dispatcher builds them (dispatcher/job_story.py,
-dispatcher/worker_list.py), its aggregated API serves their OpenAPI schema from them
+Defined once here. The dispatcher builds them (dispatcher/readapi/job_story.py,
+dispatcher/readapi/worker_list.py), its aggregated API serves their OpenAPI schema from them
 (`kubectl explain trainjobstories`), `kubectl trainjob` parses the answer into them, the web
 view's type declarations (plugin/kubectl_trainjob/ui/story.d.ts) and the field table in
 docs/users/usage.md are written from them (`./run manifests`). A field's docstring is its

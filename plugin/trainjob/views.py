@@ -1,7 +1,7 @@
 """Typed views of the objects the controllers read: slotted classes over the JSON as the API
 server sent it (nothing parsed ahead, nothing copied), one property per field read, in place
 of `.get(...) or {}` chains. The typed cache reads (trainjob/caches.py) and the workers'
-caches (dispatcher/remote.py) hand them out; `raw` is the JSON, for writes and for builders
+caches (dispatcher/workers/remote.py) hand them out; `raw` is the JSON, for writes and for builders
 that copy it. TrainJob specs that are validated (runtime references, the trainer's counts) are
 parsed by trainjob/models.py; a view reads what the dispatcher and the status paths need."""
 

@@ -19,7 +19,7 @@ from clusters.bed import Bed
 from clusters.helpers.waiting import wait_for
 from clusters.install import DISPATCHER, WORKER_CONTROLLER, metrics_text
 from clusters.kube import api_client, service_account_token, write_token_kubeconfig
-from dispatcher.worker_secret import token_claims
+from dispatcher.commands.worker_secret import token_claims
 from tests.support.multikueue import MultiKueue, replica_token
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]

@@ -25,7 +25,7 @@ from clusters.helpers.builders import make_trainjob
 from clusters.helpers.tenant import API, Tenant, story_path
 from clusters.helpers.waiting import wait_for
 from clusters.install import DISPATCHER
-from dispatcher import log_tails
+from dispatcher.workers import log_tails
 from tests.support.multikueue import MultiKueue
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]

@@ -16,7 +16,7 @@ from clusters import setup
 from clusters.bed import Bed
 from clusters.helpers.waiting import wait_for
 from clusters.kube import Applier, load_manifests
-from dispatcher import checkpoints
+from dispatcher.decisions import checkpoints
 from tests.support.multikueue import (
     KUEUE,
     TRAINER,

@@ -1,4 +1,4 @@
-"""A followed log relayed by the job story API (dispatcher/job_story.py), on a loopback
+"""A followed log relayed by the job story API (dispatcher/readapi/job_story.py), on a loopback
 aiohttp server, from a worker played by our own stand-in of the client's `stream`: a follow
 that has said nothing for FOLLOW_IDLE_SECONDS is ended, and one that speaks is not."""
 
@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from dispatcher import job_story
+from dispatcher.readapi import job_story
 from kubecontrol.aggregated import ApiRequest, Caller
 
 

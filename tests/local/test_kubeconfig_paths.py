@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dispatcher.kubeconfigs import kubeconfig_path_problem
+from dispatcher.workers.kubeconfigs import kubeconfig_path_problem
 
 
 def test_only_absolute_paths_that_resolve_under_the_prefix_are_allowed(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import pycurl
 import pytest
 
 from clusters.helpers.waiting import QuietHandler, http_server, loopback_client
-from dispatcher import copy_pods, log_tails
+from dispatcher.workers import copy_pods, log_tails
 from kubecontrol.admission import review_problem
 from kubecontrol.client import ApiException, _curl_setup
 from kubecontrol.cluster import Cluster

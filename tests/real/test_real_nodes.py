@@ -34,7 +34,7 @@ from clusters.helpers.tenant import Tenant, story_path
 from clusters.helpers.waiting import wait_for
 from clusters.install import DISPATCHER
 from clusters.kube import Applier, load_manifests
-from dispatcher import checkpoints
+from dispatcher.decisions import checkpoints
 
 pytestmark = [pytest.mark.realnodes, pytest.mark.timeout(900)]
 Dict = dict[str, Any]

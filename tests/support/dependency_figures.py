@@ -1,4 +1,5 @@
-"""Benchmark: what a TrainJob's dependencies (dispatcher/dependencies.py) cost the dispatcher,
+"""Benchmark: what a TrainJob's dependencies (dispatcher/decisions/dependencies.py) cost the
+dispatcher,
 over a manager and a worker in memory (tests/support/whole_pass.py: the dispatcher's real
 passes, watch table and writes; the API servers are in-memory stand-ins, so time on the wire
 is not in these figures: each request below costs one round trip more on a real fleet).
@@ -27,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from clusters.helpers.builders import TrainJobBuilder, container, make_runtime
-from dispatcher.dependencies import NAMESPACE_LABEL
+from dispatcher.decisions.dependencies import NAMESPACE_LABEL
 from tests.support.memory_api import MemoryApi
 from tests.support.whole_pass import fleet, reserve
 from trainjob import constants as c

@@ -1,5 +1,5 @@
-"""Builders of the dispatch decision's inputs (dispatcher/decide.py): a manager Workload, a
-worker as the manager sees it, and one decision over them."""
+"""Builders of the dispatch decision's inputs (dispatcher/decisions/decide.py): a manager Workload,
+a worker as the manager sees it, and one decision over them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import datetime as dt
 from typing import Any
 
 from clusters.helpers.builders import TrainJobBuilder, WorkloadBuilder
-from dispatcher.decide import DispatchObserved, RemoteView, decide
+from dispatcher.decisions.decide import DispatchObserved, RemoteView, decide
 from trainjob.views import TrainJobView, WorkloadView
 
 Dict = dict[str, Any]

@@ -21,7 +21,7 @@ from clusters.helpers.waiting import stays_false, wait_for
 from clusters.install import DISPATCHER
 from clusters.install import leads as install_leads
 from clusters.kube import Applier, load_manifests
-from dispatcher.worker_secret import token_claims
+from dispatcher.commands.worker_secret import token_claims
 
 Dict = dict[str, Any]
 
@@ -481,8 +481,8 @@ def fleet(bed: Bed, *args: str, timeout: float = 400) -> subprocess.CompletedPro
     """`trainjob-fleet ARGS` against the bed's manager, as a platform engineer runs it."""
     manager = bed.config.managers[0].name
     return subprocess.run(
-        [sys.executable, "-m", "dispatcher.fleet", "--kubeconfig", str(bed.kubeconfig(manager)),
-         *args],
+        [sys.executable, "-m", "dispatcher.commands.fleet",
+         "--kubeconfig", str(bed.kubeconfig(manager)), *args],
         capture_output=True, text=True, timeout=timeout, check=False,
     )  # fmt: skip
 

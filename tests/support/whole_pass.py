@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from dispatcher.clusters import Registry
-from dispatcher.context import Context
-from dispatcher.reconcile import sync
+from dispatcher.controller.context import Context
+from dispatcher.controller.reconcile import sync
+from dispatcher.controller.watches import on_cluster_event, on_remote_change, watches
 from dispatcher.settings import DispatcherSettings
-from dispatcher.watches import on_cluster_event, on_remote_change, watches
+from dispatcher.workers.connections import Registry
 from kubecontrol import controller
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster

@@ -40,8 +40,14 @@ def test_every_writer_is_out_of_reach_of_every_decision() -> None:
     writers = [m for m in product if m.rsplit(".", 1)[-1] in WRITERS or m.endswith("_io")]
     deciders = [m for m in product if m.rsplit(".", 1)[-1] in DECIDERS]
     assert writers and deciders
-    assert set(writers) <= set(contract["forbidden_modules"])  # type: ignore[arg-type]
-    assert set(deciders) <= set(contract["source_modules"])  # type: ignore[arg-type]
+    assert [m for m in writers if not _named(m, contract["forbidden_modules"])] == []
+    assert [m for m in deciders if not _named(m, contract["source_modules"])] == []
+
+
+def _named(module: str, entries: object) -> bool:
+    """Whether a contract's list names the module, itself or a package holding it."""
+    assert isinstance(entries, list)
+    return any(module == entry or module.startswith(entry + ".") for entry in entries)
 
 
 WRITERS = {"execute", "reconcile", "client", "cluster", "informer"}

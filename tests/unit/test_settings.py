@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dispatcher import watches as dispatcher_watches
+from dispatcher.controller import watches as dispatcher_watches
 from dispatcher.settings import DispatcherSettings
 from kubecontrol.controller import Watch, credentials
 from trainjob import constants as c
@@ -255,7 +255,7 @@ def _caches_named(package: str) -> set[str]:
     through a helper it hands the caches (CACHE_HELPERS)."""
     reads = _reads()
     named = set()
-    for path in (REPO / package).glob("*.py"):
+    for path in (REPO / package).rglob("*.py"):
         text = path.read_text()
         called = re.findall(r"caches\.([a-z_]+)\(", text)
         called += [read for pattern, read in CACHE_HELPERS if re.search(pattern, text)]

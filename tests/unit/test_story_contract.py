@@ -1,7 +1,7 @@
 """The job story from its producer to both its readers, against one golden answer.
 
 The dispatcher answers a TrainJob's story over a manager and a worker in memory
-(dispatcher/job_story.py); the answer must be `tests/golden/story.json`, must be of the
+(dispatcher/readapi/job_story.py); the answer must be `tests/golden/story.json`, must be of the
 TypeScript types the web view's scripts are checked against (plugin/kubectl_trainjob/ui/story.d.ts,
 written from plugin/trainjob/story.py), and `kubectl trainjob describe` must print
 `tests/golden/story-describe.txt` from it. A field added, renamed or retyped in
@@ -26,8 +26,8 @@ import pytest
 
 from clusters import builds
 from clusters.helpers.builders import TrainJobBuilder, make_runtime
-from dispatcher import job_story
-from dispatcher.context import Context
+from dispatcher.controller.context import Context
+from dispatcher.readapi import job_story
 from kubectl_trainjob.view import WorkerView
 from tests.support.whole_pass import (
     World,

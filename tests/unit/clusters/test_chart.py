@@ -757,7 +757,7 @@ def test_each_controller_may_list_and_watch_every_kind_it_watches(role: str) -> 
     """The ClusterRoles the chart gives a controller's ServiceAccount grant `list` and
     `watch` on each kind of its watch table (a missing grant: a cache that never fills, and
     readiness that never comes)."""
-    from dispatcher import watches as dispatcher_watches
+    from dispatcher.controller import watches as dispatcher_watches
     from worker_controller import watches as worker_watches
 
     controller, settings = {

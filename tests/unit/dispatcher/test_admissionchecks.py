@@ -1,11 +1,11 @@
 """Our AdmissionChecks' Active condition and parameters, as Kueue judges them
-(dispatcher/admissionchecks.py)."""
+(dispatcher/controller/admissionchecks.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from dispatcher.admissionchecks import check_active, parameters_problem
+from dispatcher.controller.admissionchecks import check_active, parameters_problem
 
 Dict = dict[str, Any]
 

@@ -1,11 +1,18 @@
-"""Whether a Workload fits a worker's ClusterQueue (dispatcher/capacity.py)."""
+"""Whether a Workload fits a worker's ClusterQueue (dispatcher/decisions/capacity.py)."""
 
 from __future__ import annotations
 
 from decimal import Decimal
 from typing import Any
 
-from dispatcher.capacity import Fit, cohort_of, fit, podset_requests, quota_summary, show_amount
+from dispatcher.decisions.capacity import (
+    Fit,
+    cohort_of,
+    fit,
+    podset_requests,
+    quota_summary,
+    show_amount,
+)
 from trainjob.queues import ClusterQueueView, PodSetView
 from trainjob.views import WorkloadView
 

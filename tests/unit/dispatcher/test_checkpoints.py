@@ -1,4 +1,4 @@
-"""Checkpoint-aware moves (dispatcher/checkpoints.py): its pure parts, then the whole pass
+"""Checkpoint-aware moves (dispatcher/decisions/checkpoints.py): its pure parts, then the whole pass
 over a manager and two workers in memory: a job that keeps checkpoints, moved after its
 worker evicted it, resumes on the other from the checkpoint its run reported (from the
 manager's status, or from the record of runs when the status no longer names one)."""
@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from clusters.helpers.builders import TrainJobBuilder, container, make_runtime, replicated_job
-from dispatcher import checkpoints, placements
-from dispatcher.checkpoints import Checkpoint, CheckpointsError
+from dispatcher.decisions import checkpoints, placements
+from dispatcher.decisions.checkpoints import Checkpoint, CheckpointsError
 from kubecontrol.kinds import CONFIG_MAP
 from tests.support.whole_pass import (
     World,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from dispatcher.cluster_profiles import Problem, kubeconfig_for
 from dispatcher.settings import DispatcherSettings, kueue_multikueue_settings
+from dispatcher.workers.cluster_profiles import Problem, kubeconfig_for
 from kubecontrol.credentials import credentials_from_kubeconfig
 from kubecontrol.exec_credentials import EXEC_EXTENSION
 

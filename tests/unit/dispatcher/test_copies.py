@@ -1,4 +1,5 @@
-"""A TrainJob's copies on the workers (dispatcher/copies.py): built without what belongs to the
+"""A TrainJob's copies on the workers (dispatcher/decisions/copies.py): built without what belongs
+to the
 manager, ours or not, what the remote watches keep of them (what the dispatcher reads, no more),
 and the status brought back."""
 
@@ -10,7 +11,7 @@ import orjson
 import pytest
 
 from clusters.helpers.builders import TrainJobBuilder, make_trainjob
-from dispatcher.copies import (
+from dispatcher.decisions.copies import (
     MAX_MANAGER_BYTES,
     changes,
     fit,
@@ -20,7 +21,7 @@ from dispatcher.copies import (
     remote_workload,
     status_back,
 )
-from dispatcher.copies import seen as copy_seen
+from dispatcher.decisions.copies import seen as copy_seen
 from tests.support.dispatch import manager_workload
 from trainjob import constants as c
 from trainjob.views import ObjectView, TrainJobView, WorkloadView

@@ -1,10 +1,10 @@
-"""What the dispatcher remembers of its dependencies' copies (dispatcher/copy_ledger.py): a
+"""What the dispatcher remembers of its dependencies' copies (dispatcher/workers/copy_ledger.py): a
 copy is current for the jobs that own it, one pass at a time writes it, and a namespace's
 refreshes come from its own allowance."""
 
 from __future__ import annotations
 
-from dispatcher.copy_ledger import OWNERS_KEPT, CopyLedger
+from dispatcher.workers.copy_ledger import OWNERS_KEPT, CopyLedger
 
 WHERE = ("worker1", "ns", "Secret/hf-token")
 

@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
-from dispatcher import copy_pods, log_tails
-from dispatcher.copy_pods import (
+from dispatcher.workers import copy_pods, log_tails
+from dispatcher.workers.copy_pods import (
     Refusal,
     jobset_controller,
     log_pods,

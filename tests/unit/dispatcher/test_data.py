@@ -1,5 +1,5 @@
-"""Placement that follows a job's data (dispatcher/data.py): the claims its pods mount and the
-datasets it names, read from the pod templates, and the whole pass over a manager and two
+"""Placement that follows a job's data (dispatcher/decisions/data.py): the claims its pods mount
+and the datasets it names, read from the pod templates, and the whole pass over a manager and two
 workers in memory (tests/support/whole_pass.py). On the bed's API servers:
 tests/e2e/test_placement.py."""
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from clusters.helpers.builders import TrainJobBuilder, container, make_runtime
-from dispatcher import data
+from dispatcher.decisions import data
 from tests.support.whole_pass import (
     World,
     both_caches,  # noqa: F401 (the fixture the cases that run passes use)

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from clusters.helpers.builders import TrainJobBuilder, WorkloadBuilder
-from dispatcher import dependencies, placements
-from dispatcher.capacity import Fit
-from dispatcher.checkpoints import Checkpoint
-from dispatcher.decide import (
+from dispatcher.decisions import dependencies, placements
+from dispatcher.decisions.capacity import Fit
+from dispatcher.decisions.checkpoints import Checkpoint
+from dispatcher.decisions.decide import (
     REMOTE_DEPENDENCY_REFUSED,
     REMOTE_NAME_TAKEN,
     CapacityAware,
@@ -613,7 +613,7 @@ def test_copies_take_a_changed_priority_and_are_left_alone_when_they_have_it() -
     same, stale = remote("w1", admitted_at="2026-11-22T11:00:01Z", trainjob=True), remote("w2")
     done, gone = remote("w0"), remote("w3", workload=False)
     assert same.workload is not None and stale.workload is not None and done.workload is not None
-    # What the copies' cache keeps of them (dispatcher/remote.py _copy_seen)
+    # What the copies' cache keeps of them (dispatcher/workers/remote.py _copy_seen)
     same.workload.raw["spec"] = {"priorityClassRef": high, "priority": 100}
     stale.workload.raw["spec"] = {"priority": 0}
     stale.workload.raw["metadata"]["uid"] = "copy-uid"

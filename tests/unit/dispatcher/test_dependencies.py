@@ -1,6 +1,6 @@
 """A TrainJob's Secrets and ConfigMaps follow it to the worker that runs it
-(dispatcher/dependencies.py): what the pods reference, the whole pass over a manager and two
-workers in memory (tests/support/whole_pass.py). What the API servers and a real node decide
+(dispatcher/decisions/dependencies.py): what the pods reference, the whole pass over a manager
+and two workers in memory (tests/support/whole_pass.py). What the API servers and a real node decide
 (the garbage collector, a pod reading them) is the bed's (tests/e2e/test_dependencies.py)."""
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 from clusters.helpers.builders import TrainJobBuilder, container, make_runtime
-from dispatcher import clusters, copy_ledger, dependencies
-from dispatcher.dependencies import NAMESPACE_LABEL, Ref, references
+from dispatcher.decisions import dependencies
+from dispatcher.decisions.dependencies import NAMESPACE_LABEL, Ref, references
+from dispatcher.workers import connections as clusters
+from dispatcher.workers import copy_ledger
 from kubecontrol.kinds import CONFIG_MAP, SECRET
 from kubecontrol.metrics import REGISTRY
 from kubecontrol.shares import Rates

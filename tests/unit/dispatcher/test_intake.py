@@ -1,4 +1,5 @@
-"""Why a manager TrainJob cannot be queued or dispatched, said on it (dispatcher/intake.py)."""
+"""Why a manager TrainJob cannot be queued or dispatched, said on it
+(dispatcher/decisions/intake.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import datetime as dt
 from typing import Any
 
 from clusters.helpers.builders import TrainJobBuilder, make_trainjob
-from dispatcher.intake import (
+from dispatcher.decisions.intake import (
     not_dispatchable,
     reconcile_intake,
     undecided_for,

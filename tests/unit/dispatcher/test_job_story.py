@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from dispatcher import job_story
+from dispatcher.readapi import job_story
 from kubecontrol.aggregated import ApiRequest, Caller
 
 

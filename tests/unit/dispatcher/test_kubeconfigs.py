@@ -1,4 +1,5 @@
-"""The vetting of a worker kubeconfig before any library loads it (dispatcher/kubeconfigs.py)."""
+"""The vetting of a worker kubeconfig before any library loads it
+(dispatcher/workers/kubeconfigs.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dispatcher.kubeconfigs import check_kubeconfig
+from dispatcher.workers.kubeconfigs import check_kubeconfig
 from tests.support.kubeconfigs import CA_DATA, kubeconfig
 
 Dict = dict[str, Any]

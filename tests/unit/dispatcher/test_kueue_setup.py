@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from clusters import builds
-from dispatcher.kueue_setup import EXTERNAL, KUEUE_TRAINJOB, change, documents, main
+from dispatcher.commands.kueue_setup import EXTERNAL, KUEUE_TRAINJOB, change, documents, main
 
 Dict = dict[str, Any]
 

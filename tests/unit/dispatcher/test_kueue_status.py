@@ -1,11 +1,11 @@
-"""The conditions the dispatcher writes on Kueue's objects (dispatcher/kueue_status.py), over
-an API server in memory: one guarded write when a condition changed, none otherwise."""
+"""The conditions the dispatcher writes on Kueue's objects (dispatcher/workers/kueue_status.py),
+over an API server in memory: one guarded write when a condition changed, none otherwise."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from dispatcher.kueue_status import set_active_condition, set_conditions
+from dispatcher.workers.kueue_status import set_active_condition, set_conditions
 from tests.support.memory_api import MemoryApi
 from tests.support.whole_pass import MemoryCluster
 from trainjob import constants as c

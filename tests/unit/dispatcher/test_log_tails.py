@@ -13,10 +13,11 @@ from typing import Any
 import orjson
 import pytest
 
-from dispatcher import copy_pods, execute, log_tails
-from dispatcher.copy_pods import pick_pod
-from dispatcher.decide import DispatchPlan, RemoteAction
-from dispatcher.log_tails import (
+from dispatcher.controller import execute
+from dispatcher.decisions.decide import DispatchPlan, RemoteAction
+from dispatcher.workers import copy_pods, log_tails
+from dispatcher.workers.copy_pods import pick_pod
+from dispatcher.workers.log_tails import (
     BYTES_ANNOTATION,
     LABEL,
     MAX_RECORD_BYTES,

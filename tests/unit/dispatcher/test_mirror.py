@@ -1,11 +1,11 @@
-"""Which worker Events show on the manager TrainJob (dispatcher/mirror.py)."""
+"""Which worker Events show on the manager TrainJob (dispatcher/decisions/mirror.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from dispatcher.mirror import Mirrored, mirror
-from dispatcher.remote import _event_seen
+from dispatcher.decisions.mirror import Mirrored, mirror
+from dispatcher.workers.remote import _event_seen
 from trainjob.naming import owning_trainjob
 
 Dict = dict[str, Any]

@@ -1,4 +1,4 @@
-"""A TrainJob's record of its runs (dispatcher/placements.py), its pure parts."""
+"""A TrainJob's record of its runs (dispatcher/decisions/placements.py), its pure parts."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from typing import Any
 import orjson
 import pytest
 
-from dispatcher import log_tails, placements, placements_io, resync
-from dispatcher.placements import Ended
+from dispatcher.controller import placements_io, resync
+from dispatcher.decisions import placements
+from dispatcher.decisions.placements import Ended
 from dispatcher.settings import DispatcherSettings
+from dispatcher.workers import log_tails
 from trainjob.story import Run
 from trainjob.views import TrainJobView
 

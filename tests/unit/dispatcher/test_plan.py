@@ -1,11 +1,11 @@
-"""One dispatcher pass's plan (dispatcher/plan.py): the manager TrainJob's status in one
+"""One dispatcher pass's plan (dispatcher/decisions/plan.py): the manager TrainJob's status in one
 write, the check's conditions decided over the intake's."""
 
 from __future__ import annotations
 
-from dispatcher.decide import DispatchPlan
-from dispatcher.intake import IntakePlan
-from dispatcher.plan import Dispatch, PassPlan, planned
+from dispatcher.decisions.decide import DispatchPlan
+from dispatcher.decisions.intake import IntakePlan
+from dispatcher.decisions.plan import Dispatch, PassPlan, planned
 from trainjob.views import TrainJobView, WorkloadView
 
 FAILED = {"type": "Failed", "status": "True", "reason": "NoQueueName"}

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from clusters.helpers.builders import TrainJobBuilder, make_runtime
-from dispatcher import checkpoints, log_tails, placements
-from dispatcher.selection import CLUSTER_NAMES_ANNOTATION
+from dispatcher.decisions import checkpoints, placements
+from dispatcher.decisions.selection import CLUSTER_NAMES_ANNOTATION
+from dispatcher.workers import log_tails
 from kubecontrol.client import ApiException
 from kubecontrol.controller import own_namespace
 from kubecontrol.kinds import CONFIG_MAP, EVENT, Kind

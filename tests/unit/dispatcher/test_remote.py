@@ -1,5 +1,5 @@
-"""A worker's connection bookkeeping: the worker-lost clock (dispatcher/remote.py; no threads
-started)."""
+"""A worker's connection bookkeeping: the worker-lost clock (dispatcher/workers/remote.py; no
+threads started)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from dispatcher.remote import RemoteCluster, dial
+from dispatcher.workers.remote import RemoteCluster, dial
 from tests.support.kubeconfigs import kubeconfig
 
 Dict = dict[str, Any]
@@ -57,7 +57,7 @@ def test_the_clock_stops_on_reconnect_and_restarts_on_the_next_outage() -> None:
 
 
 def test_a_worker_listed_while_connecting_has_no_queues_known() -> None:
-    from dispatcher.worker_list import worker
+    from dispatcher.readapi.worker_list import worker
 
     item = worker("w1", remote_cluster(), None).to_json()
     assert item["connection"] == "Connecting" and item["clusterQueues"] is None

@@ -1,11 +1,11 @@
-"""What a deleted TrainJob's pass deletes (dispatcher/removal.py), as a table: the workers as
-the manager's watches show them -> the deletes, and the Warning after them."""
+"""What a deleted TrainJob's pass deletes (dispatcher/decisions/removal.py), as a table: the
+workers as the manager's watches show them -> the deletes, and the Warning after them."""
 
 from __future__ import annotations
 
 import pytest
 
-from dispatcher.removal import Held, removal
+from dispatcher.decisions.removal import Held, removal
 
 
 def copy(kind: str, name: str, uid: str) -> dict:

@@ -1,10 +1,10 @@
-"""A TrainJob's own choice of clusters (dispatcher/selection.py)."""
+"""A TrainJob's own choice of clusters (dispatcher/decisions/selection.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from dispatcher.selection import (
+from dispatcher.decisions.selection import (
     CLUSTER_NAMES_ANNOTATION,
     CLUSTER_SELECTOR_ANNOTATION,
     SelectionError,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from dispatcher import webhooks
+from dispatcher.controller import webhooks
 from kubecontrol.deadline import Deadline
 from kubecontrol.kinds import Kind
 from trainjob import constants as c

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dispatcher.worker_secret import renew_one
+from dispatcher.commands.worker_secret import renew_one
 from kubecontrol.kubeconfig import MAX_KUBECONFIG_BYTES, minimal_kubeconfig, vet_kubeconfig
 from tests.support.kubeconfigs import CA_DATA, kubeconfig
 

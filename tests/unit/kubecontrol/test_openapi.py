@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dispatcher import job_story
+from dispatcher.readapi import job_story
 from kubecontrol import openapi
 from kubecontrol.aggregated import ApiGroup, ClusterList, ReadOnly
 from trainjob.story import TrainJobStory, WorkerList

@@ -162,7 +162,7 @@ def test_a_runtimes_patterns_are_compiled_once_however_often_judged(
 def test_both_controllers_hold_reviews_to_the_crd_they_read() -> None:
     """The schema the webhooks judge by is the installed CRD's, as each controller reads it
     (the dispatcher's resync, the worker controller's check), gone when the CRD is."""
-    from dispatcher.resync import check_trainjob_crd
+    from dispatcher.controller.resync import check_trainjob_crd
     from worker_controller.watches import _warn_of_trainers_crd
 
     class Reads:
@@ -261,7 +261,7 @@ def test_a_keyed_list_refuses_a_key_seen_anywhere_before_and_keys_by_every_key()
 
 
 def test_the_validating_webhooks_refuse_what_the_crd_would() -> None:
-    from dispatcher import webhooks as dispatcher_webhooks
+    from dispatcher.controller import webhooks as dispatcher_webhooks
     from worker_controller import webhooks as worker_webhooks
 
     review = {

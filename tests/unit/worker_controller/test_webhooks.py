@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dispatcher import webhooks as dispatcher_webhooks
+from dispatcher.controller import webhooks as dispatcher_webhooks
 from kubecontrol import admission
 from kubecontrol.admission import (
     REVIEW_FROM,

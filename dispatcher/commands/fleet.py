@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 from kubernetes import client, config
 
-from dispatcher.worker_secret import LABEL, SecretError, add_worker_arguments, make_secret
+from dispatcher.commands.worker_secret import LABEL, SecretError, add_worker_arguments, make_secret
 from kubecontrol.objects import Dict
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from dispatcher.clusters import manager_runtimes
-from dispatcher.context import Context
-from dispatcher.keys import StatusKey
-from dispatcher.kueue_status import set_active_condition
+from dispatcher.controller.context import Context
+from dispatcher.decisions.keys import StatusKey
+from dispatcher.workers.connections import manager_runtimes
+from dispatcher.workers.kueue_status import set_active_condition
 from kubecontrol.admission import Getter
 from kubecontrol.objects import Dict
 from trainjob import constants as c

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from dispatcher.decide import RemoteAction
+from dispatcher.decisions.decide import RemoteAction
 from kubecontrol.objects import Dict
 
 

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import logging
 
-from dispatcher import dependencies, metrics
-from dispatcher.clusters import Registry
-from dispatcher.decide import REMOTE_DEPENDENCY_REFUSED, REMOTE_NAME_TAKEN, RemoteAction
+from dispatcher import metrics
+from dispatcher.decisions import dependencies
+from dispatcher.decisions.decide import REMOTE_DEPENDENCY_REFUSED, REMOTE_NAME_TAKEN, RemoteAction
+from dispatcher.workers.connections import Registry
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
 from kubecontrol.objects import Dict
 from trainjob import constants as c
 
-log = logging.getLogger("dispatcher.dependencies")
+log = logging.getLogger(__name__)
 
 
 def ensure(registry: Registry, action: RemoteAction) -> bool | None:

@@ -1,4 +1,5 @@
-"""A TrainJob's record of its runs on the manager (dispatcher/placements.py): read, written."""
+"""A TrainJob's record of its runs on the manager (dispatcher/decisions/placements.py): read,
+written."""
 
 from __future__ import annotations
 
@@ -6,8 +7,7 @@ import logging
 
 import orjson
 
-from dispatcher import log_tails
-from dispatcher.placements import (
+from dispatcher.decisions.placements import (
     KEY,
     LABEL,
     TRAINJOB_ANNOTATION,
@@ -17,6 +17,7 @@ from dispatcher.placements import (
     runs,
     with_entry,
 )
+from dispatcher.workers import log_tails
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
 from kubecontrol.controller import own_namespace
@@ -25,7 +26,7 @@ from kubecontrol.objects import Dict
 from trainjob.story import Run
 from trainjob.views import TrainJobView
 
-log = logging.getLogger("dispatcher.placements")
+log = logging.getLogger(__name__)
 
 # The records' kind, as log_tails.sweep deletes them: with their TrainJob, and a namespace's
 # oldest beyond its bound (settings.placements_per_namespace).

@@ -10,7 +10,8 @@ costs nothing. The record is bounded (`MAX_ENTRIES`), written again only by the 
 second telling (the same worker and start are one entry), and deleted with its TrainJob by
 the resync loop. The view.trainjob.dev story shows it with the current run.
 
-What a record holds and how it grows, here; its reads and writes: dispatcher/placements_io.py.
+What a record holds and how it grows, here; its reads and writes:
+dispatcher/controller/placements_io.py.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING
 import orjson
 from pydantic import ValidationError
 
-from dispatcher import checkpoints
+from dispatcher.decisions import checkpoints
 from kubecontrol.objects import Dict
 from trainjob import constants as c
 from trainjob.story import Run

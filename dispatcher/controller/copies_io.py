@@ -1,5 +1,6 @@
-"""Copies left on the workers whose manager object is gone, swept (dispatcher/copies.py says
-what a copy is; those of a TrainJob being deleted go in its pass: dispatcher/removal.py)."""
+"""Copies left on the workers whose manager object is gone, swept (dispatcher/decisions/copies.py
+says what a copy is; those of a TrainJob being deleted go in its pass:
+dispatcher/decisions/removal.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import logging
 from collections.abc import Mapping
 from typing import Protocol
 
-from dispatcher.copies import orphan
+from dispatcher.decisions.copies import orphan
 from kubecontrol.cluster import Cluster
 from kubecontrol.objects import Dict
 from trainjob import constants as c

@@ -13,9 +13,9 @@ from kubecontrol.workqueue import WriteMemory
 from trainjob.caches import Caches
 
 if TYPE_CHECKING:
-    from dispatcher.clusters import Registry
-    from dispatcher.keys import QueueKey
+    from dispatcher.decisions.keys import QueueKey
     from dispatcher.settings import DispatcherSettings
+    from dispatcher.workers.connections import Registry
     from kubecontrol.workqueue import WorkQueue
 
 

@@ -8,12 +8,15 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 
-from dispatcher import checkpoints, dependencies_io, log_tails, metrics, placements_io
-from dispatcher.clusters import Registry
-from dispatcher.copies import is_our_copy
-from dispatcher.decide import DispatchPlan, RemoteAction
-from dispatcher.plan import Dispatch, PassPlan
-from dispatcher.removal import Removal
+from dispatcher import metrics
+from dispatcher.controller import dependencies_io, placements_io
+from dispatcher.decisions import checkpoints
+from dispatcher.decisions.copies import is_our_copy
+from dispatcher.decisions.decide import DispatchPlan, RemoteAction
+from dispatcher.decisions.plan import Dispatch, PassPlan
+from dispatcher.decisions.removal import Removal
+from dispatcher.workers import log_tails
+from dispatcher.workers.connections import Registry
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster, guarded_write
 from kubecontrol.events import Event

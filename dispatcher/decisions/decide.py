@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal, NamedTuple, Protocol
 
-from dispatcher import checkpoints, dependencies, placements
-from dispatcher.capacity import Fit
-from dispatcher.copies import (
+from dispatcher.decisions import checkpoints, dependencies, placements
+from dispatcher.decisions.capacity import Fit
+from dispatcher.decisions.copies import (
     MAX_MANAGER_BYTES,
     changes,
     fit,

@@ -11,7 +11,7 @@ checkpoint it reported, not from step 0.
   progress report (Trainer's TrainJobStatus): the metric `checkpoint` holds its name relative
   to the place (`step-000400.pt`), and `checkpoint_step` the step it holds. The dispatcher
   brings reports back to the manager TrainJob's `status.trainerStatus`, and records the last
-  one of each run that ends before the job does (dispatcher/placements.py).
+  one of each run that ends before the job does (dispatcher/decisions/placements.py).
 - **Where a new run starts.** The copy sent after a move gets `TRAINJOB_RESUME_FROM=<place>/
   <checkpoint>` and `TRAINJOB_RESUME_STEP=<step>`: the checkpoint the manager's status still
   names (the run just ended reported it), else the last one the record holds (an earlier run

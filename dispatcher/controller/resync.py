@@ -8,10 +8,11 @@ from __future__ import annotations
 import logging
 import time
 
-from dispatcher import log_tails, placements_io
-from dispatcher.admissionchecks import queue_checks, queue_cluster
-from dispatcher.context import Context
-from dispatcher.copies_io import collect_garbage
+from dispatcher.controller import placements_io
+from dispatcher.controller.admissionchecks import queue_checks, queue_cluster
+from dispatcher.controller.context import Context
+from dispatcher.controller.copies_io import collect_garbage
+from dispatcher.workers import log_tails
 from kubecontrol.schema_bounds import version_schema
 from trainjob import constants as c
 from trainjob import jobframework

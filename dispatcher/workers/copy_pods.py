@@ -25,7 +25,7 @@ from trainjob import constants as c
 from trainjob.story import PodUsage, pod_usage
 
 if TYPE_CHECKING:
-    from dispatcher.remote import RemoteCluster
+    from dispatcher.workers.remote import RemoteCluster
 
 # On a worker that runs Kubeflow Trainer the copy controls a JobSet of its name, which
 # controls the Jobs.

@@ -2,9 +2,9 @@
 
 In order: our finalizer; the Kueue integration (its Workload, PodsReady, start and stop, the
 same code the worker controller runs: trainjob/jobframework.py); the intake (why it cannot be
-queued, on the TrainJob: dispatcher/intake.py); then the MultiKueue check of its Workload
-(copies, the first worker to admit wins, status back, retry: dispatcher/decide.py). A
-deleted TrainJob's copies go before its finalizer does (dispatcher/removal.py).
+queued, on the TrainJob: dispatcher/decisions/intake.py); then the MultiKueue check of its Workload
+(copies, the first worker to admit wins, status back, retry: dispatcher/decisions/decide.py). A
+deleted TrainJob's copies go before its finalizer does (dispatcher/decisions/removal.py).
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import datetime as dt
 import logging
 import time
 
-from dispatcher import admissionchecks, checkpoints, data, dependencies, execute, placements_io
-from dispatcher.context import Context
-from dispatcher.decide import (
+from dispatcher.controller import admissionchecks, execute, placements_io
+from dispatcher.controller.context import Context
+from dispatcher.decisions import checkpoints, data, dependencies
+from dispatcher.decisions.decide import (
     AllAtOnce,
     CapacityAware,
     DispatchObserved,
@@ -26,18 +27,18 @@ from dispatcher.decide import (
     Strategy,
     decide,
 )
-from dispatcher.intake import (
+from dispatcher.decisions.intake import (
     not_dispatchable,
     reconcile_intake,
     undecided_for,
     undispatched_message,
 )
-from dispatcher.keys import QueueKey, StatusKey
-from dispatcher.plan import Dispatch, PassPlan, planned
-from dispatcher.remote import RemoteCluster
-from dispatcher.removal import Held, removal
-from dispatcher.selection import SelectionError, selection_of
+from dispatcher.decisions.keys import QueueKey, StatusKey
+from dispatcher.decisions.plan import Dispatch, PassPlan, planned
+from dispatcher.decisions.removal import Held, removal
+from dispatcher.decisions.selection import SelectionError, selection_of
 from dispatcher.settings import DispatcherSettings
+from dispatcher.workers.remote import RemoteCluster
 from kubecontrol.client import ApiException
 from kubecontrol.controller import own_namespace
 from kubecontrol.objects import Dict

@@ -11,10 +11,10 @@ from __future__ import annotations
 import datetime as dt
 from functools import partial
 
-from dispatcher import checkpoints
-from dispatcher.admissionchecks import cq_has_our_check
-from dispatcher.context import Context
-from dispatcher.selection import SelectionError, selection_of
+from dispatcher.controller.admissionchecks import cq_has_our_check
+from dispatcher.controller.context import Context
+from dispatcher.decisions import checkpoints
+from dispatcher.decisions.selection import SelectionError, selection_of
 from kubecontrol.admission import Getter, Verdict, rate_limited, refuse
 from kubecontrol.deadline import Deadline
 from kubecontrol.objects import Dict

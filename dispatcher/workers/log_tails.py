@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from dispatcher import copy_pods
+from dispatcher.workers import copy_pods
 from kubecontrol.client import ApiException, TransportError
 from kubecontrol.controller import own_namespace
 from kubecontrol.kinds import CONFIG_MAP, POD
@@ -42,8 +42,8 @@ from kubecontrol.objects import Dict
 from trainjob import constants as c
 
 if TYPE_CHECKING:
-    from dispatcher.remote import RemoteCluster
     from dispatcher.settings import DispatcherSettings
+    from dispatcher.workers.remote import RemoteCluster
     from kubecontrol.cluster import Cluster
     from trainjob.caches import Caches
 

@@ -3,7 +3,7 @@ Workload and TrainJob, `managedBy` and Kueue's placement patch stripped, our ori
 the manager object's UID), which object on a worker is ours, what the workers' watches keep of
 a copy, the status brought back from the one that runs it, and which copies are orphans
 (their manager object gone). Pure: how copies go, with their TrainJob or as orphans, is
-dispatcher/copies_io.py.
+dispatcher/controller/copies_io.py.
 
 Where each is used: the dispatch decision builds copies (decide.py, steps 4 and 5) and
 execute.py sends them (`is_our_copy` on a 409); remote.py watches them (`seen`, `KINDS`);

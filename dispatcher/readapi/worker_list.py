@@ -20,8 +20,8 @@ from trainjob import constants as c
 from trainjob.story import Worker, WorkerList, WorkerMeta
 
 if TYPE_CHECKING:
-    from dispatcher.context import Context
-    from dispatcher.remote import RemoteCluster
+    from dispatcher.controller.context import Context
+    from dispatcher.workers.remote import RemoteCluster
 
 KIND = Worker.__name__
 

@@ -10,17 +10,18 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from dispatcher import cluster_profiles, log_tails, metrics
-from dispatcher.copy_ledger import CopyLedger
-from dispatcher.decide import REMOTE_NAME_TAKEN, Taken
-from dispatcher.kubeconfigs import (
+from dispatcher import metrics
+from dispatcher.decisions.decide import REMOTE_NAME_TAKEN, Taken
+from dispatcher.settings import DispatcherSettings
+from dispatcher.workers import cluster_profiles, log_tails
+from dispatcher.workers.copy_ledger import CopyLedger
+from dispatcher.workers.kubeconfigs import (
     check_kubeconfig,
     check_kubeconfig_file,
     kubeconfig_path_problem,
 )
-from dispatcher.kueue_status import set_conditions
-from dispatcher.remote import RemoteCluster, dial
-from dispatcher.settings import DispatcherSettings
+from dispatcher.workers.kueue_status import set_conditions
+from dispatcher.workers.remote import RemoteCluster, dial
 from kubecontrol.cluster import Cluster
 from kubecontrol.informer import Informer, slim
 from kubecontrol.kinds import Kind
@@ -29,7 +30,7 @@ from trainjob import constants as c
 from trainjob.caches import Caches
 from trainjob.queues import MultiKueueClusterView
 
-log = logging.getLogger("dispatcher.clusters")
+log = logging.getLogger(__name__)
 
 
 # How long a name found taken on a worker keeps copies away from it before it is tried again.

@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from dispatcher import copy_pods, log_tails, placements_io, worker_list
-from dispatcher.copy_pods import READ_SECONDS, Refusal, log_pods, log_query, pick_pod
+from dispatcher.controller import placements_io
+from dispatcher.readapi import worker_list
+from dispatcher.workers import copy_pods, log_tails
+from dispatcher.workers.copy_pods import READ_SECONDS, Refusal, log_pods, log_query, pick_pod
 from kubecontrol.aggregated import (
     ApiGroup,
     ApiRequest,
@@ -44,8 +46,8 @@ from trainjob.story import TrainJobStory, about, by_time, event_of, pod_of
 from trainjob.views import TrainJobView, WorkloadView
 
 if TYPE_CHECKING:
-    from dispatcher.context import Context
-    from dispatcher.remote import RemoteCluster
+    from dispatcher.controller.context import Context
+    from dispatcher.workers.remote import RemoteCluster
 
 log = logging.getLogger(__name__)
 
@@ -301,7 +303,7 @@ async def _story(ctx: Context, call: ApiRequest) -> web.StreamResponse:
 
 def _prepare_log(ctx: Context, call: ApiRequest) -> tuple[Running, str, dict[str, Any]] | str:
     """What to stream (where, which pod, what to ask), or the kept tail of a pod that is
-    gone (dispatcher/log_tails.py), or Refusal saying why neither."""
+    gone (dispatcher/workers/log_tails.py), or Refusal saying why neither."""
     at = running(ctx, call.namespace, call.name)
     pods: list[Dict] = []
     if at.problem is None and at.copy is not None:
@@ -445,7 +447,7 @@ async def _open(request: web.Request) -> web.StreamResponse:
 def api(ctx: Context) -> ApiGroup:
     """The group the dispatcher serves beside its webhooks: a TrainJob's log and story (also
     readable as `trainjobstories/NAME`, which `kubectl get` and `kubectl explain` know), and
-    the list of workers (dispatcher/worker_list.py)."""
+    the list of workers (dispatcher/readapi/worker_list.py)."""
 
     async def log_handler(call: ApiRequest) -> web.StreamResponse:
         return await _log(ctx, call)

@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 from kubernetes import client, config
 
-from dispatcher.kubeconfigs import check_kubeconfig
+from dispatcher.workers.kubeconfigs import check_kubeconfig
 from kubecontrol.objects import Dict
 
 LABEL = "trainjob.dev/worker-kubeconfig"  # its value: the worker's (MultiKueueCluster's) name

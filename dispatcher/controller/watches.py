@@ -1,7 +1,8 @@
 """What the dispatcher watches on the manager (`watches`: one table), and what each event
 does. Every handler here is a few lines: it queues a TrainJob's key (the pass itself is
 `reconcile.sync_trainjob`), or hands over to the module that owns the behaviour. The workers'
-objects are watched per cluster (dispatcher/remote.py), their events handed to `on_remote_*`.
+objects are watched per cluster (dispatcher/workers/remote.py), their events handed to
+`on_remote_*`.
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ import functools
 import threading
 from typing import Any
 
-from dispatcher import admissionchecks, dependencies, resync
-from dispatcher.context import Context
-from dispatcher.mirror import mirror
+from dispatcher.controller import admissionchecks, resync
+from dispatcher.controller.context import Context
+from dispatcher.decisions import dependencies
+from dispatcher.decisions.mirror import mirror
 from kubecontrol import controller
 from kubecontrol.controller import Watch
 from kubecontrol.informer import TENANT_SIZED_PAGE

@@ -7,14 +7,14 @@ again with exponential backoff; it never blocks other clusters. Every change cal
 both must return quickly.
 
 More informers keep the worker's LocalQueues and ClusterQueues, for capacity-aware placement
-(dispatcher/capacity.py), and its (Cluster)TrainingRuntimes, to send copies only where the
+(dispatcher/decisions/capacity.py), and its (Cluster)TrainingRuntimes, to send copies only where the
 TrainJob's runtime is the manager's. They are optional: an identity that may not read them
 (the worker role of Kueue's own MultiKueue grants none) leaves the room or the runtime unknown
 and the cluster connected. `on_room(cluster)` is called when a copy held back from the worker
 may go now: a ClusterQueue there may have more room (its reservation went down, or its spec
 changed), or a queue or a runtime appeared or changed. Two more, also optional, bring the
 worker's Events about TrainJobs and its pods' warnings to `on_event(cluster, event)`, to be
-recorded again on the manager TrainJob (dispatcher/mirror.py).
+recorded again on the manager TrainJob (dispatcher/decisions/mirror.py).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ import logging
 import time
 from collections.abc import Callable
 
-from dispatcher.capacity import Fit, cohort_of, fit, quota_summary
-from dispatcher.copies import COPY_KINDS, seen
-from dispatcher.data import Claims
-from dispatcher.dependencies import made_by
+from dispatcher.decisions.capacity import Fit, cohort_of, fit, quota_summary
+from dispatcher.decisions.copies import COPY_KINDS, seen
+from dispatcher.decisions.data import Claims
+from dispatcher.decisions.dependencies import made_by
 from kubecontrol.cluster import Cluster
 from kubecontrol.informer import PAGE, TENANT_SIZED_PAGE, Informer, slim
 from kubecontrol.objects import Dict
@@ -38,7 +38,7 @@ from trainjob.runtime.defaults import same_runtime_spec
 from trainjob.story import ClusterQueueUse
 from trainjob.views import TrainJobView, WorkloadView
 
-log = logging.getLogger("dispatcher.remote")
+log = logging.getLogger(__name__)
 
 # What else we read of each worker (all of them, optional): its queues, for capacity-aware
 # placement, and its runtimes, to check they are the manager's.
@@ -65,7 +65,7 @@ def dial(name: str, kubeconfig: Dict, field_manager: str) -> Cluster:
 
 def _claim_seen(claim: Dict) -> Dict:
     """What the cache keeps of a worker's PersistentVolumeClaim: who it is and its phase
-    (dispatcher/data.py)."""
+    (dispatcher/decisions/data.py)."""
     meta = claim.get("metadata") or {}
     return {
         "metadata": {

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from dispatcher.decide import DispatchPlan
-from dispatcher.intake import IntakePlan
-from dispatcher.removal import Removal
+from dispatcher.decisions.decide import DispatchPlan
+from dispatcher.decisions.intake import IntakePlan
+from dispatcher.decisions.removal import Removal
 from kubecontrol.objects import Dict
 from trainjob.jobframework import QueuePlan
 from trainjob.views import TrainJobView, WorkloadView
