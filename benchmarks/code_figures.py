@@ -16,11 +16,12 @@ from pathlib import Path
 # A checkout to read (another commit's worktree, say), else this one.
 _ARGS = [a for a in sys.argv[1:] if not a.startswith("-")]
 ROOT = Path(_ARGS[0]).resolve() if _ARGS else Path(__file__).resolve().parent.parent
-PACKAGES = ("dispatcher", "worker_controller", "trainjob", "kubecontrol", "kubectl_trainjob")
+PACKAGES = ("dispatcher", "worker_controller", "trainjob", "kubecontrol", "trainjob_api",
+            "kubebase", "kubectl_trainjob")  # fmt: skip
 
 
 def package_files(package: str) -> list[Path]:
-    """A package's modules, in both its homes (the top and plugin/; an older checkout has one)."""
+    """A package's modules, at the top or in plugin/ (where the plugin's distribution is)."""
     return sorted(p for home in (ROOT, ROOT / "plugin") for p in (home / package).rglob("*.py"))
 
 

@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.figures import spread
 from clusters.bed import Bed
 from clusters.config import load_config
+from kubebase.kinds import CONFIG_MAP, NAMESPACE
 from kubecontrol.cluster import Cluster
-from kubecontrol.kinds import CONFIG_MAP, NAMESPACE
 
 
 def cpu_ms_each(count: int, step: Callable[[int], object]) -> float:

@@ -36,8 +36,8 @@ from clusters.helpers.waiting import loopback_webhooks
 from clusters.kube import load_manifests
 from dispatcher.controller import webhooks
 from kubecontrol.schema_bounds import version_schema
-from trainjob import constants as c
 from trainjob.queues import LocalQueueView
+from trainjob_api import constants as c
 
 Dict = dict[str, Any]
 ROOT = Path(__file__).resolve().parent.parent

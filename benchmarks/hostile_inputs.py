@@ -49,10 +49,10 @@ from kubecontrol import lists
 from kubecontrol.cluster import Cluster
 from kubecontrol.informer import TENANT_SIZED_PAGE, Informer
 from kubecontrol.schema_bounds import version_schema
-from trainjob import constants as c
 from trainjob.admission import Admitted, object_problem, runtime_refusal
 from trainjob.lru import LRU
 from trainjob.runtime import failure
+from trainjob_api import constants as c
 from worker_controller import digests
 
 Dict = dict[str, Any]

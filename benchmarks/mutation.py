@@ -2,7 +2,7 @@
 the product (an operator flipped, a constant changed, a call dropped) some test notices.
 
     python -m benchmarks.mutation                 # the modules below, two children
-    python -m benchmarks.mutation --only plugin/kubecontrol/shares.py --max-children 1
+    python -m benchmarks.mutation --only plugin/kubebase/shares.py --max-children 1
     python -m benchmarks.mutation --keep          # keep the scratch copy, then after new tests:
     python -m benchmarks.mutation --again /tmp/trainjob-mutation-XXXX
 
@@ -50,7 +50,7 @@ MODULES = [
     "worker_controller/decide.py",
     "trainjob/runtime/failure.py",
     "trainjob/admission.py",
-    "plugin/kubecontrol/shares.py",
+    "plugin/kubebase/shares.py",
     "kubecontrol/serving.py",
 ]
 # The tests that reach them (the e2e tests, on a bed, are not part of a mutation run).
@@ -68,7 +68,7 @@ GOAL = 0.9
 FUZZ_EXAMPLES = "150"
 TEST_TIMEOUT = 60
 # mutmut's names: "dispatcher.decisions.decide.x_plan__mutmut_3",
-# "kubecontrol.shares.xǁSharesǁtake__mutmut_1"
+# "kubebase.shares.xǁSharesǁtake__mutmut_1"
 _RESULT = re.compile(r"^\s*([\w.]+?)\.x[_ǁ]\S*__mutmut_\d+: (.+)$")
 
 

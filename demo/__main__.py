@@ -22,7 +22,7 @@ from clusters.config import load_config, real_bed_config
 from clusters.errors import BedError
 from clusters.kube import load_manifests
 from kubectl_trainjob.view import pods_in_short, progress_in_short
-from trainjob.views import TrainJobView
+from trainjob_api.views import TrainJobView
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")

@@ -19,7 +19,7 @@ from dispatcher.settings import DispatcherSettings
 from dispatcher.workers.connections import Registry
 from kubecontrol import controller
 from kubecontrol.workqueue import WorkQueue
-from trainjob import constants as c
+from trainjob_api import constants as c
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from kubecontrol.exec_credentials import ExecPlugin
 from kubecontrol.settings import ConfigFileError, ControllerSettings, read_yaml_mapping
-from trainjob import constants as c
+from trainjob_api import constants as c
 
 
 class AccessProvider(BaseModel):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from kubecontrol.kinds import (
+from kubebase.kinds import (
     InvalidName,
     Kind,
     checked_namespace,
@@ -18,8 +18,8 @@ from kubecontrol.kinds import (
     is_label_key,
     is_label_value,
 )
-from kubecontrol.objects import Dict
-from kubecontrol.shares import Rates, take_each
+from kubebase.objects import Dict
+from kubebase.shares import Rates, take_each
 
 # Labels are checked as the API server checks them before a validating webhook sees them
 # (kubecontrol/kinds.py); at most this many, far more than any object carries.

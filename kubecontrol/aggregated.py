@@ -28,10 +28,10 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel
 
+from kubebase.kinds import CONFIG_MAP
+from kubebase.objects import Dict
 from kubecontrol import openapi
 from kubecontrol.cluster import Cluster
-from kubecontrol.kinds import CONFIG_MAP
-from kubecontrol.objects import Dict
 
 log = logging.getLogger(__name__)
 

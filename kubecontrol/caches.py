@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Hashable, Mapping
 from typing import Any
 
-from kubecontrol.objects import Dict
+from kubebase.objects import Dict
 
 
 class Caches:

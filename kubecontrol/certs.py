@@ -32,9 +32,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from kubebase.kinds import API_SERVICE, SECRET, WEBHOOK_CONFIGURATIONS
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
-from kubecontrol.kinds import API_SERVICE, SECRET, WEBHOOK_CONFIGURATIONS
 
 log = logging.getLogger(__name__)
 CA_LIFE = dt.timedelta(days=3650)

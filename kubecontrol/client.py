@@ -21,7 +21,7 @@ from an exec credential plugin (`kubecontrol/exec_credentials.py`), a client cer
 key (each from data or a file; data wins, as in client-go), and impersonation (`as`, `as-uid`,
 `as-groups`, `as-user-extra`). A kubeconfig that needs anything else (auth providers, basic
 auth) is refused with the field named, never half used. Which of these a MultiKueue worker's
-kubeconfig may use is Kueue's rule, applied before (`plugin/kubecontrol/kubeconfig.py`).
+kubeconfig may use is Kueue's rule, applied before (`plugin/kubebase/kubeconfig.py`).
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ from urllib.parse import urlencode, urlsplit
 import orjson
 import pycurl
 
+from kubebase.kinds import checked_path
+from kubebase.objects import Dict
 from kubecontrol.credentials import Credentials, KubeconfigError
 from kubecontrol.exec_credentials import ExecTokens
-from kubecontrol.kinds import checked_path
-from kubecontrol.objects import Dict
 from kubecontrol.version import DISTRIBUTION, VERSION
 
 TOKEN_REREAD_SECONDS = 60.0  # kubelet refreshes a projected token well before it expires

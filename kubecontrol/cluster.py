@@ -27,14 +27,14 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from kubebase.events import build_event
+from kubebase.kinds import EVENT, Kind
+from kubebase.objects import Dict
+from kubebase.shares import Rates
 from kubecontrol import metrics
 from kubecontrol.client import JSON, METADATA_LIST, ApiClient, ApiException
 from kubecontrol.credentials import in_cluster_credentials, load_credentials
 from kubecontrol.deadline import Deadline, DeadlinePassed
-from kubecontrol.events import build_event
-from kubecontrol.kinds import EVENT, Kind
-from kubecontrol.objects import Dict
-from kubecontrol.shares import Rates
 from kubecontrol.workqueue import WriteMemory
 
 P = ParamSpec("P")

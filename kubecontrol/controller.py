@@ -29,16 +29,16 @@ from typing import Any
 from aiohttp import web
 from pythonjsonlogger.json import JsonFormatter
 
+from kubebase.kinds import Kind
+from kubebase.objects import Dict
 from kubecontrol import certs, metrics
 from kubecontrol.aggregated import AggregatedApi, ApiGroup, FrontProxy
 from kubecontrol.caches import Caches
 from kubecontrol.certs import CertKeeper, service_names
 from kubecontrol.cluster import Cluster
 from kubecontrol.informer import PAGE, Informer, slim
-from kubecontrol.kinds import Kind
 from kubecontrol.leader import LeaderElector, LeaseTimings
 from kubecontrol.metrics_auth import MetricsAuth
-from kubecontrol.objects import Dict
 from kubecontrol.serving import serve_metrics, serve_probes
 from kubecontrol.settings import ControllerSettings
 from kubecontrol.watchdog import WatchDog

@@ -15,8 +15,8 @@ from urllib.parse import quote, urlsplit
 
 import yaml
 
+from kubebase.objects import Dict
 from kubecontrol.exec_credentials import ExecPlugin
-from kubecontrol.objects import Dict
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 

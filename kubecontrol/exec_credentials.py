@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from kubecontrol.objects import Dict
+from kubebase.objects import Dict
 
 API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
 RUN_SECONDS = 30.0  # a plugin that hangs is a failed request, not a held thread

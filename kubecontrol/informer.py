@@ -30,10 +30,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from kubebase.kinds import Kind
+from kubebase.objects import Dict
 from kubecontrol.client import ApiClient, ApiException
-from kubecontrol.kinds import Kind
 from kubecontrol.lists import decode_list
-from kubecontrol.objects import Dict
 
 Key = Any  # (namespace, name) for namespaced kinds, name for cluster-scoped ones
 log = logging.getLogger(__name__)

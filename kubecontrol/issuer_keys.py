@@ -22,8 +22,8 @@ from typing import Any
 import jwt
 import orjson
 
+from kubebase.objects import Dict
 from kubecontrol.cluster import Cluster
-from kubecontrol.objects import Dict
 
 log = logging.getLogger(__name__)
 

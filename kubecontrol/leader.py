@@ -27,9 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kubebase.kinds import LEASE
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
-from kubecontrol.kinds import LEASE
 
 log = logging.getLogger(__name__)
 # Of the lease duration, the part a write may not use: clocks that run at different rates

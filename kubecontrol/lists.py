@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from kubecontrol.objects import Dict
+from kubebase.objects import Dict
 
 WHOLE_BYTES = 4 * 1024 * 1024
 _DECODER = json.JSONDecoder()

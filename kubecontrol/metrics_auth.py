@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import logging
 
+from kubebase.objects import Dict
 from kubecontrol.cluster import Cluster
 from kubecontrol.issuer_keys import IssuerKeys
-from kubecontrol.objects import Dict
 from kubecontrol.tokens import TOO_MANY as TOO_MANY
 from kubecontrol.tokens import Reviews, Verdict, bearer, token_review
 

@@ -24,7 +24,7 @@ import orjson
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from kubecontrol.objects import Dict
+from kubebase.objects import Dict
 
 
 @dataclass(frozen=True)

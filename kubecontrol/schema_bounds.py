@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubecontrol.objects import Dict
+from kubebase.objects import Dict
 
 # Values walked at the most: an AdmissionReview's body is bounded in bytes (3 MiB), and a
 # TrainJob the CRD allows holds far fewer values than this.

@@ -18,9 +18,9 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from kubebase.shares import Held, make_room, turned_away
 from kubecontrol.metrics import REGISTRY
 from kubecontrol.metrics_auth import MetricsAuth
-from kubecontrol.shares import Held, make_room, turned_away
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def serve_metrics(
 # connections must not become a flood of threads. Beyond it, a new connection from an address
 # that already holds the most connections is closed as it is accepted (no thread, no TLS
 # handshake, nothing read); one from an address holding fewer gets in, and the address holding
-# the most gives up its oldest (plugin/kubecontrol/shares.py), so slow connections from a pod never
+# the most gives up its oldest (plugin/kubebase/shares.py), so slow connections from a pod never
 # keep the kubelet's probes or Prometheus out, and a pod's flood costs it its own newcomers.
 REQUEST_TIMEOUT = 10.0
 MAX_CONNECTIONS = 16

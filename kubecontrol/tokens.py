@@ -16,9 +16,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from kubebase.objects import Dict
+from kubebase.shares import Rates
 from kubecontrol.cluster import Cluster
-from kubecontrol.objects import Dict
-from kubecontrol.shares import Rates
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ import logging
 import threading
 from collections.abc import Callable, Hashable, Iterable, Sequence
 
+from kubebase.kinds import Kind
 from kubecontrol.cluster import Cluster
-from kubecontrol.kinds import Kind
 
 log = logging.getLogger(__name__)
 Versions = dict[Hashable, str]

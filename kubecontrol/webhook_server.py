@@ -31,6 +31,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from kubebase.objects import Dict
+from kubebase.shares import Held, Shares, make_room
 from kubecontrol.admission import (
     REVIEW_FROM,
     Crowded,
@@ -41,8 +43,6 @@ from kubecontrol.admission import (
 )
 from kubecontrol.aggregated import AggregatedApi
 from kubecontrol.deadline import Deadline, DeadlinePassed
-from kubecontrol.objects import Dict
-from kubecontrol.shares import Held, Shares, make_room
 
 # Answers on the server's loop, so it must not block: see `in_thread`.
 Handler = Callable[[Dict], Awaitable[Verdict]]
@@ -59,7 +59,7 @@ KEEPALIVE_SECONDS = 100.0
 # A new connection must have begun its first request within this (the API server sends one
 # as soon as it connects). At most MAX_CONNECTIONS are kept (each holds its buffers). Beyond
 # it a new connection is never turned away: the address holding the most connections gives
-# one up, its longest idle or else its oldest (plugin/kubecontrol/shares.py), so that connections
+# one up, its longest idle or else its oldest (plugin/kubebase/shares.py), so that connections
 # held by a pod that reaches the port, idle or trickling a body, never keep the API server out.
 # A connection whose review is being judged is never the one given up: however many addresses
 # hold connections, the API server's reviews under way are answered (a pod's own reviews under

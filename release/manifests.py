@@ -1,7 +1,7 @@
 """deploy/ and the reference tables of the docs, written from their sources: the Helm chart
 (charts/trainjob-multicluster) is where the manifests are written, each controller's settings model
 is where its settings are (docs/operators/configuration.md), trainjob/vocabulary.py where the status
-conditions are (docs/users/user-guide.md), plugin/trainjob/story.py where the story's fields are
+conditions are (docs/users/user-guide.md), plugin/trainjob_api/story.py where the story's fields are
 (docs/users/usage.md, plugin/kubectl_trainjob/ui/story.d.ts), the chart's values.yaml where its
 README's table is (release/chart_readme.py). `./run manifests` runs this.
 
@@ -27,11 +27,11 @@ from pydantic import BaseModel
 from clusters.chart import REPO, for_kubectl, template
 from clusters.errors import BedError
 from dispatcher.settings import DispatcherSettings
-from release import crd_docs, crd_schema, story_docs
+from release import crd_docs, crd_schema, design_map, story_docs
 from release.chart_readme import readme
 from trainjob import vocabulary
 from trainjob.runtime import fields
-from trainjob.story import TrainJobStory, Worker
+from trainjob_api.story import TrainJobStory, Worker
 from worker_controller.settings import WorkerSettings
 
 Dict = dict[str, Any]
@@ -152,12 +152,18 @@ def user_guide(text: str) -> str:
 
 def usage(text: str) -> str:
     """docs/users/usage.md with the fields of the story and of a worker written again from
-    plugin/trainjob/story.py."""
+    plugin/trainjob_api/story.py."""
     text = _section(USAGE, text, "the story's fields", story_docs.field_table(TrainJobStory))
     return _section(USAGE, text, "a worker's fields", story_docs.field_table(Worker))
 
 
 DIFFERENCES = REPO / "docs" / "operators" / "differences.md"
+DESIGN = REPO / "docs" / "contributors" / "design.md"
+
+
+def design(text: str) -> str:
+    """docs/contributors/design.md with its map of the code written again from the code."""
+    return _section(DESIGN, text, "the module map", design_map.table())
 
 
 def runtime_fields_table() -> str:
@@ -243,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         (USER_GUIDE, user_guide, "the status vocabulary"),
         (USAGE, usage, "the story's fields"),
         (DIFFERENCES, differences, "the runtime's fields"),
+        (DESIGN, design, "the module map"),
         (STORY_TYPES, story_types, "the story's types"),
         (CHART_DIR / "README.md", chart_readme, "the chart's README"),
     ):

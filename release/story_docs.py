@@ -1,5 +1,5 @@
-"""What is written from the story's types (plugin/trainjob/story.py) by `./run manifests`: the web
-view's type declarations (plugin/kubectl_trainjob/ui/story.d.ts, which `tsc --checkJs` holds the
+"""What is written from the story's types (plugin/trainjob_api/story.py) by `./run manifests`: the
+web view's type declarations (plugin/kubectl_trainjob/ui/story.d.ts, which `tsc --checkJs` holds the
 page's scripts to) and the field table of the story in docs/users/usage.md.
 
 Both are read from the component schemas of the OpenAPI 3.0 document the dispatcher serves
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubecontrol import openapi
-from trainjob.story import GROUP, KINDS, VERSION, TrainJobStory, Worker
+from trainjob_api.story import GROUP, KINDS, VERSION, TrainJobStory, Worker
 
 Dict = dict[str, Any]
 PREFIX = "#/components/schemas/" + openapi.prefix(GROUP, VERSION)
@@ -52,8 +52,8 @@ def ts_type(schema: Dict) -> str:
 def typescript() -> str:
     """plugin/kubectl_trainjob/ui/story.d.ts."""
     lines = [
-        "// The job story's types, written by `./run manifests` from plugin/trainjob/story.py: do",
-        "// not edit. The page's scripts are checked against them",
+        "// The job story's types, written by `./run manifests` from plugin/trainjob_api/story.py:",
+        "// do not edit. The page's scripts are checked against them",
         "// (tests/unit/test_story_contract.py).",
         "",
     ]

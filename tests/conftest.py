@@ -14,8 +14,8 @@ from kubernetes import client
 from clusters import setup
 from clusters.bed import Bed
 from clusters.config import load_config
+from kubebase.shares import Rates
 from kubecontrol import admission
-from kubecontrol.shares import Rates
 from tests.support.multikueue import LOST_TIMEOUT
 
 

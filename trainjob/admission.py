@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import datetime as dt
 
-from kubecontrol.objects import Dict
+from kubebase.objects import Dict
 from kubecontrol.schema_bounds import bounds_problem
-from trainjob import conditions as cond
-from trainjob import constants as c
 from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.runtime import resolve_runtime_info
-from trainjob.views import TrainJobView
+from trainjob_api import conditions as cond
+from trainjob_api import constants as c
+from trainjob_api.views import TrainJobView
 
 
 class Admitted(TrainJobView):

@@ -1,6 +1,6 @@
 """Typed reads of the caches both controllers keep: one method per question, the caches named
 once (`Index`, which the watch tables use too; kubecontrol/caches.py has the generic reads).
-TrainJobs and Workloads come out as views (plugin/trainjob/views.py) over the cached JSON."""
+TrainJobs and Workloads come out as views (plugin/trainjob_api/views.py) over the cached JSON."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from collections.abc import Hashable
 from enum import StrEnum
 from typing import TypeVar
 
+from kubebase.objects import Dict
 from kubecontrol import caches
-from kubecontrol.objects import Dict
-from trainjob import constants as c
 from trainjob.queues import (
     AdmissionCheckView,
     ClusterQueueView,
@@ -18,7 +17,8 @@ from trainjob.queues import (
     MultiKueueClusterView,
     MultiKueueConfigView,
 )
-from trainjob.views import (
+from trainjob_api import constants as c
+from trainjob_api.views import (
     FailedCreateView,
     JobView,
     ObjectView,

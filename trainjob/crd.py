@@ -8,8 +8,8 @@ from every status write once that CRD is re-applied over ours."""
 
 from __future__ import annotations
 
-from kubecontrol.objects import Dict
-from trainjob import constants as c
+from kubebase.objects import Dict
+from trainjob_api import constants as c
 
 TRAINJOB_CRD = f"{c.TRAINJOB_PLURAL}.{c.TRAINER_GROUP}"
 NEEDED_STATUS_FIELDS = ("clusterName",)

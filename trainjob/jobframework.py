@@ -13,16 +13,16 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from kubecontrol.events import Event
-from kubecontrol.objects import Dict
-from trainjob import conditions as cond
-from trainjob import constants as c
+from kubebase.events import Event
+from kubebase.objects import Dict
 from trainjob import readiness
 from trainjob import workload as wlmod
 from trainjob.models import TrainJob, prebuilt_workload_of, queue_label
 from trainjob.naming import owner_reference
 from trainjob.runtime import PodSetShape, RuntimeInfo, RuntimeProblem, resolve_runtime_info
-from trainjob.views import WorkloadView
+from trainjob_api import conditions as cond
+from trainjob_api import constants as c
+from trainjob_api.views import WorkloadView
 
 # What a TrainJob makes of its runtime as Kueue counts it, or why it cannot run on it.
 Shape = tuple[tuple[PodSetShape, ...] | None, RuntimeProblem | None]

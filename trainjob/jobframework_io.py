@@ -9,13 +9,12 @@ import json
 import logging
 import time
 
+from kubebase.kinds import InvalidName, Kind
+from kubebase.objects import Dict
 from kubecontrol.admission import Getter
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster, guarded_write
-from kubecontrol.kinds import InvalidName, Kind
-from kubecontrol.objects import Dict
 from kubecontrol.workqueue import WriteMemory
-from trainjob import constants as c
 from trainjob.caches import Caches
 from trainjob.jobframework import (
     QueueObserved,
@@ -31,6 +30,7 @@ from trainjob.lru import LRU
 from trainjob.models import TrainJob
 from trainjob.queues import LocalQueueView
 from trainjob.workload import Priority
+from trainjob_api import constants as c
 
 log = logging.getLogger("trainjob.jobframework")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from trainjob import constants as c
+from trainjob_api import constants as c
 
 
 def job_name(trainjob: str, replicated_job: str, index: int) -> str:

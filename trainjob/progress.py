@@ -19,10 +19,10 @@ from typing import Any
 
 import orjson
 
-from kubecontrol.objects import Dict
-from kubecontrol.shares import Rates
-from trainjob import constants as c
+from kubebase.objects import Dict
+from kubebase.shares import Rates
 from trainjob.runtime import PodSet
+from trainjob_api import constants as c
 
 ENV_URL = "KUBEFLOW_TRAINER_SERVER_URL"
 ENV_CA_CERT = "KUBEFLOW_TRAINER_SERVER_CA_CERT"

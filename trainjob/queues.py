@@ -1,8 +1,8 @@
 """Kueue's queues and what a Workload asks of them, as typed views over the JSON (as
-plugin/trainjob/views.py reads TrainJobs): a ClusterQueue's quotas, reservations, counts and
+plugin/trainjob_api/views.py reads TrainJobs): a ClusterQueue's quotas, reservations, counts and
 admission checks, a LocalQueue's ClusterQueue and counts, a Workload PodSet's requests, an
 AdmissionCheck's controller and parameters, a MultiKueueConfig's clusters. Quantities are Decimals
-(plugin/trainjob/quantity.py); tables are keyed by (flavour, resource). Pure."""
+(plugin/trainjob_api/quantity.py); tables are keyed by (flavour, resource). Pure."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal, localcontext
 
-from kubecontrol.objects import Dict
-from trainjob import conditions as cond
-from trainjob.quantity import parse_quantity
-from trainjob.views import JsonView, ObjectView
+from kubebase.objects import Dict
+from trainjob_api import conditions as cond
+from trainjob_api.quantity import parse_quantity
+from trainjob_api.views import JsonView, ObjectView
 
 Amounts = dict[str, Decimal]  # resource -> amount
 Table = dict[tuple[str, str], Decimal]  # (flavour, resource) -> amount

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kubecontrol.objects import Dict
-from trainjob import conditions as cond
+from kubebase.objects import Dict
 from trainjob.runtime import PodSetShape
-from trainjob.views import WorkloadView
+from trainjob_api import conditions as cond
+from trainjob_api.views import WorkloadView
 
 PODS_READY = "PodsReady"
 # Kueue's reasons (kueue.x-k8s.io/v1beta2 Workload condition PodsReady).

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubecontrol.objects import Dict
+from kubebase.objects import Dict
 
 
 def can_wait(have: Dict, patch: Dict) -> bool:

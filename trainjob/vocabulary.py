@@ -1,8 +1,8 @@
 """The TrainJob's status vocabulary in one table: every condition either controller writes on a
 TrainJob, with each reason it gives, who writes it, whether a Warning Event says it too, and
 whether the condition is Kubeflow Trainer's or ours. The controllers name conditions and
-reasons by the constants of plugin/trainjob/constants.py; this table lists them all (a test fails on
-one left out) and docs/users/user-guide.md's reference table is written from it (`./run
+reasons by the constants of plugin/trainjob_api/constants.py; this table lists them all (a test
+fails on one left out) and docs/users/user-guide.md's reference table is written from it (`./run
 manifests`). Pure."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from trainjob import constants as c
 from trainjob.runtime import failure
+from trainjob_api import constants as c
 
 Writer = Literal["worker controller", "dispatcher", "both"]
 

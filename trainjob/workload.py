@@ -6,16 +6,16 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kubecontrol.kinds import DNS_LABEL
-from kubecontrol.objects import Dict
-from trainjob import constants as c
+from kubebase.kinds import DNS_LABEL
+from kubebase.objects import Dict
 from trainjob.jsondoc import json_copy
 from trainjob.models import TrainJob
 from trainjob.naming import owner_reference
 from trainjob.queues import resources_key
 from trainjob.runtime import PodSetShape, RuntimeInfo
 from trainjob.runtime.topology import topology_request
-from trainjob.views import WorkloadView
+from trainjob_api import constants as c
+from trainjob_api.views import WorkloadView
 
 MAX_NAME = 253
 HASH_LENGTH = 5

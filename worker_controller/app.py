@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kubecontrol import controller
 from kubecontrol.workqueue import WorkQueue
-from trainjob import constants as c
+from trainjob_api import constants as c
 from worker_controller import progress, webhooks
 from worker_controller.ca_bundle import CaBundle
 from worker_controller.context import Context

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from kubecontrol.objects import Dict
-from trainjob import constants as c
+from kubebase.objects import Dict
 from trainjob.jsondoc import json_copy
 from trainjob.naming import controlled_by, job_name
 from trainjob.queues import resources_key
 from trainjob.runtime import PodSet, RuntimeInfo
-from trainjob.views import JobView
+from trainjob_api import constants as c
+from trainjob_api.views import JobView
 
 # Pod-template fields the API server lets us change on a suspended Job (and Kueue relies on).
 SCHEDULING_FIELDS = ("nodeSelector", "tolerations", "schedulingGates", "affinity")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kubebase.objects import Dict
 from kubecontrol import controller
 from kubecontrol.cluster import Cluster
-from kubecontrol.objects import Dict
 from kubecontrol.workqueue import WriteMemory
 from trainjob.caches import Caches
 from trainjob.progress import Wiring

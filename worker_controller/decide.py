@@ -9,17 +9,17 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field, replace
 
-from kubecontrol.events import Event
-from kubecontrol.objects import Dict
-from trainjob import conditions as cond
-from trainjob import constants as c
+from kubebase.events import Event
+from kubebase.objects import Dict
 from trainjob.models import InvalidObject, TrainJob, parse_trainjob
 from trainjob.naming import job_name, owner_of
 from trainjob.progress import Wiring, ca_config_map, wire
 from trainjob.runtime import RuntimeInfo, resolve_runtime_info
 from trainjob.runtime import failure as failure_policy
 from trainjob.status_writes import hold
-from trainjob.views import JobView, PodView
+from trainjob_api import conditions as cond
+from trainjob_api import constants as c
+from trainjob_api.views import JobView, PodView
 from worker_controller import builders, pod_groups, status
 
 

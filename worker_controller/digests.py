@@ -1,13 +1,13 @@
 """What the worker controller's caches keep of its pods and of the Job controller's
 FailedCreate Events (the informers' transforms, worker_controller/watches.py): small digests,
-read back through views (plugin/trainjob/views.py: PodView, FailedCreateView). Pure."""
+read back through views (plugin/trainjob_api/views.py: PodView, FailedCreateView). Pure."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kubecontrol.objects import Dict
-from trainjob import constants as c
+from kubebase.objects import Dict
+from trainjob_api import constants as c
 
 # The kubelet's waiting reasons for a container that will not start (or keeps stopping) until
 # someone changes something: the image, the pod's configuration, the program.

@@ -10,12 +10,12 @@ import orjson
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from kubebase.objects import Dict
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster, guarded_write
-from kubecontrol.objects import Dict
-from trainjob import constants as c
 from trainjob.jobframework_io import execute_queue_plan
 from trainjob.naming import owner_of
+from trainjob_api import constants as c
 from worker_controller import builders
 from worker_controller.context import Context
 from worker_controller.decide import Blocked, Plan

@@ -24,13 +24,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from kubecontrol.kinds import Kind
-from kubecontrol.objects import Dict
-from trainjob import constants as c
+from kubebase.kinds import Kind
+from kubebase.objects import Dict
 from trainjob.models import PodGroupPolicy
-from trainjob.quantity import format_quantity
 from trainjob.queues import Amounts, add, pod_requests
 from trainjob.runtime import RuntimeInfo
+from trainjob_api import constants as c
+from trainjob_api.quantity import format_quantity
 
 COSCHEDULING = "coscheduling"
 VOLCANO = "volcano"

@@ -32,14 +32,14 @@ import time
 import orjson
 from aiohttp import web
 
+from kubebase.objects import Dict
 from kubecontrol import controller
 from kubecontrol.aggregated import status as error
 from kubecontrol.client import ApiException
 from kubecontrol.issuer_keys import IssuerKeys
-from kubecontrol.objects import Dict
 from kubecontrol.tokens import Reviews, Verdict, bearer, token_review
-from trainjob import constants as c
 from trainjob import progress
+from trainjob_api import constants as c
 from worker_controller import metrics
 from worker_controller.context import Context
 from worker_controller.execute import api_message

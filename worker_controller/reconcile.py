@@ -12,17 +12,17 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
+from kubebase.objects import Dict
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
-from kubecontrol.objects import Dict
 from trainjob import admission, jobframework
-from trainjob import constants as c
 from trainjob.caches import Caches
 from trainjob.jobframework_io import observe_queueing
 from trainjob.models import parse_trainjob
 from trainjob.naming import controlled_by
 from trainjob.status_writes import held_key
-from trainjob.views import JobView, TrainJobView
+from trainjob_api import constants as c
+from trainjob_api.views import JobView, TrainJobView
 from worker_controller import execute, status
 from worker_controller.context import Context
 from worker_controller.decide import Blocked, Observed, Plan, decide

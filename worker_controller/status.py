@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 
-from kubecontrol.objects import Dict
-from trainjob.conditions import parse_time
+from kubebase.objects import Dict
 from trainjob.naming import job_name
 from trainjob.runtime import PodSet, RuntimeInfo
-from trainjob.views import ConditionView, FailedCreateView, JobView, PodProblem, PodView
+from trainjob_api.conditions import parse_time
+from trainjob_api.views import ConditionView, FailedCreateView, JobView, PodProblem, PodView
 
 
 def job_complete(job: JobView) -> bool:

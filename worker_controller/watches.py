@@ -8,12 +8,11 @@ from __future__ import annotations
 import logging
 import threading
 
+from kubebase.kinds import WEBHOOK_CONFIGURATIONS
+from kubebase.objects import Dict
 from kubecontrol.controller import Watch, start_watchdog
 from kubecontrol.informer import TENANT_SIZED_PAGE
-from kubecontrol.kinds import WEBHOOK_CONFIGURATIONS
-from kubecontrol.objects import Dict
 from kubecontrol.schema_bounds import version_schema
-from trainjob import constants as c
 from trainjob.caches import WATCHDOG_CACHES, Index
 from trainjob.crd import (
     NEEDED_STATUS_FIELDS,
@@ -24,8 +23,9 @@ from trainjob.crd import (
 )
 from trainjob.models import prebuilt_workload_of
 from trainjob.naming import owner_name, owning_trainjob
-from trainjob.views import JobView, TrainJobView
 from trainjob.workload import workload_name
+from trainjob_api import constants as c
+from trainjob_api.views import JobView, TrainJobView
 from worker_controller import digests
 from worker_controller.context import Context
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 import datetime as dt
 from functools import partial
 
+from kubebase.objects import Dict
 from kubecontrol.admission import Verdict, rate_limited, refuse
 from kubecontrol.deadline import Deadline
-from kubecontrol.objects import Dict
 from kubecontrol.webhook_server import Route, in_thread
 from trainjob import admission as rules
-from trainjob import constants as c
 from trainjob.jobframework_io import local_queue
+from trainjob_api import constants as c
 from worker_controller.context import Context
 
 

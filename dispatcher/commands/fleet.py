@@ -31,7 +31,7 @@ from collections.abc import Callable
 from kubernetes import client, config
 
 from dispatcher.commands.worker_secret import LABEL, SecretError, add_worker_arguments, make_secret
-from kubecontrol.objects import Dict
+from kubebase.objects import Dict
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 SAY_EVERY = 10.0  # seconds between progress lines while waiting

@@ -35,7 +35,7 @@ import yaml
 from kubernetes import client, config
 
 from dispatcher.workers.kubeconfigs import check_kubeconfig
-from kubecontrol.objects import Dict
+from kubebase.objects import Dict
 
 LABEL = "trainjob.dev/worker-kubeconfig"  # its value: the worker's (MultiKueueCluster's) name
 

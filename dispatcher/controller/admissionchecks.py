@@ -13,12 +13,12 @@ from dispatcher.controller.context import Context
 from dispatcher.decisions.keys import StatusKey
 from dispatcher.workers.connections import manager_runtimes
 from dispatcher.workers.kueue_status import set_active_condition
+from kubebase.objects import Dict
 from kubecontrol.admission import Getter
-from kubecontrol.objects import Dict
-from trainjob import constants as c
 from trainjob.caches import Caches
 from trainjob.queues import AdmissionCheckView, ClusterQueueView, MultiKueueConfigView
-from trainjob.views import ObjectView
+from trainjob_api import constants as c
+from trainjob_api.views import ObjectView
 
 
 def our_checks(ctx: Context, caches: Caches) -> dict[str, AdmissionCheckView]:

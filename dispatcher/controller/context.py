@@ -6,9 +6,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kubebase.objects import Dict
 from kubecontrol import controller
 from kubecontrol.cluster import Cluster
-from kubecontrol.objects import Dict
 from kubecontrol.workqueue import WriteMemory
 from trainjob.caches import Caches
 

@@ -9,11 +9,11 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from dispatcher.decisions.copies import orphan
+from kubebase.objects import Dict
 from kubecontrol.cluster import Cluster
-from kubecontrol.objects import Dict
-from trainjob import constants as c
 from trainjob.caches import Caches
-from trainjob.views import ObjectView
+from trainjob_api import constants as c
+from trainjob_api.views import ObjectView
 
 log = logging.getLogger("dispatcher")
 

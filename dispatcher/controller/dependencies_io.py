@@ -10,10 +10,10 @@ from dispatcher import metrics
 from dispatcher.decisions import dependencies
 from dispatcher.decisions.decide import REMOTE_DEPENDENCY_REFUSED, REMOTE_NAME_TAKEN, RemoteAction
 from dispatcher.workers.connections import Registry
+from kubebase.objects import Dict
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
-from kubecontrol.objects import Dict
-from trainjob import constants as c
+from trainjob_api import constants as c
 
 log = logging.getLogger(__name__)
 

@@ -17,14 +17,14 @@ from dispatcher.decisions.plan import Dispatch, PassPlan
 from dispatcher.decisions.removal import Removal
 from dispatcher.workers import log_tails
 from dispatcher.workers.connections import Registry
+from kubebase.events import Event
+from kubebase.objects import Dict
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster, guarded_write
-from kubecontrol.events import Event
-from kubecontrol.objects import Dict
 from kubecontrol.workqueue import WriteMemory
-from trainjob import constants as c
 from trainjob.jobframework_io import execute_queue_plan
-from trainjob.views import ObjectView, TrainJobView, WorkloadView
+from trainjob_api import constants as c
+from trainjob_api.views import ObjectView, TrainJobView, WorkloadView
 
 log = logging.getLogger("dispatcher")
 

@@ -18,13 +18,13 @@ from dispatcher.decisions.placements import (
     with_entry,
 )
 from dispatcher.workers import log_tails
+from kubebase.kinds import CONFIG_MAP
+from kubebase.objects import Dict
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
 from kubecontrol.controller import own_namespace
-from kubecontrol.kinds import CONFIG_MAP
-from kubecontrol.objects import Dict
-from trainjob.story import Run
-from trainjob.views import TrainJobView
+from trainjob_api.story import Run
+from trainjob_api.views import TrainJobView
 
 log = logging.getLogger(__name__)
 

@@ -39,10 +39,9 @@ from dispatcher.decisions.removal import Held, removal
 from dispatcher.decisions.selection import SelectionError, selection_of
 from dispatcher.settings import DispatcherSettings
 from dispatcher.workers.remote import RemoteCluster
+from kubebase.objects import Dict
 from kubecontrol.client import ApiException
 from kubecontrol.controller import own_namespace
-from kubecontrol.objects import Dict
-from trainjob import constants as c
 from trainjob import jobframework
 from trainjob.caches import Caches, Index
 from trainjob.jobframework_io import observe_queueing
@@ -50,7 +49,8 @@ from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.naming import owner_name
 from trainjob.runtime import RuntimeProblem
 from trainjob.status_writes import held_key
-from trainjob.views import TrainJobView, WorkloadView
+from trainjob_api import constants as c
+from trainjob_api.views import TrainJobView, WorkloadView
 
 log = logging.getLogger("dispatcher")
 

@@ -14,11 +14,11 @@ from dispatcher.controller.context import Context
 from dispatcher.controller.copies_io import collect_garbage
 from dispatcher.workers import log_tails
 from kubecontrol.schema_bounds import version_schema
-from trainjob import constants as c
 from trainjob import jobframework
 from trainjob.caches import Caches
 from trainjob.crd import TRAINJOB_CRD, crd_problem
-from trainjob.views import TrainJobView
+from trainjob_api import constants as c
+from trainjob_api.views import TrainJobView
 
 log = logging.getLogger("dispatcher")
 

@@ -15,16 +15,16 @@ from dispatcher.controller import admissionchecks, resync
 from dispatcher.controller.context import Context
 from dispatcher.decisions import dependencies
 from dispatcher.decisions.mirror import mirror
+from kubebase.kinds import CONFIG_MAP, NAMESPACE, SECRET
+from kubebase.objects import Dict
 from kubecontrol import controller
 from kubecontrol.controller import Watch
 from kubecontrol.informer import TENANT_SIZED_PAGE
-from kubecontrol.kinds import CONFIG_MAP, NAMESPACE, SECRET
-from kubecontrol.objects import Dict
-from trainjob import constants as c
 from trainjob import jobframework
 from trainjob.caches import WATCHDOG_CACHES, Index
 from trainjob.naming import owner_name
 from trainjob.queues import MultiKueueClusterView
+from trainjob_api import constants as c
 
 
 def watches(ctx: Context) -> list[Watch]:

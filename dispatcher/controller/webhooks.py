@@ -15,14 +15,14 @@ from dispatcher.controller.admissionchecks import cq_has_our_check
 from dispatcher.controller.context import Context
 from dispatcher.decisions import checkpoints
 from dispatcher.decisions.selection import SelectionError, selection_of
+from kubebase.objects import Dict
 from kubecontrol.admission import Getter, Verdict, rate_limited, refuse
 from kubecontrol.deadline import Deadline
-from kubecontrol.objects import Dict
 from kubecontrol.webhook_server import Route, in_thread
 from trainjob import admission as rules
-from trainjob import constants as c
 from trainjob.caches import Caches
 from trainjob.jobframework_io import local_queue
+from trainjob_api import constants as c
 
 
 def routes(ctx: Context) -> dict[str, Route]:

@@ -31,8 +31,8 @@ from trainjob.queues import (
     Table,
     add,
 )
-from trainjob.story import ClusterQueueUse, FlavorUse, ResourceUse
-from trainjob.views import WorkloadView
+from trainjob_api.story import ClusterQueueUse, FlavorUse, ResourceUse
+from trainjob_api.views import WorkloadView
 
 INF = Decimal("Infinity")
 

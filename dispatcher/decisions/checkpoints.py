@@ -30,10 +30,10 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from kubecontrol.objects import Dict
-from trainjob import constants as c
+from kubebase.objects import Dict
 from trainjob.jsondoc import json_copy
-from trainjob.views import ObjectView
+from trainjob_api import constants as c
+from trainjob_api.views import ObjectView
 
 ANNOTATION = f"{c.DOMAIN}/checkpoints"
 ENV_PLACE = "TRAINJOB_CHECKPOINTS"

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import orjson
 
-from kubecontrol.kinds import Kind
-from kubecontrol.objects import Dict
-from trainjob import constants as c
+from kubebase.kinds import Kind
+from kubebase.objects import Dict
 from trainjob.jsondoc import json_copy
-from trainjob.views import ObjectView, TrainJobView, WorkloadView
+from trainjob_api import constants as c
+from trainjob_api.views import ObjectView, TrainJobView, WorkloadView
 
 # ---- building a copy --------------------------------------------------------------------------
 

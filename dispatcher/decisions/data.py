@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kubecontrol.kinds import LABEL_NAME
-from kubecontrol.objects import Dict
-from trainjob import constants as c
+from kubebase.kinds import LABEL_NAME
+from kubebase.objects import Dict
+from trainjob_api import constants as c
 
 DATASETS_ANNOTATION = f"{c.DOMAIN}/datasets"
 DATASET_LABEL_PREFIX = f"dataset.{c.DOMAIN}/"

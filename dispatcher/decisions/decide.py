@@ -26,12 +26,12 @@ from dispatcher.decisions.copies import (
     remote_workload,
     status_back,
 )
-from kubecontrol.events import Event
-from kubecontrol.objects import Dict
-from trainjob import conditions as cond
-from trainjob import constants as c
+from kubebase.events import Event
+from kubebase.objects import Dict
 from trainjob.status_writes import hold
-from trainjob.views import CheckState, CheckView, TrainJobView, WorkloadView
+from trainjob_api import conditions as cond
+from trainjob_api import constants as c
+from trainjob_api.views import CheckState, CheckView, TrainJobView, WorkloadView
 
 
 class Taken(NamedTuple):

@@ -32,11 +32,11 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from kubecontrol.kinds import CONFIG_MAP, SECRET
-from kubecontrol.objects import Dict
-from trainjob import constants as c
+from kubebase.kinds import CONFIG_MAP, SECRET
+from kubebase.objects import Dict
 from trainjob.lru import LRU
 from trainjob.runtime.defaults import same_runtime_spec
+from trainjob_api import constants as c
 
 # On a manager namespace: its TrainJobs' Secrets and ConfigMaps follow them to the workers.
 NAMESPACE_LABEL = f"{c.DOMAIN}/copy-dependencies"

@@ -13,13 +13,13 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kubecontrol.events import Event
-from kubecontrol.objects import Dict
-from trainjob import conditions as cond
-from trainjob import constants as c
+from kubebase.events import Event
+from kubebase.objects import Dict
 from trainjob.models import queue_label
 from trainjob.runtime import RuntimeProblem
-from trainjob.views import TrainJobView, WorkloadView
+from trainjob_api import conditions as cond
+from trainjob_api import constants as c
+from trainjob_api.views import TrainJobView, WorkloadView
 
 
 @dataclass

@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kubecontrol.objects import Dict
+from kubebase.objects import Dict
 from trainjob.naming import owning_trainjob
 
 

@@ -24,12 +24,12 @@ import orjson
 from pydantic import ValidationError
 
 from dispatcher.decisions import checkpoints
-from kubecontrol.objects import Dict
-from trainjob import constants as c
-from trainjob.story import Run
+from kubebase.objects import Dict
+from trainjob_api import constants as c
+from trainjob_api.story import Run
 
 if TYPE_CHECKING:
-    from trainjob.views import TrainJobView
+    from trainjob_api.views import TrainJobView
 
 PREFIX = "placements-"
 LABEL = f"{c.DOMAIN}/placements-of"  # the manager TrainJob's UID

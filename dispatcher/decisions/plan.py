@@ -13,9 +13,9 @@ from typing import Literal
 from dispatcher.decisions.decide import DispatchPlan
 from dispatcher.decisions.intake import IntakePlan
 from dispatcher.decisions.removal import Removal
-from kubecontrol.objects import Dict
+from kubebase.objects import Dict
 from trainjob.jobframework import QueuePlan
-from trainjob.views import TrainJobView, WorkloadView
+from trainjob_api.views import TrainJobView, WorkloadView
 
 
 @dataclass

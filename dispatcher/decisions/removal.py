@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from dispatcher.decisions.decide import RemoteAction
-from kubecontrol.objects import Dict
+from kubebase.objects import Dict
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from trainjob import constants as c
+from trainjob_api import constants as c
 
 CLUSTER_NAMES_ANNOTATION = "kueue.x-k8s.io/multikueue-cluster-names"
 CLUSTER_SELECTOR_ANNOTATION = f"{c.DOMAIN}/cluster-selector"

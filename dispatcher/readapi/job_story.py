@@ -27,6 +27,9 @@ from dispatcher.controller import placements_io
 from dispatcher.readapi import worker_list
 from dispatcher.workers import copy_pods, log_tails
 from dispatcher.workers.copy_pods import READ_SECONDS, Refusal, log_pods, log_query, pick_pod
+from kubebase.kinds import EVENT, POD
+from kubebase.objects import Dict
+from kubebase.shares import FairQueue, Rates, Shares
 from kubecontrol.aggregated import (
     ApiGroup,
     ApiRequest,
@@ -36,14 +39,11 @@ from kubecontrol.aggregated import (
     status,
 )
 from kubecontrol.client import ApiException, TransportError
-from kubecontrol.kinds import EVENT, POD
-from kubecontrol.objects import Dict
-from kubecontrol.shares import FairQueue, Rates, Shares
-from trainjob import constants as c
 from trainjob import jobframework
-from trainjob import story as types
-from trainjob.story import TrainJobStory, about, by_time, event_of, pod_of
-from trainjob.views import TrainJobView, WorkloadView
+from trainjob_api import constants as c
+from trainjob_api import story as types
+from trainjob_api.story import TrainJobStory, about, by_time, event_of, pod_of
+from trainjob_api.views import TrainJobView, WorkloadView
 
 if TYPE_CHECKING:
     from dispatcher.controller.context import Context
@@ -72,7 +72,7 @@ _streams = Shares(MAX_STREAMS, STREAMS_EACH, "log streams", STREAMS_PER_NAMESPAC
 # most this many at once, shared the same way. A read with no slot it may take waits in its
 # user's queue (QUEUED_EACH of a user, QUEUED_PER_NAMESPACE of a namespace, MAX_QUEUED in
 # all), and each freed slot goes to the namespace, then the user, served least recently
-# (plugin/kubecontrol/shares.py FairQueue): a user who asks once is served at the next freed slot
+# (plugin/kubebase/shares.py FairQueue): a user who asks once is served at the next freed slot
 # however many reads others loop. A read that waits WAIT_SECONDS, or finds its queue full,
 # gets 429 and a Retry-After. WAIT_SECONDS is half of one worker read's deadline (10 s): a
 # read that waited that long finds the replica's reads held by workers slow to answer, which

@@ -16,8 +16,8 @@ import orjson
 from aiohttp import web
 
 from kubecontrol.aggregated import ListHandler, ListRequest
-from trainjob import constants as c
-from trainjob.story import Worker, WorkerList, WorkerMeta
+from trainjob_api import constants as c
+from trainjob_api.story import Worker, WorkerList, WorkerMeta
 
 if TYPE_CHECKING:
     from dispatcher.controller.context import Context

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kubecontrol.kubeconfig import https_host_ok
-from kubecontrol.objects import Dict
+from kubebase.kubeconfig import https_host_ok
+from kubebase.objects import Dict
 
 GROUP = "multicluster.x-k8s.io"
 

@@ -22,13 +22,13 @@ from dispatcher.workers.kubeconfigs import (
 )
 from dispatcher.workers.kueue_status import set_conditions
 from dispatcher.workers.remote import RemoteCluster, dial
+from kubebase.kinds import Kind
+from kubebase.objects import Dict
 from kubecontrol.cluster import Cluster
 from kubecontrol.informer import Informer, slim
-from kubecontrol.kinds import Kind
-from kubecontrol.objects import Dict
-from trainjob import constants as c
 from trainjob.caches import Caches
 from trainjob.queues import MultiKueueClusterView
+from trainjob_api import constants as c
 
 log = logging.getLogger(__name__)
 

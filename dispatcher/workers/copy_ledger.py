@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from kubecontrol.shares import Rates
+from kubebase.shares import Rates
 from trainjob.lru import LRU
 
 # How many copies the ledger remembers (each about 200 bytes and its owners' UIDs); one

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 import pycurl
 
+from kubebase.kinds import DNS_SUBDOMAIN, LABEL_NAME, POD, Kind
+from kubebase.objects import Dict
 from kubecontrol.aggregated import query_bool, query_int
 from kubecontrol.client import ApiException, TransportError
 from kubecontrol.informer import TENANT_SIZED_PAGE
-from kubecontrol.kinds import DNS_SUBDOMAIN, LABEL_NAME, POD, Kind
 from kubecontrol.lists import decode_list
-from kubecontrol.objects import Dict
-from trainjob import constants as c
-from trainjob.story import PodUsage, pod_usage
+from trainjob_api import constants as c
+from trainjob_api.story import PodUsage, pod_usage
 
 if TYPE_CHECKING:
     from dispatcher.workers.remote import RemoteCluster

@@ -1,5 +1,5 @@
 """Worker kubeconfigs the way Kueue's MultiKueue takes them: from a Secret or a file under a
-path prefix, vetted by plugin/kubecontrol/kubeconfig.py, with reasons and fixes."""
+path prefix, vetted by plugin/kubebase/kubeconfig.py, with reasons and fixes."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import functools
 import json
 import os
 
+from kubebase.kubeconfig import KubeconfigProblem, vet_kubeconfig
+from kubebase.objects import Dict
 from kubecontrol.client import ApiClient
 from kubecontrol.credentials import KubeconfigError, credentials_from_kubeconfig
-from kubecontrol.kubeconfig import KubeconfigProblem, vet_kubeconfig
-from kubecontrol.objects import Dict
 
 __all__ = ["KubeconfigProblem", "check_kubeconfig", "check_kubeconfig_file"]
 

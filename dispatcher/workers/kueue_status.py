@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import datetime as dt
 
+from kubebase.objects import Dict
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
-from kubecontrol.objects import Dict
-from trainjob import conditions as cond
-from trainjob import constants as c
+from trainjob_api import conditions as cond
+from trainjob_api import constants as c
 
 
 def _guard(obj: Dict) -> Dict:

@@ -35,11 +35,11 @@ from typing import TYPE_CHECKING
 import orjson
 
 from dispatcher.workers import copy_pods
+from kubebase.kinds import CONFIG_MAP, POD
+from kubebase.objects import Dict
 from kubecontrol.client import ApiException, TransportError
 from kubecontrol.controller import own_namespace
-from kubecontrol.kinds import CONFIG_MAP, POD
-from kubecontrol.objects import Dict
-from trainjob import constants as c
+from trainjob_api import constants as c
 
 if TYPE_CHECKING:
     from dispatcher.settings import DispatcherSettings

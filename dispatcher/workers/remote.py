@@ -28,15 +28,15 @@ from dispatcher.decisions.capacity import Fit, cohort_of, fit, quota_summary
 from dispatcher.decisions.copies import COPY_KINDS, seen
 from dispatcher.decisions.data import Claims
 from dispatcher.decisions.dependencies import made_by
+from kubebase.objects import Dict
 from kubecontrol.cluster import Cluster
 from kubecontrol.informer import PAGE, TENANT_SIZED_PAGE, Informer, slim
-from kubecontrol.objects import Dict
-from trainjob import conditions as cond
-from trainjob import constants as c
 from trainjob.queues import ClusterQueueView, LocalQueueView, Table
 from trainjob.runtime.defaults import same_runtime_spec
-from trainjob.story import ClusterQueueUse
-from trainjob.views import TrainJobView, WorkloadView
+from trainjob_api import conditions as cond
+from trainjob_api import constants as c
+from trainjob_api.story import ClusterQueueUse
+from trainjob_api.views import TrainJobView, WorkloadView
 
 log = logging.getLogger(__name__)
 

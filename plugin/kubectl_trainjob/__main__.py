@@ -34,8 +34,8 @@ import urllib3
 import yaml
 from kubernetes import client, config, watch
 
-from kubecontrol.kubeconfig import vet_kubeconfig
-from kubecontrol.objects import Dict
+from kubebase.kubeconfig import vet_kubeconfig
+from kubebase.objects import Dict
 from kubectl_trainjob import version
 from kubectl_trainjob.view import (
     WorkerView,
@@ -45,9 +45,9 @@ from kubectl_trainjob.view import (
     progress_bar,
     state_of,
 )
-from trainjob import constants as c
-from trainjob.story import Copy, TrainJobStory, event_of, pod_of
-from trainjob.views import TrainJobView, WorkloadView
+from trainjob_api import constants as c
+from trainjob_api.story import Copy, TrainJobStory, event_of, pod_of
+from trainjob_api.views import TrainJobView, WorkloadView
 
 TIMEOUT = 10  # seconds for each request; an unreachable worker is said, not waited for
 STORY_API = f"/apis/view.{c.DOMAIN}/v1alpha1"

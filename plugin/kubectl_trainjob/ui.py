@@ -40,8 +40,8 @@ import yarl
 from aiohttp import web
 from kubernetes import client, config
 
-from kubecontrol.shares import Shares
-from trainjob import constants as c
+from kubebase.shares import Shares
+from trainjob_api import constants as c
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 ASSETS = Path(__file__).parent / "ui"
@@ -59,7 +59,7 @@ ALLOWED = re.compile(
 MAX_STREAMS = 64  # watches and log streams held open at once to the manager
 MAX_WATCHES = 32  # watches one /watch request merges
 # Behind a proxy the server is shared, per viewer and per group as the manager's log streams
-# are (kubecontrol.shares): one viewer (the user the API server names for the token,
+# are (kubebase.shares): one viewer (the user the API server names for the token,
 # SelfSubjectReview; two tokens of one user are one viewer) holds at most MAX_VIEWER_STREAMS
 # of the MAX_STREAMS (a page's watches and its reads). A person is a group of their own; the
 # ServiceAccounts of a namespace are one group (a tenant may make many) and the viewers the API

@@ -1,19 +1,19 @@
 """What `kubectl trainjob` prints, from the objects it read (pure): a TrainJob's state in a
 word, the `list` table and the `describe` text. The manager's objects are read through the
-views the controllers use (plugin/trainjob/views.py, trainjob/workload.py); what the worker shows,
-through the story's types (plugin/trainjob/story.py), whether the manager's view.trainjob.dev API
-told it or the worker was read directly."""
+views the plugin shares with the controllers (plugin/trainjob_api/views.py); what the worker
+shows, through the story's types (plugin/trainjob_api/story.py), whether the manager's
+view.trainjob.dev API told it or the worker was read directly."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
 
-from trainjob import conditions as cond
-from trainjob import constants as c
-from trainjob.story import Condition as StoryCondition
-from trainjob.story import Copy, Event, Pod, PodUsage
-from trainjob.views import ConditionView, PodSetPhases, TrainJobView, WorkloadView
+from trainjob_api import conditions as cond
+from trainjob_api import constants as c
+from trainjob_api.story import Condition as StoryCondition
+from trainjob_api.story import Copy, Event, Pod, PodUsage
+from trainjob_api.views import ConditionView, PodSetPhases, TrainJobView, WorkloadView
 
 # Characters a terminal acts on rather than shows: C0 controls but newline and tab, DEL, and
 # the C1 controls (U+0080-U+009F: some terminals take U+009B as CSI, U+009D as OSC).

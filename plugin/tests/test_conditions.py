@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from trainjob.conditions import CUT, MAX_MESSAGE, Change, Conditions, set_condition
+from trainjob_api.conditions import CUT, MAX_MESSAGE, Change, Conditions, set_condition
 
 NOW = dt.datetime(2026, 11, 28, 10, tzinfo=dt.timezone.utc)
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from trainjob import constants as c
-from trainjob.story import (
+from trainjob_api import constants as c
+from trainjob_api.story import (
     Pod,
     PodUsage,
     QueueWait,

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from kubectl_trainjob.view import WorkerView, age, describe, list_table, printable, state_of
-from trainjob.story import Copy, Pod, PodUsage
-from trainjob.views import TrainJobView
+from trainjob_api.story import Copy, Pod, PodUsage
+from trainjob_api.views import TrainJobView
 
 NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.timezone.utc)
 Dict = dict[str, Any]

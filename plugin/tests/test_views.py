@@ -1,8 +1,8 @@
-"""Typed views over the JSON (plugin/trainjob/views.py, trainjob/workload.py): what each reads."""
+"""Typed views over the JSON (plugin/trainjob_api/views.py): what each reads."""
 
 from __future__ import annotations
 
-from trainjob.views import (
+from trainjob_api.views import (
     ConditionView,
     FailedCreateView,
     JobView,

@@ -22,9 +22,9 @@ import pytest
 
 from clusters.bed import Bed
 from clusters.helpers.waiting import wait_for
+from kubebase.objects import Dict
 from kubecontrol.client import METADATA_LIST, ApiException
 from kubecontrol.cluster import Cluster
-from kubecontrol.objects import Dict
 from tests.support.memory_api import LIST_MAPS, MemoryApi, crd_list_maps
 
 pytestmark = pytest.mark.bed

@@ -13,8 +13,8 @@ from kubernetes import client
 
 from clusters.bed import Bed
 from clusters.helpers.waiting import wait_for
+from kubebase.kinds import CONFIG_MAP
 from kubecontrol.cluster import Cluster
-from kubecontrol.kinds import CONFIG_MAP
 
 pytestmark = pytest.mark.bed
 

@@ -16,12 +16,12 @@ from kubernetes import client as k8s
 
 from clusters.bed import Bed
 from clusters.helpers.waiting import sooner_than, wait_for
+from kubebase.kinds import CONFIG_MAP, Kind
 from kubecontrol.client import ApiClient, ApiException, TransportError
 from kubecontrol.cluster import Cluster
 from kubecontrol.controller import ControllerContext, Watch, start_watches
 from kubecontrol.credentials import load_credentials
 from kubecontrol.informer import Informer, key_of
-from kubecontrol.kinds import CONFIG_MAP, Kind
 from kubecontrol.settings import ControllerSettings
 from kubecontrol.watchdog import WatchDog
 

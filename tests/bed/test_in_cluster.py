@@ -18,12 +18,12 @@ from kubernetes import client
 
 from clusters.bed import Bed
 from clusters.kube import service_account_token
+from kubebase.kinds import CONFIG_MAP, SECRET, Kind
 from kubecontrol import client as kubeclient
 from kubecontrol.certs import issue
 from kubecontrol.client import ApiClient, ApiException, TransportError
 from kubecontrol.cluster import Cluster
 from kubecontrol.credentials import in_cluster_credentials
-from kubecontrol.kinds import CONFIG_MAP, SECRET, Kind
 
 pytestmark = pytest.mark.bed
 

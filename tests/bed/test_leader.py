@@ -13,9 +13,9 @@ import pytest
 
 from clusters.bed import Bed
 from clusters.helpers.waiting import loopback_client
+from kubebase.kinds import CONFIG_MAP, LEASE
 from kubecontrol.client import ApiClient, TransportError
 from kubecontrol.cluster import Cluster, NotLeader
-from kubecontrol.kinds import CONFIG_MAP, LEASE
 from kubecontrol.leader import CLOCK_MARGIN, LeaderElector, LeaseTimings
 
 pytestmark = pytest.mark.bed

@@ -12,9 +12,9 @@ import time
 import pytest
 
 from clusters.helpers.waiting import QuietHandler, http_server, loopback_client, wait_for
+from kubebase.kinds import CONFIG_MAP
 from kubecontrol import informer as informer_module
 from kubecontrol.informer import Informer
-from kubecontrol.kinds import CONFIG_MAP
 
 
 class EmptyList(QuietHandler):

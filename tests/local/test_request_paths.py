@@ -17,14 +17,14 @@ import pytest
 
 from clusters.helpers.waiting import QuietHandler, http_server, loopback_client
 from dispatcher.workers import copy_pods, log_tails
+from kubebase.kinds import CONFIG_MAP, POD, InvalidName, checked_path
 from kubecontrol.admission import review_problem
 from kubecontrol.client import ApiException, _curl_setup
 from kubecontrol.cluster import Cluster
 from kubecontrol.deadline import Deadline
 from kubecontrol.informer import Informer
-from kubecontrol.kinds import CONFIG_MAP, POD, InvalidName, checked_path
-from trainjob import constants as c
 from trainjob.jobframework_io import extract_priority
+from trainjob_api import constants as c
 from worker_controller import webhooks as worker_webhooks
 
 # What a tenant writes where the product later puts a name: paths up and out, a query, a

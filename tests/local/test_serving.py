@@ -30,10 +30,10 @@ import pytest
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from clusters.helpers.waiting import stays_false, wait_for
+from kubebase.shares import Held
 from kubecontrol import serving
 from kubecontrol.certs import Material, issue
 from kubecontrol.metrics_auth import MetricsAuth
-from kubecontrol.shares import Held
 from kubecontrol.tokens import Verdict
 
 ATTACKER = "127.0.0.2"

@@ -33,7 +33,7 @@ from kubecontrol.certs import Material, issue
 from kubecontrol.cluster import Cluster
 from kubecontrol.deadline import Deadline
 from kubecontrol.webhook_server import Route, WebhookServer, in_thread
-from trainjob.constants import LOCAL_QUEUE
+from trainjob_api.constants import LOCAL_QUEUE
 from worker_controller import webhooks as worker_webhooks
 
 Dict = dict[str, Any]

@@ -1,7 +1,6 @@
 """Benchmark: what a TrainJob's dependencies (dispatcher/decisions/dependencies.py) cost the
-dispatcher,
-over a manager and a worker in memory (tests/support/whole_pass.py: the dispatcher's real
-passes, watch table and writes; the API servers are in-memory stand-ins, so time on the wire
+dispatcher, over a manager and a worker in memory (tests/support/whole_pass.py: the dispatcher's
+real passes, watch table and writes; the API servers are in-memory stand-ins, so time on the wire
 is not in these figures: each request below costs one round trip more on a real fleet).
 
 For K Secrets referenced by a job's pods (K = 0, 1, 4, 16, 32), in a namespace that opted in:
@@ -31,7 +30,7 @@ from clusters.helpers.builders import TrainJobBuilder, container, make_runtime
 from dispatcher.decisions.dependencies import NAMESPACE_LABEL
 from tests.support.memory_api import MemoryApi
 from tests.support.whole_pass import fleet, reserve
-from trainjob import constants as c
+from trainjob_api import constants as c
 
 Dict = dict[str, Any]
 KEY = ("ns", "tj")

@@ -8,7 +8,7 @@ from typing import Any
 
 from clusters.helpers.builders import TrainJobBuilder, WorkloadBuilder
 from dispatcher.decisions.decide import DispatchObserved, RemoteView, decide
-from trainjob.views import TrainJobView, WorkloadView
+from trainjob_api.views import TrainJobView, WorkloadView
 
 Dict = dict[str, Any]
 

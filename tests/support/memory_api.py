@@ -48,9 +48,9 @@ from typing import Any
 import orjson
 import yaml
 
+from kubebase.kinds import DNS_LABEL, DNS_SUBDOMAIN, Kind, is_label_key, is_label_value
+from kubebase.objects import Dict
 from kubecontrol.client import METADATA_LIST, ApiException, TransportError
-from kubecontrol.kinds import DNS_LABEL, DNS_SUBDOMAIN, Kind, is_label_key, is_label_value
-from kubecontrol.objects import Dict
 from trainjob.runtime.patches import merge_struct
 
 # Kinds with no status subresource: a write to the object itself writes all of it.

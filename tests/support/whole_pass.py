@@ -23,17 +23,17 @@ from dispatcher.controller.reconcile import sync
 from dispatcher.controller.watches import on_cluster_event, on_remote_change, watches
 from dispatcher.settings import DispatcherSettings
 from dispatcher.workers.connections import Registry
+from kubebase.events import build_event
+from kubebase.kinds import EVENT, Kind
+from kubebase.objects import Dict
 from kubecontrol import controller
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
-from kubecontrol.events import build_event
 from kubecontrol.informer import Informer
-from kubecontrol.kinds import EVENT, Kind
-from kubecontrol.objects import Dict
 from tests.support.kubeconfigs import kubeconfig  # a real CA, as the kubeconfig vetting wants
 from tests.support.memory_api import MemoryApi
-from trainjob import constants as c
 from trainjob.workload import workload_name
+from trainjob_api import constants as c
 
 
 class MemoryCluster(Cluster):

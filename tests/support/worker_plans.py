@@ -8,7 +8,7 @@ import datetime as dt
 from typing import Any
 
 from trainjob.progress import Wiring
-from trainjob.views import JobView, PodView
+from trainjob_api.views import JobView, PodView
 from worker_controller.decide import Blocked, Observed, Plan, decide
 
 Dict = dict[str, Any]

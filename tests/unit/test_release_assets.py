@@ -271,10 +271,10 @@ def test_the_plugins_wheel_holds_the_plugin_and_what_it_reads_only(
     modules = {n for n in names if n.endswith(".py")}
     want = {
         p.relative_to(assets.PLUGIN).as_posix()
-        for package in ("kubectl_trainjob", "trainjob", "kubecontrol")
+        for package in ("kubectl_trainjob", "trainjob_api", "kubebase")
         for p in (assets.PLUGIN / package).rglob("*.py")
     }
-    assert modules == want and "trainjob/views.py" in want
+    assert modules == want and "trainjob_api/views.py" in want
     assert not {n.split("/")[0] for n in names} & {"dispatcher", "worker_controller", "tests"}
     assert "trainjob/workload.py" not in names and "kubecontrol/client.py" not in names
     assert "kubectl_trainjob/ui/index.html" in names
@@ -320,7 +320,7 @@ def test_the_products_wheel_holds_the_product_and_the_operators_commands(
     with zipfile.ZipFile(built[f"kubectl_trainjob-{version}-py3-none-any.whl"]) as plugin:
         theirs = {n for n in plugin.namelist() if ".dist-info/" not in n}
     assert not {n for n in names if ".dist-info/" not in n} & theirs
-    assert "trainjob/views.py" in theirs
+    assert "trainjob_api/views.py" in theirs
     scripts = dict(line.split(" = ") for line in entry_points.splitlines() if " = " in line)
     for command in ("trainjob-fleet", "trainjob-kueue-config", "trainjob-worker-secret"):
         module = scripts[command].split(":")[0]
@@ -387,8 +387,8 @@ def test_krew_installs_the_plugin_which_then_runs_on_its_own(
         assert ("first run: installing" in ran.stderr) is first
     own = command.resolve().parent / "python" / "bin" / "python"
     alone = subprocess.run(
-        [str(own), "-c", "import importlib.util as u; "
-         "print([m for m in ('dispatcher', 'trainjob.workload', 'pycurl') if u.find_spec(m)])"],
+        [str(own), "-c", "import importlib.util as u; print([m for m in "
+         "('dispatcher', 'trainjob', 'kubecontrol', 'pycurl') if u.find_spec(m)])"],
         capture_output=True, text=True, cwd=tmp_path, timeout=60,
     )  # fmt: skip
     assert alone.stdout.strip() == "[]", alone.stdout + alone.stderr

@@ -13,8 +13,8 @@ import pytest
 from dispatcher.controller import watches as dispatcher_watches
 from dispatcher.settings import DispatcherSettings
 from kubecontrol.controller import Watch, credentials
-from trainjob import constants as c
 from trainjob.caches import Caches, Index
+from trainjob_api import constants as c
 from worker_controller import watches as worker_watches
 from worker_controller.settings import WorkerSettings
 
@@ -315,9 +315,9 @@ def test_the_kinds_a_tenant_sizes_are_listed_in_small_pages() -> None:
     """A page is held whole before the informer's transform cuts it down: TrainJobs,
     Workloads, runtimes, Jobs, pods, Secrets and ConfigMaps may each be as large as etcd
     stores, and a tenant makes them; the platform's kinds keep client-go's 500."""
+    from kubebase.kinds import CONFIG_MAP, SECRET
     from kubecontrol import controller
     from kubecontrol.informer import PAGE, TENANT_SIZED_PAGE
-    from kubecontrol.kinds import CONFIG_MAP, SECRET
 
     tenants = {c.TRAINJOB, c.WORKLOAD, c.TRAINING_RUNTIME, c.JOB, c.POD, SECRET, CONFIG_MAP}
     tenants.add(c.SERVICE)  # the worker's Services share their Watch with its Jobs

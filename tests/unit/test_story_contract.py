@@ -3,9 +3,9 @@
 The dispatcher answers a TrainJob's story over a manager and a worker in memory
 (dispatcher/readapi/job_story.py); the answer must be `tests/golden/story.json`, must be of the
 TypeScript types the web view's scripts are checked against (plugin/kubectl_trainjob/ui/story.d.ts,
-written from plugin/trainjob/story.py), and `kubectl trainjob describe` must print
+written from plugin/trainjob_api/story.py), and `kubectl trainjob describe` must print
 `tests/golden/story-describe.txt` from it. A field added, renamed or retyped in
-plugin/trainjob/story.py shows here three times: in the golden answer, in `tsc`, in the text.
+plugin/trainjob_api/story.py shows here three times: in the golden answer, in `tsc`, in the text.
 
     TJ_GOLDEN=write python -m pytest tests/unit/test_story_contract.py   # write them again
 """
@@ -34,9 +34,9 @@ from tests.support.whole_pass import (
     fleet,
     kueue_status,
 )
-from trainjob import constants as c
-from trainjob.story import TrainJobStory
 from trainjob.workload import workload_name
+from trainjob_api import constants as c
+from trainjob_api.story import TrainJobStory
 
 Dict = dict[str, Any]
 REPO = Path(__file__).resolve().parents[2]

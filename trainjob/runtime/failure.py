@@ -44,7 +44,7 @@ from typing import Any
 
 import re2
 
-from kubecontrol.objects import Dict
+from kubebase.objects import Dict
 from trainjob.lru import LRU
 
 FAIL_JOBSET = "FailJobSet"

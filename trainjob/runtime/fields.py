@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from kubecontrol.objects import Dict
+from kubebase.objects import Dict
 from trainjob.runtime import failure
 
 Treatment = Literal["honoured", "refused", "reported"]

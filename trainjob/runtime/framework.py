@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kubecontrol.objects import Dict
-from trainjob import constants as c
+from kubebase.objects import Dict
 from trainjob.jsondoc import json_copy
 from trainjob.models import (
     InitializerStep,
@@ -15,7 +14,6 @@ from trainjob.models import (
     TrainJob,
     parse_runtime,
 )
-from trainjob.quantity import parse_quantity
 from trainjob.runtime import failure, fields
 from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimePolicy, RuntimeSpecError
 from trainjob.runtime.limits import check_counts, check_names
@@ -23,6 +21,8 @@ from trainjob.runtime.mlpolicies import select_plugin
 from trainjob.runtime.patches import apply_runtime_patch, merge_by_key
 from trainjob.runtime.shapes import check_job_template, check_template_spec, entries
 from trainjob.runtime.topology import topology_request
+from trainjob_api import constants as c
+from trainjob_api.quantity import parse_quantity
 
 
 def _container(pod_spec: Dict, name: str) -> Dict | None:

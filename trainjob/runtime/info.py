@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kubecontrol.objects import Dict
+from kubebase.objects import Dict
 from trainjob.models import DependsOn, MLPolicy, PodGroupPolicy
 from trainjob.queues import resources_key
 from trainjob.runtime.failure import FailurePolicy

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubecontrol.objects import Dict
-from trainjob import constants as c
+from kubebase.objects import Dict
 from trainjob.jsondoc import json_copy
 from trainjob.models import RuntimePatch
 from trainjob.runtime.info import RuntimeSpecError
+from trainjob_api import constants as c
 
 _MERGE_BY_NAME = ("volumes", "imagePullSecrets", "schedulingGates")
 _MERGE_STRUCT = ("affinity", "securityContext")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubecontrol.objects import Dict
+from kubebase.objects import Dict
 from trainjob.runtime.info import RuntimeSpecError
 
 # Each pod-spec list the framework reads, and what each of its entries must be.

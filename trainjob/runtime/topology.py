@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from kubecontrol.objects import Dict
-from trainjob import constants as c
+from kubebase.objects import Dict
 from trainjob.runtime.info import PodSet, RuntimeSpecError
+from trainjob_api import constants as c
 
 _BOOLEANS = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}
 

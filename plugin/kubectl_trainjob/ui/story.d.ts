@@ -1,5 +1,5 @@
-// The job story's types, written by `./run manifests` from plugin/trainjob/story.py: do
-// not edit. The page's scripts are checked against them
+// The job story's types, written by `./run manifests` from plugin/trainjob_api/story.py:
+// do not edit. The page's scripts are checked against them
 // (tests/unit/test_story_contract.py).
 
 /** One of a worker's ClusterQueues, its quota and use as the dispatcher last watched. */

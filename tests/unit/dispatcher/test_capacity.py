@@ -14,7 +14,7 @@ from dispatcher.decisions.capacity import (
     show_amount,
 )
 from trainjob.queues import ClusterQueueView, PodSetView
-from trainjob.views import WorkloadView
+from trainjob_api.views import WorkloadView
 
 Dict = dict[str, Any]
 

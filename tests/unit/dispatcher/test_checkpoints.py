@@ -14,7 +14,7 @@ import pytest
 from clusters.helpers.builders import TrainJobBuilder, container, make_runtime, replicated_job
 from dispatcher.decisions import checkpoints, placements
 from dispatcher.decisions.checkpoints import Checkpoint, CheckpointsError
-from kubecontrol.kinds import CONFIG_MAP
+from kubebase.kinds import CONFIG_MAP
 from tests.support.whole_pass import (
     World,
     a_condition,
@@ -23,9 +23,9 @@ from tests.support.whole_pass import (
     reserve,
 )
 from trainjob import admission as rules
-from trainjob import constants as c
-from trainjob.views import TrainJobView
 from trainjob.workload import workload_name
+from trainjob_api import constants as c
+from trainjob_api.views import TrainJobView
 
 Dict = dict[str, Any]
 KEY = ("ns", "tj")

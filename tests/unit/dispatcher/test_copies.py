@@ -1,7 +1,6 @@
 """A TrainJob's copies on the workers (dispatcher/decisions/copies.py): built without what belongs
-to the
-manager, ours or not, what the remote watches keep of them (what the dispatcher reads, no more),
-and the status brought back."""
+to the manager, ours or not, what the remote watches keep of them (what the dispatcher reads, no
+more), and the status brought back."""
 
 from __future__ import annotations
 
@@ -23,8 +22,8 @@ from dispatcher.decisions.copies import (
 )
 from dispatcher.decisions.copies import seen as copy_seen
 from tests.support.dispatch import manager_workload
-from trainjob import constants as c
-from trainjob.views import ObjectView, TrainJobView, WorkloadView
+from trainjob_api import constants as c
+from trainjob_api.views import ObjectView, TrainJobView, WorkloadView
 
 Dict = dict[str, Any]
 

@@ -21,8 +21,8 @@ from dispatcher.workers.copy_pods import (
     pick_pod,
 )
 from kubecontrol.client import TransportError
-from trainjob import constants as c
-from trainjob import story
+from trainjob_api import constants as c
+from trainjob_api import story
 
 
 def owned(kind: str, name: str, uid: str, owner: str | None, **labels: str) -> dict[str, Any]:

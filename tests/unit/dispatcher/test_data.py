@@ -19,7 +19,7 @@ from tests.support.whole_pass import (
     fleet,
     reserve,
 )
-from trainjob import constants as c
+from trainjob_api import constants as c
 
 Dict = dict[str, Any]
 KEY = ("ns", "tj")

@@ -17,9 +17,9 @@ from dispatcher.decisions import dependencies
 from dispatcher.decisions.dependencies import NAMESPACE_LABEL, Ref, references
 from dispatcher.workers import connections as clusters
 from dispatcher.workers import copy_ledger
-from kubecontrol.kinds import CONFIG_MAP, SECRET
+from kubebase.kinds import CONFIG_MAP, SECRET
+from kubebase.shares import Rates
 from kubecontrol.metrics import REGISTRY
-from kubecontrol.shares import Rates
 from tests.support.memory_api import Fault
 from tests.support.whole_pass import (
     World,
@@ -30,8 +30,8 @@ from tests.support.whole_pass import (
     queues,
     reserve,
 )
-from trainjob import constants as c
 from trainjob.workload import workload_name
+from trainjob_api import constants as c
 
 Dict = dict[str, Any]
 KEY = ("ns", "tj")

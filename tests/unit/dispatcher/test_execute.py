@@ -1,7 +1,7 @@
 """The dispatcher's executor on each answer a worker can give a planned write
 (dispatcher/controller/execute.py `_remote_write`): done, skipped (nothing to do now, not tried
-again at once) or failed (the pass comes back and the write is sent again), and what it notes for the
-check's message. The worker is a stand-in that answers as the API server would."""
+again at once) or failed (the pass comes back and the write is sent again), and what it notes for
+the check's message. The worker is a stand-in that answers as the API server would."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from dispatcher.controller import execute
 from dispatcher.decisions.decide import RemoteAction
 from kubecontrol.client import ApiException
-from trainjob import constants as c
+from trainjob_api import constants as c
 
 Dict = dict[str, Any]
 

@@ -15,7 +15,7 @@ from dispatcher.decisions.intake import (
 )
 from tests.support.dispatch import NOW, manager_workload
 from trainjob.runtime import RuntimeProblem
-from trainjob.views import TrainJobView, WorkloadView
+from trainjob_api.views import TrainJobView, WorkloadView
 
 Dict = dict[str, Any]
 

@@ -8,7 +8,7 @@ from typing import Any
 from dispatcher.workers.kueue_status import set_active_condition, set_conditions
 from tests.support.memory_api import MemoryApi
 from tests.support.whole_pass import MemoryCluster
-from trainjob import constants as c
+from trainjob_api import constants as c
 
 Dict = dict[str, Any]
 

@@ -27,7 +27,7 @@ from dispatcher.workers.log_tails import (
     beyond,
     doomed,
 )
-from trainjob import constants as c
+from trainjob_api import constants as c
 
 
 def tail(uid: str, created: str, namespace: str = "team-a", size: int | None = 1000) -> Any:

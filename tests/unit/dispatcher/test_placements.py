@@ -13,8 +13,8 @@ from dispatcher.decisions import placements
 from dispatcher.decisions.placements import Ended
 from dispatcher.settings import DispatcherSettings
 from dispatcher.workers import log_tails
-from trainjob.story import Run
-from trainjob.views import TrainJobView
+from trainjob_api.story import Run
+from trainjob_api.views import TrainJobView
 
 
 def ended(worker: str, started: str | None, reason: str = "RemoteEvicted") -> Ended:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dispatcher.decisions.decide import DispatchPlan
 from dispatcher.decisions.intake import IntakePlan
 from dispatcher.decisions.plan import Dispatch, PassPlan, planned
-from trainjob.views import TrainJobView, WorkloadView
+from trainjob_api.views import TrainJobView, WorkloadView
 
 FAILED = {"type": "Failed", "status": "True", "reason": "NoQueueName"}
 DRIFT = {"type": "RuntimeDrift", "status": "True", "reason": "RuntimeDrift"}

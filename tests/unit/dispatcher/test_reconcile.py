@@ -17,9 +17,9 @@ from clusters.helpers.builders import TrainJobBuilder, make_runtime
 from dispatcher.decisions import checkpoints, placements
 from dispatcher.decisions.selection import CLUSTER_NAMES_ANNOTATION
 from dispatcher.workers import log_tails
+from kubebase.kinds import CONFIG_MAP, EVENT, Kind
 from kubecontrol.client import ApiException
 from kubecontrol.controller import own_namespace
-from kubecontrol.kinds import CONFIG_MAP, EVENT, Kind
 from tests.support.memory_api import Fault
 from tests.support.whole_pass import (
     Pass,
@@ -32,8 +32,8 @@ from tests.support.whole_pass import (
     names,
     reserve,
 )
-from trainjob import constants as c
 from trainjob.workload import workload_name
+from trainjob_api import constants as c
 
 Dict = dict[str, Any]
 KEY = ("ns", "tj")

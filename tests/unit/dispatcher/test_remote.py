@@ -77,7 +77,7 @@ def test_a_workers_runtimes_are_listed_in_small_pages() -> None:
     them TENANT_SIZED_PAGE at a time, as the worker controller does; the platform's kinds
     keep client-go's 500."""
     from kubecontrol.informer import PAGE, TENANT_SIZED_PAGE
-    from trainjob import constants as c
+    from trainjob_api import constants as c
 
     remote = remote_cluster()
     pages = {kind: informer._page for kind, informer in remote._read.items()}

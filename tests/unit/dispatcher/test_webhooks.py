@@ -7,10 +7,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from dispatcher.controller import webhooks
+from kubebase.kinds import Kind
 from kubecontrol.deadline import Deadline
-from kubecontrol.kinds import Kind
-from trainjob import constants as c
 from trainjob.queues import LocalQueueView
+from trainjob_api import constants as c
 
 Dict = dict[str, Any]
 

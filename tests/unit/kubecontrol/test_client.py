@@ -24,7 +24,7 @@ from kubecontrol.credentials import (
     in_cluster_credentials,
     load_credentials,
 )
-from trainjob.quantity import parse_quantity
+from trainjob_api.quantity import parse_quantity
 
 VALID = [
     "0", "1", "-1", "+2", "1.5", ".5", "5.", "100m", "250u", "3n", "2k", "4M", "1G", "2T", "1P",
@@ -207,7 +207,10 @@ def test_curl_is_given_the_kubeconfigs_tls_settings(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("package", "watches"),
-    [("dispatcher", "dispatcher.controller.watches"), ("worker_controller", "worker_controller.watches")],
+    [
+        ("dispatcher", "dispatcher.controller.watches"),
+        ("worker_controller", "worker_controller.watches"),
+    ],
 )
 def test_the_controllers_never_load_the_kubernetes_client(package: str, watches: str) -> None:
     """The entry point keeps it out, although it is installed here (the tests use it)."""

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from tenacity import wait_none
 
+from kubebase.kinds import POD
 from kubecontrol import cluster as kube
 from kubecontrol.client import ApiException
 from kubecontrol.deadline import Deadline, DeadlinePassed
-from kubecontrol.kinds import POD
 
 
 @pytest.fixture(autouse=True)

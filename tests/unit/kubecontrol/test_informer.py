@@ -9,7 +9,7 @@ import orjson
 from kubernetes import client
 
 from kubecontrol.informer import Informer, same_apart_from_version
-from trainjob import constants as c
+from trainjob_api import constants as c
 
 
 def _pod(name: str, owner: str, phase: str = "Running") -> dict:

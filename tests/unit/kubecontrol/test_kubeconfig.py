@@ -1,4 +1,4 @@
-"""plugin/kubecontrol/kubeconfig.py: kubeconfigs from others are vetted before any library sees
+"""plugin/kubebase/kubeconfig.py: kubeconfigs from others are vetted before any library sees
 them, and the renewal job and `kubectl trainjob` build clients from the vetted fields only."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from dispatcher.commands.worker_secret import renew_one
-from kubecontrol.kubeconfig import MAX_KUBECONFIG_BYTES, minimal_kubeconfig, vet_kubeconfig
+from kubebase.kubeconfig import MAX_KUBECONFIG_BYTES, minimal_kubeconfig, vet_kubeconfig
 from tests.support.kubeconfigs import CA_DATA, kubeconfig
 
 Dict = dict[str, Any]

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from kubecontrol import lists
 from kubecontrol.informer import Informer
 from kubecontrol.lists import decode_list
-from trainjob import constants as c
+from trainjob_api import constants as c
 
 JSON = st.recursive(
     st.none()

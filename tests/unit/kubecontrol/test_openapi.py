@@ -10,7 +10,7 @@ import pytest
 from dispatcher.readapi import job_story
 from kubecontrol import openapi
 from kubecontrol.aggregated import ApiGroup, ClusterList, ReadOnly
-from trainjob.story import TrainJobStory, WorkerList
+from trainjob_api.story import TrainJobStory, WorkerList
 
 GROUP, VERSION = job_story.GROUP, job_story.VERSION
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kubecontrol.shares import FairQueue, Held, Rates, Shares, make_room, take_each, turned_away
+from kubebase.shares import FairQueue, Held, Rates, Shares, make_room, take_each, turned_away
 
 
 def test_one_caller_meets_its_share_before_the_pool_is_full() -> None:

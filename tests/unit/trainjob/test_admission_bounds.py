@@ -16,9 +16,9 @@ from clusters.helpers.builders import runtime_patch
 from clusters.kube import load_manifests
 from kubecontrol.deadline import Deadline
 from kubecontrol.schema_bounds import MAX_VALUES, bounds_problem, version_schema
-from trainjob import constants as c
 from trainjob.admission import FALLBACK_SCHEMA, MAX_RUNTIME_PATCHES, Admitted, object_problem
 from trainjob.runtime import failure, fields
+from trainjob_api import constants as c
 
 Dict = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[3]

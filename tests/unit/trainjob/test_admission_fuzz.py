@@ -25,10 +25,10 @@ from hypothesis import strategies as st
 from clusters.helpers.builders import make_runtime, mpi_runtime
 from clusters.kube import SAFE_LOADER
 from trainjob import admission
-from trainjob import constants as c
 from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.runtime import resolve_runtime_info
 from trainjob.workload import build_workload
+from trainjob_api import constants as c
 from worker_controller.decide import Observed, decide
 
 Dict = dict[str, Any]

@@ -16,7 +16,7 @@ from trainjob import workload as wlmod
 from trainjob.jobframework import QueuePlan
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.runtime import RuntimeInfo, RuntimeSpecError, build_runtime_info
-from trainjob.views import WorkloadView
+from trainjob_api.views import WorkloadView
 
 Dict = dict[str, Any]
 NOW = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.UTC)

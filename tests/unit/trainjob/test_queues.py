@@ -6,7 +6,7 @@ import copy
 from decimal import Decimal
 from typing import Any
 
-from kubecontrol.objects import Dict
+from kubebase.objects import Dict
 from tests.support.dispatch import NOW
 from trainjob import queues
 from trainjob.queues import (

@@ -7,8 +7,8 @@ from __future__ import annotations
 import ast
 
 from clusters.config import REPO_ROOT
-from trainjob import constants as c
 from trainjob import vocabulary
+from trainjob_api import constants as c
 
 PRODUCT = ("dispatcher", "worker_controller", "trainjob")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainjob import constants as c
+from trainjob_api import constants as c
 from worker_controller.builders import build_extra_object, is_ours
 
 OWNER = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "a-b",

@@ -18,7 +18,7 @@ from clusters.helpers.builders import (
     replicated_job,
     runtime_patch,
 )
-from kubecontrol.events import Event
+from kubebase.events import Event
 from tests.support.worker_plans import (
     EXIT_1,
     KILLED,
@@ -34,14 +34,14 @@ from tests.support.worker_plans import (
     suspend_patch,
     suspended,
 )
-from trainjob import constants as c
 from trainjob.models import parse_trainjob
 from trainjob.naming import owner_of
 from trainjob.progress import Wiring
 from trainjob.queues import resources_key
 from trainjob.runtime import resolve_runtime_info
 from trainjob.runtime.patches import merge_struct
-from trainjob.views import FailedCreateView, JobView
+from trainjob_api import constants as c
+from trainjob_api.views import FailedCreateView, JobView
 from worker_controller import builders, digests, status
 from worker_controller.decide import Blocked, Observed, Plan, decide
 

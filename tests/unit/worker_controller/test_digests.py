@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from trainjob import constants as c
+from trainjob_api import constants as c
 from worker_controller import digests
 
 

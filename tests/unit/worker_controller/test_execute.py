@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from clusters.helpers.builders import make_trainjob
-from kubecontrol.events import Event
+from kubebase.events import Event
 from tests.support.memory_api import MemoryApi
 from tests.support.whole_pass import MemoryCluster
-from trainjob import constants as c
+from trainjob_api import constants as c
 from worker_controller.decide import Plan
 from worker_controller.execute import execute
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from clusters.helpers.builders import initializer_runtime, make_runtime, make_trainjob, mpi_runtime
-from kubecontrol.events import Event
+from kubebase.events import Event
 from tests.support.worker_plans import (
     EXIT_1,
     KILLED,
@@ -22,9 +22,9 @@ from tests.support.worker_plans import (
     reported,
     suspend_patch,
 )
-from trainjob import constants as c
 from trainjob.runtime import failure
 from trainjob.runtime.failure import Failed, FailurePolicy, Rule
+from trainjob_api import constants as c
 from worker_controller import digests
 
 Dict = dict[str, Any]

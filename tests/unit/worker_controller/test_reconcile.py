@@ -19,8 +19,8 @@ from clusters.helpers.builders import (
     make_runtime,
     replicated_job,
 )
+from kubebase.kinds import Kind
 from kubecontrol.client import ApiException
-from kubecontrol.kinds import Kind
 from tests.support.memory_api import Fault, MemoryApi
 from tests.support.whole_pass import (
     MemoryCluster,
@@ -35,9 +35,9 @@ from tests.support.whole_pass import (
     worker_guarded,
 )
 from tests.support.worker_plans import as_made, reported
-from trainjob import constants as c
 from trainjob.naming import controlled_by
 from trainjob.workload import workload_name
+from trainjob_api import constants as c
 from worker_controller.context import Context
 from worker_controller.reconcile import sync_trainjob
 from worker_controller.settings import WorkerSettings

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from dispatcher.controller import webhooks as dispatcher_webhooks
+from kubebase.shares import Rates
 from kubecontrol import admission
 from kubecontrol.admission import (
     REVIEW_FROM,
@@ -18,10 +19,9 @@ from kubecontrol.admission import (
     Crowded,
 )
 from kubecontrol.deadline import Deadline, DeadlinePassed
-from kubecontrol.shares import Rates
 from trainjob import admission as rules
-from trainjob.constants import LOCAL_QUEUE
 from trainjob.queues import LocalQueueView
+from trainjob_api.constants import LOCAL_QUEUE
 from worker_controller import webhooks
 
 

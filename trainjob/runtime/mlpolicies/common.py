@@ -6,12 +6,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from kubecontrol.objects import Dict
-from trainjob import constants as c
+from kubebase.objects import Dict
 from trainjob.models import TrainJob
-from trainjob.quantity import parse_quantity
 from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimeSpecError
 from trainjob.runtime.patches import merge_by_key
+from trainjob_api import constants as c
+from trainjob_api.quantity import parse_quantity
 
 
 def node_container(ps: PodSet) -> Dict:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from kubecontrol.objects import Dict
-from trainjob import constants as c
+from kubebase.objects import Dict
 from trainjob.models import MLPolicy, TrainJob
 from trainjob.naming import pod_dns_name
 from trainjob.runtime.info import PodSet, RuntimeInfo
 from trainjob.runtime.mlpolicies.common import completion_index_env, rank_env_on_trainer
+from trainjob_api import constants as c
 
 
 class JAXPolicy:

@@ -3,8 +3,7 @@ ConfigMap and an SSH key Secret, OpenMPI's, Intel MPI's or MPICH's environment."
 
 from __future__ import annotations
 
-from kubecontrol.objects import Dict
-from trainjob import constants as c
+from kubebase.objects import Dict
 from trainjob.models import MLPolicy, TrainJob
 from trainjob.naming import pod_dns_name
 from trainjob.runtime.info import RuntimeInfo, RuntimeSpecError
@@ -17,6 +16,7 @@ from trainjob.runtime.mlpolicies.common import (
     set_env,
 )
 from trainjob.runtime.patches import merge_by_key
+from trainjob_api import constants as c
 
 # The variables the MPI policy sets for OpenMPI (Trainer's reserved names).
 MPI_RESERVED = frozenset(

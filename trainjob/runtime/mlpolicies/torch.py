@@ -3,8 +3,7 @@ master on node 0, envInjection into the runtime's other containers it names."""
 
 from __future__ import annotations
 
-from kubecontrol.objects import Dict
-from trainjob import constants as c
+from kubebase.objects import Dict
 from trainjob.jsondoc import json_copy
 from trainjob.models import MLPolicy, TrainJob
 from trainjob.naming import pod_dns_name
@@ -21,6 +20,7 @@ from trainjob.runtime.mlpolicies.common import (
     set_env,
     trainer_pod_set,
 )
+from trainjob_api import constants as c
 
 
 def torch_nproc(trainjob: TrainJob, runtime_resources: Dict) -> str:

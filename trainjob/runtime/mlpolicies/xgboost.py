@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from kubecontrol.objects import Dict
-from trainjob import constants as c
+from kubebase.objects import Dict
 from trainjob.models import MLPolicy, TrainJob
 from trainjob.naming import pod_dns_name
 from trainjob.runtime.info import PodSet, RuntimeInfo
@@ -12,6 +11,7 @@ from trainjob.runtime.mlpolicies.common import (
     gpus_per_node,
     rank_env_on_trainer,
 )
+from trainjob_api import constants as c
 
 # The variables the XGBoost policy sets for its collective (Trainer's reserved names).
 XGBOOST_RESERVED = frozenset(

@@ -17,10 +17,10 @@ from clusters.helpers.builders import (
 )
 from trainjob.admission import Admitted, runtime_refusal
 from trainjob.models import parse_trainjob
-from trainjob.quantity import MAX_QUANTITY, parse_quantity
 from trainjob.runtime import resolve_runtime_info
 from trainjob.runtime.limits import CONFIGMAP_MAX_BYTES, MAX_NODES, digits_below
 from trainjob.runtime.mlpolicies.mpi import hostfile_size
+from trainjob_api.quantity import MAX_QUANTITY, parse_quantity
 
 Dict = dict[str, Any]
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from clusters.helpers.builders import make_runtime, make_trainjob
-from kubecontrol.objects import Dict
-from trainjob import constants as c
+from kubebase.objects import Dict
 from trainjob.models import TrainJob, parse_runtime, parse_trainjob
 from trainjob.runtime.framework import build_runtime_info
 from trainjob.runtime.info import RuntimeInfo
+from trainjob_api import constants as c
 
 # Where a rank is read from: the pod's completion index
 RANK = {"fieldRef": {"fieldPath": f"metadata.annotations['{c.JOB_COMPLETION_INDEX}']"}}

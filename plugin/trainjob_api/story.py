@@ -20,10 +20,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from kubecontrol.objects import Dict
-from trainjob import constants as c
-from trainjob.quantity import parse_quantity
-from trainjob.views import EventView, PodMetricsView, PodSeen
+from kubebase.objects import Dict
+from trainjob_api import constants as c
+from trainjob_api.quantity import parse_quantity
+from trainjob_api.views import EventView, PodMetricsView, PodSeen
 
 GROUP = f"view.{c.DOMAIN}"
 VERSION = "v1alpha1"

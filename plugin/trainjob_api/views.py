@@ -10,9 +10,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-from kubecontrol.objects import Dict
-from trainjob import conditions as cond
-from trainjob import constants as c
+from kubebase.objects import Dict
+from trainjob_api import conditions as cond
+from trainjob_api import constants as c
 
 
 class JsonView:

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from kubecontrol.objects import Dict
+from kubebase.objects import Dict
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # A kubeconfig with a client certificate and key is a few KiB.

@@ -1,5 +1,5 @@
 """The coordinates of a kind of object in the API, and those of the core kinds the runtime
-itself reads and writes (the domain's own kinds are in plugin/trainjob/constants.py)."""
+itself reads and writes (the domain's own kinds are in plugin/trainjob_api/constants.py)."""
 
 from __future__ import annotations
 

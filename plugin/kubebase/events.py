@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from kubecontrol.objects import Dict
+from kubebase.objects import Dict
 
 
 class Event(NamedTuple):

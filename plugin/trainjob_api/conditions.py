@@ -6,9 +6,9 @@ from __future__ import annotations
 import datetime as dt
 from enum import Enum
 
-from kubecontrol.events import Event
-from kubecontrol.objects import Dict
-from trainjob import constants as c
+from kubebase.events import Event
+from kubebase.objects import Dict
+from trainjob_api import constants as c
 
 # A condition's message at most, as the CRDs allow it (metav1.Condition's maxLength) and as
 # Kueue cuts its own: a message quoting a tenant's text past it would make every status write

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from kubecontrol.kinds import CONFIG_MAP as CONFIG_MAP
-from kubecontrol.kinds import CUSTOM_RESOURCE_DEFINITION as CUSTOM_RESOURCE_DEFINITION
-from kubecontrol.kinds import EVENT as EVENT
-from kubecontrol.kinds import LEASE as LEASE
-from kubecontrol.kinds import NAMESPACE as NAMESPACE
-from kubecontrol.kinds import POD as POD
-from kubecontrol.kinds import SECRET as SECRET
-from kubecontrol.kinds import Kind
+from kubebase.kinds import CONFIG_MAP as CONFIG_MAP
+from kubebase.kinds import CUSTOM_RESOURCE_DEFINITION as CUSTOM_RESOURCE_DEFINITION
+from kubebase.kinds import EVENT as EVENT
+from kubebase.kinds import LEASE as LEASE
+from kubebase.kinds import NAMESPACE as NAMESPACE
+from kubebase.kinds import POD as POD
+from kubebase.kinds import SECRET as SECRET
+from kubebase.kinds import Kind
 
 # Our own domain: keys we invent live under it and nowhere else.
 DOMAIN = "trainjob.dev"
