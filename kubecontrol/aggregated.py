@@ -306,16 +306,15 @@ class FrontProxy:
         try:
             config_map = self._cluster.get_or_none(CONFIG_MAP, name, namespace)
         except Exception as exc:  # the API server away: keep serving with what we know
-            log.debug("front proxy trust not read: %s", exc)
+            log.debug("front proxy trust not read", extra={"error": str(exc)})
             return
         trust = FrontProxyTrust.from_config_map(config_map)
         changed, self.trust = trust != self.trust, trust
         if changed and trust is None:
             log.warning(
-                "the aggregated API refuses every request: %s/%s has no "
-                "requestheader-client-ca-file (the API server's --requestheader-* flags)",
-                namespace,
-                name,
+                "the aggregated API refuses every request: no requestheader-client-ca-file "
+                "(the API server's --requestheader-* flags)",
+                extra={"configmap": f"{namespace}/{name}"},
             )
 
     def require_client_certificates(self, context: ssl.SSLContext) -> None:
@@ -421,7 +420,9 @@ class AggregatedApi:
         if (group, version, namespaces, resource) != ours or handler is None:
             return status(404, f"the path {request.path} is not served here")
         call = ApiRequest(namespace, name, sub, caller, dict(request.query), request)
-        log.debug("%s reads %s/%s/%s", caller.user, namespace, name, sub)
+        log.debug(
+            "read", extra={"user": caller.user, "object": f"{namespace}/{name}", "subresource": sub}
+        )
         return await handler.handler(call)
 
     async def _read(self, request: web.Request, parts: list[str]) -> web.StreamResponse:
@@ -433,7 +434,10 @@ class AggregatedApi:
         ours = (self.group.group, self.group.version, "namespaces")
         if (group, version, namespaces) != ours or served is None:
             return status(404, f"the path {request.path} is not served here")
-        log.debug("%s reads %s %s/%s", caller.user, resource, namespace, name)
+        log.debug(
+            "read",
+            extra={"user": caller.user, "resource": resource, "object": f"{namespace}/{name}"},
+        )
         return await served.handler(
             ApiRequest(namespace, name, "", caller, dict(request.query), request)
         )
@@ -448,7 +452,7 @@ class AggregatedApi:
             return status(404, f"the path {request.path} is not served here")
         if request.query.get("watch") in ("1", "true"):
             return status(405, f"{resource} can be listed, not watched")
-        log.debug("%s lists %s", caller.user, resource)
+        log.debug("list", extra={"user": caller.user, "resource": resource})
         return await listed.handler(ListRequest(resource, caller, dict(request.query), request))
 
 

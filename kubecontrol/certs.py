@@ -298,19 +298,18 @@ class CertKeeper:
                     self.sync()
                 except Exception as exc:  # the API may be away; the files in place still serve
                     log.warning(
-                        "webhook certificate (Secret %s/%s): %s",
-                        self._ns,
-                        self._secret,
-                        getattr(exc, "reason", exc),
+                        "webhook certificate not kept",
+                        extra={
+                            "secret": f"{self._ns}/{self._secret}",
+                            "error": str(getattr(exc, "reason", exc)),
+                        },
                     )
                 if not self.ready.is_set():
                     waited += 1
                     if waited % 3 == 0:
                         log.info(
-                            "waiting for the webhook certificate Secret %s/%s (the leader "
-                            "creates it)",
-                            self._ns,
-                            self._secret,
+                            "waiting for the webhook certificate (the leader creates it)",
+                            extra={"secret": f"{self._ns}/{self._secret}"},
                         )
                 stop.wait(period if self.ready.is_set() else 1.0)
 
@@ -331,11 +330,8 @@ class CertKeeper:
             self._inject(material.bundle(now))
             self._write_secret(secret, material)
             log.info(
-                "webhook certificate: Secret %s/%s %s (%s)",
-                self._ns,
-                self._secret,
-                "restored" if kept else "issued",
-                problem,
+                "webhook certificate restored" if kept else "webhook certificate issued",
+                extra={"secret": f"{self._ns}/{self._secret}", "why": problem},
             )
         if material is None and unservable(found, self._hosts, now) is None:
             material = found  # a standby serves it until the leader renews it
@@ -392,11 +388,17 @@ class CertKeeper:
                 for hook in hooks:
                     hook.setdefault("clientConfig", {})["caBundle"] = bundle
                 self._cluster.replace(kind, config)
-                log.info("webhook certificate: caBundle injected into %s %s", kind.kind, name)
+                log.info(
+                    "webhook certificate: caBundle injected",
+                    extra={"kind": kind.kind, "object": name},
+                )
         for name in self._api_services:
             service = self._cluster.get_or_none(API_SERVICE, name)
             if service is None or (service.get("spec") or {}).get("caBundle") == bundle:
                 continue  # none in this install, or up to date
             service.setdefault("spec", {})["caBundle"] = bundle
             self._cluster.replace(API_SERVICE, service)
-            log.info("webhook certificate: caBundle injected into APIService %s", name)
+            log.info(
+                "webhook certificate: caBundle injected",
+                extra={"kind": "APIService", "object": name},
+            )

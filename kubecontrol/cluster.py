@@ -356,7 +356,10 @@ class Cluster:
         meta = obj.get("metadata") or {}
         source = (meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}", bool(name))
         if not self._event_rates.take(source):
-            log.debug("[%s] Event %s on %s over its rate: dropped", self.name, reason, _name(obj))
+            log.debug(
+                "Event over its rate: dropped",
+                extra={"cluster": self.name, "reason": reason, "object": _name(obj)},
+            )
             return
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         event = build_event(obj, etype, reason, message, self.field_manager, now, name)
@@ -371,7 +374,10 @@ class Cluster:
                 self._events.put_nowait(event)  # room was checked under the lock: never Full
                 self._queued[namespace] += 1
                 return
-        log.warning("[%s] Event backlog full; dropped %s on %s", self.name, reason, _name(obj))
+        log.warning(
+            "Event backlog full: dropped",
+            extra={"cluster": self.name, "reason": reason, "object": _name(obj)},
+        )
 
     def _forget_queued(self, namespace: str) -> None:
         with self._events_lock:
@@ -390,11 +396,13 @@ class Cluster:
                 if isinstance(exc, ApiException) and exc.status == 409:
                     continue  # an Event of that name is there already: recorded once
                 log.warning(
-                    "[%s] cannot record Event %s on %s: %s",
-                    self.name,
-                    event["reason"],
-                    event["involvedObject"].get("name"),
-                    getattr(exc, "reason", exc),
+                    "Event not recorded",
+                    extra={
+                        "cluster": self.name,
+                        "reason": event["reason"],
+                        "object": event["involvedObject"].get("name"),
+                        "error": str(getattr(exc, "reason", exc)),
+                    },
                 )
 
     def patch_status(self, kind: Kind, obj: Dict, status: Dict) -> Dict:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import json
 import logging
 import os
 import signal
@@ -75,8 +76,32 @@ class Watch:
     keep: Callable[[Dict], bool] | None = None
 
 
+# What every LogRecord holds of its own: the rest of its attributes are the fields a call passed.
+_RECORD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
+def fields(record: logging.LogRecord) -> dict[str, object]:
+    """The key-values a log call passed (`extra=`), in the order it gave them."""
+    return {k: v for k, v in vars(record).items() if k not in _RECORD}
+
+
+class KeyValueFormatter(logging.Formatter):
+    """Text lines as Kueue writes them: a fixed message, then each field as key=value (quoted
+    when it holds a space, a quote or an equals sign), the traceback last."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        line = super().formatMessage(record)
+        for key, value in fields(record).items():
+            text = str(value)
+            if not text or any(ch in text for ch in ' "=\n'):
+                text = json.dumps(text)
+            line += f" {key}={text}"
+        return line
+
+
 def setup_logging(ours: ControllerSettings, verbose: bool = False) -> None:
-    """Log at `--log-level` (debug with --verbose), as text or as JSON lines (`--log-format`)."""
+    """Log at `--log-level` (debug with --verbose), as text or as JSON lines (`--log-format`);
+    the fields a call passes (`extra=`) are key=value on a text line, keys of the JSON object."""
     level = logging.DEBUG if verbose else getattr(logging, ours.log_level.upper())
     handler = logging.StreamHandler()
     if ours.log_format == "json":
@@ -88,7 +113,7 @@ def setup_logging(ours: ControllerSettings, verbose: bool = False) -> None:
             )
         )
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(KeyValueFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=level, handlers=[handler], force=True)
     # aiohttp logs every admission call it serves (and formats the line first): debug only.
     access = logging.DEBUG if level <= logging.DEBUG else logging.WARNING
@@ -382,7 +407,7 @@ def run(
             for watch in table:
                 if watch.on_event is not None:
                     ctx.informers[watch.index].replay()
-            log.info("caches synced: %s", ", ".join(sorted(ctx.informers)))
+            log.info("caches synced", extra={"caches": ", ".join(sorted(ctx.informers))})
         ctx.stop.wait()
     finally:
         ctx.shut_down()
@@ -469,10 +494,12 @@ def _wait_synced(ctx: ControllerContext) -> bool:
             if waited % 30 == 0:
                 pending = [n for n, i in ctx.informers.items() if not i.synced.is_set()]
                 log.warning(
-                    "still listing after %.0fs: %s%s",
-                    waited,
-                    ", ".join(pending),
-                    ctx.unsynced_errors(),
+                    "still listing",
+                    extra={
+                        "seconds": round(waited),
+                        "pending": ", ".join(pending),
+                        "errors": ctx.unsynced_errors().strip(),
+                    },
                 )
     return True
 

@@ -128,27 +128,31 @@ class _Streak:
         if failures == 0:
             self.began = self.said = now
             self.open = True
-            log.warning("[%s] watch failed (%s)", self.name, error)
+            log.warning("watch failed", extra={"informer": self.name, "error": error})
         elif now - self.said >= STILL_FAILING_EVERY:
             self.said, self.open = now, True
             log.warning(
-                "[%s] still failing after %d tries in %.0f s (%s)",
-                self.name,
-                failures + 1,
-                now - self.began,
-                error,
+                "watch still failing",
+                extra={
+                    "informer": self.name,
+                    "tries": failures + 1,
+                    "seconds": round(now - self.began),
+                    "error": error,
+                },
             )
         else:
-            log.debug("[%s] watch failed again (%s)", self.name, error)
+            log.debug("watch failed again", extra={"informer": self.name, "error": error})
 
     def ended(self, failures: int) -> None:
         if self.open:
             self.open = False
             log.info(
-                "[%s] listing and watching again after %d failed tries in %.0f s",
-                self.name,
-                failures,
-                time.monotonic() - self.began,
+                "listing and watching again",
+                extra={
+                    "informer": self.name,
+                    "failedTries": failures,
+                    "seconds": round(time.monotonic() - self.began),
+                },
             )
 
 
@@ -356,7 +360,9 @@ class Informer:
                 # history): a list at once. Anything else is a failure, backed off.
                 gone = isinstance(exc, ApiException) and exc.status == 410
                 if gone:
-                    log.debug("[%s] watch failed (%s): %s", self._name, what, error)
+                    log.debug(
+                        "watch failed", extra={"informer": self._name, "what": what, "error": error}
+                    )
                 else:
                     streak.failed(failures, f"{what}: {error}")
                 if not gone:
@@ -427,7 +433,10 @@ class Informer:
         try:
             self._on_event(etype, obj)
         except Exception:
-            log.exception("[%s] handler of %s %s failed", self._name, etype, key_of(obj))
+            log.exception(
+                "event handler failed",
+                extra={"informer": self._name, "event": etype, "object": str(key_of(obj))},
+            )
 
 
 def _needs_list(exc: Exception) -> bool:

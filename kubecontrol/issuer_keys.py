@@ -99,18 +99,17 @@ class IssuerKeys:
                 try:
                     keys[str(entry.get("kid") or "")] = jwt.PyJWK(entry)
                 except jwt.PyJWTError as exc:
-                    log.info("a ServiceAccount issuer key not used: %s", exc)
+                    log.info("a ServiceAccount issuer key not used", extra={"error": str(exc)})
         except Exception as exc:  # the API away, 403, or discovery off (404)
             if self._published is not False:
                 log.warning(
-                    "cannot read the ServiceAccount issuer's keys (%s): tokens are reviewed by "
-                    "the API server without a local signature check: %s",
-                    JWKS_PATH,
-                    exc,
+                    "the ServiceAccount issuer's keys not read: tokens are reviewed by the API "
+                    "server without a local signature check",
+                    extra={"path": JWKS_PATH, "error": str(exc)},
                 )
             self._published = False
             return None
         if self._published is not True:
-            log.info("ServiceAccount issuer keys read: %d", len(keys))
+            log.info("ServiceAccount issuer keys read", extra={"keys": len(keys)})
         self._published = True
         return keys

@@ -109,28 +109,30 @@ class LeaderElector:
     # ---- the campaign ------------------------------------------------------------------------
 
     def _run(self) -> None:
-        where = f"Lease {self._ns}/{self._name}"
-        log.info("%s: campaigning as %s", where, self.identity)
+        where = f"{self._ns}/{self._name}"
+        log.info("campaigning", extra={"lease": where, "identity": self.identity})
         waiting_logged = 0.0
         while not self._stop.is_set():
             try:
                 ok = self._try_acquire_or_renew()
             except Exception as exc:  # API down, RBAC, ...: a standby keeps trying
                 ok = False
-                log.warning("%s: %s", where, getattr(exc, "reason", exc))
+                log.warning(
+                    "Lease not acquired or renewed",
+                    extra={"lease": where, "error": str(getattr(exc, "reason", exc))},
+                )
             if ok and not self._leading and not self._stop.is_set():
-                log.info("%s: %s is the leader now", where, self.identity)
+                log.info("leading", extra={"lease": where, "identity": self.identity})
                 self._set_leading(True)
             elif self._leading and not self.leading():
                 log.error(
-                    "%s: could not renew for %.0fs; stopped leading (no more writes)",
-                    where,
-                    self._t.renew_deadline,
+                    "stopped leading (no more writes): not renewed in time",
+                    extra={"lease": where, "seconds": round(self._t.renew_deadline)},
                 )
                 self._set_leading(False)
             elif not ok and time.monotonic() - waiting_logged > 300:
                 waiting_logged = time.monotonic()
-                log.info("%s: held by %r; standing by", where, self.holder or "nobody")
+                log.info("standing by", extra={"lease": where, "holder": self.holder or "nobody"})
             self._stop.wait(self._t.retry_period)
 
     def _set_leading(self, leading: bool) -> None:
@@ -222,6 +224,11 @@ class LeaderElector:
                 return
             lease["spec"].update(holderIdentity="", leaseDurationSeconds=1)
             self._lease("PUT", lease)
-            log.info("Lease %s/%s: released by %s", self._ns, self._name, self.identity)
+            log.info(
+                "Lease released",
+                extra={"lease": f"{self._ns}/{self._name}", "identity": self.identity},
+            )
         except Exception as exc:  # the standby takes over after the lease duration anyway
-            log.warning("Lease %s/%s: not released: %s", self._ns, self._name, exc)
+            log.warning(
+                "Lease not released", extra={"lease": f"{self._ns}/{self._name}", "error": str(exc)}
+            )

@@ -76,7 +76,7 @@ class MetricsAuth:
                 },
             )
         except Exception as exc:  # the API cannot answer now: the scraper tries again
-            log.warning("cannot review a /metrics caller: %s", exc)
+            log.warning("a /metrics caller not reviewed", extra={"error": str(exc)})
             return Verdict(503, "cannot review the token now")
         if not (access.get("status") or {}).get("allowed"):
             return Verdict(403, f"{user.get('username')} may not get {PATH}")

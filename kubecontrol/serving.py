@@ -131,7 +131,10 @@ class _BoundedServer(ThreadingHTTPServer):
                 list(self._live.values()), MAX_CONNECTIONS, _source(client_address)
             )
         if refused:
-            log.debug("connection from %s closed: its address holds the most", client_address)
+            log.debug(
+                "connection closed: its address holds the most",
+                extra={"client": str(client_address)},
+            )
         return not refused
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -159,7 +162,10 @@ class _BoundedServer(ThreadingHTTPServer):
         """A connection cut or reset under its handler (its deadline, or room made) is no
         error worth a traceback on every probe port a pod floods."""
         if isinstance(sys.exc_info()[1], OSError):
-            log.debug("connection from %s ended: %s", client_address, sys.exc_info()[1])
+            log.debug(
+                "connection ended",
+                extra={"client": str(client_address), "error": str(sys.exc_info()[1])},
+            )
             return
         super().handle_error(request, client_address)
 

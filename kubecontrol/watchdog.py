@@ -59,7 +59,10 @@ class WatchDog:
                 try:
                     self.check()
                 except Exception as exc:  # the API may be away: nothing to compare with
-                    log.debug("[%s] watch check skipped: %s", self._cluster.name, exc)
+                    log.debug(
+                        "watch check skipped",
+                        extra={"cluster": self._cluster.name, "error": str(exc)},
+                    )
 
         threading.Thread(target=run, name="watchdog", daemon=True).start()
 
@@ -77,13 +80,14 @@ class WatchDog:
             if stale:
                 sample = ", ".join(str(k) for k in sorted(stale, key=str)[:5])
                 log.error(
-                    "[%s] the %s watch cache is frozen (%d out of date for over %.0fs: %s); "
-                    "listing again",
-                    self._cluster.name,
-                    kind.kind,
-                    len(stale),
-                    self._period,
-                    sample,
+                    "watch cache frozen: listing again",
+                    extra={
+                        "cluster": self._cluster.name,
+                        "kind": kind.kind,
+                        "outOfDate": len(stale),
+                        "seconds": round(self._period),
+                        "sample": sample,
+                    },
                 )
                 on_stale()
                 self._suspects[kind.kind] = {}

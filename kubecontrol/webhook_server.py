@@ -221,9 +221,9 @@ class WebhookServer:
                 return
             context = self._load()
         except OSError as exc:  # ssl.SSLError is one
-            log.debug("webhook certificate not loaded (yet): %s", exc)
+            log.debug("webhook certificate not loaded (yet)", extra={"error": str(exc)})
             return
-        log.info("webhook certificate reloaded from %s", self._files[0])
+        log.info("webhook certificate reloaded", extra={"path": str(self._files[0])})
         self._digest, self._current = digest, context
 
     async def _serve(
@@ -428,7 +428,8 @@ class WebhookServer:
         except Exception as exc:  # a bug, or the API server away: refused, saying why
             meta = (admission.get("object") or {}).get("metadata") or {}
             log.exception(
-                "webhook %s failed for %s/%s", path, admission.get("namespace"), meta.get("name")
+                "webhook failed",
+                extra={"path": path, "object": f"{admission.get('namespace')}/{meta.get('name')}"},
             )
             return refuse(f"the webhook {path} failed: {type(exc).__name__}: {exc}", 500)
 

@@ -250,7 +250,7 @@ class WorkQueue(Generic[K]):
         """Log the figures since the last call, when there was anything to see."""
         stats = self.stats()
         if stats.passes or stats.pending:
-            log.info("[%s] %s queue: %s", cluster, self._name, stats)
+            log.info("queue", extra={"cluster": cluster, "queue": self._name, **stats.fields()})
 
     def _work(self, urgent_only: bool = False) -> None:
         while (key := self._get(urgent_only)) is not None:
@@ -264,7 +264,13 @@ class WorkQueue(Generic[K]):
                 self._retries.inc()
                 again = min(self._max_backoff, 0.5 * 2**failures)
                 log.exception(
-                    "[%s] %s failed (%d in a row); again in %.1fs", self._name, key, failures, again
+                    "pass failed",
+                    extra={
+                        "queue": self._name,
+                        "key": str(key),
+                        "failuresInARow": failures,
+                        "againSeconds": round(again, 1),
+                    },
                 )
             finally:
                 self._done(key, time.monotonic() - started)
@@ -284,6 +290,17 @@ class QueueStats:
     def waited(self, seconds: float) -> None:
         self.wait_total += seconds
         self.wait_max = max(self.wait_max, seconds)
+
+    def fields(self) -> dict[str, object]:
+        """The figures as a log line's fields."""
+        return {
+            "passes": self.passes,
+            "msPerPass": round(self.busy / self.passes * 1000) if self.passes else 0,
+            "waitMeanSeconds": round(self.wait_total / self.passes, 2) if self.passes else 0.0,
+            "waitMaxSeconds": round(self.wait_max, 2),
+            "pending": self.pending,
+            "idleWakeups": self.idle_wakeups,
+        }
 
     def __str__(self) -> str:
         mean = self.wait_total / self.passes if self.passes else 0.0

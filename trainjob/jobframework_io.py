@@ -100,13 +100,21 @@ def _class(cluster: Cluster, kind: Kind, name: str) -> Dict | None:
     try:
         found = cluster.get_or_none(kind, name)
     except InvalidName:
-        log.warning("[%s] %s %r cannot exist: not a valid name", cluster.name, kind.kind, name)
+        log.warning(
+            "cannot exist: not a valid name",
+            extra={"cluster": cluster.name, "kind": kind.kind, "object": name},
+        )
         return None
     except ApiException as exc:
-        log.warning("[%s] cannot read %s %r: %s", cluster.name, kind.kind, name, exc.reason)
+        log.warning(
+            "not read",
+            extra={"cluster": cluster.name, "kind": kind.kind, "object": name, "error": exc.reason},
+        )
         return None
     if found is None:
-        log.warning("[%s] %s %r does not exist", cluster.name, kind.kind, name)
+        log.warning(
+            "does not exist", extra={"cluster": cluster.name, "kind": kind.kind, "object": name}
+        )
     return found
 
 
@@ -123,7 +131,9 @@ def _default_priority_class(cluster: Cluster) -> tuple[str, int] | None:
     try:
         listed = cluster.send("GET", c.PRIORITY_CLASS.path(None, None))
     except (ApiException, OSError) as exc:  # no default then; asked again after the TTL
-        log.warning("[%s] cannot list PriorityClasses: %s", cluster.name, exc)
+        log.warning(
+            "PriorityClasses not listed", extra={"cluster": cluster.name, "error": str(exc)}
+        )
         listed = None
     defaults = [
         (int(pc.get("value", 0)), pc["metadata"]["name"])
@@ -163,7 +173,8 @@ def execute_queue_plan(
     watch brings the new one. `memory` also remembers Workloads refused as invalid, so the same
     one is not sent again until the TrainJob or its runtime changes what we would build."""
     meta = trainjob["metadata"]
-    ns, where = meta["namespace"], f"[{cluster.name}] {meta['namespace']}/{meta['name']}"
+    ns = meta["namespace"]
+    where = {"cluster": cluster.name, "trainjob": f"{ns}/{meta['name']}"}
     name = expected_workload_name_of(trainjob)
     if plan.trainjob_patch is not None and memory.stale(
         ("TrainJob", ns, meta["name"]), meta["resourceVersion"]
@@ -194,16 +205,23 @@ def execute_queue_plan(
             return
     except ApiException as exc:
         if exc.status in (404, 409):
-            log.debug("%s: %s, retrying on the next event", where, exc.reason)
+            log.debug(
+                "write skipped: retrying on the next event", extra={**where, "error": exc.reason}
+            )
             return
         raise
     for etype, reason, message in plan.events:
         cluster.post_event(trainjob, etype, reason, message)
-        log.info("%s: %s: %s", where, reason, message)
+        log.info("Event", extra={**where, "reason": reason, "note": message})
 
 
 def _write_workload(
-    cluster: Cluster, name: str, ns: str, plan: QueuePlan, memory: WriteMemory, where: str
+    cluster: Cluster,
+    name: str,
+    ns: str,
+    plan: QueuePlan,
+    memory: WriteMemory,
+    where: dict[str, str],
 ) -> Dict | None:
     """The plan's writes of an existing Workload, in order; the last object one returned (None
     when none was sent)."""
@@ -229,7 +247,7 @@ def _write_workload(
 
 
 def _create_workload(
-    cluster: Cluster, trainjob: Dict, workload: Dict, refusals: WriteMemory, where: str
+    cluster: Cluster, trainjob: Dict, workload: Dict, refusals: WriteMemory, where: dict[str, str]
 ) -> None:
     """Create the Workload and record it on the TrainJob (a 409, planned from a cache that
     lags, goes to the caller). When the API or Kueue's webhook refuses it as invalid, a
@@ -250,14 +268,14 @@ def _create_workload(
             f"{_api_message(exc)}; it is created again once the TrainJob or its runtime changes"
         )
         cluster.post_event(trainjob, "Warning", "WorkloadRefused", message)
-        log.warning("%s: %s", where, message)
+        log.warning("Event", extra={**where, "reason": "WorkloadRefused", "note": message})
         return
     refusals.forget(key)
     message = (
         f"Created Workload {workload['metadata']['name']} in queue {workload['spec']['queueName']}"
     )
     cluster.post_event(trainjob, "Normal", "CreatedWorkload", message)
-    log.info("%s: CreatedWorkload: %s", where, message)
+    log.info("Event", extra={**where, "reason": "CreatedWorkload", "note": message})
 
 
 def _refused(exc: ApiException) -> bool:
@@ -282,7 +300,12 @@ READINESS_REPEAT_SECONDS = 5.0
 
 
 def _apply_readiness(
-    cluster: Cluster, name: str, namespace: str, status: Dict, memory: WriteMemory, where: str
+    cluster: Cluster,
+    name: str,
+    namespace: str,
+    status: Dict,
+    memory: WriteMemory,
+    where: dict[str, str],
 ) -> Dict | None:
     """Server-side apply of the Workload status fields we own (PodsReady, reclaimablePods):
     Kueue writes the other conditions of the same list meanwhile, and an apply touches only
@@ -316,12 +339,19 @@ def _apply_readiness(
             raise
         # Refused by Kueue's validation: the same write again cannot help, wait for a change.
         log.warning(
-            "%s: Workload %s refused PodsReady/reclaimablePods: %s", where, name, exc.reason
+            "Workload refused PodsReady/reclaimablePods",
+            extra={**where, "workload": name, "error": exc.reason},
         )
         return None
     pods_ready = status["conditions"][0]
     log.info(
-        "%s: Workload %s PodsReady=%s (%s)", where, name, pods_ready["status"], pods_ready["reason"]
+        "Workload PodsReady written",
+        extra={
+            **where,
+            "workload": name,
+            "status": pods_ready["status"],
+            "reason": pods_ready["reason"],
+        },
     )
     return result
 

@@ -110,23 +110,29 @@ def execute(
     the (kind, name) of unwatched objects already made (or found ours) for this TrainJob,
     which are not made again; added to as objects are made."""
     meta = trainjob["metadata"]
-    where = f"[{cluster.name}] {meta['namespace']}/{meta['name']}"
+    where = {"cluster": cluster.name, "trainjob": f"{meta['namespace']}/{meta['name']}"}
     blocked = _make(cluster, trainjob, plan, where, set() if made is None else made)
     for obj in plan.patch:
         meta = obj["metadata"]
         try:
             cluster.patch(c.JOB, meta["name"], meta["namespace"], obj)
-            log.debug("%s: patched Job %s", where, meta["name"])
+            log.debug("Job patched", extra={**where, "job": meta["name"]})
         except ApiException as exc:
             if exc.status == 404:  # gone since it was read: its watch event brings the next pass
-                log.debug("%s: Job %s is gone, not patched", where, meta["name"])
+                log.debug("Job gone: not patched", extra={**where, "job": meta["name"]})
                 continue
             if exc.status == 409:  # written since it was read (a resume names the version it
                 # was planned from): the write's watch event brings the next pass
-                log.debug("%s: Job %s changed since it was read, not patched", where, meta["name"])
+                log.debug(
+                    "Job changed since it was read: not patched",
+                    extra={**where, "job": meta["name"]},
+                )
                 continue
             if exc.status in (400, 422):  # (422 too for another Job made under the name)
-                log.warning("%s: cannot patch Job %s: %s", where, meta["name"], api_message(exc))
+                log.warning(
+                    "Job not patched",
+                    extra={**where, "job": meta["name"], "error": api_message(exc)},
+                )
                 blocked = blocked or Blocked(
                     c.REASON_REFUSED_BY_API,
                     f"the API refuses Job {meta['name']}: {api_message(exc)}",
@@ -138,23 +144,25 @@ def execute(
             cluster.patch_status(c.TRAINJOB, trainjob, plan.status)
         except ApiException as exc:
             if exc.status == 409:  # a newer version exists; its watch event reconciles again
-                log.debug("%s: status conflict, will retry on the next event", where)
+                log.debug("status conflict: retrying on the next event", extra=where)
                 return blocked
             if exc.status == 404:
                 return blocked
             raise
     for name, uid in plan.delete:  # a restart's old Jobs, or Jobs asking otherwise: pods first
         cluster.delete(c.JOB, name, meta["namespace"], propagation="Foreground", uid=uid)
-        log.info("%s: deleted Job %s (of an earlier restart, or asking otherwise)", where, name)
+        log.info(
+            "Job deleted (of an earlier restart, or asking otherwise)", extra={**where, "job": name}
+        )
     for event in plan.events:
         cluster.post_event(trainjob, event.type, event.reason, event.message)
         say = log.warning if event.type == "Warning" else log.info
-        say("%s: %s: %s", where, event.reason, event.message)
+        say("Event", extra={**where, "reason": event.reason, "note": event.message})
     return blocked
 
 
 def _make(
-    cluster: Cluster, trainjob: Dict, plan: Plan, where: str, made: set[tuple[str, str]]
+    cluster: Cluster, trainjob: Dict, plan: Plan, where: dict[str, str], made: set[tuple[str, str]]
 ) -> Blocked | None:
     """Create what the plan makes and is not made yet, in order (the Jobs last), stopping at
     the first object that cannot be."""
@@ -170,11 +178,13 @@ def _make(
             continue
         blocked = _create(cluster, trainjob, obj)
         if blocked is not None:
-            log.warning("%s: %s: %s", where, blocked.reason, blocked.message)
+            log.warning(
+                "blocked", extra={**where, "reason": blocked.reason, "why": blocked.message}
+            )
             return blocked
         if obj["kind"] not in WATCHED:
             made.add(key)
-        log.debug("%s: made %s %s", where, obj["kind"], obj["metadata"]["name"])
+        log.debug("made", extra={**where, "kind": obj["kind"], "object": obj["metadata"]["name"]})
     return None
 
 

@@ -174,10 +174,14 @@ class StatusServer:
         except ApiException as exc:
             if exc.status in (400, 404, 422):
                 return error(exc.status, api_message(exc))
-            log.warning("cannot write the progress of %s/%s: %s", namespace, name, exc)
+            log.warning(
+                "progress not written", extra={"trainjob": f"{namespace}/{name}", "error": str(exc)}
+            )
             return error(503, f"cannot write the progress now: {api_message(exc)}")
         except Exception as exc:  # the API server away
-            log.warning("cannot write the progress of %s/%s: %s", namespace, name, exc)
+            log.warning(
+                "progress not written", extra={"trainjob": f"{namespace}/{name}", "error": str(exc)}
+            )
             return error(503, f"cannot write the progress now: {type(exc).__name__}")
 
 
@@ -223,7 +227,7 @@ def _token_verdict(ctx: Context, token: str, audience: str, namespace: str) -> V
     try:
         review = token_review(ctx.cluster.ungated(), token, [audience])
     except Exception as exc:  # the API cannot answer now: the pod tries again
-        log.warning("cannot review a progress report's token: %s", exc)
+        log.warning("a progress report's token not reviewed", extra={"error": str(exc)})
         return Verdict(503, "cannot review the token now; try again")
     if not review.get("authenticated"):
         return Verdict(401, f"the token is not valid: {review.get('error') or 'not authenticated'}")

@@ -43,9 +43,8 @@ def sync_trainjob(ctx: Context, key: tuple[str, str]) -> float | None:
         if exc.status in (400, 403, 404, 422) and _gone(ctx.cluster, trainjob):
             ctx.gone.add(str(trainjob.uid))
             log.warning(
-                "[%s] %s/%s: gone from the API but still in the watch cache; forgotten",
-                ctx.settings.cluster_name,
-                *key,
+                "gone from the API but still in the watch cache: forgotten",
+                extra={"cluster": ctx.settings.cluster_name, "trainjob": "/".join(key)},
             )
             return None
         raise

@@ -59,11 +59,11 @@ class ServedApis:
             self._answers[policy] = (served, now)
         if before is None or before[0] != served:
             log.info(
-                "[%s] %s %s/%s is %s",
-                self._cluster.name,
-                kind.kind,
-                kind.group,
-                kind.version,
                 "served" if served else "not served",
+                extra={
+                    "cluster": self._cluster.name,
+                    "kind": kind.kind,
+                    "groupVersion": f"{kind.group}/{kind.version}",
+                },
             )
         return served

@@ -182,15 +182,22 @@ def check_trainer(ctx: Context) -> None:
             found = ctx.cluster.send("GET", kind.path(None, None))
             configurations += [{**item, "kind": kind.kind} for item in found.get("items") or []]
     except Exception as exc:  # unreadable (a blip, RBAC): keep the last verdict, look again
-        log.warning("[%s] cannot list webhook configurations: %s", ctx.settings.cluster_name, exc)
+        log.warning(
+            "webhook configurations not listed",
+            extra={"cluster": ctx.settings.cluster_name, "error": str(exc)},
+        )
         return
     _warn_of_trainers_crd(ctx)
     problem = trainer_controller_problem(configurations)
     if problem is not None:
-        log.error("[%s] %s", ctx.settings.cluster_name, problem)
+        log.error(
+            "held: Kubeflow Trainer's controller is here",
+            extra={"cluster": ctx.settings.cluster_name, "why": problem},
+        )
     elif ctx.held is not None:
         log.info(
-            "[%s] Kubeflow Trainer's controller is gone: reconciling", ctx.settings.cluster_name
+            "Kubeflow Trainer's controller is gone: reconciling",
+            extra={"cluster": ctx.settings.cluster_name},
         )
     if problem != ctx.held:
         ctx.hold_work(problem)
@@ -203,16 +210,17 @@ def _warn_of_trainers_crd(ctx: Context) -> None:
     try:
         crd = ctx.cluster.get_or_none(c.CUSTOM_RESOURCE_DEFINITION, TRAINJOB_CRD)
     except Exception as exc:  # unreadable now: look again at the next check
-        log.debug("[%s] cannot read the TrainJob CRD: %s", ctx.settings.cluster_name, exc)
+        log.debug(
+            "TrainJob CRD not read", extra={"cluster": ctx.settings.cluster_name, "error": str(exc)}
+        )
         return
     ctx.trainjob_schema = version_schema(crd, c.TRAINER_VERSION)
     if crd is not None and missing_status_fields(crd, NEEDED_STATUS_FIELDS + WORKER_STATUS_FIELDS):
         log.error(
-            "[%s] CustomResourceDefinition %s is not this product's (Kubeflow Trainer's own, or "
-            "an old one, was applied over it): the API server drops the status this controller "
-            "adds; apply the product's CRDs again (kubectl apply --server-side -k crds/)",
-            ctx.settings.cluster_name,
-            TRAINJOB_CRD,
+            "the TrainJob CRD is not this product's (Kubeflow Trainer's own, or an old one, was "
+            "applied over it): the API server drops the status this controller adds; apply the "
+            "product's CRDs again (kubectl apply --server-side -k crds/)",
+            extra={"cluster": ctx.settings.cluster_name, "crd": TRAINJOB_CRD},
         )
 
 

@@ -45,6 +45,17 @@ def collect_garbage(workers: Mapping[str, Worker], caches: Caches) -> None:
                 try:
                     uid = obj["metadata"].get("uid")
                     remote.cluster.delete(c.KINDS[kind], key[1], key[0], uid=uid)
-                    log.info("[%s] garbage-collected orphan %s %s/%s", name, kind, *key)
+                    log.info(
+                        "orphan copy deleted",
+                        extra={"cluster": name, "kind": kind, "object": "/".join(key)},
+                    )
                 except Exception as exc:
-                    log.warning("[%s] cannot collect %s %s/%s: %s", name, kind, *key, exc)
+                    log.warning(
+                        "orphan copy not deleted",
+                        extra={
+                            "cluster": name,
+                            "kind": kind,
+                            "object": "/".join(key),
+                            "error": str(exc),
+                        },
+                    )

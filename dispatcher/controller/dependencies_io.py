@@ -43,7 +43,14 @@ def ensure(registry: Registry, action: RemoteAction) -> bool | None:
         except ApiException as exc:
             return _refused(registry, action, exc)
         except Exception as exc:  # an unreachable worker must not stop the others
-            log.warning("[%s] cannot copy %s/%s: %s", action.cluster, namespace, key, exc)
+            log.warning(
+                "dependency not copied",
+                extra={
+                    "cluster": action.cluster,
+                    "object": f"{namespace}/{key}",
+                    "error": str(exc),
+                },
+            )
             return None
 
 
@@ -76,12 +83,30 @@ def _look_then_write(registry: Registry, api: Cluster, action: RemoteAction) -> 
     try:
         source = registry.manager.get_or_none(dependencies.KINDS[kind], name, namespace)
     except Exception as exc:
-        log.warning("[manager] cannot read %s %s/%s: %s", kind, namespace, name, exc)
+        log.warning(
+            "dependency not read",
+            extra={
+                "cluster": "manager",
+                "kind": kind,
+                "object": f"{namespace}/{name}",
+                "error": str(exc),
+            },
+        )
         return None
     if source is None or source.get("type") in dependencies.NEVER_COPIED_TYPES:
         return False  # the next pass sees it missing (or refused) from the cache
     want = _wanted(action.obj, {**source, "kind": kind})
     return _put(registry, api, action, want, found)
+
+
+def _fields(action: RemoteAction) -> dict[str, object]:
+    """A dependency copy's log fields: the worker and the object."""
+    meta = action.obj["metadata"]
+    return {
+        "cluster": action.cluster,
+        "kind": action.obj["kind"],
+        "object": f"{meta['namespace']}/{meta['name']}",
+    }
 
 
 def _owner(action: RemoteAction) -> str:
@@ -106,13 +131,7 @@ def _turn(registry: Registry, action: RemoteAction) -> bool:
     meta = action.obj["metadata"]
     if registry.copies.allowed(meta["namespace"]):
         return True
-    log.debug(
-        "[%s] %s %s/%s waits for its namespace's turn",
-        action.cluster,
-        action.obj["kind"],
-        meta["namespace"],
-        meta["name"],
-    )
+    log.debug("dependency waits for its namespace's turn", extra=_fields(action))
     metrics.DEPENDENCY_COPIES.labels(action.cluster, "held").inc()
     return False
 
@@ -145,7 +164,7 @@ def _put(
             if not dependencies.made_by(found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]):
                 return _foreign(registry, action)
         else:
-            log.info("[%s] copied %s %s/%s", action.cluster, kind, namespace, name)
+            log.info("dependency copied", extra=_fields(action))
             return _done(registry, action, want, "created")
     body = dependencies.updated(found, want)
     if body is None:
@@ -156,7 +175,7 @@ def _put(
         if gone.status in (404, 409):
             return None  # deleted or changed meanwhile: read again next pass
         raise
-    log.info("[%s] updated the copy of %s %s/%s", action.cluster, kind, namespace, name)
+    log.info("dependency copy updated", extra=_fields(action))
     return _done(registry, action, body, "updated")
 
 
@@ -174,7 +193,13 @@ def _served_as_is(registry: Registry, action: RemoteAction, found: Dict) -> bool
         )
     except Exception as exc:
         log.warning(
-            "[manager] cannot read %s %s/%s: %s", kind, meta["namespace"], meta["name"], exc
+            "dependency not read",
+            extra={
+                "cluster": "manager",
+                "kind": kind,
+                "object": f"{meta['namespace']}/{meta['name']}",
+                "error": str(exc),
+            },
         )
         return None
     return source is not None and dependencies.usable_as_is(found, {**source, "kind": kind})
@@ -209,7 +234,7 @@ def _taken(
 ) -> bool:
     namespace = action.obj["metadata"]["namespace"]
     registry.note_taken(action.cluster, namespace, key, why, reason)
-    log.warning("[%s] %s", action.cluster, why)
+    log.warning("dependency not copied", extra={"cluster": action.cluster, "why": why})
     metrics.DEPENDENCY_COPIES.labels(action.cluster, "refused").inc()
     return False
 
@@ -227,7 +252,7 @@ def _refused(registry: Registry, action: RemoteAction, exc: ApiException) -> boo
     if exc.status in (403, 422):
         why = f"{kind} {namespace}/{name} cannot be copied there: {_refusal(exc)}"
         return _taken(registry, action, f"{kind}/{name}", why, REMOTE_DEPENDENCY_REFUSED)
-    log.warning("[%s] cannot copy %s %s/%s: %s", action.cluster, kind, namespace, name, exc.reason)
+    log.warning("dependency not copied", extra={**_fields(action), "error": exc.reason})
     return None
 
 

@@ -33,6 +33,16 @@ def _where(obj: Dict) -> str:
     return f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
 
 
+def _fields(action: RemoteAction) -> dict[str, object]:
+    """A remote write's log fields: the worker, the verb and the object."""
+    return {
+        "cluster": action.cluster,
+        "verb": action.verb,
+        "kind": action.obj["kind"],
+        "object": _where(action.obj),
+    }
+
+
 def execute_pass(
     manager: Cluster,
     registry: Registry,
@@ -78,7 +88,15 @@ def execute_pass(
     for etype, reason, message in events:
         manager.post_event(body, etype, reason, message)
         say = log.warning if etype == "Warning" else log.info
-        say("[%s] %s: %s: %s", manager.name, _where(body), reason, message)
+        say(
+            "Event",
+            extra={
+                "cluster": manager.name,
+                "trainjob": _where(body),
+                "reason": reason,
+                "note": message,
+            },
+        )
     if plan.finalizer == "drop" and _set_finalizer(manager, trainjob, add=False) is not None:
         memory.wrote(mine, trainjob.resource_version)
     return failed
@@ -267,7 +285,6 @@ def _remote_write(registry: Registry, action: RemoteAction, *, once: bool = Fals
     if remote is None:
         return False
     meta = action.obj["metadata"]
-    what = f"{action.obj['kind']} {_where(action.obj)}"
     key = _write_key(action)
     if not registry.first_time(key) and not once:
         return False  # the watch has not shown the last write of this yet
@@ -315,14 +332,14 @@ def _remote_write(registry: Registry, action: RemoteAction, *, once: bool = Fals
             return _already_there(registry, action)
         if exc.status in (404, 409):
             return False  # already gone, or changed since
-        log.warning("[%s] cannot %s %s: %s", action.cluster, action.verb, what, exc.reason)
+        log.warning("copy not written", extra={**_fields(action), "error": exc.reason})
         registry.forget_write(key)
         return None
     except Exception as exc:  # an unreachable worker must not stop the others
-        log.warning("[%s] cannot %s %s: %s", action.cluster, action.verb, what, exc)
+        log.warning("copy not written", extra={**_fields(action), "error": str(exc)})
         registry.forget_write(key)
         return None
-    log.info("[%s] %s %s", action.cluster, action.verb, what)
+    log.info("copy written", extra=_fields(action))
     # A copy deleted may be wanted again at once (sent elsewhere, then back): a create after
     # our delete is no repeat, nor a delete after our create.
     undone = {"create": "delete", "delete": "create"}.get(action.verb)
@@ -344,7 +361,7 @@ def _already_there(registry: Registry, action: RemoteAction) -> bool | None:
     try:
         found = remote.cluster.get_or_none(c.kind_of(action.obj), meta["name"], meta["namespace"])
     except Exception as exc:  # the worker went away meanwhile: the next pass asks again
-        log.warning("[%s] cannot read %s: %s", action.cluster, _where(action.obj), exc)
+        log.warning("copy not read", extra={**_fields(action), "error": str(exc)})
         registry.forget_write(_write_key(action))
         return None
     if found is None or is_our_copy(ObjectView(found), ObjectView(action.obj)):
@@ -354,7 +371,7 @@ def _already_there(registry: Registry, action: RemoteAction) -> bool | None:
         "manager (it is left as it is)"
     )
     registry.note_taken(action.cluster, meta["namespace"], meta["name"], why)
-    log.warning("[%s] %s", action.cluster, why)
+    log.warning("name taken on the worker", extra={"cluster": action.cluster, "why": why})
     return False
 
 

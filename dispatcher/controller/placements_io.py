@@ -59,14 +59,18 @@ def record(manager: Cluster, trainjob: TrainJobView, entry: Ended) -> None:
             body["metadata"]["resourceVersion"] = found["metadata"]["resourceVersion"]
             manager.replace(CONFIG_MAP, body)
         log.info(
-            "%s/%s: its run on %s ended (%s), recorded",
-            trainjob.namespace,
-            trainjob.name,
-            entry.worker,
-            entry.reason,
+            "run recorded",
+            extra={
+                "trainjob": f"{trainjob.namespace}/{trainjob.name}",
+                "worker": entry.worker,
+                "reason": entry.reason,
+            },
         )
     except ApiException as exc:
-        log.warning("%s/%s: placement not recorded: %s", trainjob.namespace, trainjob.name, exc)
+        log.warning(
+            "placement not recorded",
+            extra={"trainjob": f"{trainjob.namespace}/{trainjob.name}", "error": str(exc)},
+        )
 
 
 def read(manager: Cluster, trainjob_uid: str) -> list[Dict]:

@@ -87,7 +87,14 @@ def sync_trainjob(ctx: Context, key: tuple[str, str]) -> float | None:
     try:
         tj = parse_trainjob(body, stored=True)
     except InvalidObject as exc:
-        log.warning("[%s] %s/%s: %s", ctx.settings.cluster_name, *key, exc)
+        log.warning(
+            "TrainJob not valid",
+            extra={
+                "cluster": ctx.settings.cluster_name,
+                "trainjob": "/".join(key),
+                "error": str(exc),
+            },
+        )
         execute.execute_pass(ctx.manager, ctx.registry, ctx.memory, view, plan)  # the finalizer
         return None
     observed = observe_queueing(ctx.manager, caches, tj, caches.runtime_of(view), False)
@@ -283,7 +290,10 @@ def _checkpoint_place(caches: Caches, trainjob: TrainJobView | None) -> str | No
     try:
         return checkpoints.place_for(trainjob, caches.runtime_of(trainjob))
     except checkpoints.CheckpointsError as exc:
-        log.warning("%s/%s: checkpoints ignored: %s", trainjob.namespace, trainjob.name, exc)
+        log.warning(
+            "checkpoints ignored",
+            extra={"trainjob": f"{trainjob.namespace}/{trainjob.name}", "error": str(exc)},
+        )
         return None
 
 
@@ -312,10 +322,8 @@ def _recorded_checkpoint(
         return checkpoints.last_recorded(placements_io.read(ctx.manager, str(trainjob.uid)))
     except ApiException as exc:
         log.warning(
-            "%s/%s: its record of runs not read, so a copy sent now starts afresh: %s",
-            trainjob.namespace,
-            trainjob.name,
-            exc,
+            "record of runs not read: a copy sent now starts afresh",
+            extra={"trainjob": f"{trainjob.namespace}/{trainjob.name}", "error": str(exc)},
         )
         return None
 

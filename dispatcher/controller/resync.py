@@ -45,15 +45,23 @@ def check_trainjob_crd(ctx: Context) -> None:
     try:
         found = ctx.manager.get_or_none(c.CUSTOM_RESOURCE_DEFINITION, TRAINJOB_CRD)
     except Exception as exc:  # unreadable (a network blip, RBAC): judge again next pass
-        log.debug("[%s] cannot read the TrainJob CRD: %s", ctx.settings.cluster_name, exc)
+        log.debug(
+            "TrainJob CRD not read", extra={"cluster": ctx.settings.cluster_name, "error": str(exc)}
+        )
         return
     problem = crd_problem(found)
     ctx.trainjob_schema = version_schema(found, c.TRAINER_VERSION)
     if problem != ctx.crd_problem:
         if problem:
-            log.error("[%s] %s", ctx.settings.cluster_name, problem)
+            log.error(
+                "TrainJob CRD not ours",
+                extra={"cluster": ctx.settings.cluster_name, "why": problem},
+            )
         else:
-            log.info("[%s] the TrainJob CRD carries our status again", ctx.settings.cluster_name)
+            log.info(
+                "TrainJob CRD carries our status again",
+                extra={"cluster": ctx.settings.cluster_name},
+            )
     ctx.crd_problem = problem
 
 
@@ -79,9 +87,8 @@ def resync_loop(ctx: Context) -> None:
                     ctx.registry.connect(mkc)
                 except Exception:
                     log.exception(
-                        "[%s] MultiKueueCluster %s: cannot connect",
-                        ctx.settings.cluster_name,
-                        mkc.name,
+                        "MultiKueueCluster not connected",
+                        extra={"cluster": ctx.settings.cluster_name, "worker": mkc.name},
                     )
                 queue_cluster(ctx, mkc.name)
             queue_checks(ctx)
@@ -94,7 +101,7 @@ def resync_loop(ctx: Context) -> None:
                 collect_garbage(ctx.registry.remotes, caches)
                 sweep_records(ctx, caches)
         except Exception:  # keep resyncing whatever one pass hit
-            log.exception("[%s] resync pass failed", ctx.settings.cluster_name)
+            log.exception("resync pass failed", extra={"cluster": ctx.settings.cluster_name})
 
 
 def sweep_records(ctx: Context, caches: Caches) -> None:

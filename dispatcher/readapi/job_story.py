@@ -406,14 +406,19 @@ async def _relay(
                 if opened.is_set() and response is None:
                     response = await _open(call.http)  # headers now, lines when they come
                 if response is not None and loop.time() - heard > FOLLOW_IDLE_SECONDS:
-                    log.info("log stream of %s/%s ended: idle", call.namespace, pod)
+                    log.info(
+                        "log stream ended", extra={"pod": f"{call.namespace}/{pod}", "why": "idle"}
+                    )
                     await response.write_eof()
                     return response
                 continue
             heard = loop.time()
             if isinstance(item, BaseException):
                 if response is not None:  # mid-stream: nothing more to say but the end
-                    log.info("log stream of %s/%s ended: %s", call.namespace, pod, item)
+                    log.info(
+                        "log stream ended",
+                        extra={"pod": f"{call.namespace}/{pod}", "why": str(item)},
+                    )
                     return response
                 if isinstance(item, (ApiException, TransportError)):
                     return _worker_status(f"{worker}, pod {pod}", item)

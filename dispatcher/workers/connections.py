@@ -360,7 +360,7 @@ class Registry:
             self._fingerprints[name] = fingerprint
         if old is not None:
             old.stop()
-            log.info("[%s] kubeconfig changed: reconnecting", name)
+            log.info("kubeconfig changed: reconnecting", extra={"cluster": name})
         remote.start()
 
     def _disconnect(self, name: str) -> None:
@@ -399,7 +399,13 @@ class Registry:
             set_conditions(self.manager, obj, [("Active", active, reason, message), *(extra or [])])
         elif not active and self._reported.get(name) != message:
             log.warning(
-                "[%s] MultiKueueCluster %s: %s: %s", self.manager.name, name, reason, message
+                "MultiKueueCluster not active",
+                extra={
+                    "cluster": self.manager.name,
+                    "worker": name,
+                    "reason": reason,
+                    "why": message,
+                },
             )
         self._reported[name] = message if not active else ""
 

@@ -140,7 +140,7 @@ def capture(remote: RemoteCluster, copy: Dict) -> Dict | None:
     try:
         _, pods = copy_pods.read(remote, namespace, name, meta["uid"], until=deadline)
     except (ApiException, TransportError) as exc:
-        log.info("log tails of %s/%s not kept: %s", namespace, name, exc)
+        log.info("log tails not kept", extra={"copy": f"{namespace}/{name}", "why": str(exc)})
         return None
     if not pods:
         return None
@@ -240,16 +240,19 @@ def keep(manager: Cluster, remote: RemoteCluster, copy: Dict, bounds: Bounds) ->
             manager.create(CONFIG_MAP, found)
         trim(manager, bounds)
         log.info(
-            "kept the log tails of %s/%s (%d containers) from %s",
-            copy["metadata"]["namespace"],
-            copy["metadata"]["name"],
-            len(found["data"]) - 1,
-            remote.name,
+            "log tails kept",
+            extra={
+                "copy": f"{copy['metadata']['namespace']}/{copy['metadata']['name']}",
+                "containers": len(found["data"]) - 1,
+                "cluster": remote.name,
+            },
         )
     except ApiException as exc:
-        log.warning("log tails of %s not kept: %s", copy["metadata"].get("name"), exc)
+        log.warning(
+            "log tails not kept", extra={"copy": copy["metadata"].get("name"), "why": str(exc)}
+        )
     except Exception:
-        log.exception("log tails of %s not kept", copy["metadata"].get("name"))
+        log.exception("log tails not kept", extra={"copy": copy["metadata"].get("name")})
 
 
 @dataclass(frozen=True)
@@ -261,7 +264,7 @@ class _Capture:
 
 def _not_kept(namespace: str, uid: str, why: str) -> bool:
     """A copy whose tails are not read (it goes without them), logged: True (it is over)."""
-    log.warning("log tails of copy %s/%s not kept: %s", namespace, uid, why)
+    log.warning("log tails not kept", extra={"namespace": namespace, "uid": uid, "why": why})
     return True
 
 
@@ -339,7 +342,10 @@ class Captures:
             if now - since > self._give_up:
                 del self._waiting[uid]
                 self._over[uid] = now
-                log.warning("log tails of copy %s not kept: its namespace's turn never came", uid)
+                log.warning(
+                    "log tails not kept",
+                    extra={"uid": uid, "why": "its namespace's turn never came"},
+                )
         while self._over and (
             len(self._over) > REMEMBERED or now - next(iter(self._over.values())) > REMEMBER_SECONDS
         ):

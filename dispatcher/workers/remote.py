@@ -238,9 +238,10 @@ class RemoteCluster:
             self.down_since = time.time()
         if before != self.connected or (was_connecting and not self.connecting):
             log.info(
-                "[%s] %s",
-                self.name,
-                "connected" if self.connected else f"disconnected: {self.last_error}",
+                "worker connected" if self.connected else "worker disconnected",
+                extra={"cluster": self.name}
+                if self.connected
+                else {"cluster": self.name, "error": str(self.last_error)},
             )
             self._on_state(self.name)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import re
 import subprocess
 import sys
 import urllib.error
@@ -196,8 +197,8 @@ def _token_ends(core: client.CoreV1Api, name: str, namespace: str) -> tuple[str,
 
 
 def _reconnects(controllers: list[setup.Controller], worker: str) -> int:
-    line = f"[{worker}] kubeconfig changed: reconnecting"
-    return sum(c.log.read_text().count(line) for c in controllers if c.name == DISPATCHER)
+    line = re.compile(rf"kubeconfig changed: reconnecting cluster={re.escape(worker)}$", re.M)
+    return sum(len(line.findall(c.log.read_text())) for c in controllers if c.name == DISPATCHER)
 
 
 def test_worker_secrets_are_renewed_before_expiry_by_the_renewal_identity(

@@ -14,6 +14,7 @@ import pytest
 from clusters.helpers.waiting import QuietHandler, http_server, loopback_client, wait_for
 from kubebase.kinds import CONFIG_MAP
 from kubecontrol import informer as informer_module
+from kubecontrol.controller import fields
 from kubecontrol.informer import Informer
 
 
@@ -39,21 +40,22 @@ def test_an_outage_is_said_once_then_a_line_a_minute_then_its_end(
     informer.start()
     try:
         wait_for(
-            lambda: any("still failing after" in r.message for r in caplog.records),
+            lambda: any(r.message == "watch still failing" for r in caplog.records),
             20,
             what="a line saying the outage goes on",
         )
-        warnings = [r.message for r in caplog.records if r.levelno == logging.WARNING]
-        assert warnings[0].startswith("[w1-ConfigMap] watch failed (listing again: ")
-        assert "TransportError" in warnings[0]
-        assert all("still failing after" in w for w in warnings[1:]), warnings
+        warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+        first, then = fields(warnings[0]), fields(warnings[1])
+        assert warnings[0].message == "watch failed" and first["informer"] == "w1-ConfigMap"
+        error = str(first["error"])
+        assert error.startswith("listing again: ") and "TransportError" in error
+        assert all(w.message == "watch still failing" for w in warnings[1:]), warnings
+        assert then["informer"] == "w1-ConfigMap" and int(str(then["tries"])) >= 2
         assert any(r.levelno == logging.DEBUG for r in caplog.records)  # the retries between
         with http_server(EmptyList, port=port):
             wait_for(lambda: informer.synced.is_set(), 20, what="the informer to list again")
             wait_for(
-                lambda: any(
-                    "listing and watching again after" in r.message for r in caplog.records
-                ),
+                lambda: any(r.message == "listing and watching again" for r in caplog.records),
                 5,
                 what="the outage's end",
             )

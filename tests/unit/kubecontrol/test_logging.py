@@ -3,11 +3,16 @@ started with those flags writes them to its standard error."""
 
 from __future__ import annotations
 
+import ast
 import json
+import logging
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+REPO = Path(__file__).resolve().parents[3]
 
 SCRIPT = """
 import logging, sys
@@ -17,7 +22,7 @@ settings, verbose = WorkerSettings.from_argv(sys.argv[1:], "test", None)
 controller.setup_logging(settings, verbose)
 log = logging.getLogger("worker_controller")
 log.debug("a debug line")
-log.info("[worker1] ns/tj: %s", 'made Job "tj-node-0"')
+log.info("Job made", extra={"cluster": "worker1", "trainjob": "ns/tj", "job": 'tj "node" 0'})
 log.warning("a warning")
 try:
     raise ValueError("boom")
@@ -37,13 +42,26 @@ def test_json_lines_carry_time_level_logger_message_and_the_traceback() -> None:
     lines = run("--log-format", "json")
     records = [json.loads(line) for line in lines]  # every line one JSON object
     assert [(r["level"], r["message"]) for r in records] == [
-        ("INFO", '[worker1] ns/tj: made Job "tj-node-0"'),
+        ("INFO", "Job made"),
         ("WARNING", "a warning"),
         ("ERROR", "a pass failed"),
     ]
     assert all(r["logger"] == "worker_controller" for r in records)
     assert all(r["time"].endswith("+00:00") and "T" in r["time"] for r in records)
     assert "ValueError: boom" in records[2]["exc_info"]
+    made = records[0]
+    assert (made["cluster"], made["trainjob"], made["job"]) == ("worker1", "ns/tj", 'tj "node" 0')
+
+
+def test_text_lines_carry_the_fields_as_key_values_before_the_traceback() -> None:
+    lines = run()
+    made = next(line for line in lines if "Job made" in line)
+    assert made.endswith(
+        ' worker_controller: Job made cluster=worker1 trainjob=ns/tj job="tj \\"node\\" 0"'
+    )
+    failed = lines.index(next(line for line in lines if "a pass failed" in line))
+    assert lines[failed].endswith("worker_controller: a pass failed")
+    assert lines[failed + 1] == "Traceback (most recent call last):"
 
 
 @pytest.mark.parametrize(
@@ -64,3 +82,33 @@ def test_a_format_that_is_not_one_is_refused_naming_the_flag() -> None:
         [sys.executable, "-c", SCRIPT, "--log-format", "xml"], capture_output=True, text=True
     )
     assert done.returncode == 2 and "--log-format" in done.stderr
+
+
+def test_no_log_call_of_the_product_names_a_field_a_log_record_has() -> None:
+    """`extra=` may not name an attribute of LogRecord (`name`, `message`, `args`...): logging
+    raises KeyError in the call, and the pass that logs fails with it. Every dict literal a
+    call passes as `extra=`, and every one a function returns that such a call passes (the
+    `_fields` helpers, `where`), is checked."""
+    reserved = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+    used: dict[str, set[str]] = {}
+    for package in ("dispatcher", "worker_controller", "trainjob", "kubecontrol"):
+        for path in (REPO / package).rglob("*.py"):
+            keys = used.setdefault(str(path.relative_to(REPO)), set())
+            for node in ast.walk(ast.parse(path.read_text())):
+                dicts: list[ast.expr] = []
+                if isinstance(node, ast.Call):
+                    dicts += [k.value for k in node.keywords if k.arg == "extra"]
+                if isinstance(node, ast.FunctionDef) and node.name in ("_fields", "fields"):
+                    dicts += [
+                        r.value for r in ast.walk(node) if isinstance(r, ast.Return) and r.value
+                    ]
+                if isinstance(node, ast.Assign) and any(
+                    isinstance(target, ast.Name) and target.id == "where" for target in node.targets
+                ):
+                    dicts.append(node.value)
+                for found in dicts:
+                    for inner in ast.walk(found):
+                        if isinstance(inner, ast.Dict):
+                            keys |= {k.value for k in inner.keys if isinstance(k, ast.Constant)}
+    assert sum(len(k) for k in used.values()) > 40
+    assert {p: keys & reserved for p, keys in used.items() if keys & reserved} == {}
