@@ -90,7 +90,9 @@ def test_a_runtimes_priority_class_name_never_chooses_a_request(
     assert all(r.uri.startswith("/apis/kueue.x-k8s.io/") for r in made), [r.uri for r in made]
     assert all(f"/namespaces/{mk.ns}/workloads" in r.uri for r in made)
     said = "".join(c.log.read_text() for c in controllers if c.name == DISPATCHER)
-    assert f"PriorityClass {CLIMB!r} cannot exist: not a valid name" in said  # it was read
+    named = f"kind=PriorityClass object={json.dumps(CLIMB)}"  # quoted: it holds an "="
+    lines = [line for line in said.splitlines() if "cannot exist: not a valid name" in line]
+    assert any(line.endswith(named) for line in lines), lines  # refused before a request
 
 
 def post(port: int, path: str, review: Dict) -> tuple[int, Dict]:
