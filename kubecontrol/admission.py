@@ -22,7 +22,7 @@ from kubebase.objects import Dict
 from kubebase.shares import Rates, take_each
 
 # Labels are checked as the API server checks them before a validating webhook sees them
-# (kubecontrol/kinds.py); at most this many, far more than any object carries.
+# (plugin/kubebase/kinds.py); at most this many, far more than any object carries.
 # How a review reads an object the watch caches do not hold yet (one made moments ago):
 # (kind, name, namespace) -> the object, or None when there is none.
 Getter = Callable[[Kind, str, str | None], Dict | None]

@@ -86,14 +86,16 @@ def fields(record: logging.LogRecord) -> dict[str, object]:
 
 
 class KeyValueFormatter(logging.Formatter):
-    """Text lines as Kueue writes them: a fixed message, then each field as key=value (quoted
-    when it holds a space, a quote or an equals sign), the traceback last."""
+    """Text lines as Kueue writes them: a fixed message, then each field as key=value, quoted
+    and escaped (JSON's string) when it holds a space, a quote, an equals sign or anything not
+    printable (a newline, a carriage return, an escape sequence, a Unicode line separator: a
+    tenant's string must not forge a line), the traceback last."""
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         line = super().formatMessage(record)
         for key, value in fields(record).items():
             text = str(value)
-            if not text or any(ch in text for ch in ' "=\n'):
+            if not text or not text.isprintable() or any(ch in text for ch in ' "='):
                 text = json.dumps(text)
             line += f" {key}={text}"
         return line

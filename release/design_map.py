@@ -90,7 +90,8 @@ def table() -> str:
     modules = {_dotted(p): p for p in files}
     packages = {_dotted(p) for p in files if p.name == "__init__.py"}
     packages |= {m.rsplit(".", 1)[0] for m in modules if "." in m}
-    graph = grimp.build_graph(*TOP_PACKAGES, include_external_packages=False)
+    # No cache: one left by another checkout's state (.grimp_cache) would give old imports.
+    graph = grimp.build_graph(*TOP_PACKAGES, include_external_packages=False, cache_dir=None)
     out = [layers()]
     for package in sorted(packages, key=lambda p: (TOP_PACKAGES.index(p.split(".")[0]), p)):
         members = sorted(m for m in modules if _package_of(m, packages) == package)

@@ -275,7 +275,8 @@ def test_the_plugins_wheel_holds_the_plugin_and_what_it_reads_only(
         for p in (assets.PLUGIN / package).rglob("*.py")
     }
     assert modules == want and "trainjob_api/views.py" in want
-    assert not {n.split("/")[0] for n in names} & {"dispatcher", "worker_controller", "tests"}
+    tops = {n.split("/")[0] for n in names}
+    assert not tops & {"dispatcher", "worker_controller", "trainjob", "kubecontrol", "tests"}
     assert "trainjob/workload.py" not in names and "kubecontrol/client.py" not in names
     assert "kubectl_trainjob/ui/index.html" in names
     project = tomllib.loads((assets.PLUGIN / "pyproject.toml").read_text())["project"]

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from kubecontrol.controller import KeyValueFormatter
+
 REPO = Path(__file__).resolve().parents[3]
 
 SCRIPT = """
@@ -112,3 +114,16 @@ def test_no_log_call_of_the_product_names_a_field_a_log_record_has() -> None:
                             keys |= {k.value for k in inner.keys if isinstance(k, ast.Constant)}
     assert sum(len(k) for k in used.values()) > 40
     assert {p: keys & reserved for p, keys in used.items() if keys & reserved} == {}
+
+
+@pytest.mark.parametrize(
+    "value", ["a\rINFO fake: line", "x\x1b[2K", "a\u2028b", "a\x85b", "a\xa0b", "a\tb", "a\nb"]
+)
+def test_a_value_that_could_forge_a_line_is_quoted_and_escaped(value: str) -> None:
+    """A tenant's string (a priorityClassName refused as no name, an error the API server
+    echoes) comes out as one JSON string: nothing in it moves the cursor or starts a line."""
+    record = logging.LogRecord("x", logging.INFO, "", 0, "refused", None, None)
+    record.object = value
+    line = KeyValueFormatter("%(message)s").format(record)
+    assert line == f"refused object={json.dumps(value)}"
+    assert line.isprintable() and line.isascii()
