@@ -111,7 +111,9 @@ def test_no_log_call_of_the_product_names_a_field_a_log_record_has() -> None:
                 for found in dicts:
                     for inner in ast.walk(found):
                         if isinstance(inner, ast.Dict):
-                            keys |= {k.value for k in inner.keys if isinstance(k, ast.Constant)}
+                            keys |= {
+                                str(k.value) for k in inner.keys if isinstance(k, ast.Constant)
+                            }
     assert sum(len(k) for k in used.values()) > 40
     assert {p: keys & reserved for p, keys in used.items() if keys & reserved} == {}
 
@@ -127,3 +129,21 @@ def test_a_value_that_could_forge_a_line_is_quoted_and_escaped(value: str) -> No
     line = KeyValueFormatter("%(message)s").format(record)
     assert line == f"refused object={json.dumps(value)}"
     assert line.isprintable() and line.isascii()
+
+
+@pytest.mark.parametrize("value", ["a b", 'a"b', "a=b", ""])
+def test_a_value_with_a_space_a_quote_an_equals_sign_or_nothing_is_quoted(value: str) -> None:
+    record = logging.LogRecord("x", logging.INFO, "", 0, "m", None, None)
+    record.k, record.plain = value, "ns/tj-0"
+    line = KeyValueFormatter("%(message)s").format(record)
+    assert line == f"m k={json.dumps(value)} plain=ns/tj-0"
+
+
+def test_the_fields_come_before_the_traceback() -> None:
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logging.LogRecord("x", logging.ERROR, "", 0, "failed", None, sys.exc_info())
+    record.cluster = "w1"
+    lines = KeyValueFormatter("%(message)s").format(record).splitlines()
+    assert lines[:2] == ["failed cluster=w1", "Traceback (most recent call last):"]

@@ -195,8 +195,9 @@ def test_the_webhooks_rules_answer_every_trainjob(
 # at the first step tests nothing after it.
 REACHED: Counter[str] = Counter()
 # Shares of the pairs that must reach each step (measured at 700 examples: parsed 100%,
-# resolved and built 25%; with generated runtimes alone, 3%).
-FLOORS = {"parsed": 0.9, "resolved": 0.15, "built": 0.15}
+# resolved and built 22-25% when this module runs alone, 15% inside the whole suite's run
+# with the same seed; with generated runtimes alone, 3%).
+FLOORS = {"parsed": 0.9, "resolved": 0.1, "built": 0.1}
 
 
 @FUZZ
