@@ -83,15 +83,7 @@ def _look_then_write(registry: Registry, api: Cluster, action: RemoteAction) -> 
     try:
         source = registry.manager.get_or_none(dependencies.KINDS[kind], name, namespace)
     except Exception as exc:
-        log.warning(
-            "dependency not read",
-            extra={
-                "cluster": "manager",
-                "kind": kind,
-                "object": f"{namespace}/{name}",
-                "error": str(exc),
-            },
-        )
+        _unread(kind, namespace, name, exc)
         return None
     if source is None or source.get("type") in dependencies.NEVER_COPIED_TYPES:
         return False  # the next pass sees it missing (or refused) from the cache
@@ -107,6 +99,19 @@ def _fields(action: RemoteAction) -> dict[str, object]:
         "kind": action.obj["kind"],
         "object": f"{meta['namespace']}/{meta['name']}",
     }
+
+
+def _unread(kind: str, namespace: str, name: str, exc: Exception) -> None:
+    """The manager's object a copy is made from could not be read (the next pass asks again)."""
+    log.warning(
+        "dependency not read",
+        extra={
+            "cluster": "manager",
+            "kind": kind,
+            "object": f"{namespace}/{name}",
+            "error": str(exc),
+        },
+    )
 
 
 def _owner(action: RemoteAction) -> str:
@@ -192,15 +197,7 @@ def _served_as_is(registry: Registry, action: RemoteAction, found: Dict) -> bool
             dependencies.KINDS[kind], meta["name"], meta["namespace"]
         )
     except Exception as exc:
-        log.warning(
-            "dependency not read",
-            extra={
-                "cluster": "manager",
-                "kind": kind,
-                "object": f"{meta['namespace']}/{meta['name']}",
-                "error": str(exc),
-            },
-        )
+        _unread(kind, meta["namespace"], meta["name"], exc)
         return None
     return source is not None and dependencies.usable_as_is(found, {**source, "kind": kind})
 
