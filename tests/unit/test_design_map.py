@@ -48,6 +48,19 @@ def test_the_layers_are_import_linters() -> None:
         assert contract["name"][1:] in text
         for layer in contract["layers"]:
             assert layer.split("|")[0].strip() in text
+    lines = text.splitlines()
+    order = [
+        lines.index(f"1. `dispatcher.{role}`") for role in ("commands", "readapi", "decisions")
+    ]
+    assert order == sorted(order)  # top first, as import-linter reads them
+    assert "1. `dispatcher.settings` \\| `dispatcher.metrics`" in lines
+
+
+def test_each_package_is_headed_by_its_folder_and_docstring() -> None:
+    table = design_map.table()
+    assert table.startswith(design_map.layers())
+    assert "**`dispatcher/controller/`**: The controller's pass and what it runs on" in table
+    assert design_map.table() in (REPO / "docs" / "contributors" / "design.md").read_text()
 
 
 def test_the_first_sentence_of_a_docstring() -> None:
