@@ -302,14 +302,6 @@ class QueueStats:
             "idleWakeups": self.idle_wakeups,
         }
 
-    def __str__(self) -> str:
-        mean = self.wait_total / self.passes if self.passes else 0.0
-        per_pass = self.busy / self.passes if self.passes else 0.0
-        return (
-            f"{self.passes} passes ({per_pass * 1000:.0f} ms each), waited {mean:.2f}s mean / "
-            f"{self.wait_max:.2f}s max, {self.pending} pending, {self.idle_wakeups} idle wake-ups"
-        )
-
 
 class WriteMemory:
     """Which version of an object each of our writes was planned from.

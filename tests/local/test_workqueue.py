@@ -50,6 +50,10 @@ def test_events_for_a_waiting_key_coalesce_into_one_pass() -> None:
     assert seen == ["block", "a"]
     stats = queue.stats()
     assert stats.passes == 2 and stats.pending == 0 and stats.wait_max > 0
+    logged = stats.fields()  # the queue's log line
+    assert (logged["passes"], logged["pending"]) == (2, 0)
+    assert logged["waitMaxSeconds"] == round(stats.wait_max, 2)
+    assert logged["msPerPass"] == round(stats.busy / 2 * 1000)
     assert queue.stats().passes == 0  # reset by reading
 
 
