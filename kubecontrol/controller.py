@@ -77,7 +77,11 @@ class Watch:
 
 
 # What every LogRecord holds of its own: the rest of its attributes are the fields a call passed.
-_RECORD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+_RECORD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "taskName",  # Python 3.12's, absent from an older record
+}
 
 
 def fields(record: logging.LogRecord) -> dict[str, object]:
@@ -89,7 +93,7 @@ class KeyValueFormatter(logging.Formatter):
     """Text lines as Kueue writes them: a fixed message, then each field as key=value, quoted
     and escaped (JSON's string) when it holds a space, a quote, an equals sign or anything not
     printable (a newline, a carriage return, an escape sequence, a Unicode line separator: a
-    tenant's string must not forge a line), the traceback last."""
+    tenant's string in a field must not forge a line), the traceback last (as it comes)."""
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         line = super().formatMessage(record)

@@ -51,6 +51,7 @@ def test_an_outage_is_said_once_then_a_line_a_minute_then_its_end(
         assert error.startswith("listing again: ") and "TransportError" in error
         assert all(w.message == "watch still failing" for w in warnings[1:]), warnings
         assert then["informer"] == "w1-ConfigMap" and int(str(then["tries"])) >= 2
+        assert int(str(then["seconds"])) >= 2 and "TransportError" in str(then["error"])
         assert any(r.levelno == logging.DEBUG for r in caplog.records)  # the retries between
         with http_server(EmptyList, port=port):
             wait_for(lambda: informer.synced.is_set(), 20, what="the informer to list again")
@@ -59,5 +60,9 @@ def test_an_outage_is_said_once_then_a_line_a_minute_then_its_end(
                 5,
                 what="the outage's end",
             )
+        end = [fields(r) for r in caplog.records if r.message == "listing and watching again"]
+        assert end[0]["informer"] == "w1-ConfigMap"
+        assert int(str(end[0]["failedTries"])) >= int(str(then["tries"]))
+        assert int(str(end[0]["seconds"])) >= 2
     finally:
         informer.stop()
