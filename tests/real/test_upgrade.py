@@ -394,8 +394,10 @@ def _all_complete(f: Flight, timeout: float = 900) -> None:
 # server does not retry a POST. Seen once from a 0.3.0 replica in the rollback at 38c3016,
 # before that drain; none since. docs/operators/operations.md tells users to retry.
 # A connection closed by its peer shows as a reset when the API server reads from it and as a
-# broken pipe when it writes the review into it (seen from a 0.2.0 replica at ee3e835).
-CLOSED_BY_PEER = ("connection reset by peer", "broken pipe")
+# broken pipe when it writes the review into it (seen from a 0.2.0 replica at ee3e835), and as
+# Go's bare `EOF` when the peer closed it after the review went in and before any answer came
+# (seen from a 0.2.0 replica at 7451c98: `failed to call webhook: Post "https://...": EOF`).
+CLOSED_BY_PEER = ("connection reset by peer", "broken pipe", '": EOF')
 GOING_AWAY = (*CLOSED_BY_PEER, "connection refused")
 
 
