@@ -155,7 +155,8 @@ class MLPolicy(_Model):
 
 
 class Coscheduling(_Model):
-    # Trainer's CRD defaults it to 60 (ours stamps no defaults: pod_groups.py does); int32.
+    # Trainer's CRD defaults it to 60 (ours stamps no defaults: the coscheduling plugin,
+    # trainjob/runtime/podgroups/coscheduling.py, does); int32.
     schedule_timeout_seconds: int | None = Field(
         default=None, alias="scheduleTimeoutSeconds", ge=0, le=2**31 - 1
     )

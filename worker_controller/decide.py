@@ -14,13 +14,14 @@ from kubebase.objects import Dict
 from trainjob.models import InvalidObject, TrainJob, parse_trainjob
 from trainjob.naming import job_name, owner_of
 from trainjob.progress import Wiring, ca_config_map, wire
-from trainjob.runtime import RuntimeInfo, resolve_runtime_info
+from trainjob.runtime import RuntimeInfo, components, podgroups, resolve_runtime_info
 from trainjob.runtime import failure as failure_policy
+from trainjob.runtime.podgroups import PodGroupPlugin
 from trainjob.status_writes import hold
 from trainjob_api import conditions as cond
 from trainjob_api import constants as c
 from trainjob_api.views import JobView, PodView
-from worker_controller import builders, pod_groups, status
+from worker_controller import builders, status
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class Observed:
     blocked: Blocked | None = None
     # Where the trainer pods report their progress (None: they are not told to).
     progress: Wiring | None = None
-    # The PodGroup APIs the worker serves (pod_groups.APIS keys), asked when the runtime has a
+    # The PodGroup APIs the worker serves (podgroups.BY_NAME keys), asked when the runtime has a
     # podGroupPolicy.
     pod_group_apis: frozenset[str] = frozenset()
 
@@ -207,7 +208,7 @@ class _Pass:
     old_jobs: dict[str, JobView]  # Jobs of an earlier attempt, going
     ahead: list[str]  # Jobs of a later attempt than the status says
     owner: Dict = field(default_factory=dict)
-    group: pod_groups.GroupApi | None = None
+    group: PodGroupPlugin | None = None
 
 
 def _step2b_restarts(tj: TrainJob, obs: Observed, plan: Plan) -> _Pass:
@@ -269,16 +270,9 @@ def _step5_service(p: _Pass, info: RuntimeInfo) -> bool:
     _say_blocked(obs.blocked, p.st)
     if len(obs.jobs) >= sum(ps.replicas for ps in info.pod_sets):
         return False
-    if p.group is not None:
-        pod_group = pod_groups.build_pod_group(info)
-        plan.create.append(builders.build_extra_object(pod_group, p.owner, p.tj.name))
-    for extra in info.policy.extra_objects:
-        plan.create.append(builders.build_extra_object(extra, p.owner, p.tj.name))
-    for claim in info.policy.claims:
-        owned = claim["metadata"]["name"] in info.policy.owned_claims
-        plan.create.append(
-            builders.build_extra_object(claim, p.owner if owned else None, p.tj.name)
-        )
+    for part in components.build(info, p.group):
+        owner = p.owner if part.owned else None
+        plan.create.append(builders.build_extra_object(part.obj, owner, p.tj.name))
     if obs.progress is not None:
         ca = ca_config_map(p.tj.namespace, p.tj.name, obs.progress.ca_pem)
         plan.create.append(builders.build_extra_object(ca, p.owner, p.tj.name))
@@ -355,9 +349,9 @@ def _step9_run(p: _Pass, info: RuntimeInfo) -> None:
     that this worker cannot make, or runtime fields it does not do: a condition (with a
     Warning, once) says so."""
     obs, plan, st = p.obs, p.plan, p.st
-    asked = pod_groups.wanted(info.policy.pod_group)
+    asked = podgroups.select_plugin(info.policy.pod_group)
     if asked is not None and p.group is None:
-        message = pod_groups.ignored_message(asked)
+        message = podgroups.ignored_message(asked)
         st.set(c.COND_POD_GROUP_IGNORED, True, c.COND_POD_GROUP_IGNORED, message, "Warning")
     else:
         st.remove(c.COND_POD_GROUP_IGNORED)
@@ -390,21 +384,22 @@ def _step9_run(p: _Pass, info: RuntimeInfo) -> None:
     _pods_stuck(obs, st)
 
 
-def _group_pods(info: RuntimeInfo, obs: Observed) -> pod_groups.GroupApi | None:
+def _group_pods(info: RuntimeInfo, obs: Observed) -> PodGroupPlugin | None:
     """The gang scheduler whose PodGroup the TrainJob's pods are in (their templates say so
     from here on), or None. Jobs already made keep what they were made with (a pod template
     is never changed); new ones are grouped when the worker serves the PodGroup's API."""
-    api = pod_groups.wanted(info.policy.pod_group)
-    if api is None:
+    plugin = podgroups.select_plugin(info.policy.pod_group)
+    if plugin is None:
         return None
     if obs.jobs:
-        grouped = any(pod_groups.names_group(j.spec, api, info.trainjob) for j in obs.jobs.values())
+        tj = info.trainjob
+        grouped = any(podgroups.names_group(j.spec, plugin, tj) for j in obs.jobs.values())
     else:
-        grouped = api.policy in obs.pod_group_apis
+        grouped = plugin.name in obs.pod_group_apis
     if not grouped:
         return None
-    pod_groups.mark_pods(info, api)
-    return api
+    podgroups.mark_pods(info, plugin)
+    return plugin
 
 
 def _on_failure(info: RuntimeInfo, obs: Observed, st: _Status) -> None:

@@ -1,4 +1,4 @@
-"""Which PodGroup APIs this worker's API server serves (worker_controller/pod_groups.py),
+"""Which PodGroup APIs this worker's API server serves (trainjob/runtime/podgroups/),
 asked of discovery (`GET /apis/GROUP/VERSION`, which every authenticated caller may read).
 
 Asked only for a TrainJob whose runtime has a podGroupPolicy, and kept: "served" for
@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
-from worker_controller.pod_groups import APIS
+from trainjob.runtime.podgroups import BY_NAME
 
 log = logging.getLogger("worker_controller")
 
@@ -31,8 +31,8 @@ class ServedApis:
         self._answers: dict[str, tuple[bool, float]] = {}  # policy -> (served, asked at)
 
     def pod_group_apis(self) -> frozenset[str]:
-        """The podGroupPolicy members whose PodGroup API is served (pod_groups.APIS keys)."""
-        return frozenset(policy for policy in APIS if self._served(policy))
+        """The podGroupPolicy members whose PodGroup API is served (podgroups.BY_NAME keys)."""
+        return frozenset(policy for policy in BY_NAME if self._served(policy))
 
     def forget(self) -> None:
         with self._lock:
@@ -46,7 +46,7 @@ class ServedApis:
             served, asked = known
             if now - asked < (SERVED_SECONDS if served else NOT_SERVED_SECONDS):
                 return served
-        kind = APIS[policy].kind
+        kind = BY_NAME[policy].kind
         try:
             found = self._cluster.send("GET", f"/apis/{kind.group}/{kind.version}")
             served = any(r.get("name") == kind.plural for r in (found or {}).get("resources", []))

@@ -209,7 +209,7 @@ JOB = Kind("batch", "v1", "jobs", "Job", True)
 SERVICE = Kind("", "v1", "services", "Service", True)
 PERSISTENT_VOLUME_CLAIM = Kind("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True)
 PRIORITY_CLASS = Kind("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
-# Gang scheduling on a worker (worker_controller/pod_groups.py): the scheduler-plugins'
+# Gang scheduling on a worker (trainjob/runtime/podgroups/): the scheduler-plugins'
 # coscheduling PodGroup and Volcano's, one kind name in two groups.
 COSCHEDULING_POD_GROUP = Kind("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True)
 VOLCANO_POD_GROUP = Kind("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", True)

@@ -1,4 +1,16 @@
-"""Build a TrainJob's RuntimeInfo: resolve the template, merge patches and overrides, plugins."""
+"""Build a TrainJob's RuntimeInfo: resolve the template, merge patches and overrides, plugins.
+
+The phases, in order (the plugins of each phase in their package's registry, as Trainer v2.3
+lays out its framework):
+1. the runtime's shapes checked, then the TrainJob's runtimePatches (patches.py);
+2. spec.trainer and spec.initializer on their steps' containers, the volume claims, the
+   dependency graph and each quantity checked;
+3. the gang scheduler's own refusals (podgroups/: `check`);
+4. the ML policy plugin (mlpolicies/: `enforce`), which edits the PodSets per node;
+5. names and the success policy checked.
+Then, where the worker makes the TrainJob's objects: the pods name their group (podgroups/:
+`mark_pods`) and the components are built (components.py: the PodGroup, the ML policy's
+objects, the claims)."""
 
 from __future__ import annotations
 
@@ -14,7 +26,7 @@ from trainjob.models import (
     TrainJob,
     parse_runtime,
 )
-from trainjob.runtime import failure, fields
+from trainjob.runtime import failure, fields, podgroups
 from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimePolicy, RuntimeSpecError
 from trainjob.runtime.limits import check_counts, check_names
 from trainjob.runtime.mlpolicies import select_plugin
@@ -192,12 +204,7 @@ def build_runtime_info(
         annotations=dict(jobset_meta.get("annotations") or {}),
     )
     _check_dependencies(spec.template.spec.replicated_jobs)
-    queue = info.annotations.get(c.VOLCANO_QUEUE_ANNOTATION)
-    if spec.pod_group_policy and spec.pod_group_policy.volcano is not None and queue == "":
-        raise RuntimeSpecError(  # Trainer's webhook refuses it too
-            f"template.metadata.annotations[{c.VOLCANO_QUEUE_ANNOTATION}] is empty: it names the "
-            "Volcano queue of the job's PodGroup"
-        )
+    podgroups.check(info)
     _claim_volumes(info, (raw_template_spec or {}).get("volumeClaimPolicies") or [])
     for ps in pod_sets:
         _check_quantities(ps, trainjob)

@@ -1,6 +1,6 @@
-"""Gang scheduling on a worker (worker_controller/pod_groups.py): the PodGroup a runtime's
-podGroupPolicy asks for, as Kubeflow Trainer v2.3 makes it, and what the pass decides with
-and without that PodGroup's API (no cluster; the bed's tests/e2e/test_pod_groups.py installs
+"""Gang scheduling on a worker: what the pass decides with and without the PodGroup API a
+runtime's podGroupPolicy asks for (the PodGroups themselves: the plugins' tables beside
+trainjob/runtime/podgroups/; no cluster here, the bed's tests/e2e/test_pod_groups.py installs
 the CRDs)."""
 
 from __future__ import annotations
@@ -9,106 +9,10 @@ from typing import Any
 
 import pytest
 
-from clusters.helpers.builders import (
-    OWNER,
-    container,
-    make_runtime,
-    make_trainjob,
-    replicated_job,
-)
+from clusters.helpers.builders import OWNER, make_trainjob
 from tests.support.worker_plans import OUR_SERVICE, Dict, as_made, conditions, job, observe
-from trainjob.models import parse_trainjob
-from trainjob.runtime import resolve_runtime_info
-from worker_controller import pod_groups
-
-RESOURCES = {"requests": {"cpu": "1500m", "memory": "2Gi"}, "limits": {"cpu": "2"}}
-
-
-def gang_runtime(policy: Dict, **meta: Any) -> Dict:
-    """A launcher (1 pod, its own requests and an init container) and a trainer step."""
-    launcher = replicated_job(
-        "launcher",
-        None,
-        [container("launcher", resources={"requests": {"cpu": "250m"}})],
-    )
-    spec = launcher["template"]["spec"]["template"]["spec"]
-    spec["initContainers"] = [container("wait", resources={"requests": {"cpu": "500m"}})]
-    spec["priorityClassName"] = "research"
-    runtime = make_runtime(
-        replicated_jobs=[launcher, replicated_job("node", "trainer", [container()])],
-        podGroupPolicy=policy,
-    )
-    if meta:
-        runtime["spec"]["template"]["metadata"] = meta
-    return runtime
-
-
-def trainjob(nodes: int = 3) -> Dict:
-    return make_trainjob(trainer={"numNodes": nodes, "resourcesPerNode": RESOURCES})
-
-
-def info_of(tj: Dict, runtime: Dict) -> Any:
-    info, problem = resolve_runtime_info(parse_trainjob(tj), runtime)
-    assert problem is None, problem
-    return info
-
-
-def test_a_coscheduling_group_counts_every_pod_and_what_they_all_request() -> None:
-    runtime = gang_runtime({"coscheduling": {}})
-    info = info_of(trainjob(), runtime)
-    group = pod_groups.build_pod_group(info)
-    assert group["apiVersion"] == "scheduling.x-k8s.io/v1alpha1" and group["kind"] == "PodGroup"
-    assert group["metadata"] == {"name": "tj", "namespace": "ns"}
-    # 1 launcher (max(250m, init 500m)) + 3 nodes of 1500m / 2Gi
-    assert group["spec"] == {
-        "minMember": 4,
-        "minResources": {"cpu": "5", "memory": str(3 * 2**31)},
-        "scheduleTimeoutSeconds": 60,
-    }
-    runtime["spec"]["podGroupPolicy"]["coscheduling"]["scheduleTimeoutSeconds"] = 5
-    info = info_of(trainjob(1), runtime)
-    group = pod_groups.build_pod_group(info)
-    assert group["spec"]["minMember"] == 2 and group["spec"]["scheduleTimeoutSeconds"] == 5
-    assert group["spec"]["minResources"] == {"cpu": "2", "memory": str(2**31)}
-
-
-def test_a_volcano_group_takes_the_queue_the_priority_class_and_the_topology() -> None:
-    policy = {"volcano": {"networkTopology": {"mode": "soft"}}}
-    runtime = gang_runtime(policy, annotations={"scheduling.volcano.sh/queue-name": "research"})
-    info = info_of(trainjob(2), runtime)
-    group = pod_groups.build_pod_group(info)
-    assert group["apiVersion"] == "scheduling.volcano.sh/v1beta1"
-    assert group["spec"] == {
-        "minMember": 3,
-        "minResources": {"cpu": "3500m", "memory": str(2 * 2**31)},
-        "queue": "research",
-        "priorityClassName": "research",
-        "networkTopology": {"mode": "soft", "highestTierAllowed": 1},
-    }
-    plain = info_of(trainjob(2), gang_runtime({"volcano": {}}))
-    spec = pod_groups.build_pod_group(plain)["spec"]
-    assert "queue" not in spec and "networkTopology" not in spec
-
-
-@pytest.mark.parametrize(
-    ("policy", "meta", "says"),
-    [
-        ({"coscheduling": {}, "volcano": {}}, {}, "sets both coscheduling and volcano"),
-        (
-            {"volcano": {}},
-            {"annotations": {"scheduling.volcano.sh/queue-name": ""}},
-            "scheduling.volcano.sh/queue-name] is empty",
-        ),
-        ({"volcano": {"networkTopology": {"mode": "strict"}}}, {}, "networkTopology.mode"),
-        ({"coscheduling": {"scheduleTimeoutSeconds": -1}}, {}, "scheduleTimeoutSeconds"),
-    ],
-)
-def test_a_policy_that_cannot_be_made_is_refused_naming_it(
-    policy: Dict, meta: Dict, says: str
-) -> None:
-    _, problem = resolve_runtime_info(parse_trainjob(trainjob()), gang_runtime(policy, **meta))
-    assert problem is not None and problem.reason == "RuntimeInvalid"
-    assert says in problem.message
+from tests.unit.trainjob.runtime.podgroups import RESOURCES, gang_runtime
+from tests.unit.trainjob.runtime.podgroups import gang_trainjob as trainjob
 
 
 def pod_meta(obj: Dict) -> Dict:

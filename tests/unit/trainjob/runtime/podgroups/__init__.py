@@ -1,0 +1,45 @@
+"""Each pod group plugin's table tests (trainjob/runtime/podgroups/), and what they share: a
+runtime with a podGroupPolicy and a TrainJob on it, made into the RuntimeInfo."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clusters.helpers.builders import container, make_runtime, make_trainjob, replicated_job
+from kubebase.objects import Dict
+from trainjob.models import parse_trainjob
+from trainjob.runtime import RuntimeInfo, RuntimeProblem, resolve_runtime_info
+
+RESOURCES = {"requests": {"cpu": "1500m", "memory": "2Gi"}, "limits": {"cpu": "2"}}
+
+
+def gang_runtime(policy: Dict | None, **meta: Any) -> Dict:
+    """A launcher (1 pod, its own requests, an init container, a priority class) and a
+    trainer step; `meta` the JobSet template's metadata."""
+    launcher = replicated_job(
+        "launcher", None, [container("launcher", resources={"requests": {"cpu": "250m"}})]
+    )
+    spec = launcher["template"]["spec"]["template"]["spec"]
+    spec["initContainers"] = [container("wait", resources={"requests": {"cpu": "500m"}})]
+    spec["priorityClassName"] = "research"
+    extra = {} if policy is None else {"podGroupPolicy": policy}
+    runtime = make_runtime(
+        replicated_jobs=[launcher, replicated_job("node", "trainer", [container()])], **extra
+    )
+    if meta:
+        runtime["spec"]["template"]["metadata"] = meta
+    return runtime
+
+
+def gang_trainjob(nodes: int = 3) -> Dict:
+    return make_trainjob(trainer={"numNodes": nodes, "resourcesPerNode": RESOURCES})
+
+
+def resolved(runtime: Dict, nodes: int = 3) -> tuple[RuntimeInfo | None, RuntimeProblem | None]:
+    return resolve_runtime_info(parse_trainjob(gang_trainjob(nodes)), runtime)
+
+
+def info_of(runtime: Dict, nodes: int = 3) -> RuntimeInfo:
+    info, problem = resolved(runtime, nodes)
+    assert info is not None, problem
+    return info

@@ -1,0 +1,62 @@
+"""The scheduler-plugins' coscheduling PodGroup (trainjob/runtime/podgroups/coscheduling.py),
+as Trainer v2.3's coscheduling plugin makes it."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubebase.objects import Dict
+from tests.unit.trainjob.runtime.podgroups import gang_runtime, gang_trainjob, info_of, resolved
+from trainjob.models import parse_trainjob
+from trainjob.runtime import resolve_runtime_info
+from trainjob.runtime.podgroups import BY_NAME, build_pod_group
+
+PLUGIN = BY_NAME["coscheduling"]
+GIB = 2**30
+
+
+@pytest.mark.parametrize(
+    ("policy", "nodes", "spec"),
+    [
+        # 1 launcher (max(250m, its init container's 500m)) + 3 nodes of 1500m / 2Gi
+        ({}, 3, {"minMember": 4, "minResources": {"cpu": "5", "memory": str(6 * GIB)}}),
+        ({}, 1, {"minMember": 2, "minResources": {"cpu": "2", "memory": str(2 * GIB)}}),
+        ({"scheduleTimeoutSeconds": 5}, 1, {"minMember": 2, "scheduleTimeoutSeconds": 5}),
+        ({"scheduleTimeoutSeconds": 0}, 1, {"minMember": 2, "scheduleTimeoutSeconds": 0}),
+    ],
+)
+def test_a_group_counts_every_pod_what_they_request_and_the_timeout(
+    policy: Dict, nodes: int, spec: Dict
+) -> None:
+    group = build_pod_group(info_of(gang_runtime({"coscheduling": policy}), nodes), PLUGIN)
+    assert group["apiVersion"] == "scheduling.x-k8s.io/v1alpha1" and group["kind"] == "PodGroup"
+    assert group["metadata"] == {"name": "tj", "namespace": "ns"}
+    assert {"scheduleTimeoutSeconds": 60, **spec}.items() <= group["spec"].items()
+    assert set(group["spec"]) == {"minMember", "minResources", "scheduleTimeoutSeconds"}
+
+
+@pytest.mark.parametrize(
+    ("policy", "says"),
+    [
+        ({"coscheduling": {}, "volcano": {}}, "sets both coscheduling and volcano"),
+        ({"coscheduling": {"scheduleTimeoutSeconds": -1}}, "scheduleTimeoutSeconds"),
+    ],
+)
+def test_a_policy_that_cannot_be_made_is_refused_naming_it(policy: Dict, says: str) -> None:
+    _, problem = resolved(gang_runtime(policy))
+    assert problem is not None and problem.reason == "RuntimeInvalid"
+    assert says in problem.message
+
+
+def test_a_resource_no_pod_requests_is_left_out() -> None:
+    """A quantity of zero (a TrainJob that sets `nvidia.com/gpu: 0` per node) adds nothing
+    the scheduler must find room for."""
+    runtime = gang_runtime({"coscheduling": {}})
+    trainjob = gang_trainjob(2)
+    trainjob["spec"]["trainer"]["resourcesPerNode"]["requests"]["nvidia.com/gpu"] = "0"
+    info, problem = resolve_runtime_info(parse_trainjob(trainjob), runtime)
+    assert info is not None, problem
+    assert build_pod_group(info, PLUGIN)["spec"]["minResources"] == {
+        "cpu": "3500m",
+        "memory": str(4 * GIB),
+    }
