@@ -382,7 +382,7 @@ class WebhookServer:
             body=orjson.dumps(review_response(review, verdict)), content_type="application/json"
         )
 
-    def _ours(self, admission: Dict) -> bool:
+    def _judged_here(self, admission: Dict) -> bool:
         """Is the request about the resource and operations this server judges?"""
         resource = admission.get("resource")
         if not isinstance(resource, dict):  # a forged review's: nothing to judge
@@ -409,7 +409,7 @@ class WebhookServer:
     async def _verdict(
         self, path: str, handler: Route, admission: Dict, deadline: Deadline
     ) -> Verdict:
-        if not self._ours(admission):
+        if not self._judged_here(admission):
             return Verdict()
         problem = review_problem(admission)  # before anything is looked up: names become paths
         if problem is not None:

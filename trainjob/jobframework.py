@@ -19,6 +19,7 @@ from trainjob import readiness
 from trainjob import workload as wlmod
 from trainjob.models import TrainJob, prebuilt_workload_of, queue_label
 from trainjob.naming import owner_reference
+from trainjob.ownership import has_owner
 from trainjob.runtime import PodSetShape, RuntimeInfo, RuntimeProblem, resolve_runtime_info
 from trainjob_api import conditions as cond
 from trainjob_api import constants as c
@@ -214,7 +215,7 @@ def _step5_adopt(obs: QueueObserved, wl: WorkloadView, plan: QueuePlan) -> None:
     """A prebuilt Workload is adopted: the TrainJob becomes its owner."""
     tj = obs.trainjob
     uid = tj.metadata.uid or ""
-    if not wlmod.owned_by(wl.raw, uid):
+    if not has_owner(wl.raw, uid):
         refs = wl.owner_references
         refs.append(owner_reference(tj.name, uid, controller=tj.prebuilt_workload is None))
         plan.workload_patch = {"metadata": {"ownerReferences": refs}}

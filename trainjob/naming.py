@@ -1,5 +1,6 @@
-"""How a TrainJob's objects are named and owned: one rule each, used by the builders, the
-status readers, the pods' DNS names and the Kueue integration. Pure."""
+"""How a TrainJob's objects are named and the owner they name: one rule each, used by the
+builders, the status readers, the pods' DNS names and the Kueue integration (whether an object
+is ours: ownership.py). Pure."""
 
 from __future__ import annotations
 
@@ -64,11 +65,3 @@ def owner_name(
         ),
         None,
     )
-
-
-def controlled_by(obj: dict[str, Any] | None, uid: str) -> bool:
-    """Whether `obj` has a controller ownerReference to the object of UID `uid`: the best
-    sign that we made it for that object (labels can be written by anyone; a reference can be
-    too, by someone who may write in that namespace and knows the UID, so it admits nothing
-    across namespaces, and what it admits is never written to)."""
-    return any(r.get("controller") and r.get("uid") == uid for r in _owner_refs(obj))

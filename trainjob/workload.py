@@ -106,10 +106,6 @@ def pod_sets_match(wl: Dict, pod_sets: Sequence[PodSetShape]) -> bool:
     return have == [(ps.name, ps.count, ps.resources) for ps in pod_sets]
 
 
-def owned_by(wl: Dict, uid: str) -> bool:
-    return any(ref.get("uid") == uid for ref in WorkloadView(wl).owner_references)
-
-
 def build_admission_patch(wl: Dict, flavors: dict[str, Dict]) -> Dict:
     """The runtimePatch (manager kueue.x-k8s.io/manager) carrying where Kueue admitted each
     PodSet: flavour node labels and tolerations, plus admission checks' podSetUpdates."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kubebase.objects import Dict
 from trainjob.jsondoc import json_copy
-from trainjob.naming import controlled_by, job_name
+from trainjob.naming import job_name
 from trainjob.queues import resources_key
 from trainjob.runtime import PodSet, RuntimeInfo
 from trainjob_api import constants as c
@@ -135,7 +135,8 @@ def build_extra_object(obj: Dict, owner: Dict | None, trainjob: str) -> Dict:
     if owner is not None:
         meta["ownerReferences"] = [owner]
         # the marker is ours to set, on kept claims only: one a runtime's template carries
-        # would let another TrainJob of the namespace take this claim for its own (is_ours)
+        # would let another TrainJob of the namespace take this claim for its own
+        # (ownership.made_for_trainjob)
         annotations = {
             k: v
             for k, v in (meta.get("annotations") or {}).items()
@@ -152,20 +153,6 @@ def build_extra_object(obj: Dict, owner: Dict | None, trainjob: str) -> Dict:
             c.CLAIM_MADE_FOR_ANNOTATION: made_for,
         }
     return out
-
-
-def is_ours(obj: Dict, trainjob: Dict) -> bool:
-    """Whether an object found under a name we want was made by us for this TrainJob: it has
-    the TrainJob (this very UID) as controller owner, or it is a kept claim marked as made
-    for a TrainJob of this name (one that outlives its job is meant for the next)."""
-    meta = trainjob["metadata"]
-    if controlled_by(obj, str(meta.get("uid", ""))):
-        return True
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    made_for = annotations.get(c.CLAIM_MADE_FOR_ANNOTATION)
-    return obj.get("kind") == "PersistentVolumeClaim" and made_for == (
-        f"{meta['namespace']}/{meta['name']}"
-    )
 
 
 def job_patch(desired: Dict, actual: JobView) -> Dict | None:

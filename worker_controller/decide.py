@@ -13,6 +13,7 @@ from kubebase.events import Event
 from kubebase.objects import Dict
 from trainjob.models import InvalidObject, TrainJob, parse_trainjob
 from trainjob.naming import job_name, owner_of
+from trainjob.ownership import managed_by_builtin
 from trainjob.progress import Wiring, ca_config_map, wire
 from trainjob.runtime import RuntimeInfo, components, podgroups, resolve_runtime_info
 from trainjob.runtime import failure as failure_policy
@@ -76,11 +77,6 @@ class Plan:
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
     status_held: bool = False  # a status change is held back (status_writes.hold)
-
-
-def is_ours(tj: TrainJob) -> bool:
-    """The built-in controller owns TrainJobs without managedBy or with the built-in value."""
-    return tj.spec.managed_by in (None, "", c.MANAGED_BY_BUILTIN)
 
 
 ANNOUNCED = frozenset({cond.Change.NEW, cond.Change.STATE})
@@ -180,7 +176,7 @@ def decide(obs: Observed) -> Plan:
         plan.events.append(Event("Warning", "InvalidTrainJob", str(exc)))
         return plan
     # 2. Not ours (e.g. managedBy MultiKueue): hands off entirely, not even status.
-    if not is_ours(tj) or tj.metadata.deletion_timestamp:
+    if not managed_by_builtin(tj.spec.managed_by) or tj.metadata.deletion_timestamp:
         return plan
     p = _step2b_restarts(tj, obs, plan)
     if _step3_finished(p):

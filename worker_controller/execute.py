@@ -15,6 +15,7 @@ from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster, guarded_write
 from trainjob.jobframework_io import execute_queue_plan
 from trainjob.naming import owner_of
+from trainjob.ownership import made_for_trainjob
 from trainjob_api import constants as c
 from worker_controller import builders
 from worker_controller.context import Context
@@ -190,7 +191,7 @@ def _make(
 
 def _create(cluster: Cluster, trainjob: Dict, obj: Dict) -> Blocked | None:
     """Create `obj`. One of that name already there is fine when we made it for this TrainJob
-    (builders.is_ours); anyone else's is a collision, never adopted or written over."""
+    (ownership.made_for_trainjob); anyone else's is a collision, never adopted or written over."""
     kind, name = obj["kind"], obj["metadata"]["name"]
     try:
         cluster.create(c.kind_of(obj), obj)
@@ -208,7 +209,7 @@ def _create(cluster: Cluster, trainjob: Dict, obj: Dict) -> Blocked | None:
         if exc.status != 409:
             raise
     found = cluster.get_or_none(c.kind_of(obj), name, obj["metadata"]["namespace"])
-    if found is None or builders.is_ours({"kind": kind, **found}, trainjob):
+    if found is None or made_for_trainjob({"kind": kind, **found}, trainjob):
         return None  # ours (made by an earlier pass), or gone again: the next pass sees
     return Blocked(
         c.REASON_NAME_TAKEN,

@@ -19,7 +19,7 @@ from trainjob import admission, jobframework
 from trainjob.caches import Caches
 from trainjob.jobframework_io import observe_queueing
 from trainjob.models import parse_trainjob
-from trainjob.naming import controlled_by
+from trainjob.ownership import controlled_by
 from trainjob.status_writes import held_key
 from trainjob_api import constants as c
 from trainjob_api.views import JobView, TrainJobView

@@ -23,6 +23,7 @@ from trainjob.crd import (
 )
 from trainjob.models import prebuilt_workload_of
 from trainjob.naming import owner_name, owning_trainjob
+from trainjob.ownership import controlled_by_a_trainjob
 from trainjob.workload import workload_name
 from trainjob_api import constants as c
 from trainjob_api.views import JobView, TrainJobView
@@ -64,7 +65,7 @@ def watches(ctx: Context) -> list[Watch]:
             "jobs",
             c.JOB,
             job_changed,
-            keep=_controlled_by_a_trainjob,
+            keep=controlled_by_a_trainjob,
             group_by=_controller,
             groups=Index.JOBS,
             page=TENANT_SIZED_PAGE,  # a Job carries its tenant's pod template
@@ -125,16 +126,6 @@ def _trainjob_label(obj: Dict) -> tuple[str, str]:
     """A Job's or Service's TrainJob, from our label on it."""
     meta = obj["metadata"]
     return meta["namespace"], (meta.get("labels") or {}).get(c.TRAINJOB_NAME_LABEL, "")
-
-
-def _controlled_by_a_trainjob(job: Dict) -> bool:
-    """A Job whose controller owner is a TrainJob (of any UID: reconcile keeps its own)."""
-    return any(
-        ref.get("controller")
-        and ref.get("kind") == "TrainJob"
-        and str(ref.get("apiVersion", "")).startswith(f"{c.TRAINER_GROUP}/")
-        for ref in (job.get("metadata") or {}).get("ownerReferences") or ()
-    )
 
 
 def _controller(obj: Dict) -> tuple[str, str]:

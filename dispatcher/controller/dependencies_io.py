@@ -13,6 +13,7 @@ from dispatcher.workers.connections import Registry
 from kubebase.objects import Dict
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
+from trainjob.ownership import is_dependency_copy
 from trainjob_api import constants as c
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ def _look_then_write(registry: Registry, api: Cluster, action: RemoteAction) -> 
         return None
     found = api.get_or_none(dependencies.KINDS[kind], name, namespace)
     if found is not None:
-        if not dependencies.made_by(found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]):
+        if not is_dependency_copy(found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]):
             served = _served_as_is(registry, action, found)
             return _foreign(registry, action) if served is False else served
         if dependencies.updated(found, action.obj) is None:
@@ -166,7 +167,7 @@ def _put(
             found = api.get_or_none(dependencies.KINDS[kind], name, namespace)
             if found is None:
                 return None  # deleted meanwhile: the next pass makes it
-            if not dependencies.made_by(found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]):
+            if not is_dependency_copy(found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]):
                 return _foreign(registry, action)
         else:
             log.info("dependency copied", extra=_fields(action))

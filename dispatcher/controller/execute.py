@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dispatcher import metrics
 from dispatcher.controller import dependencies_io, placements_io
 from dispatcher.decisions import checkpoints
-from dispatcher.decisions.copies import is_our_copy
 from dispatcher.decisions.decide import DispatchPlan, RemoteAction
 from dispatcher.decisions.plan import Dispatch, PassPlan
 from dispatcher.decisions.removal import Removal
@@ -23,6 +22,7 @@ from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster, guarded_write
 from kubecontrol.workqueue import WriteMemory
 from trainjob.jobframework_io import execute_queue_plan
+from trainjob.ownership import is_our_copy
 from trainjob_api import constants as c
 from trainjob_api.views import ObjectView, TrainJobView, WorkloadView
 

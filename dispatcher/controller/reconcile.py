@@ -47,6 +47,7 @@ from trainjob.caches import Caches, Index
 from trainjob.jobframework_io import observe_queueing
 from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.naming import owner_name
+from trainjob.ownership import is_dependency_copy
 from trainjob.runtime import RuntimeProblem
 from trainjob.status_writes import held_key
 from trainjob_api import constants as c
@@ -354,7 +355,7 @@ def _served_there(remote: RemoteCluster, manager_runtime: Dict | None, origin: s
     here = remote.runtime_here(c.TRAINING_RUNTIME_KIND, meta.get("namespace"), meta["name"])
     if here is None:
         return False
-    if dependencies.made_by(here, origin):
+    if is_dependency_copy(here, origin):
         return False  # ours: the ledger and its digest say whether it is current
     return dependencies.usable_as_is(here, {"kind": c.TRAINING_RUNTIME_KIND, **manager_runtime})
 

@@ -77,19 +77,6 @@ def remote_trainjob(tj: TrainJobView, wl_name: str, origin: str) -> Dict:
     }
 
 
-def is_our_copy(found: ObjectView, copy: ObjectView) -> bool:
-    """Whether an object on a worker is a copy we made of the same manager object: our origin
-    label, and the manager object's UID in its origin-uid annotation."""
-    return _origin(found) == _origin(copy)
-
-
-def _origin(obj: ObjectView) -> tuple[str | None, str | None]:
-    return (
-        obj.labels.get(c.KUEUE_MULTIKUEUE_ORIGIN_LABEL),
-        obj.annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION),
-    )
-
-
 # ---- what the workers' watches keep of a copy ----------------------------------------------
 
 # What we keep of each worker (our copies only, by origin label), by kind name.

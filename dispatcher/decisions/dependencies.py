@@ -150,14 +150,6 @@ def named_by(workload: Dict) -> list[tuple[str, str, str]]:
     return [(namespace, ref.kind, ref.name) for ref in refs[:MAX_DEPENDENCIES]]
 
 
-def made_by(obj: Dict, origin: str) -> bool:
-    """Whether an object on a worker is a dependency's copy of this manager's: its origin
-    label (a Secret rotated by delete and create on the manager keeps its copy, so the UID it
-    was made from is not asked for)."""
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return labels.get(c.KUEUE_MULTIKUEUE_ORIGIN_LABEL) == origin
-
-
 def runtime_named_by(trainjob: Dict) -> list[tuple[str, str]]:
     """The (namespace, name) of the TrainingRuntime of its namespace a TrainJob names, if it
     names one: the key the dispatcher's index of a runtime's users files it under."""

@@ -127,7 +127,7 @@ class Registry:
         informer.start()
         return informer
 
-    def _ours(self, kind: Kind, informer: Informer | None, name: str) -> Dict | None:
+    def _in_our_namespace(self, kind: Kind, informer: Informer | None, name: str) -> Dict | None:
         """An object of our namespace: from its watch once it has listed, else read at once."""
         if informer is not None and informer.synced.is_set():
             return informer.get((self.settings.namespace, name))
@@ -324,7 +324,7 @@ class Registry:
         name = str((ref or {}).get("name") or "") if isinstance(ref, dict) else ""
         if not name:
             return None, "BadClusterProfile", "spec.clusterSource.clusterProfileRef.name is empty"
-        profile = self._ours(c.CLUSTER_PROFILE, self._profiles, name)
+        profile = self._in_our_namespace(c.CLUSTER_PROFILE, self._profiles, name)
         providers = [(p.name, p.exec_config) for p in self.settings.cluster_profile_providers]
         made = cluster_profiles.kubeconfig_for(profile, name, self.settings.namespace, providers)
         if isinstance(made, cluster_profiles.Problem):
@@ -334,7 +334,7 @@ class Registry:
     def _secret_kubeconfig(self, name: str) -> str | None:
         """The base64 'kubeconfig' key of a Secret of our namespace ("" without one; None when
         there is no such Secret): from the watch once it has listed, else read at once."""
-        secret = self._ours(c.SECRET, self._secrets, name)
+        secret = self._in_our_namespace(c.SECRET, self._secrets, name)
         return None if secret is None else _kubeconfig_key(secret)
 
     def _connect(

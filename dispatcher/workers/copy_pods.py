@@ -21,6 +21,7 @@ from kubecontrol.aggregated import query_bool, query_int
 from kubecontrol.client import ApiException, TransportError
 from kubecontrol.informer import TENANT_SIZED_PAGE
 from kubecontrol.lists import decode_list
+from trainjob.ownership import controller_uid
 from trainjob_api import constants as c
 from trainjob_api.story import PodUsage, pod_usage
 
@@ -54,14 +55,6 @@ class Refusal(Exception):
 
 
 # ---- pure: which pods are the TrainJob's, which one is meant, what to ask for -----------------
-
-
-def controller_uid(obj: Dict) -> str | None:
-    """The UID of the object's controller (its owner with `controller: true`)."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if isinstance(ref, dict) and ref.get("controller"):
-            return str(ref.get("uid") or "") or None
-    return None
 
 
 def ours(

@@ -27,10 +27,10 @@ from collections.abc import Callable
 from dispatcher.decisions.capacity import Fit, cohort_of, fit, quota_summary
 from dispatcher.decisions.copies import COPY_KINDS, seen
 from dispatcher.decisions.data import Claims
-from dispatcher.decisions.dependencies import made_by
 from kubebase.objects import Dict
 from kubecontrol.cluster import Cluster
 from kubecontrol.informer import PAGE, TENANT_SIZED_PAGE, Informer, slim
+from trainjob.ownership import is_dependency_copy
 from trainjob.queues import ClusterQueueView, LocalQueueView, Table
 from trainjob.runtime.defaults import same_runtime_spec
 from trainjob_api import conditions as cond
@@ -395,7 +395,7 @@ class RemoteCluster:
         shown = shown or name
         if found is None:
             return None if copied_by else f"{kind} {shown} is missing there"
-        if copied_by and made_by(found, copied_by):
+        if copied_by and is_dependency_copy(found, copied_by):
             return None
         if not same_runtime_spec(found.get("spec") or {}, spec):
             return f"{kind} {shown} there differs from the manager's"

@@ -14,7 +14,6 @@ from dispatcher.decisions.copies import (
     MAX_MANAGER_BYTES,
     changes,
     fit,
-    is_our_copy,
     orphan,
     remote_trainjob,
     remote_workload,
@@ -22,6 +21,7 @@ from dispatcher.decisions.copies import (
 )
 from dispatcher.decisions.copies import seen as copy_seen
 from tests.support.dispatch import manager_workload
+from trainjob.ownership import is_our_copy
 from trainjob_api import constants as c
 from trainjob_api.views import ObjectView, TrainJobView, WorkloadView
 

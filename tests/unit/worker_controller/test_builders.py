@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from trainjob.ownership import made_for_trainjob
 from trainjob_api import constants as c
-from worker_controller.builders import build_extra_object, is_ours
+from worker_controller.builders import build_extra_object
 
 OWNER = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "a-b",
          "uid": "uid-a-b", "controller": True}  # fmt: skip
@@ -25,6 +26,8 @@ def test_a_claim_made_for_one_trainjob_cannot_be_marked_for_another_by_its_templ
     forged = {c.CLAIM_MADE_FOR_ANNOTATION: "ns/b", "team": "ml"}
     owned = build_extra_object(claim(forged), OWNER, "a-b")
     assert owned["metadata"]["annotations"] == {"team": "ml"}
-    assert not is_ours(owned, {"metadata": {"uid": "uid-b", "namespace": "ns", "name": "b"}})
+    assert not made_for_trainjob(
+        owned, {"metadata": {"uid": "uid-b", "namespace": "ns", "name": "b"}}
+    )
     kept = build_extra_object(claim(forged), None, "a-b")  # kept after its job: ours to mark
     assert kept["metadata"]["annotations"][c.CLAIM_MADE_FOR_ANNOTATION] == "ns/a-b"

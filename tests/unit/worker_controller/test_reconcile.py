@@ -35,7 +35,7 @@ from tests.support.whole_pass import (
     worker_guarded,
 )
 from tests.support.worker_plans import as_made, reported
-from trainjob.naming import controlled_by
+from trainjob.ownership import controlled_by
 from trainjob.workload import workload_name
 from trainjob_api import constants as c
 from worker_controller.context import Context
