@@ -25,8 +25,8 @@ def is_label_key(key: object) -> bool:
     """A label key: an optional DNS-subdomain prefix and "/", then a name of 63 at most."""
     if not isinstance(key, str):
         return False
-    prefix, _, name = key.rpartition("/")
-    if prefix and not DNS_SUBDOMAIN.fullmatch(prefix):
+    prefix, slash, name = key.rpartition("/")
+    if slash and not DNS_SUBDOMAIN.fullmatch(prefix):  # "/x": an empty prefix is none
         return False
     return bool(LABEL_NAME.fullmatch(name))
 
@@ -87,13 +87,17 @@ class Kind(NamedTuple):
     def path(self, namespace: str | None, name: str | None, subresource: str | None = None) -> str:
         """The API path of an object of this kind (of its collection when `name` is None).
         A namespace that is not a namespace's name, or a name or subresource that cannot be
-        one segment of a path, raises `InvalidName`: nothing a tenant wrote chooses the path."""
+        one segment of a path, raises `InvalidName`: nothing a tenant wrote chooses the path.
+        An empty name is refused too, never read as the collection (a GET of one object would
+        otherwise list them all)."""
         base = f"/apis/{self.api_version}" if self.group else f"/api/{self.version}"
         if namespace and self.namespaced:
             base += f"/namespaces/{checked_namespace(namespace)}"
         base += f"/{self.plural}"
-        path = f"{base}/{checked_segment(name)}" if name else base
-        return f"{path}/{checked_segment(subresource, 'subresource')}" if subresource else path
+        path = base if name is None else f"{base}/{checked_segment(name)}"
+        if subresource is None:
+            return path
+        return f"{path}/{checked_segment(subresource, 'subresource')}"
 
     def stamped(self, obj: dict[str, Any]) -> dict[str, Any]:
         """`obj` with this kind's apiVersion and kind (the same dict when it has them)."""
