@@ -21,26 +21,18 @@ from clusters.helpers.builders import (
     make_trainjob,
     mpi_runtime,
     replicated_job,
-    runtime_patch,
 )
-from trainjob.lru import LRU
+from tests.unit.trainjob.runtime import info_for
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.naming import owner_of
 from trainjob.runtime import (
     RuntimeProblem,
     RuntimeSpecError,
-    build_runtime_info,
     resolve_runtime_info,
 )
-from trainjob.runtime.shapes import check_template_spec
 from worker_controller.builders import build_job, build_service
 
 Dict = dict[str, Any]
-
-
-def info_for(trainjob: Dict, runtime: Dict) -> Any:
-    spec = runtime["spec"]["template"].get("spec", {})
-    return build_runtime_info(parse_trainjob(trainjob), parse_runtime(runtime), spec)
 
 
 RANK_PATH = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
@@ -238,76 +230,6 @@ def test_initializers_get_storage_uri_env_and_secret_and_keep_depends_on() -> No
     assert model["env"] == [{"name": "STORAGE_URI", "value": "hf://meta/llama"}]
 
 
-def _patch(manager: str, pod_spec: Dict, meta: Dict | None = None) -> Dict:
-    return runtime_patch(manager, "node", {"metadata": meta or {}, "spec": pod_spec})
-
-
-def test_runtime_patches_merge_in_manager_order() -> None:
-    runtime = make_runtime(
-        replicated_jobs=[
-            replicated_job("node", "trainer", [container(env=[{"name": "X", "value": "runtime"}])])
-        ]
-    )
-    tj = make_trainjob(
-        runtimePatches=[
-            _patch(
-                "user.example/first",
-                {
-                    "nodeSelector": {"pool": "a", "zone": "1"},
-                    "tolerations": [{"key": "t1", "operator": "Exists"}],
-                    "containers": [
-                        {
-                            "name": "node",
-                            "env": [
-                                {"name": "X", "value": "first"},
-                                {"name": "Y", "value": "first"},
-                            ],
-                        }
-                    ],
-                },
-                {"labels": {"team": "a"}},
-            ),
-            _patch(
-                "kueue.x-k8s.io/manager",
-                {
-                    "nodeSelector": {"pool": "b"},
-                    "tolerations": [{"key": "t2", "operator": "Exists"}],
-                    "containers": [{"name": "node", "env": [{"name": "Y", "value": "second"}]}],
-                },
-                {"labels": {"kueue": "yes"}},
-            ),
-        ]
-    )
-    ps = info_for(tj, runtime).pod_sets[0]
-    spec = ps.pod_template["spec"]
-    assert spec["nodeSelector"] == {"pool": "b", "zone": "1"}
-    assert spec["tolerations"] == [
-        {"key": "t1", "operator": "Exists"},
-        {"key": "t2", "operator": "Exists"},
-    ]
-    assert ps.pod_template["metadata"]["labels"] == {"team": "a", "kueue": "yes"}
-    env = ps.container("node")["env"]
-    assert env[:2] == [{"name": "X", "value": "first"}, {"name": "Y", "value": "second"}]
-
-
-def test_patch_for_unknown_replicated_job_or_container_is_refused() -> None:
-    bad_rj = make_trainjob(
-        runtimePatches=[
-            {
-                "manager": "m",
-                "trainingRuntimeSpec": {
-                    "template": {"spec": {"replicatedJobs": [{"name": "nope"}]}}
-                },
-            }
-        ]
-    )
-    with pytest.raises(RuntimeSpecError, match="no replicatedJob 'nope'"):
-        info_for(bad_rj, make_runtime())
-    bad_ctr = make_trainjob(runtimePatches=[_patch("m", {"containers": [{"name": "sidecar"}]})])
-    with pytest.raises(RuntimeSpecError, match="container 'sidecar'"):
-        info_for(bad_ctr, make_runtime())
-
-
 def test_runtime_without_trainer_step_is_refused_for_torch() -> None:
     runtime = make_runtime(replicated_jobs=[replicated_job("work", None, [container()])])
     with pytest.raises(RuntimeSpecError, match="trainjob-ancestor-step=trainer"):
@@ -451,14 +373,6 @@ def test_bad_quantities_in_resources_per_node_name_the_field(bad: str) -> None:
     )
 
 
-def test_a_claim_that_is_not_an_object_is_named_not_a_crash() -> None:
-    """Found by the admission fuzzer: `claims: ["x"]` in resourcesPerNode raised an internal
-    error where the TrainJob should be told."""
-    tj = make_trainjob(trainer={"resourcesPerNode": {"claims": ["x"]}})
-    with pytest.raises(RuntimeSpecError, match=r"resourcesPerNode.claims\[0\] must be an object"):
-        info_for(tj, make_runtime())
-
-
 def test_bad_quantity_in_the_runtime_names_the_replicated_job_and_container() -> None:
     runtime = make_runtime(
         replicated_jobs=[
@@ -598,27 +512,6 @@ def test_torchruns_reserved_variables_in_trainer_env_are_refused_naming_them() -
     assert info_for(tj, plain).pod_sets[0].container("node")["env"][0]["value"] == "9"
 
 
-def test_a_stored_trainjob_is_parsed_once_per_version() -> None:
-    body = make_trainjob()
-    body["metadata"].update(uid="uid-parse-once", resourceVersion="7")
-    first = parse_trainjob(body, stored=True)
-    assert parse_trainjob(copy.deepcopy(body), stored=True) is first
-    changed = copy.deepcopy(body)
-    changed["metadata"]["resourceVersion"] = "8"
-    changed["spec"]["trainer"] = {"numNodes": 5}
-    assert parse_trainjob(changed, stored=True).spec.trainer.num_nodes == 5  # type: ignore[union-attr]
-    # Not stored (an admission review, a test body edited in place): parsed every time.
-    assert parse_trainjob(body) is not first
-
-
-def test_the_lru_keeps_its_size_and_drops_the_oldest() -> None:
-    lru: LRU[int, str] = LRU(2)
-    for n in range(3):
-        assert lru.get_or_make(n, lambda n=n: str(n)) == str(n)  # type: ignore[misc]
-    assert lru.get_or_make(2, lambda: "made again") == "2"
-    assert len(lru) == 2 and lru.get_or_make(0, lambda: "again") == "again"
-
-
 @pytest.mark.parametrize(
     ("ml_policy", "variable", "refused"),
     [
@@ -666,90 +559,6 @@ def test_torchtunes_tune_run_command_is_refused_not_run_without_its_rewriting() 
     tj = make_trainjob(trainer={"command": ["tune", "run"]})
     with pytest.raises(RuntimeSpecError, match=r"spec.trainer.command: \[tune, run\]"):
         info_for(tj, make_runtime())
-
-
-def patched_pod_spec(pod_spec: Dict, *patches: tuple[str, Dict]) -> Dict:
-    """The node PodSet's pod spec after `patches` ((manager, pod spec patch) in order)."""
-    node = replicated_job("node", "trainer", [container()])
-    node["template"]["spec"]["template"]["spec"].update(pod_spec)
-    runtime = make_runtime(replicated_jobs=[node])
-    runtime_patches = [_patch(manager, spec) for manager, spec in patches]
-    info = info_for(make_trainjob(runtimePatches=runtime_patches), runtime)
-    out: Dict = info.pod_sets[0].pod_template["spec"]
-    return out
-
-
-def toleration(key: str, **more: Any) -> Dict:
-    return {"key": key, "operator": "Exists", "effect": "NoSchedule", **more}
-
-
-def test_a_users_tolerations_replace_the_runtimes_as_trainers_atomic_list_does() -> None:
-    spec = patched_pod_spec(
-        {"tolerations": [toleration("a")]}, ("me", {"tolerations": [toleration("b")]})
-    )
-    assert spec["tolerations"] == [toleration("b")]
-
-
-def test_kueues_tolerations_are_added_to_those_there_as_fixed_in_kueue_15161() -> None:
-    runtime = [toleration("a", tolerationSeconds=30)]
-    spec = patched_pod_spec(
-        {"tolerations": runtime},
-        ("kueue.x-k8s.io/manager", {"tolerations": [toleration("a"), toleration("gpu")]}),
-    )
-    assert spec["tolerations"] == [toleration("a", tolerationSeconds=30), toleration("gpu")]
-
-
-def test_affinity_and_security_context_merge_field_by_field_lists_replaced() -> None:
-    zone = {"key": "zone", "operator": "In", "values": ["a"]}
-    required = {"nodeSelectorTerms": [{"matchExpressions": [zone]}]}
-    base = {
-        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}},
-        "securityContext": {"runAsUser": 1000, "fsGroup": 1000},
-    }
-    anti = {
-        "requiredDuringSchedulingIgnoredDuringExecution": [
-            {"topologyKey": "kubernetes.io/hostname"}
-        ]
-    }
-    spec = patched_pod_spec(
-        base,
-        (
-            "me",
-            {
-                "affinity": {"podAntiAffinity": anti},
-                "securityContext": {"runAsUser": 0, "fsGroup": None},
-            },
-        ),
-    )
-    assert spec["affinity"] == {
-        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required},
-        "podAntiAffinity": anti,
-    }
-    assert spec["securityContext"] == {"runAsUser": 0}
-
-
-def test_volume_mounts_merge_by_path_and_node_selector_nulls_remove() -> None:
-    mounted = container(volumeMounts=[{"name": "data", "mountPath": "/data"}])
-    spec = patched_pod_spec(
-        {"containers": [mounted], "nodeSelector": {"pool": "a", "zone": "z"}},
-        (
-            "me",
-            {
-                "nodeSelector": {"zone": None, "disk": "ssd"},
-                "containers": [
-                    {"name": "node", "volumeMounts": [{"name": "scratch", "mountPath": "/data"}]}
-                ],
-            },
-        ),
-    )
-    assert spec["nodeSelector"] == {"pool": "a", "disk": "ssd"}
-    assert spec["containers"][0]["volumeMounts"] == [{"name": "scratch", "mountPath": "/data"}]
-
-
-@pytest.mark.parametrize("entry", [None, "claim", 3])
-def test_a_list_entry_that_is_not_an_object_is_refused_naming_it(entry: object) -> None:
-    with pytest.raises(RuntimeSpecError, match=r"volumeClaimPolicies\[1\] must be an object"):
-        check_template_spec({"volumeClaimPolicies": [{}, entry]})
 
 
 def pod_spec(job: Dict) -> Dict:

@@ -1,0 +1,170 @@
+"""A TrainJob's runtimePatches on its runtime (trainjob/runtime/patches.py), merged as Trainer v2.3
+merges them: in the managers' order, each field by its own rule (tolerations atomic but
+Kueue's added, maps field by field, lists of named entries by key, a null removes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from clusters.helpers.builders import (
+    container,
+    make_runtime,
+    make_trainjob,
+    replicated_job,
+    runtime_patch,
+)
+from kubebase.objects import Dict
+from tests.unit.trainjob.runtime import info_for
+from trainjob.runtime import (
+    RuntimeSpecError,
+)
+
+
+def _patch(manager: str, pod_spec: Dict, meta: Dict | None = None) -> Dict:
+    return runtime_patch(manager, "node", {"metadata": meta or {}, "spec": pod_spec})
+
+
+def test_runtime_patches_merge_in_manager_order() -> None:
+    runtime = make_runtime(
+        replicated_jobs=[
+            replicated_job("node", "trainer", [container(env=[{"name": "X", "value": "runtime"}])])
+        ]
+    )
+    tj = make_trainjob(
+        runtimePatches=[
+            _patch(
+                "user.example/first",
+                {
+                    "nodeSelector": {"pool": "a", "zone": "1"},
+                    "tolerations": [{"key": "t1", "operator": "Exists"}],
+                    "containers": [
+                        {
+                            "name": "node",
+                            "env": [
+                                {"name": "X", "value": "first"},
+                                {"name": "Y", "value": "first"},
+                            ],
+                        }
+                    ],
+                },
+                {"labels": {"team": "a"}},
+            ),
+            _patch(
+                "kueue.x-k8s.io/manager",
+                {
+                    "nodeSelector": {"pool": "b"},
+                    "tolerations": [{"key": "t2", "operator": "Exists"}],
+                    "containers": [{"name": "node", "env": [{"name": "Y", "value": "second"}]}],
+                },
+                {"labels": {"kueue": "yes"}},
+            ),
+        ]
+    )
+    ps = info_for(tj, runtime).pod_sets[0]
+    spec = ps.pod_template["spec"]
+    assert spec["nodeSelector"] == {"pool": "b", "zone": "1"}
+    assert spec["tolerations"] == [
+        {"key": "t1", "operator": "Exists"},
+        {"key": "t2", "operator": "Exists"},
+    ]
+    assert ps.pod_template["metadata"]["labels"] == {"team": "a", "kueue": "yes"}
+    env = ps.container("node")["env"]
+    assert env[:2] == [{"name": "X", "value": "first"}, {"name": "Y", "value": "second"}]
+
+
+def test_patch_for_unknown_replicated_job_or_container_is_refused() -> None:
+    bad_rj = make_trainjob(
+        runtimePatches=[
+            {
+                "manager": "m",
+                "trainingRuntimeSpec": {
+                    "template": {"spec": {"replicatedJobs": [{"name": "nope"}]}}
+                },
+            }
+        ]
+    )
+    with pytest.raises(RuntimeSpecError, match="no replicatedJob 'nope'"):
+        info_for(bad_rj, make_runtime())
+    bad_ctr = make_trainjob(runtimePatches=[_patch("m", {"containers": [{"name": "sidecar"}]})])
+    with pytest.raises(RuntimeSpecError, match="container 'sidecar'"):
+        info_for(bad_ctr, make_runtime())
+
+
+def patched_pod_spec(pod_spec: Dict, *patches: tuple[str, Dict]) -> Dict:
+    """The node PodSet's pod spec after `patches` ((manager, pod spec patch) in order)."""
+    node = replicated_job("node", "trainer", [container()])
+    node["template"]["spec"]["template"]["spec"].update(pod_spec)
+    runtime = make_runtime(replicated_jobs=[node])
+    runtime_patches = [_patch(manager, spec) for manager, spec in patches]
+    info = info_for(make_trainjob(runtimePatches=runtime_patches), runtime)
+    out: Dict = info.pod_sets[0].pod_template["spec"]
+    return out
+
+
+def toleration(key: str, **more: Any) -> Dict:
+    return {"key": key, "operator": "Exists", "effect": "NoSchedule", **more}
+
+
+def test_a_users_tolerations_replace_the_runtimes_as_trainers_atomic_list_does() -> None:
+    spec = patched_pod_spec(
+        {"tolerations": [toleration("a")]}, ("me", {"tolerations": [toleration("b")]})
+    )
+    assert spec["tolerations"] == [toleration("b")]
+
+
+def test_kueues_tolerations_are_added_to_those_there_as_fixed_in_kueue_15161() -> None:
+    runtime = [toleration("a", tolerationSeconds=30)]
+    spec = patched_pod_spec(
+        {"tolerations": runtime},
+        ("kueue.x-k8s.io/manager", {"tolerations": [toleration("a"), toleration("gpu")]}),
+    )
+    assert spec["tolerations"] == [toleration("a", tolerationSeconds=30), toleration("gpu")]
+
+
+def test_affinity_and_security_context_merge_field_by_field_lists_replaced() -> None:
+    zone = {"key": "zone", "operator": "In", "values": ["a"]}
+    required = {"nodeSelectorTerms": [{"matchExpressions": [zone]}]}
+    base = {
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}},
+        "securityContext": {"runAsUser": 1000, "fsGroup": 1000},
+    }
+    anti = {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
+    spec = patched_pod_spec(
+        base,
+        (
+            "me",
+            {
+                "affinity": {"podAntiAffinity": anti},
+                "securityContext": {"runAsUser": 0, "fsGroup": None},
+            },
+        ),
+    )
+    assert spec["affinity"] == {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required},
+        "podAntiAffinity": anti,
+    }
+    assert spec["securityContext"] == {"runAsUser": 0}
+
+
+def test_volume_mounts_merge_by_path_and_node_selector_nulls_remove() -> None:
+    mounted = container(volumeMounts=[{"name": "data", "mountPath": "/data"}])
+    spec = patched_pod_spec(
+        {"containers": [mounted], "nodeSelector": {"pool": "a", "zone": "z"}},
+        (
+            "me",
+            {
+                "nodeSelector": {"zone": None, "disk": "ssd"},
+                "containers": [
+                    {"name": "node", "volumeMounts": [{"name": "scratch", "mountPath": "/data"}]}
+                ],
+            },
+        ),
+    )
+    assert spec["nodeSelector"] == {"pool": "a", "disk": "ssd"}
+    assert spec["containers"][0]["volumeMounts"] == [{"name": "scratch", "mountPath": "/data"}]
