@@ -1,5 +1,5 @@
-"""Worker kubeconfigs for the unit tests of the vetting rules: a real CA, so the rules load it
-as a connection would."""
+"""Worker kubeconfigs for the unit tests of the vetting rules (a real CA, so the rules load it
+as a connection would), and a worker's connection dialled from one."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from dispatcher.workers.remote import RemoteCluster, dial
 from kubecontrol.certs import issue
 
 Dict = dict[str, Any]
@@ -35,3 +36,15 @@ def kubeconfig(cluster: Dict | None = None, user: Dict | None = None) -> bytes:
             "contexts": [{"name": "w", "context": {"cluster": "w", "user": "u"}}],
         }
     ).encode()
+
+
+def remote_cluster(down: float | None = None) -> RemoteCluster:
+    """A worker's connection as the dispatcher keeps it, dialled from `kubeconfig()` (no
+    thread started); `down` when it was lost."""
+    return RemoteCluster(
+        "w1",
+        dial("w1", yaml.safe_load(kubeconfig()), "test"),
+        "origin",
+        lambda ns, name, urgent: None,
+        down_since=down,
+    )

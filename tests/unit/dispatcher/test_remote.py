@@ -6,22 +6,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import yaml
-
-from dispatcher.workers.remote import RemoteCluster, dial
-from tests.support.kubeconfigs import kubeconfig
+from tests.support.kubeconfigs import remote_cluster
 
 Dict = dict[str, Any]
-
-
-def remote_cluster(down: float | None = None) -> RemoteCluster:
-    return RemoteCluster(
-        "w1",
-        dial("w1", yaml.safe_load(kubeconfig()), "test"),
-        "origin",
-        lambda ns, name, urgent: None,
-        down_since=down,
-    )
 
 
 def test_a_cluster_still_connecting_after_start_up_is_never_lost() -> None:
@@ -54,22 +41,6 @@ def test_the_clock_stops_on_reconnect_and_restarts_on_the_next_outage() -> None:
     before = time.time()
     rc._set_ok("TrainJob", False, "timeout")
     assert rc.down_since is not None and before <= rc.down_since <= time.time()  # from now
-
-
-def test_a_worker_listed_while_connecting_has_no_queues_known() -> None:
-    from dispatcher.readapi.worker_list import worker
-
-    item = worker("w1", remote_cluster(), None).to_json()
-    assert item["connection"] == "Connecting" and item["clusterQueues"] is None
-    assert item["trainJobCopies"] == 0 and item["metadata"] == {"name": "w1"}
-    lost = remote_cluster(down=time.time() - 60)
-    for kind in ("Workload", "TrainJob"):
-        lost._set_ok(kind, False, "connection refused")
-    item = worker("w1", lost, None).to_json()
-    assert item["connection"] == "Disconnected" and item["problem"] == "connection refused"
-    assert item["downSince"] is not None and item["kind"] == "Worker"
-    none = worker("w2", None, "no kubeconfig Secret")
-    assert none.connection == "NoKubeconfig" and none.problem == "no kubeconfig Secret"
 
 
 def test_a_workers_runtimes_are_listed_in_small_pages() -> None:

@@ -8,33 +8,18 @@ import copy
 import datetime as dt
 from typing import Any
 
-import pytest
-
-from clusters.helpers.builders import OWNER, make_runtime, make_trainjob
+from clusters.helpers.builders import OWNER
+from tests.unit.trainjob import HIGH, RUNTIME, WL_NAME, info_of
+from tests.unit.trainjob import queued_trainjob as trainjob
 from trainjob import admission, jobframework, jobframework_io
 from trainjob import workload as wlmod
 from trainjob.jobframework import QueuePlan
-from trainjob.models import parse_runtime, parse_trainjob
-from trainjob.runtime import RuntimeInfo, RuntimeSpecError, build_runtime_info
+from trainjob.models import parse_trainjob
 from trainjob_api.views import WorkloadView
 
 Dict = dict[str, Any]
 NOW = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.UTC)
 EARLIER = "2026-11-23T11:00:00Z"
-RUNTIME = make_runtime()
-WL_NAME = "trainjob-tj-daaa5"  # Kueue's name for TrainJob tj with uid uid-tj
-
-
-def trainjob(*, queue: str | None = "q", suspend: bool = True, **spec: Any) -> Dict:
-    body = make_trainjob(suspend=suspend, **spec)
-    if queue is not None:
-        body["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": queue}
-    return body
-
-
-def info_of(body: Dict, runtime: Dict = RUNTIME) -> RuntimeInfo:
-    spec = runtime["spec"]["template"]["spec"]
-    return build_runtime_info(parse_trainjob(body), parse_runtime(runtime), spec)
 
 
 def cond(ctype: str, status: bool, reason: str, message: str = "") -> Dict:
@@ -303,153 +288,6 @@ def test_9_stopped_and_quiet_drops_the_placement_and_hands_the_quota_back() -> N
     assert p.workload_version == "7" and p.workload_readiness is None
 
 
-# ---- what it builds ---------------------------------------------------------------------------
-
-HIGH = wlmod.Priority("kueue.x-k8s.io", "WorkloadPriorityClass", "high", 100)
-
-
-def test_the_workload_is_kueues_for_a_trainjob_in_full() -> None:
-    body = trainjob(trainer={"numNodes": 2, "resourcesPerNode": {"requests": {"cpu": "2"}}})
-    info = info_of(body)
-    template = info.pod_sets[0].kueue_template
-    assert template is not None
-    assert wlmod.build_workload(parse_trainjob(body), info, "q", HIGH) == {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "Workload",
-        "metadata": {
-            "name": WL_NAME,
-            "namespace": "ns",
-            "labels": {"kueue.x-k8s.io/job-uid": "uid-tj"},
-            "ownerReferences": [OWNER],
-        },
-        "spec": {
-            "queueName": "q",
-            "podSets": [
-                {
-                    "name": "node",
-                    "count": 2,
-                    "template": {"metadata": {}, "spec": template["spec"]},
-                    # Kueue's for a TrainJob with TAS on (its default): the index labels
-                    "topologyRequest": {
-                        "podIndexLabel": "batch.kubernetes.io/job-completion-index",
-                        "subGroupIndexLabel": "jobset.sigs.k8s.io/job-index",
-                        "subGroupCount": 1,
-                    },
-                }
-            ],
-            "priorityClassRef": {
-                "group": "kueue.x-k8s.io",
-                "kind": "WorkloadPriorityClass",
-                "name": "high",
-            },
-            "priority": 100,
-        },
-    }
-    assert template["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "2"}}
-    # As Kueue's own TrainJob integration makes it: without what the torch policy adds for the
-    # pods to run (a prebuilt Workload with it is out of sync with Kueue on a Trainer worker).
-    ran = info.pod_sets[0].pod_template["spec"]["containers"][0]
-    kept = template["spec"]["containers"][0]
-    assert "PET_NNODES" in {e["name"] for e in ran["env"]} and ran.get("ports")
-    assert not [e for e in kept.get("env") or [] if e["name"].startswith("PET_")]
-    assert not kept.get("ports")
-
-
-QUEUE_LABELS = {
-    "kueue.x-k8s.io/local-queue-name": "q",
-    "kueue.x-k8s.io/cluster-queue-name": "cq",
-}
-INIT_META = {
-    "labels": {
-        "kueue.x-k8s.io/podset": "init",
-        "kueue.x-k8s.io/multikueue-worker-workload-pod": "true",
-        **QUEUE_LABELS,
-    },
-    "annotations": {"kueue.x-k8s.io/workload": "wl"},
-}
-
-
-def test_the_admission_patch_carries_flavours_and_check_updates_per_pod_set() -> None:
-    toleration = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
-    flavors = {
-        "a100": {"spec": {"nodeLabels": {"gpu": "a100"}, "tolerations": [toleration]}},
-        "cpu": {"spec": {"nodeLabels": {"pool": "cpu"}}},
-    }
-    wl = {
-        "metadata": {"name": "wl", "labels": {"kueue.x-k8s.io/multikueue-origin": "multikueue"}},
-        "spec": {"queueName": "q"},
-        "status": {
-            "admission": {
-                "clusterQueue": "cq",
-                "podSetAssignments": [
-                    {"name": "node", "flavors": {"nvidia.com/gpu": "a100", "cpu": "cpu"}},
-                    {"name": "init", "flavors": {}},
-                ],
-            },
-            "admissionChecks": [
-                {
-                    "name": "prov",
-                    "podSetUpdates": [
-                        {
-                            "name": "node",
-                            "nodeSelector": {"zone": "z1"},
-                            "labels": {"l": "1"},
-                            "annotations": {"a": "2"},
-                            "tolerations": [toleration],
-                        }
-                    ],
-                }
-            ],
-        },
-    }
-    assert wlmod.build_admission_patch(wl, flavors) == {
-        "manager": "kueue.x-k8s.io/manager",
-        "trainingRuntimeSpec": {
-            "template": {
-                "spec": {
-                    "replicatedJobs": [
-                        {
-                            "name": "node",
-                            "template": {
-                                "spec": {
-                                    "template": {
-                                        "metadata": {
-                                            "labels": {
-                                                "kueue.x-k8s.io/podset": "node",
-                                                "kueue.x-k8s.io/multikueue-worker-workload-pod": (
-                                                    "true"
-                                                ),
-                                                **QUEUE_LABELS,
-                                                "l": "1",
-                                            },
-                                            "annotations": {
-                                                "kueue.x-k8s.io/workload": "wl",
-                                                "a": "2",
-                                            },
-                                        },
-                                        "spec": {
-                                            "nodeSelector": {
-                                                "gpu": "a100",
-                                                "pool": "cpu",
-                                                "zone": "z1",
-                                            },
-                                            "tolerations": [toleration],
-                                        },
-                                    }
-                                }
-                            },
-                        },
-                        {
-                            "name": "init",
-                            "template": {"spec": {"template": {"metadata": INIT_META}}},
-                        },
-                    ]
-                }
-            }
-        },
-    }
-
-
 # ---- the admission webhook's changes --------------------------------------------------------
 
 
@@ -575,34 +413,6 @@ def test_the_crd_check_names_a_trainjob_crd_that_would_drop_our_status() -> None
     theirs = crd_problem(crd({"properties": {"conditions": {}, "jobsStatus": {}}}))
     assert theirs is not None and "has no status.clusterName" in theirs
     assert "not installed" in str(crd_problem(None))
-
-
-def test_tas_annotations_on_the_pods_become_the_pod_sets_topology_request() -> None:
-    from trainjob.runtime.topology import topology_request
-
-    body = trainjob(trainer={"numNodes": 2})
-    info = info_of(body)
-    ps = info.pod_sets[0]
-    ps.pod_template.setdefault("metadata", {})["annotations"] = {
-        "kueue.x-k8s.io/podset-required-topology": "cloud.com/rack",
-        "kueue.x-k8s.io/podset-group-name": "g",
-        "kueue.x-k8s.io/podset-slice-required-topology": "cloud.com/block",
-        "kueue.x-k8s.io/podset-slice-size": "2",
-    }
-    assert topology_request(ps) == {
-        "required": "cloud.com/rack",
-        "podSetSliceRequiredTopology": "cloud.com/block",
-        "podSetSliceSize": 2,
-        "podIndexLabel": "batch.kubernetes.io/job-completion-index",
-        "subGroupIndexLabel": "jobset.sigs.k8s.io/job-index",
-        "subGroupCount": 1,
-        "podSetGroupName": "g",
-    }
-    ps.pod_template["metadata"]["annotations"] = {
-        "kueue.x-k8s.io/podset-unconstrained-topology": "yes"
-    }
-    with pytest.raises(RuntimeSpecError, match="is not a boolean"):
-        topology_request(ps)
 
 
 def test_a_workload_follows_its_trainjobs_priority_class_label_as_kueue_does() -> None:

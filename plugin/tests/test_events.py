@@ -1,0 +1,59 @@
+"""Events (plugin/kubebase/events.py): the core/v1 Event for what a plan records, as
+`kubectl describe` shows it and client-go would have made it."""
+
+from __future__ import annotations
+
+from kubebase.events import build_event
+
+TRAINJOB = {
+    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+    "kind": "TrainJob",
+    "metadata": {"name": "tj", "namespace": "ns", "uid": "u1", "resourceVersion": "7"},
+}
+NOW = "2026-12-04T10:00:00Z"
+
+
+def test_an_event_about_an_object_names_it_whole() -> None:
+    event = build_event(TRAINJOB, "Warning", "RuntimeInvalid", "bad", "dispatcher", NOW)
+    assert event == {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": "tj.", "namespace": "ns"},
+        "involvedObject": {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "name": "tj",
+            "namespace": "ns",
+            "uid": "u1",
+            "resourceVersion": "7",
+        },
+        "type": "Warning",
+        "reason": "RuntimeInvalid",
+        "message": "bad",
+        "source": {"component": "dispatcher"},
+        "reportingComponent": "dispatcher",
+        "reportingInstance": "dispatcher",
+        "firstTimestamp": NOW,
+        "lastTimestamp": NOW,
+        "count": 1,
+    }
+
+
+def test_a_named_event_is_made_once_only() -> None:
+    event = build_event(TRAINJOB, "Normal", "Started", "m", "c", NOW, name="tj.started.u1")
+    assert event["metadata"] == {"name": "tj.started.u1", "namespace": "ns"}
+
+
+def test_an_event_about_a_cluster_scoped_object_lives_in_default() -> None:
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "u"}}
+    event = build_event(node, "Normal", "Seen", "m", "c", NOW)
+    assert event["metadata"]["namespace"] == "default"
+    assert event["involvedObject"]["namespace"] is None
+
+
+def test_a_long_message_is_cut_to_what_the_api_keeps() -> None:
+    """A message holds what a tenant wrote (a runtime's field, a pod's log tail): it is cut
+    to 1 KiB (events.k8s.io's limit for a note), so a tenant's string never makes an Event
+    large."""
+    event = build_event(TRAINJOB, "Warning", "R", "x" * 5000, "c", NOW)
+    assert event["message"] == "x" * 1024

@@ -1,0 +1,151 @@
+"""The Workload Kueue keeps for a TrainJob (trainjob/workload.py), built as Kueue 0.19's
+TrainJob integration builds it, and the runtimePatch that carries where Kueue admitted it."""
+
+from __future__ import annotations
+
+from clusters.helpers.builders import OWNER
+from tests.unit.trainjob import HIGH, WL_NAME, info_of
+from tests.unit.trainjob import queued_trainjob as trainjob
+from trainjob import workload as wlmod
+from trainjob.models import parse_trainjob
+
+QUEUE_LABELS = {
+    "kueue.x-k8s.io/local-queue-name": "q",
+    "kueue.x-k8s.io/cluster-queue-name": "cq",
+}
+INIT_META = {
+    "labels": {
+        "kueue.x-k8s.io/podset": "init",
+        "kueue.x-k8s.io/multikueue-worker-workload-pod": "true",
+        **QUEUE_LABELS,
+    },
+    "annotations": {"kueue.x-k8s.io/workload": "wl"},
+}
+
+
+def test_the_workload_is_kueues_for_a_trainjob_in_full() -> None:
+    body = trainjob(trainer={"numNodes": 2, "resourcesPerNode": {"requests": {"cpu": "2"}}})
+    info = info_of(body)
+    template = info.pod_sets[0].kueue_template
+    assert template is not None
+    assert wlmod.build_workload(parse_trainjob(body), info, "q", HIGH) == {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": WL_NAME,
+            "namespace": "ns",
+            "labels": {"kueue.x-k8s.io/job-uid": "uid-tj"},
+            "ownerReferences": [OWNER],
+        },
+        "spec": {
+            "queueName": "q",
+            "podSets": [
+                {
+                    "name": "node",
+                    "count": 2,
+                    "template": {"metadata": {}, "spec": template["spec"]},
+                    # Kueue's for a TrainJob with TAS on (its default): the index labels
+                    "topologyRequest": {
+                        "podIndexLabel": "batch.kubernetes.io/job-completion-index",
+                        "subGroupIndexLabel": "jobset.sigs.k8s.io/job-index",
+                        "subGroupCount": 1,
+                    },
+                }
+            ],
+            "priorityClassRef": {
+                "group": "kueue.x-k8s.io",
+                "kind": "WorkloadPriorityClass",
+                "name": "high",
+            },
+            "priority": 100,
+        },
+    }
+    assert template["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "2"}}
+    # As Kueue's own TrainJob integration makes it: without what the torch policy adds for the
+    # pods to run (a prebuilt Workload with it is out of sync with Kueue on a Trainer worker).
+    ran = info.pod_sets[0].pod_template["spec"]["containers"][0]
+    kept = template["spec"]["containers"][0]
+    assert "PET_NNODES" in {e["name"] for e in ran["env"]} and ran.get("ports")
+    assert not [e for e in kept.get("env") or [] if e["name"].startswith("PET_")]
+    assert not kept.get("ports")
+
+
+def test_the_admission_patch_carries_flavours_and_check_updates_per_pod_set() -> None:
+    toleration = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
+    flavors = {
+        "a100": {"spec": {"nodeLabels": {"gpu": "a100"}, "tolerations": [toleration]}},
+        "cpu": {"spec": {"nodeLabels": {"pool": "cpu"}}},
+    }
+    wl = {
+        "metadata": {"name": "wl", "labels": {"kueue.x-k8s.io/multikueue-origin": "multikueue"}},
+        "spec": {"queueName": "q"},
+        "status": {
+            "admission": {
+                "clusterQueue": "cq",
+                "podSetAssignments": [
+                    {"name": "node", "flavors": {"nvidia.com/gpu": "a100", "cpu": "cpu"}},
+                    {"name": "init", "flavors": {}},
+                ],
+            },
+            "admissionChecks": [
+                {
+                    "name": "prov",
+                    "podSetUpdates": [
+                        {
+                            "name": "node",
+                            "nodeSelector": {"zone": "z1"},
+                            "labels": {"l": "1"},
+                            "annotations": {"a": "2"},
+                            "tolerations": [toleration],
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+    assert wlmod.build_admission_patch(wl, flavors) == {
+        "manager": "kueue.x-k8s.io/manager",
+        "trainingRuntimeSpec": {
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {
+                                "spec": {
+                                    "template": {
+                                        "metadata": {
+                                            "labels": {
+                                                "kueue.x-k8s.io/podset": "node",
+                                                "kueue.x-k8s.io/multikueue-worker-workload-pod": (
+                                                    "true"
+                                                ),
+                                                **QUEUE_LABELS,
+                                                "l": "1",
+                                            },
+                                            "annotations": {
+                                                "kueue.x-k8s.io/workload": "wl",
+                                                "a": "2",
+                                            },
+                                        },
+                                        "spec": {
+                                            "nodeSelector": {
+                                                "gpu": "a100",
+                                                "pool": "cpu",
+                                                "zone": "z1",
+                                            },
+                                            "tolerations": [toleration],
+                                        },
+                                    }
+                                }
+                            },
+                        },
+                        {
+                            "name": "init",
+                            "template": {"spec": {"template": {"metadata": INIT_META}}},
+                        },
+                    ]
+                }
+            }
+        },
+    }
