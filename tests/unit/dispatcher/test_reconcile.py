@@ -21,6 +21,7 @@ from kubebase.kinds import CONFIG_MAP, EVENT, Kind
 from kubecontrol.client import ApiException
 from kubecontrol.controller import own_namespace
 from tests.support.memory_api import Fault
+from tests.support.tables import Row, Step, state
 from tests.support.whole_pass import (
     Pass,
     World,
@@ -98,66 +99,176 @@ def dispatched(world: World) -> None:
     world.settle(KEY)
 
 
-@pytest.mark.usefixtures("both_caches")
-def test_a_submitted_trainjob_gets_its_workload_and_our_finalizer_and_no_copy_yet(
-    world: World,
-) -> None:
-    world.settle(KEY)
-    tj = trainjob(world)
-    assert tj is not None and c.DISPATCHER_FINALIZER in tj["metadata"]["finalizers"]
-    assert workload(world) is not None
-    for worker in WORKERS:
-        assert copies(world, worker) == ([], [])
+# ---- the whole pass as table rows (tests/support/tables.py) ----------------------------------
 
 
-@pytest.mark.usefixtures("both_caches")
-def test_reserved_quota_sends_a_workload_copy_to_every_worker_labelled_with_its_origin(
-    world: World,
-) -> None:
-    dispatched(world)
-    wl_name = workload(world)["metadata"]["name"]  # type: ignore[index]
-    for worker in WORKERS:
-        # The TrainJob follows only to the worker that admits it (Kueue's MultiKueue too).
-        assert copies(world, worker) == ([], [wl_name])
-        copy = workload(world, worker)
-        assert copy is not None
-        assert copy["metadata"]["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL] == "multikueue"
-    assert check_state(world) == "Pending"
-    assert sorted(workload(world)["status"].get("nominatedClusterNames") or []) == list(WORKERS)  # type: ignore[index]
+def settle(world: World) -> list[Pass]:
+    return world.settle(KEY)
 
 
-@pytest.mark.usefixtures("both_caches")
-def test_the_first_worker_to_admit_wins_and_the_other_copies_go(world: World) -> None:
-    dispatched(world)
-    kueue_reserves(world, "worker2", admitted=True)
-    world.settle(KEY)
-    assert check_state(world) == "Ready"
-    assert workload(world)["status"]["clusterName"] == "worker2"  # type: ignore[index]
-    assert copies(world, "worker1") == ([], [])
-    assert copies(world, "worker2")[0] == ["tj"]
-    copy = trainjob(world, "worker2")
-    assert copy is not None and "managedBy" not in copy["spec"]
-    assert copy["metadata"]["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL] == "multikueue"
+def kueue_on(cluster: str, admitted: bool = False) -> Step:
+    """Kueue reserves quota for the TrainJob's Workload on `cluster` (admits it on a worker)."""
+    return lambda world: kueue_reserves(world, cluster, admitted)
 
 
-@pytest.mark.usefixtures("both_caches")
-def test_the_winners_end_comes_back_to_the_manager_trainjob(world: World) -> None:
-    dispatched(world)
-    kueue_reserves(world, "worker1", admitted=True)
-    world.settle(KEY)
-    ends_on(world, "worker1", a_condition("Complete", "AllJobsCompleted", "TrainJob completed"))
-    assert condition(trainjob(world), "Complete") == ("True", "AllJobsCompleted")
+def copy_ends(worker: str, ctype: str, reason: str) -> Step:
+    """The copy on `worker` ends (what its controller writes)."""
+
+    def step(world: World) -> None:
+        remote = trainjob(world, worker)
+        assert remote is not None
+        remote["status"] = {"conditions": [a_condition(ctype, reason, "ended")]}
+        world.apis[worker].put(remote)
+
+    return step
 
 
-@pytest.mark.usefixtures("both_caches")
-def test_a_deleted_trainjob_takes_its_copies_with_it_before_it_goes(world: World) -> None:
-    dispatched(world)
+def lost(worker: str, down: bool = True) -> Step:
+    return lambda world: world.apis[worker].unreachable(down)
+
+
+def deleted(world: World) -> None:
     world.apis["manager"].request("DELETE", c.TRAINJOB.path("ns", "tj"))
-    assert trainjob(world) is not None  # held by our finalizer
-    world.settle(KEY)
-    assert trainjob(world) is None
-    for worker in WORKERS:
-        assert copies(world, worker) == ([], [])
+
+
+MK = "kueue.x-k8s.io/multikueue"
+OURS = {"finalizers": [c.DISPATCHER_FINALIZER], "managedBy": MK, "suspend": True}
+RESERVED = {"QuotaReserved": "QuotaReserved"}
+COPY = {"origin": "multikueue"}
+SUBMITTED_STATE = {"manager": {"TrainJob": {"tj": OURS}, "Workload": {"wl": {}}}}
+DISPATCHED = [settle, kueue_on("manager"), settle]
+ADMITTED_ON_2 = [*DISPATCHED, kueue_on("worker2", admitted=True), settle]
+
+
+def on_workers(worker1: Dict | None = None, worker2: Dict | None = None) -> Dict:
+    return {"worker1": worker1 or {}, "worker2": worker2 or {}}
+
+
+def the_job(**status: Any) -> Dict:
+    return {"TrainJob": {"tj": {**OURS, **status}}}
+
+
+ROWS = [
+    Row(
+        "a submitted TrainJob gets its Workload and our finalizer, and no copy yet",
+        (settle,),
+        {**SUBMITTED_STATE, **on_workers()},
+        (("Normal", "CreatedWorkload"),),
+    ),
+    Row(
+        "reserved quota sends a Workload copy to every worker, labelled with its origin, and "
+        "nominates them (the TrainJob follows only to the worker that admits it)",
+        tuple(DISPATCHED),
+        {
+            "manager": {
+                **the_job(),
+                "Workload": {
+                    "wl": {"check": "Pending", "conditions": RESERVED, "nominated": list(WORKERS)}
+                },
+            },
+            **on_workers({"Workload": {"wl": COPY}}, {"Workload": {"wl": COPY}}),
+        },
+    ),
+    Row(
+        "the first worker to admit wins: our check Ready, the TrainJob copied there without "
+        "managedBy, the other worker's copies gone",
+        tuple(ADMITTED_ON_2),
+        {
+            "manager": {
+                **the_job(),
+                "Workload": {
+                    "wl": {"check": "Ready", "clusterName": "worker2", "conditions": RESERVED}
+                },
+            },
+            **on_workers(
+                worker2={
+                    "TrainJob": {"tj": {**COPY, "suspend": True}},
+                    "Workload": {
+                        "wl": {**COPY, "conditions": {**RESERVED, "Admitted": "Admitted"}}
+                    },
+                }
+            ),
+        },
+    ),
+    Row(
+        "the winner's end comes back to the manager's TrainJob, its Workload finishes, the "
+        "copies go",
+        (*ADMITTED_ON_2, copy_ends("worker2", "Complete", "AllJobsCompleted"), settle),
+        {
+            "manager": {
+                **the_job(clusterName="worker2", conditions={"Complete": "AllJobsCompleted"}),
+                "Workload": {
+                    "wl": {
+                        "check": "Ready",
+                        "clusterName": "worker2",
+                        "conditions": {**RESERVED, "Finished": "Succeeded"},
+                    }
+                },
+            },
+            **on_workers(),
+        },
+        (("Normal", "FinishedWorkload"),),
+    ),
+    Row(
+        "the winner's failure comes back as the manager TrainJob's, with its reason",
+        (*ADMITTED_ON_2, copy_ends("worker2", "Failed", "FailedJobs"), settle),
+        {
+            "manager": {
+                **the_job(clusterName="worker2", conditions={"Failed": "FailedJobs"}),
+                "Workload": {
+                    "wl": {
+                        "check": "Ready",
+                        "clusterName": "worker2",
+                        "conditions": {**RESERVED, "Finished": "Failed"},
+                    }
+                },
+            },
+            **on_workers(),
+        },
+        (("Normal", "FinishedWorkload"),),
+    ),
+    Row(
+        "a deleted TrainJob takes its copies with it before our finalizer lets it go",
+        (*DISPATCHED, deleted, settle),
+        {"manager": {}, **on_workers()},
+    ),
+    Row(
+        "an unreachable worker gets nothing and is not nominated; the others get their copy",
+        (lost("worker1"), *DISPATCHED),
+        {
+            "manager": {
+                **the_job(),
+                "Workload": {
+                    "wl": {"check": "Pending", "conditions": RESERVED, "nominated": ["worker2"]}
+                },
+            },
+            **on_workers(worker2={"Workload": {"wl": COPY}}),
+        },
+    ),
+    Row(
+        "a worker back from an outage gets its copy, once",
+        (lost("worker1"), *DISPATCHED, lost("worker1", down=False), settle),
+        {
+            "manager": {
+                **the_job(),
+                "Workload": {
+                    "wl": {"check": "Pending", "conditions": RESERVED, "nominated": list(WORKERS)}
+                },
+            },
+            **on_workers({"Workload": {"wl": COPY}}, {"Workload": {"wl": COPY}}),
+        },
+    ),
+]
+
+
+@pytest.mark.usefixtures("both_caches")
+@pytest.mark.parametrize("row", ROWS, ids=str)
+def test_the_whole_pass(world: World, row: Row) -> None:
+    passes: list[Pass] = []
+    for step in row.steps:
+        passes = step(world) or passes
+    assert state(world) == row.want
+    assert [e[:2] for p in passes for e in p.events] == list(row.events)
 
 
 @pytest.mark.usefixtures("both_caches")
@@ -317,21 +428,6 @@ def test_a_trainjob_of_its_name_on_a_worker_that_is_not_ours_is_never_written(
 
 
 @pytest.mark.usefixtures("both_caches")
-def test_an_unreachable_worker_gets_nothing_the_others_do_and_it_gets_its_copy_once_back(
-    world: World,
-) -> None:
-    world.apis["worker1"].unreachable()
-    dispatched(world)
-    assert copies(world, "worker1") == ([], [])
-    assert copies(world, "worker2")[1] != []
-    wl = workload(world)
-    assert wl is not None and wl["status"]["nominatedClusterNames"] == ["worker2"]
-    world.apis["worker1"].unreachable(False)
-    world.settle(KEY)
-    assert copies(world, "worker1")[1] == copies(world, "worker2")[1]
-
-
-@pytest.mark.usefixtures("both_caches")
 def test_a_pass_that_clears_one_condition_and_sets_another_writes_the_status_once(
     world: World,
 ) -> None:
@@ -375,14 +471,6 @@ def test_a_copy_evicted_on_its_worker_is_sent_again_and_the_run_recorded(world: 
     (record,) = [r for r in records if r["metadata"]["name"].startswith("placements-")]
     assert '"worker":"worker1"' in record["data"]["placements.json"]
     assert "RemoteEvicted" in record["data"]["placements.json"]
-
-
-@pytest.mark.usefixtures("both_caches")
-def test_the_winners_failure_comes_back_as_the_manager_trainjobs(world: World) -> None:
-    admitted_on(world, "worker2")
-    ends_on(world, "worker2", a_condition("Failed", "FailedJobs", "PodSet 'node' failed"))
-    assert condition(trainjob(world), "Failed") == ("True", "FailedJobs")
-    assert trainjob(world)["status"]["clusterName"] == "worker2"  # type: ignore[index]
 
 
 @pytest.mark.usefixtures("both_caches")
