@@ -16,7 +16,7 @@ from dispatcher.controller.watches import (
 )
 from dispatcher.readapi import job_story
 from dispatcher.settings import DispatcherSettings
-from dispatcher.workers.connections import Registry
+from dispatcher.workers.connections import WorkerConnections
 from kubecontrol import controller
 from kubecontrol.workqueue import WorkQueue
 from trainjob_api import constants as c
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         urgent_workers=settings.urgent_workers,
         name="dispatch",
     )
-    ctx.registry = Registry(
+    ctx.workers = WorkerConnections(
         settings,
         manager,
         lambda ns, name, urgent: on_remote_change(ctx, ns, name, urgent),

@@ -69,7 +69,7 @@ def sync_status(ctx: Context, key: StatusKey) -> None:
     mkc = caches.cluster(key.name)
     if mkc is not None:
         runtimes = manager_runtimes(caches) if ctx.settings.check_runtimes else None
-        ctx.registry.report(mkc, runtimes)
+        ctx.workers.report(mkc, runtimes)
 
 
 def report_check(ctx: Context, caches: Caches, check: AdmissionCheckView) -> None:
@@ -86,7 +86,7 @@ def report_check(ctx: Context, caches: Caches, check: AdmissionCheckView) -> Non
 def _usable(ctx: Context, caches: Caches, cluster: str) -> bool:
     """Connected, or not known to be down: a cluster still being connected after start-up
     counts as it was, so a restart does not turn the check (and its ClusterQueues) inactive."""
-    remote = ctx.registry.get(cluster)
+    remote = ctx.workers.get(cluster)
     if remote is not None and (remote.connected or remote.connecting):
         return True
     mkc = caches.cluster(cluster)

@@ -15,7 +15,7 @@ from trainjob.caches import Caches
 if TYPE_CHECKING:
     from dispatcher.decisions.keys import QueueKey
     from dispatcher.settings import DispatcherSettings
-    from dispatcher.workers.connections import Registry
+    from dispatcher.workers.connections import WorkerConnections
     from kubecontrol.workqueue import WorkQueue
 
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 class Context(controller.ControllerContext):
     settings: DispatcherSettings
     manager: Cluster
-    registry: Registry = field(init=False)  # the workers: connections, watches, caches
+    workers: WorkerConnections = field(init=False)  # the workers: connections, watches, caches
     queue: WorkQueue[QueueKey] = field(init=False)
     memory: WriteMemory = field(default_factory=WriteMemory)  # versions we wrote from, refusals
     # Wakes the resync loop at once (a worker came or went).
@@ -42,7 +42,7 @@ class Context(controller.ControllerContext):
         connections go."""
         self.resync_now.set()
         super().shut_down()
-        self.registry.stop()
+        self.workers.stop()
 
     @property
     def caches(self) -> Caches:

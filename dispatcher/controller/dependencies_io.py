@@ -9,7 +9,7 @@ import logging
 from dispatcher import metrics
 from dispatcher.decisions import dependencies
 from dispatcher.decisions.decide import REMOTE_DEPENDENCY_REFUSED, REMOTE_NAME_TAKEN, RemoteAction
-from dispatcher.workers.connections import Registry
+from dispatcher.workers.connections import WorkerConnections
 from kubebase.objects import Dict
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
@@ -19,30 +19,30 @@ from trainjob_api import constants as c
 log = logging.getLogger(__name__)
 
 
-def ensure(registry: Registry, action: RemoteAction) -> bool | None:
+def ensure(workers: WorkerConnections, action: RemoteAction) -> bool | None:
     """A dependency's copy on `action.cluster`, made or brought up to date: True when it is
     in place; False when it cannot be (gone from the manager, its name taken there by an
     object that is not ours, the worker refuses it: noted as taken, so the job goes
     elsewhere); None when it is to be tried again (it failed, another pass is writing it, or
     the namespace has had its share of copy refreshes for now). Only a write spends the
     namespace's share: a copy found current, in the ledger or on the worker, spends none."""
-    remote = registry.get(action.cluster)
+    remote = workers.get(action.cluster)
     if remote is None:
         return False
     meta = action.obj["metadata"]
     namespace, key = meta["namespace"], f"{action.obj['kind']}/{meta['name']}"
     where = (action.cluster, namespace, key)
-    with registry.copies.writing(where) as mine:
+    with workers.copies.writing(where) as mine:
         owner = meta["ownerReferences"][0]["uid"]
-        held = registry.copies.current(action.cluster, namespace, [key], owner).get(key)
+        held = workers.copies.current(action.cluster, namespace, [key], owner).get(key)
         if held == meta["annotations"][dependencies.DIGEST_ANNOTATION]:
             return True  # brought up to date by another job's pass on that worker
         if not mine:
             return None  # another pass writes it this moment: the next finds it done
         try:
-            return _look_then_write(registry, remote.cluster, action)
+            return _look_then_write(workers, remote.cluster, action)
         except ApiException as exc:
-            return _refused(registry, action, exc)
+            return _refused(workers, action, exc)
         except Exception as exc:  # an unreachable worker must not stop the others
             log.warning(
                 "dependency not copied",
@@ -55,7 +55,7 @@ def ensure(registry: Registry, action: RemoteAction) -> bool | None:
             return None
 
 
-def _look_then_write(registry: Registry, api: Cluster, action: RemoteAction) -> bool | None:
+def _look_then_write(workers: WorkerConnections, api: Cluster, action: RemoteAction) -> bool | None:
     """`ensure`'s reads and write: the copy on the worker read first when the dispatcher does
     not remember it (ours, current and owned by this job: in place, nothing spent), then, for
     a write, one of the namespace's copy refreshes taken, the manager object read and the copy
@@ -68,28 +68,28 @@ def _look_then_write(registry: Registry, api: Cluster, action: RemoteAction) -> 
     kind, namespace, name = action.obj["kind"], meta["namespace"], meta["name"]
     where = (action.cluster, namespace, f"{kind}/{name}")
     digest, owner = meta["annotations"][dependencies.DIGEST_ANNOTATION], _owner(action)
-    known = registry.copies.needs_write(where, digest, owner)
-    if known and not _turn(registry, action):
+    known = workers.copies.needs_write(where, digest, owner)
+    if known and not _turn(workers, action):
         return None
     found = api.get_or_none(dependencies.KINDS[kind], name, namespace)
     if found is not None:
         if not is_dependency_copy(found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]):
-            served = _served_as_is(registry, action, found)
-            return _foreign(registry, action) if served is False else served
+            served = _served_as_is(workers, action, found)
+            return _foreign(workers, action) if served is False else served
         if dependencies.updated(found, action.obj) is None:
-            return _done(registry, action, found, "unchanged")
-    if not known and not _turn(registry, action):
-        _remember(registry, where, found)
+            return _done(workers, action, found, "unchanged")
+    if not known and not _turn(workers, action):
+        _remember(workers, where, found)
         return None
     try:
-        source = registry.manager.get_or_none(dependencies.KINDS[kind], name, namespace)
+        source = workers.manager.get_or_none(dependencies.KINDS[kind], name, namespace)
     except Exception as exc:
         _unread(kind, namespace, name, exc)
         return None
     if source is None or source.get("type") in dependencies.NEVER_COPIED_TYPES:
         return False  # the next pass sees it missing (or refused) from the cache
     want = _wanted(action.obj, {**source, "kind": kind})
-    return _put(registry, api, action, want, found)
+    return _put(workers, api, action, want, found)
 
 
 def _fields(action: RemoteAction) -> dict[str, object]:
@@ -121,21 +121,21 @@ def _owner(action: RemoteAction) -> str:
     return uid
 
 
-def _remember(registry: Registry, where: tuple[str, str, str], found: Dict | None) -> None:
+def _remember(workers: WorkerConnections, where: tuple[str, str, str], found: Dict | None) -> None:
     """What a read found of a copy (nothing: an empty digest, no owners), for the passes that
     wait their namespace's turn to take it before they read again."""
     meta = (found or {}).get("metadata") or {}
     kind = where[2].split("/", 1)[0]
     held = dependencies.digest({**found, "kind": kind}) if found is not None else ""
     owners = [o.get("uid", "") for o in meta.get("ownerReferences") or []]
-    registry.copies.note(where, held, owners)  # what it holds, never what it claims
+    workers.copies.note(where, held, owners)  # what it holds, never what it claims
 
 
-def _turn(registry: Registry, action: RemoteAction) -> bool:
+def _turn(workers: WorkerConnections, action: RemoteAction) -> bool:
     """One of the namespace's copy refreshes, taken; False (counted as held) when it has none
     left now."""
     meta = action.obj["metadata"]
-    if registry.copies.allowed(meta["namespace"]):
+    if workers.copies.allowed(meta["namespace"]):
         return True
     log.debug("dependency waits for its namespace's turn", extra=_fields(action))
     metrics.DEPENDENCY_COPIES.labels(action.cluster, "held").inc()
@@ -153,7 +153,7 @@ def _wanted(skeleton: Dict, source: Dict) -> Dict:
 
 
 def _put(
-    registry: Registry, api: Cluster, action: RemoteAction, want: Dict, found: Dict | None
+    workers: WorkerConnections, api: Cluster, action: RemoteAction, want: Dict, found: Dict | None
 ) -> bool | None:
     """The copy created (none `found` on the worker), or ours there brought to `want`."""
     meta = want["metadata"]
@@ -168,13 +168,13 @@ def _put(
             if found is None:
                 return None  # deleted meanwhile: the next pass makes it
             if not is_dependency_copy(found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]):
-                return _foreign(registry, action)
+                return _foreign(workers, action)
         else:
             log.info("dependency copied", extra=_fields(action))
-            return _done(registry, action, want, "created")
+            return _done(workers, action, want, "created")
     body = dependencies.updated(found, want)
     if body is None:
-        return _done(registry, action, found, "unchanged")
+        return _done(workers, action, found, "unchanged")
     try:
         api.replace(dependencies.KINDS[kind], body)
     except ApiException as gone:
@@ -182,10 +182,10 @@ def _put(
             return None  # deleted or changed meanwhile: read again next pass
         raise
     log.info("dependency copy updated", extra=_fields(action))
-    return _done(registry, action, body, "updated")
+    return _done(workers, action, body, "updated")
 
 
-def _served_as_is(registry: Registry, action: RemoteAction, found: Dict) -> bool | None:
+def _served_as_is(workers: WorkerConnections, action: RemoteAction, found: Dict) -> bool | None:
     """Whether the worker's own object of the copy's name serves the job as it is (a
     TrainingRuntime with the manager's spec: dependencies.usable_as_is); never written. None
     when the manager's runtime could not be read: tried again, never counted as taken."""
@@ -194,7 +194,7 @@ def _served_as_is(registry: Registry, action: RemoteAction, found: Dict) -> bool
     if kind != c.TRAINING_RUNTIME_KIND:
         return False
     try:
-        source = registry.manager.get_or_none(
+        source = workers.manager.get_or_none(
             dependencies.KINDS[kind], meta["name"], meta["namespace"]
         )
     except Exception as exc:
@@ -203,7 +203,7 @@ def _served_as_is(registry: Registry, action: RemoteAction, found: Dict) -> bool
     return source is not None and dependencies.usable_as_is(found, {**source, "kind": kind})
 
 
-def _foreign(registry: Registry, action: RemoteAction) -> bool:
+def _foreign(workers: WorkerConnections, action: RemoteAction) -> bool:
     """An object of the copy's name on the worker that is not ours: left as it is, the name
     noted as taken there."""
     meta = action.obj["metadata"]
@@ -212,44 +212,48 @@ def _foreign(registry: Registry, action: RemoteAction) -> bool:
         f"{kind} {namespace}/{name} exists there and is not a copy from this manager (it "
         "is left as it is)"
     )
-    return _taken(registry, action, f"{kind}/{name}", why)
+    return _taken(workers, action, f"{kind}/{name}", why)
 
 
-def _done(registry: Registry, action: RemoteAction, copy: Dict, result: str) -> bool:
+def _done(workers: WorkerConnections, action: RemoteAction, copy: Dict, result: str) -> bool:
     """The copy as it now is on the worker, noted in the ledger for every job it serves."""
     meta = copy["metadata"]
     owners = [o.get("uid", "") for o in meta.get("ownerReferences") or []]
     digest = (meta.get("annotations") or {}).get(dependencies.DIGEST_ANNOTATION, "")
     key = f"{action.obj['kind']}/{meta['name']}"
     ours = action.obj["metadata"]["ownerReferences"][0]["uid"]
-    registry.copies.note((action.cluster, meta["namespace"], key), digest, [ours, *owners])
+    workers.copies.note((action.cluster, meta["namespace"], key), digest, [ours, *owners])
     metrics.DEPENDENCY_COPIES.labels(action.cluster, result).inc()
     return True
 
 
 def _taken(
-    registry: Registry, action: RemoteAction, key: str, why: str, reason: str = REMOTE_NAME_TAKEN
+    workers: WorkerConnections,
+    action: RemoteAction,
+    key: str,
+    why: str,
+    reason: str = REMOTE_NAME_TAKEN,
 ) -> bool:
     namespace = action.obj["metadata"]["namespace"]
-    registry.note_taken(action.cluster, namespace, key, why, reason)
+    workers.note_taken(action.cluster, namespace, key, why, reason)
     log.warning("dependency not copied", extra={"cluster": action.cluster, "why": why})
     metrics.DEPENDENCY_COPIES.labels(action.cluster, "refused").inc()
     return False
 
 
-def _refused(registry: Registry, action: RemoteAction, exc: ApiException) -> bool | None:
+def _refused(workers: WorkerConnections, action: RemoteAction, exc: ApiException) -> bool | None:
     """What a worker's refusal means: its namespace missing (the job goes elsewhere), the
     copy refused (noted as taken), or a failure to try again."""
     meta = action.obj["metadata"]
     kind, namespace, name = action.obj["kind"], meta["namespace"], meta["name"]
     if exc.status == 404:
-        registry.note_namespace_problem(
+        workers.note_namespace_problem(
             action.cluster, namespace, f"namespace {namespace!r} not found"
         )
         return False
     if exc.status in (403, 422):
         why = f"{kind} {namespace}/{name} cannot be copied there: {_refusal(exc)}"
-        return _taken(registry, action, f"{kind}/{name}", why, REMOTE_DEPENDENCY_REFUSED)
+        return _taken(workers, action, f"{kind}/{name}", why, REMOTE_DEPENDENCY_REFUSED)
     log.warning("dependency not copied", extra={**_fields(action), "error": exc.reason})
     return None
 

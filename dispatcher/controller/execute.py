@@ -15,7 +15,7 @@ from dispatcher.decisions.decide import DispatchPlan, RemoteAction
 from dispatcher.decisions.plan import Dispatch, PassPlan
 from dispatcher.decisions.removal import Removal
 from dispatcher.workers import log_tails
-from dispatcher.workers.connections import Registry
+from dispatcher.workers.connections import WorkerConnections
 from kubebase.events import Event
 from kubebase.objects import Dict
 from kubecontrol.client import ApiException
@@ -45,7 +45,7 @@ def _fields(action: RemoteAction) -> dict[str, object]:
 
 def execute_pass(
     manager: Cluster,
-    registry: Registry,
+    workers: WorkerConnections,
     memory: WriteMemory,
     trainjob: TrainJobView,
     plan: PassPlan,
@@ -69,7 +69,7 @@ def execute_pass(
     failed = False
     events: list[Event] = []
     if plan.dispatch is not None:
-        done = _dispatch_writes(manager, registry, memory, trainjob, plan.dispatch)
+        done = _dispatch_writes(manager, workers, memory, trainjob, plan.dispatch)
         if done is None:
             return False  # planned from an old Workload: the watch brings the new one
         failed, events = done
@@ -82,7 +82,7 @@ def execute_pass(
             placements_io.record(manager, trainjob, ended)
             memory.wrote(("Placement", trainjob.uid), ended.key)
     if plan.removal is not None:
-        deferred = _remove(registry, plan.removal)
+        deferred = _remove(workers, plan.removal)
         if deferred is not None:
             events.append(Event("Warning", "RemoteCleanupDeferred", deferred))
     for etype, reason, message in events:
@@ -104,7 +104,7 @@ def execute_pass(
 
 def _dispatch_writes(
     manager: Cluster,
-    registry: Registry,
+    workers: WorkerConnections,
     memory: WriteMemory,
     trainjob: TrainJobView,
     dispatch: Dispatch,
@@ -137,7 +137,7 @@ def _dispatch_writes(
         done: list[bool | None] = []
         for action in actions:
             if action.verb == "ensure":
-                done.append(dependencies_io.ensure(registry, action))
+                done.append(dependencies_io.ensure(workers, action))
                 if done[-1] is not True:
                     # A dependency not in place: its TrainJob is not made there (the next
                     # pass tries again, or sends the job elsewhere when its name is taken).
@@ -146,13 +146,13 @@ def _dispatch_writes(
                 # (a TrainJob copy whose tails are being read is deleted in a later pass; its
                 # Workload's delete is not held for it: a copy still there in the next pass
                 # would be judged again, its eviction told twice)
-                done.append(_remote_write(registry, action))
+                done.append(_remote_write(workers, action))
         return done
 
     failed = False
     events = list(plan.events)
     cq = wl.cluster_queue
-    for cluster, actions, results in _per_worker(registry, plan.remote, run):
+    for cluster, actions, results in _per_worker(workers, plan.remote, run):
         for action, done in zip(actions, results, strict=True):
             failed |= done is None
             if done and action.event is not None:
@@ -169,7 +169,7 @@ def _dispatch_writes(
 
 
 def _per_worker(
-    registry: Registry,
+    workers: WorkerConnections,
     actions: list[RemoteAction],
     run: Callable[[list[RemoteAction]], list[bool | None]],
 ) -> list[tuple[str, list[RemoteAction], list[bool | None]]]:
@@ -180,7 +180,7 @@ def _per_worker(
     for action in actions:
         by_cluster.setdefault(action.cluster, []).append(action)
     # One worker's writes (the usual case) are sent from this thread: no hand-off.
-    mapper = registry.pool.map if len(by_cluster) > 1 else map
+    mapper = workers.pool.map if len(by_cluster) > 1 else map
     done = mapper(run, by_cluster.values())
     return [
         (cluster, mine, results)
@@ -188,14 +188,14 @@ def _per_worker(
     ]
 
 
-def _remove(registry: Registry, removal: Removal) -> str | None:
+def _remove(workers: WorkerConnections, removal: Removal) -> str | None:
     """A deleted TrainJob's copies deleted (removal.py); the Warning's message when a worker
     that may hold some keeps them."""
 
     def run(actions: list[RemoteAction]) -> list[bool | None]:
-        return [_remote_write(registry, action, once=True) for action in actions]
+        return [_remote_write(workers, action, once=True) for action in actions]
 
-    done = _per_worker(registry, removal.deletes, run)
+    done = _per_worker(workers, removal.deletes, run)
     return removal.deferred(cluster for cluster, _, results in done if None in results)
 
 
@@ -277,23 +277,25 @@ def _workload_status(wl: WorkloadView, check: str, plan: DispatchPlan) -> Dict:
     return patch
 
 
-def _remote_write(registry: Registry, action: RemoteAction, *, once: bool = False) -> bool | None:
+def _remote_write(
+    workers: WorkerConnections, action: RemoteAction, *, once: bool = False
+) -> bool | None:
     """True when done, False when skipped (sent moments ago, or the worker is gone), None when
     it failed and should be tried again. `once`: the only time it is sent (a deleted
     TrainJob's copies, whose pass does not come back): never skipped as sent moments ago."""
-    remote = registry.get(action.cluster)
+    remote = workers.get(action.cluster)
     if remote is None:
         return False
     meta = action.obj["metadata"]
     key = _write_key(action)
-    if not registry.first_time(key) and not once:
+    if not workers.first_time(key) and not once:
         return False  # the watch has not shown the last write of this yet
     namespace = meta.get("namespace", "")
     try:
         if action.verb == "create":
             remote.cluster.create(c.kind_of(action.obj), action.obj)
-            registry.note_namespace_problem(action.cluster, namespace, None)
-            registry.note_taken(action.cluster, namespace, meta["name"], None)
+            workers.note_namespace_problem(action.cluster, namespace, None)
+            workers.note_taken(action.cluster, namespace, meta["name"], None)
         elif action.verb == "patch":  # a merge patch of our copy (its UID guards it)
             remote.cluster.patch(
                 c.kind_of(action.obj),
@@ -305,13 +307,13 @@ def _remote_write(registry: Registry, action: RemoteAction, *, once: bool = Fals
             if action.capture_tails:
                 # its pods go with it: their tails are read first, on a thread of their own,
                 # and the delete is tried again (the key comes back) until then
-                bounds = log_tails.bounds(registry.settings)
-                if not registry.captures.over(
+                bounds = log_tails.bounds(workers.settings)
+                if not workers.captures.over(
                     str(meta.get("uid")),
                     namespace,
-                    lambda: log_tails.keep(registry.manager, remote, action.obj, bounds),
+                    lambda: log_tails.keep(workers.manager, remote, action.obj, bounds),
                 ):
-                    registry.forget_write(key)
+                    workers.forget_write(key)
                     return None
             # Only the copy we saw (ours, by origin): never a same-named object made since.
             remote.cluster.delete(
@@ -324,37 +326,37 @@ def _remote_write(registry: Registry, action: RemoteAction, *, once: bool = Fals
         if exc.status == 404 and action.verb == "create":
             # The namespace does not exist there: say so in the check's message; the resync
             # tries again (and finds it once someone creates it).
-            registry.note_namespace_problem(
+            workers.note_namespace_problem(
                 action.cluster, namespace, f"namespace {namespace!r} not found"
             )
             return False
         if exc.status == 409 and action.verb == "create":
-            return _already_there(registry, action)
+            return _already_there(workers, action)
         if exc.status in (404, 409):
             return False  # already gone, or changed since
         log.warning("copy not written", extra={**_fields(action), "error": exc.reason})
-        registry.forget_write(key)
+        workers.forget_write(key)
         return None
     except Exception as exc:  # an unreachable worker must not stop the others
         log.warning("copy not written", extra={**_fields(action), "error": str(exc)})
-        registry.forget_write(key)
+        workers.forget_write(key)
         return None
     log.info("copy written", extra=_fields(action))
     # A copy deleted may be wanted again at once (sent elsewhere, then back): a create after
     # our delete is no repeat, nor a delete after our create.
     undone = {"create": "delete", "delete": "create"}.get(action.verb)
     if undone is not None:
-        registry.forget_write((*key[:1], undone, *key[2:]))
+        workers.forget_write((*key[:1], undone, *key[2:]))
     return True
 
 
-def _already_there(registry: Registry, action: RemoteAction) -> bool | None:
+def _already_there(workers: WorkerConnections, action: RemoteAction) -> bool | None:
     """A copy's create answered 409: an object of that name is on the worker. Ours (our origin,
     made for this very manager object) is "already there"; anyone else's is noted as a name
     taken there, which keeps copies away from that worker and is said in the check's message,
     and is never adopted, written over or deleted. False (nothing more to do now), or None
     when the worker could not be asked."""
-    remote = registry.get(action.cluster)
+    remote = workers.get(action.cluster)
     meta = action.obj["metadata"]
     if remote is None:
         return False
@@ -362,7 +364,7 @@ def _already_there(registry: Registry, action: RemoteAction) -> bool | None:
         found = remote.cluster.get_or_none(c.kind_of(action.obj), meta["name"], meta["namespace"])
     except Exception as exc:  # the worker went away meanwhile: the next pass asks again
         log.warning("copy not read", extra={**_fields(action), "error": str(exc)})
-        registry.forget_write(_write_key(action))
+        workers.forget_write(_write_key(action))
         return None
     if found is None or is_our_copy(ObjectView(found), ObjectView(action.obj)):
         return False
@@ -370,7 +372,7 @@ def _already_there(registry: Registry, action: RemoteAction) -> bool | None:
         f"{action.obj['kind']} {_where(action.obj)} exists there and is not a copy from this "
         "manager (it is left as it is)"
     )
-    registry.note_taken(action.cluster, meta["namespace"], meta["name"], why)
+    workers.note_taken(action.cluster, meta["namespace"], meta["name"], why)
     log.warning("name taken on the worker", extra={"cluster": action.cluster, "why": why})
     return False
 

@@ -96,7 +96,7 @@ def sync_trainjob(ctx: Context, key: tuple[str, str]) -> float | None:
                 "error": str(exc),
             },
         )
-        execute.execute_pass(ctx.manager, ctx.registry, ctx.memory, view, plan)  # the finalizer
+        execute.execute_pass(ctx.manager, ctx.workers, ctx.memory, view, plan)  # the finalizer
         return None
     observed = observe_queueing(ctx.manager, caches, tj, caches.runtime_of(view), False)
     ours = set(admissionchecks.our_checks(ctx, caches))
@@ -116,7 +116,7 @@ def sync_trainjob(ctx: Context, key: tuple[str, str]) -> float | None:
     if undecided is None:
         wl_name = jobframework.expected_workload_name(tj)
         plan.dispatch = _dispatch(ctx, caches, planned(view, plan.intake), wl_name)
-    retry = execute.execute_pass(ctx.manager, ctx.registry, ctx.memory, view, plan)
+    retry = execute.execute_pass(ctx.manager, ctx.workers, ctx.memory, view, plan)
     if plan.dispatch is not None:
         requeue = _after_dispatch(ctx, key, plan.dispatch.plan, retry)
     return requeue
@@ -165,7 +165,7 @@ def _write_intake(ctx: Context, view: TrainJobView, problem: RuntimeProblem) -> 
     """A pass that only says, on the TrainJob, why it will not run."""
     intake = reconcile_intake(view, problem, dt.datetime.now(dt.UTC))
     if intake.status is not None or intake.events:
-        execute.execute_pass(ctx.manager, ctx.registry, ctx.memory, view, PassPlan(intake=intake))
+        execute.execute_pass(ctx.manager, ctx.workers, ctx.memory, view, PassPlan(intake=intake))
 
 
 def _admitted_without_our_check(
@@ -224,7 +224,7 @@ def _dispatch(
     )
     remotes = []
     for cname in clusters:
-        remote = ctx.registry.get(cname)
+        remote = ctx.workers.get(cname)
         if remote is None:
             view = RemoteView(cname, False, _lost_for(caches, cname), None, None)
         else:
@@ -234,13 +234,13 @@ def _dispatch(
                 remote.disconnected_for(),
                 remote.workload(namespace, wl_name),
                 remote.trainjob(namespace, tj_name),
-                ctx.registry.namespace_problem(cname, namespace),
+                ctx.workers.namespace_problem(cname, namespace),
                 remote.fit(wl) if placing and cname in chosen else None,
-                taken=ctx.registry.taken(cname, namespace, tj_name, wl_name, *taken_keys),
+                taken=ctx.workers.taken(cname, namespace, tj_name, wl_name, *taken_keys),
             )
             copy = view.workload
             if taken_keys and copy is not None:
-                view.copied = ctx.registry.copies.current(
+                view.copied = ctx.workers.copies.current(
                     cname, namespace, taken_keys, copy.uid or ""
                 )
             if follows is not None and _served_there(remote, own_runtime, ctx.settings.origin):
@@ -404,7 +404,7 @@ def _chosen(
             f"{choice.text} matches none of the clusters of its queue's MultiKueueConfig "
             f"({', '.join(clusters) or 'none'})"
         )
-    if not any((r := ctx.registry.get(name)) is not None and r.connected for name in chosen):
+    if not any((r := ctx.workers.get(name)) is not None and r.connected for name in chosen):
         return (
             chosen,
             f"{choice.text}: none of the chosen clusters ({', '.join(sorted(chosen))}) is active",
@@ -413,7 +413,7 @@ def _chosen(
 
 
 def _lost_for(caches: Caches, cluster: str) -> float:
-    """How long a cluster the registry holds no connection for has been lost: since its
+    """How long a cluster with no connection among the workers has been lost: since its
     MultiKueueCluster turned Active=False (the clock survives restarts), 0 while it was Active
     and is still being connected, forever when no such MultiKueueCluster exists."""
     mkc = caches.cluster(cluster)
@@ -451,11 +451,11 @@ def _finalize(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | N
                 if (copy := remote.get(kind, ns, copy_name)) is not None
             ),
         )
-        for name, remote in list(ctx.registry.remotes.items())
+        for name, remote in list(ctx.workers.remotes.items())
     ]
     gone = removal(held, _holders(caches, trainjob), ctx.settings.gc_interval)
     plan = PassPlan(finalizer="drop", removal=gone)
-    execute.execute_pass(ctx.manager, ctx.registry, ctx.memory, trainjob, plan)
+    execute.execute_pass(ctx.manager, ctx.workers, ctx.memory, trainjob, plan)
     return None
 
 

@@ -35,7 +35,7 @@ def _settled(ctx: Context, tj: TrainJobView) -> bool:
         return False
     return not any(
         remote.get("TrainJob", ns, tj.name) or remote.get("Workload", ns, wl_name)
-        for remote in list(ctx.registry.remotes.values())
+        for remote in list(ctx.workers.remotes.values())
     )
 
 
@@ -84,7 +84,7 @@ def resync_loop(ctx: Context) -> None:
         try:
             for mkc in caches.clusters():
                 try:  # one broken MultiKueueCluster must not hold up the others, or the pass
-                    ctx.registry.connect(mkc)
+                    ctx.workers.connect(mkc)
                 except Exception:
                     log.exception(
                         "MultiKueueCluster not connected",
@@ -98,7 +98,7 @@ def resync_loop(ctx: Context) -> None:
                     ctx.queue.resync(key)
             if ctx.settings.gc_interval and time.monotonic() - last_gc >= ctx.settings.gc_interval:
                 last_gc = time.monotonic()
-                collect_garbage(ctx.registry.remotes, caches)
+                collect_garbage(ctx.workers.remotes, caches)
                 sweep_records(ctx, caches)
         except Exception:  # keep resyncing whatever one pass hit
             log.exception("resync pass failed", extra={"cluster": ctx.settings.cluster_name})

@@ -160,9 +160,9 @@ def on_synced(ctx: Context) -> None:
     """Once the caches are in: the workers' Secrets, the work queue, the resync loop and the
     watchdog."""
     resync.check_trainjob_crd(ctx)
-    ctx.registry.watch_secrets(lambda name: on_source_change(ctx, "kubeConfig", name))
+    ctx.workers.watch_secrets(lambda name: on_source_change(ctx, "kubeConfig", name))
     if ctx.settings.cluster_profiles:
-        ctx.registry.watch_cluster_profiles(
+        ctx.workers.watch_cluster_profiles(
             lambda name: on_source_change(ctx, "clusterProfileRef", name)
         )
     ctx.queue.start()
@@ -184,13 +184,13 @@ def on_cluster_event(ctx: Context, etype: str, raw: Dict) -> None:
     mkc = MultiKueueClusterView(raw)
     name = mkc.name
     if etype == "DELETED":
-        ctx.registry.forget(name)
+        ctx.workers.forget(name)
         admissionchecks.queue_checks(ctx)
         return
-    ctx.registry.connect(mkc)
+    ctx.workers.connect(mkc)
     admissionchecks.queue_cluster(ctx, name)
     admissionchecks.queue_checks(ctx)
-    if ctx.registry.labels_changed(name, mkc.labels):
+    if ctx.workers.labels_changed(name, mkc.labels):
         ctx.resync_now.set()  # TrainJobs choosing clusters by label take another look
 
 
@@ -201,7 +201,7 @@ def on_source_change(ctx: Context, source: str, name: str) -> None:
         return  # the first resync pass reads every cluster's source anyway
     for mkc in ctx.caches.clusters():
         if mkc.source_name(source) == name:
-            ctx.registry.connect(mkc)
+            ctx.workers.connect(mkc)
             admissionchecks.queue_cluster(ctx, mkc.name)
 
 
@@ -246,7 +246,7 @@ def on_remote_event(ctx: Context, cluster: str, event: dict[str, Any]) -> None:
     TrainJob it is about (mirror.py), by the leader, once."""
     if not ctx.synced.is_set() or not ctx.leads():
         return
-    remote = ctx.registry.get(cluster)
+    remote = ctx.workers.get(cluster)
     namespace = (event.get("metadata") or {}).get("namespace", "")
     involved = event.get("involvedObject") or {}
     if remote is None:

@@ -132,7 +132,7 @@ def running(ctx: Context, namespace: str, name: str) -> Running:
             "" if tj.multikueue else " (it is not managed by MultiKueue)"
         )
         return Running(tj.raw, None, None, None, why)
-    remote = ctx.registry.get(worker)
+    remote = ctx.workers.get(worker)
     if remote is None:
         return Running(tj.raw, worker, None, None, f"worker {worker} is not connected")
     # The watch keeps only copies with our origin label; ours of this TrainJob, not of one
@@ -240,7 +240,7 @@ def waiting_in(ctx: Context, workload: WorkloadView) -> list[types.QueueWait]:
     namespace, name = workload.key
     out = []
     for worker in workload.nominated_clusters:
-        remote = ctx.registry.get(worker)
+        remote = ctx.workers.get(worker)
         if remote is None or not remote.connected:
             out.append(types.QueueWait(worker=worker, problem=f"worker {worker} is not connected"))
             continue

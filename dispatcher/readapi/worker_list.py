@@ -60,7 +60,7 @@ def worker(name: str, remote: RemoteCluster | None, problem: str | None) -> Work
 
 def workers(ctx: Context) -> WorkerList:
     return WorkerList(
-        items=[worker(name, remote, problem) for name, remote, problem in ctx.registry.known()]
+        items=[worker(name, remote, problem) for name, remote, problem in ctx.workers.known()]
     )
 
 

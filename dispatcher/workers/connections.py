@@ -1,4 +1,4 @@
-"""The cluster registry: MultiKueueClusters -> one RemoteCluster each, and their conditions."""
+"""The worker connections: MultiKueueClusters -> one RemoteCluster each, and their conditions."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 TAKEN_SECONDS = 60.0
 
 
-class Registry:
+class WorkerConnections:
     """Live RemoteClusters by MultiKueueCluster name; replaced when their kubeconfig changes."""
 
     def __init__(

@@ -22,7 +22,7 @@ from dispatcher.controller.context import Context
 from dispatcher.controller.reconcile import sync
 from dispatcher.controller.watches import on_cluster_event, on_remote_change, watches
 from dispatcher.settings import DispatcherSettings
-from dispatcher.workers.connections import Registry
+from dispatcher.workers.connections import WorkerConnections
 from kubebase.events import build_event
 from kubebase.kinds import EVENT, Kind
 from kubebase.objects import Dict
@@ -493,7 +493,7 @@ def fleet(
     **settings: Any,
 ) -> tuple[World, Context]:
     """A manager and its workers in memory, and the dispatcher over them as its process runs
-    it (its watch table, its Registry connected to each MultiKueueCluster's worker through
+    it (its watch table, its WorkerConnections connected to each MultiKueueCluster's worker through
     the kubeconfig in its Secret). Returns the world and the dispatcher's context. `behind`:
     each pass is followed by one on caches a write behind (`World.run`); None: as the module
     runs its cases (`both_caches`)."""
@@ -510,7 +510,7 @@ def fleet(
     ctx = Context(settings=ours, manager=cluster)
 
     def remote_informers() -> list[Informer]:
-        return [i for r in ctx.registry.remotes.values() for i in r.informers]
+        return [i for r in ctx.workers.remotes.values() for i in r.informers]
 
     world = World(
         apis,
@@ -519,10 +519,10 @@ def fleet(
         behind=dispatcher_guarded if behind_by_default(behind) else None,
     )
     ctx.queue = world.queue  # type: ignore[assignment]
-    ctx.registry = Registry(
+    ctx.workers = WorkerConnections(
         ours, cluster, lambda ns, name, urgent: on_remote_change(ctx, ns, name, urgent)
     )
-    ctx.registry.dial = lambda name, _kubeconfig, field_manager: MemoryCluster(
+    ctx.workers.dial = lambda name, _kubeconfig, field_manager: MemoryCluster(
         apis[name], field_manager
     )
     world.watch(ctx, cluster, watches(ctx))
@@ -530,7 +530,7 @@ def fleet(
     ctx.synced.set()
     for mkc in ctx.caches.clusters():
         on_cluster_event(ctx, "ADDED", mkc.raw)
-    for remote in ctx.registry.remotes.values():
+    for remote in ctx.workers.remotes.values():
         for informer in remote.informers:
             if not informer.synced.wait(5):
                 raise AssertionError(f"{remote.name}: a watch did not list")

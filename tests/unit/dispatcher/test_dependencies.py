@@ -350,13 +350,13 @@ def test_a_copy_changed_on_the_worker_and_read_while_its_namespace_waits_is_put_
         assert tampered is not None
         tampered["data"] = {"token": _b64("theirs")}
         made.apis["worker1"].put(tampered)
-        ctx.registry.copies = copy_ledger.CopyLedger(per_second=1e-9, burst=32)
-        while ctx.registry.copies.allowed("ns"):  # the namespace's turns spent
+        ctx.workers.copies = copy_ledger.CopyLedger(per_second=1e-9, burst=32)
+        while ctx.workers.copies.allowed("ns"):  # the namespace's turns spent
             pass
         made.settle(KEY)
         kept = made.get("worker1", SECRET, "hf-token")
         assert kept is not None and kept["data"] == {"token": _b64("theirs")}  # waited
-        ctx.registry.copies._rates = Rates(per_second=1000.0, burst=1000)
+        ctx.workers.copies._rates = Rates(per_second=1000.0, burst=1000)
         made.settle(KEY)
         back = made.get("worker1", SECRET, "hf-token")
         assert back is not None and back["data"] == {"token": _b64("s3cr3t")}
@@ -675,7 +675,7 @@ def test_after_a_failover_passes_that_find_the_copies_current_spend_none_of_the_
         keys = [("ns", j["metadata"]["name"]) for j in jobs]
         for key in keys:
             _dispatch(made, key, "worker1")
-        ctx.registry.copies = copy_ledger.CopyLedger(per_second=1e-9, burst=32)  # the new one
+        ctx.workers.copies = copy_ledger.CopyLedger(per_second=1e-9, burst=32)  # the new one
         since, held_before = _mark(made, "worker1"), _held()
         for key in keys:
             made.run(key)
@@ -690,7 +690,7 @@ def test_after_a_failover_passes_that_find_the_copies_current_spend_none_of_the_
         copy = made.get("worker1", SECRET, "hf-token")
         assert copy is not None and copy["data"] == {"token": _b64("rotated")}
         assert len(copy["metadata"]["ownerReferences"]) == len(jobs)
-        left = sum(ctx.registry.copies.allowed("ns") for _ in range(40))
+        left = sum(ctx.workers.copies.allowed("ns") for _ in range(40))
         assert left == 31  # the one write, nothing for the looks
     finally:
         made.close()
@@ -714,8 +714,8 @@ def test_a_new_job_held_for_its_namespaces_turn_reads_the_worker_at_most_once(
     try:
         _dispatch(made, KEY, "worker1")
         if not remembered:
-            ctx.registry.copies = copy_ledger.CopyLedger(per_second=1e-9, burst=32)
-        while ctx.registry.copies.allowed("ns"):  # at most 32: the namespace's turns spent
+            ctx.workers.copies = copy_ledger.CopyLedger(per_second=1e-9, burst=32)
+        while ctx.workers.copies.allowed("ns"):  # at most 32: the namespace's turns spent
             pass
         second = ("ns", "tj2")
         made.settle(second)
@@ -732,7 +732,7 @@ def test_a_new_job_held_for_its_namespaces_turn_reads_the_worker_at_most_once(
         ]
         assert len(reads) == (0 if remembered else 1), reads
         assert made.get("worker1", c.TRAINJOB, "tj2") is None  # it waits for its Secrets
-        ctx.registry.copies._rates = Rates(per_second=1e-9, burst=32)  # its turns come back
+        ctx.workers.copies._rates = Rates(per_second=1e-9, burst=32)  # its turns come back
         made.settle(second)
         assert made.get("worker1", c.TRAINJOB, "tj2") is not None
         copy = made.get("worker1", SECRET, "hf-token")
@@ -877,7 +877,7 @@ def test_a_copy_changed_on_the_worker_is_put_back_by_what_it_holds_not_what_it_c
         wl2 = workload_name("tj2", tj2["metadata"]["uid"])
         assert world.get("worker1", c.WORKLOAD, wl2) is not None
         # A new leader, which remembers no copy, reads it and puts it back.
-        ctx.registry.copies = copy_ledger.CopyLedger(1000.0, 1000)
+        ctx.workers.copies = copy_ledger.CopyLedger(1000.0, 1000)
         world.settle(KEY)
         back = _runtime_on(world, "worker1")
         assert back is not None and back["spec"] == OWN["spec"]

@@ -59,7 +59,7 @@ class Worker:
         return self.found
 
 
-class Registry:
+class WorkerConnections:
     """What the executor reads of the worker connections, and what it notes there."""
 
     def __init__(self, worker: Worker | None, first_time: bool = True) -> None:
@@ -88,31 +88,31 @@ def key(verb: str) -> tuple[str, ...]:
     return ("worker1", verb, "TrainJob", "ns", "tj")
 
 
-def write(registry: Registry, verb: str) -> bool | None:
-    return execute._remote_write(registry, RemoteAction("worker1", verb, copy()))  # type: ignore[arg-type]
+def write(workers: WorkerConnections, verb: str) -> bool | None:
+    return execute._remote_write(workers, RemoteAction("worker1", verb, copy()))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("verb", ["create", "patch", "delete"])
 def test_a_write_done_is_done_and_its_opposite_may_follow_at_once(verb: str) -> None:
-    registry = Registry(Worker())
-    assert write(registry, verb) is True
-    ((called, args, _),) = registry.worker.calls  # type: ignore[union-attr]
+    workers = WorkerConnections(Worker())
+    assert write(workers, verb) is True
+    ((called, args, _),) = workers.worker.calls  # type: ignore[union-attr]
     assert called == verb
     if verb == "create":  # (kind, the copy)
         assert args[1]["metadata"]["name"] == "tj"
     else:  # (kind, name, namespace, ...)
         assert args[1:3] == ("tj", "ns")
     opposite = {"create": "delete", "delete": "create"}.get(verb)
-    assert registry.forgotten == ([key(opposite)] if opposite else [])
+    assert workers.forgotten == ([key(opposite)] if opposite else [])
     if verb == "create":  # a create that went through clears what the check said of it
-        assert registry.namespace_problems == [("worker1", "ns", None)]
-        assert registry.taken == [("worker1", "ns", "tj", None)]
+        assert workers.namespace_problems == [("worker1", "ns", None)]
+        assert workers.taken == [("worker1", "ns", "tj", None)]
 
 
 def test_a_delete_names_the_copy_it_saw_by_its_uid() -> None:
-    registry = Registry(Worker())
-    write(registry, "delete")
-    ((_, args, kwargs),) = registry.worker.calls  # type: ignore[union-attr]
+    workers = WorkerConnections(Worker())
+    write(workers, "delete")
+    ((_, args, kwargs),) = workers.worker.calls  # type: ignore[union-attr]
     assert args[1:] == ("tj", "ns") and kwargs == {"uid": "copy-uid"}
 
 
@@ -124,9 +124,9 @@ def test_a_copy_changed_or_gone_since_is_skipped_not_sent_again_at_once(
 ) -> None:
     """The watch shows what changed; the next pass decides again from it. Sending it again at
     once would repeat a write the worker just refused."""
-    registry = Registry(Worker(ApiException(status, "refused")))
-    assert write(registry, verb) is False
-    assert registry.forgotten == [] and registry.taken == []
+    workers = WorkerConnections(Worker(ApiException(status, "refused")))
+    assert write(workers, verb) is False
+    assert workers.forgotten == [] and workers.taken == []
 
 
 @pytest.mark.parametrize(
@@ -139,23 +139,23 @@ def test_a_copy_changed_or_gone_since_is_skipped_not_sent_again_at_once(
     ],
 )
 def test_a_write_that_failed_is_sent_again_by_the_next_pass(verb: str, answer: Exception) -> None:
-    registry = Registry(Worker(answer))
-    assert write(registry, verb) is None
-    assert registry.forgotten == [key(verb)]
+    workers = WorkerConnections(Worker(answer))
+    assert write(workers, verb) is None
+    assert workers.forgotten == [key(verb)]
 
 
 def test_a_create_in_a_namespace_the_worker_lacks_says_so_in_the_check() -> None:
-    registry = Registry(Worker(ApiException(404, "not found")))
-    assert write(registry, "create") is False
-    assert registry.namespace_problems == [("worker1", "ns", "namespace 'ns' not found")]
-    assert registry.forgotten == []
+    workers = WorkerConnections(Worker(ApiException(404, "not found")))
+    assert write(workers, "create") is False
+    assert workers.namespace_problems == [("worker1", "ns", "namespace 'ns' not found")]
+    assert workers.forgotten == []
 
 
 def test_a_create_that_meets_our_own_copy_is_already_there() -> None:
     for found in (copy(), None):  # ours, or gone again since
-        registry = Registry(Worker(ApiException(409, "exists"), found=found))
-        assert write(registry, "create") is False
-        assert registry.taken == [] and registry.forgotten == []
+        workers = WorkerConnections(Worker(ApiException(409, "exists"), found=found))
+        assert write(workers, "create") is False
+        assert workers.taken == [] and workers.forgotten == []
 
 
 @pytest.mark.parametrize(
@@ -177,23 +177,23 @@ def test_a_create_that_meets_anyone_elses_object_notes_the_name_taken_and_leaves
 ) -> None:
     found = copy()
     found["metadata"].update(whose)
-    registry = Registry(Worker(ApiException(409, "exists"), found=found))
-    assert write(registry, "create") is False
-    ((cluster, ns, name, why),) = registry.taken
+    workers = WorkerConnections(Worker(ApiException(409, "exists"), found=found))
+    assert write(workers, "create") is False
+    ((cluster, ns, name, why),) = workers.taken
     assert (cluster, ns, name) == ("worker1", "ns", "tj")
     assert why is not None and "is not a copy from this manager" in why
-    assert [call[0] for call in registry.worker.calls] == ["create"]  # type: ignore[union-attr]
+    assert [call[0] for call in workers.worker.calls] == ["create"]  # type: ignore[union-attr]
 
 
 def test_a_write_sent_moments_ago_or_to_a_worker_gone_is_not_sent() -> None:
-    again = Registry(Worker(), first_time=False)
+    again = WorkerConnections(Worker(), first_time=False)
     assert write(again, "create") is False and again.worker.calls == []  # type: ignore[union-attr]
-    assert write(Registry(None), "create") is False
+    assert write(WorkerConnections(None), "create") is False
 
 
 def test_a_deleted_trainjobs_copy_delete_is_sent_even_if_sent_moments_ago() -> None:
     """Its pass does not come back (our finalizer goes with it): `once` sends it all the same."""
-    again = Registry(Worker(), first_time=False)
+    again = WorkerConnections(Worker(), first_time=False)
     action = RemoteAction("worker1", "delete", copy())
     assert execute._remote_write(again, action, once=True) is True  # type: ignore[arg-type]
     ((called, args, kwargs),) = again.worker.calls  # type: ignore[union-attr]
@@ -218,13 +218,13 @@ def test_a_copy_whose_tails_are_read_goes_once_its_capture_in_its_namespace_is_o
 ) -> None:
     """The capture is asked for by the copy's UID in its own namespace (each namespace has its
     own share of captures); until it is over, the delete waits and is sent again."""
-    registry = Registry(Worker())
+    workers = WorkerConnections(Worker())
     captures = Captures(over)
     settings = SimpleNamespace(log_tails_kept=10, log_tails_bytes=1, log_tails_per_namespace=1)
-    registry.captures, registry.settings, registry.manager = captures, settings, None  # type: ignore[attr-defined]
+    workers.captures, workers.settings, workers.manager = captures, settings, None  # type: ignore[attr-defined]
     action = RemoteAction("worker1", "delete", copy(), capture_tails=True)
-    done = execute._remote_write(registry, action)  # type: ignore[arg-type]
+    done = execute._remote_write(workers, action)  # type: ignore[arg-type]
     assert captures.asked == [("copy-uid", "ns")]
-    calls = [call[0] for call in registry.worker.calls]  # type: ignore[union-attr]
+    calls = [call[0] for call in workers.worker.calls]  # type: ignore[union-attr]
     assert (done, calls) == ((True, ["delete"]) if over else (None, []))
-    assert registry.forgotten == ([key("create")] if over else [key("delete")])
+    assert workers.forgotten == ([key("create")] if over else [key("delete")])

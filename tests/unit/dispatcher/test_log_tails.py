@@ -350,7 +350,7 @@ def test_a_copys_delete_waits_for_its_tails_read_off_the_calling_thread(
     remote = SimpleNamespace(
         cluster=SimpleNamespace(delete=lambda _kind, name, *_, **__: deleted.append(name)),
     )
-    registry = SimpleNamespace(
+    workers = SimpleNamespace(
         get=lambda _name: remote,
         first_time=lambda _key: True,
         forget_write=forgotten.append,
@@ -368,7 +368,7 @@ def test_a_copys_delete_waits_for_its_tails_read_off_the_calling_thread(
     dispatch = SimpleNamespace(workload=wl, check=None, plan=plan)
 
     def writes() -> bool:
-        done = execute._dispatch_writes(None, registry, None, None, dispatch)  # type: ignore[arg-type]
+        done = execute._dispatch_writes(None, workers, None, None, dispatch)  # type: ignore[arg-type]
         assert done is not None
         return done[0]  # whether a write failed and the pass should come back
 
@@ -391,7 +391,7 @@ def test_a_copys_delete_waits_for_its_tails_read_off_the_calling_thread(
         assert len(readers) == 2
     finally:
         release.set()
-        registry.captures.close()
+        workers.captures.close()
 
 
 def test_a_capture_reads_the_copys_pods_by_its_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
