@@ -31,7 +31,10 @@ def built(ml_policy: Dict, **trainer: Any) -> RuntimeInfo:
 
 
 def node_env(info: RuntimeInfo) -> dict[str, Any]:
-    """The trainer node container's env, by name: a value, or where it is read from."""
+    """The trainer node container's env, by name: a value, or where it is read from. A name
+    set twice fails here: the kubelet would keep the last, and a dict would hide the first."""
     ctr = info.pod_sets[0].container("node")
     assert ctr is not None
+    names = [e["name"] for e in ctr.get("env") or []]
+    assert len(names) == len(set(names)), f"env names set twice: {names}"
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in ctr.get("env") or []}
