@@ -86,36 +86,107 @@ def test_a_format_that_is_not_one_is_refused_naming_the_flag() -> None:
     assert done.returncode == 2 and "--log-format" in done.stderr
 
 
+def _extra_keys(source: str) -> set[str]:
+    """Every key a call's `extra=` can hold in `source`, whatever builds it: a dict literal
+    (and what it spreads), `dict(...)`, a name assigned in the calling function, or what a
+    function of the module (a `_fields` helper) returns."""
+    tree = ast.parse(source)
+    functions: dict[str, list[ast.AST]] = {}
+    enclosing: dict[ast.AST, ast.AST] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            functions.setdefault(node.name, []).append(node)
+            for inner in ast.walk(node):
+                if inner is not node:
+                    enclosing.setdefault(inner, node)  # the innermost function comes first
+
+    def keys(expr: ast.AST | None, scope: ast.AST, seen: set[int]) -> set[str]:
+        if expr is None or id(expr) in seen:
+            return set()
+        seen.add(id(expr))
+        if isinstance(expr, ast.Dict):
+            out = {str(k.value) for k in expr.keys if isinstance(k, ast.Constant)}
+            for k, v in zip(expr.keys, expr.values, strict=True):
+                if k is None:  # {**spread}
+                    out |= keys(v, scope, seen)
+            return out
+        if isinstance(expr, ast.IfExp | ast.BoolOp):
+            parts = [expr.body, expr.orelse] if isinstance(expr, ast.IfExp) else expr.values
+            return set().union(*(keys(p, scope, seen) for p in parts))
+        if isinstance(expr, ast.Call):
+            name = (
+                expr.func.id if isinstance(expr.func, ast.Name) else getattr(expr.func, "attr", "")
+            )
+            if name == "dict":
+                out = {k.arg for k in expr.keywords if k.arg}
+                return out.union(*(keys(a, scope, seen) for a in expr.args))
+            found: set[str] = set()
+            for fn in functions.get(name, []):
+                for r in ast.walk(fn):
+                    if isinstance(r, ast.Return):
+                        found |= keys(r.value, fn, seen)
+            return found
+        if isinstance(expr, ast.Name):
+            found = set()
+            for node in ast.walk(scope):
+                if isinstance(node, ast.Assign | ast.AnnAssign):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    if any(isinstance(t, ast.Name) and t.id == expr.id for t in targets):
+                        found |= keys(node.value, scope, seen)
+                # a field added later: `extra["k"] = ...`
+                if isinstance(node, ast.Assign):
+                    for t in node.targets:
+                        if (
+                            isinstance(t, ast.Subscript)
+                            and isinstance(t.value, ast.Name)
+                            and t.value.id == expr.id
+                            and isinstance(t.slice, ast.Constant)
+                        ):
+                            found.add(str(t.slice.value))
+            return found
+        return set()
+
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for k in node.keywords:
+                if k.arg == "extra":
+                    out |= keys(k.value, enclosing.get(node, tree), set())
+    return out
+
+
+def test_the_scan_finds_the_keys_however_the_fields_are_built() -> None:
+    probe = """
+def _fields(x):
+    return {"from_helper": x}
+
+def f(log, a):
+    log.info("a", extra={"literal": 1, **{"spread": 2}})
+    log.info("b", extra=dict(by_call=1))
+    fields = {"by_name": 1}
+    fields["added"] = 2
+    log.info("c", extra=fields)
+    log.info("d", extra=_fields(a))
+    log.info("e", extra={"x": 1} if a else {"y": 2})
+"""
+    assert _extra_keys(probe) == {
+        "literal", "spread", "by_call", "by_name", "added", "from_helper", "x", "y"
+    }  # fmt: skip
+
+
 def test_no_log_call_of_the_product_names_a_field_a_log_record_has() -> None:
     """`extra=` may not name an attribute of LogRecord (`name`, `message`, `args`...): logging
-    raises KeyError in the call, and the pass that logs fails with it. Every dict literal a
-    call passes as `extra=`, and every one a function returns that such a call passes (the
-    `_fields` helpers, `where`), is checked."""
+    raises KeyError in the call, and the pass that logs fails with it. Every module of the
+    product (the plugin's distribution too), each call's `extra=` however it is built."""
     reserved = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
     reserved |= {"taskName"}  # a LogRecord's from Python 3.12
     reserved |= {"level", "logger", "time"}  # the JSON lines' own keys (setup_logging)
     used: dict[str, set[str]] = {}
-    for package in ("dispatcher", "worker_controller", "trainjob", "kubecontrol"):
-        for path in (REPO / package).rglob("*.py"):
-            keys = used.setdefault(str(path.relative_to(REPO)), set())
-            for node in ast.walk(ast.parse(path.read_text())):
-                dicts: list[ast.expr] = []
-                if isinstance(node, ast.Call):
-                    dicts += [k.value for k in node.keywords if k.arg == "extra"]
-                if isinstance(node, ast.FunctionDef) and node.name in ("_fields", "fields"):
-                    dicts += [
-                        r.value for r in ast.walk(node) if isinstance(r, ast.Return) and r.value
-                    ]
-                if isinstance(node, ast.Assign) and any(
-                    isinstance(target, ast.Name) and target.id == "where" for target in node.targets
-                ):
-                    dicts.append(node.value)
-                for found in dicts:
-                    for inner in ast.walk(found):
-                        if isinstance(inner, ast.Dict):
-                            keys |= {
-                                str(k.value) for k in inner.keys if isinstance(k, ast.Constant)
-                            }
+    homes = [REPO / p for p in ("dispatcher", "worker_controller", "trainjob", "kubecontrol")]
+    homes += [REPO / "plugin" / p for p in ("kubebase", "trainjob_api", "kubectl_trainjob")]
+    for home in homes:
+        for path in home.rglob("*.py"):
+            used[str(path.relative_to(REPO))] = _extra_keys(path.read_text())
     assert sum(len(k) for k in used.values()) > 40
     assert {p: keys & reserved for p, keys in used.items() if keys & reserved} == {}
 
