@@ -148,6 +148,24 @@ def the_job(**status: Any) -> Dict:
     return {"TrainJob": {"tj": {**OURS, **status}}}
 
 
+def ended_on_2(ctype: str, reason: str, finished: str) -> Dict:
+    """The run on worker2 ended (`ctype` for `reason`): said on the manager, its Workload
+    Finished, nothing left on a worker."""
+    return {
+        "manager": {
+            **the_job(clusterName="worker2", conditions={ctype: reason}),
+            "Workload": {
+                "wl": {
+                    "check": "Ready",
+                    "clusterName": "worker2",
+                    "conditions": {**RESERVED, "Finished": finished},
+                }
+            },
+        },
+        **on_workers(),
+    }
+
+
 ROWS = [
     Row(
         "a submitted TrainJob gets its Workload and our finalizer, and no copy yet",
@@ -194,37 +212,13 @@ ROWS = [
         "the winner's end comes back to the manager's TrainJob, its Workload finishes, the "
         "copies go",
         (*ADMITTED_ON_2, copy_ends("worker2", "Complete", "AllJobsCompleted"), settle),
-        {
-            "manager": {
-                **the_job(clusterName="worker2", conditions={"Complete": "AllJobsCompleted"}),
-                "Workload": {
-                    "wl": {
-                        "check": "Ready",
-                        "clusterName": "worker2",
-                        "conditions": {**RESERVED, "Finished": "Succeeded"},
-                    }
-                },
-            },
-            **on_workers(),
-        },
+        ended_on_2("Complete", "AllJobsCompleted", "Succeeded"),
         (("Normal", "FinishedWorkload"),),
     ),
     Row(
         "the winner's failure comes back as the manager TrainJob's, with its reason",
         (*ADMITTED_ON_2, copy_ends("worker2", "Failed", "FailedJobs"), settle),
-        {
-            "manager": {
-                **the_job(clusterName="worker2", conditions={"Failed": "FailedJobs"}),
-                "Workload": {
-                    "wl": {
-                        "check": "Ready",
-                        "clusterName": "worker2",
-                        "conditions": {**RESERVED, "Finished": "Failed"},
-                    }
-                },
-            },
-            **on_workers(),
-        },
+        ended_on_2("Failed", "FailedJobs", "Failed"),
         (("Normal", "FinishedWorkload"),),
     ),
     Row(

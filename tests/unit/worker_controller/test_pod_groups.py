@@ -11,7 +11,7 @@ import pytest
 
 from clusters.helpers.builders import OWNER, make_trainjob
 from tests.support.worker_plans import OUR_SERVICE, Dict, as_made, conditions, job, observe
-from tests.unit.trainjob.runtime.podgroups import RESOURCES, gang_runtime
+from tests.unit.trainjob.runtime.podgroups import GROUP_NAMED_BY, RESOURCES, gang_runtime
 from tests.unit.trainjob.runtime.podgroups import gang_trainjob as trainjob
 
 
@@ -19,13 +19,7 @@ def pod_meta(obj: Dict) -> Dict:
     return obj["spec"]["template"]["metadata"]
 
 
-@pytest.mark.parametrize(
-    ("policy", "field", "key"),
-    [
-        ("coscheduling", "labels", "scheduling.x-k8s.io/pod-group"),
-        ("volcano", "annotations", "scheduling.k8s.io/group-name"),
-    ],
-)
+@pytest.mark.parametrize(("policy", "field", "key"), GROUP_NAMED_BY)
 def test_where_the_api_is_served_the_group_comes_before_the_jobs_and_every_pod_names_it(
     policy: str, field: str, key: str
 ) -> None:

@@ -10,6 +10,11 @@ from kubebase.objects import Dict
 from trainjob.models import parse_trainjob
 from trainjob.runtime import RuntimeInfo, RuntimeProblem, resolve_runtime_info
 
+# How each scheduler's pods name their group: (podGroupPolicy member, metadata field, key).
+GROUP_NAMED_BY = [
+    ("coscheduling", "labels", "scheduling.x-k8s.io/pod-group"),
+    ("volcano", "annotations", "scheduling.k8s.io/group-name"),
+]
 RESOURCES = {"requests": {"cpu": "1500m", "memory": "2Gi"}, "limits": {"cpu": "2"}}
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kubebase.objects import Dict
-from tests.unit.trainjob.runtime.podgroups import gang_runtime, info_of
+from tests.unit.trainjob.runtime.podgroups import GROUP_NAMED_BY, gang_runtime, info_of
 from trainjob.models import PodGroupPolicy
 from trainjob.runtime.podgroups import (
     BY_NAME,
@@ -39,13 +39,7 @@ def test_every_plugin_has_a_name_of_its_own_and_a_kind_of_its_own() -> None:
     assert len({p.kind.api_version for p in PLUGINS}) == len(PLUGINS)
 
 
-@pytest.mark.parametrize(
-    ("name", "field", "key"),
-    [
-        ("coscheduling", "labels", "scheduling.x-k8s.io/pod-group"),
-        ("volcano", "annotations", "scheduling.k8s.io/group-name"),
-    ],
-)
+@pytest.mark.parametrize(("name", "field", "key"), GROUP_NAMED_BY)
 def test_every_pod_names_its_group_as_its_scheduler_reads_it(
     name: str, field: str, key: str
 ) -> None:
