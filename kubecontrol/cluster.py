@@ -237,7 +237,7 @@ class Cluster:
 
     @io_retry
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> Dict:
-        result: Dict = self.send("GET", kind.path(namespace, name))
+        result: Dict = self.send("GET", kind.object_path(namespace, name))
         return result
 
     def get_or_none(self, kind: Kind, name: str, namespace: str | None = None) -> Dict | None:
@@ -279,7 +279,7 @@ class Cluster:
         meta = obj["metadata"]
         result: Dict = self.send(
             "PATCH",
-            kind.path(meta.get("namespace"), meta["name"], subresource),
+            kind.object_path(meta.get("namespace"), meta["name"], subresource),
             body=kind.stamped(obj),
             content_type="application/apply-patch+yaml",
             query={"fieldManager": self.field_manager, "force": "true" if force else "false"},
@@ -299,7 +299,7 @@ class Cluster:
     def replace(self, kind: Kind, obj: Dict) -> Dict:
         """PUT the whole object; its metadata.resourceVersion makes it a guarded write."""
         meta = obj["metadata"]
-        path = kind.path(meta.get("namespace"), meta["name"])
+        path = kind.object_path(meta.get("namespace"), meta["name"])
         body = kind.stamped(obj)
         result: Dict = self.send("PUT", path, body=body, query={"fieldManager": self.field_manager})
         return result
@@ -319,7 +319,7 @@ class Cluster:
         if uid:
             body["preconditions"] = {"uid": uid}
         try:
-            self.send("DELETE", kind.path(namespace, name), body=body)
+            self.send("DELETE", kind.object_path(namespace, name), body=body)
         except ApiException as exc:
             if exc.status == 409 and uid:
                 return
@@ -338,7 +338,7 @@ class Cluster:
     ) -> Dict:
         result: Dict = self.send(
             "PATCH",
-            kind.path(namespace, name, subresource),
+            kind.object_path(namespace, name, subresource),
             body=patch,
             content_type="application/merge-patch+json",
             query={"fieldManager": self.field_manager},

@@ -99,6 +99,14 @@ class Kind(NamedTuple):
             return path
         return f"{path}/{checked_segment(subresource, 'subresource')}"
 
+    def object_path(self, namespace: str | None, name: str, subresource: str | None = None) -> str:
+        """The path of one object: as `path`, but a name that is not a string (None, read
+        from an object that has none) raises `InvalidName` rather than naming the collection,
+        where a DELETE would delete every object of the kind."""
+        if not isinstance(name, str):
+            raise InvalidName("name", name)
+        return self.path(namespace, name, subresource)
+
     def stamped(self, obj: dict[str, Any]) -> dict[str, Any]:
         """`obj` with this kind's apiVersion and kind (the same dict when it has them)."""
         if obj.get("apiVersion") == self.api_version and obj.get("kind") == self.kind:

@@ -117,3 +117,12 @@ def test_a_kind_stamps_its_coordinates_on_an_object() -> None:
     stamped = {"apiVersion": "batch/v1", "kind": "Job"}
     assert JOBS.stamped(stamped) is stamped
     assert JOBS.api_version == "batch/v1" and CONFIG_MAP.api_version == "v1"
+
+
+@pytest.mark.parametrize("name", [None, 0, ["a"]])
+def test_one_objects_path_needs_its_name_never_the_collections(name: object) -> None:
+    """None names the collection in `path`; for one object's GET, PATCH, PUT or DELETE it
+    would be every object of the kind."""
+    with pytest.raises(InvalidName):
+        JOBS.object_path("ns", name)  # type: ignore[arg-type]
+    assert JOBS.object_path("ns", "tj-node-0", "status") == JOBS.path("ns", "tj-node-0", "status")

@@ -1,4 +1,5 @@
-"""`kube.io_retry`: a plain first attempt, then tenacity's backoff for transient failures."""
+"""`kube.io_retry`: a plain first attempt, then tenacity's backoff for transient failures; and
+one object's requests, never sent to its collection."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from typing import Any
 import pytest
 from tenacity import wait_none
 
-from kubebase.kinds import POD
+from kubebase.kinds import POD, InvalidName
 from kubecontrol import cluster as kube
 from kubecontrol.client import ApiException
 from kubecontrol.deadline import Deadline, DeadlinePassed
+from tests.support.memory_api import MemoryApi
 
 
 @pytest.fixture(autouse=True)
@@ -155,3 +157,25 @@ def test_a_call_within_a_deadline_waits_no_longer_than_it_and_is_not_tried_again
         cluster.get(POD, "p", "a")
     assert len(api.timeouts) == 1 and api.timeouts[0] <= 5
     assert slept == []
+
+
+@pytest.mark.parametrize("name", [None, ""])
+def test_a_write_to_one_object_without_its_name_sends_nothing(name: str | None) -> None:
+    """A name read from an object that has none: refused before any request, never the
+    collection's path (a DELETE there deletes them all)."""
+    api = MemoryApi(
+        "c", [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}}]
+    )
+    cluster = kube.Cluster("c", api, "test")  # type: ignore[arg-type]
+    calls: list[Callable[[], object]] = [
+        lambda: cluster.delete(POD, name, "ns"),  # type: ignore[arg-type]
+        lambda: cluster.get(POD, name, "ns"),  # type: ignore[arg-type]
+        lambda: cluster.patch(POD, name, "ns", {"metadata": {"labels": {"a": "b"}}}),  # type: ignore[arg-type]
+        lambda: cluster.replace(POD, {"metadata": {"name": name, "namespace": "ns"}}),
+        lambda: cluster.apply(POD, {"metadata": {"name": name, "namespace": "ns"}}),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidName):
+            call()
+    assert api.requests == []
+    assert api.object(POD, "p", "ns") is not None
