@@ -15,6 +15,17 @@ class Event(NamedTuple):
     message: str
 
 
+# An Event's message is kept to 1 KiB (events.k8s.io's limit for a note), counted in bytes of
+# UTF-8 as the API server counts a string's length.
+MESSAGE_BYTES = 1024
+
+
+def _cut(text: str, most: int) -> str:
+    """`text` in at most `most` bytes of UTF-8, never a character cut in two."""
+    data = text.encode()
+    return text if len(data) <= most else data[:most].decode(errors="ignore")
+
+
 def build_event(
     obj: Dict,
     etype: str,
@@ -44,7 +55,7 @@ def build_event(
         },
         "type": etype,
         "reason": reason,
-        "message": message[:1024],
+        "message": _cut(message, MESSAGE_BYTES),
         "source": {"component": component},
         "reportingComponent": component,
         "reportingInstance": component,

@@ -57,3 +57,12 @@ def test_a_long_message_is_cut_to_what_the_api_keeps() -> None:
     large."""
     event = build_event(TRAINJOB, "Warning", "R", "x" * 5000, "c", NOW)
     assert event["message"] == "x" * 1024
+
+
+def test_a_message_of_many_byte_characters_is_cut_by_its_bytes_on_a_character() -> None:
+    event = build_event(TRAINJOB, "Warning", "R", "é" * 1000, "c", NOW)  # 2 bytes each
+    assert event["message"] == "é" * 512 and len(event["message"].encode()) == 1024
+    odd = build_event(TRAINJOB, "Warning", "R", "a" + "€" * 400, "c", NOW)  # 1 + 3 bytes each
+    assert odd["message"] == "a" + "€" * 341 and len(odd["message"].encode()) == 1024
+    short = "ünïcødé"
+    assert build_event(TRAINJOB, "Warning", "R", short, "c", NOW)["message"] == short

@@ -8,6 +8,7 @@ import json
 import logging
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -88,37 +89,73 @@ def test_a_format_that_is_not_one_is_refused_naming_the_flag() -> None:
 
 def _extra_keys(source: str) -> set[str]:
     """Every key a call's `extra=` can hold in `source`, whatever builds it: a dict literal
-    (and what it spreads), `dict(...)`, a name assigned in the calling function, or what a
+    (and what it spreads), `dict(...)`, `a | b`, a name assigned, updated (`.update`, `|=`,
+    `setdefault`, `x["k"] = ...`) in the calling function or at the module's top, or what a
     function of the module (a `_fields` helper) returns."""
     tree = ast.parse(source)
     functions: dict[str, list[ast.AST]] = {}
     enclosing: dict[ast.AST, ast.AST] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            functions.setdefault(node.name, []).append(node)
+    for node in ast.walk(tree):  # breadth first: an inner function comes after its outer one
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            if not isinstance(node, ast.Lambda):
+                functions.setdefault(node.name, []).append(node)
             for inner in ast.walk(node):
                 if inner is not node:
-                    enclosing.setdefault(inner, node)  # the innermost function comes first
+                    enclosing[inner] = node  # so the innermost is the one kept
 
-    def keys(expr: ast.AST | None, scope: ast.AST, seen: set[int]) -> set[str]:
+    def named(node: ast.AST, name: str) -> bool:
+        return isinstance(node, ast.Name) and node.id == name
+
+    def writes_to(name: str, scope: ast.AST) -> Iterator[ast.AST | None]:
+        """What goes into `name` in `scope`: assigned, merged, updated, or set by key."""
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(named(t, name) for t in targets):
+                    yield node.value
+                for t in targets:
+                    if (
+                        isinstance(t, ast.Subscript)
+                        and named(t.value, name)
+                        and isinstance(t.slice, ast.Constant)
+                    ):
+                        yield ast.Dict(keys=[t.slice], values=[node.value])  # type: ignore[list-item]
+            elif isinstance(node, ast.AugAssign) and named(node.target, name):
+                yield node.value
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and named(node.func.value, name)
+                and node.func.attr in ("update", "setdefault")
+            ):
+                if node.func.attr == "setdefault" and node.args:
+                    yield ast.Dict(keys=[node.args[0]], values=[ast.Constant(None)])
+                else:
+                    yield ast.Call(func=ast.Name("dict"), args=node.args, keywords=node.keywords)
+
+    def keys(expr: ast.AST | None, scope: ast.AST, seen: dict[int, ast.AST]) -> set[str]:
         if expr is None or id(expr) in seen:
             return set()
-        seen.add(id(expr))
+        seen[id(expr)] = expr  # kept alive: a node made here must not lend its id to the next
         if isinstance(expr, ast.Dict):
             out = {str(k.value) for k in expr.keys if isinstance(k, ast.Constant)}
             for k, v in zip(expr.keys, expr.values, strict=True):
                 if k is None:  # {**spread}
                     out |= keys(v, scope, seen)
             return out
+        if isinstance(expr, ast.BinOp):  # a | b
+            return keys(expr.left, scope, seen) | keys(expr.right, scope, seen)
         if isinstance(expr, ast.IfExp | ast.BoolOp):
             parts = [expr.body, expr.orelse] if isinstance(expr, ast.IfExp) else expr.values
             return set().union(*(keys(p, scope, seen) for p in parts))
         if isinstance(expr, ast.Call):
-            name = (
-                expr.func.id if isinstance(expr.func, ast.Name) else getattr(expr.func, "attr", "")
-            )
+            func = expr.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
             if name == "dict":
                 out = {k.arg for k in expr.keywords if k.arg}
+                out |= set().union(
+                    *(keys(k.value, scope, seen) for k in expr.keywords if not k.arg)
+                )
                 return out.union(*(keys(a, scope, seen) for a in expr.args))
             found: set[str] = set()
             for fn in functions.get(name, []):
@@ -128,21 +165,9 @@ def _extra_keys(source: str) -> set[str]:
             return found
         if isinstance(expr, ast.Name):
             found = set()
-            for node in ast.walk(scope):
-                if isinstance(node, ast.Assign | ast.AnnAssign):
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    if any(isinstance(t, ast.Name) and t.id == expr.id for t in targets):
-                        found |= keys(node.value, scope, seen)
-                # a field added later: `extra["k"] = ...`
-                if isinstance(node, ast.Assign):
-                    for t in node.targets:
-                        if (
-                            isinstance(t, ast.Subscript)
-                            and isinstance(t.value, ast.Name)
-                            and t.value.id == expr.id
-                            and isinstance(t.slice, ast.Constant)
-                        ):
-                            found.add(str(t.slice.value))
+            for where in (scope, tree) if scope is not tree else (tree,):
+                for value in writes_to(expr.id, where):
+                    found |= keys(value, scope, seen)
             return found
         return set()
 
@@ -151,26 +176,39 @@ def _extra_keys(source: str) -> set[str]:
         if isinstance(node, ast.Call):
             for k in node.keywords:
                 if k.arg == "extra":
-                    out |= keys(k.value, enclosing.get(node, tree), set())
+                    out |= keys(k.value, enclosing.get(node, tree), {})
     return out
 
 
 def test_the_scan_finds_the_keys_however_the_fields_are_built() -> None:
     probe = """
+TOP = {"module_level": 1}
+
 def _fields(x):
-    return {"from_helper": x}
+    return {"from_helper": x} | {"merged": 1}
 
 def f(log, a):
     log.info("a", extra={"literal": 1, **{"spread": 2}})
-    log.info("b", extra=dict(by_call=1))
+    log.info("b", extra=dict(by_call=1, **{"call_spread": 2}))
     fields = {"by_name": 1}
     fields["added"] = 2
+    fields.update(updated=3)
+    fields.update({"updated_dict": 3})
+    fields |= {"or_assigned": 4}
+    fields.setdefault("defaulted", 5)
     log.info("c", extra=fields)
     log.info("d", extra=_fields(a))
     log.info("e", extra={"x": 1} if a else {"y": 2})
+    log.info("f", extra=TOP)
+
+    def inner():
+        mine = {"inner": 1}
+        log.info("g", extra=mine)
 """
     assert _extra_keys(probe) == {
-        "literal", "spread", "by_call", "by_name", "added", "from_helper", "x", "y"
+        "literal", "spread", "by_call", "call_spread", "by_name", "added", "updated",
+        "updated_dict", "or_assigned", "defaulted", "from_helper", "merged", "x", "y",
+        "module_level", "inner",
     }  # fmt: skip
 
 
