@@ -126,3 +126,22 @@ def test_one_objects_path_needs_its_name_never_the_collections(name: object) -> 
     with pytest.raises(InvalidName):
         JOBS.object_path("ns", name)  # type: ignore[arg-type]
     assert JOBS.object_path("ns", "tj-node-0", "status") == JOBS.path("ns", "tj-node-0", "status")
+
+
+def test_no_namespace_is_the_path_across_namespaces() -> None:
+    assert JOBS.path("", None) == JOBS.path(None, None) == "/apis/batch/v1/jobs"
+
+
+def test_names_at_the_apis_own_length_limits_pass() -> None:
+    longest = "a" * 253
+    assert checked_segment(longest) == longest
+    assert JOBS.path("ns", longest).endswith(f"/jobs/{longest}")
+    assert is_label_key(f"{'a' * 253}/{'b' * 63}")
+    assert not is_label_key(f"{'a' * 254}/b")
+
+
+def test_a_kind_stamps_both_its_api_version_and_its_kind() -> None:
+    wrong_kind = {"apiVersion": "batch/v1", "kind": "CronJob"}
+    assert JOBS.stamped(wrong_kind) == {"apiVersion": "batch/v1", "kind": "Job"}
+    wrong_version = {"apiVersion": "batch/v2", "kind": "Job"}
+    assert JOBS.stamped(wrong_version) == {"apiVersion": "batch/v1", "kind": "Job"}

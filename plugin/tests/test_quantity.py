@@ -53,6 +53,8 @@ def test_a_quantity_reads_as_apimachinery_reads_it(text: object, value: str | No
         "1.2.3",
         "1Zi",  # not a suffix
         "1mi",
+        "1K",  # decimal kilo is a lower-case k
+        "1Kb",
         "Gi",
         "1 Gi",
         "0x10",

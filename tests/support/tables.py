@@ -11,8 +11,7 @@ a worker, or a condition set by mistake, fails: nothing is asserted field by fie
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from kubebase.kinds import Kind
 from kubebase.objects import Dict
@@ -30,6 +29,56 @@ def _true_conditions(obj: Dict) -> dict[str, str]:
         for k in (obj.get("status") or {}).get("conditions") or []
         if k.get("status") == "True"
     }
+
+
+# A copy's spec differs from the manager object's only where the copy is built to (copies.py):
+# these fields of a TrainJob copy; none of a Workload copy's.
+COPY_SPEC_CHANGES = {
+    c.TRAINJOB.kind: ("managedBy", "suspend", "runtimePatches"),
+    c.WORKLOAD.kind: (),
+}
+
+
+@dataclass(frozen=True)
+class _Manager:
+    """What a copy is compared with: the manager's objects by (kind, name), and the names of
+    its Workloads (each written `wl` wherever it appears: the name carries a UID)."""
+
+    objects: dict[tuple[str, str], Dict]
+
+    def name(self, value: str) -> str:
+        return "wl" if (c.WORKLOAD.kind, value) in self.objects else value
+
+    def copy_fields(self, obj: Dict) -> Dict:
+        """Of a copy on a worker: whether its origin UID and spec are the manager object's
+        (`manager's`, or what they are instead), and the prebuilt Workload it names."""
+        meta, kind = obj["metadata"], obj["kind"]
+        source = self.objects.get((kind, meta["name"]))
+        out: Dict = {}
+        made_for = (meta.get("annotations") or {}).get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION)
+        if source is None or made_for != source["metadata"].get("uid"):
+            out["originUID"] = made_for
+        else:
+            out["originUID"] = "manager's"
+        if source is not None:
+            drop = COPY_SPEC_CHANGES[kind]
+            mine = {k: v for k, v in (obj.get("spec") or {}).items() if k not in drop}
+            theirs = {k: v for k, v in (source.get("spec") or {}).items() if k not in drop}
+            out["spec"] = "manager's" if mine == theirs else mine
+        prebuilt = {
+            where: self.name(value)
+            for where, value in (
+                ("label", (meta.get("labels") or {}).get(c.KUEUE_PREBUILT_WORKLOAD_LABEL)),
+                (
+                    "annotation",
+                    (meta.get("annotations") or {}).get(c.KUEUE_PREBUILT_WORKLOAD_ANNOTATION),
+                ),
+            )
+            if value is not None
+        }
+        if prebuilt:
+            out["prebuilt"] = prebuilt
+        return out
 
 
 def _common(obj: Dict) -> Dict:
@@ -78,16 +127,26 @@ NORMALISERS: dict[Kind, Callable[[Dict], Dict]] = {c.TRAINJOB: trainjob, c.WORKL
 
 
 def state(world: World, namespace: str = "ns") -> State:
-    """Every cluster's TrainJobs and Workloads in `namespace`, normalised; a Workload is
-    named `wl` (its name carries the TrainJob's UID)."""
+    """Every cluster's TrainJobs and Workloads in `namespace`, normalised, by name (a manager
+    Workload's name is written `wl`); a copy on a worker also says how it stands to the
+    manager's object of its name (`_Manager.copy_fields`)."""
+    manager = _Manager(
+        {
+            (kind.kind, o["metadata"]["name"]): o
+            for kind in NORMALISERS
+            for o in world.apis["manager"].objects(kind, namespace)
+        }
+    )
     out: State = {}
     for cluster, api in world.apis.items():
         kinds: dict[str, dict[str, Dict]] = {}
         for kind, normalise in NORMALISERS.items():
-            found = {
-                ("wl" if kind == c.WORKLOAD else o["metadata"]["name"]): normalise(o)
-                for o in api.objects(kind, namespace)
-            }
+            found: dict[str, Dict] = {}
+            for o in api.objects(kind, namespace):
+                name = manager.name(o["metadata"]["name"])
+                assert name not in found, f"two {kind.kind}s written {name} on {cluster}"
+                extra = {} if cluster == "manager" else manager.copy_fields(o)
+                found[name] = {**normalise(o), **extra}
             if found:
                 kinds[kind.kind] = found
         out[cluster] = kinds
@@ -104,7 +163,6 @@ class Row:
     steps: tuple[Step, ...]
     want: State
     events: tuple[tuple[str, str], ...] = ()
-    marks: tuple[Any, ...] = field(default=())
 
     def __str__(self) -> str:
         return self.name

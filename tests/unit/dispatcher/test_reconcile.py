@@ -134,7 +134,9 @@ def deleted(world: World) -> None:
 MK = "kueue.x-k8s.io/multikueue"
 OURS = {"finalizers": [c.DISPATCHER_FINALIZER], "managedBy": MK, "suspend": True}
 RESERVED = {"QuotaReserved": "QuotaReserved"}
-COPY = {"origin": "multikueue"}
+# A copy on a worker: our origin label, the manager object's UID and spec (tables.py).
+COPY = {"origin": "multikueue", "originUID": "manager's", "spec": "manager's"}
+TRAINJOB_COPY = {**COPY, "suspend": True, "prebuilt": {"label": "wl", "annotation": "wl"}}
 SUBMITTED_STATE = {"manager": {"TrainJob": {"tj": OURS}, "Workload": {"wl": {}}}}
 DISPATCHED = [settle, kueue_on("manager"), settle]
 ADMITTED_ON_2 = [*DISPATCHED, kueue_on("worker2", admitted=True), settle]
@@ -200,7 +202,7 @@ ROWS = [
             },
             **on_workers(
                 worker2={
-                    "TrainJob": {"tj": {**COPY, "suspend": True}},
+                    "TrainJob": {"tj": TRAINJOB_COPY},
                     "Workload": {
                         "wl": {**COPY, "conditions": {**RESERVED, "Admitted": "Admitted"}}
                     },

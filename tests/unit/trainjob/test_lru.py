@@ -37,3 +37,12 @@ def test_a_value_made_is_kept_only_once_asked_for_again() -> None:
     assert lru.get_or_make("x", lambda: make("x")) == "X"
     assert lru.get_or_make("x", lambda: make("x")) == "X"
     assert made == ["x"]
+
+
+def test_a_value_asked_for_again_is_the_newest() -> None:
+    lru: LRU[str, str] = LRU(2)
+    lru.get_or_make("a", lambda: "A")
+    lru.get_or_make("b", lambda: "B")
+    lru.get_or_make("a", lambda: "made again")  # a hit: "b" is now the oldest
+    lru.get_or_make("c", lambda: "C")
+    assert lru.get("a") == "A" and lru.get("b") is None

@@ -54,6 +54,8 @@ def obj(
         (obj(ref("other"), ref("uid-tj", controller=False)), False, True, "other", True),
         (obj(ref("uid-tj", kind="JobSet")), True, True, "uid-tj", False),  # by UID, any kind
         (obj(ref("uid-tj", api="evil.example/v1")), True, True, "uid-tj", False),
+        (obj(ref("uid-tj", api="trainer.kubeflow.org.evil/v1")), True, True, "uid-tj", False),
+        (obj(ref("")), False, False, None, True),  # a reference without its UID names no one
         (obj(ref("uid-other")), False, False, "uid-other", True),
         (obj(), False, False, None, False),
         (obj("not-a-reference"), False, False, None, False),  # a stranger's garbage
@@ -120,9 +122,13 @@ def test_our_copy_of_a_manager_object(labels: Obj, annotations: Obj, ours: bool)
 
 
 def test_a_copy_without_its_origin_is_no_ones() -> None:
-    """Two objects that both lack the origin are not each other's copies."""
+    """Two objects that both lack the origin, or its UID, are not each other's copies."""
     bare = ObjectView(obj())
     assert not is_our_copy(bare, bare)
+    no_uid = ObjectView(obj(labels={ORIGIN: "manager"}))
+    assert not is_our_copy(no_uid, no_uid)
+    no_label = ObjectView(obj(annotations={ORIGIN_UID: "uid-tj"}))
+    assert not is_our_copy(no_label, no_label)
 
 
 @pytest.mark.parametrize(

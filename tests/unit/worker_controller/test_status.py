@@ -140,3 +140,25 @@ def test_a_create_failure_is_the_last_said_about_this_job_since_it_started() -> 
     assert status.create_failure(view, events[2:]) is None
     body["status"]["startTime"] = "2026-11-22T12:00:10Z"  # resumed since: those are old
     assert status.create_failure(JobView(body), events) is None
+
+
+def test_pods_done_count_toward_what_a_job_wants() -> None:
+    half = job("h", active=1, parallelism=2)
+    half["status"]["succeeded"] = 1  # one ran to its end, one runs: none missing
+    assert status.jobs_short_of_pods(jobs(half)) == []
+
+
+def test_a_create_failure_event_that_names_no_uid_is_this_jobs() -> None:
+    body = job("j", created="2026-11-22T12:00:00Z")
+    body["metadata"]["uid"] = "uid-j"
+    at_start = created_event("quota at the very start", "2026-11-22T12:00:00Z", uid="")
+    assert status.create_failure(JobView(body), [at_start]) == "quota at the very start"
+
+
+def test_a_ready_dependency_with_no_jobs_yet_is_not_met() -> None:
+    runtime = mpi_runtime()
+    runtime["spec"]["template"]["spec"]["replicatedJobs"][1]["dependsOn"] = [
+        {"name": "launcher", "status": "Ready"}
+    ]
+    info = info_for(make_trainjob(runtimeRef={"name": "mpi-runtime"}), runtime)
+    assert not status.dependencies_met(info.pod_set("node"), info, {})

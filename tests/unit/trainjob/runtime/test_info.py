@@ -15,6 +15,8 @@ def test_kueue_counts_replicas_times_parallelism() -> None:
     info = info_for(make_trainjob(trainer={"numNodes": 3}), make_runtime())
     node = info.pod_set("node")
     assert (node.replicas, node.parallelism, node.count) == (1, 3, 3)
+    node.replicas = 2  # two Jobs of three pods each
+    assert node.count == 6
     with pytest.raises(KeyError):
         info.pod_set("launcher")
 
@@ -43,3 +45,7 @@ def test_the_shape_changes_with_what_the_pods_ask_for() -> None:
     assert [(s.replicas, s.parallelism) for s in big.shape] == [(1, 2)]
     assert small.shape == info_for(make_trainjob(trainer={"numNodes": 2}), make_runtime()).shape
     assert small.pod_set("node").container("absent") is None
+    # What Kueue counts is the queued template's: the policy's additions change no shape.
+    node = small.pod_set("node")
+    node.container("node")["resources"] = {"requests": {"cpu": "64"}}  # type: ignore[index]
+    assert small.shape == info_for(make_trainjob(trainer={"numNodes": 2}), make_runtime()).shape

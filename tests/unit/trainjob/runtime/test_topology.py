@@ -83,3 +83,26 @@ def test_a_value_kueue_could_not_read_is_refused_naming_the_annotation(
 ) -> None:
     with pytest.raises(RuntimeSpecError, match=f"replicatedJob 'node': pod annotation .*{says}"):
         topology_request(pod_set(annotations))
+
+
+@pytest.mark.parametrize(
+    ("annotations", "request_"),
+    [
+        ({f"{TAS}preferred-topology": "rack", f"{TAS}group-name": "g"},
+         {"preferred": "rack", "podSetGroupName": "g"}),
+        ({f"{TAS}required-topology": "rack", f"{TAS}unconstrained-topology": "true"},
+         {"required": "rack"}),
+        ({f"{TAS}preferred-topology": "rack", f"{TAS}unconstrained-topology": "true"},
+         {"preferred": "rack"}),
+    ],
+)  # fmt: skip
+def test_a_topology_it_groups_and_required_or_preferred_before_unconstrained(
+    annotations: Dict, request_: Dict
+) -> None:
+    assert topology_request(pod_set(annotations)) == {**request_, **ALWAYS}
+
+
+def test_each_job_of_a_replicated_job_is_a_sub_group() -> None:
+    ps = pod_set({})
+    ps.replicas = 3
+    assert topology_request(ps)["subGroupCount"] == 3

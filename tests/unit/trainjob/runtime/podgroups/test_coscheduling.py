@@ -60,3 +60,16 @@ def test_a_resource_no_pod_requests_is_left_out() -> None:
         "cpu": "3500m",
         "memory": str(4 * GIB),
     }
+
+
+def test_pods_that_request_nothing_give_no_min_resources() -> None:
+    runtime = gang_runtime({"coscheduling": {}})
+    for rj in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        pod = rj["template"]["spec"]["template"]["spec"]
+        for ctr in [*pod.get("containers", []), *pod.get("initContainers", [])]:
+            ctr.pop("resources", None)
+    body = gang_trainjob(2)
+    del body["spec"]["trainer"]["resourcesPerNode"]
+    info, problem = resolve_runtime_info(parse_trainjob(body), runtime)
+    assert info is not None, problem
+    assert build_pod_group(info, PLUGIN)["spec"] == {"minMember": 3, "scheduleTimeoutSeconds": 60}

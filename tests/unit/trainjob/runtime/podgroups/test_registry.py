@@ -56,3 +56,13 @@ def test_every_pod_names_its_group_as_its_scheduler_reads_it(
     message = ignored_message(plugin)
     assert f"podGroupPolicy.{name} asks for a PodGroup ({plugin.kind.group}/" in message
     assert f"({plugin.serves} is not installed)" in message
+
+
+def test_a_pods_own_labels_and_annotations_are_kept_beside_its_group() -> None:
+    for name, field, key in GROUP_NAMED_BY:
+        info = info_of(gang_runtime({name: {}}))
+        for ps in info.pod_sets:
+            ps.pod_template.setdefault("metadata", {})[field] = {"team": "ml"}
+        mark_pods(info, BY_NAME[name])
+        for ps in info.pod_sets:
+            assert ps.pod_template["metadata"][field] == {"team": "ml", key: "tj"}

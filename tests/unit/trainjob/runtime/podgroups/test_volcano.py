@@ -66,3 +66,11 @@ def test_a_policy_that_cannot_be_made_is_refused_naming_it(
 def test_an_empty_queue_is_refused_only_when_volcano_makes_the_group() -> None:
     info, problem = resolved(gang_runtime({"coscheduling": {}}, annotations={QUEUE: ""}))
     assert problem is None and info is not None
+
+
+def test_the_pods_class_is_the_last_roles_that_names_one() -> None:
+    runtime = gang_runtime({"volcano": {}})
+    node = runtime["spec"]["template"]["spec"]["replicatedJobs"][1]
+    node["template"]["spec"]["template"]["spec"]["priorityClassName"] = "urgent"
+    group = build_pod_group(info_of(runtime, 2), PLUGIN)
+    assert group["spec"]["priorityClassName"] == "urgent"  # the launcher's came first
