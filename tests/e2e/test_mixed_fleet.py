@@ -367,8 +367,8 @@ def _made_for(mk: MultiKueue, name: str, worker: str) -> set[tuple[str, str]]:
     return made | {("Pod", p.metadata.uid) for p in pods.items}
 
 
-# Its own waits bound it (up to 2 x 120 s before the switch, 240 s after it, the jobs running
-# 120 s): the suite's 300 s would cut them short on a loaded machine.
+# Its own waits bound it (up to 2 x 120 s before the switch, 240 s after it; `inflight` runs
+# 120 s, `waiting` 30 s after it): the suite's 300 s would cut them short on a loaded machine.
 @pytest.mark.timeout(900)
 def test_a_manager_switched_from_kueues_multikueue_takes_its_jobs_over_where_they_run(
     mixed_fleet: tuple[Bed, list[setup.Controller]],
@@ -395,7 +395,10 @@ def test_a_manager_switched_from_kueues_multikueue_takes_its_jobs_over_where_the
                 wait_for(partial(mk.pods, worker, "inflight"), 90, what=f"inflight on {worker}")
                 # no room there beside it: admitted there once `inflight` ends
                 mk.set_quota(worker, "1")
-                mk.submit("waiting", managed_by=MULTIKUEUE, suspend=True)
+                # Its copy and pods live from its admission to its end and go at once (no
+                # retention): 30 s of them, so that the polls below, each some thirty reads of
+                # a loaded bed, see them (3 s were missed once on worker1, at 9674f80).
+                mk.submit("waiting", run="30s", managed_by=MULTIKUEUE, suspend=True)
                 wait_for(
                     partial(_made_for, mk, "waiting", worker),
                     30,
