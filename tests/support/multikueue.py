@@ -17,6 +17,7 @@ from kubernetes import client, watch
 
 from clusters import setup
 from clusters.bed import Bed
+from clusters.helpers.builders import runtime_patch
 from clusters.helpers.waiting import stays_false, wait_for
 from clusters.install import DISPATCHER
 from clusters.install import leads as install_leads
@@ -171,28 +172,14 @@ class MultiKueue:
                 "runtimeRef": {"name": runtime, "kind": runtime_kind},
                 "trainer": {"numNodes": nodes},
                 "runtimePatches": [
-                    {
-                        "manager": "tests.trainjob.dev/e2e",
-                        "trainingRuntimeSpec": {
-                            "template": {
-                                "spec": {
-                                    "replicatedJobs": [
-                                        {
-                                            "name": "node",
-                                            "template": {
-                                                "spec": {
-                                                    "template": {
-                                                        "metadata": {"annotations": annotations},
-                                                        **({"spec": pod_spec} if pod_spec else {}),
-                                                    }
-                                                }
-                                            },
-                                        }
-                                    ]
-                                }
-                            }
+                    runtime_patch(
+                        "tests.trainjob.dev/e2e",
+                        "node",
+                        {
+                            "metadata": {"annotations": annotations},
+                            **({"spec": pod_spec} if pod_spec else {}),
                         },
-                    }
+                    )
                 ],
             },
         }
