@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from trainjob.ownership import owner_refs
 from trainjob_api import constants as c
 
 
@@ -47,11 +48,6 @@ def owner_of(trainjob_body: dict[str, Any]) -> dict[str, Any]:
     return owner_reference(meta["name"], meta["uid"])
 
 
-def _owner_refs(obj: dict[str, Any] | None) -> list[dict[str, Any]]:
-    refs: list[dict[str, Any]] = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
-    return refs
-
-
 def owner_name(
     obj: dict[str, Any] | None, kind: str = "TrainJob", *, controller: bool = False
 ) -> str | None:
@@ -60,7 +56,7 @@ def owner_name(
     return next(
         (
             str(r["name"])
-            for r in _owner_refs(obj)
+            for r in owner_refs(obj)
             if r.get("kind") == kind and (r.get("controller") or not controller)
         ),
         None,

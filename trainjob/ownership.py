@@ -23,49 +23,47 @@ says NameTaken or leaves it."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from kubebase.objects import Dict
 from trainjob_api import constants as c
 from trainjob_api.views import ObjectView
 
-Obj = dict[str, Any]
 
-
-def _owner_refs(obj: Obj | None) -> list[Obj]:
+def owner_refs(obj: Dict | None) -> list[Dict]:
+    """An object's ownerReferences that are objects (a malformed entry is no owner)."""
     refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
     return [r for r in refs if isinstance(r, dict)] if isinstance(refs, list) else []
 
 
-def controlled_by(obj: Obj | None, uid: str) -> bool:
+def controlled_by(obj: Dict | None, uid: str) -> bool:
     """A controller ownerReference to the object of UID `uid`: the best sign that we made it
     for that object."""
-    return bool(uid) and any(r.get("controller") and r.get("uid") == uid for r in _owner_refs(obj))
+    return bool(uid) and any(r.get("controller") and r.get("uid") == uid for r in owner_refs(obj))
 
 
-def controller_uid(obj: Obj | None) -> str | None:
+def controller_uid(obj: Dict | None) -> str | None:
     """The UID of the object's controller (its owner with `controller: true`)."""
-    for ref in _owner_refs(obj):
+    for ref in owner_refs(obj):
         if ref.get("controller"):
             return str(ref.get("uid") or "") or None
     return None
 
 
-def controlled_by_a_trainjob(obj: Obj | None) -> bool:
+def controlled_by_a_trainjob(obj: Dict | None) -> bool:
     """A controller ownerReference to a TrainJob of any UID (the caller keeps its own)."""
     return any(
         ref.get("controller")
         and ref.get("kind") == c.TRAINJOB.kind
         and str(ref.get("apiVersion", "")).startswith(f"{c.TRAINER_GROUP}/")
-        for ref in _owner_refs(obj)
+        for ref in owner_refs(obj)
     )
 
 
-def has_owner(obj: Obj | None, uid: str) -> bool:
+def has_owner(obj: Dict | None, uid: str) -> bool:
     """Any ownerReference to the object of UID `uid`, controller or not."""
-    return bool(uid) and any(r.get("uid") == uid for r in _owner_refs(obj))
+    return bool(uid) and any(r.get("uid") == uid for r in owner_refs(obj))
 
 
-def made_for_trainjob(obj: Obj, trainjob: Obj) -> bool:
+def made_for_trainjob(obj: Dict, trainjob: Dict) -> bool:
     """Whether an object found under a name we want was made by us for this TrainJob: the
     TrainJob (this very UID) as its controller, or a kept claim marked as made for a TrainJob
     of this namespace and name (one that outlives its job is meant for the next)."""
@@ -93,7 +91,7 @@ def is_our_copy(found: ObjectView, copy: ObjectView) -> bool:
     return None not in origin and _origin(found) == origin
 
 
-def is_dependency_copy(obj: Obj, origin: str) -> bool:
+def is_dependency_copy(obj: Dict, origin: str) -> bool:
     """Whether an object on a worker is a dependency's copy made by this manager: its origin
     label."""
     labels = (obj.get("metadata") or {}).get("labels") or {}

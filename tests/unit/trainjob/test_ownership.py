@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from kubebase.objects import Dict
 from trainjob.ownership import (
     controlled_by,
     controlled_by_a_trainjob,
@@ -20,22 +21,23 @@ from trainjob.ownership import (
 from trainjob_api import constants as c
 from trainjob_api.views import ObjectView
 
-Obj = dict[str, Any]
 TJ_API = "trainer.kubeflow.org/v1alpha1"
 TRAINJOB = {"metadata": {"name": "tj", "namespace": "ns", "uid": "uid-tj"}}
 
 
-def ref(uid: str, controller: bool | None = True, kind: str = "TrainJob", api: str = TJ_API) -> Obj:
-    out: Obj = {"apiVersion": api, "kind": kind, "name": "x", "uid": uid}
+def ref(
+    uid: str, controller: bool | None = True, kind: str = "TrainJob", api: str = TJ_API
+) -> Dict:
+    out: Dict = {"apiVersion": api, "kind": kind, "name": "x", "uid": uid}
     if controller is not None:
         out["controller"] = controller
     return out
 
 
 def obj(
-    *refs: Any, kind: str = "Job", labels: Obj | None = None, annotations: Obj | None = None
-) -> Obj:
-    meta: Obj = {"name": "x", "namespace": "ns"}
+    *refs: Any, kind: str = "Job", labels: Dict | None = None, annotations: Dict | None = None
+) -> Dict:
+    meta: Dict = {"name": "x", "namespace": "ns"}
     if refs:
         meta["ownerReferences"] = list(refs)
     if labels is not None:
@@ -64,7 +66,7 @@ def obj(
     ],
 )
 def test_owner_references(
-    found: Obj, controlled: bool, owner: bool, uid: str | None, trainjobs: bool
+    found: Dict, controlled: bool, owner: bool, uid: str | None, trainjobs: bool
 ) -> None:
     assert controlled_by(found, "uid-tj") is controlled
     assert has_owner(found, "uid-tj") is owner
@@ -97,7 +99,7 @@ MADE_FOR = c.CLAIM_MADE_FOR_ANNOTATION
         (obj(kind="PersistentVolumeClaim", labels={MADE_FOR: "ns/tj"}), False),
     ],
 )
-def test_made_for_the_trainjob(found: Obj, ours: bool) -> None:
+def test_made_for_the_trainjob(found: Dict, ours: bool) -> None:
     assert made_for_trainjob(found, TRAINJOB) is ours
 
 
@@ -117,7 +119,7 @@ COPY = ObjectView(obj(labels={ORIGIN: "manager"}, annotations={ORIGIN_UID: "uid-
         ({}, {}, False),
     ],
 )
-def test_our_copy_of_a_manager_object(labels: Obj, annotations: Obj, ours: bool) -> None:
+def test_our_copy_of_a_manager_object(labels: Dict, annotations: Dict, ours: bool) -> None:
     assert is_our_copy(ObjectView(obj(labels=labels, annotations=annotations)), COPY) is ours
 
 
@@ -141,7 +143,7 @@ def test_a_copy_without_its_origin_is_no_ones() -> None:
         (None, "manager", False),
     ],
 )
-def test_a_dependency_copy(labels: Obj | None, origin: str, ours: bool) -> None:
+def test_a_dependency_copy(labels: Dict | None, origin: str, ours: bool) -> None:
     assert is_dependency_copy(obj(labels=labels), origin) is ours
 
 
