@@ -25,7 +25,7 @@ class Component:
     owned: bool = True
 
 
-Builder = Callable[[RuntimeInfo, "PodGroupPlugin | None"], list[Component]]
+Builder = Callable[[RuntimeInfo, PodGroupPlugin | None], list[Component]]
 
 
 def pod_group(info: RuntimeInfo, group: PodGroupPlugin | None) -> list[Component]:
