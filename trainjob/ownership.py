@@ -18,8 +18,11 @@
 
 Labels and annotations can be written by anyone who may write the object; an ownerReference
 too, by someone who may write in that namespace and knows the UID. So no answer admits
-anything across namespaces, and an object that is not ours is never written over: the caller
-says NameTaken or leaves it."""
+anything across namespaces, and what fails an answer is never written over (the caller says
+NameTaken or leaves it). Within one namespace an answer is only as strong as its rule: a
+tenant who may write there can put our origin label on an object of its own
+(`is_dependency_copy`), or a controller reference to its TrainJob's UID (`controlled_by`),
+and have it taken for ours; what we then write there is what that tenant may read."""
 
 from __future__ import annotations
 
