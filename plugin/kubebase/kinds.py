@@ -89,7 +89,10 @@ class Kind(NamedTuple):
         A namespace that is not a namespace's name, or a name or subresource that cannot be
         one segment of a path, raises `InvalidName`: nothing a tenant wrote chooses the path.
         An empty name is refused too, never read as the collection (a GET of one object would
-        otherwise list them all)."""
+        otherwise list them all), and so is a subresource without a name (a collection has
+        none: `("ns", None, "status")` would name the object called `status`)."""
+        if name is None and subresource is not None:
+            raise InvalidName("name", name)
         base = f"/apis/{self.api_version}" if self.group else f"/api/{self.version}"
         if namespace and self.namespaced:
             base += f"/namespaces/{checked_namespace(namespace)}"

@@ -125,6 +125,11 @@ def test_one_objects_path_needs_its_name_never_the_collections(name: object) -> 
     would be every object of the kind."""
     with pytest.raises(InvalidName):
         JOBS.object_path("ns", name)  # type: ignore[arg-type]
+    with pytest.raises(InvalidName):  # not the object named "status"
+        JOBS.object_path("ns", name, "status")  # type: ignore[arg-type]
+    if name is None:
+        with pytest.raises(InvalidName):  # a collection has no subresource
+            JOBS.path("ns", None, "status")
     assert JOBS.object_path("ns", "tj-node-0", "status") == JOBS.path("ns", "tj-node-0", "status")
 
 
