@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from kubebase.events import build_event
 
 TRAINJOB = {
@@ -66,3 +68,18 @@ def test_a_message_of_many_byte_characters_is_cut_by_its_bytes_on_a_character() 
     assert odd["message"] == "a" + "€" * 341 and len(odd["message"].encode()) == 1024
     short = "ünïcødé"
     assert build_event(TRAINJOB, "Warning", "R", short, "c", NOW)["message"] == short
+
+
+@pytest.mark.parametrize(
+    ("message", "kept"),
+    [
+        ("a" + "é" * 1000, "a" + "é" * 511),  # byte 1024 is the first half of an é
+        ("€" * 400, "€" * 341),  # ... the first third of a €
+        ("ab" + "\U0001f600" * 300, "ab" + "\U0001f600" * 255),  # ... half of a 4-byte emoji
+        ("x" * 1023 + "\U0001f600", "x" * 1023),  # a lone byte's room is no character
+    ],
+)
+def test_a_character_the_limit_falls_inside_is_dropped_whole(message: str, kept: str) -> None:
+    """Where the 1 KiB limit falls inside a character, the character goes: no half of it and
+    no replacement character are kept."""
+    assert build_event(TRAINJOB, "Warning", "R", message, "c", NOW)["message"] == kept

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -400,14 +401,22 @@ def _all_complete(f: Flight, timeout: float = 900) -> None:
 # Only 0.2.0's going away may end a review that way: a replica of this version answers what it
 # has begun, so an EOF from it (its server dropping reviews, say under slow clients) fails.
 CLOSED_BY_PEER = ("connection reset by peer", "broken pipe")
-GOING_AWAY = (*CLOSED_BY_PEER, '": EOF', "connection refused")
+GOING_AWAY = (*CLOSED_BY_PEER, "connection refused")
+# The EOF of a call to one of our webhooks (by its path), not of any other request.
+OUR_WEBHOOK_EOF = re.compile(
+    r'/(suspend-and-route|queue-exists|suspend-queued|validate-trainjob)\?[^"]*": EOF'
+)
+
+
+def _going_away(refusal: str) -> bool:
+    return any(g in refusal for g in GOING_AWAY) or OUR_WEBHOOK_EOF.search(refusal) is not None
 
 
 def _no_create_refused(f: Flight, *from_old: str) -> None:
     """No create was refused, but by a replica going away: any refusal of a 0.2.0 replica
     going away (the phases named `from_old`), and a reset by a 0.3.0 replica as it stops; each
     is counted as a figure."""
-    going = [r for r in f.refused if any(g in r for g in GOING_AWAY)]
+    going = [r for r in f.refused if _going_away(r)]
     from_02 = [r for r in going if r.startswith(from_old)]
     reset = [r for r in going if r not in from_02 and any(c in r for c in CLOSED_BY_PEER)]
     print(f"[figure] creates refused by a 0.2.0 replica going away: {len(from_02)}; "

@@ -131,6 +131,16 @@ def deleted(world: World) -> None:
     world.apis["manager"].request("DELETE", c.TRAINJOB.path("ns", "tj"))
 
 
+def collector_behind(world: World) -> None:
+    """The manager's garbage collector takes its time (as kube-controller-manager's does): an
+    owned object outlives its owner until `collector_runs`."""
+    world.apis["manager"].collect_at_once = False
+
+
+def collector_runs(world: World) -> None:
+    world.apis["manager"].collect()
+
+
 MK = "kueue.x-k8s.io/multikueue"
 OURS = {"finalizers": [c.DISPATCHER_FINALIZER], "managedBy": MK, "suspend": True}
 RESERVED = {"QuotaReserved": "QuotaReserved"}
@@ -226,6 +236,24 @@ ROWS = [
     Row(
         "a deleted TrainJob takes its copies with it before our finalizer lets it go",
         (*DISPATCHED, deleted, settle),
+        {"manager": {}, **on_workers()},
+    ),
+    Row(
+        "a deleted TrainJob's Workload, not yet collected, sends nothing anywhere: the copies "
+        "are gone, the Workload waits for the garbage collector",
+        (collector_behind, *DISPATCHED, deleted, settle),
+        {
+            "manager": {
+                "Workload": {
+                    "wl": {"check": "Pending", "conditions": RESERVED, "nominated": list(WORKERS)}
+                }
+            },
+            **on_workers(),
+        },
+    ),
+    Row(
+        "... and once collected, nothing is left anywhere",
+        (collector_behind, *DISPATCHED, deleted, settle, collector_runs, settle),
         {"manager": {}, **on_workers()},
     ),
     Row(

@@ -168,3 +168,28 @@ def test_volume_mounts_merge_by_path_and_node_selector_nulls_remove() -> None:
     )
     assert spec["nodeSelector"] == {"pool": "a", "disk": "ssd"}
     assert spec["containers"][0]["volumeMounts"] == [{"name": "scratch", "mountPath": "/data"}]
+
+
+def test_a_patched_volume_or_env_entry_replaces_the_runtimes_of_its_name_whole() -> None:
+    """An entry of a patch replaces the runtime's entry of its key whole, as Trainer's upsert
+    does: merged, a claim and an emptyDir would make one volume of two sources, and a value
+    beside a valueFrom a variable the API server refuses."""
+    runtime_ctr = container(
+        env=[{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]
+    )
+    spec = patched_pod_spec(
+        {
+            "containers": [runtime_ctr],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "big"}}],
+        },
+        (
+            "me",
+            {
+                "volumes": [{"name": "data", "emptyDir": {}}],
+                "containers": [{"name": "node", "env": [{"name": "TOKEN", "value": "plain"}]}],
+            },
+        ),
+    )
+    assert spec["volumes"] == [{"name": "data", "emptyDir": {}}]
+    token = [e for e in spec["containers"][0]["env"] if e["name"] == "TOKEN"]
+    assert token == [{"name": "TOKEN", "value": "plain"}]

@@ -1,4 +1,5 @@
-"""torchrun's processes per node, as Trainer v2.3's Torch plugin counts them
+"""torchrun's processes per node, as Trainer v2.3's Torch plugin counts them, and the PET_*
+environment it sets on a trainer node
 (trainjob/runtime/mlpolicies/torch.py); its whole output through the framework
 (tests/unit/trainjob/runtime/test_framework.py)."""
 
@@ -8,7 +9,10 @@ from typing import Any
 
 import pytest
 
-from tests.unit.trainjob.runtime.mlpolicies import trainjob
+from clusters.helpers.builders import container, make_runtime, make_trainjob, replicated_job
+from tests.unit.trainjob.runtime.mlpolicies import RANK, node_env, trainjob
+from trainjob.models import parse_runtime, parse_trainjob
+from trainjob.runtime.framework import build_runtime_info
 from trainjob.runtime.mlpolicies.torch import torch_nproc
 
 Dict = dict[str, Any]
@@ -32,3 +36,31 @@ GPU = {"limits": {"nvidia.com/gpu": 2}}
 )
 def test_torch_processes_per_node(trainer: Dict, runtime: Dict, want: str) -> None:
     assert torch_nproc(trainjob(**trainer), runtime) == want
+
+
+@pytest.mark.parametrize(
+    "runtime_env",
+    [
+        [],
+        [{"name": "OMP_NUM_THREADS", "value": "4"}],
+        # a runtime that already says where the master is: the policy's value, once
+        [{"name": "PET_MASTER_PORT", "value": "1234"}, {"name": "PET_NNODES", "value": "9"}],
+    ],
+)
+def test_torchs_environment_on_a_trainer_node(runtime_env: list[Dict]) -> None:
+    node = replicated_job("node", "trainer", [container(env=runtime_env)])
+    runtime = make_runtime(ml_policy={"numNodes": 2, "torch": {}}, replicated_jobs=[node])
+    info = build_runtime_info(
+        parse_trainjob(make_trainjob()), parse_runtime(runtime), runtime["spec"]["template"]["spec"]
+    )
+    env = node_env(info)  # every name once
+    assert {k: v for k, v in env.items() if k.startswith("PET_")} == {
+        "PET_NNODES": "2",
+        "PET_NPROC_PER_NODE": "1",
+        "PET_NODE_RANK": RANK,
+        "PET_MASTER_ADDR": "tj-node-0-0.tj",
+        "PET_MASTER_PORT": "29500",
+    }
+    assert {k for k in env if not k.startswith("PET_")} == {
+        e["name"] for e in runtime_env if not e["name"].startswith("PET_")
+    }

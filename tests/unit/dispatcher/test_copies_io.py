@@ -1,0 +1,103 @@
+"""The sweep of copies whose manager object is gone (dispatcher/controller/copies_io.py): it
+deletes what its watch cache saw, and only that very object; a copy made since under the same
+name, or one whose manager object is there, is left alone."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dispatcher.controller.copies_io import collect_garbage
+from kubebase.objects import Dict
+from kubecontrol import cluster as kube
+from tests.support.memory_api import MemoryApi
+from trainjob_api import constants as c
+from trainjob_api.views import ObjectView
+
+TRAINJOB = c.KINDS["TrainJob"]
+
+
+def copy(name: str, made_for: str) -> Dict:
+    return {
+        "apiVersion": TRAINJOB.api_version,
+        "kind": "TrainJob",
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "labels": {c.KUEUE_MULTIKUEUE_ORIGIN_LABEL: "multikueue"},
+            "annotations": {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: made_for},
+        },
+        "spec": {},
+    }
+
+
+@dataclass
+class Worker:
+    """A connected worker whose cache holds `cached` (what its watch last saw)."""
+
+    cluster: kube.Cluster
+    cached: list[Dict] = field(default_factory=list)
+    connected: bool = True
+
+    def items(self, kind: str) -> list[Dict]:
+        return self.cached if kind == "TrainJob" else []
+
+
+@dataclass
+class Manager:
+    """The manager's caches: the TrainJobs there, by name, as (uid)."""
+
+    uids: dict[str, str]
+
+    def trainjob(self, namespace: str, name: str) -> ObjectView | None:
+        uid = self.uids.get(name)
+        return None if uid is None else ObjectView({"metadata": {"name": name, "uid": uid}})
+
+    def workload(self, namespace: str, name: str) -> None:
+        return None
+
+
+def worker(api: MemoryApi, *names: str, uids: dict[str, str] | None = None) -> Worker:
+    """A worker over `api` whose cache saw the objects `names` as the server holds them, each
+    with the uid `uids` gives it instead, if any (what a watch saw before a recreation)."""
+    cached = []
+    for name in names:
+        seen = api.object(TRAINJOB, name, "ns")
+        assert seen is not None
+        uid = (uids or {}).get(name, seen["metadata"]["uid"])
+        cached.append({**seen, "metadata": {**seen["metadata"], "uid": uid}})
+    return Worker(kube.Cluster("w", api, "test"), cached)  # type: ignore[arg-type]
+
+
+def sweep(worker: Worker, on_manager: dict[str, str]) -> None:
+    collect_garbage({"w": worker}, Manager(on_manager))  # type: ignore[arg-type]
+
+
+def test_a_copy_whose_manager_object_is_gone_is_deleted() -> None:
+    api = MemoryApi("w", [copy("gone", "m1")])
+    sweep(worker(api, "gone"), on_manager={})
+    assert api.object(TRAINJOB, "gone", "ns") is None
+
+
+def test_a_copy_made_since_under_the_same_name_is_not_the_one_swept() -> None:
+    """The cache saw an orphan; the server now holds another object of its name (made for a
+    new TrainJob since): the delete names the uid it saw, and the new one stays."""
+    api = MemoryApi("w", [copy("tj", "m2")])
+    sweep(worker(api, "tj", uids={"tj": "the-old-copy"}), on_manager={})
+    assert api.object(TRAINJOB, "tj", "ns") is not None
+    # the server refused the one delete on its precondition: not the uid it holds
+    assert api.refused == [("DELETE", TRAINJOB.object_path("ns", "tj"), 409)]
+
+
+def test_a_copy_of_a_manager_object_still_there_is_kept() -> None:
+    api = MemoryApi("w", [copy("tj", "m1"), copy("replaced", "m-old")])
+    sweep(worker(api, "tj", "replaced"), on_manager={"tj": "m1", "replaced": "m-new"})
+    assert api.object(TRAINJOB, "tj", "ns") is not None
+    assert api.object(TRAINJOB, "replaced", "ns") is None  # made for the TrainJob replaced
+
+
+def test_a_worker_not_connected_is_not_swept() -> None:
+    api = MemoryApi("w", [copy("gone", "m1")])
+    away = worker(api, "gone")
+    away.connected = False
+    sweep(away, on_manager={})
+    assert api.object(TRAINJOB, "gone", "ns") is not None and api.requests == []
