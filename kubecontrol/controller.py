@@ -93,7 +93,9 @@ class KeyValueFormatter(logging.Formatter):
     """Text lines as Kueue writes them: a fixed message, then each field as key=value, quoted
     and escaped (JSON's string) when it holds a space, a quote, an equals sign or anything not
     printable (a newline, a carriage return, an escape sequence, a Unicode line separator: a
-    tenant's string in a field must not forge a line), the traceback last (as it comes)."""
+    tenant's string in a field must not forge a line), the traceback last, each of its lines
+    indented and anything not printable in it escaped (an exception's message can hold a
+    tenant's string too: only a record's own line starts at the left)."""
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         line = super().formatMessage(record)
@@ -103,6 +105,21 @@ class KeyValueFormatter(logging.Formatter):
                 text = json.dumps(text)
             line += f" {key}={text}"
         return line
+
+    def formatException(self, ei: Any) -> str:
+        return _continuation(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:
+        return _continuation(super().formatStack(stack_info))
+
+
+def _continuation(text: str) -> str:
+    """`text` (a traceback) as continuation lines: each indented, its unprintable characters
+    (a carriage return, an escape sequence, a Unicode line separator) as JSON escapes them."""
+    return "\n".join(
+        "  " + "".join(ch if ch.isprintable() else json.dumps(ch)[1:-1] for ch in line)
+        for line in text.split("\n")
+    )
 
 
 def setup_logging(ours: ControllerSettings, verbose: bool = False) -> None:

@@ -38,9 +38,10 @@ class ControllerSettings(BaseModel):
     cluster_name: str = Field(default="cluster", description="name used in every log line")
     log_format: Literal["text", "json"] = Field(
         default="text",
-        description="log lines as text (a message, then its fields as key=value), or one JSON "
-        "object a line for a log pipeline (time, level, logger, message, the line's fields such "
-        "as cluster, trainjob and error, and exc_info with a traceback)",
+        description="log lines as text (a message, then its fields as key=value; a traceback "
+        "follows on indented lines), or one JSON object a line for a log pipeline (time, "
+        "level, logger, message, the line's fields such as cluster, trainjob and error, and "
+        "exc_info with a traceback)",
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         default="info", description="the least severe level logged (--verbose: debug)"

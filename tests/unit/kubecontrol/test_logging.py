@@ -64,7 +64,7 @@ def test_text_lines_carry_the_fields_as_key_values_before_the_traceback() -> Non
     )
     failed = lines.index(next(line for line in lines if "a pass failed" in line))
     assert lines[failed].endswith("worker_controller: a pass failed")
-    assert lines[failed + 1] == "Traceback (most recent call last):"
+    assert lines[failed + 1] == "  Traceback (most recent call last):"
 
 
 @pytest.mark.parametrize(
@@ -257,4 +257,22 @@ def test_the_fields_come_before_the_traceback() -> None:
         record = logging.LogRecord("x", logging.ERROR, "", 0, "failed", None, sys.exc_info())
     record.cluster = "w1"
     lines = KeyValueFormatter("%(message)s").format(record).splitlines()
-    assert lines[:2] == ["failed cluster=w1", "Traceback (most recent call last):"]
+    assert lines[:2] == ["failed cluster=w1", "  Traceback (most recent call last):"]
+    assert lines[-1] == "  ValueError: boom"
+
+
+@pytest.mark.parametrize(
+    "message", ["a\n2026-12-04 10:00:00,000 INFO dispatcher: forged", "a\rINFO x", "a\u2028b"]
+)
+def test_a_traceback_cannot_forge_a_line(message: str) -> None:
+    """An exception's message can hold a tenant's string (a name the API server echoes): every
+    line of the traceback is indented and nothing in it moves the cursor, so only the record's
+    own line starts at the left."""
+    try:
+        raise ValueError(message)
+    except ValueError:
+        record = logging.LogRecord("x", logging.ERROR, "", 0, "failed", None, sys.exc_info())
+    record.stack_info = "Stack (most recent call last):\n  File x\nforged\rline"
+    lines = KeyValueFormatter("%(message)s").format(record).split("\n")
+    assert lines[0] == "failed"
+    assert all(line.startswith("  ") and line.isprintable() for line in lines[1:])
