@@ -105,9 +105,12 @@ class Kind(NamedTuple):
     def object_path(self, namespace: str | None, name: str, subresource: str | None = None) -> str:
         """The path of one object: as `path`, but a name that is not a string (None, read
         from an object that has none) raises `InvalidName` rather than naming the collection,
-        where a DELETE would delete every object of the kind."""
+        where a DELETE would delete every object of the kind. A namespaced kind's object needs
+        its namespace: without one the path is no object's."""
         if not isinstance(name, str):
             raise InvalidName("name", name)
+        if self.namespaced and not namespace:
+            raise InvalidName("namespace", namespace)
         return self.path(namespace, name, subresource)
 
     def stamped(self, obj: dict[str, Any]) -> dict[str, Any]:

@@ -133,6 +133,13 @@ def test_one_objects_path_needs_its_name_never_the_collections(name: object) -> 
     assert JOBS.object_path("ns", "tj-node-0", "status") == JOBS.path("ns", "tj-node-0", "status")
 
 
+@pytest.mark.parametrize("namespace", [None, ""])
+def test_one_namespaced_objects_path_needs_its_namespace(namespace: str | None) -> None:
+    with pytest.raises(InvalidName):
+        JOBS.object_path(namespace, "tj-node-0")
+    assert NAMESPACE.object_path(namespace, "ns") == "/api/v1/namespaces/ns"  # not namespaced
+
+
 def test_no_namespace_is_the_path_across_namespaces() -> None:
     assert JOBS.path("", None) == JOBS.path(None, None) == "/apis/batch/v1/jobs"
 
