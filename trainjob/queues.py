@@ -8,17 +8,34 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal, localcontext
+from typing import TypeVar
 
 from kubebase.objects import Dict
 from trainjob_api import conditions as cond
 from trainjob_api.quantity import parse_quantity
 from trainjob_api.views import JsonView, ObjectView
 
-Amounts = dict[str, Decimal]  # resource -> amount
-Table = dict[tuple[str, str], Decimal]  # (flavour, resource) -> amount
+K = TypeVar("K", bound=Hashable)
+ZERO = Decimal(0)
+
+
+class Zeroed(dict[K, Decimal]):
+    """Amounts by key where an absent key reads as none of it (as `collections.Counter`
+    reads), without being added."""
+
+    __slots__ = ()
+
+    def __missing__(self, key: K) -> Decimal:
+        return ZERO
+
+
+Amounts = Zeroed[str]  # resource -> amount
+Table = Zeroed[tuple[str, str]]  # (flavour, resource) -> amount
+# A limit per (flavour, resource), where an absent key is no limit: never read as zero.
+Limits = dict[tuple[str, str], Decimal]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +53,8 @@ class Quotas:
 
     groups: tuple[ResourceGroup, ...]
     nominal: Table
-    borrow: Table
-    lend: Table
+    borrow: Limits
+    lend: Limits
 
     @property
     def covered(self) -> set[str]:
@@ -63,9 +80,9 @@ class ClusterQueueView(ObjectView):
     def quotas(self) -> Quotas:
         """spec.resourceGroups, parsed (once per question: the caller keeps it)."""
         groups: list[ResourceGroup] = []
-        nominal: Table = {}
-        borrow: Table = {}
-        lend: Table = {}
+        nominal = Table()
+        borrow: Limits = {}
+        lend: Limits = {}
         for group in self.spec.get("resourceGroups") or []:
             flavors = []
             for flavor in group.get("flavors") or []:
@@ -110,7 +127,7 @@ class ClusterQueueView(ObjectView):
         return names | {str(a["name"]) for a in strategy.get("admissionChecks") or []}
 
     def _totals(self, field: str) -> Table:
-        out: Table = {}
+        out = Table()
         for flavor in self.status.get(field) or []:
             for res in flavor.get("resources") or []:
                 out[(str(flavor["name"]), str(res["name"]))] = parse_quantity(res.get("total", 0))
@@ -163,13 +180,13 @@ class PodSetView(JsonView):
 def pod_requests(spec: Dict) -> Amounts:
     """What one pod of this spec asks for, counted as Kueue and Trainer count it: the sum over
     its containers, at least the largest init container, plus the pod overhead."""
-    total: Amounts = {}
+    total = Amounts()
     for amounts in _requests(spec.get("containers") or []):
         add(total, amounts)
     for amounts in _requests(spec.get("initContainers") or []):
         for name, qty in amounts.items():
-            total[name] = max(total.get(name, Decimal(0)), qty)
-    add(total, {k: parse_quantity(v) for k, v in (spec.get("overhead") or {}).items()})
+            total[name] = max(total[name], qty)
+    add(total, Amounts({k: parse_quantity(v) for k, v in (spec.get("overhead") or {}).items()}))
     return total
 
 
@@ -232,12 +249,17 @@ def _amounts(given: object) -> dict[str, str]:
 def add(into: Amounts, other: Amounts, times: int = 1) -> None:
     """Add `other` (`times` over) into `into`."""
     for name, qty in other.items():
-        into[name] = into.get(name, Decimal(0)) + qty * times
+        into[name] += qty * times
 
 
 def _requests(containers: Iterable[Dict]) -> list[Amounts]:
     return [
-        {k: parse_quantity(v) for k, v in (c.get("resources") or {}).get("requests", {}).items()}
+        Amounts(
+            {
+                k: parse_quantity(v)
+                for k, v in (c.get("resources") or {}).get("requests", {}).items()
+            }
+        )
         for c in containers
     ]
 

@@ -24,6 +24,7 @@ from decimal import Decimal
 
 from trainjob.lru import LRU
 from trainjob.queues import (
+    ZERO,
     Amounts,
     ClusterQueueView,
     PodSetView,
@@ -50,9 +51,9 @@ def podset_requests(workload: WorkloadView) -> list[tuple[str, Amounts]]:
     for ps in map(PodSetView, workload.pod_sets):
         per_pod = ps.pod_requests
         per_pod["pods"] = Decimal(1)  # counted only where a ClusterQueue covers "pods"
-        total: Amounts = {}
+        total = Amounts()
         add(total, per_pod, ps.count)
-        out.append((ps.name, {k: v for k, v in total.items() if v}))
+        out.append((ps.name, Amounts({k: v for k, v in total.items() if v})))
     return out
 
 
@@ -60,11 +61,13 @@ def _lendable(cq: ClusterQueueView, *, free_only: bool) -> Table:
     """What a ClusterQueue can lend its cohort: its lending limit (or all of its nominal
     quota), less what it uses itself when `free_only`."""
     quotas = cq.quotas()
-    used = cq.reserved if free_only else {}
-    return {
-        key: max(Decimal(0), min(quotas.lend.get(key, qty), qty - used.get(key, Decimal(0))))
-        for key, qty in quotas.nominal.items()
-    }
+    used = cq.reserved if free_only else Table()
+    return Table(
+        {
+            key: max(ZERO, min(quotas.lend.get(key, qty), qty - used[key]))
+            for key, qty in quotas.nominal.items()
+        }
+    )
 
 
 def _room(
@@ -73,17 +76,17 @@ def _room(
     """Per (flavour, resource): how much more the ClusterQueue can admit (now: given what is
     reserved; otherwise: empty), borrowing from `cohort` (the other ClusterQueues of its
     cohort) up to its borrowing limit; `quotas` is `cq.quotas()`, parsed once per question."""
-    used = cq.reserved if now else {}
-    pool: Table = {}
+    used = cq.reserved if now else Table()
+    pool = Table()
     if cq.cohort:
         for other in cohort:
             for key, qty in _lendable(other, free_only=now).items():
-                pool[key] = pool.get(key, Decimal(0)) + qty
-    room: Table = {}
+                pool[key] += qty
+    room = Table()
     for key, qty in quotas.nominal.items():
-        in_use = used.get(key, Decimal(0))
-        borrowed = max(Decimal(0), in_use - qty)  # already borrowed; counts against the limit
-        may_borrow = min(quotas.borrow.get(key, INF), pool.get(key, Decimal(0)) + borrowed)
+        in_use = used[key]
+        borrowed = max(ZERO, in_use - qty)  # already borrowed; counts against the limit
+        may_borrow = min(quotas.borrow.get(key, INF), pool[key] + borrowed)
         room[key] = qty + may_borrow - in_use
     return room
 
@@ -96,7 +99,7 @@ def _assign(
     what does not fit in ClusterQueue `name` ('' when all do), with the amounts when `amounts`
     (the room now changes at every admission there, and a message that changes with it would
     be a write each time)."""
-    room = dict(room)
+    room = Table(room)
     for podset, needs in podsets:
         for group in quotas.groups:
             flavors = group.flavors
@@ -106,15 +109,13 @@ def _assign(
             shortest = ""
             for flavor in flavors:
                 short = [
-                    f"{r} {_show(q)} wanted, {_show(room.get((flavor, r), Decimal(0)))} available"
-                    if amounts
-                    else r
+                    f"{r} {_show(q)} wanted, {_show(room[(flavor, r)])} available" if amounts else r
                     for r, q in sorted(wanted.items())
-                    if q > room.get((flavor, r), Decimal(0))
+                    if q > room[(flavor, r)]
                 ]
                 if not short:
                     for r, q in wanted.items():
-                        room[(flavor, r)] = room.get((flavor, r), Decimal(0)) - q
+                        room[(flavor, r)] -= q
                     break
                 shortest = shortest or f"flavour {flavor}: {', '.join(short)}"
             else:
@@ -202,13 +203,13 @@ def quota_summary(cq: ClusterQueueView) -> ClusterQueueUse:
     held, used = cq.reserved, cq.used
     flavors: dict[str, list[ResourceUse]] = {}
     for (flavor, resource), nominal in cq.quotas().nominal.items():
-        taken = held.get((flavor, resource), Decimal(0))
+        taken = held[(flavor, resource)]
         flavors.setdefault(flavor, []).append(
             ResourceUse(
                 name=resource,
                 nominal_quota=show_amount(resource, nominal),
                 reserved=show_amount(resource, taken),
-                used=show_amount(resource, used.get((flavor, resource), Decimal(0))),
+                used=show_amount(resource, used[(flavor, resource)]),
                 share=float(min(taken / nominal, Decimal(1))) if nominal > 0 else 0.0,
             )
         )

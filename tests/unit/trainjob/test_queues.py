@@ -64,6 +64,17 @@ def test_a_cluster_queues_quotas_in_order_with_their_limits() -> None:
     assert quotas.covered == {"cpu", "memory"}
 
 
+def test_an_amount_not_there_reads_as_none_of_it_and_a_limit_not_there_as_no_limit() -> None:
+    """Reserved and nominal amounts read zero where a (flavour, resource) is absent, and the
+    read adds nothing; a borrowing or lending limit that is absent is no limit, never zero."""
+    quotas = CQ.quotas()
+    assert CQ.reserved[("on-demand", "cpu")] == 0 and quotas.nominal[("spot", "gpu")] == 0
+    reserved = CQ.reserved
+    _ = reserved[("spot", "gpu")]
+    assert reserved == {("spot", "cpu"): 1}
+    assert ("spot", "cpu") not in quotas.borrow and type(quotas.borrow) is dict
+
+
 def test_a_cluster_queues_state_and_counts() -> None:
     assert CQ.cohort == "team" and not CQ.active
     assert CQ.reserved == {("spot", "cpu"): 1} and CQ.used == {}

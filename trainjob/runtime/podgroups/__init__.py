@@ -98,7 +98,7 @@ def names_group(job_spec: Dict, plugin: PodGroupPlugin, trainjob: str) -> bool:
 def _totals(info: RuntimeInfo) -> tuple[int, Amounts]:
     """Every pod of the TrainJob, and what they request together."""
     members: int = 0
-    total: Amounts = {}
+    total = Amounts()
     for ps in info.pod_sets:
         members += ps.count
         add(total, pod_requests(ps.pod_template.get("spec") or {}), ps.count)
