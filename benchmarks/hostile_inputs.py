@@ -53,6 +53,7 @@ from trainjob.admission import Admitted, object_problem, runtime_refusal
 from trainjob.lru import LRU
 from trainjob.runtime import failure
 from trainjob_api import constants as c
+from trainjob_api.views import RuntimeView
 from worker_controller import digests
 
 Dict = dict[str, Any]
@@ -90,7 +91,7 @@ def patterns_figure(reviews: int) -> list[float]:
         rt = runtimes[i % len(runtimes)]
         tj = make_trainjob(f"tj-{i}", "team-a")
         started = time.perf_counter()
-        runtime_refusal(review_of(tj), rt)
+        runtime_refusal(review_of(tj), RuntimeView(rt))
         taken.append(time.perf_counter() - started)
     return taken
 
@@ -106,7 +107,11 @@ def forged_figure(patches: int, judge: bool) -> tuple[float, str | None]:
     rt = make_runtime("torch-distributed")
     rt["metadata"].update(uid="uid-rt", resourceVersion="1")
     started = time.process_time()
-    why = runtime_refusal(review_of(tj), rt) if judge else object_problem(review_of(tj), schema)
+    why = (
+        runtime_refusal(review_of(tj), RuntimeView(rt))
+        if judge
+        else object_problem(review_of(tj), schema)
+    )
     return time.process_time() - started, why
 
 

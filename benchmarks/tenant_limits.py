@@ -34,6 +34,7 @@ from kubecontrol.serving import serve_probes
 from kubecontrol.webhook_server import WebhookServer
 from trainjob.models import parse_trainjob
 from trainjob.runtime import resolve_runtime_info
+from trainjob_api.views import RuntimeView
 
 Dict = dict[str, Any]
 
@@ -45,7 +46,7 @@ def resolution(nodes: int) -> tuple[float, float, str]:
     )
     tracemalloc.start()
     started = time.perf_counter()
-    info, problem = resolve_runtime_info(tj, mpi_runtime())
+    info, problem = resolve_runtime_info(tj, RuntimeView(mpi_runtime()))
     spent = time.perf_counter() - started
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()

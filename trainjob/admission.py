@@ -12,7 +12,7 @@ from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.runtime import resolve_runtime_info
 from trainjob_api import conditions as cond
 from trainjob_api import constants as c
-from trainjob_api.views import TrainJobView
+from trainjob_api.views import RuntimeView, TrainJobView
 
 
 class Admitted(TrainJobView):
@@ -162,7 +162,7 @@ def object_problem(tj: Admitted, schema: Dict | None) -> str | None:
     return None if problem is None else f"TrainJob {problem.lstrip('.')}"
 
 
-def runtime_refusal(tj: Admitted, runtime: Dict | None) -> str | None:
+def runtime_refusal(tj: Admitted, runtime: RuntimeView | None) -> str | None:
     """Why a TrainJob under admission cannot run on its runtime, as Trainer's webhook refuses
     it on create (it resolves the runtime there): reserved env names, node counts, names too
     long for their Jobs and pods, an MPI hostfile no ConfigMap holds. None when it fits, or

@@ -23,6 +23,7 @@ from trainjob_api.views import (
     JobView,
     ObjectView,
     PodView,
+    RuntimeView,
     TrainJobView,
     WorkloadView,
 )
@@ -87,12 +88,13 @@ class Caches(caches.Caches):
     def workload(self, namespace: str, name: str) -> WorkloadView | None:
         return self._one(Index.WORKLOADS, (namespace, name), WorkloadView)
 
-    def runtime_of(self, trainjob: TrainJobView) -> Dict | None:
+    def runtime_of(self, trainjob: TrainJobView) -> RuntimeView | None:
         """The (Cluster)TrainingRuntime a TrainJob's spec.runtimeRef names, if it exists
-        (parsed where it is used: trainjob/models.py)."""
+        (parsed where a job is built from it: trainjob/models.py)."""
         if trainjob.runtime_kind == c.TRAINING_RUNTIME_KIND:
-            return self.first(Index.RUNTIMES, (trainjob.namespace, trainjob.runtime_name))
-        return self.first(Index.CLUSTER_RUNTIMES, trainjob.runtime_name)
+            key: Hashable = (trainjob.namespace, trainjob.runtime_name)
+            return self._one(Index.RUNTIMES, key, RuntimeView)
+        return self._one(Index.CLUSTER_RUNTIMES, trainjob.runtime_name, RuntimeView)
 
     def runtimes(self) -> list[Dict]:
         """Every TrainingRuntime, each with its kind."""

@@ -23,7 +23,7 @@ from trainjob.ownership import has_owner
 from trainjob.runtime import PodSetShape, RuntimeInfo, RuntimeProblem, resolve_runtime_info
 from trainjob_api import conditions as cond
 from trainjob_api import constants as c
-from trainjob_api.views import WorkloadView
+from trainjob_api.views import RuntimeView, WorkloadView
 
 # What a TrainJob makes of its runtime as Kueue counts it, or why it cannot run on it.
 Shape = tuple[tuple[PodSetShape, ...] | None, RuntimeProblem | None]
@@ -108,7 +108,7 @@ def _patches(tj: TrainJob) -> list[Dict]:
 
 def observe(
     tj: TrainJob,
-    runtime: Dict | None,
+    runtime: RuntimeView | None,
     workload: Dict | None,
     flavors: dict[str, Dict],
     priority: wlmod.Priority | None,
@@ -139,7 +139,7 @@ def observe(
     )
 
 
-def shape_of(tj: TrainJob, runtime: Dict | None) -> Shape:
+def shape_of(tj: TrainJob, runtime: RuntimeView | None) -> Shape:
     info, problem = resolve_runtime_info(tj, runtime)
     return (info.shape if info is not None else None), problem
 

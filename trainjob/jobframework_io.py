@@ -31,12 +31,13 @@ from trainjob.models import TrainJob
 from trainjob.queues import LocalQueueView
 from trainjob.workload import Priority
 from trainjob_api import constants as c
+from trainjob_api.views import RuntimeView
 
 log = logging.getLogger("trainjob.jobframework")
 
 
 def observe_queueing(
-    cluster: Cluster, caches: Caches, tj: TrainJob, runtime: Dict | None, jobs_active: bool
+    cluster: Cluster, caches: Caches, tj: TrainJob, runtime: RuntimeView | None, jobs_active: bool
 ) -> QueueObserved:
     """What the Kueue integration looks at for one TrainJob, from the caches: its Workload and
     the ResourceFlavors; and the priority Kueue would give it, asked of the API only while
@@ -152,10 +153,9 @@ def _default_priority_class(cluster: Cluster) -> tuple[str, int] | None:
 _SHAPES: LRU[tuple[str, ...], Shape] = LRU(4096)
 
 
-def _shape(tj: TrainJob, runtime: Dict | None) -> Shape | None:
-    rmeta = (runtime or {}).get("metadata") or {}
+def _shape(tj: TrainJob, runtime: RuntimeView | None) -> Shape | None:
     uid, generation = tj.metadata.uid, tj.metadata.generation
-    ruid, rversion = rmeta.get("uid"), rmeta.get("resourceVersion")
+    ruid, rversion = (None, None) if runtime is None else (runtime.uid, runtime.resource_version)
     if not uid or generation is None or (runtime is not None and not (ruid and rversion)):
         return None  # not a stored version: nothing names its content
     key = (uid, str(generation), str(tj.queued), str(ruid or ""), str(rversion or ""))

@@ -21,7 +21,7 @@ from trainjob.runtime.podgroups import PodGroupPlugin
 from trainjob.status_writes import hold
 from trainjob_api import conditions as cond
 from trainjob_api import constants as c
-from trainjob_api.views import JobView, PodView
+from trainjob_api.views import JobView, PodView, RuntimeView
 from worker_controller import builders, status
 
 
@@ -39,7 +39,7 @@ class Observed:
     """Everything the reconcile looks at, read by the caller (from caches or the API)."""
 
     trainjob: Dict
-    runtime: Dict | None  # the (Cluster)TrainingRuntime spec.runtimeRef names, if it exists
+    runtime: RuntimeView | None  # the (Cluster)TrainingRuntime spec.runtimeRef names, if any
     jobs: dict[str, JobView]  # our Jobs of this TrainJob, by name
     services: list[Dict]  # Services carrying this TrainJob's label that it controls
     service_named: Dict | None  # the Service called like the TrainJob, whoever made it

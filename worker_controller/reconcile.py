@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-from kubebase.objects import Dict
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
 from trainjob import admission, jobframework
@@ -22,7 +21,7 @@ from trainjob.models import parse_trainjob
 from trainjob.ownership import controlled_by
 from trainjob.status_writes import held_key
 from trainjob_api import constants as c
-from trainjob_api.views import JobView, TrainJobView
+from trainjob_api.views import JobView, RuntimeView, TrainJobView
 from worker_controller import execute, status
 from worker_controller.context import Context
 from worker_controller.decide import Blocked, Observed, Plan, decide
@@ -127,9 +126,9 @@ def _planned(
     return plan, observed_tj
 
 
-def _asks_group(runtime: Dict | None) -> bool:
+def _asks_group(runtime: RuntimeView | None) -> bool:
     """Whether the runtime runs its pods as a gang (a PodGroup of the scheduler's API)."""
-    return runtime is not None and bool((runtime.get("spec") or {}).get("podGroupPolicy"))
+    return runtime is not None and runtime.gang
 
 
 def _note_blocked(

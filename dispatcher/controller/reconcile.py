@@ -39,7 +39,6 @@ from dispatcher.decisions.removal import Held, removal
 from dispatcher.decisions.selection import SelectionError, selection_of
 from dispatcher.settings import DispatcherSettings
 from dispatcher.workers.remote import RemoteCluster
-from kubebase.objects import Dict
 from kubecontrol.client import ApiException
 from kubecontrol.controller import own_namespace
 from trainjob import jobframework
@@ -51,7 +50,7 @@ from trainjob.ownership import is_dependency_copy
 from trainjob.runtime import RuntimeProblem
 from trainjob.status_writes import held_key
 from trainjob_api import constants as c
-from trainjob_api.views import TrainJobView, WorkloadView
+from trainjob_api.views import RuntimeView, TrainJobView, WorkloadView
 
 log = logging.getLogger("dispatcher")
 
@@ -255,7 +254,7 @@ def _dispatch(
                     trainjob.runtime_kind,
                     namespace,
                     trainjob.runtime_name,
-                    runtime.get("spec") or {},
+                    runtime.spec,
                     copied_by=ctx.settings.origin if follows is not None else None,
                 )
         view.selected = cname in chosen
@@ -346,22 +345,23 @@ def _data_needs(
 UNREAD = (("Secrets", Index.SECRETS), ("ConfigMaps", Index.CONFIG_MAPS))
 
 
-def _served_there(remote: RemoteCluster, manager_runtime: Dict | None, origin: str) -> bool:
+def _served_there(remote: RemoteCluster, manager_runtime: RuntimeView | None, origin: str) -> bool:
     """Whether the worker holds the job's runtime already, as its own (not a copy of ours)
     with the manager's spec: nothing to copy there."""
     if manager_runtime is None:
         return False
-    meta = manager_runtime["metadata"]
-    here = remote.runtime_here(c.TRAINING_RUNTIME_KIND, meta.get("namespace"), meta["name"])
+    name, namespace = manager_runtime.name, manager_runtime.namespace
+    here = remote.runtime_here(c.TRAINING_RUNTIME_KIND, namespace, name)
     if here is None:
         return False
     if is_dependency_copy(here, origin):
         return False  # ours: the ledger and its digest say whether it is current
-    return dependencies.usable_as_is(here, {"kind": c.TRAINING_RUNTIME_KIND, **manager_runtime})
+    source = {**manager_runtime.raw, "kind": c.TRAINING_RUNTIME_KIND}
+    return dependencies.usable_as_is(here, source)
 
 
 def _needs(
-    ctx: Context, caches: Caches, wl: WorkloadView, runtime: Dict | None = None
+    ctx: Context, caches: Caches, wl: WorkloadView, runtime: RuntimeView | None = None
 ) -> dependencies.Needs | None:
     """What the Workload's pods take to their worker, when its namespace copies them, with
     `runtime`, the TrainingRuntime of its namespace its TrainJob names."""

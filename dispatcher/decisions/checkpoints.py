@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from kubebase.objects import Dict
 from trainjob.jsondoc import json_copy
 from trainjob_api import constants as c
-from trainjob_api.views import ObjectView
+from trainjob_api.views import ObjectView, RuntimeView
 
 ANNOTATION = f"{c.DOMAIN}/checkpoints"
 ENV_PLACE = "TRAINJOB_CHECKPOINTS"
@@ -89,12 +89,11 @@ def place_of(
     return f"{check_place(root, f'the runtime: {ANNOTATION}')}/{namespace}/{name}"
 
 
-def place_for(trainjob: ObjectView, runtime: Dict | None) -> str | None:
+def place_for(trainjob: ObjectView, runtime: RuntimeView | None) -> str | None:
     """`place_of` a TrainJob (its annotations, namespace and name) and its runtime."""
-    runtime_meta = (runtime or {}).get("metadata") or {}
     return place_of(
         trainjob.annotations,
-        runtime_meta.get("annotations") or {},
+        {} if runtime is None else runtime.annotations,
         trainjob.namespace,
         trainjob.name,
     )

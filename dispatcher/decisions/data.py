@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from kubebase.kinds import LABEL_NAME
 from kubebase.objects import Dict
 from trainjob_api import constants as c
+from trainjob_api.views import RuntimeView
 
 DATASETS_ANNOTATION = f"{c.DOMAIN}/datasets"
 DATASET_LABEL_PREFIX = f"dataset.{c.DOMAIN}/"
@@ -92,16 +93,9 @@ def needs(pod_sets: list[Dict], annotations: dict[str, str], made_by_job: set[st
     return DataNeeds(tuple(claims.items()), datasets_of(annotations))
 
 
-def made_by_job(runtime: Dict | None, trainjob: str) -> set[str]:
+def made_by_job(runtime: RuntimeView | None, trainjob: str) -> set[str]:
     """The claims a TrainJob's runtime makes for it (volumeClaimPolicies: `<template>-<job>`)."""
-    template_spec = (((runtime or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
-    made = set()
-    for policy in template_spec.get("volumeClaimPolicies") or []:
-        for template in (policy or {}).get("templates") or []:
-            name = ((template or {}).get("metadata") or {}).get("name")
-            if name:
-                made.add(f"{name}-{trainjob}")
-    return made
+    return set() if runtime is None else {f"{name}-{trainjob}" for name in runtime.claim_templates}
 
 
 def problem(needs: DataNeeds, cluster_labels: dict[str, str], claims: Claims | None) -> str | None:

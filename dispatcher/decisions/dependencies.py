@@ -37,6 +37,7 @@ from kubebase.objects import Dict
 from trainjob.lru import LRU
 from trainjob.runtime.defaults import same_runtime_spec
 from trainjob_api import constants as c
+from trainjob_api.views import RuntimeView
 
 # On a manager namespace: its TrainJobs' Secrets and ConfigMaps follow them to the workers.
 NAMESPACE_LABEL = f"{c.DOMAIN}/copy-dependencies"
@@ -229,14 +230,13 @@ def _version(obj: Dict) -> tuple[str, str]:
     return str(meta.get("uid", "")), str(meta.get("resourceVersion", ""))
 
 
-def runtime_source(runtime: Dict) -> Source:
+def runtime_source(runtime: RuntimeView) -> Source:
     """A namespaced TrainingRuntime of the manager (as its cache holds it) as a job takes it
     along."""
-    meta = runtime["metadata"]
-    body = {"kind": c.TRAINING_RUNTIME_KIND, "spec": runtime.get("spec")}
-    uid, version = _version(runtime)
+    body = {"kind": c.TRAINING_RUNTIME_KIND, "spec": runtime.raw.get("spec")}
+    uid, version = _version(runtime.raw)
     made = _DIGESTS.get_or_make((uid, version), lambda: digest(body)) if version else digest(body)
-    return Source(c.TRAINING_RUNTIME_KIND, meta["name"], uid, made)
+    return Source(c.TRAINING_RUNTIME_KIND, runtime.name, uid, made)
 
 
 def usable_as_is(found: Dict, source: Dict) -> bool:
@@ -257,7 +257,7 @@ def needs(
     pod_sets: list[Dict],
     lookup: Callable[[str, str, str], Dict | None],
     never_from: frozenset[str] = frozenset(),
-    runtime: Dict | None = None,
+    runtime: RuntimeView | None = None,
 ) -> Needs:
     """What the pods of a Workload in `namespace` take along, from the manager's cache
     (`lookup(kind, namespace, name)`: the `source_seen` form, or None), and `runtime`, the

@@ -277,6 +277,45 @@ class TrainJobView(ObjectView):
         return c.TRAINJOB.stamped(self.raw)
 
 
+class RuntimeView(ObjectView):
+    """A ClusterTrainingRuntime or TrainingRuntime as the caches hold it: what the controllers
+    read of it before a job is built from it (trainjob/models.py parses that)."""
+
+    __slots__ = ()
+
+    @property
+    def kind(self) -> str:
+        """Its kind, as the informer stamps it (TrainingRuntime when a built one has none, as
+        trainjob/models.py reads it)."""
+        return self._text("kind") or c.TRAINING_RUNTIME_KIND
+
+    @property
+    def template_spec(self) -> Dict:
+        """spec.template.spec: the JobSet-shaped template its jobs are made from."""
+        template = self.spec.get("template") or {}
+        spec: Dict = template.get("spec") or {}
+        return spec
+
+    @property
+    def gang(self) -> bool:
+        """Whether its pods run as a gang (spec.podGroupPolicy)."""
+        return bool(self.spec.get("podGroupPolicy"))
+
+    @property
+    def claim_templates(self) -> list[str]:
+        """The names of the volume claim templates its volumeClaimPolicies make per job."""
+        return [
+            str(name)
+            for policy in self.template_spec.get("volumeClaimPolicies") or []
+            for template in (policy or {}).get("templates") or []
+            if (name := ((template or {}).get("metadata") or {}).get("name"))
+        ]
+
+    def with_kind(self) -> Dict:
+        """The JSON with its kind (a built one may have none)."""
+        return self.raw if self.raw.get("kind") else {**self.raw, "kind": self.kind}
+
+
 class JobView(ObjectView):
     """A batch/v1 Job as the worker controller reads it: its size, its counts, its end."""
 

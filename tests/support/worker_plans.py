@@ -8,7 +8,7 @@ import datetime as dt
 from typing import Any
 
 from trainjob.progress import Wiring
-from trainjob_api.views import JobView, PodView
+from trainjob_api.views import JobView, PodView, RuntimeView
 from worker_controller.decide import Blocked, Observed, Plan, decide
 
 Dict = dict[str, Any]
@@ -33,7 +33,7 @@ def observe(
     return decide(
         Observed(
             trainjob=tj,
-            runtime=runtime,
+            runtime=None if runtime is None else RuntimeView(runtime),
             jobs={j["metadata"]["name"]: JobView(j) for j in jobs or []},
             services=services or [],
             service_named=named,

@@ -35,6 +35,7 @@ from trainjob.runtime.shapes import check_job_template, check_template_spec, ent
 from trainjob.runtime.topology import topology_request
 from trainjob_api import constants as c
 from trainjob_api.quantity import parse_quantity
+from trainjob_api.views import RuntimeView
 
 
 def _container(pod_spec: Dict, name: str) -> Dict | None:
@@ -282,10 +283,10 @@ class RuntimeProblem:
 
 
 def resolve_runtime_info(
-    trainjob: TrainJob, runtime: Dict | None
+    trainjob: TrainJob, runtime: RuntimeView | None
 ) -> tuple[RuntimeInfo | None, RuntimeProblem | None]:
-    """`build_runtime_info` from the runtime's raw body, or the problem, in the words both
-    controllers report (the TrainJob's Failed condition and a Warning Event)."""
+    """`build_runtime_info` from the runtime as the caches hold it, or the problem, in the
+    words both controllers report (the TrainJob's Failed condition and a Warning Event)."""
     ref = trainjob.spec.runtime_ref
     if runtime is None:
         where = "" if ref.kind == c.CLUSTER_TRAINING_RUNTIME_KIND else f" in {trainjob.namespace}"
@@ -294,8 +295,7 @@ def resolve_runtime_info(
             f"{ref.kind} {ref.name!r}{where} not found; the TrainJob starts once it exists",
         )
     try:
-        raw_template_spec = (runtime.get("spec", {}).get("template") or {}).get("spec") or {}
-        info = build_runtime_info(trainjob, parse_runtime(runtime), raw_template_spec)
+        info = build_runtime_info(trainjob, parse_runtime(runtime.raw), runtime.template_spec)
         if trainjob.queued and len(info.pod_sets) > KUEUE_MAX_POD_SETS:
             raise RuntimeSpecError(
                 f"spec.template.spec.replicatedJobs has {len(info.pod_sets)} entries; a queued "

@@ -25,7 +25,7 @@ from tests.support.whole_pass import (
 from trainjob import admission as rules
 from trainjob.workload import workload_name
 from trainjob_api import constants as c
-from trainjob_api.views import TrainJobView
+from trainjob_api.views import RuntimeView, TrainJobView
 
 Dict = dict[str, Any]
 KEY = ("ns", "tj")
@@ -95,11 +95,13 @@ def test_admission_judges_the_job_as_its_copies_go_with_the_variables() -> None:
     job = TrainJobBuilder().queue("q").multikueue().obj()
     job["spec"].pop("trainer", None)
     job["metadata"]["annotations"] = {checkpoints.ANNOTATION: PLACE}
-    place = checkpoints.place_for(TrainJobView(job), runtime)
+    place = checkpoints.place_for(TrainJobView(job), RuntimeView(runtime))
     assert place == PLACE
-    assert rules.runtime_refusal(rules.Admitted({"object": job}), runtime) is None
+    assert rules.runtime_refusal(rules.Admitted({"object": job}), RuntimeView(runtime)) is None
     copied = rules.Admitted({"object": checkpoints.as_copied(job, place)})
-    assert "no container named 'node'" in (rules.runtime_refusal(copied, runtime) or "")
+    assert "no container named 'node'" in (
+        rules.runtime_refusal(copied, RuntimeView(runtime)) or ""
+    )
     assert "trainer" not in job["spec"]  # the job itself is left as it is
 
 

@@ -20,6 +20,7 @@ from tests.support.whole_pass import (
     reserve,
 )
 from trainjob_api import constants as c
+from trainjob_api.views import RuntimeView
 
 Dict = dict[str, Any]
 KEY = ("ns", "tj")
@@ -72,13 +73,15 @@ def test_the_claims_the_pods_mount_are_needed_but_those_the_job_makes_itself() -
             },
         }
     ]
-    needs = data.needs(pod_sets, {}, data.made_by_job(_runtime(), "tj") | {"scratch-tj"})
+    needs = data.needs(
+        pod_sets, {}, data.made_by_job(RuntimeView(_runtime()), "tj") | {"scratch-tj"}
+    )
     assert needs.claims == (("imagenet", "spec.podSets[node].template.spec.volumes[0]"),)
     made = _runtime()
     made["spec"]["template"]["spec"]["volumeClaimPolicies"] = [
         {"templates": [{"metadata": {"name": "scratch"}}]}
     ]
-    assert data.made_by_job(made, "tj") == {"scratch-tj"}
+    assert data.made_by_job(RuntimeView(made), "tj") == {"scratch-tj"}
 
 
 def test_the_datasets_annotation_is_read_and_a_bad_one_named() -> None:

@@ -29,6 +29,7 @@ from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.runtime import resolve_runtime_info
 from trainjob.workload import build_workload
 from trainjob_api import constants as c
+from trainjob_api.views import RuntimeView
 from worker_controller.decide import Observed, decide
 
 Dict = dict[str, Any]
@@ -183,9 +184,9 @@ def _named_by(trainjob: Dict, runtime: Dict) -> Dict:
 def test_the_webhooks_rules_answer_every_trainjob(
     trainjob: Dict, runtime: Dict | None, multikueue: bool
 ) -> None:
-    runtime = _named_by(trainjob, runtime) if runtime is not None else None
+    named = RuntimeView(_named_by(trainjob, runtime)) if runtime is not None else None
     under = admission.Admitted({"object": trainjob, "namespace": "ns"})
-    why = admission.runtime_refusal(under, runtime)
+    why = admission.runtime_refusal(under, named)
     assert why is None or (isinstance(why, str) and why)
     changes = admission.mutate_on_create(under, NOW, multikueue_queue=multikueue, queue="q")
     admission.trainjob_patch(under, changes, queue="q")
@@ -209,7 +210,7 @@ def _framework_and_workload(trainjob: Dict, runtime: Dict) -> None:
     except InvalidObject:
         return  # a refusal naming the field (the API server's schema would refuse it too)
     REACHED["parsed"] += 1
-    info, problem = resolve_runtime_info(tj, _named_by(trainjob, runtime))
+    info, problem = resolve_runtime_info(tj, RuntimeView(_named_by(trainjob, runtime)))
     assert (info is None) != (problem is None)
     if info is not None:
         REACHED["resolved"] += 1
@@ -243,7 +244,7 @@ def _worker_decisions(trainjob: Dict, runtime: Dict) -> None:
     trainjob["spec"].pop("managedBy")
     observed = Observed(
         trainjob=trainjob,
-        runtime=_named_by(trainjob, runtime),
+        runtime=RuntimeView(_named_by(trainjob, runtime)),
         jobs={},
         services=[],
         service_named=None,

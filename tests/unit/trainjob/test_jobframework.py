@@ -15,7 +15,7 @@ from trainjob import admission, jobframework, jobframework_io
 from trainjob import workload as wlmod
 from trainjob.jobframework import QueuePlan
 from trainjob.models import parse_trainjob
-from trainjob_api.views import WorkloadView
+from trainjob_api.views import RuntimeView, WorkloadView
 
 Dict = dict[str, Any]
 NOW = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.UTC)
@@ -61,7 +61,13 @@ def plan(
     flavors: dict[str, Dict] | None = None,
 ) -> QueuePlan:
     obs = jobframework.observe(
-        parse_trainjob(body), runtime, wl, flavors or {}, priority, jobs_active, NOW
+        parse_trainjob(body),
+        None if runtime is None else RuntimeView(runtime),
+        wl,
+        flavors or {},
+        priority,
+        jobs_active,
+        NOW,
     )
     return jobframework.reconcile_queueing(obs)
 
@@ -260,7 +266,7 @@ def test_7_admitted_starts_with_kueues_placement_in_one_write() -> None:
     assert plan(body, dispatched).events[0].message == (
         "Admitted by clusterQueue cq; dispatched to cluster worker1"
     )
-    obs = jobframework.observe(parse_trainjob(body), RUNTIME, wl, {}, None, False, NOW)
+    obs = jobframework.observe(parse_trainjob(body), RuntimeView(RUNTIME), wl, {}, None, False, NOW)
     obs.start_blocked = "not dispatchable"
     assert jobframework.reconcile_queueing(obs).trainjob_patch is None  # a controller said no
 
@@ -377,8 +383,9 @@ def test_runtime_patch_times_follow_trainers_webhook() -> None:
 def test_pod_set_shapes_are_resolved_once_per_spec_and_runtime_version() -> None:
     body = trainjob(trainer={"numNodes": 2})
     body["metadata"].update(uid="uid-shape", generation=1, resourceVersion="7")
-    runtime = copy.deepcopy(RUNTIME)
-    runtime["metadata"].update(uid="uid-runtime", resourceVersion="3")
+    raw = copy.deepcopy(RUNTIME)
+    raw["metadata"].update(uid="uid-runtime", resourceVersion="3")
+    runtime = RuntimeView(raw)
     first = jobframework_io._shape(parse_trainjob(body), runtime)
     assert first is not None and [(ps.name, ps.count) for ps in first[0] or ()] == [("node", 2)]
     # A status write: a new resourceVersion, the same generation (spec): the same shape.

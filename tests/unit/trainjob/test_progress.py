@@ -13,6 +13,7 @@ from clusters.helpers.builders import initializer_runtime, make_trainjob
 from trainjob import progress
 from trainjob.models import parse_trainjob
 from trainjob.runtime import resolve_runtime_info
+from trainjob_api.views import RuntimeView
 
 Dict = dict[str, Any]
 
@@ -123,7 +124,7 @@ def test_only_the_trainer_pods_are_wired_and_what_the_runtime_set_is_replaced() 
     container = trainer["template"]["spec"]["template"]["spec"]["containers"][0]
     container["env"] = [{"name": progress.ENV_URL, "value": "mine"}, {"name": "KEEP", "value": "1"}]
     tj = parse_trainjob(make_trainjob(runtimeRef={"name": "torch-with-init"}))
-    info, problem = resolve_runtime_info(tj, runtime)
+    info, problem = resolve_runtime_info(tj, RuntimeView(runtime))
     assert info is not None, problem
     progress.wire(info.pod_sets, "https://srv/x", "ns", "tj")
     for ps in info.pod_sets:

@@ -10,7 +10,7 @@ from trainjob import jobframework, readiness
 from trainjob import workload as wlmod
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.runtime import RuntimeInfo, build_runtime_info, resolve_runtime_info
-from trainjob_api.views import WorkloadView
+from trainjob_api.views import RuntimeView, WorkloadView
 
 Dict = dict[str, Any]
 NOW = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.UTC)
@@ -160,11 +160,11 @@ def observed(body: Dict, runtime: Dict, wl: Dict) -> jobframework.QueueObserved:
     """The integration's view of `body`, its Workload's PodSets holding the pod templates made
     from `body` (the counts as the test gives them)."""
     tj = parse_trainjob(body)
-    info = resolve_runtime_info(tj, runtime)[0]
+    info = resolve_runtime_info(tj, RuntimeView(runtime))[0]
     assert info is not None
     for built, given in zip(wlmod.build_pod_sets(info), wl["spec"]["podSets"], strict=False):
         given.setdefault("template", built["template"])
-    return jobframework.observe(tj, runtime, wl, {}, None, False, NOW)
+    return jobframework.observe(tj, RuntimeView(runtime), wl, {}, None, False, NOW)
 
 
 def test_new_workload_gets_pods_ready_false_wait_for_start_once() -> None:

@@ -41,7 +41,7 @@ from trainjob.queues import resources_key
 from trainjob.runtime import resolve_runtime_info
 from trainjob.runtime.patches import merge_struct
 from trainjob_api import constants as c
-from trainjob_api.views import FailedCreateView, JobView
+from trainjob_api.views import FailedCreateView, JobView, RuntimeView
 from worker_controller import builders, digests, status
 from worker_controller.decide import Blocked, Observed, Plan, decide
 
@@ -379,7 +379,7 @@ def test_jobs_asking_otherwise_are_judged_each_by_index_and_podset_never_twice_n
         runtimeRef={"name": "torch-with-init"},
         trainer={"resourcesPerNode": {"requests": {"cpu": "2"}}},
     )
-    info, _ = resolve_runtime_info(parse_trainjob(init), initializer_runtime())
+    info, _ = resolve_runtime_info(parse_trainjob(init), RuntimeView(initializer_runtime()))
     assert info is not None
     built = [builders.build_job(info, ps, 0, owner_of(init), suspend=True) for ps in info.pod_sets]
     made = [suspended(reported(m, "running")) for m in built]
@@ -753,7 +753,7 @@ def test_stuck_pods_and_refused_pods_show_as_a_condition_until_they_start() -> N
     no_pods = job("tj-node-0", created="2026-11-22T11:59:50Z")
     obs = Observed(
         trainjob=make_trainjob(),
-        runtime=runtime,
+        runtime=RuntimeView(runtime),
         jobs={"tj-node-0": JobView(no_pods)},
         services=[OUR_SERVICE],
         service_named=None,

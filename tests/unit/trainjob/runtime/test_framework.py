@@ -30,6 +30,7 @@ from trainjob.runtime import (
     RuntimeSpecError,
     resolve_runtime_info,
 )
+from trainjob_api.views import RuntimeView
 from worker_controller.builders import build_job, build_service
 
 Dict = dict[str, Any]
@@ -412,10 +413,10 @@ def test_resolve_runtime_info_says_why_in_the_words_both_controllers_report() ->
         ),
     )
     bad = make_runtime(replicated_jobs=[replicated_job("work", None, [container()])])
-    info, problem = resolve_runtime_info(tj, bad)
+    info, problem = resolve_runtime_info(tj, RuntimeView(bad))
     assert info is None and problem is not None and problem.reason == "RuntimeInvalid"
     assert problem.message.startswith("ClusterTrainingRuntime 'torch-distributed' cannot run")
-    info, problem = resolve_runtime_info(tj, make_runtime())
+    info, problem = resolve_runtime_info(tj, RuntimeView(make_runtime()))
     assert info is not None and problem is None
 
 
@@ -425,12 +426,12 @@ def test_a_queued_trainjob_refuses_more_pod_sets_than_a_kueue_workload_holds() -
         + [replicated_job(f"aux-{i}", None, [container("aux")]) for i in range(18)]
     )
     unqueued = parse_trainjob(make_trainjob())
-    info, problem = resolve_runtime_info(unqueued, many)
+    info, problem = resolve_runtime_info(unqueued, RuntimeView(many))
     assert info is not None and len(info.pod_sets) == 19 and problem is None
     body = make_trainjob()
     body["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "q"}
     queued = parse_trainjob(body)
-    info, problem = resolve_runtime_info(queued, many)
+    info, problem = resolve_runtime_info(queued, RuntimeView(many))
     assert info is None and problem is not None and problem.reason == "RuntimeInvalid"
     assert "spec.template.spec.replicatedJobs has 19 entries" in problem.message
     assert "at most 18 PodSets" in problem.message
@@ -550,7 +551,7 @@ def test_each_policy_refuses_only_the_variables_trainer_reserves_for_it(
 
 def test_a_policy_this_controller_does_not_run_is_refused_never_run_plain() -> None:
     runtime = make_runtime(ml_policy={"flux": {"numProcPerNode": 1}})
-    info, problem = resolve_runtime_info(parse_trainjob(make_trainjob()), runtime)
+    info, problem = resolve_runtime_info(parse_trainjob(make_trainjob()), RuntimeView(runtime))
     assert info is None and problem is not None and problem.reason == "RuntimeInvalid"
     assert "mlPolicy.flux is not supported by this controller" in problem.message
 

@@ -21,6 +21,7 @@ from trainjob.runtime import resolve_runtime_info
 from trainjob.runtime.limits import CONFIGMAP_MAX_BYTES, MAX_NODES, digits_below
 from trainjob.runtime.mlpolicies.mpi import hostfile_size
 from trainjob_api.quantity import MAX_QUANTITY, parse_quantity
+from trainjob_api.views import RuntimeView
 
 Dict = dict[str, Any]
 
@@ -38,7 +39,7 @@ def test_hostfile_size_is_the_size_of_the_hostfile_built(
 ) -> None:
     runtime = mpi_runtime(mpiImplementation=implementation, runLauncherAsNode=as_node)
     tj = make_trainjob("a-job", runtimeRef={"name": "mpi-runtime"}, trainer={"numNodes": nodes})
-    info, problem = resolve_runtime_info(parse_trainjob(tj), runtime)
+    info, problem = resolve_runtime_info(parse_trainjob(tj), RuntimeView(runtime))
     assert problem is None and info is not None
     hostfile = info.policy.extra_objects[0]["data"]["hostfile"]
     node_pods = max(nodes - 1, 1) if as_node else nodes
@@ -48,7 +49,7 @@ def test_hostfile_size_is_the_size_of_the_hostfile_built(
 
 
 def _problem(trainjob: Dict, runtime: Dict) -> str:
-    info, problem = resolve_runtime_info(parse_trainjob(trainjob), runtime)
+    info, problem = resolve_runtime_info(parse_trainjob(trainjob), RuntimeView(runtime))
     assert info is None and problem is not None
     assert problem.reason == "RuntimeInvalid"
     return problem.message
@@ -84,7 +85,7 @@ def test_names_too_long_for_their_jobs_and_pods_are_refused_naming_by_how_much()
         "63; shorten the TrainJob's name by 1 or more"
     )
     ok = make_trainjob("n" * 54, runtimeRef={"name": "torch-distributed"}, trainer={"numNodes": 2})
-    assert resolve_runtime_info(parse_trainjob(ok), make_runtime())[1] is None
+    assert resolve_runtime_info(parse_trainjob(ok), RuntimeView(make_runtime()))[1] is None
 
 
 def test_too_many_jobs_are_refused() -> None:
@@ -131,7 +132,7 @@ def test_admission_refuses_env_the_runtime_sets_itself(policy: Dict, env: str) -
         runtimeRef={"name": "torch-distributed"}, trainer={"env": [{"name": env, "value": "9"}]}
     )
     why = runtime_refusal(
-        Admitted({"object": tj, "namespace": "ns"}), make_runtime(ml_policy=policy)
+        Admitted({"object": tj, "namespace": "ns"}), RuntimeView(make_runtime(ml_policy=policy))
     )
     assert why is not None and f"spec.trainer.env: {env} are set by the" in why
 
@@ -139,22 +140,31 @@ def test_admission_refuses_env_the_runtime_sets_itself(policy: Dict, env: str) -
 def test_admission_accepts_a_trainjob_whose_runtime_is_not_there_yet_or_fits() -> None:
     tj = make_trainjob(runtimeRef={"name": "torch-distributed"}, trainer={"numNodes": 2})
     assert runtime_refusal(Admitted({"object": tj, "namespace": "ns"}), None) is None
-    assert runtime_refusal(Admitted({"object": tj, "namespace": "ns"}), make_runtime()) is None
+    assert (
+        runtime_refusal(Admitted({"object": tj, "namespace": "ns"}), RuntimeView(make_runtime()))
+        is None
+    )
 
 
 def test_admission_judges_a_trainjob_without_a_name_yet() -> None:
     tj = make_trainjob(runtimeRef={"name": "torch-distributed"})
     tj["metadata"] = {"generateName": "job-"}
-    assert runtime_refusal(Admitted({"object": tj, "namespace": "ns"}), make_runtime()) is None
+    assert (
+        runtime_refusal(Admitted({"object": tj, "namespace": "ns"}), RuntimeView(make_runtime()))
+        is None
+    )
 
 
 def test_admission_counts_the_five_characters_the_api_server_adds_to_a_generated_name() -> None:
     # 49 + 5 characters make the pod hostname "<name>-node-0-0" 63 long: the most that fits.
     tj = make_trainjob(runtimeRef={"name": "torch-distributed"})
     tj["metadata"] = {"generateName": "g" * 49}
-    assert runtime_refusal(Admitted({"object": tj, "namespace": "ns"}), make_runtime()) is None
+    assert (
+        runtime_refusal(Admitted({"object": tj, "namespace": "ns"}), RuntimeView(make_runtime()))
+        is None
+    )
     tj["metadata"] = {"generateName": "g" * 50}
-    why = runtime_refusal(Admitted({"object": tj, "namespace": "ns"}), make_runtime())
+    why = runtime_refusal(Admitted({"object": tj, "namespace": "ns"}), RuntimeView(make_runtime()))
     assert why == (
         "ClusterTrainingRuntime 'torch-distributed' cannot run this TrainJob: metadata.name: "
         f"the pod hostname '{'g' * 50}xxxxx-node-0-0' of replicatedJob 'node' is 64 "
@@ -164,7 +174,7 @@ def test_admission_counts_the_five_characters_the_api_server_adds_to_a_generated
 
 def test_admission_refuses_a_trainjob_the_models_cannot_read_naming_the_field() -> None:
     tj = make_trainjob(runtimeRef={"name": "torch-distributed"}, trainer={"numNodes": "two"})
-    why = runtime_refusal(Admitted({"object": tj, "namespace": "ns"}), make_runtime())
+    why = runtime_refusal(Admitted({"object": tj, "namespace": "ns"}), RuntimeView(make_runtime()))
     assert why is not None
     assert why.startswith("invalid TrainJob: spec.trainer.numNodes: Input should be a valid")
 
@@ -217,7 +227,7 @@ def _chain(n: int, *, loop: bool = False) -> Dict:
 def test_a_chain_of_dependencies_longer_than_pythons_recursion_limit_is_judged() -> None:
     """A tenant's runtime with a 998-long dependsOn chain raised RecursionError in every pass."""
     tj = parse_trainjob(make_trainjob(runtimeRef={"name": "torch-distributed"}))
-    info, problem = resolve_runtime_info(tj, _chain(998))
+    info, problem = resolve_runtime_info(tj, RuntimeView(_chain(998)))
     assert problem is None and info is not None and len(info.pod_sets) == 999
     message = _problem(
         make_trainjob(runtimeRef={"name": "torch-distributed"}), _chain(998, loop=True)

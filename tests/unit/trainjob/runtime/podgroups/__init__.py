@@ -9,6 +9,7 @@ from clusters.helpers.builders import container, make_runtime, make_trainjob, re
 from kubebase.objects import Dict
 from trainjob.models import parse_trainjob
 from trainjob.runtime import RuntimeInfo, RuntimeProblem, resolve_runtime_info
+from trainjob_api.views import RuntimeView
 
 # How each scheduler's pods name their group: (podGroupPolicy member, metadata field, key).
 GROUP_NAMED_BY = [
@@ -41,7 +42,7 @@ def gang_trainjob(nodes: int = 3) -> Dict:
 
 
 def resolved(runtime: Dict, nodes: int = 3) -> tuple[RuntimeInfo | None, RuntimeProblem | None]:
-    return resolve_runtime_info(parse_trainjob(gang_trainjob(nodes)), runtime)
+    return resolve_runtime_info(parse_trainjob(gang_trainjob(nodes)), RuntimeView(runtime))
 
 
 def info_of(runtime: Dict, nodes: int = 3) -> RuntimeInfo:

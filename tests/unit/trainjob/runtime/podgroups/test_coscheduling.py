@@ -10,6 +10,7 @@ from tests.unit.trainjob.runtime.podgroups import gang_runtime, gang_trainjob, i
 from trainjob.models import parse_trainjob
 from trainjob.runtime import resolve_runtime_info
 from trainjob.runtime.podgroups import BY_NAME, build_pod_group
+from trainjob_api.views import RuntimeView
 
 PLUGIN = BY_NAME["coscheduling"]
 GIB = 2**30
@@ -54,7 +55,7 @@ def test_a_resource_no_pod_requests_is_left_out() -> None:
     runtime = gang_runtime({"coscheduling": {}})
     trainjob = gang_trainjob(2)
     trainjob["spec"]["trainer"]["resourcesPerNode"]["requests"]["nvidia.com/gpu"] = "0"
-    info, problem = resolve_runtime_info(parse_trainjob(trainjob), runtime)
+    info, problem = resolve_runtime_info(parse_trainjob(trainjob), RuntimeView(runtime))
     assert info is not None, problem
     assert build_pod_group(info, PLUGIN)["spec"]["minResources"] == {
         "cpu": "3500m",
@@ -70,6 +71,6 @@ def test_pods_that_request_nothing_give_no_min_resources() -> None:
             ctr.pop("resources", None)
     body = gang_trainjob(2)
     del body["spec"]["trainer"]["resourcesPerNode"]
-    info, problem = resolve_runtime_info(parse_trainjob(body), runtime)
+    info, problem = resolve_runtime_info(parse_trainjob(body), RuntimeView(runtime))
     assert info is not None, problem
     assert build_pod_group(info, PLUGIN)["spec"] == {"minMember": 3, "scheduleTimeoutSeconds": 60}
