@@ -356,7 +356,7 @@ async def _relay(
     pieces: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue(maxsize=16)
     abort = threading.Event()
     opened = asyncio.Event()
-    path = POD.path(call.namespace, pod, "log")
+    path = POD.object_path(call.namespace, pod, "log")
 
     def put(item: bytes | BaseException | None) -> None:
         if abort.is_set():  # the request has ended: no one takes it

@@ -288,7 +288,7 @@ def _our_jobset(
     it is another's, gone, or our identity there may not read JobSets."""
     try:
         jobset = remote.cluster.api.get_json(
-            JOBSET.path(namespace, name), timeout=_read_timeout(until)
+            JOBSET.object_path(namespace, name), timeout=_read_timeout(until)
         )
     except ApiException as exc:
         if exc.status in (403, 404):

@@ -209,7 +209,7 @@ def _fit(text: str, room: int) -> str:
 
 def _tail(remote: RemoteCluster, namespace: str, pod: str, container: str, left: float) -> str:
     """A container's tail, read within `left` seconds (at most TAIL_SECONDS)."""
-    path = POD.path(namespace, pod, "log")
+    path = POD.object_path(namespace, pod, "log")
     query = {"container": container, "tailLines": TAIL_LINES, "limitBytes": READ_BYTES}
     try:
         text = remote.cluster.api.request(
