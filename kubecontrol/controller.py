@@ -93,12 +93,24 @@ class KeyValueFormatter(logging.Formatter):
     """Text lines as Kueue writes them: a fixed message, then each field as key=value, quoted
     and escaped (JSON's string) when it holds a space, a quote, an equals sign or anything not
     printable (a newline, a carriage return, an escape sequence, a Unicode line separator: a
-    tenant's string in a field must not forge a line), the traceback last, each of its lines
-    indented and anything not printable in it escaped (an exception's message can hold a
-    tenant's string too: only a record's own line starts at the left)."""
+    tenant's string in a field must not forge a line; the message too, for a library's), the
+    traceback last, each of its lines indented and anything not printable in it escaped (an
+    exception's message can hold a tenant's string too: only a record's own line starts at
+    the left)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        # The traceback this formatter writes, never one another handler cached on the record
+        # (logging keeps the first handler's text in record.exc_text).
+        cached, record.exc_text = record.exc_text, None
+        try:
+            return super().format(record)
+        finally:
+            record.exc_text = cached
 
     def formatMessage(self, record: logging.LogRecord) -> str:
-        line = super().formatMessage(record)
+        # A message is ours, but a library's may hold what a client sent (aiohttp's access
+        # log: a header's line separator): nothing in it starts a line.
+        line = _printable(super().formatMessage(record))
         for key, value in fields(record).items():
             text = str(value)
             if not text or not text.isprintable() or any(ch in text for ch in ' "='):
@@ -116,10 +128,13 @@ class KeyValueFormatter(logging.Formatter):
 def _continuation(text: str) -> str:
     """`text` (a traceback) as continuation lines: each indented, its unprintable characters
     (a carriage return, an escape sequence, a Unicode line separator) as JSON escapes them."""
-    return "\n".join(
-        "  " + "".join(ch if ch.isprintable() else json.dumps(ch)[1:-1] for ch in line)
-        for line in text.split("\n")
-    )
+    return "\n".join("  " + _printable(line) for line in text.split("\n"))
+
+
+def _printable(text: str) -> str:
+    """`text` with what is not printable (a newline, a carriage return, an escape sequence, a
+    Unicode line separator) as JSON escapes it."""
+    return "".join(ch if ch.isprintable() else json.dumps(ch)[1:-1] for ch in text)
 
 
 def setup_logging(ours: ControllerSettings, verbose: bool = False) -> None:

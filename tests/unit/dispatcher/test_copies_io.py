@@ -4,22 +4,26 @@ name, or one whose manager object is there, is left alone."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
+import pytest
+
 from dispatcher.controller.copies_io import collect_garbage
+from kubebase.kinds import Kind
 from kubebase.objects import Dict
 from kubecontrol import cluster as kube
 from tests.support.memory_api import MemoryApi
 from trainjob_api import constants as c
 from trainjob_api.views import ObjectView
 
-TRAINJOB = c.KINDS["TrainJob"]
+TRAINJOB, WORKLOAD = c.KINDS["TrainJob"], c.KINDS["Workload"]
 
 
-def copy(name: str, made_for: str) -> Dict:
+def copy(name: str, made_for: str, kind: Kind = TRAINJOB) -> Dict:
     return {
-        "apiVersion": TRAINJOB.api_version,
-        "kind": "TrainJob",
+        "apiVersion": kind.api_version,
+        "kind": kind.kind,
         "metadata": {
             "name": name,
             "namespace": "ns",
@@ -39,12 +43,12 @@ class Worker:
     connected: bool = True
 
     def items(self, kind: str) -> list[Dict]:
-        return self.cached if kind == "TrainJob" else []
+        return [o for o in self.cached if o["kind"] == kind]
 
 
 @dataclass
 class Manager:
-    """The manager's caches: the TrainJobs there, by name, as (uid)."""
+    """The manager's caches: the TrainJobs there by name, as their uid (and no Workload)."""
 
     uids: dict[str, str]
 
@@ -56,12 +60,15 @@ class Manager:
         return None
 
 
-def worker(api: MemoryApi, *names: str, uids: dict[str, str] | None = None) -> Worker:
-    """A worker over `api` whose cache saw the objects `names` as the server holds them, each
-    with the uid `uids` gives it instead, if any (what a watch saw before a recreation)."""
+def worker(
+    api: MemoryApi, *names: str, uids: dict[str, str] | None = None, kind: Kind = TRAINJOB
+) -> Worker:
+    """A worker over `api` whose cache saw the objects `names` of `kind` as the server holds
+    them, each with the uid `uids` gives it instead, if any (what a watch saw before a
+    recreation)."""
     cached = []
     for name in names:
-        seen = api.object(TRAINJOB, name, "ns")
+        seen = api.object(kind, name, "ns")
         assert seen is not None
         uid = (uids or {}).get(name, seen["metadata"]["uid"])
         cached.append({**seen, "metadata": {**seen["metadata"], "uid": uid}})
@@ -78,14 +85,24 @@ def test_a_copy_whose_manager_object_is_gone_is_deleted() -> None:
     assert api.object(TRAINJOB, "gone", "ns") is None
 
 
-def test_a_copy_made_since_under_the_same_name_is_not_the_one_swept() -> None:
+def test_a_workload_copy_whose_manager_workload_is_gone_is_deleted() -> None:
+    api = MemoryApi("w", [copy("wl", "m1", WORKLOAD)])
+    sweep(worker(api, "wl", kind=WORKLOAD), on_manager={})
+    assert api.object(WORKLOAD, "wl", "ns") is None
+
+
+def test_a_copy_made_since_under_the_same_name_is_not_the_one_swept(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """The cache saw an orphan; the server now holds another object of its name (made for a
-    new TrainJob since): the delete names the uid it saw, and the new one stays."""
+    new TrainJob since): the delete names the uid it saw, and the new one stays, as expected
+    (the 409 is the answer wanted, not a failure to report)."""
     api = MemoryApi("w", [copy("tj", "m2")])
     sweep(worker(api, "tj", uids={"tj": "the-old-copy"}), on_manager={})
     assert api.object(TRAINJOB, "tj", "ns") is not None
     # the server refused the one delete on its precondition: not the uid it holds
     assert api.refused == [("DELETE", TRAINJOB.object_path("ns", "tj"), 409)]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 def test_a_copy_of_a_manager_object_still_there_is_kept() -> None:

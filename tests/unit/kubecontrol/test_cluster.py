@@ -182,4 +182,4 @@ def test_a_write_to_one_object_without_its_name_sends_nothing(name: str | None) 
     for call in calls:
         with pytest.raises(InvalidName):
             call()
-    assert api.requests == []
+    assert api.requests == [] and api.refused == []  # none sent, none refused by the server

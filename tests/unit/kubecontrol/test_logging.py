@@ -262,9 +262,17 @@ def test_the_fields_come_before_the_traceback() -> None:
 
 
 @pytest.mark.parametrize(
-    "message", ["a\n2026-12-04 10:00:00,000 INFO dispatcher: forged", "a\rINFO x", "a\u2028b"]
+    ("message", "last"),
+    [
+        (
+            "a\n2026-12-04 10:00:00,000 INFO dispatcher: forged",
+            ["  ValueError: a", "  2026-12-04 10:00:00,000 INFO dispatcher: forged"],
+        ),
+        ("a\rINFO x", ["  ValueError: a\\rINFO x"]),  # escaped, neither dropped nor split
+        ("a\u2028b", ["  ValueError: a\\u2028b"]),
+    ],
 )
-def test_a_traceback_cannot_forge_a_line(message: str) -> None:
+def test_a_traceback_cannot_forge_a_line(message: str, last: list[str]) -> None:
     """An exception's message can hold a tenant's string (a name the API server echoes): every
     line of the traceback is indented and nothing in it moves the cursor, so only the record's
     own line starts at the left."""
@@ -276,3 +284,27 @@ def test_a_traceback_cannot_forge_a_line(message: str) -> None:
     lines = KeyValueFormatter("%(message)s").format(record).split("\n")
     assert lines[0] == "failed"
     assert all(line.startswith("  ") and line.isprintable() for line in lines[1:])
+    assert lines[-1] == "  forged\\rline"  # the stack, after the traceback
+    traceback_end = lines.index("  Stack (most recent call last):")
+    assert lines[traceback_end - len(last) : traceback_end] == last
+
+
+def test_a_traceback_another_handler_cached_is_written_again_as_ours() -> None:
+    """logging keeps the first handler's traceback text on the record: a plain formatter
+    before ours must not make ours write it plain."""
+    try:
+        raise ValueError("a\nINFO forged")
+    except ValueError:
+        record = logging.LogRecord("x", logging.ERROR, "", 0, "failed", None, sys.exc_info())
+    logging.Formatter("%(message)s").format(record)  # caches the plain text
+    lines = KeyValueFormatter("%(message)s").format(record).split("\n")
+    assert "INFO forged" not in lines and all(line.startswith("  ") for line in lines[1:])
+
+
+@pytest.mark.parametrize("message", ["served\u2028INFO forged", "line\nINFO forged", "a\x1b[2K"])
+def test_a_librarys_message_cannot_forge_a_line(message: str) -> None:
+    """A library's message may hold what a client sent (aiohttp's access log writes a
+    request's headers): it comes out on one line, escaped."""
+    record = logging.LogRecord("aiohttp.access", logging.INFO, "", 0, message, None, None)
+    line = KeyValueFormatter("%(message)s").format(record)
+    assert line == json.dumps(message)[1:-1] and line.isprintable()

@@ -52,10 +52,10 @@ def test_a_port_the_container_declares_is_not_declared_again() -> None:
 
 def test_a_policys_env_replaces_a_variable_of_its_name_in_place() -> None:
     user = {"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
-    ctr: Dict = {"env": [{"name": "A", "value": "1"}, user]}
+    ctr: Dict = {"env": [user, {"name": "A", "value": "1"}]}
     set_env(ctr, [{"name": "B", "value": "policy"}, {"name": "C", "value": "3"}])
     assert ctr["env"] == [
+        {"name": "B", "value": "policy"},  # where the user's was, whole
         {"name": "A", "value": "1"},
-        {"name": "B", "value": "policy"},
         {"name": "C", "value": "3"},
     ]

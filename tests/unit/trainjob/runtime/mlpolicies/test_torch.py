@@ -13,7 +13,7 @@ from clusters.helpers.builders import container, make_runtime, make_trainjob, re
 from tests.unit.trainjob.runtime.mlpolicies import RANK, node_env, trainjob
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.runtime.framework import build_runtime_info
-from trainjob.runtime.mlpolicies.torch import torch_nproc
+from trainjob.runtime.mlpolicies.torch import TORCH_RESERVED, torch_nproc
 
 Dict = dict[str, Any]
 GPU = {"limits": {"nvidia.com/gpu": 2}}
@@ -45,6 +45,8 @@ def test_torch_processes_per_node(trainer: Dict, runtime: Dict, want: str) -> No
         [{"name": "OMP_NUM_THREADS", "value": "4"}],
         # a runtime that already says where the master is: the policy's value, once
         [{"name": "PET_MASTER_PORT", "value": "1234"}, {"name": "PET_NNODES", "value": "9"}],
+        # one torch does not set is the runtime's to keep
+        [{"name": "PET_MAX_RESTARTS", "value": "3"}],
     ],
 )
 def test_torchs_environment_on_a_trainer_node(runtime_env: list[Dict]) -> None:
@@ -54,13 +56,12 @@ def test_torchs_environment_on_a_trainer_node(runtime_env: list[Dict]) -> None:
         parse_trainjob(make_trainjob()), parse_runtime(runtime), runtime["spec"]["template"]["spec"]
     )
     env = node_env(info)  # every name once
-    assert {k: v for k, v in env.items() if k.startswith("PET_")} == {
+    kept = {e["name"]: e["value"] for e in runtime_env if e["name"] not in TORCH_RESERVED}
+    assert {k: v for k, v in env.items() if k not in kept} == {
         "PET_NNODES": "2",
         "PET_NPROC_PER_NODE": "1",
         "PET_NODE_RANK": RANK,
         "PET_MASTER_ADDR": "tj-node-0-0.tj",
         "PET_MASTER_PORT": "29500",
     }
-    assert {k for k in env if not k.startswith("PET_")} == {
-        e["name"] for e in runtime_env if not e["name"].startswith("PET_")
-    }
+    assert {k: v for k, v in env.items() if k in kept} == kept
