@@ -181,15 +181,27 @@ def _owner() -> str:
 
 def claim(state: Path) -> None:
     """Make the bed at `state` the one with real nodes on this machine; refuse (BedError) while
-    another bed's real nodes are up."""
+    another bed's real nodes are up (a process alive in a node's cgroup tree). Nodes a bed
+    left with no process alive (its run was killed, the machine restarted; this bed's own
+    included) are taken down first: their mounts, network namespaces and cgroups outlive
+    their processes, and nothing of them runs to be kept."""
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     owner = _owner()
-    nodes_up = [p for p in RUN_DIR.iterdir() if p != OWNER_FILE]
-    if owner and owner != str(state.resolve()) and nodes_up:
+    # Its nodes by their run directories (the index only names network parts: unused here).
+    left = [Node(p.name, 0, Path(owner) / p.name / "node") for p in RUN_DIR.iterdir() if p.is_dir()]
+    if owner and left and not any(_cgroup_pids(_pids_cgroup(node)) for node in left):
+        names = ", ".join(sorted(node.cluster for node in left))
+        _say(
+            f"the bed at {owner} left real nodes with no process alive ({names}): taking them down"
+        )
+        for node in left:
+            _leftover_down(node)
+        host_network_down()  # the bridge, and the routes to the old nodes' pods through it
+    elif owner and left and owner != str(state.resolve()):
         raise BedError(
-            f"the bed at {owner} has real nodes up on this machine (one bed with real nodes at "
-            f"a time: they share the host bridge {HOST_BRIDGE} and its addresses); take it down "
-            f"first: TJ_BED_STATE_DIR={owner} python -m clusters down"
+            f"the bed at {owner} has real nodes up on this machine (one bed with real nodes "
+            f"at a time: they share the host bridge {HOST_BRIDGE} and its addresses); take "
+            f"it down first: TJ_BED_STATE_DIR={owner} python -m clusters down"
         )
     OWNER_FILE.write_text(f"{state.resolve()}\n")
 
@@ -557,9 +569,7 @@ def import_image(node: Node, image: images.Image) -> None:
 def kill_cgroup_tree(node: Node, timeout: float = 20.0) -> int:
     """SIGKILL every process in the node's cgroup tree (daemons, shims, containers) until it
     is empty, then remove the tree; returns how many processes there were."""
-    base = CGROUP_ROOT / "pids" / node.cgroup
-    if not base.exists():
-        base = CGROUP_ROOT / "memory" / node.cgroup
+    base = _pids_cgroup(node)
     seen: set[int] = set()
     deadline = time.monotonic() + timeout
     while True:
@@ -581,6 +591,12 @@ def kill_cgroup_tree(node: Node, timeout: float = 20.0) -> int:
             with contextlib.suppress(OSError):
                 os.rmdir(here)
     return len(seen)
+
+
+def _pids_cgroup(node: Node) -> Path:
+    """The root of the node's cgroup tree in a hierarchy every process of it is in."""
+    base = CGROUP_ROOT / "pids" / node.cgroup
+    return base if base.exists() else CGROUP_ROOT / "memory" / node.cgroup
 
 
 def _cgroup_pids(base: Path) -> set[int]:
@@ -620,6 +636,15 @@ def node_down(node: Node) -> None:
     shutil.rmtree(node.run_dir, ignore_errors=True)
     if killed or unmounted:
         _say(f"{node.cluster}: node down ({killed} processes, {unmounted} mounts)")
+
+
+def _leftover_down(node: Node) -> None:
+    """What a node whose processes are all gone left behind, when its bed's config (so its
+    index, veth and address) is not at hand: deleting its namespace takes its veth pair."""
+    kill_cgroup_tree(node)  # no process left: removes the cgroup tree
+    unmount_under(node.state, node.run_dir)
+    run("ip", "netns", "del", node.netns, check=False)
+    shutil.rmtree(node.run_dir, ignore_errors=True)
 
 
 # The socket every kubelet of this host binds for device plugins (kubelet's fixed path).

@@ -1,8 +1,11 @@
-"""One bed with real nodes per machine: the claim on the host side (clusters/nodes.py), on a
-directory of this machine standing in for /run/tjbed."""
+"""One bed with real nodes per machine: the claim on the host side (clusters/nodes.py), on
+directories of this machine standing in for /run/tjbed and the cgroup hierarchies, and a
+recorder for the commands it would run."""
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,20 +15,54 @@ from clusters.errors import BedError
 
 
 @pytest.fixture
-def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def commands(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
+    ran: list[tuple[str, ...]] = []
+
+    def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        ran.append(argv)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(nodes, "run", run)
+    monkeypatch.setattr(nodes, "host_network_down", lambda: ran.append(("host network down",)))
+    return ran
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, commands: list) -> Path:
     run = tmp_path / "run"
     monkeypatch.setattr(nodes, "RUN_DIR", run)
     monkeypatch.setattr(nodes, "OWNER_FILE", run / "bed")
+    monkeypatch.setattr(nodes, "CGROUP_ROOT", tmp_path / "cgroup")
     return run
 
 
+def _node(run_dir: Path, cluster: str, *pids: int) -> None:
+    """A node's run directory, and its cgroup tree in the pids hierarchy holding `pids` (in a
+    pod's cgroup below its own, as kubelet places containers)."""
+    (run_dir / cluster).mkdir(parents=True)
+    tree = nodes.CGROUP_ROOT / "pids" / f"tjbed-{cluster}"
+    (tree / "kubepods").mkdir(parents=True)
+    (tree / "cgroup.procs").write_text("")
+    (tree / "kubepods" / "cgroup.procs").write_text("".join(f"{p}\n" for p in pids))
+
+
+@pytest.fixture
+def alive() -> Iterator[subprocess.Popen[bytes]]:
+    """A process standing in for a node's (a claim that wrongly takes over would kill it)."""
+    child = subprocess.Popen(["sleep", "300"])
+    yield child
+    child.kill()
+    child.wait()
+
+
 def test_a_second_bed_is_refused_while_the_first_ones_nodes_are_up(
-    run_dir: Path, tmp_path: Path
+    run_dir: Path, tmp_path: Path, alive: subprocess.Popen[bytes]
 ) -> None:
     real, other = tmp_path / ".bed-real", tmp_path / ".bed"
     nodes.claim(real)
     nodes.claim(real)  # again (up is idempotent): still its own
-    (run_dir / "manager").mkdir()  # a node of it is up
+    _node(run_dir, "manager")  # what a node of it left, no process in it: not up
+    _node(run_dir, "worker1", alive.pid)  # a node of it is up
     with pytest.raises(BedError, match=f"the bed at {real.resolve()} has real nodes up"):
         nodes.claim(other)
     # Another bed's down leaves the host side alone; the owner's takes it down.
@@ -41,3 +78,31 @@ def test_a_claim_whose_nodes_are_gone_is_taken_over(run_dir: Path, tmp_path: Pat
     nodes.claim(tmp_path / "new")
     assert (run_dir / "bed").read_text().strip() == str((tmp_path / "new").resolve())
     assert nodes.release(tmp_path / "unclaimed") is False
+
+
+def test_nodes_another_bed_left_with_no_process_are_taken_down_and_the_host_taken_over(
+    run_dir: Path, tmp_path: Path, commands: list[tuple[str, ...]]
+) -> None:
+    # A run killed with its bed up (or a restarted machine): the claim, run directories,
+    # cgroups, namespaces and mounts stay; no process does.
+    killed, new = tmp_path / "killed" / ".bed-real", tmp_path / "new" / ".bed-real"
+    nodes.claim(killed)
+    _node(run_dir, "manager")
+    _node(run_dir, "worker1")
+    nodes.claim(new)
+    assert (run_dir / "bed").read_text().strip() == str(new.resolve())
+    assert sorted(p.name for p in run_dir.iterdir()) == ["bed"]
+    assert ("ip", "netns", "del", "tjbed-manager") in commands
+    assert ("ip", "netns", "del", "tjbed-worker1") in commands
+    assert commands[-1] == ("host network down",)  # after the nodes: the bridge last
+
+
+def test_a_beds_own_nodes_left_with_no_process_are_taken_down_before_it_comes_up_again(
+    run_dir: Path, tmp_path: Path, commands: list[tuple[str, ...]]
+) -> None:
+    bed = tmp_path / ".bed-real"
+    nodes.claim(bed)
+    _node(run_dir, "worker2")
+    nodes.claim(bed)
+    assert sorted(p.name for p in run_dir.iterdir()) == ["bed"]
+    assert commands == [("ip", "netns", "del", "tjbed-worker2"), ("host network down",)]
