@@ -6,7 +6,7 @@ from __future__ import annotations
 from kubebase.objects import Dict
 from trainjob.models import MLPolicy, TrainJob
 from trainjob.naming import pod_dns_name
-from trainjob.runtime.info import RuntimeInfo, RuntimeSpecError
+from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimeSpecError
 from trainjob.runtime.limits import check_hostfile, digits_below
 from trainjob.runtime.mlpolicies.common import (
     add_port,
@@ -63,60 +63,19 @@ class MPIPolicy:
     def enforce(self, info: RuntimeInfo, trainjob: TrainJob) -> None:
         mpi = info.policy.ml.mpi
         assert mpi is not None
-        tj = info.trainjob
-        nodes = (
-            info.pod_set(c.NODE_REPLICATED_JOB)
-            if any(p.name == c.NODE_REPLICATED_JOB for p in info.pod_sets)
-            else None
-        )
-        launcher = next((p for p in info.pod_sets if p.name == c.LAUNCHER_REPLICATED_JOB), None)
-        if launcher is None or nodes is None:
-            raise RuntimeSpecError(
-                "an MPI runtime needs replicatedJobs named "
-                f"{c.LAUNCHER_REPLICATED_JOB!r} and {c.NODE_REPLICATED_JOB!r}"
-            )
+        launcher, nodes = _launcher_and_nodes(info)
         refuse_reserved_env(trainjob, MPI_RESERVED, "MPI")
         slots = mpi_slots(trainjob, mpi.num_proc_per_node, node_container(nodes))
-        if mpi.run_launcher_as_node:
-            # Trainer v2.3: the launcher is one of the nodes, and at least one `node` pod runs
-            node_pods = max(info.policy.num_nodes - 1, 1)
-        else:
-            node_pods = info.policy.num_nodes
+        # Trainer v2.3: a launcher run as a node is one of the nodes, and at least one `node`
+        # pod runs.
+        as_node = mpi.run_launcher_as_node
+        node_pods = max(info.policy.num_nodes - 1, 1) if as_node else info.policy.num_nodes
         nodes.parallelism = node_pods
         launcher.parallelism = 1
-        # The hostfile lists the hosts in the runtime's order of replicatedJobs, as Trainer's
-        # does (its first host is MPI rank 0). Its size is known before it is written: a
-        # hostfile a ConfigMap cannot hold is refused, not built.
-        launcher_first = info.pod_sets.index(launcher) < info.pod_sets.index(nodes)
-        as_node = mpi.run_launcher_as_node
-        # OpenMPI reads `host slots=N` lines; Intel MPI and MPICH `host:N`.
         openmpi = mpi.mpi_implementation == "OpenMPI"
-        line_end = f" slots={slots}\n" if openmpi else f":{slots}\n"
-        launcher_name = launcher.name if as_node else None
-        size = hostfile_size(tj, nodes.name, node_pods, launcher_name, line_end)
-        check_hostfile(size, node_pods + int(as_node))
-        hosts = [pod_dns_name(tj, nodes.name, 0, i) for i in range(node_pods)]
-        if as_node:
-            launcher_host = pod_dns_name(tj, launcher.name, 0, 0)
-            hosts = [launcher_host, *hosts] if launcher_first else [*hosts, launcher_host]
-        hostfile = "".join(f"{h}{line_end}" for h in hosts)
-        if openmpi:
-            env = [
-                {
-                    "name": "OMPI_MCA_orte_default_hostfile",
-                    "value": f"{c.MPI_HOSTFILE_DIR}/{c.MPI_HOSTFILE_NAME}",
-                },
-                {"name": "OMPI_MCA_plm_rsh_args", "value": "-o ConnectionAttempts=10"},
-                {"name": "OMPI_MCA_orte_keep_fqdn_hostnames", "value": "true"},
-                {"name": "OMPI_MCA_orte_set_default_slots", "value": str(slots)},
-            ]
-        else:
-            var = (
-                "I_MPI_HYDRA_HOST_FILE" if mpi.mpi_implementation == "Intel" else "HYDRA_HOST_FILE"
-            )
-            env = [{"name": var, "value": f"{c.MPI_HOSTFILE_DIR}/{c.MPI_HOSTFILE_NAME}"}]
-        hostfile_cm = f"{tj}-mpi-hostfile"
-        ssh_secret = f"{tj}-mpi-ssh-auth"
+        hostfile = _hostfile(info, launcher, nodes, node_pods, slots, openmpi, as_node)
+        hostfile_cm = f"{info.trainjob}-mpi-hostfile"
+        ssh_secret = f"{info.trainjob}-mpi-ssh-auth"
         info.policy.extra_objects.append(
             {
                 "apiVersion": "v1",
@@ -126,41 +85,92 @@ class MPIPolicy:
             }
         )
         info.policy.ssh_secret_name = ssh_secret
-        ssh_volume = {
-            "name": "mpi-ssh-auth",
-            "secret": {
-                "secretName": ssh_secret,
-                "defaultMode": 0o600,
-                "items": [
-                    {"key": "ssh-privatekey", "path": "id_rsa"},
-                    {"key": "ssh-publickey", "path": "id_rsa.pub"},
-                    {"key": "ssh-publickey", "path": "authorized_keys"},
-                ],
-            },
-        }
-        for ps in (launcher, nodes):
-            spec = ps.pod_template.setdefault("spec", {})
-            volumes = [ssh_volume]
-            ctr = node_container(ps)
-            mounts = [{"name": "mpi-ssh-auth", "mountPath": mpi.ssh_auth_mount_path}]
-            if ps is launcher:
-                volumes.append(
-                    {
-                        "name": "mpi-hostfile",
-                        "configMap": {
-                            "name": hostfile_cm,
-                            "items": [
-                                {
-                                    "key": c.MPI_HOSTFILE_NAME,
-                                    "path": c.MPI_HOSTFILE_NAME,
-                                    "mode": 0o444,
-                                }
-                            ],
-                        },
-                    }
-                )
-                mounts.append({"name": "mpi-hostfile", "mountPath": c.MPI_HOSTFILE_DIR})
-                set_env(ctr, env)
-            spec["volumes"] = merge_by_key(spec.get("volumes") or [], volumes)
-            ctr["volumeMounts"] = merge_by_key(ctr.get("volumeMounts") or [], mounts)
-            add_port(ctr, c.MPI_SSH_PORT)
+        ssh_mount = {"name": "mpi-ssh-auth", "mountPath": mpi.ssh_auth_mount_path}
+        _mount(nodes, [_ssh_volume(ssh_secret)], [ssh_mount])
+        _mount(
+            launcher,
+            [_ssh_volume(ssh_secret), _hostfile_volume(hostfile_cm)],
+            [ssh_mount, {"name": "mpi-hostfile", "mountPath": c.MPI_HOSTFILE_DIR}],
+        )
+        set_env(node_container(launcher), _launcher_env(mpi.mpi_implementation, slots))
+
+
+def _launcher_and_nodes(info: RuntimeInfo) -> tuple[PodSet, PodSet]:
+    """The runtime's launcher and node pod sets (RuntimeSpecError without both)."""
+    launcher = next((p for p in info.pod_sets if p.name == c.LAUNCHER_REPLICATED_JOB), None)
+    nodes = next((p for p in info.pod_sets if p.name == c.NODE_REPLICATED_JOB), None)
+    if launcher is None or nodes is None:
+        raise RuntimeSpecError(
+            "an MPI runtime needs replicatedJobs named "
+            f"{c.LAUNCHER_REPLICATED_JOB!r} and {c.NODE_REPLICATED_JOB!r}"
+        )
+    return launcher, nodes
+
+
+def _hostfile(
+    info: RuntimeInfo,
+    launcher: PodSet,
+    nodes: PodSet,
+    node_pods: int,
+    slots: int,
+    openmpi: bool,
+    as_node: bool,
+) -> str:
+    """The hostfile: the hosts in the runtime's order of replicatedJobs, as Trainer's (its
+    first host is MPI rank 0), each with its slots as OpenMPI reads them (`host slots=N`) or
+    Intel MPI and MPICH do (`host:N`). Its size is known before it is written: one a
+    ConfigMap cannot hold is refused (RuntimeSpecError), not built."""
+    tj = info.trainjob
+    line_end = f" slots={slots}\n" if openmpi else f":{slots}\n"
+    size = hostfile_size(tj, nodes.name, node_pods, launcher.name if as_node else None, line_end)
+    check_hostfile(size, node_pods + int(as_node))
+    hosts = [pod_dns_name(tj, nodes.name, 0, i) for i in range(node_pods)]
+    if as_node:
+        launcher_host = pod_dns_name(tj, launcher.name, 0, 0)
+        launcher_first = info.pod_sets.index(launcher) < info.pod_sets.index(nodes)
+        hosts = [launcher_host, *hosts] if launcher_first else [*hosts, launcher_host]
+    return "".join(f"{h}{line_end}" for h in hosts)
+
+
+def _launcher_env(implementation: str, slots: int) -> list[Dict]:
+    """Where the launcher's MPI finds the hostfile, and OpenMPI's settings."""
+    hostfile = f"{c.MPI_HOSTFILE_DIR}/{c.MPI_HOSTFILE_NAME}"
+    if implementation == "OpenMPI":
+        return [
+            {"name": "OMPI_MCA_orte_default_hostfile", "value": hostfile},
+            {"name": "OMPI_MCA_plm_rsh_args", "value": "-o ConnectionAttempts=10"},
+            {"name": "OMPI_MCA_orte_keep_fqdn_hostnames", "value": "true"},
+            {"name": "OMPI_MCA_orte_set_default_slots", "value": str(slots)},
+        ]
+    var = "I_MPI_HYDRA_HOST_FILE" if implementation == "Intel" else "HYDRA_HOST_FILE"
+    return [{"name": var, "value": hostfile}]
+
+
+def _ssh_volume(secret: str) -> Dict:
+    return {
+        "name": "mpi-ssh-auth",
+        "secret": {
+            "secretName": secret,
+            "defaultMode": 0o600,
+            "items": [
+                {"key": "ssh-privatekey", "path": "id_rsa"},
+                {"key": "ssh-publickey", "path": "id_rsa.pub"},
+                {"key": "ssh-publickey", "path": "authorized_keys"},
+            ],
+        },
+    }
+
+
+def _hostfile_volume(config_map: str) -> Dict:
+    item = {"key": c.MPI_HOSTFILE_NAME, "path": c.MPI_HOSTFILE_NAME, "mode": 0o444}
+    return {"name": "mpi-hostfile", "configMap": {"name": config_map, "items": [item]}}
+
+
+def _mount(ps: PodSet, volumes: list[Dict], mounts: list[Dict]) -> None:
+    """`volumes` in the pod set's pods, mounted in its node container (entries of the same
+    name replaced), and the SSH port open there."""
+    spec = ps.pod_template.setdefault("spec", {})
+    ctr = node_container(ps)
+    spec["volumes"] = merge_by_key(spec.get("volumes") or [], volumes)
+    ctr["volumeMounts"] = merge_by_key(ctr.get("volumeMounts") or [], mounts)
+    add_port(ctr, c.MPI_SSH_PORT)

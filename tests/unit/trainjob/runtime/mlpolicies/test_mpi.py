@@ -1,6 +1,7 @@
-"""MPI's slots per host and its hostfile's size known before it is written
-(trainjob/runtime/mlpolicies/mpi.py), as Trainer v2.3's MPI plugin; its launcher, nodes,
-hostfile and SSH Secret through the framework (tests/unit/trainjob/runtime/test_framework.py)."""
+"""MPI's slots per host, its hostfile's size known before it is written, and the launcher's
+and nodes' pods whole for each MPI implementation (trainjob/runtime/mlpolicies/mpi.py), as
+Trainer v2.3's MPI plugin; its ConfigMap and SSH Secret through the framework too
+(tests/unit/trainjob/runtime/test_framework.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ from typing import Any
 
 import pytest
 
+from clusters.helpers.builders import make_trainjob, mpi_runtime
 from tests.unit.trainjob.runtime.mlpolicies import trainjob
+from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.naming import pod_dns_name
+from trainjob.runtime.framework import build_runtime_info
+from trainjob.runtime.info import RuntimeInfo
 from trainjob.runtime.mlpolicies.mpi import hostfile_size, mpi_slots
 
 Dict = dict[str, Any]
@@ -42,3 +47,102 @@ def test_the_hostfiles_size_is_the_bytes_written(
         hosts.append(pod_dns_name("my-job", launcher, 0, 0))
     written = "".join(f"{h}{line_end}" for h in hosts)
     assert hostfile_size("my-job", "node", node_pods, launcher, line_end) == len(written)
+
+
+def _built(runtime: Dict, num_nodes: int) -> RuntimeInfo:
+    job = make_trainjob(runtimeRef={"name": "mpi-runtime"}, trainer={"numNodes": num_nodes})
+    return build_runtime_info(
+        parse_trainjob(job), parse_runtime(runtime), runtime["spec"]["template"]["spec"]
+    )
+
+
+SSH_VOLUME = {
+    "name": "mpi-ssh-auth",
+    "secret": {
+        "secretName": "tj-mpi-ssh-auth",
+        "defaultMode": 0o600,
+        "items": [
+            {"key": "ssh-privatekey", "path": "id_rsa"},
+            {"key": "ssh-publickey", "path": "id_rsa.pub"},
+            {"key": "ssh-publickey", "path": "authorized_keys"},
+        ],
+    },
+}
+HOSTFILE_VOLUME = {
+    "name": "mpi-hostfile",
+    "configMap": {
+        "name": "tj-mpi-hostfile",
+        "items": [{"key": "hostfile", "path": "hostfile", "mode": 0o444}],
+    },
+}
+SSH_MOUNT = {"name": "mpi-ssh-auth", "mountPath": "/root/.ssh"}
+OPENMPI_ENV = [
+    {"name": "OMPI_MCA_orte_default_hostfile", "value": "/etc/mpi/hostfile"},
+    {"name": "OMPI_MCA_plm_rsh_args", "value": "-o ConnectionAttempts=10"},
+    {"name": "OMPI_MCA_orte_keep_fqdn_hostnames", "value": "true"},
+    {"name": "OMPI_MCA_orte_set_default_slots", "value": "4"},
+]
+
+
+@pytest.mark.parametrize(
+    ("mpi", "env", "hostfile"),
+    [
+        ({}, OPENMPI_ENV, "tj-node-0-0.tj slots=4\ntj-node-0-1.tj slots=4\n"),
+        (
+            {"mpiImplementation": "Intel"},
+            [{"name": "I_MPI_HYDRA_HOST_FILE", "value": "/etc/mpi/hostfile"}],
+            "tj-node-0-0.tj:4\ntj-node-0-1.tj:4\n",
+        ),
+        (
+            {"mpiImplementation": "MPICH", "sshAuthMountPath": "/home/mpiuser/.ssh"},
+            [{"name": "HYDRA_HOST_FILE", "value": "/etc/mpi/hostfile"}],
+            "tj-node-0-0.tj:4\ntj-node-0-1.tj:4\n",
+        ),
+    ],
+)
+def test_the_launchers_and_nodes_pods_for_each_implementation(
+    mpi: Dict, env: list[Dict], hostfile: str
+) -> None:
+    info = _built(mpi_runtime(**mpi), 2)
+    ssh_mount = {**SSH_MOUNT, "mountPath": mpi.get("sshAuthMountPath", "/root/.ssh")}
+    launcher, node = info.pod_set("launcher"), info.pod_set("node")
+    assert (launcher.count, node.count) == (1, 2)
+    assert info.policy.extra_objects[0]["data"] == {"hostfile": hostfile}
+    assert launcher.pod_template["spec"]["volumes"] == [SSH_VOLUME, HOSTFILE_VOLUME]
+    assert node.pod_template["spec"]["volumes"] == [SSH_VOLUME]
+    ports = [{"containerPort": 22, "protocol": "TCP"}]
+    launcher_node = launcher.container("node")
+    assert launcher_node is not None
+    assert launcher_node["env"] == env
+    assert launcher_node["volumeMounts"] == [
+        ssh_mount,
+        {"name": "mpi-hostfile", "mountPath": "/etc/mpi"},
+    ]
+    assert launcher_node["ports"] == ports
+    node_node = node.container("node")
+    assert node_node is not None
+    assert "env" not in node_node
+    assert node_node["volumeMounts"] == [ssh_mount]
+    assert node_node["ports"] == ports
+
+
+@pytest.mark.parametrize(
+    ("num_nodes", "launcher_first", "hosts"),
+    [
+        (3, True, ["tj-launcher-0-0.tj", "tj-node-0-0.tj", "tj-node-0-1.tj"]),
+        (3, False, ["tj-node-0-0.tj", "tj-node-0-1.tj", "tj-launcher-0-0.tj"]),
+        (1, True, ["tj-launcher-0-0.tj", "tj-node-0-0.tj"]),  # at least one node pod runs
+    ],
+)
+def test_a_launcher_run_as_a_node_is_a_host_in_the_runtimes_order(
+    num_nodes: int, launcher_first: bool, hosts: list[str]
+) -> None:
+    runtime = mpi_runtime(runLauncherAsNode=True)
+    jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    if not launcher_first:
+        jobs.reverse()
+    info = _built(runtime, num_nodes)
+    assert info.pod_set("node").count == len(hosts) - 1
+    assert info.policy.extra_objects[0]["data"]["hostfile"] == "".join(
+        f"{h} slots=4\n" for h in hosts
+    )
