@@ -22,6 +22,7 @@ from trainjob.jsondoc import json_copy
 from trainjob.models import (
     InitializerStep,
     InvalidObject,
+    ReplicatedJob,
     TrainingRuntime,
     TrainJob,
     parse_runtime,
@@ -133,69 +134,25 @@ def _success_policy(template_spec: Dict) -> tuple[str, list[str]]:
 def build_runtime_info(
     trainjob: TrainJob, runtime: TrainingRuntime, raw_template_spec: Dict | None = None
 ) -> RuntimeInfo:
-    """Everything needed to run `trainjob` on `runtime`; pure, raises RuntimeSpecError."""
+    """Everything needed to run `trainjob` on `runtime`, in the phases the module names;
+    pure, raises RuntimeSpecError."""
     spec = runtime.spec
+    replicated_jobs = spec.template.spec.replicated_jobs
+    # 1. the runtime's shapes checked, then the TrainJob's runtimePatches
     check_template_spec(raw_template_spec)
-    for rj in spec.template.spec.replicated_jobs:
+    for rj in replicated_jobs:
         check_job_template(rj.name, rj.template)
     jobset_meta = json_copy(spec.template.metadata)
-    rjs: dict[str, Dict] = {
-        rj.name: {"template": json_copy(rj.template)} for rj in spec.template.spec.replicated_jobs
+    templates: dict[str, Dict] = {
+        rj.name: {"template": json_copy(rj.template)} for rj in replicated_jobs
     }
     for patch in trainjob.spec.runtime_patches:  # typed by the CRD: they keep the shapes
-        apply_runtime_patch(jobset_meta, rjs, patch)
-
-    trainer = trainjob.spec.trainer
-    num_nodes = (
-        trainer.num_nodes if trainer and trainer.num_nodes else None
-    ) or spec.ml_policy.num_nodes
-    operator, targets = _success_policy(raw_template_spec or {})
-    policy = RuntimePolicy(
-        ml_policy="",
-        num_nodes=num_nodes,
-        ml=spec.ml_policy,
-        pod_group=spec.pod_group_policy,
-        ignored=fields.ignored(raw_template_spec, trainjob.metadata.name),
-        success_operator=operator,
-        success_targets=targets,
-        failure=failure.parse(raw_template_spec),
-    )
-    names = set(rjs)
-    pod_sets = []
-    for rj in spec.template.spec.replicated_jobs:
-        template = rjs[rj.name]["template"]
-        # Absent and null are one to the API (shapes.py checks both alike).
-        job_spec = template["spec"] = template.get("spec") or {}
-        pod = job_spec["template"] = job_spec.get("template") or {}
-        pod["spec"] = pod.get("spec") or {}
-        role = (template.get("metadata") or {}).get("labels", {}).get(c.ANCESTOR_STEP_LABEL)
-        for dep in rj.depends_on:
-            if dep.name not in names or dep.name == rj.name:
-                raise RuntimeSpecError(
-                    f"replicatedJob {rj.name!r} dependsOn {dep.name!r}, "
-                    "which is not another replicatedJob of the runtime"
-                )
-        parallelism = int(job_spec.get("parallelism") or 1)
-        if role == c.STEP_TRAINER:
-            parallelism = num_nodes
-        ps = PodSet(
-            name=rj.name,
-            role=role,
-            replicas=rj.replicas,
-            parallelism=parallelism,
-            job_template=template,
-            depends_on=list(rj.depends_on),
-        )
-        mpi = spec.ml_policy.mpi
-        if role == c.STEP_TRAINER:
-            _apply_trainer(ps, trainjob)
-        elif mpi and mpi.run_launcher_as_node and rj.name == c.NODE_REPLICATED_JOB:
-            _apply_trainer(ps, trainjob, whole=False)
-        elif role == c.STEP_DATASET_INITIALIZER and trainjob.spec.initializer:
-            _apply_initializer(ps, trainjob.spec.initializer.dataset)
-        elif role == c.STEP_MODEL_INITIALIZER and trainjob.spec.initializer:
-            _apply_initializer(ps, trainjob.spec.initializer.model)
-        pod_sets.append(ps)
+        apply_runtime_patch(jobset_meta, templates, patch)
+    # 2. spec.trainer and spec.initializer on their steps' containers, the dependency graph
+    policy = _policy(trainjob, runtime, raw_template_spec)
+    pod_sets = [
+        _pod_set(rj, templates, trainjob, runtime, policy.num_nodes) for rj in replicated_jobs
+    ]
     info = RuntimeInfo(
         trainjob=trainjob.name,
         namespace=trainjob.namespace,
@@ -204,27 +161,98 @@ def build_runtime_info(
         labels=dict(jobset_meta.get("labels") or {}),
         annotations=dict(jobset_meta.get("annotations") or {}),
     )
-    _check_dependencies(spec.template.spec.replicated_jobs)
+    _check_dependencies(replicated_jobs)
+    # 3. the gang scheduler's own refusals
     podgroups.check(info)
+    # 2, its rest: the volume claims and each quantity
     _claim_volumes(info, (raw_template_spec or {}).get("volumeClaimPolicies") or [])
     for ps in pod_sets:
         _check_quantities(ps, trainjob)
         topology_request(ps)  # a bad TAS annotation is said here, not when Kueue sees it
     # Before the plugin builds anything per node.
+    trainer = trainjob.spec.trainer
     from_trainer = bool(trainer and trainer.num_nodes)
-    check_counts(pod_sets, num_nodes, "spec.trainer" if from_trainer else "the runtime's mlPolicy")
+    check_counts(
+        pod_sets, policy.num_nodes, "spec.trainer" if from_trainer else "the runtime's mlPolicy"
+    )
+    # 4. the ML policy plugin (Kueue is told of each PodSet's pods as they were before it)
     plugin = select_plugin(spec.ml_policy)
     policy.ml_policy = plugin.name
     for ps in pod_sets:
         ps.kueue_template = json_copy(ps.pod_template)
     plugin.enforce(info, trainjob)
+    # 5. names and the success policy checked
     check_names(info.trainjob, pod_sets)
     for target in policy.success_targets:
-        if target not in names:
+        if target not in templates:
             raise RuntimeSpecError(
                 f"successPolicy targets replicatedJob {target!r}, which the runtime does not have"
             )
     return info
+
+
+def _policy(
+    trainjob: TrainJob, runtime: TrainingRuntime, raw_template_spec: Dict | None
+) -> RuntimePolicy:
+    """The job's policies: its node count (the TrainJob's, else the runtime's), the runtime's
+    ML and gang policies, the fields ignored, success and failure."""
+    trainer = trainjob.spec.trainer
+    num_nodes = (
+        trainer.num_nodes if trainer and trainer.num_nodes else None
+    ) or runtime.spec.ml_policy.num_nodes
+    operator, targets = _success_policy(raw_template_spec or {})
+    return RuntimePolicy(
+        ml_policy="",
+        num_nodes=num_nodes,
+        ml=runtime.spec.ml_policy,
+        pod_group=runtime.spec.pod_group_policy,
+        ignored=fields.ignored(raw_template_spec, trainjob.metadata.name),
+        success_operator=operator,
+        success_targets=targets,
+        failure=failure.parse(raw_template_spec),
+    )
+
+
+def _pod_set(
+    rj: ReplicatedJob,
+    templates: dict[str, Dict],
+    trainjob: TrainJob,
+    runtime: TrainingRuntime,
+    num_nodes: int,
+) -> PodSet:
+    """One replicatedJob's PodSet from its patched template: its dependencies checked, then
+    its step's part of the TrainJob applied (the trainer's, or an initializer's)."""
+    template = templates[rj.name]["template"]
+    # Absent and null are one to the API (shapes.py checks both alike).
+    job_spec = template["spec"] = template.get("spec") or {}
+    pod = job_spec["template"] = job_spec.get("template") or {}
+    pod["spec"] = pod.get("spec") or {}
+    role = (template.get("metadata") or {}).get("labels", {}).get(c.ANCESTOR_STEP_LABEL)
+    for dep in rj.depends_on:
+        if dep.name not in templates or dep.name == rj.name:
+            raise RuntimeSpecError(
+                f"replicatedJob {rj.name!r} dependsOn {dep.name!r}, "
+                "which is not another replicatedJob of the runtime"
+            )
+    ps = PodSet(
+        name=rj.name,
+        role=role,
+        replicas=rj.replicas,
+        parallelism=num_nodes if role == c.STEP_TRAINER else int(job_spec.get("parallelism") or 1),
+        job_template=template,
+        depends_on=list(rj.depends_on),
+    )
+    mpi = runtime.spec.ml_policy.mpi
+    initializer = trainjob.spec.initializer
+    if role == c.STEP_TRAINER:
+        _apply_trainer(ps, trainjob)
+    elif mpi and mpi.run_launcher_as_node and rj.name == c.NODE_REPLICATED_JOB:
+        _apply_trainer(ps, trainjob, whole=False)
+    elif role == c.STEP_DATASET_INITIALIZER and initializer:
+        _apply_initializer(ps, initializer.dataset)
+    elif role == c.STEP_MODEL_INITIALIZER and initializer:
+        _apply_initializer(ps, initializer.model)
+    return ps
 
 
 def _claim_volumes(info: RuntimeInfo, policies: list[Dict]) -> None:
