@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from dataclasses import dataclass
 
 from dispatcher.controller import admissionchecks, execute, placements_io
 from dispatcher.controller.context import Context
@@ -198,67 +199,14 @@ def _dispatch(
         check = admissionchecks.our_check_on_cq(ctx, wl.cluster_queue, caches)
     if check is None or check not in checks:
         return None
-    # Room and runtimes on the workers matter only while the Workload waits for one
-    # (dispatch steps 6 and 7).
-    placing = wl.has_quota and not wl.evicted and not wl.finished and not wl.cluster_name
     clusters = admissionchecks.config_clusters(checks[check], caches) or []
     chosen, selection_problem = _chosen(trainjob, clusters, ctx, caches)
     if wl.cluster_name and wl.cluster_name not in clusters:
         # Its worker was taken out of the MultiKueueConfig while it ran there: it is still
         # watched to its end (taking a worker out drains it), never chosen for another run.
         clusters = [*clusters, wl.cluster_name]
-    named = caches.runtime_of(trainjob)
-    runtime = named if placing and ctx.settings.check_runtimes else None
-    own = trainjob.runtime_kind == c.TRAINING_RUNTIME_KIND  # a runtime of its namespace
-    own_runtime = named if own else None
-    needs = _needs(ctx, caches, wl, own_runtime)
-    data_needs, data_error = _data_needs(ctx, caches, trainjob, wl) if placing else (None, None)
-    taken_keys = [s.key for s in needs.sources] if needs is not None else []
-    # Its runtime follows it (copied as its Secrets are, kept in step): only one of the
-    # worker's own with another spec keeps the job from there.
-    follows = (
-        next((s for s in needs.sources if s.kind == c.TRAINING_RUNTIME_KIND), None)
-        if needs is not None
-        else None
-    )
-    remotes = []
-    for cname in clusters:
-        remote = ctx.workers.get(cname)
-        if remote is None:
-            view = RemoteView(cname, False, _lost_for(caches, cname), None, None)
-        else:
-            view = RemoteView(
-                cname,
-                remote.connected,
-                remote.disconnected_for(),
-                remote.workload(namespace, wl_name),
-                remote.trainjob(namespace, tj_name),
-                ctx.workers.namespace_problem(cname, namespace),
-                remote.fit(wl) if placing and cname in chosen else None,
-                taken=ctx.workers.taken(cname, namespace, tj_name, wl_name, *taken_keys),
-            )
-            copy = view.workload
-            if taken_keys and copy is not None:
-                view.copied = ctx.workers.copies.current(
-                    cname, namespace, taken_keys, copy.uid or ""
-                )
-            if follows is not None and _served_there(remote, own_runtime, ctx.settings.origin):
-                view.copied[follows.key] = follows.digest  # the worker's own, the same
-            if data_needs and cname in chosen:
-                claims = remote.claims(namespace, ctx.settings.data_placement == "Bound")
-                view.data_problem = data.problem(data_needs, caches.cluster_labels(cname), claims)
-            if data_error and cname in chosen:
-                view.data_problem = data_error
-            if runtime is not None and cname in chosen:
-                view.runtime_problem = remote.runtime_problem(
-                    trainjob.runtime_kind,
-                    namespace,
-                    trainjob.runtime_name,
-                    runtime.spec,
-                    copied_by=ctx.settings.origin if follows is not None else None,
-                )
-        view.selected = cname in chosen
-        remotes.append(view)
+    asks = _asks(ctx, caches, trainjob, wl, chosen)
+    remotes = [_remote_view(ctx, caches, cname, asks) for cname in clusters]
     place = _checkpoint_place(caches, trainjob)
     observed = DispatchObserved(
         workload=wl,
@@ -274,12 +222,105 @@ def _dispatch(
         give_up_never_fits=ctx.settings.give_up_never_fits,
         give_up_after=ctx.settings.give_up_after_seconds,
         selection_problem=selection_problem,
-        needs=needs,
+        needs=asks.needs,
         checkpoint_place=place,
         recorded_checkpoint=_recorded_checkpoint(ctx, trainjob, place, remotes, wl.cluster_name),
         tails_kept=ctx.settings.log_tails_kept > 0,
     )
     return Dispatch(decide(observed, strategy(ctx.settings)), wl, check)
+
+
+@dataclass(frozen=True)
+class _Asks:
+    """What a job asks of the workers it may go to, read once per pass for all of them."""
+
+    trainjob: TrainJobView
+    workload: WorkloadView
+    chosen: set[str]  # the workers its own choice allows
+    # Room, runtimes and data on the workers matter only while the Workload waits for one
+    # (dispatch steps 6 and 7).
+    placing: bool
+    needs: dependencies.Needs | None  # what its pods take along, when its namespace copies
+    own_runtime: RuntimeView | None  # the TrainingRuntime of its namespace it names
+    # Its runtime when it follows the job (copied as its Secrets are, kept in step): only one
+    # of the worker's own with another spec keeps the job from there.
+    follows: dependencies.Source | None
+    checked_runtime: RuntimeView | None  # the runtime each chosen worker must serve alike
+    data_needs: data.DataNeeds | None
+    data_error: str | None  # why its datasets annotation cannot be read
+
+    @property
+    def taken_keys(self) -> list[str]:
+        return [s.key for s in self.needs.sources] if self.needs is not None else []
+
+
+def _asks(
+    ctx: Context, caches: Caches, trainjob: TrainJobView, wl: WorkloadView, chosen: set[str]
+) -> _Asks:
+    placing = wl.has_quota and not wl.evicted and not wl.finished and not wl.cluster_name
+    named = caches.runtime_of(trainjob)
+    own_runtime = named if trainjob.runtime_kind == c.TRAINING_RUNTIME_KIND else None
+    needs = _needs(ctx, caches, wl, own_runtime)
+    data_needs, data_error = _data_needs(ctx, caches, trainjob, wl) if placing else (None, None)
+    sources = needs.sources if needs is not None else []
+    return _Asks(
+        trainjob=trainjob,
+        workload=wl,
+        chosen=chosen,
+        placing=placing,
+        needs=needs,
+        own_runtime=own_runtime,
+        follows=next((s for s in sources if s.kind == c.TRAINING_RUNTIME_KIND), None),
+        checked_runtime=named if placing and ctx.settings.check_runtimes else None,
+        data_needs=data_needs,
+        data_error=data_error,
+    )
+
+
+def _remote_view(ctx: Context, caches: Caches, cname: str, asks: _Asks) -> RemoteView:
+    """What the pass sees of the job on one worker: its copies, the connection, and for a
+    chosen worker while the job is placed whether it fits, its runtime and its data."""
+    namespace, tj_name = asks.trainjob.key
+    wl, wl_name = asks.workload, asks.workload.name
+    selected = cname in asks.chosen
+    remote = ctx.workers.get(cname)
+    if remote is None:
+        view = RemoteView(cname, False, _lost_for(caches, cname), None, None)
+        view.selected = selected
+        return view
+    taken_keys = asks.taken_keys
+    view = RemoteView(
+        cname,
+        remote.connected,
+        remote.disconnected_for(),
+        remote.workload(namespace, wl_name),
+        remote.trainjob(namespace, tj_name),
+        ctx.workers.namespace_problem(cname, namespace),
+        remote.fit(wl) if asks.placing and selected else None,
+        taken=ctx.workers.taken(cname, namespace, tj_name, wl_name, *taken_keys),
+    )
+    view.selected = selected
+    copy = view.workload
+    if taken_keys and copy is not None:
+        view.copied = ctx.workers.copies.current(cname, namespace, taken_keys, copy.uid or "")
+    if asks.follows is not None and _served_there(remote, asks.own_runtime, ctx.settings.origin):
+        view.copied[asks.follows.key] = asks.follows.digest  # the worker's own, the same
+    if not selected:
+        return view
+    if asks.data_needs:
+        claims = remote.claims(namespace, ctx.settings.data_placement == "Bound")
+        view.data_problem = data.problem(asks.data_needs, caches.cluster_labels(cname), claims)
+    if asks.data_error:
+        view.data_problem = asks.data_error
+    if asks.checked_runtime is not None:
+        view.runtime_problem = remote.runtime_problem(
+            asks.trainjob.runtime_kind,
+            namespace,
+            asks.trainjob.runtime_name,
+            asks.checked_runtime.spec,
+            copied_by=ctx.settings.origin if asks.follows is not None else None,
+        )
+    return view
 
 
 def _checkpoint_place(caches: Caches, trainjob: TrainJobView | None) -> str | None:

@@ -209,3 +209,22 @@ def test_data_placement_off_sends_copies_everywhere() -> None:
         assert _copies(world) == {"worker1": True, "worker2": True}
     finally:
         world.close()
+
+
+@pytest.mark.usefixtures("both_caches")
+def test_a_datasets_annotation_that_cannot_be_read_sends_the_job_nowhere_and_says_why() -> None:
+    # Refused at admission (webhooks.py); one set before the webhook served is named here.
+    runtime = make_runtime()
+    submitted = TrainJobBuilder().queue("q").multikueue().obj()
+    submitted["metadata"]["annotations"] = {data.DATASETS_ANNOTATION: "image net"}
+    world, _ctx = fleet([runtime, submitted], {w: [runtime] for w in WORKERS})
+    try:
+        world.settle(KEY)
+        reserve(world, "manager")
+        world.settle(KEY)
+        assert _copies(world) == {"worker1": False, "worker2": False}
+        with pytest.raises(data.DatasetsError) as refused:
+            data.datasets_of({data.DATASETS_ANNOTATION: "image net"})
+        assert f"not sent to worker1: {refused.value}" in _check_message(world)
+    finally:
+        world.close()
