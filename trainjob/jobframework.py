@@ -17,13 +17,13 @@ from kubebase.events import Event
 from kubebase.objects import Dict
 from trainjob import readiness
 from trainjob import workload as wlmod
-from trainjob.models import TrainJob, prebuilt_workload_of, queue_label
+from trainjob.models import TrainJob
 from trainjob.naming import owner_reference
 from trainjob.ownership import has_owner
 from trainjob.runtime import PodSetShape, RuntimeInfo, RuntimeProblem, resolve_runtime_info
 from trainjob_api import conditions as cond
 from trainjob_api import constants as c
-from trainjob_api.views import RuntimeView, WorkloadView
+from trainjob_api.views import RuntimeView, TrainJobView, WorkloadView
 
 # What a TrainJob makes of its runtime as Kueue counts it, or why it cannot run on it.
 Shape = tuple[tuple[PodSetShape, ...] | None, RuntimeProblem | None]
@@ -74,21 +74,13 @@ class QueuePlan:
         return self.trainjob_patch is not None
 
 
-def is_queued_body(body: Dict) -> bool:
-    """`TrainJob.queued` of a raw body, without parsing it."""
-    meta = body.get("metadata") or {}
-    return bool(queue_label(meta.get("labels")) or prebuilt_workload_of(meta))
-
-
 def expected_workload_name(tj: TrainJob) -> str:
     return tj.prebuilt_workload or wlmod.workload_name(tj.name, tj.metadata.uid or "")
 
 
-def expected_workload_name_of(body: Dict) -> str:
-    """`expected_workload_name` from a raw TrainJob body, without parsing it."""
-    meta = body.get("metadata") or {}
-    prebuilt = prebuilt_workload_of(meta)
-    return prebuilt or wlmod.workload_name(meta.get("name", ""), meta.get("uid") or "")
+def expected_workload_name_of(tj: TrainJobView) -> str:
+    """`expected_workload_name` from a TrainJob's view, without parsing it."""
+    return tj.prebuilt_workload or wlmod.workload_name(tj.name, tj.uid or "")
 
 
 def _kueue_patch(tj: TrainJob) -> Dict | None:

@@ -31,7 +31,7 @@ from trainjob.models import TrainJob
 from trainjob.queues import LocalQueueView
 from trainjob.workload import Priority
 from trainjob_api import constants as c
-from trainjob_api.views import RuntimeView
+from trainjob_api.views import RuntimeView, TrainJobView
 
 log = logging.getLogger("trainjob.jobframework")
 
@@ -175,7 +175,7 @@ def execute_queue_plan(
     meta = trainjob["metadata"]
     ns = meta["namespace"]
     where = {"cluster": cluster.name, "trainjob": f"{ns}/{meta['name']}"}
-    name = expected_workload_name_of(trainjob)
+    name = expected_workload_name_of(TrainJobView(trainjob))
     if plan.trainjob_patch is not None and memory.stale(
         ("TrainJob", ns, meta["name"]), meta["resourceVersion"]
     ):

@@ -81,7 +81,7 @@ def _planned(
     # Only the Jobs this very TrainJob controls: a label is no proof (anyone can write one).
     jobs = {j.name: j for j in caches.jobs_of(key) if controlled_by(j.raw, uid)}
     plan = PassPlan()
-    if jobframework.is_queued_body(body):
+    if trainjob.queued:
         # Any pod of its Jobs still running: what Kueue waits for before it frees the quota.
         active = any(j.count("active") > 0 for j in jobs.values())
         observed = observe_queueing(

@@ -78,15 +78,14 @@ def sync_trainjob(ctx: Context, key: tuple[str, str]) -> float | None:
         if view is not None and not ctx.settings.manager_runs_trainjobs:
             _not_dispatched(ctx, view)
         return None
-    body = view.with_kind()  # the cache's own
     if view.deleting:
         return _finalize(ctx, caches, view)
-    if not jobframework.is_queued_body(body):
+    if not view.queued:
         _no_queue(ctx, view)
         return None
     plan = PassPlan(finalizer=None if c.DISPATCHER_FINALIZER in view.finalizers else "add")
     try:
-        tj = parse_trainjob(body, stored=True)
+        tj = parse_trainjob(view.with_kind(), stored=True)  # the cache's own
     except InvalidObject as exc:
         log.warning(
             "TrainJob not valid",
@@ -481,7 +480,7 @@ def _finalize(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | N
     finalizer goes. As with Kueue, a worker that is down never holds the deletion up."""
     if c.DISPATCHER_FINALIZER not in trainjob.finalizers:
         return None
-    ns, wl_name = trainjob.namespace, jobframework.expected_workload_name_of(trainjob.raw)
+    ns, wl_name = trainjob.namespace, jobframework.expected_workload_name_of(trainjob)
     held = [
         Held(
             name,
@@ -504,7 +503,7 @@ def _holders(caches: Caches, trainjob: TrainJobView) -> set[str]:
     """Clusters that may hold a copy of a manager TrainJob's objects: those its Workload was
     sent to (nominated) or runs on. Deletion waits for these only; a cluster that held a copy
     once and is gone from the Workload's status is swept by the garbage collector instead."""
-    wl_name = jobframework.expected_workload_name_of(trainjob.raw)
+    wl_name = jobframework.expected_workload_name_of(trainjob)
     wl = caches.workload(trainjob.namespace, wl_name)
     if wl is None:
         return set()

@@ -125,7 +125,7 @@ def running(ctx: Context, namespace: str, name: str) -> Running:
     tj = ctx.caches.trainjob(namespace, name)
     if tj is None:
         raise Refusal(404, f'trainjobs.{c.TRAINER_GROUP} "{name}" not found in {namespace}')
-    wl = ctx.caches.workload(namespace, jobframework.expected_workload_name_of(tj.raw))
+    wl = ctx.caches.workload(namespace, jobframework.expected_workload_name_of(tj))
     worker = tj.cluster_name or (wl.cluster_name if wl is not None else None)
     if not worker:
         why = "it is not dispatched to any worker" + (
@@ -171,7 +171,9 @@ def pods_of(
 def story(ctx: Context, namespace: str, name: str) -> TrainJobStory:
     at = running(ctx, namespace, name)
     meta = at.trainjob["metadata"]
-    workload = ctx.caches.workload(namespace, jobframework.expected_workload_name_of(at.trainjob))
+    workload = ctx.caches.workload(
+        namespace, jobframework.expected_workload_name_of(TrainJobView(at.trainjob))
+    )
     events: list[types.Event] = []
     for obj in (meta, workload.meta if workload is not None else None):
         if obj is None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from trainjob_api import constants as c
 from trainjob_api.views import (
     ConditionView,
     FailedCreateView,
@@ -38,6 +41,35 @@ def test_a_condition_reads_its_fields_and_absent_ones_as_empty() -> None:
     bare = ConditionView({"type": "Complete"})
     assert (bare.status, bare.true, bare.reason, bare.since) == ("", False, "", None)
     assert TrainJobView({}).condition("Failed") is None
+
+
+@pytest.mark.parametrize(
+    ("labels", "annotations", "queue", "prebuilt", "queued"),
+    [
+        ({}, {}, None, None, False),
+        ({c.KUEUE_QUEUE_NAME_LABEL: ""}, {}, None, None, False),  # an empty one names none
+        ({c.KUEUE_QUEUE_NAME_LABEL: "q"}, {}, "q", None, True),
+        ({c.KUEUE_PREBUILT_WORKLOAD_LABEL: "wl"}, {}, None, "wl", True),  # before Kueue 0.18
+        # Kueue 0.19's annotation first, the label for readers that know only the label
+        (
+            {c.KUEUE_PREBUILT_WORKLOAD_LABEL: "old"},
+            {c.KUEUE_PREBUILT_WORKLOAD_ANNOTATION: "wl"},
+            None,
+            "wl",
+            True,
+        ),
+        ({}, {c.KUEUE_PREBUILT_WORKLOAD_ANNOTATION: ""}, None, None, False),
+    ],
+)
+def test_a_trainjob_is_queued_by_its_queue_label_or_a_prebuilt_workload(
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    queue: str | None,
+    prebuilt: str | None,
+    queued: bool,
+) -> None:
+    tj = TrainJobView({"metadata": {"labels": labels, "annotations": annotations}})
+    assert (tj.queue_name, tj.prebuilt_workload, tj.queued) == (queue, prebuilt, queued)
 
 
 def test_a_jobs_end_is_its_true_complete_or_failed_condition() -> None:

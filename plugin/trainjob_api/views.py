@@ -221,6 +221,11 @@ class TrainJobView(ObjectView):
         )
 
     @property
+    def queued(self) -> bool:
+        """Queued by Kueue: a queue-name label, or a prebuilt Workload (a MultiKueue copy)."""
+        return bool(self.queue_name or self.prebuilt_workload)
+
+    @property
     def pods_status(self) -> list[PodSetPhases]:
         return [PodSetPhases(x) for x in self.status.get("podsStatus") or []]
 
