@@ -102,30 +102,27 @@ COPY_WORKLOAD_SPEC = ("active", "priority", "priorityClassRef")
 
 def seen(kind: Kind, obj: Dict) -> Dict:
     """What the cache keeps of a copy of `kind` (the informer's transform)."""
-    meta = obj["metadata"]
+    copy = ObjectView(obj)
+    meta = copy.meta
     seen: Dict = {
         "apiVersion": kind.api_version,
         "kind": kind.kind,
         "metadata": {k: meta[k] for k in COPY_METADATA if k in meta},
     }
     # The manager object's UID it was made for: a copy of a replaced one is an orphan.
-    made_for = (meta.get("annotations") or {}).get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION)
+    made_for = copy.annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION)
     if made_for:
         seen["metadata"]["annotations"] = {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: made_for}
-    status = obj.get("status") or {}
     if kind == c.TRAINJOB:
-        seen["status"] = status
+        seen["status"] = copy.status
         return seen
-    spec = obj.get("spec") or {}
     # `active`, and the priority the manager's may change (dispatch._priority_follows)
+    spec = copy.spec
     kept = {k: spec[k] for k in COPY_WORKLOAD_SPEC if k in spec}
     if kept:
         seen["spec"] = kept
-    seen["status"] = {
-        "conditions": [
-            cd for cd in status.get("conditions") or [] if cd.get("type") in WORKLOAD_CONDITIONS
-        ]
-    }
+    conditions = [cd for cd in copy.condition_views if cd.type in WORKLOAD_CONDITIONS]
+    seen["status"] = {"conditions": [cd.raw for cd in conditions]}
     return seen
 
 

@@ -40,6 +40,7 @@ def test_a_workload_copy_keeps_identity_active_and_admission_conditions() -> Non
         "resourceVersion": "7",
         "labels": {"kueue.x-k8s.io/multikueue-origin": "m"},
         "ownerReferences": [{"kind": "TrainJob", "name": "tj"}],
+        "annotations": {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: "m-uid", "other": "x"},
     }
     conditions = [_condition(t) for t in ("QuotaReserved", "Admitted", "PodsReady", "Finished")]
     copy = {
@@ -51,6 +52,8 @@ def test_a_workload_copy_keeps_identity_active_and_admission_conditions() -> Non
     assert seen["apiVersion"] == c.KUEUE_API and seen["kind"] == "Workload"
     assert "ownerReferences" not in seen["metadata"] and seen["metadata"]["uid"] == "u1"
     assert "labels" not in seen["metadata"]
+    # the manager object's UID it was made for, to tell an orphan by; no other annotation
+    assert seen["metadata"]["annotations"] == {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: "m-uid"}
     assert seen["spec"] == {"active": False, "priority": 5}
     kept = [cd["type"] for cd in seen["status"]["conditions"]]
     assert kept == ["QuotaReserved", "Admitted", "Finished"]
