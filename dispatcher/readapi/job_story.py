@@ -109,7 +109,7 @@ _read_rates = Rates(READS_PER_MINUTE_EACH / 60, READS_BURST_EACH)
 class Running:
     """Where a TrainJob of the manager runs: the worker, its connection, our copy there."""
 
-    trainjob: Dict
+    trainjob: TrainJobView
     worker: str | None
     remote: RemoteCluster | None
     copy: TrainJobView | None  # as the worker's watch last saw it
@@ -131,16 +131,16 @@ def running(ctx: Context, namespace: str, name: str) -> Running:
         why = "it is not dispatched to any worker" + (
             "" if tj.multikueue else " (it is not managed by MultiKueue)"
         )
-        return Running(tj.raw, None, None, None, why)
+        return Running(tj, None, None, None, why)
     remote = ctx.workers.get(worker)
     if remote is None:
-        return Running(tj.raw, worker, None, None, f"worker {worker} is not connected")
+        return Running(tj, worker, None, None, f"worker {worker} is not connected")
     # The watch keeps only copies with our origin label; ours of this TrainJob, not of one
     # deleted and made again under its name, carries its UID.
     copy = remote.trainjob(namespace, name)
     if copy is None or copy.annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION) != tj.uid:
         copy = None  # not made yet, or removed once it ended: nothing to read there
-    return Running(tj.raw, worker, remote, copy, None)
+    return Running(tj, worker, remote, copy, None)
 
 
 def _worker_error(worker: str, exc: Exception) -> Refusal:
@@ -170,22 +170,19 @@ def pods_of(
 
 def story(ctx: Context, namespace: str, name: str) -> TrainJobStory:
     at = running(ctx, namespace, name)
-    meta = at.trainjob["metadata"]
-    workload = ctx.caches.workload(
-        namespace, jobframework.expected_workload_name_of(TrainJobView(at.trainjob))
-    )
+    tj = at.trainjob
+    workload = ctx.caches.workload(namespace, jobframework.expected_workload_name_of(tj))
     events: list[types.Event] = []
-    for obj in (meta, workload.meta if workload is not None else None):
+    for obj in (tj, workload):
         if obj is None:
             continue
         found = ctx.manager.api.get_json(
             EVENT.path(namespace, None),
-            query={"fieldSelector": f"involvedObject.uid={obj.get('uid')}", "limit": MAX_EVENTS},
+            query={"fieldSelector": f"involvedObject.uid={obj.uid}", "limit": MAX_EVENTS},
             timeout=READ_SECONDS,
         )
         events += [
-            event_of(e, "manager")
-            for e in about((found or {}).get("items") or [], {obj.get("uid")})
+            event_of(e, "manager") for e in about((found or {}).get("items") or [], {obj.uid})
         ]
     pods: list[types.Pod] = []
     more_pods = False
@@ -213,17 +210,16 @@ def story(ctx: Context, namespace: str, name: str) -> TrainJobStory:
         except (ApiException, TransportError) as exc:
             problem = str(_worker_error(at.worker, exc))
     if not pods:  # its pods are gone: how they ended, as kept with their log tails
-        kept = log_tails.read(ctx.manager, str(meta.get("uid")))
+        kept = log_tails.read(ctx.manager, str(tj.uid))
         pods = [pod_of(p, str(p.get("worker")), kept=True) for p in (kept or ([], {}))[0]]
-    status_ = at.trainjob.get("status") or {}
     admitted_at = workload.admitted_at if workload is not None else None
     return TrainJobStory(
-        metadata=types.StoryMeta(name=name, namespace=namespace, uid=meta.get("uid")),
+        metadata=types.StoryMeta(name=name, namespace=namespace, uid=tj.uid),
         worker=at.worker,
         worker_problem=problem,
-        conditions=status_.get("conditions") or [],
+        conditions=tj.conditions,
         # where it ran before and why each run ended, then where it runs (placements.py)
-        placements=placements_io.story(ctx.manager, TrainJobView(at.trainjob), admitted_at),
+        placements=placements_io.story(ctx.manager, tj, admitted_at),
         # while it waits: the workers it is sent to, and how busy its queue is on each
         queues=[] if admitted_at or workload is None else waiting_in(ctx, workload),
         # our TrainJob on that worker: its status (conditions, jobsStatus) as last watched
@@ -316,7 +312,7 @@ def _prepare_log(ctx: Context, call: ApiRequest) -> tuple[Running, str, dict[str
     if pods:
         pod = pick_pod(pods, call.query)
         return at, pod["metadata"]["name"], log_query(pod, call.query)
-    kept = log_tails.read(ctx.manager, str(at.trainjob["metadata"].get("uid")))
+    kept = log_tails.read(ctx.manager, str(at.trainjob.uid))
     if kept is not None:
         kept_pods, tails = kept
         pod = pick_pod(kept_pods, call.query)

@@ -16,6 +16,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from dispatcher.readapi import job_story
 from kubecontrol.aggregated import ApiRequest, Caller
+from trainjob_api.views import TrainJobView
 
 
 class Worker:
@@ -38,7 +39,7 @@ class Worker:
 
 async def follow(worker: Worker) -> tuple[bytes, float]:
     async def handler(request: web.Request) -> web.StreamResponse:
-        at = job_story.Running({}, "w1", worker, None, None)  # type: ignore[arg-type]
+        at = job_story.Running(TrainJobView({}), "w1", worker, None, None)  # type: ignore[arg-type]
         call = ApiRequest("ns", "tj", "log", Caller("alice"), {"follow": "true"}, request)
         return await job_story._relay(at, "tj-node-0-0", call, {"follow": True})
 
