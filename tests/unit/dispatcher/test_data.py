@@ -111,9 +111,18 @@ def test_a_worker_without_the_claim_or_the_dataset_label_is_said_why() -> None:
 # ---- the whole pass ---------------------------------------------------------------------------
 
 
-def _fleet(workers: dict[str, list[Dict]], **settings: Any) -> World:
+def _fleet(
+    workers: dict[str, list[Dict]],
+    datasets: str | None = None,
+    runtime: Dict = RUNTIME,
+    **settings: Any,
+) -> World:
+    """A manager with `runtime` and the TrainJob (naming `datasets` in its annotation), and
+    `workers`."""
     submitted = TrainJobBuilder().queue("q").multikueue().obj()
-    world, _ctx = fleet([RUNTIME, submitted], workers, **settings)
+    if datasets is not None:
+        submitted["metadata"]["annotations"] = {data.DATASETS_ANNOTATION: datasets}
+    world, _ctx = fleet([runtime, submitted], workers, **settings)
     return world
 
 
@@ -181,10 +190,8 @@ def test_bound_takes_only_a_bound_claim_and_exists_a_pending_one_too() -> None:
 
 @pytest.mark.usefixtures("both_caches")
 def test_a_named_dataset_sends_the_job_only_to_clusters_labelled_with_it() -> None:
-    runtime = make_runtime()
-    submitted = TrainJobBuilder().queue("q").multikueue().obj()
-    submitted["metadata"]["annotations"] = {data.DATASETS_ANNOTATION: "imagenet"}
-    world, _ctx = fleet([runtime, submitted], {w: [runtime] for w in WORKERS})
+    plain = make_runtime()  # it reads no claim
+    world = _fleet({w: [plain] for w in WORKERS}, datasets="imagenet", runtime=plain)
     try:
         mkc = world.get("manager", c.MULTIKUEUE_CLUSTER, "worker2", namespace=None)
         assert mkc is not None
@@ -214,10 +221,8 @@ def test_data_placement_off_sends_copies_everywhere() -> None:
 @pytest.mark.usefixtures("both_caches")
 def test_a_datasets_annotation_that_cannot_be_read_sends_the_job_nowhere_and_says_why() -> None:
     # Refused at admission (webhooks.py); one set before the webhook served is named here.
-    runtime = make_runtime()
-    submitted = TrainJobBuilder().queue("q").multikueue().obj()
-    submitted["metadata"]["annotations"] = {data.DATASETS_ANNOTATION: "image net"}
-    world, _ctx = fleet([runtime, submitted], {w: [runtime] for w in WORKERS})
+    plain = make_runtime()  # it reads no claim
+    world = _fleet({w: [plain] for w in WORKERS}, datasets="image net", runtime=plain)
     try:
         world.settle(KEY)
         reserve(world, "manager")
