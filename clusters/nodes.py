@@ -189,7 +189,7 @@ def claim(state: Path) -> None:
     owner = _owner()
     # Its nodes by their run directories (the index only names network parts: unused here).
     left = [Node(p.name, 0, Path(owner) / p.name / "node") for p in RUN_DIR.iterdir() if p.is_dir()]
-    if owner and left and not any(_cgroup_pids(_pids_cgroup(node)) for node in left):
+    if owner and left and not any(_alive(node) for node in left):
         names = ", ".join(sorted(node.cluster for node in left))
         _say(
             f"the bed at {owner} left real nodes with no process alive ({names}): taking them down"
@@ -199,9 +199,9 @@ def claim(state: Path) -> None:
         host_network_down()  # the bridge, and the routes to the old nodes' pods through it
     elif owner and left and owner != str(state.resolve()):
         raise BedError(
-            f"the bed at {owner} has real nodes up on this machine (one bed with real nodes "
-            f"at a time: they share the host bridge {HOST_BRIDGE} and its addresses); take "
-            f"it down first: TJ_BED_STATE_DIR={owner} python -m clusters down"
+            f"the bed at {owner} has real nodes up (or coming up) on this machine (one bed "
+            f"with real nodes at a time: they share the host bridge {HOST_BRIDGE} and its "
+            f"addresses); take it down first: TJ_BED_STATE_DIR={owner} python -m clusters down"
         )
     OWNER_FILE.write_text(f"{state.resolve()}\n")
 
@@ -638,11 +638,30 @@ def node_down(node: Node) -> None:
         _say(f"{node.cluster}: node down ({killed} processes, {unmounted} mounts)")
 
 
+# A node's run directory is made just before its containerd starts: one younger than this
+# with no process yet may be a bed coming up, not one left behind.
+COMING_UP_SECONDS = 120.0
+
+
+def _alive(node: Node) -> bool:
+    """Whether a process runs in the node's cgroup tree, or it may be about to."""
+    with contextlib.suppress(OSError):
+        if time.time() - node.run_dir.stat().st_mtime < COMING_UP_SECONDS:
+            return True
+    return bool(_cgroup_pids(_pids_cgroup(node)))
+
+
 def _leftover_down(node: Node) -> None:
     """What a node whose processes are all gone left behind, when its bed's config (so its
-    index, veth and address) is not at hand: deleting its namespace takes its veth pair."""
+    index, veth and address) is not at hand: deleting its namespace takes its veth pair. Its
+    state's mounts are unmounted only where that directory still is what the bed made: a
+    symbolic link on its way (the directory is another bed's, since gone or made again)
+    could point the unmounting anywhere on the host."""
     kill_cgroup_tree(node)  # no process left: removes the cgroup tree
-    unmount_under(node.state, node.run_dir)
+    state = node.state if node.state.resolve() == node.state.absolute() else None
+    if state is None:
+        _say(f"{node.cluster}: {node.state} leads elsewhere by a symbolic link: left mounted")
+    unmount_under(*(r for r in (state, node.run_dir) if r is not None))
     run("ip", "netns", "del", node.netns, check=False)
     shutil.rmtree(node.run_dir, ignore_errors=True)
 

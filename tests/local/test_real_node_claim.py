@@ -4,7 +4,9 @@ recorder for the commands it would run."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +26,9 @@ def commands(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
 
     monkeypatch.setattr(nodes, "run", run)
     monkeypatch.setattr(nodes, "host_network_down", lambda: ran.append(("host network down",)))
+    monkeypatch.setattr(
+        nodes, "unmount_under", lambda *roots: ran.append(("umount under", *map(str, roots)))
+    )
     return ran
 
 
@@ -36,10 +41,12 @@ def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, commands: list) -> 
     return run
 
 
-def _node(run_dir: Path, cluster: str, *pids: int) -> None:
-    """A node's run directory, and its cgroup tree in the pids hierarchy holding `pids` (in a
-    pod's cgroup below its own, as kubelet places containers)."""
+def _node(run_dir: Path, cluster: str, *pids: int, age: float = 3600.0) -> None:
+    """A node's run directory made `age` seconds ago, and its cgroup tree in the pids
+    hierarchy holding `pids` (in a pod's cgroup below its own, as kubelet places containers)."""
     (run_dir / cluster).mkdir(parents=True)
+    made = time.time() - age
+    os.utime(run_dir / cluster, (made, made))
     tree = nodes.CGROUP_ROOT / "pids" / f"tjbed-{cluster}"
     (tree / "kubepods").mkdir(parents=True)
     (tree / "cgroup.procs").write_text("")
@@ -105,4 +112,34 @@ def test_a_beds_own_nodes_left_with_no_process_are_taken_down_before_it_comes_up
     _node(run_dir, "worker2")
     nodes.claim(bed)
     assert sorted(p.name for p in run_dir.iterdir()) == ["bed"]
-    assert commands == [("ip", "netns", "del", "tjbed-worker2"), ("host network down",)]
+    assert commands == [
+        ("umount under", str(bed / "worker2" / "node"), str(run_dir / "worker2")),
+        ("ip", "netns", "del", "tjbed-worker2"),
+        ("host network down",),
+    ]
+
+
+def test_a_node_of_another_bed_coming_up_is_not_taken_for_one_left_behind(
+    run_dir: Path, tmp_path: Path, commands: list[tuple[str, ...]]
+) -> None:
+    # Its run directory is made just before its containerd starts: no process yet.
+    coming = tmp_path / "coming" / ".bed-real"
+    nodes.claim(coming)
+    _node(run_dir, "manager", age=5)
+    with pytest.raises(BedError, match="has real nodes up"):
+        nodes.claim(tmp_path / "other")
+    assert commands == [] and (run_dir / "manager").is_dir()
+
+
+def test_a_left_bed_whose_state_leads_elsewhere_by_a_link_keeps_its_mounts(
+    run_dir: Path, tmp_path: Path, commands: list[tuple[str, ...]]
+) -> None:
+    # The old bed's directory, gone and made again by someone: its node state a link away.
+    old = tmp_path / "old" / ".bed-real"
+    nodes.claim(old)
+    (old / "manager").mkdir(parents=True)
+    (old / "manager" / "node").symlink_to(tmp_path / "elsewhere")
+    _node(run_dir, "manager")
+    nodes.claim(tmp_path / "new")
+    assert ("umount under", str(run_dir / "manager")) in commands
+    assert not any(str(old) in " ".join(cmd) for cmd in commands)
