@@ -58,6 +58,7 @@ def test_a_condition_reads_its_fields_and_absent_ones_as_empty() -> None:
             "wl",
             True,
         ),
+        ({}, {c.KUEUE_PREBUILT_WORKLOAD_ANNOTATION: "wl"}, None, "wl", True),  # Kueue 0.19
         ({}, {c.KUEUE_PREBUILT_WORKLOAD_ANNOTATION: ""}, None, None, False),
     ],
 )

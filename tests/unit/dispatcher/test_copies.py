@@ -45,7 +45,12 @@ def test_a_workload_copy_keeps_identity_active_and_admission_conditions() -> Non
     conditions = [_condition(t) for t in ("QuotaReserved", "Admitted", "PodsReady", "Finished")]
     copy = {
         "metadata": meta,
-        "spec": {"active": False, "priority": 5, "podSets": [{"name": "node", "count": 2}]},
+        "spec": {
+            "active": False,
+            "priority": 5,
+            "priorityClassRef": {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass"},
+            "podSets": [{"name": "node", "count": 2}],
+        },
         "status": {"conditions": conditions, "admission": {"clusterQueue": "cq"}},
     }
     seen = copy_seen(c.WORKLOAD, copy)
@@ -54,7 +59,12 @@ def test_a_workload_copy_keeps_identity_active_and_admission_conditions() -> Non
     assert "labels" not in seen["metadata"]
     # the manager object's UID it was made for, to tell an orphan by; no other annotation
     assert seen["metadata"]["annotations"] == {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: "m-uid"}
-    assert seen["spec"] == {"active": False, "priority": 5}
+    # `active`, and the priority the manager's may change (decide's _priority_follows)
+    assert seen["spec"] == {
+        "active": False,
+        "priority": 5,
+        "priorityClassRef": {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass"},
+    }
     kept = [cd["type"] for cd in seen["status"]["conditions"]]
     assert kept == ["QuotaReserved", "Admitted", "Finished"]
     assert "admission" not in seen["status"]

@@ -296,9 +296,11 @@ def test_a_traceback_another_handler_cached_is_written_again_as_ours() -> None:
         raise ValueError("a\nINFO forged")
     except ValueError:
         record = logging.LogRecord("x", logging.ERROR, "", 0, "failed", None, sys.exc_info())
-    logging.Formatter("%(message)s").format(record)  # caches the plain text
+    plain = logging.Formatter("%(message)s").format(record)  # caches the plain text
     lines = KeyValueFormatter("%(message)s").format(record).split("\n")
     assert "INFO forged" not in lines and all(line.startswith("  ") for line in lines[1:])
+    # and ours stays ours: a handler after it writes its own text, not our indented one
+    assert logging.Formatter("%(message)s").format(record) == plain
 
 
 @pytest.mark.parametrize("message", ["served\u2028INFO forged", "line\nINFO forged", "a\x1b[2K"])
