@@ -29,6 +29,9 @@ def commands(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
     monkeypatch.setattr(
         nodes, "unmount_under", lambda *roots: ran.append(("umount under", *map(str, roots)))
     )
+    monkeypatch.setattr(
+        nodes, "kill_cgroup_tree", lambda node: ran.append(("kill", node.cgroup)) and 0
+    )
     return ran
 
 
@@ -99,8 +102,11 @@ def test_nodes_another_bed_left_with_no_process_are_taken_down_and_the_host_take
     nodes.claim(new)
     assert (run_dir / "bed").read_text().strip() == str(new.resolve())
     assert sorted(p.name for p in run_dir.iterdir()) == ["bed"]
-    assert ("ip", "netns", "del", "tjbed-manager") in commands
-    assert ("ip", "netns", "del", "tjbed-worker1") in commands
+    for cluster in ("manager", "worker1"):
+        # the killed bed's mounts, not the new one's
+        left = ("umount under", str(killed.resolve() / cluster / "node"), str(run_dir / cluster))
+        assert commands.index(("kill", f"tjbed-{cluster}")) < commands.index(left)
+        assert ("ip", "netns", "del", f"tjbed-{cluster}") in commands
     assert commands[-1] == ("host network down",)  # after the nodes: the bridge last
 
 
@@ -113,6 +119,7 @@ def test_a_beds_own_nodes_left_with_no_process_are_taken_down_before_it_comes_up
     nodes.claim(bed)
     assert sorted(p.name for p in run_dir.iterdir()) == ["bed"]
     assert commands == [
+        ("kill", "tjbed-worker2"),
         ("umount under", str(bed / "worker2" / "node"), str(run_dir / "worker2")),
         ("ip", "netns", "del", "tjbed-worker2"),
         ("host network down",),
@@ -143,3 +150,14 @@ def test_a_left_bed_whose_state_leads_elsewhere_by_a_link_keeps_its_mounts(
     nodes.claim(tmp_path / "new")
     assert ("umount under", str(run_dir / "manager")) in commands
     assert not any(str(old) in " ".join(cmd) for cmd in commands)
+
+
+def test_node_directories_no_bed_claims_are_left_alone(
+    run_dir: Path, tmp_path: Path, commands: list[tuple[str, ...]]
+) -> None:
+    # No claim names whose they are, so no state directory to unmount under: not ours to end.
+    nodes.claim(tmp_path / "was")
+    assert nodes.release(tmp_path / "was")
+    _node(run_dir, "worker1")
+    nodes.claim(tmp_path / "new")
+    assert commands == [] and (run_dir / "worker1").is_dir()
