@@ -14,7 +14,8 @@ from tests.unit.trainjob.runtime.mlpolicies import trainjob
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.naming import pod_dns_name
 from trainjob.runtime.framework import build_runtime_info
-from trainjob.runtime.info import RuntimeInfo
+from trainjob.runtime.info import RuntimeInfo, RuntimeSpecError
+from trainjob.runtime.mlpolicies import mpi as mpi_policy
 from trainjob.runtime.mlpolicies.mpi import hostfile_size, mpi_slots
 
 Dict = dict[str, Any]
@@ -146,3 +147,61 @@ def test_a_launcher_run_as_a_node_is_a_host_in_the_runtimes_order(
     assert info.policy.extra_objects[0]["data"]["hostfile"] == "".join(
         f"{h} slots=4\n" for h in hosts
     )
+
+
+def _pod_spec(runtime: Dict, replicated_job: str) -> Dict:
+    jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    job = next(j for j in jobs if j["name"] == replicated_job)
+    return job["template"]["spec"]["template"]["spec"]  # type: ignore[no-any-return]
+
+
+def test_slots_come_from_the_node_pods_gpus_not_the_launchers() -> None:
+    runtime = mpi_runtime(numProcPerNode=1)
+    _pod_spec(runtime, "node")["containers"][0]["resources"] = GPU
+    info = _built(runtime, 2)
+    assert info.policy.extra_objects[0]["data"]["hostfile"] == (
+        "tj-node-0-0.tj slots=2\ntj-node-0-1.tj slots=2\n"
+    )
+
+
+def test_one_launcher_runs_whatever_its_template_says() -> None:
+    runtime = mpi_runtime()
+    launcher = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
+    launcher["template"]["spec"]["parallelism"] = 2
+    assert _built(runtime, 2).pod_set("launcher").count == 1
+
+
+@pytest.mark.parametrize("keep", ["launcher", "node"])
+def test_a_runtime_without_a_launcher_or_nodes_is_refused(keep: str) -> None:
+    runtime = mpi_runtime()
+    jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    jobs[:] = [j for j in jobs if j["name"] == keep]
+    with pytest.raises(RuntimeSpecError, match="needs replicatedJobs named 'launcher' and 'node'"):
+        _built(runtime, 2)
+
+
+def test_the_runtimes_own_ssh_volume_and_mount_of_that_name_are_replaced() -> None:
+    runtime = mpi_runtime()
+    for name in ("launcher", "node"):
+        pod = _pod_spec(runtime, name)
+        pod["volumes"] = [{"name": "mpi-ssh-auth", "emptyDir": {}}]
+        pod["containers"][0]["volumeMounts"] = [{"name": "mpi-ssh-auth", "mountPath": "/x"}]
+    info = _built(runtime, 2)
+    for name in ("launcher", "node"):
+        pod_set = info.pod_set(name)
+        assert pod_set.pod_template["spec"]["volumes"][0] == SSH_VOLUME
+        node = pod_set.container("node")
+        assert node is not None and node["volumeMounts"][0] == SSH_MOUNT
+
+
+@pytest.mark.parametrize("as_node", [False, True])
+def test_the_hostfile_checked_is_the_hostfile_written(
+    as_node: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checked: list[tuple[int, int]] = []
+    monkeypatch.setattr(
+        mpi_policy, "check_hostfile", lambda size, hosts: checked.append((size, hosts))
+    )
+    info = _built(mpi_runtime(runLauncherAsNode=as_node), 4)
+    hostfile = info.policy.extra_objects[0]["data"]["hostfile"]
+    assert checked == [(len(hostfile.encode()), hostfile.count("\n"))]
