@@ -565,3 +565,56 @@ def test_torchtunes_tune_run_command_is_refused_not_run_without_its_rewriting() 
 def pod_spec(job: Dict) -> Dict:
     spec: Dict = job["spec"]["template"]["spec"]
     return spec
+
+
+@pytest.mark.parametrize("as_node", [True, False])
+def test_a_launcher_run_as_a_node_gives_the_nodes_the_trainers_env_and_resources_only(
+    as_node: bool,
+) -> None:
+    # Trainer's DeepSpeed shape: the launcher is the trainer step, `node` carries no step.
+    runtime = make_runtime(
+        "deepspeed",
+        ml_policy={"numNodes": 3, "mpi": {"numProcPerNode": 1, "runLauncherAsNode": as_node}},
+        replicated_jobs=[
+            replicated_job("launcher", "trainer", [container(image="ds:1")]),
+            replicated_job("node", None, [container(image="ds:1")]),
+        ],
+    )
+    trainer = {
+        "image": "mine:2",
+        "env": [{"name": "A", "value": "1"}],
+        "resourcesPerNode": {"limits": {"cpu": "2"}},
+    }
+    info = info_for(make_trainjob(runtimeRef={"name": "deepspeed"}, trainer=trainer), runtime)
+    launcher, node = (
+        info.pod_set("launcher").container("node"),
+        info.pod_set("node").container("node"),
+    )
+    assert launcher is not None and node is not None
+    assert launcher["image"] == "mine:2" and {"name": "A", "value": "1"} in launcher["env"]
+    assert node["image"] == "ds:1"  # its own image whatever spec.trainer says
+    if as_node:
+        assert {"name": "A", "value": "1"} in node["env"]
+        assert node["resources"] == {"limits": {"cpu": "2"}}
+    else:
+        assert "env" not in node and "resources" not in node
+
+
+def test_a_success_policy_naming_a_replicated_job_the_runtime_lacks_is_refused() -> None:
+    runtime = make_runtime()
+    runtime["spec"]["template"]["spec"]["successPolicy"] = {
+        "operator": "All",
+        "targetReplicatedJobs": ["nope"],
+    }
+    with pytest.raises(RuntimeSpecError, match="targets replicatedJob 'nope'"):
+        info_for(make_trainjob(), runtime)
+
+
+def test_a_replicated_job_with_a_null_pod_spec_is_read_as_an_empty_one() -> None:
+    # Absent and null are one to the API: no container named node, which the ML policy needs.
+    runtime = make_runtime()
+    runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"] = {
+        "spec": None
+    }
+    with pytest.raises(RuntimeSpecError, match="has no container named 'node'"):
+        info_for(make_trainjob(), runtime)
