@@ -685,3 +685,15 @@ def test_a_guarded_write_the_api_refuses_for_another_reason_fails_the_pass() -> 
         assert check_state(world) == "Pending"
     finally:
         world.close()
+
+
+@pytest.mark.usefixtures("both_caches")
+def test_a_worker_missing_the_jobs_cluster_runtime_gets_no_copy() -> None:
+    # A ClusterTrainingRuntime does not follow its job (only a namespace's own one does).
+    world, _ctx = fleet([RUNTIME, SUBMITTED.obj()], {"worker1": [], "worker2": [RUNTIME]})
+    try:
+        dispatched(world)
+        assert copies(world, "worker1") == ([], [])
+        assert copies(world, "worker2")[1] != []
+    finally:
+        world.close()
