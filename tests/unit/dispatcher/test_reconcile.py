@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from clusters.helpers.builders import TrainJobBuilder, make_runtime
+from clusters.helpers.builders import TrainJobBuilder, container, make_runtime, replicated_job
 from dispatcher.decisions import checkpoints, placements
 from dispatcher.decisions.selection import CLUSTER_NAMES_ANNOTATION
 from dispatcher.workers import log_tails
@@ -695,5 +695,29 @@ def test_a_worker_missing_the_jobs_cluster_runtime_gets_no_copy() -> None:
         dispatched(world)
         assert copies(world, "worker1") == ([], [])
         assert copies(world, "worker2")[1] != []
+    finally:
+        world.close()
+
+
+@pytest.mark.usefixtures("both_caches")
+def test_a_configured_worker_with_no_connection_the_job_does_not_choose_is_not_waited_for() -> None:
+    # Too big for its one chosen worker: given up, whatever a worker it did not choose might
+    # hold once connected (worker3: in the config, no MultiKueueCluster, never connected).
+    big = make_runtime(
+        replicated_jobs=[
+            replicated_job("node", "trainer", [container(resources={"requests": {"cpu": "64"}})])
+        ]
+    )
+    submitted = SUBMITTED.obj()
+    submitted["metadata"]["annotations"] = {CLUSTER_NAMES_ANNOTATION: "worker1"}
+    world, _ctx = fleet([big, submitted], {w: [big] for w in WORKERS})
+    try:
+        config = world.get("manager", c.MULTIKUEUE_CONFIG, "multikueue", namespace=None)
+        assert config is not None
+        config["spec"]["clusters"] = [*WORKERS, "worker3"]
+        world.apis["manager"].put(config)
+        dispatched(world)
+        failed = condition(trainjob(world), "Failed")
+        assert failed is not None and failed[1] == "NoClusterFits"
     finally:
         world.close()
