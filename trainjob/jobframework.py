@@ -75,11 +75,12 @@ class QueuePlan:
 
 
 def expected_workload_name(tj: TrainJob) -> str:
-    return tj.prebuilt_workload or wlmod.workload_name(tj.name, tj.metadata.uid or "")
+    return expected_workload_name_of(tj.meta_view)
 
 
 def expected_workload_name_of(tj: TrainJobView) -> str:
-    """`expected_workload_name` from a TrainJob's view, without parsing it."""
+    """The name of a TrainJob's Workload: the prebuilt one it names (a MultiKueue copy), else
+    Kueue's deterministic one."""
     return tj.prebuilt_workload or wlmod.workload_name(tj.name, tj.uid or "")
 
 

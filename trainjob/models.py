@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from kubebase.objects import Dict
 from trainjob.lru import LRU
 from trainjob_api import constants as c
+from trainjob_api.views import TrainJobView
 
 
 class _Model(BaseModel):
@@ -95,21 +96,27 @@ class TrainJob(_Model):
         return list(self.status.get("conditions") or [])
 
     @property
+    def meta_view(self) -> TrainJobView:
+        """Its metadata as the views read it: one rule for its queue, its prebuilt Workload and
+        whether Kueue queues it, whichever form the TrainJob is in."""
+        m = self.metadata
+        meta = {"name": m.name, "uid": m.uid, "labels": m.labels, "annotations": m.annotations}
+        return TrainJobView({"metadata": meta})
+
+    @property
     def queue_name(self) -> str | None:
         """The LocalQueue its Kueue queue-name label names, if any."""
-        return queue_label(self.metadata.labels)
+        return self.meta_view.queue_name
 
     @property
     def prebuilt_workload(self) -> str | None:
         """The Workload made for it by someone else (a MultiKueue copy's), as Kueue names it."""
-        return prebuilt_workload_of(
-            {"labels": self.metadata.labels, "annotations": self.metadata.annotations}
-        )
+        return self.meta_view.prebuilt_workload
 
     @property
     def queued(self) -> bool:
         """Kueue's: a queue-name label, or a prebuilt Workload (a MultiKueue copy)."""
-        return bool(self.queue_name or self.prebuilt_workload)
+        return self.meta_view.queued
 
 
 class EnvInjectionTarget(_Model):
@@ -233,22 +240,6 @@ def _explain(kind: str, exc: ValidationError) -> str:
         loc = ".".join(str(p) for p in err["loc"])
         parts.append(f"{loc}: {err['msg']}")
     return f"invalid {kind}: " + "; ".join(parts)
-
-
-def queue_label(labels: dict[str, str] | None) -> str | None:
-    """The queue a TrainJob's labels name (Kueue's queue-name label), for raw bodies too."""
-    return (labels or {}).get(c.KUEUE_QUEUE_NAME_LABEL) or None
-
-
-def prebuilt_workload_of(meta: Dict | None) -> str | None:
-    """The prebuilt Workload a TrainJob's metadata names, for raw bodies too: Kueue 0.19's
-    annotation (its WorkloadIdentifierAnnotations gate, on by default), else its label."""
-    meta = meta or {}
-    return (
-        (meta.get("annotations") or {}).get(c.KUEUE_PREBUILT_WORKLOAD_ANNOTATION)
-        or (meta.get("labels") or {}).get(c.KUEUE_PREBUILT_WORKLOAD_LABEL)
-        or None
-    )
 
 
 def parse_trainjob(body: Dict, *, stored: bool = False) -> TrainJob:

@@ -21,10 +21,9 @@ from trainjob.crd import (
     missing_status_fields,
     trainer_controller_problem,
 )
-from trainjob.models import prebuilt_workload_of
+from trainjob.jobframework import expected_workload_name_of
 from trainjob.naming import owner_name, owning_trainjob
 from trainjob.ownership import controlled_by_a_trainjob
-from trainjob.workload import workload_name
 from trainjob_api import constants as c
 from trainjob_api.views import JobView, TrainJobView
 from worker_controller import digests
@@ -137,9 +136,8 @@ def _controller(obj: Dict) -> tuple[str, str]:
 def _workload_key(trainjob: Dict) -> tuple[str, str]:
     """(namespace, the name of its Workload): the deterministic one, or the prebuilt one a
     MultiKueue copy names."""
-    meta = trainjob["metadata"]
-    prebuilt = prebuilt_workload_of(meta)
-    return meta["namespace"], prebuilt or workload_name(meta["name"], meta.get("uid", ""))
+    view = TrainJobView(trainjob)
+    return view.namespace, expected_workload_name_of(view)
 
 
 def _failed_create(ctx: Context, event: Dict) -> None:

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 
 from kubebase.events import Event
 from kubebase.objects import Dict
-from trainjob.models import queue_label
 from trainjob.runtime import RuntimeProblem
 from trainjob_api import conditions as cond
 from trainjob_api import constants as c
@@ -60,7 +59,7 @@ def undispatched_message(trainjob: TrainJobView, controller_name: str) -> str:
     `controller_name` is the AdmissionCheck controllerName we serve."""
     managed = trainjob.managed_by
     what = f"spec.managedBy is {managed!r}" if managed else "spec.managedBy is unset"
-    queue = queue_label(trainjob.labels)
+    queue = trainjob.queue_name
     why = (
         f"its queue {queue!r} (label {c.KUEUE_QUEUE_NAME_LABEL}) has no admission check with "
         f"controllerName {controller_name}"
