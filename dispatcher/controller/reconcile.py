@@ -47,7 +47,7 @@ from trainjob.caches import Caches, Index
 from trainjob.jobframework_io import observe_queueing
 from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.naming import owner_name
-from trainjob.ownership import is_dependency_copy
+from trainjob.ownership import controller_uid, is_dependency_copy
 from trainjob.runtime import RuntimeProblem
 from trainjob.status_writes import held_key
 from trainjob_api import constants as c
@@ -481,13 +481,19 @@ def _finalize(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | N
     if c.DISPATCHER_FINALIZER not in trainjob.finalizers:
         return None
     ns, wl_name = trainjob.namespace, jobframework.expected_workload_name_of(trainjob)
+    named = [("TrainJob", trainjob.name), ("Workload", wl_name)]
+    wl = caches.workload(ns, wl_name)
+    if wl is not None and controller_uid(wl.raw) not in (None, trainjob.uid):
+        # The Workload its prebuilt annotation names is another's (anyone who may edit the
+        # TrainJob can write that name): its copies are not this deletion's to take.
+        named = named[:1]
     held = [
         Held(
             name,
             remote.connected,
             tuple(
                 copy
-                for kind, copy_name in (("TrainJob", trainjob.name), ("Workload", wl_name))
+                for kind, copy_name in named
                 if (copy := remote.get(kind, ns, copy_name)) is not None
             ),
         )

@@ -721,3 +721,26 @@ def test_a_configured_worker_with_no_connection_the_job_does_not_choose_is_not_w
         assert failed is not None and failed[1] == "NoClusterFits"
     finally:
         world.close()
+
+
+@pytest.mark.usefixtures("both_caches")
+def test_a_trainjob_naming_anothers_workload_as_prebuilt_takes_none_of_its_copies_when_deleted(
+    world: World,
+) -> None:
+    # A tenant's TrainJob names its neighbour's Workload in the prebuilt annotation, which
+    # anyone who may edit TrainJobs can write; deleting it must not delete the neighbour's
+    # Workload copies on the workers.
+    dispatched(world)
+    neighbours = workload(world)
+    assert neighbours is not None and copies(world, "worker1")[1] != []
+    held = {w: copies(world, w) for w in WORKERS}
+    other = TrainJobBuilder("other").multikueue().obj()
+    other["metadata"]["annotations"] = {
+        c.KUEUE_PREBUILT_WORKLOAD_ANNOTATION: neighbours["metadata"]["name"]
+    }
+    world.apis["manager"].put(other)
+    world.settle(("ns", "other"))
+    world.apis["manager"].request("DELETE", c.TRAINJOB.path("ns", "other"))
+    world.settle(("ns", "other"))
+    assert world.get("manager", c.TRAINJOB, "other") is None
+    assert {w: copies(world, w) for w in WORKERS} == held
