@@ -289,12 +289,6 @@ class RuntimeView(ObjectView):
     __slots__ = ()
 
     @property
-    def kind(self) -> str:
-        """Its kind, as the informer stamps it (TrainingRuntime when a built one has none, as
-        trainjob/models.py reads it)."""
-        return self._text("kind") or c.TRAINING_RUNTIME_KIND
-
-    @property
     def template_spec(self) -> Dict:
         """spec.template.spec: the JobSet-shaped template its jobs are made from."""
         template = self.spec.get("template") or {}
@@ -315,10 +309,6 @@ class RuntimeView(ObjectView):
             for template in (policy or {}).get("templates") or []
             if (name := ((template or {}).get("metadata") or {}).get("name"))
         ]
-
-    def with_kind(self) -> Dict:
-        """The JSON with its kind (a built one may have none)."""
-        return self.raw if self.raw.get("kind") else {**self.raw, "kind": self.kind}
 
 
 class JobView(ObjectView):
