@@ -100,8 +100,10 @@ class KeyValueFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         # The traceback this formatter writes, never one another handler cached on the record
-        # (logging keeps the first handler's text in record.exc_text).
-        cached, record.exc_text = record.exc_text, None
+        # (logging keeps the first handler's text in record.exc_text); a cached text with no
+        # exception left to format again is written as ours would be.
+        cached = record.exc_text
+        record.exc_text = None if record.exc_info or not cached else _continuation(cached)
         try:
             return super().format(record)
         finally:

@@ -303,6 +303,17 @@ def test_a_traceback_another_handler_cached_is_written_again_as_ours() -> None:
     assert logging.Formatter("%(message)s").format(record) == plain
 
 
+def test_a_traceback_text_with_no_exception_left_is_written_indented_and_escaped() -> None:
+    """A record made from another's (logging.makeLogRecord) may carry a traceback's text and
+    no exception to format again: it is still written, as continuation lines."""
+    record = logging.makeLogRecord(
+        {"msg": "failed", "levelno": logging.ERROR, "exc_text": "Traceback\nINFO forged\u2028x"}
+    )
+    lines = KeyValueFormatter("%(message)s").format(record).split("\n")
+    assert lines == ["failed", "  Traceback", "  INFO forged\\u2028x"]
+    assert record.exc_text == "Traceback\nINFO forged\u2028x"  # the record's own, kept
+
+
 @pytest.mark.parametrize("message", ["served\u2028INFO forged", "line\nINFO forged", "a\x1b[2K"])
 def test_a_librarys_message_cannot_forge_a_line(message: str) -> None:
     """A library's message may hold what a client sent (aiohttp's access log writes a
