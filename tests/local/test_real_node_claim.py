@@ -138,14 +138,17 @@ def test_a_node_of_another_bed_coming_up_is_not_taken_for_one_left_behind(
     assert commands == [] and (run_dir / "manager").is_dir()
 
 
+@pytest.mark.parametrize("link", ["manager/node", "manager"])
 def test_a_left_bed_whose_state_leads_elsewhere_by_a_link_keeps_its_mounts(
-    run_dir: Path, tmp_path: Path, commands: list[tuple[str, ...]]
+    run_dir: Path, tmp_path: Path, commands: list[tuple[str, ...]], link: str
 ) -> None:
-    # The old bed's directory, gone and made again by someone: its node state a link away.
+    # The old bed's directory, gone and made again by someone: its node state a link away,
+    # wherever on its path the link sits.
     old = tmp_path / "old" / ".bed-real"
     nodes.claim(old)
-    (old / "manager").mkdir(parents=True)
-    (old / "manager" / "node").symlink_to(tmp_path / "elsewhere")
+    (old / link).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "elsewhere" / "node").mkdir(parents=True)
+    (old / link).symlink_to(tmp_path / "elsewhere" / ("node" if link.endswith("node") else ""))
     _node(run_dir, "manager")
     nodes.claim(tmp_path / "new")
     assert ("umount under", str(run_dir / "manager")) in commands

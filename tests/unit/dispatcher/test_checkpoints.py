@@ -268,3 +268,12 @@ def test_a_job_that_does_not_keep_checkpoints_is_sent_as_it_is() -> None:
         assert "env" not in (copy["spec"].get("trainer") or {}), copy["spec"]
     finally:
         world.close()
+
+
+def test_a_job_that_names_no_place_keeps_its_checkpoints_under_its_runtimes_root() -> None:
+    runtime = make_runtime()
+    runtime["metadata"]["annotations"] = {checkpoints.ANNOTATION: "s3://bucket/team"}
+    job = TrainJobBuilder("tj").obj()
+    place = checkpoints.place_for(TrainJobView(job), RuntimeView(runtime))
+    assert place == "s3://bucket/team/ns/tj"
+    assert checkpoints.place_for(TrainJobView(job), None) is None
