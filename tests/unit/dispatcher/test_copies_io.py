@@ -48,16 +48,20 @@ class Worker:
 
 @dataclass
 class Manager:
-    """The manager's caches: the TrainJobs there by name, as their uid (and no Workload)."""
+    """The manager's caches: the TrainJobs and the Workloads there by name, as their uid."""
 
     uids: dict[str, str]
+    workload_uids: dict[str, str] = field(default_factory=dict)
 
     def trainjob(self, namespace: str, name: str) -> ObjectView | None:
-        uid = self.uids.get(name)
-        return None if uid is None else ObjectView({"metadata": {"name": name, "uid": uid}})
+        return _named(name, self.uids.get(name))
 
-    def workload(self, namespace: str, name: str) -> None:
-        return None
+    def workload(self, namespace: str, name: str) -> ObjectView | None:
+        return _named(name, self.workload_uids.get(name))
+
+
+def _named(name: str, uid: str | None) -> ObjectView | None:
+    return None if uid is None else ObjectView({"metadata": {"name": name, "uid": uid}})
 
 
 def worker(
@@ -75,8 +79,10 @@ def worker(
     return Worker(kube.Cluster("w", api, "test"), cached)  # type: ignore[arg-type]
 
 
-def sweep(worker: Worker, on_manager: dict[str, str]) -> None:
-    collect_garbage({"w": worker}, Manager(on_manager))  # type: ignore[arg-type]
+def sweep(
+    worker: Worker, on_manager: dict[str, str], workloads: dict[str, str] | None = None
+) -> None:
+    collect_garbage({"w": worker}, Manager(on_manager, workloads or {}))  # type: ignore[arg-type]
 
 
 def test_a_copy_whose_manager_object_is_gone_is_deleted() -> None:
@@ -110,6 +116,17 @@ def test_a_copy_of_a_manager_object_still_there_is_kept() -> None:
     sweep(worker(api, "tj", "replaced"), on_manager={"tj": "m1", "replaced": "m-new"})
     assert api.object(TRAINJOB, "tj", "ns") is not None
     assert api.object(TRAINJOB, "replaced", "ns") is None  # made for the TrainJob replaced
+
+
+def test_a_workload_copy_is_judged_by_the_manager_workload_it_was_made_for() -> None:
+    api = MemoryApi("w", [copy("wl", "w1", WORKLOAD), copy("wl-old", "w-old", WORKLOAD)])
+    sweep(
+        worker(api, "wl", "wl-old", kind=WORKLOAD),
+        on_manager={},  # no TrainJob of either name: a Workload is not looked for among them
+        workloads={"wl": "w1", "wl-old": "w-new"},
+    )
+    assert api.object(WORKLOAD, "wl", "ns") is not None
+    assert api.object(WORKLOAD, "wl-old", "ns") is None  # made for the Workload replaced
 
 
 def test_a_worker_not_connected_is_not_swept() -> None:
