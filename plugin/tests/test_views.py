@@ -10,6 +10,7 @@ from trainjob_api.views import (
     FailedCreateView,
     JobView,
     PodView,
+    RuntimeView,
     TrainJobView,
     WorkloadView,
 )
@@ -119,3 +120,19 @@ def test_a_pod_digest_and_a_failed_create_digest_read_back() -> None:
     assert PodView({"status": {}}).problem is None
     event = FailedCreateView({"job": {"name": "j", "uid": "u"}, "message": "no", "last": "t"})
     assert (event.job_name, event.job_uid, event.message, event.last) == ("j", "u", "no", "t")
+
+
+def test_a_runtime_reads_its_template_gang_and_claim_templates_and_skips_nameless_ones() -> None:
+    template_spec = {
+        "volumeClaimPolicies": [
+            {"templates": [{"metadata": {"name": "data"}}, {"metadata": {"name": "ckpt"}}]},
+            {"templates": [{"metadata": {}}, None]},  # a template without a name makes nothing
+            None,
+        ]
+    }
+    rt = RuntimeView({"spec": {"template": {"spec": template_spec}, "podGroupPolicy": {}}})
+    assert rt.template_spec is template_spec
+    assert rt.claim_templates == ["data", "ckpt"]
+    assert not rt.gang  # an empty podGroupPolicy names no scheduler
+    gang = RuntimeView({"spec": {"podGroupPolicy": {"coscheduling": {}}}})
+    assert gang.gang and gang.claim_templates == [] and gang.template_spec == {}
