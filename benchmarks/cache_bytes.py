@@ -2,7 +2,8 @@
 
 Each controller's informers decode what the API server sends (orjson) and keep what their
 transform returns: the whole object but `managedFields` (`slim`), a copy's few fields
-(`copies.seen`), a pod's or an Event's digest. Here each kind is made as this repository's
+(`copies.seen`), a worker's Job or Workload without its pods' image, command and environment,
+a pod's or an Event's digest. Here each kind is made as this repository's
 examples make it on a fleet (the torch runtime of examples/runtimes/torch-ddp-cpu.yaml, a
 TrainJob of `--nodes` nodes as the Kubeflow SDK creates it, the Workload the product builds
 for it, a Job and a pod of it running), its JSON decoded `--count` times through the transform
@@ -36,11 +37,12 @@ from dispatcher.decisions.copies import seen
 from kubebase.objects import Dict
 from kubecontrol.informer import slim
 from trainjob.models import parse_runtime, parse_trainjob
+from trainjob.naming import owner_of
 from trainjob.runtime import build_runtime_info
 from trainjob.workload import build_workload
 from trainjob_api import constants as c
 from worker_controller.builders import build_job
-from worker_controller.digests import pod_digest
+from worker_controller.digests import job_digest, pod_digest, workload_digest
 
 UID = "6c1d8f0e-5b7a-4f3e-9a51-0d2c3b4a5e6f"
 STAMP = "2026-12-04T10:00:00Z"
@@ -99,8 +101,7 @@ def objects(nodes: int, kubectl: bool) -> dict[str, Dict]:
         "admissionChecks": [{"name": "mk", "state": "Ready", "message": "The workload got "
                              "reservation on \"worker1\"", "lastTransitionTime": STAMP}],
     }  # fmt: skip
-    owner = {"apiVersion": c.TRAINER_API, "kind": "TrainJob", "metadata": trainjob["metadata"]}
-    job = _stored(build_job(info, info.pod_sets[0], 0, owner, suspend=False), 103)
+    job = _stored(build_job(info, info.pod_sets[0], 0, owner_of(trainjob), suspend=False), 103)
     job["status"] = {"active": nodes, "ready": nodes, "startTime": STAMP,
                      "uncountedTerminatedPods": {}}  # fmt: skip
     pod = _stored(
@@ -135,8 +136,8 @@ CACHES: list[tuple[str, str, Callable[[Dict], Dict]]] = [
     ("dispatcher (each worker's copy)", "TrainJob", functools.partial(seen, c.TRAINJOB)),
     ("dispatcher (each worker's copy)", "Workload", functools.partial(seen, c.WORKLOAD)),
     ("worker controller", "TrainJob", slim),
-    ("worker controller", "Workload", slim),
-    ("worker controller", "Job", slim),
+    ("worker controller", "Workload", lambda obj: workload_digest(slim(obj))),
+    ("worker controller", "Job", lambda obj: job_digest(slim(obj))),
     ("worker controller", "Pod", pod_digest),
 ]
 

@@ -210,6 +210,27 @@ def resources_key(spec: Dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+# What of a pod spec, and of each of its containers, says what the pod asks of a queue and of
+# its node: every field `resources_key` and `pod_requests` read.
+POD_ASK_FIELDS = ("resources", "overhead", "runtimeClassName", "resourceClaims")
+CONTAINER_ASK_FIELDS = ("name", "resources", "restartPolicy")
+
+
+def pod_asks(spec: Dict) -> Dict:
+    """The part of a pod spec that says what its pod asks for (POD_ASK_FIELDS, and
+    CONTAINER_ASK_FIELDS of each container and init container): `resources_key` and
+    `pod_requests` read the same of it as of the whole spec. What a cache keeps of a pod
+    template whose image, command and environment nothing reads."""
+    kept = {f: spec[f] for f in POD_ASK_FIELDS if f in spec}
+    for kind in ("initContainers", "containers"):
+        if kind in spec:
+            kept[kind] = [
+                {f: container[f] for f in CONTAINER_ASK_FIELDS if f in container}
+                for container in _dicts(spec[kind])
+            ]
+    return kept
+
+
 def _resources(given: object) -> list[object]:
     """A ResourceRequirements by value: requests (limits filling those not given), limits,
     claims."""

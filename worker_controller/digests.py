@@ -1,13 +1,16 @@
-"""What the worker controller's caches keep of its pods and of the Job controller's
-FailedCreate Events (the informers' transforms, worker_controller/watches.py): small digests,
-read back through views (plugin/trainjob_api/views.py: PodView, FailedCreateView). Pure."""
+"""What the worker controller's caches keep of its Jobs, Workloads, pods and of the Job
+controller's FailedCreate Events (the informers' transforms, worker_controller/watches.py):
+digests, read back through views (plugin/trainjob_api/views.py: JobView, WorkloadView, PodView,
+FailedCreateView). Pure."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from kubebase.objects import Dict
+from trainjob.queues import pod_asks
 from trainjob_api import constants as c
+from worker_controller.builders import SCHEDULING_FIELDS
 
 # The kubelet's waiting reasons for a container that will not start (or keeps stopping) until
 # someone changes something: the image, the pod's configuration, the program.
@@ -81,6 +84,56 @@ def pod_problem(pod_status: Dict) -> Dict | None:
             "message": _short(pod_status.get("message")),
         }
     return None
+
+
+# What the worker controller reads of a pod template's spec besides what its pods ask
+# (`pod_asks`): where they may run (a Job's placement, builders.job_patch) and their priority
+# class (the Workload's priority, jobframework_io.extract_priority).
+TEMPLATE_FIELDS = (*SCHEDULING_FIELDS, "priorityClassName")
+
+
+def template_digest(template: object) -> Dict:
+    """A pod template as the worker controller keeps it: its metadata whole (labels and
+    annotations say a Job's attempt and pod group), of its spec what the pods ask for and
+    where they may run (TEMPLATE_FIELDS). The image, command, environment and volumes, most of
+    a template's size, nothing here reads."""
+    if not isinstance(template, dict):
+        return {}
+    spec = template.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    kept: Dict = {"spec": {**pod_asks(spec), **{f: spec[f] for f in TEMPLATE_FIELDS if f in spec}}}
+    if "metadata" in template:
+        kept["metadata"] = template["metadata"]
+    return kept
+
+
+def job_digest(job: Dict) -> Dict:
+    """What the worker controller keeps of a Job a TrainJob controls: the Job whole but its
+    pods' spec (`template_digest`). Its size, suspension, placement, attempt and status are
+    what the passes read (JobView, builders.job_patch)."""
+    spec = job.get("spec")
+    if isinstance(spec, dict) and "template" in spec:
+        job["spec"] = {**spec, "template": template_digest(spec["template"])}
+    return job
+
+
+def workload_digest(workload: Dict) -> Dict:
+    """What the worker controller keeps of a Workload: the Workload whole but its PodSets'
+    pod specs (`template_digest`), of which the Kueue integration reads what the pods ask (is
+    it still the TrainJob's? jobframework.pod_sets_match) and their priority class."""
+    spec = workload.get("spec")
+    pod_sets = spec.get("podSets") if isinstance(spec, dict) else None
+    if isinstance(spec, dict) and isinstance(pod_sets, list):
+        workload["spec"] = {
+            **spec,
+            "podSets": [
+                {**ps, "template": template_digest(ps["template"])}
+                if isinstance(ps, dict) and "template" in ps
+                else ps
+                for ps in pod_sets
+            ],
+        }
+    return workload
 
 
 def pod_digest(pod: Dict) -> Dict:

@@ -11,7 +11,7 @@ import threading
 from kubebase.kinds import WEBHOOK_CONFIGURATIONS
 from kubebase.objects import Dict
 from kubecontrol.controller import Watch, start_watchdog
-from kubecontrol.informer import TENANT_SIZED_PAGE
+from kubecontrol.informer import TENANT_SIZED_PAGE, slim
 from kubecontrol.schema_bounds import version_schema
 from trainjob.caches import WATCHDOG_CACHES, Index
 from trainjob.crd import (
@@ -56,7 +56,15 @@ def watches(ctx: Context) -> list[Watch]:
             groups=Index.TRAINJOB_BY_WORKLOAD,  # (namespace, its Workload's name) -> the TrainJob
             page=TENANT_SIZED_PAGE,
         ),
-        Watch(Index.WORKLOADS, c.WORKLOAD, workload_changed, page=TENANT_SIZED_PAGE),
+        # Workloads (ours, and every MultiKueue copy waiting here) and Jobs are kept without
+        # their pods' image, command and environment (digests.py), which nothing here reads.
+        Watch(
+            Index.WORKLOADS,
+            c.WORKLOAD,
+            workload_changed,
+            transform=lambda workload: digests.workload_digest(slim(workload)),
+            page=TENANT_SIZED_PAGE,
+        ),
         # Jobs a TrainJob controls, by it (reconcile keeps those of its very UID): kept by their
         # owner, not filtered by our label, which whoever may edit Jobs can take off a running
         # one (it would leave the cache, and go on running once its TrainJob was suspended).
@@ -65,6 +73,7 @@ def watches(ctx: Context) -> list[Watch]:
             c.JOB,
             job_changed,
             keep=controlled_by_a_trainjob,
+            transform=lambda job: digests.job_digest(slim(job)),
             group_by=_controller,
             groups=Index.JOBS,
             page=TENANT_SIZED_PAGE,  # a Job carries its tenant's pod template

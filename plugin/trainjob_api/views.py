@@ -312,7 +312,9 @@ class RuntimeView(ObjectView):
 
 
 class JobView(ObjectView):
-    """A batch/v1 Job as the worker controller reads it: its size, its counts, its end."""
+    """A batch/v1 Job as the worker controller reads it: its size, its counts, its end. Its
+    cache keeps Jobs without their pods' image, command and environment
+    (worker_controller/digests.py: job_digest)."""
 
     __slots__ = ()
 

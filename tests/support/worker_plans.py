@@ -10,6 +10,7 @@ from typing import Any
 from trainjob.progress import Wiring
 from trainjob_api.views import JobView, PodView, RuntimeView
 from worker_controller.decide import Blocked, Observed, Plan, decide
+from worker_controller.digests import job_digest
 
 Dict = dict[str, Any]
 NOW = dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.UTC)
@@ -34,7 +35,8 @@ def observe(
         Observed(
             trainjob=tj,
             runtime=None if runtime is None else RuntimeView(runtime),
-            jobs={j["metadata"]["name"]: JobView(j) for j in jobs or []},
+            # as the worker's cache keeps them (digests.job_digest)
+            jobs={j["metadata"]["name"]: JobView(job_digest(copy.deepcopy(j))) for j in jobs or []},
             services=services or [],
             service_named=named,
             now=now,

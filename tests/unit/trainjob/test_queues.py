@@ -8,6 +8,7 @@ from typing import Any
 
 from kubebase.objects import Dict
 from tests.support.dispatch import NOW
+from tests.support.pods import RICH_CONTAINER, RICH_POD
 from trainjob import queues
 from trainjob.queues import (
     AdmissionCheckView,
@@ -208,3 +209,51 @@ def test_what_a_pod_asks_for_is_as_the_api_server_keeps_it() -> None:
     assert key(pod(requests={"cpu": "1e-12"})) == key(pod(requests={"cpu": "1n"}))
     big = "9223372036854775807"
     assert key(pod(requests={"memory": big})) != key(pod(requests={"memory": "1"}))
+
+
+def _changed(value: object) -> object:
+    """Another value of the same JSON kind (a quantity map stays a quantity map)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, str):
+        return value + "x"
+    if isinstance(value, list):
+        return [*value, *value]
+    assert isinstance(value, dict)
+    if value and all(isinstance(v, str) for v in value.values()):
+        return {**value, "memory": "8Gi", "cpu": "3"}
+    return {**value, "requests": {"cpu": "7"}}
+
+
+def test_what_a_pod_asks_is_read_the_same_from_its_asks_alone() -> None:
+    """A cache keeps a pod template's `pod_asks` only (worker_controller/digests.py): with any
+    one field of a pod spec or of a container changed, `resources_key` and `pod_requests` read
+    the same from what it keeps as from the whole spec. A field they start reading that the
+    asks do not keep fails here by name."""
+    assert queues.resources_key(queues.pod_asks(RICH_POD)) == queues.resources_key(RICH_POD)
+    variants: list[tuple[str, Dict]] = []
+    for field, value in RICH_POD.items():
+        variants.append((field, {**RICH_POD, field: _changed(value)}))
+    for kind in ("initContainers", "containers"):
+        for field, value in RICH_CONTAINER.items():
+            container = {**RICH_POD[kind][0], field: _changed(value)}
+            variants.append((f"{kind}[].{field}", {**RICH_POD, kind: [container]}))
+    told_apart = set()
+    for where, spec in variants:
+        asks = queues.pod_asks(spec)
+        assert queues.resources_key(asks) == queues.resources_key(spec), where
+        assert queues.pod_requests(asks) == queues.pod_requests(spec), where
+        if queues.resources_key(spec) != queues.resources_key(RICH_POD):
+            told_apart.add(where)
+    # what the key reads, each change seen (so the table above reaches it)
+    assert told_apart >= {
+        "resources", "overhead", "runtimeClassName", "resourceClaims",
+        "containers[].resources", "initContainers[].resources", "initContainers[].restartPolicy",
+    }  # fmt: skip
+    dropped = set(RICH_POD) - set(queues.pod_asks(RICH_POD))
+    assert {"volumes", "nodeSelector", "priorityClassName"} <= dropped
+    assert queues.pod_asks(RICH_POD)["containers"] == [
+        {"name": "trainer", "resources": RICH_CONTAINER["resources"], "restartPolicy": "Always"}
+    ]

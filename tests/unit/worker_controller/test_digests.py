@@ -1,10 +1,21 @@
-"""What the worker controller's caches keep of its pods and of FailedCreate Events
-(worker_controller/digests.py, the informers' transforms)."""
+"""What the worker controller's caches keep of its Jobs, Workloads, pods and FailedCreate
+Events (worker_controller/digests.py, the informers' transforms)."""
 
 from __future__ import annotations
 
+import copy
+import json
+
+from kubebase.objects import Dict
+from tests.support.pods import RICH_POD
+from trainjob.naming import owner_reference
+from trainjob.queues import resources_key
+from trainjob.runtime import podgroups
+from trainjob.runtime.info import PodSetShape
+from trainjob.workload import pod_sets_match
 from trainjob_api import constants as c
-from worker_controller import digests
+from trainjob_api.views import JobView, WorkloadView
+from worker_controller import builders, digests
 
 
 def test_a_pods_digest_keeps_its_names_its_phase_and_what_is_wrong_and_nothing_else() -> None:
@@ -47,3 +58,102 @@ def test_an_events_last_time_falls_back_as_the_api_fills_them() -> None:
     assert digests.event_digest(series)["last"] == "t2"
     assert digests.event_digest({**series, "lastTimestamp": "t3"})["last"] == "t3"
     assert digests.event_job({**base, "job": {"name": "j"}}) == ("ns", "j")
+
+
+# Where each gang scheduler's pods name their group (podgroups.PLUGINS: coscheduling, Volcano)
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+
+
+def _job(pod_spec: Dict, **spec: object) -> Dict:
+    """A Job as the API server sends it, its pods made from `pod_spec`."""
+    labels = {c.RESTART_ATTEMPT_LABEL: "2", c.TRAINJOB_NAME_LABEL: "tj"}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "tj-node-0", "namespace": "ns", "uid": "u", "resourceVersion": "7",
+                     "labels": {**labels}, "ownerReferences": [owner_reference("tj", "t")]},
+        "spec": {"parallelism": 2, "completions": 2, "completionMode": "Indexed",
+                 "backoffLimit": 0, "selector": {"matchLabels": {"x": "y"}},
+                 "template": {"metadata": {"labels": {**labels, GROUP_LABEL: "tj"},
+                                           "annotations": {GROUP_ANNOTATION: "tj"}},
+                              "spec": copy.deepcopy(pod_spec)},
+                 **spec},
+        "status": {"active": 2, "ready": 1, "startTime": "2026-12-04T10:00:00Z",
+                   "conditions": [{"type": "Suspended", "status": "False"}]},
+    }  # fmt: skip
+
+
+def test_a_jobs_digest_reads_as_the_job_and_keeps_none_of_its_pods_image_command_or_env() -> None:
+    """What the worker's passes read of a Job (its size, suspension, attempt, pod group, what
+    its pods ask and where they may run, its status) reads the same from the digest its cache
+    keeps; the containers' image, command, environment and the volumes are not kept."""
+    for suspended in (True, False):
+        job = _job(RICH_POD, suspend=suspended)
+        if suspended:  # the Job controller has taken its pods and start time away
+            job["status"] = {"conditions": [{"type": "Suspended", "status": "True"}]}
+        full, kept = JobView(job), JobView(digests.job_digest(copy.deepcopy(job)))
+        assert builders.asked_by(kept) == builders.asked_by(full)
+        assert builders.attempt_of(kept) == builders.attempt_of(full) == 2
+        for plugin in podgroups.PLUGINS:
+            assert podgroups.names_group(kept.spec, plugin, "tj")
+        for field in ("parallelism", "suspended", "complete", "ready", "active", "failure"):
+            assert getattr(kept, field) == getattr(full, field), field
+        # made to run elsewhere, resumed: the same write from either
+        desired = _job({**RICH_POD, "nodeSelector": {"pool": "b"}, "tolerations": []})
+        desired["spec"]["suspend"] = False
+        desired["spec"]["parallelism"] = desired["spec"]["completions"] = 1
+        write = builders.job_patch(desired, kept)
+        assert write == builders.job_patch(desired, full)
+        assert write is not None
+        placed = write["spec"].get("template", {}).get("spec")
+        if suspended:  # its pods gone: placed where the TrainJob is admitted now, resumed
+            assert placed == {"nodeSelector": {"pool": "b"}, "tolerations": []}
+        else:  # running: made no bigger than asked, its placement never touched
+            assert placed is None and write["spec"]["parallelism"] == 1
+    kept_job = digests.job_digest(copy.deepcopy(job))
+    assert {k: v for k, v in kept_job["spec"].items() if k != "template"} == {
+        k: v for k, v in job["spec"].items() if k != "template"
+    }
+    assert kept_job["metadata"] == job["metadata"] and kept_job["status"] == job["status"]
+    text = json.dumps(kept_job)
+    for gone in ("pytorch:2.6", "torchrun", "EPOCHS", "creds", "emptyDir", "29500"):
+        assert gone not in text, gone
+
+
+def test_a_workloads_digest_reads_as_the_workload_and_keeps_none_of_its_pods_image() -> None:
+    """What the worker's Kueue integration reads of a Workload (do its PodSets still describe
+    the TrainJob, the priority class its pods name, its size, its admission) reads the same
+    from the digest its cache keeps, a MultiKueue copy's or ours."""
+    pod_set = {
+        "name": "node",
+        "count": 2,
+        "minCount": 1,
+        "template": {"metadata": {"labels": {"a": "b"}}, "spec": copy.deepcopy(RICH_POD)},
+        "topologyRequest": {"podIndexLabel": "batch.kubernetes.io/job-completion-index"},
+    }
+    workload = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": "trainjob-tj-1", "namespace": "ns", "resourceVersion": "9"},
+        "spec": {"queueName": "q", "priority": 5,
+                 "podSets": [pod_set, {**pod_set, "name": "launcher"}]},
+        "status": {"admission": {"clusterQueue": "cq"}},
+    }  # fmt: skip
+    full = WorkloadView(workload)
+    kept = WorkloadView(digests.workload_digest(copy.deepcopy(workload)))
+    asks = resources_key(RICH_POD)
+    for shapes in (
+        [PodSetShape("node", 1, 2, asks), PodSetShape("launcher", 1, 2, asks)],
+        [PodSetShape("node", 1, 2, asks), PodSetShape("launcher", 1, 2, resources_key({}))],
+    ):
+        assert pod_sets_match(kept.raw, shapes) == pod_sets_match(full.raw, shapes)
+    assert pod_sets_match(kept.raw, [PodSetShape("node", 1, 2, asks)] * 2) is False
+    for ps, whole in zip(kept.pod_sets, full.pod_sets, strict=True):
+        assert {k: v for k, v in ps.items() if k != "template"} == {
+            k: v for k, v in whole.items() if k != "template"
+        }
+        assert ps["template"]["metadata"] == whole["template"]["metadata"]
+        assert ps["template"]["spec"]["priorityClassName"] == "high"
+    assert kept.status == full.status and kept.spec["priority"] == 5
+    assert "pytorch:2.6" not in json.dumps(kept.raw)

@@ -1,13 +1,19 @@
 """The worker controller's watch table (worker_controller/watches.py): which TrainJob a
-Workload's change queues, by the Workload's name each TrainJob expects."""
+Workload's change queues, by the Workload's name each TrainJob expects; what its caches keep."""
 
 from __future__ import annotations
 
+import copy
+import json
+from types import SimpleNamespace
+
 import pytest
 
+from tests.support.pods import RICH_POD
 from trainjob.workload import workload_name
 from trainjob_api import constants as c
-from worker_controller.watches import _workload_key
+from worker_controller import digests
+from worker_controller.watches import _workload_key, watches
 
 
 @pytest.mark.parametrize(
@@ -29,3 +35,23 @@ def test_a_trainjob_is_found_by_the_name_of_its_workload(
     meta = {"name": "tj", "namespace": "ns", "uid": "u1", "labels": labels}
     trainjob = {"metadata": {**meta, "annotations": annotations}}
     assert _workload_key(trainjob) == ("ns", expected)
+
+
+def test_jobs_and_workloads_are_kept_as_their_digests() -> None:
+    """The cache keeps a Job and a Workload without their pods' image, command and env
+    (worker_controller/digests.py), and without managedFields."""
+    ctx = SimpleNamespace(settings=SimpleNamespace(pod_summary=True), queue=None)
+    table = {w.kind: w for w in watches(ctx)}  # type: ignore[arg-type]
+    template = {"metadata": {"labels": {"a": "b"}}, "spec": copy.deepcopy(RICH_POD)}
+    meta = {"name": "x", "namespace": "ns", "managedFields": [{"manager": "kubectl"}]}
+    job = {"metadata": copy.deepcopy(meta), "spec": {"template": template}}
+    workload = {
+        "metadata": copy.deepcopy(meta),
+        "spec": {"podSets": [{"name": "n", "template": template}]},
+    }
+    kept = {c.JOB: table[c.JOB].transform(job), c.WORKLOAD: table[c.WORKLOAD].transform(workload)}
+    assert kept[c.JOB]["spec"]["template"] == digests.template_digest(template)
+    assert kept[c.WORKLOAD]["spec"]["podSets"][0]["template"] == digests.template_digest(template)
+    for obj in kept.values():
+        assert "managedFields" not in obj["metadata"]
+        assert "pytorch:2.6" not in json.dumps(obj)
