@@ -70,15 +70,25 @@ def test_a_workload_copy_keeps_identity_active_and_admission_conditions() -> Non
     assert "admission" not in seen["status"]
 
 
-def test_a_trainjob_copy_keeps_its_whole_status_and_no_spec() -> None:
+def test_a_trainjob_copy_keeps_its_whole_status_the_uid_it_was_made_for_and_no_spec() -> None:
     status = {"conditions": [_condition("Complete")], "jobsStatus": [{"name": "node"}]}
+    annotations = {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: "m-uid", "other": "x"}
     copy = {
-        "metadata": {"name": "tj", "namespace": "ns", "resourceVersion": "3"},
+        "metadata": {
+            "name": "tj",
+            "namespace": "ns",
+            "uid": "u1",
+            "resourceVersion": "3",
+            "annotations": annotations,
+        },
         "spec": {"suspend": False, "runtimeRef": {"name": "torch"}},
         "status": status,
     }
     seen = copy_seen(c.TRAINJOB, copy)
     assert seen["kind"] == "TrainJob" and seen["status"] == status and "spec" not in seen
+    # the manager TrainJob's UID it was made for: an orphan is told by it, its tails are kept
+    # under it, the story reads only the copy of this very TrainJob; no other annotation
+    assert seen["metadata"]["annotations"] == {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: "m-uid"}
 
 
 def test_remote_copies_drop_what_belongs_to_the_manager() -> None:
