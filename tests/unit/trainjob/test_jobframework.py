@@ -8,7 +8,7 @@ import copy
 import datetime as dt
 from typing import Any
 
-from clusters.helpers.builders import OWNER
+from clusters.helpers.builders import OWNER, container, replicated_job
 from tests.unit.trainjob import HIGH, RUNTIME, WL_NAME, info_of
 from tests.unit.trainjob import queued_trainjob as trainjob
 from trainjob import admission, jobframework, jobframework_io
@@ -399,6 +399,17 @@ def test_pod_set_shapes_are_resolved_once_per_spec_and_runtime_version() -> None
     resized["spec"]["trainer"] = {"numNodes": 3}
     again = jobframework_io._shape(parse_trainjob(resized), runtime)
     assert again is not None and [ps.count for ps in again[0] or ()] == [3]
+    # The runtime changed (a dataset initializer added): its new version, the same spec.
+    changed = copy.deepcopy(raw)
+    changed["metadata"]["resourceVersion"] = "4"
+    changed["spec"]["template"]["spec"]["replicatedJobs"].insert(
+        0, replicated_job("dataset-initializer", "dataset-initializer", [container("init")])
+    )
+    newer = jobframework_io._shape(parse_trainjob(body), RuntimeView(changed))
+    assert newer is not None and [ps.name for ps in newer[0] or ()] == [
+        "dataset-initializer",
+        "node",
+    ]
     gone = jobframework_io._shape(parse_trainjob(body), None)
     assert gone is not None and gone[0] is None and gone[1] is not None
     assert gone[1].reason == "RuntimeNotFound"
