@@ -21,13 +21,15 @@ from trainjob_api.views import TrainJobView
 
 class Worker:
     """The worker's API server as `api.stream` sees it: it answers 200, sends `lines` a
-    second apart, then stays quiet until the reader goes."""
+    second apart, then stays quiet until the reader goes. `asked`: the paths read."""
 
     def __init__(self, lines: int) -> None:
         self.lines, self.ended = lines, threading.Event()
         self.cluster = SimpleNamespace(api=self)
+        self.asked: list[str] = []
 
     def stream(self, path: str, query: Any, on_data: Any, **kw: Any) -> None:
+        self.asked.append(path)
         kw["on_open"]()
         for i in range(self.lines):
             time.sleep(1.0)
@@ -62,6 +64,7 @@ def test_a_quiet_follow_is_ended_and_its_worker_read_with_it(
     monkeypatch.setattr(job_story, "FOLLOW_IDLE_SECONDS", 2.0)
     worker = Worker(lines=3)
     body, took = asyncio.run(follow(worker))
+    assert worker.asked == ["/api/v1/namespaces/ns/pods/tj-node-0-0/log"]  # its log, not the pod
     assert body == b"line 0\nline 1\nline 2\n"  # each line as it came: speaking kept it open
     # ended 2 s after the last line, not before; one that never ends fails the read's 20 s
     assert took >= 3 + 2
