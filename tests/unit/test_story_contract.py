@@ -64,7 +64,8 @@ def kueue_admits(world: World, cluster: str, name: str, admitted: bool) -> None:
 @pytest.fixture(scope="module")
 def running() -> Iterator[tuple[World, Context]]:
     """TrainJob ns/tj admitted on worker1, where the worker controller made its Job and two
-    pods (one running, one pending); an Event about it on each side."""
+    pods (one running, one pending); an Event about it on each side, and one about its
+    Workload on the manager."""
     runtime = make_runtime()
     world, ctx = fleet(
         [runtime, TrainJobBuilder().queue("q").multikueue().obj()],
@@ -150,8 +151,10 @@ def running() -> Iterator[tuple[World, Context]]:
                 },
             }
         )
+    wl_uid = world.get("manager", c.WORKLOAD, wl_name)["metadata"]["uid"]  # type: ignore[index]
     for api, about, reason in (
         (world.apis["manager"], ("TrainJob", "tj", uid), "Dispatched"),
+        (world.apis["manager"], ("Workload", wl_name, wl_uid), "QuotaReserved"),
         (worker, ("Pod", "tj-node-0-1-abcde", None), "FailedScheduling"),
     ):
         kind, name, object_uid = about
@@ -224,9 +227,10 @@ def test_the_dispatcher_answers_the_golden_story(running: tuple[World, Context])
         "Running",
         "Pending",
     ]
-    assert {(e["source"], e["reason"]) for e in answer["events"]} >= {
-        ("manager", "Dispatched"),
-        ("worker1", "FailedScheduling"),
+    assert {(e["source"], e["object"], e["reason"]) for e in answer["events"]} >= {
+        ("manager", "TrainJob/tj", "Dispatched"),
+        ("manager", "Workload/<Workload name>", "QuotaReserved"),  # its Workload's, too
+        ("worker1", "Pod/tj-node-0-1-abcde", "FailedScheduling"),
     }
 
 
