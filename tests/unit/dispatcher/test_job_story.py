@@ -1,6 +1,7 @@
 """The job story API's capacity, shared per user and per namespace: one tenant holding every
 read it may never keeps another tenant's read out, and a read with no free slot waits its
-user's turn rather than being refused."""
+user's turn rather than being refused. And what it answers once a TrainJob's pods are gone:
+the tails kept of them (dispatcher/workers/log_tails.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,13 @@ from typing import Any
 import orjson
 import pytest
 
+from clusters.helpers.builders import TrainJobBuilder, make_runtime
 from dispatcher.readapi import job_story
+from dispatcher.workers import log_tails
 from kubecontrol.aggregated import ApiRequest, Caller
+from kubecontrol.controller import own_namespace
+from tests.support.whole_pass import fleet
+from trainjob_api import constants as c
 
 
 def call(user: str, namespace: str, left: Callable[[], bool] = lambda: False) -> ApiRequest:
@@ -221,3 +227,54 @@ def test_a_user_past_its_rate_is_refused_and_others_are_not(
             "try again",
         )
     assert answers[-1] == "read"
+
+
+def kept_tails(trainjob_uid: str, pod: str, said: str) -> dict[str, Any]:
+    """The record of the tails of TrainJob ns/tj `trainjob_uid`, in log_tails.capture's form
+    (what the story reads of it): one failed trainer pod of worker1, whose container `node`
+    last said `said`."""
+    seen = {
+        "metadata": {
+            "name": pod,
+            "labels": {c.REPLICATED_JOB_NAME_LABEL: "node", c.JOB_COMPLETION_INDEX: "0"},
+        },
+        "spec": {"containers": [{"name": "node"}]},
+        "status": {"phase": "Failed"},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": log_tails.name_of(trainjob_uid),
+            "namespace": own_namespace(),
+            "labels": {log_tails.LABEL: trainjob_uid},
+            "annotations": {log_tails.TRAINJOB_ANNOTATION: "ns/tj"},
+        },
+        "data": {
+            log_tails.PODS_KEY: orjson.dumps([log_tails._entry(seen, "worker1")]).decode(),
+            log_tails.key_of(pod, "node"): said,
+        },
+    }
+
+
+def test_once_its_pods_are_gone_a_trainjob_is_told_by_the_tails_kept_under_its_uid() -> None:
+    """TrainJob ns/tj ran on worker1, which has removed its copy and pods; the tails of an
+    earlier TrainJob of the same name, deleted and made again, are still kept (until the
+    resync sweeps them): its story and its log are this one's, not that one's."""
+    runtime = make_runtime()
+    tj = TrainJobBuilder().queue("q").multikueue().status(clusterName="worker1").obj()
+    world, ctx = fleet([runtime, tj], {"worker1": [runtime]})
+    try:
+        manager = world.apis["manager"]
+        uid = world.get("manager", c.TRAINJOB, "tj")["metadata"]["uid"]  # type: ignore[index]
+        manager.put(kept_tails("uid-of-the-deleted-tj", "tj-node-0-0-old", "the old one\n"))
+        manager.put(kept_tails(uid, "tj-node-0-0-new", "this one's last words\n"))
+        told = job_story.story(ctx, "ns", "tj")
+        assert told.worker == "worker1" and told.copy_on_worker is None
+        assert [(p.name, p.phase, p.kept) for p in told.pods] == [
+            ("tj-node-0-0-new", "Failed", True)
+        ]
+        asked = ApiRequest("ns", "tj", "log", Caller("alice"), {}, http=None)  # type: ignore[arg-type]
+        assert job_story._prepare_log(ctx, asked) == "this one's last words\n"
+    finally:
+        world.close()
