@@ -31,11 +31,11 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from clusters.helpers.builders import make_trainjob
 from clusters.helpers.examples import RUNTIME_FILE
 from dispatcher.decisions.copies import seen
 from kubebase.objects import Dict
 from kubecontrol.informer import slim
+from tests.support.builders import make_trainjob
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.naming import owner_of
 from trainjob.runtime import build_runtime_info

@@ -31,11 +31,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from clusters.helpers.builders import make_runtime, make_trainjob, runtime_patch
 from clusters.helpers.waiting import loopback_webhooks
 from clusters.kube import load_manifests
 from dispatcher.controller import webhooks
 from kubecontrol.schema_bounds import version_schema
+from tests.support.builders import make_runtime, make_trainjob, runtime_patch
 from trainjob.queues import LocalQueueView
 from trainjob_api import constants as c
 

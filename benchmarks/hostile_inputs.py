@@ -41,7 +41,6 @@ from urllib.parse import parse_qs, urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from clusters.helpers.builders import make_runtime, make_trainjob, runtime_patch
 from clusters.helpers.waiting import http_server, loopback_client
 from clusters.kube import load_manifests
 from dispatcher.workers import copy_pods
@@ -49,6 +48,7 @@ from kubecontrol import lists
 from kubecontrol.cluster import Cluster
 from kubecontrol.informer import TENANT_SIZED_PAGE, Informer
 from kubecontrol.schema_bounds import version_schema
+from tests.support.builders import make_runtime, make_trainjob, runtime_patch
 from trainjob.admission import Admitted, object_problem, runtime_refusal
 from trainjob.lru import LRU
 from trainjob.runtime import failure

@@ -27,11 +27,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from clusters.helpers.builders import make_trainjob, mpi_runtime
 from kubecontrol.admission import Verdict
 from kubecontrol.certs import issue
 from kubecontrol.serving import serve_probes
 from kubecontrol.webhook_server import WebhookServer
+from tests.support.builders import make_trainjob, mpi_runtime
 from trainjob.models import parse_trainjob
 from trainjob.runtime import resolve_runtime_info
 from trainjob_api.views import RuntimeView

@@ -7,7 +7,6 @@ from typing import Any
 
 from kubernetes import client
 
-from clusters.helpers.builders import make_runtime, replicated_job
 from clusters.helpers.waiting import wait_for
 
 Dict = dict[str, Any]
@@ -162,43 +161,6 @@ class TrainJobs:
                 self.ns, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}"
             ).items
         )
-
-
-def torch_runtime(
-    name: str = "torch",
-    *,
-    run: str = "3s",
-    num_nodes: int = 1,
-    exit_code: int | None = None,
-    extra_rjs: list[Dict] | None = None,
-    backoff_limit: int = 0,
-) -> Dict:
-    """A namespaced torch runtime whose pods run `run` on kwok (and fail if asked)."""
-    annotations = {"bed.trainjob.dev/run-duration": run}
-    if exit_code is not None:
-        annotations["bed.trainjob.dev/exit-code"] = str(exit_code)
-    node = replicated_job(
-        "node",
-        "trainer",
-        [
-            {
-                "name": "node",
-                "image": "pytorch/pytorch:2.7.1",
-                "resources": {"requests": {"cpu": "100m"}},
-            }
-        ],
-    )
-    node["template"]["spec"]["backoffLimit"] = backoff_limit
-    node["template"]["spec"]["template"]["metadata"] = {"annotations": annotations}
-    if extra_rjs:
-        node["dependsOn"] = [{"name": rj["name"], "status": "Complete"} for rj in extra_rjs]
-    runtime = make_runtime(
-        name,
-        kind="TrainingRuntime",
-        ml_policy={"numNodes": num_nodes, "torch": {}},
-        replicated_jobs=[*(extra_rjs or []), node],
-    )
-    return runtime
 
 
 def api_error(exc: client.ApiException) -> str:

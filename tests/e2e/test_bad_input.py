@@ -24,8 +24,8 @@ import pytest
 from kubernetes import client
 
 from clusters.bed import Bed
-from clusters.helpers.builders import container, make_runtime, make_trainjob, replicated_job
 from clusters.helpers.waiting import wait_for
+from tests.support.builders import container, make_runtime, make_trainjob, replicated_job
 from tests.support.multikueue import KUEUE, TRAINER, MultiKueue, events_of
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]

@@ -20,10 +20,10 @@ from kubernetes import client
 
 from clusters import audit, setup
 from clusters.bed import Bed
-from clusters.helpers.builders import make_runtime, runtime_patch
 from clusters.helpers.tenant import Tenant
 from clusters.helpers.waiting import wait_for
 from clusters.install import DISPATCHER, WORKER_CONTROLLER
+from tests.support.builders import make_runtime, runtime_patch
 from tests.support.multikueue import KUEUE, TRAINER, MultiKueue, node_container
 from trainjob import progress
 

@@ -21,11 +21,11 @@ from kubernetes import client
 
 from clusters import builds, setup
 from clusters.bed import Bed
-from clusters.helpers.builders import make_trainjob
 from clusters.helpers.tenant import API, Tenant, story_path
 from clusters.helpers.waiting import wait_for
 from clusters.install import DISPATCHER
 from dispatcher.workers import log_tails
+from tests.support.builders import make_trainjob
 from tests.support.multikueue import MultiKueue
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from clusters.helpers.builders import make_trainjob
+from tests.support.builders import make_trainjob
 from tests.support.stock_runtimes import stock_runtimes
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.runtime import RuntimeInfo, build_runtime_info

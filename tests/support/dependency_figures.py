@@ -26,8 +26,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from clusters.helpers.builders import TrainJobBuilder, container, make_runtime
 from dispatcher.decisions.dependencies import NAMESPACE_LABEL
+from tests.support.builders import TrainJobBuilder, container, make_runtime
 from tests.support.memory_api import MemoryApi
 from tests.support.whole_pass import fleet, reserve
 from trainjob_api import constants as c

@@ -6,8 +6,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from clusters.helpers.builders import TrainJobBuilder, WorkloadBuilder
 from dispatcher.decisions.decide import DispatchObserved, RemoteView, decide
+from tests.support.builders import TrainJobBuilder, WorkloadBuilder
 from trainjob_api.views import TrainJobView, WorkloadView
 
 Dict = dict[str, Any]

@@ -17,12 +17,12 @@ from kubernetes import client, watch
 
 from clusters import setup
 from clusters.bed import Bed
-from clusters.helpers.builders import runtime_patch
 from clusters.helpers.waiting import stays_false, wait_for
 from clusters.install import DISPATCHER
 from clusters.install import leads as install_leads
 from clusters.kube import Applier, load_manifests
 from dispatcher.commands.worker_secret import token_claims
+from tests.support.builders import runtime_patch
 
 Dict = dict[str, Any]
 

@@ -7,8 +7,8 @@ import contextlib
 from collections.abc import Iterator
 
 from clusters import setup
-from clusters.helpers.builders import make_trainjob
 from clusters.install import WORKER_CONTROLLER
+from tests.support.builders import make_trainjob
 
 
 def trainjob(name: str, runtime: str = "torch", **spec: object) -> dict[str, object]:

@@ -25,10 +25,10 @@ import orjson
 import pytest
 
 from clusters import builds
-from clusters.helpers.builders import TrainJobBuilder, make_runtime
 from dispatcher.controller.context import Context
 from dispatcher.readapi import job_story
 from kubectl_trainjob.view import WorkerView
+from tests.support.builders import TrainJobBuilder, make_runtime
 from tests.support.whole_pass import (
     World,
     fleet,

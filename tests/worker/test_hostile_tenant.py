@@ -13,10 +13,10 @@ import pytest
 from kubernetes import client
 
 from clusters.bed import Bed
-from clusters.helpers.builders import make_trainjob, mpi_runtime, runtime_patch
-from clusters.helpers.kube import TrainJobs, api_error, torch_runtime
+from clusters.helpers.kube import TrainJobs, api_error
 from clusters.helpers.waiting import wait_for
 from clusters.kube import api_client, service_account_token, write_token_kubeconfig
+from tests.support.builders import make_trainjob, mpi_runtime, runtime_patch, torch_runtime
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("worker_controllers")]
 Dict = dict[str, Any]

@@ -9,9 +9,9 @@ import pytest
 
 from clusters import setup
 from clusters.bed import Bed
-from clusters.helpers.builders import make_trainjob
-from clusters.helpers.kube import TrainJobs, torch_runtime
+from clusters.helpers.kube import TrainJobs
 from clusters.helpers.waiting import stays_false, wait_for
+from tests.support.builders import make_trainjob, torch_runtime
 from tests.support.worker import worker_controller_with
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("worker_controllers")]

@@ -11,9 +11,9 @@ import pytest
 from kubernetes import client
 
 from clusters.bed import Bed
-from clusters.helpers.builders import make_trainjob
 from clusters.helpers.kube import TrainJobs
 from clusters.helpers.waiting import wait_for
+from tests.support.builders import make_trainjob
 from tests.support.stock_runtimes import stock_runtimes
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("worker_controllers")]

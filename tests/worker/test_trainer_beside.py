@@ -12,9 +12,10 @@ from kubernetes import client
 
 from clusters import setup
 from clusters.bed import Bed
-from clusters.helpers.kube import TrainJobs, torch_runtime
+from clusters.helpers.kube import TrainJobs
 from clusters.helpers.waiting import stays_false, wait_for
 from clusters.install import WORKER_CONTROLLER
+from tests.support.builders import torch_runtime
 from tests.support.worker import trainjob, worker_controller_with
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("worker_controllers")]

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from clusters.helpers.builders import mpi_runtime, replicated_job
-from clusters.helpers.kube import TrainJobs, api_error, torch_runtime
+from clusters.helpers.kube import TrainJobs, api_error
 from clusters.helpers.waiting import stays_false, wait_for
+from tests.support.builders import mpi_runtime, replicated_job, torch_runtime
 from tests.support.worker import trainjob
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("worker_controllers")]

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from clusters.helpers.builders import TrainJobBuilder, container, make_runtime, replicated_job
 from dispatcher.decisions import checkpoints, placements
 from dispatcher.decisions.checkpoints import Checkpoint, CheckpointsError
 from kubebase.kinds import CONFIG_MAP
+from tests.support.builders import TrainJobBuilder, container, make_runtime, replicated_job
 from tests.support.whole_pass import (
     World,
     a_condition,

@@ -9,7 +9,6 @@ from typing import Any
 import orjson
 import pytest
 
-from clusters.helpers.builders import TrainJobBuilder, make_trainjob
 from dispatcher.decisions.copies import (
     MAX_MANAGER_BYTES,
     changes,
@@ -20,6 +19,7 @@ from dispatcher.decisions.copies import (
     status_back,
 )
 from dispatcher.decisions.copies import seen as copy_seen
+from tests.support.builders import TrainJobBuilder, make_trainjob
 from tests.support.dispatch import manager_workload
 from trainjob.ownership import is_our_copy
 from trainjob_api import constants as c

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from clusters.helpers.builders import TrainJobBuilder, container, make_runtime
 from dispatcher.decisions import data
+from tests.support.builders import TrainJobBuilder, container, make_runtime
 from tests.support.whole_pass import (
     World,
     both_caches,  # noqa: F401 (the fixture the cases that run passes use)

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from clusters.helpers.builders import TrainJobBuilder, WorkloadBuilder
 from dispatcher.decisions import dependencies, placements
 from dispatcher.decisions.capacity import Fit
 from dispatcher.decisions.checkpoints import Checkpoint
@@ -20,6 +19,7 @@ from dispatcher.decisions.decide import (
     Taken,
     decide,
 )
+from tests.support.builders import TrainJobBuilder, WorkloadBuilder
 from tests.support.dispatch import decide_for, manager_workload, observed, remote
 from trainjob.status_writes import FIRST_STATUS_HOLD_SECONDS
 

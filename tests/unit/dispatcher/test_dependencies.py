@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from clusters.helpers.builders import TrainJobBuilder, container, make_runtime
 from dispatcher.decisions import dependencies
 from dispatcher.decisions.dependencies import NAMESPACE_LABEL, Ref, references
 from dispatcher.workers import connections as clusters
@@ -20,6 +19,7 @@ from dispatcher.workers import copy_ledger
 from kubebase.kinds import CONFIG_MAP, SECRET
 from kubebase.shares import Rates
 from kubecontrol.metrics import REGISTRY
+from tests.support.builders import TrainJobBuilder, container, make_runtime
 from tests.support.memory_api import Fault
 from tests.support.whole_pass import (
     World,

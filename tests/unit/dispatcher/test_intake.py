@@ -6,13 +6,13 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from clusters.helpers.builders import TrainJobBuilder, make_trainjob
 from dispatcher.decisions.intake import (
     not_dispatchable,
     reconcile_intake,
     undecided_for,
     undispatched_message,
 )
+from tests.support.builders import TrainJobBuilder, make_trainjob
 from tests.support.dispatch import NOW, manager_workload
 from trainjob.runtime import RuntimeProblem
 from trainjob_api.views import TrainJobView, WorkloadView

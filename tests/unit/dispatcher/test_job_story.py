@@ -14,11 +14,11 @@ from typing import Any
 import orjson
 import pytest
 
-from clusters.helpers.builders import TrainJobBuilder, make_runtime
 from dispatcher.readapi import job_story
 from dispatcher.workers import log_tails
 from kubecontrol.aggregated import ApiRequest, Caller
 from kubecontrol.controller import own_namespace
+from tests.support.builders import TrainJobBuilder, make_runtime
 from tests.support.whole_pass import fleet
 from trainjob_api import constants as c
 

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from clusters.helpers.builders import TrainJobBuilder, container, make_runtime, replicated_job
 from dispatcher.decisions import checkpoints, placements
 from dispatcher.decisions.selection import CLUSTER_NAMES_ANNOTATION
 from dispatcher.workers import log_tails
 from kubebase.kinds import CONFIG_MAP, EVENT, Kind
 from kubecontrol.client import ApiException
 from kubecontrol.controller import own_namespace
+from tests.support.builders import TrainJobBuilder, container, make_runtime, replicated_job
 from tests.support.memory_api import Fault
 from tests.support.tables import Row, Step, state
 from tests.support.whole_pass import (

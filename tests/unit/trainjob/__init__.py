@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusters.helpers.builders import make_runtime, make_trainjob
 from kubebase.objects import Dict
+from tests.support.builders import make_runtime, make_trainjob
 from trainjob import workload as wlmod
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.runtime import RuntimeInfo, build_runtime_info

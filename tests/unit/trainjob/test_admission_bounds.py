@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from clusters.helpers.builders import runtime_patch
 from clusters.kube import load_manifests
 from kubecontrol.deadline import Deadline
 from kubecontrol.schema_bounds import bounds_problem, version_schema
+from tests.support.builders import runtime_patch
 from trainjob.admission import FALLBACK_SCHEMA, MAX_RUNTIME_PATCHES, Admitted, object_problem
 from trainjob.runtime import failure, fields
 from trainjob_api import constants as c

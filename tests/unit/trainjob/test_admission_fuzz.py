@@ -22,8 +22,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clusters.helpers.builders import make_runtime, mpi_runtime
 from clusters.kube import SAFE_LOADER
+from tests.support.builders import make_runtime, mpi_runtime
 from trainjob import admission
 from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.runtime import resolve_runtime_info

@@ -8,7 +8,7 @@ import copy
 import datetime as dt
 from typing import Any
 
-from clusters.helpers.builders import OWNER, container, replicated_job
+from tests.support.builders import OWNER, container, replicated_job
 from tests.unit.trainjob import HIGH, RUNTIME, WL_NAME, info_of
 from tests.unit.trainjob import queued_trainjob as trainjob
 from trainjob import admission, jobframework, jobframework_io

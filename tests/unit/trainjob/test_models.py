@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from clusters.helpers.builders import (
+from tests.support.builders import (
     make_trainjob,
 )
 from trainjob.models import parse_trainjob

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from clusters.helpers.builders import initializer_runtime, make_trainjob
+from tests.support.builders import initializer_runtime, make_trainjob
 from trainjob import progress
 from trainjob.models import parse_trainjob
 from trainjob.runtime import resolve_runtime_info

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from clusters.helpers.builders import initializer_runtime, make_runtime, make_trainjob
+from tests.support.builders import initializer_runtime, make_runtime, make_trainjob
 from trainjob import jobframework, readiness
 from trainjob import workload as wlmod
 from trainjob.models import parse_runtime, parse_trainjob

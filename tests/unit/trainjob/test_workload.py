@@ -3,7 +3,7 @@ TrainJob integration builds it, and the runtimePatch that carries where Kueue ad
 
 from __future__ import annotations
 
-from clusters.helpers.builders import OWNER
+from tests.support.builders import OWNER
 from tests.unit.trainjob import HIGH, WL_NAME, info_of
 from tests.unit.trainjob import queued_trainjob as trainjob
 from trainjob import workload as wlmod

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from clusters.helpers.builders import (
+from kubebase.events import Event
+from tests.support.builders import (
     OWNER,
     container,
     initializer_runtime,
@@ -18,7 +19,6 @@ from clusters.helpers.builders import (
     replicated_job,
     runtime_patch,
 )
-from kubebase.events import Event
 from tests.support.worker_plans import (
     EXIT_1,
     KILLED,

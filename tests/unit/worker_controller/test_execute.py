@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusters.helpers.builders import make_trainjob
 from kubebase.events import Event
+from tests.support.builders import make_trainjob
 from tests.support.memory_api import MemoryApi
 from tests.support.whole_pass import MemoryCluster
 from trainjob_api import constants as c

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from clusters.helpers.builders import initializer_runtime, make_runtime, make_trainjob, mpi_runtime
 from kubebase.events import Event
+from tests.support.builders import initializer_runtime, make_runtime, make_trainjob, mpi_runtime
 from tests.support.worker_plans import (
     EXIT_1,
     KILLED,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from clusters.helpers.builders import OWNER, make_trainjob
+from tests.support.builders import OWNER, make_trainjob
 from tests.support.worker_plans import OUR_SERVICE, Dict, as_made, conditions, job, observe
 from tests.unit.trainjob.runtime.podgroups import GROUP_NAMED_BY, RESOURCES, gang_runtime
 from tests.unit.trainjob.runtime.podgroups import gang_trainjob as trainjob

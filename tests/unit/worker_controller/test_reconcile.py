@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from clusters.helpers.builders import (
+from kubebase.kinds import Kind
+from kubecontrol.client import ApiException
+from tests.support.builders import (
     OWNER,
     TrainJobBuilder,
     container,
@@ -19,8 +21,6 @@ from clusters.helpers.builders import (
     make_runtime,
     replicated_job,
 )
-from kubebase.kinds import Kind
-from kubecontrol.client import ApiException
 from tests.support.memory_api import Fault, MemoryApi
 from tests.support.whole_pass import (
     MemoryCluster,

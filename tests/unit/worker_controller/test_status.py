@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from clusters.helpers.builders import initializer_runtime, make_runtime, make_trainjob, mpi_runtime
 from kubebase.objects import Dict
+from tests.support.builders import initializer_runtime, make_runtime, make_trainjob, mpi_runtime
 from tests.support.worker_plans import job
 from tests.unit.trainjob.runtime import info_for
 from trainjob.runtime import RuntimeInfo

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from clusters.helpers.builders import mpi_runtime
 from kubebase.objects import Dict
+from tests.support.builders import mpi_runtime
 from tests.unit.trainjob.runtime.podgroups import gang_runtime, info_of
 from trainjob.runtime.components import build
 from trainjob.runtime.podgroups import BY_NAME

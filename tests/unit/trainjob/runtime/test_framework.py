@@ -13,7 +13,7 @@ from kubeflow_trainer_api.models.trainer_v1alpha1_cluster_training_runtime impor
 )
 from kubeflow_trainer_api.models.trainer_v1alpha1_train_job import TrainerV1alpha1TrainJob
 
-from clusters.helpers.builders import (
+from tests.support.builders import (
     OWNER,
     container,
     initializer_runtime,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from clusters.helpers.builders import (
+from tests.support.builders import (
     container,
     make_runtime,
     make_trainjob,

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from clusters.helpers.builders import (
+from kubebase.objects import Dict
+from tests.support.builders import (
     container,
     make_runtime,
     make_trainjob,
     replicated_job,
     runtime_patch,
 )
-from kubebase.objects import Dict
 from tests.unit.trainjob.runtime import info_for
 from trainjob.runtime import (
     RuntimeSpecError,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusters.helpers.builders import (
+from tests.support.builders import (
     make_runtime,
     make_trainjob,
 )

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from clusters.helpers.builders import make_runtime, make_trainjob
 from kubebase.objects import Dict
+from tests.support.builders import make_runtime, make_trainjob
 from tests.unit.trainjob.runtime import info_for
 from trainjob.runtime import RuntimeSpecError
 from trainjob.runtime.info import PodSet

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from clusters.helpers.builders import make_trainjob, mpi_runtime
+from tests.support.builders import make_trainjob, mpi_runtime
 from tests.unit.trainjob.runtime.mlpolicies import trainjob
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.naming import pod_dns_name

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from clusters.helpers.builders import container, make_runtime, make_trainjob, replicated_job
+from tests.support.builders import container, make_runtime, make_trainjob, replicated_job
 from tests.unit.trainjob.runtime.mlpolicies import RANK, node_env, trainjob
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.runtime.framework import build_runtime_info

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusters.helpers.builders import container, make_runtime, make_trainjob, replicated_job
 from kubebase.objects import Dict
+from tests.support.builders import container, make_runtime, make_trainjob, replicated_job
 from trainjob.models import parse_trainjob
 from trainjob.runtime import RuntimeInfo, RuntimeProblem, resolve_runtime_info
 from trainjob_api.views import RuntimeView

@@ -1,4 +1,5 @@
-"""Fixture factories for TrainJobs and runtimes (plain manifests, as a user would write them)."""
+"""Fixture factories for TrainJobs and runtimes (plain manifests, as a user would write them),
+which the tests and the benchmarks share (the one module of tests/ the benchmarks may import)."""
 
 from __future__ import annotations
 
@@ -228,3 +229,40 @@ class WorkloadBuilder:
 
     def obj(self) -> Dict:
         return copy.deepcopy(self._body)
+
+
+def torch_runtime(
+    name: str = "torch",
+    *,
+    run: str = "3s",
+    num_nodes: int = 1,
+    exit_code: int | None = None,
+    extra_rjs: list[Dict] | None = None,
+    backoff_limit: int = 0,
+) -> Dict:
+    """A namespaced torch runtime whose pods run `run` on kwok (and fail if asked)."""
+    annotations = {"bed.trainjob.dev/run-duration": run}
+    if exit_code is not None:
+        annotations["bed.trainjob.dev/exit-code"] = str(exit_code)
+    node = replicated_job(
+        "node",
+        "trainer",
+        [
+            {
+                "name": "node",
+                "image": "pytorch/pytorch:2.7.1",
+                "resources": {"requests": {"cpu": "100m"}},
+            }
+        ],
+    )
+    node["template"]["spec"]["backoffLimit"] = backoff_limit
+    node["template"]["spec"]["template"]["metadata"] = {"annotations": annotations}
+    if extra_rjs:
+        node["dependsOn"] = [{"name": rj["name"], "status": "Complete"} for rj in extra_rjs]
+    runtime = make_runtime(
+        name,
+        kind="TrainingRuntime",
+        ml_policy={"numNodes": num_nodes, "torch": {}},
+        replicated_jobs=[*(extra_rjs or []), node],
+    )
+    return runtime
