@@ -22,11 +22,13 @@ a 2-core machine, and the counts would never settle), and takes it down at the e
 
     .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 4
     .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 2 --pipeline peer-shipped --replicas 1
+    .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 2 --replicas 1 --heap 15  # by line
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -40,6 +42,7 @@ from kubernetes import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import heap
 from benchmarks.multikueue import (
     PIPELINES,
     TRAINER,
@@ -52,7 +55,7 @@ from benchmarks.multikueue import (
 from benchmarks.worker_trainjobs import peak_rss_mib, status_mib
 from clusters import peer, setup
 from clusters.bed import Bed
-from clusters.config import Port, WaitForPodsReady, load_config
+from clusters.config import REPO_ROOT, Port, WaitForPodsReady, load_config
 from clusters.helpers.kube import is_active
 from clusters.helpers.waiting import wait_for
 from clusters.install import DISPATCHER, Replica, leading_dispatcher
@@ -141,6 +144,15 @@ def main() -> int:
         help="ours, or the upstream pipeline as compare.py runs it (Kueue's MultiKueue, "
         "Trainer and JobSet on each worker)",
     )
+    parser.add_argument(
+        "--heap",
+        type=int,
+        default=0,
+        metavar="N",
+        help="our replicas trace their Python heap (benchmarks/heap.py; needs gdb) and the N "
+        "lines that allocated most of what each holds are printed after each step, with what "
+        "each grew by over the run: where the memory goes, not how much (tracing costs its own)",
+    )
     replicas_arg(parser)
     args = parser.parse_args()
     timeout = WaitForPodsReady(timeout_seconds=args.pods_ready_timeout)
@@ -164,7 +176,8 @@ def start(bed: Bed, args: argparse.Namespace) -> tuple[list[Replica], dict[str, 
     our replicas, and every controller process of the pipeline and every Kueue, by what each
     is."""
     if args.pipeline == "ours":
-        ctrls = start_ours(bed, args.replicas)
+        with heap.traced_children() if args.heap else contextlib.nullcontext():
+            ctrls = start_ours(bed, args.replicas)
         leader = leading_dispatcher(ctrls) if args.replicas > 1 else None
         procs = {}
         for r in ctrls:
@@ -198,6 +211,8 @@ def measure(bed: Bed, args: argparse.Namespace) -> int:
     ctrls, procs = start(bed, args)
     custom = client.CustomObjectsApi(bed.api(clusters[0]))
     rows: list[tuple[int, dict[str, int], dict[str, float]]] = []
+    traced = {what: pid for what, pid in procs.items() if not what.startswith("Kueue ")}
+    heaps: list[dict[str, heap.Sites]] = []
     try:
         every = [*(("multikueueclusters", w.name) for w in bed.config.workers)]
         for plural, name in [*every, ("admissionchecks", "multikueue")]:
@@ -221,6 +236,9 @@ def measure(bed: Bed, args: argparse.Namespace) -> int:
                 f"submitting): objects {shown}; resident MiB: {mem}",
                 flush=True,
             )
+            if args.heap:
+                heaps.append({what: heap.heap_sites(pid) for what, pid in traced.items()})
+                show_heaps(heaps[-1], args.heap)
         print("\nTCP connections to each API server, by process:")
         for what, pid in procs.items():
             print(f"  {what}: {dict(sorted(connections(pid, ports).items()))}")
@@ -243,10 +261,37 @@ def measure(bed: Bed, args: argparse.Namespace) -> int:
                 f"{group}: {intercept:.0f} MiB + {slope * 1000:.1f} MiB per 1,000 TrainJobs in "
                 f"flight; peak resident {peak:.0f} MiB with {args.jobs} in flight"
             )
+        if len(heaps) > 1:
+            show_growth(heaps[0], heaps[-1], args.heap, rows[-1][0] - rows[0][0])
     finally:
         if ctrls:
             setup.stop_controllers(bed, ctrls)  # the bed goes down next: no clean-up to wait for
     return 0
+
+
+def show_heaps(sites: dict[str, heap.Sites], top: int) -> None:
+    """Each traced process's heap: in all, and its `top` allocating lines."""
+    for what, held in sites.items():
+        total = sum(size for size, _ in held.values())
+        print(f"  heap of {what}: {total / 2**20:.1f} MiB traced")
+        for where, (size, count) in sorted(held.items(), key=lambda x: -x[1][0])[:top]:
+            print(f"    {size / 2**20:7.2f} MiB {count:8d} blocks  {heap.short(where, REPO_ROOT)}")
+
+
+def show_growth(
+    first: dict[str, heap.Sites], last: dict[str, heap.Sites], top: int, jobs: int
+) -> None:
+    """What each traced process's heap grew by from the first step to the last, in all and by
+    line: the memory the TrainJobs in flight hold there."""
+    print(f"\nHeap growth over {jobs} TrainJobs, by allocating line:")
+    for what in last:
+        rows = heap.growth(first.get(what, {}), last[what])
+        total = sum(size for _, size, _ in rows)
+        each = total / max(jobs, 1)
+        print(f"  {what}: {total / 2**20:+.1f} MiB traced ({each:+,.0f} B per TrainJob)")
+        for where, size, count in rows[:top]:
+            site = heap.short(where, REPO_ROOT)
+            print(f"    {size / 2**20:+7.2f} MiB {count:+8d} blocks  {site}")
 
 
 if __name__ == "__main__":
