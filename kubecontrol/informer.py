@@ -283,7 +283,22 @@ class Informer:
         kind (a watch event's object does): each gets them, so every cached object says what
         it is, however it came in."""
         obj["apiVersion"], obj["kind"] = self.kind.api_version, self.kind.kind
-        return self._transform(obj)
+        return self._kept(obj)
+
+    def _kept(self, obj: Dict) -> Dict:
+        """What the cache keeps of `obj`: what the transform keeps. An object the transform
+        fails on (a shape it did not foresee) is kept whole but its managedFields, and the
+        failure logged: taken for the list's or the watch's, it would fail every list and
+        watch again on the same object, and the cache would stop for every object of the
+        kind."""
+        try:
+            return self._transform(obj)
+        except Exception:
+            log.exception(
+                "transform failed: the object is kept whole",
+                extra={"informer": self._name, "object": str(key_of(obj))},
+            )
+            return slim(obj)
 
     def _list(self) -> str:
         """List everything into the cache, a page at a time; report what changed since;
@@ -392,7 +407,7 @@ class Informer:
                 code = int(obj.get("code") or 0)
                 raise ApiException(code, str(obj.get("reason", "")), str(obj.get("message", obj)))
             if etype != "BOOKMARK":
-                self._apply(etype, self._transform(obj))
+                self._apply(etype, self._kept(obj))
             self._last = str(obj["metadata"]["resourceVersion"])
             return True
 

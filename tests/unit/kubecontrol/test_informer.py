@@ -1,11 +1,14 @@
-"""The informer's second index (group key -> objects): kept right through puts and drops.
-No API is reached: the cache is fed as a list or a watch would feed it."""
+"""The informer's second index (group key -> objects): kept right through puts and drops;
+what its transform keeps, and what it keeps of an object the transform fails on. No API is
+reached: the cache is fed as a list or a watch would feed it."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import orjson
+import pytest
 from kubernetes import client
 
 from kubecontrol.informer import Informer, same_apart_from_version
@@ -163,3 +166,47 @@ def test_same_apart_from_version() -> None:
     b = _job("2", "Running", "n1")
     b["metadata"]["labels"] = {"x": "y"}
     assert not same_apart_from_version(a, b)
+
+
+def _fails_on_b(obj: dict) -> dict:
+    """A transform with a bug: it fails on the object named b."""
+    if obj["metadata"]["name"] == "b":
+        raise KeyError("spec")
+    return {"metadata": obj["metadata"], "status": obj["status"]}
+
+
+def test_an_object_the_transform_fails_on_is_kept_whole_and_the_cache_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One object a transform cannot digest neither stops a list nor a watch (each would fail
+    again on it, and the cache would stop for every object of its kind): it is kept whole
+    but its managedFields, and the failure logged; the others are digested."""
+    odd = _job("2", "Running", "n1")
+    odd["metadata"] = {**odd["metadata"], "name": "b", "managedFields": [{"manager": "x"}]}
+    informer = Informer(
+        _List([_job("1", "Running", "n1"), odd]),  # type: ignore[arg-type]
+        c.POD,
+        transform=_fails_on_b,
+    )
+    with caplog.at_level(logging.ERROR, logger="kubecontrol.informer"):
+        assert informer.list_now()
+    assert informer.get(("ns", "a")) == {
+        "metadata": _job("1", "", "")["metadata"], "status": {"phase": "Running"}
+    }  # fmt: skip
+    whole = {k: v for k, v in _job("2", "Running", "n1").items()}
+    whole["metadata"] = {**whole["metadata"], "name": "b"}
+    assert informer.get(("ns", "b")) == {**whole, "apiVersion": "v1", "kind": "Pod"}
+    assert [r.getMessage() for r in caplog.records] == [
+        "transform failed: the object is kept whole"
+    ]
+    later = {**_job("3", "Pending", ""), "metadata": {**odd["metadata"], "resourceVersion": "3"}}
+    watch = _Events(
+        [
+            {"type": "MODIFIED", "object": later},
+            {"type": "ADDED", "object": _job("4", "Pending", "")},
+        ]
+    )
+    informer._api = watch  # type: ignore[assignment]
+    assert informer._watch("2") == "4"
+    assert informer.get(("ns", "b"))["status"] == {"phase": "Pending"}
+    assert informer.get(("ns", "a"))["metadata"]["resourceVersion"] == "4"
