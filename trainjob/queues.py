@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal, localcontext
 from typing import TypeVar
@@ -177,17 +177,52 @@ class PodSetView(JsonView):
         return pod_requests((self.raw.get("template") or {}).get("spec") or {})
 
 
-def pod_requests(spec: Dict) -> Amounts:
-    """What one pod of this spec asks for, counted as Kueue and Trainer count it: the sum over
-    its containers, at least the largest init container, plus the pod overhead."""
+def pod_requests(spec: Dict, *, limits_as_requests: bool = True) -> Amounts:
+    """What one pod of this spec asks for, counted as Kueue 0.19 counts a PodSet's pod (its
+    limits standing for requests not given, then Kubernetes' PodRequests): the sum over its
+    containers and its sidecars (init containers that keep running), at least what each other
+    init container asks beside the sidecars started before it; the pod's own requests in
+    place of its containers' for CPU, memory and hugepages (pod-level resources); plus the
+    pod's overhead. Without `limits_as_requests`, its requests as written (as Trainer v2.3
+    counts a PodGroup's minResources)."""
+
+    def asked_of(resources: object) -> Amounts:
+        return _asked(resources, limits_as_requests)
+
     total = Amounts()
-    for amounts in _requests(spec.get("containers") or []):
-        add(total, amounts)
-    for amounts in _requests(spec.get("initContainers") or []):
-        for name, qty in amounts.items():
-            total[name] = max(total[name], qty)
+    for container in _dicts(spec.get("containers")):
+        add(total, asked_of(container.get("resources")))
+    sidecars, init = Amounts(), Amounts()
+    for container in _dicts(spec.get("initContainers")):
+        asked = asked_of(container.get("resources"))
+        if container.get("restartPolicy") == "Always":  # runs on beside the containers
+            add(total, asked)
+            add(sidecars, asked)
+            continue
+        add(asked, sidecars)
+        for name, qty in asked.items():
+            init[name] = max(init[name], qty)
+    for name, qty in init.items():
+        total[name] = max(total[name], qty)
+    for name, qty in asked_of(spec.get("resources")).items():
+        if name in POD_LEVEL_RESOURCES or name.startswith("hugepages-"):
+            total[name] = qty
     add(total, Amounts({k: parse_quantity(v) for k, v in (spec.get("overhead") or {}).items()}))
     return total
+
+
+# What a pod's own `resources` may ask for in place of its containers' (Kubernetes' pod-level
+# resources), besides hugepages.
+POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})
+
+
+def _asked(resources: object, limits_as_requests: bool) -> Amounts:
+    """What a ResourceRequirements asks for: its requests, a limit standing for a request not
+    given (with `limits_as_requests`)."""
+    given = resources if isinstance(resources, dict) else {}
+    limits = (given.get("limits") or {}) if limits_as_requests else {}
+    requests = given.get("requests") or {}
+    return Amounts({str(k): parse_quantity(v) for k, v in {**limits, **requests}.items()})
 
 
 def resources_key(spec: Dict) -> str:
@@ -271,18 +306,6 @@ def add(into: Amounts, other: Amounts, times: int = 1) -> None:
     """Add `other` (`times` over) into `into`."""
     for name, qty in other.items():
         into[name] += qty * times
-
-
-def _requests(containers: Iterable[Dict]) -> list[Amounts]:
-    return [
-        Amounts(
-            {
-                k: parse_quantity(v)
-                for k, v in (c.get("resources") or {}).get("requests", {}).items()
-            }
-        )
-        for c in containers
-    ]
 
 
 class AdmissionCheckView(ObjectView):

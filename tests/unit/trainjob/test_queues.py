@@ -6,6 +6,8 @@ import copy
 from decimal import Decimal
 from typing import Any
 
+import pytest
+
 from kubebase.objects import Dict
 from tests.support.dispatch import NOW
 from tests.support.pods import RICH_CONTAINER, RICH_POD
@@ -257,3 +259,54 @@ def test_what_a_pod_asks_is_read_the_same_from_its_asks_alone() -> None:
     assert queues.pod_asks(RICH_POD)["containers"] == [
         {"name": "trainer", "resources": RICH_CONTAINER["resources"], "restartPolicy": "Always"}
     ]
+
+
+def _ctr(cpu: str | None = None, *, limit: str | None = None, sidecar: bool = False) -> Dict:
+    resources: Dict = {}
+    if cpu is not None:
+        resources["requests"] = {"cpu": cpu}
+    if limit is not None:
+        resources["limits"] = {"cpu": limit}
+    return {"name": "c", "resources": resources, **({"restartPolicy": "Always"} if sidecar else {})}
+
+
+@pytest.mark.parametrize(
+    ("spec", "cpu"),
+    [
+        ({"containers": [_ctr("1"), _ctr("2")]}, "3"),  # the containers' sum
+        ({"containers": [_ctr(limit="2")]}, "2"),  # a limit stands for a request not given
+        ({"containers": [_ctr("1", limit="4")]}, "1"),  # a request given is the request
+        ({"containers": [_ctr("1")], "initContainers": [_ctr("4")]}, "4"),  # the largest init
+        (
+            {"containers": [_ctr("1")], "initContainers": [_ctr("2", sidecar=True)]},
+            "3",
+        ),  # a sidecar adds
+        # an init container runs beside the sidecars started before it, not those after
+        ({"containers": [_ctr("1")], "initContainers": [_ctr("2", sidecar=True), _ctr("5")]}, "7"),
+        ({"containers": [_ctr("1")], "initContainers": [_ctr("5"), _ctr("2", sidecar=True)]}, "5"),
+        # five 100-CPU sidecars beside one 100-CPU container
+        ({"containers": [_ctr("100")], "initContainers": [_ctr("100", sidecar=True)] * 5}, "600"),
+        # the pod's own requests in place of its containers' (pod-level resources), its limit
+        # standing for a request not given
+        ({"containers": [_ctr("1"), _ctr("1")], "resources": {"requests": {"cpu": "8"}}}, "8"),
+        ({"containers": [_ctr("1")], "resources": {"limits": {"cpu": "6"}}}, "6"),
+        ({"containers": [_ctr("1")], "overhead": {"cpu": "250m"}}, "1.25"),  # plus the overhead
+    ],
+)
+def test_a_pod_asks_for_what_kueue_counts_of_it(spec: Dict, cpu: str) -> None:
+    """A pod's requests as Kueue 0.19 counts a PodSet's pod (Kubernetes' PodRequests, its
+    limits standing for requests not given): what the dispatcher's fit and a gang's
+    minResources are made of."""
+    assert queues.pod_requests(spec)["cpu"] == Decimal(cpu)
+
+
+def test_the_pods_own_requests_stand_only_for_cpu_memory_and_hugepages() -> None:
+    spec: Dict = {
+        "containers": [
+            {"resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}}}
+        ],
+        "resources": {"requests": {"memory": "4Gi", "hugepages-2Mi": "1Gi", "nvidia.com/gpu": "8"}},
+    }
+    asked = queues.pod_requests(spec)
+    assert asked["cpu"] == 1 and asked["memory"] == 4 * 2**30 and asked["hugepages-2Mi"] == 2**30
+    assert asked["nvidia.com/gpu"] == 1

@@ -101,7 +101,9 @@ def _totals(info: RuntimeInfo) -> tuple[int, Amounts]:
     total = Amounts()
     for ps in info.pod_sets:
         members += ps.count
-        add(total, pod_requests(ps.pod_template.get("spec") or {}), ps.count)
+        # as Trainer v2.3 counts them: the pod template's requests as written
+        spec = ps.pod_template.get("spec") or {}
+        add(total, pod_requests(spec, limits_as_requests=False), ps.count)
     return members, total
 
 

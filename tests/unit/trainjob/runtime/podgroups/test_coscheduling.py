@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kubebase.objects import Dict
+from tests.support.builders import container
 from tests.unit.trainjob.runtime.podgroups import gang_runtime, gang_trainjob, info_of, resolved
 from trainjob.models import parse_trainjob
 from trainjob.runtime import resolve_runtime_info
@@ -74,3 +75,24 @@ def test_pods_that_request_nothing_give_no_min_resources() -> None:
     info, problem = resolve_runtime_info(parse_trainjob(body), RuntimeView(runtime))
     assert info is not None, problem
     assert build_pod_group(info, PLUGIN)["spec"] == {"minMember": 3, "scheduleTimeoutSeconds": 60}
+
+
+def test_min_resources_count_the_templates_requests_as_trainer_does() -> None:
+    """Trainer v2.3 counts a pod of the gang with Kubernetes' PodRequests over its template as
+    written: a sidecar adds to the containers, a limit given without a request adds nothing,
+    and the pod's own requests stand for its containers' CPU."""
+    runtime = gang_runtime({"coscheduling": {}})
+    launcher = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
+    pod = launcher["template"]["spec"]["template"]["spec"]
+    pod["initContainers"] = [
+        container("proxy", resources={"requests": {"cpu": "1"}}) | {"restartPolicy": "Always"},
+        container("cap", resources={"limits": {"memory": "64Gi"}}),
+    ]
+    info = info_of(runtime, nodes=2)
+    # launcher 250m + its 1-CPU sidecar; 2 nodes of 1500m, 2Gi (their 2-CPU limit aside)
+    assert build_pod_group(info, PLUGIN)["spec"]["minResources"] == {
+        "cpu": "4250m",
+        "memory": str(4 * GIB),
+    }
+    pod["resources"] = {"requests": {"cpu": "3"}}
+    assert build_pod_group(info_of(runtime, nodes=2), PLUGIN)["spec"]["minResources"]["cpu"] == "6"
