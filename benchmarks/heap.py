@@ -37,11 +37,15 @@ Sites = dict[str, tuple[int, int]]  # file:line -> (bytes, blocks)
 def traced_children() -> Iterator[None]:
     """Processes started meanwhile (the bed's replicas take this process's environment) trace
     their heap from their start."""
+    before = os.environ.get("PYTHONTRACEMALLOC")
     os.environ["PYTHONTRACEMALLOC"] = FRAMES
     try:
         yield
     finally:
-        del os.environ["PYTHONTRACEMALLOC"]
+        if before is None:
+            del os.environ["PYTHONTRACEMALLOC"]
+        else:
+            os.environ["PYTHONTRACEMALLOC"] = before
 
 
 def heap_sites(pid: int, timeout: float = 120) -> Sites:
@@ -57,7 +61,11 @@ def heap_sites(pid: int, timeout: float = 120) -> Sites:
             "-ex", f'call (int)PyRun_SimpleString("{code}")',
             "-ex", "call (void)PyGILState_Release($1)",
         ]  # fmt: skip
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:  # gdb is ended; the process goes on when it detaches
+            print(f"no heap of {pid}: gdb took over {timeout:.0f} s")
+            return {}
         if not out.exists():
             tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
             print(f"no heap of {pid}: {tail[0] if tail else 'gdb said nothing'}")

@@ -211,7 +211,8 @@ def measure(bed: Bed, args: argparse.Namespace) -> int:
     ctrls, procs = start(bed, args)
     custom = client.CustomObjectsApi(bed.api(clusters[0]))
     rows: list[tuple[int, dict[str, int], dict[str, float]]] = []
-    traced = {what: pid for what, pid in procs.items() if not what.startswith("Kueue ")}
+    # our replicas (Python) only: the peer's controllers and every Kueue are Go
+    traced = {what: r.proc.pid for r in ctrls for what, pid in procs.items() if pid == r.proc.pid}
     heaps: list[dict[str, heap.Sites]] = []
     try:
         every = [*(("multikueueclusters", w.name) for w in bed.config.workers)]

@@ -76,3 +76,10 @@ def test_an_untraced_process_reads_as_no_heap(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_tracing_already_asked_for_is_put_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONTRACEMALLOC", "25")
+    with heap.traced_children():
+        assert os.environ["PYTHONTRACEMALLOC"] == heap.FRAMES
+    assert os.environ["PYTHONTRACEMALLOC"] == "25"
