@@ -310,3 +310,18 @@ def test_the_pods_own_requests_stand_only_for_cpu_memory_and_hugepages() -> None
     asked = queues.pod_requests(spec)
     assert asked["cpu"] == 1 and asked["memory"] == 4 * 2**30 and asked["hugepages-2Mi"] == 2**30
     assert asked["nvidia.com/gpu"] == 1
+
+
+def test_what_a_pod_asks_of_json_the_api_server_would_not_store_is_read_the_same() -> None:
+    """`pod_asks` of a spec whose containers are not objects (which `resources_key` counts as
+    nothing) keeps nothing of them, never an error, and reads as the spec does."""
+    for spec in (
+        {"containers": "x"},
+        {"containers": ["x", None, 3]},
+        {"initContainers": [None], "containers": [{"name": "c", "resources": []}]},
+    ):
+        asks = queues.pod_asks(spec)
+        assert queues.resources_key(asks) == queues.resources_key(spec), spec
+    assert queues.pod_asks({"containers": ["x", None, {"name": "c"}]}) == {
+        "containers": [{"name": "c"}]
+    }
