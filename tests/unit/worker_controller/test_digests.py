@@ -157,3 +157,21 @@ def test_a_workloads_digest_reads_as_the_workload_and_keeps_none_of_its_pods_ima
         assert ps["template"]["spec"]["priorityClassName"] == "high"
     assert kept.status == full.status and kept.spec["priority"] == 5
     assert "pytorch:2.6" not in json.dumps(kept.raw)
+
+
+def test_a_digest_of_json_the_api_server_would_not_store_is_never_an_error() -> None:
+    """A transform that raised would fail every list of its kind. A pod template (or its spec)
+    that is not an object is kept as one whose pods ask nothing; any other part not understood
+    (a Job's spec, a Workload's podSets, a PodSet not an object or with no template) as it is."""
+    odds: list[object] = ["x", 3, None, ["resources"]]
+    for odd in odds:
+        templates: list[object] = [odd, {"metadata": {}, "spec": odd}]
+        for template in templates:
+            kept = JobView(digests.job_digest({"spec": {"template": copy.deepcopy(template)}}))
+            assert builders.asked_by(kept) == resources_key({}), template
+        assert digests.job_digest({"spec": copy.deepcopy(odd)}) == {"spec": odd}
+        workload = {"spec": {"podSets": odd}}
+        assert digests.workload_digest(copy.deepcopy(workload)) == workload
+    pod_sets: list[object] = ["x", None, 3, {"name": "n", "count": 2}]
+    workload = {"spec": {"podSets": copy.deepcopy(pod_sets)}}
+    assert digests.workload_digest(workload)["spec"]["podSets"] == pod_sets
