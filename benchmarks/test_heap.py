@@ -33,6 +33,8 @@ def test_a_site_is_named_from_the_repository_or_by_its_last_parts() -> None:
     assert heap.short("/repo/kubecontrol/client.py:413", root) == "kubecontrol/client.py:413"
     assert heap.short("/usr/lib/python3.11/json/decoder.py:353", root) == "json/decoder.py:353"
     assert heap.short("<frozen abc>:106", root) == "<frozen abc>:106"
+    # its line is what follows the last colon, a colon in its path kept
+    assert heap.short("/srv/a:b/c.py:7", root) == "a:b/c.py:7"
 
 
 def test_traced_children_trace_from_their_start_and_the_variable_goes_after() -> None:
@@ -45,6 +47,12 @@ def test_traced_children_trace_from_their_start_and_the_variable_goes_after() ->
             check=True,
         )
     assert child.stdout.strip() == "True"
+    assert "PYTHONTRACEMALLOC" not in os.environ
+
+
+def test_traced_children_take_the_variable_away_when_their_block_fails() -> None:
+    with pytest.raises(RuntimeError), heap.traced_children():
+        raise RuntimeError("the bed did not start")
     assert "PYTHONTRACEMALLOC" not in os.environ
 
 
@@ -83,3 +91,18 @@ def test_a_tracing_already_asked_for_is_put_back(monkeypatch: pytest.MonkeyPatch
     with heap.traced_children():
         assert os.environ["PYTHONTRACEMALLOC"] == heap.FRAMES
     assert os.environ["PYTHONTRACEMALLOC"] == "25"
+
+
+@pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed (Debian: gdb)")
+def test_a_process_gdb_cannot_run_python_in_reads_as_no_heap_and_says_why(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    proc = subprocess.Popen(["sleep", "120"])  # no Python in it: gdb writes no file
+    try:
+        assert heap.heap_sites(proc.pid) == {}
+        said = capsys.readouterr().out
+        # why: gdb's last word, that the process has none of Python's functions it calls
+        assert said.startswith(f"no heap of {proc.pid}: ") and "PyGILState_" in said
+    finally:
+        proc.kill()
+        proc.wait()
