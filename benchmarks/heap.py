@@ -24,8 +24,9 @@ FRAMES = "1"
 # Run in the traced process: its snapshot's statistics by line, as "bytes count file:line".
 _DUMP = (
     "import tracemalloc as _t\n"
+    "_snap = _t.take_snapshot()\n"  # before the file: an untraced process writes none
     "with open({path!r}, 'w') as _f:\n"
-    "    for _s in _t.take_snapshot().statistics('lineno'):\n"
+    "    for _s in _snap.statistics('lineno'):\n"
     "        _fr = _s.traceback[0]\n"
     "        _f.write(f'{{_s.size}} {{_s.count}} {{_fr.filename}}:{{_fr.lineno}}\\n')\n"
 )
@@ -68,7 +69,8 @@ def heap_sites(pid: int, timeout: float = 120) -> Sites:
             return {}
         if not out.exists():
             tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
-            print(f"no heap of {pid}: {tail[0] if tail else 'gdb said nothing'}")
+            said = tail[0] if tail else "nothing"
+            print(f"no heap of {pid}: it traces none, or gdb could not run Python in it ({said})")
             return {}
         sites: Sites = {}
         for line in out.read_text().splitlines():

@@ -1,7 +1,8 @@
 """What the worker controller's caches keep of its Jobs, Workloads, pods and of the Job
 controller's FailedCreate Events (the informers' transforms, worker_controller/watches.py):
 digests, read back through views (plugin/trainjob_api/views.py: JobView, WorkloadView, PodView,
-FailedCreateView). Pure."""
+FailedCreateView). No I/O; a Job's or Workload's digest is made in the object given (the
+informer's own, just decoded)."""
 
 from __future__ import annotations
 
