@@ -289,6 +289,8 @@ def _ctr(cpu: str | None = None, *, limit: str | None = None, sidecar: bool = Fa
         # the pod's own requests in place of its containers' (pod-level resources), its limit
         # standing for a request not given
         ({"containers": [_ctr("1"), _ctr("1")], "resources": {"requests": {"cpu": "8"}}}, "8"),
+        # in place of, even below, its containers' sum (Kubernetes' PodRequests replaces it)
+        ({"containers": [_ctr("4"), _ctr("4")], "resources": {"requests": {"cpu": "2"}}}, "2"),
         ({"containers": [_ctr("1")], "resources": {"limits": {"cpu": "6"}}}, "6"),
         ({"containers": [_ctr("1")], "overhead": {"cpu": "250m"}}, "1.25"),  # plus the overhead
     ],
