@@ -155,7 +155,12 @@ def fit(
     if cq is None:
         # Structural, but an administrator may add it any moment: never a reason to give up.
         return Fit(False, True, f"no LocalQueue {queue} with its ClusterQueue")
-    podsets = _podset_requests_of(workload)
+    try:
+        podsets = _podset_requests_of(workload)
+    except (ValueError, TypeError, ArithmeticError) as exc:
+        # A quantity no pod could ask for (out of range, or not one this reads): the job
+        # waits, saying why, and no pass fails over it.
+        return Fit(False, True, f"a quantity its pods ask for cannot be read: {str(exc)[:120]}")
     quotas = cq.quotas()
     missing = sorted(
         {r for _, needs in podsets for r in needs if r not in quotas.covered} - {"pods"}

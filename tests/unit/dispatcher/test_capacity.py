@@ -5,6 +5,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+import pytest
+
 from dispatcher.decisions.capacity import (
     Fit,
     cohort_of,
@@ -229,3 +231,13 @@ def test_bytes_are_shown_in_the_largest_binary_unit_that_divides_them() -> None:
     assert show_amount("hugepages-2Mi", Decimal(4 << 20)) == "4Mi"
     assert show_amount("cpu", Decimal(2048)) == "2048"
     assert show_amount("cpu", Decimal("0.5")) == "500m"
+
+
+@pytest.mark.parametrize("quantity", ["1e30", "1e1.5"])
+def test_a_quantity_that_cannot_be_read_waits_saying_so_and_fails_no_pass(quantity: str) -> None:
+    """Out of range, or allowed by the CRD's pattern but not a quantity a pod may ask: the job
+    does not fit now, may later (its TrainJob may be mended), and says why; the pass that asks
+    goes on (it used to raise there, and was retried with a traceback)."""
+    got = fit(workload(("node", 1, {"cpu": quantity})), cluster_queue(), [])
+    assert (got.now, got.ever) == (False, True)
+    assert got.why.startswith("a quantity its pods ask for cannot be read") and quantity in got.why
