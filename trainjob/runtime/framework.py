@@ -14,6 +14,7 @@ objects, the claims)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -365,39 +366,48 @@ def _check_dependencies(replicated_jobs: list[Any]) -> None:
 
 
 def _check_quantities(ps: PodSet, trainjob: TrainJob) -> None:
-    """Every resource quantity of the PodSet's pods parses and is not negative; the message
-    names the field the user wrote (spec.trainer.resourcesPerNode, or the runtime's)."""
+    """Every resource quantity of the PodSet's pods parses and is not negative (its
+    containers', the pod's own `resources` and its `overhead`: all `pod_requests` reads); the
+    message names the field the user wrote (spec.trainer.resourcesPerNode, or the runtime's)."""
     trainer = trainjob.spec.trainer
     from_trainer = ps.role == c.STEP_TRAINER and bool(trainer and trainer.resources_per_node)
     pod_spec = ps.pod_template.get("spec") or {}
+    for where, container, field, quantities in _quantity_maps(ps.name, pod_spec):
+        if not isinstance(quantities, dict):
+            raise RuntimeSpecError(f"{where}: {field} must be a map of quantities")
+        kind = field.rpartition(".")[2]  # requests, limits (or overhead)
+        named = (trainer.resources_per_node or {}).get(kind) if trainer else None
+        for res, qty in quantities.items():
+            try:
+                ok = parse_quantity(qty) >= 0
+            except (ValueError, TypeError, AttributeError):
+                ok = False
+            if ok:
+                continue
+            written = from_trainer and container == c.NODE_CONTAINER
+            at = (
+                f"spec.trainer.resourcesPerNode.{kind}[{res}]"
+                if written and isinstance(named, dict) and res in named
+                else f"{where} {field}[{res}]"
+            )
+            raise RuntimeSpecError(
+                f"{at}: {qty!r} is not a valid quantity (e.g. 500m, 2, 4Gi; never negative)"
+            )
+
+
+def _quantity_maps(name: str, pod_spec: Dict) -> Iterator[tuple[str, object, str, object]]:
+    """Each map of quantities a pod of this spec asks with: where it is (for a message), the
+    container it belongs to (None: the pod's own), its field, and the map."""
     for field in ("initContainers", "containers"):
         for ctr in pod_spec.get(field) or []:
             resources = ctr.get("resources") or {}
+            where = f"replicatedJob {name!r} container {ctr.get('name')!r}"
             for kind in ("requests", "limits"):
-                quantities = resources.get(kind) or {} if isinstance(resources, dict) else None
-                if not isinstance(quantities, dict):
-                    raise RuntimeSpecError(
-                        f"replicatedJob {ps.name!r} container {ctr.get('name')!r}: "
-                        f"resources.{kind} must be a map of quantities"
-                    )
-                for res, qty in quantities.items():
-                    try:
-                        ok = parse_quantity(qty) >= 0
-                    except (ValueError, TypeError, AttributeError):
-                        ok = False
-                    if ok:
-                        continue
-                    named = (trainer.resources_per_node or {}).get(kind) if trainer else None
-                    where = (
-                        f"spec.trainer.resourcesPerNode.{kind}[{res}]"
-                        if from_trainer
-                        and ctr.get("name") == c.NODE_CONTAINER
-                        and isinstance(named, dict)
-                        and res in named
-                        else f"replicatedJob {ps.name!r} container {ctr.get('name')!r} "
-                        f"resources.{kind}[{res}]"
-                    )
-                    raise RuntimeSpecError(
-                        f"{where}: {qty!r} is not a valid quantity (e.g. 500m, 2, 4Gi; "
-                        "never negative)"
-                    )
+                found = resources.get(kind) or {} if isinstance(resources, dict) else None
+                yield where, ctr.get("name"), f"resources.{kind}", found
+    pod = f"replicatedJob {name!r} pod"
+    resources = pod_spec.get("resources") or {}
+    for kind in ("requests", "limits"):
+        found = resources.get(kind) or {} if isinstance(resources, dict) else None
+        yield pod, None, f"resources.{kind}", found
+    yield pod, None, "overhead", pod_spec.get("overhead") or {}

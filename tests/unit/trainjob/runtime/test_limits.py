@@ -121,6 +121,27 @@ def test_a_huge_quantity_in_resources_per_node_is_a_condition_naming_the_field()
 
 
 @pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [
+        ("resources", {"limits": {"cpu": "1e5000"}}, "pod resources.limits[cpu]: '1e5000'"),
+        ("resources", {"requests": ["cpu"]}, "pod: resources.requests must be a map"),
+        ("overhead", {"memory": "-1Gi"}, "pod overhead[memory]: '-1Gi'"),
+    ],
+)
+def test_a_bad_quantity_of_the_pod_itself_is_a_condition_naming_the_field(
+    field: str, value: object, named: str
+) -> None:
+    """The pod's own resources and its overhead count in `pod_requests` (the fit, a
+    PodGroup's minResources) as its containers' do: a tenant's runtime with an unreadable one
+    failed every worker pass that built its PodGroup, with a traceback and no condition."""
+    runtime = make_runtime()
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    pod["template"]["spec"][field] = value
+    tj = make_trainjob(runtimeRef={"name": "torch-distributed"})
+    assert f"replicatedJob 'node' {named}" in _problem(tj, runtime)
+
+
+@pytest.mark.parametrize(
     ("policy", "env"),
     [
         ({"numNodes": 1, "torch": {}}, "PET_NNODES"),
