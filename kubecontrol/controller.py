@@ -62,6 +62,8 @@ class Watch:
     label_selector: str = ""
     field_selector: str = ""
     transform: Callable[[Dict], Dict] = slim
+    # What the cache keeps of an object the transform fails on (kubecontrol/informer.py).
+    fallback: Callable[[Dict], Dict] = slim
     group_by: Callable[[Dict], Hashable] | None = None
     groups_of: Callable[[Dict], Iterable[Hashable]] | None = None
     groups: str = ""
@@ -488,6 +490,7 @@ def informers(ctx: ControllerContext, cluster: Cluster, watches: list[Watch]) ->
             field_selector=watch.field_selector,
             name=f"{ctx.settings.cluster_name}-{watch.index}",
             transform=watch.transform,
+            fallback=watch.fallback,
             group_by=watch.group_by,
             groups_of=watch.groups_of,
             on_state=functools.partial(_note_state, ctx, watch.index),

@@ -171,6 +171,7 @@ class Informer:
         list_timeout: float = 30.0,
         page: int = PAGE,
         transform: Callable[[Dict], Dict] = slim,
+        fallback: Callable[[Dict], Dict] = slim,
         group_by: Callable[[Dict], Key] | None = None,
         groups_of: Callable[[Dict], Iterable[Key]] | None = None,
         keep: Callable[[Dict], bool] | None = None,
@@ -192,7 +193,7 @@ class Informer:
         # of keys at a time (atomic under the GIL).
         self._store: dict[Key, Dict] = {}
         self.view = IndexView(self._store)
-        self._transform = transform
+        self._transform, self._fallback = transform, fallback
         # Which objects the cache holds at all (after the transform), where no selector the
         # API server knows can say it: one that stops being kept leaves as if deleted.
         self._keep = keep
@@ -287,18 +288,19 @@ class Informer:
 
     def _kept(self, obj: Dict) -> Dict:
         """What the cache keeps of `obj`: what the transform keeps. An object the transform
-        fails on (a shape it did not foresee) is kept whole but its managedFields, and the
-        failure logged: taken for the list's or the watch's, it would fail every list and
+        fails on (a shape it did not foresee) is kept as the fallback keeps it (by default
+        whole but its managedFields; a kind whose content must never be held keeps less), and
+        the failure logged: taken for the list's or the watch's, it would fail every list and
         watch again on the same object, and the cache would stop for every object of the
         kind."""
         try:
             return self._transform(obj)
         except Exception:
             log.exception(
-                "transform failed: the object is kept whole",
+                "transform failed: the object is kept as its fallback keeps it",
                 extra={"informer": self._name, "object": str(key_of(obj))},
             )
-            return slim(obj)
+            return self._fallback(obj)
 
     def _list(self) -> str:
         """List everything into the cache, a page at a time; report what changed since;

@@ -126,6 +126,7 @@ def dependency_watches(ctx: Context) -> list[Watch]:
                 source_changed,
                 field_selector=fields,
                 transform=functools.partial(dependencies.source_seen, kind.kind),
+                fallback=functools.partial(dependencies.source_unread, kind.kind),
                 optional=True,
                 page=TENANT_SIZED_PAGE,  # a tenant's ConfigMap may be 1 MiB
             )

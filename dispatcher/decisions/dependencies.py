@@ -179,15 +179,21 @@ IDENTITY = ("name", "namespace", "uid", "resourceVersion")
 def source_seen(kind: str, obj: Dict) -> Dict:
     """What the manager's cache keeps of a Secret or ConfigMap (the informer's transform):
     who it is and the digest of its content, never the content."""
-    meta = obj.get("metadata") or {}
-    kept: Dict = {
-        "kind": kind,
-        "metadata": {k: meta[k] for k in IDENTITY if k in meta},
-        "digest": digest({**obj, "kind": kind}),
-    }
+    kept = source_unread(kind, obj)
+    kept["digest"] = digest({**obj, "kind": kind})
     if kind == "Secret":
         kept["type"] = obj.get("type")
     return kept
+
+
+def source_unread(kind: str, obj: Dict) -> Dict:
+    """What the cache keeps of a Secret or ConfigMap `source_seen` failed on (the informer's
+    fallback): who it is, never its content, and a digest no copy holds (a copy of it is
+    refreshed from the API server, within its namespace's turns, until the object changes
+    and is read again)."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    return {"kind": kind, "metadata": {k: meta[k] for k in IDENTITY if k in meta}, "digest": ""}
 
 
 @dataclass(frozen=True)

@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import base64
 import copy
+import logging
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import pytest
 
+from dispatcher.controller import watches
 from dispatcher.decisions import dependencies
 from dispatcher.decisions.dependencies import NAMESPACE_LABEL, Ref, references
 from dispatcher.workers import connections as clusters
 from dispatcher.workers import copy_ledger
 from kubebase.kinds import CONFIG_MAP, SECRET
 from kubebase.shares import Rates
+from kubecontrol.informer import Informer
 from kubecontrol.metrics import REGISTRY
 from tests.support.builders import TrainJobBuilder, container, make_runtime
 from tests.support.memory_api import Fault
@@ -211,6 +215,39 @@ def test_the_cache_keeps_a_digest_of_a_secret_never_its_content() -> None:
         "Secret", {**secret("hf-token", "other"), "metadata": {"name": "x"}}
     )
     assert kept["digest"] != changed["digest"]
+
+
+def test_a_secret_its_transform_fails_on_is_cached_without_its_content(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An informer keeps an object its transform fails on as the watch's fallback keeps it:
+    for the manager's Secrets and ConfigMaps, who it is and never its content (an informer's
+    default keeps the object whole)."""
+    (watch,) = [w for w in watches.dependency_watches(Any) if w.kind == SECRET]
+
+    def broken(_: object) -> str:
+        raise TypeError("a shape digest did not foresee")
+
+    monkeypatch.setattr(dependencies, "digest", broken)
+    listed = {**secret("hf-token"), "metadata": {"name": "x", "namespace": "ns", "uid": "u"}}
+    informer = Informer(
+        _OnePage([listed]), SECRET, transform=watch.transform, fallback=watch.fallback
+    )
+    with caplog.at_level(logging.ERROR, logger="kubecontrol.informer"):
+        assert informer.list_now()
+    kept = informer.get(("ns", "x"))
+    assert kept == {"kind": "Secret", "metadata": listed["metadata"], "digest": ""}
+    assert "transform failed" in caplog.text and "s3cr3t" not in caplog.text
+
+
+class _OnePage:
+    """Stands in for the API client's list: one page of the objects given."""
+
+    def __init__(self, items: list[Dict]) -> None:
+        self.items = items
+
+    def request(self, method: str, path: str, **_: object) -> bytes:
+        return orjson.dumps({"metadata": {"resourceVersion": "9"}, "items": self.items})
 
 
 # ---- the whole pass ---------------------------------------------------------------------------

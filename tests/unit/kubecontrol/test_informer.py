@@ -197,7 +197,7 @@ def test_an_object_the_transform_fails_on_is_kept_whole_and_the_cache_goes_on(
     whole["metadata"] = {**whole["metadata"], "name": "b"}
     assert informer.get(("ns", "b")) == {**whole, "apiVersion": "v1", "kind": "Pod"}
     assert [r.getMessage() for r in caplog.records] == [
-        "transform failed: the object is kept whole"
+        "transform failed: the object is kept as its fallback keeps it"
     ]
     later = {**_job("3", "Pending", ""), "metadata": {**odd["metadata"], "resourceVersion": "3"}}
     watch = _Events(
