@@ -51,7 +51,7 @@ from trainjob.ownership import controller_uid, is_dependency_copy
 from trainjob.runtime import RuntimeProblem
 from trainjob.status_writes import held_key
 from trainjob_api import constants as c
-from trainjob_api.views import RuntimeView, TrainJobView, WorkloadView
+from trainjob_api.views import ObjectView, RuntimeView, TrainJobView, WorkloadView
 
 log = logging.getLogger("dispatcher")
 
@@ -481,20 +481,24 @@ def _finalize(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | N
     if c.DISPATCHER_FINALIZER not in trainjob.finalizers:
         return None
     ns, wl_name = trainjob.namespace, jobframework.expected_workload_name_of(trainjob)
-    named = [("TrainJob", trainjob.name), ("Workload", wl_name)]
+    # Each copy taken is one made for this TrainJob or for the Workload it controls (its
+    # origin-uid). The Workload its prebuilt annotation names may be another's (anyone who may
+    # edit the TrainJob can write that name), or gone from the cache: its copies are then the
+    # garbage collector's, which judges each by the manager object it was made for.
+    named = {"TrainJob": (trainjob.name, trainjob.uid)}
     wl = caches.workload(ns, wl_name)
-    if wl is not None and controller_uid(wl.raw) not in (None, trainjob.uid):
-        # The Workload its prebuilt annotation names is another's (anyone who may edit the
-        # TrainJob can write that name): its copies are not this deletion's to take.
-        named = named[:1]
+    if wl is not None and controller_uid(wl.raw) == trainjob.uid:
+        named["Workload"] = (wl_name, wl.uid)
     held = [
         Held(
             name,
             remote.connected,
             tuple(
                 copy
-                for kind, copy_name in named
+                for kind, (copy_name, uid) in named.items()
                 if (copy := remote.get(kind, ns, copy_name)) is not None
+                and ObjectView(copy).annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION)
+                == uid
             ),
         )
         for name, remote in list(ctx.workers.remotes.items())

@@ -342,6 +342,29 @@ def test_a_deleted_trainjob_leaves_a_trainjob_of_its_name_that_is_not_ours(world
     assert copies(world, "worker1") == (["tj"], []) and copies(world, "worker2") == ([], [])
 
 
+@pytest.mark.usefixtures("both_caches")
+def test_a_deleted_trainjob_leaves_copies_of_its_names_made_for_other_manager_objects(
+    world: World,
+) -> None:
+    # Copies named as the TrainJob and its Workload but made for another manager object of
+    # those names (their origin-uid): an orphan is the garbage collector's to judge, never a
+    # deletion's to take by name.
+    dispatched(world)
+    kueue_reserves(world, "worker1", admitted=True)
+    world.settle(KEY)
+    api = world.apis["worker1"]
+    for kind in (c.TRAINJOB, c.WORKLOAD):
+        (copy,) = api.objects(kind, "ns")
+        copy["metadata"]["annotations"][c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION] = "another"
+        api.put(copy)
+    held = copies(world, "worker1")
+    assert held == (["tj"], [workload_name("tj", trainjob(world)["metadata"]["uid"])])
+    world.apis["manager"].request("DELETE", c.TRAINJOB.path("ns", "tj"))
+    world.settle(KEY)
+    assert trainjob(world) is None
+    assert copies(world, "worker1") == held and copies(world, "worker2") == ([], [])
+
+
 @pytest.mark.parametrize(
     ("kept", "opted_out", "read"), [(10, False, True), (0, False, False), (10, True, False)]
 )
@@ -724,16 +747,23 @@ def test_a_configured_worker_with_no_connection_the_job_does_not_choose_is_not_w
 
 
 @pytest.mark.usefixtures("both_caches")
+@pytest.mark.parametrize("neighbours_gone", [False, True])
 def test_a_trainjob_naming_anothers_workload_as_prebuilt_takes_none_of_its_copies_when_deleted(
-    world: World,
+    world: World, neighbours_gone: bool
 ) -> None:
     # A tenant's TrainJob names its neighbour's Workload in the prebuilt annotation, which
     # anyone who may edit TrainJobs can write; deleting it must not delete the neighbour's
-    # Workload copies on the workers.
+    # Workload copies on the workers: neither while the neighbour's Workload is on the manager
+    # (another controls it) nor once it is gone from there (the copies are the garbage
+    # collector's, which judges each by the Workload it was made for).
     dispatched(world)
     neighbours = workload(world)
     assert neighbours is not None and copies(world, "worker1")[1] != []
     held = {w: copies(world, w) for w in WORKERS}
+    if neighbours_gone:
+        name = neighbours["metadata"]["name"]
+        world.apis["manager"].request("DELETE", c.WORKLOAD.path("ns", name))
+        assert workload(world) is None
     other = TrainJobBuilder("other").multikueue().obj()
     other["metadata"]["annotations"] = {
         c.KUEUE_PREBUILT_WORKLOAD_ANNOTATION: neighbours["metadata"]["name"]
