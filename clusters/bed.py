@@ -756,6 +756,7 @@ class Bed:
             shipped=shipped_config(
                 builds.module_source_dir("kueue", f"sigs.k8s.io/kueue@{builds.KUEUE_VERSION}")
             ),
+            gates=self.config.kueue_feature_gates,
         )
         (self.cluster_dir(c) / "kueue-config.yaml").write_text(yaml.safe_dump(cfg))
 
@@ -819,6 +820,15 @@ class Bed:
         to match is the caller's."""
         self.config = self.config.model_copy(update={"multikueue_mode": mode})
         for spec in self.config.managers:
+            self._write_kueue_config(spec)
+            self.stop_component(spec.name, "kueue")
+            self.start_component(spec.name, "kueue", timeout=120)
+
+    def set_kueue_feature_gates(self, gates: dict[str, bool]) -> None:
+        """Restart every cluster's Kueue with `gates` on top of the bed's own feature gates
+        (an empty mapping: the bed's own only)."""
+        self.config = self.config.model_copy(update={"kueue_feature_gates": dict(gates)})
+        for spec in self.config.clusters:
             self._write_kueue_config(spec)
             self.stop_component(spec.name, "kueue")
             self.start_component(spec.name, "kueue", timeout=120)

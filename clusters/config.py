@@ -138,6 +138,12 @@ class BedConfig(BaseModel):
         "manager's Kueue runs its own MultiKueue and TrainJob integration, as a fleet does "
         "before it switches to the dispatcher (set for a while by a test, never at `up`)",
     )
+    kueue_feature_gates: dict[str, bool] = Field(
+        default_factory=dict,
+        description="feature gates every cluster's Kueue runs with besides the bed's own (an "
+        "alpha gate such as MultiKueueOrchestratedPreemption, set for a while by a test, "
+        "never at `up`)",
+    )
 
     @field_validator("clusters")
     @classmethod

@@ -125,6 +125,7 @@ def build_config(
     peer: bool = False,
     trainjobs: bool | None = None,
     shipped: dict[str, Any] | None = None,
+    gates: dict[str, bool] | None = None,
 ) -> dict[str, Any]:
     """Kueue's Configuration for one bed cluster (compare Kueue's controller_manager_config).
     `shipped`: the Configuration Kueue's release ships (`shipped_config`), whose controller
@@ -168,9 +169,10 @@ def build_config(
             "MultiKueue": multikueue,
             # Its aggregated API server would need an APIService and a fixed port per host.
             "VisibilityOnDemand": False,
+            **(gates or {}),
         }
         if manager
-        else {"VisibilityOnDemand": False},
+        else {"VisibilityOnDemand": False, **(gates or {})},
     }
     if manager and peer:
         cfg["multiKueue"] = {"origin": "multikueue"}  # Kueue's default intervals

@@ -215,6 +215,22 @@ class DispatcherSettings(ControllerSettings):
     incremental_round_seconds: float = Field(
         default=300.0, gt=0, description="Incremental: seconds a round waits for an admission"
     )
+    orchestrated_preemption: bool = Field(
+        default=False,
+        description="Kueue's orchestrated preemption (its feature gate "
+        "MultiKueueOrchestratedPreemption, alpha): each Workload copy is made with the "
+        "kueue.x-k8s.io/multikueue preemption gate, so that a worker's Kueue (with the gate on) "
+        "that would have to preempt to admit it says so instead; the gate is opened on one "
+        "such worker at a time, the first to say so first, and on the next only after "
+        "--single-cluster-preemption-timeout. Copies made with the gate have it opened "
+        "whatever this says",
+    )
+    single_cluster_preemption_timeout: float = Field(
+        default=300.0,
+        gt=0,
+        description="orchestrated preemption: seconds after a worker was let preempt before "
+        "the next may (Kueue's, 5 minutes)",
+    )
     worker_lost_timeout: float = Field(
         default=900.0,
         gt=0,
@@ -235,9 +251,10 @@ class DispatcherSettings(ControllerSettings):
     kueue_config: Path | None = Field(
         default=None,
         description="Kueue's Configuration file (its controller_manager_config.yaml): its "
-        "namespace and multiKueue settings (origin, gcInterval, workerLostTimeout, "
-        "dispatcherName, incrementalDispatcherConfig) become our defaults; our flags and "
-        "--config still win",
+        "namespace, multiKueue settings (origin, gcInterval, workerLostTimeout, "
+        "dispatcherName, incrementalDispatcherConfig) and MultiKueue feature gates "
+        "(MultiKueueClusterProfile, MultiKueueOrchestratedPreemption) become our defaults; "
+        "our flags and --config still win",
     )
     retention_seconds: float = Field(
         default=0.0,
@@ -329,6 +346,13 @@ KUEUE_DISPATCHERS = {
 }
 
 
+# Kueue's feature gates (its Configuration's featureGates) -> our settings.
+KUEUE_GATES = {
+    "MultiKueueClusterProfile": "cluster_profiles",
+    "MultiKueueOrchestratedPreemption": "orchestrated_preemption",
+}
+
+
 def kueue_multikueue_settings(cfg: dict[str, Any]) -> dict[str, object]:
     """Our settings from a Kueue v1beta2 Configuration (only what it sets; Kueue's defaults
     are ours too). Raises ConfigFileError naming the field it cannot use."""
@@ -350,8 +374,13 @@ def kueue_multikueue_settings(cfg: dict[str, Any]) -> dict[str, object]:
     if step is not None:
         out["incremental_batch"] = step
     gates = cfg.get("featureGates") or {}
-    if isinstance(gates, dict) and "MultiKueueClusterProfile" in gates:
-        out["cluster_profiles"] = bool(gates["MultiKueueClusterProfile"])
+    if not isinstance(gates, dict):
+        raise ConfigFileError("featureGates must be a mapping")
+    for gate, name in KUEUE_GATES.items():
+        if gate in gates:
+            if not isinstance(gates[gate], bool):
+                raise ConfigFileError(f"featureGates.{gate}: {gates[gate]!r} is not true or false")
+            out[name] = gates[gate]
     profiles = mk.get("clusterProfile") or {}
     if not isinstance(profiles, dict):
         raise ConfigFileError("multiKueue.clusterProfile must be a mapping")

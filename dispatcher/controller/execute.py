@@ -303,6 +303,15 @@ def _remote_write(
                 namespace,
                 {"metadata": {"uid": meta.get("uid")}, "spec": action.obj["spec"]},
             )
+        elif action.verb == "open":  # a copy's preemption gates, if it is as we saw it
+            guard = {k: meta[k] for k in ("uid", "resourceVersion") if k in meta}
+            remote.cluster.patch(
+                c.kind_of(action.obj),
+                meta["name"],
+                namespace,
+                {"metadata": guard, "status": action.obj["status"]},
+                subresource="status",
+            )
         else:
             if action.capture_tails:
                 # its pods go with it: their tails are read first, on a thread of their own,

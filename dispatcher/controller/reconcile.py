@@ -225,6 +225,8 @@ def _dispatch(
         checkpoint_place=place,
         recorded_checkpoint=_recorded_checkpoint(ctx, trainjob, place, remotes, wl.cluster_name),
         tails_kept=ctx.settings.log_tails_kept > 0,
+        preemption_gated=ctx.settings.orchestrated_preemption,
+        preemption_timeout=ctx.settings.single_cluster_preemption_timeout,
     )
     return Dispatch(decide(observed, strategy(ctx.settings)), wl, check)
 

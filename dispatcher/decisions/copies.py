@@ -23,14 +23,19 @@ from trainjob_api.views import ObjectView, TrainJobView, WorkloadView
 # ---- building a copy --------------------------------------------------------------------------
 
 
-def remote_workload(wl: WorkloadView, origin: str) -> Dict:
-    """The copy of a manager Workload sent to a worker: same name, origin label, no owner."""
+def remote_workload(wl: WorkloadView, origin: str, gated: bool = False) -> Dict:
+    """The copy of a manager Workload sent to a worker: same name, origin label, no owner.
+    `gated` (orchestrated preemption): its only preemption gate is MultiKueue's, closed until
+    the manager opens it (the manager's own gates are the manager's, as in Kueue)."""
     labels = {k: v for k, v in wl.labels.items() if k != c.KUEUE_JOB_UID_LABEL}
+    spec = json_copy(wl.raw["spec"])
+    if gated:
+        spec["preemptionGates"] = [{"name": c.KUEUE_MULTIKUEUE_PREEMPTION_GATE}]
     return {
         "apiVersion": c.KUEUE_API,
         "kind": "Workload",
         "metadata": _remote_metadata(wl, origin, labels, wl.annotations),
-        "spec": json_copy(wl.raw["spec"]),
+        "spec": spec,
     }
 
 
@@ -84,7 +89,8 @@ COPY_KINDS = {k.kind: k for k in (c.WORKLOAD, c.TRAINJOB)}
 
 
 # What the dispatcher reads of its copies: who they are and whether they are going, and of a
-# Workload whether it is active, its priority and its admission conditions (decide.py); of a
+# Workload whether it is active, its priority, its admission conditions and its preemption
+# gates (decide.py); of a
 # TrainJob its status (`status_back`). The caches keep no more, so a copy's other changes
 # (the worker's PodsReady, its owner reference, the unsuspend and its node selectors) cost
 # neither memory nor a pass.
@@ -96,8 +102,10 @@ COPY_METADATA = (
     "deletionTimestamp",
     "creationTimestamp",  # when it was sent there (a run's start in placements.py)
 )
-WORKLOAD_CONDITIONS = frozenset({"QuotaReserved", "Admitted", "Evicted", "Finished"})
-COPY_WORKLOAD_SPEC = ("active", "priority", "priorityClassRef")
+WORKLOAD_CONDITIONS = frozenset(
+    {"QuotaReserved", "Admitted", "Evicted", "Finished", c.KUEUE_BLOCKED_ON_PREEMPTION_GATES}
+)
+COPY_WORKLOAD_SPEC = ("active", "priority", "priorityClassRef", "preemptionGates")
 
 
 def seen(kind: Kind, obj: Dict) -> Dict:
@@ -123,6 +131,9 @@ def seen(kind: Kind, obj: Dict) -> Dict:
         seen["spec"] = kept
     conditions = [cd for cd in copy.condition_views if cd.type in WORKLOAD_CONDITIONS]
     seen["status"] = {"conditions": [cd.raw for cd in conditions]}
+    gates = copy.status.get("preemptionGates")
+    if gates:  # the gates' positions (orchestrated preemption: decide._open_a_gate)
+        seen["status"]["preemptionGates"] = gates
     return seen
 
 

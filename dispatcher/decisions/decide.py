@@ -99,11 +99,18 @@ class DispatchObserved:
     # copy may be sent this pass and its status names none (None: none, or not read)
     recorded_checkpoint: checkpoints.Checkpoint | None = None
     tails_kept: bool = False  # the manager keeps its copies' log tails (settings.log_tails_kept)
+    # Kueue's orchestrated preemption: copies are made with MultiKueue's preemption gate, and
+    # a gated copy's gate opened on one worker at a time, the next after `preemption_timeout`
+    # seconds (settings.orchestrated_preemption, single_cluster_preemption_timeout).
+    preemption_gated: bool = False
+    preemption_timeout: float = 300.0
 
 
 # What a RemoteAction does to its object; "ensure": a dependency's copy made, or brought up to
-# date, from the manager object (dependencies_io.ensure).
-Verb = Literal["create", "patch", "delete", "ensure"]
+# date, from the manager object (dependencies_io.ensure); "open": a Workload copy's status
+# written with its preemption gates as the object holds them (guarded by its
+# resourceVersion: a gate its Kueue closed since stays closed).
+Verb = Literal["create", "patch", "delete", "ensure", "open"]
 
 
 @dataclass
@@ -492,7 +499,7 @@ def _decide(obs: DispatchObserved, strategy: Strategy | None) -> DispatchPlan:
         reachable = _step5_leftovers_go(p)
         elapsed = p.wl.reserved_for(obs.now) or 0.0
         if not _step6_given_up(p, elapsed):
-            _step7_copies_out(p, reachable, elapsed)
+            _step7_copies_out(p, reachable, elapsed, _preemption_gate(p, reachable))
     return p.plan
 
 
@@ -767,11 +774,13 @@ def _step6_given_up(p: _Pass, elapsed: float) -> bool:
     return True
 
 
-def _step7_copies_out(p: _Pass, reachable: list[RemoteView], elapsed: float) -> None:
-    """Copies to the clusters the strategy picks (reachable ones only), and the check's
-    Pending message saying where they went and why not elsewhere."""
+def _step7_copies_out(p: _Pass, reachable: list[RemoteView], elapsed: float, gates: Gates) -> None:
+    """Copies to the clusters the strategy picks (reachable ones only), a preemption gate
+    opened (`gates`), and the check's Pending message saying where they went, why not
+    elsewhere, and which worker may preempt for it."""
     obs, plan, strategy, nominated = p.obs, p.plan, p.strategy, p.nominated
     targets, plan.requeue_after = strategy.targets(reachable, elapsed)
+    _open(p, gates)
     drifted = [r for r in obs.remotes if r.selected and r.runtime_problem]
     no_data = [r for r in obs.remotes if r.selected and r.data_problem]
     plan.withheld = (
@@ -781,7 +790,7 @@ def _step7_copies_out(p: _Pass, reachable: list[RemoteView], elapsed: float) -> 
     )
     for remote in targets:
         if remote.workload is None:
-            copy = remote_workload(p.wl, obs.origin)
+            copy = remote_workload(p.wl, obs.origin, obs.preemption_gated)
             plan.remote.append(RemoteAction(remote.name, "create", copy))
     if strategy.nominates:
         now_nominated = {r.name for r in targets} | {
@@ -816,7 +825,102 @@ def _step7_copies_out(p: _Pass, reachable: list[RemoteView], elapsed: float) -> 
     notes += [f"not sent to {r.name}: {r.runtime_problem}" for r in drifted if r.connected]
     notes += [f"not sent to {r.name}: {r.data_problem}" for r in no_data if r.connected]
     notes += [f"not sent to {r.name}: {r.taken.why}" for r in obs.remotes if r.taken and r.selected]
+    notes += [f"{name} may preempt to admit it" for name in gates.open]
     if notes:
         message += f" ({'; '.join(notes)})"
     if p.state != "Pending" or p.state_message != message:
         plan.check_state = ("Pending", message)
+
+
+# ---- orchestrated preemption (Kueue's MultiKueueOrchestratedPreemption) ----------------------
+
+
+@dataclass(frozen=True)
+class Gates:
+    """Where the copies' preemption gates stand: the workers whose gate is open (the one
+    opened this pass included), the one opened this pass (None: none) with the time since
+    which its Kueue wanted to preempt, and the seconds until another may open (None: no
+    worker waits for it)."""
+
+    open: tuple[str, ...] = ()
+    opening: RemoteView | None = None
+    wanted_since: str = ""
+    wait: float | None = None
+
+
+def _preemption_gate(p: _Pass, reachable: list[RemoteView]) -> Gates:
+    """Which copy's MultiKueue preemption gate opens, as Kueue v0.19 chooses
+    (`workloadToOpenPreemptionGate`): among the reachable copies whose gate is closed and
+    whose Kueue says it is blocked on it, the one that said so first (ties: the same hash as
+    admissions'); but none while another worker's gate opened less than the timeout ago (a
+    worker lost for good no longer holds it). The others wait: a worker that would have to
+    preempt does so only once let, so one high-priority job evicts training on one worker,
+    not on each it was sent to."""
+    obs = p.obs
+    gate = c.KUEUE_MULTIKUEUE_PREEMPTION_GATE
+    holding = [
+        r
+        for r in obs.remotes
+        if r.workload is not None
+        and (r.connected or r.disconnected_for < obs.worker_lost_timeout)
+        and r.workload.gate_opened_at(gate) is not None
+    ]
+    opened = [r.workload.gate_opened_at(gate) or "" for r in holding if r.workload]
+    names = tuple(r.name for r in holding)
+    blocked = sorted(
+        (since, _tie_break(p.wl.name, r.name), r.name)
+        for r in reachable
+        if r.workload is not None
+        and r.name not in names
+        and r.workload.gated_by(gate)
+        and (since := r.workload.blocked_on_gates_since) is not None
+    )
+    if not blocked:
+        return Gates(names)
+    latest = max((cond.parse_time(t) for t in opened if t), default=None)
+    if latest is None and opened:  # open without a time: as long ago (Kueue's zero time)
+        latest = dt.datetime.min.replace(tzinfo=dt.UTC)
+    since_opened = (obs.now - latest).total_seconds() if latest is not None else None
+    if since_opened is not None and since_opened < obs.preemption_timeout:
+        return Gates(names, wait=obs.preemption_timeout - since_opened)
+    chosen = next(r for r in reachable if r.name == blocked[0][2])
+    return Gates((*names, chosen.name), chosen, blocked[0][0], obs.preemption_timeout)
+
+
+def _open(p: _Pass, gates: Gates) -> None:
+    """The chosen copy's gate opened (its status written with the gate Open, as Kueue's
+    MultiKueue writes it), said in an Event; a pass comes back when another may open."""
+    plan = p.plan
+    if gates.wait is not None:
+        plan.requeue_after = min(plan.requeue_after or gates.wait, gates.wait)
+    remote = gates.opening
+    if remote is None or remote.workload is None:
+        return
+    copy = remote.workload
+    now = cond.now_rfc3339(p.obs.now)
+    states = [
+        s
+        for s in copy.status.get("preemptionGates") or []
+        if isinstance(s, dict) and s.get("name") != c.KUEUE_MULTIKUEUE_PREEMPTION_GATE
+    ]
+    states.append(
+        {"name": c.KUEUE_MULTIKUEUE_PREEMPTION_GATE, "position": "Open", "lastTransitionTime": now}
+    )
+    meta = {
+        k: copy.meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in copy.meta
+    }
+    obj = {
+        "apiVersion": c.KUEUE_API,
+        "kind": "Workload",
+        "metadata": meta,
+        "status": {"preemptionGates": states},
+    }
+    waited = f" since {gates.wanted_since}" if gates.wanted_since else ""
+    event = Event(
+        "Normal",
+        "PreemptionAllowed",
+        f"{remote.name} may preempt to admit it: its Kueue was the first to need to{waited}; "
+        f"another worker may only if it has not admitted it within "
+        f"{p.obs.preemption_timeout:g}s",
+    )
+    plan.remote.append(RemoteAction(remote.name, "open", obj, event))

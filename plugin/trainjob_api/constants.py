@@ -94,6 +94,11 @@ COEXIST_CONTROLLER_NAME = f"{DOMAIN}/multikueue"
 COEXIST_ORIGIN = "trainjob-multikueue"
 # On remote copies: the UID of the manager object they copy (Kueue's, for tracing).
 KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION = "kueue.x-k8s.io/multikueue-origin-uid"
+# Kueue's orchestrated preemption (feature gate MultiKueueOrchestratedPreemption): the gate a
+# Workload copy is made with, and the condition a worker's Kueue sets on a copy it would have
+# to preempt for while the gate is closed.
+KUEUE_MULTIKUEUE_PREEMPTION_GATE = "kueue.x-k8s.io/multikueue"
+KUEUE_BLOCKED_ON_PREEMPTION_GATES = "BlockedOnPreemptionGates"
 KUEUE_RUNTIME_PATCH_MANAGER = "kueue.x-k8s.io/manager"
 # Kueue's Finished reason for a prebuilt Workload that no longer matches its job.
 KUEUE_FINISHED_OUT_OF_SYNC = "OutOfSync"

@@ -645,6 +645,29 @@ class WorkloadView(ObjectView):
             return f"{evicted.reason or 'Evicted'}: {evicted.message}".strip()
         return "the Workload is no longer admitted"
 
+    def gated_by(self, gate: str) -> bool:
+        """Whether its spec holds the preemption gate `gate` (Kueue's preemptionGates)."""
+        return any(
+            isinstance(g, dict) and g.get("name") == gate
+            for g in self.spec.get("preemptionGates") or []
+        )
+
+    def gate_opened_at(self, gate: str) -> str | None:
+        """When the preemption gate `gate` was opened, while it is open (its status entry's
+        lastTransitionTime; "" when it has none); None while it is closed."""
+        for state in self.status.get("preemptionGates") or []:
+            if isinstance(state, dict) and state.get("name") == gate:
+                opened = state.get("position") == "Open"
+                return str(state.get("lastTransitionTime") or "") if opened else None
+        return None
+
+    @property
+    def blocked_on_gates_since(self) -> str | None:
+        """Since when its Kueue would preempt to admit it but a closed gate keeps it from
+        doing so (its BlockedOnPreemptionGates condition, while True; "" without a time)."""
+        found = self.condition(c.KUEUE_BLOCKED_ON_PREEMPTION_GATES)
+        return (found.since or "") if found is not None and found.true else None
+
     def reserved_for(self, now: dt.datetime) -> float | None:
         """Seconds since its QuotaReserved condition last changed (None: it has none)."""
         found = self.condition("QuotaReserved")

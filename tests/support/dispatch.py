@@ -82,6 +82,41 @@ def remote(
     )
 
 
+def gated(
+    name: str,
+    *,
+    blocked_since: str | None = None,
+    opened_at: str | None = None,
+    connected: bool = True,
+    lost: float = 0.0,
+    gate: bool = True,
+) -> RemoteView:
+    """A worker holding a copy made with MultiKueue's preemption gate (`gate`; False: a copy
+    made without it), its Kueue blocked on the gate since `blocked_since` (None: not), the
+    gate opened at `opened_at` (None: closed)."""
+    made = remote(name, connected=connected, lost=lost)
+    assert made.workload is not None
+    raw = made.workload.raw
+    raw["metadata"].update(uid=f"uid-{name}", resourceVersion="7")
+    raw["spec"] = {"preemptionGates": [{"name": MULTIKUEUE_GATE}]} if gate else {}
+    if blocked_since is not None:
+        raw["status"]["conditions"].append(
+            {
+                "type": "BlockedOnPreemptionGates",
+                "status": "True",
+                "reason": "PreemptionGated",
+                "lastTransitionTime": blocked_since,
+            }
+        )
+    if opened_at is not None:
+        state = {"name": MULTIKUEUE_GATE, "position": "Open", "lastTransitionTime": opened_at}
+        raw["status"]["preemptionGates"] = [state]
+    return made
+
+
+MULTIKUEUE_GATE = "kueue.x-k8s.io/multikueue"
+
+
 def observed(wl: Dict, tj: Dict | None, remotes: list[RemoteView], **kw: Any) -> DispatchObserved:
     """The decision's input over these objects (views of them, as the dispatcher passes)."""
     return DispatchObserved(

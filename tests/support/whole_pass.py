@@ -382,6 +382,27 @@ def reserve(
     world.apis[cluster].put(wl)
 
 
+def blocked_on_gate(world: World, cluster: str, since: str, name: str = "tj") -> None:
+    """What a worker's Kueue (orchestrated preemption on) does with a gated copy it would
+    have to preempt for: it says so in a BlockedOnPreemptionGates condition, and waits."""
+    tj = world.get("manager", c.TRAINJOB, name)
+    assert tj is not None, f"no TrainJob {name}"
+    wl = world.get(cluster, c.WORKLOAD, workload_name(name, tj["metadata"]["uid"]))
+    assert wl is not None, f"no Workload of {name} on {cluster}"
+    status = wl.setdefault("status", {})
+    status["conditions"] = [
+        *(status.get("conditions") or []),
+        {
+            "type": "BlockedOnPreemptionGates",
+            "status": "True",
+            "reason": "PreemptionGated",
+            "message": "preemption is gated",
+            "lastTransitionTime": since,
+        },
+    ]
+    world.apis[cluster].put(wl)
+
+
 def condition(obj: Dict | None, ctype: str) -> tuple[str, str] | None:
     """(status, reason) of a condition of an object, or None."""
     for cond in ((obj or {}).get("status") or {}).get("conditions") or []:

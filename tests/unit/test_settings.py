@@ -170,6 +170,13 @@ def test_kueues_own_multikueue_settings_are_ours_unless_a_flag_says_otherwise(
     external.write_text("multiKueue:\n  dispatcherName: example.com/my-dispatcher\n")
     settings, _ = DispatcherSettings.from_argv(["--kueue-config", str(external)], "d", None)
     assert settings.strategy == "External"
+    gated = tmp_path / "gated.yaml"
+    gated.write_text("featureGates:\n  MultiKueueOrchestratedPreemption: true\n")
+    settings, _ = DispatcherSettings.from_argv(["--kueue-config", str(gated)], "d", None)
+    assert settings.orchestrated_preemption and not settings.cluster_profiles
+    assert settings.single_cluster_preemption_timeout == 300.0  # Kueue's
+    argv = ["--kueue-config", str(gated), "--orchestrated-preemption", "false"]
+    assert not DispatcherSettings.from_argv(argv, "d", None)[0].orchestrated_preemption
 
 
 @pytest.mark.parametrize(
@@ -178,6 +185,11 @@ def test_kueues_own_multikueue_settings_are_ours_unless_a_flag_says_otherwise(
         ("multiKueue:\n  gcInterval: soon\n", "multiKueue.gcInterval: 'soon' is not a duration"),
         ("multiKueue: [1]\n", "multiKueue must be a mapping"),
         ("[]\n", "must be a mapping"),
+        ("featureGates: [x]\n", "featureGates must be a mapping"),
+        (
+            "featureGates:\n  MultiKueueOrchestratedPreemption: 'yes'\n",
+            "featureGates.MultiKueueOrchestratedPreemption: 'yes' is not true or false",
+        ),
     ],
 )
 def test_a_kueue_config_we_cannot_use_is_refused_naming_the_field(

@@ -1,0 +1,126 @@
+"""Kueue's orchestrated preemption across the fleet, end to end (issue: Kueue v0.19's
+MultiKueueOrchestratedPreemption, KEP-8303): every Kueue of the bed with the gate on, the
+dispatcher making its copies gated; a high-priority TrainJob sent to two workers, each full of
+training of lower priority, evicts training on one of them only."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from kubernetes import client
+
+from clusters import setup
+from clusters.bed import Bed
+from clusters.helpers.waiting import wait_for
+from tests.support.multikueue import (
+    KUEUE,
+    MultiKueue,
+    dispatcher_with,
+    events_of,
+    workloads_seen,
+)
+
+Dict = dict[str, Any]
+GATE = "MultiKueueOrchestratedPreemption"
+URGENT = "tj-urgent"
+
+
+@contextlib.contextmanager
+def orchestrated(bed: Bed, controllers: list[setup.Controller], *flags: str) -> Iterator[None]:
+    """Every cluster's Kueue with the gate on and the dispatcher gating its copies, for the
+    block; then both as before."""
+    bed.set_kueue_feature_gates({GATE: True})
+    try:
+        with dispatcher_with(controllers, "--orchestrated-preemption", "true", *flags):
+            yield
+    finally:
+        bed.set_kueue_feature_gates({})
+
+
+def _ranked(mk: MultiKueue) -> None:
+    """A WorkloadPriorityClass above the default on every cluster, and each worker's
+    ClusterQueue of the namespace preempting lower priorities for it (Kueue's
+    withinClusterQueue: LowerPriority)."""
+    for cluster in [mk.manager, *mk.workers]:
+        wpc = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass"}
+        wpc |= {"metadata": {"name": URGENT}, "value": 1000}
+        with contextlib.suppress(client.ApiException):  # kept from an earlier run
+            mk.custom(cluster).create_cluster_custom_object(*KUEUE, "workloadpriorityclasses", wpc)
+    for worker in mk.workers:
+        mk.custom(worker).patch_cluster_custom_object(
+            *KUEUE,
+            "clusterqueues",
+            f"cq-{mk.ns}",
+            {"spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}},
+        )
+
+
+def _preempted(seen: list[Dict], name: str) -> bool:
+    """Whether any version of the Workload of the worker's own TrainJob `name` was evicted by
+    a preemption."""
+    return any(
+        cd.get("type") == "Evicted"
+        and cd.get("status") == "True"
+        and cd.get("reason") == "Preempted"
+        for wl in list(seen)
+        if (wl["metadata"].get("ownerReferences") or [{}])[0].get("name") == name
+        for cd in (wl.get("status") or {}).get("conditions") or []
+    )
+
+
+def test_a_high_priority_job_over_full_workers_evicts_training_on_one_worker_only(
+    bed: Bed, controllers: list[setup.Controller]
+) -> None:
+    mk = MultiKueue(bed, worker_cpu="1")
+    first, second = mk.workers
+    _ranked(mk)
+    # A timeout no admission here takes: a second worker is never let preempt.
+    with (
+        orchestrated(bed, controllers, "--single-cluster-preemption-timeout", "600"),
+        workloads_seen(mk, first) as on_first,
+        workloads_seen(mk, second) as on_second,
+        mk.filled(first, second, cpu="1"),  # training of priority 0 on each
+    ):
+        urgent = {"labels": {"kueue.x-k8s.io/priority-class": URGENT}}
+        mk.submit("urgent", metadata=urgent, run="3s")
+        mk.wait_until("urgent", "Complete", timeout=180)
+        where = (mk.get("urgent") or {})["status"]["clusterName"]
+    evicted = {
+        w for w, seen in ((first, on_first), (second, on_second)) if _preempted(seen, "local")
+    }
+    assert evicted == {where}, f"training evicted on {sorted(evicted)}; the job ran on {where}"
+    gated = [
+        wl
+        for seen in (on_first, on_second)
+        for wl in seen
+        if (wl["metadata"].get("labels") or {}).get("kueue.x-k8s.io/multikueue-origin")
+    ]
+    assert gated and all(
+        wl["spec"].get("preemptionGates") == [{"name": "kueue.x-k8s.io/multikueue"}] for wl in gated
+    ), "every copy made with MultiKueue's gate"
+    assert "PreemptionAllowed" in events_of(mk, "urgent")
+
+
+def test_with_the_gate_off_every_full_worker_preempts(
+    bed: Bed, controllers: list[setup.Controller]
+) -> None:
+    """The cost the gate saves, as Kueue's KEP tells it: without it, the job's copy on each
+    worker preempts there, and all but one of those evictions are for nothing."""
+    mk = MultiKueue(bed, worker_cpu="1")
+    first, second = mk.workers
+    _ranked(mk)
+    with (
+        workloads_seen(mk, first) as on_first,
+        workloads_seen(mk, second) as on_second,
+        mk.filled(first, second, cpu="1"),
+    ):
+        urgent = {"labels": {"kueue.x-k8s.io/priority-class": URGENT}}
+        mk.submit("urgent", metadata=urgent, run="3s")
+        mk.wait_until("urgent", "Complete", timeout=180)
+
+        def both() -> bool:
+            return _preempted(on_first, "local") and _preempted(on_second, "local")
+
+        wait_for(both, 30, what="training evicted on both workers")

@@ -1,0 +1,171 @@
+"""Kueue's orchestrated preemption in the dispatch decision (decide.py: `_preemption_gate`,
+`_open`): copies made gated, a gate opened on one worker at a time, the oldest signal first,
+the next after the timeout; Kueue v0.19's `workloadToOpenPreemptionGate` is the reference."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dispatcher.decisions.decide import DispatchPlan, RemoteView, decide
+from tests.support.builders import TrainJobBuilder, make_runtime
+from tests.support.dispatch import MULTIKUEUE_GATE, gated, manager_workload, observed, remote
+from tests.support.whole_pass import (
+    World,
+    blocked_on_gate,
+    both_caches,  # noqa: F401 (the fixture the whole-pass cases run under)
+    event_tuples,
+    fleet,
+    reserve,
+)
+from trainjob.workload import workload_name
+from trainjob_api import constants as c
+
+WAITING = manager_workload("QuotaReserved")
+TIMEOUT = 300.0
+
+
+def decided(remotes: list[RemoteView], **kw: Any) -> DispatchPlan:
+    kw.setdefault("preemption_gated", True)
+    kw.setdefault("preemption_timeout", TIMEOUT)
+    return decide(observed(WAITING, TrainJobBuilder().multikueue().obj(), remotes, **kw))
+
+
+def opened(plan: DispatchPlan) -> list[str]:
+    return [a.cluster for a in plan.remote if a.verb == "open"]
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_copies_carry_multikueues_gate_only_with_orchestrated_preemption(on: bool) -> None:
+    plan = decided(
+        [remote("w1", workload=False), remote("w2", workload=False)], preemption_gated=on
+    )
+    specs = [a.obj["spec"] for a in plan.remote if a.verb == "create"]
+    assert len(specs) == 2
+    want = [{"name": MULTIKUEUE_GATE}] if on else None
+    assert all(spec.get("preemptionGates") == want for spec in specs), specs
+
+
+def test_of_the_workers_that_would_preempt_the_first_to_say_so_is_let() -> None:
+    plan = decided(
+        [
+            gated("w1", blocked_since="2026-11-22T11:59:30Z"),
+            gated("w2", blocked_since="2026-11-22T11:59:10Z"),
+            gated("w3"),  # room without preempting, or not judged yet: nothing to open
+        ]
+    )
+    assert opened(plan) == ["w2"]
+    (action,) = [a for a in plan.remote if a.verb == "open"]
+    assert action.obj["metadata"] == {
+        "name": "trainjob-tj-abcde", "namespace": "ns", "uid": "uid-w2", "resourceVersion": "7"
+    }  # fmt: skip
+    now = "2026-11-22T12:00:00Z"
+    state = {"name": MULTIKUEUE_GATE, "position": "Open", "lastTransitionTime": now}
+    assert action.obj["status"] == {"preemptionGates": [state]}
+    assert action.event is not None and action.event.reason == "PreemptionAllowed"
+    assert "w2 may preempt to admit it" in action.event.message
+    assert "since 2026-11-22T11:59:10Z" in action.event.message
+    assert plan.requeue_after == TIMEOUT
+    assert plan.check_state is not None and "(w2 may preempt to admit it)" in plan.check_state[1]
+
+
+def test_no_other_gate_opens_before_the_timeout_and_the_next_opens_after_it() -> None:
+    blocked = "2026-11-22T11:50:00Z"
+    within = decided(
+        [gated("w1", opened_at="2026-11-22T11:59:00Z"), gated("w2", blocked_since=blocked)]
+    )
+    assert opened(within) == []
+    assert within.requeue_after == TIMEOUT - 60
+    assert within.check_state is not None and "w1 may preempt" in within.check_state[1]
+    after = decided(
+        [gated("w1", opened_at="2026-11-22T11:54:59Z"), gated("w2", blocked_since=blocked)]
+    )
+    assert opened(after) == ["w2"]
+    assert after.check_state is not None
+    assert "(w1 may preempt to admit it; w2 may preempt to admit it)" in after.check_state[1]
+
+
+def test_a_worker_lost_for_good_no_longer_holds_the_open_gate_a_brief_outage_does() -> None:
+    blocked = gated("w2", blocked_since="2026-11-22T11:59:00Z")
+    brief = gated("w1", opened_at="2026-11-22T11:59:30Z", connected=False, lost=5)
+    assert opened(decided([brief, blocked])) == []
+    lost = gated("w1", opened_at="2026-11-22T11:59:30Z", connected=False, lost=61)
+    assert opened(decided([lost, blocked])) == ["w2"]
+
+
+def test_only_a_copy_made_with_the_gate_is_opened_whatever_the_setting_says_now() -> None:
+    ungated = gated("w1", blocked_since="2026-11-22T11:59:00Z", gate=False)
+    assert opened(decided([ungated])) == []
+    still_gated = gated("w1", blocked_since="2026-11-22T11:59:00Z")
+    assert opened(decided([still_gated], preemption_gated=False)) == ["w1"]
+
+
+def test_the_gate_state_of_another_gate_is_kept_and_ours_set_open() -> None:
+    copy = gated("w1", blocked_since="2026-11-22T11:59:00Z")
+    assert copy.workload is not None
+    other = {"name": "example.com/other", "position": "Closed", "lastTransitionTime": "x"}
+    closed = {"name": MULTIKUEUE_GATE, "position": "Closed", "lastTransitionTime": "y"}
+    copy.workload.raw["status"]["preemptionGates"] = [other, closed]
+    (action,) = [a for a in decided([copy]).remote if a.verb == "open"]
+    gates = action.obj["status"]["preemptionGates"]
+    assert gates[0] == other and gates[1]["name"] == MULTIKUEUE_GATE
+    assert gates[1]["position"] == "Open"
+
+
+def test_ties_go_to_the_same_worker_on_every_pass() -> None:
+    same = "2026-11-22T11:59:00Z"
+    first = opened(decided([gated("w1", blocked_since=same), gated("w2", blocked_since=same)]))
+    again = opened(decided([gated("w2", blocked_since=same), gated("w1", blocked_since=same)]))
+    assert first == again and len(first) == 1
+
+
+# ---- the whole pass: the copies on the workers, through their API ---------------------------
+
+
+def _copy(world: World, worker: str) -> Any:
+    tj = world.get("manager", c.TRAINJOB, "tj")
+    assert tj is not None
+    return world.get(worker, c.WORKLOAD, workload_name("tj", tj["metadata"]["uid"]))
+
+
+@pytest.mark.usefixtures("both_caches")
+def test_the_gate_opens_on_the_worker_that_first_would_preempt_and_the_manager_says_so() -> None:
+    runtime = make_runtime()
+    workers = ("worker1", "worker2", "worker3")
+    submitted = TrainJobBuilder().queue("q").multikueue().obj()
+    world, _ctx = fleet(
+        [runtime, submitted], {w: [runtime] for w in workers}, orchestrated_preemption=True
+    )
+    try:
+        world.settle(("ns", "tj"))
+        reserve(world, "manager")
+        world.settle(("ns", "tj"))
+        for worker in workers:
+            copy = _copy(world, worker)
+            assert copy is not None and copy["spec"]["preemptionGates"] == [
+                {"name": MULTIKUEUE_GATE}
+            ]
+        blocked_on_gate(world, "worker3", "2026-01-01T00:00:05Z")
+        blocked_on_gate(world, "worker2", "2026-01-01T00:00:01Z")
+        world.settle(("ns", "tj"))
+        positions = {
+            w: [
+                g["position"]
+                for g in (_copy(world, w).get("status") or {}).get("preemptionGates") or []
+            ]
+            for w in workers
+        }
+        assert positions == {"worker1": [], "worker2": ["Open"], "worker3": []}
+        # worker2's Kueue preempts now, blocked no more; within the timeout no other may
+        letting = _copy(world, "worker2")
+        letting["status"]["conditions"] = [
+            cd for cd in letting["status"]["conditions"] if cd["type"] != "BlockedOnPreemptionGates"
+        ]
+        world.apis["worker2"].put(letting)
+        world.settle(("ns", "tj"))
+        assert not (_copy(world, "worker3").get("status") or {}).get("preemptionGates")
+        allowed = [e for e in event_tuples(world.apis["manager"]) if e[1] == "PreemptionAllowed"]
+        assert allowed == [("Normal", "PreemptionAllowed", "tj")]
+    finally:
+        world.close()
