@@ -44,6 +44,11 @@ log = logging.getLogger(__name__)
 URGENT_FOLLOW_UP = 10.0  # seconds a key taken from the fast lane goes on being urgent
 
 
+# The longest a key's timer may be (a day): a requeue further off is no timer's to keep, and
+# one past the platform's time_t would end the timer thread, with every other key's timer.
+MAX_AFTER = 86400.0
+
+
 class WorkQueue(Generic[K]):
     def __init__(
         self,
@@ -90,10 +95,14 @@ class WorkQueue(Generic[K]):
     # ---- producers ---------------------------------------------------------------------------
 
     def add(self, key: K, after: float = 0.0, *, urgent: bool = False) -> None:
+        """Queue `key` now, or in `after` seconds (at most MAX_AFTER: a time read from an
+        object, however far off or unreadable, never stops the timers)."""
         with self._cond:
             if after <= 0:
                 self._enqueue(key, urgent)
                 return
+            if not after < MAX_AFTER:  # NaN too
+                after = MAX_AFTER
             due = time.monotonic() + after
             if self._due.get(key, float("inf")) <= due:
                 return  # an earlier timer already brings it back

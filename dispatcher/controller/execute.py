@@ -341,6 +341,11 @@ def _remote_write(
             return False
         if exc.status == 409 and action.verb == "create":
             return _already_there(workers, action)
+        if exc.status == 409 and action.verb == "open":
+            # the copy changed since it was seen (its Kueue wrote it): the pass is tried again
+            # on what it holds now, not left until the next change or the timeout
+            workers.forget_write(key)
+            return None
         if exc.status in (404, 409):
             return False  # already gone, or changed since
         log.warning("copy not written", extra={**_fields(action), "error": exc.reason})

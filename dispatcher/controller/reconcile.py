@@ -40,6 +40,7 @@ from dispatcher.decisions.removal import Held, removal
 from dispatcher.decisions.selection import SelectionError, selection_of
 from dispatcher.settings import DispatcherSettings
 from dispatcher.workers.remote import RemoteCluster
+from kubebase.objects import Dict
 from kubecontrol.client import ApiException
 from kubecontrol.controller import own_namespace
 from trainjob import jobframework
@@ -486,11 +487,15 @@ def _finalize(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | N
     # Each copy taken is one made for this TrainJob or for the Workload it controls (its
     # origin-uid). The Workload its prebuilt annotation names may be another's (anyone who may
     # edit the TrainJob can write that name), or gone from the cache: its copies are then the
-    # garbage collector's, which judges each by the manager object it was made for.
-    named = {"TrainJob": (trainjob.name, trainjob.uid)}
+    # garbage collector's, which judges each by the manager object it was made for. A Workload
+    # of Kueue's name for this TrainJob (its UID hashed in) is its own even once gone (deleted
+    # first by a foreground deletion): its copies go now, whoever they name.
+    named: dict[str, tuple[str, str | None]] = {"TrainJob": (trainjob.name, trainjob.uid)}
     wl = caches.workload(ns, wl_name)
     if wl is not None and controller_uid(wl.raw) == trainjob.uid:
         named["Workload"] = (wl_name, wl.uid)
+    elif wl is None and not trainjob.prebuilt_workload:
+        named["Workload"] = (wl_name, None)
     held = [
         Held(
             name,
@@ -498,9 +503,7 @@ def _finalize(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | N
             tuple(
                 copy
                 for kind, (copy_name, uid) in named.items()
-                if (copy := remote.get(kind, ns, copy_name)) is not None
-                and ObjectView(copy).annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION)
-                == uid
+                if (copy := remote.get(kind, ns, copy_name)) is not None and _made_for(copy, uid)
             ),
         )
         for name, remote in list(ctx.workers.remotes.items())
@@ -509,6 +512,12 @@ def _finalize(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | N
     plan = PassPlan(finalizer="drop", removal=gone)
     execute.execute_pass(ctx.manager, ctx.workers, ctx.memory, trainjob, plan)
     return None
+
+
+def _made_for(copy: Dict, uid: str | None) -> bool:
+    """Whether a copy names `uid` as the manager object it was made for (None: any)."""
+    made_for = ObjectView(copy).annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION)
+    return uid is None or made_for == uid
 
 
 def _holders(caches: Caches, trainjob: TrainJobView) -> set[str]:

@@ -855,36 +855,56 @@ def _preemption_gate(p: _Pass, reachable: list[RemoteView]) -> Gates:
     admissions'); but none while another worker's gate opened less than the timeout ago (a
     worker lost for good no longer holds it). The others wait: a worker that would have to
     preempt does so only once let, so one high-priority job evicts training on one worker,
-    not on each it was sent to."""
+    not on each it was sent to. Only copies made for this very Workload count (an orphan of
+    an earlier one of its name is the garbage collector's)."""
     obs = p.obs
     gate = c.KUEUE_MULTIKUEUE_PREEMPTION_GATE
-    holding = [
-        r
+
+    def copy_of(r: RemoteView) -> WorkloadView | None:
+        copy = r.workload
+        made_for = copy.annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION) if copy else None
+        return copy if copy is not None and made_for == p.wl.uid else None
+
+    holding = {
+        r.name: opened
         for r in obs.remotes
-        if r.workload is not None
+        if (copy := copy_of(r)) is not None
         and (r.connected or r.disconnected_for < obs.worker_lost_timeout)
-        and r.workload.gate_opened_at(gate) is not None
-    ]
-    opened = [r.workload.gate_opened_at(gate) or "" for r in holding if r.workload]
-    names = tuple(r.name for r in holding)
+        and (opened := copy.gate_opened_at(gate)) is not None
+    }
+    names = tuple(holding)
     blocked = sorted(
         (since, _tie_break(p.wl.name, r.name), r.name)
         for r in reachable
-        if r.workload is not None
-        and r.name not in names
-        and r.workload.gated_by(gate)
-        and (since := r.workload.blocked_on_gates_since) is not None
+        if (copy := copy_of(r)) is not None
+        and r.name not in holding
+        and copy.gated_by(gate)
+        and (since := copy.blocked_on_gates_since) is not None
     )
     if not blocked:
         return Gates(names)
-    latest = max((cond.parse_time(t) for t in opened if t), default=None)
-    if latest is None and opened:  # open without a time: as long ago (Kueue's zero time)
-        latest = dt.datetime.min.replace(tzinfo=dt.UTC)
-    since_opened = (obs.now - latest).total_seconds() if latest is not None else None
-    if since_opened is not None and since_opened < obs.preemption_timeout:
-        return Gates(names, wait=obs.preemption_timeout - since_opened)
+    if holding:
+        # a time that cannot be read counts as Kueue's zero time (long ago); one ahead of
+        # our clock as now
+        latest = max(_time_or_epoch(t) for t in holding.values())
+        since_opened = max(0.0, (obs.now - latest).total_seconds())
+        if since_opened < obs.preemption_timeout:
+            return Gates(names, wait=obs.preemption_timeout - since_opened)
     chosen = next(r for r in reachable if r.name == blocked[0][2])
     return Gates((*names, chosen.name), chosen, blocked[0][0], obs.preemption_timeout)
+
+
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _time_or_epoch(text: str) -> dt.datetime:
+    """An RFC 3339 time a worker wrote (without a zone: UTC), or the epoch when there is none
+    or it cannot be read."""
+    try:
+        when = cond.parse_time(text)
+    except (TypeError, ValueError):
+        return EPOCH
+    return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
 
 
 def _open(p: _Pass, gates: Gates) -> None:
@@ -898,9 +918,10 @@ def _open(p: _Pass, gates: Gates) -> None:
         return
     copy = remote.workload
     now = cond.now_rfc3339(p.obs.now)
+    held = copy.status.get("preemptionGates")
     states = [
         s
-        for s in copy.status.get("preemptionGates") or []
+        for s in (held if isinstance(held, list) else [])
         if isinstance(s, dict) and s.get("name") != c.KUEUE_MULTIKUEUE_PREEMPTION_GATE
     ]
     states.append(

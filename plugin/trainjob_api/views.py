@@ -647,15 +647,16 @@ class WorkloadView(ObjectView):
 
     def gated_by(self, gate: str) -> bool:
         """Whether its spec holds the preemption gate `gate` (Kueue's preemptionGates)."""
-        return any(
-            isinstance(g, dict) and g.get("name") == gate
-            for g in self.spec.get("preemptionGates") or []
+        gates = self.spec.get("preemptionGates")
+        return isinstance(gates, list) and any(
+            isinstance(g, dict) and g.get("name") == gate for g in gates
         )
 
     def gate_opened_at(self, gate: str) -> str | None:
         """When the preemption gate `gate` was opened, while it is open (its status entry's
         lastTransitionTime; "" when it has none); None while it is closed."""
-        for state in self.status.get("preemptionGates") or []:
+        states = self.status.get("preemptionGates")
+        for state in states if isinstance(states, list) else []:
             if isinstance(state, dict) and state.get("name") == gate:
                 opened = state.get("position") == "Open"
                 return str(state.get("lastTransitionTime") or "") if opened else None

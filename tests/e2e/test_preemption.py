@@ -57,6 +57,25 @@ def _ranked(mk: MultiKueue) -> None:
         )
 
 
+def _where_it_waits(mk: MultiKueue) -> str:
+    """Each worker's Workloads of the namespace (conditions, gates), and the job's Events."""
+    said = []
+    for worker in mk.workers:
+        for wl in mk.custom(worker).list_namespaced_custom_object(*KUEUE, mk.ns, "workloads")[
+            "items"
+        ]:
+            conditions = [
+                f"{cd['type']}={cd['status']}({cd.get('reason')}: {cd.get('message', '')[:80]})"
+                for cd in (wl.get("status") or {}).get("conditions") or []
+            ]
+            said.append(
+                f"{worker} {wl['metadata']['name']}: {conditions} "
+                f"gates {wl['spec'].get('preemptionGates')} "
+                f"{(wl.get('status') or {}).get('preemptionGates')}"
+            )
+    return "; ".join(said) + f"; events {events_of(mk, 'urgent')}"
+
+
 def _preempted(seen: list[Dict], name: str) -> bool:
     """Whether any version of the Workload of the worker's own TrainJob `name` was evicted by
     a preemption."""
@@ -85,7 +104,10 @@ def test_a_high_priority_job_over_full_workers_evicts_training_on_one_worker_onl
     ):
         urgent = {"labels": {"kueue.x-k8s.io/priority-class": URGENT}}
         mk.submit("urgent", metadata=urgent, run="3s")
-        mk.wait_until("urgent", "Complete", timeout=180)
+        try:
+            mk.wait_until("urgent", "Complete", timeout=180)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; {_where_it_waits(mk)}") from None
         where = (mk.get("urgent") or {})["status"]["clusterName"]
     evicted = {
         w for w, seen in ((first, on_first), (second, on_second)) if _preempted(seen, "local")

@@ -108,6 +108,20 @@ def test_timers_bring_keys_back_and_the_earliest_timer_wins() -> None:
     sooner_than(seen[1][1] - start, 3, "the 3 s timer it replaced")
 
 
+def test_a_timer_past_any_clock_or_no_number_leaves_the_other_timers_running() -> None:
+    """A requeue computed from a time an object holds ("9999-12-31", or NaN) once ended the
+    timer thread (time_t overflow) and with it every key's timer: it is cut to MAX_AFTER."""
+    seen: list[str] = []
+    queue: WorkQueue[str] = WorkQueue(seen.append, workers=1)
+    queue.start()
+    queue.add("far", after=2.5e11)
+    queue.add("nan", after=float("nan"))
+    queue.add("soon", after=0.05)
+    assert wait_for(lambda: seen == ["soon"], timeout=2)
+    assert queue._due["far"] - time.monotonic() <= workqueue.MAX_AFTER
+    queue.stop()
+
+
 def test_a_timer_wakes_one_worker_not_every_idle_one() -> None:
     """Idle workers wait without a timeout: a due timer wakes the one that takes its key (at
     most, now and then, a second that finds the key taken), not all eight."""

@@ -82,6 +82,10 @@ def remote(
     )
 
 
+MULTIKUEUE_GATE = "kueue.x-k8s.io/multikueue"
+GATED_WORKLOAD_UID = "uid-wl"  # the manager Workload `gated` copies are made for
+
+
 def gated(
     name: str,
     *,
@@ -90,14 +94,16 @@ def gated(
     connected: bool = True,
     lost: float = 0.0,
     gate: bool = True,
+    made_for: str = GATED_WORKLOAD_UID,
 ) -> RemoteView:
     """A worker holding a copy made with MultiKueue's preemption gate (`gate`; False: a copy
-    made without it), its Kueue blocked on the gate since `blocked_since` (None: not), the
-    gate opened at `opened_at` (None: closed)."""
+    made without it) for the manager Workload of UID `made_for`, its Kueue blocked on the gate
+    since `blocked_since` (None: not), the gate opened at `opened_at` (None: closed)."""
     made = remote(name, connected=connected, lost=lost)
     assert made.workload is not None
     raw = made.workload.raw
     raw["metadata"].update(uid=f"uid-{name}", resourceVersion="7")
+    raw["metadata"]["annotations"] = {"kueue.x-k8s.io/multikueue-origin-uid": made_for}
     raw["spec"] = {"preemptionGates": [{"name": MULTIKUEUE_GATE}]} if gate else {}
     if blocked_since is not None:
         raw["status"]["conditions"].append(
@@ -112,9 +118,6 @@ def gated(
         state = {"name": MULTIKUEUE_GATE, "position": "Open", "lastTransitionTime": opened_at}
         raw["status"]["preemptionGates"] = [state]
     return made
-
-
-MULTIKUEUE_GATE = "kueue.x-k8s.io/multikueue"
 
 
 def observed(wl: Dict, tj: Dict | None, remotes: list[RemoteView], **kw: Any) -> DispatchObserved:

@@ -8,9 +8,17 @@ from typing import Any
 
 import pytest
 
+from dispatcher.controller.reconcile import REMOTE_RETRY_SECONDS
 from dispatcher.decisions.decide import DispatchPlan, RemoteView, decide
 from tests.support.builders import TrainJobBuilder, make_runtime
-from tests.support.dispatch import MULTIKUEUE_GATE, gated, manager_workload, observed, remote
+from tests.support.dispatch import (
+    GATED_WORKLOAD_UID,
+    MULTIKUEUE_GATE,
+    gated,
+    manager_workload,
+    observed,
+    remote,
+)
 from tests.support.whole_pass import (
     World,
     blocked_on_gate,
@@ -23,6 +31,7 @@ from trainjob.workload import workload_name
 from trainjob_api import constants as c
 
 WAITING = manager_workload("QuotaReserved")
+WAITING["metadata"]["uid"] = GATED_WORKLOAD_UID
 TIMEOUT = 300.0
 
 
@@ -113,6 +122,34 @@ def test_the_gate_state_of_another_gate_is_kept_and_ours_set_open() -> None:
     assert gates[1]["position"] == "Open"
 
 
+def test_a_copy_made_for_another_workload_of_its_name_is_neither_opened_nor_holding() -> None:
+    """An orphan of an earlier Workload of the same name (a prebuilt name a tenant reuses)
+    is the garbage collector's: its gate is not opened, and its open gate keeps no other
+    worker waiting."""
+    orphan = gated("w1", blocked_since="2026-11-22T11:59:00Z", made_for="uid-earlier")
+    assert opened(decided([orphan])) == []
+    holding = gated("w1", opened_at="2026-11-22T11:59:50Z", made_for="uid-earlier")
+    assert opened(decided([holding, gated("w2", blocked_since="2026-11-22T11:59:00Z")])) == ["w2"]
+
+
+@pytest.mark.parametrize(
+    ("opened_at", "wait"),
+    [
+        ("2026-11-22T11:59:00", TIMEOUT - 60),  # no zone: UTC
+        ("9999-12-31T23:59:59Z", TIMEOUT),  # ahead of our clock: as now
+        ("not a time", None),  # unreadable: long ago, the next opens
+    ],
+)
+def test_an_open_gates_time_of_any_shape_is_read_without_failing_the_pass(
+    opened_at: str, wait: float | None
+) -> None:
+    plan = decided(
+        [gated("w1", opened_at=opened_at), gated("w2", blocked_since="2026-11-22T11:59:00Z")]
+    )
+    assert opened(plan) == ([] if wait is not None else ["w2"])
+    assert plan.requeue_after == (wait if wait is not None else TIMEOUT)
+
+
 def test_ties_go_to_the_same_worker_on_every_pass() -> None:
     same = "2026-11-22T11:59:00Z"
     first = opened(decided([gated("w1", blocked_since=same), gated("w2", blocked_since=same)]))
@@ -167,5 +204,33 @@ def test_the_gate_opens_on_the_worker_that_first_would_preempt_and_the_manager_s
         assert not (_copy(world, "worker3").get("status") or {}).get("preemptionGates")
         allowed = [e for e in event_tuples(world.apis["manager"]) if e[1] == "PreemptionAllowed"]
         assert allowed == [("Normal", "PreemptionAllowed", "tj")]
+    finally:
+        world.close()
+
+
+def test_an_opening_met_by_a_conflict_is_tried_again_soon_on_the_copy_as_it_is_now() -> None:
+    """The copy changed between the watch and the write (its Kueue wrote it): the opening is
+    refused, and the pass comes back within seconds, not when the timeout ends."""
+    runtime = make_runtime()
+    submitted = TrainJobBuilder().queue("q").multikueue().obj()
+    world, _ctx = fleet(
+        [runtime, submitted],
+        {w: [runtime] for w in ("worker1", "worker2")},
+        orchestrated_preemption=True,
+        behind=False,
+    )
+    try:
+        world.settle(("ns", "tj"))
+        reserve(world, "manager")
+        world.settle(("ns", "tj"))
+        blocked_on_gate(world, "worker2", "2026-01-01T00:00:01Z")
+        name = _copy(world, "worker2")["metadata"]["name"]
+        raced, _again = world.run_raced(("ns", "tj"), "worker2", c.WORKLOAD, name)
+        status = c.WORKLOAD.path("ns", name, "status")
+        assert ("PATCH", status, 409) in raced.refused["worker2"]
+        assert raced.requeue_after == REMOTE_RETRY_SECONDS
+        world.settle(("ns", "tj"))
+        gates = _copy(world, "worker2")["status"]["preemptionGates"]
+        assert [g["position"] for g in gates] == ["Open"]
     finally:
         world.close()

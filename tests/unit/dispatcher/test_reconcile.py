@@ -343,6 +343,22 @@ def test_a_deleted_trainjob_leaves_a_trainjob_of_its_name_that_is_not_ours(world
 
 
 @pytest.mark.usefixtures("both_caches")
+def test_a_trainjob_whose_workload_went_first_still_takes_its_copies(world: World) -> None:
+    # A foreground deletion removes the manager Workload before the TrainJob: the Workload
+    # of Kueue's name for this TrainJob (its UID hashed in) is its own all the same, and its
+    # copies go with it, not a garbage-collection interval later.
+    dispatched(world)
+    assert all(copies(world, w)[1] for w in WORKERS)
+    wl = workload(world)
+    assert wl is not None
+    world.apis["manager"].request("DELETE", c.WORKLOAD.path("ns", wl["metadata"]["name"]))
+    world.apis["manager"].request("DELETE", c.TRAINJOB.path("ns", "tj"))
+    world.settle(KEY)
+    assert trainjob(world) is None
+    assert {w: copies(world, w) for w in WORKERS} == {w: ([], []) for w in WORKERS}
+
+
+@pytest.mark.usefixtures("both_caches")
 def test_a_deleted_trainjob_leaves_copies_of_its_names_made_for_other_manager_objects(
     world: World,
 ) -> None:
