@@ -159,6 +159,9 @@ def _dispatch_writes(
                 events.append(action.event)
             if done and action.verb == "create" and action.obj["kind"] == "Workload":
                 metrics.MULTIKUEUE_DISPATCHED.labels(cq, cluster).inc()
+            if done and action.verb == "open":  # the timeout runs from it, copy or no copy
+                opened = action.obj["status"]["preemptionGates"][-1]["lastTransitionTime"]
+                workers.note_gate_opened(wl.uid or "", opened)
             if done and action.verb == "create" and action.obj["kind"] == "TrainJob":
                 resume = checkpoints.resume_of(action.obj)
                 if resume is not None:

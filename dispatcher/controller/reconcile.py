@@ -228,6 +228,7 @@ def _dispatch(
         tails_kept=ctx.settings.log_tails_kept > 0,
         preemption_gated=ctx.settings.orchestrated_preemption,
         preemption_timeout=ctx.settings.single_cluster_preemption_timeout,
+        gate_opened_last=ctx.workers.gate_opened(wl.uid or ""),
     )
     return Dispatch(decide(observed, strategy(ctx.settings)), wl, check)
 

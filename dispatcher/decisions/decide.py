@@ -104,6 +104,9 @@ class DispatchObserved:
     # seconds (settings.orchestrated_preemption, single_cluster_preemption_timeout).
     preemption_gated: bool = False
     preemption_timeout: float = 300.0
+    # When the dispatcher last opened a gate of this Workload's copies (None: not lately, or
+    # not this replica): counted with the copies' own times.
+    gate_opened_last: str | None = None
 
 
 # What a RemoteAction does to its object; "ensure": a dependency's copy made, or brought up to
@@ -853,7 +856,8 @@ def _preemption_gate(p: _Pass, reachable: list[RemoteView]) -> Gates:
     (`workloadToOpenPreemptionGate`): among the reachable copies whose gate is closed and
     whose Kueue says it is blocked on it, the one that said so first (ties: the same hash as
     admissions'); but none while another worker's gate opened less than the timeout ago (a
-    worker lost for good no longer holds it). The others wait: a worker that would have to
+    worker lost for good no longer holds it, and one whose copy was deleted still does, by
+    the time the dispatcher remembers). The others wait: a worker that would have to
     preempt does so only once let, so one high-priority job evicts training on one worker,
     not on each it was sent to. Only copies made for this very Workload count (an orphan of
     an earlier one of its name is the garbage collector's)."""
@@ -883,10 +887,11 @@ def _preemption_gate(p: _Pass, reachable: list[RemoteView]) -> Gates:
     )
     if not blocked:
         return Gates(names)
-    if holding:
+    times = [*holding.values(), *([obs.gate_opened_last] if obs.gate_opened_last else [])]
+    if times:
         # a time that cannot be read counts as Kueue's zero time (long ago); one ahead of
         # our clock as now
-        latest = max(_time_or_epoch(t) for t in holding.values())
+        latest = max(_time_or_epoch(t) for t in times)
         since_opened = max(0.0, (obs.now - latest).total_seconds())
         if since_opened < obs.preemption_timeout:
             return Gates(names, wait=obs.preemption_timeout - since_opened)

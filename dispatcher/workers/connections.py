@@ -68,6 +68,10 @@ class WorkerConnections:
         # Names our copies cannot take on a worker (an object there that is not ours, or a
         # copy the worker refuses): (cluster, namespace, name) -> (why, monotonic time noted).
         self._taken: dict[tuple[str, str, str], tuple[Taken, float]] = {}
+        # When this replica last opened a preemption gate for a manager Workload (its UID ->
+        # monotonic time, RFC 3339 time), while that keeps the next worker waiting: a copy
+        # deleted since (its worker deselected by the TrainJob) takes its own record with it.
+        self._gates: dict[str, tuple[float, str]] = {}
         self._reported: dict[str, str] = {}  # Coexist: the problem last logged per cluster
         # Why a MultiKueueCluster has no usable kubeconfig, as its last `connect` found:
         # name -> (reason, message) of its Active=False condition.
@@ -188,6 +192,23 @@ class WorkerConnections:
                     return found[0]
                 self._taken.pop((cluster, namespace, name), None)
         return None
+
+    def note_gate_opened(self, workload_uid: str, when: str) -> None:
+        """A copy's preemption gate opened for the manager Workload `workload_uid` at `when`
+        (RFC 3339); older notes that keep nobody waiting any more go."""
+        now = time.monotonic()
+        keep = self.settings.single_cluster_preemption_timeout
+        with self._lock:
+            for uid in [u for u, (noted, _) in self._gates.items() if now - noted >= keep]:
+                del self._gates[uid]
+            self._gates[workload_uid] = (now, when)
+
+    def gate_opened(self, workload_uid: str) -> str | None:
+        """When a gate was last opened for the manager Workload, while that still counts."""
+        with self._lock:
+            found = self._gates.get(workload_uid)
+        keep = self.settings.single_cluster_preemption_timeout
+        return found[1] if found and time.monotonic() - found[0] < keep else None
 
     def forget_write(self, key: tuple[str, ...]) -> None:
         """A remote write that failed: the next pass may send it again at once."""

@@ -10,6 +10,7 @@ import pytest
 
 from dispatcher.controller.reconcile import REMOTE_RETRY_SECONDS
 from dispatcher.decisions.decide import DispatchPlan, RemoteView, decide
+from dispatcher.decisions.selection import CLUSTER_NAMES_ANNOTATION
 from tests.support.builders import TrainJobBuilder, make_runtime
 from tests.support.dispatch import (
     GATED_WORKLOAD_UID,
@@ -150,6 +151,13 @@ def test_an_open_gates_time_of_any_shape_is_read_without_failing_the_pass(
     assert plan.requeue_after == (wait if wait is not None else TIMEOUT)
 
 
+def test_a_gate_the_dispatcher_opened_keeps_the_next_waiting_though_its_copy_is_gone() -> None:
+    blocked = gated("w2", blocked_since="2026-11-22T11:59:00Z")
+    recent = decided([blocked], gate_opened_last="2026-11-22T11:59:00Z")
+    assert opened(recent) == [] and recent.requeue_after == TIMEOUT - 60
+    assert opened(decided([blocked], gate_opened_last="2026-11-22T11:54:59Z")) == ["w2"]
+
+
 def test_ties_go_to_the_same_worker_on_every_pass() -> None:
     same = "2026-11-22T11:59:00Z"
     first = opened(decided([gated("w1", blocked_since=same), gated("w2", blocked_since=same)]))
@@ -232,5 +240,34 @@ def test_an_opening_met_by_a_conflict_is_tried_again_soon_on_the_copy_as_it_is_n
         world.settle(("ns", "tj"))
         gates = _copy(world, "worker2")["status"]["preemptionGates"]
         assert [g["position"] for g in gates] == ["Open"]
+    finally:
+        world.close()
+
+
+@pytest.mark.usefixtures("both_caches")
+def test_a_tenant_deselecting_the_worker_let_preempt_lets_no_other_before_the_timeout() -> None:
+    """Its copy deleted takes the copy's record of the opening with it: the dispatcher's own
+    keeps a TrainJob that cycles its choice of clusters from preempting on each in turn."""
+    runtime = make_runtime()
+    workers = ("worker1", "worker2", "worker3")
+    submitted = TrainJobBuilder().queue("q").multikueue().obj()
+    world, _ctx = fleet(
+        [runtime, submitted], {w: [runtime] for w in workers}, orchestrated_preemption=True
+    )
+    try:
+        world.settle(("ns", "tj"))
+        reserve(world, "manager")
+        world.settle(("ns", "tj"))
+        blocked_on_gate(world, "worker2", "2026-01-01T00:00:01Z")
+        world.settle(("ns", "tj"))
+        assert _copy(world, "worker2")["status"]["preemptionGates"][0]["position"] == "Open"
+        blocked_on_gate(world, "worker3", "2026-01-01T00:00:02Z")
+        tj = world.get("manager", c.TRAINJOB, "tj")
+        assert tj is not None
+        tj["metadata"]["annotations"] = {CLUSTER_NAMES_ANNOTATION: "worker1,worker3"}
+        world.apis["manager"].put(tj)
+        world.settle(("ns", "tj"))
+        assert _copy(world, "worker2") is None
+        assert not (_copy(world, "worker3").get("status") or {}).get("preemptionGates")
     finally:
         world.close()
