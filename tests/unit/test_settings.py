@@ -346,3 +346,19 @@ def test_the_kinds_a_tenant_sizes_are_listed_in_small_pages() -> None:
     )  # fmt: skip
     (informer,) = controller.informers(ctx, SimpleNamespace(api=None), [Watch("i", c.POD, page=7)])  # type: ignore[arg-type]
     assert informer._page == 7
+
+
+def test_kueues_gates_turned_off_stay_off_and_a_number_is_no_gate(tmp_path: Path) -> None:
+    cfg = tmp_path / "gates.yaml"
+    cfg.write_text(
+        "featureGates:\n"
+        "  MultiKueueClusterProfile: true\n"
+        "  MultiKueueOrchestratedPreemption: false\n"
+    )
+    settings, _ = DispatcherSettings.from_argv(["--kueue-config", str(cfg)], "d", None)
+    assert settings.cluster_profiles and not settings.orchestrated_preemption
+    cfg.write_text("featureGates:\n  MultiKueueOrchestratedPreemption: 1\n")
+    with pytest.raises(SystemExit):
+        DispatcherSettings.from_argv(["--kueue-config", str(cfg)], "d", None)
+    with pytest.raises(SystemExit):
+        DispatcherSettings.from_argv(["--single-cluster-preemption-timeout", "0"], "d", None)

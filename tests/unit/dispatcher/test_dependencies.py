@@ -237,7 +237,7 @@ def test_a_secret_its_transform_fails_on_is_cached_without_its_content(
         assert informer.list_now()
     kept = informer.get(("ns", "x"))
     assert kept == {"kind": "Secret", "metadata": listed["metadata"], "digest": ""}
-    assert "transform failed" in caplog.text and "s3cr3t" not in caplog.text
+    assert "transform failed" in caplog.text and _b64("s3cr3t") not in caplog.text
 
 
 class _OnePage:
@@ -931,3 +931,38 @@ def test_a_runtime_is_named_by_the_jobs_of_its_namespace_only() -> None:
     for name in (["x"], "", None, 3):
         odd["spec"]["runtimeRef"]["name"] = name
         assert dependencies.runtime_named_by(odd) == [], name
+
+
+def test_a_secret_its_transform_fails_on_keeps_only_who_it_is_through_the_controllers_informer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As the controller makes the informer (controller.informers): the watch's fallback is
+    the one used, and it keeps none of the metadata that may hold the content (the
+    last-applied annotation holds the Secret whole)."""
+    import threading
+    from types import SimpleNamespace
+
+    from kubecontrol import controller
+
+    (watch,) = [w for w in watches.dependency_watches(Any) if w.kind == SECRET]
+
+    def broken(_: object) -> str:
+        raise TypeError("a shape digest did not foresee")
+
+    monkeypatch.setattr(dependencies, "digest", broken)
+    identity = {"name": "x", "namespace": "ns", "uid": "u", "resourceVersion": "3"}
+    last = '{"data": {"token": "czNjcjN0"}}'
+    meta = {
+        **identity,
+        "annotations": {"kubectl.kubernetes.io/last-applied-configuration": last},
+        "labels": {"a": "b"},
+        "managedFields": [{"manager": "kubectl"}],
+    }
+    ctx = SimpleNamespace(
+        settings=SimpleNamespace(cluster_name="c"), synced=threading.Event(), informers={},
+        indexes={}, optional=set(), watch_errors={},
+    )  # fmt: skip
+    cluster = SimpleNamespace(api=_OnePage([{**secret("x"), "metadata": meta}]))
+    (informer,) = controller.informers(ctx, cluster, [watch])  # type: ignore[arg-type]
+    assert informer.list_now() and ctx.watch_errors == {}
+    assert informer.get(("ns", "x")) == {"kind": "Secret", "metadata": identity, "digest": ""}

@@ -49,8 +49,8 @@ class Worker:
     def create(self, *args: Any) -> None:
         self._call("create", *args)
 
-    def patch(self, *args: Any) -> None:
-        self._call("patch", *args)
+    def patch(self, *args: Any, **kwargs: Any) -> None:
+        self._call("patch", *args, **kwargs)
 
     def delete(self, *args: Any, **kwargs: Any) -> None:
         self._call("delete", *args, **kwargs)
@@ -228,3 +228,19 @@ def test_a_copy_whose_tails_are_read_goes_once_its_capture_in_its_namespace_is_o
     calls = [call[0] for call in workers.worker.calls]  # type: ignore[union-attr]
     assert (done, calls) == ((True, ["delete"]) if over else (None, []))
     assert workers.forgotten == ([key("create")] if over else [key("delete")])
+
+
+def test_an_open_writes_the_copys_status_guarded_by_the_version_it_saw() -> None:
+    worker = Worker()
+    gates = [{"name": "kueue.x-k8s.io/multikueue", "position": "Open", "lastTransitionTime": "t"}]
+    seen = {
+        "kind": "Workload",
+        "apiVersion": c.KUEUE_API,
+        "metadata": {"name": "wl", "namespace": "ns", "uid": "u", "resourceVersion": "7"},
+        "status": {"preemptionGates": gates},
+    }
+    action = RemoteAction("worker1", "open", seen)
+    assert execute._remote_write(WorkerConnections(worker), action) is True  # type: ignore[arg-type]
+    ((verb, args, kwargs),) = worker.calls
+    body = {"metadata": {"uid": "u", "resourceVersion": "7"}, "status": {"preemptionGates": gates}}
+    assert (verb, args[1:], kwargs) == ("patch", ("wl", "ns", body), {"subresource": "status"})

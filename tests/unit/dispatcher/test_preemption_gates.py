@@ -4,6 +4,8 @@ the next after the timeout; Kueue v0.19's `workloadToOpenPreemptionGate` is the 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -158,14 +160,36 @@ def test_a_gate_the_dispatcher_opened_keeps_the_next_waiting_though_its_copy_is_
     assert opened(decided([blocked], gate_opened_last="2026-11-22T11:54:59Z")) == ["w2"]
 
 
-def test_ties_go_to_the_same_worker_on_every_pass() -> None:
+def test_ties_go_to_the_same_worker_on_every_pass_by_the_hash_admissions_ties_go_by() -> None:
     same = "2026-11-22T11:59:00Z"
-    first = opened(decided([gated("w1", blocked_since=same), gated("w2", blocked_since=same)]))
-    again = opened(decided([gated("w2", blocked_since=same), gated("w1", blocked_since=same)]))
-    assert first == again and len(first) == 1
+    first = opened(decided([gated("w2", blocked_since=same), gated("w3", blocked_since=same)]))
+    again = opened(decided([gated("w3", blocked_since=same), gated("w2", blocked_since=same)]))
+    # sha1 of "<workload>/<worker>": w3's sorts before w2's (by name it would be w2)
+    assert first == again == ["w3"]
 
 
 # ---- the whole pass: the copies on the workers, through their API ---------------------------
+
+
+@contextlib.contextmanager
+def sent_gated(*workers: str, **settings: Any) -> Iterator[World]:
+    """A MultiKueue TrainJob whose quota the manager's Kueue reserved, its copies sent gated
+    to `workers` (orchestrated preemption on); the world closed after the block."""
+    runtime = make_runtime()
+    submitted = TrainJobBuilder().queue("q").multikueue().obj()
+    world, _ctx = fleet(
+        [runtime, submitted],
+        {w: [runtime] for w in workers},
+        orchestrated_preemption=True,
+        **settings,
+    )
+    try:
+        world.settle(("ns", "tj"))
+        reserve(world, "manager")
+        world.settle(("ns", "tj"))
+        yield world
+    finally:
+        world.close()
 
 
 def _copy(world: World, worker: str) -> Any:
@@ -176,16 +200,8 @@ def _copy(world: World, worker: str) -> Any:
 
 @pytest.mark.usefixtures("both_caches")
 def test_the_gate_opens_on_the_worker_that_first_would_preempt_and_the_manager_says_so() -> None:
-    runtime = make_runtime()
     workers = ("worker1", "worker2", "worker3")
-    submitted = TrainJobBuilder().queue("q").multikueue().obj()
-    world, _ctx = fleet(
-        [runtime, submitted], {w: [runtime] for w in workers}, orchestrated_preemption=True
-    )
-    try:
-        world.settle(("ns", "tj"))
-        reserve(world, "manager")
-        world.settle(("ns", "tj"))
+    with sent_gated(*workers) as world:
         for worker in workers:
             copy = _copy(world, worker)
             assert copy is not None and copy["spec"]["preemptionGates"] == [
@@ -212,25 +228,12 @@ def test_the_gate_opens_on_the_worker_that_first_would_preempt_and_the_manager_s
         assert not (_copy(world, "worker3").get("status") or {}).get("preemptionGates")
         allowed = [e for e in event_tuples(world.apis["manager"]) if e[1] == "PreemptionAllowed"]
         assert allowed == [("Normal", "PreemptionAllowed", "tj")]
-    finally:
-        world.close()
 
 
 def test_an_opening_met_by_a_conflict_is_tried_again_soon_on_the_copy_as_it_is_now() -> None:
     """The copy changed between the watch and the write (its Kueue wrote it): the opening is
     refused, and the pass comes back within seconds, not when the timeout ends."""
-    runtime = make_runtime()
-    submitted = TrainJobBuilder().queue("q").multikueue().obj()
-    world, _ctx = fleet(
-        [runtime, submitted],
-        {w: [runtime] for w in ("worker1", "worker2")},
-        orchestrated_preemption=True,
-        behind=False,
-    )
-    try:
-        world.settle(("ns", "tj"))
-        reserve(world, "manager")
-        world.settle(("ns", "tj"))
+    with sent_gated("worker1", "worker2", behind=False) as world:
         blocked_on_gate(world, "worker2", "2026-01-01T00:00:01Z")
         name = _copy(world, "worker2")["metadata"]["name"]
         raced, _again = world.run_raced(("ns", "tj"), "worker2", c.WORKLOAD, name)
@@ -240,24 +243,13 @@ def test_an_opening_met_by_a_conflict_is_tried_again_soon_on_the_copy_as_it_is_n
         world.settle(("ns", "tj"))
         gates = _copy(world, "worker2")["status"]["preemptionGates"]
         assert [g["position"] for g in gates] == ["Open"]
-    finally:
-        world.close()
 
 
 @pytest.mark.usefixtures("both_caches")
 def test_a_tenant_deselecting_the_worker_let_preempt_lets_no_other_before_the_timeout() -> None:
     """Its copy deleted takes the copy's record of the opening with it: the dispatcher's own
     keeps a TrainJob that cycles its choice of clusters from preempting on each in turn."""
-    runtime = make_runtime()
-    workers = ("worker1", "worker2", "worker3")
-    submitted = TrainJobBuilder().queue("q").multikueue().obj()
-    world, _ctx = fleet(
-        [runtime, submitted], {w: [runtime] for w in workers}, orchestrated_preemption=True
-    )
-    try:
-        world.settle(("ns", "tj"))
-        reserve(world, "manager")
-        world.settle(("ns", "tj"))
+    with sent_gated("worker1", "worker2", "worker3") as world:
         blocked_on_gate(world, "worker2", "2026-01-01T00:00:01Z")
         world.settle(("ns", "tj"))
         assert _copy(world, "worker2")["status"]["preemptionGates"][0]["position"] == "Open"
@@ -269,5 +261,102 @@ def test_a_tenant_deselecting_the_worker_let_preempt_lets_no_other_before_the_ti
         world.settle(("ns", "tj"))
         assert _copy(world, "worker2") is None
         assert not (_copy(world, "worker3").get("status") or {}).get("preemptionGates")
-    finally:
-        world.close()
+
+
+def test_the_next_gate_opens_once_the_timeout_has_passed_to_the_second() -> None:
+    blocked = gated("w2", blocked_since="2026-11-22T11:50:00Z")
+    at = decided([gated("w1", opened_at="2026-11-22T11:55:00Z"), blocked])  # 300s ago
+    assert opened(at) == ["w2"]
+    before = decided([gated("w1", opened_at="2026-11-22T11:55:01Z"), blocked])  # 299s ago
+    assert opened(before) == [] and before.requeue_after == 1
+
+
+def test_a_worker_lost_exactly_the_lost_timeout_ago_no_longer_holds_the_gate() -> None:
+    blocked = gated("w2", blocked_since="2026-11-22T11:59:00Z")
+    lost = gated("w1", opened_at="2026-11-22T11:59:30Z", connected=False, lost=60)
+    assert opened(decided([lost, blocked])) == ["w2"]
+    nearly = gated("w1", opened_at="2026-11-22T11:59:30Z", connected=False, lost=59.9)
+    assert opened(decided([nearly, blocked])) == []
+
+
+def test_an_open_copy_still_blocked_is_not_opened_again_the_next_is() -> None:
+    # w1's Kueue still says it is blocked after its gate opened (it could not preempt after
+    # all): after the timeout the turn is w2's, not w1's again, though w1 said so first.
+    still = gated("w1", blocked_since="2026-11-22T11:50:00Z", opened_at="2026-11-22T11:54:00Z")
+    plan = decided([still, gated("w2", blocked_since="2026-11-22T11:51:00Z")])
+    assert opened(plan) == ["w2"]
+
+
+def test_the_timeout_runs_from_the_gate_opened_last() -> None:
+    plan = decided(
+        [
+            gated("w1", opened_at="2026-11-22T11:40:00Z"),
+            gated("w2", opened_at="2026-11-22T11:59:00Z"),
+            gated("w3", blocked_since="2026-11-22T11:30:00Z"),
+        ]
+    )
+    assert opened(plan) == [] and plan.requeue_after == TIMEOUT - 60
+
+
+def test_a_gate_open_without_a_time_counts_as_opened_long_ago_and_still_held() -> None:
+    plan = decided([gated("w1", opened_at=""), gated("w2", blocked_since="2026-11-22T11:59:00Z")])
+    assert opened(plan) == ["w2"]
+    assert plan.check_state is not None
+    assert "(w1 may preempt to admit it; w2 may preempt to admit it)" in plan.check_state[1]
+
+
+def test_a_blocked_condition_no_longer_true_or_without_a_time() -> None:
+    false = gated("w1", blocked_since="2026-11-22T11:59:00Z")
+    assert false.workload is not None
+    false.workload.raw["status"]["conditions"][-1]["status"] = "False"
+    assert opened(decided([false])) == []
+    assert opened(decided([gated("w1", blocked_since="")])) == ["w1"]
+
+
+def test_a_disconnected_worker_is_never_the_one_let_preempt() -> None:
+    away = gated("w1", blocked_since="2026-11-22T11:50:00Z", connected=False, lost=5)
+    plan = decided([away, gated("w2", blocked_since="2026-11-22T11:59:00Z")])
+    assert opened(plan) == ["w2"]
+
+
+def test_the_sooner_of_a_rounds_wait_and_the_gates_wait_brings_the_pass_back() -> None:
+    from dispatcher.decisions.decide import Incremental
+
+    remotes = [
+        gated("w1", opened_at="2026-11-22T11:59:00Z"),
+        gated("w2", blocked_since="2026-11-22T11:59:30Z"),
+        remote("w3", workload=False),
+    ]
+    obs = observed(
+        WAITING, TrainJobBuilder().multikueue().obj(), remotes,
+        preemption_gated=True, preemption_timeout=TIMEOUT,
+    )  # fmt: skip
+    plan = decide(obs, Incremental(batch=2, round_seconds=10_000))
+    assert plan.requeue_after == TIMEOUT - 60
+
+
+def test_a_copy_made_gated_holds_multikueues_gate_only_not_the_managers() -> None:
+    managers = {
+        **WAITING,
+        "spec": {**WAITING["spec"], "preemptionGates": [{"name": "example.com/m"}]},
+    }
+    plan = decide(
+        observed(
+            managers, TrainJobBuilder().multikueue().obj(), [remote("w1", workload=False)],
+            preemption_gated=True,
+        )
+    )  # fmt: skip
+    (spec,) = [a.obj["spec"] for a in plan.remote if a.verb == "create"]
+    assert spec["preemptionGates"] == [{"name": MULTIKUEUE_GATE}]
+
+
+@pytest.mark.usefixtures("both_caches")
+def test_the_timeout_a_pass_judges_by_is_the_settings() -> None:
+    from kubebase.kinds import EVENT
+
+    with sent_gated("worker1", single_cluster_preemption_timeout=42) as world:
+        blocked_on_gate(world, "worker1", "2026-01-01T00:00:01Z")
+        world.settle(("ns", "tj"))
+        events = world.apis["manager"].objects(EVENT)
+        (allowed,) = [e for e in events if e["reason"] == "PreemptionAllowed"]
+        assert "within 42s" in allowed["message"]

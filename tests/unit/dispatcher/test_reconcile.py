@@ -763,26 +763,29 @@ def test_a_configured_worker_with_no_connection_the_job_does_not_choose_is_not_w
 
 
 @pytest.mark.usefixtures("both_caches")
-@pytest.mark.parametrize("neighbours_gone", [False, True])
+@pytest.mark.parametrize("neighbours", ["controlled", "gone", "uncontrolled"])
 def test_a_trainjob_naming_anothers_workload_as_prebuilt_takes_none_of_its_copies_when_deleted(
-    world: World, neighbours_gone: bool
+    world: World, neighbours: str
 ) -> None:
     # A tenant's TrainJob names its neighbour's Workload in the prebuilt annotation, which
     # anyone who may edit TrainJobs can write; deleting it must not delete the neighbour's
     # Workload copies on the workers: neither while the neighbour's Workload is on the manager
-    # (another controls it) nor once it is gone from there (the copies are the garbage
-    # collector's, which judges each by the Workload it was made for).
+    # (another controls it, or no one: its owner reference gone) nor once it is gone from
+    # there (the copies are the garbage collector's, which judges each by the Workload it was
+    # made for).
     dispatched(world)
-    neighbours = workload(world)
-    assert neighbours is not None and copies(world, "worker1")[1] != []
+    theirs = workload(world)
+    assert theirs is not None and copies(world, "worker1")[1] != []
     held = {w: copies(world, w) for w in WORKERS}
-    if neighbours_gone:
-        name = neighbours["metadata"]["name"]
-        world.apis["manager"].request("DELETE", c.WORKLOAD.path("ns", name))
+    if neighbours == "gone":
+        world.apis["manager"].request("DELETE", c.WORKLOAD.path("ns", theirs["metadata"]["name"]))
         assert workload(world) is None
+    elif neighbours == "uncontrolled":
+        theirs["metadata"].pop("ownerReferences", None)
+        world.apis["manager"].put(theirs)
     other = TrainJobBuilder("other").multikueue().obj()
     other["metadata"]["annotations"] = {
-        c.KUEUE_PREBUILT_WORKLOAD_ANNOTATION: neighbours["metadata"]["name"]
+        c.KUEUE_PREBUILT_WORKLOAD_ANNOTATION: theirs["metadata"]["name"]
     }
     world.apis["manager"].put(other)
     world.settle(("ns", "other"))

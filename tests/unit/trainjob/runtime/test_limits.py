@@ -264,3 +264,33 @@ def test_numnodes_over_the_limit_names_whose_number_it_is() -> None:
     runtime["spec"]["mlPolicy"]["numNodes"] = 200_000
     message = _problem(make_trainjob(runtimeRef={"name": "mpi-runtime"}), runtime)
     assert "the runtime's mlPolicy.numNodes: 200000 is over 100000" in message
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [
+        ("overhead", ["cpu"], "pod: overhead must be a map"),
+        ("resources", ["cpu"], "pod: resources.requests must be a map"),
+    ],
+)
+def test_a_pod_field_that_is_no_map_is_a_condition_not_a_traceback(
+    field: str, value: object, named: str
+) -> None:
+    runtime = make_runtime()
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    pod["template"]["spec"][field] = value
+    tj = make_trainjob(runtimeRef={"name": "torch-distributed"})
+    assert f"replicatedJob 'node' {named}" in _problem(tj, runtime)
+
+
+def test_a_bad_pod_level_quantity_is_named_where_the_runtime_wrote_it() -> None:
+    runtime = make_runtime()
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    pod["template"]["spec"]["resources"] = {"requests": {"cpu": "1e5000"}}
+    tj = make_trainjob(
+        runtimeRef={"name": "torch-distributed"},
+        trainer={"resourcesPerNode": {"requests": {"cpu": "2"}}},
+    )
+    message = _problem(tj, runtime)
+    assert "replicatedJob 'node' pod resources.requests[cpu]: '1e5000'" in message
+    assert "resourcesPerNode" not in message
