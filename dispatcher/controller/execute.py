@@ -160,7 +160,11 @@ def _dispatch_writes(
             if done and action.verb == "create" and action.obj["kind"] == "Workload":
                 metrics.MULTIKUEUE_DISPATCHED.labels(cq, cluster).inc()
             if done and action.verb == "open":  # the timeout runs from it, copy or no copy
-                opened = action.obj["status"]["preemptionGates"][-1]["lastTransitionTime"]
+                (opened,) = [
+                    g["lastTransitionTime"]
+                    for g in action.obj["status"]["preemptionGates"]
+                    if g["name"] == c.KUEUE_MULTIKUEUE_PREEMPTION_GATE
+                ]
                 workers.note_gate_opened(wl.uid or "", opened)
             if done and action.verb == "create" and action.obj["kind"] == "TrainJob":
                 resume = checkpoints.resume_of(action.obj)
