@@ -917,7 +917,8 @@ def _open(p: _Pass, gates: Gates) -> None:
     MultiKueue writes it), said in an Event; a pass comes back when another may open."""
     plan = p.plan
     if gates.wait is not None:
-        plan.requeue_after = min(plan.requeue_after or gates.wait, gates.wait)
+        later = plan.requeue_after
+        plan.requeue_after = gates.wait if later is None else min(later, gates.wait)
     remote = gates.opening
     if remote is None or remote.workload is None:
         return
