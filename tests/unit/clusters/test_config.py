@@ -124,6 +124,16 @@ def test_kueue_config_treats_trainjob_as_external_and_gates_multikueue_on_manage
     assert manager["health"]["healthProbeBindAddress"] == "127.0.0.1:3"
 
 
+def test_a_tests_feature_gates_reach_every_clusters_kueue_over_the_beds_own() -> None:
+    gates = {"MultiKueueOrchestratedPreemption": True, "VisibilityOnDemand": True}
+    for manager in (True, False):
+        cfg = build_config(**KUEUE_ARGS, manager=manager, gates=gates)  # type: ignore[arg-type]
+        assert cfg["featureGates"]["MultiKueueOrchestratedPreemption"] is True
+        assert cfg["featureGates"]["VisibilityOnDemand"] is True
+    plain = build_config(**KUEUE_ARGS, manager=False)  # type: ignore[arg-type]
+    assert plain["featureGates"] == {"VisibilityOnDemand": False}
+
+
 def test_kueue_keeps_wait_for_pods_ready_on_with_the_beds_short_times() -> None:
     config = BedConfig()
     assert config.wait_for_pods_ready.timeout_seconds == 20

@@ -360,3 +360,22 @@ def test_the_timeout_a_pass_judges_by_is_the_settings() -> None:
         events = world.apis["manager"].objects(EVENT)
         (allowed,) = [e for e in events if e["reason"] == "PreemptionAllowed"]
         assert "within 42s" in allowed["message"]
+
+
+def test_the_dispatchers_memory_of_an_opening_lasts_the_timeout_and_is_let_go_after(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dispatcher.settings import DispatcherSettings
+    from dispatcher.workers import connections
+
+    clock = [1000.0]
+    monkeypatch.setattr(connections.time, "monotonic", lambda: clock[0])
+    settings = DispatcherSettings(single_cluster_preemption_timeout=300)
+    workers = connections.WorkerConnections(settings, Any, lambda *_: None)
+    workers.note_gate_opened("a", "2026-11-22T11:55:00Z")
+    clock[0] += 299.9
+    assert workers.gate_opened("a") == "2026-11-22T11:55:00Z"
+    clock[0] += 0.1  # the timeout, to the tenth of a second
+    assert workers.gate_opened("a") is None
+    workers.note_gate_opened("b", "2026-11-22T12:00:00Z")  # lets "a" go, keeps "b"
+    assert set(workers._gates) == {"b"}
