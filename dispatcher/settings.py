@@ -225,6 +225,15 @@ class DispatcherSettings(ControllerSettings):
         "--single-cluster-preemption-timeout. Copies made with the gate have it opened "
         "whatever this says",
     )
+    preemption_order: Literal["Cost", "Kueue"] = Field(
+        default="Cost",
+        description="orchestrated preemption: which blocked worker is let preempt first. "
+        "Cost: the one whose preemption loses the least training (its Kueue's victims "
+        "estimated from every Workload holding quota there, which the dispatcher then "
+        "watches, and each victim's training since its last reported checkpoint, or since "
+        "its admission), Kueue's order where that cannot be estimated; Kueue: the first to "
+        "say it is blocked, as Kueue's own MultiKueue",
+    )
     single_cluster_preemption_timeout: float = Field(
         default=300.0,
         gt=0,

@@ -228,6 +228,7 @@ def _dispatch(
         tails_kept=ctx.settings.log_tails_kept > 0,
         preemption_gated=ctx.settings.orchestrated_preemption,
         preemption_timeout=ctx.settings.single_cluster_preemption_timeout,
+        preemption_by_cost=ctx.settings.preemption_order == "Cost",
         gate_opened_last=ctx.workers.gate_opened(wl.uid or ""),
     )
     return Dispatch(decide(observed, strategy(ctx.settings)), wl, check)
@@ -304,6 +305,8 @@ def _remote_view(ctx: Context, caches: Caches, cname: str, asks: _Asks) -> Remot
     )
     view.selected = selected
     copy = view.workload
+    if copy is not None and copy.blocked_on_gates_since is not None:
+        view.preemption = remote.preemption_cost(wl, copy, dt.datetime.now(dt.UTC))
     if taken_keys and copy is not None:
         view.copied = ctx.workers.copies.current(cname, namespace, taken_keys, copy.uid or "")
     if asks.follows is not None and _served_there(remote, asks.own_runtime, ctx.settings.origin):

@@ -26,6 +26,7 @@ from dispatcher.decisions.copies import (
     remote_workload,
     status_back,
 )
+from dispatcher.decisions.preemption import Cost
 from kubebase.events import Event
 from kubebase.objects import Dict
 from trainjob.status_writes import hold
@@ -68,6 +69,9 @@ class RemoteView:
     taken: Taken | None = None
     # Why it cannot serve the job's data (claims, datasets: data.py); no copy goes there.
     data_problem: str | None = None
+    # What letting its Kueue preempt for the job would cost (preemption.py), while its copy
+    # is blocked on the preemption gate; None: not known.
+    preemption: Cost | None = None
     # The TrainJob's dependencies known to be in place there for its Workload copy (Kind/name
     # -> the digest of what the copy holds: dependencies.py).
     copied: dict[str, str] = field(default_factory=dict)
@@ -104,6 +108,9 @@ class DispatchObserved:
     # seconds (settings.orchestrated_preemption, single_cluster_preemption_timeout).
     preemption_gated: bool = False
     preemption_timeout: float = 300.0
+    # Which blocked worker opens first: the cheapest preemption, where every one's cost is
+    # known (settings.preemption_order "Cost"), else the first to say it is blocked.
+    preemption_by_cost: bool = False
     # When the dispatcher last opened a gate of this Workload's copies (None: not lately, or
     # not this replica): counted with the copies' own times.
     gate_opened_last: str | None = None
@@ -842,17 +849,25 @@ def _step7_copies_out(p: _Pass, reachable: list[RemoteView], elapsed: float, gat
 class Gates:
     """Where the copies' preemption gates stand: the workers whose gate is open (the one
     opened this pass included), the one opened this pass (None: none) with the time since
-    which its Kueue wanted to preempt, and the seconds until another may open (None: no
-    worker waits for it)."""
+    which its Kueue wanted to preempt, the seconds until another may open (None: no worker
+    waits for it), and when the choice went by cost, what each blocked worker's would
+    have cost (the chosen one's first)."""
 
     open: tuple[str, ...] = ()
     opening: RemoteView | None = None
     wanted_since: str = ""
     wait: float | None = None
+    costs: tuple[tuple[str, Cost], ...] = ()
+
+
+# How long the cost order waits, after the first copy said it is blocked, for the other
+# copies whose Kueue has not judged them yet (a copy's Kueue judges it within a scheduling
+# cycle or two; one that never needs to preempt never says so, and costs the job this).
+COST_GRACE = 10.0
 
 
 def _preemption_gate(p: _Pass, reachable: list[RemoteView]) -> Gates:
-    """Which copy's MultiKueue preemption gate opens, as Kueue v0.19 chooses
+    """Which copy's MultiKueue preemption gate opens. As Kueue v0.19 chooses
     (`workloadToOpenPreemptionGate`): among the reachable copies whose gate is closed and
     whose Kueue says it is blocked on it, the one that said so first (ties: the same hash as
     admissions'); but none while another worker's gate opened less than the timeout ago (a
@@ -860,7 +875,12 @@ def _preemption_gate(p: _Pass, reachable: list[RemoteView]) -> Gates:
     the time the dispatcher remembers). The others wait: a worker that would have to
     preempt does so only once let, so one high-priority job evicts training on one worker,
     not on each it was sent to. Only copies made for this very Workload count (an orphan of
-    an earlier one of its name is the garbage collector's)."""
+    an earlier one of its name is the garbage collector's).
+
+    By cost (`preemption_by_cost`), when what each blocked worker's preemption would cost
+    is known (preemption.py): the one that loses the least training first (whole minutes,
+    then fewer victims; ties in Kueue's order), once the copies not judged yet have had
+    COST_GRACE seconds to say whether they are blocked too."""
     obs = p.obs
     gate = c.KUEUE_MULTIKUEUE_PREEMPTION_GATE
 
@@ -895,8 +915,25 @@ def _preemption_gate(p: _Pass, reachable: list[RemoteView]) -> Gates:
         since_opened = max(0.0, (obs.now - latest).total_seconds())
         if since_opened < obs.preemption_timeout:
             return Gates(names, wait=obs.preemption_timeout - since_opened)
+    costs = {r.name: r.preemption for r in reachable if r.preemption is not None}
+    ranked: tuple[tuple[str, Cost], ...] = ()
+    if obs.preemption_by_cost and all(name in costs for _, _, name in blocked):
+        unjudged = [
+            r
+            for r in reachable
+            if (copy := copy_of(r)) is not None
+            and r.name not in holding
+            and copy.gated_by(gate)
+            and copy.blocked_on_gates_since is None
+            and not copy.has_quota
+        ]
+        waited = max(0.0, (obs.now - min(_time_or_epoch(b[0]) for b in blocked)).total_seconds())
+        if unjudged and waited < COST_GRACE:
+            return Gates(names, wait=COST_GRACE - waited)
+        blocked.sort(key=lambda b: (costs[b[2]].rank, b))
+        ranked = tuple((name, costs[name]) for _, _, name in blocked)
     chosen = next(r for r in reachable if r.name == blocked[0][2])
-    return Gates((*names, chosen.name), chosen, blocked[0][0], obs.preemption_timeout)
+    return Gates((*names, chosen.name), chosen, blocked[0][0], obs.preemption_timeout, ranked)
 
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -942,12 +979,18 @@ def _open(p: _Pass, gates: Gates) -> None:
         "metadata": meta,
         "status": {"preemptionGates": states},
     }
-    waited = f" since {gates.wanted_since}" if gates.wanted_since else ""
+    if gates.costs:
+        others = "; ".join(f"{name}: {cost}" for name, cost in gates.costs[1:])
+        why = f"there it {gates.costs[0][1]}, the least of the workers that would have to" + (
+            f" (instead of {others})" if others else ""
+        )
+    else:
+        waited = f" since {gates.wanted_since}" if gates.wanted_since else ""
+        why = f"its Kueue was the first to need to{waited}"
     event = Event(
         "Normal",
         "PreemptionAllowed",
-        f"{remote.name} may preempt to admit it: its Kueue was the first to need to{waited}; "
-        f"another worker may only if it has not admitted it within "
-        f"{p.obs.preemption_timeout:g}s",
+        f"{remote.name} may preempt to admit it: {why}; another worker may only if it has "
+        f"not admitted it within {p.obs.preemption_timeout:g}s",
     )
     plan.remote.append(RemoteAction(remote.name, "open", obj, event))

@@ -376,6 +376,8 @@ class WorkerConnections:
                 on_room=self._on_room,
                 on_event=self._on_event,
                 events=self.settings.mirror_events,
+                held=self.settings.orchestrated_preemption
+                and self.settings.preemption_order == "Cost",
             )
             self.remotes[name] = remote
             self._fingerprints[name] = fingerprint

@@ -19,12 +19,15 @@ recorded again on the manager TrainJob (dispatcher/decisions/mirror.py).
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import functools
 import logging
 import time
 from collections.abc import Callable
 
-from dispatcher.decisions.capacity import Fit, cohort_of, fit, quota_summary
+from dispatcher.decisions import checkpoints, preemption
+from dispatcher.decisions.capacity import Fit, cohort_of, fit, podset_requests, quota_summary
 from dispatcher.decisions.copies import COPY_KINDS, seen
 from dispatcher.decisions.data import Claims
 from kubebase.objects import Dict
@@ -105,10 +108,13 @@ class RemoteCluster:
         on_room: Callable[[str], None] = lambda name: None,
         on_event: Callable[[str, Dict], None] | None = None,
         events: str = "Warning",
+        held: bool = False,
     ) -> None:
         """`down_since` (epoch seconds): since when the worker has been unreachable, as
         recorded before this process started (the MultiKueueCluster's Active=False transition);
-        None when it was not known to be down."""
+        None when it was not known to be down. `held`: watch every Workload here that holds
+        quota, and the checkpoints our copies report, to estimate what a preemption here
+        would cost (`preemption_cost`)."""
         self.name = name
         self.origin = origin
         self.cluster = cluster  # its own connection, from its own kubeconfig (`dial`)
@@ -184,6 +190,26 @@ class RemoteCluster:
             if on_event is not None and events != "None"
         ]
 
+        # Every Workload here holding quota (ours and the worker's own), and per TrainJob copy
+        # of ours the last checkpoint its report named and when it was first seen named:
+        # what a preemption here would evict, and the training each would lose.
+        self._held_ok = False
+        self._checkpoints: dict[tuple[str, str], tuple[str, str, float]] = {}
+        self._held = (
+            Informer(
+                self.cluster.api,
+                c.WORKLOAD,
+                lambda type_, obj: None,
+                on_state=self._set_held_ok,
+                name=f"{name}-Workload-held",
+                list_timeout=10,
+                transform=preemption.held_seen,
+                page=TENANT_SIZED_PAGE,
+            )
+            if held
+            else None
+        )
+
     def _changed(self, kind: str, _type: str, obj: Dict) -> None:
         """A copy changed: `on_change(namespace, name, urgent)`, urgent when it is a TrainJob
         whose run just ended (its end frees quota on the manager: ahead of other work)."""
@@ -191,7 +217,32 @@ class RemoteCluster:
         ended = kind == c.TRAINJOB.kind and cond.trainjob_finished(
             list((obj.get("status") or {}).get("conditions") or [])
         )
+        if kind == c.TRAINJOB.kind and self._held is not None:
+            self._note_checkpoint(_type, obj)
         self._on_change(meta["namespace"], meta["name"], ended)
+
+    def _note_checkpoint(self, type_: str, obj: Dict) -> None:
+        """Remember when a TrainJob copy's report first named its latest checkpoint (the
+        report's time, or now when it has none we can read, or one ahead of ours)."""
+        meta = obj["metadata"]
+        key, uid = (meta["namespace"], meta["name"]), str(meta.get("uid", ""))
+        report = (obj.get("status") or {}).get("trainerStatus")
+        if not isinstance(report, dict):
+            report = None
+        found = checkpoints.reported(report) if type_ != "DELETED" else None
+        if found is None:
+            self._checkpoints.pop(key, None)
+            return
+        before = self._checkpoints.get(key)
+        if before is not None and before[:2] == (uid, found.name):
+            return
+        now = time.time()
+        try:
+            when = cond.parse_time(str(report.get("lastUpdatedTime")))  # type: ignore[union-attr]
+            told = when.replace(tzinfo=when.tzinfo or dt.UTC).timestamp()
+        except (TypeError, ValueError, AttributeError, OverflowError):
+            told = now
+        self._checkpoints[key] = (uid, found.name, min(told, now))
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -199,7 +250,8 @@ class RemoteCluster:
     def informers(self) -> list[Informer]:
         """Every watch of this worker: our copies, the kinds read for room and runtimes, the
         Events mirrored."""
-        return [*self._informers.values(), *self._read.values(), *self._events]
+        held = [self._held] if self._held is not None else []
+        return [*self._informers.values(), *self._read.values(), *self._events, *held]
 
     def start(self) -> None:
         for informer in self.informers:
@@ -321,6 +373,51 @@ class RemoteCluster:
         lq = self.local_queue(workload.namespace, queue)
         cq = self.cluster_queue(lq.cluster_queue) if lq is not None else None
         return fit(workload, cq, cohort_of(cq, self.cluster_queues()) if cq else [], queue)
+
+    # ---- preemption ------------------------------------------------------------------------
+
+    def _set_held_ok(self, ok: bool, error: str = "") -> None:
+        self._held_ok = ok
+
+    def preemption_cost(
+        self, workload: WorkloadView, copy: WorkloadView, now: dt.datetime
+    ) -> preemption.Cost | None:
+        """What letting this worker's Kueue preempt to admit `copy` (of the manager Workload
+        `workload`) would cost: the Workloads it would evict and the training each would lose
+        (preemption.py); None when that is not known (not watched or not readable here, or
+        not something the estimate simulates)."""
+        if self._held is None or not self._held_ok or not self._readable(QUEUE_KINDS):
+            return None
+        lq = self.local_queue(workload.namespace, str(workload.queue_name or ""))
+        cq = self.cluster_queue(lq.cluster_queue) if lq is not None else None
+        if cq is None:
+            return None
+        held = []
+        for kept in self._held.items():
+            h = preemption.held_of(kept, self.origin)
+            if h is None or h.cluster_queue != cq.name:
+                continue
+            noted = (
+                self._checkpoints.get((h.namespace, h.trainjob)) if h.ours and h.trainjob else None
+            )
+            if noted is not None:
+                h = dataclasses.replace(
+                    h, checkpoint_at=dt.datetime.fromtimestamp(noted[2], dt.UTC)
+                )
+            held.append(h)
+        priority = copy.spec.get("priority", workload.spec.get("priority"))
+        try:
+            chosen = preemption.victims(
+                podset_requests(workload),
+                priority if isinstance(priority, int) else 0,
+                str(copy.meta.get("creationTimestamp") or ""),
+                cq,
+                held,
+                now,
+            )
+        except (ValueError, TypeError, ArithmeticError, KeyError):
+            return None  # a quota or a quantity that cannot be read: Kueue's order
+        return None if chosen is None else preemption.cost(chosen, now)
 
     def queue_counts(self, namespace: str, queue: str) -> Dict | None:
         """How busy the queue a copy waits in here is, as Kueue counts it in the queues'

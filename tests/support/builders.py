@@ -175,6 +175,12 @@ class TrainJobBuilder:
         self._body["spec"].setdefault("trainer", {})["numNodes"] = count
         return self
 
+    def resources(self, **requests: str) -> TrainJobBuilder:
+        """What each node asks for (spec.trainer.resourcesPerNode.requests): `cpu="2"`."""
+        trainer = self._body["spec"].setdefault("trainer", {})
+        trainer["resourcesPerNode"] = {"requests": requests}
+        return self
+
     def runtime(self, name: str, kind: str = "ClusterTrainingRuntime") -> TrainJobBuilder:
         self._body["spec"]["runtimeRef"] = {"name": name, "kind": kind}
         return self

@@ -5,14 +5,18 @@ the next after the timeout; Kueue v0.19's `workloadToOpenPreemptionGate` is the 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from dispatcher.controller.reconcile import REMOTE_RETRY_SECONDS
-from dispatcher.decisions.decide import DispatchPlan, RemoteView, decide
+from dispatcher.decisions.decide import COST_GRACE, DispatchPlan, RemoteView, decide
+from dispatcher.decisions.preemption import Cost, Victim
 from dispatcher.decisions.selection import CLUSTER_NAMES_ANNOTATION
+from dispatcher.settings import DispatcherSettings
+from kubebase.kinds import EVENT
 from tests.support.builders import TrainJobBuilder, make_runtime
 from tests.support.dispatch import (
     GATED_WORKLOAD_UID,
@@ -172,11 +176,13 @@ def test_ties_go_to_the_same_worker_on_every_pass_by_the_hash_admissions_ties_go
 
 
 @contextlib.contextmanager
-def sent_gated(*workers: str, **settings: Any) -> Iterator[World]:
-    """A MultiKueue TrainJob whose quota the manager's Kueue reserved, its copies sent gated
-    to `workers` (orchestrated preemption on); the world closed after the block."""
+def sent_gated(*workers: str, cpu: str | None = None, **settings: Any) -> Iterator[World]:
+    """A MultiKueue TrainJob (its node asking for `cpu`) whose quota the manager's Kueue
+    reserved, its copies sent gated to `workers` (orchestrated preemption on); the world
+    closed after the block."""
     runtime = make_runtime()
-    submitted = TrainJobBuilder().queue("q").multikueue().obj()
+    built = TrainJobBuilder().queue("q").multikueue()
+    submitted = (built.resources(cpu=cpu) if cpu else built).obj()
     world, _ctx = fleet(
         [runtime, submitted],
         {w: [runtime] for w in workers},
@@ -379,3 +385,248 @@ def test_the_dispatchers_memory_of_an_opening_lasts_the_timeout_and_is_let_go_af
     assert workers.gate_opened("a") is None
     workers.note_gate_opened("b", "2026-11-22T12:00:00Z")  # lets "a" go, keeps "b"
     assert set(workers._gates) == {"b"}
+
+
+# ---- the cost order (preemption.py estimates each blocked worker's) ---------------------------
+
+
+def costing(view: RemoteView, *lost_minutes: float) -> RemoteView:
+    """`view` with what its preemption would cost: a victim per figure, its training lost."""
+    view.preemption = Cost(
+        tuple(Victim("ns", f"v{i}", m * 60, False) for i, m in enumerate(lost_minutes))
+    )
+    return view
+
+
+def test_by_cost_the_worker_whose_preemption_loses_least_training_is_let_first() -> None:
+    plan = decided(
+        [
+            costing(gated("w1", blocked_since="2026-11-22T11:59:10Z"), 30, 20, 2),
+            costing(gated("w2", blocked_since="2026-11-22T11:59:30Z"), 4),
+            costing(gated("w3", blocked_since="2026-11-22T11:59:20Z"), 9),
+        ],
+        preemption_by_cost=True,
+    )
+    assert opened(plan) == ["w2"]
+    (action,) = [a for a in plan.remote if a.verb == "open"]
+    assert action.event is not None
+    assert action.event.message == (
+        "w2 may preempt to admit it: there it preempts 1 job, ~4 min of training lost, the "
+        "least of the workers that would have to (instead of w3: preempts 1 job, ~9 min of "
+        "training lost; w1: preempts 3 jobs, ~52 min of training lost); another worker may "
+        "only if it has not admitted it within 300s"
+    )
+    assert plan.requeue_after == TIMEOUT
+
+
+def test_by_cost_ties_within_a_minute_then_fewer_victims_then_kueues_order() -> None:
+    first, later = "2026-11-22T11:59:10Z", "2026-11-22T11:59:30Z"
+    tie = [
+        costing(gated("w1", blocked_since=later), 4.2),
+        costing(gated("w2", blocked_since=first), 4.9),
+    ]
+    assert opened(decided(tie, preemption_by_cost=True)) == ["w2"]
+    fewer = [
+        costing(gated("w1", blocked_since=later), 2),
+        costing(gated("w2", blocked_since=first), 1, 1),
+    ]
+    assert opened(decided(fewer, preemption_by_cost=True)) == ["w1"]
+
+
+def test_kueues_order_when_a_cost_is_unknown_or_the_order_is_kueues() -> None:
+    def fleet_of() -> list[RemoteView]:
+        return [
+            costing(gated("w1", blocked_since="2026-11-22T11:59:10Z"), 50),
+            costing(gated("w2", blocked_since="2026-11-22T11:59:30Z"), 1),
+        ]
+
+    assert opened(decided(fleet_of())) == ["w1"]  # the order is Kueue's
+    unknown = fleet_of()
+    unknown[1].preemption = None
+    plan = decided(unknown, preemption_by_cost=True)
+    assert opened(plan) == ["w1"]
+    (action,) = [a for a in plan.remote if a.verb == "open"]
+    assert action.event is not None and "the first to need to" in action.event.message
+
+
+def test_by_cost_a_copy_not_judged_yet_is_waited_for_a_little() -> None:
+    """Its Kueue may yet say it would have to preempt, at a lower cost: the cost order waits
+    COST_GRACE seconds from the first signal, not for ever."""
+
+    def fleet_of(blocked_since: str) -> list[RemoteView]:
+        return [costing(gated("w1", blocked_since=blocked_since), 50), gated("w2")]
+
+    soon = decided(fleet_of("2026-11-22T11:59:56Z"), preemption_by_cost=True)
+    assert opened(soon) == []
+    assert soon.requeue_after == COST_GRACE - 4
+    late = decided(fleet_of(f"2026-11-22T11:59:{60 - COST_GRACE:02.0f}Z"), preemption_by_cost=True)
+    assert opened(late) == ["w1"]
+    admitted = gated("w2")
+    assert admitted.workload is not None
+    admitted.workload.raw["status"]["conditions"].append(
+        {"type": "QuotaReserved", "status": "True"}
+    )
+    judged = [costing(gated("w1", blocked_since="2026-11-22T11:59:56Z"), 50), admitted]
+    assert opened(decided(judged, preemption_by_cost=True)) == ["w1"]
+
+
+def _rfc3339(minutes_ago: float) -> str:
+    when = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=minutes_ago)
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _training_here(
+    world: World, worker: str, name: str, cpu: str, admitted: float, **meta: Any
+) -> None:
+    """A Workload admitted in `worker`'s ClusterQueue "cq" `admitted` minutes ago, holding
+    `cpu` of it, at priority 0 (below the job's: `_preempting`)."""
+    since = _rfc3339(admitted)
+    world.apis[worker].put(
+        {
+            "apiVersion": c.KUEUE_API,
+            "kind": "Workload",
+            "metadata": {"name": name, "namespace": "ns", **meta},
+            "spec": {"queueName": "q", "priority": 0, "podSets": []},
+            "status": {
+                "conditions": [
+                    {"type": t, "status": "True", "reason": t, "lastTransitionTime": since}
+                    for t in ("QuotaReserved", "Admitted")
+                ],
+                "admission": {
+                    "clusterQueue": "cq",
+                    "podSetAssignments": [
+                        {
+                            "name": "node",
+                            "flavors": {"cpu": "default"},
+                            "resourceUsage": {"cpu": cpu},
+                        }
+                    ],
+                },
+            },
+        }
+    )
+
+
+def _preempting(world: World, *workers: str) -> None:
+    """The workers' ClusterQueue "cq" preempts Workloads of a lower priority for a pending
+    one, and the job's priority is 10 (its manager Workload's, which its copies follow)."""
+    tj = world.get("manager", c.TRAINJOB, "tj")
+    assert tj is not None
+    wl = world.get("manager", c.WORKLOAD, workload_name("tj", tj["metadata"]["uid"]))
+    assert wl is not None
+    wl["spec"]["priority"] = 10
+    world.apis["manager"].put(wl)
+    world.settle(("ns", "tj"))
+    for worker in workers:
+        cq = world.get(worker, c.CLUSTER_QUEUE, "cq", namespace=None)
+        assert cq is not None
+        cq["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+        world.apis[worker].put(cq)
+
+
+def _opened_on(world: World, workers: tuple[str, ...]) -> list[str]:
+    return [
+        w
+        for w in workers
+        if any(
+            g.get("position") == "Open"
+            for g in (_copy(world, w).get("status") or {}).get("preemptionGates") or []
+        )
+    ]
+
+
+@pytest.mark.usefixtures("both_caches")
+@pytest.mark.parametrize("order", ["Cost", "Kueue"])
+def test_by_cost_the_worker_with_the_least_training_to_lose_preempts(order: str) -> None:
+    """Two full workers: worker1 holds two jobs admitted an hour ago, worker2 one admitted
+    five minutes ago. worker1's Kueue says first that it is blocked; by cost worker2 is let
+    preempt, by Kueue's order worker1."""
+    workers = ("worker1", "worker2")
+    with sent_gated(*workers, cpu="8", preemption_order=order) as world:
+        _preempting(world, *workers)
+        _training_here(world, "worker1", "local-a", "4", admitted=60)
+        _training_here(world, "worker1", "local-b", "4", admitted=61)
+        _training_here(world, "worker2", "local-c", "8", admitted=5)
+        blocked_on_gate(world, "worker1", _rfc3339(2))
+        blocked_on_gate(world, "worker2", _rfc3339(1))
+        world.settle(("ns", "tj"))
+        assert _opened_on(world, workers) == (["worker2"] if order == "Cost" else ["worker1"])
+        (message,) = [
+            e["message"]
+            for e in world.apis["manager"].objects(EVENT)
+            if e["reason"] == "PreemptionAllowed"
+        ]
+        if order == "Cost":
+            assert message.startswith(
+                "worker2 may preempt to admit it: there it preempts 1 job, ~5 min of training "
+                "lost, the least of the workers that would have to (instead of worker1: "
+                "preempts 2 jobs, ~2.0 h of training lost)"
+            ), message
+        else:
+            assert "its Kueue was the first to need to" in message
+
+
+@pytest.mark.usefixtures("both_caches")
+@pytest.mark.parametrize(
+    ("reports", "cheaper"),
+    [
+        ([], "worker2"),  # worker1's job lost an hour, worker2's 5 minutes
+        ([("step-400.pt", 1)], "worker1"),
+        # the later checkpoint counts, from when its report said so
+        ([("step-100.pt", 50), ("step-400.pt", 1)], "worker1"),
+        ([("step-400.pt", 7)], "worker2"),  # 7 minutes against 5
+        # the same one told again: from when it was first told, 7 minutes ago
+        ([("step-400.pt", 7), ("step-400.pt", 1)], "worker2"),
+    ],
+    ids=["none", "lately", "the-latest", "earlier", "told-again"],
+)
+def test_a_victims_training_counts_from_the_checkpoint_its_copy_last_reported(
+    reports: list[tuple[str, float]], cheaper: str
+) -> None:
+    """worker1's one job is a copy of ours admitted an hour ago, whose reports named
+    checkpoints (name, minutes ago); worker2's was admitted five minutes ago and never
+    reported one."""
+    workers = ("worker1", "worker2")
+    origin = DispatcherSettings().origin
+    with sent_gated(*workers, cpu="8") as world:
+        _preempting(world, *workers)
+        ours = {c.KUEUE_MULTIKUEUE_ORIGIN_LABEL: origin}
+        owner = {"kind": "TrainJob", "name": "old", "uid": "u-old", "controller": True}
+        _training_here(
+            world, "worker1", "trainjob-old", "8", admitted=60, labels=ours, ownerReferences=[owner]
+        )
+        old = TrainJobBuilder("old").obj() | {
+            "metadata": {"name": "old", "namespace": "ns", "uid": "u-old", "labels": ours}
+        }
+        world.apis["worker1"].put(old)
+        for name, minutes in reports:
+            metrics = [{"name": "checkpoint", "value": name}]
+            report = {"lastUpdatedTime": _rfc3339(minutes), "metrics": metrics}
+            world.apis["worker1"].put(old | {"status": {"trainerStatus": report}})
+            world.settle(("ns", "tj"))
+        _training_here(world, "worker2", "local-c", "8", admitted=5)
+        blocked_on_gate(world, "worker1", _rfc3339(2))
+        blocked_on_gate(world, "worker2", _rfc3339(1))
+        world.settle(("ns", "tj"))
+        assert _opened_on(world, workers) == [cheaper]
+
+
+@pytest.mark.parametrize(
+    ("settings", "watched"),
+    [
+        ({}, False),
+        ({"orchestrated_preemption": True}, True),
+        ({"orchestrated_preemption": True, "preemption_order": "Kueue"}, False),
+    ],
+    ids=["off", "by-cost", "kueues-order"],
+)
+def test_every_workload_of_a_worker_is_watched_only_for_the_cost_order(
+    settings: dict[str, Any], watched: bool
+) -> None:
+    world, ctx = fleet([], {"worker1": []}, **settings)
+    try:
+        informers = ctx.workers.remotes["worker1"].informers
+        # our copies always; every one only for the cost order
+        assert sum(i.kind == c.WORKLOAD for i in informers) == (2 if watched else 1)
+    finally:
+        world.close()
