@@ -51,7 +51,7 @@ class Held:
     reserved_at: dt.datetime | None  # its QuotaReserved condition's time
     created: str  # its creationTimestamp (Kueue's queue order, by default)
     evicted: bool = False
-    trainjob: str | None = None  # the TrainJob that owns it, when one does
+    trainjob: tuple[str, str] | None = None  # the (name, UID) of the TrainJob that owns it
     ours: bool = False  # a copy the dispatcher made (its origin label is ours)
     checkpoint_at: dt.datetime | None = None  # when its last checkpoint was first seen named
 
@@ -59,10 +59,15 @@ class Held:
 # ---- what the watch keeps -------------------------------------------------------------------
 
 
-def held_seen(obj: Dict) -> Dict:
-    """What the cache keeps of a worker's Workload (the informer's transform): who it is, and
-    while it holds quota its ClusterQueue, priority, what it holds, when it was admitted and
-    whether it is evicted, and the TrainJob that owns it."""
+HELD = "held"  # where a kept Workload holds its Held
+
+
+def held_seen(obj: Dict, origin: str) -> Dict:
+    """What the cache keeps of a worker's Workload (the informer's transform, for the copies of
+    the manager `origin`): who it is, and while it holds quota, as a Held read once (its
+    ClusterQueue, priority, what it holds, when it was admitted, whether it is evicted, the
+    TrainJob that owns it). One that holds none, or whose hold cannot be read, is kept as who
+    it is only (`held_of`: None), and the watch keeps only those that hold some."""
     wl = WorkloadView(obj)
     meta = wl.meta
     kept: Dict = {
@@ -72,65 +77,47 @@ def held_seen(obj: Dict) -> Dict:
     }
     if not wl.has_quota or wl.finished:
         return kept
-    usage = []
-    for assignment in wl.admission.get("podSetAssignments") or []:
-        if not isinstance(assignment, dict):
-            continue
-        flavors = assignment.get("flavors") or {}
-        for resource, qty in (assignment.get("resourceUsage") or {}).items():
-            if isinstance(flavors, dict) and resource in flavors:
-                usage.append([str(flavors[resource]), str(resource), str(qty)])
+    try:
+        usage = Table()
+        for assignment in wl.admission.get("podSetAssignments") or []:
+            flavors = assignment.get("flavors") or {}
+            for resource, qty in (assignment.get("resourceUsage") or {}).items():
+                if resource in flavors:
+                    usage[(str(flavors[resource]), str(resource))] += parse_quantity(qty)
+        found = wl.condition("QuotaReserved")
+        since = found.since if found is not None else None
+        reserved_at = _aware(cond.parse_time(since)) if since else None
+    except (ValueError, TypeError, ArithmeticError, AttributeError):
+        return kept
     owner = next(
         (
-            ref.get("name")
+            (str(ref.get("name")), str(ref.get("uid")))
             for ref in meta.get("ownerReferences") or []
             if isinstance(ref, dict) and ref.get("kind") == "TrainJob" and ref.get("controller")
         ),
         None,
     )
-    found = wl.condition("QuotaReserved")
-    kept["held"] = {
-        "clusterQueue": wl.cluster_queue,
-        "priority": wl.spec.get("priority"),
-        "usage": usage,
-        "reservedAt": found.since if found is not None else None,
-        "created": meta.get("creationTimestamp") or "",
-        "evicted": wl.evicted,
-        "trainjob": owner,
-        "origin": wl.labels.get(c.KUEUE_MULTIKUEUE_ORIGIN_LABEL),
-    }
-    return kept
-
-
-def held_of(kept: Dict, origin: str) -> Held | None:
-    """A kept Workload as a Held one (None: it holds no quota, or what it holds cannot be
-    read)."""
-    held = kept.get("held")
-    if not isinstance(held, dict):
-        return None
-    try:
-        usage = Table()
-        for flavor, resource, qty in held["usage"]:
-            usage[(flavor, resource)] += parse_quantity(qty)
-        since = held.get("reservedAt")
-        reserved_at = _aware(cond.parse_time(since)) if since else None
-    except (ValueError, TypeError, ArithmeticError):
-        return None
-    priority = held.get("priority")
-    meta = kept["metadata"]
-    return Held(
+    priority = wl.spec.get("priority")
+    kept[HELD] = Held(
         namespace=str(meta.get("namespace", "")),
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
-        cluster_queue=str(held.get("clusterQueue") or ""),
-        priority=priority if isinstance(priority, int) else 0,
+        cluster_queue=wl.cluster_queue,
+        priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
         usage=usage,
         reserved_at=reserved_at,
-        created=str(held.get("created") or ""),
-        evicted=bool(held.get("evicted")),
-        trainjob=held.get("trainjob"),
-        ours=held.get("origin") == origin,
+        created=str(meta.get("creationTimestamp") or ""),
+        evicted=wl.evicted,
+        trainjob=owner,
+        ours=wl.labels.get(c.KUEUE_MULTIKUEUE_ORIGIN_LABEL) == origin,
     )
+    return kept
+
+
+def held_of(kept: Dict) -> Held | None:
+    """The Held a kept Workload holds (None: it holds no quota, or it cannot be read)."""
+    found = kept.get(HELD)
+    return found if isinstance(found, Held) else None
 
 
 def _aware(when: dt.datetime) -> dt.datetime:

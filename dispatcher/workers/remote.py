@@ -95,6 +95,12 @@ def _event_seen(event: Dict) -> Dict:
     }
 
 
+def _held_in(kept: Dict) -> str:
+    """The ClusterQueue a kept Workload holds quota in (the held watch's index)."""
+    found = preemption.held_of(kept)
+    return found.cluster_queue if found is not None else ""
+
+
 class RemoteCluster:
     def __init__(
         self,
@@ -203,8 +209,10 @@ class RemoteCluster:
                 on_state=self._set_held_ok,
                 name=f"{name}-Workload-held",
                 list_timeout=10,
-                transform=preemption.held_seen,
+                transform=functools.partial(preemption.held_seen, origin=origin),
                 page=TENANT_SIZED_PAGE,
+                keep=lambda kept: preemption.held_of(kept) is not None,
+                group_by=_held_in,
             )
             if held
             else None
@@ -393,14 +401,15 @@ class RemoteCluster:
         if cq is None:
             return None
         held = []
-        for kept in self._held.items():
-            h = preemption.held_of(kept, self.origin)
-            if h is None or h.cluster_queue != cq.name:
+        for kept in self._held.group(cq.name):
+            h = preemption.held_of(kept)
+            if h is None:
                 continue
-            noted = (
-                self._checkpoints.get((h.namespace, h.trainjob)) if h.ours and h.trainjob else None
-            )
-            if noted is not None:
+            # our copy's checkpoint, when the copy of its TrainJob it names is the one noted
+            # (a Workload anyone can label as ours borrows no other's checkpoint)
+            owner = h.trainjob if h.ours else None
+            noted = self._checkpoints.get((h.namespace, owner[0])) if owner else None
+            if owner and noted is not None and noted[0] == owner[1]:
                 h = dataclasses.replace(
                     h, checkpoint_at=dt.datetime.fromtimestamp(noted[2], dt.UTC)
                 )

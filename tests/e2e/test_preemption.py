@@ -16,9 +16,11 @@ from clusters.bed import Bed
 from clusters.helpers.waiting import wait_for
 from tests.support.multikueue import (
     KUEUE,
+    TRAINER,
     MultiKueue,
     dispatcher_with,
     events_of,
+    manager_events,
     workloads_seen,
 )
 
@@ -146,3 +148,56 @@ def test_with_the_gate_off_every_full_worker_preempts(
             return _preempted(on_first, "local") and _preempted(on_second, "local")
 
         wait_for(both, 30, what="training evicted on both workers")
+
+
+def test_by_cost_the_worker_that_would_evict_fewer_jobs_preempts(
+    bed: Bed, controllers: list[setup.Controller]
+) -> None:
+    """Two full workers: the first holds two jobs of half a CPU, the second one of a whole
+    CPU, all admitted within the same minute. Letting the first preempt evicts two jobs,
+    the second one: the dispatcher lets the second (its cost order, the default), whichever
+    Kueue says first that it is blocked, and says why in the Event."""
+    mk = MultiKueue(bed, worker_cpu="1")
+    first, second = mk.workers
+    _ranked(mk)
+    locals_ = {first: ["local-a", "local-b"], second: ["local"]}
+    try:
+        with (
+            orchestrated(bed, controllers, "--single-cluster-preemption-timeout", "600"),
+            workloads_seen(mk, first) as on_first,
+            workloads_seen(mk, second) as on_second,
+        ):
+            for worker, names in locals_.items():
+                for name in names:
+                    cpu = "500m" if len(names) == 2 else "1"
+                    mk.submit(name, cluster=worker, cpu=cpu, run="600s")
+            for worker in mk.workers:
+                wait_for(lambda w=worker: mk.reserved_cpu(w) == "1", 60, what=f"{worker} full")
+            urgent = {"labels": {"kueue.x-k8s.io/priority-class": URGENT}}
+            mk.submit("urgent", metadata=urgent, run="3s")
+            try:
+                mk.wait_until("urgent", "Complete", timeout=180)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; {_where_it_waits(mk)}") from None
+            where = (mk.get("urgent") or {})["status"]["clusterName"]
+            said = [(e.reason, e.message or "") for e in manager_events(mk, "urgent")]
+    finally:
+        for worker, names in locals_.items():
+            for name in names:
+                with contextlib.suppress(client.ApiException):
+                    mk.custom(worker).delete_namespaced_custom_object(
+                        *TRAINER, mk.ns, "trainjobs", name
+                    )
+    assert where == second
+    evicted = [
+        name
+        for seen, names in ((on_first, locals_[first]), (on_second, locals_[second]))
+        for name in names
+        if _preempted(seen, name)
+    ]
+    assert evicted == ["local"], f"evicted: {evicted}"
+    allowed = [m for reason, m in said if reason == "PreemptionAllowed"]
+    assert len(allowed) == 1 and allowed[0].startswith(
+        f"{second} may preempt to admit it: there it preempts 1 job, "
+    ), allowed
+    assert f"(instead of {first}: preempts 2 jobs, " in allowed[0], allowed

@@ -5,6 +5,7 @@ and the training each would lose."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as dt
 from decimal import Decimal
@@ -224,43 +225,59 @@ ADMITTED = {
 
 
 def test_the_watch_keeps_what_the_estimate_reads_and_no_more() -> None:
-    kept = held_seen(workload(**ADMITTED))
-    assert kept == {
-        "metadata": {
-            "name": "trainjob-old-1", "namespace": "ns", "uid": "u1", "resourceVersion": "3"
-        },
-        "held": {
-            "clusterQueue": "cq",
-            "priority": 7,
-            "usage": [["big", "cpu", "3"], ["big", "cpu", "500m"]],
-            "reservedAt": "2026-11-22T11:00:00Z",
-            "created": "2026-11-22T09:00:00Z",
-            "evicted": False,
-            "trainjob": "old",
-            "origin": "mgr",
-        },
+    kept = held_seen(workload(**ADMITTED), "mgr")
+    assert set(kept) == {"metadata", "held"}
+    assert kept["metadata"] == {
+        "name": "trainjob-old-1", "namespace": "ns", "uid": "u1", "resourceVersion": "3"
     }  # fmt: skip
-    ours = held_of(kept, "mgr")
-    assert ours is not None and ours.ours and ours.trainjob == "old" and ours.priority == 7
-    assert ours.usage == Table({("big", "cpu"): Decimal("3.5")})
-    assert ours.reserved_at == at(60)
-    theirs = held_of(kept, "another-manager")
+    assert held_of(kept) == Held(
+        namespace="ns",
+        name="trainjob-old-1",
+        uid="u1",
+        cluster_queue="cq",
+        priority=7,
+        usage=Table({("big", "cpu"): Decimal("3.5")}),
+        reserved_at=at(60),
+        created="2026-11-22T09:00:00Z",
+        evicted=False,
+        trainjob=("old", "t1"),
+        ours=True,
+    )
+    theirs = held_of(held_seen(workload(**ADMITTED), "another-manager"))
     assert theirs is not None and not theirs.ours
 
 
 def test_one_not_holding_quota_is_kept_as_who_it_is() -> None:
-    pending = held_seen(workload(conditions=[]))
-    assert set(pending) == {"metadata"} and held_of(pending, "mgr") is None
+    pending = held_seen(workload(conditions=[]), "mgr")
+    assert set(pending) == {"metadata"} and held_of(pending) is None
     done = dict(
         ADMITTED, conditions=[*ADMITTED["conditions"], {"type": "Finished", "status": "True"}]
     )
-    assert set(held_seen(workload(**done))) == {"metadata"}
+    assert set(held_seen(workload(**done), "mgr")) == {"metadata"}
 
 
-def test_what_cannot_be_read_is_no_victim() -> None:
-    kept = held_seen(workload(**ADMITTED))
-    kept["held"]["usage"][0][2] = "lots"
-    assert held_of(kept, "mgr") is None
-    kept = held_seen(workload(**ADMITTED))
-    kept["held"]["reservedAt"] = "yesterday"
-    assert held_of(kept, "mgr") is None
+@pytest.mark.parametrize(
+    "broken",
+    [
+        {"resourceUsage": {"cpu": "lots"}},
+        {"resourceUsage": ["cpu"]},
+    ],
+    ids=["quantity", "usage-not-a-map"],
+)
+def test_a_hold_that_cannot_be_read_is_no_victim(broken: dict[str, Any]) -> None:
+    status = copy.deepcopy(ADMITTED)
+    status["admission"]["podSetAssignments"][0].update(broken)
+    assert held_of(held_seen(workload(**status), "mgr")) is None
+
+
+def test_an_admission_time_that_cannot_be_read_is_no_victim() -> None:
+    status = copy.deepcopy(ADMITTED)
+    status["conditions"][0]["lastTransitionTime"] = "yesterday"
+    assert held_of(held_seen(workload(**status), "mgr")) is None
+
+
+def test_one_already_evicted_is_kept_so() -> None:
+    status = copy.deepcopy(ADMITTED)
+    status["conditions"].append({"type": "Evicted", "status": "True", "reason": "Preempted"})
+    found = held_of(held_seen(workload(**status), "mgr"))
+    assert found is not None and found.evicted

@@ -568,20 +568,22 @@ def test_by_cost_the_worker_with_the_least_training_to_lose_preempts(order: str)
 
 @pytest.mark.usefixtures("both_caches")
 @pytest.mark.parametrize(
-    ("reports", "cheaper"),
+    ("reports", "cheaper", "owner"),
     [
-        ([], "worker2"),  # worker1's job lost an hour, worker2's 5 minutes
-        ([("step-400.pt", 1)], "worker1"),
+        ([], "worker2", "u-old"),  # worker1's job lost an hour, worker2's 5 minutes
+        ([("step-400.pt", 1)], "worker1", "u-old"),
+        # a Workload labelled ours, owned by another TrainJob of that name, borrows nothing
+        ([("step-400.pt", 1)], "worker2", "u-another"),
         # the later checkpoint counts, from when its report said so
-        ([("step-100.pt", 50), ("step-400.pt", 1)], "worker1"),
-        ([("step-400.pt", 7)], "worker2"),  # 7 minutes against 5
+        ([("step-100.pt", 50), ("step-400.pt", 1)], "worker1", "u-old"),
+        ([("step-400.pt", 7)], "worker2", "u-old"),  # 7 minutes against 5
         # the same one told again: from when it was first told, 7 minutes ago
-        ([("step-400.pt", 7), ("step-400.pt", 1)], "worker2"),
+        ([("step-400.pt", 7), ("step-400.pt", 1)], "worker2", "u-old"),
     ],
-    ids=["none", "lately", "the-latest", "earlier", "told-again"],
+    ids=["none", "lately", "not-its-owner", "the-latest", "earlier", "told-again"],
 )
 def test_a_victims_training_counts_from_the_checkpoint_its_copy_last_reported(
-    reports: list[tuple[str, float]], cheaper: str
+    reports: list[tuple[str, float]], cheaper: str, owner: str
 ) -> None:
     """worker1's one job is a copy of ours admitted an hour ago, whose reports named
     checkpoints (name, minutes ago); worker2's was admitted five minutes ago and never
@@ -591,9 +593,9 @@ def test_a_victims_training_counts_from_the_checkpoint_its_copy_last_reported(
     with sent_gated(*workers, cpu="8") as world:
         _preempting(world, *workers)
         ours = {c.KUEUE_MULTIKUEUE_ORIGIN_LABEL: origin}
-        owner = {"kind": "TrainJob", "name": "old", "uid": "u-old", "controller": True}
+        ref = {"kind": "TrainJob", "name": "old", "uid": owner, "controller": True}
         _training_here(
-            world, "worker1", "trainjob-old", "8", admitted=60, labels=ours, ownerReferences=[owner]
+            world, "worker1", "trainjob-old", "8", admitted=60, labels=ours, ownerReferences=[ref]
         )
         old = TrainJobBuilder("old").obj() | {
             "metadata": {"name": "old", "namespace": "ns", "uid": "u-old", "labels": ours}
