@@ -21,7 +21,7 @@ from dispatcher.workers.kubeconfigs import (
     kubeconfig_path_problem,
 )
 from dispatcher.workers.kueue_status import set_conditions
-from dispatcher.workers.remote import RemoteCluster, dial
+from dispatcher.workers.remote import Noted, RemoteCluster, dial
 from kubebase.kinds import Kind
 from kubebase.objects import Dict
 from kubecontrol.cluster import Cluster
@@ -72,6 +72,9 @@ class WorkerConnections:
         # monotonic time, RFC 3339 time), while that keeps the next worker waiting: a copy
         # deleted since (its worker deselected by the TrainJob) takes its own record with it.
         self._gates: dict[str, tuple[float, str]] = {}
+        # Per worker, its TrainJob copies' last checkpoints as first seen named (remote.py),
+        # kept while the worker is reconnected
+        self._checkpoints: dict[str, dict[tuple[str, str], Noted]] = {}
         self._reported: dict[str, str] = {}  # Coexist: the problem last logged per cluster
         # Why a MultiKueueCluster has no usable kubeconfig, as its last `connect` found:
         # name -> (reason, message) of its Active=False condition.
@@ -378,6 +381,7 @@ class WorkerConnections:
                 events=self.settings.mirror_events,
                 held=self.settings.orchestrated_preemption
                 and self.settings.preemption_order == "Cost",
+                checkpoints_seen=self._checkpoints.setdefault(name, {}),
             )
             self.remotes[name] = remote
             self._fingerprints[name] = fingerprint
@@ -395,6 +399,7 @@ class WorkerConnections:
 
     def forget(self, name: str) -> None:
         self._disconnect(name)
+        self._checkpoints.pop(name, None)
         self._labels.pop(name, None)
         self._problems.pop(name, None)
 

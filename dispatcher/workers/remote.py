@@ -95,6 +95,11 @@ def _event_seen(event: Dict) -> Dict:
     }
 
 
+# What is remembered of a TrainJob copy's last checkpoint: (copy UID, its name and step, None
+# while it named none, when it was first seen named; None: not known).
+Noted = tuple[str, str | None, int | None, dt.datetime | None]
+
+
 def _held_in(kept: Dict) -> str:
     """The ClusterQueue a kept Workload holds quota in (the held watch's index)."""
     found = preemption.held_of(kept)
@@ -115,12 +120,14 @@ class RemoteCluster:
         on_event: Callable[[str, Dict], None] | None = None,
         events: str = "Warning",
         held: bool = False,
+        checkpoints_seen: dict[tuple[str, str], Noted] | None = None,
     ) -> None:
         """`down_since` (epoch seconds): since when the worker has been unreachable, as
         recorded before this process started (the MultiKueueCluster's Active=False transition);
         None when it was not known to be down. `held`: watch every Workload here that holds
         quota, and the checkpoints our copies report, to estimate what a preemption here
-        would cost (`preemption_cost`)."""
+        would cost (`preemption_cost`), remembering checkpoints in `checkpoints_seen` (a
+        reconnection keeps what was seen before it)."""
         self.name = name
         self.origin = origin
         self.cluster = cluster  # its own connection, from its own kubeconfig (`dial`)
@@ -200,7 +207,11 @@ class RemoteCluster:
         # of ours the last checkpoint its report named and when it was first seen named:
         # what a preemption here would evict, and the training each would lose.
         self._held_ok = False
-        self._checkpoints: dict[tuple[str, str], tuple[str, str, float]] = {}
+        # (namespace, name) -> what is remembered of its last checkpoint (Noted), kept by the
+        # caller across reconnections
+        self._checkpoints: dict[tuple[str, str], Noted] = (
+            checkpoints_seen if checkpoints_seen is not None else {}
+        )
         self._held = (
             Informer(
                 self.cluster.api,
@@ -208,7 +219,7 @@ class RemoteCluster:
                 lambda type_, obj: None,
                 on_state=self._set_held_ok,
                 name=f"{name}-Workload-held",
-                list_timeout=10,
+                list_timeout=60,  # every Workload of the worker, in pages of tenant size
                 transform=functools.partial(preemption.held_seen, origin=origin),
                 page=TENANT_SIZED_PAGE,
                 keep=lambda kept: preemption.held_of(kept) is not None,
@@ -230,27 +241,32 @@ class RemoteCluster:
         self._on_change(meta["namespace"], meta["name"], ended)
 
     def _note_checkpoint(self, type_: str, obj: Dict) -> None:
-        """Remember when a TrainJob copy's report first named its latest checkpoint (the
-        report's time, or now when it has none we can read, or one ahead of ours)."""
+        """Remember when a TrainJob copy's report first named its latest checkpoint (name and
+        step): the report's time (now when it has none we can read, or one ahead of ours).
+        A copy first seen already naming one (this process started, or began watching the
+        worker, after it did) has it with no time: when it was saved is not known, and it
+        counts as none until the next is named. A copy is remembered from its first sighting,
+        checkpoint or not, until it is deleted."""
         meta = obj["metadata"]
         key, uid = (meta["namespace"], meta["name"]), str(meta.get("uid", ""))
-        report = (obj.get("status") or {}).get("trainerStatus")
-        if not isinstance(report, dict):
-            report = None
-        found = checkpoints.reported(report) if type_ != "DELETED" else None
-        if found is None:
+        if type_ == "DELETED":
             self._checkpoints.pop(key, None)
             return
+        report = (obj.get("status") or {}).get("trainerStatus")
+        found = checkpoints.reported(report if isinstance(report, dict) else {})
+        name, step = (found.name, found.step) if found is not None else (None, None)
         before = self._checkpoints.get(key)
-        if before is not None and before[:2] == (uid, found.name):
+        if before is not None and before[:3] == (uid, name, step):
             return
-        now = time.time()
-        try:
-            when = cond.parse_time(str(report.get("lastUpdatedTime")))  # type: ignore[union-attr]
-            told = when.replace(tzinfo=when.tzinfo or dt.UTC).timestamp()
-        except (TypeError, ValueError, AttributeError, OverflowError):
-            told = now
-        self._checkpoints[key] = (uid, found.name, min(told, now))
+        when: dt.datetime | None = None
+        if found is not None and before is not None and before[0] == uid:
+            now = when = dt.datetime.now(dt.UTC)
+            try:
+                told = cond.parse_time(str(report.get("lastUpdatedTime")))  # type: ignore[union-attr]
+                when = min(told.replace(tzinfo=told.tzinfo or dt.UTC).astimezone(dt.UTC), now)
+            except (TypeError, ValueError, OverflowError):
+                pass
+        self._checkpoints[key] = (uid, name, step, when)
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -393,15 +409,28 @@ class RemoteCluster:
         """What letting this worker's Kueue preempt to admit `copy` (of the manager Workload
         `workload`) would cost: the Workloads it would evict and the training each would lose
         (preemption.py); None when that is not known (not watched or not readable here, or
-        not something the estimate simulates)."""
+        not something the estimate simulates). An estimate that fails is unknown too, said
+        in a warning: it never fails the pass."""
         if self._held is None or not self._held_ok or not self._readable(QUEUE_KINDS):
             return None
+        try:
+            return self._estimate(self._held, workload, copy, now)
+        except Exception as exc:
+            log.warning(
+                "preemption cost not estimated",
+                extra={"cluster": self.name, "workload": copy.name, "error": repr(exc)[:300]},
+            )
+            return None
+
+    def _estimate(
+        self, watch: Informer, workload: WorkloadView, copy: WorkloadView, now: dt.datetime
+    ) -> preemption.Cost | None:
         lq = self.local_queue(workload.namespace, str(workload.queue_name or ""))
         cq = self.cluster_queue(lq.cluster_queue) if lq is not None else None
         if cq is None:
             return None
         held = []
-        for kept in self._held.group(cq.name):
+        for kept in watch.group(cq.name):
             h = preemption.held_of(kept)
             if h is None:
                 continue
@@ -409,23 +438,14 @@ class RemoteCluster:
             # (a Workload anyone can label as ours borrows no other's checkpoint)
             owner = h.trainjob if h.ours else None
             noted = self._checkpoints.get((h.namespace, owner[0])) if owner else None
-            if owner and noted is not None and noted[0] == owner[1]:
-                h = dataclasses.replace(
-                    h, checkpoint_at=dt.datetime.fromtimestamp(noted[2], dt.UTC)
-                )
+            if owner and noted is not None and noted[0] == owner[1] and noted[3] is not None:
+                h = dataclasses.replace(h, checkpoint_at=noted[3])
             held.append(h)
         priority = copy.spec.get("priority", workload.spec.get("priority"))
-        try:
-            chosen = preemption.victims(
-                podset_requests(workload),
-                priority if isinstance(priority, int) else 0,
-                str(copy.meta.get("creationTimestamp") or ""),
-                cq,
-                held,
-                now,
-            )
-        except (ValueError, TypeError, ArithmeticError, KeyError):
-            return None  # a quota or a quantity that cannot be read: Kueue's order
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            priority = 0
+        created = str(copy.meta.get("creationTimestamp") or "")
+        chosen = preemption.victims(podset_requests(workload), priority, created, cq, held, now)
         return None if chosen is None else preemption.cost(chosen, now)
 
     def queue_counts(self, namespace: str, queue: str) -> Dict | None:

@@ -172,7 +172,7 @@ def test_by_cost_the_worker_that_would_evict_fewer_jobs_preempts(
                     cpu = "500m" if len(names) == 2 else "1"
                     mk.submit(name, cluster=worker, cpu=cpu, run="600s")
             for worker in mk.workers:
-                wait_for(lambda w=worker: mk.reserved_cpu(w) == "1", 60, what=f"{worker} full")
+                mk.wait_full(worker, "1", 60)
             urgent = {"labels": {"kueue.x-k8s.io/priority-class": URGENT}}
             mk.submit("urgent", metadata=urgent, run="3s")
             try:

@@ -100,11 +100,15 @@ class MultiKueue:
             for worker in workers:
                 self.submit("local", cluster=worker, cpu=cpu, run="600s")
             for worker in workers:
-                wait_for(lambda w=worker: self.reserved_cpu(w) == cpu, 60, what=f"{worker} full")
+                self.wait_full(worker, cpu, 60)
             yield
         finally:
             for worker in workers:
                 self.free(worker)
+
+    def wait_full(self, worker: str, cpu: str, timeout: float) -> None:
+        """Until this namespace's ClusterQueue on `worker` says `cpu` is reserved."""
+        wait_for(lambda: self.reserved_cpu(worker) == cpu, timeout, what=f"{worker} full")
 
     def fail_fast_runtime(self, *, per_index: bool = False) -> str:
         """A ClusterTrainingRuntime like torch-distributed on every cluster, but a failed pod

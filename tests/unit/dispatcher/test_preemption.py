@@ -9,6 +9,7 @@ import copy
 import dataclasses
 import datetime as dt
 from decimal import Decimal
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -23,8 +24,10 @@ from dispatcher.decisions.preemption import (
     show_lost,
     victims,
 )
+from dispatcher.workers.remote import Noted, RemoteCluster
 from trainjob.queues import Amounts, ClusterQueueView, Table
 from trainjob_api import constants as c
+from trainjob_api.views import WorkloadView
 
 NOW = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.UTC)
 
@@ -281,3 +284,220 @@ def test_one_already_evicted_is_kept_so() -> None:
     status["conditions"].append({"type": "Evicted", "status": "True", "reason": "Preempted"})
     found = held_of(held_seen(workload(**status), "mgr"))
     assert found is not None and found.evicted
+
+
+# ---- what the mutation run found uncovered ---------------------------------------------------
+
+
+def test_a_resource_its_admission_gives_no_flavour_is_not_counted() -> None:
+    status: Any = copy.deepcopy(ADMITTED)
+    status["admission"]["podSetAssignments"][0]["resourceUsage"]["example.com/nic"] = "1"
+    found = held_of(held_seen(workload(**status), "mgr"))
+    assert found is not None and found.usage == Table({("big", "cpu"): Decimal("3.5")})
+
+
+def test_the_owner_is_the_controlling_trainjob_and_a_priority_is_a_number() -> None:
+    obj = workload(**ADMITTED)
+    obj["metadata"]["ownerReferences"].insert(
+        0, {"kind": "TrainJob", "name": "watcher", "uid": "t0"}
+    )
+    obj["spec"]["priority"] = True
+    found = held_of(held_seen(obj, "mgr"))
+    assert found is not None and found.trainjob == ("old", "t1") and found.priority == 0
+
+
+def test_an_admission_time_without_a_zone_is_utc() -> None:
+    status: Any = copy.deepcopy(ADMITTED)
+    status["conditions"][0]["lastTransitionTime"] = "2026-11-22T11:00:00"
+    found = held_of(held_seen(workload(**status), "mgr"))
+    assert found is not None and found.reserved_at == at(60)
+    assert cost([found], NOW) == Cost((Victim("ns", "trainjob-old-1", 3600.0, False),))
+
+
+def test_each_podset_takes_the_first_flavour_with_room_left_after_the_ones_before() -> None:
+    """Two PodSets of 2 cpu: the first fills "small" (2 cpu), the second goes to "big"."""
+    two = [("a", Amounts({"cpu": Decimal(2)})), ("b", Amounts({"cpu": Decimal(2)}))]
+    full = [held("big-user", 8, flavor="big")]
+    found = victims(two, 100, "2026-11-22T11:00:00Z", cq(small=True), full, NOW)
+    assert found is not None and [h.name for h in found] == ["big-user"]
+
+
+def test_an_equal_priority_is_let_go_only_if_created_strictly_after_a_known_time() -> None:
+    queue = cq("LowerOrNewerEqualPriority")
+    same_time = [held("twin", 8, priority=100, created="2026-11-22T11:00:00Z")]
+    assert picked(4, same_time, queue=queue) is None
+    later = [held("later", 8, priority=100, created="2026-11-22T11:00:01Z")]
+    assert picked(4, later, queue=queue) == ["later"]
+    unknown = victims(asks(4), 100, "", queue, later, NOW)
+    assert unknown is None
+
+
+def test_one_holding_quota_without_an_admission_time_counts_as_admitted_now() -> None:
+    full = [
+        held("recent", 4, admitted=5),
+        dataclasses.replace(held("timeless", 4), reserved_at=None),
+    ]
+    assert picked(4, full) == ["timeless"]
+
+
+def test_an_exact_fit_needs_no_preemption() -> None:
+    assert picked(4, [held("low", 4)]) is None
+
+
+def test_a_victim_kept_in_fill_back_still_holds_its_quota_for_the_earlier_ones() -> None:
+    """a, b and c taken (lowest priority first) before the copy fits; b cannot be put back,
+    a can: b and c are the victims."""
+    full = [
+        held("a", 1, priority=0),
+        held("b", 3, priority=1),
+        held("c", 3, priority=2),
+        held("keep", 1, priority=200),
+    ]
+    assert picked(5, full) == ["b", "c"]
+
+
+def test_training_lost_is_never_negative_and_a_checkpoint_at_admission_is_no_checkpoint() -> None:
+    ahead = dataclasses.replace(held("a", 1), reserved_at=NOW + dt.timedelta(minutes=5))
+    assert cost([ahead], NOW) == Cost((Victim("ns", "a", 0.0, False),))
+    same = dataclasses.replace(held("b", 1, admitted=10), checkpoint_at=at(10))
+    assert cost([same], NOW) == Cost((Victim("ns", "b", 600.0, False),))
+
+
+# ---- the worker's estimate (remote.py: preemption_cost, _note_checkpoint) ---------------------
+
+
+def _asking(cpu: int, priority: int | None, created: str = "") -> WorkloadView:
+    spec: dict[str, Any] = {
+        "queueName": "q",
+        "podSets": [
+            {
+                "name": "node",
+                "count": 1,
+                "template": {
+                    "spec": {
+                        "containers": [{"name": "c", "resources": {"requests": {"cpu": str(cpu)}}}]
+                    }
+                },
+            }
+        ],
+    }
+    if priority is not None:
+        spec["priority"] = priority
+    meta = {"name": "w", "namespace": "ns", "uid": "x", "creationTimestamp": created}
+    return WorkloadView({"metadata": meta, "spec": spec, "status": {}})
+
+
+def _worker(
+    on: list[Held],
+    queue: ClusterQueueView | None = None,
+    *,
+    listed: bool = True,
+    noted: dict[tuple[str, str], Noted] | None = None,
+) -> Any:
+    """What RemoteCluster.preemption_cost reads of a worker: its ClusterQueue "cq" (the
+    LocalQueue "q" points to), the held watch (listed or not) and the checkpoints noted."""
+    kept = [{"metadata": {}, "held": h} for h in on]
+    found = queue or cq()
+    worker = SimpleNamespace(
+        name="worker1",
+        _held=SimpleNamespace(group=lambda name: kept if name == "cq" else []),
+        _held_ok=listed,
+        _readable=lambda kinds: True,
+        local_queue=lambda ns, name: SimpleNamespace(cluster_queue="cq"),
+        cluster_queue=lambda name: found if name == "cq" else None,
+        _checkpoints=noted or {},
+    )
+    worker._estimate = lambda *given: RemoteCluster._estimate(worker, *given)  # type: ignore[arg-type]
+    return worker
+
+
+def _estimated(worker: Any, wl: WorkloadView, copy_: WorkloadView) -> Cost | None:
+    return RemoteCluster.preemption_cost(worker, wl, copy_, NOW)
+
+
+def test_nothing_is_estimated_before_the_held_watch_has_listed() -> None:
+    full = [held("low", 8)]
+    wl = _asking(4, 100)
+    assert _estimated(_worker(full), wl, wl) == Cost((Victim("ns", "low", 600.0, False),))
+    assert _estimated(_worker(full, listed=False), wl, wl) is None
+
+
+def test_the_copys_own_priority_and_creation_are_what_its_kueue_preempts_with() -> None:
+    full = [held("mid", 8, priority=5)]
+    manager = _asking(4, 0)
+    assert _estimated(_worker(full), manager, _asking(4, 10)) is not None
+    assert _estimated(_worker(full), manager, _asking(4, None)) is None  # the manager's: 0
+    newer = [held("newer", 8, priority=10, created="2026-11-22T11:30:00Z")]
+    queue = cq("LowerOrNewerEqualPriority")
+    copy_ = _asking(4, 10, created="2026-11-22T11:00:00Z")
+    assert _estimated(_worker(newer, queue), _asking(4, 10), copy_) is not None
+
+
+def test_only_our_copys_checkpoint_counts_for_a_workload_it_owns() -> None:
+    mine = dataclasses.replace(held("trainjob-old", 8, admitted=60), trainjob=("old", "u-old"))
+    noted: dict[tuple[str, str], Noted] = {("ns", "old"): ("u-old", "step-400.pt", None, at(2))}
+    wl = _asking(4, 100)
+    ours = _estimated(_worker([dataclasses.replace(mine, ours=True)], noted=noted), wl, wl)
+    assert ours == Cost((Victim("ns", "trainjob-old", 120.0, True),))
+    theirs = _estimated(_worker([mine], noted=noted), wl, wl)
+    assert theirs == Cost((Victim("ns", "trainjob-old", 3600.0, False),))
+
+
+def _report(
+    uid: str, checkpoint: str | None, when: object = "2020-01-01T11:50:00Z"
+) -> dict[str, Any]:
+    status: dict[str, Any] = {"lastUpdatedTime": when, "metrics": []}
+    if checkpoint is not None:
+        status["metrics"] = [{"name": "checkpoint", "value": checkpoint}]
+    return {
+        "metadata": {"namespace": "ns", "name": "old", "uid": uid},
+        "status": {"trainerStatus": status},
+    }
+
+
+def _noted(*changes: tuple[str, dict[str, Any]]) -> dict[tuple[str, str], Noted]:
+    noted: dict[tuple[str, str], Noted] = {}
+    keeper = SimpleNamespace(_checkpoints=noted)
+    for type_, obj in changes:
+        RemoteCluster._note_checkpoint(keeper, type_, obj)  # type: ignore[arg-type]
+    return noted
+
+
+SEEN = ("ADDED", _report("u1", None))  # the copy seen before it named a checkpoint
+
+
+def test_a_checkpoint_is_noted_from_its_first_report_per_trainjob_copy() -> None:
+    def told(minute: int) -> tuple[str, dt.datetime]:  # well behind any test machine's clock
+        when = dt.datetime(2020, 1, 1, 11, minute, tzinfo=dt.UTC)
+        return when.strftime("%Y-%m-%dT%H:%M:%SZ"), when
+
+    (first, first_at), (later, _) = told(50), told(58)
+    again = _noted(
+        SEEN,
+        ("MODIFIED", _report("u1", "step-4.pt", first)),
+        ("MODIFIED", _report("u1", "step-4.pt", later)),
+    )
+    assert again == {("ns", "old"): ("u1", "step-4.pt", None, first_at)}
+    # a new TrainJob of the name first seen naming one: when it was saved is not known
+    recreated = _noted(
+        SEEN,
+        ("MODIFIED", _report("u1", "step-4.pt", first)),
+        ("ADDED", _report("u2", "step-4.pt", later)),
+    )
+    assert recreated == {("ns", "old"): ("u2", "step-4.pt", None, None)}
+
+
+def test_a_checkpoint_is_forgotten_when_its_trainjob_goes_or_reports_none() -> None:
+    named = ("MODIFIED", _report("u1", "step-4.pt"))
+    assert _noted(SEEN, named, ("DELETED", _report("u1", "step-4.pt"))) == {}
+    gone = _noted(SEEN, named, ("MODIFIED", _report("u1", None)))
+    assert gone == {("ns", "old"): ("u1", None, None, None)}
+
+
+def test_a_reports_time_ahead_or_unreadable_counts_as_when_it_was_seen() -> None:
+    ahead = _noted(SEEN, ("MODIFIED", _report("u1", "step-4.pt", "9999-12-31T23:59:59Z")))
+    unreadable = _noted(SEEN, ("MODIFIED", _report("u1", "step-4.pt", "not a time")))
+    for noted in (ahead, unreadable):
+        (_, _, _, seen) = noted[("ns", "old")]
+        assert seen is not None
+        assert dt.datetime(2020, 6, 1, tzinfo=dt.UTC) < seen < NOW.replace(year=3000)

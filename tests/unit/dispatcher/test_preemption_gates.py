@@ -12,11 +12,13 @@ from typing import Any
 import pytest
 
 from dispatcher.controller.reconcile import REMOTE_RETRY_SECONDS
+from dispatcher.decisions import preemption
 from dispatcher.decisions.decide import COST_GRACE, DispatchPlan, RemoteView, decide
 from dispatcher.decisions.preemption import Cost, Victim
 from dispatcher.decisions.selection import CLUSTER_NAMES_ANNOTATION
 from dispatcher.settings import DispatcherSettings
 from kubebase.kinds import EVENT
+from kubebase.objects import Dict
 from tests.support.builders import TrainJobBuilder, make_runtime
 from tests.support.dispatch import (
     GATED_WORKLOAD_UID,
@@ -189,6 +191,7 @@ def sent_gated(*workers: str, cpu: str | None = None, **settings: Any) -> Iterat
         orchestrated_preemption=True,
         **settings,
     )
+    world.context = _ctx  # type: ignore[attr-defined]  # for the tests that reconnect a worker
     try:
         world.settle(("ns", "tj"))
         reserve(world, "manager")
@@ -566,51 +569,124 @@ def test_by_cost_the_worker_with_the_least_training_to_lose_preempts(order: str)
             assert "its Kueue was the first to need to" in message
 
 
+Report = tuple[str, "float | str", "int | None"]  # checkpoint, minutes ago or a time, step
+
+
 @pytest.mark.usefixtures("both_caches")
 @pytest.mark.parametrize(
     ("reports", "cheaper", "owner"),
     [
         ([], "worker2", "u-old"),  # worker1's job lost an hour, worker2's 5 minutes
-        ([("step-400.pt", 1)], "worker1", "u-old"),
+        ([("step-400.pt", 1, None)], "worker1", "u-old"),
         # a Workload labelled ours, owned by another TrainJob of that name, borrows nothing
-        ([("step-400.pt", 1)], "worker2", "u-another"),
+        ([("step-400.pt", 1, None)], "worker2", "u-another"),
         # the later checkpoint counts, from when its report said so
-        ([("step-100.pt", 50), ("step-400.pt", 1)], "worker1", "u-old"),
-        ([("step-400.pt", 7)], "worker2", "u-old"),  # 7 minutes against 5
+        ([("step-100.pt", 50, None), ("step-400.pt", 1, None)], "worker1", "u-old"),
+        ([("step-400.pt", 7, None)], "worker2", "u-old"),  # 7 minutes against 5
         # the same one told again: from when it was first told, 7 minutes ago
-        ([("step-400.pt", 7), ("step-400.pt", 1)], "worker2", "u-old"),
+        ([("step-400.pt", 7, None), ("step-400.pt", 1, None)], "worker2", "u-old"),
+        # one name saved again at a later step is a later checkpoint
+        ([("latest.pt", 7, 100), ("latest.pt", 1, 900)], "worker1", "u-old"),
+        # a time before year 1 in UTC: counted as now, not a failed pass
+        ([("step-400.pt", "0001-01-01T00:00:00+05:00", None)], "worker1", "u-old"),
     ],
-    ids=["none", "lately", "not-its-owner", "the-latest", "earlier", "told-again"],
+    ids=[
+        "none",
+        "lately",
+        "not-its-owner",
+        "the-latest",
+        "earlier",
+        "told-again",
+        "same-name-later-step",
+        "before-year-one",
+    ],
 )
 def test_a_victims_training_counts_from_the_checkpoint_its_copy_last_reported(
-    reports: list[tuple[str, float]], cheaper: str, owner: str
+    reports: list[Report], cheaper: str, owner: str
 ) -> None:
     """worker1's one job is a copy of ours admitted an hour ago, whose reports named
-    checkpoints (name, minutes ago); worker2's was admitted five minutes ago and never
-    reported one."""
+    checkpoints; worker2's was admitted five minutes ago and never reported one."""
+    with _old_copy_on_worker1(owner) as (world, _ctx, old):
+        world.apis["worker1"].put(old)
+        world.settle(("ns", "tj"))  # the copy seen before its reports
+        for report in reports:
+            world.apis["worker1"].put(old | {"status": {"trainerStatus": _report(*report)}})
+            world.settle(("ns", "tj"))
+        assert _preempts_on(world) == cheaper
+
+
+@pytest.mark.usefixtures("both_caches")
+def test_a_checkpoint_named_before_the_watch_saw_the_copy_counts_as_none() -> None:
+    """When it was saved is not known (the copy was listed with it): from the admission."""
+    with _old_copy_on_worker1("u-old") as (world, _ctx, old):
+        told = _report("step-400.pt", 1, None)
+        world.apis["worker1"].put(old | {"status": {"trainerStatus": told}})
+        world.settle(("ns", "tj"))
+        assert _preempts_on(world) == "worker2"
+
+
+@pytest.mark.usefixtures("both_caches")
+def test_a_reconnected_worker_keeps_the_checkpoints_seen_before() -> None:
+    with _old_copy_on_worker1("u-old") as (world, ctx, old):
+        world.apis["worker1"].put(old)
+        world.settle(("ns", "tj"))  # the copy seen before its reports
+        told = _report("step-400.pt", 1, None)
+        world.apis["worker1"].put(old | {"status": {"trainerStatus": told}})
+        world.settle(("ns", "tj"))
+        ctx.workers._connect("worker1", {}, "a new kubeconfig")
+        for informer in ctx.workers.remotes["worker1"].informers:
+            assert informer.synced.wait(5)
+        assert _preempts_on(world) == "worker1"
+
+
+def test_an_estimate_that_fails_leaves_kueues_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: Any) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(preemption, "victims", broken)
+    with _old_copy_on_worker1("u-old") as (world, _ctx, _old):
+        # worker2 is the cheaper, but its estimate fails: worker1 said first it is blocked
+        assert _preempts_on(world) == "worker1"
+
+
+def _report(name: str, when: float | str, step: int | None) -> Dict:
+    metrics = [{"name": "checkpoint", "value": name}]
+    if step is not None:
+        metrics.append({"name": "checkpoint_step", "value": str(step)})
+    told = when if isinstance(when, str) else _rfc3339(when)
+    return {"lastUpdatedTime": told, "metrics": metrics}
+
+
+@contextlib.contextmanager
+def _old_copy_on_worker1(owner: str) -> Iterator[tuple[World, Any, Dict]]:
+    """worker1 full with "trainjob-old", a Workload labelled a copy of ours, admitted an
+    hour ago, its owner reference naming TrainJob "old" of UID `owner`; worker2 full with a
+    job admitted 5 minutes ago; the job sent gated to both. Yields the world, the
+    dispatcher's context and the body of TrainJob "old" (UID "u-old", not put yet)."""
     workers = ("worker1", "worker2")
     origin = DispatcherSettings().origin
     with sent_gated(*workers, cpu="8") as world:
+        ctx = world.context
         _preempting(world, *workers)
         ours = {c.KUEUE_MULTIKUEUE_ORIGIN_LABEL: origin}
         ref = {"kind": "TrainJob", "name": "old", "uid": owner, "controller": True}
         _training_here(
             world, "worker1", "trainjob-old", "8", admitted=60, labels=ours, ownerReferences=[ref]
         )
+        _training_here(world, "worker2", "local-c", "8", admitted=5)
         old = TrainJobBuilder("old").obj() | {
             "metadata": {"name": "old", "namespace": "ns", "uid": "u-old", "labels": ours}
         }
-        world.apis["worker1"].put(old)
-        for name, minutes in reports:
-            metrics = [{"name": "checkpoint", "value": name}]
-            report = {"lastUpdatedTime": _rfc3339(minutes), "metrics": metrics}
-            world.apis["worker1"].put(old | {"status": {"trainerStatus": report}})
-            world.settle(("ns", "tj"))
-        _training_here(world, "worker2", "local-c", "8", admitted=5)
-        blocked_on_gate(world, "worker1", _rfc3339(2))
-        blocked_on_gate(world, "worker2", _rfc3339(1))
-        world.settle(("ns", "tj"))
-        assert _opened_on(world, workers) == [cheaper]
+        yield world, ctx, old
+
+
+def _preempts_on(world: World) -> str:
+    """worker1's Kueue says it is blocked first; where the gate opens."""
+    blocked_on_gate(world, "worker1", _rfc3339(2))
+    blocked_on_gate(world, "worker2", _rfc3339(1))
+    world.settle(("ns", "tj"))
+    (opened,) = _opened_on(world, ("worker1", "worker2"))
+    return opened
 
 
 @pytest.mark.parametrize(
@@ -632,3 +708,26 @@ def test_every_workload_of_a_worker_is_watched_only_for_the_cost_order(
         assert sum(i.kind == c.WORKLOAD for i in informers) == (2 if watched else 1)
     finally:
         world.close()
+
+
+def test_by_cost_only_a_gated_copy_not_yet_judged_is_waited_for() -> None:
+    """A copy made without the gate, or one whose gate is already open (its timeout past),
+    will never say it is blocked on it: the cost order does not wait for them."""
+    blocked = costing(gated("w2", blocked_since="2026-11-22T11:59:56Z"), 5)
+    ungated = gated("w1", gate=False)
+    assert opened(decided([ungated, blocked], preemption_by_cost=True)) == ["w2"]
+    blocked = costing(gated("w2", blocked_since="2026-11-22T11:59:56Z"), 5)
+    holding = gated("w1", opened_at="2026-11-22T11:54:00Z")
+    assert opened(decided([holding, blocked], preemption_by_cost=True)) == ["w2"]
+
+
+def test_by_cost_the_grace_counts_from_the_first_copy_said_blocked() -> None:
+    plan = decided(
+        [
+            costing(gated("w1", blocked_since="2026-11-22T11:59:45Z"), 50),
+            costing(gated("w2", blocked_since="2026-11-22T11:59:58Z"), 5),
+            gated("w3"),
+        ],
+        preemption_by_cost=True,
+    )
+    assert opened(plan) == ["w2"]
