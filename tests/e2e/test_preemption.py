@@ -42,21 +42,20 @@ def orchestrated(bed: Bed, controllers: list[setup.Controller], *flags: str) -> 
 
 
 def _ranked(mk: MultiKueue) -> None:
-    """A WorkloadPriorityClass above the default on every cluster, and each worker's
-    ClusterQueue of the namespace preempting lower priorities for it (Kueue's
-    withinClusterQueue: LowerPriority)."""
-    for cluster in [mk.manager, *mk.workers]:
-        wpc = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass"}
-        wpc |= {"metadata": {"name": URGENT}, "value": 1000}
-        with contextlib.suppress(client.ApiException):  # kept from an earlier run
-            mk.custom(cluster).create_cluster_custom_object(*KUEUE, "workloadpriorityclasses", wpc)
-    for worker in mk.workers:
-        mk.custom(worker).patch_cluster_custom_object(
-            *KUEUE,
-            "clusterqueues",
-            f"cq-{mk.ns}",
-            {"spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}},
-        )
+    """URGENT above the default on every cluster, the workers' queues preempting for it."""
+    mk.preempting_for(URGENT)
+
+
+def _urgent_runs(mk: MultiKueue) -> str:
+    """A TrainJob of URGENT's priority to the manager, run to its end; the worker it ran on
+    (what each worker did with it, in the error, when it does not end)."""
+    urgent = {"labels": {"kueue.x-k8s.io/priority-class": URGENT}}
+    mk.submit("urgent", metadata=urgent, run="3s")
+    try:
+        mk.wait_until("urgent", "Complete", timeout=180)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; {_where_it_waits(mk)}") from None
+    return str((mk.get("urgent") or {})["status"]["clusterName"])
 
 
 def _where_it_waits(mk: MultiKueue) -> str:
@@ -104,13 +103,7 @@ def test_a_high_priority_job_over_full_workers_evicts_training_on_one_worker_onl
         workloads_seen(mk, second) as on_second,
         mk.filled(first, second, cpu="1"),  # training of priority 0 on each
     ):
-        urgent = {"labels": {"kueue.x-k8s.io/priority-class": URGENT}}
-        mk.submit("urgent", metadata=urgent, run="3s")
-        try:
-            mk.wait_until("urgent", "Complete", timeout=180)
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}; {_where_it_waits(mk)}") from None
-        where = (mk.get("urgent") or {})["status"]["clusterName"]
+        where = _urgent_runs(mk)
     evicted = {
         w for w, seen in ((first, on_first), (second, on_second)) if _preempted(seen, "local")
     }
@@ -140,9 +133,7 @@ def test_with_the_gate_off_every_full_worker_preempts(
         workloads_seen(mk, second) as on_second,
         mk.filled(first, second, cpu="1"),
     ):
-        urgent = {"labels": {"kueue.x-k8s.io/priority-class": URGENT}}
-        mk.submit("urgent", metadata=urgent, run="3s")
-        mk.wait_until("urgent", "Complete", timeout=180)
+        _urgent_runs(mk)
 
         def both() -> bool:
             return _preempted(on_first, "local") and _preempted(on_second, "local")
@@ -173,13 +164,7 @@ def test_by_cost_the_worker_that_would_evict_fewer_jobs_preempts(
                     mk.submit(name, cluster=worker, cpu=cpu, run="600s")
             for worker in mk.workers:
                 mk.wait_full(worker, "1", 60)
-            urgent = {"labels": {"kueue.x-k8s.io/priority-class": URGENT}}
-            mk.submit("urgent", metadata=urgent, run="3s")
-            try:
-                mk.wait_until("urgent", "Complete", timeout=180)
-            except AssertionError as exc:
-                raise AssertionError(f"{exc}; {_where_it_waits(mk)}") from None
-            where = (mk.get("urgent") or {})["status"]["clusterName"]
+            where = _urgent_runs(mk)
             said = [(e.reason, e.message or "") for e in manager_events(mk, "urgent")]
     finally:
         for worker, names in locals_.items():

@@ -233,6 +233,25 @@ class WorkloadBuilder:
         self._body["status"]["nominatedClusterNames"] = list(names)
         return self
 
+    def asks(self, cpu: str, count: int = 1) -> WorkloadBuilder:
+        """One PodSet "node" of `count` pods, each of one container asking for `cpu`."""
+        container = {"name": "c", "resources": {"requests": {"cpu": cpu}}}
+        template = {"spec": {"containers": [container]}}
+        self._body["spec"]["podSets"] = [{"name": "node", "count": count, "template": template}]
+        return self
+
+    def priority(self, value: int | None) -> WorkloadBuilder:
+        """spec.priority (None: none set)."""
+        if value is None:
+            self._body["spec"].pop("priority", None)
+        else:
+            self._body["spec"]["priority"] = value
+        return self
+
+    def created(self, when: str) -> WorkloadBuilder:
+        self._body["metadata"]["creationTimestamp"] = when
+        return self
+
     def obj(self) -> Dict:
         return copy.deepcopy(self._body)
 

@@ -106,6 +106,25 @@ class MultiKueue:
             for worker in workers:
                 self.free(worker)
 
+    def preempting_for(self, priority_class: str, value: int = 1000) -> None:
+        """A WorkloadPriorityClass `priority_class` of `value` on every cluster (one left by
+        an earlier run kept), and each worker's ClusterQueue of the namespace preempting
+        lower priorities (Kueue's withinClusterQueue: LowerPriority)."""
+        for cluster in [self.manager, *self.workers]:
+            wpc: Dict = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass"}
+            wpc |= {"metadata": {"name": priority_class}, "value": value}
+            with contextlib.suppress(client.ApiException):
+                self.custom(cluster).create_cluster_custom_object(
+                    *KUEUE, "workloadpriorityclasses", wpc
+                )
+        for worker in self.workers:
+            self.custom(worker).patch_cluster_custom_object(
+                *KUEUE,
+                "clusterqueues",
+                f"cq-{self.ns}",
+                {"spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}},
+            )
+
     def wait_full(self, worker: str, cpu: str, timeout: float) -> None:
         """Until this namespace's ClusterQueue on `worker` says `cpu` is reserved."""
         wait_for(lambda: self.reserved_cpu(worker) == cpu, timeout, what=f"{worker} full")

@@ -25,6 +25,7 @@ from dispatcher.decisions.preemption import (
     victims,
 )
 from dispatcher.workers.remote import Noted, RemoteCluster
+from tests.support.builders import WorkloadBuilder
 from trainjob.queues import Amounts, ClusterQueueView, Table
 from trainjob_api import constants as c
 from trainjob_api.views import WorkloadView
@@ -367,24 +368,7 @@ def test_training_lost_is_never_negative_and_a_checkpoint_at_admission_is_no_che
 
 
 def _asking(cpu: int, priority: int | None, created: str = "") -> WorkloadView:
-    spec: dict[str, Any] = {
-        "queueName": "q",
-        "podSets": [
-            {
-                "name": "node",
-                "count": 1,
-                "template": {
-                    "spec": {
-                        "containers": [{"name": "c", "resources": {"requests": {"cpu": str(cpu)}}}]
-                    }
-                },
-            }
-        ],
-    }
-    if priority is not None:
-        spec["priority"] = priority
-    meta = {"name": "w", "namespace": "ns", "uid": "x", "creationTimestamp": created}
-    return WorkloadView({"metadata": meta, "spec": spec, "status": {}})
+    return WorkloadView(WorkloadBuilder().asks(str(cpu)).priority(priority).created(created).obj())
 
 
 def _worker(
