@@ -40,11 +40,8 @@ import json
 import sys
 import time
 import uuid
-from functools import partial
 from math import inf
 from pathlib import Path
-
-from kubernetes import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -52,18 +49,15 @@ from benchmarks.figures import spread
 from benchmarks.multikueue import (
     PIPELINES,
     WITHOUT_LEASES,
+    fresh_bed,
     measure,
-    peer_secrets,
     replicas_arg,
-    start_ours,
     sustained_key,
+    wait_active,
     workload_args,
 )
 from clusters import peer, setup
-from clusters.bed import Bed
-from clusters.config import WaitForPodsReady, load_config
-from clusters.helpers.kube import is_active
-from clusters.helpers.waiting import wait_for
+from clusters.config import load_config
 from clusters.install import DISPATCHER, leading_dispatcher
 
 
@@ -71,52 +65,31 @@ def run(pipeline: str, args: argparse.Namespace, workers: int | None = None) -> 
     """One fresh bed (the bed's configuration, with `workers` workers like its first one when
     given) running `pipeline` (a key of PIPELINES) through the workload of `args`; its
     figures."""
-    config = load_config()
-    timeout = WaitForPodsReady(timeout_seconds=args.pods_ready_timeout)
-    update: dict[str, object] = {
-        "pipeline": PIPELINES[pipeline],
-        "wait_for_pods_ready": timeout,
-        "peer_replicas": args.replicas,
-    }
-    if workers is not None:
-        first = config.workers[0]
-        update["clusters"] = [
-            *config.managers,
-            *(first.model_copy(update={"name": f"worker{i + 1}"}) for i in range(workers)),
-        ]
-    bed = Bed(config.model_copy(update=update))
-    if bed.is_up():
-        bed.down()
-    print(f"\n=== {pipeline}: a fresh bed ===", flush=True)
-    bed.up()
-    ctrls: list[setup.Controller] = []
-    try:
+    with fresh_bed(
+        pipeline,
+        replicas=args.replicas,
+        pods_ready_timeout=args.pods_ready_timeout,
+        workers=workers,
+    ) as (bed, ctrls):
         runtime = peer.trainer_dir() / "manifests" / "base" / "runtimes" / "torch_distributed.yaml"
         ns = f"cmp-{uuid.uuid4().hex[:4]}"
         setup.install(bed, ns, worker_cpu="1000", runtime=runtime)
+        wait_active(bed)
         manager = bed.config.managers[0].name
         alone: dict[str, list[int]] = {}  # groups of ours with no counterpart in the peer
         kueue = {c.name: bed.component(c.name, "kueue").pid() or 0 for c in bed.config.clusters}
         if pipeline == "ours":
-            ctrls = start_ours(bed, args.replicas)
             controllers = [c.proc.pid for c in ctrls]
             leader = leading_dispatcher(ctrls)
             alone[LEADER] = [leader.proc.pid]
             dispatch = [c.proc.pid for c in ctrls if c.name == DISPATCHER]
         else:
             dispatch = []
-            peer_secrets(bed)
             controllers = [  # every replica of each (peer_replicas)
                 bed.component(w.name, comp.name).pid() or 0
                 for w in bed.config.workers
                 for comp in peer.components(bed.config, w, bed.cluster_dir(w.name))
             ]
-        custom = client.CustomObjectsApi(bed.api(manager))
-        for plural, name in [
-            *(("multikueueclusters", w.name) for w in bed.config.workers),
-            ("admissionchecks", "multikueue"),
-        ]:
-            wait_for(partial(is_active, custom, name, plural), 120, what=f"{name} Active")
         every = [c.name for c in bed.config.clusters]
         groups = {
             WHOLE: [*controllers, *kueue.values()],
@@ -143,10 +116,6 @@ def run(pipeline: str, args: argparse.Namespace, workers: int | None = None) -> 
             **alone,
         }
         return measure(bed, ns, args, groups)
-    finally:
-        if ctrls:
-            setup.stop_controllers(bed, ctrls)
-        bed.down()
 
 
 LEADER = "dispatcher leader (ours alone)"

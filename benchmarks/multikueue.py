@@ -25,6 +25,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,9 @@ from benchmarks.profile import Profiler
 from benchmarks.worker_trainjobs import cpu_seconds, pct, peak_rss_mib, request_counts
 from clusters import audit, peer, setup
 from clusters.bed import Bed
-from clusters.config import load_config
+from clusters.config import WaitForPodsReady, load_config
+from clusters.helpers.kube import is_active
+from clusters.helpers.waiting import wait_for
 from clusters.install import DISPATCHER, leading_dispatcher, scrape
 from clusters.kube import service_account_token, write_token_kubeconfig
 
@@ -670,6 +673,61 @@ def peer_secrets(bed: Bed) -> None:
 
 # The pipelines (BedConfig.pipeline) by the names the report gives them.
 PIPELINES = {"ours": "ours", "peer-shipped": "peer", "peer-lifted": "peer-lifted"}
+
+
+def wait_active(bed: Bed) -> None:
+    """Until every worker's MultiKueueCluster and the AdmissionCheck are Active (after
+    setup.install made them)."""
+    custom = client.CustomObjectsApi(bed.api(bed.config.managers[0].name))
+    for plural, name in [
+        *(("multikueueclusters", w.name) for w in bed.config.workers),
+        ("admissionchecks", "multikueue"),
+    ]:
+        wait_for(partial(is_active, custom, name, plural), 120, what=f"{name} Active")
+
+
+@contextlib.contextmanager
+def fresh_bed(
+    pipeline: str,
+    *,
+    replicas: int,
+    pods_ready_timeout: int,
+    workers: int | None = None,
+    kueue_gates: dict[str, bool] | None = None,
+) -> Iterator[tuple[Bed, list[setup.Controller]]]:
+    """A fresh bed (the bed's configuration, with `workers` workers like its first one when
+    given, Kueue's waitForPodsReady timeout and `kueue_gates` on every Kueue) running
+    `pipeline` (a key of PIPELINES) with `replicas` of each controller; with ours, its
+    controllers (the peer's are bed components). Taken down at the block's end."""
+    config = load_config()
+    update: dict[str, object] = {
+        "pipeline": PIPELINES[pipeline],
+        "wait_for_pods_ready": WaitForPodsReady(timeout_seconds=pods_ready_timeout),
+        "peer_replicas": replicas,
+        "kueue_feature_gates": dict(kueue_gates or {}),
+    }
+    if workers is not None:
+        first = config.workers[0]
+        update["clusters"] = [
+            *config.managers,
+            *(first.model_copy(update={"name": f"worker{i + 1}"}) for i in range(workers)),
+        ]
+    bed = Bed(config.model_copy(update=update))
+    if bed.is_up():
+        bed.down()
+    print(f"\n=== {pipeline}: a fresh bed ===", flush=True)
+    bed.up()
+    ctrls: list[setup.Controller] = []
+    try:
+        if pipeline == "ours":
+            ctrls = start_ours(bed, replicas)
+        else:
+            peer_secrets(bed)
+        yield bed, ctrls
+    finally:
+        if ctrls:
+            setup.stop_controllers(bed, ctrls)
+        bed.down()
 
 
 if __name__ == "__main__":
