@@ -65,15 +65,16 @@ def run(pipeline: str, args: argparse.Namespace, workers: int | None = None) -> 
     """One fresh bed (the bed's configuration, with `workers` workers like its first one when
     given) running `pipeline` (a key of PIPELINES) through the workload of `args`; its
     figures."""
+    ns = f"cmp-{uuid.uuid4().hex[:4]}"
+    runtime = peer.trainer_dir() / "manifests" / "base" / "runtimes" / "torch_distributed.yaml"
     with fresh_bed(
         pipeline,
         replicas=args.replicas,
         pods_ready_timeout=args.pods_ready_timeout,
         workers=workers,
+        # the namespace and queues before the controllers start, as ever
+        prepare=lambda bed: setup.install(bed, ns, worker_cpu="1000", runtime=runtime),
     ) as (bed, ctrls):
-        runtime = peer.trainer_dir() / "manifests" / "base" / "runtimes" / "torch_distributed.yaml"
-        ns = f"cmp-{uuid.uuid4().hex[:4]}"
-        setup.install(bed, ns, worker_cpu="1000", runtime=runtime)
         wait_active(bed)
         manager = bed.config.managers[0].name
         alone: dict[str, list[int]] = {}  # groups of ours with no counterpart in the peer

@@ -23,7 +23,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -694,18 +694,21 @@ def fresh_bed(
     pods_ready_timeout: int,
     workers: int | None = None,
     kueue_gates: dict[str, bool] | None = None,
+    prepare: Callable[[Bed], None] = lambda bed: None,
 ) -> Iterator[tuple[Bed, list[setup.Controller]]]:
     """A fresh bed (the bed's configuration, with `workers` workers like its first one when
-    given, Kueue's waitForPodsReady timeout and `kueue_gates` on every Kueue) running
-    `pipeline` (a key of PIPELINES) with `replicas` of each controller; with ours, its
-    controllers (the peer's are bed components). Taken down at the block's end."""
+    given, Kueue's waitForPodsReady timeout, and `kueue_gates` on every Kueue when given)
+    running `pipeline` (a key of PIPELINES) with `replicas` of each controller, started after
+    `prepare(bed)`; with ours, its controllers (the peer's are bed components). Taken down
+    at the block's end."""
     config = load_config()
     update: dict[str, object] = {
         "pipeline": PIPELINES[pipeline],
         "wait_for_pods_ready": WaitForPodsReady(timeout_seconds=pods_ready_timeout),
         "peer_replicas": replicas,
-        "kueue_feature_gates": dict(kueue_gates or {}),
     }
+    if kueue_gates is not None:
+        update["kueue_feature_gates"] = dict(kueue_gates)
     if workers is not None:
         first = config.workers[0]
         update["clusters"] = [
@@ -719,6 +722,7 @@ def fresh_bed(
     bed.up()
     ctrls: list[setup.Controller] = []
     try:
+        prepare(bed)
         if pipeline == "ours":
             ctrls = start_ours(bed, replicas)
         else:

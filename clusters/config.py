@@ -141,8 +141,8 @@ class BedConfig(BaseModel):
     kueue_feature_gates: dict[str, bool] = Field(
         default_factory=dict,
         description="feature gates every cluster's Kueue runs with besides the bed's own (an "
-        "alpha gate such as MultiKueueOrchestratedPreemption, set for a while by a test, "
-        "never at `up`)",
+        "alpha gate such as MultiKueueOrchestratedPreemption, set for a while by a test, or "
+        "from `up` by a benchmark's own bed: benchmarks/preemption.py)",
     )
 
     @field_validator("clusters")
