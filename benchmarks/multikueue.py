@@ -465,11 +465,16 @@ def measure(
     return figures
 
 
-def start_ours(bed: Bed, replicas: int) -> list[setup.Controller]:
+def start_ours(
+    bed: Bed, replicas: int, dispatcher_flags: tuple[str, ...] = ()
+) -> list[setup.Controller]:
     """The product with `replicas` of each controller and its installed timers: deploy/ (two
-    of each), or the chart with `replicas` for another count."""
+    of each), or the chart with `replicas` for another count; the dispatcher given
+    `dispatcher_flags` too."""
     values = None if replicas == 2 else {"replicas": replicas}
-    return setup.start_controllers(bed, resync=None, chart_values=values)
+    return setup.start_controllers(
+        bed, resync=None, chart_values=values, manager_flags=dispatcher_flags
+    )
 
 
 def replicas_arg(parser: argparse.ArgumentParser) -> None:
@@ -695,12 +700,13 @@ def fresh_bed(
     workers: int | None = None,
     kueue_gates: dict[str, bool] | None = None,
     prepare: Callable[[Bed], None] = lambda bed: None,
+    start: bool = True,
 ) -> Iterator[tuple[Bed, list[setup.Controller]]]:
     """A fresh bed (the bed's configuration, with `workers` workers like its first one when
     given, Kueue's waitForPodsReady timeout, and `kueue_gates` on every Kueue when given)
     running `pipeline` (a key of PIPELINES) with `replicas` of each controller, started after
-    `prepare(bed)`; with ours, its controllers (the peer's are bed components). Taken down
-    at the block's end."""
+    `prepare(bed)`; with ours, its controllers (the peer's are bed components; with `start`
+    False, ours are the caller's to start and stop). Taken down at the block's end."""
     config = load_config()
     update: dict[str, object] = {
         "pipeline": PIPELINES[pipeline],
@@ -724,7 +730,7 @@ def fresh_bed(
     try:
         prepare(bed)
         if pipeline == "ours":
-            ctrls = start_ours(bed, replicas)
+            ctrls = start_ours(bed, replicas) if start else []
         else:
             peer_secrets(bed)
         yield bed, ctrls

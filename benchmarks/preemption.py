@@ -38,6 +38,7 @@ import json
 import statistics
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,18 +48,21 @@ from kubernetes import client
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.figures import spread
-from benchmarks.multikueue import fresh_bed, replicas_arg
-from clusters import peer
-from clusters.bed import Bed
-from tests.support.multikueue import (
-    TRAINER,
-    MultiKueue,
-    dispatcher_with,
-    manager_events,
-    workloads_seen,
+from benchmarks.multikueue import (
+    fresh_bed,
+    replicas_arg,
+    run_patch,
+    start_ours,
+    trainjob_body,
+    wait_active,
 )
+from clusters import peer, setup
+from clusters.bed import Bed
+from clusters.helpers.kube import KUEUE, TrainJobs, preempting_for, workloads_seen
+from clusters.helpers.waiting import wait_for
 
 Dict = dict[str, Any]
+TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 GATE = "MultiKueueOrchestratedPreemption"
 URGENT = "bench-urgent"
 MODES = {
@@ -125,30 +129,84 @@ def admissions(seen: list[Dict], prefix: str) -> list[float]:
     return list(first.values())
 
 
-def fill(mk: MultiKueue, quota: int, gap: float) -> None:
+class Fleet:
+    """One namespace of the bed: a MultiKueue queue `q` on the manager, a queue `q` of `quota`
+    CPU on every worker preempting lower priorities for URGENT (setup.install)."""
+
+    def __init__(self, bed: Bed, quota: int, runtime: Path | None = None) -> None:
+        self.bed, self.ns = bed, f"pre-{uuid.uuid4().hex[:6]}"
+        self.manager = bed.config.managers[0].name
+        self.workers = [w.name for w in bed.config.workers]
+        if runtime is None:  # the product's example runtime
+            setup.install(bed, self.ns, worker_cpu=str(quota))
+        else:
+            setup.install(bed, self.ns, worker_cpu=str(quota), runtime=runtime)
+        wait_active(bed)
+        preempting_for(bed, self.ns, URGENT)
+
+    def trainjobs(self, cluster: str) -> TrainJobs:
+        return TrainJobs(self.bed.api(cluster), self.ns)
+
+    def submit(self, name: str, cluster: str, cpu: int, run: str, urgent: bool = False) -> None:
+        body = trainjob_body(name, run_patch(run), cpu=str(cpu))
+        if urgent:
+            body["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = URGENT
+        self.trainjobs(cluster).create(body)
+
+    def wait_full(self, worker: str, cpu: int) -> None:
+        """Until the worker's ClusterQueue of the namespace says `cpu` is reserved."""
+        custom = client.CustomObjectsApi(self.bed.api(worker))
+
+        def reserved() -> bool:
+            cq = custom.get_cluster_custom_object(*KUEUE, "clusterqueues", f"cq-{self.ns}")
+            return any(
+                r["name"] == "cpu" and str(r.get("total")) == str(cpu)
+                for f in (cq.get("status") or {}).get("flavorsReservation") or []
+                for r in f.get("resources") or []
+            )
+
+        wait_for(reserved, 120, what=f"{worker} full")
+
+    def free(self) -> None:
+        """Every TrainJob of the namespace gone (the namespace kept: its Events too)."""
+        for cluster in [self.manager, *self.workers]:
+            jobs = self.trainjobs(cluster)
+            for tj in jobs.custom.list_namespaced_custom_object(*TRAINER, self.ns, "trainjobs")[
+                "items"
+            ]:
+                with contextlib.suppress(client.ApiException):
+                    jobs.delete(tj["metadata"]["name"])
+
+
+def fill(fleet: Fleet, quota: int, gap: float) -> None:
     """Each worker full of its own lower-priority jobs (see the module's docstring)."""
-    for i, worker in enumerate(mk.workers):
+    for i, worker in enumerate(fleet.workers):
         if i and gap:
             time.sleep(gap)
         size = max(1, quota // 2 ** (2 - i % 3))
         for j in range(quota // size):
-            mk.submit(f"local-{j}", cluster=worker, cpu=str(size), run="3600s")
-        mk.wait_full(worker, str(quota), 120)
+            fleet.submit(f"local-{j}", worker, size, "3600s")
+        fleet.wait_full(worker, quota)
 
 
-def one_run(mk: MultiKueue, args: argparse.Namespace) -> dict[str, float]:
+def one_run(fleet: Fleet, args: argparse.Namespace) -> dict[str, float]:
     """The burst over the filled fleet; its figures."""
     with contextlib.ExitStack() as stack:
-        seen = {w: stack.enter_context(workloads_seen(mk, w)) for w in mk.workers}
-        on_manager = stack.enter_context(workloads_seen(mk, mk.manager))
-        fill(mk, args.quota, args.age_gap)
+        seen = {
+            w: stack.enter_context(workloads_seen(fleet.bed.api(w), fleet.ns, w))
+            for w in fleet.workers
+        }
+        on_manager = stack.enter_context(
+            workloads_seen(fleet.bed.api(fleet.manager), fleet.ns, fleet.manager)
+        )
+        fill(fleet, args.quota, args.age_gap)
         started = time.monotonic()
-        urgent = {"labels": {"kueue.x-k8s.io/priority-class": URGENT}}
         names = [f"urgent-{i}" for i in range(args.burst)]
         for name in names:
-            mk.submit(name, metadata=urgent, run=args.urgent_run, cpu=str(args.urgent_cpu))
+            fleet.submit(name, fleet.manager, args.urgent_cpu, args.urgent_run, urgent=True)
+        jobs = fleet.trainjobs(fleet.manager)
         for name in names:
-            mk.wait_until(name, "Complete", timeout=args.timeout)
+            jobs.wait_condition(name, "Complete", timeout=args.timeout)
         took = time.monotonic() - started
         time.sleep(3)  # the last evictions' versions reach the watches
         lost = {w: evictions(s, "local-") for w, s in seen.items()}
@@ -170,9 +228,9 @@ def one_run(mk: MultiKueue, args: argparse.Namespace) -> dict[str, float]:
                 print(f"{w}: every state seen:", *states, sep="\n  ")
     waits = admissions(on_manager, "urgent-")
     for name in names:  # which worker each was let preempt on, and why (ours only)
-        for event in manager_events(mk, name):
-            if event.reason == "PreemptionAllowed":
-                print(f"  {name}: {event.message}", flush=True)
+        for reason, message in jobs.events(name):
+            if reason == "PreemptionAllowed":
+                print(f"  {name}: {message}", flush=True)
     every = [s for by_worker in lost.values() for s in by_worker.values()]
     figures = {
         "preemptions per high-priority job": len(every) / args.burst,
@@ -188,17 +246,6 @@ def one_run(mk: MultiKueue, args: argparse.Namespace) -> dict[str, float]:
     for worker, by in lost.items():
         figures[f"preemptions on {worker}"] = len(by)
     return figures
-
-
-def free(mk: MultiKueue) -> None:
-    """Every job of the run gone (its namespace is kept: its Events may be read after)."""
-    for cluster in [mk.manager, *mk.workers]:
-        custom = mk.custom(cluster)
-        for tj in custom.list_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs")["items"]:
-            with contextlib.suppress(client.ApiException):
-                custom.delete_namespaced_custom_object(
-                    *TRAINER, mk.ns, "trainjobs", tj["metadata"]["name"]
-                )
 
 
 @contextlib.contextmanager
@@ -219,18 +266,24 @@ Results = dict[str, list[dict[str, float]]]
 def ours(args: argparse.Namespace) -> Results:
     modes = [m for m in MODES if m in args.modes.split(",")]
     results: Results = {mode: [] for mode in modes}
-    with fresh_bed("ours", replicas=args.replicas, pods_ready_timeout=1800) as (bed, ctrls):
+    with fresh_bed("ours", replicas=args.replicas, pods_ready_timeout=1800, start=False) as (
+        bed,
+        _,
+    ):
         for i in range(args.repeat):
             for mode in modes[i % len(modes) :] + modes[: i % len(modes)]:
                 print(f"\n--- {mode}, repeat {i + 1}/{args.repeat}", flush=True)
                 flags = MODES[mode]
-                with gated(bed, bool(flags)), dispatcher_with(ctrls, *flags):
-                    mk = MultiKueue(bed, worker_cpu=str(args.quota))
-                    mk.preempting_for(URGENT)
+                with gated(bed, bool(flags)):
+                    ctrls = start_ours(bed, args.replicas, flags)
                     try:
-                        results[mode].append(one_run(mk, args))
+                        fleet = Fleet(bed, args.quota)
+                        try:
+                            results[mode].append(one_run(fleet, args))
+                        finally:
+                            fleet.free()
                     finally:
-                        free(mk)
+                        setup.stop_controllers(bed, ctrls)
                 print(results[mode][-1], flush=True)
     return results
 
@@ -243,12 +296,11 @@ def the_peer(args: argparse.Namespace) -> list[dict[str, float]]:
         runtime = peer.trainer_dir() / "manifests" / "base" / "runtimes" / "torch_distributed.yaml"
         for i in range(args.repeat):
             print(f"\n--- peer, repeat {i + 1}/{args.repeat}", flush=True)
-            mk = MultiKueue(bed, worker_cpu=str(args.quota), runtime=runtime)
-            mk.preempting_for(URGENT)
+            fleet = Fleet(bed, args.quota, runtime)
             try:
-                out.append(one_run(mk, args))
+                out.append(one_run(fleet, args))
             finally:
-                free(mk)
+                fleet.free()
             print(out[-1], flush=True)
     return out
 

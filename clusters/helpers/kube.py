@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-from typing import Any
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
-from kubernetes import client
+from kubernetes import client, watch
 
 from clusters.helpers.waiting import wait_for
+
+if TYPE_CHECKING:
+    from clusters.bed import Bed
 
 Dict = dict[str, Any]
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
@@ -165,3 +171,70 @@ class TrainJobs:
 
 def api_error(exc: client.ApiException) -> str:
     return str(json.loads(exc.body).get("message", exc.body))
+
+
+@contextlib.contextmanager
+def workloads_seen(api: client.ApiClient, namespace: str, cluster: str) -> Iterator[list[Dict]]:
+    """Every version of every Workload in `namespace` on `cluster` (through `api`) during
+    the block, as a watch brings them: a copy made and deleted moments later included, and a
+    state that lasted less than a poll's interval."""
+    seen: list[Dict] = []
+    stop = threading.Event()
+    started = threading.Event()
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            custom = client.CustomObjectsApi(api)
+            listed = custom.list_namespaced_custom_object(*KUEUE, namespace, "workloads")
+            seen.extend(listed["items"])
+            version = listed["metadata"]["resourceVersion"]
+            started.set()
+            while not stop.is_set():
+                stream = watch.Watch().stream(
+                    custom.list_namespaced_custom_object,
+                    *KUEUE,
+                    namespace,
+                    "workloads",
+                    resource_version=version,
+                    timeout_seconds=2,
+                )
+                for event in stream:
+                    if event["type"] == "ERROR":  # a gap: what it missed is not known
+                        raise RuntimeError(f"watch error: {event['object']}")
+                    seen.append(event["object"])
+                    version = event["object"]["metadata"]["resourceVersion"]
+        except BaseException as exc:  # a negative check on `seen` would pass without it
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert started.wait(10), f"cannot watch Workloads on {cluster}: {failed}"
+    try:
+        yield seen
+    finally:
+        stop.set()
+        thread.join(10)
+    # What the block saw is whole only if the watch ran to its end.
+    assert not failed, f"the Workload watch on {cluster} stopped: {failed[0]!r}"
+    assert not thread.is_alive(), f"the Workload watch on {cluster} did not end"
+
+
+def preempting_for(bed: Bed, namespace: str, priority_class: str, value: int = 1000) -> None:
+    """A WorkloadPriorityClass `priority_class` of `value` on every cluster of the bed (one
+    left by an earlier run kept), and each worker's ClusterQueue of `namespace` (setup's
+    `cq-<namespace>`) preempting lower priorities (Kueue's withinClusterQueue: LowerPriority)."""
+    for spec in bed.config.clusters:
+        wpc: Dict = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass"}
+        wpc |= {"metadata": {"name": priority_class}, "value": value}
+        with contextlib.suppress(client.ApiException):
+            client.CustomObjectsApi(bed.api(spec.name)).create_cluster_custom_object(
+                *KUEUE, "workloadpriorityclasses", wpc
+            )
+    for worker in bed.config.workers:
+        client.CustomObjectsApi(bed.api(worker.name)).patch_cluster_custom_object(
+            *KUEUE,
+            "clusterqueues",
+            f"cq-{namespace}",
+            {"spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}},
+        )

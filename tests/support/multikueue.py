@@ -6,17 +6,17 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes import client, watch
+from kubernetes import client
 
 from clusters import setup
 from clusters.bed import Bed
+from clusters.helpers import kube
 from clusters.helpers.waiting import stays_false, wait_for
 from clusters.install import DISPATCHER
 from clusters.install import leads as install_leads
@@ -107,23 +107,8 @@ class MultiKueue:
                 self.free(worker)
 
     def preempting_for(self, priority_class: str, value: int = 1000) -> None:
-        """A WorkloadPriorityClass `priority_class` of `value` on every cluster (one left by
-        an earlier run kept), and each worker's ClusterQueue of the namespace preempting
-        lower priorities (Kueue's withinClusterQueue: LowerPriority)."""
-        for cluster in [self.manager, *self.workers]:
-            wpc: Dict = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass"}
-            wpc |= {"metadata": {"name": priority_class}, "value": value}
-            with contextlib.suppress(client.ApiException):
-                self.custom(cluster).create_cluster_custom_object(
-                    *KUEUE, "workloadpriorityclasses", wpc
-                )
-        for worker in self.workers:
-            self.custom(worker).patch_cluster_custom_object(
-                *KUEUE,
-                "clusterqueues",
-                f"cq-{self.ns}",
-                {"spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}},
-            )
+        """clusters.helpers.kube.preempting_for, over this namespace."""
+        kube.preempting_for(self.bed, self.ns, priority_class, value)
 
     def wait_full(self, worker: str, cpu: str, timeout: float) -> None:
         """Until this namespace's ClusterQueue on `worker` says `cpu` is reserved."""
@@ -378,50 +363,11 @@ def dispatcher_with(controllers: list[setup.Controller], *flags: str) -> Iterato
 
 
 @contextlib.contextmanager
-def workloads_seen(mk: MultiKueue, worker: str) -> Iterator[list[Dict]]:
-    """Every version of every Workload in the test namespace on `worker` during the block, as
-    a watch brings them: a copy made and deleted moments later included, and a state that
-    lasted less than a poll's interval."""
-    seen: list[Dict] = []
-    stop = threading.Event()
-    started = threading.Event()
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            custom = client.CustomObjectsApi(mk.bed.api(worker))
-            listed = custom.list_namespaced_custom_object(*KUEUE, mk.ns, "workloads")
-            seen.extend(listed["items"])
-            version = listed["metadata"]["resourceVersion"]
-            started.set()
-            while not stop.is_set():
-                stream = watch.Watch().stream(
-                    custom.list_namespaced_custom_object,
-                    *KUEUE,
-                    mk.ns,
-                    "workloads",
-                    resource_version=version,
-                    timeout_seconds=2,
-                )
-                for event in stream:
-                    if event["type"] == "ERROR":  # a gap: what it missed is not known
-                        raise RuntimeError(f"watch error: {event['object']}")
-                    seen.append(event["object"])
-                    version = event["object"]["metadata"]["resourceVersion"]
-        except BaseException as exc:  # a negative check on `seen` would pass without it
-            failed.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert started.wait(10), f"cannot watch Workloads on {worker}: {failed}"
-    try:
+def workloads_seen(mk: MultiKueue, cluster: str) -> Iterator[list[Dict]]:
+    """Every version of every Workload in the test namespace on `cluster` during the block
+    (clusters.helpers.kube.workloads_seen)."""
+    with kube.workloads_seen(mk.bed.api(cluster), mk.ns, cluster) as seen:
         yield seen
-    finally:
-        stop.set()
-        thread.join(10)
-    # What the block saw is whole only if the watch ran to its end.
-    assert not failed, f"the Workload watch on {worker} stopped: {failed[0]!r}"
-    assert not thread.is_alive(), f"the Workload watch on {worker} did not end"
 
 
 def names(workloads: list[Dict]) -> set[str]:
