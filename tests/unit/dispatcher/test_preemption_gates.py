@@ -731,3 +731,13 @@ def test_by_cost_the_grace_counts_from_the_first_copy_said_blocked() -> None:
         preemption_by_cost=True,
     )
     assert opened(plan) == ["w2"]
+
+
+def test_a_worker_taken_out_takes_its_checkpoints_memory_with_it() -> None:
+    world, ctx = fleet([], {"worker1": [], "worker2": []}, orchestrated_preemption=True)
+    try:
+        assert set(ctx.workers._checkpoints) == {"worker1", "worker2"}
+        ctx.workers.forget("worker1")
+        assert set(ctx.workers._checkpoints) == {"worker2"}
+    finally:
+        world.close()
