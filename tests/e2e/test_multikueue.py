@@ -125,7 +125,8 @@ def test_managed_by_edges_are_judged_as_trainers_crd_and_kueues_webhook_do(bed: 
         failed = mk.wait_until(name, "Failed", timeout=30)
         assert failed["reason"] == "NotDispatched", failed
         assert "no queue" in failed["message"] and "spec.managedBy" in failed["message"]
-        assert "NotDispatched" in events_of(mk, name)
+        # the Event is posted once the status is written: it may come a moment after
+        wait_for(lambda n=name: "NotDispatched" in events_of(mk, n), 10, what=f"{name}'s Event")
     # MultiKueue's by managedBy, but queued nowhere: said (NoQueueName), not left in silence.
     no_queue = {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",

@@ -66,7 +66,7 @@ REVIEWED_DAEMONS = {
     ),
     ("real/test_upgrade.py", "flight"): "Flight.failure and Flight.looked, checked by _ran_once",
     ("real/test_upgrade.py", "_during"): "Flight.failure, checked as the creator is joined",
-    ("support/multikueue.py", "workloads_seen"): "its failure is asserted as the block ends",
+    ("helpers/kube.py", "workloads_seen"): "its failure is asserted as the block ends",
     ("helpers/waiting.py", "http_server"): "a loopback server the test talks to",
 }
 
@@ -94,7 +94,7 @@ REVIEWED_CLOCK_BOUNDS = {
     ("real/test_upgrade.py", "_during"): (
         "the same for the upgrade's creator: told to stop, it ends within one create"
     ),
-    ("support/multikueue.py", "workloads_seen"): (
+    ("helpers/kube.py", "workloads_seen"): (
         "told to stop, the watch ends within its own 2 s timeout; 10 s without ending is a"
         " stuck watch, whose record of what it saw would be cut short"
     ),
