@@ -137,7 +137,9 @@ def _show(qty: Decimal) -> str:
 _REQUESTS: LRU[tuple[str, str], list[tuple[str, Amounts]]] = LRU(4096)
 
 
-def _podset_requests_of(workload: WorkloadView) -> list[tuple[str, Amounts]]:
+def requests_of(workload: WorkloadView) -> list[tuple[str, Amounts]]:
+    """`podset_requests`, worked out once per stored version of the Workload (its uid and
+    generation): capacity's fit and the preemption estimate ask it on every pass."""
     uid, generation = workload.uid, workload.generation
     if not uid or generation is None:
         return podset_requests(workload)  # not a stored version: nothing names its content
@@ -156,7 +158,7 @@ def fit(
         # Structural, but an administrator may add it any moment: never a reason to give up.
         return Fit(False, True, f"no LocalQueue {queue} with its ClusterQueue")
     try:
-        podsets = _podset_requests_of(workload)
+        podsets = requests_of(workload)
     except (ValueError, TypeError, ArithmeticError) as exc:
         # A quantity no pod could ask for (out of range, or not one this reads): the job
         # waits, saying why, and no pass fails over it.

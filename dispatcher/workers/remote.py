@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 
 from dispatcher.decisions import checkpoints, preemption
-from dispatcher.decisions.capacity import Fit, cohort_of, fit, podset_requests, quota_summary
+from dispatcher.decisions.capacity import Fit, cohort_of, fit, quota_summary, requests_of
 from dispatcher.decisions.copies import COPY_KINDS, seen
 from dispatcher.decisions.data import Claims
 from kubebase.objects import Dict
@@ -445,7 +445,7 @@ class RemoteCluster:
         if not isinstance(priority, int) or isinstance(priority, bool):
             priority = 0
         created = str(copy.meta.get("creationTimestamp") or "")
-        chosen = preemption.victims(podset_requests(workload), priority, created, cq, held, now)
+        chosen = preemption.victims(requests_of(workload), priority, created, cq, held, now)
         return None if chosen is None else preemption.cost(chosen, now)
 
     def queue_counts(self, namespace: str, queue: str) -> Dict | None:
