@@ -163,7 +163,7 @@ def _dispatch_writes(
                 (opened,) = [
                     g["lastTransitionTime"]
                     for g in action.obj["status"]["preemptionGates"]
-                    if g["name"] == c.KUEUE_MULTIKUEUE_PREEMPTION_GATE
+                    if g.get("name") == c.KUEUE_MULTIKUEUE_PREEMPTION_GATE
                 ]
                 workers.note_gate_opened(wl.uid or "", opened)
             if done and action.verb == "create" and action.obj["kind"] == "TrainJob":

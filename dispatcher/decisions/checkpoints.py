@@ -122,7 +122,8 @@ def checkpoint(name: object, step: object = None) -> Checkpoint | None:
     """A checkpoint from what was reported or recorded, if it has a checkpoint's shape."""
     if not isinstance(name, str) or not NAME.match(name) or ".." in name.split("/"):
         return None
-    if isinstance(step, str) and step.isascii() and step.isdigit():  # "²" is a digit too
+    # "²" is a digit too; more than 18 digits is no step (and past 4,300 int() refuses)
+    if isinstance(step, str) and step.isascii() and step.isdigit() and len(step) <= 18:
         step = int(step)
     return Checkpoint(name, step if isinstance(step, int) and step >= 0 else None)
 

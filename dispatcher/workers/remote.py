@@ -236,9 +236,11 @@ class RemoteCluster:
         ended = kind == c.TRAINJOB.kind and cond.trainjob_finished(
             list((obj.get("status") or {}).get("conditions") or [])
         )
-        if kind == c.TRAINJOB.kind and self._held is not None:
-            self._note_checkpoint(_type, obj)
-        self._on_change(meta["namespace"], meta["name"], ended)
+        try:
+            if kind == c.TRAINJOB.kind and self._held is not None:
+                self._note_checkpoint(_type, obj)
+        finally:  # the change is told whatever the memory made of it
+            self._on_change(meta["namespace"], meta["name"], ended)
 
     def _note_checkpoint(self, type_: str, obj: Dict) -> None:
         """Remember when a TrainJob copy's report first named its latest checkpoint (name and

@@ -376,6 +376,7 @@ def _worker(
     queue: ClusterQueueView | None = None,
     *,
     listed: bool = True,
+    readable: bool = True,
     noted: dict[tuple[str, str], Noted] | None = None,
 ) -> Any:
     """What RemoteCluster.preemption_cost reads of a worker: its ClusterQueue "cq" (the
@@ -386,7 +387,7 @@ def _worker(
         name="worker1",
         _held=SimpleNamespace(group=lambda name: kept if name == "cq" else []),
         _held_ok=listed,
-        _readable=lambda kinds: True,
+        _readable=lambda kinds: readable,
         local_queue=lambda ns, name: SimpleNamespace(cluster_queue="cq"),
         cluster_queue=lambda name: found if name == "cq" else None,
         _checkpoints=noted or {},
@@ -404,6 +405,7 @@ def test_nothing_is_estimated_before_the_held_watch_has_listed() -> None:
     wl = _asking(4, 100)
     assert _estimated(_worker(full), wl, wl) == Cost((Victim("ns", "low", 600.0, False),))
     assert _estimated(_worker(full, listed=False), wl, wl) is None
+    assert _estimated(_worker(full, readable=False), wl, wl) is None  # its queues unread
 
 
 def test_the_copys_own_priority_and_creation_are_what_its_kueue_preempts_with() -> None:
@@ -485,3 +487,17 @@ def test_a_reports_time_ahead_or_unreadable_counts_as_when_it_was_seen() -> None
         (_, _, _, seen) = noted[("ns", "old")]
         assert seen is not None
         assert dt.datetime(2020, 6, 1, tzinfo=dt.UTC) < seen < NOW.replace(year=3000)
+
+
+def test_a_step_of_more_digits_than_a_step_has_is_no_step() -> None:
+    """int() refuses past 4,300 digits: such a report must name its checkpoint, not raise."""
+    report = _report("u1", "step-4.pt")
+    report["status"]["trainerStatus"]["metrics"].append(
+        {"name": "checkpoint_step", "value": "9" * 5000}
+    )
+    noted = _noted(SEEN, ("MODIFIED", report))
+    assert noted[("ns", "old")][1:3] == ("step-4.pt", None)
+
+
+def test_equal_candidates_go_by_uid_whatever_order_they_are_listed_in() -> None:
+    assert picked(4, [held("b", 4), held("a", 4)], queue=cq("Any")) == ["a"]
