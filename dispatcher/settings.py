@@ -234,6 +234,17 @@ class DispatcherSettings(ControllerSettings):
         "its admission), Kueue's order where that cannot be estimated; Kueue: the first to "
         "say it is blocked, as Kueue's own MultiKueue",
     )
+    preemption_cost_wait: float = Field(
+        default=60.0,
+        ge=0,
+        le=3600,
+        description="orchestrated preemption by cost: seconds the choice waits, once a worker "
+        "says it must preempt, for another whose Kueue has not judged the job yet while the "
+        "estimate says that one would admit it as it is, or by preempting at a lower cost "
+        "(its Kueue judges a copy only once a preemption under way in its queue has ended), "
+        "or for a worker not connected or listed yet; a worker whose cost cannot be "
+        "estimated is waited for 10 seconds",
+    )
     single_cluster_preemption_timeout: float = Field(
         default=300.0,
         gt=0,
@@ -290,6 +301,12 @@ class DispatcherSettings(ControllerSettings):
     leader_election_id: str = Field(
         default="trainjob-dispatcher", min_length=1, description="name of the Lease"
     )
+
+    @property
+    def prices_preemption(self) -> bool:
+        """Orchestrated preemption by cost: every Workload holding quota on the workers is
+        watched, and what a preemption there would cost estimated."""
+        return self.orchestrated_preemption and self.preemption_order == "Cost"
 
     @model_validator(mode="before")
     @classmethod

@@ -165,7 +165,7 @@ def _dispatch_writes(
                     for g in action.obj["status"]["preemptionGates"]
                     if g.get("name") == c.KUEUE_MULTIKUEUE_PREEMPTION_GATE
                 ]
-                workers.note_gate_opened(wl.uid or "", opened)
+                workers.note_gate_opened(wl.uid or "", cluster, opened)
             if done and action.verb == "create" and action.obj["kind"] == "TrainJob":
                 resume = checkpoints.resume_of(action.obj)
                 if resume is not None:

@@ -127,8 +127,9 @@ def _after_dispatch(
 ) -> float | None:
     """What the pass keeps of its dispatch for the next ones, and when the next is due."""
     ctx.memory.note_held(held_key(*key), plan.status_held)
-    if plan.withheld:  # another look once one of these has more room (watches.on_remote_room)
-        ctx.withheld[key] = frozenset(plan.withheld)
+    if plan.withheld or plan.awaited:  # another look once one of these has more room, or
+        # is listed (watches.on_remote_room)
+        ctx.withheld[key] = frozenset([*plan.withheld, *plan.awaited])
     else:
         ctx.withheld.pop(key, None)
     return REMOTE_RETRY_SECONDS if retry else plan.requeue_after
@@ -207,6 +208,7 @@ def _dispatch(
         clusters = [*clusters, wl.cluster_name]
     asks = _asks(ctx, caches, trainjob, wl, chosen)
     remotes = [_remote_view(ctx, caches, cname, asks) for cname in clusters]
+    _price_preemptions(ctx, wl, remotes)
     place = _checkpoint_place(caches, trainjob)
     observed = DispatchObserved(
         workload=wl,
@@ -229,9 +231,28 @@ def _dispatch(
         preemption_gated=ctx.settings.orchestrated_preemption,
         preemption_timeout=ctx.settings.single_cluster_preemption_timeout,
         preemption_by_cost=ctx.settings.preemption_order == "Cost",
+        preemption_cost_wait=ctx.settings.preemption_cost_wait,
         gate_opened_last=ctx.workers.gate_opened(wl.uid or ""),
     )
     return Dispatch(decide(observed, strategy(ctx.settings)), wl, check)
+
+
+def _price_preemptions(ctx: Context, wl: WorkloadView, remotes: list[RemoteView]) -> None:
+    """What a preemption would cost on each worker where the job's copy is gated and holds
+    no quota (or whether that is known soon), worked out only while one of its copies says
+    it is blocked on the gate: the only time the gate's choice reads it."""
+    if not any(r.workload is not None and r.workload.blocked_on_gates_since for r in remotes):
+        return
+    now = dt.datetime.now(dt.UTC)
+    for view in remotes:
+        remote, copy = ctx.workers.get(view.name), view.workload
+        if remote is None:
+            continue  # pending or not: _remote_view said
+        gated = copy is not None and copy.gated_by(c.KUEUE_MULTIKUEUE_PREEMPTION_GATE)
+        if copy is not None and gated and not copy.has_quota:
+            view.preemption = remote.preemption_cost(wl, copy, now)
+        if copy is None or (gated and view.preemption is None):  # none seen yet, or not costed
+            view.preemption_pending = remote.estimate_pending
 
 
 @dataclass(frozen=True)
@@ -291,6 +312,13 @@ def _remote_view(ctx: Context, caches: Caches, cname: str, asks: _Asks) -> Remot
     if remote is None:
         view = RemoteView(cname, False, _lost_for(caches, cname), None, None)
         view.selected = selected
+        # not connected yet (a replica just started) though its MultiKueueCluster says it
+        # was Active: its copies, and what a preemption there would cost, are known soon
+        view.preemption_pending = (
+            ctx.settings.prices_preemption
+            and view.disconnected_for == 0.0
+            and ctx.workers.problem(cname) is None
+        )
         return view
     taken_keys = asks.taken_keys
     view = RemoteView(
@@ -305,8 +333,6 @@ def _remote_view(ctx: Context, caches: Caches, cname: str, asks: _Asks) -> Remot
     )
     view.selected = selected
     copy = view.workload
-    if copy is not None and copy.blocked_on_gates_since is not None:
-        view.preemption = remote.preemption_cost(wl, copy, dt.datetime.now(dt.UTC))
     if taken_keys and copy is not None:
         view.copied = ctx.workers.copies.current(cname, namespace, taken_keys, copy.uid or "")
     if asks.follows is not None and _served_there(remote, asks.own_runtime, ctx.settings.origin):

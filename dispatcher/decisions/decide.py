@@ -69,9 +69,12 @@ class RemoteView:
     taken: Taken | None = None
     # Why it cannot serve the job's data (claims, datasets: data.py); no copy goes there.
     data_problem: str | None = None
-    # What letting its Kueue preempt for the job would cost (preemption.py), while its copy
-    # is blocked on the preemption gate; None: not known.
+    # What letting its Kueue preempt for the job would cost (preemption.py; no victims: it
+    # fits there as it is), while its copy is gated and holds no quota; None: not known.
     preemption: Cost | None = None
+    # Whether that is not known only until the watches have listed the worker (a replica
+    # just started, the worker still connecting): known soon.
+    preemption_pending: bool = False
     # The TrainJob's dependencies known to be in place there for its Workload copy (Kind/name
     # -> the digest of what the copy holds: dependencies.py).
     copied: dict[str, str] = field(default_factory=dict)
@@ -111,9 +114,14 @@ class DispatchObserved:
     # Which blocked worker opens first: the cheapest preemption, where every one's cost is
     # known (settings.preemption_order "Cost"), else the first to say it is blocked.
     preemption_by_cost: bool = False
-    # When the dispatcher last opened a gate of this Workload's copies (None: not lately, or
-    # not this replica): counted with the copies' own times.
-    gate_opened_last: str | None = None
+    # How long the cost order waits for a worker whose Kueue has not judged the job's copy
+    # while the estimate says it would admit it there as it is, or for less than the blocked
+    # workers' best (settings.preemption_cost_wait); others are waited for COST_GRACE.
+    preemption_cost_wait: float = 60.0
+    # Where and when the dispatcher last opened a gate of this Workload's copies (None: not
+    # lately, or not this replica): counted with the copies' own times, but for a worker
+    # lost for good.
+    gate_opened_last: tuple[str, str] | None = None
 
 
 # What a RemoteAction does to its object; "ensure": a dependency's copy made, or brought up to
@@ -145,6 +153,9 @@ class DispatchPlan:
     requeue_after: float | None = None  # seconds until time alone changes the decision
     status_held: bool = False  # a status change is held back (status_writes.hold)
     withheld: list[str] = field(default_factory=list)  # sent no copy for want of room now
+    # Workers whose preemption estimate the gate waits for (not listed yet): another look
+    # once they are, as for `withheld`.
+    awaited: list[str] = field(default_factory=list)
     deactivate: bool = False  # set spec.active false on the manager Workload (given up on it)
     # A run on a worker that ended before the job did, to add to its record (placements.py).
     placement_ended: placements.Ended | None = None
@@ -858,12 +869,20 @@ class Gates:
     wanted_since: str = ""
     wait: float | None = None
     costs: tuple[tuple[str, Cost], ...] = ()
+    awaited: tuple[str, ...] = ()  # the workers whose estimate is pending
 
 
-# How long the cost order waits, after the first copy said it is blocked, for the other
-# copies whose Kueue has not judged them yet (a copy's Kueue judges it within a scheduling
-# cycle or two; one that never needs to preempt never says so, and costs the job this).
+# How long the cost order waits, after the first copy said it is blocked, for another copy
+# whose Kueue has not judged it yet and whose cost the estimate cannot tell (a copy's Kueue
+# judges it within a scheduling cycle or two; one that never needs to preempt never says so,
+# and costs the job this). One the estimate says is cheaper is waited for longer
+# (DispatchObserved.preemption_cost_wait): its Kueue judges it only once a preemption under
+# way in its queue has ended (Kueue v0.19 keeps the preempting Workload at the head of a
+# BestEffortFIFO queue until then).
 COST_GRACE = 10.0
+# How soon a pass looks again at an estimate pending on its watches' first list, at the
+# latest (the pass is woken when the worker is listed: DispatchPlan.awaited).
+ESTIMATE_POLL = 5.0
 
 
 def _preemption_gate(p: _Pass, reachable: list[RemoteView]) -> Gates:
@@ -879,8 +898,10 @@ def _preemption_gate(p: _Pass, reachable: list[RemoteView]) -> Gates:
 
     By cost (`preemption_by_cost`), when what each blocked worker's preemption would cost
     is known (preemption.py): the one that loses the least training first (whole minutes,
-    then fewer victims; ties in Kueue's order), once the copies not judged yet have had
-    COST_GRACE seconds to say whether they are blocked too."""
+    then fewer victims; ties in Kueue's order), once the copies not judged yet have had time
+    to say whether they are blocked too: `preemption_cost_wait` seconds for those the
+    estimate says would be admitted as they are or for less than the best blocked one,
+    COST_GRACE for those it cannot tell, none for those it says would cost as much or more."""
     obs = p.obs
     gate = c.KUEUE_MULTIKUEUE_PREEMPTION_GATE
 
@@ -889,11 +910,14 @@ def _preemption_gate(p: _Pass, reachable: list[RemoteView]) -> Gates:
         made_for = copy.annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION) if copy else None
         return copy if copy is not None and made_for == p.wl.uid else None
 
+    def kept(r: RemoteView) -> bool:
+        return r.connected or r.disconnected_for < obs.worker_lost_timeout
+
     holding = {
         r.name: opened
         for r in obs.remotes
         if (copy := copy_of(r)) is not None
-        and (r.connected or r.disconnected_for < obs.worker_lost_timeout)
+        and kept(r)
         and (opened := copy.gate_opened_at(gate)) is not None
     }
     names = tuple(holding)
@@ -907,7 +931,11 @@ def _preemption_gate(p: _Pass, reachable: list[RemoteView]) -> Gates:
     )
     if not blocked:
         return Gates(names)
-    times = [*holding.values(), *([obs.gate_opened_last] if obs.gate_opened_last else [])]
+    times = list(holding.values())
+    if obs.gate_opened_last is not None:
+        where, when = obs.gate_opened_last
+        if all(kept(r) for r in obs.remotes if r.name == where):
+            times.append(when)
     if times:
         # a time that cannot be read counts as Kueue's zero time (long ago); one ahead of
         # our clock as now
@@ -915,9 +943,17 @@ def _preemption_gate(p: _Pass, reachable: list[RemoteView]) -> Gates:
         since_opened = max(0.0, (obs.now - latest).total_seconds())
         if since_opened < obs.preemption_timeout:
             return Gates(names, wait=obs.preemption_timeout - since_opened)
-    costs = {r.name: r.preemption for r in reachable if r.preemption is not None}
+    # a blocked worker's estimate without victims disagrees with its Kueue: not known
+    costs = {r.name: r.preemption for r in reachable if r.preemption and r.preemption.victims}
     ranked: tuple[tuple[str, Cost], ...] = ()
+    waited = max(0.0, (obs.now - min(_time_or_epoch(b[0]) for b in blocked)).total_seconds())
+    awaited = tuple(r.name for r in obs.remotes if r.selected and r.preemption_pending)
+    if obs.preemption_by_cost and awaited and waited < obs.preemption_cost_wait:
+        # an estimate known once its watches have listed the worker
+        wait = min(ESTIMATE_POLL, obs.preemption_cost_wait - waited)
+        return Gates(names, wait=wait, awaited=awaited)
     if obs.preemption_by_cost and all(name in costs for _, _, name in blocked):
+        best = min(costs[name].rank for _, _, name in blocked)
         unjudged = [
             r
             for r in reachable
@@ -927,9 +963,19 @@ def _preemption_gate(p: _Pass, reachable: list[RemoteView]) -> Gates:
             and copy.blocked_on_gates_since is None
             and not copy.has_quota
         ]
-        waited = max(0.0, (obs.now - min(_time_or_epoch(b[0]) for b in blocked)).total_seconds())
-        if unjudged and waited < COST_GRACE:
-            return Gates(names, wait=COST_GRACE - waited)
+        patience = max(
+            (
+                COST_GRACE
+                if r.preemption is None
+                else obs.preemption_cost_wait
+                if r.preemption.rank < best  # no victims ranks below any
+                else 0.0
+                for r in unjudged
+            ),
+            default=0.0,
+        )
+        if waited < patience:
+            return Gates(names, wait=patience - waited)
         blocked.sort(key=lambda b: (costs[b[2]].rank, b))
         ranked = tuple((name, costs[name]) for _, _, name in blocked)
     chosen = next(r for r in reachable if r.name == blocked[0][2])
@@ -956,6 +1002,7 @@ def _open(p: _Pass, gates: Gates) -> None:
     if gates.wait is not None:
         later = plan.requeue_after
         plan.requeue_after = gates.wait if later is None else min(later, gates.wait)
+    plan.awaited = list(gates.awaited)
     remote = gates.opening
     if remote is None or remote.workload is None:
         return

@@ -177,9 +177,9 @@ def victims(
     now: dt.datetime,
 ) -> list[Held] | None:
     """The Workloads of `held` (all that hold quota in `cq`) that `cq`'s Kueue would evict to
-    admit a Workload asking `podsets` at `priority`, created at `created`; None when that
-    cannot be estimated (see the module's docstring) or when no set of them would make
-    room."""
+    admit a Workload asking `podsets` at `priority`, created at `created` (none when it fits
+    as it is); None when that cannot be estimated (see the module's docstring) or when no
+    set of them would make room."""
     policy = (cq.spec.get("preemption") or {}).get("withinClusterQueue") or "Never"
     if cq.cohort or policy not in POLICIES:
         return None
@@ -197,7 +197,7 @@ def victims(
 
     short = {key for key, qty in need.items() if qty > quotas.nominal[key] - used[key]}
     if not short:
-        return None  # it fits as it is: nothing to estimate
+        return []  # it fits as it is
     candidates = sorted(
         (
             h

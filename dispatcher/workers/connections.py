@@ -68,10 +68,11 @@ class WorkerConnections:
         # Names our copies cannot take on a worker (an object there that is not ours, or a
         # copy the worker refuses): (cluster, namespace, name) -> (why, monotonic time noted).
         self._taken: dict[tuple[str, str, str], tuple[Taken, float]] = {}
-        # When this replica last opened a preemption gate for a manager Workload (its UID ->
-        # monotonic time, RFC 3339 time), while that keeps the next worker waiting: a copy
-        # deleted since (its worker deselected by the TrainJob) takes its own record with it.
-        self._gates: dict[str, tuple[float, str]] = {}
+        # Where and when this replica last opened a preemption gate for a manager Workload
+        # (its UID -> monotonic time, (worker, RFC 3339 time)), while that keeps the next
+        # worker waiting: a copy deleted since (its worker deselected by the TrainJob) takes
+        # its own record with it.
+        self._gates: dict[str, tuple[float, tuple[str, str]]] = {}
         # Per worker, its TrainJob copies' last checkpoints as first seen named (remote.py),
         # kept while the worker is reconnected
         self._checkpoints: dict[str, dict[tuple[str, str], Noted]] = {}
@@ -196,18 +197,20 @@ class WorkerConnections:
                 self._taken.pop((cluster, namespace, name), None)
         return None
 
-    def note_gate_opened(self, workload_uid: str, when: str) -> None:
-        """A copy's preemption gate opened for the manager Workload `workload_uid` at `when`
-        (RFC 3339); older notes that keep nobody waiting any more go."""
+    def note_gate_opened(self, workload_uid: str, worker: str, when: str) -> None:
+        """A copy's preemption gate opened on `worker` for the manager Workload
+        `workload_uid` at `when` (RFC 3339); older notes that keep nobody waiting any more
+        go."""
         now = time.monotonic()
         keep = self.settings.single_cluster_preemption_timeout
         with self._lock:
             for uid in [u for u, (noted, _) in self._gates.items() if now - noted >= keep]:
                 del self._gates[uid]
-            self._gates[workload_uid] = (now, when)
+            self._gates[workload_uid] = (now, (worker, when))
 
-    def gate_opened(self, workload_uid: str) -> str | None:
-        """When a gate was last opened for the manager Workload, while that still counts."""
+    def gate_opened(self, workload_uid: str) -> tuple[str, str] | None:
+        """The worker a gate was last opened on for the manager Workload, and when, while
+        that still counts."""
         with self._lock:
             found = self._gates.get(workload_uid)
         keep = self.settings.single_cluster_preemption_timeout
@@ -228,6 +231,13 @@ class WorkerConnections:
     def get(self, name: str) -> RemoteCluster | None:
         with self._lock:
             return self.remotes.get(name)
+
+    def problem(self, name: str) -> str | None:
+        """Why this replica has no connection to the worker `name` (None: it has one, or is
+        making it)."""
+        with self._lock:
+            found = self._problems.get(name)
+        return found[1] if found is not None else None
 
     def known(self) -> list[tuple[str, RemoteCluster | None, str | None]]:
         """Every worker this replica knows of, by name: its connection (None when it has no
@@ -379,8 +389,7 @@ class WorkerConnections:
                 on_room=self._on_room,
                 on_event=self._on_event,
                 events=self.settings.mirror_events,
-                held=self.settings.orchestrated_preemption
-                and self.settings.preemption_order == "Cost",
+                held=self.settings.prices_preemption,
                 checkpoints_seen=self._checkpoints.setdefault(name, {}),
             )
             self.remotes[name] = remote

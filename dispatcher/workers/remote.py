@@ -57,6 +57,9 @@ READ_KINDS = {
 }
 CLAIM_KINDS = (c.PERSISTENT_VOLUME_CLAIM.kind,)
 QUEUE_KINDS = (c.LOCAL_QUEUE.kind, c.CLUSTER_QUEUE.kind)
+# How long after connecting an estimate may be pending at most (twice the held watch's list
+# timeout): a worker whose lists never end holds no job waiting beyond it.
+ESTIMATE_PENDING_MAX = 120.0
 RUNTIME_KINDS = (c.TRAINING_RUNTIME.kind, c.CLUSTER_TRAINING_RUNTIME.kind)
 
 
@@ -207,6 +210,10 @@ class RemoteCluster:
         # of ours the last checkpoint its report named and when it was first seen named:
         # what a preemption here would evict, and the training each would lose.
         self._held_ok = False
+        # The watches an estimate reads whose first list has not come in or failed yet: while
+        # any has not, an estimate is pending (known soon), not unknown.
+        self._estimate_unheard = {*QUEUE_KINDS, "held"} if held else set()
+        self._made_at = time.monotonic()
         # (namespace, name) -> what is remembered of its last checkpoint (Noted), kept by the
         # caller across reconnections
         self._checkpoints: dict[tuple[str, str], Noted] = (
@@ -310,6 +317,12 @@ class RemoteCluster:
             self.last_error = error
         if self.connected:
             self.down_since = None
+            if not before and self._held is not None:
+                # connected again: an estimate is pending until the watches it reads that
+                # failed meanwhile have listed the worker again
+                self._estimate_unheard = {k for k in QUEUE_KINDS if not self._read_ok[k]}
+                self._estimate_unheard |= set() if self._held_ok else {"held"}
+                self._made_at = time.monotonic()
         elif self.down_since is None and (before or (was_connecting and not ok)):
             # Lost now: it went down, or the first attempt after start-up failed with no
             # earlier outage on record (an unknown lost time counts as lost now).
@@ -345,6 +358,7 @@ class RemoteCluster:
 
     def _set_read_ok(self, kind: str, ok: bool, error: str = "") -> None:
         self._read_ok[kind] = ok
+        self._heard(kind)
 
     def _readable(self, kinds: tuple[str, ...]) -> bool:
         return self.connected and all(self._read_ok[k] for k in kinds)
@@ -404,15 +418,33 @@ class RemoteCluster:
 
     def _set_held_ok(self, ok: bool, error: str = "") -> None:
         self._held_ok = ok
+        self._heard("held")
+
+    def _heard(self, watch: str) -> None:
+        """A watch an estimate reads has listed the worker, or failed to: once the last has,
+        the jobs waiting for the estimate take another look (as for room: on_room)."""
+        if watch in self._estimate_unheard:
+            self._estimate_unheard.discard(watch)
+            if not self._estimate_unheard:
+                self._on_room(self.name)
+
+    @property
+    def estimate_pending(self) -> bool:
+        """Whether what a preemption here would cost is not known only because the watches
+        have not listed the worker yet (a replica just started, or the worker was connected
+        again): the cost order waits for it rather than fall back on Kueue's."""
+        if self._held is None or time.monotonic() - self._made_at > ESTIMATE_PENDING_MAX:
+            return False  # a list that never ends (say, its pages expire) keeps none waiting
+        return self.connecting or (self.connected and bool(self._estimate_unheard))
 
     def preemption_cost(
         self, workload: WorkloadView, copy: WorkloadView, now: dt.datetime
     ) -> preemption.Cost | None:
         """What letting this worker's Kueue preempt to admit `copy` (of the manager Workload
         `workload`) would cost: the Workloads it would evict and the training each would lose
-        (preemption.py); None when that is not known (not watched or not readable here, or
-        not something the estimate simulates). An estimate that fails is unknown too, said
-        in a warning: it never fails the pass."""
+        (preemption.py; none: it fits as it is); None when that is not known (not watched or
+        not readable here, or not something the estimate simulates). An estimate that fails
+        is unknown too, said in a warning: it never fails the pass."""
         if self._held is None or not self._held_ok or not self._readable(QUEUE_KINDS):
             return None
         try:

@@ -11,6 +11,7 @@ this module's own, up beside the kwok bed for as long as the module runs."""
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 from collections.abc import Iterator
 from functools import partial
@@ -32,11 +33,16 @@ from tests.support.multikueue import (
     KUEUE,
     LOST_TIMEOUT,
     MULTIKUEUE,
+    URGENT,
     MultiKueue,
     dispatched_to,
     dispatcher_down,
     events_of,
+    manager_events,
+    orchestrated,
+    preempted,
     the_leader,
+    workloads_seen,
 )
 
 pytestmark = [pytest.mark.bed]
@@ -255,6 +261,56 @@ def test_trainer_on_the_manager_leaves_multikueue_trainjobs_to_the_dispatcher(
     assert [j["metadata"]["name"] for j in jobsets(mk, mk.manager)] == [local_name]
     assert dispatched_to(mk, "sent") == ["worker2"]
     assert not [e for e in events_of(mk, "sent") if "JobSet" in e], events_of(mk, "sent")
+
+
+def test_a_trainer_worker_preempts_for_a_gated_copy_only_once_the_dispatcher_lets_it(
+    mixed_fleet: tuple[Bed, list[setup.Controller]],
+) -> None:
+    """Kueue's orchestrated preemption on a stock Trainer worker: the Workload copy made there
+    with MultiKueue's gate, its Kueue (Trainer's TrainJob integration) blocked on it while a
+    TrainJob of its own fills the queue, the gate opened by the dispatcher, the worker's own
+    job preempted and the high-priority one run there."""
+    mixed, controllers = mixed_fleet
+    mk = MultiKueue(mixed, cpu_by_worker={"worker1": "0", "worker2": "1"})
+    mk.preempting_for(URGENT)
+    with (
+        orchestrated(mixed, controllers, "--single-cluster-preemption-timeout", "600"),
+        workloads_seen(mk, "worker2") as seen,
+        mk.filled("worker2", cpu="1"),
+    ):
+        mk.submit("urgent", metadata={"labels": {"kueue.x-k8s.io/priority-class": URGENT}})
+        mk.wait_until("urgent", "Complete", timeout=240)
+    assert (mk.get("urgent") or {})["status"]["clusterName"] == "worker2"
+    copies = [
+        wl
+        for wl in list(seen)
+        if (wl["metadata"].get("labels") or {}).get("kueue.x-k8s.io/multikueue-origin")
+    ]
+    assert copies and all(
+        wl["spec"].get("preemptionGates") == [{"name": "kueue.x-k8s.io/multikueue"}]
+        for wl in copies
+    ), "the copy made with MultiKueue's gate"
+    assert any(
+        cd["type"] == "BlockedOnPreemptionGates" and cd["status"] == "True"
+        for wl in copies
+        for cd in (wl.get("status") or {}).get("conditions") or []
+    ), "Trainer's worker's Kueue waited on the gate"
+    assert preempted(seen, "local"), "the worker's own job preempted"
+    assert "PreemptionAllowed" in events_of(mk, "urgent")
+    # and only once let: the eviction no earlier than the Event (both in whole seconds)
+    (allowed,) = [
+        e.metadata.creation_timestamp
+        for e in manager_events(mk, "urgent")
+        if e.reason == "PreemptionAllowed"
+    ]
+    evicted = [
+        dt.datetime.fromisoformat(cd["lastTransitionTime"].replace("Z", "+00:00"))
+        for wl in list(seen)
+        if (wl["metadata"].get("ownerReferences") or [{}])[0].get("name") == "local"
+        for cd in (wl.get("status") or {}).get("conditions") or []
+        if cd["type"] == "Evicted" and cd["status"] == "True"
+    ]
+    assert evicted and min(evicted) >= allowed.replace(microsecond=0), (evicted, allowed)
 
 
 def test_a_trainjob_on_a_lost_trainer_worker_moves_to_ours_and_runs_once(mixed: Bed) -> None:

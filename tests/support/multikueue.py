@@ -455,3 +455,34 @@ def example_runtime() -> Dict:
     example = setup.REPO / "examples" / "runtimes" / "torch-distributed.yaml"
     runtime: Dict = load_manifests(example.read_text())[0]
     return runtime
+
+
+# ---- Kueue's orchestrated preemption (MultiKueueOrchestratedPreemption) ----
+
+GATE = "MultiKueueOrchestratedPreemption"
+URGENT = "tj-urgent"  # a WorkloadPriorityClass the workers' queues preempt for (preempting_for)
+
+
+@contextlib.contextmanager
+def orchestrated(bed: Bed, controllers: list[setup.Controller], *flags: str) -> Iterator[None]:
+    """Every cluster's Kueue with the gate on and the dispatcher gating its copies, for the
+    block; then both as before."""
+    bed.set_kueue_feature_gates({GATE: True})
+    try:
+        with dispatcher_with(controllers, "--orchestrated-preemption", "true", *flags):
+            yield
+    finally:
+        bed.set_kueue_feature_gates({})
+
+
+def preempted(seen: list[Dict], name: str) -> bool:
+    """Whether any version of the Workload of the worker's own TrainJob `name` was evicted by
+    a preemption."""
+    return any(
+        cd.get("type") == "Evicted"
+        and cd.get("status") == "True"
+        and cd.get("reason") == "Preempted"
+        for wl in list(seen)
+        if (wl["metadata"].get("ownerReferences") or [{}])[0].get("name") == name
+        for cd in (wl.get("status") or {}).get("conditions") or []
+    )

@@ -382,18 +382,22 @@ def reserve(
     world.apis[cluster].put(wl)
 
 
+BLOCKED = "BlockedOnPreemptionGates"
+
+
 def blocked_on_gate(world: World, cluster: str, since: str, name: str = "tj") -> None:
     """What a worker's Kueue (orchestrated preemption on) does with a gated copy it would
-    have to preempt for: it says so in a BlockedOnPreemptionGates condition, and waits."""
+    have to preempt for: it says so in a BlockedOnPreemptionGates condition (since `since`,
+    replacing one it held), and waits."""
     tj = world.get("manager", c.TRAINJOB, name)
     assert tj is not None, f"no TrainJob {name}"
     wl = world.get(cluster, c.WORKLOAD, workload_name(name, tj["metadata"]["uid"]))
     assert wl is not None, f"no Workload of {name} on {cluster}"
     status = wl.setdefault("status", {})
     status["conditions"] = [
-        *(status.get("conditions") or []),
+        *(cd for cd in status.get("conditions") or [] if cd.get("type") != BLOCKED),
         {
-            "type": "BlockedOnPreemptionGates",
+            "type": BLOCKED,
             "status": "True",
             "reason": "PreemptionGated",
             "message": "preemption is gated",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime as dt
+import time
 from decimal import Decimal
 from types import SimpleNamespace
 from typing import Any
@@ -24,8 +25,9 @@ from dispatcher.decisions.preemption import (
     show_lost,
     victims,
 )
-from dispatcher.workers.remote import Noted, RemoteCluster
+from dispatcher.workers.remote import ESTIMATE_PENDING_MAX, QUEUE_KINDS, Noted, RemoteCluster
 from tests.support.builders import WorkloadBuilder
+from tests.support.kubeconfigs import remote_cluster
 from trainjob.queues import Amounts, ClusterQueueView, Table
 from trainjob_api import constants as c
 from trainjob_api.views import WorkloadView
@@ -146,8 +148,11 @@ def test_what_is_not_simulated_is_unknown(queue: ClusterQueueView) -> None:
     assert picked(2, [held("low", 8)], queue=queue) is None
 
 
-def test_unknown_when_it_fits_already_or_no_victims_make_room_or_no_flavour_could_hold_it() -> None:
-    assert picked(2, [held("low", 4)]) is None  # room without preempting
+def test_none_taken_when_it_fits_as_it_is() -> None:
+    assert picked(2, [held("low", 4)]) == []
+
+
+def test_unknown_when_no_victims_make_room_or_no_flavour_could_hold_it() -> None:
     assert picked(4, [held("high", 8, priority=200)]) is None
     assert picked(9, [held("low", 8)]) is None
 
@@ -342,7 +347,7 @@ def test_one_holding_quota_without_an_admission_time_counts_as_admitted_now() ->
 
 
 def test_an_exact_fit_needs_no_preemption() -> None:
-    assert picked(4, [held("low", 4)]) is None
+    assert picked(4, [held("low", 4)]) == []
 
 
 def test_a_victim_kept_in_fill_back_still_holds_its_quota_for_the_earlier_ones() -> None:
@@ -406,6 +411,113 @@ def test_nothing_is_estimated_before_the_held_watch_has_listed() -> None:
     assert _estimated(_worker(full), wl, wl) == Cost((Victim("ns", "low", 600.0, False),))
     assert _estimated(_worker(full, listed=False), wl, wl) is None
     assert _estimated(_worker(full, readable=False), wl, wl) is None  # its queues unread
+
+
+def test_an_estimate_is_pending_until_each_watch_it_reads_has_listed_or_failed() -> None:
+    """A replica just started (or a worker connected again) cannot estimate before its
+    watches have listed the worker: pending, which the cost order waits for, the waiting
+    jobs woken once the last has (on_room); one whose list failed (say, refused) is unknown,
+    which leaves Kueue's order; and none is pending for longer than ESTIMATE_PENDING_MAX."""
+    woken: list[str] = []
+    worker = SimpleNamespace(
+        name="worker1",
+        connected=False,
+        connecting=True,  # nothing listed yet: not even its copies are known
+        _held=object(),
+        _held_ok=False,
+        _read_ok={},
+        _estimate_unheard={"LocalQueue", "ClusterQueue", "held"},
+        _made_at=time.monotonic(),
+        _on_room=woken.append,
+    )
+    worker._heard = lambda watch: RemoteCluster._heard(worker, watch)  # type: ignore[arg-type]
+
+    def pending() -> bool:
+        return bool(RemoteCluster.estimate_pending.fget(worker))  # type: ignore[attr-defined]
+
+    assert pending()
+    worker.connected, worker.connecting = True, False
+    assert pending()
+    RemoteCluster._set_held_ok(worker, True)  # type: ignore[arg-type]
+    RemoteCluster._set_read_ok(worker, "LocalQueue", True)  # type: ignore[arg-type]
+    assert pending() and woken == []  # the ClusterQueues not listed yet
+    RemoteCluster._set_read_ok(worker, "ClusterQueue", False, "Forbidden")  # type: ignore[arg-type]
+    assert not pending() and woken == ["worker1"]
+    RemoteCluster._set_read_ok(worker, "ClusterQueue", True)  # type: ignore[arg-type]
+    assert woken == ["worker1"]  # woken once, when the last was heard
+    worker._estimate_unheard.add("held")
+    assert pending()
+    worker._made_at -= ESTIMATE_PENDING_MAX + 1  # a list that never ends holds none for ever
+    assert not pending()
+    worker._made_at = time.monotonic()
+    worker.connected = False  # an unreachable worker's estimate is not coming
+    assert not pending()
+    worker._held, worker.connecting = None, True  # no estimate without the cost order
+    assert not pending()
+
+
+def test_an_estimate_whose_held_list_failed_is_unknown_not_pending() -> None:
+    """The watch of what holds quota there refused (say, Forbidden): the estimate is not
+    coming, whatever the queues' lists do; the cost order does not wait for it."""
+    worker = SimpleNamespace(
+        name="worker1", connected=True, connecting=False, _held=object(), _held_ok=False,
+        _read_ok={}, _estimate_unheard={"held"}, _made_at=time.monotonic(),
+        _on_room=lambda name: None,
+    )  # fmt: skip
+    worker._heard = lambda watch: RemoteCluster._heard(worker, watch)  # type: ignore[arg-type]
+    RemoteCluster._set_held_ok(worker, False, "Forbidden")  # type: ignore[arg-type]
+    assert not RemoteCluster.estimate_pending.fget(worker)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("last", ["held", *QUEUE_KINDS])
+def test_a_new_connection_is_pending_until_the_held_watch_and_both_queue_watches_have_listed(
+    last: str,
+) -> None:
+    """A worker's connection just made (a replica started, the cost order on): its estimate
+    is pending while connecting, and once connected until each watch it reads has listed,
+    the held one and the LocalQueues' and ClusterQueues' alike."""
+    worker = remote_cluster()
+    assert not worker.estimate_pending  # the cost order off: no held watch, nothing coming
+    worker = RemoteCluster("w1", worker.cluster, "origin", lambda ns, name, urgent: None, held=True)
+    assert worker.connecting and worker.estimate_pending
+    for kind in worker._ok:
+        worker._set_ok(kind, True)
+    assert worker.connected and worker.estimate_pending
+    for watch in ("held", *QUEUE_KINDS):
+        if watch != last:
+            _listed(worker, watch)
+    assert worker.estimate_pending
+    _listed(worker, last)
+    assert not worker.estimate_pending
+
+
+def test_a_worker_connected_again_is_pending_until_its_failed_watches_list_again() -> None:
+    """The same connection back after an outage: what a preemption there would cost is
+    pending (not unknown, which would leave Kueue's order) until the held watch, which
+    failed meanwhile, has listed the worker again."""
+    worker = RemoteCluster(
+        "w1", remote_cluster().cluster, "origin", lambda ns, name, urgent: None, held=True
+    )
+    for kind in worker._ok:
+        worker._set_ok(kind, True)
+    for watch in ("held", *QUEUE_KINDS):
+        _listed(worker, watch)
+    assert not worker.estimate_pending
+    for kind in worker._ok:
+        worker._set_ok(kind, False)
+    worker._set_held_ok(False, "connection refused")
+    for kind in worker._ok:
+        worker._set_ok(kind, True)  # its copies listed again, the held watch not yet
+    assert worker.estimate_pending
+    _listed(worker, "held")
+    assert not worker.estimate_pending
+
+
+def _listed(worker: RemoteCluster, watch: str) -> None:
+    if watch == "held":
+        worker._set_held_ok(True)
+    else:
+        worker._set_read_ok(watch, True)
 
 
 def test_the_copys_own_priority_and_creation_are_what_its_kueue_preempts_with() -> None:

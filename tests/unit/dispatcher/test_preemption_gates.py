@@ -13,7 +13,13 @@ import pytest
 
 from dispatcher.controller.reconcile import REMOTE_RETRY_SECONDS
 from dispatcher.decisions import preemption
-from dispatcher.decisions.decide import COST_GRACE, DispatchPlan, RemoteView, decide
+from dispatcher.decisions.decide import (
+    COST_GRACE,
+    ESTIMATE_POLL,
+    DispatchPlan,
+    RemoteView,
+    decide,
+)
 from dispatcher.decisions.preemption import Cost, Victim
 from dispatcher.decisions.selection import CLUSTER_NAMES_ANNOTATION
 from dispatcher.settings import DispatcherSettings
@@ -161,9 +167,21 @@ def test_an_open_gates_time_of_any_shape_is_read_without_failing_the_pass(
 
 def test_a_gate_the_dispatcher_opened_keeps_the_next_waiting_though_its_copy_is_gone() -> None:
     blocked = gated("w2", blocked_since="2026-11-22T11:59:00Z")
-    recent = decided([blocked], gate_opened_last="2026-11-22T11:59:00Z")
+    recent = decided([blocked], gate_opened_last=("w1", "2026-11-22T11:59:00Z"))
     assert opened(recent) == [] and recent.requeue_after == TIMEOUT - 60
-    assert opened(decided([blocked], gate_opened_last="2026-11-22T11:54:59Z")) == ["w2"]
+    assert opened(decided([blocked], gate_opened_last=("w1", "2026-11-22T11:54:59Z"))) == ["w2"]
+
+
+def test_the_dispatchers_memory_of_an_opening_on_a_worker_lost_for_good_holds_nothing() -> None:
+    """The copy of the worker let preempt can no longer be read once it is lost: what the
+    dispatcher remembers of the opening counts as the copy would have, until that worker is
+    lost for good (then the next may preempt), not for the whole timeout."""
+    blocked = gated("w2", blocked_since="2026-11-22T11:59:00Z")
+    memory = ("w1", "2026-11-22T11:59:30Z")
+    lost = remote("w1", connected=False, lost=61)
+    assert opened(decided([lost, blocked], gate_opened_last=memory)) == ["w2"]
+    brief = remote("w1", connected=False, lost=5)
+    assert opened(decided([brief, blocked], gate_opened_last=memory)) == []
 
 
 def test_ties_go_to_the_same_worker_on_every_pass_by_the_hash_admissions_ties_go_by() -> None:
@@ -227,6 +245,14 @@ def test_the_gate_opens_on_the_worker_that_first_would_preempt_and_the_manager_s
             for w in workers
         }
         assert positions == {"worker1": [], "worker2": ["Open"], "worker3": []}
+        # the dispatcher remembers where it opened it (a worker lost for good holds nothing)
+        ctx = world.context  # type: ignore[attr-defined]
+        noted = ctx.workers.gate_opened(
+            _copy(world, "worker2")["metadata"]["annotations"][
+                "kueue.x-k8s.io/multikueue-origin-uid"
+            ]
+        )
+        assert noted is not None and noted[0] == "worker2"
         # worker2's Kueue preempts now, blocked no more; within the timeout no other may
         letting = _copy(world, "worker2")
         letting["status"]["conditions"] = [
@@ -381,12 +407,12 @@ def test_the_dispatchers_memory_of_an_opening_lasts_the_timeout_and_is_let_go_af
     monkeypatch.setattr(connections.time, "monotonic", lambda: clock[0])
     settings = DispatcherSettings(single_cluster_preemption_timeout=300)
     workers = connections.WorkerConnections(settings, Any, lambda *_: None)
-    workers.note_gate_opened("a", "2026-11-22T11:55:00Z")
+    workers.note_gate_opened("a", "w1", "2026-11-22T11:55:00Z")
     clock[0] += 299.9
-    assert workers.gate_opened("a") == "2026-11-22T11:55:00Z"
+    assert workers.gate_opened("a") == ("w1", "2026-11-22T11:55:00Z")
     clock[0] += 0.1  # the timeout, to the tenth of a second
     assert workers.gate_opened("a") is None
-    workers.note_gate_opened("b", "2026-11-22T12:00:00Z")  # lets "a" go, keeps "b"
+    workers.note_gate_opened("b", "w2", "2026-11-22T12:00:00Z")  # lets "a" go, keeps "b"
     assert set(workers._gates) == {"b"}
 
 
@@ -527,6 +553,15 @@ def _preempting(world: World, *workers: str) -> None:
         world.apis[worker].put(cq)
 
 
+def _worker2_cheaper(world: World) -> None:
+    """Both workers' queues ("cq", 8 CPU) preempting for the job: worker1 full with two jobs
+    admitted an hour ago, worker2 with one admitted five minutes ago."""
+    _preempting(world, "worker1", "worker2")
+    _training_here(world, "worker1", "local-a", "4", admitted=60)
+    _training_here(world, "worker1", "local-b", "4", admitted=61)
+    _training_here(world, "worker2", "local-c", "8", admitted=5)
+
+
 def _opened_on(world: World, workers: tuple[str, ...]) -> list[str]:
     return [
         w
@@ -546,10 +581,7 @@ def test_by_cost_the_worker_with_the_least_training_to_lose_preempts(order: str)
     preempt, by Kueue's order worker1."""
     workers = ("worker1", "worker2")
     with sent_gated(*workers, cpu="8", preemption_order=order) as world:
-        _preempting(world, *workers)
-        _training_here(world, "worker1", "local-a", "4", admitted=60)
-        _training_here(world, "worker1", "local-b", "4", admitted=61)
-        _training_here(world, "worker2", "local-c", "8", admitted=5)
+        _worker2_cheaper(world)
         blocked_on_gate(world, "worker1", _rfc3339(2))
         blocked_on_gate(world, "worker2", _rfc3339(1))
         world.settle(("ns", "tj"))
@@ -567,6 +599,115 @@ def test_by_cost_the_worker_with_the_least_training_to_lose_preempts(order: str)
             ), message
         else:
             assert "its Kueue was the first to need to" in message
+
+
+@pytest.mark.usefixtures("both_caches")
+@pytest.mark.parametrize(
+    "why",
+    ["not-listed", "not-connected", "connecting", "was-down", "no-kubeconfig", "setting-off"],
+)
+def test_by_cost_a_worker_whose_workloads_are_not_listed_yet_is_waited_for(
+    why: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replica just started: worker2's watch of what holds quota there has not listed it
+    yet, or worker2 has no connection yet at all (its MultiKueueCluster said Active). Its
+    cost is pending, and the pass waits for it rather than let worker1, the first to say it
+    is blocked, by Kueue's order; once known, the cheaper worker2 is let. A worker with no
+    connection that was down before, or has no usable kubeconfig, is not waited for."""
+    workers = ("worker1", "worker2")
+    with sent_gated(*workers, cpu="8") as world:
+        _worker2_cheaper(world)
+        blocked_on_gate(world, "worker1", _rfc3339(0.2))
+        blocked_on_gate(world, "worker2", _rfc3339(0.1))
+        connections = world.context.workers  # type: ignore[attr-defined]
+        worker2 = connections.remotes["worker2"]
+        if why == "not-listed":
+            monkeypatch.setattr(worker2._held, "list_now", lambda: None)  # its list under way
+            worker2._held_ok = False
+            worker2._estimate_unheard.add("held")
+        elif why == "connecting":  # connected again: not even its copies listed yet
+            for informer in worker2.informers:
+                monkeypatch.setattr(informer, "list_now", lambda: None)
+            for kind in worker2._ok:
+                monkeypatch.setitem(worker2._ok, kind, False)
+                monkeypatch.setitem(worker2._tried, kind, False)
+            monkeypatch.setattr(worker2, "workload", lambda namespace, name: None)
+            monkeypatch.setattr(worker2, "trainjob", lambda namespace, name: None)
+        else:
+            monkeypatch.delitem(connections.remotes, "worker2")
+        if why == "was-down":  # and stays unconnected
+            monkeypatch.setattr(connections, "connect", lambda mkc: None)
+            mkc = world.get("manager", c.MULTIKUEUE_CLUSTER, "worker2", namespace=None)
+            assert mkc is not None
+            down = {"type": "Active", "status": "False", "lastTransitionTime": _rfc3339(60)}
+            mkc.setdefault("status", {})["conditions"] = [down]
+            world.apis["manager"].put(mkc)
+        if why == "no-kubeconfig":
+            monkeypatch.setitem(connections._problems, "worker2", ("BadConfig", "no kubeconfig"))
+        if why == "setting-off":  # copies made gated are still opened; no estimate is coming
+            ctx = world.context  # type: ignore[attr-defined]
+            off = ctx.settings.model_copy(update={"orchestrated_preemption": False})
+            monkeypatch.setattr(ctx, "settings", off)
+        world.settle(("ns", "tj"))
+        if why in ("was-down", "no-kubeconfig", "setting-off"):
+            assert _opened_on(world, workers) == ["worker1"]
+            return
+        assert _opened_on(world, workers) == []
+        # another look once worker2 is listed (watches.on_remote_room)
+        assert world.context.withheld[("ns", "tj")] == {"worker2"}  # type: ignore[attr-defined]
+        monkeypatch.undo()  # listed, connected
+        world.settle(("ns", "tj"))
+        assert _opened_on(world, workers) == ["worker2"]
+
+
+@pytest.mark.usefixtures("both_caches")
+def test_by_cost_a_copy_made_without_the_gate_is_not_waited_for_though_its_estimate_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """worker2's copy was made before orchestrated preemption was on: no gate of ours to
+    open, and no cost to weigh, so its watches not having listed it keeps nobody waiting."""
+    workers = ("worker1", "worker2")
+    with sent_gated(*workers, cpu="8") as world:
+        _preempting(world, *workers)
+        _training_here(world, "worker1", "local-a", "8", admitted=60)
+        blocked_on_gate(world, "worker1", _rfc3339(0.2))
+        ungated = _copy(world, "worker2")
+        del ungated["spec"]["preemptionGates"]
+        world.apis["worker2"].put(ungated)
+        worker2 = world.context.workers.remotes["worker2"]  # type: ignore[attr-defined]
+        monkeypatch.setattr(worker2._held, "list_now", lambda: None)  # its list under way
+        worker2._held_ok = False
+        worker2._estimate_unheard.add("held")
+        world.settle(("ns", "tj"))
+        assert "preemptionGates" not in _copy(world, "worker2")["spec"]
+        assert _opened_on(world, workers) == ["worker1"]
+
+
+@pytest.mark.usefixtures("both_caches")
+def test_what_a_preemption_would_cost_is_worked_out_only_once_a_copy_is_blocked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The estimate reads every Workload holding quota in the queue: a pass works it out
+    only while one of the job's copies says it is blocked on the gate, never for a job
+    whose copies merely wait."""
+    from dispatcher.workers.remote import RemoteCluster
+
+    priced: list[str] = []
+    estimate = RemoteCluster.preemption_cost
+
+    def counted(self: RemoteCluster, *given: Any) -> Any:
+        priced.append(self.name)
+        return estimate(self, *given)
+
+    monkeypatch.setattr(RemoteCluster, "preemption_cost", counted)
+    workers = ("worker1", "worker2")
+    with sent_gated(*workers, cpu="8") as world:
+        _worker2_cheaper(world)
+        world.settle(("ns", "tj"))
+        assert priced == []
+        blocked_on_gate(world, "worker1", _rfc3339(0.2))
+        world.settle(("ns", "tj"))
+        assert set(priced) == {"worker1", "worker2"}
 
 
 Report = tuple[str, "float | str", "int | None"]  # checkpoint, minutes ago or a time, step
@@ -731,6 +872,156 @@ def test_by_cost_the_grace_counts_from_the_first_copy_said_blocked() -> None:
         preemption_by_cost=True,
     )
     assert opened(plan) == ["w2"]
+
+
+@pytest.mark.parametrize(
+    ("estimate", "waits"),
+    [
+        ((), True),  # it would be admitted there as it is
+        ((3,), True),  # by preempting, for less than the blocked worker's best
+        ((50,), False),  # as much as the best blocked: not worth the wait
+        ((80, 1), False),  # more
+        (None, True),  # not known: the short grace
+    ],
+    ids=["fits", "cheaper", "as-much", "dearer", "unknown"],
+)
+def test_by_cost_a_copy_not_judged_yet_is_waited_for_as_long_as_its_estimate_is_worth(
+    estimate: tuple[float, ...] | None, waits: bool
+) -> None:
+    """A worker whose Kueue has not judged the copy yet (one preemption under way in its
+    queue holds the next back until it ends) is waited for `preemption_cost_wait` seconds
+    when the estimate says it would admit the job as it is or for less; only COST_GRACE
+    when the estimate cannot tell; not at all when it would cost as much or more."""
+    wait = 60.0
+
+    def fleet_of(seconds_ago: float) -> list[RemoteView]:
+        when = dt.datetime(2026, 11, 22, 12, tzinfo=dt.UTC) - dt.timedelta(seconds=seconds_ago)
+        unjudged = gated("w2")
+        if estimate is not None:
+            costing(unjudged, *estimate)
+        blocked = costing(gated("w1", blocked_since=when.strftime("%Y-%m-%dT%H:%M:%SZ")), 50)
+        return [blocked, unjudged]
+
+    def plan(seconds_ago: float) -> DispatchPlan:
+        return decided(fleet_of(seconds_ago), preemption_by_cost=True, preemption_cost_wait=wait)
+
+    patience = (COST_GRACE if estimate is None else wait) if waits else 0.0
+    if waits:
+        early = plan(patience - 4)
+        assert opened(early) == [] and early.requeue_after == 4
+    assert opened(plan(patience)) == ["w1"]
+
+
+def test_by_cost_an_unjudged_copy_is_weighed_against_the_cheapest_blocked_worker() -> None:
+    """Worth waiting for only if it would cost less than the best already blocked: one
+    dearer than that (though cheaper than another blocked) is not waited for."""
+    fleet = [
+        costing(gated("w1", blocked_since="2026-11-22T11:59:50Z"), 50),
+        costing(gated("w2", blocked_since="2026-11-22T11:59:55Z"), 10),
+        costing(gated("w3"), 30),  # below w1's cost, above w2's
+    ]
+    assert opened(decided(fleet, preemption_by_cost=True, preemption_cost_wait=60)) == ["w2"]
+
+
+def test_by_cost_the_longest_wait_any_unjudged_copy_is_worth_is_waited() -> None:
+    """Several not judged yet: the pass waits as long as the most promising one is worth
+    (`preemption_cost_wait` for a cheaper one), not as little as another's (COST_GRACE for
+    one that cannot be told, none for a dearer one)."""
+    for other in (gated("w2"), costing(gated("w2"), 80)):
+        fleet = [
+            costing(gated("w1", blocked_since="2026-11-22T11:59:30Z"), 50),
+            other,
+            costing(gated("w3"), 3),
+        ]
+        plan = decided(fleet, preemption_by_cost=True, preemption_cost_wait=60)
+        assert opened(plan) == [] and plan.requeue_after == 30
+
+
+def test_kueues_order_does_not_wait_for_an_estimate_pending_on_its_watches() -> None:
+    """Only the cost order needs the estimate: with --preemption-order Kueue, a worker whose
+    watches have not listed it yet keeps nobody waiting."""
+    listing = gated("w2")
+    listing.preemption_pending = True
+    plan = decided([gated("w1", blocked_since="2026-11-22T11:59:50Z"), listing])
+    assert opened(plan) == ["w1"]
+
+
+def test_the_cost_waits_default_and_bounds_are_the_documented_ones() -> None:
+    """60 s by default (docs/operators/kueue.md), 0 allowed (wait for no unjudged copy), not
+    less; a worker whose cost cannot be told is waited for COST_GRACE, as its help says."""
+    settings = DispatcherSettings()
+    assert settings.preemption_cost_wait == 60
+    assert DispatcherSettings(preemption_cost_wait=0).preemption_cost_wait == 0
+    with pytest.raises(ValueError):
+        DispatcherSettings(preemption_cost_wait=-1)
+    with pytest.raises(ValueError):  # at most an hour: never for ever
+        DispatcherSettings(preemption_cost_wait=3601)
+    help_text = DispatcherSettings.model_fields["preemption_cost_wait"].description or ""
+    assert f"waited for {COST_GRACE:g} seconds" in help_text
+    cheaper = [
+        costing(gated("w1", blocked_since="2026-11-22T11:59:59Z"), 50),
+        costing(gated("w2"), 3),
+    ]
+    assert opened(decided(cheaper, preemption_by_cost=True, preemption_cost_wait=0)) == ["w1"]
+
+
+def test_by_cost_an_estimate_pending_on_its_watches_is_waited_for_then_kueues_order() -> None:
+    """A replica just started, its copies already blocked: the worker whose watches have not
+    listed it yet is looked at again every ESTIMATE_POLL seconds, rather than the first
+    pass falling back on Kueue's order; for `preemption_cost_wait` seconds at most."""
+
+    def plan(seconds_ago: float) -> DispatchPlan:
+        now = dt.datetime(2026, 11, 22, 12, tzinfo=dt.UTC)
+
+        def ago(seconds: float) -> str:
+            return (now - dt.timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+
+        first = gated("w1", blocked_since=ago(seconds_ago))
+        first.preemption_pending = True
+        second = costing(gated("w2", blocked_since=ago(seconds_ago - 5)), 1)
+        return decided([first, second], preemption_by_cost=True, preemption_cost_wait=60)
+
+    early = plan(20)
+    assert opened(early) == [] and early.requeue_after == ESTIMATE_POLL
+    assert early.awaited == ["w1"]  # woken once w1 is listed
+    connecting = remote("w3", connected=False)  # its copies not known yet
+    connecting.preemption_pending = True
+    first = gated("w1", blocked_since="2026-11-22T11:59:50Z")
+    waits = decided([costing(first, 5), connecting], preemption_by_cost=True)
+    assert opened(waits) == [] and waits.requeue_after == ESTIMATE_POLL
+    connecting.selected = False  # a worker the job may not go to is not waited for
+    assert opened(decided([costing(first, 5), connecting], preemption_by_cost=True)) == ["w1"]
+    assert plan(59.5).requeue_after == pytest.approx(0.5)
+    assert opened(plan(60)) == ["w1"]  # not known in time: Kueue's order
+
+
+def test_by_cost_a_blocked_workers_estimate_that_it_fits_as_it_is_is_not_known() -> None:
+    """Its Kueue says it must preempt; an estimate of no victims disagrees (it sees the
+    worker otherwise): the order is Kueue's, as for any unknown cost."""
+    first = costing(gated("w1", blocked_since="2026-11-22T11:59:10Z"))
+    assert first.preemption is not None and not first.preemption.victims
+    later = costing(gated("w2", blocked_since="2026-11-22T11:59:30Z"), 1)
+    plan = decided([later, first], preemption_by_cost=True)
+    assert opened(plan) == ["w1"]
+    (action,) = [a for a in plan.remote if a.verb == "open"]
+    assert action.event is not None and "the first to need to" in action.event.message
+
+
+@pytest.mark.usefixtures("both_caches")
+def test_by_cost_a_worker_where_the_job_would_fit_is_waited_for_before_one_preempts() -> None:
+    """worker1 full and blocked; worker2 has room, by what its Workloads hold (nothing), but
+    its Kueue has not judged the copy yet: the pass waits for it (the setting's seconds),
+    rather than let worker1 evict training; worker1 is let once that wait is over."""
+    workers = ("worker1", "worker2")
+    with sent_gated(*workers, cpu="8", preemption_cost_wait=120) as world:
+        _preempting(world, *workers)
+        _training_here(world, "worker1", "local-a", "8", admitted=60)
+        blocked_on_gate(world, "worker1", _rfc3339(1))
+        world.settle(("ns", "tj"))
+        assert _opened_on(world, workers) == []
+        blocked_on_gate(world, "worker1", _rfc3339(2.5))  # as if blocked longer ago
+        world.settle(("ns", "tj"))
+        assert _opened_on(world, workers) == ["worker1"]
 
 
 def test_a_worker_taken_out_takes_its_checkpoints_memory_with_it() -> None:
