@@ -6,13 +6,18 @@ GIL), and write its statistics by line to a file read back here. Tracing costs t
 memory and CPU of its own: its figures are for finding where memory goes, never for the
 resident memory a run reports (benchmarks/memory.py runs it apart, with `--heap`).
 
-Needs gdb (Debian's `gdb`) and the right to trace the process (its parent, or root).
+Needs gdb (Debian's `gdb`), the right to trace the process (its parent, or root), and a gdb
+that can call a function in a process on this machine: Debian's gdb 13.1 cannot on a CPU with
+AMX state (it says "Couldn't write extended state status", and the call never runs):
+`gdb_problem` says so before a run relies on it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -47,6 +52,28 @@ def traced_children() -> Iterator[None]:
             del os.environ["PYTHONTRACEMALLOC"]
         else:
             os.environ["PYTHONTRACEMALLOC"] = before
+
+
+@functools.cache
+def gdb_problem() -> str | None:
+    """Why gdb cannot call a function in a process here (None: it can): tried once on a
+    process of its own, as `heap_sites` calls Python's."""
+    if shutil.which("gdb") is None:
+        return "gdb is not installed (Debian: gdb)"
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        argv = ["gdb", "-p", str(proc.pid), "-batch", "-nx", "-ex", "call (int)getpid()"]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            return "gdb took over 60 s to call getpid() in a sleeping process"
+        if f"= {proc.pid}" in done.stdout:
+            return None
+        said = [line for line in done.stderr.splitlines() if line.strip()]  # its errors
+        return f"gdb could not call getpid() in a sleeping process: {said[-1] if said else ''}"
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def heap_sites(pid: int, timeout: float = 120) -> Sites:

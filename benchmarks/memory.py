@@ -155,6 +155,8 @@ def main() -> int:
     )
     replicas_arg(parser)
     args = parser.parse_args()
+    if args.heap and (problem := heap.gdb_problem()) is not None:
+        parser.error(f"--heap needs gdb to call Python in our replicas: {problem}")
     timeout = WaitForPodsReady(timeout_seconds=args.pods_ready_timeout)
     update: dict[str, object] = {
         "wait_for_pods_ready": timeout,

@@ -22,6 +22,25 @@ time.sleep(120)
 """
 
 
+@pytest.fixture
+def gdb_calls() -> None:
+    """gdb can call a function in a process here (heap.gdb_problem): else the test is skipped,
+    with gdb's reason."""
+    if (problem := heap.gdb_problem()) is not None:
+        pytest.skip(problem)
+
+
+def test_gdb_problem_is_none_where_gdb_calls_and_says_why_where_it_cannot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(heap.shutil, "which", lambda name: None)
+    heap.gdb_problem.cache_clear()
+    try:
+        assert heap.gdb_problem() == "gdb is not installed (Debian: gdb)"
+    finally:
+        heap.gdb_problem.cache_clear()
+
+
 def test_growth_is_by_site_most_first_and_counts_sites_new_since() -> None:
     before = {"a.py:1": (100, 1), "b.py:2": (50, 5)}
     after = {"a.py:1": (100, 1), "b.py:2": (450, 9), "c.py:3": (1000, 2)}
@@ -56,7 +75,7 @@ def test_traced_children_take_the_variable_away_when_their_block_fails() -> None
     assert "PYTHONTRACEMALLOC" not in os.environ
 
 
-@pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed (Debian: gdb)")
+@pytest.mark.usefixtures("gdb_calls")
 def test_a_traced_process_says_which_line_holds_its_memory(tmp_path: Path) -> None:
     script = tmp_path / "holder.py"
     script.write_text(HOLDER)
@@ -73,7 +92,7 @@ def test_a_traced_process_says_which_line_holds_its_memory(tmp_path: Path) -> No
         proc.wait()
 
 
-@pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed (Debian: gdb)")
+@pytest.mark.usefixtures("gdb_calls")
 def test_an_untraced_process_reads_as_no_heap(tmp_path: Path) -> None:
     script = tmp_path / "holder.py"
     script.write_text(HOLDER)
