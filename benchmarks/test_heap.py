@@ -33,7 +33,7 @@ def gdb_calls() -> None:
 def test_gdb_problem_is_none_where_gdb_calls_and_says_why_where_it_cannot(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(heap.shutil, "which", lambda name: None)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
     heap.gdb_problem.cache_clear()
     try:
         assert heap.gdb_problem() == "gdb is not installed (Debian: gdb)"
