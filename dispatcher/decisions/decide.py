@@ -903,83 +903,122 @@ def _preemption_gate(p: _Pass, reachable: list[RemoteView]) -> Gates:
     estimate says would be admitted as they are or for less than the best blocked one,
     COST_GRACE for those it cannot tell, none for those it says would cost as much or more."""
     obs = p.obs
-    gate = c.KUEUE_MULTIKUEUE_PREEMPTION_GATE
-
-    def copy_of(r: RemoteView) -> WorkloadView | None:
-        copy = r.workload
-        made_for = copy.annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION) if copy else None
-        return copy if copy is not None and made_for == p.wl.uid else None
-
-    def kept(r: RemoteView) -> bool:
-        return r.connected or r.disconnected_for < obs.worker_lost_timeout
-
-    holding = {
-        r.name: opened
-        for r in obs.remotes
-        if (copy := copy_of(r)) is not None
-        and kept(r)
-        and (opened := copy.gate_opened_at(gate)) is not None
-    }
+    holding = _holding(p)
     names = tuple(holding)
     blocked = sorted(
         (since, _tie_break(p.wl.name, r.name), r.name)
         for r in reachable
-        if (copy := copy_of(r)) is not None
+        if (copy := _gated_copy(p, r)) is not None
         and r.name not in holding
-        and copy.gated_by(gate)
         and (since := copy.blocked_on_gates_since) is not None
     )
     if not blocked:
         return Gates(names)
+    wait = _timeout_left(p, holding)
+    if wait is not None:
+        return Gates(names, wait=wait)
+    ranked: tuple[tuple[str, Cost], ...] = ()
+    if obs.preemption_by_cost:
+        wait, awaited, ranked = _by_cost(p, reachable, holding, blocked)
+        if wait is not None:
+            return Gates(names, wait=wait, awaited=awaited)
+    first = ranked[0][0] if ranked else blocked[0][2]
+    since = next(b[0] for b in blocked if b[2] == first)
+    chosen = next(r for r in reachable if r.name == first)
+    return Gates((*names, chosen.name), chosen, since, obs.preemption_timeout, ranked)
+
+
+def _own_copy(p: _Pass, r: RemoteView) -> WorkloadView | None:
+    """The worker's copy when it was made for this very Workload (its origin-uid)."""
+    copy = r.workload
+    made_for = copy.annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION) if copy else None
+    return copy if copy is not None and made_for == p.wl.uid else None
+
+
+def _gated_copy(p: _Pass, r: RemoteView) -> WorkloadView | None:
+    """The worker's own copy while its MultiKueue preemption gate is closed."""
+    copy = _own_copy(p, r)
+    return copy if copy is not None and copy.gated_by(c.KUEUE_MULTIKUEUE_PREEMPTION_GATE) else None
+
+
+def _kept(obs: DispatchObserved, r: RemoteView) -> bool:
+    """Not lost for good: connected, or not for the lost timeout."""
+    return r.connected or r.disconnected_for < obs.worker_lost_timeout
+
+
+def _holding(p: _Pass) -> dict[str, str]:
+    """The workers not lost for good whose own copy's gate is open, and when it opened."""
+    return {
+        r.name: opened
+        for r in p.obs.remotes
+        if (copy := _own_copy(p, r)) is not None
+        and _kept(p.obs, r)
+        and (opened := copy.gate_opened_at(c.KUEUE_MULTIKUEUE_PREEMPTION_GATE)) is not None
+    }
+
+
+def _timeout_left(p: _Pass, holding: dict[str, str]) -> float | None:
+    """Seconds until another gate may open, counted from the latest opening (the copies'
+    own, and the one this replica remembers unless its worker is lost for good); None: it
+    may now."""
+    obs = p.obs
     times = list(holding.values())
     if obs.gate_opened_last is not None:
         where, when = obs.gate_opened_last
-        if all(kept(r) for r in obs.remotes if r.name == where):
+        if all(_kept(obs, r) for r in obs.remotes if r.name == where):
             times.append(when)
-    if times:
-        # a time that cannot be read counts as Kueue's zero time (long ago); one ahead of
-        # our clock as now
-        latest = max(_time_or_epoch(t) for t in times)
-        since_opened = max(0.0, (obs.now - latest).total_seconds())
-        if since_opened < obs.preemption_timeout:
-            return Gates(names, wait=obs.preemption_timeout - since_opened)
+    if not times:
+        return None
+    # a time that cannot be read counts as Kueue's zero time (long ago); one ahead of our
+    # clock as now
+    latest = max(_time_or_epoch(t) for t in times)
+    since_opened = max(0.0, (obs.now - latest).total_seconds())
+    return obs.preemption_timeout - since_opened if since_opened < obs.preemption_timeout else None
+
+
+def _by_cost(
+    p: _Pass,
+    reachable: list[RemoteView],
+    holding: dict[str, str],
+    blocked: list[tuple[str, str, str]],
+) -> tuple[float | None, tuple[str, ...], tuple[tuple[str, Cost], ...]]:
+    """The cost order: (seconds to wait for an estimate or a copy not judged yet, the
+    workers whose estimate is pending, the blocked workers cheapest first); nothing ranked
+    when a blocked worker's cost is not known (Kueue's order stands)."""
+    obs = p.obs
     # a blocked worker's estimate without victims disagrees with its Kueue: not known
     costs = {r.name: r.preemption for r in reachable if r.preemption and r.preemption.victims}
-    ranked: tuple[tuple[str, Cost], ...] = ()
     waited = max(0.0, (obs.now - min(_time_or_epoch(b[0]) for b in blocked)).total_seconds())
     awaited = tuple(r.name for r in obs.remotes if r.selected and r.preemption_pending)
-    if obs.preemption_by_cost and awaited and waited < obs.preemption_cost_wait:
+    if awaited and waited < obs.preemption_cost_wait:
         # an estimate known once its watches have listed the worker
-        wait = min(ESTIMATE_POLL, obs.preemption_cost_wait - waited)
-        return Gates(names, wait=wait, awaited=awaited)
-    if obs.preemption_by_cost and all(name in costs for _, _, name in blocked):
-        best = min(costs[name].rank for _, _, name in blocked)
-        unjudged = [
-            r
-            for r in reachable
-            if (copy := copy_of(r)) is not None
-            and r.name not in holding
-            and copy.gated_by(gate)
-            and copy.blocked_on_gates_since is None
-            and not copy.has_quota
-        ]
-        patience = max(
-            (
-                COST_GRACE
-                if r.preemption is None
-                else obs.preemption_cost_wait
-                if r.preemption.rank < best  # no victims ranks below any
-                else 0.0
-                for r in unjudged
-            ),
-            default=0.0,
-        )
-        if waited < patience:
-            return Gates(names, wait=patience - waited)
-        blocked.sort(key=lambda b: (costs[b[2]].rank, b))
-        ranked = tuple((name, costs[name]) for _, _, name in blocked)
-    chosen = next(r for r in reachable if r.name == blocked[0][2])
-    return Gates((*names, chosen.name), chosen, blocked[0][0], obs.preemption_timeout, ranked)
+        return min(ESTIMATE_POLL, obs.preemption_cost_wait - waited), awaited, ()
+    if not all(name in costs for _, _, name in blocked):
+        return None, (), ()
+    best = min(costs[name].rank for _, _, name in blocked)
+    unjudged = [
+        r
+        for r in reachable
+        if (copy := _gated_copy(p, r)) is not None
+        and r.name not in holding
+        and copy.blocked_on_gates_since is None
+        and not copy.has_quota
+    ]
+    patience = max(
+        (
+            COST_GRACE
+            if r.preemption is None
+            else obs.preemption_cost_wait
+            if r.preemption.rank < best  # no victims ranks below any
+            else 0.0
+            for r in unjudged
+        ),
+        default=0.0,
+    )
+    if waited < patience:
+        return patience - waited, (), ()
+    ranked = sorted(blocked, key=lambda b: (costs[b[2]].rank, b))
+    return None, (), tuple((name, costs[name]) for _, _, name in ranked)
 
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
