@@ -6,15 +6,17 @@ transform returns: the whole object but `managedFields` (`slim`), a copy's few f
 a pod's or an Event's digest. Here each kind is made as this repository's
 examples make it on a fleet (the torch runtime of examples/runtimes/torch-ddp-cpu.yaml, a
 TrainJob of `--nodes` nodes as the Kubeflow SDK creates it, the Workload the product builds
-for it, a Job and a pod of it running), its JSON decoded `--count` times through the transform
-it goes through, and the Python heap it holds measured with tracemalloc: bytes per cached
-object, with the JSON's size beside it. A TrainJob applied with `kubectl apply` carries its
+for it, a Job and a pod of it running), `--count` of them (each another job's: its name and
+UID its own) decoded through the transform it goes through, their strings shared as the
+informer shares them (`share_strings`; `--unshared`: each object's strings its own, as
+before), and the Python heap they hold measured with tracemalloc: bytes per cached object,
+with the JSON's size beside it. A TrainJob applied with `kubectl apply` carries its
 last-applied configuration too (`--kubectl`).
 
 It measures the objects alone: an informer's index entries and the process's other memory
 are not in it (benchmarks/memory.py measures the processes on a bed).
 
-    .venv/bin/python benchmarks/cache_bytes.py [--count 1000] [--nodes 4] [--kubectl]
+    .venv/bin/python benchmarks/cache_bytes.py [--count 1000] [--nodes 4] [--kubectl] [--unshared]
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
+import time
 import tracemalloc
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from clusters.helpers.examples import RUNTIME_FILE
 from dispatcher.decisions.copies import seen
 from kubebase.objects import Dict
-from kubecontrol.informer import slim
+from kubecontrol.informer import share_strings, slim
 from tests.support.builders import make_trainjob
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.naming import owner_of
@@ -45,6 +49,7 @@ from worker_controller.builders import build_job
 from worker_controller.digests import job_digest, pod_digest, workload_digest
 
 UID = "6c1d8f0e-5b7a-4f3e-9a51-0d2c3b4a5e6f"
+NAME = "llama-finetune-0001"  # each object measured is another job's: its own name and UID
 STAMP = "2026-12-04T10:00:00Z"
 
 
@@ -70,7 +75,7 @@ def objects(nodes: int, kubectl: bool) -> dict[str, Dict]:
     """One of each kind, as the API server would hold it mid-run."""
     runtime = yaml.safe_load(RUNTIME_FILE.read_text())
     trainjob = make_trainjob(
-        "llama-finetune-0001",
+        NAME,
         "team-a",
         runtimeRef={"name": runtime["metadata"]["name"]},
         trainer={"numNodes": nodes, "env": [{"name": "EPOCHS", "value": "3"}]},
@@ -142,16 +147,37 @@ CACHES: list[tuple[str, str, Callable[[Dict], Dict]]] = [
 ]
 
 
-def held_bytes(body: bytes, transform: Callable[[Dict], Dict], count: int) -> float:
-    """The heap `count` decoded, transformed objects hold, per object."""
+def held_bytes(
+    body: bytes, transform: Callable[[Dict], Dict], count: int, shared: bool
+) -> tuple[float, float]:
+    """The heap `count` decoded, transformed objects hold, per object (each another job's: its
+    name and UID its own; its strings shared as the informer shares them, `shared`), and the
+    microseconds each took to decode and keep."""
+    bodies = [
+        body.replace(NAME.encode(), f"{NAME[:-4]}{i:04d}".encode()).replace(
+            UID.encode(), str(uuid.UUID(int=i)).encode()
+        )
+        for i in range(count)
+    ]
     kept: list[Dict] = []
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    for _ in range(count):
-        kept.append(transform(orjson.loads(body)))
+    for one in bodies:
+        kept.append(_kept(one, transform, shared))
     after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
-    return (after - before) / count
+    kept.clear()
+    start = time.perf_counter()  # untraced: what the informer's thread spends per object
+    for one in bodies:
+        kept.append(_kept(one, transform, shared))
+    return (after - before) / count, (time.perf_counter() - start) / count * 1e6
+
+
+def _kept(body: bytes, transform: Callable[[Dict], Dict], shared: bool) -> Dict:
+    obj = transform(orjson.loads(body))
+    if shared:
+        share_strings(obj)
+    return obj
 
 
 def main() -> int:
@@ -159,13 +185,18 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=1000, help="objects decoded per kind")
     parser.add_argument("--nodes", type=int, default=4, help="the TrainJob's numNodes")
     parser.add_argument("--kubectl", action="store_true", help="applied with kubectl apply")
+    parser.add_argument(
+        "--unshared",
+        action="store_true",
+        help="each object's strings its own, as the informers kept them before they shared them",
+    )
     args = parser.parse_args()
     made = objects(args.nodes, args.kubectl)
-    print(f"{'process':34} {'kind':9} {'JSON B':>7} {'held B':>7}")
+    print(f"{'process':34} {'kind':9} {'JSON B':>7} {'held B':>7} {'us':>6}")
     for process, kind, transform in CACHES:
         body = orjson.dumps(made[kind])
-        held = held_bytes(body, transform, args.count)
-        print(f"{process:34} {kind:9} {len(body):7d} {held:7.0f}")
+        held, cpu = held_bytes(body, transform, args.count, not args.unshared)
+        print(f"{process:34} {kind:9} {len(body):7d} {held:7.0f} {cpu:6.1f}")
     return 0
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -52,6 +53,34 @@ def slim(obj: Dict) -> Dict:
     ours reads (server-side apply is judged by the API server) and which is a good part of a
     Workload's size (client-go's informers are commonly given the same transform)."""
     (obj.get("metadata") or {}).pop("managedFields", None)
+    return obj
+
+
+def share_strings(obj: object) -> object:
+    """`obj` (JSON as decoded: dicts, lists, scalars) with each of its string values replaced,
+    in place, by the one instance of that string the process already holds, if any
+    (`sys.intern`). Objects of one kind repeat the same values (a runtime's images and command,
+    conditions' types and reasons, a namespace, an owner's UID), and a cache of them otherwise
+    holds a copy of each per object: a Workload made from the example torch runtime holds its
+    7.7 KB training script in its pod template. An instance goes when the last object holding
+    it does (CPython's interned strings are not kept alive by the table), so what a tenant
+    writes stays no longer than it is cached. Dict keys are left to the decoder (orjson keeps
+    one instance of each short key)."""
+    todo: list[Any] = [obj]  # a stack, not recursion: no RecursionError however deep it nests
+    while todo:
+        node = todo.pop()
+        if type(node) is dict:
+            for key, value in node.items():
+                if type(value) is str:
+                    node[key] = sys.intern(value)
+                else:
+                    todo.append(value)
+        elif type(node) is list:
+            for i, value in enumerate(node):
+                if type(value) is str:
+                    node[i] = sys.intern(value)
+                else:
+                    todo.append(value)
     return obj
 
 
@@ -287,20 +316,23 @@ class Informer:
         return self._kept(obj)
 
     def _kept(self, obj: Dict) -> Dict:
-        """What the cache keeps of `obj`: what the transform keeps. An object the transform
+        """What the cache keeps of `obj`: what the transform keeps, its strings shared with
+        the rest of the process's (`share_strings`). An object the transform
         fails on (a shape it did not foresee) is kept as the fallback keeps it (by default
         whole but its managedFields; a kind whose content must never be held keeps less), and
         the failure logged: taken for the list's or the watch's, it would fail every list and
         watch again on the same object, and the cache would stop for every object of the
         kind."""
         try:
-            return self._transform(obj)
+            kept = self._transform(obj)
         except Exception:
             log.exception(
                 "transform failed: the object is kept as its fallback keeps it",
                 extra={"informer": self._name, "object": str(key_of(obj))},
             )
-            return self._fallback(obj)
+            kept = self._fallback(obj)
+        share_strings(kept)
+        return kept
 
     def _list(self) -> str:
         """List everything into the cache, a page at a time; report what changed since;

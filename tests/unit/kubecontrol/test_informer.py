@@ -1,17 +1,19 @@
 """The informer's second index (group key -> objects): kept right through puts and drops;
-what its transform keeps, and what it keeps of an object the transform fails on. No API is
+what its transform keeps, and what it keeps of an object the transform fails on; the strings
+its objects share. No API is
 reached: the cache is fed as a list or a watch would feed it."""
 
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 
 import orjson
 import pytest
 from kubernetes import client
 
-from kubecontrol.informer import Informer, same_apart_from_version
+from kubecontrol.informer import Informer, same_apart_from_version, share_strings
 from trainjob_api import constants as c
 
 
@@ -210,3 +212,59 @@ def test_an_object_the_transform_fails_on_is_kept_whole_and_the_cache_goes_on(
     assert informer._watch("2") == "4"
     assert informer.get(("ns", "b"))["status"] == {"phase": "Pending"}
     assert informer.get(("ns", "a"))["metadata"]["resourceVersion"] == "4"
+
+
+def _script(n: int) -> str:
+    """A long string made afresh at each call (never a constant the compiler shares)."""
+    return "".join(f"print({i})\n" for i in range(n))
+
+
+def test_objects_a_list_and_a_watch_bring_in_hold_one_instance_of_each_string() -> None:
+    a, b = _job("1", "Running", "n1"), _job("1", "Running", "n1")
+    b["metadata"]["name"] = "b"
+    for obj in (a, b):
+        obj["spec"]["containers"] = [{"command": ["sh", "-c", _script(500)]}]
+    informer = Informer(_List([a, b]), c.POD)  # type: ignore[arg-type]
+    assert informer.list_now()
+    held_a, held_b = informer.get(("ns", "a")), informer.get(("ns", "b"))
+    assert (
+        held_a["spec"]["containers"][0]["command"][2]
+        is (held_b["spec"]["containers"][0]["command"][2])
+    )
+    assert held_a["status"]["phase"] is held_b["status"]["phase"]
+    later = _job("2", "Running", "n2")
+    later["spec"]["containers"] = [{"command": ["sh", "-c", _script(500)]}]
+    informer._api = _Events([{"type": "MODIFIED", "object": later}])  # type: ignore[assignment]
+    assert informer._watch("1") == "2"
+    assert (
+        informer.get(("ns", "a"))["spec"]["containers"][0]["command"][2]
+        is (held_b["spec"]["containers"][0]["command"][2])
+    )
+    assert informer.get(("ns", "a"))["spec"]["nodeName"] == "n2"
+
+
+def test_a_shared_string_goes_with_the_last_object_that_holds_it() -> None:
+    job = _job("1", "Running", "n1")
+    job["spec"]["tenant"] = _script(700) + "tenant"
+    informer = Informer(_List([job]), c.POD)  # type: ignore[arg-type]
+    assert informer.list_now()
+    again = _script(700) + "tenant"
+    assert sys.intern(again) is not again  # the cached object holds the one instance
+    informer._api = _Events([{"type": "DELETED", "object": _job("2", "Running", "n1")}])  # type: ignore[assignment]
+    del job
+    assert informer._watch("1") == "2" and informer.get(("ns", "a")) is None
+    fresh = _script(700) + "tenant"
+    assert sys.intern(fresh) is fresh  # nothing held it any more: the table did not
+
+
+def test_share_strings_reaches_any_depth_and_leaves_what_is_not_json_alone() -> None:
+    deep: dict = {}
+    node = deep
+    for _ in range(5000):  # deeper than the interpreter's recursion limit
+        node["next"] = {}
+        node = node["next"]
+    node["leaf"], node["list"] = _script(40), [_script(40), 1, None, [_script(40)]]
+    share_strings(deep)
+    assert node["leaf"] is node["list"][0] is node["list"][3][0]
+    held = (_script(40),)
+    assert share_strings(held) is held and share_strings("x") == "x"
