@@ -121,7 +121,7 @@ def job_digest(job: Dict) -> Dict:
 def workload_digest(workload: Dict) -> Dict:
     """What the worker controller keeps of a Workload: the Workload whole but its PodSets'
     pod specs (`template_digest`), of which the Kueue integration reads what the pods ask (is
-    it still the TrainJob's? jobframework.pod_sets_match) and their priority class."""
+    it still the TrainJob's? workload.pod_sets_match) and their priority class."""
     spec = workload.get("spec")
     pod_sets = spec.get("podSets") if isinstance(spec, dict) else None
     if isinstance(spec, dict) and isinstance(pod_sets, list):

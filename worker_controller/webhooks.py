@@ -19,7 +19,7 @@ from worker_controller.context import Context
 
 
 def routes(ctx: Context) -> dict[str, Route]:
-    """The paths our webhook configurations call (deploy/worker/webhooks.yaml)."""
+    """The paths our webhook configurations call (deploy/worker/manifests.yaml)."""
     return {
         "/suspend-queued": in_thread(partial(on_trainjob_mutate, ctx)),
         "/validate-trainjob": in_thread(partial(on_trainjob_validate, ctx)),

@@ -26,7 +26,7 @@ from trainjob_api import constants as c
 
 
 def routes(ctx: Context) -> dict[str, Route]:
-    """The paths our webhook configurations call (deploy/manager/webhooks.yaml). Kept while
+    """The paths our webhook configurations call (deploy/manager/manifests.yaml). Kept while
     we are down, with failurePolicy Fail, as Kueue's are: a TrainJob created meanwhile is
     refused, not accepted without managedBy, which is immutable and would leave it on the
     manager with nobody to run it."""

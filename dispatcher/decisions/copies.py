@@ -132,7 +132,7 @@ def seen(kind: Kind, obj: Dict) -> Dict:
     conditions = [cd for cd in copy.condition_views if cd.type in WORKLOAD_CONDITIONS]
     seen["status"] = {"conditions": [cd.raw for cd in conditions]}
     gates = copy.status.get("preemptionGates")
-    if gates:  # the gates' positions (orchestrated preemption: decide._open_a_gate)
+    if gates:  # the gates' positions (orchestrated preemption: decide._open)
         seen["status"]["preemptionGates"] = gates
     return seen
 

@@ -542,7 +542,7 @@ def test_a_multikueue_copy_labels_its_jobs_and_pods_with_the_managers_origin() -
 
 
 def pod(name: str, replicated_job: str, phase: str | None, trainjob: str = "tj") -> Dict:
-    """A pod as the API returns it (status.pod_digest keeps what the count needs)."""
+    """A pod as the API returns it (digests.pod_digest keeps what the count needs)."""
     return digests.pod_digest(
         {
             "metadata": {
