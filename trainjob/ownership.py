@@ -80,6 +80,20 @@ def made_for_trainjob(obj: Dict, trainjob: Dict) -> bool:
     )
 
 
+def origin_uid(copy: ObjectView | Dict) -> str | None:
+    """The UID of the manager object a worker's copy was made for: MultiKueue's origin-uid
+    annotation (None when it names none)."""
+    view = copy if isinstance(copy, ObjectView) else ObjectView(copy)
+    return view.annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION) or None
+
+
+def made_for(copy: ObjectView | Dict | None, uid: str | None) -> bool:
+    """Whether a worker's copy was made for the manager object of UID `uid`: it names that
+    very UID (a copy made for an earlier object of the same name names another; an object
+    without a UID has no copy)."""
+    return copy is not None and bool(uid) and origin_uid(copy) == uid
+
+
 def _origin(obj: ObjectView) -> tuple[str | None, str | None]:
     return (
         obj.labels.get(c.KUEUE_MULTIKUEUE_ORIGIN_LABEL),

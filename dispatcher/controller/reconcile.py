@@ -40,7 +40,6 @@ from dispatcher.decisions.removal import Held, removal
 from dispatcher.decisions.selection import SelectionError, selection_of
 from dispatcher.settings import DispatcherSettings
 from dispatcher.workers.remote import RemoteCluster
-from kubebase.objects import Dict
 from kubecontrol.client import ApiException
 from kubecontrol.controller import own_namespace
 from trainjob import jobframework
@@ -48,11 +47,11 @@ from trainjob.caches import Caches, Index
 from trainjob.jobframework_io import observe_queueing
 from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.naming import owner_name
-from trainjob.ownership import controller_uid, is_dependency_copy
+from trainjob.ownership import controller_uid, is_dependency_copy, made_for
 from trainjob.runtime import RuntimeProblem
 from trainjob.status_writes import held_key
 from trainjob_api import constants as c
-from trainjob_api.views import ObjectView, RuntimeView, TrainJobView, WorkloadView
+from trainjob_api.views import RuntimeView, TrainJobView, WorkloadView
 
 log = logging.getLogger("dispatcher")
 
@@ -533,7 +532,8 @@ def _finalize(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | N
             tuple(
                 copy
                 for kind, (copy_name, uid) in named.items()
-                if (copy := remote.get(kind, ns, copy_name)) is not None and _made_for(copy, uid)
+                if (copy := remote.get(kind, ns, copy_name)) is not None
+                and (uid is None or made_for(copy, uid))  # None: whatever it names
             ),
         )
         for name, remote in list(ctx.workers.remotes.items())
@@ -542,12 +542,6 @@ def _finalize(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | N
     plan = PassPlan(finalizer="drop", removal=gone)
     execute.execute_pass(ctx.manager, ctx.workers, ctx.memory, trainjob, plan)
     return None
-
-
-def _made_for(copy: Dict, uid: str | None) -> bool:
-    """Whether a copy names `uid` as the manager object it was made for (None: any)."""
-    made_for = ObjectView(copy).annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION)
-    return uid is None or made_for == uid
 
 
 def _holders(caches: Caches, trainjob: TrainJobView) -> set[str]:

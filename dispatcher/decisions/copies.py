@@ -17,6 +17,7 @@ import orjson
 from kubebase.kinds import Kind
 from kubebase.objects import Dict
 from trainjob.jsondoc import json_copy
+from trainjob.ownership import origin_uid
 from trainjob_api import constants as c
 from trainjob_api.views import ObjectView, TrainJobView, WorkloadView
 
@@ -118,9 +119,9 @@ def seen(kind: Kind, obj: Dict) -> Dict:
         "metadata": {k: meta[k] for k in COPY_METADATA if k in meta},
     }
     # The manager object's UID it was made for: a copy of a replaced one is an orphan.
-    made_for = copy.annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION)
-    if made_for:
-        seen["metadata"]["annotations"] = {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: made_for}
+    uid = origin_uid(copy)
+    if uid:
+        seen["metadata"]["annotations"] = {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: uid}
     if kind == c.TRAINJOB:
         seen["status"] = copy.status
         return seen
@@ -213,5 +214,5 @@ def orphan(copy: ObjectView, manager_obj: ObjectView | None) -> bool:
     (the copy names the UID of the one it was made for)."""
     if manager_obj is None:
         return True
-    made_for = copy.annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION)
-    return bool(made_for) and made_for != manager_obj.uid
+    uid = origin_uid(copy)
+    return uid is not None and uid != manager_obj.uid

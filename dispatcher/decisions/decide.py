@@ -29,6 +29,7 @@ from dispatcher.decisions.copies import (
 from dispatcher.decisions.preemption import Cost
 from kubebase.events import Event
 from kubebase.objects import Dict
+from trainjob.ownership import made_for
 from trainjob.status_writes import hold
 from trainjob_api import conditions as cond
 from trainjob_api import constants as c
@@ -451,10 +452,7 @@ def decide(obs: DispatchObserved, strategy: Strategy | None = None) -> DispatchP
     keep = obs.tails_kept and tj is not None and tj.annotations.get(c.LOG_TAILS_ANNOTATION) != "off"
     for action in plan.remote:
         if keep and action.verb == "delete" and action.obj["kind"] == c.TRAINJOB.kind:
-            made_for = (action.obj["metadata"].get("annotations") or {}).get(
-                c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION
-            )
-            action.capture_tails = tj is not None and made_for is not None and made_for == tj.uid
+            action.capture_tails = tj is not None and made_for(action.obj, tj.uid)
     if obs.workload.check(obs.check) is None:
         # Kueue dropped our check from the Workload (no flavour assigned): there is no state
         # to write, only the work (status back, clean-up) to do.
@@ -930,9 +928,7 @@ def _preemption_gate(p: _Pass, reachable: list[RemoteView]) -> Gates:
 
 def _own_copy(p: _Pass, r: RemoteView) -> WorkloadView | None:
     """The worker's copy when it was made for this very Workload (its origin-uid)."""
-    copy = r.workload
-    made_for = copy.annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION) if copy else None
-    return copy if copy is not None and made_for == p.wl.uid else None
+    return r.workload if made_for(r.workload, p.wl.uid) else None
 
 
 def _gated_copy(p: _Pass, r: RemoteView) -> WorkloadView | None:

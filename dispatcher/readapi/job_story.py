@@ -40,6 +40,7 @@ from kubecontrol.aggregated import (
 )
 from kubecontrol.client import ApiException, TransportError
 from trainjob import jobframework
+from trainjob.ownership import made_for
 from trainjob_api import constants as c
 from trainjob_api import story as types
 from trainjob_api.story import TrainJobStory, about, by_time, event_of, pod_of
@@ -138,7 +139,7 @@ def running(ctx: Context, namespace: str, name: str) -> Running:
     # The watch keeps only copies with our origin label; ours of this TrainJob, not of one
     # deleted and made again under its name, carries its UID.
     copy = remote.trainjob(namespace, name)
-    if copy is None or copy.annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION) != tj.uid:
+    if not made_for(copy, tj.uid):
         copy = None  # not made yet, or removed once it ended: nothing to read there
     return Running(tj, worker, remote, copy, None)
 

@@ -39,6 +39,7 @@ from kubebase.kinds import CONFIG_MAP, POD
 from kubebase.objects import Dict
 from kubecontrol.client import ApiException, TransportError
 from kubecontrol.controller import own_namespace
+from trainjob.ownership import origin_uid
 from trainjob_api import constants as c
 
 if TYPE_CHECKING:
@@ -129,8 +130,7 @@ def capture(remote: RemoteCluster, copy: Dict) -> Dict | None:
     (a copy that never ran, or names no TrainJob it was made for) or the worker cannot say
     which."""
     meta = copy["metadata"]
-    annotations = meta.get("annotations") or {}
-    made_for = annotations.get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION)
+    made_for = origin_uid(copy)
     # (the manager TrainJob's opting out is decide's to read: the watch keeps none of the
     # copy's own annotations but the origin's UID)
     if not made_for or not meta.get("uid"):

@@ -15,8 +15,10 @@ from trainjob.ownership import (
     has_owner,
     is_dependency_copy,
     is_our_copy,
+    made_for,
     made_for_trainjob,
     managed_by_builtin,
+    origin_uid,
 )
 from trainjob_api import constants as c
 from trainjob_api.views import ObjectView
@@ -131,6 +133,26 @@ def test_a_copy_without_its_origin_is_no_ones() -> None:
     assert not is_our_copy(no_uid, no_uid)
     no_label = ObjectView(obj(annotations={ORIGIN_UID: "uid-tj"}))
     assert not is_our_copy(no_label, no_label)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "uid", "made"),
+    [
+        ({ORIGIN_UID: "uid-tj"}, "uid-tj", True),
+        ({ORIGIN_UID: "uid-before"}, "uid-tj", False),  # made for an earlier one of its name
+        ({}, "uid-tj", False),  # Kueue's own MultiKueue copies carry no UID
+        ({ORIGIN_UID: ""}, "", False),  # an object without a UID has no copy
+        ({}, None, False),
+        ({ORIGIN_UID: "uid-tj"}, None, False),
+    ],
+)
+def test_a_copy_made_for_the_manager_object_of_a_uid(
+    annotations: Dict, uid: str | None, made: bool
+) -> None:
+    copy = obj(annotations=annotations)
+    assert made_for(copy, uid) is made and made_for(ObjectView(copy), uid) is made
+    assert origin_uid(copy) == (annotations.get(ORIGIN_UID) or None)
+    assert made_for(None, uid) is False
 
 
 @pytest.mark.parametrize(
