@@ -8,9 +8,10 @@ examples make it on a fleet (the torch runtime of examples/runtimes/torch-ddp-cp
 TrainJob of `--nodes` nodes as the Kubeflow SDK creates it, the Workload the product builds
 for it, a Job and a pod of it running), `--count` of them (each another job's: its name and
 UID its own) decoded through the transform it goes through, their strings shared as the
-informer shares them (`share_strings`; `--unshared`: each object's strings its own, as
-before), and the Python heap they hold measured with tracemalloc: bytes per cached object,
-with the JSON's size beside it. A TrainJob applied with `kubectl apply` carries its
+informer shares them (`kubecontrol.informer.Strings`, its table counted; `--unshared`: each
+object's strings its own, as before), and the Python heap they hold measured with
+tracemalloc: bytes per cached object, with the JSON's size beside it, and the microseconds
+each took to decode and keep. A TrainJob applied with `kubectl apply` carries its
 last-applied configuration too (`--kubectl`).
 
 It measures the objects alone: an informer's index entries and the process's other memory
@@ -38,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from clusters.helpers.examples import RUNTIME_FILE
 from dispatcher.decisions.copies import seen
 from kubebase.objects import Dict
-from kubecontrol.informer import share_strings, slim
+from kubecontrol.informer import Strings, slim
 from tests.support.builders import make_trainjob
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.naming import owner_of
@@ -162,21 +163,23 @@ def held_bytes(
     kept: list[Dict] = []
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
+    strings = Strings() if shared else None  # its entries count: the process holds them
     for one in bodies:
-        kept.append(_kept(one, transform, shared))
+        kept.append(_kept(one, transform, strings))
     after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     kept.clear()
+    strings = Strings() if shared else None
     start = time.perf_counter()  # untraced: what the informer's thread spends per object
     for one in bodies:
-        kept.append(_kept(one, transform, shared))
+        kept.append(_kept(one, transform, strings))
     return (after - before) / count, (time.perf_counter() - start) / count * 1e6
 
 
-def _kept(body: bytes, transform: Callable[[Dict], Dict], shared: bool) -> Dict:
+def _kept(body: bytes, transform: Callable[[Dict], Dict], strings: Strings | None) -> Dict:
     obj = transform(orjson.loads(body))
-    if shared:
-        share_strings(obj)
+    if strings is not None:
+        strings.share(obj)
     return obj
 
 

@@ -56,32 +56,74 @@ def slim(obj: Dict) -> Dict:
     return obj
 
 
-def share_strings(obj: object) -> object:
-    """`obj` (JSON as decoded: dicts, lists, scalars) with each of its string values replaced,
-    in place, by the one instance of that string the process already holds, if any
-    (`sys.intern`). Objects of one kind repeat the same values (a runtime's images and command,
-    conditions' types and reasons, a namespace, an owner's UID), and a cache of them otherwise
-    holds a copy of each per object: a Workload made from the example torch runtime holds its
-    7.7 KB training script in its pod template. An instance goes when the last object holding
-    it does (CPython's interned strings are not kept alive by the table), so what a tenant
-    writes stays no longer than it is cached. Dict keys are left to the decoder (orjson keeps
-    one instance of each short key)."""
-    todo: list[Any] = [obj]  # a stack, not recursion: no RecursionError however deep it nests
-    while todo:
-        node = todo.pop()
-        if type(node) is dict:
-            for key, value in node.items():
-                if type(value) is str:
-                    node[key] = sys.intern(value)
-                else:
-                    todo.append(value)
-        elif type(node) is list:
-            for i, value in enumerate(node):
-                if type(value) is str:
-                    node[i] = sys.intern(value)
-                else:
-                    todo.append(value)
-    return obj
+# Strings and containers `Strings.share` visits per object at most: a tenant's object of a
+# million tiny strings costs the walk no more than an ordinary one, and the table no more
+# than this many entries (the rest of it stays as decoded).
+SHARED_PER_OBJECT = 4096
+# Entries the table may gain past twice its size after the last sweep before it is swept.
+SWEEP_SLACK = 4096
+
+
+class Strings:
+    """One instance of each string value the caches of a process hold. Objects of one kind
+    repeat the same values (a runtime's image and command, conditions' types and reasons,
+    namespaces, owners' UIDs), and caches that keep each object as decoded hold a copy of each
+    per object: a Workload made from the example torch runtime holds its 7.7 KB training
+    script in its pod template. `share` replaces each string value of an object, in place,
+    by the instance the table holds (dict keys are the decoder's: orjson keeps one instance
+    of each short key).
+
+    The table is the process's own, not the interpreter's (`sys.intern`'s strings are
+    immortal in CPython 3.12): a string nothing but the table holds any more is swept out,
+    once the table has doubled since the last sweep, so what a tenant wrote stays no longer
+    than a cache holds it. Each object shares at most SHARED_PER_OBJECT of its values."""
+
+    def __init__(self) -> None:
+        self._table: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._kept_after_sweep = 0
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def share(self, obj: object) -> None:
+        """`obj` (JSON as decoded: dicts, lists, scalars) with its string values shared."""
+        if type(obj) is not dict and type(obj) is not list:
+            return
+        todo: list[Any] = [obj]  # a stack, not recursion: no RecursionError however deep
+        budget = SHARED_PER_OBJECT
+        with self._lock:
+            table = self._table
+            while todo and budget > 0:
+                node = todo.pop()
+                pairs = node.items() if type(node) is dict else enumerate(node)
+                for at, value in pairs:
+                    budget -= 1
+                    if budget < 0:
+                        break
+                    if type(value) is str:
+                        node[at] = table.setdefault(value, value)
+                    elif type(value) is dict or type(value) is list:
+                        todo.append(value)
+            if len(table) > 2 * self._kept_after_sweep + SWEEP_SLACK:
+                self._sweep()
+
+    def _sweep(self) -> None:
+        """Out with each string nothing but the table holds: one with no more references
+        than a fresh string put in the table now (counted the same way)."""
+        table = self._table
+        probe = str(object())  # a string of its own, held by the table and this frame alone
+        table[probe] = probe
+        held = list(table)
+        alone = sys.getrefcount(probe)  # the table's two, the list's, the name's, the call's
+        for value in held:
+            if sys.getrefcount(value) <= alone:
+                del table[value]
+        del table[probe]
+        self._kept_after_sweep = len(table)
+
+
+STRINGS = Strings()  # the process's table, shared by every informer
 
 
 def same_apart_from_version(old: Dict | None, new: Dict) -> bool:
@@ -254,6 +296,7 @@ class Informer:
             return list(self._groups)
 
     def _put(self, key: Key, obj: Dict) -> None:
+        STRINGS.share(obj)  # before readers see it (they would see the same values)
         old = self._store.get(key)
         self._store[key] = obj
         if self._grouped:
@@ -316,23 +359,20 @@ class Informer:
         return self._kept(obj)
 
     def _kept(self, obj: Dict) -> Dict:
-        """What the cache keeps of `obj`: what the transform keeps, its strings shared with
-        the rest of the process's (`share_strings`). An object the transform
+        """What the cache keeps of `obj`: what the transform keeps. An object the transform
         fails on (a shape it did not foresee) is kept as the fallback keeps it (by default
         whole but its managedFields; a kind whose content must never be held keeps less), and
         the failure logged: taken for the list's or the watch's, it would fail every list and
         watch again on the same object, and the cache would stop for every object of the
         kind."""
         try:
-            kept = self._transform(obj)
+            return self._transform(obj)
         except Exception:
             log.exception(
                 "transform failed: the object is kept as its fallback keeps it",
                 extra={"informer": self._name, "object": str(key_of(obj))},
             )
-            kept = self._fallback(obj)
-        share_strings(kept)
-        return kept
+            return self._fallback(obj)
 
     def _list(self) -> str:
         """List everything into the cache, a page at a time; report what changed since;

@@ -6,14 +6,14 @@ reached: the cache is fed as a list or a watch would feed it."""
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable
 
 import orjson
 import pytest
 from kubernetes import client
 
-from kubecontrol.informer import Informer, same_apart_from_version, share_strings
+from kubecontrol import informer as informers
+from kubecontrol.informer import STRINGS, Informer, Strings, same_apart_from_version
 from trainjob_api import constants as c
 
 
@@ -243,28 +243,67 @@ def test_objects_a_list_and_a_watch_bring_in_hold_one_instance_of_each_string() 
     assert informer.get(("ns", "a"))["spec"]["nodeName"] == "n2"
 
 
-def test_a_shared_string_goes_with_the_last_object_that_holds_it() -> None:
+def test_a_string_goes_from_the_table_once_no_object_holds_it() -> None:
+    strings = Strings()
+    kept, dropped = {"script": _script(300) + "kept"}, {"script": _script(300) + "dropped"}
+    strings.share(kept)
+    strings.share(dropped)
+    assert len(strings) == 2
+    del dropped
+    strings._sweep()
+    assert len(strings) == 1
+    again = {"script": _script(300) + "kept"}
+    strings.share(again)
+    assert again["script"] is kept["script"]  # the one held is still the one shared
+
+
+def test_the_table_is_swept_as_it_grows_so_what_is_gone_does_not_pile_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(informers, "SWEEP_SLACK", 10)
+    strings = Strings()
+    held = []
+    for i in range(1000):  # each object a tenant writes anew, its old version gone
+        obj = {"annotation": f"{i}-{_script(3)}"}
+        strings.share(obj)
+        if i % 100 == 0:
+            held.append(obj)
+    assert len(strings) <= 2 * len(held) + 10 + 1
+    assert all(h["annotation"] in strings._table for h in held)
+
+
+def test_an_object_shares_a_bounded_number_of_its_strings() -> None:
+    strings = Strings()
+    strings.share({"args": [f"{i}-x" for i in range(10_000)]})  # the first ones only
+    assert len(strings) == informers.SHARED_PER_OBJECT - 1
+    wide = Strings()  # the values it goes through count, containers too: the work is bounded
+    wide.share({"env": [{"name": f"{i}-x"} for i in range(10_000)], "z": "after"})
+    assert len(wide) < informers.SHARED_PER_OBJECT
+
+
+def test_the_informers_table_holds_no_object_once_its_cache_dropped_it() -> None:
     job = _job("1", "Running", "n1")
     job["spec"]["tenant"] = _script(700) + "tenant"
     informer = Informer(_List([job]), c.POD)  # type: ignore[arg-type]
     assert informer.list_now()
-    again = _script(700) + "tenant"
-    assert sys.intern(again) is not again  # the cached object holds the one instance
+    assert job["spec"]["tenant"] in STRINGS._table
     informer._api = _Events([{"type": "DELETED", "object": _job("2", "Running", "n1")}])  # type: ignore[assignment]
-    del job
     assert informer._watch("1") == "2" and informer.get(("ns", "a")) is None
-    fresh = _script(700) + "tenant"
-    assert sys.intern(fresh) is fresh  # nothing held it any more: the table did not
+    STRINGS._sweep()
+    assert job["spec"]["tenant"] not in STRINGS._table
 
 
-def test_share_strings_reaches_any_depth_and_leaves_what_is_not_json_alone() -> None:
+def test_sharing_reaches_any_depth_and_leaves_what_is_not_json_alone() -> None:
     deep: dict = {}
     node = deep
-    for _ in range(5000):  # deeper than the interpreter's recursion limit
+    for _ in range(3000):  # deeper than the interpreter's recursion limit
         node["next"] = {}
         node = node["next"]
     node["leaf"], node["list"] = _script(40), [_script(40), 1, None, [_script(40)]]
-    share_strings(deep)
+    strings = Strings()
+    strings.share(deep)
     assert node["leaf"] is node["list"][0] is node["list"][3][0]
     held = (_script(40),)
-    assert share_strings(held) is held and share_strings("x") == "x"
+    strings.share(held)
+    strings.share("x")
+    assert len(strings) == 1
