@@ -43,12 +43,16 @@ def controlled_by(obj: Dict | None, uid: str) -> bool:
     return bool(uid) and any(r.get("controller") and r.get("uid") == uid for r in owner_refs(obj))
 
 
+def controller_ref(obj: Dict | None) -> Dict | None:
+    """The object's controller: its first ownerReference with `controller: true` (the API
+    server allows one); None when it has none."""
+    return next((ref for ref in owner_refs(obj) if ref.get("controller")), None)
+
+
 def controller_uid(obj: Dict | None) -> str | None:
     """The UID of the object's controller (its owner with `controller: true`)."""
-    for ref in owner_refs(obj):
-        if ref.get("controller"):
-            return str(ref.get("uid") or "") or None
-    return None
+    ref = controller_ref(obj)
+    return (str(ref.get("uid") or "") or None) if ref is not None else None
 
 
 def controlled_by_a_trainjob(obj: Dict | None) -> bool:

@@ -29,6 +29,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from kubebase.objects import Dict
+from trainjob.ownership import controller_ref
 from trainjob.queues import Amounts, ClusterQueueView, Quotas, Table
 from trainjob_api import conditions as cond
 from trainjob_api import constants as c
@@ -89,13 +90,11 @@ def held_seen(obj: Dict, origin: str) -> Dict:
         reserved_at = _aware(cond.parse_time(since)) if since else None
     except (ValueError, TypeError, ArithmeticError, AttributeError):
         return kept
-    owner = next(
-        (
-            (str(ref.get("name")), str(ref.get("uid")))
-            for ref in meta.get("ownerReferences") or []
-            if isinstance(ref, dict) and ref.get("kind") == "TrainJob" and ref.get("controller")
-        ),
-        None,
+    ref = controller_ref(obj)
+    owner = (
+        (str(ref.get("name")), str(ref.get("uid")))
+        if ref is not None and ref.get("kind") == c.TRAINJOB.kind
+        else None
     )
     priority = wl.spec.get("priority")
     kept[HELD] = Held(

@@ -21,7 +21,7 @@ from kubecontrol.aggregated import query_bool, query_int
 from kubecontrol.client import ApiException, TransportError
 from kubecontrol.informer import TENANT_SIZED_PAGE
 from kubecontrol.lists import decode_list
-from trainjob.ownership import controller_uid
+from trainjob.ownership import controller_ref, controller_uid
 from trainjob_api import constants as c
 from trainjob_api.story import PodUsage, pod_usage
 
@@ -72,12 +72,10 @@ def jobset_controller(jobs: Iterable[Dict], name: str) -> bool:
     """Whether a JobSet named `name` controls one of `jobs` (Trainer's way to run a
     TrainJob), so that the JobSet is worth reading to learn whether it is our copy's."""
     return any(
-        isinstance(ref, dict)
-        and ref.get("controller")
+        (ref := controller_ref(job)) is not None
         and ref.get("kind") == JOBSET_KIND
         and ref.get("name") == name
         for job in jobs
-        for ref in (job.get("metadata") or {}).get("ownerReferences") or []
     )
 
 
@@ -160,16 +158,15 @@ def job_seen(job: Dict) -> Dict:
     anyone who may create Jobs in the namespace may label them as the TrainJob's."""
     meta = job.get("metadata") or {}
     kept = {k: meta[k] for k in ("name", "namespace", "uid") if k in meta}
-    return {"metadata": {**kept, "ownerReferences": _controller_refs(meta)}}
+    return {"metadata": {**kept, "ownerReferences": _controller_refs(job)}}
 
 
-def _controller_refs(meta: Dict) -> list[Dict]:
+def _controller_refs(obj: Dict) -> list[Dict]:
     """An object's controller reference (the API server allows one), the only owner its
     readers read, its fields only; none when it has none."""
-    for ref in meta.get("ownerReferences") or []:
-        if isinstance(ref, dict) and ref.get("controller"):
-            return [{k: ref.get(k) for k in ("apiVersion", "kind", "name", "uid", "controller")}]
-    return []
+    ref = controller_ref(obj)
+    keys = ("apiVersion", "kind", "name", "uid", "controller")
+    return [{k: ref.get(k) for k in keys}] if ref is not None else []
 
 
 # Containers a read keeps of one pod, and of its statuses (a tenant's pod may have thousands)
@@ -185,7 +182,7 @@ def pod_seen(pod: Dict) -> Dict:
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     labels = meta.get("labels") or {}
     kept_meta = {k: meta[k] for k in ("name", "namespace", "uid", "creationTimestamp") if k in meta}
-    kept_meta["ownerReferences"] = _controller_refs(meta)
+    kept_meta["ownerReferences"] = _controller_refs(pod)
     kept_meta["labels"] = {k: labels[k] for k in POD_LABELS if k in labels}
     kept_spec: Dict = {
         key: [

@@ -11,6 +11,7 @@ from kubebase.objects import Dict
 from trainjob.ownership import (
     controlled_by,
     controlled_by_a_trainjob,
+    controller_ref,
     controller_uid,
     has_owner,
     is_dependency_copy,
@@ -74,6 +75,13 @@ def test_owner_references(
     assert has_owner(found, "uid-tj") is owner
     assert controller_uid(found) == uid
     assert controlled_by_a_trainjob(found) is trainjobs
+
+
+def test_the_controller_is_the_first_reference_that_says_so() -> None:
+    owner, controller = ref("uid-a", controller=False), ref("uid-b")
+    assert controller_ref(obj(owner, controller, ref("uid-c"))) is controller
+    assert controller_ref(obj(owner)) is None and controller_ref(obj("garbage")) is None
+    assert controller_ref(None) is None
 
 
 def test_an_empty_uid_names_nothing() -> None:
