@@ -240,7 +240,9 @@ def _price_preemptions(ctx: Context, wl: WorkloadView, remotes: list[RemoteView]
     """What a preemption would cost on each worker where the job's copy is gated and holds
     no quota (or whether that is known soon), worked out only while one of its copies says
     it is blocked on the gate: the only time the gate's choice reads it."""
-    if not any(r.workload is not None and r.workload.blocked_on_gates_since for r in remotes):
+    if not any(
+        r.workload is not None and r.workload.blocked_on_gates_since is not None for r in remotes
+    ):
         return
     now = dt.datetime.now(dt.UTC)
     for view in remotes:

@@ -684,12 +684,13 @@ def test_by_cost_a_copy_made_without_the_gate_is_not_waited_for_though_its_estim
 
 
 @pytest.mark.usefixtures("both_caches")
+@pytest.mark.parametrize("since", ["recent", ""], ids=["with-a-time", "without-a-time"])
 def test_what_a_preemption_would_cost_is_worked_out_only_once_a_copy_is_blocked(
-    monkeypatch: pytest.MonkeyPatch,
+    since: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The estimate reads every Workload holding quota in the queue: a pass works it out
-    only while one of the job's copies says it is blocked on the gate, never for a job
-    whose copies merely wait."""
+    only while one of the job's copies says it is blocked on the gate (with a time or
+    without: blocked all the same), never for a job whose copies merely wait."""
     from dispatcher.workers.remote import RemoteCluster
 
     priced: list[str] = []
@@ -705,7 +706,7 @@ def test_what_a_preemption_would_cost_is_worked_out_only_once_a_copy_is_blocked(
         _worker2_cheaper(world)
         world.settle(("ns", "tj"))
         assert priced == []
-        blocked_on_gate(world, "worker1", _rfc3339(0.2))
+        blocked_on_gate(world, "worker1", _rfc3339(0.2) if since else "")
         world.settle(("ns", "tj"))
         assert set(priced) == {"worker1", "worker2"}
 
