@@ -58,7 +58,7 @@ print(json.dumps({"start": start, "end": rss(), "cost": cost}))
 def probe(module: str) -> dict[str, object]:
     done = subprocess.run(
         [sys.executable, "-c", PROBE, module],
-        capture_output=True, text=True, check=True, cwd=REPO_ROOT,
+        capture_output=True, text=True, check=True, cwd=REPO_ROOT, timeout=120,
     )  # fmt: skip
     found: dict[str, object] = json.loads(done.stdout)
     return found

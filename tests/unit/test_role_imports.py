@@ -47,7 +47,7 @@ PINNED = {"dispatcher.app": SERVING, "worker_controller.app": SERVING}
 
 def libraries(module: str) -> set[str]:
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, module], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-c", PROBE, module], capture_output=True, text=True, cwd=ROOT, timeout=120
     )
     assert done.returncode == 0, done.stderr
     return set(json.loads(done.stdout)) - OURS
