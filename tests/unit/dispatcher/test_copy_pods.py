@@ -70,6 +70,9 @@ def test_on_a_trainer_worker_the_jobs_of_the_jobset_our_copy_controls() -> None:
     pods = [node_pod("a", "p1", "job-1", 0), node_pod("b", "p2", "job-2", 0)]
     assert jobset_controller(jobs, "tj") and not jobset_controller(jobs, "another")
     assert not jobset_controller([owned("Job", "tj-node", "job-1", "copy")], "tj")
+    by_another_kind = owned("Job", "tj-node", "job-1", "copy")
+    by_another_kind["metadata"]["ownerReferences"][0].update(kind="TrainJob", name="tj")
+    assert not jobset_controller([by_another_kind], "tj")  # a TrainJob of the name: not a JobSet
     kept_jobs, kept_pods = ours({"copy", "jobset-uid"}, jobs, pods)
     assert [j["metadata"]["name"] for j in kept_jobs] == ["tj-node-0"]
     assert [p["metadata"]["name"] for p in kept_pods] == ["a"]

@@ -254,6 +254,10 @@ def test_the_watch_keeps_what_the_estimate_reads_and_no_more() -> None:
     )
     theirs = held_of(held_seen(workload(**ADMITTED), "another-manager"))
     assert theirs is not None and not theirs.ours
+    by_jobset = workload(**ADMITTED)  # controlled by another kind: no TrainJob's checkpoints
+    by_jobset["metadata"]["ownerReferences"][0]["kind"] = "JobSet"
+    held = held_of(held_seen(by_jobset, "mgr"))
+    assert held is not None and held.trainjob is None
 
 
 def test_one_not_holding_quota_is_kept_as_who_it_is() -> None:
