@@ -23,9 +23,13 @@ OURS = {"trainjob-dispatcher", "kubectl-trainjob"}
 # module named, less those a bare interpreter has loaded already (site's own hooks).
 PROBE = r"""
 import importlib, importlib.metadata as md, json, sys
-def loaded():  # aiohttp looks for backports.zstd and goes on without it: the namespace
-    # package it finds on the way (a dev tool's backports.tarfile here) is no library it loads
-    return {name.partition(".")[0] for name in list(sys.modules)} - {"backports"}
+def loaded():  # aiohttp looks for backports.zstd and goes on without it: the bare namespace
+    # package it finds on the way (a dev tool's backports.tarfile here) is no library it loads;
+    # one of its modules is
+    names = list(sys.modules)
+    tops = {name.partition(".")[0] for name in names}
+    return tops - {t for t in NAMESPACES if not any(n.startswith(t + ".") for n in names)}
+NAMESPACES = {"backports"}
 before = loaded()
 importlib.import_module(sys.argv[1])
 dists = md.packages_distributions()

@@ -507,13 +507,31 @@ def test_a_worker_connected_again_is_pending_until_its_failed_watches_list_again
     for watch in ("held", *QUEUE_KINDS):
         _listed(worker, watch)
     assert not worker.estimate_pending
+    worker._made_at -= ESTIMATE_PENDING_MAX + 1  # up long before the outage
     for kind in worker._ok:
         worker._set_ok(kind, False)
     worker._set_held_ok(False, "connection refused")
     for kind in worker._ok:
         worker._set_ok(kind, True)  # its copies listed again, the held watch not yet
-    assert worker.estimate_pending
+    assert worker.estimate_pending  # the bound counts from the reconnection
     _listed(worker, "held")
+    assert not worker.estimate_pending
+
+
+def test_a_watch_that_fails_while_connected_leaves_no_estimate_pending() -> None:
+    """A held watch refused (say, Forbidden) while the worker stays connected: the estimate
+    is unknown, not pending, however often the copies' watches list again."""
+    worker = RemoteCluster(
+        "w1", remote_cluster().cluster, "origin", lambda ns, name, urgent: None, held=True
+    )
+    for kind in worker._ok:
+        worker._set_ok(kind, True)
+    for kind in QUEUE_KINDS:
+        _listed(worker, kind)
+    worker._set_held_ok(False, "Forbidden")
+    assert not worker.estimate_pending
+    for kind in worker._ok:
+        worker._set_ok(kind, True)  # listed again while connected: no reconnection
     assert not worker.estimate_pending
 
 
