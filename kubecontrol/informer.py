@@ -60,8 +60,11 @@ def slim(obj: Dict) -> Dict:
 # million tiny strings costs the walk no more than an ordinary one, and the table no more
 # than this many entries (the rest of it stays as decoded).
 SHARED_PER_OBJECT = 4096
-# Entries the table may gain past twice its size after the last sweep before it is swept.
+# Entries the table may gain past twice its size after the last sweep before it is swept, and
+# characters past twice its characters then: a tenant who rewrites one large value again and
+# again leaves few entries but many bytes behind.
 SWEEP_SLACK = 4096
+SWEEP_SLACK_CHARS = 16 * 2**20
 
 
 class Strings:
@@ -76,12 +79,16 @@ class Strings:
     The table is the process's own, not the interpreter's (`sys.intern`'s strings are
     immortal in CPython 3.12): a string nothing but the table holds any more is swept out,
     once the table has doubled since the last sweep, so what a tenant wrote stays no longer
-    than a cache holds it. Each object shares at most SHARED_PER_OBJECT of its values."""
+    than a cache holds it (or, for one large value rewritten again and again, until the
+    characters added reach twice those kept). Each object shares at most SHARED_PER_OBJECT of
+    its values."""
 
     def __init__(self) -> None:
         self._table: dict[str, str] = {}
         self._lock = threading.Lock()
         self._kept_after_sweep = 0
+        self._chars_after_sweep = 0  # the characters of what the last sweep kept
+        self._chars_added = 0  # those of the strings added since
 
     def __len__(self) -> int:
         return len(self._table)
@@ -102,10 +109,17 @@ class Strings:
                     if budget < 0:
                         break
                     if type(value) is str:
-                        node[at] = table.setdefault(value, value)
+                        shared = table.get(value)
+                        if shared is None:
+                            table[value] = shared = value
+                            self._chars_added += len(value)
+                        node[at] = shared
                     elif type(value) is dict or type(value) is list:
                         todo.append(value)
-            if len(table) > 2 * self._kept_after_sweep + SWEEP_SLACK:
+            if (
+                len(table) > 2 * self._kept_after_sweep + SWEEP_SLACK
+                or self._chars_added > self._chars_after_sweep + SWEEP_SLACK_CHARS
+            ):
                 self._sweep()
 
     def _sweep(self) -> None:
@@ -121,6 +135,7 @@ class Strings:
                 del table[value]
         del table[probe]
         self._kept_after_sweep = len(table)
+        self._chars_after_sweep, self._chars_added = sum(map(len, table)), 0
 
 
 STRINGS = Strings()  # the process's table, shared by every informer

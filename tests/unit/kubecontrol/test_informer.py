@@ -272,6 +272,16 @@ def test_the_table_is_swept_as_it_grows_so_what_is_gone_does_not_pile_up(
     assert all(h["annotation"] in strings._table for h in held)
 
 
+def test_a_large_value_rewritten_again_and_again_is_swept_by_its_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(informers, "SWEEP_SLACK_CHARS", 100_000)
+    strings = Strings()
+    for i in range(50):  # one annotation of 20,000 characters, a new one each time
+        strings.share({"annotation": f"{i:04d}" + "x" * 20_000})
+    assert len(strings) <= 6  # entries alone would never have called for a sweep
+
+
 def test_an_object_shares_a_bounded_number_of_its_strings() -> None:
     strings = Strings()
     strings.share({"args": [f"{i}-x" for i in range(10_000)]})  # the first ones only
@@ -306,4 +316,4 @@ def test_sharing_reaches_any_depth_and_leaves_what_is_not_json_alone() -> None:
     held = (_script(40),)
     strings.share(held)
     strings.share("x")
-    assert len(strings) == 1
+    assert len(strings) == 1 and held[0] is not node["leaf"]  # the tuple's string untouched
