@@ -1,15 +1,13 @@
-"""What a running Python controller holds, by the line that allocated it: the process traces its
-heap from its start (`PYTHONTRACEMALLOC`, in the environment of processes started under
-`traced_children`), and
-`heap_sites` has it take a tracemalloc snapshot, through gdb (`PyRun_SimpleString` under the
-GIL), and write its statistics by line to a file read back here. Tracing costs the process
-memory and CPU of its own: its figures are for finding where memory goes, never for the
-resident memory a run reports (benchmarks/memory.py runs it apart, with `--heap`).
+"""What a running Python controller holds, by the line that allocated it: processes started under
+`traced_children` trace their heap from their start (`PYTHONTRACEMALLOC`) and load
+`heap_hook/sitecustomize.py`, which has them answer SIGUSR2 by writing their tracemalloc
+statistics by line to a file; `heap_sites` sends the signal and reads the file back. Tracing
+costs the process memory and CPU of its own: its figures are for finding where memory goes,
+never for the resident memory a run reports (benchmarks/memory.py runs it apart, with `--heap`).
 
-Needs gdb (Debian's `gdb`), the right to trace the process (its parent, or root), and a gdb
-that can call a function in a process on this machine: Debian's gdb 13.1 cannot on a CPU with
-AMX state (it says "Couldn't write extended state status", and the call never runs):
-`gdb_problem` says so before a run relies on it.
+No debugger is needed (gdb's calls into a process fail on some machines: Debian's gdb 13.1 on a
+CPU with AMX state). The process's main thread runs the handler between two bytecodes: one busy
+in a long C call answers when the call returns.
 """
 
 from __future__ import annotations
@@ -17,24 +15,24 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import shutil
-import subprocess
+import signal
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 # Frames kept per allocation: the line that allocated it alone.
 FRAMES = "1"
 
-# Run in the traced process: its snapshot's statistics by line, as "bytes count file:line".
-_DUMP = (
-    "import tracemalloc as _t\n"
-    "_snap = _t.take_snapshot()\n"  # before the file: an untraced process writes none
-    "with open({path!r}, 'w') as _f:\n"
-    "    for _s in _snap.statistics('lineno'):\n"
-    "        _fr = _s.traceback[0]\n"
-    "        _f.write(f'{{_s.size}} {{_s.count}} {{_fr.filename}}:{{_fr.lineno}}\\n')\n"
-)
+HOOK = Path(__file__).resolve().parent / "heap_hook"
+
+
+@functools.cache
+def sites_dir() -> Path:
+    """Where processes traced from here write their heaps, one file per process id: a directory
+    of this process's own, made at first use."""
+    return Path(tempfile.mkdtemp(prefix="heap-sites-"))
+
 
 Sites = dict[str, tuple[int, int]]  # file:line -> (bytes, blocks)
 
@@ -42,68 +40,58 @@ Sites = dict[str, tuple[int, int]]  # file:line -> (bytes, blocks)
 @contextlib.contextmanager
 def traced_children() -> Iterator[None]:
     """Processes started meanwhile (the bed's replicas take this process's environment) trace
-    their heap from their start."""
-    before = os.environ.get("PYTHONTRACEMALLOC")
-    os.environ["PYTHONTRACEMALLOC"] = FRAMES
+    their heap from their start and write it on SIGUSR2; the environment is put back after."""
+    paths = os.environ.get("PYTHONPATH")
+    wanted = {
+        "PYTHONTRACEMALLOC": FRAMES,
+        "HEAP_SITES_DIR": str(sites_dir()),
+        "PYTHONPATH": os.pathsep.join([str(HOOK), *([paths] if paths else [])]),
+    }
+    before = {name: os.environ.get(name) for name in wanted}
+    os.environ.update(wanted)
     try:
         yield
     finally:
-        if before is None:
-            del os.environ["PYTHONTRACEMALLOC"]
-        else:
-            os.environ["PYTHONTRACEMALLOC"] = before
+        for name, value in before.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
 
 
-@functools.cache
-def gdb_problem() -> str | None:
-    """Why gdb cannot call a function in a process here (None: it can): tried once on a
-    process of its own, as `heap_sites` calls Python's."""
-    if shutil.which("gdb") is None:
-        return "gdb is not installed (Debian: gdb)"
-    proc = subprocess.Popen(["sleep", "60"])
+def answers(pid: int) -> bool:
+    """Process `pid` catches SIGUSR2 (its SigCgt mask says so): started under `traced_children`
+    and tracing. Any other would be ended by the signal, so it is never sent one."""
     try:
-        argv = ["gdb", "-p", str(proc.pid), "-batch", "-nx", "-ex", "call (int)getpid()"]
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-        except subprocess.TimeoutExpired:
-            return "gdb took over 60 s to call getpid() in a sleeping process"
-        if f"= {proc.pid}" in done.stdout:
-            return None
-        said = [line for line in done.stderr.splitlines() if line.strip()]  # its errors
-        return f"gdb could not call getpid() in a sleeping process: {said[-1] if said else ''}"
-    finally:
-        proc.kill()
-        proc.wait()
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    masks = (line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:"))
+    caught = next(masks, "0")
+    return bool(int(caught, 16) >> (signal.SIGUSR2 - 1) & 1)
 
 
 def heap_sites(pid: int, timeout: float = 120) -> Sites:
-    """The traced heap of process `pid`, by allocating line (empty when it is not traced or
-    gdb could not reach it: the reason is printed)."""
-    with tempfile.TemporaryDirectory(prefix="heap-") as tmp:
-        out = Path(tmp) / "sites.txt"
-        code = _DUMP.format(path=str(out)).replace("\\", "\\\\").replace('"', '\\"')
-        code = code.replace("\n", "\\n")
-        argv = [
-            "gdb", "-p", str(pid), "-batch", "-nx",
-            "-ex", "call (int)PyGILState_Ensure()",
-            "-ex", f'call (int)PyRun_SimpleString("{code}")',
-            "-ex", "call (void)PyGILState_Release($1)",
-        ]  # fmt: skip
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:  # gdb is ended; the process goes on when it detaches
-            print(f"no heap of {pid}: gdb took over {timeout:.0f} s")
+    """The traced heap of process `pid`, by allocating line (empty, the reason printed, when it
+    does not answer SIGUSR2 or writes nothing within `timeout` seconds)."""
+    if not answers(pid):
+        print(f"no heap of {pid}: it does not trace its heap (not started under traced_children)")
+        return {}
+    out = sites_dir() / f"{pid}.txt"
+    out.unlink(missing_ok=True)
+    os.kill(pid, signal.SIGUSR2)
+    deadline = time.monotonic() + timeout
+    while not out.exists():
+        if time.monotonic() > deadline:
+            print(f"no heap of {pid}: nothing written within {timeout:.0f} s")
             return {}
-        if not out.exists():
-            tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
-            said = tail[0] if tail else "nothing"
-            print(f"no heap of {pid}: it traces none, or gdb could not run Python in it ({said})")
-            return {}
-        sites: Sites = {}
-        for line in out.read_text().splitlines():
-            size, count, where = line.split(" ", 2)
-            sites[where] = (int(size), int(count))
-        return sites
+        time.sleep(0.2)
+    sites: Sites = {}
+    for line in out.read_text().splitlines():
+        size, count, where = line.split(" ", 2)
+        sites[where] = (int(size), int(count))
+    out.unlink()
+    return sites
 
 
 def growth(before: Sites, after: Sites) -> list[tuple[str, int, int]]:

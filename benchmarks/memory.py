@@ -149,14 +149,12 @@ def main() -> int:
         type=int,
         default=0,
         metavar="N",
-        help="our replicas trace their Python heap (benchmarks/heap.py; needs gdb) and the N "
+        help="our replicas trace their Python heap (benchmarks/heap.py) and the N "
         "lines that allocated most of what each holds are printed after each step, with what "
         "each grew by over the run: where the memory goes, not how much (tracing costs its own)",
     )
     replicas_arg(parser)
     args = parser.parse_args()
-    if args.heap and (problem := heap.gdb_problem()) is not None:
-        parser.error(f"--heap needs gdb to call Python in our replicas: {problem}")
     timeout = WaitForPodsReady(timeout_seconds=args.pods_ready_timeout)
     update: dict[str, object] = {
         "wait_for_pods_ready": timeout,
