@@ -1,9 +1,12 @@
-"""What a running Python controller holds, by the line that allocated it: processes started under
-`traced_children` trace their heap from their start (`PYTHONTRACEMALLOC`) and load
-`heap_hook/sitecustomize.py`, which has them answer SIGUSR2 by writing their tracemalloc
-statistics by line to a file; `heap_sites` sends the signal and reads the file back. Tracing
-costs the process memory and CPU of its own: its figures are for finding where memory goes,
-never for the resident memory a run reports (benchmarks/memory.py runs it apart, with `--heap`).
+"""What a running Python controller holds: how much each allocator holds in use and keeps free
+(Python's small-object allocator and glibc's malloc), and, traced, by the line that allocated
+it. Processes started under `hooked_children` load `heap_hook/sitecustomize.py`, which has them
+answer SIGUSR2 by writing those figures to a file, and, `traced=True`, trace their heap from
+their start (`PYTHONTRACEMALLOC`) and add its tracemalloc statistics by line; `heap_of` sends
+the signal and reads the file back. Tracing costs the process memory and CPU of its own, and
+hides the small-object allocator's figures: its figures are for finding where memory goes,
+never for the resident memory a run reports (benchmarks/memory.py runs it apart, with `--heap`;
+`--allocators` reads the allocators of untraced replicas).
 
 No debugger is needed (gdb's calls into a process fail on some machines: Debian's gdb 13.1 on a
 CPU with AMX state). The process's main thread runs the handler between two bytecodes: one busy
@@ -20,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 # Frames kept per allocation: the line that allocated it alone.
 FRAMES = "1"
@@ -38,12 +42,13 @@ Sites = dict[str, tuple[int, int]]  # file:line -> (bytes, blocks)
 
 
 @contextlib.contextmanager
-def traced_children() -> Iterator[None]:
-    """Processes started meanwhile (the bed's replicas take this process's environment) trace
-    their heap from their start and write it on SIGUSR2; the environment is put back after."""
+def hooked_children(*, traced: bool) -> Iterator[None]:
+    """Processes started meanwhile (the bed's replicas take this process's environment) write
+    their allocators' figures on SIGUSR2 and, `traced`, their heap by line, traced from their
+    start; the environment is put back after."""
     paths = os.environ.get("PYTHONPATH")
     wanted = {
-        "PYTHONTRACEMALLOC": FRAMES,
+        "PYTHONTRACEMALLOC": FRAMES if traced else "",
         "HEAP_SITES_DIR": str(sites_dir()),
         "PYTHONPATH": os.pathsep.join([str(HOOK), *([paths] if paths else [])]),
     }
@@ -60,8 +65,8 @@ def traced_children() -> Iterator[None]:
 
 
 def answers(pid: int) -> bool:
-    """Process `pid` catches SIGUSR2 (its SigCgt mask says so): started under `traced_children`
-    and tracing. Any other would be ended by the signal, so it is never sent one."""
+    """Process `pid` catches SIGUSR2 (its SigCgt mask says so): started under `hooked_children`.
+    Any other would be ended by the signal, so it is never sent one."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
@@ -71,12 +76,25 @@ def answers(pid: int) -> bool:
     return bool(int(caught, 16) >> (signal.SIGUSR2 - 1) & 1)
 
 
-def heap_sites(pid: int, timeout: float = 120) -> Sites:
-    """The traced heap of process `pid`, by allocating line (empty, the reason printed, when it
-    does not answer SIGUSR2 or writes nothing within `timeout` seconds)."""
+class Heap(NamedTuple):
+    """What a traced process holds: its traced heap by allocating line, and its allocators'
+    figures (bytes by name: `pymalloc arenas`, `pymalloc in blocks used`, `pymalloc free in
+    pools used`, `pymalloc free pools`, `malloc in use`, `malloc free kept`, `malloc mapped
+    blocks`; the last three only on glibc 2.33 or later)."""
+
+    sites: Sites
+    allocators: dict[str, int]
+
+
+NO_HEAP = Heap({}, {})
+
+
+def heap_of(pid: int, timeout: float = 120) -> Heap:
+    """The heap of process `pid` (NO_HEAP, the reason printed, when it does not answer SIGUSR2
+    or writes nothing within `timeout` seconds)."""
     if not answers(pid):
-        print(f"no heap of {pid}: it does not trace its heap (not started under traced_children)")
-        return {}
+        print(f"no heap of {pid}: it does not answer SIGUSR2 (not started under hooked_children)")
+        return NO_HEAP
     out = sites_dir() / f"{pid}.txt"
     out.unlink(missing_ok=True)
     os.kill(pid, signal.SIGUSR2)
@@ -84,14 +102,18 @@ def heap_sites(pid: int, timeout: float = 120) -> Sites:
     while not out.exists():
         if time.monotonic() > deadline:
             print(f"no heap of {pid}: nothing written within {timeout:.0f} s")
-            return {}
+            return NO_HEAP
         time.sleep(0.2)
-    sites: Sites = {}
+    held = Heap({}, {})
     for line in out.read_text().splitlines():
-        size, count, where = line.split(" ", 2)
-        sites[where] = (int(size), int(count))
+        if line.startswith("= "):
+            name, _, value = line[2:].rpartition(" ")
+            held.allocators[name] = int(value)
+        else:
+            size, count, where = line.split(" ", 2)
+            held.sites[where] = (int(size), int(count))
     out.unlink()
-    return sites
+    return held
 
 
 def growth(before: Sites, after: Sites) -> list[tuple[str, int, int]]:

@@ -23,6 +23,7 @@ a 2-core machine, and the counts would never settle), and takes it down at the e
     .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 4
     .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 2 --pipeline peer-shipped --replicas 1
     .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 2 --replicas 1 --heap 15  # by line
+    .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 2 --replicas 1 --allocators
 """
 
 from __future__ import annotations
@@ -153,6 +154,13 @@ def main() -> int:
         "lines that allocated most of what each holds are printed after each step, with what "
         "each grew by over the run: where the memory goes, not how much (tracing costs its own)",
     )
+    parser.add_argument(
+        "--allocators",
+        action="store_true",
+        help="our replicas (untraced) say after each step what Python's small-object allocator "
+        "and glibc's malloc hold in use and keep free, with what each grew by over the run: how "
+        "much of the resident memory is live data (benchmarks/heap.py; with --heap, malloc's only)",
+    )
     replicas_arg(parser)
     args = parser.parse_args()
     timeout = WaitForPodsReady(timeout_seconds=args.pods_ready_timeout)
@@ -176,7 +184,8 @@ def start(bed: Bed, args: argparse.Namespace) -> tuple[list[Replica], dict[str, 
     our replicas, and every controller process of the pipeline and every Kueue, by what each
     is."""
     if args.pipeline == "ours":
-        with heap.traced_children() if args.heap else contextlib.nullcontext():
+        hooked = args.heap or args.allocators
+        with heap.hooked_children(traced=bool(args.heap)) if hooked else contextlib.nullcontext():
             ctrls = start_ours(bed, args.replicas)
         leader = leading_dispatcher(ctrls) if args.replicas > 1 else None
         procs = {}
@@ -213,7 +222,7 @@ def measure(bed: Bed, args: argparse.Namespace) -> int:
     rows: list[tuple[int, dict[str, int], dict[str, float]]] = []
     # our replicas (Python) only: the peer's controllers and every Kueue are Go
     traced = {what: r.proc.pid for r in ctrls for what, pid in procs.items() if pid == r.proc.pid}
-    heaps: list[dict[str, heap.Sites]] = []
+    heaps: list[dict[str, heap.Heap]] = []
     try:
         every = [*(("multikueueclusters", w.name) for w in bed.config.workers)]
         for plural, name in [*every, ("admissionchecks", "multikueue")]:
@@ -237,8 +246,8 @@ def measure(bed: Bed, args: argparse.Namespace) -> int:
                 f"submitting): objects {shown}; resident MiB: {mem}",
                 flush=True,
             )
-            if args.heap:
-                heaps.append({what: heap.heap_sites(pid) for what, pid in traced.items()})
+            if args.heap or args.allocators:
+                heaps.append({what: heap.heap_of(pid) for what, pid in traced.items()})
                 show_heaps(heaps[-1], args.heap)
         print("\nTCP connections to each API server, by process:")
         for what, pid in procs.items():
@@ -270,26 +279,37 @@ def measure(bed: Bed, args: argparse.Namespace) -> int:
     return 0
 
 
-def show_heaps(sites: dict[str, heap.Sites], top: int) -> None:
-    """Each traced process's heap: in all, and its `top` allocating lines."""
-    for what, held in sites.items():
-        total = sum(size for size, _ in held.values())
+def show_heaps(heaps: dict[str, heap.Heap], top: int) -> None:
+    """Each hooked process's allocators, and its traced heap: in all, and its `top` allocating
+    lines."""
+    for what, held in heaps.items():
+        shown = ", ".join(f"{name} {size / 2**20:.1f}" for name, size in held.allocators.items())
+        print(f"  allocators of {what} (MiB): {shown}")
+        if not held.sites:
+            continue
+        total = sum(size for size, _ in held.sites.values())
         print(f"  heap of {what}: {total / 2**20:.1f} MiB traced")
-        for where, (size, count) in sorted(held.items(), key=lambda x: -x[1][0])[:top]:
+        for where, (size, count) in sorted(held.sites.items(), key=lambda x: -x[1][0])[:top]:
             print(f"    {size / 2**20:7.2f} MiB {count:8d} blocks  {heap.short(where, REPO_ROOT)}")
 
 
 def show_growth(
-    first: dict[str, heap.Sites], last: dict[str, heap.Sites], top: int, jobs: int
+    first: dict[str, heap.Heap], last: dict[str, heap.Heap], top: int, jobs: int
 ) -> None:
-    """What each traced process's heap grew by from the first step to the last, in all and by
-    line: the memory the TrainJobs in flight hold there."""
-    print(f"\nHeap growth over {jobs} TrainJobs, by allocating line:")
-    for what in last:
-        rows = heap.growth(first.get(what, {}), last[what])
+    """What each hooked process's allocators and traced heap grew by from the first step to the
+    last, in all and by line: the memory the TrainJobs in flight hold there."""
+    print(f"\nGrowth over {jobs} TrainJobs:")
+    for what, held in last.items():
+        before = first.get(what, heap.NO_HEAP)
+        grew = {n: v - before.allocators.get(n, 0) for n, v in held.allocators.items()}
+        shown = ", ".join(f"{n} {v / 2**20:+.1f}" for n, v in grew.items())
+        print(f"  allocators of {what} (MiB): {shown}")
+        if not held.sites:
+            continue
+        rows = heap.growth(before.sites, held.sites)
         total = sum(size for _, size, _ in rows)
         each = total / max(jobs, 1)
-        print(f"  {what}: {total / 2**20:+.1f} MiB traced ({each:+,.0f} B per TrainJob)")
+        print(f"  heap of {what}: {total / 2**20:+.1f} MiB traced ({each:+,.0f} B per TrainJob)")
         for where, size, count in rows[:top]:
             site = heap.short(where, REPO_ROOT)
             print(f"    {size / 2**20:+7.2f} MiB {count:+8d} blocks  {site}")

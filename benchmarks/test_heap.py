@@ -36,9 +36,9 @@ def test_a_site_is_named_from_the_repository_or_by_its_last_parts() -> None:
     assert heap.short("/srv/a:b/c.py:7", root) == "a:b/c.py:7"
 
 
-def test_traced_children_trace_from_their_start_and_the_variables_go_after() -> None:
+def test_hooked_children_trace_from_their_start_and_the_variables_go_after() -> None:
     assert "PYTHONTRACEMALLOC" not in os.environ
-    with heap.traced_children():
+    with heap.hooked_children(traced=True):
         child = subprocess.run(
             [sys.executable, "-c", "import tracemalloc; print(tracemalloc.is_tracing())"],
             capture_output=True,
@@ -49,9 +49,9 @@ def test_traced_children_trace_from_their_start_and_the_variables_go_after() -> 
     assert "PYTHONTRACEMALLOC" not in os.environ and "HEAP_SITES_DIR" not in os.environ
 
 
-def test_traced_children_take_the_variables_away_when_their_block_fails() -> None:
+def test_hooked_children_take_the_variables_away_when_their_block_fails() -> None:
     paths = os.environ.get("PYTHONPATH")
-    with pytest.raises(RuntimeError), heap.traced_children():
+    with pytest.raises(RuntimeError), heap.hooked_children(traced=True):
         raise RuntimeError("the bed did not start")
     assert "PYTHONTRACEMALLOC" not in os.environ
     assert os.environ.get("PYTHONPATH") == paths
@@ -66,15 +66,19 @@ def _holder(tmp_path: Path) -> tuple[Path, subprocess.Popen[str]]:
 
 
 def test_a_traced_process_says_which_line_holds_its_memory_and_goes_on(tmp_path: Path) -> None:
-    with heap.traced_children():
+    with heap.hooked_children(traced=True):
         script, proc = _holder(tmp_path)
     try:
         for _ in range(2):  # asked twice: the signal handled, the process still there
-            sites = heap.heap_sites(proc.pid, timeout=30)
+            held = heap.heap_of(proc.pid, timeout=30)
+            sites = held.sites
             size, count = sites[f"{script}:3"]
             assert size >= 8 * 2**20 and count >= 8 * 1024
             assert max(sites.items(), key=lambda x: x[1][0])[0] == f"{script}:3"
             assert proc.poll() is None
+            # tracing hides pymalloc's figures; malloc's are there
+            assert held.allocators["malloc in use"] >= 8 * 2**20
+            assert "pymalloc arenas" not in held.allocators
         assert not list(heap.sites_dir().iterdir())  # each file read and taken away
     finally:
         proc.kill()
@@ -86,21 +90,29 @@ def test_an_untraced_process_reads_as_no_heap_and_is_never_signalled(
 ) -> None:
     _, proc = _holder(tmp_path)  # SIGUSR2 would end it: its default action
     try:
-        assert heap.heap_sites(proc.pid, timeout=5) == {}
-        assert "does not trace its heap" in capsys.readouterr().out
+        assert heap.heap_of(proc.pid, timeout=5) == heap.NO_HEAP
+        assert "does not answer SIGUSR2" in capsys.readouterr().out
         assert proc.poll() is None
     finally:
         proc.kill()
         proc.wait()
 
 
-def test_a_process_started_with_the_hook_but_not_tracing_installs_nothing(tmp_path: Path) -> None:
-    with heap.traced_children():
-        os.environ["PYTHONTRACEMALLOC"] = "0"  # tracing off: the hook must not answer
+def test_an_untraced_process_with_the_hook_gives_its_allocators_only(tmp_path: Path) -> None:
+    with heap.hooked_children(traced=False):
         _, proc = _holder(tmp_path)
     try:
-        assert not heap.answers(proc.pid)
-        assert heap.heap_sites(proc.pid, timeout=5) == {}
+        held = heap.heap_of(proc.pid, timeout=30)
+        assert held.sites == {}
+        # the 8 MiB of 1 KiB bytes are above the small-object bound: malloc's; pymalloc's
+        # figures can be read in an untraced process
+        assert held.allocators["malloc in use"] >= 8 * 2**20
+        arenas, used = (
+            held.allocators["pymalloc arenas"],
+            held.allocators["pymalloc in blocks used"],
+        )
+        assert 0 < used <= arenas
+        assert used + held.allocators["pymalloc free in pools used"] <= arenas
     finally:
         proc.kill()
         proc.wait()
@@ -108,6 +120,6 @@ def test_a_process_started_with_the_hook_but_not_tracing_installs_nothing(tmp_pa
 
 def test_a_tracing_already_asked_for_is_put_back(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONTRACEMALLOC", "25")
-    with heap.traced_children():
+    with heap.hooked_children(traced=True):
         assert os.environ["PYTHONTRACEMALLOC"] == heap.FRAMES
     assert os.environ["PYTHONTRACEMALLOC"] == "25"
