@@ -195,15 +195,31 @@ def _per_worker(
     ]
 
 
-def _remove(workers: WorkerConnections, removal: Removal) -> str | None:
-    """A deleted TrainJob's copies deleted (removal.py); the Warning's message when a worker
-    that may hold some keeps them."""
+def _deletes(
+    workers: WorkerConnections, deletes: list[RemoteAction]
+) -> list[tuple[str, list[RemoteAction], list[bool | None]]]:
+    """Copies deleted, each once, the workers at once (removal.py plans them)."""
 
     def run(actions: list[RemoteAction]) -> list[bool | None]:
         return [_remote_write(workers, action, once=True) for action in actions]
 
-    done = _per_worker(workers, removal.deletes, run)
+    return _per_worker(workers, deletes, run)
+
+
+def _remove(workers: WorkerConnections, removal: Removal) -> str | None:
+    """A deleted TrainJob's copies deleted (removal.removal); the Warning's message when a
+    worker that may hold some keeps them."""
+    done = _deletes(workers, removal.deletes)
     return removal.deferred(cluster for cluster, _, results in done if None in results)
+
+
+def sweep(workers: WorkerConnections, orphans: list[RemoteAction]) -> None:
+    """The garbage collector's deletes (removal.orphans) carried out; a delete that fails is
+    logged and planned again by the next sweep."""
+    for _, actions, results in _deletes(workers, orphans):
+        for action, result in zip(actions, results, strict=True):
+            if result:
+                log.info("orphan copy deleted", extra=_fields(action))
 
 
 def _resuming(cluster: str, resume: checkpoints.Checkpoint) -> Event:

@@ -1,18 +1,21 @@
 """The safety net: every resync period (sooner when a worker came or went, or this replica
 began to lead), the TrainJob CRD checked, every TrainJob in flight queued again, our
 MultiKueueClusters and AdmissionChecks looked at, and, every GC interval, the orphan sweep
-(copies_io.collect_garbage)."""
+(planned by removal.orphans from the workers' watch caches, carried out by execute.sweep)."""
 
 from __future__ import annotations
 
 import logging
 import time
 
-from dispatcher.controller import placements_io
+from dispatcher.controller import execute, placements_io
 from dispatcher.controller.admissionchecks import queue_checks, queue_cluster
 from dispatcher.controller.context import Context
-from dispatcher.controller.copies_io import collect_garbage
+from dispatcher.decisions import removal
+from dispatcher.decisions.removal import Held
 from dispatcher.workers import log_tails
+from dispatcher.workers.remote import RemoteCluster
+from kubebase.objects import Dict
 from kubecontrol.schema_bounds import version_schema
 from trainjob import jobframework
 from trainjob.caches import Caches
@@ -98,10 +101,22 @@ def resync_loop(ctx: Context) -> None:
                     ctx.queue.resync(key)
             if ctx.settings.gc_interval and time.monotonic() - last_gc >= ctx.settings.gc_interval:
                 last_gc = time.monotonic()
-                collect_garbage(ctx.workers.remotes, caches)
+                execute.sweep(ctx.workers, removal.orphans(_held(ctx), caches))
                 sweep_records(ctx, caches)
         except Exception:  # keep resyncing whatever one pass hit
             log.exception("resync pass failed", extra={"cluster": ctx.settings.cluster_name})
+
+
+def _held(ctx: Context) -> list[Held]:
+    """Each worker's copies as its watch caches show them (none of a worker not connected)."""
+    return [
+        Held(name, remote.connected, _copies(remote) if remote.connected else ())
+        for name, remote in list(ctx.workers.remotes.items())
+    ]
+
+
+def _copies(remote: RemoteCluster) -> tuple[Dict, ...]:
+    return (*remote.items("TrainJob"), *remote.items("Workload"))
 
 
 def sweep_records(ctx: Context, caches: Caches) -> None:

@@ -2,8 +2,8 @@
 Workload and TrainJob, `managedBy` and Kueue's placement patch stripped, our origin label and
 the manager object's UID), which object on a worker is ours, what the workers' watches keep of
 a copy, the status brought back from the one that runs it, and which copies are orphans
-(their manager object gone). Pure: how copies go, with their TrainJob or as orphans, is
-dispatcher/controller/copies_io.py.
+(their manager object gone). Pure: which copies go, with their TrainJob or as orphans, is
+removal.py's plan; dispatcher/controller/execute.py carries it out.
 
 Where each is used: the dispatch decision builds copies (decide.py, steps 4 and 5) and
 execute.py sends them (`is_our_copy` on a 409); remote.py watches them (`seen`, `KINDS`);

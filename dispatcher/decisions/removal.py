@@ -1,19 +1,23 @@
-"""What a deleted manager TrainJob's pass deletes before our finalizer lets it go (pure).
+"""Which copies on the workers are deleted (pure): a deleted manager TrainJob's, before our
+finalizer lets it go (`removal`), and every GC interval the orphans whose manager object is
+gone (`orphans`, the garbage collector's sweep).
 
-Its copies (the TrainJob's, then the Workload's) on every worker the manager watches, each
-by the UID the watch saw, so a same-named object made since, or anyone else's, stays. As
-with Kueue's MultiKueue, a worker that cannot be reached never holds the deletion up: the
-copies there are orphans once the TrainJob is gone, and the garbage collector removes them
-when the worker is back (copies_io.collect_garbage); a Warning on the TrainJob says which
-workers they are and what removes them."""
+Each copy by the UID the watch saw, so a same-named object made since, or anyone else's,
+stays. As with Kueue's MultiKueue, a worker that cannot be reached never holds the deletion
+up: the copies there are orphans once the TrainJob is gone, and the sweep removes them when
+the worker is back; a Warning on the TrainJob says which workers they are and what removes
+them. dispatcher/controller/execute.py carries out both."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
+from dispatcher.decisions.copies import orphan
 from dispatcher.decisions.decide import RemoteAction
 from kubebase.objects import Dict
+from trainjob_api.views import ObjectView
 
 
 @dataclass(frozen=True)
@@ -22,7 +26,7 @@ class Held:
 
     cluster: str
     connected: bool
-    copies: tuple[Dict, ...]  # ours there: the TrainJob's copy first, then the Workload's
+    copies: tuple[Dict, ...]  # ours there: TrainJob copies first, then Workload copies
 
 
 @dataclass
@@ -68,3 +72,27 @@ def removal(held: Iterable[Held], holders: Iterable[str], gc_interval: float) ->
         else "nothing removes them (the garbage collector is off: gcInterval 0)"
     )
     return plan
+
+
+class ManagerObjects(Protocol):
+    """The manager's objects a copy may have been made for (trainjob.caches.Caches)."""
+
+    def trainjob(self, namespace: str, name: str) -> ObjectView | None: ...
+
+    def workload(self, namespace: str, name: str) -> ObjectView | None: ...
+
+
+def orphans(held: Iterable[Held], manager: ManagerObjects) -> list[RemoteAction]:
+    """The sweep's deletes: every copy a connected worker's watch shows whose manager object
+    (the TrainJob or Workload of its name) is gone or was replaced by a new one of that name
+    (copies.orphan), by the UID the watch saw."""
+    deletes = []
+    for worker in held:
+        if not worker.connected:
+            continue
+        for copy in worker.copies:
+            view = ObjectView(copy)
+            find = manager.trainjob if copy["kind"] == "TrainJob" else manager.workload
+            if orphan(view, find(view.namespace, view.name)):
+                deletes.append(RemoteAction(worker.cluster, "delete", copy))
+    return deletes

@@ -1,15 +1,23 @@
-"""What a deleted TrainJob's pass deletes (dispatcher/decisions/removal.py), as a table: the
-workers as the manager's watches show them -> the deletes, and the Warning after them."""
+"""Which copies are deleted (dispatcher/decisions/removal.py), as tables: for a deleted
+TrainJob, the workers as the manager's watches show them -> the deletes, and the Warning after
+them; for the garbage collector's sweep, those workers and the manager's objects -> the deletes
+of the orphans."""
 
 from __future__ import annotations
 
 import pytest
 
-from dispatcher.decisions.removal import Held, removal
+from dispatcher.decisions.removal import Held, orphans, removal
+from trainjob_api import constants as c
+from trainjob_api.views import ObjectView
 
 
-def copy(kind: str, name: str, uid: str) -> dict:
-    return {"kind": kind, "metadata": {"namespace": "ns", "name": name, "uid": uid}}
+def copy(kind: str, name: str, uid: str, made_for: str | None = None) -> dict:
+    """A copy as a remote watch keeps it; `made_for`: the manager object's UID it names."""
+    meta: dict = {"namespace": "ns", "name": name, "uid": uid}
+    if made_for is not None:
+        meta["annotations"] = {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: made_for}
+    return {"kind": kind, "metadata": meta}
 
 
 TJ, WL = copy("TrainJob", "tj", "u-tj"), copy("Workload", "trainjob-tj-1", "u-wl")
@@ -89,3 +97,95 @@ def test_with_the_garbage_collector_off_the_warning_says_nothing_removes_them() 
         "workers w1 unreachable: its copies there stay; nothing removes them (the garbage "
         "collector is off: gcInterval 0)"
     )
+
+
+class Manager:
+    """The manager's caches: TrainJobs and Workloads by name, as their UID."""
+
+    def __init__(self, trainjobs: dict[str, str], workloads: dict[str, str]) -> None:
+        self.trainjobs, self.workloads = trainjobs, workloads
+
+    def trainjob(self, namespace: str, name: str) -> ObjectView | None:
+        return _named(namespace, name, self.trainjobs.get(name))
+
+    def workload(self, namespace: str, name: str) -> ObjectView | None:
+        return _named(namespace, name, self.workloads.get(name))
+
+
+def _named(namespace: str, name: str, uid: str | None) -> ObjectView | None:
+    meta = {"namespace": namespace, "name": name, "uid": uid}
+    return None if uid is None else ObjectView({"metadata": meta})
+
+
+@pytest.mark.parametrize(
+    ("held", "trainjobs", "workloads", "deletes"),
+    [
+        pytest.param(
+            [Held("w1", True, (copy("TrainJob", "gone", "u1", "m1"),))],
+            {},
+            {},
+            [("w1", "TrainJob", "u1")],
+            id="a-copy-whose-manager-object-is-gone-by-the-uid-seen",
+        ),
+        pytest.param(
+            [Held("w1", True, (copy("Workload", "wl", "u1", "m1"),))],
+            {},
+            {},
+            [("w1", "Workload", "u1")],
+            id="a-workload-copy-whose-manager-workload-is-gone",
+        ),
+        pytest.param(
+            [
+                Held(
+                    "w1",
+                    True,
+                    (copy("TrainJob", "tj", "u1", "m1"), copy("TrainJob", "new", "u2", "m-old")),
+                )
+            ],
+            {"tj": "m1", "new": "m-new"},
+            {},
+            [("w1", "TrainJob", "u2")],
+            id="kept-while-its-object-is-there-deleted-once-replaced",
+        ),
+        pytest.param(
+            [
+                Held(
+                    "w1",
+                    True,
+                    (copy("Workload", "wl", "u1", "w1"), copy("Workload", "old", "u2", "w-old")),
+                )
+            ],
+            {"wl": "w1", "old": "w-old"},  # TrainJobs of those names: not what a Workload's is
+            {"wl": "w1", "old": "w-new"},
+            [("w1", "Workload", "u2")],
+            id="a-workload-copy-is-judged-by-the-manager-workload",
+        ),
+        pytest.param(
+            [Held("w1", True, (copy("TrainJob", "tj", "u1"),))],
+            {"tj": "m1"},
+            {},
+            [],
+            id="a-copy-naming-no-origin-uid-is-kept-while-a-namesake-is-there",
+        ),
+        pytest.param(
+            [
+                Held("w1", False, (copy("TrainJob", "gone", "u1", "m1"),)),
+                Held("w2", True, (copy("TrainJob", "gone", "u2", "m1"),)),
+            ],
+            {},
+            {},
+            [("w2", "TrainJob", "u2")],
+            id="nothing-planned-on-a-worker-not-connected",
+        ),
+    ],
+)
+def test_orphans(
+    held: list[Held],
+    trainjobs: dict[str, str],
+    workloads: dict[str, str],
+    deletes: list[tuple[str, str, str]],
+) -> None:
+    planned = orphans(held, Manager(trainjobs, workloads))
+    assert [(a.cluster, a.obj["kind"], a.obj["metadata"]["uid"]) for a in planned] == deletes
+    assert {a.verb for a in planned} <= {"delete"}
+    assert not any(a.capture_tails for a in planned)
