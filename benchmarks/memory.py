@@ -8,12 +8,13 @@ the heaviest state for the dispatcher's caches: per TrainJob a manager TrainJob 
 remote Workload per worker while it waits, the remote TrainJob once a worker admits it. After
 each step, once the counts stop moving, it prints the objects on every cluster, each replica's
 resident memory and its TCP connections to each API server; at the end the slope (MiB per
-TrainJob in flight, a least-squares fit over the steps), that slope per cached object, and the
-peak resident memory (VmHWM) of every replica; then the same for the pipeline's controllers
-together, every Kueue, and both (the whole pipeline). `--pipeline peer-shipped` measures the
-upstream pipeline as compare.py runs it (Kueue's MultiKueue, Trainer and JobSet), on the same
-TrainJobs (Trainer's torch-distributed runtime, both pipelines); `--replicas` sets how many of
-each controller run (both pipelines; at 2 the peer's elect a leader as their releases do).
+TrainJob in flight, a least-squares fit over the steps), that slope per cached object, the
+peak resident memory (VmHWM) of every replica and the CPU it used over the steps; then the
+same for the pipeline's controllers together, every Kueue, and both (the whole pipeline).
+`--pipeline peer-shipped` measures the upstream pipeline as compare.py runs it (Kueue's
+MultiKueue, Trainer and JobSet), on the same TrainJobs (Trainer's torch-distributed runtime,
+both pipelines); `--replicas` sets how many of each controller run (both pipelines; at 2 the
+peer's elect a leader as their releases do).
 
 It brings up a fresh bed of its own (the bed's config: `$TJ_BED_CONFIG` or the defaults, e.g.
 benchmarks/beds/four-workers.yaml for more workers) with Kueue's default `waitForPodsReady`
@@ -53,7 +54,7 @@ from benchmarks.multikueue import (
     start_ours,
     trainjob_body,
 )
-from benchmarks.worker_trainjobs import peak_rss_mib, status_mib
+from benchmarks.worker_trainjobs import cpu_seconds, peak_rss_mib, status_mib
 from clusters import peer, setup
 from clusters.bed import Bed
 from clusters.config import REPO_ROOT, Port, WaitForPodsReady, load_config
@@ -223,6 +224,7 @@ def measure(bed: Bed, args: argparse.Namespace) -> int:
     # our replicas (Python) only: the peer's controllers and every Kueue are Go
     traced = {what: r.proc.pid for r in ctrls for what, pid in procs.items() if pid == r.proc.pid}
     heaps: list[dict[str, heap.Heap]] = []
+    cpu_at: list[dict[str, float]] = []  # CPU seconds of each process after each step
     try:
         every = [*(("multikueueclusters", w.name) for w in bed.config.workers)]
         for plural, name in [*every, ("admissionchecks", "multikueue")]:
@@ -238,6 +240,7 @@ def measure(bed: Bed, args: argparse.Namespace) -> int:
             submitted = target
             counts = settle(bed, ns, args.settle_timeout) if target else objects(bed, ns)
             rss = {what: status_mib(pid, "VmRSS") for what, pid in procs.items()}
+            cpu_at.append({what: cpu_seconds(pid) for what, pid in procs.items()})
             rows.append((target, counts, rss))
             shown = ", ".join(f"{k} {v}" for k, v in counts.items())
             mem = ", ".join(f"{what} {v:.0f}" for what, v in rss.items())
@@ -267,9 +270,12 @@ def measure(bed: Bed, args: argparse.Namespace) -> int:
             ys = [sum(rss[m] for m in members) for _, _, rss in rows]
             slope, intercept = statistics.linear_regression(xs, ys)
             peak = sum(peak_rss_mib(procs[m]) for m in members)
+            cpu = sum(cpu_at[-1][m] - cpu_at[0][m] for m in members)
             print(
                 f"{group}: {intercept:.0f} MiB + {slope * 1000:.1f} MiB per 1,000 TrainJobs in "
-                f"flight; peak resident {peak:.0f} MiB with {args.jobs} in flight"
+                f"flight; peak resident {peak:.0f} MiB with {args.jobs} in flight; CPU "
+                f"{cpu:.1f} s from the first step to the last ({cpu * 1000 / max(xs[-1], 1):.1f} "
+                "ms per TrainJob)"
             )
         if len(heaps) > 1:
             show_growth(heaps[0], heaps[-1], args.heap, rows[-1][0] - rows[0][0])
