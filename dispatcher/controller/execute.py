@@ -195,31 +195,22 @@ def _per_worker(
     ]
 
 
-def _deletes(
-    workers: WorkerConnections, deletes: list[RemoteAction]
-) -> list[tuple[str, list[RemoteAction], list[bool | None]]]:
-    """Copies deleted, each once, the workers at once (removal.py plans them)."""
+def _remove(workers: WorkerConnections, removal: Removal) -> str | None:
+    """A deleted TrainJob's copies deleted (removal.removal), each once, the workers at once;
+    the Warning's message when a worker that may hold some keeps them."""
 
     def run(actions: list[RemoteAction]) -> list[bool | None]:
         return [_remote_write(workers, action, once=True) for action in actions]
 
-    return _per_worker(workers, deletes, run)
-
-
-def _remove(workers: WorkerConnections, removal: Removal) -> str | None:
-    """A deleted TrainJob's copies deleted (removal.removal); the Warning's message when a
-    worker that may hold some keeps them."""
-    done = _deletes(workers, removal.deletes)
+    done = _per_worker(workers, removal.deletes, run)
     return removal.deferred(cluster for cluster, _, results in done if None in results)
 
 
-def sweep(workers: WorkerConnections, orphans: list[RemoteAction]) -> None:
-    """The garbage collector's deletes (removal.orphans) carried out; a delete that fails is
-    logged and planned again by the next sweep."""
-    for _, actions, results in _deletes(workers, orphans):
-        for action, result in zip(actions, results, strict=True):
-            if result:
-                log.info("orphan copy deleted", extra=_fields(action))
+def sweep(workers: WorkerConnections, orphans: list[RemoteAction]) -> int:
+    """The garbage collector's deletes (removal.orphans) carried out one after the other on
+    the caller's thread (the resync loop's: never the pool the passes' writes share); a
+    delete that fails is logged and planned again by the next sweep. How many were done."""
+    return sum(bool(_remote_write(workers, action, once=True)) for action in orphans)
 
 
 def _resuming(cluster: str, resume: checkpoints.Checkpoint) -> Event:
@@ -311,7 +302,7 @@ def _remote_write(
         return False
     meta = action.obj["metadata"]
     key = _write_key(action)
-    if not workers.first_time(key) and not once:
+    if not once and not workers.first_time(key):
         return False  # the watch has not shown the last write of this yet
     namespace = meta.get("namespace", "")
     try:

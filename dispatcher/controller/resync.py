@@ -101,7 +101,12 @@ def resync_loop(ctx: Context) -> None:
                     ctx.queue.resync(key)
             if ctx.settings.gc_interval and time.monotonic() - last_gc >= ctx.settings.gc_interval:
                 last_gc = time.monotonic()
-                execute.sweep(ctx.workers, removal.orphans(_held(ctx), caches))
+                deleted = execute.sweep(ctx.workers, removal.orphans(_held(ctx), caches))
+                if deleted:
+                    log.info(
+                        "orphan copies deleted",
+                        extra={"cluster": ctx.settings.cluster_name, "count": deleted},
+                    )
                 sweep_records(ctx, caches)
         except Exception:  # keep resyncing whatever one pass hit
             log.exception("resync pass failed", extra={"cluster": ctx.settings.cluster_name})

@@ -82,17 +82,28 @@ class ManagerObjects(Protocol):
     def workload(self, namespace: str, name: str) -> ObjectView | None: ...
 
 
+# Deletes one sweep sends to one worker: anyone who may label objects there as copies can
+# make orphans by the thousand; the rest wait for the next sweep, one GC interval on.
+SWEEP_DELETES_PER_WORKER = 500
+
+
 def orphans(held: Iterable[Held], manager: ManagerObjects) -> list[RemoteAction]:
-    """The sweep's deletes: every copy a connected worker's watch shows whose manager object
+    """The sweep's deletes: each copy a connected worker's watch shows whose manager object
     (the TrainJob or Workload of its name) is gone or was replaced by a new one of that name
-    (copies.orphan), by the UID the watch saw."""
+    (copies.orphan), by the UID the watch saw; not one already being deleted (a finalizer
+    holds it: deleting it again changes nothing); at most SWEEP_DELETES_PER_WORKER a worker."""
     deletes = []
     for worker in held:
         if not worker.connected:
             continue
+        mine = 0
         for copy in worker.copies:
             view = ObjectView(copy)
             find = manager.trainjob if copy["kind"] == "TrainJob" else manager.workload
-            if orphan(view, find(view.namespace, view.name)):
-                deletes.append(RemoteAction(worker.cluster, "delete", copy))
+            if view.deleting or not orphan(view, find(view.namespace, view.name)):
+                continue
+            deletes.append(RemoteAction(worker.cluster, "delete", copy))
+            mine += 1
+            if mine == SWEEP_DELETES_PER_WORKER:
+                break
     return deletes

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from dispatcher.decisions.removal import Held, orphans, removal
+from dispatcher.decisions.removal import SWEEP_DELETES_PER_WORKER, Held, orphans, removal
 from trainjob_api import constants as c
 from trainjob_api.views import ObjectView
 
@@ -99,6 +99,13 @@ def test_with_the_garbage_collector_off_the_warning_says_nothing_removes_them() 
     )
 
 
+def being_deleted(name: str, uid: str) -> dict:
+    """A TrainJob copy whose delete a finalizer holds."""
+    held = copy("TrainJob", name, uid, "m1")
+    held["metadata"]["deletionTimestamp"] = "2026-12-05T10:00:00Z"
+    return held
+
+
 class Manager:
     """The manager's caches: TrainJobs and Workloads by name, as their UID."""
 
@@ -168,6 +175,13 @@ def _named(namespace: str, name: str, uid: str | None) -> ObjectView | None:
             id="a-copy-naming-no-origin-uid-is-kept-while-a-namesake-is-there",
         ),
         pytest.param(
+            [Held("w1", True, (being_deleted("gone", "u1"), copy("Workload", "wl", "u2", "m")))],
+            {},
+            {},
+            [("w1", "Workload", "u2")],
+            id="a-copy-already-being-deleted-is-not-deleted-again",
+        ),
+        pytest.param(
             [
                 Held("w1", False, (copy("TrainJob", "gone", "u1", "m1"),)),
                 Held("w2", True, (copy("TrainJob", "gone", "u2", "m1"),)),
@@ -189,3 +203,23 @@ def test_orphans(
     assert [(a.cluster, a.obj["kind"], a.obj["metadata"]["uid"]) for a in planned] == deletes
     assert {a.verb for a in planned} <= {"delete"}
     assert not any(a.capture_tails for a in planned)
+
+
+def test_a_sweep_sends_a_worker_at_most_its_bound_of_deletes_the_rest_next_time() -> None:
+    over = SWEEP_DELETES_PER_WORKER + 3
+
+    def copies(kind: str, prefix: str, count: int) -> tuple[dict, ...]:
+        return tuple(copy(kind, f"{prefix}{i}", f"{prefix}-u{i}", "m") for i in range(count))
+
+    held = [
+        Held("w1", True, copies("TrainJob", "a", over)),
+        Held("w2", True, copies("Workload", "b", over)),
+        Held("w3", True, copies("Workload", "c", 3)),
+    ]
+    planned = orphans(held, Manager({}, {}))
+    on = [a.cluster for a in planned]
+    # each worker its own bound
+    assert (on.count("w1"), on.count("w2"), on.count("w3")) == (SWEEP_DELETES_PER_WORKER,) * 2 + (
+        3,
+    )
+    assert [a.obj["metadata"]["uid"] for a in planned][:2] == ["a-u0", "a-u1"]  # the watch's order
