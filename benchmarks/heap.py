@@ -21,6 +21,7 @@ import os
 import signal
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -90,30 +91,65 @@ NO_HEAP = Heap({}, {})
 
 
 def heap_of(pid: int, timeout: float = 120) -> Heap:
-    """The heap of process `pid` (NO_HEAP, the reason printed, when it does not answer SIGUSR2
-    or writes nothing within `timeout` seconds)."""
+    """The heap of process `pid` (NO_HEAP, the reason printed, when it does not answer SIGUSR2,
+    is gone, or writes nothing within `timeout` seconds).
+
+    The request names itself (`<pid>.ask`, a token the answer's first line repeats): an answer
+    to an earlier request is never taken for this one. The signal is sent again every second
+    until the answer comes: one that arrives while the process's handler is still running is
+    kept pending, and a main thread back in a long C call (a sleep, a lock's wait) would not
+    run it until that call returns."""
     if not answers(pid):
         print(f"no heap of {pid}: it does not answer SIGUSR2 (not started under hooked_children)")
         return NO_HEAP
-    out = sites_dir() / f"{pid}.txt"
-    out.unlink(missing_ok=True)
-    os.kill(pid, signal.SIGUSR2)
-    deadline = time.monotonic() + timeout
-    while not out.exists():
-        if time.monotonic() > deadline:
-            print(f"no heap of {pid}: nothing written within {timeout:.0f} s")
-            return NO_HEAP
-        time.sleep(0.2)
+    token = uuid.uuid4().hex
+    ask, out = sites_dir() / f"{pid}.ask", sites_dir() / f"{pid}.txt"
+    ask.write_text(token)
+    try:
+        lines = _asked(pid, out, token, time.monotonic() + timeout)
+    finally:
+        ask.unlink()
+    if lines is None:
+        return NO_HEAP
     held = Heap({}, {})
-    for line in out.read_text().splitlines():
+    for line in lines:
         if line.startswith("= "):
             name, _, value = line[2:].rpartition(" ")
             held.allocators[name] = int(value)
         else:
             size, count, where = line.split(" ", 2)
             held.sites[where] = (int(size), int(count))
-    out.unlink()
     return held
+
+
+def _asked(pid: int, out: Path, token: str, deadline: float) -> list[str] | None:
+    """The answer's lines: the signal sent, and again each second, until it comes (None, the
+    reason printed, when it does not by `deadline` or the process is gone)."""
+    while (lines := _answer(out, token)) is None:
+        if time.monotonic() > deadline:
+            print(f"no heap of {pid}: nothing written in time")
+            return None
+        try:
+            os.kill(pid, signal.SIGUSR2)
+        except ProcessLookupError:
+            print(f"no heap of {pid}: the process is gone")
+            return None
+        for _ in range(5):  # a second for the answer, then the signal again
+            if out.exists():
+                break
+            time.sleep(0.2)
+    return lines
+
+
+def _answer(out: Path, token: str) -> list[str] | None:
+    """The lines of the answer at `out` to the request `token`, taken away; None while there is
+    none (an answer to another request is taken away too)."""
+    try:
+        first, *lines = out.read_text().splitlines()
+    except (FileNotFoundError, ValueError):
+        return None
+    out.unlink(missing_ok=True)
+    return lines if first == f"# {token}" else None
 
 
 def growth(before: Sites, after: Sites) -> list[tuple[str, int, int]]:

@@ -57,10 +57,36 @@ def test_hooked_children_take_the_variables_away_when_their_block_fails() -> Non
     assert os.environ.get("PYTHONPATH") == paths
 
 
-def _holder(tmp_path: Path) -> tuple[Path, subprocess.Popen[str]]:
+# Holds 8 MiB of 1 KiB blocks (malloc's), then, told to on stdin, frees every other one and
+# holds 64 MiB in one block (a mapping of its own).
+CHANGER = """
+import sys
+held = [bytes(1024) for _ in range(8 * 1024)]
+print("ready", flush=True)
+sys.stdin.readline()
+del held[::2]
+big = bytes(64 * 2**20)
+print("changed", flush=True)
+sys.stdin.readline()
+"""
+
+# Catches SIGUSR2 and does nothing: it never answers.
+MUTE = """
+import signal, time
+signal.signal(signal.SIGUSR2, lambda *_: None)
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def _holder(
+    tmp_path: Path, code: str = HOLDER, stdin: int | None = None
+) -> tuple[Path, subprocess.Popen[str]]:
     script = tmp_path / "holder.py"
-    script.write_text(HOLDER)
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    script.write_text(code)
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdin=stdin, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return script, proc
 
@@ -69,7 +95,7 @@ def test_a_traced_process_says_which_line_holds_its_memory_and_goes_on(tmp_path:
     with heap.hooked_children(traced=True):
         script, proc = _holder(tmp_path)
     try:
-        for _ in range(2):  # asked twice: the signal handled, the process still there
+        for _ in range(3):  # asked again at once: the signal handled, the process still there
             held = heap.heap_of(proc.pid, timeout=30)
             sites = held.sites
             size, count = sites[f"{script}:3"]
@@ -79,7 +105,7 @@ def test_a_traced_process_says_which_line_holds_its_memory_and_goes_on(tmp_path:
             # tracing hides pymalloc's figures; malloc's are there
             assert held.allocators["malloc in use"] >= 8 * 2**20
             assert "pymalloc arenas" not in held.allocators
-        assert not list(heap.sites_dir().iterdir())  # each file read and taken away
+        assert not (heap.sites_dir() / f"{proc.pid}.ask").exists()  # the request taken away
     finally:
         proc.kill()
         proc.wait()
@@ -123,3 +149,65 @@ def test_a_tracing_already_asked_for_is_put_back(monkeypatch: pytest.MonkeyPatch
     with heap.hooked_children(traced=True):
         assert os.environ["PYTHONTRACEMALLOC"] == heap.FRAMES
     assert os.environ["PYTHONTRACEMALLOC"] == "25"
+
+
+def test_malloc_figures_follow_what_the_process_frees_and_maps(tmp_path: Path) -> None:
+    with heap.hooked_children(traced=False):
+        _, proc = _holder(tmp_path, CHANGER, stdin=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        before = heap.heap_of(proc.pid, timeout=30).allocators
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "changed"
+        after = heap.heap_of(proc.pid, timeout=30).allocators
+        # 4 MiB freed in holes malloc keeps; 64 MiB in a mapping of its own
+        assert before["malloc in use"] - after["malloc in use"] >= 3 * 2**20
+        assert after["malloc free kept"] - before["malloc free kept"] >= 3 * 2**20
+        assert after["malloc mapped blocks"] - before["malloc mapped blocks"] >= 64 * 2**20
+        pools = after["pymalloc free pools"]
+        assert pools % (16 * 1024) == 0  # whole pools (16 KiB each on 3.11 and later)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_an_answer_to_another_request_is_never_taken_for_this_one(tmp_path: Path) -> None:
+    with heap.hooked_children(traced=True):
+        script, proc = _holder(tmp_path)
+    try:
+        stale = heap.sites_dir() / f"{proc.pid}.txt"
+        stale.write_text("# an-earlier-request\n1 1 stale.py:1\n")
+        sites = heap.heap_of(proc.pid, timeout=30).sites
+        assert "stale.py:1" not in sites and f"{script}:3" in sites
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_process_that_never_answers_or_is_gone_reads_as_no_heap(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, proc = _holder(tmp_path, MUTE)
+    try:
+        assert heap.heap_of(proc.pid, timeout=1.5) == heap.NO_HEAP
+        assert "nothing written in time" in capsys.readouterr().out
+        assert not (heap.sites_dir() / f"{proc.pid}.ask").exists()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert heap.heap_of(proc.pid, timeout=5) == heap.NO_HEAP  # gone: not even asked
+
+
+def test_hooked_children_keep_the_path_they_were_given(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    with heap.hooked_children(traced=False):
+        child = subprocess.run(
+            [sys.executable, "-c", "import sys; print(sys.path)"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    assert str(heap.HOOK) in child.stdout and str(tmp_path) in child.stdout

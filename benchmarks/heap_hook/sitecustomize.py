@@ -1,6 +1,7 @@
 """Loaded by Python at the start of every process run under `benchmarks.heap.hooked_children`
 (their PYTHONPATH leads here; nothing else is on it): such a process answers SIGUSR2 by writing,
-to `<HEAP_SITES_DIR>/<pid>.txt`, its allocators' figures (lines "= name bytes": glibc's malloc,
+to `<HEAP_SITES_DIR>/<pid>.txt`, after a first line naming the request it answers ("# " and
+the token in `<pid>.ask`), its allocators' figures (lines "= name bytes": glibc's malloc,
 and Python's small-object allocator where the process does not trace, as tracing hides it), then,
 where it traces its heap from its start, the traced heap's statistics by allocating line
 ("bytes blocks file:line"); whole or not at all (written beside it, then renamed). Elsewhere
@@ -77,7 +78,13 @@ def _write_heap(_signo: int, _frame: object) -> None:
     snapshot = tracemalloc.take_snapshot() if tracing else None  # before what the file costs
     figures = {**_glibc()} if tracing else {**_pymalloc(), **_glibc()}
     path = os.path.join(os.environ["HEAP_SITES_DIR"], f"{os.getpid()}.txt")
+    try:
+        with open(os.path.join(os.environ["HEAP_SITES_DIR"], f"{os.getpid()}.ask")) as ask:
+            token = ask.read().strip()
+    except OSError:
+        token = ""
     with open(f"{path}.part", "w") as out:
+        out.write(f"# {token}\n")  # the request this answers
         for name, value in figures.items():
             out.write(f"= {name} {value}\n")
         for stat in snapshot.statistics("lineno") if snapshot else []:

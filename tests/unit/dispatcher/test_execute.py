@@ -246,7 +246,7 @@ def test_an_open_writes_the_copys_status_guarded_by_the_version_it_saw() -> None
     assert (verb, args[1:], kwargs) == ("patch", ("wl", "ns", body), {"subresource": "status"})
 
 
-@pytest.mark.parametrize(("answer", "done"), [(None, 1), (ApiException(409, "changed"), 0)])
+@pytest.mark.parametrize(("answer", "done"), [(None, 2), (ApiException(409, "changed"), 0)])
 def test_the_sweep_deletes_each_orphan_planned_even_one_deleted_moments_ago(
     answer: Exception | None, done: int
 ) -> None:
@@ -254,9 +254,15 @@ def test_the_sweep_deletes_each_orphan_planned_even_one_deleted_moments_ago(
     sent though a delete of it was noted moments ago (the sweep comes back only a GC interval
     later), and counted once deleted; a copy changed since is left to the next sweep."""
     workers = WorkerConnections(Worker(answer), first_time=False)
-    assert execute.sweep(workers, [RemoteAction("worker1", "delete", copy())]) == done  # type: ignore[arg-type]
-    ((called, args, kwargs),) = workers.worker.calls  # type: ignore[union-attr]
-    assert (called, args[1:], kwargs) == ("delete", ("tj", "ns"), {"uid": "copy-uid"})
+    other = copy()
+    other["metadata"] = {**other["metadata"], "name": "tj2", "uid": "uid2"}
+    planned = [RemoteAction("worker1", "delete", copy()), RemoteAction("worker1", "delete", other)]
+    assert execute.sweep(workers, planned) == done  # type: ignore[arg-type]
+    calls = [(verb, args[1:], kwargs) for verb, args, kwargs in workers.worker.calls]  # type: ignore[union-attr]
+    assert calls == [
+        ("delete", ("tj", "ns"), {"uid": "copy-uid"}),
+        ("delete", ("tj2", "ns"), {"uid": "uid2"}),
+    ]
 
 
 def test_a_write_sent_once_never_asks_whether_it_was_sent_moments_ago() -> None:

@@ -12,9 +12,11 @@ from trainjob_api import constants as c
 from trainjob_api.views import ObjectView
 
 
-def copy(kind: str, name: str, uid: str, made_for: str | None = None) -> dict:
+def copy(
+    kind: str, name: str, uid: str, made_for: str | None = None, namespace: str = "ns"
+) -> dict:
     """A copy as a remote watch keeps it; `made_for`: the manager object's UID it names."""
-    meta: dict = {"namespace": "ns", "name": name, "uid": uid}
+    meta: dict = {"namespace": namespace, "name": name, "uid": uid}
     if made_for is not None:
         meta["annotations"] = {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: made_for}
     return {"kind": kind, "metadata": meta}
@@ -107,16 +109,17 @@ def being_deleted(name: str, uid: str) -> dict:
 
 
 class Manager:
-    """The manager's caches: TrainJobs and Workloads by name, as their UID."""
+    """The manager's caches: TrainJobs and Workloads by name, as their UID, all in namespace
+    "ns" (a name in another namespace is another object)."""
 
     def __init__(self, trainjobs: dict[str, str], workloads: dict[str, str]) -> None:
         self.trainjobs, self.workloads = trainjobs, workloads
 
     def trainjob(self, namespace: str, name: str) -> ObjectView | None:
-        return _named(namespace, name, self.trainjobs.get(name))
+        return _named(namespace, name, self.trainjobs.get(name) if namespace == "ns" else None)
 
     def workload(self, namespace: str, name: str) -> ObjectView | None:
-        return _named(namespace, name, self.workloads.get(name))
+        return _named(namespace, name, self.workloads.get(name) if namespace == "ns" else None)
 
 
 def _named(namespace: str, name: str, uid: str | None) -> ObjectView | None:
@@ -173,6 +176,31 @@ def _named(namespace: str, name: str, uid: str | None) -> ObjectView | None:
             {},
             [],
             id="a-copy-naming-no-origin-uid-is-kept-while-a-namesake-is-there",
+        ),
+        pytest.param(
+            [
+                Held(
+                    "w1",
+                    True,
+                    (
+                        copy("TrainJob", "a", "u1", "m1"),
+                        copy("TrainJob", "kept", "u2", "m2"),
+                        copy("Workload", "b", "u3", "m3"),
+                    ),
+                ),
+                Held("w2", True, (copy("Workload", "c", "u4", "m4"),)),
+            ],
+            {"kept": "m2"},
+            {},
+            [("w1", "TrainJob", "u1"), ("w1", "Workload", "u3"), ("w2", "Workload", "u4")],
+            id="every-orphan-in-the-order-held",
+        ),
+        pytest.param(
+            [Held("w1", True, (copy("TrainJob", "tj", "u1", "m1", namespace="other"),))],
+            {"tj": "m1"},  # in "ns": not the object the copy in "other" was made for
+            {},
+            [("w1", "TrainJob", "u1")],
+            id="looked-for-in-its-own-namespace",
         ),
         pytest.param(
             [Held("w1", True, (being_deleted("gone", "u1"), copy("Workload", "wl", "u2", "m")))],
