@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -79,69 +80,70 @@ time.sleep(120)
 """
 
 
-def _holder(
-    tmp_path: Path, code: str = HOLDER, stdin: int | None = None
-) -> tuple[Path, subprocess.Popen[str]]:
-    script = tmp_path / "holder.py"
-    script.write_text(code)
-    proc = subprocess.Popen(
-        [sys.executable, str(script)], stdin=stdin, stdout=subprocess.PIPE, text=True
-    )
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    return script, proc
+Holder = Callable[..., tuple[Path, "subprocess.Popen[str]"]]
 
 
-def test_a_traced_process_says_which_line_holds_its_memory_and_goes_on(tmp_path: Path) -> None:
-    with heap.hooked_children(traced=True):
-        script, proc = _holder(tmp_path)
-    try:
-        for _ in range(3):  # asked again at once: the signal handled, the process still there
-            held = heap.heap_of(proc.pid, timeout=30)
-            sites = held.sites
-            size, count = sites[f"{script}:3"]
-            assert size >= 8 * 2**20 and count >= 8 * 1024
-            assert max(sites.items(), key=lambda x: x[1][0])[0] == f"{script}:3"
-            assert proc.poll() is None
-            # tracing hides pymalloc's figures; malloc's are there
-            assert held.allocators["malloc in use"] >= 8 * 2**20
-            assert "pymalloc arenas" not in held.allocators
-        assert not (heap.sites_dir() / f"{proc.pid}.ask").exists()  # the request taken away
-    finally:
+@pytest.fixture
+def holder(tmp_path: Path) -> Iterator[Holder]:
+    """Starts a process running `code` (HOLDER by default) and waits for it to be ready: its
+    script and the process, ended after the test."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(code: str = HOLDER, stdin: int | None = None) -> tuple[Path, subprocess.Popen[str]]:
+        script = tmp_path / f"holder{len(started)}.py"
+        script.write_text(code)
+        proc = subprocess.Popen(
+            [sys.executable, str(script)], stdin=stdin, stdout=subprocess.PIPE, text=True
+        )
+        started.append(proc)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        return script, proc
+
+    yield start
+    for proc in started:
         proc.kill()
         proc.wait()
+
+
+def test_a_traced_process_says_which_line_holds_its_memory_and_goes_on(holder: Holder) -> None:
+    with heap.hooked_children(traced=True):
+        script, proc = holder()
+    for _ in range(3):  # asked again at once: the signal handled, the process still there
+        held = heap.heap_of(proc.pid, timeout=30)
+        sites = held.sites
+        size, count = sites[f"{script}:3"]
+        assert size >= 8 * 2**20 and count >= 8 * 1024
+        assert max(sites.items(), key=lambda x: x[1][0])[0] == f"{script}:3"
+        assert proc.poll() is None
+        # tracing hides pymalloc's figures; malloc's are there
+        assert held.allocators["malloc in use"] >= 8 * 2**20
+        assert "pymalloc arenas" not in held.allocators
+    assert not (heap.sites_dir() / f"{proc.pid}.ask").exists()  # the request taken away
 
 
 def test_an_untraced_process_reads_as_no_heap_and_is_never_signalled(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    holder: Holder, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _, proc = _holder(tmp_path)  # SIGUSR2 would end it: its default action
-    try:
-        assert heap.heap_of(proc.pid, timeout=5) == heap.NO_HEAP
-        assert "does not answer SIGUSR2" in capsys.readouterr().out
-        assert proc.poll() is None
-    finally:
-        proc.kill()
-        proc.wait()
+    _, proc = holder()  # SIGUSR2 would end it: its default action
+    assert heap.heap_of(proc.pid, timeout=5) == heap.NO_HEAP
+    assert "does not answer SIGUSR2" in capsys.readouterr().out
+    assert proc.poll() is None
 
 
-def test_an_untraced_process_with_the_hook_gives_its_allocators_only(tmp_path: Path) -> None:
+def test_an_untraced_process_with_the_hook_gives_its_allocators_only(holder: Holder) -> None:
     with heap.hooked_children(traced=False):
-        _, proc = _holder(tmp_path)
-    try:
-        held = heap.heap_of(proc.pid, timeout=30)
-        assert held.sites == {}
-        # the 8 MiB of 1 KiB bytes are above the small-object bound: malloc's; pymalloc's
-        # figures can be read in an untraced process
-        assert held.allocators["malloc in use"] >= 8 * 2**20
-        arenas, used = (
-            held.allocators["pymalloc arenas"],
-            held.allocators["pymalloc in blocks used"],
-        )
-        assert 0 < used <= arenas
-        assert used + held.allocators["pymalloc free in pools used"] <= arenas
-    finally:
-        proc.kill()
-        proc.wait()
+        _, proc = holder()
+    held = heap.heap_of(proc.pid, timeout=30)
+    assert held.sites == {}
+    # the 8 MiB of 1 KiB bytes are above the small-object bound: malloc's; pymalloc's
+    # figures can be read in an untraced process
+    assert held.allocators["malloc in use"] >= 8 * 2**20
+    arenas, used = (
+        held.allocators["pymalloc arenas"],
+        held.allocators["pymalloc in blocks used"],
+    )
+    assert 0 < used <= arenas
+    assert used + held.allocators["pymalloc free in pools used"] <= arenas
 
 
 def test_a_tracing_already_asked_for_is_put_back(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -151,51 +153,41 @@ def test_a_tracing_already_asked_for_is_put_back(monkeypatch: pytest.MonkeyPatch
     assert os.environ["PYTHONTRACEMALLOC"] == "25"
 
 
-def test_malloc_figures_follow_what_the_process_frees_and_maps(tmp_path: Path) -> None:
+def test_malloc_figures_follow_what_the_process_frees_and_maps(holder: Holder) -> None:
     with heap.hooked_children(traced=False):
-        _, proc = _holder(tmp_path, CHANGER, stdin=subprocess.PIPE)
+        _, proc = holder(CHANGER, stdin=subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None
-    try:
-        before = heap.heap_of(proc.pid, timeout=30).allocators
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-        assert proc.stdout.readline().strip() == "changed"
-        after = heap.heap_of(proc.pid, timeout=30).allocators
-        # 4 MiB freed in holes malloc keeps; 64 MiB in a mapping of its own
-        assert before["malloc in use"] - after["malloc in use"] >= 3 * 2**20
-        assert after["malloc free kept"] - before["malloc free kept"] >= 3 * 2**20
-        assert after["malloc mapped blocks"] - before["malloc mapped blocks"] >= 64 * 2**20
-        pools = after["pymalloc free pools"]
-        assert pools % (16 * 1024) == 0  # whole pools (16 KiB each on 3.11 and later)
-    finally:
-        proc.kill()
-        proc.wait()
+    before = heap.heap_of(proc.pid, timeout=30).allocators
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline().strip() == "changed"
+    after = heap.heap_of(proc.pid, timeout=30).allocators
+    # 4 MiB freed in holes malloc keeps; 64 MiB in a mapping of its own
+    assert before["malloc in use"] - after["malloc in use"] >= 3 * 2**20
+    assert after["malloc free kept"] - before["malloc free kept"] >= 3 * 2**20
+    assert after["malloc mapped blocks"] - before["malloc mapped blocks"] >= 64 * 2**20
+    pools = after["pymalloc free pools"]
+    assert pools % (16 * 1024) == 0  # whole pools (16 KiB each on 3.11 and later)
 
 
-def test_an_answer_to_another_request_is_never_taken_for_this_one(tmp_path: Path) -> None:
+def test_an_answer_to_another_request_is_never_taken_for_this_one(holder: Holder) -> None:
     with heap.hooked_children(traced=True):
-        script, proc = _holder(tmp_path)
-    try:
-        stale = heap.sites_dir() / f"{proc.pid}.txt"
-        stale.write_text("# an-earlier-request\n1 1 stale.py:1\n")
-        sites = heap.heap_of(proc.pid, timeout=30).sites
-        assert "stale.py:1" not in sites and f"{script}:3" in sites
-    finally:
-        proc.kill()
-        proc.wait()
+        script, proc = holder()
+    stale = heap.sites_dir() / f"{proc.pid}.txt"
+    stale.write_text("# an-earlier-request\n1 1 stale.py:1\n")
+    sites = heap.heap_of(proc.pid, timeout=30).sites
+    assert "stale.py:1" not in sites and f"{script}:3" in sites
 
 
 def test_a_process_that_never_answers_or_is_gone_reads_as_no_heap(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    holder: Holder, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _, proc = _holder(tmp_path, MUTE)
-    try:
-        assert heap.heap_of(proc.pid, timeout=1.5) == heap.NO_HEAP
-        assert "nothing written in time" in capsys.readouterr().out
-        assert not (heap.sites_dir() / f"{proc.pid}.ask").exists()
-    finally:
-        proc.kill()
-        proc.wait()
+    _, proc = holder(MUTE)
+    assert heap.heap_of(proc.pid, timeout=1.5) == heap.NO_HEAP
+    assert "nothing written in time" in capsys.readouterr().out
+    assert not (heap.sites_dir() / f"{proc.pid}.ask").exists()
+    proc.kill()
+    proc.wait()
     assert heap.heap_of(proc.pid, timeout=5) == heap.NO_HEAP  # gone: not even asked
 
 
