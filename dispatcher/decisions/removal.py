@@ -10,6 +10,7 @@ them. dispatcher/controller/execute.py carries out both."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -91,19 +92,35 @@ def orphans(held: Iterable[Held], manager: ManagerObjects) -> list[RemoteAction]
     """The sweep's deletes: each copy a connected worker's watch shows whose manager object
     (the TrainJob or Workload of its name) is gone or was replaced by a new one of that name
     (copies.orphan), by the UID the watch saw; not one already being deleted (a finalizer
-    holds it: deleting it again changes nothing); at most SWEEP_DELETES_PER_WORKER a worker."""
+    holds it: deleting it again changes nothing); at most SWEEP_DELETES_PER_WORKER a worker,
+    taken in turn from each namespace (`_in_turn`)."""
     deletes = []
     for worker in held:
         if not worker.connected:
             continue
-        mine = 0
+        found = []
         for copy in worker.copies:
             view = ObjectView(copy)
             find = manager.trainjob if copy["kind"] == "TrainJob" else manager.workload
-            if view.deleting or not orphan(view, find(view.namespace, view.name)):
-                continue
-            deletes.append(RemoteAction(worker.cluster, "delete", copy))
-            mine += 1
-            if mine == SWEEP_DELETES_PER_WORKER:
-                break
+            if not view.deleting and orphan(view, find(view.namespace, view.name)):
+                found.append(copy)
+        chosen = _in_turn(found, SWEEP_DELETES_PER_WORKER)
+        deletes += [RemoteAction(worker.cluster, "delete", copy) for copy in chosen]
     return deletes
+
+
+def _in_turn(copies: list[Dict], bound: int) -> list[Dict]:
+    """At most `bound` of `copies`: all of them, in order, when they fit; else one from each
+    namespace in turn (each namespace's in order), so a namespace of thousands of orphans
+    cannot hold back another's for sweep after sweep."""
+    if len(copies) <= bound:
+        return copies
+    by_namespace: dict[str, list[Dict]] = {}
+    for copy in copies:
+        by_namespace.setdefault(copy["metadata"]["namespace"], []).append(copy)
+    taken: list[Dict] = []
+    for row in itertools.zip_longest(*by_namespace.values()):
+        taken += [copy for copy in row if copy is not None]
+        if len(taken) >= bound:
+            break
+    return taken[:bound]

@@ -251,3 +251,17 @@ def test_a_sweep_sends_a_worker_at_most_its_bound_of_deletes_the_rest_next_time(
         3,
     )
     assert [a.obj["metadata"]["uid"] for a in planned][:2] == ["a-u0", "a-u1"]  # the watch's order
+
+
+def test_over_the_bound_each_namespace_takes_its_turn() -> None:
+    """A namespace of thousands of orphans does not hold back another's: over the bound the
+    deletes are taken from each namespace in turn."""
+    flood = tuple(
+        copy("TrainJob", f"f{i}", f"f-u{i}", "m", namespace="flood")
+        for i in range(SWEEP_DELETES_PER_WORKER + 100)
+    )
+    victim = copy("Workload", "wl", "v-u", "m", namespace="victim")
+    planned = orphans([Held("w1", True, (*flood, victim))], Manager({}, {}))
+    uids = [a.obj["metadata"]["uid"] for a in planned]
+    assert len(uids) == SWEEP_DELETES_PER_WORKER and "v-u" in uids
+    assert uids[:3] == ["f-u0", "v-u", "f-u1"]  # in turn, each namespace in its own order
