@@ -1,33 +1,42 @@
 """Whole-pass cases as table rows, as Kueue's `workload_test.go` writes them: a row names
-what happens (Kueue's writes, a worker lost, a deletion) from a fleet with one submitted
-TrainJob, and what every cluster holds after, compared whole.
+what happens (Kueue's writes, a worker lost, a fault, a deletion) from the objects before,
+and what every cluster holds after, the Events the last step's passes recorded and when the
+last pass asks to come back, compared whole. Both controllers' whole-pass tests are such
+tables (tests/unit/dispatcher/test_reconcile.py, tests/unit/worker_controller/test_reconcile.py).
 
 "Whole" is every object of the kinds a controller writes on every cluster, after a
 normaliser: each object reduced to what the controllers decide of it (its origin, our
-finalizer, the conditions that are True and why, where it runs, our check's state), its
-volatile fields (UIDs, versions, times, messages) left out. A row that forgets a copy left on
-a worker, or a condition set by mistake, fails: nothing is asserted field by field."""
+finalizer, its conditions and why, who owns it, whether it is suspended, where it runs, our
+check's state), its volatile fields (UIDs, versions, times, messages) left out. A row that
+forgets a copy left on a worker, a Job made, or a condition set by mistake, fails: nothing is
+asserted field by field."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from kubebase.kinds import Kind
 from kubebase.objects import Dict
 from tests.support.whole_pass import Pass, World
+from trainjob.ownership import controller_ref
 from trainjob_api import constants as c
 
 State = dict[str, dict[str, dict[str, Dict]]]  # cluster -> kind -> name -> normalised object
 Step = Callable[[World], list[Pass] | None]
+# What a row's steps come to: the state, the last step's Events, the last pass's requeue.
+Outcome = tuple[State, tuple[tuple[str, str], ...], int | None]
+# An object reduced, given the TrainJobs of its cluster (UID -> name) for its owner's name.
+Normaliser = Callable[[Dict, dict[str, str]], Dict]
 
 
-def _true_conditions(obj: Dict) -> dict[str, str]:
-    """{type: reason} of its True conditions."""
+def _conditions(obj: Dict, status: str = "True") -> dict[str, str]:
+    """{type: reason} of its conditions of `status`."""
     return {
         str(k.get("type")): str(k.get("reason") or "")
         for k in (obj.get("status") or {}).get("conditions") or []
-        if k.get("status") == "True"
+        if k.get("status") == status
     }
 
 
@@ -40,9 +49,10 @@ COPY_SPEC_CHANGES = {
 
 
 @dataclass(frozen=True)
-class _Manager:
-    """What a copy is compared with: the manager's objects by (kind, name), and the names of
-    its Workloads (each written `wl` wherever it appears: the name carries a UID)."""
+class _Reference:
+    """What a copy is compared with: the manager's objects by (kind, name) (on a worker
+    controller's own cluster: that cluster's), and the names of its Workloads (each written
+    `wl` wherever it appears: the name carries a UID)."""
 
     objects: dict[tuple[str, str], Dict]
 
@@ -89,7 +99,7 @@ def _common(obj: Dict) -> Dict:
         out["origin"] = origin
     if meta.get("finalizers"):
         out["finalizers"] = sorted(meta["finalizers"])
-    conditions = _true_conditions(obj)
+    conditions = _conditions(obj)
     if conditions:
         out["conditions"] = conditions
     cluster = (obj.get("status") or {}).get("clusterName")
@@ -98,8 +108,9 @@ def _common(obj: Dict) -> Dict:
     return out
 
 
-def trainjob(obj: Dict) -> Dict:
-    """A TrainJob: who manages it and whether it is suspended, besides the common fields."""
+def trainjob(obj: Dict, _owners: dict[str, str]) -> Dict:
+    """A TrainJob on the manager or a worker as the dispatcher sees it: who manages it and
+    whether it is suspended, besides the common fields."""
     spec = obj.get("spec") or {}
     out = _common(obj)
     if spec.get("managedBy"):
@@ -109,7 +120,7 @@ def trainjob(obj: Dict) -> Dict:
     return out
 
 
-def workload(obj: Dict) -> Dict:
+def workload(obj: Dict, _owners: dict[str, str]) -> Dict:
     """A Workload: our check's state, the workers nominated, whether it is active."""
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     out = _common(obj)
@@ -123,46 +134,162 @@ def workload(obj: Dict) -> Dict:
     return out
 
 
-NORMALISERS: dict[Kind, Callable[[Dict], Dict]] = {c.TRAINJOB: trainjob, c.WORKLOAD: workload}
+def _said(obj: Dict) -> Dict:
+    """The conditions a worker controller sets either way: True ones (`conditions`) and False
+    ones (`false`), each {type: reason}."""
+    out: Dict = {}
+    for key, status in (("conditions", "True"), ("false", "False")):
+        found = _conditions(obj, status)
+        if found:
+            out[key] = found
+    return out
 
 
-def state(world: World, namespace: str = "ns") -> State:
-    """Every cluster's TrainJobs and Workloads in `namespace`, normalised, by name (a manager
-    Workload's name is written `wl`); a copy on a worker also says how it stands to the
-    manager's object of its name (`_Manager.copy_fields`)."""
-    manager = _Manager(
-        {
-            (kind.kind, o["metadata"]["name"]): o
-            for kind in NORMALISERS
-            for o in world.apis["manager"].objects(kind, namespace)
-        }
-    )
+def _owned(obj: Dict, owners: dict[str, str]) -> Dict:
+    """Its controller: the name of the TrainJob of that UID on its cluster, else the UID."""
+    ref = controller_ref(obj)
+    return {} if ref is None else {"owner": owners.get(str(ref.get("uid")), ref.get("uid"))}
+
+
+def worker_trainjob(obj: Dict, _owners: dict[str, str]) -> Dict:
+    """A TrainJob as its worker controller keeps it: spec.suspend as it is (unset, True or
+    False) and its conditions."""
+    spec = obj.get("spec") or {}
+    out = _said(obj)
+    if "suspend" in spec:
+        out["suspend"] = spec["suspend"]
+    return out
+
+
+def worker_workload(obj: Dict, owners: dict[str, str]) -> Dict:
+    """The Workload a worker controller makes: its owner, its conditions, the pods it says can
+    be reclaimed."""
+    out = {**_owned(obj, owners), **_said(obj)}
+    reclaimable = (obj.get("status") or {}).get("reclaimablePods")
+    if reclaimable:
+        out["reclaimable"] = {p["name"]: p["count"] for p in reclaimable}
+    return out
+
+
+def job(obj: Dict, owners: dict[str, str]) -> Dict:
+    """A Job: its owner, whether it is suspended, the restart it was made for (unless the
+    first) and the PodGroup its pods join."""
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    out = _owned(obj, owners)
+    if spec.get("suspend"):
+        out["suspend"] = True
+    attempt = (meta.get("labels") or {}).get(c.RESTART_ATTEMPT_LABEL)
+    if attempt not in (None, "0"):
+        out["attempt"] = attempt
+    pod_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    group = pod_labels.get(c.COSCHEDULING_POD_GROUP_LABEL)
+    if group is not None:
+        out["podGroup"] = group
+    return out
+
+
+def service(obj: Dict, owners: dict[str, str]) -> Dict:
+    """A Service: its owner and whom it selects."""
+    return {**_owned(obj, owners), "selector": (obj.get("spec") or {}).get("selector")}
+
+
+def pod_group(obj: Dict, owners: dict[str, str]) -> Dict:
+    """A PodGroup: its owner and how many pods make the gang."""
+    return {**_owned(obj, owners), "minMember": (obj.get("spec") or {}).get("minMember")}
+
+
+@dataclass(frozen=True)
+class Kinds:
+    """What a controller's table compares: the kinds it writes, each with its normaliser;
+    `copies`: whether objects on a worker are copies of the manager's (the dispatcher's)."""
+
+    normalisers: dict[Kind, Normaliser]
+    copies: bool
+
+
+DISPATCHER = Kinds({c.TRAINJOB: trainjob, c.WORKLOAD: workload}, copies=True)
+WORKER = Kinds(
+    {
+        c.TRAINJOB: worker_trainjob,
+        c.WORKLOAD: worker_workload,
+        c.JOB: job,
+        c.SERVICE: service,
+        c.COSCHEDULING_POD_GROUP: pod_group,
+    },
+    copies=False,
+)
+
+
+def _objects(world: World, cluster: str, namespace: str) -> dict[tuple[str, str], Dict]:
+    return {
+        (kind.kind, o["metadata"]["name"]): o
+        for kind in (c.TRAINJOB, c.WORKLOAD)
+        for o in world.apis[cluster].objects(kind, namespace)
+    }
+
+
+def state(world: World, namespace: str = "ns", kinds: Kinds = DISPATCHER) -> State:
+    """Every cluster's objects of `kinds` in `namespace`, normalised, by name (a Workload of
+    the manager, or of a worker controller's own cluster, is written `wl`); a copy on a
+    worker also says how it stands to the manager's object of its name
+    (`_Reference.copy_fields`)."""
     out: State = {}
     for cluster, api in world.apis.items():
-        kinds: dict[str, dict[str, Dict]] = {}
-        for kind, normalise in NORMALISERS.items():
+        reference = _Reference(_objects(world, "manager" if kinds.copies else cluster, namespace))
+        owners = {
+            str(o["metadata"].get("uid")): o["metadata"]["name"]
+            for o in api.objects(c.TRAINJOB, namespace)
+        }
+        found_kinds: dict[str, dict[str, Dict]] = {}
+        for kind, normalise in kinds.normalisers.items():
             found: dict[str, Dict] = {}
             for o in api.objects(kind, namespace):
-                name = manager.name(o["metadata"]["name"])
+                name = reference.name(o["metadata"]["name"])
                 assert name not in found, f"two {kind.kind}s written {name} on {cluster}"
-                extra = {} if cluster == "manager" else manager.copy_fields(o)
-                found[name] = {**normalise(o), **extra}
+                copied = kinds.copies and cluster != "manager"
+                extra = reference.copy_fields(o) if copied else {}
+                found[name] = {**normalise(o, owners), **extra}
             if found:
-                kinds[kind.kind] = found
-        out[cluster] = kinds
+                found_kinds[kind.kind] = found
+        out[cluster] = found_kinds
     return out
 
 
 @dataclass(frozen=True)
 class Row:
-    """One case: the steps from a fleet with one submitted TrainJob, the state after them
-    (clusters with nothing of the kinds: `{}`), and the Events the last step's passes
-    recorded, as (type, reason)."""
+    """One case: the steps from the objects `before`, the state after them (clusters with
+    nothing of the kinds: `{}`), the Events the last step's passes recorded, as (type,
+    reason), and the seconds after which the last pass asks to come back, rounded up (a timer
+    counts down as the passes run; None: only when something changes)."""
 
     name: str
     steps: tuple[Step, ...]
     want: State
     events: tuple[tuple[str, str], ...] = ()
+    requeue: int | None = None
+    # The objects on the cluster before (the worker controller's rows; the dispatcher's
+    # start from its fleet with one submitted TrainJob).
+    before: tuple[Dict, ...] = ()
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.want, self.events, self.requeue
+
+
+def outcome(world: World, passes: list[Pass], kinds: Kinds = DISPATCHER) -> Outcome:
+    """What a row's steps came to, as `Row` says it: the state, the last step's Events, the
+    last pass's requeue."""
+    events = tuple(e[:2] for p in passes for e in p.events)
+    requeue = passes[-1].requeue_after if passes else None
+    return state(world, kinds=kinds), events, None if requeue is None else math.ceil(requeue)
+
+
+def take_steps(world: World, row: Row) -> list[Pass]:
+    """Take the row's steps: the passes of the last step that ran any."""
+    passes: list[Pass] = []
+    for step in row.steps:
+        passes = step(world) or passes
+    return passes

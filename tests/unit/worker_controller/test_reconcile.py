@@ -6,13 +6,13 @@ What only an API server decides (admission, RBAC, real Jobs and pods) is the bed
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from kubebase.kinds import Kind
 from kubecontrol.client import ApiException
+from tests.support import tables
 from tests.support.builders import (
     OWNER,
     TrainJobBuilder,
@@ -22,8 +22,10 @@ from tests.support.builders import (
     replicated_job,
 )
 from tests.support.memory_api import Fault, MemoryApi
+from tests.support.tables import Row, Step
 from tests.support.whole_pass import (
     MemoryCluster,
+    Pass,
     World,
     a_condition,
     behind_by_default,
@@ -35,7 +37,7 @@ from tests.support.whole_pass import (
     worker_guarded,
 )
 from tests.support.worker_plans import as_made, reported
-from trainjob.ownership import controlled_by
+from trainjob.ownership import controlled_by_a_trainjob
 from trainjob.workload import workload_name
 from trainjob_api import constants as c
 from worker_controller.context import Context
@@ -100,44 +102,15 @@ FLAVOR = {
 }
 
 
-# ---- the pass as a table: the world before, what others do, the objects after ------------
+# ---- the pass as a table: the objects before, what others do, every object after ---------
 
 
-def _conditions(obj: Dict | None) -> dict[str, tuple[str, str]]:
-    found = ((obj or {}).get("status") or {}).get("conditions") or []
-    return {x["type"]: (x["status"], x.get("reason", "")) for x in found}
+def settle(world: World) -> list[Pass]:
+    return world.settle(KEY)
 
 
-@dataclass(frozen=True)
-class After:
-    """What a case ends with: the TrainJob's suspend and conditions (type: (status, reason)),
-    its Jobs (name: suspended), its Services, its Workload's conditions (None: no Workload),
-    and the reasons of the Events the passes posted."""
-
-    suspend: bool | None
-    trainjob: dict[str, tuple[str, str]]
-    jobs: dict[str, bool]
-    services: list[str]
-    workload: dict[str, tuple[str, str]] | None
-    events: set[str]
-
-
-def _after(world: World, events: set[str]) -> After:
-    tj = world.get("worker", c.TRAINJOB, "tj")
-    assert tj is not None
-    workload = the_workload(world, tj)
-    return After(
-        suspend=tj["spec"].get("suspend"),
-        trainjob=_conditions(tj),
-        jobs={j["metadata"]["name"]: bool(j["spec"].get("suspend")) for j in objects(world, c.JOB)},
-        services=names(objects(world, c.SERVICE)),
-        workload=None if workload is None else _conditions(workload),
-        events=events,
-    )
-
-
-def _job_reports(**status: Any) -> Callable[[World], None]:
-    """What the Job controller writes of the one Job's pods."""
+def _job_reports(**status: Any) -> Step:
+    """What the Job controller writes of the one Job's pods (of the one named, if given)."""
 
     def report(world: World) -> None:
         (job,) = objects(world, c.JOB)
@@ -145,6 +118,13 @@ def _job_reports(**status: Any) -> Callable[[World], None]:
         world.apis["worker"].put(job)
 
     return report
+
+
+def _initializer_done(world: World) -> None:
+    """The Job controller: the dataset initializer's Job complete."""
+    (dataset,) = [j for j in objects(world, c.JOB) if "dataset" in j["metadata"]["name"]]
+    dataset["status"] = {"succeeded": 1, "conditions": COMPLETE}
+    world.apis["worker"].put(dataset)
 
 
 def _evicted(world: World) -> None:
@@ -160,7 +140,7 @@ def _evicted(world: World) -> None:
     world.apis["worker"].put(wl)
 
 
-def _deleted(kind: Kind, name: str) -> Callable[[World], None]:
+def _deleted(kind: Kind, name: str) -> Step:
     """Someone deletes one of the TrainJob's objects."""
 
     def delete(world: World) -> None:
@@ -169,112 +149,278 @@ def _deleted(kind: Kind, name: str) -> Callable[[World], None]:
     return delete
 
 
+def _edited(change: Callable[[Dict], None]) -> Step:
+    """Someone changes the TrainJob's spec (`change` edits it in place)."""
+
+    def edit(world: World) -> None:
+        tj = world.get("worker", c.TRAINJOB, "tj")
+        assert tj is not None
+        change(tj)
+        world.apis["worker"].put(tj)
+
+    return edit
+
+
+def _suspended(tj: Dict) -> None:
+    tj["spec"]["suspend"] = True
+
+
+def _deadline(seconds: int) -> Callable[[Dict], None]:
+    def change(tj: Dict) -> None:
+        tj["spec"]["activeDeadlineSeconds"] = seconds
+
+    return change
+
+
+def _refuses(status: int, method: str, plural: str) -> Step:
+    """The API server refuses every such write until `_heals`."""
+    return lambda world: world.apis["worker"].fail(Fault(status, method, plural, times=None))
+
+
+def _heals(world: World) -> None:
+    world.apis["worker"].heal()
+
+
+def _serves_coscheduling(world: World) -> None:
+    """Discovery lists the coscheduling plugin's PodGroup API (its CRD installed)."""
+    world.apis["worker"].discovery["scheduling.x-k8s.io/v1alpha1"] = ["podgroups"]
+
+
+def _service(name: str, labels: dict[str, str]) -> Dict:
+    """A Service someone made."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": "ns", "labels": labels},
+        "spec": {"clusterIP": "None", "selector": {"app": "theirs"}},
+    }
+
+
+def _stranger_job() -> Dict:
+    """A Job of the TrainJob's first Job's name, labelled for it, owned by someone else."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "tj-node-0",
+            "namespace": "ns",
+            "labels": {c.TRAINJOB_NAME_LABEL: "tj"},
+            "ownerReferences": [{**OWNER, "uid": "someone-else"}],
+        },
+        "spec": {"template": {"spec": {"containers": []}}},
+    }
+
+
+def _past_deadline() -> Dict:
+    """Running (resumed), and its deadline of 1 s long past."""
+    tj = TrainJobBuilder().obj()
+    tj["spec"]["activeDeadlineSeconds"] = 1
+    tj["status"] = {"conditions": [a_condition("Suspended", "Resumed", status="False")]}
+    return tj
+
+
+GANG = make_runtime(podGroupPolicy={"coscheduling": {}})
+FOREIGN_POD_GROUP = {
+    "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+    "kind": "PodGroup",
+    "metadata": {"name": "tj", "namespace": "ns"},
+    "spec": {"minMember": 7},
+}
 COMPLETE = [
     {"type": "SuccessCriteriaMet", "status": "True"},
     {"type": "Complete", "status": "True"},
 ]
-QUEUED_ON_FLAVOR = [QUEUED.obj(), FLAVOR]
-WAITING = {"Suspended": ("True", "Suspended")}
-RUNNING = {"Suspended": ("False", "Resumed")}
-ADMITTED = {"QuotaReserved": ("True", "QuotaReserved"), "Admitted": ("True", "Admitted")}
-STARTED = {"CreatedWorkload", "Suspended", "Resumed", "Started"}
-# (case, the objects before, what Kueue and the Job controller do in turn, the end)
-CASES = [
-    (
-        "queued: a Workload, suspended until admitted",
-        [QUEUED.obj()],
-        [],
-        After(True, WAITING, {}, ["tj"], {"PodsReady": ("False", "WaitForStart")},
-              {"CreatedWorkload", "Suspended"}),
-    ),
-    (
-        "admitted: resumed, its Job made",
-        QUEUED_ON_FLAVOR,
-        [admit],
-        After(False, RUNNING, {"tj-node-0": False}, ["tj"], ADMITTED, STARTED),
-    ),
-    (
-        "its pods ready: PodsReady beside Kueue's conditions",
-        QUEUED_ON_FLAVOR,
-        [admit, _job_reports(active=1, ready=1)],
-        After(False, RUNNING, {"tj-node-0": False}, ["tj"],
-              {**ADMITTED, "PodsReady": ("True", "Started")}, STARTED),
-    ),
-    (
-        "its Job complete: the TrainJob complete, its Workload finished",
-        QUEUED_ON_FLAVOR,
-        [admit, _job_reports(succeeded=1, conditions=COMPLETE)],
-        After(False, {**RUNNING, "Complete": ("True", "AllJobsCompleted")}, {"tj-node-0": False},
-              ["tj"], {**ADMITTED, "Finished": ("True", "Succeeded")},
-              {*STARTED, "AllJobsCompleted", "FinishedWorkload"}),
-    ),
-    (
-        "evicted while its pods run: stopped, its Job suspended, the quota kept meanwhile",
-        QUEUED_ON_FLAVOR,
-        [admit, _job_reports(active=1, ready=1), _evicted],
-        After(True, WAITING, {"tj-node-0": True}, ["tj"],
-              {"QuotaReserved": ("True", "QuotaReserved"), "Admitted": ("False", "Evicted"),
-               "Evicted": ("True", "Preempted")}, {*STARTED, "Stopped"}),
-    ),
-    (
-        "evicted with no pod running: the quota given back, requeued as Kueue does",
-        QUEUED_ON_FLAVOR,
-        [admit, _evicted],
-        After(True, WAITING, {"tj-node-0": True}, ["tj"],
-              {"QuotaReserved": ("False", "Pending"), "Admitted": ("False", "NoReservation"),
-               "Evicted": ("True", "Preempted"), "Requeued": ("True", "Preempted"),
-               "PodsReady": ("False", "WaitForStart")}, {*STARTED, "Stopped"}),
-    ),
-    (
-        "its Service and Job deleted while it runs: both made again",
-        QUEUED_ON_FLAVOR,
-        [admit, _deleted(c.SERVICE, "tj"), _deleted(c.JOB, "tj-node-0")],
-        After(False, RUNNING, {"tj-node-0": False}, ["tj"], ADMITTED, STARTED),
-    ),
-    (
-        "no queue: runs at once, no Workload",
-        [TrainJobBuilder().obj()],
-        [],
-        After(None, {}, {"tj-node-0": False}, ["tj"], None, set()),
-    ),
-    (
-        "its runtime missing: failed naming the reason, nothing made",
-        [TrainJobBuilder().runtime("nowhere").obj()],
-        [],
-        After(None, {"Failed": ("True", "RuntimeNotFound")}, {}, [], None, {"RuntimeNotFound"}),
-    ),
+UNQUEUED = TrainJobBuilder().obj()
+ROWS = []
+QUEUED_ON_FLAVOR = (QUEUED.obj(), FLAVOR)
+ADMITTED_STEPS = (settle, admit, settle)
+OURS = {"owner": "tj"}
+SERVICE = {"tj": {**OURS, "selector": {c.JOBSET_NAME_LABEL: "tj"}}}
+JOB = {"tj-node-0": OURS}
+SUSPENDED_JOB = {"tj-node-0": {**OURS, "suspend": True}}
+WAITING = {"conditions": {"Suspended": "Suspended"}, "suspend": True}
+RUNNING = {"false": {"Suspended": "Resumed"}, "suspend": False}
+ADMITTED = {"Admitted": "Admitted", "QuotaReserved": "QuotaReserved"}
+HELD = 2  # a status change nothing acts on waits this long (status_coalesce_seconds)
+IGNORED = "PodGroupPolicyIgnored"
+RETRY = 10  # a blocked TrainJob tries again after this (execute.BLOCKED_RETRY_SECONDS)
+
+
+def on_worker(**kinds: dict[str, Dict]) -> tables.State:
+    return {"worker": kinds}
+
+
+ROWS = [
+    Row("queued: a Workload, suspended until admitted",
+        (settle,),
+        on_worker(TrainJob={"tj": WAITING}, Service=SERVICE,
+                  Workload={"wl": {**OURS, "false": {"PodsReady": "WaitForStart"}}}),
+        (("Normal", "CreatedWorkload"), ("Normal", "Suspended")),
+        before=(QUEUED.obj(),)),
+    Row("admitted: resumed, its Job made",
+        ADMITTED_STEPS,
+        on_worker(TrainJob={"tj": RUNNING}, Job=JOB, Service=SERVICE,
+                  Workload={"wl": {**OURS, "conditions": ADMITTED}}),
+        (("Normal", "Started"), ("Normal", "Resumed")),
+        before=QUEUED_ON_FLAVOR),
+    Row("its pods ready: PodsReady beside Kueue's conditions, the Job running on",
+        (*ADMITTED_STEPS, _job_reports(active=1, ready=1), settle),
+        on_worker(TrainJob={"tj": RUNNING}, Job=JOB, Service=SERVICE,
+                  Workload={"wl": {**OURS, "conditions": {**ADMITTED, "PodsReady": "Started"}}}),
+        before=QUEUED_ON_FLAVOR),
+    Row("its Job complete: the TrainJob complete, its Workload finished",
+        (*ADMITTED_STEPS, _job_reports(succeeded=1, conditions=COMPLETE), settle),
+        on_worker(TrainJob={"tj": {**RUNNING, "conditions": {"Complete": "AllJobsCompleted"}}},
+                  Job=JOB, Service=SERVICE,
+                  Workload={"wl": {**OURS, "conditions": {**ADMITTED, "Finished": "Succeeded"}}}),
+        (("Normal", "AllJobsCompleted"), ("Normal", "FinishedWorkload")),
+        before=QUEUED_ON_FLAVOR),
+    Row("evicted while its pods run: stopped, its Job suspended, the quota kept meanwhile",
+        (*ADMITTED_STEPS, _job_reports(active=1, ready=1), settle, _evicted, settle),
+        on_worker(TrainJob={"tj": WAITING}, Job=SUSPENDED_JOB, Service=SERVICE,
+                  Workload={"wl": {**OURS, "false": {"Admitted": "Evicted"},
+                                   "conditions": {"Evicted": "Preempted",
+                                                  "QuotaReserved": "QuotaReserved"}}}),
+        (("Normal", "Stopped"), ("Normal", "Suspended")),
+        HELD,
+        before=QUEUED_ON_FLAVOR),
+    Row("evicted with no pod running: the quota given back, requeued as Kueue does",
+        (*ADMITTED_STEPS, _evicted, settle),
+        on_worker(TrainJob={"tj": WAITING}, Job=SUSPENDED_JOB, Service=SERVICE,
+                  Workload={"wl": {**OURS,
+                                   "conditions": {"Evicted": "Preempted", "Requeued": "Preempted"},
+                                   "false": {"Admitted": "NoReservation",
+                                             "PodsReady": "WaitForStart",
+                                             "QuotaReserved": "Pending"}}}),
+        (("Normal", "Stopped"), ("Normal", "Suspended")),
+        HELD,
+        before=QUEUED_ON_FLAVOR),
+    Row("its Service and Job deleted while it runs: both made again",
+        (*ADMITTED_STEPS, _deleted(c.SERVICE, "tj"), _deleted(c.JOB, "tj-node-0"), settle),
+        on_worker(TrainJob={"tj": RUNNING}, Job=JOB, Service=SERVICE,
+                  Workload={"wl": {**OURS, "conditions": ADMITTED}}),
+        before=QUEUED_ON_FLAVOR),
+    Row("a finished initializer's pods are reclaimable, beside Kueue's conditions",
+        (*ADMITTED_STEPS, _initializer_done, settle),
+        on_worker(TrainJob={"tj": RUNNING}, Service=SERVICE,
+                  Job={"tj-dataset-initializer-0": OURS, "tj-model-initializer-0": OURS},
+                  Workload={"wl": {**OURS, "conditions": ADMITTED,
+                                   "false": {"PodsReady": "WaitForStart"},
+                                   "reclaimable": {"dataset-initializer": 1}}}),
+        before=(TrainJobBuilder().runtime("torch-with-init").queue("q").obj(), FLAVOR,
+                initializer_runtime())),
+    Row("no queue: runs at once, no Workload",
+        (settle,),
+        on_worker(TrainJob={"tj": {}}, Job=JOB, Service=SERVICE),
+        requeue=HELD,
+        before=(UNQUEUED,)),
+    Row("its runtime missing: failed naming the reason, nothing made",
+        (settle,),
+        on_worker(TrainJob={"tj": {"conditions": {"Failed": "RuntimeNotFound"}}}),
+        (("Warning", "RuntimeNotFound"),),
+        before=(TrainJobBuilder().runtime("nowhere").obj(),)),
+    Row("a Service of its name that is not ours: said, never written, no Job made",
+        (settle,),
+        on_worker(TrainJob={"tj": {"conditions": {"ServiceConflict": "ServiceNameTaken"}}},
+                  Service={"tj": {"selector": {"app": "theirs"}}}),
+        (("Warning", "ServiceNameTaken"),),
+        before=(UNQUEUED, _service("tj", {"app": "theirs"}))),
+    Row("a Service labelled for it under another name changes nothing and is never written",
+        (settle,),
+        on_worker(TrainJob={"tj": {}}, Job=JOB,
+                  Service={**SERVICE, "decoy": {"selector": {"app": "theirs"}}}),
+        requeue=HELD,
+        before=(UNQUEUED, _service("decoy", {c.TRAINJOB_NAME_LABEL: "tj"}))),
+    Row("a Service labelled for it under its name is not its own: the name is taken",
+        (settle,),
+        on_worker(TrainJob={"tj": {"conditions": {"ServiceConflict": "ServiceNameTaken"}}},
+                  Service={"tj": {"selector": {"app": "theirs"}}}),
+        (("Warning", "ServiceNameTaken"),),
+        before=(UNQUEUED, _service("tj", {c.TRAINJOB_NAME_LABEL: "tj"}))),
+    Row("a Job of its name owned by another UID is never adopted; it looks again soon",
+        (settle,),
+        on_worker(TrainJob={"tj": {"conditions": {"ObjectsBlocked": "NameTaken"}}},
+                  Job={"tj-node-0": {"owner": "someone-else"}}, Service=SERVICE),
+        (("Warning", "NameTaken"),),
+        RETRY,
+        before=(UNQUEUED, _stranger_job())),
+    Row("a Job the API finds invalid: a condition, and it comes back soon",
+        (_refuses(422, "POST", "jobs"), settle),
+        on_worker(TrainJob={"tj": {"conditions": {"ObjectsBlocked": "RefusedByAPI"}}},
+                  Service=SERVICE),
+        (("Warning", "RefusedByAPI"),),
+        RETRY,
+        before=(UNQUEUED,)),
+    Row("... and once the API takes it, the Job is made and the condition cleared",
+        (_refuses(422, "POST", "jobs"), settle, _heals, settle),
+        on_worker(TrainJob={"tj": {"false": {"ObjectsBlocked": "ObjectsCreated"}}}, Job=JOB,
+                  Service=SERVICE),
+        (("Normal", "ObjectsCreated"),),
+        before=(UNQUEUED,)),
+    Row("a Job's suspend the API refuses: a condition, and it comes back soon",
+        (settle, _edited(_suspended), _refuses(400, "PATCH", "jobs"), settle),
+        on_worker(TrainJob={"tj": {**WAITING, "conditions": {"Suspended": "Suspended",
+                                                              "ObjectsBlocked": "RefusedByAPI"}}},
+                  Job=JOB, Service=SERVICE),
+        (("Normal", "Suspended"), ("Warning", "RefusedByAPI")),
+        RETRY,
+        before=(UNQUEUED,)),
+    Row("past its deadline: failed naming it, no Job made",
+        (settle,),
+        on_worker(TrainJob={"tj": {"conditions": {"Failed": "DeadlineExceeded"},
+                                   "false": {"Suspended": "Resumed"}}},
+                  Service=SERVICE),
+        (("Warning", "DeadlineExceeded"),),
+        before=(_past_deadline(),)),
+    Row("never suspended: its deadline counts from its first Job's creation (the stand-in "
+        "makes every object at 2026-01-01T00:00:00Z), and its Job is suspended",
+        (settle, _edited(_deadline(60)), settle),
+        on_worker(TrainJob={"tj": {"conditions": {"Failed": "DeadlineExceeded"}}},
+                  Job=SUSPENDED_JOB, Service=SERVICE),
+        (("Warning", "DeadlineExceeded"),),
+        before=(UNQUEUED,)),
+    Row("a gang runtime gets its PodGroup where discovery lists the API, its pods in it",
+        (_serves_coscheduling, settle),
+        on_worker(TrainJob={"tj": {}}, Job={"tj-node-0": {**OURS, "podGroup": "tj"}},
+                  PodGroup={"tj": {**OURS, "minMember": 1}}, Service=SERVICE),
+        requeue=HELD,
+        before=(GANG, UNQUEUED)),
+    Row("a gang runtime without the API: its pods run ungrouped and the TrainJob says so",
+        (settle,),
+        on_worker(TrainJob={"tj": {"conditions": {IGNORED: IGNORED}}}, Job=JOB, Service=SERVICE),
+        (("Warning", IGNORED),),
+        before=(GANG, UNQUEUED)),
+    Row("a PodGroup of its name that is not ours holds the Jobs and is never written",
+        (_serves_coscheduling, settle),
+        on_worker(TrainJob={"tj": {"conditions": {"ObjectsBlocked": "NameTaken"}}},
+                  PodGroup={"tj": {"minMember": 7}}, Service=SERVICE),
+        (("Warning", "NameTaken"),),
+        RETRY,
+        before=(GANG, UNQUEUED, FOREIGN_POD_GROUP)),
 ]  # fmt: skip
 
 
 @pytest.mark.usefixtures("both_caches")
-@pytest.mark.parametrize(("case", "before", "then", "after"), CASES, ids=[c[0] for c in CASES])
-def test_the_pass_takes_the_world_before_to_the_objects_after(
-    case: str, before: list[Dict], then: list[Callable[[World], None]], after: After
-) -> None:
-    world = worker(*before)
-    events = {e[1] for p in world.settle(KEY) for e in p.events}
-    for step in then:
-        step(world)
-        events |= {e[1] for p in world.settle(KEY) for e in p.events}
-    assert _after(world, events) == after, case
-    assert not world.run(KEY).wrote(), f"{case}: a pass after the last still writes"
+@pytest.mark.parametrize("row", ROWS, ids=str)
+def test_the_whole_pass(row: Row) -> None:
+    world = worker(*row.before)
+    theirs = _not_ours(world)
+    passes = tables.take_steps(world, row)
+    assert tables.outcome(world, passes, tables.WORKER) == row.outcome
+    # what it did not make is never written (adopted, changed or deleted)
+    assert _not_ours(world) == theirs
 
 
-@pytest.mark.usefixtures("both_caches")
-def test_admission_starts_it_with_its_jobs_and_service_then_nothing_more_is_written() -> None:
-    world = worker(QUEUED.obj(), FLAVOR)
-    world.settle(KEY)
-    admit(world)
-    passes = world.settle(KEY)
-    tj = world.get("worker", c.TRAINJOB, "tj")
-    assert tj is not None and tj["spec"]["suspend"] is False
-    assert names(objects(world, c.JOB)) == ["tj-node-0"]
-    assert names(objects(world, c.SERVICE)) == ["tj"]
-    job = objects(world, c.JOB)[0]
-    assert job["metadata"]["ownerReferences"][0]["uid"] == tj["metadata"]["uid"]
-    assert ("Normal", "Started", "tj") in [e for p in passes for e in p.events]
-    # Level-triggered: another pass over the same objects writes nothing.
-    assert not world.run(KEY).wrote()
+def _not_ours(world: World) -> dict[tuple[str, str], str]:
+    """(kind, name) -> resourceVersion of every object of the kinds it writes, besides
+    TrainJobs, that no TrainJob controls."""
+    return {
+        (kind.kind, o["metadata"]["name"]): o["metadata"]["resourceVersion"]
+        for kind in tables.WORKER.normalisers
+        if kind != c.TRAINJOB
+        for o in objects(world, kind)
+        if not controlled_by_a_trainjob(o)
+    }
 
 
 @pytest.mark.usefixtures("both_caches")
@@ -333,101 +479,6 @@ def test_pods_ready_is_applied_beside_kueues_conditions_and_the_job_keeps_runnin
 
 
 @pytest.mark.usefixtures("both_caches")
-def test_a_finished_initializers_pods_are_reclaimable_beside_kueues_conditions() -> None:
-    world = worker(TrainJobBuilder().runtime("torch-with-init").queue("q").obj(), FLAVOR)
-    world.apis["worker"].put(initializer_runtime())
-    world.settle(KEY)
-    admit(world)
-    world.settle(KEY)
-    (dataset,) = [j for j in objects(world, c.JOB) if "dataset" in j["metadata"]["name"]]
-    dataset["status"] = {"succeeded": 1, "conditions": COMPLETE}
-    world.apis["worker"].put(dataset)
-    world.settle(KEY)
-    wl = the_workload(world)
-    assert wl is not None
-    assert wl["status"]["reclaimablePods"] == [{"name": "dataset-initializer", "count": 1}]
-    assert condition(wl, "Admitted") == ("True", "Admitted")
-    tj = world.get("worker", c.TRAINJOB, "tj")
-    assert tj is not None and tj["spec"]["suspend"] is False
-
-
-@pytest.mark.usefixtures("both_caches")
-def test_a_service_of_its_name_that_is_not_ours_is_reported_and_never_written() -> None:
-    foreign = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": "tj", "namespace": "ns", "labels": {"app": "theirs"}},
-        "spec": {"clusterIP": "None", "selector": {"app": "theirs"}},
-    }
-    world = worker(TrainJobBuilder().obj(), foreign)
-    world.settle(KEY)
-    service = world.get("worker", c.SERVICE, "tj")
-    assert service is not None and service["spec"]["selector"] == {"app": "theirs"}
-    assert service["metadata"]["labels"] == {"app": "theirs"}
-    tj = world.get("worker", c.TRAINJOB, "tj")
-    assert any(
-        "Service" in (cond.get("message") or "")
-        for cond in (tj or {}).get("status", {}).get("conditions", [])
-    ), tj
-
-
-def _labelled_service(name: str) -> Dict:
-    """A Service someone made carrying our label for TrainJob tj (a label is no proof)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "namespace": "ns", "labels": {c.TRAINJOB_NAME_LABEL: "tj"}},
-        "spec": {"clusterIP": "None", "selector": {"app": "theirs"}},
-    }
-
-
-@pytest.mark.usefixtures("both_caches")
-def test_a_service_labelled_for_it_by_someone_else_is_not_its_own() -> None:
-    """Beside it, such a Service changes nothing: the TrainJob's own is made, no condition;
-    under its name, the name is taken. Neither is ever written."""
-    world = worker(TrainJobBuilder().obj(), _labelled_service("decoy"))
-    decoy = world.get("worker", c.SERVICE, "decoy")
-    world.settle(KEY)
-    tj = world.get("worker", c.TRAINJOB, "tj")
-    assert tj is not None and condition(tj, "ServiceConflict") is None
-    assert controlled_by(world.get("worker", c.SERVICE, "tj"), tj["metadata"]["uid"])
-    assert world.get("worker", c.SERVICE, "decoy") == decoy
-
-    world = worker(TrainJobBuilder().obj(), _labelled_service("tj"))
-    taken = world.get("worker", c.SERVICE, "tj")
-    world.settle(KEY)
-    tj = world.get("worker", c.TRAINJOB, "tj")
-    assert condition(tj, "ServiceConflict") == ("True", c.REASON_SERVICE_NAME_TAKEN)
-    assert objects(world, c.JOB) == []
-    assert world.get("worker", c.SERVICE, "tj") == taken
-
-
-@pytest.mark.usefixtures("both_caches")
-def test_jobs_of_its_name_owned_by_another_uid_are_never_adopted() -> None:
-    stranger = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": "tj-node-0",
-            "namespace": "ns",
-            "labels": {c.TRAINJOB_NAME_LABEL: "tj"},
-            "ownerReferences": [{**OWNER, "uid": "someone-else"}],
-        },
-        "spec": {"template": {"spec": {"containers": []}}},
-    }
-    world = worker(TrainJobBuilder().obj(), stranger)
-    passes = world.settle(KEY)
-    job = world.get("worker", c.JOB, "tj-node-0")
-    assert job is not None and job["metadata"]["ownerReferences"][0]["uid"] == "someone-else"
-    tj = world.get("worker", c.TRAINJOB, "tj")
-    assert condition(tj, "ObjectsBlocked") == ("True", "NameTaken")
-    assert [e for p in passes for e in p.events] == [("Warning", "NameTaken", "tj")]
-    # It looks again soon (the name may be freed), and asks the API, which refuses: no write.
-    again = world.run(KEY)
-    assert again.requeue_after is not None and not again.wrote()
-
-
-@pytest.mark.usefixtures("both_caches")
 def test_a_job_the_api_forbids_fails_the_pass_for_the_queue_to_retry_and_is_made_later() -> None:
     world = worker(TrainJobBuilder().obj())
     world.apis["worker"].fail(Fault(403, "POST", "jobs", times=None))
@@ -438,24 +489,6 @@ def test_a_job_the_api_forbids_fails_the_pass_for_the_queue_to_retry_and_is_made
     world.apis["worker"].heal()
     world.settle(KEY)
     assert names(objects(world, c.JOB)) == ["tj-node-0"]
-
-
-@pytest.mark.usefixtures("both_caches")
-def test_a_job_the_api_finds_invalid_is_a_condition_and_the_pass_comes_back_soon() -> None:
-    world = worker(TrainJobBuilder().obj())
-    world.apis["worker"].fail(Fault(422, "POST", "jobs", times=None))
-    passes = world.settle(KEY)
-    assert objects(world, c.JOB) == []
-    tj = world.get("worker", c.TRAINJOB, "tj")
-    assert condition(tj, "ObjectsBlocked") == ("True", c.REASON_REFUSED_BY_API)
-    assert passes[-1].requeue_after is not None and passes[-1].requeue_after <= 10
-    world.apis["worker"].heal()
-    world.settle(KEY)
-    assert names(objects(world, c.JOB)) == ["tj-node-0"]
-    assert condition(world.get("worker", c.TRAINJOB, "tj"), "ObjectsBlocked") == (
-        "False",
-        "ObjectsCreated",
-    )
 
 
 @pytest.mark.parametrize("status", [400, 422])
@@ -627,39 +660,6 @@ def test_a_job_is_suspended_and_resumed_whatever_its_runtime_says_now() -> None:
         assert job["spec"]["template"] == made["spec"]["template"]
 
 
-@pytest.mark.usefixtures("both_caches")
-def test_a_trainjob_past_its_deadline_fails_naming_it() -> None:
-    world = worker(TrainJobBuilder().obj())
-    world.settle(KEY)
-    tj = world.get("worker", c.TRAINJOB, "tj")
-    assert tj is not None
-    tj["spec"]["activeDeadlineSeconds"] = 1
-    tj.setdefault("status", {})["conditions"] = [
-        a_condition("Suspended", "Resumed", status="False")
-    ]
-    world.apis["worker"].put(tj)
-    passes = world.settle(KEY)
-    after = world.get("worker", c.TRAINJOB, "tj")
-    assert condition(after, "Failed") == ("True", c.REASON_DEADLINE_EXCEEDED)
-    assert ("Warning", c.REASON_DEADLINE_EXCEEDED, "tj") in [e for p in passes for e in p.events]
-
-
-@pytest.mark.usefixtures("both_caches")
-def test_a_trainjob_never_suspended_counts_its_deadline_from_its_first_jobs_creation() -> None:
-    """No Suspended condition (it ran at once, without a queue): the run started when its
-    first Job was made (the stand-in makes every object at 2026-01-01T00:00:00Z)."""
-    world = worker(TrainJobBuilder().obj())
-    world.settle(KEY)
-    tj = world.get("worker", c.TRAINJOB, "tj")
-    assert tj is not None and condition(tj, "Suspended") is None
-    tj["spec"]["activeDeadlineSeconds"] = 60
-    world.apis["worker"].put(tj)
-    world.settle(KEY)
-    after = world.get("worker", c.TRAINJOB, "tj")
-    assert condition(after, "Failed") == ("True", c.REASON_DEADLINE_EXCEEDED)
-
-
-GANG = make_runtime(podGroupPolicy={"coscheduling": {}})
 COSCHEDULING_API = "/apis/scheduling.x-k8s.io/v1alpha1"
 
 
@@ -681,17 +681,6 @@ def test_a_gang_runtime_gets_its_pod_group_where_discovery_lists_it_and_asks_onc
     asked = [p for m, p in api.requests if p == COSCHEDULING_API]
     assert len(asked) == 1  # the answer is kept
     assert objects(world, c.VOLCANO_POD_GROUP) == []
-
-
-@pytest.mark.usefixtures("both_caches")
-def test_without_the_api_the_pods_run_ungrouped_and_the_trainjob_says_which_is_missing() -> None:
-    world = worker(GANG, TrainJobBuilder().obj())
-    world.settle(KEY)
-    assert objects(world, c.COSCHEDULING_POD_GROUP) == []
-    (job,) = objects(world, c.JOB)
-    assert c.COSCHEDULING_POD_GROUP_LABEL not in job["spec"]["template"]["metadata"]["labels"]
-    tj = world.get("worker", c.TRAINJOB, "tj")
-    assert condition(tj, "PodGroupPolicyIgnored") == ("True", "PodGroupPolicyIgnored")
 
 
 @pytest.mark.usefixtures("both_caches")
