@@ -209,9 +209,8 @@ def _step5_adopt(obs: QueueObserved, wl: WorkloadView, plan: QueuePlan) -> None:
     tj = obs.trainjob
     uid = tj.metadata.uid or ""
     if not has_owner(wl.raw, uid):
-        refs = wl.owner_references
-        refs.append(owner_reference(tj.name, uid, controller=tj.prebuilt_workload is None))
-        plan.workload_patch = {"metadata": {"ownerReferences": refs}}
+        ours = owner_reference(tj.name, uid, controller=tj.prebuilt_workload is None)
+        plan.workload_patch = {"metadata": {"ownerReferences": [*wl.owner_references, ours]}}
 
 
 def _step5b_out_of_sync(obs: QueueObserved, wl: WorkloadView, plan: QueuePlan) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from kubebase.objects import OwnerReference
 from trainjob.ownership import owner_refs
 from trainjob_api import constants as c
 
@@ -30,7 +31,7 @@ def pod_dns_name(trainjob: str, replicated_job: str, job_index: int, pod_index: 
     return f"{job_name(trainjob, replicated_job, job_index)}-{pod_index}.{trainjob}"
 
 
-def owner_reference(trainjob: str, uid: str, *, controller: bool = True) -> dict[str, Any]:
+def owner_reference(trainjob: str, uid: str, *, controller: bool = True) -> OwnerReference:
     """An ownerReference to the TrainJob `trainjob` (uid `uid`)."""
     return {
         "apiVersion": c.TRAINER_API,
@@ -42,7 +43,7 @@ def owner_reference(trainjob: str, uid: str, *, controller: bool = True) -> dict
     }
 
 
-def owner_of(trainjob_body: dict[str, Any]) -> dict[str, Any]:
+def owner_of(trainjob_body: dict[str, Any]) -> OwnerReference:
     """The controller ownerReference to a TrainJob given as an API object."""
     meta = trainjob_body["metadata"]
     return owner_reference(meta["name"], meta["uid"])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kubebase.objects import Dict
+from kubebase.objects import Dict, OwnerReference
 from trainjob.jsondoc import json_copy
 from trainjob.naming import job_name
 from trainjob.queues import resources_key
@@ -26,7 +26,13 @@ def trainjob_labels(trainjob: str) -> dict[str, str]:
 
 
 def build_job(
-    info: RuntimeInfo, ps: PodSet, index: int, owner: Dict, *, suspend: bool, attempt: int = 0
+    info: RuntimeInfo,
+    ps: PodSet,
+    index: int,
+    owner: OwnerReference,
+    *,
+    suspend: bool,
+    attempt: int = 0,
 ) -> Dict:
     """One Indexed Job of a PodSet: `parallelism = completions` pods with stable hostnames,
     made for restart `attempt` (trainjob/runtime/failure.py)."""
@@ -87,7 +93,7 @@ def asked_by(job: JobView) -> str:
 
 
 def build_jobs(
-    info: RuntimeInfo, ps: PodSet, owner: Dict, *, suspend: bool, attempt: int = 0
+    info: RuntimeInfo, ps: PodSet, owner: OwnerReference, *, suspend: bool, attempt: int = 0
 ) -> list[Dict]:
     return [
         build_job(info, ps, i, owner, suspend=suspend, attempt=attempt) for i in range(ps.replicas)
@@ -107,7 +113,7 @@ def attempt_of(job: JobView) -> int:
     return int(found) if found.isascii() and found.isdigit() else 0
 
 
-def build_service(info: RuntimeInfo, owner: Dict) -> Dict:
+def build_service(info: RuntimeInfo, owner: OwnerReference) -> Dict:
     """The headless Service that gives every pod `<tj>-<rj>-<job>-<pod>.<tj>` in DNS."""
     return {
         "apiVersion": "v1",
@@ -126,7 +132,7 @@ def build_service(info: RuntimeInfo, owner: Dict) -> Dict:
     }
 
 
-def build_extra_object(obj: Dict, owner: Dict | None, trainjob: str) -> Dict:
+def build_extra_object(obj: Dict, owner: OwnerReference | None, trainjob: str) -> Dict:
     """An object the pods need, with our labels; owned by the TrainJob unless `owner` is
     None (a claim the runtime keeps after the job, marked with the TrainJob it was made for)."""
     out = json_copy(obj)

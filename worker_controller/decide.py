@@ -10,7 +10,7 @@ import datetime as dt
 from dataclasses import dataclass, field, replace
 
 from kubebase.events import Event
-from kubebase.objects import Dict
+from kubebase.objects import Dict, OwnerReference
 from trainjob.models import InvalidObject, TrainJob, parse_trainjob
 from trainjob.naming import job_name, owner_of
 from trainjob.ownership import managed_by_builtin
@@ -203,8 +203,12 @@ class _Pass:
     attempt: int  # the restart attempt the status says
     old_jobs: dict[str, JobView]  # Jobs of an earlier attempt, going
     ahead: list[str]  # Jobs of a later attempt than the status says
-    owner: Dict = field(default_factory=dict)
     group: PodGroupPlugin | None = None
+
+    @property
+    def owner(self) -> OwnerReference:
+        """The controller ownerReference every object made for the TrainJob carries."""
+        return owner_of(self.obs.trainjob)
 
 
 def _step2b_restarts(tj: TrainJob, obs: Observed, plan: Plan) -> _Pass:
@@ -252,7 +256,6 @@ def _step4_runtime(p: _Pass) -> RuntimeInfo | None:
         info.labels[c.KUEUE_MULTIKUEUE_ORIGIN_LABEL] = origin
     if obs.progress is not None:  # the trainer pods are told where to report progress
         wire(info.pod_sets, obs.progress.url(tj.namespace, tj.name), tj.namespace, tj.name)
-    p.owner = owner_of(obs.trainjob)
     return info
 
 
@@ -428,7 +431,7 @@ def _on_failure(info: RuntimeInfo, obs: Observed, st: _Status) -> None:
 
 def _apply_jobs(
     info: RuntimeInfo,
-    owner: Dict,
+    owner: OwnerReference,
     jobs: dict[str, JobView],
     plan: Plan,
     *,
@@ -520,7 +523,9 @@ def _pods_stuck(obs: Observed, st: _Status) -> None:
         st.set(c.COND_PODS_STUCK, False, c.REASON_PODS_STARTED, "no pod is stuck")
 
 
-def _ensure_service(obs: Observed, info: RuntimeInfo, owner: Dict, st: _Status, plan: Plan) -> bool:
+def _ensure_service(
+    obs: Observed, info: RuntimeInfo, owner: OwnerReference, st: _Status, plan: Plan
+) -> bool:
     """Plan the Service; False (with a condition and an Event) when we must not go on."""
     if len(obs.services) > 1:
         names = ", ".join(sorted(s["metadata"]["name"] for s in obs.services))

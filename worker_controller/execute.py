@@ -10,20 +10,21 @@ import orjson
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from kubebase.objects import Dict
+from kubebase.objects import Dict, OwnerReference
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster, guarded_write
 from trainjob.jobframework_io import execute_queue_plan
 from trainjob.naming import owner_of
 from trainjob.ownership import made_for_trainjob
 from trainjob_api import constants as c
+from trainjob_api.views import TrainJobView
 from worker_controller import builders
 from worker_controller.context import Context
 from worker_controller.decide import Blocked, Plan
 from worker_controller.plan import Hold, PassPlan
 
 
-def _ssh_secret(name: str, namespace: str, owner: Dict, trainjob: str) -> Dict:
+def _ssh_secret(name: str, namespace: str, owner: OwnerReference, trainjob: str) -> Dict:
     key = ec.generate_private_key(ec.SECP521R1())
     private = key.private_bytes(
         serialization.Encoding.PEM,
@@ -57,61 +58,63 @@ WATCHED = frozenset({"Job", "Service"})
 BLOCKED_RETRY_SECONDS = 10.0  # a blocked TrainJob tries again after this, and on any event
 
 
-def execute_pass(ctx: Context, trainjob: Dict, plan: PassPlan) -> Blocked | None:
+def execute_pass(ctx: Context, trainjob: TrainJobView, plan: PassPlan) -> Blocked | None:
     """Carry out one pass's plan (plan.py), in order: the Kueue integration's writes, or the
     hold of a TrainJob with no queue; then the TrainJob's own part (`execute`). Returns why
     an object the TrainJob needs could not be made."""
     if plan.queue is not None:
-        execute_queue_plan(ctx.cluster, trainjob, plan.queue, ctx.memory)
+        execute_queue_plan(ctx.cluster, trainjob.raw, plan.queue, ctx.memory)
     if plan.hold is not None:
         _hold(ctx, trainjob, plan.hold)
     if plan.trainjob is None:
         return None
-    uid = str(trainjob["metadata"].get("uid") or "")
-    return execute(ctx.cluster, trainjob, plan.trainjob, ctx.made.setdefault(uid, set()))
+    made = ctx.made.setdefault(trainjob.uid or "", set())
+    return execute(ctx.cluster, trainjob, plan.trainjob, made)
 
 
-def _hold(ctx: Context, trainjob: Dict, hold: Hold) -> None:
+def _hold(ctx: Context, trainjob: TrainJobView, hold: Hold) -> None:
     """Kueue's manageJobsWithoutQueueName: a Warning says why it waits (once), and a running
     TrainJob is suspended (guarded by the version the plan saw: a pass planned from a version
     we wrote from since, or one that conflicts, waits for the watch's next)."""
-    meta = trainjob["metadata"]
-    uid = str(meta.get("uid") or "")
+    uid, (namespace, name) = trainjob.uid or "", trainjob.key
     if hold.tell:
         ctx.held_told.add(uid)
         ctx.cluster.post_event(
-            trainjob,
+            trainjob.raw,
             "Warning",
             c.REASON_NO_QUEUE,
             f"metadata.labels[{c.KUEUE_QUEUE_NAME_LABEL}] is not set, and Kueue's "
             "manageJobsWithoutQueueName holds such a TrainJob suspended on this cluster until it "
             "names a LocalQueue",
-            name=f"{meta['name']}.{uid[:8]}.noqueuename",
+            name=f"{name}.{uid[:8]}.noqueuename",
         )
     if hold.suspend:
-        version = str(meta["resourceVersion"])
+        version = str(trainjob.resource_version)
         guarded_write(
             ctx.memory,
-            ("TrainJob", meta["namespace"], meta["name"]),
+            ("TrainJob", namespace, name),
             version,
             lambda: ctx.cluster.patch(
                 c.TRAINJOB,
-                meta["name"],
-                meta["namespace"],
+                name,
+                namespace,
                 {"metadata": {"resourceVersion": version}, "spec": {"suspend": True}},
             ),
         )
 
 
 def execute(
-    cluster: Cluster, trainjob: Dict, plan: Plan, made: set[tuple[str, str]] | None = None
+    cluster: Cluster,
+    trainjob: TrainJobView,
+    plan: Plan,
+    made: set[tuple[str, str]] | None = None,
 ) -> Blocked | None:
     """Carry out `plan`; returns why an object the TrainJob needs could not be made (then
     nothing after it is made in this pass: no Job mounts a claim that is not ours). `made`:
     the (kind, name) of unwatched objects already made (or found ours) for this TrainJob,
     which are not made again; added to as objects are made."""
-    meta = trainjob["metadata"]
-    where = {"cluster": cluster.name, "trainjob": f"{meta['namespace']}/{meta['name']}"}
+    namespace = trainjob.namespace
+    where = {"cluster": cluster.name, "trainjob": f"{namespace}/{trainjob.name}"}
     blocked = _make(cluster, trainjob, plan, where, set() if made is None else made)
     for obj in plan.patch:
         meta = obj["metadata"]
@@ -142,7 +145,7 @@ def execute(
             raise
     if plan.status is not None:
         try:
-            cluster.patch_status(c.TRAINJOB, trainjob, plan.status)
+            cluster.patch_status(c.TRAINJOB, trainjob.raw, plan.status)
         except ApiException as exc:
             if exc.status == 409:  # a newer version exists; its watch event reconciles again
                 log.debug("status conflict: retrying on the next event", extra=where)
@@ -151,26 +154,30 @@ def execute(
                 return blocked
             raise
     for name, uid in plan.delete:  # a restart's old Jobs, or Jobs asking otherwise: pods first
-        cluster.delete(c.JOB, name, meta["namespace"], propagation="Foreground", uid=uid)
+        cluster.delete(c.JOB, name, namespace, propagation="Foreground", uid=uid)
         log.info(
             "Job deleted (of an earlier restart, or asking otherwise)", extra={**where, "job": name}
         )
     for event in plan.events:
-        cluster.post_event(trainjob, event.type, event.reason, event.message)
+        cluster.post_event(trainjob.raw, event.type, event.reason, event.message)
         say = log.warning if event.type == "Warning" else log.info
         say("Event", extra={**where, "reason": event.reason, "note": event.message})
     return blocked
 
 
 def _make(
-    cluster: Cluster, trainjob: Dict, plan: Plan, where: dict[str, str], made: set[tuple[str, str]]
+    cluster: Cluster,
+    trainjob: TrainJobView,
+    plan: Plan,
+    where: dict[str, str],
+    made: set[tuple[str, str]],
 ) -> Blocked | None:
     """Create what the plan makes and is not made yet, in order (the Jobs last), stopping at
     the first object that cannot be."""
-    meta = trainjob["metadata"]
     ssh = None
     if plan.ssh_secret and ("Secret", plan.ssh_secret) not in made:  # a key pair made once
-        ssh = _ssh_secret(plan.ssh_secret, meta["namespace"], owner_of(trainjob), meta["name"])
+        owner = owner_of(trainjob.raw)
+        ssh = _ssh_secret(plan.ssh_secret, trainjob.namespace, owner, trainjob.name)
     jobs = [o for o in plan.create if o["kind"] == "Job"]
     first = [o for o in plan.create if o["kind"] != "Job"]
     for obj in [*first, *([ssh] if ssh else []), *jobs]:
@@ -189,7 +196,7 @@ def _make(
     return None
 
 
-def _create(cluster: Cluster, trainjob: Dict, obj: Dict) -> Blocked | None:
+def _create(cluster: Cluster, trainjob: TrainJobView, obj: Dict) -> Blocked | None:
     """Create `obj`. One of that name already there is fine when we made it for this TrainJob
     (ownership.made_for_trainjob); anyone else's is a collision, never adopted or written over."""
     kind, name = obj["kind"], obj["metadata"]["name"]
@@ -209,7 +216,7 @@ def _create(cluster: Cluster, trainjob: Dict, obj: Dict) -> Blocked | None:
         if exc.status != 409:
             raise
     found = cluster.get_or_none(c.kind_of(obj), name, obj["metadata"]["namespace"])
-    if found is None or made_for_trainjob({"kind": kind, **found}, trainjob):
+    if found is None or made_for_trainjob({"kind": kind, **found}, trainjob.raw):
         return None  # ours (made by an earlier pass), or gone again: the next pass sees
     return Blocked(
         c.REASON_NAME_TAKEN,

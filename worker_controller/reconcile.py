@@ -60,7 +60,7 @@ def _sync(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | None:
     key = trainjob.key
     uid = str(trainjob.uid or "")
     plan, observed = _planned(ctx, caches, trainjob)
-    blocked = execute.execute_pass(ctx, trainjob.raw, plan)
+    blocked = execute.execute_pass(ctx, trainjob, plan)
     if plan.trainjob is None or observed is None:
         return None  # the TrainJob's own update event continues from the new spec
     if blocked is not None and _asks_group(observed.runtime):

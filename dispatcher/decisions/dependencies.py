@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from kubebase.kinds import CONFIG_MAP, SECRET
-from kubebase.objects import Dict
+from kubebase.objects import Dict, OwnerReference
 from trainjob.lru import LRU
 from trainjob.runtime.defaults import same_runtime_spec
 from trainjob_api import constants as c
@@ -315,7 +315,7 @@ def needs(
 # ---- a copy -----------------------------------------------------------------------------------
 
 
-def skeleton(source: Source, namespace: str, origin: str, owner: Dict) -> Dict:
+def skeleton(source: Source, namespace: str, origin: str, owner: OwnerReference) -> Dict:
     """A copy's identity and marks, without its content (filled in from the manager object
     when it is written): `owner` is the ownerReference of the Workload copy that needs it; the
     digest is the one the cache saw (a copy already holding it and owned so needs no write)."""
@@ -336,7 +336,7 @@ def skeleton(source: Source, namespace: str, origin: str, owner: Dict) -> Dict:
     }
 
 
-def owner_of(workload: Dict) -> Dict:
+def owner_of(workload: Dict) -> OwnerReference:
     """The ownerReference a dependency's copy gets from the Workload copy that needs it."""
     meta = workload["metadata"]
     return {

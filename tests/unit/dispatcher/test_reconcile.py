@@ -19,10 +19,10 @@ from dispatcher.workers import log_tails
 from kubebase.kinds import CONFIG_MAP, EVENT, Kind
 from kubecontrol.client import ApiException
 from kubecontrol.controller import own_namespace
+from tests.support import tables
 from tests.support.builders import TrainJobBuilder, container, make_runtime, replicated_job
 from tests.support.memory_api import Fault
-from tests.support import tables
-from tests.support.tables import Row, Step, state
+from tests.support.tables import Row, Step
 from tests.support.whole_pass import (
     Pass,
     World,

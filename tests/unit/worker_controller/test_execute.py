@@ -11,6 +11,7 @@ from tests.support.builders import make_trainjob
 from tests.support.memory_api import MemoryApi
 from tests.support.whole_pass import MemoryCluster
 from trainjob_api import constants as c
+from trainjob_api.views import TrainJobView
 from worker_controller.decide import Plan
 from worker_controller.execute import execute
 
@@ -29,12 +30,13 @@ def _job(name: str) -> Dict:
     }
 
 
-def _world() -> tuple[MemoryApi, MemoryCluster, Dict, Dict]:
+def _world() -> tuple[MemoryApi, MemoryCluster, TrainJobView, Dict]:
     """A TrainJob, its suspended Job `tj-node-0`, and another, `tj-node-1`, whose resume
     follows in each plan (`_next`): the writes after a skipped one still go."""
     api = MemoryApi("worker", [make_trainjob(), _job("tj-node-0"), _job("tj-node-1")])
     cluster = MemoryCluster(api, c.WORKER_FIELD_MANAGER)
-    return api, cluster, cluster.get(c.TRAINJOB, "tj", "ns"), cluster.get(c.JOB, "tj-node-0", "ns")
+    trainjob = TrainJobView(cluster.get(c.TRAINJOB, "tj", "ns"))
+    return api, cluster, trainjob, cluster.get(c.JOB, "tj-node-0", "ns")
 
 
 def _next(cluster: MemoryCluster) -> Dict:
