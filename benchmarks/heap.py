@@ -26,8 +26,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-# Frames kept per allocation: the line that allocated it alone.
-FRAMES = "1"
+# Frames kept per allocation unless asked: the line that allocated it alone.
+FRAMES = 1
+# Between the frames of a site of more than one: the line that allocated, then its callers.
+CALLED_FROM = " < "
 
 HOOK = Path(__file__).resolve().parent / "heap_hook"
 
@@ -39,17 +41,22 @@ def sites_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="heap-sites-"))
 
 
-Sites = dict[str, tuple[int, int]]  # file:line -> (bytes, blocks)
+# file:line (or the allocating line and its callers, joined by CALLED_FROM) -> (bytes, blocks)
+Sites = dict[str, tuple[int, int]]
 
 
 @contextlib.contextmanager
-def hooked_children(*, traced: bool) -> Iterator[None]:
+def hooked_children(*, traced: bool, frames: int = FRAMES) -> Iterator[None]:
     """Processes started meanwhile (the bed's replicas take this process's environment) write
-    their allocators' figures on SIGUSR2 and, `traced`, their heap by line, traced from their
-    start; the environment is put back after."""
+    their allocators' figures on SIGUSR2 and, `traced`, their heap by site, traced from their
+    start: by allocating line, or with `frames` over 1 by that line and its callers (that
+    many frames in all: who keeps what a shared helper allocates); the environment is put
+    back after."""
+    if frames < 1:
+        raise ValueError(f"frames must be 1 or more, not {frames}")
     paths = os.environ.get("PYTHONPATH")
     wanted = {
-        "PYTHONTRACEMALLOC": FRAMES if traced else "",
+        "PYTHONTRACEMALLOC": str(frames) if traced else "",
         "HEAP_SITES_DIR": str(sites_dir()),
         "PYTHONPATH": os.pathsep.join([str(HOOK), *([paths] if paths else [])]),
     }
@@ -162,7 +169,12 @@ def growth(before: Sites, after: Sites) -> list[tuple[str, int, int]]:
 
 
 def short(where: str, root: Path) -> str:
-    """A site's file relative to `root` when under it (the repository), else its last parts."""
+    """A site's files relative to `root` when under it (the repository), else their last
+    parts; each frame of a site of several so."""
+    return CALLED_FROM.join(_short_frame(frame, root) for frame in where.split(CALLED_FROM))
+
+
+def _short_frame(where: str, root: Path) -> str:
     path, _, line = where.rpartition(":")
     try:
         name = str(Path(path).relative_to(root))

@@ -24,6 +24,7 @@ a 2-core machine, and the counts would never settle), and takes it down at the e
     .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 4
     .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 2 --pipeline peer-shipped --replicas 1
     .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 2 --replicas 1 --heap 15  # by line
+    .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 2 --replicas 1 --heap 25 --heap-frames 4
     .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 2 --replicas 1 --allocators
 """
 
@@ -156,6 +157,14 @@ def main() -> int:
         "each grew by over the run: where the memory goes, not how much (tracing costs its own)",
     )
     parser.add_argument(
+        "--heap-frames",
+        type=int,
+        default=heap.FRAMES,
+        metavar="K",
+        help="with --heap: each site is the allocating line and its callers, K frames in all "
+        "(who keeps what a shared helper allocates; more frames cost the replicas more)",
+    )
+    parser.add_argument(
         "--allocators",
         action="store_true",
         help="our replicas (untraced) say after each step what Python's small-object allocator "
@@ -186,7 +195,8 @@ def start(bed: Bed, args: argparse.Namespace) -> tuple[list[Replica], dict[str, 
     is."""
     if args.pipeline == "ours":
         hooked = args.heap or args.allocators
-        with heap.hooked_children(traced=bool(args.heap)) if hooked else contextlib.nullcontext():
+        hook = heap.hooked_children(traced=bool(args.heap), frames=args.heap_frames)
+        with hook if hooked else contextlib.nullcontext():
             ctrls = start_ours(bed, args.replicas)
         leader = leading_dispatcher(ctrls) if args.replicas > 1 else None
         procs = {}

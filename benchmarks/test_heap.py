@@ -35,6 +35,9 @@ def test_a_site_is_named_from_the_repository_or_by_its_last_parts() -> None:
     assert heap.short("<frozen abc>:106", root) == "<frozen abc>:106"
     # its line is what follows the last colon, a colon in its path kept
     assert heap.short("/srv/a:b/c.py:7", root) == "a:b/c.py:7"
+    # each frame of a site of several
+    where = "/repo/kubecontrol/client.py:413 < /srv/a:b/c.py:7 < <frozen abc>:106"
+    assert heap.short(where, root) == "kubecontrol/client.py:413 < a:b/c.py:7 < <frozen abc>:106"
 
 
 def test_hooked_children_trace_from_their_start_and_the_variables_go_after() -> None:
@@ -121,6 +124,32 @@ def test_a_traced_process_says_which_line_holds_its_memory_and_goes_on(holder: H
     assert not (heap.sites_dir() / f"{proc.pid}.ask").exists()  # the request taken away
 
 
+# Holds 8 MiB allocated by one helper called from two lines: 6 MiB from one, 2 from the other.
+CALLERS = """
+import time
+def blocks(n):
+    out = []
+    for _ in range(n):
+        out.append(bytes(1024))  # the allocating line
+    return out
+many = blocks(6 * 1024)
+few = blocks(2 * 1024)
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def test_with_more_frames_a_site_names_who_called_the_line_that_allocated(holder: Holder) -> None:
+    with heap.hooked_children(traced=True, frames=3):
+        script, proc = holder(CALLERS)
+    sites = heap.heap_of(proc.pid, timeout=30).sites
+    many = sites[f"{script}:6 < {script}:8"]  # the allocating line, then who called it
+    few = sites[f"{script}:6 < {script}:9"]
+    assert 6 * 2**20 <= many[0] < 7 * 2**20 and 2 * 2**20 <= few[0] < 3 * 2**20
+    with pytest.raises(ValueError), heap.hooked_children(traced=True, frames=0):
+        pass
+
+
 def test_an_untraced_process_reads_as_no_heap_and_is_never_signalled(
     holder: Holder, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -149,7 +178,7 @@ def test_an_untraced_process_with_the_hook_gives_its_allocators_only(holder: Hol
 def test_a_tracing_already_asked_for_is_put_back(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONTRACEMALLOC", "25")
     with heap.hooked_children(traced=True):
-        assert os.environ["PYTHONTRACEMALLOC"] == heap.FRAMES
+        assert os.environ["PYTHONTRACEMALLOC"] == str(heap.FRAMES)
     assert os.environ["PYTHONTRACEMALLOC"] == "25"
 
 

@@ -4,7 +4,8 @@ to `<HEAP_SITES_DIR>/<pid>.txt`, after a first line naming the request it answer
 the token in `<pid>.ask`), its allocators' figures (lines "= name bytes": glibc's malloc,
 and Python's small-object allocator where the process does not trace, as tracing hides it), then,
 where it traces its heap from its start, the traced heap's statistics by allocating line
-("bytes blocks file:line"); whole or not at all (written beside it, then renamed). Elsewhere
+("bytes blocks file:line"; where it traces more than one frame, by that line and its callers:
+"file:line < file:line ..."); whole or not at all (written beside it, then renamed). Elsewhere
 nothing is installed, and SIGUSR2 keeps its default action: `heap.heap_of` asks only a process
 that catches it."""
 
@@ -87,11 +88,16 @@ def _write_heap(_signo: int, _frame: object) -> None:
         out.write(f"# {token}\n")  # the request this answers
         for name, value in figures.items():
             out.write(f"= {name} {value}\n")
-        for stat in snapshot.statistics("lineno") if snapshot else []:
-            frame = stat.traceback[0]
-            out.write(f"{stat.size} {stat.count} {frame.filename}:{frame.lineno}\n")
+        # by allocating line, or by that line and its callers when more frames are traced
+        grouped_by = "traceback" if tracemalloc.get_traceback_limit() > 1 else "lineno"
+        for stat in snapshot.statistics(grouped_by) if snapshot else []:
+            # the allocating line first, then its callers (a traceback runs oldest first)
+            frames = [f"{f.filename}:{f.lineno}" for f in reversed(stat.traceback)]
+            out.write(f"{stat.size} {stat.count} {_CALLED_FROM.join(frames)}\n")
     os.replace(f"{path}.part", path)
 
+
+_CALLED_FROM = " < "  # benchmarks/heap.py's CALLED_FROM
 
 if os.environ.get("HEAP_SITES_DIR"):
     signal.signal(signal.SIGUSR2, _write_heap)
