@@ -24,7 +24,8 @@ a 2-core machine, and the counts would never settle), and takes it down at the e
     .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 4
     .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 2 --pipeline peer-shipped --replicas 1
     .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 2 --replicas 1 --heap 15  # by line
-    .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 2 --replicas 1 --heap 25 --heap-frames 4
+    .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 2 --replicas 1 --heap 25 \
+        --heap-frames 4  # by line and its callers
     .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 2 --replicas 1 --allocators
 """
 

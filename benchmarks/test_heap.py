@@ -3,9 +3,12 @@ the benchmark, beside it: the suite never imports the benchmarks)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import signal
 import subprocess
 import sys
+import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -148,6 +151,41 @@ def test_with_more_frames_a_site_names_who_called_the_line_that_allocated(holder
     assert 6 * 2**20 <= many[0] < 7 * 2**20 and 2 * 2**20 <= few[0] < 3 * 2**20
     with pytest.raises(ValueError), heap.hooked_children(traced=True, frames=0):
         pass
+
+
+def test_a_signal_that_comes_while_an_answer_is_written_adds_no_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """heap_of sends the signal again each second, and Python runs a handler again inside the
+    one under way: a second snapshot taken inside the first held gigabytes."""
+    monkeypatch.setenv("HEAP_SITES_DIR", str(tmp_path))
+    spec = importlib.util.spec_from_file_location("hook", heap.HOOK / "sitecustomize.py")
+    assert spec is not None and spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    saved = signal.getsignal(signal.SIGUSR2)
+    try:
+        spec.loader.exec_module(hook)
+    finally:
+        signal.signal(signal.SIGUSR2, saved)
+    taken = []
+
+    def snapshot() -> tracemalloc.Snapshot:
+        taken.append(1)
+        if len(taken) < 5:
+            hook._write_heap(signal.SIGUSR2, None)  # the signal again, mid-answer
+        return real()
+
+    real = tracemalloc.take_snapshot
+    monkeypatch.setattr(tracemalloc, "take_snapshot", snapshot)
+    tracemalloc.start()
+    try:
+        hook._write_heap(signal.SIGUSR2, None)
+        assert taken == [1]
+        hook._write_heap(signal.SIGUSR2, None)  # and answered again once it is done
+        assert taken == [1, 1]
+    finally:
+        tracemalloc.stop()
+    assert (tmp_path / f"{os.getpid()}.txt").read_text().startswith("# \n")
 
 
 def test_an_untraced_process_reads_as_no_heap_and_is_never_signalled(

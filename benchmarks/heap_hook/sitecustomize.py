@@ -74,7 +74,25 @@ def _glibc() -> dict[str, int]:
     }
 
 
+_writing = [False]  # whether a request is being answered (the handler is under way)
+
+
 def _write_heap(_signo: int, _frame: object) -> None:
+    """Answer the request (`<pid>.ask`). A signal that comes while an answer is being written
+    (heap_of sends it again each second) returns at once: Python runs a handler again between
+    any two bytecodes of the one under way, and each would take a snapshot of its own (a heap
+    traced with several frames per allocation takes seconds to sum up: those snapshots, one
+    inside the other, held gigabytes)."""
+    if _writing[0]:
+        return
+    _writing[0] = True
+    try:
+        _answer()
+    finally:
+        _writing[0] = False
+
+
+def _answer() -> None:
     tracing = tracemalloc.is_tracing()
     snapshot = tracemalloc.take_snapshot() if tracing else None  # before what the file costs
     figures = {**_glibc()} if tracing else {**_pymalloc(), **_glibc()}
