@@ -68,7 +68,7 @@ def execute_pass(ctx: Context, trainjob: TrainJobView, plan: PassPlan) -> Blocke
         _hold(ctx, trainjob, plan.hold)
     if plan.trainjob is None:
         return None
-    made = ctx.made.setdefault(trainjob.uid or "", set())
+    made = ctx.made.setdefault(str(trainjob.uid or ""), set())
     return execute(ctx.cluster, trainjob, plan.trainjob, made)
 
 
@@ -76,7 +76,7 @@ def _hold(ctx: Context, trainjob: TrainJobView, hold: Hold) -> None:
     """Kueue's manageJobsWithoutQueueName: a Warning says why it waits (once), and a running
     TrainJob is suspended (guarded by the version the plan saw: a pass planned from a version
     we wrote from since, or one that conflicts, waits for the watch's next)."""
-    uid, (namespace, name) = trainjob.uid or "", trainjob.key
+    uid, (namespace, name) = str(trainjob.uid or ""), trainjob.key
     if hold.tell:
         ctx.held_told.add(uid)
         ctx.cluster.post_event(
