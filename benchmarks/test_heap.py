@@ -167,22 +167,32 @@ def test_a_signal_that_comes_while_an_answer_is_written_adds_no_snapshot(
         spec.loader.exec_module(hook)
     finally:
         signal.signal(signal.SIGUSR2, saved)
-    taken = []
+    taken, summed = [], []
 
-    def snapshot() -> tracemalloc.Snapshot:
+    class Slow:
+        """A snapshot whose summing the signal interrupts (the seconds-long part)."""
+
+        def __init__(self, real: tracemalloc.Snapshot) -> None:
+            self.real = real
+
+        def statistics(self, key_type: str) -> list[tracemalloc.Statistic]:
+            summed.append(1)
+            hook._write_heap(signal.SIGUSR2, None)  # the signal again, mid-sum
+            return self.real.statistics(key_type)
+
+    def snapshot() -> Slow:
         taken.append(1)
-        if len(taken) < 5:
-            hook._write_heap(signal.SIGUSR2, None)  # the signal again, mid-answer
-        return real()
+        hook._write_heap(signal.SIGUSR2, None)  # the signal again, mid-snapshot
+        return Slow(real())
 
     real = tracemalloc.take_snapshot
     monkeypatch.setattr(tracemalloc, "take_snapshot", snapshot)
     tracemalloc.start()
     try:
         hook._write_heap(signal.SIGUSR2, None)
-        assert taken == [1]
+        assert (taken, summed) == ([1], [1])
         hook._write_heap(signal.SIGUSR2, None)  # and answered again once it is done
-        assert taken == [1, 1]
+        assert (taken, summed) == ([1, 1], [1, 1])
     finally:
         tracemalloc.stop()
     assert (tmp_path / f"{os.getpid()}.txt").read_text().startswith("# \n")

@@ -146,18 +146,41 @@ def _said(obj: Dict) -> Dict:
 
 
 def _owned(obj: Dict, owners: dict[str, str]) -> Dict:
-    """Its controller: the name of the TrainJob of that UID on its cluster, else the UID."""
+    """Its controller: the name of the TrainJob of that UID on its cluster, else the UID; a
+    controller that does not block its owner's deletion until it is gone (as every object we
+    make does) says so; so does any other owner."""
     ref = controller_ref(obj)
-    return {} if ref is None else {"owner": owners.get(str(ref.get("uid")), ref.get("uid"))}
+    out: Dict = {}
+    if ref is not None:
+        out["owner"] = owners.get(str(ref.get("uid")), ref.get("uid"))
+        if ref.get("blockOwnerDeletion") is not True:
+            out["blockOwnerDeletion"] = ref.get("blockOwnerDeletion")
+    others = [
+        owners.get(str(r.get("uid")), r.get("uid"))
+        for r in (obj.get("metadata") or {}).get("ownerReferences") or []
+        if r is not ref
+    ]
+    if others:
+        out["otherOwners"] = others
+    return out
 
 
 def worker_trainjob(obj: Dict, _owners: dict[str, str]) -> Dict:
     """A TrainJob as its worker controller keeps it: spec.suspend as it is (unset, True or
-    False) and its conditions."""
-    spec = obj.get("spec") or {}
+    False), its conditions, its Jobs' counts by replicatedJob (the counts that are not 0) and
+    its restarts."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
     out = _said(obj)
     if "suspend" in spec:
         out["suspend"] = spec["suspend"]
+    jobs = {
+        str(j.get("name")): {k: v for k, v in j.items() if k != "name" and v}
+        for j in status.get("jobsStatus") or []
+    }
+    if jobs:
+        out["jobs"] = jobs
+    if status.get("restarts"):
+        out["restarts"] = (status["restarts"], status.get("restartsCountTowardsMax"))
     return out
 
 
@@ -171,26 +194,77 @@ def worker_workload(obj: Dict, owners: dict[str, str]) -> Dict:
     return out
 
 
+def _made_here(obj: Dict, owners: dict[str, str]) -> bool:
+    """Whether one of its cluster's TrainJobs controls it (what the controller made)."""
+    ref = controller_ref(obj)
+    return ref is not None and str(ref.get("uid")) in owners
+
+
+# The labels a Job of a TrainJob and its pods carry, as JobSet's do.
+JOB_LABELS = (
+    c.JOBSET_NAME_LABEL,
+    c.TRAINJOB_NAME_LABEL,
+    c.REPLICATED_JOB_NAME_LABEL,
+    c.JOB_INDEX_LABEL,
+    c.PODSET_LABEL,
+)
+
+
 def job(obj: Dict, owners: dict[str, str]) -> Dict:
-    """A Job: its owner, whether it is suspended, the restart it was made for (unless the
-    first) and the PodGroup its pods join."""
+    """A Job: its owner, whether it is suspended; of one a TrainJob there controls, also its
+    pods (`parallelism = completions`, or both when they differ), the restart it was made for
+    (unless the first), the PodGroup its pods join, and whatever breaks JobSet's naming: its
+    JOB_LABELS (all of them) when its name is not `<trainjob>-<replicatedJob>-<index>` as they
+    say, or they name another TrainJob or PodSet; its pods' labels that differ from its own;
+    its pods' subdomain when it is not the TrainJob's name."""
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     out = _owned(obj, owners)
     if spec.get("suspend"):
         out["suspend"] = True
-    attempt = (meta.get("labels") or {}).get(c.RESTART_ATTEMPT_LABEL)
+    if not _made_here(obj, owners):
+        return out
+    size = spec.get("parallelism"), spec.get("completions")
+    out["pods"] = size[0] if size[0] == size[1] else list(size)
+    labels = meta.get("labels") or {}
+    attempt = labels.get(c.RESTART_ATTEMPT_LABEL)
     if attempt not in (None, "0"):
         out["attempt"] = attempt
-    pod_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    pod_template = spec.get("template") or {}
+    pod_labels = (pod_template.get("metadata") or {}).get("labels") or {}
     group = pod_labels.get(c.COSCHEDULING_POD_GROUP_LABEL)
     if group is not None:
         out["podGroup"] = group
+    mine = {k: labels.get(k) for k in JOB_LABELS}
+    trainjob, replicated = mine[c.TRAINJOB_NAME_LABEL], mine[c.REPLICATED_JOB_NAME_LABEL]
+    named = f"{trainjob}-{replicated}-{mine[c.JOB_INDEX_LABEL]}"
+    owner = owners.get(str((controller_ref(obj) or {}).get("uid")))
+    if (
+        meta.get("name") != named
+        or trainjob != owner
+        or mine[c.JOBSET_NAME_LABEL] != trainjob
+        or mine[c.PODSET_LABEL] != replicated
+    ):
+        out["labels"] = mine
+    differ = {k: pod_labels.get(k) for k in JOB_LABELS if pod_labels.get(k) != mine[k]}
+    if differ:
+        out["podLabels"] = differ
+    subdomain = (pod_template.get("spec") or {}).get("subdomain")
+    if subdomain != owner:
+        out["subdomain"] = subdomain
     return out
 
 
 def service(obj: Dict, owners: dict[str, str]) -> Dict:
-    """A Service: its owner and whom it selects."""
-    return {**_owned(obj, owners), "selector": (obj.get("spec") or {}).get("selector")}
+    """A Service: its owner and whom it selects; of one a TrainJob there controls, whether
+    it is headless and publishes pods not yet ready, when it is not both (its pods find each
+    other by name before they are ready)."""
+    spec = obj.get("spec") or {}
+    out = {**_owned(obj, owners), "selector": spec.get("selector")}
+    headless = spec.get("clusterIP") == "None" and spec.get("publishNotReadyAddresses") is True
+    if _made_here(obj, owners) and not headless:
+        out["clusterIP"] = spec.get("clusterIP")
+        out["publishNotReadyAddresses"] = spec.get("publishNotReadyAddresses")
+    return out
 
 
 def pod_group(obj: Dict, owners: dict[str, str]) -> Dict:

@@ -37,7 +37,7 @@ from tests.support.whole_pass import (
     worker_guarded,
 )
 from tests.support.worker_plans import as_made, reported
-from trainjob.ownership import controlled_by_a_trainjob
+from trainjob.ownership import controller_uid
 from trainjob.workload import workload_name
 from trainjob_api import constants as c
 from worker_controller.context import Context
@@ -219,6 +219,21 @@ def _past_deadline() -> Dict:
     return tj
 
 
+def _finished_with_a_job_running() -> tuple[Dict, ...]:
+    """Complete, and its Job still running (its pods slow to go)."""
+    tj = TrainJobBuilder().obj()
+    running = reported(as_made(tj, RUNTIME)[0], "running")
+    tj["status"] = {"conditions": [a_condition("Complete", "AllJobsCompleted")]}
+    return tj, running
+
+
+def _restarts_lost() -> tuple[Dict, ...]:
+    """Its Jobs run for restart 2, and its status says no restart (lost, or rewritten)."""
+    tj = TrainJobBuilder().obj()
+    made = as_made({**tj, "status": {"restarts": 2, "restartsCountTowardsMax": 2}}, RUNTIME)
+    return tj, *(reported(j, "running") for j in made)
+
+
 GANG = make_runtime(podGroupPolicy={"coscheduling": {}})
 FOREIGN_POD_GROUP = {
     "apiVersion": "scheduling.x-k8s.io/v1alpha1",
@@ -231,15 +246,17 @@ COMPLETE = [
     {"type": "Complete", "status": "True"},
 ]
 UNQUEUED = TrainJobBuilder().obj()
-ROWS = []
 QUEUED_ON_FLAVOR = (QUEUED.obj(), FLAVOR)
 ADMITTED_STEPS = (settle, admit, settle)
 OURS = {"owner": "tj"}
 SERVICE = {"tj": {**OURS, "selector": {c.JOBSET_NAME_LABEL: "tj"}}}
-JOB = {"tj-node-0": OURS}
-SUSPENDED_JOB = {"tj-node-0": {**OURS, "suspend": True}}
-WAITING = {"conditions": {"Suspended": "Suspended"}, "suspend": True}
-RUNNING = {"false": {"Suspended": "Resumed"}, "suspend": False}
+ONE_POD = {**OURS, "pods": 1}
+JOB = {"tj-node-0": ONE_POD}
+SUSPENDED_JOB = {"tj-node-0": {**ONE_POD, "suspend": True}}
+IDLE = {"node": {}}  # the TrainJob's jobsStatus: its one replicatedJob, no count above 0
+RUN = {"node": {"active": 1, "ready": 1}}
+WAITING = {"conditions": {"Suspended": "Suspended"}, "suspend": True, "jobs": IDLE}
+RUNNING = {"false": {"Suspended": "Resumed"}, "suspend": False, "jobs": IDLE}
 ADMITTED = {"Admitted": "Admitted", "QuotaReserved": "QuotaReserved"}
 HELD = 2  # a status change nothing acts on waits this long (status_coalesce_seconds)
 IGNORED = "PodGroupPolicyIgnored"
@@ -265,19 +282,20 @@ ROWS = [
         before=QUEUED_ON_FLAVOR),
     Row("its pods ready: PodsReady beside Kueue's conditions, the Job running on",
         (*ADMITTED_STEPS, _job_reports(active=1, ready=1), settle),
-        on_worker(TrainJob={"tj": RUNNING}, Job=JOB, Service=SERVICE,
+        on_worker(TrainJob={"tj": {**RUNNING, "jobs": RUN}}, Job=JOB, Service=SERVICE,
                   Workload={"wl": {**OURS, "conditions": {**ADMITTED, "PodsReady": "Started"}}}),
         before=QUEUED_ON_FLAVOR),
     Row("its Job complete: the TrainJob complete, its Workload finished",
         (*ADMITTED_STEPS, _job_reports(succeeded=1, conditions=COMPLETE), settle),
-        on_worker(TrainJob={"tj": {**RUNNING, "conditions": {"Complete": "AllJobsCompleted"}}},
+        on_worker(TrainJob={"tj": {**RUNNING, "conditions": {"Complete": "AllJobsCompleted"},
+                                   "jobs": {"node": {"succeeded": 1}}}},
                   Job=JOB, Service=SERVICE,
                   Workload={"wl": {**OURS, "conditions": {**ADMITTED, "Finished": "Succeeded"}}}),
         (("Normal", "AllJobsCompleted"), ("Normal", "FinishedWorkload")),
         before=QUEUED_ON_FLAVOR),
     Row("evicted while its pods run: stopped, its Job suspended, the quota kept meanwhile",
         (*ADMITTED_STEPS, _job_reports(active=1, ready=1), settle, _evicted, settle),
-        on_worker(TrainJob={"tj": WAITING}, Job=SUSPENDED_JOB, Service=SERVICE,
+        on_worker(TrainJob={"tj": {**WAITING, "jobs": RUN}}, Job=SUSPENDED_JOB, Service=SERVICE,
                   Workload={"wl": {**OURS, "false": {"Admitted": "Evicted"},
                                    "conditions": {"Evicted": "Preempted",
                                                   "QuotaReserved": "QuotaReserved"}}}),
@@ -302,8 +320,10 @@ ROWS = [
         before=QUEUED_ON_FLAVOR),
     Row("a finished initializer's pods are reclaimable, beside Kueue's conditions",
         (*ADMITTED_STEPS, _initializer_done, settle),
-        on_worker(TrainJob={"tj": RUNNING}, Service=SERVICE,
-                  Job={"tj-dataset-initializer-0": OURS, "tj-model-initializer-0": OURS},
+        on_worker(TrainJob={"tj": {**RUNNING, "jobs": {"dataset-initializer": {"succeeded": 1},
+                                                         "model-initializer": {}, "node": {}}}},
+                  Service=SERVICE,
+                  Job={"tj-dataset-initializer-0": ONE_POD, "tj-model-initializer-0": ONE_POD},
                   Workload={"wl": {**OURS, "conditions": ADMITTED,
                                    "false": {"PodsReady": "WaitForStart"},
                                    "reclaimable": {"dataset-initializer": 1}}}),
@@ -321,7 +341,8 @@ ROWS = [
         before=(TrainJobBuilder().runtime("nowhere").obj(),)),
     Row("a Service of its name that is not ours: said, never written, no Job made",
         (settle,),
-        on_worker(TrainJob={"tj": {"conditions": {"ServiceConflict": "ServiceNameTaken"}}},
+        on_worker(TrainJob={"tj": {"conditions": {"ServiceConflict": "ServiceNameTaken"},
+                                   "jobs": IDLE}},
                   Service={"tj": {"selector": {"app": "theirs"}}}),
         (("Warning", "ServiceNameTaken"),),
         before=(UNQUEUED, _service("tj", {"app": "theirs"}))),
@@ -333,27 +354,29 @@ ROWS = [
         before=(UNQUEUED, _service("decoy", {c.TRAINJOB_NAME_LABEL: "tj"}))),
     Row("a Service labelled for it under its name is not its own: the name is taken",
         (settle,),
-        on_worker(TrainJob={"tj": {"conditions": {"ServiceConflict": "ServiceNameTaken"}}},
+        on_worker(TrainJob={"tj": {"conditions": {"ServiceConflict": "ServiceNameTaken"},
+                                   "jobs": IDLE}},
                   Service={"tj": {"selector": {"app": "theirs"}}}),
         (("Warning", "ServiceNameTaken"),),
         before=(UNQUEUED, _service("tj", {c.TRAINJOB_NAME_LABEL: "tj"}))),
     Row("a Job of its name owned by another UID is never adopted; it looks again soon",
         (settle,),
-        on_worker(TrainJob={"tj": {"conditions": {"ObjectsBlocked": "NameTaken"}}},
+        on_worker(TrainJob={"tj": {"conditions": {"ObjectsBlocked": "NameTaken"}, "jobs": IDLE}},
                   Job={"tj-node-0": {"owner": "someone-else"}}, Service=SERVICE),
         (("Warning", "NameTaken"),),
         RETRY,
         before=(UNQUEUED, _stranger_job())),
     Row("a Job the API finds invalid: a condition, and it comes back soon",
         (_refuses(422, "POST", "jobs"), settle),
-        on_worker(TrainJob={"tj": {"conditions": {"ObjectsBlocked": "RefusedByAPI"}}},
+        on_worker(TrainJob={"tj": {"conditions": {"ObjectsBlocked": "RefusedByAPI"}, "jobs": IDLE}},
                   Service=SERVICE),
         (("Warning", "RefusedByAPI"),),
         RETRY,
         before=(UNQUEUED,)),
     Row("... and once the API takes it, the Job is made and the condition cleared",
         (_refuses(422, "POST", "jobs"), settle, _heals, settle),
-        on_worker(TrainJob={"tj": {"false": {"ObjectsBlocked": "ObjectsCreated"}}}, Job=JOB,
+        on_worker(TrainJob={"tj": {"false": {"ObjectsBlocked": "ObjectsCreated"}, "jobs": IDLE}},
+                  Job=JOB,
                   Service=SERVICE),
         (("Normal", "ObjectsCreated"),),
         before=(UNQUEUED,)),
@@ -368,35 +391,50 @@ ROWS = [
     Row("past its deadline: failed naming it, no Job made",
         (settle,),
         on_worker(TrainJob={"tj": {"conditions": {"Failed": "DeadlineExceeded"},
-                                   "false": {"Suspended": "Resumed"}}},
+                                   "false": {"Suspended": "Resumed"}, "jobs": IDLE}},
                   Service=SERVICE),
         (("Warning", "DeadlineExceeded"),),
         before=(_past_deadline(),)),
     Row("never suspended: its deadline counts from its first Job's creation (the stand-in "
         "makes every object at 2026-01-01T00:00:00Z), and its Job is suspended",
         (settle, _edited(_deadline(60)), settle),
-        on_worker(TrainJob={"tj": {"conditions": {"Failed": "DeadlineExceeded"}}},
+        on_worker(TrainJob={"tj": {"conditions": {"Failed": "DeadlineExceeded"}, "jobs": IDLE}},
                   Job=SUSPENDED_JOB, Service=SERVICE),
         (("Warning", "DeadlineExceeded"),),
         before=(UNQUEUED,)),
     Row("a gang runtime gets its PodGroup where discovery lists the API, its pods in it",
         (_serves_coscheduling, settle),
-        on_worker(TrainJob={"tj": {}}, Job={"tj-node-0": {**OURS, "podGroup": "tj"}},
+        on_worker(TrainJob={"tj": {}}, Job={"tj-node-0": {**ONE_POD, "podGroup": "tj"}},
                   PodGroup={"tj": {**OURS, "minMember": 1}}, Service=SERVICE),
         requeue=HELD,
         before=(GANG, UNQUEUED)),
     Row("a gang runtime without the API: its pods run ungrouped and the TrainJob says so",
         (settle,),
-        on_worker(TrainJob={"tj": {"conditions": {IGNORED: IGNORED}}}, Job=JOB, Service=SERVICE),
+        on_worker(TrainJob={"tj": {"conditions": {IGNORED: IGNORED}, "jobs": IDLE}}, Job=JOB,
+                  Service=SERVICE),
         (("Warning", IGNORED),),
         before=(GANG, UNQUEUED)),
     Row("a PodGroup of its name that is not ours holds the Jobs and is never written",
         (_serves_coscheduling, settle),
-        on_worker(TrainJob={"tj": {"conditions": {"ObjectsBlocked": "NameTaken"}}},
+        on_worker(TrainJob={"tj": {"conditions": {"ObjectsBlocked": "NameTaken"}, "jobs": IDLE}},
                   PodGroup={"tj": {"minMember": 7}}, Service=SERVICE),
         (("Warning", "NameTaken"),),
         RETRY,
         before=(GANG, UNQUEUED, FOREIGN_POD_GROUP)),
+    Row("finished: a Job of it still running is suspended, nothing made again",
+        (settle,),
+        on_worker(TrainJob={"tj": {"conditions": {"Complete": "AllJobsCompleted"}}},
+                  Job=SUSPENDED_JOB),
+        before=_finished_with_a_job_running()),
+    Row("its Jobs run for a restart its status does not say: failed (RestartsLost), each Job "
+        "suspended as it was made",
+        (settle,),
+        on_worker(TrainJob={"tj": {"conditions": {"Failed": "RestartsLost"},
+                                   "jobs": {"node": {"active": 1}}}},
+                  Job={"tj-node-0": {**SUSPENDED_JOB["tj-node-0"], "attempt": "2"}},
+                  Service=SERVICE),
+        (("Warning", "RestartsLost"),),
+        before=_restarts_lost()),
 ]  # fmt: skip
 
 
@@ -411,15 +449,37 @@ def test_the_whole_pass(row: Row) -> None:
     assert _not_ours(world) == theirs
 
 
+@pytest.mark.parametrize(
+    ("before", "ctype", "named"),
+    [
+        ((UNQUEUED, _service("tj", {"app": "theirs"})), "ServiceConflict", "Service 'tj'"),
+        ((UNQUEUED, _stranger_job()), "ObjectsBlocked", "Job 'tj-node-0'"),
+    ],
+    ids=["Service", "Job"],
+)
+def test_a_name_taken_is_said_naming_the_object_that_holds_it(
+    before: tuple[Dict, ...], ctype: str, named: str
+) -> None:
+    """What the rows leave out (messages): the condition names the kind and the name."""
+    world = worker(*before)
+    world.settle(KEY)
+    tj = world.get("worker", c.TRAINJOB, "tj")
+    assert tj is not None
+    (said,) = [x["message"] for x in tj["status"]["conditions"] if x["type"] == ctype]
+    assert named in said, said
+
+
 def _not_ours(world: World) -> dict[tuple[str, str], str]:
     """(kind, name) -> resourceVersion of every object of the kinds it writes, besides
-    TrainJobs, that no TrainJob controls."""
+    TrainJobs, that none of the cluster's TrainJobs controls (a controller reference to a
+    TrainJob of another UID is no claim)."""
+    uids = {tj["metadata"]["uid"] for tj in objects(world, c.TRAINJOB)}
     return {
         (kind.kind, o["metadata"]["name"]): o["metadata"]["resourceVersion"]
         for kind in tables.WORKER.normalisers
         if kind != c.TRAINJOB
         for o in objects(world, kind)
-        if not controlled_by_a_trainjob(o)
+        if controller_uid(o) not in uids
     }
 
 
