@@ -13,12 +13,16 @@ asserted field by field."""
 
 from __future__ import annotations
 
-import math
+import time
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import pytest
+
 from kubebase.kinds import Kind
 from kubebase.objects import Dict
+from kubecontrol import workqueue
 from tests.support.whole_pass import Pass, World
 from trainjob.ownership import controller_ref
 from trainjob_api import constants as c
@@ -26,7 +30,7 @@ from trainjob_api import constants as c
 State = dict[str, dict[str, dict[str, Dict]]]  # cluster -> kind -> name -> normalised object
 Step = Callable[[World], list[Pass] | None]
 # What a row's steps come to: the state, the last step's Events, the last pass's requeue.
-Outcome = tuple[State, tuple[tuple[str, str], ...], int | None]
+Outcome = tuple[State, tuple[tuple[str, str], ...], float | None]
 # An object reduced, given the TrainJobs of its cluster (UID -> name) for its owner's name.
 Normaliser = Callable[[Dict, dict[str, str]], Dict]
 
@@ -333,14 +337,14 @@ def state(world: World, namespace: str = "ns", kinds: Kinds = DISPATCHER) -> Sta
 class Row:
     """One case: the steps from the objects `before`, the state after them (clusters with
     nothing of the kinds: `{}`), the Events the last step's passes recorded, as (type,
-    reason), and the seconds after which the last pass asks to come back, rounded up (a timer
-    counts down as the passes run; None: only when something changes)."""
+    reason), and the seconds after which the last pass asks to come back (None: only when
+    something changes; the clock stands still while a row runs: `still_clock`)."""
 
     name: str
     steps: tuple[Step, ...]
     want: State
     events: tuple[tuple[str, str], ...] = ()
-    requeue: int | None = None
+    requeue: float | None = None
     # The objects on the cluster before (the worker controller's rows; the dispatcher's
     # start from its fleet with one submitted TrainJob).
     before: tuple[Dict, ...] = ()
@@ -357,8 +361,19 @@ def outcome(world: World, passes: list[Pass], kinds: Kinds = DISPATCHER) -> Outc
     """What a row's steps came to, as `Row` says it: the state, the last step's Events, the
     last pass's requeue."""
     events = tuple(e[:2] for p in passes for e in p.events)
-    requeue = passes[-1].requeue_after if passes else None
-    return state(world, kinds=kinds), events, None if requeue is None else math.ceil(requeue)
+    return state(world, kinds=kinds), events, passes[-1].requeue_after if passes else None
+
+
+@pytest.fixture
+def still_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The controllers' write memory (kubecontrol.workqueue: how long a status change has been
+    held, how long ago a write went) on a clock that does not move while a row runs: a row's
+    requeue is the timer a pass sets, and no hold runs out between its passes however slowly
+    the machine runs them. The timers' running out is the status-write tests' to show."""
+    now = time.monotonic()
+    frozen = types.SimpleNamespace(**{n: getattr(time, n) for n in ("sleep", "time")})
+    frozen.monotonic = lambda: now
+    monkeypatch.setattr(workqueue, "time", frozen)
 
 
 def take_steps(world: World, row: Row) -> list[Pass]:

@@ -22,7 +22,7 @@ from kubecontrol.controller import own_namespace
 from tests.support import tables
 from tests.support.builders import TrainJobBuilder, container, make_runtime, replicated_job
 from tests.support.memory_api import Fault
-from tests.support.tables import Row, Step
+from tests.support.tables import Row, Step, still_clock  # noqa: F401 (a fixture)
 from tests.support.whole_pass import (
     Pass,
     World,
@@ -289,7 +289,7 @@ ROWS = [
 ]
 
 
-@pytest.mark.usefixtures("both_caches")
+@pytest.mark.usefixtures("both_caches", "still_clock")
 @pytest.mark.parametrize("row", ROWS, ids=str)
 def test_the_whole_pass(world: World, row: Row) -> None:
     passes = tables.take_steps(world, row)

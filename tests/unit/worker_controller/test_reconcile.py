@@ -22,7 +22,7 @@ from tests.support.builders import (
     replicated_job,
 )
 from tests.support.memory_api import Fault, MemoryApi
-from tests.support.tables import Row, Step
+from tests.support.tables import Row, Step, still_clock  # noqa: F401 (a fixture)
 from tests.support.whole_pass import (
     MemoryCluster,
     Pass,
@@ -438,7 +438,7 @@ ROWS = [
 ]  # fmt: skip
 
 
-@pytest.mark.usefixtures("both_caches")
+@pytest.mark.usefixtures("both_caches", "still_clock")
 @pytest.mark.parametrize("row", ROWS, ids=str)
 def test_the_whole_pass(row: Row) -> None:
     world = worker(*row.before)
