@@ -11,6 +11,7 @@ import sys
 import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -153,12 +154,9 @@ def test_with_more_frames_a_site_names_who_called_the_line_that_allocated(holder
         pass
 
 
-def test_a_signal_that_comes_while_an_answer_is_written_adds_no_snapshot(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """heap_of sends the signal again each second, and Python runs a handler again inside the
-    one under way: a second snapshot taken inside the first held gigabytes."""
-    monkeypatch.setenv("HEAP_SITES_DIR", str(tmp_path))
+def _hook(sites: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The hook's module loaded in this process (its SIGUSR2 handler put back after)."""
+    monkeypatch.setenv("HEAP_SITES_DIR", str(sites))
     spec = importlib.util.spec_from_file_location("hook", heap.HOOK / "sitecustomize.py")
     assert spec is not None and spec.loader is not None
     hook = importlib.util.module_from_spec(spec)
@@ -167,6 +165,28 @@ def test_a_signal_that_comes_while_an_answer_is_written_adds_no_snapshot(
         spec.loader.exec_module(hook)
     finally:
         signal.signal(signal.SIGUSR2, saved)
+    return hook
+
+
+def test_an_answer_that_failed_leaves_the_next_request_answered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hook = _hook(tmp_path, monkeypatch)
+    answer = hook._answer
+    monkeypatch.setattr(hook, "_answer", lambda: (_ for _ in ()).throw(OSError("disk full")))
+    with pytest.raises(OSError):
+        hook._write_heap(signal.SIGUSR2, None)
+    monkeypatch.setattr(hook, "_answer", answer)
+    hook._write_heap(signal.SIGUSR2, None)
+    assert (tmp_path / f"{os.getpid()}.txt").read_text().startswith("# \n")
+
+
+def test_a_signal_that_comes_while_an_answer_is_written_adds_no_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """heap_of sends the signal again each second, and Python runs a handler again inside the
+    one under way: a second snapshot taken inside the first held gigabytes."""
+    hook = _hook(tmp_path, monkeypatch)
     taken, summed = [], []
 
     class Slow:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from dispatcher.decisions.removal import SWEEP_DELETES_PER_WORKER, Held, orphans, removal
+from dispatcher.decisions.removal import SWEEP_DELETES_PER_WORKER, Held, _in_turn, orphans, removal
 from trainjob_api import constants as c
 from trainjob_api.views import ObjectView
 
@@ -265,3 +265,15 @@ def test_over_the_bound_each_namespace_takes_its_turn() -> None:
     uids = [a.obj["metadata"]["uid"] for a in planned]
     assert len(uids) == SWEEP_DELETES_PER_WORKER and "v-u" in uids
     assert uids[:3] == ["f-u0", "v-u", "f-u1"]  # in turn, each namespace in its own order
+
+
+def test_in_turn_takes_each_namespace_a_round_whatever_the_kind_and_stops_at_the_bound() -> None:
+    def copy(kind: str, namespace: str, name: str) -> dict[str, object]:
+        return {"kind": kind, "metadata": {"namespace": namespace, "name": name}}
+
+    a = [copy("TrainJob", "a", "a1"), copy("Workload", "a", "a2"), copy("TrainJob", "a", "a3")]
+    b = [copy("Workload", "b", "b1"), copy("Workload", "b", "b2"), copy("TrainJob", "b", "b3")]
+    c_ = [copy("Workload", "c", "c1")]
+    chosen = _in_turn([*a, *b, *c_], 4)  # a bound that ends mid-round
+    assert [x["metadata"]["name"] for x in chosen] == ["a1", "b1", "c1", "a2"]
+    assert _in_turn([*a, *c_], 5) == [*a, *c_]  # under the bound: all, in order

@@ -101,3 +101,11 @@ def test_a_patch_naming_another_jobs_uid_blocks_the_trainjob_and_the_rest_goes()
     assert blocked.message.startswith("the API refuses Job tj-node-0: "), blocked.message
     assert cluster.get(c.JOB, "tj-node-0", "ns")["spec"]["suspend"] is True
     assert _events(api) == ["Noted"]
+
+
+def test_a_jobs_delete_names_its_namespace_and_uid() -> None:
+    _api, cluster, trainjob, job = _world()
+    plan = Plan(delete=[("tj-node-0", job["metadata"]["uid"])])
+    assert execute(cluster, trainjob, plan) is None
+    assert cluster.get_or_none(c.JOB, "tj-node-0", "ns") is None
+    assert cluster.get_or_none(c.JOB, "tj-node-1", "ns") is not None
