@@ -26,13 +26,17 @@ _SPACE = re.compile(r"[ \t\n\r]*")
 _STRUCTURE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')  # a string, or a bracket
 
 
-def decode_list(data: bytes, each: Callable[[Dict], Any]) -> Dict:
+def decode_list(
+    data: bytes, each: Callable[[Dict], Any], *, whole_bytes: int | None = None
+) -> Dict:
     """The list object `data` holds, its `items` replaced by what `each` makes of each item
     (in order); no items for an empty answer. ValueError when `data` is not one JSON object
-    (orjson's rules, both ways)."""
+    (orjson's rules, both ways). An answer over `whole_bytes` (WHOLE_BYTES if not given) is
+    decoded an item at a time: 0 for a reader that keeps a few bytes of each item, for whom
+    even a small page decoded whole costs many times what it keeps."""
     if not data:
         return {"items": []}
-    if len(data) <= WHOLE_BYTES:
+    if len(data) <= (WHOLE_BYTES if whole_bytes is None else whole_bytes):
         whole = orjson.loads(data)
         if not isinstance(whole, dict):
             raise ValueError(f"a list answer is a JSON object, not {type(whole).__name__}")

@@ -68,12 +68,7 @@ class WatchDog:
 
     def check(self) -> None:
         for kind, cached_fn, on_stale in self._checks:
-            listed: Versions = {
-                (o["metadata"].get("namespace"), o["metadata"]["name"]): str(
-                    o["metadata"]["resourceVersion"]
-                )
-                for o in self._cluster.list_metadata(kind)
-            }
+            listed: Versions = dict(self._cluster.versions(kind))
             cached: Versions = dict(cached_fn())
             suspects = self._suspects.get(kind.kind, {})
             stale, self._suspects[kind.kind] = stale_keys(cached, listed, suspects)

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import threading
 import time
+import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 import pytest
 from tenacity import wait_none
 
-from kubebase.kinds import POD, InvalidName
+from kubebase.kinds import CONFIG_MAP, POD, InvalidName
 from kubecontrol import cluster as kube
 from kubecontrol.client import ApiException
 from kubecontrol.deadline import Deadline, DeadlinePassed
@@ -183,3 +185,74 @@ def test_a_write_to_one_object_without_its_name_sends_nothing(name: str | None) 
         with pytest.raises(InvalidName):
             call()
     assert api.requests == [] and api.refused == []  # none sent, none refused by the server
+
+
+def _config_map(namespace: str, name: str, managers: int = 0) -> dict[str, Any]:
+    """A ConfigMap whose metadata carries `managers` managedFields entries, as the API server
+    keeps them for each writer."""
+    fields = {f"f:k{i}": {} for i in range(40)}
+    managed = [
+        {"manager": f"m{i}", "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": fields}
+        for i in range(managers)
+    ]
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "managedFields": managed}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"a": "b"}}
+
+
+def test_versions_and_metadata_come_from_every_page_without_managed_fields() -> None:
+    """Seven objects over two namespaces, three a page: each one's version by its key; the
+    metadata list holds no managedFields and no data."""
+    objects = [_config_map(ns, f"cm-{i}", managers=2) for ns in ("a", "b") for i in range(3)]
+    api = MemoryApi("c", [*objects, _config_map("a", "cm-9")])
+    cluster = kube.Cluster("c", api, "test")  # type: ignore[arg-type]
+    stored = {
+        (o["metadata"]["namespace"], o["metadata"]["name"]): o["metadata"]["resourceVersion"]
+        for o in cluster.list_metadata(CONFIG_MAP, page=3)
+    }
+    assert cluster.versions(CONFIG_MAP, page=3) == stored and len(stored) == 7
+    assert cluster.versions(CONFIG_MAP, "b", page=3) == {
+        k: v for k, v in stored.items() if k[0] == "b"
+    }
+    listed = cluster.list_metadata(CONFIG_MAP, "a", page=3)
+    assert [o["metadata"]["name"] for o in listed] == ["cm-0", "cm-1", "cm-2", "cm-9"]
+    assert not any("managedFields" in o["metadata"] or "data" in o for o in listed), listed
+    assert sum(path.endswith("/configmaps") for _, path in api.requests) == 3 + 3 + 1 + 2
+
+
+class _Page:
+    """An API client that answers every request with one page's bytes."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def request(self, method: str, path: str, **_: object) -> bytes:
+        return self.data
+
+
+def test_versions_never_hold_a_page_of_metadata_decoded() -> None:
+    """A page of 500 objects' metadata (1 MB of JSON, each with a writer's managedFields) is
+    many times its bytes decoded whole; the watchdog's versions of it hold the bytes, a text
+    of their size and one object at a time, and keep only keys and versions."""
+    items = []
+    for i in range(500):
+        meta = _config_map("ns", f"cm-{i:04d}", managers=3)["metadata"]
+        items.append(
+            {"kind": "PartialObjectMetadata", "metadata": {**meta, "resourceVersion": str(i)}}
+        )
+    data = orjson.dumps({"metadata": {}, "items": items})
+    del items
+    cluster = kube.Cluster("c", _Page(data), "test")  # type: ignore[arg-type]
+
+    def peak(run: Callable[[], object]) -> int:
+        tracemalloc.start()
+        try:
+            run()
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    whole = peak(lambda: orjson.loads(data))
+    found = peak(lambda: cluster.versions(CONFIG_MAP))
+    assert cluster.versions(CONFIG_MAP)[("ns", "cm-0042")] == "42"
+    assert whole > 8 * len(data), (whole, len(data))  # the cost this bounds, still there
+    assert found < 3 * len(data), (found, len(data))
