@@ -27,6 +27,13 @@ a 2-core machine, and the counts would never settle), and takes it down at the e
     .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 2 --replicas 1 --heap 25 \
         --heap-frames 4  # by line and its callers
     .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 2 --replicas 1 --allocators
+    .venv/bin/python benchmarks/memory.py --jobs 1000 --steps 2 --replicas 1 \
+        --pipeline ours,peer-shipped --repeat 3  # both, and the goals: exit 1 when not met
+
+Given both pipelines, it runs each `--repeat` times (the order rotating, each run on a fresh
+bed), then sets our pipeline controllers against the peer's, run by run, with issue 79's goals:
+the slope per 1,000 TrainJobs in flight at most 1.0x the peer's, the peak resident memory at
+most 1.25x. A goal whose median is not met is said so, last, and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -41,12 +48,14 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 from kubernetes import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import heap
+from benchmarks.figures import spread
 from benchmarks.multikueue import (
     PIPELINES,
     TRAINER,
@@ -143,11 +152,13 @@ def main() -> int:
     )
     parser.add_argument(
         "--pipeline",
-        choices=("ours", "peer-shipped"),
-        default="ours",
-        help="ours, or the upstream pipeline as compare.py runs it (Kueue's MultiKueue, "
-        "Trainer and JobSet on each worker)",
+        type=pipelines_arg,
+        default=["ours"],
+        help="ours, or the upstream pipeline as compare.py runs it (peer-shipped: Kueue's "
+        "MultiKueue, Trainer and JobSet on each worker), or both (ours,peer-shipped): then "
+        "our controllers are set against the peer's and the goals checked",
     )
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each pipeline")
     parser.add_argument(
         "--heap",
         type=int,
@@ -174,10 +185,31 @@ def main() -> int:
     )
     replicas_arg(parser)
     args = parser.parse_args()
+    names: list[str] = args.pipeline
+    results: dict[str, list[Figures]] = {name: [] for name in names}
+    for i in range(args.repeat):
+        # The order rotates, so no pipeline always runs on a machine just warmed by another.
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            if len(names) > 1 or args.repeat > 1:
+                print(f"\n##### run {i + 1}/{args.repeat}: {name}", flush=True)
+            results[name].append(run(name, args))
+    return report_goals(results) if len(names) > 1 else 0
+
+
+def pipelines_arg(given: str) -> list[str]:
+    """`--pipeline`'s value: one pipeline, or ours and the peer's."""
+    names = given.split(",")
+    if names not in (["ours"], ["peer-shipped"], ["ours", "peer-shipped"]):
+        raise argparse.ArgumentTypeError("ours, peer-shipped, or ours,peer-shipped")
+    return names
+
+
+def run(pipeline: str, args: argparse.Namespace) -> Figures:
+    """One run of `pipeline` on a fresh bed, taken down after."""
     timeout = WaitForPodsReady(timeout_seconds=args.pods_ready_timeout)
     update: dict[str, object] = {
         "wait_for_pods_ready": timeout,
-        "pipeline": PIPELINES[args.pipeline],
+        "pipeline": PIPELINES[pipeline],
         "peer_replicas": args.replicas,
     }
     bed = Bed(load_config().model_copy(update=update))
@@ -185,16 +217,58 @@ def main() -> int:
         bed.down()
     bed.up()
     try:
-        return measure(bed, args)
+        return measure(bed, pipeline, args)
     finally:
         bed.down()
 
 
-def start(bed: Bed, args: argparse.Namespace) -> tuple[list[Replica], dict[str, int]]:
+# What a run gives, by group of processes ("pipeline controllers", "every Kueue", ...): its
+# resident memory's intercept and slope (MiB, MiB per 1,000 TrainJobs in flight) and the sum
+# of its processes' peaks (MiB).
+Figures = dict[str, "Fit"]
+
+
+class Fit(NamedTuple):
+    intercept: float
+    slope: float
+    peak: float
+
+
+CONTROLLERS = "pipeline controllers"
+# Issue 79's goals: ours / the peer's, our pipeline controllers against the peer's.
+GOALS = (("slope per 1,000 TrainJobs in flight", "slope", 1.0), ("peak resident", "peak", 1.25))
+
+
+def report_goals(results: dict[str, list[Figures]]) -> int:
+    """Our pipeline controllers against the peer's, run by run: each figure, each goal's
+    ratio (median (min-max); runs that met it); 1 when a goal's median is not met."""
+    ours, peer = results["ours"], results["peer-shipped"]
+    print("\npipeline controllers, ours against the peer's (median (min-max) of the runs):")
+    for what, field, _ in GOALS:
+        for name, runs in (("ours", ours), ("peer-shipped", peer)):
+            print(f"  {what}, {name}: {spread([getattr(f[CONTROLLERS], field) for f in runs], 1)}")
+    missed = []
+    for what, field, bound in GOALS:
+        ratios = [
+            getattr(o[CONTROLLERS], field) / getattr(p[CONTROLLERS], field)
+            for o, p in zip(ours, peer, strict=True)
+        ]
+        met = sum(1 for r in ratios if r <= bound)
+        print(f"  {what}, ours/peer <= {bound}: {spread(ratios)}; met in {met}/{len(ratios)}")
+        if statistics.median(ratios) > bound:
+            missed.append(f"{what}: ours/peer {statistics.median(ratios):.2f}x > {bound}x")
+    for line in missed:
+        print(f"GOAL NOT MET: {line}")
+    return 1 if missed else 0
+
+
+def start(
+    bed: Bed, pipeline: str, args: argparse.Namespace
+) -> tuple[list[Replica], dict[str, int]]:
     """The pipeline's controllers started (ours) or found (the peer's, which the bed runs):
     our replicas, and every controller process of the pipeline and every Kueue, by what each
     is."""
-    if args.pipeline == "ours":
+    if pipeline == "ours":
         hooked = args.heap or args.allocators
         hook = heap.hooked_children(traced=bool(args.heap), frames=args.heap_frames)
         with hook if hooked else contextlib.nullcontext():
@@ -223,13 +297,13 @@ def start(bed: Bed, args: argparse.Namespace) -> tuple[list[Replica], dict[str, 
     return ctrls, {**procs, **kueues}
 
 
-def measure(bed: Bed, args: argparse.Namespace) -> int:
+def measure(bed: Bed, pipeline: str, args: argparse.Namespace) -> Figures:
     ns = f"mem-{uuid.uuid4().hex[:4]}"
     clusters = [bed.config.managers[0].name, *(w.name for w in bed.config.workers)]
     ports = {bed.config.port(c, Port.APISERVER): c for c in clusters}
     runtime = peer.trainer_dir() / "manifests" / "base" / "runtimes" / "torch_distributed.yaml"
     setup.install(bed, ns, worker_cpu=args.worker_cpu, runtime=runtime)
-    ctrls, procs = start(bed, args)
+    ctrls, procs = start(bed, pipeline, args)
     custom = client.CustomObjectsApi(bed.api(clusters[0]))
     rows: list[tuple[int, dict[str, int], dict[str, float]]] = []
     # our replicas (Python) only: the peer's controllers and every Kueue are Go
@@ -273,14 +347,16 @@ def measure(bed: Bed, args: argparse.Namespace) -> int:
         controllers = [w for w in procs if not w.startswith("Kueue ")]
         groups = {
             **{what: [what] for what in procs},
-            "pipeline controllers": controllers,
+            CONTROLLERS: controllers,
             "every Kueue": [w for w in procs if w.startswith("Kueue ")],
             "whole pipeline (controllers + every Kueue)": list(procs),
         }
+        figures: Figures = {}
         for group, members in groups.items():
             ys = [sum(rss[m] for m in members) for _, _, rss in rows]
             slope, intercept = statistics.linear_regression(xs, ys)
             peak = sum(peak_rss_mib(procs[m]) for m in members)
+            figures[group] = Fit(intercept, slope * 1000, peak)
             cpu = sum(cpu_at[-1][m] - cpu_at[0][m] for m in members)
             print(
                 f"{group}: {intercept:.0f} MiB + {slope * 1000:.1f} MiB per 1,000 TrainJobs in "
@@ -293,7 +369,7 @@ def measure(bed: Bed, args: argparse.Namespace) -> int:
     finally:
         if ctrls:
             setup.stop_controllers(bed, ctrls)  # the bed goes down next: no clean-up to wait for
-    return 0
+    return figures
 
 
 def show_heaps(heaps: dict[str, heap.Heap], top: int) -> None:

@@ -1,0 +1,70 @@
+"""benchmarks/memory.py's goals: ours against the peer's, run by run, and a loud failure when
+a goal's median is not met (a test of the benchmark, beside it: the suite never imports the
+benchmarks)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from benchmarks import memory
+from benchmarks.memory import CONTROLLERS, Fit
+
+
+def _runs(*fits: tuple[float, float]) -> list[memory.Figures]:
+    """Runs whose pipeline controllers grew by `slope` per 1,000 and peaked at `peak`."""
+    return [
+        {CONTROLLERS: Fit(200.0, slope, peak), "every Kueue": Fit(1, 1, 1)} for slope, peak in fits
+    ]
+
+
+def test_goals_met_by_the_median_pass_quietly(capsys: pytest.CaptureFixture[str]) -> None:
+    results = {
+        "ours": _runs((55, 260), (60, 270), (50, 250)),
+        "peer-shipped": _runs((55, 220), (55, 220), (55, 220)),
+    }
+    assert memory.report_goals(results) == 0
+    out = capsys.readouterr().out
+    assert (
+        "slope per 1,000 TrainJobs in flight, ours/peer <= 1.0: 1.00 (0.91-1.09); met in 2/3" in out
+    )
+    assert "peak resident, ours/peer <= 1.25: 1.18 (1.14-1.23); met in 3/3" in out
+    assert "GOAL NOT MET" not in out
+
+
+def test_a_goal_whose_median_is_missed_fails_loudly(capsys: pytest.CaptureFixture[str]) -> None:
+    results = {
+        "ours": _runs((56, 313), (57, 315)),
+        "peer-shipped": _runs((55, 218), (56, 225)),
+    }
+    assert memory.report_goals(results) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == "GOAL NOT MET: peak resident: ours/peer 1.42x > 1.25x"
+    assert "peak resident, ours: 314.0 (313.0-315.0)" in "\n".join(lines)
+    # the slope: 1.02 and 1.02 over 1.0, the median missed too
+    assert lines[-2].startswith(
+        "GOAL NOT MET: slope per 1,000 TrainJobs in flight: ours/peer 1.02x"
+    )
+
+
+def test_the_pipeline_argument_is_one_or_both() -> None:
+    assert memory.pipelines_arg("ours,peer-shipped") == ["ours", "peer-shipped"]
+    assert memory.pipelines_arg("peer-shipped") == ["peer-shipped"]
+    for wrong in ("peer-lifted", "peer-shipped,ours", "ours,ours", ""):
+        with pytest.raises(argparse.ArgumentTypeError):
+            memory.pipelines_arg(wrong)
+
+
+def test_each_run_is_set_against_the_peers_run_of_the_same_round(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Runs of one round share the machine's state of the moment: ratios are taken round by
+    round, never across rounds."""
+    results = {
+        "ours": _runs((55, 260), (60, 260), (50, 260)),
+        "peer-shipped": _runs((50, 220), (55, 220), (60, 220)),
+    }
+    memory.report_goals(results)
+    out = capsys.readouterr().out
+    assert "ours/peer <= 1.0: 1.09 (0.83-1.10); met in 1/3" in out
