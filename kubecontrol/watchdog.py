@@ -58,17 +58,23 @@ class WatchDog:
             while not stop.wait(self._period):
                 try:
                     self.check()
-                except Exception as exc:  # the API may be away: nothing to compare with
-                    log.debug(
-                        "watch check skipped",
-                        extra={"cluster": self._cluster.name, "error": str(exc)},
-                    )
+                except Exception:  # a cache's reader or a relist failed: the thread goes on
+                    log.exception("watch check failed", extra={"cluster": self._cluster.name})
 
         threading.Thread(target=run, name="watchdog", daemon=True).start()
 
     def check(self) -> None:
+        """Each kind compared in turn; one whose list fails is skipped this period, and the
+        others are still compared."""
         for kind, cached_fn, on_stale in self._checks:
-            listed: Versions = dict(self._cluster.versions(kind))
+            try:
+                listed: Versions = dict(self._cluster.versions(kind))
+            except Exception as exc:  # the API may be away: nothing to compare with
+                log.debug(
+                    "watch check skipped",
+                    extra={"cluster": self._cluster.name, "kind": kind.kind, "error": str(exc)},
+                )
+                continue
             cached: Versions = dict(cached_fn())
             suspects = self._suspects.get(kind.kind, {})
             stale, self._suspects[kind.kind] = stale_keys(cached, listed, suspects)

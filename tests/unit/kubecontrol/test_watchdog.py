@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from kubecontrol.watchdog import stale_keys
+from kubebase.kinds import Kind
+from kubecontrol.client import TransportError
+from kubecontrol.watchdog import Versions, WatchDog, stale_keys
+from trainjob_api.constants import TRAINJOB, WORKLOAD
 
 A, B, C = ("ns", "a"), ("ns", "b"), ("ns", "c")
 
@@ -30,3 +33,33 @@ def test_a_deletion_the_cache_never_heard_of_is_stale_after_a_period() -> None:
     _, suspects = stale_keys({C: "7"}, {}, {})
     stale, _ = stale_keys({C: "7"}, {}, suspects)
     assert stale == {C}
+
+
+class _Listing:
+    """A cluster whose versions of one kind cannot be listed; those of the others can."""
+
+    name = "c"
+
+    def __init__(self, broken: str, listed: dict[str, Versions]) -> None:
+        self.broken, self.listed = broken, listed
+
+    def versions(self, kind: Kind) -> Versions:
+        if kind.kind == self.broken:
+            raise TransportError(7, "no answer")  # libcurl's E_COULDNT_CONNECT
+        return self.listed[kind.kind]
+
+
+def test_a_kind_that_cannot_be_listed_does_not_keep_the_others_from_being_checked() -> None:
+    """TrainJobs unlistable (a page that fails to decode, a timeout): the Workloads' frozen
+    cache is still found after a whole period, and its informer lists again."""
+    relisted: list[str] = []
+    checks = [
+        (TRAINJOB, lambda: [(A, "1")], lambda: relisted.append("TrainJob")),
+        (WORKLOAD, lambda: [(A, "1")], lambda: relisted.append("Workload")),
+    ]
+    cluster = _Listing("TrainJob", {"Workload": {A: "1", B: "5"}})
+    dog = WatchDog(cluster, checks, period=60)  # type: ignore[arg-type]
+    dog.check()
+    assert relisted == []
+    dog.check()
+    assert relisted == ["Workload"]
