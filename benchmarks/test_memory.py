@@ -68,3 +68,45 @@ def test_each_run_is_set_against_the_peers_run_of_the_same_round(
     memory.report_goals(results)
     out = capsys.readouterr().out
     assert "ours/peer <= 1.0: 1.09 (0.83-1.10); met in 1/3" in out
+
+
+def test_one_goal_missed_is_enough_to_fail_and_a_goal_no_run_met_says_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The median, not the mean: two runs of three over the bound miss the goal, however far
+    under it the third is."""
+    results = {
+        "ours": _runs((25, 330), (60, 330), (60, 330)),
+        "peer-shipped": _runs((50, 300), (50, 300), (50, 300)),
+    }
+    assert memory.report_goals(results) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == (
+        "GOAL NOT MET: slope per 1,000 TrainJobs in flight: ours/peer 1.20x > 1.0x"
+    )
+    assert "peak resident, ours/peer <= 1.25: 1.10 (1.10-1.10); met in 3/3" in out
+    assert "slope per 1,000 TrainJobs in flight, peer-shipped: 50.0 (50.0-50.0)" in out
+    assert "peak resident, peer-shipped: 300.0 (300.0-300.0)" in out
+    worse = {"ours": _runs((80, 400)), "peer-shipped": _runs((50, 300))}
+    memory.report_goals(worse)
+    assert "met in 0/1" in capsys.readouterr().out
+
+
+def test_the_runs_rotate_and_the_goals_decide_the_exit_status(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ran: list[str] = []
+
+    def run(name: str, _args: argparse.Namespace) -> memory.Figures:
+        ran.append(name)
+        return {}
+
+    monkeypatch.setattr(memory, "run", run)
+    monkeypatch.setattr(memory, "report_goals", lambda results: len(results["ours"]))
+    argv = ["memory.py", "--pipeline", "ours,peer-shipped", "--repeat", "3"]
+    monkeypatch.setattr("sys.argv", argv)
+    assert memory.main() == 3
+    assert ran == ["ours", "peer-shipped", "peer-shipped", "ours", "ours", "peer-shipped"]
+    ran.clear()
+    monkeypatch.setattr("sys.argv", ["memory.py", "--repeat", "2"])
+    assert memory.main() == 0 and ran == ["ours", "ours"]  # one pipeline: no goals

@@ -13,9 +13,9 @@ import orjson
 import pytest
 from tenacity import wait_none
 
-from kubebase.kinds import CONFIG_MAP, POD, InvalidName
+from kubebase.kinds import CONFIG_MAP, NAMESPACE, POD, InvalidName
 from kubecontrol import cluster as kube
-from kubecontrol.client import ApiException
+from kubecontrol.client import ApiException, TransportError
 from kubecontrol.deadline import Deadline, DeadlinePassed
 from tests.support.memory_api import MemoryApi
 
@@ -217,6 +217,9 @@ def test_versions_and_metadata_come_from_every_page_without_managed_fields() -> 
     assert [o["metadata"]["name"] for o in listed] == ["cm-0", "cm-1", "cm-2", "cm-9"]
     assert not any("managedFields" in o["metadata"] or "data" in o for o in listed), listed
     assert sum(path.endswith("/configmaps") for _, path in api.requests) == 3 + 3 + 1 + 2
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}}
+    cluster = kube.Cluster("c", MemoryApi("c", [namespace]), "test")  # type: ignore[arg-type]
+    assert (None, "a") in cluster.versions(NAMESPACE)  # cluster-scoped, as caches key it
 
 
 class _Page:
@@ -256,3 +259,66 @@ def test_versions_never_hold_a_page_of_metadata_decoded() -> None:
     assert cluster.versions(CONFIG_MAP)[("ns", "cm-0042")] == "42"
     assert whole > 8 * len(data), (whole, len(data))  # the cost this bounds, still there
     assert found < 3 * len(data), (found, len(data))
+
+
+class _Recorded:
+    """An API client that records each request's method and timeout, and answers each with
+    `answer` (bytes), or raises it."""
+
+    def __init__(self, answer: bytes | Exception) -> None:
+        self.answer = answer
+        self.sent: list[tuple[str, float]] = []
+
+    def request(self, method: str, path: str, **options: Any) -> bytes:
+        self.sent.append((method, options["timeout"]))
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def _count(metric: Any, *labels: str) -> float:
+    return float(metric.labels(*labels)._value.get())
+
+
+def test_an_answer_is_decoded_and_counted_and_a_write_waits_on_the_gate() -> None:
+    """`send` (over `answer`): JSON decoded, nothing for an empty answer; each request counted
+    by cluster and verb, each failure by its code (0: no answer); a write refused before it is
+    sent while the replica may not write or its budget is spent, and bounded by that budget;
+    a read bounded by the timeout given."""
+    api = _Recorded(b'{"metadata": {"name": "p"}}')
+    cluster = kube.Cluster("gated", api, "test", may_write=lambda: allowed[0])  # type: ignore[arg-type]
+    allowed, budget = [False], [2.5]
+    cluster.write_budget = lambda: budget[0]
+    before = _count(kube.metrics.API_REQUESTS, "gated", "GET")
+    assert cluster.send("GET", "/api/v1/namespaces/a/pods/p", timeout=1) == {
+        "metadata": {"name": "p"}
+    }
+    assert _count(kube.metrics.API_REQUESTS, "gated", "GET") == before + 1
+    with pytest.raises(kube.NotLeader):
+        cluster.send("DELETE", "/api/v1/namespaces/a/pods/p")
+    allowed[0], budget[0] = True, 0
+    with pytest.raises(kube.NotLeader):
+        cluster.send("DELETE", "/api/v1/namespaces/a/pods/p")
+    budget[0] = 2.5
+    cluster.send("DELETE", "/api/v1/namespaces/a/pods/p")
+    assert api.sent == [("GET", 1), ("DELETE", 2.5)]
+    api.answer = b""
+    assert cluster.send("GET", "/api/v1/namespaces/a/pods/p") is None
+    for failure, code in (
+        (ApiException(503, "Unavailable"), "503"),
+        (TransportError(7, "no"), "0"),
+    ):
+        api.answer = failure
+        errors = _count(kube.metrics.API_ERRORS, "gated", code)
+        with pytest.raises(type(failure)):
+            cluster.send("GET", "/api/v1/namespaces/a/pods/p")
+        assert _count(kube.metrics.API_ERRORS, "gated", code) == errors + 1
+
+
+def test_metadata_lists_keep_to_their_label_selector() -> None:
+    labelled = _config_map("a", "cm-l")
+    labelled["metadata"]["labels"] = {"tails": "yes"}
+    api = MemoryApi("c", [labelled, _config_map("a", "cm-u")])
+    cluster = kube.Cluster("c", api, "test")  # type: ignore[arg-type]
+    listed = cluster.list_metadata(CONFIG_MAP, "a", label_selector="tails=yes")
+    assert [o["metadata"]["name"] for o in listed] == ["cm-l"]
