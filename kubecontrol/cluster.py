@@ -215,34 +215,12 @@ class Cluster:
         content_type: str = JSON,
         accept: str = JSON,
         timeout: float | None = None,
+        raw: bool = False,
     ) -> Any:
         """One request, one try (no retries: the typed calls below add them), within the write
-        gate and budget, counted in the API metrics; its decoded answer. `timeout`: shorter
+        gate and budget, counted in the API metrics; its decoded answer, or with `raw` its
+        bytes as they came (for a reader that decodes them its own way). `timeout`: shorter
         than the cluster's, for a caller with a deadline of its own (the Lease)."""
-        data = self.answer(
-            method,
-            path,
-            body=body,
-            query=query,
-            content_type=content_type,
-            accept=accept,
-            timeout=timeout,
-        )
-        return orjson.loads(data) if data else None
-
-    def answer(
-        self,
-        method: str,
-        path: str,
-        *,
-        body: Any = None,
-        query: Dict | None = None,
-        content_type: str = JSON,
-        accept: str = JSON,
-        timeout: float | None = None,
-    ) -> bytes:
-        """`send`'s request, its answer's bytes as they came (for a reader that decodes them
-        its own way)."""
         timeout = min(timeout, self.timeout) if timeout is not None else self.timeout
         if self.deadline is not None:
             left = self.deadline.left()  # read once: given up between two reads, it is 0
@@ -256,7 +234,7 @@ class Cluster:
             timeout = min(timeout, budget)
         metrics.API_REQUESTS.labels(self.name, method).inc()
         try:
-            return self.api.request(
+            data = self.api.request(
                 method,
                 path,
                 body=body,
@@ -271,6 +249,9 @@ class Cluster:
         except OSError:  # no answer (client.TransportError)
             metrics.API_ERRORS.labels(self.name, "0").inc()
             raise
+        if raw:
+            return data
+        return orjson.loads(data) if data else None
 
     @io_retry
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> Dict:
@@ -328,7 +309,7 @@ class Cluster:
         token = None
         while True:
             query = {"limit": page, "continue": token, "labelSelector": label_selector}
-            data = self.answer("GET", path, query=query, accept=METADATA_LIST)
+            data = self.send("GET", path, query=query, accept=METADATA_LIST, raw=True)
             result = decode_list(data, each, whole_bytes=0)
             del data
             made += result["items"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +17,7 @@ from kubecontrol import cluster as kube
 from kubecontrol.client import ApiException, TransportError
 from kubecontrol.deadline import Deadline, DeadlinePassed
 from tests.support.memory_api import MemoryApi
+from tests.support.traced import BytesApi, traced_peak
 
 
 @pytest.fixture(autouse=True)
@@ -222,16 +222,6 @@ def test_versions_and_metadata_come_from_every_page_without_managed_fields() -> 
     assert (None, "a") in cluster.versions(NAMESPACE)  # cluster-scoped, as caches key it
 
 
-class _Page:
-    """An API client that answers every request with one page's bytes."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def request(self, method: str, path: str, **_: object) -> bytes:
-        return self.data
-
-
 def test_versions_never_hold_a_page_of_metadata_decoded() -> None:
     """A page of 500 objects' metadata (1 MB of JSON, each with a writer's managedFields) is
     many times its bytes decoded whole; the watchdog's versions of it hold the bytes, a text
@@ -244,18 +234,9 @@ def test_versions_never_hold_a_page_of_metadata_decoded() -> None:
         )
     data = orjson.dumps({"metadata": {}, "items": items})
     del items
-    cluster = kube.Cluster("c", _Page(data), "test")  # type: ignore[arg-type]
-
-    def peak(run: Callable[[], object]) -> int:
-        tracemalloc.start()
-        try:
-            run()
-            return tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
-
-    whole = peak(lambda: orjson.loads(data))
-    found = peak(lambda: cluster.versions(CONFIG_MAP))
+    cluster = kube.Cluster("c", BytesApi(data), "test")  # type: ignore[arg-type]
+    whole = traced_peak(lambda: orjson.loads(data))
+    found = traced_peak(lambda: cluster.versions(CONFIG_MAP))
     assert cluster.versions(CONFIG_MAP)[("ns", "cm-0042")] == "42"
     assert whole > 8 * len(data), (whole, len(data))  # the cost this bounds, still there
     assert found < 3 * len(data), (found, len(data))
@@ -281,10 +262,10 @@ def _count(metric: Any, *labels: str) -> float:
 
 
 def test_an_answer_is_decoded_and_counted_and_a_write_waits_on_the_gate() -> None:
-    """`send` (over `answer`): JSON decoded, nothing for an empty answer; each request counted
-    by cluster and verb, each failure by its code (0: no answer); a write refused before it is
-    sent while the replica may not write or its budget is spent, and bounded by that budget;
-    a read bounded by the timeout given."""
+    """`send`: JSON decoded (bytes as they came with `raw`), nothing for an empty answer;
+    each request counted by cluster and verb, each failure by its code (0: no answer); a write
+    refused before it is sent while the replica may not write or its budget is spent, and
+    bounded by that budget; a read bounded by the timeout given."""
     api = _Recorded(b'{"metadata": {"name": "p"}}')
     cluster = kube.Cluster("gated", api, "test", may_write=lambda: allowed[0])  # type: ignore[arg-type]
     allowed, budget = [False], [2.5]
@@ -302,6 +283,7 @@ def test_an_answer_is_decoded_and_counted_and_a_write_waits_on_the_gate() -> Non
     budget[0] = 2.5
     cluster.send("DELETE", "/api/v1/namespaces/a/pods/p")
     assert api.sent == [("GET", 1), ("DELETE", 2.5)]
+    assert cluster.send("GET", "/api/v1/namespaces/a/pods/p", raw=True) == api.answer
     api.answer = b""
     assert cluster.send("GET", "/api/v1/namespaces/a/pods/p") is None
     for failure, code in (

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-import tracemalloc
 from typing import Any
 
 import orjson
@@ -17,6 +16,7 @@ from hypothesis import strategies as st
 from kubecontrol import lists
 from kubecontrol.informer import Informer
 from kubecontrol.lists import decode_list
+from tests.support.traced import BytesApi, traced_peak
 from trainjob_api import constants as c
 
 JSON = st.recursive(
@@ -115,15 +115,6 @@ def _pod(i: int, entries: int) -> dict[str, Any]:
     }
 
 
-def _peak(run: Any) -> int:
-    tracemalloc.start()
-    try:
-        run()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 def test_a_large_page_is_never_decoded_whole() -> None:
     """40 pods of ~0.12 MB (5 MB of JSON): decoded whole they take ~10 times that at once;
     an item at a time, the answer's bytes, a text of their size and one pod, whatever the
@@ -137,21 +128,11 @@ def test_a_large_page_is_never_decoded_whole() -> None:
     def names(item: dict[str, Any]) -> str:
         return str(item["metadata"]["name"])
 
-    whole = _peak(lambda: [names(i) for i in orjson.loads(data)["items"]])
-    by_item = _peak(lambda: decode_list(data, names))
+    whole = traced_peak(lambda: [names(i) for i in orjson.loads(data)["items"]])
+    by_item = traced_peak(lambda: decode_list(data, names))
     assert decode_list(data, names)["items"] == [f"p{i}" for i in range(40)]
     assert whole > 8 * len(data), (whole, len(data))  # the cost this bounds, still there
     assert by_item < 3 * len(data), (by_item, len(data))
-
-
-class _Answer:
-    """An API client that answers every list with the bytes given."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def request(self, method: str, path: str, **_: object) -> bytes:
-        return self.data
 
 
 def test_an_informer_keeps_a_large_page_an_object_at_a_time() -> None:
@@ -164,8 +145,8 @@ def test_an_informer_keeps_a_large_page_an_object_at_a_time() -> None:
     def digest(pod: dict[str, Any]) -> dict[str, Any]:
         return {key: pod[key] for key in ("apiVersion", "kind", "metadata", "status") if key in pod}
 
-    informer = Informer(_Answer(data), c.POD, transform=digest)  # type: ignore[arg-type]
-    peak = _peak(informer.list_now)
+    informer = Informer(BytesApi(data), c.POD, transform=digest)  # type: ignore[arg-type]
+    peak = traced_peak(informer.list_now)
     assert sorted(informer.view) == sorted(("ns", f"p{i}") for i in range(8))
     cached = informer.get(("ns", "p3"))
     assert cached is not None and "spec" not in cached
