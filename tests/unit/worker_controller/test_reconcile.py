@@ -149,6 +149,16 @@ def _deleted(kind: Kind, name: str) -> Step:
     return delete
 
 
+def _made_again(world: World) -> None:
+    """Someone deletes the TrainJob (what it owns goes with it) and makes another of its name:
+    a TrainJob of its own, under another UID."""
+    api = world.apis["worker"]
+    api.request("DELETE", c.TRAINJOB.path("ns", "tj"))
+    again = TrainJobBuilder().obj()
+    again["metadata"]["uid"] = "uid-tj-again"
+    api.put(again)
+
+
 def _edited(change: Callable[[Dict], None]) -> Step:
     """Someone changes the TrainJob's spec (`change` edits it in place)."""
 
@@ -404,6 +414,13 @@ ROWS = [
         before=(UNQUEUED,)),
     Row("a gang runtime gets its PodGroup where discovery lists the API, its pods in it",
         (_serves_coscheduling, settle),
+        on_worker(TrainJob={"tj": {}}, Job={"tj-node-0": {**ONE_POD, "podGroup": "tj"}},
+                  PodGroup={"tj": {**OURS, "minMember": 1}}, Service=SERVICE),
+        requeue=HELD,
+        before=(GANG, UNQUEUED)),
+    Row("a gang TrainJob deleted and made again under its name: a PodGroup of its own again "
+        "(what was made is remembered by UID, never by name)",
+        (_serves_coscheduling, settle, _made_again, settle),
         on_worker(TrainJob={"tj": {}}, Job={"tj-node-0": {**ONE_POD, "podGroup": "tj"}},
                   PodGroup={"tj": {**OURS, "minMember": 1}}, Service=SERVICE),
         requeue=HELD,
