@@ -20,6 +20,7 @@ from kubecontrol.cluster import Cluster
 
 log = logging.getLogger(__name__)
 Versions = dict[Hashable, str]
+SKIPS_TOLD = 5  # periods in a row a kind is not compared before it is said as a warning
 
 
 def stale_keys(
@@ -51,44 +52,55 @@ class WatchDog:
         when that cache is found frozen)."""
         self._cluster, self._checks, self._period = cluster, checks, period
         self._suspects: dict[str, Versions] = {}
+        self._skipped: dict[str, int] = {}  # periods in a row each kind was not compared
 
     def start(self, stop: threading.Event, ready: threading.Event) -> None:
         def run() -> None:
             ready.wait()
             while not stop.wait(self._period):
-                try:
-                    self.check()
-                except Exception:  # a cache's reader or a relist failed: the thread goes on
-                    log.exception("watch check failed", extra={"cluster": self._cluster.name})
+                self.check()
 
         threading.Thread(target=run, name="watchdog", daemon=True).start()
 
     def check(self) -> None:
-        """Each kind compared in turn; one whose list fails is skipped this period, and the
-        others are still compared."""
+        """Each kind compared in turn, on its own: one that cannot be compared this period (its
+        list or its cache's read failed) is skipped, and the others are still compared; one
+        skipped SKIPS_TOLD periods in a row is said as a warning, once, until it is compared
+        again (a frozen cache of it could not be found meanwhile)."""
         for kind, cached_fn, on_stale in self._checks:
             try:
-                listed: Versions = dict(self._cluster.versions(kind))
+                self._compare(kind, cached_fn, on_stale)
             except Exception as exc:  # the API may be away: nothing to compare with
-                log.debug(
-                    "watch check skipped",
-                    extra={"cluster": self._cluster.name, "kind": kind.kind, "error": str(exc)},
-                )
-                continue
-            cached: Versions = dict(cached_fn())
-            suspects = self._suspects.get(kind.kind, {})
-            stale, self._suspects[kind.kind] = stale_keys(cached, listed, suspects)
-            if stale:
-                sample = ", ".join(str(k) for k in sorted(stale, key=str)[:5])
-                log.error(
-                    "watch cache frozen: listing again",
-                    extra={
-                        "cluster": self._cluster.name,
-                        "kind": kind.kind,
-                        "outOfDate": len(stale),
-                        "seconds": round(self._period),
-                        "sample": sample,
-                    },
-                )
-                on_stale()
-                self._suspects[kind.kind] = {}
+                skipped = self._skipped[kind.kind] = self._skipped.get(kind.kind, 0) + 1
+                extra = {"cluster": self._cluster.name, "kind": kind.kind, "error": str(exc)}
+                if skipped == SKIPS_TOLD:
+                    log.warning("watch check skipped again and again", extra=extra)
+                else:
+                    log.debug("watch check skipped", extra=extra)
+            else:
+                self._skipped.pop(kind.kind, None)
+
+    def _compare(
+        self,
+        kind: Kind,
+        cached_fn: Callable[[], Iterable[tuple[Hashable, str]]],
+        on_stale: Callable[[], None],
+    ) -> None:
+        listed: Versions = dict(self._cluster.versions(kind))
+        cached: Versions = dict(cached_fn())
+        suspects = self._suspects.get(kind.kind, {})
+        stale, self._suspects[kind.kind] = stale_keys(cached, listed, suspects)
+        if stale:
+            sample = ", ".join(str(k) for k in sorted(stale, key=str)[:5])
+            log.error(
+                "watch cache frozen: listing again",
+                extra={
+                    "cluster": self._cluster.name,
+                    "kind": kind.kind,
+                    "outOfDate": len(stale),
+                    "seconds": round(self._period),
+                    "sample": sample,
+                },
+            )
+            on_stale()
+            self._suspects[kind.kind] = {}

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Hashable
+
+import pytest
+
 from kubebase.kinds import Kind
 from kubecontrol.client import TransportError
-from kubecontrol.watchdog import Versions, WatchDog, stale_keys
+from kubecontrol.watchdog import SKIPS_TOLD, Versions, WatchDog, stale_keys
 from trainjob_api.constants import TRAINJOB, WORKLOAD
 
 A, B, C = ("ns", "a"), ("ns", "b"), ("ns", "c")
@@ -63,3 +68,49 @@ def test_a_kind_that_cannot_be_listed_does_not_keep_the_others_from_being_checke
     assert relisted == []
     dog.check()
     assert relisted == ["Workload"]
+
+
+def test_a_cache_that_cannot_be_read_does_not_keep_the_others_from_being_checked() -> None:
+    relisted: list[str] = []
+
+    def unreadable() -> list[tuple[Hashable, str]]:
+        raise KeyError("resourceVersion")
+
+    checks = [
+        (TRAINJOB, unreadable, lambda: relisted.append("TrainJob")),
+        (WORKLOAD, lambda: [(A, "1")], lambda: relisted.append("Workload")),
+    ]
+    listed = {"TrainJob": {A: "1"}, "Workload": {A: "1", B: "5"}}
+    dog = WatchDog(_Listing("none", listed), checks, period=60)  # type: ignore[arg-type]
+    dog.check()
+    dog.check()
+    assert relisted == ["Workload"]
+
+
+def test_a_kind_skipped_period_after_period_is_said_once_as_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Its frozen cache could not be found meanwhile: said once it has been skipped
+    SKIPS_TOLD periods in a row, and again only after it was compared in between."""
+    cluster = _Listing("TrainJob", {"Workload": {A: "1"}})
+    checks = [(TRAINJOB, lambda: [(A, "1")], lambda: None)]
+    dog = WatchDog(cluster, checks, period=60)  # type: ignore[arg-type]
+
+    def warnings() -> int:
+        return sum(r.levelno == logging.WARNING for r in caplog.records)
+
+    with caplog.at_level(logging.DEBUG, logger="kubecontrol.watchdog"):
+        for _ in range(SKIPS_TOLD - 1):
+            dog.check()
+        assert warnings() == 0
+        dog.check()
+        assert warnings() == 1
+        for _ in range(SKIPS_TOLD):
+            dog.check()
+        assert warnings() == 1  # once, not at every skip after
+        cluster.broken, cluster.listed["TrainJob"] = "none", {A: "1"}
+        dog.check()  # compared: the count starts again
+        cluster.broken = "TrainJob"
+        for _ in range(SKIPS_TOLD):
+            dog.check()
+        assert warnings() == 2
