@@ -351,7 +351,8 @@ def start_watchdog(ctx: ControllerContext, cluster: Cluster, watched: Mapping[st
         return versions
 
     checks = [(k, cached(index), ctx.informers[index].relist) for index, k in watched.items()]
-    WatchDog(cluster.ungated(), checks, ctx.settings.watch_check_seconds).start(
+    pages = {k.kind: ctx.informers[index].page for index, k in watched.items()}
+    WatchDog(cluster.ungated(), checks, ctx.settings.watch_check_seconds, pages).start(
         ctx.stop, ctx.synced
     )
 

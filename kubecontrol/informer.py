@@ -295,6 +295,11 @@ class Informer:
         self._abort = threading.Event()  # ends the running watch (stop, relist)
         self._relist = False  # the next round lists (`relist`)
 
+    @property
+    def page(self) -> int:
+        """Objects a list of this kind asks for at a time."""
+        return self._page
+
     def get(self, key: Key) -> Dict | None:
         return self._store.get(key)
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 
 from kubebase.kinds import Kind
 from kubecontrol.cluster import Cluster
+from kubecontrol.informer import PAGE
 
 log = logging.getLogger(__name__)
 Versions = dict[Hashable, str]
@@ -47,10 +48,14 @@ class WatchDog:
             tuple[Kind, Callable[[], Iterable[tuple[Hashable, str]]], Callable[[], None]]
         ],
         period: float,
+        pages: Mapping[str, int] | None = None,
     ) -> None:
         """`checks`: (kind, cached versions by (namespace, name), what to do
-        when that cache is found frozen)."""
+        when that cache is found frozen). `pages`: objects a list of a kind asks for at a
+        time, by kind, as its informer asks (a page's bytes are held whole, and a kind a
+        tenant sizes may carry a megabyte of metadata an object); 500 for the others."""
         self._cluster, self._checks, self._period = cluster, checks, period
+        self._pages = dict(pages or {})
         self._suspects: dict[str, Versions] = {}
         self._skipped: dict[str, int] = {}  # periods in a row each kind was not compared
 
@@ -86,7 +91,7 @@ class WatchDog:
         cached_fn: Callable[[], Iterable[tuple[Hashable, str]]],
         on_stale: Callable[[], None],
     ) -> None:
-        listed: Versions = dict(self._cluster.versions(kind))
+        listed: Versions = dict(self._cluster.versions(kind, page=self._pages.get(kind.kind, PAGE)))
         cached: Versions = dict(cached_fn())
         suspects = self._suspects.get(kind.kind, {})
         stale, self._suspects[kind.kind] = stale_keys(cached, listed, suspects)

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
+import threading
+from collections.abc import Hashable, Mapping
+from typing import Any
 
 import pytest
 
 from kubebase.kinds import Kind
+from kubecontrol import controller
 from kubecontrol.client import TransportError
+from kubecontrol.cluster import Cluster
+from kubecontrol.informer import Informer
+from kubecontrol.settings import ControllerSettings
 from kubecontrol.watchdog import SKIPS_TOLD, Versions, WatchDog, stale_keys
+from tests.support.memory_api import MemoryApi
 from trainjob_api.constants import TRAINJOB, WORKLOAD
 
 A, B, C = ("ns", "a"), ("ns", "b"), ("ns", "c")
@@ -47,8 +54,10 @@ class _Listing:
 
     def __init__(self, broken: str, listed: dict[str, Versions]) -> None:
         self.broken, self.listed = broken, listed
+        self.pages: list[tuple[str, int]] = []  # each list's kind and page
 
-    def versions(self, kind: Kind) -> Versions:
+    def versions(self, kind: Kind, page: int) -> Versions:
+        self.pages.append((kind.kind, page))
         if kind.kind == self.broken:
             raise TransportError(7, "no answer")  # libcurl's E_COULDNT_CONNECT
         return self.listed[kind.kind]
@@ -114,3 +123,37 @@ def test_a_kind_skipped_period_after_period_is_said_once_as_a_warning(
         for _ in range(SKIPS_TOLD):
             dog.check()
         assert warnings() == 2
+
+
+def test_each_kind_is_listed_in_pages_of_its_informers_size() -> None:
+    """A kind a tenant sizes in pages of 50, as its informer lists it (a page's bytes are held
+    whole); the others in pages of 500."""
+    checks = [(TRAINJOB, lambda: [], lambda: None), (WORKLOAD, lambda: [], lambda: None)]
+    cluster = _Listing("none", {"TrainJob": {}, "Workload": {}})
+    WatchDog(cluster, checks, period=60, pages={"TrainJob": 50}).check()  # type: ignore[arg-type]
+    assert cluster.pages == [("TrainJob", 50), ("Workload", 500)]
+
+
+def test_a_controllers_watchdog_lists_each_kind_in_its_informers_pages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """start_watchdog hands the watchdog each checked informer's page size."""
+    made: list[Mapping[str, int] | None] = []
+
+    class Recorded(WatchDog):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self._pages)
+
+        def start(self, stop: threading.Event, ready: threading.Event) -> None:
+            pass
+
+    monkeypatch.setattr(controller, "WatchDog", Recorded)
+    ctx = controller.ControllerContext(settings=ControllerSettings())
+    api = MemoryApi("c")
+    for index, kind, page in (("tj", TRAINJOB, 50), ("wl", WORKLOAD, 500)):
+        ctx.informers[index] = Informer(api, kind, page=page)  # type: ignore[arg-type]
+        ctx.indexes[index] = ctx.informers[index].view
+    cluster = Cluster("c", api, "test")  # type: ignore[arg-type]
+    controller.start_watchdog(ctx, cluster, {"tj": TRAINJOB, "wl": WORKLOAD})
+    assert made == [{"TrainJob": 50, "Workload": 500}]
