@@ -10,6 +10,7 @@ import pytest
 
 from benchmarks import memory
 from benchmarks.memory import CONTROLLERS, Fit
+from benchmarks.multikueue import PIPELINES
 
 
 def _runs(*fits: tuple[float, float]) -> list[memory.Figures]:
@@ -110,3 +111,43 @@ def test_the_runs_rotate_and_the_goals_decide_the_exit_status(
     ran.clear()
     monkeypatch.setattr("sys.argv", ["memory.py", "--repeat", "2"])
     assert memory.main() == 0 and ran == ["ours", "ours"]  # one pipeline: no goals
+
+
+def test_a_run_brings_up_the_pipeline_it_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The peer's run is the peer's: its bed runs the peer's pipeline, and what is measured
+    there is measured as the peer's."""
+    seen: list[object] = []
+
+    class Config:
+        def model_copy(self, update: dict[str, object]) -> dict[str, object]:
+            return update
+
+    class FakeBed:
+        def __init__(self, config: dict[str, object]) -> None:
+            seen.append(config["pipeline"])
+
+        def is_up(self) -> bool:
+            return False
+
+        def up(self) -> None:
+            pass
+
+        def down(self) -> None:
+            pass
+
+    monkeypatch.setattr(memory, "load_config", Config)
+    monkeypatch.setattr(memory, "Bed", FakeBed)
+
+    def measure(_bed: object, name: str, _args: argparse.Namespace) -> memory.Figures:
+        seen.append(name)
+        return {}
+
+    monkeypatch.setattr(memory, "measure", measure)
+    args = argparse.Namespace(pods_ready_timeout=1800, replicas=1)
+    memory.run("peer-shipped", args)
+    assert seen == [PIPELINES["peer-shipped"], "peer-shipped"]
+
+
+def test_runs_of_ours_and_the_peer_must_pair_up() -> None:
+    with pytest.raises(ValueError):
+        memory.report_goals({"ours": _runs((55, 260), (55, 260)), "peer-shipped": _runs((55, 220))})

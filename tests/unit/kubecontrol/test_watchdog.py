@@ -157,3 +157,43 @@ def test_a_controllers_watchdog_lists_each_kind_in_its_informers_pages(
     cluster = Cluster("c", api, "test")  # type: ignore[arg-type]
     controller.start_watchdog(ctx, cluster, {"tj": TRAINJOB, "wl": WORKLOAD})
     assert made == [{"TrainJob": 50, "Workload": 500}]
+
+
+def test_a_kind_skipped_beside_a_healthy_one_is_still_told_naming_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    checks = [(TRAINJOB, lambda: [], lambda: None), (WORKLOAD, lambda: [], lambda: None)]
+    dog = WatchDog(_Listing("TrainJob", {"Workload": {}}), checks, period=60)  # type: ignore[arg-type]
+    with caplog.at_level(logging.DEBUG, logger="kubecontrol.watchdog"):
+        for _ in range(SKIPS_TOLD):
+            dog.check()
+    told = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert [getattr(r, "kind", None) for r in told] == ["TrainJob"]
+
+
+def test_a_frozen_cache_listed_again_is_not_blamed_again_the_next_period() -> None:
+    """Once its informer lists again, the kind's suspects start over: the same key is stale
+    again only after a whole period more."""
+    relisted: list[str] = []
+    checks = [(WORKLOAD, lambda: [(A, "1")], lambda: relisted.append("Workload"))]
+    dog = WatchDog(_Listing("none", {"Workload": {A: "2"}}), checks, period=60)  # type: ignore[arg-type]
+    for _ in range(3):
+        dog.check()
+    assert relisted == ["Workload"]  # suspect, stale (listed again), suspect again
+    dog.check()
+    assert relisted == ["Workload", "Workload"]
+
+
+def test_versions_ask_for_pages_of_500_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    limits: list[int] = []
+    cluster = Cluster("c", MemoryApi("c"), "test")  # type: ignore[arg-type]
+    send = cluster.send
+
+    def recorded(method: str, path: str, **options: Any) -> Any:
+        limits.append(options["query"]["limit"])
+        return send(method, path, **options)
+
+    monkeypatch.setattr(cluster, "send", recorded)
+    cluster.versions(TRAINJOB)
+    cluster.versions(TRAINJOB, page=50)
+    assert limits == [500, 50]
