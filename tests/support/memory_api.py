@@ -720,13 +720,16 @@ class MemoryApi:
             meta["namespace"] = where.namespace
             if ("", where.namespace) not in self._objects(("", "namespaces")):
                 raise ApiException(404, "NotFound", f'namespaces "{where.namespace}" not found')
+        store = self._objects((where.group, where.plural))
         if not meta.get("name") and meta.get("generateName"):
-            self._names += 1
-            meta["name"] = f"{meta['generateName']}{self._names:05d}"
+            # A name no object holds, as the API server's random suffix all but always is
+            # (a counter alone would meet the names of objects seeded from another MemoryApi).
+            while not meta.get("name") or (where.namespace, meta["name"]) in store:
+                self._names += 1
+                meta["name"] = f"{meta['generateName']}{self._names:05d}"
         problem = invalid_metadata(where.plural, meta)
         if problem:
             raise ApiException(422, "Invalid", problem)
-        store = self._objects((where.group, where.plural))
         if (where.namespace, meta["name"]) in store:
             raise ApiException(409, "AlreadyExists", f'{where.plural} "{meta["name"]}" exists')
         if where.plural not in _NO_STATUS:

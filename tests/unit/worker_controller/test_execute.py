@@ -4,7 +4,10 @@ the next pass settles is skipped, the rest of the plan goes on."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
+
+from cryptography.hazmat.primitives import serialization
 
 from kubebase.events import Event
 from tests.support.builders import make_trainjob
@@ -12,6 +15,7 @@ from tests.support.memory_api import MemoryApi
 from tests.support.whole_pass import MemoryCluster
 from trainjob_api import constants as c
 from trainjob_api.views import TrainJobView
+from worker_controller.builders import trainjob_labels
 from worker_controller.decide import Plan
 from worker_controller.execute import execute
 
@@ -109,3 +113,35 @@ def test_a_jobs_delete_names_its_namespace_and_uid() -> None:
     assert execute(cluster, trainjob, plan) is None
     assert cluster.get_or_none(c.JOB, "tj-node-0", "ns") is None
     assert cluster.get_or_none(c.JOB, "tj-node-1", "ns") is not None
+
+
+def _ssh_keys(secret: Dict) -> tuple[str, str]:
+    """A Secret's key pair as written (the API server would keep it base64 under data)."""
+    if "stringData" in secret:
+        text = secret["stringData"]
+    else:
+        text = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+    return text["ssh-privatekey"], text["ssh-publickey"]
+
+
+def test_the_mpi_ssh_secret_is_made_for_its_trainjob_once_and_never_made_again() -> None:
+    """MPI's key pair: a Secret of the TrainJob's (its labels name the TrainJob, it owns it),
+    whose public key is the private one's; made once, and kept as it is by later passes, a
+    restarted replica's included (a new pair would lock out pods holding the old one)."""
+    _api, cluster, trainjob, _job = _world()
+    made: set[tuple[str, str]] = set()
+    assert execute(cluster, trainjob, Plan(ssh_secret="tj-mpi-ssh-auth"), made) is None
+    secret = cluster.get(c.SECRET, "tj-mpi-ssh-auth", "ns")
+    assert secret["type"] == "kubernetes.io/ssh-auth"
+    assert secret["metadata"]["labels"] == trainjob_labels("tj")
+    [owner] = secret["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["uid"], owner["controller"]) == ("TrainJob", trainjob.uid, True)
+    private, public = _ssh_keys(secret)
+    key = serialization.load_ssh_private_key(private.encode(), password=None)
+    derived = key.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    )
+    assert derived.decode() == public.strip()
+    for again in (made, set()):  # the next pass; a replica started anew
+        assert execute(cluster, trainjob, Plan(ssh_secret="tj-mpi-ssh-auth"), again) is None
+        assert _ssh_keys(cluster.get(c.SECRET, "tj-mpi-ssh-auth", "ns")) == (private, public)

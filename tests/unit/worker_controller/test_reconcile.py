@@ -523,6 +523,40 @@ def test_a_running_trainjob_with_no_queue_where_kueue_manages_all_is_held_and_to
     assert not held.run(KEY).wrote()
 
 
+def _held_and_told(*objects: Dict) -> World:
+    world = worker(*objects, manage_jobs_without_queue_name=True)
+    world.settle(KEY)
+    return world
+
+
+def _told(world: World) -> list[Dict]:
+    return [e for e in world.apis["worker"].objects(c.EVENT) if e["reason"] == c.REASON_NO_QUEUE]
+
+
+def test_the_warning_of_a_held_trainjob_is_told_once_across_a_restart() -> None:
+    """The Warning's Event is named for the TrainJob's UID: a replica that starts anew, with
+    no memory of having said it, writes the same name, which the API server keeps once."""
+    first = _held_and_told(TrainJobBuilder().obj())
+    [event] = _told(first)
+    uid = first.get("worker", c.TRAINJOB, "tj")["metadata"]["uid"]  # type: ignore[index]
+    assert event["metadata"]["name"] == f"tj.{uid[:8]}.noqueuename"
+    restarted = _held_and_told(
+        *first.apis["worker"].objects(c.TRAINJOB, "ns"), *first.apis["worker"].objects(c.EVENT)
+    )
+    assert [e["metadata"]["name"] for e in _told(restarted)] == [event["metadata"]["name"]]
+
+
+def test_a_held_trainjob_made_again_under_its_name_is_told_again() -> None:
+    """Another TrainJob of the same name (another UID) is another job: its own Warning, beside
+    the one its namesake had."""
+    first = _held_and_told(TrainJobBuilder().obj())
+    again = TrainJobBuilder().obj()
+    again["metadata"]["uid"] = "0therjob-of-the-same-name"
+    second = _held_and_told(again, *first.apis["worker"].objects(c.EVENT))
+    names = sorted(e["metadata"]["name"] for e in _told(second))
+    assert len(names) == 2 and "tj.0therjob.noqueuename" in names, names
+
+
 def _report(world: World, job: Dict, **counts: int) -> None:
     """What the Job controller writes of a Job's pods (`ready`, `succeeded`...)."""
     job["status"] = {**(job.get("status") or {}), **counts}
