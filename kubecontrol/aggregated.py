@@ -25,12 +25,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 import orjson
-from aiohttp import web
 from pydantic import BaseModel
 
 from kubebase.kinds import CONFIG_MAP
 from kubebase.objects import Dict
-from kubecontrol import openapi
+from kubecontrol import openapi, web
 from kubecontrol.cluster import Cluster
 
 log = logging.getLogger(__name__)
@@ -328,7 +327,7 @@ class FrontProxy:
 
 
 class AggregatedApi:
-    """The routes of one group's API on an aiohttp application."""
+    """The routes of one group's API (`routes`), for the webhook server to serve."""
 
     def __init__(self, group: ApiGroup, front_proxy: FrontProxy) -> None:
         self.group, self.front_proxy = group, front_proxy
@@ -342,12 +341,14 @@ class AggregatedApi:
         url = f"/openapi/v3/{path}?hash={self._v3.hash}"
         self._v3_root = openapi.Served.of({"paths": {path: {"serverRelativeURL": url}}})
 
-    def add_routes(self, app: web.Application) -> None:
-        app.router.add_get("/apis", self._discovery)
-        app.router.add_get("/apis/{path:.*}", self._answer)
-        app.router.add_get("/openapi/v2", self._openapi_v2)
-        app.router.add_get("/openapi/v3", self._openapi_v3_root)
-        app.router.add_get("/openapi/v3/apis/{group}/{version}", self._openapi_v3)
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.get("/apis", self._discovery),
+            web.get("/apis/{path:.*}", self._answer),
+            web.get("/openapi/v2", self._openapi_v2),
+            web.get("/openapi/v3", self._openapi_v3_root),
+            web.get("/openapi/v3/apis/{group}/{version}", self._openapi_v3),
+        ]
 
     async def _openapi_v2(self, request: web.Request) -> web.StreamResponse:
         return self._document(request, self._v2)

@@ -27,12 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
 from pythonjsonlogger.json import JsonFormatter
 
 from kubebase.kinds import Kind
 from kubebase.objects import Dict
-from kubecontrol import certs, metrics
+from kubecontrol import certs, metrics, web
 from kubecontrol.aggregated import AggregatedApi, ApiGroup, FrontProxy
 from kubecontrol.caches import Caches
 from kubecontrol.certs import CertKeeper, service_names
@@ -112,8 +111,8 @@ class KeyValueFormatter(logging.Formatter):
             record.exc_text = cached
 
     def formatMessage(self, record: logging.LogRecord) -> str:
-        # A message is ours, but a library's may hold what a client sent (aiohttp's access
-        # log: a header's line separator): nothing in it starts a line.
+        # A message is ours, but a library's may hold what a client sent (a header's line
+        # separator, say): nothing in it starts a line.
         line = _printable(super().formatMessage(record))
         for key, value in fields(record).items():
             text = str(value)
@@ -157,9 +156,6 @@ def setup_logging(ours: ControllerSettings, verbose: bool = False) -> None:
     else:
         handler.setFormatter(KeyValueFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=level, handlers=[handler], force=True)
-    # aiohttp logs every admission call it serves (and formats the line first): debug only.
-    access = logging.DEBUG if level <= logging.DEBUG else logging.WARNING
-    logging.getLogger("aiohttp.access").setLevel(access)
 
 
 IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")

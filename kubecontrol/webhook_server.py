@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from aiohttp import web
 
 from kubebase.objects import Dict
 from kubebase.shares import Held, Shares, make_room
+from kubecontrol import web
 from kubecontrol.admission import (
     REVIEW_FROM,
     Crowded,
@@ -78,7 +78,7 @@ MAX_CONNECTIONS = 1024
 REQUEST_SECONDS = 60.0
 SWEEP_SECONDS = 1.0
 # After an answer whose body was not read (a refusal of a slow or large one), the rest of the
-# body is read and dropped for at most this long before the connection closes (aiohttp: 10 s).
+# body is read and dropped for at most this long before the connection closes.
 LINGER_SECONDS = 1.0
 # Stopping: connections are closed once their answer is given, with `Connection: close`, and
 # new ones still served for this long, the time the API server takes to stop sending to a
@@ -117,7 +117,7 @@ def in_thread(judge: Judge) -> InThread:
     return InThread(judge)
 
 
-class WebhookServer:
+class WebhookServer(web.Hooks):
     def __init__(
         self,
         address: str,
@@ -148,13 +148,15 @@ class WebhookServer:
         self._judged = Shares(MAX_IN_FLIGHT, MAX_IN_FLIGHT_EACH, "reviews")  # by address
         # Connections whose review is being judged (at most MAX_IN_FLIGHT): never closed to
         # make room for a new connection.
-        self._judging: set[Any] = set()
+        self._judging: set[web.Connection] = set()
         self._judges = ThreadPoolExecutor(MAX_IN_FLIGHT, thread_name_prefix="webhook-judge")
         self._closing = False
-        self._fresh: set[Any] = set()  # connections that have not asked yet
+        self._fresh: set[web.Connection] = set()  # connections that have not asked yet
         # Each connection: since when it does what it does now (connected, asking, idle).
-        self._since: dict[Any, float] = {}
-        self._asking_since: dict[Any, float] = {}  # those with a request not yet answered
+        self._since: dict[web.Connection, float] = {}
+        self._asking_since: dict[
+            web.Connection, float
+        ] = {}  # those with a request not yet answered
         self.port = port  # once started, the one bound (port 0: the system's choice)
         # Set once the server has stopped: every connection closed, or never started.
         self.stopped = threading.Event()
@@ -229,40 +231,32 @@ class WebhookServer:
     async def _serve(
         self, sock: socket.socket, context: ssl.SSLContext, stop: threading.Event
     ) -> None:
-        # An object may be as large as the API server stores (etcd's 1.5 MiB), more than
-        # aiohttp's default limit of a request body (1 MiB).
-        app = web.Application(client_max_size=MAX_REVIEW_BYTES, middlewares=[self._asking])
-        app.router.add_routes(self._more)
-        app.router.add_post("/{path:.*}", self._answer)
+        routes = [*self._more, web.post("/{path:.*}", self._answer)]
         if self._api is not None:
-            self._api.add_routes(app)
-        app.on_response_prepare.append(self._last_answer)
-        runner = web.AppRunner(
-            app,
-            handle_signals=False,
-            keepalive_timeout=KEEPALIVE_SECONDS,
-            shutdown_timeout=SHUTDOWN_SECONDS,
-            lingering_time=LINGER_SECONDS,
+            routes += self._api.routes()
+        # An object may be as large as the API server stores (etcd's 1.5 MiB).
+        served = web.Server(
+            routes,
+            max_body=MAX_REVIEW_BYTES,
+            keepalive=KEEPALIVE_SECONDS,
+            linger=LINGER_SECONDS,
+            hooks=self,
         )
-        await runner.setup()
-        handlers = runner.server
-        assert handlers is not None
-
         loop = asyncio.get_running_loop()
 
         def connection() -> asyncio.Protocol:
-            live = [self._held(h) for h in handlers.connections if not _closing(h)]
+            live = [self._held(h) for h in served.connections if not _closing(h)]
             victim = make_room(live, MAX_CONNECTIONS)
             if victim is not None:
                 victim.force_close()
-            handler = handlers()
+            handler = served.connection()
             self._fresh.add(handler)
             self._since[handler] = loop.time()
             loop.call_later(FIRST_REQUEST_SECONDS, self._asked_or_closed, handler)
             return handler
 
-        # Served here rather than by aiohttp's SockSite, which leaves a TLS handshake
-        # asyncio's 60 s: a connection that never sends a ClientHello is dropped sooner.
+        # A connection that never sends a ClientHello is dropped after HANDSHAKE_SECONDS
+        # (asyncio's own wait is 60 s).
         server = await loop.create_server(
             connection,
             sock=sock,
@@ -271,7 +265,7 @@ class WebhookServer:
             # a closed connection's TLS goodbye is waited for this long (asyncio's 30 s)
             ssl_shutdown_timeout=HANDSHAKE_SECONDS,
         )  # listens
-        sweeping = asyncio.create_task(self._sweep(handlers))
+        sweeping = asyncio.create_task(self._sweep(served))
         checks = 0
         try:
             while not await asyncio.to_thread(stop.wait, self._check):
@@ -281,21 +275,21 @@ class WebhookServer:
                 self._reload()
         finally:
             sweeping.cancel()
-            await self._drain(server, runner)
+            await self._drain(server, served)
 
-    def _held(self, handler: Any) -> Held[Any]:
+    def _held(self, handler: web.Connection) -> Held[web.Connection]:
         peer = handler.transport.get_extra_info("peername") if handler.transport else None
         source = peer[0] if isinstance(peer, tuple) and peer else peer
         kept = handler in self._judging
-        return Held(handler, source, _idle(handler), self._since.get(handler, 0.0), kept)
+        return Held(handler, source, handler.idle, self._since.get(handler, 0.0), kept)
 
-    async def _sweep(self, handlers: Any) -> None:
+    async def _sweep(self, served: web.Server) -> None:
         """Every SWEEP_SECONDS: a request not answered within REQUEST_SECONDS has its
         connection closed; what is kept of closed connections is dropped."""
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(SWEEP_SECONDS)
-            live = set(handlers.connections)
+            live = set(served.connections)
             late = loop.time() - REQUEST_SECONDS
             for handler, began in list(self._asking_since.items()):
                 if handler not in live:
@@ -306,78 +300,75 @@ class WebhookServer:
             for handler in [h for h in self._since if h not in live]:
                 del self._since[handler]
 
-    async def _drain(self, server: asyncio.Server, runner: web.AppRunner) -> None:
+    async def _drain(self, server: asyncio.Server, served: web.Server) -> None:
         """Stop without losing a review: each connection closes once idle (at once if it is),
         every answer from now on says `Connection: close`, and new connections are served
         for DRAIN_SECONDS; then the port closes, and the reviews under way get their answers
         (within SHUTDOWN_SECONDS) before the connections close."""
         self._closing = True
-        assert runner.server is not None
-        for handler in list(runner.server.connections):
-            if _idle(handler):  # closed now; a busy one after its answer
-                handler.force_close()
-            else:
-                handler.close()
+        for handler in list(served.connections):
+            handler.close()  # now when idle; a busy one after its answer
         await asyncio.sleep(DRAIN_SECONDS)
         server.close()
-        await runner.cleanup()
+        loop = asyncio.get_running_loop()
+        until = loop.time() + SHUTDOWN_SECONDS
+        while any(not h.idle for h in served.connections) and loop.time() < until:
+            await asyncio.sleep(0.05)
+        for handler in list(served.connections):
+            handler.force_close()
+        await asyncio.sleep(0)  # the closes begin before the loop ends
         self._judges.shutdown(wait=False, cancel_futures=True)
 
-    @web.middleware
-    async def _asking(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        conn = request.protocol
-        self._fresh.discard(conn)
+    def asking(self, connection: web.Connection) -> None:
+        """A request has come: it must be answered within REQUEST_SECONDS (`_sweep`)."""
+        self._fresh.discard(connection)
         now = asyncio.get_running_loop().time()
-        self._since[conn] = self._asking_since[conn] = now
-        try:
-            response: web.StreamResponse = await handler(request)
-        except ConnectionResetError:  # closed mid-request (to make room, or by its client)
-            return web.Response(status=499)  # to no one: not a failure worth a traceback
-        return response
+        self._since[connection] = self._asking_since[connection] = now
 
-    def _asked_or_closed(self, handler: Any) -> None:
+    def _asked_or_closed(self, handler: web.Connection) -> None:
         """A connection that has asked nothing by now is closed: the keep-alive between
         requests is long (KEEPALIVE_SECONDS), the wait for the first one is not."""
         if handler in self._fresh:
             self._fresh.discard(handler)
             handler.force_close()
 
-    async def _last_answer(self, request: web.Request, response: web.StreamResponse) -> None:
+    def answering(self, request: web.Request, response: web.StreamResponse) -> None:
         """The request is answered (its deadline no longer runs); while stopping, the
         connection closes after this answer, and the answer says so (its headers are made,
         not yet sent)."""
         conn = request.protocol
-        self._asking_since.pop(conn, None)
-        self._since[conn] = asyncio.get_running_loop().time()
+        if conn is not None:
+            self._asking_since.pop(conn, None)
+            self._since[conn] = asyncio.get_running_loop().time()
         if self._closing:
             response.force_close()
-            response.headers["Connection"] = "close"
 
     async def _answer(self, request: web.Request) -> web.Response:
         handler = self._routes.get(request.path)
         if handler is None:
-            raise web.HTTPNotFound(text=f"no webhook at {request.path}\n")
+            raise web.HTTPError(404, f"no webhook at {request.path}\n")
         try:
             review = orjson.loads(await asyncio.wait_for(request.read(), READ_SECONDS))
         except orjson.JSONDecodeError as exc:
-            raise web.HTTPBadRequest(text=f"not an AdmissionReview: {exc}\n") from None
+            raise web.HTTPError(400, f"not an AdmissionReview: {exc}\n") from None
         except TimeoutError:
-            raise web.HTTPRequestTimeout(text="the AdmissionReview came too slowly\n") from None
+            raise web.HTTPError(408, "the AdmissionReview came too slowly\n") from None
         admission = review.get("request") if isinstance(review, dict) else None
         if not isinstance(admission, dict) or not admission.get("uid"):
-            raise web.HTTPBadRequest(text="not an AdmissionReview: it has no request.uid\n")
-        source = request.remote or ""
+            raise web.HTTPError(400, "not an AdmissionReview: it has no request.uid\n")
+        source, conn = request.remote or "", request.protocol
+        assert conn is not None  # a request the server took
         with self._judged.slot(source) as refused:
             if refused is not None:
                 verdict = refuse(refused, code=429)
             else:
-                self._judging.add(request.protocol)  # never closed to make room meanwhile
+                self._judging.add(conn)  # never closed to make room meanwhile
                 # (this request's task only: whose allowance of uncached reads it spends)
                 REVIEW_FROM.set((source, str(admission.get("namespace") or "")))
                 try:
                     verdict = await self._judged_in_time(request.path, handler, admission)
                 finally:
-                    self._judging.discard(request.protocol)
+                    self._judging.discard(conn)
         return web.Response(
             body=orjson.dumps(review_response(review, verdict)), content_type="application/json"
         )
@@ -440,13 +431,6 @@ def _judge_by(judge: Judge, admission: Dict, deadline: Deadline) -> Verdict:
     return judge(admission, deadline)
 
 
-def _closing(handler: Any) -> bool:
+def _closing(handler: web.Connection) -> bool:
     transport = handler.transport
     return transport is None or bool(transport.is_closing())
-
-
-def _idle(handler: Any) -> bool:
-    """Whether a connection waits for its next request, as aiohttp's own keep-alive expiry
-    tells it (a request future pending)."""
-    waiter = getattr(handler, "_waiter", None)
-    return waiter is not None and not waiter.done()

@@ -30,10 +30,9 @@ import logging
 import time
 
 import orjson
-from aiohttp import web
 
 from kubebase.objects import Dict
-from kubecontrol import controller
+from kubecontrol import controller, web
 from kubecontrol.aggregated import status as error
 from kubecontrol.client import ApiException
 from kubecontrol.issuer_keys import IssuerKeys
@@ -190,7 +189,7 @@ async def _body(request: web.Request, limit: int) -> bytes:
     one read gives only what is buffered."""
     body = bytearray()
     while len(body) <= limit:
-        piece = await request.content.read(limit + 1 - len(body))
+        piece = await request.read_some(limit + 1 - len(body))
         if not piece:
             break
         body += piece

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from aiohttp import web
 
 from dispatcher.controller import placements_io
 from dispatcher.readapi import worker_list
@@ -30,6 +29,7 @@ from dispatcher.workers.copy_pods import READ_SECONDS, Refusal, log_pods, log_qu
 from kubebase.kinds import EVENT, POD
 from kubebase.objects import Dict
 from kubebase.shares import FairQueue, Rates, Shares
+from kubecontrol import web
 from kubecontrol.aggregated import (
     ApiGroup,
     ApiRequest,

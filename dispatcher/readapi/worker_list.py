@@ -13,8 +13,8 @@ import datetime as dt
 from typing import TYPE_CHECKING, Literal
 
 import orjson
-from aiohttp import web
 
+from kubecontrol import web
 from kubecontrol.aggregated import ListHandler, ListRequest
 from trainjob_api import constants as c
 from trainjob_api.story import Worker, WorkerList, WorkerMeta

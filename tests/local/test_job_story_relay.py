@@ -1,5 +1,5 @@
 """A followed log relayed by the job story API (dispatcher/readapi/job_story.py), on a loopback
-aiohttp server, from a worker played by our own stand-in of the client's `stream`: a follow
+server, from a worker played by our own stand-in of the client's `stream`: a follow
 that has said nothing for FOLLOW_IDLE_SECONDS is ended, and one that speaks is not."""
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
+import aiohttp
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
 
 from dispatcher.readapi import job_story
+from kubecontrol import web
 from kubecontrol.aggregated import ApiRequest, Caller
+from tests.support.plain_server import serving
 from trainjob_api.views import TrainJobView
 
 
@@ -45,17 +46,11 @@ async def follow(worker: Worker) -> tuple[bytes, float]:
         call = ApiRequest("ns", "tj", "log", Caller("alice"), {"follow": "true"}, request)
         return await job_story._relay(at, "tj-node-0-0", call, {"follow": True})
 
-    app = web.Application()
-    app.router.add_get("/log", handler)
-    client = TestClient(TestServer(app, host="127.0.0.1"))
-    await client.start_server()
-    try:
+    async with serving([web.get("/log", handler)]) as port, aiohttp.ClientSession() as client:
         began = time.monotonic()
-        answer = await client.get("/log")
-        body = await asyncio.wait_for(answer.read(), 20)
+        async with client.get(f"http://127.0.0.1:{port}/log") as answer:
+            body = await asyncio.wait_for(answer.read(), 20)
         return body, time.monotonic() - began
-    finally:
-        await client.close()
 
 
 def test_a_quiet_follow_is_ended_and_its_worker_read_with_it(

@@ -1,13 +1,12 @@
 """A progress report's body is read whole however it arrives (worker_controller/progress.py),
-on a loopback aiohttp server: in pieces with pauses, or chunked with no length said."""
+on a loopback server: in pieces with pauses, or chunked with no length said."""
 
 from __future__ import annotations
 
 import asyncio
-import socket
 
-from aiohttp import web
-
+from kubecontrol import web
+from tests.support.plain_server import serving
 from worker_controller.progress import _body
 
 LIMIT = 64
@@ -17,13 +16,7 @@ async def _serve_and_send(pieces: list[bytes], headers: bytes) -> bytes:
     async def handler(request: web.Request) -> web.Response:
         return web.Response(text=str(len(await _body(request, LIMIT))))
 
-    runner = web.AppRunner(web.Application(), handle_signals=False)
-    runner.app.router.add_post("/r", handler)
-    await runner.setup()
-    site = web.SockSite(runner, socket.create_server(("127.0.0.1", 0)))
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
+    async with serving([web.post("/r", handler)]) as port:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"POST /r HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + headers + b"\r\n")
         for piece in pieces:
@@ -33,8 +26,6 @@ async def _serve_and_send(pieces: list[bytes], headers: bytes) -> bytes:
         answer = await asyncio.wait_for(reader.read(), 5)
         writer.close()
         return answer.rsplit(b"\r\n\r\n", 1)[1]
-    finally:
-        await runner.cleanup()
 
 
 def test_a_body_in_pieces_is_read_whole() -> None:

@@ -19,7 +19,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from clusters.helpers.waiting import (
     QuietHandler,
@@ -28,6 +27,7 @@ from clusters.helpers.waiting import (
     sooner_than,
     wait_for,
 )
+from kubecontrol import web
 from kubecontrol.admission import REVIEW_FROM, UNCACHED_BURST, Verdict, rate_limited
 from kubecontrol.certs import Material, issue
 from kubecontrol.cluster import Cluster

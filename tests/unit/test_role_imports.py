@@ -1,7 +1,7 @@
 """What each controller's process imports before it serves: the libraries (installed
 distributions) its application module loads, beyond what the interpreter loads by itself.
 Each costs every replica of the role its memory for as long as it runs (benchmarks/imports.py
-measures how much, library by library: aiohttp with asyncio 20 MiB, cryptography 7 MiB), so
+measures how much, library by library: cryptography 11 MiB, pycurl 5.5 MiB), so
 a role's set may not grow unseen: a library new to a role is kept out (imported where it is
 used, by the role that uses it), or pinned here with its figure. One that leaves is unpinned,
 so the pins stay what the roles load. Imports made later, while a replica runs, are not seen
@@ -36,15 +36,15 @@ dists = md.packages_distributions()
 print(json.dumps(sorted({d for top in loaded() - before for d in dists.get(top, [])})))
 """
 
-# Both controllers serve webhooks, metrics and (the dispatcher) a read API over aiohttp, make
-# and check their serving certificates (cryptography), pre-check tokens (PyJWT), talk to API
-# servers over libcurl (pycurl), read settings and TrainJobs through pydantic models, runtime
-# patterns through RE2.
+# Both controllers serve webhooks, metrics and (the dispatcher) a read API over h11
+# (kubecontrol/web.py: aiohttp, which served them up to 0.3.0, cost each process 10 MiB more),
+# make and check their serving certificates (cryptography), pre-check tokens (PyJWT), talk to
+# API servers over libcurl (pycurl), read settings and TrainJobs through pydantic models,
+# runtime patterns through RE2.
 SERVING = {
-    "aiohappyeyeballs", "aiohttp", "aiosignal", "annotated-types", "attrs", "cffi",
-    "cryptography", "frozenlist", "google-re2", "idna", "multidict", "orjson",
-    "prometheus_client", "propcache", "pycurl", "pydantic", "pydantic_core", "PyJWT",
-    "python-json-logger", "PyYAML", "tenacity", "typing-inspection", "typing_extensions", "yarl",
+    "annotated-types", "cffi", "cryptography", "google-re2", "h11", "orjson",
+    "prometheus_client", "pycurl", "pydantic", "pydantic_core", "PyJWT", "python-json-logger",
+    "PyYAML", "tenacity", "typing-inspection", "typing_extensions",
 }  # fmt: skip
 PINNED = {"dispatcher.app": SERVING, "worker_controller.app": SERVING}
 

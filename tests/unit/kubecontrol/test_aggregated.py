@@ -6,10 +6,8 @@ import asyncio
 import json
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import make_mocked_request
-from multidict import CIMultiDict
 
+from kubecontrol import web
 from kubecontrol.aggregated import (
     AggregatedApi,
     ApiGroup,
@@ -41,8 +39,13 @@ def trust(**kw: object) -> FrontProxyTrust:
 
 
 def test_the_user_and_every_group_the_front_proxy_names() -> None:
-    headers = CIMultiDict([("X-Remote-User", "alice"), ("X-Remote-Group", "team-a")])
-    headers.add("X-Remote-Group", "system:authenticated")
+    headers = web.Headers(
+        [
+            ("X-Remote-User", "alice"),
+            ("x-remote-group", "team-a"),
+            ("X-Remote-Group", "system:authenticated"),
+        ]
+    )
     caller = trust().caller(PROXY_CERT, headers)
     assert not isinstance(caller, str)
     assert caller.user == "alice"
@@ -138,7 +141,8 @@ def test_a_read_only_resource_is_read_by_name_and_never_listed() -> None:
     proxy's certificate is refused first, whatever it asks."""
 
     async def story(call: ApiRequest) -> web.StreamResponse:
-        return web.json_response({"name": call.name, "namespace": call.namespace})
+        body = json.dumps({"name": call.name, "namespace": call.namespace}).encode()
+        return web.Response(body=body, content_type="application/json")
 
     group = ApiGroup(
         "view.example.dev",
@@ -158,9 +162,7 @@ def test_a_read_only_resource_is_read_by_name_and_never_listed() -> None:
             return self.cert if name == "peercert" else None
 
     def ask(path: str, cert: object = PROXY_CERT) -> web.StreamResponse:
-        request = make_mocked_request(
-            "GET", path, headers={"X-Remote-User": "alice"}, transport=Transport(cert)
-        )
+        request = web.Request("GET", path, [("X-Remote-User", "alice")], transport=Transport(cert))
         return asyncio.run(served._answer(request))
 
     base = "/apis/view.example.dev/v1alpha1/namespaces/ns/thingstories"

@@ -1,0 +1,282 @@
+"""The HTTP/1.1 layer of the controllers' ports (kubecontrol/web.py), spoken to byte by byte
+over loopback: requests in order on one connection, pipelined ones included; bounds on a
+request's head and body; bodies however they come (in length, chunked, after 100-continue);
+routes, methods and HEAD; a streamed answer; a lost client. The policies of the webhook port
+on top of it (deadlines, room made, draining) are tests/local/test_webhook_server.py's."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from kubecontrol import web
+from tests.support.plain_server import serving
+
+Chat = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[object]]
+
+
+async def _echo(request: web.Request) -> web.StreamResponse:
+    body = await request.read()
+    said = {
+        "path": request.path,
+        "match": request.match_info,
+        "query": dict(request.query),
+        "groups": request.headers.getall("X-Group", []),
+        "agent": request.headers.get("user-agent"),
+        "body": len(body),
+    }
+    return web.Response(text=repr(said))
+
+
+async def _fail(request: web.Request) -> web.StreamResponse:
+    raise RuntimeError("a bug")
+
+
+async def _stream(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+    await response.prepare(request)
+    for i in range(3):
+        await response.write(f"piece {i}\n".encode())
+        await asyncio.sleep(0.2)
+    await response.write_eof()
+    return response
+
+
+ROUTES = [
+    web.post("/echo/{name}", _echo),
+    web.get("/echo/{name}", _echo),
+    web.get("/rest/{path:.*}", _echo),
+    web.get("/fail", _fail),
+    web.get("/stream", _stream),
+]
+
+
+def _talk(chat: Chat, *, max_body: int = 1024, routes: list[web.RouteDef] = ROUTES) -> object:
+    async def run() -> object:
+        async with serving(routes, max_body=max_body) as port:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            try:
+                return await asyncio.wait_for(chat(reader, writer), 10)
+            finally:
+                writer.close()
+
+    return asyncio.run(run())
+
+
+async def _answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
+    """One answer: status, headers (lower-cased names), body (by length, or chunked)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {k.lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:] if h)}
+    if "content-length" in headers:
+        return status, headers, await reader.readexactly(int(headers["content-length"]))
+    body = b""
+    if headers.get("transfer-encoding") == "chunked":
+        while size := int((await reader.readline()).strip(), 16):
+            body += await reader.readexactly(size)
+            await reader.readline()
+        await reader.readline()
+    return status, headers, body
+
+
+def _request(method: str, target: str, body: bytes = b"", *extra: str) -> bytes:
+    lines = [f"{method} {target} HTTP/1.1", "Host: test", *extra]
+    if body or method == "POST":
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def test_requests_on_one_connection_are_answered_in_order_pipelined_ones_too() -> None:
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(_request("POST", "/echo/a", b"xyz"))
+        first = await _answer(reader)
+        # two at once, the second sent before the first is answered: it waits its turn
+        writer.write(_request("GET", "/echo/b") + _request("POST", "/echo/c", b"12345"))
+        return [first, await _answer(reader), await _answer(reader)]
+
+    answers = _talk(chat)
+    assert [a[0] for a in answers] == [200, 200, 200]  # type: ignore[index, union-attr]
+    said = [eval(a[2]) for a in answers]  # type: ignore[index, union-attr]
+    assert [(s["match"]["name"], s["body"]) for s in said] == [("a", 3), ("b", 0), ("c", 5)]
+
+
+def test_a_path_is_decoded_its_query_keeps_each_keys_first_value_headers_any_case() -> None:
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        headers = ("X-Group: one", "x-group: two", "USER-AGENT: me")
+        writer.write(_request("GET", "/rest/a%20b/c?x=1&x=2&y=", b"", *headers))
+        return await _answer(reader)
+
+    status, _, body = _talk(chat)  # type: ignore[misc]
+    said = eval(body)
+    assert status == 200
+    assert said["path"] == "/rest/a b/c" and said["match"] == {"path": "a b/c"}
+    assert said["query"] == {"x": "1", "y": ""}
+    assert said["groups"] == ["one", "two"] and said["agent"] == "me"
+
+
+def test_no_route_is_404_another_methods_405_and_head_is_a_get_without_its_body() -> None:
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(_request("GET", "/nothing"))
+        missing = await _answer(reader)
+        writer.write(_request("DELETE", "/echo/a"))
+        other = await _answer(reader)
+        writer.write(_request("HEAD", "/echo/a"))
+        head = await reader.readuntil(b"\r\n\r\n")
+        writer.write(_request("GET", "/echo/a"))  # the connection goes on: HEAD sent no body
+        return missing, other, head, await _answer(reader)
+
+    missing, other, head, after = _talk(chat)  # type: ignore[misc]
+    assert missing[0] == 404 and b"/nothing" in missing[2]
+    assert other[0] == 405
+    assert head.startswith(b"HTTP/1.1 200") and b"content-length: " in head.lower()
+    assert after[0] == 200
+
+
+def test_a_head_too_long_is_refused_431_and_a_malformed_one_400_each_closing() -> None:
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(b"GET /echo/a HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * web.MAX_HEAD_BYTES)
+        status, headers, _ = await _answer(reader)
+        return status, headers.get("connection"), await reader.read()
+
+    assert _talk(chat) == (431, "close", b"")
+
+    async def garbled(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(b"GET /echo/a HTTP/1.1\r\nHost: t\r\nno colon here\r\n\r\n")
+        status, _, _ = await _answer(reader)
+        return status, await reader.read()
+
+    assert _talk(garbled) == (400, b"")
+
+
+def test_a_body_over_the_limit_is_refused_413_unread_and_the_connection_goes_on() -> None:
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        sent = _request("POST", "/echo/a", b"x" * 2000)  # the limit: 1024, said in its length
+        writer.write(sent[:-1500])
+        refused = await _answer(reader)  # before the rest of the body is sent
+        writer.write(sent[-1500:])  # read and dropped: the client learns of the 413 this way
+        writer.write(_request("POST", "/echo/b", b"x" * 10))
+        return refused[0], await _answer(reader)
+
+    status, after = _talk(chat)  # type: ignore[misc]
+    assert status == 413 and after[0] == 200 and eval(after[2])["body"] == 10
+
+
+def test_a_chunked_body_over_the_limit_is_refused_too() -> None:
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(b"POST /echo/a HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in range(3):
+            writer.write(b"200\r\n" + b"y" * 0x200 + b"\r\n")
+        writer.write(b"0\r\n\r\n")
+        return (await _answer(reader))[0]
+
+    assert _talk(chat) == 413
+
+
+def test_a_client_waiting_for_100_continue_is_told_to_send_once_its_body_is_read() -> None:
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(
+            b"POST /echo/a HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n"
+        )
+        go = await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"abcd")
+        return go, await _answer(reader)
+
+    go, (status, _, body) = _talk(chat)  # type: ignore[misc]
+    assert go.startswith(b"HTTP/1.1 100") and status == 200 and eval(body)["body"] == 4
+
+
+def test_a_failing_handler_is_a_500_and_the_connection_goes_on() -> None:
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(_request("GET", "/fail"))
+        failed = await _answer(reader)
+        writer.write(_request("GET", "/echo/a"))
+        return failed[0], (await _answer(reader))[0]
+
+    assert _talk(chat) == (500, 200)
+
+
+def test_a_streamed_answer_arrives_piece_by_piece_as_it_is_written() -> None:
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(_request("GET", "/stream"))
+        head = await reader.readuntil(b"\r\n\r\n")
+        await reader.readline()  # the first chunk's size
+        first = await reader.readline()  # before the handler has written the second
+        rest = b""
+        while chunk := await reader.read(1024):
+            rest += chunk
+            if rest.endswith(b"0\r\n\r\n"):
+                break
+        return head, first, rest
+
+    head, first, rest = _talk(chat)  # type: ignore[misc]
+    assert b"transfer-encoding: chunked" in head.lower()
+    assert first == b"piece 0\n"
+    assert b"piece 1" in rest and b"piece 2" in rest
+
+
+def test_a_body_read_slowly_is_buffered_only_so_far_ahead_of_its_reader() -> None:
+    """A client sending faster than the handler reads: reading from it pauses, so what is
+    held for the handler stays near BODY_BUFFER_BYTES, however large the body."""
+    held: list[int] = []
+
+    async def slow(request: web.Request) -> web.StreamResponse:
+        total = 0
+        while piece := await request.read_some(64 * 1024):
+            total += len(piece)
+            assert request.protocol is not None
+            held.append(len(request.protocol._body))
+            await asyncio.sleep(0.01)
+        return web.Response(text=str(total))
+
+    size = 8 * 1024 * 1024
+
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(b"POST /slow HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % size)
+        for _ in range(size // (1024 * 1024)):
+            writer.write(b"z" * 1024 * 1024)
+            await writer.drain()
+        return await _answer(reader)
+
+    status, _, body = _talk(chat, routes=[web.post("/slow", slow)])  # type: ignore[misc]
+    assert (status, body) == (200, str(size).encode())
+    # at most the buffer and what one read from the socket brings beyond it
+    assert max(held) <= web.BODY_BUFFER_BYTES + 256 * 1024, max(held)
+
+
+def test_a_client_gone_mid_body_ends_the_handlers_read() -> None:
+    ended: list[BaseException] = []
+    began = asyncio.Event()
+
+    async def reader_of(request: web.Request) -> web.StreamResponse:
+        began.set()
+        try:
+            await request.read()
+        except BaseException as exc:
+            ended.append(exc)
+            raise
+        return web.Response()
+
+    async def run() -> None:
+        served = web.Server([web.post("/r", reader_of)], max_body=1 << 20, keepalive=30, linger=1)
+        server = await asyncio.get_running_loop().create_server(served.connection, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"POST /r HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nabc")
+        await asyncio.wait_for(began.wait(), 5)
+        writer.close()
+        for _ in range(100):
+            if ended and not served.connections:
+                break
+            await asyncio.sleep(0.05)
+        server.close()
+
+    asyncio.run(run())
+    assert len(ended) == 1 and isinstance(ended[0], ConnectionResetError)
+
+
+def test_headers_are_read_case_insensitively_every_value_kept() -> None:
+    headers = web.Headers([("X-A", "1"), ("x-a", "2"), ("Other", "3")])
+    assert headers["x-A"] == "1" and headers.get("X-A") == "1"
+    assert headers.getall("X-a") == ["1", "2"] and headers.getall("nope", []) == []
+    assert "OTHER" in headers and "none" not in headers and len(headers) == 2
