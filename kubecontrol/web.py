@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote
 
 import h11
 
@@ -98,11 +98,16 @@ class Request:
         transport: Any = None,
     ) -> None:
         self.method = method
-        parts = urlsplit(target)
-        self.raw_path = parts.path or "/"
+        # Origin form only (`/path?query`), what the API server and pods send: no scheme or
+        # host in front of the path, nothing in it that decodes to a control character.
+        if not target.startswith("/"):
+            raise ValueError(f"the target {target[:64]!r} is not a path")
+        self.raw_path, _, rest = target.partition("?")
         self.path = unquote(self.raw_path)
+        if not self.path.isprintable():
+            raise ValueError("the path holds a control character")
         query: dict[str, str] = {}
-        for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        for key, value in parse_qsl(rest.partition("#")[0], keep_blank_values=True):
             query.setdefault(key, value)  # the first value of a key, as aiohttp's get gave
         self.query: Mapping[str, str] = query
         self.headers = Headers(headers)
@@ -316,6 +321,7 @@ class Connection(asyncio.Protocol):
         self._drained: asyncio.Future[None] | None = None  # writing paused by the transport
         self._keepalive: asyncio.TimerHandle | None = None
         self._closing = False  # close once the request under way is answered
+        self._broken: h11.RemoteProtocolError | None = None  # the request's body, malformed
         self.lost = False
 
     # -- the server's view
@@ -377,6 +383,9 @@ class Connection(asyncio.Protocol):
     def _events(self) -> None:
         """Take what h11 has parsed: a request begins a handler; its body feeds it."""
         while self.transport is not None and not self.lost:
+            if self._request is not None and self._h11.their_state is h11.MUST_CLOSE:
+                self._pause()  # it said it sends nothing more: what follows is not read
+                return
             try:
                 event = self._h11.next_event()
             except h11.RemoteProtocolError as exc:
@@ -429,6 +438,8 @@ class Connection(asyncio.Protocol):
                 del self._body[:most]
                 self._resume_if_room()
                 return piece
+            if self._broken is not None:
+                raise ConnectionResetError(f"the request's body is malformed: {self._broken}")
             if self._body_ended:
                 return b""
             if self.lost:
@@ -440,10 +451,20 @@ class Connection(asyncio.Protocol):
 
     def _refuse(self, exc: h11.RemoteProtocolError) -> None:
         """A request h11 cannot take (malformed, or its head too long): answered with the
-        status h11 suggests when the answer can still begin, then closed."""
+        status h11 suggests, then closed. When what breaks is the body of a request whose
+        handler runs, the handler's read fails there (never a body cut short taken whole),
+        and the answer is the refusal."""
+        if self._request is not None:
+            self._broken = exc
+            self._pause()
+            self._arrived.set()
+            return
+        self._reject(exc.error_status_hint, str(exc))
+
+    def _reject(self, status: int, why: str) -> None:
+        """Answer `status` saying why, whatever was asked, and close."""
         if self._h11.our_state in (h11.IDLE, h11.SEND_RESPONSE) and self.transport is not None:
-            status = exc.error_status_hint
-            body = f"{HTTPStatus(status).phrase}: {exc}\n".encode()
+            body = f"{HTTPStatus(status).phrase}: {why}\n".encode()
             headers = [
                 ("Content-Type", "text/plain; charset=utf-8"),
                 ("Content-Length", str(len(body))),
@@ -463,9 +484,15 @@ class Connection(asyncio.Protocol):
             self._keepalive.cancel()
             self._keepalive = None
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in event.headers]
-        request = Request(
-            event.method.decode("ascii"), event.target.decode("latin-1"), headers, self
-        )
+        method, target = event.method.decode("ascii"), event.target.decode("latin-1")
+        framing = {name for name, _ in headers} & {"content-length", "transfer-encoding"}
+        try:
+            if len(framing) == 2:  # RFC 9112 6.3: a request framed two ways is refused
+                raise ValueError("Content-Length and Transfer-Encoding both given")
+            request = Request(method, target, headers, self)
+        except ValueError as exc:
+            self._reject(400, str(exc))
+            return
         self._request, self._answer = request, None
         self._body.clear()
         self._body_ended = False
@@ -475,7 +502,9 @@ class Connection(asyncio.Protocol):
     async def _serve(self, request: Request) -> None:
         try:
             await self._serve_one(request)
-        except ConnectionResetError:  # lost mid-request: no one to answer
+        except ConnectionResetError:  # lost mid-request, or its body malformed
+            if self._broken is not None:
+                self._reject(self._broken.error_status_hint, str(self._broken))
             self.force_close()
         except Exception:  # h11 refusing what was sent: a bug here, not the client's
             log.exception("answer not sent", extra={"path": request.path})
@@ -492,6 +521,7 @@ class Connection(asyncio.Protocol):
             if response.body and request.method != "HEAD":
                 events.append(h11.Data(data=response.body))
             self._write(*events, h11.EndOfMessage())
+            await self._drain()  # a client that reads no answer gets no next one
         if not response.ended:
             response.ended = True
             self.end_answer()
@@ -532,8 +562,18 @@ class Connection(asyncio.Protocol):
         if self.lost:
             raise ConnectionResetError("the connection was lost")
         self._write(h11.Data(data=data))
+        await self._drain()
+
+    async def _drain(self) -> None:
+        """Wait while the client reads slower than it is answered (asyncio's transport holds
+        64 KiB at most before it says so); one that reads nothing for the server's keep-alive
+        is closed."""
         if self._drained is not None and not self._drained.done():
-            await self._drained
+            try:
+                await asyncio.wait_for(asyncio.shield(self._drained), self.server.keepalive)
+            except TimeoutError:
+                self.force_close()
+                raise ConnectionResetError("the client read nothing of its answer") from None
 
     def end_answer(self) -> None:
         if not self.lost:

@@ -7,7 +7,11 @@ on top of it (deadlines, room made, draining) are tests/local/test_webhook_serve
 from __future__ import annotations
 
 import asyncio
+import logging
+import socket
 from collections.abc import Awaitable, Callable
+
+import pytest
 
 from kubecontrol import web
 from tests.support.plain_server import serving
@@ -280,3 +284,111 @@ def test_headers_are_read_case_insensitively_every_value_kept() -> None:
     assert headers["x-A"] == "1" and headers.get("X-A") == "1"
     assert headers.getall("X-a") == ["1", "2"] and headers.getall("nope", []) == []
     assert "OTHER" in headers and "none" not in headers and len(headers) == 2
+
+
+def test_what_follows_a_request_that_closes_is_not_read_and_its_answer_goes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`Connection: close` (or HTTP/1.0): the client sends nothing more. Bytes that follow
+    anyway are left unread; the request gets its own answer, and nothing is logged as failed.
+    Before: they were parsed, refused 400 in its place, and the answer logged as an error."""
+
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(
+            _request("POST", "/echo/a", b"xy", "Connection: close") + _request("GET", "/echo/b")
+        )
+        answer = await _answer(reader)
+        return answer[0], eval(answer[2])["match"], await reader.read()
+
+    with caplog.at_level(logging.WARNING):
+        assert _talk(chat) == (200, {"name": "a"}, b"")
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.records
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["http://evil/echo/a", "evil/echo/a", "/echo/a%00b", "/echo/%0d%0aX", "*"],
+)
+def test_a_target_that_is_no_plain_path_is_refused_400(
+    target: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only `/path?query` reaches a route: no scheme or host before the path (which would be
+    dropped, the path the handler sees not the one sent), no control character in it. Before:
+    `http://evil/echo/a` was routed as `/echo/a`."""
+
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(_request("GET", target))
+        status, _, _ = await _answer(reader)
+        return status, await reader.read()
+
+    with caplog.at_level(logging.WARNING):
+        assert _talk(chat) == (400, b"")
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.records
+
+
+def test_a_path_beginning_with_two_slashes_is_that_path_not_a_host_and_a_path() -> None:
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(_request("GET", "//evil/echo/a") + _request("GET", "//[evil/echo/a"))
+        return (await _answer(reader))[0], (await _answer(reader))[0]
+
+    assert _talk(chat) == (404, 404)
+
+
+def test_a_request_framed_both_by_length_and_chunks_is_refused_400() -> None:
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(
+            b"POST /echo/a HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+        )
+        return (await _answer(reader))[0], await reader.read()
+
+    assert _talk(chat) == (400, b"")
+
+
+def test_a_body_whose_chunks_break_midway_fails_its_read_and_is_refused_400() -> None:
+    """The handler never takes the part that came for the whole body."""
+    bodies: list[bytes] = []
+
+    async def keep(request: web.Request) -> web.StreamResponse:
+        bodies.append(await request.read())
+        return web.Response()
+
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(b"POST /keep HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+        writer.write(b"3\r\n{}x\r\n")
+        await asyncio.sleep(0.2)  # the handler reads what came
+        writer.write(b"zz\r\n")  # no chunk size
+        return (await _answer(reader))[0], await reader.read()
+
+    assert _talk(chat, routes=[web.post("/keep", keep)]) == (400, b"")
+    assert bodies == []
+
+
+def test_a_client_that_reads_no_answer_is_not_answered_ahead_without_bound() -> None:
+    """Requests pipelined by a client that reads nothing: each answer waits for the one
+    before it to leave, so what is held for that client stays near asyncio's 64 KiB mark
+    (and one answer), not every answer it asked for."""
+    answer = b"a" * 64 * 1024
+    held: list[int] = []
+
+    async def big(request: web.Request) -> web.StreamResponse:
+        assert request.transport is not None
+        held.append(request.transport.get_write_buffer_size())
+        return web.Response(body=answer)
+
+    async def run() -> None:
+        served = web.Server([web.get("/big", big)], max_body=1024, keepalive=30, linger=1)
+        server = await asyncio.get_running_loop().create_server(served.connection, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", port))
+        sock.setblocking(False)
+        _, writer = await asyncio.open_connection(sock=sock)
+        writer.write(_request("GET", "/big") * 400)  # 26 MB of answers asked for
+        await asyncio.sleep(2)
+        writer.close()
+        server.close()
+
+    asyncio.run(run())
+    assert held and max(held) <= 64 * 1024 + len(answer), max(held)
