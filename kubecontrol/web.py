@@ -322,6 +322,7 @@ class Connection(asyncio.Protocol):
         self._keepalive: asyncio.TimerHandle | None = None
         self._closing = False  # close once the request under way is answered
         self._broken: h11.RemoteProtocolError | None = None  # the request's body, malformed
+        self._dropping = False  # the body is read only to be dropped (`_next`)
         self.lost = False
 
     # -- the server's view
@@ -400,7 +401,8 @@ class Connection(asyncio.Protocol):
             if isinstance(event, h11.Request):
                 self._begin(event)
             elif isinstance(event, h11.Data):
-                self._body += event.data
+                if not self._dropping:
+                    self._body += event.data
                 self._arrived.set()
             elif isinstance(event, h11.EndOfMessage):
                 self._body_ended = True
@@ -496,6 +498,7 @@ class Connection(asyncio.Protocol):
         self._request, self._answer = request, None
         self._body.clear()
         self._body_ended = False
+        self._dropping = False
         self.server.hooks.asking(self)
         self._task = asyncio.get_running_loop().create_task(self._serve(request))
 
@@ -589,17 +592,18 @@ class Connection(asyncio.Protocol):
         read and dropped for the server's `linger` first (the client may still be sending
         it, and reads the answer only once it has); what is left then closes the connection."""
         if self._h11.their_state is h11.SEND_BODY and not self._closing:
+            self._dropping = True
+            self._body.clear()
             self._resume()
             loop = asyncio.get_running_loop()
             until = loop.time() + self.server.linger
             while not self._body_ended and not self.lost and loop.time() < until:
-                self._body.clear()
                 self._arrived.clear()
                 try:
                     await asyncio.wait_for(self._arrived.wait(), until - loop.time())
                 except TimeoutError:
                     break
-            self._body.clear()
+            self._dropping = False
         self._request, self._task = None, None
         if self.lost:
             return

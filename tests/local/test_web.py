@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import struct
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -36,14 +37,25 @@ async def _fail(request: web.Request) -> web.StreamResponse:
     raise RuntimeError("a bug")
 
 
+# Set by the client once it has the first piece of `_stream`'s answer: the handler writes
+# the second only then, so the first must have left before the answer ends.
+FIRST_PIECE_READ: list[asyncio.Event] = []
+
+
 async def _stream(request: web.Request) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/plain"})
     await response.prepare(request)
-    for i in range(3):
+    await response.write(b"piece 0\n")
+    if FIRST_PIECE_READ:
+        await asyncio.wait_for(FIRST_PIECE_READ[0].wait(), 5)
+    for i in (1, 2):
         await response.write(f"piece {i}\n".encode())
-        await asyncio.sleep(0.2)
     await response.write_eof()
     return response
+
+
+async def _not_modified(request: web.Request) -> web.StreamResponse:
+    return web.Response(status=304, headers={"ETag": '"a"'})
 
 
 ROUTES = [
@@ -52,6 +64,7 @@ ROUTES = [
     web.get("/rest/{path:.*}", _echo),
     web.get("/fail", _fail),
     web.get("/stream", _stream),
+    web.get("/same", _not_modified),
 ]
 
 
@@ -133,8 +146,21 @@ def test_no_route_is_404_another_methods_405_and_head_is_a_get_without_its_body(
     missing, other, head, after = _talk(chat)  # type: ignore[misc]
     assert missing[0] == 404 and b"/nothing" in missing[2]
     assert other[0] == 405
-    assert head.startswith(b"HTTP/1.1 200") and b"content-length: " in head.lower()
+    assert head.startswith(b"HTTP/1.1 200")
+    assert f"content-length: {len(after[2])}".encode() in head.lower()  # the GET's length
     assert after[0] == 200
+
+
+def test_a_304_says_no_length() -> None:
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(_request("GET", "/same"))
+        head = await reader.readuntil(b"\r\n\r\n")
+        writer.write(_request("GET", "/echo/a"))  # nothing after the head: the next answer
+        return head, (await _answer(reader))[0]
+
+    head, after = _talk(chat)  # type: ignore[misc]
+    assert head.startswith(b"HTTP/1.1 304") and b"content-length" not in head.lower()
+    assert b'etag: "a"' in head.lower() and after == 200
 
 
 def test_a_head_too_long_is_refused_431_and_a_malformed_one_400_each_closing() -> None:
@@ -164,6 +190,38 @@ def test_a_body_over_the_limit_is_refused_413_unread_and_the_connection_goes_on(
 
     status, after = _talk(chat)  # type: ignore[misc]
     assert status == 413 and after[0] == 200 and eval(after[2])["body"] == 10
+
+
+def test_a_body_of_the_limit_exactly_is_taken_by_length_or_in_chunks() -> None:
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(_request("POST", "/echo/a", b"x" * 1024))
+        by_length = await _answer(reader)
+        writer.write(b"POST /echo/a HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+        writer.write(b"400\r\n" + b"y" * 1024 + b"\r\n0\r\n\r\n")
+        return [(a[0], eval(a[2])["body"]) for a in (by_length, await _answer(reader))]
+
+    assert _talk(chat) == [(200, 1024), (200, 1024)]
+
+
+def test_a_refused_body_larger_than_the_buffer_is_still_read_out_and_dropped() -> None:
+    """A body refused unread after more than BODY_BUFFER_BYTES of it came (reading paused
+    for the handler meanwhile): reading resumes to drop the rest, and the connection goes on."""
+    size = 1024 * 1024
+
+    async def later(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(0.3)  # the buffer fills, and reading pauses
+        assert request.transport is not None and not request.transport.is_reading()
+        raise web.HTTPError(413)
+
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        head = b"POST /later HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % size
+        writer.write(head + b"x" * (300 * 1024))
+        refused = await _answer(reader)
+        writer.write(b"x" * (size - 300 * 1024))
+        writer.write(_request("POST", "/echo/b", b"x" * 10))
+        return refused[0], (await _answer(reader))[0]
+
+    assert _talk(chat, routes=[web.post("/later", later), *ROUTES]) == (413, 200)
 
 
 def test_a_chunked_body_over_the_limit_is_refused_too() -> None:
@@ -201,11 +259,16 @@ def test_a_failing_handler_is_a_500_and_the_connection_goes_on() -> None:
 
 
 def test_a_streamed_answer_arrives_piece_by_piece_as_it_is_written() -> None:
+    """The handler writes its second piece only once the client has read the first: an
+    answer held until its end would never finish."""
+
     async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        FIRST_PIECE_READ.append(asyncio.Event())
         writer.write(_request("GET", "/stream"))
         head = await reader.readuntil(b"\r\n\r\n")
         await reader.readline()  # the first chunk's size
-        first = await reader.readline()  # before the handler has written the second
+        first = await reader.readline()
+        FIRST_PIECE_READ[0].set()
         rest = b""
         while chunk := await reader.read(1024):
             rest += chunk
@@ -213,10 +276,133 @@ def test_a_streamed_answer_arrives_piece_by_piece_as_it_is_written() -> None:
                 break
         return head, first, rest
 
-    head, first, rest = _talk(chat)  # type: ignore[misc]
+    try:
+        head, first, rest = _talk(chat)  # type: ignore[misc]
+    finally:
+        FIRST_PIECE_READ.clear()
     assert b"transfer-encoding: chunked" in head.lower()
     assert first == b"piece 0\n"
     assert b"piece 1" in rest and b"piece 2" in rest
+
+
+def test_a_streamed_answer_to_a_client_gone_ends_its_writes() -> None:
+    """A follow whose reader left stops at its next write (and stops reading its source)."""
+    ended: list[BaseException] = []
+
+    async def follow(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        try:
+            for _ in range(200):
+                await response.write(b"x" * 100)
+                await asyncio.sleep(0.02)
+        except ConnectionResetError as exc:
+            ended.append(exc)
+            raise
+        return response
+
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(_request("GET", "/follow"))
+        await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+        for _ in range(40):
+            if ended:
+                break
+            await asyncio.sleep(0.05)
+        return bool(ended)
+
+    assert _talk(chat, routes=[web.get("/follow", follow)]) is True
+
+
+def test_a_stream_waiting_on_a_client_that_reads_nothing_ends_when_it_goes() -> None:
+    """Writes wait while the client reads nothing; its connection lost, the wait ends."""
+    ended: list[BaseException] = []
+
+    async def flood(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        try:
+            for _ in range(64):
+                await response.write(b"x" * 1024 * 1024)
+        except ConnectionResetError as exc:
+            ended.append(exc)
+            raise
+        return response
+
+    async def run() -> None:
+        async with serving([web.get("/flood", flood)]) as port:
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", port))
+            sock.sendall(_request("GET", "/flood"))
+            await asyncio.sleep(0.5)  # the handler waits on a full transport
+            assert not ended
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.close()  # a reset
+            for _ in range(40):
+                if ended:
+                    return
+                await asyncio.sleep(0.05)
+
+    asyncio.run(run())
+    assert len(ended) == 1
+
+
+def test_keepalive_counts_from_the_latest_answer() -> None:
+    async def ok(request: web.Request) -> web.StreamResponse:
+        return web.Response(text="ok")
+
+    async def run() -> list[int]:
+        served = web.Server([web.get("/a", ok)], max_body=1024, keepalive=1.0, linger=1.0)
+        server = await asyncio.get_running_loop().create_server(served.connection, "127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", server.sockets[0].getsockname()[1]
+        )
+        statuses = []
+        for pause in (0.0, 0.7, 0.6):  # the third 1.3 s after the first answer
+            await asyncio.sleep(pause)
+            writer.write(_request("GET", "/a"))
+            statuses.append((await asyncio.wait_for(_answer(reader), 5))[0])
+        writer.close()
+        server.close()
+        return statuses
+
+    assert asyncio.run(run()) == [200, 200, 200]
+
+
+def test_a_pipelined_request_whose_body_comes_later_is_answered() -> None:
+    async def slow(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(0.3)
+        return web.Response(text="slow")
+
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        head = b"POST /echo/r HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\n"
+        writer.write(_request("GET", "/slow") + head)
+        first = await _answer(reader)
+        writer.write(b"12345")
+        return first[0], await _answer(reader)
+
+    first, (status, _, body) = _talk(chat, routes=[web.get("/slow", slow), *ROUTES])  # type: ignore[misc]
+    assert (first, status, eval(body)["body"]) == (200, 200, 5)
+
+
+def test_what_is_pipelined_behind_a_request_under_way_is_not_read_meanwhile() -> None:
+    """Reading pauses while a request is answered: a client cannot pile requests (or a
+    body of megabytes) in the server's buffers behind a slow one."""
+    reading: list[bool] = []
+
+    async def slow(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(0.5)  # what follows has come by now
+        assert request.transport is not None
+        reading.append(request.transport.is_reading())
+        return web.Response(text="slow")
+
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(_request("GET", "/slow") + _request("POST", "/echo/a", b"x" * 512))
+        return (await _answer(reader))[0], (await _answer(reader))[0]
+
+    assert _talk(chat, routes=[web.get("/slow", slow), *ROUTES]) == (200, 200)
+    assert reading == [False]
 
 
 def test_a_body_read_slowly_is_buffered_only_so_far_ahead_of_its_reader() -> None:

@@ -719,6 +719,20 @@ def test_a_request_not_answered_within_the_deadline_has_its_connection_closed(
     sooner_than(time.monotonic() - started, 30, "the handler's own answer")
 
 
+def test_an_answered_request_no_longer_runs_against_the_deadline(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """REQUEST_SECONDS bounds a request until its answer begins; a connection kept open
+    after its answer (the API server's, between reviews) is idle, never cut by it."""
+    monkeypatch.setattr("kubecontrol.webhook_server.REQUEST_SECONDS", 1.0)
+    monkeypatch.setattr("kubecontrol.webhook_server.SWEEP_SECONDS", 0.2)
+    served = serve({"/mutate": suspend})
+    asking = served.connect()
+    assert _review_on(asking, "u-1").status == 200
+    time.sleep(2.0)  # ten sweeps, twice the deadline
+    assert _review_on(asking, "u-2").status == 200  # the same connection, kept
+
+
 def test_a_connection_that_asks_nothing_is_closed_long_before_the_keepalive(
     serve: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

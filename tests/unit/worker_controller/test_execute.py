@@ -128,10 +128,14 @@ def test_the_mpi_ssh_secret_is_made_for_its_trainjob_once_and_never_made_again()
     """MPI's key pair: a Secret of the TrainJob's (its labels name the TrainJob, it owns it),
     whose public key is the private one's; made once, and kept as it is by later passes, a
     restarted replica's included (a new pair would lock out pods holding the old one)."""
-    _api, cluster, trainjob, _job = _world()
+    _api, cluster, trainjob, _read = _world()
     made: set[tuple[str, str]] = set()
-    assert execute(cluster, trainjob, Plan(ssh_secret="tj-mpi-ssh-auth"), made) is None
+    plan = Plan(ssh_secret="tj-mpi-ssh-auth", create=[_job("tj-node-2")])
+    assert execute(cluster, trainjob, plan, made) is None
+    assert ("Secret", "tj-mpi-ssh-auth") in made  # no key pair made again, next pass
     secret = cluster.get(c.SECRET, "tj-mpi-ssh-auth", "ns")
+    job = cluster.get(c.JOB, "tj-node-2", "ns")  # made after it: its pods mount it
+    assert int(secret["metadata"]["resourceVersion"]) < int(job["metadata"]["resourceVersion"])
     assert secret["type"] == "kubernetes.io/ssh-auth"
     assert secret["metadata"]["labels"] == trainjob_labels("tj")
     [owner] = secret["metadata"]["ownerReferences"]
