@@ -285,21 +285,28 @@ def test_a_streamed_answer_arrives_piece_by_piece_as_it_is_written() -> None:
     assert b"piece 1" in rest and b"piece 2" in rest
 
 
-def test_a_streamed_answer_to_a_client_gone_ends_its_writes() -> None:
-    """A follow whose reader left stops at its next write (and stops reading its source)."""
-    ended: list[BaseException] = []
+def _writing(ended: list[BaseException], piece: bytes, count: int, pause: float) -> web.Handler:
+    """A handler streaming `count` pieces, `pause` apart; how its writes ended, in `ended`."""
 
-    async def follow(request: web.Request) -> web.StreamResponse:
+    async def write(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse()
         await response.prepare(request)
         try:
-            for _ in range(200):
-                await response.write(b"x" * 100)
-                await asyncio.sleep(0.02)
+            for _ in range(count):
+                await response.write(piece)
+                await asyncio.sleep(pause)
         except ConnectionResetError as exc:
             ended.append(exc)
             raise
         return response
+
+    return write
+
+
+def test_a_streamed_answer_to_a_client_gone_ends_its_writes() -> None:
+    """A follow whose reader left stops at its next write (and stops reading its source)."""
+    ended: list[BaseException] = []
+    follow = _writing(ended, b"x" * 100, 200, 0.02)
 
     async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
         writer.write(_request("GET", "/follow"))
@@ -317,17 +324,7 @@ def test_a_streamed_answer_to_a_client_gone_ends_its_writes() -> None:
 def test_a_stream_waiting_on_a_client_that_reads_nothing_ends_when_it_goes() -> None:
     """Writes wait while the client reads nothing; its connection lost, the wait ends."""
     ended: list[BaseException] = []
-
-    async def flood(request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse()
-        await response.prepare(request)
-        try:
-            for _ in range(64):
-                await response.write(b"x" * 1024 * 1024)
-        except ConnectionResetError as exc:
-            ended.append(exc)
-            raise
-        return response
+    flood = _writing(ended, b"x" * 1024 * 1024, 64, 0.0)
 
     async def run() -> None:
         async with serving([web.get("/flood", flood)]) as port:
