@@ -457,14 +457,15 @@ class Connection(asyncio.Protocol):
         handler runs, the handler's read fails there (never a body cut short taken whole),
         and the answer is the refusal."""
         if self._request is not None:
-            self._broken = exc
+            self._broken = self._broken or exc  # the first: what follows is its echo
             self._pause()
             self._arrived.set()
             return
         self._reject(exc.error_status_hint, str(exc))
 
-    def _reject(self, status: int, why: str) -> None:
-        """Answer `status` saying why, whatever was asked, and close."""
+    def _reject(self, status: int, why: str, method: str = "") -> None:
+        """Answer `status` saying why, whatever was asked (a HEAD without the body), and
+        close."""
         if self._h11.our_state in (h11.IDLE, h11.SEND_RESPONSE) and self.transport is not None:
             body = f"{HTTPStatus(status).phrase}: {why}\n".encode()
             headers = [
@@ -473,8 +474,13 @@ class Connection(asyncio.Protocol):
                 ("Connection", "close"),
             ]
             try:
-                response = h11.Response(status_code=status, headers=headers)
-                self._write(response, h11.Data(data=body), h11.EndOfMessage())
+                phrase = HTTPStatus(status).phrase.encode()
+                events: list[Any] = [
+                    h11.Response(status_code=status, headers=headers, reason=phrase)
+                ]
+                if method != "HEAD":
+                    events.append(h11.Data(data=body))
+                self._write(*events, h11.EndOfMessage())
             except h11.LocalProtocolError:
                 pass
         self.force_close()
@@ -493,7 +499,7 @@ class Connection(asyncio.Protocol):
                 raise ValueError("Content-Length and Transfer-Encoding both given")
             request = Request(method, target, headers, self)
         except ValueError as exc:
-            self._reject(400, str(exc))
+            self._reject(400, str(exc), method)
             return
         self._request, self._answer = request, None
         self._body.clear()
@@ -568,14 +574,15 @@ class Connection(asyncio.Protocol):
         await self._drain()
 
     async def _drain(self) -> None:
-        """Wait while the client reads slower than it is answered (asyncio's transport holds
-        64 KiB at most before it says so); one that reads nothing for the server's keep-alive
-        is closed."""
+        """Wait while the client reads slower than it is answered (asyncio's transport says so
+        past 64 KiB held; an answer written whole is held whole); one that reads nothing for
+        the server's keep-alive is cut off, what is held for it dropped."""
         if self._drained is not None and not self._drained.done():
             try:
                 await asyncio.wait_for(asyncio.shield(self._drained), self.server.keepalive)
             except TimeoutError:
-                self.force_close()
+                if self.transport is not None:
+                    self.transport.abort()  # close() would wait for the client to read it
                 raise ConnectionResetError("the client read nothing of its answer") from None
 
     def end_answer(self) -> None:
@@ -597,7 +604,7 @@ class Connection(asyncio.Protocol):
             self._resume()
             loop = asyncio.get_running_loop()
             until = loop.time() + self.server.linger
-            while not self._body_ended and not self.lost and loop.time() < until:
+            while not (self._body_ended or self._broken or self.lost) and loop.time() < until:
                 self._arrived.clear()
                 try:
                     await asyncio.wait_for(self._arrived.wait(), until - loop.time())

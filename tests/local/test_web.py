@@ -575,3 +575,67 @@ def test_a_client_that_reads_no_answer_is_not_answered_ahead_without_bound() -> 
 
     asyncio.run(run())
     assert held and max(held) <= 64 * 1024 + len(answer), max(held)
+
+
+def test_a_head_refused_400_is_answered_without_a_body() -> None:
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(b"HEAD http://evil/echo/a HTTP/1.1\r\nHost: t\r\n\r\n")
+        head = await reader.readuntil(b"\r\n\r\n")
+        return head.split(b"\r\n")[0], await reader.read()
+
+    assert _talk(chat) == (b"HTTP/1.1 400 Bad Request", b"")
+
+
+def test_a_broken_body_is_refused_naming_what_broke_it_and_at_once_if_unread() -> None:
+    """The 400 says what was wrong with the body (not what h11 says of what came after),
+    and a body dropped unread that breaks ends the connection then, not after the linger."""
+
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(b"POST /echo/a HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+        writer.write(b"5\r\nhello\r\nZZ\r\n")
+        return (await _answer(reader))[2]
+
+    said = _talk(chat)
+    assert b"peer state is ERROR" not in said and b"chunk" in said.lower(), said  # type: ignore[operator, union-attr]
+
+    async def unread(request: web.Request) -> web.StreamResponse:
+        return web.Response(text="not read")
+
+    async def dropped(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(b"POST /unread HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+        writer.write(b"5\r\nhello\r\n")
+        await _answer(reader)
+        await asyncio.sleep(0.1)
+        began = asyncio.get_running_loop().time()
+        writer.write(b"ZZ\r\n")
+        await reader.read()
+        return asyncio.get_running_loop().time() - began
+
+    took = _talk(dropped, routes=[web.post("/unread", unread)])
+    assert took < 0.5, took  # the linger is 1 s
+
+
+def test_a_client_reading_nothing_is_cut_off_and_what_it_was_sent_dropped() -> None:
+    """A whole answer is held whole for a client that reads nothing; after the keep-alive
+    it is cut off (not closed politely, which waits for it to read), and forgotten."""
+    answer = b"b" * 8 * 1024 * 1024
+
+    async def big(request: web.Request) -> web.StreamResponse:
+        return web.Response(body=answer)
+
+    async def run() -> tuple[int, bool]:
+        served = web.Server([web.get("/big", big)], max_body=1024, keepalive=0.5, linger=1)
+        server = await asyncio.get_running_loop().create_server(served.connection, "127.0.0.1", 0)
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", server.sockets[0].getsockname()[1]))
+        sock.sendall(_request("GET", "/big"))
+        await asyncio.sleep(0.2)
+        held = len(served.connections)
+        await asyncio.sleep(1.5)  # the keep-alive and then some
+        gone = not served.connections
+        sock.close()
+        server.close()
+        return held, gone
+
+    assert asyncio.run(run()) == (1, True)
