@@ -102,8 +102,8 @@ class Request:
         # host in front of the path, nothing in it that decodes to a control character.
         if not target.startswith("/"):
             raise ValueError(f"the target {target[:64]!r} is not a path")
-        self.raw_path, _, rest = target.partition("?")
-        self.path = unquote(self.raw_path)
+        path, _, rest = target.partition("?")
+        self.path = unquote(path)
         if not self.path.isprintable():
             raise ValueError("the path holds a control character")
         query: dict[str, str] = {}
@@ -312,8 +312,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
         self._request: Request | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._answer: StreamResponse | None = None
+        self._task: asyncio.Task[None] | None = None  # the request's: held while it runs
         self._body = bytearray()
         self._body_ended = False
         self._arrived = asyncio.Event()  # more body, its end, or the connection lost
@@ -501,7 +500,7 @@ class Connection(asyncio.Protocol):
         except ValueError as exc:
             self._reject(400, str(exc), method)
             return
-        self._request, self._answer = request, None
+        self._request = request
         self._body.clear()
         self._body_ended = False
         self._dropping = False
@@ -552,7 +551,6 @@ class Connection(asyncio.Protocol):
         self._write(self._head(request, response, length))
 
     def _head(self, request: Request, response: StreamResponse, length: int | None) -> h11.Response:
-        self._answer = response
         self.server.hooks.answering(request, response)
         if self._closing:
             response.force_close()

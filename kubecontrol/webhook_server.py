@@ -154,9 +154,8 @@ class WebhookServer(web.Hooks):
         self._fresh: set[web.Connection] = set()  # connections that have not asked yet
         # Each connection: since when it does what it does now (connected, asking, idle).
         self._since: dict[web.Connection, float] = {}
-        self._asking_since: dict[
-            web.Connection, float
-        ] = {}  # those with a request not yet answered
+        # Those with a request not yet answered, since when.
+        self._asking_since: dict[web.Connection, float] = {}
         self.port = port  # once started, the one bound (port 0: the system's choice)
         # Set once the server has stopped: every connection closed, or never started.
         self.stopped = threading.Event()
