@@ -117,7 +117,8 @@ class Request:
 
     @property
     def transport(self) -> Any:
-        """The connection's transport (its peer's address and certificate), None once lost."""
+        """The connection's transport (its peer's address and certificate); closing once the
+        connection is lost."""
         if self.protocol is not None:
             return self.protocol.transport
         return self._transport
@@ -322,6 +323,7 @@ class Connection(asyncio.Protocol):
         self._closing = False  # close once the request under way is answered
         self._broken: h11.RemoteProtocolError | None = None  # the request's body, malformed
         self._dropping = False  # the body is read only to be dropped (`_next`)
+        self._head_only = False  # the answer under way is to a HEAD: its head alone
         self.lost = False
 
     # -- the server's view
@@ -548,6 +550,7 @@ class Connection(asyncio.Protocol):
             return Response(status=500, text="Internal Server Error\n")
 
     def begin_answer(self, request: Request, response: StreamResponse, length: int | None) -> None:
+        self._head_only = request.method == "HEAD"  # what a stream writes is not sent
         self._write(self._head(request, response, length))
 
     def _head(self, request: Request, response: StreamResponse, length: int | None) -> h11.Response:
@@ -568,8 +571,9 @@ class Connection(asyncio.Protocol):
     async def send_body(self, data: bytes) -> None:
         if self.lost:
             raise ConnectionResetError("the connection was lost")
-        self._write(h11.Data(data=data))
-        await self._drain()
+        if not self._head_only:
+            self._write(h11.Data(data=data))
+            await self._drain()
 
     async def _drain(self) -> None:
         """Wait while the client reads slower than it is answered (asyncio's transport says so

@@ -639,3 +639,19 @@ def test_a_client_reading_nothing_is_cut_off_and_what_it_was_sent_dropped() -> N
         return held, gone
 
     assert asyncio.run(run()) == (1, True)
+
+
+def test_a_head_of_a_streamed_answer_is_its_head_alone(caplog: pytest.LogCaptureFixture) -> None:
+    """A stream's writes to a HEAD send nothing (h11 refused them: two tracebacks logged and
+    the connection cut, for any client asking HEAD of a followed log)."""
+
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        FIRST_PIECE_READ.clear()
+        writer.write(_request("HEAD", "/stream"))
+        head = await reader.readuntil(b"\r\n\r\n")
+        writer.write(_request("GET", "/echo/a"))  # the connection goes on
+        return head.split(b"\r\n")[0], (await _answer(reader))[0]
+
+    with caplog.at_level(logging.WARNING):
+        assert _talk(chat) == (b"HTTP/1.1 200 OK", 200)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.records
