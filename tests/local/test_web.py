@@ -467,6 +467,55 @@ def test_headers_are_read_case_insensitively_every_value_kept() -> None:
     assert headers["x-A"] == "1" and headers.get("X-A") == "1"
     assert headers.getall("X-a") == ["1", "2"] and headers.getall("nope", []) == []
     assert "OTHER" in headers and "none" not in headers and len(headers) == 2
+    assert sorted(headers) == ["other", "x-a"] and len(list(headers)) == len(headers)
+
+
+def test_a_whole_answers_content_type_says_its_charset_for_text_only() -> None:
+    text = web.Response(text="é")
+    assert text.headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert text.body == "é".encode()
+    body = web.Response(body=b"{}", content_type="application/json")
+    assert body.headers["Content-Type"] == "application/json"
+
+
+def test_the_first_route_that_matches_serves_as_the_webhook_port_lists_them() -> None:
+    """Progress reports are routed before the webhook port's catch-all POST."""
+
+    async def named(request: web.Request) -> web.StreamResponse:
+        return web.Response(text="named " + request.match_info["x"])
+
+    async def rest(request: web.Request) -> web.StreamResponse:
+        return web.Response(text="rest " + request.match_info["path"])
+
+    routes = [web.post("/a/{x}", named), web.post("/{path:.*}", rest)]
+
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(_request("POST", "/a/1") + _request("POST", "/b"))
+        return (await _answer(reader))[2], (await _answer(reader))[2]
+
+    assert _talk(chat, routes=routes) == (b"named 1", b"rest b")
+
+
+def test_a_stream_prepared_twice_sends_its_head_once_and_a_busy_close_says_so() -> None:
+    """A second `prepare` is nothing; a connection told to close while its request is under
+    way says `Connection: close` in that answer, then closes."""
+
+    async def twice(request: web.Request) -> web.StreamResponse:
+        assert request.protocol is not None
+        request.protocol.close()  # before its answer begins
+        response = web.StreamResponse()
+        await response.prepare(request)
+        await response.prepare(request)
+        await response.write(b"once")
+        await response.write_eof()
+        return response
+
+    async def chat(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> object:
+        writer.write(_request("GET", "/twice"))
+        status, headers, body = await _answer(reader)
+        return status, headers.get("connection"), body, await reader.read()
+
+    assert _talk(chat, routes=[web.get("/twice", twice)]) == (200, "close", b"once", b"")
 
 
 def test_what_follows_a_request_that_closes_is_not_read_and_its_answer_goes(
