@@ -2,10 +2,14 @@
 JSON requests and watches over libcurl (pycurl), JSON decoded by orjson. Why not urllib3 or
 the kubernetes client's package: docs/contributors/design.md, "Choices measured".
 
-A curl handle serves one request at a time (libcurl's rule for threads); idle handles wait in
-a small pool per cluster, each keeping its connection open. A watch is read on the thread that
-asked for it: libcurl hands over the stream in pieces, and each whole line is decoded and
-handed on (`ApiClient.watch`).
+A request is carried out on the caller's thread, over HTTP/1.1 (libcurl's own loop, in C: the
+cheapest in CPU), on a handle from a small pool per cluster, each keeping its connection open
+(libcurl's rule for threads: one request at a time per handle). A cluster's streams (watches,
+followed logs), which each hold a connection for as long as they last, are transfers of one
+libcurl multi handle driven by a thread of its own (`kubecontrol/transfers.py`): over HTTP/2
+they share one connection, as client-go's do. A watch is read on the thread that asked for it:
+the pump hands over the stream in pieces, and each whole line is decoded and handed on
+(`ApiClient.watch`).
 
 Our controllers send JSON to a few dozen paths and read JSON back; they never use API models,
 and their entry points keep the kubernetes client's package out (`keep_kubernetes_client_out`),
@@ -43,6 +47,7 @@ from kubebase.kinds import checked_path
 from kubebase.objects import Dict
 from kubecontrol.credentials import Credentials, KubeconfigError
 from kubecontrol.exec_credentials import ExecTokens
+from kubecontrol.transfers import OPENED, Transfers
 from kubecontrol.version import DISTRIBUTION, VERSION
 
 TOKEN_REREAD_SECONDS = 60.0  # kubelet refreshes a projected token well before it expires
@@ -53,7 +58,7 @@ METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v
 # Idle curl handles kept per cluster for requests, each with its connection open: as many as
 # the dispatcher's reconcile threads (16 by default), which may all write to one cluster at
 # once. A busier moment opens more; those beyond this are closed after use. libcurl gives each
-# connection an OpenSSL context of its own: about 115 KiB per handle.
+# connection an OpenSSL context of its own: about 130 KiB per handle.
 IDLE_HANDLES = 16
 # A connection not made in 10 s fails (client-go dials for 30 s; an API server that answers
 # nothing for 10 s is down for our purposes, and the caller retries).
@@ -115,6 +120,9 @@ class ApiClient:
         self._prefix = parts.path.rstrip("/")  # a server behind a proxy may have a path
         self._origin, self._curl_options = _curl_setup(credentials)
         self._idle: list[pycurl.Curl] = []  # curl handles not in use, the last used on top
+        self._name = str(parts.hostname)
+        self._streams: Transfers | None = None  # made with the first stream
+        self._streams_lock = threading.Lock()
         self._token = credentials.token
         self._token_read = 0.0
         self._token_lock = threading.Lock()
@@ -134,15 +142,25 @@ class ApiClient:
             return self._token
 
     def _borrow(self) -> pycurl.Curl:
-        """An idle curl handle (its connection still open), or a new one. A handle serves
-        one request at a time; list.pop and list.append are atomic, so no lock."""
+        """An idle curl handle for a request (its connection still open), or a new one. A
+        handle serves one request at a time; list.pop and list.append are atomic, so no lock."""
         try:
             return self._idle.pop()
         except IndexError:
-            curl = pycurl.Curl()
-            for option, value in self._curl_options:
-                curl.setopt(option, value)
-            return curl
+            return self._new_handle()
+
+    @property
+    def _transfers(self) -> Transfers:
+        with self._streams_lock:
+            if self._streams is None:
+                self._streams = Transfers(self._name)
+            return self._streams
+
+    def _new_handle(self) -> pycurl.Curl:
+        curl = pycurl.Curl()
+        for option, value in self._curl_options:
+            curl.setopt(option, value)
+        return curl
 
     def _give_back(self, curl: pycurl.Curl) -> None:
         if len(self._idle) < IDLE_HANDLES:
@@ -217,7 +235,11 @@ class ApiClient:
         try:
             self._prepare(curl, method, path, query, body, content_type, accept, timeout, None)
             curl.setopt(pycurl.WRITEFUNCTION, chunks.append)
-            _perform(curl, method, path)
+            try:
+                curl.perform()
+            except pycurl.error as exc:
+                code, message = (*exc.args, 0, "")[:2]  # pycurl gives (code, message)
+                raise _no_answer(int(code), str(message), method, path) from None
             answered = True
             data = b"".join(chunks)
             chunks.clear()  # the idle handle keeps its write callback, not the answer
@@ -227,9 +249,8 @@ class ApiClient:
             if answered:
                 self._give_back(curl)
             else:
-                # No answer: the next request starts afresh, its server's name looked up
-                # again (a handle keeps the addresses it resolved for a minute, and one that
-                # failed to connect would fail the same way while it has them).
+                # No answer: the next request starts afresh, on a handle that has not kept
+                # the addresses this one connected to.
                 curl.close()
         if error is not None:
             raise error
@@ -312,6 +333,7 @@ class ApiClient:
         on_open: Callable[[], None] | None = None,
         abort: threading.Event | None = None,
         accept: str = JSON,
+        own_connection: bool = False,
     ) -> None:
         """GET `path` and hand the answer's body to `on_data` in pieces as they come, on this
         thread, until the server ends it (returns) or `on_data` returns False (returns at
@@ -319,40 +341,62 @@ class ApiClient:
         answer raises `ApiException`, a broken stream `TransportError`. `on_open()` is called
         once the server has answered 200, before any piece (a quiet stream may send none for
         a minute). Setting `abort` ends the stream within a second, pieces or not (a
-        `TransportError`, libcurl's E_ABORTED_BY_CALLBACK)."""
-        curl = self._borrow()
-        finished = False  # the answer came whole: the handle's connection may serve again
+        `TransportError`, libcurl's E_ABORTED_BY_CALLBACK). `on_open` and `on_data` are called
+        on this thread.
+
+        A stream shares the cluster's HTTP/2 connection; with `own_connection`, one a tenant's
+        reader paces (a followed log), it has one of its own over HTTP/1.1, closed after: a
+        paused HTTP/2 stream leaves libcurl holding what its window let in (up to 10 MiB),
+        where a paused connection leaves it in the kernel's socket buffers."""
+        # A handle of its own, closed after: the connection is the multi handle's, and a
+        # request's handle keeps one of its own.
+        curl = self._new_handle()
+        head: list[bytes] = []  # the stream's status is read from them (`_Body`)
         try:
-            head: list[bytes] = []  # the stream's status is read from them (`_Body`)
             self._prepare(curl, "GET", path, query, None, JSON, accept, timeout, head)
-            curl.setopt(pycurl.LOW_SPEED_LIMIT, 0)  # quiet is normal; `timeout` bounds it
-            if abort is not None:  # libcurl asks about once a second, and at every piece
-                curl.setopt(pycurl.NOPROGRESS, 0)
-                curl.setopt(pycurl.XFERINFOFUNCTION, lambda *_: 1 if abort.is_set() else 0)
-            if on_open is not None:
-
-                def header(line: bytes) -> None:
-                    head.append(line)
-                    if not line.strip() and _status_of(head) == 200:  # the header block ends
-                        on_open()
-
-                curl.setopt(pycurl.HEADERFUNCTION, header)
-            body = _Body(head, on_data)
-            curl.setopt(pycurl.WRITEFUNCTION, body.write)
-            try:
-                _perform(curl, "GET", path)
-            except TransportError:
-                if body.failure is not None:
-                    raise body.failure from None
-                if body.stopped:
-                    return
-                raise
-            finished = True
-        finally:
-            if finished:
-                self._give_back(curl)
+            if own_connection:
+                curl.setopt(pycurl.FRESH_CONNECT, 1)
+                curl.setopt(pycurl.FORBID_REUSE, 1)
             else:
-                curl.close()  # left mid-answer: its connection cannot serve another request
+                # HTTP/2 where TLS offers it (ALPN), waiting for a connection being made to
+                # say whether it can share it: one connection for the cluster's streams.
+                curl.setopt(pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_2TLS)
+                curl.setopt(pycurl.PIPEWAIT, 1)
+            curl.setopt(pycurl.LOW_SPEED_LIMIT, 0)  # quiet is normal; `timeout` bounds it
+        except BaseException:
+            curl.close()
+            raise
+        transfer = self._transfers.transfer(curl, abort)
+        if on_open is not None:
+
+            def header(line: bytes) -> None:  # on the pump's thread
+                head.append(line)
+                if not line.strip() and _status_of(head) == 200:  # the header block ends
+                    transfer.opened()
+
+            curl.setopt(pycurl.HEADERFUNCTION, header)
+        curl.setopt(pycurl.WRITEFUNCTION, transfer.received)
+        body = _Body(head, on_data)
+        transfer.start()
+        ended = False
+        try:
+            for piece in transfer.pieces():
+                if piece is OPENED:
+                    on_open()  # type: ignore[misc]
+                elif body.write(piece) == 0:
+                    break
+            else:
+                ended = True
+        finally:
+            if not ended:
+                transfer.give_up()  # left mid-answer: the pump ends it and closes the handle
+        if body.failure is not None:
+            raise body.failure
+        if body.stopped:
+            return
+        curl.close()
+        if transfer.code:
+            raise _no_answer(transfer.code, transfer.message, "GET", path)
         if body.status >= 400:
             if body.status == 401:
                 self.token_refused()  # the stream that follows reads the token file again
@@ -360,9 +404,9 @@ class ApiClient:
 
 
 class _Body:
-    """A streamed answer as libcurl hands it over: an error answer is kept whole (a Status),
-    a good one goes to `on_data` piece by piece. Returning 0 from `write` makes libcurl end
-    the transfer. `head`: the answer's header lines, as they come."""
+    """A streamed answer as the pump hands it over: an error answer is kept whole (a Status),
+    a good one goes to `on_data` piece by piece. Returning 0 from `write` ends the stream.
+    `head`: the answer's header lines, as they come."""
 
     def __init__(self, head: list[bytes], on_data: Callable[[bytes], bool]) -> None:
         self._head = head
@@ -382,7 +426,7 @@ class _Body:
             if self._on_data(data) is False:
                 self.stopped = True
                 return 0
-        except Exception as exc:  # raised again by `stream`, once libcurl has let go
+        except Exception as exc:  # raised again by `stream`, once the pump has the handle
             self.failure = exc
             return 0
         return None
@@ -416,15 +460,12 @@ class _Events:
         return True
 
 
-def _perform(curl: pycurl.Curl, method: str, path: str) -> None:
-    """Carry out the request a handle is set for; `TransportError` when no answer came."""
-    try:
-        curl.perform()
-    except pycurl.error as exc:
-        code, message = (*exc.args, 0, "")[:2]  # pycurl gives (code, message)
-        if code == pycurl.E_URL_MALFORMAT:  # our mistake, not the network's: no retry
-            raise ValueError(f"{method} {path}: {message}") from None
-        raise TransportError(int(code), f"{method} {path}: {message}") from None
+def _no_answer(code: int, message: str, method: str, path: str) -> Exception:
+    """libcurl's failure of a transfer: `TransportError` (callers retry it), or ValueError for
+    a URL it could not parse (our mistake, not the network's: no retry)."""
+    if code == pycurl.E_URL_MALFORMAT:
+        return ValueError(f"{method} {path}: {message}")
+    return TransportError(code, f"{method} {path}: {message}")
 
 
 def _status_line(line: str) -> tuple[int, str]:
@@ -483,12 +524,15 @@ def _curl_setup(credentials: Credentials) -> tuple[str, list[tuple[int, Any]]]:
     parts = urlsplit(credentials.server)
     options: list[tuple[int, Any]] = [
         (pycurl.NOSIGNAL, 1),
-        (pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_1_1),
+        (pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_1_1),  # a stream's: `stream`
         (pycurl.PROXY, credentials.proxy_url or ""),
         (pycurl.FOLLOWLOCATION, 0),
         # The path as built: libcurl would otherwise remove "./" and "../" segments (RFC 3986),
         # and the request would reach another path than the one checked (`checked_path`).
         (pycurl.PATH_AS_IS, 1),
+        # The server's name looked up for each connection made, as client-go's dialer does
+        # (libcurl would keep what it resolved for a minute, a failed address too).
+        (pycurl.DNS_CACHE_TIMEOUT, 0),
         (pycurl.CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS),
         (pycurl.TCP_KEEPALIVE, 1),
         (pycurl.TCP_KEEPIDLE, KEEPALIVE_IDLE),

@@ -386,6 +386,7 @@ async def _relay(
                 on_open=answered,
                 abort=abort,
                 accept="*/*",
+                own_connection=True,  # paced by the tenant's reader: see `stream`
             )
             put(None)
         except BaseException as exc:  # handed to the request, which answers with it

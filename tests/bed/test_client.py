@@ -1,13 +1,17 @@
 """Our API client's requests (libcurl, through pycurl) against a real API server: each verb
 with and without a body, error answers as ApiException with the server's reason and headers,
-connections kept, TLS by the kubeconfig's rules (tests/local/test_transport.py: no answer)."""
+connections kept and shared (HTTP/2), TLS by the kubeconfig's rules
+(tests/local/test_transport.py: no answer)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import queue
 import threading
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pycurl
@@ -77,6 +81,51 @@ def test_one_connection_serves_request_after_request(bed: Bed, manager: str) -> 
         api.request("GET", "/api/v1/namespaces/default")
     assert len(api._idle) == 1  # one handle served them all, one at a time
     assert api._idle[0].getinfo(pycurl.NUM_CONNECTS) == 0  # the last reused its connection
+
+
+def _connections_to(port: int) -> int:
+    """This process's established TCP connections to a loopback `port`."""
+    mine = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                mine.add(target[8:-1])
+    count = 0
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            remote = int(fields[2].rsplit(":", 1)[1], 16)
+            count += fields[3] == "01" and remote == port and fields[9] in mine
+    return count
+
+
+def test_a_clusters_streams_share_one_http2_connection(
+    bed: Bed, manager: str, namespace_factory: Any
+) -> None:
+    """Each TLS connection costs a process about 180 KiB (benchmarks/connections.py): a
+    cluster's watches are streams of one, however many are open at once; a stream a tenant's
+    reader paces (a followed log) has one of its own."""
+    _, _, path = _configmaps(bed, manager, namespace_factory)
+    api = ApiClient(load_credentials(bed.kubeconfig(manager)))
+    port = int(bed.server(manager).rsplit(":", 1)[1])
+    before = _connections_to(port)
+    opened = [threading.Event() for _ in range(6)]
+    ended: list[int] = []
+
+    def watch(i: int) -> None:
+        query = {"watch": "true", "timeoutSeconds": 5}
+        api.stream(path, query, lambda _: True, on_open=opened[i].set, own_connection=i >= 4)
+        ended.append(i)
+
+    watches = [threading.Thread(target=watch, args=(i,)) for i in range(6)]
+    for thread in watches:
+        thread.start()
+    assert all(event.wait(30) for event in opened)  # six streams open at once
+    assert _connections_to(port) - before == 1 + 2
+    for thread in watches:
+        thread.join(30)
+    assert sorted(ended) == list(range(6))  # each ended by the server, as it asked
 
 
 def test_tls_server_name_is_what_the_certificate_is_checked_against(bed: Bed, manager: str) -> None:

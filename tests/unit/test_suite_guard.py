@@ -57,6 +57,9 @@ REVIEWED_DAEMONS = {
         "test_a_chatty_pod_costs_one_write_per_interval_and_its_last_report_is_kept",
     ): ("what it sees is waited for with wait_for, which fails on a dead watcher"),
     ("local/test_serving.py", "__init__"): "the attacker's connections, not an observer",
+    ("local/test_transfers.py", "_in_thread"): (
+        "joined with a bound; each test then checks what the thread left, or that it ended"
+    ),
     (
         "local/test_transport.py",
         "test_a_request_without_a_timeout_ends_when_its_answer_stops_coming",

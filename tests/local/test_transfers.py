@@ -1,0 +1,358 @@
+"""A cluster's streams on one multi handle, driven by a thread of their own
+(kubecontrol/transfers.py), as our API client uses them, against a loopback HTTP server: a
+stream's reader that stops reading pauses its stream and holds up no other stream; one that
+stops for good ends its transfer; `abort` ends a quiet stream; the pump leaves when idle and
+comes back; a pump that breaks fails what it carried, and the next stream starts afresh. (That
+a cluster's streams share one HTTP/2 connection: tests/bed/test_client.py.)"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pycurl
+import pytest
+
+from clusters.helpers.waiting import QuietHandler, http_server, loopback_client, wait_for
+from kubecontrol import transfers
+from kubecontrol.client import ApiClient, ApiException, TransportError
+
+BIG = 48 << 20  # many times the backlog a paused stream may hold, and the sockets' buffers
+PATTERN = bytes(range(256)) * 256  # 64 KiB
+
+
+class Streams:
+    """What the server did: the bytes of /big it has written so far."""
+
+    written = 0
+    quiet_release = threading.Event()
+
+
+class Handler(QuietHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        if self.path.startswith("/small"):
+            self.reply(200, b'{"ok":true}')
+            return
+        if self.path.startswith("/missing"):
+            self.reply(404, b'{"kind":"Status","code":404,"message":"gone"}')
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        if self.path.startswith("/quiet"):
+            self.wfile.flush()
+            Streams.quiet_release.wait(60)
+            self.close_connection = True
+            return
+        try:
+            for _ in range(BIG // len(PATTERN)):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(PATTERN), PATTERN))
+                Streams.written += len(PATTERN)
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:  # the client went away
+            pass
+
+
+@pytest.fixture
+def api() -> Iterator[ApiClient]:
+    Streams.written = 0
+    Streams.quiet_release.clear()
+    with http_server(Handler) as port:
+        yield loopback_client(port)
+        Streams.quiet_release.set()
+
+
+def _get(api: ApiClient, path: str) -> bytes:
+    """A short answer, read as a stream (a request does not go through the pump)."""
+    pieces: list[bytes] = []
+
+    def keep(piece: bytes) -> bool:
+        pieces.append(piece)
+        return True
+
+    api.stream(path, {}, keep, timeout=30)
+    return b"".join(pieces)
+
+
+def _in_thread(target: Any) -> threading.Thread:
+    """Started; a daemon, so that one left waiting on a broken product never holds the
+    session open (each is joined with a bound, and what it leaves checked)."""
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_reader_that_stops_pauses_its_stream_and_holds_up_no_other_stream(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stuck, release = threading.Event(), threading.Event()
+    digest, got = hashlib.sha256(), []
+
+    def on_data(piece: bytes) -> bool:
+        if not stuck.is_set():
+            stuck.set()
+            release.wait(120)  # the reader stops; the pump must not
+        digest.update(piece)
+        got.append(len(piece))
+        return True
+
+    received = transfers.Transfer.received
+    unread: list[int] = []
+
+    def counted(self: transfers.Transfer, data: bytes) -> int | None:
+        unread.append(self._unread)
+        return received(self, data)
+
+    monkeypatch.setattr(transfers.Transfer, "received", counted)
+    reader = _in_thread(lambda: api.stream("/big", {}, on_data, timeout=60))
+    assert stuck.wait(30)
+    # What the server could write meanwhile: the stream's backlog and the sockets' buffers,
+    # not the whole answer (read into memory, it would all have gone).
+    wait_for(lambda: Streams.written > transfers.BACKLOG_BYTES, 30, what="the server writes")
+    answered: list[bytes] = []
+    other = _in_thread(lambda: answered.append(_get(api, "/small")))
+    other.join(60)
+    assert answered == [b'{"ok":true}']
+    written = Streams.written
+    assert written < BIG // 3, f"{written} bytes written while the reader was stuck"
+    assert max(unread) <= transfers.BACKLOG_BYTES + len(PATTERN)  # a piece over, at most
+    release.set()
+    reader.join(90)
+    # Resumed, every piece came once, in order: a piece refused while paused came again.
+    assert sum(got) == BIG
+    assert digest.digest() == hashlib.sha256(PATTERN * (BIG // len(PATTERN))).digest()
+
+
+def test_a_reader_that_stops_for_good_ends_its_transfer_and_its_handle(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[pycurl.Curl] = []
+    new_handle = api._new_handle
+
+    def kept() -> pycurl.Curl:
+        made.append(new_handle())
+        return made[-1]
+
+    monkeypatch.setattr(api, "_new_handle", kept)
+    pieces: list[bytes] = []
+
+    def one(piece: bytes) -> bool:
+        pieces.append(piece)
+        return False
+
+    api.stream("/big", {}, one)
+    assert len(pieces) == 1
+
+    def closed() -> bool:
+        try:
+            made[0].getinfo(pycurl.RESPONSE_CODE)
+        except pycurl.error as exc:
+            return "no curl handle" in str(exc)  # not one still in the pump's hands
+        return False
+
+    wait_for(closed, 10, what="the pump to close the stream's handle")
+    assert _get(api, "/small") == b'{"ok":true}'
+
+
+def test_on_open_and_the_pieces_are_handed_over_on_the_readers_thread(api: ApiClient) -> None:
+    seen: list[tuple[str, threading.Thread]] = []
+
+    def on_open() -> None:
+        seen.append(("open", threading.current_thread()))
+
+    def on_data(piece: bytes) -> bool:
+        seen.append(("data", threading.current_thread()))
+        return False
+
+    api.stream("/big", {}, on_data, on_open=on_open)
+    assert seen == [("open", threading.current_thread()), ("data", threading.current_thread())]
+
+
+def test_abort_ends_a_quiet_stream(api: ApiClient) -> None:
+    abort, opened = threading.Event(), threading.Event()
+    failures: list[TransportError] = []
+
+    def read() -> None:
+        try:
+            api.stream("/quiet", {}, lambda _: True, on_open=opened.set, abort=abort, timeout=60)
+        except TransportError as exc:
+            failures.append(exc)
+
+    reader = _in_thread(read)
+    assert opened.wait(30)
+    abort.set()
+    reader.join(30)
+    assert [f.code for f in failures] == [pycurl.E_ABORTED_BY_CALLBACK]
+    assert _get(api, "/small") == b'{"ok":true}'
+
+
+def test_the_pump_leaves_when_idle_and_comes_back(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(transfers, "IDLE_SECONDS", 0.2)
+    pump, starts = transfers.Transfers._pump, []
+
+    def counted(self: transfers.Transfers) -> None:
+        starts.append(1)
+        pump(self)
+
+    monkeypatch.setattr(transfers.Transfers, "_pump", counted)
+    assert _get(api, "/small") == b'{"ok":true}'
+    wait_for(lambda: api._transfers._thread is None, 10, what="the pump to leave")
+    assert _get(api, "/small") == b'{"ok":true}'
+    assert len(starts) == 2
+
+
+def test_streams_one_after_another_while_the_pump_leaves_are_all_carried(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream asked for as the pump decides to leave is carried, by it or the next."""
+    monkeypatch.setattr(transfers, "IDLE_SECONDS", 0.0)
+    answers: list[bytes] = []
+    many = _in_thread(lambda: answers.extend(_get(api, "/small") for _ in range(100)))
+    many.join(120)
+    assert answers == [b'{"ok":true}'] * 100
+
+
+def test_a_pump_that_breaks_fails_what_it_carried_and_the_next_transfer_starts_afresh(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    collect = transfers.Transfers._collect
+    broken = threading.Event()
+
+    def breaks_once(self: transfers.Transfers) -> None:
+        if self._running and not broken.is_set():
+            broken.set()
+            raise RuntimeError("boom")
+        collect(self)
+
+    monkeypatch.setattr(transfers.Transfers, "_collect", breaks_once)
+    failures: list[Exception] = []
+
+    def request() -> None:
+        try:
+            _get(api, "/small")
+        except TransportError as exc:
+            failures.append(exc)
+
+    _in_thread(request).join(30)  # a caller left waiting on a pump gone would wait for ever
+    assert [str(f) for f in failures] == [
+        "curl error 2: GET /small: the transfers of 127.0.0.1 broke: RuntimeError: boom"
+    ]
+    assert "the transfers of 127.0.0.1 failed" in caplog.text
+    assert _get(api, "/small") == b'{"ok":true}'
+
+
+def test_a_pump_that_breaks_taking_a_stream_fails_it_and_those_asked_after(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    take = transfers.Transfers._take
+
+    def breaks(self: transfers.Transfers, what: str, transfer: transfers.Transfer) -> None:
+        if what == "start" and not broken:
+            broken.append(1)
+            raise RuntimeError("boom")
+        take(self, what, transfer)
+
+    broken: list[int] = []
+    monkeypatch.setattr(transfers.Transfers, "_take", breaks)
+    failures: list[TransportError] = []
+
+    def request() -> None:
+        try:
+            _get(api, "/small")
+        except TransportError as exc:
+            failures.append(exc)
+
+    _in_thread(request).join(30)
+    assert [f.code for f in failures] == [pycurl.E_FAILED_INIT]
+    assert _get(api, "/small") == b'{"ok":true}'
+
+
+def test_an_error_answer_raises_with_its_body_and_never_says_opened(api: ApiClient) -> None:
+    opened: list[int] = []
+    with pytest.raises(ApiException) as missing:
+        api.stream("/missing", {}, lambda _: True, on_open=lambda: opened.append(1))
+    assert (missing.value.status, opened) == (404, [])
+    assert '"message":"gone"' in missing.value.body
+
+
+def test_what_the_reader_raises_ends_the_stream_and_is_raised_as_it_was(api: ApiClient) -> None:
+    def fails(_: bytes) -> bool:
+        raise KeyError("the reader's own")
+
+    with pytest.raises(KeyError, match="the reader's own"):
+        api.stream("/big", {}, fails)
+    assert _get(api, "/small") == b'{"ok":true}'
+
+
+def test_a_quiet_stream_ends_at_its_timeout(api: ApiClient) -> None:
+    with pytest.raises(TransportError) as timed_out:
+        api.stream("/quiet", {}, lambda _: True, timeout=0.5)
+    assert timed_out.value.code == pycurl.E_OPERATION_TIMEDOUT
+
+
+def test_a_stream_aborted_while_paused_leaves_the_others_going(
+    api: ApiClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its reader, back after the abort, reads what waited and asks for a resume the pump no
+    longer has a transfer for."""
+    stuck, release, abort = threading.Event(), threading.Event(), threading.Event()
+    failures: list[TransportError] = []
+
+    def on_data(_: bytes) -> bool:
+        if not stuck.is_set():
+            stuck.set()
+            release.wait(60)
+        return True
+
+    def read() -> None:
+        try:
+            api.stream("/big", {}, on_data, abort=abort, timeout=60)
+        except TransportError as exc:
+            failures.append(exc)
+
+    reader = _in_thread(read)
+    assert stuck.wait(30)
+    wait_for(lambda: Streams.written > transfers.BACKLOG_BYTES, 30, what="the stream paused")
+    abort.set()
+    wait_for(lambda: not api._transfers._running, 30, what="the aborted stream ended")
+    release.set()
+    reader.join(30)
+    assert [f.code for f in failures] == [pycurl.E_ABORTED_BY_CALLBACK]
+    assert _get(api, "/small") == b'{"ok":true}'
+    assert "the transfers of" not in caplog.text
+
+
+def test_a_socket_the_pump_cannot_watch_fails_its_streams_not_leaves_them_waiting(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pycurl only prints what libcurl's socket callback raises: the pump fails what it
+    carries, where the stream would have waited on a socket nobody watched."""
+    watch = transfers.Transfers._watch
+    broken: list[int] = []
+
+    def breaks(self: transfers.Transfers, what: int, fd: int) -> None:
+        if not broken:
+            broken.append(1)
+            raise OSError("epoll refused it")
+        watch(self, what, fd)
+
+    monkeypatch.setattr(transfers.Transfers, "_watch", breaks)
+    failures: list[TransportError] = []
+
+    def quiet() -> None:
+        try:
+            api.stream("/quiet", {}, lambda _: True)
+        except TransportError as exc:
+            failures.append(exc)
+
+    _in_thread(quiet).join(30)
+    assert [f.code for f in failures] == [pycurl.E_FAILED_INIT]
+    assert "epoll refused it" in str(failures[0])
+    assert _get(api, "/small") == b'{"ok":true}'
