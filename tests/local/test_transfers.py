@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pycurl
@@ -85,6 +85,21 @@ def _in_thread(target: Any) -> threading.Thread:
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
     return thread
+
+
+def _failures(read: Callable[[], object]) -> list[TransportError]:
+    """What `read` raised, run on a thread joined with a bound: a caller left waiting on a
+    pump gone would wait for ever."""
+    failures: list[TransportError] = []
+
+    def run() -> None:
+        try:
+            read()
+        except TransportError as exc:
+            failures.append(exc)
+
+    _in_thread(run).join(30)
+    return failures
 
 
 def test_a_reader_that_stops_pauses_its_stream_and_holds_up_no_other_stream(
@@ -232,15 +247,7 @@ def test_a_pump_that_breaks_fails_what_it_carried_and_the_next_transfer_starts_a
         collect(self)
 
     monkeypatch.setattr(transfers.Transfers, "_collect", breaks_once)
-    failures: list[Exception] = []
-
-    def request() -> None:
-        try:
-            _get(api, "/small")
-        except TransportError as exc:
-            failures.append(exc)
-
-    _in_thread(request).join(30)  # a caller left waiting on a pump gone would wait for ever
+    failures = _failures(lambda: _get(api, "/small"))
     assert [str(f) for f in failures] == [
         "curl error 2: GET /small: the transfers of 127.0.0.1 broke: RuntimeError: boom"
     ]
@@ -261,15 +268,7 @@ def test_a_pump_that_breaks_taking_a_stream_fails_it_and_those_asked_after(
 
     broken: list[int] = []
     monkeypatch.setattr(transfers.Transfers, "_take", breaks)
-    failures: list[TransportError] = []
-
-    def request() -> None:
-        try:
-            _get(api, "/small")
-        except TransportError as exc:
-            failures.append(exc)
-
-    _in_thread(request).join(30)
+    failures = _failures(lambda: _get(api, "/small"))
     assert [f.code for f in failures] == [pycurl.E_FAILED_INIT]
     assert _get(api, "/small") == b'{"ok":true}'
 
@@ -344,15 +343,7 @@ def test_a_socket_the_pump_cannot_watch_fails_its_streams_not_leaves_them_waitin
         watch(self, what, fd)
 
     monkeypatch.setattr(transfers.Transfers, "_watch", breaks)
-    failures: list[TransportError] = []
-
-    def quiet() -> None:
-        try:
-            api.stream("/quiet", {}, lambda _: True)
-        except TransportError as exc:
-            failures.append(exc)
-
-    _in_thread(quiet).join(30)
+    failures = _failures(lambda: api.stream("/quiet", {}, lambda _: True))
     assert [f.code for f in failures] == [pycurl.E_FAILED_INIT]
     assert "epoll refused it" in str(failures[0])
     assert _get(api, "/small") == b'{"ok":true}'
