@@ -194,13 +194,17 @@ class Transfers:
         with self._lock:  # a pump started by the next ask finds a fresh multi handle
             asks, self._asks = self._asks, []
             running = list(self._running.values())
-            for transfer in running:
-                with contextlib.suppress(pycurl.error):
-                    self._multi.remove_handle(transfer.curl)
-            self._multi.close()  # its callbacks act on what is about to be dropped, not after
-            self._selector.close()
-            self._setup()
-            self._thread = None
+            try:
+                for transfer in running:
+                    with contextlib.suppress(pycurl.error):
+                        self._multi.remove_handle(transfer.curl)
+                self._multi.close()  # its callbacks act on what is dropped next, not after
+                self._selector.close()
+                self._setup()
+            except Exception:  # out of descriptors, say: the next ask fails and tries again
+                log.exception("the transfers of %s could not start afresh", self._name)
+            finally:
+                self._thread = None
         for what, transfer in asks:
             if what == "give up":
                 transfer.curl.close()
@@ -210,11 +214,15 @@ class Transfers:
     def _take(self, what: str, transfer: Transfer) -> None:
         curl = transfer.curl
         if what == "start":
-            self._running[curl] = transfer
             self._multi.add_handle(curl)
+            self._running[curl] = transfer
         elif what == "resume":
-            if curl in self._running:
-                curl.pause(pycurl.PAUSE_CONT)  # may hand over what waited, at once
+            if curl in self._running and not transfer._given_up:
+                try:
+                    curl.pause(pycurl.PAUSE_CONT)  # may hand over what waited, at once
+                except pycurl.error as exc:  # what it handed over ended it: this one alone
+                    code, message = (*exc.args, 0, "")[:2]
+                    self._end(transfer, int(code) or ABORTED, str(message))
         elif what == "give up":
             if curl in self._running:
                 self._end(transfer, ABORTED, "its reader stopped")
@@ -256,16 +264,20 @@ class Transfers:
         while True:
             queued, done, failed = self._multi.info_read()
             for curl in done:
-                self._end(self._running[curl], 0, "")
+                if curl in self._running:
+                    self._end(self._running[curl], 0, "")
             for curl, code, message in failed:
-                self._end(self._running[curl], int(code), str(message))
+                if curl in self._running:
+                    self._end(self._running[curl], int(code), str(message))
             if not queued:
                 return
 
     def _end(self, transfer: Transfer, code: int, message: str) -> None:
         del self._running[transfer.curl]
-        self._multi.remove_handle(transfer.curl)
-        transfer.ended(code, message)
+        try:
+            self._multi.remove_handle(transfer.curl)
+        finally:
+            transfer.ended(code, message)
 
     def _socket(self, what: int, fd: int, multi: object, data: object) -> None:
         """libcurl's SOCKETFUNCTION: which of its sockets to wait on, and for what. What it

@@ -7,6 +7,7 @@ a cluster's streams share one HTTP/2 connection: tests/bed/test_client.py.)"""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 from collections.abc import Callable, Iterator
@@ -47,6 +48,8 @@ class Handler(QuietHandler):
         if self.path.startswith("/quiet"):
             self.wfile.flush()
             Streams.quiet_release.wait(60)
+            with contextlib.suppress(OSError):  # the client may have gone
+                self.wfile.write(b"0\r\n\r\n")
             self.close_connection = True
             return
         try:
@@ -347,3 +350,55 @@ def test_a_socket_the_pump_cannot_watch_fails_its_streams_not_leaves_them_waitin
     assert [f.code for f in failures] == [pycurl.E_FAILED_INIT]
     assert "epoll refused it" in str(failures[0])
     assert _get(api, "/small") == b'{"ok":true}'
+
+
+def test_a_reader_that_leaves_as_its_paused_stream_resumes_ends_that_stream_alone(
+    api: ApiClient, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tenant's client gone from a followed log: its reader, caught up enough to have asked
+    for a resume, stops at once; the resume must not break the cluster's other streams."""
+    stuck, release = threading.Event(), threading.Event()
+    read = [0]
+
+    def on_data(piece: bytes) -> bool:
+        if not stuck.is_set():
+            stuck.set()
+            release.wait(60)
+        read[0] += len(piece)
+        return read[0] <= transfers.BACKLOG_BYTES  # past half the backlog: a resume was asked
+
+    other_opened = threading.Event()
+    others = _failures(lambda: None)  # the quiet stream's failures, if any, once it ends
+    quiet = _in_thread(
+        lambda: others.extend(
+            _failures(lambda: api.stream("/quiet", {}, lambda _: True, on_open=other_opened.set))
+        )
+    )
+    assert other_opened.wait(30)
+    received, big = transfers.Transfer.received, list[transfers.Transfer]()
+
+    def seen(self: transfers.Transfer, data: bytes) -> int | None:
+        if not big:  # the quiet stream sends no piece: this is the big one
+            big.append(self)
+        return received(self, data)
+
+    monkeypatch.setattr(transfers.Transfer, "received", seen)
+    take = transfers.Transfers._take
+
+    def late(self: transfers.Transfers, what: str, transfer: transfers.Transfer) -> None:
+        if what == "resume":  # the pump gets to it once the reader has left (as it may)
+            wait_for(lambda: transfer._given_up, 10, what="the reader to leave", interval=0.01)
+        take(self, what, transfer)
+
+    monkeypatch.setattr(transfers.Transfers, "_take", late)
+    reader = _in_thread(lambda: api.stream("/big", {}, on_data, timeout=60))
+    assert stuck.wait(30)
+    wait_for(lambda: big and big[0]._paused, 30, what="the stream paused")
+    release.set()
+    reader.join(30)
+    assert read[0] > transfers.BACKLOG_BYTES
+    assert _get(api, "/small") == b'{"ok":true}'
+    assert "the transfers of" not in caplog.text
+    Streams.quiet_release.set()  # the quiet stream ends as its server does, never failed
+    quiet.join(30)
+    assert others == []
