@@ -402,3 +402,14 @@ def test_a_reader_that_leaves_as_its_paused_stream_resumes_ends_that_stream_alon
     Streams.quiet_release.set()  # the quiet stream ends as its server does, never failed
     quiet.join(30)
     assert others == []
+
+
+def test_what_comes_after_the_reader_left_is_refused_not_queued_for_nobody() -> None:
+    """Between `give_up` and the pump taking it, libcurl may hand over more: refused (0 ends
+    the transfer), where queued it would wait unread for nobody."""
+    pump = transfers.Transfers("give-up")
+    transfer = pump.transfer(pycurl.Curl())
+    assert transfer.received(b"before") is None
+    transfer.give_up()
+    assert transfer.received(b"after") == 0
+    assert transfer._unread == len(b"before")
