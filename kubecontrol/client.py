@@ -340,7 +340,7 @@ class ApiClient:
         once). An exception raised by `on_data` ends the stream and is raised here; an error
         answer raises `ApiException`, a broken stream `TransportError`. `on_open()` is called
         once the server has answered 200, before any piece (a quiet stream may send none for
-        a minute). Setting `abort` ends the stream within a second, pieces or not (a
+        a minute). Setting `abort` ends the stream within two seconds, pieces or not (a
         `TransportError`, libcurl's E_ABORTED_BY_CALLBACK). `on_open` and `on_data` are called
         on this thread.
 
