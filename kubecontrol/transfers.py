@@ -187,7 +187,7 @@ class Transfers:
                         raise
                 self._turn(idle_since)
         except Exception as exc:  # libcurl or a callback of ours broke: no caller may hang
-            log.exception("the transfers of %s failed", self._name)
+            log.exception("a cluster's transfers failed", extra={"cluster": self._name})
             self._fail_all(f"the transfers of {self._name} broke: {type(exc).__name__}: {exc}")
 
     def _fail_all(self, why: str) -> None:
@@ -202,7 +202,9 @@ class Transfers:
                 self._selector.close()
                 self._setup()
             except Exception:  # out of descriptors, say: the next ask fails and tries again
-                log.exception("the transfers of %s could not start afresh", self._name)
+                log.exception(
+                    "a cluster's transfers could not start afresh", extra={"cluster": self._name}
+                )
             finally:
                 self._thread = None
         for what, transfer in asks:
