@@ -1,14 +1,16 @@
 """Benchmark: what a watch costs a controller's process in memory, with a TLS connection of its
 own (as our API client watched up to 0.3.0) and with a cluster's watches sharing one (HTTP/2,
-`kubecontrol/transfers.py`).
+`kubecontrol/transfers.py`); and what a request's idle handle costs, kept with its connection
+after a write (a dry-run create), with libcurl's default upload buffer and with the client's
+(`kubecontrol.client.UPLOAD_BUFFER`).
 
 Each round is a fresh Python process with the dispatcher's imports and the chart's allocator
 settings (`MALLOC_ARENA_MAX=2`, `GLIBC_TUNABLES`), which opens watches of ConfigMaps on the
 bed's manager with our API client, each on a thread of its own as an informer's, waits until
 every one is answered, and prints its resident memory, of it anonymous, and its TCP
-connections to the API server. A watch's cost is the difference between `--watches` and
-`--base` watches, divided; each figure is the median of `--repeat` rounds, with its range.
-Needs a running bed.
+connections to the API server. A watch's (a handle's) cost is the difference between
+`--watches` and `--base` of them, divided; each figure is the median of `--repeat` rounds,
+with its range. Needs a running bed.
 
     .venv/bin/python benchmarks/connections.py --watches 100 --base 20 --repeat 3
 """
@@ -65,10 +67,27 @@ def own():  # as the client watched up to 0.3.0: a handle of its own, read on th
     except pycurl.error:
         pass
 
-for _ in range(count):
-    threading.Thread(target=shared if mode == "shared" else own, daemon=True).start()
-for _ in range(count):
-    assert answered.acquire(timeout=60), "a watch was not answered"
+def requests(upload_buffer):  # `count` request handles, each kept with its connection after
+    # a write (a dry-run create of a 2 KiB ConfigMap), as a busy controller's pool keeps them
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "bench-"},
+            "data": {"pad": "x" * 2048}}
+    kept = []
+    for _ in range(count):
+        curl = api._new_handle()
+        if upload_buffer:
+            curl.setopt(pycurl.UPLOAD_BUFFERSIZE, upload_buffer)
+        api._idle[:] = [curl]
+        api.request("POST", PATH, query={"dryRun": "All"}, body=body)
+        kept.append(api._idle.pop())
+    return kept
+
+if mode.startswith("requests"):
+    kept = requests(65536 if mode == "requests-64k" else 0)
+else:
+    for _ in range(count):
+        threading.Thread(target=shared if mode == "shared" else own, daemon=True).start()
+    for _ in range(count):
+        assert answered.acquire(timeout=60), "a watch was not answered"
 stop.wait(2)  # what the answers leave behind settles
 
 def connections():
@@ -121,8 +140,14 @@ def main() -> None:
     args = parser.parse_args()
     config = load_config()
     kubeconfig = str(Bed(config).kubeconfig(config.managers[0].name))
-    print(f"watches: {args.base} and {args.watches}, {args.repeat} rounds each; KiB")
-    for mode, what in (("own", "a connection each"), ("shared", "one shared (HTTP/2)")):
+    print(f"watches (or handles): {args.base} and {args.watches}, {args.repeat} rounds each; KiB")
+    modes = (
+        ("own", "a watch, a connection each"),
+        ("shared", "a watch, one shared connection (HTTP/2)"),
+        ("requests-64k", "a request's handle after a write, libcurl's 64 KiB upload buffer"),
+        ("requests", "a request's handle after a write, as the client sets it"),
+    )
+    for mode, what in modes:
         per_watch: list[float] = []
         anon_per_watch: list[float] = []
         connections: list[float] = []
@@ -134,9 +159,9 @@ def main() -> None:
             anon_per_watch.append((high["anon"] - low["anon"]) / extra)
             connections.append(high["connections"])
         print(
-            f"{what}: per watch {spread(per_watch, 1)} resident, "
+            f"{what}: each {spread(per_watch, 1)} resident, "
             f"{spread(anon_per_watch, 1)} anonymous; "
-            f"connections at {args.watches} watches {spread(connections, 0)}"
+            f"connections at {args.watches} {spread(connections, 0)}"
         )
 
 

@@ -58,7 +58,8 @@ METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v
 # Idle curl handles kept per cluster for requests, each with its connection open: as many as
 # the dispatcher's reconcile threads (16 by default), which may all write to one cluster at
 # once. A busier moment opens more; those beyond this are closed after use. libcurl gives each
-# connection an OpenSSL context of its own: about 130 KiB per handle.
+# connection an OpenSSL context of its own (its read buffer alone 64 KiB): an idle handle costs
+# about 140 KiB (benchmarks/connections.py).
 IDLE_HANDLES = 16
 # A connection not made in 10 s fails (client-go dials for 30 s; an API server that answers
 # nothing for 10 s is down for our purposes, and the caller retries).
@@ -66,6 +67,10 @@ CONNECT_TIMEOUT_MS = 10_000
 # Idle connections are probed after 30 s, every 10 s: a peer gone without a word (a node lost,
 # a NAT entry dropped) is noticed by the kernel, not by a request that waits on it.
 KEEPALIVE_IDLE, KEEPALIVE_INTERVAL = 30, 10
+# The buffer a handle sends a request's body from: libcurl's least. Its default (64 KiB) stays
+# allocated on every handle that has written once, for as long as the handle is kept idle; a
+# body larger than this goes out in pieces of it.
+UPLOAD_BUFFER = 16 * 1024
 # A request whose answer stops coming for this long fails, whatever its own timeout (a watch,
 # which may be quiet for a minute, is bounded by its timeout instead).
 LOW_SPEED_SECONDS = 30
@@ -537,6 +542,7 @@ def _curl_setup(credentials: Credentials) -> tuple[str, list[tuple[int, Any]]]:
         (pycurl.TCP_KEEPALIVE, 1),
         (pycurl.TCP_KEEPIDLE, KEEPALIVE_IDLE),
         (pycurl.TCP_KEEPINTVL, KEEPALIVE_INTERVAL),
+        (pycurl.UPLOAD_BUFFERSIZE, UPLOAD_BUFFER),
     ]
     origin = f"{parts.scheme}://{parts.netloc}"
     if parts.scheme != "https":

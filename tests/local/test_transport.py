@@ -5,6 +5,7 @@ waits when told to (Retry-After), from a loopback HTTP server."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import socket
 import threading
@@ -12,6 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 
+import orjson
 import pycurl
 import pytest
 
@@ -123,3 +125,26 @@ def test_a_retry_waits_as_long_as_retry_after_asks() -> None:
         answer = kube.io_retry(loopback_client(port).get_json)("/api")
     assert answer == {"kind": "APIVersions"} and len(arrivals) == 3
     assert all(later - earlier >= 1.95 for earlier, later in itertools.pairwise(arrivals))
+
+
+def test_a_body_larger_than_the_upload_buffer_arrives_whole_on_a_kept_connection() -> None:
+    # Bodies go out in pieces of the client's upload buffer (libcurl's least, 16 KiB, to keep
+    # idle handles small); a tenant-sized object is many of them, sent on a kept connection too.
+    class Echo(QuietHandler):
+        protocol_version = "HTTP/1.1"  # the connection stays open for the next request
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            self.reply(200, orjson.dumps({"sha256": hashlib.sha256(body).hexdigest()}))
+
+        do_PATCH = do_POST
+
+    sent = {"kind": "ConfigMap", "data": {str(i): "x" * 1000 for i in range(1500)}}
+    want = hashlib.sha256(orjson.dumps(sent)).hexdigest()
+    assert len(orjson.dumps(sent)) > 90 * kubeclient.UPLOAD_BUFFER
+    with http_server(Echo) as port:
+        client = loopback_client(port)
+        for method in ("POST", "PATCH", "POST"):
+            answer = client.request(method, "/api/v1/namespaces/a/configmaps", body=sent)
+            assert orjson.loads(answer) == {"sha256": want}, method
+        assert len(client._idle) == 1, "one handle served all three"
