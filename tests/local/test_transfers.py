@@ -329,7 +329,7 @@ def test_a_stream_aborted_while_paused_leaves_the_others_going(
     reader.join(30)
     assert [f.code for f in failures] == [pycurl.E_ABORTED_BY_CALLBACK]
     assert _get(api, "/small") == b'{"ok":true}'
-    assert "the transfers of" not in caplog.text
+    assert "a cluster's transfers failed" not in caplog.text
 
 
 def test_a_socket_the_pump_cannot_watch_fails_its_streams_not_leaves_them_waiting(
@@ -366,7 +366,7 @@ def test_a_reader_that_leaves_as_its_paused_stream_resumes_ends_that_stream_alon
             stuck.set()
             release.wait(60)
         read[0] += len(piece)
-        return read[0] <= transfers.BACKLOG_BYTES  # past half the backlog: a resume was asked
+        return big[0]._paused  # leaves as soon as it has asked for the resume
 
     other_opened = threading.Event()
     others = _failures(lambda: None)  # the quiet stream's failures, if any, once it ends
@@ -397,9 +397,9 @@ def test_a_reader_that_leaves_as_its_paused_stream_resumes_ends_that_stream_alon
     wait_for(lambda: big and big[0]._paused, 30, what="the stream paused")
     release.set()
     reader.join(30)
-    assert read[0] > transfers.BACKLOG_BYTES
+    assert read[0] >= transfers.BACKLOG_BYTES // 2, "left once it had asked for the resume"
     assert _get(api, "/small") == b'{"ok":true}'
-    assert "the transfers of" not in caplog.text
+    assert "a cluster's transfers failed" not in caplog.text
     Streams.quiet_release.set()  # the quiet stream ends as its server does, never failed
     quiet.join(30)
     assert others == []
