@@ -11,19 +11,31 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("dispatcher", "worker_controller", "kubecontrol", "trainjob", "plugin/kubebase",
            "plugin/trainjob_api", "plugin/kubectl_trainjob")  # fmt: skip
-LEVELS = {"debug", "info", "warning", "error", "exception", "critical"}
-LOGGERS = {"log", "logger"}
+LEVELS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal"}
 
 
 def built_messages(source: str) -> list[int]:
-    """The lines of `source` whose log calls build their message from values."""
+    """The lines of `source` whose log calls build their message from values: calls on the
+    `logging` module itself or on any name bound to `logging.getLogger(...)` (`log`, by the
+    house's habit), the message given by position or as `msg=`."""
+    tree = ast.parse(source)
+    loggers, constants = {"log", "logger", "logging"}, set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+            if not isinstance(target, ast.Name):
+                continue
+            if isinstance(value, ast.Call) and ast.unparse(value.func) == "logging.getLogger":
+                loggers.add(target.id)
+            elif node in tree.body and isinstance(value, ast.Constant):
+                constants.add(target.id)  # a module's own fixed message
     lines = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(tree):
         if not (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
             and isinstance(node.func.value, ast.Name)
-            and node.func.value.id in LOGGERS
+            and node.func.value.id in loggers
         ):
             continue
         if node.func.attr == "log":  # log.log(level, message, ...)
@@ -32,17 +44,18 @@ def built_messages(source: str) -> list[int]:
             args = node.args
         else:
             continue
-        if len(args) > 1 or (args and not _fixed(args[0])):
+        args += [k.value for k in node.keywords if k.arg == "msg"]
+        if len(args) > 1 or (args and not _fixed(args[0], constants)):
             lines.append(node.lineno)
     return lines
 
 
-def _fixed(message: ast.expr) -> bool:
+def _fixed(message: ast.expr, constants: set[str]) -> bool:
     """A literal, a module's constant, or a choice between fixed messages."""
     if isinstance(message, ast.IfExp):
-        return _fixed(message.body) and _fixed(message.orelse)
+        return _fixed(message.body, constants) and _fixed(message.orelse, constants)
     if isinstance(message, ast.Name):
-        return message.id.isupper()
+        return message.id in constants
     return isinstance(message, ast.Constant)
 
 
@@ -59,6 +72,8 @@ def test_log_calls_give_a_fixed_message_and_their_values_as_fields() -> None:
 def test_what_counts_as_a_built_message() -> None:
     source = "\n".join(
         [
+            'MESSAGE = "fixed"',
+            'audit = logging.getLogger("audit")',
             'log.info("fixed", extra={"job": job})',
             'log.info("job %s", job)',
             'log.warning(f"job {job}")',
@@ -69,6 +84,12 @@ def test_what_counts_as_a_built_message() -> None:
             'log.info("on" if up else f"off {name}")',
             "log.exception(MESSAGE)",
             'other.info("a %s", b)',
+            'audit.warn(f"job {job}")',
+            'logging.info("job %s", job)',
+            'log.info(msg=f"job {job}")',
+            "WHY = f'job {job}'",
+            "log.info(WHY)",
+            "def f():\n    LOCAL = 'x'\n    log.info(LOCAL)",
         ]
     )
-    assert built_messages(source) == [2, 3, 4, 5, 6, 8]
+    assert built_messages(source) == [4, 5, 6, 7, 8, 10, 13, 14, 15, 17, 20]
