@@ -59,7 +59,7 @@ METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v
 # the dispatcher's reconcile threads (16 by default), which may all write to one cluster at
 # once. A busier moment opens more; those beyond this are closed after use. libcurl gives each
 # connection an OpenSSL context of its own (its read buffer alone 64 KiB): an idle handle costs
-# about 140 KiB (benchmarks/connections.py).
+# about 155 KiB against the bed's API server (benchmarks/connections.py).
 IDLE_HANDLES = 16
 # A connection not made in 10 s fails (client-go dials for 30 s; an API server that answers
 # nothing for 10 s is down for our purposes, and the caller retries).
