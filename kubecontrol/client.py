@@ -168,6 +168,9 @@ class ApiClient:
         return curl
 
     def _give_back(self, curl: pycurl.Curl) -> None:
+        # pycurl keeps the body a handle was given (up to the API server's 3 MiB, a tenant's
+        # object) for as long as the handle lives: an idle one keeps none
+        curl.setopt(pycurl.POSTFIELDS, b"")
         if len(self._idle) < IDLE_HANDLES:
             self._idle.append(curl)
         else:
@@ -252,10 +255,6 @@ class ApiClient:
             error = _request_error(curl, status, data) if status >= 400 else None
         finally:
             if answered:
-                if body is not None:
-                    # pycurl keeps the body it was given (up to the API server's 3 MiB, a
-                    # tenant's object) for as long as the handle lives: not an idle one's
-                    curl.setopt(pycurl.POSTFIELDS, b"")
                 self._give_back(curl)
             else:
                 # No answer: the next request starts afresh, on a handle that has not kept
