@@ -256,6 +256,7 @@ def test_a_pump_that_breaks_fails_what_it_carried_and_the_next_transfer_starts_a
     ]
     [logged] = [r for r in caplog.records if r.getMessage() == "a cluster's transfers failed"]
     assert getattr(logged, "cluster", None) == "127.0.0.1" and logged.exc_info is not None
+    assert logged.name == transfers.__name__  # what the other tests' checks look for
     assert _get(api, "/small") == b'{"ok":true}'
 
 
@@ -402,6 +403,8 @@ def test_a_reader_that_leaves_as_its_paused_stream_resumes_ends_that_stream_alon
     reader.join(30)
     assert read[0] >= transfers.BACKLOG_BYTES // 2, "left once it had asked for the resume"
     wait_for(lambda: resumes == big, 10, what="the pump to take the resume asked")
+    wait_for(lambda: big[0].message != "", 10, what="the left stream ended")
+    assert (big[0].code, big[0].message) == (transfers.ABORTED, "its reader stopped")
     assert _get(api, "/small") == b'{"ok":true}'
     assert not [r for r in caplog.records if r.name == transfers.__name__], "the pump broke"
     Streams.quiet_release.set()  # the quiet stream ends as its server does, never failed
@@ -418,3 +421,4 @@ def test_what_comes_after_the_reader_left_is_refused_not_queued_for_nobody() -> 
     transfer.give_up()
     assert transfer.received(b"after") == 0
     assert transfer._unread == len(b"before")
+    assert transfer._items.qsize() == 1, "nothing queued for a reader that has left"

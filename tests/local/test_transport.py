@@ -173,6 +173,12 @@ def test_a_tenant_sized_body_arrives_whole_and_no_idle_handle_keeps_it(
         held = sys.getrefcount(bodies[-1])
         assert held == 2, "after an error answer"
         assert len(client._idle) == 1 and len(Echo.peers) == 1, "one handle, one connection"
+        # nor does libcurl keep a copy: the idle handle, sent as it is, sends an empty body
+        curl, answer_chunks = client._idle[-1], list[bytes]()
+        curl.setopt(pycurl.WRITEFUNCTION, answer_chunks.append)
+        curl.setopt(pycurl.URL, f"http://127.0.0.1:{port}/api/v1/namespaces/a/configmaps")
+        curl.perform()
+        assert orjson.loads(b"".join(answer_chunks)) == {"sha256": hashlib.sha256().hexdigest()}
 
 
 def test_every_handle_sends_from_the_small_upload_buffer() -> None:
