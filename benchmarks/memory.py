@@ -31,7 +31,7 @@ a 2-core machine, and the counts would never settle), and takes it down at the e
         --pipeline ours,peer-shipped --repeat 3  # both, and the goals: exit 1 when not met
 
 Given both pipelines, it runs each `--repeat` times (the order rotating, each run on a fresh
-bed), then sets our pipeline controllers against the peer's, run by run, with issue 79's goals:
+bed), then sets our pipeline controllers against the peer's, run by run, with the goals:
 the slope per 1,000 TrainJobs in flight at most 1.0x the peer's, the peak resident memory at
 most 1.25x. A goal whose median is not met is said so, last, and the exit status is 1.
 """
@@ -235,7 +235,7 @@ class Fit(NamedTuple):
 
 
 CONTROLLERS = "pipeline controllers"
-# Issue 79's goals: ours / the peer's, our pipeline controllers against the peer's.
+# The goals: ours / the peer's, our pipeline controllers against the peer's.
 GOALS = (("slope per 1,000 TrainJobs in flight", "slope", 1.0), ("peak resident", "peak", 1.25))
 
 
