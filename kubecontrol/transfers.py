@@ -18,9 +18,11 @@ them) and on libcurl's timer, and wakes at least every second while a transfer r
 those whose `abort` is set.
 
 What a stream receives is handed to its caller's thread piece by piece and read there
-(`Transfer.pieces`), so a slow reader of one watch holds no other: once `BACKLOG_BYTES` wait
+(`Transfer.pieces`), so a slow reader of one stream holds no other: once `BACKLOG_BYTES` wait
 unread for it, its stream is paused (HTTP/2 stops the server with its flow control), and is
-resumed when its reader has caught up to half of that.
+resumed when its reader has caught up to half of that. A watch's caller instead gives the pump
+its own WRITEFUNCTION, quick by contract, and waits for the end (`ApiClient.watch`): waking
+another thread for each event cost more CPU than the event's own work.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """A cluster's streams on one multi handle, driven by a thread of their own
 (kubecontrol/transfers.py), as our API client uses them, against a loopback HTTP server: a
 stream's reader that stops reading pauses its stream and holds up no other stream; one that
-stops for good ends its transfer; `abort` ends a quiet stream; the pump leaves when idle and
-comes back; a pump that breaks fails what it carried, and the next stream starts afresh. (That
-a cluster's streams share one HTTP/2 connection: tests/bed/test_client.py.)"""
+stops for good ends its transfer; a watch's events are handled on the pump's thread, its
+caller waiting, and what its handler raises ends it; `abort` ends a quiet stream; the pump
+leaves when idle and comes back; a pump that breaks fails what it carried, and the next stream
+starts afresh. (That a cluster's streams share one HTTP/2 connection:
+tests/bed/test_client.py.)"""
 
 from __future__ import annotations
 
@@ -22,6 +24,11 @@ from kubecontrol.client import ApiClient, ApiException, TransportError
 
 BIG = 48 << 20  # many times the backlog a paused stream may hold, and the sockets' buffers
 PATTERN = bytes(range(256)) * 256  # 64 KiB
+EVENT_CHUNKS = [
+    b'{"type":"ADDED","object":{"n":1}}\n{"type":"MOD',
+    b'IFIED","object":{"n":2}}\n',
+    b'{"type":"DELETED","object":{"n":3}}',
+]
 
 
 class Streams:
@@ -40,6 +47,15 @@ class Handler(QuietHandler):
             return
         if self.path.startswith("/missing"):
             self.reply(404, b'{"kind":"Status","code":404,"message":"gone"}')
+            return
+        if self.path.startswith("/events"):  # three watch events, lines cut across chunks
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for chunk in EVENT_CHUNKS:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
             return
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -80,6 +96,19 @@ def _get(api: ApiClient, path: str) -> bytes:
 
     api.stream(path, {}, keep, timeout=30)
     return b"".join(pieces)
+
+
+def _transfers_made(monkeypatch: pytest.MonkeyPatch) -> list[transfers.Transfer]:
+    """The transfers made from here on, in order."""
+    made: list[transfers.Transfer] = []
+    transfer = transfers.Transfers.transfer
+
+    def kept(self: transfers.Transfers, *args: Any) -> transfers.Transfer:
+        made.append(transfer(self, *args))
+        return made[-1]
+
+    monkeypatch.setattr(transfers.Transfers, "transfer", kept)
+    return made
 
 
 def _in_thread(target: Any) -> threading.Thread:
@@ -191,13 +220,84 @@ def test_on_open_and_the_pieces_are_handed_over_on_the_readers_thread(api: ApiCl
     assert seen == [("open", threading.current_thread()), ("data", threading.current_thread())]
 
 
-def test_abort_ends_a_quiet_stream(api: ApiClient) -> None:
+def test_on_the_pump_on_open_and_the_pieces_are_handled_there_while_the_caller_waits(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A watch's way: no piece is handed over; the stream its handler ended leaves nothing
+    running, and its handle closed."""
+    seen: list[tuple[str, str]] = []
+    made = _transfers_made(monkeypatch)
+
+    def on_open() -> None:
+        seen.append(("open", threading.current_thread().name))
+
+    def on_data(piece: bytes) -> bool:
+        seen.append(("data", threading.current_thread().name))
+        return False
+
+    api.stream("/big", {}, on_data, on_open=on_open, on_pump=True)
+    assert seen == [("open", "transfers-127.0.0.1"), ("data", "transfers-127.0.0.1")]
+    [transfer] = made
+    assert transfer._items.empty() and transfer._unread == 0, "nothing handed over"
+    assert not api._transfers._running
+    with pytest.raises(pycurl.error, match="no curl handle"):
+        transfer.curl.getinfo(pycurl.RESPONSE_CODE)  # closed
+    assert _get(api, "/small") == b'{"ok":true}'
+
+
+@pytest.mark.parametrize("fails_in", ["on_open", "on_data"])
+def test_on_the_pump_what_the_handler_raises_ends_the_stream_and_is_raised_as_it_was(
+    api: ApiClient, fails_in: str
+) -> None:
+    def fails(*_: bytes) -> bool:
+        raise KeyError("the handler's own")
+
+    handlers: dict[str, Any] = {"on_open": lambda: None, "on_data": lambda _: True}
+    handlers[fails_in] = fails
+    with pytest.raises(KeyError, match="the handler's own"):
+        api.stream("/big", {}, handlers["on_data"], on_open=handlers["on_open"], on_pump=True)
+    assert not api._transfers._running
+    assert _get(api, "/small") == b'{"ok":true}'
+
+
+def test_on_the_pump_an_error_answer_raises_with_its_body_and_never_says_opened(
+    api: ApiClient,
+) -> None:
+    opened: list[int] = []
+    with pytest.raises(ApiException) as missing:
+        api.stream("/missing", {}, lambda _: True, on_open=lambda: opened.append(1), on_pump=True)
+    assert (missing.value.status, opened) == (404, [])
+    assert '"message":"gone"' in missing.value.body
+
+
+def test_a_watchs_events_are_decoded_on_the_pump_in_order_lines_cut_or_not(
+    api: ApiClient,
+) -> None:
+    """The last line, without its newline, is handed on once the answer has ended."""
+    events: list[tuple[str, object]] = []
+    threads: set[str] = set()
+
+    def on_event(event: dict[str, Any]) -> bool:
+        events.append((event["type"], event["object"]["n"]))
+        threads.add(threading.current_thread().name)
+        return True
+
+    api.watch("/events", {}, on_event, timeout=30)
+    assert events == [("ADDED", 1), ("MODIFIED", 2), ("DELETED", 3)]
+    assert threads == {"transfers-127.0.0.1", threading.current_thread().name}
+
+
+@pytest.mark.parametrize("on_pump", [False, True])
+def test_abort_ends_a_quiet_stream(api: ApiClient, on_pump: bool) -> None:
     abort, opened = threading.Event(), threading.Event()
     failures: list[TransportError] = []
 
     def read() -> None:
         try:
-            api.stream("/quiet", {}, lambda _: True, on_open=opened.set, abort=abort, timeout=60)
+            api.stream(
+                "/quiet", {}, lambda _: True, on_open=opened.set, abort=abort, timeout=60,
+                on_pump=on_pump,
+            )  # fmt: skip
         except TransportError as exc:
             failures.append(exc)
 
