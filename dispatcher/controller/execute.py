@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dispatcher import metrics
 from dispatcher.controller import dependencies_io, placements_io
 from dispatcher.decisions import checkpoints
-from dispatcher.decisions.decide import DispatchPlan, RemoteAction
+from dispatcher.decisions.decide import DispatchPlan, Guard, RemoteAction
 from dispatcher.decisions.plan import Dispatch, PassPlan
 from dispatcher.decisions.removal import Removal
 from dispatcher.workers import log_tails
@@ -310,20 +310,19 @@ def _remote_write(
             remote.cluster.create(c.kind_of(action.obj), action.obj)
             workers.note_namespace_problem(action.cluster, namespace, None)
             workers.note_taken(action.cluster, namespace, meta["name"], None)
-        elif action.verb == "patch":  # a merge patch of our copy (its UID guards it)
+        elif action.verb == "patch":  # a merge patch of our copy
             remote.cluster.patch(
                 c.kind_of(action.obj),
                 meta["name"],
                 namespace,
-                {"metadata": {"uid": meta.get("uid")}, "spec": action.obj["spec"]},
+                {"metadata": _guard(action).preconditions(), "spec": action.obj["spec"]},
             )
         elif action.verb == "open":  # a copy's preemption gates, if it is as we saw it
-            guard = {k: meta[k] for k in ("uid", "resourceVersion") if k in meta}
             remote.cluster.patch(
                 c.kind_of(action.obj),
                 meta["name"],
                 namespace,
-                {"metadata": guard, "status": action.obj["status"]},
+                {"metadata": _guard(action).preconditions(), "status": action.obj["status"]},
                 subresource="status",
             )
         else:
@@ -343,7 +342,7 @@ def _remote_write(
                 c.kind_of(action.obj),
                 meta["name"],
                 meta.get("namespace"),
-                uid=meta.get("uid"),
+                uid=_guard(action).uid,
             )
     except ApiException as exc:
         if exc.status == 404 and action.verb == "create":
@@ -376,6 +375,14 @@ def _remote_write(
     if undone is not None:
         workers.forget_write((*key[:1], undone, *key[2:]))
     return True
+
+
+def _guard(action: RemoteAction) -> Guard:
+    """The plan's guard of a write to an object it saw (RemoteAction requires one): never
+    sent without."""
+    if action.guard is None or not action.guard.uid:
+        raise ValueError(f"{action.verb} of {_where(action.obj)} on {action.cluster}: no guard")
+    return action.guard
 
 
 def _already_there(workers: WorkerConnections, action: RemoteAction) -> bool | None:

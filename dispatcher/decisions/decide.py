@@ -130,10 +130,38 @@ class DispatchObserved:
 # written with its preemption gates as the object holds them (guarded by its
 # resourceVersion: a gate its Kueue closed since stays closed).
 Verb = Literal["create", "patch", "delete", "ensure", "open"]
+# The verbs that act on an object the plan saw on the worker: each carries its Guard.
+GUARDED: frozenset[Verb] = frozenset({"patch", "delete", "open"})
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A remote write's preconditions, sent with it: the worker's object must still be the one
+    the plan was made from, by UID (a same-named object made since is never written or
+    deleted), and, for a write made from the object as seen ("open"), by resourceVersion."""
+
+    uid: str
+    resource_version: str = ""
+
+    @classmethod
+    def of(cls, obj: Dict, *, as_seen: bool = False) -> Guard:
+        meta = obj["metadata"]
+        version = str(meta.get("resourceVersion") or "") if as_seen else ""
+        return cls(str(meta.get("uid") or ""), version)
+
+    def preconditions(self) -> Dict:
+        """The guard as a patch's metadata (the API server refuses it, 409, when it differs)."""
+        held = {"uid": self.uid}
+        if self.resource_version:
+            held["resourceVersion"] = self.resource_version
+        return held
 
 
 @dataclass
 class RemoteAction:
+    """One write to a worker's object, as the plan decided it (the executor only carries it
+    out). `guard`: what the object must still be, for the verbs in GUARDED (required)."""
+
     cluster: str
     verb: Verb
     obj: Dict
@@ -141,6 +169,11 @@ class RemoteAction:
     # A TrainJob copy whose pods' log tails are read before it goes (log_tails.py): deleted
     # while the manager keeps tails and its TrainJob has not opted out.
     capture_tails: bool = False
+    guard: Guard | None = None
+
+    def __post_init__(self) -> None:
+        if self.verb in GUARDED and (self.guard is None or not self.guard.uid):
+            raise ValueError(f"a {self.verb} of a worker's object needs a guard with its UID")
 
 
 @dataclass
@@ -329,7 +362,9 @@ def _delete(plan: DispatchPlan, remote: RemoteView, why: str | None = None) -> N
     for obj in (remote.trainjob, remote.workload):
         if obj is not None and remote.connected:
             event = Event("Normal", "RemoteRemoved", f"{why}; copy on {remote.name} removed")
-            action = RemoteAction(remote.name, "delete", obj.raw, event if why else None)
+            action = RemoteAction(
+                remote.name, "delete", obj.raw, event if why else None, guard=Guard.of(obj.raw)
+            )
             plan.remote.append(action)
             why = None  # one Event a worker, with its first deletion
 
@@ -541,7 +576,9 @@ def _priority_follows(p: _Pass) -> None:
             "metadata": {"name": copy_.name, "namespace": copy_.namespace, "uid": copy_.uid},
             "spec": want,
         }
-        p.plan.remote.append(RemoteAction(remote.name, "patch", patch))
+        p.plan.remote.append(
+            RemoteAction(remote.name, "patch", patch, guard=Guard(copy_.uid or ""))
+        )
 
 
 def _step1_finished_on_the_manager(p: _Pass) -> None:
@@ -1075,4 +1112,6 @@ def _open(p: _Pass, gates: Gates) -> None:
         f"{remote.name} may preempt to admit it: {why}; another worker may only if it has "
         f"not admitted it within {p.obs.preemption_timeout:g}s",
     )
-    plan.remote.append(RemoteAction(remote.name, "open", obj, event))
+    plan.remote.append(
+        RemoteAction(remote.name, "open", obj, event, guard=Guard.of(obj, as_seen=True))
+    )

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from dispatcher.decisions.copies import orphan
-from dispatcher.decisions.decide import RemoteAction
+from dispatcher.decisions.decide import Guard, RemoteAction
 from kubebase.objects import Dict
 from trainjob_api.views import ObjectView
 
@@ -65,7 +65,7 @@ def removal(held: Iterable[Held], holders: Iterable[str], gc_interval: float) ->
             if worker.cluster in plan.holders:
                 unreachable.append(worker.cluster)
             continue
-        plan.deletes += [RemoteAction(worker.cluster, "delete", copy) for copy in worker.copies]
+        plan.deletes += [_delete(worker.cluster, copy) for copy in worker.copies]
     plan.unreachable = tuple(sorted(unreachable))
     plan.sweep = (
         f"the garbage collector removes them once the worker is back (every {gc_interval:g} s)"
@@ -105,7 +105,7 @@ def orphans(held: Iterable[Held], manager: ManagerObjects) -> list[RemoteAction]
             if not view.deleting and orphan(view, find(view.namespace, view.name)):
                 found.append(copy)
         chosen = _in_turn(found, SWEEP_DELETES_PER_WORKER)
-        deletes += [RemoteAction(worker.cluster, "delete", copy) for copy in chosen]
+        deletes += [_delete(worker.cluster, copy) for copy in chosen]
     return deletes
 
 
@@ -124,3 +124,8 @@ def _in_turn(copies: list[Dict], bound: int) -> list[Dict]:
         if len(taken) >= bound:
             break
     return taken[:bound]
+
+
+def _delete(cluster: str, copy: Dict) -> RemoteAction:
+    """A copy's delete, guarded by the UID its worker's watch showed."""
+    return RemoteAction(cluster, "delete", copy, guard=Guard.of(copy))

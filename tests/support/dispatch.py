@@ -42,8 +42,8 @@ def remote(
     trainjob: bool = False,
     running: bool = False,
 ) -> RemoteView:
-    """A worker as the dispatcher sees it; its TrainJob copy (`trainjob`) is Complete, or
-    still running with `running`."""
+    """A worker as the dispatcher sees it (its copies have UIDs, as every object an API server
+    serves); its TrainJob copy (`trainjob`) is Complete, or still running with `running`."""
     wl = None
     if workload:
         conds = (
@@ -54,14 +54,14 @@ def remote(
         wl = {
             "kind": "Workload",
             "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "metadata": {"name": "trainjob-tj-abcde", "namespace": "ns"},
+            "metadata": {"name": "trainjob-tj-abcde", "namespace": "ns", "uid": f"uid-{name}-wl"},
             "status": {"conditions": conds},
         }
     tj = (
         {
             "kind": "TrainJob",
             "apiVersion": "trainer.kubeflow.org/v1alpha1",
-            "metadata": {"name": "tj", "namespace": "ns"},
+            "metadata": {"name": "tj", "namespace": "ns", "uid": f"uid-{name}-tj"},
             "status": {
                 "conditions": [
                     {"type": "Suspended", "status": "False"}

@@ -5,13 +5,14 @@ the check's message. The worker is a stand-in that answers as the API server wou
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from dispatcher.controller import execute
-from dispatcher.decisions.decide import RemoteAction
+from dispatcher.decisions.decide import GUARDED, Guard, RemoteAction
 from kubecontrol.client import ApiException
 from trainjob_api import constants as c
 
@@ -88,8 +89,14 @@ def key(verb: str) -> tuple[str, ...]:
     return ("worker1", verb, "TrainJob", "ns", "tj")
 
 
+def planned(verb: str, obj: Dict, **kwargs: Any) -> RemoteAction:
+    """A write as the plan makes it: one to an object seen guarded by the UID seen."""
+    guard = Guard(obj["metadata"]["uid"]) if verb in GUARDED else None
+    return RemoteAction("worker1", verb, obj, guard=guard, **kwargs)  # type: ignore[arg-type]
+
+
 def write(workers: WorkerConnections, verb: str) -> bool | None:
-    return execute._remote_write(workers, RemoteAction("worker1", verb, copy()))  # type: ignore[arg-type]
+    return execute._remote_write(workers, planned(verb, copy()))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("verb", ["create", "patch", "delete"])
@@ -114,6 +121,41 @@ def test_a_delete_names_the_copy_it_saw_by_its_uid() -> None:
     write(workers, "delete")
     ((_, args, kwargs),) = workers.worker.calls  # type: ignore[union-attr]
     assert args[1:] == ("tj", "ns") and kwargs == {"uid": "copy-uid"}
+
+
+def test_the_executor_sends_the_plans_guard_not_what_the_object_says() -> None:
+    """The guard is the plan's decision: the object's metadata may hold anything."""
+    workers = WorkerConnections(Worker())
+    guard = Guard("planned-uid", "9")
+    for verb in ("patch", "delete"):
+        action = RemoteAction("worker1", verb, copy(), guard=Guard("planned-uid"))
+        assert execute._remote_write(workers, action) is True  # type: ignore[arg-type]
+    seen = {**copy(), "status": {}}
+    assert (
+        execute._remote_write(workers, RemoteAction("worker1", "open", seen, guard=guard)) is True
+    )  # type: ignore[arg-type]
+    patch, delete, open_ = workers.worker.calls  # type: ignore[union-attr]
+    assert patch[1][3]["metadata"] == {"uid": "planned-uid"}
+    assert delete[2] == {"uid": "planned-uid"}
+    assert open_[1][3]["metadata"] == {"uid": "planned-uid", "resourceVersion": "9"}
+
+
+@pytest.mark.parametrize("verb", sorted(GUARDED))
+@pytest.mark.parametrize("guard", [None, Guard("")])
+def test_a_write_to_an_object_seen_is_never_planned_without_its_guard(
+    verb: str, guard: Guard | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    with pytest.raises(ValueError, match=f"a {verb} of a worker's object needs a guard"):
+        RemoteAction("worker1", verb, copy(), guard=guard)  # type: ignore[arg-type]
+    action = planned(verb, copy())
+    action.guard = guard  # set after the plan was made: still never sent
+    workers = WorkerConnections(Worker())
+    with caplog.at_level(logging.WARNING, logger=execute.__name__):
+        assert execute._remote_write(workers, action) is None  # type: ignore[arg-type]
+    assert workers.worker.calls == []  # type: ignore[union-attr]
+    assert [getattr(r, "error", "") for r in caplog.records] == [
+        f"{verb} of ns/tj on worker1: no guard"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -194,7 +236,7 @@ def test_a_write_sent_moments_ago_or_to_a_worker_gone_is_not_sent() -> None:
 def test_a_deleted_trainjobs_copy_delete_is_sent_even_if_sent_moments_ago() -> None:
     """Its pass does not come back (our finalizer goes with it): `once` sends it all the same."""
     again = WorkerConnections(Worker(), first_time=False)
-    action = RemoteAction("worker1", "delete", copy())
+    action = planned("delete", copy())
     assert execute._remote_write(again, action, once=True) is True  # type: ignore[arg-type]
     ((called, args, kwargs),) = again.worker.calls  # type: ignore[union-attr]
     assert called == "delete" and args[1:] == ("tj", "ns") and kwargs == {"uid": "copy-uid"}
@@ -222,7 +264,7 @@ def test_a_copy_whose_tails_are_read_goes_once_its_capture_in_its_namespace_is_o
     captures = Captures(over)
     settings = SimpleNamespace(log_tails_kept=10, log_tails_bytes=1, log_tails_per_namespace=1)
     workers.captures, workers.settings, workers.manager = captures, settings, None  # type: ignore[attr-defined]
-    action = RemoteAction("worker1", "delete", copy(), capture_tails=True)
+    action = planned("delete", copy(), capture_tails=True)
     done = execute._remote_write(workers, action)  # type: ignore[arg-type]
     assert captures.asked == [("copy-uid", "ns")]
     calls = [call[0] for call in workers.worker.calls]  # type: ignore[union-attr]
@@ -239,7 +281,7 @@ def test_an_open_writes_the_copys_status_guarded_by_the_version_it_saw() -> None
         "metadata": {"name": "wl", "namespace": "ns", "uid": "u", "resourceVersion": "7"},
         "status": {"preemptionGates": gates},
     }
-    action = RemoteAction("worker1", "open", seen)
+    action = RemoteAction("worker1", "open", seen, guard=Guard("u", "7"))
     assert execute._remote_write(WorkerConnections(worker), action) is True  # type: ignore[arg-type]
     ((verb, args, kwargs),) = worker.calls
     body = {"metadata": {"uid": "u", "resourceVersion": "7"}, "status": {"preemptionGates": gates}}
@@ -256,8 +298,8 @@ def test_the_sweep_deletes_each_orphan_planned_even_one_deleted_moments_ago(
     workers = WorkerConnections(Worker(answer), first_time=False)
     other = copy()
     other["metadata"] = {**other["metadata"], "name": "tj2", "uid": "uid2"}
-    planned = [RemoteAction("worker1", "delete", copy()), RemoteAction("worker1", "delete", other)]
-    assert execute.sweep(workers, planned) == done  # type: ignore[arg-type]
+    deletes = [planned("delete", copy()), planned("delete", other)]
+    assert execute.sweep(workers, deletes) == done  # type: ignore[arg-type]
     calls = [(verb, args[1:], kwargs) for verb, args, kwargs in workers.worker.calls]  # type: ignore[union-attr]
     assert calls == [
         ("delete", ("tj", "ns"), {"uid": "copy-uid"}),
@@ -271,5 +313,5 @@ def test_a_write_sent_once_never_asks_whether_it_was_sent_moments_ago() -> None:
     asked = []
     workers = WorkerConnections(Worker())
     workers.first_time = lambda key: asked.append(key) or True  # type: ignore[method-assign]
-    execute.sweep(workers, [RemoteAction("worker1", "delete", copy())])  # type: ignore[arg-type]
+    execute.sweep(workers, [planned("delete", copy())])  # type: ignore[arg-type]
     assert asked == []

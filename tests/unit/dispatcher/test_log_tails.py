@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from dispatcher.controller import execute
-from dispatcher.decisions.decide import DispatchPlan, RemoteAction
+from dispatcher.decisions.decide import DispatchPlan, Guard, RemoteAction
 from dispatcher.workers import copy_pods, log_tails
 from dispatcher.workers.copy_pods import pick_pod
 from dispatcher.workers.log_tails import (
@@ -360,8 +360,10 @@ def test_a_copys_delete_waits_for_its_tails_read_off_the_calling_thread(
     )
     plan = DispatchPlan(
         remote=[
-            RemoteAction("worker1", "delete", copy, capture_tails=True),  # as decided
-            RemoteAction("worker1", "delete", workload),
+            RemoteAction(
+                "worker1", "delete", copy, capture_tails=True, guard=Guard.of(copy)
+            ),  # as decided
+            RemoteAction("worker1", "delete", workload, guard=Guard.of(workload)),
         ]
     )
     wl = SimpleNamespace(key=("ns", "wl"), resource_version="1", cluster_queue="cq")
