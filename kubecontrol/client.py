@@ -48,7 +48,7 @@ from kubebase.kinds import checked_path
 from kubebase.objects import Dict
 from kubecontrol.credentials import Credentials, KubeconfigError
 from kubecontrol.exec_credentials import ExecTokens
-from kubecontrol.transfers import OPENED, Transfers
+from kubecontrol.transfers import OPENED, Transfer, Transfers
 from kubecontrol.version import DISTRIBUTION, VERSION
 
 TOKEN_REREAD_SECONDS = 60.0  # kubelet refreshes a projected token well before it expires
@@ -75,6 +75,11 @@ UPLOAD_BUFFER = 16 * 1024
 # A request whose answer stops coming for this long fails, whatever its own timeout (a watch,
 # which may be quiet for a minute, is bounded by its timeout instead).
 LOW_SPEED_SECONDS = 30
+# The longest one piece of a stream may be handled on the cluster's pump (`ApiClient.watch`):
+# a stream whose piece took longer (a large object, a busy handler) has the rest handed over
+# to its caller's thread, so that it holds up the cluster's other streams once, not for the
+# rest of its life. An event is handled in about 0.1 ms.
+PUMP_BUDGET_SECONDS = 0.01
 
 
 class ApiException(Exception):
@@ -359,8 +364,9 @@ class ApiClient:
         once the server has answered 200, before any piece (a quiet stream may send none for
         a minute). Setting `abort` ends the stream within two seconds, pieces or not (a
         `TransportError`, libcurl's E_ABORTED_BY_CALLBACK). `on_open` and `on_data` are called
-        on this thread; with `on_pump`, on the pump's as the pieces come (`watch`), and no
-        piece waits unread.
+        on this thread; with `on_pump`, on the pump's as the pieces come (`watch`), until one
+        piece takes over PUMP_BUDGET_SECONDS: the rest of the stream is handed over to this
+        thread.
 
         A stream shares the cluster's HTTP/2 connection; with `own_connection`, one a tenant's
         reader paces (a followed log), it has one of its own over HTTP/1.1, closed after: a
@@ -385,7 +391,7 @@ class ApiClient:
             curl.close()
             raise
         transfer = self._transfers.transfer(curl, abort)
-        body = _Body(head, on_data)
+        body = _Body(head, on_data, transfer)
         opened = on_open if on_pump else transfer.opened
         if on_open is not None:
 
@@ -396,11 +402,12 @@ class ApiClient:
                 return None
 
             curl.setopt(pycurl.HEADERFUNCTION, header)
-        curl.setopt(pycurl.WRITEFUNCTION, body.write if on_pump else transfer.received)
+        curl.setopt(pycurl.WRITEFUNCTION, body.on_pump if on_pump else transfer.received)
         transfer.start()
         ended = False
         try:
-            # On the pump, only the transfer's end comes here.
+            # On the pump, only the transfer's end comes here, unless its pieces were handed
+            # over (`_Body.on_pump`).
             for piece in transfer.pieces():
                 if piece is OPENED:
                     on_open()  # type: ignore[misc]
@@ -430,9 +437,13 @@ class _Body:
     a good one goes to `on_data` piece by piece. Returning 0 from `write` ends the stream.
     `head`: the answer's header lines, as they come."""
 
-    def __init__(self, head: list[bytes], on_data: Callable[[bytes], bool]) -> None:
+    def __init__(
+        self, head: list[bytes], on_data: Callable[[bytes], bool], transfer: Transfer
+    ) -> None:
         self._head = head
         self._on_data = on_data
+        self._transfer = transfer
+        self.handed_over = False  # handled on the pump until a piece took too long there
         self.status = 0
         self.error_body: list[bytes] = []
         self.stopped = False
@@ -445,6 +456,18 @@ class _Body:
             self.error_body.append(data)
             return None
         return self.call(self._on_data, data)
+
+    def on_pump(self, data: bytes) -> int | None:
+        """`write` on the pump's thread (the stream's WRITEFUNCTION), until a piece took over
+        PUMP_BUDGET_SECONDS there; the pieces after it go to the caller's thread, in order
+        (`Transfer.received`)."""
+        if self.handed_over:
+            return self._transfer.received(data)
+        started = time.perf_counter()
+        result = self.write(data)
+        if time.perf_counter() - started > PUMP_BUDGET_SECONDS:
+            self.handed_over = True
+        return result
 
     def call(self, function: Callable[..., object], *args: object) -> int | None:
         """`function(*args)`; 0 (the stream ends) when it returns False or raises (kept in
@@ -465,18 +488,25 @@ class _Events:
 
     def __init__(self, on_event: Callable[[Dict], bool]) -> None:
         self._on_event = on_event
-        self._pending = b""
+        self._pending: list[bytes] = []  # the pieces of a line not whole yet
         self._stopped = False
 
     def write(self, data: bytes) -> bool:
-        *lines, self._pending = (self._pending + data).split(b"\n")
-        return self._hand_over(lines)
+        """Each piece is looked through once, and a line joined once (a large object's event
+        comes in many pieces)."""
+        if b"\n" not in data:
+            self._pending.append(data)
+            return True
+        first, *lines, rest = data.split(b"\n")
+        whole = b"".join([*self._pending, first]) if self._pending else first
+        self._pending = [rest] if rest else []
+        return self._hand_over([whole, *lines])
 
     def end(self) -> None:
         """The server ended the answer: its last line, if it had no newline."""
         if not self._stopped:
-            self._hand_over([self._pending])
-        self._pending = b""
+            self._hand_over([b"".join(self._pending)])
+        self._pending = []
 
     def _hand_over(self, lines: list[bytes]) -> bool:
         """Whether to go on reading."""

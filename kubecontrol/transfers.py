@@ -22,7 +22,8 @@ What a stream receives is handed to its caller's thread piece by piece and read 
 unread for it, its stream is paused (HTTP/2 stops the server with its flow control), and is
 resumed when its reader has caught up to half of that. A watch's caller instead gives the pump
 its own WRITEFUNCTION, quick by contract, and waits for the end (`ApiClient.watch`): waking
-another thread for each event cost more CPU than the event's own work.
+another thread for each event cost more CPU than the event's own work. Once one of its pieces
+takes the pump too long, the rest of that watch is handed over as above.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,7 +20,7 @@ import pycurl
 import pytest
 
 from clusters.helpers.waiting import QuietHandler, http_server, loopback_client, wait_for
-from kubecontrol import transfers
+from kubecontrol import client, transfers
 from kubecontrol.client import ApiClient, ApiException, TransportError
 
 BIG = 48 << 20  # many times the backlog a paused stream may hold, and the sockets' buffers
@@ -96,6 +97,10 @@ def _get(api: ApiClient, path: str) -> bytes:
 
     api.stream(path, {}, keep, timeout=30)
     return b"".join(pieces)
+
+
+def transfers_budget() -> float:
+    return client.PUMP_BUDGET_SECONDS
 
 
 def _transfers_made(monkeypatch: pytest.MonkeyPatch) -> list[transfers.Transfer]:
@@ -247,17 +252,73 @@ def test_on_the_pump_on_open_and_the_pieces_are_handled_there_while_the_caller_w
 
 @pytest.mark.parametrize("fails_in", ["on_open", "on_data"])
 def test_on_the_pump_what_the_handler_raises_ends_the_stream_and_is_raised_as_it_was(
-    api: ApiClient, fails_in: str
+    api: ApiClient, fails_in: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """At once: nothing more is handed to `on_data`, and the handle is closed."""
+    calls: list[str] = []
+    made = _transfers_made(monkeypatch)
+
     def fails(*_: bytes) -> bool:
         raise KeyError("the handler's own")
 
     handlers: dict[str, Any] = {"on_open": lambda: None, "on_data": lambda _: True}
     handlers[fails_in] = fails
+
+    def on_open() -> None:
+        calls.append("on_open")
+        handlers["on_open"]()
+
+    def on_data(piece: bytes) -> bool:
+        calls.append("on_data")
+        return bool(handlers["on_data"](piece))
+
     with pytest.raises(KeyError, match="the handler's own"):
-        api.stream("/big", {}, handlers["on_data"], on_open=handlers["on_open"], on_pump=True)
+        api.stream("/big", {}, on_data, on_open=on_open, on_pump=True)
+    assert calls == {"on_open": ["on_open"], "on_data": ["on_open", "on_data"]}[fails_in]
     assert not api._transfers._running
+    with pytest.raises(pycurl.error, match="no curl handle"):
+        made[0].curl.getinfo(pycurl.RESPONSE_CODE)  # closed
     assert _get(api, "/small") == b'{"ok":true}'
+
+
+def test_on_the_pump_a_piece_over_the_budget_hands_the_rest_to_the_callers_thread(
+    api: ApiClient,
+) -> None:
+    """A stream whose handling turned slow holds up the cluster's other streams once: its
+    later pieces are handled on its caller's thread (here, blocked there), while another
+    stream's go on being handled on the pump."""
+    threads: list[str] = []
+    release, blocked, other_done = threading.Event(), threading.Event(), threading.Event()
+
+    def slow(_: bytes) -> bool:
+        threads.append(threading.current_thread().name)
+        if len(threads) == 1:
+            time.sleep(transfers_budget() * 5)  # over the budget, on the pump
+        elif len(threads) == 2:
+            blocked.set()
+            release.wait(30)  # where a pump would hold every stream up
+        return len(threads) < 3
+
+    pieces = [0]
+
+    def other(_: bytes) -> bool:
+        pieces[0] += 1
+        return pieces[0] < 20
+
+    slow_reader = _in_thread(lambda: api.stream("/big", {}, slow, on_pump=True, timeout=60))
+    assert blocked.wait(30)
+    other_reader = _in_thread(
+        lambda: (api.stream("/big", {}, other, on_pump=True, timeout=60), other_done.set())
+    )
+    try:
+        assert other_done.wait(10), "the other stream was held up"
+    finally:
+        release.set()
+    slow_reader.join(30)
+    other_reader.join(30)
+    assert threads[0] == "transfers-127.0.0.1"
+    assert threads[1:] == [slow_reader.name] * 2
+    assert pieces[0] == 20
 
 
 def test_on_the_pump_an_error_answer_raises_with_its_body_and_never_says_opened(
@@ -282,9 +343,26 @@ def test_a_watchs_events_are_decoded_on_the_pump_in_order_lines_cut_or_not(
         threads.add(threading.current_thread().name)
         return True
 
-    api.watch("/events", {}, on_event, timeout=30)
-    assert events == [("ADDED", 1), ("MODIFIED", 2), ("DELETED", 3)]
+    def on_open() -> None:
+        events.append(("open", threading.current_thread().name))
+
+    api.watch("/events", {}, on_event, timeout=30, on_open=on_open)
+    assert events == [
+        ("open", "transfers-127.0.0.1"),
+        ("ADDED", 1),
+        ("MODIFIED", 2),
+        ("DELETED", 3),
+    ]
     assert threads == {"transfers-127.0.0.1", threading.current_thread().name}
+
+
+def test_a_watch_its_handler_ends_hands_nothing_more_on_not_even_the_rest_of_a_line(
+    api: ApiClient,
+) -> None:
+    """`on_event` returning False ends the watch where it is."""
+    seen: list[str] = []
+    api.watch("/events", {}, lambda event: seen.append(event["type"]) or False, timeout=30)
+    assert seen == ["ADDED"]
 
 
 @pytest.mark.parametrize("on_pump", [False, True])
