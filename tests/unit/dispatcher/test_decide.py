@@ -14,6 +14,7 @@ from dispatcher.decisions.decide import (
     REMOTE_NAME_TAKEN,
     CapacityAware,
     External,
+    Guard,
     Incremental,
     RemoteView,
     Taken,
@@ -113,9 +114,9 @@ def test_first_admitted_copy_wins_and_the_others_go() -> None:
     # the loser's copy removed and the TrainJob sent to the winner.
     assert plan.cluster_name == "w2"
     assert plan.check_state == ("Ready", 'The workload was admitted on "w2"')
-    assert [(a.cluster, a.verb, a.obj["kind"]) for a in plan.remote] == [
-        ("w1", "delete", "Workload"),
-        ("w2", "create", "TrainJob"),
+    assert [(a.cluster, a.verb, a.obj["kind"], a.guard) for a in plan.remote] == [
+        ("w1", "delete", "Workload", Guard("uid-w1-wl")),  # the copy seen, by its UID
+        ("w2", "create", "TrainJob", None),
     ]
     # No Event while the TrainJob is suspended: the Started Event of the admission that
     # follows names the cluster (queueing). One still running (sent again) gets its own.
@@ -634,6 +635,7 @@ def test_copies_take_a_changed_priority_and_are_left_alone_when_they_have_it() -
             },
         )
     ]
+    assert [a.guard for a in patches] == [Guard("copy-uid")]
 
 
 TAKEN = Taken(

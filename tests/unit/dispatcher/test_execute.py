@@ -126,18 +126,27 @@ def test_a_delete_names_the_copy_it_saw_by_its_uid() -> None:
 def test_the_executor_sends_the_plans_guard_not_what_the_object_says() -> None:
     """The guard is the plan's decision: the object's metadata may hold anything."""
     workers = WorkerConnections(Worker())
-    guard = Guard("planned-uid", "9")
-    for verb in ("patch", "delete"):
-        action = RemoteAction("worker1", verb, copy(), guard=Guard("planned-uid"))
+    seen = copy()
+    seen["metadata"] = {**seen["metadata"], "resourceVersion": "8"}
+    seen["status"] = {}
+    for verb, guard in [
+        ("patch", Guard("planned-uid", "5")),
+        ("delete", Guard("planned-uid", "5")),
+        ("open", Guard("planned-uid", "9")),
+    ]:
+        action = RemoteAction("worker1", verb, seen, guard=guard)  # type: ignore[arg-type]
         assert execute._remote_write(workers, action) is True  # type: ignore[arg-type]
-    seen = {**copy(), "status": {}}
-    assert (
-        execute._remote_write(workers, RemoteAction("worker1", "open", seen, guard=guard)) is True
-    )  # type: ignore[arg-type]
     patch, delete, open_ = workers.worker.calls  # type: ignore[union-attr]
-    assert patch[1][3]["metadata"] == {"uid": "planned-uid"}
-    assert delete[2] == {"uid": "planned-uid"}
+    assert patch[1][3]["metadata"] == {"uid": "planned-uid", "resourceVersion": "5"}
+    assert delete[2] == {"uid": "planned-uid"}  # a delete's precondition names a UID only
     assert open_[1][3]["metadata"] == {"uid": "planned-uid", "resourceVersion": "9"}
+
+
+def test_a_guard_takes_the_version_seen_only_for_a_write_made_from_the_object_as_seen() -> None:
+    seen = {"metadata": {"uid": "u", "resourceVersion": "3"}}
+    assert Guard.of(seen) == Guard("u")
+    assert Guard.of(seen, as_seen=True) == Guard("u", "3")
+    assert Guard("u").preconditions() == {"uid": "u"}
 
 
 @pytest.mark.parametrize("verb", sorted(GUARDED))

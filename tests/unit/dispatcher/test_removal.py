@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from dispatcher.decisions.decide import Guard
 from dispatcher.decisions.removal import SWEEP_DELETES_PER_WORKER, Held, _in_turn, orphans, removal
 from trainjob_api import constants as c
 from trainjob_api.views import ObjectView
@@ -16,13 +17,17 @@ def copy(
     kind: str, name: str, uid: str, made_for: str | None = None, namespace: str = "ns"
 ) -> dict:
     """A copy as a remote watch keeps it; `made_for`: the manager object's UID it names."""
-    meta: dict = {"namespace": namespace, "name": name, "uid": uid}
+    meta: dict = {"namespace": namespace, "name": name, "uid": uid, "resourceVersion": "5"}
     if made_for is not None:
         meta["annotations"] = {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: made_for}
     return {"kind": kind, "metadata": meta}
 
 
 TJ, WL = copy("TrainJob", "tj", "u-tj"), copy("Workload", "trainjob-tj-1", "u-wl")
+
+
+def guarded(deletes: list[tuple[str, str, str]]) -> list[tuple[str, str, Guard]]:
+    return [(cluster, kind, Guard(uid)) for cluster, kind, uid in deletes]
 
 
 @pytest.mark.parametrize(
@@ -81,7 +86,8 @@ def test_removal(
     warning: str | None,
 ) -> None:
     plan = removal(held, holders, 60)
-    assert [(a.cluster, a.obj["kind"], a.obj["metadata"]["uid"]) for a in plan.deletes] == deletes
+    # each guarded by the UID seen alone (a version moved since deletes it all the same)
+    assert [(a.cluster, a.obj["kind"], a.guard) for a in plan.deletes] == guarded(deletes)
     assert {a.verb for a in plan.deletes} <= {"delete"}
     assert not any(a.capture_tails for a in plan.deletes)
     said = plan.deferred(failed)
@@ -228,7 +234,7 @@ def test_orphans(
     deletes: list[tuple[str, str, str]],
 ) -> None:
     planned = orphans(held, Manager(trainjobs, workloads))
-    assert [(a.cluster, a.obj["kind"], a.obj["metadata"]["uid"]) for a in planned] == deletes
+    assert [(a.cluster, a.obj["kind"], a.guard) for a in planned] == guarded(deletes)
     assert {a.verb for a in planned} <= {"delete"}
     assert not any(a.capture_tails for a in planned)
 
