@@ -75,11 +75,15 @@ UPLOAD_BUFFER = 16 * 1024
 # A request whose answer stops coming for this long fails, whatever its own timeout (a watch,
 # which may be quiet for a minute, is bounded by its timeout instead).
 LOW_SPEED_SECONDS = 30
-# The longest one piece of a stream may be handled on the cluster's pump (`ApiClient.watch`):
-# a stream whose piece took longer (a large object, a busy handler) has the rest handed over
-# to its caller's thread, so that it holds up the cluster's other streams once, not for the
-# rest of its life. An event is handled in about 0.1 ms.
+# What one watch may take of its cluster's pump (`ApiClient.watch`, `_Body.on_pump`): a
+# share of its time, PUMP_SHARE, with PUMP_BUDGET_SECONDS at once at most, and lines (events)
+# of at most PUMP_LINE_BYTES. A watch past either (a tenant's large objects, a handler gone
+# slow) has the rest handed over to its own thread, so that it holds the cluster's other
+# streams up once, not for as long as it lasts. An event is handled in about 0.15 ms: a watch
+# may take over 600 a second on the pump.
+PUMP_SHARE = 0.1
 PUMP_BUDGET_SECONDS = 0.01
+PUMP_LINE_BYTES = 256 << 10
 
 
 class ApiException(Exception):
@@ -364,8 +368,9 @@ class ApiClient:
         once the server has answered 200, before any piece (a quiet stream may send none for
         a minute). Setting `abort` ends the stream within two seconds, pieces or not (a
         `TransportError`, libcurl's E_ABORTED_BY_CALLBACK). `on_open` and `on_data` are called
-        on this thread; with `on_pump`, on the pump's as the pieces come (`watch`), until one
-        piece takes over PUMP_BUDGET_SECONDS: the rest of the stream is handed over to this
+        on this thread; with `on_pump`, on the pump's as the pieces come (`watch`: its lines
+        are events), until the stream has taken more than its share of the pump's time or a
+        line is longer than PUMP_LINE_BYTES: the rest of the stream is handed over to this
         thread.
 
         A stream shares the cluster's HTTP/2 connection; with `own_connection`, one a tenant's
@@ -443,7 +448,10 @@ class _Body:
         self._head = head
         self._on_data = on_data
         self._transfer = transfer
-        self.handed_over = False  # handled on the pump until a piece took too long there
+        self.handed_over = False  # handled on the pump until it took too much there
+        self._allowance = PUMP_BUDGET_SECONDS  # pump time it may take now (`on_pump`)
+        self._since = 0.0  # when the allowance was reckoned
+        self._line = 0  # bytes of the line under way
         self.status = 0
         self.error_body: list[bytes] = []
         self.stopped = False
@@ -458,14 +466,32 @@ class _Body:
         return self.call(self._on_data, data)
 
     def on_pump(self, data: bytes) -> int | None:
-        """`write` on the pump's thread (the stream's WRITEFUNCTION), until a piece took over
-        PUMP_BUDGET_SECONDS there; the pieces after it go to the caller's thread, in order
-        (`Transfer.received`)."""
+        """`write` on the pump's thread (the stream's WRITEFUNCTION) while the stream keeps to
+        its allowance there: PUMP_BUDGET_SECONDS at most, refilled at PUMP_SHARE of the time
+        that passes (a token bucket), each line at most PUMP_LINE_BYTES (looked at before it
+        is decoded). From the piece that goes past either on, the pieces go to the caller's
+        thread, in order (`Transfer.received`); a stream its caller has left ends."""
         if self.handed_over:
+            return self._transfer.received(data)
+        if self._transfer.given_up:
+            return 0
+        end = data.find(b"\n")  # of the line under way, when it ends in this piece
+        if end < 0:
+            self._line += len(data)
+            long = self._line > PUMP_LINE_BYTES
+        else:
+            long = self._line + end > PUMP_LINE_BYTES
+            self._line = len(data) - data.rfind(b"\n") - 1
+        if long:
+            self.handed_over = True
             return self._transfer.received(data)
         started = time.perf_counter()
         result = self.write(data)
-        if time.perf_counter() - started > PUMP_BUDGET_SECONDS:
+        now = time.perf_counter()
+        refill = (started - self._since) * PUMP_SHARE if self._since else 0.0
+        self._allowance = min(self._allowance + refill, PUMP_BUDGET_SECONDS) - (now - started)
+        self._since = started
+        if self._allowance < 0:
             self.handed_over = True
         return result
 

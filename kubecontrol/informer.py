@@ -5,8 +5,9 @@ stale and the watch is never given up.
 
 Each event updates the cache first, then calls `on_event(type, obj)` (`ADDED`, `MODIFIED`,
 `DELETED`; after a re-list, one call per object that changed or went while nobody watched).
-`on_state(ok, error)` reports each list's success and each failure. Both run on the informer's
-thread and must return quickly (queue a key, set a flag).
+`on_state(ok, error)` reports each list's success and each failure. Both must return quickly
+(queue a key, set a flag): a list's run on the informer's thread, a watch's on the thread that
+carries the cluster's streams (`ApiClient.watch`), one watch's at a time.
 
 Every watch of both controllers is one of these: the kinds each keeps are listed in one table
 (`kubecontrol.controller.Watch`), and the dispatcher's copies on every worker and the Secrets of its

@@ -22,8 +22,9 @@ What a stream receives is handed to its caller's thread piece by piece and read 
 unread for it, its stream is paused (HTTP/2 stops the server with its flow control), and is
 resumed when its reader has caught up to half of that. A watch's caller instead gives the pump
 its own WRITEFUNCTION, quick by contract, and waits for the end (`ApiClient.watch`): waking
-another thread for each event cost more CPU than the event's own work. Once one of its pieces
-takes the pump too long, the rest of that watch is handed over as above.
+another thread for each event cost more CPU than the event's own work. Once it has taken more
+than its share of the pump, or an event is too long, the rest of that watch is handed over as
+above (`client.PUMP_SHARE`).
 """
 
 from __future__ import annotations
@@ -92,6 +93,11 @@ class Transfer:
         self._items.put(_END)
 
     # The caller's side.
+
+    @property
+    def given_up(self) -> bool:
+        """Its caller reads no more of it (`give_up`)."""
+        return self._given_up
 
     def start(self) -> None:
         """Hand the handle, set for its transfer, over to the pump; the caller reads it again

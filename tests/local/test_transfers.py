@@ -25,6 +25,11 @@ from kubecontrol.client import ApiClient, ApiException, TransportError
 
 BIG = 48 << 20  # many times the backlog a paused stream may hold, and the sockets' buffers
 PATTERN = bytes(range(256)) * 256  # 64 KiB
+LONG_EVENT = (
+    b'{"type":"ADDED","object":{"data":"'
+    + b"x" * (client.PUMP_LINE_BYTES + 1)
+    + b'"}}\n{"type":"DELETED","object":{"data":"short"}}\n'
+)
 EVENT_CHUNKS = [
     b'{"type":"ADDED","object":{"n":1}}\n{"type":"MOD',
     b'IFIED","object":{"n":2}}\n',
@@ -48,6 +53,14 @@ class Handler(QuietHandler):
             return
         if self.path.startswith("/missing"):
             self.reply(404, b'{"kind":"Status","code":404,"message":"gone"}')
+            return
+        if self.path.startswith("/long-event"):  # an event longer than the pump takes, then one
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for chunk in (LONG_EVENT[i : i + 8192] for i in range(0, len(LONG_EVENT), 8192)):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            self.wfile.write(b"0\r\n\r\n")
             return
         if self.path.startswith("/events"):  # three watch events, lines cut across chunks
             self.send_response(200)
@@ -354,6 +367,53 @@ def test_a_watchs_events_are_decoded_on_the_pump_in_order_lines_cut_or_not(
         ("DELETED", 3),
     ]
     assert threads == {"transfers-127.0.0.1", threading.current_thread().name}
+
+
+def test_a_watch_that_takes_more_than_its_share_of_the_pump_is_handed_to_its_own_thread(
+    api: ApiClient,
+) -> None:
+    """Pieces each well under the budget, back to back: the share runs out in a few."""
+    threads: list[str] = []
+
+    def busy(_: bytes) -> bool:
+        threads.append(threading.current_thread().name)
+        time.sleep(transfers_budget() / 4)
+        return len(threads) < 40
+
+    api.stream("/big", {}, busy, on_pump=True, timeout=60)
+    handed = threads.index(threading.current_thread().name)
+    assert 1 <= handed <= 10, threads
+    assert set(threads[:handed]) == {"transfers-127.0.0.1"}
+    assert set(threads[handed:]) == {threading.current_thread().name}
+
+
+def test_an_event_longer_than_the_pump_takes_is_decoded_on_the_watchs_own_thread(
+    api: ApiClient,
+) -> None:
+    """Looked at by its length, before it is decoded; the watch stays handed over."""
+    seen: list[tuple[str, int, str]] = []
+
+    def on_event(event: dict[str, Any]) -> bool:
+        data = event["object"]["data"]
+        seen.append((event["type"], len(data), threading.current_thread().name))
+        return True
+
+    api.watch("/long-event", {}, on_event, timeout=30)
+    here = threading.current_thread().name
+    assert seen == [("ADDED", client.PUMP_LINE_BYTES + 1, here), ("DELETED", 5, here)]
+
+
+def test_a_stream_its_caller_left_takes_no_more_of_the_pump() -> None:
+    pump = transfers.Transfers("left")
+    transfer = pump.transfer(pycurl.Curl())
+    handled: list[bytes] = []
+    body = client._Body(
+        [b"HTTP/1.1 200 OK\r\n"], lambda piece: handled.append(piece) or True, transfer
+    )
+    assert body.on_pump(b"before") is None
+    transfer.give_up()
+    assert body.on_pump(b"after") == 0
+    assert handled == [b"before"]
 
 
 def test_a_watch_its_handler_ends_hands_nothing_more_on_not_even_the_rest_of_a_line(
