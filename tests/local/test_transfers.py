@@ -660,3 +660,55 @@ def test_what_comes_after_the_reader_left_is_refused_not_queued_for_nobody() -> 
     assert transfer.received(b"after") == 0
     assert transfer._unread == len(b"before")
     assert transfer._items.qsize() == 1, "nothing queued for a reader that has left"
+
+
+def _body(handler: Callable[[bytes], bool]) -> client._Body:
+    """A stream's body on the pump as `stream` makes it, for the allowance's arithmetic."""
+    transfer = transfers.Transfers("allowance").transfer(pycurl.Curl())
+    return client._Body([b"HTTP/1.1 200 OK\r\n"], handler, transfer)
+
+
+def test_a_watchs_allowance_never_grows_past_the_budget_however_long_it_was_quiet() -> None:
+    def handler(piece: bytes) -> bool:
+        if piece == b"slow":
+            time.sleep(client.PUMP_BUDGET_SECONDS * 2)
+        return True
+
+    body = _body(handler)
+    body.on_pump(b"a")
+    body._since -= 100  # quiet for 100 s: 10 s of refill, capped at the budget
+    body.on_pump(b"slow")
+    assert body.handed_over
+
+
+def test_a_watchs_allowance_comes_back_with_the_time_that_passes() -> None:
+    def handler(_: bytes) -> bool:
+        time.sleep(client.PUMP_BUDGET_SECONDS * 0.4)
+        return True
+
+    body = _body(handler)
+    for _ in range(3):  # without the refill, the third would go past the budget
+        body.on_pump(b"s")
+        body._since -= 1  # a second later: the budget is whole again
+    assert not body.handed_over
+
+
+def test_a_line_of_the_limit_exactly_stays_on_the_pump_counted_across_pieces() -> None:
+    limit = client.PUMP_LINE_BYTES
+    whole = _body(lambda _: True)
+    whole.on_pump(b"x" * limit + b"\n")
+    assert not whole.handed_over
+    cut = _body(lambda _: True)
+    cut.on_pump(b"{}\n" + b"x" * (limit - 1))
+    cut.on_pump(b"x\n")
+    assert not cut.handed_over
+    cut.on_pump(b"x" * (limit + 1))
+    assert cut.handed_over
+
+
+def test_a_piece_that_starts_with_the_newline_ends_the_line_held_before_it() -> None:
+    seen: list[dict[str, int]] = []
+    events = client._Events(lambda event: seen.append(event) or True)
+    events.write(b'{"a":1}')
+    events.write(b'\n{"b":2}\n')
+    assert seen == [{"a": 1}, {"b": 2}]
