@@ -142,12 +142,46 @@ def collector_runs(world: World) -> None:
     world.apis["manager"].collect()
 
 
+def theirs_on(worker: str) -> Step:
+    """A TrainJob of the job's name on `worker` that is no copy of ours (a team's own)."""
+
+    def step(world: World) -> None:
+        theirs = TrainJobBuilder().obj()
+        theirs["metadata"]["labels"] = {"team": "theirs"}
+        world.apis[worker].put(theirs)
+
+    return step
+
+
+def workload_deleted(world: World) -> None:
+    """The manager's Workload deleted before its TrainJob (a foreground deletion's order)."""
+    wl = workload(world)
+    assert wl is not None
+    world.apis["manager"].request("DELETE", c.WORKLOAD.path("ns", wl["metadata"]["name"]))
+
+
+def evicted_on(cluster: str, reason: str = "Preempted") -> Step:
+    """Kueue on `cluster` evicts the job's Workload there (`reason`): Evicted, its quota kept
+    until the job stops, as Kueue writes it."""
+
+    def step(world: World) -> None:
+        wl = workload(world, cluster)
+        assert wl is not None
+        wl["status"]["conditions"].append(a_condition("Evicted", reason, "evicted"))
+        world.apis[cluster].put(wl)
+
+    return step
+
+
 MK = "kueue.x-k8s.io/multikueue"
 OURS = {"finalizers": [c.DISPATCHER_FINALIZER], "managedBy": MK, "suspend": True}
 RESERVED = {"QuotaReserved": "QuotaReserved"}
 # A copy on a worker: our origin label, the manager object's UID and spec (tables.py).
 COPY = {"origin": "multikueue", "originUID": "manager's", "spec": "manager's"}
 TRAINJOB_COPY = {**COPY, "suspend": True, "prebuilt": {"label": "wl", "annotation": "wl"}}
+# A team's own TrainJob of the job's name on a worker (`theirs_on`): no origin, not made from
+# the manager's TrainJob, its spec the same as the manager's (the same builder's).
+THEIRS = {"originUID": None, "spec": "manager's"}
 SUBMITTED_STATE = {"manager": {"TrainJob": {"tj": OURS}, "Workload": {"wl": {}}}}
 DISPATCHED = [settle, kueue_on("manager"), settle]
 ADMITTED_ON_2 = [*DISPATCHED, kueue_on("worker2", admitted=True), settle]
@@ -286,6 +320,80 @@ ROWS = [
             **on_workers({"Workload": {"wl": COPY}}, {"Workload": {"wl": COPY}}),
         },
     ),
+    Row(
+        "a worker that admits the job where a TrainJob of its name is not ours: that one is "
+        "left as it is, every copy goes and our check asks Kueue to try again",
+        (theirs_on("worker1"), *DISPATCHED, kueue_on("worker1", admitted=True), settle),
+        {
+            "manager": {
+                **the_job(),
+                "Workload": {"wl": {"check": "Retry", "conditions": RESERVED}},
+            },
+            **on_workers({"TrainJob": {"tj": THEIRS}}),
+        },
+        (("Warning", "RemoteNameTaken"),),
+    ),
+    Row(
+        "... and once Kueue reserves quota again, copies go only where the name is free",
+        (
+            theirs_on("worker1"),
+            *DISPATCHED,
+            kueue_on("worker1", admitted=True),
+            settle,
+            kueue_on("manager"),
+            settle,
+        ),
+        {
+            "manager": {
+                **the_job(),
+                "Workload": {
+                    "wl": {"check": "Pending", "conditions": RESERVED, "nominated": ["worker2"]}
+                },
+            },
+            **on_workers({"TrainJob": {"tj": THEIRS}}, {"Workload": {"wl": COPY}}),
+        },
+    ),
+    Row(
+        "a deleted TrainJob takes its copies and leaves a TrainJob of its name that is not ours",
+        (theirs_on("worker1"), *DISPATCHED, deleted, settle),
+        {"manager": {}, **on_workers({"TrainJob": {"tj": {"originUID": None}}})},
+    ),
+    Row(
+        "a TrainJob whose Workload was deleted first (a foreground deletion) still takes its "
+        "copies: the Workload of Kueue's name for it is its own",
+        (*DISPATCHED, workload_deleted, deleted, settle),
+        {"manager": {}, **on_workers()},
+    ),
+    Row(
+        "the winner's Kueue evicts the copy: every copy goes, our check asks Kueue to try again",
+        (*ADMITTED_ON_2, evicted_on("worker2"), settle),
+        {
+            "manager": {
+                **the_job(),
+                "Workload": {"wl": {"check": "Retry", "conditions": RESERVED}},
+            },
+            **on_workers(),
+        },
+        (("Warning", "RemoteEvicted"),),
+    ),
+    Row(
+        "the manager's Kueue evicts the Workload: the copies go, its quota is given back and "
+        "it waits in the queue again (Requeued, for the eviction's reason)",
+        (*ADMITTED_ON_2, evicted_on("manager"), settle),
+        {
+            "manager": {
+                **the_job(),
+                "Workload": {
+                    "wl": {
+                        "check": "Ready",
+                        "conditions": {"Evicted": "Preempted", "Requeued": "Preempted"},
+                    }
+                },
+            },
+            **on_workers(),
+        },
+        (("Normal", "RemoteRemoved"),),
+    ),
 ]
 
 
@@ -327,36 +435,6 @@ def test_a_deletion_goes_on_past_a_worker_it_cannot_clean_and_a_warning_names_th
     ]
     assert "worker1" in said and "worker2" not in said, said
     assert ("unreachable" in said) == (how == "unreachable"), said
-
-
-@pytest.mark.usefixtures("both_caches")
-def test_a_deleted_trainjob_leaves_a_trainjob_of_its_name_that_is_not_ours(world: World) -> None:
-    theirs = TrainJobBuilder().obj()
-    theirs["metadata"]["labels"] = {"team": "theirs"}
-    world.apis["worker1"].put(theirs)
-    dispatched(world)
-    world.apis["manager"].request("DELETE", c.TRAINJOB.path("ns", "tj"))
-    world.settle(KEY)
-    assert trainjob(world) is None
-    found = trainjob(world, "worker1")
-    assert found is not None and found["metadata"]["labels"] == {"team": "theirs"}
-    assert copies(world, "worker1") == (["tj"], []) and copies(world, "worker2") == ([], [])
-
-
-@pytest.mark.usefixtures("both_caches")
-def test_a_trainjob_whose_workload_went_first_still_takes_its_copies(world: World) -> None:
-    # A foreground deletion removes the manager Workload before the TrainJob: the Workload
-    # of Kueue's name for this TrainJob (its UID hashed in) is its own all the same, and its
-    # copies go with it, not a garbage-collection interval later.
-    dispatched(world)
-    assert all(copies(world, w)[1] for w in WORKERS)
-    wl = workload(world)
-    assert wl is not None
-    world.apis["manager"].request("DELETE", c.WORKLOAD.path("ns", wl["metadata"]["name"]))
-    world.apis["manager"].request("DELETE", c.TRAINJOB.path("ns", "tj"))
-    world.settle(KEY)
-    assert trainjob(world) is None
-    assert {w: copies(world, w) for w in WORKERS} == {w: ([], []) for w in WORKERS}
 
 
 @pytest.mark.usefixtures("both_caches")
