@@ -59,7 +59,7 @@ TESTS = [
     "tests/unit/worker_controller",
     "tests/unit/trainjob",
     "tests/unit/kubecontrol",
-    "tests/unit/test_story_contract.py",
+    "tests/local/test_story_contract.py",
     "tests/local/test_serving.py",
 ]
 # Tests that read the product's source rather than run it (mutmut rewrites the source).

@@ -72,13 +72,13 @@ def main(argv: list[str] | None = None) -> int:
         "--typescript",
         action="store_true",
         help="also TypeScript from npm, which checks the web view's scripts against the job "
-        "story's types (tests/unit/test_story_contract.py)",
+        "story's types (tests/local/test_story_contract.py)",
     )
     build.add_argument(
         "--release-tools",
         action="store_true",
         help="also krew and the CNCF Distribution registry, which install the release's krew "
-        "manifest and take its chart as OCI (tests/unit/test_release_assets.py)",
+        "manifest and take its chart as OCI (tests/local/test_release_assets.py)",
     )
     build.add_argument(
         "--real-nodes",

@@ -60,10 +60,10 @@ TRAINER_PACKAGE = "github.com/kubeflow/trainer/v2"
 # against (clusters/gomod/crdgen pins both).
 SCHEDULER_PLUGINS_VERSION = "v0.33.5"
 CONTROLLER_TOOLS_VERSION = "v0.19.0"
-# krew installs the release's krew manifest with its archive (tests/unit/test_release_assets.py).
+# krew installs the release's krew manifest with its archive (tests/local/test_release_assets.py).
 KREW_VERSION = "v0.4.3"
 # The CNCF Distribution registry: the release's chart pushed to it and installed from it as OCI
-# (tests/unit/test_release_assets.py), on loopback.
+# (tests/local/test_release_assets.py), on loopback.
 REGISTRY_VERSION = "v3.1.2"
 
 

@@ -1,5 +1,5 @@
 """A release's assets, built the one way the release workflow (.github/workflows/release.yml)
-and `./run test` (tests/unit/test_release_assets.py) both build them:
+and `./run test` (tests/local/test_release_assets.py) both build them:
 
     python -m release.assets --image ghcr.io/OWNER/trainjob-multicluster --out out
     python -m release.assets --image ... --digest sha256:... --out out   # pinned by digest

@@ -54,7 +54,7 @@ def typescript() -> str:
     lines = [
         "// The job story's types, written by `./run manifests` from plugin/trainjob_api/story.py:",
         "// do not edit. The page's scripts are checked against them",
-        "// (tests/unit/test_story_contract.py).",
+        "// (tests/local/test_story_contract.py).",
         "",
     ]
     for name, schema in sorted(_definitions().items()):

@@ -7,9 +7,9 @@ import re
 
 import yaml
 
-from clusters.kube import SAFE_LOADER
 from release import crd_docs
 from release.crd_docs import PLURALS, fields, openapi_schema, trainers_crd
+from tests.support.files import YAML_LOADER
 
 SOURCE = """\
 spec:
@@ -46,7 +46,7 @@ def test_our_source_says_trainers_words_and_a_shared_node_says_none_of_one_path(
     assert "env: *envList" in text  # still one node
     said = {
         path: node.get("description")
-        for path, node in fields(openapi_schema(yaml.load(text, Loader=SAFE_LOADER)))
+        for path, node in fields(openapi_schema(yaml.load(text, Loader=YAML_LOADER)))
     }
     theirs = crd_docs.trainers_descriptions("trainjobs")
     assert said[".spec.suspend"] == theirs[".spec.suspend"].strip()

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 import yaml
 
-from clusters.kube import SAFE_LOADER
 from release import crd_schema
 from release.crd_docs import PLURALS, fields, installed_path, openapi_schema, trainers_crd
+from tests.support.files import YAML_LOADER
 
 
 def _load(path: Any) -> Any:
-    return yaml.load(path.read_text(), Loader=SAFE_LOADER)
+    return yaml.load(path.read_text(), Loader=YAML_LOADER)
 
 
 @pytest.fixture(scope="module", params=PLURALS)

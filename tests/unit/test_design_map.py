@@ -8,8 +8,8 @@ from __future__ import annotations
 import subprocess
 import tomllib
 
-from clusters.chart import REPO
 from release import design_map
+from tests.support.files import REPO_ROOT
 
 
 def _row(table: str, path: str) -> list[str]:
@@ -19,7 +19,7 @@ def _row(table: str, path: str) -> list[str]:
 
 def test_every_module_of_the_product_has_a_row() -> None:
     tracked = subprocess.run(
-        ["git", "-C", str(REPO), "ls-files", "dispatcher", "worker_controller", "trainjob",
+        ["git", "-C", str(REPO_ROOT), "ls-files", "dispatcher", "worker_controller", "trainjob",
          "kubecontrol", "plugin/trainjob_api", "plugin/kubebase", "plugin/kubectl_trainjob"],
         capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
@@ -40,7 +40,7 @@ def test_a_row_says_what_the_module_is_and_the_packages_it_imports() -> None:
 
 
 def test_the_layers_are_import_linters() -> None:
-    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
     layered = [c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
     text = design_map.layers()
     assert len(layered) == 2
@@ -60,7 +60,7 @@ def test_each_package_is_headed_by_its_folder_and_docstring() -> None:
     table = design_map.table()
     assert table.startswith(design_map.layers())
     assert "**`dispatcher/controller/`**: The controller's pass and what it runs on" in table
-    assert design_map.table() in (REPO / "docs" / "contributors" / "design.md").read_text()
+    assert design_map.table() in (REPO_ROOT / "docs" / "contributors" / "design.md").read_text()
 
 
 def test_the_first_sentence_of_a_docstring() -> None:

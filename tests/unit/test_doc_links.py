@@ -9,7 +9,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from clusters.config import REPO_ROOT
+from tests.support.files import REPO_ROOT
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 CODE_BLOCK = re.compile(r"```.*?```", flags=re.S)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from clusters.config import REPO_ROOT
+from tests.support.files import REPO_ROOT
 from tests.support.metrics import served_series
 
 

@@ -6,7 +6,7 @@ A worker that runs Trainer holds runtimes under Trainer's CRDs, whose schema fil
 (`replicatedJobs[].groupName: default`, `ports[].protocol: TCP`, ...); ours stamps none. The
 same runtime applied to both therefore reads back differently, and is still the same runtime:
 Trainer and JobSet apply the same defaults when they read it. The table is Trainer v2.3.0's
-(tests/unit/trainjob/runtime/test_defaults.py derives it from that release's CRD and fails when
+(tests/local/test_defaults.py derives it from that release's CRD and fails when
 they part)."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ embeds, and what the worker controller's framework does with it: honoured (read,
 into the Jobs and pods as written, as JobSet would), refused (the webhooks refuse the
 TrainJob at admission when its runtime exists; else a RuntimeInvalid condition names it), or
 reported (not done here: a condition says so on the TrainJob, with a Warning Event, and the job
-runs without it). Nothing is silently ignored: tests/unit/trainjob/runtime/test_fields.py
+runs without it). Nothing is silently ignored: tests/local/test_fields.py
 walks Trainer's CRD schema and fails on a field this table does not name.
 
 docs/operators/differences.md's table is written from FIELDS (`./run manifests`).

@@ -1,6 +1,6 @@
 // The job story's types, written by `./run manifests` from plugin/trainjob_api/story.py:
 // do not edit. The page's scripts are checked against them
-// (tests/unit/test_story_contract.py).
+// (tests/local/test_story_contract.py).
 
 /** One of a worker's ClusterQueues, its quota and use as the dispatcher last watched. */
 export interface ClusterQueueUse {

@@ -12,17 +12,17 @@ from typing import Any
 
 import pytest
 
-from clusters.kube import load_manifests
 from kubecontrol.deadline import Deadline
 from kubecontrol.schema_bounds import bounds_problem, version_schema
 from tests.support.builders import runtime_patch
+from tests.support.files import yaml_documents
 from trainjob.admission import FALLBACK_SCHEMA, MAX_RUNTIME_PATCHES, Admitted, object_problem
 from trainjob.runtime import failure, fields
 from trainjob_api import constants as c
 
 Dict = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[3]
-[CRD] = load_manifests((ROOT / "crds" / "trainer.kubeflow.org_trainjobs.yaml").read_text())
+[CRD] = yaml_documents((ROOT / "crds" / "trainer.kubeflow.org_trainjobs.yaml").read_text())
 SCHEMA = version_schema(CRD, c.TRAINER_VERSION)
 
 
@@ -95,7 +95,7 @@ def test_a_list_the_crd_keys_may_not_repeat_a_key() -> None:
 def test_every_example_trainjob_is_within_the_crd() -> None:
     found = 0
     for path in sorted((ROOT / "examples").rglob("*.yaml")):
-        for doc in load_manifests(path.read_text()):
+        for doc in yaml_documents(path.read_text()):
             if doc.get("kind") == "TrainJob":
                 found += 1
                 problem = object_problem(Admitted({"namespace": "ns", "object": doc}), SCHEMA)

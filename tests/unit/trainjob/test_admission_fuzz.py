@@ -22,8 +22,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clusters.kube import SAFE_LOADER
 from tests.support.builders import make_runtime, mpi_runtime
+from tests.support.files import YAML_LOADER
 from trainjob import admission
 from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.runtime import resolve_runtime_info
@@ -138,7 +138,7 @@ _METADATA = {
 
 
 def _crd_strategy(file: str) -> st.SearchStrategy[Any]:
-    crd = yaml.load((CRDS / file).read_text(), Loader=SAFE_LOADER)
+    crd = yaml.load((CRDS / file).read_text(), Loader=YAML_LOADER)
     schema = dict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
     props = {k: v for k, v in schema["properties"].items() if k in ("spec",)}
     schema = {**schema, "properties": {**props, "metadata": _METADATA}}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from clusters.config import REPO_ROOT
+from tests.support.files import REPO_ROOT
 from trainjob import vocabulary
 from trainjob_api import constants as c
 

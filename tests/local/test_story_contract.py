@@ -7,7 +7,7 @@ written from plugin/trainjob_api/story.py), and `kubectl trainjob describe` must
 `tests/golden/story-describe.txt` from it. A field added, renamed or retyped in
 plugin/trainjob_api/story.py shows here three times: in the golden answer, in `tsc`, in the text.
 
-    TJ_GOLDEN=write python -m pytest tests/unit/test_story_contract.py   # write them again
+    TJ_GOLDEN=write python -m pytest tests/local/test_story_contract.py   # write them again
 """
 
 from __future__ import annotations

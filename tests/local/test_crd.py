@@ -8,10 +8,10 @@ from pathlib import Path
 import yaml
 
 from clusters import builds
-from clusters.kube import SAFE_LOADER
+from tests.support.files import YAML_LOADER
 from trainjob.crd import missing_status_fields, trainer_controller_problem
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _trainer_webhook_configurations() -> list[dict[str, object]]:
@@ -53,10 +53,10 @@ def test_trainers_own_crd_lacks_our_status_fields_and_ours_has_them() -> None:
     )
     theirs = yaml.load(
         (trainer / "manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml").read_text(),
-        Loader=SAFE_LOADER,
+        Loader=YAML_LOADER,
     )
     ours = yaml.load(
-        (REPO / "crds/trainer.kubeflow.org_trainjobs.yaml").read_text(), Loader=SAFE_LOADER
+        (REPO / "crds/trainer.kubeflow.org_trainjobs.yaml").read_text(), Loader=YAML_LOADER
     )
     assert missing_status_fields(theirs) == ["clusterName"]
     assert missing_status_fields(ours) == []

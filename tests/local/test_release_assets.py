@@ -33,8 +33,8 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
 from clusters import builds
-from clusters.kube import load_manifests
 from release import assets
+from tests.support.files import yaml_documents
 
 Dict = dict[str, Any]
 DIGEST = "sha256:" + "ab" * 32
@@ -48,7 +48,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def docs(path: Path) -> list[Dict]:
-    return load_manifests(path.read_text())
+    return yaml_documents(path.read_text())
 
 
 def test_every_asset_is_there_with_its_checksum(built: dict[str, Path]) -> None:
@@ -225,7 +225,7 @@ def test_the_chart_pushes_as_oci_and_installs_from_there(
         assert pulled.read_bytes() == package.read_bytes()
         meta = yaml.safe_load(run("show", "chart", ref, "--version", version, "--plain-http"))
         assert (meta["name"], meta["version"]) == ("trainjob-multicluster", version)
-        rendered = load_manifests(
+        rendered = yaml_documents(
             run("template", "tj", ref, "--version", version, "--plain-http",
                 "--kube-version", "1.36.0", "--set", "role=manager")
         )  # fmt: skip

@@ -17,7 +17,7 @@ from trainjob.runtime.fields import FIELDS, field_of, ignored
 
 Dict = dict[str, Any]
 CRDS = ("trainingruntimes", "clustertrainingruntimes")
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def trainers_runtime_schema(plural: str) -> Dict:

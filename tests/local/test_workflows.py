@@ -7,7 +7,7 @@ import subprocess
 import yaml
 
 from clusters import builds
-from clusters.config import REPO_ROOT
+from tests.support.files import REPO_ROOT
 
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
 
