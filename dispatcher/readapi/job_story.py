@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ import orjson
 from dispatcher.controller import placements_io
 from dispatcher.readapi import worker_list
 from dispatcher.workers import copy_pods, log_tails
-from dispatcher.workers.copy_pods import READ_SECONDS, Refusal, log_pods, log_query, pick_pod
+from dispatcher.workers.copy_pods import Refusal, log_pods, log_query, pick_pod
 from kubebase.kinds import EVENT, POD
 from kubebase.objects import Dict
 from kubebase.shares import FairQueue, Rates, Shares
@@ -38,12 +39,12 @@ from kubecontrol.aggregated import (
     Subresource,
     status,
 )
-from kubecontrol.client import ApiException, TransportError
+from kubecontrol.client import ApiClient, ApiException, TransportError
 from trainjob import jobframework
 from trainjob.ownership import made_for
 from trainjob_api import constants as c
 from trainjob_api import story as types
-from trainjob_api.story import TrainJobStory, about, by_time, event_of, pod_of
+from trainjob_api.story import TrainJobStory, about, by_time, event_of, event_seen, pod_of
 from trainjob_api.views import TrainJobView, WorkloadView
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ STREAMS_EACH = 8
 STREAMS_PER_NAMESPACE = 16
 MAX_EVENTS = 500  # Events read per object for one story
 MAX_EVENT_OBJECTS = 34  # objects whose Events one story reads on the worker
+STORY_SECONDS = 30.0  # all of one story's reads, on the manager and the worker
 WHOLE_LOG_SECONDS = 300.0  # a log read without follow ends within this
 # A followed log that has said nothing for this long is ended (the reader may follow it
 # again): a forgotten follow does not hold its slot for ever.
@@ -156,12 +158,14 @@ def pods_of(
     name: str,
     narrow: Mapping[str, str] | None = None,
     most: int = copy_pods.MAX_PODS,
+    until: float | None = None,
 ) -> tuple[list[Dict], list[Dict], bool]:
     """Our copy's Jobs and its first `most` pods on its worker (those `narrow` selects), and
-    whether it has more; Refusal naming the worker when unreadable."""
+    whether it has more, by `until` (a time.monotonic()); Refusal naming the worker when
+    unreadable."""
     assert at.remote is not None and at.copy_uid is not None and at.worker is not None
     try:
-        return copy_pods.read_some(at.remote, namespace, name, at.copy_uid, narrow, most)
+        return copy_pods.read_some(at.remote, namespace, name, at.copy_uid, narrow, most, until)
     except (ApiException, TransportError) as exc:
         raise _worker_error(at.worker, exc) from None
 
@@ -169,21 +173,33 @@ def pods_of(
 # ---- the handlers --------------------------------------------------------------------------
 
 
+def _events(api: ApiClient, namespace: str, uid: str | None, until: float) -> list[Dict]:
+    """The Events about the object of `uid` (the API server filters by it: a busy namespace's
+    others never come), at most MAX_EVENTS, each cut down as its page comes (event_seen)."""
+    found, _ = copy_pods.list_pages(
+        api,
+        EVENT.path(namespace, None),
+        MAX_EVENTS,
+        keep=event_seen,
+        until=until,
+        fieldSelector=f"involvedObject.uid={uid}",
+    )
+    return about(found, {uid})
+
+
 def story(ctx: Context, namespace: str, name: str) -> TrainJobStory:
     at = running(ctx, namespace, name)
     tj = at.trainjob
     workload = ctx.caches.workload(namespace, jobframework.expected_workload_name_of(tj))
+    # One deadline for all of the story's reads: a slow worker holds a read slot this long
+    # at most, however many objects its Events are read for.
+    until = time.monotonic() + STORY_SECONDS
     events: list[types.Event] = []
     for obj in (tj, workload):
         if obj is None:
             continue
-        found = ctx.manager.api.get_json(
-            EVENT.path(namespace, None),
-            query={"fieldSelector": f"involvedObject.uid={obj.uid}", "limit": MAX_EVENTS},
-            timeout=READ_SECONDS,
-        )
         events += [
-            event_of(e, "manager") for e in about((found or {}).get("items") or [], {obj.uid})
+            event_of(e, "manager") for e in _events(ctx.manager.api, namespace, obj.uid, until)
         ]
     pods: list[types.Pod] = []
     more_pods = False
@@ -192,19 +208,13 @@ def story(ctx: Context, namespace: str, name: str) -> TrainJobStory:
     if problem is None and at.copy is not None:
         assert at.worker is not None and at.remote is not None
         try:
-            jobs, found, more_pods = pods_of(at, namespace, name)
-            # Each object's Events by its UID (the API server filters): a busy namespace's
-            # others never come; the copy and its Jobs first, then at most this many pods.
+            jobs, found, more_pods = pods_of(at, namespace, name, until=until)
+            # Each object's Events: the copy and its Jobs first, then at most this many pods.
             owned = [at.copy_uid, *(o["metadata"].get("uid") for o in (*jobs, *found))]
             for uid in owned[:MAX_EVENT_OBJECTS]:
-                worker_events = copy_pods.list_items(
-                    at.remote,
-                    EVENT.path(namespace, None),
-                    fieldSelector=f"involvedObject.uid={uid}",
-                    limit=MAX_EVENTS,
-                )
-                events += [event_of(e, at.worker) for e in about(worker_events, {uid})]
-            used, usage_problem = copy_pods.usage(at.remote, namespace, name, found)
+                worker_events = _events(at.remote.cluster.api, namespace, uid, until)
+                events += [event_of(e, at.worker) for e in worker_events]
+            used, usage_problem = copy_pods.usage(at.remote, namespace, name, found, until)
             pods = [pod_of(p, at.worker, used) for p in found]
         except Refusal as exc:
             problem = str(exc)

@@ -18,7 +18,7 @@ import pycurl
 from kubebase.kinds import DNS_SUBDOMAIN, LABEL_NAME, POD, Kind
 from kubebase.objects import Dict
 from kubecontrol.aggregated import query_bool, query_int
-from kubecontrol.client import ApiException, TransportError
+from kubecontrol.client import ApiClient, ApiException, TransportError
 from kubecontrol.informer import TENANT_SIZED_PAGE
 from kubecontrol.lists import decode_list
 from trainjob.ownership import controller_ref, controller_uid
@@ -298,11 +298,16 @@ def _our_jobset(
 
 
 def usage(
-    remote: RemoteCluster, namespace: str, name: str, pods: Iterable[Dict]
+    remote: RemoteCluster,
+    namespace: str,
+    name: str,
+    pods: Iterable[Dict],
+    until: float | None = None,
 ) -> tuple[dict[str, PodUsage], str | None]:
     """The CPU and memory the worker's metrics API last measured for `pods` (ours, listed
-    before), by pod name, and why there are none when the worker cannot say: it serves no
-    metrics API, or our identity there may not read it. Asked only while a pod runs."""
+    before; at most MAX_PODS read), by pod name, and why there are none when the worker
+    cannot say: it serves no metrics API, or our identity there may not read it. Asked only
+    while a pod runs."""
     running = {
         str(p["metadata"]["name"])
         for p in pods
@@ -311,9 +316,11 @@ def usage(
     if not running:
         return {}, None
     try:
-        items = list_items(
+        items, _ = list_some(
             remote,
             POD_METRICS.path(namespace, None),
+            MAX_PODS,
+            until=until,
             labelSelector=f"{c.JOBSET_NAME_LABEL}={name}",
         )
     except ApiException as exc:
@@ -342,12 +349,6 @@ def measured(items: Iterable[Any], pods: set[str]) -> dict[str, PodUsage]:
     return found
 
 
-def list_items(remote: RemoteCluster, path: str, **query: Any) -> list[Dict]:
-    """The first page of a list (`limit` in `query` bounds it)."""
-    found = remote.cluster.api.get_json(path, query=query, timeout=READ_SECONDS) or {}
-    return list(found.get("items") or [])
-
-
 def _read_timeout(until: float | None) -> float:
     """One read's timeout: READ_SECONDS, or what is left before `until` (TransportError when
     nothing is)."""
@@ -367,6 +368,18 @@ def list_some(
     until: float | None = None,
     **query: Any,
 ) -> tuple[list[Dict], bool]:
+    """`list_pages` of a list on a worker."""
+    return list_pages(remote.cluster.api, path, most, keep, until, **query)
+
+
+def list_pages(
+    api: ApiClient,
+    path: str,
+    most: int,
+    keep: Callable[[Dict], Dict] | None = None,
+    until: float | None = None,
+    **query: Any,
+) -> tuple[list[Dict], bool]:
     """At most `most` items of a list, read in pages of PAGE (each item cut down by `keep`
     as its page comes), and whether there are more; every page by `until` (a
     time.monotonic(); TransportError past it)."""
@@ -374,7 +387,7 @@ def list_some(
     token = None
     while True:
         want = min(PAGE, most - len(items))
-        data = remote.cluster.api.request(
+        data = api.request(
             "GET",
             path,
             query={**query, "limit": want, "continue": token},

@@ -29,6 +29,10 @@ GROUP = f"view.{c.DOMAIN}"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 MAX_EVENT_MESSAGE = 1024  # characters of an Event's message the story keeps
+# Characters kept of an Event's other strings: a core/v1 Event's are not bounded by the API
+# server (events.k8s.io's are: a reason of 128, a note of 1 KiB), and anyone who may create
+# Events in a namespace writes them.
+MAX_EVENT_FIELD = 253
 
 
 class StoryType(BaseModel):
@@ -388,6 +392,29 @@ def pod_of(
         usage=(usage or {}).get(view.name),
         kept=kept,
     )
+
+
+def event_seen(event: Dict) -> Dict:
+    """What a story reads of an Event (`event_of`, `about`), each string cut to its bound: a
+    list of Events is cut down to this as its page comes, so a read holds one page of whole
+    Events at a time (each up to the 1.5 MiB etcd stores), never all it reads."""
+
+    def cut(value: object, most: int = MAX_EVENT_FIELD) -> object:
+        return value[:most] if isinstance(value, str) else None
+
+    involved = event.get("involvedObject")
+    involved = involved if isinstance(involved, dict) else {}
+    seen: Dict = {
+        "type": cut(event.get("type")),
+        "reason": cut(event.get("reason")),
+        "message": cut(event.get("message"), MAX_EVENT_MESSAGE),
+        "involvedObject": {k: cut(involved.get(k)) for k in ("kind", "name", "uid")},
+        **{k: cut(event.get(k)) for k in ("firstTimestamp", "lastTimestamp", "eventTime")},
+    }
+    count = event.get("count")
+    if isinstance(count, int) and not isinstance(count, bool):
+        seen["count"] = count
+    return seen
 
 
 def event_of(event: Dict, source: str) -> Event:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -15,12 +16,13 @@ import orjson
 import pytest
 
 from dispatcher.readapi import job_story
-from dispatcher.workers import log_tails
+from dispatcher.workers import copy_pods, log_tails
 from kubecontrol.aggregated import ApiRequest, Caller
 from kubecontrol.controller import own_namespace
 from tests.support.builders import TrainJobBuilder, make_runtime
-from tests.support.whole_pass import fleet
+from tests.support.whole_pass import fleet, reserve
 from trainjob_api import constants as c
+from trainjob_api import story
 
 
 def call(user: str, namespace: str, left: Callable[[], bool] = lambda: False) -> ApiRequest:
@@ -276,5 +278,141 @@ def test_once_its_pods_are_gone_a_trainjob_is_told_by_the_tails_kept_under_its_u
         ]
         asked = ApiRequest("ns", "tj", "log", Caller("alice"), {}, http=None)  # type: ignore[arg-type]
         assert job_story._prepare_log(ctx, asked) == "this one's last words\n"
+    finally:
+        world.close()
+
+
+def an_event(name: str, about: str, message: str = "", reason: str = "Noted") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": "ns"},
+        "involvedObject": {"kind": "TrainJob", "name": "tj", "uid": about},
+        "type": "Warning",
+        "reason": reason,
+        "message": message,
+        "count": 2,
+    }
+
+
+def test_a_storys_events_are_read_in_pages_each_cut_down_as_it_comes() -> None:
+    """Anyone who may create Events in the namespace writes their strings, unbounded in core/v1
+    (up to the 1.5 MiB etcd stores): a story reads them in pages, each Event cut to what the
+    story shows as its page comes, not 500 of them whole in one answer."""
+    runtime = make_runtime()
+    world, ctx = fleet([runtime, TrainJobBuilder().queue("q").obj()], {"worker1": [runtime]})
+    try:
+        manager = world.apis["manager"]
+        uid = world.get("manager", c.TRAINJOB, "tj")["metadata"]["uid"]  # type: ignore[index]
+        for i in range(120):
+            manager.put(an_event(f"e{i}", uid, "m" * 65_536, "r" * 1_000))
+        manager.put(an_event("another", "uid-of-another", "not this one's"))
+        asked = len(manager.requests)
+        told = job_story.story(ctx, "ns", "tj")
+        events = [e for e in told.events if e.source == "manager"]
+        assert len(events) == 120
+        assert {(len(e.message), len(e.reason or ""), e.count) for e in events} == {
+            (story.MAX_EVENT_MESSAGE, story.MAX_EVENT_FIELD, 2)
+        }
+        pages = [p for m, p in manager.requests[asked:] if p == "/api/v1/namespaces/ns/events"]
+        assert len(pages) == 3  # 50, 50 and 20 (the TrainJob's Workload is not made yet)
+    finally:
+        world.close()
+
+
+def test_event_seen_keeps_what_a_story_shows_of_an_event_and_cuts_the_rest() -> None:
+    event = {
+        **an_event("e", "u", "x" * 5_000, "y" * 200),
+        "firstTimestamp": "2026-01-01T00:00:00Z",
+        "lastTimestamp": "2026-01-01T00:01:00Z",
+        "source": {"component": "z" * 100_000},
+        "metadata": {"name": "e", "namespace": "ns", "annotations": {"a": "b" * 100_000}},
+    }
+    seen = story.event_seen(event)
+    assert story.event_of(seen, "w") == story.event_of(event, "w")
+    assert story.about([seen], {"u"}) == [seen]
+    assert len(orjson.dumps(seen)) < 2_000
+    assert len(story.event_seen(an_event("e", "u", reason="y" * 300))["reason"]) == 253
+    weird = story.event_seen({"involvedObject": "x", "count": True, "reason": 7})
+    assert weird["involvedObject"] == {"kind": None, "name": None, "uid": None}
+    assert "count" not in weird and weird["reason"] is None
+    assert story.event_of(weird, "w").count == 1
+
+
+def controller_of(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    return {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+    }
+
+
+def test_every_read_of_one_story_keeps_to_one_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slow worker holds a read slot for STORY_SECONDS at most, not READ_SECONDS for each of
+    its many reads (the Jobs, the pods, each object's Events, the metrics)."""
+    deadlines: list[float | None] = []
+    real = copy_pods.list_pages
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        deadlines.append(kwargs.get("until", args[4] if len(args) > 4 else None))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(copy_pods, "list_pages", recorded)
+    runtime = make_runtime()
+    world, ctx = fleet(
+        [runtime, TrainJobBuilder().queue("q").multikueue().obj()], {"worker1": [runtime]}
+    )
+    try:
+        world.settle(("ns", "tj"))
+        reserve(world, "manager")
+        world.settle(("ns", "tj"))
+        reserve(world, "worker1", admitted=True)
+        world.settle(("ns", "tj"))  # it runs on worker1: a Job of its copy, a pod running
+        copy = world.get("worker1", c.TRAINJOB, "tj")
+        assert copy is not None
+        worker = world.apis["worker1"]
+        labels = {c.JOBSET_NAME_LABEL: "tj"}
+        worker.put(
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {
+                    "name": "tj-node-0",
+                    "namespace": "ns",
+                    "labels": labels,
+                    "ownerReferences": [controller_of(copy)],
+                },
+            }
+        )
+        job = world.get("worker1", c.JOB, "tj-node-0")
+        assert job is not None
+        worker.put(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": "tj-node-0-0-a",
+                    "namespace": "ns",
+                    "labels": labels,
+                    "ownerReferences": [controller_of(job)],
+                },
+                "spec": {"containers": [{"name": "node"}]},
+                "status": {"phase": "Running"},
+            }
+        )
+        started = time.monotonic()
+        told = job_story.story(ctx, "ns", "tj")
+        assert told.worker == "worker1" and [p.name for p in told.pods] == ["tj-node-0-0-a"]
+        # the Events of the manager's TrainJob and Workload; on the worker the Jobs, the
+        # pods, the metrics, and the Events of the copy, its Job and its pod
+        assert len(deadlines) == 8 and len(set(deadlines)) == 1, deadlines
+        (until,) = set(deadlines)
+        assert until is not None
+        assert (
+            started + job_story.STORY_SECONDS <= until <= time.monotonic() + job_story.STORY_SECONDS
+        )
     finally:
         world.close()

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from clusters.helpers.waiting import sooner_than
+from dispatcher.decisions import selection
 from dispatcher.decisions.selection import (
     CLUSTER_NAMES_ANNOTATION,
     CLUSTER_SELECTOR_ANNOTATION,
@@ -89,3 +93,26 @@ def test_a_selector_longer_than_a_selector_is_refused_before_it_is_matched() -> 
         selection_of({CLUSTER_SELECTOR_ANNOTATION: "a" + " " * 250_000 + "b"})
     long_but_fine = ",".join(f"k{i}=v" for i in range(500))  # 3,389 characters
     assert len(selection_of({CLUSTER_SELECTOR_ANNOTATION: long_but_fine}).selector or []) == 500
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a" + " " * 32_000 + "x",  # a key, spaces, then neither an operator nor `in`
+        "!" + " " * 32_000 + "x" + " " * 32_000 + "y",
+        "a" + " " * 32_000 + "in" + " " * 32_000 + "x",
+        "k" + " " * 32_000 + "=" + " " * 32_000 + "v w",
+    ],
+    ids=["key-spaces-letter", "not-spaces", "in-without-parentheses", "equals-two-values"],
+)
+def test_a_requirement_is_matched_in_time_linear_in_its_length(text: str) -> None:
+    """Under the length cap, an annotation is still read on every pass of its TrainJob (it may
+    be edited after admission): with `\\s*` on both sides of an optional part, a key, 4,000
+    spaces and a letter cost 0.1 s a pass. The patterns themselves, past the cap: each of
+    these 64 KiB requirements is read (or refused) in time linear in its length."""
+    started = time.monotonic()
+    for pattern in (selection._EQUALS, selection._SET):
+        pattern.match(text.strip())
+    sooner_than(
+        time.monotonic() - started, 4.5, "the patterns that backtracked, over 32,000 spaces"
+    )
