@@ -7,16 +7,16 @@ import socket
 import threading
 import uuid
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
-from kubernetes import client
 
-from clusters import setup
-from clusters.bed import Bed
-from clusters.config import load_config
 from kubebase.shares import Rates
 from kubecontrol import admission
-from tests.support.multikueue import LOST_TIMEOUT
+
+if TYPE_CHECKING:  # the bed is loaded by the fixtures that bring it up: a unit test needs none
+    from clusters import setup
+    from clusters.bed import Bed
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -51,6 +51,9 @@ def bed() -> Iterator[Bed]:
 
     A bed this test run started is taken down at the end (set TJ_BED_KEEP=1 to keep it).
     """
+    from clusters.bed import Bed
+    from clusters.config import load_config
+
     the_bed = Bed(load_config())
     reuse = bool(os.environ.get("TJ_BED_STATE_DIR")) and the_bed.is_up()
     if not reuse:
@@ -68,6 +71,8 @@ def worker_names(bed: Bed) -> list[str]:
 @pytest.fixture
 def namespace_factory(bed: Bed) -> Iterator[object]:
     """Creates fresh namespaces on any cluster and deletes them after the test."""
+    from kubernetes import client
+
     created: list[tuple[str, str]] = []
 
     def make(cluster: str, prefix: str = "t") -> str:
@@ -91,6 +96,9 @@ def namespace_factory(bed: Bed) -> Iterator[object]:
 def controllers(bed: Bed) -> Iterator[list[setup.Controller]]:
     """Our controllers as a user runs them: `python -m worker_controller` on every worker and
     `python -m dispatcher` on the manager (worker-lost timeout shortened for the tests)."""
+    from clusters import setup
+    from tests.support.multikueue import LOST_TIMEOUT
+
     ctrls = setup.start_controllers(bed, worker_lost_timeout=LOST_TIMEOUT)
     yield ctrls
     setup.stop_controllers(bed, ctrls)

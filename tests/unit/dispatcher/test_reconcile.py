@@ -142,13 +142,35 @@ def collector_runs(world: World) -> None:
     world.apis["manager"].collect()
 
 
-def theirs_on(worker: str) -> Step:
-    """A TrainJob of the job's name on `worker` that is no copy of ours (a team's own)."""
+def theirs_on(worker: str, origin: str | None = None) -> Step:
+    """A TrainJob of the job's name on `worker` that is no copy of ours: a team's own, or with
+    `origin`, another manager's copy (its origin label that manager's)."""
 
     def step(world: World) -> None:
         theirs = TrainJobBuilder().obj()
         theirs["metadata"]["labels"] = {"team": "theirs"}
+        if origin is not None:
+            theirs["metadata"]["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL] = origin
         world.apis[worker].put(theirs)
+
+    return step
+
+
+def their_workload_on(worker: str) -> Step:
+    """A Workload on `worker` of the name the job's copy would have, that is not ours."""
+
+    def step(world: World) -> None:
+        tj = trainjob(world)
+        assert tj is not None
+        name = workload_name("tj", tj["metadata"]["uid"])
+        world.apis[worker].put(
+            {
+                "apiVersion": f"{c.KUEUE_GROUP}/{c.KUEUE_VERSION}",
+                "kind": "Workload",
+                "metadata": {"name": name, "namespace": "ns", "labels": {"team": "theirs"}},
+                "spec": {"queueName": "theirs", "podSets": []},
+            }
+        )
 
     return step
 
@@ -393,6 +415,91 @@ ROWS = [
             **on_workers(),
         },
         (("Normal", "RemoteRemoved"),),
+    ),
+    Row(
+        "... for a reason Kueue does not requeue at once (its pods not ready in time): Requeued "
+        "is not said, the Workload waits for its backoff",
+        (*ADMITTED_ON_2, evicted_on("manager", "PodsReadyTimeout"), settle),
+        {
+            "manager": {
+                **the_job(),
+                "Workload": {
+                    "wl": {"check": "Ready", "conditions": {"Evicted": "PodsReadyTimeout"}}
+                },
+            },
+            **on_workers(),
+        },
+        (("Normal", "RemoteRemoved"),),
+    ),
+    Row(
+        "... and for one it does (a node failed): Requeued, with that reason",
+        (*ADMITTED_ON_2, evicted_on("manager", "NodeFailures"), settle),
+        {
+            "manager": {
+                **the_job(),
+                "Workload": {
+                    "wl": {
+                        "check": "Ready",
+                        "conditions": {"Evicted": "NodeFailures", "Requeued": "NodeFailures"},
+                    }
+                },
+            },
+            **on_workers(),
+        },
+        (("Normal", "RemoteRemoved"),),
+    ),
+    Row(
+        "a deleted TrainJob running on a worker takes its running copy and that copy's "
+        "Workload with it",
+        (*ADMITTED_ON_2, deleted, settle),
+        {"manager": {}, **on_workers()},
+    ),
+    Row(
+        "another manager's copy of the job's name on a worker (its origin label not ours) is "
+        "not ours: never written, its name noted taken",
+        (
+            theirs_on("worker1", origin="other-manager"),
+            *DISPATCHED,
+            kueue_on("worker1", admitted=True),
+            settle,
+        ),
+        {
+            "manager": {
+                **the_job(),
+                "Workload": {"wl": {"check": "Retry", "conditions": RESERVED}},
+            },
+            **on_workers({"TrainJob": {"tj": {**THEIRS, "origin": "other-manager"}}}),
+        },
+        (("Warning", "RemoteNameTaken"),),
+    ),
+    Row(
+        "... nor taken by a deletion",
+        (theirs_on("worker1", origin="other-manager"), *DISPATCHED, deleted, settle),
+        {
+            "manager": {},
+            **on_workers({"TrainJob": {"tj": {"origin": "other-manager", "originUID": None}}}),
+        },
+    ),
+    Row(
+        "a worker holding a Workload of the copy's name that is not ours is not nominated, and "
+        "its Workload is left as it is",
+        (their_workload_on("worker1"), *DISPATCHED),
+        {
+            "manager": {
+                **the_job(),
+                "Workload": {
+                    "wl": {"check": "Pending", "conditions": RESERVED, "nominated": ["worker2"]}
+                },
+            },
+            **on_workers(
+                {
+                    "Workload": {
+                        "wl": {"originUID": None, "spec": {"podSets": [], "queueName": "theirs"}}
+                    }
+                },
+                {"Workload": {"wl": COPY}},
+            ),
+        },
     ),
 ]
 
