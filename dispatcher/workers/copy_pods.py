@@ -18,7 +18,7 @@ import pycurl
 from kubebase.kinds import DNS_SUBDOMAIN, LABEL_NAME, POD, Kind
 from kubebase.objects import Dict
 from kubecontrol.aggregated import query_bool, query_int
-from kubecontrol.client import ApiClient, ApiException, TransportError
+from kubecontrol.client import JSON, METADATA_LIST, ApiClient, ApiException, TransportError
 from kubecontrol.informer import TENANT_SIZED_PAGE
 from kubecontrol.lists import decode_list
 from trainjob.ownership import controller_ref, controller_uid
@@ -153,9 +153,11 @@ POD_LABELS = (c.JOBSET_NAME_LABEL, c.REPLICATED_JOB_NAME_LABEL, c.JOB_COMPLETION
 
 
 def job_seen(job: Dict) -> Dict:
-    """What the readers read of a Job: its names, its UID and its controller (none of its pod
-    template, which is its tenant's to size). A page of Jobs is cut down to this as it comes:
-    anyone who may create Jobs in the namespace may label them as the TrainJob's."""
+    """What the readers read of a Job: its names, its UID and its controller, all in its
+    metadata (none of its pod template, which is its tenant's to size: Jobs are listed as
+    their metadata alone). A page of Jobs is cut down to this as it comes: anyone who may
+    create Jobs in the namespace may label them as the TrainJob's, and its labels and
+    annotations are theirs to size too."""
     meta = job.get("metadata") or {}
     kept = {k: meta[k] for k in ("name", "namespace", "uid") if k in meta}
     return {"metadata": {**kept, "ownerReferences": _controller_refs(job)}}
@@ -254,12 +256,14 @@ def read_some(
 ) -> tuple[list[Dict], list[Dict], bool]:
     """`read` of at most `most` pods, and whether the worker has more of them."""
     selector = f"{c.JOBSET_NAME_LABEL}={name}"
+    # their metadata alone: a Job's pod template is its tenant's to size (up to 1.5 MiB)
     jobs, _ = list_some(
         remote,
         c.JOB.path(namespace, None),
         MAX_JOBS,
         keep=job_seen,
         until=until,
+        accept=METADATA_LIST,
         labelSelector=selector,
     )
     query: dict[str, str] = {"labelSelector": selector}
@@ -366,10 +370,11 @@ def list_some(
     most: int,
     keep: Callable[[Dict], Dict] | None = None,
     until: float | None = None,
+    accept: str = JSON,
     **query: Any,
 ) -> tuple[list[Dict], bool]:
     """`list_pages` of a list on a worker."""
-    return list_pages(remote.cluster.api, path, most, keep, until, **query)
+    return list_pages(remote.cluster.api, path, most, keep, until, accept, **query)
 
 
 def list_pages(
@@ -378,11 +383,13 @@ def list_pages(
     most: int,
     keep: Callable[[Dict], Dict] | None = None,
     until: float | None = None,
+    accept: str = JSON,
     **query: Any,
 ) -> tuple[list[Dict], bool]:
     """At most `most` items of a list, read in pages of PAGE (each item cut down by `keep`
     as its page comes), and whether there are more; every page by `until` (a
-    time.monotonic(); TransportError past it)."""
+    time.monotonic(); TransportError past it). `accept` METADATA_LIST: the items' metadata
+    alone (PartialObjectMetadata), none of what else the objects hold."""
     items: list[Dict] = []
     token = None
     while True:
@@ -392,6 +399,7 @@ def list_pages(
             path,
             query={**query, "limit": want, "continue": token},
             timeout=_read_timeout(until),
+            accept=accept,
         )
         # each item cut down as it is decoded, a large page an item at a time
         page = decode_list(data, lambda i: keep(i) if keep and isinstance(i, dict) else i)

@@ -20,7 +20,7 @@ from dispatcher.workers.copy_pods import (
     ours,
     pick_pod,
 )
-from kubecontrol.client import TransportError
+from kubecontrol.client import JSON, METADATA_LIST, TransportError
 from trainjob_api import constants as c
 from trainjob_api import story
 
@@ -142,7 +142,9 @@ class Pages:
         items = [{"metadata": {"name": f"p{i}"}} for i in range(start, end)]
         return {"items": items, "metadata": {"continue": str(end) if end < self.count else ""}}
 
-    def request(self, method: str, path: str, query: dict[str, Any], timeout: float) -> bytes:
+    def request(
+        self, method: str, path: str, query: dict[str, Any], timeout: float, accept: str = JSON
+    ) -> bytes:
         """The page as the API server sends it: JSON."""
         assert method == "GET"
         return orjson.dumps(self.get_json(path, query, timeout))
@@ -170,10 +172,12 @@ class SlowPages(Pages):
         super().__init__(count)
         self.seconds, self.clock, self.timeouts = seconds, clock, []
 
-    def request(self, method: str, path: str, query: dict[str, Any], timeout: float) -> bytes:
+    def request(
+        self, method: str, path: str, query: dict[str, Any], timeout: float, accept: str = JSON
+    ) -> bytes:
         self.timeouts.append(timeout)
         self.clock[0] += self.seconds
-        return super().request(method, path, query, timeout)
+        return super().request(method, path, query, timeout, accept)
 
 
 def test_a_list_read_by_a_deadline_asks_no_page_past_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -326,14 +330,19 @@ def test_a_read_keeps_of_each_job_its_names_and_controller_only() -> None:
 
 
 class JobSetWorker:
-    """A worker whose copy's one Job a JobSet controls: each read's path and timeout kept."""
+    """A worker whose copy's one Job a JobSet controls: each read's path, timeout and the
+    form it asked for kept."""
 
     def __init__(self) -> None:
         self.cluster = self.api = self
         self.timeouts: list[tuple[str, float]] = []
+        self.accepts: list[tuple[str, str]] = []
 
-    def request(self, method: str, path: str, query: dict[str, Any], timeout: float) -> bytes:
+    def request(
+        self, method: str, path: str, query: dict[str, Any], timeout: float, accept: str = JSON
+    ) -> bytes:
         self.timeouts.append((path, timeout))
+        self.accepts.append((path.rsplit("/", 1)[-1], accept))
         ref = {"kind": "JobSet", "name": "tj", "uid": "js", "controller": True}
         job = {"metadata": {"name": "tj-node-0", "uid": "j1", "ownerReferences": [ref]}}
         return orjson.dumps({"items": [job] if path.endswith("/jobs") else []})
@@ -350,6 +359,15 @@ def test_every_read_of_a_copy_ends_by_its_deadline(monkeypatch: pytest.MonkeyPat
     copy_pods.read(worker, "ns", "tj", "copy", until=1003.0)  # type: ignore[arg-type]
     assert [p.rsplit("/", 1)[-1] for p, _ in worker.timeouts] == ["jobs", "pods", "tj"]
     assert {t for _, t in worker.timeouts} == {3.0}, worker.timeouts
+
+
+def test_a_copys_jobs_are_listed_as_their_metadata_alone() -> None:
+    """A Job's pod template is its tenant's to size (an env value up to the 1.5 MiB etcd
+    stores), and every story, log and tails read lists up to 1,000 of them: only their
+    metadata is asked for; the pods whole (their status is read)."""
+    worker = JobSetWorker()
+    copy_pods.read(worker, "ns", "tj", "copy")  # type: ignore[arg-type]
+    assert worker.accepts == [("jobs", METADATA_LIST), ("pods", JSON)]
 
 
 def test_no_page_is_asked_for_with_no_time_left(monkeypatch: pytest.MonkeyPatch) -> None:
