@@ -29,7 +29,7 @@ from dispatcher.workers import copy_pods, log_tails
 from dispatcher.workers.copy_pods import Refusal, log_pods, log_query, pick_pod
 from kubebase.kinds import EVENT, POD
 from kubebase.objects import Dict
-from kubebase.shares import FairQueue, Rates, Shares
+from kubebase.shares import FairQueue, Rates, Shares, take_each
 from kubecontrol import web
 from kubecontrol.aggregated import (
     ApiGroup,
@@ -92,6 +92,10 @@ WAIT_SECONDS = 5.0
 # dispatcher's reads of a worker run back to back under its identity there; more get 429.
 READS_PER_MINUTE_EACH = 60
 READS_BURST_EACH = 10
+# A namespace's users together (a tenant with `edit` can make ServiceAccounts, so a user's
+# rate alone is not a bound on what one namespace asks of the workers).
+READS_PER_MINUTE_PER_NAMESPACE = 120
+READS_BURST_PER_NAMESPACE = 20
 _reads = ThreadPoolExecutor(max_workers=MAX_READS, thread_name_prefix="job-story")
 _reads_slots = FairQueue(
     MAX_READS,
@@ -103,6 +107,7 @@ _reads_slots = FairQueue(
     queued_total=MAX_QUEUED,
 )
 _read_rates = Rates(READS_PER_MINUTE_EACH / 60, READS_BURST_EACH)
+_namespace_rates = Rates(READS_PER_MINUTE_PER_NAMESPACE / 60, READS_BURST_PER_NAMESPACE)
 
 
 # ---- reads --------------------------------------------------------------------------------
@@ -266,15 +271,21 @@ def waiting_in(ctx: Context, workload: WorkloadView) -> list[types.QueueWait]:
 
 async def _read(call: ApiRequest, fn: Callable[..., Any], *args: Any) -> Any:
     """`fn(*args)` on the API's own threads, or the answer to give instead: 429 when the
-    caller is past its rate, or waited `WAIT_SECONDS` for a slot, or its queue is full (a
-    caller who floods the API waits behind everyone else's turn, and the webhooks' threads are
-    never theirs), the Refusal's code, 400 for a wrong parameter, 503 when the manager's API
-    cannot say."""
+    caller or its namespace is past its rate, or waited `WAIT_SECONDS` for a slot, or its
+    queue is full (a caller who floods the API waits behind everyone else's turn, and the
+    webhooks' threads are never theirs), the Refusal's code, 400 for a wrong parameter, 503
+    when the manager's API cannot say."""
     user, namespace = call.caller.user, call.namespace
-    if not _read_rates.take(user):
+    if not take_each((_read_rates, user), (_namespace_rates, namespace)):
+        if not _read_rates.has(user):
+            return _too_many(
+                f"you asked for more than {READS_PER_MINUTE_EACH} story or log reads a minute "
+                "on this replica, your rate; try again"
+            )
         return _too_many(
-            f"you asked for more than {READS_PER_MINUTE_EACH} story or log reads a minute "
-            "on this replica, your rate; try again"
+            f"namespace {namespace}'s users asked for more than "
+            f"{READS_PER_MINUTE_PER_NAMESPACE} story or log reads a minute on this replica, "
+            "its rate; try again"
         )
     async with _reads_slots.slot(
         user, namespace, wait=WAIT_SECONDS, gone=lambda: _gone(call.http)

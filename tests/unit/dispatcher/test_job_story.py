@@ -231,6 +231,35 @@ def test_a_user_past_its_rate_is_refused_and_others_are_not(
     assert answers[-1] == "read"
 
 
+def test_a_namespace_past_its_rate_is_refused_whichever_of_its_users_asks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tenant may make ServiceAccounts: each a user of its own, with a rate of its own. (The
+    namespaces are this test's alone: the rates' clock stands still in it.)"""
+    for rates in (job_story._read_rates, job_story._namespace_rates):
+        monkeypatch.setattr(rates, "_clock", lambda: 0.0)  # no refill meanwhile
+    burst = job_story.READS_BURST_PER_NAMESPACE
+
+    async def scenario() -> list[Any]:
+        answers = [
+            await job_story._read(call(f"system:serviceaccount:team-n:sa{i}", "team-n"), read)
+            for i in range(burst + 2)
+            for read in (lambda: "read",)
+        ]
+        return [*answers, await job_story._read(call("hal", "team-m"), lambda: "read")]
+
+    answers = asyncio.run(scenario())
+    assert answers[:burst] == ["read"] * burst
+    for answer in answers[burst:-1]:
+        assert refusal(answer) == (
+            429,
+            "1",
+            "namespace team-n's users asked for more than 120 story or log reads a minute on "
+            "this replica, its rate; try again",
+        )
+    assert answers[-1] == "read"
+
+
 def kept_tails(trainjob_uid: str, pod: str, said: str) -> dict[str, Any]:
     """The record of the tails of TrainJob ns/tj `trainjob_uid`, in log_tails.capture's form
     (what the story reads of it): one failed trainer pod of worker1, whose container `node`
