@@ -17,6 +17,7 @@ import pytest
 
 from dispatcher.readapi import job_story
 from dispatcher.workers import copy_pods, log_tails
+from kubebase.kinds import POD
 from kubecontrol.aggregated import ApiRequest, Caller
 from kubecontrol.controller import own_namespace
 from tests.support.builders import TrainJobBuilder, make_runtime
@@ -260,6 +261,42 @@ def test_a_namespace_past_its_rate_is_refused_whichever_of_its_users_asks(
     assert answers[-1] == "read"
 
 
+def test_a_refusal_by_one_rate_spends_nothing_of_the_other(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A user refused by its namespace's rate keeps its own allowance, and a namespace keeps
+    its own while one of its users is refused for its rate; past both, the user is told of
+    its own."""
+    clock = [0.0]  # the namespaces' clock; the users' stands still: no user's bucket refills
+    monkeypatch.setattr(job_story._read_rates, "_clock", lambda: 0.0)
+    monkeypatch.setattr(job_story._namespace_rates, "_clock", lambda: clock[0])
+    each, shared = job_story.READS_BURST_EACH, job_story.READS_BURST_PER_NAMESPACE
+
+    async def ask(user: str, namespace: str) -> Any:
+        return await job_story._read(call(user, namespace), lambda: "read")
+
+    async def scenario() -> dict[str, Any]:
+        # ivy spends her own; refused twenty times more, team-q's rate is not touched
+        mine = [await ask("ivy", "team-q") for _ in range(each + 20)]
+        others = [await ask(f"sa{i}", "team-q") for i in range(shared - each)]
+        # team-q is spent now: jo is refused for it, and keeps his own
+        refused_jo = await ask("jo", "team-q")
+        both = await ask("ivy", "team-q")  # past both rates: told of her own
+        clock[0] += 60 * shared / job_story.READS_PER_MINUTE_PER_NAMESPACE  # team-q refills
+        jo = [await ask("jo", "team-q") for _ in range(each)]
+        return {"mine": mine, "others": others, "refused_jo": refused_jo, "both": both, "jo": jo}
+
+    told = asyncio.run(scenario())
+    assert told["mine"][:each] == ["read"] * each
+    assert {refusal(a)[2].split(",")[0] for a in told["mine"][each:]} == {
+        "you asked for more than 60 story or log reads a minute on this replica"
+    }
+    assert told["others"] == ["read"] * (shared - each)
+    assert refusal(told["refused_jo"])[2].startswith("namespace team-q's users asked")
+    assert refusal(told["both"])[2].startswith("you asked for more than 60")
+    assert told["jo"] == ["read"] * each
+
+
 def kept_tails(trainjob_uid: str, pod: str, said: str) -> dict[str, Any]:
     """The record of the tails of TrainJob ns/tj `trainjob_uid`, in log_tails.capture's form
     (what the story reads of it): one failed trainer pod of worker1, whose container `node`
@@ -349,6 +386,32 @@ def test_a_storys_events_are_read_in_pages_each_cut_down_as_it_comes() -> None:
         world.close()
 
 
+def test_a_storys_events_are_at_most_max_events_an_object_and_only_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The API server filters by the object's UID; what it sends of another's (a server that
+    does not filter) is left out all the same, and no more than MAX_EVENTS are read."""
+    monkeypatch.setattr(job_story, "MAX_EVENTS", 60)
+    real = copy_pods.list_pages
+
+    def unfiltered(*args: Any, **kwargs: Any) -> Any:
+        found, more = real(*args, **kwargs)
+        return [*found, an_event("stray", "uid-of-another", "not this one's")], more
+
+    monkeypatch.setattr(copy_pods, "list_pages", unfiltered)
+    runtime = make_runtime()
+    world, ctx = fleet([runtime, TrainJobBuilder().queue("q").obj()], {"worker1": [runtime]})
+    try:
+        manager = world.apis["manager"]
+        uid = world.get("manager", c.TRAINJOB, "tj")["metadata"]["uid"]  # type: ignore[index]
+        for i in range(120):
+            manager.put(an_event(f"e{i}", uid, "said"))
+        told = job_story.story(ctx, "ns", "tj")
+        assert [e.message for e in told.events] == ["said"] * 60
+    finally:
+        world.close()
+
+
 def test_event_seen_keeps_what_a_story_shows_of_an_event_and_cuts_the_rest() -> None:
     event = {
         **an_event("e", "u", "x" * 5_000, "y" * 200),
@@ -361,11 +424,34 @@ def test_event_seen_keeps_what_a_story_shows_of_an_event_and_cuts_the_rest() -> 
     assert story.event_of(seen, "w") == story.event_of(event, "w")
     assert story.about([seen], {"u"}) == [seen]
     assert len(orjson.dumps(seen)) < 2_000
-    assert len(story.event_seen(an_event("e", "u", reason="y" * 300))["reason"]) == 253
+    long = "z" * 10_000
+    cut = story.event_seen(
+        {
+            "type": long,
+            "reason": long,
+            "involvedObject": {"kind": long, "name": long, "uid": long},
+            "firstTimestamp": long,
+            "lastTimestamp": long,
+            "eventTime": long,
+        }
+    )
+    strings = [cut["type"], cut["reason"], *cut["involvedObject"].values()]
+    strings += [cut[k] for k in ("firstTimestamp", "lastTimestamp", "eventTime")]
+    assert [len(v) for v in strings] == [story.MAX_EVENT_FIELD] * 8
+    # an events.k8s.io writer leaves the older timestamps empty: its time is eventTime
+    newer = {**an_event("e", "u"), "eventTime": "2026-01-01T00:02:00.000000Z"}
+    assert story.event_of(story.event_seen(newer), "w") == story.event_of(newer, "w")
+    assert story.event_of(story.event_seen(newer), "w").first_timestamp is not None
     weird = story.event_seen({"involvedObject": "x", "count": True, "reason": 7})
     assert weird["involvedObject"] == {"kind": None, "name": None, "uid": None}
     assert "count" not in weird and weird["reason"] is None
     assert story.event_of(weird, "w").count == 1
+
+
+def pod_uid(world: Any) -> str:
+    pod = world.get("worker1", POD, "tj-node-0-0-a")
+    assert pod is not None
+    return str(pod["metadata"]["uid"])
 
 
 def controller_of(obj: dict[str, Any]) -> dict[str, Any]:
@@ -432,9 +518,19 @@ def test_every_read_of_one_story_keeps_to_one_deadline(monkeypatch: pytest.Monke
                 "status": {"phase": "Running"},
             }
         )
+        about_the_pod = {
+            **an_event("big", "", "m" * 65_536, "r" * 1_000),
+            "involvedObject": {"kind": "Pod", "name": "tj-node-0-0-a", "uid": pod_uid(world)},
+        }
+        worker.put(about_the_pod)
         started = time.monotonic()
         told = job_story.story(ctx, "ns", "tj")
         assert told.worker == "worker1" and [p.name for p in told.pods] == ["tj-node-0-0-a"]
+        (said,) = [e for e in told.events if e.source == "worker1"]  # cut as the manager's
+        assert (len(said.message), len(said.reason or "")) == (
+            story.MAX_EVENT_MESSAGE,
+            story.MAX_EVENT_FIELD,
+        )
         # the Events of the manager's TrainJob and Workload; on the worker the Jobs, the
         # pods, the metrics, and the Events of the copy, its Job and its pod
         assert len(deadlines) == 8 and len(set(deadlines)) == 1, deadlines

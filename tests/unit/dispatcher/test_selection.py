@@ -35,6 +35,15 @@ LABELS = {"region": "eu", "tier": "gold", "gpu": "a100"}
         ("region=eu,tier in (gold),!spot", True),
         ("region=eu, tier in (silver)", False),
         ("example.com/pool", False),
+        # spaces wherever kubectl's parser takes them
+        ("region = eu", True),
+        ("region != us", True),
+        ("region == eu", True),
+        ("tier in(gold)", True),
+        ("tier notin(gold)", False),
+        ("! gpu", False),
+        ("!  spot", True),
+        ("tier in ( gold , silver )", True),
     ],
 )
 def test_kubectl_selector_syntax(selector: str, matches: bool) -> None:
