@@ -12,6 +12,9 @@ Three figures, each printed with what it measured:
   story, the logs and the tails capture call) of `--pods` pods of `--pod-kb` KB each, served
   by a loopback HTTP server in pages as the API server serves them; each variant in a process
   of its own (peak RSS only grows);
+- as many Events about one object, each a message of that size (anyone who may create Events
+  in the namespace writes them): a story's read of them, in pages each cut down as it comes
+  (after) and whole in one answer of up to 500 (before), each in a process of its own;
 - a namespace of as many TrainJobs of that size (no quota needed to make them, suspended):
   the dispatcher's TrainJob informer listing them, its peak RSS growth and what it still
   holds after, in pages of 500 (before) and of TENANT_SIZED_PAGE;
@@ -43,7 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from clusters.helpers.waiting import http_server, loopback_client
 from clusters.kube import load_manifests
+from dispatcher.readapi import job_story
 from dispatcher.workers import copy_pods
+from kubebase.kinds import EVENT
 from kubecontrol import lists
 from kubecontrol.cluster import Cluster
 from kubecontrol.informer import TENANT_SIZED_PAGE, Informer
@@ -53,6 +58,7 @@ from trainjob.admission import Admitted, object_problem, runtime_refusal
 from trainjob.lru import LRU
 from trainjob.runtime import failure
 from trainjob_api import constants as c
+from trainjob_api.story import about, event_of
 from trainjob_api.views import RuntimeView
 from worker_controller import digests
 
@@ -133,15 +139,25 @@ def pods_page(count: int, size_kb: int, entries: int = 0) -> Any:
             "status": {"phase": "Running"},
         }
 
+    def event(i: int) -> Dict:  # about the object of UID "uid", its message the filler
+        return {
+            "metadata": {"name": f"e{i}", "namespace": "team-a", "uid": f"e{i}"},
+            "involvedObject": {"kind": "TrainJob", "name": "tj", "uid": "uid"},
+            "type": "Warning",
+            "reason": "Noted",
+            "message": filler,
+        }
+
     class Pods(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             parts = urlsplit(self.path)
             query = parse_qs(parts.query)
-            if parts.path.endswith(("/pods", "/trainjobs")):
+            if parts.path.endswith(("/pods", "/trainjobs", "/events")):
                 start = int((query.get("continue") or ["0"])[0])
                 end = min(count, start + int((query.get("limit") or [str(count)])[0]))
                 more = {"continue": str(end)} if end < count else {}
-                items = [pod(i) for i in range(start, end)]
+                made = event if parts.path.endswith("/events") else pod
+                items = [made(i) for i in range(start, end)]
             else:
                 items, more = [], {}
             body = json.dumps({"items": items, "metadata": {"resourceVersion": "1", **more}})
@@ -211,6 +227,24 @@ def one_pod_list(port: int, whole: int) -> None:
     measured(informer._list)
 
 
+def one_event_read(port: int, paged: int) -> None:
+    """In a process of its own: a story's read of one object's Events, in pages each cut
+    down as it comes (`paged`), or as before: one answer of up to 500, whole."""
+    api = loopback_client(port)
+    if paged:
+        until = time.monotonic() + 600.0
+        measured(lambda: [event_of(e, "w") for e in job_story._events(api, "team-a", "uid", until)])
+        return
+    path = EVENT.path("team-a", None)
+    query = {"fieldSelector": "involvedObject.uid=uid", "limit": 500}
+
+    def whole() -> list[Any]:
+        found = api.get_json(path, query=query, timeout=600.0) or {}
+        return [event_of(e, "w") for e in about(found.get("items") or [], {"uid"})]
+
+    measured(whole)
+
+
 def in_a_process(flag: str, port: int, page: int) -> Dict:
     """One figure (`--one-read`, `--one-list`) measured in a process of its own."""
     out = subprocess.run(
@@ -233,9 +267,13 @@ def main() -> int:
     parser.add_argument("--env-entries", type=int, default=45_000)
     parser.add_argument("--one-list", type=int, nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--one-pod-list", type=int, nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--one-event-read", type=int, nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one_pod_list:
         one_pod_list(*args.one_pod_list)
+        return 0
+    if args.one_event_read:
+        one_event_read(*args.one_event_read)
         return 0
     if args.one_read:
         one_read(*args.one_read)
@@ -267,6 +305,14 @@ def main() -> int:
                 f"[{variant}] one read of {args.pods} pods x {args.pod_kb} KB in pages of "
                 f"{page}: peak RSS +{got['grew_mib']:.0f} MiB, held after "
                 f"+{got['held_mib']:.0f} MiB, {got['seconds']:.1f} s"
+            )
+        for paged, variant in ((0, "before"), (1, "after")):
+            got = in_a_process("--one-event-read", port, paged)
+            print(
+                f"[{variant}] a story's read of one object's {min(args.pods, 500)} Events x "
+                f"{args.pod_kb} KB, {'in pages, each cut' if paged else 'whole, at once'}: "
+                f"peak RSS +{got['grew_mib']:.0f} MiB, held after +{got['held_mib']:.0f} MiB, "
+                f"{got['seconds']:.1f} s"
             )
         for page, variant in ((500, "before"), (TENANT_SIZED_PAGE, "after")):
             got = in_a_process("--one-list", port, page)
