@@ -245,6 +245,15 @@ def one_event_read(port: int, paged: int) -> None:
     measured(whole)
 
 
+def said(variant: str, what: str, got: Dict) -> None:
+    """One figure's line: what was measured, then its peak RSS growth, what it still held and
+    its time."""
+    print(
+        f"[{variant}] {what}: peak RSS +{got['grew_mib']:.0f} MiB, held after "
+        f"+{got['held_mib']:.0f} MiB, {got['seconds']:.1f} s"
+    )
+
+
 def in_a_process(flag: str, port: int, page: int) -> Dict:
     """One figure (`--one-read`, `--one-list`) measured in a process of its own."""
     out = subprocess.run(
@@ -301,36 +310,29 @@ def main() -> int:
     with http_server(pods_page(args.pods, args.pod_kb)) as port:
         for page, variant in ((500, "before"), (copy_pods.PAGE, "after")):
             got = in_a_process("--one-read", port, page)
-            print(
-                f"[{variant}] one read of {args.pods} pods x {args.pod_kb} KB in pages of "
-                f"{page}: peak RSS +{got['grew_mib']:.0f} MiB, held after "
-                f"+{got['held_mib']:.0f} MiB, {got['seconds']:.1f} s"
+            said(
+                variant, f"one read of {args.pods} pods x {args.pod_kb} KB in pages of {page}", got
             )
         for paged, variant in ((0, "before"), (1, "after")):
             got = in_a_process("--one-event-read", port, paged)
-            print(
-                f"[{variant}] a story's read of one object's {min(args.pods, 500)} Events x "
-                f"{args.pod_kb} KB, {'in pages, each cut' if paged else 'whole, at once'}: "
-                f"peak RSS +{got['grew_mib']:.0f} MiB, held after +{got['held_mib']:.0f} MiB, "
-                f"{got['seconds']:.1f} s"
+            how = "in pages, each cut" if paged else "whole, at once"
+            events = min(args.pods, 500)
+            said(
+                variant,
+                f"a story's read of one object's {events} Events x {args.pod_kb} KB, {how}",
+                got,
             )
         for page, variant in ((500, "before"), (TENANT_SIZED_PAGE, "after")):
             got = in_a_process("--one-list", port, page)
-            print(
-                f"[{variant}] the TrainJob informer's list of {args.pods} TrainJobs x "
-                f"{args.pod_kb} KB in pages of {page}: peak RSS +{got['grew_mib']:.0f} MiB, "
-                f"held after +{got['held_mib']:.0f} MiB, {got['seconds']:.1f} s"
-            )
+            what = f"the TrainJob informer's list of {args.pods} TrainJobs x {args.pod_kb} KB"
+            said(variant, f"{what} in pages of {page}", got)
     with http_server(pods_page(args.env_pods, 0, args.env_entries)) as port:
         for whole, variant in ((1, "before"), (0, "after")):
             got = in_a_process("--one-pod-list", port, whole)
-            print(
-                f"[{variant}] the worker controller's pod list of {args.env_pods} pods x "
-                f"{args.env_entries} env entries, pages decoded "
-                f"{'whole' if whole else 'an object at a time'}: peak RSS "
-                f"+{got['grew_mib']:.0f} MiB, held after +{got['held_mib']:.0f} MiB, "
-                f"{got['seconds']:.1f} s"
-            )
+            what = f"the worker controller's pod list of {args.env_pods} pods x "
+            what += f"{args.env_entries} env entries"
+            how = "whole" if whole else "an object at a time"
+            said(variant, f"{what}, pages decoded {how}", got)
     subprocess.run([sys.executable, __file__, "--before", "--reviews", str(args.reviews),
                     "--patches", str(args.patches)], check=True)  # fmt: skip
     return 0

@@ -220,15 +220,20 @@ def test_a_user_past_its_rate_is_refused_and_others_are_not(
         ]
         return [*answers, await job_story._read(call("frank", "team-e"), lambda: "read")]
 
-    answers = asyncio.run(scenario())
-    assert answers[: job_story.READS_BURST_EACH] == ["read"] * job_story.READS_BURST_EACH
-    for answer in answers[job_story.READS_BURST_EACH : -1]:
-        assert refusal(answer) == (
-            429,
-            "1",
-            "you asked for more than 60 story or log reads a minute on this replica, your rate; "
-            "try again",
-        )
+    refused_past(
+        asyncio.run(scenario()),
+        job_story.READS_BURST_EACH,
+        "you asked for more than 60 story or log reads a minute on this replica, your rate; "
+        "try again",
+    )
+
+
+def refused_past(answers: list[Any], allowed: int, said: str) -> None:
+    """The first `allowed` read, the rest but the last refused with 429 saying `said`, the
+    last (another's) read."""
+    assert answers[:allowed] == ["read"] * allowed
+    for answer in answers[allowed:-1]:
+        assert refusal(answer) == (429, "1", said)
     assert answers[-1] == "read"
 
 
@@ -243,22 +248,19 @@ def test_a_namespace_past_its_rate_is_refused_whichever_of_its_users_asks(
 
     async def scenario() -> list[Any]:
         answers = [
-            await job_story._read(call(f"system:serviceaccount:team-n:sa{i}", "team-n"), read)
+            await job_story._read(
+                call(f"system:serviceaccount:team-n:sa{i}", "team-n"), lambda: "read"
+            )
             for i in range(burst + 2)
-            for read in (lambda: "read",)
         ]
         return [*answers, await job_story._read(call("hal", "team-m"), lambda: "read")]
 
-    answers = asyncio.run(scenario())
-    assert answers[:burst] == ["read"] * burst
-    for answer in answers[burst:-1]:
-        assert refusal(answer) == (
-            429,
-            "1",
-            "namespace team-n's users asked for more than 120 story or log reads a minute on "
-            "this replica, its rate; try again",
-        )
-    assert answers[-1] == "read"
+    refused_past(
+        asyncio.run(scenario()),
+        burst,
+        "namespace team-n's users asked for more than 120 story or log reads a minute on this "
+        "replica, its rate; try again",
+    )
 
 
 def test_a_refusal_by_one_rate_spends_nothing_of_the_other(
