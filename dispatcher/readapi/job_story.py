@@ -65,7 +65,7 @@ STREAMS_EACH = 8
 STREAMS_PER_NAMESPACE = 16
 MAX_EVENTS = 500  # Events read per object for one story
 MAX_EVENT_OBJECTS = 34  # objects whose Events one story reads on the worker
-STORY_SECONDS = 30.0  # all of one story's reads, on the manager and the worker
+STORY_SECONDS = 30.0  # all of one story's reads (or a log's look for its pod), manager and worker
 WHOLE_LOG_SECONDS = 300.0  # a log read without follow ends within this
 # A followed log that has said nothing for this long is ended (the reader may follow it
 # again): a forgotten follow does not hold its slot for ever.
@@ -328,8 +328,9 @@ def _prepare_log(ctx: Context, call: ApiRequest) -> tuple[Running, str, dict[str
     pods: list[Dict] = []
     if at.problem is None and at.copy is not None:
         # only the pods the request can mean: by name, or by role and index
-        _, pods, _ = pods_of(at, call.namespace, call.name, log_pods(call.query))
-        if not pods and pods_of(at, call.namespace, call.name, most=1)[1]:
+        until = time.monotonic() + STORY_SECONDS  # both looks within one deadline
+        _, pods, _ = pods_of(at, call.namespace, call.name, log_pods(call.query), until=until)
+        if not pods and pods_of(at, call.namespace, call.name, most=1, until=until)[1]:
             pick_pod([], call.query)  # it has pods, none of them this one: 404 naming it
     if pods:
         pod = pick_pod(pods, call.query)

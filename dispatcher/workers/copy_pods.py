@@ -407,7 +407,6 @@ def list_pages(
         items += [i for i in page["items"] if isinstance(i, dict)]
         token = (page.get("metadata") or {}).get("continue")
         del page  # not held while the next page comes
-        if not token:
-            return items, False
-        if len(items) >= most:
-            return items[:most], True
+        if len(items) >= most or not token:
+            # a server that ignores `limit` (metrics-server's PodMetrics) sends all at once
+            return items[:most], len(items) > most or bool(token)

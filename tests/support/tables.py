@@ -72,6 +72,9 @@ class _Reference:
         made_for = (meta.get("annotations") or {}).get(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION)
         if source is None or made_for != source["metadata"].get("uid"):
             out["originUID"] = made_for
+            # not a copy of the manager's object: its labels, so that a row shows it is left
+            # as its owner wrote it
+            out["labels"] = meta.get("labels") or {}
         else:
             out["originUID"] = "manager's"
         if source is not None:

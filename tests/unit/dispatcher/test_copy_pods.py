@@ -180,6 +180,21 @@ class SlowPages(Pages):
         return super().request(method, path, query, timeout, accept)
 
 
+class AllAtOnce(Pages):
+    """A server that ignores `limit` (metrics-server's PodMetrics): every item in one answer."""
+
+    def get_json(self, path: str, query: dict[str, Any], timeout: float) -> dict[str, Any]:
+        self.asked.append(dict(query))
+        return {"items": [{"metadata": {"name": f"p{i}"}} for i in range(self.count)]}
+
+
+def test_a_list_a_server_sends_all_at_once_is_kept_to_its_bound() -> None:
+    items, more = copy_pods.list_some(AllAtOnce(700), "/pods", 500)  # type: ignore[arg-type]
+    assert (len(items), more) == (500, True)
+    items, more = copy_pods.list_some(AllAtOnce(30), "/pods", 500)  # type: ignore[arg-type]
+    assert (len(items), more) == (30, False)
+
+
 def test_a_list_read_by_a_deadline_asks_no_page_past_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """A tails capture's lists end by its deadline: each page asks at most what is left, and
     none is asked once it passed (before: 30 pages of 10 s each on a slow worker)."""

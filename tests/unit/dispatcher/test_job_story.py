@@ -363,7 +363,9 @@ def an_event(name: str, about: str, message: str = "", reason: str = "Noted") ->
     }
 
 
-def test_a_storys_events_are_read_in_pages_each_cut_down_as_it_comes() -> None:
+def test_a_storys_events_are_read_in_pages_each_cut_down_as_it_comes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Anyone who may create Events in the namespace writes their strings, unbounded in core/v1
     (up to the 1.5 MiB etcd stores): a story reads them in pages, each Event cut to what the
     story shows as its page comes, not 500 of them whole in one answer."""
@@ -374,7 +376,16 @@ def test_a_storys_events_are_read_in_pages_each_cut_down_as_it_comes() -> None:
         uid = world.get("manager", c.TRAINJOB, "tj")["metadata"]["uid"]  # type: ignore[index]
         for i in range(120):
             manager.put(an_event(f"e{i}", uid, "m" * 65_536, "r" * 1_000))
-        manager.put(an_event("another", "uid-of-another", "not this one's"))
+        for i in range(40):  # another object's: the API server filters them out by UID
+            manager.put(an_event(f"another{i}", "uid-of-another", "not this one's"))
+        keeps: list[Any] = []
+        real = copy_pods.list_pages
+
+        def kept(*args: Any, **kwargs: Any) -> Any:
+            keeps.append(kwargs.get("keep"))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(copy_pods, "list_pages", kept)
         asked = len(manager.requests)
         told = job_story.story(ctx, "ns", "tj")
         events = [e for e in told.events if e.source == "manager"]
@@ -383,7 +394,10 @@ def test_a_storys_events_are_read_in_pages_each_cut_down_as_it_comes() -> None:
             (story.MAX_EVENT_MESSAGE, story.MAX_EVENT_FIELD, 2)
         }
         pages = [p for m, p in manager.requests[asked:] if p == "/api/v1/namespaces/ns/events"]
-        assert len(pages) == 3  # 50, 50 and 20 (the TrainJob's Workload is not made yet)
+        # 50, 50 and 20, asked by UID (the TrainJob's Workload is not made yet); each Event
+        # cut as its page comes, not after
+        assert len(pages) == 3
+        assert keeps == [story.event_seen]
     finally:
         world.close()
 
@@ -536,6 +550,40 @@ def test_every_read_of_one_story_keeps_to_one_deadline(monkeypatch: pytest.Monke
         # the Events of the manager's TrainJob and Workload; on the worker the Jobs, the
         # pods, the metrics, and the Events of the copy, its Job and its pod
         assert len(deadlines) == 8 and len(set(deadlines)) == 1, deadlines
+        (until,) = set(deadlines)
+        assert until is not None
+        assert (
+            started + job_story.STORY_SECONDS <= until <= time.monotonic() + job_story.STORY_SECONDS
+        )
+    finally:
+        world.close()
+
+
+def test_a_logs_look_for_its_pod_keeps_to_one_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both of a log's looks for its pod (the pod asked for, then whether the copy has any)
+    read by one deadline, not READ_SECONDS for each of their pages."""
+    deadlines: list[float | None] = []
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        deadlines.append(kwargs.get("until"))
+        return [], [], False
+
+    monkeypatch.setattr(job_story, "pods_of", recorded)
+    runtime = make_runtime()
+    world, ctx = fleet(
+        [runtime, TrainJobBuilder().queue("q").multikueue().obj()], {"worker1": [runtime]}
+    )
+    try:
+        world.settle(("ns", "tj"))
+        reserve(world, "manager")
+        world.settle(("ns", "tj"))
+        reserve(world, "worker1", admitted=True)
+        world.settle(("ns", "tj"))
+        asked = ApiRequest("ns", "tj", "log", Caller("kim"), {}, http=None)  # type: ignore[arg-type]
+        started = time.monotonic()
+        with pytest.raises(copy_pods.Refusal, match="no pods"):  # none there, none kept
+            job_story._prepare_log(ctx, asked)
+        assert len(deadlines) == 2 and len(set(deadlines)) == 1, deadlines
         (until,) = set(deadlines)
         assert until is not None
         assert (

@@ -203,7 +203,11 @@ COPY = {"origin": "multikueue", "originUID": "manager's", "spec": "manager's"}
 TRAINJOB_COPY = {**COPY, "suspend": True, "prebuilt": {"label": "wl", "annotation": "wl"}}
 # A team's own TrainJob of the job's name on a worker (`theirs_on`): no origin, not made from
 # the manager's TrainJob, its spec the same as the manager's (the same builder's).
-THEIRS = {"originUID": None, "spec": "manager's"}
+THEIRS = {"originUID": None, "spec": "manager's", "labels": {"team": "theirs"}}
+OTHER_MANAGERS = {
+    "origin": "other-manager",
+    "labels": {"team": "theirs", c.KUEUE_MULTIKUEUE_ORIGIN_LABEL: "other-manager"},
+}
 SUBMITTED_STATE = {"manager": {"TrainJob": {"tj": OURS}, "Workload": {"wl": {}}}}
 DISPATCHED = [settle, kueue_on("manager"), settle]
 ADMITTED_ON_2 = [*DISPATCHED, kueue_on("worker2", admitted=True), settle]
@@ -378,7 +382,10 @@ ROWS = [
     Row(
         "a deleted TrainJob takes its copies and leaves a TrainJob of its name that is not ours",
         (theirs_on("worker1"), *DISPATCHED, deleted, settle),
-        {"manager": {}, **on_workers({"TrainJob": {"tj": {"originUID": None}}})},
+        {
+            "manager": {},
+            **on_workers({"TrainJob": {"tj": {"originUID": None, "labels": {"team": "theirs"}}}}),
+        },
     ),
     Row(
         "a TrainJob whose Workload was deleted first (a foreground deletion) still takes its "
@@ -468,7 +475,7 @@ ROWS = [
                 **the_job(),
                 "Workload": {"wl": {"check": "Retry", "conditions": RESERVED}},
             },
-            **on_workers({"TrainJob": {"tj": {**THEIRS, "origin": "other-manager"}}}),
+            **on_workers({"TrainJob": {"tj": {**THEIRS, **OTHER_MANAGERS}}}),
         },
         (("Warning", "RemoteNameTaken"),),
     ),
@@ -477,7 +484,7 @@ ROWS = [
         (theirs_on("worker1", origin="other-manager"), *DISPATCHED, deleted, settle),
         {
             "manager": {},
-            **on_workers({"TrainJob": {"tj": {"origin": "other-manager", "originUID": None}}}),
+            **on_workers({"TrainJob": {"tj": {"originUID": None, **OTHER_MANAGERS}}}),
         },
     ),
     Row(
@@ -494,7 +501,11 @@ ROWS = [
             **on_workers(
                 {
                     "Workload": {
-                        "wl": {"originUID": None, "spec": {"podSets": [], "queueName": "theirs"}}
+                        "wl": {
+                            "originUID": None,
+                            "spec": {"podSets": [], "queueName": "theirs"},
+                            "labels": {"team": "theirs"},
+                        }
                     }
                 },
                 {"Workload": {"wl": COPY}},
