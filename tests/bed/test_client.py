@@ -21,6 +21,7 @@ from kubernetes import client as k8s
 from clusters.bed import Bed
 from clusters.helpers.waiting import sooner_than, wait_for
 from kubebase.kinds import CONFIG_MAP, Kind
+from kubecontrol import transfers
 from kubecontrol.client import ApiClient, ApiException, TransportError
 from kubecontrol.cluster import Cluster
 from kubecontrol.controller import ControllerContext, Watch, start_watches
@@ -128,6 +129,62 @@ def test_a_clusters_streams_share_one_http2_connection(
     for thread in watches:
         thread.join(30)
     assert sorted(ended) == list(range(6))  # each ended by the server, as it asked
+
+
+def test_a_paused_stream_holds_up_no_other_stream_of_the_shared_connection(
+    bed: Bed, manager: str, namespace_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream whose reader stops is paused once BACKLOG_BYTES wait unread; the cluster's
+    other streams, on the same HTTP/2 connection, go on (an informer's watches, while one
+    handler is slow), and the paused one, resumed, hands over every byte once. (A libcurl
+    that stops reading the connection for one paused stream fails here: 7.88's HTTP/2 code
+    differs from the 8.x the wheels carried.)"""
+    kube_, ns, path = _configmaps(bed, manager, namespace_factory)
+    for i in range(12):  # about 2.4 MB listed: ten times the backlog
+        cm = {"metadata": {"name": f"big-{i}", "namespace": ns}, "data": {"k": "x" * 200_000}}
+        kube_.create(CONFIG_MAP, {"apiVersion": "v1", "kind": "ConfigMap", **cm})
+    whole = len(kube_.api.request("GET", path))
+    api = ApiClient(load_credentials(bed.kubeconfig(manager)))
+    stuck, release, got, paused = threading.Event(), threading.Event(), [], []
+    received = transfers.Transfer.received
+
+    def counted(self: transfers.Transfer, data: bytes) -> int | None:
+        answer = received(self, data)
+        if answer == pycurl.WRITEFUNC_PAUSE:
+            paused.append(len(data))
+        return answer
+
+    monkeypatch.setattr(transfers.Transfer, "received", counted)
+
+    def slow(piece: bytes) -> bool:
+        if not stuck.is_set():
+            stuck.set()
+            assert release.wait(120)  # the reader stops; the other streams must not
+        got.append(len(piece))
+        return True
+
+    reader = threading.Thread(target=lambda: api.stream(path, {}, slow, timeout=150), daemon=True)
+    reader.start()
+    assert stuck.wait(30)
+    wait_for(lambda: paused, 30, what="the stream paused, its backlog full")
+    events: list[str] = []
+    query = {"timeoutSeconds": 3, "fieldSelector": "metadata.name=big-0"}
+
+    def seen(event: Any) -> bool:
+        events.append(event["type"])
+        return True
+
+    def beside() -> None:
+        api.watch(path, query, seen, timeout=60)
+        events.append("ended")
+
+    watch = threading.Thread(target=beside, daemon=True)
+    watch.start()
+    watch.join(30)  # served and ended by the server (3 s) while the first is still paused
+    assert events == ["ADDED", "ended"] and not release.is_set()
+    release.set()
+    reader.join(60)
+    assert not reader.is_alive() and sum(got) == whole
 
 
 def test_tls_server_name_is_what_the_certificate_is_checked_against(bed: Bed, manager: str) -> None:
