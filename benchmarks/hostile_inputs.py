@@ -232,8 +232,13 @@ def one_event_read(port: int, paged: int) -> None:
     down as it comes (`paged`), or as before: one answer of up to 500, whole."""
     api = loopback_client(port)
     if paged:
-        until = time.monotonic() + 600.0
-        measured(lambda: [event_of(e, "w") for e in job_story._events(api, "team-a", "uid", until)])
+        events = job_story._Events("team-a", time.monotonic() + 600.0)
+
+        def paged_read() -> list[Any]:
+            events.read(api, "uid", "w")
+            return events.told
+
+        measured(paged_read)
         return
     path = EVENT.path("team-a", None)
     query = {"fieldSelector": "involvedObject.uid=uid", "limit": 500}

@@ -65,6 +65,9 @@ STREAMS_EACH = 8
 STREAMS_PER_NAMESPACE = 16
 MAX_EVENTS = 500  # Events read per object for one story
 MAX_EVENT_OBJECTS = 34  # objects whose Events one story reads on the worker
+# Events one story reads in all, the manager's and the worker's, in this order: the TrainJob,
+# its Workload, the copy, its Jobs, its pods (without it, 36 objects of 500 each).
+MAX_STORY_EVENTS = 1_000
 STORY_SECONDS = 30.0  # all of one story's reads (or a log's look for its pod), manager and worker
 WHOLE_LOG_SECONDS = 300.0  # a log read without follow ends within this
 # A followed log that has said nothing for this long is ended (the reader may follow it
@@ -178,18 +181,31 @@ def pods_of(
 # ---- the handlers --------------------------------------------------------------------------
 
 
-def _events(api: ApiClient, namespace: str, uid: str | None, until: float) -> list[Dict]:
-    """The Events about the object of `uid` (the API server filters by it: a busy namespace's
-    others never come), at most MAX_EVENTS, each cut down as its page comes (event_seen)."""
-    found, _ = copy_pods.list_pages(
-        api,
-        EVENT.path(namespace, None),
-        MAX_EVENTS,
-        keep=event_seen,
-        until=until,
-        fieldSelector=f"involvedObject.uid={uid}",
-    )
-    return about(found, {uid})
+class _Events:
+    """A story's Events as they are read, object by object, MAX_STORY_EVENTS in all: each
+    object's are read only while some are left to read."""
+
+    def __init__(self, namespace: str, until: float) -> None:
+        self.namespace, self.until = namespace, until
+        self.left = MAX_STORY_EVENTS
+        self.told: list[types.Event] = []
+
+    def read(self, api: ApiClient, uid: str | None, source: str) -> None:
+        """The Events about the object of `uid` (the API server filters by it: a busy
+        namespace's others never come), at most MAX_EVENTS and what is left, each cut down as
+        its page comes (event_seen)."""
+        if self.left <= 0:
+            return
+        found, _ = copy_pods.list_pages(
+            api,
+            EVENT.path(self.namespace, None),
+            min(MAX_EVENTS, self.left),
+            keep=event_seen,
+            until=self.until,
+            fieldSelector=f"involvedObject.uid={uid}",
+        )
+        self.left -= len(found)  # what was read, the object's or not
+        self.told += [event_of(e, source) for e in about(found, {uid})]
 
 
 def story(ctx: Context, namespace: str, name: str) -> TrainJobStory:
@@ -199,13 +215,10 @@ def story(ctx: Context, namespace: str, name: str) -> TrainJobStory:
     # One deadline for all of the story's reads: a slow worker holds a read slot this long
     # at most, however many objects its Events are read for.
     until = time.monotonic() + STORY_SECONDS
-    events: list[types.Event] = []
+    events = _Events(namespace, until)
     for obj in (tj, workload):
-        if obj is None:
-            continue
-        events += [
-            event_of(e, "manager") for e in _events(ctx.manager.api, namespace, obj.uid, until)
-        ]
+        if obj is not None:
+            events.read(ctx.manager.api, obj.uid, "manager")
     pods: list[types.Pod] = []
     more_pods = False
     usage_problem: str | None = None
@@ -217,8 +230,7 @@ def story(ctx: Context, namespace: str, name: str) -> TrainJobStory:
             # Each object's Events: the copy and its Jobs first, then at most this many pods.
             owned = [at.copy_uid, *(o["metadata"].get("uid") for o in (*jobs, *found))]
             for uid in owned[:MAX_EVENT_OBJECTS]:
-                worker_events = _events(at.remote.cluster.api, namespace, uid, until)
-                events += [event_of(e, at.worker) for e in worker_events]
+                events.read(at.remote.cluster.api, uid, at.worker)
             used, usage_problem = copy_pods.usage(at.remote, namespace, name, found, until)
             pods = [pod_of(p, at.worker, used) for p in found]
         except Refusal as exc:
@@ -243,7 +255,7 @@ def story(ctx: Context, namespace: str, name: str) -> TrainJobStory:
         pods=sorted(pods, key=lambda p: (str(p.replicated_job), str(p.index))),
         more_pods=more_pods,
         usage_problem=usage_problem,
-        events=by_time(events),
+        events=by_time(events.told),
     )
 
 

@@ -428,6 +428,40 @@ def test_a_storys_events_are_at_most_max_events_an_object_and_only_its_own(
         world.close()
 
 
+def test_a_story_reads_max_story_events_in_all_its_objects_in_turn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each object's Events are bounded, and so are all of a story's: anyone who may create
+    Events writes 500 about each of the 36 objects a story reads them for. The TrainJob's
+    are read first, its Workload's with what is left, then none once none is."""
+    monkeypatch.setattr(job_story, "MAX_EVENTS", 60)
+    monkeypatch.setattr(job_story, "MAX_STORY_EVENTS", 100)
+    runtime = make_runtime()
+    world, ctx = fleet(
+        [runtime, TrainJobBuilder().queue("q").multikueue().obj()], {"worker1": [runtime]}
+    )
+    try:
+        world.settle(("ns", "tj"))  # its Workload made
+        manager = world.apis["manager"]
+        uid = world.get("manager", c.TRAINJOB, "tj")["metadata"]["uid"]  # type: ignore[index]
+        (workload,) = manager.objects(c.WORKLOAD, "ns")
+        for i in range(120):
+            manager.put(an_event(f"tj{i}", uid, "about the TrainJob"))
+            manager.put(an_event(f"wl{i}", workload["metadata"]["uid"], "about its Workload"))
+        told = job_story.story(ctx, "ns", "tj")
+        said = [e.message for e in told.events]  # the TrainJob's: ours, and the dispatcher's
+        assert (len(said), said.count("about its Workload")) == (100, 40)
+        monkeypatch.setattr(job_story, "MAX_STORY_EVENTS", 60)
+        asked = len(manager.requests)
+        told = job_story.story(ctx, "ns", "tj")
+        said = [e.message for e in told.events]
+        assert len(said) == 60 and "about its Workload" not in said
+        pages = [p for m, p in manager.requests[asked:] if p == "/api/v1/namespaces/ns/events"]
+        assert len(pages) == 2  # 50 and 10 about the TrainJob; none asked about the Workload
+    finally:
+        world.close()
+
+
 def test_event_seen_keeps_what_a_story_shows_of_an_event_and_cuts_the_rest() -> None:
     event = {
         **an_event("e", "u", "x" * 5_000, "y" * 200),
