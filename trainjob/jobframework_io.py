@@ -7,7 +7,9 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import threading
 import time
+import weakref
 
 from kubebase.kinds import InvalidName, Kind
 from kubebase.objects import Dict
@@ -94,7 +96,31 @@ def extract_priority(cluster: Cluster, wpc: str, templates: list[Dict]) -> Prior
     return Priority(c.PRIORITY_CLASS.group, "PriorityClass", default[0], default[1])
 
 
+# Priority classes by name, found or not, read at most every CLASS_TTL seconds on each
+# cluster: a TrainJob whose label names a class that does not exist would otherwise cost a GET
+# and a warning on every pass until it is admitted. The names are the tenants' (a label, a
+# runtime's pod template): at most CLASSES_KEPT are kept. A class made later is found within
+# the TTL, as the default's is (Kueue takes a Workload's priority once, when it makes it).
+CLASS_TTL = 30.0
+CLASSES_KEPT = 1024
+_classes: weakref.WeakKeyDictionary[Cluster, LRU[tuple[str, str], tuple[float, Dict | None]]]
+_classes = weakref.WeakKeyDictionary()
+_classes_lock = threading.Lock()
+
+
 def _class(cluster: Cluster, kind: Kind, name: str) -> Dict | None:
+    """A priority class as last read within CLASS_TTL, else read now (`_read_class`)."""
+    with _classes_lock:
+        kept = _classes.setdefault(cluster, LRU(CLASSES_KEPT))
+    cached = kept.get((kind.kind, name))
+    if cached is not None and time.monotonic() - cached[0] < CLASS_TTL:
+        return cached[1]
+    found = _read_class(cluster, kind, name)
+    kept.put((kind.kind, name), (time.monotonic(), found))
+    return found
+
+
+def _read_class(cluster: Cluster, kind: Kind, name: str) -> Dict | None:
     """A priority class, or None (logged) when it does not exist or cannot be read (an
     identity without the read, from an older install): never a pass that fails for it. A name
     no class can have (a runtime's pod template is the tenant's) is not asked for."""

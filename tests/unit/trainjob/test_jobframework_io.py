@@ -1,0 +1,50 @@
+"""What the Kueue integration asks of the API server for a TrainJob's priority
+(trainjob/jobframework_io.py), against the in-memory stand-in: a class, found or not, is read
+once a CLASS_TTL on each cluster, however many passes ask."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.support.memory_api import MemoryApi
+from tests.support.whole_pass import MemoryCluster
+from trainjob import jobframework_io
+from trainjob.jobframework_io import extract_priority
+from trainjob_api import constants as c
+
+
+def a_class(name: str, value: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "WorkloadPriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+    }
+
+
+def test_a_priority_class_found_or_not_is_read_once_a_ttl_on_each_cluster(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A TrainJob whose label names a class that does not exist is looked at on every pass
+    until it is admitted: one GET (and one warning) a CLASS_TTL, not one a pass; a class made
+    later is found once the TTL has run, and a cluster's classes are its own."""
+    api = MemoryApi("manager", [a_class("low", 10)])
+    cluster = MemoryCluster(api, c.DISPATCHER_FIELD_MANAGER)
+
+    def asked() -> list[str]:  # served, and refused (404: not found)
+        paths = [p for _, p in api.requests] + [p for _, p, _ in api.refused]
+        return [p for p in paths if "/workloadpriorityclasses/" in p]
+
+    for _ in range(5):
+        assert extract_priority(cluster, "missing", []) is None
+        assert extract_priority(cluster, "low", [])
+    assert len(asked()) == 2  # each name once
+    api.put(a_class("missing", 7))
+    assert extract_priority(cluster, "missing", []) is None  # as read, within the TTL
+    other = MemoryCluster(MemoryApi("worker1", [a_class("missing", 3)]), "w")
+    assert extract_priority(other, "missing", []).value == 3  # type: ignore[union-attr]
+    monkeypatch.setattr(jobframework_io, "CLASS_TTL", 0.0)
+    assert extract_priority(cluster, "missing", []).value == 7  # type: ignore[union-attr]
+    assert len(asked()) == 3
