@@ -5,20 +5,18 @@
 # BASE is any Debian 12 image; the default is Docker Hub's debian:bookworm-slim by digest.
 # `./run image` builds this file offline from a base made with mmdebstrap (docs/operators/image.md).
 # The Python packages are the wheels of deploy/image/requirements.lock, each checked against
-# its sha256, and pycurl compiled from its source (also checked) against Debian's libcurl, so
-# that each process holds one OpenSSL fewer (the system's serves Python, libcurl and pycurl);
-# the project is built into two wheels of its own (plugin/, the kubectl plugin and the modules
-# it shares, then the product). The final stage runs nothing: the image needs no
+# its sha256; the project is built into two wheels of its own (plugin/, the kubectl plugin and
+# the modules it shares, then the product). The final stage runs nothing: the image needs no
 # shell, and its command is a console script started directly.
 ARG BASE=docker.io/library/debian:bookworm-slim@sha256:3783cc01769c7b2b1b83a5c5ad96c815348e28ed7da68e2e3687004faa906251
 
-# Debian's python3 and libcurl, and nothing of apt's left behind. With SOURCE_DATE_EPOCH set, Debian
+# Debian's python3, and nothing of apt's left behind. With SOURCE_DATE_EPOCH set, Debian
 # compiles its Python modules to hash-checked bytecode, which stays valid whatever time the
 # image's files are given (a reproducible build sets every file's time to it).
 FROM ${BASE} AS runtime
 ARG SOURCE_DATE_EPOCH
 RUN apt-get update -qq \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 libcurl4 ca-certificates >/dev/null \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 ca-certificates >/dev/null \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/* /var/cache/ldconfig/aux-cache \
            /var/lib/dpkg/*-old /var/cache/debconf/*-old
 
@@ -26,27 +24,17 @@ RUN apt-get update -qq \
 # bytecode is compiled here as Debian compiles its own: hash-checked (valid whatever the files'
 # times), in one process with a fixed hash seed (the same bytes in every build), so that no
 # replica compiles them again at each start (docs/operators/image.md).
-# pycurl is compiled by the tools of deploy/image/build-requirements.lock (hash-checked, in a
-# venv of the build stage alone), without debug information (it would name the build's
-# temporary directory), so that the same inputs give the same bytes.
 # PIP_INDEX_URL, and a CA bundle given as the build secret `pip-ca` (a TLS-inspecting proxy's:
 # --secret id=pip-ca,src=<bundle>), serve a build behind a mirror or a proxy.
 FROM runtime AS build
 ARG PIP_INDEX_URL=https://pypi.org/simple
 RUN apt-get update -qq \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-pip python3-venv \
-      gcc libc6-dev python3-dev libcurl4-openssl-dev libssl-dev >/dev/null
-COPY deploy/image/requirements.lock deploy/image/build-requirements.lock /src/
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-pip python3-venv >/dev/null
+COPY deploy/image/requirements.lock /src/requirements.lock
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
- && python3 -m pip download --quiet --no-deps --only-binary=:all: --no-binary=pycurl --require-hashes \
-      --dest /tmp/wheels -r /src/requirements.lock \
- && python3 -m venv /tmp/build-tools \
- && /tmp/build-tools/bin/pip install --quiet --no-deps --only-binary=:all: --require-hashes \
-      -r /src/build-requirements.lock \
- && CFLAGS=-g0 /tmp/build-tools/bin/pip wheel --quiet --no-deps --no-build-isolation \
-      --wheel-dir /tmp/wheels /tmp/wheels/pycurl-*.tar.gz \
- && rm /tmp/wheels/pycurl-*.tar.gz
+ && python3 -m pip download --quiet --no-deps --only-binary=:all: --require-hashes \
+      --dest /tmp/wheels -r /src/requirements.lock
 COPY pyproject.toml README.md LICENSE /src/
 COPY dispatcher /src/dispatcher
 COPY worker_controller /src/worker_controller
@@ -62,7 +50,6 @@ RUN --mount=type=secret,id=pip-ca \
  && for cmd in trainjob-dispatcher trainjob-worker-controller trainjob-worker-secret trainjob-kueue-config; do \
       test -x /usr/local/bin/$cmd || { echo "$cmd is missing" >&2; exit 1; }; done \
  && python3 -B -c 'import orjson, pycurl; print(pycurl.version)' \
- && ! ls -d /usr/local/lib/python3*/dist-packages/pycurl.libs 2>/dev/null \
  && find /usr/local -name __pycache__ -type d -prune -exec rm -rf {} + \
  && PYTHONHASHSEED=0 python3 -m compileall -q --invalidation-mode checked-hash /usr/local/lib \
  && echo "trainjob:x:65532:65532:trainjob:/nonexistent:/usr/sbin/nologin" >> /etc/passwd \

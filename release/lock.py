@@ -4,11 +4,7 @@ Python and machines). `./run lock` runs this; the Dockerfile installs exactly wh
 names.
 
     python -m release.lock          # resolve pyproject.toml's dependencies again, write the lock
-    python -m release.lock --keep   # the same versions, each file's hashes fetched again
-
-The packages of SOURCE_BUILT are locked as their source archive instead, which the Dockerfile
-compiles against Debian's libraries; the tools that build them (their `build-system.requires`)
-have a lock of their own, BUILD_LOCK, and never reach the image.
+    python -m release.lock --keep   # the same versions, each wheel's hashes fetched again
 
 It asks pip for a resolution (`pip install --dry-run --report`), so the lock moves only when
 someone runs it, never at build time.
@@ -21,31 +17,18 @@ import json
 import re
 import subprocess
 import sys
-import tarfile
 import tempfile
-import tomllib
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 LOCK = REPO / "deploy" / "image" / "requirements.lock"
-BUILD_LOCK = REPO / "deploy" / "image" / "build-requirements.lock"
 HEADER = """\
 # The image's Python packages: written by `./run lock` (python -m release.lock) from
 # pyproject.toml's dependencies, for CPython 3.11 on Linux (x86_64 and aarch64: a hash per
-# wheel; pycurl: its source, compiled against Debian's libcurl); the Dockerfile installs
-# exactly these (pip --require-hashes). Do not edit: run `./run lock`.
+# wheel); the Dockerfile installs exactly these wheels (pip --require-hashes). Do not edit: run
+# `./run lock`.
 """
-BUILD_HEADER = """\
-# What the image's build compiles pycurl with (its build-system.requires), never in the image:
-# written by `./run lock` (python -m release.lock). Do not edit: run `./run lock`.
-"""
-
-# Compiled from source in the image's build, against Debian's libraries: pycurl's wheels bundle
-# a libcurl and an OpenSSL of their own, a third OpenSSL in each process besides the system's
-# (Python's ssl) and cryptography's; built on Debian's libcurl, which uses the system's
-# OpenSSL, each process maps one fewer (about 5 MiB resident, docs/contributors/benchmarks.md).
-SOURCE_BUILT = frozenset({"pycurl"})
 
 
 # The other machine the image is built for, as pip names its wheels' platforms (Debian 12's
@@ -84,9 +67,7 @@ def lock_text(locked: dict[str, tuple[str, str]], more: dict[str, set[str]]) -> 
 def other_wheels(locked: dict[str, tuple[str, str]], work: Path) -> dict[str, set[str]]:
     """The sha256 of each pinned package's wheel for the other machine, downloaded by pip."""
     requirements = work / "pins.txt"
-    requirements.write_text(
-        "".join(pin + "\n" for key, (pin, _) in locked.items() if key not in SOURCE_BUILT)
-    )
+    requirements.write_text("".join(pin + "\n" for pin, _ in locked.values()))
     dest = work / "aarch64"
     platforms = [arg for p in OTHER_PLATFORMS for arg in ("--platform", p)]
     subprocess.run(
@@ -99,57 +80,10 @@ def other_wheels(locked: dict[str, tuple[str, str]], work: Path) -> dict[str, se
     for wheel in dest.glob("*.whl"):
         key = canonical(wheel.name.split("-")[0])
         out.setdefault(key, set()).add(hashlib.sha256(wheel.read_bytes()).hexdigest())
-    missing = set(locked) - set(out) - SOURCE_BUILT
+    missing = set(locked) - set(out)
     if missing:
         raise SystemExit(f"no aarch64 wheel for: {', '.join(sorted(missing))}")
     return out
-
-
-def source_of(pin: str, work: Path) -> tuple[str, Path]:
-    """The sha256 of a pin's source archive, and the archive, downloaded by pip."""
-    dest = work / "source"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary=:all:",
-         "--dest", str(dest), pin],
-        check=True,
-    )  # fmt: skip
-    name, version = pin.split("==")
-    (archive,) = [p for p in dest.iterdir() if canonical(p.name).startswith(canonical(name))]
-    assert version in archive.name, archive
-    return hashlib.sha256(archive.read_bytes()).hexdigest(), archive
-
-
-def build_requires(archive: Path) -> list[str]:
-    """The `build-system.requires` of a source archive's pyproject.toml."""
-    with tarfile.open(archive) as tar:
-        (member,) = [m for m in tar.getmembers() if m.name.count("/") == 1
-                     and m.name.endswith("/pyproject.toml")]  # fmt: skip
-        data = tar.extractfile(member).read()  # type: ignore[union-attr]
-    requires: list[str] = tomllib.loads(data.decode())["build-system"]["requires"]
-    return requires
-
-
-def resolve(args: list[str], work: Path) -> dict[str, tuple[str, str]]:
-    """pip's resolution of `args` for this machine: each package pinned, with its file's hash."""
-    report = work / "report.json"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--dry-run", "--ignore-installed",
-         "--only-binary=:all:", "--report", str(report), *args],
-        check=True,
-    )  # fmt: skip
-    return pins(json.loads(report.read_text()))
-
-
-def write_build_lock(locked: dict[str, tuple[str, str]], work: Path) -> None:
-    """BUILD_LOCK: the tools that build the source-built packages, pure-Python wheels."""
-    requires: set[str] = set()
-    for key in sorted(SOURCE_BUILT):
-        digest, archive = source_of(locked[key][0], work)
-        if digest != locked[key][1]:
-            raise SystemExit(f"{locked[key][0]}: the source's sha256 is {digest}, not the lock's")
-        requires.update(build_requires(archive))
-    tools = lock_text(resolve(sorted(requires), work), {})
-    BUILD_LOCK.write_text(tools.replace(HEADER, BUILD_HEADER))
 
 
 def read_lock(text: str) -> dict[str, tuple[str, str]]:
@@ -164,20 +98,31 @@ def read_lock(text: str) -> dict[str, tuple[str, str]]:
 def main(argv: list[str] | None = None) -> int:
     keep = "--keep" in (argv if argv is not None else sys.argv[1:])
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
         if keep:
             locked = read_lock(LOCK.read_text())
-            for key in SOURCE_BUILT:
-                locked[key] = (locked[key][0], source_of(locked[key][0], work)[0])
-            LOCK.write_text(lock_text(locked, other_wheels(locked, work)))
-            write_build_lock(locked, work)
+            LOCK.write_text(lock_text(locked, other_wheels(locked, Path(tmp))))
             print(f"wrote {LOCK.relative_to(REPO)} (the same versions)", file=sys.stderr)
             return 0
-        # The kubectl plugin's distribution first: the product needs it.
-        no_binary = "--no-binary=" + ",".join(sorted(SOURCE_BUILT))
-        locked = resolve([no_binary, str(REPO / "plugin"), str(REPO)], work)
-        LOCK.write_text(lock_text(locked, other_wheels(locked, work)))
-        write_build_lock(locked, work)
+        report = Path(tmp) / "report.json"
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--dry-run",
+                "--ignore-installed",
+                "--only-binary=:all:",
+                "--report",
+                str(report),
+                str(REPO / "plugin"),  # the kubectl plugin's distribution, which the product needs
+                str(REPO),
+            ],
+            check=True,
+        )
+        locked = pins(json.loads(report.read_text()))
+        LOCK.write_text(lock_text(locked, other_wheels(locked, Path(tmp))))
     print(f"wrote {LOCK.relative_to(REPO)}", file=sys.stderr)
     return 0
 

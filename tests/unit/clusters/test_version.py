@@ -63,27 +63,6 @@ def test_the_install_examples_name_only_public_images_the_bed_stands_in_for() ->
     assert image_reference() not in images
 
 
-def test_what_the_image_compiles_is_locked_as_its_source_with_the_tools_that_build_it() -> None:
-    """pycurl is compiled in the image against Debian's libcurl (release.lock.SOURCE_BUILT):
-    the lock holds one hash for it (its source archive's), the Dockerfile downloads its source
-    and installs the system's libcurl, and the tools that build it are locked apart, never
-    in the image's lock."""
-    from release import lock
-
-    entries = re.findall(
-        r"^(\S+)==\S+((?: \\\n\s+--hash=sha256:[0-9a-f]{64})+)", lock.LOCK.read_text(), re.M
-    )
-    hashes = {canonicalize_name(name): block.count("--hash=") for name, block in entries}
-    tools = lock.read_lock(lock.BUILD_LOCK.read_text())
-    dockerfile = (REPO / "Dockerfile").read_text()
-    assert {"pycurl"} == lock.SOURCE_BUILT
-    for name in lock.SOURCE_BUILT:
-        assert hashes[name] == 1  # the source, for every machine
-        assert f"--no-binary={name}" in dockerfile
-    assert {"setuptools", "wheel"} <= set(tools) and not set(tools) & set(hashes)
-    assert " libcurl4 " in dockerfile and "/src/build-requirements.lock" in dockerfile
-
-
 def test_the_image_lock_pins_every_dependency_within_its_range() -> None:
     """deploy/image/requirements.lock (./run lock) against pyproject.toml: each dependency
     at one version its range allows, each with the sha256 of its wheels."""
