@@ -375,8 +375,9 @@ class ApiClient:
 
         A stream shares the cluster's HTTP/2 connection; with `own_connection`, one a tenant's
         reader paces (a followed log), it has one of its own over HTTP/1.1, closed after: a
-        paused HTTP/2 stream leaves libcurl holding what its window let in (up to 10 MiB),
-        where a paused connection leaves it in the kernel's socket buffers."""
+        paused HTTP/2 stream leaves libcurl holding what its window let in (about 21 MB with
+        libcurl 8.23, while the connection's other streams are read), where a paused
+        connection leaves it in the kernel's socket buffers."""
         # A handle of its own, closed after: the connection is the multi handle's, and a
         # request's handle keeps one of its own.
         curl = self._new_handle()

@@ -19,9 +19,11 @@ those whose `abort` is set.
 
 What a stream receives is handed to its caller's thread piece by piece and read there
 (`Transfer.pieces`), so a slow reader of one stream holds no other: once `BACKLOG_BYTES` wait
-unread for it, its stream is paused (HTTP/2 stops the server with its flow control), and is
-resumed when its reader has caught up to half of that. A watch's caller instead gives the pump
-its own WRITEFUNCTION, quick by contract, and waits for the end (`ApiClient.watch`): waking
+unread for it, its stream is paused, and is resumed when its reader has caught up to half of
+that. (HTTP/2 stops the server with its flow control once the stream's window is spent: about
+21 MB that libcurl 8.23 holds for a paused stream while the connection's others are read.)
+A watch's caller instead gives the pump its own WRITEFUNCTION, quick by contract, and waits
+for the end (`ApiClient.watch`): waking
 another thread for each event cost more CPU than the event's own work. Once it has taken more
 than its share of the pump, or an event is too long, the rest of that watch is handed over as
 above (`client.PUMP_SHARE`).
