@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pycurl
 import pytest
 from kubernetes import client as k8s
@@ -134,19 +135,21 @@ def test_a_clusters_streams_share_one_http2_connection(
 def test_a_paused_stream_holds_up_no_other_stream_of_the_shared_connection(
     bed: Bed, manager: str, namespace_factory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A stream whose reader stops is paused once BACKLOG_BYTES wait unread; the cluster's
-    other streams, on the same HTTP/2 connection, go on (an informer's watches, while one
-    handler is slow), and the paused one, resumed, hands over every byte once. (A libcurl
-    that stops reading the connection for one paused stream fails here: 7.88's HTTP/2 code
-    differs from the 8.x the wheels carried.)"""
+    """A stream whose reader stops is paused once BACKLOG_BYTES wait unread, once; the
+    cluster's other streams on the same HTTP/2 connection go on, a watch handled on the pump
+    and a stream read on its caller's thread alike (an informer's watches, while one handler
+    is slow), and the paused one, resumed, hands over every byte once. A libcurl that stops
+    reading the connection for one paused stream fails here."""
     kube_, ns, path = _configmaps(bed, manager, namespace_factory)
     for i in range(12):  # about 2.4 MB listed: ten times the backlog
         cm = {"metadata": {"name": f"big-{i}", "namespace": ns}, "data": {"k": "x" * 200_000}}
         kube_.create(CONFIG_MAP, {"apiVersion": "v1", "kind": "ConfigMap", **cm})
-    whole = len(kube_.api.request("GET", path))
     api = ApiClient(load_credentials(bed.kubeconfig(manager)))
-    stuck, release, got, paused = threading.Event(), threading.Event(), [], []
-    received = transfers.Transfer.received
+    stuck, release = threading.Event(), threading.Event()
+    got: list[bytes] = []
+    paused: list[int] = []
+    ended: list[tuple[int, int]] = []  # each stream's connections made, and its HTTP version
+    received, end = transfers.Transfer.received, transfers.Transfers._end
 
     def counted(self: transfers.Transfer, data: bytes) -> int | None:
         answer = received(self, data)
@@ -154,37 +157,65 @@ def test_a_paused_stream_holds_up_no_other_stream_of_the_shared_connection(
             paused.append(len(data))
         return answer
 
+    def recorded(self: transfers.Transfers, transfer: transfers.Transfer, *why: Any) -> None:
+        curl = transfer.curl
+        ended.append((curl.getinfo(pycurl.NUM_CONNECTS), curl.getinfo(pycurl.INFO_HTTP_VERSION)))
+        end(self, transfer, *why)
+
     monkeypatch.setattr(transfers.Transfer, "received", counted)
+    monkeypatch.setattr(transfers.Transfers, "_end", recorded)
 
     def slow(piece: bytes) -> bool:
         if not stuck.is_set():
             stuck.set()
-            assert release.wait(120)  # the reader stops; the other streams must not
-        got.append(len(piece))
+            release.wait(120)  # the reader stops; the other streams must not
+        got.append(piece)
         return True
 
-    reader = threading.Thread(target=lambda: api.stream(path, {}, slow, timeout=150), daemon=True)
+    finished: list[str] = []
+
+    def read_all() -> None:
+        api.stream(path, {}, slow, timeout=150)
+        finished.append("read")
+
+    reader = threading.Thread(target=read_all, daemon=True)
     reader.start()
-    assert stuck.wait(30)
-    wait_for(lambda: paused, 30, what="the stream paused, its backlog full")
     events: list[str] = []
+    pieces: list[bytes] = []
     query = {"timeoutSeconds": 3, "fieldSelector": "metadata.name=big-0"}
 
     def seen(event: Any) -> bool:
         events.append(event["type"])
         return True
 
-    def beside() -> None:
+    def on_the_pump() -> None:  # a watch's events handled on the pump
         api.watch(path, query, seen, timeout=60)
         events.append("ended")
 
-    watch = threading.Thread(target=beside, daemon=True)
-    watch.start()
-    watch.join(30)  # served and ended by the server (3 s) while the first is still paused
-    assert events == ["ADDED", "ended"] and not release.is_set()
-    release.set()
-    reader.join(60)
-    assert not reader.is_alive() and sum(got) == whole
+    def on_its_thread() -> None:  # a stream read on its caller's thread, as a handed-over watch
+        api.stream(path, {**query, "watch": "true"}, lambda p: pieces.append(p) or True, timeout=60)
+        pieces.append(b"ended")
+
+    try:
+        assert stuck.wait(30)
+        wait_for(lambda: paused, 30, what="the stream paused, its backlog full")
+        besides = [threading.Thread(target=t, daemon=True) for t in (on_the_pump, on_its_thread)]
+        for thread in besides:
+            thread.start()
+        for thread in besides:
+            thread.join(30)  # served and ended by the server (3 s), the first still paused
+        assert events == ["ADDED", "ended"]
+        assert pieces[-1] == b"ended" and b'"type":"ADDED"' in b"".join(pieces[:-1])
+        # both on the paused stream's connection, made before them, over HTTP/2
+        assert ended == [(0, pycurl.CURL_HTTP_VERSION_2_0)] * 2, ended
+        assert len(paused) == 1  # paused once: offered nothing more while its reader is stuck
+    finally:
+        release.set()
+    wait_for(lambda: finished, 60, what="the paused stream, resumed, read to its end")
+    items = orjson.loads(b"".join(got))["items"]  # every byte, once, in order
+    big = [i for i in items if i["metadata"]["name"] != "kube-root-ca.crt"]  # the namespace's
+    assert sorted(i["metadata"]["name"] for i in big) == sorted(f"big-{i}" for i in range(12))
+    assert all(len(i["data"]["k"]) == 200_000 for i in big)
 
 
 def test_tls_server_name_is_what_the_certificate_is_checked_against(bed: Bed, manager: str) -> None:

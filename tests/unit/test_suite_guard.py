@@ -50,6 +50,10 @@ REVIEWED_DAEMONS = {
         "bed/test_client.py",
         "test_a_watch_hands_over_each_event_as_it_comes_and_ends_with_the_server",
     ): ("the test reads each event off a queue with a timeout: a dead watch fails it"),
+    (
+        "bed/test_client.py",
+        "test_a_paused_stream_holds_up_no_other_stream_of_the_shared_connection",
+    ): ('each thread\'s last act is recorded ("ended", "read") and asserted or waited for'),
     ("bed/test_leader.py", "_within"): "joined; the test fails while it is alive",
     ("conftest.py", "silent_server"): "a loopback server the tests talk to, not an observer",
     (
