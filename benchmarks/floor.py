@@ -23,15 +23,13 @@ import argparse
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.figures import spread
-from clusters.bed import Bed
-from clusters.config import load_config
+from benchmarks.on_bed import manager_namespace
 from kubebase.kinds import CONFIG_MAP, NAMESPACE
 from kubecontrol.cluster import Cluster
 
@@ -102,14 +100,10 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=4000, help="bytes of data per object")
     parser.add_argument("--busy", type=int, default=0, help="threads of Python work beside")
     args = parser.parse_args()
-    bed = Bed(load_config())
-    if not bed.is_up():
-        print("the bed is not up; run `python -m clusters up` first", file=sys.stderr)
+    found = manager_namespace("floor")
+    if found is None:
         return 1
-    manager = bed.config.managers[0].name
-    kube = Cluster.from_kubeconfig(manager, bed.kubeconfig(manager), "bench.trainjob.dev")
-    ns = f"floor-{uuid.uuid4().hex[:4]}"
-    kube.create(NAMESPACE, {"metadata": {"name": ns}})
+    kube, ns = found
     data = {"payload": "x" * args.size}
     rounds: dict[str, list[float]] = {}
     stop = threading.Event()

@@ -29,18 +29,15 @@ import gc
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pycurl
 
-from clusters.bed import Bed
-from clusters.config import load_config
+from benchmarks.on_bed import manager_namespace
 from kubebase.kinds import CONFIG_MAP, NAMESPACE
 from kubecontrol.client import ApiClient, TransportError
-from kubecontrol.cluster import Cluster
 
 
 def resident_mib() -> float:
@@ -96,14 +93,10 @@ def main() -> int:
         "--timeout", type=float, default=5.0, help="the stream's, for --end timeout"
     )
     args = parser.parse_args()
-    bed = Bed(load_config())
-    if not bed.is_up():
-        print("the bed is not up; run `python -m clusters up` first", file=sys.stderr)
+    found = manager_namespace("paused")
+    if found is None:
         return 1
-    manager = bed.config.managers[0].name
-    kube = Cluster.from_kubeconfig(manager, bed.kubeconfig(manager), "bench.trainjob.dev")
-    ns = f"paused-{uuid.uuid4().hex[:4]}"
-    kube.create(NAMESPACE, {"metadata": {"name": ns}})
+    kube, ns = found
     path = f"/api/v1/namespaces/{ns}/configmaps"
     try:
         for i in range(args.objects):

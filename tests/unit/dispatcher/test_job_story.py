@@ -515,6 +515,24 @@ def controller_of(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def running_on_worker1() -> tuple[Any, Any]:
+    """A multikueue TrainJob ns/tj admitted on the manager and on worker1, its copy there."""
+    runtime = make_runtime()
+    world, ctx = fleet(
+        [runtime, TrainJobBuilder().queue("q").multikueue().obj()], {"worker1": [runtime]}
+    )
+    try:
+        world.settle(("ns", "tj"))
+        reserve(world, "manager")
+        world.settle(("ns", "tj"))
+        reserve(world, "worker1", admitted=True)
+        world.settle(("ns", "tj"))
+    except BaseException:
+        world.close()
+        raise
+    return world, ctx
+
+
 def test_every_read_of_one_story_keeps_to_one_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     """A slow worker holds a read slot for STORY_SECONDS at most, not READ_SECONDS for each of
     its many reads (the Jobs, the pods, each object's Events, the metrics)."""
@@ -526,16 +544,8 @@ def test_every_read_of_one_story_keeps_to_one_deadline(monkeypatch: pytest.Monke
         return real(*args, **kwargs)
 
     monkeypatch.setattr(copy_pods, "list_pages", recorded)
-    runtime = make_runtime()
-    world, ctx = fleet(
-        [runtime, TrainJobBuilder().queue("q").multikueue().obj()], {"worker1": [runtime]}
-    )
+    world, ctx = running_on_worker1()
     try:
-        world.settle(("ns", "tj"))
-        reserve(world, "manager")
-        world.settle(("ns", "tj"))
-        reserve(world, "worker1", admitted=True)
-        world.settle(("ns", "tj"))  # it runs on worker1: a Job of its copy, a pod running
         copy = world.get("worker1", c.TRAINJOB, "tj")
         assert copy is not None
         worker = world.apis["worker1"]
@@ -603,16 +613,8 @@ def test_a_logs_look_for_its_pod_keeps_to_one_deadline(monkeypatch: pytest.Monke
         return [], [], False
 
     monkeypatch.setattr(job_story, "pods_of", recorded)
-    runtime = make_runtime()
-    world, ctx = fleet(
-        [runtime, TrainJobBuilder().queue("q").multikueue().obj()], {"worker1": [runtime]}
-    )
+    world, ctx = running_on_worker1()
     try:
-        world.settle(("ns", "tj"))
-        reserve(world, "manager")
-        world.settle(("ns", "tj"))
-        reserve(world, "worker1", admitted=True)
-        world.settle(("ns", "tj"))
         asked = ApiRequest("ns", "tj", "log", Caller("kim"), {}, http=None)  # type: ignore[arg-type]
         started = time.monotonic()
         with pytest.raises(copy_pods.Refusal, match="no pods"):  # none there, none kept
