@@ -54,7 +54,8 @@ def observe_queueing(
         return obs
     if wl is None and obs.info is not None:
         templates = [ps.pod_template for ps in obs.info.pod_sets]
-        obs.priority = extract_priority(cluster, _wpc_label(tj), templates)
+        # the Workload keeps what it is made with: a class found missing is asked for again
+        obs.priority = extract_priority(cluster, _wpc_label(tj), templates, fresh=True)
     elif view is not None and not tj.prebuilt_workload and follows_label(view, _wpc_label(tj)):
         # (a prebuilt Workload, a MultiKueue copy, takes its priority from the manager's)
         templates = [ps.get("template") or {} for ps in view.pod_sets]
@@ -66,14 +67,16 @@ def _wpc_label(tj: TrainJob) -> str:
     return tj.metadata.labels.get(c.KUEUE_PRIORITY_CLASS_LABEL) or ""
 
 
-def extract_priority(cluster: Cluster, wpc: str, templates: list[Dict]) -> Priority | None:
+def extract_priority(
+    cluster: Cluster, wpc: str, templates: list[Dict], fresh: bool = False
+) -> Priority | None:
     """A Workload's priority as Kueue 0.19 takes it from its job: the WorkloadPriorityClass
     its label names; else the PriorityClass the first pod template names; else the cluster's
     default PriorityClass (globalDefault, the lowest if several); else none (0). None when
     the class named does not exist (Kueue makes no Workload then either; ours is made
     without a priority, and the log says so)."""
     if wpc:
-        found = _class(cluster, c.WORKLOAD_PRIORITY_CLASS, wpc)
+        found = _class(cluster, c.WORKLOAD_PRIORITY_CLASS, wpc, fresh)
         if found is None:
             return None
         return Priority(c.KUEUE_GROUP, "WorkloadPriorityClass", wpc, int(found.get("value", 0)))
@@ -86,7 +89,7 @@ def extract_priority(cluster: Cluster, wpc: str, templates: list[Dict]) -> Prior
         None,
     )
     if named:
-        found = _class(cluster, c.PRIORITY_CLASS, named)
+        found = _class(cluster, c.PRIORITY_CLASS, named, fresh)
         if found is None:
             return None
         return Priority(c.PRIORITY_CLASS.group, "PriorityClass", named, int(found.get("value", 0)))
@@ -99,8 +102,9 @@ def extract_priority(cluster: Cluster, wpc: str, templates: list[Dict]) -> Prior
 # Priority classes by name, found or not, read at most every CLASS_TTL seconds on each
 # cluster: a TrainJob whose label names a class that does not exist would otherwise cost a GET
 # and a warning on every pass until it is admitted. The names are the tenants' (a label, a
-# runtime's pod template): at most CLASSES_KEPT are kept. A class made later is found within
-# the TTL, as the default's is (Kueue takes a Workload's priority once, when it makes it).
+# runtime's pod template): at most CLASSES_KEPT are kept, and only what the API server said
+# (found, or 404), never a read that failed or a name no class can have. A Workload about to
+# be made asks again for a class found missing (`fresh`): it keeps the priority it is made with.
 CLASS_TTL = 30.0
 CLASSES_KEPT = 1024
 _classes: weakref.WeakKeyDictionary[Cluster, LRU[tuple[str, str], tuple[float, Dict | None]]]
@@ -108,41 +112,45 @@ _classes = weakref.WeakKeyDictionary()
 _classes_lock = threading.Lock()
 
 
-def _class(cluster: Cluster, kind: Kind, name: str) -> Dict | None:
-    """A priority class as last read within CLASS_TTL, else read now (`_read_class`)."""
+def _class(cluster: Cluster, kind: Kind, name: str, fresh: bool = False) -> Dict | None:
+    """A priority class as last read within CLASS_TTL (a miss not, when `fresh`), else read
+    now (`_read_class`)."""
     with _classes_lock:
         kept = _classes.setdefault(cluster, LRU(CLASSES_KEPT))
     cached = kept.get((kind.kind, name))
-    if cached is not None and time.monotonic() - cached[0] < CLASS_TTL:
+    current = cached is not None and time.monotonic() - cached[0] < CLASS_TTL
+    if cached is not None and current and (cached[1] is not None or not fresh):
         return cached[1]
-    found = _read_class(cluster, kind, name)
-    kept.put((kind.kind, name), (time.monotonic(), found))
+    found, said = _read_class(cluster, kind, name)
+    if said:
+        kept.put((kind.kind, name), (time.monotonic(), found))
     return found
 
 
-def _read_class(cluster: Cluster, kind: Kind, name: str) -> Dict | None:
+def _read_class(cluster: Cluster, kind: Kind, name: str) -> tuple[Dict | None, bool]:
     """A priority class, or None (logged) when it does not exist or cannot be read (an
     identity without the read, from an older install): never a pass that fails for it. A name
-    no class can have (a runtime's pod template is the tenant's) is not asked for."""
+    no class can have (a runtime's pod template is the tenant's) is not asked for. And whether
+    the API server said so (found, or 404)."""
     try:
         found = cluster.get_or_none(kind, name)
     except InvalidName:
         log.warning(
             "cannot exist: not a valid name",
-            extra={"cluster": cluster.name, "kind": kind.kind, "object": name},
+            extra={"cluster": cluster.name, "kind": kind.kind, "object": name[:253]},
         )
-        return None
+        return None, False
     except ApiException as exc:
         log.warning(
             "not read",
             extra={"cluster": cluster.name, "kind": kind.kind, "object": name, "error": exc.reason},
         )
-        return None
+        return None, False
     if found is None:
         log.warning(
             "does not exist", extra={"cluster": cluster.name, "kind": kind.kind, "object": name}
         )
-    return found
+    return found, True
 
 
 # The cluster's default PriorityClass, read at most every DEFAULT_PRIORITY_TTL seconds: one

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.memory_api import MemoryApi
+from tests.support.memory_api import Fault, MemoryApi
 from tests.support.whole_pass import MemoryCluster
 from trainjob import jobframework_io
 from trainjob.jobframework_io import extract_priority
@@ -43,8 +43,29 @@ def test_a_priority_class_found_or_not_is_read_once_a_ttl_on_each_cluster(
     assert len(asked()) == 2  # each name once
     api.put(a_class("missing", 7))
     assert extract_priority(cluster, "missing", []) is None  # as read, within the TTL
-    other = MemoryCluster(MemoryApi("worker1", [a_class("missing", 3)]), "w")
+    # a Workload about to be made asks again: it keeps the priority it is made with
+    assert extract_priority(cluster, "missing", [], fresh=True).value == 7  # type: ignore[union-attr]
+    assert len(asked()) == 3
+    # what the API server did not say is not kept: a failed read, a name no class can have
+    api.fail(Fault(500, plural="workloadpriorityclasses", times=None))
+    assert extract_priority(cluster, "flaky", []) is None
+    api.heal()
+    api.put(a_class("flaky", 5))
+    assert extract_priority(cluster, "flaky", []).value == 5  # type: ignore[union-attr]
+    assert extract_priority(cluster, "x" * 100_000, []) is None
+    assert len(jobframework_io._classes[cluster]) == 3  # low, missing, flaky
+    other = MemoryCluster(MemoryApi("manager", [a_class("missing", 3)]), "w")  # its name too
     assert extract_priority(other, "missing", []).value == 3  # type: ignore[union-attr]
     monkeypatch.setattr(jobframework_io, "CLASS_TTL", 0.0)
-    assert extract_priority(cluster, "missing", []).value == 7  # type: ignore[union-attr]
-    assert len(asked()) == 3
+    api.put(a_class("low", 11))
+    assert extract_priority(cluster, "low", []).value == 11  # type: ignore[union-attr]
+    assert sum("/low" in p for p in asked()) == 2  # read again once the TTL has run
+
+
+def test_a_workload_priority_class_and_a_priority_class_of_one_name_are_kept_apart() -> None:
+    pc = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "p"}}
+    api = MemoryApi("manager", [a_class("p", 10), {**pc, "value": 20}])
+    cluster = MemoryCluster(api, c.DISPATCHER_FIELD_MANAGER)
+    assert extract_priority(cluster, "p", []).value == 10  # type: ignore[union-attr]
+    named = extract_priority(cluster, "", [{"spec": {"priorityClassName": "p"}}])
+    assert named is not None and (named.kind, named.value) == ("PriorityClass", 20)
