@@ -51,6 +51,12 @@ BACKLOG_BYTES = 256 << 10  # unread bytes of a stream before it is paused
 # reached over HTTP/1.1 takes one per stream).
 MAX_CONNECTIONS = 16
 ABORTED = pycurl.E_ABORTED_BY_CALLBACK
+# Before 8.1 libcurl never frees what a paused HTTP/2 stream buffered (up to its window, 32
+# MiB) when that stream ends while its connection serves others (curl issue #10971): each watch
+# given up behind a slow reader keeps it for good. The image's libcurl is 8.1 or later; a
+# pycurl built against an older one is named in the log once, when the first pump is made.
+PAUSE_FREED_FROM = 0x080100
+_older_libcurl_said = False
 
 _END = object()  # a transfer's last item: it has ended (its code and message are set)
 OPENED = None  # a stream's item when its header block has come whole, before its body
@@ -135,6 +141,13 @@ class Transfers:
     """One cluster's multi handle, and the pump that drives it (see the module's doc)."""
 
     def __init__(self, name: str) -> None:
+        global _older_libcurl_said
+        if pycurl.version_info()[2] < PAUSE_FREED_FROM and not _older_libcurl_said:
+            _older_libcurl_said = True
+            log.warning(
+                "libcurl before 8.1: a paused stream that ends keeps what it buffered",
+                extra={"libcurl": pycurl.version_info()[1], "wanted": "8.1 or later"},
+            )
         self._name = name
         self._lock = threading.Lock()
         self._asks: list[tuple[str, Transfer]] = []

@@ -4,31 +4,53 @@ Python and machines). `./run lock` runs this; the Dockerfile installs exactly wh
 names.
 
     python -m release.lock          # resolve pyproject.toml's dependencies again, write the lock
-    python -m release.lock --keep   # the same versions, each wheel's hashes fetched again
+    python -m release.lock --keep   # the same versions, each file's hashes fetched again
 
-It asks pip for a resolution (`pip install --dry-run --report`), so the lock moves only when
-someone runs it, never at build time.
+The packages of SOURCE_BUILT are locked as their source archive instead, which the Dockerfile
+compiles against Debian's libraries; the tools that build them (their `build-system.requires`)
+have a lock of their own, BUILD_LOCK, and never reach the image.
+
+It asks pip for a resolution of wheels only (`pip install --dry-run --report`), so the lock
+moves only when someone runs it, never at build time, and no package's code runs to write it:
+a source archive is found in the index's JSON (PEP 691), checked against the sha256 the index
+gives, and read as a tar file (its pyproject.toml), never built.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
+import tarfile
 import tempfile
+import tomllib
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 LOCK = REPO / "deploy" / "image" / "requirements.lock"
+BUILD_LOCK = REPO / "deploy" / "image" / "build-requirements.lock"
 HEADER = """\
 # The image's Python packages: written by `./run lock` (python -m release.lock) from
 # pyproject.toml's dependencies, for CPython 3.11 on Linux (x86_64 and aarch64: a hash per
-# wheel); the Dockerfile installs exactly these wheels (pip --require-hashes). Do not edit: run
-# `./run lock`.
+# wheel; pycurl: its source, compiled against Debian's libcurl); the Dockerfile installs
+# exactly these (pip --require-hashes). Do not edit: run `./run lock`.
 """
+BUILD_HEADER = """\
+# What the image's build compiles pycurl with (its build-system.requires), never in the image:
+# written by `./run lock` (python -m release.lock). Do not edit: run `./run lock`.
+"""
+
+# Compiled from source in the image's build, against Debian's libraries: pycurl's wheels bundle
+# a libcurl and an OpenSSL of their own, a third OpenSSL in each process besides the system's
+# (Python's ssl) and cryptography's; built on Debian's libcurl, which uses the system's
+# OpenSSL, each process maps one fewer (about 5 MiB resident, docs/contributors/benchmarks.md).
+SOURCE_BUILT = frozenset({"pycurl"})
 
 
 # The other machine the image is built for, as pip names its wheels' platforms (Debian 12's
@@ -67,7 +89,9 @@ def lock_text(locked: dict[str, tuple[str, str]], more: dict[str, set[str]]) -> 
 def other_wheels(locked: dict[str, tuple[str, str]], work: Path) -> dict[str, set[str]]:
     """The sha256 of each pinned package's wheel for the other machine, downloaded by pip."""
     requirements = work / "pins.txt"
-    requirements.write_text("".join(pin + "\n" for pin, _ in locked.values()))
+    requirements.write_text(
+        "".join(pin + "\n" for key, (pin, _) in locked.items() if key not in SOURCE_BUILT)
+    )
     dest = work / "aarch64"
     platforms = [arg for p in OTHER_PLATFORMS for arg in ("--platform", p)]
     subprocess.run(
@@ -80,10 +104,78 @@ def other_wheels(locked: dict[str, tuple[str, str]], work: Path) -> dict[str, se
     for wheel in dest.glob("*.whl"):
         key = canonical(wheel.name.split("-")[0])
         out.setdefault(key, set()).add(hashlib.sha256(wheel.read_bytes()).hexdigest())
-    missing = set(locked) - set(out)
+    missing = set(locked) - set(out) - SOURCE_BUILT
     if missing:
         raise SystemExit(f"no aarch64 wheel for: {', '.join(sorted(missing))}")
     return out
+
+
+def fetch(url: str, accept: str = "*/*") -> bytes:
+    """The body at `url` (the package index's; PIP_INDEX_URL names a mirror)."""
+    request = urllib.request.Request(url, headers={"Accept": accept})
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        body: bytes = answer.read()
+    return body
+
+
+def source_of(pin: str, work: Path) -> tuple[str, Path]:
+    """The sha256 of a pin's source archive (`<name>-<version>.tar.gz`), and the archive: found
+    in the index's JSON, downloaded, and checked against the sha256 the index gives for it."""
+    name, version = pin.split("==")
+    index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/") + "/"
+    page = urllib.parse.urljoin(index, canonical(name) + "/")
+    listing = json.loads(fetch(page, "application/vnd.pypi.simple.v1+json"))
+    wanted = f"{name.replace('-', '_')}-{version}.tar.gz".lower()
+    files = [f for f in listing["files"] if f["filename"].lower() == wanted]
+    if len(files) != 1 or "sha256" not in files[0].get("hashes", {}):
+        raise SystemExit(
+            f"{pin}: the index at {page} lists no source archive {wanted} with a sha256"
+        )
+    (entry,) = files
+    data = fetch(urllib.parse.urljoin(page, entry["url"]))
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != (said := entry["hashes"]["sha256"]):
+        raise SystemExit(f"{pin}: {wanted} has sha256 {digest}, the index says {said}")
+    archive = work / "source" / wanted
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    archive.write_bytes(data)
+    return digest, archive
+
+
+def build_requires(archive: Path) -> list[str]:
+    """The `build-system.requires` of a source archive's pyproject.toml."""
+    with tarfile.open(archive) as tar:
+        (member,) = [m for m in tar.getmembers() if m.name.count("/") == 1
+                     and m.name.endswith("/pyproject.toml")]  # fmt: skip
+        data = tar.extractfile(member).read()  # type: ignore[union-attr]
+    requires: list[str] = tomllib.loads(data.decode())["build-system"]["requires"]
+    return requires
+
+
+def resolve(args: list[str], work: Path) -> dict[str, tuple[str, str]]:
+    """pip's resolution of `args` for this machine: each package pinned, with its file's hash."""
+    report = work / "report.json"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--dry-run", "--ignore-installed",
+         "--only-binary=:all:", "--report", str(report), *args],
+        check=True,
+    )  # fmt: skip
+    return pins(json.loads(report.read_text()))
+
+
+def write_locks(locked: dict[str, tuple[str, str]], work: Path) -> None:
+    """LOCK, each SOURCE_BUILT package by its source archive's hash, and BUILD_LOCK: the tools
+    those archives name in their `build-system.requires`, as wheels of this machine."""
+    requires: set[str] = set()
+    for key in sorted(SOURCE_BUILT):
+        digest, archive = source_of(locked[key][0], work)
+        locked = {**locked, key: (locked[key][0], digest)}
+        requires.update(build_requires(archive))
+    tools = lock_text(resolve(sorted(requires), work), {})
+    if set(tools_keys := read_lock(tools)) & set(locked):
+        raise SystemExit(f"build tools also in the image: {sorted(set(tools_keys) & set(locked))}")
+    LOCK.write_text(lock_text(locked, other_wheels(locked, work)))
+    BUILD_LOCK.write_text(tools.replace(HEADER, BUILD_HEADER))
 
 
 def read_lock(text: str) -> dict[str, tuple[str, str]]:
@@ -98,32 +190,14 @@ def read_lock(text: str) -> dict[str, tuple[str, str]]:
 def main(argv: list[str] | None = None) -> int:
     keep = "--keep" in (argv if argv is not None else sys.argv[1:])
     with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
         if keep:
             locked = read_lock(LOCK.read_text())
-            LOCK.write_text(lock_text(locked, other_wheels(locked, Path(tmp))))
-            print(f"wrote {LOCK.relative_to(REPO)} (the same versions)", file=sys.stderr)
-            return 0
-        report = Path(tmp) / "report.json"
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--dry-run",
-                "--ignore-installed",
-                "--only-binary=:all:",
-                "--report",
-                str(report),
-                str(REPO / "plugin"),  # the kubectl plugin's distribution, which the product needs
-                str(REPO),
-            ],
-            check=True,
-        )
-        locked = pins(json.loads(report.read_text()))
-        LOCK.write_text(lock_text(locked, other_wheels(locked, Path(tmp))))
-    print(f"wrote {LOCK.relative_to(REPO)}", file=sys.stderr)
+        else:  # the kubectl plugin's distribution first: the product needs it
+            locked = resolve([str(REPO / "plugin"), str(REPO)], work)
+        write_locks(locked, work)
+    print(f"wrote {LOCK.name} and {BUILD_LOCK.name}" + (" (the same versions)" if keep else ""),
+          file=sys.stderr)  # fmt: skip
     return 0
 
 

@@ -4,8 +4,9 @@
 #   oci-archive:/path), else a Debian 12 (bookworm) root filesystem made here by mmdebstrap
 #   from Debian's mirror (DEBIAN_MIRROR=https://snapshot.debian.org/archive/debian/<date>/
 #   pins its packages to a day) and packed by umoci;
-# - the Dockerfile then adds Debian's python3 and the wheels of deploy/image/requirements.lock,
-#   each checked against its sha256, and the project's own wheel;
+# - the Dockerfile then adds Debian's python3, libcurl from bookworm-backports (the same mirror),
+#   the wheels of deploy/image/requirements.lock, each checked against its sha256, pycurl
+#   compiled from its checked source, and the project's own wheel;
 # - every file's time and the image's creation time are SOURCE_DATE_EPOCH (default: the commit
 #   time of HEAD), so that the same inputs give the same image digest.
 # The image is written as an OCI archive, dist/trainjob-multicluster.oci.tar, and the packages
@@ -87,7 +88,7 @@ fi
 buildah "${STORE[@]}" build --quiet --platform "linux/$ARCH" --isolation chroot --network host --no-hosts --layers=false "${ca[@]}" \
   --omit-history --identity-label=false \
   --timestamp "$SOURCE_DATE_EPOCH" --build-arg SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" \
-  --build-arg BASE="$base_id" --build-arg VERSION="$TAG" \
+  --build-arg BASE="$base_id" --build-arg VERSION="$TAG" --build-arg DEBIAN_MIRROR="$MIRROR" \
   --file "$REPO/Dockerfile" --tag "$IMAGE" "$REPO" >&2
 # What the image holds, listed from the image itself.
 listing=$(buildah "${STORE[@]}" from --quiet --arch "$ARCH" "$IMAGE")

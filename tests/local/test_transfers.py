@@ -712,3 +712,19 @@ def test_a_piece_that_starts_with_the_newline_ends_the_line_held_before_it() -> 
     events.write(b'{"a":1}')
     events.write(b'\n{"b":2}\n')
     assert seen == [{"a": 1}, {"b": 2}]
+
+
+def test_a_libcurl_before_8_1_is_named_in_the_log_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A pycurl built on a libcurl that keeps a paused stream's buffer after the stream ends
+    (before 8.1) is said once, at the first pump; 8.1 and later, nothing."""
+    monkeypatch.setattr(transfers, "_older_libcurl_said", False)
+    real = pycurl.version_info()
+    for vernum, said in [(0x080100, 0), (0x075801, 1), (0x075801, 1)]:
+        old = (real[0], "7.88.1" if vernum < 0x080100 else "8.1.0", vernum, *real[3:])
+        monkeypatch.setattr(transfers.pycurl, "version_info", lambda old=old: old)
+        transfers.Transfers("libcurl-check")
+        warned = [r for r in caplog.records if "libcurl before 8.1" in r.getMessage()]
+        assert len(warned) == said
+        assert all(getattr(r, "libcurl", "") == "7.88.1" for r in warned)
