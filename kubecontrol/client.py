@@ -19,8 +19,9 @@ kubernetes client: they are short-lived, and users' kubeconfigs may need its exe
 
 What is supported is what Kueue accepts in a MultiKueue kubeconfig and what a pod has: a
 server, its CA (data or file) or `insecure-skip-tls-verify` (a YAML boolean; a string is
-refused, as client-go refuses it), `tls-server-name` (for requests it is also the Host header:
-libcurl checks the certificate against the URL's host), `proxy-url`, a bearer token (or
+refused, as client-go refuses it), `tls-server-name` (a host name or an IP address, anything
+else refused; for requests it is also the Host header: libcurl checks the certificate against
+the URL's host), `proxy-url`, a bearer token (or
 `tokenFile`, re-read every minute as kubelet rotates it, and at once after a 401), a token
 from an exec credential plugin (`kubecontrol/exec_credentials.py`), a client certificate and
 key (each from data or a file; data wins, as in client-go), and impersonation (`as`, `as-uid`,
@@ -650,7 +651,8 @@ def _curl_setup(credentials: Credentials) -> tuple[str, list[tuple[int, Any]]]:
         # to the server's own address.
         port = parts.port or 443
         host = f"[{parts.hostname}]" if ":" in str(parts.hostname) else parts.hostname
-        name = credentials.tls_server_name
+        name = credentials.tls_server_name  # a host name or an address (credentials.py)
+        name = f"[{name}]" if ":" in name else name
         options.append((pycurl.CONNECT_TO, [f"{name}:{port}:{host}:{port}"]))
         origin = f"https://{name}:{port}"
     return origin, options

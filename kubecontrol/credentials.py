@@ -4,7 +4,9 @@ kubecontrol/client.py."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import ssl
 import tempfile
 from base64 import b64decode
@@ -171,7 +173,7 @@ def credentials_from_kubeconfig(
         ca_pem=ca.decode("ascii", errors="replace") if ca else None,
         ca_file=path(cluster.get("certificate-authority")),
         insecure=insecure,
-        tls_server_name=cluster.get("tls-server-name") or None,
+        tls_server_name=_server_name(cluster.get("tls-server-name"), ctx.get("cluster")),
         token=str(token) if token else None,
         token_file=path(user.get("tokenFile")),
         exec_plugin=plugin,
@@ -186,6 +188,27 @@ def credentials_from_kubeconfig(
 
 
 _PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
+# A host name as TLS names a server (RFC 1123 labels, dots between them; 253 characters).
+_HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")
+
+
+def _server_name(value: Any, cluster: Any) -> str | None:
+    """`tls-server-name`: a host name or an IP address, or None. It becomes the host of every
+    request's URL (libcurl checks the server's certificate against it), so anything else (a
+    port, a path, user info, a space) is refused, never put into a URL."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str) and len(value) <= 253:
+        if _HOST_NAME.fullmatch(value):
+            return value
+        try:
+            return str(ipaddress.ip_address(value))
+        except ValueError:
+            pass
+    raise KubeconfigError(
+        f"cluster {cluster!r}: tls-server-name must be a host name or an IP address, "
+        f"not {str(value)[:80]!r}"
+    )
 
 
 def _impersonation(user: Dict, name: Any) -> tuple[tuple[str, str], ...]:

@@ -203,6 +203,46 @@ def test_curl_is_given_the_kubeconfigs_tls_settings(tmp_path: Path) -> None:
     origin, options = _curl_setup(v6)
     assert origin == "https://kube.internal:443"
     assert dict(options)[pycurl.CONNECT_TO] == ["kube.internal:443:[fd00::1]:443"]
+    by_address = replace(creds, server="https://[fd00::1]:443", tls_server_name="fd00::2")
+    origin, options = _curl_setup(by_address)
+    assert origin == "https://[fd00::2]:443"
+    assert dict(options)[pycurl.CONNECT_TO] == ["[fd00::2]:443:[fd00::1]:443"]
+
+
+@pytest.mark.parametrize(
+    ("given", "taken"),
+    [
+        ("kube.internal", "kube.internal"),
+        ("api.example.com.", "api.example.com."),
+        ("10.0.0.1", "10.0.0.1"),
+        ("fd00:0::1", "fd00::1"),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_tls_server_name_is_a_host_name_or_an_address(given: object, taken: str | None) -> None:
+    cluster = {"server": "https://127.0.0.1:6443", "tls-server-name": given}
+    assert credentials_from_kubeconfig(kubeconfig({"token": "t"}, cluster)).tls_server_name == taken
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        "evil.example/api?x=",  # a path: every request's URL would change
+        "user@evil.example",
+        "evil.example:8443",
+        "a b",
+        "-bad.example",
+        "x" * 64 + ".example",
+        "a." * 127 + "a",
+        ["kube.internal"],
+        7,
+    ],
+)
+def test_a_tls_server_name_that_is_no_host_is_refused_with_its_field(given: object) -> None:
+    cluster = {"server": "https://127.0.0.1:6443", "tls-server-name": given}
+    with pytest.raises(KubeconfigError, match="cluster 'k': tls-server-name must be a host name"):
+        credentials_from_kubeconfig(kubeconfig({"token": "t"}, cluster))
 
 
 @pytest.mark.parametrize(
