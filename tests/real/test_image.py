@@ -66,10 +66,18 @@ def test_the_image_runs_as_its_user_with_valid_bytecode_and_its_version() -> Non
         *(_pyc(local + m) for m in ("dispatcher/app.py", "worker_controller/app.py")),
         _pyc(local + "h11/_connection.py"),  # a library the controllers load
     ]
-    read = image_contents.read_all(archive, [*pycs, "/etc/passwd"])
+    read = image_contents.read_all(archive, [*pycs, "/etc/passwd", "/var/lib/dpkg/status"])
     for pyc in pycs:
         assert int.from_bytes(read[pyc][4:8], "little") == 3, pyc
     assert "trainjob:x:65532:65532:" in read["/etc/passwd"].decode()
+    # pycurl runs on Debian's libcurl from bookworm-backports, 8.1 or later (7.88.1 keeps a
+    # paused HTTP/2 stream's buffer after the stream ends), not on a libcurl of its wheel's.
+    status = read["/var/lib/dpkg/status"].decode()
+    (stanza,) = [s for s in status.split("\n\n") if s.startswith("Package: libcurl4\n")]
+    version = re.search(r"^Version: (\S+)$", stanza, re.M)[1]  # type: ignore[index]
+    assert "~bpo" in version, version  # bookworm-backports' build
+    assert tuple(int(p) for p in version.split(".")[:2]) >= (8, 1), version
+    assert not [n for n in files if "/pycurl.libs/" in n or "/pycurl_libs/" in n]
 
 
 def _pyc(source: str) -> str:
