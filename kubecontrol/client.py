@@ -629,16 +629,17 @@ def _curl_setup(credentials: Credentials) -> tuple[str, list[tuple[int, Any]]]:
         return origin, options
     if credentials.insecure:
         options += [(pycurl.SSL_VERIFYPEER, 0), (pycurl.SSL_VERIFYHOST, 0)]
+    # The CAs trusted are the kubeconfig's alone, as client-go's: libcurl's built-in CA file and
+    # folder (Debian's libcurl: /etc/ssl/certs, every public root) are unset (None), or they
+    # would be trusted besides.
     elif credentials.ca_pem is not None:
+        options += [(pycurl.CAINFO, None), (pycurl.CAPATH, None)]
         options.append((pycurl.CAINFO_BLOB, credentials.ca_pem.encode()))
     elif credentials.ca_file:
-        options.append((pycurl.CAINFO, credentials.ca_file))
+        options += [(pycurl.CAINFO, credentials.ca_file), (pycurl.CAPATH, None)]
     else:  # the system's CAs, as Python's ssl finds them (not those libcurl was built with)
         found = ssl.get_default_verify_paths()
-        if found.cafile:
-            options.append((pycurl.CAINFO, found.cafile))
-        if found.capath:
-            options.append((pycurl.CAPATH, found.capath))
+        options += [(pycurl.CAINFO, found.cafile), (pycurl.CAPATH, found.capath)]
     files = credentials.client_cert_files()
     if files:
         options += [(pycurl.SSLCERT, files[0]), (pycurl.SSLKEY, files[1])]

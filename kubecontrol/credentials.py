@@ -190,21 +190,30 @@ def credentials_from_kubeconfig(
 _PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
 # A host name as TLS names a server (RFC 1123 labels, dots between them; 253 characters).
 _HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")
+# A last label libcurl would read as a number: the whole name is then taken as an IPv4
+# address in one of its other forms (2130706433, 127.1, 0x7f.0.0.1, 017.0.0.1 in octal).
+_NUMERIC_LABEL = re.compile(r"[0-9]+|0[xX][0-9a-fA-F]*")
 
 
 def _server_name(value: Any, cluster: Any) -> str | None:
     """`tls-server-name`: a host name or an IP address, or None. It becomes the host of every
-    request's URL (libcurl checks the server's certificate against it), so anything else (a
-    port, a path, user info, a space) is refused, never put into a URL."""
+    request's URL (libcurl checks the server's certificate against it, and connects to the
+    server's own address through CONNECT_TO only while the URL's host is this very name), so
+    anything else is refused, never put into a URL: a port, a path, user info, a space, an
+    IPv6 zone (`%eth0`), or a name libcurl would rewrite as an address (the dotted-quad form
+    alone is an IPv4 address here; an IPv4-mapped IPv6 address is taken as its IPv4 one)."""
     if value is None or value == "":
         return None
-    if isinstance(value, str) and len(value) <= 253:
-        if _HOST_NAME.fullmatch(value):
-            return value
+    if isinstance(value, str) and len(value) <= 253 and "%" not in value:
         try:
-            return str(ipaddress.ip_address(value))
+            address = ipaddress.ip_address(value)
         except ValueError:
-            pass
+            last = value.removesuffix(".").rsplit(".", 1)[-1]
+            if _HOST_NAME.fullmatch(value) and not _NUMERIC_LABEL.fullmatch(last):
+                return value
+        else:
+            mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+            return str(mapped or address)
     raise KubeconfigError(
         f"cluster {cluster!r}: tls-server-name must be a host name or an IP address, "
         f"not {str(value)[:80]!r}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import ssl
 import tempfile
 import threading
 import time
@@ -90,10 +91,14 @@ class QuietHandler(BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def http_server(handler: type[BaseHTTPRequestHandler], port: int = 0) -> Iterator[int]:
+def http_server(
+    handler: type[BaseHTTPRequestHandler], port: int = 0, tls: ssl.SSLContext | None = None
+) -> Iterator[int]:
     """A loopback HTTP server answering with `handler`, in a thread (on `port`, or any free
-    one); yields its port."""
+    one), over TLS when given a server context; yields its port."""
     server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield server.server_address[1]

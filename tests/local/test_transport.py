@@ -5,14 +5,18 @@ waits when told to (Retry-After), from a loopback HTTP server."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import itertools
 import socket
+import ssl
+import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 from typing import ClassVar
 
@@ -20,10 +24,13 @@ import orjson
 import pycurl
 import pytest
 
+from clusters import pki
 from clusters.helpers.waiting import QuietHandler, http_server, loopback_client
 from kubecontrol import client as kubeclient
 from kubecontrol import cluster as kube
-from kubecontrol.client import ApiClient, ApiException, TransportError
+from kubecontrol.certs import issue
+from kubecontrol.client import ApiClient, ApiException, TransportError, _curl_setup
+from kubecontrol.credentials import Credentials
 
 
 def test_no_answer_is_a_transient_transport_error(silent_server: int) -> None:
@@ -186,3 +193,52 @@ def test_every_handle_sends_from_the_small_upload_buffer() -> None:
     client = loopback_client(1)
     assert (pycurl.UPLOAD_BUFFERSIZE, kubeclient.UPLOAD_BUFFER) in client._curl_options
     assert kubeclient.UPLOAD_BUFFER == 16 * 1024  # libcurl's least
+
+
+def test_only_the_kubeconfigs_ca_is_trusted_never_libcurls_built_in_folder(tmp_path: Path) -> None:
+    """client-go trusts a kubeconfig's CA alone. Debian's libcurl is built with a CA folder
+    (/etc/ssl/certs: every public root) that it reads besides a CA given as data or a file,
+    unless it is unset. A folder holding the server's CA stands in for it here, set on the
+    handle before the cluster's options as libcurl's built-in default is: the server is then
+    trusted only when the kubeconfig names its CA."""
+    now = dt.datetime.now(dt.UTC)
+    served = issue(["127.0.0.1"], now)
+    other = pki.ensure_ca(tmp_path / "other", name="another-ca").cert_pem()  # another subject
+    folder = tmp_path / "certs"
+    folder.mkdir()
+    (folder / "served-ca.pem").write_bytes(served.ca_crt)
+    subprocess.run(["openssl", "rehash", str(folder)], check=True)  # as a CA folder is kept
+    (tmp_path / "other-ca.pem").write_bytes(other)
+    (tmp_path / "tls.crt").write_bytes(served.tls_crt)
+    (tmp_path / "tls.key").write_bytes(served.tls_key)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
+
+    class Answer(QuietHandler):
+        def do_GET(self) -> None:
+            self.reply(200, b"{}")
+
+    def status(credentials: Credentials, *more: tuple[int, object]) -> int:
+        curl = pycurl.Curl()
+        curl.setopt(pycurl.CAPATH, str(folder))  # the stand-in for the built-in folder
+        origin, options = _curl_setup(credentials)
+        for option, value in [*options, *more]:
+            curl.setopt(option, value)
+        curl.setopt(pycurl.URL, origin + "/api")
+        curl.setopt(pycurl.WRITEFUNCTION, lambda _: None)
+        try:
+            curl.perform()
+            return int(curl.getinfo(pycurl.RESPONSE_CODE))
+        except pycurl.error as exc:
+            return int(exc.args[0])
+        finally:
+            curl.close()
+
+    with http_server(Answer, tls=context) as port:
+        server = Credentials(server=f"https://127.0.0.1:{port}")
+        assert status(replace(server, ca_pem=served.ca_crt.decode())) == 200
+        assert status(replace(server, ca_pem=other.decode())) == pycurl.E_PEER_FAILED_VERIFICATION
+        assert status(replace(server, ca_file=str(tmp_path / "other-ca.pem"))) == 60
+        # The stand-in does what the built-in folder would, were it left set:
+        leaves_it = replace(server, ca_pem=other.decode())
+        assert status(leaves_it, (pycurl.CAPATH, str(folder))) == 200

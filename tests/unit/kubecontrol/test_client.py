@@ -203,6 +203,10 @@ def test_curl_is_given_the_kubeconfigs_tls_settings(tmp_path: Path) -> None:
     origin, options = _curl_setup(v6)
     assert origin == "https://kube.internal:443"
     assert dict(options)[pycurl.CONNECT_TO] == ["kube.internal:443:[fd00::1]:443"]
+    no_port = replace(creds, server="https://[fd00::1]", tls_server_name="kube.internal")
+    origin, options = _curl_setup(no_port)
+    assert origin == "https://kube.internal:443"
+    assert dict(options)[pycurl.CONNECT_TO] == ["kube.internal:443:[fd00::1]:443"]
     by_address = replace(creds, server="https://[fd00::1]:443", tls_server_name="fd00::2")
     origin, options = _curl_setup(by_address)
     assert origin == "https://[fd00::2]:443"
@@ -216,6 +220,10 @@ def test_curl_is_given_the_kubeconfigs_tls_settings(tmp_path: Path) -> None:
         ("api.example.com.", "api.example.com."),
         ("10.0.0.1", "10.0.0.1"),
         ("fd00:0::1", "fd00::1"),
+        ("::ffff:10.0.0.1", "10.0.0.1"),  # as its IPv4 address, which a certificate names
+        ("API.Example.COM", "API.Example.COM"),
+        ("a." * 126 + "a", "a." * 126 + "a"),  # 253 characters
+        ("x" * 63 + ".example", "x" * 63 + ".example"),
         ("", None),
         (None, None),
     ],
@@ -229,6 +237,25 @@ def test_tls_server_name_is_a_host_name_or_an_address(given: object, taken: str 
     "given",
     [
         "evil.example/api?x=",  # a path: every request's URL would change
+        "evil.example/api",
+        "kube.internal\n",
+        "kube.internal ",
+        "bad-.example",
+        "a..b",
+        "kubé.example",
+        "kube_internal",
+        "a." * 126 + "ab",  # 254 characters
+        "10.0.0.1/8",
+        "fe80::1%eth0",  # a zone: libcurl would connect to fe80::1 itself
+        "fe80::1%a@b",
+        "2130706433",  # libcurl reads each of these as 127.0.0.1 (or 15.0.0.1), and connects there
+        "127.1",
+        "0x7f.0.0.1",
+        "017.0.0.1",
+        "999.1.1.1",
+        0,
+        False,
+        [],
         "user@evil.example",
         "evil.example:8443",
         "a b",
