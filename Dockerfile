@@ -7,7 +7,8 @@
 # The Python packages are the wheels of deploy/image/requirements.lock, each checked against
 # its sha256, and pycurl compiled from its source (also checked) against Debian's libcurl from
 # bookworm-backports, so that each process holds one OpenSSL fewer (the system's serves Python,
-# libcurl and pycurl). DEBIAN_MIRROR names the Debian mirror backports come from.
+# libcurl and pycurl). DEBIAN_MIRROR names the Debian mirror backports come from (a
+# snapshot.debian.org date too: backports' index is otherwise refused a week after that date).
 # the project is built into two wheels of its own (plugin/, the kubectl plugin and the modules
 # it shares, then the product). The final stage runs nothing: the image needs no
 # shell, and its command is a console script started directly.
@@ -24,7 +25,8 @@ ARG BASE=docker.io/library/debian:bookworm-slim@sha256:3783cc01769c7b2b1b83a5c5a
 FROM ${BASE} AS runtime
 ARG SOURCE_DATE_EPOCH
 ARG DEBIAN_MIRROR=http://deb.debian.org/debian
-RUN echo "deb ${DEBIAN_MIRROR} bookworm-backports main" > /etc/apt/sources.list.d/bookworm-backports.list \
+RUN case "${DEBIAN_MIRROR}" in *snapshot.debian.org*) options="[check-valid-until=no] " ;; *) options="" ;; esac \
+ && echo "deb ${options}${DEBIAN_MIRROR} bookworm-backports main" > /etc/apt/sources.list.d/bookworm-backports.list \
  && apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       python3 ca-certificates libcurl4/bookworm-backports >/dev/null \
@@ -35,11 +37,11 @@ RUN echo "deb ${DEBIAN_MIRROR} bookworm-backports main" > /etc/apt/sources.list.
 # bytecode is compiled here as Debian compiles its own: hash-checked (valid whatever the files'
 # times), in one process with a fixed hash seed (the same bytes in every build), so that no
 # replica compiles them again at each start (docs/operators/image.md).
-# pycurl is compiled by the tools of deploy/image/build-requirements.lock (hash-checked, in a
-# venv of the build stage alone, made before anything reads pycurl's source: pip never builds
-# with tools it fetched unpinned, --no-build-isolation), without debug information (it would
-# name the build's temporary directory), so that the same inputs give the same bytes; a
-# libcurl older than 8.1 is refused.
+# pycurl and the project's wheels are built by the tools of deploy/image/build-requirements.lock
+# (hash-checked, in a venv of the build stage alone, made before anything reads a source: pip
+# never builds with tools it fetched unpinned, --no-build-isolation); pycurl without debug
+# information (it would name the build's temporary directory), so that the same inputs give
+# the same bytes, and a libcurl older than 8.1 is refused.
 # PIP_INDEX_URL, and a CA bundle given as the build secret `pip-ca` (a TLS-inspecting proxy's:
 # --secret id=pip-ca,src=<bundle>), serve a build behind a mirror or a proxy.
 FROM runtime AS build
@@ -66,7 +68,8 @@ COPY kubecontrol /src/kubecontrol
 COPY plugin /src/plugin
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
- && python3 -m pip wheel --quiet --no-deps --wheel-dir /tmp/wheels /src/plugin /src \
+ && /tmp/build-tools/bin/pip wheel --quiet --no-deps --no-build-isolation --wheel-dir /tmp/wheels \
+      /src/plugin /src \
  && python3 -m pip install --quiet --no-index --no-deps --no-compile --break-system-packages \
       --root-user-action=ignore /tmp/wheels/*.whl \
  && python3 -m pip check \

@@ -32,6 +32,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+
 REPO = Path(__file__).resolve().parent.parent
 LOCK = REPO / "deploy" / "image" / "requirements.lock"
 BUILD_LOCK = REPO / "deploy" / "image" / "build-requirements.lock"
@@ -42,9 +44,13 @@ HEADER = """\
 # exactly these (pip --require-hashes). Do not edit: run `./run lock`.
 """
 BUILD_HEADER = """\
-# What the image's build compiles pycurl with (its build-system.requires), never in the image:
-# written by `./run lock` (python -m release.lock). Do not edit: run `./run lock`.
+# What the image's build compiles pycurl and builds the project's wheels with (their
+# build-system.requires), never in the image: written by `./run lock` (python -m release.lock).
+# Do not edit: run `./run lock`.
 """
+# The project's distributions, built into wheels by the image's build with BUILD_LOCK's tools.
+PROJECTS = (REPO / "plugin", REPO)
+MAX_PYPROJECT = 1 << 20  # bytes of a source archive's pyproject.toml read, at most
 
 # Compiled from source in the image's build, against Debian's libraries: pycurl's wheels bundle
 # a libcurl and an OpenSSL of their own, a third OpenSSL in each process besides the system's
@@ -112,6 +118,8 @@ def other_wheels(locked: dict[str, tuple[str, str]], work: Path) -> dict[str, se
 
 def fetch(url: str, accept: str = "*/*") -> bytes:
     """The body at `url` (the package index's; PIP_INDEX_URL names a mirror)."""
+    if urllib.parse.urlsplit(url).scheme not in ("https", "http"):
+        raise SystemExit(f"{url}: not an http(s) URL")
     request = urllib.request.Request(url, headers={"Accept": accept})
     with urllib.request.urlopen(request, timeout=60) as answer:
         body: bytes = answer.read()
@@ -143,13 +151,39 @@ def source_of(pin: str, work: Path) -> tuple[str, Path]:
 
 
 def build_requires(archive: Path) -> list[str]:
-    """The `build-system.requires` of a source archive's pyproject.toml."""
+    """The `build-system.requires` of a source archive's pyproject.toml (a regular file of at
+    most MAX_PYPROJECT bytes at its top), read from the tar file: nothing is extracted."""
     with tarfile.open(archive) as tar:
         (member,) = [m for m in tar.getmembers() if m.name.count("/") == 1
                      and m.name.endswith("/pyproject.toml")]  # fmt: skip
+        if not member.isfile() or member.size > MAX_PYPROJECT:
+            raise SystemExit(f"{archive.name}: {member.name} is not a file of at most 1 MiB")
         data = tar.extractfile(member).read()  # type: ignore[union-attr]
-    requires: list[str] = tomllib.loads(data.decode())["build-system"]["requires"]
-    return requires
+    return checked_requires(tomllib.loads(data.decode())["build-system"]["requires"], archive.name)
+
+
+def checked_requires(requires: list[str], where: str) -> list[str]:
+    """Requirements as pip is given them: each a name with a version range, never a URL (pip
+    would build what it points to) or anything that is no requirement (an option, say)."""
+    out = []
+    for text in requires:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            raise SystemExit(f"{where}: build requirement {text!r} is not one") from None
+        if requirement.url or requirement.marker or requirement.extras:
+            raise SystemExit(f"{where}: build requirement {text!r} is not a name and a range")
+        out.append(f"{requirement.name}{requirement.specifier}")
+    return out
+
+
+def project_requires() -> list[str]:
+    """The `build-system.requires` of the project's own distributions."""
+    out = []
+    for project in PROJECTS:
+        data = tomllib.loads((project / "pyproject.toml").read_text())
+        out += checked_requires(data["build-system"]["requires"], str(project / "pyproject.toml"))
+    return out
 
 
 def resolve(args: list[str], work: Path) -> dict[str, tuple[str, str]]:
@@ -163,12 +197,17 @@ def resolve(args: list[str], work: Path) -> dict[str, tuple[str, str]]:
     return pins(json.loads(report.read_text()))
 
 
-def write_locks(locked: dict[str, tuple[str, str]], work: Path) -> None:
+def write_locks(locked: dict[str, tuple[str, str]], work: Path, keep: bool = False) -> None:
     """LOCK, each SOURCE_BUILT package by its source archive's hash, and BUILD_LOCK: the tools
-    those archives name in their `build-system.requires`, as wheels of this machine."""
-    requires: set[str] = set()
+    those archives and the project name in their `build-system.requires`, as wheels of this
+    machine."""
+    requires: set[str] = set(project_requires())
     for key in sorted(SOURCE_BUILT):
         digest, archive = source_of(locked[key][0], work)
+        if keep and locked[key][1] != digest:
+            raise SystemExit(
+                f"{locked[key][0]}: its source's sha256 is now {digest}, not the lock's"
+            )
         locked = {**locked, key: (locked[key][0], digest)}
         requires.update(build_requires(archive))
     tools = lock_text(resolve(sorted(requires), work), {})
@@ -194,8 +233,8 @@ def main(argv: list[str] | None = None) -> int:
         if keep:
             locked = read_lock(LOCK.read_text())
         else:  # the kubectl plugin's distribution first: the product needs it
-            locked = resolve([str(REPO / "plugin"), str(REPO)], work)
-        write_locks(locked, work)
+            locked = resolve([str(project) for project in PROJECTS], work)
+        write_locks(locked, work, keep)
     print(f"wrote {LOCK.name} and {BUILD_LOCK.name}" + (" (the same versions)" if keep else ""),
           file=sys.stderr)  # fmt: skip
     return 0

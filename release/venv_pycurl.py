@@ -8,8 +8,9 @@ controllers the tests and benchmarks start hold what a replica of the image hold
 The host's own libcurl is left alone: backports' `libcurl4` and `libcurl4-openssl-dev` are
 fetched by apt (signatures checked against the host's Debian keys) with a package list of their
 own, unpacked into the venv (`<venv>/libcurl/`), and pycurl is linked to that copy by its
-runtime path. DEBIAN_MIRROR names the mirror (default deb.debian.org). Off Debian (no apt-get
-or dpkg) pycurl's wheel stays, which bundles a libcurl of its own, and that is said.
+runtime path. DEBIAN_MIRROR names the mirror (default deb.debian.org). Off Debian 12 (another
+system, or no apt-get or dpkg) pycurl's wheel stays, which bundles a libcurl of its own, and
+that is said.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ PACKAGES = ("libcurl4", "libcurl4-openssl-dev")
 # Earlier libcurls never free what a paused HTTP/2 stream buffered when that stream ends while
 # its connection serves others (curl 8.1 fixed it); the controllers pause streams.
 MIN_LIBCURL = (8, 1, 0)
+OS_RELEASE = Path("/etc/os-release")
 
 
 def say(message: str) -> None:
@@ -123,6 +125,10 @@ def linked_libcurl(venv_python: Path) -> tuple[tuple[int, ...], str]:
 def main() -> int:
     venv = Path(sys.prefix)
     venv_python = venv / "bin" / "python"
+    release = OS_RELEASE.read_text() if OS_RELEASE.exists() else ""
+    if not re.search(r"^VERSION_CODENAME=bookworm$", release, re.M):
+        say("not Debian 12 here: pycurl's wheel stays (its own libcurl and OpenSSL)")
+        return 0
     if not (shutil.which("apt-get") and shutil.which("dpkg-deb")):
         say("no apt-get here: pycurl's wheel stays (its own libcurl and OpenSSL)")
         return 0

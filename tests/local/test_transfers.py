@@ -714,17 +714,22 @@ def test_a_piece_that_starts_with_the_newline_ends_the_line_held_before_it() -> 
     assert seen == [{"a": 1}, {"b": 2}]
 
 
+@pytest.mark.parametrize(
+    ("vernum", "said"), [(0x075801, 1), (0x080000, 1), (0x0800FF, 1), (0x080100, 0), (0x080E01, 0)]
+)
 def test_a_libcurl_before_8_1_is_named_in_the_log_once(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, vernum: int, said: int
 ) -> None:
     """A pycurl built on a libcurl that keeps a paused stream's buffer after the stream ends
-    (before 8.1) is said once, at the first pump; 8.1 and later, nothing."""
+    (before 8.1) is said once, at the first pump, whatever pumps follow; 8.1 and later, never."""
     monkeypatch.setattr(transfers, "_older_libcurl_said", False)
     real = pycurl.version_info()
-    for vernum, said in [(0x080100, 0), (0x075801, 1), (0x075801, 1)]:
-        old = (real[0], "7.88.1" if vernum < 0x080100 else "8.1.0", vernum, *real[3:])
-        monkeypatch.setattr(transfers.pycurl, "version_info", lambda old=old: old)
+    named = f"{vernum >> 16}.{(vernum >> 8) & 0xFF}.{vernum & 0xFF}"
+    monkeypatch.setattr(
+        transfers.pycurl, "version_info", lambda: (real[0], named, vernum, *real[3:])
+    )
+    for _ in range(3):
         transfers.Transfers("libcurl-check")
-        warned = [r for r in caplog.records if "libcurl before 8.1" in r.getMessage()]
-        assert len(warned) == said
-        assert all(getattr(r, "libcurl", "") == "7.88.1" for r in warned)
+    warned = [r for r in caplog.records if "libcurl before 8.1" in r.getMessage()]
+    assert len(warned) == said
+    assert all(getattr(r, "libcurl", "") == named for r in warned)
