@@ -8,7 +8,9 @@
 # its sha256, and pycurl compiled from its source (also checked) against Debian's libcurl from
 # bookworm-backports, so that each process holds one OpenSSL fewer (the system's serves Python,
 # libcurl and pycurl). DEBIAN_MIRROR names the Debian mirror backports come from (a
-# snapshot.debian.org date too: backports' index is otherwise refused a week after that date).
+# snapshot.debian.org date too: backports' index is otherwise refused a week after that date);
+# its index is taken only when Debian's own archive key signed it (signed-by), whatever other
+# keys the base image trusts, and a mirror that is no plain http(s) URL is refused.
 # the project is built into two wheels of its own (plugin/, the kubectl plugin and the modules
 # it shares, then the product). The final stage runs nothing: the image needs no
 # shell, and its command is a console script started directly.
@@ -25,8 +27,11 @@ ARG BASE=docker.io/library/debian:bookworm-slim@sha256:3783cc01769c7b2b1b83a5c5a
 FROM ${BASE} AS runtime
 ARG SOURCE_DATE_EPOCH
 ARG DEBIAN_MIRROR=http://deb.debian.org/debian
-RUN case "${DEBIAN_MIRROR}" in *snapshot.debian.org*) options="[check-valid-until=no] " ;; *) options="" ;; esac \
- && echo "deb ${options}${DEBIAN_MIRROR} bookworm-backports main" > /etc/apt/sources.list.d/bookworm-backports.list \
+RUN printf '%s' "${DEBIAN_MIRROR}" | grep -zEqx 'https?://[^][[:space:]]+' \
+ || { echo "DEBIAN_MIRROR is not an http(s) URL: ${DEBIAN_MIRROR}" >&2; exit 1; } \
+ && case "${DEBIAN_MIRROR}" in http://snapshot.debian.org/*|https://snapshot.debian.org/*) valid=" check-valid-until=no" ;; *) valid="" ;; esac \
+ && echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg${valid}] ${DEBIAN_MIRROR} bookworm-backports main" \
+      > /etc/apt/sources.list.d/bookworm-backports.list \
  && apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       python3 ca-certificates libcurl4/bookworm-backports >/dev/null \

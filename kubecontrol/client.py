@@ -627,19 +627,7 @@ def _curl_setup(credentials: Credentials) -> tuple[str, list[tuple[int, Any]]]:
     origin = f"{parts.scheme}://{parts.netloc}"
     if parts.scheme != "https":
         return origin, options
-    if credentials.insecure:
-        options += [(pycurl.SSL_VERIFYPEER, 0), (pycurl.SSL_VERIFYHOST, 0)]
-    # The CAs trusted are the kubeconfig's alone, as client-go's: libcurl's built-in CA file and
-    # folder (Debian's libcurl: /etc/ssl/certs, every public root) are unset (None), or they
-    # would be trusted besides.
-    elif credentials.ca_pem is not None:
-        options += [(pycurl.CAINFO, None), (pycurl.CAPATH, None)]
-        options.append((pycurl.CAINFO_BLOB, credentials.ca_pem.encode()))
-    elif credentials.ca_file:
-        options += [(pycurl.CAINFO, credentials.ca_file), (pycurl.CAPATH, None)]
-    else:  # the system's CAs, as Python's ssl finds them (not those libcurl was built with)
-        found = ssl.get_default_verify_paths()
-        options += [(pycurl.CAINFO, found.cafile), (pycurl.CAPATH, found.capath)]
+    options += _trust(credentials)
     files = credentials.client_cert_files()
     if files:
         options += [(pycurl.SSLCERT, files[0]), (pycurl.SSLKEY, files[1])]
@@ -657,6 +645,28 @@ def _curl_setup(credentials: Credentials) -> tuple[str, list[tuple[int, Any]]]:
         options.append((pycurl.CONNECT_TO, [f"{name}:{port}:{host}:{port}"]))
         origin = f"https://{name}:{port}"
     return origin, options
+
+
+def _trust(credentials: Credentials) -> list[tuple[int, Any]]:
+    """What verifies the server, and an https proxy the same way: client-go's transport hands
+    its TLS settings to Go, which verifies a proxy with them too. The CAs trusted are the
+    kubeconfig's alone: libcurl's built-in CA file and folder (Debian's libcurl:
+    /etc/ssl/certs, every public root) are unset (None), or they would be trusted besides."""
+    if credentials.insecure:
+        return [(pycurl.SSL_VERIFYPEER, 0), (pycurl.SSL_VERIFYHOST, 0),
+                (pycurl.PROXY_SSL_VERIFYPEER, 0), (pycurl.PROXY_SSL_VERIFYHOST, 0)]  # fmt: skip
+    if credentials.ca_pem is not None:
+        blob = credentials.ca_pem.encode()
+        return [(pycurl.CAINFO, None), (pycurl.CAPATH, None), (pycurl.CAINFO_BLOB, blob),
+                (pycurl.PROXY_CAINFO, None), (pycurl.PROXY_CAPATH, None),
+                (pycurl.PROXY_CAINFO_BLOB, blob)]  # fmt: skip
+    if credentials.ca_file:
+        file = credentials.ca_file
+        return [(pycurl.CAINFO, file), (pycurl.CAPATH, None),
+                (pycurl.PROXY_CAINFO, file), (pycurl.PROXY_CAPATH, None)]  # fmt: skip
+    found = ssl.get_default_verify_paths()  # the system's, as Python's ssl finds them
+    return [(pycurl.CAINFO, found.cafile), (pycurl.CAPATH, found.capath),
+            (pycurl.PROXY_CAINFO, found.cafile), (pycurl.PROXY_CAPATH, found.capath)]  # fmt: skip
 
 
 def keep_kubernetes_client_out() -> None:

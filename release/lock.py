@@ -32,8 +32,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
-
 REPO = Path(__file__).resolve().parent.parent
 LOCK = REPO / "deploy" / "image" / "requirements.lock"
 BUILD_LOCK = REPO / "deploy" / "image" / "build-requirements.lock"
@@ -165,6 +163,8 @@ def build_requires(archive: Path) -> list[str]:
 def checked_requires(requires: list[str], where: str) -> list[str]:
     """Requirements as pip is given them: each a name with a version range, never a URL (pip
     would build what it points to) or anything that is no requirement (an option, say)."""
+    from packaging.requirements import InvalidRequirement, Requirement  # a development tool's
+
     out = []
     for text in requires:
         try:

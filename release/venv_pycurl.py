@@ -31,16 +31,31 @@ PACKAGES = ("libcurl4", "libcurl4-openssl-dev")
 # its connection serves others (curl 8.1 fixed it); the controllers pause streams.
 MIN_LIBCURL = (8, 1, 0)
 OS_RELEASE = Path("/etc/os-release")
+# Backports' index is taken only when Debian's archive key signed it, whatever other keys the
+# host's apt trusts.
+KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
+MIRROR = re.compile(r"https?://[^][\s]+")  # a plain URL: no apt options, no second line
 
 
 def say(message: str) -> None:
     print(f"[setup] pycurl: {message}", file=sys.stderr)
 
 
+def source_line(mirror: str) -> str:
+    """The backports line of the package list: signed by Debian's archive key alone, a
+    snapshot.debian.org date's index taken after its week of validity."""
+    if not MIRROR.fullmatch(mirror):
+        raise SystemExit(f"DEBIAN_MIRROR is not an http(s) URL: {mirror!r}")
+    options = f"signed-by={KEYRING}"
+    if re.match(r"https?://snapshot\.debian\.org/", mirror):
+        options += " check-valid-until=no"
+    return f"deb [{options}] {mirror} {SUITE} main\n"
+
+
 def apt(state: Path, mirror: str, *args: str) -> None:
     """apt-get with a package list of its own under `state` (the host's lists untouched)."""
     sources = state / "sources.list"
-    sources.write_text(f"deb {mirror} {SUITE} main\n")
+    sources.write_text(source_line(mirror))
     (state / "lists" / "partial").mkdir(parents=True, exist_ok=True)
     (state / "cache" / "archives" / "partial").mkdir(parents=True, exist_ok=True)
     options = {
@@ -133,6 +148,9 @@ def main() -> int:
         say("no apt-get here: pycurl's wheel stays (its own libcurl and OpenSSL)")
         return 0
     mirror = os.environ.get("DEBIAN_MIRROR", "http://deb.debian.org/debian")
+    source_line(mirror)  # refused before anything runs
+    if not KEYRING.exists():
+        raise SystemExit(f"{KEYRING} is missing (Debian's debian-archive-keyring package)")
     root = venv / "libcurl" / "root"
     with tempfile.TemporaryDirectory(prefix="venv-pycurl-") as tmp:
         work = Path(tmp)

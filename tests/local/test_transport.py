@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import itertools
+import select
 import socket
 import ssl
 import subprocess
@@ -218,9 +219,27 @@ def test_only_the_kubeconfigs_ca_is_trusted_never_libcurls_built_in_folder(tmp_p
         def do_GET(self) -> None:
             self.reply(200, b"{}")
 
+    class Proxy(QuietHandler):  # an https proxy tunnelling CONNECT to loopback ports alone
+        def do_CONNECT(self) -> None:
+            host, port = self.path.rsplit(":", 1)
+            assert host == "127.0.0.1"
+            upstream = socket.create_connection((host, int(port)), timeout=5)
+            self.send_response(200)
+            self.end_headers()
+            ends = [self.connection, upstream]
+            while ready := select.select(ends, [], [], 5)[0]:
+                for end in ready:
+                    data = end.recv(65536)
+                    if not data:
+                        upstream.close()
+                        return
+                    (upstream if end is self.connection else self.connection).sendall(data)
+            upstream.close()
+
     def status(credentials: Credentials, *more: tuple[int, object]) -> int:
         curl = pycurl.Curl()
         curl.setopt(pycurl.CAPATH, str(folder))  # the stand-in for the built-in folder
+        curl.setopt(pycurl.PROXY_CAPATH, str(folder))  # and the proxy's
         origin, options = _curl_setup(credentials)
         for option, value in [*options, *more]:
             curl.setopt(option, value)
@@ -242,3 +261,16 @@ def test_only_the_kubeconfigs_ca_is_trusted_never_libcurls_built_in_folder(tmp_p
         # The stand-in does what the built-in folder would, were it left set:
         leaves_it = replace(server, ca_pem=other.decode())
         assert status(leaves_it, (pycurl.CAPATH, str(folder))) == 200
+        # An https proxy is verified as the server is (Go verifies it with the transport's TLS
+        # settings): through the kubeconfig's CA alone, or not at all when told to skip.
+        with http_server(Proxy, tls=context) as proxy_port:
+            proxied = replace(server, proxy_url=f"https://127.0.0.1:{proxy_port}")
+            assert status(replace(proxied, ca_pem=served.ca_crt.decode())) == 200
+            assert status(replace(proxied, ca_pem=other.decode()), (pycurl.SSL_VERIFYPEER, 0)) in (
+                pycurl.E_PEER_FAILED_VERIFICATION,
+                pycurl.E_SSL_CONNECT_ERROR,
+            )  # the server's check off: what fails is the proxy's
+            nothing = tmp_path / "no-certs"
+            nothing.mkdir()
+            trusting_none = [(pycurl.CAPATH, str(nothing)), (pycurl.PROXY_CAPATH, str(nothing))]
+            assert status(replace(proxied, insecure=True), *trusting_none) == 200

@@ -57,35 +57,47 @@ def code(path: Path) -> str:
 
 
 def test_the_runtime_takes_libcurl_alone_from_bookworm_backports(tmp_path: Path) -> None:
-    """The runtime stage's source line, run as the build runs it: backports from DEBIAN_MIRROR
-    (a snapshot's index kept usable after a week), and libcurl4 the only package taken from
-    it, its dependencies from Debian 12."""
+    """The runtime stage's source line, run as the build runs it: backports from DEBIAN_MIRROR,
+    signed by Debian's archive key alone (signed-by), a snapshot's index kept usable after its
+    week; a mirror that is no plain http(s) URL refused (it would write apt options, or a
+    second line); libcurl4 the only package taken from backports, its dependencies Debian 12's."""
     runtime = stages()["runtime"]
-    start = next(i for i, c in enumerate(runtime) if c[0] == "case")
     target = "/etc/apt/sources.list.d/bookworm-backports.list"
-    assert runtime[start + 1][-2:] == [">", target]
     joined = re.sub(r"\\\n", " ", code(REPO / "Dockerfile"))
-    (run,) = [line for line in joined.splitlines() if line.startswith("RUN case ")]
-    script = " && ".join(run.removeprefix("RUN ").split(" && ")[:2])
+    (run,) = [line for line in joined.splitlines() if target in line]
+    script = run.removeprefix("RUN ").split(" && apt-get update")[0]
+    signed = "signed-by=/usr/share/keyrings/debian-archive-keyring.gpg"
     default = "http://deb.debian.org/debian"
+    snapshot = "https://snapshot.debian.org/archive/debian/20261201T000000Z/"
     for mirror, line in [
-        (default, f"deb {default} bookworm-backports main"),
-        ("https://snapshot.debian.org/archive/debian/20261201T000000Z/",
-         "deb [check-valid-until=no] https://snapshot.debian.org/archive/debian/20261201T000000Z/"
-         " bookworm-backports main"),
+        (default, f"deb [{signed}] {default} bookworm-backports main"),
+        (snapshot, f"deb [{signed} check-valid-until=no] {snapshot} bookworm-backports main"),
+        ("http://evil.example/snapshot.debian.org/", f"deb [{signed}] "
+         "http://evil.example/snapshot.debian.org/ bookworm-backports main"),
+        ("[trusted=yes] http://evil.example/debian", None),
+        ("http://evil.example/debian\ndeb [trusted=yes] http://evil.example/debian", None),
+        ("http://evil.example/debian] [trusted=yes", None),
+        ("file:///tmp/debian", None),
+        ("", None),
     ]:  # fmt: skip
         out = tmp_path / "backports.list"
-        run = script.replace(target, str(out))
-        subprocess.run(["sh", "-c", run], check=True, env={"DEBIAN_MIRROR": mirror})
-        assert out.read_text() == line + "\n"
+        out.unlink(missing_ok=True)
+        done = subprocess.run(
+            ["sh", "-c", script.replace(target, str(out))],
+            env={"DEBIAN_MIRROR": mirror, "PATH": "/usr/bin:/bin"},
+            check=False,
+            capture_output=True,
+        )
+        if line is None:
+            assert done.returncode != 0 and not out.exists(), mirror
+        else:
+            assert done.returncode == 0 and out.read_text() == line + "\n", mirror
     (install,) = [c for c in runtime if "install" in c and "apt-get" in c]
     assert [w for w in install if w.endswith("/bookworm-backports")] == [
         "libcurl4/bookworm-backports"
     ]
     assert not any(w.startswith(("-t", "--target-release", "--default-release")) for w in install)
-    assert runtime.index(install) > start + 1
-    dockerfile = code(REPO / "Dockerfile")
-    assert "ARG DEBIAN_MIRROR=http://deb.debian.org/debian" in dockerfile
+    assert "ARG DEBIAN_MIRROR=http://deb.debian.org/debian" in code(REPO / "Dockerfile")
     assert '--build-arg DEBIAN_MIRROR="$MIRROR"' in code(REPO / "deploy/image/build.sh")
 
 
@@ -381,9 +393,13 @@ class FakeHost:
     def __init__(self, root: Path, libcurl: tuple[str, str]) -> None:
         self.root, self.libcurl = root, libcurl
         self.calls: list[tuple[list[str], dict[str, str]]] = []
+        self.sources: list[str] = []  # the package list each apt-get call read
 
     def run(self, args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         self.calls.append((list(args), dict(kwargs.get("env") or {})))
+        if args[0] == "apt-get":
+            listed = next(a for a in args if a.startswith("-oDir::Etc::SourceList="))
+            self.sources.append(Path(listed.split("=", 1)[1]).read_text())
         if args[0] == "apt-get" and "download" in args:
             for name in ("libcurl4", "libcurl4-openssl-dev"):
                 (Path(kwargs["cwd"]) / f"{name}_8.14.1_amd64.deb").write_bytes(b"deb")
@@ -432,6 +448,8 @@ def test_the_venvs_pycurl_is_built_from_signed_packages_and_locked_sources(fake_
         assert any(a.startswith("-oDir::Etc::SourceParts=") for a in args), args
         assert any(a.startswith("-oDir::Etc::SourceList=") for a in args), args
         assert not any(re.search("(?i)insecure|unauthenticated|allow", a) for a in args), args
+    line = f"deb [signed-by={venv_pycurl.KEYRING}] http://deb.debian.org/debian bookworm-backports"
+    assert host.sources == [line + " main\n"] * 2
     config = (host.root / "usr/bin/curl-config").read_text()
     assert f"prefix={host.root / 'usr'}\n" in config and "prefix=/usr\n" not in config
     pips = [(args, env) for args, env in host.calls if "pip" in args]
@@ -472,3 +490,35 @@ def test_off_debian_12_the_wheel_stays_and_nothing_runs(fake_host: Any) -> None:
     host = fake_host(codename="trixie")
     assert venv_pycurl.main() == 0
     assert host.calls == []
+
+
+@pytest.mark.parametrize(
+    "mirror",
+    [
+        "[trusted=yes] http://evil.example/debian",
+        "http://evil.example/debian\ndeb [trusted=yes] http://evil.example/debian",
+        "file:///srv/debian",
+    ],
+)
+def test_a_mirror_that_is_no_plain_url_is_refused_before_anything_runs(
+    fake_host: Any, monkeypatch: pytest.MonkeyPatch, mirror: str
+) -> None:
+    host = fake_host()
+    monkeypatch.setenv("DEBIAN_MIRROR", mirror)
+    with pytest.raises(SystemExit, match="DEBIAN_MIRROR is not an http"):
+        venv_pycurl.main()
+    assert host.calls == []
+
+
+def test_a_snapshot_mirrors_backports_index_is_taken_after_its_week(
+    fake_host: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = fake_host()
+    snapshot = "https://snapshot.debian.org/archive/debian/20261201T000000Z/"
+    monkeypatch.setenv("DEBIAN_MIRROR", snapshot)
+    assert venv_pycurl.main() == 0
+    signed = f"signed-by={venv_pycurl.KEYRING}"
+    assert (
+        host.sources[0]
+        == f"deb [{signed} check-valid-until=no] {snapshot} bookworm-backports main\n"
+    )
