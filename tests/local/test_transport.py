@@ -240,6 +240,8 @@ def test_only_the_kubeconfigs_ca_is_trusted_never_libcurls_built_in_folder(tmp_p
         curl = pycurl.Curl()
         curl.setopt(pycurl.CAPATH, str(folder))  # the stand-in for the built-in folder
         curl.setopt(pycurl.PROXY_CAPATH, str(folder))  # and the proxy's
+        curl.setopt(pycurl.CAINFO, str(folder / "served-ca.pem"))  # the built-in CA file
+        curl.setopt(pycurl.PROXY_CAINFO, str(folder / "served-ca.pem"))
         origin, options = _curl_setup(credentials)
         for option, value in [*options, *more]:
             curl.setopt(option, value)
@@ -270,6 +272,9 @@ def test_only_the_kubeconfigs_ca_is_trusted_never_libcurls_built_in_folder(tmp_p
                 pycurl.E_PEER_FAILED_VERIFICATION,
                 pycurl.E_SSL_CONNECT_ERROR,
             )  # the server's check off: what fails is the proxy's
+            assert status(
+                replace(proxied, ca_file=str(tmp_path / "other-ca.pem")), (pycurl.SSL_VERIFYPEER, 0)
+            ) in (pycurl.E_PEER_FAILED_VERIFICATION, pycurl.E_SSL_CONNECT_ERROR)
             nothing = tmp_path / "no-certs"
             nothing.mkdir()
             trusting_none = [(pycurl.CAPATH, str(nothing)), (pycurl.PROXY_CAPATH, str(nothing))]

@@ -78,6 +78,11 @@ def test_the_runtime_takes_libcurl_alone_from_bookworm_backports(tmp_path: Path)
         ("http://evil.example/debian\ndeb [trusted=yes] http://evil.example/debian", None),
         ("http://evil.example/debian] [trusted=yes", None),
         ("file:///tmp/debian", None),
+        ("http://evil.example/debian]", None),
+        (plain_snapshot := "http://snapshot.debian.org/archive/debian/x/",
+         f"deb [{signed} check-valid-until=no] {plain_snapshot} bookworm-backports main"),
+        (elsewhere := "https://evil.example/x://snapshot.debian.org/",
+         f"deb [{signed}] {elsewhere} bookworm-backports main"),
         ("", None),
     ]:  # fmt: skip
         out = tmp_path / "backports.list"
@@ -316,6 +321,11 @@ def test_lock_pins_pycurl_by_its_source_and_locks_what_the_builds_need(fake_lock
          "is not a name and a range"),
         (lambda pip: setattr(pip, "sdist", _sdist("pycurl", "7.49.0", ["--index-url=https://e"])),
          "is not one"),
+        (lambda pip: setattr(pip, "sdist",
+                             _sdist("pycurl", "7.49.0", ["setuptools; python_version<'3'"])),
+         "is not a name and a range"),
+        (lambda pip: setattr(pip, "sdist", _sdist("pycurl", "7.49.0", ["setuptools[core]"])),
+         "is not a name and a range"),
         (lambda pip: setattr(pip, "sdist", _sdist("pycurl", "7.49.0", [], pyproject_bytes=2 << 20)),
          "not a file of at most 1 MiB"),
     ],
@@ -498,6 +508,7 @@ def test_off_debian_12_the_wheel_stays_and_nothing_runs(fake_host: Any) -> None:
         "[trusted=yes] http://evil.example/debian",
         "http://evil.example/debian\ndeb [trusted=yes] http://evil.example/debian",
         "file:///srv/debian",
+        "http://evil.example/debian]",
     ],
 )
 def test_a_mirror_that_is_no_plain_url_is_refused_before_anything_runs(
@@ -522,3 +533,33 @@ def test_a_snapshot_mirrors_backports_index_is_taken_after_its_week(
         host.sources[0]
         == f"deb [{signed} check-valid-until=no] {snapshot} bookworm-backports main\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("mirror", "valid"),
+    [
+        ("http://snapshot.debian.org/archive/debian/x/", " check-valid-until=no"),
+        ("http://evil.example/snapshot.debian.org/", ""),
+        ("http://evil.example/?u=http://snapshot.debian.org/", ""),
+    ],
+)
+def test_tb3_snapshot_by_host(
+    fake_host: Any, monkeypatch: pytest.MonkeyPatch, mirror: str, valid: str
+) -> None:
+    host = fake_host()
+    monkeypatch.setenv("DEBIAN_MIRROR", mirror)
+    assert venv_pycurl.main() == 0
+    assert (
+        host.sources[0]
+        == f"deb [signed-by={venv_pycurl.KEYRING}{valid}] {mirror} bookworm-backports main\n"
+    )
+
+
+def test_tb3_missing_keyring_stops(
+    fake_host: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    host = fake_host()
+    monkeypatch.setattr(venv_pycurl, "KEYRING", tmp_path / "none.gpg")
+    with pytest.raises(SystemExit, match="is missing"):
+        venv_pycurl.main()
+    assert host.calls == []

@@ -186,16 +186,32 @@ def test_curl_is_given_the_kubeconfigs_tls_settings(tmp_path: Path) -> None:
     assert origin == "https://127.0.0.1:6443"
     assert settings[pycurl.CAINFO_BLOB] == CA.ca_crt and settings[pycurl.PROXY] == ""
     assert pycurl.SSL_VERIFYPEER not in settings  # verified, as by default
+    for unset in (pycurl.CAINFO, pycurl.CAPATH, pycurl.PROXY_CAINFO, pycurl.PROXY_CAPATH):
+        assert settings[unset] is None, unset
+    assert settings[pycurl.PROXY_CAINFO_BLOB] == CA.ca_crt
+    import ssl as _ssl
+
+    found = _ssl.get_default_verify_paths()
+    system = dict(_curl_setup(replace(creds, ca_pem=None))[1])
+    assert [
+        system[o] for o in (pycurl.CAINFO, pycurl.CAPATH, pycurl.PROXY_CAINFO, pycurl.PROXY_CAPATH)
+    ] == [found.cafile, found.capath] * 2
     # A connection not made in 10 s fails; idle ones are probed (a peer gone without a word).
     assert settings[pycurl.CONNECTTIMEOUT_MS] == 10_000 and settings[pycurl.TCP_KEEPALIVE] == 1
     assert (settings[pycurl.TCP_KEEPIDLE], settings[pycurl.TCP_KEEPINTVL]) == (30, 10)
 
     insecure = dict(_curl_setup(replace(creds, ca_pem=None, insecure=True))[1])
     assert insecure[pycurl.SSL_VERIFYPEER] == 0 and insecure[pycurl.SSL_VERIFYHOST] == 0
+    assert insecure[pycurl.PROXY_SSL_VERIFYPEER] == 0 and insecure[pycurl.PROXY_SSL_VERIFYHOST] == 0
 
     files = replace(creds, ca_pem=None, ca_file="/ca", cert_file="/crt", key_file="/key")
     from_files = dict(_curl_setup(files)[1])
     assert (from_files[pycurl.CAINFO], from_files[pycurl.SSLCERT]) == ("/ca", "/crt")
+    assert (
+        from_files[pycurl.PROXY_CAINFO],
+        from_files[pycurl.CAPATH],
+        from_files[pycurl.PROXY_CAPATH],
+    ) == ("/ca", None, None)
     inline = dict(_curl_setup(replace(creds, cert_pem=b"C", key_pem=b"K"))[1])
     assert (inline[pycurl.SSLCERT_BLOB], inline[pycurl.SSLKEY_BLOB]) == (b"C", b"K")
 
@@ -226,6 +242,8 @@ def test_curl_is_given_the_kubeconfigs_tls_settings(tmp_path: Path) -> None:
         ("x" * 63 + ".example", "x" * 63 + ".example"),
         ("", None),
         (None, None),
+        ("10.example", "10.example"),
+        ("kube.1a", "kube.1a"),
     ],
 )
 def test_tls_server_name_is_a_host_name_or_an_address(given: object, taken: str | None) -> None:
@@ -252,6 +270,9 @@ def test_tls_server_name_is_a_host_name_or_an_address(given: object, taken: str 
         "127.1",
         "0x7f.0.0.1",
         "017.0.0.1",
+        "0x7f000001",
+        "127.1.",
+        "kube.1",
         "999.1.1.1",
         0,
         False,
