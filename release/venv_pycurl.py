@@ -98,13 +98,11 @@ def build(root: Path, config: Path, work: Path) -> Path:
          "-r", str(lock.BUILD_LOCK)],
         check=True,
     )  # fmt: skip
-    entry = re.search(
-        r"^pycurl==\S+(?: \\\n\s+--hash=sha256:[0-9a-f]{64})+", lock.LOCK.read_text(), re.M
-    )
+    entry = lock.read_lock(lock.LOCK.read_text()).get("pycurl")  # its source's hash alone
     if entry is None:
         raise SystemExit(f"no pycurl in {lock.LOCK}")
     requirement = work / "pycurl.txt"
-    requirement.write_text(entry.group(0) + "\n")
+    requirement.write_text(f"{entry[0]} --hash=sha256:{entry[1]}\n")
     lib = libdir(root)
     env = dict(
         os.environ,

@@ -404,6 +404,7 @@ class FakeHost:
         self.root, self.libcurl = root, libcurl
         self.calls: list[tuple[list[str], dict[str, str]]] = []
         self.sources: list[str] = []  # the package list each apt-get call read
+        self.requirement = ""  # what pip was told to build
 
     def run(self, args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         self.calls.append((list(args), dict(kwargs.get("env") or {})))
@@ -420,6 +421,7 @@ class FakeHost:
             (target / "usr/lib/x86_64-linux-gnu").mkdir(parents=True, exist_ok=True)
             (target / "usr/lib/x86_64-linux-gnu/libcurl.so.4").write_bytes(b"")
         elif "wheel" in args:
+            self.requirement = Path(args[args.index("-r") + 1]).read_text()
             wheels = Path(args[args.index("--wheel-dir") + 1])
             wheels.mkdir(parents=True, exist_ok=True)
             (wheels / "pycurl-7.49.0-cp311-cp311-linux_x86_64.whl").write_bytes(b"")
@@ -474,6 +476,8 @@ def test_the_venvs_pycurl_is_built_from_signed_packages_and_locked_sources(fake_
     assert "--no-binary=pycurl" in wheel
     requirement = Path(wheel[wheel.index("-r") + 1])
     assert not requirement.exists()  # a file of the build's own, gone with it
+    pin, source = lock.read_lock(lock.LOCK.read_text())["pycurl"]
+    assert host.requirement == f"{pin} --hash=sha256:{source}\n"  # the lock's source, by hash
     lib = host.root / "usr/lib/x86_64-linux-gnu"
     assert f"-Wl,-rpath,{lib}" in env["LDFLAGS"] and env["PYCURL_CURL_CONFIG"].startswith(
         str(host.root)
