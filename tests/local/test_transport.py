@@ -277,5 +277,8 @@ def test_only_the_kubeconfigs_ca_is_trusted_never_libcurls_built_in_folder(tmp_p
             ) in (pycurl.E_PEER_FAILED_VERIFICATION, pycurl.E_SSL_CONNECT_ERROR)
             nothing = tmp_path / "no-certs"
             nothing.mkdir()
-            trusting_none = [(pycurl.CAPATH, str(nothing)), (pycurl.PROXY_CAPATH, str(nothing))]
+            trusting_none = [
+                (pycurl.CAPATH, str(nothing)), (pycurl.PROXY_CAPATH, str(nothing)),
+                (pycurl.CAINFO, None), (pycurl.PROXY_CAINFO, None),
+            ]  # fmt: skip
             assert status(replace(proxied, insecure=True), *trusting_none) == 200

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.builders import TrainJobBuilder, make_runtime
 from tests.support.memory_api import Fault, MemoryApi
-from tests.support.whole_pass import MemoryCluster
+from tests.support.whole_pass import MemoryCluster, fleet
 from trainjob import jobframework_io
 from trainjob.jobframework_io import extract_priority
 from trainjob_api import constants as c
@@ -46,6 +47,8 @@ def test_a_priority_class_found_or_not_is_read_once_a_ttl_on_each_cluster(
     # a Workload about to be made asks again: it keeps the priority it is made with
     assert extract_priority(cluster, "missing", [], fresh=True).value == 7  # type: ignore[union-attr]
     assert len(asked()) == 3
+    assert extract_priority(cluster, "low", [], fresh=True).value == 10  # type: ignore[union-attr]
+    assert len(asked()) == 3  # a class found is kept, fresh or not
     # what the API server did not say is not kept: a failed read, a name no class can have
     api.fail(Fault(500, plural="workloadpriorityclasses", times=None))
     assert extract_priority(cluster, "flaky", []) is None
@@ -69,3 +72,24 @@ def test_a_workload_priority_class_and_a_priority_class_of_one_name_are_kept_apa
     assert extract_priority(cluster, "p", []).value == 10  # type: ignore[union-attr]
     named = extract_priority(cluster, "", [{"spec": {"priorityClassName": "p"}}])
     assert named is not None and (named.kind, named.value) == ("PriorityClass", 20)
+
+
+def test_a_workload_about_to_be_made_reads_its_class_fresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dispatcher's pass that makes a TrainJob's Workload asks for its priority class
+    afresh (`fresh`): a class found missing within the TTL is not taken as missing for good."""
+    seen: list[bool] = []
+    real = jobframework_io.extract_priority
+
+    def spy(cluster: Any, wpc: str, templates: list[Any], fresh: bool = False) -> Any:
+        seen.append(fresh)
+        return real(cluster, wpc, templates, fresh)
+
+    monkeypatch.setattr(jobframework_io, "extract_priority", spy)
+    tj = TrainJobBuilder().queue("q").multikueue().obj()
+    tj["metadata"]["labels"][c.KUEUE_PRIORITY_CLASS_LABEL] = "gold"
+    world, _ = fleet([make_runtime(), tj], {"worker1": [make_runtime()]})
+    try:
+        world.settle(("ns", "tj"))
+    finally:
+        world.close()
+    assert seen and seen[0] is True
