@@ -1,10 +1,13 @@
-"""Writing a dependency's copy to a worker (dependencies.py decides which): the manager
-object read at the moment of writing, the copy created, or ours brought up to date, never
-anyone else's (a worker's own runtime with the manager's spec serves as it is)."""
+"""Writing a dependency's copy to a worker: the plan says which copies a job needs
+(dependencies.py), and here the worker's object and the manager's are read at the moment of
+writing, and each write is the one `dependencies.copy_step` chooses from what was read (the
+copy created, or ours brought up to date, never anyone else's). What is decided here is only
+when to spend a read or a write: the ledger's memory and the namespace's turns."""
 
 from __future__ import annotations
 
 import logging
+from typing import assert_never
 
 from dispatcher import metrics
 from dispatcher.decisions import dependencies
@@ -13,10 +16,12 @@ from dispatcher.workers.connections import WorkerConnections
 from kubebase.objects import Dict
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
-from trainjob.ownership import is_dependency_copy
-from trainjob_api import constants as c
 
 log = logging.getLogger(__name__)
+
+# The most steps one copy takes in a pass: the manager object read, a create that meets a copy
+# made meanwhile, that copy brought up to date.
+MOST_STEPS = 4
 
 
 def ensure(workers: WorkerConnections, action: RemoteAction) -> bool | None:
@@ -56,40 +61,93 @@ def ensure(workers: WorkerConnections, action: RemoteAction) -> bool | None:
 
 
 def _look_then_write(workers: WorkerConnections, api: Cluster, action: RemoteAction) -> bool | None:
-    """`ensure`'s reads and write: the copy on the worker read first when the dispatcher does
-    not remember it (ours, current and owned by this job: in place, nothing spent), then, for
-    a write, one of the namespace's copy refreshes taken, the manager object read and the copy
-    made or brought up to date. A copy it remembers needing a write for this job (other
-    content, or all its owners known and this job not among them) takes its turn before any
-    read, and one read while the namespace had no turn left is remembered as found: a
-    namespace whose objects or jobs come faster than its allowance waits without its passes
-    reading the worker again and again."""
-    meta = action.obj["metadata"]
-    kind, namespace, name = action.obj["kind"], meta["namespace"], meta["name"]
+    """`ensure`'s reads and writes, each step chosen by `dependencies.copy_step` from what was
+    read: the copy on the worker read first when the dispatcher does not remember it (ours,
+    current and owned by this job: in place, nothing spent), the manager object read when the
+    step needs it and, for a write, one of the namespace's copy refreshes taken first. A copy
+    it remembers needing a write for this job (other content, or all its owners known and this
+    job not among them) takes its turn before any read, and one read while the namespace had
+    no turn left is remembered as found: a namespace whose objects or jobs come faster than
+    its allowance waits without its passes reading the worker again and again."""
+    want = action.obj
+    meta = want["metadata"]
+    kind, namespace, name = want["kind"], meta["namespace"], meta["name"]
     where = (action.cluster, namespace, f"{kind}/{name}")
     digest, owner = meta["annotations"][dependencies.DIGEST_ANNOTATION], _owner(action)
-    known = workers.copies.needs_write(where, digest, owner)
-    if known and not _turn(workers, action):
+    turned = workers.copies.needs_write(where, digest, owner)
+    if turned and not _turn(workers, action):
         return None
     found = api.get_or_none(dependencies.KINDS[kind], name, namespace)
-    if found is not None:
-        if not is_dependency_copy(found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]):
-            served = _served_as_is(workers, action, found)
-            return _foreign(workers, action) if served is False else served
-        if dependencies.updated(found, action.obj) is None:
-            return _done(workers, action, found, "unchanged")
-    if not known and not _turn(workers, action):
-        _remember(workers, where, found)
-        return None
+    source: Dict | dependencies.Unread | None = dependencies.UNREAD
+    for _ in range(MOST_STEPS):
+        match dependencies.copy_step(want, found, source):
+            case dependencies.ReadSource(write=write):
+                if write and not turned and not _turn(workers, action):
+                    _remember(workers, where, found)
+                    return None
+                source = _source(workers, kind, namespace, name)
+                if isinstance(source, dependencies.Unread):
+                    return None  # not read: the next pass asks again
+            case dependencies.InPlace(copy=copy):
+                return _done(workers, action, copy, "unchanged")
+            case dependencies.ServedAsIs():
+                return True
+            case dependencies.Taken(why=why):
+                return _taken(workers, action, f"{kind}/{name}", why)
+            case dependencies.Gone():
+                return False
+            case dependencies.Create(body=body):
+                if _created(api, body):
+                    log.info("dependency copied", extra=_fields(action))
+                    return _done(workers, action, body, "created")
+                found = api.get_or_none(dependencies.KINDS[kind], name, namespace)
+                if found is None:
+                    return None  # deleted meanwhile: the next pass makes it
+                # made meanwhile: judged as found
+            case dependencies.Replace(body=body):
+                return _replaced(workers, api, action, body)
+            case unknown:
+                assert_never(unknown)
+    return None  # the worker's object kept changing under the steps: the next pass goes on
+
+
+def _source(
+    workers: WorkerConnections, kind: str, namespace: str, name: str
+) -> Dict | dependencies.Unread | None:
+    """The manager's object a copy is made from (with its kind), None when it is not there,
+    UNREAD when it could not be read (logged)."""
     try:
         source = workers.manager.get_or_none(dependencies.KINDS[kind], name, namespace)
     except Exception as exc:
         _unread(kind, namespace, name, exc)
-        return None
-    if source is None or source.get("type") in dependencies.NEVER_COPIED_TYPES:
-        return False  # the next pass sees it missing (or refused) from the cache
-    want = _wanted(action.obj, {**source, "kind": kind})
-    return _put(workers, api, action, want, found)
+        return dependencies.UNREAD
+    return None if source is None else {**source, "kind": kind}
+
+
+def _created(api: Cluster, body: Dict) -> bool:
+    """The copy created; False when its name was taken meanwhile (409)."""
+    try:
+        api.create(dependencies.KINDS[body["kind"]], body)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+        return False
+    return True
+
+
+def _replaced(
+    workers: WorkerConnections, api: Cluster, action: RemoteAction, body: Dict
+) -> bool | None:
+    """Our copy brought up to date; None when it was deleted or changed meanwhile (read
+    again next pass)."""
+    try:
+        api.replace(dependencies.KINDS[body["kind"]], body)
+    except ApiException as gone:
+        if gone.status in (404, 409):
+            return None
+        raise
+    log.info("dependency copy updated", extra=_fields(action))
+    return _done(workers, action, body, "updated")
 
 
 def _fields(action: RemoteAction) -> dict[str, object]:
@@ -140,79 +198,6 @@ def _turn(workers: WorkerConnections, action: RemoteAction) -> bool:
     log.debug("dependency waits for its namespace's turn", extra=_fields(action))
     metrics.DEPENDENCY_COPIES.labels(action.cluster, "held").inc()
     return False
-
-
-def _wanted(skeleton: Dict, source: Dict) -> Dict:
-    """The copy as it must be: the skeleton holding the manager object's content, marked
-    with that object's UID and content digest."""
-    meta = skeleton["metadata"]
-    annotations = {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: source["metadata"].get("uid", "")}
-    return dependencies.filled(
-        {**skeleton, "metadata": {**meta, "annotations": annotations}}, source
-    )
-
-
-def _put(
-    workers: WorkerConnections, api: Cluster, action: RemoteAction, want: Dict, found: Dict | None
-) -> bool | None:
-    """The copy created (none `found` on the worker), or ours there brought to `want`."""
-    meta = want["metadata"]
-    kind, namespace, name = want["kind"], meta["namespace"], meta["name"]
-    if found is None:
-        try:
-            api.create(dependencies.KINDS[kind], want)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-            found = api.get_or_none(dependencies.KINDS[kind], name, namespace)
-            if found is None:
-                return None  # deleted meanwhile: the next pass makes it
-            if not is_dependency_copy(found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]):
-                return _foreign(workers, action)
-        else:
-            log.info("dependency copied", extra=_fields(action))
-            return _done(workers, action, want, "created")
-    body = dependencies.updated(found, want)
-    if body is None:
-        return _done(workers, action, found, "unchanged")
-    try:
-        api.replace(dependencies.KINDS[kind], body)
-    except ApiException as gone:
-        if gone.status in (404, 409):
-            return None  # deleted or changed meanwhile: read again next pass
-        raise
-    log.info("dependency copy updated", extra=_fields(action))
-    return _done(workers, action, body, "updated")
-
-
-def _served_as_is(workers: WorkerConnections, action: RemoteAction, found: Dict) -> bool | None:
-    """Whether the worker's own object of the copy's name serves the job as it is (a
-    TrainingRuntime with the manager's spec: dependencies.usable_as_is); never written. None
-    when the manager's runtime could not be read: tried again, never counted as taken."""
-    meta = action.obj["metadata"]
-    kind = action.obj["kind"]
-    if kind != c.TRAINING_RUNTIME_KIND:
-        return False
-    try:
-        source = workers.manager.get_or_none(
-            dependencies.KINDS[kind], meta["name"], meta["namespace"]
-        )
-    except Exception as exc:
-        _unread(kind, meta["namespace"], meta["name"], exc)
-        return None
-    return source is not None and dependencies.usable_as_is(found, {**source, "kind": kind})
-
-
-def _foreign(workers: WorkerConnections, action: RemoteAction) -> bool:
-    """An object of the copy's name on the worker that is not ours: left as it is, the name
-    noted as taken there."""
-    meta = action.obj["metadata"]
-    kind, namespace, name = action.obj["kind"], meta["namespace"], meta["name"]
-    why = (
-        f"{kind} {namespace}/{name} exists there and is not a copy from this manager (it "
-        "is left as it is)"
-    )
-    return _taken(workers, action, f"{kind}/{name}", why)
 
 
 def _done(workers: WorkerConnections, action: RemoteAction, copy: Dict, result: str) -> bool:

@@ -27,14 +27,17 @@ is not ours is never adopted or written over: the job goes to another worker (`N
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Final
 
 from kubebase.kinds import CONFIG_MAP, SECRET
 from kubebase.objects import Dict, OwnerReference
 from trainjob.lru import LRU
+from trainjob.ownership import is_dependency_copy
 from trainjob.runtime.defaults import same_runtime_spec
 from trainjob_api import constants as c
 from trainjob_api.views import RuntimeView
@@ -395,3 +398,104 @@ def updated(found: Dict, want: Dict) -> Dict | None:
         "ownerReferences": owners if have_owner else [*owners, new_owner],
     }
     return body
+
+
+# ---- writing a copy: what is written, from what was read --------------------------------------
+
+
+class Unread(enum.Enum):
+    """The manager's object, not read yet (None is: read, and not there)."""
+
+    UNREAD = "UNREAD"
+
+
+UNREAD: Final = Unread.UNREAD
+
+
+@dataclass(frozen=True)
+class ReadSource:
+    """The manager's object is needed: to judge a worker's own runtime of the name (`write`
+    False, spending no copy refresh), or to fill in the copy (`write` True: the namespace's
+    turn is taken first)."""
+
+    write: bool
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """Our copy on the worker holds what the job needs, owned by its Workload copy."""
+
+    copy: Dict
+
+
+@dataclass(frozen=True)
+class ServedAsIs:
+    """The worker's own object of the name serves the job as it is; never written."""
+
+
+@dataclass(frozen=True)
+class Taken:
+    """An object of the copy's name on the worker that is not ours: left as it is, the name
+    noted as taken there (the job goes elsewhere)."""
+
+    why: str
+
+
+@dataclass(frozen=True)
+class Gone:
+    """The manager's object is gone, or never leaves it: nothing is written (the next pass
+    sees it missing or refused in the cache)."""
+
+
+@dataclass(frozen=True)
+class Create:
+    body: Dict
+
+
+@dataclass(frozen=True)
+class Replace:
+    body: Dict
+
+
+CopyStep = ReadSource | InPlace | ServedAsIs | Taken | Gone | Create | Replace
+
+
+def copy_step(want: Dict, found: Dict | None, source: Dict | Unread | None = UNREAD) -> CopyStep:
+    """The next step for a dependency's copy `want` (a skeleton, see `skeleton`), from what is
+    on the worker (`found`, None: nothing of the name) and the manager's object (`source`,
+    with its kind; None: not there; UNREAD: not read yet). An object there that is not our copy
+    is never written: a TrainingRuntime whose spec is the manager's serves as it is. Our copy
+    holding the skeleton's digest, owned by its Workload copy, needs nothing, read or written.
+    Otherwise the copy is made, or ours brought, to the manager object's content."""
+    meta = want["metadata"]
+    kind, namespace, name = want["kind"], meta["namespace"], meta["name"]
+    if found is not None and not is_dependency_copy(
+        found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]
+    ):
+        if kind == c.TRAINING_RUNTIME_KIND and isinstance(source, Unread):
+            return ReadSource(write=False)
+        if isinstance(source, dict) and usable_as_is(found, source):
+            return ServedAsIs()
+        return Taken(
+            f"{kind} {namespace}/{name} exists there and is not a copy from this manager (it "
+            "is left as it is)"
+        )
+    if found is not None and updated(found, want) is None:
+        return InPlace(found)
+    if isinstance(source, Unread):
+        return ReadSource(write=True)
+    if source is None or source.get("type") in NEVER_COPIED_TYPES:
+        return Gone()
+    content = filled(_marked(want, source), source)
+    if found is None:
+        return Create(content)
+    body = updated(found, content)
+    return InPlace(found) if body is None else Replace(body)
+
+
+def _marked(want: Dict, source: Dict) -> Dict:
+    """The skeleton marked with the manager object's UID alone (its digest is the content's,
+    set by `filled`)."""
+    uid = (source.get("metadata") or {}).get("uid", "")
+    annotations = {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: uid}
+    return {**want, "metadata": {**want["metadata"], "annotations": annotations}}

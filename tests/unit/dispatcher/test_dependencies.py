@@ -14,8 +14,9 @@ from typing import Any
 import orjson
 import pytest
 
-from dispatcher.controller import watches
+from dispatcher.controller import dependencies_io, watches
 from dispatcher.decisions import dependencies
+from dispatcher.decisions.decide import RemoteAction
 from dispatcher.decisions.dependencies import NAMESPACE_LABEL, Ref, references
 from dispatcher.workers import connections as clusters
 from dispatcher.workers import copy_ledger
@@ -204,6 +205,128 @@ def test_the_dispatchers_own_namespace_and_too_many_references_are_refused() -> 
     }
     too_many = dependencies.needs("ns", [{"name": "n", "template": {"spec": many}}], _lookup([]))
     assert too_many.problem is not None and "at most 32" in too_many.problem
+
+
+# ---- writing a copy: each step from what was read ----------------------------------------------
+
+ORIGIN = "manager-1"
+OWNER = {"apiVersion": c.KUEUE_API, "kind": "Workload", "name": "wl", "uid": "wl-uid"}
+OTHER_OWNER = {**OWNER, "name": "wl-2", "uid": "wl-2-uid"}
+
+
+def _source(obj: Dict, uid: str = "src-uid") -> Dict:
+    """A manager object as the executor hands it over: with its kind and UID."""
+    return {**obj, "metadata": {**obj["metadata"], "uid": uid}}
+
+
+def _want(obj: Dict) -> Dict:
+    """The plan's skeleton of a copy of `obj` (as the cache saw it)."""
+    kind = obj["kind"]
+    content = {"kind": kind, **{k: obj[k] for k in dependencies.CONTENT[kind] if k in obj}}
+    source = dependencies.Source(
+        kind, obj["metadata"]["name"], "src-uid", dependencies.digest(content)
+    )
+    return dependencies.skeleton(source, "ns", ORIGIN, OWNER)
+
+
+def _copy(obj: Dict, *owners: Dict, origin: str = ORIGIN, claims: Dict | None = None) -> Dict:
+    """A copy on the worker holding `obj`'s content, marked with `origin` and owned by
+    `owners`; its digest annotation is `claims`' (default: its own content's)."""
+    filled = dependencies.filled(_want(claims or obj), _source(claims or obj))
+    held = {k: v for k, v in obj.items() if k in dependencies.CONTENT[obj["kind"]]}
+    body = {k: v for k, v in filled.items() if k not in dependencies.CONTENT[obj["kind"]]}
+    meta = {**filled["metadata"], "uid": "copy-uid", "resourceVersion": "7"}
+    meta["labels"] = {c.KUEUE_MULTIKUEUE_ORIGIN_LABEL: origin}
+    meta["ownerReferences"] = list(owners)
+    return {**body, **held, "metadata": meta}
+
+
+def _foreign(obj: Dict) -> Dict:
+    return {**obj, "metadata": {**obj["metadata"], "uid": "theirs", "resourceVersion": "3"}}
+
+
+RUNTIME_SPEC = {"mlPolicy": {"numNodes": 1}, "template": {"spec": {"replicatedJobs": []}}}
+
+
+def _runtime(spec: Dict = RUNTIME_SPEC) -> Dict:
+    return {
+        "apiVersion": c.TRAINER_API,
+        "kind": c.TRAINING_RUNTIME_KIND,
+        "metadata": {"name": "rt", "namespace": "ns"},
+        "spec": spec,
+    }
+
+
+OTHER_SPEC = {"mlPolicy": {"numNodes": 2}, "template": {"spec": {"replicatedJobs": []}}}
+NEW = secret("hf-token", "rotated")
+TAKEN = "Secret ns/hf-token exists there and is not a copy from this manager (it is left as it is)"
+
+# (row, what the plan wants a copy of, found on the worker, the manager's object, the step)
+COPY_STEPS: list[tuple[str, Dict, Dict | None, Any, Any]] = [
+    ("nothing there, the source not read", secret("hf-token"), None, dependencies.UNREAD,
+     dependencies.ReadSource(write=True)),
+    ("nothing there: made from the source", secret("hf-token"), None, _source(secret("hf-token")),
+     dependencies.Create(dependencies.filled(
+         {**_want(secret("hf-token")), "metadata": {**_want(secret("hf-token"))["metadata"],
+          "annotations": {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: "src-uid"}}},
+         _source(secret("hf-token"))))),
+    ("the source gone", secret("hf-token"), None, None, dependencies.Gone()),
+    ("the source a token", secret("hf-token"), None,
+     _source(secret("hf-token", type="kubernetes.io/service-account-token")), dependencies.Gone()),
+    ("ours, current, owned: in place, nothing read", secret("hf-token"),
+     _copy(secret("hf-token"), OWNER), dependencies.UNREAD,
+     dependencies.InPlace(_copy(secret("hf-token"), OWNER))),
+    ("ours, current, owned by another job: the source read for the owner", secret("hf-token"),
+     _copy(secret("hf-token"), OTHER_OWNER), dependencies.UNREAD,
+     dependencies.ReadSource(write=True)),
+    ("ours, current, owned by another job: the owner added", secret("hf-token"),
+     _copy(secret("hf-token"), OTHER_OWNER), _source(secret("hf-token")),
+     dependencies.Replace({**_copy(secret("hf-token"), OTHER_OWNER), "metadata": {
+         **_copy(secret("hf-token"), OTHER_OWNER)["metadata"],
+         "ownerReferences": [OTHER_OWNER, OWNER]}})),
+    ("ours, stale: brought to the source's content", NEW, _copy(secret("hf-token"), OWNER),
+     _source(NEW), dependencies.Replace({**_copy(secret("hf-token"), OWNER), "data": NEW["data"],
+         "metadata": {**_copy(secret("hf-token"), OWNER)["metadata"], "annotations": {
+             **_copy(secret("hf-token"), OWNER)["metadata"]["annotations"],
+             dependencies.DIGEST_ANNOTATION: _want(NEW)["metadata"]["annotations"][
+                 dependencies.DIGEST_ANNOTATION]}}})),
+    ("ours, changed on the worker under the digest it claims: put back", secret("hf-token"),
+     _copy(NEW, OWNER, claims=secret("hf-token")), _source(secret("hf-token")),
+     dependencies.Replace({**_copy(NEW, OWNER, claims=secret("hf-token")),
+                           "data": secret("hf-token")["data"]})),
+    ("ours, holding the source read though the cache's digest is older: in place",
+     secret("hf-token"), _copy(NEW, OWNER), _source(NEW), dependencies.InPlace(_copy(NEW, OWNER))),
+    ("another manager's copy: taken, nothing read", secret("hf-token"),
+     _copy(secret("hf-token"), OWNER, origin="manager-2"), dependencies.UNREAD,
+     dependencies.Taken(TAKEN)),
+    ("a foreign Secret: taken, nothing read", secret("hf-token"), _foreign(secret("hf-token")),
+     dependencies.UNREAD, dependencies.Taken(TAKEN)),
+    ("a foreign runtime: the source read to judge it, no turn", _runtime(), _foreign(_runtime()),
+     dependencies.UNREAD, dependencies.ReadSource(write=False)),
+    ("a foreign runtime of the manager's spec: served as it is", _runtime(),
+     _foreign(_runtime()), _source(_runtime()), dependencies.ServedAsIs()),
+    ("a foreign runtime of another spec: taken", _runtime(), _foreign(_runtime(OTHER_SPEC)),
+     _source(_runtime()), dependencies.Taken(
+         f"{c.TRAINING_RUNTIME_KIND} ns/rt exists there and is not a copy from this manager "
+         "(it is left as it is)")),
+    ("a foreign runtime, the manager's gone: taken", _runtime(), _foreign(_runtime()), None,
+     dependencies.Taken(
+         f"{c.TRAINING_RUNTIME_KIND} ns/rt exists there and is not a copy from this manager "
+         "(it is left as it is)")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("plan", "found", "source", "step"), [row[1:] for row in COPY_STEPS],
+    ids=[row[0] for row in COPY_STEPS],
+)  # fmt: skip
+def test_each_step_of_a_copy_is_chosen_from_what_was_read(
+    plan: Dict, found: Dict | None, source: Any, step: Any
+) -> None:
+    want = _want(plan)
+    before = copy.deepcopy((want, found, source))
+    assert dependencies.copy_step(want, found, source) == step
+    assert (want, found, source) == before  # nothing read is changed
 
 
 def test_the_cache_keeps_a_digest_of_a_secret_never_its_content() -> None:
@@ -966,3 +1089,83 @@ def test_a_secret_its_transform_fails_on_keeps_only_who_it_is_through_the_contro
     (informer,) = controller.informers(ctx, cluster, [watch])  # type: ignore[arg-type]
     assert informer.list_now() and ctx.watch_errors == {}
     assert informer.get(("ns", "x")) == {"kind": "Secret", "metadata": identity, "digest": ""}
+
+
+# ---- the executor: the steps carried out -------------------------------------------------------
+
+
+def _ensure(ctx: Any, obj: Dict, owner: Dict = OWNER) -> bool | None:
+    """One copy of the manager's `obj` written to worker1 by the executor, as a pass's plan
+    asks (the skeleton from what the manager's cache holds of it)."""
+    held = ctx.manager.get(dependencies.KINDS[obj["kind"]], obj["metadata"]["name"], "ns")
+    kind = obj["kind"]
+    content = {"kind": kind, **{k: held[k] for k in dependencies.CONTENT[kind] if k in held}}
+    source = dependencies.Source(
+        kind, obj["metadata"]["name"], held["metadata"]["uid"], dependencies.digest(content)
+    )
+    want = dependencies.skeleton(source, "ns", ctx.settings.origin, owner)
+    return dependencies_io.ensure(ctx.workers, RemoteAction("worker1", "ensure", want))
+
+
+def _no_turns(ctx: Any) -> None:
+    ctx.workers.copies = copy_ledger.CopyLedger(per_second=1e-9, burst=32)
+    while ctx.workers.copies.allowed("ns"):
+        pass
+
+
+def test_a_workers_own_runtime_is_judged_without_its_namespaces_turn() -> None:
+    """A worker's own runtime of the copy's name is read against the manager's to judge it,
+    which spends no copy refresh: served as it is while the namespace has none left."""
+    made, ctx = fleet([OWN, namespace()], {"worker1": [copy.deepcopy(OWN)], "worker2": []})
+    try:
+        _no_turns(ctx)
+        before = made.apis["worker1"].object(c.TRAINING_RUNTIME, "own", "ns")
+        assert _ensure(ctx, OWN) is True
+        assert made.apis["worker1"].object(c.TRAINING_RUNTIME, "own", "ns") == before
+    finally:
+        made.close()
+
+
+@pytest.mark.parametrize(
+    ("there", "result"),
+    [("ours", True), ("theirs", False)],
+)
+def test_a_copy_made_meanwhile_is_judged_as_found(there: str, result: bool) -> None:
+    """The worker held nothing when read, then the create meets an object of the name (made
+    meanwhile): ours is brought up to date in the same pass (owned by this job too), anyone
+    else's is left as it is and the name noted as taken."""
+    made, ctx = fleet([namespace(), secret("hf-token")])
+    try:
+        theirs = secret("hf-token", "theirs")
+        if there == "ours":
+            assert _ensure(ctx, secret("hf-token"), OTHER_OWNER) is True
+        else:
+            made.apis["worker1"].put(theirs)
+        made.apis["worker1"].fail(Fault(404, "GET", "secrets"))  # the first read finds nothing
+        assert _ensure(ctx, secret("hf-token")) is result
+        kept = made.get("worker1", SECRET, "hf-token")
+        assert kept is not None
+        if there == "ours":
+            owners = [o["uid"] for o in kept["metadata"]["ownerReferences"]]
+            assert owners == [OTHER_OWNER["uid"], OWNER["uid"]]
+        else:
+            assert kept["data"] == theirs["data"] and "ownerReferences" not in kept["metadata"]
+            assert ctx.workers.taken("worker1", "ns", "Secret/hf-token") is not None
+    finally:
+        made.close()
+
+
+def test_a_copy_found_in_place_is_remembered_and_not_read_again() -> None:
+    """Our copy found on the worker holding what the job needs, owned by its Workload copy:
+    in place, and noted so that the next pass asks the worker nothing."""
+    made, ctx = fleet([namespace(), secret("hf-token")])
+    try:
+        assert _ensure(ctx, secret("hf-token")) is True  # made
+        ctx.workers.copies = copy_ledger.CopyLedger(per_second=1.0, burst=32)  # a new leader
+        worker = made.apis["worker1"]
+        since = len(worker.requests)
+        assert _ensure(ctx, secret("hf-token")) is True
+        assert _ensure(ctx, secret("hf-token")) is True
+        assert [m for m, p in worker.requests[since:] if p.endswith("/hf-token")] == ["GET"]
+    finally:
+        made.close()
