@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from dispatcher import metrics
 from dispatcher.controller import dependencies_io, placements_io
-from dispatcher.decisions import checkpoints
+from dispatcher.decisions import checkpoints, copies
 from dispatcher.decisions.decide import DispatchPlan, Guard, RemoteAction
 from dispatcher.decisions.plan import Dispatch, PassPlan
 from dispatcher.decisions.removal import Removal
@@ -22,9 +22,8 @@ from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster, guarded_write
 from kubecontrol.workqueue import WriteMemory
 from trainjob.jobframework_io import execute_queue_plan
-from trainjob.ownership import is_our_copy
 from trainjob_api import constants as c
-from trainjob_api.views import ObjectView, TrainJobView, WorkloadView
+from trainjob_api.views import TrainJobView, WorkloadView
 
 log = logging.getLogger("dispatcher")
 
@@ -401,12 +400,9 @@ def _already_there(workers: WorkerConnections, action: RemoteAction) -> bool | N
         log.warning("copy not read", extra={**_fields(action), "error": str(exc)})
         workers.forget_write(_write_key(action))
         return None
-    if found is None or is_our_copy(ObjectView(found), ObjectView(action.obj)):
+    why = copies.name_taken(found, action.obj)
+    if why is None:
         return False
-    why = (
-        f"{action.obj['kind']} {_where(action.obj)} exists there and is not a copy from this "
-        "manager (it is left as it is)"
-    )
     workers.note_taken(action.cluster, meta["namespace"], meta["name"], why)
     log.warning("name taken on the worker", extra={"cluster": action.cluster, "why": why})
     return False

@@ -17,7 +17,7 @@ import orjson
 from kubebase.kinds import Kind
 from kubebase.objects import Dict
 from trainjob.jsondoc import json_copy
-from trainjob.ownership import origin_uid
+from trainjob.ownership import is_our_copy, origin_uid
 from trainjob_api import constants as c
 from trainjob_api.views import ObjectView, TrainJobView, WorkloadView
 
@@ -216,3 +216,22 @@ def orphan(copy: ObjectView, manager_obj: ObjectView | None) -> bool:
         return True
     uid = origin_uid(copy)
     return uid is not None and uid != manager_obj.uid
+
+
+def name_taken(found: Dict | None, copy: Dict) -> str | None:
+    """Why a copy's name is taken on a worker whose create answered 409, from the object read
+    there (`found`, None: gone meanwhile): anyone else's object of the name (never adopted,
+    written over or deleted), said naming it; None when it is ours (our origin, made for this
+    very manager object: already there) or gone."""
+    if found is None or is_our_copy(ObjectView(found), ObjectView(copy)):
+        return None
+    return not_ours(copy)
+
+
+def not_ours(copy: Dict) -> str:
+    """What is said of an object on a worker of `copy`'s kind and name that is not ours."""
+    meta = copy["metadata"]
+    return (
+        f"{copy['kind']} {meta.get('namespace', '')}/{meta['name']} exists there and is not a "
+        "copy from this manager (it is left as it is)"
+    )

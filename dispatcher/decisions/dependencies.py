@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
+from dispatcher.decisions.copies import not_ours
 from kubebase.kinds import CONFIG_MAP, SECRET
 from kubebase.objects import Dict, OwnerReference
 from trainjob.lru import LRU
@@ -468,18 +469,14 @@ def copy_step(want: Dict, found: Dict | None, source: Dict | Unread | None = UNR
     holding the skeleton's digest, owned by its Workload copy, needs nothing, read or written.
     Otherwise the copy is made, or ours brought, to the manager object's content."""
     meta = want["metadata"]
-    kind, namespace, name = want["kind"], meta["namespace"], meta["name"]
     if found is not None and not is_dependency_copy(
         found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]
     ):
-        if kind == c.TRAINING_RUNTIME_KIND and isinstance(source, Unread):
+        if want["kind"] == c.TRAINING_RUNTIME_KIND and isinstance(source, Unread):
             return ReadSource(write=False)
         if isinstance(source, dict) and usable_as_is(found, source):
             return ServedAsIs()
-        return Taken(
-            f"{kind} {namespace}/{name} exists there and is not a copy from this manager (it "
-            "is left as it is)"
-        )
+        return Taken(not_ours(want))
     if found is not None and updated(found, want) is None:
         return InPlace(found)
     if isinstance(source, Unread):

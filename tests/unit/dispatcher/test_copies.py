@@ -13,6 +13,7 @@ from dispatcher.decisions.copies import (
     MAX_MANAGER_BYTES,
     changes,
     fit,
+    name_taken,
     orphan,
     remote_trainjob,
     remote_workload,
@@ -132,6 +133,23 @@ def test_a_copy_of_another_manager_object_or_origin_is_not_ours() -> None:
     assert not is_our_copy(ObjectView(other), ours)
     elsewhere = remote_trainjob(TrainJobView(make_trainjob("tj")), "wl", "other-manager")
     assert not is_our_copy(ObjectView(elsewhere), ours)
+
+
+def test_a_name_is_taken_by_anything_there_but_our_copy_of_that_very_object() -> None:
+    """After a create's 409: the object read there is ours (nothing taken), gone (nothing
+    taken), or anyone else's, said naming the copy's kind, namespace and name."""
+    copy = remote_trainjob(TrainJobView(make_trainjob("tj")), "wl", "multikueue")
+    assert name_taken(None, copy) is None
+    assert name_taken(copy, copy) is None
+    said = "TrainJob ns/tj exists there and is not a copy from this manager (it is left as it is)"
+    replaced = make_trainjob("tj")
+    replaced["metadata"]["uid"] = "uid-replaced"
+    for found in (
+        {"kind": "TrainJob", "metadata": {"name": "tj", "namespace": "ns", "labels": {}}},
+        remote_trainjob(TrainJobView(replaced), "wl", "multikueue"),
+        remote_trainjob(TrainJobView(make_trainjob("tj")), "wl", "other-manager"),
+    ):
+        assert name_taken(found, copy) == said
 
 
 def _cond(ctype: str, reason: str, status: str = "True", message: str = "m") -> dict[str, str]:
