@@ -21,7 +21,7 @@ from trainjob.runtime.podgroups import PodGroupPlugin
 from trainjob.status_writes import hold
 from trainjob_api import conditions as cond
 from trainjob_api import constants as c
-from trainjob_api.views import JobView, PodView, RuntimeView
+from trainjob_api.views import JobView, PodView, RuntimeView, TrainJobView
 from worker_controller import builders, status
 
 
@@ -38,7 +38,7 @@ class Blocked:
 class Observed:
     """Everything the reconcile looks at, read by the caller (from caches or the API)."""
 
-    trainjob: Dict
+    trainjob: TrainJobView  # as the cache keeps it
     runtime: RuntimeView | None  # the (Cluster)TrainingRuntime spec.runtimeRef names, if any
     jobs: dict[str, JobView]  # our Jobs of this TrainJob, by name
     services: list[Dict]  # Services carrying this TrainJob's label that it controls
@@ -171,7 +171,7 @@ def decide(obs: Observed) -> Plan:
     plan = Plan()
     # 1. Parse at the boundary; a TrainJob the API server accepted should always parse.
     try:
-        tj = parse_trainjob(obs.trainjob)
+        tj = parse_trainjob(obs.trainjob.raw)
     except InvalidObject as exc:
         plan.events.append(Event("Warning", "InvalidTrainJob", str(exc)))
         return plan
@@ -208,7 +208,7 @@ class _Pass:
     @property
     def owner(self) -> OwnerReference:
         """The controller ownerReference every object made for the TrainJob carries."""
-        return owner_of(self.obs.trainjob)
+        return owner_of(self.obs.trainjob.raw)
 
 
 def _step2b_restarts(tj: TrainJob, obs: Observed, plan: Plan) -> _Pass:

@@ -75,7 +75,6 @@ def _planned(
     """The pass's plan, and what its TrainJob part was decided from (None: that part waits
     for the spec the plan writes)."""
     key = namespace, name = trainjob.key
-    body = trainjob.raw
     runtime = caches.runtime_of(trainjob)
     uid = str(trainjob.uid or "")
     # Only the Jobs this very TrainJob controls: a label is no proof (anyone can write one).
@@ -85,7 +84,7 @@ def _planned(
         # Any pod of its Jobs still running: what Kueue waits for before it frees the quota.
         active = any(j.count("active") > 0 for j in jobs.values())
         observed = observe_queueing(
-            ctx.cluster, caches, parse_trainjob(body, stored=True), runtime, active
+            ctx.cluster, caches, parse_trainjob(trainjob.raw, stored=True), runtime, active
         )
         plan.queue = jobframework.reconcile_queueing(observed)
     elif _held(ctx, namespace, trainjob):
@@ -106,7 +105,7 @@ def _planned(
     pods = caches.pods_of(key) if ctx.settings.pod_summary else None
     asks_group = _asks_group(runtime)
     observed_tj = Observed(
-        trainjob=body,
+        trainjob=trainjob,
         runtime=runtime,
         jobs=jobs,
         services=services,

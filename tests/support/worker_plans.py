@@ -8,7 +8,7 @@ import datetime as dt
 from typing import Any
 
 from trainjob.progress import Wiring
-from trainjob_api.views import JobView, PodView, RuntimeView
+from trainjob_api.views import JobView, PodView, RuntimeView, TrainJobView
 from worker_controller.decide import Blocked, Observed, Plan, decide
 from worker_controller.digests import job_digest
 
@@ -33,7 +33,7 @@ def observe(
 ) -> Plan:
     return decide(
         Observed(
-            trainjob=tj,
+            trainjob=TrainJobView(tj),
             runtime=None if runtime is None else RuntimeView(runtime),
             # as the worker's cache keeps them (digests.job_digest)
             jobs={j["metadata"]["name"]: JobView(job_digest(copy.deepcopy(j))) for j in jobs or []},

@@ -29,7 +29,7 @@ from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.runtime import resolve_runtime_info
 from trainjob.workload import build_workload
 from trainjob_api import constants as c
-from trainjob_api.views import RuntimeView
+from trainjob_api.views import RuntimeView, TrainJobView
 from worker_controller.decide import Observed, decide
 
 Dict = dict[str, Any]
@@ -243,7 +243,7 @@ def _worker_decisions(trainjob: Dict, runtime: Dict) -> None:
     trainjob = {**trainjob, "spec": {**trainjob["spec"], "managedBy": None}}
     trainjob["spec"].pop("managedBy")
     observed = Observed(
-        trainjob=trainjob,
+        trainjob=TrainJobView(trainjob),
         runtime=RuntimeView(_named_by(trainjob, runtime)),
         jobs={},
         services=[],

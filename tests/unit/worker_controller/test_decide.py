@@ -41,7 +41,7 @@ from trainjob.queues import resources_key
 from trainjob.runtime import resolve_runtime_info
 from trainjob.runtime.patches import merge_struct
 from trainjob_api import constants as c
-from trainjob_api.views import FailedCreateView, JobView, RuntimeView
+from trainjob_api.views import FailedCreateView, JobView, RuntimeView, TrainJobView
 from worker_controller import builders, digests, status
 from worker_controller.decide import Blocked, Observed, Plan, decide
 
@@ -752,7 +752,7 @@ def test_stuck_pods_and_refused_pods_show_as_a_condition_until_they_start() -> N
     # A Job short of pods whose pods the API refuses: the Job controller's reason.
     no_pods = job("tj-node-0", created="2026-11-22T11:59:50Z")
     obs = Observed(
-        trainjob=make_trainjob(),
+        trainjob=TrainJobView(make_trainjob()),
         runtime=RuntimeView(runtime),
         jobs={"tj-node-0": JobView(no_pods)},
         services=[OUR_SERVICE],
