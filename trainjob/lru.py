@@ -46,5 +46,10 @@ class LRU(Generic[K, V]):
             if len(self._items) > self._size:
                 self._items.popitem(last=False)
 
+    def pop(self, key: K) -> None:
+        """`key` forgotten, if kept."""
+        with self._lock:
+            self._items.pop(key, None)
+
     def __len__(self) -> int:
         return len(self._items)

@@ -19,9 +19,10 @@ from kubecontrol.cluster import Cluster
 
 log = logging.getLogger(__name__)
 
-# The most steps one copy takes in a pass: the manager object read, a create that meets a copy
-# made meanwhile, that copy brought up to date.
-MOST_STEPS = 4
+# The most steps one copy takes in a pass: the manager object read, a create that meets an
+# object made meanwhile, and what is done with that object (the source is never read twice,
+# and nothing is created twice). A bound all the same: a pass never loops on a worker.
+MOST_STEPS = 3
 
 
 def ensure(workers: WorkerConnections, action: RemoteAction) -> bool | None:
@@ -91,8 +92,10 @@ def _look_then_write(workers: WorkerConnections, api: Cluster, action: RemoteAct
             case dependencies.InPlace(copy=copy):
                 return _done(workers, action, copy, "unchanged")
             case dependencies.ServedAsIs():
+                workers.copies.forget(where)  # not ours: nothing to remember of it
                 return True
             case dependencies.Taken(why=why):
+                workers.copies.forget(where)
                 return _taken(workers, action, f"{kind}/{name}", why)
             case dependencies.Gone():
                 return False
@@ -108,7 +111,7 @@ def _look_then_write(workers: WorkerConnections, api: Cluster, action: RemoteAct
                 return _replaced(workers, api, action, body)
             case unknown:
                 assert_never(unknown)
-    return None  # the worker's object kept changing under the steps: the next pass goes on
+    return None  # never reached (see MOST_STEPS): the next pass goes on
 
 
 def _source(

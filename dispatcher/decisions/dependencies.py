@@ -465,9 +465,10 @@ def copy_step(want: Dict, found: Dict | None, source: Dict | Unread | None = UNR
     """The next step for a dependency's copy `want` (a skeleton, see `skeleton`), from what is
     on the worker (`found`, None: nothing of the name) and the manager's object (`source`,
     with its kind; None: not there; UNREAD: not read yet). An object there that is not our copy
-    is never written: a TrainingRuntime whose spec is the manager's serves as it is. Our copy
-    holding the skeleton's digest, owned by its Workload copy, needs nothing, read or written.
-    Otherwise the copy is made, or ours brought, to the manager object's content."""
+    is never written: a TrainingRuntime whose spec is the manager's serves as it is. Before the
+    manager's object is read, our copy holding the skeleton's digest (the cache's), owned by
+    its Workload copy, needs nothing more; once it is read, the copy is made, or ours brought,
+    to its content."""
     meta = want["metadata"]
     if found is not None and not is_dependency_copy(
         found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]
@@ -477,9 +478,9 @@ def copy_step(want: Dict, found: Dict | None, source: Dict | Unread | None = UNR
         if isinstance(source, dict) and usable_as_is(found, source):
             return ServedAsIs()
         return Taken(not_ours(want))
-    if found is not None and updated(found, want) is None:
-        return InPlace(found)
     if isinstance(source, Unread):
+        if found is not None and updated(found, want) is None:
+            return InPlace(found)
         return ReadSource(write=True)
     if source is None or source.get("type") in NEVER_COPIED_TYPES:
         return Gone()

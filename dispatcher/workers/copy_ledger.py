@@ -53,6 +53,12 @@ class CopyLedger:
                 kept.append(uid)
         self._held.put(where, Held(digest, frozenset(kept)))
 
+    def forget(self, where: Where) -> None:
+        """Nothing known of a copy at `where`: the object there is not ours (a worker's own
+        runtime of the name, or anyone else's), so its next pass reads it before it spends a
+        turn."""
+        self._held.pop(where)
+
     def current(self, cluster: str, namespace: str, keys: list[str], owner: str) -> dict[str, str]:
         """What each copy of `keys` on a worker is known to hold while owned by the Workload
         copy `owner`: key -> digest, for those known."""

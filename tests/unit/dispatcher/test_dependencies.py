@@ -290,6 +290,13 @@ COPY_STEPS: list[tuple[str, Dict, Dict | None, Any, Any]] = [
              **_copy(secret("hf-token"), OWNER)["metadata"]["annotations"],
              dependencies.DIGEST_ANNOTATION: _want(NEW)["metadata"]["annotations"][
                  dependencies.DIGEST_ANNOTATION]}}})),
+    ("ours, holding what the cache saw, the source read newer: brought to it",
+     secret("hf-token"), _copy(secret("hf-token"), OWNER), _source(NEW),
+     dependencies.Replace({**_copy(secret("hf-token"), OWNER), "data": NEW["data"],
+         "metadata": {**_copy(secret("hf-token"), OWNER)["metadata"], "annotations": {
+             **_copy(secret("hf-token"), OWNER)["metadata"]["annotations"],
+             dependencies.DIGEST_ANNOTATION: _want(NEW)["metadata"]["annotations"][
+                 dependencies.DIGEST_ANNOTATION]}}})),
     ("ours, changed on the worker under the digest it claims: put back", secret("hf-token"),
      _copy(NEW, OWNER, claims=secret("hf-token")), _source(secret("hf-token")),
      dependencies.Replace({**_copy(NEW, OWNER, claims=secret("hf-token")),
@@ -1127,6 +1134,39 @@ def test_a_workers_own_runtime_is_judged_without_its_namespaces_turn() -> None:
 
 
 @pytest.mark.parametrize(
+    ("theirs", "result"),
+    [(OWN, True), (secret("hf-token", "theirs"), False)],
+    ids=["the worker's own runtime of the manager's spec", "anyone else's Secret"],
+)
+def test_an_object_not_ours_once_remembered_as_needing_a_write_spends_no_turn_again(
+    theirs: Dict, result: bool
+) -> None:
+    """A copy remembered as needing a write (read while its namespace had no turn left, or
+    ours deleted since) whose name now holds an object not ours: served as it is (the
+    worker's own runtime of the manager's spec) or its name taken, and forgotten, so the
+    passes after it read it without a turn instead of waiting for one."""
+    made, ctx = fleet(
+        [OWN, namespace(), secret("hf-token")], {"worker1": [copy.deepcopy(theirs)], "worker2": []}
+    )
+    try:
+        where = ("worker1", "ns", f"{theirs['kind']}/{theirs['metadata']['name']}")
+        ctx.workers.copies = copy_ledger.CopyLedger(per_second=1e-9, burst=1)
+        ctx.workers.copies.note(where, "", [])  # what a held read of nothing remembers
+        mine = OWN if theirs["kind"] == c.TRAINING_RUNTIME_KIND else secret("hf-token")
+        assert _ensure(ctx, mine) is result  # the one turn spent on it
+        assert not ctx.workers.copies.allowed("ns")
+        assert _ensure(ctx, mine) is result  # none left, none needed
+        assert not ctx.workers.copies.needs_write(where, "any", OWNER["uid"])
+        kind, name = dependencies.KINDS[theirs["kind"]], theirs["metadata"]["name"]
+        kept = made.get("worker1", kind, name)  # never written
+        assert kept is not None and "ownerReferences" not in kept["metadata"]
+        for key in dependencies.CONTENT[theirs["kind"]]:
+            assert kept.get(key) == theirs.get(key)
+    finally:
+        made.close()
+
+
+@pytest.mark.parametrize(
     ("there", "result"),
     [("ours", True), ("theirs", False)],
 )
@@ -1167,5 +1207,110 @@ def test_a_copy_found_in_place_is_remembered_and_not_read_again() -> None:
         assert _ensure(ctx, secret("hf-token")) is True
         assert _ensure(ctx, secret("hf-token")) is True
         assert [m for m, p in worker.requests[since:] if p.endswith("/hf-token")] == ["GET"]
+    finally:
+        made.close()
+
+
+def _action(ctx: Any, obj: Dict, owner: Dict = OWNER) -> RemoteAction:
+    """`_ensure`'s action, built apart so that the manager can change before it runs."""
+    kind, name = obj["kind"], obj["metadata"]["name"]
+    held = ctx.manager.get(dependencies.KINDS[kind], name, "ns")
+    content = {"kind": kind, **{k: held[k] for k in dependencies.CONTENT[kind] if k in held}}
+    source = dependencies.Source(kind, name, held["metadata"]["uid"], dependencies.digest(content))
+    want = dependencies.skeleton(source, "ns", ctx.settings.origin, owner)
+    return RemoteAction("worker1", "ensure", want)
+
+
+def _hf_requests(api: Any, since: int) -> list[str]:
+    """The requests sent for the hf-token copy since `since` (a GET finding nothing aside)."""
+    return [m for m, p in api.requests[since:] if p.endswith("/hf-token")]
+
+
+def test_a_copy_is_marked_with_the_uid_of_the_object_read_not_the_one_the_cache_saw() -> None:
+    step = dependencies.copy_step(
+        _want(secret("hf-token")), None, _source(secret("hf-token"), uid="recreated")
+    )
+    assert isinstance(step, dependencies.Create)
+    annotations = step.body["metadata"]["annotations"]
+    assert annotations[c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION] == "recreated"
+
+
+def test_a_source_that_cannot_be_read_is_tried_again_by_the_next_pass() -> None:
+    made, ctx = fleet([namespace(), secret("hf-token")])
+    try:
+        action = _action(ctx, secret("hf-token"))
+        made.apis["manager"].fail(Fault(403, "GET", "secrets"))  # once (429 and 5xx are retried)
+        assert dependencies_io.ensure(ctx.workers, action) is None
+        assert made.get("worker1", SECRET, "hf-token") is None
+        assert dependencies_io.ensure(ctx.workers, action) is True
+    finally:
+        made.close()
+
+
+def test_a_source_gone_when_read_makes_no_copy_and_is_not_tried_again() -> None:
+    made, ctx = fleet([namespace(), secret("hf-token")])
+    try:
+        action = _action(ctx, secret("hf-token"))
+        made.apis["manager"].request("DELETE", SECRET.path("ns", "hf-token"))
+        assert dependencies_io.ensure(ctx.workers, action) is False
+        assert made.get("worker1", SECRET, "hf-token") is None
+    finally:
+        made.close()
+
+
+def test_a_copy_deleted_before_its_update_is_tried_again_not_a_missing_namespace() -> None:
+    made, ctx = fleet([namespace(), secret("hf-token")])
+    try:
+        assert _ensure(ctx, secret("hf-token")) is True
+        made.apis["manager"].put(secret("hf-token", "rotated"))
+        made.apis["worker1"].fail(Fault(404, "PUT", "secrets"))
+        assert _ensure(ctx, secret("hf-token")) is None
+        assert _ensure(ctx, secret("hf-token")) is True
+        kept = made.get("worker1", SECRET, "hf-token")
+        assert kept is not None and kept["data"] == {"token": _b64("rotated")}
+    finally:
+        made.close()
+
+
+def test_a_copy_read_while_its_namespace_waits_still_serves_the_jobs_that_own_it() -> None:
+    made, ctx = fleet([namespace(), secret("hf-token")])
+    try:
+        assert _ensure(ctx, secret("hf-token"), OTHER_OWNER) is True
+        _no_turns(ctx)  # a new leader whose namespace has no turn left
+        assert _ensure(ctx, secret("hf-token")) is None  # read once, remembered as found
+        worker = made.apis["worker1"]
+        since = len(worker.requests)
+        assert _ensure(ctx, secret("hf-token"), OTHER_OWNER) is True  # its owner: no wait
+        assert _hf_requests(worker, since) == []
+    finally:
+        made.close()
+
+
+def test_a_copy_made_or_brought_up_to_date_is_remembered_and_not_read_again() -> None:
+    made, ctx = fleet([namespace(), secret("hf-token")])
+    try:
+        worker = made.apis["worker1"]
+        assert _ensure(ctx, secret("hf-token")) is True  # made
+        since = len(worker.requests)
+        assert _ensure(ctx, secret("hf-token")) is True
+        made.apis["manager"].put(secret("hf-token", "rotated"))
+        assert _ensure(ctx, secret("hf-token")) is True  # brought up to date
+        assert _ensure(ctx, secret("hf-token")) is True
+        assert _hf_requests(worker, since) == ["GET", "PUT"]
+    finally:
+        made.close()
+
+
+def test_a_copy_found_in_place_is_remembered_with_all_its_owners() -> None:
+    made, ctx = fleet([namespace(), secret("hf-token")])
+    try:
+        assert _ensure(ctx, secret("hf-token"), OTHER_OWNER) is True
+        assert _ensure(ctx, secret("hf-token")) is True  # owned by both
+        ctx.workers.copies = copy_ledger.CopyLedger(per_second=1.0, burst=32)  # a new leader
+        worker = made.apis["worker1"]
+        since = len(worker.requests)
+        assert _ensure(ctx, secret("hf-token")) is True
+        assert _ensure(ctx, secret("hf-token"), OTHER_OWNER) is True
+        assert _hf_requests(worker, since) == ["GET"]
     finally:
         made.close()
