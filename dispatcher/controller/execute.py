@@ -23,7 +23,7 @@ from kubecontrol.cluster import Cluster, guarded_write
 from kubecontrol.workqueue import WriteMemory
 from trainjob.jobframework_io import execute_queue_plan
 from trainjob_api import constants as c
-from trainjob_api.views import TrainJobView, WorkloadView
+from trainjob_api.views import ObjectView, TrainJobView, WorkloadView
 
 log = logging.getLogger("dispatcher")
 
@@ -400,7 +400,7 @@ def _already_there(workers: WorkerConnections, action: RemoteAction) -> bool | N
         log.warning("copy not read", extra={**_fields(action), "error": str(exc)})
         workers.forget_write(_write_key(action))
         return None
-    why = copies.name_taken(found, action.obj)
+    why = copies.name_taken(None if found is None else ObjectView(found), ObjectView(action.obj))
     if why is None:
         return False
     workers.note_taken(action.cluster, meta["namespace"], meta["name"], why)

@@ -218,20 +218,19 @@ def orphan(copy: ObjectView, manager_obj: ObjectView | None) -> bool:
     return uid is not None and uid != manager_obj.uid
 
 
-def name_taken(found: Dict | None, copy: Dict) -> str | None:
+def name_taken(found: ObjectView | None, copy: ObjectView) -> str | None:
     """Why a copy's name is taken on a worker whose create answered 409, from the object read
     there (`found`, None: gone meanwhile): anyone else's object of the name (never adopted,
     written over or deleted), said naming it; None when it is ours (our origin, made for this
     very manager object: already there) or gone."""
-    if found is None or is_our_copy(ObjectView(found), ObjectView(copy)):
+    if found is None or is_our_copy(found, copy):
         return None
     return not_ours(copy)
 
 
-def not_ours(copy: Dict) -> str:
+def not_ours(copy: ObjectView) -> str:
     """What is said of an object on a worker of `copy`'s kind and name that is not ours."""
-    meta = copy["metadata"]
     return (
-        f"{copy['kind']} {meta.get('namespace', '')}/{meta['name']} exists there and is not a "
-        "copy from this manager (it is left as it is)"
+        f"{copy.raw['kind']} {copy.namespace}/{copy.name} exists there and is not a copy from "
+        "this manager (it is left as it is)"
     )

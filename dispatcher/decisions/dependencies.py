@@ -41,7 +41,7 @@ from trainjob.lru import LRU
 from trainjob.ownership import is_dependency_copy
 from trainjob.runtime.defaults import same_runtime_spec
 from trainjob_api import constants as c
-from trainjob_api.views import RuntimeView
+from trainjob_api.views import ObjectView, RuntimeView
 
 # On a manager namespace: its TrainJobs' Secrets and ConfigMaps follow them to the workers.
 NAMESPACE_LABEL = f"{c.DOMAIN}/copy-dependencies"
@@ -477,23 +477,20 @@ def copy_step(want: Dict, found: Dict | None, source: Dict | Unread | None = UNR
             return ReadSource(write=False)
         if isinstance(source, dict) and usable_as_is(found, source):
             return ServedAsIs()
-        return Taken(not_ours(want))
+        return Taken(not_ours(ObjectView(want)))
     if isinstance(source, Unread):
         if found is not None and updated(found, want) is None:
             return InPlace(found)
         return ReadSource(write=True)
     if source is None or source.get("type") in NEVER_COPIED_TYPES:
         return Gone()
-    content = filled(_marked(want, source), source)
+    uid = (source.get("metadata") or {}).get("uid", "")
+    marked = {  # the skeleton marked with the UID of the object read (the digest: `filled`)
+        **want,
+        "metadata": {**meta, "annotations": {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: uid}},
+    }
+    content = filled(marked, source)
     if found is None:
         return Create(content)
     body = updated(found, content)
     return InPlace(found) if body is None else Replace(body)
-
-
-def _marked(want: Dict, source: Dict) -> Dict:
-    """The skeleton marked with the manager object's UID alone (its digest is the content's,
-    set by `filled`)."""
-    uid = (source.get("metadata") or {}).get("uid", "")
-    annotations = {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: uid}
-    return {**want, "metadata": {**want["metadata"], "annotations": annotations}}

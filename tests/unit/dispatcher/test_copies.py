@@ -139,8 +139,8 @@ def test_a_name_is_taken_by_anything_there_but_our_copy_of_that_very_object() ->
     """After a create's 409: the object read there is ours (nothing taken), gone (nothing
     taken), or anyone else's, said naming the copy's kind, namespace and name."""
     copy = remote_trainjob(TrainJobView(make_trainjob("tj")), "wl", "multikueue")
-    assert name_taken(None, copy) is None
-    assert name_taken(copy, copy) is None
+    assert name_taken(None, ObjectView(copy)) is None
+    assert name_taken(ObjectView(copy), ObjectView(copy)) is None
     said = "TrainJob ns/tj exists there and is not a copy from this manager (it is left as it is)"
     replaced = make_trainjob("tj")
     replaced["metadata"]["uid"] = "uid-replaced"
@@ -149,7 +149,7 @@ def test_a_name_is_taken_by_anything_there_but_our_copy_of_that_very_object() ->
         remote_trainjob(TrainJobView(replaced), "wl", "multikueue"),
         remote_trainjob(TrainJobView(make_trainjob("tj")), "wl", "other-manager"),
     ):
-        assert name_taken(found, copy) == said
+        assert name_taken(ObjectView(found), ObjectView(copy)) == said
 
 
 def _cond(ctype: str, reason: str, status: str = "True", message: str = "m") -> dict[str, str]:
