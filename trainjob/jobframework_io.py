@@ -74,7 +74,9 @@ def extract_priority(
     its label names; else the PriorityClass the first pod template names; else the cluster's
     default PriorityClass (globalDefault, the lowest if several); else none (0). None when
     the class named does not exist (Kueue makes no Workload then either; ours is made
-    without a priority, and the log says so)."""
+    without a priority, and the log says so). For a Workload about to be made (`fresh`), a
+    read the API server failed (429, 5xx, no answer) fails the pass, which is tried again,
+    as Kueue's reconcile is: the Workload keeps the priority it is made with."""
     if wpc:
         found = _class(cluster, c.WORKLOAD_PRIORITY_CLASS, wpc, fresh)
         if found is None:
@@ -93,7 +95,7 @@ def extract_priority(
         if found is None:
             return None
         return Priority(c.PRIORITY_CLASS.group, "PriorityClass", named, int(found.get("value", 0)))
-    default = _default_priority_class(cluster)
+    default = _default_priority_class(cluster, fresh)
     if default is None:
         return Priority(None, None, None, 0)
     return Priority(c.PRIORITY_CLASS.group, "PriorityClass", default[0], default[1])
@@ -121,17 +123,20 @@ def _class(cluster: Cluster, kind: Kind, name: str, fresh: bool = False) -> Dict
     current = cached is not None and time.monotonic() - cached[0] < CLASS_TTL
     if cached is not None and current and (cached[1] is not None or not fresh):
         return cached[1]
-    found, said = _read_class(cluster, kind, name)
+    found, said = _read_class(cluster, kind, name, fresh)
     if said:
         kept.put((kind.kind, name), (time.monotonic(), found))
     return found
 
 
-def _read_class(cluster: Cluster, kind: Kind, name: str) -> tuple[Dict | None, bool]:
+def _read_class(
+    cluster: Cluster, kind: Kind, name: str, fresh: bool = False
+) -> tuple[Dict | None, bool]:
     """A priority class, or None (logged) when it does not exist or cannot be read (an
-    identity without the read, from an older install): never a pass that fails for it. A name
-    no class can have (a runtime's pod template is the tenant's) is not asked for. And whether
-    the API server said so (found, or 404)."""
+    identity without the read, from an older install, never fails a pass; a failure of the
+    API server's fails one about to make a Workload: `fresh`). A name no class can have (a
+    runtime's pod template is the tenant's) is not asked for. And whether the API server said
+    so (found, or 404)."""
     try:
         found = cluster.get_or_none(kind, name)
     except InvalidName:
@@ -141,6 +146,8 @@ def _read_class(cluster: Cluster, kind: Kind, name: str) -> tuple[Dict | None, b
         )
         return None, False
     except ApiException as exc:
+        if fresh and _failed(exc):
+            raise
         log.warning(
             "not read",
             extra={"cluster": cluster.name, "kind": kind.kind, "object": name, "error": exc.reason},
@@ -159,16 +166,30 @@ DEFAULT_PRIORITY_TTL = 30.0
 _default_priority: dict[str, tuple[float, tuple[str, int] | None]] = {}
 
 
-def _default_priority_class(cluster: Cluster) -> tuple[str, int] | None:
+def _failed(exc: ApiException) -> bool:
+    """A read the API server failed (too many requests, its own error, no answer), which a
+    later pass may get an answer to: not a refusal (403) or a name it has no object of."""
+    return exc.status == 0 or exc.status == 429 or exc.status >= 500
+
+
+def _default_priority_class(cluster: Cluster, fresh: bool = False) -> tuple[str, int] | None:
+    """The cluster's default PriorityClass (name, value), or None. A list the API server
+    failed is not kept, and fails a pass about to make a Workload (`fresh`); one the identity
+    may not make (an older install) counts as no default until the TTL has run."""
     cached = _default_priority.get(cluster.name)
     if cached is not None and time.monotonic() - cached[0] < DEFAULT_PRIORITY_TTL:
         return cached[1]
     try:
         listed = cluster.send("GET", c.PRIORITY_CLASS.path(None, None))
-    except (ApiException, OSError) as exc:  # no default then; asked again after the TTL
+    except (ApiException, OSError) as exc:
+        failed = not isinstance(exc, ApiException) or _failed(exc)
+        if fresh and failed:
+            raise
         log.warning(
             "PriorityClasses not listed", extra={"cluster": cluster.name, "error": str(exc)}
         )
+        if failed:
+            return None  # not kept: the next pass asks again
         listed = None
     defaults = [
         (int(pc.get("value", 0)), pc["metadata"]["name"])

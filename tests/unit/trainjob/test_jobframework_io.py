@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tenacity import wait_none
 
+from kubecontrol import cluster as cluster_module
 from tests.support.builders import TrainJobBuilder, make_runtime
 from tests.support.memory_api import Fault, MemoryApi
 from tests.support.whole_pass import MemoryCluster, fleet
@@ -93,3 +95,91 @@ def test_a_workload_about_to_be_made_reads_its_class_fresh(monkeypatch: pytest.M
     finally:
         world.close()
     assert seen and seen[0] is True
+
+
+@pytest.fixture
+def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client's retries of a failed read without their waits (a failure that lasts fails
+    all five at once)."""
+    monkeypatch.setattr(
+        cluster_module, "_RETRYING", cluster_module._RETRYING.copy(wait=wait_none())
+    )
+
+
+@pytest.mark.usefixtures("no_backoff")
+@pytest.mark.parametrize("status", [500, 429])
+def test_a_class_the_api_server_failed_to_read_fails_the_pass_about_to_make_a_workload(
+    status: int,
+) -> None:
+    """Kueue's reconcile is tried again when it cannot read a job's priority class; so is a
+    pass about to make a Workload (`fresh`): the Workload keeps the priority it is made with,
+    never 0 for a failed read. A later pass reads it; passes that make nothing go on without."""
+    api = MemoryApi("manager", [a_class("gold", 100)])
+    cluster = MemoryCluster(api, c.DISPATCHER_FIELD_MANAGER)
+    api.fail(Fault(status, plural="workloadpriorityclasses", times=None))
+    with pytest.raises(jobframework_io.ApiException):
+        extract_priority(cluster, "gold", [], fresh=True)
+    assert extract_priority(cluster, "gold", []) is None  # nothing made of it
+    api.heal()
+    assert extract_priority(cluster, "gold", [], fresh=True).value == 100  # type: ignore[union-attr]
+
+
+def test_a_class_the_identity_may_not_read_never_fails_a_pass() -> None:
+    """An identity without the read (an install older than the priority support) makes its
+    Workloads without a priority, as before, and says so."""
+    api = MemoryApi("manager", [a_class("gold", 100)])
+    cluster = MemoryCluster(api, c.DISPATCHER_FIELD_MANAGER)
+    api.fail(Fault(403, plural="workloadpriorityclasses", times=None))
+    assert extract_priority(cluster, "gold", [], fresh=True) is None
+    api.fail(Fault(403, plural="priorityclasses", times=None))
+    assert extract_priority(cluster, "", [], fresh=True) == jobframework_io.Priority(
+        None, None, None, 0
+    )
+
+
+@pytest.mark.usefixtures("no_backoff")
+def test_a_default_class_list_the_api_server_failed_is_not_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cluster's default PriorityClass: a list the API server failed fails a pass about to
+    make a Workload and is not kept, so the next pass finds the default at once (kept for
+    DEFAULT_PRIORITY_TTL, it made 30 s of Workloads at priority 0)."""
+    monkeypatch.setattr(jobframework_io, "_default_priority", {})
+    pc = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "normal"},
+        "value": 50,
+        "globalDefault": True,
+    }
+    api = MemoryApi("manager", [pc])
+    cluster = MemoryCluster(api, c.DISPATCHER_FIELD_MANAGER)
+    api.fail(Fault(500, plural="priorityclasses", times=None))
+    with pytest.raises(jobframework_io.ApiException):
+        extract_priority(cluster, "", [], fresh=True)
+    assert extract_priority(cluster, "", []) == jobframework_io.Priority(None, None, None, 0)
+    api.heal()
+    made = extract_priority(cluster, "", [], fresh=True)
+    assert made is not None and (made.name, made.value) == ("normal", 50)
+
+
+@pytest.mark.usefixtures("no_backoff")
+def test_a_pass_that_cannot_read_the_class_makes_no_workload_until_it_can() -> None:
+    """The dispatcher's pass for a TrainJob of a priority class the API server fails to read
+    makes no Workload (the work queue tries it again); once read, the Workload has its
+    priority."""
+    tj = TrainJobBuilder().queue("q").multikueue().obj()
+    tj["metadata"]["labels"][c.KUEUE_PRIORITY_CLASS_LABEL] = "gold"
+    world, _ = fleet([make_runtime(), tj, a_class("gold", 100)], {"worker1": [make_runtime()]})
+    try:
+        world.apis["manager"].fail(Fault(503, plural="workloadpriorityclasses", times=None))
+        with pytest.raises(jobframework_io.ApiException):
+            world.run(("ns", "tj"))
+        assert world.apis["manager"].objects(c.WORKLOAD, "ns") == []
+        world.apis["manager"].heal()
+        world.settle(("ns", "tj"))
+        (made,) = world.apis["manager"].objects(c.WORKLOAD, "ns")
+        assert made["spec"]["priority"] == 100
+        assert made["spec"]["priorityClassRef"]["name"] == "gold"
+    finally:
+        world.close()
