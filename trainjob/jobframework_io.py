@@ -52,9 +52,10 @@ def observe_queueing(
     obs = observe(tj, runtime, wl, caches.flavors(), None, jobs_active, now, shape)
     if not tj.queued:
         return obs
-    if wl is None and obs.info is not None:
+    if wl is None and obs.info is not None and tj.prebuilt_workload is None:
         templates = [ps.pod_template for ps in obs.info.pod_sets]
         # the Workload keeps what it is made with: a class found missing is asked for again
+        # (a prebuilt one, a MultiKueue copy, is made by someone else: nothing is asked)
         obs.priority = extract_priority(cluster, _wpc_label(tj), templates, fresh=True)
     elif view is not None and not tj.prebuilt_workload and follows_label(view, _wpc_label(tj)):
         # (a prebuilt Workload, a MultiKueue copy, takes its priority from the manager's)

@@ -861,3 +861,20 @@ def test_a_conflict_on_finishing_the_workload_holds_its_event_until_it_is_writte
     assert "FinishedWorkload" not in [reason for _t, reason, _n in raced.events]
     world.settle(KEY)
     assert condition(the_workload(world), "Finished") == ("True", "Succeeded")
+
+
+def test_a_copy_waiting_for_its_prebuilt_workload_asks_for_no_priority_class() -> None:
+    """A TrainJob copy names a prebuilt Workload (made by the manager's dispatcher, with the
+    manager's priority): until it comes, its passes ask for no class, and one the worker's
+    API server fails to read fails none of them."""
+    tj = TrainJobBuilder().queue("q").obj()
+    tj["metadata"]["labels"][c.KUEUE_PRIORITY_CLASS_LABEL] = "gold"
+    tj["metadata"]["labels"][c.KUEUE_PREBUILT_WORKLOAD_LABEL] = "the-managers-copy"
+    world = worker(tj)
+    api = world.apis["worker"]
+    api.fail(Fault(503, plural="workloadpriorityclasses", times=None))
+    api.fail(Fault(503, plural="priorityclasses", times=None))
+    settle(world)
+    asked = [p for _, p in api.requests] + [p for _, p, _ in api.refused]
+    assert [p for p in asked if "priorityclasses" in p] == []
+    assert the_workload(world) is None
