@@ -52,10 +52,12 @@ def observe_queueing(
     obs = observe(tj, runtime, wl, caches.flavors(), None, jobs_active, now, shape)
     if not tj.queued:
         return obs
-    if wl is None and obs.info is not None and tj.prebuilt_workload is None:
+    makes = obs.finished is None and not tj.metadata.deletion_timestamp
+    if wl is None and obs.info is not None and tj.prebuilt_workload is None and makes:
         templates = [ps.pod_template for ps in obs.info.pod_sets]
         # the Workload keeps what it is made with: a class found missing is asked for again
-        # (a prebuilt one, a MultiKueue copy, is made by someone else: nothing is asked)
+        # (none is made for a finished or deleted TrainJob, nor a prebuilt one, a MultiKueue
+        # copy's, which someone else makes: nothing is asked)
         obs.priority = extract_priority(cluster, _wpc_label(tj), templates, fresh=True)
     elif view is not None and not tj.prebuilt_workload and follows_label(view, _wpc_label(tj)):
         # (a prebuilt Workload, a MultiKueue copy, takes its priority from the manager's)
@@ -96,7 +98,12 @@ def extract_priority(
         if found is None:
             return None
         return Priority(c.PRIORITY_CLASS.group, "PriorityClass", named, int(found.get("value", 0)))
-    default = _default_priority_class(cluster, fresh)
+    try:
+        default = _default_priority_class(cluster)
+    except (ApiException, OSError):
+        if fresh:
+            raise
+        return None  # no answer: a Workload's priority is left as it is
     if default is None:
         return Priority(None, None, None, 0)
     return Priority(c.PRIORITY_CLASS.group, "PriorityClass", default[0], default[1])
@@ -173,24 +180,22 @@ def _failed(exc: ApiException) -> bool:
     return exc.status == 0 or exc.status == 429 or exc.status >= 500
 
 
-def _default_priority_class(cluster: Cluster, fresh: bool = False) -> tuple[str, int] | None:
+def _default_priority_class(cluster: Cluster) -> tuple[str, int] | None:
     """The cluster's default PriorityClass (name, value), or None. A list the API server
-    failed is not kept, and fails a pass about to make a Workload (`fresh`); one the identity
-    may not make (an older install) counts as no default until the TTL has run."""
+    failed raises and is not kept (a pass about to make a Workload fails; one following a
+    label leaves its priority); one the identity may not make (an older install) counts as
+    no default until the TTL has run."""
     cached = _default_priority.get(cluster.name)
     if cached is not None and time.monotonic() - cached[0] < DEFAULT_PRIORITY_TTL:
         return cached[1]
     try:
         listed = cluster.send("GET", c.PRIORITY_CLASS.path(None, None))
     except (ApiException, OSError) as exc:
-        failed = not isinstance(exc, ApiException) or _failed(exc)
-        if fresh and failed:
-            raise
         log.warning(
             "PriorityClasses not listed", extra={"cluster": cluster.name, "error": str(exc)}
         )
-        if failed:
-            return None  # not kept: the next pass asks again
+        if not isinstance(exc, ApiException) or _failed(exc):
+            raise  # not kept: the next pass asks again
         listed = None
     defaults = [
         (int(pc.get("value", 0)), pc["metadata"]["name"])

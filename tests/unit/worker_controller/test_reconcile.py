@@ -863,14 +863,32 @@ def test_a_conflict_on_finishing_the_workload_holds_its_event_until_it_is_writte
     assert condition(the_workload(world), "Finished") == ("True", "Succeeded")
 
 
-def test_a_copy_waiting_for_its_prebuilt_workload_asks_for_no_priority_class() -> None:
+def _finished(tj: Dict) -> Dict:
+    done = {"type": "Complete", "status": "True", "reason": "JobsCompleted", "message": "done"}
+    done["lastTransitionTime"] = "2026-11-22T11:00:00Z"
+    return {**tj, "status": {"conditions": [done]}}
+
+
+def _prebuilt(tj: Dict) -> Dict:
+    tj["metadata"]["labels"][c.KUEUE_PREBUILT_WORKLOAD_LABEL] = "the-managers-copy"
+    return tj
+
+
+@pytest.mark.parametrize(
+    "made",
+    [_prebuilt, _finished],
+    ids=["a copy waiting for its prebuilt Workload", "a TrainJob finished, its Workload gone"],
+)
+def test_a_trainjob_that_makes_no_workload_asks_for_no_priority_class(
+    made: Callable[[Dict], Dict],
+) -> None:
     """A TrainJob copy names a prebuilt Workload (made by the manager's dispatcher, with the
-    manager's priority): until it comes, its passes ask for no class, and one the worker's
-    API server fails to read fails none of them."""
+    manager's priority); a finished TrainJob whose Workload was deleted (Kueue's retention
+    policy) makes none again: their passes ask for no class, and one the worker's API server
+    fails to read fails none of them."""
     tj = TrainJobBuilder().queue("q").obj()
     tj["metadata"]["labels"][c.KUEUE_PRIORITY_CLASS_LABEL] = "gold"
-    tj["metadata"]["labels"][c.KUEUE_PREBUILT_WORKLOAD_LABEL] = "the-managers-copy"
-    world = worker(tj)
+    world = worker(made(tj))
     api = world.apis["worker"]
     api.fail(Fault(503, plural="workloadpriorityclasses", times=None))
     api.fail(Fault(503, plural="priorityclasses", times=None))
