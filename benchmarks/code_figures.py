@@ -3,7 +3,7 @@ onto it. Per product package: `.get(` calls, parameters annotated as a raw dict 
 `dict[str, Any]`, `Mapping[str, Any]`) against all parameters, and the modules that define a
 `Dict` alias of their own; then, per product module, the test modules named after it.
 
-    .venv/bin/python benchmarks/code_figures.py [CHECKOUT] [--missing]
+    .venv/bin/python benchmarks/code_figures.py [CHECKOUT] [--missing] [--modules]
 """
 
 from __future__ import annotations
@@ -113,6 +113,13 @@ def main() -> int:
             f"{name:20s} {files:9d} {lines:7d} {gets:7d} {per:9.2f} "
             f"{f'{raw} of {params}':>17s} {share:6.1f}% {aliases:14d}"
         )
+    if "--modules" in sys.argv:
+        print("\nthe decisions contract's modules, most `.get(` first:")
+        by_module = [(figures_of([f]), f) for f in decision_modules()]
+        for (_, lines, gets, raw, params, _), path in sorted(by_module, key=lambda m: -m[0][2]):
+            name = str(path.relative_to(ROOT))
+            per = 100 * gets / max(lines, 1)
+            print(f"  {name:50s} {gets:4d} .get( {per:5.1f}/100  {raw:3d} of {params:3d} raw")
     modules, covered, missing = test_map()
     print(f"\nproduct modules with a test module named after them: {covered} of {modules}")
     if "--missing" in sys.argv:
