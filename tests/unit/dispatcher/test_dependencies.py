@@ -1101,6 +1101,17 @@ def test_a_secret_its_transform_fails_on_keeps_only_who_it_is_through_the_contro
 # ---- the executor: the steps carried out -------------------------------------------------------
 
 
+@pytest.fixture
+def one_secret() -> Iterator[tuple[World, Any]]:
+    """A fleet whose opted-in namespace holds the Secret hf-token on the manager, and the
+    dispatcher's context over it (for the executor's tests)."""
+    made, ctx = fleet([namespace(), secret("hf-token")])
+    try:
+        yield made, ctx
+    finally:
+        made.close()
+
+
 def _ensure(ctx: Any, obj: Dict, owner: Dict = OWNER) -> bool | None:
     """One copy of the manager's `obj` written to worker1 by the executor, as a pass's plan
     asks (the skeleton from what the manager's cache holds of it)."""
@@ -1170,45 +1181,43 @@ def test_an_object_not_ours_once_remembered_as_needing_a_write_spends_no_turn_ag
     ("there", "result"),
     [("ours", True), ("theirs", False)],
 )
-def test_a_copy_made_meanwhile_is_judged_as_found(there: str, result: bool) -> None:
+def test_a_copy_made_meanwhile_is_judged_as_found(
+    there: str, result: bool, one_secret: tuple[World, Any]
+) -> None:
     """The worker held nothing when read, then the create meets an object of the name (made
     meanwhile): ours is brought up to date in the same pass (owned by this job too), anyone
     else's is left as it is and the name noted as taken."""
-    made, ctx = fleet([namespace(), secret("hf-token")])
-    try:
-        theirs = secret("hf-token", "theirs")
-        if there == "ours":
-            assert _ensure(ctx, secret("hf-token"), OTHER_OWNER) is True
-        else:
-            made.apis["worker1"].put(theirs)
-        made.apis["worker1"].fail(Fault(404, "GET", "secrets"))  # the first read finds nothing
-        assert _ensure(ctx, secret("hf-token")) is result
-        kept = made.get("worker1", SECRET, "hf-token")
-        assert kept is not None
-        if there == "ours":
-            owners = [o["uid"] for o in kept["metadata"]["ownerReferences"]]
-            assert owners == [OTHER_OWNER["uid"], OWNER["uid"]]
-        else:
-            assert kept["data"] == theirs["data"] and "ownerReferences" not in kept["metadata"]
-            assert ctx.workers.taken("worker1", "ns", "Secret/hf-token") is not None
-    finally:
-        made.close()
+    made, ctx = one_secret
+    theirs = secret("hf-token", "theirs")
+    if there == "ours":
+        assert _ensure(ctx, secret("hf-token"), OTHER_OWNER) is True
+    else:
+        made.apis["worker1"].put(theirs)
+    made.apis["worker1"].fail(Fault(404, "GET", "secrets"))  # the first read finds nothing
+    assert _ensure(ctx, secret("hf-token")) is result
+    kept = made.get("worker1", SECRET, "hf-token")
+    assert kept is not None
+    if there == "ours":
+        owners = [o["uid"] for o in kept["metadata"]["ownerReferences"]]
+        assert owners == [OTHER_OWNER["uid"], OWNER["uid"]]
+    else:
+        assert kept["data"] == theirs["data"] and "ownerReferences" not in kept["metadata"]
+        assert ctx.workers.taken("worker1", "ns", "Secret/hf-token") is not None
 
 
-def test_a_copy_found_in_place_is_remembered_and_not_read_again() -> None:
+def test_a_copy_found_in_place_is_remembered_and_not_read_again(
+    one_secret: tuple[World, Any],
+) -> None:
     """Our copy found on the worker holding what the job needs, owned by its Workload copy:
     in place, and noted so that the next pass asks the worker nothing."""
-    made, ctx = fleet([namespace(), secret("hf-token")])
-    try:
-        assert _ensure(ctx, secret("hf-token")) is True  # made
-        ctx.workers.copies = copy_ledger.CopyLedger(per_second=1.0, burst=32)  # a new leader
-        worker = made.apis["worker1"]
-        since = len(worker.requests)
-        assert _ensure(ctx, secret("hf-token")) is True
-        assert _ensure(ctx, secret("hf-token")) is True
-        assert [m for m, p in worker.requests[since:] if p.endswith("/hf-token")] == ["GET"]
-    finally:
-        made.close()
+    made, ctx = one_secret
+    assert _ensure(ctx, secret("hf-token")) is True  # made
+    ctx.workers.copies = copy_ledger.CopyLedger(per_second=1.0, burst=32)  # a new leader
+    worker = made.apis["worker1"]
+    since = len(worker.requests)
+    assert _ensure(ctx, secret("hf-token")) is True
+    assert _ensure(ctx, secret("hf-token")) is True
+    assert [m for m, p in worker.requests[since:] if p.endswith("/hf-token")] == ["GET"]
 
 
 def _action(ctx: Any, obj: Dict, owner: Dict = OWNER) -> RemoteAction:
@@ -1235,82 +1244,76 @@ def test_a_copy_is_marked_with_the_uid_of_the_object_read_not_the_one_the_cache_
     assert annotations[c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION] == "recreated"
 
 
-def test_a_source_that_cannot_be_read_is_tried_again_by_the_next_pass() -> None:
-    made, ctx = fleet([namespace(), secret("hf-token")])
-    try:
-        action = _action(ctx, secret("hf-token"))
-        made.apis["manager"].fail(Fault(403, "GET", "secrets"))  # once (429 and 5xx are retried)
-        assert dependencies_io.ensure(ctx.workers, action) is None
-        assert made.get("worker1", SECRET, "hf-token") is None
-        assert dependencies_io.ensure(ctx.workers, action) is True
-    finally:
-        made.close()
+def test_a_source_that_cannot_be_read_is_tried_again_by_the_next_pass(
+    one_secret: tuple[World, Any],
+) -> None:
+    made, ctx = one_secret
+    action = _action(ctx, secret("hf-token"))
+    made.apis["manager"].fail(Fault(403, "GET", "secrets"))  # once (429 and 5xx are retried)
+    assert dependencies_io.ensure(ctx.workers, action) is None
+    assert made.get("worker1", SECRET, "hf-token") is None
+    assert dependencies_io.ensure(ctx.workers, action) is True
 
 
-def test_a_source_gone_when_read_makes_no_copy_and_is_not_tried_again() -> None:
-    made, ctx = fleet([namespace(), secret("hf-token")])
-    try:
-        action = _action(ctx, secret("hf-token"))
-        made.apis["manager"].request("DELETE", SECRET.path("ns", "hf-token"))
-        assert dependencies_io.ensure(ctx.workers, action) is False
-        assert made.get("worker1", SECRET, "hf-token") is None
-    finally:
-        made.close()
+def test_a_source_gone_when_read_makes_no_copy_and_is_not_tried_again(
+    one_secret: tuple[World, Any],
+) -> None:
+    made, ctx = one_secret
+    action = _action(ctx, secret("hf-token"))
+    made.apis["manager"].request("DELETE", SECRET.path("ns", "hf-token"))
+    assert dependencies_io.ensure(ctx.workers, action) is False
+    assert made.get("worker1", SECRET, "hf-token") is None
 
 
-def test_a_copy_deleted_before_its_update_is_tried_again_not_a_missing_namespace() -> None:
-    made, ctx = fleet([namespace(), secret("hf-token")])
-    try:
-        assert _ensure(ctx, secret("hf-token")) is True
-        made.apis["manager"].put(secret("hf-token", "rotated"))
-        made.apis["worker1"].fail(Fault(404, "PUT", "secrets"))
-        assert _ensure(ctx, secret("hf-token")) is None
-        assert _ensure(ctx, secret("hf-token")) is True
-        kept = made.get("worker1", SECRET, "hf-token")
-        assert kept is not None and kept["data"] == {"token": _b64("rotated")}
-    finally:
-        made.close()
+def test_a_copy_deleted_before_its_update_is_tried_again_not_a_missing_namespace(
+    one_secret: tuple[World, Any],
+) -> None:
+    made, ctx = one_secret
+    assert _ensure(ctx, secret("hf-token")) is True
+    made.apis["manager"].put(secret("hf-token", "rotated"))
+    made.apis["worker1"].fail(Fault(404, "PUT", "secrets"))
+    assert _ensure(ctx, secret("hf-token")) is None
+    assert _ensure(ctx, secret("hf-token")) is True
+    kept = made.get("worker1", SECRET, "hf-token")
+    assert kept is not None and kept["data"] == {"token": _b64("rotated")}
 
 
-def test_a_copy_read_while_its_namespace_waits_still_serves_the_jobs_that_own_it() -> None:
-    made, ctx = fleet([namespace(), secret("hf-token")])
-    try:
-        assert _ensure(ctx, secret("hf-token"), OTHER_OWNER) is True
-        _no_turns(ctx)  # a new leader whose namespace has no turn left
-        assert _ensure(ctx, secret("hf-token")) is None  # read once, remembered as found
-        worker = made.apis["worker1"]
-        since = len(worker.requests)
-        assert _ensure(ctx, secret("hf-token"), OTHER_OWNER) is True  # its owner: no wait
-        assert _hf_requests(worker, since) == []
-    finally:
-        made.close()
+def test_a_copy_read_while_its_namespace_waits_still_serves_the_jobs_that_own_it(
+    one_secret: tuple[World, Any],
+) -> None:
+    made, ctx = one_secret
+    assert _ensure(ctx, secret("hf-token"), OTHER_OWNER) is True
+    _no_turns(ctx)  # a new leader whose namespace has no turn left
+    assert _ensure(ctx, secret("hf-token")) is None  # read once, remembered as found
+    worker = made.apis["worker1"]
+    since = len(worker.requests)
+    assert _ensure(ctx, secret("hf-token"), OTHER_OWNER) is True  # its owner: no wait
+    assert _hf_requests(worker, since) == []
 
 
-def test_a_copy_made_or_brought_up_to_date_is_remembered_and_not_read_again() -> None:
-    made, ctx = fleet([namespace(), secret("hf-token")])
-    try:
-        worker = made.apis["worker1"]
-        assert _ensure(ctx, secret("hf-token")) is True  # made
-        since = len(worker.requests)
-        assert _ensure(ctx, secret("hf-token")) is True
-        made.apis["manager"].put(secret("hf-token", "rotated"))
-        assert _ensure(ctx, secret("hf-token")) is True  # brought up to date
-        assert _ensure(ctx, secret("hf-token")) is True
-        assert _hf_requests(worker, since) == ["GET", "PUT"]
-    finally:
-        made.close()
+def test_a_copy_made_or_brought_up_to_date_is_remembered_and_not_read_again(
+    one_secret: tuple[World, Any],
+) -> None:
+    made, ctx = one_secret
+    worker = made.apis["worker1"]
+    assert _ensure(ctx, secret("hf-token")) is True  # made
+    since = len(worker.requests)
+    assert _ensure(ctx, secret("hf-token")) is True
+    made.apis["manager"].put(secret("hf-token", "rotated"))
+    assert _ensure(ctx, secret("hf-token")) is True  # brought up to date
+    assert _ensure(ctx, secret("hf-token")) is True
+    assert _hf_requests(worker, since) == ["GET", "PUT"]
 
 
-def test_a_copy_found_in_place_is_remembered_with_all_its_owners() -> None:
-    made, ctx = fleet([namespace(), secret("hf-token")])
-    try:
-        assert _ensure(ctx, secret("hf-token"), OTHER_OWNER) is True
-        assert _ensure(ctx, secret("hf-token")) is True  # owned by both
-        ctx.workers.copies = copy_ledger.CopyLedger(per_second=1.0, burst=32)  # a new leader
-        worker = made.apis["worker1"]
-        since = len(worker.requests)
-        assert _ensure(ctx, secret("hf-token")) is True
-        assert _ensure(ctx, secret("hf-token"), OTHER_OWNER) is True
-        assert _hf_requests(worker, since) == ["GET"]
-    finally:
-        made.close()
+def test_a_copy_found_in_place_is_remembered_with_all_its_owners(
+    one_secret: tuple[World, Any],
+) -> None:
+    made, ctx = one_secret
+    assert _ensure(ctx, secret("hf-token"), OTHER_OWNER) is True
+    assert _ensure(ctx, secret("hf-token")) is True  # owned by both
+    ctx.workers.copies = copy_ledger.CopyLedger(per_second=1.0, burst=32)  # a new leader
+    worker = made.apis["worker1"]
+    since = len(worker.requests)
+    assert _ensure(ctx, secret("hf-token")) is True
+    assert _ensure(ctx, secret("hf-token"), OTHER_OWNER) is True
+    assert _hf_requests(worker, since) == ["GET"]
