@@ -78,7 +78,7 @@ def extract_priority(
     default PriorityClass (globalDefault, the lowest if several); else none (0). None when
     the class named does not exist (Kueue makes no Workload then either; ours is made
     without a priority, and the log says so). For a Workload about to be made (`fresh`), a
-    read the API server failed (429, 5xx, no answer) fails the pass, which is tried again,
+    read refused for any reason but a 403 (429, 5xx, no answer) fails the pass, tried again
     as Kueue's reconcile is: the Workload keeps the priority it is made with."""
     if wpc:
         found = _class(cluster, c.WORKLOAD_PRIORITY_CLASS, wpc, fresh)
@@ -175,9 +175,10 @@ _default_priority: dict[str, tuple[float, tuple[str, int] | None]] = {}
 
 
 def _failed(exc: ApiException) -> bool:
-    """A read the API server failed (too many requests, its own error, no answer), which a
-    later pass may get an answer to: not a refusal (403) or a name it has no object of."""
-    return exc.status == 0 or exc.status == 429 or exc.status >= 500
+    """A read that got no answer about the class (too many requests, the API server's own
+    error, no answer, a proxy's or an authenticator's refusal), which a later pass may get:
+    anything but a refusal of the read itself (403, an identity without it)."""
+    return exc.status != 403
 
 
 def _default_priority_class(cluster: Cluster) -> tuple[str, int] | None:

@@ -107,7 +107,7 @@ def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("no_backoff")
-@pytest.mark.parametrize("status", [500, 429])
+@pytest.mark.parametrize("status", [500, 429, 401])
 def test_a_class_the_api_server_failed_to_read_fails_the_pass_about_to_make_a_workload(
     status: int,
 ) -> None:
