@@ -1317,3 +1317,15 @@ def test_a_copy_found_in_place_is_remembered_with_all_its_owners(
     assert _ensure(ctx, secret("hf-token")) is True
     assert _ensure(ctx, secret("hf-token"), OTHER_OWNER) is True
     assert _hf_requests(worker, since) == ["GET"]
+
+
+def test_a_copy_made_and_deleted_meanwhile_is_made_by_the_next_pass(
+    one_secret: tuple[World, Any],
+) -> None:
+    made, ctx = one_secret
+    made.apis["worker1"].fail(Fault(409, "POST", "secrets"))  # made meanwhile, then gone
+    assert _ensure(ctx, secret("hf-token")) is None
+    assert ctx.workers.taken("worker1", "ns", "Secret/hf-token") is None
+    assert made.get("worker1", SECRET, "hf-token") is None
+    assert _ensure(ctx, secret("hf-token")) is True
+    assert made.get("worker1", SECRET, "hf-token") is not None

@@ -124,9 +124,12 @@ def test_a_class_the_api_server_failed_to_read_fails_the_pass_about_to_make_a_wo
     assert extract_priority(cluster, "gold", [], fresh=True).value == 100  # type: ignore[union-attr]
 
 
-def test_a_class_the_identity_may_not_read_never_fails_a_pass() -> None:
+def test_a_class_the_identity_may_not_read_never_fails_a_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """An identity without the read (an install older than the priority support) makes its
     Workloads without a priority, as before, and says so."""
+    monkeypatch.setattr(jobframework_io, "_default_priority", {})  # none kept by another test
     api = MemoryApi("manager", [a_class("gold", 100)])
     cluster = MemoryCluster(api, c.DISPATCHER_FIELD_MANAGER)
     api.fail(Fault(403, plural="workloadpriorityclasses", times=None))
@@ -184,3 +187,62 @@ def test_a_pass_that_cannot_read_the_class_makes_no_workload_until_it_can() -> N
         assert made["spec"]["priorityClassRef"]["name"] == "gold"
     finally:
         world.close()
+
+
+def _default_class() -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "normal"},
+        "value": 50,
+        "globalDefault": True,
+    }
+
+
+@pytest.mark.usefixtures("no_backoff")
+def test_a_pod_templates_class_the_api_server_failed_to_read_fails_the_pass() -> None:
+    pc = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "p"},
+        "value": 20,
+    }
+    api = MemoryApi("manager", [pc])
+    cluster = MemoryCluster(api, c.DISPATCHER_FIELD_MANAGER)
+    templates = [{"spec": {"priorityClassName": "p"}}]
+    api.fail(Fault(503, plural="priorityclasses", times=None))
+    with pytest.raises(jobframework_io.ApiException):
+        extract_priority(cluster, "", templates, fresh=True)
+    api.heal()
+    made = extract_priority(cluster, "", templates, fresh=True)
+    assert made is not None and (made.kind, made.name, made.value) == ("PriorityClass", "p", 20)
+
+
+def test_a_default_class_list_that_got_no_answer_fails_the_pass_and_is_not_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(jobframework_io, "_default_priority", {})
+    api = MemoryApi("manager", [_default_class()])
+    cluster = MemoryCluster(api, c.DISPATCHER_FIELD_MANAGER)
+    api.unreachable()
+    with pytest.raises(OSError):
+        extract_priority(cluster, "", [], fresh=True)
+    assert extract_priority(cluster, "", []) is None  # following a label: left as it is
+    api.unreachable(False)
+    made = extract_priority(cluster, "", [], fresh=True)
+    assert made is not None and (made.name, made.value) == ("normal", 50)
+
+
+def test_a_default_class_list_the_identity_may_not_make_counts_as_none_for_the_ttl(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(jobframework_io, "_default_priority", {})
+    api = MemoryApi("manager", [_default_class()])
+    cluster = MemoryCluster(api, c.DISPATCHER_FIELD_MANAGER)
+    none = jobframework_io.Priority(None, None, None, 0)
+    api.fail(Fault(403, "GET", "priorityclasses"))  # once
+    assert extract_priority(cluster, "", [], fresh=True) == none
+    assert extract_priority(cluster, "", [], fresh=True) == none  # kept, not listed again
+    monkeypatch.setattr(jobframework_io, "DEFAULT_PRIORITY_TTL", 0.0)
+    made = extract_priority(cluster, "", [], fresh=True)
+    assert made is not None and (made.name, made.value) == ("normal", 50)

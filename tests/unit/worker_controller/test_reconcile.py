@@ -896,3 +896,26 @@ def test_a_trainjob_that_makes_no_workload_asks_for_no_priority_class(
     asked = [p for _, p in api.requests] + [p for _, p, _ in api.refused]
     assert [p for p in asked if "priorityclasses" in p] == []
     assert the_workload(world) is None
+
+
+def _deleting(tj: Dict) -> Dict:
+    tj["metadata"]["deletionTimestamp"] = "2026-11-22T11:00:00Z"
+    tj["metadata"].setdefault("finalizers", []).append("example.com/hold")
+    return tj
+
+
+@pytest.mark.parametrize(
+    "made", [_prebuilt, _finished, _deleting], ids=["prebuilt", "finished", "deleting"]
+)
+def test_a_trainjob_that_makes_no_workload_sends_no_priority_class_request(
+    made: Callable[[Dict], Dict],
+) -> None:
+    """No faults: a request for a class would be served or refused (404), so recorded."""
+    tj = TrainJobBuilder().queue("q").obj()
+    tj["metadata"]["labels"][c.KUEUE_PRIORITY_CLASS_LABEL] = "gold"
+    world = worker(made(tj))
+    api = world.apis["worker"]
+    settle(world)
+    asked = [p for _, p in api.requests] + [p for _, p, _ in api.refused]
+    assert [p for p in asked if "priorityclasses" in p] == []
+    assert the_workload(world) is None
