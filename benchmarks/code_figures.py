@@ -1,9 +1,10 @@
 """Figures of the code itself (no bed): how much of it reads raw dicts, and how the tests map
 onto it. Per product package: `.get(` calls, parameters annotated as a raw dict (`Dict`,
 `dict[str, Any]`, `Mapping[str, Any]`) against all parameters, and the modules that define a
-`Dict` alias of their own; then, per product module, the test modules named after it.
+`Dict` alias of their own; then, per product module, the test modules named after it; then
+the tests' edits of an object's JSON (a builder's work, `tests/support/builders.py`).
 
-    .venv/bin/python benchmarks/code_figures.py [CHECKOUT] [--missing] [--modules]
+    .venv/bin/python benchmarks/code_figures.py [CHECKOUT] [--missing] [--modules] [--edits]
 """
 
 from __future__ import annotations
@@ -97,6 +98,55 @@ def test_map() -> tuple[int, int, list[str]]:
     return modules, covered, missing
 
 
+# An object's JSON, as a test would reach into it: `tj["status"]`, `wl.raw["spec"]`.
+_TOP = {"metadata", "spec", "status"}
+_MUTATORS = {"update", "setdefault", "append", "extend", "insert", "pop", "remove", "clear"}
+
+
+def _reaches_object(node: ast.expr) -> bool:
+    """Whether `node` is a subscript chain through an object's metadata, spec or status."""
+    while isinstance(node, ast.Subscript):
+        key = node.slice
+        if isinstance(key, ast.Constant) and key.value in _TOP:
+            return True
+        node = node.value
+    return False
+
+
+def json_edits(path: Path) -> list[int]:
+    """The lines of a test module that change an object's JSON by hand: an assignment to, a
+    `del` of, or a mutating call on a subscript through its metadata, spec or status."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        elif isinstance(node, ast.Delete):
+            targets = node.targets
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _MUTATORS
+        ):
+            targets = [node.func.value]
+        flat = [e for t in targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
+        if any(_reaches_object(t) for t in flat) and isinstance(node, ast.stmt | ast.expr):
+            lines.append(node.lineno)
+    lines.sort()
+    return lines
+
+
+def edit_figures() -> list[tuple[str, int, int]]:
+    """Per test tree: (tree, hand edits of an object's JSON, modules holding one)."""
+    rows = []
+    for tree in ("tests/unit", "tests/local", "plugin/tests"):
+        found = [len(json_edits(p)) for p in sorted((ROOT / tree).rglob("*.py"))]
+        rows.append((tree, sum(found), sum(1 for n in found if n)))
+    return rows
+
+
 def main() -> int:
     head = ("modules", "lines", ".get(", "per 100", "raw-dict params", "share", "Dict aliases")
     print(f"{'package':20s} " + " ".join(f"{h:>{len(h) + 2}s}" for h in head))
@@ -124,6 +174,14 @@ def main() -> int:
     print(f"\nproduct modules with a test module named after them: {covered} of {modules}")
     if "--missing" in sys.argv:
         print("  without: " + ", ".join(missing))
+    print("\nhand edits of an object's JSON (metadata, spec, status) in the tests:")
+    for tree, edits, modules in edit_figures():
+        print(f"  {tree:14s} {edits:4d} in {modules} modules")
+    if "--edits" in sys.argv:
+        for tree in ("tests/unit", "tests/local", "plugin/tests"):
+            for path in sorted((ROOT / tree).rglob("*.py")):
+                if found := json_edits(path):
+                    print(f"  {path.relative_to(ROOT)}: {len(found)} (lines {found})")
     return 0
 
 

@@ -291,3 +291,130 @@ def torch_runtime(
         replicated_jobs=[*(extra_rjs or []), node],
     )
     return runtime
+
+
+# ---- an object already made, changed in place (Kueue's wrappers change the object they wrap) --
+
+_UNSET: Any = object()
+
+
+class ObjectEdit:
+    """Any object (a fixture's, a pass's output, a view's `.raw`) changed in place a step at a
+    time, so a test says what differs and never reaches into JSON:
+    `edit(tj).status(plan.status).suspend(False)`; `edit(wl).clone().uid("u2").obj()` for a
+    changed copy. Each step returns the edit; `.obj()` the object itself."""
+
+    def __init__(self, body: Dict) -> None:
+        self._body = body
+
+    def obj(self) -> Dict:
+        return self._body
+
+    def clone(self) -> ObjectEdit:
+        """An edit of a deep copy, the object itself left as it is."""
+        return ObjectEdit(copy.deepcopy(self._body))
+
+    # metadata
+
+    def _meta(self, **fields: Any) -> ObjectEdit:
+        meta = self._body.setdefault("metadata", {})
+        for key, value in fields.items():
+            if value is None:
+                meta.pop(key, None)
+            else:
+                meta[key] = value
+        return self
+
+    def name(self, name: str) -> ObjectEdit:
+        return self._meta(name=name)
+
+    def uid(self, uid: str) -> ObjectEdit:
+        return self._meta(uid=uid)
+
+    def resource_version(self, version: str) -> ObjectEdit:
+        return self._meta(resourceVersion=version)
+
+    def generation(self, generation: int | None) -> ObjectEdit:
+        """metadata.generation (None: none, as an object the API server has not stored)."""
+        return self._meta(generation=generation)
+
+    def created(self, when: str) -> ObjectEdit:
+        return self._meta(creationTimestamp=when)
+
+    def deleting(self, since: str = "2026-11-22T12:00:00Z") -> ObjectEdit:
+        """Being deleted: a deletionTimestamp (finalizers left as they are)."""
+        return self._meta(deletionTimestamp=since)
+
+    def owners(self, *references: Dict) -> ObjectEdit:
+        """metadata.ownerReferences, replaced (none given: none)."""
+        return self._meta(ownerReferences=list(references))
+
+    def labels(self, labels: Dict | None) -> ObjectEdit:
+        """metadata.labels, replaced (None: none)."""
+        return self._meta(labels=None if labels is None else dict(labels))
+
+    def label(self, key: str, value: str | None) -> ObjectEdit:
+        """One label set (None: removed), the others kept."""
+        labels = self._body.setdefault("metadata", {}).setdefault("labels", {})
+        if value is None:
+            labels.pop(key, None)
+        else:
+            labels[key] = value
+        return self
+
+    def annotations(self, annotations: Dict | None) -> ObjectEdit:
+        """metadata.annotations, replaced (None: none)."""
+        return self._meta(annotations=None if annotations is None else dict(annotations))
+
+    def annotation(self, key: str, value: str | None) -> ObjectEdit:
+        """One annotation set (None: removed), the others kept."""
+        annotations = self._body.setdefault("metadata", {}).setdefault("annotations", {})
+        if value is None:
+            annotations.pop(key, None)
+        else:
+            annotations[key] = value
+        return self
+
+    # spec
+
+    def spec(self, **fields: Any) -> ObjectEdit:
+        """Top-level spec fields set (None: removed), the others kept: `.spec(active=False)`."""
+        spec = self._body.setdefault("spec", {})
+        for key, value in fields.items():
+            if value is None:
+                spec.pop(key, None)
+            else:
+                spec[key] = value
+        return self
+
+    def suspend(self, suspend: bool | None = True) -> ObjectEdit:
+        """spec.suspend (None: unset)."""
+        return self.spec(suspend=suspend)
+
+    # status
+
+    def status(self, status: Dict | None = _UNSET, **fields: Any) -> ObjectEdit:
+        """The status replaced by `status` (a controller's write between passes:
+        `.status(plan.status)`; `.status({})` none yet), or, given fields only, those fields
+        set (None: removed) and the others kept: `.status(clusterName="w1")`."""
+        if status is not _UNSET:
+            self._body["status"] = status
+        if fields:
+            current = self._body.get("status")
+            if not isinstance(current, dict):
+                current = self._body["status"] = {}
+            for key, value in fields.items():
+                if value is None:
+                    current.pop(key, None)
+                else:
+                    current[key] = value
+        return self
+
+    def conditions(self, *conditions: Dict) -> ObjectEdit:
+        """status.conditions, replaced (none given: none), the rest of the status kept."""
+        return self.status(conditions=list(conditions))
+
+
+def edit(body: Dict) -> ObjectEdit:
+    """`ObjectEdit(body)`: change `body` in place, a step at a time."""
+    return ObjectEdit(body)
