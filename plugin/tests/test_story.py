@@ -20,21 +20,20 @@ from trainjob_api.story import (
 )
 
 
-def node_pod(name: str, index: int) -> dict[str, Any]:
+def node_pod(name: str, index: int, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Pod `index` of replicatedJob "node" on node n1, with `status` when given."""
     labels = {c.REPLICATED_JOB_NAME_LABEL: "node", c.JOB_COMPLETION_INDEX: str(index)}
-    return {"metadata": {"name": name, "labels": labels}, "spec": {"nodeName": "n1"}}
+    pod = {"metadata": {"name": name, "labels": labels}, "spec": {"nodeName": "n1"}}
+    return pod if status is None else {**pod, "status": status}
 
 
 def test_a_pod_in_short_counts_restarts_and_is_ready_when_all_its_containers_are() -> None:
-    pod = node_pod("a", 2)
-    pod["status"] = {
-        "phase": "Running",
-        "containerStatuses": [{"ready": True, "restartCount": 2}, {"ready": True}],
-    }
-    short = pod_of(pod, "worker1")
+    first = {"ready": True, "restartCount": 2}
+    running = {"phase": "Running", "containerStatuses": [first, {"ready": True}]}
+    short = pod_of(node_pod("a", 2, running), "worker1")
     assert (short.restarts, short.ready, short.index, short.node) == (2, True, "2", "n1")
-    pod["status"]["containerStatuses"][1]["ready"] = False
-    assert not pod_of(pod, "worker1").ready
+    one_unready = {"phase": "Running", "containerStatuses": [first, {"ready": False}]}
+    assert not pod_of(node_pod("a", 2, one_unready), "worker1").ready
     assert not pod_of(node_pod("b", 0), "worker1").ready  # no container status yet
 
 

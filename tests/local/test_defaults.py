@@ -4,7 +4,6 @@ here from its release's CRDs."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
@@ -39,8 +38,13 @@ def test_the_table_is_trainers_own(crd: str) -> None:
     assert _defaults(spec) == dict(TRAINER_V23_RUNTIME_DEFAULTS)
 
 
-def _runtime() -> dict[str, Any]:
-    container = {"name": "node", "image": "python", "ports": [{"containerPort": 29500}]}
+def _runtime(*, protocol: str | None = None, **job: Any) -> dict[str, Any]:
+    """A runtime's spec: one replicatedJob "node" (`job`'s fields besides) whose container
+    listens on 29500 (over `protocol`, when given)."""
+    port: dict[str, Any] = {"containerPort": 29500}
+    if protocol is not None:
+        port["protocol"] = protocol
+    container = {"name": "node", "image": "python", "ports": [port]}
     return {
         "mlPolicy": {"numNodes": 2, "torch": {}},
         "template": {
@@ -49,6 +53,7 @@ def _runtime() -> dict[str, Any]:
                     {
                         "name": "node",
                         "template": {"spec": {"template": {"spec": {"containers": [container]}}}},
+                        **job,
                     }
                 ]
             }
@@ -56,17 +61,14 @@ def _runtime() -> dict[str, Any]:
     }
 
 
-def _as_trainer_stores_it(spec: dict[str, Any]) -> dict[str, Any]:
-    stored = copy.deepcopy(spec)
-    job = stored["template"]["spec"]["replicatedJobs"][0]
-    job.update(groupName="default", replicas=1)
-    job["template"]["spec"]["template"]["spec"]["containers"][0]["ports"][0]["protocol"] = "TCP"
-    return stored
+def _as_trainer_stores_it() -> dict[str, Any]:
+    """`_runtime()` as the API server stores it: Trainer's defaults filled in."""
+    return _runtime(groupName="default", replicas=1, protocol="TCP")
 
 
 def test_a_runtime_with_trainers_defaults_is_the_same_runtime() -> None:
     ours = _runtime()
-    theirs = _as_trainer_stores_it(ours)
+    theirs = _as_trainer_stores_it()
     assert ours != theirs
     assert same_runtime_spec(ours, theirs) and same_runtime_spec(theirs, ours)
     assert same_runtime_spec(ours, ours)
@@ -84,7 +86,7 @@ def test_a_runtime_with_trainers_defaults_is_the_same_runtime() -> None:
 )
 def test_anything_else_is_a_different_runtime(change: str) -> None:
     ours = _runtime()
-    theirs = _as_trainer_stores_it(ours)
+    theirs = _as_trainer_stores_it()
     job = theirs["template"]["spec"]["replicatedJobs"][0]
     pod = job["template"]["spec"]["template"]["spec"]
     if change == "a default set to another value":

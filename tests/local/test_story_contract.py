@@ -28,7 +28,7 @@ from clusters import builds
 from dispatcher.controller.context import Context
 from dispatcher.readapi import job_story
 from kubectl_trainjob.view import WorkerView
-from tests.support.builders import TrainJobBuilder, make_runtime
+from tests.support.builders import TrainJobBuilder, edit, make_runtime
 from tests.support.whole_pass import (
     World,
     fleet,
@@ -55,9 +55,9 @@ def kueue_admits(world: World, cluster: str, name: str, admitted: bool) -> None:
     checks = status.get("admissionChecks") or [
         {"name": "mk", "state": "Pending", "message": "", "lastTransitionTime": "t"}
     ]
-    wl["status"] = {**status, **kueue_status(wl, admitted=admitted)}
+    edit(wl).status({**status, **kueue_status(wl, admitted=admitted)})
     if cluster == "manager":
-        wl["status"]["admissionChecks"] = checks
+        edit(wl).status(admissionChecks=checks)
     world.apis[cluster].put(wl)
 
 
@@ -83,18 +83,20 @@ def running() -> Iterator[tuple[World, Context]]:
     world.settle(key)
     copy = world.get("worker1", c.TRAINJOB, "tj")
     assert copy is not None, "not dispatched to worker1"
-    copy["status"] = {
-        "conditions": [
-            {
-                "type": "Suspended",
-                "status": "False",
-                "reason": "Resumed",
-                "message": "admitted by Kueue",
-                "lastTransitionTime": "2026-01-01T00:01:00Z",
-            }
-        ],
-        "jobsStatus": [{"name": "node", "active": 1, "ready": 0, "succeeded": 0, "failed": 0}],
-    }
+    edit(copy).status(
+        {
+            "conditions": [
+                {
+                    "type": "Suspended",
+                    "status": "False",
+                    "reason": "Resumed",
+                    "message": "admitted by Kueue",
+                    "lastTransitionTime": "2026-01-01T00:01:00Z",
+                }
+            ],
+            "jobsStatus": [{"name": "node", "active": 1, "ready": 0, "succeeded": 0, "failed": 0}],
+        }
+    )
     worker = world.apis["worker1"]
     copy = worker.put(copy)
     job = worker.put(

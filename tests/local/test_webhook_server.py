@@ -33,6 +33,7 @@ from kubecontrol.certs import Material, issue
 from kubecontrol.cluster import Cluster
 from kubecontrol.deadline import Deadline
 from kubecontrol.webhook_server import Route, WebhookServer, in_thread
+from tests.support.builders import edit
 from trainjob_api.constants import LOCAL_QUEUE
 from worker_controller import webhooks as worker_webhooks
 
@@ -283,7 +284,7 @@ def test_a_taken_port_is_an_error_naming_the_address(serve: Any, tmp_path: Path)
 def test_a_trainjob_as_large_as_the_api_server_stores_is_judged(serve: Any) -> None:
     """etcd takes objects up to 1.5 MiB; aiohttp's default limit of a body is 1 MiB."""
     large = review()
-    large["request"]["object"]["metadata"]["annotations"] = {"big": "x" * (1536 * 1024)}
+    edit(large["request"]["object"]).annotations({"big": "x" * (1536 * 1024)})
     assert serve({"/mutate": suspend}).ask("/mutate", large)["response"]["allowed"] is True
 
 

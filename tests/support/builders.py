@@ -328,6 +328,10 @@ class ObjectEdit:
     def name(self, name: str) -> ObjectEdit:
         return self._meta(name=name)
 
+    def namespace(self, namespace: str | None) -> ObjectEdit:
+        """metadata.namespace (None: none, as a cluster-scoped object)."""
+        return self._meta(namespace=namespace)
+
     def uid(self, uid: str) -> ObjectEdit:
         return self._meta(uid=uid)
 
@@ -349,17 +353,21 @@ class ObjectEdit:
         """metadata.ownerReferences, replaced (none given: none)."""
         return self._meta(ownerReferences=list(references))
 
+    def unowned(self) -> ObjectEdit:
+        """No metadata.ownerReferences at all (the field gone, not an empty list)."""
+        return self._meta(ownerReferences=None)
+
+    def finalizers(self, *names: str) -> ObjectEdit:
+        """metadata.finalizers, replaced (none given: none)."""
+        return self._meta(finalizers=list(names))
+
     def labels(self, labels: Dict | None) -> ObjectEdit:
         """metadata.labels, replaced (None: none)."""
         return self._meta(labels=None if labels is None else dict(labels))
 
     def label(self, key: str, value: str | None) -> ObjectEdit:
         """One label set (None: removed), the others kept."""
-        labels = self._body.setdefault("metadata", {}).setdefault("labels", {})
-        if value is None:
-            labels.pop(key, None)
-        else:
-            labels[key] = value
+        self._set(self._body.setdefault("metadata", {}).setdefault("labels", {}), {key: value})
         return self
 
     def annotations(self, annotations: Dict | None) -> ObjectEdit:
@@ -369,10 +377,12 @@ class ObjectEdit:
     def annotation(self, key: str, value: str | None) -> ObjectEdit:
         """One annotation set (None: removed), the others kept."""
         annotations = self._body.setdefault("metadata", {}).setdefault("annotations", {})
-        if value is None:
-            annotations.pop(key, None)
-        else:
-            annotations[key] = value
+        self._set(annotations, {key: value})
+        return self
+
+    def metadata(self, metadata: Dict) -> ObjectEdit:
+        """metadata replaced whole: `.metadata({"generateName": "job-"})`, one not yet named."""
+        self._body["metadata"] = metadata
         return self
 
     # spec
@@ -390,6 +400,14 @@ class ObjectEdit:
     def suspend(self, suspend: bool | None = True) -> ObjectEdit:
         """spec.suspend (None: unset)."""
         return self.spec(suspend=suspend)
+
+    def whole_spec(self, spec: Dict | None) -> ObjectEdit:
+        """The spec replaced by `spec`, whole (None: none): the fields not in it gone."""
+        if spec is None:
+            self._body.pop("spec", None)
+        else:
+            self._body["spec"] = spec
+        return self
 
     # status
 
@@ -413,6 +431,106 @@ class ObjectEdit:
     def conditions(self, *conditions: Dict) -> ObjectEdit:
         """status.conditions, replaced (none given: none), the rest of the status kept."""
         return self.status(conditions=list(conditions))
+
+    def more_conditions(self, *conditions: Dict) -> ObjectEdit:
+        """`conditions` added after those status.conditions holds (written since)."""
+        current = self._body.get("status")
+        if not isinstance(current, dict):
+            current = self._body["status"] = {}
+        current.setdefault("conditions", []).extend(conditions)
+        return self
+
+    def condition(self, type_: str, **fields: Any) -> ObjectEdit:
+        """Fields of the condition of type `type_` set (None: removed), the others kept, where
+        it stands (added after the others if there is none): `.condition("Evicted",
+        reason="Preempted")`."""
+        current = self._body.get("status")
+        if not isinstance(current, dict):
+            current = self._body["status"] = {}
+        conditions = current.setdefault("conditions", [])
+        found = next((c for c in conditions if c.get("type") == type_), None)
+        if found is None:
+            found = {"type": type_}
+            conditions.append(found)
+        for key, value in fields.items():
+            if value is None:
+                found.pop(key, None)
+            else:
+                found[key] = value
+        return self
+
+    def without_condition(self, type_: str) -> ObjectEdit:
+        """The conditions of type `type_` gone (no longer reported), the others kept."""
+        current = self._body.get("status")
+        if isinstance(current, dict) and "conditions" in current:
+            current["conditions"] = [c for c in current["conditions"] if c.get("type") != type_]
+        return self
+
+    # templates: a Job's pods, a runtime's JobSet
+
+    @staticmethod
+    def _set(target: Dict, fields: Dict) -> None:
+        for key, value in fields.items():
+            if value is None:
+                target.pop(key, None)
+            else:
+                target[key] = value
+
+    def template_spec(self, **fields: Any) -> ObjectEdit:
+        """spec.template.spec fields set (None: removed), the others kept: a Job's pods' spec,
+        a runtime's JobSet's (`.template_spec(successPolicy={"operator": "Any"})`)."""
+        template = self._body.setdefault("spec", {}).setdefault("template", {})
+        self._set(template.setdefault("spec", {}), fields)
+        return self
+
+    def pod_label(self, key: str, value: str | None) -> ObjectEdit:
+        """One label of a Job's pods (spec.template.metadata.labels) set (None: removed)."""
+        template = self._body.setdefault("spec", {}).setdefault("template", {})
+        labels = template.setdefault("metadata", {}).setdefault("labels", {})
+        self._set(labels, {key: value})
+        return self
+
+    def container(self, name: str, **fields: Any) -> ObjectEdit:
+        """Fields of the container `name` of a Job's pods set (None: removed), the others kept:
+        `.container("node", resources={"requests": {"cpu": "8"}})`."""
+        for found in self._body["spec"]["template"]["spec"]["containers"]:
+            if found.get("name") == name:
+                self._set(found, fields)
+                return self
+        raise KeyError(f"no container {name!r}")
+
+    def _replicated(self, name: str) -> Dict:
+        """A runtime's replicatedJob `name`."""
+        for found in self._body["spec"]["template"]["spec"]["replicatedJobs"]:
+            if found.get("name") == name:
+                return found  # type: ignore[no-any-return]
+        raise KeyError(f"no replicatedJob {name!r}")
+
+    def replicated_job(self, name: str, **fields: Any) -> ObjectEdit:
+        """Fields of a runtime's replicatedJob `name` set (None: removed), the others kept:
+        `.replicated_job("node", dependsOn=[{"name": "launcher", "status": "Ready"}])`."""
+        self._set(self._replicated(name), fields)
+        return self
+
+    def template_metadata(self, metadata: Dict | None) -> ObjectEdit:
+        """spec.template.metadata replaced (None: none): a Job's pods', a runtime's JobSet's."""
+        template = self._body.setdefault("spec", {}).setdefault("template", {})
+        self._set(template, {"metadata": metadata})
+        return self
+
+    def job_spec(self, replicated_job: str, **fields: Any) -> ObjectEdit:
+        """Fields of the Job spec of a runtime's replicatedJob (its template.spec) set (None:
+        removed), the others kept: `.job_spec("launcher", parallelism=2)`."""
+        found = self._replicated(replicated_job)
+        self._set(found.setdefault("template", {}).setdefault("spec", {}), fields)
+        return self
+
+    def pod_spec(self, replicated_job: str, **fields: Any) -> ObjectEdit:
+        """Fields of the pod spec of a runtime's replicatedJob (template.spec.template.spec)
+        set (None: removed), the others kept: `.pod_spec("node", priorityClassName="urgent")`."""
+        job = self._replicated(replicated_job).setdefault("template", {}).setdefault("spec", {})
+        self._set(job.setdefault("template", {}).setdefault("spec", {}), fields)
+        return self
 
 
 def edit(body: Dict) -> ObjectEdit:

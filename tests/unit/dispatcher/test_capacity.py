@@ -15,6 +15,7 @@ from dispatcher.decisions.capacity import (
     quota_summary,
     show_amount,
 )
+from tests.support.builders import edit
 from trainjob.queues import ClusterQueueView, PodSetView
 from trainjob_api.views import WorkloadView
 
@@ -191,7 +192,7 @@ def test_quota_summary_says_quota_reserved_and_used_per_flavour_and_resource() -
         reserved={"default": {"cpu": "6", "memory": "1Gi"}, "spot": {"cpu": "500m"}},
         cohort="team",
     )
-    cq.raw["status"].update(
+    edit(cq.raw).status(
         flavorsUsage=[{"name": "default", "resources": [{"name": "cpu", "total": "2"}]}],
         pendingWorkloads=3,
         admittedWorkloads=1,

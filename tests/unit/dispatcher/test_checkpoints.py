@@ -14,7 +14,7 @@ import pytest
 from dispatcher.decisions import checkpoints, placements
 from dispatcher.decisions.checkpoints import Checkpoint, CheckpointsError
 from kubebase.kinds import CONFIG_MAP
-from tests.support.builders import TrainJobBuilder, container, make_runtime, replicated_job
+from tests.support.builders import TrainJobBuilder, container, edit, make_runtime, replicated_job
 from tests.support.whole_pass import (
     World,
     a_condition,
@@ -93,8 +93,7 @@ def test_admission_judges_the_job_as_its_copies_go_with_the_variables() -> None:
         replicated_jobs=[replicated_job("trainer", "trainer", [container("main")])],
     )
     job = TrainJobBuilder().queue("q").multikueue().obj()
-    job["spec"].pop("trainer", None)
-    job["metadata"]["annotations"] = {checkpoints.ANNOTATION: PLACE}
+    edit(job).spec(trainer=None).annotations({checkpoints.ANNOTATION: PLACE})
     place = checkpoints.place_for(TrainJobView(job), RuntimeView(runtime))
     assert place == PLACE
     assert rules.runtime_refusal(rules.Admitted({"object": job}), RuntimeView(runtime)) is None
@@ -173,7 +172,7 @@ def test_a_run_that_ends_records_the_checkpoint_its_worker_reported() -> None:
 @pytest.fixture
 def world() -> Iterator[World]:
     job = TrainJobBuilder().queue("q").multikueue().obj()
-    job["metadata"]["annotations"] = {checkpoints.ANNOTATION: PLACE}
+    edit(job).annotations({checkpoints.ANNOTATION: PLACE})
     made, _ctx = fleet([RUNTIME, job], {w: [RUNTIME] for w in WORKERS})
     yield made
     made.close()
@@ -198,9 +197,9 @@ def reports(world: World, worker: str, **named: str) -> None:
     """The copy's progress report on `worker` (what its controller writes), brought back."""
     copy = world.get(worker, c.TRAINJOB, "tj")
     assert copy is not None
-    copy["status"] = {
-        "trainerStatus": {**metrics(**named), "lastUpdatedTime": "2026-11-29T10:00:00Z"}
-    }
+    edit(copy).status(
+        {"trainerStatus": {**metrics(**named), "lastUpdatedTime": "2026-11-29T10:00:00Z"}}
+    )
     world.apis[worker].put(copy)
     world.settle(KEY)
 
@@ -210,7 +209,7 @@ def evicted_there(world: World, worker: str) -> None:
     assert tj is not None
     wl = world.get(worker, c.WORKLOAD, workload_name("tj", tj["metadata"]["uid"]))
     assert wl is not None
-    wl["status"]["conditions"].append(a_condition("Evicted", "Preempted", "preempted"))
+    edit(wl).more_conditions(a_condition("Evicted", "Preempted", "preempted"))
     world.apis[worker].put(wl)
     world.settle(KEY)
 
@@ -251,7 +250,7 @@ def test_without_a_checkpoint_in_the_status_the_record_of_runs_says_where(world:
     # A run since, lost before its first report, leaves the status without one.
     tj = world.get("manager", c.TRAINJOB, "tj")
     assert tj is not None
-    tj["status"].pop("trainerStatus")
+    edit(tj).status(trainerStatus=None)
     world.apis["manager"].put(tj)
     runs_on(world, "worker2")
     assert env_of(world, "worker2")["TRAINJOB_RESUME_FROM"] == f"{PLACE}/step-000040.pt"
@@ -271,8 +270,7 @@ def test_a_job_that_does_not_keep_checkpoints_is_sent_as_it_is() -> None:
 
 
 def test_a_job_that_names_no_place_keeps_its_checkpoints_under_its_runtimes_root() -> None:
-    runtime = make_runtime()
-    runtime["metadata"]["annotations"] = {checkpoints.ANNOTATION: "s3://bucket/team"}
+    runtime = edit(make_runtime()).annotations({checkpoints.ANNOTATION: "s3://bucket/team"}).obj()
     job = TrainJobBuilder("tj").obj()
     place = checkpoints.place_for(TrainJobView(job), RuntimeView(runtime))
     assert place == "s3://bucket/team/ns/tj"

@@ -20,7 +20,7 @@ from dispatcher.decisions.copies import (
     status_back,
 )
 from dispatcher.decisions.copies import seen as copy_seen
-from tests.support.builders import TrainJobBuilder, make_trainjob
+from tests.support.builders import TrainJobBuilder, edit, make_trainjob
 from tests.support.dispatch import manager_workload
 from trainjob.ownership import is_our_copy
 from trainjob_api import constants as c
@@ -105,12 +105,11 @@ def test_remote_copies_drop_what_belongs_to_the_manager() -> None:
 
 
 def test_remote_copies_carry_the_manager_objects_uid_for_tracing() -> None:
-    manager_wl = manager_workload("QuotaReserved")
-    manager_wl["metadata"]["uid"] = "uid-wl"
+    manager_wl = edit(manager_workload("QuotaReserved")).uid("uid-wl").obj()
     wl = remote_workload(WorkloadView(manager_wl), "multikueue")
     assert wl["metadata"]["annotations"] == {"kueue.x-k8s.io/multikueue-origin-uid": "uid-wl"}
     tj = TrainJobBuilder().multikueue().obj()
-    tj["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{}"}
+    edit(tj).annotations({"kubectl.kubernetes.io/last-applied-configuration": "{}"})
     out = remote_trainjob(TrainJobView(tj), "wl", "multikueue")
     assert out["metadata"]["annotations"] == {
         "kueue.x-k8s.io/multikueue-origin-uid": "uid-tj",
@@ -127,8 +126,7 @@ def test_a_copy_of_another_manager_object_or_origin_is_not_ours() -> None:
     assert is_our_copy(ours, ours)
     foreign = ObjectView({"metadata": {"name": "tj", "labels": {}}})
     assert not is_our_copy(foreign, ours)
-    replaced = make_trainjob("tj")
-    replaced["metadata"]["uid"] = "uid-replaced"
+    replaced = edit(make_trainjob("tj")).uid("uid-replaced").obj()
     other = remote_trainjob(TrainJobView(replaced), "wl", "multikueue")
     assert not is_our_copy(ObjectView(other), ours)
     elsewhere = remote_trainjob(TrainJobView(make_trainjob("tj")), "wl", "other-manager")
@@ -142,8 +140,7 @@ def test_a_name_is_taken_by_anything_there_but_our_copy_of_that_very_object() ->
     assert name_taken(None, ObjectView(copy)) is None
     assert name_taken(ObjectView(copy), ObjectView(copy)) is None
     said = "TrainJob ns/tj exists there and is not a copy from this manager (it is left as it is)"
-    replaced = make_trainjob("tj")
-    replaced["metadata"]["uid"] = "uid-replaced"
+    replaced = edit(make_trainjob("tj")).uid("uid-replaced").obj()
     for found in (
         {"kind": "TrainJob", "metadata": {"name": "tj", "namespace": "ns", "labels": {}}},
         remote_trainjob(TrainJobView(replaced), "wl", "multikueue"),
@@ -190,8 +187,7 @@ def test_the_copies_sent_are_whole_objects_a_worker_accepts_as_they_are() -> Non
     """What the worker's API server receives, field for field: the Workload without the
     manager's job-uid label (its Job is not on that worker), the TrainJob suspended, left to
     the worker's own controller and naming its prebuilt Workload."""
-    manager_wl = manager_workload("QuotaReserved")
-    manager_wl["metadata"]["uid"] = "uid-wl"
+    manager_wl = edit(manager_workload("QuotaReserved")).uid("uid-wl").obj()
     assert remote_workload(WorkloadView(manager_wl), "multikueue") == {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "Workload",
@@ -276,11 +272,10 @@ def test_a_status_patch_changes_the_trainjob_only_when_merged_it_differs(
 def test_a_trainjob_brought_exactly_to_the_stored_limit_takes_the_whole_status(
     over: int, left: list[str]
 ) -> None:
-    tj = make_trainjob()
-    tj["metadata"]["annotations"] = {"pad": ""}
+    tj = edit(make_trainjob()).annotations({"pad": ""}).obj()
     patch = {"trainerStatus": {"progressPercentage": 50}, "clusterName": "w1"}
     size = len(orjson.dumps(tj)) + len(orjson.dumps(patch))
-    tj["metadata"]["annotations"]["pad"] = "x" * (MAX_MANAGER_BYTES - size + over)
+    edit(tj).annotation("pad", "x" * (MAX_MANAGER_BYTES - size + over))
     expected = {**patch, **{key: None for key in left}}
     assert fit(TrainJobView(tj), patch) == (expected, left)
 
@@ -298,9 +293,9 @@ def test_the_jobs_counts_pods_ready_is_read_from_are_the_last_left_on_the_worker
         "clusterName": "w1",
     }
     room = len(orjson.dumps({**patch, "trainerStatus": None, "podsStatus": None}))
-    tj["metadata"]["annotations"] = {"pad": ""}
+    edit(tj).annotations({"pad": ""})
     pad = MAX_MANAGER_BYTES - len(orjson.dumps(tj)) - room
-    tj["metadata"]["annotations"]["pad"] = "x" * pad
+    edit(tj).annotation("pad", "x" * pad)
     fitted, left = fit(TrainJobView(tj), patch)
     assert left == ["trainerStatus", "podsStatus"]
     assert fitted["jobsStatus"] == counts and fitted["podsStatus"] is None

@@ -21,12 +21,18 @@ from dispatcher.workers.copy_pods import (
     pick_pod,
 )
 from kubecontrol.client import JSON, METADATA_LIST, TransportError
+from tests.support.builders import edit
 from trainjob_api import constants as c
 from trainjob_api import story
 
 
+def controller(kind: str, name: str, uid: str | None) -> dict[str, Any]:
+    """The ownerReference of an object's controller."""
+    return {"kind": kind, "name": name, "uid": uid, "controller": True}
+
+
 def owned(kind: str, name: str, uid: str, owner: str | None, **labels: str) -> dict[str, Any]:
-    refs = [{"kind": "X", "name": "x", "uid": owner, "controller": True}] if owner else []
+    refs = [controller("X", "x", owner)] if owner else []
     return {
         "kind": kind,
         "metadata": {
@@ -40,8 +46,11 @@ def owned(kind: str, name: str, uid: str, owner: str | None, **labels: str) -> d
     }
 
 
-def node_pod(name: str, uid: str, job: str, index: int, role: str = "node") -> dict[str, Any]:
-    labels = {c.REPLICATED_JOB_NAME_LABEL: role, c.JOB_COMPLETION_INDEX: str(index)}
+def node_pod(
+    name: str, uid: str, job: str, index: int, role: str = "node", **labels: str
+) -> dict[str, Any]:
+    """A pod of the Job `job`, at `index` of its replicatedJob `role`; more `labels` after."""
+    labels = {c.REPLICATED_JOB_NAME_LABEL: role, c.JOB_COMPLETION_INDEX: str(index), **labels}
     return owned("Pod", name, uid, job, **labels)
 
 
@@ -63,15 +72,14 @@ def test_on_a_trainer_worker_the_jobs_of_the_jobset_our_copy_controls() -> None:
 
     def of_jobset(name: str, uid: str, jobset_uid: str) -> dict[str, Any]:
         job = owned("Job", name, uid, jobset_uid)
-        job["metadata"]["ownerReferences"][0].update(kind="JobSet", name="tj")
-        return job
+        return edit(job).owners(controller("JobSet", "tj", jobset_uid)).obj()
 
     jobs = [of_jobset("tj-node-0", "job-1", "jobset-uid"), of_jobset("x", "job-2", "other")]
     pods = [node_pod("a", "p1", "job-1", 0), node_pod("b", "p2", "job-2", 0)]
     assert jobset_controller(jobs, "tj") and not jobset_controller(jobs, "another")
     assert not jobset_controller([owned("Job", "tj-node", "job-1", "copy")], "tj")
     by_another_kind = owned("Job", "tj-node", "job-1", "copy")
-    by_another_kind["metadata"]["ownerReferences"][0].update(kind="TrainJob", name="tj")
+    edit(by_another_kind).owners(controller("TrainJob", "tj", "copy"))
     assert not jobset_controller([by_another_kind], "tj")  # a TrainJob of the name: not a JobSet
     kept_jobs, kept_pods = ours({"copy", "jobset-uid"}, jobs, pods)
     assert [j["metadata"]["name"] for j in kept_jobs] == ["tj-node-0"]
@@ -224,20 +232,17 @@ def big_pod(i: int) -> dict[str, Any]:
     """A pod as a hostile tenant sizes it (a 200 KB env value; labels, annotations, a
     command, mounts and an image of its own, which the kubelet repeats in a waiting
     container's message), with everything the story, the logs and the tails read of a pod."""
-    pod = node_pod(f"tj-node-0-{i}", f"p{i}", "job-uid", i)
-    pod["metadata"]["namespace"] = "team-a"
-    pod["metadata"]["labels"].update(
-        {c.JOBSET_NAME_LABEL: "tj", **{f"x{k}": "y" * 60 for k in range(50)}}
-    )
-    pod["metadata"]["annotations"] = {"big": "a" * 100_000}
-    pod["spec"]["nodeName"] = "node-1"
-    pod["spec"]["initContainers"] = [{"name": "init", "env": [{"name": "E", "value": "b" * 1000}]}]
-    node = pod["spec"]["containers"][1]
-    node["env"] = [{"name": "BIG", "value": "v" * 200_000}]
-    node["command"] = ["python", "-c", "c" * 20_000]
-    node["volumeMounts"] = [{"name": f"v{k}", "mountPath": f"/m/{'p' * 200}{k}"} for k in range(50)]
+    labels = {c.JOBSET_NAME_LABEL: "tj", **{f"x{k}": "y" * 60 for k in range(50)}}
+    pod = node_pod(f"tj-node-0-{i}", f"p{i}", "job-uid", i, **labels)
+    node = {
+        "name": c.NODE_CONTAINER,
+        "env": [{"name": "BIG", "value": "v" * 200_000}],
+        "command": ["python", "-c", "c" * 20_000],
+        "volumeMounts": [{"name": f"v{k}", "mountPath": f"/m/{'p' * 200}{k}"} for k in range(50)],
+    }
     image = "registry.example/" + "i" * 10_000
-    pod["status"] = {
+    waiting = {"reason": "ImagePullBackOff", "message": f"{image} " * 10}
+    status = {
         "phase": "Running",
         "startTime": "2026-11-26T10:01:00Z",
         "conditions": [{"type": "Ready", "message": "m" * 20_000}],
@@ -248,10 +253,14 @@ def big_pod(i: int) -> dict[str, Any]:
                 "ready": False,
                 "restartCount": 3,
                 "image": image,
-                "state": {"waiting": {"reason": "ImagePullBackOff", "message": f"{image} " * 10}},
+                "state": {"waiting": waiting},
             },
         ],
     }
+    init = {"name": "init", "env": [{"name": "E", "value": "b" * 1000}]}
+    edit(pod).namespace("team-a").annotations({"big": "a" * 100_000})
+    edit(pod).spec(nodeName="node-1", initContainers=[init], containers=[{"name": "sidecar"}, node])
+    edit(pod).status(status)
     return pod
 
 
@@ -268,10 +277,12 @@ class BigPages(Pages):
         page = super().get_json(path, query, timeout)
         if path.endswith("/pods"):
             page["items"] = [big_pod(int(p["metadata"]["name"][1:])) for p in page["items"]]
-        else:  # the copy's Job, controlling the pods
-            page["items"] = [owned("Job", "tj-node-0", "job-uid", "copy-uid")]
-            page["metadata"]["continue"] = ""
-        return page
+            return page
+        # the copy's Job, controlling the pods
+        return {
+            "items": [owned("Job", "tj-node-0", "job-uid", "copy-uid")],
+            "metadata": {"continue": ""},
+        }
 
 
 def test_a_read_keeps_of_each_pod_only_what_its_readers_read() -> None:
@@ -311,10 +322,12 @@ def test_a_read_keeps_of_each_job_its_names_and_controller_only() -> None:
     env = [{"name": f"V{i}", "value": "x" * 100} for i in range(2_000)]
     template = {"spec": {"containers": [{"name": "n", "env": env}]}}
     ours_job = owned("Job", "tj-node-0", "job-uid", "copy-uid")
-    ours_job["metadata"]["ownerReferences"].append({"kind": "Y", "uid": "other", "name": "y"})
+    edit(ours_job).owners(
+        controller("X", "x", "copy-uid"), {"kind": "Y", "uid": "other", "name": "y"}
+    )
     jobs = [ours_job, owned("Job", "decoy", "decoy-uid", "someone")]
     for job in jobs:
-        job["spec"] = {"template": template}
+        edit(job).whole_spec({"template": template})
 
     class JobPages(Pages):
         def get_json(self, path: str, query: dict[str, Any], timeout: float) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from dispatcher.decisions import data
-from tests.support.builders import TrainJobBuilder, container, make_runtime
+from tests.support.builders import TrainJobBuilder, container, edit, make_runtime
 from tests.support.whole_pass import (
     World,
     both_caches,  # noqa: F401 (the fixture the cases that run passes use)
@@ -78,9 +78,9 @@ def test_the_claims_the_pods_mount_are_needed_but_those_the_job_makes_itself() -
     )
     assert needs.claims == (("imagenet", "spec.podSets[node].template.spec.volumes[0]"),)
     made = _runtime()
-    made["spec"]["template"]["spec"]["volumeClaimPolicies"] = [
-        {"templates": [{"metadata": {"name": "scratch"}}]}
-    ]
+    edit(made).template_spec(
+        volumeClaimPolicies=[{"templates": [{"metadata": {"name": "scratch"}}]}]
+    )
     assert data.made_by_job(RuntimeView(made), "tj") == {"scratch-tj"}
 
 
@@ -121,7 +121,7 @@ def _fleet(
     `workers`."""
     submitted = TrainJobBuilder().queue("q").multikueue().obj()
     if datasets is not None:
-        submitted["metadata"]["annotations"] = {data.DATASETS_ANNOTATION: datasets}
+        edit(submitted).annotations({data.DATASETS_ANNOTATION: datasets})
     world, _ctx = fleet([runtime, submitted], workers, **settings)
     return world
 
@@ -195,7 +195,7 @@ def test_a_named_dataset_sends_the_job_only_to_clusters_labelled_with_it() -> No
     try:
         mkc = world.get("manager", c.MULTIKUEUE_CLUSTER, "worker2", namespace=None)
         assert mkc is not None
-        mkc["metadata"].setdefault("labels", {})[data.DATASET_LABEL_PREFIX + "imagenet"] = "true"
+        edit(mkc).label(data.DATASET_LABEL_PREFIX + "imagenet", "true")
         world.apis["manager"].put(mkc)
         world.settle(KEY)
         reserve(world, "manager")

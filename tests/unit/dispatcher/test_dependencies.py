@@ -24,7 +24,7 @@ from kubebase.kinds import CONFIG_MAP, SECRET
 from kubebase.shares import Rates
 from kubecontrol.informer import Informer
 from kubecontrol.metrics import REGISTRY
-from tests.support.builders import TrainJobBuilder, container, make_runtime
+from tests.support.builders import TrainJobBuilder, container, edit, make_runtime
 from tests.support.memory_api import Fault
 from tests.support.whole_pass import (
     World,
@@ -940,6 +940,11 @@ def _runtime_on(world: World, worker: str) -> Dict | None:
     return world.get(worker, c.TRAINING_RUNTIME, "own", "ns")
 
 
+def _ask_for_nodes(runtime: Dict, count: int) -> None:
+    """The runtime changed to ask for `count` nodes, the rest of its mlPolicy kept."""
+    edit(runtime).spec(mlPolicy={**runtime["spec"]["mlPolicy"], "numNodes": count})
+
+
 @pytest.mark.usefixtures("both_caches")
 def test_the_jobs_own_runtime_goes_to_its_worker_before_its_trainjob_and_follows_its_changes() -> (
     None
@@ -970,7 +975,7 @@ def test_the_jobs_own_runtime_goes_to_its_worker_before_its_trainjob_and_follows
         for nodes in (3, 4):
             changed = world.get("manager", c.TRAINING_RUNTIME, "own", "ns")
             assert changed is not None
-            changed["spec"]["mlPolicy"]["numNodes"] = nodes
+            _ask_for_nodes(changed, nodes)
             world.queue.take()
             _write(world, changed)
             world.relist()
@@ -981,7 +986,7 @@ def test_the_jobs_own_runtime_goes_to_its_worker_before_its_trainjob_and_follows
         # A change of its metadata alone (not copied) has no job look again.
         changed = world.get("manager", c.TRAINING_RUNTIME, "own", "ns")
         assert changed is not None
-        changed["metadata"].setdefault("annotations", {})["note"] = "not copied"
+        edit(changed).annotation("note", "not copied")
         world.queue.take()
         _write(world, changed)
         world.relist()
@@ -992,8 +997,9 @@ def test_the_jobs_own_runtime_goes_to_its_worker_before_its_trainjob_and_follows
 
 @pytest.mark.usefixtures("both_caches")
 def test_a_workers_own_runtime_of_that_name_is_never_written_used_when_the_same() -> None:
-    other = make_runtime("own", kind=c.TRAINING_RUNTIME_KIND, namespace="ns")
-    other["spec"]["mlPolicy"]["numNodes"] = 5
+    other = make_runtime(
+        "own", kind=c.TRAINING_RUNTIME_KIND, namespace="ns", ml_policy={"numNodes": 5, "torch": {}}
+    )
     world = _own_runtime_world({"worker1": [copy.deepcopy(OWN)], "worker2": [other]})
     try:
         world.settle(KEY)
@@ -1030,7 +1036,7 @@ def test_a_copy_changed_on_the_worker_is_put_back_by_what_it_holds_not_what_it_c
         _reserve(world, "worker1", admitted=True)
         tampered = _runtime_on(world, "worker1")
         assert tampered is not None
-        tampered["spec"]["mlPolicy"]["numNodes"] = 7
+        _ask_for_nodes(tampered, 7)
         world.apis["worker1"].put(tampered)
         # Our copy, changed there, is no drift: a second job naming the runtime goes to
         # worker1 too.
@@ -1057,9 +1063,9 @@ def test_a_runtime_is_named_by_the_jobs_of_its_namespace_only() -> None:
     assert dependencies.runtime_named_by(own) == [("ns", "own")]
     cluster = TrainJobBuilder().runtime("torch-distributed").obj()
     assert dependencies.runtime_named_by(cluster) == []
-    odd = {"metadata": {"namespace": "ns"}, "spec": {"runtimeRef": {"kind": "TrainingRuntime"}}}
     for name in (["x"], "", None, 3):
-        odd["spec"]["runtimeRef"]["name"] = name
+        ref = {"kind": "TrainingRuntime", "name": name}
+        odd = {"metadata": {"namespace": "ns"}, "spec": {"runtimeRef": ref}}
         assert dependencies.runtime_named_by(odd) == [], name
 
 

@@ -14,6 +14,7 @@ import pytest
 from dispatcher.controller import execute
 from dispatcher.decisions.decide import GUARDED, Guard, RemoteAction
 from kubecontrol.client import ApiException
+from tests.support.builders import edit
 from trainjob_api import constants as c
 
 Dict = dict[str, Any]
@@ -127,8 +128,7 @@ def test_the_executor_sends_the_plans_guard_not_what_the_object_says() -> None:
     """The guard is the plan's decision: the object's metadata may hold anything."""
     workers = WorkerConnections(Worker())
     seen = copy()
-    seen["metadata"] = {**seen["metadata"], "resourceVersion": "8"}
-    seen["status"] = {}
+    edit(seen).resource_version("8").status({})
     for verb, guard in [
         ("patch", Guard("planned-uid", "5")),
         ("delete", Guard("planned-uid", "5")),
@@ -227,7 +227,7 @@ def test_a_create_that_meets_anyone_elses_object_notes_the_name_taken_and_leaves
     whose: Dict,
 ) -> None:
     found = copy()
-    found["metadata"].update(whose)
+    edit(found).labels(whose["labels"]).annotations(whose["annotations"])
     workers = WorkerConnections(Worker(ApiException(409, "exists"), found=found))
     assert write(workers, "create") is False
     ((cluster, ns, name, why),) = workers.taken
@@ -306,7 +306,7 @@ def test_the_sweep_deletes_each_orphan_planned_even_one_deleted_moments_ago(
     later), and counted once deleted; a copy changed since is left to the next sweep."""
     workers = WorkerConnections(Worker(answer), first_time=False)
     other = copy()
-    other["metadata"] = {**other["metadata"], "name": "tj2", "uid": "uid2"}
+    edit(other).name("tj2").uid("uid2")
     deletes = [planned("delete", copy()), planned("delete", other)]
     assert execute.sweep(workers, deletes) == done  # type: ignore[arg-type]
     calls = [(verb, args[1:], kwargs) for verb, args, kwargs in workers.worker.calls]  # type: ignore[union-attr]

@@ -27,6 +27,7 @@ from dispatcher.workers.log_tails import (
     beyond,
     doomed,
 )
+from tests.support.builders import edit
 from trainjob_api import constants as c
 
 
@@ -387,7 +388,7 @@ def test_a_copys_delete_waits_for_its_tails_read_off_the_calling_thread(
         assert deleted[-2:] == ["tj", "wl"] and len(readers) == 1
         assert len(read) == 1 and read[0] is copy  # the copy as the plan saw it
         # a copy made again under its name, another UID: its own tails read before it goes
-        copy["metadata"]["uid"] = "u3"
+        edit(copy).uid("u3")
         assert writes() is True
         wait_until(lambda: writes() is False)
         assert len(readers) == 2

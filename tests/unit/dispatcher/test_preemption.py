@@ -26,7 +26,7 @@ from dispatcher.decisions.preemption import (
     victims,
 )
 from dispatcher.workers.remote import ESTIMATE_PENDING_MAX, QUEUE_KINDS, Noted, RemoteCluster
-from tests.support.builders import WorkloadBuilder
+from tests.support.builders import WorkloadBuilder, edit
 from tests.support.kubeconfigs import remote_cluster
 from trainjob.queues import Amounts, ClusterQueueView, Table
 from trainjob_api import constants as c
@@ -198,6 +198,11 @@ def test_lost_time_as_people_say_it(seconds: float, shown: str) -> None:
     assert show_lost(seconds) == shown
 
 
+# The owners of `workload()`: the TrainJob that controls it, and another.
+CONTROLLER = {"kind": "TrainJob", "name": "old", "controller": True, "uid": "t1"}
+NOT_IT = {"kind": "ConfigMap", "name": "not-it", "uid": "t2"}
+
+
 def workload(**status: Any) -> dict[str, Any]:
     return {
         "apiVersion": c.KUEUE_API,
@@ -209,10 +214,7 @@ def workload(**status: Any) -> dict[str, Any]:
             "resourceVersion": "3",
             "creationTimestamp": "2026-11-22T09:00:00Z",
             "labels": {c.KUEUE_MULTIKUEUE_ORIGIN_LABEL: "mgr", "other": "x" * 100},
-            "ownerReferences": [
-                {"kind": "TrainJob", "name": "old", "controller": True, "uid": "t1"},
-                {"kind": "ConfigMap", "name": "not-it", "uid": "t2"},
-            ],
+            "ownerReferences": [dict(CONTROLLER), dict(NOT_IT)],
         },
         "spec": {"priority": 7, "podSets": [{"name": "node", "template": {"spec": {}}}]},
         "status": status,
@@ -255,7 +257,7 @@ def test_the_watch_keeps_what_the_estimate_reads_and_no_more() -> None:
     theirs = held_of(held_seen(workload(**ADMITTED), "another-manager"))
     assert theirs is not None and not theirs.ours
     by_jobset = workload(**ADMITTED)  # controlled by another kind: no TrainJob's checkpoints
-    by_jobset["metadata"]["ownerReferences"][0]["kind"] = "JobSet"
+    edit(by_jobset).owners({**CONTROLLER, "kind": "JobSet"}, dict(NOT_IT))
     held = held_of(held_seen(by_jobset, "mgr"))
     assert held is not None and held.trainjob is None
 
@@ -308,10 +310,8 @@ def test_a_resource_its_admission_gives_no_flavour_is_not_counted() -> None:
 
 def test_the_owner_is_the_controlling_trainjob_and_a_priority_is_a_number() -> None:
     obj = workload(**ADMITTED)
-    obj["metadata"]["ownerReferences"].insert(
-        0, {"kind": "TrainJob", "name": "watcher", "uid": "t0"}
-    )
-    obj["spec"]["priority"] = True
+    watcher = {"kind": "TrainJob", "name": "watcher", "uid": "t0"}
+    edit(obj).owners(watcher, dict(CONTROLLER), dict(NOT_IT)).spec(priority=True)
     found = held_of(held_seen(obj, "mgr"))
     assert found is not None and found.trainjob == ("old", "t1") and found.priority == 0
 
@@ -564,11 +564,15 @@ def test_only_our_copys_checkpoint_counts_for_a_workload_it_owns() -> None:
 
 
 def _report(
-    uid: str, checkpoint: str | None, when: object = "2020-01-01T11:50:00Z"
+    uid: str,
+    checkpoint: str | None,
+    when: object = "2020-01-01T11:50:00Z",
+    *,
+    more: tuple[dict[str, Any], ...] = (),
 ) -> dict[str, Any]:
-    status: dict[str, Any] = {"lastUpdatedTime": when, "metrics": []}
-    if checkpoint is not None:
-        status["metrics"] = [{"name": "checkpoint", "value": checkpoint}]
+    """A copy's progress report naming `checkpoint` (None: none), the metrics `more` after."""
+    named = [] if checkpoint is None else [{"name": "checkpoint", "value": checkpoint}]
+    status: dict[str, Any] = {"lastUpdatedTime": when, "metrics": [*named, *more]}
     return {
         "metadata": {"namespace": "ns", "name": "old", "uid": uid},
         "status": {"trainerStatus": status},
@@ -625,10 +629,8 @@ def test_a_reports_time_ahead_or_unreadable_counts_as_when_it_was_seen() -> None
 
 def test_a_step_of_more_digits_than_a_step_has_is_no_step() -> None:
     """int() refuses past 4,300 digits: such a report must name its checkpoint, not raise."""
-    report = _report("u1", "step-4.pt")
-    report["status"]["trainerStatus"]["metrics"].append(
-        {"name": "checkpoint_step", "value": "9" * 5000}
-    )
+    step = {"name": "checkpoint_step", "value": "9" * 5000}
+    report = _report("u1", "step-4.pt", more=(step,))
     noted = _noted(SEEN, ("MODIFIED", report))
     assert noted[("ns", "old")][1:3] == ("step-4.pt", None)
 

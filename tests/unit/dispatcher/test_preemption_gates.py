@@ -25,7 +25,7 @@ from dispatcher.decisions.selection import CLUSTER_NAMES_ANNOTATION
 from dispatcher.settings import DispatcherSettings
 from kubebase.kinds import EVENT
 from kubebase.objects import Dict
-from tests.support.builders import TrainJobBuilder, make_runtime
+from tests.support.builders import TrainJobBuilder, edit, make_runtime
 from tests.support.dispatch import (
     GATED_WORKLOAD_UID,
     MULTIKUEUE_GATE,
@@ -45,8 +45,7 @@ from tests.support.whole_pass import (
 from trainjob.workload import workload_name
 from trainjob_api import constants as c
 
-WAITING = manager_workload("QuotaReserved")
-WAITING["metadata"]["uid"] = GATED_WORKLOAD_UID
+WAITING = edit(manager_workload("QuotaReserved")).uid(GATED_WORKLOAD_UID).obj()
 TIMEOUT = 300.0
 
 
@@ -130,7 +129,7 @@ def test_the_gate_state_of_another_gate_is_kept_and_ours_set_open() -> None:
     assert copy.workload is not None
     other = {"name": "example.com/other", "position": "Closed", "lastTransitionTime": "x"}
     closed = {"name": MULTIKUEUE_GATE, "position": "Closed", "lastTransitionTime": "y"}
-    copy.workload.raw["status"]["preemptionGates"] = [other, closed]
+    edit(copy.workload.raw).status(preemptionGates=[other, closed])
     (action,) = [a for a in decided([copy]).remote if a.verb == "open"]
     gates = action.obj["status"]["preemptionGates"]
     assert gates[0] == other and gates[1]["name"] == MULTIKUEUE_GATE
@@ -255,9 +254,7 @@ def test_the_gate_opens_on_the_worker_that_first_would_preempt_and_the_manager_s
         assert noted is not None and noted[0] == "worker2"
         # worker2's Kueue preempts now, blocked no more; within the timeout no other may
         letting = _copy(world, "worker2")
-        letting["status"]["conditions"] = [
-            cd for cd in letting["status"]["conditions"] if cd["type"] != "BlockedOnPreemptionGates"
-        ]
+        edit(letting).without_condition("BlockedOnPreemptionGates")
         world.apis["worker2"].put(letting)
         world.settle(("ns", "tj"))
         assert not (_copy(world, "worker3").get("status") or {}).get("preemptionGates")
@@ -291,7 +288,7 @@ def test_a_tenant_deselecting_the_worker_let_preempt_lets_no_other_before_the_ti
         blocked_on_gate(world, "worker3", "2026-01-01T00:00:02Z")
         tj = world.get("manager", c.TRAINJOB, "tj")
         assert tj is not None
-        tj["metadata"]["annotations"] = {CLUSTER_NAMES_ANNOTATION: "worker1,worker3"}
+        edit(tj).annotations({CLUSTER_NAMES_ANNOTATION: "worker1,worker3"})
         world.apis["manager"].put(tj)
         world.settle(("ns", "tj"))
         assert _copy(world, "worker2") is None
@@ -343,7 +340,7 @@ def test_a_gate_open_without_a_time_counts_as_opened_long_ago_and_still_held() -
 def test_a_blocked_condition_no_longer_true_or_without_a_time() -> None:
     false = gated("w1", blocked_since="2026-11-22T11:59:00Z")
     assert false.workload is not None
-    false.workload.raw["status"]["conditions"][-1]["status"] = "False"
+    edit(false.workload.raw).condition("BlockedOnPreemptionGates", status="False")
     assert opened(decided([false])) == []
     assert opened(decided([gated("w1", blocked_since="")])) == ["w1"]
 
@@ -492,9 +489,7 @@ def test_by_cost_a_copy_not_judged_yet_is_waited_for_a_little() -> None:
     assert opened(late) == ["w1"]
     admitted = gated("w2")
     assert admitted.workload is not None
-    admitted.workload.raw["status"]["conditions"].append(
-        {"type": "QuotaReserved", "status": "True"}
-    )
+    edit(admitted.workload.raw).more_conditions({"type": "QuotaReserved", "status": "True"})
     judged = [costing(gated("w1", blocked_since="2026-11-22T11:59:56Z"), 50), admitted]
     assert opened(decided(judged, preemption_by_cost=True)) == ["w1"]
 
@@ -543,13 +538,13 @@ def _preempting(world: World, *workers: str) -> None:
     assert tj is not None
     wl = world.get("manager", c.WORKLOAD, workload_name("tj", tj["metadata"]["uid"]))
     assert wl is not None
-    wl["spec"]["priority"] = 10
+    edit(wl).spec(priority=10)
     world.apis["manager"].put(wl)
     world.settle(("ns", "tj"))
     for worker in workers:
         cq = world.get(worker, c.CLUSTER_QUEUE, "cq", namespace=None)
         assert cq is not None
-        cq["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+        edit(cq).spec(preemption={"withinClusterQueue": "LowerPriority"})
         world.apis[worker].put(cq)
 
 
@@ -672,7 +667,7 @@ def test_by_cost_a_copy_made_without_the_gate_is_not_waited_for_though_its_estim
         _training_here(world, "worker1", "local-a", "8", admitted=60)
         blocked_on_gate(world, "worker1", _rfc3339(0.2))
         ungated = _copy(world, "worker2")
-        del ungated["spec"]["preemptionGates"]
+        edit(ungated).spec(preemptionGates=None)
         world.apis["worker2"].put(ungated)
         worker2 = world.context.workers.remotes["worker2"]  # type: ignore[attr-defined]
         monkeypatch.setattr(worker2._held, "list_now", lambda: None)  # its list under way

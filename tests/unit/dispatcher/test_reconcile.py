@@ -20,7 +20,13 @@ from kubebase.kinds import CONFIG_MAP, EVENT, Kind
 from kubecontrol.client import ApiException
 from kubecontrol.controller import own_namespace
 from tests.support import tables
-from tests.support.builders import TrainJobBuilder, container, make_runtime, replicated_job
+from tests.support.builders import (
+    TrainJobBuilder,
+    container,
+    edit,
+    make_runtime,
+    replicated_job,
+)
 from tests.support.memory_api import Fault
 from tests.support.tables import Row, Step, still_clock  # noqa: F401 (a fixture)
 from tests.support.whole_pass import (
@@ -76,7 +82,7 @@ def ends_on(world: World, worker: str, ended: Dict) -> None:
     and the dispatcher takes it in."""
     remote = trainjob(world, worker)
     assert remote is not None
-    remote["status"] = {"conditions": [ended]}
+    edit(remote).status({"conditions": [ended]})
     world.apis[worker].put(remote)
     world.settle(KEY)
 
@@ -118,7 +124,7 @@ def copy_ends(worker: str, ctype: str, reason: str) -> Step:
     def step(world: World) -> None:
         remote = trainjob(world, worker)
         assert remote is not None
-        remote["status"] = {"conditions": [a_condition(ctype, reason, "ended")]}
+        edit(remote).status({"conditions": [a_condition(ctype, reason, "ended")]})
         world.apis[worker].put(remote)
 
     return step
@@ -147,11 +153,10 @@ def theirs_on(worker: str, origin: str | None = None) -> Step:
     `origin`, another manager's copy (its origin label that manager's)."""
 
     def step(world: World) -> None:
-        theirs = TrainJobBuilder().obj()
-        theirs["metadata"]["labels"] = {"team": "theirs"}
+        theirs = edit(TrainJobBuilder().obj()).labels({"team": "theirs"})
         if origin is not None:
-            theirs["metadata"]["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL] = origin
-        world.apis[worker].put(theirs)
+            theirs.label(c.KUEUE_MULTIKUEUE_ORIGIN_LABEL, origin)
+        world.apis[worker].put(theirs.obj())
 
     return step
 
@@ -189,7 +194,7 @@ def evicted_on(cluster: str, reason: str = "Preempted") -> Step:
     def step(world: World) -> None:
         wl = workload(world, cluster)
         assert wl is not None
-        wl["status"]["conditions"].append(a_condition("Evicted", reason, "evicted"))
+        edit(wl).more_conditions(a_condition("Evicted", reason, "evicted"))
         world.apis[cluster].put(wl)
 
     return step
@@ -568,7 +573,7 @@ def test_a_deleted_trainjob_leaves_copies_of_its_names_made_for_other_manager_ob
     api = world.apis["worker1"]
     for kind in (c.TRAINJOB, c.WORKLOAD):
         (copy,) = api.objects(kind, "ns")
-        copy["metadata"]["annotations"][c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION] = "another"
+        edit(copy).annotation(c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION, "another")
         api.put(copy)
     held = copies(world, "worker1")
     assert held == (["tj"], [workload_name("tj", trainjob(world)["metadata"]["uid"])])
@@ -594,7 +599,7 @@ def test_a_copys_pods_tails_are_read_before_it_goes_unless_kept_none_or_opted_ou
     monkeypatch.setattr(log_tails, "keep", keep)
     submitted = SUBMITTED.obj()
     if opted_out:
-        submitted["metadata"].setdefault("annotations", {})[c.LOG_TAILS_ANNOTATION] = "off"
+        edit(submitted).annotation(c.LOG_TAILS_ANNOTATION, "off")
     world, _ctx = fleet(
         [RUNTIME, submitted],
         {w: [RUNTIME] for w in WORKERS},
@@ -626,7 +631,7 @@ def test_a_copy_resumes_from_the_last_checkpoint_its_record_holds_read_only_to_s
     """Its status names no checkpoint (the run since reported none): the record of its ended
     runs says where to resume, read in the passes that may send a copy and in no other."""
     submitted = SUBMITTED.obj()
-    submitted["metadata"]["annotations"] = {checkpoints.ANNOTATION: "/ckpt/tj"}
+    edit(submitted).annotations({checkpoints.ANNOTATION: "/ckpt/tj"})
     world, _ctx = fleet([RUNTIME, submitted], {w: [RUNTIME] for w in WORKERS})
     try:
         uid = trainjob(world)["metadata"]["uid"]  # type: ignore[index]
@@ -669,8 +674,7 @@ def test_a_copy_resumes_from_the_last_checkpoint_its_record_holds_read_only_to_s
 def test_a_trainjob_of_its_name_on_a_worker_that_is_not_ours_is_never_written(
     world: World,
 ) -> None:
-    theirs = TrainJobBuilder().obj()
-    theirs["metadata"]["labels"] = {"team": "theirs"}
+    theirs = edit(TrainJobBuilder().obj()).labels({"team": "theirs"}).obj()
     world.apis["worker1"].put(theirs)
     dispatched(world)
     kueue_reserves(world, "worker1", admitted=True)
@@ -696,8 +700,9 @@ def test_a_pass_that_clears_one_condition_and_sets_another_writes_the_status_onc
     dispatched(world)
     tj = trainjob(world)
     assert tj is not None
-    tj["metadata"]["annotations"] = {CLUSTER_NAMES_ANNOTATION: "worker9"}
-    tj["status"] = {"conditions": [a_condition("Failed", c.REASON_NO_QUEUE, "no queue")]}
+    edit(tj).annotations({CLUSTER_NAMES_ANNOTATION: "worker9"}).status(
+        {"conditions": [a_condition("Failed", c.REASON_NO_QUEUE, "no queue")]}
+    )
     world.apis["manager"].put(tj)
     first = world.run(KEY)
     status = c.TRAINJOB.path("ns", "tj", "status")
@@ -721,7 +726,7 @@ def test_a_copy_evicted_on_its_worker_is_sent_again_and_the_run_recorded(world: 
     wl = workload(world, "worker1")
     assert wl is not None
     preempted = "preempted by a higher priority Workload"
-    wl["status"]["conditions"].append(a_condition("Evicted", "Preempted", preempted))
+    edit(wl).more_conditions(a_condition("Evicted", "Preempted", preempted))
     world.apis["worker1"].put(wl)
     passes = world.settle(KEY)
     assert check_state(world) == "Retry"
@@ -804,7 +809,7 @@ def test_with_an_external_dispatcher_copies_wait_for_its_nomination_and_go_there
             "an external dispatcher nominates them" in wl["status"]["admissionChecks"][0]["message"]
         )
         assert copies(world, "worker1") == ([], []) and copies(world, "worker2") == ([], [])
-        wl["status"]["nominatedClusterNames"] = ["worker2"]  # what the external one writes
+        edit(wl).status(nominatedClusterNames=["worker2"])  # what the external one writes
         world.apis["manager"].put(wl)
         world.settle(KEY)
         assert copies(world, "worker1") == ([], [])
@@ -870,7 +875,7 @@ def test_a_race_on_a_new_trainjob_keeps_the_others_finalizer_and_sends_nothing_s
     try:
 
         def theirs(tj: Dict) -> None:
-            tj["metadata"]["finalizers"] = ["example.com/keep"]
+            edit(tj).finalizers("example.com/keep")
 
         raced, again = world.run_raced(KEY, "manager", c.TRAINJOB, "tj", change=theirs)
         path = c.TRAINJOB.path("ns", "tj")
@@ -893,7 +898,7 @@ def test_a_conflict_on_the_trainjobs_status_is_written_again_from_the_new_versio
         world.settle(KEY)
         remote = trainjob(world, "worker2")
         assert remote is not None
-        remote["status"] = {"conditions": [a_condition("Complete", "AllJobsCompleted")]}
+        edit(remote).status({"conditions": [a_condition("Complete", "AllJobsCompleted")]})
         world.apis["worker2"].put(remote)
         status = c.TRAINJOB.path("ns", "tj", "status")
         raced, _again = world.run_raced(KEY, "manager", c.TRAINJOB, "tj")
@@ -945,12 +950,12 @@ def test_a_configured_worker_with_no_connection_the_job_does_not_choose_is_not_w
         ]
     )
     submitted = SUBMITTED.obj()
-    submitted["metadata"]["annotations"] = {CLUSTER_NAMES_ANNOTATION: "worker1"}
+    edit(submitted).annotations({CLUSTER_NAMES_ANNOTATION: "worker1"})
     world, _ctx = fleet([big, submitted], {w: [big] for w in WORKERS})
     try:
         config = world.get("manager", c.MULTIKUEUE_CONFIG, "multikueue", namespace=None)
         assert config is not None
-        config["spec"]["clusters"] = [*WORKERS, "worker3"]
+        edit(config).spec(clusters=[*WORKERS, "worker3"])
         world.apis["manager"].put(config)
         dispatched(world)
         failed = condition(trainjob(world), "Failed")
@@ -978,12 +983,10 @@ def test_a_trainjob_naming_anothers_workload_as_prebuilt_takes_none_of_its_copie
         world.apis["manager"].request("DELETE", c.WORKLOAD.path("ns", theirs["metadata"]["name"]))
         assert workload(world) is None
     elif neighbours == "uncontrolled":
-        theirs["metadata"].pop("ownerReferences", None)
+        edit(theirs).unowned()
         world.apis["manager"].put(theirs)
     other = TrainJobBuilder("other").multikueue().obj()
-    other["metadata"]["annotations"] = {
-        c.KUEUE_PREBUILT_WORKLOAD_ANNOTATION: theirs["metadata"]["name"]
-    }
+    edit(other).annotations({c.KUEUE_PREBUILT_WORKLOAD_ANNOTATION: theirs["metadata"]["name"]})
     world.apis["manager"].put(other)
     world.settle(("ns", "other"))
     world.apis["manager"].request("DELETE", c.TRAINJOB.path("ns", "other"))

@@ -9,6 +9,7 @@ import pytest
 
 from dispatcher.decisions.decide import Guard
 from dispatcher.decisions.removal import SWEEP_DELETES_PER_WORKER, Held, _in_turn, orphans, removal
+from tests.support.builders import edit
 from trainjob_api import constants as c
 from trainjob_api.views import ObjectView
 
@@ -109,9 +110,7 @@ def test_with_the_garbage_collector_off_the_warning_says_nothing_removes_them() 
 
 def being_deleted(name: str, uid: str) -> dict:
     """A TrainJob copy whose delete a finalizer holds."""
-    held = copy("TrainJob", name, uid, "m1")
-    held["metadata"]["deletionTimestamp"] = "2026-12-05T10:00:00Z"
-    return held
+    return edit(copy("TrainJob", name, uid, "m1")).deleting("2026-12-05T10:00:00Z").obj()
 
 
 class Manager:

@@ -16,6 +16,7 @@ from kubebase.kinds import CONFIG_MAP, NAMESPACE, POD, InvalidName
 from kubecontrol import cluster as kube
 from kubecontrol.client import ApiException, TransportError
 from kubecontrol.deadline import Deadline, DeadlinePassed
+from tests.support.builders import edit
 from tests.support.memory_api import MemoryApi
 from tests.support.traced import BytesApi, traced_peak
 
@@ -298,8 +299,7 @@ def test_an_answer_is_decoded_and_counted_and_a_write_waits_on_the_gate() -> Non
 
 
 def test_metadata_lists_keep_to_their_label_selector() -> None:
-    labelled = _config_map("a", "cm-l")
-    labelled["metadata"]["labels"] = {"tails": "yes"}
+    labelled = edit(_config_map("a", "cm-l")).labels({"tails": "yes"}).obj()
     api = MemoryApi("c", [labelled, _config_map("a", "cm-u")])
     cluster = kube.Cluster("c", api, "test")  # type: ignore[arg-type]
     listed = cluster.list_metadata(CONFIG_MAP, "a", label_selector="tails=yes")

@@ -14,6 +14,7 @@ from kubernetes import client
 
 from kubecontrol import informer as informers
 from kubecontrol.informer import STRINGS, Informer, Strings, same_apart_from_version
+from tests.support.builders import edit
 from trainjob_api import constants as c
 
 
@@ -76,8 +77,9 @@ class _Events:
                 return
 
 
-def _job(version: str, phase: str, node: str) -> dict:
-    meta = {"name": "a", "namespace": "ns", "resourceVersion": version}
+def _job(version: str, phase: str, node: str, name: str = "a", **meta: object) -> dict:
+    """An object `name` at `version`, in `phase` on `node`; more metadata fields `meta` after."""
+    meta = {"name": name, "namespace": "ns", "resourceVersion": version, **meta}
     return {"metadata": meta, "spec": {"nodeName": node}, "status": {"phase": phase}}
 
 
@@ -113,8 +115,7 @@ def test_a_change_the_transform_drops_updates_the_cache_but_calls_nobody() -> No
 
 def test_an_object_no_longer_kept_leaves_as_if_deleted_and_one_never_kept_calls_nobody() -> None:
     seen: list[tuple[str, str]] = []
-    kept, other = _job("1", "Running", "n1"), _job("2", "Running", "n1")
-    other["metadata"]["name"] = "b"
+    kept, other = _job("1", "Running", "n1"), _job("2", "Running", "n1", "b")
     watch = _Events(
         [
             {"type": "ADDED", "object": kept},
@@ -149,8 +150,7 @@ class _List:
 
 
 def test_a_list_keeps_only_what_the_informer_keeps() -> None:
-    kept, other = _job("1", "Running", "n1"), _job("2", "Running", "")
-    other["metadata"]["name"] = "b"
+    kept, other = _job("1", "Running", "n1"), _job("2", "Running", "", "b")
     informer = Informer(
         _List([kept, other]),  # type: ignore[arg-type]
         c.POD,
@@ -165,8 +165,7 @@ def test_same_apart_from_version() -> None:
     assert same_apart_from_version(a, _job("2", "Running", "n1"))
     assert not same_apart_from_version(a, _job("2", "Running", "n2"))
     assert not same_apart_from_version(None, a)
-    b = _job("2", "Running", "n1")
-    b["metadata"]["labels"] = {"x": "y"}
+    b = _job("2", "Running", "n1", labels={"x": "y"})
     assert not same_apart_from_version(a, b)
 
 
@@ -183,8 +182,7 @@ def test_an_object_the_transform_fails_on_is_kept_whole_and_the_cache_goes_on(
     """One object a transform cannot digest neither stops a list nor a watch (each would fail
     again on it, and the cache would stop for every object of its kind): it is kept whole
     but its managedFields, and the failure logged; the others are digested."""
-    odd = _job("2", "Running", "n1")
-    odd["metadata"] = {**odd["metadata"], "name": "b", "managedFields": [{"manager": "x"}]}
+    odd = _job("2", "Running", "n1", "b", managedFields=[{"manager": "x"}])
     informer = Informer(
         _List([_job("1", "Running", "n1"), odd]),  # type: ignore[arg-type]
         c.POD,
@@ -195,8 +193,7 @@ def test_an_object_the_transform_fails_on_is_kept_whole_and_the_cache_goes_on(
     assert informer.get(("ns", "a")) == {
         "metadata": _job("1", "", "")["metadata"], "status": {"phase": "Running"}
     }  # fmt: skip
-    whole = {k: v for k, v in _job("2", "Running", "n1").items()}
-    whole["metadata"] = {**whole["metadata"], "name": "b"}
+    whole = _job("2", "Running", "n1", "b")
     assert informer.get(("ns", "b")) == {**whole, "apiVersion": "v1", "kind": "Pod"}
     assert [r.getMessage() for r in caplog.records] == [
         "transform failed: the object is kept as its fallback keeps it"
@@ -220,10 +217,9 @@ def _script(n: int) -> str:
 
 
 def test_objects_a_list_and_a_watch_bring_in_hold_one_instance_of_each_string() -> None:
-    a, b = _job("1", "Running", "n1"), _job("1", "Running", "n1")
-    b["metadata"]["name"] = "b"
+    a, b = _job("1", "Running", "n1"), _job("1", "Running", "n1", "b")
     for obj in (a, b):
-        obj["spec"]["containers"] = [{"command": ["sh", "-c", _script(500)]}]
+        edit(obj).spec(containers=[{"command": ["sh", "-c", _script(500)]}])
     informer = Informer(_List([a, b]), c.POD)  # type: ignore[arg-type]
     assert informer.list_now()
     held_a, held_b = informer.get(("ns", "a")), informer.get(("ns", "b"))
@@ -233,7 +229,7 @@ def test_objects_a_list_and_a_watch_bring_in_hold_one_instance_of_each_string() 
     )
     assert held_a["status"]["phase"] is held_b["status"]["phase"]
     later = _job("2", "Running", "n2")
-    later["spec"]["containers"] = [{"command": ["sh", "-c", _script(500)]}]
+    edit(later).spec(containers=[{"command": ["sh", "-c", _script(500)]}])
     informer._api = _Events([{"type": "MODIFIED", "object": later}])  # type: ignore[assignment]
     assert informer._watch("1") == "2"
     assert (
@@ -293,7 +289,7 @@ def test_an_object_shares_a_bounded_number_of_its_strings() -> None:
 
 def test_the_informers_table_holds_no_object_once_its_cache_dropped_it() -> None:
     job = _job("1", "Running", "n1")
-    job["spec"]["tenant"] = _script(700) + "tenant"
+    edit(job).spec(tenant=_script(700) + "tenant")
     informer = Informer(_List([job]), c.POD)  # type: ignore[arg-type]
     assert informer.list_now()
     assert job["spec"]["tenant"] in STRINGS._table

@@ -104,10 +104,10 @@ def test_a_list_without_items_has_none_on_both_paths(items: str) -> None:
     assert lists._by_item(data, lambda item: item) == {"metadata": {}, "items": []}
 
 
-def _pod(i: int, entries: int) -> dict[str, Any]:
+def _pod(i: int, entries: int, first: str = "v") -> dict[str, Any]:
     """A pod as a tenant can size it: many short env entries, each decoding to many times its
-    bytes."""
-    env = [{"name": f"E{j}", "value": "v"} for j in range(entries)]
+    bytes (the first entry's value `first`)."""
+    env = [{"name": f"E{j}", "value": first if j == 0 else "v"} for j in range(entries)]
     return {
         "metadata": {"name": f"p{i}", "namespace": "ns", "resourceVersion": str(i + 1)},
         "spec": {"containers": [{"name": "c", "env": env}]},
@@ -119,8 +119,7 @@ def test_a_large_page_is_never_decoded_whole() -> None:
     """40 pods of ~0.12 MB (5 MB of JSON): decoded whole they take ~10 times that at once;
     an item at a time, the answer's bytes, a text of their size and one pod, whatever the
     characters (one beyond U+FFFF made a text decoded as UTF-8 four bytes a character)."""
-    pods = [_pod(i, 4_000) for i in range(40)]
-    pods[0]["spec"]["containers"][0]["env"][0]["value"] = "\N{SNAKE}"
+    pods = [_pod(i, 4_000, "\N{SNAKE}" if i == 0 else "v") for i in range(40)]
     data = orjson.dumps({"metadata": {}, "items": pods})
     del pods
     assert len(data) > lists.WHOLE_BYTES

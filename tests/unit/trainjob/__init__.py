@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubebase.objects import Dict
-from tests.support.builders import make_runtime, make_trainjob
+from tests.support.builders import edit, make_runtime, make_trainjob
 from trainjob import workload as wlmod
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.runtime import RuntimeInfo, build_runtime_info
@@ -20,7 +20,7 @@ def queued_trainjob(*, queue: str | None = "q", suspend: bool = True, **spec: An
     """A TrainJob on Kueue's LocalQueue `queue` (None: on none)."""
     body = make_trainjob(suspend=suspend, **spec)
     if queue is not None:
-        body["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": queue}
+        edit(body).labels({"kueue.x-k8s.io/queue-name": queue})
     return body
 
 

@@ -22,7 +22,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.builders import make_runtime, mpi_runtime
+from tests.support.builders import edit, make_runtime, mpi_runtime
 from tests.support.files import YAML_LOADER
 from trainjob import admission
 from trainjob.models import InvalidObject, parse_trainjob
@@ -240,8 +240,7 @@ JOBS_FLOOR = 0.1
 @FUZZ
 @given(TRAINJOBS, PAIRED_RUNTIMES)
 def _worker_decisions(trainjob: Dict, runtime: Dict) -> None:
-    trainjob = {**trainjob, "spec": {**trainjob["spec"], "managedBy": None}}
-    trainjob["spec"].pop("managedBy")
+    trainjob = edit({**trainjob, "spec": {**trainjob["spec"]}}).spec(managedBy=None).obj()
     observed = Observed(
         trainjob=TrainJobView(trainjob),
         runtime=RuntimeView(_named_by(trainjob, runtime)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 from tests.support.builders import (
+    edit,
     make_trainjob,
 )
 from trainjob.models import parse_trainjob
@@ -12,12 +13,10 @@ from trainjob.models import parse_trainjob
 
 def test_a_stored_trainjob_is_parsed_once_per_version() -> None:
     body = make_trainjob()
-    body["metadata"].update(uid="uid-parse-once", resourceVersion="7")
+    edit(body).uid("uid-parse-once").resource_version("7")
     first = parse_trainjob(body, stored=True)
     assert parse_trainjob(copy.deepcopy(body), stored=True) is first
-    changed = copy.deepcopy(body)
-    changed["metadata"]["resourceVersion"] = "8"
-    changed["spec"]["trainer"] = {"numNodes": 5}
+    changed = edit(body).clone().resource_version("8").spec(trainer={"numNodes": 5}).obj()
     assert parse_trainjob(changed, stored=True).spec.trainer.num_nodes == 5  # type: ignore[union-attr]
     # Not stored (an admission review, a test body edited in place): parsed every time.
     assert parse_trainjob(body) is not first

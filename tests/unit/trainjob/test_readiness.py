@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from tests.support.builders import initializer_runtime, make_runtime, make_trainjob
+from tests.support.builders import edit, initializer_runtime, make_runtime, make_trainjob
 from trainjob import jobframework, readiness
 from trainjob import workload as wlmod
 from trainjob.models import parse_runtime, parse_trainjob
@@ -150,9 +150,8 @@ RUNTIME = make_runtime("torch", kind="TrainingRuntime", namespace="ns")
 
 def plan_for(wl: Dict, status: Dict | None = None, *, suspend: bool = False) -> Any:
     body = make_trainjob(runtimeRef={"name": "torch", "kind": "TrainingRuntime"}, suspend=suspend)
-    body["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "q"}
-    wl["metadata"]["ownerReferences"] = [{"uid": body["metadata"]["uid"]}]
-    body["status"] = status or {}
+    edit(body).labels({"kueue.x-k8s.io/queue-name": "q"}).status(status or {})
+    edit(wl).owners({"uid": body["metadata"]["uid"]})
     return jobframework.reconcile_queueing(observed(body, RUNTIME, wl))
 
 
@@ -198,26 +197,28 @@ def test_running_trainjob_turns_pods_ready_true_from_its_jobs_status() -> None:
 def test_manager_counts_only_the_status_of_the_cluster_the_workload_runs_on() -> None:
     stale = {"clusterName": "worker1", "jobsStatus": [js("node", ready=1)]}
     wl = workload(*ADMITTED, cond("PodsReady", False, "WaitForStart"), podsets=[("node", 1)])
-    wl["status"]["clusterName"] = "worker2"
+    edit(wl).status(clusterName="worker2")
     assert plan_for(wl, stale).workload_readiness is None  # still WaitForStart
-    wl["status"]["clusterName"] = "worker1"
+    edit(wl).status(clusterName="worker1")
     plan = plan_for(wl, stale)
     assert plan.workload_readiness["conditions"][0]["reason"] == "Started"
 
 
 def test_reclaimable_pods_travel_with_pods_ready_in_one_apply() -> None:
-    runtime = initializer_runtime()
-    runtime["kind"] = "TrainingRuntime"
-    runtime["metadata"] = {"name": "torch", "namespace": "ns"}
+    initializers = initializer_runtime()["spec"]["template"]["spec"]["replicatedJobs"]
+    runtime = make_runtime(
+        "torch", kind="TrainingRuntime", namespace="ns", replicated_jobs=initializers
+    )
     wl = workload(
         *ADMITTED,
         cond("PodsReady", False, "WaitForStart"),
         podsets=[("dataset-initializer", 1), ("model-initializer", 1), ("node", 1)],
     )
     body = make_trainjob(runtimeRef={"name": "torch", "kind": "TrainingRuntime"})
-    body["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "q"}
-    body["status"] = {"jobsStatus": [js("dataset-initializer", succeeded=1)]}
-    wl["metadata"]["ownerReferences"] = [{"uid": body["metadata"]["uid"]}]
+    edit(body).labels({"kueue.x-k8s.io/queue-name": "q"}).status(
+        {"jobsStatus": [js("dataset-initializer", succeeded=1)]}
+    )
+    edit(wl).owners({"uid": body["metadata"]["uid"]})
     plan = jobframework.reconcile_queueing(observed(body, runtime, wl))
     assert plan.workload_readiness == {
         "conditions": [cond("PodsReady", False, "WaitForStart") | {"message": ""}],
@@ -254,9 +255,9 @@ def test_finished_trainjob_leaves_pods_ready_alone() -> None:
 
 def test_a_blocked_start_keeps_an_admitted_trainjob_suspended() -> None:
     body = make_trainjob(runtimeRef={"name": "torch", "kind": "TrainingRuntime"}, suspend=True)
-    body["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "q"}
+    edit(body).labels({"kueue.x-k8s.io/queue-name": "q"})
     wl = workload(*ADMITTED, cond("PodsReady", False, "WaitForStart"), podsets=[("node", 1)])
-    wl["metadata"]["ownerReferences"] = [{"uid": body["metadata"]["uid"]}]
+    edit(wl).owners({"uid": body["metadata"]["uid"]})
     obs = observed(body, RUNTIME, wl)
     assert jobframework.reconcile_queueing(obs).trainjob_patch is not None  # starts
     obs.start_blocked = "admitted without the MultiKueue check"

@@ -12,6 +12,7 @@ from kubebase.events import Event
 from tests.support.builders import (
     OWNER,
     container,
+    edit,
     initializer_runtime,
     make_runtime,
     make_trainjob,
@@ -62,7 +63,7 @@ def test_missing_runtime_fails_with_its_name_and_recovers() -> None:
     )  # type: ignore[index]
     assert kinds(plan) == []
 
-    tj["status"] = plan.status
+    edit(tj).status(plan.status)
     plan = observe(tj, make_runtime())
     assert conditions(plan) == {}
     assert kinds(plan) == [("Service", "tj"), ("Job", "tj-node-0")]
@@ -72,13 +73,13 @@ def test_missing_runtime_fails_with_its_name_and_recovers() -> None:
 def test_running_again_with_nothing_changed_writes_nothing() -> None:
     tj = make_trainjob()
     first = observe(tj, make_runtime())
-    tj["status"] = first.status
+    edit(tj).status(first.status)
 
     def running() -> Plan:
         jobs = [job("tj-node-0", active=1, ready=1)]
         return observe(tj, make_runtime(), jobs=jobs, services=[OUR_SERVICE], named=OUR_SERVICE)
 
-    tj["status"] = running().status  # the Job's counts, once
+    edit(tj).status(running().status)  # the Job's counts, once
     third = running()
     assert kinds(third) == [] and third.status is None and third.events == []
 
@@ -94,8 +95,7 @@ def test_suspend_and_resume() -> None:
     ]
     assert plan.delete == []
 
-    tj["status"] = plan.status
-    tj["spec"]["suspend"] = False
+    edit(tj).status(plan.status).suspend(False)
     resumed = observe(tj, make_runtime(), jobs=[suspended(running)], services=[OUR_SERVICE])
     assert conditions(resumed) == {"Suspended": ("False", "Resumed")}
     assert [(o["metadata"]["name"], o["spec"]["suspend"]) for o in resumed.patch] == [
@@ -111,7 +111,7 @@ def test_a_suspended_jobs_pods_asking_for_other_resources_are_made_again_on_resu
     running = reported(made, "running")
     for cpu, kept in (("1000m", True), ("2", False), ("0.5", False)):
         asks = make_trainjob(suspend=True, trainer={"resourcesPerNode": {"requests": {"cpu": cpu}}})
-        asks["status"] = {}
+        edit(asks).status({})
         plan = observe(asks, make_runtime(), jobs=[running], services=[OUR_SERVICE])
         if kept:
             assert plan.delete == [] and [o["metadata"]["name"] for o in plan.patch] == [
@@ -124,14 +124,13 @@ def test_a_suspended_jobs_pods_asking_for_other_resources_are_made_again_on_resu
     # though what is written on it (anyone with `edit` may write a Job's annotations) claims
     # what the TrainJob asks now; so does one whose resources another's webhook changed.
     same = make_trainjob(suspend=True, trainer={"resourcesPerNode": {"requests": {"cpu": "1"}}})
-    same["status"] = {}
+    edit(same).status({})
     eight = make_trainjob(trainer={"resourcesPerNode": {"requests": {"cpu": "8"}}})
     bigger = reported(as_made(eight, make_runtime())[0], "running")
     claim = {"trainjob.dev/pods-ask": resources_key(running["spec"]["template"]["spec"])}
-    bigger["metadata"]["annotations"] = claim
-    defaulted = copy.deepcopy(running)
-    node = defaulted["spec"]["template"]["spec"]["containers"][0]
-    node["resources"]["limits"] = {"memory": "512Mi"}
+    edit(bigger).annotations(claim)
+    limited = {"requests": {"cpu": "1"}, "limits": {"memory": "512Mi"}}
+    defaulted = edit(running).clone().container("node", resources=limited).obj()
     for outdated in (bigger, defaulted):
         plan = observe(same, make_runtime(), jobs=[outdated], services=[OUR_SERVICE])
         assert plan.delete == [("tj-node-0", running["metadata"]["uid"])]
@@ -139,14 +138,14 @@ def test_a_suspended_jobs_pods_asking_for_other_resources_are_made_again_on_resu
     # Never resumed as it was, had a pass not seen the TrainJob suspended: it goes, and once
     # gone it is made from what the TrainJob asks now.
     resumed = make_trainjob(trainer={"resourcesPerNode": {"requests": {"cpu": "1"}}})
-    resumed["status"] = {}
+    edit(resumed).status({})
     for held in (suspended(bigger), suspended(defaulted)):
         plan = observe(resumed, make_runtime(), jobs=[held], services=[OUR_SERVICE])
         assert plan.delete == [("tj-node-0", running["metadata"]["uid"])]
         assert plan.patch == [] and plan.create == []
     plan = observe(resumed, make_runtime(), jobs=[suspended(running)], services=[OUR_SERVICE])
     assert plan.delete == [] and [o["spec"] for o in plan.patch] == [{"suspend": False}]
-    asks["spec"]["suspend"] = False
+    edit(asks).suspend(False)
     plan = observe(asks, make_runtime(), jobs=[], services=[OUR_SERVICE])
     (again,) = [o for o in plan.create if o["kind"] == "Job"]
     node = again["spec"]["template"]["spec"]["containers"][0]
@@ -184,13 +183,12 @@ def test_a_job_kept_is_suspended_and_resumed_by_writes_its_pod_template_cannot_r
     )
     # Kueue takes its placement off the TrainJob it evicts: the running Job is suspended by
     # `spec.suspend` alone all the same (a placement with it would be refused, and it would run on).
-    stopped = make_trainjob(suspend=True)
-    stopped["status"] = {}
+    stopped = edit(make_trainjob(suspend=True)).status({}).obj()
     plan = observe(stopped, moved, jobs=[running], services=[OUR_SERVICE])
     assert plan.delete == [] and plan.patch == [suspend_patch(made)]
 
     again = placed({"pool": "b"}, "t2")
-    again["status"] = plan.status
+    edit(again).status(plan.status)
     plan = observe(again, moved, jobs=[suspended(running)], services=[OUR_SERVICE])
     assert [(o["metadata"], o["spec"]) for o in plan.patch] == [
         (
@@ -217,58 +215,47 @@ def test_a_jobs_size_is_what_it_was_made_with_and_a_job_the_runtime_no_longer_na
     runtime asking fewer nodes since has its Job resumed for that many; and while the TrainJob
     is suspended a Job its runtime no longer names (replicas lowered, a replicatedJob renamed)
     is suspended too: it would run on no quota at all."""
-    tj = make_trainjob(trainer={"numNodes": 4})
-    tj["status"] = {}
+    tj = edit(make_trainjob(trainer={"numNodes": 4})).status({}).obj()
     (made,) = as_made(tj, make_runtime())
     running = reported(made, "running")
-    grown = copy.deepcopy(running)
-    grown["spec"]["parallelism"] = grown["spec"]["completions"] = 40
+    grown = edit(running).clone().spec(parallelism=40, completions=40).obj()
     plan = observe(tj, make_runtime(), jobs=[grown], services=[OUR_SERVICE])
     assert [o["spec"] for o in plan.patch] == [{"parallelism": 4, "completions": 4}]
     # Asked bigger while its pods run (a runtime changed): not grown under them.
-    more = make_trainjob(trainer={"numNodes": 8})
-    more["status"] = {}
+    more = edit(make_trainjob(trainer={"numNodes": 8})).status({}).obj()
     assert observe(more, make_runtime(), jobs=[running], services=[OUR_SERVICE]).patch == []
     # Each size on its own: one grown past what is asked made that, the other never grown.
-    wider = copy.deepcopy(running)
-    wider["spec"]["parallelism"] = 9
+    wider = edit(running).clone().spec(parallelism=9).obj()
     plan = observe(more, make_runtime(), jobs=[wider], services=[OUR_SERVICE])
     assert [o["spec"] for o in plan.patch] == [{"parallelism": 8}]
     # Completions past what is asked are made that with parallelism equal to them (the API
     # server takes no other change of an Indexed Job's completions).
-    longer = copy.deepcopy(running)
-    longer["spec"]["parallelism"], longer["spec"]["completions"] = 2, 40
+    longer = edit(running).clone().spec(parallelism=2, completions=40).obj()
     plan = observe(tj, make_runtime(), jobs=[longer], services=[OUR_SERVICE])
     assert [o["spec"] for o in plan.patch] == [{"parallelism": 4, "completions": 4}]
     # Suspended with it, by `spec.suspend` alone (a size refused with it would keep it running).
-    held = make_trainjob(suspend=True, trainer={"numNodes": 4})
-    held["status"] = {}
+    held = edit(make_trainjob(suspend=True, trainer={"numNodes": 4})).status({}).obj()
     plan = observe(held, make_runtime(), jobs=[grown], services=[OUR_SERVICE])
     assert plan.patch == [suspend_patch(made)]
     # Suspended already, made the size asked, naming no version (nothing placed, not resumed).
-    shut = suspended(grown)
-    shut["metadata"]["resourceVersion"] = "41"
+    shut = edit(suspended(grown)).resource_version("41").obj()
     (write,) = observe(held, make_runtime(), jobs=[shut], services=[OUR_SERVICE]).patch
     assert write["spec"] == {"parallelism": 4, "completions": 4}
     assert "resourceVersion" not in write["metadata"]
     # Resumed after the TrainJob was changed to ask for one node: resumed for one.
-    one = make_trainjob(trainer={"numNodes": 1})
-    one["status"] = {}
+    one = edit(make_trainjob(trainer={"numNodes": 1})).status({}).obj()
     plan = observe(one, make_runtime(), jobs=[suspended(running)], services=[OUR_SERVICE])
     assert [o["spec"] for o in plan.patch] == [
         {"parallelism": 1, "completions": 1, "suspend": False}
     ]
     # Suspended, with a Job of a replicatedJob the runtime no longer has.
     renamed = make_runtime(replicated_jobs=[replicated_job("trainer", "trainer", [container()])])
-    stopped = make_trainjob(suspend=True, trainer={"numNodes": 4})
-    stopped["status"] = {}
+    stopped = edit(make_trainjob(suspend=True, trainer={"numNodes": 4})).status({}).obj()
     plan = observe(stopped, renamed, jobs=[running], services=[OUR_SERVICE])
     assert plan.patch == [suspend_patch(made)] and plan.create == []
     # Running too: a Job it controls under a name its runtime has not (whoever may edit Jobs
     # can make one, naming the TrainJob as controller) is suspended; its own runs on.
-    stranger = copy.deepcopy(running)
-    stranger["metadata"]["name"] = "tj-node-0-99"
-    stranger["metadata"]["uid"] = "uid-tj-node-0-99"
+    stranger = edit(running).clone().name("tj-node-0-99").uid("uid-tj-node-0-99").obj()
     plan = observe(tj, make_runtime(), jobs=[running, stranger], services=[OUR_SERVICE])
     assert plan.patch == [suspend_patch(stranger)] and plan.delete == []
 
@@ -282,27 +269,22 @@ def test_a_resume_names_the_version_it_was_planned_from_and_waits_for_the_start_
     Job controller clears a just-suspended Job's startTime the API server refuses a placement:
     nothing is written till then."""
     patch = runtime_patch("kueue.x-k8s.io/manager", "node", {"spec": {"nodeSelector": {"p": "b"}}})
-    tj = make_trainjob(runtimePatches=[patch])
-    tj["status"] = {}
+    tj = edit(make_trainjob(runtimePatches=[patch])).status({}).obj()
     (made,) = as_made(make_trainjob(), make_runtime())
-    held = suspended(reported(made, "running"))
-    held["metadata"]["resourceVersion"] = "41"
+    held = edit(suspended(reported(made, "running"))).resource_version("41").obj()
     plan = observe(tj, make_runtime(), jobs=[held], services=[OUR_SERVICE])
     (write,) = plan.patch
     assert write["metadata"]["resourceVersion"] == "41"
     assert write["spec"] == {"template": {"spec": {"nodeSelector": {"p": "b"}}}, "suspend": False}
-    held["status"]["startTime"] = "2026-11-22T11:59:00Z"
+    edit(held).status(startTime="2026-11-22T11:59:00Z")
     assert observe(tj, make_runtime(), jobs=[held], services=[OUR_SERVICE]).patch == []
     # Nothing to place: resumed at once, still by the version read.
-    plain = make_trainjob()
-    plain["status"] = {}
+    plain = edit(make_trainjob()).status({}).obj()
     (write,) = observe(plain, make_runtime(), jobs=[held], services=[OUR_SERVICE]).patch
     assert write["spec"] == {"suspend": False} and write["metadata"]["resourceVersion"] == "41"
     # A suspension names no version.
-    running = reported(made, "running")
-    running["metadata"]["resourceVersion"] = "42"
-    stop = make_trainjob(suspend=True)
-    stop["status"] = {}
+    running = edit(reported(made, "running")).resource_version("42").obj()
+    stop = edit(make_trainjob(suspend=True)).status({}).obj()
     (write,) = observe(stop, make_runtime(), jobs=[running], services=[OUR_SERVICE]).patch
     assert "resourceVersion" not in write["metadata"] and write["spec"] == {"suspend": True}
 
@@ -321,9 +303,8 @@ def test_a_resume_sets_each_scheduling_field_as_the_trainjob_gives_it(
 ) -> None:
     (made,) = as_made(make_trainjob(), make_runtime())
     held = suspended(reported(made, "running"))
-    held["spec"]["template"]["spec"][field] = value  # written while it was suspended
-    tj = make_trainjob()
-    tj["status"] = {}
+    edit(held).template_spec(**{field: value})  # written while it was suspended
+    tj = edit(make_trainjob()).status({}).obj()
     (write,) = observe(tj, make_runtime(), jobs=[held], services=[OUR_SERVICE]).patch
     assert write["spec"] == {"suspend": False, "template": {"spec": {field: None}}}
 
@@ -359,17 +340,15 @@ def test_jobs_asking_otherwise_are_judged_each_by_index_and_podset_never_twice_n
     )
     tj = make_trainjob(trainer={"resourcesPerNode": {"requests": {"cpu": "1"}}})
     first, second = (reported(m, "running") for m in as_made(tj, runtime))
-    node = second["spec"]["template"]["spec"]["containers"][0]
-    node["resources"] = {"requests": {"cpu": "8"}}
+    edit(second).container("node", resources={"requests": {"cpu": "8"}})
     stopped = make_trainjob(suspend=True, trainer={"resourcesPerNode": {"requests": {"cpu": "1"}}})
-    stopped["status"] = {}
+    edit(stopped).status({})
     plan = observe(stopped, runtime, jobs=[first, second], services=[OUR_SERVICE])
     assert plan.delete == [("tj-node-1", second["metadata"]["uid"])]
-    going = copy.deepcopy(suspended(second))
-    going["metadata"]["deletionTimestamp"] = "2026-11-22T12:00:00Z"
+    going = edit(suspended(second)).clone().deleting("2026-11-22T12:00:00Z").obj()
     assert observe(stopped, runtime, jobs=[first, going], services=[OUR_SERVICE]).delete == []
     resumed = make_trainjob(trainer={"resourcesPerNode": {"requests": {"cpu": "1"}}})
-    resumed["status"] = {}
+    edit(resumed).status({})
     plan = observe(resumed, runtime, jobs=[suspended(first), going], services=[OUR_SERVICE])
     assert plan.delete == [] and [o["metadata"]["name"] for o in plan.patch] == ["tj-node-0"]
     plan = observe(resumed, runtime, jobs=[first, second], services=[OUR_SERVICE])
@@ -384,24 +363,22 @@ def test_jobs_asking_otherwise_are_judged_each_by_index_and_podset_never_twice_n
     built = [builders.build_job(info, ps, 0, owner_of(init), suspend=True) for ps in info.pod_sets]
     made = [suspended(reported(m, "running")) for m in built]
     assert len({builders.pods_ask(ps) for ps in info.pod_sets}) == 2  # the node asks its own
-    init["status"] = {}
+    edit(init).status({})
     plan = observe(init, initializer_runtime(), jobs=made, services=[OUR_SERVICE])
     assert plan.delete == [] and [o["spec"] for o in plan.patch] == [{"suspend": False}] * 3
 
 
 def test_deadline_counts_from_the_last_resume() -> None:
     tj = make_trainjob(activeDeadlineSeconds=30)
-    tj["status"] = {
-        "conditions": [
-            {
-                "type": "Suspended",
-                "status": "False",
-                "reason": "Resumed",
-                "message": "",
-                "lastTransitionTime": "2026-11-22T11:59:50Z",
-            }
-        ]
-    }
+    edit(tj).conditions(
+        {
+            "type": "Suspended",
+            "status": "False",
+            "reason": "Resumed",
+            "message": "",
+            "lastTransitionTime": "2026-11-22T11:59:50Z",
+        }
+    )
     running = [job("tj-node-0", active=1, created="2026-11-22T11:00:00Z")]
     plan = observe(tj, make_runtime(), jobs=running, services=[OUR_SERVICE])
     assert "Failed" not in conditions(plan) and plan.requeue_after == 20.0
@@ -435,17 +412,15 @@ def test_failed_pod_set_fails_the_trainjob_naming_it() -> None:
 
 def test_finished_trainjob_is_final() -> None:
     tj = make_trainjob()
-    tj["status"] = {
-        "conditions": [
-            {
-                "type": "Failed",
-                "status": "True",
-                "reason": "DeadlineExceeded",
-                "message": "",
-                "lastTransitionTime": "2026-11-22T11:00:00Z",
-            }
-        ]
-    }
+    edit(tj).conditions(
+        {
+            "type": "Failed",
+            "status": "True",
+            "reason": "DeadlineExceeded",
+            "message": "",
+            "lastTransitionTime": "2026-11-22T11:00:00Z",
+        }
+    )
     # Even if the runtime disappears later, the final reason stays.
     assert observe(tj, None) == Plan()
 
@@ -506,7 +481,7 @@ def test_a_pod_group_policy_is_named_as_not_supported_in_a_condition_and_one_war
     assert len(warnings) == 1 and "podGroupPolicy" in warnings[0].message
     assert warnings[0].type == "Warning"
     tj = make_trainjob()
-    tj["status"] = first.status
+    edit(tj).status(first.status)
     again = observe(tj, runtime, jobs=[job("tj-node-0")], services=[OUR_SERVICE])
     assert not [e for e in again.events if e.reason == "PodGroupPolicyIgnored"]
     assert again.status is None or "PodGroupPolicyIgnored" in conditions(again)
@@ -529,8 +504,7 @@ def test_runtime_fields_this_worker_does_not_do_are_named_in_a_condition_and_one
 
 
 def test_a_multikueue_copy_labels_its_jobs_and_pods_with_the_managers_origin() -> None:
-    tj = make_trainjob()
-    tj["metadata"]["labels"] = {"kueue.x-k8s.io/multikueue-origin": "manager-a"}
+    tj = edit(make_trainjob()).labels({"kueue.x-k8s.io/multikueue-origin": "manager-a"}).obj()
     plan = observe(tj, make_runtime(), services=[OUR_SERVICE])
     (job,) = [o for o in plan.create if o["kind"] == "Job"]
     assert job["metadata"]["labels"]["kueue.x-k8s.io/multikueue-origin"] == "manager-a"
@@ -595,7 +569,7 @@ def test_pods_are_counted_by_phase_per_pod_set_and_left_alone_when_not_watched()
     }
     assert digests.pod_owner(pods[0]) == ("default", "tj")
     # Pods not watched (or not listed yet): what the status says stays.
-    tj["status"] = plan.status
+    edit(tj).status(plan.status)
     again = observe(tj, runtime, services=[OUR_SERVICE], jobs=jobs, pods=None)
     assert again.status is None
     # A change of phase alone is a status write.
@@ -611,7 +585,7 @@ def test_a_change_nothing_acts_on_is_held_and_the_rest_goes_at_once() -> None:
     first = observe(
         tj, make_runtime(), jobs=running, services=[OUR_SERVICE], named=OUR_SERVICE, pods=[]
     )
-    tj["status"] = first.status
+    edit(tj).status(first.status)
     pods = [pod("a", "node", "Running")]
 
     def step(jobs: list[Dict], held_for: float | None) -> Plan:
@@ -743,7 +717,7 @@ def test_stuck_pods_and_refused_pods_show_as_a_condition_until_they_start() -> N
     assert (
         event.message == 'pod p container node: ImagePullBackOff: Back-off pulling image "nope:1"'
     )
-    tj["status"] = stuck.status
+    edit(tj).status(stuck.status)
     fine = observe(
         tj, runtime, jobs=running, services=[OUR_SERVICE], pods=[pod_with("p", "Running")]
     )
@@ -768,7 +742,7 @@ def test_stuck_pods_and_refused_pods_show_as_a_condition_until_they_start() -> N
         'Job tj-node-0 cannot create its pods: pods "tj-node-0-0-x" is forbidden: exceeded quota'
     )
     # Not watched: left as it is.
-    tj["status"] = stuck.status
+    edit(tj).status(stuck.status)
     unwatched = observe(tj, runtime, jobs=running, services=[OUR_SERVICE], pods=None)
     assert unwatched.status is None or conditions(unwatched)["PodsStuck"][0] == "True"
 
@@ -789,8 +763,7 @@ def failed_create(job_name: str, uid: str, last: str, message: str = "exceeded q
 
 def test_a_refused_pod_is_read_from_the_jobs_own_recent_failed_create_events() -> None:
     running = job("tj-node-0", active=1, parallelism=2)
-    running["metadata"]["uid"] = "u1"
-    running["status"]["startTime"] = "2026-11-22T11:59:00Z"
+    edit(running).uid("u1").status(startTime="2026-11-22T11:59:00Z")
     assert status.jobs_short_of_pods({"tj-node-0": JobView(running)}) == ["tj-node-0"]
     assert status.jobs_short_of_pods({"a": JobView(job("a", active=1))}) == []
     assert status.jobs_short_of_pods({"a": JobView(job("a", suspend=True))}) == []
@@ -825,7 +798,7 @@ def test_a_name_taken_is_a_condition_naming_the_object_and_clears_once_made() ->
     assert plan.events[0].type == "Warning" and "data-tj" in plan.events[0].message
     # Still planned: the executor tries again, and stops at the object it cannot make.
     assert kinds(plan) == [("Job", "tj-node-0")]
-    tj["status"] = plan.status
+    edit(tj).status(plan.status)
     plan = observe(tj, make_runtime(), services=[OUR_SERVICE])
     assert conditions(plan) == {"ObjectsBlocked": ("False", "ObjectsCreated")}
 
@@ -921,8 +894,7 @@ def said(
 
 
 def at_generation(tj: Dict, generation: int) -> Dict:
-    tj["metadata"]["generation"] = generation
-    return tj
+    return edit(tj).generation(generation).obj()
 
 
 NOT_FOUND = (
@@ -955,13 +927,14 @@ FIELDS_IGNORED = (
 
 def runtime_doing_less() -> Dict:
     """A runtime with two fields the worker does not do."""
-    runtime = make_runtime()
-    runtime["spec"]["template"]["spec"]["failurePolicy"] = {
-        "maxRestarts": 3,
-        "rules": [{"name": "one", "action": "RestartJob"}],
-    }
-    runtime["spec"]["template"]["spec"]["startupPolicy"] = {"startupPolicyOrder": "InOrder"}
-    return runtime
+    return (
+        edit(make_runtime())
+        .template_spec(
+            failurePolicy={"maxRestarts": 3, "rules": [{"name": "one", "action": "RestartJob"}]},
+            startupPolicy={"startupPolicyOrder": "InOrder"},
+        )
+        .obj()
+    )
 
 
 @pytest.mark.parametrize(
@@ -1148,8 +1121,7 @@ def runtime_doing_less() -> Dict:
 def test_each_decision_writes_its_condition_and_announces_it(
     tj: Dict, before: list[Dict], seen: dict[str, Any], after: list[Dict], events: list[Event]
 ) -> None:
-    tj = copy.deepcopy(tj)
-    tj["status"] = {"conditions": copy.deepcopy(before)}
+    tj = edit(tj).clone().status({"conditions": copy.deepcopy(before)}).obj()
     seen = {"runtime": make_runtime(), "services": [OUR_SERVICE], **seen}
     plan = observe(tj, **seen)
     assert plan.status is not None
@@ -1198,12 +1170,8 @@ COMPLETE = said("Complete", "True", "AllJobsCompleted", "jobset completed succes
 
 def launcher_first() -> Dict:
     """An MPI runtime whose success is its launcher's: the nodes may still run when it is done."""
-    runtime = mpi_runtime()
-    runtime["spec"]["template"]["spec"]["successPolicy"] = {
-        "operator": "All",
-        "targetReplicatedJobs": ["launcher"],
-    }
-    return runtime
+    success = {"operator": "All", "targetReplicatedJobs": ["launcher"]}
+    return edit(mpi_runtime()).template_spec(successPolicy=success).obj()
 
 
 def gang_runtime() -> Dict:
@@ -1260,8 +1228,7 @@ def test_a_trainjob_that_ends_or_is_suspended_suspends_each_running_job_as_it_wa
     """The suspension of Jobs whose pod template cannot change is a write of `spec.suspend`
     alone, naming each Job's UID: nothing of what the runtime says now, or of the restart or
     pod group a Job was made for, can have it refused."""
-    tj = make_trainjob(**copy.deepcopy(spec))
-    tj["status"] = copy.deepcopy(status)
+    tj = edit(make_trainjob(**copy.deepcopy(spec))).status(copy.deepcopy(status)).obj()
     made = as_made(tj, runtime, apis)
     assert len(made) == len(states)
     jobs = [reported(body, state) for body, state in zip(made, states, strict=True)]
@@ -1275,16 +1242,13 @@ def test_the_objects_the_pods_need_come_before_the_jobs_all_owned_but_a_claim_ke
     """MPI's hostfile and SSH Secret, and a claim per volumeClaimPolicies template: owned by
     the TrainJob (deleted with it) unless the policy keeps the claim after it (whenDeleted
     Retain, the default), which then says which TrainJob it was made for."""
-    runtime = mpi_runtime()
-    runtime["spec"]["template"]["spec"]["volumeClaimPolicies"] = [
-        {
-            "templates": [
-                {"metadata": {"name": "scratch"}, "spec": {"accessModes": ["ReadWriteOnce"]}}
-            ],
-            "retentionPolicy": {"whenDeleted": "Delete"},
-        },
-        {"templates": [{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadOnlyMany"]}}]},
+    scratch = {"metadata": {"name": "scratch"}, "spec": {"accessModes": ["ReadWriteOnce"]}}
+    data = {"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadOnlyMany"]}}
+    claims = [
+        {"templates": [scratch], "retentionPolicy": {"whenDeleted": "Delete"}},
+        {"templates": [data]},
     ]
+    runtime = edit(mpi_runtime()).template_spec(volumeClaimPolicies=claims).obj()
     plan = observe(
         make_trainjob(runtimeRef={"name": "mpi-runtime"}), runtime, services=[OUR_SERVICE]
     )
@@ -1347,13 +1311,17 @@ def test_a_finished_trainjob_suspends_every_job_it_controls_building_none(
     ours = reported(as_made(tj, make_runtime())[0], "running")
     strangers = []
     for i in range(2000):
-        stranger = copy.deepcopy(ours)
-        stranger["metadata"]["name"] = f"tj-other-{i}"
         attempt = str(10_000_000_000 + i)
-        stranger["metadata"]["labels"][c.RESTART_ATTEMPT_LABEL] = attempt
-        stranger["spec"]["template"]["metadata"]["labels"][c.RESTART_ATTEMPT_LABEL] = attempt
+        stranger = (
+            edit(ours)
+            .clone()
+            .name(f"tj-other-{i}")
+            .label(c.RESTART_ATTEMPT_LABEL, attempt)
+            .pod_label(c.RESTART_ATTEMPT_LABEL, attempt)
+            .obj()
+        )
         strangers.append(stranger)
-    tj["status"] = {"conditions": [COMPLETE]}
+    edit(tj).conditions(COMPLETE)
     built: list[str] = []
     build_job = builders.build_job
 
@@ -1370,8 +1338,7 @@ def test_a_finished_trainjob_suspends_every_job_it_controls_building_none(
         (f"tj-other-{i}", {"suspend": True}) for i in range(2000)
     ]
     # One being deleted is not written.
-    going = copy.deepcopy(ours)
-    going["metadata"]["deletionTimestamp"] = "2026-11-22T12:00:00Z"
+    going = edit(ours).clone().deleting("2026-11-22T12:00:00Z").obj()
     plan = observe(tj, make_runtime(), jobs=[going], services=[OUR_SERVICE])
     assert plan.patch == []
     # A runtime gone by then changes nothing of that.

@@ -7,6 +7,7 @@ import copy
 import json
 
 from kubebase.objects import Dict
+from tests.support.builders import edit
 from tests.support.pods import RICH_POD
 from trainjob.naming import owner_reference
 from trainjob.queues import resources_key
@@ -91,7 +92,7 @@ def test_a_jobs_digest_reads_as_the_job_and_keeps_none_of_its_pods_image_command
     for suspended in (True, False):
         job = _job(RICH_POD, suspend=suspended)
         if suspended:  # the Job controller has taken its pods and start time away
-            job["status"] = {"conditions": [{"type": "Suspended", "status": "True"}]}
+            edit(job).status({"conditions": [{"type": "Suspended", "status": "True"}]})
         full, kept = JobView(job), JobView(digests.job_digest(copy.deepcopy(job)))
         assert builders.asked_by(kept) == builders.asked_by(full)
         assert builders.attempt_of(kept) == builders.attempt_of(full) == 2
@@ -101,8 +102,7 @@ def test_a_jobs_digest_reads_as_the_job_and_keeps_none_of_its_pods_image_command
             assert getattr(kept, field) == getattr(full, field), field
         # made to run elsewhere, resumed: the same write from either
         desired = _job({**RICH_POD, "nodeSelector": {"pool": "b"}, "tolerations": []})
-        desired["spec"]["suspend"] = False
-        desired["spec"]["parallelism"] = desired["spec"]["completions"] = 1
+        edit(desired).suspend(False).spec(parallelism=1, completions=1)
         write = builders.job_patch(desired, kept)
         assert write == builders.job_patch(desired, full)
         assert write is not None

@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from kubebase.events import Event
-from tests.support.builders import initializer_runtime, make_runtime, make_trainjob, mpi_runtime
+from tests.support.builders import (
+    edit,
+    initializer_runtime,
+    make_runtime,
+    make_trainjob,
+    mpi_runtime,
+)
 from tests.support.worker_plans import (
     EXIT_1,
     KILLED,
@@ -32,29 +38,23 @@ Dict = dict[str, Any]
 
 
 def runtime_with(policy: Dict) -> Dict:
-    runtime = make_runtime()
-    runtime["spec"]["template"]["spec"]["failurePolicy"] = policy
-    return runtime
+    return edit(make_runtime()).template_spec(failurePolicy=policy).obj()
 
 
 def trainjob(restarts: int = 0, counted: int | None = None) -> Dict:
     tj = make_trainjob()
     if restarts:
-        tj["status"] = {
-            "restarts": restarts,
-            "restartsCountTowardsMax": restarts if counted is None else counted,
-        }
+        counts_toward_max = restarts if counted is None else counted
+        edit(tj).status(restarts=restarts, restartsCountTowardsMax=counts_toward_max)
     return tj
 
 
 def of_attempt(body: Dict, attempt: int, uid: str = "") -> Dict:
-    meta = body["metadata"]
-    meta["labels"] = {
+    labels = {
         "jobset.sigs.k8s.io/restart-attempt": str(attempt),
         "jobset.sigs.k8s.io/replicatedjob-name": "node",
     }
-    meta["uid"] = uid or f"uid-{attempt}"
-    return body
+    return edit(body).labels(labels).uid(uid or f"uid-{attempt}").obj()
 
 
 def test_a_failed_job_under_max_restarts_writes_the_restart_first() -> None:
@@ -80,7 +80,7 @@ def test_the_next_pass_deletes_the_old_jobs_then_makes_them_again() -> None:
     assert going.delete == [("tj-node-0", "uid-0")]
     assert going.create == []  # its name is held until the old Job is gone
     assert going.status is None or "Failed" not in conditions(going)
-    old["metadata"]["deletionTimestamp"] = "2026-11-29T10:00:00Z"
+    edit(old).deleting("2026-11-29T10:00:00Z")
     waiting = observe(trainjob(1), runtime, jobs=[old], services=[OUR_SERVICE])
     assert waiting.delete == [] and waiting.create == []  # deleting already: asked once
     made = observe(trainjob(1), runtime, jobs=[], services=[OUR_SERVICE])
@@ -129,25 +129,24 @@ def test_a_fail_fast_rule_on_a_named_reason_fails_at_once() -> None:
 
 def test_blocking_recreate_makes_no_job_while_an_old_one_remains() -> None:
     two_nodes = make_trainjob()
-    two_nodes["spec"]["trainer"] = {"numNodes": 1}
+    edit(two_nodes).spec(trainer={"numNodes": 1})
     runtime = runtime_with({"maxRestarts": 1, "restartStrategy": "BlockingRecreate"})
-    runtime["spec"]["template"]["spec"]["replicatedJobs"].append(
-        {
-            "name": "other",
-            "template": {
-                "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}
-            },
-        }
-    )
+    other = {
+        "name": "other",
+        "template": {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}},
+    }
+    jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    edit(runtime).template_spec(replicatedJobs=[*jobs, other])
     old = of_attempt(job("tj-other-0"), 0)
-    old["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] = "other"
-    old["metadata"]["deletionTimestamp"] = "2026-11-29T10:00:00Z"
+    edit(old).label("jobset.sigs.k8s.io/replicatedjob-name", "other").deleting(
+        "2026-11-29T10:00:00Z"
+    )
     blocked = observe(trainjob(1), runtime, jobs=[old], services=[OUR_SERVICE])
     assert [o for o in blocked.create if o["kind"] == "Job"] == []
     recreate = runtime_with({"maxRestarts": 1})
-    recreate["spec"]["template"]["spec"]["replicatedJobs"] = runtime["spec"]["template"]["spec"][
-        "replicatedJobs"
-    ]
+    edit(recreate).template_spec(
+        replicatedJobs=runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    )
     made = observe(trainjob(1), recreate, jobs=[old], services=[OUR_SERVICE])
     assert [o["metadata"]["name"] for o in made.create if o["kind"] == "Job"] == ["tj-node-0"]
 
@@ -210,7 +209,7 @@ def test_a_rule_for_a_replicated_job_reads_which_one_from_the_jobs_label(
         {"maxRestarts": 5, "rules": [{"action": "FailJobSet", "targetReplicatedJobs": targets}]}
     )
     failed = of_attempt(job("tj-node-0", failed="BackoffLimitExceeded"), 0)
-    failed["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] = label
+    edit(failed).label("jobset.sigs.k8s.io/replicatedjob-name", label)
     plan = observe(trainjob(), runtime, jobs=[failed], services=[OUR_SERVICE])
     assert ("Failed" in conditions(plan)) == failed_now, conditions(plan)
 
@@ -224,9 +223,7 @@ FAIL_ACTION = "applying FailJobSet failure policy action"
 
 def mpi_with(policy: Dict) -> Dict:
     """A launcher and its nodes, each a PodSet of its own, under `policy`."""
-    runtime = mpi_runtime()
-    runtime["spec"]["template"]["spec"]["failurePolicy"] = policy
-    return runtime
+    return edit(mpi_runtime()).template_spec(failurePolicy=policy).obj()
 
 
 def said_failed(reason: str, message: str) -> Dict:
@@ -306,7 +303,7 @@ def test_a_failure_the_policy_does_not_restart_fails_the_trainjob_saying_why(
     that still runs is suspended as it was made."""
     runtime = mpi_with(policy)
     tj = make_trainjob(runtimeRef={"name": "mpi-runtime"})
-    tj["status"] = {"restarts": 1, "restartsCountTowardsMax": 1}
+    edit(tj).status(restarts=1, restartsCountTowardsMax=1)
     made_launcher, made_node = as_made(tj, runtime)
     first = reported(made_launcher, "failed", **launcher) if launcher else None
     jobs = [first or reported(made_launcher, "running"), reported(made_node, "failed", **node)]
@@ -320,7 +317,7 @@ def test_a_failure_the_policy_does_not_restart_fails_the_trainjob_saying_why(
 
 def test_jobs_of_a_later_attempt_are_named_in_the_failure_and_the_running_ones_suspended() -> None:
     runtime = initializer_runtime()
-    runtime["spec"]["template"]["spec"]["failurePolicy"] = {"maxRestarts": 3}
+    edit(runtime).template_spec(failurePolicy={"maxRestarts": 3})
     tj = make_trainjob(runtimeRef={"name": "torch-with-init"})
     jobs = [
         of_attempt(job("tj-dataset-initializer-0", complete=True), 2),

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.builders import OWNER, make_trainjob
+from tests.support.builders import OWNER, edit, make_trainjob
 from tests.support.worker_plans import OUR_SERVICE, Dict, as_made, conditions, job, observe
 from tests.unit.trainjob.runtime.podgroups import GROUP_NAMED_BY, RESOURCES, gang_runtime
 from tests.unit.trainjob.runtime.podgroups import gang_trainjob as trainjob
@@ -47,11 +47,11 @@ def named(name: str, labels: Dict | None = None, **state: Any) -> Dict:
     """A Job of `trainjob(1)` on the gang runtime, its pods as made (their labels as given)."""
     out = job(name, **state)
     made = {o["metadata"]["name"]: o for o in as_made(trainjob(1), gang_runtime({}))}
-    out["spec"]["template"] = {
+    template = {
         "metadata": {"labels": labels or {}},
         "spec": made[name]["spec"]["template"]["spec"],
     }
-    return out
+    return edit(out).spec(template=template).obj()
 
 
 def test_jobs_keep_what_they_were_made_with_when_the_api_comes_or_goes() -> None:
@@ -61,7 +61,7 @@ def test_jobs_keep_what_they_were_made_with_when_the_api_comes_or_goes() -> None
     served = frozenset({"coscheduling"})
     tj = trainjob(1)
     first = observe(tj, runtime, services=[OUR_SERVICE])
-    tj["status"] = first.status
+    edit(tj).status(first.status)
     ungrouped = [named("tj-launcher-0", active=1), named("tj-node-0", active=1)]
     plan = observe(tj, runtime, jobs=ungrouped, services=[OUR_SERVICE], pod_group_apis=served)
     assert plan.create == [] and plan.patch == []

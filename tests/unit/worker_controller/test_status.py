@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 
 from kubebase.objects import Dict
-from tests.support.builders import initializer_runtime, make_runtime, make_trainjob, mpi_runtime
+from tests.support.builders import (
+    edit,
+    initializer_runtime,
+    make_runtime,
+    make_trainjob,
+    mpi_runtime,
+)
 from tests.support.worker_plans import job
 from tests.unit.trainjob.runtime import info_for
 from trainjob.runtime import RuntimeInfo
@@ -24,7 +30,7 @@ def jobs(*bodies: Dict) -> dict[str, JobView]:
 def mpi(success: Dict | None = None) -> RuntimeInfo:
     runtime = mpi_runtime()
     if success is not None:
-        runtime["spec"]["template"]["spec"]["successPolicy"] = success
+        edit(runtime).template_spec(successPolicy=success)
     return info_for(make_trainjob(runtimeRef={"name": "mpi-runtime"}), runtime)
 
 
@@ -102,9 +108,8 @@ def test_a_podset_starts_once_what_it_depends_on_is_complete(
 
 
 def test_a_ready_dependency_is_met_by_ready_jobs() -> None:
-    runtime = mpi_runtime()
-    rjs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
-    rjs[1]["dependsOn"] = [{"name": "launcher", "status": "Ready"}]
+    ready_launcher = [{"name": "launcher", "status": "Ready"}]
+    runtime = edit(mpi_runtime()).replicated_job("node", dependsOn=ready_launcher).obj()
     info = info_for(make_trainjob(runtimeRef={"name": "mpi-runtime"}), runtime)
     node = info.pod_set("node")
     assert not status.dependencies_met(node, info, jobs(job("tj-launcher-0", active=1)))
@@ -127,8 +132,7 @@ def created_event(message: str, last: str, uid: str = "uid-j") -> FailedCreateVi
 
 
 def test_a_create_failure_is_the_last_said_about_this_job_since_it_started() -> None:
-    body = job("j", created="2026-11-22T12:00:00Z")
-    body["metadata"]["uid"] = "uid-j"
+    body = edit(job("j", created="2026-11-22T12:00:00Z")).uid("uid-j").obj()
     view = JobView(body)
     events = [
         created_event("quota", "2026-11-22T12:00:05Z"),
@@ -138,27 +142,24 @@ def test_a_create_failure_is_the_last_said_about_this_job_since_it_started() -> 
     ]
     assert status.create_failure(view, events) == "forbidden"
     assert status.create_failure(view, events[2:]) is None
-    body["status"]["startTime"] = "2026-11-22T12:00:10Z"  # resumed since: those are old
+    edit(body).status(startTime="2026-11-22T12:00:10Z")  # resumed since: those are old
     assert status.create_failure(JobView(body), events) is None
 
 
 def test_pods_done_count_toward_what_a_job_wants() -> None:
-    half = job("h", active=1, parallelism=2)
-    half["status"]["succeeded"] = 1  # one ran to its end, one runs: none missing
+    # one ran to its end, one runs: none missing
+    half = edit(job("h", active=1, parallelism=2)).status(succeeded=1).obj()
     assert status.jobs_short_of_pods(jobs(half)) == []
 
 
 def test_a_create_failure_event_that_names_no_uid_is_this_jobs() -> None:
-    body = job("j", created="2026-11-22T12:00:00Z")
-    body["metadata"]["uid"] = "uid-j"
+    body = edit(job("j", created="2026-11-22T12:00:00Z")).uid("uid-j").obj()
     at_start = created_event("quota at the very start", "2026-11-22T12:00:00Z", uid="")
     assert status.create_failure(JobView(body), [at_start]) == "quota at the very start"
 
 
 def test_a_ready_dependency_with_no_jobs_yet_is_not_met() -> None:
-    runtime = mpi_runtime()
-    runtime["spec"]["template"]["spec"]["replicatedJobs"][1]["dependsOn"] = [
-        {"name": "launcher", "status": "Ready"}
-    ]
+    ready_launcher = [{"name": "launcher", "status": "Ready"}]
+    runtime = edit(mpi_runtime()).replicated_job("node", dependsOn=ready_launcher).obj()
     info = info_for(make_trainjob(runtimeRef={"name": "mpi-runtime"}), runtime)
     assert not status.dependencies_met(info.pod_set("node"), info, {})

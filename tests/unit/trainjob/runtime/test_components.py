@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kubebase.objects import Dict
-from tests.support.builders import mpi_runtime
+from tests.support.builders import edit, mpi_runtime
 from tests.unit.trainjob.runtime.podgroups import gang_runtime, info_of
 from trainjob.runtime.components import build
 from trainjob.runtime.podgroups import BY_NAME
@@ -26,13 +26,11 @@ def claims(*retained: str, deleted: tuple[str, ...] = ()) -> list[Dict]:
 
 
 def with_claims(runtime: Dict, policies: list[Dict]) -> Dict:
-    runtime["spec"]["template"]["spec"]["volumeClaimPolicies"] = policies
-    return runtime
+    return edit(runtime).template_spec(volumeClaimPolicies=policies).obj()
 
 
 def grouped_by(runtime: Dict, scheduler: str) -> Dict:
-    runtime["spec"]["podGroupPolicy"] = {scheduler: {}}
-    return runtime
+    return edit(runtime).spec(podGroupPolicy={scheduler: {}}).obj()
 
 
 @pytest.mark.parametrize(

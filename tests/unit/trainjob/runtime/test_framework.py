@@ -15,7 +15,9 @@ from kubeflow_trainer_api.models.trainer_v1alpha1_train_job import TrainerV1alph
 
 from tests.support.builders import (
     OWNER,
+    TrainJobBuilder,
     container,
+    edit,
     initializer_runtime,
     make_runtime,
     make_trainjob,
@@ -355,7 +357,7 @@ def test_the_beds_demo_trainjob_runs_on_the_example_runtime() -> None:
     tj = yaml.safe_load(
         (EXAMPLES.parent / "clusters" / "manifests" / "trainjob-kwok.yaml").read_text()
     )
-    tj["metadata"].update(namespace="ns", uid="u")
+    edit(tj).namespace("ns").uid("u")
     runtime = yaml.safe_load((EXAMPLES / "runtimes" / "torch-distributed.yaml").read_text())
     info = info_for(tj, runtime)
     assert [(p.name, p.count) for p in info.pod_sets] == [("node", 3)]
@@ -428,9 +430,7 @@ def test_a_queued_trainjob_refuses_more_pod_sets_than_a_kueue_workload_holds() -
     unqueued = parse_trainjob(make_trainjob())
     info, problem = resolve_runtime_info(unqueued, RuntimeView(many))
     assert info is not None and len(info.pod_sets) == 19 and problem is None
-    body = make_trainjob()
-    body["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "q"}
-    queued = parse_trainjob(body)
+    queued = parse_trainjob(TrainJobBuilder().queue("q").obj())
     info, problem = resolve_runtime_info(queued, RuntimeView(many))
     assert info is None and problem is not None and problem.reason == "RuntimeInvalid"
     assert "spec.template.spec.replicatedJobs has 19 entries" in problem.message
@@ -479,12 +479,12 @@ def test_env_injection_gives_the_named_containers_the_pet_variables_too() -> Non
         "trainer",
         [container(), container("sidecar")],
     )
-    node["template"]["spec"]["template"]["spec"]["initContainers"] = [container("wait")]
     targets = [{"jobName": "node", "containerNames": ["wait", "sidecar"]}]
     runtime = make_runtime(
         ml_policy={"numNodes": 2, "torch": {"envInjection": {"targets": targets}}},
         replicated_jobs=[node],
     )
+    edit(runtime).pod_spec("node", initContainers=[container("wait")])
     ps = info_for(make_trainjob(), runtime).pod_sets[0]
     spec = ps.pod_template["spec"]
     main = {e["name"]: e for e in ps.container("node")["env"]}
@@ -602,10 +602,7 @@ def test_a_launcher_run_as_a_node_gives_the_nodes_the_trainers_env_and_resources
 
 def test_a_success_policy_naming_a_replicated_job_the_runtime_lacks_is_refused() -> None:
     runtime = make_runtime()
-    runtime["spec"]["template"]["spec"]["successPolicy"] = {
-        "operator": "All",
-        "targetReplicatedJobs": ["nope"],
-    }
+    edit(runtime).template_spec(successPolicy={"operator": "All", "targetReplicatedJobs": ["nope"]})
     with pytest.raises(RuntimeSpecError, match="targets replicatedJob 'nope'"):
         info_for(make_trainjob(), runtime)
 
@@ -613,8 +610,6 @@ def test_a_success_policy_naming_a_replicated_job_the_runtime_lacks_is_refused()
 def test_a_replicated_job_with_a_null_pod_spec_is_read_as_an_empty_one() -> None:
     # Absent and null are one to the API: no container named node, which the ML policy needs.
     runtime = make_runtime()
-    runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"] = {
-        "spec": None
-    }
+    edit(runtime).job_spec("node", template={"spec": None})
     with pytest.raises(RuntimeSpecError, match="has no container named 'node'"):
         info_for(make_trainjob(), runtime)

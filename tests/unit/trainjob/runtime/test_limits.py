@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from tests.support.builders import (
+    ObjectEdit,
     container,
+    edit,
     make_runtime,
     make_trainjob,
     mpi_runtime,
@@ -90,7 +92,7 @@ def test_names_too_long_for_their_jobs_and_pods_are_refused_naming_by_how_much()
 
 def test_too_many_jobs_are_refused() -> None:
     runtime = make_runtime()
-    runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["replicas"] = 1001
+    edit(runtime).replicated_job("node", replicas=1001)
     tj = make_trainjob(runtimeRef={"name": "torch-distributed"})
     assert "1001 Jobs in all (the sum of replicas) is over 1000" in _problem(tj, runtime)
 
@@ -135,8 +137,7 @@ def test_a_bad_quantity_of_the_pod_itself_is_a_condition_naming_the_field(
     PodGroup's minResources) as its containers' do: a tenant's runtime with an unreadable one
     failed every worker pass that built its PodGroup, with a traceback and no condition."""
     runtime = make_runtime()
-    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
-    pod["template"]["spec"][field] = value
+    edit(runtime).pod_spec("node", **{field: value})
     tj = make_trainjob(runtimeRef={"name": "torch-distributed"})
     assert f"replicatedJob 'node' {named}" in _problem(tj, runtime)
 
@@ -169,7 +170,7 @@ def test_admission_accepts_a_trainjob_whose_runtime_is_not_there_yet_or_fits() -
 
 def test_admission_judges_a_trainjob_without_a_name_yet() -> None:
     tj = make_trainjob(runtimeRef={"name": "torch-distributed"})
-    tj["metadata"] = {"generateName": "job-"}
+    edit(tj).metadata({"generateName": "job-"})
     assert (
         runtime_refusal(Admitted({"object": tj, "namespace": "ns"}), RuntimeView(make_runtime()))
         is None
@@ -179,12 +180,12 @@ def test_admission_judges_a_trainjob_without_a_name_yet() -> None:
 def test_admission_counts_the_five_characters_the_api_server_adds_to_a_generated_name() -> None:
     # 49 + 5 characters make the pod hostname "<name>-node-0-0" 63 long: the most that fits.
     tj = make_trainjob(runtimeRef={"name": "torch-distributed"})
-    tj["metadata"] = {"generateName": "g" * 49}
+    edit(tj).metadata({"generateName": "g" * 49})
     assert (
         runtime_refusal(Admitted({"object": tj, "namespace": "ns"}), RuntimeView(make_runtime()))
         is None
     )
-    tj["metadata"] = {"generateName": "g" * 50}
+    edit(tj).metadata({"generateName": "g" * 50})
     why = runtime_refusal(Admitted({"object": tj, "namespace": "ns"}), RuntimeView(make_runtime()))
     assert why == (
         "ClusterTrainingRuntime 'torch-distributed' cannot run this TrainJob: metadata.name: "
@@ -203,16 +204,14 @@ def test_admission_refuses_a_trainjob_the_models_cannot_read_naming_the_field() 
 @pytest.mark.parametrize(
     ("edit", "field"),
     [
-        (lambda rj: rj["template"]["spec"].update({"template": []}), "spec.template must be"),
-        (lambda rj: rj["template"]["spec"].update({"parallelism": "2"}), "spec.parallelism"),
+        (lambda rt: ObjectEdit(rt).job_spec("node", template=[]), "spec.template must be"),
+        (lambda rt: ObjectEdit(rt).job_spec("node", parallelism="2"), "spec.parallelism"),
         (
-            lambda rj: rj["template"]["spec"]["template"]["spec"].update({"containers": {}}),
+            lambda rt: ObjectEdit(rt).pod_spec("node", containers={}),
             "spec.template.spec.containers must be a list",
         ),
         (
-            lambda rj: rj["template"]["spec"]["template"]["spec"]["containers"][0].update(
-                {"env": [1]}
-            ),
+            lambda rt: ObjectEdit(rt).pod_spec("node", containers=[container(env=[1])]),
             "spec.template.spec.containers[0].env[0] must be an object",
         ),
     ],
@@ -222,7 +221,7 @@ def test_a_runtime_template_of_the_wrong_shape_is_a_problem_naming_the_field(
 ) -> None:
     """Shapes the fuzzer (test_fuzz_admission.py) found raising in the framework before."""
     runtime = make_runtime()
-    edit(runtime["spec"]["template"]["spec"]["replicatedJobs"][0])
+    edit(runtime)
     tj = make_trainjob(runtimeRef={"name": "torch-distributed"})
     message = _problem(tj, runtime)
     assert f"replicatedJob 'node' template.{field}" in message, message
@@ -261,7 +260,7 @@ def test_a_chain_of_dependencies_longer_than_pythons_recursion_limit_is_judged()
 
 def test_numnodes_over_the_limit_names_whose_number_it_is() -> None:
     runtime = mpi_runtime()
-    runtime["spec"]["mlPolicy"]["numNodes"] = 200_000
+    edit(runtime).spec(mlPolicy={**runtime["spec"]["mlPolicy"], "numNodes": 200_000})
     message = _problem(make_trainjob(runtimeRef={"name": "mpi-runtime"}), runtime)
     assert "the runtime's mlPolicy.numNodes: 200000 is over 100000" in message
 
@@ -277,16 +276,14 @@ def test_a_pod_field_that_is_no_map_is_a_condition_not_a_traceback(
     field: str, value: object, named: str
 ) -> None:
     runtime = make_runtime()
-    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
-    pod["template"]["spec"][field] = value
+    edit(runtime).pod_spec("node", **{field: value})
     tj = make_trainjob(runtimeRef={"name": "torch-distributed"})
     assert f"replicatedJob 'node' {named}" in _problem(tj, runtime)
 
 
 def test_a_bad_pod_level_quantity_is_named_where_the_runtime_wrote_it() -> None:
     runtime = make_runtime()
-    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
-    pod["template"]["spec"]["resources"] = {"requests": {"cpu": "1e5000"}}
+    edit(runtime).pod_spec("node", resources={"requests": {"cpu": "1e5000"}})
     tj = make_trainjob(
         runtimeRef={"name": "torch-distributed"},
         trainer={"resourcesPerNode": {"requests": {"cpu": "2"}}},

@@ -11,6 +11,7 @@ import pytest
 from kubebase.objects import Dict
 from tests.support.builders import (
     container,
+    edit,
     make_runtime,
     make_trainjob,
     replicated_job,
@@ -94,9 +95,8 @@ def test_patch_for_unknown_replicated_job_or_container_is_refused() -> None:
 
 def patched_pod_spec(pod_spec: Dict, *patches: tuple[str, Dict]) -> Dict:
     """The node PodSet's pod spec after `patches` ((manager, pod spec patch) in order)."""
-    node = replicated_job("node", "trainer", [container()])
-    node["template"]["spec"]["template"]["spec"].update(pod_spec)
-    runtime = make_runtime(replicated_jobs=[node])
+    runtime = make_runtime(replicated_jobs=[replicated_job("node", "trainer", [container()])])
+    edit(runtime).pod_spec("node", **pod_spec)
     runtime_patches = [_patch(manager, spec) for manager, spec in patches]
     info = info_for(make_trainjob(runtimePatches=runtime_patches), runtime)
     out: Dict = info.pod_sets[0].pod_template["spec"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.builders import make_trainjob, mpi_runtime
+from tests.support.builders import container, edit, make_trainjob, mpi_runtime
 from tests.unit.trainjob.runtime.mlpolicies import trainjob
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.naming import pod_dns_name
@@ -139,9 +139,9 @@ def test_a_launcher_run_as_a_node_is_a_host_in_the_runtimes_order(
     num_nodes: int, launcher_first: bool, hosts: list[str]
 ) -> None:
     runtime = mpi_runtime(runLauncherAsNode=True)
-    jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
     if not launcher_first:
-        jobs.reverse()
+        jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+        edit(runtime).template_spec(replicatedJobs=jobs[::-1])
     info = _built(runtime, num_nodes)
     assert info.pod_set("node").count == len(hosts) - 1
     assert info.policy.extra_objects[0]["data"]["hostfile"] == "".join(
@@ -149,15 +149,9 @@ def test_a_launcher_run_as_a_node_is_a_host_in_the_runtimes_order(
     )
 
 
-def _pod_spec(runtime: Dict, replicated_job: str) -> Dict:
-    jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
-    job = next(j for j in jobs if j["name"] == replicated_job)
-    return job["template"]["spec"]["template"]["spec"]  # type: ignore[no-any-return]
-
-
 def test_slots_come_from_the_node_pods_gpus_not_the_launchers() -> None:
     runtime = mpi_runtime(numProcPerNode=1)
-    _pod_spec(runtime, "node")["containers"][0]["resources"] = GPU
+    edit(runtime).pod_spec("node", containers=[container(image="mpi:1", resources=GPU)])
     info = _built(runtime, 2)
     assert info.policy.extra_objects[0]["data"]["hostfile"] == (
         "tj-node-0-0.tj slots=2\ntj-node-0-1.tj slots=2\n"
@@ -166,8 +160,7 @@ def test_slots_come_from_the_node_pods_gpus_not_the_launchers() -> None:
 
 def test_one_launcher_runs_whatever_its_template_says() -> None:
     runtime = mpi_runtime()
-    launcher = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
-    launcher["template"]["spec"]["parallelism"] = 2
+    edit(runtime).job_spec("launcher", parallelism=2)
     assert _built(runtime, 2).pod_set("launcher").count == 1
 
 
@@ -175,7 +168,7 @@ def test_one_launcher_runs_whatever_its_template_says() -> None:
 def test_a_runtime_without_a_launcher_or_nodes_is_refused(keep: str) -> None:
     runtime = mpi_runtime()
     jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
-    jobs[:] = [j for j in jobs if j["name"] == keep]
+    edit(runtime).template_spec(replicatedJobs=[j for j in jobs if j["name"] == keep])
     with pytest.raises(RuntimeSpecError, match="needs replicatedJobs named 'launcher' and 'node'"):
         _built(runtime, 2)
 
@@ -183,9 +176,12 @@ def test_a_runtime_without_a_launcher_or_nodes_is_refused(keep: str) -> None:
 def test_the_runtimes_own_ssh_volume_and_mount_of_that_name_are_replaced() -> None:
     runtime = mpi_runtime()
     for name in ("launcher", "node"):
-        pod = _pod_spec(runtime, name)
-        pod["volumes"] = [{"name": "mpi-ssh-auth", "emptyDir": {}}]
-        pod["containers"][0]["volumeMounts"] = [{"name": "mpi-ssh-auth", "mountPath": "/x"}]
+        mounted = container(
+            image="mpi:1", volumeMounts=[{"name": "mpi-ssh-auth", "mountPath": "/x"}]
+        )
+        edit(runtime).pod_spec(
+            name, volumes=[{"name": "mpi-ssh-auth", "emptyDir": {}}], containers=[mounted]
+        )
     info = _built(runtime, 2)
     for name in ("launcher", "node"):
         pod_set = info.pod_set(name)

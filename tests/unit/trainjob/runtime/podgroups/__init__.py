@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubebase.objects import Dict
-from tests.support.builders import container, make_runtime, make_trainjob, replicated_job
+from tests.support.builders import container, edit, make_runtime, make_trainjob, replicated_job
 from trainjob.models import parse_trainjob
 from trainjob.runtime import RuntimeInfo, RuntimeProblem, resolve_runtime_info
 from trainjob_api.views import RuntimeView
@@ -25,20 +25,26 @@ def gang_runtime(policy: Dict | None, **meta: Any) -> Dict:
     launcher = replicated_job(
         "launcher", None, [container("launcher", resources={"requests": {"cpu": "250m"}})]
     )
-    spec = launcher["template"]["spec"]["template"]["spec"]
-    spec["initContainers"] = [container("wait", resources={"requests": {"cpu": "500m"}})]
-    spec["priorityClassName"] = "research"
     extra = {} if policy is None else {"podGroupPolicy": policy}
     runtime = make_runtime(
         replicated_jobs=[launcher, replicated_job("node", "trainer", [container()])], **extra
     )
+    edit(runtime).pod_spec(
+        "launcher",
+        initContainers=[container("wait", resources={"requests": {"cpu": "500m"}})],
+        priorityClassName="research",
+    )
     if meta:
-        runtime["spec"]["template"]["metadata"] = meta
+        edit(runtime).template_metadata(meta)
     return runtime
 
 
-def gang_trainjob(nodes: int = 3) -> Dict:
-    return make_trainjob(trainer={"numNodes": nodes, "resourcesPerNode": RESOURCES})
+def gang_trainjob(nodes: int = 3, resources: Dict | None = RESOURCES) -> Dict:
+    """`nodes` nodes, each asking for `resources` (None: resourcesPerNode unset)."""
+    trainer: Dict = {"numNodes": nodes}
+    if resources is not None:
+        trainer["resourcesPerNode"] = resources
+    return make_trainjob(trainer=trainer)
 
 
 def resolved(runtime: Dict, nodes: int = 3) -> tuple[RuntimeInfo | None, RuntimeProblem | None]:

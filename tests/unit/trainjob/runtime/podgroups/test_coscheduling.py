@@ -6,8 +6,14 @@ from __future__ import annotations
 import pytest
 
 from kubebase.objects import Dict
-from tests.support.builders import container
-from tests.unit.trainjob.runtime.podgroups import gang_runtime, gang_trainjob, info_of, resolved
+from tests.support.builders import container, edit
+from tests.unit.trainjob.runtime.podgroups import (
+    RESOURCES,
+    gang_runtime,
+    gang_trainjob,
+    info_of,
+    resolved,
+)
 from trainjob.models import parse_trainjob
 from trainjob.runtime import resolve_runtime_info
 from trainjob.runtime.podgroups import BY_NAME, build_pod_group
@@ -54,8 +60,8 @@ def test_a_resource_no_pod_requests_is_left_out() -> None:
     """A quantity of zero (a TrainJob that sets `nvidia.com/gpu: 0` per node) adds nothing
     the scheduler must find room for."""
     runtime = gang_runtime({"coscheduling": {}})
-    trainjob = gang_trainjob(2)
-    trainjob["spec"]["trainer"]["resourcesPerNode"]["requests"]["nvidia.com/gpu"] = "0"
+    no_gpu = {**RESOURCES["requests"], "nvidia.com/gpu": "0"}
+    trainjob = gang_trainjob(2, resources={**RESOURCES, "requests": no_gpu})
     info, problem = resolve_runtime_info(parse_trainjob(trainjob), RuntimeView(runtime))
     assert info is not None, problem
     assert build_pod_group(info, PLUGIN)["spec"]["minResources"] == {
@@ -70,8 +76,7 @@ def test_pods_that_request_nothing_give_no_min_resources() -> None:
         pod = rj["template"]["spec"]["template"]["spec"]
         for ctr in [*pod.get("containers", []), *pod.get("initContainers", [])]:
             ctr.pop("resources", None)
-    body = gang_trainjob(2)
-    del body["spec"]["trainer"]["resourcesPerNode"]
+    body = gang_trainjob(2, resources=None)
     info, problem = resolve_runtime_info(parse_trainjob(body), RuntimeView(runtime))
     assert info is not None, problem
     assert build_pod_group(info, PLUGIN)["spec"] == {"minMember": 3, "scheduleTimeoutSeconds": 60}
@@ -82,17 +87,18 @@ def test_min_resources_count_the_templates_requests_as_trainer_does() -> None:
     written: a sidecar adds to the containers, a limit given without a request adds nothing,
     and the pod's own requests stand for its containers' CPU."""
     runtime = gang_runtime({"coscheduling": {}})
-    launcher = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
-    pod = launcher["template"]["spec"]["template"]["spec"]
-    pod["initContainers"] = [
-        container("proxy", resources={"requests": {"cpu": "1"}}) | {"restartPolicy": "Always"},
-        container("cap", resources={"limits": {"memory": "64Gi"}}),
-    ]
+    edit(runtime).pod_spec(
+        "launcher",
+        initContainers=[
+            container("proxy", resources={"requests": {"cpu": "1"}}) | {"restartPolicy": "Always"},
+            container("cap", resources={"limits": {"memory": "64Gi"}}),
+        ],
+    )
     info = info_of(runtime, nodes=2)
     # launcher 250m + its 1-CPU sidecar; 2 nodes of 1500m, 2Gi (their 2-CPU limit aside)
     assert build_pod_group(info, PLUGIN)["spec"]["minResources"] == {
         "cpu": "4250m",
         "memory": str(4 * GIB),
     }
-    pod["resources"] = {"requests": {"cpu": "3"}}
+    edit(runtime).pod_spec("launcher", resources={"requests": {"cpu": "3"}})
     assert build_pod_group(info_of(runtime, nodes=2), PLUGIN)["spec"]["minResources"]["cpu"] == "6"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kubebase.objects import Dict
+from tests.support.builders import edit
 from tests.unit.trainjob.runtime.podgroups import gang_runtime, info_of, resolved
 from trainjob.runtime.podgroups import BY_NAME, build_pod_group
 
@@ -70,7 +71,6 @@ def test_an_empty_queue_is_refused_only_when_volcano_makes_the_group() -> None:
 
 def test_the_pods_class_is_the_last_roles_that_names_one() -> None:
     runtime = gang_runtime({"volcano": {}})
-    node = runtime["spec"]["template"]["spec"]["replicatedJobs"][1]
-    node["template"]["spec"]["template"]["spec"]["priorityClassName"] = "urgent"
+    edit(runtime).pod_spec("node", priorityClassName="urgent")
     group = build_pod_group(info_of(runtime, 2), PLUGIN)
     assert group["spec"]["priorityClassName"] == "urgent"  # the launcher's came first
