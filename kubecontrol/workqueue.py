@@ -49,6 +49,12 @@ URGENT_FOLLOW_UP = 10.0  # seconds a key taken from the fast lane goes on being 
 MAX_AFTER = 86400.0
 
 
+def soonest(*delays: float | None) -> float | None:
+    """The first of the passes asked for (None: none asked), as a reconcile returns it."""
+    asked = [d for d in delays if d]
+    return min(asked) if asked else None
+
+
 class WorkQueue(Generic[K]):
     def __init__(
         self,

@@ -11,6 +11,7 @@ and mark the Workload Finished when the TrainJob ends. Pure: `worker_controller`
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from dataclasses import dataclass, field
 
 from kubebase.events import Event
@@ -25,6 +26,10 @@ from trainjob_api import conditions as cond
 from trainjob_api import constants as c
 from trainjob_api.views import RuntimeView, TrainJobView, WorkloadView
 
+# How long a priority class's read stands (jobframework_io keeps it so long), and so when a
+# TrainJob waiting for a missing class is looked at again.
+CLASS_TTL = 30.0
+
 # What a TrainJob makes of its runtime as Kueue counts it, or why it cannot run on it.
 Shape = tuple[tuple[PodSetShape, ...] | None, RuntimeProblem | None]
 
@@ -37,8 +42,9 @@ class QueueObserved:
     workload: WorkloadView | None  # the TrainJob's Workload (deterministic or prebuilt name)
     flavors: dict[str, Dict]  # ResourceFlavors by name
     # The priority Kueue would give the Workload now (jobframework_io.extract_priority), when
-    # there is none yet or the TrainJob's priority-class label names another class.
-    priority: wlmod.Priority | None
+    # there is none yet or the TrainJob's priority-class label names another class; or the
+    # class it names that does not exist; None when not asked or not answered.
+    priority: wlmod.Priority | wlmod.ClassMissing | None
     jobs_active: bool  # any child Job still has pods
     finished: tuple[bool, str, str] | None  # (succeeded, reason, message) once final
     now: dt.datetime
@@ -68,6 +74,8 @@ class QueuePlan:
     workload_readiness: Dict | None = None
     trainjob_patch: Dict | None = None  # merge patch of the TrainJob spec (one write)
     events: list[Event] = field(default_factory=list)
+    # When the pass wants another though nothing it watches changes (a class still missing).
+    requeue_after: float | None = None
 
     @property
     def changes_trainjob(self) -> bool:
@@ -194,14 +202,28 @@ def _step2_finished(obs: QueueObserved, plan: QueuePlan) -> None:
 
 def _step3_no_workload(obs: QueueObserved, plan: QueuePlan) -> None:
     """No Workload yet: build one (prebuilt ones are made by someone else: wait), and never
-    run before admission."""
+    run before admission. None while a priority class it names does not exist (Kueue's
+    reconcile fails and tries again): a Workload keeps the priority it is made with, and
+    one made without would queue the job at 0, above a negative default's."""
     tj = obs.trainjob
-    if tj.prebuilt_workload is None and obs.info is not None:
+    if isinstance(obs.priority, wlmod.ClassMissing):
+        told = obs.priority.message("no Workload is made until it exists")
+        once = _once(tj, "ErrWorkloadCompose", obs.priority)
+        plan.events.append(Event("Warning", "ErrWorkloadCompose", told, once))
+        plan.requeue_after = CLASS_TTL
+    elif tj.prebuilt_workload is None and obs.info is not None:
         queue = tj.queue_name or ""
         # Its CreatedWorkload Event is recorded once the API has taken it (jobframework_io).
         plan.create_workload = wlmod.build_workload(tj, obs.info, queue, obs.priority)
     if not tj.spec.suspend:
         plan.trainjob_patch = {"spec": {"suspend": True}}
+
+
+def _once(tj: TrainJob, reason: str, missing: wlmod.ClassMissing) -> str:
+    """The name of an Event said once on this TrainJob (its UID) for this missing class: each
+    pass while it waits would otherwise record it again."""
+    said = f"{tj.metadata.uid}/{reason}/{missing.kind}/{missing.name}"
+    return f"{tj.name}.{hashlib.sha256(said.encode()).hexdigest()[:16]}"
 
 
 def _step5_adopt(obs: QueueObserved, wl: WorkloadView, plan: QueuePlan) -> None:
@@ -389,9 +411,15 @@ def follows_label(wl: WorkloadView, label: str) -> bool:
 
 
 def _step5a_priority(obs: QueueObserved, wl: WorkloadView, plan: QueuePlan) -> None:
-    """The TrainJob's priority-class label changed: its Workload's priority follows."""
+    """The TrainJob's priority-class label changed: its Workload's priority follows (kept
+    while the class it names now does not exist)."""
     new = obs.priority
     spec = wl.spec
+    if isinstance(new, wlmod.ClassMissing):
+        told = new.message("the Workload keeps its priority")
+        once = _once(obs.trainjob, "UpdatedWorkload", new)
+        plan.events.append(Event("Warning", "UpdatedWorkload", told, once))
+        return
     if new is None or (spec.get("priorityClassRef"), spec.get("priority")) == (new.ref, new.value):
         return
     patch = plan.workload_patch or {}

@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 import weakref
+from typing import Final
 
 from kubebase.kinds import InvalidName, Kind
 from kubebase.objects import Dict
@@ -19,6 +20,7 @@ from kubecontrol.cluster import Cluster, guarded_write
 from kubecontrol.workqueue import WriteMemory
 from trainjob.caches import Caches
 from trainjob.jobframework import (
+    CLASS_TTL,
     QueueObserved,
     QueuePlan,
     Shape,
@@ -31,7 +33,7 @@ from trainjob.jobframework import (
 from trainjob.lru import LRU
 from trainjob.models import TrainJob
 from trainjob.queues import LocalQueueView
-from trainjob.workload import Priority
+from trainjob.workload import ClassMissing, Priority
 from trainjob_api import constants as c
 from trainjob_api.views import RuntimeView, TrainJobView
 
@@ -72,19 +74,19 @@ def _wpc_label(tj: TrainJob) -> str:
 
 def extract_priority(
     cluster: Cluster, wpc: str, templates: list[Dict], fresh: bool = False
-) -> Priority | None:
+) -> Priority | ClassMissing | None:
     """A Workload's priority as Kueue 0.19 takes it from its job: the WorkloadPriorityClass
     its label names; else the PriorityClass the first pod template names; else the cluster's
-    default PriorityClass (globalDefault, the lowest if several); else none (0). None when
-    the class named does not exist (Kueue makes no Workload then either; ours is made
-    without a priority, and the log says so). For a Workload about to be made (`fresh`), a
-    read refused for any reason but a 403 (429, 5xx, no answer) fails the pass, tried again
-    as Kueue's reconcile is: the Workload keeps the priority it is made with."""
+    default PriorityClass (globalDefault, the lowest if several); else none (0). The class
+    named, when the API server says it does not exist (Kueue makes no Workload then: nor do
+    we, jobframework step 3). None when it could not be read (an identity without the read,
+    from an older install: a Workload is made without a priority). For a Workload about to be
+    made (`fresh`), a read refused for any reason but a 403 (429, 5xx, no answer) fails the
+    pass, tried again as Kueue's reconcile is: the Workload keeps the priority it is made
+    with."""
     if wpc:
         found = _class(cluster, c.WORKLOAD_PRIORITY_CLASS, wpc, fresh)
-        if found is None:
-            return None
-        return Priority(c.KUEUE_GROUP, "WorkloadPriorityClass", wpc, int(found.get("value", 0)))
+        return _priority(found, c.WORKLOAD_PRIORITY_CLASS, wpc, f"metadata.labels[{_LABEL}]")
     named = next(
         (
             t["spec"]["priorityClassName"]
@@ -95,9 +97,7 @@ def extract_priority(
     )
     if named:
         found = _class(cluster, c.PRIORITY_CLASS, named, fresh)
-        if found is None:
-            return None
-        return Priority(c.PRIORITY_CLASS.group, "PriorityClass", named, int(found.get("value", 0)))
+        return _priority(found, c.PRIORITY_CLASS, named, "a pod template's priorityClassName")
     try:
         default = _default_priority_class(cluster)
     except (ApiException, OSError):
@@ -109,30 +109,43 @@ def extract_priority(
     return Priority(c.PRIORITY_CLASS.group, "PriorityClass", default[0], default[1])
 
 
+_LABEL = c.KUEUE_PRIORITY_CLASS_LABEL
+
+
+def _priority(
+    found: Dict | None, kind: Kind, name: str, where: str
+) -> Priority | ClassMissing | None:
+    """The priority a class `_class` read gives, the class missing, or None (not read)."""
+    if found is None:
+        return None
+    if found is _MISSING:
+        return ClassMissing(kind.kind, name, where)
+    return Priority(kind.group, kind.kind, name, int(found.get("value", 0)))
+
+
 # Priority classes by name, found or not, read at most every CLASS_TTL seconds on each
 # cluster: a TrainJob whose label names a class that does not exist would otherwise cost a GET
-# and a warning on every pass until it is admitted. The names are the tenants' (a label, a
-# runtime's pod template): at most CLASSES_KEPT are kept, and only what the API server said
-# (found, or 404), never a read that failed or a name no class can have. A Workload about to
-# be made asks again for a class found missing (`fresh`): it keeps the priority it is made with.
-CLASS_TTL = 30.0
+# and a warning on every pass while it waits for it (and every TrainJob naming it). The names
+# are the tenants' (a label, a runtime's pod template): at most CLASSES_KEPT are kept, and
+# only what the API server said (found, or 404: `_MISSING`), never a read that failed or a
+# name no class can have.
 CLASSES_KEPT = 1024
-_classes: weakref.WeakKeyDictionary[Cluster, LRU[tuple[str, str], tuple[float, Dict | None]]]
+_MISSING: Final[Dict] = {}  # a class the API server said does not exist (compared by identity)
+_classes: weakref.WeakKeyDictionary[Cluster, LRU[tuple[str, str], tuple[float, Dict]]]
 _classes = weakref.WeakKeyDictionary()
 _classes_lock = threading.Lock()
 
 
 def _class(cluster: Cluster, kind: Kind, name: str, fresh: bool = False) -> Dict | None:
-    """A priority class as last read within CLASS_TTL (a miss not, when `fresh`), else read
-    now (`_read_class`)."""
+    """A priority class as last read within CLASS_TTL, else read now (`_read_class`):
+    `_MISSING` when it does not exist, None when not read."""
     with _classes_lock:
         kept = _classes.setdefault(cluster, LRU(CLASSES_KEPT))
     cached = kept.get((kind.kind, name))
-    current = cached is not None and time.monotonic() - cached[0] < CLASS_TTL
-    if cached is not None and current and (cached[1] is not None or not fresh):
+    if cached is not None and time.monotonic() - cached[0] < CLASS_TTL:
         return cached[1]
     found, said = _read_class(cluster, kind, name, fresh)
-    if said:
+    if said and found is not None:
         kept.put((kind.kind, name), (time.monotonic(), found))
     return found
 
@@ -140,11 +153,11 @@ def _class(cluster: Cluster, kind: Kind, name: str, fresh: bool = False) -> Dict
 def _read_class(
     cluster: Cluster, kind: Kind, name: str, fresh: bool = False
 ) -> tuple[Dict | None, bool]:
-    """A priority class, or None (logged) when it does not exist or cannot be read (an
-    identity without the read, from an older install, never fails a pass; a failure of the
-    API server's fails one about to make a Workload: `fresh`). A name no class can have (a
-    runtime's pod template is the tenant's) is not asked for. And whether the API server said
-    so (found, or 404)."""
+    """A priority class; `_MISSING` (logged) when it does not exist, a name no class can have
+    included (a runtime's pod template is the tenant's: never asked for); None (logged) when
+    it cannot be read (an identity without the read, from an older install, never fails a
+    pass; a failure of the API server's fails one about to make a Workload: `fresh`). And
+    whether the API server said so (found, or 404)."""
     try:
         found = cluster.get_or_none(kind, name)
     except InvalidName:
@@ -152,7 +165,7 @@ def _read_class(
             "cannot exist: not a valid name",
             extra={"cluster": cluster.name, "kind": kind.kind, "object": name[:253]},
         )
-        return None, False
+        return _MISSING, False
     except ApiException as exc:
         if fresh and _failed(exc):
             raise
@@ -165,6 +178,7 @@ def _read_class(
         log.warning(
             "does not exist", extra={"cluster": cluster.name, "kind": kind.kind, "object": name}
         )
+        return _MISSING, True
     return found, True
 
 
@@ -272,8 +286,8 @@ def execute_queue_plan(
             )
             return
         raise
-    for etype, reason, message in plan.events:
-        cluster.post_event(trainjob, etype, reason, message)
+    for etype, reason, message, once in plan.events:
+        cluster.post_event(trainjob, etype, reason, message, once)
         log.info("Event", extra={**where, "reason": reason, "note": message})
 
 

@@ -72,6 +72,19 @@ class Priority:
         return {"group": self.group, "kind": self.kind, "name": self.name}
 
 
+@dataclass(frozen=True)
+class ClassMissing:
+    """A priority class the job names that does not exist: Kueue makes no Workload until it
+    does. `kind` and `name` say which, `field` where the job names it."""
+
+    kind: str
+    name: str
+    field: str
+
+    def message(self, then: str) -> str:
+        return f"{self.kind} {self.name[:253]!r} ({self.field}) not found: {then}"
+
+
 def build_workload(
     tj: TrainJob, info: RuntimeInfo, queue: str, priority: Priority | None = None
 ) -> Dict:

@@ -159,7 +159,7 @@ def execute(
             "Job deleted (of an earlier restart, or asking otherwise)", extra={**where, "job": name}
         )
     for event in plan.events:
-        cluster.post_event(trainjob.raw, event.type, event.reason, event.message)
+        cluster.post_event(trainjob.raw, event.type, event.reason, event.message, event.name)
         say = log.warning if event.type == "Warning" else log.info
         say("Event", extra={**where, "reason": event.reason, "note": event.message})
     return blocked

@@ -14,6 +14,7 @@ import logging
 
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
+from kubecontrol.workqueue import soonest
 from trainjob import admission, jobframework
 from trainjob.caches import Caches
 from trainjob.jobframework_io import observe_queueing
@@ -66,7 +67,8 @@ def _sync(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | None:
     if blocked is not None and _asks_group(observed.runtime):
         ctx.served.forget()  # its PodGroup's API may have gone: asked again on the next pass
     ctx.memory.note_held(held_key(*key), plan.trainjob.status_held)
-    return _note_blocked(ctx, uid, plan.trainjob, blocked, was=observed.blocked)
+    after = _note_blocked(ctx, uid, plan.trainjob, blocked, was=observed.blocked)
+    return soonest(after, plan.queue.requeue_after if plan.queue else None)
 
 
 def _planned(

@@ -84,8 +84,8 @@ def execute_pass(
         deferred = _remove(workers, plan.removal)
         if deferred is not None:
             events.append(Event("Warning", "RemoteCleanupDeferred", deferred))
-    for etype, reason, message in events:
-        manager.post_event(body, etype, reason, message)
+    for etype, reason, message, once in events:
+        manager.post_event(body, etype, reason, message, once)
         say = log.warning if etype == "Warning" else log.info
         say(
             "Event",

@@ -42,6 +42,7 @@ from dispatcher.settings import DispatcherSettings
 from dispatcher.workers.remote import RemoteCluster
 from kubecontrol.client import ApiException
 from kubecontrol.controller import own_namespace
+from kubecontrol.workqueue import soonest
 from trainjob import jobframework
 from trainjob.caches import Caches, Index
 from trainjob.jobframework_io import observe_queueing
@@ -118,7 +119,7 @@ def sync_trainjob(ctx: Context, key: tuple[str, str]) -> float | None:
     retry = execute.execute_pass(ctx.manager, ctx.workers, ctx.memory, view, plan)
     if plan.dispatch is not None:
         requeue = _after_dispatch(ctx, key, plan.dispatch.plan, retry)
-    return requeue
+    return soonest(requeue, plan.queue.requeue_after)
 
 
 def _after_dispatch(

@@ -13,6 +13,7 @@ class Event(NamedTuple):
     type: str  # Normal | Warning
     reason: str
     message: str
+    name: str | None = None  # an Event recorded once only (`build_event`)
 
 
 # An Event's message is kept to 1 KiB (events.k8s.io's limit for a note), counted in bytes of

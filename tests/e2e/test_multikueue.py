@@ -38,6 +38,7 @@ from tests.support.multikueue import (
     dispatchers,
     events_of,
     leads,
+    manager_events,
     pod_phases,
     pods_ready,
     the_leader,
@@ -221,6 +222,38 @@ def test_tas_requests_and_priority_reach_the_workload_and_follow_to_the_copies(b
     )
     wait_for(lambda: copy_priority() == 100, 30, what="the copy on the worker to follow")
     assert "UpdatedWorkload" in events_of(mk, "ranked")
+    _waits_for_its_missing_class(mk)
+
+
+def _waits_for_its_missing_class(mk: MultiKueue) -> None:
+    """A TrainJob whose label names a WorkloadPriorityClass that does not exist gets no
+    Workload (Kueue makes none) and a Warning naming the class, not one at priority 0; once
+    the class is made, its Workload is made with it."""
+    name = f"tj-later-{mk.ns}"
+    for cluster in [mk.manager, *mk.workers]:
+        with contextlib.suppress(client.ApiException):  # none but from an earlier run
+            mk.custom(cluster).delete_cluster_custom_object(*KUEUE, "workloadpriorityclasses", name)
+    mk.submit("later", metadata={"labels": {"kueue.x-k8s.io/priority-class": name}})
+
+    def warned() -> bool:
+        return any(
+            e.reason == "ErrWorkloadCompose" and name in e.message
+            for e in manager_events(mk, "later")
+        )
+
+    wait_for(warned, 30, what="a Warning naming the missing class")
+    assert mk.manager_workload("later") is None
+    for cluster in [mk.manager, *mk.workers]:
+        wpc = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass"}
+        wpc |= {"metadata": {"name": name}, "value": 50}
+        mk.custom(cluster).create_cluster_custom_object(*KUEUE, "workloadpriorityclasses", wpc)
+    try:  # read again once the 30 s a missing class is kept have run
+        wl = wait_for(lambda: mk.manager_workload("later"), 75, what="the Workload of later")
+        assert wl["spec"]["priority"] == 50, wl["spec"]
+        mk.wait_until("later", "Complete")
+    finally:
+        for cluster in [mk.manager, *mk.workers]:
+            mk.custom(cluster).delete_cluster_custom_object(*KUEUE, "workloadpriorityclasses", name)
 
 
 def test_worker_without_quota_sends_the_trainjob_to_the_other(bed: Bed) -> None:

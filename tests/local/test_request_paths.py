@@ -24,6 +24,7 @@ from kubecontrol.cluster import Cluster
 from kubecontrol.deadline import Deadline
 from kubecontrol.informer import Informer
 from trainjob.jobframework_io import extract_priority
+from trainjob.workload import ClassMissing
 from trainjob_api import constants as c
 from worker_controller import webhooks as worker_webhooks
 
@@ -149,8 +150,9 @@ def test_a_runtimes_priority_class_name_never_becomes_a_path(
     """The review's N1: a namespaced runtime's pod template names the PriorityClass."""
     cluster, seen = server
     templates = [{"spec": {"priorityClassName": hostile}}]
-    assert extract_priority(cluster, "", templates) is None  # as a class that does not exist
-    assert extract_priority(cluster, hostile, []) is None  # the WorkloadPriorityClass label
+    # as a class that does not exist: no Workload is made, as Kueue makes none
+    assert isinstance(extract_priority(cluster, "", templates), ClassMissing)
+    assert isinstance(extract_priority(cluster, hostile, []), ClassMissing)  # the label
     assert seen == []
     extract_priority(cluster, "", [{"spec": {"priorityClassName": "high"}}])
     assert [p.split("?", 1)[0] for p in seen] == ["/apis/scheduling.k8s.io/v1/priorityclasses/high"]

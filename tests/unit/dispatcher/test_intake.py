@@ -12,7 +12,7 @@ from dispatcher.decisions.intake import (
     undecided_for,
     undispatched_message,
 )
-from tests.support.builders import TrainJobBuilder, make_trainjob
+from tests.support.builders import TrainJobBuilder, edit, make_trainjob
 from tests.support.dispatch import NOW, manager_workload
 from trainjob.runtime import RuntimeProblem
 from trainjob_api.views import TrainJobView, WorkloadView
@@ -36,8 +36,10 @@ def test_runtime_problem_on_the_manager_becomes_a_condition_and_an_event_once() 
             }
         ]
     }
-    assert plan.events == [("Warning", "RuntimeNotFound", "ClusterTrainingRuntime 'x' not found")]
-    body["status"] = plan.status
+    assert [e[:3] for e in plan.events] == [
+        ("Warning", "RuntimeNotFound", "ClusterTrainingRuntime 'x' not found")
+    ]
+    edit(body).status(plan.status)
     again = reconcile_intake(TrainJobView(body), problem, NOW)
     assert again.status is None and again.events == []
     fixed = reconcile_intake(TrainJobView(body), None, NOW)
@@ -47,8 +49,7 @@ def test_runtime_problem_on_the_manager_becomes_a_condition_and_an_event_once() 
 
 def test_intake_leaves_a_dispatched_trainjob_and_final_failures_alone() -> None:
     problem = RuntimeProblem("RuntimeInvalid", "bad")
-    dispatched = make_trainjob()
-    dispatched["status"] = {"clusterName": "worker1"}
+    dispatched = TrainJobBuilder().status(clusterName="worker1").obj()
     assert reconcile_intake(TrainJobView(dispatched), problem, NOW).status is None
     # Its Workload names the worker while the TrainJob's own clusterName still waits.
     sent = manager_workload("QuotaReserved", "Admitted", cluster="worker1", check="Ready")
@@ -57,8 +58,11 @@ def test_intake_leaves_a_dispatched_trainjob_and_final_failures_alone() -> None:
         is None
     )
     assert reconcile_intake(TrainJobView(make_trainjob()), problem, NOW).status is not None
-    final = make_trainjob()
-    final["status"] = {"conditions": [{"type": "Failed", "status": "True", "reason": "FailedJobs"}]}
+    final = (
+        TrainJobBuilder()
+        .status(conditions=[{"type": "Failed", "status": "True", "reason": "FailedJobs"}])
+        .obj()
+    )
     assert reconcile_intake(TrainJobView(final), None, NOW).status is None
 
 
@@ -96,7 +100,7 @@ def test_not_dispatchable_only_when_kueue_admitted_without_counting_our_check() 
     # Evicted while admitted (PodsReadyTimeout, a lost worker): Kueue resets our check to
     # Pending and clears clusterName before the quota goes (found by the chaos soak, seed 2).
     evicted = _admitted(("mk", "Pending"))
-    evicted["status"]["conditions"].append(
+    edit(evicted).more_conditions(
         {"type": "Evicted", "status": "True", "reason": "PodsReadyTimeout"}
     )
     assert decide_nd(evicted) is None
@@ -105,7 +109,11 @@ def test_not_dispatchable_only_when_kueue_admitted_without_counting_our_check() 
     # is older than the grace; a Pending state that old still is one.
     now = dt.datetime(2026, 11, 23, 18, 0, 28, tzinfo=dt.UTC)
     reset = _admitted(("mk", "Pending"))
-    reset["status"]["admissionChecks"][0]["lastTransitionTime"] = "2026-11-23T18:00:27Z"
+    edit(reset).status(
+        admissionChecks=[
+            {"name": "mk", "state": "Pending", "lastTransitionTime": "2026-11-23T18:00:27Z"}
+        ]
+    )
     assert not_dispatchable(WorkloadView(reset), {"mk"}, lambda cq: True, "x", now) is None
     later = now + dt.timedelta(seconds=11)
     assert not_dispatchable(WorkloadView(reset), {"mk"}, lambda cq: True, "x", later) is not None
@@ -124,7 +132,7 @@ def test_a_trainjob_multikueue_does_not_dispatch_is_told_why_naming_the_fields()
         TrainJobView(plain), "kueue.x-k8s.io/multikueue"
     )
     queued = make_trainjob(managedBy="trainer.kubeflow.org/trainjob-controller")
-    queued["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "local"}
+    edit(queued).labels({"kueue.x-k8s.io/queue-name": "local"})
     message = undispatched_message(TrainJobView(queued), "trainjob.dev/multikueue")
     assert "spec.managedBy is 'trainer.kubeflow.org/trainjob-controller'" in message
     assert "its queue 'local'" in message

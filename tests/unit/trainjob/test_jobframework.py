@@ -4,11 +4,10 @@ admission webhook's changes (trainjob/admission.py)."""
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 from typing import Any
 
-from tests.support.builders import OWNER, container, replicated_job
+from tests.support.builders import OWNER, container, edit, make_runtime, replicated_job
 from tests.unit.trainjob import HIGH, RUNTIME, WL_NAME, info_of
 from tests.unit.trainjob import queued_trainjob as trainjob
 from trainjob import admission, jobframework, jobframework_io
@@ -35,8 +34,7 @@ def cond(ctype: str, status: bool, reason: str, message: str = "") -> Dict:
 def workload_for(body: Dict, *conditions: Dict, **status: Any) -> Dict:
     """The Workload the integration built for `body`, as the API returns it."""
     wl = wlmod.build_workload(parse_trainjob(body), info_of(body), "q")
-    wl["metadata"].update(resourceVersion="7", generation=1)
-    wl["status"] = {"conditions": list(conditions), **status}
+    edit(wl).resource_version("7").generation(1).status({"conditions": list(conditions), **status})
     return wl
 
 
@@ -57,7 +55,7 @@ def plan(
     *,
     runtime: Dict | None = RUNTIME,
     jobs_active: bool = False,
-    priority: wlmod.Priority | None = None,
+    priority: wlmod.Priority | wlmod.ClassMissing | None = None,
     flavors: dict[str, Dict] | None = None,
 ) -> QueuePlan:
     obs = jobframework.observe(
@@ -85,7 +83,7 @@ def test_1_a_trainjob_without_a_queue_is_not_kueues() -> None:
 
 def test_2_finished_marks_the_workload_finished_once_guarded_by_its_version() -> None:
     body = trainjob(suspend=False)
-    body["status"] = {"conditions": [cond("Complete", True, "AllJobsCompleted", "all done")]}
+    edit(body).status({"conditions": [cond("Complete", True, "AllJobsCompleted", "all done")]})
     wl = workload_for(body, RESERVED, ADMITTED, **ASSIGNED)
     p = plan(body, wl)
     assert p.workload_version == "7"
@@ -96,7 +94,7 @@ def test_2_finished_marks_the_workload_finished_once_guarded_by_its_version() ->
         "all done",
     )
     assert reasons(p) == ["FinishedWorkload"] and p.trainjob_patch is None
-    wl["status"]["conditions"].append(finished)
+    edit(wl).more_conditions(finished)
     assert plan(body, wl) == QueuePlan()  # already Finished: nothing more
 
 
@@ -108,8 +106,41 @@ def test_3_no_workload_yet_builds_one_and_keeps_the_trainjob_suspended() -> None
     missing = plan(trainjob(), None, runtime=None)  # no runtime: nothing to build yet
     assert missing.create_workload is None and missing.trainjob_patch is None
     prebuilt = trainjob()
-    prebuilt["metadata"]["labels"] = {"kueue.x-k8s.io/prebuilt-workload-name": "given"}
+    edit(prebuilt).labels({"kueue.x-k8s.io/prebuilt-workload-name": "given"})
     assert plan(prebuilt, None).create_workload is None  # someone else makes it
+
+
+GOLD_MISSING = wlmod.ClassMissing("WorkloadPriorityClass", "gold", "metadata.labels[x]")
+
+
+def test_3_a_priority_class_that_does_not_exist_makes_no_workload_and_says_so() -> None:
+    """Kueue makes no Workload for a job whose priority class does not exist (one made
+    without would queue at 0, above a negative default's): none is made, the TrainJob stays
+    suspended, a Warning says it once (an Event of one name for this TrainJob and class), and
+    the pass asks for another once the class's read has run its TTL."""
+    body = trainjob(suspend=False)
+    p = plan(body, None, priority=GOLD_MISSING)
+    assert p.create_workload is None
+    assert p.trainjob_patch == {"spec": {"suspend": True}}
+    assert p.requeue_after == jobframework.CLASS_TTL
+    (event,) = p.events
+    assert (event.type, event.reason) == ("Warning", "ErrWorkloadCompose")
+    assert "WorkloadPriorityClass 'gold' (metadata.labels[x]) not found" in event.message
+    again = plan(trainjob(), None, priority=GOLD_MISSING)
+    assert again.trainjob_patch is None and again.events[0].name == event.name
+    other = plan(body, None, priority=wlmod.ClassMissing("PriorityClass", "gold", "pods"))
+    assert event.name is not None and other.events[0].name != event.name
+    assert plan(body, None, priority=HIGH).requeue_after is None
+
+
+def test_5a_a_label_changed_to_a_missing_class_keeps_the_workloads_priority() -> None:
+    body = trainjob()
+    wl = workload_for(body)
+    edit(wl).spec(priorityClassRef=HIGH.ref, priority=100)
+    p = plan(body, wl, priority=GOLD_MISSING)
+    assert p.workload_patch is None or "spec" not in p.workload_patch
+    assert [(e.type, e.reason) for e in p.events] == [("Warning", "UpdatedWorkload")]
+    assert "the Workload keeps its priority" in p.events[0].message
 
 
 def test_4_pods_ready_waits_for_start_once_admitted() -> None:
@@ -133,21 +164,21 @@ def test_4_a_status_that_names_no_cluster_leaves_pods_ready_as_it_is() -> None:
     ready = cond("PodsReady", True, "Started")
     wl = workload_for(body, RESERVED, ADMITTED, ready, **ASSIGNED, clusterName="worker1")
     kueues = {"jobsStatus": [{"name": "node", "ready": 1, "active": 1}]}
-    body["status"] = kueues
+    edit(body).status(kueues)
     assert plan(body, wl).workload_readiness is None
-    body["status"] = {**kueues, "clusterName": "worker1"}
+    edit(body).status({**kueues, "clusterName": "worker1"})
     assert plan(body, wl).workload_readiness is None  # ready, as it says
-    body["status"] = {**kueues, "clusterName": "worker0"}  # an earlier run's: not this one's
+    edit(body).status({**kueues, "clusterName": "worker0"})  # an earlier run's: not this one's
     (pods_ready,) = (plan(body, wl).workload_readiness or {})["conditions"]
     assert (pods_ready["status"], pods_ready["reason"]) == ("False", "WaitForRecovery")
-    body["status"] = {"jobsStatus": [{"name": "node", "ready": 0, "active": 1}]}
+    edit(body).status({"jobsStatus": [{"name": "node", "ready": 0, "active": 1}]})
     assert plan(body, wl).workload_readiness is None
-    body["status"]["clusterName"] = "worker1"
+    edit(body).status(clusterName="worker1")
     (pods_ready,) = (plan(body, wl).workload_readiness or {})["conditions"]
     assert (pods_ready["status"], pods_ready["reason"]) == ("False", "WaitForRecovery")
     # a TrainJob run where it is (a worker's, or a manager's own): neither names a cluster
     local = trainjob(suspend=False)
-    local["status"] = kueues
+    edit(local).status(kueues)
     here = workload_for(local, RESERVED, ADMITTED, **ASSIGNED)
     (pods_ready,) = (plan(local, here).workload_readiness or {})["conditions"]
     assert (pods_ready["status"], pods_ready["reason"]) == ("True", "Started")
@@ -155,9 +186,9 @@ def test_4_a_status_that_names_no_cluster_leaves_pods_ready_as_it_is() -> None:
 
 def test_5_a_prebuilt_workload_is_adopted_without_taking_control() -> None:
     body = trainjob()
-    body["metadata"]["labels"] = {"kueue.x-k8s.io/prebuilt-workload-name": WL_NAME}
+    edit(body).labels({"kueue.x-k8s.io/prebuilt-workload-name": WL_NAME})
     wl = workload_for(body)
-    wl["metadata"]["ownerReferences"] = []
+    edit(wl).owners()
     p = plan(body, wl)
     assert p.workload_patch == {"metadata": {"ownerReferences": [{**OWNER, "controller": False}]}}
     assert p.workload_version == "7"
@@ -183,7 +214,7 @@ def bigger_pods(**more: Any) -> Dict:
 
 def test_6_a_pending_workload_is_rebuilt_when_its_pods_ask_for_more_or_less() -> None:
     wl = workload_for(trainjob())
-    wl["metadata"]["uid"] = "wl-uid"
+    edit(wl).uid("wl-uid")
     p = plan(bigger_pods(), wl)
     assert p.delete_workload == WL_NAME and reasons(p) == ["DeletedWorkload"]
     assert p.delete_workload_uid == "wl-uid"  # that one only, never one made since
@@ -196,7 +227,7 @@ def test_6b_quota_taken_for_smaller_pods_never_starts_bigger_ones() -> None:
     # Workload goes, so that one made from the TrainJob as it is now queues for what it needs.
     for given in (RESERVED,), (RESERVED, ADMITTED):
         wl = workload_for(trainjob(), *given, **ASSIGNED)
-        wl["metadata"]["uid"] = "wl-uid"
+        edit(wl).uid("wl-uid")
         p = plan(bigger_pods(), wl)
         assert p.delete_workload == WL_NAME and reasons(p) == ["DeletedWorkload"]
         assert p.delete_workload_uid == "wl-uid"
@@ -236,7 +267,7 @@ def test_6b_the_same_quota_written_another_way_is_the_same_workload() -> None:
 
 def test_6b_a_prebuilt_workload_is_the_senders_to_rebuild() -> None:
     body = bigger_pods()
-    body["metadata"]["labels"] = {"kueue.x-k8s.io/prebuilt-workload-name": WL_NAME}
+    edit(body).labels({"kueue.x-k8s.io/prebuilt-workload-name": WL_NAME})
     wl = workload_for(trainjob(), RESERVED, ADMITTED, **ASSIGNED)
     p = plan(body, wl)
     assert p.delete_workload is None and reasons(p) == ["WorkloadOutOfSync"]
@@ -260,7 +291,7 @@ def test_7_admitted_starts_with_kueues_placement_in_one_write() -> None:
             ],
         }
     }
-    assert [tuple(e) for e in p.events] == [("Normal", "Started", "Admitted by clusterQueue cq")]
+    assert [e[:3] for e in p.events] == [("Normal", "Started", "Admitted by clusterQueue cq")]
     # On a MultiKueue manager the Workload names the worker that admitted it: so does the Event.
     dispatched = workload_for(body, RESERVED, ADMITTED, **ASSIGNED, clusterName="worker1")
     assert plan(body, dispatched).events[0].message == (
@@ -334,7 +365,7 @@ def test_a_trainjob_without_a_queue_defaults_to_the_namespaces_default_local_que
     # Kueue's shipped managedJobsNamespaceSelector leaves these namespaces out
     assert admission.defaults_to_queue(admitted(unqueued, "kube-system"), True) is None
     copy_ = trainjob(queue=None)
-    copy_["metadata"]["annotations"] = {"kueue.x-k8s.io/prebuilt-workload-name": "wl"}
+    edit(copy_).annotations({"kueue.x-k8s.io/prebuilt-workload-name": "wl"})
     assert admission.defaults_to_queue(admitted(copy_, "ns"), True) is None
     # Defaulted, it is queued like any other: suspended, and labelled in the same patch
     changes = admission.mutate_on_create(admitted(unqueued), NOW, queue="default")
@@ -349,9 +380,9 @@ def test_a_trainjob_without_a_queue_defaults_to_the_namespaces_default_local_que
 
 def test_5b_a_prebuilt_workload_its_trainjob_no_longer_matches_finishes_out_of_sync() -> None:
     body = trainjob(suspend=False, trainer={"numNodes": 3})  # changed after the copy was made
-    body["metadata"]["labels"] = {"kueue.x-k8s.io/prebuilt-workload-name": WL_NAME}
+    edit(body).labels({"kueue.x-k8s.io/prebuilt-workload-name": WL_NAME})
     wl = workload_for(trainjob())  # one node, as sent
-    wl["status"] = {"conditions": [RESERVED, ADMITTED], **ASSIGNED}
+    edit(wl).status({"conditions": [RESERVED, ADMITTED], **ASSIGNED})
     p = plan(body, wl, jobs_active=True)
     finished = next(c for c in p.workload_status["conditions"] if c["type"] == "Finished")
     assert (finished["status"], finished["reason"]) == ("True", "OutOfSync")
@@ -359,9 +390,9 @@ def test_5b_a_prebuilt_workload_its_trainjob_no_longer_matches_finishes_out_of_s
     # Running, it is stopped in the same pass: no Job is made for it from what it is now.
     assert p.trainjob_patch == {"spec": {"suspend": True}}
     # From then on it runs on nothing: a running TrainJob stops, a suspended one never starts.
-    wl["status"]["conditions"].append(finished)
+    edit(wl).more_conditions(finished)
     assert plan(body, wl, jobs_active=True).trainjob_patch == {"spec": {"suspend": True}}
-    body["spec"]["suspend"] = True
+    edit(body).suspend()
     assert plan(body, wl).trainjob_patch is None
 
 
@@ -382,29 +413,25 @@ def test_runtime_patch_times_follow_trainers_webhook() -> None:
 
 def test_pod_set_shapes_are_resolved_once_per_spec_and_runtime_version() -> None:
     body = trainjob(trainer={"numNodes": 2})
-    body["metadata"].update(uid="uid-shape", generation=1, resourceVersion="7")
-    raw = copy.deepcopy(RUNTIME)
-    raw["metadata"].update(uid="uid-runtime", resourceVersion="3")
+    edit(body).uid("uid-shape").generation(1).resource_version("7")
+    raw = edit(RUNTIME).clone().uid("uid-runtime").resource_version("3").obj()
     runtime = RuntimeView(raw)
     first = jobframework_io._shape(parse_trainjob(body), runtime)
     assert first is not None and [(ps.name, ps.count) for ps in first[0] or ()] == [("node", 2)]
     # A status write: a new resourceVersion, the same generation (spec): the same shape.
-    status_only = copy.deepcopy(body)
-    status_only["metadata"]["resourceVersion"] = "8"
-    status_only["status"] = {"conditions": []}
+    status_only = edit(body).clone().resource_version("8").status({"conditions": []}).obj()
     assert jobframework_io._shape(parse_trainjob(status_only), runtime) is first
     # A new spec (generation), or a new runtime version, is resolved again.
-    resized = copy.deepcopy(body)
-    resized["metadata"].update(generation=2, resourceVersion="9")
-    resized["spec"]["trainer"] = {"numNodes": 3}
+    resized = (
+        edit(body).clone().generation(2).resource_version("9").spec(trainer={"numNodes": 3}).obj()
+    )
     again = jobframework_io._shape(parse_trainjob(resized), runtime)
     assert again is not None and [ps.count for ps in again[0] or ()] == [3]
     # The runtime changed (a dataset initializer added): its new version, the same spec.
-    changed = copy.deepcopy(raw)
-    changed["metadata"]["resourceVersion"] = "4"
-    changed["spec"]["template"]["spec"]["replicatedJobs"].insert(
-        0, replicated_job("dataset-initializer", "dataset-initializer", [container("init")])
-    )
+    initializer = replicated_job("dataset-initializer", "dataset-initializer", [container("init")])
+    node = replicated_job("node", "trainer", [container()])  # the default runtime's
+    changed = make_runtime(replicated_jobs=[initializer, node])
+    edit(changed).uid("uid-runtime").resource_version("4")
     newer = jobframework_io._shape(parse_trainjob(body), RuntimeView(changed))
     assert newer is not None and [ps.name for ps in newer[0] or ()] == [
         "dataset-initializer",
@@ -414,7 +441,7 @@ def test_pod_set_shapes_are_resolved_once_per_spec_and_runtime_version() -> None
     assert gone is not None and gone[0] is None and gone[1] is not None
     assert gone[1].reason == "RuntimeNotFound"
     # Not a stored version (no generation): nothing names its content, nothing is kept.
-    del body["metadata"]["generation"]
+    edit(body).generation(None)
     assert jobframework_io._shape(parse_trainjob(body), runtime) is None
 
 

@@ -10,12 +10,18 @@ import pytest
 from tenacity import wait_none
 
 from kubecontrol import cluster as cluster_module
-from tests.support.builders import TrainJobBuilder, make_runtime
+from tests.support.builders import TrainJobBuilder, edit, make_runtime
 from tests.support.memory_api import Fault, MemoryApi
 from tests.support.whole_pass import MemoryCluster, fleet
 from trainjob import jobframework_io
 from trainjob.jobframework_io import extract_priority
+from trainjob.workload import ClassMissing
 from trainjob_api import constants as c
+
+# What the API server's 404 for the label's class "missing" makes of the Workload: none yet.
+MISSING = ClassMissing(
+    "WorkloadPriorityClass", "missing", f"metadata.labels[{c.KUEUE_PRIORITY_CLASS_LABEL}]"
+)
 
 
 def a_class(name: str, value: int) -> dict[str, Any]:
@@ -41,27 +47,28 @@ def test_a_priority_class_found_or_not_is_read_once_a_ttl_on_each_cluster(
         return [p for p in paths if "/workloadpriorityclasses/" in p]
 
     for _ in range(5):
-        assert extract_priority(cluster, "missing", []) is None
+        assert extract_priority(cluster, "missing", []) == MISSING
         assert extract_priority(cluster, "low", [])
     assert len(asked()) == 2  # each name once
     api.put(a_class("missing", 7))
-    assert extract_priority(cluster, "missing", []) is None  # as read, within the TTL
-    # a Workload about to be made asks again: it keeps the priority it is made with
-    assert extract_priority(cluster, "missing", [], fresh=True).value == 7  # type: ignore[union-attr]
-    assert len(asked()) == 3
+    assert extract_priority(cluster, "missing", []) == MISSING  # as read, within the TTL
+    # a Workload about to be made waits for it as long (no Workload is made while missing)
+    assert extract_priority(cluster, "missing", [], fresh=True) == MISSING
     assert extract_priority(cluster, "low", [], fresh=True).value == 10  # type: ignore[union-attr]
-    assert len(asked()) == 3  # a class found is kept, fresh or not
+    assert len(asked()) == 2  # what the API server said is kept, fresh or not
     # what the API server did not say is not kept: a failed read, a name no class can have
     api.fail(Fault(500, plural="workloadpriorityclasses", times=None))
     assert extract_priority(cluster, "flaky", []) is None
     api.heal()
     api.put(a_class("flaky", 5))
     assert extract_priority(cluster, "flaky", []).value == 5  # type: ignore[union-attr]
-    assert extract_priority(cluster, "x" * 100_000, []) is None
+    hostile = extract_priority(cluster, "x" * 100_000, [])  # cannot exist: missing
+    assert isinstance(hostile, ClassMissing) and len(hostile.message("")) < 400
     assert len(jobframework_io._classes[cluster]) == 3  # low, missing, flaky
     other = MemoryCluster(MemoryApi("manager", [a_class("missing", 3)]), "w")  # its name too
     assert extract_priority(other, "missing", []).value == 3  # type: ignore[union-attr]
     monkeypatch.setattr(jobframework_io, "CLASS_TTL", 0.0)
+    assert extract_priority(cluster, "missing", [], fresh=True).value == 7  # type: ignore[union-attr]
     api.put(a_class("low", 11))
     assert extract_priority(cluster, "low", []).value == 11  # type: ignore[union-attr]
     assert sum("/low" in p for p in asked()) == 2  # read again once the TTL has run
@@ -88,7 +95,7 @@ def test_a_workload_about_to_be_made_reads_its_class_fresh(monkeypatch: pytest.M
 
     monkeypatch.setattr(jobframework_io, "extract_priority", spy)
     tj = TrainJobBuilder().queue("q").multikueue().obj()
-    tj["metadata"]["labels"][c.KUEUE_PRIORITY_CLASS_LABEL] = "gold"
+    edit(tj).label(c.KUEUE_PRIORITY_CLASS_LABEL, "gold")
     world, _ = fleet([make_runtime(), tj], {"worker1": [make_runtime()]})
     try:
         world.settle(("ns", "tj"))
@@ -173,7 +180,7 @@ def test_a_pass_that_cannot_read_the_class_makes_no_workload_until_it_can() -> N
     makes no Workload (the work queue tries it again); once read, the Workload has its
     priority."""
     tj = TrainJobBuilder().queue("q").multikueue().obj()
-    tj["metadata"]["labels"][c.KUEUE_PRIORITY_CLASS_LABEL] = "gold"
+    edit(tj).label(c.KUEUE_PRIORITY_CLASS_LABEL, "gold")
     world, _ = fleet([make_runtime(), tj, a_class("gold", 100)], {"worker1": [make_runtime()]})
     try:
         world.apis["manager"].fail(Fault(503, plural="workloadpriorityclasses", times=None))

@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
-from kubebase.kinds import Kind
+from kubebase.kinds import EVENT, Kind
 from kubecontrol.client import ApiException
 from tests.support import tables
 from tests.support.builders import (
     OWNER,
     TrainJobBuilder,
     container,
+    edit,
     initializer_runtime,
     make_runtime,
     replicated_job,
@@ -37,6 +38,7 @@ from tests.support.whole_pass import (
     worker_guarded,
 )
 from tests.support.worker_plans import as_made, reported
+from trainjob import jobframework_io
 from trainjob.ownership import controller_uid
 from trainjob.workload import workload_name
 from trainjob_api import constants as c
@@ -77,7 +79,7 @@ def admit(world: World, flavor: str = "default") -> None:
     """What Kueue does when it admits the Workload: quota reserved and admitted."""
     wl = the_workload(world)
     assert wl is not None, "no Workload to admit"
-    wl["status"] = kueue_status(wl, admitted=True, flavor=flavor)
+    edit(wl).status(kueue_status(wl, admitted=True, flavor=flavor))
     world.apis["worker"].put(wl)
 
 
@@ -114,7 +116,7 @@ def _job_reports(**status: Any) -> Step:
 
     def report(world: World) -> None:
         (job,) = objects(world, c.JOB)
-        job["status"] = status
+        edit(job).status(status)
         world.apis["worker"].put(job)
 
     return report
@@ -123,7 +125,7 @@ def _job_reports(**status: Any) -> Step:
 def _initializer_done(world: World) -> None:
     """The Job controller: the dataset initializer's Job complete."""
     (dataset,) = [j for j in objects(world, c.JOB) if "dataset" in j["metadata"]["name"]]
-    dataset["status"] = {"succeeded": 1, "conditions": COMPLETE}
+    edit(dataset).status({"succeeded": 1, "conditions": COMPLETE})
     world.apis["worker"].put(dataset)
 
 
@@ -132,11 +134,11 @@ def _evicted(world: World) -> None:
     pods are gone."""
     wl = the_workload(world)
     assert wl is not None
-    wl["status"]["conditions"] = [
+    edit(wl).conditions(
         a_condition("QuotaReserved"),
         a_condition("Admitted", "Evicted", status="False"),
         a_condition("Evicted", "Preempted", "by a bigger job"),
-    ]
+    )
     world.apis["worker"].put(wl)
 
 
@@ -154,8 +156,7 @@ def _made_again(world: World) -> None:
     a TrainJob of its own, under another UID."""
     api = world.apis["worker"]
     api.request("DELETE", c.TRAINJOB.path("ns", "tj"))
-    again = TrainJobBuilder().obj()
-    again["metadata"]["uid"] = "uid-tj-again"
+    again = edit(TrainJobBuilder().obj()).uid("uid-tj-again").obj()
     api.put(again)
 
 
@@ -172,12 +173,12 @@ def _edited(change: Callable[[Dict], None]) -> Step:
 
 
 def _suspended(tj: Dict) -> None:
-    tj["spec"]["suspend"] = True
+    edit(tj).suspend()
 
 
 def _deadline(seconds: int) -> Callable[[Dict], None]:
     def change(tj: Dict) -> None:
-        tj["spec"]["activeDeadlineSeconds"] = seconds
+        edit(tj).spec(activeDeadlineSeconds=seconds)
 
     return change
 
@@ -224,16 +225,15 @@ def _stranger_job() -> Dict:
 def _past_deadline() -> Dict:
     """Running (resumed), and its deadline of 1 s long past."""
     tj = TrainJobBuilder().obj()
-    tj["spec"]["activeDeadlineSeconds"] = 1
-    tj["status"] = {"conditions": [a_condition("Suspended", "Resumed", status="False")]}
-    return tj
+    resumed = {"conditions": [a_condition("Suspended", "Resumed", status="False")]}
+    return edit(tj).spec(activeDeadlineSeconds=1).status(resumed).obj()
 
 
 def _finished_with_a_job_running() -> tuple[Dict, ...]:
     """Complete, and its Job still running (its pods slow to go)."""
     tj = TrainJobBuilder().obj()
     running = reported(as_made(tj, RUNTIME)[0], "running")
-    tj["status"] = {"conditions": [a_condition("Complete", "AllJobsCompleted")]}
+    edit(tj).status({"conditions": [a_condition("Complete", "AllJobsCompleted")]})
     return tj, running
 
 
@@ -550,8 +550,7 @@ def test_a_held_trainjob_made_again_under_its_name_is_told_again() -> None:
     """Another TrainJob of the same name (another UID) is another job: its own Warning, beside
     the one its namesake had."""
     first = _held_and_told(TrainJobBuilder().obj())
-    again = TrainJobBuilder().obj()
-    again["metadata"]["uid"] = "0therjob-of-the-same-name"
+    again = edit(TrainJobBuilder().obj()).uid("0therjob-of-the-same-name").obj()
     second = _held_and_told(again, *first.apis["worker"].objects(c.EVENT))
     names = sorted(e["metadata"]["name"] for e in _told(second))
     assert len(names) == 2 and "tj.0therjob.noqueuename" in names, names
@@ -559,7 +558,7 @@ def test_a_held_trainjob_made_again_under_its_name_is_told_again() -> None:
 
 def _report(world: World, job: Dict, **counts: int) -> None:
     """What the Job controller writes of a Job's pods (`ready`, `succeeded`...)."""
-    job["status"] = {**(job.get("status") or {}), **counts}
+    edit(job).status({**(job.get("status") or {}), **counts})
     world.apis["worker"].put(job)
 
 
@@ -609,7 +608,7 @@ def test_a_job_write_the_api_refuses_is_a_condition_naming_the_job(status: int) 
     api = world.apis["worker"]
     tj = world.get("worker", c.TRAINJOB, "tj")
     assert tj is not None
-    tj["spec"]["suspend"] = True
+    edit(tj).suspend()
     api.put(tj)
     api.fail(Fault(status, "PATCH", "jobs", times=None))
     world.relist()
@@ -671,7 +670,7 @@ def test_a_suspended_trainjob_suspends_jobs_of_another_restart_as_they_were_made
     tj = TrainJobBuilder().obj()
     made = as_made({**tj, "status": {"restarts": 2, "restartsCountTowardsMax": 2}}, RUNTIME)
     running = [reported(j, "running") for j in made]
-    tj["spec"]["suspend"] = True
+    edit(tj).suspend()
     world = worker(tj, *running)
     _settle_with_no_job_refused(world)
     _suspended_as_made(world, running)
@@ -683,10 +682,10 @@ def test_a_job_relabelled_for_another_restart_is_still_suspended_as_it_was_made(
     template, which cannot change once it ran): when the TrainJob passes its deadline, the
     Job is suspended with the template it was made with, not refused for a changed one."""
     tj = TrainJobBuilder().obj()
-    tj["spec"]["activeDeadlineSeconds"] = 1
-    tj["status"] = {"conditions": [a_condition("Suspended", "Resumed", status="False")]}
+    resumed = {"conditions": [a_condition("Suspended", "Resumed", status="False")]}
+    edit(tj).spec(activeDeadlineSeconds=1).status(resumed)
     made = reported(as_made(tj, RUNTIME)[0], "running")
-    made["metadata"]["labels"][c.RESTART_ATTEMPT_LABEL] = "3"
+    edit(made).label(c.RESTART_ATTEMPT_LABEL, "3")
     world = worker(tj, made)
     _settle_with_no_job_refused(world)
     after = world.get("worker", c.TRAINJOB, "tj")
@@ -695,12 +694,13 @@ def test_a_job_relabelled_for_another_restart_is_still_suspended_as_it_was_made(
 
 
 def _suspended_by_spec(tj: Dict) -> None:
-    tj["spec"]["suspend"] = True  # its Jobs suspended by `_apply_jobs`
+    edit(tj).suspend()  # its Jobs suspended by `_apply_jobs`
 
 
 def _past_its_deadline(tj: Dict) -> None:
-    tj["spec"]["activeDeadlineSeconds"] = 1  # its Jobs suspended by `_suspend_active`
-    tj["status"] = {"conditions": [a_condition("Suspended", "Resumed", status="False")]}
+    resumed = {"conditions": [a_condition("Suspended", "Resumed", status="False")]}
+    # its Jobs suspended by `_suspend_active`
+    edit(tj).spec(activeDeadlineSeconds=1).status(resumed)
 
 
 @pytest.mark.parametrize("stop", [_suspended_by_spec, _past_its_deadline])
@@ -734,11 +734,11 @@ def test_a_running_job_whose_label_is_taken_off_is_still_suspended_with_its_trai
     world.settle(KEY)
     (made,) = objects(world, c.JOB)
     api = world.apis["worker"]
-    del made["metadata"]["labels"][c.TRAINJOB_NAME_LABEL]
+    edit(made).label(c.TRAINJOB_NAME_LABEL, None)
     api.put(made)
     tj = world.get("worker", c.TRAINJOB, "tj")
     assert tj is not None
-    tj["spec"]["suspend"] = True
+    edit(tj).suspend()
     api.put(tj)
     world.relist()
     world.settle(KEY)
@@ -760,7 +760,7 @@ def test_a_job_is_suspended_and_resumed_whatever_its_runtime_says_now() -> None:
     for suspend in (True, False):
         tj = world.get("worker", c.TRAINJOB, "tj")
         assert tj is not None
-        tj["spec"]["suspend"] = suspend
+        edit(tj).suspend(suspend)
         api.put(tj)
         world.relist()
         done = world.settle(KEY)
@@ -847,12 +847,12 @@ def test_a_conflict_on_the_trainjobs_suspend_holds_its_event_until_it_is_written
 def test_a_conflict_on_finishing_the_workload_holds_its_event_until_it_is_written() -> None:
     world = started()
     (job,) = objects(world, c.JOB)
-    job["status"] = {"succeeded": 1, "conditions": COMPLETE}
+    edit(job).status({"succeeded": 1, "conditions": COMPLETE})
     world.apis["worker"].put(job)
     world.settle(KEY)  # the TrainJob completes; its Workload is finished in the pass after
     wl = the_workload(world)
     assert wl is not None
-    wl["status"]["conditions"] = [x for x in wl["status"]["conditions"] if x["type"] != "Finished"]
+    edit(wl).conditions(*(x for x in wl["status"]["conditions"] if x["type"] != "Finished"))
     world.apis["worker"].put(wl)
     raced, again = world.run_raced(KEY, "worker", c.WORKLOAD, wl["metadata"]["name"])
     path = c.WORKLOAD.path("ns", wl["metadata"]["name"], "status")
@@ -870,8 +870,7 @@ def _finished(tj: Dict) -> Dict:
 
 
 def _prebuilt(tj: Dict) -> Dict:
-    tj["metadata"]["labels"][c.KUEUE_PREBUILT_WORKLOAD_LABEL] = "the-managers-copy"
-    return tj
+    return edit(tj).label(c.KUEUE_PREBUILT_WORKLOAD_LABEL, "the-managers-copy").obj()
 
 
 @pytest.mark.parametrize(
@@ -887,7 +886,7 @@ def test_a_trainjob_that_makes_no_workload_asks_for_no_priority_class(
     policy) makes none again: their passes ask for no class, and one the worker's API server
     fails to read fails none of them."""
     tj = TrainJobBuilder().queue("q").obj()
-    tj["metadata"]["labels"][c.KUEUE_PRIORITY_CLASS_LABEL] = "gold"
+    edit(tj).label(c.KUEUE_PRIORITY_CLASS_LABEL, "gold")
     world = worker(made(tj))
     api = world.apis["worker"]
     api.fail(Fault(503, plural="workloadpriorityclasses", times=None))
@@ -899,9 +898,7 @@ def test_a_trainjob_that_makes_no_workload_asks_for_no_priority_class(
 
 
 def _deleting(tj: Dict) -> Dict:
-    tj["metadata"]["deletionTimestamp"] = "2026-11-22T11:00:00Z"
-    tj["metadata"].setdefault("finalizers", []).append("example.com/hold")
-    return tj
+    return edit(tj).deleting("2026-11-22T11:00:00Z").finalizers("example.com/hold").obj()
 
 
 @pytest.mark.parametrize(
@@ -912,10 +909,41 @@ def test_a_trainjob_that_makes_no_workload_sends_no_priority_class_request(
 ) -> None:
     """No faults: a request for a class would be served or refused (404), so recorded."""
     tj = TrainJobBuilder().queue("q").obj()
-    tj["metadata"]["labels"][c.KUEUE_PRIORITY_CLASS_LABEL] = "gold"
+    edit(tj).label(c.KUEUE_PRIORITY_CLASS_LABEL, "gold")
     world = worker(made(tj))
     api = world.apis["worker"]
     settle(world)
     asked = [p for _, p in api.requests] + [p for _, p, _ in api.refused]
     assert [p for p in asked if "priorityclasses" in p] == []
     assert the_workload(world) is None
+
+
+def test_a_trainjob_naming_a_missing_class_waits_for_it_without_a_workload(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kueue makes no Workload for a job whose WorkloadPriorityClass does not exist: nor does
+    the worker controller (one made at priority 0 would queue above a negative default's). The
+    TrainJob is suspended, a Warning names the class and the label, and the pass asks for
+    another after the TTL a missing class is kept; once the class exists, the Workload is made
+    with its priority."""
+    tj = TrainJobBuilder().queue("q").obj()
+    edit(tj).label(c.KUEUE_PRIORITY_CLASS_LABEL, "gold")
+    world = worker(tj, FLAVOR)
+    passes = settle(world)
+    assert the_workload(world) is None
+    assert world.get("worker", c.TRAINJOB, "tj")["spec"]["suspend"] is True  # type: ignore[index]
+    settle(world)  # passes while it waits say it once (an Event of one name)
+    (event,) = [e for e in world.apis["worker"].objects(EVENT, "ns") if e["type"] == "Warning"]
+    assert event["reason"] == "ErrWorkloadCompose"
+    assert "WorkloadPriorityClass 'gold'" in event["message"]
+    assert c.KUEUE_PRIORITY_CLASS_LABEL in event["message"]
+    assert passes[-1].requeue_after == jobframework_io.CLASS_TTL
+    gold = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass"}
+    world.apis["worker"].put({**gold, "metadata": {"name": "gold"}, "value": 100})
+    settle(world)
+    assert the_workload(world) is None  # the class found missing is kept for the TTL
+    monkeypatch.setattr(jobframework_io, "CLASS_TTL", 0.0)
+    settle(world)
+    wl = the_workload(world)
+    assert wl is not None and wl["spec"]["priority"] == 100
+    assert wl["spec"]["priorityClassRef"]["name"] == "gold"
