@@ -13,7 +13,8 @@ import functools
 import logging
 import queue
 import threading
-from collections import Counter
+import time
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -74,6 +75,10 @@ MAX_RETRY_AFTER = 10.0  # the longest a server's Retry-After holds a call up, pe
 # crash-looping pods never push out another tenant's Events).
 EVENT_BURST, EVENT_EVERY_SECONDS = 25, 300.0
 EVENTS_QUEUED, EVENTS_QUEUED_EACH = 10_000, 1_000
+# An Event said once (a `name`) and recorded (or found there, 409) is not sent again for
+# ONCE_KEPT_SECONDS (less than an Event's hour on the API server), for the last ONCE_KEPT
+# names: a pass that says it on every look would otherwise spend the object's rate on it.
+ONCE_KEPT, ONCE_KEPT_SECONDS = 4096, 1800.0
 
 
 def retry_after(exc: BaseException | None) -> float:
@@ -162,6 +167,7 @@ class Cluster:
         self._events_lock = threading.Lock()
         self._event_rates = Rates(1 / EVENT_EVERY_SECONDS, EVENT_BURST)
         self._queued: Counter[str] = Counter()  # Events waiting, by namespace
+        self._said_once: OrderedDict[tuple[str, str], float] = OrderedDict()  # (ns, name)
 
     def writable(self) -> bool:
         return self.may_write is None or self.may_write()
@@ -401,6 +407,8 @@ class Cluster:
         namespace's share of the backlog (EVENT_BURST, EVENTS_QUEUED_EACH). One with a `name`
         is recorded once."""
         meta = obj.get("metadata") or {}
+        if name and self._said(meta.get("namespace") or "default", name):
+            return
         source = (meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}", bool(name))
         if not self._event_rates.take(source):
             log.debug(
@@ -426,6 +434,22 @@ class Cluster:
             extra={"cluster": self.name, "reason": reason, "object": _name(obj)},
         )
 
+    def _said(self, namespace: str, name: str) -> bool:
+        """Whether the Event of that name was recorded within ONCE_KEPT_SECONDS."""
+        with self._events_lock:
+            when = self._said_once.get((namespace, name))
+            return when is not None and time.monotonic() - when < ONCE_KEPT_SECONDS
+
+    def _note_said(self, event: Dict) -> None:
+        meta = event["metadata"]
+        if "name" not in meta:
+            return
+        with self._events_lock:
+            self._said_once[(meta["namespace"], meta["name"])] = time.monotonic()
+            self._said_once.move_to_end((meta["namespace"], meta["name"]))
+            if len(self._said_once) > ONCE_KEPT:
+                self._said_once.popitem(last=False)
+
     def _forget_queued(self, namespace: str) -> None:
         with self._events_lock:
             self._queued[namespace] -= 1
@@ -439,8 +463,10 @@ class Cluster:
             self._forget_queued(event["metadata"]["namespace"])
             try:
                 self.create(EVENT, event)
+                self._note_said(event)
             except Exception as exc:
                 if isinstance(exc, ApiException) and exc.status == 409:
+                    self._note_said(event)
                     continue  # an Event of that name is there already: recorded once
                 log.warning(
                     "Event not recorded",

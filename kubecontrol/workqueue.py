@@ -51,7 +51,7 @@ MAX_AFTER = 86400.0
 
 def soonest(*delays: float | None) -> float | None:
     """The first of the passes asked for (None: none asked), as a reconcile returns it."""
-    asked = [d for d in delays if d]
+    asked = [d for d in delays if d is not None]
     return min(asked) if asked else None
 
 

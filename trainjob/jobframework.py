@@ -223,7 +223,7 @@ def _once(tj: TrainJob, reason: str, missing: wlmod.ClassMissing) -> str:
     """The name of an Event said once on this TrainJob (its UID) for this missing class: each
     pass while it waits would otherwise record it again."""
     said = f"{tj.metadata.uid}/{reason}/{missing.kind}/{missing.name}"
-    return f"{tj.name}.{hashlib.sha256(said.encode()).hexdigest()[:16]}"
+    return f"{tj.name[:200]}.{hashlib.sha256(said.encode()).hexdigest()[:16]}"
 
 
 def _step5_adopt(obs: QueueObserved, wl: WorkloadView, plan: QueuePlan) -> None:

@@ -173,7 +173,7 @@ def _read_class(
             "not read",
             extra={"cluster": cluster.name, "kind": kind.kind, "object": name, "error": exc.reason},
         )
-        return None, False
+        return (_MISSING if exc.status == 403 else None), False
     if found is None:
         log.warning(
             "does not exist", extra={"cluster": cluster.name, "kind": kind.kind, "object": name}

@@ -132,6 +132,40 @@ def test_events_are_spam_filtered_per_object_and_shared_per_namespace() -> None:
     assert len(api.created) == sent + 100
 
 
+def test_an_event_said_once_is_sent_once_and_spends_no_more_of_its_objects_rate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pass that says a named Event on every look (a TrainJob waiting for a missing
+    priority class) sends it once: repeats spend neither a request nor the object's rate,
+    which other named Events of it (a worker's, recorded again) still have whole. After
+    ONCE_KEPT_SECONDS it goes once more (Events last an hour on the API server)."""
+    api = HeldApi()
+    api.go.set()
+    cluster = kube.Cluster("c", api, "test")  # type: ignore[arg-type]
+
+    def sent(count: int) -> None:
+        deadline = time.monotonic() + 10
+        while len(api.created) < count and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.1)  # nothing more comes
+        assert len(api.created) == count
+
+    cluster.post_event(about("a", "tj"), "Warning", "ErrWorkloadCompose", "x", name="tj.once")
+    sent(1)
+    for _ in range(100):
+        cluster.post_event(about("a", "tj"), "Warning", "ErrWorkloadCompose", "x", name="tj.once")
+    for i in range(kube.EVENT_BURST - 1):
+        cluster.post_event(about("a", "tj"), "Warning", "BackOff", f"m{i}", name=f"tj.w.{i}")
+    sent(kube.EVENT_BURST)
+    names = [e["metadata"]["name"] for e in api.created]  # type: ignore[index]
+    assert names == ["tj.once", *(f"tj.w.{i}" for i in range(kube.EVENT_BURST - 1))]
+    cluster.post_event(about("b", "tj"), "Warning", "ErrWorkloadCompose", "x", name="tj.once")
+    sent(kube.EVENT_BURST + 1)  # the name in another namespace: another Event
+    monkeypatch.setattr(kube, "ONCE_KEPT_SECONDS", 0.0)
+    cluster.post_event(about("b", "tj"), "Warning", "ErrWorkloadCompose", "x", name="tj.once")
+    sent(kube.EVENT_BURST + 2)
+
+
 class Unavailable:
     """An ApiClient whose every answer is 503; the first gives the caller's deadline up (the
     review it served was answered meanwhile). Records each request's timeout."""

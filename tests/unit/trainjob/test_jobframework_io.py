@@ -81,6 +81,10 @@ def test_a_workload_priority_class_and_a_priority_class_of_one_name_are_kept_apa
     assert extract_priority(cluster, "p", []).value == 10  # type: ignore[union-attr]
     named = extract_priority(cluster, "", [{"spec": {"priorityClassName": "p"}}])
     assert named is not None and (named.kind, named.value) == ("PriorityClass", 20)
+    # a name that is no string (a runtime's CRD that does not say) names no class
+    for odd in (5, ["p"], {"p": 1}):
+        found = extract_priority(cluster, "", [{"spec": {"priorityClassName": odd}}])
+        assert isinstance(found, jobframework_io.Priority) and found.kind != "PriorityClass"
 
 
 def test_a_workload_about_to_be_made_reads_its_class_fresh(monkeypatch: pytest.MonkeyPatch) -> None:
