@@ -98,6 +98,43 @@ def test_map() -> tuple[int, int, list[str]]:
     return modules, covered, missing
 
 
+# Where a decision module reads JSON on purpose: the parse boundary (STYLE.md: "parse once,
+# where an object enters, into small typed views"): the views' classes, and the modules that
+# parse at the informer's transform or the CRD.
+BOUNDARY_MODULES = ("views.py", "digests.py", "models.py", "crd.py")
+
+
+def boundary_split(files: list[Path]) -> dict[str, tuple[int, int]]:
+    """`.get(` calls and lines of `files`, at the parse boundary (a class named `...View`, or a
+    module of BOUNDARY_MODULES) and elsewhere: {"boundary": (gets, lines), "rest": ...}."""
+    split = {"boundary": [0, 0], "rest": [0, 0]}
+    for path in files:
+        source = path.read_text()
+        tree = ast.parse(source)
+        lines = len(source.splitlines())
+        if path.name in BOUNDARY_MODULES:
+            split["boundary"][0] += _gets(tree)
+            split["boundary"][1] += lines
+            continue
+        views = [
+            n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name.endswith("View")
+        ]
+        in_views = sum(_gets(v) for v in views)
+        view_lines = sum((v.end_lineno or v.lineno) - v.lineno + 1 for v in views)
+        split["boundary"][0] += in_views
+        split["boundary"][1] += view_lines
+        split["rest"][0] += _gets(tree) - in_views
+        split["rest"][1] += lines - view_lines
+    return {k: (g, n) for k, (g, n) in split.items()}
+
+
+def _gets(tree: ast.AST) -> int:
+    return sum(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get"
+        for n in ast.walk(tree)
+    )
+
+
 # An object's JSON, as a test would reach into it: `tj["status"]`, `wl.raw["spec"]`.
 _TOP = {"metadata", "spec", "status"}
 _MUTATORS = {"update", "setdefault", "append", "extend", "insert", "pop", "remove", "clear"}
@@ -162,6 +199,13 @@ def main() -> int:
         print(
             f"{name:20s} {files:9d} {lines:7d} {gets:7d} {per:9.2f} "
             f"{f'{raw} of {params}':>17s} {share:6.1f}% {aliases:14d}"
+        )
+    print(
+        "\nthe decisions contract's `.get(`, at the parse boundary (views, digests) and elsewhere:"
+    )
+    for part, (gets, lines) in boundary_split(decision_modules()).items():
+        print(
+            f"  {part:10s} {gets:5d} in {lines:6d} lines  {100 * gets / max(lines, 1):5.2f} per 100"
         )
     if "--modules" in sys.argv:
         print("\nthe decisions contract's modules, most `.get(` first:")

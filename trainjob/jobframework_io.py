@@ -91,7 +91,8 @@ def extract_priority(
         (
             t["spec"]["priorityClassName"]
             for t in templates
-            if (t.get("spec") or {}).get("priorityClassName")
+            if isinstance((t.get("spec") or {}).get("priorityClassName"), str)
+            and t["spec"]["priorityClassName"]
         ),
         None,
     )
@@ -173,7 +174,7 @@ def _read_class(
             "not read",
             extra={"cluster": cluster.name, "kind": kind.kind, "object": name, "error": exc.reason},
         )
-        return (_MISSING if exc.status == 403 else None), False
+        return None, False
     if found is None:
         log.warning(
             "does not exist", extra={"cluster": cluster.name, "kind": kind.kind, "object": name}
