@@ -412,7 +412,7 @@ def follows_label(wl: WorkloadView, label: str) -> bool:
 
 def _step5a_priority(obs: QueueObserved, wl: WorkloadView, plan: QueuePlan) -> None:
     """The TrainJob's priority-class label changed: its Workload's priority follows (kept
-    while the class it names now does not exist)."""
+    while the class it names now does not exist; the controllers' resync looks again)."""
     new = obs.priority
     spec = wl.spec
     if isinstance(new, wlmod.ClassMissing):

@@ -229,31 +229,34 @@ def _waits_for_its_missing_class(mk: MultiKueue) -> None:
     """A TrainJob whose label names a WorkloadPriorityClass that does not exist gets no
     Workload (Kueue makes none) and a Warning naming the class, not one at priority 0; once
     the class is made, its Workload is made with it."""
-    name = f"tj-later-{mk.ns}"
-    for cluster in [mk.manager, *mk.workers]:
-        with contextlib.suppress(client.ApiException):  # none but from an earlier run
-            mk.custom(cluster).delete_cluster_custom_object(*KUEUE, "workloadpriorityclasses", name)
+    name = f"tj-later-{mk.ns}"  # of this test's namespace: no earlier run's
     mk.submit("later", metadata={"labels": {"kueue.x-k8s.io/priority-class": name}})
 
-    def warned() -> bool:
-        return any(
-            e.reason == "ErrWorkloadCompose" and name in e.message
+    def warnings() -> list[Any]:
+        return [
+            e
             for e in manager_events(mk, "later")
-        )
+            if e.reason == "ErrWorkloadCompose" and name in (e.message or "")
+        ]
 
-    wait_for(warned, 30, what="a Warning naming the missing class")
+    wait_for(warnings, 30, what="a Warning naming the missing class")
     assert mk.manager_workload("later") is None
-    for cluster in [mk.manager, *mk.workers]:
-        wpc = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass"}
-        wpc |= {"metadata": {"name": name}, "value": 50}
-        mk.custom(cluster).create_cluster_custom_object(*KUEUE, "workloadpriorityclasses", wpc)
-    try:  # read again once the 30 s a missing class is kept have run
+    try:
+        for cluster in [mk.manager, *mk.workers]:
+            wpc = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass"}
+            wpc |= {"metadata": {"name": name}, "value": 50}
+            mk.custom(cluster).create_cluster_custom_object(*KUEUE, "workloadpriorityclasses", wpc)
+        # read again once the 30 s a missing class is kept have run
         wl = wait_for(lambda: mk.manager_workload("later"), 75, what="the Workload of later")
         assert wl["spec"]["priority"] == 50, wl["spec"]
+        assert len(warnings()) == 1  # said once, over the passes while it waited
         mk.wait_until("later", "Complete")
     finally:
         for cluster in [mk.manager, *mk.workers]:
-            mk.custom(cluster).delete_cluster_custom_object(*KUEUE, "workloadpriorityclasses", name)
+            with contextlib.suppress(client.ApiException):  # one not made: its error is above
+                mk.custom(cluster).delete_cluster_custom_object(
+                    *KUEUE, "workloadpriorityclasses", name
+                )
 
 
 def test_worker_without_quota_sends_the_trainjob_to_the_other(bed: Bed) -> None:

@@ -151,7 +151,8 @@ def test_a_runtimes_priority_class_name_never_becomes_a_path(
     cluster, seen = server
     templates = [{"spec": {"priorityClassName": hostile}}]
     # as a class that does not exist: no Workload is made, as Kueue makes none
-    assert isinstance(extract_priority(cluster, "", templates), ClassMissing)
+    said = extract_priority(cluster, "", templates)
+    assert said == ClassMissing("PriorityClass", hostile, "a pod template's priorityClassName")
     assert isinstance(extract_priority(cluster, hostile, []), ClassMissing)  # the label
     assert seen == []
     extract_priority(cluster, "", [{"spec": {"priorityClassName": "high"}}])

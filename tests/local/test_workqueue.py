@@ -10,7 +10,7 @@ import pytest
 
 from clusters.helpers.waiting import sooner_than
 from kubecontrol import workqueue
-from kubecontrol.workqueue import WorkQueue, WriteMemory
+from kubecontrol.workqueue import WorkQueue, WriteMemory, soonest
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
@@ -284,3 +284,12 @@ def test_what_an_urgent_pass_leaves_to_the_next_is_urgent_for_a_while(
     time.sleep(0.05)
     queue.stop()
     assert seen == ["block", "end", "other", "block", "end", "other", "block", "other", "end"]
+
+
+def test_soonest_is_the_least_asked_zero_included() -> None:
+    """What a pass returns of the passes its parts ask for: the first due, a 0 ("now")
+    included; None when none asks."""
+    assert soonest() is None and soonest(None, None) is None
+    assert soonest(None, 30.0) == 30.0
+    assert soonest(30.0, 5.0) == 5.0 and soonest(5.0, 30.0) == 5.0
+    assert soonest(0.0, 30.0) == 0.0 and soonest(0.0, None) == 0.0

@@ -40,6 +40,7 @@ from tests.support.whole_pass import (
     names,
     reserve,
 )
+from trainjob import jobframework
 from trainjob.workload import workload_name
 from trainjob_api import constants as c
 
@@ -993,3 +994,21 @@ def test_a_trainjob_naming_anothers_workload_as_prebuilt_takes_none_of_its_copie
     world.settle(("ns", "other"))
     assert world.get("manager", c.TRAINJOB, "other") is None
     assert {w: copies(world, w) for w in WORKERS} == held
+
+
+def test_a_missing_class_waits_without_a_workload_and_asks_again_after_the_ttl() -> None:
+    """The dispatcher makes no manager Workload for a TrainJob whose WorkloadPriorityClass does
+    not exist (Kueue makes none), says so once, and asks for another pass once the class's
+    read has run its TTL (the pass's own answer, not only the resync's)."""
+    tj = TrainJobBuilder().queue("q").multikueue().obj()
+    edit(tj).label(c.KUEUE_PRIORITY_CLASS_LABEL, "gold")
+    world, _ = fleet([make_runtime(), tj], {"worker1": [make_runtime()]}, behind=False)
+    try:
+        passes = world.settle(("ns", "tj"))
+        world.settle(("ns", "tj"))
+        assert world.apis["manager"].objects(c.WORKLOAD, "ns") == []
+        assert passes[-1].requeue_after == jobframework.CLASS_TTL
+        warned = [e for e in world.apis["manager"].objects(EVENT, "ns") if e["type"] == "Warning"]
+        assert [e["reason"] for e in warned] == ["ErrWorkloadCompose"]
+    finally:
+        world.close()

@@ -133,6 +133,19 @@ def test_3_a_priority_class_that_does_not_exist_makes_no_workload_and_says_so() 
     assert plan(body, None, priority=HIGH).requeue_after is None
 
 
+def test_the_once_name_is_per_trainjob_uid_reason_and_class() -> None:
+    """An Event said once is said again for another TrainJob of the name (another UID),
+    another class, or the other step's reason."""
+    name = plan(trainjob(), None, priority=GOLD_MISSING).events[0].name
+    again = edit(trainjob()).uid("another-uid").obj()
+    assert plan(again, None, priority=GOLD_MISSING).events[0].name != name
+    silver = wlmod.ClassMissing("WorkloadPriorityClass", "silver", "metadata.labels[x]")
+    assert plan(trainjob(), None, priority=silver).events[0].name != name
+    body = trainjob()
+    five_a = plan(body, workload_for(body), priority=GOLD_MISSING).events[0].name
+    assert five_a is not None and five_a != name
+
+
 def test_5a_a_label_changed_to_a_missing_class_keeps_the_workloads_priority() -> None:
     body = trainjob()
     wl = workload_for(body)
