@@ -24,7 +24,7 @@ from clusters.helpers.tenant import Tenant
 from clusters.helpers.waiting import wait_for
 from clusters.install import DISPATCHER, WORKER_CONTROLLER
 from tests.support.builders import make_runtime, runtime_patch
-from tests.support.multikueue import KUEUE, TRAINER, MultiKueue, node_container
+from tests.support.multikueue import KUEUE, TRAINER, MultiKueue, manager_events, node_container
 from trainjob import progress
 
 pytestmark = [pytest.mark.bed, pytest.mark.usefixtures("controllers")]
@@ -56,8 +56,9 @@ def test_a_runtimes_priority_class_name_never_chooses_a_request(
 ) -> None:
     """N1: before, every pass of the leader sent `GET /api/v1/namespaces/kube-system/secrets`
     (25 times in 45 s) for a TrainJob on this runtime. Now the name is refused before any
-    request, the TrainJob gets its Workload without a priority (as for a class that does not
-    exist), and the log says why."""
+    request, and the log says why; as a class that does not exist, it gets no Workload (Kueue
+    makes none) and a Warning names the field (a Workload made without a priority would queue
+    at 0, above a negative default's)."""
     mk = MultiKueue(bed)
     alice = Tenant(bed, mk.ns, "alice", "edit", tmp_path)
     as_alice = client.CustomObjectsApi(alice.api)
@@ -76,19 +77,25 @@ def test_a_runtimes_priority_class_name_never_chooses_a_request(
         },
     }
     as_alice.create_namespaced_custom_object(*TRAINER, mk.ns, "trainjobs", body)
-    workload = wait_for(
-        lambda: mk.manager_workload("climber"), 60, what="the TrainJob's Workload on the manager"
-    )
-    assert "priorityClassName" not in (workload.get("spec") or {})
-    assert not (workload.get("spec") or {}).get("priority")
+
+    def warned() -> list[Any]:
+        return [
+            e
+            for e in manager_events(mk, "climber")
+            if e.reason == "ErrWorkloadCompose" and "priorityClassName" in (e.message or "")
+        ]
+
+    wait_for(warned, 60, what="a Warning naming the runtime's priorityClassName")
     time.sleep(5)  # more passes of the leader: the review saw one request every ~2 s
+    assert mk.manager_workload("climber") is None
     seen = product_requests(bed, mk.manager, since)
     assert [r.uri for r in seen if chosen(r)] == []
-    made = [r for r in seen if r.verb == "create" and r.resource == "workloads"]
-    assert {r.namespace for r in made} == {mk.ns}, "the dispatcher's own create is audited"
+    made = [r for r in seen if r.verb == "create" and r.resource == "events"]
+    assert {r.namespace for r in made} == {mk.ns}, "the dispatcher's own Event is audited"
     # ... with its URI, the field `chosen` reads
-    assert all(r.uri.startswith("/apis/kueue.x-k8s.io/") for r in made), [r.uri for r in made]
-    assert all(f"/namespaces/{mk.ns}/workloads" in r.uri for r in made)
+    assert all(r.uri.startswith(f"/api/v1/namespaces/{mk.ns}/events") for r in made), [
+        r.uri for r in made
+    ]
     said = "".join(c.log.read_text() for c in controllers if c.name == DISPATCHER)
     named = f"kind=PriorityClass object={json.dumps(CLIMB)}"  # quoted: it holds an "="
     lines = [line for line in said.splitlines() if "cannot exist: not a valid name" in line]

@@ -296,6 +296,17 @@ def torch_runtime(
 # ---- an object already made, changed in place (Kueue's wrappers change the object they wrap) --
 
 _UNSET: Any = object()
+# A field set to JSON null by an edit, where None removes it: `.template_spec(failurePolicy=NULL)`.
+NULL: Any = object()
+
+
+def _put(target: Dict, fields: Dict) -> None:
+    """`fields` set in `target`: None removes one, NULL sets it to null."""
+    for key, value in fields.items():
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = None if value is NULL else value
 
 
 class ObjectEdit:
@@ -317,12 +328,7 @@ class ObjectEdit:
     # metadata
 
     def _meta(self, **fields: Any) -> ObjectEdit:
-        meta = self._body.setdefault("metadata", {})
-        for key, value in fields.items():
-            if value is None:
-                meta.pop(key, None)
-            else:
-                meta[key] = value
+        _put(self._body.setdefault("metadata", {}), fields)
         return self
 
     def name(self, name: str) -> ObjectEdit:
@@ -367,7 +373,7 @@ class ObjectEdit:
 
     def label(self, key: str, value: str | None) -> ObjectEdit:
         """One label set (None: removed), the others kept."""
-        self._set(self._body.setdefault("metadata", {}).setdefault("labels", {}), {key: value})
+        _put(self._body.setdefault("metadata", {}).setdefault("labels", {}), {key: value})
         return self
 
     def annotations(self, annotations: Dict | None) -> ObjectEdit:
@@ -377,7 +383,7 @@ class ObjectEdit:
     def annotation(self, key: str, value: str | None) -> ObjectEdit:
         """One annotation set (None: removed), the others kept."""
         annotations = self._body.setdefault("metadata", {}).setdefault("annotations", {})
-        self._set(annotations, {key: value})
+        _put(annotations, {key: value})
         return self
 
     def metadata(self, metadata: Dict) -> ObjectEdit:
@@ -389,12 +395,7 @@ class ObjectEdit:
 
     def spec(self, **fields: Any) -> ObjectEdit:
         """Top-level spec fields set (None: removed), the others kept: `.spec(active=False)`."""
-        spec = self._body.setdefault("spec", {})
-        for key, value in fields.items():
-            if value is None:
-                spec.pop(key, None)
-            else:
-                spec[key] = value
+        _put(self._body.setdefault("spec", {}), fields)
         return self
 
     def suspend(self, suspend: bool | None = True) -> ObjectEdit:
@@ -416,16 +417,13 @@ class ObjectEdit:
         `.status(plan.status)`; `.status({})` none yet), or, given fields only, those fields
         set (None: removed) and the others kept: `.status(clusterName="w1")`."""
         if status is not _UNSET:
+            assert not fields, "a status replaced, or fields of it set: not both"
             self._body["status"] = status
         if fields:
             current = self._body.get("status")
             if not isinstance(current, dict):
                 current = self._body["status"] = {}
-            for key, value in fields.items():
-                if value is None:
-                    current.pop(key, None)
-                else:
-                    current[key] = value
+            _put(current, fields)
         return self
 
     def conditions(self, *conditions: Dict) -> ObjectEdit:
@@ -442,21 +440,12 @@ class ObjectEdit:
 
     def condition(self, type_: str, **fields: Any) -> ObjectEdit:
         """Fields of the condition of type `type_` set (None: removed), the others kept, where
-        it stands (added after the others if there is none): `.condition("Evicted",
-        reason="Preempted")`."""
-        current = self._body.get("status")
-        if not isinstance(current, dict):
-            current = self._body["status"] = {}
-        conditions = current.setdefault("conditions", [])
+        it stands: `.condition("Evicted", reason="Preempted")` (`more_conditions` adds one)."""
+        conditions = (self._body.get("status") or {}).get("conditions") or []
         found = next((c for c in conditions if c.get("type") == type_), None)
         if found is None:
-            found = {"type": type_}
-            conditions.append(found)
-        for key, value in fields.items():
-            if value is None:
-                found.pop(key, None)
-            else:
-                found[key] = value
+            raise KeyError(f"no condition {type_!r}")
+        _put(found, fields)
         return self
 
     def without_condition(self, type_: str) -> ObjectEdit:
@@ -468,26 +457,18 @@ class ObjectEdit:
 
     # templates: a Job's pods, a runtime's JobSet
 
-    @staticmethod
-    def _set(target: Dict, fields: Dict) -> None:
-        for key, value in fields.items():
-            if value is None:
-                target.pop(key, None)
-            else:
-                target[key] = value
-
     def template_spec(self, **fields: Any) -> ObjectEdit:
         """spec.template.spec fields set (None: removed), the others kept: a Job's pods' spec,
         a runtime's JobSet's (`.template_spec(successPolicy={"operator": "Any"})`)."""
         template = self._body.setdefault("spec", {}).setdefault("template", {})
-        self._set(template.setdefault("spec", {}), fields)
+        _put(template.setdefault("spec", {}), fields)
         return self
 
     def pod_label(self, key: str, value: str | None) -> ObjectEdit:
         """One label of a Job's pods (spec.template.metadata.labels) set (None: removed)."""
         template = self._body.setdefault("spec", {}).setdefault("template", {})
         labels = template.setdefault("metadata", {}).setdefault("labels", {})
-        self._set(labels, {key: value})
+        _put(labels, {key: value})
         return self
 
     def container(self, name: str, **fields: Any) -> ObjectEdit:
@@ -495,7 +476,7 @@ class ObjectEdit:
         `.container("node", resources={"requests": {"cpu": "8"}})`."""
         for found in self._body["spec"]["template"]["spec"]["containers"]:
             if found.get("name") == name:
-                self._set(found, fields)
+                _put(found, fields)
                 return self
         raise KeyError(f"no container {name!r}")
 
@@ -509,27 +490,27 @@ class ObjectEdit:
     def replicated_job(self, name: str, **fields: Any) -> ObjectEdit:
         """Fields of a runtime's replicatedJob `name` set (None: removed), the others kept:
         `.replicated_job("node", dependsOn=[{"name": "launcher", "status": "Ready"}])`."""
-        self._set(self._replicated(name), fields)
+        _put(self._replicated(name), fields)
         return self
 
     def template_metadata(self, metadata: Dict | None) -> ObjectEdit:
         """spec.template.metadata replaced (None: none): a Job's pods', a runtime's JobSet's."""
         template = self._body.setdefault("spec", {}).setdefault("template", {})
-        self._set(template, {"metadata": metadata})
+        _put(template, {"metadata": metadata})
         return self
 
     def job_spec(self, replicated_job: str, **fields: Any) -> ObjectEdit:
         """Fields of the Job spec of a runtime's replicatedJob (its template.spec) set (None:
         removed), the others kept: `.job_spec("launcher", parallelism=2)`."""
         found = self._replicated(replicated_job)
-        self._set(found.setdefault("template", {}).setdefault("spec", {}), fields)
+        _put(found.setdefault("template", {}).setdefault("spec", {}), fields)
         return self
 
     def pod_spec(self, replicated_job: str, **fields: Any) -> ObjectEdit:
         """Fields of the pod spec of a runtime's replicatedJob (template.spec.template.spec)
         set (None: removed), the others kept: `.pod_spec("node", priorityClassName="urgent")`."""
         job = self._replicated(replicated_job).setdefault("template", {}).setdefault("spec", {})
-        self._set(job.setdefault("template", {}).setdefault("spec", {}), fields)
+        _put(job.setdefault("template", {}).setdefault("spec", {}), fields)
         return self
 
 

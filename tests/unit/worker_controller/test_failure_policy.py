@@ -11,6 +11,7 @@ import pytest
 
 from kubebase.events import Event
 from tests.support.builders import (
+    NULL,
     edit,
     initializer_runtime,
     make_runtime,
@@ -221,9 +222,9 @@ MAX_RESTARTS = "jobset failed due to reaching max number of restarts"
 FAIL_ACTION = "applying FailJobSet failure policy action"
 
 
-def mpi_with(policy: Dict) -> Dict:
-    """A launcher and its nodes, each a PodSet of its own, under `policy`."""
-    return edit(mpi_runtime()).template_spec(failurePolicy=policy).obj()
+def mpi_with(policy: Dict | None) -> Dict:
+    """A launcher and its nodes, each a PodSet of its own, under `policy` (None: null)."""
+    return edit(mpi_runtime()).template_spec(failurePolicy=NULL if policy is None else policy).obj()
 
 
 def said_failed(reason: str, message: str) -> Dict:
