@@ -198,30 +198,38 @@ def _make(
 
 def _create(cluster: Cluster, trainjob: TrainJobView, obj: Dict) -> Blocked | None:
     """Create `obj`. One of that name already there is fine when we made it for this TrainJob
-    (ownership.made_for_trainjob); anyone else's is a collision, never adopted or written over."""
+    (ownership.made_for_trainjob); anyone else's is a collision, never adopted or written over.
+    One gone between the create's 409 and the read (a deleted claim its finalizer held) is
+    created again: none is taken for made that is not there (the Jobs would mount nothing)."""
     kind, name = obj["kind"], obj["metadata"]["name"]
-    try:
-        cluster.create(c.kind_of(obj), obj)
-        return None
-    except ApiException as exc:
-        if exc.status in (400, 422):
+    for _ in range(2):
+        try:
+            cluster.create(c.kind_of(obj), obj)
+            return None
+        except ApiException as exc:
+            if exc.status in (400, 422):
+                return Blocked(
+                    c.REASON_REFUSED_BY_API, f"the API refuses {kind} {name}: {api_message(exc)}"
+                )
+            if exc.status == 404:  # a kind the API no longer serves (a PodGroup's CRD deleted)
+                return Blocked(
+                    c.REASON_REFUSED_BY_API,
+                    f"the API does not serve {kind} ({obj.get('apiVersion', '')}): "
+                    f"{api_message(exc)}",
+                )
+            if exc.status != 409:
+                raise
+        found = cluster.get_or_none(c.kind_of(obj), name, obj["metadata"]["namespace"])
+        if found is not None and made_for_trainjob({"kind": kind, **found}, trainjob.raw):
+            return None  # ours, made by an earlier pass
+        if found is not None:
             return Blocked(
-                c.REASON_REFUSED_BY_API, f"the API refuses {kind} {name}: {api_message(exc)}"
+                c.REASON_NAME_TAKEN,
+                f"{kind} {name!r} exists and was not made for this TrainJob; it is left as it "
+                "is, and the TrainJob waits until it is renamed or deleted",
             )
-        if exc.status == 404:  # a kind the API no longer serves (a PodGroup's CRD deleted)
-            return Blocked(
-                c.REASON_REFUSED_BY_API,
-                f"the API does not serve {kind} ({obj.get('apiVersion', '')}): {api_message(exc)}",
-            )
-        if exc.status != 409:
-            raise
-    found = cluster.get_or_none(c.kind_of(obj), name, obj["metadata"]["namespace"])
-    if found is None or made_for_trainjob({"kind": kind, **found}, trainjob.raw):
-        return None  # ours (made by an earlier pass), or gone again: the next pass sees
-    return Blocked(
-        c.REASON_NAME_TAKEN,
-        f"{kind} {name!r} exists and was not made for this TrainJob; it is left as it is, "
-        "and the TrainJob waits until it is renamed or deleted",
+    return Blocked(  # made and gone again meanwhile, twice: the next pass tries again
+        c.REASON_NAME_TAKEN, f"{kind} {name!r} is being deleted; it is made once it is gone"
     )
 
 

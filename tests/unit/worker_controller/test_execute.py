@@ -10,6 +10,8 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 
 from kubebase.events import Event
+from kubebase.kinds import Kind
+from kubecontrol.client import ApiException
 from tests.support.builders import make_trainjob
 from tests.support.memory_api import MemoryApi
 from tests.support.whole_pass import MemoryCluster
@@ -149,3 +151,43 @@ def test_the_mpi_ssh_secret_is_made_for_its_trainjob_once_and_never_made_again()
     for again in (made, set()):  # the next pass; a replica started anew
         assert execute(cluster, trainjob, Plan(ssh_secret="tj-mpi-ssh-auth"), again) is None
         assert _ssh_keys(cluster.get(c.SECRET, "tj-mpi-ssh-auth", "ns")) == (private, public)
+
+
+class ClaimGoingAway(MemoryCluster):
+    """A claim of the TrainJob's name being deleted (its protection finalizer held it): the
+    first create meets it (409), and by the read that follows it is gone."""
+
+    def __init__(self, api: MemoryApi, field_manager: str) -> None:
+        super().__init__(api, field_manager)
+        self.met = 0
+
+    def create(self, kind: Kind, obj: Dict) -> Dict:
+        if kind == c.PERSISTENT_VOLUME_CLAIM and self.met == 0:
+            self.met += 1
+            raise ApiException(409, "AlreadyExists")
+        return super().create(kind, obj)
+
+
+def _claim(name: str) -> Dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+
+
+def test_a_claim_gone_between_the_creates_409_and_the_read_is_made_then_its_jobs() -> None:
+    """Before, a create's 409 whose object was gone by the read counted the claim as made:
+    the pass went on to make the Jobs, a later pass never made the claim (it is not watched,
+    and what is made is not made again), and the pods mounted nothing."""
+    api = MemoryApi("worker", [make_trainjob()])
+    cluster = ClaimGoingAway(api, c.WORKER_FIELD_MANAGER)
+    trainjob = TrainJobView(cluster.get(c.TRAINJOB, "tj", "ns"))
+    made: set[tuple[str, str]] = set()
+    plan = Plan(create=[_claim("data-tj"), _job("tj-node-0")])
+    assert execute(cluster, trainjob, plan, made) is None
+    assert cluster.met == 1
+    assert cluster.get_or_none(c.PERSISTENT_VOLUME_CLAIM, "data-tj", "ns") is not None
+    assert ("PersistentVolumeClaim", "data-tj") in made
+    assert cluster.get_or_none(c.JOB, "tj-node-0", "ns") is not None
