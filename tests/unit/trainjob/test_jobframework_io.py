@@ -153,22 +153,13 @@ def test_a_class_the_identity_may_not_read_never_fails_a_pass(
 
 @pytest.mark.usefixtures("no_backoff")
 def test_a_default_class_list_the_api_server_failed_is_not_kept(
-    monkeypatch: pytest.MonkeyPatch,
+    with_default: tuple[MemoryApi, MemoryCluster],
 ) -> None:
     """The cluster's default PriorityClass: a list the API server failed fails a pass about to
     make a Workload, leaves a Workload following its label as it is (it was patched to 0 for
     good), and is not kept, so the next pass finds the default at once (kept for
     DEFAULT_PRIORITY_TTL, it made 30 s of Workloads at priority 0)."""
-    monkeypatch.setattr(jobframework_io, "_default_priority", {})
-    pc = {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": "normal"},
-        "value": 50,
-        "globalDefault": True,
-    }
-    api = MemoryApi("manager", [pc])
-    cluster = MemoryCluster(api, c.DISPATCHER_FIELD_MANAGER)
+    api, cluster = with_default
     api.fail(Fault(500, plural="priorityclasses", times=None))
     with pytest.raises(jobframework_io.ApiException):
         extract_priority(cluster, "", [], fresh=True)
@@ -210,6 +201,15 @@ def _default_class() -> dict[str, Any]:
     }
 
 
+@pytest.fixture
+def with_default(monkeypatch: pytest.MonkeyPatch) -> tuple[MemoryApi, MemoryCluster]:
+    """A manager whose default PriorityClass is "normal" (50), and no default kept by
+    another test."""
+    monkeypatch.setattr(jobframework_io, "_default_priority", {})
+    api = MemoryApi("manager", [_default_class()])
+    return api, MemoryCluster(api, c.DISPATCHER_FIELD_MANAGER)
+
+
 @pytest.mark.usefixtures("no_backoff")
 def test_a_pod_templates_class_the_api_server_failed_to_read_fails_the_pass() -> None:
     pc = {
@@ -230,11 +230,9 @@ def test_a_pod_templates_class_the_api_server_failed_to_read_fails_the_pass() ->
 
 
 def test_a_default_class_list_that_got_no_answer_fails_the_pass_and_is_not_kept(
-    monkeypatch: pytest.MonkeyPatch,
+    with_default: tuple[MemoryApi, MemoryCluster],
 ) -> None:
-    monkeypatch.setattr(jobframework_io, "_default_priority", {})
-    api = MemoryApi("manager", [_default_class()])
-    cluster = MemoryCluster(api, c.DISPATCHER_FIELD_MANAGER)
+    api, cluster = with_default
     api.unreachable()
     with pytest.raises(OSError):
         extract_priority(cluster, "", [], fresh=True)
@@ -245,11 +243,9 @@ def test_a_default_class_list_that_got_no_answer_fails_the_pass_and_is_not_kept(
 
 
 def test_a_default_class_list_the_identity_may_not_make_counts_as_none_for_the_ttl(
-    monkeypatch: pytest.MonkeyPatch,
+    with_default: tuple[MemoryApi, MemoryCluster], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(jobframework_io, "_default_priority", {})
-    api = MemoryApi("manager", [_default_class()])
-    cluster = MemoryCluster(api, c.DISPATCHER_FIELD_MANAGER)
+    api, cluster = with_default
     none = jobframework_io.Priority(None, None, None, 0)
     api.fail(Fault(403, "GET", "priorityclasses"))  # once
     assert extract_priority(cluster, "", [], fresh=True) == none
