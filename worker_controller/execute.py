@@ -200,7 +200,8 @@ def _create(cluster: Cluster, trainjob: TrainJobView, obj: Dict) -> Blocked | No
     """Create `obj`. One of that name already there is fine when we made it for this TrainJob
     (ownership.made_for_trainjob); anyone else's is a collision, never adopted or written over.
     One gone between the create's 409 and the read (a deleted claim its finalizer held) is
-    created again: none is taken for made that is not there (the Jobs would mount nothing)."""
+    created again, and one being deleted waits for the next pass: none is taken for made that
+    is going or gone (the Jobs would mount nothing, and unwatched objects are made once)."""
     kind, name = obj["kind"], obj["metadata"]["name"]
     for _ in range(2):
         try:
@@ -220,6 +221,8 @@ def _create(cluster: Cluster, trainjob: TrainJobView, obj: Dict) -> Blocked | No
             if exc.status != 409:
                 raise
         found = cluster.get_or_none(c.kind_of(obj), name, obj["metadata"]["namespace"])
+        if found is not None and (found.get("metadata") or {}).get("deletionTimestamp"):
+            break  # ours or not, it goes: taken for made, nothing would make it again
         if found is not None and made_for_trainjob({"kind": kind, **found}, trainjob.raw):
             return None  # ours, made by an earlier pass
         if found is not None:
@@ -228,7 +231,7 @@ def _create(cluster: Cluster, trainjob: TrainJobView, obj: Dict) -> Blocked | No
                 f"{kind} {name!r} exists and was not made for this TrainJob; it is left as it "
                 "is, and the TrainJob waits until it is renamed or deleted",
             )
-    return Blocked(  # made and gone again meanwhile, twice: the next pass tries again
+    return Blocked(  # being deleted, or gone and made again meanwhile: the next pass tries
         c.REASON_NAME_TAKEN, f"{kind} {name!r} is being deleted; it is made once it is gone"
     )
 

@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives import serialization
 from kubebase.events import Event
 from kubebase.kinds import Kind
 from kubecontrol.client import ApiException
-from tests.support.builders import make_trainjob
+from tests.support.builders import edit, make_trainjob
 from tests.support.memory_api import MemoryApi
 from tests.support.whole_pass import MemoryCluster
 from trainjob_api import constants as c
@@ -191,3 +191,18 @@ def test_a_claim_gone_between_the_creates_409_and_the_read_is_made_then_its_jobs
     assert cluster.get_or_none(c.PERSISTENT_VOLUME_CLAIM, "data-tj", "ns") is not None
     assert ("PersistentVolumeClaim", "data-tj") in made
     assert cluster.get_or_none(c.JOB, "tj-node-0", "ns") is not None
+
+
+def test_a_claim_of_ours_being_deleted_is_not_taken_for_made() -> None:
+    """A kept claim made for this TrainJob, deleted and held by its protection finalizer: the
+    pass waits (the next makes it once it is gone), and makes no Job that would mount it."""
+    going = edit(_claim("data-tj")).deleting().finalizers("kubernetes.io/pvc-protection").obj()
+    edit(going).annotation(c.CLAIM_MADE_FOR_ANNOTATION, "ns/tj")
+    api = MemoryApi("worker", [make_trainjob(), going])
+    cluster = MemoryCluster(api, c.WORKER_FIELD_MANAGER)
+    trainjob = TrainJobView(cluster.get(c.TRAINJOB, "tj", "ns"))
+    made: set[tuple[str, str]] = set()
+    blocked = execute(cluster, trainjob, Plan(create=[_claim("data-tj"), _job("tj-node-0")]), made)
+    assert blocked is not None and "is being deleted" in blocked.message
+    assert made == set()
+    assert cluster.get_or_none(c.JOB, "tj-node-0", "ns") is None
