@@ -13,8 +13,7 @@ import functools
 import logging
 import queue
 import threading
-import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -31,7 +30,7 @@ from tenacity import (
 from kubebase.events import build_event
 from kubebase.kinds import EVENT, Kind
 from kubebase.objects import Dict
-from kubebase.shares import Rates
+from kubebase.shares import Rates, Remembered
 from kubecontrol import metrics
 from kubecontrol.client import JSON, METADATA_LIST, ApiClient, ApiException
 from kubecontrol.credentials import in_cluster_credentials, load_credentials
@@ -76,8 +75,9 @@ MAX_RETRY_AFTER = 10.0  # the longest a server's Retry-After holds a call up, pe
 EVENT_BURST, EVENT_EVERY_SECONDS = 25, 300.0
 EVENTS_QUEUED, EVENTS_QUEUED_EACH = 10_000, 1_000
 # An Event said once (a `name`) and recorded (or found there, 409) is not sent again for
-# ONCE_KEPT_SECONDS (less than an Event's hour on the API server), for the last ONCE_KEPT
-# names: a pass that says it on every look would otherwise spend the object's rate on it.
+# ONCE_KEPT_SECONDS (less than an Event's hour on the API server): a pass that says it on
+# every look would otherwise spend the object's rate on it. ONCE_KEPT names at most, kept per
+# namespace: one that says many forgets its own first, never another's.
 ONCE_KEPT, ONCE_KEPT_SECONDS = 4096, 1800.0
 
 
@@ -167,7 +167,7 @@ class Cluster:
         self._events_lock = threading.Lock()
         self._event_rates = Rates(1 / EVENT_EVERY_SECONDS, EVENT_BURST)
         self._queued: Counter[str] = Counter()  # Events waiting, by namespace
-        self._said_once: OrderedDict[tuple[str, str], float] = OrderedDict()  # (ns, name)
+        self._said_once: Remembered[str] = Remembered(ONCE_KEPT)  # names, by namespace
 
     def writable(self) -> bool:
         return self.may_write is None or self.may_write()
@@ -436,19 +436,12 @@ class Cluster:
 
     def _said(self, namespace: str, name: str) -> bool:
         """Whether the Event of that name was recorded within ONCE_KEPT_SECONDS."""
-        with self._events_lock:
-            when = self._said_once.get((namespace, name))
-            return when is not None and time.monotonic() - when < ONCE_KEPT_SECONDS
+        return self._said_once.holds(namespace, name, ONCE_KEPT_SECONDS)
 
     def _note_said(self, event: Dict) -> None:
         meta = event["metadata"]
-        if "name" not in meta:
-            return
-        with self._events_lock:
-            self._said_once[(meta["namespace"], meta["name"])] = time.monotonic()
-            self._said_once.move_to_end((meta["namespace"], meta["name"]))
-            if len(self._said_once) > ONCE_KEPT:
-                self._said_once.popitem(last=False)
+        if "name" in meta:
+            self._said_once.note(meta["namespace"], meta["name"])
 
     def _forget_queued(self, namespace: str) -> None:
         with self._events_lock:

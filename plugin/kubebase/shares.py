@@ -421,3 +421,43 @@ def _counted(live: Sequence[Held[T]]) -> tuple[Counter[Hashable], int]:
     """Connections per caller, and the most any caller holds (`live` is not empty)."""
     counts = Counter(h.source for h in live)
     return counts, max(counts.values())
+
+
+class Remembered(Generic[T]):
+    """Keys remembered with when they were noted, at most `total` of them, kept per group (a
+    namespace): when full, the group holding the most forgets its oldest. So one group that
+    notes many keys only ever pushes out its own, never another's that holds fewer.
+    Thread-safe."""
+
+    def __init__(self, total: int, clock: Callable[[], float] = time.monotonic) -> None:
+        if total < 1:
+            raise ValueError(f"a memory holds at least one key, not {total}")
+        self.total, self._clock = total, clock
+        self._lock = threading.Lock()
+        self._groups: dict[Hashable, OrderedDict[T, float]] = {}
+        self._count = 0
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._count
+
+    def holds(self, group: Hashable, key: T, within: float) -> bool:
+        """Whether `key` of `group` was noted less than `within` seconds ago."""
+        with self._lock:
+            kept = self._groups.get(group)
+            when = None if kept is None else kept.get(key)
+            return when is not None and self._clock() - when < within
+
+    def note(self, group: Hashable, key: T) -> None:
+        """Remember `key` of `group` as noted now (its latest key)."""
+        with self._lock:
+            kept = self._groups.setdefault(group, OrderedDict())
+            self._count += key not in kept
+            kept[key] = self._clock()
+            kept.move_to_end(key)
+            while self._count > self.total:
+                most = max(self._groups, key=lambda g: len(self._groups[g]))
+                self._groups[most].popitem(last=False)
+                self._count -= 1
+                if not self._groups[most]:
+                    del self._groups[most]

@@ -166,6 +166,37 @@ def test_an_event_said_once_is_sent_once_and_spends_no_more_of_its_objects_rate(
     sent(kube.EVENT_BURST + 2)
 
 
+def test_a_namespace_saying_many_once_events_forgets_its_own_never_anothers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The memory of Events said once is shared per namespace: a tenant whose jobs say more
+    names than it holds forgets its own oldest, and another namespace's name stays said
+    (before, it was pushed out, and that job's repeats went to the API server again,
+    spending its object's rate)."""
+    monkeypatch.setattr(kube, "ONCE_KEPT", 8)
+    api = HeldApi()
+    api.go.set()
+    cluster = kube.Cluster("c", api, "test")  # type: ignore[arg-type]
+
+    def sent(count: int) -> None:
+        deadline = time.monotonic() + 10
+        while len(api.created) < count and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.1)  # nothing more comes
+        assert len(api.created) == count
+
+    cluster.post_event(about("quiet", "tj"), "Warning", "ErrWorkloadCompose", "x", name="tj.1")
+    sent(1)
+    for i in range(50):
+        cluster.post_event(about("noisy", f"tj-{i}"), "Warning", "E", "x", name=f"tj-{i}.1")
+    sent(51)
+    cluster.post_event(about("quiet", "tj"), "Warning", "ErrWorkloadCompose", "x", name="tj.1")
+    cluster.post_event(about("noisy", "tj-49"), "Warning", "E", "x", name="tj-49.1")
+    sent(51)
+    cluster.post_event(about("noisy", "tj-0"), "Warning", "E", "x", name="tj-0.1")
+    sent(52)  # its own oldest, forgotten
+
+
 class Unavailable:
     """An ApiClient whose every answer is 503; the first gives the caller's deadline up (the
     review it served was answered meanwhile). Records each request's timeout."""

@@ -8,7 +8,16 @@ from typing import Any
 
 import pytest
 
-from kubebase.shares import FairQueue, Held, Rates, Shares, make_room, take_each, turned_away
+from kubebase.shares import (
+    FairQueue,
+    Held,
+    Rates,
+    Remembered,
+    Shares,
+    make_room,
+    take_each,
+    turned_away,
+)
 
 
 def test_one_caller_meets_its_share_before_the_pool_is_full() -> None:
@@ -475,3 +484,32 @@ def test_an_allowance_spent_comes_back_with_time() -> None:
     now[0] = 0.5  # one back for each at 2 a second
     assert rates.has("a") and take_each((rates, "a"), (rates, "b"))
     assert not rates.has("a")
+
+
+def test_a_memory_full_forgets_the_oldest_of_the_group_holding_the_most() -> None:
+    now = [0.0]
+    memory: Remembered[str] = Remembered(4, clock=lambda: now[0])
+    memory.note("quiet", "q")
+    for i in range(10):
+        now[0] += 1
+        memory.note("noisy", f"n{i}")
+    assert len(memory) == 4 and memory.holds("quiet", "q", 100)
+    assert [memory.holds("noisy", f"n{i}", 100) for i in range(10)] == [False] * 7 + [True] * 3
+    memory.note("noisy", "n9")  # noted again: still one key
+    memory.note("other", "o")  # the group holding the most gives one up
+    assert len(memory) == 4 and not memory.holds("noisy", "n7", 100)
+    assert memory.holds("quiet", "q", 100) and memory.holds("other", "o", 100)
+    assert not memory.holds("quiet", "q", 10)  # noted 10 s ago: not within 10 s
+    assert not memory.holds("absent", "q", 100) and not memory.holds("quiet", "x", 100)
+    with pytest.raises(ValueError):
+        Remembered(0)
+
+
+def test_a_memory_noted_again_keeps_a_key_longest() -> None:
+    now = [0.0]
+    memory: Remembered[str] = Remembered(2, clock=lambda: now[0])
+    memory.note("g", "a")
+    memory.note("g", "b")
+    memory.note("g", "a")  # now the latest
+    memory.note("g", "c")
+    assert memory.holds("g", "a", 1) and not memory.holds("g", "b", 1) and len(memory) == 2
