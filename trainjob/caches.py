@@ -16,6 +16,7 @@ from trainjob.queues import (
     LocalQueueView,
     MultiKueueClusterView,
     MultiKueueConfigView,
+    ResourceFlavorView,
 )
 from trainjob_api import constants as c
 from trainjob_api.views import (
@@ -106,9 +107,9 @@ class Caches(caches.Caches):
             {"kind": c.CLUSTER_TRAINING_RUNTIME_KIND, **r} for r in self.all(Index.CLUSTER_RUNTIMES)
         ]
 
-    def flavors(self) -> dict[str, Dict]:
+    def flavors(self) -> dict[str, ResourceFlavorView]:
         """ResourceFlavors by name."""
-        return {f["metadata"]["name"]: f for f in self.all(Index.FLAVORS)}
+        return {f.name: f for f in map(ResourceFlavorView, self.all(Index.FLAVORS))}
 
     # ---- the dispatcher's: Kueue's MultiKueue objects and queues on the manager ----------
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kubebase.events import Event
@@ -21,6 +22,7 @@ from trainjob import workload as wlmod
 from trainjob.models import TrainJob
 from trainjob.naming import owner_reference
 from trainjob.ownership import has_owner
+from trainjob.queues import ResourceFlavorView
 from trainjob.runtime import PodSetShape, RuntimeInfo, RuntimeProblem, resolve_runtime_info
 from trainjob_api import conditions as cond
 from trainjob_api import constants as c
@@ -40,7 +42,7 @@ class QueueObserved:
     pod_sets: tuple[PodSetShape, ...] | None  # None while the runtime is missing or invalid
     problem: RuntimeProblem | None  # why `pod_sets` is None
     workload: WorkloadView | None  # the TrainJob's Workload (deterministic or prebuilt name)
-    flavors: dict[str, Dict]  # ResourceFlavors by name
+    flavors: Mapping[str, ResourceFlavorView]  # by name
     # The priority Kueue would give the Workload now (jobframework_io.extract_priority), when
     # there is none yet or the TrainJob's priority-class label names another class; or the
     # class it names that does not exist; None when not asked or not answered.
@@ -111,15 +113,15 @@ def observe(
     tj: TrainJob,
     runtime: RuntimeView | None,
     workload: Dict | None,
-    flavors: dict[str, Dict],
+    flavors: Mapping[str, ResourceFlavorView],
     priority: wlmod.Priority | None,
     jobs_active: bool,
     now: dt.datetime,
     shape: Shape | None = None,
 ) -> QueueObserved:
-    """`shape`: `shape_of(tj, runtime)`, when the caller has it already. The whole runtime
-    info is resolved only when it is needed: while there is no Workload yet."""
-    """`workload`: the JSON of its Workload, if there is one (read through a view)."""
+    """`workload`: the JSON of its Workload, if there is one (read through a view). `shape`:
+    `shape_of(tj, runtime)`, when the caller has it already. The whole runtime info is
+    resolved only when it is needed: while there is no Workload yet."""
     info = None
     if workload is None or shape is None:
         info, problem = resolve_runtime_info(tj, runtime)
@@ -325,7 +327,7 @@ def _step7_start(obs: QueueObserved, wl: WorkloadView, admitted: bool, plan: Que
         return False
     # Stamped by its writer (Trainer's webhook stamps the patches written by others).
     kueue_patch = {
-        **wlmod.build_admission_patch(wl.raw, obs.flavors),
+        **wlmod.build_admission_patch(wl, obs.flavors),
         "time": cond.now_rfc3339(obs.now),
     }
     plan.trainjob_patch = {

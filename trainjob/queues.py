@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from kubebase.objects import Dict
 from trainjob_api import conditions as cond
+from trainjob_api.pods import PodSpecView, ResourcesView, objects
 from trainjob_api.quantity import parse_quantity
 from trainjob_api.views import JsonView, ObjectView
 
@@ -172,9 +173,14 @@ class PodSetView(JsonView):
         return int(self.raw.get("count", 1))
 
     @property
+    def pod_spec(self) -> PodSpecView:
+        """Its pod template's spec."""
+        return PodSpecView.of_template(self.raw.get("template"))
+
+    @property
     def pod_requests(self) -> Amounts:
         """What one pod asks for (`pod_requests`)."""
-        return pod_requests((self.raw.get("template") or {}).get("spec") or {})
+        return pod_requests(self.pod_spec.raw)
 
 
 def pod_requests(spec: Dict, *, limits_as_requests: bool = True) -> Amounts:
@@ -186,16 +192,17 @@ def pod_requests(spec: Dict, *, limits_as_requests: bool = True) -> Amounts:
     pod's overhead. Without `limits_as_requests`, its requests as written (as Trainer v2.3
     counts a PodGroup's minResources)."""
 
-    def asked_of(resources: object) -> Amounts:
+    def asked_of(resources: ResourcesView) -> Amounts:
         return _asked(resources, limits_as_requests)
 
+    pod = PodSpecView(spec)
     total = Amounts()
-    for container in _dicts(spec.get("containers")):
-        add(total, asked_of(container.get("resources")))
+    for container in pod.containers:
+        add(total, asked_of(container.resources))
     sidecars, init = Amounts(), Amounts()
-    for container in _dicts(spec.get("initContainers")):
-        asked = asked_of(container.get("resources"))
-        if container.get("restartPolicy") == "Always":  # runs on beside the containers
+    for container in pod.init_containers:
+        asked = asked_of(container.resources)
+        if container.sidecar:  # runs on beside the containers
             add(total, asked)
             add(sidecars, asked)
             continue
@@ -204,10 +211,10 @@ def pod_requests(spec: Dict, *, limits_as_requests: bool = True) -> Amounts:
             init[name] = max(init[name], qty)
     for name, qty in init.items():
         total[name] = max(total[name], qty)
-    for name, qty in asked_of(spec.get("resources")).items():
+    for name, qty in asked_of(pod.resources).items():
         if name in POD_LEVEL_RESOURCES or name.startswith("hugepages-"):
             total[name] = qty
-    add(total, Amounts({k: parse_quantity(v) for k, v in (spec.get("overhead") or {}).items()}))
+    add(total, Amounts({k: parse_quantity(v) for k, v in pod.overhead.items()}))
     return total
 
 
@@ -216,13 +223,12 @@ def pod_requests(spec: Dict, *, limits_as_requests: bool = True) -> Amounts:
 POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})
 
 
-def _asked(resources: object, limits_as_requests: bool) -> Amounts:
+def _asked(resources: ResourcesView, limits_as_requests: bool) -> Amounts:
     """What a ResourceRequirements asks for: its requests, a limit standing for a request not
     given (with `limits_as_requests`)."""
-    given = resources if isinstance(resources, dict) else {}
-    limits = (given.get("limits") or {}) if limits_as_requests else {}
-    requests = given.get("requests") or {}
-    return Amounts({str(k): parse_quantity(v) for k, v in {**limits, **requests}.items()})
+    limits = resources.limits if limits_as_requests else {}
+    asked = {**limits, **resources.requests}
+    return Amounts({str(k): parse_quantity(v) for k, v in asked.items()})
 
 
 def resources_key(spec: Dict) -> str:
@@ -234,13 +240,14 @@ def resources_key(spec: Dict) -> str:
     the API server keeps them ("1" is "1000m", finer than 1n rounded up). Two specs with the
     same key take the same quota; a Workload whose key differs from its TrainJob's no longer
     describes it (Kueue compares its PodSets' containers the same way)."""
+    pod = PodSpecView(spec)
     parts: list[object] = []
     for kind in ("initContainers", "containers"):
-        for container in _dicts(spec.get(kind)):
-            asks = _resources(container.get("resources"))
-            parts.append([kind, str(container.get("restartPolicy") or ""), asks])
-    parts.append(["pod", _resources(spec.get("resources")), _amounts(spec.get("overhead"))])
-    parts.append([str(spec.get("runtimeClassName") or ""), _dicts(spec.get("resourceClaims"))])
+        for container in pod.containers_in(kind):
+            asks = _resources(container.resources)
+            parts.append([kind, container.restart_policy, asks])
+    parts.append(["pod", _resources(pod.resources), _amounts(pod.overhead)])
+    parts.append([pod.runtime_class_name, pod.resource_claims])
     text = json.dumps(parts, separators=(",", ":"), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -261,24 +268,18 @@ def pod_asks(spec: Dict) -> Dict:
         if kind in spec:
             kept[kind] = [
                 {f: container[f] for f in CONTAINER_ASK_FIELDS if f in container}
-                for container in _dicts(spec[kind])
+                for container in objects(spec[kind])
             ]
     return kept
 
 
-def _resources(given: object) -> list[object]:
+def _resources(resources: ResourcesView) -> list[object]:
     """A ResourceRequirements by value: requests (limits filling those not given), limits,
     claims."""
-    resources = given if isinstance(given, dict) else {}
-    limits = _amounts(resources.get("limits"))
-    requests = {**limits, **_amounts(resources.get("requests"))}
-    claims = sorted(_dicts(resources.get("claims")), key=lambda c: json.dumps(c, sort_keys=True))
+    limits = _amounts(resources.limits)
+    requests = {**limits, **_amounts(resources.requests)}
+    claims = sorted(resources.claims, key=lambda c: json.dumps(c, sort_keys=True))
     return [requests, limits, claims]
-
-
-def _dicts(given: object) -> list[Dict]:
-    """The objects of a JSON list (anything else in it, or no list, counts as nothing)."""
-    return [x for x in given if isinstance(x, dict)] if isinstance(given, list) else []
 
 
 # The API server keeps a quantity to the nano, finer rounded up (apimachinery's Quantity).
@@ -306,6 +307,21 @@ def add(into: Amounts, other: Amounts, times: int = 1) -> None:
     """Add `other` (`times` over) into `into`."""
     for name, qty in other.items():
         into[name] += qty * times
+
+
+class ResourceFlavorView(ObjectView):
+    """A Kueue ResourceFlavor: what the pods of a PodSet admitted on it get (its node labels
+    and tolerations)."""
+
+    __slots__ = ()
+
+    @property
+    def node_labels(self) -> dict[str, str]:
+        return dict(self.spec.get("nodeLabels") or {})
+
+    @property
+    def tolerations(self) -> list[Dict]:
+        return list(self.spec.get("tolerations") or [])
 
 
 class AdmissionCheckView(ObjectView):

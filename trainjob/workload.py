@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kubebase.kinds import DNS_LABEL
@@ -11,11 +11,11 @@ from kubebase.objects import Dict
 from trainjob.jsondoc import json_copy
 from trainjob.models import TrainJob
 from trainjob.naming import owner_reference
-from trainjob.queues import resources_key
+from trainjob.queues import ResourceFlavorView, resources_key
 from trainjob.runtime import PodSetShape, RuntimeInfo
 from trainjob.runtime.topology import topology_request
 from trainjob_api import constants as c
-from trainjob_api.views import WorkloadView
+from trainjob_api.views import PodSetUpdateView, WorkloadView
 
 MAX_NAME = 253
 HASH_LENGTH = 5
@@ -119,42 +119,35 @@ def pod_sets_match(wl: Dict, pod_sets: Sequence[PodSetShape]) -> bool:
     return have == [(ps.name, ps.count, ps.resources) for ps in pod_sets]
 
 
-def build_admission_patch(wl: Dict, flavors: dict[str, Dict]) -> Dict:
+def build_admission_patch(view: WorkloadView, flavors: Mapping[str, ResourceFlavorView]) -> Dict:
     """The runtimePatch (manager kueue.x-k8s.io/manager) carrying where Kueue admitted each
     PodSet: flavour node labels and tolerations, plus admission checks' podSetUpdates."""
-    view = WorkloadView(wl)
-    admission = view.admission
-    updates: dict[str, Dict] = {}
-    for check in view.admission_checks:
-        for upd in check.get("podSetUpdates") or []:
-            updates[upd["name"]] = upd
+    updates = {upd.name: upd for check in view.checks for upd in check.pod_set_updates}
     rjs = []
-    for psa in admission.get("podSetAssignments") or []:
+    for psa in view.pod_set_assignments:
         node_selector: dict[str, str] = {}
         tolerations: list[Dict] = []
-        for flavor_name in sorted(set((psa.get("flavors") or {}).values())):
-            flavor = flavors.get(flavor_name, {}).get("spec", {})
-            node_selector.update(flavor.get("nodeLabels") or {})
-            tolerations += [t for t in flavor.get("tolerations") or [] if t not in tolerations]
-        update = updates.get(psa["name"]) or {}
-        node_selector.update(update.get("nodeSelector") or {})
-        tolerations += [t for t in update.get("tolerations") or [] if t not in tolerations]
+        for flavor_name in sorted(set(psa.flavors.values())):
+            flavor = flavors.get(flavor_name)
+            if flavor is not None:
+                node_selector.update(flavor.node_labels)
+                tolerations += [t for t in flavor.tolerations if t not in tolerations]
+        update = updates.get(psa.name) or PodSetUpdateView({})
+        node_selector.update(update.node_selector)
+        tolerations += [t for t in update.tolerations if t not in tolerations]
         # What Kueue 0.19's job framework puts on the pods of an admitted PodSet besides
         # placement: the PodSet's name, the Workload's (its TopologyAwareScheduling gate is
         # on by default) and, on a MultiKueue worker, its worker-pod label.
-        labels = {c.KUEUE_PODSET_LABEL: str(psa["name"])}
+        labels = {c.KUEUE_PODSET_LABEL: psa.name}
         if c.KUEUE_MULTIKUEUE_ORIGIN_LABEL in view.labels:
             labels[c.KUEUE_MULTIKUEUE_WORKER_POD_LABEL] = "true"
         # Kueue's AssignQueueLabelsForPods (on by default): the queues the pods ran through
-        labels[c.KUEUE_LOCAL_QUEUE_LABEL] = str(view.spec.get("queueName") or "")
+        labels[c.KUEUE_LOCAL_QUEUE_LABEL] = str(view.queue_name or "")
         if DNS_LABEL.fullmatch(view.cluster_queue or ""):
             labels[c.KUEUE_CLUSTER_QUEUE_LABEL] = str(view.cluster_queue)
         meta: Dict = {
-            "labels": {**labels, **(update.get("labels") or {})},
-            "annotations": {
-                c.KUEUE_WORKLOAD_ANNOTATION: view.name,
-                **(update.get("annotations") or {}),
-            },
+            "labels": {**labels, **update.labels},
+            "annotations": {c.KUEUE_WORKLOAD_ANNOTATION: view.name, **update.annotations},
         }
         pod_spec: Dict = {}
         if node_selector:
@@ -164,7 +157,7 @@ def build_admission_patch(wl: Dict, flavors: dict[str, Dict]) -> Dict:
         template: Dict = {"metadata": meta}
         if pod_spec:
             template["spec"] = pod_spec
-        rjs.append({"name": psa["name"], "template": {"spec": {"template": template}}})
+        rjs.append({"name": psa.name, "template": {"spec": {"template": template}}})
     return {
         "manager": c.KUEUE_RUNTIME_PATCH_MANAGER,
         "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": rjs}}},

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from kubebase.kinds import LABEL_NAME
 from kubebase.objects import Dict
+from trainjob.queues import PodSetView
 from trainjob_api import constants as c
 from trainjob_api.views import RuntimeView
 
@@ -80,16 +81,11 @@ def needs(pod_sets: list[Dict], annotations: dict[str, str], made_by_job: set[st
     """What a Workload's pods mount (claims not made by the job itself) and the datasets its
     TrainJob names (DatasetsError when that annotation cannot be read)."""
     claims: dict[str, str] = {}
-    for ps in pod_sets:
-        spec = (ps.get("template") or {}).get("spec") or {}
-        for i, volume in enumerate(spec.get("volumes") or []):
-            claim = (
-                (volume or {}).get("persistentVolumeClaim") if isinstance(volume, dict) else None
-            )
-            name = claim.get("claimName") if isinstance(claim, dict) else None
+    for ps in map(PodSetView, pod_sets):
+        for volume in ps.pod_spec.volumes:
+            name = volume.claim_name
             if name and name not in made_by_job and name not in claims:
-                where = f"spec.podSets[{ps.get('name')}].template.spec.volumes[{i}]"
-                claims[str(name)] = where
+                claims[name] = f"spec.podSets[{ps.name}].template.spec.volumes[{volume.at}]"
     return DataNeeds(tuple(claims.items()), datasets_of(annotations))
 
 

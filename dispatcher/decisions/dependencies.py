@@ -39,8 +39,16 @@ from kubebase.kinds import CONFIG_MAP, SECRET
 from kubebase.objects import Dict, OwnerReference
 from trainjob.lru import LRU
 from trainjob.ownership import is_dependency_copy
+from trainjob.queues import PodSetView
 from trainjob.runtime.defaults import same_runtime_spec
 from trainjob_api import constants as c
+from trainjob_api.pods import (
+    CONTAINER_LISTS,
+    ContainerView,
+    PodPartView,
+    PodSpecView,
+    VolumeView,
+)
 from trainjob_api.views import ObjectView, RuntimeView
 
 # On a manager namespace: its TrainJobs' Secrets and ConfigMaps follow them to the workers.
@@ -83,56 +91,48 @@ WHOLE_REFS = (("secretRef", "Secret"), ("configMapRef", "ConfigMap"))
 PROJECTED = (("secret", "Secret"), ("configMap", "ConfigMap"))
 
 
-def _named(holder: object, keys: tuple[tuple[str, str], ...], where: str) -> Iterator[Found]:
-    """The objects named under `keys` of `holder` ({key: {name, optional}})."""
-    if not isinstance(holder, dict):
-        return
+def _named(holder: PodPartView, keys: tuple[tuple[str, str], ...], where: str) -> Iterator[Found]:
+    """The objects named under `keys` of `holder`."""
     for key, kind in keys:
-        ref = holder.get(key)
-        if isinstance(ref, dict) and ref.get("name"):
-            yield kind, str(ref["name"]), bool(ref.get("optional")), f"{where}.{key}"
+        ref = holder.ref(key)
+        if ref is not None and ref.name:
+            yield kind, ref.name, ref.optional, f"{where}.{key}"
 
 
-def _env_refs(ctr: Dict, where: str) -> Iterator[Found]:
-    for i, env in enumerate(ctr.get("env") or []):
-        value_from = (env or {}).get("valueFrom") if isinstance(env, dict) else None
-        yield from _named(value_from, KEY_REFS, f"{where}.env[{i}].valueFrom")
-    for i, env_from in enumerate(ctr.get("envFrom") or []):
-        yield from _named(env_from, WHOLE_REFS, f"{where}.envFrom[{i}]")
+def _env_refs(ctr: ContainerView, where: str) -> Iterator[Found]:
+    for env in ctr.env:
+        yield from _named(env.value_from, KEY_REFS, f"{where}.env[{env.at}].valueFrom")
+    for env_from in ctr.env_from:
+        yield from _named(env_from, WHOLE_REFS, f"{where}.envFrom[{env_from.at}]")
 
 
-def _volume_refs(volume: Dict, where: str) -> Iterator[Found]:
-    secret = volume.get("secret")
-    if isinstance(secret, dict) and secret.get("secretName"):
-        name = str(secret["secretName"])
-        yield "Secret", name, bool(secret.get("optional")), f"{where}.secret"
+def _volume_refs(volume: VolumeView, where: str) -> Iterator[Found]:
+    secret = volume.secret
+    if secret is not None and secret.name:
+        yield "Secret", secret.name, secret.optional, f"{where}.secret"
     yield from _named(volume, (("configMap", "ConfigMap"),), where)
-    projected = volume.get("projected")
-    for i, source in enumerate((projected or {}).get("sources") or []):
-        yield from _named(source, PROJECTED, f"{where}.projected.sources[{i}]")
+    for source in volume.projected_sources:
+        yield from _named(source, PROJECTED, f"{where}.projected.sources[{source.at}]")
 
 
-def _pod_refs(pod_spec: Dict, where: str) -> Iterator[Found]:
-    for section in ("initContainers", "containers", "ephemeralContainers"):
-        for i, ctr in enumerate(pod_spec.get(section) or []):
-            if isinstance(ctr, dict):
-                yield from _env_refs(ctr, f"{where}.{section}[{i}]")
-    for i, volume in enumerate(pod_spec.get("volumes") or []):
-        if isinstance(volume, dict):
-            yield from _volume_refs(volume, f"{where}.volumes[{i}]")
-    for i, pull in enumerate(pod_spec.get("imagePullSecrets") or []):
-        if isinstance(pull, dict) and pull.get("name"):
-            yield "Secret", str(pull["name"]), False, f"{where}.imagePullSecrets[{i}]"
+def _pod_refs(pod: PodSpecView, where: str) -> Iterator[Found]:
+    for section in CONTAINER_LISTS:
+        for ctr in pod.containers_in(section):
+            yield from _env_refs(ctr, f"{where}.{section}[{ctr.at}]")
+    for volume in pod.volumes:
+        yield from _volume_refs(volume, f"{where}.volumes[{volume.at}]")
+    for pull in pod.image_pull_secrets:
+        if pull.name:
+            yield "Secret", pull.name, False, f"{where}.imagePullSecrets[{pull.at}]"
 
 
 def references(pod_sets: list[Dict]) -> list[Ref]:
     """The Secrets and ConfigMaps a Workload's pods reference, each once (optional only when
     every reference to it is), in the order first named."""
     found: dict[tuple[str, str], Ref] = {}
-    for ps in pod_sets:
-        where = f"spec.podSets[{ps.get('name')}].template.spec"
-        spec = (ps.get("template") or {}).get("spec") or {}
-        for kind, name, optional, path in _pod_refs(spec, where):
+    for ps in map(PodSetView, pod_sets):
+        where = f"spec.podSets[{ps.name}].template.spec"
+        for kind, name, optional, path in _pod_refs(ps.pod_spec, where):
             seen = found.get((kind, name))
             if seen is None:
                 found[(kind, name)] = Ref(kind, name, optional, path)

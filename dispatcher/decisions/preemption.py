@@ -80,9 +80,9 @@ def held_seen(obj: Dict, origin: str) -> Dict:
         return kept
     try:
         usage = Table()
-        for assignment in wl.admission.get("podSetAssignments") or []:
-            flavors = assignment.get("flavors") or {}
-            for resource, qty in (assignment.get("resourceUsage") or {}).items():
+        for assignment in wl.pod_set_assignments:
+            flavors = assignment.flavors
+            for resource, qty in assignment.resource_usage.items():
                 if resource in flavors:
                     usage[(str(flavors[resource]), str(resource))] += parse_quantity(qty)
         found = wl.condition("QuotaReserved")

@@ -550,6 +550,59 @@ class CheckView(StatusEntry):
         """Pending, Ready, Retry or Rejected (Kueue's CheckState)."""
         return self._text("state")
 
+    @property
+    def pod_set_updates(self) -> list[PodSetUpdateView]:
+        """What the check adds to each PodSet's pods once it is Ready."""
+        return [PodSetUpdateView(x) for x in self.raw.get("podSetUpdates") or []]
+
+
+class PodSetUpdateView(JsonView):
+    """What an admission check adds to one PodSet's pods (podSetUpdates[]): labels,
+    annotations, a node selector and tolerations."""
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        return self._text("name")
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict(self.raw.get("labels") or {})
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        return dict(self.raw.get("annotations") or {})
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        return dict(self.raw.get("nodeSelector") or {})
+
+    @property
+    def tolerations(self) -> list[Dict]:
+        return list(self.raw.get("tolerations") or [])
+
+
+class PodSetAssignmentView(JsonView):
+    """Where Kueue admitted one PodSet (status.admission.podSetAssignments[]): the flavour
+    of each resource, and what the PodSet uses of each."""
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        return self._text("name")
+
+    @property
+    def flavors(self) -> dict[str, str]:
+        """The ResourceFlavor of each resource."""
+        return dict(self.raw.get("flavors") or {})
+
+    @property
+    def resource_usage(self) -> Dict:
+        """What the PodSet's pods use of each resource, as quantities."""
+        return dict(self.raw.get("resourceUsage") or {})
+
 
 class WorkloadView(ObjectView):
     """A Kueue Workload read by field name: what the controllers read of one, each a property
@@ -588,6 +641,11 @@ class WorkloadView(ObjectView):
     def cluster_queue(self) -> str:
         """The ClusterQueue it was admitted to ("" before admission)."""
         return str(self.admission.get("clusterQueue", ""))
+
+    @property
+    def pod_set_assignments(self) -> list[PodSetAssignmentView]:
+        """Where each PodSet was admitted (none before admission)."""
+        return [PodSetAssignmentView(x) for x in self.admission.get("podSetAssignments") or []]
 
     @property
     def admission_checks(self) -> list[Dict]:

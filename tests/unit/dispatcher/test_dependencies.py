@@ -1335,3 +1335,29 @@ def test_a_copy_made_and_deleted_meanwhile_is_made_by_the_next_pass(
     assert made.get("worker1", SECRET, "hf-token") is None
     assert _ensure(ctx, secret("hf-token")) is True
     assert made.get("worker1", SECRET, "hf-token") is not None
+
+
+def test_fields_of_the_wrong_type_name_nothing_and_the_rest_is_found_where_it_is() -> None:
+    """A pod template is the tenant's, and the CRDs leave it open: a list that is not one, an
+    entry or a source that is not an object, names nothing (never an exception in the pass),
+    and what is well formed beside it is found at its own index."""
+    pod = {
+        "initContainers": "not a list",
+        "containers": [
+            None,
+            {"env": 5, "envFrom": {"secretRef": {"name": "x"}}},
+            {"env": ["A", {"valueFrom": "s"}, {"valueFrom": {"secretKeyRef": {"name": "s"}}}]},
+        ],
+        "volumes": [
+            {"name": "v0", "projected": "x", "secret": ["s"]},
+            {"name": "v1", "projected": {"sources": {"secret": {"name": "no"}}}},
+            {"name": "v2", "projected": {"sources": [3, {"configMap": {"name": "cm"}}]}},
+        ],
+        "imagePullSecrets": {"name": "no"},
+    }
+    refs = references([{"name": "node", "template": {"spec": pod}}])
+    where = "spec.podSets[node].template.spec"
+    assert refs == [
+        Ref("Secret", "s", False, f"{where}.containers[2].env[2].valueFrom.secretKeyRef"),
+        Ref("ConfigMap", "cm", False, f"{where}.volumes[2].projected.sources[1].configMap"),
+    ]

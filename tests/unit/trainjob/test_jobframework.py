@@ -14,6 +14,7 @@ from trainjob import admission, jobframework, jobframework_io
 from trainjob import workload as wlmod
 from trainjob.jobframework import QueuePlan
 from trainjob.models import parse_trainjob
+from trainjob.queues import ResourceFlavorView
 from trainjob_api.views import RuntimeView, WorkloadView
 
 Dict = dict[str, Any]
@@ -62,7 +63,7 @@ def plan(
         parse_trainjob(body),
         None if runtime is None else RuntimeView(runtime),
         wl,
-        flavors or {},
+        {name: ResourceFlavorView(f) for name, f in (flavors or {}).items()},
         priority,
         jobs_active,
         NOW,
@@ -296,12 +297,11 @@ def test_7_admitted_starts_with_kueues_placement_in_one_write() -> None:
     wl = workload_for(body, RESERVED, ADMITTED, **ASSIGNED)
     fast = {"metadata": {"name": "fast"}, "spec": {"nodeLabels": {"tier": "fast"}}}
     p = plan(body, wl, flavors={"fast": fast})
+    placed = wlmod.build_admission_patch(WorkloadView(wl), {"fast": ResourceFlavorView(fast)})
     assert p.trainjob_patch == {
         "spec": {
             "suspend": False,
-            "runtimePatches": [
-                {**wlmod.build_admission_patch(wl, {"fast": fast}), "time": "2026-11-23T12:00:00Z"}
-            ],
+            "runtimePatches": [{**placed, "time": "2026-11-23T12:00:00Z"}],
         }
     }
     assert [e[:3] for e in p.events] == [("Normal", "Started", "Admitted by clusterQueue cq")]

@@ -327,3 +327,20 @@ def test_what_a_pod_asks_of_json_the_api_server_would_not_store_is_read_the_same
     assert queues.pod_asks({"containers": ["x", None, {"name": "c"}]}) == {
         "containers": [{"name": "c"}]
     }
+
+
+@pytest.mark.parametrize(
+    ("spec", "cpu"),
+    [
+        ({"containers": [{"resources": {"requests": ["1"], "limits": "2"}}]}, 0),
+        ({"containers": [_ctr("1")], "initContainers": [{"resources": {"requests": 5}}]}, 1),
+        ({"containers": [_ctr("1")], "resources": {"requests": ["cpu"]}, "overhead": "1"}, 1),
+    ],
+)
+def test_a_pods_requests_limits_or_overhead_of_the_wrong_type_ask_for_nothing(
+    spec: Dict, cpu: int
+) -> None:
+    """A requests, limits or overhead that is not a map (a tenant's pod template, which the
+    CRDs leave open) asks for nothing: never an exception in a controller's pass."""
+    assert queues.pod_requests(spec)["cpu"] == cpu
+    assert queues.pod_requests(spec, limits_as_requests=False)["cpu"] == cpu

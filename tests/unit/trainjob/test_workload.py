@@ -8,6 +8,8 @@ from tests.unit.trainjob import HIGH, WL_NAME, info_of
 from tests.unit.trainjob import queued_trainjob as trainjob
 from trainjob import workload as wlmod
 from trainjob.models import parse_trainjob
+from trainjob.queues import ResourceFlavorView
+from trainjob_api.views import WorkloadView
 
 QUEUE_LABELS = {
     "kueue.x-k8s.io/local-queue-name": "q",
@@ -73,8 +75,10 @@ def test_the_workload_is_kueues_for_a_trainjob_in_full() -> None:
 def test_the_admission_patch_carries_flavours_and_check_updates_per_pod_set() -> None:
     toleration = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
     flavors = {
-        "a100": {"spec": {"nodeLabels": {"gpu": "a100"}, "tolerations": [toleration]}},
-        "cpu": {"spec": {"nodeLabels": {"pool": "cpu"}}},
+        "a100": ResourceFlavorView(
+            {"spec": {"nodeLabels": {"gpu": "a100"}, "tolerations": [toleration]}}
+        ),
+        "cpu": ResourceFlavorView({"spec": {"nodeLabels": {"pool": "cpu"}}}),
     }
     wl = {
         "metadata": {"name": "wl", "labels": {"kueue.x-k8s.io/multikueue-origin": "multikueue"}},
@@ -103,7 +107,7 @@ def test_the_admission_patch_carries_flavours_and_check_updates_per_pod_set() ->
             ],
         },
     }
-    assert wlmod.build_admission_patch(wl, flavors) == {
+    assert wlmod.build_admission_patch(WorkloadView(wl), flavors) == {
         "manager": "kueue.x-k8s.io/manager",
         "trainingRuntimeSpec": {
             "template": {
