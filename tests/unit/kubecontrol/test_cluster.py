@@ -3,6 +3,7 @@ one object's requests, never sent to its collection."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -132,6 +133,15 @@ def test_events_are_spam_filtered_per_object_and_shared_per_namespace() -> None:
     assert len(api.created) == sent + 100
 
 
+def _sent(api: HeldApi, count: int) -> None:
+    """Waits until `count` Events are created (10 s at most), and that no more come."""
+    deadline = time.monotonic() + 10
+    while len(api.created) < count and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.1)  # nothing more comes
+    assert len(api.created) == count
+
+
 def test_an_event_said_once_is_sent_once_and_spends_no_more_of_its_objects_rate(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -143,12 +153,7 @@ def test_an_event_said_once_is_sent_once_and_spends_no_more_of_its_objects_rate(
     api.go.set()
     cluster = kube.Cluster("c", api, "test")  # type: ignore[arg-type]
 
-    def sent(count: int) -> None:
-        deadline = time.monotonic() + 10
-        while len(api.created) < count and time.monotonic() < deadline:
-            time.sleep(0.02)
-        time.sleep(0.1)  # nothing more comes
-        assert len(api.created) == count
+    sent = functools.partial(_sent, api)
 
     cluster.post_event(about("a", "tj"), "Warning", "ErrWorkloadCompose", "x", name="tj.once")
     sent(1)
@@ -178,12 +183,7 @@ def test_a_namespace_saying_many_once_events_forgets_its_own_never_anothers(
     api.go.set()
     cluster = kube.Cluster("c", api, "test")  # type: ignore[arg-type]
 
-    def sent(count: int) -> None:
-        deadline = time.monotonic() + 10
-        while len(api.created) < count and time.monotonic() < deadline:
-            time.sleep(0.02)
-        time.sleep(0.1)  # nothing more comes
-        assert len(api.created) == count
+    sent = functools.partial(_sent, api)
 
     cluster.post_event(about("quiet", "tj"), "Warning", "ErrWorkloadCompose", "x", name="tj.1")
     sent(1)
