@@ -112,14 +112,14 @@ def _patches(tj: TrainJob) -> list[Dict]:
 def observe(
     tj: TrainJob,
     runtime: RuntimeView | None,
-    workload: Dict | None,
+    workload: WorkloadView | None,
     flavors: Mapping[str, ResourceFlavorView],
     priority: wlmod.Priority | None,
     jobs_active: bool,
     now: dt.datetime,
     shape: Shape | None = None,
 ) -> QueueObserved:
-    """`workload`: the JSON of its Workload, if there is one (read through a view). `shape`:
+    """`workload`: its Workload, if there is one. `shape`:
     `shape_of(tj, runtime)`, when the caller has it already. The whole runtime info is
     resolved only when it is needed: while there is no Workload yet."""
     info = None
@@ -133,7 +133,7 @@ def observe(
         info=info,
         pod_sets=pod_sets,
         problem=problem,
-        workload=None if workload is None else WorkloadView(workload),
+        workload=workload,
         flavors=flavors,
         priority=priority,
         jobs_active=jobs_active,

@@ -48,14 +48,13 @@ def observe_queueing(
     there is no Workload yet, or when its priority-class label names another class than its
     Workload has."""
     view = caches.workload(tj.namespace, expected_workload_name(tj))
-    wl = None if view is None else view.raw
     now = dt.datetime.now(dt.UTC)
-    shape = _shape(tj, runtime) if wl is not None else None
-    obs = observe(tj, runtime, wl, caches.flavors(), None, jobs_active, now, shape)
+    shape = _shape(tj, runtime) if view is not None else None
+    obs = observe(tj, runtime, view, caches.flavors(), None, jobs_active, now, shape)
     if not tj.queued:
         return obs
     makes = obs.finished is None and not tj.metadata.deletion_timestamp
-    if wl is None and obs.info is not None and tj.prebuilt_workload is None and makes:
+    if view is None and obs.info is not None and tj.prebuilt_workload is None and makes:
         templates = [ps.pod_template for ps in obs.info.pod_sets]
         # the Workload keeps what it is made with: a class found missing is asked for again
         # (none is made for a finished or deleted TrainJob, nor a prebuilt one, a MultiKueue

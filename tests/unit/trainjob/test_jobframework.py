@@ -62,7 +62,7 @@ def plan(
     obs = jobframework.observe(
         parse_trainjob(body),
         None if runtime is None else RuntimeView(runtime),
-        wl,
+        None if wl is None else WorkloadView(wl),
         {name: ResourceFlavorView(f) for name, f in (flavors or {}).items()},
         priority,
         jobs_active,
@@ -310,7 +310,9 @@ def test_7_admitted_starts_with_kueues_placement_in_one_write() -> None:
     assert plan(body, dispatched).events[0].message == (
         "Admitted by clusterQueue cq; dispatched to cluster worker1"
     )
-    obs = jobframework.observe(parse_trainjob(body), RuntimeView(RUNTIME), wl, {}, None, False, NOW)
+    obs = jobframework.observe(
+        parse_trainjob(body), RuntimeView(RUNTIME), WorkloadView(wl), {}, None, False, NOW
+    )
     obs.start_blocked = "not dispatchable"
     assert jobframework.reconcile_queueing(obs).trainjob_patch is None  # a controller said no
 

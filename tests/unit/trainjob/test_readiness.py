@@ -163,7 +163,7 @@ def observed(body: Dict, runtime: Dict, wl: Dict) -> jobframework.QueueObserved:
     assert info is not None
     for built, given in zip(wlmod.build_pod_sets(info), wl["spec"]["podSets"], strict=False):
         given.setdefault("template", built["template"])
-    return jobframework.observe(tj, RuntimeView(runtime), wl, {}, None, False, NOW)
+    return jobframework.observe(tj, RuntimeView(runtime), WorkloadView(wl), {}, None, False, NOW)
 
 
 def test_new_workload_gets_pods_ready_false_wait_for_start_once() -> None:
