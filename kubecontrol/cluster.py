@@ -77,7 +77,7 @@ EVENTS_QUEUED, EVENTS_QUEUED_EACH = 10_000, 1_000
 # An Event said once (a `name`) and recorded (or found there, 409) is not sent again for
 # ONCE_KEPT_SECONDS (less than an Event's hour on the API server): a pass that says it on
 # every look would otherwise spend the object's rate on it. ONCE_KEPT names at most, kept per
-# namespace: one that says many forgets its own first, never another's.
+# namespace: one that says many takes another's down no further than its own count.
 ONCE_KEPT, ONCE_KEPT_SECONDS = 4096, 1800.0
 
 
@@ -441,7 +441,7 @@ class Cluster:
     def _note_said(self, event: Dict) -> None:
         meta = event["metadata"]
         if "name" in meta:
-            self._said_once.note(meta["namespace"], meta["name"])
+            self._said_once.note(meta["namespace"], meta["name"], ONCE_KEPT_SECONDS)
 
     def _forget_queued(self, namespace: str) -> None:
         with self._events_lock:

@@ -425,9 +425,10 @@ def _counted(live: Sequence[Held[T]]) -> tuple[Counter[Hashable], int]:
 
 class Remembered(Generic[T]):
     """Keys remembered with when they were noted, at most `total` of them, kept per group (a
-    namespace): when full, the group holding the most forgets its oldest. So one group that
-    notes many keys only ever pushes out its own, never another's that holds fewer.
-    Thread-safe."""
+    namespace). When full, keys noted longer ago than the caller still asks about go first;
+    then the group holding the most forgets its oldest (the group noting, on a tie). So one
+    group that notes many keys pushes another's out only down to as many as it holds itself:
+    each keeps an equal share of `total` however many another notes. Thread-safe."""
 
     def __init__(self, total: int, clock: Callable[[], float] = time.monotonic) -> None:
         if total < 1:
@@ -448,16 +449,30 @@ class Remembered(Generic[T]):
             when = None if kept is None else kept.get(key)
             return when is not None and self._clock() - when < within
 
-    def note(self, group: Hashable, key: T) -> None:
-        """Remember `key` of `group` as noted now (its latest key)."""
+    def note(self, group: Hashable, key: T, within: float | None = None) -> None:
+        """Remember `key` of `group` as noted now (its latest key). `within`: how long a key
+        is asked about (`holds`); when full, those noted longer ago are forgotten first."""
         with self._lock:
+            now = self._clock()
             kept = self._groups.setdefault(group, OrderedDict())
             self._count += key not in kept
-            kept[key] = self._clock()
+            kept[key] = now
             kept.move_to_end(key)
+            if self._count > self.total and within is not None:
+                for name in list(self._groups):
+                    self._forget_while(name, lambda when: now - when >= within)
             while self._count > self.total:
-                most = max(self._groups, key=lambda g: len(self._groups[g]))
-                self._groups[most].popitem(last=False)
-                self._count -= 1
-                if not self._groups[most]:
-                    del self._groups[most]
+                most = max(self._groups, key=lambda g: (len(self._groups[g]), g == group))
+                self._forget_while(most, lambda _: True, at_most=1)
+
+    def _forget_while(
+        self, group: Hashable, old: Callable[[float], bool], at_most: int | None = None
+    ) -> None:
+        """Forget `group`'s oldest keys while `old(when)` holds (`at_most` of them)."""
+        kept, gone = self._groups[group], 0
+        while kept and (at_most is None or gone < at_most) and old(next(iter(kept.values()))):
+            kept.popitem(last=False)
+            gone += 1
+        self._count -= gone
+        if not kept:
+            del self._groups[group]

@@ -513,3 +513,28 @@ def test_a_memory_noted_again_keeps_a_key_longest() -> None:
     memory.note("g", "a")  # now the latest
     memory.note("g", "c")
     assert memory.holds("g", "a", 1) and not memory.holds("g", "b", 1) and len(memory) == 2
+
+
+def test_a_memory_full_takes_a_group_down_no_further_than_the_one_noting() -> None:
+    """On a tie the group noting forgets its own: one that notes many keeps another at as
+    many as it holds itself, never fewer."""
+    memory: Remembered[str] = Remembered(3)
+    memory.note("victim", "v1")
+    memory.note("victim", "v2")
+    for i in range(50):  # at two each, a tie: the noisy forgets its own
+        memory.note("noisy", f"n{i}")
+    assert memory.holds("victim", "v1", 100) and memory.holds("victim", "v2", 100)
+    assert [memory.holds("noisy", f"n{i}", 100) for i in (48, 49)] == [False, True]
+
+
+def test_a_memory_full_forgets_keys_no_longer_asked_about_first() -> None:
+    now = [0.0]
+    memory: Remembered[str] = Remembered(3, clock=lambda: now[0])
+    memory.note("a", "old", within=10)
+    now[0] = 5
+    memory.note("b", "b1", within=10)
+    memory.note("b", "b2", within=10)
+    now[0] = 11  # "old" is past the window: it goes, not b1, the oldest of the largest
+    memory.note("c", "c1", within=10)
+    assert len(memory) == 3 and not memory.holds("a", "old", 100)
+    assert memory.holds("b", "b1", 10) and memory.holds("b", "b2", 10)
