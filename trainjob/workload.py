@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kubebase.kinds import DNS_LABEL
 from kubebase.objects import Dict
@@ -15,7 +15,7 @@ from trainjob.queues import ResourceFlavorView, resources_key
 from trainjob.runtime import PodSetShape, RuntimeInfo
 from trainjob.runtime.topology import topology_request
 from trainjob_api import constants as c
-from trainjob_api.views import PodSetUpdateView, WorkloadView
+from trainjob_api.views import WorkloadView
 
 MAX_NAME = 253
 HASH_LENGTH = 5
@@ -119,10 +119,40 @@ def pod_sets_match(wl: Dict, pod_sets: Sequence[PodSetShape]) -> bool:
     return have == [(ps.name, ps.count, ps.resources) for ps in pod_sets]
 
 
+@dataclass
+class _Update:
+    """What the admission checks add to one PodSet's pods, merged."""
+
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: list[Dict] = field(default_factory=list)
+
+
+def _check_updates(view: WorkloadView) -> dict[str, _Update]:
+    """Every admission check's podSetUpdates, merged per PodSet as Kueue merges them: each
+    check's first update of that PodSet, in the order of the checks, a key's first value kept
+    (Kueue refuses to start a Workload whose checks give one key two values), each toleration
+    once."""
+    merged: dict[str, _Update] = {}
+    for check in view.checks:
+        seen: set[str] = set()
+        for upd in check.pod_set_updates:
+            if upd.name in seen:
+                continue
+            seen.add(upd.name)
+            into = merged.setdefault(upd.name, _Update())
+            into.labels = {**upd.labels, **into.labels}
+            into.annotations = {**upd.annotations, **into.annotations}
+            into.node_selector = {**upd.node_selector, **into.node_selector}
+            into.tolerations += [t for t in upd.tolerations if t not in into.tolerations]
+    return merged
+
+
 def build_admission_patch(view: WorkloadView, flavors: Mapping[str, ResourceFlavorView]) -> Dict:
     """The runtimePatch (manager kueue.x-k8s.io/manager) carrying where Kueue admitted each
     PodSet: flavour node labels and tolerations, plus admission checks' podSetUpdates."""
-    updates = {upd.name: upd for check in view.checks for upd in check.pod_set_updates}
+    updates = _check_updates(view)
     rjs = []
     for psa in view.pod_set_assignments:
         node_selector: dict[str, str] = {}
@@ -132,7 +162,7 @@ def build_admission_patch(view: WorkloadView, flavors: Mapping[str, ResourceFlav
             if flavor is not None:
                 node_selector.update(flavor.node_labels)
                 tolerations += [t for t in flavor.tolerations if t not in tolerations]
-        update = updates.get(psa.name) or PodSetUpdateView({})
+        update = updates.get(psa.name) or _Update()
         node_selector.update(update.node_selector)
         tolerations += [t for t in update.tolerations if t not in tolerations]
         # What Kueue 0.19's job framework puts on the pods of an admitted PodSet besides

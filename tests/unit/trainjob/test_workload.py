@@ -3,6 +3,7 @@ TrainJob integration builds it, and the runtimePatch that carries where Kueue ad
 
 from __future__ import annotations
 
+from kubebase.objects import Dict
 from tests.support.builders import OWNER
 from tests.unit.trainjob import HIGH, WL_NAME, info_of
 from tests.unit.trainjob import queued_trainjob as trainjob
@@ -153,3 +154,73 @@ def test_the_admission_patch_carries_flavours_and_check_updates_per_pod_set() ->
             }
         },
     }
+
+
+def _placed(wl: Dict, flavors: dict[str, ResourceFlavorView]) -> Dict:
+    """The pod template the admission patch gives the PodSet `node`."""
+    patch = wlmod.build_admission_patch(WorkloadView(wl), flavors)
+    (rj,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    assert rj["name"] == "node"
+    template: Dict = rj["template"]["spec"]["template"]
+    return template
+
+
+def _admitted(assignment_flavors: dict[str, str], checks: list[Dict]) -> Dict:
+    return {
+        "metadata": {"name": "wl"},
+        "spec": {"queueName": "q"},
+        "status": {
+            "admission": {
+                "clusterQueue": "cq",
+                "podSetAssignments": [{"name": "node", "flavors": assignment_flavors}],
+            },
+            "admissionChecks": checks,
+        },
+    }
+
+
+def test_every_checks_update_of_a_pod_set_is_merged_as_kueue_merges_them() -> None:
+    """Kueue merges each admission check's podSetUpdates of a PodSet, in the checks' order:
+    two checks' labels, annotations and node selectors all reach the pods, a key's first
+    value kept; only a check's first update of a PodSet counts."""
+    t1 = {"key": "a", "operator": "Exists"}
+    t2 = {"key": "b", "operator": "Exists"}
+    checks = [
+        {
+            "name": "prov",
+            "podSetUpdates": [
+                {"name": "node", "labels": {"l1": "1", "both": "first"}, "tolerations": [t1]},
+                {"name": "node", "labels": {"ignored": "x"}},
+            ],
+        },
+        {
+            "name": "other",
+            "podSetUpdates": [
+                {
+                    "name": "node",
+                    "labels": {"l2": "2", "both": "second"},
+                    "annotations": {"a2": "2"},
+                    "nodeSelector": {"zone": "z2"},
+                    "tolerations": [t1, t2],
+                }
+            ],
+        },
+    ]
+    template = _placed(_admitted({}, checks), {})
+    labels = template["metadata"]["labels"]
+    assert (labels["l1"], labels["l2"], labels["both"]) == ("1", "2", "first")
+    assert "ignored" not in labels and template["metadata"]["annotations"]["a2"] == "2"
+    assert template["spec"] == {"nodeSelector": {"zone": "z2"}, "tolerations": [t1, t2]}
+
+
+def test_the_flavours_and_the_checks_tolerations_each_reach_the_pods_once() -> None:
+    t1 = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
+    t2 = {"key": "spot", "operator": "Exists"}
+    t3 = {"key": "provisioned", "operator": "Exists"}
+    flavors = {
+        "a": ResourceFlavorView({"spec": {"tolerations": [t1]}}),
+        "b": ResourceFlavorView({"spec": {"tolerations": [t1, t2]}}),
+    }
+    checks = [{"name": "prov", "podSetUpdates": [{"name": "node", "tolerations": [t3, t2]}]}]
+    template = _placed(_admitted({"cpu": "a", "nvidia.com/gpu": "b"}, checks), flavors)
+    assert template["spec"] == {"tolerations": [t1, t2, t3]}
