@@ -84,6 +84,19 @@ def test_the_claims_the_pods_mount_are_needed_but_those_the_job_makes_itself() -
     assert data.made_by_job(RuntimeView(made), "tj") == {"scratch-tj"}
 
 
+def test_a_claim_is_named_where_it_is_first_mounted() -> None:
+    """A claim mounted by two PodSets is needed once, named by the first mount, at its own
+    index (an entry that is not a volume before it counts)."""
+    mounts = [None, {"name": "e", "emptyDir": {}}, {"name": "d", "persistentVolumeClaim": {}}]
+    claim = {"name": "a", "persistentVolumeClaim": {"claimName": "imagenet"}}
+    pod_sets = [
+        {"name": name, "template": {"spec": {"volumes": [*mounts, claim]}}}
+        for name in ("launcher", "node")
+    ]
+    needs = data.needs(pod_sets, {}, set())
+    assert needs.claims == (("imagenet", "spec.podSets[launcher].template.spec.volumes[3]"),)
+
+
 def test_the_datasets_annotation_is_read_and_a_bad_one_named() -> None:
     annotation = data.DATASETS_ANNOTATION
     assert data.datasets_of({annotation: " imagenet, c4 ,imagenet"}) == ("imagenet", "c4")

@@ -1347,17 +1347,23 @@ def test_fields_of_the_wrong_type_name_nothing_and_the_rest_is_found_where_it_is
             None,
             {"env": 5, "envFrom": {"secretRef": {"name": "x"}}},
             {"env": ["A", {"valueFrom": "s"}, {"valueFrom": {"secretKeyRef": {"name": "s"}}}]},
+            {"envFrom": [{"configMapRef": {"name": "first"}}, {"secretRef": {"name": "second"}}]},
         ],
         "volumes": [
             {"name": "v0", "projected": "x", "secret": ["s"]},
             {"name": "v1", "projected": {"sources": {"secret": {"name": "no"}}}},
             {"name": "v2", "projected": {"sources": [3, {"configMap": {"name": "cm"}}]}},
+            {"name": "v3", "configMap": {"name": "mounted", "optional": True}},
         ],
-        "imagePullSecrets": {"name": "no"},
+        "imagePullSecrets": [None, {"name": "pull"}],
     }
     refs = references([{"name": "node", "template": {"spec": pod}}])
     where = "spec.podSets[node].template.spec"
     assert refs == [
         Ref("Secret", "s", False, f"{where}.containers[2].env[2].valueFrom.secretKeyRef"),
+        Ref("ConfigMap", "first", False, f"{where}.containers[3].envFrom[0].configMapRef"),
+        Ref("Secret", "second", False, f"{where}.containers[3].envFrom[1].secretRef"),
         Ref("ConfigMap", "cm", False, f"{where}.volumes[2].projected.sources[1].configMap"),
+        Ref("ConfigMap", "mounted", True, f"{where}.volumes[3].configMap"),
+        Ref("Secret", "pull", False, f"{where}.imagePullSecrets[1]"),
     ]

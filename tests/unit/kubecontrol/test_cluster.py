@@ -14,6 +14,7 @@ import pytest
 from tenacity import wait_none
 
 from kubebase.kinds import CONFIG_MAP, NAMESPACE, POD, InvalidName
+from kubebase.shares import Remembered
 from kubecontrol import cluster as kube
 from kubecontrol.client import ApiException, TransportError
 from kubecontrol.deadline import Deadline, DeadlinePassed
@@ -195,6 +196,50 @@ def test_a_namespace_saying_many_once_events_forgets_its_own_never_anothers(
     sent(51)
     cluster.post_event(about("noisy", "tj-0"), "Warning", "E", "x", name="tj-0.1")
     sent(52)  # its own oldest, forgotten
+
+
+class TakenApi(HeldApi):
+    """An API client stand-in whose every Event create meets one of that name (409)."""
+
+    def request(self, method: str, path: str, *, body: object = None, **_: object) -> bytes:
+        self.created.append(body)  # type: ignore[arg-type]
+        raise ApiException(409, "AlreadyExists")
+
+
+def test_an_event_said_once_found_there_already_is_not_sent_again() -> None:
+    """A named Event the API server holds already (recorded before a restart, or by another
+    replica) answers 409: that counts as said, and repeats send nothing."""
+    api = TakenApi()
+    cluster = kube.Cluster("c", api, "test")  # type: ignore[arg-type]
+    cluster.post_event(about("a", "tj"), "Warning", "ErrWorkloadCompose", "x", name="tj.once")
+    _sent(api, 1)
+    cluster.post_event(about("a", "tj"), "Warning", "ErrWorkloadCompose", "x", name="tj.once")
+    _sent(api, 1)
+
+
+def test_a_full_memory_of_events_said_once_forgets_the_stale_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When the memory is full, names said longer ago than ONCE_KEPT_SECONDS go before the
+    live ones of the namespace holding the most."""
+    now = [0.0]
+    monkeypatch.setattr(kube, "ONCE_KEPT_SECONDS", 100.0)
+    api = HeldApi()
+    api.go.set()
+    cluster = kube.Cluster("c", api, "test")  # type: ignore[arg-type]
+    cluster._said_once = Remembered(3, clock=lambda: now[0])
+    cluster.post_event(about("x", "tj"), "Warning", "E", "x", name="old")
+    _sent(api, 1)
+    now[0] = 150
+    for name in ("y1", "y2"):
+        cluster.post_event(about("y", name), "Warning", "E", "x", name=name)
+    _sent(api, 3)
+    now[0] = 160
+    cluster.post_event(about("z", "tj"), "Warning", "E", "x", name="z1")
+    _sent(api, 4)
+    for name in ("y1", "y2"):  # still said: the stale "old" went instead
+        cluster.post_event(about("y", name), "Warning", "E", "x", name=name)
+    _sent(api, 4)
 
 
 class Unavailable:

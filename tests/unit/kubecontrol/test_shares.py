@@ -538,3 +538,13 @@ def test_a_memory_full_forgets_keys_no_longer_asked_about_first() -> None:
     memory.note("c", "c1", within=10)
     assert len(memory) == 3 and not memory.holds("a", "old", 100)
     assert memory.holds("b", "b1", 10) and memory.holds("b", "b2", 10)
+
+
+def test_a_key_noted_again_is_held_from_then() -> None:
+    now = [0.0]
+    memory: Remembered[str] = Remembered(4, clock=lambda: now[0])
+    memory.note("g", "a")
+    now[0] = 20
+    memory.note("g", "a")
+    now[0] = 25
+    assert memory.holds("g", "a", 10)
