@@ -91,6 +91,12 @@ def test_no_shape_in_any_field_makes_a_view_raise(shape: Any) -> None:
         _ = (pod.resources.requests, pod.overhead, pod.runtime_class_name, pod.resource_claims)
 
     read_all(shape)
+    objects = [x for x in shape if isinstance(x, dict)] if isinstance(shape, list) else []
+    for kind in CONTAINER_LISTS:
+        assert [c.raw for c in PodSpecView({kind: shape}).containers_in(kind)] == objects
+    assert [v.raw for v in PodSpecView({"volumes": shape}).volumes] == objects
+    (ctr,) = PodSpecView({"containers": [{"env": shape}]}).containers
+    assert [e.raw for e in ctr.env] == objects
     for key in (*CONTAINER_LISTS, "volumes", "imagePullSecrets", "resources", "overhead"):
         read_all({key: shape})
     for key in ("env", "envFrom", "resources"):

@@ -3,7 +3,6 @@ one object's requests, never sent to its collection."""
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
 from collections.abc import Callable
@@ -154,22 +153,20 @@ def test_an_event_said_once_is_sent_once_and_spends_no_more_of_its_objects_rate(
     api.go.set()
     cluster = kube.Cluster("c", api, "test")  # type: ignore[arg-type]
 
-    sent = functools.partial(_sent, api)
-
     cluster.post_event(about("a", "tj"), "Warning", "ErrWorkloadCompose", "x", name="tj.once")
-    sent(1)
+    _sent(api, 1)
     for _ in range(100):
         cluster.post_event(about("a", "tj"), "Warning", "ErrWorkloadCompose", "x", name="tj.once")
     for i in range(kube.EVENT_BURST - 1):
         cluster.post_event(about("a", "tj"), "Warning", "BackOff", f"m{i}", name=f"tj.w.{i}")
-    sent(kube.EVENT_BURST)
+    _sent(api, kube.EVENT_BURST)
     names = [e["metadata"]["name"] for e in api.created]  # type: ignore[index]
     assert names == ["tj.once", *(f"tj.w.{i}" for i in range(kube.EVENT_BURST - 1))]
     cluster.post_event(about("b", "tj"), "Warning", "ErrWorkloadCompose", "x", name="tj.once")
-    sent(kube.EVENT_BURST + 1)  # the name in another namespace: another Event
+    _sent(api, kube.EVENT_BURST + 1)  # the name in another namespace: another Event
     monkeypatch.setattr(kube, "ONCE_KEPT_SECONDS", 0.0)
     cluster.post_event(about("b", "tj"), "Warning", "ErrWorkloadCompose", "x", name="tj.once")
-    sent(kube.EVENT_BURST + 2)
+    _sent(api, kube.EVENT_BURST + 2)
 
 
 def test_a_namespace_saying_many_once_events_forgets_its_own_never_anothers(
@@ -184,18 +181,16 @@ def test_a_namespace_saying_many_once_events_forgets_its_own_never_anothers(
     api.go.set()
     cluster = kube.Cluster("c", api, "test")  # type: ignore[arg-type]
 
-    sent = functools.partial(_sent, api)
-
     cluster.post_event(about("quiet", "tj"), "Warning", "ErrWorkloadCompose", "x", name="tj.1")
-    sent(1)
+    _sent(api, 1)
     for i in range(50):
         cluster.post_event(about("noisy", f"tj-{i}"), "Warning", "E", "x", name=f"tj-{i}.1")
-    sent(51)
+    _sent(api, 51)
     cluster.post_event(about("quiet", "tj"), "Warning", "ErrWorkloadCompose", "x", name="tj.1")
     cluster.post_event(about("noisy", "tj-49"), "Warning", "E", "x", name="tj-49.1")
-    sent(51)
+    _sent(api, 51)
     cluster.post_event(about("noisy", "tj-0"), "Warning", "E", "x", name="tj-0.1")
-    sent(52)  # its own oldest, forgotten
+    _sent(api, 52)  # its own oldest, forgotten
 
 
 class TakenApi(HeldApi):
