@@ -6,6 +6,7 @@ themselves are read on real nodes (tests/real/test_real_nodes.py)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import ssl
 import subprocess
@@ -252,7 +253,7 @@ def test_a_namespace_keeps_the_tails_of_its_newest_trainjobs_only(bed: Bed) -> N
     for i, (ns, owner) in enumerate([*[(mk.ns, mk)] * 22, (other.ns, other)]):
         tj = owner.submit(f"waits-{i}", queue="no-such-queue")
         uid = tj["metadata"]["uid"]
-        admin.create_namespaced_config_map(
+        record = admin.create_namespaced_config_map(
             "trainjob-system",
             {
                 "metadata": {
@@ -267,7 +268,12 @@ def test_a_namespace_keeps_the_tails_of_its_newest_trainjobs_only(bed: Bed) -> N
             },
         )
         made.append(uid)
-        time.sleep(1.05)  # creationTimestamp has seconds: one record a second, oldest first
+        # creationTimestamp has seconds: the next record is made in a later second than this
+        # one (the API server's clock is this machine's), so that none ties with it however
+        # long a create waits on a loaded machine (a fixed pause did not ensure it)
+        later = record.metadata.creation_timestamp + dt.timedelta(seconds=1)
+        while dt.datetime.now(dt.UTC) < later:
+            time.sleep(0.05)
 
     def left() -> set[str] | None:
         kept = admin.list_namespaced_config_map("trainjob-system", label_selector=log_tails.LABEL)
