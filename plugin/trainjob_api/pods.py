@@ -1,8 +1,8 @@
 """Typed views of a pod spec as anyone may have written it: a runtime's pod template, a
-TrainJob's override, a Workload's PodSet. A tenant writes these, and our CRDs and Kueue's
-leave a pod template open, so every field may have any JSON type: a view reads a list that is
-no list as empty, skips the entries that are not objects, and reads an object that is none as
-empty. Readers walk typed entries instead of checking each shape again, and one of them never
+TrainJob's override, a Workload's PodSet. A tenant writes these; the installed CRDs type them,
+but a reader takes no shape on trust (another CRD, an older install): a view reads a list that
+is no list as empty, skips the entries that are not objects, and reads an object that is none
+as empty. Readers walk typed entries instead of checking each shape again, and none of them
 raises on a tenant's shape.
 
 Views read in place (nothing parsed ahead, nothing copied); an entry of a list knows its
