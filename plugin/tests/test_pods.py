@@ -65,7 +65,18 @@ def test_a_pod_spec_reads_each_field_and_each_entry_knows_its_place() -> None:
 
 
 # Every JSON type, in place of any field: none is what the field holds.
-SHAPES: list[Any] = [None, 0, 5, True, "text", [], {}, [None, 3, "s", []], {"a": 1}]
+SHAPES: list[Any] = [
+    None,
+    0,
+    5,
+    True,
+    "text",
+    [],
+    {},
+    [None, 3, "s", []],
+    {"a": 1},
+    [None, {"name": "x"}, 3],
+]
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=repr)

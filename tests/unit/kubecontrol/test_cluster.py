@@ -235,6 +235,9 @@ def test_a_full_memory_of_events_said_once_forgets_the_stale_first(
     for name in ("y1", "y2"):  # still said: the stale "old" went instead
         cluster.post_event(about("y", name), "Warning", "E", "x", name=name)
     _sent(api, 4)
+    assert len(cluster._said_once) == 3
+    cluster.post_event(about("x", "tj"), "Warning", "E", "x", name="old")
+    _sent(api, 5)  # forgotten: said again
 
 
 class Unavailable:

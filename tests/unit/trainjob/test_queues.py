@@ -340,7 +340,13 @@ def test_what_a_pod_asks_of_json_the_api_server_would_not_store_is_read_the_same
 def test_a_pods_requests_limits_or_overhead_of_the_wrong_type_ask_for_nothing(
     spec: Dict, cpu: int
 ) -> None:
-    """A requests, limits or overhead that is not a map (a tenant's pod template, which the
-    CRDs leave open) asks for nothing: never an exception in a controller's pass."""
+    """A requests, limits or overhead that is not a map (a tenant's pod template, whatever
+    CRD holds it) asks for nothing: never an exception in a controller's pass."""
     assert queues.pod_requests(spec)["cpu"] == cpu
     assert queues.pod_requests(spec, limits_as_requests=False)["cpu"] == cpu
+
+
+def test_requests_of_the_wrong_type_leave_the_limits_standing_for_them() -> None:
+    spec: Dict = {"containers": [{"resources": {"requests": ["1"], "limits": {"cpu": "2"}}}]}
+    assert queues.pod_requests(spec)["cpu"] == 2
+    assert queues.pod_requests(spec, limits_as_requests=False)["cpu"] == 0
