@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from kubebase.events import Event
 from kubebase.objects import Dict, OwnerReference
 from trainjob.models import InvalidObject, TrainJob, parse_trainjob
-from trainjob.naming import job_name, owner_of
+from trainjob.naming import job_name, owner_reference
 from trainjob.ownership import managed_by_builtin
 from trainjob.progress import Wiring, ca_config_map, wire
 from trainjob.runtime import RuntimeInfo, components, podgroups, resolve_runtime_info
@@ -38,7 +38,9 @@ class Blocked:
 class Observed:
     """Everything the reconcile looks at, read by the caller (from caches or the API)."""
 
-    trainjob: TrainJobView  # as the cache keeps it
+    # Parsed once per pass (`parse`), from the cache's own object: the one form of the TrainJob
+    # every step reads.
+    trainjob: TrainJob
     runtime: RuntimeView | None  # the (Cluster)TrainingRuntime spec.runtimeRef names, if any
     jobs: dict[str, JobView]  # our Jobs of this TrainJob, by name
     services: list[Dict]  # Services carrying this TrainJob's label that it controls
@@ -166,15 +168,21 @@ def _start_time(conditions: list[Dict], jobs: dict[str, JobView], now: dt.dateti
     return min(created) if created else now
 
 
+def parse(trainjob: TrainJobView) -> TrainJob | Plan:
+    """The pass's one parse of its TrainJob, at the boundary (memoized by its uid and
+    resourceVersion: the cache's object names its content). One the API server accepted
+    should always parse; one that does not (a CRD older or looser than the models) gets the
+    plan of one Warning naming the field, and nothing else: never a pass that raises."""
+    try:
+        return parse_trainjob(trainjob.raw, stored=True)
+    except InvalidObject as exc:
+        return Plan(events=[Event("Warning", "InvalidTrainJob", str(exc))])
+
+
 def decide(obs: Observed) -> Plan:
     """One function per step, in order; the first that settles the pass ends it."""
     plan = Plan()
-    # 1. Parse at the boundary; a TrainJob the API server accepted should always parse.
-    try:
-        tj = parse_trainjob(obs.trainjob.raw)
-    except InvalidObject as exc:
-        plan.events.append(Event("Warning", "InvalidTrainJob", str(exc)))
-        return plan
+    tj = obs.trainjob  # 1. parsed at the boundary (`parse`)
     # 2. Not ours (e.g. managedBy MultiKueue): hands off entirely, not even status.
     if not managed_by_builtin(tj.spec.managed_by) or tj.metadata.deletion_timestamp:
         return plan
@@ -208,7 +216,7 @@ class _Pass:
     @property
     def owner(self) -> OwnerReference:
         """The controller ownerReference every object made for the TrainJob carries."""
-        return owner_of(self.obs.trainjob.raw)
+        return owner_reference(self.tj.name, str(self.tj.metadata.uid or ""))
 
 
 def _step2b_restarts(tj: TrainJob, obs: Observed, plan: Plan) -> _Pass:

@@ -18,14 +18,13 @@ from kubecontrol.workqueue import soonest
 from trainjob import admission, jobframework
 from trainjob.caches import Caches
 from trainjob.jobframework_io import observe_queueing
-from trainjob.models import parse_trainjob
 from trainjob.ownership import controlled_by
 from trainjob.status_writes import held_key
 from trainjob_api import constants as c
 from trainjob_api.views import JobView, RuntimeView, TrainJobView
 from worker_controller import execute, status
 from worker_controller.context import Context
-from worker_controller.decide import Blocked, Observed, Plan, decide
+from worker_controller.decide import Blocked, Observed, Plan, decide, parse
 from worker_controller.plan import Hold, PassPlan
 
 log = logging.getLogger("worker_controller")
@@ -82,16 +81,18 @@ def _planned(
     # Only the Jobs this very TrainJob controls: a label is no proof (anyone can write one).
     jobs = {j.name: j for j in caches.jobs_of(key) if controlled_by(j.raw, uid)}
     plan = PassPlan()
-    if trainjob.queued:
+    parsed = parse(trainjob)  # the pass's one parse: both parts read it
+    if trainjob.queued and not isinstance(parsed, Plan):
         # Any pod of its Jobs still running: what Kueue waits for before it frees the quota.
         active = any(j.count("active") > 0 for j in jobs.values())
-        observed = observe_queueing(
-            ctx.cluster, caches, parse_trainjob(trainjob.raw, stored=True), runtime, active
-        )
+        observed = observe_queueing(ctx.cluster, caches, parsed, runtime, active)
         plan.queue = jobframework.reconcile_queueing(observed)
     elif _held(ctx, namespace, trainjob):
         plan.hold = Hold(tell=uid not in ctx.held_told, suspend=not trainjob.suspended)
     if plan.changes_trainjob:
+        return plan, None
+    if isinstance(parsed, Plan):  # it does not parse: said, and nothing else
+        plan.trainjob = parsed
         return plan, None
     # Its Services the same way: a Service labelled for it but made by someone else is not
     # its headless Service (it does not stop ours being made under the TrainJob's name).
@@ -107,7 +108,7 @@ def _planned(
     pods = caches.pods_of(key) if ctx.settings.pod_summary else None
     asks_group = _asks_group(runtime)
     observed_tj = Observed(
-        trainjob=trainjob,
+        trainjob=parsed,
         runtime=runtime,
         jobs=jobs,
         services=services,

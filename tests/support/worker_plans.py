@@ -7,8 +7,9 @@ import copy
 import datetime as dt
 from typing import Any
 
+from trainjob.models import parse_trainjob
 from trainjob.progress import Wiring
-from trainjob_api.views import JobView, PodView, RuntimeView, TrainJobView
+from trainjob_api.views import JobView, PodView, RuntimeView
 from worker_controller.decide import Blocked, Observed, Plan, decide
 from worker_controller.digests import job_digest
 
@@ -33,7 +34,7 @@ def observe(
 ) -> Plan:
     return decide(
         Observed(
-            trainjob=TrainJobView(tj),
+            trainjob=parse_trainjob(tj),
             runtime=None if runtime is None else RuntimeView(runtime),
             # as the worker's cache keeps them (digests.job_digest)
             jobs={j["metadata"]["name"]: JobView(job_digest(copy.deepcopy(j))) for j in jobs or []},

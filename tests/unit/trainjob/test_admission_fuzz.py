@@ -29,7 +29,7 @@ from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.runtime import resolve_runtime_info
 from trainjob.workload import build_workload
 from trainjob_api import constants as c
-from trainjob_api.views import RuntimeView, TrainJobView
+from trainjob_api.views import RuntimeView
 from worker_controller.decide import Observed, decide
 
 Dict = dict[str, Any]
@@ -241,8 +241,12 @@ JOBS_FLOOR = 0.1
 @given(TRAINJOBS, PAIRED_RUNTIMES)
 def _worker_decisions(trainjob: Dict, runtime: Dict) -> None:
     trainjob = edit({**trainjob, "spec": {**trainjob["spec"]}}).spec(managedBy=None).obj()
+    try:
+        parsed = parse_trainjob(trainjob)
+    except InvalidObject:
+        return  # one Warning naming the field, before any decision (decide.parse)
     observed = Observed(
-        trainjob=TrainJobView(trainjob),
+        trainjob=parsed,
         runtime=RuntimeView(_named_by(trainjob, runtime)),
         jobs={},
         services=[],

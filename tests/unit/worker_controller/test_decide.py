@@ -42,7 +42,7 @@ from trainjob.queues import resources_key
 from trainjob.runtime import resolve_runtime_info
 from trainjob.runtime.patches import merge_struct
 from trainjob_api import constants as c
-from trainjob_api.views import FailedCreateView, JobView, RuntimeView, TrainJobView
+from trainjob_api.views import FailedCreateView, JobView, RuntimeView
 from worker_controller import builders, digests, status
 from worker_controller.decide import Blocked, Observed, Plan, decide
 
@@ -726,7 +726,7 @@ def test_stuck_pods_and_refused_pods_show_as_a_condition_until_they_start() -> N
     # A Job short of pods whose pods the API refuses: the Job controller's reason.
     no_pods = job("tj-node-0", created="2026-11-22T11:59:50Z")
     obs = Observed(
-        trainjob=TrainJobView(make_trainjob()),
+        trainjob=parse_trainjob(make_trainjob()),
         runtime=RuntimeView(runtime),
         jobs={"tj-node-0": JobView(no_pods)},
         services=[OUR_SERVICE],
@@ -1145,21 +1145,6 @@ def test_a_trainjob_is_run_here_only_without_managed_by_or_with_the_built_in_one
     plan = observe(tj, make_runtime())
     assert kinds(plan) == ([("Service", "tj"), ("Job", "tj-node-0")] if ours else [])
     assert (plan == Plan()) is not ours
-
-
-def test_a_trainjob_that_does_not_parse_gets_one_warning_naming_the_field_and_nothing_else() -> (
-    None
-):
-    tj = make_trainjob(runtimeRef={"name": 5})
-    assert observe(tj, make_runtime()) == Plan(
-        events=[
-            Event(
-                "Warning",
-                "InvalidTrainJob",
-                "invalid TrainJob: spec.runtimeRef.name: Input should be a valid string",
-            )
-        ]
-    )
 
 
 # ---- a TrainJob that ends or is suspended stops what runs: each Job suspended as it was made --

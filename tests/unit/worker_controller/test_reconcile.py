@@ -947,3 +947,21 @@ def test_a_trainjob_naming_a_missing_class_waits_for_it_without_a_workload(
     wl = the_workload(world)
     assert wl is not None and wl["spec"]["priority"] == 100
     assert wl["spec"]["priorityClassRef"]["name"] == "gold"
+
+
+@pytest.mark.parametrize("queued", [True, False])
+def test_a_trainjob_that_does_not_parse_gets_one_warning_naming_the_field_and_nothing_else(
+    queued: bool,
+) -> None:
+    """Parsed once at the pass's boundary (decide.parse), queued or not: a TrainJob a CRD
+    older or looser than the models let through is said, never a pass that raises."""
+    tj = (QUEUED if queued else TrainJobBuilder()).obj()
+    tj["spec"]["runtimeRef"]["name"] = 5
+    world = worker(tj, behind=False)
+    done = world.run(KEY)
+    assert done.writes == {"worker": [("POST", "/api/v1/namespaces/ns/events")]}
+    assert done.events == [("Warning", "InvalidTrainJob", "tj")]
+    (event,) = world.apis["worker"].objects(EVENT, "ns")
+    assert event["message"] == (
+        "invalid TrainJob: spec.runtimeRef.name: Input should be a valid string"
+    )
