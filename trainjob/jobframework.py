@@ -84,11 +84,7 @@ class QueuePlan:
         return self.trainjob_patch is not None
 
 
-def expected_workload_name(tj: TrainJob) -> str:
-    return expected_workload_name_of(tj.meta_view)
-
-
-def expected_workload_name_of(tj: TrainJobView) -> str:
+def expected_workload_name(tj: TrainJobView) -> str:
     """The name of a TrainJob's Workload: the prebuilt one it names (a MultiKueue copy), else
     Kueue's deterministic one."""
     return tj.prebuilt_workload or wlmod.workload_name(tj.name, tj.uid or "")

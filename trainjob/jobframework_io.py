@@ -25,7 +25,6 @@ from trainjob.jobframework import (
     QueuePlan,
     Shape,
     expected_workload_name,
-    expected_workload_name_of,
     follows_label,
     observe,
     shape_of,
@@ -47,7 +46,7 @@ def observe_queueing(
     the ResourceFlavors; and the priority Kueue would give it, asked of the API only while
     there is no Workload yet, or when its priority-class label names another class than its
     Workload has."""
-    view = caches.workload(tj.namespace, expected_workload_name(tj))
+    view = caches.workload(tj.namespace, expected_workload_name(tj.meta_view))
     now = dt.datetime.now(dt.UTC)
     shape = _shape(tj, runtime) if view is not None else None
     obs = observe(tj, runtime, view, caches.flavors(), None, jobs_active, now, shape)
@@ -251,7 +250,7 @@ def execute_queue_plan(
     meta = trainjob["metadata"]
     ns = meta["namespace"]
     where = {"cluster": cluster.name, "trainjob": f"{ns}/{meta['name']}"}
-    name = expected_workload_name_of(TrainJobView(trainjob))
+    name = expected_workload_name(TrainJobView(trainjob))
     if plan.trainjob_patch is not None and memory.stale(
         ("TrainJob", ns, meta["name"]), meta["resourceVersion"]
     ):

@@ -21,7 +21,7 @@ from trainjob.crd import (
     missing_status_fields,
     trainer_controller_problem,
 )
-from trainjob.jobframework import expected_workload_name_of
+from trainjob.jobframework import expected_workload_name
 from trainjob.naming import owner_name, owning_trainjob
 from trainjob.ownership import controlled_by_a_trainjob
 from trainjob_api import constants as c
@@ -146,7 +146,7 @@ def _workload_key(trainjob: Dict) -> tuple[str, str]:
     """(namespace, the name of its Workload): the deterministic one, or the prebuilt one a
     MultiKueue copy names."""
     view = TrainJobView(trainjob)
-    return view.namespace, expected_workload_name_of(view)
+    return view.namespace, expected_workload_name(view)
 
 
 def _failed_create(ctx: Context, event: Dict) -> None:

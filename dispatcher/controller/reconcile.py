@@ -114,7 +114,7 @@ def sync_trainjob(ctx: Context, key: tuple[str, str]) -> float | None:
     plan.intake = reconcile_intake(view, problem, observed.now, observed.workload)
     requeue = undecided
     if undecided is None:
-        wl_name = jobframework.expected_workload_name(tj)
+        wl_name = jobframework.expected_workload_name(view)
         plan.dispatch = _dispatch(ctx, caches, planned(view, plan.intake), wl_name)
     retry = execute.execute_pass(ctx.manager, ctx.workers, ctx.memory, view, plan)
     if plan.dispatch is not None:
@@ -515,7 +515,7 @@ def _finalize(ctx: Context, caches: Caches, trainjob: TrainJobView) -> float | N
     finalizer goes. As with Kueue, a worker that is down never holds the deletion up."""
     if c.DISPATCHER_FINALIZER not in trainjob.finalizers:
         return None
-    ns, wl_name = trainjob.namespace, jobframework.expected_workload_name_of(trainjob)
+    ns, wl_name = trainjob.namespace, jobframework.expected_workload_name(trainjob)
     # Each copy taken is one made for this TrainJob or for the Workload it controls (its
     # origin-uid). The Workload its prebuilt annotation names may be another's (anyone who may
     # edit the TrainJob can write that name), or gone from the cache: its copies are then the
@@ -551,7 +551,7 @@ def _holders(caches: Caches, trainjob: TrainJobView) -> set[str]:
     """Clusters that may hold a copy of a manager TrainJob's objects: those its Workload was
     sent to (nominated) or runs on. Deletion waits for these only; a cluster that held a copy
     once and is gone from the Workload's status is swept by the garbage collector instead."""
-    wl_name = jobframework.expected_workload_name_of(trainjob)
+    wl_name = jobframework.expected_workload_name(trainjob)
     wl = caches.workload(trainjob.namespace, wl_name)
     if wl is None:
         return set()

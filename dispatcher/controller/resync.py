@@ -32,7 +32,7 @@ def _settled(ctx: Context, tj: TrainJobView) -> bool:
     if tj.deleting or not tj.finished:
         return False
     ns = tj.namespace
-    wl_name = jobframework.expected_workload_name_of(tj)
+    wl_name = jobframework.expected_workload_name(tj)
     wl = ctx.caches.workload(ns, wl_name)
     if wl is not None and not wl.finished:
         return False

@@ -267,7 +267,7 @@ def on_remote_event(ctx: Context, cluster: str, event: dict[str, Any]) -> None:
     tj = caches.trainjob(namespace, found.trainjob)
     if tj is None:
         return
-    wl = caches.workload(namespace, jobframework.expected_workload_name_of(tj))
+    wl = caches.workload(namespace, jobframework.expected_workload_name(tj))
     if cluster not in (tj.cluster_name, wl.cluster_name if wl is not None else None):
         return  # only the worker that runs it speaks for it
     ctx.manager.post_event(tj.with_kind(), found.type, found.reason, found.message, found.name)

@@ -136,7 +136,7 @@ def running(ctx: Context, namespace: str, name: str) -> Running:
     tj = ctx.caches.trainjob(namespace, name)
     if tj is None:
         raise Refusal(404, f'trainjobs.{c.TRAINER_GROUP} "{name}" not found in {namespace}')
-    wl = ctx.caches.workload(namespace, jobframework.expected_workload_name_of(tj))
+    wl = ctx.caches.workload(namespace, jobframework.expected_workload_name(tj))
     worker = tj.cluster_name or (wl.cluster_name if wl is not None else None)
     if not worker:
         why = "it is not dispatched to any worker" + (
@@ -211,7 +211,7 @@ class _Events:
 def story(ctx: Context, namespace: str, name: str) -> TrainJobStory:
     at = running(ctx, namespace, name)
     tj = at.trainjob
-    workload = ctx.caches.workload(namespace, jobframework.expected_workload_name_of(tj))
+    workload = ctx.caches.workload(namespace, jobframework.expected_workload_name(tj))
     # One deadline for all of the story's reads: a slow worker holds a read slot this long
     # at most, however many objects its Events are read for.
     until = time.monotonic() + STORY_SECONDS
