@@ -89,7 +89,7 @@ def pods_ask(ps: PodSet) -> str:
 def asked_by(job: JobView) -> str:
     """What a Job's pods ask for: its stored pod template, what they run with. Nothing a
     tenant can write on the Job (an annotation) stands in for it."""
-    return resources_key((job.spec.get("template") or {}).get("spec") or {})
+    return resources_key(job.template_spec)
 
 
 def build_jobs(
@@ -104,11 +104,8 @@ def attempt_of(job: JobView) -> int:
     """The restart a Job was made for (0: the first run, or made before restarts were), as
     its pod template says: that cannot change once the Job has run, its own labels can
     (`kubectl label`)."""
-    template = job.spec.get("template")
-    meta = template.get("metadata") if isinstance(template, dict) else None
-    labels = meta.get("labels") if isinstance(meta, dict) else None
-    found = labels.get(c.RESTART_ATTEMPT_LABEL) if isinstance(labels, dict) else None
-    if not isinstance(found, str):
+    found = job.template_labels.get(c.RESTART_ATTEMPT_LABEL)
+    if found is None:
         found = job.labels.get(c.RESTART_ATTEMPT_LABEL, "0")
     return int(found) if found.isascii() and found.isdigit() else 0
 
@@ -187,7 +184,7 @@ def job_patch(desired: Dict, actual: JobView) -> Dict | None:
         over = {
             f: want
             for f in SIZE_FIELDS
-            if isinstance(have := actual.spec.get(f), int)
+            if (have := actual.size(f)) is not None
             and isinstance(want := desired["spec"].get(f), int)
             and have > want
         }
@@ -199,15 +196,15 @@ def job_patch(desired: Dict, actual: JobView) -> Dict | None:
         for f in SIZE_FIELDS
         if desired["spec"].get(f) != actual.spec.get(f)
     }
-    have = (actual.spec.get("template") or {}).get("spec") or {}
-    want = desired["spec"]["template"]["spec"]
+    had = actual.template_spec
+    wanted = desired["spec"]["template"]["spec"]
     placed = {
-        f: merge_patch_to(have.get(f), want.get(f))
+        f: merge_patch_to(had.get(f), wanted.get(f))
         for f in SCHEDULING_FIELDS
-        if want.get(f) != have.get(f)
+        if wanted.get(f) != had.get(f)
     }
     guarded = False
-    if not (placed and actual.status.get("startTime")):
+    if not (placed and actual.started):
         if placed:
             spec["template"] = {"spec": placed}
         if not suspend:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kubebase.objects import Dict
 from trainjob_api import constants as c
 from trainjob_api.views import (
     ConditionView,
@@ -136,3 +137,39 @@ def test_a_runtime_reads_its_template_gang_and_claim_templates_and_skips_nameles
     assert not rt.gang  # an empty podGroupPolicy names no scheduler
     gang = RuntimeView({"spec": {"podGroupPolicy": {"coscheduling": {}}}})
     assert gang.gang and gang.claim_templates == [] and gang.template_spec == {}
+
+
+@pytest.mark.parametrize(
+    ("spec", "template_spec", "labels", "sizes"),
+    [
+        ({}, {}, {}, (None, None)),
+        ({"template": "x", "parallelism": "2", "completions": None}, {}, {}, (None, None)),
+        ({"template": {"metadata": ["x"], "spec": 5}}, {}, {}, (None, None)),
+        (
+            {
+                "template": {
+                    "metadata": {"labels": {"a": "1", "b": 2, "c": None}},
+                    "spec": {"containers": []},
+                },
+                "parallelism": 3,
+                "completions": 4,
+            },
+            {"containers": []},
+            {"a": "1"},
+            (3, 4),
+        ),
+    ],
+)
+def test_a_jobs_pod_template_reads_whatever_its_shape(
+    spec: Dict, template_spec: Dict, labels: dict[str, str], sizes: tuple[int | None, int | None]
+) -> None:
+    job = JobView({"spec": spec})
+    assert job.template_spec == template_spec
+    assert job.template_labels == labels
+    assert (job.size("parallelism"), job.size("completions")) == sizes
+
+
+def test_a_job_is_started_once_its_start_time_is_set() -> None:
+    assert JobView({"status": {"startTime": "2026-12-07T08:00:00Z"}}).started
+    assert not JobView({"status": {"startTime": None}}).started
+    assert not JobView({}).started

@@ -15,6 +15,11 @@ from trainjob_api import conditions as cond
 from trainjob_api import constants as c
 
 
+def mapping(given: object) -> Dict:
+    """A JSON object, or {} for anything else."""
+    return given if isinstance(given, dict) else {}
+
+
 class JsonView:
     """A view over one JSON object: `raw` is the JSON, read field by field."""
 
@@ -321,6 +326,33 @@ class JobView(ObjectView):
     @property
     def parallelism(self) -> int:
         return int(self.spec.get("parallelism") or 0)
+
+    def size(self, field: str) -> int | None:
+        """spec.parallelism or completions, as written (None when absent or not a number)."""
+        found = self.spec.get(field)
+        return found if isinstance(found, int) else None
+
+    @property
+    def template(self) -> Dict:
+        """Its pod template ({} when absent or not an object)."""
+        return mapping(self.spec.get("template"))
+
+    @property
+    def template_spec(self) -> Dict:
+        """Its pod template's spec: what its pods run with ({} when absent)."""
+        return mapping(self.template.get("spec"))
+
+    @property
+    def template_labels(self) -> dict[str, str]:
+        """Its pod template's labels whose values are strings: what its pods carry, which
+        cannot change once the Job has run (its own labels can)."""
+        labels = mapping(mapping(self.template.get("metadata")).get("labels"))
+        return {str(k): v for k, v in labels.items() if isinstance(v, str)}
+
+    @property
+    def started(self) -> bool:
+        """The Job controller has set status.startTime (cleared again once it is suspended)."""
+        return bool(self.status.get("startTime"))
 
     @property
     def suspended(self) -> bool:
