@@ -176,7 +176,7 @@ def parse(trainjob: TrainJobView) -> TrainJob | Plan:
     try:
         return parse_trainjob(trainjob.raw, stored=True)
     except InvalidObject as exc:
-        return Plan(events=[Event("Warning", "InvalidTrainJob", str(exc))])
+        return Plan(events=[Event("Warning", c.EVENT_INVALID_TRAINJOB, str(exc))])
 
 
 def decide(obs: Observed) -> Plan:

@@ -29,6 +29,7 @@ from dispatcher.decisions.decide import (
     decide,
 )
 from dispatcher.decisions.intake import (
+    IntakePlan,
     not_dispatchable,
     reconcile_intake,
     undecided_for,
@@ -40,6 +41,7 @@ from dispatcher.decisions.removal import Held, removal
 from dispatcher.decisions.selection import SelectionError, selection_of
 from dispatcher.settings import DispatcherSettings
 from dispatcher.workers.remote import RemoteCluster
+from kubebase.events import Event
 from kubecontrol.client import ApiException
 from kubecontrol.controller import own_namespace
 from kubecontrol.workqueue import soonest
@@ -96,7 +98,9 @@ def sync_trainjob(ctx: Context, key: tuple[str, str]) -> float | None:
                 "error": str(exc),
             },
         )
-        execute.execute_pass(ctx.manager, ctx.workers, ctx.memory, view, plan)  # the finalizer
+        # The finalizer, and a Warning naming the field: nothing else is done for it.
+        plan.intake = IntakePlan(events=[Event("Warning", c.EVENT_INVALID_TRAINJOB, str(exc))])
+        execute.execute_pass(ctx.manager, ctx.workers, ctx.memory, view, plan)
         return None
     observed = observe_queueing(ctx.manager, caches, tj, caches.runtime_of(view), False)
     ours = set(admissionchecks.our_checks(ctx, caches))

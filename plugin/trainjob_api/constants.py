@@ -142,6 +142,8 @@ REASON_POD_CREATE_FAILED = "PodCreateFailed"
 # condition once the runtime exists / is valid. Every other Failed reason is final.
 # A MultiKueue TrainJob on the manager with no queue: nobody dispatches it until it has one.
 REASON_NO_QUEUE = "NoQueueName"
+# The Warning Event (no condition) of a TrainJob that does not parse as the models read it.
+EVENT_INVALID_TRAINJOB = "InvalidTrainJob"
 # On the manager (the dispatcher's)
 COND_CLUSTERS_SELECTED = "ClustersSelected"  # False: the TrainJob's choice leaves no cluster
 REASON_NO_CLUSTER_SELECTED = "NoClusterSelected"
