@@ -234,12 +234,22 @@ class InvalidObject(ValueError):
     """A manifest that does not parse; the message names the field and what is wrong."""
 
 
+# What a refusal says of a manifest's errors: the first few, each field's path cut short (its
+# keys may be a tenant's, and one body can hold as many errors as it has list entries).
+EXPLAINED_ERRORS = 5
+EXPLAINED_PATH = 256
+
+
 def _explain(kind: str, exc: ValidationError) -> str:
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
     parts = []
-    for err in exc.errors():
+    for err in errors[:EXPLAINED_ERRORS]:
         loc = ".".join(str(p) for p in err["loc"])
+        if len(loc) > EXPLAINED_PATH:
+            loc = loc[: EXPLAINED_PATH - 3] + "..."
         parts.append(f"{loc}: {err['msg']}")
-    return f"invalid {kind}: " + "; ".join(parts)
+    more = len(errors) - EXPLAINED_ERRORS
+    return f"invalid {kind}: " + "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
 def parse_trainjob(body: Dict, *, stored: bool = False) -> TrainJob:
@@ -250,19 +260,24 @@ def parse_trainjob(body: Dict, *, stored: bool = False) -> TrainJob:
     meta = body.get("metadata") or {}
     uid, version = meta.get("uid"), meta.get("resourceVersion")
     if stored and uid and version:
-        return _PARSED.get_or_make((str(uid), str(version)), lambda: _parse_trainjob(body))
-    return _parse_trainjob(body)
+        parsed = _PARSED.get_or_make((str(uid), str(version)), lambda: _parse_trainjob(body))
+    else:
+        parsed = _parse_trainjob(body)
+    if isinstance(parsed, InvalidObject):
+        raise InvalidObject(str(parsed))  # a new one: a kept one's traceback would grow
+    return parsed
 
 
-# Models are frozen; the reconcile passes parse the same version again and again.
-_PARSED: LRU[tuple[str, str], TrainJob] = LRU(512)
+# Models are frozen; the reconcile passes parse the same version again and again (one that
+# does not parse too: its refusal is kept as well).
+_PARSED: LRU[tuple[str, str], TrainJob | InvalidObject] = LRU(512)
 
 
-def _parse_trainjob(body: Dict) -> TrainJob:
+def _parse_trainjob(body: Dict) -> TrainJob | InvalidObject:
     try:
         return TrainJob.model_validate(body)
     except ValidationError as exc:
-        raise InvalidObject(_explain("TrainJob", exc)) from exc
+        return InvalidObject(_explain("TrainJob", exc))
 
 
 def parse_runtime(body: Dict) -> TrainingRuntime:

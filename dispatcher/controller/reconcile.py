@@ -90,15 +90,8 @@ def sync_trainjob(ctx: Context, key: tuple[str, str]) -> float | None:
     try:
         tj = parse_trainjob(view.with_kind(), stored=True)  # the cache's own
     except InvalidObject as exc:
-        log.warning(
-            "TrainJob not valid",
-            extra={
-                "cluster": ctx.settings.cluster_name,
-                "trainjob": "/".join(key),
-                "error": str(exc),
-            },
-        )
-        # The finalizer, and a Warning naming the field: nothing else is done for it.
+        # The finalizer, and a Warning naming the field (logged with the Event): nothing else
+        # is done for it.
         plan.intake = IntakePlan(events=[Event("Warning", c.EVENT_INVALID_TRAINJOB, str(exc))])
         execute.execute_pass(ctx.manager, ctx.workers, ctx.memory, view, plan)
         return None
