@@ -11,6 +11,7 @@ from trainjob.models import TrainJob
 from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimeSpecError
 from trainjob.runtime.patches import merge_by_key
 from trainjob_api import constants as c
+from trainjob_api.pods import ResourcesView
 from trainjob_api.quantity import parse_quantity
 
 
@@ -54,10 +55,10 @@ def trainer_pod_set(info: RuntimeInfo) -> PodSet:
     )
 
 
-def _whole(resources: Dict, section: str, pick: Callable[[str], bool]) -> int:
-    """The first quantity in `section` (requests or limits) whose name `pick` accepts, rounded
+def _whole(amounts: Dict, pick: Callable[[str], bool]) -> int:
+    """The first quantity of `amounts` (requests or limits) whose name `pick` accepts, rounded
     up to a whole number (as Kubernetes' Quantity.Value); 0 when there is none."""
-    for name, qty in ((resources or {}).get(section) or {}).items():
+    for name, qty in amounts.items():
         if pick(str(name)):
             try:
                 whole: int = math.ceil(parse_quantity(qty))
@@ -67,26 +68,26 @@ def _whole(resources: Dict, section: str, pick: Callable[[str], bool]) -> int:
     return 0
 
 
-def per_node(resources: Dict, pick: Callable[[str], bool]) -> int:
+def per_node(resources: ResourcesView, pick: Callable[[str], bool]) -> int:
     """Trainer's count per node: from requests, else from limits."""
-    return _whole(resources, "requests", pick) or _whole(resources, "limits", pick)
+    return _whole(resources.requests, pick) or _whole(resources.limits, pick)
 
 
 def _is_gpu(name: str) -> bool:
     return "gpu" in name.lower()
 
 
-def node_resources(trainjob: TrainJob, runtime_resources: Dict) -> Dict:
+def node_resources(trainjob: TrainJob, runtime_resources: ResourcesView) -> ResourcesView:
     """What Trainer's plugins count a node's GPUs and CPUs from: the TrainJob's
     resourcesPerNode when it sets one (in place of the runtime's, not merged), else the
     runtime's `node` container resources."""
     trainer = trainjob.spec.trainer
     if trainer is not None and trainer.resources_per_node is not None:
-        return trainer.resources_per_node
+        return ResourcesView(trainer.resources_per_node)
     return runtime_resources
 
 
-def gpus_per_node(trainjob: TrainJob, runtime_resources: Dict) -> int:
+def gpus_per_node(trainjob: TrainJob, runtime_resources: ResourcesView) -> int:
     """Trainer v2.3's GetNumGPUPerNode: the first resource whose name holds "gpu", from
     requests, else from limits; 0 when there is none."""
     return per_node(node_resources(trainjob, runtime_resources), _is_gpu)

@@ -17,6 +17,7 @@ from trainjob.runtime.mlpolicies.common import (
 )
 from trainjob.runtime.patches import merge_by_key
 from trainjob_api import constants as c
+from trainjob_api.pods import ContainerView
 
 # The variables the MPI policy sets for OpenMPI (Trainer's reserved names).
 MPI_RESERVED = frozenset(
@@ -29,7 +30,7 @@ MPI_RESERVED = frozenset(
 )
 
 
-def mpi_slots(trainjob: TrainJob, runtime_slots: int, node_container: Dict) -> int:
+def mpi_slots(trainjob: TrainJob, runtime_slots: int, node: ContainerView) -> int:
     """Slots per host as Trainer v2.3 sets them: the TrainJob's trainer.numProcPerNode;
     else the runtime's mpi.numProcPerNode, except that a runtime's 1 becomes the node's GPU
     count when it has more than one."""
@@ -37,7 +38,7 @@ def mpi_slots(trainjob: TrainJob, runtime_slots: int, node_container: Dict) -> i
     if trainer is not None and isinstance(trainer.num_proc_per_node, int):
         return trainer.num_proc_per_node
     if runtime_slots == 1:
-        gpus = gpus_per_node(trainjob, node_container.get("resources") or {})
+        gpus = gpus_per_node(trainjob, node.resources)
         if gpus > 1:
             return gpus
     return runtime_slots
@@ -65,7 +66,7 @@ class MPIPolicy:
         assert mpi is not None
         launcher, nodes = _launcher_and_nodes(info)
         refuse_reserved_env(trainjob, MPI_RESERVED, "MPI")
-        slots = mpi_slots(trainjob, mpi.num_proc_per_node, node_container(nodes))
+        slots = mpi_slots(trainjob, mpi.num_proc_per_node, ContainerView(node_container(nodes)))
         # Trainer v2.3: a launcher run as a node is one of the nodes, and at least one `node`
         # pod runs.
         as_node = mpi.run_launcher_as_node

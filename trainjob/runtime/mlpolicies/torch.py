@@ -21,9 +21,10 @@ from trainjob.runtime.mlpolicies.common import (
     trainer_pod_set,
 )
 from trainjob_api import constants as c
+from trainjob_api.pods import ContainerView, ResourcesView
 
 
-def torch_nproc(trainjob: TrainJob, runtime_resources: Dict) -> str:
+def torch_nproc(trainjob: TrainJob, runtime_resources: ResourcesView) -> str:
     """PET_NPROC_PER_NODE as Trainer v2.3 sets it: the TrainJob's trainer.numProcPerNode;
     else `auto` (torchrun: one per GPU) when a node has GPUs; else the node's CPUs (at least
     1). The node's resources are the TrainJob's resourcesPerNode, else the runtime's."""
@@ -63,7 +64,7 @@ class TorchPolicy:
             )
         ps = trainer_pod_set(info)
         ctr = node_container(ps)
-        nproc = torch_nproc(trainjob, ctr.get("resources") or {})
+        nproc = torch_nproc(trainjob, ContainerView(ctr).resources)
         master = pod_dns_name(info.trainjob, ps.name, 0, 0)
         pet: list[Dict] = [
             {"name": "PET_NNODES", "value": str(info.policy.num_nodes)},

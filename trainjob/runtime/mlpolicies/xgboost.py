@@ -12,6 +12,7 @@ from trainjob.runtime.mlpolicies.common import (
     rank_env_on_trainer,
 )
 from trainjob_api import constants as c
+from trainjob_api.pods import ContainerView
 
 # The variables the XGBoost policy sets for its collective (Trainer's reserved names).
 XGBOOST_RESERVED = frozenset(
@@ -32,7 +33,7 @@ class XGBoostPolicy:
     def enforce(self, info: RuntimeInfo, trainjob: TrainJob) -> None:
         def env(ps: PodSet, ctr: Dict) -> list[Dict]:
             # GPUs from resourcesPerNode if the TrainJob sets it, else the runtime's container's
-            per_node = gpus_per_node(trainjob, ctr.get("resources") or {}) or 1
+            per_node = gpus_per_node(trainjob, ContainerView(ctr).resources) or 1
             return [
                 {"name": "DMLC_TRACKER_URI", "value": pod_dns_name(info.trainjob, ps.name, 0, 0)},
                 {"name": "DMLC_TRACKER_PORT", "value": str(c.TORCH_MASTER_PORT)},

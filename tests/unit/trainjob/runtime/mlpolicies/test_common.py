@@ -11,6 +11,7 @@ import pytest
 from tests.unit.trainjob.runtime.mlpolicies import trainjob
 from trainjob.runtime.info import RuntimeSpecError
 from trainjob.runtime.mlpolicies.common import add_port, gpus_per_node, refuse_reserved_env, set_env
+from trainjob_api.pods import ResourcesView
 
 Dict = dict[str, Any]
 
@@ -24,10 +25,13 @@ Dict = dict[str, Any]
         ({"requests": {"cpu": "8", "nvidia.com/mig-1g.5gb": "2"}}, 0),  # no "gpu" in its name
         ({"requests": {"example.com/GPU": "3"}}, 3),  # any case
         ({"requests": {"nvidia.com/gpu": "not a quantity"}}, 0),
+        # whatever their shape: a section that is no map holds none, the other still counts
+        ({"requests": ["nvidia.com/gpu"]}, 0),
+        ({"requests": "nvidia.com/gpu", "limits": {"nvidia.com/gpu": "2"}}, 2),
     ],
 )
 def test_gpus_per_node(resources: Dict, want: int) -> None:
-    assert gpus_per_node(trainjob(), resources) == want
+    assert gpus_per_node(trainjob(), ResourcesView(resources)) == want
 
 
 def test_env_a_policy_sets_itself_is_refused_by_name() -> None:

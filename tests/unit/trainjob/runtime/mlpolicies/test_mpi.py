@@ -17,6 +17,7 @@ from trainjob.runtime.framework import build_runtime_info
 from trainjob.runtime.info import RuntimeInfo, RuntimeSpecError
 from trainjob.runtime.mlpolicies import mpi as mpi_policy
 from trainjob.runtime.mlpolicies.mpi import hostfile_size, mpi_slots
+from trainjob_api.pods import ContainerView
 
 Dict = dict[str, Any]
 GPU = {"limits": {"nvidia.com/gpu": 2}}
@@ -34,7 +35,7 @@ GPU = {"limits": {"nvidia.com/gpu": 2}}
     ],
 )
 def test_mpi_slots_per_host(trainer: Dict, runtime_slots: int, node: Dict, want: int) -> None:
-    assert mpi_slots(trainjob(**trainer), runtime_slots, node) == want
+    assert mpi_slots(trainjob(**trainer), runtime_slots, ContainerView(node)) == want
 
 
 @pytest.mark.parametrize("node_pods", [1, 9, 10, 11, 100, 1234])

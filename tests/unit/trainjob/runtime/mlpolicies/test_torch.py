@@ -14,6 +14,7 @@ from tests.unit.trainjob.runtime.mlpolicies import RANK, node_env, trainjob
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.runtime.framework import build_runtime_info
 from trainjob.runtime.mlpolicies.torch import TORCH_RESERVED, torch_nproc
+from trainjob_api.pods import ResourcesView
 
 Dict = dict[str, Any]
 GPU = {"limits": {"nvidia.com/gpu": 2}}
@@ -35,7 +36,7 @@ GPU = {"limits": {"nvidia.com/gpu": 2}}
     ],
 )
 def test_torch_processes_per_node(trainer: Dict, runtime: Dict, want: str) -> None:
-    assert torch_nproc(trainjob(**trainer), runtime) == want
+    assert torch_nproc(trainjob(**trainer), ResourcesView(runtime)) == want
 
 
 @pytest.mark.parametrize(
