@@ -26,7 +26,13 @@ from trainjob.queues import ResourceFlavorView
 from trainjob.runtime import PodSetShape, RuntimeInfo, RuntimeProblem, resolve_runtime_info
 from trainjob_api import conditions as cond
 from trainjob_api import constants as c
-from trainjob_api.views import RuntimeView, TrainJobView, WorkloadView
+from trainjob_api.views import (
+    ReplicatedJobStatusView,
+    RuntimeView,
+    TrainJobView,
+    WorkloadView,
+    replicated_job_statuses,
+)
 
 # How long a priority class's read stands (jobframework_io keeps it so long), and so when a
 # TrainJob waiting for a missing class is looked at again.
@@ -449,14 +455,14 @@ NO_MATCHING_WORKLOAD_MESSAGE = (
 REQUEUED_AT_ONCE = frozenset({"Preempted", "NodeFailures"})
 
 
-def _jobs_status(tj: TrainJob, wl: WorkloadView) -> list[Dict] | None:
+def _jobs_status(tj: TrainJob, wl: WorkloadView) -> list[ReplicatedJobStatusView] | None:
     """The TrainJob's jobsStatus, if it describes the run of this Workload's admission. On the
     manager it is the status synced back from a worker: it counts only when it comes from the
     cluster the Workload now runs on (`status.clusterName` of both), never from an earlier one."""
     if tj.status.get("clusterName") != wl.cluster_name:
         return None
     found = tj.status.get("jobsStatus")
-    return found if isinstance(found, list) else None
+    return replicated_job_statuses(found) if isinstance(found, list) else None
 
 
 def _of_no_cluster(tj: TrainJob) -> bool:

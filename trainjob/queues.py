@@ -15,9 +15,9 @@ from typing import TypeVar
 
 from kubebase.objects import Dict
 from trainjob_api import conditions as cond
-from trainjob_api.pods import PodSpecView, ResourcesView, objects
+from trainjob_api.pods import PodSpecView, ResourcesView
 from trainjob_api.quantity import parse_quantity
-from trainjob_api.views import JsonView, ObjectView
+from trainjob_api.views import JsonView, ObjectView, objects
 
 K = TypeVar("K", bound=Hashable)
 ZERO = Decimal(0)

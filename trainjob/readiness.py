@@ -23,8 +23,7 @@ from collections.abc import Sequence
 
 from kubebase.objects import Dict
 from trainjob.runtime import PodSetShape
-from trainjob_api import conditions as cond
-from trainjob_api.views import WorkloadView
+from trainjob_api.views import ReplicatedJobStatusView, WorkloadView
 
 PODS_READY = "PodsReady"
 # Kueue's reasons (kueue.x-k8s.io/v1beta2 Workload condition PodsReady).
@@ -38,23 +37,20 @@ RECOVERY_MESSAGE = "At least one pod has failed, waiting for recovery"
 READY_MESSAGE = "All pods reached readiness and the workload is running"
 
 
-def _by_name(jobs_status: list[Dict] | None) -> dict[str, Dict]:
-    return {str(js.get("name")): js for js in jobs_status or [] if isinstance(js, dict)}
+JobsStatus = Sequence[ReplicatedJobStatusView]
 
 
-def _count(entry: Dict, key: str) -> int:
-    try:
-        return max(0, int(entry.get(key) or 0))
-    except (TypeError, ValueError):
-        return 0
+def _count(statuses: JobsStatus, name: str, state: str) -> int:
+    """The count of `state` in the last entry of `name` (0 without one)."""
+    entry = next((js for js in reversed(statuses) if js.name == name), None)
+    return 0 if entry is None else entry.count(state)
 
 
-def all_pods_ready(pod_sets: Sequence[PodSetShape], jobs_status: list[Dict] | None) -> bool:
+def all_pods_ready(pod_sets: Sequence[PodSetShape], jobs_status: JobsStatus) -> bool:
     """Every child Job of every PodSet is ready or has succeeded."""
-    statuses = _by_name(jobs_status)
     for ps in pod_sets:
-        entry = statuses.get(ps.name) or {}
-        if _count(entry, "ready") + _count(entry, "succeeded") < ps.replicas:
+        done = _count(jobs_status, ps.name, "ready") + _count(jobs_status, ps.name, "succeeded")
+        if done < ps.replicas:
             return False
     return True
 
@@ -63,40 +59,36 @@ def compute_pods_ready(wl: WorkloadView, ready: bool) -> tuple[bool, str, str]:
     """(status, reason, message) of the Workload's PodsReady condition, Kueue's state machine:
     not admitted -> WaitForStart; all pods ready -> Started (Recovered after a recovery); a
     pod lost once the Workload was ready -> WaitForRecovery until all are ready again."""
-    conditions = wl.conditions
-    if not cond.is_true(conditions, "Admitted"):
+    if not wl.is_true("Admitted"):
         return False, WAIT_FOR_START, NOT_READY_MESSAGE
-    current = cond.find(conditions, PODS_READY)
+    current = wl.condition(PODS_READY)
     if ready:
-        recovering = current is not None and current.get("reason") in (WAIT_FOR_RECOVERY, RECOVERED)
+        recovering = current is not None and current.reason in (WAIT_FOR_RECOVERY, RECOVERED)
         return True, RECOVERED if recovering else STARTED, READY_MESSAGE
-    if current is not None and (
-        current.get("status") == "True" or current.get("reason") == WAIT_FOR_RECOVERY
-    ):
+    if current is not None and (current.true or current.reason == WAIT_FOR_RECOVERY):
         return False, WAIT_FOR_RECOVERY, RECOVERY_MESSAGE
     return False, WAIT_FOR_START, NOT_READY_MESSAGE
 
 
 def pods_ready_changed(wl: WorkloadView, status: bool, reason: str) -> bool:
     """Kueue rewrites the condition only when its status or reason changes."""
-    current = cond.find(wl.conditions, PODS_READY)
+    current = wl.condition(PODS_READY)
     return (
         current is None
-        or current.get("status") != ("True" if status else "False")
-        or current.get("reason") != reason
+        or current.status != ("True" if status else "False")
+        or current.reason != reason
     )
 
 
 def compute_reclaimable_pods(
-    pod_sets: Sequence[PodSetShape], jobs_status: list[Dict] | None, wl: WorkloadView
+    pod_sets: Sequence[PodSetShape], jobs_status: JobsStatus, wl: WorkloadView
 ) -> list[Dict]:
     """Pods whose quota is no longer needed: those of succeeded child Jobs, per PodSet, never
     more than the Workload's PodSet holds (Kueue's webhook refuses more)."""
-    statuses = _by_name(jobs_status)
     sizes = {str(ps.get("name")): int(ps.get("count") or 0) for ps in wl.pod_sets}
     out = []
     for ps in pod_sets:
-        succeeded = _count(statuses.get(ps.name) or {}, "succeeded")
+        succeeded = _count(jobs_status, ps.name, "succeeded")
         if 0 < succeeded <= ps.replicas and ps.name in sizes:
             out.append({"name": ps.name, "count": min(succeeded * ps.parallelism, sizes[ps.name])})
     return out
@@ -108,4 +100,14 @@ def reclaimable_changed(wl: WorkloadView, want: list[Dict]) -> bool:
 
 
 def _pairs(items: list[Dict]) -> set[tuple[str, int]]:
-    return {(str(i.get("name")), _count(i, "count")) for i in items}
+    return {(str(i.get("name")), _whole(i.get("count"))) for i in items}
+
+
+def _whole(given: object) -> int:
+    """A count as written, 0 for anything that is not one."""
+    if not isinstance(given, int | float | str):
+        return 0
+    try:
+        return max(0, int(given))
+    except ValueError:
+        return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubebase.objects import Dict
+from trainjob_api.views import replicated_job_statuses
 
 
 def can_wait(have: Dict, patch: Dict) -> bool:
@@ -73,9 +74,8 @@ def hold(have: Dict, patch: Dict, coalesce: float, held_for: float | None) -> fl
 def _outcome_counts(jobs_status: Any) -> dict[str, tuple[int, ...]]:
     """ready, succeeded, failed per replicatedJob; a job with none of them counts as absent."""
     out = {}
-    for js in jobs_status or []:
-        if isinstance(js, dict):
-            counts = tuple(int(js.get(k) or 0) for k in ("ready", "succeeded", "failed"))
-            if any(counts):
-                out[str(js.get("name"))] = counts
+    for js in replicated_job_statuses(jobs_status):
+        counts = tuple(js.count(k) for k in ("ready", "succeeded", "failed"))
+        if any(counts):
+            out[js.name] = counts
     return out

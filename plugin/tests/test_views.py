@@ -14,6 +14,7 @@ from trainjob_api.views import (
     RuntimeView,
     TrainJobView,
     WorkloadView,
+    replicated_job_statuses,
 )
 
 
@@ -173,3 +174,19 @@ def test_a_job_is_started_once_its_start_time_is_set() -> None:
     assert JobView({"status": {"startTime": "2026-12-07T08:00:00Z"}}).started
     assert not JobView({"status": {"startTime": None}}).started
     assert not JobView({}).started
+
+
+def test_a_jobs_status_entry_counts_whatever_is_written() -> None:
+    entries = replicated_job_statuses(
+        [{"name": "node", "ready": 2, "succeeded": "3", "failed": -1, "active": "x"}, "junk", 5]
+    )
+    assert [e.name for e in entries] == ["node"]
+    (node,) = entries
+    assert [node.count(s) for s in ("ready", "succeeded", "failed", "active", "suspended")] == [
+        2,
+        3,
+        0,
+        0,
+        0,
+    ]
+    assert replicated_job_statuses({"name": "node"}) == []

@@ -14,17 +14,12 @@ from __future__ import annotations
 from typing import TypeVar
 
 from kubebase.objects import Dict
-from trainjob_api.views import JsonView, mapping
+from trainjob_api.views import JsonView, mapping, objects
 
 # A pod spec's lists of containers, in the order Kubernetes starts them.
 CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 
 _Part = TypeVar("_Part", bound="PodPartView")
-
-
-def objects(given: object) -> list[Dict]:
-    """The objects of a JSON list (anything else in it, or no list, counts as nothing)."""
-    return [x for x in given if isinstance(x, dict)] if isinstance(given, list) else []
 
 
 class PodPartView(JsonView):

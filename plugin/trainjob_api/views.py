@@ -20,6 +20,11 @@ def mapping(given: object) -> Dict:
     return given if isinstance(given, dict) else {}
 
 
+def objects(given: object) -> list[Dict]:
+    """The objects of a JSON list (anything else in it, or no list, counts as nothing)."""
+    return [x for x in given if isinstance(x, dict)] if isinstance(given, list) else []
+
+
 class JsonView:
     """A view over one JSON object: `raw` is the JSON, read field by field."""
 
@@ -179,6 +184,29 @@ class PodSetPhases(JsonView):
 
     def count(self, phase: str) -> int:
         return int(self.raw.get(phase) or 0)
+
+
+class ReplicatedJobStatusView(JsonView):
+    """One replicatedJob's child Jobs by state (a TrainJob's status.jobsStatus[], JobSet's
+    ReplicatedJobStatus)."""
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        return self._text("name")
+
+    def count(self, state: str) -> int:
+        """How many are active, ready, succeeded, failed or suspended (0 when not a count)."""
+        try:
+            return max(0, int(self.raw.get(state) or 0))
+        except (TypeError, ValueError):
+            return 0
+
+
+def replicated_job_statuses(given: object) -> list[ReplicatedJobStatusView]:
+    """The entries of a jobsStatus list, whatever its shape."""
+    return [ReplicatedJobStatusView(x) for x in objects(given)]
 
 
 class TrainerStatusView(JsonView):

@@ -10,7 +10,7 @@ from trainjob import jobframework, readiness
 from trainjob import workload as wlmod
 from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.runtime import RuntimeInfo, build_runtime_info, resolve_runtime_info
-from trainjob_api.views import RuntimeView, WorkloadView
+from trainjob_api.views import RuntimeView, WorkloadView, replicated_job_statuses
 
 Dict = dict[str, Any]
 NOW = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.UTC)
@@ -24,6 +24,10 @@ def info_for(trainjob: Dict, runtime: Dict) -> RuntimeInfo:
 
 def js(name: str, ready: int = 0, succeeded: int = 0) -> Dict:
     return {"name": name, "ready": ready, "succeeded": succeeded, "failed": 0, "active": ready}
+
+
+def ready(pod_sets: Any, *entries: Dict) -> bool:
+    return readiness.all_pods_ready(pod_sets, replicated_job_statuses(list(entries)))
 
 
 def cond(ctype: str, status: bool, reason: str, when: str = EARLIER) -> Dict:
@@ -54,7 +58,8 @@ def pods_ready(wl: Dict, ready: bool) -> tuple[bool, str, str]:
 
 
 def reclaimable(shape: Any, jobs_status: list[Dict], wl: Dict) -> list[Dict]:
-    return readiness.compute_reclaimable_pods(shape, jobs_status, WorkloadView(wl))
+    statuses = replicated_job_statuses(jobs_status)
+    return readiness.compute_reclaimable_pods(shape, statuses, WorkloadView(wl))
 
 
 # ---- the pure rules --------------------------------------------------------------------------
@@ -66,10 +71,24 @@ def test_all_pods_ready_counts_child_jobs_ready_or_succeeded_across_every_podset
     names = [ps.name for ps in info.pod_sets]
     assert names == ["dataset-initializer", "model-initializer", "node"]
     done_inits = [js("dataset-initializer", succeeded=1), js("model-initializer", succeeded=1)]
-    assert readiness.all_pods_ready(info.shape, [*done_inits, js("node", ready=1)])
-    assert not readiness.all_pods_ready(info.shape, done_inits)  # the trainer Job is not there yet
-    assert not readiness.all_pods_ready(info.shape, [*done_inits, js("node")])
-    assert not readiness.all_pods_ready(info.shape, None)
+    assert ready(info.shape, *done_inits, js("node", ready=1))
+    assert not ready(info.shape, *done_inits)  # the trainer Job is not there yet
+    assert not ready(info.shape, *done_inits, js("node"))
+    assert not ready(info.shape)
+
+
+def test_a_jobs_status_is_read_as_counts_whatever_its_shape_the_last_entry_of_a_name_winning() -> (
+    None
+):
+    shape = info_for(make_trainjob(), make_runtime()).shape
+    assert ready(shape, {"name": "node", "ready": "1"})
+    assert not ready(shape, {"name": "node", "ready": "x", "succeeded": -1})
+    assert ready(shape, {"name": "node", "ready": 0}, {"name": "node", "ready": 1})
+    assert not ready(shape, {"name": "node", "ready": 1}, {"name": "node", "ready": 0})
+    # the Workload's reclaimablePods likewise: a count that is none reads as 0
+    for count in (None, "x", [2]):
+        kept = workload(podsets=[("node", 1)], reclaimablePods=[{"name": "node", "count": count}])
+        assert not readiness.reclaimable_changed(WorkloadView(kept), [{"name": "node", "count": 0}])
 
 
 def test_pods_ready_state_machine_follows_kueue() -> None:
@@ -132,9 +151,7 @@ def test_reclaimable_pods_are_the_pods_of_succeeded_child_jobs_capped_by_the_pod
         ("node", 1, 3),
     ]
     wl = workload(*ADMITTED, podsets=[("init", 4), ("node", 3)])
-    assert readiness.compute_reclaimable_pods(
-        info.shape, [js("init", succeeded=1)], WorkloadView(wl)
-    ) == [{"name": "init", "count": 2}]
+    assert reclaimable(info.shape, [js("init", succeeded=1)], wl) == [{"name": "init", "count": 2}]
     both = [js("init", succeeded=2), js("node", ready=1)]
     assert reclaimable(info.shape, both, wl) == [{"name": "init", "count": 4}]
     smaller = workload(*ADMITTED, podsets=[("init", 3), ("node", 3)])
