@@ -1017,8 +1017,7 @@ def test_a_missing_class_waits_without_a_workload_and_asks_again_after_the_ttl()
 def test_a_trainjob_that_does_not_parse_gets_our_finalizer_and_a_warning_naming_the_field() -> None:
     """Parsed once at the pass's boundary: one a CRD older or looser than the models let
     through (made before the webhook was installed) is said, nothing else is done for it."""
-    tj = SUBMITTED.obj()
-    tj["spec"]["runtimeRef"]["name"] = 5
+    tj = edit(SUBMITTED.obj()).spec(runtimeRef={"name": 5}).obj()
     world, _ctx = fleet([RUNTIME, tj], {w: [RUNTIME] for w in WORKERS}, behind=False)
     done = world.run(KEY)
     assert done.events == [("Warning", "InvalidTrainJob", "tj")]

@@ -955,8 +955,7 @@ def test_a_trainjob_that_does_not_parse_gets_one_warning_naming_the_field_and_no
 ) -> None:
     """Parsed once at the pass's boundary (decide.parse), queued or not: a TrainJob a CRD
     older or looser than the models let through is said, never a pass that raises."""
-    tj = (QUEUED if queued else TrainJobBuilder()).obj()
-    tj["spec"]["runtimeRef"]["name"] = 5
+    tj = edit((QUEUED if queued else TrainJobBuilder()).obj()).spec(runtimeRef={"name": 5}).obj()
     world = worker(tj, behind=False)
     done = world.run(KEY)
     assert done.writes == {"worker": [("POST", "/api/v1/namespaces/ns/events")]}
