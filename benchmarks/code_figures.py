@@ -4,7 +4,7 @@ onto it. Per product package: `.get(` calls, parameters annotated as a raw dict 
 `Dict` alias of their own; then, per product module, the test modules named after it; then
 the tests' edits of an object's JSON (a builder's work, `tests/support/builders.py`).
 
-    .venv/bin/python benchmarks/code_figures.py [CHECKOUT] [--missing] [--modules] [--edits]
+    .venv/bin/python benchmarks/code_figures.py [CHECKOUT] [--missing] [--modules] [--edits] [--raw]
 """
 
 from __future__ import annotations
@@ -78,6 +78,24 @@ def figures_of(files: list[Path]) -> tuple[int, int, int, int, int, int]:
         if re.search(r"^Dict = dict\[str, Any\]", source, re.M):
             aliases += 1
     return len(files), lines, gets, raw, params, aliases
+
+
+def raw_params(files: list[Path]) -> list[str]:
+    """Each function of `files` with a raw-dict parameter: `path:line name(parameters)`."""
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                args = node.args
+                raw = [
+                    a.arg
+                    for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]
+                    if a.annotation is not None and RAW.match(ast.unparse(a.annotation))
+                ]
+                if raw:
+                    where = path.relative_to(ROOT)
+                    found.append(f"{where}:{node.lineno} {node.name}({', '.join(raw)})")
+    return found
 
 
 def test_map() -> tuple[int, int, list[str]]:
@@ -214,6 +232,10 @@ def main() -> int:
             name = str(path.relative_to(ROOT))
             per = 100 * gets / max(lines, 1)
             print(f"  {name:50s} {gets:4d} .get( {per:5.1f}/100  {raw:3d} of {params:3d} raw")
+    if "--raw" in sys.argv:
+        print("\nthe decisions contract's raw-dict parameters:")
+        for line in raw_params(decision_modules()):
+            print(f"  {line}")
     modules, covered, missing = test_map()
     print(f"\nproduct modules with a test module named after them: {covered} of {modules}")
     if "--missing" in sys.argv:
