@@ -174,7 +174,25 @@ def nothing_again(first: Pass, again: Pass, guarded: Guarded) -> None:
 
 
 def event_tuples(api: MemoryApi) -> list[tuple[str, str, str]]:
-    return [(e["type"], e["reason"], e["involvedObject"]["name"]) for e in api.objects(EVENT)]
+    return [_said(e) for e in api.objects(EVENT)]
+
+
+def _said(event: Dict) -> tuple[str, str, str]:
+    return event["type"], event["reason"], event["involvedObject"]["name"]
+
+
+def _event_keys(api: MemoryApi) -> set[tuple[str, str]]:
+    return {(e["metadata"].get("namespace", ""), e["metadata"]["name"]) for e in api.objects(EVENT)}
+
+
+def new_events(api: MemoryApi, before: set[tuple[str, str]]) -> list[tuple[str, str, str]]:
+    """The Events made since `before` (the names there were then), by name: whatever their
+    names, never those that were there already."""
+    return [
+        _said(e)
+        for e in api.objects(EVENT)
+        if (e["metadata"].get("namespace", ""), e["metadata"]["name"]) not in before
+    ]
 
 
 class World:
@@ -284,7 +302,7 @@ class World:
         self.queue.take()
         before_writes = {n: len(a.writes()) for n, a in self.apis.items()}
         before_refused = {n: len(a.refused) for n, a in self.apis.items()}
-        before_events = {n: len(a.objects(EVENT)) for n, a in self.apis.items()}
+        before_events = {n: _event_keys(a) for n, a in self.apis.items()}
         before_versions = {n: a.versions() for n, a in self.apis.items()}
         requeue = self._sync(key)
         changed: list[tuple[str, ...]] = [
@@ -295,7 +313,7 @@ class World:
         ]
         writes = {n: a.writes()[before_writes[n] :] for n, a in self.apis.items()}
         refused = {n: a.refused[before_refused[n] :] for n, a in self.apis.items()}
-        events = [e for n, a in self.apis.items() for e in event_tuples(a)[before_events[n] :]]
+        events = [e for n, a in self.apis.items() for e in new_events(a, before_events[n])]
         done = Pass(requeue, writes, events, self.queue.take(), refused, changed)
         self.passes.append(done)
         return done

@@ -1021,6 +1021,7 @@ def test_a_trainjob_that_does_not_parse_gets_our_finalizer_and_a_warning_naming_
     world, _ctx = fleet([RUNTIME, tj], {w: [RUNTIME] for w in WORKERS}, behind=False)
     done = world.run(KEY)
     assert done.events == [("Warning", "InvalidTrainJob", "tj")]
+    assert done.requeue_after is None  # its next pass is its next change
     (event,) = world.apis["manager"].objects(EVENT, "ns")
     assert event["message"] == (
         "invalid TrainJob: spec.runtimeRef.name: Input should be a valid string"

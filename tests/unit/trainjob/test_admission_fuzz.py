@@ -29,8 +29,8 @@ from trainjob.models import InvalidObject, parse_trainjob
 from trainjob.runtime import resolve_runtime_info
 from trainjob.workload import build_workload
 from trainjob_api import constants as c
-from trainjob_api.views import RuntimeView
-from worker_controller.decide import Observed, decide
+from trainjob_api.views import RuntimeView, TrainJobView
+from worker_controller.decide import Observed, Plan, decide, parse
 
 Dict = dict[str, Any]
 CRDS = Path(__file__).resolve().parents[3] / "crds"
@@ -241,10 +241,15 @@ JOBS_FLOOR = 0.1
 @given(TRAINJOBS, PAIRED_RUNTIMES)
 def _worker_decisions(trainjob: Dict, runtime: Dict) -> None:
     trainjob = edit({**trainjob, "spec": {**trainjob["spec"]}}).spec(managedBy=None).obj()
-    try:
-        parsed = parse_trainjob(trainjob)
-    except InvalidObject:
-        return  # one Warning naming the field, before any decision (decide.parse)
+    # every generated body shares one uid: without a resourceVersion, no earlier one serves
+    unversioned = {**trainjob, "metadata": {**trainjob["metadata"], "resourceVersion": None}}
+    parsed = parse(TrainJobView(unversioned))  # the pass's boundary
+    if isinstance(parsed, Plan):  # one Warning naming the field, and nothing else
+        (said,) = parsed.events
+        assert (said.type, said.reason) == ("Warning", c.EVENT_INVALID_TRAINJOB), said
+        assert said.message.startswith("invalid TrainJob: ") and len(said.message) < 2000
+        assert parsed == Plan(events=[said])
+        return
     observed = Observed(
         trainjob=parsed,
         runtime=RuntimeView(_named_by(trainjob, runtime)),

@@ -35,16 +35,16 @@ from tests.support.worker_plans import (
     suspend_patch,
     suspended,
 )
-from trainjob.models import parse_trainjob
+from trainjob.models import TrainJob, parse_trainjob
 from trainjob.naming import owner_of
 from trainjob.progress import Wiring
 from trainjob.queues import resources_key
 from trainjob.runtime import resolve_runtime_info
 from trainjob.runtime.patches import merge_struct
 from trainjob_api import constants as c
-from trainjob_api.views import FailedCreateView, JobView, RuntimeView
+from trainjob_api.views import FailedCreateView, JobView, RuntimeView, TrainJobView
 from worker_controller import builders, digests, status
-from worker_controller.decide import Blocked, Observed, Plan, decide
+from worker_controller.decide import Blocked, Observed, Plan, decide, parse
 
 
 def test_multikueue_trainjob_is_left_alone() -> None:
@@ -1127,6 +1127,22 @@ def test_each_decision_writes_its_condition_and_announces_it(
     assert plan.status is not None
     assert plan.status["conditions"] == after
     assert plan.events == events
+
+
+def test_a_pass_parses_its_trainjob_once_per_version() -> None:
+    body = edit(make_trainjob()).uid("uid-decide-parse").resource_version("7").obj()
+    first = parse(TrainJobView(body))
+    assert isinstance(first, TrainJob)
+    assert parse(TrainJobView(copy.deepcopy(body))) is first
+    again = edit(copy.deepcopy(body)).resource_version("8").obj()
+    assert parse(TrainJobView(again)) is not first
+
+
+def test_a_trainjob_being_deleted_is_left_to_its_garbage_collection() -> None:
+    """Its Jobs and Service go with it (owner references): nothing is made, nothing said."""
+    tj = edit(make_trainjob()).deleting().obj()
+    assert observe(tj, make_runtime()) == Plan()
+    assert kinds(observe(make_trainjob(), make_runtime())) != []
 
 
 @pytest.mark.parametrize(

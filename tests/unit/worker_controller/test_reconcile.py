@@ -960,7 +960,23 @@ def test_a_trainjob_that_does_not_parse_gets_one_warning_naming_the_field_and_no
     done = world.run(KEY)
     assert done.writes == {"worker": [("POST", "/api/v1/namespaces/ns/events")]}
     assert done.events == [("Warning", "InvalidTrainJob", "tj")]
+    assert done.requeue_after is None
     (event,) = world.apis["worker"].objects(EVENT, "ns")
     assert event["message"] == (
         "invalid TrainJob: spec.runtimeRef.name: Input should be a valid string"
     )
+
+
+def test_a_running_trainjob_that_does_not_parse_is_still_held_where_kueue_manages_all() -> None:
+    """Its hold needs no parse: the pass that suspends it writes that alone and says why; the
+    next says that it does not parse."""
+    tj = edit(TrainJobBuilder().obj()).spec(runtimeRef={"name": 5}).obj()
+    world = worker(tj, behind=False, manage_jobs_without_queue_name=True)
+    first = world.run(KEY)
+    assert [w for w in first.writes["worker"] if "/events" not in w[1]] == [
+        ("PATCH", c.TRAINJOB.path("ns", "tj"))
+    ]
+    assert first.events == [("Warning", c.REASON_NO_QUEUE, "tj")]
+    held = world.get("worker", c.TRAINJOB, "tj")
+    assert held is not None and held["spec"]["suspend"] is True
+    assert world.run(KEY).events == [("Warning", c.EVENT_INVALID_TRAINJOB, "tj")]
