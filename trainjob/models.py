@@ -234,22 +234,36 @@ class InvalidObject(ValueError):
     """A manifest that does not parse; the message names the field and what is wrong."""
 
 
-# What a refusal says of a manifest's errors: the first few, each field's path cut short (its
+# What a refusal says of a manifest's errors: a line per field and problem (a list's entries
+# counted on the first one's line), the first few fields, each path kept to its two ends (its
 # keys may be a tenant's, and one body can hold as many errors as it has list entries).
-EXPLAINED_ERRORS = 5
+EXPLAINED_FIELDS = 5
 EXPLAINED_PATH = 256
 
 
 def _explain(kind: str, exc: ValidationError) -> str:
     errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    fields: dict[tuple[str, str], tuple[str, int]] = {}  # (field, problem) -> (first path, count)
+    for err in errors:
+        path = ".".join(str(p) for p in err["loc"])
+        field = ".".join("*" if isinstance(p, int) else str(p) for p in err["loc"])
+        first, count = fields.get((field, err["msg"]), (path, 0))
+        fields[(field, err["msg"])] = (first, count + 1)
     parts = []
-    for err in errors[:EXPLAINED_ERRORS]:
-        loc = ".".join(str(p) for p in err["loc"])
-        if len(loc) > EXPLAINED_PATH:
-            loc = loc[: EXPLAINED_PATH - 3] + "..."
-        parts.append(f"{loc}: {err['msg']}")
-    more = len(errors) - EXPLAINED_ERRORS
+    for (_, problem), (path, count) in list(fields.items())[:EXPLAINED_FIELDS]:
+        entries = f" (and {count - 1} more entries)" if count > 1 else ""
+        parts.append(f"{_shortened(path)}: {problem}{entries}")
+    more = len(fields) - EXPLAINED_FIELDS
     return f"invalid {kind}: " + "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def _shortened(path: str) -> str:
+    """A field's path of at most EXPLAINED_PATH characters: its start and its end, which names
+    the field itself."""
+    if len(path) <= EXPLAINED_PATH:
+        return path
+    head = (EXPLAINED_PATH - 3) // 2
+    return path[:head] + "..." + path[-(EXPLAINED_PATH - 3 - head) :]
 
 
 def parse_trainjob(body: Dict, *, stored: bool = False) -> TrainJob:

@@ -109,5 +109,5 @@ def _whole(given: object) -> int:
         return 0
     try:
         return max(0, int(given))
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: an infinity
         return 0

@@ -145,6 +145,7 @@ def test_a_runtime_reads_its_template_gang_and_claim_templates_and_skips_nameles
     [
         ({}, {}, {}, (None, None)),
         ({"template": "x", "parallelism": "2", "completions": None}, {}, {}, (None, None)),
+        ({"parallelism": True, "completions": 2.0}, {}, {}, (None, None)),
         ({"template": {"metadata": ["x"], "spec": 5}}, {}, {}, (None, None)),
         (
             {
@@ -178,15 +179,16 @@ def test_a_job_is_started_once_its_start_time_is_set() -> None:
 
 def test_a_jobs_status_entry_counts_whatever_is_written() -> None:
     entries = replicated_job_statuses(
-        [{"name": "node", "ready": 2, "succeeded": "3", "failed": -1, "active": "x"}, "junk", 5]
+        [
+            {"name": "node", "ready": 2, "succeeded": "3", "failed": -1, "active": "x"},
+            "junk",
+            5,
+            {"name": "init", "ready": [1], "succeeded": float("inf"), "failed": {}},
+        ]
     )
-    assert [e.name for e in entries] == ["node"]
-    (node,) = entries
-    assert [node.count(s) for s in ("ready", "succeeded", "failed", "active", "suspended")] == [
-        2,
-        3,
-        0,
-        0,
-        0,
-    ]
+    assert [e.name for e in entries] == ["node", "init"]
+    node, init = entries
+    states = ("ready", "succeeded", "failed", "active", "suspended")
+    assert [node.count(s) for s in states] == [2, 3, 0, 0, 0]
+    assert [init.count(s) for s in states] == [0, 0, 0, 0, 0]
     assert replicated_job_statuses({"name": "node"}) == []

@@ -200,7 +200,7 @@ class ReplicatedJobStatusView(JsonView):
         """How many are active, ready, succeeded, failed or suspended (0 when not a count)."""
         try:
             return max(0, int(self.raw.get(state) or 0))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an infinity
             return 0
 
 
@@ -356,9 +356,10 @@ class JobView(ObjectView):
         return int(self.spec.get("parallelism") or 0)
 
     def size(self, field: str) -> int | None:
-        """spec.parallelism or completions, as written (None when absent or not a number)."""
+        """spec.parallelism or completions, as written (None when absent or not a whole
+        number)."""
         found = self.spec.get(field)
-        return found if isinstance(found, int) else None
+        return found if isinstance(found, int) and not isinstance(found, bool) else None
 
     @property
     def template(self) -> Dict:

@@ -86,7 +86,7 @@ def test_a_jobs_status_is_read_as_counts_whatever_its_shape_the_last_entry_of_a_
     assert ready(shape, {"name": "node", "ready": 0}, {"name": "node", "ready": 1})
     assert not ready(shape, {"name": "node", "ready": 1}, {"name": "node", "ready": 0})
     # the Workload's reclaimablePods likewise: a count that is none reads as 0
-    for count in (None, "x", [2]):
+    for count in (None, "x", [2], -1, "-1", float("inf")):
         kept = workload(podsets=[("node", 1)], reclaimablePods=[{"name": "node", "count": count}])
         assert not readiness.reclaimable_changed(WorkloadView(kept), [{"name": "node", "count": 0}])
 
@@ -279,3 +279,19 @@ def test_a_blocked_start_keeps_an_admitted_trainjob_suspended() -> None:
     assert jobframework.reconcile_queueing(obs).trainjob_patch is not None  # starts
     obs.start_blocked = "admitted without the MultiKueue check"
     assert jobframework.reconcile_queueing(obs).trainjob_patch is None
+
+
+def test_pods_ready_is_written_again_when_its_reason_alone_changes() -> None:
+    waiting = WorkloadView(
+        workload(cond("PodsReady", False, "WaitForStart"), podsets=[("node", 1)])
+    )
+    assert readiness.pods_ready_changed(waiting, False, "WaitForRecovery")
+    assert not readiness.pods_ready_changed(waiting, False, "WaitForStart")
+    started = WorkloadView(workload(cond("PodsReady", True, "Started"), podsets=[("node", 1)]))
+    assert readiness.pods_ready_changed(started, True, "Recovered")
+    assert readiness.pods_ready_changed(started, False, "Started")
+
+
+def test_a_jobs_status_that_is_no_list_leaves_what_the_workload_says() -> None:
+    wl = workload(*ADMITTED, cond("PodsReady", True, "Started"), podsets=[("node", 1)])
+    assert plan_for(wl, {"jobsStatus": {"node": {"ready": 0}}}).workload_readiness is None

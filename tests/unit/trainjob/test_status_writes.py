@@ -45,3 +45,9 @@ def test_a_first_cluster_name_goes_at_once_when_counts_that_matter_are_there_alr
     starting = {"clusterName": "w1", "jobsStatus": [{"name": "node", "active": 1}]}
     assert can_wait({}, starting)  # nothing ready yet: waits for the first count that matters
     assert hold({}, starting, 2.0, None) == 30.0
+
+
+def test_a_failed_count_alone_goes_at_once_and_a_names_last_entry_is_its_count() -> None:
+    assert not can_wait(RUNNING, {"jobsStatus": [{"name": "node", "ready": 1, "failed": 1}]})
+    said_twice = [{"name": "node", "ready": 2}, {"name": "node", "ready": 1, "active": 2}]
+    assert can_wait(RUNNING, {"jobsStatus": said_twice})  # the last says what RUNNING says

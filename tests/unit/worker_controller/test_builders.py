@@ -59,6 +59,7 @@ def job_labelled(template: object, own: str | None) -> JobView:
         ("", "2", 0),  # said, and no number: the first run
         ("x", "2", 0),
         ("-1", "2", 0),
+        ("\u00b2", "2", 0),  # a digit to str.isdigit that int() refuses
         (None, None, 0),
     ],
 )

@@ -66,3 +66,18 @@ def test_torchs_environment_on_a_trainer_node(runtime_env: list[Dict]) -> None:
         "PET_MASTER_PORT": "29500",
     }
     assert {k: v for k, v in env.items() if k in kept} == kept
+
+
+@pytest.mark.parametrize(
+    ("resources", "nproc"),
+    [({}, "1"), (GPU, "auto"), ({"requests": {"cpu": "3"}}, "3")],
+)
+def test_torchs_processes_per_node_are_counted_from_the_runtimes_node_container(
+    resources: Dict, nproc: str
+) -> None:
+    node = replicated_job("node", "trainer", [container(resources=resources)])
+    runtime = make_runtime(ml_policy={"numNodes": 1, "torch": {}}, replicated_jobs=[node])
+    info = build_runtime_info(
+        parse_trainjob(make_trainjob()), parse_runtime(runtime), runtime["spec"]["template"]["spec"]
+    )
+    assert node_env(info)["PET_NPROC_PER_NODE"] == nproc
