@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from kubebase.objects import Dict
 from trainjob.runtime import PodSetShape
-from trainjob_api.views import ReplicatedJobStatusView, WorkloadView
+from trainjob_api.views import ReplicatedJobStatusView, WorkloadView, whole
 
 PODS_READY = "PodsReady"
 # Kueue's reasons (kueue.x-k8s.io/v1beta2 Workload condition PodsReady).
@@ -100,14 +100,4 @@ def reclaimable_changed(wl: WorkloadView, want: list[Dict]) -> bool:
 
 
 def _pairs(items: list[Dict]) -> set[tuple[str, int]]:
-    return {(str(i.get("name")), _whole(i.get("count"))) for i in items}
-
-
-def _whole(given: object) -> int:
-    """A count as written, 0 for anything that is not one."""
-    if not isinstance(given, int | float | str):
-        return 0
-    try:
-        return max(0, int(given))
-    except (ValueError, OverflowError):  # OverflowError: an infinity
-        return 0
+    return {(str(i.get("name")), whole(i.get("count"))) for i in items}

@@ -10,6 +10,7 @@ from trainjob_api.views import (
     ConditionView,
     FailedCreateView,
     JobView,
+    PodSetPhases,
     PodView,
     RuntimeView,
     TrainJobView,
@@ -192,3 +193,8 @@ def test_a_jobs_status_entry_counts_whatever_is_written() -> None:
     assert [node.count(s) for s in states] == [2, 3, 0, 0, 0]
     assert [init.count(s) for s in states] == [0, 0, 0, 0, 0]
     assert replicated_job_statuses({"name": "node"}) == []
+
+
+def test_a_podsets_phases_count_whatever_is_written() -> None:
+    phases = PodSetPhases({"name": "node", "running": "x", "pending": -2, "failed": "3"})
+    assert [phases.count(p) for p in PodSetPhases.PHASES] == [0, 0, 0, 3, 0]

@@ -25,6 +25,17 @@ def objects(given: object) -> list[Dict]:
     return [x for x in given if isinstance(x, dict)] if isinstance(given, list) else []
 
 
+def whole(given: object) -> int:
+    """A count as written: 0 for none, for a negative, and for anything that is not a number
+    (an infinity included)."""
+    if not isinstance(given, int | float | str):
+        return 0
+    try:
+        return max(0, int(given))
+    except (ValueError, OverflowError):
+        return 0
+
+
 class JsonView:
     """A view over one JSON object: `raw` is the JSON, read field by field."""
 
@@ -183,7 +194,7 @@ class PodSetPhases(JsonView):
         return self._text("name")
 
     def count(self, phase: str) -> int:
-        return int(self.raw.get(phase) or 0)
+        return whole(self.raw.get(phase))
 
 
 class ReplicatedJobStatusView(JsonView):
@@ -198,10 +209,7 @@ class ReplicatedJobStatusView(JsonView):
 
     def count(self, state: str) -> int:
         """How many are active, ready, succeeded, failed or suspended (0 when not a count)."""
-        try:
-            return max(0, int(self.raw.get(state) or 0))
-        except (TypeError, ValueError, OverflowError):  # OverflowError: an infinity
-            return 0
+        return whole(self.raw.get(state))
 
 
 def replicated_job_statuses(given: object) -> list[ReplicatedJobStatusView]:

@@ -181,18 +181,18 @@ def _said(event: Dict) -> tuple[str, str, str]:
     return event["type"], event["reason"], event["involvedObject"]["name"]
 
 
+def _event_key(event: Dict) -> tuple[str, str]:
+    return event["metadata"].get("namespace", ""), event["metadata"]["name"]
+
+
 def _event_keys(api: MemoryApi) -> set[tuple[str, str]]:
-    return {(e["metadata"].get("namespace", ""), e["metadata"]["name"]) for e in api.objects(EVENT)}
+    return {_event_key(e) for e in api.objects(EVENT)}
 
 
 def new_events(api: MemoryApi, before: set[tuple[str, str]]) -> list[tuple[str, str, str]]:
     """The Events made since `before` (the names there were then), by name: whatever their
     names, never those that were there already."""
-    return [
-        _said(e)
-        for e in api.objects(EVENT)
-        if (e["metadata"].get("namespace", ""), e["metadata"]["name"]) not in before
-    ]
+    return [_said(e) for e in api.objects(EVENT) if _event_key(e) not in before]
 
 
 class World:
