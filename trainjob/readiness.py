@@ -40,16 +40,22 @@ READY_MESSAGE = "All pods reached readiness and the workload is running"
 JobsStatus = Sequence[ReplicatedJobStatusView]
 
 
-def _count(statuses: JobsStatus, name: str, state: str) -> int:
-    """The count of `state` in the last entry of `name` (0 without one)."""
-    entry = next((js for js in reversed(statuses) if js.name == name), None)
+def _by_name(jobs_status: JobsStatus) -> dict[str, ReplicatedJobStatusView]:
+    """Each replicatedJob's entry (the last of a name), read once per pass."""
+    return {js.name: js for js in jobs_status}
+
+
+def _count(statuses: dict[str, ReplicatedJobStatusView], name: str, state: str) -> int:
+    """The count of `state` in `name`'s entry (0 without one)."""
+    entry = statuses.get(name)
     return 0 if entry is None else entry.count(state)
 
 
 def all_pods_ready(pod_sets: Sequence[PodSetShape], jobs_status: JobsStatus) -> bool:
     """Every child Job of every PodSet is ready or has succeeded."""
+    statuses = _by_name(jobs_status)
     for ps in pod_sets:
-        done = _count(jobs_status, ps.name, "ready") + _count(jobs_status, ps.name, "succeeded")
+        done = _count(statuses, ps.name, "ready") + _count(statuses, ps.name, "succeeded")
         if done < ps.replicas:
             return False
     return True
@@ -85,10 +91,11 @@ def compute_reclaimable_pods(
 ) -> list[Dict]:
     """Pods whose quota is no longer needed: those of succeeded child Jobs, per PodSet, never
     more than the Workload's PodSet holds (Kueue's webhook refuses more)."""
+    statuses = _by_name(jobs_status)
     sizes = {str(ps.get("name")): int(ps.get("count") or 0) for ps in wl.pod_sets}
     out = []
     for ps in pod_sets:
-        succeeded = _count(jobs_status, ps.name, "succeeded")
+        succeeded = _count(statuses, ps.name, "succeeded")
         if 0 < succeeded <= ps.replicas and ps.name in sizes:
             out.append({"name": ps.name, "count": min(succeeded * ps.parallelism, sizes[ps.name])})
     return out
