@@ -147,6 +147,7 @@ def test_a_runtime_reads_its_template_gang_and_claim_templates_and_skips_nameles
         ({}, {}, {}, (None, None)),
         ({"template": "x", "parallelism": "2", "completions": None}, {}, {}, (None, None)),
         ({"parallelism": True, "completions": 2.0}, {}, {}, (None, None)),
+        ({"template": [{"spec": {"containers": []}}]}, {}, {}, (None, None)),
         ({"template": {"metadata": ["x"], "spec": 5}}, {}, {}, (None, None)),
         (
             {
@@ -193,6 +194,7 @@ def test_a_jobs_status_entry_counts_whatever_is_written() -> None:
     assert [node.count(s) for s in states] == [2, 3, 0, 0, 0]
     assert [init.count(s) for s in states] == [0, 0, 0, 0, 0]
     assert replicated_job_statuses({"name": "node"}) == []
+    assert replicated_job_statuses({"node": {"ready": 1}}) == []
 
 
 def test_a_podsets_phases_count_whatever_is_written() -> None:

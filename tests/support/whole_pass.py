@@ -185,7 +185,7 @@ def _event_key(event: Dict) -> tuple[str, str]:
     return event["metadata"].get("namespace", ""), event["metadata"]["name"]
 
 
-def _event_keys(api: MemoryApi) -> set[tuple[str, str]]:
+def event_keys(api: MemoryApi) -> set[tuple[str, str]]:
     return {_event_key(e) for e in api.objects(EVENT)}
 
 
@@ -302,7 +302,7 @@ class World:
         self.queue.take()
         before_writes = {n: len(a.writes()) for n, a in self.apis.items()}
         before_refused = {n: len(a.refused) for n, a in self.apis.items()}
-        before_events = {n: _event_keys(a) for n, a in self.apis.items()}
+        before_events = {n: event_keys(a) for n, a in self.apis.items()}
         before_versions = {n: a.versions() for n, a in self.apis.items()}
         requeue = self._sync(key)
         changed: list[tuple[str, ...]] = [

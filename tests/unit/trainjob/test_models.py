@@ -21,6 +21,11 @@ def test_a_stored_trainjob_is_parsed_once_per_version() -> None:
     assert parse_trainjob(copy.deepcopy(body), stored=True) is first
     changed = edit(body).clone().resource_version("8").spec(trainer={"numNodes": 5}).obj()
     assert parse_trainjob(changed, stored=True).spec.trainer.num_nodes == 5  # type: ignore[union-attr]
+    # Without a resourceVersion nothing names its content: parsed every time.
+    unversioned = edit(make_trainjob()).uid("uid-parse-unversioned").resource_version(None).obj()
+    assert parse_trainjob(unversioned, stored=True).spec.trainer is None
+    edit(unversioned).spec(trainer={"numNodes": 3})
+    assert parse_trainjob(unversioned, stored=True).spec.trainer.num_nodes == 3  # type: ignore[union-attr]
     # Not stored (an admission review, a test body edited in place): parsed every time.
     assert parse_trainjob(body) is not first
 

@@ -51,3 +51,9 @@ def test_a_failed_count_alone_goes_at_once_and_a_names_last_entry_is_its_count()
     assert not can_wait(RUNNING, {"jobsStatus": [{"name": "node", "ready": 1, "failed": 1}]})
     said_twice = [{"name": "node", "ready": 2}, {"name": "node", "ready": 1, "active": 2}]
     assert can_wait(RUNNING, {"jobsStatus": said_twice})  # the last says what RUNNING says
+
+
+def test_a_jobs_status_that_is_no_list_counts_as_none() -> None:
+    no_list = {"jobsStatus": {"node": {"ready": 1, "failed": 1}}}
+    assert can_wait(RUNNING, no_list) == can_wait(RUNNING, {"jobsStatus": []})
+    assert not can_wait(RUNNING, no_list)  # RUNNING's ready count is gone

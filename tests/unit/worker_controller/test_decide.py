@@ -1138,6 +1138,18 @@ def test_a_pass_parses_its_trainjob_once_per_version() -> None:
     assert parse(TrainJobView(again)) is not first
 
 
+def test_a_trainjob_that_does_not_parse_is_one_warning_naming_the_field_and_nothing_else() -> None:
+    assert parse(TrainJobView(make_trainjob(runtimeRef={"name": 5}))) == Plan(
+        events=[
+            Event(
+                "Warning",
+                c.EVENT_INVALID_TRAINJOB,
+                "invalid TrainJob: spec.runtimeRef.name: Input should be a valid string",
+            )
+        ]
+    )
+
+
 def test_a_trainjob_being_deleted_is_left_to_its_garbage_collection() -> None:
     """Its Jobs and Service go with it (owner references): nothing is made, nothing said."""
     tj = edit(make_trainjob()).deleting().obj()

@@ -27,6 +27,8 @@ Dict = dict[str, Any]
         ({"requests": {"nvidia.com/gpu": "not a quantity"}}, 0),
         # whatever their shape: a section that is no map holds none, the other still counts
         ({"requests": ["nvidia.com/gpu"]}, 0),
+        # requests without a GPU: the limits' count
+        ({"requests": {"cpu": "8"}, "limits": {"nvidia.com/gpu": "2"}}, 2),
         ({"requests": "nvidia.com/gpu", "limits": {"nvidia.com/gpu": "2"}}, 2),
     ],
 )

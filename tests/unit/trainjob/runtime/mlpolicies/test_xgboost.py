@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 
+from tests.support.builders import container, make_runtime, make_trainjob, replicated_job
 from tests.unit.trainjob.runtime.mlpolicies import RANK, built, node_env
+from trainjob.models import parse_runtime, parse_trainjob
 from trainjob.naming import pod_dns_name
+from trainjob.runtime.framework import build_runtime_info
 from trainjob.runtime.info import RuntimeSpecError
 
 GPUS = {"requests": {"nvidia.com/gpu": "4"}}
@@ -37,3 +40,14 @@ def test_xgboost_environment(nodes: int, trainer: dict[str, Any], workers: str) 
 def test_a_variable_the_policy_sets_itself_is_refused_by_name() -> None:
     with pytest.raises(RuntimeSpecError, match="DMLC_NUM_WORKER are set by the XGBoost runtime"):
         built({"numNodes": 1, "xgboost": {}}, env=[{"name": "DMLC_NUM_WORKER", "value": "2"}])
+
+
+def test_xgboost_counts_the_gpus_of_the_runtimes_node_container() -> None:
+    node = replicated_job(
+        "node", "trainer", [container(resources={"limits": {"nvidia.com/gpu": 2}})]
+    )
+    runtime = make_runtime(ml_policy={"numNodes": 3, "xgboost": {}}, replicated_jobs=[node])
+    info = build_runtime_info(
+        parse_trainjob(make_trainjob()), parse_runtime(runtime), runtime["spec"]["template"]["spec"]
+    )
+    assert node_env(info)["DMLC_NUM_WORKER"] == "6"
