@@ -158,7 +158,7 @@ def build_extra_object(obj: Dict, owner: OwnerReference | None, trainjob: str) -
     return out
 
 
-def job_patch(desired: Dict, actual: JobView) -> Dict | None:
+def job_patch(desired: JobView, actual: JobView) -> Dict | None:
     """The write that makes a live Job what `desired` says of its size, suspension and
     placement, or None: a JSON merge patch of what the API server lets change, naming the Job's
     UID (a Job made again under the name since it was read is not changed: 422).
@@ -176,28 +176,26 @@ def job_patch(desired: Dict, actual: JobView) -> Dict | None:
       (409; the next pass reads it), and none may be written once it runs. While the Job
       controller has not yet cleared a just-suspended Job's startTime, the API server refuses
       a placement: none is written (nor the resume) until it has."""
-    suspend = bool(desired["spec"].get("suspend"))
+    suspend = desired.suspended
     if not actual.suspended:
         if suspend:  # alone: a size the API server refused would keep it running
             return suspend_patch(actual)
         # Running: each of its sizes made no more than asked (never grown under its pods).
-        over = {
+        over: Dict = {
             f: want
             for f in SIZE_FIELDS
             if (have := actual.size(f)) is not None
-            and isinstance(want := desired["spec"].get(f), int)
+            and isinstance(want := desired.spec.get(f), int)
             and have > want
         }
         if "completions" in over:  # changed only with parallelism equal to it (Indexed)
-            over = {f: desired["spec"].get(f) for f in SIZE_FIELDS}
+            over = {f: desired.spec.get(f) for f in SIZE_FIELDS}
         return _patch_of(actual, over) if over else None
     spec: Dict = {
-        f: desired["spec"].get(f)
-        for f in SIZE_FIELDS
-        if desired["spec"].get(f) != actual.spec.get(f)
+        f: desired.spec.get(f) for f in SIZE_FIELDS if desired.spec.get(f) != actual.spec.get(f)
     }
     had = actual.template_spec
-    wanted = desired["spec"]["template"]["spec"]
+    wanted = desired.template_spec
     placed = {
         f: merge_patch_to(had.get(f), wanted.get(f))
         for f in SCHEDULING_FIELDS

@@ -400,7 +400,7 @@ def _group_pods(info: RuntimeInfo, obs: Observed) -> PodGroupPlugin | None:
         return None
     if obs.jobs:
         tj = info.trainjob
-        grouped = any(podgroups.names_group(j.spec, plugin, tj) for j in obs.jobs.values())
+        grouped = any(podgroups.names_group(j, plugin, tj) for j in obs.jobs.values())
     else:
         grouped = plugin.name in obs.pod_group_apis
     if not grouped:
@@ -468,7 +468,7 @@ def _apply_jobs(
                 if not actual.deleting:
                     plan.delete.append((actual.name, str(actual.uid)))
                 continue
-            if (write := builders.job_patch(desired, actual)) is not None:
+            if (write := builders.job_patch(JobView(desired), actual)) is not None:
                 plan.patch.append(write)
 
 

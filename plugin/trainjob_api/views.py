@@ -379,12 +379,15 @@ class JobView(ObjectView):
         """Its pod template's spec: what its pods run with ({} when absent)."""
         return mapping(self.template.get("spec"))
 
+    def template_strings(self, field: str) -> dict[str, str]:
+        """Its pod template's labels or annotations whose values are strings: what its pods
+        carry, which cannot change once the Job has run (its own can)."""
+        found = mapping(mapping(self.template.get("metadata")).get(field))
+        return {str(k): v for k, v in found.items() if isinstance(v, str)}
+
     @property
     def template_labels(self) -> dict[str, str]:
-        """Its pod template's labels whose values are strings: what its pods carry, which
-        cannot change once the Job has run (its own labels can)."""
-        labels = mapping(mapping(self.template.get("metadata")).get("labels"))
-        return {str(k): v for k, v in labels.items() if isinstance(v, str)}
+        return self.template_strings("labels")
 
     @property
     def started(self) -> bool:

@@ -51,7 +51,7 @@ import yaml
 from kubebase.kinds import DNS_LABEL, DNS_SUBDOMAIN, Kind, is_label_key, is_label_value
 from kubebase.objects import Dict
 from kubecontrol.client import METADATA_LIST, ApiException, TransportError
-from trainjob.runtime.patches import merge_struct
+from trainjob.runtime.templates import merge_struct
 
 # Kinds with no status subresource: a write to the object itself writes all of it.
 _NO_STATUS = {"configmaps", "secrets", "events", "leases", "serviceaccounts", "namespaces"}

@@ -32,19 +32,14 @@ from trainjob.runtime import failure, fields, podgroups
 from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimePolicy, RuntimeSpecError
 from trainjob.runtime.limits import check_counts, check_names
 from trainjob.runtime.mlpolicies import select_plugin
-from trainjob.runtime.patches import apply_runtime_patch, merge_by_key
+from trainjob.runtime.patches import apply_runtime_patch
 from trainjob.runtime.shapes import check_job_template, check_template_spec, entries
+from trainjob.runtime.templates import ContainerEdit, JobTemplateEdit, MetaEdit, merge_by_key
 from trainjob.runtime.topology import topology_request
 from trainjob_api import constants as c
+from trainjob_api.pods import PodSpecView
 from trainjob_api.quantity import parse_quantity
 from trainjob_api.views import RuntimeView
-
-
-def _container(pod_spec: Dict, name: str) -> Dict | None:
-    for ctr in pod_spec.get("containers") or []:
-        if ctr.get("name") == name:
-            return ctr  # type: ignore[no-any-return]
-    return None
 
 
 def _apply_trainer(ps: PodSet, trainjob: TrainJob, *, whole: bool = True) -> None:
@@ -54,7 +49,7 @@ def _apply_trainer(ps: PodSet, trainjob: TrainJob, *, whole: bool = True) -> Non
     trainer = trainjob.spec.trainer
     if trainer is None:
         return
-    ctr = _container(ps.pod_template.get("spec") or {}, c.NODE_CONTAINER)
+    ctr = ps.pod_spec.container(c.NODE_CONTAINER)
     if ctr is None:
         if whole and (
             trainer.image
@@ -69,21 +64,22 @@ def _apply_trainer(ps: PodSet, trainjob: TrainJob, *, whole: bool = True) -> Non
             )
         return
     if whole and trainer.image:
-        ctr["image"] = trainer.image
+        ctr.replace("image", trainer.image)
     if whole and trainer.command is not None:
-        ctr["command"] = list(trainer.command)
+        ctr.replace("command", trainer.command)
     if whole and trainer.args is not None:
-        ctr["args"] = list(trainer.args)
+        ctr.replace("args", trainer.args)
     if trainer.env:
-        ctr["env"] = merge_by_key(ctr.get("env") or [], trainer.env)
+        ctr.merge_env(trainer.env)
     if trainer.resources_per_node is not None:
-        ctr["resources"] = merge_resources(ctr.get("resources"), trainer.resources_per_node)
+        _merge_resources(ctr, trainer.resources_per_node)
 
 
-def merge_resources(base: object, override: Dict) -> Dict:
+def _merge_resources(ctr: ContainerEdit, override: Dict) -> None:
     """Trainer v2.3's merge of resourcesPerNode into the runtime container's resources (a
     strategic merge): requests and limits key by key (a null removes one), claims by name;
     what resourcesPerNode does not name stays as the runtime has it."""
+    base = ctr.raw.get("resources")
     out: Dict = json_copy(base) if isinstance(base, dict) else {}
     for key, value in override.items():
         if key in ("requests", "limits") and isinstance(value, dict):
@@ -104,13 +100,13 @@ def merge_resources(base: object, override: Dict) -> Dict:
             out.pop(key, None)
         else:
             out[key] = json_copy(value)
-    return out
+    ctr.raw["resources"] = out
 
 
 def _apply_initializer(ps: PodSet, step: InitializerStep | None) -> None:
     if step is None:
         return
-    ctr = _container(ps.pod_template.get("spec") or {}, ps.role or "")
+    ctr = ps.pod_spec.container(ps.role or "")
     if ctr is None:
         raise RuntimeSpecError(
             f"spec.initializer configures {ps.role!r}, but replicatedJob "
@@ -119,12 +115,9 @@ def _apply_initializer(ps: PodSet, step: InitializerStep | None) -> None:
     env: list[Dict] = []
     if step.storage_uri:
         env.append({"name": "STORAGE_URI", "value": step.storage_uri})
-    ctr["env"] = merge_by_key(ctr.get("env") or [], [*env, *step.env])
+    ctr.merge_env([*env, *step.env])
     if step.secret_ref and step.secret_ref.get("name"):
-        env_from = ctr.setdefault("envFrom", [])
-        ref = {"secretRef": {"name": step.secret_ref["name"]}}
-        if ref not in env_from:
-            env_from.append(ref)
+        ctr.add_secret_env(step.secret_ref["name"])
 
 
 def _success_policy(template_spec: Dict) -> tuple[str, list[str]]:
@@ -143,10 +136,8 @@ def build_runtime_info(
     check_template_spec(raw_template_spec)
     for rj in replicated_jobs:
         check_job_template(rj.name, rj.template)
-    jobset_meta = json_copy(spec.template.metadata)
-    templates: dict[str, Dict] = {
-        rj.name: {"template": json_copy(rj.template)} for rj in replicated_jobs
-    }
+    jobset_meta = MetaEdit(json_copy(spec.template.metadata))
+    templates = {rj.name: JobTemplateEdit(json_copy(rj.template)) for rj in replicated_jobs}
     for patch in trainjob.spec.runtime_patches:  # typed by the CRD: they keep the shapes
         apply_runtime_patch(jobset_meta, templates, patch)
     # 2. spec.trainer and spec.initializer on their steps' containers, the dependency graph
@@ -159,8 +150,8 @@ def build_runtime_info(
         namespace=trainjob.namespace,
         pod_sets=pod_sets,
         policy=policy,
-        labels=dict(jobset_meta.get("labels") or {}),
-        annotations=dict(jobset_meta.get("annotations") or {}),
+        labels=dict(jobset_meta.raw.get("labels") or {}),
+        annotations=dict(jobset_meta.raw.get("annotations") or {}),
     )
     _check_dependencies(replicated_jobs)
     # 3. the gang scheduler's own refusals
@@ -216,14 +207,14 @@ def _policy(
 
 def _pod_set(
     rj: ReplicatedJob,
-    templates: dict[str, Dict],
+    templates: dict[str, JobTemplateEdit],
     trainjob: TrainJob,
     runtime: TrainingRuntime,
     num_nodes: int,
 ) -> PodSet:
     """One replicatedJob's PodSet from its patched template: its dependencies checked, then
     its step's part of the TrainJob applied (the trainer's, or an initializer's)."""
-    template = templates[rj.name]["template"]
+    template = templates[rj.name].raw
     # Absent and null are one to the API (shapes.py checks both alike).
     job_spec = template["spec"] = template.get("spec") or {}
     pod = job_spec["template"] = job_spec.get("template") or {}
@@ -290,17 +281,10 @@ def _claim_volumes(info: RuntimeInfo, policies: list[Dict]) -> None:
             )
             if when_deleted == "Delete":
                 info.policy.owned_claims.add(claim)
+            volume = {"name": name, "persistentVolumeClaim": {"claimName": claim}}
             for ps in info.pod_sets:
-                pod_spec = ps.pod_template.setdefault("spec", {})
-                mounts = [
-                    m
-                    for field in ("containers", "initContainers")
-                    for ctr in pod_spec.get(field) or []
-                    for m in ctr.get("volumeMounts") or []
-                ]
-                if any(m.get("name") == name for m in mounts):
-                    volume = {"name": name, "persistentVolumeClaim": {"claimName": claim}}
-                    pod_spec["volumes"] = merge_by_key(pod_spec.get("volumes") or [], [volume])
+                if ps.pod_spec.mounts(name):
+                    ps.pod_spec.merge_entries("volumes", [volume])
 
 
 @dataclass(frozen=True)
@@ -371,8 +355,7 @@ def _check_quantities(ps: PodSet, trainjob: TrainJob) -> None:
     message names the field the user wrote (spec.trainer.resourcesPerNode, or the runtime's)."""
     trainer = trainjob.spec.trainer
     from_trainer = ps.role == c.STEP_TRAINER and bool(trainer and trainer.resources_per_node)
-    pod_spec = ps.pod_template.get("spec") or {}
-    for where, container, field, quantities in _quantity_maps(ps.name, pod_spec):
+    for where, container, field, quantities in _quantity_maps(ps.name, ps.pod_spec):
         if not isinstance(quantities, dict):
             raise RuntimeSpecError(f"{where}: {field} must be a map of quantities")
         kind = field.rpartition(".")[2]  # requests, limits (or overhead)
@@ -395,19 +378,20 @@ def _check_quantities(ps: PodSet, trainjob: TrainJob) -> None:
             )
 
 
-def _quantity_maps(name: str, pod_spec: Dict) -> Iterator[tuple[str, object, str, object]]:
+def _quantity_maps(name: str, pod_spec: PodSpecView) -> Iterator[tuple[str, object, str, object]]:
     """Each map of quantities a pod of this spec asks with: where it is (for a message), the
-    container it belongs to (None: the pod's own), its field, and the map."""
-    for field in ("initContainers", "containers"):
-        for ctr in pod_spec.get(field) or []:
-            resources = ctr.get("resources") or {}
-            where = f"replicatedJob {name!r} container {ctr.get('name')!r}"
-            for kind in ("requests", "limits"):
-                found = resources.get(kind) or {} if isinstance(resources, dict) else None
-                yield where, ctr.get("name"), f"resources.{kind}", found
+    container it belongs to (None: the pod's own), its field, and the map (None: a
+    `resources` that is no object)."""
+    parts: list[tuple[str, str | None, object]] = [
+        (f"replicatedJob {name!r} container {ctr.name!r}", ctr.name, ctr.raw.get("resources"))
+        for field in ("initContainers", "containers")
+        for ctr in pod_spec.containers_in(field)
+    ]
     pod = f"replicatedJob {name!r} pod"
-    resources = pod_spec.get("resources") or {}
-    for kind in ("requests", "limits"):
-        found = resources.get(kind) or {} if isinstance(resources, dict) else None
-        yield pod, None, f"resources.{kind}", found
-    yield pod, None, "overhead", pod_spec.get("overhead") or {}
+    parts.append((pod, None, pod_spec.raw.get("resources")))
+    for where, container, given in parts:
+        resources = given or {}
+        for kind in ("requests", "limits"):
+            found = resources.get(kind) or {} if isinstance(resources, dict) else None
+            yield where, container, f"resources.{kind}", found
+    yield pod, None, "overhead", pod_spec.raw.get("overhead") or {}

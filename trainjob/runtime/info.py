@@ -8,6 +8,7 @@ from kubebase.objects import Dict
 from trainjob.models import DependsOn, MLPolicy, PodGroupPolicy
 from trainjob.queues import resources_key
 from trainjob.runtime.failure import FailurePolicy
+from trainjob.runtime.templates import PodSpecEdit, PodTemplateEdit
 
 
 class RuntimeSpecError(ValueError):
@@ -66,12 +67,20 @@ class PodSet:
         spec: Dict = self.queued_template.get("spec") or {}
         return spec
 
+    @property
+    def pod(self) -> PodTemplateEdit:
+        """Its pod template, to edit in place."""
+        return PodTemplateEdit(self.pod_template)
+
+    @property
+    def pod_spec(self) -> PodSpecEdit:
+        """Its pods' spec, to edit in place."""
+        return self.pod.spec
+
     def container(self, name: str) -> Dict | None:
-        for ctr in self.pod_template.get("spec", {}).get("containers", []):
-            if ctr.get("name") == name:
-                found: Dict = ctr
-                return found
-        return None
+        """The JSON of its container `name` (for reading; `pod_spec` edits)."""
+        found = self.pod_spec.container(name)
+        return found.raw if found is not None else None
 
 
 @dataclass

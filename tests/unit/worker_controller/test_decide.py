@@ -40,7 +40,7 @@ from trainjob.naming import owner_of
 from trainjob.progress import Wiring
 from trainjob.queues import resources_key
 from trainjob.runtime import resolve_runtime_info
-from trainjob.runtime.patches import merge_struct
+from trainjob.runtime.templates import merge_struct
 from trainjob_api import constants as c
 from trainjob_api.views import FailedCreateView, JobView, RuntimeView, TrainJobView
 from worker_controller import builders, digests, status

@@ -97,14 +97,14 @@ def test_a_jobs_digest_reads_as_the_job_and_keeps_none_of_its_pods_image_command
         assert builders.asked_by(kept) == builders.asked_by(full)
         assert builders.attempt_of(kept) == builders.attempt_of(full) == 2
         for plugin in podgroups.PLUGINS:
-            assert podgroups.names_group(kept.spec, plugin, "tj")
+            assert podgroups.names_group(kept, plugin, "tj")
         for field in ("parallelism", "suspended", "complete", "ready", "active", "failure"):
             assert getattr(kept, field) == getattr(full, field), field
         # made to run elsewhere, resumed: the same write from either
         desired = _job({**RICH_POD, "nodeSelector": {"pool": "b"}, "tolerations": []})
         edit(desired).suspend(False).spec(parallelism=1, completions=1)
-        write = builders.job_patch(desired, kept)
-        assert write == builders.job_patch(desired, full)
+        write = builders.job_patch(JobView(desired), kept)
+        assert write == builders.job_patch(JobView(desired), full)
         assert write is not None
         placed = write["spec"].get("template", {}).get("spec")
         if suspended:  # its pods gone: placed where the TrainJob is admitted now, resumed

@@ -9,14 +9,14 @@ from collections.abc import Callable
 from kubebase.objects import Dict
 from trainjob.models import TrainJob
 from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimeSpecError
-from trainjob.runtime.patches import merge_by_key
+from trainjob.runtime.templates import ContainerEdit
 from trainjob_api import constants as c
 from trainjob_api.pods import ResourcesView
 from trainjob_api.quantity import parse_quantity
 
 
-def node_container(ps: PodSet) -> Dict:
-    ctr = ps.container(c.NODE_CONTAINER)
+def node_container(ps: PodSet) -> ContainerEdit:
+    ctr = ps.pod_spec.container(c.NODE_CONTAINER)
     if ctr is None:
         raise RuntimeSpecError(
             f"replicatedJob {ps.name!r} has no container named "
@@ -25,25 +25,10 @@ def node_container(ps: PodSet) -> Dict:
     return ctr
 
 
-def set_env(ctr: Dict, env: list[Dict]) -> None:
-    ctr["env"] = merge_by_key(ctr.get("env") or [], env)
-
-
-def add_port(ctr: Dict, port: int) -> None:
-    ports = ctr.setdefault("ports", [])
-    if not any(p.get("containerPort") == port for p in ports):
-        ports.append({"containerPort": port, "protocol": "TCP"})
-
-
-def any_container(info: RuntimeInfo, pod_set: str, name: str) -> Dict | None:
+def any_container(info: RuntimeInfo, pod_set: str, name: str) -> ContainerEdit | None:
     """A container or init container `name` of the PodSet `pod_set`, if both exist."""
     ps = next((p for p in info.pod_sets if p.name == pod_set), None)
-    spec = (ps.pod_template.get("spec") or {}) if ps else {}
-    for ctr in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
-        if ctr.get("name") == name:
-            found: Dict = ctr
-            return found
-    return None
+    return ps.pod_spec.any_container(name) if ps is not None else None
 
 
 def trainer_pod_set(info: RuntimeInfo) -> PodSet:
@@ -122,7 +107,7 @@ def rank_env_on_trainer(
     trainjob: TrainJob,
     reserved: frozenset[str],
     policy: str,
-    make_env: Callable[[PodSet, Dict], list[Dict]],
+    make_env: Callable[[PodSet, ContainerEdit], list[Dict]],
 ) -> None:
     """What the JAX and XGBoost policies do alike: refuse the variables Trainer v2.3 reserves
     for the policy in spec.trainer.env (`reserved`; none for JAX), then set theirs (`make_env`
@@ -132,5 +117,5 @@ def rank_env_on_trainer(
         refuse_reserved_env(trainjob, reserved, policy)
     ps = trainer_pod_set(info)
     ctr = node_container(ps)
-    set_env(ctr, make_env(ps, ctr))
-    add_port(ctr, c.TORCH_MASTER_PORT)
+    ctr.merge_env(make_env(ps, ctr))
+    ctr.add_port(c.TORCH_MASTER_PORT)

@@ -7,6 +7,7 @@ from trainjob.models import MLPolicy, TrainJob
 from trainjob.naming import pod_dns_name
 from trainjob.runtime.info import PodSet, RuntimeInfo
 from trainjob.runtime.mlpolicies.common import completion_index_env, rank_env_on_trainer
+from trainjob.runtime.templates import ContainerEdit
 from trainjob_api import constants as c
 
 
@@ -23,7 +24,7 @@ class JAXPolicy:
     def enforce(self, info: RuntimeInfo, trainjob: TrainJob) -> None:
         # Trainer v2.3 reserves none of these: a TrainJob that sets one is admitted, and the
         # policy's value is set over it, as Trainer sets it.
-        def env(ps: PodSet, ctr: Dict) -> list[Dict]:
+        def env(ps: PodSet, ctr: ContainerEdit) -> list[Dict]:
             coordinator = pod_dns_name(info.trainjob, ps.name, 0, 0)
             return [
                 {"name": "JAX_NUM_PROCESSES", "value": str(ps.parallelism)},

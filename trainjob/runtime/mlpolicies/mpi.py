@@ -8,14 +8,7 @@ from trainjob.models import MLPolicy, TrainJob
 from trainjob.naming import pod_dns_name
 from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimeSpecError
 from trainjob.runtime.limits import check_hostfile, digits_below
-from trainjob.runtime.mlpolicies.common import (
-    add_port,
-    gpus_per_node,
-    node_container,
-    refuse_reserved_env,
-    set_env,
-)
-from trainjob.runtime.patches import merge_by_key
+from trainjob.runtime.mlpolicies.common import gpus_per_node, node_container, refuse_reserved_env
 from trainjob_api import constants as c
 from trainjob_api.pods import ContainerView
 
@@ -66,7 +59,7 @@ class MPIPolicy:
         assert mpi is not None
         launcher, nodes = _launcher_and_nodes(info)
         refuse_reserved_env(trainjob, MPI_RESERVED, "MPI")
-        slots = mpi_slots(trainjob, mpi.num_proc_per_node, ContainerView(node_container(nodes)))
+        slots = mpi_slots(trainjob, mpi.num_proc_per_node, node_container(nodes))
         # Trainer v2.3: a launcher run as a node is one of the nodes, and at least one `node`
         # pod runs.
         as_node = mpi.run_launcher_as_node
@@ -93,7 +86,7 @@ class MPIPolicy:
             [_ssh_volume(ssh_secret), _hostfile_volume(hostfile_cm)],
             [ssh_mount, {"name": "mpi-hostfile", "mountPath": c.MPI_HOSTFILE_DIR}],
         )
-        set_env(node_container(launcher), _launcher_env(mpi.mpi_implementation, slots))
+        node_container(launcher).merge_env(_launcher_env(mpi.mpi_implementation, slots))
 
 
 def _launcher_and_nodes(info: RuntimeInfo) -> tuple[PodSet, PodSet]:
@@ -170,8 +163,7 @@ def _hostfile_volume(config_map: str) -> Dict:
 def _mount(ps: PodSet, volumes: list[Dict], mounts: list[Dict]) -> None:
     """`volumes` in the pod set's pods, mounted in its node container (entries of the same
     name replaced), and the SSH port open there."""
-    spec = ps.pod_template.setdefault("spec", {})
     ctr = node_container(ps)
-    spec["volumes"] = merge_by_key(spec.get("volumes") or [], volumes)
-    ctr["volumeMounts"] = merge_by_key(ctr.get("volumeMounts") or [], mounts)
-    add_port(ctr, c.MPI_SSH_PORT)
+    ps.pod_spec.merge_entries("volumes", volumes)
+    ctr.merge_entries("volumeMounts", mounts)
+    ctr.add_port(c.MPI_SSH_PORT)

@@ -9,7 +9,6 @@ from trainjob.models import MLPolicy, TrainJob
 from trainjob.naming import pod_dns_name
 from trainjob.runtime.info import RuntimeInfo, RuntimeSpecError
 from trainjob.runtime.mlpolicies.common import (
-    add_port,
     any_container,
     completion_index_env,
     gpus_per_node,
@@ -17,11 +16,10 @@ from trainjob.runtime.mlpolicies.common import (
     node_resources,
     per_node,
     refuse_reserved_env,
-    set_env,
     trainer_pod_set,
 )
 from trainjob_api import constants as c
-from trainjob_api.pods import ContainerView, ResourcesView
+from trainjob_api.pods import ResourcesView
 
 
 def torch_nproc(trainjob: TrainJob, runtime_resources: ResourcesView) -> str:
@@ -64,7 +62,7 @@ class TorchPolicy:
             )
         ps = trainer_pod_set(info)
         ctr = node_container(ps)
-        nproc = torch_nproc(trainjob, ContainerView(ctr).resources)
+        nproc = torch_nproc(trainjob, ctr.resources)
         master = pod_dns_name(info.trainjob, ps.name, 0, 0)
         pet: list[Dict] = [
             {"name": "PET_NNODES", "value": str(info.policy.num_nodes)},
@@ -73,8 +71,8 @@ class TorchPolicy:
             {"name": "PET_MASTER_ADDR", "value": master},
             {"name": "PET_MASTER_PORT", "value": str(c.TORCH_MASTER_PORT)},
         ]
-        set_env(ctr, pet)
-        add_port(ctr, c.TORCH_MASTER_PORT)
+        ctr.merge_env(pet)
+        ctr.add_port(c.TORCH_MASTER_PORT)
         # envInjection: the same PET_* (and master) variables in the runtime's other
         # containers it names, e.g. an init container that waits for the master.
         torch = info.policy.ml.torch
@@ -86,4 +84,4 @@ class TorchPolicy:
                         "spec.mlPolicy.torch.envInjection: target replicatedJob "
                         f"{target.job_name!r} container {name!r} not found in the runtime"
                     )
-                set_env(found, json_copy(pet))
+                found.merge_env(json_copy(pet))

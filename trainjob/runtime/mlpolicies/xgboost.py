@@ -11,8 +11,8 @@ from trainjob.runtime.mlpolicies.common import (
     gpus_per_node,
     rank_env_on_trainer,
 )
+from trainjob.runtime.templates import ContainerEdit
 from trainjob_api import constants as c
-from trainjob_api.pods import ContainerView
 
 # The variables the XGBoost policy sets for its collective (Trainer's reserved names).
 XGBOOST_RESERVED = frozenset(
@@ -31,9 +31,9 @@ class XGBoostPolicy:
         return ml.xgboost is not None
 
     def enforce(self, info: RuntimeInfo, trainjob: TrainJob) -> None:
-        def env(ps: PodSet, ctr: Dict) -> list[Dict]:
+        def env(ps: PodSet, ctr: ContainerEdit) -> list[Dict]:
             # GPUs from resourcesPerNode if the TrainJob sets it, else the runtime's container's
-            per_node = gpus_per_node(trainjob, ContainerView(ctr).resources) or 1
+            per_node = gpus_per_node(trainjob, ctr.resources) or 1
             return [
                 {"name": "DMLC_TRACKER_URI", "value": pod_dns_name(info.trainjob, ps.name, 0, 0)},
                 {"name": "DMLC_TRACKER_PORT", "value": str(c.TORCH_MASTER_PORT)},

@@ -33,6 +33,7 @@ from trainjob.runtime.info import RuntimeInfo
 from trainjob.runtime.podgroups.coscheduling import CoschedulingPlugin
 from trainjob.runtime.podgroups.volcano import VolcanoPlugin
 from trainjob_api.quantity import format_quantity
+from trainjob_api.views import JobView
 
 
 class PodGroupPlugin(Protocol):
@@ -82,17 +83,15 @@ def ignored_message(plugin: PodGroupPlugin) -> str:
 
 def mark_pods(info: RuntimeInfo, plugin: PodGroupPlugin) -> None:
     """Every pod of the TrainJob names its group (a label or an annotation, as Trainer sets)."""
+    field = "labels" if plugin.on_labels else "annotations"
     for ps in info.pod_sets:
-        meta = ps.pod_template.setdefault("metadata", {})
-        field = "labels" if plugin.on_labels else "annotations"
-        meta[field] = {**(meta.get(field) or {}), plugin.pod_key: info.trainjob}
+        ps.pod.metadata.put(field, plugin.pod_key, info.trainjob)
 
 
-def names_group(job_spec: Dict, plugin: PodGroupPlugin, trainjob: str) -> bool:
+def names_group(job: JobView, plugin: PodGroupPlugin, trainjob: str) -> bool:
     """Whether a Job's pod template puts its pods in the TrainJob's group."""
-    meta = (job_spec.get("template") or {}).get("metadata") or {}
-    found = meta.get("labels" if plugin.on_labels else "annotations") or {}
-    return bool(found.get(plugin.pod_key) == trainjob)
+    field = "labels" if plugin.on_labels else "annotations"
+    return job.template_strings(field).get(plugin.pod_key) == trainjob
 
 
 def _totals(info: RuntimeInfo) -> tuple[int, Amounts]:

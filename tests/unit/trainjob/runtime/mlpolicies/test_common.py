@@ -1,6 +1,5 @@
 """What the plugins share (trainjob/runtime/mlpolicies/common.py): GPUs per node as
-Trainer v2.3 counts them, the environment a policy sets itself refused by name, and the ports
-and env it adds kept once."""
+Trainer v2.3 counts them, and the environment a policy sets itself refused by name."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import pytest
 
 from tests.unit.trainjob.runtime.mlpolicies import trainjob
 from trainjob.runtime.info import RuntimeSpecError
-from trainjob.runtime.mlpolicies.common import add_port, gpus_per_node, refuse_reserved_env, set_env
+from trainjob.runtime.mlpolicies.common import gpus_per_node, refuse_reserved_env
 from trainjob_api.pods import ResourcesView
 
 Dict = dict[str, Any]
@@ -41,27 +40,3 @@ def test_env_a_policy_sets_itself_is_refused_by_name() -> None:
     with pytest.raises(RuntimeSpecError, match=r"spec\.trainer\.env: PET_NNODES are set by"):
         refuse_reserved_env(trainjob(env=env), frozenset({"PET_NNODES"}), "torch")
     refuse_reserved_env(trainjob(env=env[1:]), frozenset({"PET_NNODES"}), "torch")
-
-
-def test_a_port_the_container_declares_is_not_declared_again() -> None:
-    """Two entries of one containerPort and protocol: the API server refuses the pod."""
-    ctr: Dict = {"ports": [{"containerPort": 29500, "protocol": "TCP", "name": "torch"}]}
-    add_port(ctr, 29500)
-    assert ctr["ports"] == [{"containerPort": 29500, "protocol": "TCP", "name": "torch"}]
-    add_port(ctr, 29501)
-    assert ctr["ports"][1] == {"containerPort": 29501, "protocol": "TCP"}
-    bare: Dict = {}
-    add_port(bare, 29500)
-    add_port(bare, 29500)
-    assert bare == {"ports": [{"containerPort": 29500, "protocol": "TCP"}]}
-
-
-def test_a_policys_env_replaces_a_variable_of_its_name_in_place() -> None:
-    user = {"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
-    ctr: Dict = {"env": [user, {"name": "A", "value": "1"}]}
-    set_env(ctr, [{"name": "B", "value": "policy"}, {"name": "C", "value": "3"}])
-    assert ctr["env"] == [
-        {"name": "B", "value": "policy"},  # where the user's was, whole
-        {"name": "A", "value": "1"},
-        {"name": "C", "value": "3"},
-    ]

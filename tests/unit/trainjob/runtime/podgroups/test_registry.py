@@ -16,6 +16,7 @@ from trainjob.runtime.podgroups import (
     names_group,
     select_plugin,
 )
+from trainjob_api.views import JobView
 
 
 @pytest.mark.parametrize(
@@ -49,10 +50,10 @@ def test_every_pod_names_its_group_as_its_scheduler_reads_it(
     mark_pods(info, plugin)
     for ps in info.pod_sets:
         assert ps.pod_template["metadata"][field][key] == "tj"
-        job_spec = {"template": ps.pod_template}
-        assert names_group(job_spec, plugin, "tj")
-        assert not names_group(job_spec, plugin, "other")
-        assert not names_group(job_spec, other, "tj")
+        job = JobView({"spec": {"template": ps.pod_template}})
+        assert names_group(job, plugin, "tj")
+        assert not names_group(job, plugin, "other")
+        assert not names_group(job, other, "tj")
     message = ignored_message(plugin)
     assert f"podGroupPolicy.{name} asks for a PodGroup ({plugin.kind.group}/" in message
     assert f"({plugin.serves} is not installed)" in message

@@ -1,0 +1,176 @@
+"""The runtime framework's template editors and patch views (trainjob/runtime/templates.py):
+edits in place that keep every field they do not name, a list or object that is null made
+before it is written to, ports and env kept once, and a runtimePatch read as Trainer types it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.support.builders import (
+    container,
+    make_runtime,
+    make_trainjob,
+    replicated_job,
+    runtime_patch,
+)
+from tests.unit.trainjob.runtime import info_for
+from trainjob.runtime.templates import (
+    ContainerEdit,
+    JobTemplateEdit,
+    MetaEdit,
+    PodSpecEdit,
+    TemplatePatchView,
+)
+
+Dict = dict[str, Any]
+
+
+def test_an_edit_keeps_every_field_it_does_not_name() -> None:
+    """A field newer than this code (here `futureField`, at each level) reaches the pods."""
+    raw: Dict = {
+        "futureField": {"x": 1},
+        "metadata": {"labels": {"a": "1"}, "futureMeta": True},
+        "spec": {
+            "futureJob": 2,
+            "template": {
+                "spec": {
+                    "futurePod": [3],
+                    "containers": [{"name": "node", "futureCtr": "4", "env": []}],
+                }
+            },
+        },
+    }
+    job = JobTemplateEdit(raw)
+    job.metadata.merge_map("labels", {"b": "2"})
+    spec = job.pod_template.spec
+    ctr = spec.container("node")
+    assert ctr is not None
+    ctr.merge_env([{"name": "E", "value": "v"}])
+    ctr.add_port(29500)
+    spec.merge_entries("volumes", [{"name": "v", "emptyDir": {}}])
+    assert raw["futureField"] == {"x": 1}
+    assert raw["metadata"] == {"labels": {"a": "1", "b": "2"}, "futureMeta": True}
+    assert raw["spec"]["futureJob"] == 2
+    pod_spec = raw["spec"]["template"]["spec"]
+    assert pod_spec["futurePod"] == [3]
+    assert pod_spec["containers"] == [
+        {
+            "name": "node",
+            "futureCtr": "4",
+            "env": [{"name": "E", "value": "v"}],
+            "ports": [{"containerPort": 29500, "protocol": "TCP"}],
+        }
+    ]
+
+
+def test_a_port_the_container_declares_is_not_declared_again() -> None:
+    """Two entries of one containerPort and protocol: the API server refuses the pod."""
+    raw: Dict = {"ports": [{"containerPort": 29500, "protocol": "TCP", "name": "torch"}]}
+    ctr = ContainerEdit(raw)
+    ctr.add_port(29500)
+    assert raw["ports"] == [{"containerPort": 29500, "protocol": "TCP", "name": "torch"}]
+    ctr.add_port(29501)
+    assert raw["ports"][1] == {"containerPort": 29501, "protocol": "TCP"}
+    bare: Dict = {}
+    ContainerEdit(bare).add_port(29500)
+    ContainerEdit(bare).add_port(29500)
+    assert bare == {"ports": [{"containerPort": 29500, "protocol": "TCP"}]}
+
+
+def test_a_policys_env_replaces_a_variable_of_its_name_in_place() -> None:
+    user = {"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    raw: Dict = {"env": [user, {"name": "A", "value": "1"}]}
+    ContainerEdit(raw).merge_env([{"name": "B", "value": "policy"}, {"name": "C", "value": "3"}])
+    assert raw["env"] == [
+        {"name": "B", "value": "policy"},  # where the user's was, whole
+        {"name": "A", "value": "1"},
+        {"name": "C", "value": "3"},
+    ]
+
+
+@pytest.mark.parametrize("field", ["ports", "envFrom"])
+def test_a_null_list_is_made_before_an_entry_is_added(field: str) -> None:
+    """`ports: null` is what the API holds for no ports; the runtime's shapes admit it."""
+    raw: Dict = {"name": "node", field: None}
+    ctr = ContainerEdit(raw)
+    ctr.add_port(29500)
+    ctr.add_secret_env("creds")
+    ctr.add_secret_env("creds")
+    assert raw["ports"] == [{"containerPort": 29500, "protocol": "TCP"}]
+    assert raw["envFrom"] == [{"secretRef": {"name": "creds"}}]
+
+
+def test_a_map_merge_removes_a_key_set_to_null_and_leaves_out_an_empty_map() -> None:
+    raw: Dict = {"labels": {"a": "1", "b": "2"}, "annotations": {"x": "1"}}
+    meta = MetaEdit(raw)
+    meta.merge_map("labels", {"a": None, "c": "3"})
+    meta.merge_map("annotations", {"x": None})
+    meta.merge_map("labels", None)  # nothing to merge: nothing changes
+    assert raw == {"labels": {"b": "2", "c": "3"}}
+    meta.put("annotations", "k", "v")
+    assert raw["annotations"] == {"k": "v"}
+
+
+def test_a_container_and_an_init_container_are_found_and_their_mounts_read() -> None:
+    raw: Dict = {
+        "containers": [{"name": "node"}],
+        "initContainers": [{"name": "wait", "volumeMounts": [{"name": "data", "mountPath": "/d"}]}],
+    }
+    spec = PodSpecEdit(raw)
+    assert spec.container("wait") is None  # containers only
+    found = spec.any_container("wait")
+    assert found is not None and found.raw is raw["initContainers"][0]
+    assert spec.mounts("data") and not spec.mounts("other")
+
+
+def test_an_absent_or_null_template_part_is_made_when_edited() -> None:
+    raw: Dict = {"metadata": None, "spec": None}
+    job = JobTemplateEdit(raw)
+    job.metadata.merge_map("labels", {"a": "1"})
+    job.pod_template.spec.merge_map("nodeSelector", {"pool": "x"})
+    assert raw == {
+        "metadata": {"labels": {"a": "1"}},
+        "spec": {"template": {"spec": {"nodeSelector": {"pool": "x"}}}},
+    }
+
+
+def test_a_patch_is_read_as_trainer_types_it_and_any_other_shape_as_nothing() -> None:
+    patch = runtime_patch(
+        "user.example/p",
+        "node",
+        {"metadata": {"labels": {"a": "1"}}, "spec": {"nodeSelector": {"pool": "x"}}},
+    )["trainingRuntimeSpec"]
+    (rj,) = TemplatePatchView(patch).replicated_jobs
+    assert rj.name == "node"
+    assert rj.pod_metadata.labels == {"a": "1"}
+    assert rj.job_metadata.labels is None
+    assert rj.pod_spec is not None and rj.pod_spec.node_selector == {"pool": "x"}
+    odd = TemplatePatchView({"template": {"spec": {"replicatedJobs": [{"name": "n"}, "x"]}}})
+    (bare,) = odd.replicated_jobs
+    assert bare.pod_spec is None
+    assert bare.pod_metadata.labels is None
+    assert TemplatePatchView({"template": []}).replicated_jobs == []
+
+
+def test_a_runtime_whose_ports_are_null_gets_the_policys_port() -> None:
+    """torch adds its port to the node container; `ports: null` is no list to append to."""
+    runtime = make_runtime(
+        ml_policy={"numNodes": 1, "torch": {}},
+        replicated_jobs=[replicated_job("node", "trainer", [container(ports=None)])],
+    )
+    node = info_for(make_trainjob(), runtime).pod_sets[0].container("node")
+    assert node is not None
+    assert node["ports"] == [{"containerPort": 29500, "protocol": "TCP"}]
+
+
+def test_a_runtime_patch_on_a_job_template_whose_spec_is_null() -> None:
+    """Absent and null are one to the API: a patch on such a template patches its pods."""
+    rj = replicated_job("node", "trainer", [container()])
+    runtime = make_runtime(replicated_jobs=[rj, replicated_job("extra", None, [container()])])
+    runtime["spec"]["template"]["spec"]["replicatedJobs"][1]["template"]["spec"] = None
+    patch = runtime_patch("user.example/p", "extra", {"metadata": {"labels": {"team": "a"}}})
+    info = info_for(make_trainjob(runtimePatches=[patch]), runtime)
+    extra = info.pod_set("extra")
+    assert extra.pod_template["metadata"] == {"labels": {"team": "a"}}
