@@ -71,7 +71,23 @@ class QueueCounts:
     admitted: int | None
 
 
-class ClusterQueueView(ObjectView):
+class _QueueView(ObjectView):
+    """What a ClusterQueue's and a LocalQueue's status both hold: their Workload counts."""
+
+    __slots__ = ()
+
+    @property
+    def counts(self) -> QueueCounts:
+        def number(field: str) -> int | None:
+            value = self.status.get(field)
+            return None if value is None else int(value)
+
+        return QueueCounts(
+            number("pendingWorkloads"), number("reservingWorkloads"), number("admittedWorkloads")
+        )
+
+
+class ClusterQueueView(_QueueView):
     __slots__ = ()
 
     @property
@@ -116,10 +132,6 @@ class ClusterQueueView(ObjectView):
         return found is None or found.true
 
     @property
-    def counts(self) -> QueueCounts:
-        return _counts(self.status)
-
-    @property
     def admission_checks(self) -> set[str]:
         """The admission checks it asks for: spec.admissionChecks and those of
         spec.admissionChecksStrategy (for some flavours only)."""
@@ -135,28 +147,12 @@ class ClusterQueueView(ObjectView):
         return out
 
 
-class LocalQueueView(ObjectView):
+class LocalQueueView(_QueueView):
     __slots__ = ()
 
     @property
     def cluster_queue(self) -> str:
         return str(self.spec.get("clusterQueue") or "")
-
-    @property
-    def counts(self) -> QueueCounts:
-        return _counts(self.status)
-
-
-def _counts(status: Dict) -> QueueCounts:
-    """The Workload counts a ClusterQueue's and a LocalQueue's status both hold."""
-
-    def number(field: str) -> int | None:
-        value = status.get(field)
-        return None if value is None else int(value)
-
-    return QueueCounts(
-        number("pendingWorkloads"), number("reservingWorkloads"), number("admittedWorkloads")
-    )
 
 
 class PodSetView(JsonView):
@@ -180,10 +176,10 @@ class PodSetView(JsonView):
     @property
     def pod_requests(self) -> Amounts:
         """What one pod asks for (`pod_requests`)."""
-        return pod_requests(self.pod_spec.raw)
+        return pod_requests(self.pod_spec)
 
 
-def pod_requests(spec: Dict, *, limits_as_requests: bool = True) -> Amounts:
+def pod_requests(pod: PodSpecView, *, limits_as_requests: bool = True) -> Amounts:
     """What one pod of this spec asks for, counted as Kueue 0.19 counts a PodSet's pod (its
     limits standing for requests not given, then Kubernetes' PodRequests): the sum over its
     containers and its sidecars (init containers that keep running), at least what each other
@@ -195,7 +191,6 @@ def pod_requests(spec: Dict, *, limits_as_requests: bool = True) -> Amounts:
     def asked_of(resources: ResourcesView) -> Amounts:
         return _asked(resources, limits_as_requests)
 
-    pod = PodSpecView(spec)
     total = Amounts()
     for container in pod.containers:
         add(total, asked_of(container.resources))
@@ -231,7 +226,7 @@ def _asked(resources: ResourcesView, limits_as_requests: bool) -> Amounts:
     return Amounts({str(k): parse_quantity(v) for k, v in asked.items()})
 
 
-def resources_key(spec: Dict) -> str:
+def resources_key(pod: PodSpecView) -> str:
     """What a pod of this spec asks of a queue and of its node, as one short key: each init
     container's and container's requests and limits (a limit standing for a request not
     given, as the API server defaults a pod's), claims and restartPolicy (an init container
@@ -240,7 +235,6 @@ def resources_key(spec: Dict) -> str:
     the API server keeps them ("1" is "1000m", finer than 1n rounded up). Two specs with the
     same key take the same quota; a Workload whose key differs from its TrainJob's no longer
     describes it (Kueue compares its PodSets' containers the same way)."""
-    pod = PodSpecView(spec)
     parts: list[object] = []
     for kind in ("initContainers", "containers"):
         for container in pod.containers_in(kind):

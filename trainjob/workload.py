@@ -15,6 +15,7 @@ from trainjob.queues import ResourceFlavorView, resources_key
 from trainjob.runtime import PodSetShape, RuntimeInfo
 from trainjob.runtime.topology import topology_request
 from trainjob_api import constants as c
+from trainjob_api.pods import PodSpecView
 from trainjob_api.views import WorkloadView
 
 MAX_NAME = 253
@@ -113,7 +114,7 @@ def pod_sets_match(wl: Dict, pod_sets: Sequence[PodSetShape]) -> bool:
     what their pods ask for (requests, limits, claims of every container): a TrainJob or
     runtime changed since would otherwise run pods bigger than the quota Kueue gave."""
     have = [
-        (p.get("name"), p.get("count"), resources_key((p.get("template") or {}).get("spec") or {}))
+        (p.get("name"), p.get("count"), resources_key(PodSpecView.of_template(p.get("template"))))
         for p in WorkloadView(wl).pod_sets
     ]
     return have == [(ps.name, ps.count, ps.resources) for ps in pod_sets]

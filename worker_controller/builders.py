@@ -8,6 +8,7 @@ from trainjob.naming import job_name
 from trainjob.queues import resources_key
 from trainjob.runtime import PodSet, RuntimeInfo
 from trainjob_api import constants as c
+from trainjob_api.pods import PodSpecView
 from trainjob_api.views import JobView
 
 # Pod-template fields the API server lets us change on a suspended Job (and Kueue relies on).
@@ -83,13 +84,13 @@ def build_job(
 def pods_ask(ps: PodSet) -> str:
     """What a pod of the PodSet's Jobs asks for (trainjob.queues.resources_key), as a Job made
     now would (what build_job adds to the pod spec takes nothing)."""
-    return resources_key(ps.pod_template.get("spec") or {})
+    return resources_key(PodSpecView.of_template(ps.pod_template))
 
 
 def asked_by(job: JobView) -> str:
     """What a Job's pods ask for: its stored pod template, what they run with. Nothing a
     tenant can write on the Job (an annotation) stands in for it."""
-    return resources_key(job.template_spec)
+    return resources_key(PodSpecView(job.template_spec))
 
 
 def build_jobs(

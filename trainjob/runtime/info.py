@@ -9,6 +9,7 @@ from trainjob.models import DependsOn, MLPolicy, PodGroupPolicy
 from trainjob.queues import resources_key
 from trainjob.runtime.failure import FailurePolicy
 from trainjob.runtime.templates import PodSpecEdit, PodTemplateEdit
+from trainjob_api.pods import PodSpecView
 
 
 class RuntimeSpecError(ValueError):
@@ -121,7 +122,9 @@ class RuntimeInfo:
     @property
     def shape(self) -> tuple[PodSetShape, ...]:
         return tuple(
-            PodSetShape(ps.name, ps.replicas, ps.parallelism, resources_key(ps.queued_spec))
+            PodSetShape(
+                ps.name, ps.replicas, ps.parallelism, resources_key(PodSpecView(ps.queued_spec))
+            )
             for ps in self.pod_sets
         )
 

@@ -49,28 +49,28 @@ def merge_struct(base: Any, patch: Any) -> Any:
     return out
 
 
-def _object(holder: Dict, key: str) -> Dict:
-    """The object under `key`, made (empty) when it is absent, null or of another shape: absent
-    and null are one to the API, and the runtime's shapes are checked before any edit."""
-    found = holder.get(key)
-    if not isinstance(found, dict):
-        found = holder[key] = {}
-    return found
-
-
-def _list(holder: Dict, key: str) -> list[Any]:
-    """The list under `key`, made (empty) when it is absent, null or of another shape."""
-    found = holder.get(key)
-    if not isinstance(found, list):
-        found = holder[key] = []
-    return found
-
-
 class _Edit(JsonView):
-    """What every editor does to its object: a map merged key by key, a list merged entry by
-    entry, a struct merged field by field, a field replaced."""
+    """What every editor does to its object: a part made where it is first written, a map
+    merged key by key, a list merged entry by entry, a struct merged field by field, a field
+    replaced."""
 
     __slots__ = ()
+
+    def _object(self, key: str) -> Dict:
+        """The object under `key`, made (empty) when it is absent, null or of another shape:
+        absent and null are one to the API, and the runtime's shapes are checked before any
+        edit."""
+        found = self.raw.get(key)
+        if not isinstance(found, dict):
+            found = self.raw[key] = {}
+        return found
+
+    def _list(self, key: str) -> list[Any]:
+        """The list under `key`, made (empty) when it is absent, null or of another shape."""
+        found = self.raw.get(key)
+        if not isinstance(found, list):
+            found = self.raw[key] = []
+        return found
 
     def entries(self, field: str) -> list[Dict]:
         """The objects of its list `field`."""
@@ -127,13 +127,13 @@ class ContainerEdit(ContainerView, _Edit):
 
     def add_port(self, port: int) -> None:
         """A TCP port the container listens on, unless it lists that port already."""
-        ports = _list(self.raw, "ports")
+        ports = self._list("ports")
         if not any(p.get("containerPort") == port for p in objects(ports)):
             ports.append({"containerPort": port, "protocol": "TCP"})
 
     def add_secret_env(self, secret: str) -> None:
         """Every key of the Secret `secret` as an environment variable (envFrom), once."""
-        env_from = _list(self.raw, "envFrom")
+        env_from = self._list("envFrom")
         ref = {"secretRef": {"name": secret}}
         if ref not in env_from:
             env_from.append(ref)
@@ -167,32 +167,32 @@ class PodSpecEdit(PodSpecView, _Edit):
         return any(ctr.mounts(volume) for ctr in both)
 
 
-class PodTemplateEdit(JsonView):
+class PodTemplateEdit(_Edit):
     """A pod template being built: its metadata and spec, each made when first edited."""
 
     __slots__ = ()
 
     @property
     def metadata(self) -> MetaEdit:
-        return MetaEdit(_object(self.raw, "metadata"))
+        return MetaEdit(self._object("metadata"))
 
     @property
     def spec(self) -> PodSpecEdit:
-        return PodSpecEdit(_object(self.raw, "spec"))
+        return PodSpecEdit(self._object("spec"))
 
 
-class JobTemplateEdit(JsonView):
+class JobTemplateEdit(_Edit):
     """A replicatedJob's Job template being built."""
 
     __slots__ = ()
 
     @property
     def metadata(self) -> MetaEdit:
-        return MetaEdit(_object(self.raw, "metadata"))
+        return MetaEdit(self._object("metadata"))
 
     @property
     def pod_template(self) -> PodTemplateEdit:
-        return PodTemplateEdit(_object(_object(self.raw, "spec"), "template"))
+        return PodTemplateEdit(_Edit(self._object("spec"))._object("template"))
 
 
 class MetaPatchView(JsonView):

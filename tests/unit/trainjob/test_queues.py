@@ -21,6 +21,18 @@ from trainjob.queues import (
     PodSetView,
     ResourceGroup,
 )
+from trainjob_api.pods import PodSpecView
+
+
+def key_of(spec: Dict) -> str:
+    """`resources_key` of a pod spec as written."""
+    return queues.resources_key(PodSpecView(spec))
+
+
+def asked_of(spec: Dict, *, limits_as_requests: bool = True) -> queues.Amounts:
+    """`pod_requests` of a pod spec as written."""
+    return queues.pod_requests(PodSpecView(spec), limits_as_requests=limits_as_requests)
+
 
 CQ = ClusterQueueView(
     {
@@ -140,7 +152,7 @@ def pod(**resources: Any) -> Dict:
 
 
 def test_what_a_pod_asks_for_is_one_key_by_value() -> None:
-    key = queues.resources_key
+    key = key_of
     one = pod(requests={"cpu": "1", "memory": "1Gi"})
     assert key(one) == key(pod(requests={"cpu": "1000m", "memory": 1073741824}))
     limits = pod(limits={"cpu": "1", "memory": "1Gi"})
@@ -179,7 +191,7 @@ def test_a_pod_asks_for_more_than_its_containers_requests() -> None:
     """What else makes a pod take more of a node and a queue: an init container that keeps
     running (a sidecar, counted with the containers), the pod's own resources, its overhead
     and RuntimeClass, its resource claims and what a container's claim asks of them."""
-    key = queues.resources_key
+    key = key_of
     base: Dict = {
         "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "32"}}}],
         "containers": [{"name": "c", "resources": {"requests": {"cpu": "32"}}}],
@@ -205,7 +217,7 @@ def test_a_pod_asks_for_more_than_its_containers_requests() -> None:
 def test_what_a_pod_asks_for_is_as_the_api_server_keeps_it() -> None:
     """Finer than a nano, a quantity is kept rounded up; -0 is 0 (apimachinery's Quantity):
     a Workload stored through a webhook that writes them back so is the same Workload."""
-    key = queues.resources_key
+    key = key_of
     assert key(pod(requests={"cpu": "1.0000000001"})) == key(pod(requests={"cpu": "1000000001n"}))
     assert key(pod(requests={"cpu": "-0"})) == key(pod(requests={"cpu": "0"}))
     assert key(pod(requests={"cpu": "1e-12"})) == key(pod(requests={"cpu": "1n"}))
@@ -234,7 +246,7 @@ def test_what_a_pod_asks_is_read_the_same_from_its_asks_alone() -> None:
     one field of a pod spec or of a container changed, `resources_key` and `pod_requests` read
     the same from what it keeps as from the whole spec. A field they start reading that the
     asks do not keep fails here by name."""
-    assert queues.resources_key(queues.pod_asks(RICH_POD)) == queues.resources_key(RICH_POD)
+    assert key_of(queues.pod_asks(RICH_POD)) == key_of(RICH_POD)
     variants: list[tuple[str, Dict]] = []
     for field, value in RICH_POD.items():
         variants.append((field, {**RICH_POD, field: _changed(value)}))
@@ -245,9 +257,9 @@ def test_what_a_pod_asks_is_read_the_same_from_its_asks_alone() -> None:
     told_apart = set()
     for where, spec in variants:
         asks = queues.pod_asks(spec)
-        assert queues.resources_key(asks) == queues.resources_key(spec), where
-        assert queues.pod_requests(asks) == queues.pod_requests(spec), where
-        if queues.resources_key(spec) != queues.resources_key(RICH_POD):
+        assert key_of(asks) == key_of(spec), where
+        assert asked_of(asks) == asked_of(spec), where
+        if key_of(spec) != key_of(RICH_POD):
             told_apart.add(where)
     # what the key reads, each change seen (so the table above reaches it)
     assert told_apart >= {
@@ -299,7 +311,7 @@ def test_a_pod_asks_for_what_kueue_counts_of_it(spec: Dict, cpu: str) -> None:
     """A pod's requests as Kueue 0.19 counts a PodSet's pod (Kubernetes' PodRequests, its
     limits standing for requests not given): what the dispatcher's fit and a gang's
     minResources are made of."""
-    assert queues.pod_requests(spec)["cpu"] == Decimal(cpu)
+    assert asked_of(spec)["cpu"] == Decimal(cpu)
 
 
 def test_the_pods_own_requests_stand_only_for_cpu_memory_and_hugepages() -> None:
@@ -309,7 +321,7 @@ def test_the_pods_own_requests_stand_only_for_cpu_memory_and_hugepages() -> None
         ],
         "resources": {"requests": {"memory": "4Gi", "hugepages-2Mi": "1Gi", "nvidia.com/gpu": "8"}},
     }
-    asked = queues.pod_requests(spec)
+    asked = asked_of(spec)
     assert asked["cpu"] == 1 and asked["memory"] == 4 * 2**30 and asked["hugepages-2Mi"] == 2**30
     assert asked["nvidia.com/gpu"] == 1
 
@@ -323,7 +335,7 @@ def test_what_a_pod_asks_of_json_the_api_server_would_not_store_is_read_the_same
         {"initContainers": [None], "containers": [{"name": "c", "resources": []}]},
     ):
         asks = queues.pod_asks(spec)
-        assert queues.resources_key(asks) == queues.resources_key(spec), spec
+        assert key_of(asks) == key_of(spec), spec
     assert queues.pod_asks({"containers": ["x", None, {"name": "c"}]}) == {
         "containers": [{"name": "c"}]
     }
@@ -342,11 +354,11 @@ def test_a_pods_requests_limits_or_overhead_of_the_wrong_type_ask_for_nothing(
 ) -> None:
     """A requests, limits or overhead that is not a map (a tenant's pod template, whatever
     CRD holds it) asks for nothing: never an exception in a controller's pass."""
-    assert queues.pod_requests(spec)["cpu"] == cpu
-    assert queues.pod_requests(spec, limits_as_requests=False)["cpu"] == cpu
+    assert asked_of(spec)["cpu"] == cpu
+    assert asked_of(spec, limits_as_requests=False)["cpu"] == cpu
 
 
 def test_requests_of_the_wrong_type_leave_the_limits_standing_for_them() -> None:
     spec: Dict = {"containers": [{"resources": {"requests": ["1"], "limits": {"cpu": "2"}}}]}
-    assert queues.pod_requests(spec)["cpu"] == 2
-    assert queues.pod_requests(spec, limits_as_requests=False)["cpu"] == 0
+    assert asked_of(spec)["cpu"] == 2
+    assert asked_of(spec, limits_as_requests=False)["cpu"] == 0

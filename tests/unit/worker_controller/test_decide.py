@@ -42,6 +42,7 @@ from trainjob.queues import resources_key
 from trainjob.runtime import resolve_runtime_info
 from trainjob.runtime.templates import merge_struct
 from trainjob_api import constants as c
+from trainjob_api.pods import PodSpecView
 from trainjob_api.views import FailedCreateView, JobView, RuntimeView, TrainJobView
 from worker_controller import builders, digests, status
 from worker_controller.decide import Blocked, Observed, Plan, decide, parse
@@ -127,7 +128,9 @@ def test_a_suspended_jobs_pods_asking_for_other_resources_are_made_again_on_resu
     edit(same).status({})
     eight = make_trainjob(trainer={"resourcesPerNode": {"requests": {"cpu": "8"}}})
     bigger = reported(as_made(eight, make_runtime())[0], "running")
-    claim = {"trainjob.dev/pods-ask": resources_key(running["spec"]["template"]["spec"])}
+    claim = {
+        "trainjob.dev/pods-ask": resources_key(PodSpecView(running["spec"]["template"]["spec"]))
+    }
     edit(bigger).annotations(claim)
     limited = {"requests": {"cpu": "1"}, "limits": {"memory": "512Mi"}}
     defaulted = edit(running).clone().container("node", resources=limited).obj()

@@ -15,6 +15,7 @@ from trainjob.runtime import podgroups
 from trainjob.runtime.info import PodSetShape
 from trainjob.workload import pod_sets_match
 from trainjob_api import constants as c
+from trainjob_api.pods import PodSpecView
 from trainjob_api.views import JobView, WorkloadView
 from worker_controller import builders, digests
 
@@ -142,10 +143,13 @@ def test_a_workloads_digest_reads_as_the_workload_and_keeps_none_of_its_pods_ima
     }  # fmt: skip
     full = WorkloadView(workload)
     kept = WorkloadView(digests.workload_digest(copy.deepcopy(workload)))
-    asks = resources_key(RICH_POD)
+    asks = resources_key(PodSpecView(RICH_POD))
     for shapes in (
         [PodSetShape("node", 1, 2, asks), PodSetShape("launcher", 1, 2, asks)],
-        [PodSetShape("node", 1, 2, asks), PodSetShape("launcher", 1, 2, resources_key({}))],
+        [
+            PodSetShape("node", 1, 2, asks),
+            PodSetShape("launcher", 1, 2, resources_key(PodSpecView({}))),
+        ],
     ):
         assert pod_sets_match(kept.raw, shapes) == pod_sets_match(full.raw, shapes)
     assert pod_sets_match(kept.raw, [PodSetShape("node", 1, 2, asks)] * 2) is False
@@ -168,7 +172,7 @@ def test_a_digest_of_json_the_api_server_would_not_store_is_never_an_error() -> 
         templates: list[object] = [odd, {"metadata": {}, "spec": odd}]
         for template in templates:
             kept = JobView(digests.job_digest({"spec": {"template": copy.deepcopy(template)}}))
-            assert builders.asked_by(kept) == resources_key({}), template
+            assert builders.asked_by(kept) == resources_key(PodSpecView({})), template
         assert digests.job_digest({"spec": copy.deepcopy(odd)}) == {"spec": odd}
         workload = {"spec": {"podSets": odd}}
         assert digests.workload_digest(copy.deepcopy(workload)) == workload

@@ -32,6 +32,7 @@ from trainjob.queues import Amounts, add, pod_requests
 from trainjob.runtime.info import RuntimeInfo
 from trainjob.runtime.podgroups.coscheduling import CoschedulingPlugin
 from trainjob.runtime.podgroups.volcano import VolcanoPlugin
+from trainjob_api.pods import PodSpecView
 from trainjob_api.quantity import format_quantity
 from trainjob_api.views import JobView
 
@@ -101,8 +102,8 @@ def _totals(info: RuntimeInfo) -> tuple[int, Amounts]:
     for ps in info.pod_sets:
         members += ps.count
         # as Trainer v2.3 counts them: the pod template's requests as written
-        spec = ps.pod_template.get("spec") or {}
-        add(total, pod_requests(spec, limits_as_requests=False), ps.count)
+        pod = PodSpecView.of_template(ps.pod_template)
+        add(total, pod_requests(pod, limits_as_requests=False), ps.count)
     return members, total
 
 
