@@ -6,8 +6,8 @@ as empty. Readers walk typed entries instead of checking each shape again, and n
 raises on a tenant's shape.
 
 Views read in place (nothing parsed ahead, nothing copied); an entry of a list knows its
-position there (`at`), for the field paths of messages. What writes pod specs (the runtime
-framework, the worker's builders) writes JSON; these are for reading."""
+position there (`at`), for the field paths of messages. These are for reading; the runtime
+framework's editors (trainjob/runtime/templates.py) build on them to write in place."""
 
 from __future__ import annotations
 
