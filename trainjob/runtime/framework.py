@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from kubebase.objects import Dict
 from trainjob.jsondoc import json_copy
 from trainjob.models import (
@@ -33,13 +35,18 @@ from trainjob.runtime.info import PodSet, RuntimeInfo, RuntimePolicy, RuntimeSpe
 from trainjob.runtime.limits import check_counts, check_names
 from trainjob.runtime.mlpolicies import select_plugin
 from trainjob.runtime.patches import apply_runtime_patch
-from trainjob.runtime.shapes import check_job_template, check_template_spec, entries
+from trainjob.runtime.shapes import (
+    check_job_template,
+    check_metadata,
+    check_template_spec,
+    entries,
+)
 from trainjob.runtime.templates import ContainerEdit, JobTemplateEdit, MetaEdit, merge_by_key
 from trainjob.runtime.topology import topology_request
 from trainjob_api import constants as c
 from trainjob_api.pods import PodSpecView
 from trainjob_api.quantity import parse_quantity
-from trainjob_api.views import RuntimeView
+from trainjob_api.views import RuntimeView, mapping
 
 
 def _apply_trainer(ps: PodSet, trainjob: TrainJob, *, whole: bool = True) -> None:
@@ -134,7 +141,14 @@ def build_runtime_info(
     replicated_jobs = spec.template.spec.replicated_jobs
     # 1. the runtime's shapes checked, then the TrainJob's runtimePatches
     check_template_spec(raw_template_spec)
+    check_metadata(spec.template.metadata, "spec.template.metadata")
+    seen: set[str] = set()
     for rj in replicated_jobs:
+        if rj.name in seen:  # the CRD's list key refuses it; one name is one template
+            raise RuntimeSpecError(
+                f"spec.template.spec.replicatedJobs: more than one is named {rj.name!r}"
+            )
+        seen.add(rj.name)
         check_job_template(rj.name, rj.template)
     jobset_meta = MetaEdit(json_copy(spec.template.metadata))
     templates = {rj.name: JobTemplateEdit(json_copy(rj.template)) for rj in replicated_jobs}
@@ -150,8 +164,8 @@ def build_runtime_info(
         namespace=trainjob.namespace,
         pod_sets=pod_sets,
         policy=policy,
-        labels=dict(jobset_meta.raw.get("labels") or {}),
-        annotations=dict(jobset_meta.raw.get("annotations") or {}),
+        labels=dict(mapping(jobset_meta.raw.get("labels"))),
+        annotations=dict(mapping(jobset_meta.raw.get("annotations"))),
     )
     _check_dependencies(replicated_jobs)
     # 3. the gang scheduler's own refusals
@@ -219,7 +233,7 @@ def _pod_set(
     job_spec = template["spec"] = template.get("spec") or {}
     pod = job_spec["template"] = job_spec.get("template") or {}
     pod["spec"] = pod.get("spec") or {}
-    role = (template.get("metadata") or {}).get("labels", {}).get(c.ANCESTOR_STEP_LABEL)
+    role = mapping(mapping(template.get("metadata")).get("labels")).get(c.ANCESTOR_STEP_LABEL)
     for dep in rj.depends_on:
         if dep.name not in templates or dep.name == rj.name:
             raise RuntimeSpecError(
@@ -253,6 +267,9 @@ def _claim_volumes(info: RuntimeInfo, policies: list[Dict]) -> None:
     TrainJob only when `retentionPolicy.whenDeleted` is Delete (otherwise it outlives the
     job, as JobSet's does); every pod template that mounts a volume of the template's name
     gets that claim as the volume."""
+    claimed: list[tuple[PodSet, set[str], list[Dict]]] = [
+        (ps, ps.pod_spec.mounted(), []) for ps in info.pod_sets
+    ]
     for policy in policies:
         when_deleted = ((policy or {}).get("retentionPolicy") or {}).get("whenDeleted")
         for template in (policy or {}).get("templates") or []:
@@ -282,9 +299,14 @@ def _claim_volumes(info: RuntimeInfo, policies: list[Dict]) -> None:
             if when_deleted == "Delete":
                 info.policy.owned_claims.add(claim)
             volume = {"name": name, "persistentVolumeClaim": {"claimName": claim}}
-            for ps in info.pod_sets:
-                if ps.pod_spec.mounts(name):
-                    ps.pod_spec.merge_entries("volumes", [volume])
+            for _, mounted, volumes in claimed:
+                if name in mounted:
+                    volumes.append(volume)
+    # One merge per PodSet, of its claims in the templates' order: a runtime may hold
+    # thousands of templates, each mounted by every PodSet.
+    for ps, _, volumes in claimed:
+        if volumes:
+            ps.pod_spec.merge_entries("volumes", volumes)
 
 
 @dataclass(frozen=True)
@@ -316,11 +338,20 @@ def resolve_runtime_info(
                 "PodSets"
             )
         return info, None
+    except orjson.JSONEncodeError:  # json_copy: a runtime nested deeper than orjson's limit
+        return None, RuntimeProblem(
+            c.REASON_RUNTIME_INVALID,
+            f"{ref.kind} {ref.name!r} cannot run this TrainJob: its template nests deeper "
+            f"than {MAX_NESTING} levels",
+        )
     except (InvalidObject, RuntimeSpecError) as exc:
         return None, RuntimeProblem(
             c.REASON_RUNTIME_INVALID, f"{ref.kind} {ref.name!r} cannot run this TrainJob: {exc}"
         )
 
+
+# orjson's limit of nested objects and lists, which a copy of the runtime's template meets.
+MAX_NESTING = 255
 
 # Kueue v1beta2 Workload: spec.podSets has at most 18 items (one PodSet per replicatedJob).
 KUEUE_MAX_POD_SETS = 18

@@ -25,6 +25,7 @@ from trainjob.runtime.templates import (
     PodSpecEdit,
     PodSpecPatchView,
     TemplatePatchView,
+    identity,
 )
 from trainjob_api import constants as c
 from trainjob_api.views import JsonView
@@ -42,7 +43,13 @@ class _Toleration(JsonView):
     @property
     def identity(self) -> tuple[object, ...]:
         raw = self.raw
-        return (raw.get("key"), raw.get("operator") or "Equal", raw.get("value"), raw.get("effect"))
+        told_by = (
+            raw.get("key"),
+            raw.get("operator") or "Equal",
+            raw.get("value"),
+            raw.get("effect"),
+        )
+        return tuple(identity(v) for v in told_by)
 
 
 def add_tolerations(base: list[Dict], extra: list[Dict]) -> list[Dict]:

@@ -15,6 +15,33 @@ from trainjob.runtime.info import RuntimeSpecError
 # Each pod-spec list the framework reads, and what each of its entries must be.
 _POD_LISTS = ("containers", "initContainers", "volumes", "tolerations")
 _CONTAINER_LISTS = ("env", "envFrom", "volumeMounts", "ports")
+# The fields of an entry the framework tells entries apart by (the Pod API's merge keys, and
+# what a toleration is told by), each a string where it is given; a name is required.
+_MERGE_KEYS = {
+    "containers": ("name",),
+    "initContainers": ("name",),
+    "volumes": ("name",),
+    "env": ("name",),
+    "volumeMounts": ("name", "mountPath"),
+    "tolerations": ("key", "operator", "value", "effect"),
+}
+_REQUIRED = frozenset({"name", "mountPath"})
+
+
+def check_metadata(value: Any, where: str) -> None:
+    """An object's metadata, or absent: its labels and annotations maps of strings."""
+    meta = _mapping(value, where)
+    for key in ("labels", "annotations"):
+        _strings(meta.get(key), f"{where}.{key}")
+
+
+def _keys(found: list[Dict], keys: tuple[str, ...], where: str) -> None:
+    """Each entry's `keys` are strings (`_REQUIRED` ones given)."""
+    for i, entry in enumerate(found):
+        for key in keys:
+            value = entry.get(key)
+            if (value is not None or key in _REQUIRED) and not isinstance(value, str):
+                raise RuntimeSpecError(f"{where}[{i}].{key} must be a string")
 
 
 def _mapping(value: Any, where: str) -> Dict:
@@ -43,10 +70,7 @@ def check_job_template(name: str, template: Any) -> None:
     types the Job and pod APIs give them."""
     where = f"replicatedJob {name!r} template"
     template = _mapping(template, where)
-    for part in ("metadata",):
-        meta = _mapping(template.get(part), f"{where}.{part}")
-        for key in ("labels", "annotations"):
-            _strings(meta.get(key), f"{where}.{part}.{key}")
+    check_metadata(template.get("metadata"), f"{where}.metadata")
     spec = _mapping(template.get("spec"), f"{where}.spec")
     parallelism = spec.get("parallelism")
     if parallelism is not None and (
@@ -54,21 +78,18 @@ def check_job_template(name: str, template: Any) -> None:
     ):
         raise RuntimeSpecError(f"{where}.spec.parallelism must be a whole number of pods")
     pod = _mapping(spec.get("template"), f"{where}.spec.template")
-    pod_meta = _mapping(pod.get("metadata"), f"{where}.spec.template.metadata")
-    for key in ("labels", "annotations"):
-        _strings(pod_meta.get(key), f"{where}.spec.template.metadata.{key}")
+    check_metadata(pod.get("metadata"), f"{where}.spec.template.metadata")
     pod_spec = _mapping(pod.get("spec"), f"{where}.spec.template.spec")
     _strings(pod_spec.get("nodeSelector"), f"{where}.spec.template.spec.nodeSelector")
     for field in _POD_LISTS:
         found = entries(pod_spec.get(field), f"{where}.spec.template.spec.{field}")
+        _keys(found, _MERGE_KEYS.get(field, ()), f"{where}.spec.template.spec.{field}")
         if field not in ("containers", "initContainers"):
             continue
         for i, ctr in enumerate(found):
             at = f"{where}.spec.template.spec.{field}[{i}]"
-            if not isinstance(ctr.get("name"), str):
-                raise RuntimeSpecError(f"{at}.name must be a string")
             for key in _CONTAINER_LISTS:
-                entries(ctr.get(key), f"{at}.{key}")
+                _keys(entries(ctr.get(key), f"{at}.{key}"), _MERGE_KEYS.get(key, ()), f"{at}.{key}")
             resources = _mapping(ctr.get("resources"), f"{at}.resources")
             for key in ("requests", "limits"):
                 _mapping(resources.get(key), f"{at}.resources.{key}")

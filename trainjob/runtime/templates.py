@@ -14,7 +14,10 @@ ContainerPatch): only the fields a patch may carry, each of the type the CRD giv
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
+
+import orjson
 
 from kubebase.objects import Dict
 from trainjob.jsondoc import json_copy
@@ -22,15 +25,25 @@ from trainjob_api.pods import ContainerView, PodSpecView
 from trainjob_api.views import JsonView, mapping, objects
 
 
+def identity(value: object) -> Hashable:
+    """A merge key as a dict key: itself when it is a scalar, else its JSON (sorted keys), so
+    that a key of another shape (a list, an object: the CRDs refuse both) is told apart from
+    the others, never raised on."""
+    if value is None or isinstance(value, str | int | float):
+        return value
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
 def merge_by_key(base: list[Dict], extra: list[Dict], key: str = "name") -> list[Dict]:
     """Entries of `extra` replace same-key entries of `base` in place; new ones are appended."""
     out = [json_copy(e) for e in base]
-    index = {e.get(key): i for i, e in enumerate(out)}
+    index = {identity(e.get(key)): i for i, e in enumerate(out)}
     for entry in extra:
-        if entry.get(key) in index:
-            out[index[entry[key]]] = json_copy(entry)
+        found = identity(entry.get(key))
+        if found in index:
+            out[index[found]] = json_copy(entry)
         else:
-            index[entry.get(key)] = len(out)
+            index[found] = len(out)
             out.append(json_copy(entry))
     return out
 
@@ -138,10 +151,6 @@ class ContainerEdit(ContainerView, _Edit):
         if ref not in env_from:
             env_from.append(ref)
 
-    def mounts(self, name: str) -> bool:
-        """Whether the container mounts the volume `name`."""
-        return any(m.get("name") == name for m in self.entries("volumeMounts"))
-
 
 class PodSpecEdit(PodSpecView, _Edit):
     """The pod spec of a pod template being built."""
@@ -161,10 +170,15 @@ class PodSpecEdit(PodSpecView, _Edit):
         both = [*self.editable("containers"), *self.editable("initContainers")]
         return next((ctr for ctr in both if ctr.name == name), None)
 
-    def mounts(self, volume: str) -> bool:
-        """Whether any of its containers or init containers mounts the volume `volume`."""
+    def mounted(self) -> set[str]:
+        """The names of the volumes its containers and init containers mount."""
         both = [*self.editable("containers"), *self.editable("initContainers")]
-        return any(ctr.mounts(volume) for ctr in both)
+        return {
+            name
+            for ctr in both
+            for m in ctr.entries("volumeMounts")
+            if isinstance(name := m.get("name"), str)
+        }
 
 
 class PodTemplateEdit(_Edit):

@@ -1,19 +1,19 @@
 """The runtime's shapes (trainjob/runtime/shapes.py): what is not the type the API would hold
-is refused naming the field, never a crash."""
+is refused naming the field, never a crash; and what the framework refuses of a runtime's
+templates beside them (two replicatedJobs of one name, a template too deep to copy)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.support.builders import (
-    make_runtime,
-    make_trainjob,
-)
+from kubebase.objects import Dict
+from tests.support.builders import container, make_runtime, make_trainjob, replicated_job
 from tests.unit.trainjob.runtime import info_for
-from trainjob.runtime import (
-    RuntimeSpecError,
-)
+from trainjob.models import parse_trainjob
+from trainjob.runtime import RuntimeSpecError, resolve_runtime_info
+from trainjob.runtime.framework import MAX_NESTING
 from trainjob.runtime.shapes import check_template_spec
+from trainjob_api.views import RuntimeView
 
 
 def test_a_claim_that_is_not_an_object_is_named_not_a_crash() -> None:
@@ -28,3 +28,83 @@ def test_a_claim_that_is_not_an_object_is_named_not_a_crash() -> None:
 def test_a_list_entry_that_is_not_an_object_is_refused_naming_it(entry: object) -> None:
     with pytest.raises(RuntimeSpecError, match=r"volumeClaimPolicies\[1\] must be an object"):
         check_template_spec({"volumeClaimPolicies": [{}, entry]})
+
+
+def _runtime_with(**pod_spec: object) -> Dict:
+    """The default runtime, its trainer's pod spec given `pod_spec`'s fields."""
+    runtime = make_runtime()
+    spec = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    spec["template"]["spec"].update(pod_spec)
+    return runtime
+
+
+@pytest.mark.parametrize(
+    ("pod_spec", "field"),
+    [
+        # a merge key of another type: the framework tells entries apart by it
+        (
+            {"containers": [{"name": "node", "env": [{"name": ["x"]}]}]},
+            r"containers\[0\].env\[0\].name",
+        ),
+        ({"containers": [{"name": "node", "env": [{"value": "1"}]}]}, r"env\[0\].name"),
+        ({"volumes": [{"name": {"a": 1}}]}, r"volumes\[0\].name"),
+        (
+            {"containers": [{"name": "node", "volumeMounts": [{"name": "v", "mountPath": ["p"]}]}]},
+            r"volumeMounts\[0\].mountPath",
+        ),
+        ({"containers": [{"name": "node", "volumeMounts": [{"name": "v"}]}]}, r"mountPath"),
+        ({"tolerations": [{"key": ["k"], "operator": "Exists"}]}, r"tolerations\[0\].key"),
+        ({"initContainers": [{"name": 3}]}, r"initContainers\[0\].name"),
+    ],
+)
+def test_a_key_entries_are_told_apart_by_is_refused_unless_a_string(
+    pod_spec: Dict, field: str
+) -> None:
+    """Found by the hostile review: a list or object there raised `unhashable type` out of
+    every pass (the torch policy merges its env into every runtime's trainer)."""
+    with pytest.raises(RuntimeSpecError, match=rf"{field} must be a string"):
+        info_for(make_trainjob(), _runtime_with(**pod_spec))
+
+
+@pytest.mark.parametrize("labels", ["ab", ["ab"]])
+def test_the_jobset_templates_labels_are_a_map_of_strings(labels: object) -> None:
+    """`labels: ["ab"]` became {"a": "b"}, and `labels: "ab"` raised a ValueError."""
+    runtime = make_runtime()
+    runtime["spec"]["template"]["metadata"] = {"labels": labels}
+    with pytest.raises(RuntimeSpecError, match=r"spec\.template\.metadata\.labels must be an"):
+        info_for(make_trainjob(), runtime)
+
+
+def test_a_replicated_jobs_null_labels_are_none() -> None:
+    """`labels: null` read as no labels: this runtime has no trainer step (it raised)."""
+    runtime = make_runtime()
+    runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["metadata"] = {
+        "labels": None
+    }
+    with pytest.raises(RuntimeSpecError, match="has no replicatedJob labelled"):
+        info_for(make_trainjob(), runtime)
+
+
+def test_two_replicated_jobs_of_one_name_are_refused() -> None:
+    """One name held one template for both: edits applied twice, the first one's lost."""
+    runtime = make_runtime(
+        replicated_jobs=[
+            replicated_job("node", "trainer", [container()]),
+            replicated_job("node", None, [container(image="other")]),
+        ]
+    )
+    with pytest.raises(RuntimeSpecError, match=r"more than one is named 'node'"):
+        info_for(make_trainjob(), runtime)
+
+
+def test_a_template_nested_deeper_than_a_copy_can_be_is_a_runtime_problem() -> None:
+    deep: Dict = {}
+    at = deep
+    for _ in range(MAX_NESTING + 40):
+        at["x"] = {}
+        at = at["x"]
+    runtime = _runtime_with(containers=[container(extra=deep)])
+    info, problem = resolve_runtime_info(parse_trainjob(make_trainjob()), RuntimeView(runtime))
+    assert info is None and problem is not None
+    assert problem.reason == "RuntimeInvalid"
+    assert f"its template nests deeper than {MAX_NESTING} levels" in problem.message

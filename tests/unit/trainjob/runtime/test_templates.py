@@ -22,6 +22,8 @@ from trainjob.runtime.templates import (
     MetaEdit,
     PodSpecEdit,
     TemplatePatchView,
+    identity,
+    merge_by_key,
 )
 
 Dict = dict[str, Any]
@@ -122,7 +124,7 @@ def test_a_container_and_an_init_container_are_found_and_their_mounts_read() -> 
     assert spec.container("wait") is None  # containers only
     found = spec.any_container("wait")
     assert found is not None and found.raw is raw["initContainers"][0]
-    assert spec.mounts("data") and not spec.mounts("other")
+    assert spec.mounted() == {"data"}
 
 
 def test_an_absent_or_null_template_part_is_made_when_edited() -> None:
@@ -174,3 +176,46 @@ def test_a_runtime_patch_on_a_job_template_whose_spec_is_null() -> None:
     info = info_for(make_trainjob(runtimePatches=[patch]), runtime)
     extra = info.pod_set("extra")
     assert extra.pod_template["metadata"] == {"labels": {"team": "a"}}
+
+
+def test_a_merge_key_of_another_shape_is_told_apart_never_raised_on() -> None:
+    """A TrainJob's env through a CRD looser than the shipped one: a name that is a list is
+    one entry of its own (the shipped CRDs and the runtime's shapes refuse it)."""
+    base = [{"name": "A", "value": "1"}, {"name": ["x"], "value": "2"}]
+    extra = [{"name": ["x"], "value": "3"}, {"name": {"y": 1}, "value": "4"}, {"name": "A"}]
+    assert merge_by_key(base, extra) == [
+        {"name": "A"},
+        {"name": ["x"], "value": "3"},
+        {"name": {"y": 1}, "value": "4"},
+    ]
+    assert identity(None) is None and identity("a") == "a" and identity(2) == 2
+    assert identity({"b": 1, "a": 2}) == identity({"a": 2, "b": 1}) != identity([1])
+
+
+def test_a_volume_two_claim_templates_name_is_mounted_once_in_their_order() -> None:
+    """Each PodSet's claims are merged once, in the templates' order; a name two templates
+    give is the later one's, where the first was."""
+    mounts = [{"name": n, "mountPath": f"/{n}"} for n in ("b", "a")]
+    runtime = make_runtime(
+        replicated_jobs=[
+            replicated_job("node", "trainer", [container(volumeMounts=mounts)]),
+            replicated_job("other", None, [container(volumeMounts=mounts[1:])]),
+        ]
+    )
+    runtime["spec"]["template"]["spec"]["volumeClaimPolicies"] = [
+        {"templates": [{"metadata": {"name": n}, "spec": {}} for n in ("a", "b", "unused")]},
+        {"templates": [{"metadata": {"name": "a"}, "spec": {}}]},
+    ]
+    info = info_for(make_trainjob(), runtime)
+    claim = {"persistentVolumeClaim": {"claimName": "a-tj"}}
+    assert info.pod_set("node").pod_template["spec"]["volumes"] == [
+        {"name": "a", **claim},
+        {"name": "b", "persistentVolumeClaim": {"claimName": "b-tj"}},
+    ]
+    assert info.pod_set("other").pod_template["spec"]["volumes"] == [{"name": "a", **claim}]
+    assert [c["metadata"]["name"] for c in info.policy.claims] == [
+        "a-tj",
+        "b-tj",
+        "unused-tj",
+        "a-tj",
+    ]
