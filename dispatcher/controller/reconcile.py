@@ -54,7 +54,7 @@ from trainjob.ownership import controller_uid, is_dependency_copy, made_for
 from trainjob.runtime import RuntimeProblem
 from trainjob.status_writes import held_key
 from trainjob_api import constants as c
-from trainjob_api.views import RuntimeView, TrainJobView, WorkloadView
+from trainjob_api.views import ObjectView, RuntimeView, TrainJobView, WorkloadView
 
 log = logging.getLogger("dispatcher")
 
@@ -429,7 +429,7 @@ def _served_there(remote: RemoteCluster, manager_runtime: RuntimeView | None, or
     if is_dependency_copy(here, origin):
         return False  # ours: the ledger and its digest say whether it is current
     source = {**manager_runtime.raw, "kind": c.TRAINING_RUNTIME_KIND}
-    return dependencies.usable_as_is(here, source)
+    return dependencies.usable_as_is(ObjectView(here), ObjectView(source))
 
 
 def _needs(

@@ -25,6 +25,7 @@ from trainjob.caches import WATCHDOG_CACHES, Index
 from trainjob.naming import owner_name
 from trainjob.queues import MultiKueueClusterView
 from trainjob_api import constants as c
+from trainjob_api.views import TrainJobView, WorkloadView
 
 
 def watches(ctx: Context) -> list[Watch]:
@@ -61,7 +62,7 @@ def watches(ctx: Context) -> list[Watch]:
             c.TRAINJOB,
             trainjob_changed,
             page=TENANT_SIZED_PAGE,
-            groups_of=dependencies.runtime_named_by if copying else None,
+            groups_of=_runtime_named_by if copying else None,
             groups=Index.RUNTIME_USERS if copying else "",
         ),
         Watch(
@@ -70,7 +71,7 @@ def watches(ctx: Context) -> list[Watch]:
             lambda _type, wl: _enqueue_owner(ctx, wl),
             page=TENANT_SIZED_PAGE,
             # Which Workloads reference each Secret and ConfigMap (dependency_watches).
-            groups_of=dependencies.named_by if copying else None,
+            groups_of=_named_by if copying else None,
             groups=Index.DEPENDENTS if copying else "",
         ),
         Watch(Index.CLUSTERS, c.MULTIKUEUE_CLUSTER, lambda t, mkc: on_cluster_event(ctx, t, mkc)),
@@ -140,6 +141,17 @@ def dependency_watches(ctx: Context) -> list[Watch]:
             optional=True,
         ),
     ]
+
+
+def _runtime_named_by(obj: Dict) -> list[tuple[str, str]]:
+    """The index of a runtime's users, of a TrainJob as the informer holds it."""
+    return dependencies.runtime_named_by(TrainJobView(obj))
+
+
+def _named_by(obj: Dict) -> list[tuple[str, str, str]]:
+    """The index of a Secret's or ConfigMap's dependents, of a Workload as the informer holds
+    it."""
+    return dependencies.named_by(WorkloadView(obj))
 
 
 def _namespace_seen(obj: Dict) -> Dict:

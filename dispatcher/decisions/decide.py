@@ -33,7 +33,7 @@ from trainjob.ownership import made_for
 from trainjob.status_writes import hold
 from trainjob_api import conditions as cond
 from trainjob_api import constants as c
-from trainjob_api.views import CheckState, CheckView, TrainJobView, WorkloadView
+from trainjob_api.views import CheckState, CheckView, ObjectView, TrainJobView, WorkloadView
 
 
 class Taken(NamedTuple):
@@ -144,10 +144,9 @@ class Guard:
     resource_version: str = ""
 
     @classmethod
-    def of(cls, obj: Dict, *, as_seen: bool = False) -> Guard:
-        meta = obj["metadata"]
-        version = str(meta.get("resourceVersion") or "") if as_seen else ""
-        return cls(str(meta.get("uid") or ""), version)
+    def of(cls, obj: ObjectView, *, as_seen: bool = False) -> Guard:
+        version = str(obj.resource_version or "") if as_seen else ""
+        return cls(str(obj.uid or ""), version)
 
     def preconditions(self) -> Dict:
         """The guard as a patch's metadata (the API server refuses it, 409, when it differs)."""
@@ -363,7 +362,7 @@ def _delete(plan: DispatchPlan, remote: RemoteView, why: str | None = None) -> N
         if obj is not None and remote.connected:
             event = Event("Normal", "RemoteRemoved", f"{why}; copy on {remote.name} removed")
             action = RemoteAction(
-                remote.name, "delete", obj.raw, event if why else None, guard=Guard.of(obj.raw)
+                remote.name, "delete", obj.raw, event if why else None, guard=Guard.of(obj)
             )
             plan.remote.append(action)
             why = None  # one Event a worker, with its first deletion
@@ -750,7 +749,7 @@ def _take_along(p: _Pass, remote: RemoteView) -> None:
     needs = p.obs.needs
     if needs is None or remote.workload is None:
         return
-    owner = dependencies.owner_of(remote.workload.raw)
+    owner = dependencies.owner_of(remote.workload)
     for source in needs.sources:
         if remote.copied.get(source.key) != source.digest:
             copy = dependencies.skeleton(source, p.wl.namespace, p.obs.origin, owner)
@@ -1113,5 +1112,5 @@ def _open(p: _Pass, gates: Gates) -> None:
         f"not admitted it within {p.obs.preemption_timeout:g}s",
     )
     plan.remote.append(
-        RemoteAction(remote.name, "open", obj, event, guard=Guard.of(obj, as_seen=True))
+        RemoteAction(remote.name, "open", obj, event, guard=Guard.of(copy, as_seen=True))
     )

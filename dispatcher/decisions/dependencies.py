@@ -49,7 +49,7 @@ from trainjob_api.pods import (
     PodSpecView,
     VolumeView,
 )
-from trainjob_api.views import ObjectView, RuntimeView
+from trainjob_api.views import ObjectView, RuntimeView, TrainJobView, WorkloadView, objects
 
 # On a manager namespace: its TrainJobs' Secrets and ConfigMaps follow them to the workers.
 NAMESPACE_LABEL = f"{c.DOMAIN}/copy-dependencies"
@@ -141,29 +141,22 @@ def references(pod_sets: list[Dict]) -> list[Ref]:
     return list(found.values())
 
 
-def named_by(workload: Dict) -> list[tuple[str, str, str]]:
+def named_by(workload: WorkloadView) -> list[tuple[str, str, str]]:
     """The (namespace, Kind, name) of each Secret and ConfigMap a manager Workload's pods
     reference: the keys the dispatcher's index of dependents files it under, so that a change
     of one queues only the TrainJobs that take it along. The first MAX_DEPENDENCIES only: a job
     that names more is refused whatever they hold."""
-    meta = workload.get("metadata") or {}
-    pod_sets = (workload.get("spec") or {}).get("podSets")
-    if not isinstance(pod_sets, list):
-        return []
-    namespace = str(meta.get("namespace", ""))
-    refs = references([ps for ps in pod_sets if isinstance(ps, dict)])
-    return [(namespace, ref.kind, ref.name) for ref in refs[:MAX_DEPENDENCIES]]
+    refs = references(objects(workload.spec.get("podSets")))
+    return [(workload.namespace, ref.kind, ref.name) for ref in refs[:MAX_DEPENDENCIES]]
 
 
-def runtime_named_by(trainjob: Dict) -> list[tuple[str, str]]:
+def runtime_named_by(trainjob: TrainJobView) -> list[tuple[str, str]]:
     """The (namespace, name) of the TrainingRuntime of its namespace a TrainJob names, if it
     names one: the key the dispatcher's index of a runtime's users files it under."""
-    ref = (trainjob.get("spec") or {}).get("runtimeRef")
-    if not isinstance(ref, dict) or ref.get("kind") != c.TRAINING_RUNTIME_KIND:
+    if trainjob.runtime_kind != c.TRAINING_RUNTIME_KIND:
         return []
-    name = ref.get("name")
-    namespace = (trainjob.get("metadata") or {}).get("namespace")
-    return [(str(namespace), name)] if isinstance(name, str) and name else []
+    name = trainjob.runtime_ref.get("name")
+    return [(trainjob.namespace, name)] if isinstance(name, str) and name else []
 
 
 # ---- the manager's objects, as the cache keeps them ----------------------------------------
@@ -235,28 +228,27 @@ _DIGESTS: LRU[tuple[str, str], str] = LRU(4096)
 _SAME: LRU[tuple[str, str, str, str], bool] = LRU(4096)
 
 
-def _version(obj: Dict) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("uid", "")), str(meta.get("resourceVersion", ""))
+def _version(obj: ObjectView) -> tuple[str, str]:
+    return str(obj.uid or ""), str(obj.resource_version or "")
 
 
 def runtime_source(runtime: RuntimeView) -> Source:
     """A namespaced TrainingRuntime of the manager (as its cache holds it) as a job takes it
     along."""
     body = {"kind": c.TRAINING_RUNTIME_KIND, "spec": runtime.raw.get("spec")}
-    uid, version = _version(runtime.raw)
+    uid, version = _version(runtime)
     made = _DIGESTS.get_or_make((uid, version), lambda: digest(body)) if version else digest(body)
     return Source(c.TRAINING_RUNTIME_KIND, runtime.name, uid, made)
 
 
-def usable_as_is(found: Dict, source: Dict) -> bool:
+def usable_as_is(found: ObjectView, source: ObjectView) -> bool:
     """Whether an object of a copy's name on a worker that is not ours serves as it is: a
     TrainingRuntime whose spec is the manager's (a platform made the same runtime there)."""
-    if source.get("kind") != c.TRAINING_RUNTIME_KIND:
+    if source.raw.get("kind") != c.TRAINING_RUNTIME_KIND:
         return False
 
     def same() -> bool:
-        return same_runtime_spec(found.get("spec") or {}, source.get("spec") or {})
+        return same_runtime_spec(found.spec, source.spec)
 
     versions = (*_version(found), *_version(source))
     return _SAME.get_or_make(versions, same) if versions[1] and versions[3] else same()
@@ -340,14 +332,13 @@ def skeleton(source: Source, namespace: str, origin: str, owner: OwnerReference)
     }
 
 
-def owner_of(workload: Dict) -> OwnerReference:
+def owner_of(workload: ObjectView) -> OwnerReference:
     """The ownerReference a dependency's copy gets from the Workload copy that needs it."""
-    meta = workload["metadata"]
     return {
         "apiVersion": c.KUEUE_API,
         "kind": "Workload",
-        "name": meta["name"],
-        "uid": meta["uid"],
+        "name": workload.name,
+        "uid": str(workload.uid or ""),
     }
 
 
@@ -475,7 +466,7 @@ def copy_step(want: Dict, found: Dict | None, source: Dict | Unread | None = UNR
     ):
         if want["kind"] == c.TRAINING_RUNTIME_KIND and isinstance(source, Unread):
             return ReadSource(write=False)
-        if isinstance(source, dict) and usable_as_is(found, source):
+        if isinstance(source, dict) and usable_as_is(ObjectView(found), ObjectView(source)):
             return ServedAsIs()
         return Taken(not_ours(ObjectView(want)))
     if isinstance(source, Unread):

@@ -128,4 +128,4 @@ def _in_turn(copies: list[Dict], bound: int) -> list[Dict]:
 
 def _delete(cluster: str, copy: Dict) -> RemoteAction:
     """A copy's delete, guarded by the UID its worker's watch showed."""
-    return RemoteAction(cluster, "delete", copy, guard=Guard.of(copy))
+    return RemoteAction(cluster, "delete", copy, guard=Guard.of(ObjectView(copy)))

@@ -283,7 +283,7 @@ class TrainJobView(ObjectView):
 
     @property
     def runtime_ref(self) -> Dict:
-        return self.spec.get("runtimeRef") or {}
+        return mapping(self.spec.get("runtimeRef"))
 
     @property
     def runtime_kind(self) -> str:

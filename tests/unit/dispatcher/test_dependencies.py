@@ -37,6 +37,7 @@ from tests.support.whole_pass import (
 )
 from trainjob.workload import workload_name
 from trainjob_api import constants as c
+from trainjob_api.views import TrainJobView, WorkloadView
 
 Dict = dict[str, Any]
 KEY = ("ns", "tj")
@@ -747,7 +748,9 @@ def test_a_job_that_names_the_most_dependencies_is_filed_under_each_and_queued_b
         {"name": "node", "template": {"spec": {"imagePullSecrets": [{"name": n} for n in MOST]}}}
     ]
     workload = {"metadata": {"namespace": "ns"}, "spec": {"podSets": pod_sets}}
-    assert dependencies.named_by(workload) == [("ns", "Secret", name) for name in MOST]
+    assert dependencies.named_by(WorkloadView(workload)) == [
+        ("ns", "Secret", name) for name in MOST
+    ]
     made, _ctx = fleet(
         [MOST_RUNTIME, _job("tj", MOST_RUNTIME), namespace(), *(secret(n) for n in MOST)],
         {w: [MOST_RUNTIME] for w in WORKERS},
@@ -1060,13 +1063,16 @@ def test_a_copy_changed_on_the_worker_is_put_back_by_what_it_holds_not_what_it_c
 
 def test_a_runtime_is_named_by_the_jobs_of_its_namespace_only() -> None:
     own = TrainJobBuilder().runtime("own", c.TRAINING_RUNTIME_KIND).obj()
-    assert dependencies.runtime_named_by(own) == [("ns", "own")]
+    assert dependencies.runtime_named_by(TrainJobView(own)) == [("ns", "own")]
     cluster = TrainJobBuilder().runtime("torch-distributed").obj()
-    assert dependencies.runtime_named_by(cluster) == []
+    assert dependencies.runtime_named_by(TrainJobView(cluster)) == []
     for name in (["x"], "", None, 3):
         ref = {"kind": "TrainingRuntime", "name": name}
         odd = {"metadata": {"namespace": "ns"}, "spec": {"runtimeRef": ref}}
-        assert dependencies.runtime_named_by(odd) == [], name
+        assert dependencies.runtime_named_by(TrainJobView(odd)) == [], name
+    for ref in (["TrainingRuntime"], "own"):  # a runtimeRef that is no object names none
+        odd = {"metadata": {"namespace": "ns"}, "spec": {"runtimeRef": ref}}
+        assert dependencies.runtime_named_by(TrainJobView(odd)) == [], ref
 
 
 def test_a_secret_its_transform_fails_on_keeps_only_who_it_is_through_the_controllers_informer(

@@ -16,6 +16,7 @@ from dispatcher.decisions.decide import GUARDED, Guard, RemoteAction
 from kubecontrol.client import ApiException
 from tests.support.builders import edit
 from trainjob_api import constants as c
+from trainjob_api.views import ObjectView
 
 Dict = dict[str, Any]
 
@@ -144,8 +145,8 @@ def test_the_executor_sends_the_plans_guard_not_what_the_object_says() -> None:
 
 def test_a_guard_takes_the_version_seen_only_for_a_write_made_from_the_object_as_seen() -> None:
     seen = {"metadata": {"uid": "u", "resourceVersion": "3"}}
-    assert Guard.of(seen) == Guard("u")
-    assert Guard.of(seen, as_seen=True) == Guard("u", "3")
+    assert Guard.of(ObjectView(seen)) == Guard("u")
+    assert Guard.of(ObjectView(seen), as_seen=True) == Guard("u", "3")
     assert Guard("u").preconditions() == {"uid": "u"}
 
 

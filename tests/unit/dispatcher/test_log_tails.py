@@ -29,6 +29,7 @@ from dispatcher.workers.log_tails import (
 )
 from tests.support.builders import edit
 from trainjob_api import constants as c
+from trainjob_api.views import ObjectView
 
 
 def tail(uid: str, created: str, namespace: str = "team-a", size: int | None = 1000) -> Any:
@@ -362,9 +363,9 @@ def test_a_copys_delete_waits_for_its_tails_read_off_the_calling_thread(
     plan = DispatchPlan(
         remote=[
             RemoteAction(
-                "worker1", "delete", copy, capture_tails=True, guard=Guard.of(copy)
+                "worker1", "delete", copy, capture_tails=True, guard=Guard.of(ObjectView(copy))
             ),  # as decided
-            RemoteAction("worker1", "delete", workload, guard=Guard.of(workload)),
+            RemoteAction("worker1", "delete", workload, guard=Guard.of(ObjectView(workload))),
         ]
     )
     wl = SimpleNamespace(key=("ns", "wl"), resource_version="1", cluster_queue="cq")
