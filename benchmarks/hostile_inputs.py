@@ -60,6 +60,7 @@ from kubecontrol.informer import TENANT_SIZED_PAGE, Informer
 from kubecontrol.schema_bounds import version_schema
 from tests.support.builders import (
     container,
+    edit,
     make_runtime,
     make_trainjob,
     replicated_job,
@@ -292,12 +293,11 @@ def claims_runtime(templates: int, pod_sets: int) -> Dict:
         replicated_job(f"r{j}", "trainer" if j == 0 else None, [container(volumeMounts=mounts)])
         for j in range(pod_sets)
     ]
-    runtime = make_runtime(replicated_jobs=rjs)
-    runtime["spec"]["template"]["spec"]["volumeClaimPolicies"] = [
+    policies = [
         {"templates": [{"metadata": {"name": n}, "spec": {}} for n in names[k : k + 50]]}
         for k in range(0, templates, 50)
     ]
-    return runtime
+    return edit(make_runtime(replicated_jobs=rjs)).template_spec(volumeClaimPolicies=policies).obj()
 
 
 def before_claims(info: RuntimeInfo, policies: list[Dict]) -> None:

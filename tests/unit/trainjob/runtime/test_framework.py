@@ -30,6 +30,7 @@ from trainjob.naming import owner_of
 from trainjob.runtime import (
     RuntimeProblem,
     RuntimeSpecError,
+    build_runtime_info,
     resolve_runtime_info,
 )
 from trainjob_api.views import RuntimeView
@@ -613,3 +614,65 @@ def test_a_replicated_job_with_a_null_pod_spec_is_read_as_an_empty_one() -> None
     edit(runtime).job_spec("node", template={"spec": None})
     with pytest.raises(RuntimeSpecError, match="has no container named 'node'"):
         info_for(make_trainjob(), runtime)
+
+
+def test_a_claim_volume_goes_only_to_the_pods_that_mount_it() -> None:
+    """A ReadWriteOnce claim in pods that do not use it would hold them to its node."""
+    mounted = container(volumeMounts=[{"name": "data", "mountPath": "/data"}])
+    runtime = make_runtime(
+        replicated_jobs=[
+            replicated_job("node", "trainer", [mounted]),
+            replicated_job("other", None, [container()]),
+        ]
+    )
+    template = {"metadata": {"name": "data"}, "spec": {}}
+    edit(runtime).template_spec(volumeClaimPolicies=[{"templates": [template]}])
+    info = info_for(make_trainjob(), runtime)
+    claim = {"name": "data", "persistentVolumeClaim": {"claimName": "data-tj"}}
+    assert info.pod_set("node").pod_template["spec"]["volumes"] == [claim]
+    assert "volumes" not in info.pod_set("other").pod_template["spec"]
+
+
+def test_the_trainer_and_an_initializer_edit_containers_never_init_containers() -> None:
+    """`node` only as an init container: the trainer's image is refused, not put on it; an
+    initializer whose container is an init container only is refused too."""
+    runtime = make_runtime(
+        ml_policy={"numNodes": 1},
+        replicated_jobs=[replicated_job("node", "trainer", [container("main")])],
+    )
+    edit(runtime).pod_spec("node", initContainers=[container("node", image="init:1")])
+    tj = make_trainjob(trainer={"image": "mine:2"})
+    with pytest.raises(RuntimeSpecError, match=r"spec\.trainer sets the training container, but"):
+        info_for(tj, runtime)
+    init = initializer_runtime()
+    edit(init).pod_spec(
+        "dataset-initializer",
+        containers=[container("main")],
+        initContainers=[container("dataset-initializer")],
+    )
+    dataset = make_trainjob(initializer={"dataset": {"storageUri": "hf://x/y"}})
+    with pytest.raises(RuntimeSpecError, match="has no container of that name"):
+        info_for(dataset, init)
+
+
+@pytest.mark.parametrize("field", ["command", "args"])
+def test_an_empty_trainer_command_or_args_clears_the_runtimes(field: str) -> None:
+    """Trainer sets them when given (not nil), an empty list included."""
+    runtime = make_runtime(
+        ml_policy={"numNodes": 1},
+        replicated_jobs=[replicated_job("node", "trainer", [container(**{field: ["run"]})])],
+    )
+    node = info_for(make_trainjob(trainer={field: []}), runtime).pod_sets[0].container("node")
+    assert node is not None and node[field] == []
+
+
+def test_a_patch_leaves_the_parsed_runtime_as_it_was_for_the_next_trainjob() -> None:
+    """The caches keep one parsed runtime for every TrainJob on it: a patch on its JobSet's
+    labels is the patched TrainJob's alone."""
+    runtime = parse_runtime(edit(make_runtime()).template_metadata({"labels": {"a": "1"}}).obj())
+    meta = {"labels": {"a": None, "patched": "yes"}}
+    patch = {"manager": "user.example/p", "trainingRuntimeSpec": {"template": {"metadata": meta}}}
+    patched = build_runtime_info(parse_trainjob(make_trainjob(runtimePatches=[patch])), runtime)
+    assert patched.labels == {"patched": "yes"}
+    plain = build_runtime_info(parse_trainjob(make_trainjob("other")), runtime)
+    assert plain.labels == {"a": "1"}

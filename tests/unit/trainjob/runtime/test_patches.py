@@ -4,6 +4,7 @@ Kueue's added, maps field by field, lists of named entries by key, a null remove
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -193,3 +194,80 @@ def test_a_patched_volume_or_env_entry_replaces_the_runtimes_of_its_name_whole()
     assert spec["volumes"] == [{"name": "data", "emptyDir": {}}]
     token = [e for e in spec["containers"][0]["env"] if e["name"] == "TOKEN"]
     assert token == [{"name": "TOKEN", "value": "plain"}]
+
+
+def test_a_patch_merges_the_jobsets_and_a_jobs_labels_and_annotations_a_null_removing() -> None:
+    """Each level's metadata merges key by key: the JobSet's (the TrainJob's own labels and
+    annotations on what it makes), a replicatedJob's Job's, its pods'; the runtime is left as
+    the cache holds it."""
+    runtime = edit(make_runtime()).template_metadata(
+        {"labels": {"keep": "1", "drop": "2"}, "annotations": {"a": "runtime"}}
+    )
+    runtime.replicated_job(
+        "node",
+        template={
+            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+            "spec": {"template": {"spec": {"containers": [container()]}}},
+        },
+    )
+    body = runtime.obj()
+    before = copy.deepcopy(body)
+    meta = {"labels": {"drop": None, "new": "3"}, "annotations": {"a": "patch", "b": "4"}}
+    rj_patch = {
+        "name": "node",
+        "template": {
+            "metadata": {"labels": {"job": "x"}, "annotations": {"j": "y"}},
+            "spec": {"template": {"metadata": {"annotations": {"pod": "z"}}}},
+        },
+    }
+    patch = {
+        "manager": "user.example/p",
+        "trainingRuntimeSpec": {
+            "template": {"metadata": meta, "spec": {"replicatedJobs": [rj_patch]}}
+        },
+    }
+    info = info_for(make_trainjob(runtimePatches=[patch]), body)
+    assert info.labels == {"keep": "1", "new": "3"}
+    assert info.annotations == {"a": "patch", "b": "4"}
+    job_meta = info.pod_sets[0].job_template["metadata"]
+    assert job_meta["labels"] == {
+        "trainer.kubeflow.org/trainjob-ancestor-step": "trainer",
+        "job": "x",
+    }
+    assert job_meta["annotations"] == {"j": "y"}
+    assert info.pod_sets[0].pod_template["metadata"]["annotations"] == {"pod": "z"}
+    assert body == before  # edits are the framework's own copy's
+
+
+def test_an_init_container_patch_merges_into_the_init_container() -> None:
+    runtime = edit(make_runtime()).pod_spec(
+        "node", initContainers=[container("wait", env=[{"name": "A", "value": "1"}])]
+    )
+    patch = _patch(
+        "user.example/p",
+        {"initContainers": [{"name": "wait", "env": [{"name": "B", "value": "2"}]}]},
+    )
+    spec = info_for(make_trainjob(runtimePatches=[patch]), runtime.obj()).pod_sets[0]
+    pod = spec.pod_template["spec"]
+    assert pod["initContainers"][0]["env"] == [
+        {"name": "A", "value": "1"},
+        {"name": "B", "value": "2"},
+    ]
+    assert not {"A", "B"} & {e["name"] for e in pod["containers"][0].get("env", [])}
+
+
+def test_volumes_merge_by_name_in_place_new_ones_after() -> None:
+    a, b, c = ({"name": n, "emptyDir": {}} for n in "abc")
+    b2 = {"name": "b", "configMap": {"name": "cm"}}
+    spec = patched_pod_spec({"volumes": [a, b]}, ("me", {"volumes": [b2, c]}))
+    assert spec["volumes"] == [a, b2, c]
+
+
+def test_kueue_tells_a_toleration_without_an_operator_from_none_with_equal() -> None:
+    """The API's default operator is Equal: Kueue's same toleration with it is not added."""
+    runtime = [{"key": "k", "value": "v", "effect": "NoSchedule"}]
+    again = {"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}
+    spec = patched_pod_spec(
+        {"tolerations": runtime}, ("kueue.x-k8s.io/manager", {"tolerations": [again]})
+    )
+    assert spec["tolerations"] == runtime

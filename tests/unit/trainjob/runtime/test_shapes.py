@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kubebase.objects import Dict
-from tests.support.builders import container, make_runtime, make_trainjob, replicated_job
+from tests.support.builders import container, edit, make_runtime, make_trainjob, replicated_job
 from tests.unit.trainjob.runtime import info_for
 from trainjob.models import parse_trainjob
 from trainjob.runtime import RuntimeSpecError, resolve_runtime_info
@@ -32,10 +32,7 @@ def test_a_list_entry_that_is_not_an_object_is_refused_naming_it(entry: object) 
 
 def _runtime_with(**pod_spec: object) -> Dict:
     """The default runtime, its trainer's pod spec given `pod_spec`'s fields."""
-    runtime = make_runtime()
-    spec = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
-    spec["template"]["spec"].update(pod_spec)
-    return runtime
+    return edit(make_runtime()).pod_spec("node", **pod_spec).obj()
 
 
 @pytest.mark.parametrize(
@@ -69,18 +66,16 @@ def test_a_key_entries_are_told_apart_by_is_refused_unless_a_string(
 @pytest.mark.parametrize("labels", ["ab", ["ab"]])
 def test_the_jobset_templates_labels_are_a_map_of_strings(labels: object) -> None:
     """`labels: ["ab"]` became {"a": "b"}, and `labels: "ab"` raised a ValueError."""
-    runtime = make_runtime()
-    runtime["spec"]["template"]["metadata"] = {"labels": labels}
+    runtime = edit(make_runtime()).template_metadata({"labels": labels}).obj()
     with pytest.raises(RuntimeSpecError, match=r"spec\.template\.metadata\.labels must be an"):
         info_for(make_trainjob(), runtime)
 
 
 def test_a_replicated_jobs_null_labels_are_none() -> None:
     """`labels: null` read as no labels: this runtime has no trainer step (it raised)."""
-    runtime = make_runtime()
-    runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["metadata"] = {
-        "labels": None
-    }
+    pods = {"template": {"spec": {"containers": [container()]}}}
+    rj = {"name": "node", "template": {"metadata": {"labels": None}, "spec": pods}}
+    runtime = make_runtime(replicated_jobs=[rj])
     with pytest.raises(RuntimeSpecError, match="has no replicatedJob labelled"):
         info_for(make_trainjob(), runtime)
 

@@ -10,6 +10,7 @@ import pytest
 
 from tests.support.builders import (
     container,
+    edit,
     make_runtime,
     make_trainjob,
     replicated_job,
@@ -170,8 +171,7 @@ def test_a_runtime_whose_ports_are_null_gets_the_policys_port() -> None:
 def test_a_runtime_patch_on_a_job_template_whose_spec_is_null() -> None:
     """Absent and null are one to the API: a patch on such a template patches its pods."""
     rj = replicated_job("node", "trainer", [container()])
-    runtime = make_runtime(replicated_jobs=[rj, replicated_job("extra", None, [container()])])
-    runtime["spec"]["template"]["spec"]["replicatedJobs"][1]["template"]["spec"] = None
+    runtime = make_runtime(replicated_jobs=[rj, {"name": "extra", "template": {"spec": None}}])
     patch = runtime_patch("user.example/p", "extra", {"metadata": {"labels": {"team": "a"}}})
     info = info_for(make_trainjob(runtimePatches=[patch]), runtime)
     extra = info.pod_set("extra")
@@ -202,10 +202,11 @@ def test_a_volume_two_claim_templates_name_is_mounted_once_in_their_order() -> N
             replicated_job("other", None, [container(volumeMounts=mounts[1:])]),
         ]
     )
-    runtime["spec"]["template"]["spec"]["volumeClaimPolicies"] = [
+    policies = [
         {"templates": [{"metadata": {"name": n}, "spec": {}} for n in ("a", "b", "unused")]},
         {"templates": [{"metadata": {"name": "a"}, "spec": {}}]},
     ]
+    edit(runtime).template_spec(volumeClaimPolicies=policies)
     info = info_for(make_trainjob(), runtime)
     claim = {"persistentVolumeClaim": {"claimName": "a-tj"}}
     assert info.pod_set("node").pod_template["spec"]["volumes"] == [
@@ -219,3 +220,12 @@ def test_a_volume_two_claim_templates_name_is_mounted_once_in_their_order() -> N
         "unused-tj",
         "a-tj",
     ]
+
+
+def test_a_runtime_patch_on_pods_whose_spec_is_null() -> None:
+    pods = {"template": {"spec": {"template": {"spec": None}}}}
+    rj = replicated_job("node", "trainer", [container()])
+    runtime = make_runtime(replicated_jobs=[rj, {"name": "extra", **pods}])
+    patch = runtime_patch("user.example/p", "extra", {"spec": {"nodeSelector": {"pool": "x"}}})
+    info = info_for(make_trainjob(runtimePatches=[patch]), runtime)
+    assert info.pod_set("extra").pod_template["spec"] == {"nodeSelector": {"pool": "x"}}
