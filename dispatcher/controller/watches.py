@@ -25,7 +25,7 @@ from trainjob.caches import WATCHDOG_CACHES, Index
 from trainjob.naming import owner_name
 from trainjob.queues import MultiKueueClusterView
 from trainjob_api import constants as c
-from trainjob_api.views import TrainJobView, WorkloadView
+from trainjob_api.views import EventView, TrainJobView, WorkloadView
 
 
 def watches(ctx: Context) -> list[Watch]:
@@ -260,19 +260,19 @@ def on_remote_event(ctx: Context, cluster: str, event: dict[str, Any]) -> None:
     if not ctx.synced.is_set() or not ctx.leads():
         return
     remote = ctx.workers.get(cluster)
-    namespace = (event.get("metadata") or {}).get("namespace", "")
-    involved = event.get("involvedObject") or {}
+    seen = EventView(event)
+    namespace = seen.namespace
     if remote is None:
         return
-    if involved.get("kind") == "TrainJob":
-        ours = [str(involved.get("name"))]  # the manager's TrainJob of that name says if ours
+    if seen.about_kind == "TrainJob":
+        ours = [seen.about_name]  # the manager's TrainJob of that name says if ours
     else:
         ours = [
             t["metadata"]["name"]
             for t in remote.items("TrainJob")
             if t["metadata"].get("namespace") == namespace
         ]
-    found = mirror(event, cluster, ours, ctx.settings.mirror_events == "Warning")
+    found = mirror(seen, cluster, ours, ctx.settings.mirror_events == "Warning")
     if found is None:
         return
     caches = ctx.caches

@@ -13,8 +13,8 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kubebase.objects import Dict
 from trainjob.naming import owning_trainjob
+from trainjob_api.views import EventView
 
 
 @dataclass(frozen=True)
@@ -27,16 +27,15 @@ class Mirrored:
 
 
 def mirror(
-    event: Dict, cluster: str, trainjobs: Iterable[str], warnings_only: bool
+    event: EventView, cluster: str, trainjobs: Iterable[str], warnings_only: bool
 ) -> Mirrored | None:
     """What to record on the manager for a worker Event (None: nothing). `trainjobs` are the
     names of our TrainJobs in the Event's namespace on that worker."""
-    involved = event.get("involvedObject") or {}
-    etype = str(event.get("type") or "Normal")
+    etype = str(event.event_type or "Normal")
     if warnings_only and etype != "Warning":
         return None
     names = list(trainjobs)
-    kind, name = involved.get("kind"), str(involved.get("name", ""))
+    kind, name = event.about_kind, event.about_name
     if kind == "TrainJob":
         trainjob = name if name in names else None
         what = ""
@@ -47,13 +46,14 @@ def mirror(
         return None
     if trainjob is None:
         return None
-    meta = event.get("metadata") or {}
-    key = f"{cluster}/{meta.get('uid', meta.get('name'))}/{event.get('count', 1)}"
+    # the worker Event's identity as written (a name made from it must never change)
+    meta = event.meta
+    key = f"{cluster}/{meta.get('uid', meta.get('name'))}/{event.raw.get('count', 1)}"
     digest = hashlib.sha1(key.encode()).hexdigest()[:12]
     return Mirrored(
         trainjob=trainjob,
         name=f"{trainjob[:200]}.{cluster[:30]}.{digest}",
         type=etype,
-        reason=str(event.get("reason") or "Event"),
-        message=f"{cluster}: {what}{event.get('message', '')}",
+        reason=str(event.reason or "Event"),
+        message=f"{cluster}: {what}{event.message}",
     )

@@ -519,11 +519,20 @@ class EventView(ObjectView):
 
     @property
     def _involved(self) -> Dict:
-        return self.raw.get("involvedObject") or {}
+        return mapping(self.raw.get("involvedObject"))
 
     @property
     def about_uid(self) -> str | None:
         return self._involved.get("uid")
+
+    @property
+    def about_kind(self) -> object:
+        """The kind of the object it is about, as written."""
+        return self._involved.get("kind")
+
+    @property
+    def about_name(self) -> str:
+        return str(self._involved.get("name", ""))
 
     @property
     def about(self) -> str:

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
-from dispatcher.decisions.mirror import Mirrored, mirror
+from dispatcher.decisions.mirror import Mirrored
+from dispatcher.decisions.mirror import mirror as mirror_of
 from dispatcher.workers.remote import _event_seen
 from trainjob.naming import owning_trainjob
+from trainjob_api.views import EventView
 
 Dict = dict[str, Any]
+
+
+def mirror(event: Dict, cluster: str, trainjobs: list[str], warnings_only: bool) -> Mirrored | None:
+    """`mirror` of an Event as its worker's watch keeps it."""
+    return mirror_of(EventView(event), cluster, trainjobs, warnings_only)
 
 
 def event(kind: str, name: str, etype: str = "Warning", count: int = 1) -> Dict:
@@ -85,3 +93,16 @@ def test_the_cache_keeps_of_a_worker_event_what_mirroring_reads_and_a_short_mess
     assert mirror(kept, "w1", ["train"], True) == mirror(
         {**whole, "message": "x" * 1024}, "w1", ["train"], True
     )
+
+
+def test_an_event_of_another_shape_is_mirrored_by_what_it_holds_or_not_at_all() -> None:
+    """A worker Event is anyone's on that worker who may create Events: an involvedObject
+    that is no object is about nothing; a null message says nothing after the worker."""
+    odd = {**event("TrainJob", "train"), "involvedObject": ["TrainJob", "train"]}
+    assert mirror(odd, "w1", ["train"], True) is None
+    silent = mirror({**event("TrainJob", "train"), "message": None}, "w1", ["train"], True)
+    assert silent is not None and silent.message == "w1: "
+    named = mirror(event("TrainJob", "train"), "w1", ["train"], True)
+    assert named is not None
+    # the name is made of the worker, the Event's UID and its count, as before
+    assert named.name == f"train.w1.{hashlib.sha1(b'w1/u-1/1').hexdigest()[:12]}"
