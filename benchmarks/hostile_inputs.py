@@ -71,7 +71,7 @@ from trainjob.lru import LRU
 from trainjob.models import parse_trainjob
 from trainjob.runtime import failure, framework, resolve_runtime_info
 from trainjob.runtime.info import RuntimeInfo
-from trainjob.runtime.templates import merge_by_key
+from trainjob.runtime.templates import ClaimPolicyView, merge_by_key
 from trainjob_api import constants as c
 from trainjob_api.story import about, event_of
 from trainjob_api.views import RuntimeView
@@ -300,12 +300,12 @@ def claims_runtime(templates: int, pod_sets: int) -> Dict:
     return edit(make_runtime(replicated_jobs=rjs)).template_spec(volumeClaimPolicies=policies).obj()
 
 
-def before_claims(info: RuntimeInfo, policies: list[Dict]) -> None:
+def before_claims(info: RuntimeInfo, policies: list[ClaimPolicyView]) -> None:
     """The former `_claim_volumes`' volumes: each template's volume merged into every PodSet
     that mounts it, one template at a time (the claims themselves left out)."""
     for policy in policies:
-        for template in policy.get("templates") or []:
-            name = template["metadata"]["name"]
+        for template in policy.templates:
+            name = template.name
             volume = {"name": name, "persistentVolumeClaim": {"claimName": f"{name}-x"}}
             for ps in info.pod_sets:
                 pod_spec = ps.pod_template.setdefault("spec", {})

@@ -41,7 +41,14 @@ from trainjob.runtime.shapes import (
     check_template_spec,
     entries,
 )
-from trainjob.runtime.templates import ContainerEdit, JobTemplateEdit, MetaEdit, merge_by_key
+from trainjob.runtime.templates import (
+    ClaimPolicyView,
+    ContainerEdit,
+    JobSetSpecView,
+    JobTemplateEdit,
+    MetaEdit,
+    merge_by_key,
+)
 from trainjob.runtime.topology import topology_request
 from trainjob_api import constants as c
 from trainjob_api.pods import PodSpecView
@@ -127,11 +134,6 @@ def _apply_initializer(ps: PodSet, step: InitializerStep | None) -> None:
         ctr.add_secret_env(step.secret_ref["name"])
 
 
-def _success_policy(template_spec: Dict) -> tuple[str, list[str]]:
-    policy = template_spec.get("successPolicy") or {}
-    return str(policy.get("operator") or "All"), list(policy.get("targetReplicatedJobs") or [])
-
-
 def build_runtime_info(
     trainjob: TrainJob, runtime: TrainingRuntime, raw_template_spec: Dict | None = None
 ) -> RuntimeInfo:
@@ -155,7 +157,8 @@ def build_runtime_info(
     for patch in trainjob.spec.runtime_patches:  # typed by the CRD: they keep the shapes
         apply_runtime_patch(jobset_meta, templates, patch)
     # 2. spec.trainer and spec.initializer on their steps' containers, the dependency graph
-    policy = _policy(trainjob, runtime, raw_template_spec)
+    template_spec = JobSetSpecView(raw_template_spec or {})
+    policy = _policy(trainjob, runtime, template_spec)
     pod_sets = [
         _pod_set(rj, templates, trainjob, runtime, policy.num_nodes) for rj in replicated_jobs
     ]
@@ -171,7 +174,7 @@ def build_runtime_info(
     # 3. the gang scheduler's own refusals
     podgroups.check(info)
     # 2, its rest: the volume claims and each quantity
-    _claim_volumes(info, (raw_template_spec or {}).get("volumeClaimPolicies") or [])
+    _claim_volumes(info, template_spec.claim_policies)
     for ps in pod_sets:
         _check_quantities(ps, trainjob)
         topology_request(ps)  # a bad TAS annotation is said here, not when Kueue sees it
@@ -198,7 +201,7 @@ def build_runtime_info(
 
 
 def _policy(
-    trainjob: TrainJob, runtime: TrainingRuntime, raw_template_spec: Dict | None
+    trainjob: TrainJob, runtime: TrainingRuntime, template_spec: JobSetSpecView
 ) -> RuntimePolicy:
     """The job's policies: its node count (the TrainJob's, else the runtime's), the runtime's
     ML and gang policies, the fields ignored, success and failure."""
@@ -206,16 +209,16 @@ def _policy(
     num_nodes = (
         trainer.num_nodes if trainer and trainer.num_nodes else None
     ) or runtime.spec.ml_policy.num_nodes
-    operator, targets = _success_policy(raw_template_spec or {})
+    operator, targets = template_spec.success_policy
     return RuntimePolicy(
         ml_policy="",
         num_nodes=num_nodes,
         ml=runtime.spec.ml_policy,
         pod_group=runtime.spec.pod_group_policy,
-        ignored=fields.ignored(raw_template_spec, trainjob.metadata.name),
+        ignored=fields.ignored(template_spec.raw, trainjob.metadata.name),
         success_operator=operator,
         success_targets=targets,
-        failure=failure.parse(raw_template_spec),
+        failure=failure.parse(template_spec.raw),
     )
 
 
@@ -261,7 +264,7 @@ def _pod_set(
     return ps
 
 
-def _claim_volumes(info: RuntimeInfo, policies: list[Dict]) -> None:
+def _claim_volumes(info: RuntimeInfo, policies: list[ClaimPolicyView]) -> None:
     """The runtime's volumeClaimPolicies as JobSet v0.12 carries them out: one PVC per
     template, named `<template>-<trainjob>` and labelled with the JobSet name, owned by the
     TrainJob only when `retentionPolicy.whenDeleted` is Delete (otherwise it outlives the
@@ -271,32 +274,29 @@ def _claim_volumes(info: RuntimeInfo, policies: list[Dict]) -> None:
         (ps, ps.pod_spec.mounted(), []) for ps in info.pod_sets
     ]
     for policy in policies:
-        when_deleted = ((policy or {}).get("retentionPolicy") or {}).get("whenDeleted")
-        for template in (policy or {}).get("templates") or []:
-            meta = template.get("metadata") or {}
-            name = meta.get("name")
+        for template in policy.templates:
+            name = template.name
             if not name:
                 raise RuntimeSpecError(
                     "spec.template.spec.volumeClaimPolicies: a template has no name"
                 )
             claim = f"{name}-{info.trainjob}"
+            meta: Dict = {
+                "name": claim,
+                "namespace": info.namespace,
+                "labels": {**template.labels, c.JOBSET_NAME_LABEL: info.trainjob},
+            }
+            if template.annotations:
+                meta["annotations"] = template.annotations
             info.policy.claims.append(
                 {
                     "apiVersion": "v1",
                     "kind": "PersistentVolumeClaim",
-                    "metadata": {
-                        "name": claim,
-                        "namespace": info.namespace,
-                        "labels": {
-                            **(meta.get("labels") or {}),
-                            c.JOBSET_NAME_LABEL: info.trainjob,
-                        },
-                        **({"annotations": meta["annotations"]} if meta.get("annotations") else {}),
-                    },
-                    "spec": json_copy(template.get("spec") or {}),
+                    "metadata": meta,
+                    "spec": json_copy(template.spec),
                 }
             )
-            if when_deleted == "Delete":
+            if policy.when_deleted == "Delete":
                 info.policy.owned_claims.add(claim)
             volume = {"name": name, "persistentVolumeClaim": {"claimName": claim}}
             for _, mounted, volumes in claimed:

@@ -322,3 +322,62 @@ class TemplatePatchView(JsonView):
     def replicated_jobs(self) -> list[ReplicatedJobPatchView]:
         spec = mapping(self._template.get("spec"))
         return [ReplicatedJobPatchView(p) for p in objects(spec.get("replicatedJobs"))]
+
+
+class ClaimTemplateView(JsonView):
+    """A volume claim template of a runtime's volumeClaimPolicies: a PVC's metadata and spec."""
+
+    __slots__ = ()
+
+    @property
+    def _meta(self) -> Dict:
+        return mapping(self.raw.get("metadata"))
+
+    @property
+    def name(self) -> str:
+        return str(self._meta.get("name") or "")
+
+    @property
+    def labels(self) -> Dict:
+        return mapping(self._meta.get("labels"))
+
+    @property
+    def annotations(self) -> Dict:
+        return mapping(self._meta.get("annotations"))
+
+    @property
+    def spec(self) -> Dict:
+        return mapping(self.raw.get("spec"))
+
+
+class ClaimPolicyView(JsonView):
+    """One of a runtime's volumeClaimPolicies: its claim templates and what becomes of their
+    claims when the job is deleted."""
+
+    __slots__ = ()
+
+    @property
+    def when_deleted(self) -> object:
+        return mapping(self.raw.get("retentionPolicy")).get("whenDeleted")
+
+    @property
+    def templates(self) -> list[ClaimTemplateView]:
+        return [ClaimTemplateView(t) for t in objects(self.raw.get("templates"))]
+
+
+class JobSetSpecView(JsonView):
+    """A runtime's JobSet template spec (spec.template.spec) as the framework reads it beside
+    the models (after `shapes.check_template_spec`): its success and claim policies."""
+
+    __slots__ = ()
+
+    @property
+    def success_policy(self) -> tuple[str, list[str]]:
+        """Its successPolicy's operator (All by default) and target replicatedJobs."""
+        policy = mapping(self.raw.get("successPolicy"))
+        targets = policy.get("targetReplicatedJobs")
+        return str(policy.get("operator") or "All"), list(targets or [])
+
+    @property
+    def claim_policies(self) -> list[ClaimPolicyView]:
+        return [ClaimPolicyView(p) for p in objects(self.raw.get("volumeClaimPolicies"))]

@@ -19,6 +19,7 @@ from tests.support.builders import (
 from tests.unit.trainjob.runtime import info_for
 from trainjob.runtime.templates import (
     ContainerEdit,
+    JobSetSpecView,
     JobTemplateEdit,
     MetaEdit,
     PodSpecEdit,
@@ -229,3 +230,34 @@ def test_a_runtime_patch_on_pods_whose_spec_is_null() -> None:
     patch = runtime_patch("user.example/p", "extra", {"spec": {"nodeSelector": {"pool": "x"}}})
     info = info_for(make_trainjob(runtimePatches=[patch]), runtime)
     assert info.pod_set("extra").pod_template["spec"] == {"nodeSelector": {"pool": "x"}}
+
+
+def test_the_jobset_spec_is_read_for_its_success_and_claim_policies() -> None:
+    assert JobSetSpecView({}).success_policy == ("All", [])
+    spec = JobSetSpecView(
+        {
+            "successPolicy": {"operator": "Any", "targetReplicatedJobs": ["node"]},
+            "volumeClaimPolicies": [
+                {
+                    "retentionPolicy": {"whenDeleted": "Delete"},
+                    "templates": [
+                        {"metadata": {"name": "data", "labels": {"a": "1"}}, "spec": {"x": 1}},
+                        {"spec": None},
+                        "not a template",
+                    ],
+                },
+                None,
+            ],
+        }
+    )
+    assert spec.success_policy == ("Any", ["node"])
+    (policy,) = spec.claim_policies
+    assert policy.when_deleted == "Delete"
+    data, bare = policy.templates
+    assert (data.name, data.labels, data.annotations, data.spec) == (
+        "data",
+        {"a": "1"},
+        {},
+        {"x": 1},
+    )
+    assert (bare.name, bare.spec) == ("", {})
