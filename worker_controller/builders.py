@@ -7,6 +7,7 @@ from trainjob.jsondoc import json_copy
 from trainjob.naming import job_name
 from trainjob.queues import resources_key
 from trainjob.runtime import PodSet, RuntimeInfo
+from trainjob.runtime.templates import JobTemplateEdit
 from trainjob_api import constants as c
 from trainjob_api.pods import PodSpecView
 from trainjob_api.views import JobView
@@ -37,21 +38,19 @@ def build_job(
 ) -> Dict:
     """One Indexed Job of a PodSet: `parallelism = completions` pods with stable hostnames,
     made for restart `attempt` (trainjob/runtime/failure.py)."""
-    template = json_copy(ps.job_template)
-    meta = template.get("metadata") or {}
-    spec = template.get("spec") or {}
-    pod_template = spec.pop("template", {}) or {}
+    job = JobTemplateEdit(json_copy(ps.job_template))  # edits of this copy are its own
+    meta, pod = job.metadata, job.pod_template
+    spec = {k: v for k, v in job.raw["spec"].items() if k != "template"}
     labels = {
         **info.labels,
-        **(meta.get("labels") or {}),
+        **meta.labels,
         **trainjob_labels(info.trainjob),
         c.REPLICATED_JOB_NAME_LABEL: ps.name,
         c.JOB_INDEX_LABEL: str(index),
         c.PODSET_LABEL: ps.name,
         c.RESTART_ATTEMPT_LABEL: str(attempt),
     }
-    pod_meta = pod_template.get("metadata") or {}
-    pod_spec = pod_template.get("spec") or {}
+    pod_spec = pod.spec.raw
     pod_spec["subdomain"] = info.trainjob
     pod_spec.setdefault("restartPolicy", "OnFailure")  # as JobSet defaults it
     return {
@@ -61,7 +60,7 @@ def build_job(
             "name": job_name(info.trainjob, ps.name, index),
             "namespace": info.namespace,
             "labels": labels,
-            "annotations": {**info.annotations, **(meta.get("annotations") or {})},
+            "annotations": {**info.annotations, **meta.annotations},
             "ownerReferences": [owner],
         },
         "spec": {
@@ -72,8 +71,8 @@ def build_job(
             "suspend": suspend,
             "template": {
                 "metadata": {
-                    "labels": {**(pod_meta.get("labels") or {}), **labels},
-                    "annotations": dict(pod_meta.get("annotations") or {}),
+                    "labels": {**pod.metadata.labels, **labels},
+                    "annotations": dict(pod.metadata.annotations),
                 },
                 "spec": pod_spec,
             },

@@ -116,6 +116,14 @@ class MetaEdit(_Edit):
 
     __slots__ = ()
 
+    @property
+    def labels(self) -> Dict:
+        return mapping(self.raw.get("labels"))
+
+    @property
+    def annotations(self) -> Dict:
+        return mapping(self.raw.get("annotations"))
+
     def merge(self, patch: MetaPatchView) -> None:
         self.merge_map("labels", patch.labels)
         self.merge_map("annotations", patch.annotations)
