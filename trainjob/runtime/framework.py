@@ -22,6 +22,7 @@ import orjson
 
 from kubebase.objects import Dict
 from trainjob.jsondoc import json_copy
+from trainjob.lru import LRU
 from trainjob.models import (
     InitializerStep,
     InvalidObject,
@@ -330,6 +331,7 @@ def resolve_runtime_info(
             f"{ref.kind} {ref.name!r}{where} not found; the TrainJob starts once it exists",
         )
     try:
+        _check_nesting(trainjob, runtime)
         info = build_runtime_info(trainjob, parse_runtime(runtime.raw), runtime.template_spec)
         if trainjob.queued and len(info.pod_sets) > KUEUE_MAX_POD_SETS:
             raise RuntimeSpecError(
@@ -338,20 +340,45 @@ def resolve_runtime_info(
                 "PodSets"
             )
         return info, None
-    except orjson.JSONEncodeError:  # json_copy: a runtime nested deeper than orjson's limit
-        return None, RuntimeProblem(
-            c.REASON_RUNTIME_INVALID,
-            f"{ref.kind} {ref.name!r} cannot run this TrainJob: its template nests deeper "
-            f"than {MAX_NESTING} levels",
-        )
     except (InvalidObject, RuntimeSpecError) as exc:
         return None, RuntimeProblem(
             c.REASON_RUNTIME_INVALID, f"{ref.kind} {ref.name!r} cannot run this TrainJob: {exc}"
         )
 
 
-# orjson's limit of nested objects and lists, which a copy of the runtime's template meets.
+# orjson's limit of nested objects and lists: JSON the controllers write (a copy, a Job, a
+# Workload) nests no deeper.
 MAX_NESTING = 255
+
+# Whether a runtime's body can be written as JSON, by its version (a runtime may be a tenant's
+# megabyte, read on every pass of every job that names it).
+_WRITABLE: LRU[tuple[str, str], bool] = LRU(1024)
+
+
+def _writable(value: object) -> bool:
+    try:
+        orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return False
+    return True
+
+
+def _check_nesting(trainjob: TrainJob, runtime: RuntimeView) -> None:
+    """The runtime and the TrainJob's runtimePatches can be written as JSON. Each holds what
+    goes into the job's pod templates deeper than a Job, a Workload or a copy of either holds
+    it, so all that is built from them can be written too; one that cannot is refused here,
+    not met by the write of a Job or a Workload, pass after pass."""
+    version = (str(runtime.uid or ""), str(runtime.resource_version or ""))
+    ok = (
+        _WRITABLE.get_or_make(version, lambda: _writable(runtime.raw))
+        if version[1]
+        else _writable(runtime.raw)
+    )
+    if not ok:
+        raise RuntimeSpecError(f"the runtime nests deeper than {MAX_NESTING} levels")
+    if not _writable([p.training_runtime_spec for p in trainjob.spec.runtime_patches]):
+        raise RuntimeSpecError(f"spec.runtimePatches nest deeper than {MAX_NESTING} levels")
+
 
 # Kueue v1beta2 Workload: spec.podSets has at most 18 items (one PodSet per replicatedJob).
 KUEUE_MAX_POD_SETS = 18

@@ -26,12 +26,12 @@ from trainjob_api.views import JsonView, mapping, objects
 
 
 def identity(value: object) -> Hashable:
-    """A merge key as a dict key: itself when it is a scalar, else its JSON (sorted keys), so
-    that a key of another shape (a list, an object: the CRDs refuse both) is told apart from
-    the others, never raised on."""
-    if value is None or isinstance(value, str | int | float):
-        return value
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    """A merge key as a dict key, tagged by its JSON type: a string is itself, any other value
+    its JSON (sorted keys), so that a key of another shape (a number, a list, an object: the
+    CRDs refuse them) is told apart from every string and never raised on."""
+    if isinstance(value, str):
+        return ("string", value)
+    return ("json", orjson.dumps(value, option=orjson.OPT_SORT_KEYS))
 
 
 def merge_by_key(base: list[Dict], extra: list[Dict], key: str = "name") -> list[Dict]:

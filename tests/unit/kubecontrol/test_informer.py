@@ -59,6 +59,34 @@ def test_an_object_in_several_groups_leaves_each_it_no_longer_names() -> None:
     assert [p["metadata"]["name"] for p in informer.group("y")] == ["b"]
 
 
+def _owners(obj: dict) -> list[str]:
+    owner = obj["metadata"]["labels"]["owner"]
+    if owner == "boom":
+        raise ValueError("an index function meets a shape it did not foresee")
+    return [owner]
+
+
+def test_an_object_the_index_fails_on_is_filed_under_no_group_and_the_cache_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Found by a hostile review: an index function that raised on one object raised out of
+    the list or the watch, and every list and watch after failed on it again; the cache
+    stopped for every object of the kind. Now it is kept, filed under no group, and said."""
+    informer = Informer(client.ApiClient(), c.POD, groups_of=_owners)
+    with caplog.at_level(logging.ERROR, logger="kubecontrol.informer"):
+        informer._put(("ns", "a"), _pod("a", "x"))
+        informer._put(("ns", "b"), _pod("b", "boom"))
+        informer._put(("ns", "a"), _pod("a", "boom"))  # it leaves x, joins none
+        informer._put(("ns", "b"), _pod("b", "x"))  # and back: filed again
+        informer._drop(("ns", "a"))
+    assert [p["metadata"]["name"] for p in informer.group("x")] == ["b"]
+    assert sorted(informer._groups) == ["x"]
+    assert informer.get(("ns", "b")) is not None
+    assert {r.getMessage() for r in caplog.records} == {
+        "index failed: the object is filed under no group"
+    }
+
+
 def test_without_group_by_there_are_no_groups() -> None:
     informer = Informer(client.ApiClient(), c.POD)
     informer._put(("ns", "a"), _pod("a", "x"))

@@ -4,16 +4,27 @@ templates beside them (two replicatedJobs of one name, a template too deep to co
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from kubebase.objects import Dict
-from tests.support.builders import container, edit, make_runtime, make_trainjob, replicated_job
+from tests.support.builders import (
+    OWNER,
+    container,
+    edit,
+    make_runtime,
+    make_trainjob,
+    replicated_job,
+    runtime_patch,
+)
 from tests.unit.trainjob.runtime import info_for
 from trainjob.models import parse_trainjob
 from trainjob.runtime import RuntimeSpecError, resolve_runtime_info
 from trainjob.runtime.framework import MAX_NESTING
 from trainjob.runtime.shapes import check_template_spec
+from trainjob.workload import build_pod_sets
 from trainjob_api.views import RuntimeView
+from worker_controller.builders import build_job
 
 
 def test_a_claim_that_is_not_an_object_is_named_not_a_crash() -> None:
@@ -92,14 +103,50 @@ def test_two_replicated_jobs_of_one_name_are_refused() -> None:
         info_for(make_trainjob(), runtime)
 
 
-def test_a_template_nested_deeper_than_a_copy_can_be_is_a_runtime_problem() -> None:
+def _nested(levels: int) -> Dict:
     deep: Dict = {}
     at = deep
-    for _ in range(MAX_NESTING + 40):
+    for _ in range(levels):
         at["x"] = {}
         at = at["x"]
-    runtime = _runtime_with(containers=[container(extra=deep)])
+    return deep
+
+
+@pytest.mark.parametrize("levels", [MAX_NESTING - 8, MAX_NESTING + 40])
+def test_a_runtime_nested_deeper_than_json_is_written_is_a_runtime_problem(levels: int) -> None:
+    """Found by two hostile reviews: orjson writes at most MAX_NESTING levels. A template too
+    deep to copy raised out of every pass; one a few levels shallower built its Jobs and then
+    could not be written as a Workload (its pod specs sit deeper there than in a Job). The
+    runtime's own body holds them deeper still: what it cannot write is refused first."""
+    runtime = _runtime_with(containers=[container(extra=_nested(levels))])
     info, problem = resolve_runtime_info(parse_trainjob(make_trainjob()), RuntimeView(runtime))
     assert info is None and problem is not None
     assert problem.reason == "RuntimeInvalid"
-    assert f"its template nests deeper than {MAX_NESTING} levels" in problem.message
+    assert f"the runtime nests deeper than {MAX_NESTING} levels" in problem.message
+
+
+def test_runtime_patches_nested_deeper_than_json_is_written_are_named() -> None:
+    volume = {"name": "v", "emptyDir": _nested(MAX_NESTING)}
+    patch = runtime_patch("user.example/p", "node", {"spec": {"volumes": [volume]}})
+    tj = parse_trainjob(make_trainjob(runtimePatches=[patch]))
+    info, problem = resolve_runtime_info(tj, RuntimeView(make_runtime()))
+    assert info is None and problem is not None
+    assert f"spec.runtimePatches nest deeper than {MAX_NESTING} levels" in problem.message
+
+
+def test_a_runtime_that_can_be_written_builds_a_workload_that_can() -> None:
+    """The deepest runtime that can be written: its Jobs and its Workload can be too."""
+    levels = next(n for n in range(MAX_NESTING, 0, -1) if _writes(n))
+    runtime = _runtime_with(containers=[container(extra=_nested(levels))])
+    info, problem = resolve_runtime_info(parse_trainjob(make_trainjob()), RuntimeView(runtime))
+    assert problem is None and info is not None
+    orjson.dumps(build_pod_sets(info))
+    orjson.dumps(build_job(info, info.pod_sets[0], 0, OWNER, suspend=True))
+
+
+def _writes(levels: int) -> bool:
+    try:
+        orjson.dumps(_runtime_with(containers=[container(extra=_nested(levels))]))
+    except orjson.JSONEncodeError:
+        return False
+    return True

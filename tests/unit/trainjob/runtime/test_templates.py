@@ -189,8 +189,11 @@ def test_a_merge_key_of_another_shape_is_told_apart_never_raised_on() -> None:
         {"name": ["x"], "value": "3"},
         {"name": {"y": 1}, "value": "4"},
     ]
-    assert identity(None) is None and identity("a") == "a" and identity(2) == 2
+    assert identity("a") == ("string", "a") != identity(None)
+    assert identity('["a"]') != identity(["a"])  # a string is never another value's JSON
+    assert len({identity(1), identity(True), identity(1.0)}) == 3
     assert identity({"b": 1, "a": 2}) == identity({"a": 2, "b": 1}) != identity([1])
+    assert merge_by_key([{"name": 1}], [{"name": True}]) == [{"name": 1}, {"name": True}]
 
 
 def test_a_volume_two_claim_templates_name_is_mounted_once_in_their_order() -> None:
