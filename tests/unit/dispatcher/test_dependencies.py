@@ -37,7 +37,7 @@ from tests.support.whole_pass import (
 )
 from trainjob.workload import workload_name
 from trainjob_api import constants as c
-from trainjob_api.views import TrainJobView, WorkloadView
+from trainjob_api.views import ObjectView, TrainJobView, WorkloadView
 
 Dict = dict[str, Any]
 KEY = ("ns", "tj")
@@ -1373,3 +1373,26 @@ def test_fields_of_the_wrong_type_name_nothing_and_the_rest_is_found_where_it_is
         Ref("ConfigMap", "mounted", True, f"{where}.volumes[3].configMap"),
         Ref("Secret", "pull", False, f"{where}.imagePullSecrets[1]"),
     ]
+
+
+def test_a_copys_owner_is_the_workload_copy_that_needs_it() -> None:
+    workload = ObjectView({"metadata": {"name": "wl", "namespace": "ns", "uid": "u"}})
+    assert dependencies.owner_of(workload) == {
+        "apiVersion": c.KUEUE_API,
+        "kind": "Workload",
+        "name": "wl",
+        "uid": "u",
+    }
+
+
+def test_whether_a_workers_runtime_serves_as_it_is_is_kept_per_object_not_per_version() -> None:
+    """Two workers' runtimes of one resourceVersion (each API server counts its own) and
+    another spec: each is judged on its own, never on the other's kept answer."""
+    source = ObjectView(
+        {**make_runtime("own", kind=c.TRAINING_RUNTIME_KIND), "kind": c.TRAINING_RUNTIME_KIND}
+    )
+    edit(source.raw).uid("manager").resource_version("3")
+    same = edit(copy.deepcopy(source.raw)).uid("a").resource_version("5").obj()
+    other = edit(make_runtime("own", ml_policy={"numNodes": 7})).uid("b").resource_version("5")
+    assert dependencies.usable_as_is(ObjectView(same), source)
+    assert not dependencies.usable_as_is(ObjectView(other.obj()), source)

@@ -109,6 +109,14 @@ def test_a_podset_without_a_count_has_one_pod_and_without_requests_asks_nothing(
     assert (ps.name, ps.count, ps.pod_requests) == ("node", 1, {})
 
 
+def test_a_podsets_limit_stands_for_the_request_it_does_not_give() -> None:
+    """As Kueue counts a PodSet's pod: what Trainer's PodGroup counts (requests as written)
+    is not what a queue is asked for."""
+    limited = {"name": "c", "resources": {"limits": {"cpu": "2"}}}
+    ps = PodSetView({"name": "node", "template": {"spec": {"containers": [limited]}}})
+    assert ps.pod_requests == {"cpu": 2}
+
+
 def test_the_checks_a_cluster_queue_asks_for_and_what_a_check_and_a_config_name() -> None:
     cq = ClusterQueueView(
         {

@@ -22,6 +22,7 @@ from tests.unit.trainjob.runtime import info_for
 from trainjob.runtime import (
     RuntimeSpecError,
 )
+from trainjob.runtime.patches import add_tolerations
 
 
 def _patch(manager: str, pod_spec: Dict, meta: Dict | None = None) -> Dict:
@@ -271,3 +272,13 @@ def test_kueue_tells_a_toleration_without_an_operator_from_none_with_equal() -> 
         {"tolerations": runtime}, ("kueue.x-k8s.io/manager", {"tolerations": [again]})
     )
     assert spec["tolerations"] == runtime
+
+
+def test_tolerations_apart_by_effect_or_of_another_shape_are_each_kept() -> None:
+    """Kueue's tolerations are added beside those there: one that differs by its effect alone
+    is another; a value of another shape (the CRDs refuse it) is told apart, never raised on."""
+    no_schedule = toleration("k")
+    no_execute = {**toleration("k"), "effect": "NoExecute"}
+    assert add_tolerations([no_schedule], [no_execute]) == [no_schedule, no_execute]
+    odd = [{"key": "k", "value": ["x"]}, {"key": "k", "value": {"y": 1}}]
+    assert add_tolerations(odd[:1], odd) == odd

@@ -63,6 +63,15 @@ def _runtime_with(**pod_spec: object) -> Dict:
         ({"containers": [{"name": "node", "volumeMounts": [{"name": "v"}]}]}, r"mountPath"),
         ({"tolerations": [{"key": ["k"], "operator": "Exists"}]}, r"tolerations\[0\].key"),
         ({"initContainers": [{"name": 3}]}, r"initContainers\[0\].name"),
+        ({"containers": [{"name": 5}]}, r"containers\[0\].name"),
+        ({"containers": [{}]}, r"containers\[0\].name"),
+        (
+            {"containers": [{"name": "node", "volumeMounts": [{"name": 5, "mountPath": "/p"}]}]},
+            r"volumeMounts\[0\].name",
+        ),
+        ({"tolerations": [{"key": "k", "operator": ["Exists"]}]}, r"tolerations\[0\].operator"),
+        ({"tolerations": [{"key": "k", "value": ["v"]}]}, r"tolerations\[0\].value"),
+        ({"tolerations": [{"key": "k", "effect": {"e": 1}}]}, r"tolerations\[0\].effect"),
     ],
 )
 def test_a_key_entries_are_told_apart_by_is_refused_unless_a_string(
@@ -74,12 +83,47 @@ def test_a_key_entries_are_told_apart_by_is_refused_unless_a_string(
         info_for(make_trainjob(), _runtime_with(**pod_spec))
 
 
-@pytest.mark.parametrize("labels", ["ab", ["ab"]])
-def test_the_jobset_templates_labels_are_a_map_of_strings(labels: object) -> None:
+@pytest.mark.parametrize("field", ["labels", "annotations"])
+@pytest.mark.parametrize("value", ["ab", ["ab"]])
+def test_the_jobset_templates_labels_are_a_map_of_strings(field: str, value: object) -> None:
     """`labels: ["ab"]` became {"a": "b"}, and `labels: "ab"` raised a ValueError."""
-    runtime = edit(make_runtime()).template_metadata({"labels": labels}).obj()
-    with pytest.raises(RuntimeSpecError, match=r"spec\.template\.metadata\.labels must be an"):
+    runtime = edit(make_runtime()).template_metadata({field: value}).obj()
+    with pytest.raises(RuntimeSpecError, match=rf"spec\.template\.metadata\.{field} must be an"):
         info_for(make_trainjob(), runtime)
+    bad = edit(make_runtime()).template_metadata({field: {"a": 1}}).obj()
+    with pytest.raises(RuntimeSpecError, match=rf"spec\.template\.metadata\.{field}\[a\] must be"):
+        info_for(make_trainjob(), bad)
+
+
+_JOB = "replicatedJob 'node' template"
+
+
+@pytest.mark.parametrize(
+    ("metadata", "at", "field"),
+    [
+        ({"annotations": {"a": 1}}, "job", rf"{_JOB}\.metadata\.annotations\[a\] must be a string"),
+        ({"labels": {"a": 1}}, "job", rf"{_JOB}\.metadata\.labels\[a\] must be a string"),
+        ("x", "job", rf"{_JOB}\.metadata must be an object"),
+        ({"labels": {"a": 1}}, "pod", rf"{_JOB}\.spec\.template\.metadata\.labels\[a\] must be"),
+        (["x"], "pod", rf"{_JOB}\.spec\.template\.metadata must be an object"),
+    ],
+)
+def test_a_replicated_jobs_and_its_pods_metadata_are_checked(
+    metadata: object, at: str, field: str
+) -> None:
+    pods = {"metadata": metadata, "spec": {"containers": [container()]}}
+    job: Dict = {"spec": {"template": pods}}
+    if at == "job":
+        job = {"metadata": metadata, "spec": {"template": {"spec": pods["spec"]}}}
+    runtime = make_runtime(replicated_jobs=[{"name": "node", "template": job}])
+    with pytest.raises(RuntimeSpecError, match=field):
+        info_for(make_trainjob(), runtime)
+
+
+def test_a_toleration_without_a_key_tolerates_everything_and_is_kept() -> None:
+    everything = {"operator": "Exists"}
+    info = info_for(make_trainjob(), _runtime_with(tolerations=[everything]))
+    assert info.pod_sets[0].pod_template["spec"]["tolerations"] == [everything]
 
 
 def test_a_replicated_jobs_null_labels_are_none() -> None:
@@ -122,7 +166,10 @@ def test_a_runtime_nested_deeper_than_json_is_written_is_a_runtime_problem(level
     info, problem = resolve_runtime_info(parse_trainjob(make_trainjob()), RuntimeView(runtime))
     assert info is None and problem is not None
     assert problem.reason == "RuntimeInvalid"
-    assert f"the runtime nests deeper than {MAX_NESTING} levels" in problem.message
+    assert problem.message == (
+        "ClusterTrainingRuntime 'torch-distributed' cannot run this TrainJob: the runtime "
+        f"nests deeper than {MAX_NESTING} levels"
+    )
 
 
 def test_runtime_patches_nested_deeper_than_json_is_written_are_named() -> None:

@@ -264,3 +264,14 @@ def test_the_jobset_spec_is_read_for_its_success_and_claim_policies() -> None:
         {"x": 1},
     )
     assert (bare.name, bare.spec) == ("", {})
+
+
+def test_claim_volumes_follow_the_templates_order() -> None:
+    mounts = [{"name": n, "mountPath": f"/{n}"} for n in ("b", "a")]
+    runtime = make_runtime(
+        replicated_jobs=[replicated_job("node", "trainer", [container(volumeMounts=mounts)])]
+    )
+    templates = [{"metadata": {"name": n}, "spec": {}} for n in ("a", "b")]
+    edit(runtime).template_spec(volumeClaimPolicies=[{"templates": templates}])
+    volumes = info_for(make_trainjob(), runtime).pod_sets[0].pod_template["spec"]["volumes"]
+    assert [v["name"] for v in volumes] == ["a", "b"]
