@@ -46,6 +46,7 @@ from trainjob.naming import owner_of
 from trainjob.runtime import build_runtime_info
 from trainjob.workload import build_workload
 from trainjob_api import constants as c
+from trainjob_api.views import ObjectView
 from worker_controller.builders import build_job
 from worker_controller.digests import job_digest, pod_digest, workload_digest
 
@@ -107,7 +108,8 @@ def objects(nodes: int, kubectl: bool) -> dict[str, Dict]:
         "admissionChecks": [{"name": "mk", "state": "Ready", "message": "The workload got "
                              "reservation on \"worker1\"", "lastTransitionTime": STAMP}],
     }  # fmt: skip
-    job = _stored(build_job(info, info.pod_sets[0], 0, owner_of(trainjob), suspend=False), 103)
+    owner = owner_of(ObjectView(trainjob))
+    job = _stored(build_job(info, info.pod_sets[0], 0, owner, suspend=False), 103)
     job["status"] = {"active": nodes, "ready": nodes, "startTime": STAMP,
                      "uncountedTerminatedPods": {}}  # fmt: skip
     pod = _stored(

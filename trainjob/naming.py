@@ -10,6 +10,7 @@ from typing import Any
 from kubebase.objects import OwnerReference
 from trainjob.ownership import owner_refs
 from trainjob_api import constants as c
+from trainjob_api.views import ObjectView
 
 
 def job_name(trainjob: str, replicated_job: str, index: int) -> str:
@@ -43,10 +44,9 @@ def owner_reference(trainjob: str, uid: str, *, controller: bool = True) -> Owne
     }
 
 
-def owner_of(trainjob_body: dict[str, Any]) -> OwnerReference:
-    """The controller ownerReference to a TrainJob given as an API object."""
-    meta = trainjob_body["metadata"]
-    return owner_reference(meta["name"], meta["uid"])
+def owner_of(trainjob: ObjectView) -> OwnerReference:
+    """The controller ownerReference to a TrainJob as the API holds it."""
+    return owner_reference(trainjob.name, str(trainjob.uid or ""))
 
 
 def owner_name(

@@ -176,7 +176,7 @@ def _make(
     the first object that cannot be."""
     ssh = None
     if plan.ssh_secret and ("Secret", plan.ssh_secret) not in made:  # a key pair made once
-        owner = owner_of(trainjob.raw)
+        owner = owner_of(trainjob)
         ssh = _ssh_secret(plan.ssh_secret, trainjob.namespace, owner, trainjob.name)
     jobs = [o for o in plan.create if o["kind"] == "Job"]
     first = [o for o in plan.create if o["kind"] != "Job"]

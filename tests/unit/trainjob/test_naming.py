@@ -13,6 +13,7 @@ from trainjob.naming import (
     owning_trainjob,
     pod_dns_name,
 )
+from trainjob_api.views import ObjectView
 
 
 def test_jobs_and_pods_are_named_as_jobset_names_them() -> None:
@@ -48,7 +49,7 @@ def test_an_owner_reference_names_the_trainjob_as_its_controller() -> None:
         "blockOwnerDeletion": True,
     }
     assert owner_reference("tj", "uid-1", controller=False)["controller"] is False
-    assert owner_of({"metadata": {"name": "tj", "uid": "uid-1"}}) == ref
+    assert owner_of(ObjectView({"metadata": {"name": "tj", "uid": "uid-1"}})) == ref
 
 
 @pytest.mark.parametrize(

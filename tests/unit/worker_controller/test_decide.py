@@ -43,7 +43,7 @@ from trainjob.runtime import resolve_runtime_info
 from trainjob.runtime.templates import merge_struct
 from trainjob_api import constants as c
 from trainjob_api.pods import PodSpecView
-from trainjob_api.views import FailedCreateView, JobView, RuntimeView, TrainJobView
+from trainjob_api.views import FailedCreateView, JobView, ObjectView, RuntimeView, TrainJobView
 from worker_controller import builders, digests, status
 from worker_controller.decide import Blocked, Observed, Plan, decide, parse
 
@@ -363,7 +363,8 @@ def test_jobs_asking_otherwise_are_judged_each_by_index_and_podset_never_twice_n
     )
     info, _ = resolve_runtime_info(parse_trainjob(init), RuntimeView(initializer_runtime()))
     assert info is not None
-    built = [builders.build_job(info, ps, 0, owner_of(init), suspend=True) for ps in info.pod_sets]
+    owner = owner_of(ObjectView(init))
+    built = [builders.build_job(info, ps, 0, owner, suspend=True) for ps in info.pod_sets]
     made = [suspended(reported(m, "running")) for m in built]
     assert len({builders.pods_ask(ps) for ps in info.pod_sets}) == 2  # the node asks its own
     edit(init).status({})

@@ -33,7 +33,7 @@ from trainjob.runtime import (
     build_runtime_info,
     resolve_runtime_info,
 )
-from trainjob_api.views import RuntimeView
+from trainjob_api.views import ObjectView, RuntimeView
 from worker_controller.builders import build_job, build_service
 
 Dict = dict[str, Any]
@@ -67,7 +67,7 @@ def test_torch_three_nodes_builds_one_indexed_job_with_pet_env() -> None:
     node = info.pod_sets[0].container("node")
     assert node["resources"] == {"requests": {"cpu": "2", "memory": "4Gi"}}
 
-    job = build_job(info, info.pod_sets[0], 0, owner_of(tj), suspend=False)
+    job = build_job(info, info.pod_sets[0], 0, owner_of(ObjectView(tj)), suspend=False)
     assert job == {
         "apiVersion": "batch/v1",
         "kind": "Job",
