@@ -369,9 +369,9 @@ def _check_nesting(trainjob: TrainJob, runtime: RuntimeView) -> None:
     it, so all that is built from them can be written too; one that cannot is refused here,
     not met by the write of a Job or a Workload, pass after pass."""
     version = (str(runtime.uid or ""), str(runtime.resource_version or ""))
-    ok = (
+    ok = (  # kept only for an object the API server named (both set)
         _WRITABLE.get_or_make(version, lambda: _writable(runtime.raw))
-        if version[1]
+        if all(version)
         else _writable(runtime.raw)
     )
     if not ok:

@@ -197,3 +197,14 @@ def _writes(levels: int) -> bool:
     except orjson.JSONEncodeError:
         return False
     return True
+
+
+def test_whether_a_runtime_can_be_written_is_kept_only_for_an_object_the_api_server_named() -> None:
+    """Kept by UID and resourceVersion: two bodies of one version and no UID never share it."""
+    deep = edit(_runtime_with(containers=[container(extra=_nested(MAX_NESTING))]))
+    plain = edit(make_runtime()).resource_version("5").obj()
+    tj = parse_trainjob(make_trainjob())
+    _, problem = resolve_runtime_info(tj, RuntimeView(deep.resource_version("5").obj()))
+    assert problem is not None
+    info, problem = resolve_runtime_info(tj, RuntimeView(plain))
+    assert info is not None and problem is None
