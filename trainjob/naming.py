@@ -26,6 +26,12 @@ def owning_trainjob(child: str, trainjobs: Iterable[str]) -> str | None:
     return max(found, key=len) if found else None
 
 
+def name_prefixes(child: str) -> list[str]:
+    """Every name `owning_trainjob` could find for `child`: each part of it before a dash.
+    Looked up one by one, they find its TrainJob among any number in a few reads."""
+    return [child[:i] for i, ch in enumerate(child) if ch == "-" and i > 0]
+
+
 def pod_dns_name(trainjob: str, replicated_job: str, job_index: int, pod_index: int) -> str:
     """Stable DNS name of a pod: hostname `<job>-<pod index>` under the TrainJob's subdomain
     (its headless Service)."""

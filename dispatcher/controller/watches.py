@@ -22,7 +22,7 @@ from kubecontrol.controller import Watch
 from kubecontrol.informer import TENANT_SIZED_PAGE
 from trainjob import jobframework
 from trainjob.caches import WATCHDOG_CACHES, Index
-from trainjob.naming import owner_name
+from trainjob.naming import name_prefixes, owner_name
 from trainjob.queues import MultiKueueClusterView
 from trainjob_api import constants as c
 from trainjob_api.views import EventView, TrainJobView, WorkloadView
@@ -266,11 +266,11 @@ def on_remote_event(ctx: Context, cluster: str, event: dict[str, Any]) -> None:
         return
     if seen.about_kind == "TrainJob":
         ours = [seen.about_name]  # the manager's TrainJob of that name says if ours
-    else:
+    else:  # a pod's: the TrainJobs here its name could be of, each looked up (not a scan)
         ours = [
-            t["metadata"]["name"]
-            for t in remote.items("TrainJob")
-            if t["metadata"].get("namespace") == namespace
+            name
+            for name in name_prefixes(seen.about_name)
+            if remote.get(c.TRAINJOB.kind, namespace, name) is not None
         ]
     found = mirror(seen, cluster, ours, ctx.settings.mirror_events == "Warning")
     if found is None:

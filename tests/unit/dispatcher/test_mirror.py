@@ -5,10 +5,15 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from dispatcher.controller import watches
 from dispatcher.decisions.mirror import Mirrored
 from dispatcher.decisions.mirror import mirror as mirror_of
 from dispatcher.workers.remote import _event_seen
+from kubebase.kinds import EVENT
+from tests.support.builders import TrainJobBuilder, edit, make_runtime
+from tests.support.whole_pass import fleet, reserve
 from trainjob.naming import owning_trainjob
+from trainjob_api import constants as c
 from trainjob_api.views import EventView
 
 Dict = dict[str, Any]
@@ -106,3 +111,34 @@ def test_an_event_of_another_shape_is_mirrored_by_what_it_holds_or_not_at_all() 
     assert named is not None
     # the name is made of the worker, the Event's UID and its count, as before
     assert named.name == f"train.w1.{hashlib.sha1(b'w1/u-1/1').hexdigest()[:12]}"
+
+
+def test_a_pods_warning_on_the_worker_that_runs_its_trainjob_is_said_on_the_manager() -> None:
+    """Whole pass: the TrainJob a worker pod's Event is about is found by looking up the names
+    its pod's name could be of (never a scan of every TrainJob on that worker); a pod of no
+    TrainJob there, or one of a longer name's, is said on that one or not at all."""
+    runtime = make_runtime()
+    world, ctx = fleet(
+        [runtime, TrainJobBuilder("my-tj").queue("q").multikueue().obj()], {"worker1": [runtime]}
+    )
+    try:
+        world.settle(("ns", "my-tj"))
+        reserve(world, "manager", "my-tj")
+        world.settle(("ns", "my-tj"))
+        reserve(world, "worker1", "my-tj", admitted=True)
+        world.settle(("ns", "my-tj"))
+        assert world.get("worker1", c.TRAINJOB, "my-tj") is not None
+        manager = world.apis["manager"]
+        before = {e["metadata"]["name"] for e in manager.objects(EVENT)}
+        for pod in ("my-tj-node-0-0-abcde", "my-tjx-node-0-0-abcde", "other"):
+            warning = event("Pod", pod)
+            edit(warning).uid(f"uid-{pod}")
+            watches.on_remote_event(ctx, "worker1", warning)
+        said = [
+            (e["involvedObject"]["name"], e["message"])
+            for e in manager.objects(EVENT)
+            if e["metadata"]["name"] not in before
+        ]
+        assert said == [("my-tj", "worker1: pod my-tj-node-0-0-abcde: node failed")]
+    finally:
+        world.close()

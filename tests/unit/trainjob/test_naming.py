@@ -7,6 +7,7 @@ import pytest
 
 from trainjob.naming import (
     job_name,
+    name_prefixes,
     owner_name,
     owner_of,
     owner_reference,
@@ -70,3 +71,15 @@ def test_an_owner_is_named_by_kind_and_if_asked_as_controller(
     obj = {"metadata": {"ownerReferences": refs}}
     assert owner_name(obj, kind, controller=controller) == name
     assert owner_name(None) is None and owner_name({}) is None
+
+
+@pytest.mark.parametrize(
+    "child", ["train-big-node-0-0-x7k2p", "train-node-0-0-x7k2p", "-x-", "nodash", "a--b-"]
+)
+def test_the_names_a_child_could_be_of_find_what_a_scan_of_all_would(child: str) -> None:
+    """The manager looks up each of them for a worker pod's Event, in place of a scan of every
+    TrainJob on that worker."""
+    names = ["train", "train-big", "trainer", "other", "a", "a-", "-x"]
+    kept = [n for n in name_prefixes(child) if n in names]
+    assert owning_trainjob(child, kept) == owning_trainjob(child, names)
+    assert name_prefixes("a-b-c") == ["a", "a-b"]
