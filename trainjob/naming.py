@@ -26,10 +26,17 @@ def owning_trainjob(child: str, trainjobs: Iterable[str]) -> str | None:
     return max(found, key=len) if found else None
 
 
+# The longest DNS label: a Job's name and a pod's hostname are one, so a TrainJob whose pods
+# run has a name no longer (runtime/limits.py: check_names).
+MAX_DNS_LABEL = 63
+
+
 def name_prefixes(child: str) -> list[str]:
-    """Every name `owning_trainjob` could find for `child`: each part of it before a dash.
-    Looked up one by one, they find its TrainJob among any number in a few reads."""
-    return [child[:i] for i, ch in enumerate(child) if ch == "-" and i > 0]
+    """Every name `owning_trainjob` could find for `child` among TrainJobs whose pods run: each
+    part of it before a dash, up to MAX_DNS_LABEL characters. Looked up one by one, they find
+    its TrainJob among any number in a few reads; a name of any length (an Event's
+    involvedObject is anyone's to write) costs at most MAX_DNS_LABEL of them."""
+    return [child[:i] for i in range(1, min(len(child), MAX_DNS_LABEL + 1)) if child[i] == "-"]
 
 
 def pod_dns_name(trainjob: str, replicated_job: str, job_index: int, pod_index: int) -> str:

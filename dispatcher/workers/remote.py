@@ -81,6 +81,14 @@ def _claim_seen(claim: Dict) -> Dict:
     }
 
 
+# The longest name of an object (a DNS subdomain).
+MAX_NAME = 253
+
+
+def _cut(value: object, most: int) -> object:
+    return value[:most] if isinstance(value, str) else value
+
+
 def _event_seen(event: Dict) -> Dict:
     """What the cache keeps of a worker Event: what mirror.py reads, its message cut short
     (every pod warning of every worker is held while it lasts)."""
@@ -90,7 +98,10 @@ def _event_seen(event: Dict) -> Dict:
         "metadata": {
             k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta
         },
-        "involvedObject": {k: involved[k] for k in ("kind", "name") if k in involved},
+        # a pod's name is at most 253 characters; an Event's is anyone's to write
+        "involvedObject": {
+            k: _cut(involved[k], MAX_NAME) for k in ("kind", "name") if k in involved
+        },
         "type": event.get("type"),
         "reason": event.get("reason"),
         "message": str(event.get("message") or "")[:1024],

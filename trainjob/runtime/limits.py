@@ -8,6 +8,7 @@ before the limit existed, turned into a RuntimeInvalid condition) instead of cos
 
 from __future__ import annotations
 
+from trainjob.naming import MAX_DNS_LABEL
 from trainjob.runtime.info import PodSet, RuntimeSpecError
 
 # An Indexed Job's completions (and so a PodSet's pods per Job) are at most 100,000.
@@ -15,8 +16,8 @@ MAX_NODES = 100_000
 # Jobs one TrainJob may make (the sum of its replicatedJobs' replicas): each is an object the
 # worker controller writes and watches.
 MAX_JOBS = 1_000
-# A Job's name is a label value, and a pod's hostname (`<job>-<index>`) a DNS label.
-MAX_DNS_LABEL = 63
+# A Job's name is a label value, and a pod's hostname (`<job>-<index>`) a DNS label
+# (naming.MAX_DNS_LABEL).
 # The API server refuses a ConfigMap whose data exceeds 1 MiB.
 CONFIGMAP_MAX_BYTES = 1024 * 1024
 

@@ -134,6 +134,9 @@ def test_a_pods_warning_on_the_worker_that_runs_its_trainjob_is_said_on_the_mana
             warning = event("Pod", pod)
             edit(warning).uid(f"uid-{pod}")
             watches.on_remote_event(ctx, "worker1", warning)
+        elsewhere = event("Pod", "my-tj-node-0-0-fghij")  # another namespace's pod of the name
+        edit(elsewhere).uid("uid-elsewhere").namespace("other")
+        watches.on_remote_event(ctx, "worker1", elsewhere)
         said = [
             (e["involvedObject"]["name"], e["message"])
             for e in manager.objects(EVENT)
@@ -142,3 +145,9 @@ def test_a_pods_warning_on_the_worker_that_runs_its_trainjob_is_said_on_the_mana
         assert said == [("my-tj", "worker1: pod my-tj-node-0-0-abcde: node failed")]
     finally:
         world.close()
+
+
+def test_the_cache_keeps_an_events_involved_name_no_longer_than_an_objects() -> None:
+    """An Event's involvedObject is anyone's to write; no pod's name is longer than 253."""
+    kept = _event_seen(event("Pod", "-" * 1_000_000))
+    assert kept["involvedObject"] == {"kind": "Pod", "name": "-" * 253}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from trainjob.naming import (
+    MAX_DNS_LABEL,
     job_name,
     name_prefixes,
     owner_name,
@@ -83,3 +84,12 @@ def test_the_names_a_child_could_be_of_find_what_a_scan_of_all_would(child: str)
     kept = [n for n in name_prefixes(child) if n in names]
     assert owning_trainjob(child, kept) == owning_trainjob(child, names)
     assert name_prefixes("a-b-c") == ["a", "a-b"]
+
+
+def test_the_names_a_child_could_be_of_are_bounded_by_a_dns_label() -> None:
+    """Found by a hostile review: an Event's involvedObject name is anyone's to write; a
+    megabyte of dashes made a megabyte of names of up to a megabyte each, per Event."""
+    assert name_prefixes("-" * 1_000_000) == ["-" * n for n in range(1, MAX_DNS_LABEL + 1)]
+    longest = "x" * MAX_DNS_LABEL
+    assert name_prefixes(f"{longest}-node-0-0-abcde")[-1] == longest
+    assert name_prefixes(f"{longest}x-node-0-0-abcde") == []

@@ -280,5 +280,6 @@ def test_tolerations_apart_by_effect_or_of_another_shape_are_each_kept() -> None
     no_schedule = toleration("k")
     no_execute = {**toleration("k"), "effect": "NoExecute"}
     assert add_tolerations([no_schedule], [no_execute]) == [no_schedule, no_execute]
+    assert add_tolerations([], [no_execute, no_execute]) == [no_execute]
     odd = [{"key": "k", "value": ["x"]}, {"key": "k", "value": {"y": 1}}]
     assert add_tolerations(odd[:1], odd) == odd

@@ -127,6 +127,9 @@ def test_a_container_and_an_init_container_are_found_and_their_mounts_read() -> 
     found = spec.any_container("wait")
     assert found is not None and found.raw is raw["initContainers"][0]
     assert spec.mounted() == {"data"}
+    both = PodSpecEdit({"containers": [{"name": "x"}], "initContainers": [{"name": "x"}]})
+    first = both.any_container("x")  # a container first (the Pod API refuses the two anyway)
+    assert first is not None and first.raw is both.raw["containers"][0]
 
 
 def test_an_absent_or_null_template_part_is_made_when_edited() -> None:
