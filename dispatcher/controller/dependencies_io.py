@@ -16,6 +16,7 @@ from dispatcher.workers.connections import WorkerConnections
 from kubebase.objects import Dict
 from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
+from trainjob_api.views import ObjectView
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +79,8 @@ def _look_then_write(workers: WorkerConnections, api: Cluster, action: RemoteAct
     turned = workers.copies.needs_write(where, digest, owner)
     if turned and not _turn(workers, action):
         return None
-    found = api.get_or_none(dependencies.KINDS[kind], name, namespace)
-    source: Dict | dependencies.Unread | None = dependencies.UNREAD
+    found = _read(api, kind, namespace, name)
+    source: ObjectView | dependencies.Unread | None = dependencies.UNREAD
     for _ in range(MOST_STEPS):
         match dependencies.copy_step(want, found, source):
             case dependencies.ReadSource(write=write):
@@ -103,7 +104,7 @@ def _look_then_write(workers: WorkerConnections, api: Cluster, action: RemoteAct
                 if _created(api, body):
                     log.info("dependency copied", extra=_fields(action))
                     return _done(workers, action, body, "created")
-                found = api.get_or_none(dependencies.KINDS[kind], name, namespace)
+                found = _read(api, kind, namespace, name)
                 if found is None:
                     return None  # deleted meanwhile: the next pass makes it
                 # made meanwhile: judged as found
@@ -114,17 +115,22 @@ def _look_then_write(workers: WorkerConnections, api: Cluster, action: RemoteAct
     return None  # never reached (see MOST_STEPS): the next pass goes on
 
 
+def _read(api: Cluster, kind: str, namespace: str, name: str) -> ObjectView | None:
+    """The object of a copy's kind and name on `api` (with its kind), None when none is."""
+    found = api.get_or_none(dependencies.KINDS[kind], name, namespace)
+    return None if found is None else ObjectView({**found, "kind": kind})
+
+
 def _source(
     workers: WorkerConnections, kind: str, namespace: str, name: str
-) -> Dict | dependencies.Unread | None:
+) -> ObjectView | dependencies.Unread | None:
     """The manager's object a copy is made from (with its kind), None when it is not there,
     UNREAD when it could not be read (logged)."""
     try:
-        source = workers.manager.get_or_none(dependencies.KINDS[kind], name, namespace)
+        return _read(workers.manager, kind, namespace, name)
     except Exception as exc:
         _unread(kind, namespace, name, exc)
         return dependencies.UNREAD
-    return None if source is None else {**source, "kind": kind}
 
 
 def _created(api: Cluster, body: Dict) -> bool:
@@ -182,14 +188,16 @@ def _owner(action: RemoteAction) -> str:
     return uid
 
 
-def _remember(workers: WorkerConnections, where: tuple[str, str, str], found: Dict | None) -> None:
+def _remember(
+    workers: WorkerConnections, where: tuple[str, str, str], found: ObjectView | None
+) -> None:
     """What a read found of a copy (nothing: an empty digest, no owners), for the passes that
     wait their namespace's turn to take it before they read again."""
-    meta = (found or {}).get("metadata") or {}
-    kind = where[2].split("/", 1)[0]
-    held = dependencies.digest({**found, "kind": kind}) if found is not None else ""
-    owners = [o.get("uid", "") for o in meta.get("ownerReferences") or []]
-    workers.copies.note(where, held, owners)  # what it holds, never what it claims
+    if found is None:
+        workers.copies.note(where, "", [])
+        return
+    owners = [o.get("uid", "") for o in found.owner_references]
+    workers.copies.note(where, dependencies.digest(found.raw), owners)  # never what it claims
 
 
 def _turn(workers: WorkerConnections, action: RemoteAction) -> bool:

@@ -342,20 +342,20 @@ def owner_of(workload: ObjectView) -> OwnerReference:
     }
 
 
-def filled(copy: Dict, source: Dict) -> Dict:
+def filled(copy: Dict, source: ObjectView) -> Dict:
     """`copy` (a skeleton) holding the manager object's content, its digest noted."""
     body = {**copy, "metadata": {**copy["metadata"]}}
     for key in CONTENT[copy["kind"]]:
-        if source.get(key) is not None:
-            body[key] = source[key]
+        if source.raw.get(key) is not None:
+            body[key] = source.raw[key]
     body["metadata"]["annotations"] = {
         **copy["metadata"]["annotations"],
-        DIGEST_ANNOTATION: digest(source),
+        DIGEST_ANNOTATION: digest(source.raw),
     }
     return body
 
 
-def _holds(found: Dict, want: Dict) -> bool:
+def _holds(found: ObjectView, want: Dict) -> bool:
     """Whether a copy on the worker holds what `want` does (its content; a skeleton's, the
     digest it names), judged by the copy's content, never by the digest its annotation claims:
     someone with rights there may have changed it since. A runtime's spec counts as the same
@@ -363,29 +363,28 @@ def _holds(found: Dict, want: Dict) -> bool:
     kind = want["kind"]
     if not any(key in want for key in CONTENT[kind]):  # a skeleton
         claimed = str(want["metadata"]["annotations"][DIGEST_ANNOTATION])
-        return digest({**found, "kind": kind}) == claimed
+        return digest({**found.raw, "kind": kind}) == claimed
     if kind == c.TRAINING_RUNTIME_KIND:
-        return same_runtime_spec(found.get("spec") or {}, want.get("spec") or {})
-    return digest({**found, "kind": kind}) == digest(want)
+        return same_runtime_spec(found.spec, want.get("spec") or {})
+    return digest({**found.raw, "kind": kind}) == digest(want)
 
 
-def updated(found: Dict, want: Dict) -> Dict | None:
+def updated(found: ObjectView, want: Dict) -> Dict | None:
     """Our copy `found` on the worker brought to `want` (a filled skeleton): its content, and
     the new owner beside those it has. None when it holds both already."""
-    meta = found.get("metadata") or {}
-    owners = list(meta.get("ownerReferences") or [])
+    owners = found.owner_references
     new_owner = want["metadata"]["ownerReferences"][0]
     have_owner = any(o.get("uid") == new_owner["uid"] for o in owners)
-    annotations = meta.get("annotations") or {}
+    annotations = found.annotations
     want_digest = want["metadata"]["annotations"][DIGEST_ANNOTATION]
     if have_owner and annotations.get(DIGEST_ANNOTATION) == want_digest and _holds(found, want):
         return None
-    body = {k: v for k, v in found.items() if k not in CONTENT[want["kind"]]}
+    body = {k: v for k, v in found.raw.items() if k not in CONTENT[want["kind"]]}
     for key in CONTENT[want["kind"]]:
         if key in want:
             body[key] = want[key]
     body["metadata"] = {
-        **meta,
+        **found.meta,
         "annotations": {**annotations, DIGEST_ANNOTATION: want_digest},
         "ownerReferences": owners if have_owner else [*owners, new_owner],
     }
@@ -452,7 +451,9 @@ class Replace:
 CopyStep = ReadSource | InPlace | ServedAsIs | Taken | Gone | Create | Replace
 
 
-def copy_step(want: Dict, found: Dict | None, source: Dict | Unread | None = UNREAD) -> CopyStep:
+def copy_step(
+    want: Dict, found: ObjectView | None, source: ObjectView | Unread | None = UNREAD
+) -> CopyStep:
     """The next step for a dependency's copy `want` (a skeleton, see `skeleton`), from what is
     on the worker (`found`, None: nothing of the name) and the manager's object (`source`,
     with its kind; None: not there; UNREAD: not read yet). An object there that is not our copy
@@ -462,26 +463,28 @@ def copy_step(want: Dict, found: Dict | None, source: Dict | Unread | None = UNR
     to its content."""
     meta = want["metadata"]
     if found is not None and not is_dependency_copy(
-        found, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]
+        found.raw, meta["labels"][c.KUEUE_MULTIKUEUE_ORIGIN_LABEL]
     ):
         if want["kind"] == c.TRAINING_RUNTIME_KIND and isinstance(source, Unread):
             return ReadSource(write=False)
-        if isinstance(source, dict) and usable_as_is(ObjectView(found), ObjectView(source)):
+        if isinstance(source, ObjectView) and usable_as_is(found, source):
             return ServedAsIs()
         return Taken(not_ours(ObjectView(want)))
     if isinstance(source, Unread):
         if found is not None and updated(found, want) is None:
-            return InPlace(found)
+            return InPlace(found.raw)
         return ReadSource(write=True)
-    if source is None or source.get("type") in NEVER_COPIED_TYPES:
+    if source is None or source.raw.get("type") in NEVER_COPIED_TYPES:
         return Gone()
-    uid = (source.get("metadata") or {}).get("uid", "")
     marked = {  # the skeleton marked with the UID of the object read (the digest: `filled`)
         **want,
-        "metadata": {**meta, "annotations": {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: uid}},
+        "metadata": {
+            **meta,
+            "annotations": {c.KUEUE_MULTIKUEUE_ORIGIN_UID_ANNOTATION: source.uid or ""},
+        },
     }
     content = filled(marked, source)
     if found is None:
         return Create(content)
     body = updated(found, content)
-    return InPlace(found) if body is None else Replace(body)
+    return InPlace(found.raw) if body is None else Replace(body)

@@ -215,9 +215,9 @@ OWNER = {"apiVersion": c.KUEUE_API, "kind": "Workload", "name": "wl", "uid": "wl
 OTHER_OWNER = {**OWNER, "name": "wl-2", "uid": "wl-2-uid"}
 
 
-def _source(obj: Dict, uid: str = "src-uid") -> Dict:
+def _source(obj: Dict, uid: str = "src-uid") -> ObjectView:
     """A manager object as the executor hands it over: with its kind and UID."""
-    return {**obj, "metadata": {**obj["metadata"], "uid": uid}}
+    return ObjectView({**obj, "metadata": {**obj["metadata"], "uid": uid}})
 
 
 def _want(obj: Dict) -> Dict:
@@ -332,9 +332,10 @@ def test_each_step_of_a_copy_is_chosen_from_what_was_read(
     plan: Dict, found: Dict | None, source: Any, step: Any
 ) -> None:
     want = _want(plan)
-    before = copy.deepcopy((want, found, source))
-    assert dependencies.copy_step(want, found, source) == step
-    assert (want, found, source) == before  # nothing read is changed
+    before = copy.deepcopy((want, found, getattr(source, "raw", source)))
+    seen = None if found is None else ObjectView(found)
+    assert dependencies.copy_step(want, seen, source) == step
+    assert (want, found, getattr(source, "raw", source)) == before  # nothing read is changed
 
 
 def test_the_cache_keeps_a_digest_of_a_secret_never_its_content() -> None:
