@@ -12,13 +12,16 @@ from typing import Any
 from kubebase.objects import Dict
 
 
+# One cache: its objects under each key.
+Index = Mapping[Any, Collection[Dict]]
+
+
 class Caches:
-    def __init__(self, indexes: Mapping[str, Any]) -> None:
+    def __init__(self, indexes: Mapping[str, Index]) -> None:
         self._indexes = indexes
 
-    def index(self, name: str) -> Mapping[Any, Collection[Dict]]:
-        found: Mapping[Any, Collection[Dict]] = self._indexes[name]
-        return found
+    def index(self, name: str) -> Index:
+        return self._indexes[name]
 
     def first(self, name: str, key: Hashable) -> Dict | None:
         """The object under `key` in the index `name`, if any."""

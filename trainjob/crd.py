@@ -9,7 +9,9 @@ from every status write once that CRD is re-applied over ours."""
 from __future__ import annotations
 
 from kubebase.objects import Dict
+from kubecontrol.schema_bounds import version_schema
 from trainjob_api import constants as c
+from trainjob_api.views import ObjectView, mapping
 
 TRAINJOB_CRD = f"{c.TRAINJOB_PLURAL}.{c.TRAINER_GROUP}"
 NEEDED_STATUS_FIELDS = ("clusterName",)
@@ -17,7 +19,7 @@ NEEDED_STATUS_FIELDS = ("clusterName",)
 WORKER_STATUS_FIELDS = ("restarts", "restartsCountTowardsMax")
 
 
-def crd_problem(crd: Dict | None) -> str | None:
+def crd_problem(crd: ObjectView | None) -> str | None:
     """Why the TrainJob CRD `crd` cannot carry what the dispatcher writes, or None."""
     if crd is None:
         return f"CustomResourceDefinition {TRAINJOB_CRD} is not installed"
@@ -36,19 +38,17 @@ def crd_problem(crd: Dict | None) -> str | None:
 
 
 def missing_status_fields(
-    crd: Dict, needed: tuple[str, ...] = NEEDED_STATUS_FIELDS
+    crd: ObjectView, needed: tuple[str, ...] = NEEDED_STATUS_FIELDS
 ) -> list[str] | None:
     """The status fields of ours (`needed`) the CRD's served version lacks (None: it does not
     serve ours at all)."""
-    versions = (crd.get("spec") or {}).get("versions") or []
-    served = next((v for v in versions if v.get("name") == c.TRAINER_VERSION), None)
-    if served is None:
+    schema = version_schema(crd.raw, c.TRAINER_VERSION)
+    if schema is None:
         return None
-    schema = ((served.get("schema") or {}).get("openAPIV3Schema") or {}).get("properties") or {}
-    status = schema.get("status") or {}
+    status = mapping(mapping(schema.get("properties")).get("status"))
     if status.get("x-kubernetes-preserve-unknown-fields"):
         return []
-    return [f for f in needed if f not in (status.get("properties") or {})]
+    return [f for f in needed if f not in mapping(status.get("properties"))]
 
 
 # Kubeflow Trainer's webhooks (its v2 manifests name them defaulter.trainjob.trainer.kubeflow.org,

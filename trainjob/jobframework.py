@@ -247,7 +247,7 @@ def _step5b_out_of_sync(obs: QueueObserved, wl: WorkloadView, plan: QueuePlan) -
         obs.trainjob.prebuilt_workload
         and obs.pod_sets is not None
         and not wl.finished
-        and not wlmod.pod_sets_match(wl.raw, obs.pod_sets)
+        and not wlmod.pod_sets_match(wl, obs.pod_sets)
     ):
         return False
     conds = cond.set_condition(
@@ -272,7 +272,7 @@ def _step6_in_step_while_suspended(obs: QueueObserved, wl: WorkloadView, plan: Q
     tj = obs.trainjob
     if not (tj.spec.suspend and not wl.has_quota and tj.prebuilt_workload is None):
         return False
-    if obs.pod_sets is not None and not wlmod.pod_sets_match(wl.raw, obs.pod_sets):
+    if obs.pod_sets is not None and not wlmod.pod_sets_match(wl, obs.pod_sets):
         plan.delete_workload, plan.delete_workload_uid = wl.name, wl.uid
         plan.workload_readiness = None
         plan.events.append(
@@ -307,7 +307,7 @@ def _step6b_no_matching_workload(obs: QueueObserved, wl: WorkloadView, plan: Que
         and tj.prebuilt_workload is None
         and tj.spec.managed_by != c.MANAGED_BY_MULTIKUEUE
         and obs.pod_sets is not None
-        and not wlmod.pod_sets_match(wl.raw, obs.pod_sets)
+        and not wlmod.pod_sets_match(wl, obs.pod_sets)
     ):
         return False
     plan.delete_workload, plan.delete_workload_uid = wl.name, wl.uid

@@ -5,7 +5,6 @@ is ours: ownership.py). Pure."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from kubebase.objects import OwnerReference
 from trainjob.ownership import owner_refs
@@ -63,14 +62,14 @@ def owner_of(trainjob: ObjectView) -> OwnerReference:
 
 
 def owner_name(
-    obj: dict[str, Any] | None, kind: str = "TrainJob", *, controller: bool = False
+    obj: ObjectView | None, kind: str = "TrainJob", *, controller: bool = False
 ) -> str | None:
     """Name of the first owner of `kind` in an object's ownerReferences (with `controller`,
     of its controller owner of that kind)."""
     return next(
         (
             str(r["name"])
-            for r in owner_refs(obj)
+            for r in owner_refs(None if obj is None else obj.raw)
             if r.get("kind") == kind and (r.get("controller") or not controller)
         ),
         None,

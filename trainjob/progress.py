@@ -233,7 +233,16 @@ def status_patch(trainer_status: Dict) -> Dict:
 # ---- the token, before anyone is asked about it --------------------------------------------
 
 
-def claims(token: str) -> Dict | None:
+@dataclass(frozen=True)
+class Claims:
+    """What a token says of itself: when it expires (seconds since the epoch; None: it does
+    not say) and its audiences."""
+
+    expires: float | None
+    audiences: list[str]
+
+
+def claims(token: str) -> Claims | None:
     """A JWT's claims, read without checking its signature (the API server checks that):
     enough to turn away, without asking anyone, a token that is not one, has expired or is
     for another audience."""
@@ -245,12 +254,13 @@ def claims(token: str) -> Dict | None:
         found = orjson.loads(payload)
     except (ValueError, orjson.JSONDecodeError):
         return None
-    return found if isinstance(found, dict) else None
-
-
-def audiences_of(found: Dict) -> list[str]:
-    aud = found.get("aud")
-    return [aud] if isinstance(aud, str) else [a for a in aud or [] if isinstance(a, str)]
+    if not isinstance(found, dict):
+        return None
+    exp, aud = found.get("exp"), found.get("aud")
+    expires = float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None
+    if isinstance(aud, str):
+        return Claims(expires, [aud])
+    return Claims(expires, [a for a in aud if isinstance(a, str)] if isinstance(aud, list) else [])
 
 
 # ---- how often a TrainJob's reports are written ---------------------------------------------

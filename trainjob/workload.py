@@ -109,13 +109,13 @@ def build_workload(
     }
 
 
-def pod_sets_match(wl: Dict, pod_sets: Sequence[PodSetShape]) -> bool:
+def pod_sets_match(wl: WorkloadView, pod_sets: Sequence[PodSetShape]) -> bool:
     """Whether the Workload still describes the TrainJob: its PodSets' names and counts, and
     what their pods ask for (requests, limits, claims of every container): a TrainJob or
     runtime changed since would otherwise run pods bigger than the quota Kueue gave."""
     have = [
         (p.get("name"), p.get("count"), resources_key(PodSpecView.of_template(p.get("template"))))
-        for p in WorkloadView(wl).pod_sets
+        for p in wl.pod_sets
     ]
     return have == [(ps.name, ps.count, ps.resources) for ps in pod_sets]
 

@@ -209,11 +209,10 @@ def _precheck(header: str | None, namespace: str, name: str) -> Verdict | None:
     claims = progress.claims(token)
     if claims is None:
         return Verdict(401, "the bearer token is not a JWT")
-    exp = claims.get("exp")
-    if isinstance(exp, int | float) and exp < time.time():
+    if claims.expires is not None and claims.expires < time.time():
         return Verdict(401, "the token has expired; read the token file again")
     want = progress.audience(namespace, name)
-    audiences = progress.audiences_of(claims)
+    audiences = claims.audiences
     if want not in audiences:
         shown = ", ".join(audiences[:3]) or "none"
         return Verdict(

@@ -25,7 +25,7 @@ from trainjob.jobframework import expected_workload_name
 from trainjob.naming import owner_name, owning_trainjob
 from trainjob.ownership import controlled_by_a_trainjob
 from trainjob_api import constants as c
-from trainjob_api.views import JobView, TrainJobView
+from trainjob_api.views import JobView, ObjectView, TrainJobView
 from worker_controller import digests
 from worker_controller.context import Context
 
@@ -139,7 +139,7 @@ def _trainjob_label(obj: Dict) -> tuple[str, str]:
 def _controller(obj: Dict) -> tuple[str, str]:
     """A Job's TrainJob: its controller owner of that kind ("" when it has none)."""
     meta = obj["metadata"]
-    return meta["namespace"], owner_name(obj, controller=True) or ""
+    return meta["namespace"], owner_name(ObjectView(obj), controller=True) or ""
 
 
 def _workload_key(trainjob: Dict) -> tuple[str, str]:
@@ -213,7 +213,9 @@ def _warn_of_trainers_crd(ctx: Context) -> None:
         )
         return
     ctx.trainjob_schema = version_schema(crd, c.TRAINER_VERSION)
-    if crd is not None and missing_status_fields(crd, NEEDED_STATUS_FIELDS + WORKER_STATUS_FIELDS):
+    if crd is not None and missing_status_fields(
+        ObjectView(crd), NEEDED_STATUS_FIELDS + WORKER_STATUS_FIELDS
+    ):
         log.error(
             "the TrainJob CRD is not this product's (Kubeflow Trainer's own, or an old one, was "
             "applied over it): the API server drops the status this controller adds; apply the "

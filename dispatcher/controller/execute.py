@@ -166,7 +166,7 @@ def _dispatch_writes(
                 ]
                 workers.note_gate_opened(wl.uid or "", cluster, opened)
             if done and action.verb == "create" and action.obj["kind"] == "TrainJob":
-                resume = checkpoints.resume_of(action.obj)
+                resume = checkpoints.resume_of(TrainJobView(action.obj))
                 if resume is not None:
                     events.append(_resuming(cluster, resume))
     if plan.cluster_name is not None:

@@ -24,7 +24,7 @@ from kubecontrol.client import ApiException
 from kubecontrol.cluster import Cluster
 from kubecontrol.controller import own_namespace
 from trainjob_api.story import Run
-from trainjob_api.views import TrainJobView
+from trainjob_api.views import ConfigMapView, TrainJobView
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def record(manager: Cluster, trainjob: TrainJobView, entry: Ended) -> None:
     uid = str(trainjob.uid or "")
     name, namespace = name_of(uid), own_namespace()
     try:
-        found = manager.get_or_none(CONFIG_MAP, name, namespace)
+        found = _record(manager, name, namespace)
         entries = with_entry(entries_of(found), entry)
         if entries is None:
             return
@@ -56,7 +56,7 @@ def record(manager: Cluster, trainjob: TrainJobView, entry: Ended) -> None:
         if found is None:
             manager.create(CONFIG_MAP, body)
         else:
-            body["metadata"]["resourceVersion"] = found["metadata"]["resourceVersion"]
+            body["metadata"]["resourceVersion"] = found.resource_version
             manager.replace(CONFIG_MAP, body)
         log.info(
             "run recorded",
@@ -73,8 +73,13 @@ def record(manager: Cluster, trainjob: TrainJobView, entry: Ended) -> None:
         )
 
 
+def _record(manager: Cluster, name: str, namespace: str) -> ConfigMapView | None:
+    found = manager.get_or_none(CONFIG_MAP, name, namespace)
+    return None if found is None else ConfigMapView(found)
+
+
 def read(manager: Cluster, trainjob_uid: str) -> list[Dict]:
-    return entries_of(manager.get_or_none(CONFIG_MAP, name_of(trainjob_uid), own_namespace()))
+    return entries_of(_record(manager, name_of(trainjob_uid), own_namespace()))
 
 
 def story(manager: Cluster, trainjob: TrainJobView, admitted_at: str | None) -> list[Run]:

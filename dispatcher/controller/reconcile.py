@@ -186,7 +186,7 @@ def _dispatch(
     plan, from the caches and the workers' watches, or None when the check is not ours."""
     namespace, tj_name = trainjob.key
     wl = caches.workload(namespace, wl_name)
-    if wl is None or owner_name(wl.raw) != tj_name:
+    if wl is None or owner_name(wl) != tj_name:
         return None
     checks = admissionchecks.our_checks(ctx, caches)
     check = next((s["name"] for s in wl.admission_checks if s.get("name") in checks), None)

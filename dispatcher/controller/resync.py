@@ -21,7 +21,7 @@ from trainjob import jobframework
 from trainjob.caches import Caches
 from trainjob.crd import TRAINJOB_CRD, crd_problem
 from trainjob_api import constants as c
-from trainjob_api.views import TrainJobView
+from trainjob_api.views import ObjectView, TrainJobView
 
 log = logging.getLogger("dispatcher")
 
@@ -52,7 +52,7 @@ def check_trainjob_crd(ctx: Context) -> None:
             "TrainJob CRD not read", extra={"cluster": ctx.settings.cluster_name, "error": str(exc)}
         )
         return
-    problem = crd_problem(found)
+    problem = crd_problem(None if found is None else ObjectView(found))
     ctx.trainjob_schema = version_schema(found, c.TRAINER_VERSION)
     if problem != ctx.crd_problem:
         if problem:

@@ -25,7 +25,7 @@ from trainjob.caches import WATCHDOG_CACHES, Index
 from trainjob.naming import name_prefixes, owner_name
 from trainjob.queues import MultiKueueClusterView
 from trainjob_api import constants as c
-from trainjob_api.views import EventView, TrainJobView, WorkloadView
+from trainjob_api.views import EventView, ObjectView, TrainJobView, WorkloadView
 
 
 def watches(ctx: Context) -> list[Watch]:
@@ -225,9 +225,12 @@ def on_source_change(ctx: Context, source: str, name: str) -> None:
 
 
 def _enqueue_owner(ctx: Context, workload: dict[str, Any] | None) -> None:
-    owner = owner_name(workload)
-    if workload is not None and owner:
-        ctx.queue.add((workload["metadata"]["namespace"], owner))
+    if workload is None:
+        return
+    seen = ObjectView(workload)
+    owner = owner_name(seen)
+    if owner:
+        ctx.queue.add((seen.namespace, owner))
 
 
 def on_remote_change(ctx: Context, namespace: str, name: str, urgent: bool = False) -> None:

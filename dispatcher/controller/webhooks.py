@@ -86,7 +86,7 @@ def on_validate(ctx: Context, admission: Dict, deadline: Deadline) -> Verdict:
     except checkpoints.CheckpointsError as exc:
         return refuse(str(exc))
     if place is not None:  # judged as its copies will be, with the checkpoint variables
-        tj = rules.Admitted({**admission, "object": checkpoints.as_copied(tj.raw, place)})
+        tj = rules.Admitted({**admission, "object": checkpoints.as_copied(tj, place)})
     deadline.check("judging the runtime")
     why = rules.runtime_refusal(tj, runtime)  # bounded work (trainjob/runtime/limits.py)
     return Verdict() if why is None else refuse(why)

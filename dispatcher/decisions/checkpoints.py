@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from kubebase.objects import Dict
 from trainjob.jsondoc import json_copy
 from trainjob_api import constants as c
-from trainjob_api.views import ObjectView, RuntimeView
+from trainjob_api.views import ObjectView, RuntimeView, TrainJobView, mapping, objects
 
 ANNOTATION = f"{c.DOMAIN}/checkpoints"
 ENV_PLACE = "TRAINJOB_CHECKPOINTS"
@@ -99,10 +99,10 @@ def place_for(trainjob: ObjectView, runtime: RuntimeView | None) -> str | None:
     )
 
 
-def as_copied(trainjob: Dict, place: str) -> Dict:
+def as_copied(trainjob: TrainJobView, place: str) -> Dict:
     """A TrainJob as its copies are sent (a deep copy, with the variables): what the workers
     judge, so what admission on the manager judges too."""
-    return with_environment(json_copy(trainjob), place, None)
+    return with_environment(json_copy(trainjob.raw), place, None)
 
 
 def reported(trainer_status: Mapping[str, object] | None) -> Checkpoint | None:
@@ -158,11 +158,10 @@ def with_environment(trainjob_copy: Dict, place: str, resume: Checkpoint | None)
     return trainjob_copy
 
 
-def resume_of(body: Dict) -> Checkpoint | None:
-    """The resume point a copy's body was given (None: it starts afresh)."""
-    env = {
-        e.get("name"): e.get("value") for e in (body["spec"].get("trainer") or {}).get("env") or []
-    }
+def resume_of(trainjob_copy: TrainJobView) -> Checkpoint | None:
+    """The resume point a TrainJob's copy was given (None: it starts afresh)."""
+    trainer = mapping(trainjob_copy.spec.get("trainer"))
+    env = {e.get("name"): e.get("value") for e in objects(trainer.get("env"))}
     place, whole = env.get(ENV_PLACE), env.get(ENV_RESUME_FROM)
     if not isinstance(place, str) or not isinstance(whole, str):
         return None

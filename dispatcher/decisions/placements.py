@@ -27,6 +27,7 @@ from dispatcher.decisions import checkpoints
 from kubebase.objects import Dict
 from trainjob_api import constants as c
 from trainjob_api.story import Run
+from trainjob_api.views import ConfigMapView
 
 if TYPE_CHECKING:
     from trainjob_api.views import TrainJobView
@@ -104,11 +105,12 @@ def name_of(trainjob_uid: str) -> str:
     return f"{PREFIX}{trainjob_uid}"
 
 
-def entries_of(config_map: Dict | None) -> list[Dict]:
+def entries_of(config_map: ConfigMapView | None) -> list[Dict]:
+    """The entries of a TrainJob's record of ended runs (none where it is not of their shape)."""
     if config_map is None:
         return []
     try:
-        found = orjson.loads((config_map.get("data") or {}).get(KEY) or "[]")
+        found = orjson.loads(config_map.text(KEY) or "[]")
     except orjson.JSONDecodeError:
         return []
     return [e for e in found if isinstance(e, dict)] if isinstance(found, list) else []

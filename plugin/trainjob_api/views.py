@@ -590,6 +590,16 @@ class PodMetricsView(ObjectView):
         return self._time("window")
 
 
+class ConfigMapView(ObjectView):
+    """A ConfigMap: its text entries (`data`; one that is not a string counts as absent)."""
+
+    __slots__ = ()
+
+    def text(self, key: str) -> str | None:
+        found = mapping(self.raw.get("data")).get(key)
+        return found if isinstance(found, str) else None
+
+
 class FailedCreateView(ObjectView):
     """A FailedCreate Event of the Job controller as the worker controller's cache keeps it:
     the Job it is about (name and UID), its message, when it was last seen."""

@@ -10,6 +10,7 @@ import yaml
 from clusters import builds
 from tests.support.files import YAML_LOADER
 from trainjob.crd import missing_status_fields, trainer_controller_problem
+from trainjob_api.views import ObjectView
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,6 +59,6 @@ def test_trainers_own_crd_lacks_our_status_fields_and_ours_has_them() -> None:
     ours = yaml.load(
         (REPO / "crds/trainer.kubeflow.org_trainjobs.yaml").read_text(), Loader=YAML_LOADER
     )
-    assert missing_status_fields(theirs) == ["clusterName"]
-    assert missing_status_fields(ours) == []
-    assert missing_status_fields({"spec": {"versions": [{"name": "v2"}]}}) is None
+    assert missing_status_fields(ObjectView(theirs)) == ["clusterName"]
+    assert missing_status_fields(ObjectView(ours)) == []
+    assert missing_status_fields(ObjectView({"spec": {"versions": [{"name": "v2"}]}})) is None

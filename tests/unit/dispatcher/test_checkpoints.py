@@ -78,11 +78,11 @@ def test_the_copy_gets_the_place_and_the_resume_point_in_its_trainers_env() -> N
         {"name": "TRAINJOB_RESUME_FROM", "value": f"{PLACE}/step-40.pt"},
         {"name": "TRAINJOB_RESUME_STEP", "value": "40"},
     ]
-    assert checkpoints.resume_of(body) == Checkpoint("step-40.pt", 40)
+    assert checkpoints.resume_of(TrainJobView(body)) == Checkpoint("step-40.pt", 40)
     fresh: Dict = {"spec": {}}
     checkpoints.with_environment(fresh, PLACE, None)
     assert fresh["spec"]["trainer"] == {"env": [{"name": "TRAINJOB_CHECKPOINTS", "value": PLACE}]}
-    assert checkpoints.resume_of(fresh) is None
+    assert checkpoints.resume_of(TrainJobView(fresh)) is None
 
 
 def test_admission_judges_the_job_as_its_copies_go_with_the_variables() -> None:
@@ -97,7 +97,7 @@ def test_admission_judges_the_job_as_its_copies_go_with_the_variables() -> None:
     place = checkpoints.place_for(TrainJobView(job), RuntimeView(runtime))
     assert place == PLACE
     assert rules.runtime_refusal(rules.Admitted({"object": job}), RuntimeView(runtime)) is None
-    copied = rules.Admitted({"object": checkpoints.as_copied(job, place)})
+    copied = rules.Admitted({"object": checkpoints.as_copied(TrainJobView(job), place)})
     assert "no container named 'node'" in (
         rules.runtime_refusal(copied, RuntimeView(runtime)) or ""
     )

@@ -14,7 +14,7 @@ from dispatcher.decisions.placements import Ended
 from dispatcher.settings import DispatcherSettings
 from dispatcher.workers import log_tails
 from trainjob_api.story import Run
-from trainjob_api.views import TrainJobView
+from trainjob_api.views import ConfigMapView, TrainJobView
 
 
 def ended(worker: str, started: str | None, reason: str = "RemoteEvicted") -> Ended:
@@ -35,10 +35,12 @@ def test_one_run_is_told_once_and_the_record_is_bounded() -> None:
 
 def test_a_record_that_is_not_ours_to_read_is_empty() -> None:
     assert placements.entries_of(None) == []
-    assert placements.entries_of({"data": {placements.KEY: "not json"}}) == []
-    assert placements.entries_of({"data": {placements.KEY: '{"a": 1}'}}) == []
+    assert placements.entries_of(ConfigMapView({"data": {placements.KEY: "not json"}})) == []
+    assert placements.entries_of(ConfigMapView({"data": {placements.KEY: '{"a": 1}'}})) == []
+    assert placements.entries_of(ConfigMapView({"data": {placements.KEY: 7}})) == []
+    assert placements.entries_of(ConfigMapView({"data": None})) == []
     kept = {"data": {placements.KEY: orjson.dumps([{"worker": "w1"}, 3]).decode()}}
-    assert placements.entries_of(kept) == [{"worker": "w1"}]
+    assert placements.entries_of(ConfigMapView(kept)) == [{"worker": "w1"}]
 
 
 def test_the_start_is_what_the_worker_said_when_the_status_is_that_workers() -> None:

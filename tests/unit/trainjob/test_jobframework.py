@@ -15,7 +15,7 @@ from trainjob import workload as wlmod
 from trainjob.jobframework import QueuePlan
 from trainjob.models import parse_trainjob
 from trainjob.queues import ResourceFlavorView
-from trainjob_api.views import RuntimeView, WorkloadView
+from trainjob_api.views import ObjectView, RuntimeView, WorkloadView
 
 Dict = dict[str, Any]
 NOW = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.UTC)
@@ -463,9 +463,9 @@ def test_pod_set_shapes_are_resolved_once_per_spec_and_runtime_version() -> None
 def test_the_crd_check_names_a_trainjob_crd_that_would_drop_our_status() -> None:
     from trainjob.crd import crd_problem
 
-    def crd(status: Dict) -> Dict:
+    def crd(status: Dict) -> ObjectView:
         schema = {"openAPIV3Schema": {"properties": {"status": status}}}
-        return {"spec": {"versions": [{"name": "v1alpha1", "schema": schema}]}}
+        return ObjectView({"spec": {"versions": [{"name": "v1alpha1", "schema": schema}]}})
 
     ours = crd({"properties": {"clusterName": {"type": "string"}, "conditions": {}}})
     assert crd_problem(ours) is None

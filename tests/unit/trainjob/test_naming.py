@@ -69,9 +69,9 @@ def test_an_owner_reference_names_the_trainjob_as_its_controller() -> None:
 def test_an_owner_is_named_by_kind_and_if_asked_as_controller(
     refs: list[dict[str, object]], kind: str, controller: bool, name: str | None
 ) -> None:
-    obj = {"metadata": {"ownerReferences": refs}}
+    obj = ObjectView({"metadata": {"ownerReferences": refs}})
     assert owner_name(obj, kind, controller=controller) == name
-    assert owner_name(None) is None and owner_name({}) is None
+    assert owner_name(None) is None and owner_name(ObjectView({})) is None
 
 
 @pytest.mark.parametrize(

@@ -110,10 +110,12 @@ def _jwt(claims: Dict) -> str:
 
 
 def test_claims_are_read_from_the_token_without_trusting_them() -> None:
-    token = _jwt({"aud": ["a", "b"], "exp": 5})
-    found = progress.claims(token)
-    assert found is not None and progress.audiences_of(found) == ["a", "b"]
-    assert progress.audiences_of({"aud": "a"}) == ["a"]
+    token = _jwt({"aud": ["a", "b", 3], "exp": 5})
+    assert progress.claims(token) == progress.Claims(5.0, ["a", "b"])
+    assert progress.claims(_jwt({"aud": "a"})) == progress.Claims(None, ["a"])
+    assert progress.claims(_jwt({"aud": {"a": 1}, "exp": "5"})) == progress.Claims(None, [])
+    assert progress.claims(_jwt({"exp": True})) == progress.Claims(None, [])
+    assert progress.claims(_jwt(["a"])) is None  # type: ignore[arg-type]
     assert progress.claims("not-a-jwt") is None
     assert progress.claims("a.!!!.c") is None
 

@@ -151,8 +151,8 @@ def test_a_workloads_digest_reads_as_the_workload_and_keeps_none_of_its_pods_ima
             PodSetShape("launcher", 1, 2, resources_key(PodSpecView({}))),
         ],
     ):
-        assert pod_sets_match(kept.raw, shapes) == pod_sets_match(full.raw, shapes)
-    assert pod_sets_match(kept.raw, [PodSetShape("node", 1, 2, asks)] * 2) is False
+        assert pod_sets_match(kept, shapes) == pod_sets_match(full, shapes)
+    assert pod_sets_match(kept, [PodSetShape("node", 1, 2, asks)] * 2) is False
     for ps, whole in zip(kept.pod_sets, full.pod_sets, strict=True):
         assert {k: v for k, v in ps.items() if k != "template"} == {
             k: v for k, v in whole.items() if k != "template"
