@@ -11,7 +11,6 @@ from typing import Any
 
 from kubebase.objects import Dict
 
-
 # One cache: its objects under each key.
 Index = Mapping[Any, Collection[Dict]]
 

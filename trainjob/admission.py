@@ -5,6 +5,7 @@ as a view (`Admitted`)."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import TypedDict
 
 from kubebase.objects import Dict
 from kubecontrol.schema_bounds import bounds_problem
@@ -85,6 +86,14 @@ def held_without_queue(tj: TrainJobView, manage_without_queue: bool) -> bool:
     )
 
 
+class SpecChanges(TypedDict, total=False):
+    """The spec fields the mutating webhook sets on a new TrainJob (`mutate_on_create`)."""
+
+    suspend: bool
+    runtimePatches: list[Dict]
+    managedBy: str
+
+
 def mutate_on_create(
     tj: Admitted,
     now: dt.datetime,
@@ -92,14 +101,14 @@ def mutate_on_create(
     multikueue_queue: bool = False,
     queue: str | None = None,
     hold: bool = False,
-) -> Dict:
+) -> SpecChanges:
     """The spec fields to set on a new TrainJob: queued ones start suspended; runtimePatches
     entries without a time get `now` (Trainer's webhook does that on create); and on a manager
     whose queue leads to a MultiKueue check a managedBy that is unset, or the built-in value
     (which Trainer's own CRD stamps as its default), becomes MultiKueue, as Kueue's webhook
     does."""
     queue = queue or tj.queue_name  # `queue`: one the webhook defaults it to
-    changes: Dict = {}
+    changes = SpecChanges()
     if (queue or hold) and not tj.suspended:  # `hold`: held_without_queue
         changes["suspend"] = True
     patches = tj.runtime_patches
@@ -112,7 +121,7 @@ def mutate_on_create(
 
 
 def trainjob_patch(
-    tj: Admitted, spec: Dict, finalizers: list[str] | None = None, queue: str | None = None
+    tj: Admitted, spec: SpecChanges, finalizers: list[str] | None = None, queue: str | None = None
 ) -> tuple[Dict, ...]:
     """JSON patch operations that set the `spec` fields given (and `metadata.finalizers`, and
     the queue-name label to a defaulted `queue`).

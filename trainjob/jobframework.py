@@ -328,10 +328,8 @@ def _step7_start(obs: QueueObserved, wl: WorkloadView, admitted: bool, plan: Que
     if not (admitted and tj.spec.suspend and obs.start_blocked is None):
         return False
     # Stamped by its writer (Trainer's webhook stamps the patches written by others).
-    kueue_patch = {
-        **wlmod.build_admission_patch(wl, obs.flavors),
-        "time": cond.now_rfc3339(obs.now),
-    }
+    kueue_patch = wlmod.build_admission_patch(wl, obs.flavors)
+    kueue_patch["time"] = cond.now_rfc3339(obs.now)
     plan.trainjob_patch = {
         "spec": {
             "suspend": False,

@@ -15,7 +15,7 @@ import base64
 import datetime as dt
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Required, TypedDict
 
 import orjson
 
@@ -139,7 +139,22 @@ def _invalid(message: str) -> BadReport:
     return BadReport(422, "Invalid", message)
 
 
-def parse_report(body: bytes) -> Dict | None:
+class Metric(TypedDict):
+    name: str
+    value: str
+
+
+class TrainerStatus(TypedDict, total=False):
+    """A report as `parse_report` passes it: Trainer's `trainerStatus`, checked, in its
+    stored form."""
+
+    progressPercentage: int
+    estimatedRemainingSeconds: int
+    metrics: list[Metric]
+    lastUpdatedTime: Required[str]
+
+
+def parse_report(body: bytes) -> TrainerStatus | None:
     """The report's `trainerStatus`, checked against Trainer's schema and in its stored form
     (lastUpdatedTime in RFC 3339 UTC seconds); None when the report has none (answered, and
     nothing written, as Trainer does). Unknown fields are ignored, as Go's decoder does."""
@@ -158,28 +173,36 @@ def parse_report(body: bytes) -> Dict | None:
         return None
     if not isinstance(status, dict):
         raise _invalid("trainerStatus: must be an object")
-    out: Dict = {}
-    for key, top in (("progressPercentage", 100), ("estimatedRemainingSeconds", INT32_MAX)):
-        value = status.get(key)
-        if value is None:
-            continue
-        if not _is_int(value) or not 0 <= value <= top:
-            raise _invalid(
-                f"trainerStatus.{key}: must be an integer from 0 to {top}, got {value!r}"
-            )
-        out[key] = value
+    percent = _count("progressPercentage", status.get("progressPercentage"), 100)
+    seconds = _count(
+        "estimatedRemainingSeconds", status.get("estimatedRemainingSeconds"), INT32_MAX
+    )
     metrics = _metrics(status.get("metrics"))
+    out = TrainerStatus(lastUpdatedTime=_time(status.get("lastUpdatedTime")))
+    if percent is not None:
+        out["progressPercentage"] = percent
+    if seconds is not None:
+        out["estimatedRemainingSeconds"] = seconds
     if metrics:
         out["metrics"] = metrics
-    out["lastUpdatedTime"] = _time(status.get("lastUpdatedTime"))
     return out
+
+
+def _count(key: str, value: Any, top: int) -> int | None:
+    """The report's count `key`, from 0 to `top` (None: not given)."""
+    if value is None:
+        return None
+    if not _is_int(value) or not 0 <= value <= top:
+        raise _invalid(f"trainerStatus.{key}: must be an integer from 0 to {top}, got {value!r}")
+    count: int = value
+    return count
 
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _metrics(value: Any) -> list[Dict]:
+def _metrics(value: Any) -> list[Metric]:
     if value is None:
         return []
     if not isinstance(value, list):
@@ -190,17 +213,18 @@ def _metrics(value: Any) -> list[Dict]:
     for i, metric in enumerate(value):
         if not isinstance(metric, dict):
             raise _invalid(f"trainerStatus.metrics[{i}]: must be an object {{name, value}}")
-        pair = {}
-        for key in ("name", "value"):
-            text = metric.get(key)
-            if not isinstance(text, str) or not 1 <= len(text) <= MAX_METRIC_CHARS:
-                raise _invalid(
-                    f"trainerStatus.metrics[{i}].{key}: must be a string of 1 to "
-                    f"{MAX_METRIC_CHARS} characters"
-                )
-            pair[key] = text
-        out.append(pair)
+        name, text = (_metric_text(f"{i}].{key}", metric.get(key)) for key in ("name", "value"))
+        out.append(Metric(name=name, value=text))
     return out
+
+
+def _metric_text(where: str, text: Any) -> str:
+    """A metric's name or value (`where`: its index and field)."""
+    if not isinstance(text, str) or not 1 <= len(text) <= MAX_METRIC_CHARS:
+        raise _invalid(
+            f"trainerStatus.metrics[{where}: must be a string of 1 to {MAX_METRIC_CHARS} characters"
+        )
+    return text
 
 
 def _time(value: Any) -> str:
@@ -224,7 +248,7 @@ def _time(value: Any) -> str:
     return f"{when.year:04d}-{when:%m-%dT%H:%M:%S}Z"
 
 
-def status_patch(trainer_status: Dict) -> Dict:
+def status_patch(trainer_status: TrainerStatus) -> Dict:
     """The merge patch that makes `status.trainerStatus` the report: a field the report leaves
     out is removed (the report replaces the last one, as Trainer's apply does)."""
     return {"status": {"trainerStatus": {f: trainer_status.get(f) for f in FIELDS}}}
@@ -269,7 +293,7 @@ def claims(token: str) -> Claims | None:
 @dataclass
 class _Slot:
     written: float  # when the last report of this TrainJob was written (monotonic seconds)
-    held: Dict | None = None  # the newest report since, waiting for its turn
+    held: TrainerStatus | None = None  # the newest report since, waiting for its turn
 
 
 @dataclass
@@ -312,11 +336,11 @@ class Throttle:
     def __post_init__(self) -> None:
         self._budgets = Rates(self.namespace_rate, self.namespace_burst)
 
-    def offer(self, key: tuple[str, str], report: Dict, now: float) -> Offer:
+    def offer(self, key: tuple[str, str], report: TrainerStatus, now: float) -> Offer:
         with self._lock:
             return self._offer(key, report, now)
 
-    def _offer(self, key: tuple[str, str], report: Dict, now: float) -> Offer:
+    def _offer(self, key: tuple[str, str], report: TrainerStatus, now: float) -> Offer:
         slot = self._slots.get(key)
         if slot is None or (slot.held is None and now - slot.written >= self.interval):
             if slot is None and len(self._slots) >= self.limit:
@@ -336,7 +360,7 @@ class Throttle:
             write=False, flush_in=max(0.0, slot.written + self.interval - now) if first else None
         )
 
-    def take(self, key: tuple[str, str], now: float) -> Dict | None:
+    def take(self, key: tuple[str, str], now: float) -> TrainerStatus | None:
         """The report held for `key`, now due (its turn is taken), or None: nothing held, or
         its namespace's share taken (`holds` says, and it is tried again after
         RETRY_SECONDS)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Required, TypedDict
 
 from kubebase.kinds import DNS_LABEL
 from kubebase.objects import Dict
@@ -29,18 +30,6 @@ def workload_name(trainjob: str, uid: str) -> str:
     return f"{prefix}-{digest[:HASH_LENGTH]}"
 
 
-def _pod_template_for_kueue(template: Dict) -> Dict:
-    """The pod template Kueue sees: the pods' spec as the Jobs will run it (requests decide
-    quota, nodeSelector and tolerations placement), with only labels and annotations kept
-    from the template's metadata."""
-    spec = json_copy(template.get("spec") or {})
-    meta = template.get("metadata") or {}
-    return {
-        "metadata": {k: dict(meta[k]) for k in ("labels", "annotations") if meta.get(k)},
-        "spec": spec,
-    }
-
-
 def build_pod_sets(info: RuntimeInfo) -> list[Dict]:
     """A Workload's PodSets, with the pod templates Kueue's own TrainJob integration gives
     (PodSet.kueue_template): quota, placement and a prebuilt Workload's match with Kueue on a
@@ -49,7 +38,7 @@ def build_pod_sets(info: RuntimeInfo) -> list[Dict]:
         {
             "name": ps.name,
             "count": ps.count,
-            "template": _pod_template_for_kueue(ps.queued_template),
+            "template": ps.workload_template(),
             "topologyRequest": topology_request(ps),
         }
         for ps in info.pod_sets
@@ -150,7 +139,9 @@ def _check_updates(view: WorkloadView) -> dict[str, _Update]:
     return merged
 
 
-def build_admission_patch(view: WorkloadView, flavors: Mapping[str, ResourceFlavorView]) -> Dict:
+def build_admission_patch(
+    view: WorkloadView, flavors: Mapping[str, ResourceFlavorView]
+) -> RuntimePatch:
     """The runtimePatch (manager kueue.x-k8s.io/manager) carrying where Kueue admitted each
     PodSet: flavour node labels and tolerations, plus admission checks' podSetUpdates."""
     updates = _check_updates(view)
@@ -189,15 +180,24 @@ def build_admission_patch(view: WorkloadView, flavors: Mapping[str, ResourceFlav
         if pod_spec:
             template["spec"] = pod_spec
         rjs.append({"name": psa.name, "template": {"spec": {"template": template}}})
-    return {
-        "manager": c.KUEUE_RUNTIME_PATCH_MANAGER,
-        "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": rjs}}},
-    }
+    return RuntimePatch(
+        manager=c.KUEUE_RUNTIME_PATCH_MANAGER,
+        trainingRuntimeSpec={"template": {"spec": {"replicatedJobs": rjs}}},
+    )
 
 
-def with_runtime_patch(patches: list[Dict], patch: Dict | None, manager: str) -> list[Dict]:
+class RuntimePatch(TypedDict, total=False):
+    """One entry of a TrainJob's `spec.runtimePatches` as a manager writes it: who wrote it,
+    when, and what it patches of the runtime's spec."""
+
+    manager: Required[str]
+    time: str
+    trainingRuntimeSpec: Dict
+
+
+def with_runtime_patch(patches: list[Dict], patch: RuntimePatch | None, manager: str) -> list[Dict]:
     """`patches` with `manager`'s entry replaced by `patch` (or removed when None)."""
     out = [json_copy(p) for p in patches if p.get("manager") != manager]
     if patch is not None:
-        out.append(json_copy(patch))
+        out.append(json_copy(dict(patch)))
     return out

@@ -161,7 +161,7 @@ class StatusServer:
         elif self._throttle.holds(key):  # its namespace's writes are spent for now
             loop.call_later(progress.RETRY_SECONDS, self._flush_soon, key)
 
-    def _write(self, key: tuple[str, str], report: Dict) -> web.Response | None:
+    def _write(self, key: tuple[str, str], report: progress.TrainerStatus) -> web.Response | None:
         """Write a report; the answer to give when it could not be."""
         namespace, name = key
         try:

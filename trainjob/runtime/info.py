@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kubebase.objects import Dict
+from trainjob.jsondoc import json_copy
 from trainjob.models import DependsOn, MLPolicy, PodGroupPolicy
 from trainjob.queues import resources_key
 from trainjob.runtime.failure import FailurePolicy
 from trainjob.runtime.templates import PodSpecEdit, PodTemplateEdit
 from trainjob_api.pods import PodSpecView
+from trainjob_api.views import mapping
 
 
 class RuntimeSpecError(ValueError):
@@ -62,6 +64,18 @@ class PodSet:
     def queued_template(self) -> Dict:
         """The pod template a Workload's PodSet holds (`kueue_template` once made)."""
         return self.kueue_template if self.kueue_template is not None else self.pod_template
+
+    def workload_template(self) -> Dict:
+        """A copy of `queued_template` as Kueue sees it: the pods' spec as the Jobs will run it
+        (requests decide quota, nodeSelector and tolerations placement), of its metadata only
+        the labels and annotations."""
+        template = self.queued_template
+        meta = mapping(template.get("metadata"))
+        kept = {k: dict(mapping(meta.get(k))) for k in ("labels", "annotations")}
+        return {
+            "metadata": {k: v for k, v in kept.items() if v},
+            "spec": json_copy(mapping(template.get("spec"))),
+        }
 
     @property
     def queued_spec(self) -> Dict:
