@@ -380,7 +380,7 @@ def _recorded_checkpoint(
     of it may be sent this pass to resume from (decide sends one to a worker that admitted
     its Workload's copy, or the one it runs on, that holds no copy of the TrainJob) and its
     status names none. A record that cannot be read is said, and the copy starts afresh."""
-    if place is None or checkpoints.reported(trainjob.status.get("trainerStatus")) is not None:
+    if place is None or checkpoints.reported(trainjob.trainer_status) is not None:
         return None
     if not any(
         r.connected

@@ -33,7 +33,14 @@ from dataclasses import dataclass
 from kubebase.objects import Dict
 from trainjob.jsondoc import json_copy
 from trainjob_api import constants as c
-from trainjob_api.views import ObjectView, RuntimeView, TrainJobView, mapping, objects
+from trainjob_api.views import (
+    ObjectView,
+    RuntimeView,
+    TrainerStatusView,
+    TrainJobView,
+    mapping,
+    objects,
+)
 
 ANNOTATION = f"{c.DOMAIN}/checkpoints"
 ENV_PLACE = "TRAINJOB_CHECKPOINTS"
@@ -105,16 +112,11 @@ def as_copied(trainjob: TrainJobView, place: str) -> Dict:
     return with_environment(json_copy(trainjob.raw), place, None)
 
 
-def reported(trainer_status: Mapping[str, object] | None) -> Checkpoint | None:
+def reported(trainer_status: TrainerStatusView | None) -> Checkpoint | None:
     """The checkpoint a progress report names (None: none, or not of a checkpoint's shape)."""
-    metrics = (trainer_status or {}).get("metrics")
-    if not isinstance(metrics, list):
+    if trainer_status is None:
         return None
-    values = {
-        m.get("name"): m.get("value")
-        for m in metrics
-        if isinstance(m, dict) and m.get("name") in (METRIC, METRIC_STEP)
-    }
+    values = dict(trainer_status.metrics)
     return checkpoint(values.get(METRIC), values.get(METRIC_STEP))
 
 

@@ -298,7 +298,7 @@ def _create_trainjob(
     if obs.checkpoint_place is not None:
         # the checkpoint the run that ended last reported, while the status still holds it;
         # else the last its record of ended runs holds (none: it starts afresh)
-        reported = checkpoints.reported(obs.trainjob.status.get("trainerStatus"))
+        reported = checkpoints.reported(obs.trainjob.trainer_status)
         resume = reported or obs.recorded_checkpoint
         checkpoints.with_environment(tj, obs.checkpoint_place, resume)
     plan.remote.append(RemoteAction(cluster, "create", tj, event))

@@ -81,7 +81,7 @@ def ended(
     started = since or started_on(trainjob, worker)
     saved, restarts = None, None
     if trainjob is not None and trainjob.cluster_name == worker:  # its status is that run's
-        saved = checkpoints.reported(trainjob.status.get("trainerStatus"))
+        saved = checkpoints.reported(trainjob.trainer_status)
         restarts = restarts_of(trainjob)
     return Ended(
         worker,
@@ -147,7 +147,7 @@ def runs(entries: list[Dict], trainjob: TrainJobView, admitted_at: str | None) -
         )
     ):
         now = Run(worker=worker, started=admitted_at, current=True, restarts=restarts_of(trainjob))
-        saved = checkpoints.reported(trainjob.status.get("trainerStatus"))
+        saved = checkpoints.reported(trainjob.trainer_status)
         if saved is not None:
             now = now.model_copy(update={"checkpoint": saved.name, "checkpoint_step": saved.step})
         for ctype in (c.COND_COMPLETE, c.COND_FAILED):

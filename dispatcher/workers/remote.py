@@ -272,17 +272,17 @@ class RemoteCluster:
         if type_ == "DELETED":
             self._checkpoints.pop(key, None)
             return
-        report = (obj.get("status") or {}).get("trainerStatus")
-        found = checkpoints.reported(report if isinstance(report, dict) else {})
+        report = TrainJobView(obj).trainer_status
+        found = checkpoints.reported(report)
         name, step = (found.name, found.step) if found is not None else (None, None)
         before = self._checkpoints.get(key)
         if before is not None and before[:3] == (uid, name, step):
             return
         when: dt.datetime | None = None
-        if found is not None and before is not None and before[0] == uid:
+        if report is not None and found is not None and before is not None and before[0] == uid:
             now = when = dt.datetime.now(dt.UTC)
             try:
-                told = cond.parse_time(str(report.get("lastUpdatedTime")))  # type: ignore[union-attr]
+                told = cond.parse_time(str(report.reported_at))
                 when = min(told.replace(tzinfo=told.tzinfo or dt.UTC).astimezone(dt.UTC), now)
             except (TypeError, ValueError, OverflowError):
                 pass

@@ -238,7 +238,10 @@ class TrainerStatusView(JsonView):
 
     @property
     def metrics(self) -> list[tuple[str, str]]:
-        return [(str(m.get("name")), str(m.get("value"))) for m in self.raw.get("metrics") or []]
+        """Its (name, value) pairs; an entry that is not a pair of strings, as Trainer's schema
+        has them, counts as none."""
+        pairs = ((m.get("name"), m.get("value")) for m in objects(self.raw.get("metrics")))
+        return [(n, v) for n, v in pairs if isinstance(n, str) and isinstance(v, str)]
 
 
 class TrainJobView(ObjectView):
@@ -274,7 +277,7 @@ class TrainJobView(ObjectView):
     def trainer_status(self) -> TrainerStatusView | None:
         """None while the training reported nothing."""
         found = self.status.get("trainerStatus")
-        return TrainerStatusView(found) if found else None
+        return TrainerStatusView(found) if isinstance(found, dict) and found else None
 
     @property
     def running_somewhere(self) -> bool:

@@ -25,7 +25,7 @@ from tests.support.whole_pass import (
 from trainjob import admission as rules
 from trainjob.workload import workload_name
 from trainjob_api import constants as c
-from trainjob_api.views import RuntimeView, TrainJobView
+from trainjob_api.views import RuntimeView, TrainerStatusView, TrainJobView
 
 Dict = dict[str, Any]
 KEY = ("ns", "tj")
@@ -49,8 +49,8 @@ def test_the_place_is_the_jobs_own_or_under_its_runtimes_root() -> None:
         checkpoints.place_of({}, {checkpoints.ANNOTATION: "a b"}, "ns", "tj")
 
 
-def metrics(**named: str) -> Dict:
-    return {"metrics": [{"name": k, "value": v} for k, v in named.items()]}
+def metrics(**named: str) -> TrainerStatusView:
+    return TrainerStatusView({"metrics": [{"name": k, "value": v} for k, v in named.items()]})
 
 
 def test_a_report_names_a_checkpoint_of_a_checkpoints_shape_only() -> None:
@@ -64,7 +64,9 @@ def test_a_report_names_a_checkpoint_of_a_checkpoints_shape_only() -> None:
     for bad in ("../other-job/step-9", "/etc/passwd", "a/../../b", "a b", ".hidden", "a//b"):
         assert checkpoints.reported(metrics(checkpoint=bad)) is None, bad
     assert checkpoints.reported(None) is None
-    assert checkpoints.reported({"metrics": "nope"}) is None
+    assert checkpoints.reported(TrainerStatusView({"metrics": "nope"})) is None
+    odd = [{"name": "checkpoint", "value": 7}, "x", {"name": ["checkpoint"], "value": "s"}]
+    assert checkpoints.reported(TrainerStatusView({"metrics": odd})) is None
     assert checkpoints.reported(metrics(loss="0.1")) is None
 
 
