@@ -49,25 +49,29 @@ def test_the_place_is_the_jobs_own_or_under_its_runtimes_root() -> None:
         checkpoints.place_of({}, {checkpoints.ANNOTATION: "a b"}, "ns", "tj")
 
 
-def metrics(**named: str) -> TrainerStatusView:
-    return TrainerStatusView({"metrics": [{"name": k, "value": v} for k, v in named.items()]})
+def metrics(**named: str) -> Dict:
+    return {"metrics": [{"name": k, "value": v} for k, v in named.items()]}
+
+
+def status_of(**named: str) -> TrainerStatusView:
+    return TrainerStatusView(metrics(**named))
 
 
 def test_a_report_names_a_checkpoint_of_a_checkpoints_shape_only() -> None:
-    assert checkpoints.reported(metrics(loss="0.1", checkpoint="step-40.pt", checkpoint_step="40"))
-    got = checkpoints.reported(metrics(checkpoint="epoch-2/step-40", checkpoint_step="40"))
+    assert checkpoints.reported(status_of(loss="0.1", checkpoint="step-40.pt", checkpoint_step="40"))
+    got = checkpoints.reported(status_of(checkpoint="epoch-2/step-40", checkpoint_step="40"))
     assert got == Checkpoint("epoch-2/step-40", 40)
-    assert checkpoints.reported(metrics(checkpoint="step-40")) == Checkpoint("step-40", None)
-    assert checkpoints.reported(metrics(checkpoint="s", checkpoint_step="-1")) == Checkpoint("s")
+    assert checkpoints.reported(status_of(checkpoint="step-40")) == Checkpoint("step-40", None)
+    assert checkpoints.reported(status_of(checkpoint="s", checkpoint_step="-1")) == Checkpoint("s")
     # a digit that is not ASCII is no step (int() of it would raise in every pass)
-    assert checkpoints.reported(metrics(checkpoint="s", checkpoint_step="²")) == Checkpoint("s")
+    assert checkpoints.reported(status_of(checkpoint="s", checkpoint_step="²")) == Checkpoint("s")
     for bad in ("../other-job/step-9", "/etc/passwd", "a/../../b", "a b", ".hidden", "a//b"):
-        assert checkpoints.reported(metrics(checkpoint=bad)) is None, bad
+        assert checkpoints.reported(status_of(checkpoint=bad)) is None, bad
     assert checkpoints.reported(None) is None
     assert checkpoints.reported(TrainerStatusView({"metrics": "nope"})) is None
     odd = [{"name": "checkpoint", "value": 7}, "x", {"name": ["checkpoint"], "value": "s"}]
     assert checkpoints.reported(TrainerStatusView({"metrics": odd})) is None
-    assert checkpoints.reported(metrics(loss="0.1")) is None
+    assert checkpoints.reported(status_of(loss="0.1")) is None
 
 
 def test_the_copy_gets_the_place_and_the_resume_point_in_its_trainers_env() -> None:
