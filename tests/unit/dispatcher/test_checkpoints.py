@@ -58,7 +58,9 @@ def status_of(**named: str) -> TrainerStatusView:
 
 
 def test_a_report_names_a_checkpoint_of_a_checkpoints_shape_only() -> None:
-    assert checkpoints.reported(status_of(loss="0.1", checkpoint="step-40.pt", checkpoint_step="40"))
+    assert checkpoints.reported(
+        status_of(loss="0.1", checkpoint="step-40.pt", checkpoint_step="40")
+    )
     got = checkpoints.reported(status_of(checkpoint="epoch-2/step-40", checkpoint_step="40"))
     assert got == Checkpoint("epoch-2/step-40", 40)
     assert checkpoints.reported(status_of(checkpoint="step-40")) == Checkpoint("step-40", None)
