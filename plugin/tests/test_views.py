@@ -8,6 +8,7 @@ from kubebase.objects import Dict
 from trainjob_api import constants as c
 from trainjob_api.views import (
     ConditionView,
+    ConfigMapView,
     FailedCreateView,
     JobView,
     PodSetPhases,
@@ -200,3 +201,24 @@ def test_a_jobs_status_entry_counts_whatever_is_written() -> None:
 def test_a_podsets_phases_count_whatever_is_written() -> None:
     phases = PodSetPhases({"name": "node", "running": "x", "pending": -2, "failed": "3"})
     assert [phases.count(p) for p in PodSetPhases.PHASES] == [0, 0, 0, 3, 0]
+
+
+@pytest.mark.parametrize(
+    ("status", "metrics"),
+    [
+        ({"trainerStatus": {"metrics": [{"name": "loss", "value": "0.1"}]}}, [("loss", "0.1")]),
+        ({"trainerStatus": {"metrics": [{"name": "loss"}, "x", {"name": 1, "value": "v"}]}}, []),
+        ({"trainerStatus": {"metrics": "many"}}, []),
+        ({"trainerStatus": ["not", "an", "object"]}, None),
+        ({"trainerStatus": {}}, None),
+        ({}, None),
+    ],
+)
+def test_a_trainer_status_reads_only_what_trainers_schema_allows(
+    status: Dict, metrics: list[tuple[str, str]] | None
+) -> None:
+    found = TrainJobView({"status": status}).trainer_status
+    assert (None if found is None else found.metrics) == metrics
+    assert ConfigMapView({"data": {"k": "v", "n": 1}}).text("k") == "v"
+    assert ConfigMapView({"data": {"k": "v", "n": 1}}).text("n") is None
+    assert ConfigMapView({"data": ["k"]}).text("k") is None

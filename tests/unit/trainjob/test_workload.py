@@ -224,3 +224,20 @@ def test_the_flavours_and_the_checks_tolerations_each_reach_the_pods_once() -> N
     checks = [{"name": "prov", "podSetUpdates": [{"name": "node", "tolerations": [t3, t2]}]}]
     template = _placed(_admitted({"cpu": "a", "nvidia.com/gpu": "b"}, checks), flavors)
     assert template["spec"] == {"tolerations": [t1, t2, t3]}
+
+
+def test_a_pod_sets_workload_template_keeps_of_its_metadata_the_labels_and_annotations() -> None:
+    ps = info_of(trainjob()).pod_sets[0]
+    meta = {"name": "x", "labels": {"a": "1"}, "annotations": {"b": "2"}, "finalizers": ["f"]}
+    ps.kueue_template = {"metadata": meta, "spec": {"containers": [{"name": "c"}]}}
+    made = ps.workload_template()
+    assert made == {
+        "metadata": {"labels": {"a": "1"}, "annotations": {"b": "2"}},
+        "spec": {"containers": [{"name": "c"}]},
+    }
+    made["spec"]["containers"].append({"name": "d"})
+    made["metadata"]["labels"]["c"] = "3"
+    assert ps.kueue_template["spec"] == {"containers": [{"name": "c"}]}  # a copy
+    assert meta["labels"] == {"a": "1"}
+    ps.kueue_template = {"metadata": {"labels": ["a"], "annotations": {}}, "spec": None}
+    assert ps.workload_template() == {"metadata": {}, "spec": {}}
