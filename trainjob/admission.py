@@ -33,10 +33,6 @@ class Admitted(TrainJobView):
         return self._namespace
 
     @property
-    def runtime_patches(self) -> list[Dict]:
-        return list(self.spec.get("runtimePatches") or [])
-
-    @property
     def has_spec(self) -> bool:
         return isinstance(self.raw.get("spec"), dict)
 

@@ -141,7 +141,7 @@ def _check_updates(view: WorkloadView) -> dict[str, _Update]:
 
 def build_admission_patch(
     view: WorkloadView, flavors: Mapping[str, ResourceFlavorView]
-) -> RuntimePatch:
+) -> RuntimePatchEntry:
     """The runtimePatch (manager kueue.x-k8s.io/manager) carrying where Kueue admitted each
     PodSet: flavour node labels and tolerations, plus admission checks' podSetUpdates."""
     updates = _check_updates(view)
@@ -180,13 +180,13 @@ def build_admission_patch(
         if pod_spec:
             template["spec"] = pod_spec
         rjs.append({"name": psa.name, "template": {"spec": {"template": template}}})
-    return RuntimePatch(
+    return RuntimePatchEntry(
         manager=c.KUEUE_RUNTIME_PATCH_MANAGER,
         trainingRuntimeSpec={"template": {"spec": {"replicatedJobs": rjs}}},
     )
 
 
-class RuntimePatch(TypedDict, total=False):
+class RuntimePatchEntry(TypedDict, total=False):
     """One entry of a TrainJob's `spec.runtimePatches` as a manager writes it: who wrote it,
     when, and what it patches of the runtime's spec."""
 
@@ -195,7 +195,9 @@ class RuntimePatch(TypedDict, total=False):
     trainingRuntimeSpec: Dict
 
 
-def with_runtime_patch(patches: list[Dict], patch: RuntimePatch | None, manager: str) -> list[Dict]:
+def with_runtime_patch(
+    patches: list[Dict], patch: RuntimePatchEntry | None, manager: str
+) -> list[Dict]:
     """`patches` with `manager`'s entry replaced by `patch` (or removed when None)."""
     out = [json_copy(p) for p in patches if p.get("manager") != manager]
     if patch is not None:

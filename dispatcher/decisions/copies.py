@@ -58,14 +58,10 @@ def _remote_metadata(
 
 def remote_trainjob(tj: TrainJobView, wl_name: str, origin: str) -> Dict:
     """The TrainJob for the winning worker: built-in controller, suspended, prebuilt Workload."""
-    spec = json_copy(tj.raw["spec"])
+    patches = [p for p in tj.runtime_patches if p.get("manager") != c.KUEUE_RUNTIME_PATCH_MANAGER]
+    spec = json_copy({**tj.spec, "runtimePatches": patches})
     spec.pop("managedBy", None)
     spec["suspend"] = True
-    spec["runtimePatches"] = [
-        p
-        for p in spec.get("runtimePatches") or []
-        if p.get("manager") != c.KUEUE_RUNTIME_PATCH_MANAGER
-    ]
     if not spec["runtimePatches"]:
         spec.pop("runtimePatches")
     labels = {**tj.labels, c.KUEUE_PREBUILT_WORKLOAD_LABEL: wl_name}
@@ -132,7 +128,7 @@ def seen(kind: Kind, obj: Dict) -> Dict:
         seen["spec"] = kept
     conditions = [cd for cd in copy.condition_views if cd.type in WORKLOAD_CONDITIONS]
     seen["status"] = {"conditions": [cd.raw for cd in conditions]}
-    gates = copy.status.get("preemptionGates")
+    gates = WorkloadView(obj).gate_states
     if gates:  # the gates' positions (orchestrated preemption: decide._open)
         seen["status"]["preemptionGates"] = gates
     return seen

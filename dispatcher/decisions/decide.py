@@ -1079,12 +1079,7 @@ def _open(p: _Pass, gates: Gates) -> None:
         return
     copy = remote.workload
     now = cond.now_rfc3339(p.obs.now)
-    held = copy.status.get("preemptionGates")
-    states = [
-        s
-        for s in (held if isinstance(held, list) else [])
-        if isinstance(s, dict) and s.get("name") != c.KUEUE_MULTIKUEUE_PREEMPTION_GATE
-    ]
+    states = [s for s in copy.gate_states if s.get("name") != c.KUEUE_MULTIKUEUE_PREEMPTION_GATE]
     states.append(
         {"name": c.KUEUE_MULTIKUEUE_PREEMPTION_GATE, "position": "Open", "lastTransitionTime": now}
     )

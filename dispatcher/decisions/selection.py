@@ -77,14 +77,12 @@ class Requirement:
     values: frozenset[str] = frozenset()
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        value = labels.get(self.key)
         if self.op == "exists":
             return self.key in labels
         if self.op == "!exists":
             return self.key not in labels
-        if self.op in ("=", "in"):
-            return value in self.values
-        return value not in self.values  # != and notin: true for a missing key too
+        among = self.key in labels and labels[self.key] in self.values
+        return among if self.op in ("=", "in") else not among  # != and notin: a missing key too
 
 
 # A selector is a line or two (kubectl's are): longer is refused first. Each requirement is
@@ -100,8 +98,9 @@ def _split(text: str) -> list[str]:
     """Requirements separated by commas outside parentheses."""
     parts, depth, start = [], 0, 0
     for i, ch in enumerate(text):
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if ch == "," and depth == 0:
+        if ch in "()":
+            depth += 1 if ch == "(" else -1
+        elif ch == "," and depth == 0:
             parts.append(text[start:i])
             start = i + 1
     parts.append(text[start:])

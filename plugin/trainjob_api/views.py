@@ -289,6 +289,11 @@ class TrainJobView(ObjectView):
         return mapping(self.spec.get("runtimeRef"))
 
     @property
+    def runtime_patches(self) -> list[Dict]:
+        """spec.runtimePatches as written (the CRD types each entry an object)."""
+        return list(self.spec.get("runtimePatches") or [])
+
+    @property
     def runtime_kind(self) -> str:
         """The kind its runtimeRef names (the API's default: ClusterTrainingRuntime)."""
         return str(self.runtime_ref.get("kind") or c.CLUSTER_TRAINING_RUNTIME_KIND)
@@ -804,12 +809,16 @@ class WorkloadView(ObjectView):
             isinstance(g, dict) and g.get("name") == gate for g in gates
         )
 
+    @property
+    def gate_states(self) -> list[Dict]:
+        """Where its preemption gates stand (status.preemptionGates: name, position, time)."""
+        return objects(self.status.get("preemptionGates"))
+
     def gate_opened_at(self, gate: str) -> str | None:
         """When the preemption gate `gate` was opened, while it is open (its status entry's
         lastTransitionTime; "" when it has none); None while it is closed."""
-        states = self.status.get("preemptionGates")
-        for state in states if isinstance(states, list) else []:
-            if isinstance(state, dict) and state.get("name") == gate:
+        for state in self.gate_states:
+            if state.get("name") == gate:
                 opened = state.get("position") == "Open"
                 return str(state.get("lastTransitionTime") or "") if opened else None
         return None
