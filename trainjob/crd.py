@@ -11,7 +11,7 @@ from __future__ import annotations
 from kubebase.objects import Dict
 from kubecontrol.schema_bounds import version_schema
 from trainjob_api import constants as c
-from trainjob_api.views import ObjectView, mapping
+from trainjob_api.views import ObjectView, mapping, objects
 
 TRAINJOB_CRD = f"{c.TRAINJOB_PLURAL}.{c.TRAINER_GROUP}"
 NEEDED_STATUS_FIELDS = ("clusterName",)
@@ -42,9 +42,9 @@ def missing_status_fields(
 ) -> list[str] | None:
     """The status fields of ours (`needed`) the CRD's served version lacks (None: it does not
     serve ours at all)."""
-    schema = version_schema(crd.raw, c.TRAINER_VERSION)
-    if schema is None:
+    if not any(v.get("name") == c.TRAINER_VERSION for v in objects(crd.spec.get("versions"))):
         return None
+    schema = version_schema(crd.raw, c.TRAINER_VERSION) or {}  # none: no status field either
     status = mapping(mapping(schema.get("properties")).get("status"))
     if status.get("x-kubernetes-preserve-unknown-fields"):
         return []

@@ -15,7 +15,7 @@ import base64
 import datetime as dt
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Required, TypedDict
+from typing import Any, TypedDict
 
 import orjson
 
@@ -146,12 +146,12 @@ class Metric(TypedDict):
 
 class TrainerStatus(TypedDict, total=False):
     """A report as `parse_report` passes it: Trainer's `trainerStatus`, checked, in its
-    stored form."""
+    stored form (`lastUpdatedTime` always given)."""
 
     progressPercentage: int
     estimatedRemainingSeconds: int
     metrics: list[Metric]
-    lastUpdatedTime: Required[str]
+    lastUpdatedTime: str
 
 
 def parse_report(body: bytes) -> TrainerStatus | None:
@@ -178,13 +178,15 @@ def parse_report(body: bytes) -> TrainerStatus | None:
         "estimatedRemainingSeconds", status.get("estimatedRemainingSeconds"), INT32_MAX
     )
     metrics = _metrics(status.get("metrics"))
-    out = TrainerStatus(lastUpdatedTime=_time(status.get("lastUpdatedTime")))
+    when = _time(status.get("lastUpdatedTime"))
+    out = TrainerStatus()  # in Trainer's order of the fields (FIELDS)
     if percent is not None:
         out["progressPercentage"] = percent
     if seconds is not None:
         out["estimatedRemainingSeconds"] = seconds
     if metrics:
         out["metrics"] = metrics
+    out["lastUpdatedTime"] = when
     return out
 
 

@@ -473,6 +473,11 @@ def test_the_crd_check_names_a_trainjob_crd_that_would_drop_our_status() -> None
     theirs = crd_problem(crd({"properties": {"conditions": {}, "jobsStatus": {}}}))
     assert theirs is not None and "has no status.clusterName" in theirs
     assert "not installed" in str(crd_problem(None))
+    # a served version without a schema holds none of our fields; another version is not ours
+    served = ObjectView({"spec": {"versions": [{"name": "v1alpha1"}]}})
+    assert "has no status.clusterName" in str(crd_problem(served))
+    other = ObjectView({"spec": {"versions": [{"name": "v2", "schema": {}}]}})
+    assert "does not serve" in str(crd_problem(other))
 
 
 def test_a_workload_follows_its_trainjobs_priority_class_label_as_kueue_does() -> None:

@@ -55,6 +55,7 @@ def test_a_report_as_the_sdk_sends_it_is_stored_in_trainers_form() -> None:
         "metrics": [{"name": "loss", "value": "0.15"}],
         "lastUpdatedTime": "2026-11-26T10:00:00Z",
     }
+    assert list(progress.parse_report(body) or {}) == list(progress.FIELDS)  # Trainer's order
     assert progress.parse_report(b"{}") is None  # nothing to write
 
 
