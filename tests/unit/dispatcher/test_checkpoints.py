@@ -71,6 +71,9 @@ def test_a_report_names_a_checkpoint_of_a_checkpoints_shape_only() -> None:
         assert checkpoints.reported(status_of(checkpoint=bad)) is None, bad
     assert checkpoints.reported(None) is None
     assert checkpoints.reported(TrainerStatusView({"metrics": "nope"})) is None
+    twice = metrics(checkpoint="step-1", checkpoint_step="1")
+    twice["metrics"] += metrics(checkpoint="step-2", checkpoint_step="2")["metrics"]
+    assert checkpoints.reported(TrainerStatusView(twice)) == Checkpoint("step-2", 2)  # the last
     odd = [{"name": "checkpoint", "value": 7}, "x", {"name": ["checkpoint"], "value": "s"}]
     assert checkpoints.reported(TrainerStatusView({"metrics": odd})) is None
     assert checkpoints.reported(status_of(loss="0.1")) is None
@@ -91,6 +94,18 @@ def test_the_copy_gets_the_place_and_the_resume_point_in_its_trainers_env() -> N
     checkpoints.with_environment(fresh, PLACE, None)
     assert fresh["spec"]["trainer"] == {"env": [{"name": "TRAINJOB_CHECKPOINTS", "value": PLACE}]}
     assert checkpoints.resume_of(TrainJobView(fresh)) is None
+    # what the dispatcher did not write reads as no resume point, and never raises
+    odd = [
+        "x",
+        {"name": "TRAINJOB_RESUME_FROM", "value": "step-40.pt"},
+        {"name": "TRAINJOB_RESUME_STEP", "value": "40"},
+    ]
+    assert checkpoints.resume_of(TrainJobView({"spec": {"trainer": {"env": odd}}})) is None
+    odd.insert(0, {"name": "TRAINJOB_CHECKPOINTS", "value": PLACE})
+    odd[2] = {"name": "TRAINJOB_RESUME_FROM", "value": f"{PLACE}/step-40.pt"}
+    assert checkpoints.resume_of(TrainJobView({"spec": {"trainer": {"env": odd}}})) == (
+        Checkpoint("step-40.pt", 40)
+    )
 
 
 def test_admission_judges_the_job_as_its_copies_go_with_the_variables() -> None:

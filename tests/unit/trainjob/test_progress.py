@@ -105,6 +105,32 @@ def test_the_patch_replaces_the_last_report_whole() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [
+        ({"progressPercentage": 0, "estimatedRemainingSeconds": 0}, True),
+        ({"progressPercentage": 100, "estimatedRemainingSeconds": 2**31 - 1}, True),
+        ({"progressPercentage": 101}, False),
+        ({"progressPercentage": -1}, False),
+        ({"estimatedRemainingSeconds": 2**31}, False),
+    ],
+)
+def test_a_reports_counts_are_kept_within_trainers_bounds_zero_included(
+    given: Dict, kept: bool
+) -> None:
+    body = orjson.dumps({"trainerStatus": {**given, "lastUpdatedTime": "2026-11-26T10:00:00Z"}})
+    if not kept:
+        with pytest.raises(progress.BadReport):
+            progress.parse_report(body)
+        return
+    assert progress.parse_report(body) == {**given, "lastUpdatedTime": "2026-11-26T10:00:00Z"}
+
+
+def test_a_report_without_metrics_keeps_none() -> None:
+    body = orjson.dumps({"trainerStatus": {"metrics": [], "lastUpdatedTime": "2026-11-26T10:00Z"}})
+    assert progress.parse_report(body) == {"lastUpdatedTime": "2026-11-26T10:00:00Z"}
+
+
 def _jwt(claims: Dict) -> str:
     part = base64.urlsafe_b64encode(orjson.dumps(claims)).rstrip(b"=").decode()
     return f"e30.{part}.sig"

@@ -153,6 +153,10 @@ def test_a_workloads_digest_reads_as_the_workload_and_keeps_none_of_its_pods_ima
     ):
         assert pod_sets_match(kept, shapes) == pod_sets_match(full, shapes)
     assert pod_sets_match(kept, [PodSetShape("node", 1, 2, asks)] * 2) is False
+    same = [PodSetShape("node", 1, 2, asks), PodSetShape("launcher", 1, 2, asks)]
+    assert pod_sets_match(kept, same) is True
+    bigger = [PodSetShape("node", 2, 2, asks), PodSetShape("launcher", 1, 2, asks)]
+    assert pod_sets_match(kept, bigger) is False  # the same PodSets, more pods in one
     for ps, whole in zip(kept.pod_sets, full.pod_sets, strict=True):
         assert {k: v for k, v in ps.items() if k != "template"} == {
             k: v for k, v in whole.items() if k != "template"

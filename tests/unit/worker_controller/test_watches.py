@@ -10,10 +10,11 @@ from types import SimpleNamespace
 import pytest
 
 from tests.support.pods import RICH_POD
+from trainjob.naming import owner_reference
 from trainjob.workload import workload_name
 from trainjob_api import constants as c
 from worker_controller import digests
-from worker_controller.watches import _workload_key, watches
+from worker_controller.watches import _controller, _workload_key, watches
 
 
 @pytest.mark.parametrize(
@@ -55,3 +56,12 @@ def test_jobs_and_workloads_are_kept_as_their_digests() -> None:
     for obj in kept.values():
         assert "managedFields" not in obj["metadata"]
         assert "pytorch:2.6" not in json.dumps(obj)
+
+
+def test_a_job_is_filed_under_the_trainjob_that_controls_it_only() -> None:
+    def job(*refs: object) -> dict[str, object]:
+        return {"metadata": {"namespace": "ns", "name": "j", "ownerReferences": list(refs)}}
+
+    assert _controller(job(owner_reference("tj", "u"))) == ("ns", "tj")
+    assert _controller(job(owner_reference("tj", "u", controller=False))) == ("ns", "")
+    assert _controller(job({"kind": "JobSet", "name": "js", "controller": True})) == ("ns", "")
