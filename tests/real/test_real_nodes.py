@@ -35,6 +35,7 @@ from clusters.helpers.waiting import wait_for
 from clusters.install import DISPATCHER
 from clusters.kube import Applier, load_manifests
 from dispatcher.decisions import checkpoints
+from trainjob_api.views import TrainJobView
 
 pytestmark = [pytest.mark.realnodes, pytest.mark.timeout(900)]
 Dict = dict[str, Any]
@@ -599,8 +600,7 @@ def test_a_job_moved_off_a_lost_worker_resumes_from_its_checkpoint(
     on_manager.create(tj)
 
     def saved() -> int:
-        status = (on_manager.get(name).get("status") or {}).get("trainerStatus")
-        found = checkpoints.reported(status)
+        found = checkpoints.reported(TrainJobView(on_manager.get(name)).trainer_status)
         return found.step if found and found.step and found.step >= 10 else 0
 
     step = wait_for(saved, 300, what=f"a checkpoint of {name} reported on the manager")
